@@ -1,0 +1,80 @@
+package io.epp4j.api;
+
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * One model-server replica that can serve inference requests, identified by {@code host:port}.
+ * Labels carry placement facts such as the prefill/decode role ({@value #ROLE_LABEL}).
+ *
+ * @param id     {@code host:port}, the identity used everywhere (metrics, decisions, headers)
+ * @param host   IP address or host name
+ * @param port   TCP port, 1..65535
+ * @param labels immutable labels, e.g. {@code llm-d.ai/role=decode}
+ */
+public record Endpoint(String id, String host, int port, Map<String, String> labels) {
+
+  /** The label that tells the role of an endpoint in prefill/decode disaggregation. */
+  public static final String ROLE_LABEL = "llm-d.ai/role";
+
+  public Endpoint {
+    Objects.requireNonNull(id, "id");
+    Objects.requireNonNull(host, "host");
+    if (host.isEmpty()) {
+      throw new IllegalArgumentException("endpoint host must not be empty");
+    }
+    if (port < 1 || port > 65535) {
+      throw new IllegalArgumentException("endpoint port must be in 1..65535, got " + port);
+    }
+    labels = Map.copyOf(labels);
+  }
+
+  /** An endpoint without labels. */
+  public static Endpoint of(String host, int port) {
+    return of(host, port, Map.of());
+  }
+
+  /** An endpoint with labels. */
+  public static Endpoint of(String host, int port, Map<String, String> labels) {
+    String id = host.indexOf(':') >= 0 ? "[" + host + "]:" + port : host + ":" + port;
+    return new Endpoint(id, host, port, labels);
+  }
+
+  /**
+   * Parses {@code host:port} (IPv6 as {@code [addr]:port}).
+   *
+   * @throws IllegalArgumentException naming the text when it is not {@code host:port}
+   */
+  public static Endpoint parse(String hostPort) {
+    return parse(hostPort, Map.of());
+  }
+
+  /** Parses {@code host:port} and attaches labels. */
+  public static Endpoint parse(String hostPort, Map<String, String> labels) {
+    int colon = hostPort.lastIndexOf(':');
+    if (colon <= 0 || colon == hostPort.length() - 1) {
+      throw new IllegalArgumentException("endpoint must be host:port, got '" + hostPort + "'");
+    }
+    String host = hostPort.substring(0, colon);
+    if (host.startsWith("[") && host.endsWith("]")) {
+      host = host.substring(1, host.length() - 1);
+    }
+    int port;
+    try {
+      port = Integer.parseInt(hostPort.substring(colon + 1));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("endpoint port is not a number in '" + hostPort + "'");
+    }
+    return of(host, port, labels);
+  }
+
+  /** The value of a label, or {@code null}. */
+  public @org.jspecify.annotations.Nullable String label(String name) {
+    return labels.get(name);
+  }
+
+  @Override
+  public String toString() {
+    return id;
+  }
+}

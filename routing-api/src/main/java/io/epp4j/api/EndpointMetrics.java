@@ -1,0 +1,100 @@
+package io.epp4j.api;
+
+import java.util.Set;
+
+/**
+ * An immutable snapshot of what a model server reports about itself, as a Prometheus scrape
+ * would give it ({@code vllm:num_requests_waiting}, {@code vllm:kv_cache_usage_perc}, ...).
+ *
+ * @param waitingRequests     requests queued and not yet scheduled
+ * @param runningRequests     requests in the running batch
+ * @param kvCacheUsage        fraction of KV-cache blocks in use, 0..1
+ * @param kvCapacityBlocks    {@code num_gpu_blocks}, or 0 when unknown
+ * @param blockSizeTokens     tokens per KV block, or 0 when unknown
+ * @param runningLoraAdapters adapters loaded and serving
+ * @param waitingLoraAdapters adapters requested by waiting requests
+ * @param maxLoras            adapter slots, or 0 when unknown
+ * @param scrapedAtNanos      time of the scrape on the router's {@link Ticker}, or
+ *                            {@link #UNSET_TIME} to let the router stamp it on update
+ */
+public record EndpointMetrics(
+    int waitingRequests,
+    int runningRequests,
+    double kvCacheUsage,
+    long kvCapacityBlocks,
+    int blockSizeTokens,
+    Set<String> runningLoraAdapters,
+    Set<String> waitingLoraAdapters,
+    int maxLoras,
+    long scrapedAtNanos) {
+
+  /** Marker for "no scrape time given". */
+  public static final long UNSET_TIME = Long.MIN_VALUE;
+
+  /** Metrics of an endpoint that has never been scraped. */
+  public static final EndpointMetrics UNKNOWN =
+      new EndpointMetrics(0, 0, 0.0, 0, 0, Set.of(), Set.of(), 0, UNSET_TIME);
+
+  public EndpointMetrics {
+    if (waitingRequests < 0) {
+      throw new IllegalArgumentException("waitingRequests must be >= 0, got " + waitingRequests);
+    }
+    if (runningRequests < 0) {
+      throw new IllegalArgumentException("runningRequests must be >= 0, got " + runningRequests);
+    }
+    if (!(kvCacheUsage >= 0.0 && kvCacheUsage <= 1.0)) {
+      throw new IllegalArgumentException("kvCacheUsage must be in [0,1], got " + kvCacheUsage);
+    }
+    if (kvCapacityBlocks < 0 || blockSizeTokens < 0 || maxLoras < 0) {
+      throw new IllegalArgumentException("kvCapacityBlocks, blockSizeTokens and maxLoras must be >= 0");
+    }
+    runningLoraAdapters = Set.copyOf(runningLoraAdapters);
+    waitingLoraAdapters = Set.copyOf(waitingLoraAdapters);
+  }
+
+  /** Whether these metrics come from a scrape (as opposed to {@link #UNKNOWN}). */
+  public boolean isKnown() {
+    return scrapedAtNanos != UNSET_TIME;
+  }
+
+  /** Same metrics stamped with a scrape time. */
+  public EndpointMetrics withScrapedAtNanos(long nanos) {
+    return new EndpointMetrics(waitingRequests, runningRequests, kvCacheUsage, kvCapacityBlocks,
+        blockSizeTokens, runningLoraAdapters, waitingLoraAdapters, maxLoras, nanos);
+  }
+
+  /** A builder starting from empty metrics. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** Builds {@link EndpointMetrics}; unset fields are zero or empty. */
+  public static final class Builder {
+    private int waiting;
+    private int running;
+    private double kv;
+    private long capacity;
+    private int blockSize;
+    private Set<String> runningLoras = Set.of();
+    private Set<String> waitingLoras = Set.of();
+    private int maxLoras;
+    private long scrapedAt = UNSET_TIME;
+
+    private Builder() {}
+
+    public Builder waitingRequests(int v) { this.waiting = v; return this; }
+    public Builder runningRequests(int v) { this.running = v; return this; }
+    public Builder kvCacheUsage(double v) { this.kv = v; return this; }
+    public Builder kvCapacityBlocks(long v) { this.capacity = v; return this; }
+    public Builder blockSizeTokens(int v) { this.blockSize = v; return this; }
+    public Builder runningLoraAdapters(Set<String> v) { this.runningLoras = v; return this; }
+    public Builder waitingLoraAdapters(Set<String> v) { this.waitingLoras = v; return this; }
+    public Builder maxLoras(int v) { this.maxLoras = v; return this; }
+    public Builder scrapedAtNanos(long v) { this.scrapedAt = v; return this; }
+
+    public EndpointMetrics build() {
+      return new EndpointMetrics(waiting, running, kv, capacity, blockSize, runningLoras,
+          waitingLoras, maxLoras, scrapedAt);
+    }
+  }
+}

@@ -1,0 +1,190 @@
+package io.epp4j.api;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.TreeMap;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * An inference request as the router sees it. Exactly one prompt form is present: completion
+ * text ({@link Kind#COMPLETION}), chat messages ({@link Kind#CHAT}) or token IDs
+ * ({@link Kind#TOKENS}). Header names are lower-cased. Immutable; the token array is not copied
+ * on access for speed, so callers must not modify it.
+ */
+public final class InferenceRequest {
+
+  /** Which prompt form the request carries. */
+  public enum Kind { COMPLETION, CHAT, TOKENS }
+
+  private final String requestId;
+  private final String model;
+  private final String targetModel;
+  private final Kind kind;
+  private final @Nullable String prompt;
+  private final List<ChatMessage> messages;
+  private final @Nullable String toolsJson;
+  private final int @Nullable [] tokenIds;
+  private final Map<String, String> headers;
+  private final @Nullable String sessionKey;
+  private final int priority;
+  private final @Nullable String cacheSalt;
+  private final @Nullable String loraAdapter;
+  private final int maxTokens;
+  private final boolean stream;
+
+  private InferenceRequest(Builder b) {
+    this.requestId = b.requestId;
+    this.model = b.model;
+    this.targetModel = b.targetModel == null ? b.model : b.targetModel;
+    this.prompt = b.prompt;
+    this.messages = List.copyOf(b.messages);
+    this.toolsJson = b.toolsJson;
+    this.tokenIds = b.tokenIds;
+    this.headers = Map.copyOf(b.headers);
+    this.sessionKey = b.sessionKey;
+    this.priority = b.priority;
+    this.cacheSalt = b.cacheSalt;
+    this.loraAdapter = b.loraAdapter;
+    this.maxTokens = b.maxTokens;
+    this.stream = b.stream;
+    int forms = (prompt != null ? 1 : 0) + (!messages.isEmpty() ? 1 : 0) + (tokenIds != null ? 1 : 0);
+    if (forms != 1) {
+      throw new IllegalArgumentException(
+          "exactly one of prompt, messages or tokenIds must be set, got " + forms);
+    }
+    this.kind = prompt != null ? Kind.COMPLETION : tokenIds != null ? Kind.TOKENS : Kind.CHAT;
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** A completion request with the given prompt text (convenience for tests and examples). */
+  public static InferenceRequest completion(String model, String prompt) {
+    return builder().model(model).prompt(prompt).build();
+  }
+
+  public String requestId() { return requestId; }
+  /** The model named by the client. */
+  public String model() { return model; }
+  /** The model the server will run (after any rewrite); defaults to {@link #model()}. */
+  public String targetModel() { return targetModel; }
+  public Kind kind() { return kind; }
+  /** Completion prompt text, for {@link Kind#COMPLETION}. */
+  public @Nullable String prompt() { return prompt; }
+  /** Chat messages, for {@link Kind#CHAT}; empty otherwise. */
+  public List<ChatMessage> messages() { return messages; }
+  /** The {@code tools} array as compact JSON, or {@code null}. */
+  public @Nullable String toolsJson() { return toolsJson; }
+  /** Token IDs, for {@link Kind#TOKENS}; do not modify the returned array. */
+  public int @Nullable [] tokenIds() { return tokenIds; }
+  /** Request headers with lower-case names. */
+  public Map<String, String> headers() { return headers; }
+  /** A header value by case-insensitive name, or {@code null}. */
+  public @Nullable String header(String name) { return headers.get(name.toLowerCase(Locale.ROOT)); }
+  /** The session key for sticky routing and session affinity, or {@code null}. */
+  public @Nullable String sessionKey() { return sessionKey; }
+  /** Priority; negative means sheddable when the pool is saturated. */
+  public int priority() { return priority; }
+  /** {@code cache_salt}: requests with different salts never share cache hints. */
+  public @Nullable String cacheSalt() { return cacheSalt; }
+  /** LoRA adapter name, or {@code null} for the base model. */
+  public @Nullable String loraAdapter() { return loraAdapter; }
+  /** {@code max_tokens}, or 0 when absent. */
+  public int maxTokens() { return maxTokens; }
+  public boolean stream() { return stream; }
+
+  /**
+   * A cheap estimate of the prompt length in tokens: the token count when known, else characters
+   * divided by four.
+   */
+  public int estimatedPromptTokens() {
+    if (tokenIds != null) {
+      return tokenIds.length;
+    }
+    if (prompt != null) {
+      return (prompt.length() + 3) / 4;
+    }
+    long chars = toolsJson == null ? 0 : toolsJson.length();
+    for (int i = 0; i < messages.size(); i++) {
+      chars += messages.get(i).content().length();
+    }
+    return (int) Math.min(Integer.MAX_VALUE, (chars + 3) / 4);
+  }
+
+  /** A builder pre-filled with this request's fields. */
+  public Builder toBuilder() {
+    Builder b = new Builder()
+        .requestId(requestId).model(model).targetModel(targetModel)
+        .toolsJson(toolsJson).headers(headers).sessionKey(sessionKey).priority(priority)
+        .cacheSalt(cacheSalt).loraAdapter(loraAdapter).maxTokens(maxTokens).stream(stream);
+    b.prompt = prompt;
+    b.messages = new ArrayList<>(messages);
+    b.tokenIds = tokenIds;
+    return b;
+  }
+
+  @Override
+  public String toString() {
+    // never prints prompt content
+    return "InferenceRequest{id=" + requestId + ", model=" + model + ", kind=" + kind
+        + ", promptTokens~" + estimatedPromptTokens() + "}";
+  }
+
+  /** Builds an {@link InferenceRequest}. */
+  public static final class Builder {
+    private String requestId = "";
+    private String model = "";
+    private @Nullable String targetModel;
+    private @Nullable String prompt;
+    private List<ChatMessage> messages = new ArrayList<>();
+    private @Nullable String toolsJson;
+    private int @Nullable [] tokenIds;
+    private Map<String, String> headers = Map.of();
+    private @Nullable String sessionKey;
+    private int priority;
+    private @Nullable String cacheSalt;
+    private @Nullable String loraAdapter;
+    private int maxTokens;
+    private boolean stream;
+
+    private Builder() {}
+
+    public Builder requestId(String v) { this.requestId = Objects.requireNonNull(v); return this; }
+    public Builder model(String v) { this.model = Objects.requireNonNull(v); return this; }
+    public Builder targetModel(@Nullable String v) { this.targetModel = v; return this; }
+    public Builder prompt(@Nullable String v) { this.prompt = v; return this; }
+    public Builder messages(List<ChatMessage> v) { this.messages = new ArrayList<>(v); return this; }
+    public Builder addMessage(ChatMessage m) { this.messages.add(m); return this; }
+    public Builder toolsJson(@Nullable String v) { this.toolsJson = v; return this; }
+    /** Token IDs; the array is kept, not copied. */
+    public Builder tokenIds(int @Nullable [] v) { this.tokenIds = v; return this; }
+    /** Headers; names are lower-cased. */
+    public Builder headers(Map<String, String> v) {
+      Map<String, String> m = new TreeMap<>();
+      v.forEach((k, val) -> m.put(k.toLowerCase(Locale.ROOT), val));
+      this.headers = m;
+      return this;
+    }
+    public Builder sessionKey(@Nullable String v) { this.sessionKey = v; return this; }
+    public Builder priority(int v) { this.priority = v; return this; }
+    public Builder cacheSalt(@Nullable String v) { this.cacheSalt = v; return this; }
+    public Builder loraAdapter(@Nullable String v) { this.loraAdapter = v; return this; }
+    public Builder maxTokens(int v) {
+      if (v < 0) {
+        throw new IllegalArgumentException("maxTokens must be >= 0, got " + v);
+      }
+      this.maxTokens = v;
+      return this;
+    }
+    public Builder stream(boolean v) { this.stream = v; return this; }
+
+    /** @throws IllegalArgumentException unless exactly one prompt form is set */
+    public InferenceRequest build() {
+      return new InferenceRequest(this);
+    }
+  }
+}

@@ -1,0 +1,244 @@
+package io.epp4j.api;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The {@code parameters} of one plugin, as given in a config file or in code. Typed getters
+ * return a default when a parameter is absent and record an error naming the parameter when a
+ * value has the wrong type or range, so a provider can report every problem at once through
+ * {@link #errors()}. Not thread-safe; used once while a plugin is created.
+ */
+public final class Parameters {
+  private final Map<String, Object> values;
+  private final List<String> errors = new ArrayList<>();
+  private final Set<String> read = new HashSet<>();
+
+  private Parameters(Map<String, Object> values) {
+    this.values = values;
+  }
+
+  /** Parameters from a map (values as YAML or JSON would give them). */
+  public static Parameters of(Map<String, ?> values) {
+    return new Parameters(Collections.unmodifiableMap(new LinkedHashMap<>(values)));
+  }
+
+  /** No parameters. */
+  public static Parameters empty() {
+    return new Parameters(Map.of());
+  }
+
+  /** Whether the parameter is present. */
+  public boolean has(String name) {
+    return values.containsKey(name);
+  }
+
+  /** The raw value, or {@code null}. */
+  public @Nullable Object raw(String name) {
+    read.add(name);
+    return values.get(name);
+  }
+
+  /** An integer parameter. */
+  public int getInt(String name, int defaultValue) {
+    long v = getLong(name, defaultValue);
+    if (v < Integer.MIN_VALUE || v > Integer.MAX_VALUE) {
+      error(name, "must fit in a 32-bit integer, got " + v);
+      return defaultValue;
+    }
+    return (int) v;
+  }
+
+  /** An integer parameter that must lie in {@code [min, max]}. */
+  public int getInt(String name, int defaultValue, int min, int max) {
+    int v = getInt(name, defaultValue);
+    if (v < min || v > max) {
+      error(name, "must be in [" + min + ", " + max + "], got " + v);
+      return defaultValue;
+    }
+    return v;
+  }
+
+  /** A long parameter. */
+  public long getLong(String name, long defaultValue) {
+    Object v = raw(name);
+    if (v == null) {
+      return defaultValue;
+    }
+    if (v instanceof Integer || v instanceof Long || v instanceof Short || v instanceof Byte) {
+      return ((Number) v).longValue();
+    }
+    if (v instanceof java.math.BigInteger) {
+      error(name, "is too large: " + v);
+      return defaultValue;
+    }
+    if (v instanceof Number n && n.doubleValue() == Math.rint(n.doubleValue())
+        && Math.abs(n.doubleValue()) < 9.0e15) {
+      return (long) n.doubleValue();
+    }
+    if (v instanceof String s) {
+      try {
+        return Long.parseLong(s.trim());
+      } catch (NumberFormatException e) {
+        // fall through
+      }
+    }
+    error(name, "must be an integer, got '" + v + "'");
+    return defaultValue;
+  }
+
+  /** A number parameter. */
+  public double getDouble(String name, double defaultValue) {
+    Object v = raw(name);
+    if (v == null) {
+      return defaultValue;
+    }
+    if (v instanceof Number n) {
+      return n.doubleValue();
+    }
+    if (v instanceof String s) {
+      try {
+        return Double.parseDouble(s.trim());
+      } catch (NumberFormatException e) {
+        // fall through
+      }
+    }
+    error(name, "must be a number, got '" + v + "'");
+    return defaultValue;
+  }
+
+  /** A number parameter that must lie in {@code [min, max]}. */
+  public double getDouble(String name, double defaultValue, double min, double max) {
+    double v = getDouble(name, defaultValue);
+    if (!(v >= min && v <= max)) {
+      error(name, "must be in [" + min + ", " + max + "], got " + v);
+      return defaultValue;
+    }
+    return v;
+  }
+
+  /** A boolean parameter ({@code true}/{@code false}, also as strings). */
+  public boolean getBoolean(String name, boolean defaultValue) {
+    Object v = raw(name);
+    if (v == null) {
+      return defaultValue;
+    }
+    if (v instanceof Boolean b) {
+      return b;
+    }
+    if ("true".equalsIgnoreCase(String.valueOf(v))) {
+      return true;
+    }
+    if ("false".equalsIgnoreCase(String.valueOf(v))) {
+      return false;
+    }
+    error(name, "must be true or false, got '" + v + "'");
+    return defaultValue;
+  }
+
+  /** A string parameter (numbers and booleans are accepted as their text). */
+  public @Nullable String getString(String name, @Nullable String defaultValue) {
+    Object v = raw(name);
+    if (v == null) {
+      return defaultValue;
+    }
+    if (v instanceof String || v instanceof Number || v instanceof Boolean) {
+      return String.valueOf(v);
+    }
+    error(name, "must be a string, got " + describe(v));
+    return defaultValue;
+  }
+
+  /** A string parameter restricted to {@code allowed} values. */
+  public String getEnum(String name, String defaultValue, Set<String> allowed) {
+    String v = getString(name, defaultValue);
+    if (v == null || !allowed.contains(v)) {
+      error(name, "must be one of " + new TreeSet<>(allowed) + ", got '" + v + "'");
+      return defaultValue;
+    }
+    return v;
+  }
+
+  /** A list of strings; a single string is taken as a one-element list. */
+  public List<String> getStringList(String name, List<String> defaultValue) {
+    Object v = raw(name);
+    if (v == null) {
+      return defaultValue;
+    }
+    if (v instanceof String s) {
+      return List.of(s);
+    }
+    if (v instanceof List<?> list) {
+      List<String> out = new ArrayList<>(list.size());
+      for (Object o : list) {
+        if (!(o instanceof String || o instanceof Number || o instanceof Boolean)) {
+          error(name, "must be a list of strings, found " + describe(o));
+          return defaultValue;
+        }
+        out.add(String.valueOf(o));
+      }
+      return List.copyOf(out);
+    }
+    error(name, "must be a list of strings, got " + describe(v));
+    return defaultValue;
+  }
+
+  /** A nested object as its own {@link Parameters}; errors are reported here with a path prefix. */
+  public Parameters getNested(String name) {
+    Object v = raw(name);
+    if (v == null) {
+      return empty();
+    }
+    if (v instanceof Map<?, ?> map) {
+      Map<String, Object> m = new LinkedHashMap<>();
+      map.forEach((k, val) -> m.put(String.valueOf(k), val));
+      return new Parameters(Collections.unmodifiableMap(m));
+    }
+    error(name, "must be an object, got " + describe(v));
+    return empty();
+  }
+
+  /** Records an error about a parameter. */
+  public void error(String name, String problem) {
+    errors.add("parameter '" + name + "' " + problem);
+  }
+
+  /** Errors recorded so far, each naming its parameter. */
+  public List<String> errors() {
+    return List.copyOf(errors);
+  }
+
+  /** Names present but never read by the provider: likely typos or unsupported options. */
+  public Set<String> unreadNames() {
+    Set<String> s = new TreeSet<>(values.keySet());
+    s.removeAll(read);
+    return s;
+  }
+
+  /** The names present. */
+  public Set<String> names() {
+    return values.keySet();
+  }
+
+  private static String describe(Object v) {
+    if (v instanceof Map) {
+      return "an object";
+    }
+    if (v instanceof List) {
+      return "a list";
+    }
+    return "'" + v + "'";
+  }
+
+  @Override
+  public String toString() {
+    return "Parameters" + values.keySet();
+  }
+}

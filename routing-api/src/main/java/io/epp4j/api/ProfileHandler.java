@@ -1,0 +1,15 @@
+package io.epp4j.api;
+
+/**
+ * Decides which scheduling profiles run for a request and which one is primary (the one whose
+ * endpoint the gateway forwards to). The default runs the single configured profile; a
+ * prefill/decode handler runs {@code decode} and, when worthwhile, {@code prefill}.
+ */
+public interface ProfileHandler extends Plugin {
+
+  /**
+   * Runs profiles through {@code runner} and returns the name of the primary profile, which
+   * must have run.
+   */
+  String handle(InferenceRequest request, CycleState state, ProfileRunner runner);
+}

@@ -1,0 +1,21 @@
+package io.epp4j.api;
+
+/**
+ * Lifecycle hooks of a routed request, for plugins that learn from outcomes (the prefix index
+ * records where a prompt went; load trackers count in-flight work). Calls come from the router
+ * and the gateway's threads; implementations must be thread-safe and must not block.
+ */
+public interface RequestListener {
+
+  /** Called once after a successful routing decision, on the routing thread. */
+  default void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {}
+
+  /** Called when the first token arrives from {@code endpoint}. */
+  default void onFirstToken(InferenceRequest request, Endpoint endpoint) {}
+
+  /** Called when the request finished on {@code endpoint}. */
+  default void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {}
+
+  /** Called when forwarding or serving failed on {@code endpoint}. */
+  default void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {}
+}

@@ -1,0 +1,179 @@
+package io.epp4j.api;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The outcome of {@code Router.route}: either the endpoints to forward to (per profile, primary
+ * profile first) or a {@link Rejection}. Normal outcomes are values, never exceptions.
+ *
+ * <p>A routed decision is also the handle through which the gateway reports the request's fate:
+ * call {@link #onFirstToken()} when the first token arrives and exactly one of
+ * {@link #onComplete(Usage)} or {@link #onFailure(Throwable)} at the end. Later calls after the
+ * first terminal call are ignored, so in-flight counters can never go negative.
+ */
+public final class RoutingDecision {
+
+  /** Header that carries the destination list to a proxy, as the upstream EPP writes it. */
+  public static final String DESTINATION_HEADER = "x-gateway-destination-endpoint";
+  /** Header that tells a decode server where its prefill ran. */
+  public static final String PREFILLER_HEADER = "x-prefiller-host-port";
+  /** Name of the prefill profile in prefill/decode disaggregation. */
+  public static final String PREFILL_PROFILE = "prefill";
+
+  /** Router-side receiver of the lifecycle calls. */
+  public interface Callbacks {
+    void firstToken(RoutingDecision decision);
+
+    void complete(RoutingDecision decision, Usage usage);
+
+    void failure(RoutingDecision decision, Throwable cause);
+  }
+
+  private static final Callbacks NO_CALLBACKS = new Callbacks() {
+    @Override public void firstToken(RoutingDecision d) {}
+    @Override public void complete(RoutingDecision d, Usage u) {}
+    @Override public void failure(RoutingDecision d, Throwable c) {}
+  };
+
+  private static final int FIRST_TOKEN_SEEN = 1;
+  private static final int TERMINATED = 2;
+
+  private final @Nullable String primaryProfile;
+  private final Map<String, ProfileResult> results;
+  private final @Nullable Rejection rejection;
+  private final Callbacks callbacks;
+  private final AtomicInteger lifecycle = new AtomicInteger();
+
+  private RoutingDecision(@Nullable String primaryProfile, Map<String, ProfileResult> results,
+      @Nullable Rejection rejection, Callbacks callbacks) {
+    this.primaryProfile = primaryProfile;
+    this.results = results;
+    this.rejection = rejection;
+    this.callbacks = callbacks;
+  }
+
+  /**
+   * A routed decision. {@code results} must contain a non-empty result for
+   * {@code primaryProfile}; iteration order of {@code results} is kept.
+   */
+  public static RoutingDecision routed(String primaryProfile, Map<String, ProfileResult> results,
+      Callbacks callbacks) {
+    ProfileResult primary = results.get(primaryProfile);
+    if (primary == null || primary.isEmpty()) {
+      throw new IllegalArgumentException("primary profile '" + primaryProfile + "' picked nothing");
+    }
+    return new RoutingDecision(primaryProfile, results, null, Objects.requireNonNull(callbacks));
+  }
+
+  /** A rejected decision. */
+  public static RoutingDecision rejected(Rejection rejection) {
+    return new RoutingDecision(null, Map.of(), Objects.requireNonNull(rejection), NO_CALLBACKS);
+  }
+
+  /** Shorthand for a rejection. */
+  public static RoutingDecision rejected(Rejection.Reason reason, String message) {
+    return rejected(new Rejection(reason, message));
+  }
+
+  public boolean isRouted() {
+    return rejection == null;
+  }
+
+  /** The rejection, or {@code null} when routed. */
+  public @Nullable Rejection rejection() {
+    return rejection;
+  }
+
+  /** The primary profile's name, or {@code null} when rejected. */
+  public @Nullable String primaryProfile() {
+    return primaryProfile;
+  }
+
+  /** Results of every profile that ran, in the order they ran. */
+  public Map<String, ProfileResult> profileResults() {
+    return results;
+  }
+
+  /** The primary profile's endpoints (primary first, then fallbacks); empty when rejected. */
+  public List<Endpoint> endpoints() {
+    if (primaryProfile == null) {
+      return List.of();
+    }
+    return results.get(primaryProfile).endpoints();
+  }
+
+  /**
+   * The endpoint to forward to.
+   *
+   * @throws IllegalStateException when the decision is a rejection
+   */
+  public Endpoint primary() {
+    if (primaryProfile == null) {
+      throw new IllegalStateException("request was rejected: " + rejection);
+    }
+    return results.get(primaryProfile).endpoints().get(0);
+  }
+
+  /** The prefill endpoint when a {@value #PREFILL_PROFILE} profile ran and picked one. */
+  public @Nullable Endpoint prefillEndpoint() {
+    ProfileResult r = results.get(PREFILL_PROFILE);
+    return r == null || PREFILL_PROFILE.equals(primaryProfile) ? null : r.primary();
+  }
+
+  /** The {@value #DESTINATION_HEADER} value: {@code ip:port[,ip:port...]}; empty if rejected. */
+  public String destinationHeaderValue() {
+    List<Endpoint> eps = endpoints();
+    StringBuilder sb = new StringBuilder(eps.size() * 20);
+    for (int i = 0; i < eps.size(); i++) {
+      if (i > 0) {
+        sb.append(',');
+      }
+      sb.append(eps.get(i).id());
+    }
+    return sb.toString();
+  }
+
+  /** Reports that the first token arrived; only the first call counts. */
+  public void onFirstToken() {
+    if (lifecycle.compareAndSet(0, FIRST_TOKEN_SEEN)) {
+      callbacks.firstToken(this);
+    }
+  }
+
+  /** Reports completion; only the first terminal call ({@code onComplete}/{@code onFailure}) counts. */
+  public void onComplete(Usage usage) {
+    if (terminate()) {
+      callbacks.complete(this, usage);
+    }
+  }
+
+  /** Reports failure; only the first terminal call counts. */
+  public void onFailure(Throwable cause) {
+    if (terminate()) {
+      callbacks.failure(this, cause);
+    }
+  }
+
+  private boolean terminate() {
+    for (;;) {
+      int s = lifecycle.get();
+      if (s == TERMINATED) {
+        return false;
+      }
+      if (lifecycle.compareAndSet(s, TERMINATED)) {
+        return true;
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    return rejection != null
+        ? "RoutingDecision{rejected=" + rejection + "}"
+        : "RoutingDecision{primaryProfile=" + primaryProfile + ", results=" + results.values() + "}";
+  }
+}
