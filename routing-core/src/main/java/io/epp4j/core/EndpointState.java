@@ -1,0 +1,58 @@
+package io.epp4j.core;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Immutable pairing of an endpoint with its latest metrics, plus in-flight counters that live as
+ * long as the endpoint stays in the pool (shared by every snapshot that contains it).
+ */
+final class EndpointState implements Candidate {
+  final Endpoint endpoint;
+  final EndpointMetrics metrics;
+  final InFlight inFlight;
+
+  EndpointState(Endpoint endpoint, EndpointMetrics metrics, InFlight inFlight) {
+    this.endpoint = endpoint;
+    this.metrics = metrics;
+    this.inFlight = inFlight;
+  }
+
+  EndpointState withMetrics(EndpointMetrics m) {
+    return new EndpointState(endpoint, m, inFlight);
+  }
+
+  @Override
+  public Endpoint endpoint() {
+    return endpoint;
+  }
+
+  @Override
+  public EndpointMetrics metrics() {
+    return metrics;
+  }
+
+  @Override
+  public int inFlightRequests() {
+    return inFlight.requests.get();
+  }
+
+  @Override
+  public long inFlightTokens() {
+    return inFlight.tokens.get();
+  }
+
+  @Override
+  public String toString() {
+    return endpoint.id();
+  }
+
+  /** Router-tracked work on one endpoint. */
+  static final class InFlight {
+    final AtomicInteger requests = new AtomicInteger();
+    final AtomicLong tokens = new AtomicLong();
+  }
+}

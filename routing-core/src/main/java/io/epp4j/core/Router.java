@@ -1,0 +1,689 @@
+package io.epp4j.core;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.Filter;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.ProfileRunner;
+import io.epp4j.api.Rejection;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.Result;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Ticker;
+import io.epp4j.api.Usage;
+import io.opentelemetry.api.GlobalOpenTelemetry;
+import io.opentelemetry.api.OpenTelemetry;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.SplittableRandom;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import java.util.random.RandomGenerator;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Decides which endpoint serves each inference request.
+ *
+ * <pre>{@code
+ * Router router = Router.builder()
+ *     .endpoints(List.of(Endpoint.parse("10.0.0.1:8000"), Endpoint.parse("10.0.0.2:8000")))
+ *     .build();                                   // EPP default profile
+ * RoutingDecision d = router.route(request);
+ * if (d.isRouted()) { forward(d.primary()); ...; d.onComplete(usage); }
+ * }</pre>
+ *
+ * <p>{@link #route} is thread-safe and takes no locks: it reads one immutable snapshot of the
+ * pool (endpoints with their latest metrics) through a volatile field. Pool and metrics changes
+ * are serialized among themselves and publish a new snapshot; once {@link #removeEndpoint}
+ * returns, no later {@code route} call returns that endpoint.
+ */
+public final class Router implements AutoCloseable {
+  private static final Logger LOG = Logger.getLogger(Router.class.getName());
+
+  /** The EPP default profile used when no configuration is given. */
+  public static final String DEFAULT_CONFIG_YAML = """
+      apiVersion: inference.networking.x-k8s.io/v1alpha1
+      kind: EndpointPickerConfig
+      plugins:
+      - type: prefix-cache-scorer
+      - type: queue-scorer
+      - type: kv-cache-utilization-scorer
+      - type: max-score-picker
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: prefix-cache-scorer
+          weight: 3
+        - pluginRef: queue-scorer
+          weight: 2
+        - pluginRef: kv-cache-utilization-scorer
+          weight: 2
+        - pluginRef: max-score-picker
+      """;
+
+  private final RouterConfig config;
+  private final PluginRegistry registry;
+  private final Ticker ticker;
+  private final OpenAiRequestParser parser;
+  private final PoolSaturation saturation;
+  private final RouterTelemetry telemetry;
+  private final @Nullable Long seed;
+  private final AtomicLong cycles = new AtomicLong();
+  private final RequestListener[] requestListeners;
+  private final PoolListener[] poolListeners;
+  private final Object poolLock = new Object();
+  private volatile PoolSnapshot pool = PoolSnapshot.EMPTY;
+  private volatile boolean closed;
+
+  private Router(Builder b, RouterConfig config) {
+    this.config = config;
+    this.registry = b.registry;
+    this.ticker = b.ticker;
+    this.parser = b.parser;
+    this.seed = b.seed;
+    this.saturation = new PoolSaturation(b.saturationQueueThreshold, b.saturationKvThreshold,
+        b.metricsStaleness.toNanos(), b.ticker);
+    Set<Object> all = Collections.newSetFromMap(new IdentityHashMap<>());
+    all.addAll(config.plugins().values());
+    all.add(config.profileHandler());
+    for (SchedulingProfile p : config.profiles().values()) {
+      all.addAll(p.filters());
+      p.scorers().forEach(ws -> all.add(ws.scorer()));
+      all.add(p.picker());
+    }
+    all.addAll(b.extraListeners);
+    List<RequestListener> rl = new ArrayList<>();
+    List<PoolListener> pl = new ArrayList<>();
+    for (Object o : all) {
+      if (o instanceof RequestListener r) {
+        rl.add(r);
+      }
+      if (o instanceof PoolListener p) {
+        pl.add(p);
+      }
+    }
+    this.requestListeners = rl.toArray(new RequestListener[0]);
+    this.poolListeners = pl.toArray(new PoolListener[0]);
+    this.telemetry = new RouterTelemetry(b.openTelemetry, () -> pool, saturation);
+    for (String w : config.warnings()) {
+      LOG.warning(w);
+    }
+    for (String c : registry.conflicts()) {
+      LOG.warning(c);
+    }
+    setEndpoints(b.endpoints);
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  // ---------------------------------------------------------------------------------- routing
+
+  /** Routes a request; never throws for normal outcomes (see {@link RoutingDecision}). */
+  public RoutingDecision route(InferenceRequest request) {
+    long start = System.nanoTime();
+    PoolSnapshot snap = pool;
+    RoutingDecision d;
+    try {
+      d = schedule(request, snap);
+    } catch (RuntimeException e) {
+      // a plugin bug must not take the gateway down; the request gets a 503 and we log the type
+      LOG.log(Level.WARNING, "routing failed inside a plugin: " + e.getClass().getName(), e);
+      telemetry.error();
+      telemetry.recordDuration(System.nanoTime() - start);
+      return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS,
+          "routing failed: " + e.getClass().getSimpleName());
+    }
+    if (d.isRouted()) {
+      telemetry.routed();
+    } else {
+      telemetry.rejected(d.rejection().reason());
+    }
+    telemetry.recordDuration(System.nanoTime() - start);
+    return d;
+  }
+
+  /**
+   * Parses an OpenAI request body and routes it. A malformed or oversized body gives a 400
+   * rejection whose message names the problem.
+   */
+  public RoutingDecision route(String path, Map<String, String> headers, byte[] body) {
+    Result<InferenceRequest> parsed = parser.parse(path, headers, body);
+    if (!parsed.isOk()) {
+      telemetry.rejected(Rejection.Reason.INVALID_REQUEST);
+      return RoutingDecision.rejected(Rejection.Reason.INVALID_REQUEST, parsed.errors().get(0));
+    }
+    return route(parsed.value());
+  }
+
+  private RoutingDecision schedule(InferenceRequest request, PoolSnapshot snap) {
+    if (closed) {
+      return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "router is closed");
+    }
+    if (snap.states.length == 0) {
+      return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "no endpoints in the pool");
+    }
+    long now = ticker.nanos();
+    if (request.priority() < 0 && saturation.poolSaturation(snap, now) >= 1.0) {
+      return RoutingDecision.rejected(Rejection.Reason.SHED,
+          "pool is saturated and the request is sheddable (priority " + request.priority() + ")");
+    }
+    CycleState state = new CycleState(now, random());
+    Cycle cycle = new Cycle(request, state, snap);
+    String primary = config.profileHandler().handle(request, state, cycle);
+    ProfileResult pr = primary == null ? null : cycle.results.get(primary);
+    if (pr == null || pr.isEmpty()) {
+      return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS,
+          "no endpoint passed the filters of profile '" + primary + "'");
+    }
+    Tracker tracker = new Tracker(request, snap, cycle.results);
+    RoutingDecision decision = RoutingDecision.routed(primary, cycle.results, tracker);
+    for (RequestListener l : requestListeners) {
+      l.afterRouting(request, state, decision);
+    }
+    return decision;
+  }
+
+  private RandomGenerator random() {
+    if (seed == null) {
+      return ThreadLocalRandom.current();
+    }
+    return new SplittableRandom(seed ^ (cycles.incrementAndGet() * 0x9E3779B97F4A7C15L));
+  }
+
+  /** One scheduling cycle: runs profiles on demand and keeps their results. */
+  private final class Cycle implements ProfileRunner {
+    final InferenceRequest request;
+    final CycleState state;
+    final PoolSnapshot snap;
+    final Map<String, ProfileResult> results = new LinkedHashMap<>(4);
+
+    Cycle(InferenceRequest request, CycleState state, PoolSnapshot snap) {
+      this.request = request;
+      this.state = state;
+      this.snap = snap;
+    }
+
+    @Override
+    public Set<String> profileNames() {
+      return config.profiles().keySet();
+    }
+
+    @Override
+    public @Nullable ProfileResult result(String profile) {
+      return results.get(profile);
+    }
+
+    @Override
+    public ProfileResult run(String name) {
+      ProfileResult done = results.get(name);
+      if (done != null) {
+        return done;
+      }
+      SchedulingProfile profile = config.profiles().get(name);
+      if (profile == null) {
+        throw new IllegalArgumentException("no scheduling profile named '" + name + "'");
+      }
+      ProfileResult r = runProfile(profile);
+      results.put(name, r);
+      return r;
+    }
+
+    private ProfileResult runProfile(SchedulingProfile profile) {
+      List<Candidate> candidates = snap.candidates;
+      List<Filter> filters = profile.filters();
+      for (int i = 0; i < filters.size() && !candidates.isEmpty(); i++) {
+        candidates = filters.get(i).filter(request, state, candidates);
+      }
+      int n = candidates.size();
+      if (n == 0) {
+        return new ProfileResult(profile.name(), List.of());
+      }
+      double[] total = new double[n];
+      List<SchedulingProfile.WeightedScorer> scorers = profile.scorers();
+      if (!scorers.isEmpty()) {
+        double[] scratch = new double[n];
+        for (int s = 0; s < scorers.size(); s++) {
+          SchedulingProfile.WeightedScorer ws = scorers.get(s);
+          if (s > 0) {
+            java.util.Arrays.fill(scratch, 0.0);
+          }
+          ws.scorer().score(request, state, candidates, scratch);
+          double w = ws.weight();
+          for (int i = 0; i < n; i++) {
+            double v = scratch[i];
+            // clamp to [0,1]; NaN fails both comparisons and counts as 0
+            total[i] += w * (v >= 1.0 ? 1.0 : v > 0.0 ? v : 0.0);
+          }
+        }
+      }
+      List<Candidate> picked = profile.picker().pick(request, state, candidates, total);
+      if (picked.size() == 1) {
+        return new ProfileResult(profile.name(), List.of(picked.get(0).endpoint()));
+      }
+      List<Endpoint> eps = new ArrayList<>(picked.size());
+      for (Candidate c : picked) {
+        eps.add(c.endpoint());
+      }
+      return new ProfileResult(profile.name(), eps);
+    }
+  }
+
+  /** Feeds the lifecycle of one decision into in-flight counters and request listeners. */
+  private final class Tracker implements RoutingDecision.Callbacks {
+    private final InferenceRequest request;
+    private final EndpointState.InFlight[] counters;
+    private final long tokens;
+
+    Tracker(InferenceRequest request, PoolSnapshot snap, Map<String, ProfileResult> results) {
+      this.request = request;
+      this.tokens = (long) request.estimatedPromptTokens() + request.maxTokens();
+      EndpointState.InFlight[] c = new EndpointState.InFlight[results.size()];
+      int k = 0;
+      for (ProfileResult r : results.values()) {
+        Endpoint e = r.primary();
+        if (e != null) {
+          EndpointState s = snap.get(e.id());
+          if (s != null) {
+            c[k++] = s.inFlight;
+            s.inFlight.requests.incrementAndGet();
+            s.inFlight.tokens.addAndGet(tokens);
+          }
+        }
+      }
+      this.counters = k == c.length ? c : java.util.Arrays.copyOf(c, k);
+    }
+
+    private void release() {
+      for (EndpointState.InFlight f : counters) {
+        f.requests.decrementAndGet();
+        f.tokens.addAndGet(-tokens);
+      }
+    }
+
+    @Override
+    public void firstToken(RoutingDecision decision) {
+      Endpoint e = decision.primary();
+      for (RequestListener l : requestListeners) {
+        l.onFirstToken(request, e);
+      }
+    }
+
+    @Override
+    public void complete(RoutingDecision decision, Usage usage) {
+      release();
+      Endpoint e = decision.primary();
+      for (RequestListener l : requestListeners) {
+        l.onComplete(request, e, usage);
+      }
+    }
+
+    @Override
+    public void failure(RoutingDecision decision, Throwable cause) {
+      release();
+      Endpoint e = decision.primary();
+      for (RequestListener l : requestListeners) {
+        l.onFailure(request, e, cause);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------ pool changes
+
+  /** Adds an endpoint (no-op if one with the same id exists). Returns whether it was added. */
+  public boolean addEndpoint(Endpoint endpoint) {
+    Objects.requireNonNull(endpoint, "endpoint");
+    synchronized (poolLock) {
+      PoolSnapshot cur = pool;
+      if (cur.indexOf(endpoint.id()) >= 0) {
+        return false;
+      }
+      EndpointState[] next = java.util.Arrays.copyOf(cur.states, cur.states.length + 1);
+      next[cur.states.length] =
+          new EndpointState(endpoint, EndpointMetrics.UNKNOWN, new EndpointState.InFlight());
+      pool = new PoolSnapshot(next);
+    }
+    for (PoolListener l : poolListeners) {
+      l.onEndpointAdded(endpoint);
+    }
+    return true;
+  }
+
+  /** Removes an endpoint by id; returns whether it was present. */
+  public boolean removeEndpoint(String endpointId) {
+    EndpointState removed;
+    synchronized (poolLock) {
+      PoolSnapshot cur = pool;
+      int i = cur.indexOf(endpointId);
+      if (i < 0) {
+        return false;
+      }
+      removed = cur.states[i];
+      EndpointState[] next = new EndpointState[cur.states.length - 1];
+      System.arraycopy(cur.states, 0, next, 0, i);
+      System.arraycopy(cur.states, i + 1, next, i, cur.states.length - i - 1);
+      pool = new PoolSnapshot(next);
+    }
+    for (PoolListener l : poolListeners) {
+      l.onEndpointRemoved(removed.endpoint);
+    }
+    return true;
+  }
+
+  /**
+   * Makes the pool exactly {@code endpoints}: adds the new ones, removes the missing ones, keeps
+   * metrics and in-flight counters of the ones that stay.
+   */
+  public void setEndpoints(Collection<Endpoint> endpoints) {
+    List<Endpoint> added = new ArrayList<>();
+    List<Endpoint> removed = new ArrayList<>();
+    synchronized (poolLock) {
+      PoolSnapshot cur = pool;
+      Map<String, Endpoint> wanted = new LinkedHashMap<>();
+      for (Endpoint e : endpoints) {
+        wanted.put(e.id(), e);
+      }
+      List<EndpointState> next = new ArrayList<>(wanted.size());
+      for (EndpointState s : cur.states) {
+        Endpoint w = wanted.remove(s.endpoint.id());
+        if (w == null) {
+          removed.add(s.endpoint);
+        } else if (w.equals(s.endpoint)) {
+          next.add(s);
+        } else {
+          next.add(new EndpointState(w, s.metrics, s.inFlight)); // labels changed
+        }
+      }
+      for (Endpoint e : wanted.values()) {
+        next.add(new EndpointState(e, EndpointMetrics.UNKNOWN, new EndpointState.InFlight()));
+        added.add(e);
+      }
+      pool = new PoolSnapshot(next.toArray(new EndpointState[0]));
+    }
+    for (PoolListener l : poolListeners) {
+      removed.forEach(l::onEndpointRemoved);
+      added.forEach(l::onEndpointAdded);
+    }
+  }
+
+  /**
+   * Publishes new metrics for an endpoint. Metrics without a scrape time are stamped with the
+   * router's clock. Returns false when the endpoint is not in the pool.
+   */
+  public boolean updateMetrics(String endpointId, EndpointMetrics metrics) {
+    EndpointMetrics m = metrics.scrapedAtNanos() == EndpointMetrics.UNSET_TIME
+        ? metrics.withScrapedAtNanos(ticker.nanos()) : metrics;
+    synchronized (poolLock) {
+      PoolSnapshot cur = pool;
+      int i = cur.indexOf(endpointId);
+      if (i < 0) {
+        return false;
+      }
+      EndpointState[] next = cur.states.clone();
+      next[i] = next[i].withMetrics(m);
+      pool = new PoolSnapshot(next);
+      return true;
+    }
+  }
+
+  /** Publishes metrics for several endpoints in one snapshot; unknown ids are ignored. */
+  public void updateMetrics(Map<String, EndpointMetrics> metricsById) {
+    long now = ticker.nanos();
+    synchronized (poolLock) {
+      PoolSnapshot cur = pool;
+      EndpointState[] next = cur.states.clone();
+      for (int i = 0; i < next.length; i++) {
+        EndpointMetrics m = metricsById.get(next[i].endpoint.id());
+        if (m != null) {
+          next[i] = next[i].withMetrics(m.scrapedAtNanos() == EndpointMetrics.UNSET_TIME
+              ? m.withScrapedAtNanos(now) : m);
+        }
+      }
+      pool = new PoolSnapshot(next);
+    }
+  }
+
+  /** The current pool as candidates (endpoint, metrics, in-flight counts). */
+  public List<Candidate> endpoints() {
+    return pool.candidates;
+  }
+
+  /** The current pool saturation (see the builder's saturation settings). */
+  public double poolSaturation() {
+    return saturation.poolSaturation(pool);
+  }
+
+  public RouterConfig config() {
+    return config;
+  }
+
+  public PluginRegistry registry() {
+    return registry;
+  }
+
+  public Ticker ticker() {
+    return ticker;
+  }
+
+  /** Closes every plugin and stops telemetry callbacks; later routes are rejected. */
+  @Override
+  public void close() {
+    closed = true;
+    telemetry.close();
+    Set<Plugin> all = Collections.newSetFromMap(new IdentityHashMap<>());
+    all.addAll(config.plugins().values());
+    for (SchedulingProfile p : config.profiles().values()) {
+      all.addAll(p.filters());
+      p.scorers().forEach(ws -> all.add(ws.scorer()));
+      all.add(p.picker());
+    }
+    all.add(config.profileHandler());
+    for (Plugin p : all) {
+      try {
+        p.close();
+      } catch (RuntimeException e) {
+        LOG.log(Level.WARNING, "closing plugin " + p.getClass().getName() + " failed", e);
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------- builder
+
+  /** Builds a {@link Router}. */
+  public static final class Builder {
+    private final List<Endpoint> endpoints = new ArrayList<>();
+    private @Nullable RouterConfig config;
+    private @Nullable Path configFile;
+    private @Nullable String configYaml;
+    private String configSource = "config";
+    private PluginRegistry registry;
+    private Ticker ticker = Ticker.system();
+    private OpenTelemetry openTelemetry;
+    private @Nullable Long seed;
+    private OpenAiRequestParser parser = OpenAiRequestParser.defaults();
+    private int saturationQueueThreshold = 5;
+    private double saturationKvThreshold = 0.8;
+    private Duration metricsStaleness = Duration.ofMillis(200);
+    private final Map<Class<?>, Object> services = new LinkedHashMap<>();
+    private final List<Object> extraListeners = new ArrayList<>();
+
+    private Builder() {}
+
+    /** Initial endpoints. */
+    public Builder endpoints(Collection<Endpoint> eps) {
+      endpoints.addAll(eps);
+      return this;
+    }
+
+    public Builder endpoint(Endpoint e) {
+      endpoints.add(e);
+      return this;
+    }
+
+    /** A configuration built in code; replaces any file or YAML given before. */
+    public Builder config(RouterConfig c) {
+      this.config = c;
+      this.configFile = null;
+      this.configYaml = null;
+      return this;
+    }
+
+    /** A single profile built in code, run by the single-profile handler. */
+    public Builder profile(SchedulingProfile p) {
+      return config(RouterConfig.of(p));
+    }
+
+    /** An {@code EndpointPickerConfig} YAML file. */
+    public Builder configFile(Path file) {
+      this.configFile = file;
+      this.config = null;
+      this.configYaml = null;
+      return this;
+    }
+
+    /** {@code EndpointPickerConfig} YAML text; {@code source} names it in error messages. */
+    public Builder configYaml(String yaml, String source) {
+      this.configYaml = yaml;
+      this.configSource = source;
+      this.config = null;
+      this.configFile = null;
+      return this;
+    }
+
+    /** The plugin types to resolve config files against; default: ServiceLoader discovery. */
+    public Builder registry(PluginRegistry r) {
+      this.registry = r;
+      return this;
+    }
+
+    /** The clock for metrics ages, TTLs and cycle time; default {@link Ticker#system()}. */
+    public Builder ticker(Ticker t) {
+      this.ticker = Objects.requireNonNull(t);
+      return this;
+    }
+
+    /** Where metrics go; default {@code GlobalOpenTelemetry.getOrNoop()}. */
+    public Builder openTelemetry(OpenTelemetry otel) {
+      this.openTelemetry = Objects.requireNonNull(otel);
+      return this;
+    }
+
+    /**
+     * Makes random tie-breaks reproducible: with a seed, the n-th routing cycle of this router
+     * always draws the same numbers (use from one thread for a fully deterministic sequence).
+     */
+    public Builder randomSeed(long s) {
+      this.seed = s;
+      return this;
+    }
+
+    /** The body parser used by {@link Router#route(String, Map, byte[])}. */
+    public Builder requestParser(OpenAiRequestParser p) {
+      this.parser = Objects.requireNonNull(p);
+      return this;
+    }
+
+    /** Waiting requests at which an endpoint counts as saturated; default 5. */
+    public Builder saturationQueueThreshold(int n) {
+      if (n < 1) {
+        throw new IllegalArgumentException("saturationQueueThreshold must be >= 1, got " + n);
+      }
+      this.saturationQueueThreshold = n;
+      return this;
+    }
+
+    /** KV-cache usage at which an endpoint counts as saturated; default 0.8. */
+    public Builder saturationKvThreshold(double v) {
+      if (!(v > 0 && v <= 1)) {
+        throw new IllegalArgumentException("saturationKvThreshold must be in (0,1], got " + v);
+      }
+      this.saturationKvThreshold = v;
+      return this;
+    }
+
+    /** Metrics older than this count as saturated for shedding; default 200 ms. */
+    public Builder metricsStaleness(Duration d) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("metricsStaleness must be positive, got " + d);
+      }
+      this.metricsStaleness = d;
+      return this;
+    }
+
+    /** A service plugins can ask for through {@code PluginContext.service(type)}. */
+    public <T> Builder service(Class<T> type, T instance) {
+      services.put(type, type.cast(instance));
+      return this;
+    }
+
+    /**
+     * An extra {@link RequestListener} and/or {@link PoolListener} (for example a simulator or
+     * an index fed by the gateway) that is not part of the configuration.
+     */
+    public Builder listener(Object listener) {
+      if (!(listener instanceof RequestListener) && !(listener instanceof PoolListener)) {
+        throw new IllegalArgumentException("listener must implement RequestListener or PoolListener");
+      }
+      extraListeners.add(listener);
+      return this;
+    }
+
+    /**
+     * Builds the router.
+     *
+     * @throws ConfigException with every problem found when the configuration is invalid, or
+     *     when no configuration is given and the default profile's plugin types are missing
+     */
+    public Router build() {
+      if (registry == null) {
+        registry = PluginRegistry.fromServiceLoader();
+      }
+      if (openTelemetry == null) {
+        openTelemetry = GlobalOpenTelemetry.getOrNoop();
+      }
+      RouterConfig c = config;
+      if (c == null) {
+        ConfigLoader loader = new ConfigLoader(registry, ticker,
+            type -> Optional.ofNullable(services.get(type)));
+        Result<RouterConfig> r;
+        if (configFile != null) {
+          r = loader.load(configFile);
+        } else if (configYaml != null) {
+          r = loader.load(configYaml, configSource);
+        } else {
+          r = loader.load(DEFAULT_CONFIG_YAML, "default profile");
+          if (!r.isOk()) {
+            List<String> errs = new ArrayList<>();
+            errs.add("no configuration was given and the EPP default profile cannot be built;"
+                + " add io.epp4j:routing-scorers to the classpath or pass a configuration");
+            errs.addAll(r.errors());
+            throw new ConfigException(errs);
+          }
+        }
+        if (!r.isOk()) {
+          throw new ConfigException(r.errors());
+        }
+        c = r.value();
+      }
+      return new Router(this, c);
+    }
+  }
+}
