@@ -207,14 +207,6 @@ public final class ConfigLoader {
           continue;
         }
         refWhere = refWhere + " (pluginRef '" + refName + "')";
-        Plugin plugin = plugins.get(refName);
-        if (plugin == null) {
-          if (!pluginsNamedInFile(pluginList).contains(refName)) {
-            errors.add(refWhere + ": field 'pluginRef' names no plugin; defined plugins: "
-                + pluginsNamedInFile(pluginList));
-          }
-          continue; // plugin failed to load: already reported
-        }
         Double weight = null;
         Object w = ref.get("weight");
         if (w != null) {
@@ -224,6 +216,14 @@ public final class ConfigLoader {
             errors.add(refWhere + ": field 'weight' must be a number >= 0, got '" + w + "'");
             continue;
           }
+        }
+        Plugin plugin = plugins.get(refName);
+        if (plugin == null) {
+          if (!pluginsNamedInFile(pluginList).contains(refName)) {
+            errors.add(refWhere + ": field 'pluginRef' names no plugin; defined plugins: "
+                + pluginsNamedInFile(pluginList));
+          }
+          continue; // plugin failed to load: already reported
         }
         boolean used = false;
         if (plugin instanceof Filter f) {

@@ -1,0 +1,217 @@
+package io.epp4j.core;
+
+import static io.epp4j.core.TestPlugins.ep;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.Rejection;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.opentelemetry.sdk.metrics.SdkMeterProvider;
+import io.opentelemetry.sdk.metrics.data.MetricData;
+import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+class RouterTest {
+  static final InferenceRequest REQ = InferenceRequest.builder().model("m").prompt("hello").maxTokens(10).build();
+
+  static Router.Builder base() {
+    return Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build());
+  }
+
+  @Test
+  void inFlightCountersFollowTheLifecycleExactlyOnce() {
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    RoutingDecision d1 = r.route(REQ);
+    RoutingDecision d2 = r.route(REQ);
+    Candidate c = r.endpoints().get(0);
+    assertThat(c.inFlightRequests()).isEqualTo(2);
+    assertThat(c.inFlightTokens()).isEqualTo(2L * (REQ.estimatedPromptTokens() + 10));
+    d1.onFirstToken();
+    d1.onComplete(new Usage(2, 0, 10));
+    d1.onComplete(new Usage(2, 0, 10));
+    d1.onFailure(new RuntimeException());
+    assertThat(c.inFlightRequests()).isEqualTo(1);
+    d2.onFailure(new RuntimeException("timeout"));
+    d2.onComplete(Usage.NONE);
+    assertThat(c.inFlightRequests()).isZero();
+    assertThat(c.inFlightTokens()).isZero();
+  }
+
+  @Test
+  void listenersSeeEveryStage() {
+    List<String> events = new ArrayList<>();
+    RequestListener l = new RequestListener() {
+      @Override public void afterRouting(InferenceRequest q, CycleState s, RoutingDecision d) { events.add("routed:" + d.primary()); }
+      @Override public void onFirstToken(InferenceRequest q, Endpoint e) { events.add("first:" + e); }
+      @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done:" + e + ":" + u.cachedTokens()); }
+      @Override public void onFailure(InferenceRequest q, Endpoint e, Throwable t) { events.add("fail:" + e); }
+    };
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).listener(l).build();
+    RoutingDecision d = r.route(REQ);
+    d.onFirstToken();
+    d.onFirstToken();
+    d.onComplete(new Usage(100, 64, 3));
+    assertThat(events).containsExactly("routed:10.0.0.1:80", "first:10.0.0.1:80", "done:10.0.0.1:80:64");
+  }
+
+  @Test
+  void poolListenersHearAddsAndRemovals() {
+    List<String> events = new ArrayList<>();
+    PoolListener l = new PoolListener() {
+      @Override public void onEndpointAdded(Endpoint e) { events.add("+" + e); }
+      @Override public void onEndpointRemoved(Endpoint e) { events.add("-" + e); }
+    };
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).listener(l).build();
+    r.addEndpoint(ep("10.0.0.2:80", Map.of()));
+    assertThat(r.addEndpoint(ep("10.0.0.2:80", Map.of()))).isFalse();
+    r.removeEndpoint("10.0.0.1:80");
+    r.setEndpoints(List.of(ep("10.0.0.3:80", Map.of())));
+    assertThat(events).containsExactly("+10.0.0.1:80", "+10.0.0.2:80", "-10.0.0.1:80", "-10.0.0.2:80", "+10.0.0.3:80");
+    assertThat(r.endpoints()).extracting(Candidate::id).containsExactly("10.0.0.3:80");
+  }
+
+  @Test
+  void setEndpointsKeepsMetricsOfEndpointsThatStay() {
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().waitingRequests(3).build());
+    r.setEndpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.4:80", Map.of())));
+    assertThat(r.endpoints().get(0).metrics().waitingRequests()).isEqualTo(3);
+    assertThat(r.updateMetrics("10.0.0.2:80", EndpointMetrics.UNKNOWN)).isFalse();
+  }
+
+  @Test
+  void sheddableRequestsAreRejectedWith429OnlyWhenSaturated() {
+    long[] now = {0};
+    Router r = base().ticker(() -> now[0])
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    InferenceRequest sheddable = REQ.toBuilder().priority(-1).build();
+    // never scraped: stale counts as saturated
+    assertThat(r.route(sheddable).rejection().reason()).isEqualTo(Rejection.Reason.SHED);
+    assertThat(r.route(sheddable).rejection().httpStatus()).isEqualTo(429);
+    assertThat(r.route(REQ).isRouted()).as("non-sheddable requests still go through").isTrue();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().waitingRequests(1).kvCacheUsage(0.2).build());
+    r.updateMetrics("10.0.0.2:80", EndpointMetrics.builder().waitingRequests(2).kvCacheUsage(0.4).build());
+    assertThat(r.route(sheddable).isRouted()).isTrue();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().waitingRequests(9).kvCacheUsage(0.9).build());
+    r.updateMetrics("10.0.0.2:80", EndpointMetrics.builder().waitingRequests(5).kvCacheUsage(0.5).build());
+    assertThat(r.route(sheddable).rejection().reason()).isEqualTo(Rejection.Reason.SHED);
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().waitingRequests(0).build());
+    r.updateMetrics("10.0.0.2:80", EndpointMetrics.builder().waitingRequests(0).build());
+    now[0] += 300_000_000L; // metrics now 300 ms old
+    assertThat(r.route(sheddable).rejection().reason()).isEqualTo(Rejection.Reason.SHED);
+  }
+
+  @Test
+  void badBodyIs400AndGoodBodyRoutes() {
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    RoutingDecision bad = r.route("/v1/completions", Map.of(), "{".getBytes(StandardCharsets.UTF_8));
+    assertThat(bad.rejection().reason()).isEqualTo(Rejection.Reason.INVALID_REQUEST);
+    assertThat(bad.rejection().httpStatus()).isEqualTo(400);
+    RoutingDecision ok = r.route("/v1/completions", Map.of(),
+        "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8));
+    assertThat(ok.primary().id()).isEqualTo("10.0.0.1:80");
+  }
+
+  @Test
+  void telemetryRecordsDurationsOutcomesAndPoolGauges() {
+    InMemoryMetricReader reader = InMemoryMetricReader.create();
+    OpenTelemetrySdk sdk = OpenTelemetrySdk.builder()
+        .setMeterProvider(SdkMeterProvider.builder().registerMetricReader(reader).build()).build();
+    Router r = base().openTelemetry(sdk).endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    r.route(REQ);
+    r.route(REQ);
+    r.route("/v1/completions", Map.of(), "nope".getBytes(StandardCharsets.UTF_8));
+    Collection<MetricData> metrics = reader.collectAllMetrics();
+    MetricData decisions = metrics.stream().filter(m -> m.getName().equals("epp4j.routing.decisions")).findFirst().orElseThrow();
+    assertThat(decisions.getLongSumData().getPoints()).anySatisfy(p -> {
+      assertThat(p.getAttributes().get(RouterTelemetry.OUTCOME)).isEqualTo("routed");
+      assertThat(p.getValue()).isEqualTo(2);
+    });
+    assertThat(decisions.getLongSumData().getPoints()).anySatisfy(p -> {
+      assertThat(p.getAttributes().get(RouterTelemetry.OUTCOME)).isEqualTo("invalid_request");
+      assertThat(p.getValue()).isEqualTo(1);
+    });
+    MetricData duration = metrics.stream().filter(m -> m.getName().equals("epp4j.routing.duration")).findFirst().orElseThrow();
+    assertThat(duration.getUnit()).isEqualTo("s");
+    assertThat(duration.getHistogramData().getPoints()).singleElement().satisfies(p -> assertThat(p.getCount()).isEqualTo(2));
+    MetricData inflight = metrics.stream().filter(m -> m.getName().equals("epp4j.pool.in_flight_requests")).findFirst().orElseThrow();
+    assertThat(inflight.getLongGaugeData().getPoints()).singleElement().satisfies(p -> assertThat(p.getValue()).isEqualTo(2));
+    MetricData size = metrics.stream().filter(m -> m.getName().equals("epp4j.pool.endpoints")).findFirst().orElseThrow();
+    assertThat(size.getLongGaugeData().getPoints()).singleElement().satisfies(p -> assertThat(p.getValue()).isEqualTo(1));
+  }
+
+  @Test
+  void concurrentRoutingWhileEndpointsComeAndGo() throws Exception {
+    List<Endpoint> stable = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()));
+    Router r = base().endpoints(stable).build();
+    int threads = 4;
+    ExecutorService pool = Executors.newFixedThreadPool(threads + 1);
+    AtomicBoolean stop = new AtomicBoolean();
+    ConcurrentLinkedQueue<String> violations = new ConcurrentLinkedQueue<>();
+    // removedNow[k] becomes true once removeEndpoint(k) has returned; ids are never reused
+    java.util.concurrent.ConcurrentHashMap<String, Boolean> removedNow = new java.util.concurrent.ConcurrentHashMap<>();
+    AtomicInteger routed = new AtomicInteger();
+    CountDownLatch started = new CountDownLatch(threads);
+    List<Future<?>> fs = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      fs.add(pool.submit(() -> {
+        started.countDown();
+        while (!stop.get()) {
+          // snapshot which endpoints were definitely removed before this call started
+          java.util.Set<String> goneBefore = new java.util.HashSet<>();
+          removedNow.forEach((k, v) -> { if (v) goneBefore.add(k); });
+          RoutingDecision d = r.route(REQ);
+          if (d.isRouted()) {
+            routed.incrementAndGet();
+            String id = d.primary().id();
+            if (goneBefore.contains(id)) {
+              violations.add(id);
+            }
+            d.onComplete(Usage.NONE);
+          }
+        }
+      }));
+    }
+    started.await();
+    for (int i = 0; i < 2000; i++) {
+      String id = "10.1." + (i / 200) + "." + (i % 200) + ":80"; // never re-added
+      r.addEndpoint(ep(id, Map.of()));
+      removedNow.put(id, false);
+      r.removeEndpoint(id);
+      removedNow.put(id, true);
+    }
+    stop.set(true);
+    for (Future<?> f : fs) {
+      f.get(30, TimeUnit.SECONDS); // rethrows any exception from a routing thread
+    }
+    pool.shutdownNow();
+    assertThat(violations).isEmpty();
+    assertThat(routed.get()).isPositive();
+    assertThat(r.endpoints()).extracting(Candidate::id).containsExactlyInAnyOrder("10.0.0.1:80", "10.0.0.2:80");
+    for (Candidate c : r.endpoints()) {
+      assertThat(c.inFlightRequests()).isZero();
+    }
+  }
+}

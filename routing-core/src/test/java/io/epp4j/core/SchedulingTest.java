@@ -1,0 +1,195 @@
+package io.epp4j.core;
+
+import static io.epp4j.core.TestPlugins.ep;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.ProfileHandler;
+import io.epp4j.api.ProfileRunner;
+import io.epp4j.api.Rejection;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Scorer;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+class SchedulingTest {
+  static final InferenceRequest REQ = InferenceRequest.completion("m", "hello");
+
+  static Scorer constant(Map<String, Double> byId) {
+    return (req, st, cands, scores) -> {
+      for (int i = 0; i < cands.size(); i++) {
+        scores[i] = byId.getOrDefault(cands.get(i).id(), 0.0);
+      }
+    };
+  }
+
+  static Router router(List<Endpoint> eps, SchedulingProfile profile) {
+    return Router.builder().registry(TestPlugins.registry()).endpoints(eps).profile(profile)
+        .randomSeed(7).build();
+  }
+
+  @Test
+  void weightedSumPicksHighestTotal() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()));
+    // a: 3*1.0 + 2*0 = 3 ; b: 3*0.5 + 2*1.0 = 3.5  -> b
+    SchedulingProfile p = SchedulingProfile.builder("default")
+        .scorer("s1", constant(Map.of("10.0.0.1:80", 1.0, "10.0.0.2:80", 0.5)), 3)
+        .scorer("s2", constant(Map.of("10.0.0.1:80", 0.0, "10.0.0.2:80", 1.0)), 2)
+        .build();
+    assertThat(router(eps, p).route(REQ).primary().id()).isEqualTo("10.0.0.2:80");
+  }
+
+  @Test
+  void weightsAreNotNormalisedAndChangeTheWinner() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()));
+    // a: 5*1.0 + 2*0 = 5 ; b: 5*0.5 + 2*1.0 = 4.5 -> a
+    SchedulingProfile p = SchedulingProfile.builder("default")
+        .scorer("s1", constant(Map.of("10.0.0.1:80", 1.0, "10.0.0.2:80", 0.5)), 5)
+        .scorer("s2", constant(Map.of("10.0.0.1:80", 0.0, "10.0.0.2:80", 1.0)), 2)
+        .build();
+    assertThat(router(eps, p).route(REQ).primary().id()).isEqualTo("10.0.0.1:80");
+  }
+
+  @Test
+  void scoresAreClampedAndNanCountsAsZero() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()),
+        ep("10.0.0.3:80", Map.of()));
+    // a scores 50 (clamped to 1), b scores 0.9, c scores NaN; a second scorer gives c 0.95 and
+    // b -7 (clamped to 0). Totals: a=1, b=0.9, c=0.95 -> a wins only because of clamping.
+    SchedulingProfile p = SchedulingProfile.builder("default")
+        .scorer("s1", constant(Map.of("10.0.0.1:80", 50.0, "10.0.0.2:80", 0.9, "10.0.0.3:80", Double.NaN)), 1)
+        .scorer("s2", constant(Map.of("10.0.0.2:80", -7.0, "10.0.0.3:80", 0.95)), 1)
+        .build();
+    assertThat(router(eps, p).route(REQ).primary().id()).isEqualTo("10.0.0.1:80");
+  }
+
+  @Test
+  void filtersRunInOrderAndExhaustionRejectsWith503() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of("zone", "a", "gpu", "h100")),
+        ep("10.0.0.2:80", Map.of("zone", "b", "gpu", "h100")));
+    SchedulingProfile narrowing = SchedulingProfile.builder("default")
+        .filter(new TestPlugins.LabelFilter("gpu", "h100"))
+        .filter(new TestPlugins.LabelFilter("zone", "b"))
+        .build();
+    assertThat(router(eps, narrowing).route(REQ).primary().id()).isEqualTo("10.0.0.2:80");
+
+    int[] laterFilterCalls = {0};
+    SchedulingProfile exhausting = SchedulingProfile.builder("default")
+        .filter(new TestPlugins.LabelFilter("zone", "c"))
+        .filter((req, st, c) -> {
+          laterFilterCalls[0]++;
+          return c;
+        })
+        .build();
+    RoutingDecision d = router(eps, exhausting).route(REQ);
+    assertThat(d.isRouted()).isFalse();
+    assertThat(d.rejection().reason()).isEqualTo(Rejection.Reason.NO_ENDPOINTS);
+    assertThat(d.rejection().httpStatus()).isEqualTo(503);
+    assertThat(laterFilterCalls[0]).as("filters stop once no candidate remains").isZero();
+  }
+
+  @Test
+  void tiesAreBrokenAtRandomButReproduciblyWithASeed() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()),
+        ep("10.0.0.3:80", Map.of()));
+    SchedulingProfile p = SchedulingProfile.builder("default").build(); // no scorers: all tie
+    Router r1 = router(eps, p);
+    Router r2 = router(eps, p);
+    Set<String> seen = new HashSet<>();
+    for (int i = 0; i < 200; i++) {
+      String a = r1.route(REQ).primary().id();
+      String b = r2.route(REQ).primary().id();
+      assertThat(a).isEqualTo(b);
+      seen.add(a);
+    }
+    assertThat(seen).hasSize(3);
+  }
+
+  @Test
+  void pickerReturnsFallbacksInScoreOrder() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of("s", "0.2")), ep("10.0.0.2:80", Map.of("s", "0.9")),
+        ep("10.0.0.3:80", Map.of("s", "0.5")));
+    SchedulingProfile p = SchedulingProfile.builder("default")
+        .scorer(new TestPlugins.LabelScorer("s"))
+        .picker(new MaxScorePicker(3))
+        .build();
+    RoutingDecision d = router(eps, p).route(REQ);
+    assertThat(d.endpoints()).extracting(Endpoint::id)
+        .containsExactly("10.0.0.2:80", "10.0.0.3:80", "10.0.0.1:80");
+    assertThat(d.destinationHeaderValue()).isEqualTo("10.0.0.2:80,10.0.0.3:80,10.0.0.1:80");
+  }
+
+  @Test
+  void emptyPoolIs503() {
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build()).build();
+    RoutingDecision d = r.route(REQ);
+    assertThat(d.rejection().reason()).isEqualTo(Rejection.Reason.NO_ENDPOINTS);
+  }
+
+  @Test
+  void profileHandlerChoosesPrimaryAmongSeveralProfiles() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of("role", "prefill")),
+        ep("10.0.0.2:80", Map.of("role", "decode")));
+    SchedulingProfile prefill = SchedulingProfile.builder("prefill")
+        .filter(new TestPlugins.LabelFilter("role", "prefill")).build();
+    SchedulingProfile decode = SchedulingProfile.builder("decode")
+        .filter(new TestPlugins.LabelFilter("role", "decode")).build();
+    ProfileHandler both = new ProfileHandler() {
+      @Override
+      public String handle(InferenceRequest request, CycleState state, ProfileRunner runner) {
+        runner.run("decode");
+        runner.run("prefill");
+        return "decode";
+      }
+    };
+    Router r = Router.builder().registry(TestPlugins.registry()).endpoints(eps)
+        .config(new RouterConfig(List.of(prefill, decode), both, Map.of(), List.of())).build();
+    RoutingDecision d = r.route(REQ);
+    assertThat(d.primary().id()).isEqualTo("10.0.0.2:80");
+    assertThat(d.prefillEndpoint().id()).isEqualTo("10.0.0.1:80");
+    assertThat(d.profileResults().keySet()).containsExactly("decode", "prefill");
+  }
+
+  @Test
+  void aThrowingPluginGivesA503NotAnException() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()));
+    SchedulingProfile p = SchedulingProfile.builder("default")
+        .scorer("boom", (req, st, c, s) -> {
+          throw new IllegalStateException("bug");
+        }, 1)
+        .build();
+    RoutingDecision d = router(eps, p).route(REQ);
+    assertThat(d.isRouted()).isFalse();
+    assertThat(d.rejection().httpStatus()).isEqualTo(503);
+  }
+
+  @Test
+  void candidatesSeeLatestMetricsAndAge() {
+    long[] now = {1_000_000_000L};
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()));
+    long[] seenAge = {-1};
+    int[] seenWaiting = {-1};
+    Scorer probe = (req, st, c, s) -> {
+      Candidate x = c.get(0);
+      seenAge[0] = x.metricsAgeNanos(st.nowNanos());
+      seenWaiting[0] = x.metrics().waitingRequests();
+    };
+    Router r = Router.builder().registry(TestPlugins.registry()).endpoints(eps)
+        .profile(SchedulingProfile.builder("default").scorer(probe).build())
+        .ticker(() -> now[0]).build();
+    r.route(REQ);
+    assertThat(seenAge[0]).isEqualTo(Long.MAX_VALUE);
+    r.updateMetrics("10.0.0.1:80", io.epp4j.api.EndpointMetrics.builder().waitingRequests(4).build());
+    now[0] += 30_000_000L;
+    r.route(REQ);
+    assertThat(seenWaiting[0]).isEqualTo(4);
+    assertThat(seenAge[0]).isEqualTo(30_000_000L);
+  }
+}
