@@ -1,7 +1,5 @@
 package io.epp4j.api;
 
-import java.util.IdentityHashMap;
-import java.util.Map;
 import java.util.random.RandomGenerator;
 import org.jspecify.annotations.Nullable;
 
@@ -13,7 +11,11 @@ import org.jspecify.annotations.Nullable;
 public final class CycleState {
   private final long nowNanos;
   private final RandomGenerator random;
-  private final Map<AttributeKey<?>, Object> values = new IdentityHashMap<>(8);
+  // a handful of entries per cycle: linear search over small arrays beats a hash map and
+  // allocates less on the hot path
+  private AttributeKey<?>[] keys = new AttributeKey<?>[4];
+  private Object[] values = new Object[4];
+  private int size;
 
   public CycleState(long nowNanos, RandomGenerator random) {
     this.nowNanos = nowNanos;
@@ -32,11 +34,28 @@ public final class CycleState {
 
   /** Publishes a value for later plugins of this cycle, replacing any earlier one. */
   public <T> void put(AttributeKey<T> key, T value) {
-    values.put(key, key.type().cast(value));
+    Object v = key.type().cast(value);
+    for (int i = 0; i < size; i++) {
+      if (keys[i] == key) {
+        values[i] = v;
+        return;
+      }
+    }
+    if (size == keys.length) {
+      keys = java.util.Arrays.copyOf(keys, size * 2);
+      values = java.util.Arrays.copyOf(values, size * 2);
+    }
+    keys[size] = key;
+    values[size++] = v;
   }
 
   /** The value published under {@code key}, or {@code null}. */
   public <T> @Nullable T get(AttributeKey<T> key) {
-    return key.type().cast(values.get(key));
+    for (int i = 0; i < size; i++) {
+      if (keys[i] == key) {
+        return key.type().cast(values[i]);
+      }
+    }
+    return null;
   }
 }

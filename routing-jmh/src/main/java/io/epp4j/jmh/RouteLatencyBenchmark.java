@@ -1,0 +1,95 @@
+package io.epp4j.jmh;
+
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Threads;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * Route latency distribution (p50/p99 from {@link Mode#SampleTime}) and the throughput of one
+ * versus two routing threads sharing one router.
+ */
+@State(Scope.Benchmark)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(1)
+public class RouteLatencyBenchmark {
+  private static final int PROMPTS = 64;
+
+  @Param({"102400"})
+  public int promptBytes;
+
+  @Param({"64"})
+  public int endpoints;
+
+  private Router router;
+  private InferenceRequest[] requests;
+
+  @State(Scope.Thread)
+  public static class Cursor {
+    int next;
+  }
+
+  @Setup(Level.Trial)
+  public void setUp() {
+    SplittableRandom rnd = new SplittableRandom(7);
+    router = Router.builder().endpoints(Workload.endpoints(endpoints)).build();
+    Workload.publishMetrics(router, rnd);
+    String[] prompts = Workload.prompts(rnd, PROMPTS, 16, promptBytes);
+    requests = new InferenceRequest[PROMPTS];
+    for (int i = 0; i < PROMPTS; i++) {
+      requests[i] = Workload.request(prompts[i], false, i);
+    }
+    Workload.warm(router, requests, 2);
+  }
+
+  @TearDown(Level.Trial)
+  public void tearDown() {
+    router.close();
+  }
+
+  private RoutingDecision routeOne(Cursor c) {
+    RoutingDecision d = router.route(requests[c.next++ & (PROMPTS - 1)]);
+    d.onComplete(Usage.NONE);
+    return d;
+  }
+
+  @Benchmark
+  @BenchmarkMode(Mode.SampleTime)
+  @OutputTimeUnit(TimeUnit.MICROSECONDS)
+  public RoutingDecision routeSampled(Cursor c) {
+    return routeOne(c);
+  }
+
+  @Benchmark
+  @BenchmarkMode(Mode.Throughput)
+  @OutputTimeUnit(TimeUnit.SECONDS)
+  @Threads(1)
+  public RoutingDecision routeOneThread(Cursor c) {
+    return routeOne(c);
+  }
+
+  @Benchmark
+  @BenchmarkMode(Mode.Throughput)
+  @OutputTimeUnit(TimeUnit.SECONDS)
+  @Threads(2)
+  public RoutingDecision routeTwoThreads(Cursor c) {
+    return routeOne(c);
+  }
+}

@@ -1,0 +1,105 @@
+package io.epp4j.jmh;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * Shared fixtures: a pool of endpoints with plausible metrics, prompts that share system-prompt
+ * prefixes (like agent and RAG traffic), and a warm-up that fills the prefix index.
+ */
+final class Workload {
+  static final String MODEL = "qwen3-1.7b";
+  private static final String ALPHABET = "abcdefghijklmnopqrstuvwxyz     ,.ABCDEFGHIJ0123456789";
+
+  private Workload() {}
+
+  static List<Endpoint> endpoints(int n) {
+    List<Endpoint> eps = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      eps.add(Endpoint.of("10." + (i / 250) + "." + (i % 250) + ".1", 8000));
+    }
+    return eps;
+  }
+
+  static void publishMetrics(Router router, SplittableRandom rnd) {
+    for (var c : router.endpoints()) {
+      router.updateMetrics(c.id(), EndpointMetrics.builder()
+          .waitingRequests(rnd.nextInt(8))
+          .runningRequests(rnd.nextInt(64))
+          .kvCacheUsage(0.1 + 0.8 * rnd.nextDouble())
+          .kvCapacityBlocks(40_000)
+          .blockSizeTokens(16)
+          .build());
+    }
+  }
+
+  static String text(SplittableRandom rnd, int chars) {
+    StringBuilder sb = new StringBuilder(chars);
+    for (int i = 0; i < chars; i++) {
+      sb.append(ALPHABET.charAt(rnd.nextInt(ALPHABET.length())));
+    }
+    return sb.toString();
+  }
+
+  /**
+   * {@code count} prompts of {@code bytes} ASCII characters in {@code families} groups; each
+   * prompt is its family's shared prefix (75 %) followed by a unique tail.
+   */
+  static String[] prompts(SplittableRandom rnd, int count, int families, int bytes) {
+    String[] shared = new String[families];
+    int prefix = bytes * 3 / 4;
+    for (int f = 0; f < families; f++) {
+      shared[f] = text(rnd, prefix);
+    }
+    String[] out = new String[count];
+    for (int i = 0; i < count; i++) {
+      out[i] = shared[i % families] + text(rnd, bytes - prefix);
+    }
+    return out;
+  }
+
+  /** Token IDs standing for a text prompt: one token per four bytes, as tokenizers average. */
+  static int[] tokens(String prompt) {
+    byte[] b = prompt.getBytes(StandardCharsets.UTF_8);
+    int[] t = new int[b.length / 4];
+    ByteBuffer bb = ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN);
+    for (int i = 0; i < t.length; i++) {
+      t[i] = bb.getInt(i * 4) & 0x1FFFF; // vocabulary-sized ids
+    }
+    return t;
+  }
+
+  static byte[] tokenBytes(int[] tokens) {
+    ByteBuffer bb = ByteBuffer.allocate(tokens.length * 4).order(ByteOrder.LITTLE_ENDIAN);
+    for (int t : tokens) {
+      bb.putInt(t);
+    }
+    return bb.array();
+  }
+
+  static InferenceRequest request(String prompt, boolean asTokens, int i) {
+    InferenceRequest.Builder b = InferenceRequest.builder().model(MODEL).requestId("r" + i)
+        .sessionKey("session-" + (i % 97)).maxTokens(128);
+    return asTokens ? b.tokenIds(tokens(prompt)).build() : b.prompt(prompt).build();
+  }
+
+  /** Routes and completes each request once so the prefix index holds every family. */
+  static void warm(Router router, InferenceRequest[] requests, int rounds) {
+    for (int r = 0; r < rounds; r++) {
+      for (InferenceRequest q : requests) {
+        RoutingDecision d = router.route(q);
+        d.onComplete(Usage.NONE);
+      }
+    }
+  }
+}
