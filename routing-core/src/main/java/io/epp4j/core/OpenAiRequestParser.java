@@ -8,6 +8,8 @@ import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
+import com.fasterxml.jackson.databind.json.JsonMapper;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Result;
@@ -39,8 +41,11 @@ public final class OpenAiRequestParser {
   /** Header carrying the request id. */
   public static final String REQUEST_ID_HEADER = "x-request-id";
 
-  private static final ObjectMapper CANONICAL = new ObjectMapper()
-      .configure(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true);
+  // sorted keys, compact: the same tools or media part from two clients serialises identically
+  private static final ObjectMapper CANONICAL = JsonMapper.builder()
+      .configure(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true)
+      .configure(JsonNodeFeature.WRITE_PROPERTIES_SORTED, true)
+      .build();
 
   private final int maxBodyBytes;
   private final List<String> sessionHeaders;
@@ -355,6 +360,6 @@ public final class OpenAiRequestParser {
   }
 
   private static String canonical(JsonNode node) throws JsonProcessingException {
-    return CANONICAL.writeValueAsString(CANONICAL.treeToValue(node, Object.class));
+    return CANONICAL.writeValueAsString(node);
   }
 }
