@@ -1,0 +1,172 @@
+package io.epp4j.core;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.Result;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * Polls {@code http://<endpoint>/metrics} of every endpoint in a router's pool and publishes the
+ * result with {@link Router#updateMetrics}. Runs on its own daemon thread, off the request path;
+ * follows the pool as it changes. A failed scrape leaves the previous metrics in place, so they
+ * age and count as stale (see {@code Router.Builder.metricsStaleness}); failures are counted and
+ * logged once per endpoint until it recovers.
+ *
+ * <pre>{@code
+ * MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
+ * }</pre>
+ */
+public final class MetricsScraper implements AutoCloseable {
+  private static final Logger LOG = Logger.getLogger(MetricsScraper.class.getName());
+
+  private final Router router;
+  private final Duration interval;
+  private final Duration timeout;
+  private final String path;
+  private final String scheme;
+  private final HttpClient client;
+  private final ScheduledExecutorService scheduler;
+  private final ConcurrentHashMap<String, Boolean> inFlight = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, Boolean> failing = new ConcurrentHashMap<>();
+  private final AtomicLong scrapes = new AtomicLong();
+  private final AtomicLong failures = new AtomicLong();
+
+  private MetricsScraper(Builder b) {
+    this.router = b.router;
+    this.interval = b.interval;
+    this.timeout = b.timeout;
+    this.path = b.path;
+    this.scheme = b.scheme;
+    this.client = HttpClient.newBuilder().connectTimeout(b.timeout).build();
+    this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "epp4j-metrics-scraper");
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  public static Builder builder(Router router) {
+    return new Builder(router);
+  }
+
+  private MetricsScraper start() {
+    scheduler.scheduleAtFixedRate(this::scrapeAll, 0, interval.toNanos(), TimeUnit.NANOSECONDS);
+    return this;
+  }
+
+  private void scrapeAll() {
+    for (Candidate c : router.endpoints()) {
+      String id = c.id();
+      if (inFlight.putIfAbsent(id, Boolean.TRUE) != null) {
+        continue; // the previous scrape of this endpoint is still running
+      }
+      HttpRequest req = HttpRequest.newBuilder(URI.create(scheme + "://" + id + path))
+          .timeout(timeout).GET().build();
+      client.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((resp, err) -> {
+        inFlight.remove(id);
+        scrapes.incrementAndGet();
+        if (err != null || resp.statusCode() != 200) {
+          fail(id, err != null ? err.toString() : "HTTP " + resp.statusCode());
+          return;
+        }
+        Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body());
+        if (!m.isOk()) {
+          fail(id, m.errors().get(0));
+          return;
+        }
+        if (failing.remove(id) != null) {
+          LOG.info("metrics of " + id + " are back");
+        }
+        router.updateMetrics(id, m.value());
+      });
+    }
+  }
+
+  private void fail(String id, String why) {
+    failures.incrementAndGet();
+    if (failing.putIfAbsent(id, Boolean.TRUE) == null) {
+      LOG.log(Level.WARNING, "scraping metrics of " + id + " failed: " + why);
+    }
+  }
+
+  /** Completed scrape attempts. */
+  public long scrapes() {
+    return scrapes.get();
+  }
+
+  /** Failed scrape attempts (connection errors, non-200, unparseable bodies). */
+  public long failures() {
+    return failures.get();
+  }
+
+  @Override
+  public void close() {
+    scheduler.shutdownNow();
+  }
+
+  /** Configures a {@link MetricsScraper}. */
+  public static final class Builder {
+    private final Router router;
+    private Duration interval = Duration.ofMillis(50);
+    private Duration timeout = Duration.ofSeconds(1);
+    private String path = "/metrics";
+    private String scheme = "http";
+
+    private Builder(Router router) {
+      this.router = Objects.requireNonNull(router, "router");
+    }
+
+    /** Time between scrapes of each endpoint; default 50 ms. */
+    public Builder interval(Duration d) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("interval must be positive, got " + d);
+      }
+      this.interval = d;
+      return this;
+    }
+
+    /** Connect and request timeout; default 1 s. */
+    public Builder timeout(Duration d) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("timeout must be positive, got " + d);
+      }
+      this.timeout = d;
+      return this;
+    }
+
+    /** Metrics path; default {@code /metrics}. */
+    public Builder path(String p) {
+      if (!p.startsWith("/")) {
+        throw new IllegalArgumentException("path must start with '/', got '" + p + "'");
+      }
+      this.path = p;
+      return this;
+    }
+
+    /** {@code http} (default) or {@code https}. */
+    public Builder scheme(String s) {
+      if (!s.equals("http") && !s.equals("https")) {
+        throw new IllegalArgumentException("scheme must be http or https, got '" + s + "'");
+      }
+      this.scheme = s;
+      return this;
+    }
+
+    /** Starts scraping at once. */
+    public MetricsScraper start() {
+      return new MetricsScraper(this).start();
+    }
+  }
+}

@@ -1,0 +1,198 @@
+package io.epp4j.core;
+
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.Result;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Reads a model server's Prometheus text exposition ({@code /metrics}) into
+ * {@link EndpointMetrics}. Understands vLLM ({@code vllm:num_requests_waiting},
+ * {@code vllm:num_requests_running}, {@code vllm:kv_cache_usage_perc} or the older
+ * {@code vllm:gpu_cache_usage_perc}, {@code vllm:cache_config_info{block_size,num_gpu_blocks}},
+ * {@code vllm:lora_requests_info}) and SGLang ({@code sglang:num_queue_reqs},
+ * {@code sglang:num_running_reqs}, {@code sglang:token_usage}). When a family has several series
+ * (several models or data-parallel engines) request counts are summed and KV usage takes the
+ * maximum, so a hot engine is never averaged away.
+ */
+public final class PrometheusMetrics {
+  private PrometheusMetrics() {}
+
+  /** One parsed sample. */
+  record Sample(String name, Map<String, String> labels, double value) {}
+
+  /**
+   * Parses an exposition. Fails (naming the line) only on malformed sample lines of the families
+   * above; unknown families are skipped. A body with none of the known families is an error, so
+   * a wrong URL is noticed instead of reading as an idle server.
+   */
+  public static Result<EndpointMetrics> parse(String text) {
+    List<Sample> samples = new ArrayList<>();
+    String[] lines = text.split("\n");
+    for (int i = 0; i < lines.length; i++) {
+      String line = lines[i].strip();
+      if (line.isEmpty() || line.charAt(0) == '#') {
+        continue;
+      }
+      if (!(line.startsWith("vllm:") || line.startsWith("sglang:"))) {
+        continue;
+      }
+      Sample s = parseLine(line);
+      if (s == null) {
+        return Result.error("metrics line " + (i + 1) + " is not a valid sample: "
+            + (line.length() > 120 ? line.substring(0, 120) + "..." : line));
+      }
+      samples.add(s);
+    }
+    double waiting = 0;
+    double running = 0;
+    double kv = -1;
+    long blocks = 0;
+    int blockSize = 0;
+    Set<String> runningLoras = new LinkedHashSet<>();
+    Set<String> waitingLoras = new LinkedHashSet<>();
+    int maxLoras = 0;
+    double loraStamp = Double.NEGATIVE_INFINITY;
+    boolean any = false;
+    for (Sample s : samples) {
+      switch (s.name) {
+        case "vllm:num_requests_waiting", "sglang:num_queue_reqs" -> {
+          waiting += s.value;
+          any = true;
+        }
+        case "vllm:num_requests_running", "sglang:num_running_reqs" -> {
+          running += s.value;
+          any = true;
+        }
+        case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage" -> {
+          kv = Math.max(kv, s.value);
+          any = true;
+        }
+        case "vllm:cache_config_info" -> {
+          blocks = Math.max(blocks, parseLong(s.labels.get("num_gpu_blocks")));
+          blockSize = (int) Math.max(blockSize, parseLong(s.labels.get("block_size")));
+        }
+        case "vllm:lora_requests_info" -> {
+          // one series per change; the value is the time it was set: keep the newest
+          if (s.value >= loraStamp) {
+            loraStamp = s.value;
+            runningLoras = split(s.labels.get("running_lora_adapters"));
+            waitingLoras = split(s.labels.get("waiting_lora_adapters"));
+            maxLoras = (int) parseLong(s.labels.get("max_lora"));
+          }
+        }
+        default -> { }
+      }
+    }
+    if (!any) {
+      return Result.error("no vLLM or SGLang queue/KV metrics found in the exposition");
+    }
+    double usage = kv < 0 ? 0 : Math.min(1.0, Math.max(0.0, kv));
+    return Result.ok(EndpointMetrics.builder()
+        .waitingRequests((int) Math.min(Integer.MAX_VALUE, Math.max(0, waiting)))
+        .runningRequests((int) Math.min(Integer.MAX_VALUE, Math.max(0, running)))
+        .kvCacheUsage(usage)
+        .kvCapacityBlocks(blocks)
+        .blockSizeTokens(blockSize)
+        .runningLoraAdapters(runningLoras)
+        .waitingLoraAdapters(waitingLoras)
+        .maxLoras(maxLoras)
+        .build());
+  }
+
+  private static Set<String> split(String csv) {
+    Set<String> out = new LinkedHashSet<>();
+    if (csv != null) {
+      for (String p : csv.split(",")) {
+        if (!p.isBlank()) {
+          out.add(p.strip());
+        }
+      }
+    }
+    return out;
+  }
+
+  private static long parseLong(String s) {
+    if (s == null) {
+      return 0;
+    }
+    try {
+      return (long) Double.parseDouble(s.strip());
+    } catch (NumberFormatException e) {
+      return 0;
+    }
+  }
+
+  /** {@code name{k="v",...} value [timestamp]}, or null when malformed. */
+  static Sample parseLine(String line) {
+    int i = 0;
+    int n = line.length();
+    while (i < n && line.charAt(i) != '{' && line.charAt(i) != ' ' && line.charAt(i) != '\t') {
+      i++;
+    }
+    String name = line.substring(0, i);
+    Map<String, String> labels = Map.of();
+    if (i < n && line.charAt(i) == '{') {
+      labels = new HashMap<>();
+      i++;
+      while (true) {
+        while (i < n && (line.charAt(i) == ' ' || line.charAt(i) == ',')) {
+          i++;
+        }
+        if (i >= n) {
+          return null;
+        }
+        if (line.charAt(i) == '}') {
+          i++;
+          break;
+        }
+        int eq = line.indexOf('=', i);
+        if (eq < 0 || eq + 1 >= n || line.charAt(eq + 1) != '"') {
+          return null;
+        }
+        String key = line.substring(i, eq).strip();
+        StringBuilder val = new StringBuilder();
+        int j = eq + 2;
+        boolean closed = false;
+        while (j < n) {
+          char c = line.charAt(j++);
+          if (c == '\\' && j < n) {
+            char e = line.charAt(j++);
+            val.append(e == 'n' ? '\n' : e);
+          } else if (c == '"') {
+            closed = true;
+            break;
+          } else {
+            val.append(c);
+          }
+        }
+        if (!closed) {
+          return null;
+        }
+        labels.put(key, val.toString());
+        i = j;
+      }
+    }
+    String rest = line.substring(i).strip();
+    if (rest.isEmpty()) {
+      return null;
+    }
+    int sp = rest.indexOf(' ');
+    String v = sp < 0 ? rest : rest.substring(0, sp);
+    double value;
+    try {
+      value = switch (v) {
+        case "+Inf" -> Double.POSITIVE_INFINITY;
+        case "-Inf" -> Double.NEGATIVE_INFINITY;
+        default -> Double.parseDouble(v);
+      };
+    } catch (NumberFormatException e) {
+      return null;
+    }
+    return new Sample(name, labels, value);
+  }
+}

@@ -1,0 +1,107 @@
+package io.epp4j.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.sun.net.httpserver.HttpServer;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.Result;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+
+class MetricsScraperTest {
+  static final String VLLM = """
+      # HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+      # TYPE vllm:num_requests_waiting gauge
+      vllm:num_requests_waiting{engine="0",model_name="qwen3"} 3.0
+      vllm:num_requests_waiting{engine="1",model_name="qwen3"} 2.0
+      vllm:num_requests_running{engine="0",model_name="qwen3"} 17.0
+      vllm:kv_cache_usage_perc{engine="0",model_name="qwen3"} 0.42
+      vllm:kv_cache_usage_perc{engine="1",model_name="qwen3"} 0.61
+      vllm:cache_config_info{block_size="16",cache_dtype="auto",num_gpu_blocks="4521"} 1.0
+      vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql,chat",waiting_lora_adapters=""} 1.7e9
+      vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql",waiting_lora_adapters="math"} 1.6e9
+      vllm:prefix_cache_hits_total{model_name="qwen3"} 12345
+      """;
+
+  @Test
+  void parsesVllmExposition() {
+    EndpointMetrics m = PrometheusMetrics.parse(VLLM).value();
+    assertThat(m.waitingRequests()).isEqualTo(5);
+    assertThat(m.runningRequests()).isEqualTo(17);
+    assertThat(m.kvCacheUsage()).isEqualTo(0.61);
+    assertThat(m.kvCapacityBlocks()).isEqualTo(4521);
+    assertThat(m.blockSizeTokens()).isEqualTo(16);
+    assertThat(m.runningLoraAdapters()).isEqualTo(Set.of("sql", "chat"));
+    assertThat(m.waitingLoraAdapters()).isEmpty();
+    assertThat(m.maxLoras()).isEqualTo(4);
+  }
+
+  @Test
+  void parsesSglangAndOlderVllmNames() {
+    EndpointMetrics s = PrometheusMetrics.parse("sglang:num_queue_reqs 4\nsglang:num_running_reqs 9\nsglang:token_usage 0.3\n").value();
+    assertThat(s.waitingRequests()).isEqualTo(4);
+    assertThat(s.runningRequests()).isEqualTo(9);
+    assertThat(s.kvCacheUsage()).isEqualTo(0.3);
+    EndpointMetrics old = PrometheusMetrics.parse("vllm:gpu_cache_usage_perc{model_name=\"a\"} 0.25\n").value();
+    assertThat(old.kvCacheUsage()).isEqualTo(0.25);
+  }
+
+  @Test
+  void rejectsBodiesWithoutModelServerMetricsAndMalformedLines() {
+    Result<EndpointMetrics> none = PrometheusMetrics.parse("process_cpu_seconds_total 3\n");
+    assertThat(none.errors().get(0)).contains("no vLLM or SGLang");
+    Result<EndpointMetrics> bad = PrometheusMetrics.parse("vllm:num_requests_waiting{model=\"x 3\n");
+    assertThat(bad.errors().get(0)).contains("line 1");
+  }
+
+  @Test
+  void scrapesEndpointsAndPublishesToTheRouter() throws Exception {
+    AtomicReference<String> body = new AtomicReference<>(VLLM);
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    server.createContext("/metrics", ex -> {
+      byte[] b = body.get().getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+    int port = server.getAddress().getPort();
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.of("127.0.0.1", port), Endpoint.of("127.0.0.1", 1))) // port 1: refused
+        .build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20)).start()) {
+      Candidate live = awaitMetrics(router, "127.0.0.1:" + port, m -> m.waitingRequests() == 5);
+      assertThat(live.metrics().kvCapacityBlocks()).isEqualTo(4521);
+      body.set(VLLM.replace("} 3.0", "} 30.0"));
+      awaitMetrics(router, "127.0.0.1:" + port, m -> m.waitingRequests() == 32);
+      assertThat(scraper.failures()).isPositive(); // the refused endpoint
+      Candidate dead = router.endpoints().stream().filter(c -> c.id().equals("127.0.0.1:1")).findFirst().orElseThrow();
+      assertThat(dead.metrics().isKnown()).isFalse();
+    } finally {
+      server.stop(0);
+    }
+  }
+
+  private static Candidate awaitMetrics(Router router, String id,
+      java.util.function.Predicate<EndpointMetrics> cond) throws InterruptedException {
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (System.nanoTime() < deadline) {
+      for (Candidate c : router.endpoints()) {
+        if (c.id().equals(id) && c.metrics().isKnown() && cond.test(c.metrics())) {
+          return c;
+        }
+      }
+      java.util.concurrent.locks.LockSupport.parkNanos(2_000_000L); // poll until the condition holds
+    }
+    throw new AssertionError("metrics of " + id + " never satisfied the condition");
+  }
+}
