@@ -7,6 +7,8 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Picker;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * Common part of {@code ring-hash-picker} and {@code maglev-picker}: the request key, the
@@ -64,7 +66,10 @@ abstract class ConsistentHashPicker implements Picker {
   private final HashKeySource keySource;
   private final double balanceFactor;
   private final int maxEndpoints;
-  private volatile Table table;
+  // a few recent tables, so that filters alternating between candidate sets do not rebuild
+  private static final int CACHED_TABLES = 4;
+  private final AtomicReferenceArray<Table> tables = new AtomicReferenceArray<>(CACHED_TABLES);
+  private final AtomicInteger nextSlot = new AtomicInteger();
 
   ConsistentHashPicker(HashKeySource keySource, double balanceFactor, int maxEndpoints) {
     if (balanceFactor != 0 && !(balanceFactor >= 1.0)) {
@@ -94,11 +99,15 @@ abstract class ConsistentHashPicker implements Picker {
   abstract Table build(List<Candidate> candidates);
 
   final Table tableFor(List<Candidate> candidates) {
-    Table t = table;
-    if (t == null || !t.matches(candidates)) {
-      t = build(candidates);
-      table = t; // racing builders produce equal tables; last write wins
+    for (int i = 0; i < CACHED_TABLES; i++) {
+      Table t = tables.get(i);
+      if (t != null && t.matches(candidates)) {
+        return t;
+      }
     }
+    // racing builders produce equal tables; a duplicate only wastes a slot
+    Table t = build(candidates);
+    tables.set((nextSlot.getAndIncrement() & Integer.MAX_VALUE) % CACHED_TABLES, t);
     return t;
   }
 
