@@ -98,6 +98,7 @@ public final class BuiltinPluginProviders {
           .lruCapacityPerServer(p.getInt("lruCapacityPerServer",
               PrefixCacheScorer.DEFAULT_LRU_CAPACITY_PER_SERVER, 1, 1 << 28))
           .autoTune(p.getBoolean("autoTune", true))
+          .refreshOnLookup(p.getBoolean("refreshOnLookup", true))
           .build();
     }
   }
