@@ -67,6 +67,15 @@ final class EndpointBlocks {
     return find(key) >= 0;
   }
 
+  /** Counts how many of {@code hashes[0..n)} this endpoint holds consecutively from the first. */
+  synchronized int match(long[] hashes, int n) {
+    int m = 0;
+    while (m < n && find(hashes[m]) >= 0) {
+      m++;
+    }
+    return m;
+  }
+
   /**
    * Counts how many of {@code hashes[0..n)} this endpoint holds consecutively from the first,
    * and marks those as most recently used, the first one most recent (so that the tail of the

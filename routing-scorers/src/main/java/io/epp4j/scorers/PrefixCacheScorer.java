@@ -42,6 +42,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private final int blockSizeTokens;
   private final int defaultCapacity;
   private final boolean autoTune;
+  private final boolean refreshOnLookup;
   private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
   // per instance, so two prefix scorers with different block sizes never share hashes
   private final AttributeKey<long[]> hashesKey = AttributeKey.of("prefix-cache-hashes", long[].class);
@@ -50,6 +51,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     this.blockSizeTokens = b.blockSizeTokens;
     this.defaultCapacity = b.lruCapacityPerServer;
     this.autoTune = b.autoTune;
+    this.refreshOnLookup = b.refreshOnLookup;
     this.hasher = new BlockHasher(b.blockSizeTokens, b.maxPrefixBlocksToMatch);
   }
 
@@ -78,7 +80,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       ids[i] = c.id();
       EndpointBlocks blocks = blocksFor(c);
       if (total > 0) {
-        int m = blocks.matchAndTouch(hashes, total);
+        int m = refreshOnLookup ? blocks.matchAndTouch(hashes, total) : blocks.match(hashes, total);
         matched[i] = m;
         scores[i] = (double) m / total;
       }
@@ -173,6 +175,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     private int maxPrefixBlocksToMatch = DEFAULT_MAX_PREFIX_BLOCKS;
     private int lruCapacityPerServer = DEFAULT_LRU_CAPACITY_PER_SERVER;
     private boolean autoTune = true;
+    private boolean refreshOnLookup = true;
 
     private Builder() {}
 
@@ -197,6 +200,17 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     /** Whether the capacity follows the endpoint's {@code num_gpu_blocks} (default true). */
     public Builder autoTune(boolean v) {
       this.autoTune = v;
+      return this;
+    }
+
+    /**
+     * Whether a lookup marks the blocks it matches as recently used on every endpoint that holds
+     * them (default true). Off, only the endpoints a request is routed to are refreshed, which is
+     * closer to what the servers themselves see: a server the request did not go to did not
+     * touch its blocks.
+     */
+    public Builder refreshOnLookup(boolean v) {
+      this.refreshOnLookup = v;
       return this;
     }
 

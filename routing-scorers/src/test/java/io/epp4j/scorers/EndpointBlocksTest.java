@@ -86,6 +86,13 @@ class EndpointBlocksTest {
         if (kind < 9) {
           blocks.record(c, c.length);
           model.record(c);
+        } else if (kind < 11) {
+          // plain match: same count, no change of order
+          int expected = 0;
+          while (expected < c.length && model.order.contains(c[expected])) {
+            expected++;
+          }
+          assertThat(blocks.match(c, c.length)).isEqualTo(expected);
         } else if (kind < 19) {
           assertThat(blocks.matchAndTouch(c, c.length)).as("seed %d op %d", seed, op)
               .isEqualTo(model.match(c));

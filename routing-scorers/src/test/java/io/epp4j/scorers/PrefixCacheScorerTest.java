@@ -181,6 +181,24 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void lookupRefreshCanBeLimitedToRoutedEndpoints() {
+    for (boolean refresh : new boolean[] {true, false}) {
+      PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(4)
+          .refreshOnLookup(refresh).build();
+      List<Candidate> pool = TestCandidates.pool(2);
+      route(s, tok(tokens(32, 0)), pool, pool.get(0)); // A = blocks a0 a1
+      route(s, tok(tokens(32, 500)), pool, pool.get(0)); // B = blocks b0 b1; A is older
+      s.score(tok(tokens(32, 0)), state(), pool, new double[2]); // lookup of A
+      route(s, tok(tokens(32, 900)), pool, pool.get(1)); // elsewhere: no effect on pool[0]
+      route(s, tok(tokens(32, 700)), pool, pool.get(0)); // C evicts the two oldest blocks
+      double[] scores = new double[2];
+      s.score(tok(tokens(32, 0)), state(), pool, scores);
+      // with refresh, A was touched by the lookup and B was evicted; without, A was evicted
+      assertThat(scores[0]).as("refreshOnLookup=%s", refresh).isEqualTo(refresh ? 1.0 : 0.0);
+    }
+  }
+
+  @Test
   void recordsPrefillPickToo() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     Endpoint decode = Endpoint.parse("10.0.0.1:8000");
