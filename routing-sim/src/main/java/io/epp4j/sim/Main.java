@@ -42,7 +42,7 @@ public final class Main {
         --help                 this text
 
       shared-prefix
-        --groups N (16)  --users-per-group N (8)  --system-prompt-len L (6000)
+        --groups N (28)  --users-per-group N (8)  --system-prompt-len L (6000)
         --question-len L (300-700)  --output-len L (100-300)
         --concurrency N (48, closed loop)  --rate R (Poisson req/s; overrides concurrency)
       multi-turn

@@ -69,6 +69,7 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
     private final SplittableRandom rng;
     private final int[][] history;
     private final int[] system;
+    private final String[] dialogKeys;
 
     MultiTurnRun(long seed) {
       this.seed = seed;
@@ -76,6 +77,10 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
       this.system = new int[systemPromptLength];
       SyntheticTokens.fill(SyntheticTokens.key(seed, 3), system, 0, systemPromptLength);
       this.history = new int[dialogs][];
+      this.dialogKeys = new String[dialogs];
+      for (int d = 0; d < dialogs; d++) {
+        dialogKeys[d] = SyntheticTokens.sessionKey(rng);
+      }
       for (int d = 0; d < dialogs; d++) {
         history[d] = system;
       }
@@ -112,7 +117,7 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
       int prompt = past.length + user;
       int[] tokens = Arrays.copyOf(past, prompt + reply);
       SyntheticTokens.fill(SyntheticTokens.key(seed, 4, d, t), tokens, past.length, user + reply);
-      return new RequestSpec("mt-" + d + "-" + t, "dialog-" + d, prompt, reply, () -> tokens,
+      return new RequestSpec("mt-" + d + "-" + t, dialogKeys[d], prompt, reply, () -> tokens,
           false, new Turn(d, t));
     }
   }

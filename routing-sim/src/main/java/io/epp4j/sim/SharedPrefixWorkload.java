@@ -16,9 +16,9 @@ public record SharedPrefixWorkload(int groups, int usersPerGroup, LengthDist sys
 
   public static final String NAME = "shared-prefix";
 
-  /** Defaults: 16 prompts × 6,000 tokens, 8 users each, 300–700-token questions, 100–300 out. */
+  /** Defaults: 28 prompts × 6,000 tokens, 8 users each, 300–700-token questions, 100–300 out. */
   public static SharedPrefixWorkload defaults() {
-    return new SharedPrefixWorkload(16, 8, LengthDist.fixed(6000), LengthDist.parse("300-700"),
+    return new SharedPrefixWorkload(28, 8, LengthDist.fixed(6000), LengthDist.parse("300-700"),
         LengthDist.parse("100-300"), 1536, 48, 0);
   }
 
@@ -59,12 +59,17 @@ public record SharedPrefixWorkload(int groups, int usersPerGroup, LengthDist sys
     private final long seed;
     private final int[][] systemPrompts;
     private final SplittableRandom rng;
+    private final String[] userKeys;
     private int submitted;
 
     SharedPrefixRun(long seed) {
       this.seed = seed;
       this.rng = new SplittableRandom(seed);
       this.systemPrompts = new int[groups][];
+      this.userKeys = new String[groups * usersPerGroup];
+      for (int u = 0; u < userKeys.length; u++) {
+        userKeys[u] = SyntheticTokens.sessionKey(rng);
+      }
       for (int g = 0; g < groups; g++) {
         int len = systemPromptLength.sample(rng);
         systemPrompts[g] = new int[len];
@@ -108,7 +113,7 @@ public record SharedPrefixWorkload(int groups, int usersPerGroup, LengthDist sys
       int[] system = systemPrompts[group];
       long key = SyntheticTokens.key(seed, 2, i);
       int prompt = system.length + q;
-      return new RequestSpec("sp-" + i, "user-" + user, prompt, out, () -> {
+      return new RequestSpec("sp-" + i, userKeys[user], prompt, out, () -> {
         int[] t = new int[prompt + out];
         System.arraycopy(system, 0, t, 0, system.length);
         SyntheticTokens.fill(key, t, system.length, q + out);

@@ -23,6 +23,14 @@ final class SyntheticTokens {
     }
   }
 
+  /**
+   * A session key as a client would generate it: a random UUID-shaped string drawn from
+   * {@code rng}, so ring-hash placement varies with the seed like it does between real runs.
+   */
+  static String sessionKey(java.util.random.RandomGenerator rng) {
+    return new java.util.UUID(rng.nextLong(), rng.nextLong()).toString();
+  }
+
   /** A stream key from parts, e.g. {@code key(seed, kind, index)}. */
   static long key(long... parts) {
     long h = 0x632BE59BD9B4E019L;
