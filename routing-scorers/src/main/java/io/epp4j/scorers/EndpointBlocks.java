@@ -1,0 +1,300 @@
+package io.epp4j.scorers;
+
+/**
+ * The blocks one endpoint is believed to hold: a set of chained block hashes with exact LRU order
+ * at block granularity. Because every hash covers its whole prefix, this set is the endpoint's
+ * slice of the prefix trie (a node is present iff the endpoint holds that prefix).
+ *
+ * <p>Storage is primitive and flat: per entry one {@code long} key, two {@code int} LRU links and
+ * 2–4 {@code int} slots of an open-addressing table (linear probing, backward-shift deletion), so
+ * 24–32 bytes per (block, endpoint) entry and no object per entry. Arrays grow by doubling up to
+ * the capacity; at capacity an insert reuses the evicted entry's storage.
+ *
+ * <p>Thread-safety: every operation holds this object's monitor. Critical sections are O(blocks
+ * of one request) and one lock covers only one endpoint, so concurrent requests contend only when
+ * they touch the same endpoint at the same instant.
+ */
+final class EndpointBlocks {
+  private static final int NIL = -1;
+  private static final int INITIAL = 256;
+
+  private long[] keys = new long[0];
+  private int[] prev = new int[0];
+  private int[] next = new int[0];
+  private int[] table = new int[0]; // entry index + 1; 0 = empty
+  private int mask = -1;
+  private int head = NIL; // most recently used
+  private int tail = NIL; // least recently used
+  private int size;
+  private int used; // entries ever handed out from the arrays (high-water mark)
+  private int free = NIL; // free list threaded through next[]
+  private volatile int capacity;
+  private long evictions;
+
+  EndpointBlocks(int capacity) {
+    this.capacity = Math.max(1, capacity);
+  }
+
+  /** The capacity in blocks (readable without the lock). */
+  int capacity() {
+    return capacity;
+  }
+
+  synchronized int size() {
+    return size;
+  }
+
+  synchronized long evictions() {
+    return evictions;
+  }
+
+  /** Changes the capacity; shrinking evicts from the LRU end at once. */
+  synchronized void setCapacity(int newCapacity) {
+    int c = Math.max(1, newCapacity);
+    if (c == capacity) {
+      return;
+    }
+    capacity = c;
+    while (size > capacity) {
+      evictTail();
+    }
+    if (keys.length > 2 * INITIAL && keys.length > 2L * capacity) {
+      rebuild(Math.max(INITIAL, capacity));
+    }
+  }
+
+  synchronized boolean contains(long key) {
+    return find(key) >= 0;
+  }
+
+  /**
+   * Counts how many of {@code hashes[0..n)} this endpoint holds consecutively from the first,
+   * and marks those as most recently used, the first one most recent (so that the tail of the
+   * chain stays the first to go, as in vLLM).
+   */
+  synchronized int matchAndTouch(long[] hashes, int n) {
+    int last = NIL;
+    int m = 0;
+    while (m < n) {
+      int e = find(hashes[m]);
+      if (e < 0) {
+        break;
+      }
+      place(e, last);
+      last = e;
+      m++;
+    }
+    return m;
+  }
+
+  /**
+   * Records that the endpoint now holds {@code hashes[0..n)}: inserts the missing ones and
+   * orders the chain head-first at the MRU end. When the chain alone exceeds the capacity only
+   * its first {@code capacity} blocks are kept, which is what inserting tail-first would leave.
+   */
+  synchronized void record(long[] hashes, int n) {
+    int limit = Math.min(n, capacity);
+    int last = NIL;
+    for (int i = 0; i < limit; i++) {
+      long key = hashes[i];
+      int e = find(key);
+      if (e < 0) {
+        // The chain placed so far occupies the i most recent positions and i < capacity, so
+        // the entry evicted here is never part of it.
+        if (size >= capacity) {
+          evictTail();
+        }
+        e = allocate();
+        keys[e] = key;
+        insertIntoTable(e);
+        size++;
+        prev[e] = NIL;
+        next[e] = NIL;
+        linkAfter(e, last);
+      } else {
+        place(e, last);
+      }
+      last = e;
+    }
+  }
+
+  /** Moves {@code e} to the MRU end ({@code after == NIL}) or right behind {@code after}. */
+  private void place(int e, int after) {
+    if (after == NIL) {
+      if (head != e) {
+        unlink(e);
+        linkAfter(e, NIL);
+      }
+    } else if (next[after] != e) {
+      unlink(e);
+      linkAfter(e, after);
+    }
+  }
+
+  private void unlink(int e) {
+    int p = prev[e];
+    int n = next[e];
+    if (p == NIL) {
+      head = n;
+    } else {
+      next[p] = n;
+    }
+    if (n == NIL) {
+      tail = p;
+    } else {
+      prev[n] = p;
+    }
+    prev[e] = NIL;
+    next[e] = NIL;
+  }
+
+  private void linkAfter(int e, int after) {
+    if (after == NIL) {
+      prev[e] = NIL;
+      next[e] = head;
+      if (head != NIL) {
+        prev[head] = e;
+      }
+      head = e;
+      if (tail == NIL) {
+        tail = e;
+      }
+    } else {
+      int n = next[after];
+      prev[e] = after;
+      next[e] = n;
+      next[after] = e;
+      if (n == NIL) {
+        tail = e;
+      } else {
+        prev[n] = e;
+      }
+    }
+  }
+
+  private void evictTail() {
+    int e = tail;
+    if (e == NIL) {
+      return;
+    }
+    unlink(e);
+    removeFromTable(e);
+    size--;
+    evictions++;
+    next[e] = free;
+    free = e;
+  }
+
+  private int allocate() {
+    if (free != NIL) {
+      int e = free;
+      free = next[e];
+      return e;
+    }
+    if (used == keys.length) {
+      int grown = (int) Math.min(capacity, Math.max(INITIAL, 2L * keys.length));
+      grow(Math.max(grown, used + 1));
+    }
+    return used++;
+  }
+
+  /** Enlarges the arrays keeping every entry's index (callers may hold indices). */
+  private void grow(int length) {
+    keys = java.util.Arrays.copyOf(keys, length);
+    prev = java.util.Arrays.copyOf(prev, length);
+    next = java.util.Arrays.copyOf(next, length);
+    newTable(length);
+    for (int e = head; e != NIL; e = next[e]) {
+      insertIntoTable(e);
+    }
+  }
+
+  private void newTable(int entries) {
+    int tableSize = Integer.highestOneBit(Math.max(4, entries * 2 - 1)) << 1;
+    table = new int[tableSize];
+    mask = tableSize - 1;
+  }
+
+  /** Reallocates arrays for {@code length} entries, compacting live entries (renumbers them). */
+  private void rebuild(int length) {
+    long[] oldKeys = keys;
+    int[] oldNext = next;
+    int oldHead = head;
+    keys = new long[length];
+    prev = new int[length];
+    next = new int[length];
+    newTable(length);
+    head = NIL;
+    tail = NIL;
+    free = NIL;
+    int n = 0;
+    int last = NIL;
+    for (int e = oldHead; e != NIL && n < length; e = oldNext[e]) {
+      keys[n] = oldKeys[e];
+      insertIntoTable(n);
+      linkAfter(n, last);
+      last = n;
+      n++;
+    }
+    used = n;
+    size = n;
+  }
+
+  private static int home(long key) {
+    // keys are XXH3 outputs, already well mixed
+    return (int) (key ^ (key >>> 32));
+  }
+
+  private int find(long key) {
+    int[] t = table;
+    if (t.length == 0) {
+      return -1;
+    }
+    int m = mask;
+    int slot = home(key) & m;
+    int v;
+    while ((v = t[slot]) != 0) {
+      if (keys[v - 1] == key) {
+        return v - 1;
+      }
+      slot = (slot + 1) & m;
+    }
+    return -1;
+  }
+
+  private void insertIntoTable(int e) {
+    int slot = home(keys[e]) & mask;
+    while (table[slot] != 0) {
+      slot = (slot + 1) & mask;
+    }
+    table[slot] = e + 1;
+  }
+
+  private void removeFromTable(int e) {
+    int slot = home(keys[e]) & mask;
+    while (table[slot] != e + 1) {
+      slot = (slot + 1) & mask;
+    }
+    table[slot] = 0;
+    // backward-shift deletion keeps probe chains intact without tombstones
+    int j = slot;
+    while (true) {
+      j = (j + 1) & mask;
+      int v = table[j];
+      if (v == 0) {
+        return;
+      }
+      int k = home(keys[v - 1]) & mask;
+      if (((j - k) & mask) >= ((j - slot) & mask)) {
+        table[slot] = v;
+        table[j] = 0;
+        slot = j;
+      }
+    }
+  }
+
+  /** Approximate heap bytes of the arrays, for tests and diagnostics. */
+  synchronized long footprintBytes() {
+    return 8L * keys.length + 4L * prev.length + 4L * next.length + 4L * table.length;
+  }
+}

@@ -1,0 +1,113 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.Candidate;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * {@code maglev-picker}: sticky sessions through a Maglev lookup table built as Envoy builds it
+ * (hosts sorted by {@code ip:port}; offset {@code XXH64(addr, 0) mod M}, skip
+ * {@code XXH64(addr, 1) mod (M − 1) + 1}; weighted round-robin fill of the prime-sized table).
+ * Lookup is {@code table[hash mod M]}. Fallbacks are the next distinct hosts in the table; bounded
+ * load ({@code balanceFactor}) skips overloaded hosts the same way.
+ */
+final class MaglevPicker extends ConsistentHashPicker {
+  static final int DEFAULT_TABLE_SIZE = 65537;
+  static final int MAX_TABLE_SIZE = 5_000_011;
+
+  private final int tableSize;
+
+  MaglevPicker(HashKeySource key, int tableSize, double balanceFactor, int maxNumOfEndpoints) {
+    super(key, balanceFactor, maxNumOfEndpoints);
+    if (!isPrime(tableSize) || tableSize > MAX_TABLE_SIZE) {
+      throw new IllegalArgumentException("tableSize must be a prime <= " + MAX_TABLE_SIZE
+          + ", got " + tableSize);
+    }
+    this.tableSize = tableSize;
+  }
+
+  static boolean isPrime(long n) {
+    if (n < 2) {
+      return false;
+    }
+    if (n % 2 == 0) {
+      return n == 2;
+    }
+    for (long d = 3; d * d <= n; d += 2) {
+      if (n % d == 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  @Override
+  MaglevTable build(List<Candidate> candidates) {
+    return new MaglevTable(candidates, tableSize);
+  }
+
+  static final class MaglevTable extends Table {
+    final int[] slots;
+
+    MaglevTable(List<Candidate> candidates, int m) {
+      super(candidates);
+      int n = endpoints.length;
+      Integer[] sorted = new Integer[n];
+      for (int i = 0; i < n; i++) {
+        sorted[i] = i;
+      }
+      Arrays.sort(sorted, (a, b) -> endpoints[a].id().compareTo(endpoints[b].id()));
+      long[] offset = new long[n];
+      long[] skip = new long[n];
+      long[] next = new long[n];
+      double[] target = new double[n];
+      double maxW = 0.0;
+      for (int i = 0; i < n; i++) {
+        String addr = endpoints[sorted[i]].id();
+        offset[i] = Long.remainderUnsigned(Xxh64.hash(addr, 0), m);
+        skip[i] = Long.remainderUnsigned(Xxh64.hash(addr, 1), m - 1) + 1;
+        maxW = Math.max(maxW, normalizedWeights[sorted[i]]);
+      }
+      slots = new int[m];
+      Arrays.fill(slots, -1);
+      int filled = 0;
+      for (long iteration = 1; filled < m; iteration++) {
+        for (int i = 0; i < n && filled < m; i++) {
+          double w = normalizedWeights[sorted[i]];
+          if (iteration * w < target[i]) {
+            continue;
+          }
+          target[i] += maxW;
+          int c = (int) ((offset[i] + skip[i] * next[i]) % m);
+          while (slots[c] != -1) {
+            next[i]++;
+            c = (int) ((offset[i] + skip[i] * next[i]) % m);
+          }
+          slots[c] = sorted[i];
+          next[i]++;
+          filled++;
+        }
+      }
+    }
+
+    @Override
+    int position(long hash) {
+      return (int) Long.remainderUnsigned(hash, slots.length);
+    }
+
+    @Override
+    int hostAt(int position) {
+      return slots[position];
+    }
+
+    @Override
+    int size() {
+      return slots.length;
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "maglev-picker(tableSize=" + tableSize + ")";
+  }
+}

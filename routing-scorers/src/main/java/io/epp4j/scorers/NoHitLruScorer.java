@@ -1,0 +1,79 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Scorer;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * {@code no-hit-lru-scorer} (llm-d): spreads requests whose prompt is cached nowhere (a "cold"
+ * request, judged from {@link PrefixMatch} published by an earlier {@code prefix-cache-scorer} in
+ * the same profile) over the endpoints that least recently received a cold request:
+ * {@code 1 − rank / (N − 1)}, rank 0 for the least recently used; endpoints that never received
+ * one share rank 0. Requests with a hit somewhere score a neutral 0.5 everywhere (no influence).
+ * Without a prefix match in the cycle every request counts as cold.
+ */
+final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
+  private final AtomicLong clock = new AtomicLong();
+  private final ConcurrentHashMap<String, AtomicLong> lastColdUse = new ConcurrentHashMap<>();
+
+  static boolean isCold(CycleState state) {
+    PrefixMatch m = state.get(PrefixMatch.KEY);
+    return m == null || m.maxMatchedBlocks() == 0;
+  }
+
+  @Override
+  public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
+      double[] scores) {
+    int n = candidates.size();
+    if (!isCold(state)) {
+      for (int i = 0; i < n; i++) {
+        scores[i] = 0.5;
+      }
+      return;
+    }
+    if (n == 1) {
+      scores[0] = 1.0;
+      return;
+    }
+    long[] stamps = new long[n];
+    for (int i = 0; i < n; i++) {
+      AtomicLong s = lastColdUse.get(candidates.get(i).id());
+      stamps[i] = s == null ? 0 : s.get();
+    }
+    for (int i = 0; i < n; i++) {
+      int rank = 0;
+      for (int j = 0; j < n; j++) {
+        if (stamps[j] < stamps[i]) {
+          rank++;
+        }
+      }
+      scores[i] = 1.0 - (double) rank / (n - 1);
+    }
+  }
+
+  @Override
+  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    if (isCold(state)) {
+      long t = clock.incrementAndGet();
+      lastColdUse.computeIfAbsent(decision.primary().id(), k -> new AtomicLong()).set(t);
+    }
+  }
+
+  @Override
+  public void onEndpointRemoved(Endpoint endpoint) {
+    lastColdUse.remove(endpoint.id());
+  }
+
+  @Override
+  public String toString() {
+    return "no-hit-lru-scorer";
+  }
+}

@@ -1,0 +1,58 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.ProfileHandler;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.ProfileRunner;
+import io.epp4j.api.RoutingDecision;
+
+/**
+ * {@code pd-profile-handler}: prefill/decode disaggregation. Runs the {@code decode} profile
+ * first; then, when the decode pick's uncached prompt tokens (estimated prompt tokens minus the
+ * tokens {@link PrefixMatch} credits to that endpoint) are at least {@code nonCachedTokens}, runs
+ * the {@code prefill} profile. The decode profile is primary; the decision's
+ * {@link RoutingDecision#prefillEndpoint()} names the prefill pick, which a gateway passes on in
+ * {@value RoutingDecision#PREFILLER_HEADER}. When the
+ * configuration has no {@code decode} profile, the first profile runs alone.
+ */
+final class PdProfileHandler implements ProfileHandler {
+  static final String DECODE = "decode";
+
+  private final int nonCachedTokens;
+
+  PdProfileHandler(int nonCachedTokens) {
+    this.nonCachedTokens = nonCachedTokens;
+  }
+
+  @Override
+  public String handle(InferenceRequest request, CycleState state, ProfileRunner runner) {
+    if (!runner.profileNames().contains(DECODE)) {
+      String first = runner.profileNames().iterator().next();
+      runner.run(first);
+      return first;
+    }
+    ProfileResult decode = runner.run(DECODE);
+    Endpoint d = decode.primary();
+    if (d == null || !runner.profileNames().contains(RoutingDecision.PREFILL_PROFILE)) {
+      return DECODE;
+    }
+    long prompt = request.estimatedPromptTokens();
+    PrefixMatch match = state.get(PrefixMatch.KEY);
+    long cached = match == null ? 0 : Math.min(prompt, match.matchedTokens(d.id()));
+    if (prompt - cached >= nonCachedTokens) {
+      runner.run(RoutingDecision.PREFILL_PROFILE);
+    }
+    return DECODE;
+  }
+
+  int nonCachedTokens() {
+    return nonCachedTokens;
+  }
+
+  @Override
+  public String toString() {
+    return "pd-profile-handler(nonCachedTokens=" + nonCachedTokens + ")";
+  }
+}

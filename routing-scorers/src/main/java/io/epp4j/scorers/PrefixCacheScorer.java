@@ -1,0 +1,214 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.AttributeKey;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Scorer;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * {@code prefix-cache-scorer}: approximate prefix-cache affinity. Remembers which prompt prefixes
+ * were sent to which endpoint and scores each candidate by the fraction of the request's prompt
+ * blocks it is believed to hold ({@code matched / total}; 0 when the prompt has no full block).
+ *
+ * <p>Differences from the upstream plugin: matching is a strict prefix per endpoint; each endpoint
+ * has an exact LRU at block granularity whose eviction takes the tail of a chain before its head
+ * (as vLLM frees blocks); lookups refresh recency of the blocks they match; the capacity follows
+ * the endpoint's {@code num_gpu_blocks} when known. The match is published under
+ * {@link PrefixMatch#KEY}; after routing, the primary endpoint and the pick of a profile named
+ * {@code prefill} are recorded as holding the prompt. Endpoints that leave the pool are
+ * forgotten.
+ *
+ * <p>Memory: 24–32 bytes per (block, endpoint) entry, at most the endpoint's capacity entries per
+ * endpoint. Thread-safe; one short lock per endpoint, never a global one.
+ */
+public final class PrefixCacheScorer implements Scorer, RequestListener, PoolListener {
+  /** Default tokens per block (vLLM's default block size). */
+  public static final int DEFAULT_BLOCK_SIZE_TOKENS = 16;
+  /** Default blocks considered per request: 8192 × 16 = 131,072 tokens. */
+  public static final int DEFAULT_MAX_PREFIX_BLOCKS = 8192;
+  /** Default per-endpoint capacity in blocks when {@code num_gpu_blocks} is unknown. */
+  public static final int DEFAULT_LRU_CAPACITY_PER_SERVER = 31_250;
+
+  private final BlockHasher hasher;
+  private final int blockSizeTokens;
+  private final int defaultCapacity;
+  private final boolean autoTune;
+  private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
+  // per instance, so two prefix scorers with different block sizes never share hashes
+  private final AttributeKey<long[]> hashesKey = AttributeKey.of("prefix-cache-hashes", long[].class);
+
+  private PrefixCacheScorer(Builder b) {
+    this.blockSizeTokens = b.blockSizeTokens;
+    this.defaultCapacity = b.lruCapacityPerServer;
+    this.autoTune = b.autoTune;
+    this.hasher = new BlockHasher(b.blockSizeTokens, b.maxPrefixBlocksToMatch);
+  }
+
+  /** A scorer with the defaults (16-token blocks, 8192 blocks, 31,250 blocks per endpoint). */
+  public static PrefixCacheScorer create() {
+    return builder().build();
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  @Override
+  public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
+      double[] scores) {
+    int n = candidates.size();
+    if (n == 0) {
+      return;
+    }
+    long[] hashes = hashes(request, state);
+    int total = hashes.length;
+    String[] ids = new String[n];
+    int[] matched = new int[n];
+    for (int i = 0; i < n; i++) {
+      Candidate c = candidates.get(i);
+      ids[i] = c.id();
+      EndpointBlocks blocks = blocksFor(c);
+      if (total > 0) {
+        int m = blocks.matchAndTouch(hashes, total);
+        matched[i] = m;
+        scores[i] = (double) m / total;
+      }
+    }
+    PrefixMatch match = PrefixMatch.wrap(total, blockSizeTokens, ids, matched);
+    PrefixMatch earlier = state.get(PrefixMatch.KEY);
+    state.put(PrefixMatch.KEY, earlier == null ? match : earlier.merge(match));
+  }
+
+  private long[] hashes(InferenceRequest request, CycleState state) {
+    long[] h = state.get(hashesKey);
+    if (h == null) {
+      h = hasher.hash(request);
+      state.put(hashesKey, h);
+    }
+    return h;
+  }
+
+  private EndpointBlocks blocksFor(Candidate c) {
+    EndpointBlocks b = endpoints.get(c.id());
+    int cap = capacityOf(c.metrics());
+    if (b == null) {
+      b = endpoints.computeIfAbsent(c.id(), k -> new EndpointBlocks(cap));
+    }
+    if (autoTune && c.metrics().kvCapacityBlocks() > 0 && b.capacity() != cap) {
+      b.setCapacity(cap);
+    }
+    return b;
+  }
+
+  int capacityOf(EndpointMetrics m) {
+    long blocks = m.kvCapacityBlocks();
+    if (!autoTune || blocks <= 0) {
+      return defaultCapacity;
+    }
+    int serverBlock = m.blockSizeTokens() > 0 ? m.blockSizeTokens() : blockSizeTokens;
+    long ours = blocks * serverBlock / blockSizeTokens;
+    return (int) Math.max(1, Math.min(Integer.MAX_VALUE - 8, ours));
+  }
+
+  @Override
+  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    long[] hashes = hashes(request, state);
+    if (hashes.length == 0) {
+      return;
+    }
+    Endpoint primary = decision.primary();
+    record(primary.id(), hashes);
+    Endpoint prefill = decision.prefillEndpoint();
+    if (prefill != null && !prefill.id().equals(primary.id())) {
+      record(prefill.id(), hashes);
+    }
+  }
+
+  /** Records that {@code endpointId} now holds the given chain (used after routing and in tests). */
+  void record(String endpointId, long[] hashes) {
+    EndpointBlocks b = endpoints.get(endpointId);
+    if (b == null) {
+      b = endpoints.computeIfAbsent(endpointId, k -> new EndpointBlocks(defaultCapacity));
+    }
+    b.record(hashes, hashes.length);
+  }
+
+  @Override
+  public void onEndpointRemoved(Endpoint endpoint) {
+    endpoints.remove(endpoint.id());
+  }
+
+  /** The block store of an endpoint, or {@code null}; for tests. */
+  @Nullable EndpointBlocks blocks(String endpointId) {
+    return endpoints.get(endpointId);
+  }
+
+  /** The hashes this scorer computes for a request; for tests and benchmarks. */
+  long[] blockHashes(InferenceRequest request) {
+    return hasher.hash(request);
+  }
+
+  /** Number of endpoints with state. */
+  int trackedEndpoints() {
+    return endpoints.size();
+  }
+
+  @Override
+  public String toString() {
+    return "prefix-cache-scorer(blockSizeTokens=" + blockSizeTokens + ")";
+  }
+
+  /** Builds a {@link PrefixCacheScorer}; see {@code docs/plugins.md} for the parameters. */
+  public static final class Builder {
+    private int blockSizeTokens = DEFAULT_BLOCK_SIZE_TOKENS;
+    private int maxPrefixBlocksToMatch = DEFAULT_MAX_PREFIX_BLOCKS;
+    private int lruCapacityPerServer = DEFAULT_LRU_CAPACITY_PER_SERVER;
+    private boolean autoTune = true;
+
+    private Builder() {}
+
+    /** Tokens per block (text: four characters per token). */
+    public Builder blockSizeTokens(int v) {
+      this.blockSizeTokens = positive("blockSizeTokens", v);
+      return this;
+    }
+
+    /** Blocks considered per request. */
+    public Builder maxPrefixBlocksToMatch(int v) {
+      this.maxPrefixBlocksToMatch = positive("maxPrefixBlocksToMatch", v);
+      return this;
+    }
+
+    /** Per-endpoint capacity in blocks when the endpoint's {@code num_gpu_blocks} is unknown. */
+    public Builder lruCapacityPerServer(int v) {
+      this.lruCapacityPerServer = positive("lruCapacityPerServer", v);
+      return this;
+    }
+
+    /** Whether the capacity follows the endpoint's {@code num_gpu_blocks} (default true). */
+    public Builder autoTune(boolean v) {
+      this.autoTune = v;
+      return this;
+    }
+
+    public PrefixCacheScorer build() {
+      return new PrefixCacheScorer(this);
+    }
+
+    private static int positive(String name, int v) {
+      if (v < 1) {
+        throw new IllegalArgumentException(name + " must be >= 1, got " + v);
+      }
+      return v;
+    }
+  }
+}

@@ -1,0 +1,181 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * {@code ring-hash-picker}: sticky sessions by consistent hashing on a ketama ring, built and
+ * searched exactly as Envoy's ring-hash load balancer (the one Istio's
+ * {@code consistentHash.ringHash} configures) does, so for the same {@code ip:port} list, weights,
+ * ring sizes and key the same endpoint is chosen.
+ *
+ * <p>Ring: weights are normalised to sum 1; {@code scale = min(ceil(minW × minRing) / minW,
+ * maxRing)}; for each host in candidate order, entries {@code XXH64("<ip:port>_<i>", 0)} are added
+ * while a running count stays below the running target {@code Σ scale × w}; entries are sorted by
+ * unsigned hash. Lookup: the first entry whose hash is ≥ the request hash, wrapping to the first.
+ * Fallbacks are the next distinct hosts clockwise. With {@code balanceFactor > 0}, hosts at or
+ * above their bounded-load share are skipped clockwise (Envoy probes in a seeded random order
+ * instead; the default, off, matches Istio).
+ */
+public final class RingHashPicker extends ConsistentHashPicker {
+  public static final int DEFAULT_MINIMUM_RING_SIZE = 1024;
+  public static final int DEFAULT_MAXIMUM_RING_SIZE = 8_388_608;
+
+  private final int minRing;
+  private final int maxRing;
+
+  RingHashPicker(HashKeySource key, int minimumRingSize, int maximumRingSize, double balanceFactor,
+      int maxNumOfEndpoints) {
+    super(key, balanceFactor, maxNumOfEndpoints);
+    if (minimumRingSize < 1 || minimumRingSize > maximumRingSize
+        || maximumRingSize > DEFAULT_MAXIMUM_RING_SIZE) {
+      throw new IllegalArgumentException("ring sizes must satisfy 1 <= minimumRingSize <= "
+          + "maximumRingSize <= " + DEFAULT_MAXIMUM_RING_SIZE);
+    }
+    this.minRing = minimumRingSize;
+    this.maxRing = maximumRingSize;
+  }
+
+  /**
+   * A ring-hash picker keyed on {@link io.epp4j.api.InferenceRequest#sessionKey()} with Envoy's
+   * default ring sizes, no bounded load and one endpoint.
+   */
+  public static RingHashPicker create() {
+    return new RingHashPicker(HashKeySource.SESSION, DEFAULT_MINIMUM_RING_SIZE,
+        DEFAULT_MAXIMUM_RING_SIZE, 0, 1);
+  }
+
+  /**
+   * A ring-hash picker.
+   *
+   * @param hashOn          {@code session}, {@code header:<name>}, {@code cookie:<name>},
+   *                        {@code query:<name>} or {@code source-ip}
+   * @param minimumRingSize Envoy's {@code minimum_ring_size}
+   * @param maximumRingSize Envoy's {@code maximum_ring_size}
+   * @param balanceFactor   0 for off, else ≥ 1 (e.g. 1.25 = 125% of the mean load)
+   * @param maxNumOfEndpoints endpoints returned (primary and fallbacks)
+   */
+  public static RingHashPicker create(String hashOn, int minimumRingSize, int maximumRingSize,
+      double balanceFactor, int maxNumOfEndpoints) {
+    HashKeySource s = HashKeySource.parse(hashOn);
+    if (s == null) {
+      throw new IllegalArgumentException("unsupported hashOn '" + hashOn + "'");
+    }
+    return new RingHashPicker(s, minimumRingSize, maximumRingSize, balanceFactor, maxNumOfEndpoints);
+  }
+
+  @Override
+  Ring build(List<Candidate> candidates) {
+    return new Ring(candidates, minRing, maxRing);
+  }
+
+  /** The ketama ring. Hashes are stored with the sign bit flipped so signed order is unsigned order. */
+  static final class Ring extends Table {
+    final long[] flipped;
+    final int[] hosts;
+
+    Ring(List<Candidate> candidates, int minRing, int maxRing) {
+      super(candidates);
+      int n = endpoints.length;
+      double minW = 1.0;
+      for (double w : normalizedWeights) {
+        minW = Math.min(minW, w);
+      }
+      double scale = Math.min(Math.ceil(minW * minRing) / minW, (double) maxRing);
+      int capacity = (int) Math.ceil(scale) + n;
+      long[] entries = new long[capacity]; // unused beyond count
+      int[] owner = new int[capacity];
+      int count = 0;
+      double current = 0.0;
+      double target = 0.0;
+      byte[] buf = new byte[64];
+      for (int h = 0; h < n; h++) {
+        byte[] prefix = (endpoints[h].id() + "_").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        target += scale * normalizedWeights[h];
+        long i = 0;
+        while (current < target) {
+          byte[] digits = Long.toString(i).getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+          int len = prefix.length + digits.length;
+          if (buf.length < len) {
+            buf = new byte[len * 2];
+          }
+          System.arraycopy(prefix, 0, buf, 0, prefix.length);
+          System.arraycopy(digits, 0, buf, prefix.length, digits.length);
+          if (count == entries.length) {
+            entries = Arrays.copyOf(entries, count * 2);
+            owner = Arrays.copyOf(owner, count * 2);
+          }
+          entries[count] = Xxh64.hash(buf, 0, len, 0) ^ Long.MIN_VALUE;
+          owner[count] = h;
+          count++;
+          i++;
+          current += 1.0;
+        }
+      }
+      // sort (hash, owner) pairs by hash
+      Integer[] order = new Integer[count];
+      for (int i = 0; i < count; i++) {
+        order[i] = i;
+      }
+      final long[] e = entries;
+      Arrays.sort(order, (a, b) -> Long.compare(e[a], e[b]));
+      flipped = new long[count];
+      hosts = new int[count];
+      for (int i = 0; i < count; i++) {
+        flipped[i] = entries[order[i]];
+        hosts[i] = owner[order[i]];
+      }
+    }
+
+    /** Envoy's (ketama's) binary search, on unsigned values. */
+    @Override
+    int position(long hash) {
+      long h = hash ^ Long.MIN_VALUE;
+      int size = flipped.length;
+      int low = 0;
+      int high = size;
+      int mid;
+      while (true) {
+        mid = (low + high) >>> 1;
+        if (mid == size) {
+          return 0;
+        }
+        long midval = flipped[mid];
+        long below = mid == 0 ? Long.MIN_VALUE : flipped[mid - 1];
+        if (h <= midval && h > below) {
+          return mid;
+        }
+        if (midval < h) {
+          low = mid + 1;
+        } else {
+          high = mid - 1;
+        }
+        if (low > high) {
+          return 0;
+        }
+      }
+    }
+
+    @Override
+    int hostAt(int position) {
+      return hosts[position];
+    }
+
+    @Override
+    int size() {
+      return flipped.length;
+    }
+
+    /** Unsigned ring hash at a position (for tests). */
+    long hashAt(int position) {
+      return flipped[position] ^ Long.MIN_VALUE;
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "ring-hash-picker(minimumRingSize=" + minRing + ", maximumRingSize=" + maxRing + ")";
+  }
+}

@@ -1,0 +1,107 @@
+package io.epp4j.scorers;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Scorer;
+import io.epp4j.api.Ticker;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Base64;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * {@code session-affinity-scorer}: 1.0 for the endpoint a session is bound to, 0 elsewhere.
+ *
+ * <p>Two sources, checked in order: (1) a header that names the endpoint itself (upstream EPP's
+ * {@code x-session-token}, base64 of {@code ip:port}; plain {@code ip:port} is accepted too), and
+ * (2) a server-side binding from the session key to the endpoint the last request of that session
+ * went to, kept for {@code ttlSeconds} after its last use. The session key comes from
+ * {@code sessionKeyFrom} (default the request's session key). Bindings to an endpoint that left
+ * the pool are dropped.
+ */
+final class SessionAffinityScorer implements Scorer, RequestListener, PoolListener {
+  private final HashKeySource keySource;
+  private final @Nullable String endpointHeader;
+  private final Cache<String, String> bindings;
+
+  SessionAffinityScorer(HashKeySource keySource, @Nullable String endpointHeader, Duration ttl,
+      long maxSessions, Ticker ticker) {
+    this.keySource = keySource;
+    this.endpointHeader = endpointHeader;
+    this.bindings = Caffeine.newBuilder()
+        .expireAfterAccess(ttl)
+        .maximumSize(maxSessions)
+        .ticker(ticker::nanos)
+        .executor(Runnable::run)
+        .build();
+  }
+
+  @Override
+  public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
+      double[] scores) {
+    String target = null;
+    if (endpointHeader != null) {
+      target = decodeEndpoint(request.header(endpointHeader));
+    }
+    if (target == null) {
+      String key = keySource.key(request);
+      if (key != null) {
+        target = bindings.getIfPresent(key);
+      }
+    }
+    if (target == null) {
+      return;
+    }
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      if (candidates.get(i).id().equals(target)) {
+        scores[i] = 1.0;
+      }
+    }
+  }
+
+  static @Nullable String decodeEndpoint(@Nullable String value) {
+    if (value == null || value.isEmpty()) {
+      return null;
+    }
+    if (value.indexOf(':') > 0) {
+      return value;
+    }
+    try {
+      return new String(Base64.getDecoder().decode(value), StandardCharsets.UTF_8);
+    } catch (IllegalArgumentException e) {
+      return null;
+    }
+  }
+
+  @Override
+  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    String key = keySource.key(request);
+    if (key != null) {
+      bindings.put(key, decision.primary().id());
+    }
+  }
+
+  @Override
+  public void onEndpointRemoved(Endpoint endpoint) {
+    String id = endpoint.id();
+    bindings.asMap().values().removeIf(id::equals);
+  }
+
+  /** The endpoint id a session is bound to, or {@code null}; for tests. */
+  @Nullable String binding(String sessionKey) {
+    return bindings.getIfPresent(sessionKey);
+  }
+
+  @Override
+  public String toString() {
+    return "session-affinity-scorer";
+  }
+}
