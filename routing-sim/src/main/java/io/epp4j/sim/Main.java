@@ -46,7 +46,7 @@ public final class Main {
         --question-len L (300-700)  --output-len L (100-300)
         --concurrency N (48, closed loop)  --rate R (Poisson req/s; overrides concurrency)
       multi-turn
-        --dialogs N (36)  --turns N (8)  --mt-system-len N (1000)  --user-len L (300)
+        --dialogs N (36)  --turns N (8)  --mt-system-len N (1000)  --user-len L (450)
         --reply-len L (400)  --think-time S (1.0, mean seconds)
       trace
         --trace mooncake:PATH  (default mooncake:%s)

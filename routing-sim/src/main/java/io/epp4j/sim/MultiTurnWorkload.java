@@ -18,12 +18,12 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
   public static final String NAME = "multi-turn";
 
   /**
-   * Defaults: 36 dialogs × 8 turns, 1,000-token system prompt, 300-token messages, 400-token
-   * replies (6,600 tokens at the end, so one replica of the built-in profile holds about ten),
-   * 1 s mean think time.
+   * Defaults: 36 dialogs × 8 turns, 1,000-token system prompt, 450-token messages, 400-token
+   * replies (7,800 tokens at the end, 6,800 of them the dialog's own, so one replica of the
+   * built-in profile holds about ten), 1 s mean think time.
    */
   public static MultiTurnWorkload defaults() {
-    return new MultiTurnWorkload(36, 8, 1000, LengthDist.fixed(300), LengthDist.fixed(400), 1.0,
+    return new MultiTurnWorkload(36, 8, 1000, LengthDist.fixed(450), LengthDist.fixed(400), 1.0,
         2.0);
   }
 
@@ -44,6 +44,14 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
     return systemPromptLength + turns * (userLength.mean() + replyLength.mean());
   }
 
+  /**
+   * Dialogs at their final length that fit in {@code kvTokens}, counting the shared system
+   * prompt once.
+   */
+  public double dialogsThatFit(long kvTokens) {
+    return (kvTokens - systemPromptLength) / (finalLength() - systemPromptLength);
+  }
+
   @Override
   public String describe(HardwareProfile profile, int replicas) {
     double fin = finalLength();
@@ -51,10 +59,11 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
         "%d dialogs × %d turns; system prompt %d tokens, messages %s, replies %s tokens,"
             + " think time %.1f s (mean); %d requests.%n"
             + "A dialog ends at %.0f tokens; one replica's KV cache (%,d tokens) holds %.1f of"
-            + " them, the cluster %.1f.",
+            + " them (the system prompt counted once), the cluster %.1f.",
         dialogs, turns, systemPromptLength, userLength, replyLength, thinkTimeSeconds,
         dialogs * turns, fin, profile.kvTokensPerReplica(),
-        profile.kvTokensPerReplica() / fin, profile.kvTokensPerReplica() * replicas / fin);
+        dialogsThatFit(profile.kvTokensPerReplica()),
+        replicas * dialogsThatFit(profile.kvTokensPerReplica()));
   }
 
   @Override

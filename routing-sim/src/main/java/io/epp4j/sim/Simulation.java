@@ -3,6 +3,7 @@ package io.epp4j.sim;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
@@ -67,6 +68,7 @@ public final class Simulation {
   private final Workload workload;
   private final Policy policy;
   private final @Nullable KvEventListener kvListener;
+  private final @Nullable RequestListener requestListener;
 
   private final PriorityQueue<Event> events = new PriorityQueue<>(
       (a, b) -> a.time != b.time ? Long.compare(a.time, b.time) : Long.compare(a.seq, b.seq));
@@ -93,10 +95,20 @@ public final class Simulation {
 
   public Simulation(Settings settings, Workload workload, Policy policy,
       @Nullable KvEventListener kvListener) {
+    this(settings, workload, policy, kvListener, null);
+  }
+
+  /**
+   * A simulation whose router also reports every decision's lifecycle to
+   * {@code requestListener} (as the router's own plugins see it).
+   */
+  public Simulation(Settings settings, Workload workload, Policy policy,
+      @Nullable KvEventListener kvListener, @Nullable RequestListener requestListener) {
     this.settings = settings;
     this.workload = workload;
     this.policy = policy;
     this.kvListener = kvListener;
+    this.requestListener = requestListener;
   }
 
   /** The endpoint of replica {@code i}: {@code 10.0.0.(i+1):8000}. */
@@ -137,6 +149,9 @@ public final class Simulation {
 
     Router.Builder rb = Router.builder().endpoints(endpoints).ticker(() -> now)
         .randomSeed(settings.seed());
+    if (requestListener != null) {
+      rb.listener(requestListener);
+    }
     if (policy.file() != null) {
       rb.configFile(policy.file());
     } else if (policy.yaml() != null) {
