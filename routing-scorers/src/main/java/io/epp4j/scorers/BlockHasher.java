@@ -1,14 +1,15 @@
 package io.epp4j.scorers;
 
-import com.dynatrace.hash4j.hashing.HashStream64;
+import com.dynatrace.hash4j.hashing.Hasher64;
 import com.dynatrace.hash4j.hashing.Hashing;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.InferenceRequest;
 import java.util.List;
 
 /**
- * Turns a request's prompt into chained 64-bit block hashes: {@code h0 = XXH3(namespace)} from
- * model, LoRA adapter and cache salt, then {@code h(i) = XXH3(LE64(h(i-1)) ‖ block(i))}. Token
+ * Turns a request's prompt into chained 64-bit block hashes: {@code h0} from model, LoRA adapter
+ * and cache salt (all XXH3), then {@code h(i) = XXH3(LE64(h(i-1)) ‖ block(i))}, token IDs as
+ * little-endian 32-bit values and characters as little-endian UTF-16 units. Token
  * prompts use blocks of {@code blockSizeTokens} token IDs; text prompts use blocks of
  * {@code 4 × blockSizeTokens} UTF-16 characters. Only full blocks count, as in vLLM.
  *
@@ -22,6 +23,7 @@ import java.util.List;
 final class BlockHasher {
   private static final char UNIT_SEP = '\u001f';
   private static final char RECORD_SEP = '\u001e';
+  private static final Hasher64 XXH3 = Hashing.xxh3_64();
 
   private final int blockSizeTokens;
   private final int blockChars;
@@ -37,22 +39,35 @@ final class BlockHasher {
     return blockSizeTokens;
   }
 
-  /** The request's block hashes (length = number of full blocks, capped at the maximum). */
+  /**
+   * The request's block hashes (length = number of full blocks, capped at the maximum). Each
+   * block is laid out as {@code LE64(parent) ‖ block bytes} in one small scratch array and hashed
+   * in one call, so a request allocates only the result and that scratch array.
+   */
   long[] hash(InferenceRequest request) {
-    HashStream64 stream = Hashing.xxh3_64().hashStream();
-    long seed = namespace(stream, request);
+    long seed = namespace(request);
     int[] tokens = request.tokenIds();
     if (tokens != null) {
       int n = Math.min(maxBlocks, tokens.length / blockSizeTokens);
       long[] out = new long[n];
+      byte[] buf = new byte[8 + 4 * blockSizeTokens];
       long h = seed;
       for (int i = 0; i < n; i++) {
-        h = stream.reset().putLong(h).putInts(tokens, i * blockSizeTokens, blockSizeTokens).getAsLong();
+        putLong(buf, 0, h);
+        int base = i * blockSizeTokens;
+        for (int j = 0, p = 8; j < blockSizeTokens; j++, p += 4) {
+          int t = tokens[base + j];
+          buf[p] = (byte) t;
+          buf[p + 1] = (byte) (t >>> 8);
+          buf[p + 2] = (byte) (t >>> 16);
+          buf[p + 3] = (byte) (t >>> 24);
+        }
+        h = XXH3.hashBytesToLong(buf, 0, buf.length);
         out[i] = h;
       }
       return out;
     }
-    TextBlocks text = new TextBlocks(stream, seed, estimateChars(request));
+    TextBlocks text = new TextBlocks(seed, estimateChars(request));
     String prompt = request.prompt();
     if (prompt != null) {
       text.append(prompt);
@@ -76,15 +91,22 @@ final class BlockHasher {
     return text.result();
   }
 
-  private static long namespace(HashStream64 stream, InferenceRequest request) {
+  /** {@code h0}: model, LoRA adapter and cache salt (absent and empty differ), prompt form. */
+  static long namespace(InferenceRequest request) {
     String lora = request.loraAdapter();
     String salt = request.cacheSalt();
-    return stream.reset()
-        .putString(request.targetModel())
-        .putBoolean(lora != null).putString(lora == null ? "" : lora)
-        .putBoolean(salt != null).putString(salt == null ? "" : salt)
-        .putBoolean(request.tokenIds() != null)
-        .getAsLong();
+    long h = XXH3.hashLongLongLongToLong(
+        XXH3.hashCharsToLong(request.targetModel()),
+        lora == null ? 0x6E6F2D6C6F7261L : XXH3.hashCharsToLong(lora),
+        salt == null ? 0x6E6F2D73616C74L : XXH3.hashCharsToLong(salt));
+    int flags = (lora == null ? 0 : 1) | (salt == null ? 0 : 2) | (request.tokenIds() != null ? 4 : 0);
+    return XXH3.hashLongIntToLong(h, flags);
+  }
+
+  private static void putLong(byte[] b, int off, long v) {
+    for (int i = 0; i < 8; i++) {
+      b[off + i] = (byte) (v >>> (8 * i));
+    }
   }
 
   private long estimateChars(InferenceRequest request) {
@@ -92,24 +114,23 @@ final class BlockHasher {
     if (p != null) {
       return p.length();
     }
-    long n = request.toolsJson() == null ? 0 : request.toolsJson().length() + 7;
+    long n = request.toolsJson() == null || request.toolsJson().isEmpty()
+        ? 0 : request.toolsJson().length() + 7;
     for (ChatMessage m : request.messages()) {
       n += m.role().length() + m.content().length() + 2;
     }
     return n;
   }
 
-  /** Accumulates characters into fixed-size blocks and hashes each full block. */
+  /** Accumulates characters into fixed-size blocks (two bytes per char) and hashes each full block. */
   private final class TextBlocks {
-    private final HashStream64 stream;
-    private final char[] buf = new char[blockChars];
+    private final byte[] buf = new byte[8 + 2 * blockChars];
     private final long[] out;
-    private int fill;
+    private int fill; // chars in the current block
     private int n;
     private long h;
 
-    TextBlocks(HashStream64 stream, long seed, long chars) {
-      this.stream = stream;
+    TextBlocks(long seed, long chars) {
       this.h = seed;
       this.out = new long[(int) Math.min(maxBlocks, chars / blockChars)];
     }
@@ -122,28 +143,24 @@ final class BlockHasher {
       if (full()) {
         return;
       }
-      buf[fill++] = c;
-      if (fill == blockChars) {
+      int p = 8 + 2 * fill;
+      buf[p] = (byte) c;
+      buf[p + 1] = (byte) (c >>> 8);
+      if (++fill == blockChars) {
         emit();
       }
     }
 
     void append(String s) {
-      int pos = 0;
       int len = s.length();
-      while (pos < len && !full()) {
-        int take = Math.min(len - pos, blockChars - fill);
-        s.getChars(pos, pos + take, buf, fill);
-        fill += take;
-        pos += take;
-        if (fill == blockChars) {
-          emit();
-        }
+      for (int pos = 0; pos < len && !full(); pos++) {
+        append(s.charAt(pos));
       }
     }
 
     private void emit() {
-      h = stream.reset().putLong(h).putChars(buf, 0, blockChars).getAsLong();
+      putLong(buf, 0, h);
+      h = XXH3.hashBytesToLong(buf, 0, buf.length);
       out[n++] = h;
       fill = 0;
     }

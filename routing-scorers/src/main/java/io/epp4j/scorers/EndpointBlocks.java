@@ -293,6 +293,16 @@ final class EndpointBlocks {
     }
   }
 
+  /** The keys from most to least recently used; for tests. */
+  synchronized long[] keysMostRecentFirst() {
+    long[] out = new long[size];
+    int i = 0;
+    for (int e = head; e != NIL; e = next[e]) {
+      out[i++] = keys[e];
+    }
+    return out;
+  }
+
   /** Approximate heap bytes of the arrays, for tests and diagnostics. */
   synchronized long footprintBytes() {
     return 8L * keys.length + 4L * prev.length + 4L * next.length + 4L * table.length;

@@ -1,0 +1,143 @@
+package io.epp4j.scorers;
+
+import static io.epp4j.scorers.TestCandidates.state;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.RoutingDecision;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+class AffinityScorersTest {
+  static RoutingDecision decision(Candidate c) {
+    Map<String, ProfileResult> r = new LinkedHashMap<>();
+    r.put("default", new ProfileResult("default", List.of(c.endpoint())));
+    return RoutingDecision.routed("default", r, PrefixCacheScorerTest.NONE);
+  }
+
+  static InferenceRequest session(String key) {
+    return InferenceRequest.builder().model("m").prompt("p").sessionKey(key).build();
+  }
+
+  @Test
+  void sessionBindingExpiresAfterTtl() {
+    AtomicLong now = new AtomicLong();
+    SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
+        Duration.ofSeconds(300), 1000, now::get);
+    List<Candidate> pool = TestCandidates.pool(3);
+    double[] scores = new double[3];
+    s.score(session("u1"), state(), pool, scores);
+    assertThat(scores).containsOnly(0.0);
+    s.afterRouting(session("u1"), state(), decision(pool.get(2)));
+    scores = new double[3];
+    s.score(session("u1"), state(), pool, scores);
+    assertThat(scores).containsExactly(0.0, 0.0, 1.0);
+    now.addAndGet(Duration.ofSeconds(301).toNanos());
+    scores = new double[3];
+    s.score(session("u1"), state(), pool, scores);
+    assertThat(scores).containsOnly(0.0);
+  }
+
+  @Test
+  void endpointHeaderWinsAndRemovalDropsBindings() {
+    SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
+        Duration.ofSeconds(300), 1000, System::nanoTime);
+    List<Candidate> pool = TestCandidates.pool(3);
+    String token = Base64.getEncoder().encodeToString(pool.get(1).id().getBytes(StandardCharsets.UTF_8));
+    InferenceRequest r = InferenceRequest.builder().model("m").prompt("p")
+        .headers(Map.of("x-session-token", token)).build();
+    double[] scores = new double[3];
+    s.score(r, state(), pool, scores);
+    assertThat(scores).containsExactly(0.0, 1.0, 0.0);
+    s.afterRouting(session("u2"), state(), decision(pool.get(0)));
+    assertThat(s.binding("u2")).isEqualTo(pool.get(0).id());
+    s.onEndpointRemoved(pool.get(0).endpoint());
+    assertThat(s.binding("u2")).isNull();
+    double[] none = new double[0];
+    s.score(session("u2"), state(), List.of(), none); // empty candidates: nothing to do
+  }
+
+  @Test
+  void noHitLruSpreadsColdRequestsToLeastRecentlyUsed() {
+    NoHitLruScorer s = new NoHitLruScorer();
+    List<Candidate> pool = TestCandidates.pool(3);
+    // never used: all tie at rank 0
+    double[] scores = new double[3];
+    s.score(session("a"), state(), pool, scores);
+    assertThat(scores).containsOnly(1.0);
+    s.afterRouting(session("a"), state(), decision(pool.get(0)));
+    s.afterRouting(session("b"), state(), decision(pool.get(1)));
+    scores = new double[3];
+    s.score(session("c"), state(), pool, scores);
+    // pool[2] never used (rank 0), pool[0] older (rank 1), pool[1] newest (rank 2)
+    assertThat(scores).containsExactly(0.5, 0.0, 1.0);
+    // a request with a cache hit somewhere is left to the other scorers
+    CycleState hit = state();
+    hit.put(PrefixMatch.KEY, PrefixMatch.of(4, 16, new String[] {pool.get(0).id()}, new int[] {2}));
+    scores = new double[3];
+    s.score(session("d"), hit, pool, scores);
+    assertThat(scores).containsOnly(0.5);
+    s.afterRouting(session("d"), hit, decision(pool.get(2))); // not cold: no stamp
+    scores = new double[3];
+    s.score(session("e"), state(), pool, scores);
+    assertThat(scores).containsExactly(0.5, 0.0, 1.0);
+    s.onEndpointRemoved(pool.get(1).endpoint());
+    scores = new double[3];
+    s.score(session("f"), state(), pool, scores);
+    // pool[1] forgotten: it and pool[2] tie as never used, pool[0] is the most recent
+    assertThat(scores).containsExactly(0.0, 1.0, 1.0);
+  }
+
+  @Test
+  void pdHandlerRunsPrefillOnlyAboveThreshold() {
+    PdProfileHandler h = new PdProfileHandler(100);
+    var runner = new FakeRunner("decode", "prefill");
+    InferenceRequest longPrompt = InferenceRequest.builder().model("m").tokenIds(new int[200]).build();
+    assertThat(h.handle(longPrompt, state(), runner)).isEqualTo("decode");
+    assertThat(runner.ran).containsExactly("decode", "prefill");
+    // 160 of 200 tokens cached on the decode pick: 40 uncached < 100
+    CycleState st = state();
+    st.put(PrefixMatch.KEY, PrefixMatch.of(12, 16, new String[] {"d:1"}, new int[] {10}));
+    var runner2 = new FakeRunner("decode", "prefill");
+    h.handle(longPrompt, st, runner2);
+    assertThat(runner2.ran).containsExactly("decode");
+    // without a decode profile the first profile runs alone
+    var single = new FakeRunner("default");
+    assertThat(h.handle(longPrompt, state(), single)).isEqualTo("default");
+  }
+
+  static final class FakeRunner implements io.epp4j.api.ProfileRunner {
+    final java.util.Set<String> names;
+    final List<String> ran = new java.util.ArrayList<>();
+
+    FakeRunner(String... names) {
+      this.names = new java.util.LinkedHashSet<>(List.of(names));
+    }
+
+    @Override
+    public java.util.Set<String> profileNames() {
+      return names;
+    }
+
+    @Override
+    public ProfileResult run(String profile) {
+      ran.add(profile);
+      return new ProfileResult(profile, List.of(io.epp4j.api.Endpoint.parse(
+          profile.equals("decode") ? "d:1" : "p:1")));
+    }
+
+    @Override
+    public ProfileResult result(String profile) {
+      return null;
+    }
+  }
+}

@@ -1,0 +1,165 @@
+package io.epp4j.scorers;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.util.ArrayList;
+import java.util.LinkedList;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+class EndpointBlocksTest {
+
+  /**
+   * The obvious model: a list ordered most recent first. Recording a chain touches its blocks
+   * from the last to the first (so the head ends most recent, the tail is evicted first); a
+   * lookup credits the strict prefix that is present and touches it the same way.
+   */
+  static final class Model {
+    final LinkedList<Long> order = new LinkedList<>();
+    int capacity;
+
+    Model(int capacity) {
+      this.capacity = capacity;
+    }
+
+    void touch(long key) {
+      if (!order.remove(key)) {
+        order.addFirst(key);
+        if (order.size() > capacity) {
+          order.removeLast();
+        }
+        return;
+      }
+      order.addFirst(key);
+    }
+
+    void record(long[] chain) {
+      for (int i = chain.length - 1; i >= 0; i--) {
+        touch(chain[i]);
+      }
+    }
+
+    int match(long[] chain) {
+      int m = 0;
+      while (m < chain.length && order.contains(chain[m])) {
+        m++;
+      }
+      for (int i = m - 1; i >= 0; i--) {
+        touch(chain[i]);
+      }
+      return m;
+    }
+
+    void setCapacity(int c) {
+      capacity = c;
+      while (order.size() > capacity) {
+        order.removeLast();
+      }
+    }
+  }
+
+  /** Chains over a small alphabet of prefixes, so that requests share heads and diverge. */
+  static long[] chain(SplittableRandom rnd, int maxLen) {
+    int len = 1 + rnd.nextInt(maxLen);
+    long[] c = new long[len];
+    long h = 17;
+    for (int i = 0; i < len; i++) {
+      // few choices per position: lots of sharing; position mixed in: hashes differ per depth
+      h = h * 0x9E3779B97F4A7C15L + rnd.nextInt(i < 3 ? 2 : 4) + 1;
+      h ^= h >>> 29;
+      c[i] = h;
+    }
+    return c;
+  }
+
+  @Test
+  void randomizedAgainstReferenceModel() {
+    for (int seed = 0; seed < 40; seed++) {
+      SplittableRandom rnd = new SplittableRandom(seed);
+      int cap = 1 + rnd.nextInt(64);
+      EndpointBlocks blocks = new EndpointBlocks(cap);
+      Model model = new Model(cap);
+      for (int op = 0; op < 3000; op++) {
+        long[] c = chain(rnd, 24);
+        int kind = rnd.nextInt(20);
+        if (kind < 9) {
+          blocks.record(c, c.length);
+          model.record(c);
+        } else if (kind < 19) {
+          assertThat(blocks.matchAndTouch(c, c.length)).as("seed %d op %d", seed, op)
+              .isEqualTo(model.match(c));
+        } else {
+          int newCap = 1 + rnd.nextInt(64);
+          blocks.setCapacity(newCap);
+          model.setCapacity(newCap);
+        }
+        List<Long> actual = new ArrayList<>();
+        for (long k : blocks.keysMostRecentFirst()) {
+          actual.add(k);
+        }
+        assertThat(actual).as("seed %d op %d", seed, op).isEqualTo(model.order);
+        assertThat(blocks.size()).isLessThanOrEqualTo(model.capacity);
+      }
+    }
+  }
+
+  @Test
+  void tailIsEvictedBeforeHead() {
+    EndpointBlocks b = new EndpointBlocks(6);
+    b.record(new long[] {1, 2, 3, 4}, 4);
+    b.record(new long[] {10, 11, 12, 13}, 4); // two of the first chain must go: its tail
+    assertThat(b.matchAndTouch(new long[] {1, 2, 3, 4}, 4)).isEqualTo(2);
+    assertThat(b.contains(3)).isFalse();
+    assertThat(b.contains(4)).isFalse();
+  }
+
+  @Test
+  void strictPrefixOnly() {
+    EndpointBlocks b = new EndpointBlocks(100);
+    b.record(new long[] {5, 6, 7}, 3);
+    // a chain whose first block is absent gets no credit for the later ones
+    assertThat(b.matchAndTouch(new long[] {9, 6, 7}, 3)).isZero();
+    assertThat(b.matchAndTouch(new long[] {5, 6, 8}, 3)).isEqualTo(2);
+  }
+
+  @Test
+  void lookupRefreshesRecency() {
+    EndpointBlocks b = new EndpointBlocks(4);
+    b.record(new long[] {1, 2}, 2);
+    b.record(new long[] {3, 4}, 2);
+    b.matchAndTouch(new long[] {1, 2}, 2); // now 1,2 are more recent than 3,4
+    b.record(new long[] {5, 6}, 2);
+    assertThat(b.contains(1)).isTrue();
+    assertThat(b.contains(2)).isTrue();
+    assertThat(b.contains(3)).isFalse();
+    assertThat(b.contains(4)).isFalse();
+  }
+
+  @Test
+  void chainLongerThanCapacityKeepsItsHead() {
+    EndpointBlocks b = new EndpointBlocks(3);
+    b.record(new long[] {1, 2, 3, 4, 5}, 5);
+    assertThat(b.keysMostRecentFirst()).containsExactly(1, 2, 3);
+  }
+
+  @Test
+  void memoryStaysWithinBytesPerEntryBudget() {
+    int cap = 31_250;
+    EndpointBlocks b = new EndpointBlocks(cap);
+    SplittableRandom rnd = new SplittableRandom(1);
+    long[] chain = new long[128];
+    for (int r = 0; r < 1000; r++) {
+      for (int i = 0; i < chain.length; i++) {
+        chain[i] = rnd.nextLong();
+      }
+      b.record(chain, chain.length);
+    }
+    assertThat(b.size()).isEqualTo(cap);
+    assertThat(b.footprintBytes() / (double) cap).isLessThanOrEqualTo(32.0);
+    // shrinking to a metrics-reported capacity releases memory
+    b.setCapacity(5_000);
+    assertThat(b.size()).isEqualTo(5_000);
+    assertThat(b.footprintBytes() / 5_000.0).isLessThanOrEqualTo(40.0);
+  }
+}

@@ -1,0 +1,148 @@
+package io.epp4j.scorers;
+
+import static io.epp4j.scorers.TestCandidates.cand;
+import static io.epp4j.scorers.TestCandidates.inFlight;
+import static io.epp4j.scorers.TestCandidates.metrics;
+import static io.epp4j.scorers.TestCandidates.withMetrics;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Scorer;
+import java.util.List;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+class LoadScorersTest {
+  static final long SECOND = 1_000_000_000L;
+  static final InferenceRequest REQ = InferenceRequest.completion("m", "hello");
+  static final Staleness TWO_SECONDS = new Staleness(2000);
+
+  static double[] score(Scorer s, List<Candidate> c, long nowNanos) {
+    double[] out = new double[c.size()];
+    s.score(REQ, TestCandidates.state(nowNanos, 1), c, out);
+    return out;
+  }
+
+  static double[] score(Scorer s, InferenceRequest r, List<Candidate> c) {
+    double[] out = new double[c.size()];
+    s.score(r, TestCandidates.state(0, 1), c, out);
+    return out;
+  }
+
+  @Test
+  void queueScorerIsMinMaxOverWaitingRequests() {
+    Scorer s = new LoadScorers.MinMaxCountScorer(false, TWO_SECONDS);
+    List<Candidate> c = List.of(withMetrics("a:1", metrics(0, 9, 0)),
+        withMetrics("b:1", metrics(5, 0, 0)), withMetrics("c:1", metrics(10, 0, 0)));
+    assertThat(score(s, c, 0)).containsExactly(1.0, 0.5, 0.0);
+    Scorer running = new LoadScorers.MinMaxCountScorer(true, TWO_SECONDS);
+    assertThat(score(running, c, 0)).containsExactly(0.0, 1.0, 1.0);
+  }
+
+  @Test
+  void tiesAndEmptyCandidates() {
+    Scorer s = new LoadScorers.MinMaxCountScorer(false, TWO_SECONDS);
+    List<Candidate> c = List.of(withMetrics("a:1", metrics(3, 0, 0)), withMetrics("b:1", metrics(3, 0, 0)));
+    assertThat(score(s, c, 0)).containsExactly(1.0, 1.0);
+    assertThat(score(s, List.of(), 0)).isEmpty();
+    assertThat(score(new LoadScorers.KvCacheUtilizationScorer(TWO_SECONDS), List.of(), 0)).isEmpty();
+  }
+
+  @Test
+  void missingMetricsScoreNeutralAndStaleCannotLookBetterThanNeutral() {
+    Scorer s = new LoadScorers.MinMaxCountScorer(false, TWO_SECONDS);
+    EndpointMetrics oldIdle = EndpointMetrics.builder().waitingRequests(0).scrapedAtNanos(0).build();
+    EndpointMetrics oldBusy = EndpointMetrics.builder().waitingRequests(40).scrapedAtNanos(0).build();
+    EndpointMetrics fresh = EndpointMetrics.builder().waitingRequests(4).scrapedAtNanos(9 * SECOND).build();
+    EndpointMetrics fresh2 = EndpointMetrics.builder().waitingRequests(8).scrapedAtNanos(9 * SECOND).build();
+    List<Candidate> c = List.of(cand("new:1"), withMetrics("idle:1", oldIdle),
+        withMetrics("busy:1", oldBusy), withMetrics("f1:1", fresh), withMetrics("f2:1", fresh2));
+    double[] at10s = score(s, c, 10 * SECOND);
+    assertThat(at10s).containsExactly(0.5, 0.5, 0.0, 1.0, 0.0);
+    // with the check off (upstream behaviour) the stale idle endpoint would look best
+    double[] noCheck = score(new LoadScorers.MinMaxCountScorer(false, new Staleness(0)),
+        c.subList(1, 5), 10 * SECOND);
+    assertThat(noCheck[0]).isEqualTo(1.0);
+  }
+
+  @Test
+  void kvCacheUtilization() {
+    Scorer s = new LoadScorers.KvCacheUtilizationScorer(TWO_SECONDS);
+    List<Candidate> c = List.of(withMetrics("a:1", metrics(0, 0, 0.25)), cand("b:1"),
+        withMetrics("c:1", metrics(0, 0, 0.9)));
+    assertThat(score(s, c, 0)).containsExactly(new double[] {0.75, 0.5, 0.1}, org.assertj.core.data.Offset.offset(1e-9));
+    // ten seconds later all are stale: 0.75 is capped at 0.5, 0.1 stays
+    assertThat(score(s, c, 10 * SECOND)).containsExactly(new double[] {0.5, 0.5, 0.1}, org.assertj.core.data.Offset.offset(1e-9));
+  }
+
+  @Test
+  void loadAware() {
+    Scorer s = new LoadScorers.LoadAwareScorer(128, TWO_SECONDS);
+    List<Candidate> c = List.of(withMetrics("a:1", metrics(0, 0, 0)),
+        withMetrics("b:1", metrics(64, 0, 0)), withMetrics("c:1", metrics(500, 0, 0)), cand("d:1"));
+    assertThat(score(s, c, 0)).containsExactly(0.5, 0.25, 0.0, 0.25);
+  }
+
+  @Test
+  void activeRequestAndTokenLoadUseRouterCounters() {
+    List<Candidate> c = List.of(inFlight("a:1", 0, 0), inFlight("b:1", 2, 500), inFlight("c:1", 8, 1000));
+    assertThat(score(new LoadScorers.ActiveRequestScorer(0), c, 0)).containsExactly(1.0, 0.75, 0.0);
+    assertThat(score(new LoadScorers.ActiveRequestScorer(2), c, 0)).containsExactly(1.0, 1.0, 0.0);
+    assertThat(score(new LoadScorers.TokenLoadScorer(), c, 0)).containsExactly(1.0, 0.5, 0.0);
+    List<Candidate> idle = List.of(inFlight("a:1", 0, 0), inFlight("b:1", 0, 0));
+    assertThat(score(new LoadScorers.TokenLoadScorer(), idle, 0)).containsExactly(1.0, 1.0);
+  }
+
+  @Test
+  void loraAffinity() {
+    Scorer s = new LoadScorers.LoraAffinityScorer(TWO_SECONDS);
+    EndpointMetrics active = EndpointMetrics.builder().runningLoraAdapters(Set.of("x"))
+        .maxLoras(1).scrapedAtNanos(0).build();
+    EndpointMetrics free = EndpointMetrics.builder().runningLoraAdapters(Set.of("y"))
+        .maxLoras(2).scrapedAtNanos(0).build();
+    EndpointMetrics waiting = EndpointMetrics.builder().runningLoraAdapters(Set.of("y"))
+        .waitingLoraAdapters(Set.of("x")).maxLoras(2).scrapedAtNanos(0).build();
+    EndpointMetrics full = EndpointMetrics.builder().runningLoraAdapters(Set.of("y", "z"))
+        .maxLoras(2).scrapedAtNanos(0).build();
+    List<Candidate> c = List.of(withMetrics("a:1", active), withMetrics("b:1", free),
+        withMetrics("c:1", waiting), withMetrics("d:1", full), cand("e:1"));
+    InferenceRequest lora = InferenceRequest.builder().model("m").prompt("p").loraAdapter("x").build();
+    assertThat(score(s, lora, c)).containsExactly(1.0, 0.8, 0.6, 0.0, 0.5);
+    assertThat(score(s, REQ, c)).containsOnly(1.0);
+  }
+
+  @Test
+  void scorersAreSafeUnderConcurrentUse() throws Exception {
+    Scorer[] scorers = {new LoadScorers.MinMaxCountScorer(false, TWO_SECONDS),
+        new LoadScorers.KvCacheUtilizationScorer(TWO_SECONDS), new LoadScorers.TokenLoadScorer()};
+    List<Candidate> c = List.of(withMetrics("a:1", metrics(1, 0, 0.5)), withMetrics("b:1", metrics(3, 0, 0.1)));
+    double[][] expected = new double[scorers.length][];
+    for (int i = 0; i < scorers.length; i++) {
+      expected[i] = score(scorers[i], c, 0);
+    }
+    Thread[] ts = new Thread[4];
+    java.util.concurrent.atomic.AtomicInteger bad = new java.util.concurrent.atomic.AtomicInteger();
+    for (int t = 0; t < ts.length; t++) {
+      ts[t] = new Thread(() -> {
+        for (int k = 0; k < 10_000; k++) {
+          int i = k % scorers.length;
+          if (!java.util.Arrays.equals(score(scorers[i], c, 0), expected[i])) {
+            bad.incrementAndGet();
+          }
+        }
+      });
+      ts[t].start();
+    }
+    for (Thread t : ts) {
+      t.join();
+    }
+    assertThat(bad).hasValue(0);
+  }
+
+  static CycleState unused() {
+    return TestCandidates.state();
+  }
+}

@@ -1,0 +1,259 @@
+package io.epp4j.scorers;
+
+import static io.epp4j.scorers.TestCandidates.state;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.ChatMessage;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+
+class PrefixCacheScorerTest {
+  static final RoutingDecision.Callbacks NONE = new RoutingDecision.Callbacks() {
+    @Override public void firstToken(RoutingDecision d) {}
+    @Override public void complete(RoutingDecision d, Usage u) {}
+    @Override public void failure(RoutingDecision d, Throwable c) {}
+  };
+
+  static int[] tokens(int n, int offset) {
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = offset + i;
+    }
+    return t;
+  }
+
+  static InferenceRequest tok(int[] ids) {
+    return InferenceRequest.builder().model("qwen3-1.7b").tokenIds(ids).build();
+  }
+
+  static RoutingDecision decision(Endpoint primary) {
+    Map<String, ProfileResult> r = new LinkedHashMap<>();
+    r.put("default", new ProfileResult("default", List.of(primary)));
+    return RoutingDecision.routed("default", r, NONE);
+  }
+
+  /** Scores, then records the request on {@code target} as the router would after picking it. */
+  static double[] route(PrefixCacheScorer s, InferenceRequest r, List<Candidate> pool, Candidate target) {
+    CycleState st = state();
+    double[] scores = new double[pool.size()];
+    s.score(r, st, pool, scores);
+    s.afterRouting(r, st, decision(target.endpoint()));
+    return scores;
+  }
+
+  @Test
+  void scoresMatchedFractionAndPublishesTheMatch() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(3);
+    route(s, tok(tokens(64, 0)), pool, pool.get(1)); // 4 blocks on endpoint 1
+    int[] longer = tokens(128, 0); // same first 4 blocks, 8 in all
+    CycleState st = state();
+    double[] scores = new double[3];
+    s.score(tok(longer), st, pool, scores);
+    assertThat(scores).containsExactly(0.0, 0.5, 0.0);
+    PrefixMatch m = st.get(PrefixMatch.KEY);
+    assertThat(m.totalBlocks()).isEqualTo(8);
+    assertThat(m.blockSizeTokens()).isEqualTo(16);
+    assertThat(m.matchedBlocks(pool.get(1).id())).isEqualTo(4);
+    assertThat(m.matchedBlocks(pool.get(0).id())).isZero();
+    assertThat(m.matchedBlocks("unknown:1")).isZero();
+    assertThat(m.maxMatchedBlocks()).isEqualTo(4);
+  }
+
+  @Test
+  void partialBlocksAndEmptyCandidates() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(2);
+    double[] scores = new double[2];
+    CycleState st = state();
+    s.score(tok(tokens(15, 0)), st, pool, scores); // less than one block
+    assertThat(scores).containsExactly(0.0, 0.0);
+    assertThat(st.get(PrefixMatch.KEY).totalBlocks()).isZero();
+    CycleState empty = state();
+    s.score(tok(tokens(64, 0)), empty, List.of(), new double[0]);
+    assertThat(empty.get(PrefixMatch.KEY)).isNull();
+  }
+
+  @Test
+  void strictPrefixCreditsOnlyConsecutiveBlocksFromTheFirst() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(2);
+    int[] a = tokens(64, 0);
+    route(s, tok(a), pool, pool.get(0));
+    int[] b = a.clone();
+    b[0] = 999; // different first block: every later block hash differs as well (chained)
+    double[] scores = new double[2];
+    s.score(tok(b), state(), pool, scores);
+    assertThat(scores).containsExactly(0.0, 0.0);
+  }
+
+  @Test
+  void saltModelAndLoraSeparateTenants() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(2);
+    int[] ids = tokens(64, 0);
+    InferenceRequest tenantA = InferenceRequest.builder().model("m").tokenIds(ids).cacheSalt("a").build();
+    route(s, tenantA, pool, pool.get(0));
+    for (InferenceRequest other : List.of(
+        InferenceRequest.builder().model("m").tokenIds(ids).cacheSalt("b").build(),
+        InferenceRequest.builder().model("m").tokenIds(ids).build(),
+        InferenceRequest.builder().model("m2").tokenIds(ids).cacheSalt("a").build(),
+        InferenceRequest.builder().model("m").tokenIds(ids).cacheSalt("a").loraAdapter("x").build())) {
+      double[] scores = new double[2];
+      s.score(other, state(), pool, scores);
+      assertThat(scores).containsExactly(0.0, 0.0);
+    }
+    double[] same = new double[2];
+    s.score(tenantA, state(), pool, same);
+    assertThat(same).containsExactly(1.0, 0.0);
+  }
+
+  @Test
+  void textPromptsUseFourCharactersPerToken() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    String system = "s".repeat(64 * 3); // three 64-character blocks
+    assertThat(s.blockHashes(InferenceRequest.completion("m", system + "x".repeat(63))))
+        .hasSize(3);
+    List<Candidate> pool = TestCandidates.pool(2);
+    route(s, InferenceRequest.completion("m", system + "question one"), pool, pool.get(1));
+    double[] scores = new double[2];
+    s.score(InferenceRequest.completion("m", system + "y".repeat(64)), state(), pool, scores);
+    assertThat(scores).containsExactly(0.0, 0.75);
+  }
+
+  @Test
+  void chatIsHashedCanonicallyAndGrowsByTurns() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<ChatMessage> turn1 = List.of(ChatMessage.system("You are terse. ".repeat(20)),
+        ChatMessage.user("What is a KV cache? ".repeat(10)));
+    List<ChatMessage> turn2 = new ArrayList<>(turn1);
+    turn2.add(ChatMessage.assistant("It stores attention keys and values. ".repeat(5)));
+    turn2.add(ChatMessage.user("And prefix caching?"));
+    long[] h1 = s.blockHashes(InferenceRequest.builder().model("m").messages(turn1).build());
+    long[] h2 = s.blockHashes(InferenceRequest.builder().model("m").messages(turn2).build());
+    assertThat(h1.length).isPositive();
+    assertThat(h2.length).isGreaterThan(h1.length);
+    for (int i = 0; i < h1.length; i++) {
+      assertThat(h2[i]).isEqualTo(h1[i]);
+    }
+    // role boundaries matter: the same text under another role is another conversation
+    long[] swapped = s.blockHashes(InferenceRequest.builder().model("m")
+        .messages(List.of(ChatMessage.user(turn1.get(0).content()), turn1.get(1))).build());
+    assertThat(swapped[0]).isNotEqualTo(h1[0]);
+    // tools come first, so different tools change every block
+    long[] withTools = s.blockHashes(InferenceRequest.builder().model("m").messages(turn1)
+        .toolsJson("[{\"function\":{\"name\":\"f\"},\"type\":\"function\"}]").build());
+    assertThat(withTools[0]).isNotEqualTo(h1[0]);
+  }
+
+  @Test
+  void maxPrefixBlocksCapsTheWork() {
+    PrefixCacheScorer s = PrefixCacheScorer.builder().maxPrefixBlocksToMatch(4).build();
+    assertThat(s.blockHashes(tok(tokens(16 * 10, 0)))).hasSize(4);
+    assertThat(PrefixCacheScorer.create().blockHashes(tok(tokens(16 * 10, 0)))).hasSize(10);
+  }
+
+  @Test
+  void capacityFollowsNumGpuBlocksAndFallsBackToDefault() {
+    PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(100).build();
+    Candidate known = TestCandidates.withMetrics("10.0.0.1:8000", EndpointMetrics.builder()
+        .kvCapacityBlocks(10).blockSizeTokens(32).scrapedAtNanos(0).build());
+    Candidate unknown = TestCandidates.cand("10.0.0.2:8000");
+    s.score(tok(tokens(16, 0)), state(), List.of(known, unknown), new double[2]);
+    assertThat(s.blocks(known.id()).capacity()).isEqualTo(20); // 10 blocks of 32 = 20 of 16
+    assertThat(s.blocks(unknown.id()).capacity()).isEqualTo(100);
+    PrefixCacheScorer fixed = PrefixCacheScorer.builder().lruCapacityPerServer(100).autoTune(false).build();
+    fixed.score(tok(tokens(16, 0)), state(), List.of(known), new double[1]);
+    assertThat(fixed.blocks(known.id()).capacity()).isEqualTo(100);
+  }
+
+  @Test
+  void recordsPrefillPickToo() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    Endpoint decode = Endpoint.parse("10.0.0.1:8000");
+    Endpoint prefill = Endpoint.parse("10.0.0.2:8000");
+    InferenceRequest r = tok(tokens(32, 0));
+    CycleState st = state();
+    s.score(r, st, List.of(TestCandidates.cand(decode.id())), new double[1]);
+    Map<String, ProfileResult> res = new LinkedHashMap<>();
+    res.put("decode", new ProfileResult("decode", List.of(decode)));
+    res.put("prefill", new ProfileResult("prefill", List.of(prefill)));
+    s.afterRouting(r, st, RoutingDecision.routed("decode", res, NONE));
+    double[] scores = new double[2];
+    s.score(r, state(), List.of(TestCandidates.cand(decode.id()), TestCandidates.cand(prefill.id())), scores);
+    assertThat(scores).containsExactly(1.0, 1.0);
+  }
+
+  @Test
+  void forgetsRemovedEndpoints() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(2);
+    route(s, tok(tokens(32, 0)), pool, pool.get(0));
+    assertThat(s.blocks(pool.get(0).id())).isNotNull();
+    s.onEndpointRemoved(pool.get(0).endpoint());
+    assertThat(s.blocks(pool.get(0).id())).isNull();
+    double[] scores = new double[2];
+    s.score(tok(tokens(32, 0)), state(), pool, scores);
+    assertThat(scores).containsExactly(0.0, 0.0); // a new endpoint at that address starts cold
+  }
+
+  @Test
+  void concurrentLookupsAndRecordsStayConsistent() throws Exception {
+    PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(500).build();
+    List<Candidate> pool = TestCandidates.pool(4);
+    int threads = 4;
+    CountDownLatch start = new CountDownLatch(1);
+    AtomicReference<Throwable> failure = new AtomicReference<>();
+    List<Thread> ts = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      final int id = t;
+      Thread th = new Thread(() -> {
+        try {
+          start.await();
+          for (int i = 0; i < 3000; i++) {
+            int[] ids = tokens(16 * (1 + (i % 12)), (i % 7) * 1000);
+            InferenceRequest r = tok(ids);
+            double[] sc = route(s, r, pool, pool.get((i + id) % 4));
+            for (double v : sc) {
+              if (!(v >= 0 && v <= 1)) {
+                throw new AssertionError("score out of range: " + v);
+              }
+            }
+          }
+        } catch (Throwable e) {
+          failure.compareAndSet(null, e);
+        }
+      });
+      ts.add(th);
+      th.start();
+    }
+    start.countDown();
+    for (Thread th : ts) {
+      th.join();
+    }
+    assertThat(failure.get()).isNull();
+    for (Candidate c : pool) {
+      EndpointBlocks b = s.blocks(c.id());
+      assertThat(b.size()).isLessThanOrEqualTo(500);
+      assertThat(b.keysMostRecentFirst()).hasSize(b.size()).doesNotHaveDuplicates();
+    }
+    // after the storm, a just-recorded prompt is fully matched
+    route(s, tok(tokens(64, 5)), pool, pool.get(2));
+    double[] scores = new double[4];
+    s.score(tok(tokens(64, 5)), state(), pool, scores);
+    assertThat(scores[2]).isEqualTo(1.0);
+  }
+}

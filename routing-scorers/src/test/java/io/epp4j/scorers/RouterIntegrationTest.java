@@ -1,0 +1,196 @@
+package io.epp4j.scorers;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.ConfigException;
+import io.epp4j.core.PluginRegistry;
+import io.epp4j.core.Router;
+import io.epp4j.core.SchedulingProfile;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+class RouterIntegrationTest {
+  static final List<Endpoint> ENDPOINTS = List.of(Endpoint.parse("10.0.0.1:8000"),
+      Endpoint.parse("10.0.0.2:8000"), Endpoint.parse("10.0.0.3:8000"));
+
+  static InferenceRequest tokens(int n, int salt) {
+    int[] ids = new int[n];
+    for (int i = 0; i < n; i++) {
+      ids[i] = salt * 100_000 + i;
+    }
+    return InferenceRequest.builder().model("qwen3-1.7b").tokenIds(ids).sessionKey("s" + salt).build();
+  }
+
+  @Test
+  void zeroConfigRouterUsesTheEppDefaultProfile() {
+    try (Router router = Router.builder().endpoints(ENDPOINTS).randomSeed(1).build()) {
+      SchedulingProfile p = router.config().profiles().values().iterator().next();
+      assertThat(p.scorers()).extracting(ws -> ws.name() + "=" + ws.weight())
+          .containsExactly("prefix-cache-scorer=3.0", "queue-scorer=2.0",
+              "kv-cache-utilization-scorer=2.0");
+      assertThat(p.scorers().get(0).scorer()).isInstanceOf(PrefixCacheScorer.class);
+      assertThat(p.picker().toString()).startsWith("max-score-picker");
+
+      // the prefix index learns from decisions: the same prompt sticks to its first endpoint
+      RoutingDecision first = router.route(tokens(256, 1));
+      assertThat(first.isRouted()).isTrue();
+      for (int i = 0; i < 10; i++) {
+        RoutingDecision again = router.route(tokens(256, 1));
+        assertThat(again.primary()).isEqualTo(first.primary());
+        again.onComplete(new Usage(256, 240, 10));
+      }
+    }
+  }
+
+  @Test
+  void prefixAffinityYieldsToAQueue() {
+    AtomicLong now = new AtomicLong(1_000_000_000L);
+    try (Router router = Router.builder().endpoints(ENDPOINTS).randomSeed(3).ticker(now::get).build()) {
+      for (Endpoint e : ENDPOINTS) {
+        router.updateMetrics(e.id(), EndpointMetrics.builder().kvCacheUsage(0.1).build());
+      }
+      Endpoint home = router.route(tokens(64, 7)).primary();
+      // a deep queue at home: prefix 3×1 loses against queue 2×1 + kv 2×0.9 elsewhere
+      router.updateMetrics(home.id(), EndpointMetrics.builder().waitingRequests(50)
+          .kvCacheUsage(0.95).build());
+      assertThat(router.route(tokens(64, 7)).primary()).isNotEqualTo(home);
+    }
+  }
+
+  @Test
+  void everyTypeLoadsFromConfigWithItsParameters() {
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: pd-profile-handler
+          parameters: {nonCachedTokens: 64}
+        - type: prefix-cache-scorer
+          parameters: {blockSizeTokens: 16, maxPrefixBlocksToMatch: 256, lruCapacityPerServer: 1000, autoTune: false}
+        - {type: queue-scorer, parameters: {metricsStalenessMillis: 500}}
+        - type: running-requests-size-scorer
+        - type: kv-cache-utilization-scorer
+        - {type: load-aware-scorer, parameters: {threshold: 64}}
+        - {type: active-request-scorer, parameters: {idleThreshold: 2}}
+        - type: token-load-scorer
+        - type: lora-affinity-scorer
+        - {type: session-affinity-scorer, parameters: {ttlSeconds: 60, sessionKeyFrom: "header:x-user"}}
+        - type: no-hit-lru-scorer
+        - type: label-selector-filter
+          parameters:
+            matchLabels: {pool: a}
+            matchExpressions: [{key: zone, operator: In, values: [z1, z2]}]
+        - type: prefill-filter
+        - type: decode-filter
+        - {type: utilization-filter, parameters: {queueThreshold: 64, kvCacheThreshold: 0.9}}
+        - type: low-queue-filter
+        - type: random-picker
+        - {type: weighted-random-picker, parameters: {maxNumOfEndpoints: 2}}
+        - type: round-robin-picker
+        - type: power-of-two-picker
+        - {type: ring-hash-picker, parameters: {hashOn: "header:x-user", minimumRingSize: 2048, balanceFactor: 1.25}}
+        - {type: maglev-picker, parameters: {tableSize: 65537, hashBalanceFactor: 150}}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: decode
+          plugins:
+          - pluginRef: decode-filter
+          - {pluginRef: prefix-cache-scorer, weight: 3}
+          - {pluginRef: queue-scorer, weight: 2}
+          - pluginRef: max-score-picker
+        - name: prefill
+          plugins:
+          - pluginRef: prefill-filter
+          - pluginRef: queue-scorer
+          - pluginRef: max-score-picker
+        """;
+    try (Router r = Router.builder().endpoints(ENDPOINTS).configYaml(yaml, "test.yaml").build()) {
+      assertThat(r.config().profiles()).containsKeys("decode", "prefill");
+      assertThat(r.config().profileHandler()).isInstanceOf(PdProfileHandler.class);
+    }
+    assertThat(PluginRegistry.fromServiceLoader().types()).contains("prefix-cache-scorer",
+        "queue-scorer", "running-requests-size-scorer", "kv-cache-utilization-scorer",
+        "load-aware-scorer", "active-request-scorer", "token-load-scorer", "lora-affinity-scorer",
+        "session-affinity-scorer", "no-hit-lru-scorer", "label-selector-filter", "prefill-filter",
+        "decode-filter", "utilization-filter", "low-queue-filter", "random-picker",
+        "weighted-random-picker", "round-robin-picker", "power-of-two-picker", "ring-hash-picker",
+        "maglev-picker", "pd-profile-handler", "max-score-picker", "single-profile-handler");
+  }
+
+  static String single(String pluginYaml) {
+    return """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - %s
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: p
+        """.formatted(pluginYaml);
+  }
+
+  @Test
+  void invalidParametersNameThePluginAndTheParameter() {
+    Map<String, String> cases = Map.of(
+        "{name: p, type: prefix-cache-scorer, parameters: {blockSizeTokens: 0}}", "blockSizeTokens",
+        "{name: p, type: maglev-picker, parameters: {tableSize: 65536}}", "tableSize",
+        "{name: p, type: ring-hash-picker, parameters: {hashOn: \"body:x\"}}", "hashOn",
+        "{name: p, type: ring-hash-picker, parameters: {balanceFactor: 0.5}}", "balanceFactor",
+        "{name: p, type: queue-scorer, parameters: {metricsStalenessMillis: -1}}", "metricsStalenessMillis",
+        "{name: p, type: label-selector-filter, parameters: {matchExpressions: [{key: a, operator: Near}]}}",
+        "matchExpressions[0].operator",
+        "{name: p, type: random-picker, parameters: {maxNumOfEndpoints: 0}}", "maxNumOfEndpoints",
+        "{name: p, type: pd-profile-handler, parameters: {nonCachedTokens: -5}}", "nonCachedTokens");
+    cases.forEach((plugin, param) -> {
+      assertThatThrownBy(() -> Router.builder().endpoints(ENDPOINTS)
+          .configYaml(single(plugin), "bad.yaml").build())
+          .as(plugin)
+          .isInstanceOf(ConfigException.class)
+          .hasMessageContaining("name 'p'")
+          .hasMessageContaining("parameter '" + param + "'");
+    });
+  }
+
+  @Test
+  void prefillDecodeDisaggregationThroughTheRouter() {
+    List<Endpoint> eps = List.of(
+        Endpoint.parse("10.0.1.1:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
+        Endpoint.parse("10.0.1.2:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")));
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - {type: pd-profile-handler, parameters: {nonCachedTokens: 100}}
+        - type: prefix-cache-scorer
+        - type: decode-filter
+        - type: prefill-filter
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: decode
+          plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-scorer}, {pluginRef: max-score-picker}]
+        - name: prefill
+          plugins: [{pluginRef: prefill-filter}, {pluginRef: max-score-picker}]
+        """;
+    try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "pd.yaml").build()) {
+      RoutingDecision cold = r.route(tokens(320, 9));
+      assertThat(cold.primary().id()).isEqualTo("10.0.1.1:8000");
+      assertThat(cold.prefillEndpoint()).isNotNull();
+      assertThat(cold.prefillEndpoint().id()).isEqualTo("10.0.1.2:8000");
+      // the decode endpoint now holds the prompt: 320 tokens cached, 0 uncached < 100
+      RoutingDecision warm = r.route(tokens(320, 9));
+      assertThat(warm.primary().id()).isEqualTo("10.0.1.1:8000");
+      assertThat(warm.prefillEndpoint()).isNull();
+      // short prompts never reach the threshold
+      assertThat(r.route(tokens(50, 10)).prefillEndpoint()).isNull();
+    }
+  }
+}
