@@ -107,6 +107,10 @@ public final class Main {
         err.println("  - " + m);
       }
       return 1;
+    } catch (java.nio.file.NoSuchFileException e) {
+      err.println("error: file not found: " + e.getFile()
+          + " (give the trace as --trace mooncake:PATH)");
+      return 1;
     } catch (IOException | IllegalArgumentException e) {
       err.println("error: " + e.getMessage());
       return 1;

@@ -56,6 +56,13 @@ class MainTest {
   }
 
   @Test
+  void aMissingTraceFileIsNamed() {
+    assertThat(run("--quiet", "--scenario", "trace", "--trace", "mooncake:/no/such/trace.jsonl"))
+        .isEqualTo(1);
+    assertThat(stderr()).contains("file not found: /no/such/trace.jsonl");
+  }
+
+  @Test
   void helpPrintsUsage() {
     assertThat(run("--help")).isZero();
     assertThat(stdout()).contains("--scenario", "--policies", "--trace mooncake:PATH");
