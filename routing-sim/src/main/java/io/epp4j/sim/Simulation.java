@@ -177,7 +177,8 @@ public final class Simulation {
           case ARRIVAL -> arrive(router, ev.spec);
           case SCRAPE -> {
             scrape(router);
-            if (completed + rejected < total) {
+            // keep scraping while anything else can still happen
+            if (completed + rejected < total && !events.isEmpty()) {
               push(now + settings.scrapeIntervalNanos(), SCRAPE, 0, 0, null);
             }
           }
@@ -207,6 +208,11 @@ public final class Simulation {
               workload.name(), policy.name(), completed + rejected, total, now / 1e9);
         }
       }
+      if (completed + rejected < total && settings.progress() != null) {
+        settings.progress().printf("  %s / %s: %d requests were never served (they cannot fit"
+            + " in a replica's KV cache or were never submitted)%n", workload.name(), policy.name(),
+            total - completed - rejected);
+      }
       double wall = (System.nanoTime() - wallStart) / 1e9;
       return result(run, wall);
     }
@@ -223,6 +229,11 @@ public final class Simulation {
         .maxTokens(spec.outputLength())
         .stream(true)
         .build();
+    if (spec.promptLength() + spec.outputLength() > settings.profile().maxModelLen()) {
+      // vLLM answers 400 for a request longer than max_model_len; it never reaches a replica
+      rejected++;
+      return;
+    }
     long t0 = System.nanoTime();
     RoutingDecision d = router.route(req);
     routing.add((System.nanoTime() - t0) / 1e3);

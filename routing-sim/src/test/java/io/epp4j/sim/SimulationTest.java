@@ -171,6 +171,16 @@ class SimulationTest {
   }
 
   @Test
+  void dialogsThatOutgrowTheContextAreRejectedAndTheRunStillEnds() {
+    MultiTurnWorkload w = new MultiTurnWorkload(2, 10, 30_000, LengthDist.fixed(500),
+        LengthDist.fixed(300), 0.1, 0.1);
+    PolicyResult r = new Simulation(settings(1), w, Policy.ROUND_ROBIN, null).run();
+    // turns 1-3 fit in 32,768 tokens (30,800 / 31,600 / 32,400 with the reply); turn 4 does not
+    assertThat(r.requests()).isEqualTo(6);
+    assertThat(r.rejectedRequests()).isEqualTo(2);
+  }
+
+  @Test
   void traceBlocksWithEqualHashIdsHaveEqualTokens() {
     int[] a = MooncakeTraceWorkload.tokens(new long[] {7, 8}, 700, 3, 1);
     int[] b = MooncakeTraceWorkload.tokens(new long[] {7, 9}, 700, 3, 2);
