@@ -181,6 +181,20 @@ class SimulationTest {
   }
 
   @Test
+  void theSharedMooncakeTraceReplays() throws IOException {
+    // shared/ sits beside the repository; tests run in the module directory
+    Path trace = Path.of("../../shared/traces/mooncake_synthetic_trace.jsonl");
+    org.junit.jupiter.api.Assumptions.assumeTrue(Files.isReadable(trace),
+        "shared trace not present beside the repository");
+    MooncakeTraceWorkload w = MooncakeTraceWorkload.load(trace, 300, 1.0, HW.maxModelLen());
+    Simulation.Settings eight = new Simulation.Settings(HW, 8, 1, 50_000_000L, null);
+    PolicyResult r = new Simulation(eight, w, Policy.EPP_APPROXIMATE, null).run();
+    assertThat(r.requests() + r.rejectedRequests()).isEqualTo(300);
+    assertThat(r.clippedRequests()).isPositive();
+    assertThat(r.prefixCacheHitRate()).isPositive();
+  }
+
+  @Test
   void traceBlocksWithEqualHashIdsHaveEqualTokens() {
     int[] a = MooncakeTraceWorkload.tokens(new long[] {7, 8}, 700, 3, 1);
     int[] b = MooncakeTraceWorkload.tokens(new long[] {7, 9}, 700, 3, 2);
