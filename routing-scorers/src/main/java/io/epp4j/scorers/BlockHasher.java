@@ -4,6 +4,9 @@ import com.dynatrace.hash4j.hashing.Hasher64;
 import com.dynatrace.hash4j.hashing.Hashing;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.InferenceRequest;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.util.List;
 
 /**
@@ -24,6 +27,12 @@ final class BlockHasher {
   private static final char UNIT_SEP = '\u001f';
   private static final char RECORD_SEP = '\u001e';
   private static final Hasher64 XXH3 = Hashing.xxh3_64();
+  private static final VarHandle INT_LE =
+      MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
+  private static final VarHandle LONG_LE =
+      MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+  private static final VarHandle CHAR_LE =
+      MethodHandles.byteArrayViewVarHandle(char[].class, ByteOrder.LITTLE_ENDIAN);
 
   private final int blockSizeTokens;
   private final int blockChars;
@@ -56,11 +65,7 @@ final class BlockHasher {
         putLong(buf, 0, h);
         int base = i * blockSizeTokens;
         for (int j = 0, p = 8; j < blockSizeTokens; j++, p += 4) {
-          int t = tokens[base + j];
-          buf[p] = (byte) t;
-          buf[p + 1] = (byte) (t >>> 8);
-          buf[p + 2] = (byte) (t >>> 16);
-          buf[p + 3] = (byte) (t >>> 24);
+          INT_LE.set(buf, p, tokens[base + j]);
         }
         h = XXH3.hashBytesToLong(buf, 0, buf.length);
         out[i] = h;
@@ -104,9 +109,7 @@ final class BlockHasher {
   }
 
   private static void putLong(byte[] b, int off, long v) {
-    for (int i = 0; i < 8; i++) {
-      b[off + i] = (byte) (v >>> (8 * i));
-    }
+    LONG_LE.set(b, off, v);
   }
 
   private long estimateChars(InferenceRequest request) {
@@ -143,9 +146,7 @@ final class BlockHasher {
       if (full()) {
         return;
       }
-      int p = 8 + 2 * fill;
-      buf[p] = (byte) c;
-      buf[p + 1] = (byte) (c >>> 8);
+      CHAR_LE.set(buf, 8 + 2 * fill, c);
       if (++fill == blockChars) {
         emit();
       }

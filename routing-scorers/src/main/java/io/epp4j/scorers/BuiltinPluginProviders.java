@@ -75,6 +75,7 @@ public final class BuiltinPluginProviders {
 
   // ------------------------------------------------------------------------------------ scorers
 
+  /** Provides {@code prefix-cache-scorer}. */
   public static final class PrefixCacheScorerProvider extends Base {
     public PrefixCacheScorerProvider() {
       super("prefix-cache-scorer");
@@ -101,6 +102,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code queue-scorer}. */
   public static final class QueueScorerProvider extends Base {
     public QueueScorerProvider() {
       super("queue-scorer");
@@ -112,6 +114,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code running-requests-size-scorer}. */
   public static final class RunningRequestsSizeScorerProvider extends Base {
     public RunningRequestsSizeScorerProvider() {
       super("running-requests-size-scorer");
@@ -123,6 +126,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code kv-cache-utilization-scorer}. */
   public static final class KvCacheUtilizationScorerProvider extends Base {
     public KvCacheUtilizationScorerProvider() {
       super("kv-cache-utilization-scorer");
@@ -134,6 +138,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code load-aware-scorer}. */
   public static final class LoadAwareScorerProvider extends Base {
     public LoadAwareScorerProvider() {
       super("load-aware-scorer");
@@ -146,6 +151,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code active-request-scorer}. */
   public static final class ActiveRequestScorerProvider extends Base {
     public ActiveRequestScorerProvider() {
       super("active-request-scorer");
@@ -157,6 +163,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code token-load-scorer}. */
   public static final class TokenLoadScorerProvider extends Base {
     public TokenLoadScorerProvider() {
       super("token-load-scorer");
@@ -168,6 +175,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code lora-affinity-scorer}. */
   public static final class LoraAffinityScorerProvider extends Base {
     public LoraAffinityScorerProvider() {
       super("lora-affinity-scorer");
@@ -179,6 +187,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code session-affinity-scorer}. */
   public static final class SessionAffinityScorerProvider extends Base {
     public SessionAffinityScorerProvider() {
       super("session-affinity-scorer");
@@ -204,6 +213,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code no-hit-lru-scorer}. */
   public static final class NoHitLruScorerProvider extends Base {
     public NoHitLruScorerProvider() {
       super("no-hit-lru-scorer");
@@ -217,6 +227,7 @@ public final class BuiltinPluginProviders {
 
   // ------------------------------------------------------------------------------------ filters
 
+  /** Provides {@code label-selector-filter}. */
   public static final class LabelSelectorFilterProvider extends Base {
     private static final Set<String> OPERATORS = Set.of("In", "NotIn", "Exists", "DoesNotExist");
 
@@ -279,6 +290,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code prefill-filter}. */
   public static final class PrefillFilterProvider extends Base {
     public PrefillFilterProvider() {
       super("prefill-filter");
@@ -290,6 +302,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code decode-filter}. */
   public static final class DecodeFilterProvider extends Base {
     public DecodeFilterProvider() {
       super("decode-filter");
@@ -307,6 +320,7 @@ public final class BuiltinPluginProviders {
     return new Filters.UtilizationFilter(type, q, kv, Staleness.from(p));
   }
 
+  /** Provides {@code utilization-filter}. */
   public static final class UtilizationFilterProvider extends Base {
     public UtilizationFilterProvider() {
       super("utilization-filter");
@@ -318,6 +332,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code low-queue-filter}. */
   public static final class LowQueueFilterProvider extends Base {
     public LowQueueFilterProvider() {
       super("low-queue-filter");
@@ -345,24 +360,28 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code random-picker}. */
   public static final class RandomPickerProvider extends SimplePickerProvider {
     public RandomPickerProvider() {
       super("random-picker", SimplePickers.RandomPicker::new);
     }
   }
 
+  /** Provides {@code weighted-random-picker}. */
   public static final class WeightedRandomPickerProvider extends SimplePickerProvider {
     public WeightedRandomPickerProvider() {
       super("weighted-random-picker", SimplePickers.WeightedRandomPicker::new);
     }
   }
 
+  /** Provides {@code round-robin-picker}. */
   public static final class RoundRobinPickerProvider extends SimplePickerProvider {
     public RoundRobinPickerProvider() {
       super("round-robin-picker", SimplePickers.RoundRobinPicker::new);
     }
   }
 
+  /** Provides {@code power-of-two-picker}. */
   public static final class PowerOfTwoPickerProvider extends SimplePickerProvider {
     public PowerOfTwoPickerProvider() {
       super("power-of-two-picker", SimplePickers.PowerOfTwoPicker::new);
@@ -387,6 +406,7 @@ public final class BuiltinPluginProviders {
     return f;
   }
 
+  /** Provides {@code ring-hash-picker}. */
   public static final class RingHashPickerProvider extends Base {
     public RingHashPickerProvider() {
       super("ring-hash-picker");
@@ -408,6 +428,7 @@ public final class BuiltinPluginProviders {
     }
   }
 
+  /** Provides {@code maglev-picker}. */
   public static final class MaglevPickerProvider extends Base {
     public MaglevPickerProvider() {
       super("maglev-picker");
@@ -428,6 +449,7 @@ public final class BuiltinPluginProviders {
 
   // --------------------------------------------------------------------------- profile handlers
 
+  /** Provides {@code pd-profile-handler}. */
   public static final class PdProfileHandlerProvider extends Base {
     public PdProfileHandlerProvider() {
       super("pd-profile-handler");
