@@ -1,0 +1,183 @@
+package io.epp4j.sim;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * Replays a Mooncake trace (JSON lines of {@code timestamp} ms, {@code input_length},
+ * {@code output_length}, {@code hash_ids}). Every hash id becomes a deterministic block of 512
+ * synthetic tokens, so requests that share leading hash ids share that prefix token for token.
+ * Arrival times are the timestamps multiplied by {@code timeScale}. A request longer than the
+ * model's context is clipped (prompt first) and counted. Traces carry no sessions: each request
+ * gets its own session key.
+ */
+public final class MooncakeTraceWorkload implements Workload {
+  public static final String NAME = "trace";
+  /** Tokens per Mooncake hash id. */
+  public static final int TRACE_BLOCK_TOKENS = 512;
+
+  /** One trace line. */
+  record Entry(long timestampMs, int inputLength, int outputLength, long[] hashIds) {}
+
+  private final Path path;
+  private final List<Entry> entries;
+  private final double timeScale;
+  private final int maxModelLen;
+
+  private MooncakeTraceWorkload(Path path, List<Entry> entries, double timeScale, int maxModelLen) {
+    this.path = path;
+    this.entries = entries;
+    this.timeScale = timeScale;
+    this.maxModelLen = maxModelLen;
+  }
+
+  /**
+   * Reads a trace.
+   *
+   * @param limit at most this many requests (0 = all)
+   * @throws IOException when the file cannot be read
+   * @throws IllegalArgumentException naming the line when a line is malformed
+   */
+  public static MooncakeTraceWorkload load(Path path, int limit, double timeScale, int maxModelLen)
+      throws IOException {
+    if (!(timeScale > 0)) {
+      throw new IllegalArgumentException("time scale must be > 0, got " + timeScale);
+    }
+    ObjectMapper json = new ObjectMapper();
+    List<Entry> list = new ArrayList<>();
+    try (BufferedReader in = Files.newBufferedReader(path, StandardCharsets.UTF_8)) {
+      String line;
+      int lineNo = 0;
+      while ((line = in.readLine()) != null && (limit <= 0 || list.size() < limit)) {
+        lineNo++;
+        if (line.isBlank()) {
+          continue;
+        }
+        try {
+          JsonNode n = json.readTree(line);
+          JsonNode ids = n.get("hash_ids");
+          if (ids == null || !ids.isArray() || !n.hasNonNull("timestamp")
+              || !n.hasNonNull("input_length") || !n.hasNonNull("output_length")) {
+            throw new IllegalArgumentException(
+                "needs timestamp, input_length, output_length and hash_ids");
+          }
+          long[] h = new long[ids.size()];
+          for (int i = 0; i < h.length; i++) {
+            h[i] = ids.get(i).asLong();
+          }
+          int input = n.get("input_length").asInt();
+          if (input < 1) {
+            throw new IllegalArgumentException("input_length must be >= 1");
+          }
+          list.add(new Entry(n.get("timestamp").asLong(), input,
+              Math.max(1, n.get("output_length").asInt()), h));
+        } catch (IOException | RuntimeException e) {
+          throw new IllegalArgumentException(path + ":" + lineNo + ": " + e.getMessage(), e);
+        }
+      }
+    }
+    if (list.isEmpty()) {
+      throw new IllegalArgumentException(path + ": no requests");
+    }
+    return new MooncakeTraceWorkload(path, List.copyOf(list), timeScale, maxModelLen);
+  }
+
+  @Override
+  public String name() {
+    return NAME;
+  }
+
+  int size() {
+    return entries.size();
+  }
+
+  @Override
+  public String describe(HardwareProfile profile, int replicas) {
+    long input = 0;
+    long output = 0;
+    java.util.Set<Long> unique = new java.util.HashSet<>();
+    long blocks = 0;
+    for (Entry e : entries) {
+      input += e.inputLength();
+      output += e.outputLength();
+      blocks += e.hashIds().length;
+      for (long h : e.hashIds()) {
+        unique.add(h);
+      }
+    }
+    double span = entries.get(entries.size() - 1).timestampMs() / 1000.0 * timeScale;
+    return String.format(Locale.ROOT,
+        "Mooncake trace %s: %d requests over %.0f s (time scale %.2f), mean input %.0f tokens,"
+            + " mean output %.0f; %d of %d 512-token blocks are distinct.%n"
+            + "KV cache: %,d tokens per replica, %,d in the cluster; context %,d tokens.",
+        path.getFileName(), entries.size(), span, timeScale, input / (double) entries.size(),
+        output / (double) entries.size(), unique.size(), blocks, profile.kvTokensPerReplica(),
+        profile.kvTokensPerReplica() * replicas, maxModelLen);
+  }
+
+  @Override
+  public Run start(long seed) {
+    return new TraceRun(seed);
+  }
+
+  private final class TraceRun implements Run {
+    private final long seed;
+    private int clipped;
+
+    TraceRun(long seed) {
+      this.seed = seed;
+    }
+
+    @Override
+    public int totalRequests() {
+      return entries.size();
+    }
+
+    @Override
+    public void begin(Submitter submitter) {
+      for (int i = 0; i < entries.size(); i++) {
+        Entry e = entries.get(i);
+        int output = Math.min(e.outputLength(), maxModelLen - 1);
+        int prompt = Math.min(e.inputLength(), maxModelLen - output);
+        boolean cut = prompt < e.inputLength() || output < e.outputLength();
+        if (cut) {
+          clipped++;
+        }
+        long key = SyntheticTokens.key(seed, 5, i);
+        long[] ids = e.hashIds();
+        submitter.submit(Math.round(e.timestampMs() * timeScale * 1e6),
+            new RequestSpec("trace-" + i, "trace-" + i, prompt, output,
+                () -> tokens(ids, prompt, output, key), cut, i));
+      }
+    }
+
+    @Override
+    public void onFinished(RequestSpec spec, long nowNanos, Submitter submitter) {}
+
+    @Override
+    public int clippedRequests() {
+      return clipped;
+    }
+  }
+
+  /** Prompt tokens from the hash-id blocks (request-unique tokens past the last one), then output. */
+  static int[] tokens(long[] hashIds, int prompt, int output, long requestKey) {
+    int[] t = new int[prompt + output];
+    int pos = 0;
+    for (int b = 0; b < hashIds.length && pos < prompt; b++) {
+      int len = Math.min(TRACE_BLOCK_TOKENS, prompt - pos);
+      SyntheticTokens.fill(SyntheticTokens.key(0x7ace, hashIds[b]), t, pos, len);
+      pos += len;
+    }
+    SyntheticTokens.fill(requestKey, t, pos, prompt + output - pos);
+    return t;
+  }
+}

@@ -1,0 +1,63 @@
+package io.epp4j.sim;
+
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * A routing policy under test: an {@code EndpointPickerConfig} the real router loads. The
+ * simulator holds no routing logic; a policy is only a configuration.
+ *
+ * @param name name in reports
+ * @param yaml configuration text, or {@code null} for the router's default (EPP) profile
+ * @param file configuration file, used instead of {@code yaml} when set
+ */
+public record Policy(String name, @Nullable String yaml, @Nullable Path file) {
+
+  /** Round-robin over the replicas ({@code round-robin-picker}). */
+  public static final Policy ROUND_ROBIN = new Policy("round-robin", """
+      apiVersion: inference.networking.x-k8s.io/v1alpha1
+      kind: EndpointPickerConfig
+      plugins:
+      - type: round-robin-picker
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: round-robin-picker
+      """, null);
+
+  /**
+   * Sticky sessions as Istio does them: an Envoy ring hash (minimum ring 1024) on the request's
+   * session key ({@code ring-hash-picker} with its defaults).
+   */
+  public static final Policy STICKY = new Policy("sticky", """
+      apiVersion: inference.networking.x-k8s.io/v1alpha1
+      kind: EndpointPickerConfig
+      plugins:
+      - type: ring-hash-picker
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: ring-hash-picker
+      """, null);
+
+  /** The EPP default profile: prefix-cache 3, queue 2, KV utilisation 2, max-score picker. */
+  public static final Policy EPP_APPROXIMATE = new Policy("epp-approximate", null, null);
+
+  /** Presets by name, in report order. */
+  public static Map<String, Policy> presets() {
+    Map<String, Policy> m = new LinkedHashMap<>();
+    m.put(ROUND_ROBIN.name(), ROUND_ROBIN);
+    m.put(STICKY.name(), STICKY);
+    m.put(EPP_APPROXIMATE.name(), EPP_APPROXIMATE);
+    return m;
+  }
+
+  /** A policy from a config file, named after the file. */
+  public static Policy fromFile(Path file) {
+    String n = file.getFileName().toString();
+    int dot = n.lastIndexOf('.');
+    return new Policy(dot > 0 ? n.substring(0, dot) : n, null, file);
+  }
+}

@@ -1,0 +1,236 @@
+package io.epp4j.sim;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One simulated vLLM replica: a waiting queue, a running batch and a {@link KvCache}, stepped by
+ * the v1 scheduler's rules.
+ *
+ * <p>Each step first serves running requests in order (a decode is one token, a prefill gets a
+ * chunk), all within {@code max_num_batched_tokens}; a running request that cannot get a block
+ * preempts the newest running request (its blocks are freed and it is recomputed later, from the
+ * front of the queue). Only when nothing was preempted does the step admit waiting requests, in
+ * arrival order, while {@code max_num_seqs}, the token budget and free blocks allow; an admitted
+ * request takes its cached prefix from the prefix cache first.
+ */
+final class Replica {
+
+  /** Receives what a finished step produced. */
+  interface StepSink {
+    /** A token was generated for {@code r} ({@code first} for the first output token). */
+    void onToken(Replica replica, SimRequest r, long nowNanos, boolean first);
+
+    /** {@code r} generated its last token and left the replica. */
+    void onFinished(Replica replica, SimRequest r, long nowNanos);
+  }
+
+  final int index;
+  final Endpoint endpoint;
+  final KvCache kv;
+  private final HardwareProfile hw;
+  private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
+  private final List<SimRequest> running = new ArrayList<>();
+
+  private SimRequest[] stepRequests = new SimRequest[64];
+  private int[] stepTokens = new int[64];
+  private int stepSize;
+  private boolean stepping;
+
+  long preemptions;
+  /** vLLM's prefix-cache counters, in tokens: queried at each admission and hit. */
+  long promptTokensQueried;
+  long promptTokensHit;
+  long requestsReceived;
+
+  Replica(int index, Endpoint endpoint, HardwareProfile hw, int numBlocks) {
+    this.index = index;
+    this.endpoint = endpoint;
+    this.hw = hw;
+    this.kv = new KvCache(numBlocks, hw.blockSize());
+  }
+
+  void enqueue(SimRequest r) {
+    waiting.addLast(r);
+    requestsReceived++;
+  }
+
+  boolean isStepping() {
+    return stepping;
+  }
+
+  boolean hasWork() {
+    return !waiting.isEmpty() || !running.isEmpty();
+  }
+
+  int waitingCount() {
+    return waiting.size();
+  }
+
+  int runningCount() {
+    return running.size();
+  }
+
+  /** What a scrape of this replica would show now. */
+  EndpointMetrics metrics(long nowNanos) {
+    return EndpointMetrics.builder()
+        .waitingRequests(waiting.size())
+        .runningRequests(running.size())
+        .kvCacheUsage(kv.usage())
+        .kvCapacityBlocks(kv.numBlocks())
+        .blockSizeTokens(kv.blockSize())
+        .scrapedAtNanos(nowNanos)
+        .build();
+  }
+
+  /**
+   * Plans the next step. Returns the step's cost on an unshared GPU in seconds, or a negative
+   * value when there is nothing to run.
+   */
+  double scheduleStep() {
+    if (stepping) {
+      throw new IllegalStateException("replica " + index + " is already stepping");
+    }
+    stepSize = 0;
+    int budget = hw.maxNumBatchedTokens();
+    boolean preempted = false;
+
+    for (int i = 0; i < running.size() && budget > 0; ) {
+      SimRequest r = running.get(i);
+      int n = Math.min(r.numTokens() - r.numComputed, budget);
+      if (n <= 0) {
+        i++;
+        continue;
+      }
+      boolean scheduled = false;
+      while (true) {
+        if (kv.allocateSlots(r, n)) {
+          scheduled = true;
+          break;
+        }
+        SimRequest victim = running.remove(running.size() - 1);
+        preempt(victim);
+        preempted = true;
+        if (victim == r) {
+          break;
+        }
+      }
+      if (!scheduled) {
+        break;
+      }
+      addToStep(r, n);
+      budget -= n;
+      i++;
+    }
+
+    if (!preempted) {
+      while (!waiting.isEmpty() && budget > 0 && running.size() < hw.maxNumSeqs()) {
+        SimRequest r = waiting.peekFirst();
+        int hitBlocks = kv.cachedPrefixBlocks(r);
+        int hitTokens = hitBlocks * kv.blockSize();
+        int n = Math.min(r.numTokens() - hitTokens, budget);
+        if (!kv.allocateForAdmission(r, hitBlocks, n)) {
+          break;
+        }
+        waiting.pollFirst();
+        r.numComputed = hitTokens;
+        promptTokensQueried += r.numTokens();
+        promptTokensHit += hitTokens;
+        if (r.cachedAtFirstAdmission < 0) {
+          r.cachedAtFirstAdmission = Math.min(hitTokens, r.promptLength);
+        }
+        running.add(r);
+        addToStep(r, n);
+        budget -= n;
+      }
+    }
+
+    if (stepSize == 0) {
+      return -1;
+    }
+    stepping = true;
+    return cost();
+  }
+
+  /** Applies the planned step: computes its tokens, emits output tokens, retires finished requests. */
+  void completeStep(long nowNanos, StepSink sink) {
+    if (!stepping) {
+      throw new IllegalStateException("replica " + index + " is not stepping");
+    }
+    stepping = false;
+    for (int i = 0; i < stepSize; i++) {
+      SimRequest r = stepRequests[i];
+      stepRequests[i] = null;
+      if (r.numBlocks == 0) {
+        continue; // preempted after it was planned (cannot happen within one step, kept for safety)
+      }
+      r.numComputed += stepTokens[i];
+      kv.cacheFullBlocks(r);
+      if (r.numComputed >= r.numTokens()) {
+        boolean first = r.numOutput == 0;
+        r.numOutput++;
+        sink.onToken(this, r, nowNanos, first);
+        if (r.isFinished()) {
+          running.remove(r);
+          kv.free(r);
+          sink.onFinished(this, r, nowNanos);
+        }
+      }
+    }
+    stepSize = 0;
+  }
+
+  private void preempt(SimRequest victim) {
+    kv.free(victim);
+    victim.numComputed = 0;
+    victim.preemptions++;
+    preemptions++;
+    waiting.addFirst(victim);
+    // drop it from the step being planned, if it was already placed there
+    for (int i = 0; i < stepSize; i++) {
+      if (stepRequests[i] == victim) {
+        System.arraycopy(stepRequests, i + 1, stepRequests, i, stepSize - i - 1);
+        System.arraycopy(stepTokens, i + 1, stepTokens, i, stepSize - i - 1);
+        stepSize--;
+        break;
+      }
+    }
+  }
+
+  private void addToStep(SimRequest r, int n) {
+    if (stepSize == stepRequests.length) {
+      stepRequests = java.util.Arrays.copyOf(stepRequests, stepSize * 2);
+      stepTokens = java.util.Arrays.copyOf(stepTokens, stepSize * 2);
+    }
+    stepRequests[stepSize] = r;
+    stepTokens[stepSize] = n;
+    stepSize++;
+  }
+
+  private double cost() {
+    long newTokens = 0;
+    double attention = 0;
+    long kvTokensTouched = 0;
+    int sampled = 0;
+    for (int i = 0; i < stepSize; i++) {
+      SimRequest r = stepRequests[i];
+      int n = stepTokens[i];
+      long context = r.numComputed;
+      newTokens += n;
+      attention += n * (context + n / 2.0);
+      kvTokensTouched += context + n;
+      if (context + n >= r.numTokens()) {
+        sampled++;
+      }
+    }
+    return hw.stepGpuSeconds(newTokens, attention, kvTokensTouched, sampled);
+  }
+
+  /** CPU-side time of the planned step (scheduling, sampling), not shared with other replicas. */
+  double stepOverheadSeconds() {
+    return hw.stepOverheadSeconds(stepSize);
+  }
+}

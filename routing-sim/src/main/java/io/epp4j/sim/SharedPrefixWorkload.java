@@ -1,0 +1,124 @@
+package io.epp4j.sim;
+
+import java.util.SplittableRandom;
+
+/**
+ * Common system prompts, like inference-perf's {@code shared_prefix}: {@code groups} system
+ * prompts, each used by {@code usersPerGroup} users; every user has its own session key and
+ * sends prompts made of its group's system prompt followed by a fresh question. Load is either a
+ * closed loop of {@code concurrency} clients (a client sends its next request when the previous
+ * one finished) or Poisson arrivals at {@code rate} requests per second. Each request goes to a
+ * user drawn uniformly at random.
+ */
+public record SharedPrefixWorkload(int groups, int usersPerGroup, LengthDist systemPromptLength,
+    LengthDist questionLength, LengthDist outputLength, int requests, int concurrency,
+    double rate) implements Workload {
+
+  public static final String NAME = "shared-prefix";
+
+  /** Defaults: 28 prompts × 6,000 tokens, 8 users each, 300–700-token questions, 100–300 out. */
+  public static SharedPrefixWorkload defaults() {
+    return new SharedPrefixWorkload(28, 8, LengthDist.fixed(6000), LengthDist.parse("300-700"),
+        LengthDist.parse("100-300"), 1536, 48, 0);
+  }
+
+  public SharedPrefixWorkload {
+    if (groups < 1 || usersPerGroup < 1 || requests < 1 || concurrency < 1 || rate < 0) {
+      throw new IllegalArgumentException("groups, users, requests and concurrency must be >= 1");
+    }
+  }
+
+  @Override
+  public String name() {
+    return NAME;
+  }
+
+  @Override
+  public String describe(HardwareProfile profile, int replicas) {
+    double prompts = groups * systemPromptLength.mean();
+    long perReplica = profile.kvTokensPerReplica();
+    return String.format(java.util.Locale.ROOT,
+        "%d system prompts × %s tokens (%.0f tokens together) × %d users each; questions %s,"
+            + " outputs %s tokens; %d requests, %s.%n"
+            + "KV cache: %,d tokens per replica, %,d in the cluster: the prompts fit in %.1f"
+            + " replicas' caches (%s one replica's, %s the cluster's).",
+        groups, systemPromptLength, prompts, usersPerGroup, questionLength, outputLength,
+        requests, rate > 0 ? String.format(java.util.Locale.ROOT, "Poisson %.2f req/s", rate)
+            : "closed loop, concurrency " + concurrency,
+        perReplica, perReplica * replicas, prompts / perReplica,
+        prompts > perReplica ? "exceed" : "fit in",
+        prompts <= perReplica * (double) replicas ? "fit in" : "exceed");
+  }
+
+  @Override
+  public Run start(long seed) {
+    return new SharedPrefixRun(seed);
+  }
+
+  private final class SharedPrefixRun implements Run {
+    private final long seed;
+    private final int[][] systemPrompts;
+    private final SplittableRandom rng;
+    private final String[] userKeys;
+    private int submitted;
+
+    SharedPrefixRun(long seed) {
+      this.seed = seed;
+      this.rng = new SplittableRandom(seed);
+      this.systemPrompts = new int[groups][];
+      this.userKeys = new String[groups * usersPerGroup];
+      for (int u = 0; u < userKeys.length; u++) {
+        userKeys[u] = SyntheticTokens.sessionKey(rng);
+      }
+      for (int g = 0; g < groups; g++) {
+        int len = systemPromptLength.sample(rng);
+        systemPrompts[g] = new int[len];
+        SyntheticTokens.fill(SyntheticTokens.key(seed, 1, g), systemPrompts[g], 0, len);
+      }
+    }
+
+    @Override
+    public int totalRequests() {
+      return requests;
+    }
+
+    @Override
+    public void begin(Submitter submitter) {
+      if (rate > 0) {
+        double t = 0;
+        for (int i = 0; i < requests; i++) {
+          t += -Math.log(1 - rng.nextDouble()) / rate;
+          submitter.submit(Math.round(t * 1e9), next());
+        }
+      } else {
+        for (int i = 0; i < Math.min(concurrency, requests); i++) {
+          submitter.submit(0, next());
+        }
+      }
+    }
+
+    @Override
+    public void onFinished(RequestSpec spec, long nowNanos, Submitter submitter) {
+      if (rate <= 0 && submitted < requests) {
+        submitter.submit(nowNanos, next());
+      }
+    }
+
+    private RequestSpec next() {
+      int i = submitted++;
+      int user = rng.nextInt(groups * usersPerGroup);
+      int group = user / usersPerGroup;
+      int q = questionLength.sample(rng);
+      int out = outputLength.sample(rng);
+      int[] system = systemPrompts[group];
+      long key = SyntheticTokens.key(seed, 2, i);
+      int prompt = system.length + q;
+      return new RequestSpec("sp-" + i, userKeys[user], prompt, out, () -> {
+        int[] t = new int[prompt + out];
+        System.arraycopy(system, 0, t, 0, system.length);
+        SyntheticTokens.fill(key, t, system.length, q + out);
+        return t;
+      }, false, group);
+    }
+  }
+}

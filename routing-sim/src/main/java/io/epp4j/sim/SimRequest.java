@@ -1,0 +1,86 @@
+package io.epp4j.sim;
+
+import io.epp4j.api.RoutingDecision;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * A request's life inside one replica: its tokens (prompt followed by the output it will
+ * generate), how many have KV computed, the KV blocks it holds and its timestamps.
+ */
+final class SimRequest {
+  final RequestSpec spec;
+  final int[] tokens;
+  final int promptLength;
+  final int outputLength;
+  final long arrivalNanos;
+  final @Nullable RoutingDecision decision;
+  final long blockSeed;
+  final int blockSize;
+
+  /** Block ids held, in sequence order. */
+  int[] blocks = new int[8];
+  int numBlocks;
+  /** Leading blocks already registered in the prefix cache (or skipped as duplicates). */
+  int numCachedBlocks;
+  /** Tokens whose KV is computed. */
+  int numComputed;
+  /** Tokens generated so far. */
+  int numOutput;
+  /** Prompt tokens hit in the prefix cache at first admission; -1 until admitted. */
+  int cachedAtFirstAdmission = -1;
+  int preemptions;
+  long firstTokenNanos = -1;
+  long lastTokenNanos = -1;
+
+  private long[] hashes;
+  private int hashesComputed;
+
+  SimRequest(RequestSpec spec, int[] tokens, long arrivalNanos, @Nullable RoutingDecision decision,
+      long blockSeed, int blockSize) {
+    if (tokens.length != spec.promptLength() + spec.outputLength()) {
+      throw new IllegalArgumentException("token count " + tokens.length + " does not match "
+          + spec.promptLength() + " + " + spec.outputLength());
+    }
+    this.spec = spec;
+    this.tokens = tokens;
+    this.promptLength = spec.promptLength();
+    this.outputLength = spec.outputLength();
+    this.arrivalNanos = arrivalNanos;
+    this.decision = decision;
+    this.blockSeed = blockSeed;
+    this.blockSize = blockSize;
+    this.hashes = new long[tokens.length / blockSize];
+  }
+
+  /** Tokens known so far: the prompt plus the generated output. */
+  int numTokens() {
+    return promptLength + numOutput;
+  }
+
+  /** The chained hash of full block {@code i}. */
+  long blockHash(int i) {
+    while (hashesComputed <= i) {
+      long parent = hashesComputed == 0 ? blockSeed : hashes[hashesComputed - 1];
+      hashes[hashesComputed] = BlockHasher.hash(parent, tokens, hashesComputed * blockSize, blockSize);
+      hashesComputed++;
+    }
+    return hashes[i];
+  }
+
+  void addBlock(int id) {
+    if (numBlocks == blocks.length) {
+      blocks = java.util.Arrays.copyOf(blocks, blocks.length * 2);
+    }
+    blocks[numBlocks++] = id;
+  }
+
+  boolean isFinished() {
+    return numOutput >= outputLength;
+  }
+
+  @Override
+  public String toString() {
+    return "SimRequest{" + spec.id() + ", computed=" + numComputed + "/" + numTokens()
+        + ", blocks=" + numBlocks + "}";
+  }
+}

@@ -1,0 +1,42 @@
+package io.epp4j.sim;
+
+/**
+ * A source of requests: shared system prompts, multi-turn dialogs or a replayed trace. A workload
+ * is a description; {@link #start} makes an independent run of it, so every policy sees the same
+ * requests for the same seed (closed-loop workloads still react to each policy's completion
+ * times).
+ */
+public interface Workload {
+
+  /** Scenario name as used on the command line and in reports. */
+  String name();
+
+  /** One or two lines for the report header: sizes and the regime they put the cluster in. */
+  String describe(HardwareProfile profile, int replicas);
+
+  /** A fresh run with its own random stream. */
+  Run start(long seed);
+
+  /** Lets a workload run schedule requests. */
+  interface Submitter {
+    /** Submits {@code spec} to arrive at {@code atNanos} (simulated time, not before now). */
+    void submit(long atNanos, RequestSpec spec);
+  }
+
+  /** One run of a workload. */
+  interface Run {
+    /** Requests this run will submit in total. */
+    int totalRequests();
+
+    /** Submits the first requests. */
+    void begin(Submitter submitter);
+
+    /** Called when a request finished; closed-loop workloads submit their next request here. */
+    void onFinished(RequestSpec spec, long nowNanos, Submitter submitter);
+
+    /** Requests whose prompt was clipped to the model's context. */
+    default int clippedRequests() {
+      return 0;
+    }
+  }
+}

@@ -1,0 +1,205 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class SimulationTest {
+  private static final HardwareProfile HW = HardwareProfile.qwen3H100Mps6();
+
+  private static Simulation.Settings settings(long seed) {
+    return new Simulation.Settings(HW, 6, seed, 50_000_000L, null);
+  }
+
+  private static SharedPrefixWorkload smallSharedPrefix() {
+    return new SharedPrefixWorkload(12, 4, LengthDist.fixed(3000), LengthDist.parse("100-300"),
+        LengthDist.parse("20-60"), 300, 24, 0);
+  }
+
+  private static MultiTurnWorkload smallMultiTurn() {
+    return new MultiTurnWorkload(12, 4, 500, LengthDist.parse("100-200"), LengthDist.fixed(100),
+        0.5, 1.0);
+  }
+
+  private static String runJson(long seed) {
+    List<ScenarioResult> out = new ArrayList<>();
+    for (Workload w : List.of(smallSharedPrefix(), smallMultiTurn())) {
+      List<PolicyResult> rs = new ArrayList<>();
+      for (Policy p : Policy.presets().values()) {
+        rs.add(new Simulation(settings(seed), w, p, null).run());
+      }
+      out.add(new ScenarioResult(w.name(), w.describe(HW, 6), rs));
+    }
+    return Report.toDeterministicJson(out);
+  }
+
+  @Test
+  void theSameSeedGivesTheSameReport() {
+    String a = runJson(7);
+    String b = runJson(7);
+    assertThat(a).isEqualTo(b);
+    assertThat(a).contains("\"policy\" : \"sticky\"", "\"prefixCacheHitRate\"");
+    assertThat(runJson(8)).as("another seed draws other requests").isNotEqualTo(a);
+  }
+
+  @Test
+  void everyRequestIsServedAndReportedThroughTheDecisionLifecycle() {
+    AtomicInteger routed = new AtomicInteger();
+    AtomicInteger firstTokens = new AtomicInteger();
+    AtomicInteger completed = new AtomicInteger();
+    AtomicLong cached = new AtomicLong();
+    AtomicLong prompt = new AtomicLong();
+    Set<String> sessionsSeen = new HashSet<>();
+    RequestListener listener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest r, CycleState s, RoutingDecision d) {
+        routed.incrementAndGet();
+        assertThat(r.kind()).isEqualTo(InferenceRequest.Kind.TOKENS);
+        assertThat(r.model()).isEqualTo("qwen3-1.7b");
+        assertThat(r.sessionKey()).isNotBlank();
+        sessionsSeen.add(r.sessionKey());
+      }
+
+      @Override
+      public void onFirstToken(InferenceRequest r, Endpoint e) {
+        firstTokens.incrementAndGet();
+      }
+
+      @Override
+      public void onComplete(InferenceRequest r, Endpoint e, Usage u) {
+        completed.incrementAndGet();
+        assertThat(u.promptTokens()).isEqualTo(r.tokenIds().length);
+        assertThat(u.cachedTokens()).isLessThan(u.promptTokens());
+        assertThat(u.completionTokens()).isEqualTo(r.maxTokens());
+        cached.addAndGet(u.cachedTokens());
+        prompt.addAndGet(u.promptTokens());
+      }
+    };
+    MultiTurnWorkload w = smallMultiTurn();
+    PolicyResult r = new Simulation(settings(3), w, Policy.EPP_APPROXIMATE, null, listener).run();
+    assertThat(r.requests()).isEqualTo(48);
+    assertThat(routed).hasValue(48);
+    assertThat(firstTokens).hasValue(48);
+    assertThat(completed).hasValue(48);
+    assertThat(sessionsSeen).hasSize(12);
+    assertThat(cached.get()).isPositive();
+    assertThat(r.prefixCacheHitRate()).isBetween(0.0, 1.0).isPositive();
+    assertThat(r.ttftP50Ms()).isPositive().isLessThanOrEqualTo(r.ttftP95Ms());
+    assertThat(r.ttftP95Ms()).isLessThanOrEqualTo(r.ttftP99Ms());
+    assertThat(r.e2eP50Ms()).isGreaterThan(r.ttftP50Ms());
+  }
+
+  @Test
+  void kvEventsFormConsistentChainsPerReplica() {
+    Map<String, Set<Long>> stored = new HashMap<>();
+    AtomicInteger storedEvents = new AtomicInteger();
+    AtomicInteger removedBlocks = new AtomicInteger();
+    AtomicLong lastTime = new AtomicLong(Long.MIN_VALUE);
+    KvEventListener listener = (endpointId, t, events) -> {
+      assertThat(t).isGreaterThanOrEqualTo(lastTime.get());
+      lastTime.set(t);
+      Set<Long> held = stored.computeIfAbsent(endpointId, k -> new HashSet<>());
+      for (KvEvent e : events) {
+        if (e instanceof KvEvent.BlockStored s) {
+          storedEvents.incrementAndGet();
+          assertThat(s.tokenIds()).hasSize(s.blockHashes().length * s.blockSize());
+          if (s.parentBlockHash() != null) {
+            assertThat(held).as("parent of a stored block is cached on the same replica")
+                .contains(s.parentBlockHash());
+          }
+          for (long h : s.blockHashes()) {
+            assertThat(held.add(h)).as("a block is stored once until removed").isTrue();
+          }
+        } else if (e instanceof KvEvent.BlockRemoved rm) {
+          for (long h : rm.blockHashes()) {
+            assertThat(held.remove(h)).as("only stored blocks are removed").isTrue();
+            removedBlocks.incrementAndGet();
+          }
+        }
+      }
+    };
+    PolicyResult r = new Simulation(settings(5), smallSharedPrefix(), Policy.ROUND_ROBIN, listener)
+        .run();
+    assertThat(storedEvents.get()).isPositive();
+    assertThat((long) removedBlocks.get()).isEqualTo(r.evictions());
+    assertThat(stored.keySet()).hasSize(6);
+  }
+
+  @Test
+  void aMooncakeTraceReplaysWithSharedBlocksAndClipsOverlongRequests(@TempDir Path dir)
+      throws IOException {
+    Path trace = dir.resolve("t.jsonl");
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < 40; i++) {
+      // every request shares blocks 0-3 (2,048 tokens), then has its own
+      sb.append("{\"timestamp\": ").append(i * 100).append(", \"input_length\": 3000, ")
+          .append("\"output_length\": 10, \"hash_ids\": [0, 1, 2, 3, ").append(100 + i)
+          .append(", ").append(200 + i).append("]}\n");
+    }
+    sb.append("{\"timestamp\": 5000, \"input_length\": 40000, \"output_length\": 5, \"hash_ids\": [")
+        .append("1000");
+    for (int b = 1; b < 79; b++) {
+      sb.append(", ").append(1000 + b);
+    }
+    sb.append("]}\n");
+    Files.writeString(trace, sb.toString());
+    MooncakeTraceWorkload w = MooncakeTraceWorkload.load(trace, 0, 1.0, HW.maxModelLen());
+    PolicyResult r = new Simulation(settings(1), w, Policy.EPP_APPROXIMATE, null).run();
+    assertThat(r.requests()).isEqualTo(41);
+    assertThat(r.clippedRequests()).isEqualTo(1);
+    // 39 of the 40 short requests can hit the 2,048 shared tokens of their 3,000
+    assertThat(r.prefixCacheHitRate()).isGreaterThan(0.3);
+    assertThat(r.simulatedSeconds()).isGreaterThan(5.0);
+  }
+
+  @Test
+  void dialogsThatOutgrowTheContextAreRejectedAndTheRunStillEnds() {
+    MultiTurnWorkload w = new MultiTurnWorkload(2, 10, 30_000, LengthDist.fixed(500),
+        LengthDist.fixed(300), 0.1, 0.1);
+    PolicyResult r = new Simulation(settings(1), w, Policy.ROUND_ROBIN, null).run();
+    // turns 1-3 fit in 32,768 tokens (30,800 / 31,600 / 32,400 with the reply); turn 4 does not
+    assertThat(r.requests()).isEqualTo(6);
+    assertThat(r.rejectedRequests()).isEqualTo(2);
+  }
+
+  @Test
+  void theSharedMooncakeTraceReplays() throws IOException {
+    // shared/ sits beside the repository; tests run in the module directory
+    Path trace = Path.of("../../shared/traces/mooncake_synthetic_trace.jsonl");
+    org.junit.jupiter.api.Assumptions.assumeTrue(Files.isReadable(trace),
+        "shared trace not present beside the repository");
+    MooncakeTraceWorkload w = MooncakeTraceWorkload.load(trace, 300, 1.0, HW.maxModelLen());
+    Simulation.Settings eight = new Simulation.Settings(HW, 8, 1, 50_000_000L, null);
+    PolicyResult r = new Simulation(eight, w, Policy.EPP_APPROXIMATE, null).run();
+    assertThat(r.requests() + r.rejectedRequests()).isEqualTo(300);
+    assertThat(r.clippedRequests()).isPositive();
+    assertThat(r.prefixCacheHitRate()).isPositive();
+  }
+
+  @Test
+  void traceBlocksWithEqualHashIdsHaveEqualTokens() {
+    int[] a = MooncakeTraceWorkload.tokens(new long[] {7, 8}, 700, 3, 1);
+    int[] b = MooncakeTraceWorkload.tokens(new long[] {7, 9}, 700, 3, 2);
+    assertThat(java.util.Arrays.copyOf(a, 512)).isEqualTo(java.util.Arrays.copyOf(b, 512));
+    assertThat(java.util.Arrays.copyOfRange(a, 512, 700))
+        .isNotEqualTo(java.util.Arrays.copyOfRange(b, 512, 700));
+  }
+}
