@@ -39,6 +39,13 @@ public final class KvEventSubscriber implements AutoCloseable {
   public static final String PORT_LABEL = "epp4j.io/kv-events-port";
   /** Endpoint label giving the replay port of one endpoint (0 or absent: the configured one). */
   public static final String REPLAY_PORT_LABEL = "epp4j.io/kv-events-replay-port";
+  /**
+   * A connection whose ZMTP handshake has not finished by then is dropped and retried; JeroMQ
+   * connections occasionally stall in the handshake, and the default (30 s) would leave an
+   * endpoint without events for that long.
+   */
+  private static final int HANDSHAKE_MILLIS = 2_000;
+
   /** vLLM's default KV-events port. */
   public static final int DEFAULT_PORT = 5557;
 
@@ -58,6 +65,8 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final ZContext context = new ZContext(1);
   private volatile boolean closed;
   private volatile @Nullable String boundEndpoint;
+  private final java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
+  private volatile @Nullable RuntimeException startFailure;
 
   /** Per-endpoint stream state. */
   private final class Stream {
@@ -86,13 +95,20 @@ public final class KvEventSubscriber implements AutoCloseable {
     this.receiveHighWaterMark = b.receiveHighWaterMark;
     this.thread = new Thread(this::run, "epp4j-kv-events");
     this.thread.setDaemon(true);
-    if (bindAddress != null) {
-      ZMQ.Socket s = newSub();
-      s.bind(bindAddress);
-      boundEndpoint = s.getLastEndpoint();
-      subSockets.add(s);
-    }
     this.thread.start();
+    // sockets belong to the subscriber thread: it binds, the caller waits for the outcome
+    try {
+      if (!started.await(10, java.util.concurrent.TimeUnit.SECONDS)) {
+        throw new IllegalStateException("KV-event subscriber did not start in time");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while starting the KV-event subscriber", e);
+    }
+    RuntimeException failure = startFailure;
+    if (failure != null) {
+      throw failure;
+    }
   }
 
   /** A subscriber that connects to each endpoint added to it. */
@@ -157,8 +173,18 @@ public final class KvEventSubscriber implements AutoCloseable {
     s.setRcvHWM(receiveHighWaterMark);
     s.setReconnectIVL(100);
     s.setReconnectIVLMax(5_000);
+    s.setHandshakeIvl(HANDSHAKE_MILLIS);
     s.subscribe(topicFilter);
     return s;
+  }
+
+  private ZMQ.Socket newReplaySocket(String address) {
+    ZMQ.Socket d = context.createSocket(SocketType.DEALER);
+    d.setLinger(0);
+    d.setHandshakeIvl(HANDSHAKE_MILLIS);
+    d.setReconnectIVL(100);
+    d.connect(address);
+    return d;
   }
 
   private static String address(String host, int port) {
@@ -189,7 +215,11 @@ public final class KvEventSubscriber implements AutoCloseable {
     }
     s.connect(address(e.host(), p));
     subSockets.add(s);
-    streams.put(e.id(), new Stream(e.id(), s, rp > 0 ? address(e.host(), rp) : null));
+    Stream st = new Stream(e.id(), s, rp > 0 ? address(e.host(), rp) : null);
+    if (st.replayAddress != null) {
+      st.replay = newReplaySocket(st.replayAddress); // connected ahead of the first gap
+    }
+    streams.put(e.id(), st);
     connected.incrementAndGet();
   }
 
@@ -209,6 +239,21 @@ public final class KvEventSubscriber implements AutoCloseable {
   }
 
   private void run() {
+    try {
+      if (bindAddress != null) {
+        ZMQ.Socket s = newSub();
+        s.bind(bindAddress);
+        boundEndpoint = s.getLastEndpoint();
+        subSockets.add(s);
+      }
+    } catch (RuntimeException e) {
+      startFailure = e;
+      closed = true;
+      context.close();
+      return;
+    } finally {
+      started.countDown();
+    }
     try (ZMQ.Poller poller = context.createPoller(1)) {
       List<ZMQ.Socket> registered = new ArrayList<>();
       while (!closed) {
@@ -357,10 +402,7 @@ public final class KvEventSubscriber implements AutoCloseable {
   private boolean replay(Stream st, long upTo) {
     metrics.replays.increment();
     if (st.replay == null) {
-      ZMQ.Socket d = context.createSocket(SocketType.DEALER);
-      d.setLinger(0);
-      d.connect(Objects.requireNonNull(st.replayAddress));
-      st.replay = d;
+      st.replay = newReplaySocket(Objects.requireNonNull(st.replayAddress));
     }
     ZMQ.Socket d = st.replay;
     d.sendMore(new byte[0]);

@@ -28,6 +28,20 @@ class KvEventSubscriberIntegrationTest {
     return ByteBuffer.allocate(8).putLong(seq).array();
   }
 
+  static void await(BooleanSupplier condition, java.util.function.Supplier<String> what) {
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting for " + what.get());
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+    }
+  }
+
   static void await(BooleanSupplier condition, String what) {
     long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
     while (!condition.getAsBoolean()) {
@@ -54,6 +68,7 @@ class KvEventSubscriberIntegrationTest {
       thread = new Thread(() -> {
         ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
         router.setLinger(0);
+        router.setHandshakeIvl(1_000);
         router.bind("tcp://127.0.0.1:*");
         port = Integer.parseInt(router.getLastEndpoint().replaceAll(".*:", ""));
         router.setReceiveTimeOut(20);
@@ -117,6 +132,7 @@ class KvEventSubscriberIntegrationTest {
     try (ZContext ctx = new ZContext(1); ReplayServer replay = new ReplayServer(ctx)) {
       ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
       pub.setLinger(0);
+      pub.setHandshakeIvl(1_000);
       pub.bind("tcp://127.0.0.1:*");
       Endpoint ep = Endpoint.of("127.0.0.1", 8000, Map.of(
           KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)),
@@ -126,7 +142,7 @@ class KvEventSubscriberIntegrationTest {
           plugins:
           - type: precise-prefix-cache-scorer
             parameters:
-              kvEvents: {mode: per-endpoint}
+              kvEvents: {mode: per-endpoint, replayTimeoutMs: 10000}
           schedulingProfiles:
           - name: default
             plugins:
@@ -163,7 +179,7 @@ class KvEventSubscriberIntegrationTest {
           }
         }
         KvEventMetrics m = index.metrics();
-        await(() -> m.batches() == total - 1, "all batches applied");
+        await(() -> m.batches() == total - 1, () -> "all batches applied: " + m);
         assertThat(m.gaps()).isEqualTo(1);
         assertThat(m.replays()).isEqualTo(1);
         assertThat(m.replayedBatches()).isGreaterThanOrEqualTo(1);
@@ -226,7 +242,7 @@ class KvEventSubscriberIntegrationTest {
         expectedB.apply("10.0.0.2:8000", batch);
         publish(pubB, "kv@10.0.0.2:8000@m", seq, enc.encode(batch));
       }
-      await(() -> index.metrics().batches() == 12, "batches of both engines");
+      await(() -> index.metrics().batches() == 12, () -> "batches of both engines " + index.metrics());
       assertThat(index.metrics().gaps()).isEqualTo(1);
       assertThat(index.metrics().missedBatches()).isEqualTo(1);
       assertThat(index.metrics().resyncs()).isEqualTo(1);
@@ -242,6 +258,8 @@ class KvEventSubscriberIntegrationTest {
   static ZMQ.Socket connectedPublisher(ZContext ctx, String address) {
     ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
     pub.setLinger(0);
+    pub.setHandshakeIvl(1_000);
+    pub.setReconnectIVL(100);
     pub.connect(address);
     pub.setReceiveTimeOut(20_000);
     assertThat(pub.recv()).as("subscription").isNotNull();
