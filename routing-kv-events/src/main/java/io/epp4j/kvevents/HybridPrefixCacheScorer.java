@@ -8,7 +8,6 @@ import io.epp4j.api.PoolListener;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
-import io.epp4j.api.Ticker;
 import java.util.List;
 
 /**
@@ -35,14 +34,12 @@ import java.util.List;
 final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolListener {
   private final PrecisePrefixCacheScorer precise;
   private final RoutingMemory memory;
-  private final Ticker ticker;
   private final double discount;
   private final boolean fallbackOnly;
 
-  HybridPrefixCacheScorer(PrecisePrefixCacheScorer precise, Ticker ticker, double discount,
+  HybridPrefixCacheScorer(PrecisePrefixCacheScorer precise, double discount,
       long memoryTtlNanos, int memoryBlocksPerEndpoint, boolean fallbackOnly) {
     this.precise = precise;
-    this.ticker = ticker;
     this.discount = discount;
     this.fallbackOnly = fallbackOnly;
     this.memory = new RoutingMemory(memoryBlocksPerEndpoint, memoryTtlNanos);
@@ -113,9 +110,5 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   @Override
   public void close() {
     precise.close();
-  }
-
-  Ticker ticker() {
-    return ticker;
   }
 }

@@ -55,7 +55,7 @@ public final class KvEventsPluginProviders {
         precise.value().close();
         return Result.errors(p.errors());
       }
-      return Result.ok(new HybridPrefixCacheScorer(precise.value(), context.ticker(), discount,
+      return Result.ok(new HybridPrefixCacheScorer(precise.value(), discount,
           ttlMs * 1_000_000L, capacity, fallbackOnly));
     }
   }
@@ -63,11 +63,11 @@ public final class KvEventsPluginProviders {
   static Result<PrecisePrefixCacheScorer> createPrecise(PluginContext context, Parameters p) {
     int blockSize = p.getInt("blockSizeTokens", 16, 1, 4096);
     int maxPromptBlocks = p.getInt("maxPromptBlocks", 16_384, 1, 1 << 22);
-    long ttlMs = p.getLong("speculativeTtlMs", 2_000);
-    if (ttlMs < 0) {
-      p.error("speculativeTtlMs", "must be >= 0, got " + ttlMs);
-      ttlMs = 2_000;
+    long ttlParam = p.getLong("speculativeTtlMs", 2_000);
+    if (ttlParam < 0) {
+      p.error("speculativeTtlMs", "must be >= 0, got " + ttlParam);
     }
+    long ttlMs = Math.max(0, ttlParam);
     double cpuWeight = p.getDouble("cpuWeight", 0.8, 0.0, 1.0);
     int maxBlocks = p.getInt("maxBlocksPerEndpoint", 1 << 18, 1, Integer.MAX_VALUE);
     String model = p.getString("model", "");
@@ -95,7 +95,7 @@ public final class KvEventsPluginProviders {
     KvBlockIndex index = shared.orElseGet(() -> KvBlockIndex.builder()
         .defaultBlockSize(blockSize)
         .maxBlocksPerEndpoint(maxBlocks)
-        .speculativeTtl(Duration.ofMillis(p.getLong("speculativeTtlMs", 2_000)))
+        .speculativeTtl(Duration.ofMillis(ttlMs))
         .cpuWeight(cpuWeight)
         .model(model == null ? "" : model)
         .ticker(context.ticker())
