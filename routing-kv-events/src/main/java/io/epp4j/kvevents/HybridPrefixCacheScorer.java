@@ -60,13 +60,14 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     long now = state.nowNanos();
     for (int i = 0; i < candidates.size(); i++) {
       String id = candidates.get(i).id();
-      int total = m.totalBlocks(id);
+      boolean same = m.isAt(i, id);
+      int total = same ? m.totalBlocksAt(i) : m.totalBlocks(id);
       if (total == 0) {
         continue;
       }
-      double s = m.matchedWeight(id) / total;
+      double s = (same ? m.matchedWeightAt(i) : m.matchedWeight(id)) / total;
       if (useMemory) {
-        long[] keys = m.keys(id);
+        long[] keys = same ? m.keysAt(i) : m.keys(id);
         if (keys != null) {
           s = Math.max(s, discount * memory.prefixLength(id, keys, now) / total);
         }

@@ -6,6 +6,7 @@ import io.epp4j.api.PluginContext;
 import io.epp4j.api.PluginProvider;
 import io.epp4j.api.Result;
 import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
 import java.util.Set;
 import org.jspecify.annotations.Nullable;
@@ -114,7 +115,72 @@ public final class KvEventsPluginProviders {
       return Result.error("parameter 'kvEvents' could not start the subscriber: " + e.getMessage());
     }
     Tokenizer tokenizer = context.service(Tokenizer.class).orElse(null);
+    boolean ownsTokenizer = false;
+    if (tokenizer == null && p.has("tokenizer")) {
+      Result<Tokenizer> t = createTokenizer(p.getNested("tokenizer"));
+      if (!t.isOk()) {
+        if (subscriber != null) {
+          subscriber.close();
+        }
+        return Result.errors(t.errors());
+      }
+      tokenizer = t.value();
+      ownsTokenizer = true;
+    }
     return Result.ok(new PrecisePrefixCacheScorer(index, tokenizer, subscriber, maxPromptBlocks,
-        speculative, true));
+        speculative, true, ownsTokenizer));
+  }
+
+  /**
+   * {@code tokenizer: {type: vllm, url, model, timeoutMs}} or
+   * {@code tokenizer: {type: huggingface, path}}; chats are tokenized per message through a
+   * {@link CachingChatTokenizer} (ChatML) unless {@code cacheTokens} is 0.
+   */
+  static Result<Tokenizer> createTokenizer(Parameters t) {
+    String type = t.getEnum("type", "vllm", Set.of("vllm", "huggingface"));
+    long cacheTokens = t.getLong("cacheTokens", 4_000_000);
+    if (cacheTokens < 0) {
+      t.error("cacheTokens", "must be >= 0, got " + cacheTokens);
+    }
+    Tokenizer base = null;
+    if (type.equals("vllm")) {
+      String url = t.getString("url", null);
+      String model = t.getString("model", null);
+      int timeoutMs = t.getInt("timeoutMs", 200, 1, 600_000);
+      if (url == null || model == null) {
+        t.error(url == null ? "url" : "model", "is required for a vllm tokenizer");
+      } else if (t.errors().isEmpty()) {
+        try {
+          base = new VllmTokenizer(url, model, Duration.ofMillis(timeoutMs));
+        } catch (IllegalArgumentException e) {
+          t.error("url", "is not a valid URL: " + e.getMessage());
+        }
+      }
+    } else {
+      String path = t.getString("path", null);
+      if (path == null) {
+        t.error("path", "is required for a huggingface tokenizer");
+      } else if (t.errors().isEmpty()) {
+        try {
+          HuggingFaceTokenizer hf = HuggingFaceTokenizer.load(java.nio.file.Path.of(path));
+          base = hf;
+        } catch (java.io.IOException | RuntimeException e) {
+          t.error("path", "cannot be loaded: " + e.getMessage());
+        }
+      }
+    }
+    if (!t.errors().isEmpty() || base == null) {
+      List<String> errs = new java.util.ArrayList<>();
+      for (String e : t.errors()) {
+        errs.add("parameter 'tokenizer': " + e);
+      }
+      if (errs.isEmpty()) {
+        errs.add("parameter 'tokenizer' could not be created");
+      }
+      return Result.errors(errs);
+    }
+    boolean chatml = !(base instanceof HuggingFaceTokenizer h) || h.chatTemplate() != null;
+    return Result.ok(cacheTokens > 0 && chatml
+        ? new CachingChatTokenizer(base, ChatTemplate.CHATML, cacheTokens) : base);
   }
 }

@@ -25,6 +25,28 @@ public final class PreciseMatch {
     this.weights = weights;
   }
 
+  /** Candidates in the order they were scored. */
+  int size() {
+    return endpointIds.length;
+  }
+
+  /** Whether candidate {@code i} of the scored list is {@code endpointId} (fast path). */
+  boolean isAt(int i, String endpointId) {
+    return i < endpointIds.length && endpointIds[i].equals(endpointId);
+  }
+
+  int totalBlocksAt(int i) {
+    return keys[i] == null ? 0 : keys[i].length;
+  }
+
+  double matchedWeightAt(int i) {
+    return weights[i];
+  }
+
+  long @Nullable [] keysAt(int i) {
+    return keys[i];
+  }
+
   private int indexOf(String endpointId) {
     for (int i = 0; i < endpointIds.length; i++) {
       if (endpointIds[i].equals(endpointId)) {

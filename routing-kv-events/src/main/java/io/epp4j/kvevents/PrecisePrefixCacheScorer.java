@@ -29,10 +29,12 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private final int maxPromptBlocks;
   private final boolean speculative;
   private final boolean forgetRemovedEndpoints;
+  private final boolean ownsTokenizer;
 
   PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
       @Nullable KvEventSubscriber subscriber, int maxPromptBlocks, boolean speculative,
-      boolean forgetRemovedEndpoints) {
+      boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
+    this.ownsTokenizer = ownsTokenizer;
     this.index = index;
     this.tokenizer = tokenizer;
     this.subscriber = subscriber;
@@ -54,8 +56,10 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
     for (int i = 0; i < candidates.size(); i++) {
       String id = candidates.get(i).id();
-      int total = m.totalBlocks(id);
-      scores[i] = total == 0 ? 0 : m.matchedWeight(id) / total;
+      boolean same = m.isAt(i, id); // same candidate order as when the match was computed
+      int total = same ? m.totalBlocksAt(i) : m.totalBlocks(id);
+      double matched = same ? m.matchedWeightAt(i) : m.matchedWeight(id);
+      scores[i] = total == 0 ? 0 : matched / total;
     }
   }
 
@@ -200,6 +204,9 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   public void close() {
     if (subscriber != null) {
       subscriber.close();
+    }
+    if (ownsTokenizer && tokenizer != null) {
+      tokenizer.close();
     }
   }
 }

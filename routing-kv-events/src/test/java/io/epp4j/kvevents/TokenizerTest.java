@@ -149,4 +149,56 @@ class TokenizerTest {
     assertThat(cached.tokensEncoded()).isLessThan(uncachedTokens / 5);
     assertThat(cached.tokensFromCache()).isGreaterThan(cached.tokensEncoded());
   }
+
+  @Test
+  void aTokenizerConfiguredOnTheScorerLetsChatRequestsMatchEngineBlocks() {
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(4).build();
+    List<ChatMessage> chat = List.of(ChatMessage.system("You are terse. ".repeat(10)),
+        ChatMessage.user("what is a KV cache?"));
+    int[] tokens = ints(pairTokens(ChatTemplate.CHATML.render(chat)));
+    int blocks = tokens.length / 4;
+    long[] hashes = new long[blocks];
+    for (int i = 0; i < blocks; i++) {
+      hashes[i] = 1000 + i;
+    }
+    index.apply("10.0.0.2:8000", KvEvent.BlockStored.of(hashes, null,
+        java.util.Arrays.copyOf(tokens, blocks * 4), 4));
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            tokenizer: {type: vllm, url: "http://127.0.0.1:%d", model: m, timeoutMs: 5000}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(server.getAddress().getPort());
+    try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
+        .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
+        .configYaml(yaml, "t").build()) {
+      io.epp4j.api.InferenceRequest req = io.epp4j.api.InferenceRequest.builder().model("m")
+          .messages(chat).build();
+      for (int i = 0; i < 5; i++) {
+        assertThat(router.route(req).primary().id()).isEqualTo("10.0.0.2:8000");
+      }
+    }
+  }
+
+  @Test
+  void anIncompleteTokenizerConfigurationIsReportedByName() {
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEvents: {mode: none}
+            tokenizer: {type: vllm, model: m}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    assertThatThrownBy(() -> io.epp4j.core.Router.builder().configYaml(yaml, "t").build())
+        .isInstanceOf(io.epp4j.core.ConfigException.class)
+        .hasMessageContaining("tokenizer").hasMessageContaining("url");
+  }
 }
