@@ -59,6 +59,7 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final int receiveHighWaterMark;
   private final ConcurrentLinkedQueue<Runnable> commands = new ConcurrentLinkedQueue<>();
   private final Map<String, Stream> streams = new HashMap<>(); // owned by the thread
+  private final Map<ZMQ.Socket, Stream> bySocket = new java.util.IdentityHashMap<>(); // ditto
   private final List<ZMQ.Socket> subSockets = new ArrayList<>(); // owned by the thread
   private final AtomicInteger connected = new AtomicInteger();
   private final Thread thread;
@@ -220,6 +221,7 @@ public final class KvEventSubscriber implements AutoCloseable {
       st.replay = newReplaySocket(st.replayAddress); // connected ahead of the first gap
     }
     streams.put(e.id(), st);
+    bySocket.put(s, st);
     connected.incrementAndGet();
   }
 
@@ -229,6 +231,7 @@ public final class KvEventSubscriber implements AutoCloseable {
       return;
     }
     if (st.sub != null) {
+      bySocket.remove(st.sub);
       subSockets.remove(st.sub);
       st.sub.close();
       connected.decrementAndGet();
@@ -334,12 +337,7 @@ public final class KvEventSubscriber implements AutoCloseable {
 
   private @Nullable Stream streamFor(ZMQ.Socket s, byte[] topic) {
     if (bindAddress == null) {
-      for (Stream st : streams.values()) {
-        if (st.sub == s) {
-          return st;
-        }
-      }
-      return null;
+      return bySocket.get(s);
     }
     String id = endpointFromTopic(new String(topic, StandardCharsets.UTF_8));
     return streams.computeIfAbsent(id, k -> new Stream(k, null, null));

@@ -268,4 +268,54 @@ class KvBlockIndexTest {
       assertThat(m.size()).isEqualTo(ref.size());
     }
   }
+
+  @Test
+  void readersSeeConsistentPrefixesWhileEventsApply() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] stable = tokens(5_000, 16 * 8);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1, 2, 3, 4, 5, 6, 7, 8}, null, stable, 16));
+    long[] stableKeys = keys(stable, 16);
+    FakeEngine engine = new FakeEngine(9, 16);
+    java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+    java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    List<Thread> readers = new ArrayList<>();
+    for (int r = 0; r < 2; r++) {
+      Thread t = new Thread(() -> {
+        try {
+          while (!done.get()) {
+            // blocks of "a" that no event touches must always be seen whole
+            if (index.prefixWeight("a", stableKeys, 0) != 8.0) {
+              throw new AssertionError("stable prefix seen partially");
+            }
+            index.prefixWeight("b", stableKeys, 0);
+          }
+        } catch (Throwable e) {
+          failure.set(e);
+        }
+      });
+      t.start();
+      readers.add(t);
+    }
+    KvBlockIndex expected = KvBlockIndex.create();
+    for (int i = 0; i < 3_000; i++) {
+      KvEventBatch batch = engine.nextBatch(0);
+      index.apply("b", batch);
+      expected.apply("b", batch);
+      if (i % 500 == 0) {
+        index.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+        expected.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+      }
+    }
+    done.set(true);
+    for (Thread t : readers) {
+      t.join();
+    }
+    assertThat(failure.get()).isNull();
+    assertThat(index.blockCount("b")).isEqualTo(expected.blockCount("b"));
+    for (int[] p : engine.prompts) {
+      long[] k = keys(p, 16);
+      assertThat(index.prefixWeight("b", k, 0)).isEqualTo(expected.prefixWeight("b", k, 0));
+    }
+  }
 }

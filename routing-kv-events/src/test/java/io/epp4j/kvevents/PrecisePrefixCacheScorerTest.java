@@ -217,4 +217,29 @@ class PrecisePrefixCacheScorerTest {
       }
     }
   }
+
+  @Test
+  void hybridInFallbackModeIgnoresMemoryWhenTheEngineShowsAnyHit() {
+    String yaml = """
+        plugins:
+        - type: hybrid-prefix-cache-scorer
+          parameters: {fallbackOnly: true}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: hybrid-prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """;
+    router(yaml);
+    int[] p = prompt(8, 160);
+    String home = router.route(request(p)).primary().id();
+    now.addAndGet(5_000_000_000L);
+    String other = EPS.stream().map(Endpoint::id).filter(id -> !id.equals(home)).findFirst()
+        .orElseThrow();
+    store(other, p, 1, 700); // a one-block real hit elsewhere outweighs a full remembered one
+    for (int i = 0; i < 5; i++) {
+      assertThat(router.route(request(p)).primary().id()).isEqualTo(other);
+    }
+  }
 }
