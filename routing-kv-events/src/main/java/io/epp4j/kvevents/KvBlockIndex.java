@@ -1,0 +1,626 @@
+package io.epp4j.kvevents;
+
+import io.epp4j.api.Ticker;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Which replica holds which KV blocks, fed by vLLM KV events and read by the precise
+ * prefix-cache scorers. Blocks are identified by epp4j's own chained {@link BlockKeys}, computed
+ * from the token IDs in {@code BlockStored}; a per-endpoint map from engine hash to key resolves
+ * {@code BlockRemoved} and parent links.
+ *
+ * <p>Writers (one event stream per endpoint, serialised per endpoint) update concurrent maps;
+ * readers on the routing hot path never lock: a lookup is a few {@link ConcurrentHashMap#get}
+ * calls per prompt block. Memory is bounded by {@code maxBlocksPerEndpoint}: about
+ * {@value #BYTES_PER_ENTRY} bytes per (endpoint, block) entry when no other endpoint holds the
+ * block (primitive engine-hash map 32–64 B, concurrent key-map node with its boxed key ~56 B,
+ * holder array ~24 B), about 75 B when four endpoints share it (measured with 500,000 blocks,
+ * compressed oops); an endpoint that exceeds its budget is cleared and counted in
+ * {@link KvEventMetrics#overflows()}.
+ *
+ * <p>Feed it from a ZeroMQ {@link KvEventSubscriber} or in process (a simulator) through
+ * {@link #apply(String, KvEventBatch)}; register one instance with
+ * {@code Router.builder().service(KvBlockIndex.class, index)} so every precise scorer shares it.
+ */
+public final class KvBlockIndex {
+
+  /** Estimated heap bytes per (endpoint, block) entry, for capacity planning. */
+  public static final int BYTES_PER_ENTRY = 150;
+
+  private final int defaultBlockSize;
+  private final int maxBlocksPerEndpoint;
+  private final long speculativeTtlNanos;
+  private final int maxSpeculativeEntries;
+  private final double cpuWeight;
+  private final String defaultModel;
+  private final Ticker ticker;
+  private final KvEventMetrics metrics = new KvEventMetrics();
+
+  /** key → packed holders: {@code slot << 2 | medium bits}. Arrays are replaced, never mutated. */
+  private final ConcurrentHashMap<Long, int[]> holders = new ConcurrentHashMap<>(1 << 16);
+  /** key → speculative holders: pairs of (slot, expiry nanos). Copy-on-write. */
+  private final ConcurrentHashMap<Long, long[]> speculative = new ConcurrentHashMap<>();
+  private final ConcurrentLinkedQueue<long[]> speculativeQueue = new ConcurrentLinkedQueue<>();
+  private final AtomicInteger speculativeCount = new AtomicInteger();
+  private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
+  private final AtomicInteger nextSlot = new AtomicInteger();
+
+  /** Per-endpoint writer state; fields read by routing threads are volatile. */
+  static final class EndpointBlocks {
+    final String id;
+    final int slot;
+    volatile int blockSize;
+    volatile String model;
+    /** engine hash → request key; guarded by {@code this}. */
+    LongLongMap engineToKey = new LongLongMap(1024);
+    final long[] scratch = new long[1];
+
+    EndpointBlocks(String id, int slot, String model) {
+      this.id = id;
+      this.slot = slot;
+      this.model = model;
+    }
+  }
+
+  private KvBlockIndex(Builder b) {
+    this.defaultBlockSize = b.defaultBlockSize;
+    this.maxBlocksPerEndpoint = b.maxBlocksPerEndpoint;
+    this.speculativeTtlNanos = b.speculativeTtl.toNanos();
+    this.maxSpeculativeEntries = b.maxSpeculativeEntries;
+    this.cpuWeight = b.cpuWeight;
+    this.defaultModel = b.model;
+    this.ticker = b.ticker;
+  }
+
+  /** A builder with the defaults documented on its setters. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** An index with default settings on the system clock. */
+  public static KvBlockIndex create() {
+    return builder().build();
+  }
+
+  // ------------------------------------------------------------------------------ event side
+
+  /** Applies one batch of events from {@code endpointId}. Never throws for bad event content. */
+  public void apply(String endpointId, KvEventBatch batch) {
+    EndpointBlocks e = endpoint(endpointId);
+    synchronized (e) {
+      for (KvEvent ev : batch.events()) {
+        applyLocked(e, ev);
+      }
+    }
+    metrics.batches.increment();
+    if (batch.timestampSeconds() > 0) {
+      long lag = System.currentTimeMillis() - (long) (batch.timestampSeconds() * 1000);
+      metrics.lagMillis.set(Math.max(0, lag));
+    }
+  }
+
+  /**
+   * Applies one event from {@code endpointId}. Returns false when a {@code BlockStored} could not
+   * be chained because its parent is unknown (its blocks are dropped and counted as orphans).
+   */
+  public boolean apply(String endpointId, KvEvent event) {
+    EndpointBlocks e = endpoint(endpointId);
+    synchronized (e) {
+      return applyLocked(e, event);
+    }
+  }
+
+  private boolean applyLocked(EndpointBlocks e, KvEvent ev) {
+    metrics.events.increment();
+    if (ev instanceof KvEvent.BlockStored s) {
+      return store(e, s);
+    } else if (ev instanceof KvEvent.BlockRemoved r) {
+      remove(e, r);
+    } else {
+      clearLocked(e);
+    }
+    return true;
+  }
+
+  private boolean store(EndpointBlocks e, KvEvent.BlockStored s) {
+    long[] hashes = s.blockHashes();
+    long parentKey;
+    if (s.hasParent()) {
+      if (!e.engineToKey.get(s.parentHash(), e.scratch)) {
+        metrics.orphanBlocks.add(hashes.length);
+        return false;
+      }
+      parentKey = e.scratch[0];
+    } else {
+      String lora = s.loraName() != null ? s.loraName()
+          : s.loraId() >= 0 ? "#" + s.loraId() : null;
+      parentKey = BlockKeys.seed(e.model, lora, s.cacheSalt());
+    }
+    int bs = s.blockSize();
+    e.blockSize = bs;
+    int bit = s.medium().bit();
+    int[] tokens = s.tokenIds();
+    boolean anySpeculative = speculativeCount.get() > 0;
+    for (int i = 0; i < hashes.length; i++) {
+      if (e.engineToKey.size() >= maxBlocksPerEndpoint) {
+        metrics.overflows.increment();
+        clearLocked(e);
+      }
+      long key = BlockKeys.next(parentKey, tokens, i * bs, bs);
+      e.engineToKey.put(hashes[i], key);
+      addHolder(key, e.slot, bit);
+      if (anySpeculative) {
+        removeSpeculative(key, e.slot, Long.MAX_VALUE);
+      }
+      parentKey = key;
+    }
+    metrics.blocksStored.add(hashes.length);
+    return true;
+  }
+
+  private void remove(EndpointBlocks e, KvEvent.BlockRemoved r) {
+    int bit = r.medium().bit();
+    for (long h : r.blockHashes()) {
+      if (!e.engineToKey.get(h, e.scratch)) {
+        metrics.unknownRemovals.increment();
+        continue;
+      }
+      long key = e.scratch[0];
+      int left = removeHolderBits(key, e.slot, bit);
+      if (left == 0) {
+        e.engineToKey.remove(h);
+      }
+      metrics.blocksRemoved.increment();
+    }
+  }
+
+  private void clearLocked(EndpointBlocks e) {
+    int slot = e.slot;
+    e.engineToKey.forEachValue(key -> removeHolderBits(key, slot, 3));
+    e.engineToKey = new LongLongMap(1024);
+  }
+
+  /**
+   * Drops every entry of an endpoint, e.g. after an unrecoverable sequence gap; counted as a
+   * resync. The endpoint's block size and model are kept.
+   */
+  public void resync(String endpointId) {
+    EndpointBlocks e = endpoints.get(endpointId);
+    metrics.resyncs.increment();
+    if (e != null) {
+      synchronized (e) {
+        clearLocked(e);
+      }
+    }
+  }
+
+  /** Forgets an endpoint entirely (it left the pool). */
+  public void removeEndpoint(String endpointId) {
+    EndpointBlocks e = endpoints.remove(endpointId);
+    if (e != null) {
+      synchronized (e) {
+        clearLocked(e);
+      }
+    }
+  }
+
+  /**
+   * Names the model an endpoint serves; its keys are then seeded with it and requests for other
+   * models never match it. Set it before feeding events (keys already stored keep their seed).
+   */
+  public void setEndpointModel(String endpointId, String model) {
+    endpoint(endpointId).model = Objects.requireNonNull(model, "model");
+  }
+
+  /**
+   * Tells the index an endpoint's block size before its first event (from
+   * {@code vllm:cache_config_info}); events override it.
+   */
+  public void setEndpointBlockSize(String endpointId, int blockSizeTokens) {
+    if (blockSizeTokens < 1) {
+      throw new IllegalArgumentException("blockSizeTokens must be >= 1, got " + blockSizeTokens);
+    }
+    endpoint(endpointId).blockSize = blockSizeTokens;
+  }
+
+  private EndpointBlocks endpoint(String id) {
+    EndpointBlocks e = endpoints.get(id);
+    if (e == null) {
+      e = endpoints.computeIfAbsent(id,
+          k -> new EndpointBlocks(k, nextSlot.getAndIncrement(), defaultModel));
+    }
+    return e;
+  }
+
+  // ------------------------------------------------------------------------------ holders
+
+  private void addHolder(long key, int slot, int bit) {
+    holders.compute(key, (k, arr) -> {
+      if (arr == null) {
+        return new int[] {slot << 2 | bit};
+      }
+      for (int i = 0; i < arr.length; i++) {
+        if (arr[i] >>> 2 == slot) {
+          if ((arr[i] & bit) == bit) {
+            return arr;
+          }
+          int[] c = arr.clone();
+          c[i] |= bit;
+          return c;
+        }
+      }
+      int[] c = java.util.Arrays.copyOf(arr, arr.length + 1);
+      c[arr.length] = slot << 2 | bit;
+      return c;
+    });
+  }
+
+  /** Clears {@code bits} of {@code slot} on {@code key}; returns the bits left for the slot. */
+  private int removeHolderBits(long key, int slot, int bits) {
+    int[] after = holders.computeIfPresent(key, (k, arr) -> {
+      for (int i = 0; i < arr.length; i++) {
+        if (arr[i] >>> 2 == slot) {
+          int left = arr[i] & 3 & ~bits;
+          if (left != 0) {
+            int[] c = arr.clone();
+            c[i] = slot << 2 | left;
+            return c;
+          }
+          if (arr.length == 1) {
+            return null;
+          }
+          int[] c = new int[arr.length - 1];
+          System.arraycopy(arr, 0, c, 0, i);
+          System.arraycopy(arr, i + 1, c, i, arr.length - i - 1);
+          return c;
+        }
+      }
+      return arr;
+    });
+    return after == null ? 0 : bitsOf(after, slot);
+  }
+
+  private static int bitsOf(int[] arr, int slot) {
+    for (int v : arr) {
+      if (v >>> 2 == slot) {
+        return v & 3;
+      }
+    }
+    return 0;
+  }
+
+  // ------------------------------------------------------------------------------ speculative
+
+  /**
+   * Records that requests for {@code keys} were just sent to {@code endpointId}: until the real
+   * {@code BlockStored} arrives (or the TTL passes) the index treats them as held on GPU, so a
+   * burst of requests with the same new prefix follows the first one.
+   */
+  public void recordSpeculative(String endpointId, long[] keys, long nowNanos) {
+    if (speculativeTtlNanos <= 0 || keys.length == 0) {
+      return;
+    }
+    purgeSpeculative(nowNanos);
+    EndpointBlocks e = endpoint(endpointId);
+    int slot = e.slot;
+    long expiry = nowNanos + speculativeTtlNanos;
+    int n = Math.min(keys.length, maxSpeculativeEntries);
+    for (int i = 0; i < n; i++) {
+      long key = keys[i];
+      int[] real = holders.get(key);
+      if (real != null && bitsOf(real, slot) != 0) {
+        continue; // already known for real
+      }
+      speculative.compute(key, (k, arr) -> {
+        if (arr != null) {
+          for (int j = 0; j < arr.length; j += 2) {
+            if (arr[j] == slot) {
+              long[] c = arr.clone();
+              c[j + 1] = expiry;
+              return c;
+            }
+          }
+        }
+        long[] c = arr == null ? new long[2] : java.util.Arrays.copyOf(arr, arr.length + 2);
+        c[c.length - 2] = slot;
+        c[c.length - 1] = expiry;
+        return c;
+      });
+      speculativeQueue.add(new long[] {key, slot, expiry});
+      speculativeCount.incrementAndGet();
+      metrics.speculativeBlocks.increment();
+    }
+    while (speculativeCount.get() > maxSpeculativeEntries) {
+      long[] old = speculativeQueue.poll();
+      if (old == null) {
+        break;
+      }
+      speculativeCount.decrementAndGet();
+      removeSpeculative(old[0], (int) old[1], old[2]);
+    }
+  }
+
+  /** Drops speculative entries whose TTL has passed. */
+  public void purgeSpeculative(long nowNanos) {
+    for (;;) {
+      long[] head = speculativeQueue.peek();
+      if (head == null || head[2] > nowNanos) {
+        return;
+      }
+      if (speculativeQueue.remove(head)) {
+        speculativeCount.decrementAndGet();
+        removeSpeculative(head[0], (int) head[1], head[2]);
+      }
+    }
+  }
+
+  /** Removes the speculative entry of {@code slot} on {@code key} if it expires by {@code upTo}. */
+  private void removeSpeculative(long key, int slot, long upTo) {
+    speculative.computeIfPresent(key, (k, arr) -> {
+      for (int j = 0; j < arr.length; j += 2) {
+        if (arr[j] == slot && arr[j + 1] <= upTo) {
+          if (arr.length == 2) {
+            return null;
+          }
+          long[] c = new long[arr.length - 2];
+          System.arraycopy(arr, 0, c, 0, j);
+          System.arraycopy(arr, j + 2, c, j, arr.length - j - 2);
+          return c;
+        }
+      }
+      return arr;
+    });
+  }
+
+  // ------------------------------------------------------------------------------ read side
+
+  /**
+   * The endpoint's view for scoring, or {@code null} when the index has never heard of it.
+   * Lock-free.
+   */
+  @Nullable EndpointBlocks endpointView(String endpointId) {
+    return endpoints.get(endpointId);
+  }
+
+  /** The block size the endpoint uses: learned from events, else given, else 0. */
+  public int endpointBlockSize(String endpointId) {
+    EndpointBlocks e = endpoints.get(endpointId);
+    return e == null ? 0 : e.blockSize;
+  }
+
+  /** The model an endpoint's keys are seeded with ({@code ""} when unknown). */
+  public String endpointModel(String endpointId) {
+    EndpointBlocks e = endpoints.get(endpointId);
+    return e == null ? defaultModel : e.model;
+  }
+
+  /** Block size used when neither events nor metrics tell it. */
+  public int defaultBlockSize() {
+    return defaultBlockSize;
+  }
+
+  /** The weight of a hit on a given tier (GPU 1.0, offloaded tiers {@code cpuWeight}). */
+  public double weight(Medium medium) {
+    return medium == Medium.GPU ? 1.0 : cpuWeight;
+  }
+
+  /** Number of blocks (engine hashes) the index holds for an endpoint. */
+  public int blockCount(String endpointId) {
+    EndpointBlocks e = endpoints.get(endpointId);
+    if (e == null) {
+      return 0;
+    }
+    synchronized (e) {
+      return e.engineToKey.size();
+    }
+  }
+
+  /** The tiers on which {@code endpointId} holds {@code key} (real entries only). */
+  public java.util.Set<Medium> tiers(String endpointId, long key) {
+    EndpointBlocks e = endpoints.get(endpointId);
+    int[] arr = holders.get(key);
+    if (e == null || arr == null) {
+      return java.util.Set.of();
+    }
+    int bits = bitsOf(arr, e.slot);
+    java.util.EnumSet<Medium> s = java.util.EnumSet.noneOf(Medium.class);
+    if ((bits & 1) != 0) {
+      s.add(Medium.GPU);
+    }
+    if ((bits & 2) != 0) {
+      s.add(Medium.CPU);
+    }
+    return s;
+  }
+
+  /**
+   * Weight of {@code slot}'s hold on {@code key}: 1.0 on GPU or speculative, {@code cpuWeight}
+   * on an offload tier, 0 when absent.
+   */
+  double holdWeight(long key, int slot, long nowNanos) {
+    int[] arr = holders.get(key);
+    if (arr != null) {
+      int bits = bitsOf(arr, slot);
+      if ((bits & 1) != 0) {
+        return 1.0;
+      }
+      if (bits != 0) {
+        return cpuWeight;
+      }
+    }
+    if (speculativeCount.get() > 0) {
+      long[] sp = speculative.get(key);
+      if (sp != null) {
+        for (int j = 0; j < sp.length; j += 2) {
+          if (sp[j] == slot && sp[j + 1] > nowNanos) {
+            return 1.0;
+          }
+        }
+      }
+    }
+    return 0.0;
+  }
+
+  /**
+   * Weighted length of the run of consecutive blocks from block 0 that {@code endpointId} holds
+   * (GPU and speculative 1.0 per block, offloaded {@code cpuWeight}). Lock-free.
+   */
+  public double prefixWeight(String endpointId, long[] keys, long nowNanos) {
+    EndpointBlocks e = endpoints.get(endpointId);
+    if (e == null) {
+      return 0;
+    }
+    double sum = 0;
+    for (long key : keys) {
+      double w = holdWeight(key, e.slot, nowNanos);
+      if (w == 0) {
+        break;
+      }
+      sum += w;
+    }
+    return sum;
+  }
+
+  /**
+   * For every endpoint in {@code slots} (from {@link EndpointBlocks#slot}, -1 for unknown),
+   * writes the weighted consecutive-prefix length of {@code keys} into {@code out}, walking the
+   * blocks once for all of them. Entries of {@code out} whose {@code use[i]} is false are left
+   * alone.
+   */
+  void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out) {
+    int n = slots.length;
+    boolean[] alive = new boolean[n];
+    int aliveCount = 0;
+    for (int i = 0; i < n; i++) {
+      if (use[i] && slots[i] >= 0) {
+        alive[i] = true;
+        aliveCount++;
+      }
+      if (use[i]) {
+        out[i] = 0;
+      }
+    }
+    boolean anySpeculative = speculativeCount.get() > 0;
+    for (int b = 0; b < keys.length && aliveCount > 0; b++) {
+      long key = keys[b];
+      int[] arr = holders.get(key);
+      long[] sp = anySpeculative ? speculative.get(key) : null;
+      if (arr == null && sp == null) {
+        break;
+      }
+      for (int i = 0; i < n; i++) {
+        if (!alive[i]) {
+          continue;
+        }
+        int slot = slots[i];
+        double w = 0;
+        if (arr != null) {
+          int bits = bitsOf(arr, slot);
+          w = (bits & 1) != 0 ? 1.0 : bits != 0 ? cpuWeight : 0;
+        }
+        if (w == 0 && sp != null) {
+          for (int j = 0; j < sp.length; j += 2) {
+            if (sp[j] == slot && sp[j + 1] > nowNanos) {
+              w = 1.0;
+              break;
+            }
+          }
+        }
+        if (w == 0) {
+          alive[i] = false;
+          aliveCount--;
+        } else {
+          out[i] += w;
+        }
+      }
+    }
+  }
+
+  /** The pipeline's counters. */
+  public KvEventMetrics metrics() {
+    return metrics;
+  }
+
+  Ticker ticker() {
+    return ticker;
+  }
+
+  /** Builds a {@link KvBlockIndex}. */
+  public static final class Builder {
+    private int defaultBlockSize = 16;
+    private int maxBlocksPerEndpoint = 1 << 18;
+    private Duration speculativeTtl = Duration.ofSeconds(2);
+    private int maxSpeculativeEntries = 1 << 18;
+    private double cpuWeight = 0.8;
+    private String model = "";
+    private Ticker ticker = Ticker.system();
+
+    private Builder() {}
+
+    /** Tokens per block when neither events nor metrics say (default 16, vLLM's default). */
+    public Builder defaultBlockSize(int v) {
+      if (v < 1) {
+        throw new IllegalArgumentException("defaultBlockSize must be >= 1, got " + v);
+      }
+      defaultBlockSize = v;
+      return this;
+    }
+
+    /** Blocks kept per endpoint before it is cleared (default 262,144, about 38 MiB). */
+    public Builder maxBlocksPerEndpoint(int v) {
+      if (v < 1) {
+        throw new IllegalArgumentException("maxBlocksPerEndpoint must be >= 1, got " + v);
+      }
+      maxBlocksPerEndpoint = v;
+      return this;
+    }
+
+    /** How long a speculative entry counts (default 2 s, as llm-d); zero disables them. */
+    public Builder speculativeTtl(Duration v) {
+      if (v.isNegative()) {
+        throw new IllegalArgumentException("speculativeTtl must be >= 0, got " + v);
+      }
+      speculativeTtl = v;
+      return this;
+    }
+
+    /** Speculative entries kept at most (default 262,144); the oldest go first. */
+    public Builder maxSpeculativeEntries(int v) {
+      if (v < 1) {
+        throw new IllegalArgumentException("maxSpeculativeEntries must be >= 1, got " + v);
+      }
+      maxSpeculativeEntries = v;
+      return this;
+    }
+
+    /** Weight of a hit on an offload tier (default 0.8). */
+    public Builder cpuWeight(double v) {
+      if (!(v >= 0 && v <= 1)) {
+        throw new IllegalArgumentException("cpuWeight must be in [0,1], got " + v);
+      }
+      cpuWeight = v;
+      return this;
+    }
+
+    /** Model name every endpoint is assumed to serve unless told otherwise (default none). */
+    public Builder model(String v) {
+      model = Objects.requireNonNull(v, "model");
+      return this;
+    }
+
+    /** Clock for speculative TTLs (default {@link Ticker#system()}). */
+    public Builder ticker(Ticker v) {
+      ticker = Objects.requireNonNull(v, "ticker");
+      return this;
+    }
+
+    public KvBlockIndex build() {
+      return new KvBlockIndex(this);
+    }
+  }
+}

@@ -1,0 +1,114 @@
+package io.epp4j.kvevents;
+
+import java.util.Arrays;
+import java.util.Objects;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One change to a replica's KV cache, as vLLM publishes it. Engine block hashes are opaque
+ * 64-bit values (vLLM's unsigned integers reinterpreted as {@code long}, or 32-byte binary
+ * hashes folded to 64 bits); the index never tries to recompute them.
+ */
+public sealed interface KvEvent {
+
+  /**
+   * Blocks that became cached. {@code tokenIds} holds the tokens of every stored block in order,
+   * {@code blockSize} per block.
+   *
+   * @param blockHashes engine hashes of the stored blocks, parent first
+   * @param hasParent   whether the first block continues an earlier block
+   * @param parentHash  engine hash of that earlier block (meaningful only when {@code hasParent})
+   * @param tokenIds    the tokens of the stored blocks, {@code blockHashes.length × blockSize}
+   * @param blockSize   tokens per block
+   * @param loraId      vLLM's LoRA id, or -1 for the base model
+   * @param medium      where the blocks live
+   * @param loraName    the LoRA adapter name, or {@code null}
+   * @param cacheSalt   the cache salt found in the first block's extra keys (root blocks only),
+   *                    or {@code null}
+   */
+  record BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
+      int blockSize, int loraId, Medium medium, @Nullable String loraName,
+      @Nullable String cacheSalt) implements KvEvent {
+
+    public BlockStored {
+      Objects.requireNonNull(blockHashes, "blockHashes");
+      Objects.requireNonNull(tokenIds, "tokenIds");
+      Objects.requireNonNull(medium, "medium");
+      if (blockSize < 1) {
+        throw new IllegalArgumentException("blockSize must be >= 1, got " + blockSize);
+      }
+      if ((long) blockHashes.length * blockSize != tokenIds.length) {
+        throw new IllegalArgumentException("expected " + blockHashes.length + " blocks of "
+            + blockSize + " tokens, got " + tokenIds.length + " tokens");
+      }
+    }
+
+    /** A GPU store of a chain of blocks without LoRA or salt (convenient for producers). */
+    public static BlockStored of(long[] blockHashes, @Nullable Long parentHash, int[] tokenIds,
+        int blockSize) {
+      return new BlockStored(blockHashes, parentHash != null,
+          parentHash == null ? 0 : parentHash, tokenIds, blockSize, -1, Medium.GPU, null, null);
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof BlockStored b && Arrays.equals(blockHashes, b.blockHashes)
+          && hasParent == b.hasParent && (!hasParent || parentHash == b.parentHash)
+          && Arrays.equals(tokenIds, b.tokenIds) && blockSize == b.blockSize
+          && loraId == b.loraId && medium == b.medium && Objects.equals(loraName, b.loraName)
+          && Objects.equals(cacheSalt, b.cacheSalt);
+    }
+
+    @Override
+    public int hashCode() {
+      return Arrays.hashCode(blockHashes) * 31 + Arrays.hashCode(tokenIds);
+    }
+
+    @Override
+    public String toString() {
+      return "BlockStored{blocks=" + blockHashes.length + ", parent="
+          + (hasParent ? Long.toUnsignedString(parentHash) : "none") + ", blockSize=" + blockSize
+          + ", medium=" + medium + ", lora=" + loraName + "}";
+    }
+  }
+
+  /**
+   * Blocks that left the cache (evicted or reallocated).
+   *
+   * @param blockHashes engine hashes of the removed blocks
+   * @param medium      the tier they left
+   */
+  record BlockRemoved(long[] blockHashes, Medium medium) implements KvEvent {
+    public BlockRemoved {
+      Objects.requireNonNull(blockHashes, "blockHashes");
+      Objects.requireNonNull(medium, "medium");
+    }
+
+    /** A GPU removal. */
+    public static BlockRemoved of(long... blockHashes) {
+      return new BlockRemoved(blockHashes, Medium.GPU);
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof BlockRemoved b && Arrays.equals(blockHashes, b.blockHashes)
+          && medium == b.medium;
+    }
+
+    @Override
+    public int hashCode() {
+      return Arrays.hashCode(blockHashes) * 31 + medium.hashCode();
+    }
+
+    @Override
+    public String toString() {
+      return "BlockRemoved{blocks=" + blockHashes.length + ", medium=" + medium + "}";
+    }
+  }
+
+  /** The replica dropped its whole prefix cache (e.g. {@code reset_prefix_cache}). */
+  record AllBlocksCleared() implements KvEvent {
+    /** The single instance. */
+    public static final AllBlocksCleared INSTANCE = new AllBlocksCleared();
+  }
+}

@@ -1,0 +1,402 @@
+package io.epp4j.kvevents;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+import org.msgpack.core.MessageFormat;
+import org.msgpack.core.MessagePack;
+import org.msgpack.core.MessageUnpacker;
+import org.msgpack.value.ValueType;
+
+/**
+ * Decodes vLLM's msgpack KV-event batches: {@code [ts, events, data_parallel_rank?]} where each
+ * event is either a tagged array ({@code ["BlockStored", block_hashes, parent_block_hash,
+ * token_ids, block_size, lora_id?, medium?, lora_name?, extra_keys?, ...]}, as vLLM up to about
+ * 0.23 sends it, trailing defaults omitted) or a map with a {@code "type"} key and the same field
+ * names (newer vLLM). Block hashes may be integers (unsigned 64-bit values above
+ * {@code Long.MAX_VALUE} are kept bit for bit) or binary digests, folded to 64 bits by XOR of
+ * their big-endian 8-byte words. Events of unknown types are skipped, so a newer engine that adds
+ * event kinds does not break the stream. Stateless and thread-safe.
+ */
+public final class KvEventDecoder {
+  private static final String BLOCK_STORED = "BlockStored";
+  private static final String BLOCK_REMOVED = "BlockRemoved";
+  private static final String ALL_CLEARED = "AllBlocksCleared";
+
+  private KvEventDecoder() {}
+
+  /**
+   * Decodes one payload.
+   *
+   * @throws MalformedKvEventException naming the problem when the payload is not a valid batch
+   */
+  public static KvEventBatch decode(byte[] payload) throws MalformedKvEventException {
+    try (MessageUnpacker u = MessagePack.newDefaultUnpacker(payload)) {
+      KvEventBatch batch = readBatch(u);
+      if (u.hasNext()) {
+        throw new MalformedKvEventException("trailing bytes after the batch");
+      }
+      return batch;
+    } catch (MalformedKvEventException e) {
+      throw e;
+    } catch (IOException | RuntimeException e) {
+      throw new MalformedKvEventException("invalid msgpack: " + e.getMessage(), e);
+    }
+  }
+
+  private static KvEventBatch readBatch(MessageUnpacker u)
+      throws IOException, MalformedKvEventException {
+    if (!u.hasNext()) {
+      throw new MalformedKvEventException("empty payload");
+    }
+    ValueType t = u.getNextFormat().getValueType();
+    double ts;
+    List<KvEvent> events;
+    int rank = -1;
+    if (t == ValueType.ARRAY) {
+      int n = u.unpackArrayHeader();
+      if (n < 2) {
+        throw new MalformedKvEventException("batch must be [ts, events, dp_rank?], got " + n
+            + " elements");
+      }
+      ts = readNumber(u, "ts");
+      events = readEvents(u);
+      if (n >= 3) {
+        rank = readOptionalInt(u, "data_parallel_rank", -1);
+      }
+      for (int i = 3; i < n; i++) {
+        u.skipValue();
+      }
+    } else if (t == ValueType.MAP) {
+      int n = u.unpackMapHeader();
+      ts = 0;
+      events = null;
+      for (int i = 0; i < n; i++) {
+        String k = readKey(u);
+        switch (k) {
+          case "ts" -> ts = readNumber(u, "ts");
+          case "events" -> events = readEvents(u);
+          case "data_parallel_rank" -> rank = readOptionalInt(u, k, -1);
+          default -> u.skipValue();
+        }
+      }
+      if (events == null) {
+        throw new MalformedKvEventException("batch map without 'events'");
+      }
+    } else {
+      throw new MalformedKvEventException("batch must be an array, got " + t);
+    }
+    return new KvEventBatch(ts, events, rank);
+  }
+
+  private static List<KvEvent> readEvents(MessageUnpacker u)
+      throws IOException, MalformedKvEventException {
+    if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
+      throw new MalformedKvEventException("'events' must be an array");
+    }
+    int n = u.unpackArrayHeader();
+    List<KvEvent> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      ValueType t = u.getNextFormat().getValueType();
+      KvEvent e;
+      if (t == ValueType.ARRAY) {
+        e = readTaggedArray(u, i);
+      } else if (t == ValueType.MAP) {
+        e = readMap(u, i);
+      } else {
+        throw new MalformedKvEventException("event " + i + " must be an array or a map, got " + t);
+      }
+      if (e != null) {
+        out.add(e);
+      }
+    }
+    return out;
+  }
+
+  /** Collected fields of one event before validation. */
+  private static final class Fields {
+    long @Nullable [] hashes;
+    boolean hasParent;
+    long parent;
+    int @Nullable [] tokens;
+    int blockSize;
+    int loraId = -1;
+    @Nullable String medium;
+    @Nullable String loraName;
+    @Nullable List<String> firstBlockExtraKeys;
+  }
+
+  private static @Nullable KvEvent readTaggedArray(MessageUnpacker u, int index)
+      throws IOException, MalformedKvEventException {
+    int n = u.unpackArrayHeader();
+    if (n < 1) {
+      throw new MalformedKvEventException("event " + index + " is an empty array");
+    }
+    String tag = readString(u, "event " + index + " tag");
+    Fields f = new Fields();
+    switch (tag) {
+      case BLOCK_STORED -> {
+        // block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, lora_name,
+        // extra_keys, then fields this decoder does not need
+        for (int i = 1; i < n; i++) {
+          switch (i) {
+            case 1 -> readField(u, "block_hashes", f, index);
+            case 2 -> readField(u, "parent_block_hash", f, index);
+            case 3 -> readField(u, "token_ids", f, index);
+            case 4 -> readField(u, "block_size", f, index);
+            case 5 -> readField(u, "lora_id", f, index);
+            case 6 -> readField(u, "medium", f, index);
+            case 7 -> readField(u, "lora_name", f, index);
+            case 8 -> readField(u, "extra_keys", f, index);
+            default -> u.skipValue();
+          }
+        }
+        return stored(f, index);
+      }
+      case BLOCK_REMOVED -> {
+        for (int i = 1; i < n; i++) {
+          switch (i) {
+            case 1 -> readField(u, "block_hashes", f, index);
+            case 2 -> readField(u, "medium", f, index);
+            default -> u.skipValue();
+          }
+        }
+        return removed(f, index);
+      }
+      default -> {
+        for (int i = 1; i < n; i++) {
+          u.skipValue();
+        }
+        return ALL_CLEARED.equals(tag) ? KvEvent.AllBlocksCleared.INSTANCE : null;
+      }
+    }
+  }
+
+  private static @Nullable KvEvent readMap(MessageUnpacker u, int index)
+      throws IOException, MalformedKvEventException {
+    int n = u.unpackMapHeader();
+    String type = null;
+    Fields f = new Fields();
+    for (int i = 0; i < n; i++) {
+      String k = readKey(u);
+      if (k.equals("type")) {
+        type = readString(u, "event " + index + " type");
+      } else {
+        readField(u, k, f, index);
+      }
+    }
+    if (type == null) {
+      throw new MalformedKvEventException("event " + index + " has no 'type'");
+    }
+    return switch (type) {
+      case BLOCK_STORED -> stored(f, index);
+      case BLOCK_REMOVED -> removed(f, index);
+      case ALL_CLEARED -> KvEvent.AllBlocksCleared.INSTANCE;
+      default -> null;
+    };
+  }
+
+  private static void readField(MessageUnpacker u, String name, Fields f, int index)
+      throws IOException, MalformedKvEventException {
+    String where = "event " + index + " field '" + name + "'";
+    switch (name) {
+      case "block_hashes" -> {
+        if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
+          throw new MalformedKvEventException(where + " must be an array");
+        }
+        int m = u.unpackArrayHeader();
+        long[] h = new long[m];
+        for (int i = 0; i < m; i++) {
+          h[i] = readHash(u, where);
+        }
+        f.hashes = h;
+      }
+      case "parent_block_hash" -> {
+        if (u.tryUnpackNil()) {
+          f.hasParent = false;
+        } else {
+          f.hasParent = true;
+          f.parent = readHash(u, where);
+        }
+      }
+      case "token_ids" -> {
+        if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
+          throw new MalformedKvEventException(where + " must be an array");
+        }
+        int m = u.unpackArrayHeader();
+        int[] t = new int[m];
+        for (int i = 0; i < m; i++) {
+          if (u.getNextFormat().getValueType() != ValueType.INTEGER) {
+            throw new MalformedKvEventException(where + " must hold integers");
+          }
+          t[i] = u.unpackInt();
+        }
+        f.tokens = t;
+      }
+      case "block_size" -> f.blockSize = readOptionalInt(u, where, 0);
+      case "lora_id" -> f.loraId = readOptionalInt(u, where, -1);
+      case "medium" -> f.medium = readOptionalString(u, where);
+      case "lora_name" -> f.loraName = readOptionalString(u, where);
+      case "extra_keys" -> f.firstBlockExtraKeys = readFirstBlockExtraKeys(u, where);
+      default -> u.skipValue();
+    }
+  }
+
+  /**
+   * extra_keys is a list with one entry per block (nil or a tuple). Only string keys of the
+   * first block matter here: they hold the LoRA name and the cache salt of a root block.
+   */
+  private static @Nullable List<String> readFirstBlockExtraKeys(MessageUnpacker u, String where)
+      throws IOException, MalformedKvEventException {
+    if (u.tryUnpackNil()) {
+      return null;
+    }
+    if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
+      throw new MalformedKvEventException(where + " must be an array or nil");
+    }
+    int m = u.unpackArrayHeader();
+    List<String> first = null;
+    for (int i = 0; i < m; i++) {
+      if (i == 0 && u.getNextFormat().getValueType() == ValueType.ARRAY) {
+        int k = u.unpackArrayHeader();
+        first = new ArrayList<>(k);
+        for (int j = 0; j < k; j++) {
+          if (u.getNextFormat().getValueType() == ValueType.STRING) {
+            first.add(u.unpackString());
+          } else {
+            u.skipValue();
+          }
+        }
+      } else {
+        u.skipValue();
+      }
+    }
+    return first;
+  }
+
+  private static KvEvent stored(Fields f, int index) throws MalformedKvEventException {
+    if (f.hashes == null) {
+      throw new MalformedKvEventException("event " + index + " (BlockStored) lacks block_hashes");
+    }
+    if (f.tokens == null) {
+      throw new MalformedKvEventException("event " + index + " (BlockStored) lacks token_ids");
+    }
+    int blocks = f.hashes.length;
+    int bs = f.blockSize;
+    if (bs <= 0) {
+      if (blocks == 0 || f.tokens.length % blocks != 0) {
+        throw new MalformedKvEventException("event " + index + " (BlockStored) lacks block_size");
+      }
+      bs = f.tokens.length / blocks;
+    }
+    if (bs <= 0 || (long) blocks * bs != f.tokens.length) {
+      throw new MalformedKvEventException("event " + index + " (BlockStored) has "
+          + f.tokens.length + " token_ids for " + blocks + " blocks of " + bs);
+    }
+    String salt = null;
+    if (!f.hasParent && f.firstBlockExtraKeys != null) {
+      StringBuilder sb = new StringBuilder();
+      for (String s : f.firstBlockExtraKeys) {
+        if (!s.equals(f.loraName)) {
+          if (sb.length() > 0) {
+            sb.append('\u0000');
+          }
+          sb.append(s);
+        }
+      }
+      salt = sb.length() == 0 ? null : sb.toString();
+    }
+    return new KvEvent.BlockStored(f.hashes, f.hasParent, f.parent, f.tokens, bs, f.loraId,
+        Medium.of(f.medium), f.loraName, salt);
+  }
+
+  private static KvEvent removed(Fields f, int index) throws MalformedKvEventException {
+    if (f.hashes == null) {
+      throw new MalformedKvEventException("event " + index + " (BlockRemoved) lacks block_hashes");
+    }
+    return new KvEvent.BlockRemoved(f.hashes, Medium.of(f.medium));
+  }
+
+  private static long readHash(MessageUnpacker u, String where)
+      throws IOException, MalformedKvEventException {
+    MessageFormat fmt = u.getNextFormat();
+    switch (fmt.getValueType()) {
+      case INTEGER -> {
+        if (fmt == MessageFormat.UINT64) {
+          // values above Long.MAX_VALUE: keep the 64 bits
+          return u.unpackBigInteger().longValue();
+        }
+        return u.unpackLong();
+      }
+      case BINARY -> {
+        int len = u.unpackBinaryHeader();
+        byte[] b = u.readPayload(len);
+        return foldDigest(b);
+      }
+      default -> throw new MalformedKvEventException(where + " must hold integers or binary, got "
+          + fmt.getValueType());
+    }
+  }
+
+  /** Folds a binary digest to 64 bits: XOR of its big-endian 8-byte words (last word padded). */
+  static long foldDigest(byte[] b) {
+    long h = 0;
+    for (int i = 0; i < b.length; i += 8) {
+      long w = 0;
+      for (int j = 0; j < 8; j++) {
+        w = (w << 8) | (i + j < b.length ? (b[i + j] & 0xFF) : 0);
+      }
+      h ^= w;
+    }
+    return h;
+  }
+
+  private static double readNumber(MessageUnpacker u, String where)
+      throws IOException, MalformedKvEventException {
+    ValueType t = u.getNextFormat().getValueType();
+    if (t == ValueType.FLOAT) {
+      return u.unpackDouble();
+    }
+    if (t == ValueType.INTEGER) {
+      return u.unpackLong();
+    }
+    throw new MalformedKvEventException("'" + where + "' must be a number, got " + t);
+  }
+
+  private static int readOptionalInt(MessageUnpacker u, String where, int absent)
+      throws IOException, MalformedKvEventException {
+    if (u.tryUnpackNil()) {
+      return absent;
+    }
+    if (u.getNextFormat().getValueType() != ValueType.INTEGER) {
+      throw new MalformedKvEventException(where + " must be an integer");
+    }
+    return u.unpackInt();
+  }
+
+  private static @Nullable String readOptionalString(MessageUnpacker u, String where)
+      throws IOException, MalformedKvEventException {
+    if (u.tryUnpackNil()) {
+      return null;
+    }
+    return readString(u, where);
+  }
+
+  private static String readString(MessageUnpacker u, String where)
+      throws IOException, MalformedKvEventException {
+    ValueType t = u.getNextFormat().getValueType();
+    if (t == ValueType.STRING) {
+      return u.unpackString();
+    }
+    if (t == ValueType.BINARY) {
+      int len = u.unpackBinaryHeader();
+      return new String(u.readPayload(len), java.nio.charset.StandardCharsets.UTF_8);
+    }
+    throw new MalformedKvEventException(where + " must be a string, got " + t);
+  }
+
+  private static String readKey(MessageUnpacker u) throws IOException, MalformedKvEventException {
+    return readString(u, "map key");
+  }
+}

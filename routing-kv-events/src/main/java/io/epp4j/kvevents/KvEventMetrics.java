@@ -1,0 +1,105 @@
+package io.epp4j.kvevents;
+
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Counters of the KV-event pipeline: what was applied, what was lost and how far behind the
+ * engines the index is. Thread-safe; all values are totals since creation except
+ * {@link #lagMillis()} (the latest batch) and the rates of {@link #sample(long)}.
+ */
+public final class KvEventMetrics {
+  final LongAdder batches = new LongAdder();
+  final LongAdder events = new LongAdder();
+  final LongAdder blocksStored = new LongAdder();
+  final LongAdder blocksRemoved = new LongAdder();
+  final LongAdder orphanBlocks = new LongAdder();
+  final LongAdder unknownRemovals = new LongAdder();
+  final LongAdder decodeErrors = new LongAdder();
+  final LongAdder gaps = new LongAdder();
+  final LongAdder missedBatches = new LongAdder();
+  final LongAdder replays = new LongAdder();
+  final LongAdder replayedBatches = new LongAdder();
+  final LongAdder replayFailures = new LongAdder();
+  final LongAdder resyncs = new LongAdder();
+  final LongAdder restarts = new LongAdder();
+  final LongAdder duplicates = new LongAdder();
+  final LongAdder overflows = new LongAdder();
+  final LongAdder speculativeBlocks = new LongAdder();
+  final AtomicLong lagMillis = new AtomicLong();
+  private final Object sampleLock = new Object();
+  private long lastSampleNanos = Long.MIN_VALUE;
+  private long lastEvents;
+  private long lastBlocks;
+
+  /** Batches applied. */
+  public long batches() { return batches.sum(); }
+  /** Events applied. */
+  public long events() { return events.sum(); }
+  /** Blocks added to the index by {@code BlockStored}. */
+  public long blocksStored() { return blocksStored.sum(); }
+  /** Blocks taken out of the index by {@code BlockRemoved}. */
+  public long blocksRemoved() { return blocksRemoved.sum(); }
+  /** Stored blocks dropped because their parent was unknown (history missed). */
+  public long orphanBlocks() { return orphanBlocks.sum(); }
+  /** Removed hashes the index did not know. */
+  public long unknownRemovals() { return unknownRemovals.sum(); }
+  /** Payloads that could not be decoded and were dropped. */
+  public long decodeErrors() { return decodeErrors.sum(); }
+  /** Sequence gaps detected. */
+  public long gaps() { return gaps.sum(); }
+  /** Batches missing in those gaps. */
+  public long missedBatches() { return missedBatches.sum(); }
+  /** Replay requests sent. */
+  public long replays() { return replays.sum(); }
+  /** Batches recovered through replay. */
+  public long replayedBatches() { return replayedBatches.sum(); }
+  /** Replays that did not close their gap (then the endpoint was resynchronised). */
+  public long replayFailures() { return replayFailures.sum(); }
+  /** Times an endpoint's entries were dropped to start over. */
+  public long resyncs() { return resyncs.sum(); }
+  /** Publisher restarts detected (sequence back to 0). */
+  public long restarts() { return restarts.sum(); }
+  /** Batches received twice and ignored. */
+  public long duplicates() { return duplicates.sum(); }
+  /** Times an endpoint exceeded its block budget and was cleared. */
+  public long overflows() { return overflows.sum(); }
+  /** Speculative block entries recorded after routing. */
+  public long speculativeBlocks() { return speculativeBlocks.sum(); }
+  /** Wall-clock delay between the engine stamping the latest batch and its application. */
+  public long lagMillis() { return lagMillis.get(); }
+
+  /** Event and block rates since the previous sample. */
+  public record Rates(double eventsPerSecond, double blocksPerSecond) {}
+
+  /**
+   * Rates since the previous call ({@code nowNanos} on any monotonic clock); the first call
+   * returns zeros. Meant for a periodic metrics exporter.
+   */
+  public Rates sample(long nowNanos) {
+    long ev = events();
+    long bl = blocksStored() + blocksRemoved();
+    synchronized (sampleLock) {
+      Rates r;
+      if (lastSampleNanos == Long.MIN_VALUE || nowNanos <= lastSampleNanos) {
+        r = new Rates(0, 0);
+      } else {
+        double secs = (nowNanos - lastSampleNanos) / 1e9;
+        r = new Rates((ev - lastEvents) / secs, (bl - lastBlocks) / secs);
+      }
+      lastSampleNanos = nowNanos;
+      lastEvents = ev;
+      lastBlocks = bl;
+      return r;
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "KvEventMetrics{batches=" + batches() + ", events=" + events() + ", stored="
+        + blocksStored() + ", removed=" + blocksRemoved() + ", orphans=" + orphanBlocks()
+        + ", decodeErrors=" + decodeErrors() + ", gaps=" + gaps() + ", replays=" + replays()
+        + ", replayFailures=" + replayFailures() + ", resyncs=" + resyncs() + ", restarts="
+        + restarts() + ", lagMillis=" + lagMillis() + "}";
+  }
+}

@@ -1,0 +1,186 @@
+package io.epp4j.kvevents;
+
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PluginProvider;
+import io.epp4j.api.Result;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
+
+/** ServiceLoader providers of the precise-mode plugins. */
+public final class KvEventsPluginProviders {
+  private KvEventsPluginProviders() {}
+
+  /**
+   * {@code precise-prefix-cache-scorer}. Uses the {@link KvBlockIndex} registered with the router
+   * as a service when there is one (then fed in process, no sockets unless {@code kvEvents.mode}
+   * says so); otherwise builds its own index and subscribes to every endpoint's KV events.
+   */
+  public static final class PrecisePrefixCacheScorerProvider implements PluginProvider {
+    @Override
+    public String type() {
+      return "precise-prefix-cache-scorer";
+    }
+
+    @Override
+    public Result<? extends Plugin> create(PluginContext context, Parameters p) {
+      return createPrecise(context, p).map(s -> (Plugin) s);
+    }
+  }
+
+  /** {@code hybrid-prefix-cache-scorer}: see {@link HybridPrefixCacheScorer}. */
+  public static final class HybridPrefixCacheScorerProvider implements PluginProvider {
+    @Override
+    public String type() {
+      return "hybrid-prefix-cache-scorer";
+    }
+
+    @Override
+    public Result<? extends Plugin> create(PluginContext context, Parameters p) {
+      double discount = p.getDouble("memoryDiscount", 0.8, 0.0, 1.0);
+      long ttlMs = p.getLong("memoryTtlMs", 600_000);
+      if (ttlMs < 1) {
+        p.error("memoryTtlMs", "must be >= 1, got " + ttlMs);
+      }
+      int capacity = p.getInt("memoryBlocksPerEndpoint", 31_250, 1, 1 << 24);
+      boolean fallbackOnly = p.getBoolean("fallbackOnly", false);
+      Result<PrecisePrefixCacheScorer> precise = createPrecise(context, p);
+      if (!precise.isOk()) {
+        return precise;
+      }
+      if (!p.errors().isEmpty()) {
+        precise.value().close();
+        return Result.errors(p.errors());
+      }
+      return Result.ok(new HybridPrefixCacheScorer(precise.value(), discount,
+          ttlMs * 1_000_000L, capacity, fallbackOnly));
+    }
+  }
+
+  static Result<PrecisePrefixCacheScorer> createPrecise(PluginContext context, Parameters p) {
+    int blockSize = p.getInt("blockSizeTokens", 16, 1, 4096);
+    int maxPromptBlocks = p.getInt("maxPromptBlocks", 16_384, 1, 1 << 22);
+    long ttlParam = p.getLong("speculativeTtlMs", 2_000);
+    if (ttlParam < 0) {
+      p.error("speculativeTtlMs", "must be >= 0, got " + ttlParam);
+    }
+    long ttlMs = Math.max(0, ttlParam);
+    double cpuWeight = p.getDouble("cpuWeight", 0.8, 0.0, 1.0);
+    int maxBlocks = p.getInt("maxBlocksPerEndpoint", 1 << 18, 1, Integer.MAX_VALUE);
+    String model = p.getString("model", "");
+    boolean speculative = p.getBoolean("speculative", true) && ttlMs > 0;
+
+    Optional<KvBlockIndex> shared = context.service(KvBlockIndex.class);
+    Parameters ev = p.getNested("kvEvents");
+    String mode = ev.getEnum("mode", shared.isPresent() ? "none" : "per-endpoint",
+        Set.of("none", "per-endpoint", "central"));
+    int port = ev.getInt("port", KvEventSubscriber.DEFAULT_PORT, 1, 65535);
+    int replayPort = ev.getInt("replayPort", 0, 0, 65535);
+    String topicFilter = ev.getString("topicFilter", "kv@");
+    String bind = ev.getString("bindAddress", "tcp://*:" + KvEventSubscriber.DEFAULT_PORT);
+    int replayTimeoutMs = ev.getInt("replayTimeoutMs", 1_000, 1, 600_000);
+    int hwm = ev.getInt("receiveHighWaterMark", 10_000, 1, Integer.MAX_VALUE);
+    for (String e : ev.errors()) {
+      p.error("kvEvents", e);
+    }
+    for (String unread : ev.unreadNames()) {
+      p.error("kvEvents", "has unknown parameter '" + unread + "'");
+    }
+    if (!p.errors().isEmpty()) {
+      return Result.errors(p.errors());
+    }
+    KvBlockIndex index = shared.orElseGet(() -> KvBlockIndex.builder()
+        .defaultBlockSize(blockSize)
+        .maxBlocksPerEndpoint(maxBlocks)
+        .speculativeTtl(Duration.ofMillis(ttlMs))
+        .cpuWeight(cpuWeight)
+        .model(model == null ? "" : model)
+        .ticker(context.ticker())
+        .build());
+    @Nullable KvEventSubscriber subscriber = null;
+    try {
+      if (!mode.equals("none")) {
+        KvEventSubscriber.Builder b = mode.equals("central")
+            ? KvEventSubscriber.central(index, bind == null ? "" : bind)
+            : KvEventSubscriber.perEndpoint(index);
+        subscriber = b.port(port).replayPort(replayPort)
+            .topicFilter(topicFilter == null ? "" : topicFilter)
+            .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm).build();
+      }
+    } catch (RuntimeException e) {
+      return Result.error("parameter 'kvEvents' could not start the subscriber: " + e.getMessage());
+    }
+    Tokenizer tokenizer = context.service(Tokenizer.class).orElse(null);
+    boolean ownsTokenizer = false;
+    if (tokenizer == null && p.has("tokenizer")) {
+      Result<Tokenizer> t = createTokenizer(p.getNested("tokenizer"));
+      if (!t.isOk()) {
+        if (subscriber != null) {
+          subscriber.close();
+        }
+        return Result.errors(t.errors());
+      }
+      tokenizer = t.value();
+      ownsTokenizer = true;
+    }
+    return Result.ok(new PrecisePrefixCacheScorer(index, tokenizer, subscriber, maxPromptBlocks,
+        speculative, true, ownsTokenizer));
+  }
+
+  /**
+   * {@code tokenizer: {type: vllm, url, model, timeoutMs}} or
+   * {@code tokenizer: {type: huggingface, path}}; chats are tokenized per message through a
+   * {@link CachingChatTokenizer} (ChatML) unless {@code cacheTokens} is 0.
+   */
+  static Result<Tokenizer> createTokenizer(Parameters t) {
+    String type = t.getEnum("type", "vllm", Set.of("vllm", "huggingface"));
+    long cacheTokens = t.getLong("cacheTokens", 4_000_000);
+    if (cacheTokens < 0) {
+      t.error("cacheTokens", "must be >= 0, got " + cacheTokens);
+    }
+    Tokenizer base = null;
+    if (type.equals("vllm")) {
+      String url = t.getString("url", null);
+      String model = t.getString("model", null);
+      int timeoutMs = t.getInt("timeoutMs", 200, 1, 600_000);
+      if (url == null || model == null) {
+        t.error(url == null ? "url" : "model", "is required for a vllm tokenizer");
+      } else if (t.errors().isEmpty()) {
+        try {
+          base = new VllmTokenizer(url, model, Duration.ofMillis(timeoutMs));
+        } catch (IllegalArgumentException e) {
+          t.error("url", "is not a valid URL: " + e.getMessage());
+        }
+      }
+    } else {
+      String path = t.getString("path", null);
+      if (path == null) {
+        t.error("path", "is required for a huggingface tokenizer");
+      } else if (t.errors().isEmpty()) {
+        try {
+          HuggingFaceTokenizer hf = HuggingFaceTokenizer.load(java.nio.file.Path.of(path));
+          base = hf;
+        } catch (java.io.IOException | RuntimeException e) {
+          t.error("path", "cannot be loaded: " + e.getMessage());
+        }
+      }
+    }
+    if (!t.errors().isEmpty() || base == null) {
+      List<String> errs = new java.util.ArrayList<>();
+      for (String e : t.errors()) {
+        errs.add("parameter 'tokenizer': " + e);
+      }
+      if (errs.isEmpty()) {
+        errs.add("parameter 'tokenizer' could not be created");
+      }
+      return Result.errors(errs);
+    }
+    boolean chatml = !(base instanceof HuggingFaceTokenizer h) || h.chatTemplate() != null;
+    return Result.ok(cacheTokens > 0 && chatml
+        ? new CachingChatTokenizer(base, ChatTemplate.CHATML, cacheTokens) : base);
+  }
+}

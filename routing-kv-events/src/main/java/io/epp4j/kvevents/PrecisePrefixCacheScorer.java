@@ -1,0 +1,212 @@
+package io.epp4j.kvevents;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Scorer;
+import java.util.List;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * {@code precise-prefix-cache-scorer}: for each candidate, the weighted number of consecutive
+ * blocks from block 0 of the prompt that the replica really holds according to its KV events
+ * (GPU 1.0, offloaded 0.8 per block), divided by the prompt's full blocks. After routing, the
+ * chosen endpoint's blocks are recorded as speculative entries until the engine's own event
+ * confirms them (TTL 2 s by default), so a burst of requests with one new prefix stays together.
+ */
+final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolListener {
+  private static final Logger LOG = Logger.getLogger(PrecisePrefixCacheScorer.class.getName());
+
+  private final KvBlockIndex index;
+  private final @Nullable Tokenizer tokenizer;
+  private final @Nullable KvEventSubscriber subscriber;
+  private final int maxPromptBlocks;
+  private final boolean speculative;
+  private final boolean forgetRemovedEndpoints;
+  private final boolean ownsTokenizer;
+
+  PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
+      @Nullable KvEventSubscriber subscriber, int maxPromptBlocks, boolean speculative,
+      boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
+    this.ownsTokenizer = ownsTokenizer;
+    this.index = index;
+    this.tokenizer = tokenizer;
+    this.subscriber = subscriber;
+    this.maxPromptBlocks = maxPromptBlocks;
+    this.speculative = speculative;
+    this.forgetRemovedEndpoints = forgetRemovedEndpoints;
+  }
+
+  KvBlockIndex index() {
+    return index;
+  }
+
+  @Override
+  public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
+      double[] scores) {
+    PreciseMatch m = match(request, state, candidates);
+    if (m == null) {
+      return;
+    }
+    for (int i = 0; i < candidates.size(); i++) {
+      String id = candidates.get(i).id();
+      boolean same = m.isAt(i, id); // same candidate order as when the match was computed
+      int total = same ? m.totalBlocksAt(i) : m.totalBlocks(id);
+      double matched = same ? m.matchedWeightAt(i) : m.matchedWeight(id);
+      scores[i] = total == 0 ? 0 : matched / total;
+    }
+  }
+
+  /** Computes (or reuses) the cycle's match and publishes it under {@link PreciseMatch#KEY}. */
+  @Nullable PreciseMatch match(InferenceRequest request, CycleState state,
+      List<Candidate> candidates) {
+    PreciseMatch existing = state.get(PreciseMatch.KEY);
+    if (existing != null) {
+      return existing;
+    }
+    int[] tokens = tokens(request);
+    if (tokens == null) {
+      return null;
+    }
+    int n = candidates.size();
+    String[] ids = new String[n];
+    long[][] keys = new long[n][];
+    int[] slots = new int[n];
+    double[] weights = new double[n];
+    // key variants: (block size, model seed); nearly always one per pool
+    int variants = 0;
+    int[] vBlockSize = new int[Math.min(n, 4)];
+    String[] vModel = new String[vBlockSize.length];
+    long[][] vKeys = new long[vBlockSize.length][];
+    int[] variantOf = new int[n];
+    String target = request.targetModel();
+    for (int i = 0; i < n; i++) {
+      Candidate c = candidates.get(i);
+      ids[i] = c.id();
+      KvBlockIndex.EndpointBlocks e = index.endpointView(ids[i]);
+      slots[i] = e == null ? -1 : e.slot;
+      String model = e == null ? index.endpointModel(ids[i]) : e.model;
+      if (!model.isEmpty() && !model.equals(target)) {
+        variantOf[i] = -1; // serves another model: holds nothing of this request
+        keys[i] = new long[0];
+        continue;
+      }
+      int bs = e != null && e.blockSize > 0 ? e.blockSize
+          : c.metrics().blockSizeTokens() > 0 ? c.metrics().blockSizeTokens()
+          : index.defaultBlockSize();
+      int v = -1;
+      for (int j = 0; j < variants; j++) {
+        if (vBlockSize[j] == bs && vModel[j].equals(model)) {
+          v = j;
+          break;
+        }
+      }
+      if (v < 0) {
+        long seed = BlockKeys.seed(model, request.loraAdapter(), request.cacheSalt());
+        long[] k = BlockKeys.chain(seed, tokens, bs, maxPromptBlocks);
+        if (variants < vBlockSize.length) {
+          v = variants++;
+          vBlockSize[v] = bs;
+          vModel[v] = model;
+          vKeys[v] = k;
+        } else {
+          keys[i] = k; // rare: more variants than slots, compute alone
+          variantOf[i] = -2;
+          continue;
+        }
+      }
+      variantOf[i] = v;
+      keys[i] = vKeys[v];
+    }
+    long now = state.nowNanos();
+    boolean[] use = new boolean[n];
+    for (int v = 0; v < variants; v++) {
+      for (int i = 0; i < n; i++) {
+        use[i] = variantOf[i] == v;
+      }
+      index.prefixWeights(vKeys[v], slots, use, now, weights);
+    }
+    for (int i = 0; i < n; i++) {
+      if (variantOf[i] == -2) {
+        weights[i] = index.prefixWeight(ids[i], keys[i], now);
+      }
+    }
+    PreciseMatch m = new PreciseMatch(ids, keys, weights);
+    state.put(PreciseMatch.KEY, m);
+    return m;
+  }
+
+  private int @Nullable [] tokens(InferenceRequest request) {
+    int[] t = request.tokenIds();
+    if (t != null) {
+      return t;
+    }
+    if (tokenizer == null) {
+      return null;
+    }
+    try {
+      return request.kind() == InferenceRequest.Kind.CHAT
+          ? tokenizer.encodeChat(request.messages())
+          : tokenizer.encode(request.prompt() == null ? "" : request.prompt());
+    } catch (RuntimeException e) {
+      LOG.log(Level.FINE, "tokenization failed; scoring request as uncached", e);
+      return null;
+    }
+  }
+
+  @Override
+  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    if (!speculative) {
+      return;
+    }
+    PreciseMatch m = state.get(PreciseMatch.KEY);
+    if (m == null) {
+      return;
+    }
+    recordSpeculative(m, decision.primary(), state.nowNanos());
+    Endpoint prefill = decision.prefillEndpoint();
+    if (prefill != null) {
+      recordSpeculative(m, prefill, state.nowNanos());
+    }
+  }
+
+  private void recordSpeculative(PreciseMatch m, Endpoint e, long now) {
+    long[] keys = m.keys(e.id());
+    if (keys != null && keys.length > 0) {
+      index.recordSpeculative(e.id(), keys, now);
+    }
+  }
+
+  @Override
+  public void onEndpointAdded(Endpoint endpoint) {
+    if (subscriber != null) {
+      subscriber.addEndpoint(endpoint);
+    }
+  }
+
+  @Override
+  public void onEndpointRemoved(Endpoint endpoint) {
+    if (subscriber != null) {
+      subscriber.removeEndpoint(endpoint);
+    }
+    if (forgetRemovedEndpoints) {
+      index.removeEndpoint(endpoint.id());
+    }
+  }
+
+  @Override
+  public void close() {
+    if (subscriber != null) {
+      subscriber.close();
+    }
+    if (ownsTokenizer && tokenizer != null) {
+      tokenizer.close();
+    }
+  }
+}

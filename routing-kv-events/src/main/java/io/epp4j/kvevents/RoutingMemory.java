@@ -1,0 +1,132 @@
+package io.epp4j.kvevents;
+
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The router's own memory of which block keys it sent to which endpoint, as the approximate
+ * prefix cache keeps it: per endpoint a bounded, least-recently-routed-first record, plus a
+ * concurrent key map read lock-free. Blocks of one request are recorded tail first, so under
+ * pressure the start of a prefix is forgotten last, matching vLLM, which evicts the tail of a
+ * freed chain before its head.
+ */
+final class RoutingMemory {
+  private final ConcurrentHashMap<Long, long[]> routed = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, Ring> rings = new ConcurrentHashMap<>();
+  private final AtomicInteger nextSlot = new AtomicInteger();
+  private final int capacity;
+  private final long ttlNanos;
+
+  /** Per-endpoint ring of (key, time) records, oldest first; guarded by itself. */
+  private static final class Ring {
+    final int slot;
+    final long[] keys;
+    final long[] times;
+    int head;
+    int size;
+
+    Ring(int slot, int capacity) {
+      this.slot = slot;
+      this.keys = new long[capacity];
+      this.times = new long[capacity];
+    }
+  }
+
+  RoutingMemory(int capacityPerEndpoint, long ttlNanos) {
+    this.capacity = capacityPerEndpoint;
+    this.ttlNanos = ttlNanos;
+  }
+
+  void record(String endpointId, long[] keys, long now) {
+    Ring r = rings.computeIfAbsent(endpointId, k -> new Ring(nextSlot.getAndIncrement(), capacity));
+    int slot = r.slot;
+    synchronized (r) {
+      for (int i = Math.min(keys.length, capacity) - 1; i >= 0; i--) {
+        long key = keys[i];
+        if (r.size == capacity) {
+          long oldKey = r.keys[r.head];
+          long oldTime = r.times[r.head];
+          r.head = (r.head + 1) % capacity;
+          r.size--;
+          forget(oldKey, slot, oldTime);
+        }
+        int at = (r.head + r.size) % capacity;
+        r.keys[at] = key;
+        r.times[at] = now;
+        r.size++;
+        routed.compute(key, (k, arr) -> {
+          if (arr != null) {
+            for (int j = 0; j < arr.length; j += 2) {
+              if (arr[j] == slot) {
+                long[] c = arr.clone();
+                c[j + 1] = now;
+                return c;
+              }
+            }
+          }
+          long[] c = arr == null ? new long[2] : java.util.Arrays.copyOf(arr, arr.length + 2);
+          c[c.length - 2] = slot;
+          c[c.length - 1] = now;
+          return c;
+        });
+      }
+    }
+  }
+
+  /** Removes (key, slot) unless it was routed again after {@code time}. */
+  private void forget(long key, int slot, long time) {
+    routed.computeIfPresent(key, (k, arr) -> {
+      for (int j = 0; j < arr.length; j += 2) {
+        if (arr[j] == slot) {
+          if (arr[j + 1] > time) {
+            return arr;
+          }
+          if (arr.length == 2) {
+            return null;
+          }
+          long[] c = new long[arr.length - 2];
+          System.arraycopy(arr, 0, c, 0, j);
+          System.arraycopy(arr, j + 2, c, j, arr.length - j - 2);
+          return c;
+        }
+      }
+      return arr;
+    });
+  }
+
+  /** Consecutive blocks from block 0 routed to {@code endpointId} within the TTL. Lock-free. */
+  int prefixLength(String endpointId, long[] keys, long now) {
+    Ring r = rings.get(endpointId);
+    if (r == null) {
+      return 0;
+    }
+    int slot = r.slot;
+    int n = 0;
+    outer:
+    for (long key : keys) {
+      long[] arr = routed.get(key);
+      if (arr != null) {
+        for (int j = 0; j < arr.length; j += 2) {
+          if (arr[j] == slot && now - arr[j + 1] < ttlNanos) {
+            n++;
+            continue outer;
+          }
+        }
+      }
+      break;
+    }
+    return n;
+  }
+
+  void removeEndpoint(String endpointId) {
+    Ring r = rings.remove(endpointId);
+    if (r != null) {
+      synchronized (r) {
+        for (int i = 0; i < r.size; i++) {
+          forget(r.keys[(r.head + i) % capacity], r.slot, Long.MAX_VALUE);
+        }
+        r.size = 0;
+      }
+    }
+  }
+}

@@ -1,0 +1,48 @@
+package io.epp4j.kvevents;
+
+import io.epp4j.api.ChatMessage;
+import java.util.List;
+
+/**
+ * Turns request text into the token IDs the model server will see, so that text requests can be
+ * matched against the blocks vLLM reports. Offer one to the router with
+ * {@code Router.builder().service(Tokenizer.class, tokenizer)}; the precise scorers use it for
+ * completion and chat requests that carry no token IDs. Implementations must be thread-safe.
+ *
+ * <p>A tokenizer that calls a remote server blocks the routing thread for the call; prefer an
+ * in-process tokenizer, or wrap a remote one in a {@link CachingChatTokenizer}.
+ */
+public interface Tokenizer extends AutoCloseable {
+
+  /**
+   * Token IDs of {@code text}, without special tokens added.
+   *
+   * @throws TokenizationException when the text cannot be tokenized (server down, bad answer)
+   */
+  int[] encode(String text);
+
+  /**
+   * Token IDs of a chat rendered with the model's template, ending with the generation prompt
+   * of the assistant turn. The default renders ChatML ({@link ChatTemplate#CHATML}), the
+   * template of Qwen and many other models.
+   */
+  default int[] encodeChat(List<ChatMessage> messages) {
+    return encode(ChatTemplate.CHATML.render(messages));
+  }
+
+  @Override
+  default void close() {}
+
+  /** Tokenization failed; the scorer then treats the request as having no cached prefix. */
+  final class TokenizationException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    public TokenizationException(String message, Throwable cause) {
+      super(message, cause);
+    }
+
+    public TokenizationException(String message) {
+      super(message);
+    }
+  }
+}

@@ -1,0 +1,100 @@
+package io.epp4j.kvevents;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.epp4j.api.ChatMessage;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * A {@link Tokenizer} that asks a vLLM server: {@code POST <baseUrl>/tokenize} with
+ * {@code {"model", "prompt", "add_special_tokens": false}} for text, and with {@code "messages"}
+ * and {@code "add_generation_prompt": true} for chats (the server renders its own template). The
+ * answer's {@code "tokens"} array is the result. Blocking; give it a short timeout.
+ */
+public final class VllmTokenizer implements Tokenizer {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final HttpClient client;
+  private final URI uri;
+  private final String model;
+  private final Duration timeout;
+
+  /**
+   * @param baseUrl e.g. {@code http://10.0.0.1:8000}
+   * @param model   the served model name
+   * @param timeout per-call timeout
+   */
+  public VllmTokenizer(String baseUrl, String model, Duration timeout) {
+    String base = baseUrl.endsWith("/") ? baseUrl.substring(0, baseUrl.length() - 1) : baseUrl;
+    this.uri = URI.create(base + "/tokenize");
+    this.model = Objects.requireNonNull(model, "model");
+    this.timeout = Objects.requireNonNull(timeout, "timeout");
+    this.client = HttpClient.newBuilder().connectTimeout(timeout).build();
+  }
+
+  @Override
+  public int[] encode(String text) {
+    ObjectNode body = JSON.createObjectNode();
+    body.put("model", model);
+    body.put("prompt", text);
+    body.put("add_special_tokens", false);
+    return call(body);
+  }
+
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages) {
+    ObjectNode body = JSON.createObjectNode();
+    body.put("model", model);
+    ArrayNode arr = body.putArray("messages");
+    for (ChatMessage m : messages) {
+      arr.addObject().put("role", m.role()).put("content", m.content());
+    }
+    body.put("add_generation_prompt", true);
+    body.put("add_special_tokens", false);
+    return call(body);
+  }
+
+  private int[] call(ObjectNode body) {
+    HttpResponse<byte[]> resp;
+    try {
+      HttpRequest req = HttpRequest.newBuilder(uri).timeout(timeout)
+          .header("content-type", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofByteArray(JSON.writeValueAsBytes(body))).build();
+      resp = client.send(req, HttpResponse.BodyHandlers.ofByteArray());
+    } catch (IOException e) {
+      throw new TokenizationException("tokenize call to " + uri + " failed: " + e.getMessage(), e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new TokenizationException("interrupted while calling " + uri, e);
+    }
+    if (resp.statusCode() != 200) {
+      throw new TokenizationException("tokenize call to " + uri + " answered " + resp.statusCode());
+    }
+    try {
+      JsonNode tokens = JSON.readTree(resp.body()).get("tokens");
+      if (tokens == null || !tokens.isArray()) {
+        throw new TokenizationException("tokenize answer from " + uri + " has no 'tokens' array");
+      }
+      int[] out = new int[tokens.size()];
+      for (int i = 0; i < out.length; i++) {
+        JsonNode t = tokens.get(i);
+        if (!t.canConvertToInt()) {
+          throw new TokenizationException("tokenize answer from " + uri + " has a non-integer token");
+        }
+        out[i] = t.intValue();
+      }
+      return out;
+    } catch (IOException e) {
+      throw new TokenizationException("tokenize answer from " + uri + " is not JSON", e);
+    }
+  }
+}

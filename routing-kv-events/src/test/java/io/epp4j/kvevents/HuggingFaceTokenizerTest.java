@@ -1,0 +1,82 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.epp4j.api.ChatMessage;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class HuggingFaceTokenizerTest {
+
+  @BeforeAll
+  static void offline(@TempDir Path cache) {
+    // any attempt to download would go to a dead proxy; the native library must come from the jar
+    System.setProperty("DJL_CACHE_DIR", cache.toString());
+    System.setProperty("ai.djl.offline", "true");
+    System.setProperty("http.proxyHost", "127.0.0.1");
+    System.setProperty("http.proxyPort", "9");
+    System.setProperty("https.proxyHost", "127.0.0.1");
+    System.setProperty("https.proxyPort", "9");
+  }
+
+  @AfterAll
+  static void restore() {
+    for (String p : List.of("ai.djl.offline", "http.proxyHost", "http.proxyPort",
+        "https.proxyHost", "https.proxyPort")) {
+      System.clearProperty(p);
+    }
+  }
+
+  static final String TOKENIZER_JSON = """
+      {"version": "1.0", "truncation": null, "padding": null,
+       "added_tokens": [
+         {"id": 0, "content": "<|im_start|>", "single_word": false, "lstrip": false,
+          "rstrip": false, "normalized": false, "special": true},
+         {"id": 1, "content": "<|im_end|>", "single_word": false, "lstrip": false,
+          "rstrip": false, "normalized": false, "special": true}],
+       "normalizer": null,
+       "pre_tokenizer": {"type": "Whitespace"},
+       "post_processor": null, "decoder": null,
+       "model": {"type": "WordLevel", "unk_token": "[UNK]",
+         "vocab": {"<|im_start|>": 0, "<|im_end|>": 1, "[UNK]": 2, "system": 3, "user": 4,
+                   "assistant": 5, "hello": 6, "world": 7, "be": 8, "brief": 9}}}
+      """;
+
+  static Path modelDir(Path dir, String chatTemplate) throws Exception {
+    Files.writeString(dir.resolve("tokenizer.json"), TOKENIZER_JSON);
+    Files.writeString(dir.resolve("tokenizer_config.json"),
+        "{\"chat_template\": " + new com.fasterxml.jackson.databind.ObjectMapper()
+            .writeValueAsString(chatTemplate) + "}");
+    return dir;
+  }
+
+  @Test
+  void tokenizesTextAndChatMlChatsFromAGeneratedTokenizerFile(@TempDir Path dir) throws Exception {
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(modelDir(dir,
+        "{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>{% endfor %}"))) {
+      assertThat(t.encode("hello world nope")).containsExactly(6, 7, 2);
+      int[] chat = t.encodeChat(List.of(ChatMessage.system("be brief"),
+          ChatMessage.user("hello")));
+      assertThat(chat).containsExactly(0, 3, 8, 9, 1, 0, 4, 6, 1, 0, 5);
+      // the per-message cache gives the same tokens
+      CachingChatTokenizer cached = new CachingChatTokenizer(t, ChatTemplate.CHATML, 10_000);
+      assertThat(cached.encodeChat(List.of(ChatMessage.system("be brief"),
+          ChatMessage.user("hello")))).containsExactly(chat);
+    }
+  }
+
+  @Test
+  void otherChatTemplatesAreRefusedWithAClearMessage(@TempDir Path dir) throws Exception {
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(modelDir(dir, "[INST] {{ x }}"))) {
+      assertThat(t.chatTemplate()).isNull();
+      assertThatThrownBy(() -> t.encodeChat(List.of(ChatMessage.user("hello"))))
+          .isInstanceOf(Tokenizer.TokenizationException.class).hasMessageContaining("ChatML");
+    }
+  }
+}

@@ -1,0 +1,321 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+class KvBlockIndexTest {
+
+  static int[] tokens(int from, int count) {
+    int[] t = new int[count];
+    for (int i = 0; i < count; i++) {
+      t[i] = from + i;
+    }
+    return t;
+  }
+
+  static long[] keys(int[] tokens, int bs) {
+    return BlockKeys.chain(BlockKeys.seed("", null, null), tokens, bs, Integer.MAX_VALUE);
+  }
+
+  @Test
+  void storedChainsMatchFromBlockZeroAndRemovalsCutTheRun() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(100, 64); // 4 blocks of 16
+    index.apply("a", KvEvent.BlockStored.of(new long[] {-1L, 2}, null,
+        Arrays.copyOfRange(prompt, 0, 32), 16));
+    index.apply("a", KvEvent.BlockStored.of(new long[] {3}, 2L,
+        Arrays.copyOfRange(prompt, 32, 48), 16));
+    long[] k = keys(prompt, 16);
+    assertThat(index.prefixWeight("a", k, 0)).isEqualTo(3.0);
+    assertThat(index.prefixWeight("b", k, 0)).isZero();
+    index.apply("a", KvEvent.BlockRemoved.of(2L));
+    assertThat(index.prefixWeight("a", k, 0)).isEqualTo(1.0); // block 2 alone does not count
+    assertThat(index.blockCount("a")).isEqualTo(2);
+    index.apply("a", KvEvent.AllBlocksCleared.INSTANCE);
+    assertThat(index.prefixWeight("a", k, 0)).isZero();
+    assertThat(index.blockCount("a")).isZero();
+  }
+
+  @Test
+  void unknownParentIsAnOrphanAndIsDropped() {
+    KvBlockIndex index = KvBlockIndex.create();
+    boolean ok = index.apply("a", KvEvent.BlockStored.of(new long[] {9}, 8L, tokens(0, 16), 16));
+    assertThat(ok).isFalse();
+    assertThat(index.metrics().orphanBlocks()).isEqualTo(1);
+    assertThat(index.blockCount("a")).isZero();
+  }
+
+  @Test
+  void offloadedBlocksWeighLessAndSurviveGpuEviction() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(7, 32);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1, 2}, null, prompt, 16));
+    index.apply("a", new KvEvent.BlockStored(new long[] {1, 2}, false, 0, prompt, 16, -1,
+        Medium.CPU, null, null));
+    index.apply("a", new KvEvent.BlockRemoved(new long[] {2}, Medium.GPU));
+    long[] k = keys(prompt, 16);
+    assertThat(index.tiers("a", k[1])).containsExactly(Medium.CPU);
+    assertThat(index.prefixWeight("a", k, 0)).isEqualTo(1.8);
+    index.apply("a", new KvEvent.BlockRemoved(new long[] {2}, Medium.CPU));
+    assertThat(index.prefixWeight("a", k, 0)).isEqualTo(1.0);
+    assertThat(index.blockCount("a")).isEqualTo(1);
+  }
+
+  @Test
+  void loraAndSaltSeparateIdenticalTokens() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(1, 16);
+    index.apply("a", new KvEvent.BlockStored(new long[] {1}, false, 0, prompt, 16, 3,
+        Medium.GPU, "sql", "tenant-1"));
+    long withBoth = BlockKeys.chain(BlockKeys.seed("", "sql", "tenant-1"), prompt, 16, 9)[0];
+    assertThat(index.prefixWeight("a", new long[] {withBoth}, 0)).isEqualTo(1.0);
+    assertThat(index.prefixWeight("a", keys(prompt, 16), 0)).isZero();
+    long noSalt = BlockKeys.chain(BlockKeys.seed("", "sql", null), prompt, 16, 9)[0];
+    assertThat(index.prefixWeight("a", new long[] {noSalt}, 0)).isZero();
+  }
+
+  @Test
+  void speculativeEntriesCountUntilTheirTtlAndYieldToRealOnes() {
+    KvBlockIndex index = KvBlockIndex.builder().speculativeTtl(Duration.ofSeconds(2)).build();
+    long[] k = keys(tokens(0, 48), 16);
+    index.recordSpeculative("a", k, 1_000);
+    assertThat(index.prefixWeight("a", k, 1_000)).isEqualTo(3.0);
+    assertThat(index.prefixWeight("a", k, 1_000 + 2_000_000_000L)).isZero();
+    index.purgeSpeculative(1_000 + 2_000_000_000L);
+    assertThat(index.metrics().speculativeBlocks()).isEqualTo(3);
+  }
+
+  @Test
+  void exceedingTheBlockBudgetClearsTheEndpoint() {
+    KvBlockIndex index = KvBlockIndex.builder().maxBlocksPerEndpoint(4).build();
+    for (int i = 0; i < 5; i++) {
+      index.apply("a", KvEvent.BlockStored.of(new long[] {i + 1}, null, tokens(i * 100, 16), 16));
+    }
+    assertThat(index.metrics().overflows()).isEqualTo(1);
+    assertThat(index.blockCount("a")).isEqualTo(1);
+  }
+
+  // ------------------------------------------------------------------ randomized vs a model
+
+  /** Reference: per endpoint, engine hash → (full token prefix, tiers). */
+  record RefBlock(List<Integer> prefix, EnumSet<Medium> tiers) {}
+
+  @Test
+  void randomEventStreamsAgreeWithAReferenceModel() {
+    Random r = new Random(11);
+    int bs = 4;
+    for (int round = 0; round < 40; round++) {
+      KvBlockIndex index = KvBlockIndex.create();
+      List<String> eps = List.of("a", "b", "c");
+      Map<String, Map<Long, RefBlock>> ref = new HashMap<>();
+      eps.forEach(e -> ref.put(e, new HashMap<>()));
+      long nextHash = Long.MAX_VALUE - 50; // cross the signed boundary
+      for (int op = 0; op < 400; op++) {
+        String ep = eps.get(r.nextInt(eps.size()));
+        Map<Long, RefBlock> m = ref.get(ep);
+        int kind = r.nextInt(20);
+        if (kind < 11) {
+          // store a chain of 1..3 blocks under a random live parent or at the root
+          List<Long> live = new ArrayList<>(m.keySet());
+          boolean root = live.isEmpty() || r.nextInt(3) == 0;
+          boolean orphan = !root && r.nextInt(15) == 0;
+          long parent = root ? 0 : orphan ? 12345 : live.get(r.nextInt(live.size()));
+          List<Integer> prefix = root || orphan ? new ArrayList<>()
+              : new ArrayList<>(m.get(parent).prefix());
+          int blocks = 1 + r.nextInt(3);
+          long[] hashes = new long[blocks];
+          int[] toks = new int[blocks * bs];
+          for (int i = 0; i < toks.length; i++) {
+            toks[i] = r.nextInt(3); // tiny alphabet: endpoints share prefixes
+          }
+          List<List<Integer>> prefixes = new ArrayList<>();
+          boolean duplicate = false;
+          for (int b = 0; b < blocks; b++) {
+            hashes[b] = nextHash++;
+            for (int i = 0; i < bs; i++) {
+              prefix.add(toks[b * bs + i]);
+            }
+            List<Integer> p = List.copyOf(prefix);
+            prefixes.add(p);
+            for (RefBlock rb : m.values()) {
+              duplicate |= rb.prefix().equals(p); // vLLM never stores a prefix twice
+            }
+          }
+          if (duplicate) {
+            continue;
+          }
+          index.apply(ep, new KvEvent.BlockStored(hashes, !root, parent, toks, bs, -1,
+              Medium.GPU, null, null));
+          if (!orphan) {
+            for (int b = 0; b < blocks; b++) {
+              m.put(hashes[b], new RefBlock(prefixes.get(b), EnumSet.of(Medium.GPU)));
+            }
+          }
+        } else if (kind < 13 && !m.isEmpty()) {
+          // offload a live GPU block to CPU (same engine hash)
+          List<Long> live = new ArrayList<>(m.keySet());
+          long h = live.get(r.nextInt(live.size()));
+          RefBlock rb = m.get(h);
+          List<Integer> p = rb.prefix();
+          int[] own = new int[bs];
+          for (int i = 0; i < bs; i++) {
+            own[i] = p.get(p.size() - bs + i);
+          }
+          // find the parent hash by prefix
+          long parentHash = 0;
+          boolean hasParent = p.size() > bs;
+          boolean found = !hasParent;
+          for (Map.Entry<Long, RefBlock> en : m.entrySet()) {
+            if (hasParent && en.getValue().prefix().equals(p.subList(0, p.size() - bs))) {
+              parentHash = en.getKey();
+              found = true;
+            }
+          }
+          if (!found) {
+            continue;
+          }
+          index.apply(ep, new KvEvent.BlockStored(new long[] {h}, hasParent, parentHash, own, bs,
+              -1, Medium.CPU, null, null));
+          rb.tiers().add(Medium.CPU);
+        } else if (kind < 19 && !m.isEmpty()) {
+          List<Long> live = new ArrayList<>(m.keySet());
+          long h = live.get(r.nextInt(live.size()));
+          Medium med = r.nextInt(3) == 0 ? Medium.CPU : Medium.GPU;
+          index.apply(ep, new KvEvent.BlockRemoved(new long[] {h}, med));
+          RefBlock rb = m.get(h);
+          rb.tiers().remove(med);
+          if (rb.tiers().isEmpty()) {
+            m.remove(h);
+          }
+        } else if (kind == 19) {
+          index.apply(ep, KvEvent.AllBlocksCleared.INSTANCE);
+          m.clear();
+        }
+      }
+      // queries: prefixes of live blocks, extended randomly
+      for (int q = 0; q < 200; q++) {
+        String src = eps.get(r.nextInt(eps.size()));
+        List<Long> live = new ArrayList<>(ref.get(src).keySet());
+        List<Integer> base = live.isEmpty() ? List.of()
+            : ref.get(src).get(live.get(r.nextInt(live.size()))).prefix();
+        int[] req = new int[base.size() + bs * r.nextInt(3)];
+        for (int i = 0; i < req.length; i++) {
+          req[i] = i < base.size() ? base.get(i) : r.nextInt(3);
+        }
+        long[] k = keys(req, bs);
+        for (String ep : eps) {
+          double expected = 0;
+          for (int b = 0; b < k.length; b++) {
+            List<Integer> p = new ArrayList<>();
+            for (int i = 0; i < (b + 1) * bs; i++) {
+              p.add(req[i]);
+            }
+            Set<Medium> tiers = EnumSet.noneOf(Medium.class);
+            for (RefBlock rb : ref.get(ep).values()) {
+              if (rb.prefix().equals(p)) {
+                tiers.addAll(rb.tiers());
+              }
+            }
+            if (tiers.isEmpty()) {
+              break;
+            }
+            expected += tiers.contains(Medium.GPU) ? 1.0 : 0.8;
+          }
+          assertThat(index.prefixWeight(ep, k, 0))
+              .as("round %d query %d endpoint %s", round, q, ep).isCloseTo(expected,
+                  org.assertj.core.data.Offset.offset(1e-9));
+        }
+      }
+      for (String ep : eps) {
+        assertThat(index.blockCount(ep)).isEqualTo(ref.get(ep).size());
+      }
+    }
+  }
+
+  @Test
+  void longLongMapBehavesLikeAHashMap() {
+    Random r = new Random(3);
+    LongLongMap m = new LongLongMap(4);
+    Map<Long, Long> ref = new HashMap<>();
+    long[] out = new long[1];
+    for (int i = 0; i < 200_000; i++) {
+      long k = r.nextInt(5000) - 2500; // includes 0
+      switch (r.nextInt(3)) {
+        case 0 -> {
+          long v = r.nextLong();
+          m.put(k, v);
+          ref.put(k, v);
+        }
+        case 1 -> assertThat(m.remove(k)).isEqualTo(ref.remove(k) != null);
+        default -> {
+          boolean has = m.get(k, out);
+          assertThat(has).isEqualTo(ref.containsKey(k));
+          if (has) {
+            assertThat(out[0]).isEqualTo(ref.get(k));
+          }
+        }
+      }
+      assertThat(m.size()).isEqualTo(ref.size());
+    }
+  }
+
+  @Test
+  void readersSeeConsistentPrefixesWhileEventsApply() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] stable = tokens(5_000, 16 * 8);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1, 2, 3, 4, 5, 6, 7, 8}, null, stable, 16));
+    long[] stableKeys = keys(stable, 16);
+    FakeEngine engine = new FakeEngine(9, 16);
+    java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+    java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    List<Thread> readers = new ArrayList<>();
+    for (int r = 0; r < 2; r++) {
+      Thread t = new Thread(() -> {
+        try {
+          while (!done.get()) {
+            // blocks of "a" that no event touches must always be seen whole
+            if (index.prefixWeight("a", stableKeys, 0) != 8.0) {
+              throw new AssertionError("stable prefix seen partially");
+            }
+            index.prefixWeight("b", stableKeys, 0);
+          }
+        } catch (Throwable e) {
+          failure.set(e);
+        }
+      });
+      t.start();
+      readers.add(t);
+    }
+    KvBlockIndex expected = KvBlockIndex.create();
+    for (int i = 0; i < 3_000; i++) {
+      KvEventBatch batch = engine.nextBatch(0);
+      index.apply("b", batch);
+      expected.apply("b", batch);
+      if (i % 500 == 0) {
+        index.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+        expected.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+      }
+    }
+    done.set(true);
+    for (Thread t : readers) {
+      t.join();
+    }
+    assertThat(failure.get()).isNull();
+    assertThat(index.blockCount("b")).isEqualTo(expected.blockCount("b"));
+    for (int[] p : engine.prompts) {
+      long[] k = keys(p, 16);
+      assertThat(index.prefixWeight("b", k, 0)).isEqualTo(expected.prefixWeight("b", k, 0));
+    }
+  }
+}

@@ -1,0 +1,171 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.io.IOException;
+import java.math.BigInteger;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
+
+class KvEventDecoderTest {
+
+  static KvEvent randomEvent(Random r) {
+    int kind = r.nextInt(10);
+    if (kind == 0) {
+      return KvEvent.AllBlocksCleared.INSTANCE;
+    }
+    int blocks = r.nextInt(5);
+    long[] hashes = new long[blocks];
+    for (int i = 0; i < blocks; i++) {
+      hashes[i] = r.nextInt(4) == 0 ? -1L - r.nextInt(1000) : r.nextLong(); // many above MAX
+    }
+    Medium medium = r.nextBoolean() ? Medium.GPU : Medium.CPU;
+    if (kind < 4) {
+      return new KvEvent.BlockRemoved(hashes, medium);
+    }
+    int bs = 1 + r.nextInt(32);
+    if (blocks == 0) {
+      hashes = new long[] {r.nextLong()};
+      blocks = 1;
+    }
+    int[] tokens = new int[blocks * bs];
+    for (int i = 0; i < tokens.length; i++) {
+      tokens[i] = r.nextInt(200_000);
+    }
+    boolean parent = r.nextBoolean();
+    String lora = r.nextInt(3) == 0 ? "adapter-" + r.nextInt(5) : null;
+    int loraId = lora != null ? 1 + r.nextInt(5) : -1;
+    String salt = !parent && r.nextInt(3) == 0 ? "salt-" + r.nextInt(100) : null;
+    return new KvEvent.BlockStored(hashes, parent, parent ? r.nextLong() : 0, tokens, bs, loraId,
+        medium, lora, salt);
+  }
+
+  static KvEventBatch randomBatch(Random r) {
+    List<KvEvent> events = new ArrayList<>();
+    int n = r.nextInt(6);
+    for (int i = 0; i < n; i++) {
+      events.add(randomEvent(r));
+    }
+    return new KvEventBatch(1.7e9 + r.nextDouble(), events, r.nextBoolean() ? r.nextInt(8) : -1);
+  }
+
+  @Test
+  void randomBatchesRoundTripInEveryShapeAndHashEncoding() throws Exception {
+    Random r = new Random(42);
+    for (int iter = 0; iter < 3000; iter++) {
+      KvEventBatch batch = randomBatch(r);
+      VllmEventEncoder.Shape shape = VllmEventEncoder.Shape.values()[iter % 2];
+      boolean binary = (iter / 2) % 2 == 1;
+      byte[] payload =
+          new VllmEventEncoder(shape, binary, iter, iter % 3 == 0).encode(batch);
+      KvEventBatch decoded = KvEventDecoder.decode(payload);
+      assertThat(decoded).as("iteration %d shape %s binary %s", iter, shape, binary)
+          .isEqualTo(batch);
+    }
+  }
+
+  @Test
+  void hashesAboveLongMaxKeepTheirBits() throws Exception {
+    BigInteger big = new BigInteger("18446744073709551557"); // 2^64 - 59
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.0).packArrayHeader(1);
+      p.packArrayHeader(2).packString("BlockRemoved").packArrayHeader(1).packBigInteger(big);
+      payload = p.toByteArray();
+    }
+    KvEvent.BlockRemoved e = (KvEvent.BlockRemoved) KvEventDecoder.decode(payload).events().get(0);
+    assertThat(Long.toUnsignedString(e.blockHashes()[0])).isEqualTo(big.toString());
+    assertThat(e.medium()).isEqualTo(Medium.GPU);
+  }
+
+  @Test
+  void olderTaggedArrayWithoutOptionalTrailingFieldsDecodes() throws Exception {
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+      // ["BlockStored", [7], nil, [1,2], 2]  -- vLLM 0.8-style, no lora_id/medium
+      p.packArrayHeader(5).packString("BlockStored").packArrayHeader(1).packLong(7).packNil()
+          .packArrayHeader(2).packInt(1).packInt(2).packInt(2);
+      payload = p.toByteArray();
+    }
+    KvEventBatch b = KvEventDecoder.decode(payload);
+    assertThat(b.dataParallelRank()).isEqualTo(-1);
+    assertThat(b.events()).containsExactly(
+        KvEvent.BlockStored.of(new long[] {7}, null, new int[] {1, 2}, 2));
+  }
+
+  @Test
+  void unknownEventTypesAreSkipped() throws Exception {
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.5).packArrayHeader(3);
+      p.packArrayHeader(2).packString("SomethingNew").packInt(3);
+      p.packMapHeader(1).packString("type").packString("AlsoNew");
+      p.packArrayHeader(1).packString("AllBlocksCleared");
+      payload = p.toByteArray();
+    }
+    assertThat(KvEventDecoder.decode(payload).events())
+        .containsExactly(KvEvent.AllBlocksCleared.INSTANCE);
+  }
+
+  @Test
+  void tokenCountThatDoesNotMatchTheBlocksIsMalformed() throws IOException {
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+      p.packArrayHeader(5).packString("BlockStored").packArrayHeader(2).packLong(7).packLong(8)
+          .packNil().packArrayHeader(3).packInt(1).packInt(2).packInt(3).packInt(2);
+      payload = p.toByteArray();
+    }
+    assertThatThrownBy(() -> KvEventDecoder.decode(payload))
+        .isInstanceOf(MalformedKvEventException.class).hasMessageContaining("token_ids");
+  }
+
+  @Test
+  void corruptedPayloadsOnlyEverFailWithMalformedKvEventException() {
+    Random r = new Random(7);
+    int malformed = 0;
+    for (int iter = 0; iter < 5000; iter++) {
+      byte[] payload = new VllmEventEncoder(VllmEventEncoder.Shape.values()[iter % 2],
+          iter % 4 >= 2).encode(randomBatch(r));
+      byte[] bad;
+      switch (iter % 3) {
+        case 0 -> bad = java.util.Arrays.copyOf(payload, r.nextInt(payload.length));
+        case 1 -> {
+          bad = payload.clone();
+          for (int k = 0; k < 3; k++) {
+            bad[r.nextInt(bad.length)] = (byte) r.nextInt(256);
+          }
+        }
+        default -> {
+          bad = new byte[r.nextInt(64)];
+          r.nextBytes(bad);
+        }
+      }
+      try {
+        KvEventDecoder.decode(bad);
+      } catch (MalformedKvEventException e) {
+        malformed++;
+        assertThat(e.getMessage()).isNotBlank();
+      }
+    }
+    assertThat(malformed).isGreaterThan(2000);
+  }
+
+  @Test
+  void binaryDigestsFoldDeterministically() {
+    byte[] d = new byte[32];
+    for (int i = 0; i < 32; i++) {
+      d[i] = (byte) i;
+    }
+    long a = KvEventDecoder.foldDigest(d);
+    assertThat(KvEventDecoder.foldDigest(d.clone())).isEqualTo(a);
+    d[31] ^= 1;
+    assertThat(KvEventDecoder.foldDigest(d)).isEqualTo(a ^ 1);
+  }
+}

@@ -1,0 +1,268 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.core.Router;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
+
+/** The subscriber against real ZeroMQ sockets on loopback. */
+@Timeout(60)
+class KvEventSubscriberIntegrationTest {
+  static final byte[] END = ByteBuffer.allocate(8).putLong(-1).array();
+
+  static byte[] seqBytes(long seq) {
+    return ByteBuffer.allocate(8).putLong(seq).array();
+  }
+
+  static void await(BooleanSupplier condition, java.util.function.Supplier<String> what) {
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting for " + what.get());
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+    }
+  }
+
+  static void await(BooleanSupplier condition, String what) {
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting for " + what);
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+    }
+  }
+
+  /** Answers replay requests from a buffer of published batches, like vLLM's ROUTER socket. */
+  static final class ReplayServer implements AutoCloseable {
+    final Map<Long, byte[]> buffer = new ConcurrentSkipListMap<>();
+    final AtomicBoolean stop = new AtomicBoolean();
+    final Thread thread;
+    volatile int port;
+
+    ReplayServer(ZContext ctx) {
+      Object ready = new Object();
+      thread = new Thread(() -> {
+        ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
+        router.setLinger(0);
+        router.setHandshakeIvl(1_000);
+        router.bind("tcp://127.0.0.1:*");
+        port = Integer.parseInt(router.getLastEndpoint().replaceAll(".*:", ""));
+        router.setReceiveTimeOut(20);
+        while (!stop.get()) {
+          byte[] id = router.recv();
+          if (id == null) {
+            continue;
+          }
+          List<byte[]> frames = new ArrayList<>();
+          while (router.hasReceiveMore()) {
+            frames.add(router.recv());
+          }
+          long start = ByteBuffer.wrap(frames.get(frames.size() - 1)).getLong();
+          for (Map.Entry<Long, byte[]> e : buffer.entrySet()) {
+            if (e.getKey() >= start) {
+              router.sendMore(id);
+              router.sendMore(new byte[0]);
+              router.sendMore(seqBytes(e.getKey()));
+              router.send(e.getValue());
+            }
+          }
+          router.sendMore(id);
+          router.sendMore(new byte[0]);
+          router.sendMore(END);
+          router.send(new byte[0]);
+        }
+        router.close();
+      }, "test-replay");
+      thread.start();
+      await(() -> port != 0, "replay socket bound");
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      stop.set(true);
+      thread.join(5_000);
+    }
+  }
+
+  static void publish(ZMQ.Socket pub, String topic, long seq, byte[] payload) {
+    pub.sendMore(topic.getBytes(StandardCharsets.UTF_8));
+    pub.sendMore(seqBytes(seq));
+    pub.send(payload);
+  }
+
+  static int port(ZMQ.Socket s) {
+    return Integer.parseInt(s.getLastEndpoint().replaceAll(".*:", ""));
+  }
+
+  static void assertSameContents(KvBlockIndex actual, KvBlockIndex expected, String id,
+      FakeEngine engine) {
+    assertThat(actual.blockCount(id)).isEqualTo(expected.blockCount(id));
+    for (int[] p : engine.prompts) {
+      long[] keys = BlockKeys.chain(BlockKeys.seed("", null, null), p, engine.blockSize, 1 << 20);
+      assertThat(actual.prefixWeight(id, keys, 0)).isEqualTo(expected.prefixWeight(id, keys, 0));
+    }
+  }
+
+  @Test
+  void perEndpointSubscriptionRecoversAGapThroughReplayAndEndsExactlyRight() throws Exception {
+    try (ZContext ctx = new ZContext(1); ReplayServer replay = new ReplayServer(ctx)) {
+      ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
+      pub.setLinger(0);
+      pub.setHandshakeIvl(1_000);
+      pub.bind("tcp://127.0.0.1:*");
+      Endpoint ep = Endpoint.of("127.0.0.1", 8000, Map.of(
+          KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)),
+          KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replay.port)));
+      KvBlockIndex index = KvBlockIndex.create();
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+              kvEvents: {mode: per-endpoint, replayTimeoutMs: 10000}
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """;
+      try (Router router = Router.builder().endpoint(ep).service(KvBlockIndex.class, index)
+          .configYaml(yaml, "it").build()) {
+        pub.setReceiveTimeOut(20_000);
+        byte[] subscription = pub.recv(); // the subscriber is connected and subscribed
+        assertThat(subscription).isNotNull();
+        assertThat(new String(subscription, 1, subscription.length - 1, StandardCharsets.UTF_8))
+            .isEqualTo("kv@");
+
+        FakeEngine engine = new FakeEngine(1, 16);
+        KvBlockIndex expected = KvBlockIndex.create();
+        String topic = "kv@127.0.0.1:8000@qwen3-1.7b";
+        int total = 60;
+        long gapAt = 23;
+        long malformedAt = 40;
+        for (long seq = 0; seq < total; seq++) {
+          byte[] payload;
+          if (seq == malformedAt) {
+            payload = new byte[] {(byte) 0x92, (byte) 0xcb, 1, 2}; // truncated batch
+          } else {
+            KvEventBatch batch = engine.nextBatch(System.currentTimeMillis() / 1000.0);
+            expected.apply(ep.id(), batch);
+            VllmEventEncoder enc = new VllmEventEncoder(
+                VllmEventEncoder.Shape.values()[(int) (seq % 2)], seq % 4 >= 2, seq, seq % 3 == 0);
+            payload = enc.encode(batch);
+          }
+          replay.buffer.put(seq, payload);
+          if (seq != gapAt) {
+            publish(pub, topic, seq, payload);
+          }
+        }
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == total - 1, () -> "all batches applied: " + m);
+        assertThat(m.gaps()).isEqualTo(1);
+        assertThat(m.replays()).isEqualTo(1);
+        assertThat(m.replayedBatches()).isGreaterThanOrEqualTo(1);
+        assertThat(m.replayFailures()).isZero();
+        assertThat(m.resyncs()).isZero();
+        assertThat(m.decodeErrors()).isEqualTo(1);
+        assertThat(m.orphanBlocks()).isEqualTo(expected.metrics().orphanBlocks());
+        assertSameContents(index, expected, ep.id(), engine);
+        assertThat(index.blockCount(ep.id())).isGreaterThan(50);
+
+        // the engine restarts: sequence back to 0, empty cache
+        FakeEngine restarted = new FakeEngine(2, 16);
+        KvBlockIndex expected2 = KvBlockIndex.create();
+        replay.buffer.clear();
+        for (long seq = 0; seq < 5; seq++) {
+          KvEventBatch batch = restarted.nextBatch(0);
+          expected2.apply(ep.id(), batch);
+          publish(pub, topic, seq, new VllmEventEncoder(VllmEventEncoder.Shape.MAP, false)
+              .encode(batch));
+        }
+        await(() -> m.batches() == total - 1 + 5, "restarted stream applied");
+        assertThat(m.restarts()).isEqualTo(1);
+        assertSameContents(index, expected2, ep.id(), restarted);
+
+        // the endpoint leaves the pool: its socket closes and its blocks are forgotten
+        router.removeEndpoint(ep.id());
+        assertThat(index.blockCount(ep.id())).isZero();
+      }
+      pub.close();
+    }
+  }
+
+  @Test
+  void centralModeResyncsOnAGapWithoutReplayAndSeparatesEndpointsByTopic() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
+        ZContext ctx = new ZContext(1)) {
+      String bound = sub.boundEndpoint();
+      assertThat(bound).isNotNull();
+      ZMQ.Socket pubA = connectedPublisher(ctx, bound);
+      ZMQ.Socket pubB = connectedPublisher(ctx, bound);
+      FakeEngine a = new FakeEngine(3, 16);
+      FakeEngine b = new FakeEngine(4, 16);
+      VllmEventEncoder enc = new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
+      KvBlockIndex expectedA = KvBlockIndex.create();
+      for (long seq = 0; seq < 10; seq++) {
+        KvEventBatch batch = a.nextBatch(0);
+        if (seq == 5) {
+          continue; // lost, and there is no replay socket in central mode
+        }
+        if (seq == 6) {
+          expectedA = KvBlockIndex.create(); // resync: only what follows the gap is known
+        }
+        expectedA.apply("10.0.0.1:8000", batch);
+        publish(pubA, "kv@10.0.0.1:8000@m", seq, enc.encode(batch));
+      }
+      KvBlockIndex expectedB = KvBlockIndex.create();
+      for (long seq = 0; seq < 3; seq++) {
+        KvEventBatch batch = b.nextBatch(0);
+        expectedB.apply("10.0.0.2:8000", batch);
+        publish(pubB, "kv@10.0.0.2:8000@m", seq, enc.encode(batch));
+      }
+      await(() -> index.metrics().batches() == 12, () -> "batches of both engines " + index.metrics());
+      assertThat(index.metrics().gaps()).isEqualTo(1);
+      assertThat(index.metrics().missedBatches()).isEqualTo(1);
+      assertThat(index.metrics().resyncs()).isEqualTo(1);
+      assertThat(index.metrics().replays()).isZero();
+      assertSameContents(index, expectedA, "10.0.0.1:8000", a);
+      assertSameContents(index, expectedB, "10.0.0.2:8000", b);
+      pubA.close();
+      pubB.close();
+    }
+  }
+
+  /** An XPUB connected to {@code address}, returned once the subscription has arrived. */
+  static ZMQ.Socket connectedPublisher(ZContext ctx, String address) {
+    ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
+    pub.setLinger(0);
+    pub.setHandshakeIvl(1_000);
+    pub.setReconnectIVL(100);
+    pub.connect(address);
+    pub.setReceiveTimeOut(20_000);
+    assertThat(pub.recv()).as("subscription").isNotNull();
+    return pub;
+  }
+}

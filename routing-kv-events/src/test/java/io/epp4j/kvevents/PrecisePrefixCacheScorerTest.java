@@ -1,0 +1,245 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PluginProvider;
+import io.epp4j.api.Result;
+import io.epp4j.api.Scorer;
+import io.epp4j.core.ConfigException;
+import io.epp4j.core.PluginRegistry;
+import io.epp4j.core.Router;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class PrecisePrefixCacheScorerTest {
+  static final String MODEL = "qwen3-1.7b";
+  static final List<Endpoint> EPS = List.of(Endpoint.parse("10.0.0.1:8000"),
+      Endpoint.parse("10.0.0.2:8000"), Endpoint.parse("10.0.0.3:8000"));
+
+  static String yaml(String type) {
+    return """
+        plugins:
+        - type: %s
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: %s
+          - pluginRef: max-score-picker
+        """.formatted(type, type);
+  }
+
+  final AtomicLong now = new AtomicLong(1_000_000_000L);
+  final KvBlockIndex index = KvBlockIndex.builder().ticker(now::get).build();
+  Router router;
+
+  Router router(String yaml) {
+    router = Router.builder().endpoints(EPS).service(KvBlockIndex.class, index)
+        .configYaml(yaml, "test").ticker(now::get).randomSeed(5).build();
+    return router;
+  }
+
+  @AfterEach
+  void close() {
+    if (router != null) {
+      router.close();
+    }
+  }
+
+  static InferenceRequest request(int[] tokens) {
+    return InferenceRequest.builder().model(MODEL).tokenIds(tokens).sessionKey("s").build();
+  }
+
+  static int[] prompt(int seed, int n) {
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = seed * 100_000 + i;
+    }
+    return t;
+  }
+
+  void store(String ep, int[] tokens, int blocks, long firstHash) {
+    long[] hashes = new long[blocks];
+    for (int i = 0; i < blocks; i++) {
+      hashes[i] = firstHash + i;
+    }
+    index.apply(ep, KvEventBatch.of(0, List.of(
+        KvEvent.BlockStored.of(hashes, null, Arrays.copyOf(tokens, blocks * 16), 16))));
+  }
+
+  @Test
+  void theEndpointHoldingTheLongestRunFromBlockZeroWins() {
+    router(yaml("precise-prefix-cache-scorer"));
+    int[] p = prompt(1, 16 * 8 + 5);
+    store("10.0.0.1:8000", p, 3, 100);
+    store("10.0.0.2:8000", p, 6, 200);
+    for (int i = 0; i < 20; i++) {
+      assertThat(router.route(request(p)).primary().id()).isEqualTo("10.0.0.2:8000");
+    }
+  }
+
+  @Test
+  void aNewPrefixFollowsTheFirstRequestWhileSpeculativeEntriesLive() {
+    router(yaml("precise-prefix-cache-scorer"));
+    int[] p = prompt(2, 160);
+    String first = router.route(request(p)).primary().id();
+    for (int i = 0; i < 20; i++) {
+      assertThat(router.route(request(p)).primary().id()).isEqualTo(first);
+    }
+    long[] keys = BlockKeys.chain(BlockKeys.seed("", null, null), p, 16, 100);
+    assertThat(index.prefixWeight(first, keys, now.get())).isEqualTo(10.0);
+    now.addAndGet(2_000_000_001L);
+    assertThat(index.prefixWeight(first, keys, now.get())).isZero();
+    Set<String> seen = new HashSet<>();
+    for (int i = 0; i < 30; i++) {
+      int[] fresh = prompt(100 + i, 64);
+      seen.add(router.route(request(fresh)).primary().id());
+    }
+    assertThat(seen).hasSize(3); // cold prompts are not all drawn to one endpoint
+  }
+
+  @Test
+  void anEndpointServingAnotherModelNeverMatches() {
+    index.setEndpointModel("10.0.0.1:8000", "other-model");
+    index.setEndpointModel("10.0.0.2:8000", MODEL);
+    router(yaml("precise-prefix-cache-scorer"));
+    int[] p = prompt(3, 64);
+    store("10.0.0.1:8000", p, 4, 1);
+    store("10.0.0.2:8000", p, 2, 50);
+    assertThat(router.route(request(p)).primary().id()).isEqualTo("10.0.0.2:8000");
+  }
+
+  @Test
+  void removingAnEndpointFromTheRouterForgetsItsBlocks() {
+    router(yaml("precise-prefix-cache-scorer"));
+    int[] p = prompt(4, 64);
+    store("10.0.0.3:8000", p, 4, 1);
+    assertThat(index.blockCount("10.0.0.3:8000")).isEqualTo(4);
+    router.removeEndpoint("10.0.0.3:8000");
+    assertThat(index.blockCount("10.0.0.3:8000")).isZero();
+  }
+
+  @Test
+  void hybridKeepsADialogWhereItWentWhenNoCacheIsVisibleAnywhere() {
+    router(yaml("hybrid-prefix-cache-scorer"));
+    int[] turn1 = prompt(5, 200);
+    String home = router.route(request(turn1)).primary().id();
+    // the engine's events never show the dialog (evicted under pressure); speculation expires
+    now.addAndGet(5_000_000_000L);
+    int[] turn2 = Arrays.copyOf(turn1, 400);
+    for (int i = 200; i < 400; i++) {
+      turn2[i] = 7;
+    }
+    for (int i = 0; i < 10; i++) {
+      assertThat(router.route(request(turn2)).primary().id()).isEqualTo(home);
+    }
+  }
+
+  @Test
+  void hybridPrefersTheEnginesTruthOverItsMemory() {
+    router(yaml("hybrid-prefix-cache-scorer"));
+    int[] p = prompt(6, 160);
+    String home = router.route(request(p)).primary().id();
+    now.addAndGet(5_000_000_000L);
+    String other = EPS.stream().map(Endpoint::id).filter(id -> !id.equals(home)).findFirst()
+        .orElseThrow();
+    store(other, p, 10, 500); // engine truth: the whole prompt is on another replica
+    assertThat(router.route(request(p)).primary().id()).isEqualTo(other);
+  }
+
+  @Test
+  void textRequestsAreScoredThroughTheTokenizerService() {
+    Tokenizer chars = text -> text.chars().toArray();
+    router = Router.builder().endpoints(EPS).service(KvBlockIndex.class, index)
+        .service(Tokenizer.class, chars).configYaml(yaml("precise-prefix-cache-scorer"), "t")
+        .ticker(now::get).randomSeed(1).build();
+    String text = "x".repeat(40) + "y".repeat(40);
+    store("10.0.0.3:8000", text.chars().toArray(), 5, 900);
+    assertThat(router.route(InferenceRequest.completion(MODEL, text)).primary().id())
+        .isEqualTo("10.0.0.3:8000");
+  }
+
+  @Test
+  void badParametersAreReportedByName() {
+    String bad = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            blockSizeTokens: 0
+            kvEvents: {mode: sideways}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    assertThatThrownBy(() -> router(bad)).isInstanceOf(ConfigException.class)
+        .hasMessageContaining("blockSizeTokens").hasMessageContaining("mode");
+  }
+
+  /** Stand-ins for scorers that live in routing-scorers. */
+  static PluginProvider noopScorer(String type) {
+    return new PluginProvider() {
+      @Override
+      public String type() {
+        return type;
+      }
+
+      @Override
+      public Result<? extends Plugin> create(PluginContext c, Parameters p) {
+        Scorer s = (req, st, cands, scores) -> { };
+        return Result.ok(s);
+      }
+    };
+  }
+
+  @Test
+  void presetsLoadAndRoute() {
+    PluginRegistry reg = PluginRegistry.fromServiceLoader()
+        .with(noopScorer("queue-scorer"), noopScorer("kv-cache-utilization-scorer"));
+    for (String preset : KvEventsPresets.names()) {
+      try (Router r = Router.builder().endpoints(EPS).registry(reg)
+          .service(KvBlockIndex.class, index).configYaml(KvEventsPresets.yaml(preset), preset)
+          .ticker(now::get).build()) {
+        int[] p = prompt(9, 64);
+        store("10.0.0.2:8000", p, 4, 7_000);
+        assertThat(r.route(request(p)).primary().id()).as(preset).isEqualTo("10.0.0.2:8000");
+      }
+    }
+  }
+
+  @Test
+  void hybridInFallbackModeIgnoresMemoryWhenTheEngineShowsAnyHit() {
+    String yaml = """
+        plugins:
+        - type: hybrid-prefix-cache-scorer
+          parameters: {fallbackOnly: true}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: hybrid-prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """;
+    router(yaml);
+    int[] p = prompt(8, 160);
+    String home = router.route(request(p)).primary().id();
+    now.addAndGet(5_000_000_000L);
+    String other = EPS.stream().map(Endpoint::id).filter(id -> !id.equals(home)).findFirst()
+        .orElseThrow();
+    store(other, p, 1, 700); // a one-block real hit elsewhere outweighs a full remembered one
+    for (int i = 0; i < 5; i++) {
+      assertThat(router.route(request(p)).primary().id()).isEqualTo(other);
+    }
+  }
+}

@@ -1,0 +1,204 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.sun.net.httpserver.HttpServer;
+import io.epp4j.api.ChatMessage;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+class TokenizerTest {
+  static final ObjectMapper JSON = new ObjectMapper();
+
+  /**
+   * A toy BPE-like tokenizer: special tokens are split out first, the rest is cut into pairs of
+   * characters, so tokenizing two halves of a text separately differs from tokenizing it whole
+   * unless the cut falls on a special token.
+   */
+  static List<Integer> pairTokens(String text) {
+    List<Integer> out = new ArrayList<>();
+    int i = 0;
+    StringBuilder run = new StringBuilder();
+    while (i <= text.length()) {
+      boolean end = i == text.length();
+      int special = end ? 0 : text.startsWith("<|im_start|>", i) ? 1
+          : text.startsWith("<|im_end|>", i) ? 2 : 0;
+      if (end || special != 0) {
+        for (int j = 0; j < run.length(); j += 2) {
+          out.add(j + 1 < run.length() ? 1000 + run.charAt(j) * 70_000 + run.charAt(j + 1)
+              : 1000 + run.charAt(j));
+        }
+        run.setLength(0);
+        if (end) {
+          break;
+        }
+        out.add(special);
+        i += special == 1 ? "<|im_start|>".length() : "<|im_end|>".length();
+      } else {
+        run.append(text.charAt(i++));
+      }
+    }
+    return out;
+  }
+
+  HttpServer server;
+  final AtomicInteger calls = new AtomicInteger();
+  final AtomicReference<JsonNode> lastBody = new AtomicReference<>();
+  volatile int status = 200;
+  volatile String override;
+
+  @BeforeEach
+  void start() throws Exception {
+    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server.createContext("/tokenize", ex -> {
+      calls.incrementAndGet();
+      JsonNode body = JSON.readTree(ex.getRequestBody());
+      lastBody.set(body);
+      String text;
+      if (body.has("messages")) {
+        List<ChatMessage> msgs = new ArrayList<>();
+        body.get("messages").forEach(m -> msgs.add(
+            new ChatMessage(m.get("role").asText(), m.get("content").asText())));
+        text = ChatTemplate.CHATML.render(msgs);
+      } else {
+        text = body.get("prompt").asText();
+      }
+      byte[] answer = (override != null ? override
+          : "{\"count\":1,\"max_model_len\":4096,\"tokens\":"
+              + JSON.writeValueAsString(pairTokens(text)) + "}")
+          .getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(status, answer.length);
+      try (OutputStream os = ex.getResponseBody()) {
+        os.write(answer);
+      }
+    });
+    server.start();
+  }
+
+  @AfterEach
+  void stop() {
+    server.stop(0);
+  }
+
+  VllmTokenizer tokenizer() {
+    return new VllmTokenizer("http://127.0.0.1:" + server.getAddress().getPort() + "/", "m",
+        Duration.ofSeconds(5));
+  }
+
+  static int[] ints(List<Integer> l) {
+    return l.stream().mapToInt(Integer::intValue).toArray();
+  }
+
+  @Test
+  void vllmTokenizerPostsTheTextAndReadsTheTokens() {
+    int[] t = tokenizer().encode("hello world");
+    assertThat(t).containsExactly(ints(pairTokens("hello world")));
+    assertThat(lastBody.get().get("model").asText()).isEqualTo("m");
+    assertThat(lastBody.get().get("add_special_tokens").asBoolean()).isFalse();
+    List<ChatMessage> chat = List.of(ChatMessage.system("be brief"), ChatMessage.user("hi"));
+    assertThat(tokenizer().encodeChat(chat))
+        .containsExactly(ints(pairTokens(ChatTemplate.CHATML.render(chat))));
+    assertThat(lastBody.get().get("add_generation_prompt").asBoolean()).isTrue();
+  }
+
+  @Test
+  void serverErrorsBecomeTokenizationExceptions() {
+    status = 500;
+    assertThatThrownBy(() -> tokenizer().encode("x"))
+        .isInstanceOf(Tokenizer.TokenizationException.class).hasMessageContaining("500");
+    status = 200;
+    override = "{\"tokens\": \"nope\"}";
+    assertThatThrownBy(() -> tokenizer().encode("x"))
+        .isInstanceOf(Tokenizer.TokenizationException.class).hasMessageContaining("tokens");
+    VllmTokenizer down = new VllmTokenizer("http://127.0.0.1:1", "m", Duration.ofSeconds(2));
+    assertThatThrownBy(() -> down.encode("x")).isInstanceOf(Tokenizer.TokenizationException.class);
+  }
+
+  @Test
+  void turnNOfADialogOnlyTokenizesWhatIsNew() {
+    CachingChatTokenizer cached =
+        new CachingChatTokenizer(tokenizer(), ChatTemplate.CHATML, 1_000_000);
+    List<ChatMessage> dialog = new ArrayList<>();
+    dialog.add(ChatMessage.system("You are a helpful assistant. ".repeat(20)));
+    long uncachedTokens = 0;
+    for (int turn = 1; turn <= 10; turn++) {
+      dialog.add(ChatMessage.user("question " + turn + " about item " + turn * 7));
+      int callsBefore = calls.get();
+      int[] got = cached.encodeChat(dialog);
+      int[] whole = ints(pairTokens(ChatTemplate.CHATML.render(dialog)));
+      assertThat(got).as("turn %d", turn).containsExactly(whole); // per-message = whole
+      uncachedTokens += whole.length;
+      // only the new user message (and, once, the generation prompt) reached the server
+      assertThat(calls.get() - callsBefore).isLessThanOrEqualTo(turn == 1 ? 3 : 1);
+      dialog.add(ChatMessage.assistant("answer " + turn + " ".repeat(turn)));
+      cached.encodeChat(dialog.subList(0, dialog.size())); // the assistant turn gets cached too
+    }
+    // tokens actually tokenized vs tokens a whole-history tokenizer would have processed
+    assertThat(cached.tokensEncoded()).isLessThan(uncachedTokens / 5);
+    assertThat(cached.tokensFromCache()).isGreaterThan(cached.tokensEncoded());
+  }
+
+  @Test
+  void aTokenizerConfiguredOnTheScorerLetsChatRequestsMatchEngineBlocks() {
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(4).build();
+    List<ChatMessage> chat = List.of(ChatMessage.system("You are terse. ".repeat(10)),
+        ChatMessage.user("what is a KV cache?"));
+    int[] tokens = ints(pairTokens(ChatTemplate.CHATML.render(chat)));
+    int blocks = tokens.length / 4;
+    long[] hashes = new long[blocks];
+    for (int i = 0; i < blocks; i++) {
+      hashes[i] = 1000 + i;
+    }
+    index.apply("10.0.0.2:8000", KvEvent.BlockStored.of(hashes, null,
+        java.util.Arrays.copyOf(tokens, blocks * 4), 4));
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            tokenizer: {type: vllm, url: "http://127.0.0.1:%d", model: m, timeoutMs: 5000}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(server.getAddress().getPort());
+    try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
+        .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
+        .configYaml(yaml, "t").build()) {
+      io.epp4j.api.InferenceRequest req = io.epp4j.api.InferenceRequest.builder().model("m")
+          .messages(chat).build();
+      for (int i = 0; i < 5; i++) {
+        assertThat(router.route(req).primary().id()).isEqualTo("10.0.0.2:8000");
+      }
+    }
+  }
+
+  @Test
+  void anIncompleteTokenizerConfigurationIsReportedByName() {
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEvents: {mode: none}
+            tokenizer: {type: vllm, model: m}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    assertThatThrownBy(() -> io.epp4j.core.Router.builder().configYaml(yaml, "t").build())
+        .isInstanceOf(io.epp4j.core.ConfigException.class)
+        .hasMessageContaining("tokenizer").hasMessageContaining("url");
+  }
+}
