@@ -279,7 +279,14 @@ public final class KvBlockIndex {
   // ------------------------------------------------------------------------------ holders
 
   private void addHolder(long key, int slot, int bit) {
-    holders.compute(key, (k, arr) -> {
+    // fast paths without compute's bin lock and lambda: most stores create a key no other
+    // endpoint holds, and a repeated store finds its bit already set
+    Long boxed = key;
+    int[] cur = holders.putIfAbsent(boxed, new int[] {slot << 2 | bit});
+    if (cur == null || (bitsOf(cur, slot) & bit) == bit) {
+      return;
+    }
+    holders.compute(boxed, (k, arr) -> {
       if (arr == null) {
         return new int[] {slot << 2 | bit};
       }
@@ -301,7 +308,17 @@ public final class KvBlockIndex {
 
   /** Clears {@code bits} of {@code slot} on {@code key}; returns the bits left for the slot. */
   private int removeHolderBits(long key, int slot, int bits) {
-    int[] after = holders.computeIfPresent(key, (k, arr) -> {
+    Long boxed = key;
+    int[] cur = holders.get(boxed);
+    if (cur == null) {
+      return 0;
+    }
+    // fast path: the slot is the only holder and loses every tier it had
+    if (cur.length == 1 && cur[0] >>> 2 == slot && (cur[0] & 3 & ~bits) == 0
+        && holders.remove(boxed, cur)) {
+      return 0;
+    }
+    int[] after = holders.computeIfPresent(boxed, (k, arr) -> {
       for (int i = 0; i < arr.length; i++) {
         if (arr[i] >>> 2 == slot) {
           int left = arr[i] & 3 & ~bits;
