@@ -18,20 +18,22 @@ import java.util.List;
  * block 0 held per KV events, GPU 1.0 / offloaded 0.8, ÷ total blocks), {@code memory(e)} is the
  * share of consecutive blocks from block 0 this router sent to {@code e} recently (within
  * {@code memoryTtlMs}, bounded per endpoint like the approximate index), and {@code d} is
- * {@code memoryDiscount} (0.8). With {@code fallbackOnly}, memory counts only when no candidate
- * has any precise hit.
+ * {@code memoryDiscount} (0.8). A remembered block is forgotten as soon as {@code e}'s engine
+ * reports it removed (or clears its cache): the memory fills the engine's silence and never
+ * contradicts its word. With {@code fallbackOnly}, memory counts only when no candidate has any
+ * precise hit.
  *
- * <p>Why: precise routing is right when the engine still holds the prefix, but when caches are
- * full a dialog's earlier turns are often already evicted everywhere, every precise score is 0,
- * and the next turn lands wherever load says, scattering the dialog and duplicating its
- * prefix on several replicas (the seed experiment: precise 78% vs approximate 83% hits on
- * multi-turn). The memory keeps such a session on the replica that served it, which holds its
- * most recent blocks first once they come back and keeps replicas' working sets apart. The
- * discount keeps the engine's word first: a real hit of the same length (1.0) beats a remembered
- * one (0.8), and a remembered prefix ties with an offloaded real one. Memory never exceeds what
- * was actually routed, so a stale memory costs at most what the approximate scorer would.
+ * <p>Why: the engine's events are exact while they arrive, but a router can be blind to an
+ * endpoint for a while (it joined late, a gap forced a resync, blocks are still being computed
+ * past the speculative TTL); there the memory of where a prefix was sent is the best evidence
+ * left, as in the approximate scorer. What the engine did report, though, outranks the memory:
+ * a block it evicted is gone, and steering a dialog back to the replica that evicted it piles
+ * work onto the replica under the most cache pressure (in the simulator a memory that outlived
+ * evictions cost 5-10 points of hit rate on multi-turn chats). The discount keeps a real hit of
+ * the same length (1.0) ahead of a remembered one (0.8).
  */
-final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolListener {
+final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolListener,
+    KvBlockIndex.DropListener {
   private final PrecisePrefixCacheScorer precise;
   private final RoutingMemory memory;
   private final double discount;
@@ -43,6 +45,18 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     this.discount = discount;
     this.fallbackOnly = fallbackOnly;
     this.memory = new RoutingMemory(memoryBlocksPerEndpoint, memoryTtlNanos);
+    precise.index().addDropListener(this);
+  }
+
+  /** The engine's word overrides the memory: a block it reports dropped is forgotten there. */
+  @Override
+  public void dropped(String endpointId, long key) {
+    memory.forget(endpointId, key);
+  }
+
+  @Override
+  public void cleared(String endpointId) {
+    memory.removeEndpoint(endpointId);
   }
 
   KvBlockIndex index() {
@@ -110,6 +124,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
 
   @Override
   public void close() {
+    precise.index().removeDropListener(this);
     precise.close();
   }
 }

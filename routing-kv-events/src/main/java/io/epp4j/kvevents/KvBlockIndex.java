@@ -49,6 +49,38 @@ public final class KvBlockIndex {
   private final AtomicInteger speculativeCount = new AtomicInteger();
   private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
   private final AtomicInteger nextSlot = new AtomicInteger();
+  /** Who wants to hear that the engine dropped blocks; copy-on-write, read once per event. */
+  private volatile DropListener[] dropListeners = new DropListener[0];
+
+  /**
+   * Told, on the thread applying events, when an endpoint's engine reports that it no longer
+   * holds a block: every tier of it removed, or the whole cache cleared. Entries the index drops
+   * on its own (resync, budget overflow) are not reported: the engine said nothing about them.
+   */
+  interface DropListener {
+    void dropped(String endpointId, long key);
+
+    void cleared(String endpointId);
+  }
+
+  synchronized void addDropListener(DropListener l) {
+    DropListener[] a = java.util.Arrays.copyOf(dropListeners, dropListeners.length + 1);
+    a[a.length - 1] = l;
+    dropListeners = a;
+  }
+
+  synchronized void removeDropListener(DropListener l) {
+    DropListener[] a = dropListeners;
+    for (int i = 0; i < a.length; i++) {
+      if (a[i] == l) {
+        DropListener[] b = new DropListener[a.length - 1];
+        System.arraycopy(a, 0, b, 0, i);
+        System.arraycopy(a, i + 1, b, i, a.length - i - 1);
+        dropListeners = b;
+        return;
+      }
+    }
+  }
 
   /** Per-endpoint writer state; fields read by routing threads are volatile. */
   static final class EndpointBlocks {
@@ -123,6 +155,9 @@ public final class KvBlockIndex {
       remove(e, r);
     } else {
       clearLocked(e);
+      for (DropListener l : dropListeners) {
+        l.cleared(e.id);
+      }
     }
     return true;
   }
@@ -165,6 +200,7 @@ public final class KvBlockIndex {
 
   private void remove(EndpointBlocks e, KvEvent.BlockRemoved r) {
     int bit = r.medium().bit();
+    DropListener[] listeners = dropListeners;
     for (long h : r.blockHashes()) {
       if (!e.engineToKey.get(h, e.scratch)) {
         metrics.unknownRemovals.increment();
@@ -174,6 +210,9 @@ public final class KvBlockIndex {
       int left = removeHolderBits(key, e.slot, bit);
       if (left == 0) {
         e.engineToKey.remove(h);
+        for (DropListener l : listeners) {
+          l.dropped(e.id, key);
+        }
       }
       metrics.blocksRemoved.increment();
     }
@@ -240,7 +279,14 @@ public final class KvBlockIndex {
   // ------------------------------------------------------------------------------ holders
 
   private void addHolder(long key, int slot, int bit) {
-    holders.compute(key, (k, arr) -> {
+    // fast paths without compute's bin lock and lambda: most stores create a key no other
+    // endpoint holds, and a repeated store finds its bit already set
+    Long boxed = key;
+    int[] cur = holders.putIfAbsent(boxed, new int[] {slot << 2 | bit});
+    if (cur == null || (bitsOf(cur, slot) & bit) == bit) {
+      return;
+    }
+    holders.compute(boxed, (k, arr) -> {
       if (arr == null) {
         return new int[] {slot << 2 | bit};
       }
@@ -262,7 +308,17 @@ public final class KvBlockIndex {
 
   /** Clears {@code bits} of {@code slot} on {@code key}; returns the bits left for the slot. */
   private int removeHolderBits(long key, int slot, int bits) {
-    int[] after = holders.computeIfPresent(key, (k, arr) -> {
+    Long boxed = key;
+    int[] cur = holders.get(boxed);
+    if (cur == null) {
+      return 0;
+    }
+    // fast path: the slot is the only holder and loses every tier it had
+    if (cur.length == 1 && cur[0] >>> 2 == slot && (cur[0] & 3 & ~bits) == 0
+        && holders.remove(boxed, cur)) {
+      return 0;
+    }
+    int[] after = holders.computeIfPresent(boxed, (k, arr) -> {
       for (int i = 0; i < arr.length; i++) {
         if (arr[i] >>> 2 == slot) {
           int left = arr[i] & 3 & ~bits;

@@ -6,6 +6,7 @@ import java.util.List;
 import org.jspecify.annotations.Nullable;
 import org.msgpack.core.MessageFormat;
 import org.msgpack.core.MessagePack;
+import org.msgpack.core.MessageTypeException;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.value.ValueType;
 
@@ -199,16 +200,17 @@ public final class KvEventDecoder {
 
   private static void readField(MessageUnpacker u, String name, Fields f, int index)
       throws IOException, MalformedKvEventException {
-    String where = "event " + index + " field '" + name + "'";
+    // the field's name for error messages is only built when there is an error: this runs for
+    // every field of every event
     switch (name) {
       case "block_hashes" -> {
         if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
-          throw new MalformedKvEventException(where + " must be an array");
+          throw new MalformedKvEventException(where(index, name) + " must be an array");
         }
         int m = u.unpackArrayHeader();
         long[] h = new long[m];
         for (int i = 0; i < m; i++) {
-          h[i] = readHash(u, where);
+          h[i] = readHash(u, index, name);
         }
         f.hashes = h;
       }
@@ -217,28 +219,29 @@ public final class KvEventDecoder {
           f.hasParent = false;
         } else {
           f.hasParent = true;
-          f.parent = readHash(u, where);
+          f.parent = readHash(u, index, name);
         }
       }
       case "token_ids" -> {
         if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
-          throw new MalformedKvEventException(where + " must be an array");
+          throw new MalformedKvEventException(where(index, name) + " must be an array");
         }
         int m = u.unpackArrayHeader();
         int[] t = new int[m];
-        for (int i = 0; i < m; i++) {
-          if (u.getNextFormat().getValueType() != ValueType.INTEGER) {
-            throw new MalformedKvEventException(where + " must hold integers");
+        try {
+          for (int i = 0; i < m; i++) {
+            t[i] = u.unpackInt(); // rejects non-integers and values outside int itself
           }
-          t[i] = u.unpackInt();
+        } catch (MessageTypeException e) {
+          throw new MalformedKvEventException(where(index, name) + " must hold integers");
         }
         f.tokens = t;
       }
-      case "block_size" -> f.blockSize = readOptionalInt(u, where, 0);
-      case "lora_id" -> f.loraId = readOptionalInt(u, where, -1);
-      case "medium" -> f.medium = readOptionalString(u, where);
-      case "lora_name" -> f.loraName = readOptionalString(u, where);
-      case "extra_keys" -> f.firstBlockExtraKeys = readFirstBlockExtraKeys(u, where);
+      case "block_size" -> f.blockSize = readOptionalInt(u, where(index, name), 0);
+      case "lora_id" -> f.loraId = readOptionalInt(u, where(index, name), -1);
+      case "medium" -> f.medium = readOptionalString(u, where(index, name));
+      case "lora_name" -> f.loraName = readOptionalString(u, where(index, name));
+      case "extra_keys" -> f.firstBlockExtraKeys = readFirstBlockExtraKeys(u, where(index, name));
       default -> u.skipValue();
     }
   }
@@ -318,14 +321,24 @@ public final class KvEventDecoder {
     return new KvEvent.BlockRemoved(f.hashes, Medium.of(f.medium));
   }
 
-  private static long readHash(MessageUnpacker u, String where)
+  private static String where(int index, String name) {
+    return "event " + index + " field '" + name + "'";
+  }
+
+  private static long readHash(MessageUnpacker u, int index, String name)
       throws IOException, MalformedKvEventException {
     MessageFormat fmt = u.getNextFormat();
     switch (fmt.getValueType()) {
       case INTEGER -> {
         if (fmt == MessageFormat.UINT64) {
-          // values above Long.MAX_VALUE: keep the 64 bits
-          return u.unpackBigInteger().longValue();
+          // 0xcf and 8 big-endian bytes; read raw so that values above Long.MAX_VALUE keep
+          // their 64 bits without a BigInteger per hash
+          byte[] b = u.readPayload(9);
+          long v = 0;
+          for (int i = 1; i < 9; i++) {
+            v = v << 8 | (b[i] & 0xFF);
+          }
+          return v;
         }
         return u.unpackLong();
       }
@@ -334,7 +347,8 @@ public final class KvEventDecoder {
         byte[] b = u.readPayload(len);
         return foldDigest(b);
       }
-      default -> throw new MalformedKvEventException(where + " must hold integers or binary, got "
+      default -> throw new MalformedKvEventException(where(index, name)
+          + " must hold integers or binary, got "
           + fmt.getValueType());
     }
   }

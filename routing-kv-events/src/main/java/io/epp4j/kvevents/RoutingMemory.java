@@ -118,6 +118,14 @@ final class RoutingMemory {
     return n;
   }
 
+  /** Forgets that {@code key} was sent to {@code endpointId}, however recently. */
+  void forget(String endpointId, long key) {
+    Ring r = rings.get(endpointId);
+    if (r != null) {
+      forget(key, r.slot, Long.MAX_VALUE);
+    }
+  }
+
   void removeEndpoint(String endpointId) {
     Ring r = rings.remove(endpointId);
     if (r != null) {

@@ -47,6 +47,41 @@ class KvBlockIndexTest {
   }
 
   @Test
+  void dropListenersHearOnlyWhatTheEngineReportsGone() {
+    KvBlockIndex index = KvBlockIndex.create();
+    List<String> heard = new ArrayList<>();
+    KvBlockIndex.DropListener l = new KvBlockIndex.DropListener() {
+      @Override
+      public void dropped(String endpointId, long key) {
+        heard.add(endpointId + ":" + key);
+      }
+
+      @Override
+      public void cleared(String endpointId) {
+        heard.add(endpointId + ":all");
+      }
+    };
+    index.addDropListener(l);
+    int[] prompt = tokens(500, 32);
+    long[] k = keys(prompt, 16);
+    index.apply("a", new KvEvent.BlockStored(new long[] {1, 2}, false, 0, prompt, 16, -1,
+        Medium.GPU, null, null));
+    index.apply("a", new KvEvent.BlockStored(new long[] {1, 2}, false, 0, prompt, 16, -1,
+        Medium.CPU, null, null));
+    index.apply("a", KvEvent.BlockRemoved.of(2L)); // still offloaded: not gone
+    assertThat(heard).isEmpty();
+    index.apply("a", new KvEvent.BlockRemoved(new long[] {2}, Medium.CPU));
+    assertThat(heard).containsExactly("a:" + k[1]);
+    index.resync("a"); // the index lost track; the engine said nothing
+    assertThat(heard).hasSize(1);
+    index.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+    assertThat(heard).containsExactly("a:" + k[1], "b:all");
+    index.removeDropListener(l);
+    index.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+    assertThat(heard).hasSize(2);
+  }
+
+  @Test
   void unknownParentIsAnOrphanAndIsDropped() {
     KvBlockIndex index = KvBlockIndex.create();
     boolean ok = index.apply("a", KvEvent.BlockStored.of(new long[] {9}, 8L, tokens(0, 16), 16));

@@ -159,6 +159,40 @@ class PrecisePrefixCacheScorerTest {
   }
 
   @Test
+  void hybridForgetsWhatTheEngineReportsEvicted() {
+    router(yaml("hybrid-prefix-cache-scorer"));
+    int[] p = prompt(9, 160);
+    String home = router.route(request(p)).primary().id();
+    now.addAndGet(5_000_000_000L);
+    store(home, p, 10, 900);
+    long[] stored = {900, 901, 902, 903, 904, 905, 906, 907, 908, 909};
+    index.apply(home, KvEventBatch.of(0, List.of(KvEvent.BlockRemoved.of(stored))));
+    String other = EPS.stream().map(Endpoint::id).filter(id -> !id.equals(home)).findFirst()
+        .orElseThrow();
+    store(other, p, 1, 950);
+    // the engine said home dropped the prompt: the memory of sending it there no longer counts,
+    // and one real block elsewhere wins
+    for (int i = 0; i < 5; i++) {
+      assertThat(router.route(request(p)).primary().id()).isEqualTo(other);
+    }
+  }
+
+  @Test
+  void hybridForgetsAnEndpointWhoseEngineClearedItsCache() {
+    router(yaml("hybrid-prefix-cache-scorer"));
+    int[] p = prompt(10, 160);
+    String home = router.route(request(p)).primary().id();
+    now.addAndGet(5_000_000_000L);
+    String other = EPS.stream().map(Endpoint::id).filter(id -> !id.equals(home)).findFirst()
+        .orElseThrow();
+    store(other, p, 1, 990);
+    assertThat(router.route(request(p)).primary().id()).as("memory still counts").isEqualTo(home);
+    now.addAndGet(5_000_000_000L); // let the speculative entries of that decision expire
+    index.apply(home, KvEventBatch.of(0, List.of(KvEvent.AllBlocksCleared.INSTANCE)));
+    assertThat(router.route(request(p)).primary().id()).isEqualTo(other);
+  }
+
+  @Test
   void textRequestsAreScoredThroughTheTokenizerService() {
     Tokenizer chars = text -> text.chars().toArray();
     router = Router.builder().endpoints(EPS).service(KvBlockIndex.class, index)

@@ -246,9 +246,7 @@ public final class Main {
               Policy p = Policy.presets().get(t);
               if (p == null) {
                 throw new UsageException("unknown policy '" + s + "' (presets: "
-                    + String.join(", ", Policy.presets().keySet())
-                    + (t.equals("epp-precise") ? "; epp-precise needs precise mode, not built yet"
-                        : "") + ")");
+                    + String.join(", ", Policy.presets().keySet()) + ")");
               }
               list.add(p);
             }

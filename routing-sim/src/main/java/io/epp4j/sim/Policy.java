@@ -1,5 +1,8 @@
 package io.epp4j.sim;
 
+import io.epp4j.kvevents.KvEventsPresets;
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -12,8 +15,15 @@ import org.jspecify.annotations.Nullable;
  * @param name name in reports
  * @param yaml configuration text, or {@code null} for the router's default (EPP) profile
  * @param file configuration file, used instead of {@code yaml} when set
+ * @param kvEvents whether the policy reads the replicas' KV events: the simulation then registers
+ *     a {@code KvBlockIndex} as a router service and feeds it every engine step's events
  */
-public record Policy(String name, @Nullable String yaml, @Nullable Path file) {
+public record Policy(String name, @Nullable String yaml, @Nullable Path file, boolean kvEvents) {
+
+  /** A policy that does not read KV events. */
+  public Policy(String name, @Nullable String yaml, @Nullable Path file) {
+    this(name, yaml, file, false);
+  }
 
   /** Round-robin over the replicas ({@code round-robin-picker}). */
   public static final Policy ROUND_ROBIN = new Policy("round-robin", """
@@ -45,19 +55,46 @@ public record Policy(String name, @Nullable String yaml, @Nullable Path file) {
   /** The EPP default profile: prefix-cache 3, queue 2, KV utilisation 2, max-score picker. */
   public static final Policy EPP_APPROXIMATE = new Policy("epp-approximate", null, null);
 
+  /**
+   * The EPP default profile with {@code precise-prefix-cache-scorer}: prefix scores from the
+   * blocks the replicas report in their KV events.
+   */
+  public static final Policy EPP_PRECISE = new Policy(KvEventsPresets.EPP_PRECISE,
+      KvEventsPresets.yaml(KvEventsPresets.EPP_PRECISE), null, true);
+
+  /**
+   * The EPP default profile with {@code hybrid-prefix-cache-scorer}: KV events plus the router's
+   * memory of where it sent each prefix.
+   */
+  public static final Policy EPP_PRECISE_HYBRID = new Policy(KvEventsPresets.EPP_PRECISE_HYBRID,
+      KvEventsPresets.yaml(KvEventsPresets.EPP_PRECISE_HYBRID), null, true);
+
   /** Presets by name, in report order. */
   public static Map<String, Policy> presets() {
     Map<String, Policy> m = new LinkedHashMap<>();
     m.put(ROUND_ROBIN.name(), ROUND_ROBIN);
     m.put(STICKY.name(), STICKY);
     m.put(EPP_APPROXIMATE.name(), EPP_APPROXIMATE);
+    m.put(EPP_PRECISE.name(), EPP_PRECISE);
+    m.put(EPP_PRECISE_HYBRID.name(), EPP_PRECISE_HYBRID);
     return m;
   }
 
-  /** A policy from a config file, named after the file. */
+  /**
+   * A policy from a config file, named after the file. It reads KV events when the file uses a
+   * precise or hybrid prefix scorer.
+   */
   public static Policy fromFile(Path file) {
     String n = file.getFileName().toString();
     int dot = n.lastIndexOf('.');
-    return new Policy(dot > 0 ? n.substring(0, dot) : n, null, file);
+    boolean kv;
+    try {
+      String text = Files.readString(file);
+      kv = text.contains("precise-prefix-cache-scorer")
+          || text.contains("hybrid-prefix-cache-scorer");
+    } catch (IOException e) {
+      kv = false; // the router reports the unreadable file when it loads it
+    }
+    return new Policy(dot > 0 ? n.substring(0, dot) : n, null, file, kv);
   }
 }

@@ -30,13 +30,13 @@ public final class Report {
       out.println("   " + line);
     }
     String header = String.format(Locale.ROOT,
-        "%-16s %6s %9s %9s %9s %7s %9s %9s %8s %6s %6s %8s %10s %10s %9s %8s",
+        "%-18s %6s %9s %9s %9s %7s %9s %9s %8s %6s %6s %8s %10s %10s %9s %8s",
         "policy", "hit%", "ttft p50", "ttft p95", "ttft p99", "itl p50", "e2e p50", "e2e p95",
         "out tok/s", "reqs", "preempt", "evict", "req/rep", "sess/rep", "route µs", "clipped");
     out.println(header);
     for (PolicyResult r : s.results()) {
       out.println(String.format(Locale.ROOT,
-          "%-16s %5.1f%% %9s %9s %9s %7s %9s %9s %8.0f %6d %6d %8d %4d/%5.1f %4d/%5.1f %4.0f/%4.0f %8d",
+          "%-18s %5.1f%% %9s %9s %9s %7s %9s %9s %8.0f %6d %6d %8d %4d/%5.1f %4d/%5.1f %4.0f/%4.0f %8d",
           r.policy(), r.prefixCacheHitRate() * 100, ms(r.ttftP50Ms()), ms(r.ttftP95Ms()),
           ms(r.ttftP99Ms()), ms(r.itlP50Ms()), ms(r.e2eP50Ms()), ms(r.e2eP95Ms()),
           r.outputTokensPerSec(), r.requests(), r.preemptions(), r.evictions(),

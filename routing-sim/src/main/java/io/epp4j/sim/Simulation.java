@@ -7,6 +7,7 @@ import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
+import io.epp4j.kvevents.KvBlockIndex;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -69,6 +70,8 @@ public final class Simulation {
   private final Policy policy;
   private final @Nullable KvEventListener kvListener;
   private final @Nullable RequestListener requestListener;
+  /** Where the replicas' events go during a run: the caller's listener and/or the router's index. */
+  private @Nullable KvEventListener eventSink;
 
   private final PriorityQueue<Event> events = new PriorityQueue<>(
       (a, b) -> a.time != b.time ? Long.compare(a.time, b.time) : Long.compare(a.seq, b.seq));
@@ -125,6 +128,20 @@ public final class Simulation {
     HardwareProfile hw = settings.profile();
     int n = settings.replicas();
     int numGpus = (n + hw.replicasPerGpu() - 1) / hw.replicasPerGpu();
+    Router.Builder rb = Router.builder().ticker(() -> now).randomSeed(settings.seed());
+    eventSink = kvListener;
+    if (policy.kvEvents()) {
+      // precise mode in process: the replicas' events go straight into the router's index
+      KvBlockIndex index = KvBlockIndex.builder().ticker(() -> now)
+          .defaultBlockSize(hw.blockSize()).build();
+      rb.service(KvBlockIndex.class, index);
+      KvEventListener feed = new KvIndexFeed(index);
+      KvEventListener outer = kvListener;
+      eventSink = outer == null ? feed : (id, t, evs) -> {
+        feed.onKvEvents(id, t, evs);
+        outer.onKvEvents(id, t, evs);
+      };
+    }
     replicas = new Replica[n];
     gpus = new GpuShare[numGpus];
     gpuOf = new int[n];
@@ -138,7 +155,7 @@ public final class Simulation {
       Endpoint e = endpoint(i);
       endpoints.add(e);
       replicas[i] = new Replica(i, e, hw, blocks);
-      if (kvListener != null) {
+      if (eventSink != null) {
         replicas[i].kv.enableEvents();
       }
       gpuOf[i] = i % numGpus;
@@ -147,8 +164,7 @@ public final class Simulation {
     }
     blockSeed = BlockHasher.seed(hw.model());
 
-    Router.Builder rb = Router.builder().endpoints(endpoints).ticker(() -> now)
-        .randomSeed(settings.seed());
+    rb.endpoints(endpoints);
     if (requestListener != null) {
       rb.listener(requestListener);
     }
@@ -264,7 +280,8 @@ public final class Simulation {
     int g = gpuOf[r.index];
     gpus[g].add(now, r.index, work);
     scheduleGpu(g);
-    publishKvEvents(r);
+    // vLLM publishes a step's events (the evictions of its scheduling included) once, after the
+    // step has run: they go out with the STEP_DONE that follows
   }
 
   private void scheduleGpu(int g) {
@@ -283,12 +300,12 @@ public final class Simulation {
   }
 
   private void publishKvEvents(Replica r) {
-    if (kvListener == null) {
+    if (eventSink == null) {
       return;
     }
     List<KvEvent> batch = r.kv.drainEvents();
     if (!batch.isEmpty()) {
-      kvListener.onKvEvents(r.endpoint.id(), now, batch);
+      eventSink.onKvEvents(r.endpoint.id(), now, batch);
     }
   }
 

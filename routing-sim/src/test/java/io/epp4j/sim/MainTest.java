@@ -48,8 +48,8 @@ class MainTest {
     assertThat(stderr()).contains("unknown option '--no-such-flag'", "Usage:");
     assertThat(run("--replicas", "zero")).isEqualTo(2);
     assertThat(run("--scenario", "chess")).isEqualTo(2);
-    assertThat(run("--policies", "epp-precise")).isEqualTo(2);
-    assertThat(stderr()).contains("precise mode");
+    assertThat(run("--policies", "epp-exact")).isEqualTo(2);
+    assertThat(stderr()).contains("unknown policy 'epp-exact'", "epp-precise-hybrid");
     assertThat(run("--question-len", "9-3")).isEqualTo(2);
     assertThat(run("--replicas")).isEqualTo(2);
     assertThat(stdout()).isEmpty();

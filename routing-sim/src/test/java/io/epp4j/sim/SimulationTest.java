@@ -144,6 +144,52 @@ class SimulationTest {
   }
 
   @Test
+  void preciseModeSeesAStepsEventsOnlyFromTheInstantTheStepEnds() {
+    // one log of (kind, simulated time) in call order: routing decisions and event batches
+    List<long[]> log = new ArrayList<>();
+    AtomicInteger routedWithHits = new AtomicInteger();
+    KvEventListener events = (endpointId, t, evs) -> log.add(new long[] {1, t});
+    RequestListener routing = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest r, CycleState state, RoutingDecision d) {
+        log.add(new long[] {0, state.nowNanos()});
+        io.epp4j.kvevents.PreciseMatch m = state.get(io.epp4j.kvevents.PreciseMatch.KEY);
+        assertThat(m).as("the precise scorer ran").isNotNull();
+        if (m.bestMatchedWeight() > 0) {
+          routedWithHits.incrementAndGet();
+        }
+      }
+    };
+    PolicyResult r = new Simulation(settings(3), smallMultiTurn(), Policy.EPP_PRECISE, events,
+        routing).run();
+    assertThat(r.requests()).isEqualTo(48);
+    long last = Long.MIN_VALUE;
+    int batches = 0;
+    for (long[] entry : log) {
+      assertThat(entry[1]).as("simulated time never goes back between routing and events")
+          .isGreaterThanOrEqualTo(last);
+      last = entry[1];
+      batches += (int) entry[0];
+    }
+    assertThat(batches).isPositive();
+    // every request after a dialog's first turn shares at least the system prompt with one
+    assertThat(routedWithHits.get()).as("the router's index was fed").isGreaterThan(36);
+  }
+
+  @Test
+  void stepEventsGoOutOnceWhenTheStepEnds() {
+    // vLLM publishes one batch per engine step after the step ran; a batch at the instant a
+    // step starts would show the scheduler's evictions to the router too early
+    Map<String, Long> lastBatch = new HashMap<>();
+    KvEventListener listener = (endpointId, t, evs) -> {
+      Long prev = lastBatch.put(endpointId, t);
+      assertThat(prev == null || prev < t).as("one batch per replica and step").isTrue();
+    };
+    new Simulation(settings(5), smallSharedPrefix(), Policy.ROUND_ROBIN, listener).run();
+    assertThat(lastBatch).hasSize(6);
+  }
+
+  @Test
   void aMooncakeTraceReplaysWithSharedBlocksAndClipsOverlongRequests(@TempDir Path dir)
       throws IOException {
     Path trace = dir.resolve("t.jsonl");
