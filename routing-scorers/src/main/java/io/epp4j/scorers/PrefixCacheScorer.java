@@ -45,7 +45,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private final boolean refreshOnLookup;
   private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
   // per instance, so two prefix scorers with different block sizes never share hashes
-  private final AttributeKey<long[]> hashesKey = AttributeKey.of("prefix-cache-hashes", long[].class);
+  private final AttributeKey<Lookup> lookupKey = AttributeKey.of("prefix-cache-lookup", Lookup.class);
 
   private PrefixCacheScorer(Builder b) {
     this.blockSizeTokens = b.blockSizeTokens;
@@ -71,7 +71,8 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (n == 0) {
       return;
     }
-    long[] hashes = hashes(request, state);
+    Lookup lookup = lookup(request, state);
+    long[] hashes = lookup.hashes;
     int total = hashes.length;
     String[] ids = new String[n];
     int[] matched = new int[n];
@@ -85,18 +86,51 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         scores[i] = (double) m / total;
       }
     }
+    lookup.ids = ids;
+    lookup.matched = matched;
+    lookup.touched = refreshOnLookup;
     PrefixMatch match = PrefixMatch.wrap(total, blockSizeTokens, ids, matched);
     PrefixMatch earlier = state.get(PrefixMatch.KEY);
     state.put(PrefixMatch.KEY, earlier == null ? match : earlier.merge(match));
   }
 
-  private long[] hashes(InferenceRequest request, CycleState state) {
-    long[] h = state.get(hashesKey);
-    if (h == null) {
-      h = hasher.hash(request);
-      state.put(hashesKey, h);
+  private Lookup lookup(InferenceRequest request, CycleState state) {
+    Lookup l = state.get(lookupKey);
+    if (l == null) {
+      l = new Lookup(hasher.hash(request));
+      state.put(lookupKey, l);
     }
-    return h;
+    return l;
+  }
+
+  /**
+   * One cycle's hashes and, once scored, what each candidate matched. After routing, an endpoint
+   * whose match the lookup already touched needs only the rest of the chain recorded.
+   */
+  private static final class Lookup {
+    final long[] hashes;
+    String @Nullable [] ids;
+    int @Nullable [] matched;
+    boolean touched;
+
+    Lookup(long[] hashes) {
+      this.hashes = hashes;
+    }
+
+    /** Blocks already present and refreshed on {@code endpointId} by this cycle's lookup. */
+    int touchedPrefix(String endpointId) {
+      String[] ids = this.ids;
+      int[] matched = this.matched;
+      if (!touched || ids == null || matched == null) {
+        return 0;
+      }
+      for (int i = 0; i < ids.length; i++) {
+        if (ids[i].equals(endpointId)) {
+          return matched[i];
+        }
+      }
+      return 0;
+    }
   }
 
   private EndpointBlocks blocksFor(Candidate c) {
@@ -123,25 +157,35 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
-    long[] hashes = hashes(request, state);
-    if (hashes.length == 0) {
+    Lookup lookup = lookup(request, state);
+    if (lookup.hashes.length == 0) {
       return;
     }
     Endpoint primary = decision.primary();
-    record(primary.id(), hashes);
+    record(primary.id(), lookup);
     Endpoint prefill = decision.prefillEndpoint();
     if (prefill != null && !prefill.id().equals(primary.id())) {
-      record(prefill.id(), hashes);
+      record(prefill.id(), lookup);
     }
   }
 
-  /** Records that {@code endpointId} now holds the given chain (used after routing and in tests). */
-  void record(String endpointId, long[] hashes) {
+  private void record(String endpointId, Lookup lookup) {
+    long[] hashes = lookup.hashes;
+    blocksForRecord(endpointId).recordAfterMatch(hashes, hashes.length,
+        lookup.touchedPrefix(endpointId));
+  }
+
+  private EndpointBlocks blocksForRecord(String endpointId) {
     EndpointBlocks b = endpoints.get(endpointId);
     if (b == null) {
       b = endpoints.computeIfAbsent(endpointId, k -> new EndpointBlocks(defaultCapacity));
     }
-    b.record(hashes, hashes.length);
+    return b;
+  }
+
+  /** Records that {@code endpointId} now holds the given chain (used after routing and in tests). */
+  void record(String endpointId, long[] hashes) {
+    blocksForRecord(endpointId).record(hashes, hashes.length);
   }
 
   @Override
