@@ -74,11 +74,9 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     Lookup lookup = lookup(request, state);
     long[] hashes = lookup.hashes;
     int total = hashes.length;
-    String[] ids = new String[n];
     int[] matched = new int[n];
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
-      ids[i] = c.id();
       EndpointBlocks blocks = blocksFor(c);
       if (total > 0) {
         int m = refreshOnLookup ? blocks.matchAndTouch(hashes, total) : blocks.match(hashes, total);
@@ -86,10 +84,9 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         scores[i] = (double) m / total;
       }
     }
-    lookup.ids = ids;
-    lookup.matched = matched;
+    PrefixMatch match = PrefixMatch.wrap(total, blockSizeTokens, candidates, matched);
+    lookup.match = match;
     lookup.touched = refreshOnLookup;
-    PrefixMatch match = PrefixMatch.wrap(total, blockSizeTokens, ids, matched);
     PrefixMatch earlier = state.get(PrefixMatch.KEY);
     state.put(PrefixMatch.KEY, earlier == null ? match : earlier.merge(match));
   }
@@ -109,8 +106,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
    */
   private static final class Lookup {
     final long[] hashes;
-    String @Nullable [] ids;
-    int @Nullable [] matched;
+    @Nullable PrefixMatch match;
     boolean touched;
 
     Lookup(long[] hashes) {
@@ -119,17 +115,12 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
     /** Blocks already present and refreshed on {@code endpointId} by this cycle's lookup. */
     int touchedPrefix(String endpointId) {
-      String[] ids = this.ids;
-      int[] matched = this.matched;
-      if (!touched || ids == null || matched == null) {
+      PrefixMatch m = match;
+      if (!touched || m == null) {
         return 0;
       }
-      for (int i = 0; i < ids.length; i++) {
-        if (ids[i].equals(endpointId)) {
-          return matched[i];
-        }
-      }
-      return 0;
+      int i = m.indexOf(endpointId);
+      return i < 0 ? 0 : m.matchedAt(i);
     }
   }
 
