@@ -50,10 +50,13 @@ public final class CycleState {
   }
 
   /** The value published under {@code key}, or {@code null}. */
+  @SuppressWarnings("unchecked")
   public <T> @Nullable T get(AttributeKey<T> key) {
     for (int i = 0; i < size; i++) {
       if (keys[i] == key) {
-        return key.type().cast(values[i]);
+        // put() checked the type against this very key; a second Class.cast with a class that
+        // is not a compile-time constant costs a slow subtype check on every lookup
+        return (T) values[i];
       }
     }
     return null;

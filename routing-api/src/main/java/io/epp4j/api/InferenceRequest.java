@@ -164,6 +164,17 @@ public final class InferenceRequest {
     public Builder tokenIds(int @Nullable [] v) { this.tokenIds = v; return this; }
     /** Headers; names are lower-cased. */
     public Builder headers(Map<String, String> v) {
+      boolean lowerCase = true;
+      for (String k : v.keySet()) {
+        if (!k.equals(k.toLowerCase(Locale.ROOT))) {
+          lowerCase = false;
+          break;
+        }
+      }
+      if (lowerCase) {
+        this.headers = v; // copied once by build(); an immutable map is not copied at all
+        return this;
+      }
       Map<String, String> m = new TreeMap<>();
       v.forEach((k, val) -> m.put(k.toLowerCase(Locale.ROOT), val));
       this.headers = m;

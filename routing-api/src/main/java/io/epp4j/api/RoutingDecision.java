@@ -3,7 +3,7 @@ package io.epp4j.api;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -46,7 +46,10 @@ public final class RoutingDecision {
   private final Map<String, ProfileResult> results;
   private final @Nullable Rejection rejection;
   private final Callbacks callbacks;
-  private final AtomicInteger lifecycle = new AtomicInteger();
+  // a field updater instead of an AtomicInteger: one object less per routed request
+  private static final AtomicIntegerFieldUpdater<RoutingDecision> LIFECYCLE =
+      AtomicIntegerFieldUpdater.newUpdater(RoutingDecision.class, "lifecycle");
+  private volatile int lifecycle;
 
   private RoutingDecision(@Nullable String primaryProfile, Map<String, ProfileResult> results,
       @Nullable Rejection rejection, Callbacks callbacks) {
@@ -139,7 +142,7 @@ public final class RoutingDecision {
 
   /** Reports that the first token arrived; only the first call counts. */
   public void onFirstToken() {
-    if (lifecycle.compareAndSet(0, FIRST_TOKEN_SEEN)) {
+    if (LIFECYCLE.compareAndSet(this, 0, FIRST_TOKEN_SEEN)) {
       callbacks.firstToken(this);
     }
   }
@@ -160,11 +163,11 @@ public final class RoutingDecision {
 
   private boolean terminate() {
     for (;;) {
-      int s = lifecycle.get();
+      int s = lifecycle;
       if (s == TERMINATED) {
         return false;
       }
-      if (lifecycle.compareAndSet(s, TERMINATED)) {
+      if (LIFECYCLE.compareAndSet(this, s, TERMINATED)) {
         return true;
       }
     }

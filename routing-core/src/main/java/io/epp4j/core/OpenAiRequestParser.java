@@ -10,6 +10,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
 import com.fasterxml.jackson.databind.json.JsonMapper;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Result;
@@ -47,9 +49,27 @@ public final class OpenAiRequestParser {
       .configure(JsonNodeFeature.WRITE_PROPERTIES_SORTED, true)
       .build();
 
+  private static final int TOOLS_CACHE_SLOTS = 16;
+  private static final int TOOLS_CACHE_MAX_BYTES = 64 << 10;
+
   private final int maxBodyBytes;
   private final List<String> sessionHeaders;
   private final JsonFactory factory;
+  // Agents send the same tool definitions with every request; canonicalising them (a tree and a
+  // sorted write) cost more than the rest of a small body. Entries are immutable, so racy
+  // reads and writes of the slots are safe; a lost update only costs a recomputation.
+  private final CachedTools[] toolsCache = new CachedTools[TOOLS_CACHE_SLOTS];
+
+  /** The raw bytes of a {@code tools} array and their canonical JSON. */
+  private static final class CachedTools {
+    final byte[] raw;
+    final String canonical;
+
+    CachedTools(byte[] raw, String canonical) {
+      this.raw = raw;
+      this.canonical = canonical;
+    }
+  }
 
   private OpenAiRequestParser(int maxBodyBytes, List<String> sessionHeaders) {
     this.maxBodyBytes = maxBodyBytes;
@@ -154,8 +174,7 @@ public final class OpenAiRequestParser {
             if (t != JsonToken.START_ARRAY) {
               return Result.error("field 'tools' must be an array");
             }
-            JsonNode node = CANONICAL.readTree(p);
-            b.toolsJson(canonical(node));
+            b.toolsJson(toolsJson(p, body));
           }
           case "cache_salt" -> {
             if (t == JsonToken.VALUE_NULL) {
@@ -285,12 +304,13 @@ public final class OpenAiRequestParser {
   private static @Nullable String readMessages(JsonParser p, List<ChatMessage> out) throws IOException {
     int index = 0;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), index++) {
-      String where = "field 'messages[" + index + "]";
       if (t != JsonToken.START_OBJECT) {
-        return where + "' must be an object";
+        return messageField(index, "") + "' must be an object";
       }
       String role = null;
-      StringBuilder content = new StringBuilder();
+      // the common case, one string content, is kept as parsed; a builder only for parts
+      String text = null;
+      StringBuilder content = null;
       String extra = null;
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String f = p.currentName();
@@ -298,24 +318,32 @@ public final class OpenAiRequestParser {
         switch (f) {
           case "role" -> {
             if (v != JsonToken.VALUE_STRING) {
-              return where + ".role' must be a string";
+              return messageField(index, ".role") + "' must be a string";
             }
             role = p.getText();
           }
           case "content" -> {
             if (v == JsonToken.VALUE_STRING) {
-              content.append(p.getText());
+              String value = p.getText();
+              if (text == null && content == null) {
+                text = value;
+              } else {
+                content = append(content, text).append(value);
+                text = null;
+              }
             } else if (v == JsonToken.START_ARRAY) {
-              String err = readParts(p, content, where + ".content");
+              content = append(content, text);
+              text = null;
+              String err = readParts(p, content, index);
               if (err != null) {
                 return err;
               }
             } else if (v != JsonToken.VALUE_NULL) {
-              return where + ".content' must be a string or an array of parts";
+              return messageField(index, ".content") + "' must be a string or an array of parts";
             }
           }
           case "tool_calls", "name", "tool_call_id" -> {
-            JsonNode node = CANONICAL.readTree(p);
+            JsonNode node = readTree(p);
             String json = f + "=" + canonical(node);
             extra = extra == null ? json : extra + "\n" + json;
           }
@@ -323,43 +351,297 @@ public final class OpenAiRequestParser {
         }
       }
       if (role == null) {
-        return where + ".role' is required";
+        return messageField(index, ".role") + "' is required";
       }
       if (extra != null) {
-        content.append('\n').append(extra);
+        content = append(content, text).append('\n').append(extra);
+        text = null;
       }
-      out.add(new ChatMessage(role, content.toString()));
+      out.add(new ChatMessage(role, text != null ? text : content != null ? content.toString() : ""));
     }
     return null;
   }
 
-  private static @Nullable String readParts(JsonParser p, StringBuilder content, String where)
+  private static StringBuilder append(@Nullable StringBuilder sb, @Nullable String text) {
+    StringBuilder out = sb != null ? sb : new StringBuilder();
+    return text != null ? out.append(text) : out;
+  }
+
+  /** {@code field 'messages[i]<suffix>}, built only when an error is reported. */
+  private static String messageField(int index, String suffix) {
+    return "field 'messages[" + index + "]" + suffix;
+  }
+
+  /**
+   * Reads a content array. Text parts ({@code type} and {@code text} strings only) are read from
+   * the stream; any other part is read as a tree and kept as canonical JSON.
+   */
+  private static @Nullable String readParts(JsonParser p, StringBuilder content, int message)
       throws IOException {
     int i = 0;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
       if (t != JsonToken.START_OBJECT) {
-        return where + "[" + i + "]' must be an object";
+        return partField(message, i, "") + "' must be an object";
       }
-      JsonNode part = CANONICAL.readTree(p);
-      JsonNode type = part.get("type");
-      if (type == null || !type.isTextual()) {
-        return where + "[" + i + "].type' is required";
-      }
-      if ("text".equals(type.asText())) {
-        JsonNode text = part.get("text");
-        if (text == null || !text.isTextual()) {
-          return where + "[" + i + "].text' must be a string";
+      String type = null;
+      String text = null;
+      ObjectNode other = null;
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String f = p.currentName();
+        JsonToken v = p.nextToken();
+        if (other == null && v == JsonToken.VALUE_STRING && (f.equals("type") || f.equals("text"))) {
+          if (f.equals("type")) {
+            type = p.getText();
+          } else {
+            text = p.getText();
+          }
+          continue;
         }
-        content.append(text.asText());
-      } else {
-        // images, audio, files: keep their identity so distinct media never look alike
-        content.append(canonical(part));
+        if (other == null) {
+          other = JsonNodeFactory.instance.objectNode();
+          if (type != null) {
+            other.put("type", type);
+          }
+          if (text != null) {
+            other.put("text", text);
+          }
+        }
+        other.set(f, readTree(p));
+      }
+      if (other == null) {
+        if (type == null) {
+          return partField(message, i, ".type") + "' is required";
+        }
+        if (type.equals("text")) {
+          if (text == null) {
+            return partField(message, i, ".text") + "' must be a string";
+          }
+          content.append(text);
+          continue;
+        }
+        other = JsonNodeFactory.instance.objectNode();
+        other.put("type", type);
+        if (text != null) {
+          other.put("text", text);
+        }
+      }
+      String err = appendPart(other, content, message, i);
+      if (err != null) {
+        return err;
       }
     }
     return null;
   }
 
-  private static String canonical(JsonNode node) throws JsonProcessingException {
-    return CANONICAL.writeValueAsString(node);
+  private static @Nullable String appendPart(JsonNode part, StringBuilder content, int message,
+      int i) throws JsonProcessingException {
+    JsonNode type = part.get("type");
+    if (type == null || !type.isTextual()) {
+      return partField(message, i, ".type") + "' is required";
+    }
+    if ("text".equals(type.asText())) {
+      JsonNode text = part.get("text");
+      if (text == null || !text.isTextual()) {
+        return partField(message, i, ".text") + "' must be a string";
+      }
+      content.append(text.asText());
+    } else {
+      // images, audio, files: keep their identity so distinct media never look alike
+      content.append(canonical(part));
+    }
+    return null;
+  }
+
+  private static String partField(int message, int part, String suffix) {
+    return messageField(message, ".content") + "[" + part + "]" + suffix;
+  }
+
+  /**
+   * The canonical JSON of the {@code tools} array at the parser's current token. Byte-identical
+   * arrays (the common case: one client, one tool set) are served from a small cache after one
+   * comparison of the raw bytes.
+   */
+  private String toolsJson(JsonParser p, byte[] body) throws IOException {
+    long start = p.currentTokenLocation().getByteOffset();
+    if (start < 0) {
+      return canonical(readTree(p));
+    }
+    p.skipChildren();
+    long end = p.currentTokenLocation().getByteOffset() + 1;
+    int from = (int) start;
+    int len = (int) (end - start);
+    if (end > body.length || len < 2 || body[from] != '[' || body[from + len - 1] != ']') {
+      throw new com.fasterxml.jackson.core.JsonParseException(p, "tools array location is inconsistent");
+    }
+    int slot = (len * 31 + body[from + len / 2] * 7 + body[from + len - 2]) & (TOOLS_CACHE_SLOTS - 1);
+    CachedTools cached = toolsCache[slot];
+    if (cached != null && java.util.Arrays.equals(cached.raw, 0, cached.raw.length, body, from, from + len)) {
+      return cached.canonical;
+    }
+    String canonical;
+    try (JsonParser sub = factory.createParser(body, from, len)) {
+      sub.nextToken();
+      canonical = canonical(readTree(sub));
+    }
+    if (len <= TOOLS_CACHE_MAX_BYTES) {
+      toolsCache[slot] = new CachedTools(java.util.Arrays.copyOfRange(body, from, from + len), canonical);
+    }
+    return canonical;
+  }
+
+  /**
+   * The value at the parser's current token as a tree, the same tree {@code ObjectMapper.readTree}
+   * builds with default settings (ints, longs and big integers by size, other numbers as
+   * doubles, a repeated key keeps its last value), without the mapper's per-call lookups.
+   */
+  static JsonNode readTree(JsonParser p) throws IOException {
+    JsonNodeFactory f = JsonNodeFactory.instance;
+    JsonToken t = p.currentToken();
+    if (t == null) {
+      throw new com.fasterxml.jackson.core.JsonParseException(p, "unexpected end of input");
+    }
+    switch (t) {
+      case START_OBJECT: {
+        ObjectNode o = f.objectNode();
+        while (p.nextToken() == JsonToken.FIELD_NAME) {
+          String name = p.currentName();
+          p.nextToken();
+          o.set(name, readTree(p));
+        }
+        return o;
+      }
+      case START_ARRAY: {
+        com.fasterxml.jackson.databind.node.ArrayNode a = f.arrayNode();
+        while (p.nextToken() != JsonToken.END_ARRAY) {
+          a.add(readTree(p));
+        }
+        return a;
+      }
+      case VALUE_STRING:
+        return f.textNode(p.getText());
+      case VALUE_NUMBER_INT:
+        switch (p.getNumberType()) {
+          case INT:
+            return f.numberNode(p.getIntValue());
+          case LONG:
+            return f.numberNode(p.getLongValue());
+          default:
+            return f.numberNode(p.getBigIntegerValue());
+        }
+      case VALUE_NUMBER_FLOAT:
+        return f.numberNode(p.getDoubleValue());
+      case VALUE_TRUE:
+        return f.booleanNode(true);
+      case VALUE_FALSE:
+        return f.booleanNode(false);
+      case VALUE_NULL:
+        return f.nullNode();
+      default:
+        // embedded objects and the like never come out of a JSON text parser
+        return CANONICAL.readTree(p);
+    }
+  }
+
+  /**
+   * Compact JSON with object keys sorted, the same text as Jackson writes with sorted keys
+   * ({@code CANONICAL.writeValueAsString}) but without a generator and serializer lookup per
+   * call, which dominated the parse of small bodies.
+   */
+  static String canonical(JsonNode node) throws JsonProcessingException {
+    StringBuilder sb = new StringBuilder(64);
+    if (!writeCanonical(node, sb)) {
+      return CANONICAL.writeValueAsString(node);
+    }
+    return sb.toString();
+  }
+
+  /** Appends the canonical form; false for node types it does not handle (binary, POJO). */
+  private static boolean writeCanonical(JsonNode node, StringBuilder sb) {
+    switch (node.getNodeType()) {
+      case OBJECT -> {
+        int n = node.size();
+        String[] names = new String[n];
+        int k = 0;
+        for (java.util.Iterator<String> it = node.fieldNames(); it.hasNext(); ) {
+          names[k++] = it.next();
+        }
+        java.util.Arrays.sort(names, 0, k);
+        sb.append('{');
+        for (int i = 0; i < k; i++) {
+          if (i > 0) {
+            sb.append(',');
+          }
+          appendString(names[i], sb);
+          sb.append(':');
+          if (!writeCanonical(node.get(names[i]), sb)) {
+            return false;
+          }
+        }
+        sb.append('}');
+        return true;
+      }
+      case ARRAY -> {
+        sb.append('[');
+        for (int i = 0, n = node.size(); i < n; i++) {
+          if (i > 0) {
+            sb.append(',');
+          }
+          if (!writeCanonical(node.get(i), sb)) {
+            return false;
+          }
+        }
+        sb.append(']');
+        return true;
+      }
+      case STRING -> {
+        appendString(node.textValue(), sb);
+        return true;
+      }
+      case BOOLEAN -> {
+        sb.append(node.booleanValue());
+        return true;
+      }
+      case NULL -> {
+        sb.append("null");
+        return true;
+      }
+      case NUMBER -> {
+        if (node.isInt() || node.isLong()) {
+          sb.append(node.longValue());
+          return true;
+        }
+        return false;
+      }
+      default -> {
+        return false;
+      }
+    }
+  }
+
+  private static final char[] HEX = "0123456789ABCDEF".toCharArray();
+
+  /** A JSON string as Jackson writes it by default: short escapes, other controls in hexadecimal. */
+  private static void appendString(String s, StringBuilder sb) {
+    sb.append('"');
+    int from = 0;
+    for (int i = 0, n = s.length(); i < n; i++) {
+      char c = s.charAt(i);
+      if (c >= 0x20 && c != '"' && c != '\\') {
+        continue;
+      }
+      sb.append(s, from, i);
+      from = i + 1;
+      switch (c) {
+        case '"' -> sb.append("\\\"");
+        case '\\' -> sb.append("\\\\");
+        case '\n' -> sb.append("\\n");
+        case '\r' -> sb.append("\\r");
+        case '\t' -> sb.append("\\t");
+        case '\b' -> sb.append("\\b");
+        case '\f' -> sb.append("\\f");
+        default -> sb.append("\\u00").append(HEX[c >> 4]).append(HEX[c & 0xF]);
+      }
+    }
+    sb.append(s, from, s.length()).append('"');
   }
 }

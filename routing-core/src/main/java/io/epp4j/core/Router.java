@@ -189,13 +189,14 @@ public final class Router implements AutoCloseable {
     CycleState state = new CycleState(now, random());
     Cycle cycle = new Cycle(request, state, snap);
     String primary = config.profileHandler().handle(request, state, cycle);
-    ProfileResult pr = primary == null ? null : cycle.results.get(primary);
+    ProfileResult pr = primary == null ? null : cycle.result(primary);
     if (pr == null || pr.isEmpty()) {
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS,
           "no endpoint passed the filters of profile '" + primary + "'");
     }
-    Tracker tracker = new Tracker(request, snap, cycle.results);
-    RoutingDecision decision = RoutingDecision.routed(primary, cycle.results, tracker);
+    Map<String, ProfileResult> results = cycle.results();
+    Tracker tracker = new Tracker(request, snap, results);
+    RoutingDecision decision = RoutingDecision.routed(primary, results, tracker);
     for (RequestListener l : requestListeners) {
       l.afterRouting(request, state, decision);
     }
@@ -209,12 +210,21 @@ public final class Router implements AutoCloseable {
     return new SplittableRandom(seed ^ (cycles.incrementAndGet() * 0x9E3779B97F4A7C15L));
   }
 
-  /** One scheduling cycle: runs profiles on demand and keeps their results. */
+  /** Per-thread score scratch; taken out while in use, so a nested route gets its own. */
+  private static final ThreadLocal<double[][]> SCORE_SCRATCH =
+      ThreadLocal.withInitial(() -> new double[1][]);
+
+  /**
+   * One scheduling cycle: runs profiles on demand and keeps their results. Most cycles run one
+   * profile, so the first result is kept in fields and a map is built only for a second one.
+   */
   private final class Cycle implements ProfileRunner {
     final InferenceRequest request;
     final CycleState state;
     final PoolSnapshot snap;
-    final Map<String, ProfileResult> results = new LinkedHashMap<>(4);
+    private @Nullable String firstName;
+    private @Nullable ProfileResult firstResult;
+    private @Nullable Map<String, ProfileResult> more;
 
     Cycle(InferenceRequest request, CycleState state, PoolSnapshot snap) {
       this.request = request;
@@ -229,12 +239,23 @@ public final class Router implements AutoCloseable {
 
     @Override
     public @Nullable ProfileResult result(String profile) {
-      return results.get(profile);
+      if (more != null) {
+        return more.get(profile);
+      }
+      return profile.equals(firstName) ? firstResult : null;
+    }
+
+    /** Every result in the order the profiles ran. */
+    Map<String, ProfileResult> results() {
+      if (more != null) {
+        return more;
+      }
+      return firstName == null || firstResult == null ? Map.of() : Map.of(firstName, firstResult);
     }
 
     @Override
     public ProfileResult run(String name) {
-      ProfileResult done = results.get(name);
+      ProfileResult done = result(name);
       if (done != null) {
         return done;
       }
@@ -243,7 +264,16 @@ public final class Router implements AutoCloseable {
         throw new IllegalArgumentException("no scheduling profile named '" + name + "'");
       }
       ProfileResult r = runProfile(profile);
-      results.put(name, r);
+      if (firstName == null) {
+        firstName = name;
+        firstResult = r;
+      } else {
+        if (more == null) {
+          more = new LinkedHashMap<>(4);
+          more.put(firstName, firstResult);
+        }
+        more.put(name, r);
+      }
       return r;
     }
 
@@ -260,19 +290,27 @@ public final class Router implements AutoCloseable {
       double[] total = new double[n];
       List<SchedulingProfile.WeightedScorer> scorers = profile.scorers();
       if (!scorers.isEmpty()) {
-        double[] scratch = new double[n];
-        for (int s = 0; s < scorers.size(); s++) {
-          SchedulingProfile.WeightedScorer ws = scorers.get(s);
-          if (s > 0) {
+        // scorers see an array of exactly n entries; a reused one is handed out only if it fits
+        double[][] holder = SCORE_SCRATCH.get();
+        double[] scratch = holder[0];
+        holder[0] = null;
+        if (scratch == null || scratch.length != n) {
+          scratch = new double[n];
+        }
+        try {
+          for (int s = 0; s < scorers.size(); s++) {
+            SchedulingProfile.WeightedScorer ws = scorers.get(s);
             java.util.Arrays.fill(scratch, 0.0);
+            ws.scorer().score(request, state, candidates, scratch);
+            double w = ws.weight();
+            for (int i = 0; i < n; i++) {
+              double v = scratch[i];
+              // clamp to [0,1]; NaN fails both comparisons and counts as 0
+              total[i] += w * (v >= 1.0 ? 1.0 : v > 0.0 ? v : 0.0);
+            }
           }
-          ws.scorer().score(request, state, candidates, scratch);
-          double w = ws.weight();
-          for (int i = 0; i < n; i++) {
-            double v = scratch[i];
-            // clamp to [0,1]; NaN fails both comparisons and counts as 0
-            total[i] += w * (v >= 1.0 ? 1.0 : v > 0.0 ? v : 0.0);
-          }
+        } finally {
+          holder[0] = scratch;
         }
       }
       List<Candidate> picked = profile.picker().pick(request, state, candidates, total);
@@ -290,12 +328,22 @@ public final class Router implements AutoCloseable {
   /** Feeds the lifecycle of one decision into in-flight counters and request listeners. */
   private final class Tracker implements RoutingDecision.Callbacks {
     private final InferenceRequest request;
-    private final EndpointState.InFlight[] counters;
+    // one profile (the common case): a single counter, no array
+    private final EndpointState.@Nullable InFlight counter;
+    private final EndpointState.InFlight @Nullable [] counters;
     private final long tokens;
 
     Tracker(InferenceRequest request, PoolSnapshot snap, Map<String, ProfileResult> results) {
       this.request = request;
       this.tokens = (long) request.estimatedPromptTokens() + request.maxTokens();
+      if (results.size() == 1) {
+        ProfileResult r = results.values().iterator().next();
+        Endpoint e = r.primary();
+        EndpointState s = e == null ? null : snap.get(e.id());
+        this.counter = s == null ? null : acquire(s.inFlight);
+        this.counters = null;
+        return;
+      }
       EndpointState.InFlight[] c = new EndpointState.InFlight[results.size()];
       int k = 0;
       for (ProfileResult r : results.values()) {
@@ -303,19 +351,30 @@ public final class Router implements AutoCloseable {
         if (e != null) {
           EndpointState s = snap.get(e.id());
           if (s != null) {
-            c[k++] = s.inFlight;
-            s.inFlight.requests.incrementAndGet();
-            s.inFlight.tokens.addAndGet(tokens);
+            c[k++] = acquire(s.inFlight);
           }
         }
       }
+      this.counter = null;
       this.counters = k == c.length ? c : java.util.Arrays.copyOf(c, k);
     }
 
+    private EndpointState.InFlight acquire(EndpointState.InFlight f) {
+      f.requests.incrementAndGet();
+      f.tokens.addAndGet(tokens);
+      return f;
+    }
+
     private void release() {
-      for (EndpointState.InFlight f : counters) {
-        f.requests.decrementAndGet();
-        f.tokens.addAndGet(-tokens);
+      if (counter != null) {
+        counter.requests.decrementAndGet();
+        counter.tokens.addAndGet(-tokens);
+      }
+      if (counters != null) {
+        for (EndpointState.InFlight f : counters) {
+          f.requests.decrementAndGet();
+          f.tokens.addAndGet(-tokens);
+        }
       }
     }
 

@@ -118,4 +118,118 @@ class OpenAiRequestParserTest {
       assertThat(r.isOk() || !r.errors().isEmpty()).isTrue();
     }
   }
+
+  static final com.fasterxml.jackson.databind.ObjectMapper JACKSON_SORTED =
+      com.fasterxml.jackson.databind.json.JsonMapper.builder()
+          .configure(com.fasterxml.jackson.databind.SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true)
+          .configure(com.fasterxml.jackson.databind.cfg.JsonNodeFeature.WRITE_PROPERTIES_SORTED, true)
+          .build();
+
+  static com.fasterxml.jackson.databind.JsonNode randomNode(Random rnd, int depth) {
+    var f = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance;
+    int kind = rnd.nextInt(depth > 3 ? 6 : 8);
+    switch (kind) {
+      case 0: return f.textNode(randomString(rnd));
+      case 1: return f.numberNode(rnd.nextInt());
+      case 2: return f.numberNode(rnd.nextLong());
+      case 3: return f.numberNode(rnd.nextDouble() * 1e6);
+      case 4: return f.booleanNode(rnd.nextBoolean());
+      case 5: return f.nullNode();
+      case 6: {
+        var o = f.objectNode();
+        for (int i = rnd.nextInt(5); i > 0; i--) {
+          o.set(randomString(rnd), randomNode(rnd, depth + 1));
+        }
+        return o;
+      }
+      default: {
+        var a = f.arrayNode();
+        for (int i = rnd.nextInt(5); i > 0; i--) {
+          a.add(randomNode(rnd, depth + 1));
+        }
+        return a;
+      }
+    }
+  }
+
+  static String randomString(Random rnd) {
+    StringBuilder sb = new StringBuilder();
+    for (int i = rnd.nextInt(8); i > 0; i--) {
+      int k = rnd.nextInt(10);
+      sb.append(k < 5 ? (char) ('a' + rnd.nextInt(26)) : k < 7 ? (char) rnd.nextInt(0x30)
+          : k < 8 ? '\\' : k < 9 ? '"' : (char) (0x7F + rnd.nextInt(0x3000)));
+    }
+    return sb.toString();
+  }
+
+  @Test
+  void canonicalJsonIsWhatJacksonWritesWithSortedKeys() throws Exception {
+    Random rnd = new Random(5);
+    for (int i = 0; i < 2000; i++) {
+      var node = randomNode(rnd, 0);
+      assertThat(OpenAiRequestParser.canonical(node)).isEqualTo(JACKSON_SORTED.writeValueAsString(node));
+    }
+  }
+
+  @Test
+  void textPartsWithExtraFieldsAndMediaParts() {
+    InferenceRequest r = parse("/v1/chat/completions", """
+        {"model":"m","messages":[{"role":"user","content":[
+          {"text":"a","type":"text","cache_control":{"type":"ephemeral"}},
+          {"type":"image_url","image_url":{"url":"u"}},
+          {"type":"text","text":"b"}]},
+          {"role":"assistant","content":"c","content":"d"}]}
+        """).value();
+    assertThat(r.messages().get(0).content())
+        .isEqualTo("a{\"image_url\":{\"url\":\"u\"},\"type\":\"image_url\"}b");
+    assertThat(r.messages().get(1).content()).isEqualTo("cd");
+    assertThat(parse("/v1/chat/completions",
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"a\"}]}]}")
+        .errors()).containsExactly("field 'messages[0].content[0].type' is required");
+  }
+
+  @Test
+  void treesReadFromTheStreamEqualJacksonReadTree() throws Exception {
+    Random rnd = new Random(6);
+    var plain = new com.fasterxml.jackson.databind.ObjectMapper();
+    var factory = new com.fasterxml.jackson.core.JsonFactory();
+    for (int i = 0; i < 2000; i++) {
+      String text = plain.writeValueAsString(randomNode(rnd, 0));
+      if (i % 3 == 0) {
+        text = text.replace(",", " , ").replace("1", "12345678901234567890"); // big ints, spaces
+      }
+      var expected = JACKSON_SORTED.readTree(text);
+      try (var p = factory.createParser(text)) {
+        p.nextToken();
+        var actual = OpenAiRequestParser.readTree(p);
+        assertThat(actual).isEqualTo(expected);
+        assertThat(OpenAiRequestParser.canonical(actual))
+            .isEqualTo(JACKSON_SORTED.writeValueAsString(expected));
+      }
+    }
+    for (String text : new String[] {"{\"a\":1,\"a\":2}", "[1e400,-0,0.1,1E2]", "{\"b\":{},\"a\":[]}"}) {
+      try (var p = factory.createParser(text)) {
+        p.nextToken();
+        assertThat(OpenAiRequestParser.canonical(OpenAiRequestParser.readTree(p)))
+            .isEqualTo(JACKSON_SORTED.writeValueAsString(JACKSON_SORTED.readTree(text)));
+      }
+    }
+  }
+
+  @Test
+  void repeatedAndSameLengthToolsAreCanonicalisedEachByItsOwnBytes() {
+    String a = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"b\":1,\"a\":2}}}]";
+    String b = a.replace("\"f\"", "\"g\"");
+    for (int i = 0; i < 3; i++) {
+      for (String tools : new String[] {a, b, " " + a.replace(",", " ,\n")}) {
+        InferenceRequest r = parse("/v1/chat/completions",
+            "{\"model\":\"m\",\"tools\": " + tools + " ,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}")
+            .value();
+        String name = tools == b ? "g" : "f";
+        assertThat(r.toolsJson()).isEqualTo(
+            "[{\"function\":{\"name\":\"" + name + "\",\"parameters\":{\"a\":2,\"b\":1}},\"type\":\"function\"}]");
+      }
+    }
+    assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"tools\":[{\"a\":1,]}").isOk()).isFalse();
+  }
 }

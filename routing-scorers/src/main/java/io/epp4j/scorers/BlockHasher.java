@@ -6,15 +6,22 @@ import io.epp4j.api.ChatMessage;
 import io.epp4j.api.InferenceRequest;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.CharBuffer;
+import java.nio.charset.CharsetEncoder;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Turns a request's prompt into chained 64-bit block hashes: {@code h0} from model, LoRA adapter
- * and cache salt (all XXH3), then {@code h(i) = XXH3(LE64(h(i-1)) ‖ block(i))}, token IDs as
- * little-endian 32-bit values and characters as little-endian UTF-16 units. Token
- * prompts use blocks of {@code blockSizeTokens} token IDs; text prompts use blocks of
- * {@code 4 × blockSizeTokens} UTF-16 characters. Only full blocks count, as in vLLM.
+ * and cache salt, then {@code h(i) = chain(h(i-1), XXH3(block(i)))} (see {@link #chain}). Token prompts
+ * use blocks of {@code blockSizeTokens} token IDs, hashed as little-endian 32-bit values. Text
+ * prompts use blocks of {@code 4 × blockSizeTokens} UTF-16 characters; a block whose characters
+ * are all at most U+00FF is hashed as one byte per character (ISO-8859-1), any other block as
+ * UTF-16LE. The two forms differ in length, so they never collide, and a block's bytes depend on
+ * that block alone. Only full blocks count, as in vLLM.
  *
  * <p>Chat requests are hashed in a canonical form, not as raw JSON: the tools JSON (already
  * canonical with sorted keys) first, then for each message its role, a unit separator (U+001F),
@@ -22,17 +29,25 @@ import java.util.List;
  * different JSON field order, whitespace or escaping therefore hash alike, and a conversation
  * extended by one turn keeps every earlier block, since the form of a message never depends on
  * what follows it.
+ *
+ * <p>Cost: each block is hashed on its own (the blocks are independent, so the CPU overlaps
+ * them) and chained with a multiply-xorshift mix. Text is copied in chunks of a few thousand characters
+ * into a per-thread scratch by {@link String#getChars} and narrowed by the ISO-8859-1 encoder,
+ * both of which the JDK implements with vector instructions; a character-by-character loop costs
+ * ten times more. A request allocates only its result array.
  */
 final class BlockHasher {
-  private static final char UNIT_SEP = '\u001f';
-  private static final char RECORD_SEP = '\u001e';
+  private static final String UNIT_SEP = "\u001f";
+  private static final String RECORD_SEP = "\u001e";
+  private static final String TOOLS = "tools";
   private static final Hasher64 XXH3 = Hashing.xxh3_64();
   private static final VarHandle INT_LE =
       MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
-  private static final VarHandle LONG_LE =
-      MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
   private static final VarHandle CHAR_LE =
       MethodHandles.byteArrayViewVarHandle(char[].class, ByteOrder.LITTLE_ENDIAN);
+  /** Characters (or token bytes) copied per pass: small enough to stay in the L1 cache. */
+  private static final int CHUNK = 4096;
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
   private final int blockSizeTokens;
   private final int blockChars;
@@ -48,52 +63,25 @@ final class BlockHasher {
     return blockSizeTokens;
   }
 
-  /**
-   * The request's block hashes (length = number of full blocks, capped at the maximum). Each
-   * block is laid out as {@code LE64(parent) ‖ block bytes} in one small scratch array and hashed
-   * in one call, so a request allocates only the result and that scratch array.
-   */
+  /** The request's block hashes (length = number of full blocks, capped at the maximum). */
   long[] hash(InferenceRequest request) {
     long seed = namespace(request);
     int[] tokens = request.tokenIds();
-    if (tokens != null) {
-      int n = Math.min(maxBlocks, tokens.length / blockSizeTokens);
-      long[] out = new long[n];
-      byte[] buf = new byte[8 + 4 * blockSizeTokens];
-      long h = seed;
-      for (int i = 0; i < n; i++) {
-        putLong(buf, 0, h);
-        int base = i * blockSizeTokens;
-        for (int j = 0, p = 8; j < blockSizeTokens; j++, p += 4) {
-          INT_LE.set(buf, p, tokens[base + j]);
-        }
-        h = XXH3.hashBytesToLong(buf, 0, buf.length);
-        out[i] = h;
-      }
-      return out;
-    }
-    TextBlocks text = new TextBlocks(seed, estimateChars(request));
-    String prompt = request.prompt();
-    if (prompt != null) {
-      text.append(prompt);
-    } else {
-      String tools = request.toolsJson();
-      if (tools != null && !tools.isEmpty()) {
-        text.append("tools");
-        text.append(UNIT_SEP);
-        text.append(tools);
-        text.append(RECORD_SEP);
-      }
-      List<ChatMessage> messages = request.messages();
-      for (int i = 0; i < messages.size() && !text.full(); i++) {
-        ChatMessage m = messages.get(i);
-        text.append(m.role());
-        text.append(UNIT_SEP);
-        text.append(m.content());
-        text.append(RECORD_SEP);
-      }
-    }
-    return text.result();
+    return tokens != null ? hashTokens(seed, tokens) : hashText(seed, request);
+  }
+
+  /**
+   * {@code fmix64(parent × φ + blockHash)} with φ = 0x9E3779B97F4A7C15 and MurmurHash3's
+   * finaliser: for a fixed parent it is a bijection of the block hash and for a fixed block hash
+   * a bijection of the parent, so distinct prefixes collide only as often as random 64-bit
+   * values. It sits on the dependency chain between blocks, where a full XXH3 of 16 bytes cost
+   * about a quarter of the hashing time.
+   */
+  static long chain(long parent, long blockHash) {
+    long x = parent * 0x9E3779B97F4A7C15L + blockHash;
+    x = (x ^ (x >>> 33)) * 0xFF51AFD7ED558CCDL;
+    x = (x ^ (x >>> 33)) * 0xC4CEB9FE1A85EC53L;
+    return x ^ (x >>> 33);
   }
 
   /** {@code h0}: model, LoRA adapter and cache salt (absent and empty differ), prompt form. */
@@ -108,66 +96,213 @@ final class BlockHasher {
     return XXH3.hashLongIntToLong(h, flags);
   }
 
-  private static void putLong(byte[] b, int off, long v) {
-    LONG_LE.set(b, off, v);
+  private long[] hashTokens(long seed, int[] tokens) {
+    int n = Math.min(maxBlocks, tokens.length / blockSizeTokens);
+    long[] out = new long[n];
+    if (n == 0) {
+      return out;
+    }
+    int blockBytes = 4 * blockSizeTokens;
+    int perChunk = Math.max(1, CHUNK / blockBytes);
+    byte[] buf = SCRATCH.get().bytes(perChunk * blockBytes);
+    long h = seed;
+    for (int first = 0; first < n; first += perChunk) {
+      int k = Math.min(perChunk, n - first);
+      int base = first * blockSizeTokens;
+      for (int j = 0, count = k * blockSizeTokens; j < count; j++) {
+        INT_LE.set(buf, 4 * j, tokens[base + j]);
+      }
+      for (int i = 0; i < k; i++) {
+        h = chain(h, XXH3.hashBytesToLong(buf, i * blockBytes, blockBytes));
+        out[first + i] = h;
+      }
+    }
+    return out;
   }
 
-  private long estimateChars(InferenceRequest request) {
+  private long[] hashText(long seed, InferenceRequest request) {
+    int n = (int) Math.min(maxBlocks, textLength(request) / blockChars);
+    long[] out = new long[n];
+    if (n == 0) {
+      return out;
+    }
+    int bc = blockChars;
+    int perChunk = Math.max(1, Math.min(Long.SIZE, CHUNK / bc));
+    Scratch s = SCRATCH.get();
+    s.prepareText(perChunk * bc, 2 * bc);
+    TextCursor text = s.cursor.start(request);
+    char[] chars = s.chars;
+    byte[] narrow = s.narrow;
+    byte[] wide = s.wide;
+    long h = seed;
+    for (int first = 0; first < n; first += perChunk) {
+      int k = Math.min(perChunk, n - first);
+      int len = k * bc;
+      text.copyTo(chars, len);
+      long wideBlocks = s.narrow(len, bc);
+      for (int i = 0; i < k; i++) {
+        int off = i * bc;
+        long blockHash;
+        if ((wideBlocks & (1L << i)) == 0) {
+          blockHash = XXH3.hashBytesToLong(narrow, off, bc);
+        } else {
+          for (int j = 0; j < bc; j++) {
+            CHAR_LE.set(wide, 2 * j, chars[off + j]);
+          }
+          blockHash = XXH3.hashBytesToLong(wide, 0, 2 * bc);
+        }
+        h = chain(h, blockHash);
+        out[first + i] = h;
+      }
+    }
+    text.clear();
+    return out;
+  }
+
+  /** Characters of the canonical text of a request. */
+  private static long textLength(InferenceRequest request) {
     String p = request.prompt();
     if (p != null) {
       return p.length();
     }
-    long n = request.toolsJson() == null || request.toolsJson().isEmpty()
-        ? 0 : request.toolsJson().length() + 7;
-    for (ChatMessage m : request.messages()) {
+    String tools = request.toolsJson();
+    long n = tools == null || tools.isEmpty() ? 0 : TOOLS.length() + tools.length() + 2;
+    List<ChatMessage> messages = request.messages();
+    for (int i = 0, size = messages.size(); i < size; i++) {
+      ChatMessage m = messages.get(i);
       n += m.role().length() + m.content().length() + 2;
     }
     return n;
   }
 
-  /** Accumulates characters into fixed-size blocks (two bytes per char) and hashes each full block. */
-  private final class TextBlocks {
-    private final byte[] buf = new byte[8 + 2 * blockChars];
-    private final long[] out;
-    private int fill; // chars in the current block
-    private int n;
-    private long h;
+  /**
+   * Walks the canonical text of a request as a sequence of strings (the prompt; or tools and
+   * messages with their separators) without concatenating them.
+   */
+  private static final class TextCursor {
+    private @Nullable String prompt;
+    private @Nullable String tools;
+    private List<ChatMessage> messages = List.of();
+    private int piece;
+    private int offset;
 
-    TextBlocks(long seed, long chars) {
-      this.h = seed;
-      this.out = new long[(int) Math.min(maxBlocks, chars / blockChars)];
+    TextCursor start(InferenceRequest r) {
+      prompt = r.prompt();
+      String t = r.toolsJson();
+      tools = t == null || t.isEmpty() ? null : t;
+      messages = r.messages();
+      piece = 0;
+      offset = 0;
+      return this;
     }
 
-    boolean full() {
-      return n >= out.length;
+    void clear() {
+      prompt = null;
+      tools = null;
+      messages = List.of();
     }
 
-    void append(char c) {
-      if (full()) {
-        return;
+    /** The {@code k}-th string of the canonical text, or {@code null} past the end. */
+    private @Nullable String piece(int k) {
+      if (prompt != null) {
+        return k == 0 ? prompt : null;
       }
-      CHAR_LE.set(buf, 8 + 2 * fill, c);
-      if (++fill == blockChars) {
-        emit();
+      if (tools != null) {
+        if (k < 4) {
+          return k == 0 ? TOOLS : k == 1 ? UNIT_SEP : k == 2 ? tools : RECORD_SEP;
+        }
+        k -= 4;
+      }
+      int m = k >> 2;
+      if (m >= messages.size()) {
+        return null;
+      }
+      switch (k & 3) {
+        case 0:
+          return messages.get(m).role();
+        case 1:
+          return UNIT_SEP;
+        case 2:
+          return messages.get(m).content();
+        default:
+          return RECORD_SEP;
       }
     }
 
-    void append(String s) {
-      int len = s.length();
-      for (int pos = 0; pos < len && !full(); pos++) {
-        append(s.charAt(pos));
+    /** Copies the next {@code len} characters into {@code dst[0..len)}; they must exist. */
+    void copyTo(char[] dst, int len) {
+      int at = 0;
+      while (at < len) {
+        String s = java.util.Objects.requireNonNull(piece(piece), "text shorter than counted");
+        int take = Math.min(len - at, s.length() - offset);
+        s.getChars(offset, offset + take, dst, at);
+        at += take;
+        offset += take;
+        if (offset == s.length()) {
+          piece++;
+          offset = 0;
+        }
+      }
+    }
+  }
+
+  /** Per-thread buffers, grown on demand and reused by every request of the thread. */
+  private static final class Scratch {
+    private final CharsetEncoder latin1 = StandardCharsets.ISO_8859_1.newEncoder();
+    final TextCursor cursor = new TextCursor();
+    private byte[] bytes = new byte[0];
+    char[] chars = new char[0];
+    byte[] narrow = new byte[0];
+    byte[] wide = new byte[0];
+    private CharBuffer charView = CharBuffer.wrap(chars);
+    private ByteBuffer narrowView = ByteBuffer.wrap(narrow);
+
+    byte[] bytes(int length) {
+      if (bytes.length < length) {
+        bytes = new byte[length];
+      }
+      return bytes;
+    }
+
+    void prepareText(int chunkChars, int wideBytes) {
+      if (chars.length < chunkChars) {
+        chars = new char[chunkChars];
+        narrow = new byte[chunkChars];
+        charView = CharBuffer.wrap(chars);
+        narrowView = ByteBuffer.wrap(narrow);
+      }
+      if (wide.length < wideBytes) {
+        wide = new byte[wideBytes];
       }
     }
 
-    private void emit() {
-      putLong(buf, 0, h);
-      h = XXH3.hashBytesToLong(buf, 0, buf.length);
-      out[n++] = h;
-      fill = 0;
-    }
-
-    long[] result() {
-      return n == out.length ? out : java.util.Arrays.copyOf(out, n);
+    /**
+     * Narrows {@code chars[0..len)} into {@code narrow} with the ISO-8859-1 encoder and returns
+     * a mask of the blocks (of {@code blockChars}) that hold a character above U+00FF; those
+     * blocks' bytes in {@code narrow} are not meaningful.
+     */
+    long narrow(int len, int blockChars) {
+      CharBuffer in = charView;
+      ByteBuffer out = narrowView;
+      in.clear().limit(len);
+      out.clear().limit(len);
+      long wideBlocks = 0;
+      while (true) {
+        latin1.reset();
+        latin1.encode(in, out, true);
+        int stop = in.position();
+        if (stop >= len) {
+          return wideBlocks;
+        }
+        int block = stop / blockChars;
+        wideBlocks |= 1L << block;
+        int next = (block + 1) * blockChars;
+        if (next >= len) {
+          return wideBlocks;
+        }
+        in.position(next);
+        out.position(next);
+      }
     }
   }
 }

@@ -70,7 +70,13 @@ final class EndpointBlocks {
   /** Counts how many of {@code hashes[0..n)} this endpoint holds consecutively from the first. */
   synchronized int match(long[] hashes, int n) {
     int m = 0;
-    while (m < n && find(hashes[m]) >= 0) {
+    int hint = NIL;
+    while (m < n) {
+      int e = find(hashes[m], hint);
+      if (e < 0) {
+        break;
+      }
+      hint = next[e];
       m++;
     }
     return m;
@@ -83,12 +89,14 @@ final class EndpointBlocks {
    */
   synchronized int matchAndTouch(long[] hashes, int n) {
     int last = NIL;
+    int hint = NIL;
     int m = 0;
     while (m < n) {
-      int e = find(hashes[m]);
+      int e = find(hashes[m], hint);
       if (e < 0) {
         break;
       }
+      hint = next[e]; // where the chain continued before this touch
       place(e, last);
       last = e;
       m++;
@@ -104,10 +112,12 @@ final class EndpointBlocks {
   synchronized void record(long[] hashes, int n) {
     int limit = Math.min(n, capacity);
     int last = NIL;
+    int hint = NIL;
     for (int i = 0; i < limit; i++) {
       long key = hashes[i];
-      int e = find(key);
+      int e = find(key, hint);
       if (e < 0) {
+        hint = NIL;
         // The chain placed so far occupies the i most recent positions and i < capacity, so
         // the entry evicted here is never part of it.
         if (size >= capacity) {
@@ -121,6 +131,61 @@ final class EndpointBlocks {
         next[e] = NIL;
         linkAfter(e, last);
       } else {
+        hint = next[e];
+        place(e, last);
+      }
+      last = e;
+    }
+  }
+
+  /**
+   * Completes a {@link #record} after {@link #matchAndTouch} of the same chain returned
+   * {@code matched}: blocks {@code [0, matched)} are already present and ordered head first, so
+   * only the rest is placed behind block {@code matched - 1}. The result is what
+   * {@code record(hashes, n)} gives when nothing touched this endpoint in between; if the chain
+   * changed meanwhile (its anchor or last block was evicted, or eviction would reach the anchor),
+   * this falls back to a full {@code record}. Saves the lookups of the matched blocks, which are
+   * most of a record in steady state.
+   */
+  synchronized void recordAfterMatch(long[] hashes, int n, int matched) {
+    int limit = Math.min(n, capacity);
+    if (matched <= 0) {
+      record(hashes, n);
+      return;
+    }
+    if (matched >= limit) {
+      if (find(hashes[limit - 1]) < 0) {
+        record(hashes, n); // evicted since the lookup
+      }
+      return;
+    }
+    int last = find(hashes[matched - 1]);
+    if (last < 0) {
+      record(hashes, n);
+      return;
+    }
+    int hint = next[last];
+    for (int i = matched; i < limit; i++) {
+      long key = hashes[i];
+      int e = find(key, hint);
+      if (e < 0) {
+        hint = NIL;
+        if (size >= capacity) {
+          if (tail == last) {
+            record(hashes, n); // the anchor itself would be evicted
+            return;
+          }
+          evictTail();
+        }
+        e = allocate();
+        keys[e] = key;
+        insertIntoTable(e);
+        size++;
+        prev[e] = NIL;
+        next[e] = NIL;
+        linkAfter(e, last);
+      } else {
+        hint = next[e];
         place(e, last);
       }
       last = e;
@@ -252,6 +317,15 @@ final class EndpointBlocks {
   private static int home(long key) {
     // keys are XXH3 outputs, already well mixed
     return (int) (key ^ (key >>> 32));
+  }
+
+  /**
+   * {@link #find(long)}, trying {@code hint} first. Chains are stored head first, so the entry
+   * after a block in LRU order is usually the chain's next block: one comparison instead of a
+   * probe of the table. {@code hint} must be {@link #NIL} or a live entry.
+   */
+  private int find(long key, int hint) {
+    return hint != NIL && keys[hint] == key ? hint : find(key);
   }
 
   private int find(long key) {

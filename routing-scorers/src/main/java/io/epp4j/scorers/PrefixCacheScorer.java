@@ -45,7 +45,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private final boolean refreshOnLookup;
   private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
   // per instance, so two prefix scorers with different block sizes never share hashes
-  private final AttributeKey<long[]> hashesKey = AttributeKey.of("prefix-cache-hashes", long[].class);
+  private final AttributeKey<Lookup> lookupKey = AttributeKey.of("prefix-cache-lookup", Lookup.class);
 
   private PrefixCacheScorer(Builder b) {
     this.blockSizeTokens = b.blockSizeTokens;
@@ -71,13 +71,12 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (n == 0) {
       return;
     }
-    long[] hashes = hashes(request, state);
+    Lookup lookup = lookup(request, state);
+    long[] hashes = lookup.hashes;
     int total = hashes.length;
-    String[] ids = new String[n];
     int[] matched = new int[n];
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
-      ids[i] = c.id();
       EndpointBlocks blocks = blocksFor(c);
       if (total > 0) {
         int m = refreshOnLookup ? blocks.matchAndTouch(hashes, total) : blocks.match(hashes, total);
@@ -85,18 +84,44 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         scores[i] = (double) m / total;
       }
     }
-    PrefixMatch match = PrefixMatch.wrap(total, blockSizeTokens, ids, matched);
+    PrefixMatch match = PrefixMatch.wrap(total, blockSizeTokens, candidates, matched);
+    lookup.match = match;
+    lookup.touched = refreshOnLookup;
     PrefixMatch earlier = state.get(PrefixMatch.KEY);
     state.put(PrefixMatch.KEY, earlier == null ? match : earlier.merge(match));
   }
 
-  private long[] hashes(InferenceRequest request, CycleState state) {
-    long[] h = state.get(hashesKey);
-    if (h == null) {
-      h = hasher.hash(request);
-      state.put(hashesKey, h);
+  private Lookup lookup(InferenceRequest request, CycleState state) {
+    Lookup l = state.get(lookupKey);
+    if (l == null) {
+      l = new Lookup(hasher.hash(request));
+      state.put(lookupKey, l);
     }
-    return h;
+    return l;
+  }
+
+  /**
+   * One cycle's hashes and, once scored, what each candidate matched. After routing, an endpoint
+   * whose match the lookup already touched needs only the rest of the chain recorded.
+   */
+  private static final class Lookup {
+    final long[] hashes;
+    @Nullable PrefixMatch match;
+    boolean touched;
+
+    Lookup(long[] hashes) {
+      this.hashes = hashes;
+    }
+
+    /** Blocks already present and refreshed on {@code endpointId} by this cycle's lookup. */
+    int touchedPrefix(String endpointId) {
+      PrefixMatch m = match;
+      if (!touched || m == null) {
+        return 0;
+      }
+      int i = m.indexOf(endpointId);
+      return i < 0 ? 0 : m.matchedAt(i);
+    }
   }
 
   private EndpointBlocks blocksFor(Candidate c) {
@@ -123,25 +148,35 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
-    long[] hashes = hashes(request, state);
-    if (hashes.length == 0) {
+    Lookup lookup = lookup(request, state);
+    if (lookup.hashes.length == 0) {
       return;
     }
     Endpoint primary = decision.primary();
-    record(primary.id(), hashes);
+    record(primary.id(), lookup);
     Endpoint prefill = decision.prefillEndpoint();
     if (prefill != null && !prefill.id().equals(primary.id())) {
-      record(prefill.id(), hashes);
+      record(prefill.id(), lookup);
     }
   }
 
-  /** Records that {@code endpointId} now holds the given chain (used after routing and in tests). */
-  void record(String endpointId, long[] hashes) {
+  private void record(String endpointId, Lookup lookup) {
+    long[] hashes = lookup.hashes;
+    blocksForRecord(endpointId).recordAfterMatch(hashes, hashes.length,
+        lookup.touchedPrefix(endpointId));
+  }
+
+  private EndpointBlocks blocksForRecord(String endpointId) {
     EndpointBlocks b = endpoints.get(endpointId);
     if (b == null) {
       b = endpoints.computeIfAbsent(endpointId, k -> new EndpointBlocks(defaultCapacity));
     }
-    b.record(hashes, hashes.length);
+    return b;
+  }
+
+  /** Records that {@code endpointId} now holds the given chain (used after routing and in tests). */
+  void record(String endpointId, long[] hashes) {
+    blocksForRecord(endpointId).record(hashes, hashes.length);
   }
 
   @Override

@@ -1,8 +1,11 @@
 package io.epp4j.scorers;
 
 import io.epp4j.api.AttributeKey;
+import io.epp4j.api.Candidate;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How much of a request's prompt each endpoint is believed to have cached, as computed by
@@ -19,14 +22,24 @@ public final class PrefixMatch {
 
   private final int totalBlocks;
   private final int blockSizeTokens;
-  private final String[] endpointIds;
+  // exactly one of the two: ids given by value, or the scored candidates (not copied, so that
+  // the hot path allocates no id array; candidate lists of a cycle are not modified)
+  private final String @Nullable [] endpointIds;
+  private final @Nullable List<Candidate> candidates;
   private final int[] matched;
 
-  private PrefixMatch(int totalBlocks, int blockSizeTokens, String[] endpointIds, int[] matched) {
+  private PrefixMatch(int totalBlocks, int blockSizeTokens, String @Nullable [] endpointIds,
+      @Nullable List<Candidate> candidates, int[] matched) {
     this.totalBlocks = totalBlocks;
     this.blockSizeTokens = blockSizeTokens;
     this.endpointIds = endpointIds;
+    this.candidates = candidates;
     this.matched = matched;
+  }
+
+  private String idAt(int i) {
+    String[] ids = endpointIds;
+    return ids != null ? ids[i] : java.util.Objects.requireNonNull(candidates).get(i).id();
   }
 
   /**
@@ -47,12 +60,14 @@ public final class PrefixMatch {
     for (String id : endpointIds) {
       Objects.requireNonNull(id, "endpoint id");
     }
-    return new PrefixMatch(totalBlocks, blockSizeTokens, endpointIds.clone(), matchedBlocks.clone());
+    return new PrefixMatch(totalBlocks, blockSizeTokens, endpointIds.clone(), null,
+        matchedBlocks.clone());
   }
 
-  /** Without copying; the caller hands over the arrays. */
-  static PrefixMatch wrap(int totalBlocks, int blockSizeTokens, String[] ids, int[] matched) {
-    return new PrefixMatch(totalBlocks, blockSizeTokens, ids, matched);
+  /** Without copying; {@code matched[i]} belongs to {@code candidates.get(i)}. */
+  static PrefixMatch wrap(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
+      int[] matched) {
+    return new PrefixMatch(totalBlocks, blockSizeTokens, null, candidates, matched);
   }
 
   /** Full blocks of the prompt that were considered (at most {@code maxPrefixBlocksToMatch}). */
@@ -67,12 +82,8 @@ public final class PrefixMatch {
 
   /** Consecutive blocks from the first that the endpoint holds; 0 for an unknown endpoint. */
   public int matchedBlocks(String endpointId) {
-    for (int i = 0; i < endpointIds.length; i++) {
-      if (endpointIds[i].equals(endpointId)) {
-        return matched[i];
-      }
-    }
-    return 0;
+    int i = indexOf(endpointId);
+    return i < 0 ? 0 : matched[i];
   }
 
   /** The best match over all endpoints scored. */
@@ -91,35 +102,46 @@ public final class PrefixMatch {
 
   /** This match extended with another one for the same request (e.g. a second profile's pool). */
   PrefixMatch merge(PrefixMatch other) {
-    String[] ids = Arrays.copyOf(endpointIds, endpointIds.length + other.endpointIds.length);
-    int[] m = Arrays.copyOf(matched, matched.length + other.matched.length);
-    int n = endpointIds.length;
-    for (int i = 0; i < other.endpointIds.length; i++) {
-      if (indexOf(other.endpointIds[i]) < 0) {
-        ids[n] = other.endpointIds[i];
+    int mine = matched.length;
+    String[] ids = new String[mine + other.matched.length];
+    int[] m = Arrays.copyOf(matched, ids.length);
+    for (int i = 0; i < mine; i++) {
+      ids[i] = idAt(i);
+    }
+    int n = mine;
+    for (int i = 0; i < other.matched.length; i++) {
+      String id = other.idAt(i);
+      if (indexOf(id) < 0) {
+        ids[n] = id;
         m[n] = other.matched[i];
         n++;
       }
     }
     return new PrefixMatch(Math.max(totalBlocks, other.totalBlocks), blockSizeTokens,
-        Arrays.copyOf(ids, n), Arrays.copyOf(m, n));
+        Arrays.copyOf(ids, n), null, Arrays.copyOf(m, n));
   }
 
-  private int indexOf(String id) {
-    for (int i = 0; i < endpointIds.length; i++) {
-      if (endpointIds[i].equals(id)) {
+  /** Position of an endpoint in this match, or -1. */
+  int indexOf(String id) {
+    for (int i = 0; i < matched.length; i++) {
+      if (idAt(i).equals(id)) {
         return i;
       }
     }
     return -1;
   }
 
+  /** Matched blocks at a position of {@link #indexOf}. */
+  int matchedAt(int i) {
+    return matched[i];
+  }
+
   @Override
   public String toString() {
     StringBuilder sb = new StringBuilder("PrefixMatch{total=").append(totalBlocks)
         .append(", blockSize=").append(blockSizeTokens);
-    for (int i = 0; i < endpointIds.length; i++) {
-      sb.append(", ").append(endpointIds[i]).append('=').append(matched[i]);
+    for (int i = 0; i < matched.length; i++) {
+      sb.append(", ").append(idAt(i)).append('=').append(matched[i]);
     }
     return sb.append('}').toString();
   }

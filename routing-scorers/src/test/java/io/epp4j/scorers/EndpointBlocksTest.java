@@ -112,6 +112,59 @@ class EndpointBlocksTest {
   }
 
   @Test
+  void recordAfterMatchEqualsAFullRecordWhenNothingHappenedInBetween() {
+    for (int seed = 0; seed < 40; seed++) {
+      SplittableRandom rnd = new SplittableRandom(1000 + seed);
+      int cap = 1 + rnd.nextInt(64);
+      EndpointBlocks blocks = new EndpointBlocks(cap);
+      Model model = new Model(cap);
+      for (int op = 0; op < 3000; op++) {
+        long[] c = chain(rnd, 24);
+        if (rnd.nextInt(3) == 0) {
+          blocks.record(c, c.length);
+          model.record(c);
+        } else {
+          // a routed request: lookup (touching the match), then record the chain
+          int m = blocks.matchAndTouch(c, c.length);
+          assertThat(m).isEqualTo(model.match(c));
+          blocks.recordAfterMatch(c, c.length, m);
+          model.record(c);
+        }
+        List<Long> actual = new ArrayList<>();
+        for (long k : blocks.keysMostRecentFirst()) {
+          actual.add(k);
+        }
+        assertThat(actual).as("seed %d op %d", seed, op).isEqualTo(model.order);
+      }
+    }
+  }
+
+  @Test
+  void recordAfterMatchStaysConsistentWhenOthersInterleave() {
+    for (int seed = 0; seed < 40; seed++) {
+      SplittableRandom rnd = new SplittableRandom(2000 + seed);
+      int cap = 1 + rnd.nextInt(48);
+      EndpointBlocks blocks = new EndpointBlocks(cap);
+      for (int op = 0; op < 2000; op++) {
+        long[] c = chain(rnd, 24);
+        int m = blocks.matchAndTouch(c, c.length);
+        for (int k = rnd.nextInt(4); k > 0; k--) {
+          long[] other = chain(rnd, 24);
+          blocks.record(other, other.length); // other requests land between lookup and record
+        }
+        blocks.recordAfterMatch(c, c.length, m);
+        long[] keys = blocks.keysMostRecentFirst();
+        assertThat(keys.length).isEqualTo(blocks.size()).isLessThanOrEqualTo(cap);
+        assertThat(keys).as("seed %d op %d", seed, op).doesNotHaveDuplicates();
+        assertThat(blocks.contains(c[Math.min(c.length, cap) - 1])).isTrue();
+        for (long k : keys) {
+          assertThat(blocks.contains(k)).isTrue();
+        }
+      }
+    }
+  }
+
+  @Test
   void tailIsEvictedBeforeHead() {
     EndpointBlocks b = new EndpointBlocks(6);
     b.record(new long[] {1, 2, 3, 4}, 4);

@@ -1,0 +1,154 @@
+package io.epp4j.scorers;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.dynatrace.hash4j.hashing.Hasher64;
+import com.dynatrace.hash4j.hashing.Hashing;
+import io.epp4j.api.ChatMessage;
+import io.epp4j.api.InferenceRequest;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/** The block hashes follow the scheme documented in docs/plugins.md, whatever the chunking. */
+class BlockHasherTest {
+  private static final Hasher64 XXH3 = Hashing.xxh3_64();
+
+  /** MurmurHash3's 64-bit finaliser. */
+  static long fmix64(long k) {
+    k ^= k >>> 33;
+    k *= 0xFF51AFD7ED558CCDL;
+    k ^= k >>> 33;
+    k *= 0xC4CEB9FE1A85EC53L;
+    k ^= k >>> 33;
+    return k;
+  }
+
+  /** The documented scheme, written the slow and obvious way. */
+  static long[] reference(long seed, String text, int blockSizeTokens, int maxBlocks) {
+    int bc = 4 * blockSizeTokens;
+    int n = Math.min(maxBlocks, text.length() / bc);
+    long[] out = new long[n];
+    long h = seed;
+    for (int i = 0; i < n; i++) {
+      String block = text.substring(i * bc, (i + 1) * bc);
+      boolean latin1 = block.chars().allMatch(c -> c <= 0xFF);
+      ByteBuffer b = ByteBuffer.allocate(latin1 ? bc : 2 * bc).order(ByteOrder.LITTLE_ENDIAN);
+      for (int j = 0; j < bc; j++) {
+        if (latin1) {
+          b.put((byte) block.charAt(j));
+        } else {
+          b.putChar(block.charAt(j));
+        }
+      }
+      h = fmix64(h * 0x9E3779B97F4A7C15L + XXH3.hashBytesToLong(b.array()));
+      out[i] = h;
+    }
+    return out;
+  }
+
+  static long[] reference(long seed, int[] tokens, int blockSizeTokens) {
+    int n = tokens.length / blockSizeTokens;
+    long[] out = new long[n];
+    long h = seed;
+    for (int i = 0; i < n; i++) {
+      ByteBuffer b = ByteBuffer.allocate(4 * blockSizeTokens).order(ByteOrder.LITTLE_ENDIAN);
+      for (int j = 0; j < blockSizeTokens; j++) {
+        b.putInt(tokens[i * blockSizeTokens + j]);
+      }
+      h = fmix64(h * 0x9E3779B97F4A7C15L + XXH3.hashBytesToLong(b.array()));
+      out[i] = h;
+    }
+    return out;
+  }
+
+  /** Mostly ASCII with some Latin-1, other BMP characters, surrogate pairs and lone surrogates. */
+  static String text(SplittableRandom rnd, int length) {
+    StringBuilder sb = new StringBuilder(length);
+    while (sb.length() < length) {
+      int kind = rnd.nextInt(1000);
+      if (kind < 990) {
+        sb.append((char) (' ' + rnd.nextInt(95)));
+      } else if (kind < 994) {
+        sb.append((char) (0x80 + rnd.nextInt(0x80)));
+      } else if (kind < 997) {
+        sb.append((char) (0x100 + rnd.nextInt(0xD000)));
+      } else if (kind < 999) {
+        sb.appendCodePoint(0x1F600 + rnd.nextInt(64));
+      } else {
+        sb.append((char) (0xD800 + rnd.nextInt(0x800)));
+      }
+    }
+    return sb.toString();
+  }
+
+  @Test
+  void textHashesFollowTheDocumentedSchemeAcrossChunks() {
+    SplittableRandom rnd = new SplittableRandom(1);
+    for (int blockSize : new int[] {1, 3, 16, 100, 2000}) {
+      BlockHasher hasher = new BlockHasher(blockSize, 8192);
+      for (int r = 0; r < 30; r++) {
+        String prompt = text(rnd, rnd.nextInt(20_000));
+        InferenceRequest req = InferenceRequest.completion("m", prompt);
+        assertThat(hasher.hash(req)).as("block size %d, round %d", blockSize, r)
+            .containsExactly(reference(BlockHasher.namespace(req), prompt, blockSize, 8192));
+      }
+    }
+  }
+
+  @Test
+  void chatHashesTheCanonicalText() {
+    SplittableRandom rnd = new SplittableRandom(2);
+    BlockHasher hasher = new BlockHasher(16, 8192);
+    for (int r = 0; r < 20; r++) {
+      List<ChatMessage> messages = new ArrayList<>();
+      StringBuilder canonical = new StringBuilder();
+      String tools = r % 2 == 0 ? "[{\"type\":\"function\"}]" : null;
+      if (tools != null) {
+        canonical.append("tools\u001f").append(tools).append('\u001e');
+      }
+      for (int m = 0, count = 1 + rnd.nextInt(6); m < count; m++) {
+        ChatMessage msg = new ChatMessage(m % 2 == 0 ? "user" : "assistant", text(rnd, rnd.nextInt(3000)));
+        messages.add(msg);
+        canonical.append(msg.role()).append('\u001f').append(msg.content()).append('\u001e');
+      }
+      InferenceRequest req = InferenceRequest.builder().model("m").messages(messages)
+          .toolsJson(tools).build();
+      assertThat(hasher.hash(req))
+          .containsExactly(reference(BlockHasher.namespace(req), canonical.toString(), 16, 8192));
+    }
+  }
+
+  @Test
+  void tokenHashesFollowTheDocumentedScheme() {
+    SplittableRandom rnd = new SplittableRandom(3);
+    for (int blockSize : new int[] {1, 16, 300}) {
+      BlockHasher hasher = new BlockHasher(blockSize, 8192);
+      int[] tokens = rnd.ints(rnd.nextInt(5000), 0, 150_000).toArray();
+      InferenceRequest req = InferenceRequest.builder().model("m").tokenIds(tokens).build();
+      assertThat(hasher.hash(req))
+          .containsExactly(reference(BlockHasher.namespace(req), tokens, blockSize));
+    }
+  }
+
+  @Test
+  void aCharacterAboveLatin1NeverCollidesWithItsLowByte() {
+    BlockHasher hasher = new BlockHasher(16, 8192);
+    String base = "a".repeat(64);
+    long[] low = hasher.hash(InferenceRequest.completion("m", base + "\u0001" + "b".repeat(63)));
+    long[] high = hasher.hash(InferenceRequest.completion("m", base + "\u0101" + "b".repeat(63)));
+    assertThat(high[0]).isEqualTo(low[0]);
+    assertThat(high[1]).isNotEqualTo(low[1]);
+  }
+
+  @Test
+  void maxBlocksCapsTextAndTokens() {
+    BlockHasher hasher = new BlockHasher(16, 3);
+    assertThat(hasher.hash(InferenceRequest.completion("m", "x".repeat(64 * 10)))).hasSize(3);
+    assertThat(hasher.hash(InferenceRequest.builder().model("m").tokenIds(new int[16 * 10]).build()))
+        .hasSize(3);
+  }
+}
