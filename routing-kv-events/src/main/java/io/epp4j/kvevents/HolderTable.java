@@ -1,0 +1,187 @@
+package io.epp4j.kvevents;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+
+/**
+ * Block key → holder bits, two bits (GPU, offload) for each of the first {@value #INLINE_SLOTS}
+ * endpoint slots packed in one {@code long}. Open addressing with linear probing; a key and its
+ * bits sit next to each other in one {@code long[]}, so a lookup usually costs one cache miss.
+ *
+ * <p>One writer at a time (the caller serialises them); any number of readers, which never lock.
+ * The argument readers rely on:
+ *
+ * <ul>
+ *   <li>Within one table a cell, once it holds a key, holds that key for the table's lifetime:
+ *       removal only zeroes the bits (the key stays as a dead entry and is revived if the key
+ *       comes back). So a reader that finds its key has found the only cell that key can have,
+ *       and no probe run ever changes under it.
+ *   <li>A new cell's bits are written before its key, both with release semantics, and readers
+ *       read the key then the bits with acquire semantics: a reader that sees the key sees bits
+ *       at least as new as those written before it.
+ *   <li>Dead entries are dropped only by a rehash, which fills a fresh table privately and
+ *       publishes it through a volatile field. A reader still walking the old table sees the
+ *       state as of the swap; writers never touch a table again once it is replaced.
+ * </ul>
+ *
+ * <p>Bits of different endpoints share a word, so writes must be serialised across all endpoints.
+ */
+final class HolderTable {
+  /** Endpoint slots whose bits live inline; higher slots need another structure. */
+  static final int INLINE_SLOTS = 32;
+
+  private static final VarHandle CELLS = MethodHandles.arrayElementVarHandle(long[].class);
+  private static final int MIN_CAPACITY = 1 << 12;
+
+  /** Cells {@code 2i} (key, 0 = empty) and {@code 2i + 1} (bits, 0 = dead). */
+  private static final class Table {
+    final long[] cells;
+    final int mask;
+
+    Table(int capacity) {
+      cells = new long[capacity * 2];
+      mask = capacity - 1;
+    }
+  }
+
+  private volatile Table table = new Table(MIN_CAPACITY);
+  /** Bits of key 0, which cannot be stored in a cell (0 marks an empty cell). */
+  private volatile long zeroKeyBits;
+  /** Writer-only: cells holding a key (live or dead), and cells with nonzero bits. */
+  private int used;
+  private int live;
+
+  /** The holder bits of {@code key}, 0 when nobody holds it. Lock-free. */
+  long get(long key) {
+    if (key == 0) {
+      return zeroKeyBits;
+    }
+    Table t = table;
+    long[] c = t.cells;
+    int mask = t.mask;
+    int i = home(key) & mask;
+    for (;;) {
+      long k = (long) CELLS.getAcquire(c, i << 1);
+      if (k == key) {
+        return (long) CELLS.getAcquire(c, (i << 1) + 1);
+      }
+      if (k == 0) {
+        return 0;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
+  /** Sets {@code bits} on {@code key}. Writer only. */
+  void or(long key, long bits) {
+    if (key == 0) {
+      zeroKeyBits |= bits;
+      return;
+    }
+    Table t = table;
+    long[] c = t.cells;
+    int mask = t.mask;
+    int i = home(key) & mask;
+    for (;;) {
+      int at = i << 1;
+      long k = c[at];
+      if (k == key) {
+        long v = c[at + 1];
+        if ((v | bits) != v) {
+          CELLS.setRelease(c, at + 1, v | bits);
+          if (v == 0) {
+            live++;
+          }
+        }
+        return;
+      }
+      if (k == 0) {
+        CELLS.setRelease(c, at + 1, bits);
+        CELLS.setRelease(c, at, key);
+        live++;
+        if (++used > (mask + 1) / 8 * 5) {
+          rehash();
+        }
+        return;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
+  /** Clears {@code bits} on {@code key}; returns the bits left. Writer only. */
+  long andNot(long key, long bits) {
+    if (key == 0) {
+      long v = zeroKeyBits & ~bits;
+      zeroKeyBits = v;
+      return v;
+    }
+    Table t = table;
+    long[] c = t.cells;
+    int mask = t.mask;
+    int i = home(key) & mask;
+    for (;;) {
+      int at = i << 1;
+      long k = c[at];
+      if (k == key) {
+        long v = c[at + 1];
+        long nv = v & ~bits;
+        if (nv != v) {
+          CELLS.setRelease(c, at + 1, nv);
+          if (nv == 0) {
+            live--;
+          }
+        }
+        return nv;
+      }
+      if (k == 0) {
+        return 0;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
+  /** Keys with at least one holder (key 0 not counted). Writer only. */
+  int liveKeys() {
+    return live;
+  }
+
+  /** Bytes of the current table. */
+  long tableBytes() {
+    return 8L * table.cells.length;
+  }
+
+  /**
+   * Copies the live entries into a table where they fill at most 3/8 of the cells, leaving the
+   * dead ones behind, and publishes it. Rehashing at 5/8 use keeps probe runs short.
+   */
+  private void rehash() {
+    int capacity = MIN_CAPACITY;
+    while (capacity / 8 * 3 < live) {
+      capacity <<= 1;
+    }
+    Table old = table;
+    Table fresh = new Table(capacity);
+    long[] oc = old.cells;
+    long[] nc = fresh.cells;
+    int mask = fresh.mask;
+    for (int at = 0; at < oc.length; at += 2) {
+      long k = oc[at];
+      long v = oc[at + 1];
+      if (k != 0 && v != 0) {
+        int i = home(k) & mask;
+        while (nc[i << 1] != 0) {
+          i = (i + 1) & mask;
+        }
+        nc[i << 1] = k;
+        nc[(i << 1) + 1] = v;
+      }
+    }
+    used = live;
+    table = fresh; // volatile write: publishes the filled cells
+  }
+
+  private static int home(long key) {
+    long h = key * 0x9E3779B97F4A7C15L;
+    return (int) (h ^ (h >>> 32));
+  }
+}
