@@ -56,19 +56,27 @@ final class HolderTable {
     if (key == 0) {
       return zeroKeyBits;
     }
-    Table t = table;
-    long[] c = t.cells;
-    int mask = t.mask;
-    int i = home(key) & mask;
+    retry:
     for (;;) {
-      long k = (long) CELLS.getAcquire(c, i << 1);
-      if (k == key) {
-        return (long) CELLS.getAcquire(c, (i << 1) + 1);
+      Table t = table;
+      long[] c = t.cells;
+      int mask = t.mask;
+      int i = home(key) & mask;
+      for (;;) {
+        int at = i << 1;
+        long k = (long) CELLS.getAcquire(c, at);
+        if (k == key) {
+          long v = (long) CELLS.getAcquire(c, at + 1);
+          if ((long) CELLS.getAcquire(c, at) == key) {
+            return v;
+          }
+          continue retry; // the dead cell was just given to another key
+        }
+        if (k == 0) {
+          return 0;
+        }
+        i = (i + 1) & mask;
       }
-      if (k == 0) {
-        return 0;
-      }
-      i = (i + 1) & mask;
     }
   }
 
@@ -82,6 +90,7 @@ final class HolderTable {
     long[] c = t.cells;
     int mask = t.mask;
     int i = home(key) & mask;
+    int dead = -1;
     for (;;) {
       int at = i << 1;
       long k = c[at];
@@ -96,13 +105,23 @@ final class HolderTable {
         return;
       }
       if (k == 0) {
+        live++;
+        if (dead >= 0) {
+          // key first, then bits: a reader of the dead key that sees the new bits re-reads the
+          // new key and retries
+          CELLS.setRelease(c, dead, key);
+          CELLS.setRelease(c, dead + 1, bits);
+          return;
+        }
         CELLS.setRelease(c, at + 1, bits);
         CELLS.setRelease(c, at, key);
-        live++;
         if (++used > (mask + 1) / 8 * 5) {
           rehash();
         }
         return;
+      }
+      if (dead < 0 && c[at + 1] == 0) {
+        dead = at;
       }
       i = (i + 1) & mask;
     }
