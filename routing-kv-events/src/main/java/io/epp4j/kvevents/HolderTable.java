@@ -115,7 +115,7 @@ final class HolderTable {
         }
         CELLS.setRelease(c, at + 1, bits);
         CELLS.setRelease(c, at, key);
-        if (++used > (mask + 1) / 8 * 5) {
+        if (++used > (mask + 1) / 4 * 3) {
           rehash();
         }
         return;
@@ -148,6 +148,9 @@ final class HolderTable {
           CELLS.setRelease(c, at + 1, nv);
           if (nv == 0) {
             live--;
+            if (c[((i + 1) & mask) << 1] == 0) {
+              emptyDeadRunEndingAt(c, i, mask);
+            }
           }
         }
         return nv;
@@ -156,6 +159,32 @@ final class HolderTable {
         return 0;
       }
       i = (i + 1) & mask;
+    }
+  }
+
+  /** Reads the cell where a probe for {@code key} starts, to pull it into the cache. Writer only. */
+  long touch(long key) {
+    Table t = table;
+    return t.cells[(home(key) & t.mask) << 1];
+  }
+
+  /**
+   * Turns dead cells back into empty ones, from {@code i} backwards while they are dead. The cell
+   * after {@code i} is empty, so no probe run of a key still present passes through them: every
+   * present key sits before its run's first empty cell, and these cells are all past the last
+   * live cell of their run. A reader of a key that just died here re-reads the key, sees it gone
+   * and retries. Without this, steady churn would fill the table with dead cells and force a
+   * rehash (a full copy) every few hundred thousand stores.
+   */
+  private void emptyDeadRunEndingAt(long[] c, int i, int mask) {
+    for (;;) {
+      int at = i << 1;
+      if (c[at] == 0 || c[at + 1] != 0) {
+        return;
+      }
+      CELLS.setRelease(c, at, 0L);
+      used--;
+      i = (i - 1) & mask;
     }
   }
 
@@ -175,7 +204,7 @@ final class HolderTable {
    */
   private void rehash() {
     int capacity = MIN_CAPACITY;
-    while (capacity / 8 * 3 < live) {
+    while (capacity / 2 < live) {
       capacity <<= 1;
     }
     Table old = table;

@@ -99,6 +99,17 @@ public final class KvBlockIndex {
     /** engine hash → request key; guarded by the index's write lock. */
     LongLongMap engineToKey = new LongLongMap(1024);
     final long[] scratch = new long[1];
+    /** Keys of the event being applied. */
+    private long[] keys = new long[64];
+    /** Receives the prefetch reads so they are not optimised away. */
+    long sink;
+
+    long[] keys(int n) {
+      if (keys.length < n) {
+        keys = new long[Math.max(n, keys.length * 2)];
+      }
+      return keys;
+    }
 
     EndpointBlocks(String id, int slot, String model) {
       this.id = id;
@@ -189,18 +200,29 @@ public final class KvBlockIndex {
     int bit = s.medium().bit();
     int[] tokens = s.tokenIds();
     boolean anySpeculative = speculativeCount.get() > 0;
+    // compute the keys, then touch the cells the last pass will write in a loop small enough
+    // that the cache misses of all blocks overlap instead of being paid one after another
+    long[] keys = e.keys(hashes.length);
+    for (int i = 0; i < hashes.length; i++) {
+      parentKey = BlockKeys.next(parentKey, tokens, i * bs, bs);
+      keys[i] = parentKey;
+    }
+    long touched = 0;
+    for (int i = 0; i < hashes.length; i++) {
+      touched += table.touch(keys[i]) + e.engineToKey.touch(hashes[i]);
+    }
+    e.sink = touched;
     for (int i = 0; i < hashes.length; i++) {
       if (e.engineToKey.size() >= maxBlocksPerEndpoint) {
         metrics.overflows.increment();
         clearLocked(e);
       }
-      long key = BlockKeys.next(parentKey, tokens, i * bs, bs);
+      long key = keys[i];
       e.engineToKey.put(hashes[i], key);
       addHolder(key, e.slot, bit);
       if (anySpeculative) {
         removeSpeculative(key, e.slot, Long.MAX_VALUE);
       }
-      parentKey = key;
     }
     metrics.blocksStored.add(hashes.length);
     return true;
@@ -209,7 +231,19 @@ public final class KvBlockIndex {
   private void remove(EndpointBlocks e, KvEvent.BlockRemoved r) {
     int bit = r.medium().bit();
     DropListener[] listeners = dropListeners;
-    for (long h : r.blockHashes()) {
+    long[] hashes = r.blockHashes();
+    if (hashes.length > 1) {
+      // touch first, as in store: the lookups below then hit the caches
+      long touched = 0;
+      for (long h : hashes) {
+        if (e.engineToKey.get(h, e.scratch)) {
+          touched += table.touch(e.scratch[0]);
+        }
+      }
+      e.sink = touched;
+    }
+    int removed = 0;
+    for (long h : hashes) {
       if (!e.engineToKey.get(h, e.scratch)) {
         metrics.unknownRemovals.increment();
         continue;
@@ -222,8 +256,9 @@ public final class KvBlockIndex {
           l.dropped(e.id, key);
         }
       }
-      metrics.blocksRemoved.increment();
+      removed++;
     }
+    metrics.blocksRemoved.add(removed);
   }
 
   private void clearLocked(EndpointBlocks e) {

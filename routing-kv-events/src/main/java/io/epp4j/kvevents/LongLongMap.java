@@ -48,6 +48,11 @@ final class LongLongMap {
     }
   }
 
+  /** Reads the slot where a probe for {@code key} starts, to pull it into the cache. */
+  long touch(long key) {
+    return cells[slot(key) << 1];
+  }
+
   void put(long key, long value) {
     if (key == EMPTY) {
       hasZeroKey = true;
