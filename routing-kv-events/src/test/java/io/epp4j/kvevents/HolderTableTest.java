@@ -48,8 +48,9 @@ class HolderTableTest {
 
   /**
    * The argument readers rely on: a key that is never removed is found with its bits by every
-   * lock-free read, while the writer churns other keys (growing, shrinking and rehashing the
-   * table) and flips other slots' bits in the same word.
+   * lock-free read, and a removed key is never seen with bits, while the writer churns other
+   * keys (reusing dead cells, emptying them, rehashing the table) and flips other slots' bits
+   * in the same word.
    */
   @Test
   void readersNeverMissAStableKeyWhileTheWriterChurnsAndRehashes() throws Exception {
@@ -59,6 +60,16 @@ class HolderTableTest {
     for (int i = 0; i < stable.length; i++) {
       stable[i] = r.nextLong() | 1;
       t.or(stable[i], 0b01); // slot 0 on GPU
+    }
+    // ghosts: keys that held bits once and are gone for good; their dead cells get reused by
+    // the churn below, and a reader of a ghost must never pick up a newcomer's bits
+    long[] ghosts = new long[4096];
+    for (int i = 0; i < ghosts.length; i++) {
+      ghosts[i] = r.nextLong() | 1;
+      t.or(ghosts[i], 0b10_0000);
+    }
+    for (long g : ghosts) {
+      t.andNot(g, 0b10_0000);
     }
     AtomicBoolean done = new AtomicBoolean();
     AtomicReference<Throwable> failure = new AtomicReference<>();
@@ -70,6 +81,11 @@ class HolderTableTest {
             for (long k : stable) {
               if ((t.get(k) & 0b11) != 0b01) {
                 throw new AssertionError("stable key " + k + " seen without its bits");
+              }
+            }
+            for (long g : ghosts) {
+              if (t.get(g) != 0) {
+                throw new AssertionError("removed key " + g + " seen with bits");
               }
             }
           }
