@@ -6,21 +6,26 @@ import java.lang.invoke.VarHandle;
 /**
  * Block key → holder bits, two bits (GPU, offload) for each of the first {@value #INLINE_SLOTS}
  * endpoint slots packed in one {@code long}. Open addressing with linear probing; a key and its
- * bits sit next to each other in one {@code long[]}, so a lookup usually costs one cache miss.
+ * bits sit next to each other in one {@code long[]}, so a lookup usually costs one cache miss
+ * and no object is allocated per key.
  *
  * <p>One writer at a time (the caller serialises them); any number of readers, which never lock.
  * The argument readers rely on:
  *
  * <ul>
- *   <li>Within one table a cell, once it holds a key, holds that key for the table's lifetime:
- *       removal only zeroes the bits (the key stays as a dead entry and is revived if the key
- *       comes back). So a reader that finds its key has found the only cell that key can have,
- *       and no probe run ever changes under it.
- *   <li>A new cell's bits are written before its key, both with release semantics, and readers
- *       read the key then the bits with acquire semantics: a reader that sees the key sees bits
- *       at least as new as those written before it.
- *   <li>Dead entries are dropped only by a rehash, which fills a fresh table privately and
- *       publishes it through a volatile field. A reader still walking the old table sees the
+ *   <li>A cell holding a live key (nonzero bits) keeps that key: removing the last holder only
+ *       zeroes the bits, leaving a dead cell. So a probe for a live key always finds it, and no
+ *       cell of a live key's probe run is ever emptied (dead cells are emptied only after the
+ *       last live cell of a run, see {@link #emptyDeadRunEndingAt}).
+ *   <li>A new key in an empty cell: bits are written before the key, both with release
+ *       semantics; readers read the key, then the bits, with acquire semantics, so a reader that
+ *       sees the key sees its bits.
+ *   <li>A dead cell may be given to another key: key first, then bits. A reader re-reads the key
+ *       after reading the bits; if the key changed in between, the bits may be the newcomer's,
+ *       and the reader starts over. The bits of a key that is present throughout a read are
+ *       therefore never confused with another key's.
+ *   <li>A rehash (when live and dead cells fill 3/4 of the table) fills a fresh table privately
+ *       and publishes it through a volatile field. A reader still walking the old table sees the
  *       state as of the swap; writers never touch a table again once it is replaced.
  * </ul>
  *
@@ -199,8 +204,8 @@ final class HolderTable {
   }
 
   /**
-   * Copies the live entries into a table where they fill at most 3/8 of the cells, leaving the
-   * dead ones behind, and publishes it. Rehashing at 5/8 use keeps probe runs short.
+   * Copies the live entries into a table where they fill at most half of the cells, leaving the
+   * dead ones behind, and publishes it. Rehashing at 3/4 use keeps probe runs short.
    */
   private void rehash() {
     int capacity = MIN_CAPACITY;

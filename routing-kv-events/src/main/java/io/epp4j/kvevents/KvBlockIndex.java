@@ -14,14 +14,25 @@ import org.jspecify.annotations.Nullable;
  * from the token IDs in {@code BlockStored}; a per-endpoint map from engine hash to key resolves
  * {@code BlockRemoved} and parent links.
  *
- * <p>Writers (one event stream per endpoint, serialised per endpoint) update concurrent maps;
- * readers on the routing hot path never lock: a lookup is a few {@link ConcurrentHashMap#get}
- * calls per prompt block. Memory is bounded by {@code maxBlocksPerEndpoint}: about
- * {@value #BYTES_PER_ENTRY} bytes per (endpoint, block) entry when no other endpoint holds the
- * block (primitive engine-hash map 32–64 B, concurrent key-map node with its boxed key ~56 B,
- * holder array ~24 B), about 75 B when four endpoints share it (measured with 500,000 blocks,
- * compressed oops); an endpoint that exceeds its budget is cleared and counted in
- * {@link KvEventMetrics#overflows()}.
+ * <p>Holders live in a primitive open-addressing table ({@code HolderTable}): each block key
+ * maps to one {@code long} packing two tier bits (GPU, offload) for each of the first 32 endpoint
+ * slots, stored next to the key, so a lookup is usually one cache miss and no object exists per
+ * block. Endpoints beyond the first 32 ever seen keep their bits in a
+ * {@link ConcurrentHashMap} on the side (slower, same semantics).
+ *
+ * <p>Concurrency: all writers (event batches of every endpoint, resyncs, endpoint removal) take
+ * one index-wide lock, because one word holds the bits of several endpoints; different
+ * endpoints' streams therefore apply one after another, not in parallel. Readers on the routing
+ * hot path never lock and never wait for a writer: table cells are written with release and read
+ * with acquire semantics, and a resized table is published through a volatile field (the
+ * argument is spelled out on {@code HolderTable}). Speculative entries are recorded without the
+ * lock. Only the inspection method {@link #blockCount} takes the lock.
+ *
+ * <p>Memory is bounded by {@code maxBlocksPerEndpoint}: about {@value #BYTES_PER_ENTRY} bytes per
+ * (endpoint, block) entry when no other endpoint holds the block (engine-hash map 32–64 B, holder
+ * table 32–64 B, depending on where each table is between two doublings; measured 61 B with
+ * 500,000 blocks over 4 endpoints), about 36 B when four endpoints share every block; an
+ * endpoint that exceeds its budget is cleared and counted in {@link KvEventMetrics#overflows()}.
  *
  * <p>Feed it from a ZeroMQ {@link KvEventSubscriber} or in process (a simulator) through
  * {@link #apply(String, KvEventBatch)}; register one instance with
@@ -30,7 +41,7 @@ import org.jspecify.annotations.Nullable;
 public final class KvBlockIndex {
 
   /** Estimated heap bytes per (endpoint, block) entry, for capacity planning. */
-  public static final int BYTES_PER_ENTRY = 150;
+  public static final int BYTES_PER_ENTRY = 64;
 
   private final int defaultBlockSize;
   private final int maxBlocksPerEndpoint;
@@ -681,7 +692,7 @@ public final class KvBlockIndex {
       return this;
     }
 
-    /** Blocks kept per endpoint before it is cleared (default 262,144, about 38 MiB). */
+    /** Blocks kept per endpoint before it is cleared (default 262,144, about 16 MiB, at most 32). */
     public Builder maxBlocksPerEndpoint(int v) {
       if (v < 1) {
         throw new IllegalArgumentException("maxBlocksPerEndpoint must be >= 1, got " + v);
