@@ -135,6 +135,71 @@ public final class KvEventDecoder {
       this.payload = payload;
     }
 
+    private static final java.lang.invoke.VarHandle BIG_ENDIAN_LONG =
+        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class,
+            java.nio.ByteOrder.BIG_ENDIAN);
+
+    /**
+     * Fills {@code out} with the next {@code out.length} values when all are integers, as
+     * {@link #readHash} reads them (uint64 keeps its 64 bits), and consumes them; otherwise
+     * (binary digests, the end of the payload near) consumes nothing and returns false.
+     */
+    boolean readLongs(long[] out) throws IOException {
+      byte[] b = payload;
+      long start = getTotalReadBytes();
+      if (start > b.length) {
+        return false;
+      }
+      int pos = (int) start;
+      int limit = b.length;
+      for (int i = 0; i < out.length; i++) {
+        if (pos + 8 >= limit) {
+          return false; // room for the widest format: 9 bytes
+        }
+        int tag = b[pos];
+        if (tag >= -32) { // positive or negative fixint
+          out[i] = tag;
+          pos++;
+          continue;
+        }
+        switch (tag & 0xff) {
+          case 0xcf, 0xd3 -> { // uint64 (raw bits), int64
+            out[i] = (long) BIG_ENDIAN_LONG.get(b, pos + 1);
+            pos += 9;
+          }
+          case 0xce -> {
+            out[i] = (int) BIG_ENDIAN_INT.get(b, pos + 1) & 0xFFFF_FFFFL;
+            pos += 5;
+          }
+          case 0xd2 -> {
+            out[i] = (int) BIG_ENDIAN_INT.get(b, pos + 1);
+            pos += 5;
+          }
+          case 0xcd -> {
+            out[i] = (char) (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
+            pos += 3;
+          }
+          case 0xd1 -> {
+            out[i] = (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
+            pos += 3;
+          }
+          case 0xcc -> {
+            out[i] = b[pos + 1] & 0xff;
+            pos += 2;
+          }
+          case 0xd0 -> {
+            out[i] = b[pos + 1];
+            pos += 2;
+          }
+          default -> {
+            return false;
+          }
+        }
+      }
+      readPayloadAsReference(pos - (int) start);
+      return true;
+    }
+
     /**
      * Fills {@code out} with the next {@code out.length} values when all are integers that fit
      * an {@code int} in the formats msgpack writers use for them, and consumes them; otherwise
@@ -293,8 +358,10 @@ public final class KvEventDecoder {
         }
         int m = u.unpackArrayHeader();
         long[] h = new long[m];
-        for (int i = 0; i < m; i++) {
-          h[i] = readHash(u, index, name);
+        if (!(u instanceof PayloadUnpacker p && p.readLongs(h))) {
+          for (int i = 0; i < m; i++) {
+            h[i] = readHash(u, index, name);
+          }
         }
         f.hashes = h;
       }

@@ -114,6 +114,25 @@ class KvEventDecoderTest {
   }
 
   @Test
+  void blockHashesDecodeInEveryIntegerEncoding() throws Exception {
+    long[] hashes = {0, 127, 200, 40_000, 70_000, 5_000_000_000L, -1, -100, -40_000,
+        -3_000_000_000L, Long.MIN_VALUE, Long.MAX_VALUE, -2 /* as uint64 */};
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+      p.packArrayHeader(3).packString("BlockRemoved").packArrayHeader(hashes.length);
+      for (int i = 0; i < hashes.length - 1; i++) {
+        p.packLong(hashes[i]);
+      }
+      p.packBigInteger(new BigInteger(Long.toUnsignedString(-2L)));
+      p.packString("GPU");
+      payload = p.toByteArray();
+    }
+    KvEvent.BlockRemoved r = (KvEvent.BlockRemoved) KvEventDecoder.decode(payload).events().get(0);
+    assertThat(r.blockHashes()).containsExactly(hashes);
+  }
+
+  @Test
   void tokenIdsDecodeInEveryIntegerEncodingAndOutOfRangeValuesAreMalformed() throws Exception {
     // 0..127 fixint, uint8, uint16, uint32, negative fixint, int8/16/32, and the same values
     // written in wider formats than needed, as some writers do
