@@ -14,14 +14,25 @@ import org.jspecify.annotations.Nullable;
  * from the token IDs in {@code BlockStored}; a per-endpoint map from engine hash to key resolves
  * {@code BlockRemoved} and parent links.
  *
- * <p>Writers (one event stream per endpoint, serialised per endpoint) update concurrent maps;
- * readers on the routing hot path never lock: a lookup is a few {@link ConcurrentHashMap#get}
- * calls per prompt block. Memory is bounded by {@code maxBlocksPerEndpoint}: about
- * {@value #BYTES_PER_ENTRY} bytes per (endpoint, block) entry when no other endpoint holds the
- * block (primitive engine-hash map 32–64 B, concurrent key-map node with its boxed key ~56 B,
- * holder array ~24 B), about 75 B when four endpoints share it (measured with 500,000 blocks,
- * compressed oops); an endpoint that exceeds its budget is cleared and counted in
- * {@link KvEventMetrics#overflows()}.
+ * <p>Holders live in a primitive open-addressing table ({@code HolderTable}): each block key
+ * maps to one {@code long} packing two tier bits (GPU, offload) for each of the first 32 endpoint
+ * slots, stored next to the key, so a lookup is usually one cache miss and no object exists per
+ * block. Endpoints beyond the first 32 ever seen keep their bits in a
+ * {@link ConcurrentHashMap} on the side (slower, same semantics).
+ *
+ * <p>Concurrency: all writers (event batches of every endpoint, resyncs, endpoint removal) take
+ * one index-wide lock, because one word holds the bits of several endpoints; different
+ * endpoints' streams therefore apply one after another, not in parallel. Readers on the routing
+ * hot path never lock and never wait for a writer: table cells are written with release and read
+ * with acquire semantics, and a resized table is published through a volatile field (the
+ * argument is spelled out on {@code HolderTable}). Speculative entries are recorded without the
+ * lock. Only the inspection method {@link #blockCount} takes the lock.
+ *
+ * <p>Memory is bounded by {@code maxBlocksPerEndpoint}: about {@value #BYTES_PER_ENTRY} bytes per
+ * (endpoint, block) entry when no other endpoint holds the block (engine-hash map 32–64 B, holder
+ * table 32–64 B, depending on where each table is between two doublings; measured 61 B with
+ * 500,000 blocks over 4 endpoints), about 36 B when four endpoints share every block; an
+ * endpoint that exceeds its budget is cleared and counted in {@link KvEventMetrics#overflows()}.
  *
  * <p>Feed it from a ZeroMQ {@link KvEventSubscriber} or in process (a simulator) through
  * {@link #apply(String, KvEventBatch)}; register one instance with
@@ -30,7 +41,7 @@ import org.jspecify.annotations.Nullable;
 public final class KvBlockIndex {
 
   /** Estimated heap bytes per (endpoint, block) entry, for capacity planning. */
-  public static final int BYTES_PER_ENTRY = 150;
+  public static final int BYTES_PER_ENTRY = 64;
 
   private final int defaultBlockSize;
   private final int maxBlocksPerEndpoint;
@@ -41,8 +52,16 @@ public final class KvBlockIndex {
   private final Ticker ticker;
   private final KvEventMetrics metrics = new KvEventMetrics();
 
-  /** key → packed holders: {@code slot << 2 | medium bits}. Arrays are replaced, never mutated. */
-  private final ConcurrentHashMap<Long, int[]> holders = new ConcurrentHashMap<>(1 << 16);
+  /** Serialises every writer: the holder table packs all endpoints' bits of a key in one word. */
+  private final Object writeLock = new Object();
+  /** key → holder bits of slots below {@link HolderTable#INLINE_SLOTS}. */
+  private final HolderTable table = new HolderTable();
+  /**
+   * key → packed holders {@code slot << 2 | medium bits} of the slots that do not fit inline
+   * (more than {@value HolderTable#INLINE_SLOTS} endpoints ever seen). Arrays are replaced, never
+   * mutated.
+   */
+  private final ConcurrentHashMap<Long, int[]> wideHolders = new ConcurrentHashMap<>();
   /** key → speculative holders: pairs of (slot, expiry nanos). Copy-on-write. */
   private final ConcurrentHashMap<Long, long[]> speculative = new ConcurrentHashMap<>();
   private final ConcurrentLinkedQueue<long[]> speculativeQueue = new ConcurrentLinkedQueue<>();
@@ -88,9 +107,20 @@ public final class KvBlockIndex {
     final int slot;
     volatile int blockSize;
     volatile String model;
-    /** engine hash → request key; guarded by {@code this}. */
+    /** engine hash → request key; guarded by the index's write lock. */
     LongLongMap engineToKey = new LongLongMap(1024);
     final long[] scratch = new long[1];
+    /** Keys of the event being applied. */
+    private long[] keys = new long[64];
+    /** Receives the prefetch reads so they are not optimised away. */
+    long sink;
+
+    long[] keys(int n) {
+      if (keys.length < n) {
+        keys = new long[Math.max(n, keys.length * 2)];
+      }
+      return keys;
+    }
 
     EndpointBlocks(String id, int slot, String model) {
       this.id = id;
@@ -124,7 +154,7 @@ public final class KvBlockIndex {
   /** Applies one batch of events from {@code endpointId}. Never throws for bad event content. */
   public void apply(String endpointId, KvEventBatch batch) {
     EndpointBlocks e = endpoint(endpointId);
-    synchronized (e) {
+    synchronized (writeLock) {
       for (KvEvent ev : batch.events()) {
         applyLocked(e, ev);
       }
@@ -142,7 +172,7 @@ public final class KvBlockIndex {
    */
   public boolean apply(String endpointId, KvEvent event) {
     EndpointBlocks e = endpoint(endpointId);
-    synchronized (e) {
+    synchronized (writeLock) {
       return applyLocked(e, event);
     }
   }
@@ -181,18 +211,29 @@ public final class KvBlockIndex {
     int bit = s.medium().bit();
     int[] tokens = s.tokenIds();
     boolean anySpeculative = speculativeCount.get() > 0;
+    // compute the keys, then touch the cells the last pass will write in a loop small enough
+    // that the cache misses of all blocks overlap instead of being paid one after another
+    long[] keys = e.keys(hashes.length);
+    for (int i = 0; i < hashes.length; i++) {
+      parentKey = BlockKeys.next(parentKey, tokens, i * bs, bs);
+      keys[i] = parentKey;
+    }
+    long touched = 0;
+    for (int i = 0; i < hashes.length; i++) {
+      touched += table.touch(keys[i]) + e.engineToKey.touch(hashes[i]);
+    }
+    e.sink = touched;
     for (int i = 0; i < hashes.length; i++) {
       if (e.engineToKey.size() >= maxBlocksPerEndpoint) {
         metrics.overflows.increment();
         clearLocked(e);
       }
-      long key = BlockKeys.next(parentKey, tokens, i * bs, bs);
+      long key = keys[i];
       e.engineToKey.put(hashes[i], key);
       addHolder(key, e.slot, bit);
       if (anySpeculative) {
         removeSpeculative(key, e.slot, Long.MAX_VALUE);
       }
-      parentKey = key;
     }
     metrics.blocksStored.add(hashes.length);
     return true;
@@ -201,7 +242,19 @@ public final class KvBlockIndex {
   private void remove(EndpointBlocks e, KvEvent.BlockRemoved r) {
     int bit = r.medium().bit();
     DropListener[] listeners = dropListeners;
-    for (long h : r.blockHashes()) {
+    long[] hashes = r.blockHashes();
+    if (hashes.length > 1) {
+      // touch first, as in store: the lookups below then hit the caches
+      long touched = 0;
+      for (long h : hashes) {
+        if (e.engineToKey.get(h, e.scratch)) {
+          touched += table.touch(e.scratch[0]);
+        }
+      }
+      e.sink = touched;
+    }
+    int removed = 0;
+    for (long h : hashes) {
       if (!e.engineToKey.get(h, e.scratch)) {
         metrics.unknownRemovals.increment();
         continue;
@@ -214,8 +267,9 @@ public final class KvBlockIndex {
           l.dropped(e.id, key);
         }
       }
-      metrics.blocksRemoved.increment();
+      removed++;
     }
+    metrics.blocksRemoved.add(removed);
   }
 
   private void clearLocked(EndpointBlocks e) {
@@ -232,7 +286,7 @@ public final class KvBlockIndex {
     EndpointBlocks e = endpoints.get(endpointId);
     metrics.resyncs.increment();
     if (e != null) {
-      synchronized (e) {
+      synchronized (writeLock) {
         clearLocked(e);
       }
     }
@@ -242,7 +296,7 @@ public final class KvBlockIndex {
   public void removeEndpoint(String endpointId) {
     EndpointBlocks e = endpoints.remove(endpointId);
     if (e != null) {
-      synchronized (e) {
+      synchronized (writeLock) {
         clearLocked(e);
       }
     }
@@ -279,14 +333,38 @@ public final class KvBlockIndex {
   // ------------------------------------------------------------------------------ holders
 
   private void addHolder(long key, int slot, int bit) {
-    // fast paths without compute's bin lock and lambda: most stores create a key no other
-    // endpoint holds, and a repeated store finds its bit already set
+    if (slot < HolderTable.INLINE_SLOTS) {
+      table.or(key, (long) bit << (slot << 1));
+    } else {
+      addWideHolder(key, slot, bit);
+    }
+  }
+
+  /** Clears {@code bits} of {@code slot} on {@code key}; returns the bits left for the slot. */
+  private int removeHolderBits(long key, int slot, int bits) {
+    if (slot < HolderTable.INLINE_SLOTS) {
+      int shift = slot << 1;
+      return (int) (table.andNot(key, (long) bits << shift) >>> shift) & 3;
+    }
+    return removeWideHolderBits(key, slot, bits);
+  }
+
+  /** The tier bits {@code slot} holds {@code key} on. Lock-free. */
+  private int holderBits(long key, int slot) {
+    if (slot < HolderTable.INLINE_SLOTS) {
+      return (int) (table.get(key) >>> (slot << 1)) & 3;
+    }
+    int[] arr = wideHolders.get(key);
+    return arr == null ? 0 : bitsOf(arr, slot);
+  }
+
+  private void addWideHolder(long key, int slot, int bit) {
     Long boxed = key;
-    int[] cur = holders.putIfAbsent(boxed, new int[] {slot << 2 | bit});
+    int[] cur = wideHolders.putIfAbsent(boxed, new int[] {slot << 2 | bit});
     if (cur == null || (bitsOf(cur, slot) & bit) == bit) {
       return;
     }
-    holders.compute(boxed, (k, arr) -> {
+    wideHolders.compute(boxed, (k, arr) -> {
       if (arr == null) {
         return new int[] {slot << 2 | bit};
       }
@@ -306,19 +384,8 @@ public final class KvBlockIndex {
     });
   }
 
-  /** Clears {@code bits} of {@code slot} on {@code key}; returns the bits left for the slot. */
-  private int removeHolderBits(long key, int slot, int bits) {
-    Long boxed = key;
-    int[] cur = holders.get(boxed);
-    if (cur == null) {
-      return 0;
-    }
-    // fast path: the slot is the only holder and loses every tier it had
-    if (cur.length == 1 && cur[0] >>> 2 == slot && (cur[0] & 3 & ~bits) == 0
-        && holders.remove(boxed, cur)) {
-      return 0;
-    }
-    int[] after = holders.computeIfPresent(boxed, (k, arr) -> {
+  private int removeWideHolderBits(long key, int slot, int bits) {
+    int[] after = wideHolders.computeIfPresent(key, (k, arr) -> {
       for (int i = 0; i < arr.length; i++) {
         if (arr[i] >>> 2 == slot) {
           int left = arr[i] & 3 & ~bits;
@@ -368,8 +435,7 @@ public final class KvBlockIndex {
     int n = Math.min(keys.length, maxSpeculativeEntries);
     for (int i = 0; i < n; i++) {
       long key = keys[i];
-      int[] real = holders.get(key);
-      if (real != null && bitsOf(real, slot) != 0) {
+      if (holderBits(key, slot) != 0) {
         continue; // already known for real
       }
       speculative.compute(key, (k, arr) -> {
@@ -471,7 +537,7 @@ public final class KvBlockIndex {
     if (e == null) {
       return 0;
     }
-    synchronized (e) {
+    synchronized (writeLock) {
       return e.engineToKey.size();
     }
   }
@@ -479,11 +545,10 @@ public final class KvBlockIndex {
   /** The tiers on which {@code endpointId} holds {@code key} (real entries only). */
   public java.util.Set<Medium> tiers(String endpointId, long key) {
     EndpointBlocks e = endpoints.get(endpointId);
-    int[] arr = holders.get(key);
-    if (e == null || arr == null) {
+    if (e == null) {
       return java.util.Set.of();
     }
-    int bits = bitsOf(arr, e.slot);
+    int bits = holderBits(key, e.slot);
     java.util.EnumSet<Medium> s = java.util.EnumSet.noneOf(Medium.class);
     if ((bits & 1) != 0) {
       s.add(Medium.GPU);
@@ -499,15 +564,12 @@ public final class KvBlockIndex {
    * on an offload tier, 0 when absent.
    */
   double holdWeight(long key, int slot, long nowNanos) {
-    int[] arr = holders.get(key);
-    if (arr != null) {
-      int bits = bitsOf(arr, slot);
-      if ((bits & 1) != 0) {
-        return 1.0;
-      }
-      if (bits != 0) {
-        return cpuWeight;
-      }
+    int bits = holderBits(key, slot);
+    if ((bits & 1) != 0) {
+      return 1.0;
+    }
+    if (bits != 0) {
+      return cpuWeight;
     }
     if (speculativeCount.get() > 0) {
       long[] sp = speculative.get(key);
@@ -562,11 +624,16 @@ public final class KvBlockIndex {
       }
     }
     boolean anySpeculative = speculativeCount.get() > 0;
+    boolean anyWide = false;
+    for (int i = 0; i < n; i++) {
+      anyWide |= alive[i] && slots[i] >= HolderTable.INLINE_SLOTS;
+    }
     for (int b = 0; b < keys.length && aliveCount > 0; b++) {
       long key = keys[b];
-      int[] arr = holders.get(key);
+      long word = table.get(key);
+      int[] arr = anyWide ? wideHolders.get(key) : null;
       long[] sp = anySpeculative ? speculative.get(key) : null;
-      if (arr == null && sp == null) {
+      if (word == 0 && arr == null && sp == null) {
         break;
       }
       for (int i = 0; i < n; i++) {
@@ -574,11 +641,9 @@ public final class KvBlockIndex {
           continue;
         }
         int slot = slots[i];
-        double w = 0;
-        if (arr != null) {
-          int bits = bitsOf(arr, slot);
-          w = (bits & 1) != 0 ? 1.0 : bits != 0 ? cpuWeight : 0;
-        }
+        int bits = slot < HolderTable.INLINE_SLOTS ? (int) (word >>> (slot << 1)) & 3
+            : arr != null ? bitsOf(arr, slot) : 0;
+        double w = (bits & 1) != 0 ? 1.0 : bits != 0 ? cpuWeight : 0;
         if (w == 0 && sp != null) {
           for (int j = 0; j < sp.length; j += 2) {
             if (sp[j] == slot && sp[j + 1] > nowNanos) {
@@ -627,7 +692,7 @@ public final class KvBlockIndex {
       return this;
     }
 
-    /** Blocks kept per endpoint before it is cleared (default 262,144, about 38 MiB). */
+    /** Blocks kept per endpoint before it is cleared (default 262,144, about 16 MiB, at most 32). */
     public Builder maxBlocksPerEndpoint(int v) {
       if (v < 1) {
         throw new IllegalArgumentException("maxBlocksPerEndpoint must be >= 1, got " + v);

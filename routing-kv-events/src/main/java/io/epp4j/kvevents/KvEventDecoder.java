@@ -33,7 +33,7 @@ public final class KvEventDecoder {
    * @throws MalformedKvEventException naming the problem when the payload is not a valid batch
    */
   public static KvEventBatch decode(byte[] payload) throws MalformedKvEventException {
-    try (MessageUnpacker u = MessagePack.newDefaultUnpacker(payload)) {
+    try (MessageUnpacker u = new PayloadUnpacker(payload)) {
       KvEventBatch batch = readBatch(u);
       if (u.hasNext()) {
         throw new MalformedKvEventException("trailing bytes after the batch");
@@ -113,6 +113,155 @@ public final class KvEventDecoder {
       }
     }
     return out;
+  }
+
+  /**
+   * An unpacker that can read a run of integers straight from the payload's bytes: token IDs are
+   * most of a {@code BlockStored}, and decoding them value by value through the unpacker costs
+   * several times more.
+   */
+  private static final class PayloadUnpacker extends MessageUnpacker {
+    private static final java.lang.invoke.VarHandle BIG_ENDIAN_INT =
+        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(int[].class,
+            java.nio.ByteOrder.BIG_ENDIAN);
+    private static final java.lang.invoke.VarHandle BIG_ENDIAN_SHORT =
+        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(short[].class,
+            java.nio.ByteOrder.BIG_ENDIAN);
+    private final byte[] payload;
+
+    PayloadUnpacker(byte[] payload) {
+      super(new org.msgpack.core.buffer.ArrayBufferInput(payload),
+          MessagePack.DEFAULT_UNPACKER_CONFIG);
+      this.payload = payload;
+    }
+
+    private static final java.lang.invoke.VarHandle BIG_ENDIAN_LONG =
+        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class,
+            java.nio.ByteOrder.BIG_ENDIAN);
+
+    /**
+     * Fills {@code out} with the next {@code out.length} values when all are integers, as
+     * {@link #readHash} reads them (uint64 keeps its 64 bits), and consumes them; otherwise
+     * (binary digests, the end of the payload near) consumes nothing and returns false.
+     */
+    boolean readLongs(long[] out) throws IOException {
+      byte[] b = payload;
+      long start = getTotalReadBytes();
+      if (start > b.length) {
+        return false;
+      }
+      int pos = (int) start;
+      int limit = b.length;
+      for (int i = 0; i < out.length; i++) {
+        if (pos + 8 >= limit) {
+          return false; // room for the widest format: 9 bytes
+        }
+        int tag = b[pos];
+        if (tag >= -32) { // positive or negative fixint
+          out[i] = tag;
+          pos++;
+          continue;
+        }
+        switch (tag & 0xff) {
+          case 0xcf, 0xd3 -> { // uint64 (raw bits), int64
+            out[i] = (long) BIG_ENDIAN_LONG.get(b, pos + 1);
+            pos += 9;
+          }
+          case 0xce -> {
+            out[i] = (int) BIG_ENDIAN_INT.get(b, pos + 1) & 0xFFFF_FFFFL;
+            pos += 5;
+          }
+          case 0xd2 -> {
+            out[i] = (int) BIG_ENDIAN_INT.get(b, pos + 1);
+            pos += 5;
+          }
+          case 0xcd -> {
+            out[i] = (char) (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
+            pos += 3;
+          }
+          case 0xd1 -> {
+            out[i] = (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
+            pos += 3;
+          }
+          case 0xcc -> {
+            out[i] = b[pos + 1] & 0xff;
+            pos += 2;
+          }
+          case 0xd0 -> {
+            out[i] = b[pos + 1];
+            pos += 2;
+          }
+          default -> {
+            return false;
+          }
+        }
+      }
+      readPayloadAsReference(pos - (int) start);
+      return true;
+    }
+
+    /**
+     * Fills {@code out} with the next {@code out.length} values when all are integers that fit
+     * an {@code int} in the formats msgpack writers use for them, and consumes them; otherwise
+     * consumes nothing and returns false, so the caller decodes value by value (and reports the
+     * offending value).
+     */
+    boolean readInts(int[] out) throws IOException {
+      byte[] b = payload;
+      long start = getTotalReadBytes();
+      if (start > b.length) {
+        return false;
+      }
+      int pos = (int) start;
+      int limit = b.length;
+      for (int i = 0; i < out.length; i++) {
+        if (pos + 4 < limit) { // room for the widest format read here: 5 bytes
+          int tag = b[pos];
+          if (tag >= -32) { // positive fixint (0..127) or negative fixint (-32..-1)
+            out[i] = tag;
+            pos++;
+            continue;
+          }
+          switch (tag & 0xff) {
+            case 0xce -> { // uint32
+              int v = (int) BIG_ENDIAN_INT.get(b, pos + 1);
+              if (v < 0) {
+                return false; // beyond int: let the unpacker reject it
+              }
+              out[i] = v;
+              pos += 5;
+            }
+            case 0xcd -> { // uint16
+              out[i] = (char) (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
+              pos += 3;
+            }
+            case 0xcc -> {
+              out[i] = b[pos + 1] & 0xff;
+              pos += 2;
+            }
+            case 0xd2 -> {
+              out[i] = (int) BIG_ENDIAN_INT.get(b, pos + 1);
+              pos += 5;
+            }
+            case 0xd1 -> {
+              out[i] = (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
+              pos += 3;
+            }
+            case 0xd0 -> {
+              out[i] = b[pos + 1];
+              pos += 2;
+            }
+            default -> {
+              return false;
+            }
+          }
+        } else {
+          return false; // near the end of the payload: rare, take the careful path
+        }
+      }
+      readPayloadAsReference(pos - (int) start);
+      return true;
+    }
   }
 
   /** Collected fields of one event before validation. */
@@ -209,8 +358,10 @@ public final class KvEventDecoder {
         }
         int m = u.unpackArrayHeader();
         long[] h = new long[m];
-        for (int i = 0; i < m; i++) {
-          h[i] = readHash(u, index, name);
+        if (!(u instanceof PayloadUnpacker p && p.readLongs(h))) {
+          for (int i = 0; i < m; i++) {
+            h[i] = readHash(u, index, name);
+          }
         }
         f.hashes = h;
       }
@@ -228,6 +379,10 @@ public final class KvEventDecoder {
         }
         int m = u.unpackArrayHeader();
         int[] t = new int[m];
+        if (u instanceof PayloadUnpacker p && p.readInts(t)) {
+          f.tokens = t;
+          return;
+        }
         try {
           for (int i = 0; i < m; i++) {
             t[i] = u.unpackInt(); // rejects non-integers and values outside int itself

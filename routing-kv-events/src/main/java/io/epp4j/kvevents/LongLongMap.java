@@ -4,13 +4,14 @@ import java.util.Arrays;
 
 /**
  * A primitive {@code long → long} hash map (open addressing, linear probing, backward-shift
- * deletion) for single-writer state: 16 bytes per slot, load at most 0.5 before growing, so
- * about 24–48 bytes per entry and no boxing. Not thread-safe.
+ * deletion) for single-writer state. A key and its value sit side by side in one {@code long[]}
+ * (16 bytes per slot, one cache line per probe); load at most 0.5 before growing, so about
+ * 32–64 bytes per entry and no boxing. Not thread-safe.
  */
 final class LongLongMap {
   private static final long EMPTY = 0L;
-  private long[] keys;
-  private long[] values;
+  /** Slot {@code i}: key at {@code 2i}, value at {@code 2i + 1}. */
+  private long[] cells;
   private boolean hasZeroKey;
   private long zeroValue;
   private int size;
@@ -18,8 +19,7 @@ final class LongLongMap {
 
   LongLongMap(int expected) {
     int cap = Integer.highestOneBit(Math.max(8, expected * 2 - 1)) << 1;
-    keys = new long[cap];
-    values = new long[cap];
+    cells = new long[cap * 2];
     mask = cap - 1;
   }
 
@@ -33,18 +33,24 @@ final class LongLongMap {
       out[0] = zeroValue;
       return hasZeroKey;
     }
+    long[] c = cells;
     int i = slot(key);
     for (;;) {
-      long k = keys[i];
+      long k = c[i << 1];
       if (k == EMPTY) {
         return false;
       }
       if (k == key) {
-        out[0] = values[i];
+        out[0] = c[(i << 1) + 1];
         return true;
       }
       i = (i + 1) & mask;
     }
+  }
+
+  /** Reads the slot where a probe for {@code key} starts, to pull it into the cache. */
+  long touch(long key) {
+    return cells[slot(key) << 1];
   }
 
   void put(long key, long value) {
@@ -53,19 +59,20 @@ final class LongLongMap {
       zeroValue = value;
       return;
     }
+    long[] c = cells;
     int i = slot(key);
     for (;;) {
-      long k = keys[i];
+      long k = c[i << 1];
       if (k == EMPTY) {
-        keys[i] = key;
-        values[i] = value;
-        if (++size * 2 > keys.length) {
+        c[i << 1] = key;
+        c[(i << 1) + 1] = value;
+        if (++size * 2 > mask + 1) {
           grow();
         }
         return;
       }
       if (k == key) {
-        values[i] = value;
+        c[(i << 1) + 1] = value;
         return;
       }
       i = (i + 1) & mask;
@@ -78,9 +85,10 @@ final class LongLongMap {
       hasZeroKey = false;
       return had;
     }
+    long[] c = cells;
     int i = slot(key);
     for (;;) {
-      long k = keys[i];
+      long k = c[i << 1];
       if (k == EMPTY) {
         return false;
       }
@@ -94,20 +102,20 @@ final class LongLongMap {
     int j = i;
     for (;;) {
       j = (j + 1) & mask;
-      long k = keys[j];
+      long k = c[j << 1];
       if (k == EMPTY) {
         break;
       }
       int home = slot(k);
       boolean movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
       if (movable) {
-        keys[hole] = k;
-        values[hole] = values[j];
+        c[hole << 1] = k;
+        c[(hole << 1) + 1] = c[(j << 1) + 1];
         hole = j;
       }
     }
-    keys[hole] = EMPTY;
-    values[hole] = 0;
+    c[hole << 1] = EMPTY;
+    c[(hole << 1) + 1] = 0;
     size--;
     return true;
   }
@@ -117,23 +125,23 @@ final class LongLongMap {
     if (hasZeroKey) {
       visitor.accept(zeroValue);
     }
-    for (int i = 0; i < keys.length; i++) {
-      if (keys[i] != EMPTY) {
-        visitor.accept(values[i]);
+    long[] c = cells;
+    for (int i = 0; i < c.length; i += 2) {
+      if (c[i] != EMPTY) {
+        visitor.accept(c[i + 1]);
       }
     }
   }
 
   void clear() {
-    Arrays.fill(keys, EMPTY);
-    Arrays.fill(values, 0);
+    Arrays.fill(cells, 0);
     size = 0;
     hasZeroKey = false;
   }
 
-  /** Bytes held by the tables. */
+  /** Bytes held by the table. */
   long tableBytes() {
-    return 16L * keys.length;
+    return 8L * cells.length;
   }
 
   private int slot(long key) {
@@ -142,15 +150,13 @@ final class LongLongMap {
   }
 
   private void grow() {
-    long[] ok = keys;
-    long[] ov = values;
-    keys = new long[ok.length * 2];
-    values = new long[ok.length * 2];
-    mask = keys.length - 1;
+    long[] old = cells;
+    cells = new long[old.length * 2];
+    mask = (old.length - 1); // new capacity (old.length) slots, minus one
     size = 0;
-    for (int i = 0; i < ok.length; i++) {
-      if (ok[i] != EMPTY) {
-        put(ok[i], ov[i]);
+    for (int i = 0; i < old.length; i += 2) {
+      if (old[i] != EMPTY) {
+        put(old[i], old[i + 1]);
       }
     }
   }

@@ -278,6 +278,53 @@ class KvBlockIndexTest {
   }
 
   @Test
+  void endpointsBeyondTheInlineSlotsKeepEverySemantic() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(7, 64);
+    long[] k = keys(prompt, 16);
+    int n = HolderTable.INLINE_SLOTS + 8;
+    for (int e = 0; e < n; e++) {
+      // endpoint e holds the first 1 + e % 4 blocks, on GPU; odd endpoints offload block 0 too
+      int held = 1 + e % 4;
+      long[] hashes = new long[held];
+      for (int b = 0; b < held; b++) {
+        hashes[b] = 1000L * e + b;
+      }
+      index.apply("e" + e, KvEvent.BlockStored.of(hashes, null,
+          Arrays.copyOfRange(prompt, 0, held * 16), 16));
+      if (e % 2 == 1) {
+        index.apply("e" + e, new KvEvent.BlockStored(new long[] {1000L * e}, false, 0,
+            Arrays.copyOfRange(prompt, 0, 16), 16, -1, Medium.CPU, null, null));
+        index.apply("e" + e, KvEvent.BlockRemoved.of(1000L * e)); // GPU copy gone
+      }
+    }
+    int[] slots = new int[n];
+    boolean[] use = new boolean[n];
+    double[] out = new double[n];
+    for (int e = 0; e < n; e++) {
+      slots[e] = index.endpointView("e" + e).slot;
+      use[e] = true;
+    }
+    index.prefixWeights(k, slots, use, 0, out);
+    for (int e = 0; e < n; e++) {
+      double expected = (e % 2 == 1 ? 0.8 : 1.0) + e % 4;
+      assertThat(index.prefixWeight("e" + e, k, 0)).as("endpoint %d", e)
+          .isCloseTo(expected, org.assertj.core.data.Offset.offset(1e-9));
+      assertThat(out[e]).as("endpoint %d, shared walk", e)
+          .isCloseTo(expected, org.assertj.core.data.Offset.offset(1e-9));
+    }
+    String wide = "e" + (n - 1); // slot n - 1, odd: block 0 on CPU only
+    assertThat(index.tiers(wide, k[0])).containsExactly(Medium.CPU);
+    index.apply(wide, new KvEvent.BlockRemoved(new long[] {1000L * (n - 1)}, Medium.CPU));
+    assertThat(index.prefixWeight(wide, k, 0)).isZero();
+    assertThat(index.prefixWeight("e" + (n - 2), k, 0)).isEqualTo(3.0); // neighbours untouched
+    index.resync("e" + (n - 2));
+    assertThat(index.prefixWeight("e" + (n - 2), k, 0)).isZero();
+    assertThat(index.blockCount("e" + (n - 2))).isZero();
+    assertThat(index.prefixWeight("e" + (n - 4), k, 0)).isEqualTo(1.0);
+  }
+
+  @Test
   void longLongMapBehavesLikeAHashMap() {
     Random r = new Random(3);
     LongLongMap m = new LongLongMap(4);

@@ -114,6 +114,63 @@ class KvEventDecoderTest {
   }
 
   @Test
+  void blockHashesDecodeInEveryIntegerEncoding() throws Exception {
+    long[] hashes = {0, 127, 200, 40_000, 70_000, 5_000_000_000L, -1, -100, -40_000,
+        -3_000_000_000L, Long.MIN_VALUE, Long.MAX_VALUE, -2 /* as uint64 */};
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+      p.packArrayHeader(3).packString("BlockRemoved").packArrayHeader(hashes.length);
+      for (int i = 0; i < hashes.length - 1; i++) {
+        p.packLong(hashes[i]);
+      }
+      p.packBigInteger(new BigInteger(Long.toUnsignedString(-2L)));
+      p.packString("GPU");
+      payload = p.toByteArray();
+    }
+    KvEvent.BlockRemoved r = (KvEvent.BlockRemoved) KvEventDecoder.decode(payload).events().get(0);
+    assertThat(r.blockHashes()).containsExactly(hashes);
+  }
+
+  @Test
+  void tokenIdsDecodeInEveryIntegerEncodingAndOutOfRangeValuesAreMalformed() throws Exception {
+    // 0..127 fixint, uint8, uint16, uint32, negative fixint, int8/16/32, and the same values
+    // written in wider formats than needed, as some writers do
+    int[] tokens = {0, 127, 128, 255, 256, 65_535, 65_536, Integer.MAX_VALUE, -1, -32, -33,
+        -129, -40_000, Integer.MIN_VALUE, 5, 300, 70_000, -2};
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+      p.packArrayHeader(5).packString("BlockStored").packArrayHeader(1).packLong(7).packNil()
+          .packArrayHeader(tokens.length);
+      for (int i = 0; i < tokens.length - 4; i++) {
+        p.packInt(tokens[i]);
+      }
+      p.addPayload(new byte[] {(byte) 0xd2, 0, 0, 0, 5}); // int32 holding 5
+      p.addPayload(new byte[] {(byte) 0xce, 0, 0, 1, 44}); // uint32 holding 300
+      p.addPayload(new byte[] {(byte) 0xd3, 0, 0, 0, 0, 0, 1, 17, 112}); // int64 holding 70,000
+      p.addPayload(new byte[] {(byte) 0xd1, (byte) 0xff, (byte) 0xfe}); // int16 holding -2
+      p.packInt(tokens.length);
+      payload = p.toByteArray();
+    }
+    KvEvent.BlockStored s = (KvEvent.BlockStored) KvEventDecoder.decode(payload).events().get(0);
+    assertThat(s.tokenIds()).containsExactly(tokens);
+    assertThat(s.blockSize()).isEqualTo(tokens.length);
+
+    for (long bad : new long[] {1L + Integer.MAX_VALUE, Integer.MIN_VALUE - 1L}) {
+      byte[] badPayload;
+      try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+        p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+        p.packArrayHeader(5).packString("BlockStored").packArrayHeader(1).packLong(7).packNil()
+            .packArrayHeader(2).packInt(1).packLong(bad).packInt(2);
+        badPayload = p.toByteArray();
+      }
+      assertThatThrownBy(() -> KvEventDecoder.decode(badPayload))
+          .isInstanceOf(MalformedKvEventException.class).hasMessageContaining("token_ids");
+    }
+  }
+
+  @Test
   void tokenCountThatDoesNotMatchTheBlocksIsMalformed() throws IOException {
     byte[] payload;
     try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
