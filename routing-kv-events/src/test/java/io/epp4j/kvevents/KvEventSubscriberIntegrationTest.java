@@ -43,17 +43,7 @@ class KvEventSubscriberIntegrationTest {
   }
 
   static void await(BooleanSupplier condition, String what) {
-    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting for " + what);
-      }
-      try {
-        Thread.sleep(5);
-      } catch (InterruptedException e) {
-        throw new AssertionError(e);
-      }
-    }
+    await(condition, () -> what);
   }
 
   /** Answers replay requests from a buffer of published batches, like vLLM's ROUTER socket. */
