@@ -438,21 +438,7 @@ public final class KvBlockIndex {
       if (holderBits(key, slot) != 0) {
         continue; // already known for real
       }
-      speculative.compute(key, (k, arr) -> {
-        if (arr != null) {
-          for (int j = 0; j < arr.length; j += 2) {
-            if (arr[j] == slot) {
-              long[] c = arr.clone();
-              c[j + 1] = expiry;
-              return c;
-            }
-          }
-        }
-        long[] c = arr == null ? new long[2] : java.util.Arrays.copyOf(arr, arr.length + 2);
-        c[c.length - 2] = slot;
-        c[c.length - 1] = expiry;
-        return c;
-      });
+      speculative.compute(key, (k, arr) -> SlotTimes.put(arr, slot, expiry));
       speculativeQueue.add(new long[] {key, slot, expiry});
       speculativeCount.incrementAndGet();
       metrics.speculativeBlocks.increment();

@@ -54,21 +54,7 @@ final class RoutingMemory {
         r.keys[at] = key;
         r.times[at] = now;
         r.size++;
-        routed.compute(key, (k, arr) -> {
-          if (arr != null) {
-            for (int j = 0; j < arr.length; j += 2) {
-              if (arr[j] == slot) {
-                long[] c = arr.clone();
-                c[j + 1] = now;
-                return c;
-              }
-            }
-          }
-          long[] c = arr == null ? new long[2] : java.util.Arrays.copyOf(arr, arr.length + 2);
-          c[c.length - 2] = slot;
-          c[c.length - 1] = now;
-          return c;
-        });
+        routed.compute(key, (k, arr) -> SlotTimes.put(arr, slot, now));
       }
     }
   }

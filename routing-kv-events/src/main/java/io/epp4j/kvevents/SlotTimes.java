@@ -1,0 +1,30 @@
+package io.epp4j.kvevents;
+
+import java.util.Arrays;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Copy-on-write arrays of {@code (endpoint slot, time)} pairs, the per-block form shared by
+ * speculative entries and the hybrid's routing memory. Arrays are never mutated once
+ * published, so readers need no lock.
+ */
+final class SlotTimes {
+  private SlotTimes() {}
+
+  /** A new array with {@code slot}'s time set to {@code time}, added if absent. */
+  static long[] put(long @Nullable [] pairs, long slot, long time) {
+    if (pairs != null) {
+      for (int j = 0; j < pairs.length; j += 2) {
+        if (pairs[j] == slot) {
+          long[] c = pairs.clone();
+          c[j + 1] = time;
+          return c;
+        }
+      }
+    }
+    long[] c = pairs == null ? new long[2] : Arrays.copyOf(pairs, pairs.length + 2);
+    c[c.length - 2] = slot;
+    c[c.length - 1] = time;
+    return c;
+  }
+}
