@@ -718,6 +718,8 @@ public final class Router implements AutoCloseable {
       if (openTelemetry == null) {
         openTelemetry = GlobalOpenTelemetry.getOrNoop();
       }
+      // plugins with metrics of their own (e.g. the KV-event index) export through the same API
+      services.putIfAbsent(OpenTelemetry.class, openTelemetry);
       RouterConfig c = config;
       if (c == null) {
         ConfigLoader loader = new ConfigLoader(registry, ticker,

@@ -51,6 +51,9 @@ public final class KvBlockIndex {
   private final String defaultModel;
   private final Ticker ticker;
   private final KvEventMetrics metrics = new KvEventMetrics();
+  /** Whether {@link KvEventTelemetry} exports this index's metrics already. */
+  final java.util.concurrent.atomic.AtomicBoolean telemetryRegistered =
+      new java.util.concurrent.atomic.AtomicBoolean();
 
   /** Serialises every writer: the holder table packs all endpoints' bits of a key in one word. */
   private final Object writeLock = new Object();

@@ -5,6 +5,7 @@ import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import io.epp4j.api.PluginProvider;
 import io.epp4j.api.Result;
+import io.opentelemetry.api.OpenTelemetry;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
@@ -127,8 +128,11 @@ public final class KvEventsPluginProviders {
       tokenizer = t.value();
       ownsTokenizer = true;
     }
-    return Result.ok(new PrecisePrefixCacheScorer(index, tokenizer, subscriber, maxPromptBlocks,
-        speculative, true, ownsTokenizer));
+    PrecisePrefixCacheScorer scorer = new PrecisePrefixCacheScorer(index, tokenizer, subscriber,
+        maxPromptBlocks, speculative, true, ownsTokenizer);
+    context.service(OpenTelemetry.class)
+        .ifPresent(otel -> scorer.ownTelemetry(KvEventTelemetry.register(index, otel)));
+    return Result.ok(scorer);
   }
 
   /**

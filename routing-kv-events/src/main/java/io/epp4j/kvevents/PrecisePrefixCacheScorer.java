@@ -21,6 +21,13 @@ import org.jspecify.annotations.Nullable;
  * confirms them (TTL 2 s by default), so a burst of requests with one new prefix stays together.
  */
 final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolListener {
+  private @Nullable KvEventTelemetry telemetry;
+
+  /** Makes this scorer own the index's metrics export (closed with the scorer). */
+  void ownTelemetry(@Nullable KvEventTelemetry t) {
+    this.telemetry = t;
+  }
+
   private static final Logger LOG = Logger.getLogger(PrecisePrefixCacheScorer.class.getName());
 
   private final KvBlockIndex index;
@@ -202,6 +209,9 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   @Override
   public void close() {
+    if (telemetry != null) {
+      telemetry.close();
+    }
     if (subscriber != null) {
       subscriber.close();
     }
