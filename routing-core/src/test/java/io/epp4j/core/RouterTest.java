@@ -320,4 +320,62 @@ class RouterTest {
     assertThat(events).containsExactly("first", "done", "fail");
     assertThat(r.endpoints().get(0).inFlightRequests()).isZero();
   }
+
+  @Test
+  void expiryRacingTheGatewaysCallbacksReleasesEachDecisionExactlyOnce() throws Exception {
+    AtomicLong now = new AtomicLong();
+    Router r = base().ticker(now::get).inFlightMaxAge(Duration.ofSeconds(1))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    List<Candidate> eps = r.endpoints();
+    int perThread = 5_000;
+    int threads = 4;
+    List<List<RoutingDecision>> shares = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      List<RoutingDecision> share = new ArrayList<>();
+      for (int i = 0; i < perThread; i++) {
+        share.add(r.route(REQ));
+      }
+      shares.add(share);
+    }
+    assertThat(eps.get(0).inFlightRequests() + eps.get(1).inFlightRequests()).isEqualTo(threads * perThread);
+    now.addAndGet(Duration.ofSeconds(2).toNanos()); // all of them are now too old
+    ExecutorService pool = Executors.newFixedThreadPool(threads + 1);
+    CountDownLatch go = new CountDownLatch(1);
+    List<Future<?>> fs = new ArrayList<>();
+    try {
+      for (List<RoutingDecision> share : shares) {
+        fs.add(pool.submit(() -> {
+          go.await(10, TimeUnit.SECONDS);
+          for (int i = 0; i < share.size(); i++) {
+            if (i % 2 == 0) {
+              share.get(i).onComplete(Usage.NONE);
+            } else {
+              share.get(i).onFailure(new RuntimeException("reset"));
+            }
+          }
+          return null;
+        }));
+      }
+      fs.add(pool.submit(() -> {
+        go.await(10, TimeUnit.SECONDS);
+        // sweeps from the metrics path and from routing, each due after the clock moves on
+        for (int i = 0; i < 200; i++) {
+          now.addAndGet(Duration.ofMillis(200).toNanos());
+          r.updateMetrics("10.0.0.1:80", EndpointMetrics.UNKNOWN);
+          r.route(REQ).onComplete(Usage.NONE);
+        }
+        return null;
+      }));
+      go.countDown();
+      for (Future<?> f : fs) {
+        f.get(30, TimeUnit.SECONDS);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    for (Candidate c : eps) {
+      assertThat(c.inFlightRequests()).isZero();
+      assertThat(c.inFlightTokens()).isZero();
+    }
+  }
 }
