@@ -36,10 +36,6 @@ final class InFlightLedger {
     this.nextSweep = new AtomicLong(nowNanos + sweepEveryNanos);
   }
 
-  long maxAgeNanos() {
-    return maxAgeNanos;
-  }
-
   /** Counts the lease's request on its endpoints and remembers it until released. */
   void acquire(Lease lease) {
     lease.add(1);
@@ -70,11 +66,6 @@ final class InFlightLedger {
     if (expired > 0) {
       onExpired.accept(expired);
     }
-  }
-
-  /** Leases not yet released or expired (for tests and diagnostics). */
-  int size() {
-    return live.size();
   }
 
   /** The counts one routed request holds on the endpoints it was routed to. */

@@ -58,8 +58,8 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>A routed request counts as in flight on its endpoint until the gateway calls
  * {@link RoutingDecision#onComplete} or {@link RoutingDecision#onFailure}, or until it is older
- * than {@link Builder#inFlightMaxAge}, whichever comes first. A plugin or listener that throws
- * is logged at most once a minute per plugin; see {@link #route(InferenceRequest)}.
+ * than {@link Builder#inFlightMaxAge}, whichever comes first, so a decision the gateway drops
+ * or loses (even one that was garbage-collected) stops counting against its endpoint.
  */
 public final class Router implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(Router.class.getName());
@@ -190,7 +190,12 @@ public final class Router implements AutoCloseable {
 
   // ---------------------------------------------------------------------------------- routing
 
-  /** Routes a request; never throws for normal outcomes (see {@link RoutingDecision}). */
+  /**
+   * Routes a request; never throws for normal outcomes (see {@link RoutingDecision}). A filter,
+   * scorer, picker or profile handler that throws gives this request a 503 rejection naming the
+   * plugin; a request listener that throws is skipped and the request stays routed. Either is
+   * logged with its stack trace at most once a minute per plugin, with the count left out.
+   */
   public RoutingDecision route(InferenceRequest request) {
     long start = System.nanoTime();
     PoolSnapshot snap = pool;
