@@ -197,7 +197,7 @@ class RouterTest {
         }
       }));
     }
-    started.await();
+    assertThat(started.await(10, TimeUnit.SECONDS)).as("routing threads started").isTrue();
     for (int i = 0; i < 2000; i++) {
       String id = "10.1." + (i / 200) + "." + (i % 200) + ":80"; // never re-added
       r.addEndpoint(ep(id, Map.of()));
@@ -345,7 +345,7 @@ class RouterTest {
     try {
       for (List<RoutingDecision> share : shares) {
         fs.add(pool.submit(() -> {
-          go.await(10, TimeUnit.SECONDS);
+          assertThat(go.await(10, TimeUnit.SECONDS)).isTrue();
           for (int i = 0; i < share.size(); i++) {
             if (i % 2 == 0) {
               share.get(i).onComplete(Usage.NONE);
@@ -357,7 +357,7 @@ class RouterTest {
         }));
       }
       fs.add(pool.submit(() -> {
-        go.await(10, TimeUnit.SECONDS);
+        assertThat(go.await(10, TimeUnit.SECONDS)).isTrue();
         // sweeps from the metrics path and from routing, each due after the clock moves on
         for (int i = 0; i < 200; i++) {
           now.addAndGet(Duration.ofMillis(200).toNanos());
