@@ -810,8 +810,9 @@ public final class Router implements AutoCloseable {
 
     /**
      * How long a routed request may stay counted as in flight without the gateway calling
-     * {@code onComplete} or {@code onFailure}; default 10 minutes. Older requests are released
-     * (soon after, within an eighth of this) and counted in {@code epp4j.routing.in_flight_expired}.
+     * {@code onComplete} or {@code onFailure}; default 10 minutes. Older requests are released by
+     * the next {@code route} or {@code updateMetrics} call that finds a check due (one every eighth
+     * of this at most) and counted in {@code epp4j.routing.in_flight_expired}.
      * This is a safety net for decisions the gateway dropped, not a request timeout: set it
      * well above the longest request you serve, since releasing a request that is still running
      * makes its endpoint look less busy than it is.
