@@ -13,7 +13,10 @@ import org.jspecify.annotations.Nullable;
  * <p>A routed decision is also the handle through which the gateway reports the request's fate:
  * call {@link #onFirstToken()} when the first token arrives and exactly one of
  * {@link #onComplete(Usage)} or {@link #onFailure(Throwable)} at the end. Later calls after the
- * first terminal call are ignored, so in-flight counters can never go negative.
+ * first terminal call are ignored, so in-flight counters can never go negative. A decision that
+ * is never finished (dropped, or lost with its request) stops counting as in flight once it is
+ * older than the router's {@code inFlightMaxAge}; finishing it after that changes no count, and
+ * the request listeners still hear about it. The calls may come from any thread.
  */
 public final class RoutingDecision {
 

@@ -6,8 +6,10 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.Filter;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Picker;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.ProfileHandler;
 import io.epp4j.api.ProfileResult;
 import io.epp4j.api.ProfileRunner;
 import io.epp4j.api.Rejection;
@@ -53,6 +55,11 @@ import org.jspecify.annotations.Nullable;
  * pool (endpoints with their latest metrics) through a volatile field. Pool and metrics changes
  * are serialized among themselves and publish a new snapshot; once {@link #removeEndpoint}
  * returns, no later {@code route} call returns that endpoint.
+ *
+ * <p>A routed request counts as in flight on its endpoint until the gateway calls
+ * {@link RoutingDecision#onComplete} or {@link RoutingDecision#onFailure}, or until it is older
+ * than {@link Builder#inFlightMaxAge}, whichever comes first, so a decision the gateway drops
+ * or loses (even one that was garbage-collected) stops counting against its endpoint.
  */
 public final class Router implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(Router.class.getName());
@@ -78,6 +85,13 @@ public final class Router implements AutoCloseable {
         - pluginRef: max-score-picker
       """;
 
+  /**
+   * Ten minutes: the OpenAI clients give up on a request after 600 s by default, and a chat or
+   * completion request streams for seconds to a few minutes, so a request still unfinished after
+   * ten minutes was almost surely dropped by the gateway rather than still running.
+   */
+  static final Duration DEFAULT_IN_FLIGHT_MAX_AGE = Duration.ofMinutes(10);
+
   private final RouterConfig config;
   private final PluginRegistry registry;
   private final Ticker ticker;
@@ -87,7 +101,12 @@ public final class Router implements AutoCloseable {
   private final @Nullable Long seed;
   private final AtomicLong cycles = new AtomicLong();
   private final RequestListener[] requestListeners;
+  private final ThrottledWarning[] requestListenerWarnings;
   private final PoolListener[] poolListeners;
+  private final Map<Object, ThrottledWarning> pluginWarnings;
+  private final ThrottledWarning routerWarning;
+  private final ThrottledWarning expiryWarning;
+  private final InFlightLedger ledger;
   private final Object poolLock = new Object();
   private volatile PoolSnapshot pool = PoolSnapshot.EMPTY;
   private volatile boolean closed;
@@ -121,7 +140,21 @@ public final class Router implements AutoCloseable {
     }
     this.requestListeners = rl.toArray(new RequestListener[0]);
     this.poolListeners = pl.toArray(new PoolListener[0]);
+    this.pluginWarnings = warningsByPlugin(config, all);
+    this.requestListenerWarnings = new ThrottledWarning[requestListeners.length];
+    for (int i = 0; i < requestListeners.length; i++) {
+      requestListenerWarnings[i] = pluginWarnings.get(requestListeners[i]);
+    }
+    this.routerWarning = new ThrottledWarning(LOG, ticker, "router");
     this.telemetry = new RouterTelemetry(b.openTelemetry, () -> pool, saturation);
+    Duration maxAge = b.inFlightMaxAge;
+    this.expiryWarning = new ThrottledWarning(LOG, ticker, "in-flight accounting:");
+    this.ledger = new InFlightLedger(maxAge.toNanos(), ticker.nanos(), n -> {
+      telemetry.inFlightExpired(n);
+      expiryWarning.report("released " + n + " requests routed more than " + maxAge
+          + " ago that the gateway never finished; call onComplete or onFailure on every routed"
+          + " decision", null);
+    });
     for (String w : config.warnings()) {
       LOG.warning(w);
     }
@@ -131,22 +164,53 @@ public final class Router implements AutoCloseable {
     setEndpoints(b.endpoints);
   }
 
+  /**
+   * One throttled warning per plugin or listener instance, named as the configuration names it,
+   * so that each broken plugin gets its own log budget.
+   */
+  private Map<Object, ThrottledWarning> warningsByPlugin(RouterConfig config, Set<Object> all) {
+    Map<Object, ThrottledWarning> m = new IdentityHashMap<>();
+    config.plugins().forEach((name, p) ->
+        m.putIfAbsent(p, new ThrottledWarning(LOG, ticker, "plugin '" + name + "'")));
+    for (SchedulingProfile p : config.profiles().values()) {
+      for (SchedulingProfile.WeightedScorer ws : p.scorers()) {
+        m.putIfAbsent(ws.scorer(), new ThrottledWarning(LOG, ticker, "scorer '" + ws.name() + "'"));
+      }
+    }
+    for (Object o : all) {
+      m.computeIfAbsent(o, x -> new ThrottledWarning(LOG, ticker,
+          "plugin " + x.getClass().getName()));
+    }
+    return m;
+  }
+
   public static Builder builder() {
     return new Builder();
   }
 
   // ---------------------------------------------------------------------------------- routing
 
-  /** Routes a request; never throws for normal outcomes (see {@link RoutingDecision}). */
+  /**
+   * Routes a request; never throws for normal outcomes (see {@link RoutingDecision}). A filter,
+   * scorer, picker or profile handler that throws gives this request a 503 rejection naming the
+   * plugin; a request listener that throws is skipped and the request stays routed. Either is
+   * logged with its stack trace at most once a minute per plugin, with the count left out.
+   */
   public RoutingDecision route(InferenceRequest request) {
     long start = System.nanoTime();
     PoolSnapshot snap = pool;
     RoutingDecision d;
     try {
       d = schedule(request, snap);
+    } catch (PluginFailure e) {
+      // a plugin bug must not take the gateway down: this request gets a 503, the plugin was
+      // logged (throttled) where it threw, and the next request is routed as usual
+      telemetry.error();
+      telemetry.recordDuration(System.nanoTime() - start);
+      return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "routing failed: "
+          + e.getCause().getClass().getSimpleName() + " in " + e.source);
     } catch (RuntimeException e) {
-      // a plugin bug must not take the gateway down; the request gets a 503 and we log the type
-      LOG.log(Level.WARNING, "routing failed inside a plugin: " + e.getClass().getName(), e);
+      routerWarning.report("failed to route a request: " + e.getClass().getName(), e);
       telemetry.error();
       telemetry.recordDuration(System.nanoTime() - start);
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS,
@@ -175,32 +239,97 @@ public final class Router implements AutoCloseable {
   }
 
   private RoutingDecision schedule(InferenceRequest request, PoolSnapshot snap) {
+    long now = ticker.nanos();
+    ledger.expireIfDue(now);
     if (closed) {
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "router is closed");
     }
     if (snap.states.length == 0) {
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "no endpoints in the pool");
     }
-    long now = ticker.nanos();
     if (request.priority() < 0 && saturation.poolSaturation(snap, now) >= 1.0) {
       return RoutingDecision.rejected(Rejection.Reason.SHED,
           "pool is saturated and the request is sheddable (priority " + request.priority() + ")");
     }
     CycleState state = new CycleState(now, random());
     Cycle cycle = new Cycle(request, state, snap);
-    String primary = config.profileHandler().handle(request, state, cycle);
+    ProfileHandler handler = config.profileHandler();
+    String primary;
+    try {
+      primary = handler.handle(request, state, cycle);
+    } catch (PluginFailure e) {
+      throw e; // a profile the handler ran failed and was reported already
+    } catch (RuntimeException e) {
+      throw failure(handler, "handle", e);
+    }
     ProfileResult pr = primary == null ? null : cycle.result(primary);
     if (pr == null || pr.isEmpty()) {
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS,
           "no endpoint passed the filters of profile '" + primary + "'");
     }
     Map<String, ProfileResult> results = cycle.results();
-    Tracker tracker = new Tracker(request, snap, results);
-    RoutingDecision decision = RoutingDecision.routed(primary, results, tracker);
-    for (RequestListener l : requestListeners) {
-      l.afterRouting(request, state, decision);
+    InFlightLedger.Lease lease = lease(request, snap, results, now);
+    RoutingDecision decision = RoutingDecision.routed(primary, results, new Tracker(request, lease));
+    // counted before the listeners run, so a listener that finishes the decision at once releases
+    // what was counted; from here on nothing may leave this method without the decision
+    ledger.acquire(lease);
+    try {
+      for (int i = 0; i < requestListeners.length; i++) {
+        try {
+          requestListeners[i].afterRouting(request, state, decision);
+        } catch (RuntimeException e) {
+          // what a listener learns is an optimisation; the endpoint was chosen, so route anyway
+          requestListenerWarnings[i].report("threw " + e.getClass().getName()
+              + " in afterRouting; the request was routed anyway", e);
+        }
+      }
+    } catch (Error e) {
+      ledger.release(lease);
+      throw e;
     }
     return decision;
+  }
+
+  private InFlightLedger.Lease lease(InferenceRequest request, PoolSnapshot snap,
+      Map<String, ProfileResult> results, long now) {
+    long tokens = (long) request.estimatedPromptTokens() + request.maxTokens();
+    if (results.size() == 1) {
+      Endpoint e = results.values().iterator().next().primary();
+      EndpointState s = e == null ? null : snap.get(e.id());
+      return new InFlightLedger.Lease(now, tokens, s == null ? null : s.inFlight, null);
+    }
+    EndpointState.InFlight[] c = new EndpointState.InFlight[results.size()];
+    int k = 0;
+    for (ProfileResult r : results.values()) {
+      Endpoint e = r.primary();
+      if (e != null) {
+        EndpointState s = snap.get(e.id());
+        if (s != null) {
+          c[k++] = s.inFlight;
+        }
+      }
+    }
+    return new InFlightLedger.Lease(now, tokens, null,
+        k == c.length ? c : java.util.Arrays.copyOf(c, k));
+  }
+
+  /** Logs (throttled) that {@code plugin} threw and wraps the cause to end the cycle with a 503. */
+  private PluginFailure failure(Object plugin, String method, RuntimeException cause) {
+    ThrottledWarning w = pluginWarnings.getOrDefault(plugin, routerWarning);
+    w.report("threw " + cause.getClass().getName() + " in " + method
+        + "; the request got a 503", cause);
+    return new PluginFailure(w.source(), cause);
+  }
+
+  /** A plugin's exception, already logged, on its way out of the scheduling cycle. */
+  private static final class PluginFailure extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    final String source;
+
+    PluginFailure(String source, RuntimeException cause) {
+      super(source, cause, false, false); // no stack trace of its own: the cause has the useful one
+      this.source = source;
+    }
   }
 
   private RandomGenerator random() {
@@ -281,7 +410,12 @@ public final class Router implements AutoCloseable {
       List<Candidate> candidates = snap.candidates;
       List<Filter> filters = profile.filters();
       for (int i = 0; i < filters.size() && !candidates.isEmpty(); i++) {
-        candidates = filters.get(i).filter(request, state, candidates);
+        Filter f = filters.get(i);
+        try {
+          candidates = f.filter(request, state, candidates);
+        } catch (RuntimeException e) {
+          throw failure(f, "filter", e);
+        }
       }
       int n = candidates.size();
       if (n == 0) {
@@ -301,7 +435,11 @@ public final class Router implements AutoCloseable {
           for (int s = 0; s < scorers.size(); s++) {
             SchedulingProfile.WeightedScorer ws = scorers.get(s);
             java.util.Arrays.fill(scratch, 0.0);
-            ws.scorer().score(request, state, candidates, scratch);
+            try {
+              ws.scorer().score(request, state, candidates, scratch);
+            } catch (RuntimeException e) {
+              throw failure(ws.scorer(), "score", e);
+            }
             double w = ws.weight();
             for (int i = 0; i < n; i++) {
               double v = scratch[i];
@@ -313,7 +451,13 @@ public final class Router implements AutoCloseable {
           holder[0] = scratch;
         }
       }
-      List<Candidate> picked = profile.picker().pick(request, state, candidates, total);
+      Picker picker = profile.picker();
+      List<Candidate> picked;
+      try {
+        picked = picker.pick(request, state, candidates, total);
+      } catch (RuntimeException e) {
+        throw failure(picker, "pick", e);
+      }
       if (picked.size() == 1) {
         return new ProfileResult(profile.name(), List.of(picked.get(0).endpoint()));
       }
@@ -328,79 +472,51 @@ public final class Router implements AutoCloseable {
   /** Feeds the lifecycle of one decision into in-flight counters and request listeners. */
   private final class Tracker implements RoutingDecision.Callbacks {
     private final InferenceRequest request;
-    // one profile (the common case): a single counter, no array
-    private final EndpointState.@Nullable InFlight counter;
-    private final EndpointState.InFlight @Nullable [] counters;
-    private final long tokens;
+    private final InFlightLedger.Lease lease;
 
-    Tracker(InferenceRequest request, PoolSnapshot snap, Map<String, ProfileResult> results) {
+    Tracker(InferenceRequest request, InFlightLedger.Lease lease) {
       this.request = request;
-      this.tokens = (long) request.estimatedPromptTokens() + request.maxTokens();
-      if (results.size() == 1) {
-        ProfileResult r = results.values().iterator().next();
-        Endpoint e = r.primary();
-        EndpointState s = e == null ? null : snap.get(e.id());
-        this.counter = s == null ? null : acquire(s.inFlight);
-        this.counters = null;
-        return;
-      }
-      EndpointState.InFlight[] c = new EndpointState.InFlight[results.size()];
-      int k = 0;
-      for (ProfileResult r : results.values()) {
-        Endpoint e = r.primary();
-        if (e != null) {
-          EndpointState s = snap.get(e.id());
-          if (s != null) {
-            c[k++] = acquire(s.inFlight);
-          }
-        }
-      }
-      this.counter = null;
-      this.counters = k == c.length ? c : java.util.Arrays.copyOf(c, k);
+      this.lease = lease;
     }
 
-    private EndpointState.InFlight acquire(EndpointState.InFlight f) {
-      f.requests.incrementAndGet();
-      f.tokens.addAndGet(tokens);
-      return f;
-    }
-
-    private void release() {
-      if (counter != null) {
-        counter.requests.decrementAndGet();
-        counter.tokens.addAndGet(-tokens);
-      }
-      if (counters != null) {
-        for (EndpointState.InFlight f : counters) {
-          f.requests.decrementAndGet();
-          f.tokens.addAndGet(-tokens);
-        }
-      }
-    }
+    // listeners run on the gateway's thread: one that throws must neither reach the gateway
+    // nor keep the listeners after it from hearing about the request
 
     @Override
     public void firstToken(RoutingDecision decision) {
       Endpoint e = decision.primary();
-      for (RequestListener l : requestListeners) {
-        l.onFirstToken(request, e);
+      for (int i = 0; i < requestListeners.length; i++) {
+        try {
+          requestListeners[i].onFirstToken(request, e);
+        } catch (RuntimeException x) {
+          requestListenerWarnings[i].report("threw " + x.getClass().getName() + " in onFirstToken", x);
+        }
       }
     }
 
     @Override
     public void complete(RoutingDecision decision, Usage usage) {
-      release();
+      ledger.release(lease);
       Endpoint e = decision.primary();
-      for (RequestListener l : requestListeners) {
-        l.onComplete(request, e, usage);
+      for (int i = 0; i < requestListeners.length; i++) {
+        try {
+          requestListeners[i].onComplete(request, e, usage);
+        } catch (RuntimeException x) {
+          requestListenerWarnings[i].report("threw " + x.getClass().getName() + " in onComplete", x);
+        }
       }
     }
 
     @Override
     public void failure(RoutingDecision decision, Throwable cause) {
-      release();
+      ledger.release(lease);
       Endpoint e = decision.primary();
-      for (RequestListener l : requestListeners) {
-        l.onFailure(request, e, cause);
+      for (int i = 0; i < requestListeners.length; i++) {
+        try {
+          requestListeners[i].onFailure(request, e, cause);
+        } catch (RuntimeException x) {
+          requestListenerWarnings[i].report("threw " + x.getClass().getName() + " in onFailure", x);
+        }
       }
     }
   }
@@ -488,8 +604,11 @@ public final class Router implements AutoCloseable {
    * router's clock. Returns false when the endpoint is not in the pool.
    */
   public boolean updateMetrics(String endpointId, EndpointMetrics metrics) {
+    long now = ticker.nanos();
+    // off the request path and called steadily by a scraper: a good place to expire
+    ledger.expireIfDue(now);
     EndpointMetrics m = metrics.scrapedAtNanos() == EndpointMetrics.UNSET_TIME
-        ? metrics.withScrapedAtNanos(ticker.nanos()) : metrics;
+        ? metrics.withScrapedAtNanos(now) : metrics;
     synchronized (poolLock) {
       PoolSnapshot cur = pool;
       int i = cur.indexOf(endpointId);
@@ -506,6 +625,7 @@ public final class Router implements AutoCloseable {
   /** Publishes metrics for several endpoints in one snapshot; unknown ids are ignored. */
   public void updateMetrics(Map<String, EndpointMetrics> metricsById) {
     long now = ticker.nanos();
+    ledger.expireIfDue(now);
     synchronized (poolLock) {
       PoolSnapshot cur = pool;
       EndpointState[] next = cur.states.clone();
@@ -581,6 +701,7 @@ public final class Router implements AutoCloseable {
     private int saturationQueueThreshold = 5;
     private double saturationKvThreshold = 0.8;
     private Duration metricsStaleness = Duration.ofMillis(200);
+    private Duration inFlightMaxAge = DEFAULT_IN_FLIGHT_MAX_AGE;
     private final Map<Class<?>, Object> services = new LinkedHashMap<>();
     private final List<Object> extraListeners = new ArrayList<>();
 
@@ -684,6 +805,23 @@ public final class Router implements AutoCloseable {
         throw new IllegalArgumentException("metricsStaleness must be positive, got " + d);
       }
       this.metricsStaleness = d;
+      return this;
+    }
+
+    /**
+     * How long a routed request may stay counted as in flight without the gateway calling
+     * {@code onComplete} or {@code onFailure}; default 10 minutes. Older requests are released by
+     * the next {@code route} or {@code updateMetrics} call that finds a check due (one every eighth
+     * of this at most) and counted in {@code epp4j.routing.in_flight_expired}.
+     * This is a safety net for decisions the gateway dropped, not a request timeout: set it
+     * well above the longest request you serve, since releasing a request that is still running
+     * makes its endpoint look less busy than it is.
+     */
+    public Builder inFlightMaxAge(Duration d) {
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException("inFlightMaxAge must be positive, got " + d);
+      }
+      this.inFlightMaxAge = d;
       return this;
     }
 

@@ -18,6 +18,7 @@ final class RouterTelemetry implements AutoCloseable {
 
   private final DoubleHistogram duration;
   private final LongCounter decisions;
+  private final LongCounter inFlightExpired;
   private final Attributes routed;
   private final Attributes invalid;
   private final Attributes shed;
@@ -34,6 +35,11 @@ final class RouterTelemetry implements AutoCloseable {
     decisions = meter.counterBuilder("epp4j.routing.decisions")
         .setDescription("Routing decisions by outcome (routed, invalid_request, shed, no_endpoints, error)")
         .setUnit("{decision}")
+        .build();
+    inFlightExpired = meter.counterBuilder("epp4j.routing.in_flight_expired")
+        .setDescription("Routed requests released from in-flight accounting because the gateway"
+            + " did not finish them within the router's inFlightMaxAge")
+        .setUnit("{request}")
         .build();
     routed = Attributes.of(OUTCOME, "routed");
     invalid = Attributes.of(OUTCOME, "invalid_request");
@@ -77,6 +83,10 @@ final class RouterTelemetry implements AutoCloseable {
       case SHED -> shed;
       case NO_ENDPOINTS -> noEndpoints;
     });
+  }
+
+  void inFlightExpired(long n) {
+    inFlightExpired.add(n);
   }
 
   void error() {

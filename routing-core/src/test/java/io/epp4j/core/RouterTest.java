@@ -2,6 +2,7 @@ package io.epp4j.core;
 
 import static io.epp4j.core.TestPlugins.ep;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
@@ -18,6 +19,7 @@ import io.opentelemetry.sdk.metrics.data.MetricData;
 import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
 import io.opentelemetry.sdk.OpenTelemetrySdk;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
@@ -30,6 +32,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 class RouterTest {
@@ -194,7 +197,7 @@ class RouterTest {
         }
       }));
     }
-    started.await();
+    assertThat(started.await(10, TimeUnit.SECONDS)).as("routing threads started").isTrue();
     for (int i = 0; i < 2000; i++) {
       String id = "10.1." + (i / 200) + "." + (i % 200) + ":80"; // never re-added
       r.addEndpoint(ep(id, Map.of()));
@@ -212,6 +215,167 @@ class RouterTest {
     assertThat(r.endpoints()).extracting(Candidate::id).containsExactlyInAnyOrder("10.0.0.1:80", "10.0.0.2:80");
     for (Candidate c : r.endpoints()) {
       assertThat(c.inFlightRequests()).isZero();
+    }
+  }
+
+  @Test
+  void decisionsTheGatewayNeverFinishesAreReleasedAfterTheDefaultAgeLimit() {
+    AtomicLong now = new AtomicLong(1_000_000_000L);
+    Router r = base().ticker(now::get).endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    for (int i = 0; i < 100; i++) {
+      r.route(REQ); // dropped: never completed, never failed
+    }
+    Candidate c = r.endpoints().get(0);
+    assertThat(c.inFlightRequests()).isEqualTo(100);
+    now.addAndGet(TimeUnit.MINUTES.toNanos(9));
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.UNKNOWN);
+    assertThat(c.inFlightRequests()).as("younger than the 10 minute default: still counted").isEqualTo(100);
+    now.addAndGet(TimeUnit.MINUTES.toNanos(2));
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.UNKNOWN);
+    assertThat(c.inFlightRequests()).isZero();
+    assertThat(c.inFlightTokens()).isZero();
+  }
+
+  @Test
+  void expiredDecisionsAreReleasedOnceCountedInAMetricAndNotAgainWhenFinishedLate() {
+    InMemoryMetricReader reader = InMemoryMetricReader.create();
+    OpenTelemetrySdk sdk = OpenTelemetrySdk.builder()
+        .setMeterProvider(SdkMeterProvider.builder().registerMetricReader(reader).build()).build();
+    AtomicLong now = new AtomicLong();
+    Router r = base().ticker(now::get).openTelemetry(sdk).inFlightMaxAge(Duration.ofSeconds(30))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    Candidate c = r.endpoints().get(0);
+    long perRequest = REQ.estimatedPromptTokens() + 10;
+    RoutingDecision finished = r.route(REQ);
+    RoutingDecision late = r.route(REQ);
+    RoutingDecision failedLate = r.route(REQ);
+    finished.onComplete(Usage.NONE);
+    now.addAndGet(TimeUnit.SECONDS.toNanos(20));
+    RoutingDecision young = r.route(REQ);
+    now.addAndGet(TimeUnit.SECONDS.toNanos(15)); // the first three are 35 s old, young is 15 s
+    r.route(REQ).onComplete(Usage.NONE); // routing sweeps too
+    assertThat(c.inFlightRequests()).as("only the young decision is still counted").isEqualTo(1);
+    assertThat(c.inFlightTokens()).isEqualTo(perRequest);
+    late.onComplete(new Usage(2, 0, 10));
+    failedLate.onFailure(new RuntimeException("gateway timeout"));
+    assertThat(c.inFlightRequests()).as("finishing an expired decision must not count it twice").isEqualTo(1);
+    young.onComplete(Usage.NONE);
+    assertThat(c.inFlightRequests()).isZero();
+    assertThat(c.inFlightTokens()).isZero();
+    MetricData expired = reader.collectAllMetrics().stream()
+        .filter(m -> m.getName().equals("epp4j.routing.in_flight_expired")).findFirst().orElseThrow();
+    assertThat(expired.getLongSumData().getPoints()).singleElement()
+        .satisfies(p -> assertThat(p.getValue()).isEqualTo(2));
+  }
+
+  @Test
+  void inFlightMaxAgeMustBePositive() {
+    assertThatThrownBy(() -> base().inFlightMaxAge(Duration.ZERO))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inFlightMaxAge");
+    assertThatThrownBy(() -> base().inFlightMaxAge(Duration.ofSeconds(-1)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inFlightMaxAge");
+  }
+
+  @Test
+  void aThrowingAfterRoutingListenerNeitherFailsTheRequestNorLeaksACount() {
+    List<String> later = new ArrayList<>();
+    RequestListener broken = new RequestListener() {
+      @Override public void afterRouting(InferenceRequest q, CycleState s, RoutingDecision d) {
+        throw new IllegalStateException("listener bug");
+      }
+    };
+    RequestListener fine = new RequestListener() {
+      @Override public void afterRouting(InferenceRequest q, CycleState s, RoutingDecision d) { later.add("routed"); }
+    };
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).listener(broken).listener(fine).build();
+    Candidate c = r.endpoints().get(0);
+    for (int i = 0; i < 10; i++) {
+      RoutingDecision d = r.route(REQ);
+      assertThat(d.isRouted()).as("a listener failure does not fail routing").isTrue();
+      d.onComplete(Usage.NONE);
+    }
+    assertThat(c.inFlightRequests()).isZero();
+    assertThat(c.inFlightTokens()).isZero();
+    assertThat(later).as("listeners after the broken one still run").hasSize(10);
+  }
+
+  @Test
+  void throwingLifecycleListenersDoNotReachTheGatewayOrStopOtherListeners() {
+    List<String> events = new ArrayList<>();
+    RequestListener broken = new RequestListener() {
+      @Override public void onFirstToken(InferenceRequest q, Endpoint e) { throw new IllegalStateException("x"); }
+      @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { throw new IllegalStateException("x"); }
+      @Override public void onFailure(InferenceRequest q, Endpoint e, Throwable t) { throw new IllegalStateException("x"); }
+    };
+    RequestListener fine = new RequestListener() {
+      @Override public void onFirstToken(InferenceRequest q, Endpoint e) { events.add("first"); }
+      @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done"); }
+      @Override public void onFailure(InferenceRequest q, Endpoint e, Throwable t) { events.add("fail"); }
+    };
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).listener(broken).listener(fine).build();
+    RoutingDecision a = r.route(REQ);
+    a.onFirstToken();
+    a.onComplete(Usage.NONE);
+    r.route(REQ).onFailure(new RuntimeException("reset"));
+    assertThat(events).containsExactly("first", "done", "fail");
+    assertThat(r.endpoints().get(0).inFlightRequests()).isZero();
+  }
+
+  @Test
+  void expiryRacingTheGatewaysCallbacksReleasesEachDecisionExactlyOnce() throws Exception {
+    AtomicLong now = new AtomicLong();
+    Router r = base().ticker(now::get).inFlightMaxAge(Duration.ofSeconds(1))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    List<Candidate> eps = r.endpoints();
+    int perThread = 5_000;
+    int threads = 4;
+    List<List<RoutingDecision>> shares = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      List<RoutingDecision> share = new ArrayList<>();
+      for (int i = 0; i < perThread; i++) {
+        share.add(r.route(REQ));
+      }
+      shares.add(share);
+    }
+    assertThat(eps.get(0).inFlightRequests() + eps.get(1).inFlightRequests()).isEqualTo(threads * perThread);
+    now.addAndGet(Duration.ofSeconds(2).toNanos()); // all of them are now too old
+    ExecutorService pool = Executors.newFixedThreadPool(threads + 1);
+    CountDownLatch go = new CountDownLatch(1);
+    List<Future<?>> fs = new ArrayList<>();
+    try {
+      for (List<RoutingDecision> share : shares) {
+        fs.add(pool.submit(() -> {
+          assertThat(go.await(10, TimeUnit.SECONDS)).isTrue();
+          for (int i = 0; i < share.size(); i++) {
+            if (i % 2 == 0) {
+              share.get(i).onComplete(Usage.NONE);
+            } else {
+              share.get(i).onFailure(new RuntimeException("reset"));
+            }
+          }
+          return null;
+        }));
+      }
+      fs.add(pool.submit(() -> {
+        assertThat(go.await(10, TimeUnit.SECONDS)).isTrue();
+        // sweeps from the metrics path and from routing, each due after the clock moves on
+        for (int i = 0; i < 200; i++) {
+          now.addAndGet(Duration.ofMillis(200).toNanos());
+          r.updateMetrics("10.0.0.1:80", EndpointMetrics.UNKNOWN);
+          r.route(REQ).onComplete(Usage.NONE);
+        }
+        return null;
+      }));
+      go.countDown();
+      for (Future<?> f : fs) {
+        f.get(30, TimeUnit.SECONDS);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    for (Candidate c : eps) {
+      assertThat(c.inFlightRequests()).isZero();
+      assertThat(c.inFlightTokens()).isZero();
     }
   }
 }

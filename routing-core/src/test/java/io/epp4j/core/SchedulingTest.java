@@ -16,6 +16,12 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.junit.jupiter.api.Test;
 
 class SchedulingTest {
@@ -191,5 +197,79 @@ class SchedulingTest {
     r.route(REQ);
     assertThat(seenWaiting[0]).isEqualTo(4);
     assertThat(seenAge[0]).isEqualTo(30_000_000L);
+  }
+
+  @Test
+  void aThrowingPluginIsLoggedAtMostOncePerMinuteWithTheCountItSuppressed() {
+    List<LogRecord> records = new CopyOnWriteArrayList<>();
+    Handler capture = new Handler() {
+      @Override public void publish(LogRecord r) { records.add(r); }
+      @Override public void flush() {}
+      @Override public void close() {}
+    };
+    Logger log = Logger.getLogger(Router.class.getName());
+    log.addHandler(capture);
+    try {
+      AtomicLong now = new AtomicLong();
+      List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()));
+      SchedulingProfile p = SchedulingProfile.builder("default")
+          .scorer("boom", (req, st, c, s) -> {
+            throw new IllegalStateException("scorer bug");
+          }, 1)
+          .build();
+      Router r = Router.builder().registry(TestPlugins.registry()).endpoints(eps).profile(p)
+          .ticker(now::get).build();
+      for (int i = 0; i < 1000; i++) {
+        assertThat(r.route(REQ).rejection().httpStatus()).isEqualTo(503);
+        now.addAndGet(TimeUnit.MILLISECONDS.toNanos(50)); // 1000 routes within 50 s
+      }
+      assertThat(records).as("one record for the first failure, the rest suppressed").hasSize(1);
+      assertThat(records.get(0).getMessage()).contains("'boom'");
+      assertThat(records.get(0).getThrown()).isInstanceOf(IllegalStateException.class);
+      now.addAndGet(TimeUnit.SECONDS.toNanos(11)); // a minute since the first record
+      r.route(REQ);
+      assertThat(records).hasSize(2);
+      assertThat(records.get(1).getMessage()).contains("'boom'").contains("999");
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  @Test
+  void eachThrowingPluginGetsItsOwnLogBudget() {
+    List<LogRecord> records = new CopyOnWriteArrayList<>();
+    Handler capture = new Handler() {
+      @Override public void publish(LogRecord r) { records.add(r); }
+      @Override public void flush() {}
+      @Override public void close() {}
+    };
+    Logger log = Logger.getLogger(Router.class.getName());
+    log.addHandler(capture);
+    try {
+      List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of("zone", "a")), ep("10.0.0.2:80", Map.of("zone", "b")));
+      SchedulingProfile badFilter = SchedulingProfile.builder("default")
+          .filter((req, st, c) -> {
+            throw new IllegalArgumentException("filter bug");
+          })
+          .build();
+      SchedulingProfile badPicker = SchedulingProfile.builder("default")
+          .picker((req, st, c, scores) -> {
+            throw new UnsupportedOperationException("picker bug");
+          })
+          .build();
+      Router a = router(eps, badFilter);
+      Router b = router(eps, badPicker);
+      for (int i = 0; i < 500; i++) {
+        assertThat(a.route(REQ).isRouted()).isFalse();
+        assertThat(b.route(REQ).isRouted()).isFalse();
+      }
+      assertThat(records).hasSize(2);
+      assertThat(records).extracting(rec -> rec.getThrown().getClass().getSimpleName())
+          .containsExactlyInAnyOrder("IllegalArgumentException", "UnsupportedOperationException");
+      assertThat(a.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
+      assertThat(b.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
+    } finally {
+      log.removeHandler(capture);
+    }
   }
 }

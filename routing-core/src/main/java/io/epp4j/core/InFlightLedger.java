@@ -1,0 +1,116 @@
+package io.epp4j.core;
+
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongConsumer;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Every routed request whose in-flight counts are still held, so that a request the gateway
+ * never finishes (a dropped decision, a lost callback, a decision that was garbage-collected)
+ * is released after a maximum age instead of counting against its endpoint forever.
+ *
+ * <p>Each {@link Lease} is released exactly once, by whichever comes first: the gateway's
+ * {@code onComplete}/{@code onFailure} or expiry. Expiry is lazy: callers on the routing and
+ * metrics paths offer the current time, and one of them sweeps at most once per
+ * {@code maxAge / 8}, so no timer thread exists and a route that does not sweep pays one volatile
+ * read. A sweep walks the requests in flight, which are few compared with the routes in between.
+ */
+final class InFlightLedger {
+  private final long maxAgeNanos;
+  private final long sweepEveryNanos;
+  private final LongConsumer onExpired;
+  // the lease itself is the key: identity equality, and no per-request id to generate
+  private final Set<Lease> live = ConcurrentHashMap.newKeySet();
+  private final AtomicLong nextSweep;
+
+  /**
+   * @param onExpired called after a sweep that released something, with how many it released
+   */
+  InFlightLedger(long maxAgeNanos, long nowNanos, LongConsumer onExpired) {
+    this.maxAgeNanos = maxAgeNanos;
+    this.sweepEveryNanos = Math.max(1, maxAgeNanos / 8);
+    this.onExpired = onExpired;
+    this.nextSweep = new AtomicLong(nowNanos + sweepEveryNanos);
+  }
+
+  /** Counts the lease's request on its endpoints and remembers it until released. */
+  void acquire(Lease lease) {
+    lease.add(1);
+    live.add(lease);
+  }
+
+  /** Releases the lease unless it was released or expired already. */
+  void release(Lease lease) {
+    if (lease.finish(Lease.RELEASED)) {
+      live.remove(lease);
+    }
+  }
+
+  /** Sweeps when one is due; cheap otherwise. */
+  void expireIfDue(long nowNanos) {
+    long due = nextSweep.get();
+    if (nowNanos - due < 0 || !nextSweep.compareAndSet(due, nowNanos + sweepEveryNanos)) {
+      return;
+    }
+    long expired = 0;
+    for (var it = live.iterator(); it.hasNext(); ) {
+      Lease l = it.next();
+      if (nowNanos - l.startNanos > maxAgeNanos && l.finish(Lease.EXPIRED)) {
+        it.remove();
+        expired++;
+      }
+    }
+    if (expired > 0) {
+      onExpired.accept(expired);
+    }
+  }
+
+  /** The counts one routed request holds on the endpoints it was routed to. */
+  static final class Lease {
+    static final int HELD = 0;
+    static final int RELEASED = 1;
+    static final int EXPIRED = 2;
+    private static final AtomicIntegerFieldUpdater<Lease> STATE =
+        AtomicIntegerFieldUpdater.newUpdater(Lease.class, "state");
+
+    final long startNanos;
+    private final long tokens;
+    // one profile (the common case): a single counter, no array
+    private final EndpointState.@Nullable InFlight counter;
+    private final EndpointState.InFlight @Nullable [] counters;
+    private volatile int state;
+
+    Lease(long startNanos, long tokens, EndpointState.@Nullable InFlight counter,
+        EndpointState.InFlight @Nullable [] counters) {
+      this.startNanos = startNanos;
+      this.tokens = tokens;
+      this.counter = counter;
+      this.counters = counters;
+    }
+
+    /** Moves from held to {@code to}; true for exactly one caller, which gives the counts back. */
+    boolean finish(int to) {
+      if (!STATE.compareAndSet(this, HELD, to)) {
+        return false;
+      }
+      add(-1);
+      return true;
+    }
+
+    private void add(int sign) {
+      if (counter != null) {
+        counter.requests.addAndGet(sign);
+        counter.tokens.addAndGet(sign * tokens);
+      }
+      if (counters != null) {
+        for (EndpointState.InFlight f : counters) {
+          f.requests.addAndGet(sign);
+          f.tokens.addAndGet(sign * tokens);
+        }
+      }
+    }
+  }
+}
