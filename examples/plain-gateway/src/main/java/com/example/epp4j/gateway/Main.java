@@ -101,8 +101,7 @@ public final class Main {
       }
       try {
         gateway = new PlainGateway(new InetSocketAddress(port), router);
-      } catch (IOException e) {
-        router.close();
+      } catch (IOException e) { // the gateway has closed the router
         spec.commandLine().getErr().println(
             "plain-gateway: cannot listen on --port " + port + ": " + e.getMessage());
         return 1;

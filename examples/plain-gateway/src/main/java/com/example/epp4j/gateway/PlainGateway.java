@@ -69,10 +69,16 @@ public final class PlainGateway implements AutoCloseable {
 
   /**
    * A gateway on {@code address} routing with a router you built (a config file, listeners,
-   * knobs). Once constructed, the gateway owns the router and closes it in {@link #close()}.
+   * knobs). The gateway takes the router over: it closes it in {@link #close()}, or at once when
+   * it cannot listen on {@code address}.
    */
   public PlainGateway(InetSocketAddress address, Router router) throws IOException {
-    this.server = HttpServer.create(address, 0); // binds first: a busy port fails before any thread starts
+    try {
+      this.server = HttpServer.create(address, 0); // before any thread starts
+    } catch (IOException e) {
+      router.close();
+      throw e;
+    }
     this.router = router;
     this.scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
     server.createContext("/v1/", this::handle);
@@ -128,7 +134,8 @@ public final class PlainGateway implements AutoCloseable {
       return;
     }
     try {
-      proxy(ex, d, path, headers, body);
+      // the raw (still percent-encoded) path: the decoded one may not form a valid URI
+      proxy(ex, d, ex.getRequestURI().getRawPath(), headers, body);
     } catch (Throwable t) {
       // proxy reports every outcome it foresees; this catches what it does not (a listener or
       // a bug that threw) so that the decision never stays in flight. A decision ignores every
@@ -237,11 +244,13 @@ public final class PlainGateway implements AutoCloseable {
    * be reached; OpenAI clients call it before anything else.
    */
   private void models(HttpExchange ex) throws IOException {
+    URI asked = ex.getRequestURI();
+    String target = asked.getRawPath() + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery());
     List<Candidate> pool = router.endpoints();
     int start = Math.floorMod(modelsTurn.getAndIncrement(), Math.max(1, pool.size()));
     for (int i = 0; i < pool.size(); i++) {
       Endpoint e = pool.get((start + i) % pool.size()).endpoint();
-      HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + e.id() + ex.getRequestURI()))
+      HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + e.id() + target))
           .timeout(Duration.ofSeconds(5)).GET().build();
       HttpResponse<byte[]> r;
       try {

@@ -558,7 +558,8 @@ public final class StandInVllm implements AutoCloseable {
 
   /** Prometheus text under vLLM v1's names and labels. */
   String metricsText() {
-    String l = "{engine=\"0\",model_name=\"" + options.model().replace("\"", "\\\"") + "\"}";
+    String model = labelValue(options.model());
+    String l = "{engine=\"0\",model_name=\"" + model + "\"}";
     double kv = Math.min(1.0, blocksInUse.get() / (double) options.kvBlocks());
     StringBuilder sb = new StringBuilder(1024);
     gauge(sb, "vllm:num_requests_running", "Number of requests in model execution batches.", l,
@@ -575,12 +576,17 @@ public final class StandInVllm implements AutoCloseable {
     counter(sb, "vllm:generation_tokens_total", "Number of generation tokens processed.", l,
         generationTokens.get());
     counter(sb, "vllm:request_success_total", "Count of successfully processed requests.",
-        "{engine=\"0\",finished_reason=\"length\",model_name=\"" + options.model()
-            .replace("\"", "\\\"") + "\"}", finished.get());
+        "{engine=\"0\",finished_reason=\"length\",model_name=\"" + model + "\"}",
+        finished.get());
     gauge(sb, "vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
         "{block_size=\"" + BLOCK_TOKENS + "\",enable_prefix_caching=\"True\",engine=\"0\","
             + "num_gpu_blocks=\"" + options.kvBlocks() + "\"}", 1);
     return sb.toString();
+  }
+
+  /** Escapes a Prometheus label value. */
+  private static String labelValue(String v) {
+    return v.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
   }
 
   private static void gauge(StringBuilder sb, String name, String help, String labels, double v) {
