@@ -2,8 +2,10 @@ package com.example.epp4j.gateway;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
@@ -20,36 +22,69 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * A complete, minimal OpenAI-compatible gateway: the JDK's HTTP server takes
  * {@code /v1/completions} and {@code /v1/chat/completions}, epp4j picks the replica, the JDK's
  * HTTP client forwards the body and streams the answer back, and the outcome (first byte, usage,
- * failure) flows into the router. A scraper keeps replica metrics fresh.
+ * failure) flows into the router. {@code GET /v1/models} is passed to a replica. A scraper keeps
+ * replica metrics fresh.
  *
- * <pre>
- * java -cp ... com.example.epp4j.gateway.PlainGateway 8080 10.0.0.1:8000 10.0.0.2:8000
- * </pre>
+ * <p>Every routed request reports exactly one outcome to its {@link RoutingDecision}: completion
+ * when the replica's answer ended (reported before the client sees the end, so a client's next
+ * request finds the counters released), failure when the replica could not be reached, answered
+ * 5xx or broke off, when the client went away, or when anything in between threw.
+ *
+ * <p>Run it with {@link Main}; see the module's README.
  */
 public final class PlainGateway implements AutoCloseable {
+  private static final Logger LOG = Logger.getLogger(PlainGateway.class.getName());
   private static final ObjectMapper JSON = new ObjectMapper();
+  /** Usage is in the last JSON object or SSE chunk of an answer; this much of the end is kept. */
+  private static final int TAIL_BYTES = 64 * 1024;
 
   private final Router router;
   private final MetricsScraper scraper;
   private final HttpServer server;
+  private final ExecutorService executor;
+  private final AtomicInteger modelsTurn = new AtomicInteger();
+  private final AtomicBoolean closed = new AtomicBoolean();
   private final HttpClient client = HttpClient.newBuilder()
       .connectTimeout(Duration.ofSeconds(2)).version(HttpClient.Version.HTTP_1_1).build();
 
+  /** A gateway on {@code port} (0: any free port) routing with the EPP default profile. */
   public PlainGateway(int port, List<Endpoint> replicas) throws IOException {
-    this.router = Router.builder().endpoints(replicas).build(); // EPP default profile
+    this(new InetSocketAddress(port), Router.builder().endpoints(replicas).build());
+  }
+
+  /**
+   * A gateway on {@code address} routing with a router you built (a config file, listeners,
+   * knobs). The gateway takes the router over: it closes it in {@link #close()}, or at once when
+   * it cannot listen on {@code address}.
+   */
+  public PlainGateway(InetSocketAddress address, Router router) throws IOException {
+    try {
+      this.server = HttpServer.create(address, 0); // before any thread starts
+    } catch (IOException e) {
+      router.close();
+      throw e;
+    }
+    this.router = router;
     this.scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
-    this.server = HttpServer.create(new InetSocketAddress(port), 0);
     server.createContext("/v1/", this::handle);
-    server.setExecutor(Executors.newCachedThreadPool());
+    // one thread per open request: a streamed answer holds its thread until it ends
+    this.executor = Executors.newCachedThreadPool();
+    server.setExecutor(executor);
     server.start();
   }
 
@@ -62,81 +97,194 @@ public final class PlainGateway implements AutoCloseable {
     return router;
   }
 
+  /**
+   * Closes the exchange only when the answer is complete. An exception that escapes (the replica
+   * broke off, or something threw after the status line went out) reaches the HTTP server, which
+   * then drops the connection: the client sees a cut-off answer, not a clean but truncated one.
+   */
   private void handle(HttpExchange ex) throws IOException {
-    try (ex) {
-      if (!"POST".equals(ex.getRequestMethod())) {
-        reply(ex, 405, "{\"error\":\"use POST\"}");
-        return;
-      }
-      byte[] body = ex.getRequestBody().readAllBytes();
-      Map<String, String> headers = new HashMap<>();
-      ex.getRequestHeaders().forEach((k, v) -> headers.put(k, v.isEmpty() ? "" : v.get(0)));
-      String path = ex.getRequestURI().getPath();
-      RoutingDecision d = router.route(path, headers, body);
-      if (!d.isRouted()) {
-        reply(ex, d.rejection().httpStatus(),
-            JSON.createObjectNode().put("error", d.rejection().message()).toString());
-        return;
-      }
-      Endpoint target = d.primary();
-      HttpRequest.Builder fwd = HttpRequest.newBuilder(URI.create("http://" + target.id() + path))
-          .timeout(Duration.ofMinutes(10))
-          .header("content-type", "application/json")
-          .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
-          .POST(HttpRequest.BodyPublishers.ofByteArray(body));
-      Endpoint prefill = d.prefillEndpoint();
-      if (prefill != null) {
-        fwd.header(RoutingDecision.PREFILLER_HEADER, prefill.id());
-      }
-      HttpResponse<InputStream> resp;
-      try {
-        resp = client.send(fwd.build(), HttpResponse.BodyHandlers.ofInputStream());
-      } catch (IOException | InterruptedException e) {
-        d.onFailure(e);
-        if (e instanceof InterruptedException) {
-          Thread.currentThread().interrupt();
-        }
-        reply(ex, 502, "{\"error\":\"upstream " + target.id() + " unavailable\"}");
-        return;
-      }
-      ex.getResponseHeaders().set("content-type",
-          resp.headers().firstValue("content-type").orElse("application/json"));
-      ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
-      ex.sendResponseHeaders(resp.statusCode(), 0);
-      List<byte[]> tail = new ArrayList<>();
-      boolean first = true;
-      try (InputStream in = resp.body(); OutputStream out = ex.getResponseBody()) {
-        byte[] buf = new byte[8192];
-        for (int n; (n = in.read(buf)) > 0; ) {
-          if (first) {
-            d.onFirstToken();
-            first = false;
-          }
-          out.write(buf, 0, n);
-          out.flush();
-          remember(tail, buf, n);
-        }
-      } catch (IOException e) {
-        d.onFailure(e);
-        return;
-      }
-      if (resp.statusCode() >= 500) {
-        d.onFailure(new IOException("upstream answered " + resp.statusCode()));
+    serve(ex);
+    ex.close();
+  }
+
+  private void serve(HttpExchange ex) throws IOException {
+    String path = ex.getRequestURI().getPath();
+    String method = ex.getRequestMethod();
+    if (path.equals("/v1/models") || path.startsWith("/v1/models/")) {
+      if ("GET".equals(method)) {
+        models(ex);
       } else {
-        d.onComplete(usageOf(tail));
+        ex.getResponseHeaders().set("allow", "GET");
+        replyError(ex, 405, "invalid_request_error", "use GET for " + path);
       }
+      return;
+    }
+    if (!"POST".equals(method)) {
+      ex.getResponseHeaders().set("allow", "POST");
+      replyError(ex, 405, "invalid_request_error", "use POST for " + path);
+      return;
+    }
+    byte[] body = ex.getRequestBody().readAllBytes();
+    Map<String, String> headers = new HashMap<>();
+    ex.getRequestHeaders().forEach((k, v) -> headers.put(k, v.isEmpty() ? "" : v.get(0)));
+    RoutingDecision d = router.route(path, headers, body);
+    if (!d.isRouted()) {
+      replyError(ex, d.rejection().httpStatus(), "routing_" + d.rejection().reason().name()
+          .toLowerCase(java.util.Locale.ROOT), d.rejection().message());
+      return;
+    }
+    try {
+      // the raw (still percent-encoded) path: the decoded one may not form a valid URI
+      proxy(ex, d, ex.getRequestURI().getRawPath(), headers, body);
+    } catch (Throwable t) {
+      // proxy reports every outcome it foresees; this catches what it does not (a listener or
+      // a bug that threw) so that the decision never stays in flight. A decision ignores every
+      // terminal call after its first, so a failure already reported is not counted twice.
+      d.onFailure(t);
+      if (!(t instanceof ResponseCut)) {
+        LOG.log(Level.WARNING, "forwarding to " + d.primary().id() + " failed unexpectedly", t);
+      }
+      throw t;
     }
   }
 
-  /** Keeps the last 64 KiB of the response: usage is in the final JSON object or SSE chunk. */
-  private static void remember(List<byte[]> tail, byte[] buf, int n) {
-    tail.add(java.util.Arrays.copyOf(buf, n));
-    int total = 0;
-    for (byte[] b : tail) {
-      total += b.length;
+  /** Forwards a routed request and relays the answer; reports the outcome to {@code d}. */
+  private void proxy(HttpExchange ex, RoutingDecision d, String path, Map<String, String> headers,
+      byte[] body) throws IOException {
+    Endpoint target = d.primary();
+    HttpRequest.Builder fwd = HttpRequest.newBuilder(URI.create("http://" + target.id() + path))
+        .timeout(Duration.ofMinutes(10)) // until the status line: a long prefill is legitimate
+        .header("content-type", "application/json")
+        .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
+        .POST(HttpRequest.BodyPublishers.ofByteArray(body));
+    String auth = headers.get("Authorization");
+    if (auth != null) { // a replica started with --api-key checks it
+      fwd.header("authorization", auth);
     }
-    while (total > 65536 && tail.size() > 1) {
-      total -= tail.remove(0).length;
+    Endpoint prefill = d.prefillEndpoint();
+    if (prefill != null) {
+      fwd.header(RoutingDecision.PREFILLER_HEADER, prefill.id());
+    }
+    HttpResponse<InputStream> resp;
+    try {
+      resp = client.send(fwd.build(), HttpResponse.BodyHandlers.ofInputStream());
+    } catch (IOException e) {
+      d.onFailure(e);
+      replyError(ex, 502, "upstream_unavailable", "upstream " + target.id() + " unavailable");
+      return;
+    } catch (InterruptedException e) {
+      d.onFailure(e);
+      Thread.currentThread().interrupt();
+      replyError(ex, 503, "gateway_stopping", "gateway is stopping");
+      return;
+    }
+    // closing the answer's stream early (client gone) closes the replica's connection, which
+    // makes vLLM abort the request instead of generating for nobody
+    try (InputStream in = resp.body()) {
+      relay(ex, d, resp.statusCode(), resp.headers().firstValue("content-type"), in);
+    }
+  }
+
+  private void relay(HttpExchange ex, RoutingDecision d, int status,
+      java.util.Optional<String> contentType, InputStream in) throws IOException {
+    Endpoint target = d.primary();
+    ex.getResponseHeaders().set("content-type", contentType.orElse("application/json"));
+    ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
+    OutputStream out;
+    try {
+      ex.sendResponseHeaders(status, 0);
+      out = ex.getResponseBody();
+    } catch (IOException clientGone) {
+      d.onFailure(new IOException("client disconnected", clientGone));
+      return;
+    }
+    Tail tail = new Tail();
+    byte[] buf = new byte[8192];
+    for (;;) {
+      int n;
+      try {
+        n = in.read(buf);
+      } catch (IOException e) {
+        d.onFailure(e);
+        throw new ResponseCut("upstream " + target.id() + " broke off its answer", e);
+      }
+      if (n < 0) {
+        break;
+      }
+      if (status < 300) {
+        d.onFirstToken(); // only the first call counts; an error body is not a token
+      }
+      tail.add(buf, n);
+      try {
+        out.write(buf, 0, n);
+        out.flush();
+      } catch (IOException clientGone) {
+        d.onFailure(new IOException("client disconnected", clientGone));
+        return;
+      }
+    }
+    // The replica has finished; the client sees the end only when handle() closes the exchange,
+    // after this report.
+    if (status >= 500) {
+      d.onFailure(new IOException("upstream " + target.id() + " answered " + status));
+    } else {
+      d.onComplete(usageOf(tail.chunks));
+    }
+  }
+
+  /** Thrown after the status line went out, to make the server drop the client's connection. */
+  private static final class ResponseCut extends IOException {
+    ResponseCut(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
+  /**
+   * Passes {@code GET /v1/models} to one replica (taking turns), trying the next when one cannot
+   * be reached; OpenAI clients call it before anything else.
+   */
+  private void models(HttpExchange ex) throws IOException {
+    URI asked = ex.getRequestURI();
+    String target = asked.getRawPath() + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery());
+    List<Candidate> pool = router.endpoints();
+    int start = Math.floorMod(modelsTurn.getAndIncrement(), Math.max(1, pool.size()));
+    for (int i = 0; i < pool.size(); i++) {
+      Endpoint e = pool.get((start + i) % pool.size()).endpoint();
+      HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + e.id() + target))
+          .timeout(Duration.ofSeconds(5)).GET().build();
+      HttpResponse<byte[]> r;
+      try {
+        r = client.send(req, HttpResponse.BodyHandlers.ofByteArray());
+      } catch (IOException unreachable) {
+        continue;
+      } catch (InterruptedException stopping) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+      if (r.statusCode() >= 500) {
+        continue;
+      }
+      ex.getResponseHeaders().set("content-type",
+          r.headers().firstValue("content-type").orElse("application/json"));
+      ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, e.id());
+      ex.sendResponseHeaders(r.statusCode(), r.body().length == 0 ? -1 : r.body().length);
+      ex.getResponseBody().write(r.body());
+      return;
+    }
+    replyError(ex, 502, "upstream_unavailable", "no replica answered /v1/models");
+  }
+
+  /** The last {@value #TAIL_BYTES} bytes of an answer, in the chunks they arrived in. */
+  private static final class Tail {
+    final List<byte[]> chunks = new ArrayList<>();
+    int total;
+
+    void add(byte[] buf, int n) {
+      chunks.add(Arrays.copyOf(buf, n));
+      total += n;
+      while (total > TAIL_BYTES && chunks.size() > 1) {
+        total -= chunks.remove(0).length;
+      }
     }
   }
 
@@ -167,8 +315,12 @@ public final class PlainGateway implements AutoCloseable {
     }
   }
 
-  private static void reply(HttpExchange ex, int status, String json) throws IOException {
-    byte[] b = json.getBytes(StandardCharsets.UTF_8);
+  /** An error in the OpenAI shape, which OpenAI client libraries turn into their exceptions. */
+  private static void replyError(HttpExchange ex, int status, String type, String message)
+      throws IOException {
+    ObjectNode body = JSON.createObjectNode();
+    body.putObject("error").put("message", message).put("type", type).put("code", status);
+    byte[] b = body.toString().getBytes(StandardCharsets.UTF_8);
     ex.getResponseHeaders().set("content-type", "application/json");
     ex.sendResponseHeaders(status, b.length);
     ex.getResponseBody().write(b);
@@ -176,21 +328,12 @@ public final class PlainGateway implements AutoCloseable {
 
   @Override
   public void close() {
+    if (closed.getAndSet(true)) {
+      return;
+    }
     server.stop(0);
+    executor.shutdownNow();
     scraper.close();
     router.close();
-  }
-
-  public static void main(String[] args) throws IOException {
-    if (args.length < 2) {
-      System.err.println("usage: PlainGateway PORT HOST:PORT [HOST:PORT ...]");
-      System.exit(2);
-    }
-    List<Endpoint> replicas = new ArrayList<>();
-    for (int i = 1; i < args.length; i++) {
-      replicas.add(Endpoint.parse(args[i]));
-    }
-    PlainGateway g = new PlainGateway(Integer.parseInt(args[0]), replicas);
-    System.out.println("epp4j gateway on :" + g.port() + " -> " + replicas);
   }
 }

@@ -1,111 +1,334 @@
 package com.example.epp4j.gateway;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.HttpServer;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-/** Two fake vLLM replicas on loopback behind the gateway. */
+/** Stand-in vLLM replicas (and a few deliberately broken ones) on loopback behind the gateway. */
 class PlainGatewayTest {
-  final List<HttpServer> replicas = new ArrayList<>();
-  final ConcurrentHashMap<Integer, AtomicInteger> served = new ConcurrentHashMap<>();
-  final HttpClient client = HttpClient.newHttpClient();
+  static final ObjectMapper JSON = new ObjectMapper();
+  static final Duration DEADLINE = Duration.ofSeconds(10);
+
+  final List<AutoCloseable> open = new ArrayList<>();
+  final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  final Outcomes outcomes = new Outcomes();
   PlainGateway gateway;
 
-  HttpServer fakeVllm() throws IOException {
-    HttpServer s = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
-    int port = s.getAddress().getPort();
-    served.put(port, new AtomicInteger());
-    s.createContext("/metrics", ex -> {
-      byte[] b = ("vllm:num_requests_waiting 0\nvllm:num_requests_running 1\n"
-          + "vllm:kv_cache_usage_perc 0.3\n"
-          + "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"4000\"} 1\n")
-          .getBytes(StandardCharsets.UTF_8);
-      ex.sendResponseHeaders(200, b.length);
-      ex.getResponseBody().write(b);
-      ex.close();
-    });
-    s.createContext("/v1/", ex -> {
-      ex.getRequestBody().readAllBytes();
-      served.get(port).incrementAndGet();
-      byte[] b = ("{\"id\":\"x\",\"choices\":[{\"text\":\"ok\"}],\"usage\":{\"prompt_tokens\":700,"
-          + "\"completion_tokens\":5,\"prompt_tokens_details\":{\"cached_tokens\":512}}}")
-          .getBytes(StandardCharsets.UTF_8);
-      ex.getResponseHeaders().set("content-type", "application/json");
-      ex.sendResponseHeaders(200, b.length);
-      ex.getResponseBody().write(b);
-      ex.close();
-    });
-    s.start();
-    replicas.add(s);
+  /** Records what the router was told about each request. */
+  static class Outcomes implements RequestListener {
+    final AtomicInteger firstTokens = new AtomicInteger();
+    final List<Usage> completions = new CopyOnWriteArrayList<>();
+    final List<Throwable> failures = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
+      firstTokens.incrementAndGet();
+    }
+
+    @Override
+    public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+      completions.add(usage);
+    }
+
+    @Override
+    public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
+      failures.add(cause);
+    }
+  }
+
+  StandInVllm standIn(Duration ttft, Duration itl) throws IOException {
+    StandInVllm s = StandInVllm.start(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
+        StandInVllm.Options.defaults().withModel("qwen3").withLatency(ttft, itl));
+    open.add(s);
     return s;
   }
 
+  StandInVllm standIn() throws IOException {
+    return standIn(Duration.ZERO, Duration.ZERO);
+  }
+
+  static Endpoint at(int port) {
+    return Endpoint.of("127.0.0.1", port);
+  }
+
+  void startGateway(RequestListener listener, Endpoint... replicas) throws IOException {
+    Router router = Router.builder().endpoints(List.of(replicas)).listener(listener).build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+  }
+
+  /** A replica whose every answer is produced by {@code handler}. */
+  int fakeReplica(com.sun.net.httpserver.HttpHandler handler) throws IOException {
+    HttpServer s = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    s.createContext("/v1/", handler);
+    s.start();
+    open.add(() -> s.stop(0));
+    return s.getAddress().getPort();
+  }
+
+  static int portWithNothingListening() throws IOException {
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    }
+  }
+
   @AfterEach
-  void stop() {
+  void stop() throws Exception {
     if (gateway != null) {
       gateway.close();
     }
-    replicas.forEach(r -> r.stop(0));
+    for (AutoCloseable c : open) {
+      c.close();
+    }
+  }
+
+  URI uri(String path) {
+    return URI.create("http://127.0.0.1:" + gateway.port() + path);
   }
 
   HttpResponse<String> post(String path, String body) throws Exception {
-    return client.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + gateway.port() + path))
+    return client.send(HttpRequest.newBuilder(uri(path)).timeout(DEADLINE)
         .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  HttpResponse<String> get(String path) throws Exception {
+    return client.send(HttpRequest.newBuilder(uri(path)).timeout(DEADLINE).GET().build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  static void await(String what, BooleanSupplier condition) throws InterruptedException {
+    long end = System.nanoTime() + DEADLINE.toNanos();
+    while (!condition.getAsBoolean()) {
+      assertThat(System.nanoTime() < end).as("within %s: %s", DEADLINE, what).isTrue();
+      Thread.sleep(5);
+    }
+  }
+
+  int inFlight() {
+    return gateway.router().endpoints().stream().mapToInt(Candidate::inFlightRequests).sum();
+  }
+
+  static String completion(String prompt) {
+    return "{\"model\":\"qwen3\",\"prompt\":\"" + prompt + "\",\"max_tokens\":5}";
   }
 
   @Test
   void routesProxiesAndLearnsPrefixes() throws Exception {
-    HttpServer a = fakeVllm();
-    HttpServer b = fakeVllm();
-    gateway = new PlainGateway(0, List.of(
-        Endpoint.of("127.0.0.1", a.getAddress().getPort()),
-        Endpoint.of("127.0.0.1", b.getAddress().getPort())));
+    StandInVllm a = standIn();
+    StandInVllm b = standIn();
+    startGateway(outcomes, at(a.port()), at(b.port()));
     String system = "You are the ACME assistant. Answer briefly and cite the manual. ".repeat(30);
     String first = null;
     for (int i = 0; i < 12; i++) {
-      HttpResponse<String> r = post("/v1/completions",
-          "{\"model\":\"qwen3\",\"prompt\":\"" + system + "Question " + i + "\",\"max_tokens\":5}");
+      HttpResponse<String> r = post("/v1/completions", completion(system + "Question " + i));
       assertThat(r.statusCode()).isEqualTo(200);
-      assertThat(r.body()).contains("\"usage\"");
       String dest = r.headers().firstValue("x-gateway-destination-endpoint").orElseThrow();
       if (first == null) {
         first = dest;
       }
       assertThat(dest).as("a shared prompt prefix keeps going where it is cached").isEqualTo(first);
+      int cached = JSON.readTree(r.body()).path("usage").path("prompt_tokens_details")
+          .path("cached_tokens").asInt(-1);
+      assertThat(cached).as("the replica had the system prompt cached").isGreaterThan(i == 0 ? -1 : 0);
+      // completion is reported before the client sees the end of the answer: no waiting here
+      assertThat(inFlight()).as("request %d was reported complete", i).isZero();
     }
-    int total = served.values().stream().mapToInt(AtomicInteger::get).sum();
-    assertThat(total).isEqualTo(12);
-    for (Candidate c : gateway.router().endpoints()) {
-      assertThat(c.inFlightRequests()).as("every request was reported complete").isZero();
+    assertThat(outcomes.completions).hasSize(12).allSatisfy(u -> assertThat(u.promptTokens())
+        .isGreaterThan(400));
+    assertThat(outcomes.failures).isEmpty();
+  }
+
+  @Test
+  void completionIsReportedBeforeTheClientSeesTheEndOfTheAnswer() throws Exception {
+    StandInVllm a = standIn();
+    CountDownLatch clientHasAnswer = new CountDownLatch(1);
+    CountDownLatch reported = new CountDownLatch(1);
+    AtomicBoolean answerArrivedFirst = new AtomicBoolean();
+    // Holds the report open for a while: if the gateway ended the answer before reporting, the
+    // client gets it within that time.
+    RequestListener slowReport = new RequestListener() {
+      @Override
+      public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+        try {
+          answerArrivedFirst.set(clientHasAnswer.await(500, TimeUnit.MILLISECONDS));
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        } finally {
+          reported.countDown();
+        }
+      }
+    };
+    startGateway(slowReport, at(a.port()));
+    assertThat(post("/v1/completions", completion("hello")).statusCode()).isEqualTo(200);
+    clientHasAnswer.countDown();
+    assertThat(reported.await(DEADLINE.toMillis(), TimeUnit.MILLISECONDS)).isTrue();
+    assertThat(answerArrivedFirst).as("the client had the whole answer before completion was reported")
+        .isFalse();
+  }
+
+  @Test
+  void streamedAnswerIsRelayedAndItsUsageChunkReported() throws Exception {
+    StandInVllm a = standIn();
+    startGateway(outcomes, at(a.port()));
+    String prompt = "x".repeat(400); // 100 tokens at the stand-in's four bytes per token
+    HttpResponse<String> r = post("/v1/chat/completions", "{\"model\":\"qwen3\",\"max_tokens\":7,"
+        + "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        + "\"messages\":[{\"role\":\"user\",\"content\":\"" + prompt + "\"}]}");
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(r.headers().firstValue("content-type").orElseThrow()).startsWith("text/event-stream");
+    assertThat(r.body()).endsWith("data: [DONE]\n\n");
+    assertThat(inFlight()).isZero();
+    assertThat(outcomes.firstTokens).hasValue(1);
+    assertThat(outcomes.completions).hasSize(1);
+    Usage u = outcomes.completions.get(0);
+    assertThat(u.completionTokens()).isEqualTo(7);
+    assertThat(u.promptTokens()).isGreaterThanOrEqualTo(100);
+  }
+
+  @Test
+  void clientThatGoesAwayMidStreamFailsTheDecisionAndStopsTheReplica() throws Exception {
+    StandInVllm a = standIn(Duration.ZERO, Duration.ofMillis(10));
+    startGateway(outcomes, at(a.port()));
+    HttpResponse<InputStream> r = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(DEADLINE).POST(HttpRequest.BodyPublishers.ofString(
+            "{\"model\":\"qwen3\",\"prompt\":\"hi\",\"max_tokens\":5000,\"stream\":true}")).build(),
+        HttpResponse.BodyHandlers.ofInputStream());
+    try (InputStream in = r.body()) {
+      assertThat(in.read(new byte[16])).as("the stream started").isPositive();
+    } // closing before the end drops the connection
+    await("the gateway reports the request failed", () -> outcomes.failures.size() == 1);
+    assertThat(outcomes.failures.get(0)).hasMessageContaining("client disconnected");
+    assertThat(inFlight()).isZero();
+    await("the replica stops generating", () -> a.runningRequests() == 0);
+    assertThat(a.abortedRequests()).isEqualTo(1);
+    assertThat(outcomes.completions).isEmpty();
+  }
+
+  @Test
+  void replicaThatBreaksOffMidAnswerFailsTheDecisionAndCutsTheClientOff() throws Exception {
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("content-type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      ex.getResponseBody().write("data: {\"choices\":[{\"text\":\"a\"}]}\n\n".getBytes(
+          StandardCharsets.UTF_8));
+      ex.getResponseBody().flush();
+      throw new IOException("replica crashed"); // the server drops the connection mid-answer
+    });
+    startGateway(outcomes, at(port));
+    assertThatThrownBy(() -> post("/v1/completions", completion("hi")))
+        .as("a cut-off answer must not look complete to the client")
+        .isInstanceOf(IOException.class);
+    await("the gateway reports the request failed", () -> outcomes.failures.size() == 1);
+    assertThat(inFlight()).isZero();
+    assertThat(outcomes.completions).isEmpty();
+  }
+
+  @Test
+  void replicaErrorIsRelayedAndCountsAsFailure() throws Exception {
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      byte[] b = "{\"error\":{\"message\":\"engine dead\",\"code\":503}}".getBytes(
+          StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(503, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    startGateway(outcomes, at(port));
+    HttpResponse<String> r = post("/v1/completions", completion("hi"));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.body()).contains("engine dead");
+    assertThat(inFlight()).isZero();
+    assertThat(outcomes.failures).hasSize(1);
+    assertThat(outcomes.completions).isEmpty();
+    assertThat(outcomes.firstTokens).as("an error body is not a first token").hasValue(0);
+  }
+
+  @Test
+  void aListenerThatThrowsDoesNotLeaveTheRequestInFlight() throws Exception {
+    StandInVllm a = standIn();
+    RequestListener broken = new RequestListener() {
+      @Override
+      public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
+        throw new IllegalStateException("listener broke");
+      }
+    };
+    startGateway(broken, at(a.port()));
+    try {
+      post("/v1/completions", completion("hi"));
+    } catch (IOException cutOff) {
+      // either outcome is fine for the client; what matters is the router's count
     }
+    await("the request is no longer counted in flight", () -> inFlight() == 0);
   }
 
   @Test
   void badBodyIs400AndDeadReplicaIs502() throws Exception {
-    HttpServer a = fakeVllm();
-    int port = a.getAddress().getPort();
-    a.stop(0); // nothing listens there any more
-    gateway = new PlainGateway(0, List.of(Endpoint.of("127.0.0.1", port)));
-    assertThat(post("/v1/completions", "{\"model\":").statusCode()).isEqualTo(400);
+    startGateway(outcomes, at(portWithNothingListening()));
+    HttpResponse<String> bad = post("/v1/completions", "{\"model\":");
+    assertThat(bad.statusCode()).isEqualTo(400);
+    JsonNode error = JSON.readTree(bad.body()).path("error");
+    assertThat(error.path("message").asText()).isNotEmpty();
+    assertThat(error.path("code").asInt()).isEqualTo(400);
     HttpResponse<String> r = post("/v1/completions", "{\"model\":\"m\",\"prompt\":\"hi\"}");
     assertThat(r.statusCode()).isEqualTo(502);
-    assertThat(gateway.router().endpoints().get(0).inFlightRequests()).isZero();
+    assertThat(JSON.readTree(r.body()).path("error").path("message").asText()).contains("unavailable");
+    assertThat(inFlight()).isZero();
+    assertThat(outcomes.failures).hasSize(1);
+  }
+
+  @Test
+  void modelsAreListedByAReplicaEvenWhenAnotherIsDown() throws Exception {
+    StandInVllm a = standIn();
+    startGateway(outcomes, at(portWithNothingListening()), at(a.port()));
+    for (int turn = 0; turn < 2; turn++) { // the gateway starts at a different replica each time
+      HttpResponse<String> r = get("/v1/models");
+      assertThat(r.statusCode()).isEqualTo(200);
+      JsonNode models = JSON.readTree(r.body());
+      assertThat(models.path("object").asText()).isEqualTo("list");
+      assertThat(models.path("data").get(0).path("id").asText()).isEqualTo("qwen3");
+    }
+    HttpResponse<String> post = post("/v1/models", "{}");
+    assertThat(post.statusCode()).isEqualTo(405);
+    assertThat(post.headers().firstValue("allow")).hasValue("GET");
+    HttpResponse<String> getCompletions = get("/v1/completions");
+    assertThat(getCompletions.statusCode()).isEqualTo(405);
+    assertThat(getCompletions.headers().firstValue("allow")).hasValue("POST");
+  }
+
+  @Test
+  void modelsWithNoReplicaUpIs502() throws Exception {
+    startGateway(outcomes, at(portWithNothingListening()));
+    assertThat(get("/v1/models").statusCode()).isEqualTo(502);
   }
 
   @Test
@@ -113,10 +336,10 @@ class PlainGatewayTest {
     assertThat(PlainGateway.usageOf(List.of(
         "{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":8}}}"
             .getBytes(StandardCharsets.UTF_8))))
-        .isEqualTo(new io.epp4j.api.Usage(10, 8, 2));
+        .isEqualTo(new Usage(10, 8, 2));
     String sse = "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
         + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n";
     assertThat(PlainGateway.usageOf(List.of(sse.getBytes(StandardCharsets.UTF_8))))
-        .isEqualTo(new io.epp4j.api.Usage(30, 0, 4));
+        .isEqualTo(new Usage(30, 0, 4));
   }
 }

@@ -1,0 +1,625 @@
+package com.example.epp4j.gateway;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A stand-in for a vLLM server, so that the gateway can be tried and tested without a GPU. It
+ * speaks the parts of vLLM's HTTP interface a gateway touches: {@code /v1/completions} and
+ * {@code /v1/chat/completions} (JSON or SSE streaming, with vLLM's final usage chunk),
+ * {@code /v1/models}, {@code /health} and {@code /metrics} under vLLM's metric names.
+ *
+ * <p>It is not a model and not an emulator of vLLM's performance: it answers with canned words,
+ * counts about four bytes of prompt as one token, waits a fixed time to first token and between
+ * tokens, and keeps a prefix cache of chained 16-token blocks so that
+ * {@code usage.prompt_tokens_details.cached_tokens} and the prefix-cache counters show whether a
+ * router sends a shared prefix to the same replica.
+ */
+public final class StandInVllm implements AutoCloseable {
+  /** vLLM's default KV block size. */
+  static final int BLOCK_TOKENS = 16;
+  /** Bytes of prompt text counted as one token (a rough average for English BPE vocabularies). */
+  static final int BYTES_PER_TOKEN = 4;
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final String[] WORDS =
+      {" the", " stand", "-in", " server", " says", " hello", " from", " epp4j", "."};
+
+  /**
+   * What the stand-in serves and how slowly.
+   *
+   * @param model             the served model name; requests naming another model get 404
+   * @param ttft              time to first token
+   * @param interTokenLatency time between two generated tokens
+   * @param kvBlocks          KV-cache capacity in 16-token blocks (prefix cache and
+   *                          {@code vllm:kv_cache_usage_perc})
+   * @param maxNumSeqs        requests generating at once; more wait (as vLLM's
+   *                          {@code --max-num-seqs}, shown as {@code vllm:num_requests_waiting})
+   * @param maxModelLen       prompt + max_tokens limit; longer requests get vLLM's 400
+   * @param forceIncludeUsage send the usage chunk on every stream, as vLLM's
+   *                          {@code --enable-force-include-usage}; otherwise only when the request
+   *                          asks with {@code stream_options.include_usage}
+   */
+  public record Options(String model, Duration ttft, Duration interTokenLatency, int kvBlocks,
+      int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage) {
+    public Options {
+      Objects.requireNonNull(model, "model");
+      if (ttft.isNegative() || interTokenLatency.isNegative()) {
+        throw new IllegalArgumentException("ttft and interTokenLatency must not be negative");
+      }
+      if (kvBlocks < 1 || maxNumSeqs < 1 || maxModelLen < 1) {
+        throw new IllegalArgumentException("kvBlocks, maxNumSeqs and maxModelLen must be >= 1");
+      }
+    }
+
+    /** Defaults: model {@code stand-in}, 20 ms to first token, 5 ms per token, 4,000 blocks. */
+    public static Options defaults() {
+      return new Options("stand-in", Duration.ofMillis(20), Duration.ofMillis(5), 4000, 64,
+          32768, false);
+    }
+
+    public Options withModel(String m) {
+      return new Options(m, ttft, interTokenLatency, kvBlocks, maxNumSeqs, maxModelLen,
+          forceIncludeUsage);
+    }
+
+    public Options withLatency(Duration firstToken, Duration perToken) {
+      return new Options(model, firstToken, perToken, kvBlocks, maxNumSeqs, maxModelLen,
+          forceIncludeUsage);
+    }
+  }
+
+  private final Options options;
+  private final HttpServer server;
+  private final ExecutorService executor;
+  private final Semaphore slots;
+  private final PrefixCache cache;
+  private final long createdSeconds = System.currentTimeMillis() / 1000;
+  private final AtomicLong ids = new AtomicLong();
+  private final AtomicInteger running = new AtomicInteger();
+  private final AtomicInteger waiting = new AtomicInteger();
+  private final AtomicLong blocksInUse = new AtomicLong();
+  private final AtomicLong promptTokens = new AtomicLong();
+  private final AtomicLong generationTokens = new AtomicLong();
+  private final AtomicLong prefixQueries = new AtomicLong();
+  private final AtomicLong prefixHits = new AtomicLong();
+  private final AtomicLong finished = new AtomicLong();
+  private final AtomicLong aborted = new AtomicLong();
+  private final AtomicBoolean closed = new AtomicBoolean();
+
+  private StandInVllm(InetSocketAddress address, Options options) throws IOException {
+    this.options = options;
+    this.slots = new Semaphore(options.maxNumSeqs(), true);
+    this.cache = new PrefixCache(options.kvBlocks());
+    this.server = HttpServer.create(address, 0);
+    server.createContext("/", this::handle);
+    // one thread per open request: a streaming answer holds its thread while it "generates"
+    this.executor = Executors.newCachedThreadPool();
+    server.setExecutor(executor);
+    server.start();
+  }
+
+  /** Starts a stand-in server on {@code address} (port 0 picks a free port). */
+  public static StandInVllm start(InetSocketAddress address, Options options) throws IOException {
+    return new StandInVllm(address, options);
+  }
+
+  /** The port it listens on. */
+  public int port() {
+    return server.getAddress().getPort();
+  }
+
+  /** Requests generating right now. */
+  public int runningRequests() {
+    return running.get();
+  }
+
+  /** Requests answered to the end. */
+  public long finishedRequests() {
+    return finished.get();
+  }
+
+  /** Requests whose client went away before the answer was complete. */
+  public long abortedRequests() {
+    return aborted.get();
+  }
+
+  @Override
+  public void close() {
+    if (closed.getAndSet(true)) {
+      return;
+    }
+    server.stop(0);
+    executor.shutdownNow();
+  }
+
+  // ------------------------------------------------------------------------------- routing
+
+  private void handle(HttpExchange ex) throws IOException {
+    try (ex) {
+      String path = ex.getRequestURI().getPath();
+      String method = ex.getRequestMethod();
+      switch (path) {
+        case "/health" -> {
+          if (allow(ex, "GET")) {
+            ex.sendResponseHeaders(200, -1);
+          }
+        }
+        case "/metrics" -> {
+          if (allow(ex, "GET")) {
+            send(ex, 200, "text/plain; version=0.0.4; charset=utf-8", metricsText());
+          }
+        }
+        case "/v1/models" -> {
+          if (allow(ex, "GET")) {
+            send(ex, 200, "application/json", models());
+          }
+        }
+        case "/v1/completions", "/v1/chat/completions" -> {
+          if (allow(ex, "POST")) {
+            generate(ex, path.equals("/v1/chat/completions"));
+          }
+        }
+        default -> send(ex, 404, "application/json", "{\"detail\":\"Not Found\"}");
+      }
+    }
+  }
+
+  /** Answers 405 as vLLM's web framework does when the method does not fit the path. */
+  private static boolean allow(HttpExchange ex, String method) throws IOException {
+    if (method.equals(ex.getRequestMethod())) {
+      return true;
+    }
+    ex.getResponseHeaders().set("allow", method);
+    send(ex, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}");
+    return false;
+  }
+
+  private String models() {
+    ObjectNode m = JSON.createObjectNode()
+        .put("id", options.model())
+        .put("object", "model")
+        .put("created", createdSeconds)
+        .put("owned_by", "vllm")
+        .put("root", options.model())
+        .put("max_model_len", options.maxModelLen());
+    m.putNull("parent");
+    ObjectNode list = JSON.createObjectNode().put("object", "list");
+    list.putArray("data").add(m);
+    return list.toString();
+  }
+
+  // ----------------------------------------------------------------------------- generation
+
+  /** What one request asks for, read from its body. */
+  private record Ask(int promptTokens, long[] blocks, int maxTokens,
+      boolean stream, boolean includeUsage) {}
+
+  private void generate(HttpExchange ex, boolean chat) throws IOException {
+    Ask ask;
+    try {
+      ask = read(ex.getRequestBody().readAllBytes(), chat);
+    } catch (BadRequest e) {
+      error(ex, e.status, e.type, e.getMessage());
+      return;
+    }
+    waiting.incrementAndGet();
+    try {
+      slots.acquire();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return;
+    } finally {
+      waiting.decrementAndGet();
+    }
+    running.incrementAndGet();
+    long held = ceilDiv(ask.promptTokens(), BLOCK_TOKENS);
+    blocksInUse.addAndGet(held);
+    try {
+      int cached = cache.lookupAndInsert(ask.blocks()) * BLOCK_TOKENS;
+      // vLLM recomputes at least the last prompt token, so a full hit is one token short
+      cached = Math.max(0, Math.min(cached, ask.promptTokens() - 1));
+      promptTokens.addAndGet(ask.promptTokens());
+      prefixQueries.addAndGet(ask.promptTokens());
+      prefixHits.addAndGet(cached);
+      Answer answer = new Answer(chat, "cmpl-" + ids.incrementAndGet(), ask, cached);
+      boolean complete = ask.stream() ? stream(ex, answer) : whole(ex, answer);
+      (complete ? finished : aborted).incrementAndGet();
+    } finally {
+      blocksInUse.addAndGet(-held);
+      running.decrementAndGet();
+      slots.release();
+    }
+  }
+
+  /** The answer being generated for one request. */
+  private final class Answer {
+    final boolean chat;
+    final String id;
+    final Ask ask;
+    final int cachedTokens;
+    final long created = System.currentTimeMillis() / 1000;
+
+    Answer(boolean chat, String id, Ask ask, int cachedTokens) {
+      this.chat = chat;
+      this.id = id;
+      this.ask = ask;
+      this.cachedTokens = cachedTokens;
+    }
+
+    ObjectNode envelope(boolean chunk) {
+      return JSON.createObjectNode()
+          .put("id", (chat ? "chat" : "") + id)
+          .put("object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+              : "text_completion")
+          .put("created", created)
+          .put("model", options.model());
+    }
+
+    ObjectNode usage() {
+      ObjectNode u = JSON.createObjectNode()
+          .put("prompt_tokens", ask.promptTokens())
+          .put("total_tokens", ask.promptTokens() + ask.maxTokens())
+          .put("completion_tokens", ask.maxTokens());
+      u.putObject("prompt_tokens_details").put("cached_tokens", cachedTokens);
+      return u;
+    }
+  }
+
+  /** A non-streaming answer: wait as long as generating every token takes, then send it. */
+  private boolean whole(HttpExchange ex, Answer a) throws IOException {
+    if (!pause(options.ttft().plus(options.interTokenLatency().multipliedBy(
+        Math.max(0, a.ask.maxTokens() - 1))))) {
+      return false;
+    }
+    StringBuilder text = new StringBuilder();
+    for (int i = 0; i < a.ask.maxTokens(); i++) {
+      text.append(WORDS[i % WORDS.length]);
+    }
+    produced(a.ask.maxTokens());
+    ObjectNode body = a.envelope(false);
+    ObjectNode choice = body.putArray("choices").addObject().put("index", 0);
+    if (a.chat) {
+      choice.putObject("message").put("role", "assistant").put("content", text.toString());
+    } else {
+      choice.put("text", text.toString());
+    }
+    choice.putNull("logprobs");
+    choice.put("finish_reason", "length");
+    body.set("usage", a.usage());
+    try {
+      send(ex, 200, "application/json", body.toString());
+      return true;
+    } catch (IOException clientGone) {
+      return false;
+    }
+  }
+
+  /**
+   * An SSE answer, one chunk per token, then (when asked for) vLLM's usage chunk with empty
+   * choices, then {@code data: [DONE]}. Returns false when the client went away first.
+   */
+  private boolean stream(HttpExchange ex, Answer a) throws IOException {
+    ex.getResponseHeaders().set("content-type", "text/event-stream; charset=utf-8");
+    ex.sendResponseHeaders(200, 0);
+    OutputStream out = ex.getResponseBody();
+    try {
+      if (!pause(options.ttft())) {
+        return false;
+      }
+      if (a.chat) { // vLLM opens a chat stream with the assistant role and empty content
+        ObjectNode first = a.envelope(true);
+        ObjectNode c = first.putArray("choices").addObject().put("index", 0);
+        c.putObject("delta").put("role", "assistant").put("content", "");
+        c.putNull("logprobs");
+        c.putNull("finish_reason");
+        event(out, first.toString());
+      }
+      for (int i = 0; i < a.ask.maxTokens(); i++) {
+        if (i > 0 && !pause(options.interTokenLatency())) {
+          return false;
+        }
+        ObjectNode chunk = a.envelope(true);
+        ObjectNode c = chunk.putArray("choices").addObject().put("index", 0);
+        if (a.chat) {
+          c.putObject("delta").put("content", WORDS[i % WORDS.length]);
+        } else {
+          c.put("text", WORDS[i % WORDS.length]);
+        }
+        c.putNull("logprobs");
+        if (i == a.ask.maxTokens() - 1) {
+          c.put("finish_reason", "length");
+        } else {
+          c.putNull("finish_reason");
+        }
+        event(out, chunk.toString());
+        produced(1);
+      }
+      if (a.ask.includeUsage() || options.forceIncludeUsage()) {
+        ObjectNode last = a.envelope(true);
+        last.putArray("choices");
+        last.set("usage", a.usage());
+        event(out, last.toString());
+      }
+      event(out, "[DONE]");
+      return true;
+    } catch (IOException clientGone) {
+      return false; // vLLM aborts the request when its client disconnects; so does the stand-in
+    }
+  }
+
+  private void produced(int tokens) {
+    generationTokens.addAndGet(tokens);
+  }
+
+  private static void event(OutputStream out, String data) throws IOException {
+    out.write(("data: " + data + "\n\n").getBytes(StandardCharsets.UTF_8));
+    out.flush();
+  }
+
+  /** Sleeps for the emulated time; false when the server is being stopped. */
+  private static boolean pause(Duration d) {
+    try {
+      TimeUnit.NANOSECONDS.sleep(d.toNanos());
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
+  // -------------------------------------------------------------------------- request body
+
+  /** A request vLLM would refuse, with vLLM's status and error type. */
+  private static final class BadRequest extends Exception {
+    final int status;
+    final String type;
+
+    BadRequest(int status, String type, String message) {
+      super(message, null, false, false);
+      this.status = status;
+      this.type = type;
+    }
+
+    BadRequest(String message) {
+      this(400, "BadRequestError", message);
+    }
+  }
+
+  private Ask read(byte[] body, boolean chat) throws BadRequest {
+    JsonNode root;
+    try {
+      root = JSON.readTree(body);
+    } catch (IOException e) {
+      // never quote the body: it holds the prompt
+      throw new BadRequest("request body is not valid JSON");
+    }
+    if (root == null || !root.isObject()) {
+      throw new BadRequest("request body must be a JSON object");
+    }
+    JsonNode model = root.get("model");
+    if (model != null && !model.isNull() && !options.model().equals(model.asText())) {
+      throw new BadRequest(404, "NotFoundError",
+          "The model `" + model.asText() + "` does not exist.");
+    }
+    StringBuilder text = new StringBuilder();
+    int[] tokenIds = null;
+    if (chat) {
+      JsonNode messages = root.get("messages");
+      if (messages == null || !messages.isArray() || messages.isEmpty()) {
+        throw new BadRequest("'messages' must be a non-empty array");
+      }
+      // a ChatML rendering, so that the same conversation gives the same prefix blocks
+      for (JsonNode m : messages) {
+        text.append("<|im_start|>").append(m.path("role").asText()).append('\n');
+        JsonNode content = m.path("content");
+        if (content.isArray()) {
+          for (JsonNode part : content) {
+            text.append(part.path("text").asText());
+          }
+        } else {
+          text.append(content.asText());
+        }
+        text.append("<|im_end|>\n");
+      }
+      text.append("<|im_start|>assistant\n");
+    } else {
+      JsonNode prompt = root.get("prompt");
+      if (prompt == null || prompt.isNull()) {
+        throw new BadRequest("'prompt' is required");
+      }
+      if (prompt.isTextual()) {
+        text.append(prompt.asText());
+      } else if (prompt.isArray() && !prompt.isEmpty() && prompt.get(0).isInt()) {
+        tokenIds = new int[prompt.size()];
+        for (int i = 0; i < tokenIds.length; i++) {
+          if (!prompt.get(i).isInt()) {
+            throw new BadRequest("'prompt' must be a string or an array of token IDs");
+          }
+          tokenIds[i] = prompt.get(i).asInt();
+        }
+      } else if (prompt.isArray() && prompt.size() == 1 && prompt.get(0).isTextual()) {
+        text.append(prompt.get(0).asText());
+      } else {
+        throw new BadRequest("'prompt' must be a string or an array of token IDs "
+            + "(the stand-in serves one prompt per request)");
+      }
+    }
+    byte[] utf8 = text.toString().getBytes(StandardCharsets.UTF_8);
+    int promptTokens = tokenIds != null ? tokenIds.length
+        : Math.max(1, ceilDiv(utf8.length, BYTES_PER_TOKEN));
+    JsonNode max = root.has("max_completion_tokens") ? root.get("max_completion_tokens")
+        : root.get("max_tokens");
+    int maxTokens = 16;
+    if (max != null && !max.isNull()) {
+      if (!max.canConvertToInt() || max.asInt() < 1) {
+        throw new BadRequest("'max_tokens' must be a positive integer");
+      }
+      maxTokens = max.asInt();
+    }
+    if (promptTokens + maxTokens > options.maxModelLen()) {
+      throw new BadRequest("This model's maximum context length is " + options.maxModelLen()
+          + " tokens. However, you requested " + (promptTokens + maxTokens) + " tokens ("
+          + promptTokens + " in the messages, " + maxTokens + " in the completion). "
+          + "Please reduce the length of the messages or completion.");
+    }
+    boolean stream = root.path("stream").asBoolean(false);
+    boolean includeUsage = root.path("stream_options").path("include_usage").asBoolean(false);
+    long[] blocks = tokenIds != null ? blockHashes(tokenIds) : blockHashes(utf8);
+    return new Ask(promptTokens, blocks, maxTokens, stream, includeUsage);
+  }
+
+  /**
+   * Chained hashes of the full 16-token blocks of a text prompt (64 bytes each at four bytes per
+   * token): a block's hash covers everything before it, so equal hashes mean equal prefixes, as
+   * in vLLM.
+   */
+  static long[] blockHashes(byte[] utf8) {
+    int bytesPerBlock = BLOCK_TOKENS * BYTES_PER_TOKEN;
+    long[] out = new long[utf8.length / bytesPerBlock];
+    long h = SEED;
+    for (int b = 0; b < out.length; b++) {
+      for (int i = b * bytesPerBlock, end = i + bytesPerBlock; i < end; i++) {
+        h = (h ^ (utf8[i] & 0xff)) * FNV_PRIME;
+      }
+      out[b] = h = mix(h);
+    }
+    return out;
+  }
+
+  /** The same for a prompt given as token IDs. */
+  static long[] blockHashes(int[] tokens) {
+    long[] out = new long[tokens.length / BLOCK_TOKENS];
+    long h = SEED;
+    for (int b = 0; b < out.length; b++) {
+      for (int i = b * BLOCK_TOKENS, end = i + BLOCK_TOKENS; i < end; i++) {
+        h = (h ^ tokens[i]) * FNV_PRIME;
+      }
+      out[b] = h = mix(h);
+    }
+    return out;
+  }
+
+  private static final long SEED = 0x6a09e667f3bcc909L;
+  private static final long FNV_PRIME = 0x100000001b3L;
+
+  private static long mix(long h) {
+    h ^= h >>> 33;
+    h *= 0xff51afd7ed558ccdL;
+    return h ^ (h >>> 33);
+  }
+
+  /** vLLM's prefix cache, reduced to an LRU set of block hashes. */
+  private static final class PrefixCache {
+    private final int capacity;
+    private final LinkedHashMap<Long, Boolean> blocks;
+
+    PrefixCache(int capacity) {
+      this.capacity = capacity;
+      this.blocks = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<Long, Boolean> e) {
+          return size() > PrefixCache.this.capacity;
+        }
+      };
+    }
+
+    /** Counts the leading blocks already cached, then caches all of them. */
+    synchronized int lookupAndInsert(long[] hashes) {
+      int hit = 0;
+      while (hit < hashes.length && blocks.get(hashes[hit]) != null) {
+        hit++;
+      }
+      for (long h : hashes) {
+        blocks.put(h, Boolean.TRUE);
+      }
+      return hit;
+    }
+  }
+
+  // ------------------------------------------------------------------------------- metrics
+
+  /** Prometheus text under vLLM v1's names and labels. */
+  String metricsText() {
+    String model = labelValue(options.model());
+    String l = "{engine=\"0\",model_name=\"" + model + "\"}";
+    double kv = Math.min(1.0, blocksInUse.get() / (double) options.kvBlocks());
+    StringBuilder sb = new StringBuilder(1024);
+    gauge(sb, "vllm:num_requests_running", "Number of requests in model execution batches.", l,
+        running.get());
+    gauge(sb, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", l,
+        waiting.get());
+    gauge(sb, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", l, kv);
+    counter(sb, "vllm:prefix_cache_queries_total",
+        "Prefix cache queries, in terms of number of queried tokens.", l, prefixQueries.get());
+    counter(sb, "vllm:prefix_cache_hits_total",
+        "Prefix cache hits, in terms of number of cached tokens.", l, prefixHits.get());
+    counter(sb, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", l,
+        promptTokens.get());
+    counter(sb, "vllm:generation_tokens_total", "Number of generation tokens processed.", l,
+        generationTokens.get());
+    counter(sb, "vllm:request_success_total", "Count of successfully processed requests.",
+        "{engine=\"0\",finished_reason=\"length\",model_name=\"" + model + "\"}",
+        finished.get());
+    gauge(sb, "vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+        "{block_size=\"" + BLOCK_TOKENS + "\",enable_prefix_caching=\"True\",engine=\"0\","
+            + "num_gpu_blocks=\"" + options.kvBlocks() + "\"}", 1);
+    return sb.toString();
+  }
+
+  /** Escapes a Prometheus label value. */
+  private static String labelValue(String v) {
+    return v.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n");
+  }
+
+  private static void gauge(StringBuilder sb, String name, String help, String labels, double v) {
+    sb.append("# HELP ").append(name).append(' ').append(help).append('\n')
+        .append("# TYPE ").append(name).append(" gauge\n")
+        .append(name).append(labels).append(' ').append(v).append('\n');
+  }
+
+  private static void counter(StringBuilder sb, String name, String help, String labels, long v) {
+    sb.append("# HELP ").append(name).append(' ').append(help).append('\n')
+        .append("# TYPE ").append(name).append(" counter\n")
+        .append(name).append(labels).append(' ').append((double) v).append('\n');
+  }
+
+  // -------------------------------------------------------------------------------- replies
+
+  private static void error(HttpExchange ex, int status, String type, String message)
+      throws IOException {
+    ObjectNode e = JSON.createObjectNode();
+    e.putObject("error").put("message", message).put("type", type).putNull("param");
+    ((ObjectNode) e.get("error")).put("code", status);
+    send(ex, status, "application/json", e.toString());
+  }
+
+  private static void send(HttpExchange ex, int status, String contentType, String body)
+      throws IOException {
+    byte[] b = body.getBytes(StandardCharsets.UTF_8);
+    ex.getResponseHeaders().set("content-type", contentType);
+    ex.sendResponseHeaders(status, b.length);
+    ex.getResponseBody().write(b);
+  }
+
+  private static int ceilDiv(long a, int b) {
+    return (int) ((a + b - 1) / b);
+  }
+}

@@ -1,0 +1,88 @@
+package com.example.epp4j.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import picocli.CommandLine;
+
+/** The command line the README documents. */
+class MainTest {
+  final StringWriter out = new StringWriter();
+  final StringWriter err = new StringWriter();
+
+  CommandLine commandLine() {
+    return Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true));
+  }
+
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      "--endpoints 127.0.0.1:8001 --port 99999 | --port",
+      "--endpoints 127.0.0.1:8001 --port eighty | --port",
+      "--port 0                                 | --endpoints",
+      "--endpoints 127.0.0.1                    | --endpoints",
+      "--endpoints 127.0.0.1:x                  | --endpoints",
+      "--endpoints 127.0.0.1:8001 --config /no/such/file.yaml | --config",
+      "--endpoints 127.0.0.1:8001 --bogus       | --bogus",
+      "stand-in --ttft-ms -1                    | --ttft-ms",
+      "stand-in --kv-blocks 0                   | --kv-blocks",
+      "stand-in --port 65536                    | --port",
+  })
+  void errorsNameTheOptionAndGiveTheSynopsis(String args, String option) {
+    int code = commandLine().execute(args.strip().split("\\s+"));
+    assertThat(code).isEqualTo(2);
+    String text = err.toString();
+    assertThat(text.lines().findFirst().orElseThrow()).contains(option);
+    assertThat(text).contains("usage: plain-gateway").contains("--help")
+        .as("short usage, not the whole help").doesNotContain("Show this help message");
+  }
+
+  @Test
+  void anInvalidConfigFileIsReportedWithEveryError(@TempDir Path dir) throws Exception {
+    Path config = dir.resolve("bad.yaml");
+    Files.writeString(config, "apiVersion: inference.networking.x-k8s.io/v1alpha1\n"
+        + "kind: EndpointPickerConfig\nplugins:\n- type: no-such-scorer\n");
+    int code = commandLine().execute("--endpoints", "127.0.0.1:8001", "--config", config.toString());
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString()).contains("--config").contains("no-such-scorer");
+  }
+
+  @Test
+  void startsTheStandInAndTheGatewayInFrontOfIt() throws Exception {
+    CommandLine standInCli = commandLine();
+    assertThat(standInCli.execute("stand-in", "--port", "0", "--model", "qwen3", "--ttft-ms", "0",
+        "--itl-ms", "0")).isZero();
+    StandInVllm standIn = ((Main.StandInCommand) standInCli.getSubcommands().get("stand-in")
+        .getCommand()).server;
+    CommandLine gatewayCli = commandLine();
+    try (standIn) {
+      assertThat(gatewayCli.execute("--port", "0", "--endpoints", "127.0.0.1:" + standIn.port()))
+          .isZero();
+      try (PlainGateway gateway = ((Main.GatewayCommand) gatewayCli.getCommand()).gateway) {
+        assertThat(out.toString()).contains("listening on :" + gateway.port());
+        HttpClient client = HttpClient.newHttpClient();
+        URI base = URI.create("http://127.0.0.1:" + gateway.port());
+        HttpResponse<String> models = client.send(HttpRequest.newBuilder(base.resolve("/v1/models"))
+            .timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());
+        assertThat(models.body()).contains("\"id\":\"qwen3\"");
+        HttpResponse<String> r = client.send(HttpRequest.newBuilder(base.resolve("/v1/completions"))
+            .timeout(Duration.ofSeconds(10))
+            .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\",\"prompt\":\"hi\"}"))
+            .build(), HttpResponse.BodyHandlers.ofString());
+        assertThat(r.statusCode()).isEqualTo(200);
+        assertThat(r.body()).contains("\"usage\"");
+      }
+    }
+  }
+}

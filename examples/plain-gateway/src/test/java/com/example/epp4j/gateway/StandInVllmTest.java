@@ -1,0 +1,233 @@
+package com.example.epp4j.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.Result;
+import io.epp4j.core.PrometheusMetrics;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The stand-in answers the way a gateway sees vLLM answer. */
+class StandInVllmTest {
+  static final ObjectMapper JSON = new ObjectMapper();
+  static final Duration DEADLINE = Duration.ofSeconds(10);
+  final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  final List<StandInVllm> servers = new ArrayList<>();
+
+  StandInVllm start(StandInVllm.Options o) throws IOException {
+    StandInVllm s = StandInVllm.start(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), o);
+    servers.add(s);
+    return s;
+  }
+
+  StandInVllm start() throws IOException {
+    return start(StandInVllm.Options.defaults().withLatency(Duration.ZERO, Duration.ZERO));
+  }
+
+  @AfterEach
+  void stop() {
+    servers.forEach(StandInVllm::close);
+  }
+
+  HttpRequest.Builder request(StandInVllm s, String path) {
+    return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + s.port() + path)).timeout(DEADLINE);
+  }
+
+  HttpResponse<String> post(StandInVllm s, String path, String body) throws Exception {
+    return client.send(request(s, path).POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  HttpResponse<String> get(StandInVllm s, String path) throws Exception {
+    return client.send(request(s, path).GET().build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  EndpointMetrics metrics(StandInVllm s) throws Exception {
+    Result<EndpointMetrics> m = PrometheusMetrics.parse(get(s, "/metrics").body());
+    assertThat(m.errors()).isEmpty();
+    return m.value();
+  }
+
+  static void await(String what, BooleanSupplier condition) throws InterruptedException {
+    long end = System.nanoTime() + DEADLINE.toNanos();
+    while (!condition.getAsBoolean()) {
+      assertThat(System.nanoTime() < end).as("within %s: %s", DEADLINE, what).isTrue();
+      Thread.sleep(5);
+    }
+  }
+
+  /** The JSON objects of an SSE body, and whether it ended with {@code [DONE]}. */
+  static List<JsonNode> events(String sse) throws IOException {
+    List<JsonNode> out = new ArrayList<>();
+    String[] parts = sse.split("\n\n");
+    assertThat(parts[parts.length - 1]).isEqualTo("data: [DONE]");
+    for (int i = 0; i < parts.length - 1; i++) {
+      assertThat(parts[i]).startsWith("data: ");
+      out.add(JSON.readTree(parts[i].substring(6)));
+    }
+    return out;
+  }
+
+  @Test
+  void completionHasVllmsShapeAndUsage() throws Exception {
+    StandInVllm s = start();
+    HttpResponse<String> r = post(s, "/v1/completions",
+        "{\"model\":\"stand-in\",\"prompt\":\"" + "a".repeat(100) + "\",\"max_tokens\":3}");
+    assertThat(r.statusCode()).isEqualTo(200);
+    JsonNode body = JSON.readTree(r.body());
+    assertThat(body.path("object").asText()).isEqualTo("text_completion");
+    assertThat(body.path("choices").get(0).path("text").asText()).isNotBlank();
+    assertThat(body.path("choices").get(0).path("finish_reason").asText()).isEqualTo("length");
+    JsonNode u = body.path("usage");
+    assertThat(u.path("prompt_tokens").asInt()).isEqualTo(25); // 100 bytes at four per token
+    assertThat(u.path("completion_tokens").asInt()).isEqualTo(3);
+    assertThat(u.path("total_tokens").asInt()).isEqualTo(28);
+    assertThat(u.path("prompt_tokens_details").path("cached_tokens").asInt()).isZero();
+  }
+
+  @Test
+  void chatStreamEndsWithTheUsageChunkThenDone() throws Exception {
+    StandInVllm s = start();
+    HttpResponse<String> r = post(s, "/v1/chat/completions", "{\"max_tokens\":4,\"stream\":true,"
+        + "\"stream_options\":{\"include_usage\":true},"
+        + "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}");
+    assertThat(r.headers().firstValue("content-type").orElseThrow()).startsWith("text/event-stream");
+    List<JsonNode> events = events(r.body());
+    assertThat(events).hasSize(1 + 4 + 1); // role, four tokens, usage
+    assertThat(events.get(0).path("choices").get(0).path("delta").path("role").asText())
+        .isEqualTo("assistant");
+    assertThat(events.subList(1, 5)).allSatisfy(e -> {
+      assertThat(e.path("object").asText()).isEqualTo("chat.completion.chunk");
+      assertThat(e.path("choices").get(0).path("delta").path("content").asText()).isNotEmpty();
+    });
+    assertThat(events.get(4).path("choices").get(0).path("finish_reason").asText())
+        .isEqualTo("length");
+    JsonNode last = events.get(5);
+    assertThat(last.path("choices")).isEmpty();
+    assertThat(last.path("usage").path("completion_tokens").asInt()).isEqualTo(4);
+    assertThat(last.path("usage").path("prompt_tokens").asInt()).isPositive();
+  }
+
+  @Test
+  void usageChunkOnlyWhenAskedForOrForced() throws Exception {
+    String body = "{\"prompt\":\"hi\",\"max_tokens\":2,\"stream\":true}";
+    List<JsonNode> plain = events(post(start(), "/v1/completions", body).body());
+    assertThat(plain).hasSize(2).noneMatch(e -> e.has("usage"));
+    StandInVllm forced = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ZERO,
+        4000, 64, 32768, true));
+    List<JsonNode> withUsage = events(post(forced, "/v1/completions", body).body());
+    assertThat(withUsage).hasSize(3);
+    assertThat(withUsage.get(2).path("usage").path("completion_tokens").asInt()).isEqualTo(2);
+  }
+
+  @Test
+  void aSharedPrefixIsCachedBlockByBlock() throws Exception {
+    StandInVllm s = start();
+    String prefix = "p".repeat(640); // ten 16-token blocks at four bytes per token
+    int[] cached = new int[2];
+    for (int i = 0; i < 2; i++) {
+      HttpResponse<String> r = post(s, "/v1/completions",
+          "{\"prompt\":\"" + prefix + "question " + i + "?\",\"max_tokens\":1}");
+      cached[i] = JSON.readTree(r.body()).path("usage").path("prompt_tokens_details")
+          .path("cached_tokens").asInt();
+    }
+    assertThat(cached).containsExactly(0, 160);
+    String text = get(s, "/metrics").body();
+    assertThat(text).contains("vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"stand-in\"} 160.0");
+  }
+
+  @Test
+  void metricsShowRunningAndWaitingRequestsUnderVllmNames() throws Exception {
+    StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
+        4000, 1, 32768, false));
+    EndpointMetrics idle = metrics(s);
+    assertThat(idle.kvCapacityBlocks()).isEqualTo(4000);
+    assertThat(idle.blockSizeTokens()).isEqualTo(16);
+    assertThat(idle.runningRequests()).isZero();
+    String slow = "{\"prompt\":\"" + "x".repeat(640) + "\",\"max_tokens\":5000,\"stream\":true}";
+    HttpResponse<InputStream> first = client.send(request(s, "/v1/completions")
+        .POST(HttpRequest.BodyPublishers.ofString(slow)).build(),
+        HttpResponse.BodyHandlers.ofInputStream());
+    CompletableFuture<HttpResponse<InputStream>> second = client.sendAsync(
+        request(s, "/v1/completions").POST(HttpRequest.BodyPublishers.ofString(slow)).build(),
+        HttpResponse.BodyHandlers.ofInputStream());
+    try (InputStream in = first.body()) {
+      assertThat(in.read(new byte[16])).isPositive();
+      // --max-num-seqs 1: the second request waits for the first
+      await("one running, one waiting", () -> {
+        try {
+          EndpointMetrics m = metrics(s);
+          return m.runningRequests() == 1 && m.waitingRequests() == 1 && m.kvCacheUsage() > 0;
+        } catch (Exception e) {
+          throw new AssertionError(e);
+        }
+      });
+    }
+    // the first client left: the second one runs
+    second.get(DEADLINE.toMillis(), TimeUnit.MILLISECONDS).body().close();
+    await("both requests ended", () -> s.runningRequests() == 0);
+    assertThat(s.abortedRequests()).isEqualTo(2);
+  }
+
+  @Test
+  void modelsHealthAndVllmsErrors() throws Exception {
+    StandInVllm s = start(StandInVllm.Options.defaults().withModel("qwen3")
+        .withLatency(Duration.ZERO, Duration.ZERO));
+    JsonNode models = JSON.readTree(get(s, "/v1/models").body());
+    assertThat(models.path("data").get(0).path("id").asText()).isEqualTo("qwen3");
+    assertThat(get(s, "/health").statusCode()).isEqualTo(200);
+
+    HttpResponse<String> unknown = post(s, "/v1/completions", "{\"model\":\"gpt\",\"prompt\":\"hi\"}");
+    assertThat(unknown.statusCode()).isEqualTo(404);
+    assertThat(JSON.readTree(unknown.body()).path("error").path("type").asText())
+        .isEqualTo("NotFoundError");
+
+    HttpResponse<String> broken = post(s, "/v1/completions", "{\"prompt\":\"SECRET-MARKER");
+    assertThat(broken.statusCode()).isEqualTo(400);
+    assertThat(broken.body()).doesNotContain("SECRET-MARKER");
+
+    HttpResponse<String> tooLong = post(s, "/v1/completions",
+        "{\"prompt\":\"hi\",\"max_tokens\":40000}");
+    assertThat(tooLong.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(tooLong.body()).path("error").path("message").asText())
+        .contains("maximum context length is 32768 tokens");
+
+    assertThat(get(s, "/v1/completions").statusCode()).isEqualTo(405);
+    assertThat(get(s, "/nowhere").statusCode()).isEqualTo(404);
+  }
+
+  @Test
+  void blockHashesDependOnlyOnThePrefix() {
+    byte[] a = ("s".repeat(128) + "tail one").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] b = ("s".repeat(128) + "another, longer tail".repeat(10))
+        .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    long[] ha = StandInVllm.blockHashes(a);
+    long[] hb = StandInVllm.blockHashes(b);
+    assertThat(ha).hasSize(2);
+    assertThat(hb[0]).isEqualTo(ha[0]);
+    assertThat(hb[1]).isEqualTo(ha[1]);
+    byte[] c = a.clone();
+    c[0] = 't';
+    assertThat(StandInVllm.blockHashes(c)[1]).as("a block's hash covers the blocks before it")
+        .isNotEqualTo(ha[1]);
+    int[] tokens = new int[40];
+    assertThat(StandInVllm.blockHashes(tokens)).hasSize(2);
+  }
+}
