@@ -19,6 +19,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code 1 − rank / (N − 1)}, rank 0 for the least recently used; endpoints that never received
  * one share rank 0. Requests with a hit somewhere score a neutral 0.5 everywhere (no influence).
  * Without a prefix match in the cycle every request counts as cold.
+ *
+ * <p>Stamps exist only for endpoints in the pool: created when the pool announces an endpoint,
+ * dropped when it leaves, never created by routing, so a route that outlives its endpoint's
+ * removal leaves nothing behind.
  */
 final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
   private final AtomicLong clock = new AtomicLong();
@@ -62,14 +66,26 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     if (isCold(state)) {
-      long t = clock.incrementAndGet();
-      lastColdUse.computeIfAbsent(decision.primary().id(), k -> new AtomicLong()).set(t);
+      AtomicLong stamp = lastColdUse.get(decision.primary().id());
+      if (stamp != null) {
+        stamp.set(clock.incrementAndGet());
+      }
     }
+  }
+
+  @Override
+  public void onEndpointAdded(Endpoint endpoint) {
+    lastColdUse.putIfAbsent(endpoint.id(), new AtomicLong());
   }
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     lastColdUse.remove(endpoint.id());
+  }
+
+  /** Number of endpoints with a stamp; for tests. */
+  int trackedEndpoints() {
+    return lastColdUse.size();
   }
 
   @Override

@@ -34,6 +34,7 @@ class AffinityScorersTest {
     SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
         Duration.ofSeconds(300), 1000, now::get);
     List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
     double[] scores = new double[3];
     s.score(session("u1"), state(), pool, scores);
     assertThat(scores).containsOnly(0.0);
@@ -52,6 +53,7 @@ class AffinityScorersTest {
     SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
         Duration.ofSeconds(300), 1000, System::nanoTime);
     List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
     String token = Base64.getEncoder().encodeToString(pool.get(1).id().getBytes(StandardCharsets.UTF_8));
     InferenceRequest r = InferenceRequest.builder().model("m").prompt("p")
         .headers(Map.of("x-session-token", token)).build();
@@ -70,6 +72,7 @@ class AffinityScorersTest {
   void noHitLruSpreadsColdRequestsToLeastRecentlyUsed() {
     NoHitLruScorer s = new NoHitLruScorer();
     List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
     // never used: all tie at rank 0
     double[] scores = new double[3];
     s.score(session("a"), state(), pool, scores);
@@ -95,6 +98,28 @@ class AffinityScorersTest {
     s.score(session("f"), state(), pool, scores);
     // pool[1] forgotten: it and pool[2] tie as never used, pool[0] is the most recent
     assertThat(scores).containsExactly(0.0, 1.0, 1.0);
+  }
+
+  @Test
+  void aSessionBoundByARouteThatOutlivedItsEndpointIsDropped() {
+    List<Candidate> pool = TestCandidates.pool(2);
+    SessionAffinityScorer s = TestCandidates.joined(new SessionAffinityScorer(
+        HashKeySource.SESSION, null, Duration.ofSeconds(300), 1000, System::nanoTime), pool);
+    s.onEndpointRemoved(pool.get(0).endpoint());
+    s.afterRouting(session("late"), state(), decision(pool.get(0))); // routed before the removal
+    assertThat(s.binding("late")).isNull();
+    s.afterRouting(session("kept"), state(), decision(pool.get(1)));
+    assertThat(s.binding("kept")).isEqualTo(pool.get(1).id());
+  }
+
+  @Test
+  void noHitLruKeepsNoStampForAnEndpointThatLeftDuringARoute() {
+    List<Candidate> pool = TestCandidates.pool(2);
+    NoHitLruScorer s = TestCandidates.joined(new NoHitLruScorer(), pool);
+    s.afterRouting(session("earlier"), state(), decision(pool.get(1)));
+    s.onEndpointRemoved(pool.get(0).endpoint());
+    s.afterRouting(session("late"), state(), decision(pool.get(0)));
+    assertThat(s.trackedEndpoints()).isEqualTo(1);
   }
 
   @Test
