@@ -31,6 +31,10 @@ import java.util.List;
  * work onto the replica under the most cache pressure (in the simulator a memory that outlived
  * evictions cost 5-10 points of hit rate on multi-turn chats). The discount keeps a real hit of
  * the same length (1.0) ahead of a remembered one (0.8).
+ *
+ * <p>The memory, like the precise scorer's speculative entries, covers only endpoints the pool
+ * announced and has not removed since; a route that outlives its endpoint's removal records
+ * nothing.
  */
 final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolListener,
     KvBlockIndex.DropListener {
@@ -56,7 +60,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
 
   @Override
   public void cleared(String endpointId) {
-    memory.removeEndpoint(endpointId);
+    memory.clear(endpointId);
   }
 
   KvBlockIndex index() {
@@ -113,6 +117,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
 
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
+    memory.addEndpoint(endpoint.id());
     precise.onEndpointAdded(endpoint);
   }
 
@@ -120,6 +125,11 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   public void onEndpointRemoved(Endpoint endpoint) {
     precise.onEndpointRemoved(endpoint);
     memory.removeEndpoint(endpoint.id());
+  }
+
+  /** Endpoints the routing memory has state for; for tests. */
+  int rememberedEndpoints() {
+    return memory.endpoints();
   }
 
   @Override

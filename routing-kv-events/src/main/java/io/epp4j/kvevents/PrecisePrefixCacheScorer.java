@@ -9,6 +9,8 @@ import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
@@ -19,6 +21,10 @@ import org.jspecify.annotations.Nullable;
  * (GPU 1.0, offloaded 0.8 per block), divided by the prompt's full blocks. After routing, the
  * chosen endpoint's blocks are recorded as speculative entries until the engine's own event
  * confirms them (TTL 2 s by default), so a burst of requests with one new prefix stays together.
+ *
+ * <p>Speculative entries are recorded only for endpoints the pool announced and has not removed
+ * since: recording one would otherwise make the index learn an endpoint again after its removal
+ * forgot it, and a replaced pod's address never returns to clear it.
  */
 final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolListener {
   private @Nullable KvEventTelemetry telemetry;
@@ -37,6 +43,8 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private final boolean speculative;
   private final boolean forgetRemovedEndpoints;
   private final boolean ownsTokenizer;
+  /** Endpoints in the pool, as announced through {@link PoolListener}. */
+  private final Set<String> members = ConcurrentHashMap.newKeySet();
 
   PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
       @Nullable KvEventSubscriber subscriber, int maxPromptBlocks, boolean speculative,
@@ -184,14 +192,24 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   }
 
   private void recordSpeculative(PreciseMatch m, Endpoint e, long now) {
-    long[] keys = m.keys(e.id());
-    if (keys != null && keys.length > 0) {
-      index.recordSpeculative(e.id(), keys, now);
+    String id = e.id();
+    long[] keys = m.keys(id);
+    if (keys == null || keys.length == 0 || !members.contains(id)) {
+      return;
+    }
+    index.recordSpeculative(id, keys, now); // makes the index know the endpoint
+    // A removal takes the id out of the members before it makes the index forget the endpoint.
+    // Still a member here: that forgetting comes after this record. Not a member: it may have
+    // come before, so it is repeated. (Should the endpoint rejoin in between, the index forgets
+    // its first events again; they are re-learned as the engine reports new blocks.)
+    if (forgetRemovedEndpoints && !members.contains(id)) {
+      index.removeEndpoint(id);
     }
   }
 
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
+    members.add(endpoint.id());
     if (subscriber != null) {
       subscriber.addEndpoint(endpoint);
     }
@@ -199,6 +217,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
+    members.remove(endpoint.id());
     if (subscriber != null) {
       subscriber.removeEndpoint(endpoint);
     }
