@@ -7,6 +7,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
@@ -22,8 +23,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Differences from the upstream plugin: matching is a strict prefix per endpoint; each endpoint
  * has an exact LRU at block granularity whose eviction takes the tail of a chain before its head
  * (as vLLM frees blocks); lookups refresh recency of the blocks they match; the capacity follows
- * the endpoint's {@code num_gpu_blocks} when known. The match is published under
- * {@link PrefixMatch#KEY}; after routing, the primary endpoint and the pick of a profile named
+ * the endpoint's {@code num_gpu_blocks} when known. The match is published as
+ * {@link PrefixHits} (matched and total blocks per candidate); after routing, the primary endpoint and the pick of a profile named
  * {@code prefill} are recorded as holding the prompt.
  *
  * <p>State exists only for endpoints in the pool: a block store is created when the pool
@@ -91,11 +92,10 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         scores[i] = (double) m / total;
       }
     }
-    PrefixMatch match = PrefixMatch.wrap(total, blockSizeTokens, candidates, matched);
+    PrefixMatch match = new PrefixMatch(total, blockSizeTokens, candidates, matched);
     lookup.match = match;
     lookup.touched = refreshOnLookup;
-    PrefixMatch earlier = state.get(PrefixMatch.KEY);
-    state.put(PrefixMatch.KEY, earlier == null ? match : earlier.merge(match));
+    PrefixHits.publish(state, match);
   }
 
   private Lookup lookup(InferenceRequest request, CycleState state) {

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.ProfileResult;
 import io.epp4j.api.RoutingDecision;
 import java.nio.charset.StandardCharsets;
@@ -85,7 +86,8 @@ class AffinityScorersTest {
     assertThat(scores).containsExactly(0.5, 0.0, 1.0);
     // a request with a cache hit somewhere is left to the other scorers
     CycleState hit = state();
-    hit.put(PrefixMatch.KEY, PrefixMatch.of(4, 16, new String[] {pool.get(0).id()}, new int[] {2}));
+    PrefixHits.publish(hit, PrefixHits.of(new String[] {pool.get(0).id()}, new int[] {4},
+        new double[] {2}, 16));
     scores = new double[3];
     s.score(session("d"), hit, pool, scores);
     assertThat(scores).containsOnly(0.5);
@@ -123,6 +125,27 @@ class AffinityScorersTest {
   }
 
   @Test
+  void noHitLruSeesTheApproximateScorersHits() {
+    List<Candidate> pool = TestCandidates.pool(3);
+    PrefixCacheScorer prefix = TestCandidates.joined(PrefixCacheScorer.create(), pool);
+    NoHitLruScorer lru = TestCandidates.joined(new NoHitLruScorer(), pool);
+    InferenceRequest held = PrefixCacheScorerTest.tok(PrefixCacheScorerTest.tokens(64, 0));
+    PrefixCacheScorerTest.route(prefix, held, pool, pool.get(1));
+    CycleState warm = state();
+    prefix.score(held, warm, pool, new double[3]);
+    double[] scores = new double[3];
+    lru.score(held, warm, pool, scores);
+    assertThat(scores).as("a hit: neutral").containsOnly(0.5);
+    lru.afterRouting(held, warm, decision(pool.get(1)));
+    InferenceRequest cold = PrefixCacheScorerTest.tok(PrefixCacheScorerTest.tokens(64, 9_000));
+    CycleState st = state();
+    prefix.score(cold, st, pool, new double[3]);
+    scores = new double[3];
+    lru.score(cold, st, pool, scores);
+    assertThat(scores).as("the warm request left no cold stamp").containsOnly(1.0);
+  }
+
+  @Test
   void pdHandlerRunsPrefillOnlyAboveThreshold() {
     PdProfileHandler h = new PdProfileHandler(100);
     var runner = new FakeRunner("decode", "prefill");
@@ -131,7 +154,8 @@ class AffinityScorersTest {
     assertThat(runner.ran).containsExactly("decode", "prefill");
     // 160 of 200 tokens cached on the decode pick: 40 uncached < 100
     CycleState st = state();
-    st.put(PrefixMatch.KEY, PrefixMatch.of(12, 16, new String[] {"d:1"}, new int[] {10}));
+    PrefixHits.publish(st, PrefixHits.of(new String[] {"d:1"}, new int[] {12},
+        new double[] {10}, 16));
     var runner2 = new FakeRunner("decode", "prefill");
     h.handle(longPrompt, st, runner2);
     assertThat(runner2.ran).containsExactly("decode");

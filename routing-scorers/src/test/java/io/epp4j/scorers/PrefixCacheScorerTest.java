@@ -9,6 +9,7 @@ import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.ProfileResult;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
@@ -69,13 +70,17 @@ class PrefixCacheScorerTest {
     double[] scores = new double[3];
     s.score(tok(longer), st, pool, scores);
     assertThat(scores).containsExactly(0.0, 0.5, 0.0);
-    PrefixMatch m = st.get(PrefixMatch.KEY);
-    assertThat(m.totalBlocks()).isEqualTo(8);
-    assertThat(m.blockSizeTokens()).isEqualTo(16);
-    assertThat(m.matchedBlocks(pool.get(1).id())).isEqualTo(4);
-    assertThat(m.matchedBlocks(pool.get(0).id())).isZero();
-    assertThat(m.matchedBlocks("unknown:1")).isZero();
-    assertThat(m.maxMatchedBlocks()).isEqualTo(4);
+    PrefixHits m = st.get(PrefixHits.KEY);
+    assertThat(m.size()).isEqualTo(3);
+    for (int i = 0; i < 3; i++) {
+      assertThat(m.endpointId(i)).isEqualTo(pool.get(i).id());
+      assertThat(m.totalBlocks(i)).isEqualTo(8);
+      assertThat(m.blockSizeTokens(i)).isEqualTo(16);
+      assertThat(m.cachedBlocks(i)).isEqualTo(i == 1 ? 4.0 : 0.0);
+    }
+    assertThat(m.cachedTokens(pool.get(1).id())).isEqualTo(64);
+    assertThat(m.cachedTokens("unknown:1")).isZero();
+    assertThat(m.anyHit()).isTrue();
   }
 
   @Test
@@ -87,10 +92,11 @@ class PrefixCacheScorerTest {
     CycleState st = state();
     s.score(tok(tokens(15, 0)), st, pool, scores); // less than one block
     assertThat(scores).containsExactly(0.0, 0.0);
-    assertThat(st.get(PrefixMatch.KEY).totalBlocks()).isZero();
+    assertThat(st.get(PrefixHits.KEY).totalBlocks(0)).isZero();
+    assertThat(st.get(PrefixHits.KEY).anyHit()).isFalse();
     CycleState empty = state();
     s.score(tok(tokens(64, 0)), empty, List.of(), new double[0]);
-    assertThat(empty.get(PrefixMatch.KEY)).isNull();
+    assertThat(empty.get(PrefixHits.KEY)).isNull();
   }
 
   @Test
