@@ -65,8 +65,9 @@ class AffinityScorersTest {
     assertThat(s.binding("u2")).isEqualTo(pool.get(0).id());
     s.onEndpointRemoved(pool.get(0).endpoint());
     assertThat(s.binding("u2")).isNull();
-    double[] none = new double[0];
-    s.score(session("u2"), state(), List.of(), none); // empty candidates: nothing to do
+    scores = new double[3];
+    s.score(session("u2"), state(), pool, scores);
+    assertThat(scores).containsOnly(0.0);
   }
 
   @Test

@@ -346,7 +346,9 @@ class PrefixCacheScorerTest {
       final int id = t;
       Thread th = new Thread(() -> {
         try {
-          start.await();
+          if (!start.await(10, TimeUnit.SECONDS)) {
+            throw new AssertionError("start signal not given");
+          }
           for (int i = 0; i < 3000; i++) {
             int[] ids = tokens(16 * (1 + (i % 12)), (i % 7) * 1000);
             InferenceRequest r = tok(ids);
@@ -366,7 +368,8 @@ class PrefixCacheScorerTest {
     }
     start.countDown();
     for (Thread th : ts) {
-      th.join();
+      th.join(30_000);
+      assertThat(th.isAlive()).as("routing thread finished").isFalse();
     }
     assertThat(failure.get()).isNull();
     for (Candidate c : pool) {
