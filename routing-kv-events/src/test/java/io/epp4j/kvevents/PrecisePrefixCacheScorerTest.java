@@ -183,6 +183,54 @@ class PrecisePrefixCacheScorerTest {
   }
 
   @Test
+  void endpointChurnWithNeverReusedIdsLeavesNoStateForDepartedEndpoints() throws Exception {
+    router(yaml("hybrid-prefix-cache-scorer"));
+    HybridPrefixCacheScorer hybrid = (HybridPrefixCacheScorer) router.config().profiles()
+        .values().iterator().next().scorers().get(0).scorer();
+    int poolSize = EPS.size();
+    List<String> departed = new java.util.concurrent.CopyOnWriteArrayList<>();
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(20);
+    java.util.concurrent.atomic.AtomicBoolean churning =
+        new java.util.concurrent.atomic.AtomicBoolean(true);
+    java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    List<Thread> routers = new java.util.ArrayList<>();
+    for (int t = 0; t < 3; t++) {
+      final int seed = t;
+      Thread th = new Thread(() -> {
+        try {
+          for (int i = 0; churning.get() && System.nanoTime() < deadline; i++) {
+            router.route(request(prompt((seed * 31 + i) % 40, 64))).onComplete(
+                io.epp4j.api.Usage.NONE);
+          }
+        } catch (Throwable e) {
+          failure.compareAndSet(null, e);
+        }
+      });
+      routers.add(th);
+      th.start();
+    }
+    try {
+      for (int i = 0; i < 2_000 && System.nanoTime() < deadline; i++) {
+        String old = router.endpoints().get(i % poolSize).id();
+        router.removeEndpoint(old);
+        departed.add(old);
+        router.addEndpoint(Endpoint.parse("10.9." + (i / 250) + "." + (i % 250) + ":8000"));
+      }
+    } finally {
+      churning.set(false);
+      for (Thread th : routers) {
+        th.join(30_000);
+        assertThat(th.isAlive()).as("routing thread finished").isFalse();
+      }
+    }
+    assertThat(failure.get()).isNull();
+    assertThat(hybrid.rememberedEndpoints()).as("routing memory").isEqualTo(poolSize);
+    long leftInIndex = departed.stream().filter(id -> index.endpointView(id) != null).count();
+    assertThat(leftInIndex).as("departed endpoints the index still knows").isZero();
+  }
+
+  @Test
   void routingMemoryKeepsRememberingAnEndpointWhoseEngineClearedItsCache() {
     RoutingMemory m = new RoutingMemory(100, Long.MAX_VALUE);
     long[] keys = {11, 12, 13};
