@@ -5,6 +5,7 @@ import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
@@ -31,6 +32,13 @@ import java.util.List;
  * work onto the replica under the most cache pressure (in the simulator a memory that outlived
  * evictions cost 5-10 points of hit rate on multi-turn chats). The discount keeps a real hit of
  * the same length (1.0) ahead of a remembered one (0.8).
+ *
+ * <p>Published {@link PrefixHits}: per candidate {@code max(precise run, d × remembered run)}
+ * blocks, so the plugins acting on hits see what the memory supplies.
+ *
+ * <p>The memory, like the precise scorer's speculative entries, covers only endpoints the pool
+ * announced and has not removed since; a route that outlives its endpoint's removal records
+ * nothing.
  */
 final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolListener,
     KvBlockIndex.DropListener {
@@ -56,7 +64,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
 
   @Override
   public void cleared(String endpointId) {
-    memory.removeEndpoint(endpointId);
+    memory.clear(endpointId);
   }
 
   KvBlockIndex index() {
@@ -72,21 +80,70 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     }
     boolean useMemory = !fallbackOnly || m.bestMatchedWeight() == 0;
     long now = state.nowNanos();
-    for (int i = 0; i < candidates.size(); i++) {
+    int n = candidates.size();
+    int[] totals = new int[n];
+    double[] cached = new double[n];
+    int[] blockSizes = new int[n];
+    for (int i = 0; i < n; i++) {
       String id = candidates.get(i).id();
       boolean same = m.isAt(i, id);
-      int total = same ? m.totalBlocksAt(i) : m.totalBlocks(id);
+      int at = same ? i : m.indexOf(id);
+      int total = at < 0 ? 0 : m.totalBlocksAt(at);
+      totals[i] = total;
+      blockSizes[i] = at < 0 ? index().defaultBlockSize() : m.blockSizeTokens(at);
       if (total == 0) {
         continue;
       }
-      double s = (same ? m.matchedWeightAt(i) : m.matchedWeight(id)) / total;
+      double c = m.matchedWeightAt(at);
       if (useMemory) {
-        long[] keys = same ? m.keysAt(i) : m.keys(id);
+        long[] keys = m.keysAt(at);
         if (keys != null) {
-          s = Math.max(s, discount * memory.prefixLength(id, keys, now) / total);
+          c = Math.max(c, discount * memory.prefixLength(id, keys, now));
         }
       }
-      scores[i] = s;
+      cached[i] = c;
+      scores[i] = c / total;
+    }
+    PrefixHits.publish(state, new Hits(candidates, totals, cached, blockSizes));
+  }
+
+  /** What this scorer credits each candidate with: the precise run or the discounted memory. */
+  private static final class Hits implements PrefixHits {
+    private final List<Candidate> candidates;
+    private final int[] totals;
+    private final double[] cached;
+    private final int[] blockSizes;
+
+    Hits(List<Candidate> candidates, int[] totals, double[] cached, int[] blockSizes) {
+      this.candidates = candidates;
+      this.totals = totals;
+      this.cached = cached;
+      this.blockSizes = blockSizes;
+    }
+
+    @Override
+    public int size() {
+      return totals.length;
+    }
+
+    @Override
+    public String endpointId(int i) {
+      return candidates.get(i).id();
+    }
+
+    @Override
+    public int totalBlocks(int i) {
+      return totals[i];
+    }
+
+    @Override
+    public double cachedBlocks(int i) {
+      return cached[i];
+    }
+
+    @Override
+    public int blockSizeTokens(int i) {
+      return blockSizes[i];
     }
   }
 
@@ -113,6 +170,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
 
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
+    memory.addEndpoint(endpoint.id());
     precise.onEndpointAdded(endpoint);
   }
 
@@ -120,6 +178,11 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   public void onEndpointRemoved(Endpoint endpoint) {
     precise.onEndpointRemoved(endpoint);
     memory.removeEndpoint(endpoint.id());
+  }
+
+  /** Endpoints the routing memory has state for; for tests. */
+  int rememberedEndpoints() {
+    return memory.endpoints();
   }
 
   @Override

@@ -1,33 +1,62 @@
 package io.epp4j.kvevents;
 
 import io.epp4j.api.AttributeKey;
+import io.epp4j.api.PrefixHits;
+import java.util.Arrays;
 import org.jspecify.annotations.Nullable;
 
 /**
- * What the precise scorer found for one request, published in the cycle state under
- * {@link #KEY} for later plugins (and used after routing to record speculative entries).
- * Per candidate: the request's total full blocks at that endpoint's block size and the weighted
- * run of consecutive blocks from block 0 the endpoint holds.
+ * What the precise scorer found for one request. Per candidate: the request's block keys at that
+ * endpoint's block size and model (used after routing to record speculative entries) and the
+ * weighted run of consecutive blocks from block 0 the endpoint holds. Published as
+ * {@link PrefixHits} for the plugins that act on cache hits (the weighted run is the cached block
+ * count), and under {@link #KEY} so that the precise and hybrid scorers of one cycle share it.
  */
-public final class PreciseMatch {
+public final class PreciseMatch implements PrefixHits {
 
-  /** Where the precise scorer publishes its match. */
+  /**
+   * Where the precise scorers keep their match for the rest of the cycle. Other plugins should
+   * read {@link PrefixHits#KEY}, which every prefix-cache scorer publishes.
+   */
   public static final AttributeKey<PreciseMatch> KEY =
       AttributeKey.of("epp4j.precise-prefix-match", PreciseMatch.class);
 
   private final String[] endpointIds;
   private final long[][] keys;
   private final double[] weights;
+  private final int[] blockSizes;
 
-  PreciseMatch(String[] endpointIds, long[][] keys, double[] weights) {
+  PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes) {
     this.endpointIds = endpointIds;
     this.keys = keys;
     this.weights = weights;
+    this.blockSizes = blockSizes;
   }
 
   /** Candidates in the order they were scored. */
-  int size() {
+  @Override
+  public int size() {
     return endpointIds.length;
+  }
+
+  @Override
+  public String endpointId(int i) {
+    return endpointIds[i];
+  }
+
+  @Override
+  public int totalBlocks(int i) {
+    return totalBlocksAt(i);
+  }
+
+  @Override
+  public double cachedBlocks(int i) {
+    return weights[i];
+  }
+
+  @Override
+  public int blockSizeTokens(int i) {
+    return blockSizes[i];
   }
 
   /** Whether candidate {@code i} of the scored list is {@code endpointId} (fast path). */
@@ -47,19 +76,10 @@ public final class PreciseMatch {
     return keys[i];
   }
 
-  private int indexOf(String endpointId) {
-    for (int i = 0; i < endpointIds.length; i++) {
-      if (endpointIds[i].equals(endpointId)) {
-        return i;
-      }
-    }
-    return -1;
-  }
-
   /** Full blocks of the request at this endpoint's block size (0 if the endpoint was not scored). */
   public int totalBlocks(String endpointId) {
     int i = indexOf(endpointId);
-    return i < 0 || keys[i] == null ? 0 : keys[i].length;
+    return i < 0 ? 0 : totalBlocksAt(i);
   }
 
   /** Weighted consecutive matched blocks from block 0 (GPU 1.0, offloaded 0.8 each). */
@@ -81,5 +101,28 @@ public final class PreciseMatch {
   long @Nullable [] keys(String endpointId) {
     int i = indexOf(endpointId);
     return i < 0 ? null : keys[i];
+  }
+
+  /** This match extended with the endpoints of {@code other} it does not describe. */
+  PreciseMatch plus(PreciseMatch other) {
+    int a = endpointIds.length;
+    int n = a + other.endpointIds.length;
+    String[] ids = Arrays.copyOf(endpointIds, n);
+    long[][] k = Arrays.copyOf(keys, n);
+    double[] w = Arrays.copyOf(weights, n);
+    int[] bs = Arrays.copyOf(blockSizes, n);
+    int m = a;
+    for (int i = 0; i < other.endpointIds.length; i++) {
+      if (indexOf(other.endpointIds[i]) >= 0) {
+        continue;
+      }
+      ids[m] = other.endpointIds[i];
+      k[m] = other.keys[i];
+      w[m] = other.weights[i];
+      bs[m] = other.blockSizes[i];
+      m++;
+    }
+    return new PreciseMatch(Arrays.copyOf(ids, m), Arrays.copyOf(k, m), Arrays.copyOf(w, m),
+        Arrays.copyOf(bs, m));
   }
 }

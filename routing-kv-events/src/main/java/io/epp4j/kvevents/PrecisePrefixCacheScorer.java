@@ -5,10 +5,13 @@ import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
@@ -19,6 +22,11 @@ import org.jspecify.annotations.Nullable;
  * (GPU 1.0, offloaded 0.8 per block), divided by the prompt's full blocks. After routing, the
  * chosen endpoint's blocks are recorded as speculative entries until the engine's own event
  * confirms them (TTL 2 s by default), so a burst of requests with one new prefix stays together.
+ * The match is published as {@link PrefixHits} (the weighted run is the cached block count).
+ *
+ * <p>Speculative entries are recorded only for endpoints the pool announced and has not removed
+ * since: recording one would otherwise make the index learn an endpoint again after its removal
+ * forgot it, and a replaced pod's address never returns to clear it.
  */
 final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolListener {
   private @Nullable KvEventTelemetry telemetry;
@@ -37,6 +45,8 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private final boolean speculative;
   private final boolean forgetRemovedEndpoints;
   private final boolean ownsTokenizer;
+  /** Endpoints in the pool, as announced through {@link PoolListener}. */
+  private final Set<String> members = ConcurrentHashMap.newKeySet();
 
   PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
       @Nullable KvEventSubscriber subscriber, int maxPromptBlocks, boolean speculative,
@@ -68,13 +78,18 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       double matched = same ? m.matchedWeightAt(i) : m.matchedWeight(id);
       scores[i] = total == 0 ? 0 : matched / total;
     }
+    PrefixHits.publish(state, m);
   }
 
-  /** Computes (or reuses) the cycle's match and publishes it under {@link PreciseMatch#KEY}. */
+  /**
+   * Computes (or reuses) the cycle's match and keeps it under {@link PreciseMatch#KEY}. A match
+   * of an earlier profile is reused when it covers {@code candidates}, else extended with them
+   * (a prefill pool is usually not the decode pool).
+   */
   @Nullable PreciseMatch match(InferenceRequest request, CycleState state,
       List<Candidate> candidates) {
     PreciseMatch existing = state.get(PreciseMatch.KEY);
-    if (existing != null) {
+    if (existing != null && covers(existing, candidates)) {
       return existing;
     }
     int[] tokens = tokens(request);
@@ -86,6 +101,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     long[][] keys = new long[n][];
     int[] slots = new int[n];
     double[] weights = new double[n];
+    int[] blockSizes = new int[n];
     // key variants: (block size, model seed); nearly always one per pool
     int variants = 0;
     int[] vBlockSize = new int[Math.min(n, 4)];
@@ -102,11 +118,13 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       if (!model.isEmpty() && !model.equals(target)) {
         variantOf[i] = -1; // serves another model: holds nothing of this request
         keys[i] = new long[0];
+        blockSizes[i] = index.defaultBlockSize();
         continue;
       }
       int bs = e != null && e.blockSize > 0 ? e.blockSize
           : c.metrics().blockSizeTokens() > 0 ? c.metrics().blockSizeTokens()
           : index.defaultBlockSize();
+      blockSizes[i] = bs;
       int v = -1;
       for (int j = 0; j < variants; j++) {
         if (vBlockSize[j] == bs && vModel[j].equals(model)) {
@@ -144,9 +162,22 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
         weights[i] = index.prefixWeight(ids[i], keys[i], now);
       }
     }
-    PreciseMatch m = new PreciseMatch(ids, keys, weights);
+    PreciseMatch m = new PreciseMatch(ids, keys, weights, blockSizes);
+    if (existing != null) {
+      m = existing.plus(m);
+    }
     state.put(PreciseMatch.KEY, m);
     return m;
+  }
+
+  private static boolean covers(PreciseMatch m, List<Candidate> candidates) {
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      String id = candidates.get(i).id();
+      if (!m.isAt(i, id) && m.indexOf(id) < 0) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private int @Nullable [] tokens(InferenceRequest request) {
@@ -184,14 +215,24 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   }
 
   private void recordSpeculative(PreciseMatch m, Endpoint e, long now) {
-    long[] keys = m.keys(e.id());
-    if (keys != null && keys.length > 0) {
-      index.recordSpeculative(e.id(), keys, now);
+    String id = e.id();
+    long[] keys = m.keys(id);
+    if (keys == null || keys.length == 0 || !members.contains(id)) {
+      return;
+    }
+    index.recordSpeculative(id, keys, now); // makes the index know the endpoint
+    // A removal takes the id out of the members before it makes the index forget the endpoint.
+    // Still a member here: that forgetting comes after this record. Not a member: it may have
+    // come before, so it is repeated. (Should the endpoint rejoin in between, the index forgets
+    // its first events again; they are re-learned as the engine reports new blocks.)
+    if (forgetRemovedEndpoints && !members.contains(id)) {
+      index.removeEndpoint(id);
     }
   }
 
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
+    members.add(endpoint.id());
     if (subscriber != null) {
       subscriber.addEndpoint(endpoint);
     }
@@ -199,6 +240,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
+    members.remove(endpoint.id());
     if (subscriber != null) {
       subscriber.removeEndpoint(endpoint);
     }

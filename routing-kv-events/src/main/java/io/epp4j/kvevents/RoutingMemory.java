@@ -9,6 +9,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * concurrent key map read lock-free. Blocks of one request are recorded tail first, so under
  * pressure the start of a prefix is forgotten last, matching vLLM, which evicts the tail of a
  * freed chain before its head.
+ *
+ * <p>Only endpoints added with {@link #addEndpoint} and not removed since are remembered:
+ * recording never creates an endpoint, so a route that finishes after its endpoint left cannot
+ * bring it back.
  */
 final class RoutingMemory {
   private final ConcurrentHashMap<Long, long[]> routed = new ConcurrentHashMap<>();
@@ -24,6 +28,8 @@ final class RoutingMemory {
     final long[] times;
     int head;
     int size;
+    /** Set once the ring left the map; a recorder still holding it must not add entries. */
+    boolean removed;
 
     Ring(int slot, int capacity) {
       this.slot = slot;
@@ -37,10 +43,22 @@ final class RoutingMemory {
     this.ttlNanos = ttlNanos;
   }
 
+  /** Starts remembering routes to {@code endpointId} (no-op if it is already remembered). */
+  void addEndpoint(String endpointId) {
+    rings.computeIfAbsent(endpointId, k -> new Ring(nextSlot.getAndIncrement(), capacity));
+  }
+
+  /** Records that {@code keys} were sent to {@code endpointId}; ignored for unknown endpoints. */
   void record(String endpointId, long[] keys, long now) {
-    Ring r = rings.computeIfAbsent(endpointId, k -> new Ring(nextSlot.getAndIncrement(), capacity));
+    Ring r = rings.get(endpointId);
+    if (r == null) {
+      return;
+    }
     int slot = r.slot;
     synchronized (r) {
+      if (r.removed) {
+        return; // removeEndpoint already swept this ring; entries added now would never go
+      }
       for (int i = Math.min(keys.length, capacity) - 1; i >= 0; i--) {
         long key = keys[i];
         if (r.size == capacity) {
@@ -112,15 +130,36 @@ final class RoutingMemory {
     }
   }
 
+  int endpoints() {
+    return rings.size();
+  }
+
+  /** Forgets everything sent to {@code endpointId} but keeps remembering new routes to it. */
+  void clear(String endpointId) {
+    Ring r = rings.get(endpointId);
+    if (r != null) {
+      synchronized (r) {
+        clearLocked(r);
+      }
+    }
+  }
+
+  /** Forgets {@code endpointId} entirely (it left the pool). */
   void removeEndpoint(String endpointId) {
     Ring r = rings.remove(endpointId);
     if (r != null) {
       synchronized (r) {
-        for (int i = 0; i < r.size; i++) {
-          forget(r.keys[(r.head + i) % capacity], r.slot, Long.MAX_VALUE);
-        }
-        r.size = 0;
+        r.removed = true;
+        clearLocked(r);
       }
     }
+  }
+
+  private void clearLocked(Ring r) {
+    for (int i = 0; i < r.size; i++) {
+      forget(r.keys[(r.head + i) % capacity], r.slot, Long.MAX_VALUE);
+    }
+    r.size = 0;
+    r.head = 0;
   }
 }

@@ -130,6 +130,123 @@ class PrecisePrefixCacheScorerTest {
     assertThat(index.blockCount("10.0.0.3:8000")).isZero();
   }
 
+  static List<io.epp4j.api.Candidate> candidates(List<Endpoint> eps) {
+    List<io.epp4j.api.Candidate> out = new java.util.ArrayList<>();
+    for (Endpoint e : eps) {
+      out.add(new io.epp4j.api.Candidate() {
+        @Override public Endpoint endpoint() { return e; }
+        @Override public io.epp4j.api.EndpointMetrics metrics() {
+          return io.epp4j.api.EndpointMetrics.UNKNOWN;
+        }
+        @Override public int inFlightRequests() { return 0; }
+        @Override public long inFlightTokens() { return 0; }
+      });
+    }
+    return out;
+  }
+
+  static io.epp4j.api.RoutingDecision decision(Endpoint primary) {
+    return io.epp4j.api.RoutingDecision.routed("default", java.util.Map.of("default",
+        new io.epp4j.api.ProfileResult("default", List.of(primary))), NO_CALLBACKS);
+  }
+
+  static final io.epp4j.api.RoutingDecision.Callbacks NO_CALLBACKS =
+      new io.epp4j.api.RoutingDecision.Callbacks() {
+        @Override public void firstToken(io.epp4j.api.RoutingDecision d) {}
+        @Override public void complete(io.epp4j.api.RoutingDecision d, io.epp4j.api.Usage u) {}
+        @Override public void failure(io.epp4j.api.RoutingDecision d, Throwable t) {}
+      };
+
+  @Test
+  void aRouteThatOutlivesItsEndpointsRemovalLeavesNoStateInTheIndexOrTheMemory() {
+    PrecisePrefixCacheScorer precise =
+        new PrecisePrefixCacheScorer(index, null, null, 1024, true, true, false);
+    HybridPrefixCacheScorer hybrid =
+        new HybridPrefixCacheScorer(precise, 0.8, 600_000_000_000L, 1000, false);
+    EPS.forEach(hybrid::onEndpointAdded);
+    List<io.epp4j.api.Candidate> pool = candidates(EPS);
+    Endpoint leaving = EPS.get(0);
+    int[] p = prompt(11, 64);
+    io.epp4j.api.CycleState st = new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+    hybrid.score(request(p), st, pool, new double[3]); // read the pool before the removal ...
+    hybrid.onEndpointRemoved(leaving);
+    hybrid.afterRouting(request(p), st, decision(leaving)); // ... and recorded after it
+    assertThat(index.endpointView(leaving.id())).as("index entry").isNull();
+    assertThat(hybrid.rememberedEndpoints()).as("routing memory").isEqualTo(2);
+    // the endpoints still in the pool are recorded as before
+    io.epp4j.api.CycleState st2 = new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+    hybrid.score(request(p), st2, pool, new double[3]);
+    hybrid.afterRouting(request(p), st2, decision(EPS.get(1)));
+    long[] keys = BlockKeys.chain(BlockKeys.seed("", null, null), p, 16, 100);
+    assertThat(index.prefixWeight(EPS.get(1).id(), keys, now.get())).isEqualTo(4.0);
+    hybrid.close();
+  }
+
+  @Test
+  void endpointChurnWithNeverReusedIdsLeavesNoStateForDepartedEndpoints() throws Exception {
+    router(yaml("hybrid-prefix-cache-scorer"));
+    HybridPrefixCacheScorer hybrid = (HybridPrefixCacheScorer) router.config().profiles()
+        .values().iterator().next().scorers().get(0).scorer();
+    int poolSize = EPS.size();
+    List<String> departed = new java.util.concurrent.CopyOnWriteArrayList<>();
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(20);
+    java.util.concurrent.atomic.AtomicBoolean churning =
+        new java.util.concurrent.atomic.AtomicBoolean(true);
+    java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    List<Thread> routers = new java.util.ArrayList<>();
+    for (int t = 0; t < 3; t++) {
+      final int seed = t;
+      Thread th = new Thread(() -> {
+        try {
+          for (int i = 0; churning.get() && System.nanoTime() < deadline; i++) {
+            router.route(request(prompt((seed * 31 + i) % 40, 64))).onComplete(
+                io.epp4j.api.Usage.NONE);
+          }
+        } catch (Throwable e) {
+          failure.compareAndSet(null, e);
+        }
+      });
+      routers.add(th);
+      th.start();
+    }
+    try {
+      for (int i = 0; i < 2_000 && System.nanoTime() < deadline; i++) {
+        String old = router.endpoints().get(i % poolSize).id();
+        router.removeEndpoint(old);
+        departed.add(old);
+        router.addEndpoint(Endpoint.parse("10.9." + (i / 250) + "." + (i % 250) + ":8000"));
+      }
+    } finally {
+      churning.set(false);
+      for (Thread th : routers) {
+        th.join(30_000);
+        assertThat(th.isAlive()).as("routing thread finished").isFalse();
+      }
+    }
+    assertThat(failure.get()).isNull();
+    assertThat(hybrid.rememberedEndpoints()).as("routing memory").isEqualTo(poolSize);
+    long leftInIndex = departed.stream().filter(id -> index.endpointView(id) != null).count();
+    assertThat(leftInIndex).as("departed endpoints the index still knows").isZero();
+  }
+
+  @Test
+  void routingMemoryKeepsRememberingAnEndpointWhoseEngineClearedItsCache() {
+    RoutingMemory m = new RoutingMemory(100, Long.MAX_VALUE);
+    long[] keys = {11, 12, 13};
+    m.addEndpoint("a:1");
+    m.record("a:1", keys, 0);
+    assertThat(m.prefixLength("a:1", keys, 1)).isEqualTo(3);
+    m.clear("a:1");
+    assertThat(m.prefixLength("a:1", keys, 1)).isZero();
+    m.record("a:1", Arrays.copyOf(keys, 2), 1);
+    assertThat(m.prefixLength("a:1", keys, 2)).isEqualTo(2);
+    m.removeEndpoint("a:1");
+    m.record("a:1", keys, 3);
+    assertThat(m.prefixLength("a:1", keys, 4)).isZero();
+    assertThat(m.endpoints()).isZero();
+  }
+
   @Test
   void hybridKeepsADialogWhereItWentWhenNoCacheIsVisibleAnywhere() {
     router(yaml("hybrid-prefix-cache-scorer"));

@@ -5,6 +5,7 @@ import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
@@ -14,19 +15,23 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * {@code no-hit-lru-scorer} (llm-d): spreads requests whose prompt is cached nowhere (a "cold"
- * request, judged from {@link PrefixMatch} published by an earlier {@code prefix-cache-scorer} in
- * the same profile) over the endpoints that least recently received a cold request:
+ * request, judged from the {@link PrefixHits} published by an earlier prefix-cache scorer of the
+ * cycle: approximate, precise or hybrid) over the endpoints that least recently received a cold request:
  * {@code 1 − rank / (N − 1)}, rank 0 for the least recently used; endpoints that never received
  * one share rank 0. Requests with a hit somewhere score a neutral 0.5 everywhere (no influence).
- * Without a prefix match in the cycle every request counts as cold.
+ * Without prefix hits in the cycle every request counts as cold.
+ *
+ * <p>Stamps exist only for endpoints in the pool: created when the pool announces an endpoint,
+ * dropped when it leaves, never created by routing, so a route that outlives its endpoint's
+ * removal leaves nothing behind.
  */
 final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
   private final AtomicLong clock = new AtomicLong();
   private final ConcurrentHashMap<String, AtomicLong> lastColdUse = new ConcurrentHashMap<>();
 
   static boolean isCold(CycleState state) {
-    PrefixMatch m = state.get(PrefixMatch.KEY);
-    return m == null || m.maxMatchedBlocks() == 0;
+    PrefixHits hits = state.get(PrefixHits.KEY);
+    return hits == null || !hits.anyHit();
   }
 
   @Override
@@ -62,14 +67,26 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     if (isCold(state)) {
-      long t = clock.incrementAndGet();
-      lastColdUse.computeIfAbsent(decision.primary().id(), k -> new AtomicLong()).set(t);
+      AtomicLong stamp = lastColdUse.get(decision.primary().id());
+      if (stamp != null) {
+        stamp.set(clock.incrementAndGet());
+      }
     }
+  }
+
+  @Override
+  public void onEndpointAdded(Endpoint endpoint) {
+    lastColdUse.putIfAbsent(endpoint.id(), new AtomicLong());
   }
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     lastColdUse.remove(endpoint.id());
+  }
+
+  /** Number of endpoints with a stamp; for tests. */
+  int trackedEndpoints() {
+    return lastColdUse.size();
   }
 
   @Override

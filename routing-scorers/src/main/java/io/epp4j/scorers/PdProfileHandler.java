@@ -3,6 +3,7 @@ package io.epp4j.scorers;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.ProfileHandler;
 import io.epp4j.api.ProfileResult;
 import io.epp4j.api.ProfileRunner;
@@ -11,8 +12,9 @@ import io.epp4j.api.RoutingDecision;
 /**
  * {@code pd-profile-handler}: prefill/decode disaggregation. Runs the {@code decode} profile
  * first; then, when the decode pick's uncached prompt tokens (estimated prompt tokens minus the
- * tokens {@link PrefixMatch} credits to that endpoint) are at least {@code nonCachedTokens}, runs
- * the {@code prefill} profile. The decode profile is primary; the decision's
+ * cached tokens the cycle's {@link PrefixHits} credit to that endpoint, as published by whichever
+ * prefix-cache scorer the decode profile runs) are at least {@code nonCachedTokens}, runs the
+ * {@code prefill} profile. The decode profile is primary; the decision's
  * {@link RoutingDecision#prefillEndpoint()} names the prefill pick, which a gateway passes on in
  * {@value RoutingDecision#PREFILLER_HEADER}. When the
  * configuration has no {@code decode} profile, the first profile runs alone.
@@ -39,8 +41,8 @@ final class PdProfileHandler implements ProfileHandler {
       return DECODE;
     }
     long prompt = request.estimatedPromptTokens();
-    PrefixMatch match = state.get(PrefixMatch.KEY);
-    long cached = match == null ? 0 : Math.min(prompt, match.matchedTokens(d.id()));
+    PrefixHits hits = state.get(PrefixHits.KEY);
+    long cached = hits == null ? 0 : Math.min(prompt, hits.cachedTokens(d.id()));
     if (prompt - cached >= nonCachedTokens) {
       runner.run(RoutingDecision.PREFILL_PROFILE);
     }

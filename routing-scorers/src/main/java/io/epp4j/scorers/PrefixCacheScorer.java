@@ -7,6 +7,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
@@ -22,10 +23,17 @@ import org.jspecify.annotations.Nullable;
  * <p>Differences from the upstream plugin: matching is a strict prefix per endpoint; each endpoint
  * has an exact LRU at block granularity whose eviction takes the tail of a chain before its head
  * (as vLLM frees blocks); lookups refresh recency of the blocks they match; the capacity follows
- * the endpoint's {@code num_gpu_blocks} when known. The match is published under
- * {@link PrefixMatch#KEY}; after routing, the primary endpoint and the pick of a profile named
- * {@code prefill} are recorded as holding the prompt. Endpoints that leave the pool are
- * forgotten.
+ * the endpoint's {@code num_gpu_blocks} when known. The match is published as
+ * {@link PrefixHits} (matched and total blocks per candidate); after routing, the primary endpoint and the pick of a profile named
+ * {@code prefill} are recorded as holding the prompt.
+ *
+ * <p>State exists only for endpoints in the pool: a block store is created when the pool
+ * announces an endpoint ({@link #onEndpointAdded}) and dropped when it leaves. Scoring and
+ * recording never create one, so a route that read the pool before an endpoint's removal and
+ * records after it writes into the detached store (reclaimed with the route) instead of bringing
+ * the endpoint back for good; replaced pods, which return under new addresses, would otherwise
+ * accumulate. An endpoint scores 0 and is not recorded until it has been announced (the router
+ * announces it right after adding it); used outside a router, announce the endpoints yourself.
  *
  * <p>Memory: 24–32 bytes per (block, endpoint) entry, at most the endpoint's capacity entries per
  * endpoint. Thread-safe; one short lock per endpoint, never a global one.
@@ -78,17 +86,16 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       EndpointBlocks blocks = blocksFor(c);
-      if (total > 0) {
+      if (total > 0 && blocks != null) {
         int m = refreshOnLookup ? blocks.matchAndTouch(hashes, total) : blocks.match(hashes, total);
         matched[i] = m;
         scores[i] = (double) m / total;
       }
     }
-    PrefixMatch match = PrefixMatch.wrap(total, blockSizeTokens, candidates, matched);
+    PrefixMatch match = new PrefixMatch(total, blockSizeTokens, candidates, matched);
     lookup.match = match;
     lookup.touched = refreshOnLookup;
-    PrefixMatch earlier = state.get(PrefixMatch.KEY);
-    state.put(PrefixMatch.KEY, earlier == null ? match : earlier.merge(match));
+    PrefixHits.publish(state, match);
   }
 
   private Lookup lookup(InferenceRequest request, CycleState state) {
@@ -124,14 +131,13 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
   }
 
-  private EndpointBlocks blocksFor(Candidate c) {
+  private @Nullable EndpointBlocks blocksFor(Candidate c) {
     EndpointBlocks b = endpoints.get(c.id());
-    int cap = capacityOf(c.metrics());
-    if (b == null) {
-      b = endpoints.computeIfAbsent(c.id(), k -> new EndpointBlocks(cap));
-    }
-    if (autoTune && c.metrics().kvCapacityBlocks() > 0 && b.capacity() != cap) {
-      b.setCapacity(cap);
+    if (b != null && autoTune && c.metrics().kvCapacityBlocks() > 0) {
+      int cap = capacityOf(c.metrics());
+      if (b.capacity() != cap) {
+        b.setCapacity(cap);
+      }
     }
     return b;
   }
@@ -161,22 +167,26 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   }
 
   private void record(String endpointId, Lookup lookup) {
-    long[] hashes = lookup.hashes;
-    blocksForRecord(endpointId).recordAfterMatch(hashes, hashes.length,
-        lookup.touchedPrefix(endpointId));
-  }
-
-  private EndpointBlocks blocksForRecord(String endpointId) {
     EndpointBlocks b = endpoints.get(endpointId);
-    if (b == null) {
-      b = endpoints.computeIfAbsent(endpointId, k -> new EndpointBlocks(defaultCapacity));
+    if (b != null) {
+      long[] hashes = lookup.hashes;
+      b.recordAfterMatch(hashes, hashes.length, lookup.touchedPrefix(endpointId));
     }
-    return b;
   }
 
-  /** Records that {@code endpointId} now holds the given chain (used after routing and in tests). */
+  /** Records that {@code endpointId}, if in the pool, now holds the given chain; for tests. */
   void record(String endpointId, long[] hashes) {
-    blocksForRecord(endpointId).record(hashes, hashes.length);
+    EndpointBlocks b = endpoints.get(endpointId);
+    if (b != null) {
+      b.record(hashes, hashes.length);
+    }
+  }
+
+  @Override
+  public void onEndpointAdded(Endpoint endpoint) {
+    // keeps the store of an endpoint announced twice; the capacity follows its metrics once
+    // it is scored
+    endpoints.computeIfAbsent(endpoint.id(), k -> new EndpointBlocks(defaultCapacity));
   }
 
   @Override
@@ -197,6 +207,15 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   /** Number of endpoints with state. */
   int trackedEndpoints() {
     return endpoints.size();
+  }
+
+  /** Approximate heap bytes of every endpoint's block store; for tests. */
+  long footprintBytes() {
+    long sum = 0;
+    for (EndpointBlocks b : endpoints.values()) {
+      sum += b.footprintBytes();
+    }
+    return sum;
   }
 
   @Override

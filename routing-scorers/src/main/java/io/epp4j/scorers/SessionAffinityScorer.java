@@ -15,6 +15,8 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Base64;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -25,12 +27,15 @@ import org.jspecify.annotations.Nullable;
  * (2) a server-side binding from the session key to the endpoint the last request of that session
  * went to, kept for {@code ttlSeconds} after its last use. The session key comes from
  * {@code sessionKeyFrom} (default the request's session key). Bindings to an endpoint that left
- * the pool are dropped.
+ * the pool are dropped, including one made by a route that read the pool before the removal and
+ * finished after it; a route to an endpoint the pool has not announced yet binds nothing.
  */
 final class SessionAffinityScorer implements Scorer, RequestListener, PoolListener {
   private final HashKeySource keySource;
   private final @Nullable String endpointHeader;
   private final Cache<String, String> bindings;
+  /** Endpoints in the pool, as announced through {@link PoolListener}. */
+  private final Set<String> members = ConcurrentHashMap.newKeySet();
 
   SessionAffinityScorer(HashKeySource keySource, @Nullable String endpointHeader, Duration ttl,
       long maxSessions, Ticker ticker) {
@@ -84,14 +89,28 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     String key = keySource.key(request);
-    if (key != null) {
-      bindings.put(key, decision.primary().id());
+    if (key == null) {
+      return;
     }
+    String id = decision.primary().id();
+    bindings.put(key, id);
+    // A removal takes the id out of the members before it sweeps the bindings. If the id is
+    // still a member here, that sweep starts after the put and removes it; if not, the sweep
+    // may have run already, so the binding is undone here.
+    if (!members.contains(id)) {
+      bindings.asMap().remove(key, id);
+    }
+  }
+
+  @Override
+  public void onEndpointAdded(Endpoint endpoint) {
+    members.add(endpoint.id());
   }
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     String id = endpoint.id();
+    members.remove(id);
     bindings.asMap().values().removeIf(id::equals);
   }
 

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.ProfileResult;
 import io.epp4j.api.RoutingDecision;
 import java.nio.charset.StandardCharsets;
@@ -34,6 +35,7 @@ class AffinityScorersTest {
     SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
         Duration.ofSeconds(300), 1000, now::get);
     List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
     double[] scores = new double[3];
     s.score(session("u1"), state(), pool, scores);
     assertThat(scores).containsOnly(0.0);
@@ -52,6 +54,7 @@ class AffinityScorersTest {
     SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
         Duration.ofSeconds(300), 1000, System::nanoTime);
     List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
     String token = Base64.getEncoder().encodeToString(pool.get(1).id().getBytes(StandardCharsets.UTF_8));
     InferenceRequest r = InferenceRequest.builder().model("m").prompt("p")
         .headers(Map.of("x-session-token", token)).build();
@@ -62,14 +65,16 @@ class AffinityScorersTest {
     assertThat(s.binding("u2")).isEqualTo(pool.get(0).id());
     s.onEndpointRemoved(pool.get(0).endpoint());
     assertThat(s.binding("u2")).isNull();
-    double[] none = new double[0];
-    s.score(session("u2"), state(), List.of(), none); // empty candidates: nothing to do
+    scores = new double[3];
+    s.score(session("u2"), state(), pool, scores);
+    assertThat(scores).containsOnly(0.0);
   }
 
   @Test
   void noHitLruSpreadsColdRequestsToLeastRecentlyUsed() {
     NoHitLruScorer s = new NoHitLruScorer();
     List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
     // never used: all tie at rank 0
     double[] scores = new double[3];
     s.score(session("a"), state(), pool, scores);
@@ -82,7 +87,8 @@ class AffinityScorersTest {
     assertThat(scores).containsExactly(0.5, 0.0, 1.0);
     // a request with a cache hit somewhere is left to the other scorers
     CycleState hit = state();
-    hit.put(PrefixMatch.KEY, PrefixMatch.of(4, 16, new String[] {pool.get(0).id()}, new int[] {2}));
+    PrefixHits.publish(hit, PrefixHits.of(new String[] {pool.get(0).id()}, new int[] {4},
+        new double[] {2}, 16));
     scores = new double[3];
     s.score(session("d"), hit, pool, scores);
     assertThat(scores).containsOnly(0.5);
@@ -98,6 +104,49 @@ class AffinityScorersTest {
   }
 
   @Test
+  void aSessionBoundByARouteThatOutlivedItsEndpointIsDropped() {
+    List<Candidate> pool = TestCandidates.pool(2);
+    SessionAffinityScorer s = TestCandidates.joined(new SessionAffinityScorer(
+        HashKeySource.SESSION, null, Duration.ofSeconds(300), 1000, System::nanoTime), pool);
+    s.onEndpointRemoved(pool.get(0).endpoint());
+    s.afterRouting(session("late"), state(), decision(pool.get(0))); // routed before the removal
+    assertThat(s.binding("late")).isNull();
+    s.afterRouting(session("kept"), state(), decision(pool.get(1)));
+    assertThat(s.binding("kept")).isEqualTo(pool.get(1).id());
+  }
+
+  @Test
+  void noHitLruKeepsNoStampForAnEndpointThatLeftDuringARoute() {
+    List<Candidate> pool = TestCandidates.pool(2);
+    NoHitLruScorer s = TestCandidates.joined(new NoHitLruScorer(), pool);
+    s.afterRouting(session("earlier"), state(), decision(pool.get(1)));
+    s.onEndpointRemoved(pool.get(0).endpoint());
+    s.afterRouting(session("late"), state(), decision(pool.get(0)));
+    assertThat(s.trackedEndpoints()).isEqualTo(1);
+  }
+
+  @Test
+  void noHitLruSeesTheApproximateScorersHits() {
+    List<Candidate> pool = TestCandidates.pool(3);
+    PrefixCacheScorer prefix = TestCandidates.joined(PrefixCacheScorer.create(), pool);
+    NoHitLruScorer lru = TestCandidates.joined(new NoHitLruScorer(), pool);
+    InferenceRequest held = PrefixCacheScorerTest.tok(PrefixCacheScorerTest.tokens(64, 0));
+    PrefixCacheScorerTest.route(prefix, held, pool, pool.get(1));
+    CycleState warm = state();
+    prefix.score(held, warm, pool, new double[3]);
+    double[] scores = new double[3];
+    lru.score(held, warm, pool, scores);
+    assertThat(scores).as("a hit: neutral").containsOnly(0.5);
+    lru.afterRouting(held, warm, decision(pool.get(1)));
+    InferenceRequest cold = PrefixCacheScorerTest.tok(PrefixCacheScorerTest.tokens(64, 9_000));
+    CycleState st = state();
+    prefix.score(cold, st, pool, new double[3]);
+    scores = new double[3];
+    lru.score(cold, st, pool, scores);
+    assertThat(scores).as("the warm request left no cold stamp").containsOnly(1.0);
+  }
+
+  @Test
   void pdHandlerRunsPrefillOnlyAboveThreshold() {
     PdProfileHandler h = new PdProfileHandler(100);
     var runner = new FakeRunner("decode", "prefill");
@@ -106,7 +155,8 @@ class AffinityScorersTest {
     assertThat(runner.ran).containsExactly("decode", "prefill");
     // 160 of 200 tokens cached on the decode pick: 40 uncached < 100
     CycleState st = state();
-    st.put(PrefixMatch.KEY, PrefixMatch.of(12, 16, new String[] {"d:1"}, new int[] {10}));
+    PrefixHits.publish(st, PrefixHits.of(new String[] {"d:1"}, new int[] {12},
+        new double[] {10}, 16));
     var runner2 = new FakeRunner("decode", "prefill");
     h.handle(longPrompt, st, runner2);
     assertThat(runner2.ran).containsExactly("decode");

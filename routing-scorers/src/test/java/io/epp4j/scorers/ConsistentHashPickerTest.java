@@ -139,20 +139,36 @@ class ConsistentHashPickerTest {
     }
   }
 
+  /**
+   * Placements frozen as literals. They were computed once, outside this code base, by an
+   * independent script following Envoy's ring construction (ring_hash_lb.cc: each of the three
+   * hosts gets {@code ceil(1024 / 3) = 342} entries hashed as XXH64 of {@code "ip:port_i"}, the
+   * entries are sorted and a request goes to the first entry whose hash is at least its own,
+   * wrapping to the first) with the Python {@code xxhash} package's XXH64 (seed 0); the request
+   * hashes are that package's XXH64 of the session key. A change in the picker, in the naive
+   * model above or in {@link Xxh64} shows up here.
+   */
   @Test
   void handCheckedSessionPlacements() {
-    // Expected endpoints computed with naiveRingHost above (Envoy's algorithm as described in
-    // its source, with the XXH64 verified in Xxh64Test) and frozen here, so that a change in
-    // either the picker or the naive model shows up.
-    List<Candidate> hosts = TestCandidates.pool(3);
+    List<Candidate> hosts = TestCandidates.pool(3); // 10.0.0.1:8000 .. 10.0.0.3:8000
+    Object[][] frozen = {
+        {"alice", "8332761332120969289", "10.0.0.2:8000"},
+        {"bob", "10558559838520660027", "10.0.0.1:8000"},
+        {"carol", "13965298395879099448", "10.0.0.1:8000"},
+        {"dave", "2907053245679860514", "10.0.0.3:8000"},
+        {"erin", "12751752053771559443", "10.0.0.2:8000"},
+        {"frank", "7220508578041487282", "10.0.0.1:8000"},
+        {"grace", "16653007800585831588", "10.0.0.2:8000"},
+        {"heidi", "10321431912229752323", "10.0.0.3:8000"}};
     RingHashPicker picker = RingHashPicker.create();
-    Map<String, String> frozen = new HashMap<>();
-    for (String key : List.of("alice", "bob", "carol", "dave")) {
-      frozen.put(key, hosts.get(naiveRingHost(hosts, 1024, Xxh64.hash(key, 0))).id());
-    }
-    for (var e : frozen.entrySet()) {
-      assertThat(picker.pick(session(e.getKey()), state(), hosts, zeros(3)).get(0).id())
-          .isEqualTo(e.getValue());
+    for (Object[] f : frozen) {
+      String key = (String) f[0];
+      long hash = Long.parseUnsignedLong((String) f[1]);
+      assertThat(Xxh64.hash(key, 0)).as("XXH64(%s)", key).isEqualTo(hash);
+      assertThat(picker.pick(session(key), state(), hosts, zeros(3)).get(0).id()).as(key)
+          .isEqualTo(f[2]);
+      assertThat(hosts.get(naiveRingHost(hosts, 1024, hash)).id()).as("naive model, %s", key)
+          .isEqualTo(f[2]);
     }
   }
 
@@ -376,7 +392,8 @@ class ConsistentHashPickerTest {
       ts[t].start();
     }
     for (Thread t : ts) {
-      t.join();
+      t.join(30_000);
+      assertThat(t.isAlive()).as("picker thread finished").isFalse();
     }
     assertThat(wrong).hasValue(0);
   }

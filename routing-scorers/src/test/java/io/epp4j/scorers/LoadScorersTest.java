@@ -137,7 +137,8 @@ class LoadScorersTest {
       ts[t].start();
     }
     for (Thread t : ts) {
-      t.join();
+      t.join(30_000);
+      assertThat(t.isAlive()).as("scoring thread finished").isFalse();
     }
     assertThat(bad).hasValue(0);
   }

@@ -114,7 +114,8 @@ class PluginContractTest {
       th.start();
     }
     for (Thread th : threads) {
-      th.join();
+      th.join(30_000);
+      assertThat(th.isAlive()).as(type + " thread finished").isFalse();
     }
     assertThat(failure.get()).as(type).isNull();
   }

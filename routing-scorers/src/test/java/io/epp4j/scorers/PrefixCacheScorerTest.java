@@ -9,14 +9,19 @@ import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PrefixHits;
 import io.epp4j.api.ProfileResult;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import io.epp4j.core.SchedulingProfile;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
@@ -58,39 +63,47 @@ class PrefixCacheScorerTest {
   void scoresMatchedFractionAndPublishesTheMatch() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
     route(s, tok(tokens(64, 0)), pool, pool.get(1)); // 4 blocks on endpoint 1
     int[] longer = tokens(128, 0); // same first 4 blocks, 8 in all
     CycleState st = state();
     double[] scores = new double[3];
     s.score(tok(longer), st, pool, scores);
     assertThat(scores).containsExactly(0.0, 0.5, 0.0);
-    PrefixMatch m = st.get(PrefixMatch.KEY);
-    assertThat(m.totalBlocks()).isEqualTo(8);
-    assertThat(m.blockSizeTokens()).isEqualTo(16);
-    assertThat(m.matchedBlocks(pool.get(1).id())).isEqualTo(4);
-    assertThat(m.matchedBlocks(pool.get(0).id())).isZero();
-    assertThat(m.matchedBlocks("unknown:1")).isZero();
-    assertThat(m.maxMatchedBlocks()).isEqualTo(4);
+    PrefixHits m = st.get(PrefixHits.KEY);
+    assertThat(m.size()).isEqualTo(3);
+    for (int i = 0; i < 3; i++) {
+      assertThat(m.endpointId(i)).isEqualTo(pool.get(i).id());
+      assertThat(m.totalBlocks(i)).isEqualTo(8);
+      assertThat(m.blockSizeTokens(i)).isEqualTo(16);
+      assertThat(m.cachedBlocks(i)).isEqualTo(i == 1 ? 4.0 : 0.0);
+    }
+    assertThat(m.cachedTokens(pool.get(1).id())).isEqualTo(64);
+    assertThat(m.cachedTokens("unknown:1")).isZero();
+    assertThat(m.anyHit()).isTrue();
   }
 
   @Test
   void partialBlocksAndEmptyCandidates() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(2);
+    TestCandidates.joined(s, pool);
     double[] scores = new double[2];
     CycleState st = state();
     s.score(tok(tokens(15, 0)), st, pool, scores); // less than one block
     assertThat(scores).containsExactly(0.0, 0.0);
-    assertThat(st.get(PrefixMatch.KEY).totalBlocks()).isZero();
+    assertThat(st.get(PrefixHits.KEY).totalBlocks(0)).isZero();
+    assertThat(st.get(PrefixHits.KEY).anyHit()).isFalse();
     CycleState empty = state();
     s.score(tok(tokens(64, 0)), empty, List.of(), new double[0]);
-    assertThat(empty.get(PrefixMatch.KEY)).isNull();
+    assertThat(empty.get(PrefixHits.KEY)).isNull();
   }
 
   @Test
   void strictPrefixCreditsOnlyConsecutiveBlocksFromTheFirst() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(2);
+    TestCandidates.joined(s, pool);
     int[] a = tokens(64, 0);
     route(s, tok(a), pool, pool.get(0));
     int[] b = a.clone();
@@ -104,6 +117,7 @@ class PrefixCacheScorerTest {
   void saltModelAndLoraSeparateTenants() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(2);
+    TestCandidates.joined(s, pool);
     int[] ids = tokens(64, 0);
     InferenceRequest tenantA = InferenceRequest.builder().model("m").tokenIds(ids).cacheSalt("a").build();
     route(s, tenantA, pool, pool.get(0));
@@ -128,6 +142,7 @@ class PrefixCacheScorerTest {
     assertThat(s.blockHashes(InferenceRequest.completion("m", system + "x".repeat(63))))
         .hasSize(3);
     List<Candidate> pool = TestCandidates.pool(2);
+    TestCandidates.joined(s, pool);
     route(s, InferenceRequest.completion("m", system + "question one"), pool, pool.get(1));
     double[] scores = new double[2];
     s.score(InferenceRequest.completion("m", system + "y".repeat(64)), state(), pool, scores);
@@ -172,10 +187,12 @@ class PrefixCacheScorerTest {
     Candidate known = TestCandidates.withMetrics("10.0.0.1:8000", EndpointMetrics.builder()
         .kvCapacityBlocks(10).blockSizeTokens(32).scrapedAtNanos(0).build());
     Candidate unknown = TestCandidates.cand("10.0.0.2:8000");
+    TestCandidates.joined(s, List.of(known, unknown));
     s.score(tok(tokens(16, 0)), state(), List.of(known, unknown), new double[2]);
     assertThat(s.blocks(known.id()).capacity()).isEqualTo(20); // 10 blocks of 32 = 20 of 16
     assertThat(s.blocks(unknown.id()).capacity()).isEqualTo(100);
     PrefixCacheScorer fixed = PrefixCacheScorer.builder().lruCapacityPerServer(100).autoTune(false).build();
+    fixed.onEndpointAdded(known.endpoint());
     fixed.score(tok(tokens(16, 0)), state(), List.of(known), new double[1]);
     assertThat(fixed.blocks(known.id()).capacity()).isEqualTo(100);
   }
@@ -186,6 +203,7 @@ class PrefixCacheScorerTest {
       PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(4)
           .refreshOnLookup(refresh).build();
       List<Candidate> pool = TestCandidates.pool(2);
+      TestCandidates.joined(s, pool);
       route(s, tok(tokens(32, 0)), pool, pool.get(0)); // A = blocks a0 a1
       route(s, tok(tokens(32, 500)), pool, pool.get(0)); // B = blocks b0 b1; A is older
       s.score(tok(tokens(32, 0)), state(), pool, new double[2]); // lookup of A
@@ -203,6 +221,8 @@ class PrefixCacheScorerTest {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     Endpoint decode = Endpoint.parse("10.0.0.1:8000");
     Endpoint prefill = Endpoint.parse("10.0.0.2:8000");
+    s.onEndpointAdded(decode);
+    s.onEndpointAdded(prefill);
     InferenceRequest r = tok(tokens(32, 0));
     CycleState st = state();
     s.score(r, st, List.of(TestCandidates.cand(decode.id())), new double[1]);
@@ -219,6 +239,7 @@ class PrefixCacheScorerTest {
   void forgetsRemovedEndpoints() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(2);
+    TestCandidates.joined(s, pool);
     route(s, tok(tokens(32, 0)), pool, pool.get(0));
     assertThat(s.blocks(pool.get(0).id())).isNotNull();
     s.onEndpointRemoved(pool.get(0).endpoint());
@@ -229,9 +250,94 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void aRouteThatOutlivesItsEndpointsRemovalLeavesNoStateBehind() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(2);
+    TestCandidates.joined(s, pool);
+    Candidate leaving = pool.get(0);
+    InferenceRequest r = tok(tokens(64, 0));
+    CycleState st = state();
+    s.score(r, st, pool, new double[2]); // the route read the pool before the removal ...
+    s.onEndpointRemoved(leaving.endpoint());
+    s.afterRouting(r, st, decision(leaving.endpoint())); // ... and records after its cleanup
+    s.score(r, state(), pool, new double[2]); // another route still holding the old snapshot
+    s.record(leaving.id(), s.blockHashes(r));
+    assertThat(s.blocks(leaving.id())).isNull();
+    assertThat(s.trackedEndpoints()).isEqualTo(1);
+  }
+
+  @Test
+  void endpointChurnWithNeverReusedIdsKeepsStateWithinThePool() throws Exception {
+    // replaced pods come back under new addresses: every id leaves once and never returns, so
+    // any state left for a departed id is kept forever
+    int capacity = 64;
+    PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(capacity).build();
+    int poolSize = 6;
+    List<Endpoint> initial = new ArrayList<>();
+    for (int i = 0; i < poolSize; i++) {
+      initial.add(Endpoint.parse("10.1.0." + i + ":8000"));
+    }
+    try (Router router = Router.builder().endpoints(initial)
+        .profile(SchedulingProfile.builder("default").scorer("prefix-cache-scorer", s, 1).build())
+        .randomSeed(3).build()) {
+      int replacements = 3_000;
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      AtomicBoolean churning = new AtomicBoolean(true);
+      AtomicReference<Throwable> failure = new AtomicReference<>();
+      List<Thread> routers = new ArrayList<>();
+      for (int t = 0; t < 3; t++) {
+        final int seed = t;
+        Thread th = new Thread(() -> {
+          try {
+            for (int i = 0; churning.get() && System.nanoTime() < deadline; i++) {
+              RoutingDecision d = router.route(tok(tokens(16 * (1 + i % 8), (seed * 31 + i) % 50)));
+              if (d.isRouted()) {
+                d.onComplete(Usage.NONE);
+              }
+            }
+          } catch (Throwable e) {
+            failure.compareAndSet(null, e);
+          }
+        });
+        routers.add(th);
+        th.start();
+      }
+      try {
+        for (int i = 0; i < replacements && System.nanoTime() < deadline; i++) {
+          String old = router.endpoints().get(i % poolSize).id();
+          router.removeEndpoint(old);
+          router.addEndpoint(Endpoint.parse("10.2." + (i / 250) + "." + (i % 250) + ":8000"));
+        }
+      } finally {
+        churning.set(false);
+        for (Thread th : routers) {
+          th.join(TimeUnit.SECONDS.toMillis(30));
+          assertThat(th.isAlive()).as("routing thread finished").isFalse();
+        }
+      }
+      assertThat(failure.get()).isNull();
+      List<String> inPool = router.endpoints().stream().map(Candidate::id).toList();
+      assertThat(inPool).hasSize(poolSize);
+      assertThat(s.trackedEndpoints()).as("endpoints with state").isEqualTo(poolSize);
+      for (String id : inPool) {
+        assertThat(s.blocks(id)).as(id).isNotNull();
+      }
+      // memory: at most one full store per endpoint in the pool
+      EndpointBlocks full = new EndpointBlocks(capacity);
+      long[] chain = new long[4 * capacity];
+      for (int i = 0; i < chain.length; i++) {
+        chain[i] = 0x9E3779B97F4A7C15L * (i + 1);
+      }
+      full.record(chain, chain.length);
+      assertThat(s.footprintBytes()).isLessThanOrEqualTo(poolSize * full.footprintBytes());
+    }
+  }
+
+  @Test
   void concurrentLookupsAndRecordsStayConsistent() throws Exception {
     PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(500).build();
     List<Candidate> pool = TestCandidates.pool(4);
+    TestCandidates.joined(s, pool);
     int threads = 4;
     CountDownLatch start = new CountDownLatch(1);
     AtomicReference<Throwable> failure = new AtomicReference<>();
@@ -240,7 +346,9 @@ class PrefixCacheScorerTest {
       final int id = t;
       Thread th = new Thread(() -> {
         try {
-          start.await();
+          if (!start.await(10, TimeUnit.SECONDS)) {
+            throw new AssertionError("start signal not given");
+          }
           for (int i = 0; i < 3000; i++) {
             int[] ids = tokens(16 * (1 + (i % 12)), (i % 7) * 1000);
             InferenceRequest r = tok(ids);
@@ -260,7 +368,8 @@ class PrefixCacheScorerTest {
     }
     start.countDown();
     for (Thread th : ts) {
-      th.join();
+      th.join(30_000);
+      assertThat(th.isAlive()).as("routing thread finished").isFalse();
     }
     assertThat(failure.get()).isNull();
     for (Candidate c : pool) {

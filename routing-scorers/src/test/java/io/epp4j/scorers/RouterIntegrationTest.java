@@ -3,17 +3,23 @@ package io.epp4j.scorers;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.PrefixHits;
+import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.ConfigException;
 import io.epp4j.core.PluginRegistry;
 import io.epp4j.core.Router;
 import io.epp4j.core.SchedulingProfile;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
@@ -115,6 +121,7 @@ class RouterIntegrationTest {
     try (Router r = Router.builder().endpoints(ENDPOINTS).configYaml(yaml, "test.yaml").build()) {
       assertThat(r.config().profiles()).containsKeys("decode", "prefill");
       assertThat(r.config().profileHandler()).isInstanceOf(PdProfileHandler.class);
+      assertThat(((PdProfileHandler) r.config().profileHandler()).nonCachedTokens()).isEqualTo(64);
     }
     assertThat(PluginRegistry.fromServiceLoader().types()).contains("prefix-cache-scorer",
         "queue-scorer", "running-requests-size-scorer", "kv-cache-utilization-scorer",
@@ -123,6 +130,204 @@ class RouterIntegrationTest {
         "decode-filter", "utilization-filter", "low-queue-filter", "random-picker",
         "weighted-random-picker", "round-robin-picker", "power-of-two-picker", "ring-hash-picker",
         "maglev-picker", "pd-profile-handler", "max-score-picker", "single-profile-handler");
+  }
+
+  // ------------------------------------------------ parameters from YAML reach their plugin
+  // Each test sets a parameter to a value whose behaviour differs from the default's and checks
+  // the behaviour through routing.
+
+  static String profile(String plugins, String refs) {
+    return """
+        plugins:
+        %s
+        schedulingProfiles:
+        - name: default
+          plugins: [%s]
+        """.formatted(plugins.strip().indent(0).strip(), refs);
+  }
+
+  /** Keeps the prefix hits each routing cycle published. */
+  static final class HitsRecorder implements RequestListener {
+    final List<PrefixHits> hits = new ArrayList<>();
+
+    @Override
+    public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision d) {
+      hits.add(state.get(PrefixHits.KEY));
+    }
+  }
+
+  @Test
+  void prefixCacheParametersReachTheScorer() {
+    String yaml = profile("""
+        - type: prefix-cache-scorer
+          parameters: {blockSizeTokens: 32, maxPrefixBlocksToMatch: 3, lruCapacityPerServer: 4, autoTune: false}
+        - type: max-score-picker
+        """, "{pluginRef: prefix-cache-scorer}, {pluginRef: max-score-picker}");
+    HitsRecorder recorder = new HitsRecorder();
+    Endpoint only = ENDPOINTS.get(0);
+    try (Router r = Router.builder().endpoints(List.of(only)).configYaml(yaml, "p.yaml")
+        .listener(recorder).build()) {
+      // the server reports room for 1000 blocks; autoTune false keeps the configured 4
+      r.updateMetrics(only.id(), EndpointMetrics.builder().kvCapacityBlocks(1000)
+          .blockSizeTokens(16).build());
+      r.route(tokens(320, 1));
+      r.route(tokens(320, 2)); // three more blocks: with room for 4, two of the first go
+      r.route(tokens(320, 1));
+    }
+    PrefixHits first = recorder.hits.get(0);
+    assertThat(first.blockSizeTokens(0)).as("blockSizeTokens").isEqualTo(32);
+    assertThat(first.totalBlocks(0)).as("maxPrefixBlocksToMatch caps 10 blocks").isEqualTo(3);
+    assertThat(recorder.hits.get(2).cachedBlocks(0)).as("lruCapacityPerServer, autoTune")
+        .isEqualTo(1.0);
+  }
+
+  @Test
+  void pdNonCachedTokensReachesTheHandler() {
+    List<Endpoint> eps = List.of(
+        Endpoint.parse("10.0.1.1:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
+        Endpoint.parse("10.0.1.2:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")));
+    String yaml = """
+        plugins:
+        - {type: pd-profile-handler, parameters: {nonCachedTokens: 200}}
+        - type: decode-filter
+        - type: prefill-filter
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: decode
+          plugins: [{pluginRef: decode-filter}, {pluginRef: max-score-picker}]
+        - name: prefill
+          plugins: [{pluginRef: prefill-filter}, {pluginRef: max-score-picker}]
+        """;
+    try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "pd.yaml").build()) {
+      // the default threshold (0) runs prefill for every prompt
+      assertThat(r.route(tokens(199, 1)).prefillEndpoint()).isNull();
+      assertThat(r.route(tokens(200, 2)).prefillEndpoint()).isNotNull();
+    }
+  }
+
+  @Test
+  void sessionAffinityParametersReachTheScorer() {
+    String yaml = profile("""
+        - {type: session-affinity-scorer, parameters: {ttlSeconds: 60, sessionKeyFrom: "header:x-user"}}
+        - type: queue-scorer
+        - type: max-score-picker
+        """, "{pluginRef: session-affinity-scorer, weight: 2}, {pluginRef: queue-scorer},"
+        + " {pluginRef: max-score-picker}");
+    AtomicLong now = new AtomicLong(1_000_000_000L);
+    try (Router r = Router.builder().endpoints(ENDPOINTS).configYaml(yaml, "s.yaml")
+        .ticker(now::get).randomSeed(2).build()) {
+      Endpoint home = r.route(user("u1", "first")).primary();
+      // home now has the deepest queue: only the binding (weight 2 against 1) keeps u1 there
+      now.addAndGet(30_000_000_000L);
+      queues(r, home, 10);
+      assertThat(r.route(user("u1", "another-session")).primary())
+          .as("bound by the x-user header, not the session key").isEqualTo(home);
+      now.addAndGet(61_000_000_000L);
+      queues(r, home, 10);
+      assertThat(r.route(user("u1", "third")).primary())
+          .as("binding expired after 60 s (default 300 s)").isNotEqualTo(home);
+    }
+  }
+
+  static InferenceRequest user(String user, String session) {
+    return InferenceRequest.builder().model("m").prompt("p").sessionKey(session)
+        .headers(Map.of("x-user", user)).build();
+  }
+
+  /** Fresh metrics: {@code deep} has {@code waiting} queued requests, the others none. */
+  static void queues(Router r, Endpoint deep, int waiting) {
+    for (Endpoint e : ENDPOINTS) {
+      r.updateMetrics(e.id(), EndpointMetrics.builder()
+          .waitingRequests(e.equals(deep) ? waiting : 0).build());
+    }
+  }
+
+  @Test
+  void queueScorerStalenessReachesTheScorer() {
+    String yaml = profile("""
+        - {type: queue-scorer, parameters: {metricsStalenessMillis: 500}}
+        - type: max-score-picker
+        """, "{pluginRef: queue-scorer}, {pluginRef: max-score-picker}");
+    AtomicLong now = new AtomicLong(10_000_000_000L);
+    Endpoint idle = ENDPOINTS.get(0);
+    try (Router r = Router.builder().endpoints(ENDPOINTS.subList(0, 2)).configYaml(yaml, "q.yaml")
+        .ticker(now::get).randomSeed(4).build()) {
+      r.updateMetrics(idle.id(), EndpointMetrics.builder().waitingRequests(0).build());
+      now.addAndGet(1_000_000_000L);
+      r.updateMetrics(ENDPOINTS.get(1).id(), EndpointMetrics.builder().waitingRequests(5).build());
+      // the idle endpoint's metrics are 1 s old: usable under the default 2 s, not under 500 ms,
+      // where the fresh endpoint wins (1.0) over the stale one (neutral 0.5)
+      assertThat(r.route(tokens(16, 1)).primary()).isEqualTo(ENDPOINTS.get(1));
+    }
+  }
+
+  @Test
+  void labelSelectorParametersReachTheFilter() {
+    String yaml = profile("""
+        - type: label-selector-filter
+          parameters:
+            matchLabels: {pool: a}
+            matchExpressions: [{key: zone, operator: In, values: [z1, z2]}]
+        - type: random-picker
+        """, "{pluginRef: label-selector-filter}, {pluginRef: random-picker}");
+    List<Endpoint> eps = List.of(
+        Endpoint.parse("10.0.3.1:8000", Map.of("pool", "a", "zone", "z1")),
+        Endpoint.parse("10.0.3.2:8000", Map.of("pool", "a", "zone", "z3")),
+        Endpoint.parse("10.0.3.3:8000", Map.of("pool", "b", "zone", "z1")),
+        Endpoint.parse("10.0.3.4:8000", Map.of("pool", "a", "zone", "z2")));
+    Set<String> picked = new TreeSet<>();
+    try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "l.yaml").randomSeed(5)
+        .build()) {
+      for (int i = 0; i < 60; i++) {
+        picked.add(r.route(tokens(16, i)).primary().id());
+      }
+    }
+    assertThat(picked).containsExactly("10.0.3.1:8000", "10.0.3.4:8000");
+  }
+
+  @Test
+  void utilizationFilterThresholdReachesTheFilter() {
+    String yaml = profile("""
+        - {type: utilization-filter, parameters: {kvCacheThreshold: 0.9}}
+        - type: random-picker
+        """, "{pluginRef: utilization-filter}, {pluginRef: random-picker}");
+    Set<String> picked = new TreeSet<>();
+    try (Router r = Router.builder().endpoints(ENDPOINTS.subList(0, 2)).configYaml(yaml, "u.yaml")
+        .randomSeed(6).build()) {
+      // 0.92 passes the default threshold (0.95) but not 0.9
+      r.updateMetrics(ENDPOINTS.get(0).id(), EndpointMetrics.builder().kvCacheUsage(0.92).build());
+      r.updateMetrics(ENDPOINTS.get(1).id(), EndpointMetrics.builder().kvCacheUsage(0.1).build());
+      for (int i = 0; i < 40; i++) {
+        picked.add(r.route(tokens(16, i)).primary().id());
+      }
+    }
+    assertThat(picked).containsExactly(ENDPOINTS.get(1).id());
+  }
+
+  @Test
+  void pickerParametersReachThePicker() {
+    String yaml = profile("""
+        - {type: weighted-random-picker, parameters: {maxNumOfEndpoints: 2}}
+        """, "{pluginRef: weighted-random-picker}");
+    try (Router r = Router.builder().endpoints(ENDPOINTS).configYaml(yaml, "w.yaml").build()) {
+      assertThat(r.route(tokens(16, 1)).endpoints()).as("default 1").hasSize(2)
+          .doesNotHaveDuplicates();
+    }
+    String ring = profile("""
+        - {type: ring-hash-picker, parameters: {hashOn: "header:x-user"}}
+        """, "{pluginRef: ring-hash-picker}");
+    Set<String> oneUser = new TreeSet<>();
+    Set<String> sessions = new TreeSet<>();
+    try (Router byUser = Router.builder().endpoints(ENDPOINTS).configYaml(ring, "r.yaml").build();
+        Router bySession = Router.builder().endpoints(ENDPOINTS)
+            .configYaml(ring.replace("{hashOn: \"header:x-user\"}", "{}"), "r2.yaml").build()) {
+      for (int i = 0; i < 30; i++) {
+        oneUser.add(byUser.route(user("u7", "session-" + i)).primary().id());
+        sessions.add(bySession.route(user("u7", "session-" + i)).primary().id());
+      }
+    }
+    assertThat(oneUser).as("hashed on x-user").hasSize(1);
+    assertThat(sessions).as("the default hashes the session key").hasSizeGreaterThan(1);
   }
 
   static String single(String pluginYaml) {

@@ -4,6 +4,7 @@ import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.PoolListener;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -44,6 +45,14 @@ final class TestCandidates {
       out.add(cand("10.0.0." + (i + 1) + ":8000"));
     }
     return out;
+  }
+
+  /** Announces {@code pool} to a plugin as the router does when endpoints join; returns it. */
+  static <T extends PoolListener> T joined(T plugin, List<Candidate> pool) {
+    for (Candidate c : pool) {
+      plugin.onEndpointAdded(c.endpoint());
+    }
+    return plugin;
   }
 
   static CycleState state() {
