@@ -107,6 +107,13 @@ public final class Router implements AutoCloseable {
   private final ThrottledWarning routerWarning;
   private final ThrottledWarning expiryWarning;
   private final InFlightLedger ledger;
+  /**
+   * Serializes membership changes together with their pool-listener notifications, so listeners
+   * hear adds and removes in the order the pool made them (a removal still notifying cannot be
+   * overtaken by a re-add of the same id). Metrics updates take only {@link #poolLock}, so a
+   * slow listener never delays them.
+   */
+  private final Object membershipLock = new Object();
   private final Object poolLock = new Object();
   private volatile PoolSnapshot pool = PoolSnapshot.EMPTY;
   private volatile boolean closed;
@@ -526,39 +533,39 @@ public final class Router implements AutoCloseable {
   /** Adds an endpoint (no-op if one with the same id exists). Returns whether it was added. */
   public boolean addEndpoint(Endpoint endpoint) {
     Objects.requireNonNull(endpoint, "endpoint");
-    synchronized (poolLock) {
-      PoolSnapshot cur = pool;
-      if (cur.indexOf(endpoint.id()) >= 0) {
-        return false;
+    synchronized (membershipLock) {
+      synchronized (poolLock) {
+        PoolSnapshot cur = pool;
+        if (cur.indexOf(endpoint.id()) >= 0) {
+          return false;
+        }
+        EndpointState[] next = java.util.Arrays.copyOf(cur.states, cur.states.length + 1);
+        next[cur.states.length] =
+            new EndpointState(endpoint, EndpointMetrics.UNKNOWN, new EndpointState.InFlight());
+        pool = new PoolSnapshot(next);
       }
-      EndpointState[] next = java.util.Arrays.copyOf(cur.states, cur.states.length + 1);
-      next[cur.states.length] =
-          new EndpointState(endpoint, EndpointMetrics.UNKNOWN, new EndpointState.InFlight());
-      pool = new PoolSnapshot(next);
-    }
-    for (PoolListener l : poolListeners) {
-      l.onEndpointAdded(endpoint);
+      notifyPoolListeners(List.of(), List.of(endpoint));
     }
     return true;
   }
 
   /** Removes an endpoint by id; returns whether it was present. */
   public boolean removeEndpoint(String endpointId) {
-    EndpointState removed;
-    synchronized (poolLock) {
-      PoolSnapshot cur = pool;
-      int i = cur.indexOf(endpointId);
-      if (i < 0) {
-        return false;
+    synchronized (membershipLock) {
+      EndpointState removed;
+      synchronized (poolLock) {
+        PoolSnapshot cur = pool;
+        int i = cur.indexOf(endpointId);
+        if (i < 0) {
+          return false;
+        }
+        removed = cur.states[i];
+        EndpointState[] next = new EndpointState[cur.states.length - 1];
+        System.arraycopy(cur.states, 0, next, 0, i);
+        System.arraycopy(cur.states, i + 1, next, i, cur.states.length - i - 1);
+        pool = new PoolSnapshot(next);
       }
-      removed = cur.states[i];
-      EndpointState[] next = new EndpointState[cur.states.length - 1];
-      System.arraycopy(cur.states, 0, next, 0, i);
-      System.arraycopy(cur.states, i + 1, next, i, cur.states.length - i - 1);
-      pool = new PoolSnapshot(next);
-    }
-    for (PoolListener l : poolListeners) {
-      l.onEndpointRemoved(removed.endpoint);
+      notifyPoolListeners(List.of(removed.endpoint), List.of());
     }
     return true;
   }
@@ -568,6 +575,12 @@ public final class Router implements AutoCloseable {
    * metrics and in-flight counters of the ones that stay.
    */
   public void setEndpoints(Collection<Endpoint> endpoints) {
+    synchronized (membershipLock) {
+      setEndpointsLocked(endpoints);
+    }
+  }
+
+  private void setEndpointsLocked(Collection<Endpoint> endpoints) {
     List<Endpoint> added = new ArrayList<>();
     List<Endpoint> removed = new ArrayList<>();
     synchronized (poolLock) {
@@ -593,9 +606,30 @@ public final class Router implements AutoCloseable {
       }
       pool = new PoolSnapshot(next.toArray(new EndpointState[0]));
     }
+    notifyPoolListeners(removed, added);
+  }
+
+  /**
+   * Tells every pool listener about removals, then additions. A listener that throws is logged
+   * (throttled per listener) and skipped: the pool change has happened and the other listeners
+   * must still hear it, or their per-endpoint state would drift from the pool.
+   */
+  private void notifyPoolListeners(List<Endpoint> removed, List<Endpoint> added) {
     for (PoolListener l : poolListeners) {
-      removed.forEach(l::onEndpointRemoved);
-      added.forEach(l::onEndpointAdded);
+      for (Endpoint e : removed) {
+        try {
+          l.onEndpointRemoved(e);
+        } catch (RuntimeException x) {
+          pluginWarnings.get(l).report("threw " + x.getClass().getName() + " in onEndpointRemoved", x);
+        }
+      }
+      for (Endpoint e : added) {
+        try {
+          l.onEndpointAdded(e);
+        } catch (RuntimeException x) {
+          pluginWarnings.get(l).report("threw " + x.getClass().getName() + " in onEndpointAdded", x);
+        }
+      }
     }
   }
 

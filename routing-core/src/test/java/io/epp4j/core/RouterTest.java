@@ -378,4 +378,80 @@ class RouterTest {
       assertThat(c.inFlightTokens()).isZero();
     }
   }
+
+  /**
+   * Pool listeners keep per-endpoint state (prefix stores, session bindings), so they must hear
+   * membership changes in the order the pool made them: a removal whose listeners are still
+   * running must not be overtaken by a re-add of the same id, or the listener ends up without
+   * state for a member of the pool.
+   */
+  @Test
+  void poolListenersHearMembershipChangesInTheOrderThePoolMadeThem() throws Exception {
+    java.util.Set<String> members = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    CountDownLatch inRemoval = new CountDownLatch(1);
+    CountDownLatch releaseRemoval = new CountDownLatch(1);
+    PoolListener listener = new PoolListener() {
+      @Override
+      public void onEndpointAdded(Endpoint endpoint) {
+        members.add(endpoint.id());
+      }
+
+      @Override
+      public void onEndpointRemoved(Endpoint endpoint) {
+        inRemoval.countDown();
+        try {
+          releaseRemoval.await(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+        members.remove(endpoint.id());
+      }
+    };
+    Router r = base().listener(listener).endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    assertThat(members).containsExactly("10.0.0.1:80");
+    Thread remover = new Thread(() -> r.removeEndpoint("10.0.0.1:80"));
+    remover.start();
+    assertThat(inRemoval.await(10, TimeUnit.SECONDS)).isTrue();
+    Thread adder = new Thread(() -> r.addEndpoint(ep("10.0.0.1:80", Map.of())));
+    adder.start();
+    adder.join(500); // lets an unordered add finish while the removal's listener still runs
+    releaseRemoval.countDown();
+    remover.join(10_000);
+    adder.join(10_000);
+    assertThat(remover.isAlive() || adder.isAlive()).as("pool changes finished").isFalse();
+    assertThat(r.endpoints()).extracting(c -> c.endpoint().id()).containsExactly("10.0.0.1:80");
+    assertThat(members).as("listener's view of the pool").containsExactly("10.0.0.1:80");
+  }
+
+  @Test
+  void aThrowingPoolListenerNeitherFailsThePoolChangeNorStopsOtherListeners() {
+    List<String> heard = new ArrayList<>();
+    PoolListener broken = new PoolListener() {
+      @Override
+      public void onEndpointAdded(Endpoint endpoint) {
+        throw new IllegalStateException("broken listener");
+      }
+
+      @Override
+      public void onEndpointRemoved(Endpoint endpoint) {
+        throw new IllegalStateException("broken listener");
+      }
+    };
+    PoolListener good = new PoolListener() {
+      @Override
+      public void onEndpointAdded(Endpoint endpoint) {
+        heard.add("+" + endpoint.id());
+      }
+
+      @Override
+      public void onEndpointRemoved(Endpoint endpoint) {
+        heard.add("-" + endpoint.id());
+      }
+    };
+    Router r = base().listener(broken).listener(good).build();
+    assertThat(r.addEndpoint(ep("10.0.0.1:80", Map.of()))).isTrue();
+    r.setEndpoints(List.of(ep("10.0.0.2:80", Map.of())));
+    assertThat(r.removeEndpoint("10.0.0.2:80")).isTrue();
+    assertThat(heard).containsExactly("+10.0.0.1:80", "-10.0.0.1:80", "+10.0.0.2:80", "-10.0.0.2:80");
+  }
 }
