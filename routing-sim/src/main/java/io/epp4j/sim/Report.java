@@ -67,13 +67,14 @@ public final class Report {
           String.format(Locale.ROOT, "%.0f", r.outputTokensPerSec()),
           Integer.toString(r.requests()), Long.toString(r.preemptions()),
           Long.toString(r.evictions()),
-          String.format(Locale.ROOT, "%4d/%5.1f", r.maxRequestsPerReplica(),
+          String.format(Locale.ROOT, "%d/%.1f", r.maxRequestsPerReplica(),
               r.meanRequestsPerReplica()),
-          String.format(Locale.ROOT, "%4d/%5.1f", r.maxSessionsPerReplica(),
+          String.format(Locale.ROOT, "%d/%.1f", r.maxSessionsPerReplica(),
               r.meanSessionsPerReplica()),
-          String.format(Locale.ROOT, "%4.0f/%4.0f", r.routingMeanMicros(), r.routingP99Micros()),
+          String.format(Locale.ROOT, "%.0f/%.0f", r.routingMeanMicros(), r.routingP99Micros()),
           Integer.toString(r.clippedRequests())});
     }
+    alignPairs(rows);
     int[] width = new int[COLUMNS.length];
     for (String[] row : rows) {
       for (int c = 0; c < row.length; c++) {
@@ -108,6 +109,33 @@ public final class Report {
           "   %s: %.1f simulated s in %.2f wall s, %.0f simulated requests per wall second%s",
           r.policy(), r.simulatedSeconds(), r.wallSeconds(), r.simulatedRequestsPerWallSecond(),
           rejectedNote(r)));
+    }
+  }
+
+  /** Pads both halves of "max/mean" style cells so the slashes line up down a column. */
+  private static void alignPairs(List<String[]> rows) {
+    for (int c = 1; c < COLUMNS.length; c++) {
+      int left = 0;
+      int right = 0;
+      boolean pairs = rows.size() > 1;
+      for (String[] row : rows.subList(1, rows.size())) {
+        int slash = row[c].indexOf('/');
+        if (slash < 0) {
+          pairs = false;
+          break;
+        }
+        left = Math.max(left, slash);
+        right = Math.max(right, row[c].length() - slash - 1);
+      }
+      if (!pairs) {
+        continue;
+      }
+      for (String[] row : rows.subList(1, rows.size())) {
+        int slash = row[c].indexOf('/');
+        String l = row[c].substring(0, slash);
+        String r = row[c].substring(slash + 1);
+        row[c] = " ".repeat(left - l.length()) + l + "/" + " ".repeat(right - r.length()) + r;
+      }
     }
   }
 

@@ -23,7 +23,8 @@ final class RouterWarnings extends Handler implements AutoCloseable {
   private final @Nullable PrintStream out;
   /** Records of each kind since the last summary; the key is the message and exception type. */
   private final Map<String, Integer> repeats = new LinkedHashMap<>();
-  private final java.util.Set<String> shown = new java.util.HashSet<>();
+  /** What each kind looks like in a summary: its level and message. */
+  private final Map<String, String> shown = new java.util.HashMap<>();
 
   RouterWarnings(@Nullable PrintStream out) {
     this.out = out;
@@ -40,10 +41,12 @@ final class RouterWarnings extends Handler implements AutoCloseable {
     }
     Throwable t = r.getThrown();
     String key = r.getLevel() + " " + r.getMessage() + (t == null ? "" : " " + t.getClass().getName());
-    if (shown.add(key)) {
+    if (!shown.containsKey(key)) {
+      String text = r.getLevel().getName().toLowerCase(java.util.Locale.ROOT) + " from "
+          + r.getLoggerName() + ": " + formatMessage(r);
+      shown.put(key, text);
       if (out != null) {
-        out.println(r.getLevel().getName().toLowerCase(java.util.Locale.ROOT) + " from "
-            + r.getLoggerName() + ": " + formatMessage(r));
+        out.println(text);
         if (t != null) {
           t.printStackTrace(out);
         }
@@ -57,7 +60,7 @@ final class RouterWarnings extends Handler implements AutoCloseable {
   synchronized void summarize(String label) {
     if (out != null) {
       for (Map.Entry<String, Integer> e : repeats.entrySet()) {
-        out.printf("  %s: %d more like it: %s%n", label, e.getValue(), e.getKey());
+        out.printf("  %s: %d more like it (%s)%n", label, e.getValue(), shown.get(e.getKey()));
       }
     }
     repeats.clear();
