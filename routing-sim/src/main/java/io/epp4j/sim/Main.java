@@ -47,7 +47,8 @@ public final class Main {
         --config FILE.yaml     also run an EndpointPickerConfig file (repeatable); with
                                --config and no --policies only the files run
         --replicas N           replicas (default 6)
-        --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6; known: %s)
+        --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
+                               known: %s
         --seed N               random seed (default 1)
         --requests N           requests (shared-prefix total, trace: first N lines)
         --scrape-interval MS   metrics publication interval in ms (default 50)
@@ -65,8 +66,8 @@ public final class Main {
         --dialogs N (36)  --turns N (8)  --mt-system-len N (1000)  --user-len L (450)
         --reply-len L (400)  --think-time S (1.0, mean seconds)
       trace
-        --trace mooncake:PATH  default: ../%s, beside the repository
-                               that holds this jar (the folder is not part of the repository)
+        --trace mooncake:PATH  default: %s in the folder that
+                               holds this jar's repository (beside it, not part of it)
         --time-scale X         multiply trace timestamps by X (default 1.0)
 
       Lengths L: N, A-B (uniform) or exp:MEAN.
