@@ -5,8 +5,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.awt.image.BufferedImage;
+import java.nio.file.Path;
 import java.util.List;
+import javax.imageio.ImageIO;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class ReportTest {
 
@@ -54,6 +58,42 @@ class ReportTest {
         .doesNotContain("epp-precise = epp-approximate");
     assertThat(table(result("a", 0.5, 1, 2, 10, 0), result("b", 0.6, 1, 2, 10, 0)))
         .doesNotContain(" = ");
+  }
+
+  @Test
+  void aCurveDrawnUnderAnIdenticalOneStaysVisibleInTheChart(@TempDir Path dir) throws Exception {
+    double[] cdf = new double[400];
+    for (int i = 0; i < cdf.length; i++) {
+      cdf[i] = 10 * Math.pow(100, i / (double) cdf.length);
+    }
+    PolicyResult a = withCdf(result("epp-precise", 0.9, 1, 2, 10, 0), cdf);
+    PolicyResult b = withCdf(result("epp-precise-hybrid", 0.9, 1, 2, 10, 0), cdf);
+    Path png = dir.resolve("c.png");
+    Report.writeChart(List.of(new ScenarioResult("s", "d", List.of(a, b))), png);
+    BufferedImage img = ImageIO.read(png.toFile());
+    // below the legend (two entries from y = 50) only the curves use the policies' colours
+    int first = 0;
+    int second = 0;
+    for (int y = 100; y < img.getHeight(); y++) {
+      for (int x = 0; x < img.getWidth(); x++) {
+        int rgb = img.getRGB(x, y) & 0xFFFFFF;
+        first += rgb == 0x1f77b4 ? 1 : 0;
+        second += rgb == 0xd62728 ? 1 : 0;
+      }
+    }
+    assertThat(second).isPositive();
+    // the first policy's line shows through the gaps of the second's dashes and in its markers
+    assertThat(first).as("pixels of the lower curve").isGreaterThan(second / 4);
+  }
+
+  private static PolicyResult withCdf(PolicyResult r, double[] cdf) {
+    return new PolicyResult(r.policy(), r.prefixCacheHitRate(), r.ttftP50Ms(), r.ttftP95Ms(),
+        r.ttftP99Ms(), r.itlP50Ms(), r.e2eP50Ms(), r.e2eP95Ms(), r.outputTokensPerSec(),
+        r.requests(), r.preemptions(), r.evictions(), r.maxRequestsPerReplica(),
+        r.meanRequestsPerReplica(), r.maxSessionsPerReplica(), r.meanSessionsPerReplica(),
+        r.routingMeanMicros(), r.routingP99Micros(), r.clippedRequests(), r.rejectedRequests(),
+        r.routerRejectedRequests(), r.firstRouterRejection(), r.simulatedSeconds(),
+        r.wallSeconds(), r.simulatedRequestsPerWallSecond(), cdf);
   }
 
   @Test
