@@ -12,35 +12,51 @@ public record LengthDist(String text, int min, int max, double expMean) {
   /**
    * Parses a distribution.
    *
-   * @throws IllegalArgumentException naming the text when it is not one of the forms
+   * @throws IllegalArgumentException quoting the text and the expected forms when it is not one
    */
   public static LengthDist parse(String text) {
     String t = text.trim().toLowerCase(Locale.ROOT);
-    try {
-      if (t.startsWith("exp:")) {
-        double m = Double.parseDouble(t.substring(4));
-        if (!(m >= 1)) {
-          throw new IllegalArgumentException("mean must be >= 1");
-        }
+    String problem;
+    if (t.startsWith("exp:")) {
+      double m = number(t.substring(4));
+      if (m >= 1 && Double.isFinite(m)) {
         return new LengthDist(text, 1, Integer.MAX_VALUE, m);
       }
+      problem = Double.isNaN(m) ? "MEAN must be a number" : "MEAN must be >= 1";
+    } else if (t.indexOf('-') > 0) {
       int dash = t.indexOf('-');
-      if (dash > 0) {
-        int a = Integer.parseInt(t.substring(0, dash).trim());
-        int b = Integer.parseInt(t.substring(dash + 1).trim());
-        if (a < 1 || b < a) {
-          throw new IllegalArgumentException("need 1 <= A <= B");
-        }
-        return new LengthDist(text, a, b, 0);
+      long a = integer(t.substring(0, dash));
+      long b = integer(t.substring(dash + 1));
+      if (a >= 1 && b >= a && b <= Integer.MAX_VALUE) {
+        return new LengthDist(text, (int) a, (int) b, 0);
       }
-      int v = Integer.parseInt(t);
-      if (v < 1) {
-        throw new IllegalArgumentException("must be >= 1");
+      problem = a < 0 || b < 0 ? "A and B must be whole numbers" : "need 1 <= A <= B";
+    } else {
+      long v = integer(t);
+      if (v >= 1 && v <= Integer.MAX_VALUE) {
+        return new LengthDist(text, (int) v, (int) v, 0);
       }
-      return new LengthDist(text, v, v, 0);
-    } catch (RuntimeException e) {
-      throw new IllegalArgumentException("bad length '" + text
-          + "': use N, A-B (uniform) or exp:MEAN (" + e.getMessage() + ")");
+      problem = v < 0 ? "N must be a whole number" : "N must be >= 1";
+    }
+    // the parser's own wording (for example "For input string") would not say what to type
+    throw new IllegalArgumentException("'" + text + "' is not a length: use N, A-B (uniform"
+        + " between A and B) or exp:MEAN (" + problem + ")");
+  }
+
+  /** A non-negative integer, or -1 when {@code s} is not one. */
+  private static long integer(String s) {
+    String t = s.trim();
+    if (t.isEmpty() || t.length() > 10 || !t.chars().allMatch(Character::isDigit)) {
+      return -1;
+    }
+    return Long.parseLong(t);
+  }
+
+  private static double number(String s) {
+    try {
+      return Double.parseDouble(s.trim());
+    } catch (NumberFormatException e) {
+      return Double.NaN;
     }
   }
 

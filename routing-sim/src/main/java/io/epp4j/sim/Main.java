@@ -3,6 +3,7 @@ package io.epp4j.sim;
 import io.epp4j.core.ConfigException;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -10,35 +11,51 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
 
 /**
  * Command line of the simulator. With no arguments it compares every preset policy on the
  * seed experiment's two scenarios ({@code shared-prefix} and {@code multi-turn}) and prints the
- * table. Exit codes: 0 done, 1 a run failed (for example a configuration error), 2 bad usage.
+ * table. Exit codes: 0 done, 1 a run failed (a configuration or trace that cannot be used, a
+ * policy that served no request, a report that could not be written), 2 bad usage (including an
+ * output path that cannot be written, checked before anything runs).
  */
 public final class Main {
-  static final String DEFAULT_TRACE = "../shared/traces/mooncake_synthetic_trace.jsonl";
+  /**
+   * The trace {@code --scenario trace} replays by default, relative to the folder that holds the
+   * repository: {@code shared/} beside the clone holds the seed experiment's inputs and is not
+   * part of the repository.
+   */
+  static final String SHARED_TRACE = "shared/traces/mooncake_synthetic_trace.jsonl";
 
-  private static final String USAGE = """
+  static final String SHORT_USAGE = """
+      Usage: java -jar routing-sim.jar [options]   (--help lists every option)
+      """;
+
+  private static String usage() {
+    return """
       Usage: java -jar routing-sim.jar [options]
       Compares routing policies on simulated vLLM replicas driven by the real epp4j router.
       Without options: both seed scenarios (shared-prefix, multi-turn), all preset policies.
 
       General
-        --scenario LIST        shared-prefix, multi-turn, trace (comma-separated)
+        --scenario LIST        %s (comma-separated)
                                default: shared-prefix,multi-turn
-        --policies LIST        presets: round-robin, sticky, epp-approximate (default: all)
-        --config FILE.yaml     also run an EndpointPickerConfig file (repeatable)
+        --policies LIST        presets (comma-separated; default: all):
+                               %s
+        --config FILE.yaml     also run an EndpointPickerConfig file (repeatable); with
+                               --config and no --policies only the files run
         --replicas N           replicas (default 6)
         --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
+                               known: %s
         --seed N               random seed (default 1)
         --requests N           requests (shared-prefix total, trace: first N lines)
         --scrape-interval MS   metrics publication interval in ms (default 50)
         --max-num-seqs N       override the profile's max_num_seqs
         --max-num-batched-tokens N  override the profile's max_num_batched_tokens
-        --json PATH --csv PATH --chart PATH.png   write the report
-        --quiet                no progress on stderr
+        --json PATH --csv PATH --chart PATH.png   write the report (checked before the run)
+        --quiet                no progress and no router warnings on stderr (errors still)
         --help                 this text
 
       shared-prefix
@@ -49,17 +66,37 @@ public final class Main {
         --dialogs N (36)  --turns N (8)  --mt-system-len N (1000)  --user-len L (450)
         --reply-len L (400)  --think-time S (1.0, mean seconds)
       trace
-        --trace mooncake:PATH  (default mooncake:%s)
+        --trace mooncake:PATH  default: %s in the folder that
+                               holds this jar's repository (beside it, not part of it)
         --time-scale X         multiply trace timestamps by X (default 1.0)
 
       Lengths L: N, A-B (uniform) or exp:MEAN.
-      """.formatted(DEFAULT_TRACE);
+      Columns: hit%% prefix-cache hits / prompt tokens looked up; req/rep and sess/rep max/mean per
+      replica; route µs mean/p99 wall time per decision; clipped: trace requests longer than the
+      model's context, replayed with the prompt cut to fit.
+      Exit codes: 0 done; 1 a run failed (bad config or trace, a policy that served no request:
+      every request rejected); 2 bad usage or an output path that cannot be written.
+      """.formatted(String.join(", ", SCENARIOS), String.join(", ", Policy.presets().keySet()),
+        String.join(", ", HardwareProfile.builtIns().keySet()), SHARED_TRACE);
+  }
 
-  /** Thrown for bad command lines; the message goes to stderr with the usage text. */
+  static final List<String> SCENARIOS = List.of(SharedPrefixWorkload.NAME, MultiTurnWorkload.NAME,
+      MooncakeTraceWorkload.NAME);
+
+  /** Thrown for bad command lines; the message goes to stderr with the short usage. */
   static final class UsageException extends Exception {
     private static final long serialVersionUID = 1L;
 
     UsageException(String message) {
+      super(message);
+    }
+  }
+
+  /** A run that cannot go on; the message goes to stderr and the exit code is 1. */
+  static final class RunFailure extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    RunFailure(String message) {
       super(message);
     }
   }
@@ -75,15 +112,18 @@ public final class Main {
     Options o;
     try {
       o = Options.parse(args);
+      if (o.help) {
+        out.print(usage());
+        return 0;
+      }
+      // a bad output path found after minutes of simulation loses the whole run
+      checkOutput("--json", o.json);
+      checkOutput("--csv", o.csv);
+      checkOutput("--chart", o.chart);
     } catch (UsageException e) {
       err.println("error: " + e.getMessage());
-      err.println();
-      err.print(USAGE);
+      err.print(SHORT_USAGE);
       return 2;
-    }
-    if (o.help) {
-      out.print(USAGE);
-      return 0;
     }
     try {
       List<ScenarioResult> results = compare(o, o.quiet ? null : err);
@@ -91,53 +131,207 @@ public final class Main {
         Report.printTable(s, out);
         out.println();
       }
-      if (o.json != null) {
-        Report.writeJson(results, o.json);
+      Report.RunInfo info = new Report.RunInfo(version(), o.seed, o.replicas, o.profile.name(),
+          o.profile.maxNumSeqs(), o.profile.maxNumBatchedTokens(), o.scrapeIntervalMs,
+          List.of(args));
+      write("--json", o.json, p -> Report.writeJson(info, results, p));
+      write("--csv", o.csv, p -> Report.writeCsv(info, results, p));
+      write("--chart", o.chart, p -> Report.writeChart(results, p));
+      List<String> failures = failures(results);
+      for (String f : failures) {
+        err.println("error: " + f);
       }
-      if (o.csv != null) {
-        Report.writeCsv(results, o.csv);
-      }
-      if (o.chart != null) {
-        Report.writeChart(results, o.chart);
-      }
-      return 0;
+      return failures.isEmpty() ? 0 : 1;
     } catch (ConfigException e) {
       err.println("error: a policy configuration cannot be used:");
       for (String m : e.errors()) {
         err.println("  - " + m);
       }
       return 1;
-    } catch (java.nio.file.NoSuchFileException e) {
-      err.println("error: file not found: " + e.getFile()
-          + " (give the trace as --trace mooncake:PATH)");
-      return 1;
-    } catch (IOException | IllegalArgumentException e) {
+    } catch (RunFailure e) {
       err.println("error: " + e.getMessage());
       return 1;
     }
   }
 
+  /**
+   * A policy that served no request measured nothing: its row of zeros must not pass for a
+   * result (a plugin that throws on every call once produced exactly that, with exit code 0).
+   */
+  static List<String> failures(List<ScenarioResult> results) {
+    List<String> out = new ArrayList<>();
+    for (ScenarioResult s : results) {
+      for (PolicyResult r : s.results()) {
+        if (r.requests() > 0 || r.rejectedRequests() == 0) {
+          continue;
+        }
+        String why = r.routerRejectedRequests() > 0
+            ? "the router rejected " + r.routerRejectedRequests() + " (first: "
+                + r.firstRouterRejection() + ")"
+                + (r.routerRejectedRequests() < r.rejectedRequests()
+                    ? ", the rest were longer than the model's context" : "")
+            : "every one was longer than the model's context";
+        out.add("policy '" + r.policy() + "' served no request on scenario '" + s.scenario()
+            + "': all " + r.rejectedRequests() + " were rejected; " + why);
+      }
+    }
+    return out;
+  }
+
+  private interface Writer {
+    void write(Path p) throws IOException;
+  }
+
+  private static void write(String option, @Nullable Path p, Writer w) throws RunFailure {
+    if (p == null) {
+      return;
+    }
+    try {
+      w.write(p);
+    } catch (IOException | RuntimeException e) {
+      throw new RunFailure(option + " " + p + ": cannot write (" + reason(e) + ")");
+    }
+  }
+
+  /** Rejects an output path that cannot be written, without leaving a file behind. */
+  static void checkOutput(String option, @Nullable Path p) throws UsageException {
+    if (p == null) {
+      return;
+    }
+    Path abs = p.toAbsolutePath().normalize();
+    if (Files.isDirectory(abs)) {
+      throw new UsageException(option + " " + p + ": is a directory; give a file name");
+    }
+    Path parent = abs.getParent();
+    if (parent == null || !Files.isDirectory(parent)) {
+      throw new UsageException(option + " " + p + ": directory " + parent + " does not exist");
+    }
+    if (Files.exists(abs)) {
+      if (!Files.isRegularFile(abs) || !Files.isWritable(abs)) {
+        throw new UsageException(option + " " + p + ": exists and cannot be overwritten");
+      }
+      return;
+    }
+    // only creating a file tells for sure: permissions, read-only and virtual file systems
+    try {
+      Files.createFile(abs);
+      Files.delete(abs);
+    } catch (IOException e) {
+      throw new UsageException(option + " " + p + ": cannot create a file in " + parent + " ("
+          + reason(e) + ")");
+    }
+  }
+
+  private static String reason(Exception e) {
+    if (e instanceof java.nio.file.NoSuchFileException) {
+      return "no such file or directory";
+    }
+    if (e instanceof java.nio.file.AccessDeniedException) {
+      return "permission denied";
+    }
+    if (e instanceof java.nio.file.FileSystemException f && f.getReason() != null) {
+      return f.getReason();
+    }
+    return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+  }
+
+  /** The simulator's version, from the build; "unknown" when run from unfiltered classes. */
+  static String version() {
+    try (var in = Main.class.getResourceAsStream("version.properties")) {
+      if (in != null) {
+        java.util.Properties p = new java.util.Properties();
+        p.load(in);
+        String v = p.getProperty("version", "");
+        if (!v.isBlank() && !v.contains("${")) {
+          return v;
+        }
+      }
+    } catch (IOException e) {
+      // fall through: the version is metadata, not worth failing a run for
+    }
+    return "unknown";
+  }
+
+  /**
+   * Where the default trace may be, in order: beside the repository whose build holds this
+   * code (found from the jar's or classes' location, {@code <repo>/<module>/target/...}), then
+   * one level further up (a worktree in a subfolder), then beside the working directory, as
+   * a relative {@code ../shared/...} would be resolved.
+   */
+  static List<Path> traceCandidates(@Nullable Path codeLocation, Path workingDirectory) {
+    List<Path> out = new ArrayList<>();
+    Path repo = repositoryOf(codeLocation);
+    if (repo != null) {
+      Path a = repo.getParent();
+      for (int i = 0; i < 2 && a != null; i++, a = a.getParent()) {
+        out.add(a.resolve(SHARED_TRACE));
+      }
+    }
+    Path cwdParent = workingDirectory.toAbsolutePath().normalize().getParent();
+    if (cwdParent != null && !out.contains(cwdParent.resolve(SHARED_TRACE))) {
+      out.add(cwdParent.resolve(SHARED_TRACE));
+    }
+    return out;
+  }
+
+  static List<Path> defaultTraceCandidates() {
+    return traceCandidates(codeLocation(), Path.of(""));
+  }
+
+  private static @Nullable Path repositoryOf(@Nullable Path codeLocation) {
+    for (Path p = codeLocation; p != null; p = p.getParent()) {
+      Path name = p.getFileName();
+      if (name != null && name.toString().equals("target")) {
+        Path module = p.getParent();
+        return module == null ? null : module.getParent();
+      }
+    }
+    return null;
+  }
+
+  private static @Nullable Path codeLocation() {
+    try {
+      var src = Main.class.getProtectionDomain().getCodeSource();
+      return src == null ? null : Path.of(src.getLocation().toURI()).toAbsolutePath().normalize();
+    } catch (URISyntaxException | RuntimeException e) {
+      return null;
+    }
+  }
+
   /** Runs every scenario × policy of the options. */
-  static List<ScenarioResult> compare(Options o, @Nullable PrintStream progress) throws IOException {
+  static List<ScenarioResult> compare(Options o, @Nullable PrintStream progress)
+      throws RunFailure {
     HardwareProfile hw = o.profile;
     Simulation.Settings settings = new Simulation.Settings(hw, o.replicas, o.seed,
         Math.round(o.scrapeIntervalMs * 1e6), progress);
-    List<ScenarioResult> out = new ArrayList<>();
+    // every workload first: a missing trace must not wait for the other scenarios to run
+    List<Workload> workloads = new ArrayList<>();
     for (String scenario : o.scenarios) {
-      Workload w = o.workload(scenario);
-      List<PolicyResult> rs = new ArrayList<>();
-      for (Policy p : o.policies) {
-        if (progress != null) {
-          progress.printf("running %s / %s ...%n", scenario, p.name());
+      workloads.add(o.workload(scenario));
+    }
+    List<ScenarioResult> out = new ArrayList<>();
+    try (RouterWarnings warnings = new RouterWarnings(progress)) {
+      for (Workload w : workloads) {
+        List<PolicyResult> rs = new ArrayList<>();
+        for (Policy p : o.policies) {
+          if (progress != null) {
+            progress.printf("running %s / %s ...%n", w.name(), p.name());
+          }
+          PolicyResult r = new Simulation(settings, w, p, null).run();
+          if (progress != null) {
+            progress.printf("  %s / %s: %d requests in %.2f s (%.0f simulated requests/s)%n",
+                w.name(), p.name(), r.requests(), r.wallSeconds(),
+                r.simulatedRequestsPerWallSecond());
+            if (r.routerRejectedRequests() > 0) {
+              progress.printf("  %s / %s: %d requests rejected by the router (first: %s)%n",
+                  w.name(), p.name(), r.routerRejectedRequests(), r.firstRouterRejection());
+            }
+            warnings.summarize(w.name() + " / " + p.name());
+          }
+          rs.add(r);
         }
-        PolicyResult r = new Simulation(settings, w, p, null).run();
-        if (progress != null) {
-          progress.printf("  %s / %s: %d requests in %.2f s (%.0f simulated requests/s)%n",
-              scenario, p.name(), r.requests(), r.wallSeconds(), r.simulatedRequestsPerWallSecond());
-        }
-        rs.add(r);
+        out.add(new ScenarioResult(w.name(), w.describe(hw, o.replicas), rs, w.parameters()));
       }
-      out.add(new ScenarioResult(scenario, w.describe(hw, o.replicas), rs));
     }
     return out;
   }
@@ -158,7 +352,8 @@ public final class Main {
     @Nullable Path chart;
     SharedPrefixWorkload shared = SharedPrefixWorkload.defaults();
     MultiTurnWorkload multi = MultiTurnWorkload.defaults();
-    String trace = "mooncake:" + DEFAULT_TRACE;
+    /** {@code mooncake:PATH}, or null for the shared trace beside the repository. */
+    @Nullable String trace;
     double timeScale = 1.0;
 
     static Options parse(String[] args) throws UsageException {
@@ -226,10 +421,9 @@ public final class Main {
             List<String> list = new ArrayList<>();
             for (String s : v.split(",")) {
               String t = s.trim().toLowerCase(Locale.ROOT);
-              if (!List.of(SharedPrefixWorkload.NAME, MultiTurnWorkload.NAME,
-                  MooncakeTraceWorkload.NAME).contains(t)) {
-                throw new UsageException("unknown scenario '" + s
-                    + "' (shared-prefix, multi-turn, trace)");
+              if (!SCENARIOS.contains(t)) {
+                throw new UsageException("unknown scenario '" + s + "' ("
+                    + String.join(", ", SCENARIOS) + ")");
               }
               list.add(t);
             }
@@ -316,15 +510,37 @@ public final class Main {
       }
     }
 
-    Workload workload(String scenario) throws IOException {
+    Workload workload(String scenario) throws RunFailure {
       return switch (scenario) {
         case SharedPrefixWorkload.NAME -> shared;
         case MultiTurnWorkload.NAME -> multi;
-        case MooncakeTraceWorkload.NAME -> MooncakeTraceWorkload.load(
-            Path.of(trace.substring("mooncake:".length())), Math.max(0, requests), timeScale,
-            profile.maxModelLen());
+        case MooncakeTraceWorkload.NAME -> loadTrace();
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       };
+    }
+
+    private Workload loadTrace() throws RunFailure {
+      Path path;
+      if (trace != null) {
+        path = Path.of(trace.substring("mooncake:".length()));
+      } else {
+        List<Path> looked = defaultTraceCandidates();
+        path = looked.stream().filter(Files::isReadable).findFirst().orElseThrow(() ->
+            new RunFailure("the shared Mooncake trace was not found; looked at "
+                + looked.stream().map(Path::toString).collect(Collectors.joining(", "))
+                + ". It lives in shared/traces/ beside the repository (not part of it);"
+                + " give a trace with --trace mooncake:PATH"));
+      }
+      try {
+        return MooncakeTraceWorkload.load(path, Math.max(0, requests), timeScale,
+            profile.maxModelLen());
+      } catch (java.nio.file.NoSuchFileException e) {
+        throw new RunFailure("trace file not found: " + path);
+      } catch (IOException e) {
+        throw new RunFailure("trace " + path + " cannot be read (" + reason(e) + ")");
+      } catch (IllegalArgumentException e) {
+        throw new RunFailure("trace " + e.getMessage());
+      }
     }
 
     private static int intArg(String name, String v, int min, int max) throws UsageException {

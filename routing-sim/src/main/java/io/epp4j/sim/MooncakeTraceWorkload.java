@@ -95,6 +95,16 @@ public final class MooncakeTraceWorkload implements Workload {
     return NAME;
   }
 
+  @Override
+  public java.util.Map<String, Object> parameters() {
+    java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();
+    m.put("trace", "mooncake:" + path);
+    m.put("requests", entries.size());
+    m.put("timeScale", timeScale);
+    m.put("maxModelLen", maxModelLen);
+    return m;
+  }
+
   int size() {
     return entries.size();
   }

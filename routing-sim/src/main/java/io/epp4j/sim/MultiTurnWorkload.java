@@ -39,6 +39,19 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
     return NAME;
   }
 
+  @Override
+  public java.util.Map<String, Object> parameters() {
+    java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();
+    m.put("dialogs", dialogs);
+    m.put("turns", turns);
+    m.put("mtSystemLen", systemPromptLength);
+    m.put("userLen", userLength.text());
+    m.put("replyLen", replyLength.text());
+    m.put("thinkTime", thinkTimeSeconds);
+    m.put("startSpreadSeconds", startSpreadSeconds);
+    return m;
+  }
+
   /** Mean dialog length after its last reply, in tokens. */
   public double finalLength() {
     return systemPromptLength + turns * (userLength.mean() + replyLength.mean());

@@ -7,6 +7,11 @@ package io.epp4j.sim;
  * {@code outputTokensPerSec}, {@code requests}, {@code preemptions},
  * {@code maxSessionsPerReplica}, {@code routingP99Micros}, {@code clippedRequests}) are stable.
  *
+ * @param rejectedRequests requests that were never served: refused by the router, or longer than
+ *     the model's context (refused before routing, as vLLM answers 400)
+ * @param routerRejectedRequests the part of {@code rejectedRequests} the router refused
+ * @param firstRouterRejection the router's message for the first request it refused, or an empty
+ *     string (it names the cause, for example a plugin's exception class; never prompt text)
  * @param ttftCdfMs sorted TTFT samples for the chart (not written to JSON)
  */
 public record PolicyResult(
@@ -30,8 +35,30 @@ public record PolicyResult(
     double routingP99Micros,
     int clippedRequests,
     int rejectedRequests,
+    int routerRejectedRequests,
+    String firstRouterRejection,
     double simulatedSeconds,
     double wallSeconds,
     double simulatedRequestsPerWallSecond,
     double[] ttftCdfMs) {
+
+  /**
+   * Whether {@code other} had the same outcome: every column of the report equal except the
+   * wall-clock ones (routing times, wall seconds), the TTFT samples included.
+   */
+  public boolean sameOutcomeAs(PolicyResult other) {
+    return prefixCacheHitRate == other.prefixCacheHitRate && ttftP50Ms == other.ttftP50Ms
+        && ttftP95Ms == other.ttftP95Ms && ttftP99Ms == other.ttftP99Ms
+        && itlP50Ms == other.itlP50Ms && e2eP50Ms == other.e2eP50Ms && e2eP95Ms == other.e2eP95Ms
+        && outputTokensPerSec == other.outputTokensPerSec && requests == other.requests
+        && preemptions == other.preemptions && evictions == other.evictions
+        && maxRequestsPerReplica == other.maxRequestsPerReplica
+        && meanRequestsPerReplica == other.meanRequestsPerReplica
+        && maxSessionsPerReplica == other.maxSessionsPerReplica
+        && meanSessionsPerReplica == other.meanSessionsPerReplica
+        && clippedRequests == other.clippedRequests && rejectedRequests == other.rejectedRequests
+        && routerRejectedRequests == other.routerRejectedRequests
+        && simulatedSeconds == other.simulatedSeconds
+        && java.util.Arrays.equals(ttftCdfMs, other.ttftCdfMs);
+  }
 }

@@ -18,40 +18,137 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 import javax.imageio.ImageIO;
+import org.jspecify.annotations.Nullable;
 
 /** Writes a comparison as a text table, JSON, CSV or a PNG chart of TTFT CDFs. */
 public final class Report {
   private Report() {}
 
-  /** The table for one scenario, with its description above. */
+  /**
+   * What produced a report: the settings every scenario shared. The JSON and CSV carry it so that
+   * a result file can be traced back to the run.
+   *
+   * @param version   the simulator's version
+   * @param arguments the command line as given
+   */
+  public record RunInfo(String version, long seed, int replicas, String profile,
+      int maxNumSeqs, int maxNumBatchedTokens, double scrapeIntervalMs, List<String> arguments) {
+    public RunInfo {
+      arguments = List.copyOf(arguments);
+    }
+  }
+
+  private static final String[] COLUMNS = {"policy", "hit%", "ttft p50", "ttft p95", "ttft p99",
+      "itl p50", "e2e p50", "e2e p95", "out tok/s", "reqs", "preempt", "evict", "req/rep",
+      "sess/rep", "route µs", "clipped"};
+
+  /** The legend under every table: the columns whose meaning is not in their name. */
+  static final String LEGEND = "   (req/rep and sess/rep: max/mean per replica; route µs: mean/p99"
+      + " wall time per routing decision;\n    clipped: trace requests longer than the model's"
+      + " context, replayed with the prompt cut to fit)";
+
+  /**
+   * The table for one scenario, with its description above. Columns are as wide as their widest
+   * cell, so large routing times or counts widen a column instead of shifting the rest.
+   */
   public static void printTable(ScenarioResult s, PrintStream out) {
     out.println("== " + s.scenario());
     for (String line : s.description().split("\\R")) {
       out.println("   " + line);
     }
-    String header = String.format(Locale.ROOT,
-        "%-18s %6s %9s %9s %9s %7s %9s %9s %8s %6s %6s %8s %10s %10s %9s %8s",
-        "policy", "hit%", "ttft p50", "ttft p95", "ttft p99", "itl p50", "e2e p50", "e2e p95",
-        "out tok/s", "reqs", "preempt", "evict", "req/rep", "sess/rep", "route µs", "clipped");
-    out.println(header);
+    List<String[]> rows = new java.util.ArrayList<>();
+    rows.add(COLUMNS);
     for (PolicyResult r : s.results()) {
-      out.println(String.format(Locale.ROOT,
-          "%-18s %5.1f%% %9s %9s %9s %7s %9s %9s %8.0f %6d %6d %8d %4d/%5.1f %4d/%5.1f %4.0f/%4.0f %8d",
-          r.policy(), r.prefixCacheHitRate() * 100, ms(r.ttftP50Ms()), ms(r.ttftP95Ms()),
-          ms(r.ttftP99Ms()), ms(r.itlP50Ms()), ms(r.e2eP50Ms()), ms(r.e2eP95Ms()),
-          r.outputTokensPerSec(), r.requests(), r.preemptions(), r.evictions(),
-          r.maxRequestsPerReplica(), r.meanRequestsPerReplica(), r.maxSessionsPerReplica(),
-          r.meanSessionsPerReplica(), r.routingMeanMicros(), r.routingP99Micros(),
-          r.clippedRequests()));
+      rows.add(new String[] {
+          r.policy(),
+          String.format(Locale.ROOT, "%.1f%%", r.prefixCacheHitRate() * 100),
+          ms(r.ttftP50Ms()), ms(r.ttftP95Ms()), ms(r.ttftP99Ms()), ms(r.itlP50Ms()),
+          ms(r.e2eP50Ms()), ms(r.e2eP95Ms()),
+          String.format(Locale.ROOT, "%.0f", r.outputTokensPerSec()),
+          Integer.toString(r.requests()), Long.toString(r.preemptions()),
+          Long.toString(r.evictions()),
+          String.format(Locale.ROOT, "%d/%.1f", r.maxRequestsPerReplica(),
+              r.meanRequestsPerReplica()),
+          String.format(Locale.ROOT, "%d/%.1f", r.maxSessionsPerReplica(),
+              r.meanSessionsPerReplica()),
+          String.format(Locale.ROOT, "%.0f/%.0f", r.routingMeanMicros(), r.routingP99Micros()),
+          Integer.toString(r.clippedRequests())});
     }
-    out.println("   (req/rep and sess/rep: max/mean per replica; route µs: mean/p99 wall time per"
-        + " routing decision)");
+    alignPairs(rows);
+    int[] width = new int[COLUMNS.length];
+    for (String[] row : rows) {
+      for (int c = 0; c < row.length; c++) {
+        width[c] = Math.max(width[c], row[c].length());
+      }
+    }
+    for (String[] row : rows) {
+      StringBuilder line = new StringBuilder();
+      for (int c = 0; c < row.length; c++) {
+        if (c == 0) {
+          line.append(row[c]).append(" ".repeat(width[c] - row[c].length()));
+        } else {
+          line.append(' ').append(" ".repeat(width[c] - row[c].length())).append(row[c]);
+        }
+      }
+      out.println(line);
+    }
+    out.println(LEGEND);
+    // equal rows hide each other in the chart and look like a copying mistake in the table
+    List<PolicyResult> rs = s.results();
+    for (int i = 1; i < rs.size(); i++) {
+      for (int j = 0; j < i; j++) {
+        if (rs.get(i).sameOutcomeAs(rs.get(j))) {
+          out.println("   " + rs.get(i).policy() + " = " + rs.get(j).policy()
+              + " on every column but route µs (the same decisions had the same outcomes)");
+          break;
+        }
+      }
+    }
     for (PolicyResult r : s.results()) {
       out.println(String.format(Locale.ROOT,
           "   %s: %.1f simulated s in %.2f wall s, %.0f simulated requests per wall second%s",
           r.policy(), r.simulatedSeconds(), r.wallSeconds(), r.simulatedRequestsPerWallSecond(),
-          r.rejectedRequests() > 0 ? ", " + r.rejectedRequests() + " rejected" : ""));
+          rejectedNote(r)));
     }
+  }
+
+  /** Pads both halves of "max/mean" style cells so the slashes line up down a column. */
+  private static void alignPairs(List<String[]> rows) {
+    for (int c = 1; c < COLUMNS.length; c++) {
+      int left = 0;
+      int right = 0;
+      boolean pairs = rows.size() > 1;
+      for (String[] row : rows.subList(1, rows.size())) {
+        int slash = row[c].indexOf('/');
+        if (slash < 0) {
+          pairs = false;
+          break;
+        }
+        left = Math.max(left, slash);
+        right = Math.max(right, row[c].length() - slash - 1);
+      }
+      if (!pairs) {
+        continue;
+      }
+      for (String[] row : rows.subList(1, rows.size())) {
+        int slash = row[c].indexOf('/');
+        String l = row[c].substring(0, slash);
+        String r = row[c].substring(slash + 1);
+        row[c] = " ".repeat(left - l.length()) + l + "/" + " ".repeat(right - r.length()) + r;
+      }
+    }
+  }
+
+  private static String rejectedNote(PolicyResult r) {
+    if (r.rejectedRequests() == 0) {
+      return "";
+    }
+    String note = ", " + r.rejectedRequests() + " rejected";
+    if (r.routerRejectedRequests() > 0) {
+      note += " (" + r.routerRejectedRequests() + " by the router, first: "
+          + r.firstRouterRejection() + ")";
+    }
+    return note;
   }
 
   static String ms(double v) {
@@ -60,15 +157,36 @@ public final class Report {
         : String.format(Locale.ROOT, "%.1fms", v);
   }
 
-  /** The JSON report: {@code {"scenarios":[{"scenario":..,"results":[{..}]}]}}. */
+  /** The JSON report without run metadata: {@code {"scenarios":[..]}}. */
   public static String toJson(List<ScenarioResult> scenarios) {
+    return toJson(null, scenarios);
+  }
+
+  /**
+   * The JSON report: {@code {"run":{..},"scenarios":[{"scenario":..,"load":{..},
+   * "results":[{..}]}]}}; {@code run} only when given.
+   */
+  public static String toJson(@Nullable RunInfo run, List<ScenarioResult> scenarios) {
     ObjectMapper m = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
     ObjectNode root = m.createObjectNode();
+    if (run != null) {
+      ObjectNode rn = root.putObject("run");
+      rn.put("version", run.version());
+      rn.put("seed", run.seed());
+      rn.put("replicas", run.replicas());
+      rn.put("profile", run.profile());
+      rn.put("maxNumSeqs", run.maxNumSeqs());
+      rn.put("maxNumBatchedTokens", run.maxNumBatchedTokens());
+      rn.put("scrapeIntervalMs", run.scrapeIntervalMs());
+      ArrayNode a = rn.putArray("arguments");
+      run.arguments().forEach(a::add);
+    }
     ArrayNode arr = root.putArray("scenarios");
     for (ScenarioResult s : scenarios) {
       ObjectNode sn = arr.addObject();
       sn.put("scenario", s.scenario());
       sn.put("description", s.description());
+      sn.set("load", m.valueToTree(s.load()));
       ArrayNode rs = sn.putArray("results");
       for (PolicyResult r : s.results()) {
         ObjectNode o = rs.addObject();
@@ -92,6 +210,7 @@ public final class Report {
         o.put("routingP99Micros", round(r.routingP99Micros(), 1));
         o.put("clippedRequests", r.clippedRequests());
         o.put("rejectedRequests", r.rejectedRequests());
+        o.put("routerRejectedRequests", r.routerRejectedRequests());
         o.put("simulatedSeconds", round(r.simulatedSeconds(), 3));
       }
     }
@@ -115,35 +234,64 @@ public final class Report {
     return Math.round(v * f) / f;
   }
 
-  /** CSV, one row per scenario and policy. */
+  /** CSV without run metadata. */
   public static String toCsv(List<ScenarioResult> scenarios) {
+    return toCsv(null, scenarios);
+  }
+
+  /**
+   * CSV, one row per scenario and policy. With {@code run}, every row ends with the run's
+   * metadata and the scenario's load parameters ({@code load}: {@code name=value} pairs joined
+   * by spaces), so that any row read alone says what produced it.
+   */
+  public static String toCsv(@Nullable RunInfo run, List<ScenarioResult> scenarios) {
     StringBuilder sb = new StringBuilder();
     sb.append("scenario,policy,prefixCacheHitRate,ttftP50Ms,ttftP95Ms,ttftP99Ms,itlP50Ms,"
         + "e2eP50Ms,e2eP95Ms,outputTokensPerSec,requests,preemptions,evictions,"
         + "maxRequestsPerReplica,meanRequestsPerReplica,maxSessionsPerReplica,"
         + "meanSessionsPerReplica,routingMeanMicros,routingP99Micros,clippedRequests,"
-        + "rejectedRequests,simulatedSeconds\n");
+        + "rejectedRequests,simulatedSeconds");
+    sb.append(run == null ? "\n" : ",seed,replicas,profile,scrapeIntervalMs,version,load\n");
     for (ScenarioResult s : scenarios) {
       for (PolicyResult r : s.results()) {
         sb.append(String.format(Locale.ROOT,
-            "%s,%s,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.1f,%d,%d,%d,%d,%.2f,%d,%.2f,%.1f,%.1f,%d,%d,%.3f%n",
-            s.scenario(), r.policy(), r.prefixCacheHitRate(), r.ttftP50Ms(), r.ttftP95Ms(),
+            "%s,%s,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.1f,%d,%d,%d,%d,%.2f,%d,%.2f,%.1f,%.1f,%d,%d,%.3f",
+            s.scenario(), csvField(r.policy()), r.prefixCacheHitRate(), r.ttftP50Ms(), r.ttftP95Ms(),
             r.ttftP99Ms(), r.itlP50Ms(), r.e2eP50Ms(), r.e2eP95Ms(), r.outputTokensPerSec(),
             r.requests(), r.preemptions(), r.evictions(), r.maxRequestsPerReplica(),
             r.meanRequestsPerReplica(), r.maxSessionsPerReplica(), r.meanSessionsPerReplica(),
             r.routingMeanMicros(), r.routingP99Micros(), r.clippedRequests(),
             r.rejectedRequests(), r.simulatedSeconds()));
+        if (run != null) {
+          StringBuilder load = new StringBuilder();
+          s.load().forEach((k, v) -> load.append(load.length() == 0 ? "" : " ")
+              .append(k).append('=').append(v));
+          sb.append(String.format(Locale.ROOT, ",%d,%d,%s,%s,%s,%s", run.seed(), run.replicas(),
+              csvField(run.profile()), run.scrapeIntervalMs(), csvField(run.version()),
+              csvField(load.toString())));
+        }
+        sb.append('\n');
       }
     }
     return sb.toString();
   }
 
-  public static void writeJson(List<ScenarioResult> s, Path p) throws IOException {
-    Files.writeString(p, toJson(s), StandardCharsets.UTF_8);
+  /** Quotes a field when it holds a comma, quote or line break (RFC 4180). */
+  static String csvField(String v) {
+    if (v.indexOf(',') < 0 && v.indexOf('"') < 0 && v.indexOf('\n') < 0 && v.indexOf('\r') < 0) {
+      return v;
+    }
+    return '"' + v.replace("\"", "\"\"") + '"';
   }
 
-  public static void writeCsv(List<ScenarioResult> s, Path p) throws IOException {
-    Files.writeString(p, toCsv(s), StandardCharsets.UTF_8);
+  public static void writeJson(@Nullable RunInfo run, List<ScenarioResult> s, Path p)
+      throws IOException {
+    Files.writeString(p, toJson(run, s), StandardCharsets.UTF_8);
+  }
+
+  public static void writeCsv(@Nullable RunInfo run, List<ScenarioResult> s, Path p)
+      throws IOException {
+    Files.writeString(p, toCsv(run, s), StandardCharsets.UTF_8);
   }
 
   private static final Color[] PALETTE = {
@@ -169,6 +317,40 @@ public final class Report {
     if (!ImageIO.write(img, "png", p.toFile())) {
       throw new IOException("no PNG writer available");
     }
+  }
+
+  private static final float[][] DASHES = {
+      null, {9f, 5f}, {2f, 4f}, {10f, 4f, 2f, 4f}, {16f, 6f}, {4f, 4f}, {2f, 2f, 8f, 2f}};
+
+  private static BasicStroke stroke(int policyIndex) {
+    float[] dash = DASHES[policyIndex % DASHES.length];
+    return dash == null ? new BasicStroke(2f)
+        : new BasicStroke(2f, BasicStroke.CAP_BUTT, BasicStroke.JOIN_MITER, 10f, dash, 0f);
+  }
+
+  /** Circle, square, triangle, diamond, cross, plus, x — one per policy. */
+  private static void marker(Graphics2D g, int policyIndex, int x, int y) {
+    int r = 4;
+    switch (policyIndex % 7) {
+      case 0 -> g.drawOval(x - r, y - r, 2 * r, 2 * r);
+      case 1 -> g.drawRect(x - r, y - r, 2 * r, 2 * r);
+      case 2 -> g.drawPolygon(new int[] {x - r, x + r, x}, new int[] {y + r, y + r, y - r}, 3);
+      case 3 -> g.drawPolygon(new int[] {x, x + r, x, x - r}, new int[] {y - r, y, y + r, y}, 4);
+      case 4 -> g.fillOval(x - r, y - r, 2 * r, 2 * r);
+      case 5 -> {
+        g.drawLine(x - r, y, x + r, y);
+        g.drawLine(x, y - r, x, y + r);
+      }
+      default -> {
+        g.drawLine(x - r, y - r, x + r, y + r);
+        g.drawLine(x - r, y + r, x + r, y - r);
+      }
+    }
+  }
+
+  private static int xOf(double ms, double logLo, double logHi, int left, int right) {
+    double lx = Math.log10(Math.max(ms, Math.pow(10, logLo)));
+    return (int) (left + (lx - logLo) / (logHi - logLo) * (right - left));
   }
 
   private static void drawPanel(Graphics2D g, ScenarioResult s, int x0, int w, int h) {
@@ -214,28 +396,47 @@ public final class Report {
       g.drawString(String.format(Locale.ROOT, "%.2f", q / 4.0), x0 + 25, y + 4);
     }
     g.drawString("time to first token (log scale)", left + (right - left) / 2 - 80, h - 15);
-    g.setStroke(new BasicStroke(2f));
+    // policies that made the same decisions draw the same curve; distinct dashes and markers
+    // (placed at different quantiles for each policy) keep the lower curves visible
     int li = 0;
     for (PolicyResult r : s.results()) {
       Color c = PALETTE[li % PALETTE.length];
       g.setColor(c);
+      g.setStroke(stroke(li));
       double[] v = r.ttftCdfMs();
+      java.awt.geom.Path2D.Double line = new java.awt.geom.Path2D.Double();
       int px = -1;
       int py = -1;
       for (int i = 0; i < v.length; i++) {
-        double lx = Math.log10(Math.max(v[i], Math.pow(10, logLo)));
-        int x = (int) (left + (lx - logLo) / (logHi - logLo) * (right - left));
+        int x = xOf(v[i], logLo, logHi, left, right);
         int y = (int) (bottom - (i + 1) / (double) v.length * (bottom - top));
-        if (px >= 0) {
-          g.drawLine(px, py, x, py);
-          g.drawLine(x, py, x, y);
+        if (px < 0) {
+          line.moveTo(x, y);
+        } else {
+          line.lineTo(x, py);
+          line.lineTo(x, y);
         }
         px = x;
         py = y;
       }
-      g.fillRect(left + 10, top + 10 + li * 16, 12, 4);
+      g.draw(line);
+      g.setStroke(new BasicStroke(1.5f));
+      if (v.length > 0) {
+        for (int q = 0; q < 5; q++) {
+          double quantile = 0.1 + q * 0.2 + li * 0.03;
+          int i = Math.min(v.length - 1, (int) (quantile * v.length));
+          int x = xOf(v[i], logLo, logHi, left, right);
+          int y = (int) (bottom - (i + 1) / (double) v.length * (bottom - top));
+          marker(g, li, x, y);
+        }
+      }
+      int ly = top + 12 + li * 16;
+      g.setStroke(stroke(li));
+      g.drawLine(left + 8, ly, left + 34, ly);
+      g.setStroke(new BasicStroke(1.5f));
+      marker(g, li, left + 21, ly);
       g.setColor(Color.BLACK);
-      g.drawString(r.policy(), left + 28, top + 16 + li * 16);
+      g.drawString(r.policy(), left + 40, ly + 4);
       li++;
     }
   }

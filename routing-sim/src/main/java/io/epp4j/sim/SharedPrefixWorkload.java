@@ -51,6 +51,23 @@ public record SharedPrefixWorkload(int groups, int usersPerGroup, LengthDist sys
   }
 
   @Override
+  public java.util.Map<String, Object> parameters() {
+    java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();
+    m.put("groups", groups);
+    m.put("usersPerGroup", usersPerGroup);
+    m.put("systemPromptLen", systemPromptLength.text());
+    m.put("questionLen", questionLength.text());
+    m.put("outputLen", outputLength.text());
+    m.put("requests", requests);
+    if (rate > 0) {
+      m.put("rate", rate);
+    } else {
+      m.put("concurrency", concurrency);
+    }
+    return m;
+  }
+
+  @Override
   public Run start(long seed) {
     return new SharedPrefixRun(seed);
   }

@@ -91,6 +91,8 @@ public final class Simulation {
   private List<Set<String>> sessionsPerReplica;
   private int completed;
   private int rejected;
+  private int routerRejected;
+  private @Nullable String firstRouterRejection;
   private long outputTokens;
   private long firstArrival = Long.MAX_VALUE;
   private long lastFinish;
@@ -255,6 +257,10 @@ public final class Simulation {
     routing.add((System.nanoTime() - t0) / 1e3);
     if (!d.isRouted()) {
       rejected++;
+      routerRejected++;
+      if (firstRouterRejection == null) {
+        firstRouterRejection = d.rejection().message();
+      }
       return;
     }
     Integer idx = replicaById.get(d.primary().id());
@@ -389,6 +395,8 @@ public final class Simulation {
         routing.percentile(99),
         run.clippedRequests(),
         rejected,
+        routerRejected,
+        firstRouterRejection == null ? "" : firstRouterRejection,
         lastFinish / 1e9,
         wallSeconds,
         wallSeconds > 0 ? (completed + rejected) / wallSeconds : 0,

@@ -14,6 +14,15 @@ public interface Workload {
   /** One or two lines for the report header: sizes and the regime they put the cluster in. */
   String describe(HardwareProfile profile, int replicas);
 
+  /**
+   * The parameters that shape the load, named as the command-line options that set them (camel
+   * case), in a stable order; the reports carry them so that a result file says what produced
+   * it.
+   */
+  default java.util.Map<String, Object> parameters() {
+    return java.util.Map.of();
+  }
+
   /** A fresh run with its own random stream. */
   Run start(long seed);
 

@@ -11,6 +11,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -53,6 +56,125 @@ class MainTest {
     assertThat(run("--question-len", "9-3")).isEqualTo(2);
     assertThat(run("--replicas")).isEqualTo(2);
     assertThat(stdout()).isEmpty();
+  }
+
+  @Test
+  void usageErrorsPrintAShortUsageNotTheWholeHelp() {
+    assertThat(run("--no-such-flag", "1")).isEqualTo(2);
+    assertThat(stderr()).contains("Usage:", "--help")
+        .doesNotContain("--max-num-batched-tokens", "--mt-system-len");
+    assertThat(stderr().lines().count()).isLessThanOrEqualTo(4);
+  }
+
+  @Test
+  void aMalformedLengthNamesTheOptionAndTheExpectedForm() {
+    assertThat(run("--question-len", "5-")).isEqualTo(2);
+    assertThat(stderr()).contains("--question-len", "'5-'", "A-B")
+        .doesNotContain("For input string", "NumberFormatException");
+    assertThat(run("--reply-len", "exp:x")).isEqualTo(2);
+    assertThat(stderr()).contains("--reply-len", "exp:MEAN").doesNotContain("For input string");
+  }
+
+  @Test
+  void unwritableOutputPathsAreRejectedBeforeAnythingRuns(@TempDir Path dir) {
+    assertThat(run("--json", "/proc/x.json")).isEqualTo(2);
+    assertThat(stderr()).contains("--json", "/proc/x.json").doesNotContain("trace", "\tat ");
+    out.reset();
+    err.reset();
+    assertThat(run("--chart", "/nonexistent/dir/c.png")).isEqualTo(2);
+    assertThat(stderr()).contains("--chart", "/nonexistent/dir", "does not exist")
+        .doesNotContain("\tat ", "Exception");
+    err.reset();
+    assertThat(run("--csv", dir.toString())).isEqualTo(2);
+    assertThat(stderr()).contains("--csv", "is a directory");
+    // nothing was simulated: no progress line, no table
+    assertThat(stderr()).doesNotContain("running");
+    assertThat(stdout()).isEmpty();
+  }
+
+  @Test
+  void helpListsEveryPresetAndExplainsClipped() {
+    assertThat(run("--help")).isZero();
+    assertThat(stdout()).contains(Policy.presets().keySet()).contains("clipped");
+  }
+
+  @Test
+  void aPolicyThatRoutesNothingFailsTheRunQuietlyNamingPolicyAndScenario(@TempDir Path dir)
+      throws Exception {
+    Path cfg = dir.resolve("broken-plugin.yaml");
+    Files.writeString(cfg, """
+        plugins:
+        - type: throwing-scorer
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: throwing-scorer
+        """);
+    List<LogRecord> leaked = new ArrayList<>();
+    Handler spy = new Handler() {
+      @Override
+      public void publish(LogRecord r) {
+        if (r.getLoggerName() != null && r.getLoggerName().startsWith("io.epp4j")) {
+          leaked.add(r);
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    Logger root = Logger.getLogger("");
+    root.addHandler(spy);
+    try {
+      int code = run(with("--quiet", "--scenario", "shared-prefix", "--policies", "round-robin",
+          "--config", cfg.toString()));
+      assertThat(code).isEqualTo(1);
+    } finally {
+      root.removeHandler(spy);
+    }
+    assertThat(leaked).as("router warnings reaching the console").isEmpty();
+    assertThat(stderr()).contains("broken-plugin", "shared-prefix", "no request",
+        "the router rejected").doesNotContain("\tat ", "round-robin");
+    assertThat(stderr().lines().count()).as(stderr()).isLessThanOrEqualTo(3);
+    // the table still shows what happened (a closed-loop client whose request was refused sends
+    // no next one, so only the first wave of 12 reached the router)
+    assertThat(stdout()).contains("broken-plugin", "12 rejected (12 by the router");
+  }
+
+  @Test
+  void withoutQuietAThrowingPluginIsShownOnceNotOncePerRequest(@TempDir Path dir)
+      throws Exception {
+    Path cfg = dir.resolve("broken-plugin.yaml");
+    Files.writeString(cfg, """
+        plugins:
+        - type: throwing-scorer
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: throwing-scorer
+        """);
+    assertThat(run(with("--scenario", "shared-prefix", "--config", cfg.toString()))).isEqualTo(1);
+    // the router logged every one of the 12 failures; one stack trace at most reaches stderr
+    assertThat(stderr().split("\tat io.epp4j.core.Router.route", -1).length - 1)
+        .as(stderr()).isLessThanOrEqualTo(1);
+    assertThat(stderr()).contains("shared-prefix / broken-plugin: 12 requests rejected by the"
+        + " router");
+  }
+
+  @Test
+  void theDefaultTraceIsLookedForBesideTheRepositoryOfTheJar() {
+    Path repo = Path.of("/x/repo");
+    Path expected = Path.of("/x/shared/traces/mooncake_synthetic_trace.jsonl");
+    assertThat(Main.traceCandidates(repo.resolve("routing-sim/target/routing-sim.jar"),
+        Path.of("/elsewhere/cwd"))).first().isEqualTo(expected);
+    assertThat(Main.traceCandidates(repo.resolve("routing-sim/target/classes"),
+        Path.of("/elsewhere/cwd"))).first().isEqualTo(expected);
+    // the working directory is still tried, last
+    assertThat(Main.traceCandidates(repo.resolve("routing-sim/target/routing-sim.jar"),
+        Path.of("/elsewhere/cwd")))
+        .contains(Path.of("/elsewhere/shared/traces/mooncake_synthetic_trace.jsonl"));
   }
 
   @Test
@@ -107,6 +229,15 @@ class MainTest {
     assertThat(stderr()).contains("running shared-prefix / round-robin");
 
     JsonNode root = new ObjectMapper().readTree(json.toFile());
+    JsonNode run = root.get("run");
+    assertThat(run).as("run metadata").isNotNull();
+    assertThat(run.get("seed").asLong()).isEqualTo(1);
+    assertThat(run.get("replicas").asInt()).isEqualTo(6);
+    assertThat(run.get("profile").asText()).isEqualTo("qwen3-1.7b-h100-mps6");
+    assertThat(run.get("scrapeIntervalMs").asDouble()).isEqualTo(50.0);
+    assertThat(run.get("version").asText()).isNotBlank().doesNotContain("${");
+    assertThat(root.get("scenarios").get(0).get("load").get("requests").asInt()).isEqualTo(120);
+    assertThat(root.get("scenarios").get(1).get("load").get("dialogs").asInt()).isEqualTo(6);
     assertThat(root.get("scenarios")).hasSize(2);
     JsonNode first = root.get("scenarios").get(0);
     assertThat(first.get("scenario").asText()).isEqualTo("shared-prefix");
@@ -119,7 +250,10 @@ class MainTest {
     assertThat(r.get("requests").asInt()).isEqualTo(120);
     assertThat(first.get("results")).hasSize(3);
 
-    assertThat(Files.readAllLines(csv)).hasSize(1 + 2 * 3);
+    List<String> rows = Files.readAllLines(csv);
+    assertThat(rows).hasSize(1 + 2 * 3);
+    assertThat(rows.get(0)).contains(",seed,replicas,profile,scrapeIntervalMs,version,load");
+    assertThat(rows.get(1)).contains(",1,6,qwen3-1.7b-h100-mps6,50.0,").contains("groups=6");
     byte[] head = java.util.Arrays.copyOf(Files.readAllBytes(png), 8);
     assertThat(head).startsWith(0x89, 'P', 'N', 'G');
   }

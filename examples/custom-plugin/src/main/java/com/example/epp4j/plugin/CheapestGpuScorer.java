@@ -9,7 +9,8 @@ import java.util.Map;
 
 /**
  * Prefers endpoints on cheaper hardware: reads the label {@code example.com/gpu} and scores
- * 1 − price/maxPrice, so the cheapest GPU type scores highest. Unknown GPU types score 0.
+ * 1 − price/maxPrice, so the cheapest GPU type scores highest. Endpoints without the label and
+ * GPU types without a price score 0.
  */
 final class CheapestGpuScorer implements Scorer {
   static final String GPU_LABEL = "example.com/gpu";
@@ -25,7 +26,10 @@ final class CheapestGpuScorer implements Scorer {
   @Override
   public void score(InferenceRequest request, CycleState state, List<Candidate> candidates, double[] scores) {
     for (int i = 0; i < candidates.size(); i++) {
-      Double price = pricePerHour.get(candidates.get(i).endpoint().label(GPU_LABEL));
+      String gpu = candidates.get(i).endpoint().label(GPU_LABEL);
+      // Map.copyOf rejects get(null) with an exception: an unlabelled endpoint must be asked
+      // about explicitly, or one such endpoint fails every request routed to its pool
+      Double price = gpu == null ? null : pricePerHour.get(gpu);
       scores[i] = price == null ? 0.0 : 1.0 - price / maxPrice;
     }
   }

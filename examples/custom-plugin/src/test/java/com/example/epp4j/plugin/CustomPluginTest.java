@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
 import io.epp4j.core.ConfigException;
 import io.epp4j.core.Router;
 import java.net.URISyntaxException;
@@ -31,6 +32,24 @@ class CustomPluginTest {
     for (int i = 0; i < 20; i++) {
       assertThat(router.route(InferenceRequest.completion("m", "hi")).primary().id())
           .isEqualTo("10.0.0.2:8000");
+    }
+  }
+
+  @Test
+  void anEndpointWithoutTheLabelOrWithAnUnpricedGpuScoresZeroInsteadOfFailingTheRequest()
+      throws Exception {
+    // the javadoc promises 0 for unknown types; a missing label is the commonest unknown type
+    Router router = Router.builder()
+        .configFile(config())
+        .endpoints(List.of(
+            Endpoint.of("10.0.0.1", 8000),
+            Endpoint.of("10.0.0.2", 8000, Map.of(CheapestGpuScorer.GPU_LABEL, "tpu")),
+            Endpoint.of("10.0.0.3", 8000, Map.of(CheapestGpuScorer.GPU_LABEL, "l4"))))
+        .build();
+    for (int i = 0; i < 20; i++) {
+      RoutingDecision d = router.route(InferenceRequest.completion("m", "hi"));
+      assertThat(d.isRouted()).as("routed, not rejected").isTrue();
+      assertThat(d.primary().id()).isEqualTo("10.0.0.3:8000");
     }
   }
 

@@ -1,0 +1,103 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.awt.image.BufferedImage;
+import java.nio.file.Path;
+import java.util.List;
+import javax.imageio.ImageIO;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class ReportTest {
+
+  private static PolicyResult result(String policy, double hitRate, double routeMean,
+      double routeP99, long evictions, int clipped) {
+    return new PolicyResult(policy, hitRate, 39.5, 87.3, 1609, 21.2, 4307, 8263, 2075, 1536, 0,
+        evictions, 311, 256.0, 55, 44.3, routeMean, routeP99, clipped, 0, 0, "", 148.2, 0.23,
+        6726, new double[] {1, 2, 3});
+  }
+
+  private static String table(PolicyResult... rs) {
+    ByteArrayOutputStream b = new ByteArrayOutputStream();
+    Report.printTable(new ScenarioResult("s", "a scenario", List.of(rs)),
+        new PrintStream(b, true, StandardCharsets.UTF_8));
+    return b.toString(StandardCharsets.UTF_8);
+  }
+
+  @Test
+  void columnsStayAlignedWhenRoutingTimesAndCountsGrow() {
+    String t = table(
+        result("round-robin", 0.311, 7, 38, 421_055, 0),
+        result("a-long-policy-name-from-a-config-file", 0.9, 12_345.6, 987_654.3, 123_456_789, 646),
+        result("sticky", 0.51, 6, 28, 0, 0));
+    List<String> lines = t.lines().filter(l -> !l.startsWith(" ") && !l.startsWith("==")).toList();
+    String header = lines.get(0);
+    assertThat(header).startsWith("policy");
+    // every column is right-aligned to the end of its header label
+    for (String label : List.of("hit%", "ttft p50", "evict", "route µs", "clipped")) {
+      int end = header.indexOf(label) + label.length();
+      for (String row : lines.subList(1, lines.size())) {
+        assertThat(row.charAt(end - 1)).as("%s in%n%s", label, t).isNotEqualTo(' ');
+        assertThat(end == row.length() || row.charAt(end) == ' ').as("%s in%n%s", label, t)
+            .isTrue();
+      }
+    }
+    assertThat(lines).allSatisfy(l -> assertThat(l).hasSameSizeAs(header));
+  }
+
+  @Test
+  void rowsThatDifferOnlyInRoutingTimeAreNamed() {
+    String t = table(result("epp-approximate", 0.898, 57, 366, 54_557, 0),
+        result("epp-precise", 0.901, 122, 512, 53_013, 0),
+        result("epp-precise-hybrid", 0.901, 172, 710, 53_013, 0));
+    assertThat(t).contains("epp-precise-hybrid = epp-precise on every column but route µs")
+        .doesNotContain("epp-precise = epp-approximate");
+    assertThat(table(result("a", 0.5, 1, 2, 10, 0), result("b", 0.6, 1, 2, 10, 0)))
+        .doesNotContain(" = ");
+  }
+
+  @Test
+  void aCurveDrawnUnderAnIdenticalOneStaysVisibleInTheChart(@TempDir Path dir) throws Exception {
+    double[] cdf = new double[400];
+    for (int i = 0; i < cdf.length; i++) {
+      cdf[i] = 10 * Math.pow(100, i / (double) cdf.length);
+    }
+    PolicyResult a = withCdf(result("epp-precise", 0.9, 1, 2, 10, 0), cdf);
+    PolicyResult b = withCdf(result("epp-precise-hybrid", 0.9, 1, 2, 10, 0), cdf);
+    Path png = dir.resolve("c.png");
+    Report.writeChart(List.of(new ScenarioResult("s", "d", List.of(a, b))), png);
+    BufferedImage img = ImageIO.read(png.toFile());
+    // below the legend (two entries from y = 50) only the curves use the policies' colours
+    int first = 0;
+    int second = 0;
+    for (int y = 100; y < img.getHeight(); y++) {
+      for (int x = 0; x < img.getWidth(); x++) {
+        int rgb = img.getRGB(x, y) & 0xFFFFFF;
+        first += rgb == 0x1f77b4 ? 1 : 0;
+        second += rgb == 0xd62728 ? 1 : 0;
+      }
+    }
+    assertThat(second).isPositive();
+    // the first policy's line shows through the gaps of the second's dashes and in its markers
+    assertThat(first).as("pixels of the lower curve").isGreaterThan(second / 4);
+  }
+
+  private static PolicyResult withCdf(PolicyResult r, double[] cdf) {
+    return new PolicyResult(r.policy(), r.prefixCacheHitRate(), r.ttftP50Ms(), r.ttftP95Ms(),
+        r.ttftP99Ms(), r.itlP50Ms(), r.e2eP50Ms(), r.e2eP95Ms(), r.outputTokensPerSec(),
+        r.requests(), r.preemptions(), r.evictions(), r.maxRequestsPerReplica(),
+        r.meanRequestsPerReplica(), r.maxSessionsPerReplica(), r.meanSessionsPerReplica(),
+        r.routingMeanMicros(), r.routingP99Micros(), r.clippedRequests(), r.rejectedRequests(),
+        r.routerRejectedRequests(), r.firstRouterRejection(), r.simulatedSeconds(),
+        r.wallSeconds(), r.simulatedRequestsPerWallSecond(), cdf);
+  }
+
+  @Test
+  void theLegendExplainsClipped() {
+    assertThat(table(result("a", 0.5, 1, 2, 10, 3))).contains("clipped:");
+  }
+}
