@@ -19,11 +19,26 @@ import org.msgpack.value.ValueType;
  * {@code Long.MAX_VALUE} are kept bit for bit) or binary digests, folded to 64 bits by XOR of
  * their big-endian 8-byte words. Events of unknown types are skipped, so a newer engine that adds
  * event kinds does not break the stream. Stateless and thread-safe.
+ *
+ * <p>Payloads come from the network and are not trusted. A payload above
+ * {@link #MAX_PAYLOAD_BYTES} is refused whole, and no length read from a payload (array, map,
+ * string or binary) is believed beyond the bytes that remain after it: every element takes at
+ * least one byte, so a length that the rest of the payload cannot hold is malformed. Decoding an
+ * {@code n}-byte payload therefore allocates O(n) (a one-byte hash becomes an 8-byte
+ * {@code long}), however the lengths in it lie.
  */
 public final class KvEventDecoder {
   private static final String BLOCK_STORED = "BlockStored";
   private static final String BLOCK_REMOVED = "BlockRemoved";
   private static final String ALL_CLEARED = "AllBlocksCleared";
+
+  /**
+   * The largest payload decoded (16 MiB), far above any engine step: a step stores at most the
+   * tokens it scheduled, about 5 bytes each (a million-token prefill is about 5 MiB). Larger
+   * payloads are malformed; {@link KvEventSubscriber} has ZeroMQ refuse such frames before they
+   * are even assembled.
+   */
+  public static final int MAX_PAYLOAD_BYTES = 16 << 20;
 
   private KvEventDecoder() {}
 
@@ -33,7 +48,11 @@ public final class KvEventDecoder {
    * @throws MalformedKvEventException naming the problem when the payload is not a valid batch
    */
   public static KvEventBatch decode(byte[] payload) throws MalformedKvEventException {
-    try (MessageUnpacker u = new PayloadUnpacker(payload)) {
+    if (payload.length > MAX_PAYLOAD_BYTES) {
+      throw new MalformedKvEventException("payload of " + payload.length
+          + " bytes is above the limit of " + MAX_PAYLOAD_BYTES + " bytes");
+    }
+    try (PayloadUnpacker u = new PayloadUnpacker(payload)) {
       KvEventBatch batch = readBatch(u);
       if (u.hasNext()) {
         throw new MalformedKvEventException("trailing bytes after the batch");
@@ -46,7 +65,7 @@ public final class KvEventDecoder {
     }
   }
 
-  private static KvEventBatch readBatch(MessageUnpacker u)
+  private static KvEventBatch readBatch(PayloadUnpacker u)
       throws IOException, MalformedKvEventException {
     if (!u.hasNext()) {
       throw new MalformedKvEventException("empty payload");
@@ -56,7 +75,7 @@ public final class KvEventDecoder {
     List<KvEvent> events;
     int rank = -1;
     if (t == ValueType.ARRAY) {
-      int n = u.unpackArrayHeader();
+      int n = u.arrayHeader(-1, "batch");
       if (n < 2) {
         throw new MalformedKvEventException("batch must be [ts, events, dp_rank?], got " + n
             + " elements");
@@ -70,7 +89,7 @@ public final class KvEventDecoder {
         u.skipValue();
       }
     } else if (t == ValueType.MAP) {
-      int n = u.unpackMapHeader();
+      int n = u.mapHeader(-1, "batch");
       ts = 0;
       events = null;
       for (int i = 0; i < n; i++) {
@@ -91,13 +110,14 @@ public final class KvEventDecoder {
     return new KvEventBatch(ts, events, rank);
   }
 
-  private static List<KvEvent> readEvents(MessageUnpacker u)
+  private static List<KvEvent> readEvents(PayloadUnpacker u)
       throws IOException, MalformedKvEventException {
     if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
       throw new MalformedKvEventException("'events' must be an array");
     }
-    int n = u.unpackArrayHeader();
-    List<KvEvent> out = new ArrayList<>(n);
+    int n = u.arrayHeader(-1, "'events'");
+    // most events take dozens of bytes and unknown kinds are dropped: grow rather than reserve
+    List<KvEvent> out = new ArrayList<>(Math.min(n, 64));
     for (int i = 0; i < n; i++) {
       ValueType t = u.getNextFormat().getValueType();
       KvEvent e;
@@ -133,6 +153,76 @@ public final class KvEventDecoder {
       super(new org.msgpack.core.buffer.ArrayBufferInput(payload),
           MessagePack.DEFAULT_UNPACKER_CONFIG);
       this.payload = payload;
+    }
+
+    /** Bytes of the payload not read yet. */
+    private long remaining() {
+      return payload.length - getTotalReadBytes();
+    }
+
+    /**
+     * An array header whose element count the rest of the payload can hold (each element takes
+     * at least a byte): callers size arrays from it. {@code event} and {@code field} only name
+     * the array in the error (event -1: the batch level; field null: the event itself), so that
+     * nothing is built for the message unless there is an error.
+     */
+    int arrayHeader(int event, @Nullable String field)
+        throws IOException, MalformedKvEventException {
+      int n = unpackArrayHeader(); // a count above Integer.MAX_VALUE throws
+      if (n > remaining()) {
+        throw new MalformedKvEventException(describe(event, field) + " declares " + n
+            + " elements but only " + remaining() + " bytes follow");
+      }
+      return n;
+    }
+
+    /** A map header whose entries (two bytes each at least) the rest of the payload can hold. */
+    int mapHeader(int event, @Nullable String field)
+        throws IOException, MalformedKvEventException {
+      int n = unpackMapHeader();
+      if (2L * n > remaining()) {
+        throw new MalformedKvEventException(describe(event, field) + " declares " + n
+            + " entries but only " + remaining() + " bytes follow");
+      }
+      return n;
+    }
+
+    private static String describe(int event, @Nullable String field) {
+      if (event < 0) {
+        return String.valueOf(field);
+      }
+      return field == null ? "event " + event : where(event, field);
+    }
+
+    /** The length of the str or bin whose header comes next, checked against what follows. */
+    private int rawLength(int event, @Nullable String field)
+        throws IOException, MalformedKvEventException {
+      int len = getNextFormat().getValueType() == ValueType.BINARY
+          ? unpackBinaryHeader() : unpackRawStringHeader();
+      if (len > remaining()) {
+        throw new MalformedKvEventException(describe(event, field) + " declares " + len
+            + " bytes but only " + remaining() + " follow");
+      }
+      return len;
+    }
+
+    /**
+     * A str or bin as UTF-8 text, decoded straight from the payload (malformed sequences become
+     * U+FFFD, as the unpacker's own default does).
+     */
+    String string(String where) throws IOException, MalformedKvEventException {
+      int len = rawLength(-1, where);
+      int start = (int) getTotalReadBytes();
+      readPayloadAsReference(len);
+      return new String(payload, start, len, java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    /** A bin digest folded to 64 bits without copying it. */
+    long foldBinary(int event, String field) throws IOException, MalformedKvEventException {
+      int len = rawLength(event, field);
+      int start = (int) getTotalReadBytes();
+      readPayloadAsReference(len);
+      return foldDigest(payload, start, len);
     }
 
     private static final java.lang.invoke.VarHandle BIG_ENDIAN_LONG =
@@ -277,9 +367,9 @@ public final class KvEventDecoder {
     @Nullable List<String> firstBlockExtraKeys;
   }
 
-  private static @Nullable KvEvent readTaggedArray(MessageUnpacker u, int index)
+  private static @Nullable KvEvent readTaggedArray(PayloadUnpacker u, int index)
       throws IOException, MalformedKvEventException {
-    int n = u.unpackArrayHeader();
+    int n = u.arrayHeader(index, null);
     if (n < 1) {
       throw new MalformedKvEventException("event " + index + " is an empty array");
     }
@@ -323,9 +413,9 @@ public final class KvEventDecoder {
     }
   }
 
-  private static @Nullable KvEvent readMap(MessageUnpacker u, int index)
+  private static @Nullable KvEvent readMap(PayloadUnpacker u, int index)
       throws IOException, MalformedKvEventException {
-    int n = u.unpackMapHeader();
+    int n = u.mapHeader(index, null);
     String type = null;
     Fields f = new Fields();
     for (int i = 0; i < n; i++) {
@@ -347,7 +437,7 @@ public final class KvEventDecoder {
     };
   }
 
-  private static void readField(MessageUnpacker u, String name, Fields f, int index)
+  private static void readField(PayloadUnpacker u, String name, Fields f, int index)
       throws IOException, MalformedKvEventException {
     // the field's name for error messages is only built when there is an error: this runs for
     // every field of every event
@@ -356,9 +446,9 @@ public final class KvEventDecoder {
         if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
           throw new MalformedKvEventException(where(index, name) + " must be an array");
         }
-        int m = u.unpackArrayHeader();
+        int m = u.arrayHeader(index, name);
         long[] h = new long[m];
-        if (!(u instanceof PayloadUnpacker p && p.readLongs(h))) {
+        if (!u.readLongs(h)) {
           for (int i = 0; i < m; i++) {
             h[i] = readHash(u, index, name);
           }
@@ -377,9 +467,9 @@ public final class KvEventDecoder {
         if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
           throw new MalformedKvEventException(where(index, name) + " must be an array");
         }
-        int m = u.unpackArrayHeader();
+        int m = u.arrayHeader(index, name);
         int[] t = new int[m];
-        if (u instanceof PayloadUnpacker p && p.readInts(t)) {
+        if (u.readInts(t)) {
           f.tokens = t;
           return;
         }
@@ -405,7 +495,7 @@ public final class KvEventDecoder {
    * extra_keys is a list with one entry per block (nil or a tuple). Only string keys of the
    * first block matter here: they hold the LoRA name and the cache salt of a root block.
    */
-  private static @Nullable List<String> readFirstBlockExtraKeys(MessageUnpacker u, String where)
+  private static @Nullable List<String> readFirstBlockExtraKeys(PayloadUnpacker u, String where)
       throws IOException, MalformedKvEventException {
     if (u.tryUnpackNil()) {
       return null;
@@ -413,15 +503,15 @@ public final class KvEventDecoder {
     if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
       throw new MalformedKvEventException(where + " must be an array or nil");
     }
-    int m = u.unpackArrayHeader();
+    int m = u.arrayHeader(-1, where);
     List<String> first = null;
     for (int i = 0; i < m; i++) {
       if (i == 0 && u.getNextFormat().getValueType() == ValueType.ARRAY) {
-        int k = u.unpackArrayHeader();
-        first = new ArrayList<>(k);
+        int k = u.arrayHeader(-1, where);
+        first = new ArrayList<>(Math.min(k, 4));
         for (int j = 0; j < k; j++) {
           if (u.getNextFormat().getValueType() == ValueType.STRING) {
-            first.add(u.unpackString());
+            first.add(u.string(where));
           } else {
             u.skipValue();
           }
@@ -480,7 +570,7 @@ public final class KvEventDecoder {
     return "event " + index + " field '" + name + "'";
   }
 
-  private static long readHash(MessageUnpacker u, int index, String name)
+  private static long readHash(PayloadUnpacker u, int index, String name)
       throws IOException, MalformedKvEventException {
     MessageFormat fmt = u.getNextFormat();
     switch (fmt.getValueType()) {
@@ -498,9 +588,7 @@ public final class KvEventDecoder {
         return u.unpackLong();
       }
       case BINARY -> {
-        int len = u.unpackBinaryHeader();
-        byte[] b = u.readPayload(len);
-        return foldDigest(b);
+        return u.foldBinary(index, name);
       }
       default -> throw new MalformedKvEventException(where(index, name)
           + " must hold integers or binary, got "
@@ -510,18 +598,22 @@ public final class KvEventDecoder {
 
   /** Folds a binary digest to 64 bits: XOR of its big-endian 8-byte words (last word padded). */
   static long foldDigest(byte[] b) {
+    return foldDigest(b, 0, b.length);
+  }
+
+  private static long foldDigest(byte[] b, int from, int len) {
     long h = 0;
-    for (int i = 0; i < b.length; i += 8) {
+    for (int i = 0; i < len; i += 8) {
       long w = 0;
       for (int j = 0; j < 8; j++) {
-        w = (w << 8) | (i + j < b.length ? (b[i + j] & 0xFF) : 0);
+        w = (w << 8) | (i + j < len ? (b[from + i + j] & 0xFF) : 0);
       }
       h ^= w;
     }
     return h;
   }
 
-  private static double readNumber(MessageUnpacker u, String where)
+  private static double readNumber(PayloadUnpacker u, String where)
       throws IOException, MalformedKvEventException {
     ValueType t = u.getNextFormat().getValueType();
     if (t == ValueType.FLOAT) {
@@ -533,7 +625,7 @@ public final class KvEventDecoder {
     throw new MalformedKvEventException("'" + where + "' must be a number, got " + t);
   }
 
-  private static int readOptionalInt(MessageUnpacker u, String where, int absent)
+  private static int readOptionalInt(PayloadUnpacker u, String where, int absent)
       throws IOException, MalformedKvEventException {
     if (u.tryUnpackNil()) {
       return absent;
@@ -544,7 +636,7 @@ public final class KvEventDecoder {
     return u.unpackInt();
   }
 
-  private static @Nullable String readOptionalString(MessageUnpacker u, String where)
+  private static @Nullable String readOptionalString(PayloadUnpacker u, String where)
       throws IOException, MalformedKvEventException {
     if (u.tryUnpackNil()) {
       return null;
@@ -552,20 +644,16 @@ public final class KvEventDecoder {
     return readString(u, where);
   }
 
-  private static String readString(MessageUnpacker u, String where)
+  private static String readString(PayloadUnpacker u, String where)
       throws IOException, MalformedKvEventException {
     ValueType t = u.getNextFormat().getValueType();
-    if (t == ValueType.STRING) {
-      return u.unpackString();
-    }
-    if (t == ValueType.BINARY) {
-      int len = u.unpackBinaryHeader();
-      return new String(u.readPayload(len), java.nio.charset.StandardCharsets.UTF_8);
+    if (t == ValueType.STRING || t == ValueType.BINARY) {
+      return u.string(where);
     }
     throw new MalformedKvEventException(where + " must be a string, got " + t);
   }
 
-  private static String readKey(MessageUnpacker u) throws IOException, MalformedKvEventException {
+  private static String readKey(PayloadUnpacker u) throws IOException, MalformedKvEventException {
     return readString(u, "map key");
   }
 }

@@ -44,7 +44,10 @@ public final class KvEventMetrics {
   public long orphanBlocks() { return orphanBlocks.sum(); }
   /** Removed hashes the index did not know. */
   public long unknownRemovals() { return unknownRemovals.sum(); }
-  /** Payloads that could not be decoded and were dropped. */
+  /**
+   * Messages dropped: malformed frames or payloads, and messages whose handling failed (see
+   * {@link KvEventSubscriber}).
+   */
   public long decodeErrors() { return decodeErrors.sum(); }
   /** Sequence gaps detected. */
   public long gaps() { return gaps.sum(); }

@@ -5,6 +5,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -29,8 +30,10 @@ import org.zeromq.ZMQ;
  * configured (DEALER request {@code [, start seq]}, replies {@code [, seq, payload]} ending with
  * seq −1), otherwise the endpoint's entries are dropped and rebuilt from new events (a resync);
  * a publisher restart (sequence going back) also resyncs, because a new engine process starts
- * with an empty cache. Malformed messages are counted in {@link KvEventMetrics} and dropped;
- * nothing thrown by a message ends the subscriber. One background thread owns every socket.
+ * with an empty cache; the same message delivered twice is ignored. Malformed messages, and
+ * messages whose handling fails, are counted in {@link KvEventMetrics#decodeErrors()}, reported
+ * in the log at most once per {@link #REPORT_INTERVAL} and dropped: nothing a socket delivers
+ * ends the subscriber. One background thread owns every socket.
  */
 public final class KvEventSubscriber implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(KvEventSubscriber.class.getName());
@@ -48,6 +51,12 @@ public final class KvEventSubscriber implements AutoCloseable {
 
   /** vLLM's default KV-events port. */
   public static final int DEFAULT_PORT = 5557;
+
+  /**
+   * Least time between two log reports of dropped messages. A publisher that sends garbage sends
+   * it with every step; one line with a count says as much as thousands.
+   */
+  public static final Duration REPORT_INTERVAL = Duration.ofSeconds(30);
 
   private final KvBlockIndex index;
   private final KvEventMetrics metrics;
@@ -68,6 +77,10 @@ public final class KvEventSubscriber implements AutoCloseable {
   private volatile @Nullable String boundEndpoint;
   private final java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
   private volatile @Nullable RuntimeException startFailure;
+  // drop reports; owned by the thread
+  private long droppedSinceReport;
+  private long lastReportNanos;
+  private boolean reported;
 
   /** Per-endpoint stream state. */
   private final class Stream {
@@ -77,6 +90,8 @@ public final class KvEventSubscriber implements AutoCloseable {
     ZMQ.@Nullable Socket replay;
     long expected = -1;
     long lastLiveSeq = -1;
+    /** The payload of {@link #lastLiveSeq}: tells a message delivered twice from a restart. */
+    byte @Nullable [] lastLivePayload;
 
     Stream(String endpointId, ZMQ.@Nullable Socket sub, @Nullable String replayAddress) {
       this.endpointId = endpointId;
@@ -171,6 +186,9 @@ public final class KvEventSubscriber implements AutoCloseable {
   private ZMQ.Socket newSub() {
     ZMQ.Socket s = context.createSocket(SocketType.SUB);
     s.setLinger(0);
+    // a larger frame could not be decoded anyway; refusing it in ZeroMQ means it is never
+    // assembled in memory (the connection is dropped and the loss shows up as a gap)
+    s.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
     s.setRcvHWM(receiveHighWaterMark);
     s.setReconnectIVL(100);
     s.setReconnectIVLMax(5_000);
@@ -182,6 +200,7 @@ public final class KvEventSubscriber implements AutoCloseable {
   private ZMQ.Socket newReplaySocket(String address) {
     ZMQ.Socket d = context.createSocket(SocketType.DEALER);
     d.setLinger(0);
+    d.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
     d.setHandshakeIvl(HANDSHAKE_MILLIS);
     d.setReconnectIVL(100);
     d.connect(address);
@@ -211,10 +230,15 @@ public final class KvEventSubscriber implements AutoCloseable {
     int p = labelInt(e, PORT_LABEL, port);
     int rp = labelInt(e, REPLAY_PORT_LABEL, replayPort);
     ZMQ.Socket s = newSub();
-    if (e.host().indexOf(':') >= 0) {
-      s.setIPv6(true);
+    try {
+      if (e.host().indexOf(':') >= 0) {
+        s.setIPv6(true);
+      }
+      s.connect(address(e.host(), p));
+    } catch (RuntimeException ex) {
+      s.close();
+      throw ex;
     }
-    s.connect(address(e.host(), p));
     subSockets.add(s);
     Stream st = new Stream(e.id(), s, rp > 0 ? address(e.host(), rp) : null);
     if (st.replayAddress != null) {
@@ -262,7 +286,12 @@ public final class KvEventSubscriber implements AutoCloseable {
       while (!closed) {
         Runnable c;
         while ((c = commands.poll()) != null) {
-          c.run();
+          try {
+            c.run();
+          } catch (RuntimeException | Error e) {
+            rethrowIfFatal(e);
+            LOG.log(Level.WARNING, "KV-event subscriber could not follow a pool change", e);
+          }
         }
         if (!registered.equals(subSockets)) {
           for (ZMQ.Socket s : registered) {
@@ -286,10 +315,12 @@ public final class KvEventSubscriber implements AutoCloseable {
           }
         }
       }
-    } catch (RuntimeException e) {
+    } catch (RuntimeException | Error e) {
+      // only ZeroMQ itself failing gets here: messages are guarded one by one
       if (!closed) {
         LOG.log(Level.SEVERE, "KV-event subscriber stopped unexpectedly", e);
       }
+      rethrowIfFatal(e);
     } finally {
       for (Stream st : streams.values()) {
         if (st.replay != null) {
@@ -308,31 +339,92 @@ public final class KvEventSubscriber implements AutoCloseable {
     }
   }
 
+  /**
+   * Errors after which nothing can be trusted any more end the thread; everything else a message
+   * causes (a stack overflow, a failed allocation, a bug in a listener) costs only that message.
+   */
+  private static void rethrowIfFatal(Throwable t) {
+    if (t instanceof VirtualMachineError && !(t instanceof StackOverflowError)
+        && !(t instanceof OutOfMemoryError)) {
+      throw (VirtualMachineError) t;
+    }
+  }
+
+  /**
+   * Counts a dropped message and reports it in the log, at most once per
+   * {@link #REPORT_INTERVAL}; the report says how many were dropped since the previous one.
+   */
+  private void dropped(String source, String reason, @Nullable Throwable failure) {
+    metrics.decodeErrors.increment();
+    droppedSinceReport++;
+    long now = System.nanoTime();
+    if (reported && now - lastReportNanos < REPORT_INTERVAL.toNanos()) {
+      return;
+    }
+    reported = true;
+    lastReportNanos = now;
+    String msg = "dropped " + droppedSinceReport + " KV-event message(s) since the last report"
+        + " (the total is the decodeErrors metric); the latest, from " + printable(source)
+        + ": " + reason;
+    droppedSinceReport = 0;
+    LOG.log(failure == null ? Level.WARNING : Level.SEVERE, msg, failure);
+  }
+
+  /** A publisher-chosen name, safe to put on one log line. */
+  private static String printable(String s) {
+    StringBuilder b = new StringBuilder(Math.min(s.length(), 100));
+    for (int i = 0; i < s.length() && i < 100; i++) {
+      char c = s.charAt(i);
+      b.append(Character.isISOControl(c) ? '?' : c);
+    }
+    return s.length() > 100 ? b.append("...").toString() : b.toString();
+  }
+
   /** Reads and handles one message; false when none was waiting. */
   private boolean receiveOne(ZMQ.Socket s) {
     byte[] topic = s.recv(ZMQ.DONTWAIT);
     if (topic == null) {
       return false;
     }
-    List<byte[]> rest = new ArrayList<>(2);
+    int frames = 1;
+    byte[] seqFrame = null;
+    byte[] payload = null;
     while (s.hasReceiveMore()) {
-      rest.add(s.recv());
+      byte[] f = s.recv();
+      frames++;
+      if (frames == 2) {
+        seqFrame = f;
+      } else if (frames == 3) {
+        payload = f;
+      }
     }
+    Stream st = null;
     try {
-      if (rest.size() != 2 || rest.get(0).length != 8) {
-        metrics.decodeErrors.increment();
+      if (frames != 3 || seqFrame == null || payload == null || seqFrame.length != 8) {
+        dropped(source(s, topic), "expected [topic, 8-byte seq, payload], got " + frames
+            + " frame(s)" + (seqFrame == null ? "" : " with a " + seqFrame.length
+            + "-byte seq"), null);
         return true;
       }
-      long seq = ByteBuffer.wrap(rest.get(0)).getLong();
-      Stream st = streamFor(s, topic);
+      long seq = ByteBuffer.wrap(seqFrame).getLong();
+      st = streamFor(s, topic);
       if (st != null) {
-        onLive(st, seq, rest.get(1));
+        onLive(st, seq, payload);
       }
-    } catch (RuntimeException e) {
-      metrics.decodeErrors.increment();
-      LOG.log(Level.FINE, "dropping KV-event message", e);
+    } catch (RuntimeException | Error e) {
+      rethrowIfFatal(e);
+      dropped(st != null ? st.endpointId : source(s, topic), "handling failed", e);
     }
     return true;
+  }
+
+  /** Who sent a message, for reports: the endpoint or, in central mode, the topic's. */
+  private String source(ZMQ.Socket s, byte[] topic) {
+    if (bindAddress == null) {
+      Stream st = bySocket.get(s);
+      return st == null ? "an endpoint no longer followed" : st.endpointId;
+    }
+    return endpointFromTopic(new String(topic, StandardCharsets.UTF_8));
   }
 
   private @Nullable Stream streamFor(ZMQ.Socket s, byte[] topic) {
@@ -354,8 +446,14 @@ public final class KvEventSubscriber implements AutoCloseable {
   }
 
   private void onLive(Stream st, long seq, byte[] payload) {
+    if (seq == st.lastLiveSeq && Arrays.equals(payload, st.lastLivePayload)) {
+      // delivered twice; a restarted engine reaching the same seq would say something else
+      metrics.duplicates.increment();
+      return;
+    }
     boolean restart = st.lastLiveSeq >= 0 && seq <= st.lastLiveSeq;
     st.lastLiveSeq = seq;
+    st.lastLivePayload = payload;
     if (restart) {
       metrics.restarts.increment();
       index.resync(st.endpointId);
@@ -386,11 +484,17 @@ public final class KvEventSubscriber implements AutoCloseable {
     try {
       batch = KvEventDecoder.decode(payload);
     } catch (MalformedKvEventException e) {
-      metrics.decodeErrors.increment();
-      LOG.log(Level.FINE, "malformed KV-event batch from " + st.endpointId + ": " + e.getMessage());
+      dropped(st.endpointId, e.getMessage(), null); // names the field, never token IDs
       return;
     }
-    index.apply(st.endpointId, batch);
+    try {
+      index.apply(st.endpointId, batch);
+    } catch (RuntimeException | Error e) {
+      rethrowIfFatal(e);
+      dropped(st.endpointId, "applying a batch failed", e);
+      // the batch stopped part-way: what the index holds for the endpoint is no longer known
+      index.resync(st.endpointId);
+    }
   }
 
   /**
@@ -429,7 +533,7 @@ public final class KvEventSubscriber implements AutoCloseable {
         frames.remove(0); // envelope delimiter
       }
       if (frames.isEmpty() || frames.get(0).length != 8) {
-        metrics.decodeErrors.increment();
+        dropped(st.endpointId, "replay reply without an 8-byte seq", null);
         continue;
       }
       long seq = ByteBuffer.wrap(frames.get(0)).getLong();

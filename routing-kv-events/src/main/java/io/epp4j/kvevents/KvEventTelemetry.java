@@ -38,7 +38,7 @@ public final class KvEventTelemetry implements AutoCloseable {
     t.counter(meter, "events", "{event}", "KV events applied", KvEventMetrics::events, m);
     t.counter(meter, "blocks_stored", "{block}", "blocks reported stored", KvEventMetrics::blocksStored, m);
     t.counter(meter, "blocks_removed", "{block}", "blocks reported removed", KvEventMetrics::blocksRemoved, m);
-    t.counter(meter, "decode_errors", "{payload}", "payloads dropped as malformed", KvEventMetrics::decodeErrors, m);
+    t.counter(meter, "decode_errors", "{payload}", "messages dropped as malformed or failing", KvEventMetrics::decodeErrors, m);
     t.counter(meter, "gaps", "{gap}", "sequence gaps detected", KvEventMetrics::gaps, m);
     t.counter(meter, "replays", "{replay}", "gaps repaired through the replay socket", KvEventMetrics::replays, m);
     t.counter(meter, "resyncs", "{resync}", "endpoints whose entries were dropped to resynchronise", KvEventMetrics::resyncs, m);

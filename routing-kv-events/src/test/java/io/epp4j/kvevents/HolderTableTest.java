@@ -93,28 +93,33 @@ class HolderTableTest {
           failure.set(e);
         }
       });
+      th.setDaemon(true);
       th.start();
       readers.add(th);
     }
     long[] churn = new long[20_000];
-    for (int round = 0; round < 60 && failure.get() == null; round++) {
-      for (int i = 0; i < churn.length; i++) {
-        churn[i] = r.nextLong();
-        t.or(churn[i], 0b0100);
+    try {
+      for (int round = 0; round < 60 && failure.get() == null; round++) {
+        for (int i = 0; i < churn.length; i++) {
+          churn[i] = r.nextLong();
+          t.or(churn[i], 0b0100);
+        }
+        for (int i = 0; i < stable.length; i += 2) {
+          t.or(stable[i], 0b1000); // another slot in the same word
+        }
+        for (long k : churn) {
+          t.andNot(k, 0b0100);
+        }
+        for (int i = 0; i < stable.length; i += 2) {
+          t.andNot(stable[i], 0b1000);
+        }
       }
-      for (int i = 0; i < stable.length; i += 2) {
-        t.or(stable[i], 0b1000); // another slot in the same word
-      }
-      for (long k : churn) {
-        t.andNot(k, 0b0100);
-      }
-      for (int i = 0; i < stable.length; i += 2) {
-        t.andNot(stable[i], 0b1000);
-      }
+    } finally {
+      done.set(true); // the readers stop even when the writer fails
     }
-    done.set(true);
     for (Thread th : readers) {
-      th.join();
+      th.join(10_000); // a reader that does not stop fails the test instead of hanging it
+      assertThat(th.isAlive()).as("reader still running after the writer finished").isFalse();
     }
     assertThat(failure.get()).isNull();
     assertThat(t.liveKeys()).isEqualTo(stable.length);

@@ -376,22 +376,27 @@ class KvBlockIndexTest {
           failure.set(e);
         }
       });
+      t.setDaemon(true);
       t.start();
       readers.add(t);
     }
     KvBlockIndex expected = KvBlockIndex.create();
-    for (int i = 0; i < 3_000; i++) {
-      KvEventBatch batch = engine.nextBatch(0);
-      index.apply("b", batch);
-      expected.apply("b", batch);
-      if (i % 500 == 0) {
-        index.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
-        expected.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+    try {
+      for (int i = 0; i < 3_000; i++) {
+        KvEventBatch batch = engine.nextBatch(0);
+        index.apply("b", batch);
+        expected.apply("b", batch);
+        if (i % 500 == 0) {
+          index.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+          expected.apply("b", KvEvent.AllBlocksCleared.INSTANCE);
+        }
       }
+    } finally {
+      done.set(true); // the readers stop even when the writer fails
     }
-    done.set(true);
     for (Thread t : readers) {
-      t.join();
+      t.join(10_000); // a reader that does not stop fails the test instead of hanging it
+      assertThat(t.isAlive()).as("reader still running after the writer finished").isFalse();
     }
     assertThat(failure.get()).isNull();
     assertThat(index.blockCount("b")).isEqualTo(expected.blockCount("b"));

@@ -2,11 +2,16 @@ package io.epp4j.kvevents;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowable;
 
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.math.BigInteger;
 import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 import org.msgpack.core.MessageBufferPacker;
@@ -212,6 +217,71 @@ class KvEventDecoderTest {
       }
     }
     assertThat(malformed).isGreaterThan(2000);
+  }
+
+  /** Bytes the calling thread allocates while {@code r} runs (HotSpot counts them exactly). */
+  static long allocatedBytes(Runnable r) {
+    com.sun.management.ThreadMXBean mx =
+        (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+    long before = mx.getCurrentThreadAllocatedBytes();
+    r.run();
+    return mx.getCurrentThreadAllocatedBytes() - before;
+  }
+
+  static byte[] hex(String spaced) {
+    return HexFormat.of().parseHex(spaced.replace(" ", ""));
+  }
+
+  static String str(String s) {
+    return HexFormat.of().formatHex(new byte[] {(byte) (0xa0 | s.length())})
+        + HexFormat.of().formatHex(s.getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+  }
+
+  /**
+   * Headers that promise far more elements or bytes than the payload holds, in every place the
+   * decoder reads a length. None may be believed: each is a malformed payload, found without
+   * allocating anything near the promised size.
+   */
+  @Test
+  void lengthsBeyondTheRemainingBytesAreMalformedAndNeverAllocated() {
+    String stored = str("BlockStored");
+    String removed = str("BlockRemoved");
+    Map<String, byte[]> hostile = new LinkedHashMap<>();
+    hostile.put("events: array32 of 2^31-1", hex("92 00 dd 7f ff ff ff"));
+    hostile.put("batch: array32 of 2^26", hex("dd 04 00 00 00"));
+    hostile.put("batch: map32 of 2^31-1", hex("df 7f ff ff ff"));
+    hostile.put("block_hashes: array32 of 2^26", hex("92 00 91 92" + removed + "dd 04 00 00 00"));
+    hostile.put("block_hashes: array16 of 65535", hex("92 00 91 92" + removed + "dc ff ff"));
+    hostile.put("token_ids: array32 of 2^31-1",
+        hex("92 00 91 95" + stored + "91 01 c0 dd 7f ff ff ff"));
+    hostile.put("binary hash: bin32 of 2^31-1",
+        hex("92 00 91 92" + removed + "91 c6 7f ff ff ff"));
+    hostile.put("event tag: str32 of 2^31-1", hex("92 00 91 91 db 7f ff ff ff"));
+    hostile.put("event tag: bin32 of 2^31-1", hex("92 00 91 91 c6 7f ff ff ff"));
+    hostile.put("map key: str32 of 2^31-1", hex("92 00 91 81 db 7f ff ff ff"));
+    hostile.put("event map: map32 of 2^31-1", hex("92 00 91 df 7f ff ff ff"));
+    hostile.put("extra_keys first block: array32 of 2^31-1", hex("92 00 91 82" + str("type")
+        + stored + str("extra_keys") + "91 dd 7f ff ff ff"));
+    hostile.put("medium: str32 of 2^31-1", hex("92 00 91 93" + removed + "90 db 7f ff ff ff"));
+    for (Map.Entry<String, byte[]> e : hostile.entrySet()) {
+      Throwable[] thrown = new Throwable[1];
+      long allocated = allocatedBytes(() -> thrown[0] = catchThrowable(
+          () -> KvEventDecoder.decode(e.getValue())));
+      assertThat(thrown[0]).as(e.getKey()).isInstanceOf(MalformedKvEventException.class);
+      assertThat(allocated).as("bytes allocated decoding %s", e.getKey())
+          .isLessThan(64 * 1024);
+    }
+  }
+
+  @Test
+  void payloadsAboveTheCapAreMalformedBeforeAnyDecoding() throws Exception {
+    byte[] valid = new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false)
+        .encode(randomBatch(new Random(3)));
+    byte[] huge = java.util.Arrays.copyOf(valid, KvEventDecoder.MAX_PAYLOAD_BYTES + 1);
+    assertThatThrownBy(() -> KvEventDecoder.decode(huge))
+        .isInstanceOf(MalformedKvEventException.class)
+        .hasMessageContaining(String.valueOf(KvEventDecoder.MAX_PAYLOAD_BYTES));
+    assertThat(KvEventDecoder.decode(valid).events()).isNotNull();
   }
 
   @Test

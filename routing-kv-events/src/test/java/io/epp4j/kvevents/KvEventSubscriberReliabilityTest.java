@@ -1,0 +1,572 @@
+package io.epp4j.kvevents;
+
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.assertSameContents;
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.await;
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.connectedPublisher;
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.port;
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.publish;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.core.Router;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
+
+/**
+ * The subscriber when things go wrong: hostile payloads, failures while applying, replays that
+ * do not come, repeated messages, a full receive queue and endpoints that join late. Real
+ * ZeroMQ sockets on loopback; every wait is bounded.
+ */
+@Timeout(90)
+class KvEventSubscriberReliabilityTest {
+  private static final String TOPIC_A = "kv@10.0.0.1:8000@m";
+  private static final String ID_A = "10.0.0.1:8000";
+
+  private static final VllmEventEncoder ENCODER =
+      new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
+
+  /** Collects what the subscriber logs at WARNING and above. */
+  static final class LogCapture implements AutoCloseable {
+    final List<LogRecord> records = new CopyOnWriteArrayList<>();
+    private final Logger logger = Logger.getLogger(KvEventSubscriber.class.getName());
+    private final Handler handler = new Handler() {
+      @Override
+      public void publish(LogRecord r) {
+        if (r.getLevel().intValue() >= Level.WARNING.intValue()) {
+          records.add(r);
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+
+    LogCapture() {
+      logger.addHandler(handler);
+    }
+
+    @Override
+    public void close() {
+      logger.removeHandler(handler);
+    }
+  }
+
+  /**
+   * {@code count} payloads a broken or hostile publisher might send: the two that used to end
+   * the subscriber, then random bytes and valid encodings with bytes overwritten, cut short or
+   * with lying length headers spliced in.
+   */
+  static List<byte[]> hostilePayloads(int count, long seed) {
+    Random r = new Random(seed);
+    List<byte[]> out = new ArrayList<>(count);
+    out.add(KvEventDecoderTest.hex("92 00 dd 7f ff ff ff"));
+    out.add(KvEventDecoderTest.hex("dd 04 00 00 00"));
+    int[] formats = {0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xc9, 0xd9, 0xda, 0xdb, 0xdc, 0xdd, 0xde, 0xdf};
+    int[] lengths = {Integer.MAX_VALUE, -1, 0x0400_0000, 0xffff, 1 << 20};
+    while (out.size() < count) {
+      int kind = r.nextInt(4);
+      if (kind == 0) {
+        byte[] b = new byte[r.nextInt(200)];
+        r.nextBytes(b);
+        out.add(b);
+        continue;
+      }
+      long s = r.nextLong();
+      byte[] p = new VllmEventEncoder(VllmEventEncoder.Shape.values()[r.nextInt(2)],
+          r.nextBoolean(), s, r.nextBoolean()).encode(KvEventDecoderTest.randomBatch(new Random(s)));
+      KvEventDecoderPropertyTest.Mutation m = switch (kind) {
+        case 1 -> new KvEventDecoderPropertyTest.Overwrite(r.nextInt(1 << 20),
+            (byte) r.nextInt(256));
+        case 2 -> new KvEventDecoderPropertyTest.Truncate(r.nextInt(1 << 20));
+        default -> new KvEventDecoderPropertyTest.LengthHeader(r.nextInt(1 << 20),
+            formats[r.nextInt(formats.length)],
+            r.nextBoolean() ? lengths[r.nextInt(lengths.length)] : r.nextInt(), r.nextBoolean());
+      };
+      out.add(m.apply(p));
+    }
+    return out;
+  }
+
+  /** Whether the decoder rejects {@code payload}; anything it throws counts as a rejection. */
+  static boolean rejected(byte[] payload) {
+    try {
+      KvEventDecoder.decode(payload);
+      return false;
+    } catch (Throwable t) {
+      return true;
+    }
+  }
+
+  @Test
+  void hostilePayloadsAreCountedAndTheBatchesAfterThemAreApplied() throws Exception {
+    List<byte[]> hostile = hostilePayloads(10_000, 99);
+    long expectedErrors = hostile.stream().filter(KvEventSubscriberReliabilityTest::rejected)
+        .count();
+    assertThat(expectedErrors).isGreaterThan(5_000);
+    KvBlockIndex index = KvBlockIndex.create();
+    // a queue that holds the whole run, so that every message is either applied or counted
+    try (LogCapture log = new LogCapture();
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .receiveHighWaterMark(100_000).build();
+        ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = unboundedPublisher(ctx, sub.boundEndpoint());
+      long seq = 0;
+      for (byte[] p : hostile) {
+        publish(pub, TOPIC_A, seq++, p);
+      }
+      // then a clean start and an engine's ordinary stream
+      FakeEngine engine = new FakeEngine(5, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      publish(pub, TOPIC_A, seq++,
+          ENCODER.encode(KvEventBatch.of(0, List.of(KvEvent.AllBlocksCleared.INSTANCE))));
+      for (int i = 0; i < 20; i++) {
+        KvEventBatch b = engine.nextBatch(0);
+        expected.apply(ID_A, b);
+        publish(pub, TOPIC_A, seq++, ENCODER.encode(b));
+      }
+      long total = seq;
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() + m.decodeErrors() == total, () -> "every message handled: " + m);
+      assertThat(m.decodeErrors()).isEqualTo(expectedErrors);
+      assertThat(m.batches()).isEqualTo(total - expectedErrors);
+      assertThat(m.gaps()).isZero();
+      assertSameContents(index, expected, ID_A, engine);
+      // thousands of drops, one report (two if the run outlasted the log interval)
+      assertThat(log.records).hasSizeBetween(1, 2);
+      assertThat(log.records.get(0).getMessage()).contains(ID_A);
+      pub.close();
+    }
+  }
+
+  /** A publisher whose queue never drops (the high-water mark applies to pipes made later). */
+  private static ZMQ.Socket unboundedPublisher(ZContext ctx, String address) {
+    ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
+    pub.setLinger(0);
+    pub.setSndHWM(0);
+    pub.setHandshakeIvl(1_000);
+    pub.connect(address);
+    pub.setReceiveTimeOut(20_000);
+    assertThat(pub.recv()).as("subscription").isNotNull();
+    return pub;
+  }
+
+  @Test
+  void aFailureWhileApplyingIsCountedTheEndpointResyncedAndTheStreamGoesOn() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    CountDownLatch failed = new CountDownLatch(1);
+    index.addDropListener(new KvBlockIndex.DropListener() {
+      @Override
+      public void dropped(String endpointId, long key) {}
+
+      @Override
+      public void cleared(String endpointId) {
+        failed.countDown();
+        throw new StackOverflowError("listener failure for the test");
+      }
+    });
+    try (LogCapture log = new LogCapture();
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
+        ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      FakeEngine engine = new FakeEngine(6, 16);
+      publish(pub, TOPIC_A, 0, ENCODER.encode(engine.nextBatch(0)));
+      publish(pub, TOPIC_A, 1,
+          ENCODER.encode(KvEventBatch.of(0, List.of(KvEvent.AllBlocksCleared.INSTANCE))));
+      assertThat(failed.await(20, TimeUnit.SECONDS)).isTrue();
+      KvBlockIndex expected = KvBlockIndex.create();
+      for (long seq = 2; seq < 12; seq++) {
+        KvEventBatch b = engine.nextBatch(0);
+        expected.apply(ID_A, b);
+        publish(pub, TOPIC_A, seq, ENCODER.encode(b));
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 11, () -> "batches after the failure: " + m);
+      assertThat(m.decodeErrors()).isEqualTo(1);
+      // the batch stopped half-way: what the index holds for the endpoint is unknown, so it
+      // starts over, and only what came after counts
+      assertThat(m.resyncs()).isEqualTo(1);
+      assertSameContents(index, expected, ID_A, engine);
+      assertThat(log.records).hasSize(1);
+      assertThat(log.records.get(0).getThrown()).isInstanceOf(StackOverflowError.class);
+      pub.close();
+    }
+  }
+
+  /** A per-endpoint subscriber for one publisher, returned once it has subscribed. */
+  private static KvEventSubscriber followedBy(KvBlockIndex index, ZMQ.Socket pub, int replayPort,
+      Duration replayTimeout) {
+    KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).replayPort(replayPort)
+        .replayTimeout(replayTimeout).build();
+    sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
+        Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
+    pub.setReceiveTimeOut(20_000);
+    assertThat(pub.recv()).as("subscription").isNotNull();
+    return sub;
+  }
+
+  private static ZMQ.Socket boundPublisher(ZContext ctx) {
+    ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
+    pub.setLinger(0);
+    pub.setHandshakeIvl(1_000);
+    pub.bind("tcp://127.0.0.1:*");
+    return pub;
+  }
+
+  /**
+   * Publishes seqs 0..9 without seq 5 and checks that the replay failed, the endpoint was
+   * resynchronised once and what followed the gap was applied.
+   */
+  private static void gapWithAFailingReplay(ZContext ctx, int replayPort) {
+    KvBlockIndex index = KvBlockIndex.create();
+    ZMQ.Socket pub = boundPublisher(ctx);
+    try (KvEventSubscriber sub = followedBy(index, pub, replayPort, Duration.ofMillis(300))) {
+      FakeEngine engine = new FakeEngine(7, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      String id = "127.0.0.1:8000";
+      for (long seq = 0; seq < 10; seq++) {
+        KvEventBatch b = engine.nextBatch(0);
+        if (seq == 5) {
+          continue;
+        }
+        if (seq == 6) {
+          expected = KvBlockIndex.create();
+        }
+        expected.apply(id, b);
+        publish(pub, "kv@" + id + "@m", seq, ENCODER.encode(b));
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 9, () -> "batches around the gap: " + m);
+      assertThat(m.gaps()).isEqualTo(1);
+      assertThat(m.missedBatches()).isEqualTo(1);
+      assertThat(m.replays()).isEqualTo(1);
+      assertThat(m.replayFailures()).isEqualTo(1);
+      assertThat(m.replayedBatches()).isZero();
+      assertThat(m.resyncs()).isEqualTo(1);
+      assertSameContents(index, expected, id, engine);
+    }
+    pub.close();
+  }
+
+  @Test
+  void aReplaySocketThatNeverAnswersEndsInAResyncAndTheStreamGoesOn() {
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket silent = ctx.createSocket(SocketType.ROUTER);
+      silent.setLinger(0);
+      silent.bind("tcp://127.0.0.1:*"); // accepts the request and never replies
+      gapWithAFailingReplay(ctx, port(silent));
+      silent.close();
+    }
+  }
+
+  @Test
+  void aReplayPortWithNothingListeningEndsInAResyncAndTheStreamGoesOn() throws Exception {
+    int free;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      free = s.getLocalPort();
+    }
+    try (ZContext ctx = new ZContext(1)) {
+      gapWithAFailingReplay(ctx, free);
+    }
+  }
+
+  @Test
+  void aRepeatedMessageIsIgnoredAndCountedWhileARepeatedSeqWithOtherContentIsARestart() {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
+        ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      FakeEngine engine = new FakeEngine(8, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      byte[] last = null;
+      for (long seq = 0; seq < 10; seq++) {
+        KvEventBatch b = engine.nextBatch(0);
+        expected.apply(ID_A, b);
+        last = ENCODER.encode(b);
+        publish(pub, TOPIC_A, seq, last);
+        if (seq == 4) {
+          publish(pub, TOPIC_A, seq, last); // the same message once more
+        }
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() + m.duplicates() == 11, () -> "messages handled: " + m);
+      assertThat(m.duplicates()).isEqualTo(1);
+      assertThat(m.batches()).isEqualTo(10);
+      assertThat(m.restarts()).isZero();
+      assertThat(m.resyncs()).isZero();
+      assertSameContents(index, expected, ID_A, engine);
+
+      // a new engine process that happens to reach the same seq says something else
+      FakeEngine restarted = new FakeEngine(9, 16);
+      KvBlockIndex expected2 = KvBlockIndex.create();
+      KvEventBatch b = restarted.nextBatch(0);
+      expected2.apply(ID_A, b);
+      publish(pub, TOPIC_A, 9, ENCODER.encode(b));
+      await(() -> m.restarts() == 1, () -> "restart detected: " + m);
+      await(() -> m.batches() == 11, () -> "restarted batch applied: " + m);
+      assertThat(m.duplicates()).isEqualTo(1);
+      assertSameContents(index, expected2, ID_A, restarted);
+      pub.close();
+    }
+  }
+
+  /**
+   * Holds the subscriber's thread inside a replay until released, then answers "nothing
+   * buffered"; answers every later request at once the same way.
+   */
+  static final class HeldReplay implements AutoCloseable {
+    final CountDownLatch requested = new CountDownLatch(1);
+    final CountDownLatch release = new CountDownLatch(1);
+    final Thread thread;
+    volatile int port;
+    volatile boolean stop;
+
+    HeldReplay(ZContext ctx) {
+      ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
+      router.setLinger(0);
+      router.bind("tcp://127.0.0.1:*");
+      router.setReceiveTimeOut(20);
+      port = port(router);
+      thread = new Thread(() -> {
+        try {
+          while (!stop) {
+            byte[] id = router.recv();
+            if (id == null) {
+              continue;
+            }
+            while (router.hasReceiveMore()) {
+              router.recv();
+            }
+            requested.countDown();
+            if (!release.await(30, TimeUnit.SECONDS)) {
+              return;
+            }
+            router.sendMore(id);
+            router.sendMore(new byte[0]);
+            router.sendMore(KvEventSubscriberIntegrationTest.END);
+            router.send(new byte[0]);
+          }
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        } finally {
+          router.close();
+        }
+      }, "test-held-replay");
+      thread.start();
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      stop = true;
+      release.countDown();
+      thread.join(5_000);
+    }
+  }
+
+  @Test
+  void messagesLostToAFullQueueAreCountedAsMissedNotLostSilently() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1); HeldReplay replay = new HeldReplay(ctx)) {
+      ZMQ.Socket pub = boundPublisher(ctx);
+      pub.setSndHWM(8);
+      pub.setSendBufferSize(4096);
+      KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).replayPort(replay.port)
+          .replayTimeout(Duration.ofSeconds(30)).receiveHighWaterMark(8).build();
+      try (sub) {
+        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
+            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
+        pub.setReceiveTimeOut(20_000);
+        assertThat(pub.recv()).as("subscription").isNotNull();
+        String topic = "kv@127.0.0.1:8000@m";
+        KvEventMetrics m = index.metrics();
+        publish(pub, topic, 0, storeOf(1, 0));
+        await(() -> m.batches() == 1, "first batch");
+        publish(pub, topic, 2, storeOf(2, 0)); // seq 1 lost: the subscriber asks for a replay
+        assertThat(replay.requested.await(20, TimeUnit.SECONDS)).isTrue();
+        // while the subscriber's thread waits for the replay, far more arrives than the queue,
+        // the publisher's queue and the kernel's buffers together hold (about 55 MB)
+        byte[] filler = storeOf(3, 300);
+        int burst = 20_000;
+        long seq = 3;
+        for (int i = 0; i < burst; i++) {
+          publish(pub, topic, seq++, filler);
+        }
+        replay.release.countDown();
+        long last = seq;
+        byte[] marker = storeOf(4, 0);
+        // published until it arrives: on loopback even the marker may find the queue full
+        await(() -> {
+          if (m.batches() + m.missedBatches() < last + 1) {
+            publish(pub, topic, last, marker);
+            return false;
+          }
+          return true;
+        }, () -> "every seq applied or counted as missed: " + m);
+        assertThat(m.batches() + m.missedBatches()).isEqualTo(last + 1);
+        assertThat(m.missedBatches()).as("lost to the full queue, beyond seq 1").isGreaterThan(1);
+        assertThat(m.gaps()).isGreaterThanOrEqualTo(2);
+        assertThat(m.decodeErrors()).isZero();
+        long[] markerKeys = BlockKeys.chain(BlockKeys.seed("", null, null), tokens(4, 16), 16, 1);
+        assertThat(index.prefixWeight("127.0.0.1:8000", markerKeys, 0)).isPositive();
+      }
+      pub.close();
+    }
+  }
+
+  /** Tokens {@code first, first+1, ...}: distinct prefixes for distinct {@code first}. */
+  private static int[] tokens(int first, int n) {
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = first * 100_000 + i;
+    }
+    return t;
+  }
+
+  /** A batch storing one root block of 16 tokens under hash {@code first}, padded with events. */
+  private static byte[] storeOf(int first, int padBlocks) {
+    List<KvEvent> events = new ArrayList<>();
+    events.add(KvEvent.BlockStored.of(new long[] {first}, null, tokens(first, 16), 16));
+    if (padBlocks > 0) {
+      long[] unknown = new long[padBlocks];
+      java.util.Arrays.fill(unknown, -7L); // removals of a hash nobody stored: only bytes
+      events.add(KvEvent.BlockRemoved.of(unknown));
+    }
+    return ENCODER.encode(KvEventBatch.of(0, events));
+  }
+
+  @Test
+  void endpointsAddedToThePoolLaterAreFollowed() throws Exception {
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pubA = boundPublisher(ctx);
+      ZMQ.Socket pubB = boundPublisher(ctx);
+      Endpoint a = Endpoint.of("127.0.0.1", 8001,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubA))));
+      Endpoint b = Endpoint.of("127.0.0.1", 8002,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB))));
+      KvBlockIndex index = KvBlockIndex.create();
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+              kvEvents: {mode: per-endpoint}
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """;
+      try (Router router = Router.builder().endpoint(a).service(KvBlockIndex.class, index)
+          .configYaml(yaml, "late-endpoints").build()) {
+        pubA.setReceiveTimeOut(20_000);
+        assertThat(pubA.recv()).as("subscription to the first endpoint").isNotNull();
+        FakeEngine engineA = new FakeEngine(10, 16);
+        KvBlockIndex expectedA = KvBlockIndex.create();
+        for (long seq = 0; seq < 5; seq++) {
+          KvEventBatch batch = engineA.nextBatch(0);
+          expectedA.apply(a.id(), batch);
+          publish(pubA, "kv@" + a.id() + "@m", seq, ENCODER.encode(batch));
+        }
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == 5, "the first endpoint's batches");
+
+        assertThat(router.addEndpoint(b)).isTrue();
+        pubB.setReceiveTimeOut(20_000);
+        byte[] subscription = pubB.recv();
+        assertThat(subscription).as("subscription to the endpoint added later").isNotNull();
+        assertThat(new String(subscription, 1, subscription.length - 1, StandardCharsets.UTF_8))
+            .isEqualTo("kv@");
+        FakeEngine engineB = new FakeEngine(11, 16);
+        KvBlockIndex expectedB = KvBlockIndex.create();
+        for (long seq = 0; seq < 5; seq++) {
+          KvEventBatch batch = engineB.nextBatch(0);
+          expectedB.apply(b.id(), batch);
+          publish(pubB, "kv@" + b.id() + "@m", seq, ENCODER.encode(batch));
+        }
+        await(() -> m.batches() == 10, "the added endpoint's batches");
+        assertSameContents(index, expectedA, a.id(), engineA);
+        assertSameContents(index, expectedB, b.id(), engineB);
+        assertThat(index.blockCount(b.id())).isPositive();
+        assertThat(m.gaps()).isZero();
+      }
+      pubA.close();
+      pubB.close();
+    }
+  }
+
+  @Test
+  void anEndpointZeroMqCannotConnectToIsReportedAndTheOthersAreStillFollowed() {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (LogCapture log = new LogCapture(); ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = boundPublisher(ctx);
+      try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).build()) {
+        sub.addEndpoint(Endpoint.of("::zz::", 8000)); // ZeroMQ refuses the address
+        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
+            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
+        pub.setReceiveTimeOut(20_000);
+        assertThat(pub.recv()).as("subscription").isNotNull();
+        publish(pub, "kv@127.0.0.1:8000@m", 0, storeOf(1, 0));
+        await(() -> index.metrics().batches() == 1, "a batch from the good endpoint");
+        assertThat(sub.connectedEndpoints()).isEqualTo(1);
+        assertThat(log.records).hasSize(1);
+        assertThat(log.records.get(0).getThrown()).isNotNull();
+      }
+      pub.close();
+    }
+  }
+
+  @Test
+  void aFrameAboveThePayloadLimitIsRefusedByZeroMqAndShowsAsAGap() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
+        ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      FakeEngine engine = new FakeEngine(12, 16);
+      publish(pub, TOPIC_A, 0, ENCODER.encode(engine.nextBatch(0)));
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 1, "first batch");
+      publish(pub, TOPIC_A, 1, new byte[KvEventDecoder.MAX_PAYLOAD_BYTES + 1]);
+      // the subscriber drops that connection and the publisher reconnects; until it has, what
+      // it sends is lost, so the next batch is sent until it arrives (copies are duplicates)
+      KvBlockIndex expected = KvBlockIndex.create();
+      KvEventBatch next = engine.nextBatch(0);
+      expected.apply(ID_A, next);
+      byte[] nextPayload = ENCODER.encode(next);
+      await(() -> {
+        if (m.batches() < 2) {
+          publish(pub, TOPIC_A, 2, nextPayload);
+          return false;
+        }
+        return true;
+      }, () -> "a batch after the refused frame: " + m);
+      for (long seq = 3; seq < 6; seq++) {
+        KvEventBatch b = engine.nextBatch(0);
+        expected.apply(ID_A, b);
+        publish(pub, TOPIC_A, seq, ENCODER.encode(b));
+      }
+      await(() -> m.batches() == 5, () -> "batches after the refused frame: " + m);
+      assertThat(m.decodeErrors()).isZero();
+      assertThat(m.gaps()).isEqualTo(1);
+      assertThat(m.missedBatches()).isEqualTo(1);
+      assertSameContents(index, expected, ID_A, engine);
+      pub.close();
+    }
+  }
+}
