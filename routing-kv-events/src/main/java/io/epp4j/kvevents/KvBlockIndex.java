@@ -498,6 +498,11 @@ public final class KvBlockIndex {
     return endpoints.get(endpointId);
   }
 
+  /** The endpoints the index holds state for (a copy; for inspection and tests). */
+  java.util.Set<String> trackedEndpoints() {
+    return java.util.Set.copyOf(endpoints.keySet());
+  }
+
   /** The block size the endpoint uses: learned from events, else given, else 0. */
   public int endpointBlockSize(String endpointId) {
     EndpointBlocks e = endpoints.get(endpointId);
