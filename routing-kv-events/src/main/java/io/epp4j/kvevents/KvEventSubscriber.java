@@ -75,10 +75,13 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final int receiveHighWaterMark;
   private final ConcurrentLinkedQueue<Runnable> commands = new ConcurrentLinkedQueue<>();
   private final Map<String, Stream> streams = new HashMap<>(); // owned by the thread
+  private final Map<ZMQ.Socket, Stream> bySocket = new java.util.IdentityHashMap<>(); // ditto
+  private final List<ZMQ.Socket> subSockets = new ArrayList<>(); // owned by the thread
   /**
    * The pool: endpoint id → the membership it was added with (a new object for every add, so a
    * stream of an earlier membership of the same id is told apart). Changed only under
-   * {@link #membershipLock}; read without it only to find a stream, never to decide to apply.
+   * {@link #membershipLock}; read without it only to find or open a stream, never to decide
+   * whether a batch is applied.
    */
   private final Map<String, Object> members = new java.util.concurrent.ConcurrentHashMap<>();
   /**
@@ -88,8 +91,6 @@ public final class KvEventSubscriber implements AutoCloseable {
    * gone; holding it only per batch (not through a replay's wait) keeps that wait short.
    */
   private final Object membershipLock = new Object();
-  private final Map<ZMQ.Socket, Stream> bySocket = new java.util.IdentityHashMap<>(); // ditto
-  private final List<ZMQ.Socket> subSockets = new ArrayList<>(); // owned by the thread
   private final AtomicInteger connected = new AtomicInteger();
   private final Thread thread;
   private final ZContext context = new ZContext(1);

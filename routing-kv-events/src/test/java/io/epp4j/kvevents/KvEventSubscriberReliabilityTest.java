@@ -684,6 +684,18 @@ class KvEventSubscriberReliabilityTest {
       await(() -> m.unknownEndpointMessages() == dropped + 1, () -> "late batch dropped: " + m);
       assertThat(m.batches()).isEqualTo(applied);
       assertThat(index.trackedEndpoints()).isEmpty();
+
+      // back in the pool: a new stream, whose numbering may start over
+      sub.addEndpoint(a);
+      FakeEngine again = new FakeEngine(14, 16);
+      KvBlockIndex expectedAgain = KvBlockIndex.create();
+      KvEventBatch first = again.nextBatch(0);
+      expectedAgain.apply(ID_A, first);
+      publish(pub, TOPIC_A, 0, ENCODER.encode(first));
+      await(() -> m.batches() == applied + 1, () -> "batch after the re-add: " + m);
+      assertThat(m.restarts()).isZero();
+      assertThat(index.trackedEndpoints()).containsExactly(ID_A);
+      assertSameContents(index, expectedAgain, ID_A, again);
       pub.close();
     }
   }
