@@ -156,8 +156,10 @@ public final class KvBlockIndex {
 
   /** Applies one batch of events from {@code endpointId}. Never throws for bad event content. */
   public void apply(String endpointId, KvEventBatch batch) {
-    EndpointBlocks e = endpoint(endpointId);
     synchronized (writeLock) {
+      // looked up under the lock: one taken before could be removed (and cleared) before the
+      // writes below, which would then hold keys for a slot nobody clears any more
+      EndpointBlocks e = endpoint(endpointId);
       for (KvEvent ev : batch.events()) {
         applyLocked(e, ev);
       }
@@ -174,9 +176,8 @@ public final class KvBlockIndex {
    * be chained because its parent is unknown (its blocks are dropped and counted as orphans).
    */
   public boolean apply(String endpointId, KvEvent event) {
-    EndpointBlocks e = endpoint(endpointId);
     synchronized (writeLock) {
-      return applyLocked(e, event);
+      return applyLocked(endpoint(endpointId), event); // looked up under the lock, as above
     }
   }
 
@@ -297,9 +298,10 @@ public final class KvBlockIndex {
 
   /** Forgets an endpoint entirely (it left the pool). */
   public void removeEndpoint(String endpointId) {
-    EndpointBlocks e = endpoints.remove(endpointId);
-    if (e != null) {
-      synchronized (writeLock) {
+    synchronized (writeLock) {
+      // removed and cleared in one step: a writer never holds an endpoint that is gone
+      EndpointBlocks e = endpoints.remove(endpointId);
+      if (e != null) {
         clearLocked(e);
       }
     }
@@ -496,6 +498,18 @@ public final class KvBlockIndex {
    */
   @Nullable EndpointBlocks endpointView(String endpointId) {
     return endpoints.get(endpointId);
+  }
+
+  /** Keys some endpoint holds for real; takes the write lock (for inspection and tests). */
+  int heldKeys() {
+    synchronized (writeLock) {
+      return table.liveKeys() + wideHolders.size();
+    }
+  }
+
+  /** The endpoints the index holds state for (a copy; for inspection and tests). */
+  java.util.Set<String> trackedEndpoints() {
+    return java.util.Set.copyOf(endpoints.keySet());
   }
 
   /** The block size the endpoint uses: learned from events, else given, else 0. */

@@ -26,6 +26,7 @@ public final class KvEventMetrics {
   final LongAdder duplicates = new LongAdder();
   final LongAdder overflows = new LongAdder();
   final LongAdder speculativeBlocks = new LongAdder();
+  final LongAdder unknownEndpointMessages = new LongAdder();
   final AtomicLong lagMillis = new AtomicLong();
   private final Object sampleLock = new Object();
   private long lastSampleNanos = Long.MIN_VALUE;
@@ -69,6 +70,11 @@ public final class KvEventMetrics {
   public long overflows() { return overflows.sum(); }
   /** Speculative block entries recorded after routing. */
   public long speculativeBlocks() { return speculativeBlocks.sum(); }
+  /**
+   * Messages dropped because their endpoint is not in the pool: in central mode a topic naming
+   * no pool member, in either mode batches that were still queued when their endpoint left.
+   */
+  public long unknownEndpointMessages() { return unknownEndpointMessages.sum(); }
   /** Wall-clock delay between the engine stamping the latest batch and its application. */
   public long lagMillis() { return lagMillis.get(); }
 
@@ -103,6 +109,7 @@ public final class KvEventMetrics {
         + blocksStored() + ", removed=" + blocksRemoved() + ", orphans=" + orphanBlocks()
         + ", decodeErrors=" + decodeErrors() + ", gaps=" + gaps() + ", replays=" + replays()
         + ", replayFailures=" + replayFailures() + ", resyncs=" + resyncs() + ", restarts="
-        + restarts() + ", lagMillis=" + lagMillis() + "}";
+        + restarts() + ", unknownEndpointMessages=" + unknownEndpointMessages()
+        + ", lagMillis=" + lagMillis() + "}";
   }
 }

@@ -34,6 +34,13 @@ import org.zeromq.ZMQ;
  * messages whose handling fails, are counted in {@link KvEventMetrics#decodeErrors()}, reported
  * in the log at most once per {@link #REPORT_INTERVAL} and dropped: nothing a socket delivers
  * ends the subscriber. One background thread owns every socket.
+ *
+ * <p>Only endpoints in the pool ({@link #addEndpoint} and not {@link #removeEndpoint} since) get
+ * state in the index. Once {@code removeEndpoint} has returned, no batch of that endpoint is
+ * applied any more, even one already queued, and its blocks are forgotten. In central mode a
+ * message whose topic names no pool member is dropped and counted in
+ * {@link KvEventMetrics#unknownEndpointMessages()}, so that a publisher inventing endpoint names
+ * cannot make the index grow.
  */
 public final class KvEventSubscriber implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(KvEventSubscriber.class.getName());
@@ -70,6 +77,20 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final Map<String, Stream> streams = new HashMap<>(); // owned by the thread
   private final Map<ZMQ.Socket, Stream> bySocket = new java.util.IdentityHashMap<>(); // ditto
   private final List<ZMQ.Socket> subSockets = new ArrayList<>(); // owned by the thread
+  /**
+   * The pool: endpoint id → the membership it was added with (a new object for every add, so a
+   * stream of an earlier membership of the same id is told apart). Changed only under
+   * {@link #membershipLock}; read without it only to find or open a stream, never to decide
+   * whether a batch is applied.
+   */
+  private final Map<String, Object> members = new java.util.concurrent.ConcurrentHashMap<>();
+  /**
+   * Held by the subscriber thread from the membership check to the end of each index write, and
+   * by {@link #removeEndpoint} while it takes an endpoint out of the pool and forgets it. A
+   * removal therefore waits for at most one batch, and every write after it sees the endpoint
+   * gone; holding it only per batch (not through a replay's wait) keeps that wait short.
+   */
+  private final Object membershipLock = new Object();
   private final AtomicInteger connected = new AtomicInteger();
   private final Thread thread;
   private final ZContext context = new ZContext(1);
@@ -78,13 +99,33 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
   private volatile @Nullable RuntimeException startFailure;
   // drop reports; owned by the thread
-  private long droppedSinceReport;
-  private long lastReportNanos;
-  private boolean reported;
+  private final Report malformed = new Report();
+  private final Report unknownTopics = new Report();
+
+  /** Rate limit of one kind of log report; owned by the subscriber thread. */
+  private static final class Report {
+    long sinceReport;
+    long lastNanos;
+    boolean reported;
+
+    /** Counts one occurrence; true when it is time to log (then the count starts over). */
+    boolean due() {
+      sinceReport++;
+      long now = System.nanoTime();
+      if (reported && now - lastNanos < REPORT_INTERVAL.toNanos()) {
+        return false;
+      }
+      reported = true;
+      lastNanos = now;
+      return true;
+    }
+  }
 
   /** Per-endpoint stream state. */
   private final class Stream {
     final String endpointId;
+    /** The membership this stream belongs to; its batches apply only while it is current. */
+    final Object member;
     final ZMQ.@Nullable Socket sub;
     final @Nullable String replayAddress;
     ZMQ.@Nullable Socket replay;
@@ -93,8 +134,10 @@ public final class KvEventSubscriber implements AutoCloseable {
     /** The payload of {@link #lastLiveSeq}: tells a message delivered twice from a restart. */
     byte @Nullable [] lastLivePayload;
 
-    Stream(String endpointId, ZMQ.@Nullable Socket sub, @Nullable String replayAddress) {
+    Stream(String endpointId, Object member, ZMQ.@Nullable Socket sub,
+        @Nullable String replayAddress) {
       this.endpointId = endpointId;
+      this.member = member;
       this.sub = sub;
       this.replayAddress = replayAddress;
     }
@@ -142,20 +185,44 @@ public final class KvEventSubscriber implements AutoCloseable {
     return boundEndpoint;
   }
 
-  /** Starts following an endpoint (per-endpoint mode; ignored in central mode). */
+  /**
+   * Adds an endpoint to the pool this subscriber applies events for. Per-endpoint mode also
+   * connects to its publisher (asynchronously); in central mode its topic is accepted from now
+   * on. Adding an endpoint already in the pool does nothing.
+   */
   public void addEndpoint(Endpoint endpoint) {
-    if (bindAddress != null || closed) {
-      return;
+    String id = endpoint.id();
+    Object member = new Object();
+    synchronized (membershipLock) {
+      if (members.putIfAbsent(id, member) != null) {
+        return;
+      }
     }
-    commands.add(() -> connect(endpoint));
+    if (bindAddress == null && !closed) {
+      commands.add(() -> connect(endpoint, member));
+    }
   }
 
-  /** Stops following an endpoint. */
+  /**
+   * Takes an endpoint out of the pool and forgets its blocks in the index. When this returns no
+   * batch of the endpoint is applied any more, including batches already received and queued;
+   * they are counted in {@link KvEventMetrics#unknownEndpointMessages()}. Its socket is closed
+   * asynchronously. Waits for at most the one batch the subscriber may be applying.
+   */
   public void removeEndpoint(Endpoint endpoint) {
-    if (bindAddress != null || closed) {
-      return;
+    String id = endpoint.id();
+    Object member;
+    synchronized (membershipLock) {
+      member = members.remove(id);
+      if (member == null) {
+        return;
+      }
+      // under the lock: no write of this endpoint can come between the two
+      index.removeEndpoint(id);
     }
-    commands.add(() -> disconnect(endpoint.id()));
+    if (!closed) {
+      commands.add(() -> disconnect(id, member));
+    }
   }
 
   /** Endpoints with a live SUB socket (per-endpoint mode). */
@@ -223,9 +290,12 @@ public final class KvEventSubscriber implements AutoCloseable {
     }
   }
 
-  private void connect(Endpoint e) {
+  private void connect(Endpoint e, Object member) {
+    if (members.get(e.id()) != member) {
+      return; // removed again before the subscriber got to it
+    }
     if (streams.containsKey(e.id())) {
-      return;
+      disconnect(e.id(), streams.get(e.id()).member); // an earlier membership's, not yet closed
     }
     int p = labelInt(e, PORT_LABEL, port);
     int rp = labelInt(e, REPLAY_PORT_LABEL, replayPort);
@@ -240,7 +310,7 @@ public final class KvEventSubscriber implements AutoCloseable {
       throw ex;
     }
     subSockets.add(s);
-    Stream st = new Stream(e.id(), s, rp > 0 ? address(e.host(), rp) : null);
+    Stream st = new Stream(e.id(), member, s, rp > 0 ? address(e.host(), rp) : null);
     if (st.replayAddress != null) {
       st.replay = newReplaySocket(st.replayAddress); // connected ahead of the first gap
     }
@@ -249,11 +319,13 @@ public final class KvEventSubscriber implements AutoCloseable {
     connected.incrementAndGet();
   }
 
-  private void disconnect(String id) {
-    Stream st = streams.remove(id);
-    if (st == null) {
+  /** Closes the stream of {@code id} if it still belongs to {@code member}. */
+  private void disconnect(String id, Object member) {
+    Stream st = streams.get(id);
+    if (st == null || st.member != member) {
       return;
     }
+    streams.remove(id);
     if (st.sub != null) {
       bySocket.remove(st.sub);
       subSockets.remove(st.sub);
@@ -356,18 +428,31 @@ public final class KvEventSubscriber implements AutoCloseable {
    */
   private void dropped(String source, String reason, @Nullable Throwable failure) {
     metrics.decodeErrors.increment();
-    droppedSinceReport++;
-    long now = System.nanoTime();
-    if (reported && now - lastReportNanos < REPORT_INTERVAL.toNanos()) {
+    if (!malformed.due()) {
       return;
     }
-    reported = true;
-    lastReportNanos = now;
-    String msg = "dropped " + droppedSinceReport + " KV-event message(s) since the last report"
+    String msg = "dropped " + malformed.sinceReport + " KV-event message(s) since the last report"
         + " (the total is the decodeErrors metric); the latest, from " + printable(source)
         + ": " + reason;
-    droppedSinceReport = 0;
+    malformed.sinceReport = 0;
     LOG.log(failure == null ? Level.WARNING : Level.SEVERE, msg, failure);
+  }
+
+  /**
+   * Counts a central-mode message whose topic names no pool member; reported like
+   * {@link #dropped}. Publishers that reach the bound port and are not in the pool (a
+   * misconfigured engine, an engine whose endpoint already left, or a hostile sender) show here.
+   */
+  private void unknownTopic(String endpointId) {
+    metrics.unknownEndpointMessages.increment();
+    if (!unknownTopics.due()) {
+      return;
+    }
+    String msg = "dropped " + unknownTopics.sinceReport + " KV-event message(s) since the last"
+        + " report whose topic names an endpoint not in the pool (the total is the"
+        + " unknownEndpointMessages metric); the latest for " + printable(endpointId);
+    unknownTopics.sinceReport = 0;
+    LOG.warning(msg);
   }
 
   /** A publisher-chosen name, safe to put on one log line. */
@@ -432,7 +517,18 @@ public final class KvEventSubscriber implements AutoCloseable {
       return bySocket.get(s);
     }
     String id = endpointFromTopic(new String(topic, StandardCharsets.UTF_8));
-    return streams.computeIfAbsent(id, k -> new Stream(k, null, null));
+    Object member = members.get(id);
+    if (member == null) {
+      unknownTopic(id); // no stream, no index state: the topic alone creates nothing
+      return null;
+    }
+    Stream st = streams.get(id);
+    if (st == null || st.member != member) {
+      // new, or re-added since its last stream: the sequence starts over
+      st = new Stream(id, member, null, null);
+      streams.put(id, st);
+    }
+    return st;
   }
 
   /** {@code kv@<host:port>@<model>} → {@code host:port}; other topics are used whole. */
@@ -456,7 +552,7 @@ public final class KvEventSubscriber implements AutoCloseable {
     st.lastLivePayload = payload;
     if (restart) {
       metrics.restarts.increment();
-      index.resync(st.endpointId);
+      resync(st);
       st.expected = seq;
     } else if (st.expected >= 0 && seq < st.expected) {
       metrics.duplicates.increment(); // already applied through a replay
@@ -468,7 +564,7 @@ public final class KvEventSubscriber implements AutoCloseable {
         if (st.replayAddress != null) {
           metrics.replayFailures.increment();
         }
-        index.resync(st.endpointId);
+        resync(st);
         st.expected = seq;
       }
       if (seq < st.expected) {
@@ -488,12 +584,29 @@ public final class KvEventSubscriber implements AutoCloseable {
       return;
     }
     try {
-      index.apply(st.endpointId, batch);
+      synchronized (membershipLock) {
+        if (members.get(st.endpointId) != st.member) {
+          // the endpoint left (perhaps while this batch waited in a queue): applying it would
+          // recreate the state its removal freed, and an id that never returns is never freed
+          metrics.unknownEndpointMessages.increment();
+          return;
+        }
+        index.apply(st.endpointId, batch);
+      }
     } catch (RuntimeException | Error e) {
       rethrowIfFatal(e);
       dropped(st.endpointId, "applying a batch failed", e);
       // the batch stopped part-way: what the index holds for the endpoint is no longer known
-      index.resync(st.endpointId);
+      resync(st);
+    }
+  }
+
+  /** Drops the endpoint's entries to start over, unless it has left the pool. */
+  private void resync(Stream st) {
+    synchronized (membershipLock) {
+      if (members.get(st.endpointId) == st.member) {
+        index.resync(st.endpointId);
+      }
     }
   }
 

@@ -45,6 +45,7 @@ public final class KvEventTelemetry implements AutoCloseable {
     t.counter(meter, "restarts", "{restart}", "publisher restarts detected", KvEventMetrics::restarts, m);
     t.counter(meter, "orphan_blocks", "{block}", "stored blocks whose parent was unknown", KvEventMetrics::orphanBlocks, m);
     t.counter(meter, "overflows", "{overflow}", "endpoints cleared for exceeding their block budget", KvEventMetrics::overflows, m);
+    t.counter(meter, "unknown_endpoint_messages", "{message}", "messages dropped because their endpoint is not in the pool", KvEventMetrics::unknownEndpointMessages, m);
     t.instruments.add(meter.gaugeBuilder("epp4j.kv_events.lag")
         .setDescription("Age of the newest applied batch when it was applied")
         .setUnit("ms").ofLongs()

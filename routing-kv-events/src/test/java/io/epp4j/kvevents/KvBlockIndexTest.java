@@ -405,4 +405,33 @@ class KvBlockIndexTest {
       assertThat(index.prefixWeight("b", k, 0)).isEqualTo(expected.prefixWeight("b", k, 0));
     }
   }
+
+  @Test
+  void anApplyRacingTheRemovalOfItsEndpointLeavesNoHolderBitsBehind() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    Thread remover = new Thread(() -> {
+      while (!stop.get()) {
+        index.removeEndpoint("x");
+      }
+    }, "test-remover");
+    remover.start();
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
+    try {
+      for (int i = 0; i < 300_000 && System.nanoTime() < deadline; i++) {
+        int[] tokens = new int[16];
+        tokens[0] = i;
+        index.apply("x", KvEventBatch.of(0, List.of(
+            KvEvent.BlockStored.of(new long[] {i + 1}, null, tokens, 16))));
+      }
+    } finally {
+      stop.set(true);
+      remover.join(10_000);
+    }
+    assertThat(remover.isAlive()).as("remover finished").isFalse();
+    // whatever the interleaving, forgetting the endpoint forgets every block written for it: a
+    // write into an endpoint already taken out of the index would hold its key forever
+    index.removeEndpoint("x");
+    assertThat(index.heldKeys()).isZero();
+  }
 }

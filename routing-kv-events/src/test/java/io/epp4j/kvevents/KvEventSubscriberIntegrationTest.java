@@ -209,6 +209,9 @@ class KvEventSubscriberIntegrationTest {
         ZContext ctx = new ZContext(1)) {
       String bound = sub.boundEndpoint();
       assertThat(bound).isNotNull();
+      // central mode applies the topics of pool members only
+      sub.addEndpoint(Endpoint.of("10.0.0.1", 8000));
+      sub.addEndpoint(Endpoint.of("10.0.0.2", 8000));
       ZMQ.Socket pubA = connectedPublisher(ctx, bound);
       ZMQ.Socket pubB = connectedPublisher(ctx, bound);
       FakeEngine a = new FakeEngine(3, 16);

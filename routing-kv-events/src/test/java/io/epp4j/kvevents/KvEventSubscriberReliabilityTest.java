@@ -37,6 +37,7 @@ import org.zeromq.ZMQ;
 class KvEventSubscriberReliabilityTest {
   private static final String TOPIC_A = "kv@10.0.0.1:8000@m";
   private static final String ID_A = "10.0.0.1:8000";
+  private static final Endpoint ENDPOINT_A = Endpoint.of("10.0.0.1", 8000);
 
   private static final VllmEventEncoder ENCODER =
       new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
@@ -128,6 +129,7 @@ class KvEventSubscriberReliabilityTest {
         KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
             .receiveHighWaterMark(100_000).build();
         ZContext ctx = new ZContext(1)) {
+      sub.addEndpoint(ENDPOINT_A); // central mode applies pool members' topics only
       ZMQ.Socket pub = unboundedPublisher(ctx, sub.boundEndpoint());
       long seq = 0;
       for (byte[] p : hostile) {
@@ -186,6 +188,7 @@ class KvEventSubscriberReliabilityTest {
     try (LogCapture log = new LogCapture();
         KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
         ZContext ctx = new ZContext(1)) {
+      sub.addEndpoint(ENDPOINT_A); // central mode applies pool members' topics only
       ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
       FakeEngine engine = new FakeEngine(6, 16);
       publish(pub, TOPIC_A, 0, ENCODER.encode(engine.nextBatch(0)));
@@ -294,6 +297,7 @@ class KvEventSubscriberReliabilityTest {
     KvBlockIndex index = KvBlockIndex.create();
     try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
         ZContext ctx = new ZContext(1)) {
+      sub.addEndpoint(ENDPOINT_A); // central mode applies pool members' topics only
       ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
       FakeEngine engine = new FakeEngine(8, 16);
       KvBlockIndex expected = KvBlockIndex.create();
@@ -537,6 +541,7 @@ class KvEventSubscriberReliabilityTest {
     KvBlockIndex index = KvBlockIndex.create();
     try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
         ZContext ctx = new ZContext(1)) {
+      sub.addEndpoint(ENDPOINT_A); // central mode applies pool members' topics only
       ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
       FakeEngine engine = new FakeEngine(12, 16);
       publish(pub, TOPIC_A, 0, ENCODER.encode(engine.nextBatch(0)));
@@ -566,6 +571,131 @@ class KvEventSubscriberReliabilityTest {
       assertThat(m.gaps()).isEqualTo(1);
       assertThat(m.missedBatches()).isEqualTo(1);
       assertSameContents(index, expected, ID_A, engine);
+      pub.close();
+    }
+  }
+  @Test
+  void endpointsThatLeaveWhileTheirBatchesAreQueuedLeaveNoStateBehind() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    KvEventMetrics m = index.metrics();
+    try (ZContext ctx = new ZContext(1);
+        KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index)
+            .replayTimeout(Duration.ofSeconds(30)).build()) {
+      // the pool listener the router drives, wired to the subscriber as the plugin wires it
+      PrecisePrefixCacheScorer pool =
+          new PrecisePrefixCacheScorer(index, null, sub, 1024, false, true, false);
+      ZMQ.Socket steadyPub = boundPublisher(ctx);
+      Endpoint steady = Endpoint.of("127.0.0.1", 7999,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(steadyPub))));
+      pool.onEndpointAdded(steady);
+      steadyPub.setReceiveTimeOut(20_000);
+      assertThat(steadyPub.recv()).as("subscription of the steady endpoint").isNotNull();
+      publish(steadyPub, "kv@" + steady.id() + "@m", 0, storeOf(1, 0));
+      await(() -> index.blockCount(steady.id()) == 1, "the steady endpoint's first batch");
+      int rounds = 6;
+      for (int r = 0; r < rounds; r++) {
+        try (HeldReplay replay = new HeldReplay(ctx)) {
+          ZMQ.Socket pub = boundPublisher(ctx);
+          // a replaced pod: an address that never comes back
+          Endpoint e = Endpoint.of("127.0.0.1", 20_000 + r, Map.of(
+              KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)),
+              KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replay.port)));
+          pool.onEndpointAdded(e);
+          pub.setReceiveTimeOut(20_000);
+          assertThat(pub.recv()).as("subscription, round " + r).isNotNull();
+          String topic = "kv@" + e.id() + "@m";
+          publish(pub, topic, 0, storeOf(10 + r, 0));
+          await(() -> index.blockCount(e.id()) == 1, "the first batch of round " + r);
+          // seq 1 is lost: the subscriber's thread waits in the replay with seq 2 in hand ...
+          publish(pub, topic, 2, storeOf(100 + r, 0));
+          assertThat(replay.requested.await(20, TimeUnit.SECONDS)).as("replay requested").isTrue();
+          // ... while more batches queue behind it
+          for (long seq = 3; seq < 53; seq++) {
+            publish(pub, topic, seq, storeOf(1_000 + r * 100 + (int) seq, 0));
+          }
+          pool.onEndpointRemoved(e);
+          assertThat(index.trackedEndpoints()).as("right after the removal").doesNotContain(e.id());
+          replay.release.countDown();
+          await(() -> sub.connectedEndpoints() == 1, "the departed endpoint's socket closed");
+          assertThat(index.trackedEndpoints()).as("tracked after round " + r)
+              .containsExactly(steady.id());
+          pub.close();
+        }
+      }
+      // at least the batch in hand at each removal was dropped and counted
+      assertThat(m.unknownEndpointMessages()).isGreaterThanOrEqualTo(rounds);
+      assertThat(m.decodeErrors()).isZero();
+      publish(steadyPub, "kv@" + steady.id() + "@m", 1, storeOf(2, 0));
+      await(() -> index.blockCount(steady.id()) == 2, "the steady endpoint is still followed");
+      assertThat(index.trackedEndpoints()).containsExactly(steady.id());
+      steadyPub.close();
+    }
+  }
+
+  @Test
+  void centralModeAppliesOnlyTopicsOfPoolMembersAndCountsTheRest() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    KvEventMetrics m = index.metrics();
+    try (LogCapture log = new LogCapture();
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .receiveHighWaterMark(100_000).build();
+        ZContext ctx = new ZContext(1)) {
+      Endpoint a = ENDPOINT_A;
+      sub.addEndpoint(a);
+      ZMQ.Socket pub = unboundedPublisher(ctx, sub.boundEndpoint());
+      FakeEngine engine = new FakeEngine(13, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      long seqA = 0;
+      int unknown = 0;
+      for (int i = 0; i < 2_000; i++) {
+        // a publisher that reaches the port and invents a new endpoint with every message,
+        // including names close to the member's
+        String id = switch (i % 4) {
+          case 0 -> "10.0.0.1:80001";
+          case 1 -> "10.0.0.10:8000";
+          default -> "10.66." + (i / 250) + "." + (i % 250) + ":8000";
+        };
+        publish(pub, "kv@" + id + "@m", i, storeOf(5_000 + i, 0));
+        unknown++;
+        if (i % 100 == 0) {
+          KvEventBatch b = engine.nextBatch(0);
+          expected.apply(ID_A, b);
+          publish(pub, TOPIC_A, seqA++, ENCODER.encode(b));
+        }
+      }
+      long applied = seqA;
+      long dropped = unknown;
+      long total = applied + dropped;
+      await(() -> m.batches() + m.unknownEndpointMessages() == total,
+          () -> "every message handled: " + m);
+      assertThat(m.unknownEndpointMessages()).isEqualTo(dropped);
+      assertThat(m.batches()).isEqualTo(applied);
+      assertThat(m.decodeErrors()).isZero();
+      assertThat(index.trackedEndpoints()).containsExactly(ID_A);
+      assertSameContents(index, expected, ID_A, engine);
+      // two thousand drops, one report (two if the run outlasted the log interval)
+      assertThat(log.records).hasSizeBetween(1, 2);
+      assertThat(log.records.get(0).getMessage()).contains("not in the pool");
+
+      // once the member has left, its own topic is unknown too and its state is gone
+      sub.removeEndpoint(a);
+      assertThat(index.trackedEndpoints()).isEmpty();
+      publish(pub, TOPIC_A, seqA, ENCODER.encode(engine.nextBatch(0)));
+      await(() -> m.unknownEndpointMessages() == dropped + 1, () -> "late batch dropped: " + m);
+      assertThat(m.batches()).isEqualTo(applied);
+      assertThat(index.trackedEndpoints()).isEmpty();
+
+      // back in the pool: a new stream, whose numbering may start over
+      sub.addEndpoint(a);
+      FakeEngine again = new FakeEngine(14, 16);
+      KvBlockIndex expectedAgain = KvBlockIndex.create();
+      KvEventBatch first = again.nextBatch(0);
+      expectedAgain.apply(ID_A, first);
+      publish(pub, TOPIC_A, 0, ENCODER.encode(first));
+      await(() -> m.batches() == applied + 1, () -> "batch after the re-add: " + m);
+      assertThat(m.restarts()).isZero();
+      assertThat(index.trackedEndpoints()).containsExactly(ID_A);
+      assertSameContents(index, expectedAgain, ID_A, again);
       pub.close();
     }
   }

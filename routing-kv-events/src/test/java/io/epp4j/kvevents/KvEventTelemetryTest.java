@@ -43,6 +43,7 @@ class KvEventTelemetryTest {
       assertThat(sum(metrics, "epp4j.kv_events.blocks_stored")).isEqualTo(2);
       assertThat(sum(metrics, "epp4j.kv_events.blocks_removed")).isEqualTo(1);
       assertThat(sum(metrics, "epp4j.kv_events.batches")).isEqualTo(1);
+      assertThat(sum(metrics, "epp4j.kv_events.unknown_endpoint_messages")).isZero();
       assertThat(metrics.stream().filter(m -> m.getName().equals("epp4j.kv_events.blocks_stored")))
           .as("one registration per index").hasSize(1);
       assertThat(index.telemetryRegistered.get()).isTrue();
