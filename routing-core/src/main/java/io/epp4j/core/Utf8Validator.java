@@ -1,0 +1,114 @@
+package io.epp4j.core;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Strict UTF-8 validation (RFC 3629) of request bodies and config files. Jackson decodes only
+ * the strings it reads and accepts overlong forms, surrogates and code points above U+10FFFF;
+ * checking every byte up front makes a body valid or invalid as a whole, whichever fields the
+ * parser skips. ASCII, nearly all of a typical body, is checked eight bytes at a time.
+ */
+final class Utf8Validator {
+  private static final VarHandle LONGS =
+      MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+  private static final long HIGH_BITS = 0x8080808080808080L;
+
+  private Utf8Validator() {}
+
+  /** Offset of the first byte that does not start a well-formed sequence, or -1. */
+  static int firstInvalid(byte[] b) {
+    int n = b.length;
+    int i = 0;
+    while (i < n) {
+      while (i <= n - 8 && ((long) LONGS.get(b, i) & HIGH_BITS) == 0) {
+        i += 8;
+      }
+      if (i == n) {
+        break;
+      }
+      if (b[i] >= 0) {
+        i++;
+        continue;
+      }
+      int len = sequenceLength(b, i);
+      if (len < 0) {
+        return i;
+      }
+      i += len;
+    }
+    return -1;
+  }
+
+  /** Length of the well-formed sequence starting with a non-ASCII byte at {@code i}, or -1. */
+  private static int sequenceLength(byte[] b, int i) {
+    return problem(b, i) == null ? expectedLength(b[i] & 0xFF) : -1;
+  }
+
+  private static int expectedLength(int lead) {
+    return lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  }
+
+  /**
+   * Why the sequence at {@code i} is ill-formed, or null when it is well-formed. The second byte
+   * decides the overlong, surrogate and above-U+10FFFF cases of three- and four-byte sequences
+   * (the table in RFC 3629, section 4).
+   */
+  static @Nullable String problem(byte[] b, int i) {
+    int lead = b[i] & 0xFF;
+    if (lead < 0x80) {
+      return null;
+    }
+    if (lead < 0xC0) {
+      return "unexpected continuation byte";
+    }
+    if (lead < 0xC2) {
+      return "overlong encoding";
+    }
+    if (lead > 0xF7) {
+      return "invalid byte";
+    }
+    if (lead > 0xF4) {
+      return "code point above U+10FFFF";
+    }
+    int len = expectedLength(lead);
+    if (i + len > b.length) {
+      return "truncated sequence";
+    }
+    for (int k = 1; k < len; k++) {
+      if ((b[i + k] & 0xC0) != 0x80) {
+        return "truncated sequence";
+      }
+    }
+    int second = b[i + 1] & 0xFF;
+    if ((lead == 0xE0 && second < 0xA0) || (lead == 0xF0 && second < 0x90)) {
+      return "overlong encoding";
+    }
+    if (lead == 0xED && second >= 0xA0) {
+      return "surrogate code point";
+    }
+    if (lead == 0xF4 && second >= 0x90) {
+      return "code point above U+10FFFF";
+    }
+    return null;
+  }
+
+  /** {@code line L, column C (byte offset B)}; lines and columns count from 1, columns in bytes. */
+  static String position(byte[] b, int offset) {
+    int line = 1;
+    int lineStart = 0;
+    for (int i = 0; i < offset && i < b.length; i++) {
+      if (b[i] == '\n') {
+        line++;
+        lineStart = i + 1;
+      }
+    }
+    return position(line, offset - lineStart + 1, offset);
+  }
+
+  static String position(long line, long column, long offset) {
+    return "line " + line + ", column " + column + " (byte offset " + offset + ")";
+  }
+}
