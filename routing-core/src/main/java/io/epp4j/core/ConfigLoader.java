@@ -30,6 +30,8 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
+import org.yaml.snakeyaml.error.Mark;
+import org.yaml.snakeyaml.error.MarkedYAMLException;
 
 /**
  * Loads the upstream EPP's {@code EndpointPickerConfig} YAML:
@@ -125,11 +127,7 @@ public final class ConfigLoader {
     try (JsonParser p = YAML.getFactory().createParser(yaml)) {
       root = p.nextToken() == null ? null : YAML.readValue(p, Object.class);
     } catch (JsonProcessingException e) {
-      JsonLocation loc = e.getLocation();
-      return Result.error(shorten(source + ": not valid YAML"
-          + (loc != null && loc.getLineNr() > 0
-              ? " at line " + loc.getLineNr() + ", column " + loc.getColumnNr() : "")
-          + ": " + e.getOriginalMessage()));
+      return Result.error(shorten(source + ": not valid YAML" + yamlProblem(e)));
     } catch (IOException | RuntimeException e) {
       // the YAML library's own failures on odd input; reported, never thrown
       return Result.error(shorten(source + ": not valid YAML: " + e.getClass().getSimpleName()
@@ -335,6 +333,25 @@ public final class ConfigLoader {
       return Result.errors(errors.toList(source, "errors"));
     }
     return Result.ok(new RouterConfig(profiles, handler, plugins, warnings.toList(source, "warnings")));
+  }
+
+  /**
+   * Where and what: the YAML library's own problem and its position, rather than its message,
+   * which repeats positions and quotes the surrounding lines over several lines of its own.
+   */
+  private static String yamlProblem(JsonProcessingException e) {
+    if (e.getCause() instanceof MarkedYAMLException m && m.getProblemMark() != null) {
+      Mark at = m.getProblemMark();
+      Mark from = m.getContextMark();
+      return " at line " + (at.getLine() + 1) + ", column " + (at.getColumn() + 1) + ": " + m.getProblem()
+          + (m.getContext() == null ? ""
+              : " (" + m.getContext() + (from == null ? ""
+                  : " started at line " + (from.getLine() + 1) + ", column " + (from.getColumn() + 1)) + ")");
+    }
+    JsonLocation loc = e.getLocation();
+    return (loc != null && loc.getLineNr() > 0
+        ? " at line " + loc.getLineNr() + ", column " + loc.getColumnNr() : "")
+        + ": " + e.getOriginalMessage();
   }
 
   /**
