@@ -29,26 +29,46 @@ final class Utf8Validator {
       if (i == n) {
         break;
       }
-      if (b[i] >= 0) {
+      int lead = b[i] & 0xFF;
+      if (lead < 0x80) {
         i++;
         continue;
       }
-      int len = sequenceLength(b, i);
-      if (len < 0) {
+      // the ranges of RFC 3629, section 4; problem() says which rule a failing sequence broke
+      if (lead >= 0xC2 && lead <= 0xDF) {
+        if (i + 1 < n && (b[i + 1] & 0xC0) == 0x80) {
+          i += 2;
+          continue;
+        }
         return i;
       }
-      i += len;
+      if (lead >= 0xE0 && lead <= 0xEF) {
+        if (i + 2 < n && (b[i + 2] & 0xC0) == 0x80) {
+          int second = b[i + 1] & 0xFF;
+          int lo = lead == 0xE0 ? 0xA0 : 0x80;
+          int hi = lead == 0xED ? 0x9F : 0xBF;
+          if (second >= lo && second <= hi) {
+            i += 3;
+            continue;
+          }
+        }
+        return i;
+      }
+      if (lead >= 0xF0 && lead <= 0xF4) {
+        if (i + 3 < n && (b[i + 2] & 0xC0) == 0x80 && (b[i + 3] & 0xC0) == 0x80) {
+          int second = b[i + 1] & 0xFF;
+          int lo = lead == 0xF0 ? 0x90 : 0x80;
+          int hi = lead == 0xF4 ? 0x8F : 0xBF;
+          if (second >= lo && second <= hi) {
+            i += 4;
+            continue;
+          }
+        }
+        return i;
+      }
+      return i;
     }
     return -1;
-  }
-
-  /** Length of the well-formed sequence starting with a non-ASCII byte at {@code i}, or -1. */
-  private static int sequenceLength(byte[] b, int i) {
-    return problem(b, i) == null ? expectedLength(b[i] & 0xFF) : -1;
-  }
-
-  private static int expectedLength(int lead) {
-    return lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
   }
 
   /**
@@ -73,7 +93,7 @@ final class Utf8Validator {
     if (lead > 0xF4) {
       return "code point above U+10FFFF";
     }
-    int len = expectedLength(lead);
+    int len = lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
     if (i + len > b.length) {
       return "truncated sequence";
     }
