@@ -35,9 +35,9 @@ import org.jspecify.annotations.Nullable;
  * (text, or token IDs), {@code messages} (content as a string or an array of parts),
  * {@code tools}, {@code cache_salt}, {@code stream}, {@code max_tokens} /
  * {@code max_completion_tokens}; other fields are skipped. Errors are values naming the field
- * and, for malformed JSON or UTF-8, the position; nothing is thrown and no byte of the body is
- * quoted in a message (Jackson's own messages quote the offending token, so they are never passed
- * on). Header entries with a null name or value count as absent.
+ * and, for malformed JSON or UTF-8 or a value of the wrong type, the position; nothing is thrown
+ * and no byte of the body is quoted in a message (Jackson's own messages quote the offending
+ * token, so they are never passed on). Header entries with a null name or value count as absent.
  */
 public final class OpenAiRequestParser {
 
@@ -147,7 +147,7 @@ public final class OpenAiRequestParser {
         switch (field) {
           case "model" -> {
             if (t != JsonToken.VALUE_STRING) {
-              return Result.error("field 'model' must be a string");
+              return Result.error("field 'model' must be a string" + at(p));
             }
             model = p.getText();
           }
@@ -165,12 +165,12 @@ public final class OpenAiRequestParser {
                 prompt = (String) ((Object[]) parsed)[0];
               }
             } else {
-              return Result.error("field 'prompt' must be a string, an array of strings or of token IDs");
+              return Result.error("field 'prompt' must be a string, an array of strings or of token IDs" + at(p));
             }
           }
           case "messages" -> {
             if (t != JsonToken.START_ARRAY) {
-              return Result.error("field 'messages' must be an array");
+              return Result.error("field 'messages' must be an array" + at(p));
             }
             messages = new ArrayList<>();
             String err = readMessages(p, messages);
@@ -183,7 +183,7 @@ public final class OpenAiRequestParser {
               break;
             }
             if (t != JsonToken.START_ARRAY) {
-              return Result.error("field 'tools' must be an array");
+              return Result.error("field 'tools' must be an array" + at(p));
             }
             b.toolsJson(toolsJson(p, body));
           }
@@ -192,13 +192,13 @@ public final class OpenAiRequestParser {
               break;
             }
             if (t != JsonToken.VALUE_STRING) {
-              return Result.error("field 'cache_salt' must be a string");
+              return Result.error("field 'cache_salt' must be a string" + at(p));
             }
             b.cacheSalt(p.getText());
           }
           case "stream" -> {
             if (t != JsonToken.VALUE_TRUE && t != JsonToken.VALUE_FALSE && t != JsonToken.VALUE_NULL) {
-              return Result.error("field 'stream' must be true or false");
+              return Result.error("field 'stream' must be true or false" + at(p));
             }
             b.stream(t == JsonToken.VALUE_TRUE);
           }
@@ -207,7 +207,7 @@ public final class OpenAiRequestParser {
               break;
             }
             if (!isIntInRange(p, t)) {
-              return Result.error("field '" + field + "' must be a non-negative integer");
+              return Result.error("field '" + field + "' must be a non-negative integer" + at(p));
             }
             b.maxTokens(p.getIntValue());
           }
@@ -288,6 +288,16 @@ public final class OpenAiRequestParser {
     b.requestId(lowerId != null ? lowerId : UUID.randomUUID().toString());
     b.sessionKey(sessionKey);
     return Result.ok(b.build());
+  }
+
+  /**
+   * {@code " at line L, column C (byte offset B)"} for the current token: type errors say where,
+   * as syntax errors do. Built only when an error is reported.
+   */
+  private static String at(JsonParser p) {
+    JsonLocation loc = p.currentTokenLocation();
+    return loc.getByteOffset() < 0 ? ""
+        : " at " + Utf8Validator.position(loc.getLineNr(), loc.getColumnNr(), loc.getByteOffset());
   }
 
   /**
@@ -420,14 +430,14 @@ public final class OpenAiRequestParser {
   private static Object readPromptArray(JsonParser p) throws IOException {
     JsonToken t = p.nextToken();
     if (t == JsonToken.END_ARRAY) {
-      return "field 'prompt' must not be an empty array";
+      return "field 'prompt' must not be an empty array" + at(p);
     }
     if (t == JsonToken.VALUE_NUMBER_INT) {
       int[] ids = new int[256];
       int n = 0;
       while (t == JsonToken.VALUE_NUMBER_INT) {
         if (!isIntInRange(p, t)) {
-          return "field 'prompt[" + n + "]' holds a token ID outside [0, 2^31)";
+          return "field 'prompt[" + n + "]' holds a token ID outside [0, 2^31)" + at(p);
         }
         if (n == ids.length) {
           ids = java.util.Arrays.copyOf(ids, n * 2);
@@ -436,28 +446,28 @@ public final class OpenAiRequestParser {
         t = p.nextToken();
       }
       if (t != JsonToken.END_ARRAY) {
-        return "field 'prompt' mixes token IDs with other values";
+        return "field 'prompt[" + n + "]' mixes token IDs with other values" + at(p);
       }
       return java.util.Arrays.copyOf(ids, n);
     }
     if (t == JsonToken.VALUE_STRING) {
       String first = p.getText();
       if (p.nextToken() != JsonToken.END_ARRAY) {
-        return "field 'prompt' holds several prompts; send one prompt per request";
+        return "field 'prompt' holds several prompts; send one prompt per request" + at(p);
       }
       return new Object[] {first};
     }
     if (t == JsonToken.START_ARRAY) {
-      return "field 'prompt' holds a batch of token arrays; send one prompt per request";
+      return "field 'prompt' holds a batch of token arrays; send one prompt per request" + at(p);
     }
-    return "field 'prompt' array must hold strings or token IDs";
+    return "field 'prompt[0]' must be a string or a token ID" + at(p);
   }
 
   private static @Nullable String readMessages(JsonParser p, List<ChatMessage> out) throws IOException {
     int index = 0;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), index++) {
       if (t != JsonToken.START_OBJECT) {
-        return messageField(index, "") + "' must be an object";
+        return messageField(index, "") + "' must be an object" + at(p);
       }
       String role = null;
       // the common case, one string content, is kept as parsed; a builder only for parts
@@ -470,7 +480,7 @@ public final class OpenAiRequestParser {
         switch (f) {
           case "role" -> {
             if (v != JsonToken.VALUE_STRING) {
-              return messageField(index, ".role") + "' must be a string";
+              return messageField(index, ".role") + "' must be a string" + at(p);
             }
             role = p.getText();
           }
@@ -491,7 +501,7 @@ public final class OpenAiRequestParser {
                 return err;
               }
             } else if (v != JsonToken.VALUE_NULL) {
-              return messageField(index, ".content") + "' must be a string or an array of parts";
+              return messageField(index, ".content") + "' must be a string or an array of parts" + at(p);
             }
           }
           case "tool_calls", "name", "tool_call_id" -> {
@@ -533,7 +543,7 @@ public final class OpenAiRequestParser {
     int i = 0;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
       if (t != JsonToken.START_OBJECT) {
-        return partField(message, i, "") + "' must be an object";
+        return partField(message, i, "") + "' must be an object" + at(p);
       }
       String type = null;
       String text = null;

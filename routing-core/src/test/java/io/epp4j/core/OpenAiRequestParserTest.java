@@ -271,14 +271,16 @@ class OpenAiRequestParserTest {
   }
 
   @Test
-  void syntaxErrorsNameTheFieldAndThePosition() {
+  void errorsNameTheFieldAndThePosition() {
     assertThat(parse("/v1/completions", "{\"model\":\"m\",\"prompt\":" + MARK + "}").errors())
         .containsExactly("request body is not valid JSON: unrecognized token near field 'prompt'"
             + " at line 1, column 23 (byte offset 22)");
     assertThat(parse("/v1/completions", "{\"model\":\"m\",\n\"prompt\":[1,2,98765432109876543210]}").errors())
-        .containsExactly("field 'prompt[2]' holds a token ID outside [0, 2^31)");
+        .containsExactly("field 'prompt[2]' holds a token ID outside [0, 2^31) at line 2, column 15 (byte offset 28)");
     assertThat(parse("/v1/completions", "{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":98765432109876543210}").errors())
-        .containsExactly("field 'max_tokens' must be a non-negative integer");
+        .containsExactly("field 'max_tokens' must be a non-negative integer at line 1, column 40 (byte offset 39)");
+    assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[\"" + MARK + "\"]}]}")
+        .errors()).containsExactly("field 'messages[0].content[0]' must be an object at line 1, column 52 (byte offset 51)");
     assertThat(parse("/v1/chat/completions",
         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"},{\"role\":\"user\",\"content\":[{\"text\":\"a").errors())
         .containsExactly("request body is not valid JSON: unexpected end of input near field 'messages[1].content[0].text'"
