@@ -1,5 +1,7 @@
 package io.epp4j.core;
 
+import com.fasterxml.jackson.core.JsonLocation;
+import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
@@ -14,9 +16,12 @@ import io.epp4j.api.Scorer;
 import io.epp4j.api.Ticker;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.AccessDeniedException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -25,6 +30,8 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
+import org.yaml.snakeyaml.error.Mark;
+import org.yaml.snakeyaml.error.MarkedYAMLException;
 
 /**
  * Loads the upstream EPP's {@code EndpointPickerConfig} YAML:
@@ -43,8 +50,10 @@ import org.jspecify.annotations.Nullable;
  *     weight: 2            # scorers only; default 1
  * </pre>
  *
- * <p>Every problem in a file is collected and reported together; each message names the file,
- * the plugin or profile, and the field. Top-level sections that epp4j does not use (for example
+ * <p>Every problem in a file is collected and reported together, up to 50 messages and a
+ * count of the rest; each message names the file, the plugin or profile, and the field, quotes
+ * names and values from the file shortened to 64 characters, and is at most 500 characters
+ * long. Loading takes time linear in the size of the file. Top-level sections that epp4j does not use (for example
  * {@code featureGates}) are accepted with a warning so upstream files load unchanged.
  */
 public final class ConfigLoader {
@@ -52,6 +61,21 @@ public final class ConfigLoader {
       Set.of("apiVersion", "kind", "plugins", "schedulingProfiles");
   static final Set<String> TOLERATED_TOP_LEVEL =
       Set.of("featureGates", "saturationDetector", "data", "metadata", "parser", "flowControl");
+
+  /** At most this many errors (and as many warnings) are reported; the rest are counted. */
+  static final int MAX_REPORTED_ERRORS = 50;
+  /** No single message is longer than this. */
+  static final int MAX_MESSAGE_CHARS = 500;
+  /** Names and values from the file are quoted up to this length. */
+  static final int MAX_QUOTED_CHARS = 64;
+  /** How many defined plugin names the first dangling {@code pluginRef} error lists. */
+  static final int MAX_LISTED_NAMES = 20;
+
+  private static final Set<String> PLUGIN_FIELDS = Set.of("name", "type", "parameters");
+  private static final Set<String> PROFILE_FIELDS = Set.of("name", "plugins");
+  private static final Set<String> REF_FIELDS = Set.of("pluginRef", "weight");
+  private static final String MAPPING_EXPECTED =
+      "a mapping with 'plugins' and 'schedulingProfiles'";
 
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 
@@ -70,59 +94,82 @@ public final class ConfigLoader {
     this.services = services;
   }
 
-  /** Loads a file; all errors are in the result, none thrown. */
+  /** Loads a file; all errors are in the result, none thrown. The file must be UTF-8. */
   public Result<RouterConfig> load(Path file) {
-    String text;
+    byte[] bytes;
     try {
-      text = Files.readString(file, StandardCharsets.UTF_8);
+      if (Files.isDirectory(file)) {
+        return Result.error(file + ": cannot read: it is a directory");
+      }
+      bytes = Files.readAllBytes(file);
+    } catch (NoSuchFileException e) {
+      return Result.error(file + ": cannot read: no such file");
+    } catch (AccessDeniedException e) {
+      return Result.error(file + ": cannot read: permission denied");
     } catch (IOException e) {
-      return Result.error(file + ": cannot read: " + e.getMessage());
+      return Result.error(shorten(file + ": cannot read: " + e.getClass().getSimpleName()
+          + (e.getMessage() != null ? ": " + e.getMessage() : "")));
     }
-    return load(text, file.toString());
+    int bad = Utf8Validator.firstInvalid(bytes);
+    if (bad >= 0) {
+      return Result.error(file + ": not valid UTF-8: " + Utf8Validator.problem(bytes, bad) + " at "
+          + Utf8Validator.position(bytes, bad));
+    }
+    return load(new String(bytes, StandardCharsets.UTF_8), file.toString());
   }
 
-  /** Loads YAML text; {@code source} names it in messages. */
+  /**
+   * Loads YAML text; {@code source} names it in messages. At most 50 errors are reported, the
+   * last entry then counting the rest; warnings likewise.
+   */
   public Result<RouterConfig> load(String yaml, String source) {
     Object root;
-    try {
-      root = YAML.readValue(yaml, Object.class);
+    try (JsonParser p = YAML.getFactory().createParser(yaml)) {
+      root = p.nextToken() == null ? null : YAML.readValue(p, Object.class);
     } catch (JsonProcessingException e) {
-      return Result.error(source + ": not valid YAML: " + e.getOriginalMessage()
-          + (e.getLocation() != null ? " at line " + e.getLocation().getLineNr()
-              + ", column " + e.getLocation().getColumnNr() : ""));
+      return Result.error(shorten(source + ": not valid YAML" + yamlProblem(e)));
+    } catch (IOException | RuntimeException e) {
+      // the YAML library's own failures on odd input; reported, never thrown
+      return Result.error(shorten(source + ": not valid YAML: " + e.getClass().getSimpleName()
+          + (e.getMessage() != null ? ": " + e.getMessage() : "")));
+    }
+    if (root == null) {
+      return Result.error(source + ": the document is empty; it must be " + MAPPING_EXPECTED);
     }
     if (!(root instanceof Map<?, ?> top)) {
-      return Result.error(source + ": the document must be a mapping with 'plugins' and 'schedulingProfiles'");
+      return Result.error(source + ": the document must be " + MAPPING_EXPECTED + ", got "
+          + describe(root));
     }
-    List<String> errors = new ArrayList<>();
-    List<String> warnings = new ArrayList<>();
+    Messages errors = new Messages();
+    Messages warnings = new Messages();
     for (Object k : top.keySet()) {
       String key = String.valueOf(k);
       if (TOLERATED_TOP_LEVEL.contains(key)) {
         warnings.add(source + ": section '" + key + "' is not used by epp4j and was ignored");
       } else if (!KNOWN_TOP_LEVEL.contains(key)) {
-        errors.add(source + ": unknown top-level field '" + key + "'; expected one of "
+        errors.add(source + ": unknown top-level field " + quote(k) + "; expected one of "
             + new java.util.TreeSet<>(KNOWN_TOP_LEVEL));
       }
     }
     Object kind = top.get("kind");
     if (kind != null && !"EndpointPickerConfig".equals(kind)) {
-      errors.add(source + ": field 'kind' must be EndpointPickerConfig, got '" + kind + "'");
+      errors.add(source + ": field 'kind' must be EndpointPickerConfig, got " + quote(kind));
     }
 
     // plugins
     Map<String, Plugin> plugins = new LinkedHashMap<>();
+    Map<String, Integer> definedAt = new HashMap<>();
     Object pluginsNode = top.get("plugins");
     List<?> pluginList = asList(pluginsNode, source + ": field 'plugins'", errors);
     for (int i = 0; i < pluginList.size(); i++) {
       String where = source + ": plugins[" + i + "]";
       if (!(pluginList.get(i) instanceof Map<?, ?> spec)) {
-        errors.add(where + ": must be a mapping with 'type'");
+        errors.add(where + ": must be a mapping with 'type', got " + describe(pluginList.get(i)));
         continue;
       }
       for (Object k : spec.keySet()) {
-        if (!Set.of("name", "type", "parameters").contains(String.valueOf(k))) {
-          errors.add(where + ": unknown field '" + k + "'; expected name, type, parameters");
+        if (!PLUGIN_FIELDS.contains(String.valueOf(k))) {
+          errors.add(where + ": unknown field " + quote(k) + "; expected name, type, parameters");
         }
       }
       Object type = spec.get("type");
@@ -132,9 +179,11 @@ public final class ConfigLoader {
       }
       Object nameNode = spec.get("name");
       String name = nameNode == null ? typeName : String.valueOf(nameNode);
-      where = where + " (name '" + name + "', type '" + typeName + "')";
-      if (plugins.containsKey(name)) {
-        errors.add(where + ": field 'name': duplicate plugin name '" + name + "'");
+      where = where + " (name " + quote(name) + ", type " + quote(typeName) + ")";
+      Integer first = definedAt.putIfAbsent(name, i);
+      if (first != null) {
+        errors.add(where + ": field 'name': duplicate plugin name " + quote(name)
+            + ", first defined at plugins[" + first + "]");
         continue;
       }
       Object paramsNode = spec.get("parameters");
@@ -142,7 +191,7 @@ public final class ConfigLoader {
       if (paramsNode instanceof Map<?, ?> pm) {
         pm.forEach((k, v) -> paramMap.put(String.valueOf(k), v));
       } else if (paramsNode != null) {
-        errors.add(where + ": field 'parameters' must be a mapping");
+        errors.add(where + ": field 'parameters' must be a mapping, got " + describe(paramsNode));
         continue;
       }
       Parameters params = Parameters.of(paramMap);
@@ -154,22 +203,26 @@ public final class ConfigLoader {
         continue;
       }
       for (String unread : params.unreadNames()) {
-        warnings.add(where + ": parameter '" + unread + "' is not used by epp4j");
+        warnings.add(where + ": parameter " + quote(unread) + " is not used by epp4j");
       }
       plugins.put(name, created.value());
     }
 
     // profiles
     List<SchedulingProfile> profiles = new ArrayList<>();
-    List<?> profileList = asList(top.get("schedulingProfiles"), source + ": field 'schedulingProfiles'", errors);
-    if (profileList.isEmpty() && top.containsKey("schedulingProfiles")) {
+    Object profilesNode = top.get("schedulingProfiles");
+    List<?> profileList = asList(profilesNode, source + ": field 'schedulingProfiles'", errors);
+    if (profileList.isEmpty() && top.containsKey("schedulingProfiles")
+        && (profilesNode == null || profilesNode instanceof List)) {
       errors.add(source + ": field 'schedulingProfiles' must list at least one profile");
     }
     Set<String> profileNames = new HashSet<>();
+    boolean danglingReported = false;
     for (int i = 0; i < profileList.size(); i++) {
       String where = source + ": schedulingProfiles[" + i + "]";
       if (!(profileList.get(i) instanceof Map<?, ?> spec)) {
-        errors.add(where + ": must be a mapping with 'name' and 'plugins'");
+        errors.add(where + ": must be a mapping with 'name' and 'plugins', got "
+            + describe(profileList.get(i)));
         continue;
       }
       Object pn = spec.get("name");
@@ -177,28 +230,28 @@ public final class ConfigLoader {
         errors.add(where + ": field 'name' is required");
         continue;
       }
-      where = where + " (profile '" + profileName + "')";
+      where = where + " (profile " + quote(profileName) + ")";
       if (!profileNames.add(profileName)) {
         errors.add(where + ": field 'name': duplicate profile name");
         continue;
       }
       for (Object k : spec.keySet()) {
-        if (!Set.of("name", "plugins").contains(String.valueOf(k))) {
-          errors.add(where + ": unknown field '" + k + "'; expected name, plugins");
+        if (!PROFILE_FIELDS.contains(String.valueOf(k))) {
+          errors.add(where + ": unknown field " + quote(k) + "; expected name, plugins");
         }
       }
       SchedulingProfile.Builder b = SchedulingProfile.builder(profileName);
       List<?> refs = asList(spec.get("plugins"), where + ": field 'plugins'", errors);
-      Picker picker = null;
+      String pickerRef = null;
       for (int j = 0; j < refs.size(); j++) {
         String refWhere = where + ": plugins[" + j + "]";
         if (!(refs.get(j) instanceof Map<?, ?> ref)) {
-          errors.add(refWhere + ": must be a mapping with 'pluginRef'");
+          errors.add(refWhere + ": must be a mapping with 'pluginRef', got " + describe(refs.get(j)));
           continue;
         }
         for (Object k : ref.keySet()) {
-          if (!Set.of("pluginRef", "weight").contains(String.valueOf(k))) {
-            errors.add(refWhere + ": unknown field '" + k + "'; expected pluginRef, weight");
+          if (!REF_FIELDS.contains(String.valueOf(k))) {
+            errors.add(refWhere + ": unknown field " + quote(k) + "; expected pluginRef, weight");
           }
         }
         Object r = ref.get("pluginRef");
@@ -206,42 +259,45 @@ public final class ConfigLoader {
           errors.add(refWhere + ": field 'pluginRef' is required");
           continue;
         }
-        refWhere = refWhere + " (pluginRef '" + refName + "')";
+        refWhere = refWhere + " (pluginRef " + quote(refName) + ")";
         Double weight = null;
         Object w = ref.get("weight");
         if (w != null) {
           if (w instanceof Number num && num.doubleValue() >= 0 && Double.isFinite(num.doubleValue())) {
             weight = num.doubleValue();
           } else {
-            errors.add(refWhere + ": field 'weight' must be a number >= 0, got '" + w + "'");
+            errors.add(refWhere + ": field 'weight' must be a number >= 0, got " + quote(w));
             continue;
           }
         }
         Plugin plugin = plugins.get(refName);
         if (plugin == null) {
-          if (!pluginsNamedInFile(pluginList).contains(refName)) {
-            errors.add(refWhere + ": field 'pluginRef' names no plugin; defined plugins: "
-                + pluginsNamedInFile(pluginList));
+          if (!definedAt.containsKey(refName)) {
+            // the names are listed once, at the first dangling reference: listing them in every
+            // error made a file with many dangling references quadratic in time and size
+            errors.add(refWhere + ": field 'pluginRef' names no plugin"
+                + (danglingReported ? "" : "; defined plugins: " + listNames(definedAt.keySet())));
+            danglingReported = true;
           }
-          continue; // plugin failed to load: already reported
+          continue; // otherwise the plugin failed to load: already reported
         }
         boolean used = false;
         if (plugin instanceof Filter f) {
           b.filter(f);
           used = true;
         }
-        if (plugin instanceof Scorer s) {
-          b.scorer(refName, s, weight == null ? 1.0 : weight);
+        if (plugin instanceof Scorer sc) {
+          b.scorer(refName, sc, weight == null ? 1.0 : weight);
           used = true;
         } else if (weight != null) {
           warnings.add(refWhere + ": field 'weight' ignored: the plugin is not a scorer");
         }
         if (plugin instanceof Picker p) {
-          if (picker != null) {
-            errors.add(refWhere + ": a profile takes one picker; it already has one");
+          if (pickerRef != null) {
+            errors.add(refWhere + ": a profile takes one picker; it already has " + quote(pickerRef));
             continue;
           }
-          picker = p;
+          pickerRef = refName;
           b.picker(p);
           used = true;
         }
@@ -257,7 +313,7 @@ public final class ConfigLoader {
     for (Map.Entry<String, Plugin> e : plugins.entrySet()) {
       if (e.getValue() instanceof ProfileHandler h) {
         if (handler != null) {
-          errors.add(source + ": plugin '" + e.getKey() + "': only one profile handler may be configured");
+          errors.add(source + ": plugin " + quote(e.getKey()) + ": only one profile handler may be configured");
         }
         handler = h;
       }
@@ -274,23 +330,119 @@ public final class ConfigLoader {
     }
     if (!errors.isEmpty()) {
       plugins.values().forEach(Plugin::close);
-      return Result.errors(errors);
+      return Result.errors(errors.toList(source, "errors"));
     }
-    return Result.ok(new RouterConfig(profiles, handler, plugins, warnings));
+    return Result.ok(new RouterConfig(profiles, handler, plugins, warnings.toList(source, "warnings")));
   }
 
-  private static Set<String> pluginsNamedInFile(List<?> pluginList) {
-    Set<String> names = new java.util.TreeSet<>();
-    for (Object o : pluginList) {
-      if (o instanceof Map<?, ?> m && m.get("type") != null) {
-        Object n = m.get("name");
-        names.add(String.valueOf(n != null ? n : m.get("type")));
+  /**
+   * Where and what: the YAML library's own problem and its position, rather than its message,
+   * which repeats positions and quotes the surrounding lines over several lines of its own.
+   */
+  private static String yamlProblem(JsonProcessingException e) {
+    if (e.getCause() instanceof MarkedYAMLException m && m.getProblemMark() != null) {
+      Mark at = m.getProblemMark();
+      Mark from = m.getContextMark();
+      return " at line " + (at.getLine() + 1) + ", column " + (at.getColumn() + 1) + ": " + m.getProblem()
+          + (m.getContext() == null ? ""
+              : " (" + m.getContext() + (from == null ? ""
+                  : " started at line " + (from.getLine() + 1) + ", column " + (from.getColumn() + 1)) + ")");
+    }
+    JsonLocation loc = e.getLocation();
+    return (loc != null && loc.getLineNr() > 0
+        ? " at line " + loc.getLineNr() + ", column " + loc.getColumnNr() : "")
+        + ": " + e.getOriginalMessage();
+  }
+
+  /**
+   * The first messages, each shortened, and a count of the rest: a generated file with thousands
+   * of mistakes still gives a report a person reads and a log line of bounded size.
+   */
+  private static final class Messages {
+    private final List<String> kept = new ArrayList<>();
+    private int dropped;
+
+    void add(String message) {
+      if (kept.size() < MAX_REPORTED_ERRORS) {
+        kept.add(shorten(message));
+      } else {
+        dropped++;
       }
     }
-    return names;
+
+    boolean isEmpty() {
+      return kept.isEmpty();
+    }
+
+    List<String> toList(String source, String noun) {
+      if (dropped > 0) {
+        kept.add(source + ": ... and " + dropped + " more " + noun);
+      }
+      return kept;
+    }
   }
 
-  private static List<?> asList(@Nullable Object node, String where, List<String> errors) {
+  /** A name or value from the file in quotes, cut to {@link #MAX_QUOTED_CHARS}, one line. */
+  static String quote(@Nullable Object value) {
+    return "'" + cut(String.valueOf(value), MAX_QUOTED_CHARS) + "'";
+  }
+
+  static String shorten(String message) {
+    return cut(message, MAX_MESSAGE_CHARS);
+  }
+
+  /** At most {@code max} characters: a prefix and the full length; one line (controls as spaces). */
+  private static String cut(String s, int max) {
+    String out = s;
+    if (s.length() > max) {
+      String tail = "...(" + s.length() + " chars)";
+      int keep = max - tail.length();
+      if (Character.isHighSurrogate(s.charAt(keep - 1))) {
+        keep--;
+      }
+      out = s.substring(0, keep) + tail;
+    }
+    for (int i = 0; i < out.length(); i++) {
+      if (Character.isISOControl(out.charAt(i))) {
+        return out.replaceAll("\\p{Cntrl}", " ");
+      }
+    }
+    return out;
+  }
+
+  private static String listNames(Set<String> names) {
+    List<String> sorted = new ArrayList<>(names);
+    java.util.Collections.sort(sorted);
+    StringBuilder sb = new StringBuilder("[");
+    for (int i = 0; i < sorted.size() && i < MAX_LISTED_NAMES; i++) {
+      sb.append(i > 0 ? ", " : "").append(cut(sorted.get(i), MAX_QUOTED_CHARS));
+    }
+    if (sorted.size() > MAX_LISTED_NAMES) {
+      sb.append(", ... and ").append(sorted.size() - MAX_LISTED_NAMES).append(" more");
+    }
+    return sb.append(']').toString();
+  }
+
+  private static String describe(@Nullable Object node) {
+    if (node instanceof List) {
+      return "a list";
+    }
+    if (node instanceof Map) {
+      return "a mapping";
+    }
+    if (node instanceof String) {
+      return "a string";
+    }
+    if (node instanceof Number) {
+      return "a number";
+    }
+    if (node instanceof Boolean) {
+      return "a boolean";
+    }
+    return node == null ? "nothing" : "a value";
+  }
+
+  private static List<?> asList(@Nullable Object node, String where, Messages errors) {
     if (node == null) {
       return List.of();
     }

@@ -1,10 +1,15 @@
 package io.epp4j.core;
 
 import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonStreamContext;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.core.exc.InputCoercionException;
+import com.fasterxml.jackson.core.exc.StreamConstraintsException;
+import com.fasterxml.jackson.core.io.JsonEOFException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
@@ -29,8 +34,10 @@ import org.jspecify.annotations.Nullable;
  * {@link InferenceRequest}s with a single streaming pass. Reads {@code model}, {@code prompt}
  * (text, or token IDs), {@code messages} (content as a string or an array of parts),
  * {@code tools}, {@code cache_salt}, {@code stream}, {@code max_tokens} /
- * {@code max_completion_tokens}; other fields are skipped. Errors are values naming the field;
- * nothing is thrown and no prompt text appears in a message.
+ * {@code max_completion_tokens}; other fields are skipped. Errors are values naming the field
+ * and, for malformed JSON or UTF-8 or a value of the wrong type, the position; nothing is thrown
+ * and no byte of the body is quoted in a message (Jackson's own messages quote the offending
+ * token, so they are never passed on). Header entries with a null name or value count as absent.
  */
 public final class OpenAiRequestParser {
 
@@ -121,7 +128,11 @@ public final class OpenAiRequestParser {
     if (body.length == 0) {
       return Result.error("request body is empty");
     }
-    InferenceRequest.Builder b = InferenceRequest.builder().headers(headers);
+    String encodingError = encodingError(body);
+    if (encodingError != null) {
+      return Result.error(encodingError);
+    }
+    InferenceRequest.Builder b = InferenceRequest.builder();
     String model = null;
     String prompt = null;
     int[] tokens = null;
@@ -136,7 +147,7 @@ public final class OpenAiRequestParser {
         switch (field) {
           case "model" -> {
             if (t != JsonToken.VALUE_STRING) {
-              return Result.error("field 'model' must be a string");
+              return Result.error("field 'model' must be a string" + at(p));
             }
             model = p.getText();
           }
@@ -154,12 +165,12 @@ public final class OpenAiRequestParser {
                 prompt = (String) ((Object[]) parsed)[0];
               }
             } else {
-              return Result.error("field 'prompt' must be a string, an array of strings or of token IDs");
+              return Result.error("field 'prompt' must be a string, an array of strings or of token IDs" + at(p));
             }
           }
           case "messages" -> {
             if (t != JsonToken.START_ARRAY) {
-              return Result.error("field 'messages' must be an array");
+              return Result.error("field 'messages' must be an array" + at(p));
             }
             messages = new ArrayList<>();
             String err = readMessages(p, messages);
@@ -172,7 +183,7 @@ public final class OpenAiRequestParser {
               break;
             }
             if (t != JsonToken.START_ARRAY) {
-              return Result.error("field 'tools' must be an array");
+              return Result.error("field 'tools' must be an array" + at(p));
             }
             b.toolsJson(toolsJson(p, body));
           }
@@ -181,13 +192,13 @@ public final class OpenAiRequestParser {
               break;
             }
             if (t != JsonToken.VALUE_STRING) {
-              return Result.error("field 'cache_salt' must be a string");
+              return Result.error("field 'cache_salt' must be a string" + at(p));
             }
             b.cacheSalt(p.getText());
           }
           case "stream" -> {
             if (t != JsonToken.VALUE_TRUE && t != JsonToken.VALUE_FALSE && t != JsonToken.VALUE_NULL) {
-              return Result.error("field 'stream' must be true or false");
+              return Result.error("field 'stream' must be true or false" + at(p));
             }
             b.stream(t == JsonToken.VALUE_TRUE);
           }
@@ -195,8 +206,8 @@ public final class OpenAiRequestParser {
             if (t == JsonToken.VALUE_NULL) {
               break;
             }
-            if (t != JsonToken.VALUE_NUMBER_INT || p.getLongValue() < 0 || p.getLongValue() > Integer.MAX_VALUE) {
-              return Result.error("field '" + field + "' must be a non-negative integer");
+            if (!isIntInRange(p, t)) {
+              return Result.error("field '" + field + "' must be a non-negative integer" + at(p));
             }
             b.maxTokens(p.getIntValue());
           }
@@ -210,10 +221,10 @@ public final class OpenAiRequestParser {
         return Result.error("request body has content after the JSON object");
       }
     } catch (JsonProcessingException e) {
-      return Result.error("request body is not valid JSON: " + e.getOriginalMessage()
-          + (e.getLocation() != null ? " at offset " + e.getLocation().getByteOffset() : ""));
+      return Result.error(syntaxError(e));
     } catch (IOException e) {
-      return Result.error("request body could not be read: " + e.getMessage());
+      // not reachable for a byte array that passed the encoding check; never quote the message
+      return Result.error("request body could not be read (" + e.getClass().getSimpleName() + ")");
     }
     if (model == null || model.isEmpty()) {
       return Result.error("field 'model' is required");
@@ -236,7 +247,12 @@ public final class OpenAiRequestParser {
     String lowerId = null;
     String sessionKey = null;
     String priority = null;
+    boolean nulls = false;
     for (Map.Entry<String, String> h : headers.entrySet()) {
+      if (h.getKey() == null || h.getValue() == null) {
+        nulls = true;
+        continue;
+      }
       String name = h.getKey().toLowerCase(Locale.ROOT);
       if (name.equals(REQUEST_ID_HEADER)) {
         lowerId = h.getValue();
@@ -244,6 +260,17 @@ public final class OpenAiRequestParser {
         priority = h.getValue();
       }
     }
+    if (nulls) {
+      // some servlet containers and hand-built maps hold null values; they mean "not sent"
+      Map<String, String> present = new java.util.HashMap<>();
+      headers.forEach((k, v) -> {
+        if (k != null && v != null) {
+          present.put(k, v);
+        }
+      });
+      headers = present;
+    }
+    b.headers(headers);
     for (String sh : sessionHeaders) {
       for (Map.Entry<String, String> h : headers.entrySet()) {
         if (sessionKey == null && h.getKey().equalsIgnoreCase(sh) && !h.getValue().isEmpty()) {
@@ -263,49 +290,184 @@ public final class OpenAiRequestParser {
     return Result.ok(b.build());
   }
 
+  /**
+   * {@code " at line L, column C (byte offset B)"} for the current token: type errors say where,
+   * as syntax errors do. Built only when an error is reported.
+   */
+  private static String at(JsonParser p) {
+    JsonLocation loc = p.currentTokenLocation();
+    return loc.getByteOffset() < 0 ? ""
+        : " at " + Utf8Validator.position(loc.getLineNr(), loc.getColumnNr(), loc.getByteOffset());
+  }
+
+  /**
+   * True for an integer in [0, 2^31). Asks for the number type first: reading a value beyond
+   * long as a long throws, and Jackson's message for that quotes the number.
+   */
+  private static boolean isIntInRange(JsonParser p, JsonToken t) throws IOException {
+    if (t != JsonToken.VALUE_NUMBER_INT) {
+      return false;
+    }
+    JsonParser.NumberType type = p.getNumberType();
+    if (type == JsonParser.NumberType.INT) {
+      return p.getIntValue() >= 0;
+    }
+    return type == JsonParser.NumberType.LONG && p.getLongValue() >= 0 && p.getLongValue() <= Integer.MAX_VALUE;
+  }
+
+  /**
+   * Rejects bodies that are not UTF-8: ill-formed sequences anywhere, and NUL bytes among the
+   * first four, which Jackson would take as UTF-16 or UTF-32 (RFC 8259 requires UTF-8, and a
+   * valid JSON text never starts with a NUL).
+   */
+  private static @Nullable String encodingError(byte[] body) {
+    for (int i = 0; i < 4 && i < body.length; i++) {
+      if (body[i] == 0) {
+        return "request body is not valid UTF-8 JSON: NUL byte at " + Utf8Validator.position(body, i);
+      }
+    }
+    int bad = Utf8Validator.firstInvalid(body);
+    if (bad < 0) {
+      return null;
+    }
+    return "request body is not valid UTF-8: " + Utf8Validator.problem(body, bad) + " at "
+        + Utf8Validator.position(body, bad);
+  }
+
+  /** Field names the parser reads; any other name in an error's path is shown as {@code *}. */
+  private static final java.util.Set<String> KNOWN_FIELDS = java.util.Set.of("model", "prompt",
+      "messages", "role", "content", "type", "text", "tools", "cache_salt", "stream", "max_tokens",
+      "max_completion_tokens", "tool_calls", "name", "tool_call_id");
+  private static final int MAX_PATH_SEGMENTS = 8;
+
+  /**
+   * A malformed-JSON message: what went wrong in Jackson's terms mapped to a fixed phrase, the
+   * field path, and the position. Jackson's own text is not used because it quotes the body.
+   */
+  private static String syntaxError(JsonProcessingException e) {
+    StringBuilder sb = new StringBuilder("request body is not valid JSON: ").append(describe(e));
+    Object processor = e.getProcessor();
+    if (processor instanceof JsonParser p) {
+      String path = fieldPath(p.getParsingContext());
+      if (!path.isEmpty()) {
+        sb.append(" near field '").append(path).append('\'');
+      }
+    }
+    JsonLocation loc = e.getLocation();
+    if (loc != null && loc.getByteOffset() >= 0) {
+      sb.append(" at ").append(Utf8Validator.position(loc.getLineNr(), loc.getColumnNr(), loc.getByteOffset()));
+    }
+    return sb.toString();
+  }
+
+  private static String describe(JsonProcessingException e) {
+    if (e instanceof JsonEOFException) {
+      return "unexpected end of input";
+    }
+    if (e instanceof InputCoercionException) {
+      return "number out of range";
+    }
+    String m = String.valueOf(e.getOriginalMessage());
+    if (e instanceof StreamConstraintsException) {
+      return m.startsWith("Document nesting depth") ? "nested deeper than 64 levels"
+          : m.startsWith("Number value length") ? "number too long"
+          : m.startsWith("String value length") ? "string too long"
+          : m.startsWith("Name length") ? "field name too long"
+          : "a parser limit was exceeded";
+    }
+    if (m.startsWith("Unrecognized token")) {
+      return "unrecognized token";
+    }
+    if (m.startsWith("Unexpected character")) {
+      return "unexpected character";
+    }
+    if (m.startsWith("Unexpected close marker")) {
+      return "unexpected closing bracket";
+    }
+    if (m.startsWith("Illegal unquoted character")) {
+      return "control character in a string";
+    }
+    if (m.startsWith("Unrecognized character escape")) {
+      return "invalid escape sequence";
+    }
+    if (m.startsWith("Invalid numeric value") || m.startsWith("Non-standard token")
+        || m.startsWith("Leading zeroes")) {
+      return "invalid number";
+    }
+    if (m.startsWith("Unexpected end-of-input") || m.startsWith("unexpected end of input")) {
+      return "unexpected end of input";
+    }
+    return "malformed JSON";
+  }
+
+  /** {@code messages[1].content[0].text}: known names, array indexes, {@code *} for other names. */
+  private static String fieldPath(@Nullable JsonStreamContext ctx) {
+    java.util.ArrayDeque<String> segments = new java.util.ArrayDeque<>();
+    for (JsonStreamContext c = ctx; c != null && !c.inRoot(); c = c.getParent()) {
+      if (c.inArray()) {
+        segments.addFirst(c.getCurrentIndex() >= 0 ? "[" + c.getCurrentIndex() + "]" : "");
+      } else if (c.getCurrentName() != null) {
+        String name = c.getCurrentName();
+        segments.addFirst(KNOWN_FIELDS.contains(name) ? name : "*");
+      }
+    }
+    StringBuilder sb = new StringBuilder();
+    int n = 0;
+    for (String s : segments) {
+      if (n++ == MAX_PATH_SEGMENTS) {
+        sb.append("...");
+        break;
+      }
+      if (sb.length() > 0 && !s.startsWith("[") && !s.isEmpty()) {
+        sb.append('.');
+      }
+      sb.append(s);
+    }
+    return sb.toString();
+  }
+
   /** Returns int[] for token IDs, Object[]{String} for text, or a String error. */
   private static Object readPromptArray(JsonParser p) throws IOException {
     JsonToken t = p.nextToken();
     if (t == JsonToken.END_ARRAY) {
-      return "field 'prompt' must not be an empty array";
+      return "field 'prompt' must not be an empty array" + at(p);
     }
     if (t == JsonToken.VALUE_NUMBER_INT) {
       int[] ids = new int[256];
       int n = 0;
       while (t == JsonToken.VALUE_NUMBER_INT) {
-        long v = p.getLongValue();
-        if (v < 0 || v > Integer.MAX_VALUE) {
-          return "field 'prompt' holds a token ID outside [0, 2^31)";
+        if (!isIntInRange(p, t)) {
+          return "field 'prompt[" + n + "]' holds a token ID outside [0, 2^31)" + at(p);
         }
         if (n == ids.length) {
           ids = java.util.Arrays.copyOf(ids, n * 2);
         }
-        ids[n++] = (int) v;
+        ids[n++] = p.getIntValue();
         t = p.nextToken();
       }
       if (t != JsonToken.END_ARRAY) {
-        return "field 'prompt' mixes token IDs with other values";
+        return "field 'prompt[" + n + "]' mixes token IDs with other values" + at(p);
       }
       return java.util.Arrays.copyOf(ids, n);
     }
     if (t == JsonToken.VALUE_STRING) {
       String first = p.getText();
       if (p.nextToken() != JsonToken.END_ARRAY) {
-        return "field 'prompt' holds several prompts; send one prompt per request";
+        return "field 'prompt' holds several prompts; send one prompt per request" + at(p);
       }
       return new Object[] {first};
     }
     if (t == JsonToken.START_ARRAY) {
-      return "field 'prompt' holds a batch of token arrays; send one prompt per request";
+      return "field 'prompt' holds a batch of token arrays; send one prompt per request" + at(p);
     }
-    return "field 'prompt' array must hold strings or token IDs";
+    return "field 'prompt[0]' must be a string or a token ID" + at(p);
   }
 
   private static @Nullable String readMessages(JsonParser p, List<ChatMessage> out) throws IOException {
     int index = 0;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), index++) {
       if (t != JsonToken.START_OBJECT) {
-        return messageField(index, "") + "' must be an object";
+        return messageField(index, "") + "' must be an object" + at(p);
       }
       String role = null;
       // the common case, one string content, is kept as parsed; a builder only for parts
@@ -318,7 +480,7 @@ public final class OpenAiRequestParser {
         switch (f) {
           case "role" -> {
             if (v != JsonToken.VALUE_STRING) {
-              return messageField(index, ".role") + "' must be a string";
+              return messageField(index, ".role") + "' must be a string" + at(p);
             }
             role = p.getText();
           }
@@ -339,7 +501,7 @@ public final class OpenAiRequestParser {
                 return err;
               }
             } else if (v != JsonToken.VALUE_NULL) {
-              return messageField(index, ".content") + "' must be a string or an array of parts";
+              return messageField(index, ".content") + "' must be a string or an array of parts" + at(p);
             }
           }
           case "tool_calls", "name", "tool_call_id" -> {
@@ -381,7 +543,7 @@ public final class OpenAiRequestParser {
     int i = 0;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
       if (t != JsonToken.START_OBJECT) {
-        return partField(message, i, "") + "' must be an object";
+        return partField(message, i, "") + "' must be an object" + at(p);
       }
       String type = null;
       String text = null;
