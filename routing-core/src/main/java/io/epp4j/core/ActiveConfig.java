@@ -31,14 +31,18 @@ final class ActiveConfig {
   final Set<Object> members;
   /** How the configuration file declared each named plugin; empty for configs built in code. */
   final Map<String, PluginReuse.Declared> declared;
+  /** The router's ledger, which decisions routed under this configuration release into. */
+  final InFlightLedger ledger;
   private final Map<Object, ThrottledWarning> warnings;
   private final ThrottledWarning routerWarning;
   /** Plugins a reload dropped; null while this configuration is current. */
   private volatile @Nullable Set<Object> retired;
 
   ActiveConfig(RouterConfig config, Map<String, PluginReuse.Declared> declared,
-      List<Object> extraListeners, Ticker ticker, ThrottledWarning routerWarning) {
+      List<Object> extraListeners, InFlightLedger ledger, Ticker ticker,
+      ThrottledWarning routerWarning) {
     this.config = config;
+    this.ledger = ledger;
     this.declared = Map.copyOf(declared);
     this.routerWarning = routerWarning;
     Set<Object> all = Collections.newSetFromMap(new IdentityHashMap<>());

@@ -153,13 +153,12 @@ final class InFlightLedger {
    * the request routed. Listeners a reload dropped are skipped: they may be closed by then.
    */
   static final class Tracker implements RoutingDecision.Callbacks {
-    private final InFlightLedger ledger;
+    // three fields, as few as the lifecycle needs: one is allocated per routed request
     private final ActiveConfig active;
     private final InferenceRequest request;
     private final Lease lease;
 
-    Tracker(InFlightLedger ledger, ActiveConfig active, InferenceRequest request, Lease lease) {
-      this.ledger = ledger;
+    Tracker(ActiveConfig active, InferenceRequest request, Lease lease) {
       this.active = active;
       this.request = request;
       this.lease = lease;
@@ -186,7 +185,7 @@ final class InFlightLedger {
 
     @Override
     public void complete(RoutingDecision decision, Usage usage) {
-      ledger.release(lease);
+      active.ledger.release(lease);
       Endpoint e = decision.primary();
       for (int i = 0; i < active.requestListeners.length; i++) {
         if (active.isRetired(i)) {
@@ -203,7 +202,7 @@ final class InFlightLedger {
 
     @Override
     public void failure(RoutingDecision decision, Throwable cause) {
-      ledger.release(lease);
+      active.ledger.release(lease);
       Endpoint e = decision.primary();
       for (int i = 0; i < active.requestListeners.length; i++) {
         if (active.isRetired(i)) {

@@ -114,17 +114,18 @@ public final class Router implements AutoCloseable {
     this.saturation = new PoolSaturation(b.saturationQueueThreshold, b.saturationKvThreshold,
         b.metricsStaleness.toNanos(), b.ticker);
     this.routerWarning = new ThrottledWarning(LOG, ticker, "router");
-    this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
-        initial.declared(), extraListeners, ticker, routerWarning));
-    this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool, saturation);
     Duration maxAge = b.inFlightMaxAge;
     this.expiryWarning = new ThrottledWarning(LOG, ticker, "in-flight accounting:");
+    // expiry runs on later route and updateMetrics calls, after telemetry is set
     this.ledger = new InFlightLedger(maxAge.toNanos(), ticker.nanos(), n -> {
-      telemetry.inFlightExpired(n);
+      this.telemetry.inFlightExpired(n);
       expiryWarning.report("released " + n + " requests routed more than " + maxAge
           + " ago that the gateway never finished; call onComplete or onFailure on every routed"
           + " decision", null);
     });
+    this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
+        initial.declared(), extraListeners, ledger, ticker, routerWarning));
+    this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool, saturation);
     this.retired = new RetiredPlugins(b.retiredPluginCloseDelay, this::inUse, membershipLock);
     for (String w : initial.config().warnings()) {
       LOG.warning(w);
@@ -223,7 +224,7 @@ public final class Router implements AutoCloseable {
     Map<String, ProfileResult> results = cycle.results();
     InFlightLedger.Lease lease = InFlightLedger.lease(request, pool, results, now);
     RoutingDecision decision = RoutingDecision.routed(primary, results,
-        new InFlightLedger.Tracker(ledger, active, request, lease));
+        new InFlightLedger.Tracker(active, request, lease));
     // counted before the listeners run, so a listener that finishes the decision at once releases
     // what was counted; from here on nothing may leave this method without the decision
     ledger.acquire(lease);
@@ -399,7 +400,7 @@ public final class Router implements AutoCloseable {
   private Result<RouterConfig> install(PluginReuse.Loaded loaded) {
     ActiveConfig old = state.active;
     ActiveConfig next = new ActiveConfig(loaded.config(), loaded.declared(), extraListeners,
-        ticker, routerWarning);
+        ledger, ticker, routerWarning);
     if (closed) {
       retired.closeNow(ActiveConfig.difference(next.members, old.members));
       return Result.error("router is closed");
