@@ -90,6 +90,7 @@ public final class Router implements AutoCloseable {
   private final AtomicLong cycles = new AtomicLong();
   private final ThrottledWarning routerWarning;
   private final ThrottledWarning expiryWarning;
+  private final Duration inFlightMaxAge;
   private final InFlightLedger ledger;
   private final RetiredPlugins retired;
   /**
@@ -114,15 +115,10 @@ public final class Router implements AutoCloseable {
     this.saturation = new PoolSaturation(b.saturationQueueThreshold, b.saturationKvThreshold,
         b.metricsStaleness.toNanos(), b.ticker);
     this.routerWarning = new ThrottledWarning(LOG, ticker, "router");
-    Duration maxAge = b.inFlightMaxAge;
+    this.inFlightMaxAge = b.inFlightMaxAge;
     this.expiryWarning = new ThrottledWarning(LOG, ticker, "in-flight accounting:");
     // expiry runs on later route and updateMetrics calls, after telemetry is set
-    this.ledger = new InFlightLedger(maxAge.toNanos(), ticker.nanos(), n -> {
-      this.telemetry.inFlightExpired(n);
-      expiryWarning.report("released " + n + " requests routed more than " + maxAge
-          + " ago that the gateway never finished; call onComplete or onFailure on every routed"
-          + " decision", null);
-    });
+    this.ledger = new InFlightLedger(inFlightMaxAge.toNanos(), ticker.nanos(), this::expired);
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
         initial.declared(), extraListeners, ledger, ticker, routerWarning));
     this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool, saturation);
@@ -134,6 +130,13 @@ public final class Router implements AutoCloseable {
       LOG.warning(c);
     }
     setEndpoints(b.endpoints);
+  }
+
+  private void expired(long n) {
+    telemetry.inFlightExpired(n);
+    expiryWarning.report("released " + n + " requests routed more than " + inFlightMaxAge
+        + " ago that the gateway never finished; call onComplete or onFailure on every routed"
+        + " decision", null);
   }
 
   public static Builder builder() {
