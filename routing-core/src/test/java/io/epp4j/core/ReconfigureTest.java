@@ -305,4 +305,24 @@ class ReconfigureTest {
     assertThat(List.of(kept.closes.get(), dropped.closes.get(), added.closes.get()))
         .containsExactly(1, 1, 1);
   }
+
+  @Test
+  void aKeptPluginIsWarnedAboutTheSameUnreadParametersAsWhenItWasCreated() {
+    TagProvider tags = new TagProvider();
+    String yaml = config("a").replace("{tag: shared}", "{tag: shared, bogus: 1}");
+    try (Router router = Router.builder()
+        .registry(TestPlugins.registry().with(tags))
+        .configYaml(yaml, "a.yaml")
+        .build()) {
+      TagScorer shared = tags.named("shared");
+      assertThat(router.config().warnings())
+          .anySatisfy(w -> assertThat(w).contains("'shared'", "'bogus'"));
+      Result<RouterConfig> r = router.reconfigure(yaml.replace("a1", "c1"), "b.yaml");
+      assertThat(r.isOk()).isTrue();
+      assertThat(tags.named("shared")).isSameAs(shared);
+      assertThat(r.value().warnings()).singleElement().asString()
+          .contains("b.yaml", "'shared'", "'bogus'");
+      assertThat(r.value().plugins().get("shared")).as("the instance, not a view").isSameAs(shared);
+    }
+  }
 }
