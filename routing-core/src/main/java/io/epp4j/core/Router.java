@@ -378,7 +378,7 @@ public final class Router implements AutoCloseable {
       if (!r.isOk()) {
         return Result.errors(r.errors());
       }
-      return install(r.value());
+      return install(r.value(), true);
     }
   }
 
@@ -396,16 +396,19 @@ public final class Router implements AutoCloseable {
   public Result<RouterConfig> reconfigure(RouterConfig config) {
     Objects.requireNonNull(config, "config");
     synchronized (membershipLock) {
-      return install(new PluginReuse.Loaded(config, Map.of()));
+      return install(new PluginReuse.Loaded(config, Map.of()), false);
     }
   }
 
-  private Result<RouterConfig> install(PluginReuse.Loaded loaded) {
+  /** @param created whether the router created the plugins (so closes those it cannot use) */
+  private Result<RouterConfig> install(PluginReuse.Loaded loaded, boolean created) {
     ActiveConfig old = state.active;
     ActiveConfig next = new ActiveConfig(loaded.config(), loaded.declared(), extraListeners,
         ledger, ticker, routerWarning);
     if (closed) {
-      retired.closeNow(ActiveConfig.difference(next.members, old.members));
+      if (created) {
+        retired.closeNow(ActiveConfig.difference(next.members, old.members));
+      }
       return Result.error("router is closed");
     }
     // membershipLock keeps the pool's members fixed until the new configuration is published

@@ -325,4 +325,18 @@ class ReconfigureTest {
       assertThat(r.value().plugins().get("shared")).as("the instance, not a view").isSameAs(shared);
     }
   }
+
+  @Test
+  void aClosedRouterRefusesReloadsAndClosesWhatTheRefusedLoadCreated() {
+    TagProvider tags = new TagProvider();
+    Router router = router(tags, Duration.ofMinutes(1));
+    router.close();
+    Result<RouterConfig> r = router.reconfigure(config("b"), "b.yaml");
+    assertThat(r.errors()).containsExactly("router is closed");
+    assertThat(tags.created).hasSize(5).allSatisfy(s -> assertThat(s.closes.get()).isEqualTo(1));
+    TagScorer mine = new TagScorer("mine");
+    assertThat(router.reconfigure(RouterConfig.of(
+        SchedulingProfile.builder("p").scorer(mine).build())).isOk()).isFalse();
+    assertThat(mine.closes.get()).as("a config built in code stays its caller's").isZero();
+  }
 }
