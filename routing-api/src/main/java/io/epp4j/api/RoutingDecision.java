@@ -22,12 +22,27 @@ public final class RoutingDecision {
 
   /** Header that carries the destination list to a proxy, as the upstream EPP writes it. */
   public static final String DESTINATION_HEADER = "x-gateway-destination-endpoint";
-  /** Header that tells a decode server where its prefill ran. */
+  /**
+   * Header that tells a decode server where its prefill ran.
+   *
+   * @deprecated prefill/decode belongs to the profile handler that runs it: use
+   *     {@code io.epp4j.scorers.PdProfileHandler.PREFILLER_HEADER}
+   */
+  @Deprecated
   public static final String PREFILLER_HEADER = "x-prefiller-host-port";
-  /** Name of the prefill profile in prefill/decode disaggregation. */
+  /**
+   * Name of the prefill profile in prefill/decode disaggregation.
+   *
+   * @deprecated use {@code io.epp4j.scorers.PdProfileHandler.PREFILL_PROFILE}
+   */
+  @Deprecated
   public static final String PREFILL_PROFILE = "prefill";
 
-  /** Router-side receiver of the lifecycle calls. */
+  /**
+   * Router-side receiver of the lifecycle calls: the router SPI, not for gateways or plugins.
+   * It is public only because the router lives in another package; plugin tests that need a
+   * routed decision use {@link #routed(String, Map)}, which needs none.
+   */
   public interface Callbacks {
     void firstToken(RoutingDecision decision);
 
@@ -63,8 +78,17 @@ public final class RoutingDecision {
   }
 
   /**
-   * A routed decision. {@code results} must contain a non-empty result for
-   * {@code primaryProfile}; iteration order of {@code results} is kept.
+   * A routed decision whose lifecycle calls do nothing, for testing plugins that read decisions
+   * (a {@link RequestListener}'s {@code afterRouting}). {@code results} must contain a non-empty
+   * result for {@code primaryProfile}; iteration order of {@code results} is kept.
+   */
+  public static RoutingDecision routed(String primaryProfile, Map<String, ProfileResult> results) {
+    return routed(primaryProfile, results, NO_CALLBACKS);
+  }
+
+  /**
+   * A routed decision that reports its lifecycle to {@code callbacks}: the router SPI, called by
+   * the router for every request it routes; see {@link #routed(String, Map)} for tests.
    */
   public static RoutingDecision routed(String primaryProfile, Map<String, ProfileResult> results,
       Callbacks callbacks) {
@@ -124,10 +148,25 @@ public final class RoutingDecision {
     return results.get(primaryProfile).endpoints().get(0);
   }
 
-  /** The prefill endpoint when a {@value #PREFILL_PROFILE} profile ran and picked one. */
+  /**
+   * The first endpoint the named profile picked, when that profile ran, picked one and is not
+   * the primary profile; null otherwise. A profile handler that runs a secondary profile (for
+   * example prefill next to decode) names it, and a gateway reads its pick here.
+   */
+  public @Nullable Endpoint secondaryEndpoint(String profile) {
+    ProfileResult r = results.get(profile);
+    return r == null || profile.equals(primaryProfile) ? null : r.primary();
+  }
+
+  /**
+   * The prefill endpoint when a {@code prefill} profile ran and picked one.
+   *
+   * @deprecated prefill is the pd-profile-handler's vocabulary: use
+   *     {@code secondaryEndpoint(PdProfileHandler.PREFILL_PROFILE)}
+   */
+  @Deprecated
   public @Nullable Endpoint prefillEndpoint() {
-    ProfileResult r = results.get(PREFILL_PROFILE);
-    return r == null || PREFILL_PROFILE.equals(primaryProfile) ? null : r.primary();
+    return secondaryEndpoint("prefill");
   }
 
   /** The {@value #DESTINATION_HEADER} value: {@code ip:port[,ip:port...]}; empty if rejected. */

@@ -1,5 +1,12 @@
 package io.epp4j.core;
 
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import java.util.Arrays;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
@@ -34,6 +41,32 @@ final class InFlightLedger {
     this.sweepEveryNanos = Math.max(1, maxAgeNanos / 8);
     this.onExpired = onExpired;
     this.nextSweep = new AtomicLong(nowNanos + sweepEveryNanos);
+  }
+
+  /**
+   * The lease a routed request takes: its estimated tokens on the first endpoint of every
+   * profile that picked one, counted in the pool snapshot it was routed from.
+   */
+  static Lease lease(InferenceRequest request, PoolSnapshot snap,
+      Map<String, ProfileResult> results, long now) {
+    long tokens = (long) request.estimatedPromptTokens() + request.maxTokens();
+    if (results.size() == 1) {
+      Endpoint e = results.values().iterator().next().primary();
+      EndpointState s = e == null ? null : snap.get(e.id());
+      return new Lease(now, tokens, s == null ? null : s.inFlight, null);
+    }
+    EndpointState.InFlight[] c = new EndpointState.InFlight[results.size()];
+    int k = 0;
+    for (ProfileResult r : results.values()) {
+      Endpoint e = r.primary();
+      if (e != null) {
+        EndpointState s = snap.get(e.id());
+        if (s != null) {
+          c[k++] = s.inFlight;
+        }
+      }
+    }
+    return new Lease(now, tokens, null, k == c.length ? c : Arrays.copyOf(c, k));
   }
 
   /** Counts the lease's request on its endpoints and remembers it until released. */
@@ -109,6 +142,77 @@ final class InFlightLedger {
         for (EndpointState.InFlight f : counters) {
           f.requests.addAndGet(sign);
           f.tokens.addAndGet(sign * tokens);
+        }
+      }
+    }
+  }
+
+  /**
+   * Feeds the lifecycle of one decision into its lease and into the request listeners of the
+   * configuration it was routed under, so a listener hears about a request's end only if it saw
+   * the request routed. Listeners a reload dropped are skipped: they may be closed by then.
+   */
+  static final class Tracker implements RoutingDecision.Callbacks {
+    // three fields, as few as the lifecycle needs: one is allocated per routed request
+    private final ActiveConfig active;
+    private final InferenceRequest request;
+    private final Lease lease;
+
+    Tracker(ActiveConfig active, InferenceRequest request, Lease lease) {
+      this.active = active;
+      this.request = request;
+      this.lease = lease;
+    }
+
+    // listeners run on the gateway's thread: one that throws must neither reach the gateway
+    // nor keep the listeners after it from hearing about the request
+
+    @Override
+    public void firstToken(RoutingDecision decision) {
+      Endpoint e = decision.primary();
+      for (int i = 0; i < active.requestListeners.length; i++) {
+        if (active.isRetired(i)) {
+          continue;
+        }
+        try {
+          active.requestListeners[i].onFirstToken(request, e);
+        } catch (RuntimeException x) {
+          active.requestListenerWarnings[i].report(
+              "threw " + x.getClass().getName() + " in onFirstToken", x);
+        }
+      }
+    }
+
+    @Override
+    public void complete(RoutingDecision decision, Usage usage) {
+      active.ledger.release(lease);
+      Endpoint e = decision.primary();
+      for (int i = 0; i < active.requestListeners.length; i++) {
+        if (active.isRetired(i)) {
+          continue;
+        }
+        try {
+          active.requestListeners[i].onComplete(request, e, usage);
+        } catch (RuntimeException x) {
+          active.requestListenerWarnings[i].report(
+              "threw " + x.getClass().getName() + " in onComplete", x);
+        }
+      }
+    }
+
+    @Override
+    public void failure(RoutingDecision decision, Throwable cause) {
+      active.ledger.release(lease);
+      Endpoint e = decision.primary();
+      for (int i = 0; i < active.requestListeners.length; i++) {
+        if (active.isRetired(i)) {
+          continue;
+        }
+        try {
+          active.requestListeners[i].onFailure(request, e, cause);
+        } catch (RuntimeException x) {
+          active.requestListenerWarnings[i].report(
+              "threw " + x.getClass().getName() + " in onFailure", x);
         }
       }
     }

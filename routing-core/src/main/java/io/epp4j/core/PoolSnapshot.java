@@ -1,11 +1,17 @@
 package io.epp4j.core;
 
 import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /** An immutable view of the endpoint pool, swapped atomically on every change. */
 final class PoolSnapshot {
@@ -30,8 +36,79 @@ final class PoolSnapshot {
     return i == null ? -1 : i;
   }
 
-  EndpointState get(String id) {
+  @Nullable EndpointState get(String id) {
     int i = indexOf(id);
     return i < 0 ? null : states[i];
+  }
+
+  /** This pool plus a new endpoint with unknown metrics and nothing in flight. */
+  PoolSnapshot with(Endpoint endpoint) {
+    EndpointState[] next = Arrays.copyOf(states, states.length + 1);
+    next[states.length] =
+        new EndpointState(endpoint, EndpointMetrics.UNKNOWN, new EndpointState.InFlight());
+    return new PoolSnapshot(next);
+  }
+
+  /** This pool without the endpoint at index {@code i}. */
+  PoolSnapshot without(int i) {
+    EndpointState[] next = new EndpointState[states.length - 1];
+    System.arraycopy(states, 0, next, 0, i);
+    System.arraycopy(states, i + 1, next, i, states.length - i - 1);
+    return new PoolSnapshot(next);
+  }
+
+  /**
+   * The pool made exactly {@code endpoints}: members that stay keep their metrics and in-flight
+   * counters (and take new labels), new ones start unknown. Fills {@code added} and
+   * {@code removed}.
+   */
+  PoolSnapshot reconciled(Collection<Endpoint> endpoints, List<Endpoint> added,
+      List<Endpoint> removed) {
+    Map<String, Endpoint> wanted = new LinkedHashMap<>();
+    for (Endpoint e : endpoints) {
+      wanted.put(e.id(), e);
+    }
+    List<EndpointState> next = new ArrayList<>(wanted.size());
+    for (EndpointState s : states) {
+      Endpoint w = wanted.remove(s.endpoint.id());
+      if (w == null) {
+        removed.add(s.endpoint);
+      } else if (w.equals(s.endpoint)) {
+        next.add(s);
+      } else {
+        next.add(new EndpointState(w, s.metrics, s.inFlight)); // labels changed
+      }
+    }
+    for (Endpoint e : wanted.values()) {
+      next.add(new EndpointState(e, EndpointMetrics.UNKNOWN, new EndpointState.InFlight()));
+      added.add(e);
+    }
+    return new PoolSnapshot(next.toArray(new EndpointState[0]));
+  }
+
+  /**
+   * This pool with new metrics for the members named in {@code metricsById}; metrics without a
+   * scrape time are stamped {@code now}.
+   */
+  PoolSnapshot withMetrics(Map<String, EndpointMetrics> metricsById, long now) {
+    EndpointState[] next = states.clone();
+    for (int i = 0; i < next.length; i++) {
+      EndpointMetrics m = metricsById.get(next[i].endpoint.id());
+      if (m != null) {
+        next[i] = next[i].withMetrics(stamped(m, now));
+      }
+    }
+    return new PoolSnapshot(next);
+  }
+
+  /** This pool with new metrics for the member at index {@code i}. */
+  PoolSnapshot withMetrics(int i, EndpointMetrics m, long now) {
+    EndpointState[] next = states.clone();
+    next[i] = next[i].withMetrics(stamped(m, now));
+    return new PoolSnapshot(next);
+  }
+
+  private static EndpointMetrics stamped(EndpointMetrics m, long now) {
+    return m.scrapedAtNanos() == EndpointMetrics.UNSET_TIME ? m.withScrapedAtNanos(now) : m;
   }
 }

@@ -159,7 +159,9 @@ class SchedulingTest {
         .config(new RouterConfig(List.of(prefill, decode), both, Map.of(), List.of())).build();
     RoutingDecision d = r.route(REQ);
     assertThat(d.primary().id()).isEqualTo("10.0.0.2:80");
-    assertThat(d.prefillEndpoint().id()).isEqualTo("10.0.0.1:80");
+    assertThat(d.secondaryEndpoint("prefill").id()).isEqualTo("10.0.0.1:80");
+    assertThat(d.secondaryEndpoint("decode")).as("the primary profile is not secondary").isNull();
+    assertThat(d.secondaryEndpoint("absent")).isNull();
     assertThat(d.profileResults().keySet()).containsExactly("decode", "prefill");
   }
 

@@ -8,6 +8,7 @@ import io.epp4j.api.ProfileHandler;
 import io.epp4j.api.ProfileResult;
 import io.epp4j.api.ProfileRunner;
 import io.epp4j.api.RoutingDecision;
+import org.jspecify.annotations.Nullable;
 
 /**
  * {@code pd-profile-handler}: prefill/decode disaggregation. Runs the {@code decode} profile
@@ -15,12 +16,20 @@ import io.epp4j.api.RoutingDecision;
  * cached tokens the cycle's {@link PrefixHits} credit to that endpoint, as published by whichever
  * prefix-cache scorer the decode profile runs) are at least {@code nonCachedTokens}, runs the
  * {@code prefill} profile. The decode profile is primary; the decision's
- * {@link RoutingDecision#prefillEndpoint()} names the prefill pick, which a gateway passes on in
- * {@value RoutingDecision#PREFILLER_HEADER}. When the
+ * {@code secondaryEndpoint(PREFILL_PROFILE)} names the prefill pick, which a gateway passes on in
+ * {@value #PREFILLER_HEADER}. When the
  * configuration has no {@code decode} profile, the first profile runs alone.
+ *
+ * <p>The prefill/decode vocabulary lives here, with the handler that gives it meaning.
  */
-final class PdProfileHandler implements ProfileHandler {
-  static final String DECODE = "decode";
+public final class PdProfileHandler implements ProfileHandler {
+  /** Name of the decode profile, the primary one. */
+  public static final String DECODE_PROFILE = "decode";
+  /** Name of the prefill profile, run when the decode pick lacks enough of the prompt. */
+  public static final String PREFILL_PROFILE = "prefill";
+  /** Header that tells a decode server where its prefill ran. */
+  public static final String PREFILLER_HEADER = "x-prefiller-host-port";
+  static final String DECODE = DECODE_PROFILE;
 
   private final int nonCachedTokens;
 
@@ -37,16 +46,21 @@ final class PdProfileHandler implements ProfileHandler {
     }
     ProfileResult decode = runner.run(DECODE);
     Endpoint d = decode.primary();
-    if (d == null || !runner.profileNames().contains(RoutingDecision.PREFILL_PROFILE)) {
+    if (d == null || !runner.profileNames().contains(PREFILL_PROFILE)) {
       return DECODE;
     }
     long prompt = request.estimatedPromptTokens();
     PrefixHits hits = state.get(PrefixHits.KEY);
     long cached = hits == null ? 0 : Math.min(prompt, hits.cachedTokens(d.id()));
     if (prompt - cached >= nonCachedTokens) {
-      runner.run(RoutingDecision.PREFILL_PROFILE);
+      runner.run(PREFILL_PROFILE);
     }
     return DECODE;
+  }
+
+  /** The prefill endpoint of a decision this handler made, or null when prefill did not run. */
+  public static @Nullable Endpoint prefillEndpoint(RoutingDecision decision) {
+    return decision.secondaryEndpoint(PREFILL_PROFILE);
   }
 
   int nonCachedTokens() {

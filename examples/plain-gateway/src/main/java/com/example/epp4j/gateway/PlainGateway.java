@@ -11,6 +11,7 @@ import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.MetricsScraper;
 import io.epp4j.core.Router;
+import io.epp4j.scorers.PdProfileHandler;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -161,9 +162,9 @@ public final class PlainGateway implements AutoCloseable {
     if (auth != null) { // a replica started with --api-key checks it
       fwd.header("authorization", auth);
     }
-    Endpoint prefill = d.prefillEndpoint();
+    Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
     if (prefill != null) {
-      fwd.header(RoutingDecision.PREFILLER_HEADER, prefill.id());
+      fwd.header(PdProfileHandler.PREFILLER_HEADER, prefill.id());
     }
     HttpResponse<InputStream> resp;
     try {

@@ -1,0 +1,174 @@
+package io.epp4j.core;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.Ticker;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One configuration as the router runs it: the {@link RouterConfig}, the listeners found among
+ * its plugins, a throttled warning per plugin, and how each plugin was declared (so a reload can
+ * keep the instances it declares again). Immutable except for {@link #retire}, which marks the
+ * plugins a reload dropped so decisions routed under this configuration stop calling them.
+ */
+final class ActiveConfig {
+  private static final Logger LOG = Logger.getLogger(Router.class.getName());
+
+  final RouterConfig config;
+  final RequestListener[] requestListeners;
+  final ThrottledWarning[] requestListenerWarnings;
+  final PoolListener[] poolListeners;
+  /** Every plugin and extra listener, by identity. */
+  final Set<Object> members;
+  /** How the configuration file declared each named plugin; empty for configs built in code. */
+  final Map<String, PluginReuse.Declared> declared;
+  /** The router's ledger, which decisions routed under this configuration release into. */
+  final InFlightLedger ledger;
+  private final Map<Object, ThrottledWarning> warnings;
+  private final ThrottledWarning routerWarning;
+  /** Plugins a reload dropped; null while this configuration is current. */
+  private volatile @Nullable Set<Object> retired;
+
+  ActiveConfig(RouterConfig config, Map<String, PluginReuse.Declared> declared,
+      List<Object> extraListeners, InFlightLedger ledger, Ticker ticker,
+      ThrottledWarning routerWarning) {
+    this.config = config;
+    this.ledger = ledger;
+    this.declared = Map.copyOf(declared);
+    this.routerWarning = routerWarning;
+    Set<Object> all = Collections.newSetFromMap(new IdentityHashMap<>());
+    all.addAll(plugins(config));
+    all.addAll(extraListeners);
+    this.members = Collections.unmodifiableSet(all);
+    List<RequestListener> rl = new ArrayList<>();
+    List<PoolListener> pl = new ArrayList<>();
+    for (Object o : all) {
+      if (o instanceof RequestListener r) {
+        rl.add(r);
+      }
+      if (o instanceof PoolListener p) {
+        pl.add(p);
+      }
+    }
+    this.requestListeners = rl.toArray(new RequestListener[0]);
+    this.poolListeners = pl.toArray(new PoolListener[0]);
+    this.warnings = warningsByPlugin(config, all, ticker);
+    this.requestListenerWarnings = new ThrottledWarning[requestListeners.length];
+    for (int i = 0; i < requestListeners.length; i++) {
+      requestListenerWarnings[i] = warnings.get(requestListeners[i]);
+    }
+  }
+
+  /** Every plugin instance the configuration uses: named ones, profile members, the handler. */
+  static Set<Plugin> plugins(RouterConfig config) {
+    Set<Plugin> all = Collections.newSetFromMap(new IdentityHashMap<>());
+    all.addAll(config.plugins().values());
+    all.add(config.profileHandler());
+    for (SchedulingProfile p : config.profiles().values()) {
+      all.addAll(p.filters());
+      p.scorers().forEach(ws -> all.add(ws.scorer()));
+      all.add(p.picker());
+    }
+    return all;
+  }
+
+  /**
+   * One throttled warning per plugin or listener instance, named as the configuration names it,
+   * so that each broken plugin gets its own log budget.
+   */
+  private static Map<Object, ThrottledWarning> warningsByPlugin(RouterConfig config,
+      Set<Object> all, Ticker ticker) {
+    Map<Object, ThrottledWarning> m = new IdentityHashMap<>();
+    config.plugins().forEach((name, p) ->
+        m.putIfAbsent(p, new ThrottledWarning(LOG, ticker, "plugin '" + name + "'")));
+    for (SchedulingProfile p : config.profiles().values()) {
+      for (SchedulingProfile.WeightedScorer ws : p.scorers()) {
+        m.putIfAbsent(ws.scorer(), new ThrottledWarning(LOG, ticker, "scorer '" + ws.name() + "'"));
+      }
+    }
+    for (Object o : all) {
+      m.computeIfAbsent(o, x -> new ThrottledWarning(LOG, ticker,
+          "plugin " + x.getClass().getName()));
+    }
+    return m;
+  }
+
+  /** The warning that names {@code plugin}, or the router's own for an unknown object. */
+  ThrottledWarning warning(Object plugin) {
+    return warnings.getOrDefault(plugin, routerWarning);
+  }
+
+  /**
+   * Tells this configuration's pool listeners that {@code old} did not have about every member
+   * of {@code pool}, so they know the pool before any route uses them.
+   */
+  void introducePool(ActiveConfig old, PoolSnapshot pool) {
+    for (PoolListener l : poolListeners) {
+      if (old.members.contains(l)) {
+        continue;
+      }
+      for (EndpointState s : pool.states) {
+        try {
+          l.onEndpointAdded(s.endpoint);
+        } catch (RuntimeException x) {
+          warning(l).report("threw " + x.getClass().getName() + " in onEndpointAdded", x);
+        }
+      }
+    }
+  }
+
+  /**
+   * Tells every pool listener about removals, then additions. A listener that throws is logged
+   * (throttled per listener) and skipped: the pool change has happened and the other listeners
+   * must still hear it, or their per-endpoint state would drift from the pool.
+   */
+  void notifyPool(List<Endpoint> removed, List<Endpoint> added) {
+    for (PoolListener l : poolListeners) {
+      for (Endpoint e : removed) {
+        try {
+          l.onEndpointRemoved(e);
+        } catch (RuntimeException x) {
+          warning(l).report("threw " + x.getClass().getName() + " in onEndpointRemoved", x);
+        }
+      }
+      for (Endpoint e : added) {
+        try {
+          l.onEndpointAdded(e);
+        } catch (RuntimeException x) {
+          warning(l).report("threw " + x.getClass().getName() + " in onEndpointAdded", x);
+        }
+      }
+    }
+  }
+
+  /** The members of {@code a} not in {@code b}, by identity. */
+  static Set<Object> difference(Set<Object> a, Set<Object> b) {
+    Set<Object> d = Collections.newSetFromMap(new IdentityHashMap<>());
+    for (Object o : a) {
+      if (!b.contains(o)) {
+        d.add(o);
+      }
+    }
+    return d;
+  }
+
+  /** Marks the plugins a reload dropped; they hear no more lifecycle calls through this config. */
+  void retire(Set<Object> dropped) {
+    retired = dropped;
+  }
+
+  /** Whether request listener {@code i} was dropped by a reload (one volatile read otherwise). */
+  boolean isRetired(int i) {
+    Set<Object> r = retired;
+    return r != null && r.contains(requestListeners[i]);
+  }
+}

@@ -1,0 +1,234 @@
+package io.epp4j.core;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import io.epp4j.api.Filter;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Picker;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PluginProvider;
+import io.epp4j.api.ProfileHandler;
+import io.epp4j.api.Result;
+import io.epp4j.api.Ticker;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Modifier;
+import java.lang.reflect.Proxy;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Loads an {@code EndpointPickerConfig} so that every plugin declared exactly as before (same
+ * name, type and parameters) is the instance already running, not a new one: a reload then
+ * keeps what such plugins learned (a prefix-cache-scorer's index, a subscriber's connections).
+ *
+ * <p>The loader closes every plugin it created when the file has an error. A kept instance must
+ * survive that, so during the load it is handed out behind a view whose {@code close} does
+ * nothing; after a successful load the views are swapped back for the instances themselves, so
+ * routing never goes through a view.
+ */
+final class PluginReuse {
+  private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
+
+  /** How a configuration file declared a plugin, and the instance it got. */
+  record Declared(String type, Map<String, Object> parameters, Plugin instance,
+      Set<String> unreadParameters) {}
+
+  /** A loaded configuration with the declarations of its named plugins. */
+  record Loaded(RouterConfig config, Map<String, Declared> declared) {}
+
+  private PluginReuse() {}
+
+  /**
+   * Loads YAML text, reusing the instances {@code previous} declared identically. Errors are in
+   * the result; on error no instance from {@code previous} has been closed.
+   */
+  static Result<Loaded> load(PluginRegistry registry, Ticker ticker,
+      Function<Class<?>, Optional<?>> services, String yaml, String source,
+      Map<String, Declared> previous) {
+    Map<String, Map<String, Object>> parametersByName = declaredParameters(yaml);
+    Map<String, Declared> declared = new LinkedHashMap<>();
+    Map<Object, Plugin> views = new IdentityHashMap<>();
+    List<PluginProvider> wrapped = new ArrayList<>();
+    for (String type : registry.types()) {
+      PluginProvider delegate = registry.provider(type);
+      if (delegate != null) {
+        wrapped.add(new Reusing(delegate, parametersByName, previous, declared, views));
+      }
+    }
+    ConfigLoader loader = new ConfigLoader(
+        registry.with(wrapped.toArray(new PluginProvider[0])), ticker, services);
+    Result<RouterConfig> r = loader.load(yaml, source);
+    if (!r.isOk()) {
+      return Result.errors(r.errors());
+    }
+    return Result.ok(new Loaded(unwrap(r.value(), views), declared));
+  }
+
+  /**
+   * Each plugin's parameters as the loader will see them, by plugin name. Anything malformed is
+   * skipped here: the loader reports it, and a plugin missing here is simply created anew.
+   */
+  private static Map<String, Map<String, Object>> declaredParameters(String yaml) {
+    Map<String, Map<String, Object>> out = new HashMap<>();
+    Object root;
+    try {
+      root = YAML.readValue(yaml, Object.class);
+    } catch (java.io.IOException e) {
+      return out;
+    }
+    if (!(root instanceof Map<?, ?> top) || !(top.get("plugins") instanceof List<?> list)) {
+      return out;
+    }
+    for (Object o : list) {
+      if (o instanceof Map<?, ?> spec && spec.get("type") instanceof String type) {
+        Object n = spec.get("name");
+        Map<String, Object> params = new LinkedHashMap<>();
+        if (spec.get("parameters") instanceof Map<?, ?> pm) {
+          pm.forEach((k, v) -> params.put(String.valueOf(k), v));
+        }
+        out.put(n == null ? type : String.valueOf(n), params);
+      }
+    }
+    return out;
+  }
+
+  /** A configuration file's text, or an error naming the file. */
+  static Result<String> read(java.nio.file.Path file) {
+    try {
+      return Result.ok(java.nio.file.Files.readString(file, java.nio.charset.StandardCharsets.UTF_8));
+    } catch (java.io.IOException e) {
+      return Result.error(file + ": cannot read: " + e.getMessage());
+    }
+  }
+
+  /** A provider that returns the running instance for an unchanged declaration. */
+  private static final class Reusing implements PluginProvider {
+    private final PluginProvider delegate;
+    private final Map<String, Map<String, Object>> parametersByName;
+    private final Map<String, Declared> previous;
+    private final Map<String, Declared> declared;
+    private final Map<Object, Plugin> views;
+
+    Reusing(PluginProvider delegate, Map<String, Map<String, Object>> parametersByName,
+        Map<String, Declared> previous, Map<String, Declared> declared, Map<Object, Plugin> views) {
+      this.delegate = delegate;
+      this.parametersByName = parametersByName;
+      this.previous = previous;
+      this.declared = declared;
+      this.views = views;
+    }
+
+    @Override
+    public String type() {
+      return delegate.type();
+    }
+
+    @Override
+    public int priority() {
+      return delegate.priority();
+    }
+
+    @Override
+    public Result<? extends Plugin> create(PluginContext context, Parameters parameters) {
+      String name = context.pluginName();
+      Map<String, Object> params = parametersByName.get(name);
+      Declared before = previous.get(name);
+      if (params != null && before != null && before.type().equals(type())
+          && before.parameters().equals(params)) {
+        Plugin view = closeShielded(before.instance());
+        if (view != null) {
+          // read what the first load read, so the loader warns about the same unread names
+          for (String p : parameters.names()) {
+            if (!before.unreadParameters().contains(p)) {
+              parameters.raw(p);
+            }
+          }
+          views.put(view, before.instance());
+          declared.put(name, before);
+          return Result.ok(view);
+        }
+      }
+      Result<? extends Plugin> r = delegate.create(context, parameters);
+      if (r != null && r.isOk() && params != null) {
+        declared.put(name, new Declared(type(), params, r.value(),
+            Set.copyOf(parameters.unreadNames())));
+      }
+      return r;
+    }
+  }
+
+  /**
+   * A view of {@code plugin} with every public interface it implements and a {@code close} that
+   * does nothing; null when no such view can be made (then the plugin is created anew).
+   */
+  static @Nullable Plugin closeShielded(Plugin plugin) {
+    Set<Class<?>> interfaces = new LinkedHashSet<>();
+    for (Class<?> c = plugin.getClass(); c != null; c = c.getSuperclass()) {
+      collectPublicInterfaces(c, interfaces);
+    }
+    InvocationHandler h = (proxy, method, args) -> {
+      if (method.getName().equals("close") && method.getParameterCount() == 0) {
+        return null;
+      }
+      try {
+        return method.invoke(plugin, args);
+      } catch (InvocationTargetException e) {
+        throw e.getCause();
+      }
+    };
+    try {
+      return (Plugin) Proxy.newProxyInstance(plugin.getClass().getClassLoader(),
+          interfaces.toArray(new Class<?>[0]), h);
+    } catch (IllegalArgumentException | SecurityException e) {
+      return null;
+    }
+  }
+
+  private static void collectPublicInterfaces(Class<?> c, Set<Class<?>> out) {
+    for (Class<?> i : c.getInterfaces()) {
+      if (Modifier.isPublic(i.getModifiers())) {
+        out.add(i);
+      }
+      collectPublicInterfaces(i, out);
+    }
+  }
+
+  /** The configuration with every close-shielded view replaced by its instance. */
+  private static RouterConfig unwrap(RouterConfig c, Map<Object, Plugin> views) {
+    if (views.isEmpty()) {
+      return c;
+    }
+    List<SchedulingProfile> profiles = new ArrayList<>();
+    for (SchedulingProfile p : c.profiles().values()) {
+      SchedulingProfile.Builder b = SchedulingProfile.builder(p.name());
+      for (Filter f : p.filters()) {
+        b.filter(real(f, views, Filter.class));
+      }
+      for (SchedulingProfile.WeightedScorer ws : p.scorers()) {
+        b.scorer(ws.name(), real(ws.scorer(), views, io.epp4j.api.Scorer.class), ws.weight());
+      }
+      b.picker(real(p.picker(), views, Picker.class));
+      profiles.add(b.build());
+    }
+    Map<String, Plugin> plugins = new LinkedHashMap<>();
+    c.plugins().forEach((n, p) -> plugins.put(n, real(p, views, Plugin.class)));
+    return new RouterConfig(profiles, real(c.profileHandler(), views, ProfileHandler.class),
+        plugins, c.warnings());
+  }
+
+  private static <T> T real(T plugin, Map<Object, Plugin> views, Class<T> role) {
+    Plugin p = views.get(plugin);
+    return p == null ? plugin : role.cast(p);
+  }
+}

@@ -1,0 +1,97 @@
+package io.epp4j.core;
+
+import io.epp4j.api.Plugin;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * Closes the plugins a reload dropped, once no route can still be using them.
+ *
+ * <p>A route reads the configuration once and may still be running a plugin the reload just
+ * dropped. Counting routes per configuration would put two contended atomic updates on every
+ * route for an event that happens a few times a day, so a dropped plugin is closed after a grace
+ * delay instead, far longer than a route takes. A plugin the running configuration uses again by
+ * then (a reload took the same instance back) is not closed. Each plugin is closed at most once
+ * through this class; checks and closes happen under the router's membership lock, so no reload
+ * can take a plugin back while it is being closed.
+ */
+final class RetiredPlugins {
+  private static final Logger LOG = Logger.getLogger(Router.class.getName());
+
+  private final Duration delay;
+  private final Predicate<Object> inUse;
+  private final Object lock;
+  /** Dropped and not yet closed; guarded by {@link #lock}. */
+  private final Set<Object> pending = Collections.newSetFromMap(new IdentityHashMap<>());
+
+  /**
+   * @param inUse whether the running configuration uses a plugin; false once the router closed
+   * @param lock the lock reloads hold
+   */
+  RetiredPlugins(Duration delay, Predicate<Object> inUse, Object lock) {
+    this.delay = delay;
+    this.inUse = inUse;
+    this.lock = lock;
+  }
+
+  /** Closes {@code dropped} after the grace delay, skipping any back in use by then. */
+  void closeLater(Set<Object> dropped) {
+    if (dropped.isEmpty()) {
+      return;
+    }
+    List<Object> batch = new ArrayList<>(dropped);
+    synchronized (lock) {
+      pending.addAll(batch);
+    }
+    CompletableFuture.delayedExecutor(delay.toNanos(), TimeUnit.NANOSECONDS)
+        .execute(() -> closeUnused(batch));
+  }
+
+  private void closeUnused(List<Object> batch) {
+    synchronized (lock) {
+      for (Object o : batch) {
+        if (pending.remove(o) && !inUse.test(o)) {
+          close(o);
+        }
+      }
+    }
+  }
+
+  /** Closes {@code plugins} now (each one not already closed through here). */
+  void closeNow(Set<Object> plugins) {
+    synchronized (lock) {
+      for (Object o : plugins) {
+        pending.remove(o);
+        close(o);
+      }
+    }
+  }
+
+  /** Closes every plugin still waiting for its delay, now. */
+  void closePending() {
+    synchronized (lock) {
+      List<Object> all = new ArrayList<>(pending);
+      pending.clear();
+      all.forEach(RetiredPlugins::close);
+    }
+  }
+
+  private static void close(Object o) {
+    if (o instanceof Plugin p) {
+      try {
+        p.close();
+      } catch (RuntimeException e) {
+        LOG.log(Level.WARNING, "closing plugin " + p.getClass().getName() + " failed", e);
+      }
+    }
+  }
+}

@@ -1,0 +1,179 @@
+package io.epp4j.core;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.Filter;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Picker;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.ProfileRunner;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One scheduling cycle: the profile handler asks it to run profiles, and each profile runs its
+ * filters, then its weighted scorers, then its picker over one pool snapshot. Results are kept
+ * so a profile runs at most once per cycle; most cycles run one profile, so the first result
+ * lives in fields and a map is built only for a second one.
+ *
+ * <p>A plugin that throws ends the cycle with a {@link PluginFailure}, already logged under the
+ * plugin's name, which the router turns into a 503.
+ */
+final class SchedulingCycle implements ProfileRunner {
+  /** Per-thread score scratch; taken out while in use, so a nested route gets its own. */
+  private static final ThreadLocal<double[][]> SCORE_SCRATCH =
+      ThreadLocal.withInitial(() -> new double[1][]);
+
+  private final InferenceRequest request;
+  private final CycleState state;
+  private final PoolSnapshot snap;
+  private final ActiveConfig active;
+  private @Nullable String firstName;
+  private @Nullable ProfileResult firstResult;
+  private @Nullable Map<String, ProfileResult> more;
+
+  SchedulingCycle(InferenceRequest request, CycleState state, PoolSnapshot snap,
+      ActiveConfig active) {
+    this.request = request;
+    this.state = state;
+    this.snap = snap;
+    this.active = active;
+  }
+
+  @Override
+  public Set<String> profileNames() {
+    return active.config.profiles().keySet();
+  }
+
+  @Override
+  public @Nullable ProfileResult result(String profile) {
+    if (more != null) {
+      return more.get(profile);
+    }
+    return profile.equals(firstName) ? firstResult : null;
+  }
+
+  /** Every result in the order the profiles ran. */
+  Map<String, ProfileResult> results() {
+    if (more != null) {
+      return more;
+    }
+    return firstName == null || firstResult == null ? Map.of() : Map.of(firstName, firstResult);
+  }
+
+  @Override
+  public ProfileResult run(String name) {
+    ProfileResult done = result(name);
+    if (done != null) {
+      return done;
+    }
+    SchedulingProfile profile = active.config.profiles().get(name);
+    if (profile == null) {
+      throw new IllegalArgumentException("no scheduling profile named '" + name + "'");
+    }
+    ProfileResult r = runProfile(profile);
+    if (firstName == null) {
+      firstName = name;
+      firstResult = r;
+    } else {
+      if (more == null) {
+        more = new LinkedHashMap<>(4);
+        more.put(firstName, firstResult);
+      }
+      more.put(name, r);
+    }
+    return r;
+  }
+
+  private ProfileResult runProfile(SchedulingProfile profile) {
+    List<Candidate> candidates = snap.candidates;
+    List<Filter> filters = profile.filters();
+    for (int i = 0; i < filters.size() && !candidates.isEmpty(); i++) {
+      Filter f = filters.get(i);
+      try {
+        candidates = f.filter(request, state, candidates);
+      } catch (RuntimeException e) {
+        throw failure(f, "filter", e);
+      }
+    }
+    int n = candidates.size();
+    if (n == 0) {
+      return new ProfileResult(profile.name(), List.of());
+    }
+    double[] total = new double[n];
+    List<SchedulingProfile.WeightedScorer> scorers = profile.scorers();
+    if (!scorers.isEmpty()) {
+      // scorers see an array of exactly n entries; a reused one is handed out only if it fits
+      double[][] holder = SCORE_SCRATCH.get();
+      double[] scratch = holder[0];
+      holder[0] = null;
+      if (scratch == null || scratch.length != n) {
+        scratch = new double[n];
+      }
+      try {
+        for (int s = 0; s < scorers.size(); s++) {
+          SchedulingProfile.WeightedScorer ws = scorers.get(s);
+          Arrays.fill(scratch, 0.0);
+          try {
+            ws.scorer().score(request, state, candidates, scratch);
+          } catch (RuntimeException e) {
+            throw failure(ws.scorer(), "score", e);
+          }
+          double w = ws.weight();
+          for (int i = 0; i < n; i++) {
+            double v = scratch[i];
+            // clamp to [0,1]; NaN fails both comparisons and counts as 0
+            total[i] += w * (v >= 1.0 ? 1.0 : v > 0.0 ? v : 0.0);
+          }
+        }
+      } finally {
+        holder[0] = scratch;
+      }
+    }
+    Picker picker = profile.picker();
+    List<Candidate> picked;
+    try {
+      picked = picker.pick(request, state, candidates, total);
+    } catch (RuntimeException e) {
+      throw failure(picker, "pick", e);
+    }
+    if (picked.size() == 1) {
+      return new ProfileResult(profile.name(), List.of(picked.get(0).endpoint()));
+    }
+    List<Endpoint> eps = new ArrayList<>(picked.size());
+    for (Candidate c : picked) {
+      eps.add(c.endpoint());
+    }
+    return new ProfileResult(profile.name(), eps);
+  }
+
+  /** Logs (throttled) that {@code plugin} threw and wraps the cause to end the cycle with a 503. */
+  static PluginFailure failure(ActiveConfig active, Object plugin, String method,
+      RuntimeException cause) {
+    ThrottledWarning w = active.warning(plugin);
+    w.report("threw " + cause.getClass().getName() + " in " + method
+        + "; the request got a 503", cause);
+    return new PluginFailure(w.source(), cause);
+  }
+
+  private PluginFailure failure(Object plugin, String method, RuntimeException cause) {
+    return failure(active, plugin, method, cause);
+  }
+
+  /** A plugin's exception, already logged, on its way out of the scheduling cycle. */
+  static final class PluginFailure extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    final String source;
+
+    PluginFailure(String source, RuntimeException cause) {
+      super(source, cause, false, false); // no stack trace of its own: the cause has the useful one
+      this.source = source;
+    }
+  }
+}
