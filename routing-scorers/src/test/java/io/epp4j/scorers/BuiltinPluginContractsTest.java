@@ -7,6 +7,7 @@ import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginProvider;
 import io.epp4j.api.Result;
 import io.epp4j.api.Scorer;
+import io.epp4j.core.CorePluginProviders;
 import io.epp4j.testkit.ContractFixtures;
 import io.epp4j.testkit.FilterContract;
 import io.epp4j.testkit.PickerContract;
@@ -195,6 +196,16 @@ class BuiltinPluginContractsTest {
     @Override
     protected Picker createPlugin() {
       return create(new MaglevPicker.Provider(), Map.of("maxNumOfEndpoints", 2, "tableSize", 257), Picker.class);
+    }
+  }
+
+  /** {@code max-score-picker} lives in routing-core; the router's default picker. */
+  @Nested
+  class MaxScorePickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new CorePluginProviders.MaxScorePickerProvider(),
+          Map.of("maxNumOfEndpoints", 2), Picker.class);
     }
   }
 }

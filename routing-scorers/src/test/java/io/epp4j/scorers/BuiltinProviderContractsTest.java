@@ -1,12 +1,13 @@
 package io.epp4j.scorers;
 
 import io.epp4j.api.PluginProvider;
+import io.epp4j.core.CorePluginProviders;
 import io.epp4j.testkit.ProviderContract;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Nested;
 
-/** Every built-in provider against the routing-testkit provider contract. */
+/** Every built-in provider (and routing-core's two) against the routing-testkit provider contract. */
 class BuiltinProviderContractsTest {
 
   @Nested
@@ -382,6 +383,32 @@ class BuiltinProviderContractsTest {
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
       return Map.of("nonCachedTokens", Map.of("nonCachedTokens", -1));
+    }
+  }
+
+  @Nested
+  class MaxScorePickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new CorePluginProviders.MaxScorePickerProvider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("maxNumOfEndpoints", 3);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 0));
+    }
+  }
+
+  @Nested
+  class SingleProfileHandlerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new CorePluginProviders.SingleProfileHandlerProvider();
     }
   }
 }
