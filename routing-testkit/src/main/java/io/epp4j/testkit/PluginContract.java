@@ -97,12 +97,16 @@ public abstract class PluginContract<P extends Plugin> {
   }
 
   /**
-   * Runs {@code work} on 4 threads released together, 200 iterations each, and fails with the
-   * first error; bounded by a 60 s deadline.
+   * Runs {@code work} on 4 threads released together and fails with the first error. Each thread
+   * runs at least 2,000 iterations and keeps going until 250 ms have passed (at most 200,000):
+   * a race shows only when threads really overlap, which on a busy machine a fixed small count
+   * may never achieve. Bounded by a 60 s deadline.
    */
   static void concurrently(Work work) throws Exception {
     int threads = 4;
-    int iterations = 200;
+    int minIterations = 2_000;
+    int maxIterations = 200_000;
+    long minNanos = TimeUnit.MILLISECONDS.toNanos(250);
     ExecutorService pool = Executors.newFixedThreadPool(threads);
     try {
       CountDownLatch start = new CountDownLatch(1);
@@ -111,7 +115,9 @@ public abstract class PluginContract<P extends Plugin> {
         int thread = t;
         futures.add(pool.submit(() -> {
           assertThat(start.await(30, TimeUnit.SECONDS)).isTrue();
-          for (int i = 0; i < iterations; i++) {
+          long t0 = System.nanoTime();
+          for (int i = 0; i < maxIterations
+              && (i < minIterations || System.nanoTime() - t0 < minNanos); i++) {
             work.run(thread, i);
           }
           return null;
