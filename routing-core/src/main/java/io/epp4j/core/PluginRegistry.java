@@ -1,5 +1,6 @@
 package io.epp4j.core;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
@@ -138,11 +139,9 @@ public final class PluginRegistry {
       if (r == null) {
         return Result.error("provider of '" + type + "' returned no result");
       }
-      if (r.isOk() && !parameters.errors().isEmpty()) {
-        r.value().close();
-        return Result.errors(parameters.errors());
-      }
-      return r;
+      // a provider that does not extend AbstractPluginProvider may return a plugin despite
+      // recording errors; the same rule applies to it
+      return AbstractPluginProvider.checked(parameters, r);
     } catch (RuntimeException e) {
       return Result.error("provider of '" + type + "' failed: " + e);
     }

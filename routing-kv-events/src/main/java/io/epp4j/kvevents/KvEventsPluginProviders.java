@@ -1,5 +1,6 @@
 package io.epp4j.kvevents;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
@@ -29,7 +30,7 @@ public final class KvEventsPluginProviders {
 
     @Override
     public Result<? extends Plugin> create(PluginContext context, Parameters p) {
-      return createPrecise(context, p).map(s -> (Plugin) s);
+      return AbstractPluginProvider.checked(p, createPrecise(context, p)).map(s -> (Plugin) s);
     }
   }
 
@@ -49,16 +50,11 @@ public final class KvEventsPluginProviders {
       }
       int capacity = p.getInt("memoryBlocksPerEndpoint", 31_250, 1, 1 << 24);
       boolean fallbackOnly = p.getBoolean("fallbackOnly", false);
-      Result<PrecisePrefixCacheScorer> precise = createPrecise(context, p);
-      if (!precise.isOk()) {
-        return precise;
-      }
-      if (!p.errors().isEmpty()) {
-        precise.value().close();
-        return Result.errors(p.errors());
-      }
-      return Result.ok(new HybridPrefixCacheScorer(precise.value(), discount,
-          ttlMs * 1_000_000L, capacity, fallbackOnly));
+      // the hybrid's own parameters were read first, so their errors stop createPrecise before
+      // it opens sockets; checked() still closes a scorer should any error come later
+      return AbstractPluginProvider.checked(p, createPrecise(context, p))
+          .map(precise -> new HybridPrefixCacheScorer(precise, discount, ttlMs * 1_000_000L,
+              capacity, fallbackOnly));
     }
   }
 

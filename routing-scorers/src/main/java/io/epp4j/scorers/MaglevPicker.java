@@ -1,6 +1,10 @@
 package io.epp4j.scorers;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
 import java.util.Arrays;
 import java.util.List;
 
@@ -109,5 +113,24 @@ final class MaglevPicker extends ConsistentHashPicker {
   @Override
   public String toString() {
     return "maglev-picker(tableSize=" + tableSize + ")";
+  }
+
+  /** Provides {@code maglev-picker}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("maglev-picker");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      HashKeySource key = HashKeySource.parse(p, "hashOn", "session");
+      int size = p.getInt("tableSize", DEFAULT_TABLE_SIZE, 2, MAX_TABLE_SIZE);
+      if (!isPrime(size)) {
+        p.error("tableSize", "must be a prime number, got " + size);
+        size = DEFAULT_TABLE_SIZE;
+      }
+      double bf = CommonParameters.balanceFactor(p);
+      return new MaglevPicker(key, size, bf, CommonParameters.maxEndpoints(p));
+    }
   }
 }

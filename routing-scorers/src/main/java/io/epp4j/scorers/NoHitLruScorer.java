@@ -1,9 +1,13 @@
 package io.epp4j.scorers;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
 import io.epp4j.api.PoolListener;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
@@ -92,5 +96,17 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
   @Override
   public String toString() {
     return "no-hit-lru-scorer";
+  }
+
+  /** Provides {@code no-hit-lru-scorer}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("no-hit-lru-scorer");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      return new NoHitLruScorer();
+    }
   }
 }

@@ -1,8 +1,12 @@
 package io.epp4j.scorers;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.ProfileHandler;
 import io.epp4j.api.ProfileResult;
@@ -70,5 +74,18 @@ public final class PdProfileHandler implements ProfileHandler {
   @Override
   public String toString() {
     return "pd-profile-handler(nonCachedTokens=" + nonCachedTokens + ")";
+  }
+
+  /** Provides {@code pd-profile-handler}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("pd-profile-handler");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      String name = CommonParameters.alias(p, "nonCachedTokens", "threshold");
+      return new PdProfileHandler(p.getInt(name, 0, 0, Integer.MAX_VALUE));
+    }
   }
 }

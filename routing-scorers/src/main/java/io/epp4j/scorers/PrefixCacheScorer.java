@@ -1,11 +1,15 @@
 package io.epp4j.scorers;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.AttributeKey;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
 import io.epp4j.api.PoolListener;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
@@ -277,6 +281,35 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         throw new IllegalArgumentException(name + " must be >= 1, got " + v);
       }
       return v;
+    }
+  }
+
+  /** Provides {@code prefix-cache-scorer}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("prefix-cache-scorer");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      int block = DEFAULT_BLOCK_SIZE_TOKENS;
+      if (p.has("hashBlockSize") && !p.has("blockSizeTokens") && !p.has("blockSize")) {
+        // the first upstream version sized blocks in characters (4 per token)
+        int chars = p.getInt("hashBlockSize", 64, 4, 4 << 20);
+        block = Math.max(1, chars / 4);
+      } else {
+        block = p.getInt(CommonParameters.alias(p, "blockSizeTokens", "blockSize"), block, 1,
+            1 << 20);
+      }
+      return builder()
+          .blockSizeTokens(block)
+          .maxPrefixBlocksToMatch(p.getInt("maxPrefixBlocksToMatch",
+              DEFAULT_MAX_PREFIX_BLOCKS, 1, 1 << 22))
+          .lruCapacityPerServer(p.getInt("lruCapacityPerServer",
+              DEFAULT_LRU_CAPACITY_PER_SERVER, 1, 1 << 28))
+          .autoTune(p.getBoolean("autoTune", true))
+          .refreshOnLookup(p.getBoolean("refreshOnLookup", true))
+          .build();
     }
   }
 }

@@ -1,7 +1,11 @@
 package io.epp4j.scorers;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
 import java.util.Arrays;
 import java.util.List;
 
@@ -177,5 +181,27 @@ public final class RingHashPicker extends ConsistentHashPicker {
   @Override
   public String toString() {
     return "ring-hash-picker(minimumRingSize=" + minRing + ", maximumRingSize=" + maxRing + ")";
+  }
+
+  /** Provides {@code ring-hash-picker}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("ring-hash-picker");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      HashKeySource key = HashKeySource.parse(p, "hashOn", "session");
+      int min = p.getInt("minimumRingSize", DEFAULT_MINIMUM_RING_SIZE, 1,
+          DEFAULT_MAXIMUM_RING_SIZE);
+      int max = p.getInt("maximumRingSize", DEFAULT_MAXIMUM_RING_SIZE, 1,
+          DEFAULT_MAXIMUM_RING_SIZE);
+      if (min > max) {
+        p.error("minimumRingSize", "must not exceed maximumRingSize (" + max + "), got " + min);
+        min = Math.min(DEFAULT_MINIMUM_RING_SIZE, max);
+      }
+      double bf = CommonParameters.balanceFactor(p);
+      return new RingHashPicker(key, min, max, bf, CommonParameters.maxEndpoints(p));
+    }
   }
 }

@@ -2,10 +2,14 @@ package io.epp4j.scorers;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
 import io.epp4j.api.PoolListener;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
@@ -122,5 +126,31 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
   @Override
   public String toString() {
     return "session-affinity-scorer";
+  }
+
+  /** Provides {@code session-affinity-scorer}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("session-affinity-scorer");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      HashKeySource key = HashKeySource.parse(p, "sessionKeyFrom", "session");
+      String header = p.getString("endpointHeader", "x-session-token");
+      long ttl = p.getLong("ttlSeconds", 300);
+      if (ttl < 1) {
+        p.error("ttlSeconds", "must be >= 1, got " + ttl);
+        ttl = 300;
+      }
+      long max = p.getLong("maxSessions", 100_000);
+      if (max < 1) {
+        p.error("maxSessions", "must be >= 1, got " + max);
+        max = 100_000;
+      }
+      return new SessionAffinityScorer(key, header == null || header.isBlank() ? null
+          : header.trim().toLowerCase(java.util.Locale.ROOT), Duration.ofSeconds(ttl), max,
+          c.ticker());
+    }
   }
 }

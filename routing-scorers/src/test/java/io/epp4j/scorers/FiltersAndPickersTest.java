@@ -22,9 +22,9 @@ class FiltersAndPickersTest {
 
   @Test
   void labelSelector() {
-    Filters.LabelSelectorFilter f = new Filters.LabelSelectorFilter(Map.of("pool", "a"),
-        List.of(new Filters.Requirement("zone", "In", Set.of("z1", "z2")),
-            new Filters.Requirement("draining", "DoesNotExist", Set.of())));
+    LabelSelectorFilter f = new LabelSelectorFilter(Map.of("pool", "a"),
+        List.of(new LabelSelectorFilter.Requirement("zone", "In", Set.of("z1", "z2")),
+            new LabelSelectorFilter.Requirement("draining", "DoesNotExist", Set.of())));
     Candidate ok = cand("a:1", Map.of("pool", "a", "zone", "z1"));
     Candidate wrongPool = cand("b:1", Map.of("pool", "b", "zone", "z1"));
     Candidate wrongZone = cand("c:1", Map.of("pool", "a", "zone", "z9"));
@@ -33,8 +33,8 @@ class FiltersAndPickersTest {
     List<Candidate> all = List.of(ok);
     assertThat(f.filter(REQ, state(), all)).isSameAs(all);
     assertThat(f.filter(REQ, state(), List.of())).isEmpty();
-    assertThat(new Filters.Requirement("k", "NotIn", Set.of("v")).matches(Endpoint.parse("x:1"))).isTrue();
-    assertThat(new Filters.Requirement("k", "Exists", Set.of()).matches(Endpoint.parse("x:1"))).isFalse();
+    assertThat(new LabelSelectorFilter.Requirement("k", "NotIn", Set.of("v")).matches(Endpoint.parse("x:1"))).isTrue();
+    assertThat(new LabelSelectorFilter.Requirement("k", "Exists", Set.of()).matches(Endpoint.parse("x:1"))).isFalse();
   }
 
   @Test
@@ -44,15 +44,15 @@ class FiltersAndPickersTest {
     Candidate both = cand("b:1", Map.of(Endpoint.ROLE_LABEL, "both"));
     Candidate plain = cand("n:1");
     List<Candidate> all = List.of(p, d, both, plain);
-    var prefill = new Filters.RoleFilter("prefill-filter", Set.of("prefill"), false);
-    var decode = new Filters.RoleFilter("decode-filter", Set.of("decode", "both"), true);
+    var prefill = new PrefillFilter();
+    var decode = new DecodeFilter();
     assertThat(prefill.filter(REQ, state(), all)).containsExactly(p);
     assertThat(decode.filter(REQ, state(), all)).containsExactly(d, both, plain);
   }
 
   @Test
   void utilizationFilterDropsSaturatedButFailsOpen() {
-    var f = new Filters.UtilizationFilter("utilization-filter", 10, 0.9, new Staleness(2000));
+    var f = new UtilizationFilter("utilization-filter", 10, 0.9, new Staleness(2000));
     Candidate busy = withMetrics("a:1", metrics(20, 0, 0.2));
     Candidate full = withMetrics("b:1", metrics(0, 0, 0.95));
     Candidate fine = withMetrics("c:1", metrics(2, 0, 0.5));
@@ -75,40 +75,40 @@ class FiltersAndPickersTest {
   @Test
   void randomPickerIsUniformAndReturnsDistinctFallbacks() {
     List<Candidate> c = TestCandidates.pool(4);
-    Map<String, Integer> h = histogram(new SimplePickers.RandomPicker(1), c, new double[4], 4000);
+    Map<String, Integer> h = histogram(new RandomPicker(1), c, new double[4], 4000);
     assertThat(h).hasSize(4);
     assertThat(h.values()).allMatch(v -> v > 800 && v < 1200);
-    assertThat(new SimplePickers.RandomPicker(3).pick(REQ, state(), c, new double[4]))
+    assertThat(new RandomPicker(3).pick(REQ, state(), c, new double[4]))
         .hasSize(3).doesNotHaveDuplicates();
-    assertThat(new SimplePickers.RandomPicker(9).pick(REQ, state(), c, new double[4])).hasSize(4);
-    assertThat(new SimplePickers.RandomPicker(1).pick(REQ, state(), List.of(), new double[0])).isEmpty();
+    assertThat(new RandomPicker(9).pick(REQ, state(), c, new double[4])).hasSize(4);
+    assertThat(new RandomPicker(1).pick(REQ, state(), List.of(), new double[0])).isEmpty();
   }
 
   @Test
   void weightedRandomFollowsScores() {
     List<Candidate> c = TestCandidates.pool(3);
     double[] scores = {3.0, 1.0, 0.0};
-    Map<String, Integer> h = histogram(new SimplePickers.WeightedRandomPicker(1), c, scores, 8000);
+    Map<String, Integer> h = histogram(new WeightedRandomPicker(1), c, scores, 8000);
     assertThat(h.get(c.get(0).id()) / 8000.0).isBetween(0.72, 0.78);
     assertThat(h.get(c.get(1).id()) / 8000.0).isBetween(0.22, 0.28);
     assertThat(h).doesNotContainKey(c.get(2).id());
     // zero score comes only after every positive one; all zero is uniform
-    assertThat(new SimplePickers.WeightedRandomPicker(3).pick(REQ, state(), c, scores).get(2))
+    assertThat(new WeightedRandomPicker(3).pick(REQ, state(), c, scores).get(2))
         .isSameAs(c.get(2));
-    Map<String, Integer> zeros = histogram(new SimplePickers.WeightedRandomPicker(1), c, new double[3], 3000);
+    Map<String, Integer> zeros = histogram(new WeightedRandomPicker(1), c, new double[3], 3000);
     assertThat(zeros).hasSize(3);
   }
 
   @Test
   void roundRobinCycles() {
     List<Candidate> c = TestCandidates.pool(3);
-    Picker p = new SimplePickers.RoundRobinPicker(1);
+    Picker p = new RoundRobinPicker(1);
     StringBuilder order = new StringBuilder();
     for (int i = 0; i < 6; i++) {
       order.append(c.indexOf(p.pick(REQ, state(), c, new double[3]).get(0)));
     }
     assertThat(order.toString()).isEqualTo("012012");
-    assertThat(new SimplePickers.RoundRobinPicker(2).pick(REQ, state(), c, new double[3]))
+    assertThat(new RoundRobinPicker(2).pick(REQ, state(), c, new double[3]))
         .containsExactly(c.get(0), c.get(1));
   }
 
@@ -116,16 +116,16 @@ class FiltersAndPickersTest {
   void powerOfTwoPrefersFewerInFlight() {
     Candidate idle = inFlight("a:1", 0, 0);
     Candidate busy = inFlight("b:1", 5, 0);
-    Picker p = new SimplePickers.PowerOfTwoPicker(2);
+    Picker p = new PowerOfTwoPicker(2);
     for (int i = 0; i < 20; i++) {
       assertThat(p.pick(REQ, state(0, i), List.of(busy, idle), new double[2])).containsExactly(idle, busy);
     }
     // with many endpoints the busiest can only win when drawn against an equally busy one
     List<Candidate> many = List.of(inFlight("a:1", 9, 0), inFlight("b:1", 0, 0),
         inFlight("c:1", 1, 0), inFlight("d:1", 2, 0));
-    Map<String, Integer> h = histogram(new SimplePickers.PowerOfTwoPicker(1), many, new double[4], 2000);
+    Map<String, Integer> h = histogram(new PowerOfTwoPicker(1), many, new double[4], 2000);
     assertThat(h).doesNotContainKey("a:1");
-    assertThat(new SimplePickers.PowerOfTwoPicker(1).pick(REQ, state(), List.of(idle), new double[1]))
+    assertThat(new PowerOfTwoPicker(1).pick(REQ, state(), List.of(idle), new double[1]))
         .containsExactly(idle);
   }
 }

@@ -34,26 +34,26 @@ class LoadScorersTest {
 
   @Test
   void queueScorerIsMinMaxOverWaitingRequests() {
-    Scorer s = new LoadScorers.MinMaxCountScorer(false, TWO_SECONDS);
+    Scorer s = new QueueScorer(TWO_SECONDS);
     List<Candidate> c = List.of(withMetrics("a:1", metrics(0, 9, 0)),
         withMetrics("b:1", metrics(5, 0, 0)), withMetrics("c:1", metrics(10, 0, 0)));
     assertThat(score(s, c, 0)).containsExactly(1.0, 0.5, 0.0);
-    Scorer running = new LoadScorers.MinMaxCountScorer(true, TWO_SECONDS);
+    Scorer running = new RunningRequestsSizeScorer(TWO_SECONDS);
     assertThat(score(running, c, 0)).containsExactly(0.0, 1.0, 1.0);
   }
 
   @Test
   void tiesAndEmptyCandidates() {
-    Scorer s = new LoadScorers.MinMaxCountScorer(false, TWO_SECONDS);
+    Scorer s = new QueueScorer(TWO_SECONDS);
     List<Candidate> c = List.of(withMetrics("a:1", metrics(3, 0, 0)), withMetrics("b:1", metrics(3, 0, 0)));
     assertThat(score(s, c, 0)).containsExactly(1.0, 1.0);
     assertThat(score(s, List.of(), 0)).isEmpty();
-    assertThat(score(new LoadScorers.KvCacheUtilizationScorer(TWO_SECONDS), List.of(), 0)).isEmpty();
+    assertThat(score(new KvCacheUtilizationScorer(TWO_SECONDS), List.of(), 0)).isEmpty();
   }
 
   @Test
   void missingMetricsScoreNeutralAndStaleCannotLookBetterThanNeutral() {
-    Scorer s = new LoadScorers.MinMaxCountScorer(false, TWO_SECONDS);
+    Scorer s = new QueueScorer(TWO_SECONDS);
     EndpointMetrics oldIdle = EndpointMetrics.builder().waitingRequests(0).scrapedAtNanos(0).build();
     EndpointMetrics oldBusy = EndpointMetrics.builder().waitingRequests(40).scrapedAtNanos(0).build();
     EndpointMetrics fresh = EndpointMetrics.builder().waitingRequests(4).scrapedAtNanos(9 * SECOND).build();
@@ -63,14 +63,14 @@ class LoadScorersTest {
     double[] at10s = score(s, c, 10 * SECOND);
     assertThat(at10s).containsExactly(0.5, 0.5, 0.0, 1.0, 0.0);
     // with the check off (upstream behaviour) the stale idle endpoint would look best
-    double[] noCheck = score(new LoadScorers.MinMaxCountScorer(false, new Staleness(0)),
+    double[] noCheck = score(new QueueScorer(new Staleness(0)),
         c.subList(1, 5), 10 * SECOND);
     assertThat(noCheck[0]).isEqualTo(1.0);
   }
 
   @Test
   void kvCacheUtilization() {
-    Scorer s = new LoadScorers.KvCacheUtilizationScorer(TWO_SECONDS);
+    Scorer s = new KvCacheUtilizationScorer(TWO_SECONDS);
     List<Candidate> c = List.of(withMetrics("a:1", metrics(0, 0, 0.25)), cand("b:1"),
         withMetrics("c:1", metrics(0, 0, 0.9)));
     assertThat(score(s, c, 0)).containsExactly(new double[] {0.75, 0.5, 0.1}, org.assertj.core.data.Offset.offset(1e-9));
@@ -80,7 +80,7 @@ class LoadScorersTest {
 
   @Test
   void loadAware() {
-    Scorer s = new LoadScorers.LoadAwareScorer(128, TWO_SECONDS);
+    Scorer s = new LoadAwareScorer(128, TWO_SECONDS);
     List<Candidate> c = List.of(withMetrics("a:1", metrics(0, 0, 0)),
         withMetrics("b:1", metrics(64, 0, 0)), withMetrics("c:1", metrics(500, 0, 0)), cand("d:1"));
     assertThat(score(s, c, 0)).containsExactly(0.5, 0.25, 0.0, 0.25);
@@ -89,16 +89,16 @@ class LoadScorersTest {
   @Test
   void activeRequestAndTokenLoadUseRouterCounters() {
     List<Candidate> c = List.of(inFlight("a:1", 0, 0), inFlight("b:1", 2, 500), inFlight("c:1", 8, 1000));
-    assertThat(score(new LoadScorers.ActiveRequestScorer(0), c, 0)).containsExactly(1.0, 0.75, 0.0);
-    assertThat(score(new LoadScorers.ActiveRequestScorer(2), c, 0)).containsExactly(1.0, 1.0, 0.0);
-    assertThat(score(new LoadScorers.TokenLoadScorer(), c, 0)).containsExactly(1.0, 0.5, 0.0);
+    assertThat(score(new ActiveRequestScorer(0), c, 0)).containsExactly(1.0, 0.75, 0.0);
+    assertThat(score(new ActiveRequestScorer(2), c, 0)).containsExactly(1.0, 1.0, 0.0);
+    assertThat(score(new TokenLoadScorer(), c, 0)).containsExactly(1.0, 0.5, 0.0);
     List<Candidate> idle = List.of(inFlight("a:1", 0, 0), inFlight("b:1", 0, 0));
-    assertThat(score(new LoadScorers.TokenLoadScorer(), idle, 0)).containsExactly(1.0, 1.0);
+    assertThat(score(new TokenLoadScorer(), idle, 0)).containsExactly(1.0, 1.0);
   }
 
   @Test
   void loraAffinity() {
-    Scorer s = new LoadScorers.LoraAffinityScorer(TWO_SECONDS);
+    Scorer s = new LoraAffinityScorer(TWO_SECONDS);
     EndpointMetrics active = EndpointMetrics.builder().runningLoraAdapters(Set.of("x"))
         .maxLoras(1).scrapedAtNanos(0).build();
     EndpointMetrics free = EndpointMetrics.builder().runningLoraAdapters(Set.of("y"))
@@ -116,8 +116,8 @@ class LoadScorersTest {
 
   @Test
   void scorersAreSafeUnderConcurrentUse() throws Exception {
-    Scorer[] scorers = {new LoadScorers.MinMaxCountScorer(false, TWO_SECONDS),
-        new LoadScorers.KvCacheUtilizationScorer(TWO_SECONDS), new LoadScorers.TokenLoadScorer()};
+    Scorer[] scorers = {new QueueScorer(TWO_SECONDS),
+        new KvCacheUtilizationScorer(TWO_SECONDS), new TokenLoadScorer()};
     List<Candidate> c = List.of(withMetrics("a:1", metrics(1, 0, 0.5)), withMetrics("b:1", metrics(3, 0, 0.1)));
     double[][] expected = new double[scorers.length][];
     for (int i = 0; i < scorers.length; i++) {

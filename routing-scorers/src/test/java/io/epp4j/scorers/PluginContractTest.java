@@ -10,11 +10,15 @@ import io.epp4j.api.Parameters;
 import io.epp4j.api.Picker;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
+import io.epp4j.api.PluginProvider;
 import io.epp4j.api.PoolListener;
 import io.epp4j.api.Result;
 import io.epp4j.api.Scorer;
 import io.epp4j.api.Ticker;
 import io.epp4j.core.PluginRegistry;
+import java.lang.reflect.Modifier;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -23,21 +27,69 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /** Checks every built-in type for the behaviour the router relies on. */
 class PluginContractTest {
 
-  static Stream<String> types() {
-    Set<String> ours = new TreeSet<>();
-    for (io.epp4j.api.PluginProvider p : ServiceLoader.load(io.epp4j.api.PluginProvider.class)) {
-      if (p instanceof BuiltinPluginProviders.Base) {
-        ours.add(p.type());
+  /** The providers of this module, as ServiceLoader finds them: the list is the services file. */
+  static List<PluginProvider> ours() {
+    List<PluginProvider> ours = new ArrayList<>();
+    for (PluginProvider p : ServiceLoader.load(PluginProvider.class)) {
+      if (p.getClass().getPackageName().equals(PluginContractTest.class.getPackageName())) {
+        ours.add(p);
       }
     }
-    assertThat(ours).hasSize(22);
-    return ours.stream();
+    assertThat(ours).as("built-in providers found by ServiceLoader").isNotEmpty();
+    return ours;
+  }
+
+  static Stream<String> types() {
+    Set<String> types = new TreeSet<>();
+    ours().forEach(p -> types.add(p.type()));
+    return types.stream();
+  }
+
+  @Test
+  void everyProviderClassIsRegisteredForServiceLoader() throws Exception {
+    Path classes = Path.of(PluginContractTest.class.getProtectionDomain().getCodeSource()
+        .getLocation().toURI()).resolveSibling("classes")
+        .resolve(PluginContractTest.class.getPackageName().replace('.', '/'));
+    Set<String> registered = new TreeSet<>();
+    ours().forEach(p -> registered.add(p.getClass().getName()));
+    Set<String> declared = new TreeSet<>();
+    try (Stream<Path> files = Files.list(classes)) {
+      for (Path f : (Iterable<Path>) files::iterator) {
+        String file = f.getFileName().toString();
+        if (!file.endsWith(".class")) {
+          continue;
+        }
+        Class<?> c = Class.forName(PluginContractTest.class.getPackageName() + "."
+            + file.substring(0, file.length() - ".class".length()));
+        if (PluginProvider.class.isAssignableFrom(c) && !Modifier.isAbstract(c.getModifiers())) {
+          declared.add(c.getName());
+        }
+      }
+    }
+    assertThat(declared).as("provider classes in " + classes).isNotEmpty();
+    assertThat(registered).as("META-INF/services/io.epp4j.api.PluginProvider")
+        .containsExactlyInAnyOrderElementsOf(declared);
+  }
+
+  @Test
+  void everyTypeHasASectionInThePluginDocs() throws Exception {
+    List<String> headings = new ArrayList<>();
+    for (String line : Files.readAllLines(Path.of("..", "docs", "plugins.md"))) {
+      if (line.startsWith("#")) {
+        headings.add(line);
+      }
+    }
+    for (String type : types().toList()) {
+      assertThat(headings).as("a heading of docs/plugins.md naming " + type)
+          .anySatisfy(h -> assertThat(h).containsPattern("(^|[^a-z-])" + type + "($|[^a-z-])"));
+    }
   }
 
   static Plugin create(String type) {

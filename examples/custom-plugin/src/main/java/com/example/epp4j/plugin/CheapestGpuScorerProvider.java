@@ -1,25 +1,27 @@
 package com.example.epp4j.plugin;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
-import io.epp4j.api.PluginProvider;
-import io.epp4j.api.Result;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
  * Registers {@code cheapest-gpu-scorer} through {@code META-INF/services}. Parameter
  * {@code pricePerHour}: a map from GPU type to a positive price; required.
+ *
+ * <p>Extending {@link AbstractPluginProvider} leaves only {@link #build} to write: record each
+ * bad value with {@link Parameters#error} and carry on, and the base class turns the collected
+ * errors into the result (closing the plugin built from the fallback values).
  */
-public final class CheapestGpuScorerProvider implements PluginProvider {
-  @Override
-  public String type() {
-    return "cheapest-gpu-scorer";
+public final class CheapestGpuScorerProvider extends AbstractPluginProvider {
+  public CheapestGpuScorerProvider() {
+    super("cheapest-gpu-scorer");
   }
 
   @Override
-  public Result<? extends Plugin> create(PluginContext context, Parameters params) {
+  protected Plugin build(PluginContext context, Parameters params) {
     Parameters prices = params.getNested("pricePerHour");
     Map<String, Double> map = new LinkedHashMap<>();
     for (String gpu : prices.names()) {
@@ -35,6 +37,6 @@ public final class CheapestGpuScorerProvider implements PluginProvider {
     if (map.isEmpty()) {
       params.error("pricePerHour", "is required and must name at least one GPU type");
     }
-    return params.errors().isEmpty() ? Result.ok(new CheapestGpuScorer(map)) : Result.errors(params.errors());
+    return new CheapestGpuScorer(map);
   }
 }

@@ -1,0 +1,43 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.Parameters;
+
+/** Parameters that several built-in plugins accept under the same names and rules. */
+final class CommonParameters {
+  private CommonParameters() {}
+
+  static final int MAX_ENDPOINTS_LIMIT = 1024;
+
+  /** {@code maxNumOfEndpoints} of the pickers: the primary plus fallbacks, default 1. */
+  static int maxEndpoints(Parameters p) {
+    return p.getInt("maxNumOfEndpoints", 1, 1, MAX_ENDPOINTS_LIMIT);
+  }
+
+  /** The first of several accepted names that is present, else the first name. */
+  static String alias(Parameters p, String... names) {
+    for (String n : names) {
+      if (p.has(n)) {
+        return n;
+      }
+    }
+    return names[0];
+  }
+
+  /** {@code balanceFactor} (multiplier, 0 = off) or Envoy's {@code hashBalanceFactor} (percent). */
+  static double balanceFactor(Parameters p) {
+    if (p.has("hashBalanceFactor") && !p.has("balanceFactor")) {
+      int pct = p.getInt("hashBalanceFactor", 0, 0, 100_000);
+      if (pct != 0 && pct < 100) {
+        p.error("hashBalanceFactor", "must be 0 (off) or >= 100 (percent of the mean), got " + pct);
+        return 0;
+      }
+      return pct / 100.0;
+    }
+    double f = p.getDouble("balanceFactor", 0.0);
+    if (f != 0 && !(f >= 1.0 && f <= 1000.0)) {
+      p.error("balanceFactor", "must be 0 (off) or in [1, 1000], got " + f);
+      return 0;
+    }
+    return f;
+  }
+}

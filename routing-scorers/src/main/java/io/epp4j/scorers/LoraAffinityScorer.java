@@ -1,0 +1,72 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.Scorer;
+import java.util.List;
+
+/**
+ * {@code lora-affinity-scorer}: for a request naming a LoRA adapter, 1.0 where the adapter is
+ * running, 0.8 where an adapter slot is free ({@code maxLoras} unknown counts as free), 0.6
+ * where it is waiting to load, else 0. Requests for the base model score 1.0 everywhere.
+ */
+final class LoraAffinityScorer implements Scorer {
+  private final Staleness staleness;
+
+  LoraAffinityScorer(Staleness staleness) {
+    this.staleness = staleness;
+  }
+
+  static double affinity(EndpointMetrics m, String adapter) {
+    if (m.runningLoraAdapters().contains(adapter)) {
+      return 1.0;
+    }
+    int loaded = m.runningLoraAdapters().size() + m.waitingLoraAdapters().size();
+    if (m.maxLoras() == 0 || loaded < m.maxLoras()) {
+      return 0.8;
+    }
+    if (m.waitingLoraAdapters().contains(adapter)) {
+      return 0.6;
+    }
+    return 0.0;
+  }
+
+  @Override
+  public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
+      double[] scores) {
+    String adapter = request.loraAdapter();
+    long now = state.nowNanos();
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      Candidate c = candidates.get(i);
+      if (adapter == null) {
+        scores[i] = 1.0;
+        continue;
+      }
+      double s = affinity(c.metrics(), adapter);
+      scores[i] = staleness.usable(c, now) ? s : Staleness.unusableScore(c, s);
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "lora-affinity-scorer";
+  }
+
+  /** Provides {@code lora-affinity-scorer}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("lora-affinity-scorer");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      return new LoraAffinityScorer(Staleness.from(p));
+    }
+  }
+}

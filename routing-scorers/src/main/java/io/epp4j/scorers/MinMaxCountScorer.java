@@ -1,0 +1,56 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Scorer;
+import java.util.List;
+
+/**
+ * The shared rule of {@link QueueScorer} and {@link RunningRequestsSizeScorer}: min–max
+ * normalisation of a request count over the candidates with usable metrics,
+ * {@code (max − v) / (max − min)}, all 1.0 when max = min. Endpoints without usable metrics: see
+ * {@link Staleness}.
+ */
+abstract class MinMaxCountScorer implements Scorer {
+  private final Staleness staleness;
+
+  MinMaxCountScorer(Staleness staleness) {
+    this.staleness = staleness;
+  }
+
+  /** The count this scorer ranks by; fewer is better. */
+  abstract int value(EndpointMetrics m);
+
+  @Override
+  public final void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
+      double[] scores) {
+    int n = candidates.size();
+    long now = state.nowNanos();
+    int min = Integer.MAX_VALUE;
+    int max = Integer.MIN_VALUE;
+    for (int i = 0; i < n; i++) {
+      Candidate c = candidates.get(i);
+      if (staleness.usable(c, now)) {
+        int v = value(c.metrics());
+        min = Math.min(min, v);
+        max = Math.max(max, v);
+      }
+    }
+    boolean anyUsable = min != Integer.MAX_VALUE;
+    for (int i = 0; i < n; i++) {
+      Candidate c = candidates.get(i);
+      double s = anyUsable ? normalise(value(c.metrics()), min, max) : Staleness.NEUTRAL;
+      scores[i] = staleness.usable(c, now) ? s : Staleness.unusableScore(c, s);
+    }
+  }
+
+  private static double normalise(int v, int min, int max) {
+    if (max == min) {
+      return v <= min ? 1.0 : 0.0;
+    }
+    double s = (double) (max - v) / (max - min);
+    return s < 0 ? 0 : s > 1 ? 1 : s;
+  }
+}

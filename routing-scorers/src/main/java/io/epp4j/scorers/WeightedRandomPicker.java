@@ -1,0 +1,74 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Picker;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import java.util.List;
+import java.util.random.RandomGenerator;
+
+/**
+ * {@code weighted-random-picker}: weighted sampling without replacement by A-Res (Efraimidis
+ * and Spirakis): each candidate with score w > 0 draws key {@code u^(1/w)} (computed as
+ * {@code ln(u)/w}, same order), the largest keys win. Candidates with score 0 come only after
+ * all positive ones; when every score is 0 the choice is uniform.
+ */
+final class WeightedRandomPicker implements Picker {
+  private final int maxEndpoints;
+
+  WeightedRandomPicker(int maxEndpoints) {
+    this.maxEndpoints = maxEndpoints;
+  }
+
+  @Override
+  public List<Candidate> pick(InferenceRequest request, CycleState state,
+      List<Candidate> candidates, double[] scores) {
+    int n = candidates.size();
+    if (n == 0) {
+      return List.of();
+    }
+    RandomGenerator rnd = state.random();
+    int k = Math.min(maxEndpoints, n);
+    double[] keys = new double[n];
+    for (int i = 0; i < n; i++) {
+      double w = scores[i];
+      // ln(u)/w orders like u^(1/w) without overflow; zero weights rank below every positive one
+      keys[i] = w > 0 ? Math.log(rnd.nextDouble()) / w : Double.NEGATIVE_INFINITY;
+    }
+    // random starting order, so equal keys (all-zero scores) are taken in random order
+    int[] order = CandidateLists.sample(n, n, rnd);
+    for (int i = 0; i < k; i++) {
+      int best = i;
+      for (int j = i + 1; j < n; j++) {
+        if (keys[order[j]] > keys[order[best]]) {
+          best = j;
+        }
+      }
+      int t = order[i];
+      order[i] = order[best];
+      order[best] = t;
+    }
+    return CandidateLists.select(candidates, order, k);
+  }
+
+  @Override
+  public String toString() {
+    return "weighted-random-picker";
+  }
+
+  /** Provides {@code weighted-random-picker}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("weighted-random-picker");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      return new WeightedRandomPicker(CommonParameters.maxEndpoints(p));
+    }
+  }
+}

@@ -1,0 +1,211 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.Filter;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Picker;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginProvider;
+import io.epp4j.api.Result;
+import io.epp4j.api.Scorer;
+import io.epp4j.core.CorePluginProviders;
+import io.epp4j.testkit.ContractFixtures;
+import io.epp4j.testkit.FilterContract;
+import io.epp4j.testkit.PickerContract;
+import io.epp4j.testkit.ScorerContract;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Nested;
+
+/**
+ * Every built-in filter, scorer and picker against the routing-testkit contracts, created through
+ * its provider as a config would create it.
+ */
+class BuiltinPluginContractsTest {
+
+  static final Map<String, ?> SELECTOR = Map.of(
+      "matchLabels", Map.of("zone", "a"),
+      "matchExpressions", List.of(Map.of("key", "llm-d.ai/role", "operator", "In",
+          "values", List.of("prefill", "decode"))));
+
+  static <T extends Plugin> T create(PluginProvider provider, Map<String, ?> params,
+      Class<T> role) {
+    Result<? extends Plugin> r = provider.create(ContractFixtures.context(provider.type()),
+        Parameters.of(params));
+    return role.cast(r.value());
+  }
+
+  @Nested
+  class PrefixCacheScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new PrefixCacheScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class QueueScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new QueueScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class RunningRequestsSizeScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new RunningRequestsSizeScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class KvCacheUtilizationScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new KvCacheUtilizationScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class LoadAwareScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new LoadAwareScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class ActiveRequestScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new ActiveRequestScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class TokenLoadScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new TokenLoadScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class LoraAffinityScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new LoraAffinityScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class SessionAffinityScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new SessionAffinityScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class NoHitLruScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return create(new NoHitLruScorer.Provider(), Map.of(), Scorer.class);
+    }
+  }
+
+  @Nested
+  class LabelSelectorFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new LabelSelectorFilter.Provider(), SELECTOR, Filter.class);
+    }
+  }
+
+  @Nested
+  class PrefillFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new PrefillFilter.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
+  class DecodeFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new DecodeFilter.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
+  class UtilizationFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new UtilizationFilter.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
+  class RandomPickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new RandomPicker.Provider(), Map.of(), Picker.class);
+    }
+  }
+
+  @Nested
+  class WeightedRandomPickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new WeightedRandomPicker.Provider(), Map.of(), Picker.class);
+    }
+  }
+
+  @Nested
+  class RoundRobinPickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new RoundRobinPicker.Provider(), Map.of(), Picker.class);
+    }
+
+    @Override
+    protected boolean deterministic() {
+      return false;
+    }
+  }
+
+  @Nested
+  class PowerOfTwoPickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new PowerOfTwoPicker.Provider(), Map.of(), Picker.class);
+    }
+  }
+
+  @Nested
+  class RingHashPickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new RingHashPicker.Provider(), Map.of("maxNumOfEndpoints", 2), Picker.class);
+    }
+  }
+
+  @Nested
+  class MaglevPickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new MaglevPicker.Provider(), Map.of("maxNumOfEndpoints", 2, "tableSize", 257), Picker.class);
+    }
+  }
+
+  /** {@code max-score-picker} lives in routing-core; the router's default picker. */
+  @Nested
+  class MaxScorePickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new CorePluginProviders.MaxScorePickerProvider(),
+          Map.of("maxNumOfEndpoints", 2), Picker.class);
+    }
+  }
+}

@@ -1,0 +1,414 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.PluginProvider;
+import io.epp4j.core.CorePluginProviders;
+import io.epp4j.testkit.ProviderContract;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Nested;
+
+/** Every built-in provider (and routing-core's two) against the routing-testkit provider contract. */
+class BuiltinProviderContractsTest {
+
+  @Nested
+  class PrefixCacheScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new PrefixCacheScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("blockSizeTokens", 16, "autoTune", false);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("blockSizeTokens", Map.of("blockSizeTokens", 0), "lruCapacityPerServer", Map.of("lruCapacityPerServer", 0));
+    }
+  }
+
+  @Nested
+  class QueueScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new QueueScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("metricsStalenessMillis", 1000);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("metricsStalenessMillis", Map.of("metricsStalenessMillis", -1));
+    }
+  }
+
+  @Nested
+  class RunningRequestsSizeScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new RunningRequestsSizeScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("metricsStalenessMillis", 1000);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("metricsStalenessMillis", Map.of("metricsStalenessMillis", -1));
+    }
+  }
+
+  @Nested
+  class KvCacheUtilizationScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new KvCacheUtilizationScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("metricsStalenessMillis", 1000);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("metricsStalenessMillis", Map.of("metricsStalenessMillis", -1));
+    }
+  }
+
+  @Nested
+  class LoadAwareScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new LoadAwareScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("queueThreshold", 64);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("queueThreshold", Map.of("queueThreshold", 0), "threshold", Map.of("threshold", -3));
+    }
+  }
+
+  @Nested
+  class ActiveRequestScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new ActiveRequestScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("idleThreshold", 2);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("idleThreshold", Map.of("idleThreshold", -1));
+    }
+  }
+
+  @Nested
+  class TokenLoadScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new TokenLoadScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of();
+    }
+  }
+
+  @Nested
+  class LoraAffinityScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new LoraAffinityScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("metricsStalenessMillis", 0);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("metricsStalenessMillis", Map.of("metricsStalenessMillis", -5));
+    }
+  }
+
+  @Nested
+  class SessionAffinityScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new SessionAffinityScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("ttlSeconds", 60, "maxSessions", 10);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("ttlSeconds", Map.of("ttlSeconds", 0), "maxSessions", Map.of("maxSessions", 0));
+    }
+  }
+
+  @Nested
+  class NoHitLruScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new NoHitLruScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of();
+    }
+  }
+
+  @Nested
+  class LabelSelectorFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new LabelSelectorFilter.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return BuiltinPluginContractsTest.SELECTOR;
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("matchLabels", Map.of("matchLabels", "zone=a"), "matchExpressions[0].operator", Map.of("matchExpressions", List.of(Map.of("key", "k", "operator", "Is"))));
+    }
+  }
+
+  @Nested
+  class PrefillFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new PrefillFilter.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of();
+    }
+  }
+
+  @Nested
+  class DecodeFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new DecodeFilter.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of();
+    }
+  }
+
+  @Nested
+  class UtilizationFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new UtilizationFilter.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("queueThreshold", 10, "kvCacheThreshold", 0.9);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("kvCacheThreshold", Map.of("kvCacheThreshold", 2.0), "queueThreshold", Map.of("queueThreshold", 0));
+    }
+  }
+
+  @Nested
+  class LowQueueFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new UtilizationFilter.LowQueueFilterProvider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("threshold", 10);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("kvCacheThreshold", Map.of("kvCacheThreshold", -0.1));
+    }
+  }
+
+  @Nested
+  class RandomPickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new RandomPicker.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("maxNumOfEndpoints", 2);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 0));
+    }
+  }
+
+  @Nested
+  class WeightedRandomPickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new WeightedRandomPicker.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("maxNumOfEndpoints", 2);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 0));
+    }
+  }
+
+  @Nested
+  class RoundRobinPickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new RoundRobinPicker.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("maxNumOfEndpoints", 2);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
+    }
+  }
+
+  @Nested
+  class PowerOfTwoPickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new PowerOfTwoPicker.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("maxNumOfEndpoints", 2);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", -1));
+    }
+  }
+
+  @Nested
+  class RingHashPickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new RingHashPicker.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("minimumRingSize", 64, "maximumRingSize", 1024, "balanceFactor", 1.5);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("minimumRingSize", Map.of("minimumRingSize", 100, "maximumRingSize", 50), "balanceFactor", Map.of("balanceFactor", 0.5), "hashBalanceFactor", Map.of("hashBalanceFactor", 50));
+    }
+  }
+
+  @Nested
+  class MaglevPickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new MaglevPicker.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("tableSize", 257);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("tableSize", Map.of("tableSize", 100));
+    }
+  }
+
+  @Nested
+  class PdProfileHandlerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new PdProfileHandler.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("nonCachedTokens", 256);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("nonCachedTokens", Map.of("nonCachedTokens", -1));
+    }
+  }
+
+  @Nested
+  class MaxScorePickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new CorePluginProviders.MaxScorePickerProvider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("maxNumOfEndpoints", 3);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 0));
+    }
+  }
+
+  @Nested
+  class SingleProfileHandlerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new CorePluginProviders.SingleProfileHandlerProvider();
+    }
+  }
+}

@@ -1,0 +1,88 @@
+package io.epp4j.testkit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Filter;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Contract of a {@link Filter}: extend it in a JUnit 5 test and implement {@link #createPlugin()}.
+ * Checks that the result is a subset of the candidates in their original order without repeats,
+ * that an empty pool gives an empty result, that the candidate list and request are left as they
+ * were, and that concurrent calls on shared candidates give the same result as a single thread.
+ *
+ * @param <F> the filter type under test
+ */
+public abstract class FilterContract<F extends Filter> extends PluginContract<F> {
+
+  private static List<Candidate> filter(Filter f, PluginContract.Case c, List<Candidate> passed,
+      long seed) {
+    return f.filter(c.request(), ContractFixtures.state(seed), passed);
+  }
+
+  private static void assertOrderedSubset(PluginContract.Case c, List<Candidate> kept) {
+    int last = -1;
+    for (Candidate k : kept) {
+      int at = -1;
+      for (int i = last + 1; i < c.pool().size(); i++) {
+        if (c.pool().get(i) == k) {
+          at = i;
+          break;
+        }
+      }
+      assertThat(at).as("%s: kept %s must be a later input candidate than the one before it",
+          c.name(), k.id()).isGreaterThan(last);
+      last = at;
+    }
+  }
+
+  @Test
+  void keepsASubsetInTheOriginalOrder() {
+    F f = plugin();
+    for (PluginContract.Case c : cases()) {
+      assertOrderedSubset(c, filter(f, c, c.pool(), 1));
+    }
+  }
+
+  @Test
+  void emptyCandidatesGiveAnEmptyResult() {
+    F f = plugin();
+    for (PluginContract.Case c : cases()) {
+      assertThat(f.filter(c.request(), ContractFixtures.state(1), List.of())).isEmpty();
+    }
+  }
+
+  @Test
+  void inputsAreNotModified() {
+    F f = plugin();
+    for (PluginContract.Case c : cases()) {
+      List<Candidate> passed = new ArrayList<>(c.pool());
+      int[] tokens = tokens(c.request());
+      filter(f, c, passed, 1);
+      assertUnchanged(c, passed, tokens);
+    }
+  }
+
+  @Test
+  void concurrentCallsOnSharedCandidatesAgreeWithOneThread() throws Exception {
+    F f = plugin();
+    List<PluginContract.Case> cases = cases();
+    List<List<Candidate>> expected = new ArrayList<>();
+    for (PluginContract.Case c : cases) {
+      expected.add(List.copyOf(filter(f, c, c.pool(), 7)));
+    }
+    concurrently((thread, i) -> {
+      int k = (thread + i) % cases.size();
+      PluginContract.Case c = cases.get(k);
+      List<Candidate> got = filter(f, c, c.pool(), 7);
+      assertOrderedSubset(c, got);
+      if (deterministic()) {
+        assertThat(got).as("%s: concurrent result", c.name())
+            .containsExactlyElementsOf(expected.get(k));
+      }
+    });
+  }
+}

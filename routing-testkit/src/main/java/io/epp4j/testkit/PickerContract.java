@@ -1,0 +1,100 @@
+package io.epp4j.testkit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Picker;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Contract of a {@link Picker}: extend it in a JUnit 5 test and implement {@link #createPlugin()}.
+ * Checks that a non-empty pool gives at least one pick, that picks are given candidates without
+ * repeats, that an empty pool gives none, that the candidate list, scores and request are left as
+ * they were, and that concurrent calls on shared candidates (each with its own seeded cycle state)
+ * pick what a single thread picks; when {@link #deterministic()} is false only validity is
+ * checked.
+ *
+ * @param <P> the picker type under test
+ */
+public abstract class PickerContract<P extends Picker> extends PluginContract<P> {
+
+  /** Score patterns tried per pool: distinct, all equal, all zero. */
+  private static List<double[]> scorePatterns(int n) {
+    double[] distinct = new double[n];
+    double[] equal = new double[n];
+    for (int i = 0; i < n; i++) {
+      distinct[i] = (i + 1.0) / n;
+      equal[i] = 1.0;
+    }
+    return List.of(distinct, equal, new double[n]);
+  }
+
+  private static void assertValid(PluginContract.Case c, List<Candidate> picked) {
+    assertThat(picked).as("%s: picks", c.name()).isNotEmpty();
+    Set<String> seen = new HashSet<>();
+    for (Candidate p : picked) {
+      assertThat(c.pool()).as("%s: picked candidate", c.name()).contains(p);
+      assertThat(seen.add(p.id())).as("%s: %s picked twice", c.name(), p.id()).isTrue();
+    }
+  }
+
+  @Test
+  void picksGivenCandidatesWithoutRepeats() {
+    P p = plugin();
+    for (PluginContract.Case c : cases()) {
+      for (double[] scores : scorePatterns(c.pool().size())) {
+        assertValid(c, p.pick(c.request(), ContractFixtures.state(1), c.pool(), scores));
+      }
+    }
+  }
+
+  @Test
+  void emptyCandidatesGiveNoPick() {
+    P p = plugin();
+    for (PluginContract.Case c : cases()) {
+      assertThat(p.pick(c.request(), ContractFixtures.state(1), List.of(), new double[0]))
+          .isEmpty();
+    }
+  }
+
+  @Test
+  void inputsAreNotModified() {
+    P p = plugin();
+    for (PluginContract.Case c : cases()) {
+      for (double[] scores : scorePatterns(c.pool().size())) {
+        List<Candidate> passed = new ArrayList<>(c.pool());
+        double[] before = scores.clone();
+        int[] tokens = tokens(c.request());
+        p.pick(c.request(), ContractFixtures.state(1), passed, scores);
+        assertUnchanged(c, passed, tokens);
+        assertThat(scores).as("%s: scores after the call", c.name()).containsExactly(before);
+      }
+    }
+  }
+
+  @Test
+  void concurrentCallsOnSharedCandidatesAgreeWithOneThread() throws Exception {
+    P p = plugin();
+    List<PluginContract.Case> cases = cases();
+    List<List<Candidate>> expected = new ArrayList<>();
+    for (PluginContract.Case c : cases) {
+      expected.add(List.copyOf(p.pick(c.request(), ContractFixtures.state(7), c.pool(),
+          scorePatterns(c.pool().size()).get(0))));
+    }
+    concurrently((thread, i) -> {
+      int k = (thread + i) % cases.size();
+      PluginContract.Case c = cases.get(k);
+      List<Candidate> got = p.pick(c.request(), ContractFixtures.state(7), c.pool(),
+          scorePatterns(c.pool().size()).get(0));
+      assertValid(c, got);
+      if (deterministic()) {
+        assertThat(got).as("%s: concurrent picks", c.name())
+            .containsExactlyElementsOf(expected.get(k));
+      }
+    });
+  }
+}

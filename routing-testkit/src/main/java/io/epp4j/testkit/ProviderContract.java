@@ -1,0 +1,119 @@
+package io.epp4j.testkit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatCode;
+
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginProvider;
+import io.epp4j.api.Result;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.ServiceLoader;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Contract of a {@link PluginProvider}: extend it in a JUnit 5 test and implement
+ * {@link #provider()}; override {@link #validParameters()} when the plugin needs some and
+ * {@link #badParameters()} to list values it must reject. Checks the type name, that valid
+ * parameters give a plugin, that unknown parameter names are left unread (the config loader
+ * reports them from {@link Parameters#unreadNames()}), that each bad value is rejected with a
+ * message naming its parameter, that values of the wrong type give errors rather than
+ * exceptions, and that {@link ServiceLoader} finds the provider.
+ */
+public abstract class ProviderContract {
+  private static final Pattern KEBAB = Pattern.compile("[a-z0-9]+(-[a-z0-9]+)*");
+  private static final String UNKNOWN = "noSuchParameterOfThisPlugin";
+
+  /** The provider under test. */
+  protected abstract PluginProvider provider();
+
+  /** Parameters that make a working plugin; empty by default. */
+  protected Map<String, ?> validParameters() {
+    return Map.of();
+  }
+
+  /**
+   * Parameter sets the provider must reject, each keyed by the parameter name its error must
+   * mention (e.g. {@code "blockSizeTokens" -> {blockSizeTokens: 0}}). Empty by default, which
+   * skips that test.
+   */
+  protected Map<String, Map<String, ?>> badParameters() {
+    return Map.of();
+  }
+
+  private Result<? extends Plugin> create(Parameters p) {
+    return provider().create(ContractFixtures.context(provider().type()), p);
+  }
+
+  private static void closeIfOk(Result<? extends Plugin> r) {
+    if (r.isOk()) {
+      r.value().close();
+    }
+  }
+
+  @Test
+  void typeIsLowerKebabCase() {
+    assertThat(provider().type()).matches(KEBAB);
+  }
+
+  @Test
+  void serviceLoaderFindsTheProvider() {
+    boolean found = false;
+    for (PluginProvider p : ServiceLoader.load(PluginProvider.class)) {
+      found |= p.getClass() == provider().getClass();
+    }
+    assertThat(found).as("%s listed in META-INF/services/%s", provider().getClass().getName(),
+        PluginProvider.class.getName()).isTrue();
+  }
+
+  @Test
+  void validParametersCreateAPlugin() {
+    Parameters p = Parameters.of(validParameters());
+    Result<? extends Plugin> r = create(p);
+    assertThat(r.errors()).as("errors for %s", validParameters()).isEmpty();
+    assertThat(p.errors()).isEmpty();
+    assertThatCode(() -> {
+      r.value().close();
+      r.value().close();
+    }).doesNotThrowAnyException();
+  }
+
+  @Test
+  void unknownParametersAreLeftForTheLoaderToReport() {
+    Map<String, Object> values = new LinkedHashMap<>(validParameters());
+    values.put(UNKNOWN, 1);
+    Parameters p = Parameters.of(values);
+    Result<? extends Plugin> r = create(p);
+    closeIfOk(r);
+    assertThat(p.unreadNames()).as("names the provider did not read").containsExactly(UNKNOWN);
+  }
+
+  @Test
+  void badValuesAreRejectedNamingTheParameter() {
+    Map<String, Map<String, ?>> bad = badParameters();
+    Assumptions.assumeFalse(bad.isEmpty(), "no bad parameters listed");
+    bad.forEach((name, values) -> {
+      Result<? extends Plugin> r = create(Parameters.of(values));
+      closeIfOk(r);
+      assertThat(r.isOk()).as("%s accepted", values).isFalse();
+      assertThat(r.errors()).as("errors for %s", values)
+          .anySatisfy(e -> assertThat(e).contains("'" + name));
+    });
+  }
+
+  @Test
+  void valuesOfTheWrongTypeGiveErrorsNotExceptions() {
+    for (String name : validParameters().keySet()) {
+      for (Object wrong : List.<Object>of("not-a-number", List.of(1), Map.of("x", 1), -1)) {
+        Map<String, Object> values = new LinkedHashMap<>(validParameters());
+        values.put(name, wrong);
+        assertThatCode(() -> closeIfOk(create(Parameters.of(values))))
+            .as("%s = %s", name, wrong).doesNotThrowAnyException();
+      }
+    }
+  }
+}

@@ -1,0 +1,84 @@
+package io.epp4j.testkit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Scorer;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Contract of a {@link Scorer}: extend it in a JUnit 5 test and implement
+ * {@link #createPlugin()}. Checks that scores are finite and in [0, 1] for every fixture pool
+ * and request, that nothing is written past the candidates' slots, that the candidate list and
+ * request are left as they were, that an empty pool is fine, and that concurrent calls on shared
+ * candidates give the same scores as a single thread.
+ *
+ * @param <S> the scorer type under test
+ */
+public abstract class ScorerContract<S extends Scorer> extends PluginContract<S> {
+
+  private static double[] score(Scorer s, PluginContract.Case c, List<Candidate> passed,
+      long seed) {
+    double[] scores = new double[c.pool().size() + 1];
+    s.score(c.request(), ContractFixtures.state(seed), passed, scores);
+    return scores;
+  }
+
+  @Test
+  void scoresAreFiniteAndBetweenZeroAndOne() {
+    S s = plugin();
+    for (PluginContract.Case c : cases()) {
+      double[] scores = score(s, c, c.pool(), 1);
+      for (int i = 0; i < c.pool().size(); i++) {
+        assertThat(scores[i]).as("%s: score of candidate %d in %s", c.name(), i, describe(scores))
+            .isFinite().isBetween(0.0, 1.0);
+      }
+      assertThat(scores[c.pool().size()]).as("%s: slot past the last candidate", c.name())
+          .isZero();
+    }
+  }
+
+  @Test
+  void emptyCandidatesGiveNoScores() {
+    S s = plugin();
+    for (PluginContract.Case c : cases()) {
+      double[] none = new double[0];
+      s.score(c.request(), ContractFixtures.state(1), List.of(), none);
+      assertThat(none).isEmpty();
+    }
+  }
+
+  @Test
+  void inputsAreNotModified() {
+    S s = plugin();
+    for (PluginContract.Case c : cases()) {
+      List<Candidate> passed = new ArrayList<>(c.pool());
+      int[] tokens = tokens(c.request());
+      score(s, c, passed, 1);
+      assertUnchanged(c, passed, tokens);
+    }
+  }
+
+  @Test
+  void concurrentCallsOnSharedCandidatesAgreeWithOneThread() throws Exception {
+    S s = plugin();
+    List<PluginContract.Case> cases = cases();
+    List<double[]> expected = new ArrayList<>();
+    for (PluginContract.Case c : cases) {
+      expected.add(score(s, c, c.pool(), 7));
+    }
+    concurrently((thread, i) -> {
+      int k = (thread + i) % cases.size();
+      PluginContract.Case c = cases.get(k);
+      double[] got = score(s, c, c.pool(), 7);
+      for (int j = 0; j < c.pool().size(); j++) {
+        assertThat(got[j]).as("%s: concurrent score %d", c.name(), j).isFinite().isBetween(0.0, 1.0);
+      }
+      if (deterministic()) {
+        assertThat(got).as("%s: concurrent scores", c.name()).containsExactly(expected.get(k));
+      }
+    });
+  }
+}
