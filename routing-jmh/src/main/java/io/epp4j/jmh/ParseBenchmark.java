@@ -50,8 +50,8 @@ public class ParseBenchmark {
   public void setUp() {
     SplittableRandom rnd = new SplittableRandom(3);
     int textBytes = Math.max(16, bodyBytes - 400);
-    String system = Workload.text(rnd, textBytes * 3 / 4);
-    String user = Workload.text(rnd, textBytes - system.length());
+    String system = BenchmarkPrompts.text(rnd, textBytes * 3 / 4);
+    String user = BenchmarkPrompts.text(rnd, textBytes - system.length());
     String json = "{\"model\":\"qwen3-1.7b\",\"stream\":true,\"max_tokens\":256,\"temperature\":0.7,"
         + "\"messages\":[{\"role\":\"system\",\"content\":\"" + system + "\"},"
         + "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"" + user + "\"}]}],"

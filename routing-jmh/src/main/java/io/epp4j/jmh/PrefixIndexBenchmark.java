@@ -59,20 +59,20 @@ public class PrefixIndexBenchmark {
   public void setUp() {
     SplittableRandom rnd = new SplittableRandom(11);
     scorer = PrefixCacheScorer.create();
-    router = Router.builder().endpoints(Workload.endpoints(endpoints))
+    router = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints))
         .profile(SchedulingProfile.builder("default").scorer("prefix-cache-scorer", scorer, 1).build())
         .randomSeed(5).build();
-    Workload.publishMetrics(router, rnd);
+    BenchmarkPrompts.publishMetrics(router, rnd);
     candidates = router.endpoints();
-    String[] prompts = Workload.prompts(rnd, PROMPTS, 16, promptBytes);
+    String[] prompts = BenchmarkPrompts.prompts(rnd, PROMPTS, 16, promptBytes);
     requests = new InferenceRequest[PROMPTS];
     decisions = new RoutingDecision[PROMPTS];
     for (int i = 0; i < PROMPTS; i++) {
-      requests[i] = Workload.request(prompts[i], false, i);
+      requests[i] = BenchmarkPrompts.request(prompts[i], false, i);
     }
-    String[] background = Workload.prompts(rnd, 512, 128, promptBytes);
+    String[] background = BenchmarkPrompts.prompts(rnd, 512, 128, promptBytes);
     for (int i = 0; i < background.length; i++) {
-      router.route(Workload.request(background[i], false, 1000 + i)).onComplete(Usage.NONE);
+      router.route(BenchmarkPrompts.request(background[i], false, 1000 + i)).onComplete(Usage.NONE);
     }
     for (int i = 0; i < PROMPTS; i++) {
       RoutingDecision d = router.route(requests[i]);

@@ -55,25 +55,26 @@ public class RouteBenchmark {
   @Setup(Level.Trial)
   public void setUp() {
     SplittableRandom rnd = new SplittableRandom(42);
-    router = Router.builder().endpoints(Workload.endpoints(endpoints)).randomSeed(1).build();
-    Workload.publishMetrics(router, rnd);
-    String[] prompts = Workload.prompts(rnd, PROMPTS, 16, promptBytes);
+    router = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints)).randomSeed(1)
+        .build();
+    BenchmarkPrompts.publishMetrics(router, rnd);
+    String[] prompts = BenchmarkPrompts.prompts(rnd, PROMPTS, 16, promptBytes);
     boolean tokens = form.equals("tokens");
     requests = new InferenceRequest[PROMPTS];
     floorBytes = new byte[PROMPTS][];
     for (int i = 0; i < PROMPTS; i++) {
-      requests[i] = Workload.request(prompts[i], tokens, i);
-      floorBytes[i] = tokens ? Workload.tokenBytes(requests[i].tokenIds())
+      requests[i] = BenchmarkPrompts.request(prompts[i], tokens, i);
+      floorBytes[i] = tokens ? BenchmarkPrompts.tokenBytes(requests[i].tokenIds())
           : prompts[i].getBytes(StandardCharsets.UTF_8);
     }
     // fill the index beyond the benchmark prompts: other families occupy the endpoints too
-    String[] background = Workload.prompts(rnd, 512, 128, promptBytes);
+    String[] background = BenchmarkPrompts.prompts(rnd, 512, 128, promptBytes);
     InferenceRequest[] bg = new InferenceRequest[background.length];
     for (int i = 0; i < bg.length; i++) {
-      bg[i] = Workload.request(background[i], tokens, 1000 + i);
+      bg[i] = BenchmarkPrompts.request(background[i], tokens, 1000 + i);
     }
-    Workload.warm(router, bg, 1);
-    Workload.warm(router, requests, 2);
+    BenchmarkPrompts.warm(router, bg, 1);
+    BenchmarkPrompts.warm(router, requests, 2);
   }
 
   @TearDown(Level.Trial)

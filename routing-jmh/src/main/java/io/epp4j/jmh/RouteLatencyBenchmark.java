@@ -49,14 +49,14 @@ public class RouteLatencyBenchmark {
   @Setup(Level.Trial)
   public void setUp() {
     SplittableRandom rnd = new SplittableRandom(7);
-    router = Router.builder().endpoints(Workload.endpoints(endpoints)).build();
-    Workload.publishMetrics(router, rnd);
-    String[] prompts = Workload.prompts(rnd, PROMPTS, 16, promptBytes);
+    router = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints)).build();
+    BenchmarkPrompts.publishMetrics(router, rnd);
+    String[] prompts = BenchmarkPrompts.prompts(rnd, PROMPTS, 16, promptBytes);
     requests = new InferenceRequest[PROMPTS];
     for (int i = 0; i < PROMPTS; i++) {
-      requests[i] = Workload.request(prompts[i], false, i);
+      requests[i] = BenchmarkPrompts.request(prompts[i], false, i);
     }
-    Workload.warm(router, requests, 2);
+    BenchmarkPrompts.warm(router, requests, 2);
   }
 
   @TearDown(Level.Trial)

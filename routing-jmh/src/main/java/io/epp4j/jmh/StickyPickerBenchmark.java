@@ -58,12 +58,12 @@ public class StickyPickerBenchmark {
       @Override public <T> Optional<T> service(Class<T> type) { return Optional.empty(); }
     };
     instance = (Picker) registry.create(picker, ctx, Parameters.empty()).value();
-    Router router = Router.builder().endpoints(Workload.endpoints(endpoints))
+    Router router = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints))
         .profile(SchedulingProfile.builder("default").build()).build();
     candidates = router.endpoints();
     requests = new InferenceRequest[KEYS];
     for (int i = 0; i < KEYS; i++) {
-      requests[i] = InferenceRequest.builder().model(Workload.MODEL).prompt("x")
+      requests[i] = InferenceRequest.builder().model(BenchmarkPrompts.MODEL).prompt("x")
           .sessionKey("user-" + i).build();
     }
     scores = new double[endpoints];

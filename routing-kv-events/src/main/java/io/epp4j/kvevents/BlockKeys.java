@@ -8,6 +8,10 @@ import org.jspecify.annotations.Nullable;
  * and the request side derive keys from token IDs: a seed from model, LoRA adapter and cache
  * salt, then {@code key_i = mix(key_{i-1}, tokens of block i)}. Equal keys mean equal token
  * prefixes under the same model, adapter and salt (up to 64-bit collisions).
+ *
+ * <p>Public because {@link KvBlockIndex#prefixWeight} and {@link KvBlockIndex#tiers} take these
+ * keys: whoever queries the index (a gateway's diagnostics, the JMH benchmarks) computes them
+ * here.
  */
 public final class BlockKeys {
   private static final long K1 = 0x9E3779B97F4A7C15L;

@@ -4,7 +4,6 @@ import io.epp4j.api.Ticker;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 
@@ -13,6 +12,10 @@ import org.jspecify.annotations.Nullable;
  * prefix-cache scorers. Blocks are identified by epp4j's own chained {@link BlockKeys}, computed
  * from the token IDs in {@code BlockStored}; a per-endpoint map from engine hash to key resolves
  * {@code BlockRemoved} and parent links.
+ *
+ * <p>The index has three rooms: the real holders of every key ({@code Holders}), the holds it
+ * assumes for requests just routed ({@code SpeculativeHolds}) and what it knows per endpoint
+ * ({@code EndpointHoldings}); this class applies events to them and answers the scorers.
  *
  * <p>Holders live in a primitive open-addressing table ({@code HolderTable}): each block key
  * maps to one {@code long} packing two tier bits (GPU, offload) for each of the first 32 endpoint
@@ -45,8 +48,6 @@ public final class KvBlockIndex {
 
   private final int defaultBlockSize;
   private final int maxBlocksPerEndpoint;
-  private final long speculativeTtlNanos;
-  private final int maxSpeculativeEntries;
   private final double cpuWeight;
   private final String defaultModel;
   private final Ticker ticker;
@@ -57,19 +58,10 @@ public final class KvBlockIndex {
 
   /** Serialises every writer: the holder table packs all endpoints' bits of a key in one word. */
   private final Object writeLock = new Object();
-  /** key → holder bits of slots below {@link HolderTable#INLINE_SLOTS}. */
-  private final HolderTable table = new HolderTable();
-  /**
-   * key → packed holders {@code slot << 2 | medium bits} of the slots that do not fit inline
-   * (more than {@value HolderTable#INLINE_SLOTS} endpoints ever seen). Arrays are replaced, never
-   * mutated.
-   */
-  private final ConcurrentHashMap<Long, int[]> wideHolders = new ConcurrentHashMap<>();
-  /** key → speculative holders: pairs of (slot, expiry nanos). Copy-on-write. */
-  private final ConcurrentHashMap<Long, long[]> speculative = new ConcurrentHashMap<>();
-  private final ConcurrentLinkedQueue<long[]> speculativeQueue = new ConcurrentLinkedQueue<>();
-  private final AtomicInteger speculativeCount = new AtomicInteger();
-  private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
+  /** Real holders of every key, per endpoint slot and tier. */
+  private final Holders holders = new Holders();
+  private final SpeculativeHolds speculative;
+  private final ConcurrentHashMap<String, EndpointHoldings> endpoints = new ConcurrentHashMap<>();
   private final AtomicInteger nextSlot = new AtomicInteger();
   /** Who wants to hear that the engine dropped blocks; copy-on-write, read once per event. */
   private volatile DropListener[] dropListeners = new DropListener[0];
@@ -104,39 +96,11 @@ public final class KvBlockIndex {
     }
   }
 
-  /** Per-endpoint writer state; fields read by routing threads are volatile. */
-  static final class EndpointBlocks {
-    final String id;
-    final int slot;
-    volatile int blockSize;
-    volatile String model;
-    /** engine hash → request key; guarded by the index's write lock. */
-    LongLongMap engineToKey = new LongLongMap(1024);
-    final long[] scratch = new long[1];
-    /** Keys of the event being applied. */
-    private long[] keys = new long[64];
-    /** Receives the prefetch reads so they are not optimised away. */
-    long sink;
-
-    long[] keys(int n) {
-      if (keys.length < n) {
-        keys = new long[Math.max(n, keys.length * 2)];
-      }
-      return keys;
-    }
-
-    EndpointBlocks(String id, int slot, String model) {
-      this.id = id;
-      this.slot = slot;
-      this.model = model;
-    }
-  }
-
   private KvBlockIndex(Builder b) {
     this.defaultBlockSize = b.defaultBlockSize;
     this.maxBlocksPerEndpoint = b.maxBlocksPerEndpoint;
-    this.speculativeTtlNanos = b.speculativeTtl.toNanos();
-    this.maxSpeculativeEntries = b.maxSpeculativeEntries;
+    this.speculative = new SpeculativeHolds(b.speculativeTtl.toNanos(), b.maxSpeculativeEntries,
+        metrics);
     this.cpuWeight = b.cpuWeight;
     this.defaultModel = b.model;
     this.ticker = b.ticker;
@@ -159,7 +123,7 @@ public final class KvBlockIndex {
     synchronized (writeLock) {
       // looked up under the lock: one taken before could be removed (and cleared) before the
       // writes below, which would then hold keys for a slot nobody clears any more
-      EndpointBlocks e = endpoint(endpointId);
+      EndpointHoldings e = endpoint(endpointId);
       for (KvEvent ev : batch.events()) {
         applyLocked(e, ev);
       }
@@ -181,7 +145,7 @@ public final class KvBlockIndex {
     }
   }
 
-  private boolean applyLocked(EndpointBlocks e, KvEvent ev) {
+  private boolean applyLocked(EndpointHoldings e, KvEvent ev) {
     metrics.events.increment();
     if (ev instanceof KvEvent.BlockStored s) {
       return store(e, s);
@@ -196,7 +160,7 @@ public final class KvBlockIndex {
     return true;
   }
 
-  private boolean store(EndpointBlocks e, KvEvent.BlockStored s) {
+  private boolean store(EndpointHoldings e, KvEvent.BlockStored s) {
     long[] hashes = s.blockHashes();
     long parentKey;
     if (s.hasParent()) {
@@ -214,7 +178,7 @@ public final class KvBlockIndex {
     e.blockSize = bs;
     int bit = s.medium().bit();
     int[] tokens = s.tokenIds();
-    boolean anySpeculative = speculativeCount.get() > 0;
+    boolean anySpeculative = speculative.any();
     // compute the keys, then touch the cells the last pass will write in a loop small enough
     // that the cache misses of all blocks overlap instead of being paid one after another
     long[] keys = e.keys(hashes.length);
@@ -224,7 +188,7 @@ public final class KvBlockIndex {
     }
     long touched = 0;
     for (int i = 0; i < hashes.length; i++) {
-      touched += table.touch(keys[i]) + e.engineToKey.touch(hashes[i]);
+      touched += holders.table.touch(keys[i]) + e.engineToKey.touch(hashes[i]);
     }
     e.sink = touched;
     for (int i = 0; i < hashes.length; i++) {
@@ -234,16 +198,16 @@ public final class KvBlockIndex {
       }
       long key = keys[i];
       e.engineToKey.put(hashes[i], key);
-      addHolder(key, e.slot, bit);
+      holders.add(key, e.slot, bit);
       if (anySpeculative) {
-        removeSpeculative(key, e.slot, Long.MAX_VALUE);
+        speculative.remove(key, e.slot, Long.MAX_VALUE);
       }
     }
     metrics.blocksStored.add(hashes.length);
     return true;
   }
 
-  private void remove(EndpointBlocks e, KvEvent.BlockRemoved r) {
+  private void remove(EndpointHoldings e, KvEvent.BlockRemoved r) {
     int bit = r.medium().bit();
     DropListener[] listeners = dropListeners;
     long[] hashes = r.blockHashes();
@@ -252,7 +216,7 @@ public final class KvBlockIndex {
       long touched = 0;
       for (long h : hashes) {
         if (e.engineToKey.get(h, e.scratch)) {
-          touched += table.touch(e.scratch[0]);
+          touched += holders.table.touch(e.scratch[0]);
         }
       }
       e.sink = touched;
@@ -264,7 +228,7 @@ public final class KvBlockIndex {
         continue;
       }
       long key = e.scratch[0];
-      int left = removeHolderBits(key, e.slot, bit);
+      int left = holders.remove(key, e.slot, bit);
       if (left == 0) {
         e.engineToKey.remove(h);
         for (DropListener l : listeners) {
@@ -276,9 +240,9 @@ public final class KvBlockIndex {
     metrics.blocksRemoved.add(removed);
   }
 
-  private void clearLocked(EndpointBlocks e) {
+  private void clearLocked(EndpointHoldings e) {
     int slot = e.slot;
-    e.engineToKey.forEachValue(key -> removeHolderBits(key, slot, 3));
+    e.engineToKey.forEachValue(key -> holders.remove(key, slot, 3));
     e.engineToKey = new LongLongMap(1024);
   }
 
@@ -287,7 +251,7 @@ public final class KvBlockIndex {
    * resync. The endpoint's block size and model are kept.
    */
   public void resync(String endpointId) {
-    EndpointBlocks e = endpoints.get(endpointId);
+    EndpointHoldings e = endpoints.get(endpointId);
     metrics.resyncs.increment();
     if (e != null) {
       synchronized (writeLock) {
@@ -300,7 +264,7 @@ public final class KvBlockIndex {
   public void removeEndpoint(String endpointId) {
     synchronized (writeLock) {
       // removed and cleared in one step: a writer never holds an endpoint that is gone
-      EndpointBlocks e = endpoints.remove(endpointId);
+      EndpointHoldings e = endpoints.remove(endpointId);
       if (e != null) {
         clearLocked(e);
       }
@@ -326,100 +290,13 @@ public final class KvBlockIndex {
     endpoint(endpointId).blockSize = blockSizeTokens;
   }
 
-  private EndpointBlocks endpoint(String id) {
-    EndpointBlocks e = endpoints.get(id);
+  private EndpointHoldings endpoint(String id) {
+    EndpointHoldings e = endpoints.get(id);
     if (e == null) {
       e = endpoints.computeIfAbsent(id,
-          k -> new EndpointBlocks(k, nextSlot.getAndIncrement(), defaultModel));
+          k -> new EndpointHoldings(k, nextSlot.getAndIncrement(), defaultModel));
     }
     return e;
-  }
-
-  // ------------------------------------------------------------------------------ holders
-
-  private void addHolder(long key, int slot, int bit) {
-    if (slot < HolderTable.INLINE_SLOTS) {
-      table.or(key, (long) bit << (slot << 1));
-    } else {
-      addWideHolder(key, slot, bit);
-    }
-  }
-
-  /** Clears {@code bits} of {@code slot} on {@code key}; returns the bits left for the slot. */
-  private int removeHolderBits(long key, int slot, int bits) {
-    if (slot < HolderTable.INLINE_SLOTS) {
-      int shift = slot << 1;
-      return (int) (table.andNot(key, (long) bits << shift) >>> shift) & 3;
-    }
-    return removeWideHolderBits(key, slot, bits);
-  }
-
-  /** The tier bits {@code slot} holds {@code key} on. Lock-free. */
-  private int holderBits(long key, int slot) {
-    if (slot < HolderTable.INLINE_SLOTS) {
-      return (int) (table.get(key) >>> (slot << 1)) & 3;
-    }
-    int[] arr = wideHolders.get(key);
-    return arr == null ? 0 : bitsOf(arr, slot);
-  }
-
-  private void addWideHolder(long key, int slot, int bit) {
-    Long boxed = key;
-    int[] cur = wideHolders.putIfAbsent(boxed, new int[] {slot << 2 | bit});
-    if (cur == null || (bitsOf(cur, slot) & bit) == bit) {
-      return;
-    }
-    wideHolders.compute(boxed, (k, arr) -> {
-      if (arr == null) {
-        return new int[] {slot << 2 | bit};
-      }
-      for (int i = 0; i < arr.length; i++) {
-        if (arr[i] >>> 2 == slot) {
-          if ((arr[i] & bit) == bit) {
-            return arr;
-          }
-          int[] c = arr.clone();
-          c[i] |= bit;
-          return c;
-        }
-      }
-      int[] c = java.util.Arrays.copyOf(arr, arr.length + 1);
-      c[arr.length] = slot << 2 | bit;
-      return c;
-    });
-  }
-
-  private int removeWideHolderBits(long key, int slot, int bits) {
-    int[] after = wideHolders.computeIfPresent(key, (k, arr) -> {
-      for (int i = 0; i < arr.length; i++) {
-        if (arr[i] >>> 2 == slot) {
-          int left = arr[i] & 3 & ~bits;
-          if (left != 0) {
-            int[] c = arr.clone();
-            c[i] = slot << 2 | left;
-            return c;
-          }
-          if (arr.length == 1) {
-            return null;
-          }
-          int[] c = new int[arr.length - 1];
-          System.arraycopy(arr, 0, c, 0, i);
-          System.arraycopy(arr, i + 1, c, i, arr.length - i - 1);
-          return c;
-        }
-      }
-      return arr;
-    });
-    return after == null ? 0 : bitsOf(after, slot);
-  }
-
-  private static int bitsOf(int[] arr, int slot) {
-    for (int v : arr) {
-      if (v >>> 2 == slot) {
-        return v & 3;
-      }
-    }
-    return 0;
   }
 
   // ------------------------------------------------------------------------------ speculative
@@ -430,64 +307,15 @@ public final class KvBlockIndex {
    * burst of requests with the same new prefix follows the first one.
    */
   public void recordSpeculative(String endpointId, long[] keys, long nowNanos) {
-    if (speculativeTtlNanos <= 0 || keys.length == 0) {
+    if (!speculative.enabled() || keys.length == 0) {
       return;
     }
-    purgeSpeculative(nowNanos);
-    EndpointBlocks e = endpoint(endpointId);
-    int slot = e.slot;
-    long expiry = nowNanos + speculativeTtlNanos;
-    int n = Math.min(keys.length, maxSpeculativeEntries);
-    for (int i = 0; i < n; i++) {
-      long key = keys[i];
-      if (holderBits(key, slot) != 0) {
-        continue; // already known for real
-      }
-      speculative.compute(key, (k, arr) -> SlotTimes.put(arr, slot, expiry));
-      speculativeQueue.add(new long[] {key, slot, expiry});
-      speculativeCount.incrementAndGet();
-      metrics.speculativeBlocks.increment();
-    }
-    while (speculativeCount.get() > maxSpeculativeEntries) {
-      long[] old = speculativeQueue.poll();
-      if (old == null) {
-        break;
-      }
-      speculativeCount.decrementAndGet();
-      removeSpeculative(old[0], (int) old[1], old[2]);
-    }
+    speculative.record(holders, endpoint(endpointId).slot, keys, nowNanos);
   }
 
   /** Drops speculative entries whose TTL has passed. */
   public void purgeSpeculative(long nowNanos) {
-    for (;;) {
-      long[] head = speculativeQueue.peek();
-      if (head == null || head[2] > nowNanos) {
-        return;
-      }
-      if (speculativeQueue.remove(head)) {
-        speculativeCount.decrementAndGet();
-        removeSpeculative(head[0], (int) head[1], head[2]);
-      }
-    }
-  }
-
-  /** Removes the speculative entry of {@code slot} on {@code key} if it expires by {@code upTo}. */
-  private void removeSpeculative(long key, int slot, long upTo) {
-    speculative.computeIfPresent(key, (k, arr) -> {
-      for (int j = 0; j < arr.length; j += 2) {
-        if (arr[j] == slot && arr[j + 1] <= upTo) {
-          if (arr.length == 2) {
-            return null;
-          }
-          long[] c = new long[arr.length - 2];
-          System.arraycopy(arr, 0, c, 0, j);
-          System.arraycopy(arr, j + 2, c, j, arr.length - j - 2);
-          return c;
-        }
-      }
-      return arr;
-    });
+    speculative.purge(nowNanos);
   }
 
   // ------------------------------------------------------------------------------ read side
@@ -496,14 +324,14 @@ public final class KvBlockIndex {
    * The endpoint's view for scoring, or {@code null} when the index has never heard of it.
    * Lock-free.
    */
-  @Nullable EndpointBlocks endpointView(String endpointId) {
+  @Nullable EndpointHoldings endpointView(String endpointId) {
     return endpoints.get(endpointId);
   }
 
   /** Keys some endpoint holds for real; takes the write lock (for inspection and tests). */
   int heldKeys() {
     synchronized (writeLock) {
-      return table.liveKeys() + wideHolders.size();
+      return holders.liveKeys();
     }
   }
 
@@ -514,13 +342,13 @@ public final class KvBlockIndex {
 
   /** The block size the endpoint uses: learned from events, else given, else 0. */
   public int endpointBlockSize(String endpointId) {
-    EndpointBlocks e = endpoints.get(endpointId);
+    EndpointHoldings e = endpoints.get(endpointId);
     return e == null ? 0 : e.blockSize;
   }
 
   /** The model an endpoint's keys are seeded with ({@code ""} when unknown). */
   public String endpointModel(String endpointId) {
-    EndpointBlocks e = endpoints.get(endpointId);
+    EndpointHoldings e = endpoints.get(endpointId);
     return e == null ? defaultModel : e.model;
   }
 
@@ -536,7 +364,7 @@ public final class KvBlockIndex {
 
   /** Number of blocks (engine hashes) the index holds for an endpoint. */
   public int blockCount(String endpointId) {
-    EndpointBlocks e = endpoints.get(endpointId);
+    EndpointHoldings e = endpoints.get(endpointId);
     if (e == null) {
       return 0;
     }
@@ -547,11 +375,11 @@ public final class KvBlockIndex {
 
   /** The tiers on which {@code endpointId} holds {@code key} (real entries only). */
   public java.util.Set<Medium> tiers(String endpointId, long key) {
-    EndpointBlocks e = endpoints.get(endpointId);
+    EndpointHoldings e = endpoints.get(endpointId);
     if (e == null) {
       return java.util.Set.of();
     }
-    int bits = holderBits(key, e.slot);
+    int bits = holders.bits(key, e.slot);
     java.util.EnumSet<Medium> s = java.util.EnumSet.noneOf(Medium.class);
     if ((bits & 1) != 0) {
       s.add(Medium.GPU);
@@ -567,24 +395,14 @@ public final class KvBlockIndex {
    * on an offload tier, 0 when absent.
    */
   double holdWeight(long key, int slot, long nowNanos) {
-    int bits = holderBits(key, slot);
+    int bits = holders.bits(key, slot);
     if ((bits & 1) != 0) {
       return 1.0;
     }
     if (bits != 0) {
       return cpuWeight;
     }
-    if (speculativeCount.get() > 0) {
-      long[] sp = speculative.get(key);
-      if (sp != null) {
-        for (int j = 0; j < sp.length; j += 2) {
-          if (sp[j] == slot && sp[j + 1] > nowNanos) {
-            return 1.0;
-          }
-        }
-      }
-    }
-    return 0.0;
+    return speculative.holds(key, slot, nowNanos) ? 1.0 : 0.0;
   }
 
   /**
@@ -592,7 +410,7 @@ public final class KvBlockIndex {
    * (GPU and speculative 1.0 per block, offloaded {@code cpuWeight}). Lock-free.
    */
   public double prefixWeight(String endpointId, long[] keys, long nowNanos) {
-    EndpointBlocks e = endpoints.get(endpointId);
+    EndpointHoldings e = endpoints.get(endpointId);
     if (e == null) {
       return 0;
     }
@@ -608,7 +426,7 @@ public final class KvBlockIndex {
   }
 
   /**
-   * For every endpoint in {@code slots} (from {@link EndpointBlocks#slot}, -1 for unknown),
+   * For every endpoint in {@code slots} (from {@link EndpointHoldings#slot}, -1 for unknown),
    * writes the weighted consecutive-prefix length of {@code keys} into {@code out}, walking the
    * blocks once for all of them. Entries of {@code out} whose {@code use[i]} is false are left
    * alone.
@@ -626,7 +444,11 @@ public final class KvBlockIndex {
         out[i] = 0;
       }
     }
-    boolean anySpeculative = speculativeCount.get() > 0;
+    boolean anySpeculative = speculative.any();
+    // the rooms' tables read once into locals: this loop is the precise scorer's inner loop
+    HolderTable table = holders.table;
+    ConcurrentHashMap<Long, int[]> wide = holders.wide;
+    ConcurrentHashMap<Long, long[]> spByKey = speculative.byKey;
     boolean anyWide = false;
     for (int i = 0; i < n; i++) {
       anyWide |= alive[i] && slots[i] >= HolderTable.INLINE_SLOTS;
@@ -634,8 +456,8 @@ public final class KvBlockIndex {
     for (int b = 0; b < keys.length && aliveCount > 0; b++) {
       long key = keys[b];
       long word = table.get(key);
-      int[] arr = anyWide ? wideHolders.get(key) : null;
-      long[] sp = anySpeculative ? speculative.get(key) : null;
+      int[] arr = anyWide ? wide.get(key) : null;
+      long[] sp = anySpeculative ? spByKey.get(key) : null;
       if (word == 0 && arr == null && sp == null) {
         break;
       }
@@ -645,15 +467,10 @@ public final class KvBlockIndex {
         }
         int slot = slots[i];
         int bits = slot < HolderTable.INLINE_SLOTS ? (int) (word >>> (slot << 1)) & 3
-            : arr != null ? bitsOf(arr, slot) : 0;
+            : arr != null ? Holders.bitsOf(arr, slot) : 0;
         double w = (bits & 1) != 0 ? 1.0 : bits != 0 ? cpuWeight : 0;
-        if (w == 0 && sp != null) {
-          for (int j = 0; j < sp.length; j += 2) {
-            if (sp[j] == slot && sp[j + 1] > nowNanos) {
-              w = 1.0;
-              break;
-            }
-          }
+        if (w == 0 && sp != null && SpeculativeHolds.holds(sp, slot, nowNanos)) {
+          w = 1.0;
         }
         if (w == 0) {
           alive[i] = false;

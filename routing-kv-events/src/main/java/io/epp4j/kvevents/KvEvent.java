@@ -7,7 +7,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * One change to a replica's KV cache, as vLLM publishes it. Engine block hashes are opaque
  * 64-bit values (vLLM's unsigned integers reinterpreted as {@code long}, or 32-byte binary
- * hashes folded to 64 bits); the index never tries to recompute them.
+ * hashes folded to 64 bits); the index never tries to recompute them. Public because in-process
+ * producers (the simulator, tests, a relay) feed {@link KvBlockIndex#apply} with them.
  */
 public sealed interface KvEvent {
 

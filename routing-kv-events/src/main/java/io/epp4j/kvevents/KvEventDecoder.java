@@ -26,6 +26,10 @@ import org.msgpack.value.ValueType;
  * least one byte, so a length that the rest of the payload cannot hold is malformed. Decoding an
  * {@code n}-byte payload therefore allocates O(n) (a one-byte hash becomes an 8-byte
  * {@code long}), however the lengths in it lie.
+ *
+ * <p>Public for transports other than {@link KvEventSubscriber}'s ZeroMQ (a relay that forwards
+ * vLLM's payloads decodes them here and applies them with {@link KvBlockIndex#apply}), and for
+ * the decode benchmark.
  */
 public final class KvEventDecoder {
   private static final String BLOCK_STORED = "BlockStored";

@@ -10,9 +10,9 @@ import java.util.function.ToLongFunction;
  * Exports a {@link KvBlockIndex}'s {@link KvEventMetrics} through the OpenTelemetry API as
  * observable counters ({@code epp4j.kv_events.*}) and a lag gauge. The precise scorers register
  * it once per index with the router's {@code OpenTelemetry}; closing the registration stops the
- * callbacks.
+ * callbacks. Package-private: users read the same totals from {@link KvBlockIndex#metrics()}.
  */
-public final class KvEventTelemetry implements AutoCloseable {
+final class KvEventTelemetry implements AutoCloseable {
   static final String INSTRUMENTATION = "io.epp4j.kv-events";
 
   private final List<AutoCloseable> instruments = new ArrayList<>();
@@ -26,7 +26,7 @@ public final class KvEventTelemetry implements AutoCloseable {
    * Registers the index's metrics, or returns {@code null} when this index is already
    * registered (several scorers may share one index).
    */
-  public static @org.jspecify.annotations.Nullable KvEventTelemetry register(KvBlockIndex index,
+  static @org.jspecify.annotations.Nullable KvEventTelemetry register(KvBlockIndex index,
       OpenTelemetry otel) {
     if (!index.telemetryRegistered.compareAndSet(false, true)) {
       return null;

@@ -11,6 +11,7 @@ import org.jspecify.annotations.Nullable;
  * weighted run of consecutive blocks from block 0 the endpoint holds. Published as
  * {@link PrefixHits} for the plugins that act on cache hits (the weighted run is the cached block
  * count), and under {@link #KEY} so that the precise and hybrid scorers of one cycle share it.
+ * Public so that a {@code RequestListener} can read what precise mode matched for a decision.
  */
 public final class PreciseMatch implements PrefixHits {
 

@@ -112,7 +112,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       ids[i] = c.id();
-      KvBlockIndex.EndpointBlocks e = index.endpointView(ids[i]);
+      EndpointHoldings e = index.endpointView(ids[i]);
       slots[i] = e == null ? -1 : e.slot;
       String model = e == null ? index.endpointModel(ids[i]) : e.model;
       if (!model.isEmpty() && !model.equals(target)) {

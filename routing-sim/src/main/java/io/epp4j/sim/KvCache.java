@@ -1,5 +1,6 @@
 package io.epp4j.sim;
 
+import io.epp4j.kvevents.KvEvent;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -58,7 +59,10 @@ final class KvCache {
     }
   }
 
-  /** Starts collecting {@link KvEvent}s; {@link #drainEvents()} hands them out. */
+  /**
+   * Starts collecting {@link KvEvent}s, as vLLM's {@code kv_events} publisher reports them (GPU
+   * tier, no LoRA, no salt); {@link #drainEvents()} hands them out.
+   */
   void enableEvents() {
     if (pendingEvents == null) {
       pendingEvents = new ArrayList<>();
@@ -218,7 +222,7 @@ final class KvCache {
     cached.clear();
     if (pendingEvents != null) {
       flushRemoved();
-      pendingEvents.add(new KvEvent.AllBlocksCleared());
+      pendingEvents.add(KvEvent.AllBlocksCleared.INSTANCE);
     }
   }
 
@@ -272,12 +276,12 @@ final class KvCache {
     }
     Long parent = from == 0 ? null : r.blockHash(from - 1);
     int[] toks = Arrays.copyOfRange(r.tokens, from * blockSize, to * blockSize);
-    pendingEvents.add(new KvEvent.BlockStored(hs, parent, toks, blockSize));
+    pendingEvents.add(KvEvent.BlockStored.of(hs, parent, toks, blockSize));
   }
 
   private void flushRemoved() {
     if (removedCount > 0 && pendingEvents != null) {
-      pendingEvents.add(new KvEvent.BlockRemoved(Arrays.copyOf(removedBuffer, removedCount)));
+      pendingEvents.add(KvEvent.BlockRemoved.of(Arrays.copyOf(removedBuffer, removedCount)));
       removedCount = 0;
     }
   }

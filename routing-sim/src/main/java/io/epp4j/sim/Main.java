@@ -355,6 +355,10 @@ public final class Main {
     /** {@code mooncake:PATH}, or null for the shared trace beside the repository. */
     @Nullable String trace;
     double timeScale = 1.0;
+    /** Engine limits given on the command line, -1 when not. */
+    private int maxSeqs = -1;
+    private int maxBatched = -1;
+    private boolean policiesGiven;
 
     static Options parse(String[] args) throws UsageException {
       Options o = new Options();
@@ -396,117 +400,112 @@ public final class Main {
     }
 
     private void apply(Map<String, String> kv, List<Path> configs) throws UsageException {
-      int maxSeqs = -1;
-      int maxBatched = -1;
-      var sp = new Object() {
-        int groups = shared.groups();
-        int users = shared.usersPerGroup();
-        LengthDist system = shared.systemPromptLength();
-        LengthDist question = shared.questionLength();
-        LengthDist output = shared.outputLength();
-        int concurrency = shared.concurrency();
-        double rate = shared.rate();
-        int dialogs = multi.dialogs();
-        int turns = multi.turns();
-        int mtSystem = multi.systemPromptLength();
-        LengthDist user = multi.userLength();
-        LengthDist reply = multi.replyLength();
-        double think = multi.thinkTimeSeconds();
-      };
-      boolean policiesGiven = false;
+      WorkloadOptions w = new WorkloadOptions(shared, multi);
+      // options apply in command-line order, so the first bad one is the one reported
       for (Map.Entry<String, String> e : kv.entrySet()) {
-        String v = e.getValue();
-        switch (e.getKey()) {
-          case "--scenario" -> {
-            List<String> list = new ArrayList<>();
-            for (String s : v.split(",")) {
-              String t = s.trim().toLowerCase(Locale.ROOT);
-              if (!SCENARIOS.contains(t)) {
-                throw new UsageException("unknown scenario '" + s + "' ("
-                    + String.join(", ", SCENARIOS) + ")");
-              }
-              list.add(t);
-            }
-            scenarios = list;
-          }
-          case "--policies" -> {
-            policiesGiven = true;
-            List<Policy> list = new ArrayList<>();
-            for (String s : v.split(",")) {
-              String t = s.trim().toLowerCase(Locale.ROOT);
-              if (t.isEmpty()) {
-                continue;
-              }
-              Policy p = Policy.presets().get(t);
-              if (p == null) {
-                throw new UsageException("unknown policy '" + s + "' (presets: "
-                    + String.join(", ", Policy.presets().keySet()) + ")");
-              }
-              list.add(p);
-            }
-            policies = list;
-          }
-          case "--replicas" -> replicas = intArg(e.getKey(), v, 1, 4096);
-          case "--seed" -> seed = longArg(e.getKey(), v);
-          case "--requests" -> requests = intArg(e.getKey(), v, 1, 10_000_000);
-          case "--scrape-interval" -> scrapeIntervalMs = doubleArg(e.getKey(), v, 0.001, 3_600_000);
-          case "--profile" -> {
-            HardwareProfile p = HardwareProfile.named(v);
-            if (p == null) {
-              throw new UsageException("unknown profile '" + v + "' (known: "
-                  + String.join(", ", HardwareProfile.builtIns().keySet()) + ")");
-            }
-            profile = p;
-          }
-          case "--max-num-seqs" -> maxSeqs = intArg(e.getKey(), v, 1, 1_000_000);
-          case "--max-num-batched-tokens" -> maxBatched = intArg(e.getKey(), v, 1, 10_000_000);
-          case "--json" -> json = Path.of(v);
-          case "--csv" -> csv = Path.of(v);
-          case "--chart" -> chart = Path.of(v);
-          case "--groups" -> sp.groups = intArg(e.getKey(), v, 1, 1_000_000);
-          case "--users-per-group" -> sp.users = intArg(e.getKey(), v, 1, 1_000_000);
-          case "--system-prompt-len" -> sp.system = lengthArg(e.getKey(), v);
-          case "--question-len" -> sp.question = lengthArg(e.getKey(), v);
-          case "--output-len" -> sp.output = lengthArg(e.getKey(), v);
-          case "--concurrency" -> sp.concurrency = intArg(e.getKey(), v, 1, 1_000_000);
-          case "--rate" -> sp.rate = doubleArg(e.getKey(), v, 0.000001, 1e9);
-          case "--dialogs" -> sp.dialogs = intArg(e.getKey(), v, 1, 1_000_000);
-          case "--turns" -> sp.turns = intArg(e.getKey(), v, 1, 10_000);
-          case "--mt-system-len" -> sp.mtSystem = intArg(e.getKey(), v, 1, 10_000_000);
-          case "--user-len" -> sp.user = lengthArg(e.getKey(), v);
-          case "--reply-len" -> sp.reply = lengthArg(e.getKey(), v);
-          case "--think-time" -> sp.think = doubleArg(e.getKey(), v, 0, 1e6);
-          case "--trace" -> {
-            if (!v.startsWith("mooncake:") || v.length() == "mooncake:".length()) {
-              throw new UsageException("--trace must be mooncake:PATH, got '" + v + "'");
-            }
-            trace = v;
-          }
-          case "--time-scale" -> timeScale = doubleArg(e.getKey(), v, 1e-6, 1e6);
-          default -> throw new UsageException("unknown option '" + e.getKey() + "'");
+        if (!applyRunOption(e.getKey(), e.getValue()) && !w.apply(e.getKey(), e.getValue())) {
+          throw new UsageException("unknown option '" + e.getKey() + "'");
         }
       }
       if (maxSeqs > 0 || maxBatched > 0) {
         profile = profile.withEngineLimits(maxBatched > 0 ? maxBatched : profile.maxNumBatchedTokens(),
             maxSeqs > 0 ? maxSeqs : profile.maxNumSeqs());
       }
-      shared = new SharedPrefixWorkload(sp.groups, sp.users, sp.system, sp.question, sp.output,
-          requests > 0 ? requests : shared.requests(), sp.concurrency, sp.rate);
-      multi = new MultiTurnWorkload(sp.dialogs, sp.turns, sp.mtSystem, sp.user, sp.reply,
-          sp.think, multi.startSpreadSeconds());
-      if (!configs.isEmpty()) {
-        if (!policiesGiven) {
-          policies = new ArrayList<>();
-        }
-        for (Path c : configs) {
-          if (!Files.isReadable(c)) {
-            throw new UsageException("--config " + c + ": file not found or not readable");
-          }
-          policies.add(Policy.fromFile(c));
-        }
-      }
+      shared = new SharedPrefixWorkload(w.groups, w.users, w.system, w.question, w.output,
+          requests > 0 ? requests : shared.requests(), w.concurrency, w.rate);
+      multi = new MultiTurnWorkload(w.dialogs, w.turns, w.mtSystem, w.user, w.reply,
+          w.think, multi.startSpreadSeconds());
+      addConfigPolicies(configs);
       if (policies.isEmpty()) {
         throw new UsageException("no policy to run");
+      }
+    }
+
+    /**
+     * Applies an option about the run itself (scenarios, policies, cluster, outputs, trace);
+     * false when {@code name} is not one.
+     */
+    private boolean applyRunOption(String name, String v) throws UsageException {
+      switch (name) {
+        case "--scenario" -> scenarios = scenarioList(v);
+        case "--policies" -> {
+          policiesGiven = true;
+          policies = policyList(v);
+        }
+        case "--replicas" -> replicas = intArg(name, v, 1, 4096);
+        case "--seed" -> seed = longArg(name, v);
+        case "--requests" -> requests = intArg(name, v, 1, 10_000_000);
+        case "--scrape-interval" -> scrapeIntervalMs = doubleArg(name, v, 0.001, 3_600_000);
+        case "--profile" -> {
+          HardwareProfile p = HardwareProfile.named(v);
+          if (p == null) {
+            throw new UsageException("unknown profile '" + v + "' (known: "
+                + String.join(", ", HardwareProfile.builtIns().keySet()) + ")");
+          }
+          profile = p;
+        }
+        case "--max-num-seqs" -> maxSeqs = intArg(name, v, 1, 1_000_000);
+        case "--max-num-batched-tokens" -> maxBatched = intArg(name, v, 1, 10_000_000);
+        case "--json" -> json = Path.of(v);
+        case "--csv" -> csv = Path.of(v);
+        case "--chart" -> chart = Path.of(v);
+        case "--trace" -> {
+          if (!v.startsWith("mooncake:") || v.length() == "mooncake:".length()) {
+            throw new UsageException("--trace must be mooncake:PATH, got '" + v + "'");
+          }
+          trace = v;
+        }
+        case "--time-scale" -> timeScale = doubleArg(name, v, 1e-6, 1e6);
+        default -> {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    private static List<String> scenarioList(String v) throws UsageException {
+      List<String> list = new ArrayList<>();
+      for (String s : v.split(",")) {
+        String t = s.trim().toLowerCase(Locale.ROOT);
+        if (!SCENARIOS.contains(t)) {
+          throw new UsageException("unknown scenario '" + s + "' ("
+              + String.join(", ", SCENARIOS) + ")");
+        }
+        list.add(t);
+      }
+      return list;
+    }
+
+    private static List<Policy> policyList(String v) throws UsageException {
+      List<Policy> list = new ArrayList<>();
+      for (String s : v.split(",")) {
+        String t = s.trim().toLowerCase(Locale.ROOT);
+        if (t.isEmpty()) {
+          continue;
+        }
+        Policy p = Policy.presets().get(t);
+        if (p == null) {
+          throw new UsageException("unknown policy '" + s + "' (presets: "
+              + String.join(", ", Policy.presets().keySet()) + ")");
+        }
+        list.add(p);
+      }
+      return list;
+    }
+
+    /** {@code --config} files run after the presets given, or alone when none was given. */
+    private void addConfigPolicies(List<Path> configs) throws UsageException {
+      if (configs.isEmpty()) {
+        return;
+      }
+      if (!policiesGiven) {
+        policies = new ArrayList<>();
+      }
+      for (Path c : configs) {
+        if (!Files.isReadable(c)) {
+          throw new UsageException("--config " + c + ": file not found or not readable");
+        }
+        policies.add(Policy.fromFile(c));
       }
     }
 
@@ -543,7 +542,7 @@ public final class Main {
       }
     }
 
-    private static int intArg(String name, String v, int min, int max) throws UsageException {
+    static int intArg(String name, String v, int min, int max) throws UsageException {
       long x = longArg(name, v);
       if (x < min || x > max) {
         throw new UsageException(name + " must be in [" + min + ", " + max + "], got " + v);
@@ -551,7 +550,7 @@ public final class Main {
       return (int) x;
     }
 
-    private static long longArg(String name, String v) throws UsageException {
+    static long longArg(String name, String v) throws UsageException {
       try {
         return Long.parseLong(v.trim());
       } catch (NumberFormatException e) {
@@ -559,7 +558,7 @@ public final class Main {
       }
     }
 
-    private static double doubleArg(String name, String v, double min, double max)
+    static double doubleArg(String name, String v, double min, double max)
         throws UsageException {
       double x;
       try {
@@ -573,7 +572,7 @@ public final class Main {
       return x;
     }
 
-    private static LengthDist lengthArg(String name, String v) throws UsageException {
+    static LengthDist lengthArg(String name, String v) throws UsageException {
       try {
         return LengthDist.parse(v);
       } catch (IllegalArgumentException e) {

@@ -61,7 +61,8 @@ final class SimRequest {
   long blockHash(int i) {
     while (hashesComputed <= i) {
       long parent = hashesComputed == 0 ? blockSeed : hashes[hashesComputed - 1];
-      hashes[hashesComputed] = BlockHasher.hash(parent, tokens, hashesComputed * blockSize, blockSize);
+      hashes[hashesComputed] =
+          ChainedBlockHash.hash(parent, tokens, hashesComputed * blockSize, blockSize);
       hashesComputed++;
     }
     return hashes[i];

@@ -8,6 +8,8 @@ import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
 import io.epp4j.kvevents.KvBlockIndex;
+import io.epp4j.kvevents.KvEvent;
+import io.epp4j.kvevents.KvEventBatch;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -18,6 +20,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.PriorityQueue;
 import java.util.Set;
+import java.util.function.BiConsumer;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -68,10 +71,10 @@ public final class Simulation {
   private final Settings settings;
   private final Workload workload;
   private final Policy policy;
-  private final @Nullable KvEventListener kvListener;
+  private final @Nullable BiConsumer<String, KvEventBatch> kvListener;
   private final @Nullable RequestListener requestListener;
-  /** Where the replicas' events go during a run: the caller's listener and/or the router's index. */
-  private @Nullable KvEventListener eventSink;
+  /** The router's index in precise mode; the replicas' events are applied to it in process. */
+  private @Nullable KvBlockIndex kvIndex;
 
   private final PriorityQueue<Event> events = new PriorityQueue<>(
       (a, b) -> a.time != b.time ? Long.compare(a.time, b.time) : Long.compare(a.seq, b.seq));
@@ -98,8 +101,14 @@ public final class Simulation {
   private long lastFinish;
   private int total;
 
+  /**
+   * A simulation that hands every replica's KV events to {@code kvListener} (may be null): one
+   * {@link KvEventBatch} per engine step, as vLLM publishes them, called with the replica's
+   * endpoint ID when the step ends, in simulated time order. The batch's timestamp is the
+   * simulated time of the step in seconds (the simulated engine's clock starts at zero).
+   */
   public Simulation(Settings settings, Workload workload, Policy policy,
-      @Nullable KvEventListener kvListener) {
+      @Nullable BiConsumer<String, KvEventBatch> kvListener) {
     this(settings, workload, policy, kvListener, null);
   }
 
@@ -108,7 +117,8 @@ public final class Simulation {
    * {@code requestListener} (as the router's own plugins see it).
    */
   public Simulation(Settings settings, Workload workload, Policy policy,
-      @Nullable KvEventListener kvListener, @Nullable RequestListener requestListener) {
+      @Nullable BiConsumer<String, KvEventBatch> kvListener,
+      @Nullable RequestListener requestListener) {
     this.settings = settings;
     this.workload = workload;
     this.policy = policy;
@@ -127,23 +137,43 @@ public final class Simulation {
    * @throws io.epp4j.core.ConfigException when the policy's configuration cannot be loaded
    */
   public PolicyResult run() {
+    Router.Builder rb = Router.builder().ticker(() -> now).randomSeed(settings.seed());
+    connectKvIndex(rb);
+    rb.endpoints(createReplicas());
+    blockSeed = ChainedBlockHash.seed(settings.profile().model());
+    configure(rb);
+    long wallStart = System.nanoTime();
+    try (Router router = rb.build()) {
+      Workload.Run run = workload.start(settings.seed());
+      total = run.totalRequests();
+      Workload.Submitter submitter = (at, spec) ->
+          push(Math.max(at, now), ARRIVAL, 0, 0, spec);
+      push(0, SCRAPE, 0, 0, null);
+      run.begin(submitter);
+      processEvents(router, new Sink(run, submitter));
+      reportUnserved();
+      double wall = (System.nanoTime() - wallStart) / 1e9;
+      return result(run, wall);
+    }
+  }
+
+  /**
+   * Precise mode in process: gives the router a KV index that the replicas' events go straight
+   * into, in place of vLLM's ZeroMQ publisher and epp4j's subscriber.
+   */
+  private void connectKvIndex(Router.Builder rb) {
+    if (policy.kvEvents()) {
+      kvIndex = KvBlockIndex.builder().ticker(() -> now)
+          .defaultBlockSize(settings.profile().blockSize()).build();
+      rb.service(KvBlockIndex.class, kvIndex);
+    }
+  }
+
+  /** Creates the replicas and their GPU shares; returns their endpoints in replica order. */
+  private List<Endpoint> createReplicas() {
     HardwareProfile hw = settings.profile();
     int n = settings.replicas();
     int numGpus = (n + hw.replicasPerGpu() - 1) / hw.replicasPerGpu();
-    Router.Builder rb = Router.builder().ticker(() -> now).randomSeed(settings.seed());
-    eventSink = kvListener;
-    if (policy.kvEvents()) {
-      // precise mode in process: the replicas' events go straight into the router's index
-      KvBlockIndex index = KvBlockIndex.builder().ticker(() -> now)
-          .defaultBlockSize(hw.blockSize()).build();
-      rb.service(KvBlockIndex.class, index);
-      KvEventListener feed = new KvIndexFeed(index);
-      KvEventListener outer = kvListener;
-      eventSink = outer == null ? feed : (id, t, evs) -> {
-        feed.onKvEvents(id, t, evs);
-        outer.onKvEvents(id, t, evs);
-      };
-    }
     replicas = new Replica[n];
     gpus = new GpuShare[numGpus];
     gpuOf = new int[n];
@@ -153,20 +183,23 @@ public final class Simulation {
     for (int g = 0; g < numGpus; g++) {
       gpus[g] = new GpuShare();
     }
+    boolean events = kvListener != null || kvIndex != null;
     for (int i = 0; i < n; i++) {
       Endpoint e = endpoint(i);
       endpoints.add(e);
       replicas[i] = new Replica(i, e, hw, blocks);
-      if (eventSink != null) {
+      if (events) {
         replicas[i].kv.enableEvents();
       }
       gpuOf[i] = i % numGpus;
       replicaById.put(e.id(), i);
       sessionsPerReplica.add(new HashSet<>());
     }
-    blockSeed = BlockHasher.seed(hw.model());
+    return endpoints;
+  }
 
-    rb.endpoints(endpoints);
+  /** The caller's request listener and the policy's configuration. */
+  private void configure(Router.Builder rb) {
     if (requestListener != null) {
       rb.listener(requestListener);
     }
@@ -175,64 +208,65 @@ public final class Simulation {
     } else if (policy.yaml() != null) {
       rb.configYaml(policy.yaml(), "policy " + policy.name());
     }
-    long wallStart = System.nanoTime();
-    try (Router router = rb.build()) {
-      Workload.Run run = workload.start(settings.seed());
-      total = run.totalRequests();
-      Workload.Submitter submitter = (at, spec) ->
-          push(Math.max(at, now), ARRIVAL, 0, 0, spec);
-      push(0, SCRAPE, 0, 0, null);
-      run.begin(submitter);
-      Replica.StepSink sink = new Sink(run, submitter);
-      int[] finished = new int[n];
-      long nextProgress = System.nanoTime() + 2_000_000_000L;
-      long processed = 0;
+  }
 
-      while (!events.isEmpty()) {
-        Event ev = events.poll();
-        now = ev.time;
-        switch (ev.type) {
-          case ARRIVAL -> arrive(router, ev.spec);
-          case SCRAPE -> {
-            scrape(router);
-            // keep scraping while anything else can still happen
-            if (completed + rejected < total && !events.isEmpty()) {
-              push(now + settings.scrapeIntervalNanos(), SCRAPE, 0, 0, null);
-            }
-          }
-          case GPU_DONE -> {
-            GpuShare gpu = gpus[ev.index];
-            if (ev.version == gpu.version) {
-              int k = gpu.popFinished(now, finished);
-              for (int i = 0; i < k; i++) {
-                Replica r = replicas[finished[i]];
-                push(now + Math.round(r.stepOverheadSeconds() * 1e9), STEP_DONE, r.index, 0, null);
-              }
-              scheduleGpu(ev.index);
-            }
-          }
-          case STEP_DONE -> {
-            Replica r = replicas[ev.index];
-            r.completeStep(now, sink);
-            publishKvEvents(r);
-            startStep(r);
-          }
-          default -> throw new IllegalStateException("unknown event " + ev.type);
-        }
-        if ((++processed & 0x3FFF) == 0 && settings.progress() != null
-            && System.nanoTime() > nextProgress) {
-          nextProgress = System.nanoTime() + 2_000_000_000L;
-          settings.progress().printf("  %s / %s: %d of %d requests, simulated %.1f s%n",
-              workload.name(), policy.name(), completed + rejected, total, now / 1e9);
-        }
+  /** The discrete-event loop: runs until no event is left, printing progress now and then. */
+  private void processEvents(Router router, Replica.StepSink sink) {
+    int[] finished = new int[replicas.length];
+    long nextProgress = System.nanoTime() + 2_000_000_000L;
+    long processed = 0;
+    while (!events.isEmpty()) {
+      Event ev = events.poll();
+      now = ev.time;
+      switch (ev.type) {
+        case ARRIVAL -> arrive(router, ev.spec);
+        case SCRAPE -> scrapeAndReschedule(router);
+        case GPU_DONE -> gpuDone(ev, finished);
+        case STEP_DONE -> stepDone(replicas[ev.index], sink);
+        default -> throw new IllegalStateException("unknown event " + ev.type);
       }
-      if (completed + rejected < total && settings.progress() != null) {
-        settings.progress().printf("  %s / %s: %d requests were never served (they cannot fit"
-            + " in a replica's KV cache or were never submitted)%n", workload.name(), policy.name(),
-            total - completed - rejected);
+      if ((++processed & 0x3FFF) == 0 && settings.progress() != null
+          && System.nanoTime() > nextProgress) {
+        nextProgress = System.nanoTime() + 2_000_000_000L;
+        settings.progress().printf("  %s / %s: %d of %d requests, simulated %.1f s%n",
+            workload.name(), policy.name(), completed + rejected, total, now / 1e9);
       }
-      double wall = (System.nanoTime() - wallStart) / 1e9;
-      return result(run, wall);
+    }
+  }
+
+  private void scrapeAndReschedule(Router router) {
+    scrape(router);
+    // keep scraping while anything else can still happen
+    if (completed + rejected < total && !events.isEmpty()) {
+      push(now + settings.scrapeIntervalNanos(), SCRAPE, 0, 0, null);
+    }
+  }
+
+  /** A GPU finished some replicas' work: their steps end after each one's step overhead. */
+  private void gpuDone(Event ev, int[] finished) {
+    GpuShare gpu = gpus[ev.index];
+    if (ev.version != gpu.version) {
+      return; // superseded by a later reschedule of this GPU
+    }
+    int k = gpu.popFinished(now, finished);
+    for (int i = 0; i < k; i++) {
+      Replica r = replicas[finished[i]];
+      push(now + Math.round(r.stepOverheadSeconds() * 1e9), STEP_DONE, r.index, 0, null);
+    }
+    scheduleGpu(ev.index);
+  }
+
+  private void stepDone(Replica r, Replica.StepSink sink) {
+    r.completeStep(now, sink);
+    publishKvEvents(r);
+    startStep(r);
+  }
+
+  private void reportUnserved() {
+    if (completed + rejected < total && settings.progress() != null) {
+      settings.progress().printf("  %s / %s: %d requests were never served (they cannot fit"
+          + " in a replica's KV cache or were never submitted)%n", workload.name(), policy.name(),
+          total - completed - rejected);
     }
   }
 
@@ -306,12 +340,18 @@ public final class Simulation {
   }
 
   private void publishKvEvents(Replica r) {
-    if (eventSink == null) {
+    List<KvEvent> events = r.kv.drainEvents();
+    if (events.isEmpty()) {
       return;
     }
-    List<KvEvent> batch = r.kv.drainEvents();
-    if (!batch.isEmpty()) {
-      eventSink.onKvEvents(r.endpoint.id(), now, batch);
+    String id = r.endpoint.id();
+    if (kvIndex != null) {
+      // a batch's wall-clock stamp only feeds the index's lag metric, which means nothing in
+      // simulated time: the index gets the batch unstamped
+      kvIndex.apply(id, KvEventBatch.of(0, events));
+    }
+    if (kvListener != null) {
+      kvListener.accept(id, KvEventBatch.of(now / 1e9, events));
     }
   }
 

@@ -12,7 +12,7 @@ final class SyntheticTokens {
   private SyntheticTokens() {}
 
   static int token(long key, int i) {
-    long h = BlockHasher.mix(key * 0x9E3779B97F4A7C15L + i);
+    long h = ChainedBlockHash.mix(key * 0x9E3779B97F4A7C15L + i);
     return (int) Math.floorMod(h, (long) VOCAB);
   }
 
@@ -35,7 +35,7 @@ final class SyntheticTokens {
   static long key(long... parts) {
     long h = 0x632BE59BD9B4E019L;
     for (long p : parts) {
-      h = BlockHasher.mix(h ^ p) + 0x9E3779B97F4A7C15L;
+      h = ChainedBlockHash.mix(h ^ p) + 0x9E3779B97F4A7C15L;
     }
     return h;
   }

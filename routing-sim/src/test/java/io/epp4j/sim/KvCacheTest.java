@@ -5,6 +5,8 @@ import static io.epp4j.sim.TestRequests.request;
 import static io.epp4j.sim.TestRequests.tokens;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.epp4j.kvevents.KvEvent;
+import io.epp4j.kvevents.Medium;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -126,7 +128,8 @@ class KvCacheTest {
     assertThat(events).hasSize(1);
     KvEvent.BlockStored stored = (KvEvent.BlockStored) events.get(0);
     assertThat(stored.blockHashes()).containsExactly(a.blockHash(0), a.blockHash(1), a.blockHash(2));
-    assertThat(stored.parentBlockHash()).isNull();
+    assertThat(stored.hasParent()).isFalse();
+    assertThat(stored.medium()).isEqualTo(Medium.GPU);
     assertThat(stored.tokenIds()).containsExactly(p);
     assertThat(stored.blockSize()).isEqualTo(16);
 
@@ -134,7 +137,8 @@ class KvCacheTest {
     SimRequest b = request("b", concat(p, tokens(100, 20)), 1);
     prefill(kv, b);
     KvEvent.BlockStored next = (KvEvent.BlockStored) kv.drainEvents().get(0);
-    assertThat(next.parentBlockHash()).isEqualTo(a.blockHash(2));
+    assertThat(next.hasParent()).isTrue();
+    assertThat(next.parentHash()).isEqualTo(a.blockHash(2));
     assertThat(next.blockHashes()).containsExactly(b.blockHash(3));
     kv.free(a);
     kv.free(b);
@@ -149,7 +153,7 @@ class KvCacheTest {
         .containsExactly(b.blockHash(3), b.blockHash(2));
 
     kv.clearCache();
-    assertThat(kv.drainEvents()).containsExactly(new KvEvent.AllBlocksCleared());
+    assertThat(kv.drainEvents()).containsExactly(KvEvent.AllBlocksCleared.INSTANCE);
     assertThat(kv.cachedBlocks()).isZero();
   }
 }

@@ -8,6 +8,9 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
+import io.epp4j.kvevents.KvEvent;
+import io.epp4j.kvevents.KvEventBatch;
+import io.epp4j.kvevents.PreciseMatch;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -19,6 +22,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiConsumer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -112,18 +116,18 @@ class SimulationTest {
     Map<String, Set<Long>> stored = new HashMap<>();
     AtomicInteger storedEvents = new AtomicInteger();
     AtomicInteger removedBlocks = new AtomicInteger();
-    AtomicLong lastTime = new AtomicLong(Long.MIN_VALUE);
-    KvEventListener listener = (endpointId, t, events) -> {
-      assertThat(t).isGreaterThanOrEqualTo(lastTime.get());
-      lastTime.set(t);
+    double[] lastTime = {Double.NEGATIVE_INFINITY};
+    BiConsumer<String, KvEventBatch> listener = (endpointId, batch) -> {
+      assertThat(batch.timestampSeconds()).isGreaterThanOrEqualTo(lastTime[0]);
+      lastTime[0] = batch.timestampSeconds();
       Set<Long> held = stored.computeIfAbsent(endpointId, k -> new HashSet<>());
-      for (KvEvent e : events) {
+      for (KvEvent e : batch.events()) {
         if (e instanceof KvEvent.BlockStored s) {
           storedEvents.incrementAndGet();
           assertThat(s.tokenIds()).hasSize(s.blockHashes().length * s.blockSize());
-          if (s.parentBlockHash() != null) {
+          if (s.hasParent()) {
             assertThat(held).as("parent of a stored block is cached on the same replica")
-                .contains(s.parentBlockHash());
+                .contains(s.parentHash());
           }
           for (long h : s.blockHashes()) {
             assertThat(held.add(h)).as("a block is stored once until removed").isTrue();
@@ -148,12 +152,13 @@ class SimulationTest {
     // one log of (kind, simulated time) in call order: routing decisions and event batches
     List<long[]> log = new ArrayList<>();
     AtomicInteger routedWithHits = new AtomicInteger();
-    KvEventListener events = (endpointId, t, evs) -> log.add(new long[] {1, t});
+    BiConsumer<String, KvEventBatch> events = (endpointId, batch) ->
+        log.add(new long[] {1, Math.round(batch.timestampSeconds() * 1e9)});
     RequestListener routing = new RequestListener() {
       @Override
       public void afterRouting(InferenceRequest r, CycleState state, RoutingDecision d) {
         log.add(new long[] {0, state.nowNanos()});
-        io.epp4j.kvevents.PreciseMatch m = state.get(io.epp4j.kvevents.PreciseMatch.KEY);
+        PreciseMatch m = state.get(PreciseMatch.KEY);
         assertThat(m).as("the precise scorer ran").isNotNull();
         if (m.bestMatchedWeight() > 0) {
           routedWithHits.incrementAndGet();
@@ -180,9 +185,10 @@ class SimulationTest {
   void stepEventsGoOutOnceWhenTheStepEnds() {
     // vLLM publishes one batch per engine step after the step ran; a batch at the instant a
     // step starts would show the scheduler's evictions to the router too early
-    Map<String, Long> lastBatch = new HashMap<>();
-    KvEventListener listener = (endpointId, t, evs) -> {
-      Long prev = lastBatch.put(endpointId, t);
+    Map<String, Double> lastBatch = new HashMap<>();
+    BiConsumer<String, KvEventBatch> listener = (endpointId, batch) -> {
+      double t = batch.timestampSeconds();
+      Double prev = lastBatch.put(endpointId, t);
       assertThat(prev == null || prev < t).as("one batch per replica and step").isTrue();
     };
     new Simulation(settings(5), smallSharedPrefix(), Policy.ROUND_ROBIN, listener).run();

@@ -2,7 +2,7 @@ package io.epp4j.sim;
 
 /** Builds {@link SimRequest}s from explicit token arrays for the model tests. */
 final class TestRequests {
-  static final long SEED = BlockHasher.seed("test-model");
+  static final long SEED = ChainedBlockHash.seed("test-model");
 
   private TestRequests() {}
 

@@ -17,11 +17,11 @@ import java.util.SplittableRandom;
  * Shared fixtures: a pool of endpoints with plausible metrics, prompts that share system-prompt
  * prefixes (like agent and RAG traffic), and a warm-up that fills the prefix index.
  */
-final class Workload {
+final class BenchmarkPrompts {
   static final String MODEL = "qwen3-1.7b";
   private static final String ALPHABET = "abcdefghijklmnopqrstuvwxyz     ,.ABCDEFGHIJ0123456789";
 
-  private Workload() {}
+  private BenchmarkPrompts() {}
 
   static List<Endpoint> endpoints(int n) {
     List<Endpoint> eps = new ArrayList<>(n);

@@ -6,8 +6,8 @@ package io.epp4j.sim;
  * 64-bit mix (the murmur3 finalizer over a multiply-xor fold) is plenty for a simulation; this is
  * not vLLM's own hash and need not be.
  */
-final class BlockHasher {
-  private BlockHasher() {}
+final class ChainedBlockHash {
+  private ChainedBlockHash() {}
 
   /** The chain's seed for a model (vLLM seeds with a constant; any fixed value works). */
   static long seed(String model) {

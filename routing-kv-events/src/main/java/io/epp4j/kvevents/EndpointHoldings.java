@@ -1,0 +1,36 @@
+package io.epp4j.kvevents;
+
+/**
+ * What {@link KvBlockIndex} knows of one endpoint: its holder slot, the model and block size its
+ * keys are computed with, and the map from its engine's block hashes to epp4j's block keys (which
+ * resolves {@code BlockRemoved} and parent links). Fields read by routing threads are volatile;
+ * the rest is guarded by the index's write lock.
+ */
+final class EndpointHoldings {
+  final String id;
+  /** The endpoint's position in every holder word; fixed for the life of the entry. */
+  final int slot;
+  volatile int blockSize;
+  volatile String model;
+  /** engine hash → request key; guarded by the index's write lock. */
+  LongLongMap engineToKey = new LongLongMap(1024);
+  final long[] scratch = new long[1];
+  /** Keys of the event being applied. */
+  private long[] keys = new long[64];
+  /** Receives the prefetch reads so they are not optimised away. */
+  long sink;
+
+  EndpointHoldings(String id, int slot, String model) {
+    this.id = id;
+    this.slot = slot;
+    this.model = model;
+  }
+
+  /** A scratch array of at least {@code n} keys, reused across events (write lock held). */
+  long[] keys(int n) {
+    if (keys.length < n) {
+      keys = new long[Math.max(n, keys.length * 2)];
+    }
+    return keys;
+  }
+}
