@@ -31,7 +31,8 @@ import java.util.random.RandomGenerator;
  * <pre>
  * cost(e) = uncached(e)                              prompt tokens e must prefill for this request
  *         + queueWeight  × (pending(e) + foreign(e))  prefill work already waiting on e
- *         + decodeWeight × inFlightTokens(e)          KV the requests in flight on e carry
+ *         + decodeWeight × committed(e)               new KV of the requests in flight on e
+ *         + capacityWeight × overflow(e)              KV e cannot hold and must compute again
  * </pre>
  *
  * and the lowest cost wins, among the endpoints within the bounded load. {@code uncached} comes
@@ -41,7 +42,11 @@ import java.util.random.RandomGenerator;
  * the instant of the decision, unlike a scraped queue that is up to one scrape interval old and
  * flat until a queue forms. {@code foreign} covers work the router did not send (another router
  * replica, direct clients): scraped waiting requests beyond what this router has in flight there,
- * each counted as a request of this one's size.
+ * each counted as a request of this one's size. {@code committed} is also this picker's account:
+ * uncached prompt plus {@code max_tokens} of each request it sent to {@code e} and not yet seen
+ * complete, the decode work and KV that stay on {@code e} after the prefill. {@code overflow} is
+ * what the scraped KV usage, the pending prefill and this request's new KV exceed the endpoint's
+ * {@code num_gpu_blocks} by (0 when the capacity is not reported).
  *
  * <p>Why this rather than a weighted sum of scores: a cache hit and a queue are both prefill work
  * the engine does before this request's first token, so they compare in tokens without weights
@@ -50,12 +55,13 @@ import java.util.random.RandomGenerator;
  * hit. Pile-up on the endpoint that first cached a shared prefix stops as soon as the requests
  * sent there are waiting for their prefill, before any scrape shows a queue.
  *
- * <p>Bounded load (Mirrokni, Thorup and Zadimoghaddam, 2018): an endpoint whose router-tracked
- * in-flight requests would exceed {@code ceil(balanceFactor × (total in flight + 1) / n)} is not
- * chosen while another is within that bound, so no endpoint takes much more than its share of the
- * sessions even while it holds the best cache.
+ * <p>Optional bounded load (Mirrokni, Thorup and Zadimoghaddam, 2018; off by default): an
+ * endpoint whose router-tracked in-flight requests would exceed
+ * {@code ceil(balanceFactor × (total in flight + 1) / n)} is not chosen while another is within
+ * that bound.
  *
- * <p>Ties (equal cost) go to fewer requests in flight, then uniformly at random. Scores of other
+ * <p>Ties (equal cost) go to the session's rendezvous-hash favourite when the request has a
+ * session key, else to fewer requests in flight, then uniformly at random. Scores of other
  * scorers are ignored; put a prefix-cache scorer before this picker so hits are known.
  *
  * <p>Thread-safe and lock-free: per-endpoint counters are atomics, created when the pool
@@ -66,9 +72,13 @@ import java.util.random.RandomGenerator;
 public final class TokenCostPicker implements Picker, RequestListener, PoolListener {
   /** Plugin type name. */
   public static final String TYPE = "token-cost-picker";
-  /** Default multiplier of pending prefill tokens: they are the same work as a miss. */
-  public static final double DEFAULT_QUEUE_WEIGHT = 1.0;
-  /** Default multiplier of in-flight tokens (see {@code docs/plugins.md} for the derivation). */
+  /**
+   * Default multiplier of pending prefill tokens. A miss is work this choice adds to the cluster
+   * and that this request waits for; pending prefill exists wherever the request goes and only
+   * delays it: so a miss token counts twice as much as a queued one.
+   */
+  public static final double DEFAULT_QUEUE_WEIGHT = 0.5;
+  /** Default multiplier of committed new KV tokens (see {@code docs/plugins.md}). */
   public static final double DEFAULT_DECODE_WEIGHT = 0.1;
   /** Default multiplier of KV beyond the endpoint's capacity: it is computed again. */
   public static final double DEFAULT_CAPACITY_WEIGHT = 1.0;
