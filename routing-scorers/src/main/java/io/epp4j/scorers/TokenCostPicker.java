@@ -153,10 +153,12 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         + decodeWeight * Math.max(0, newKv);
     long capTokens = m.kvCapacityBlocks() * (long) m.blockSizeTokens();
     if (capacityWeight > 0 && capTokens > 0) {
-      // KV the engine cannot hold is preempted and computed again: a cost in the same unit.
-      // Usage is as scraped; prefill sent since is not in it yet
+      // KV the engine cannot hold is evicted or preempted and computed again: a cost in the same
+      // unit. Usage is as scraped; prefill sent since is not in it yet. Only this request's own
+      // new KV is its doing: the rest of the overflow is there wherever it goes
+      long own = uncached + Math.max(0, outputTokens);
       double used = m.kvCacheUsage() * capTokens + Math.max(0, pendTokens);
-      c += capacityWeight * Math.max(0, used + uncached + outputTokens - capTokens);
+      c += capacityWeight * Math.min(own, Math.max(0, used + own - capTokens));
     }
     return c;
   }
