@@ -138,6 +138,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     return cost(candidate, promptTokens, cachedTokens, 0);
   }
 
+  /** The same for a request that will generate up to {@code outputTokens} tokens. */
   double cost(Candidate candidate, long promptTokens, long cachedTokens, long outputTokens) {
     long uncached = promptTokens - Math.min(promptTokens, Math.max(0, cachedTokens));
     Load l = loads.get(candidate.id());

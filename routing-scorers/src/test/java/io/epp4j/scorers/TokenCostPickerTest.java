@@ -86,6 +86,10 @@ class TokenCostPickerTest {
     Candidate full = TestCandidates.withMetrics(a.id(), EndpointMetrics.builder()
         .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(0.9).scrapedAtNanos(0).build());
     assertThat(p.cost(full, 800, 320, 100)).isCloseTo(480 + 1000 + 120 + 580, offset(1e-9));
+    // a full cache overflows by more, but only the request's own 580 new tokens are its doing
+    Candidate packed = TestCandidates.withMetrics(a.id(), EndpointMetrics.builder()
+        .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(1.0).scrapedAtNanos(0).build());
+    assertThat(p.cost(packed, 800, 320, 100)).isCloseTo(480 + 1000 + 120 + 580, offset(1e-9));
 
     // first token: the prefill is no longer pending, the KV stays committed until completion
     p.onFirstToken(earlier, a.endpoint());
