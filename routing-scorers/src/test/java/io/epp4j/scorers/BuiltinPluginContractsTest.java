@@ -176,6 +176,14 @@ class BuiltinPluginContractsTest {
   }
 
   @Nested
+  class TokenCostPickerContract extends PickerContract<Picker> {
+    @Override
+    protected Picker createPlugin() {
+      return create(new TokenCostPicker.Provider(), Map.of(), Picker.class);
+    }
+  }
+
+  @Nested
   class PowerOfTwoPickerContract extends PickerContract<Picker> {
     @Override
     protected Picker createPlugin() {

@@ -315,6 +315,26 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class TokenCostPickerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new TokenCostPicker.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("queueWeight", 0.5, "decodeWeight", 0.1, "capacityWeight", 1.0,
+          "balanceFactor", 1.5);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("queueWeight", Map.of("queueWeight", -1.0),
+          "balanceFactor", Map.of("balanceFactor", 0.5));
+    }
+  }
+
+  @Nested
   class PowerOfTwoPickerProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {

@@ -103,11 +103,47 @@ public record HardwareProfile(
         0.00002);              // assumed CPU time per scheduled sequence
   }
 
+  /** Name of the full-GPU profile. */
+  public static final String LLAMA3_1_8B_H100 = "llama3.1-8b-h100";
+
+  /**
+   * Llama-3.1-8B on a whole H100 SXM 80GB, one vLLM replica per GPU with vLLM's defaults. Sources
+   * in {@code routing-sim/README.md}.
+   */
+  public static HardwareProfile llama31H100() {
+    return new HardwareProfile(
+        LLAMA3_1_8B_H100,
+        "llama3.1-8b",
+        6.98e9,                // 8.03B parameters less input embeddings and LM head (2 × 128,256 × 4096)
+        16.06e9,               // 8.03B bf16 parameters = 16.06 GB
+        131_072L,              // 32 layers × 8 KV heads × 128 × 2 (K,V) × 2 bytes
+        32,
+        32 * 128,              // 32 query heads × head dim 128
+        4096,
+        128_256,
+        131_072,               // max_position_embeddings; vLLM's default max_model_len, and it fits
+        80.0 * (1L << 30),     // H100 80GB: 80 GiB of HBM3
+        0.9,                   // vLLM's default --gpu-memory-utilization
+        3.0e9,                 // CUDA context, activation peak at 8192 batched tokens, CUDA graphs
+                               // (assumed, twice the 1.7B profile's for a 4× wider model)
+        989e12,                // H100 SXM dense BF16 tensor core peak
+        3.35e12,               // H100 SXM HBM3 bandwidth
+        0.5,                   // assumed achieved fraction of peak compute (as the 1.7B profile)
+        0.8,                   // assumed achieved fraction of peak bandwidth (as the 1.7B profile)
+        1,
+        16,                    // vLLM default block size
+        8192,                  // vLLM max_num_batched_tokens on an H100 (vllm serve)
+        1024,                  // vLLM max_num_seqs default on >= 70 GiB GPUs
+        0.002,                 // assumed CPU time per engine step
+        0.00002);              // assumed CPU time per scheduled sequence
+  }
+
   /** Profiles by name. */
   public static Map<String, HardwareProfile> builtIns() {
     Map<String, HardwareProfile> m = new TreeMap<>();
-    HardwareProfile p = qwen3H100Mps6();
-    m.put(p.name(), p);
+    for (HardwareProfile p : new HardwareProfile[] {qwen3H100Mps6(), llama31H100()}) {
+      m.put(p.name(), p);
+    }
     return m;
   }
 

@@ -1,6 +1,7 @@
 package io.epp4j.sim;
 
 import io.epp4j.kvevents.KvEventsPresets;
+import io.epp4j.scorers.Epp4jPreset;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -69,6 +70,13 @@ public record Policy(String name, @Nullable String yaml, @Nullable Path file, bo
   public static final Policy EPP_PRECISE_HYBRID = new Policy(KvEventsPresets.EPP_PRECISE_HYBRID,
       KvEventsPresets.yaml(KvEventsPresets.EPP_PRECISE_HYBRID), null, true);
 
+  /**
+   * The project's own policy: cache misses and load compared in tokens
+   * ({@code prefix-cache-scorer} + {@code token-cost-picker}), from the router's knowledge and
+   * scraped metrics only.
+   */
+  public static final Policy EPP4J = new Policy(Epp4jPreset.NAME, Epp4jPreset.yaml(), null);
+
   /** Presets by name, in report order. */
   public static Map<String, Policy> presets() {
     Map<String, Policy> m = new LinkedHashMap<>();
@@ -77,6 +85,7 @@ public record Policy(String name, @Nullable String yaml, @Nullable Path file, bo
     m.put(EPP_APPROXIMATE.name(), EPP_APPROXIMATE);
     m.put(EPP_PRECISE.name(), EPP_PRECISE);
     m.put(EPP_PRECISE_HYBRID.name(), EPP_PRECISE_HYBRID);
+    m.put(EPP4J.name(), EPP4J);
     return m;
   }
 

@@ -1,0 +1,420 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.AttributeKey;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Picker;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PluginProvider;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.PrefixHits;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.Result;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.random.RandomGenerator;
+
+/**
+ * {@code token-cost-picker}: picks the endpoint where the request is expected to wait for the
+ * least work, counting cache misses and load in one unit, tokens. For every candidate {@code e}:
+ *
+ * <pre>
+ * cost(e) = uncached(e)                              prompt tokens e must prefill for this request
+ *         + queueWeight  × (pending(e) + foreign(e))  prefill work already waiting on e
+ *         + decodeWeight × committed(e)               new KV of the requests in flight on e
+ *         + capacityWeight × overflow(e)              KV e cannot hold and must compute again
+ * </pre>
+ *
+ * and the lowest cost wins, among the endpoints within the bounded load. {@code uncached} comes
+ * from the {@link PrefixHits} an earlier prefix-cache scorer of the cycle published (the whole
+ * prompt when none ran). {@code pending} is this picker's own account: the uncached prompt tokens
+ * of the requests it sent to {@code e} that have not produced their first token yet, current at
+ * the instant of the decision, unlike a scraped queue that is up to one scrape interval old and
+ * flat until a queue forms. {@code foreign} covers work the router did not send (another router
+ * replica, direct clients): scraped waiting requests beyond what this router has in flight there,
+ * each counted as a request of this one's size. {@code committed} is also this picker's account:
+ * uncached prompt plus {@code max_tokens} of each request it sent to {@code e} and not yet seen
+ * complete, the decode work and KV that stay on {@code e} after the prefill. {@code overflow} is
+ * what the scraped KV usage, the pending prefill and this request's new KV exceed the endpoint's
+ * {@code num_gpu_blocks} by (0 when the capacity is not reported).
+ *
+ * <p>Why this rather than a weighted sum of scores: a cache hit and a queue are both prefill work
+ * the engine does before this request's first token, so they compare in tokens without weights
+ * that hold at one load only. With equal caches the least queued endpoint wins; with equal queues
+ * the best cache wins; a long history outweighs a short queue and a long queue outweighs a short
+ * hit. Pile-up on the endpoint that first cached a shared prefix stops as soon as the requests
+ * sent there are waiting for their prefill, before any scrape shows a queue.
+ *
+ * <p>Optional bounded load (Mirrokni, Thorup and Zadimoghaddam, 2018; off by default): an
+ * endpoint whose router-tracked in-flight requests would exceed
+ * {@code ceil(balanceFactor × (total in flight + 1) / n)} is not chosen while another is within
+ * that bound.
+ *
+ * <p>Ties (equal cost) go to the session's rendezvous-hash favourite when the request has a
+ * session key, else to fewer requests in flight, then uniformly at random. Scores of other
+ * scorers are ignored; put a prefix-cache scorer before this picker so hits are known.
+ *
+ * <p>Thread-safe and lock-free: per-endpoint counters are atomics, created when the pool
+ * announces an endpoint and dropped when it leaves. A request counts as pending from
+ * {@code afterRouting} until its first token, completion or failure; one the gateway never
+ * finishes is released after {@link #PENDING_MAX_AGE_NANOS}.
+ */
+public final class TokenCostPicker implements Picker, RequestListener, PoolListener {
+  /** Plugin type name. */
+  public static final String TYPE = "token-cost-picker";
+  /**
+   * Default multiplier of pending prefill tokens. A miss is work this choice adds to the cluster
+   * and that this request waits for; pending prefill exists wherever the request goes and only
+   * delays it: so a miss token counts twice as much as a queued one.
+   */
+  public static final double DEFAULT_QUEUE_WEIGHT = 0.5;
+  /** Default multiplier of committed new KV tokens (see {@code docs/plugins.md}). */
+  public static final double DEFAULT_DECODE_WEIGHT = 0.1;
+  /** Default multiplier of KV beyond the endpoint's capacity: it is computed again. */
+  public static final double DEFAULT_CAPACITY_WEIGHT = 1.0;
+  /** Default bounded-load factor: off (see {@code docs/plugins.md} for what was measured). */
+  public static final double DEFAULT_BALANCE_FACTOR = 0.0;
+  /**
+   * Ten minutes, as the router's in-flight expiry: a request without a first token after that
+   * long was dropped by the gateway, not still prefilling.
+   */
+  static final long PENDING_MAX_AGE_NANOS = 600_000_000_000L;
+
+  private final double queueWeight;
+  private final double decodeWeight;
+  private final double capacityWeight;
+  private final double balanceFactor;
+  private final ConcurrentHashMap<String, Load> loads = new ConcurrentHashMap<>();
+  // identity keys: InferenceRequest does not override equals
+  private final ConcurrentHashMap<InferenceRequest, Pending> pending = new ConcurrentHashMap<>();
+  private final AtomicLong nextSweep = new AtomicLong(Long.MIN_VALUE);
+  private final AttributeKey<Choice> choiceKey = AttributeKey.of("token-cost-choice", Choice.class);
+
+  TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
+      double balanceFactor) {
+    if (!(queueWeight >= 0 && Double.isFinite(queueWeight))) {
+      throw new IllegalArgumentException("queueWeight must be a finite number >= 0, got "
+          + queueWeight);
+    }
+    if (!(decodeWeight >= 0 && Double.isFinite(decodeWeight))) {
+      throw new IllegalArgumentException("decodeWeight must be a finite number >= 0, got "
+          + decodeWeight);
+    }
+    if (!(capacityWeight >= 0 && Double.isFinite(capacityWeight))) {
+      throw new IllegalArgumentException("capacityWeight must be a finite number >= 0, got "
+          + capacityWeight);
+    }
+    if (balanceFactor != 0 && !(balanceFactor >= 1.0 && balanceFactor <= 1000.0)) {
+      throw new IllegalArgumentException("balanceFactor must be 0 (off) or in [1, 1000], got "
+          + balanceFactor);
+    }
+    this.queueWeight = queueWeight;
+    this.decodeWeight = decodeWeight;
+    this.capacityWeight = capacityWeight;
+    this.balanceFactor = balanceFactor;
+  }
+
+  /** A picker with the defaults. */
+  public static TokenCostPicker create() {
+    return new TokenCostPicker(DEFAULT_QUEUE_WEIGHT, DEFAULT_DECODE_WEIGHT,
+        DEFAULT_CAPACITY_WEIGHT, DEFAULT_BALANCE_FACTOR);
+  }
+
+  /**
+   * The cost of {@code candidate} for a request of {@code promptTokens} of which it holds
+   * {@code cachedTokens}, with this picker's current account of its pending prefill.
+   */
+  double cost(Candidate candidate, long promptTokens, long cachedTokens) {
+    return cost(candidate, promptTokens, cachedTokens, 0);
+  }
+
+  /** The same for a request that will generate up to {@code outputTokens} tokens. */
+  double cost(Candidate candidate, long promptTokens, long cachedTokens, long outputTokens) {
+    long uncached = promptTokens - Math.min(promptTokens, Math.max(0, cachedTokens));
+    Load l = loads.get(candidate.id());
+    long pendTokens = l == null ? 0 : l.prefillTokens.get();
+    int pendRequests = l == null ? 0 : l.prefillRequests.get();
+    long newKv = l == null ? 0 : l.kvTokens.get();
+    EndpointMetrics m = candidate.metrics();
+    // requests the engine reports that this router has no record of: another router's
+    long foreign = (long) m.waitingRequests() + m.runningRequests() - candidate.inFlightRequests();
+    long foreignWaiting = Math.max(0, Math.min(m.waitingRequests() - pendRequests, foreign));
+    double c = uncached
+        + queueWeight * (Math.max(0, pendTokens) + foreignWaiting * (double) promptTokens)
+        + decodeWeight * Math.max(0, newKv);
+    long capTokens = m.kvCapacityBlocks() * (long) m.blockSizeTokens();
+    if (capacityWeight > 0 && capTokens > 0) {
+      // KV the engine cannot hold is evicted or preempted and computed again: a cost in the same
+      // unit. Usage is as scraped; prefill sent since is not in it yet. Only this request's own
+      // new KV is its doing: the rest of the overflow is there wherever it goes
+      long own = uncached + Math.max(0, outputTokens);
+      double used = m.kvCacheUsage() * capTokens + Math.max(0, pendTokens);
+      c += capacityWeight * Math.min(own, Math.max(0, used + own - capTokens));
+    }
+    return c;
+  }
+
+  @Override
+  public List<Candidate> pick(InferenceRequest request, CycleState state,
+      List<Candidate> candidates, double[] scores) {
+    int n = candidates.size();
+    if (n == 0) {
+      return List.of();
+    }
+    long prompt = request.estimatedPromptTokens();
+    PrefixHits hits = state.get(PrefixHits.KEY);
+    int cap = Integer.MAX_VALUE;
+    if (balanceFactor > 0) {
+      long total = 0;
+      for (int i = 0; i < n; i++) {
+        total += Math.max(0, candidates.get(i).inFlightRequests());
+      }
+      cap = (int) Math.min(Integer.MAX_VALUE, Math.max(1,
+          (long) Math.ceil(balanceFactor * (total + 1) / n)));
+    }
+    String session = request.sessionKey();
+    long sessionHash = session == null ? 0 : mix(session.hashCode() * 0x9E3779B97F4A7C15L);
+    RandomGenerator rnd = null;
+    int best = -1;
+    double bestCost = 0;
+    long bestHome = 0;
+    int bestInFlight = 0;
+    int ties = 0;
+    boolean bestWithin = false;
+    for (int i = 0; i < n; i++) {
+      Candidate c = candidates.get(i);
+      int inFlight = c.inFlightRequests();
+      boolean within = inFlight + 1 <= cap;
+      double cost = cost(c, prompt, cached(hits, i, c.id()), request.maxTokens());
+      long home = session == null ? 0 : mix(sessionHash ^ c.id().hashCode());
+      int cmp;
+      if (best < 0 || within != bestWithin) {
+        cmp = best < 0 || within ? -1 : 1;
+      } else if (cost != bestCost) {
+        cmp = cost < bestCost ? -1 : 1;
+      } else if (home != bestHome) {
+        // rendezvous hashing: among equal costs a session returns to the same endpoint, which
+        // may still hold history the prefix index has forgotten
+        cmp = home > bestHome ? -1 : 1;
+      } else {
+        cmp = Integer.compare(inFlight, bestInFlight);
+      }
+      if (cmp == 0) {
+        // reservoir sampling: each of the k tied candidates is kept with probability 1/k
+        ties++;
+        if (rnd == null) {
+          rnd = state.random();
+        }
+        if (rnd.nextInt(ties) != 0) {
+          continue;
+        }
+      } else if (cmp > 0) {
+        continue;
+      } else {
+        ties = 1;
+      }
+      best = i;
+      bestCost = cost;
+      bestHome = home;
+      bestInFlight = inFlight;
+      bestWithin = within;
+    }
+    Candidate chosen = candidates.get(best);
+    long uncached = prompt - Math.min(prompt, cached(hits, best, chosen.id()));
+    state.put(choiceKey, new Choice(chosen.id(), uncached, uncached + request.maxTokens()));
+    return List.of(chosen);
+  }
+
+  /** The SplitMix64 finalizer: spreads similar inputs over all 64 bits. */
+  static long mix(long z) {
+    z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+    z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+    return z ^ (z >>> 31);
+  }
+
+  private static long cached(PrefixHits hits, int i, String id) {
+    if (hits == null) {
+      return 0;
+    }
+    // producers describe the candidates in the order they scored them: usually this order
+    if (i < hits.size() && hits.endpointId(i).equals(id)) {
+      return hits.cachedTokens(i);
+    }
+    return hits.cachedTokens(id);
+  }
+
+  // ------------------------------------------------------------------- pending prefill account
+
+  @Override
+  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    Choice c = state.get(choiceKey);
+    Endpoint primary = decision.primary();
+    if (c == null || primary == null || !primary.id().equals(c.endpointId)) {
+      return; // this picker did not choose the endpoint that serves the request
+    }
+    Load l = loads.get(c.endpointId);
+    if (l == null) {
+      return; // the endpoint left the pool while the request was routed
+    }
+    long now = state.nowNanos();
+    sweepIfDue(now);
+    Pending p = new Pending(l, c.uncached, c.newKv, now);
+    // counted before it can be found, so a release racing in never takes more than was added
+    p.add(1);
+    if (pending.putIfAbsent(request, p) != null) {
+      p.add(-1); // the same request object routed again while in flight: counted once
+    }
+  }
+
+  @Override
+  public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
+    Pending p = pending.get(request);
+    if (p != null) {
+      p.prefillDone();
+    }
+  }
+
+  @Override
+  public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+    release(request);
+  }
+
+  @Override
+  public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
+    release(request);
+  }
+
+  private void release(InferenceRequest request) {
+    Pending p = pending.remove(request);
+    if (p != null) {
+      p.release();
+    }
+  }
+
+  /** Drops requests the gateway never finished, at most once per eighth of the maximum age. */
+  private void sweepIfDue(long now) {
+    long due = nextSweep.get();
+    if (due != Long.MIN_VALUE && now - due < 0) {
+      return;
+    }
+    if (!nextSweep.compareAndSet(due, now + PENDING_MAX_AGE_NANOS / 8) || due == Long.MIN_VALUE) {
+      return;
+    }
+    for (var it = pending.entrySet().iterator(); it.hasNext(); ) {
+      var e = it.next();
+      if (now - e.getValue().startNanos > PENDING_MAX_AGE_NANOS && pending.remove(e.getKey(),
+          e.getValue())) {
+        e.getValue().release();
+      }
+    }
+  }
+
+  /** Uncached prompt tokens this picker has sent to {@code endpointId} and not seen start. */
+  long pendingTokens(String endpointId) {
+    Load l = loads.get(endpointId);
+    return l == null ? 0 : l.prefillTokens.get();
+  }
+
+  /** New KV tokens (uncached prompt + output) of the requests in flight on {@code endpointId}. */
+  long newKvTokens(String endpointId) {
+    Load l = loads.get(endpointId);
+    return l == null ? 0 : l.kvTokens.get();
+  }
+
+  @Override
+  public void onEndpointAdded(Endpoint endpoint) {
+    loads.putIfAbsent(endpoint.id(), new Load());
+  }
+
+  @Override
+  public void onEndpointRemoved(Endpoint endpoint) {
+    Load l = loads.remove(endpoint.id());
+    if (l != null) {
+      pending.values().removeIf(p -> p.load == l);
+    }
+  }
+
+  private static final class Load {
+    final AtomicLong prefillTokens = new AtomicLong();
+    final AtomicInteger prefillRequests = new AtomicInteger();
+    final AtomicLong kvTokens = new AtomicLong();
+  }
+
+  /** One routed request's share of its endpoint's counters. */
+  private static final class Pending {
+    private static final AtomicIntegerFieldUpdater<Pending> PREFILLING =
+        AtomicIntegerFieldUpdater.newUpdater(Pending.class, "prefilling");
+    final Load load;
+    final long prefill;
+    final long kv;
+    final long startNanos;
+    private volatile int prefilling = 1;
+
+    Pending(Load load, long prefill, long kv, long startNanos) {
+      this.load = load;
+      this.prefill = prefill;
+      this.kv = kv;
+      this.startNanos = startNanos;
+    }
+
+    void add(int sign) {
+      load.prefillTokens.addAndGet(sign * prefill);
+      load.prefillRequests.addAndGet(sign);
+      load.kvTokens.addAndGet(sign * kv);
+    }
+
+    /** Gives back the prefill share once, at the first token or at the end. */
+    void prefillDone() {
+      if (PREFILLING.compareAndSet(this, 1, 0)) {
+        load.prefillTokens.addAndGet(-prefill);
+        load.prefillRequests.decrementAndGet();
+      }
+    }
+
+    void release() {
+      prefillDone();
+      load.kvTokens.addAndGet(-kv);
+    }
+  }
+
+  private record Choice(String endpointId, long uncached, long newKv) {}
+
+  /** Provides {@code token-cost-picker}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super(TYPE);
+    }
+
+    @Override
+    protected Plugin build(PluginContext context, Parameters p) {
+      double queue = p.getDouble("queueWeight", DEFAULT_QUEUE_WEIGHT);
+      if (!(queue >= 0 && Double.isFinite(queue))) {
+        p.error("queueWeight", "must be a finite number >= 0, got " + queue);
+      }
+      double decode = p.getDouble("decodeWeight", DEFAULT_DECODE_WEIGHT);
+      if (!(decode >= 0 && Double.isFinite(decode))) {
+        p.error("decodeWeight", "must be a finite number >= 0, got " + decode);
+      }
+      double capacity = p.getDouble("capacityWeight", DEFAULT_CAPACITY_WEIGHT);
+      if (!(capacity >= 0 && Double.isFinite(capacity))) {
+        p.error("capacityWeight", "must be a finite number >= 0, got " + capacity);
+      }
+      double bf = p.getDouble("balanceFactor", DEFAULT_BALANCE_FACTOR);
+      if (bf != 0 && !(bf >= 1.0 && bf <= 1000.0)) {
+        p.error("balanceFactor", "must be 0 (off) or in [1, 1000], got " + bf);
+      }
+      return new TokenCostPicker(queue, decode, capacity, bf);
+    }
+  }
+}

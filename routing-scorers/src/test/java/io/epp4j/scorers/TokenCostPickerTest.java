@@ -1,0 +1,280 @@
+package io.epp4j.scorers;
+
+import static io.epp4j.scorers.TestCandidates.joined;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.offset;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PrefixHits;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.Result;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Ticker;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+class TokenCostPickerTest {
+
+  static final List<Candidate> POOL = TestCandidates.pool(3);
+
+  static InferenceRequest request(int promptTokens, int maxTokens, String session) {
+    return InferenceRequest.builder().model("m").tokenIds(new int[promptTokens])
+        .maxTokens(maxTokens).sessionKey(session).build();
+  }
+
+  /** Hits at 16-token blocks: {@code cachedBlocks[i]} of the prompt on {@code POOL.get(i)}. */
+  static CycleState withHits(int promptTokens, double... cachedBlocks) {
+    CycleState s = TestCandidates.state();
+    String[] ids = new String[cachedBlocks.length];
+    int[] total = new int[cachedBlocks.length];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = POOL.get(i).id();
+      total[i] = promptTokens / 16;
+    }
+    PrefixHits.publish(s, PrefixHits.of(ids, total, cachedBlocks, 16));
+    return s;
+  }
+
+  static RoutingDecision decision(Endpoint e) {
+    return RoutingDecision.routed("default", Map.of("default", new ProfileResult("default",
+        List.of(e))), new RoutingDecision.Callbacks() {
+          @Override public void firstToken(RoutingDecision d) {}
+          @Override public void complete(RoutingDecision d, Usage u) {}
+          @Override public void failure(RoutingDecision d, Throwable c) {}
+        });
+  }
+
+  /** Routes {@code r} through the picker as the router would and returns the endpoint. */
+  static Candidate route(TokenCostPicker p, InferenceRequest r, CycleState s, List<Candidate> pool) {
+    Candidate c = p.pick(r, s, pool, new double[pool.size()]).get(0);
+    p.afterRouting(r, s, decision(c.endpoint()));
+    return c;
+  }
+
+  @Test
+  void costAddsMissesPendingPrefillCommittedKvAndOverflowInTokens() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 1.0, 0), POOL);
+    Candidate a = POOL.get(0);
+    // one earlier request of 1,000 uncached prompt tokens and 200 output tokens, still prefilling
+    InferenceRequest earlier = request(1000, 200, "x");
+    p.pick(earlier, TestCandidates.state(), List.of(a), new double[1]);
+    CycleState s0 = TestCandidates.state();
+    p.pick(earlier, s0, List.of(a), new double[1]);
+    p.afterRouting(earlier, s0, decision(a.endpoint()));
+
+    // 800-token prompt, 320 tokens cached: 480 uncached + 1,000 pending + 0.1 × 1,200 committed
+    assertThat(p.cost(a, 800, 320, 100)).isCloseTo(480 + 1000 + 120, offset(1e-9));
+
+    // the same endpoint with 10,000 tokens of KV of which 90% are in use: the request's
+    // 480 + 100 new tokens on top of 9,000 used and 1,000 pending overflow by 580
+    Candidate full = TestCandidates.withMetrics(a.id(), EndpointMetrics.builder()
+        .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(0.9).scrapedAtNanos(0).build());
+    assertThat(p.cost(full, 800, 320, 100)).isCloseTo(480 + 1000 + 120 + 580, offset(1e-9));
+    // a full cache overflows by more, but only the request's own 580 new tokens are its doing
+    Candidate packed = TestCandidates.withMetrics(a.id(), EndpointMetrics.builder()
+        .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(1.0).scrapedAtNanos(0).build());
+    assertThat(p.cost(packed, 800, 320, 100)).isCloseTo(480 + 1000 + 120 + 580, offset(1e-9));
+
+    // first token: the prefill is no longer pending, the KV stays committed until completion
+    p.onFirstToken(earlier, a.endpoint());
+    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p.newKvTokens(a.id())).isEqualTo(1200);
+    assertThat(p.cost(a, 800, 320, 100)).isCloseTo(480 + 120, offset(1e-9));
+    p.onComplete(earlier, a.endpoint(), new Usage(1000, 0, 200));
+    assertThat(p.newKvTokens(a.id())).isZero();
+    assertThat(p.cost(a, 800, 320, 100)).isCloseTo(480, offset(1e-9));
+    // a second completion (or a failure after completion) gives nothing back twice
+    p.onFailure(earlier, a.endpoint(), new RuntimeException("late"));
+    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p.newKvTokens(a.id())).isZero();
+  }
+
+  @Test
+  void queuedRequestsOfAnotherRouterCountAsRequestsOfThisSize() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.0, 0.0, 0), POOL);
+    // the engine reports 3 waiting + 1 running; this router has 1 in flight there: 3 are foreign
+    // and all of them are waiting
+    Candidate busy = new TestCandidates.Cand(POOL.get(0).endpoint(),
+        TestCandidates.metrics(3, 1, 0.1), 1, 500);
+    assertThat(p.cost(busy, 400, 0)).isEqualTo(400 + 3 * 400);
+    // everything the engine reports is this router's: no foreign work
+    Candidate own = new TestCandidates.Cand(POOL.get(0).endpoint(),
+        TestCandidates.metrics(3, 1, 0.1), 4, 500);
+    assertThat(p.cost(own, 400, 0)).isEqualTo(400);
+  }
+
+  @Test
+  void picksTheLowestCostNotTheBestHit() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.0, 0.0, 0), POOL);
+    // endpoint 0 holds 50 of the 64 blocks but has 2,000 tokens of prefill queued from earlier
+    InferenceRequest big = request(2000, 10, "a");
+    CycleState s = withHits(2000, 0, 0, 0);
+    p.pick(big, s, List.of(POOL.get(0)), new double[1]);
+    p.afterRouting(big, s, decision(POOL.get(0).endpoint()));
+
+    InferenceRequest r = request(1024, 10, "b");
+    // costs: 0 → (1024 − 800) + 2000 = 2224; 1 → 1024 − 320 = 704; 2 → 1024
+    Candidate chosen = p.pick(r, withHits(1024, 50, 20, 0), POOL, new double[3]).get(0);
+    assertThat(chosen).isEqualTo(POOL.get(1));
+  }
+
+  @Test
+  void withoutPrefixHitsTheWholePromptIsUncachedEverywhere() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.0, 0.0, 0), POOL);
+    InferenceRequest r = request(300, 10, "a");
+    CycleState s = TestCandidates.state();
+    Candidate first = route(p, r, s, POOL);
+    assertThat(p.pendingTokens(first.id())).isEqualTo(300);
+    // the next request avoids the endpoint whose prefill is still pending
+    Candidate second = p.pick(request(300, 10, "b"), TestCandidates.state(), POOL,
+        new double[3]).get(0);
+    assertThat(second).isNotEqualTo(first);
+  }
+
+  @Test
+  void equalCostsSendASessionToTheSameEndpointWhateverTheOrder() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.0, 0.0, 0), TestCandidates.pool(8));
+    List<Candidate> pool = new ArrayList<>(TestCandidates.pool(8));
+    Set<String> homes = new HashSet<>();
+    for (int session = 0; session < 64; session++) {
+      InferenceRequest r = request(100, 10, "session-" + session);
+      Candidate home = p.pick(r, TestCandidates.state(0, session), pool, new double[8]).get(0);
+      for (int shuffle = 0; shuffle < 5; shuffle++) {
+        Collections.shuffle(pool, new java.util.Random(shuffle));
+        assertThat(p.pick(r, TestCandidates.state(0, 1000 + shuffle), pool, new double[8]).get(0))
+            .as("session-%d", session).isEqualTo(home);
+      }
+      homes.add(home.id());
+    }
+    // rendezvous hashing spreads sessions: 64 sessions reach every one of 8 endpoints
+    assertThat(homes).hasSize(8);
+  }
+
+  @Test
+  void equalCostsWithoutSessionGoToFewerInFlightThenAtRandom() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.0, 0.0, 0), POOL);
+    InferenceRequest r = InferenceRequest.builder().model("m").tokenIds(new int[100]).build();
+    List<Candidate> pool = List.of(TestCandidates.inFlight(POOL.get(0).id(), 3, 0),
+        TestCandidates.inFlight(POOL.get(1).id(), 1, 0), TestCandidates.inFlight(POOL.get(2).id(), 1, 0));
+    Set<String> picked = new HashSet<>();
+    for (int seed = 0; seed < 40; seed++) {
+      picked.add(p.pick(r, TestCandidates.state(0, seed), pool, new double[3]).get(0).id());
+    }
+    assertThat(picked).containsExactlyInAnyOrder(POOL.get(1).id(), POOL.get(2).id());
+  }
+
+  @Test
+  void boundedLoadSkipsAnEndpointAboveTheBoundEvenWithTheBestCache() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.0, 0.0, 1.25), POOL);
+    // 6 in flight in total: bound ceil(1.25 × 7 / 3) = 3; endpoint 0 already has 4
+    List<Candidate> pool = List.of(TestCandidates.inFlight(POOL.get(0).id(), 4, 0),
+        TestCandidates.inFlight(POOL.get(1).id(), 1, 0), TestCandidates.inFlight(POOL.get(2).id(), 1, 0));
+    CycleState s = withHits(1024, 64, 0, 0);
+    assertThat(p.pick(request(1024, 10, "a"), s, pool, new double[3]).get(0).id())
+        .isNotEqualTo(POOL.get(0).id());
+    // unbounded, the full hit wins
+    TokenCostPicker free = joined(new TokenCostPicker(1.0, 0.0, 0.0, 0), POOL);
+    assertThat(free.pick(request(1024, 10, "a"), withHits(1024, 64, 0, 0), pool, new double[3])
+        .get(0).id()).isEqualTo(POOL.get(0).id());
+  }
+
+  @Test
+  void accountsOnlyWhatItChoseAndForgetsEndpointsThatLeft() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0), POOL);
+    InferenceRequest r = request(500, 50, "a");
+    CycleState s = TestCandidates.state();
+    Candidate chosen = p.pick(r, s, POOL, new double[3]).get(0);
+    Candidate other = POOL.stream().filter(c -> c != chosen).findFirst().orElseThrow();
+    // another plugin's decision (a different primary): nothing is counted
+    p.afterRouting(r, s, decision(other.endpoint()));
+    assertThat(p.pendingTokens(other.id())).isZero();
+    assertThat(p.pendingTokens(chosen.id())).isZero();
+
+    route(p, r, TestCandidates.state(), List.of(chosen));
+    assertThat(p.pendingTokens(chosen.id())).isEqualTo(500);
+    p.onEndpointRemoved(chosen.endpoint());
+    p.onEndpointAdded(chosen.endpoint());
+    assertThat(p.pendingTokens(chosen.id())).isZero();
+    p.onComplete(r, chosen.endpoint(), new Usage(500, 0, 50)); // the old account, not the new
+    assertThat(p.pendingTokens(chosen.id())).isZero();
+    assertThat(p.newKvTokens(chosen.id())).isZero();
+  }
+
+  @Test
+  void requestsNeverFinishedAreReleasedAfterTheMaximumAge() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0), POOL);
+    InferenceRequest lost = request(700, 10, "a");
+    Candidate a = route(p, lost, TestCandidates.state(0, 1), List.of(POOL.get(0)));
+    assertThat(p.pendingTokens(a.id())).isEqualTo(700);
+    long later = TokenCostPicker.PENDING_MAX_AGE_NANOS + 1;
+    // the first routing after the maximum age arms the sweep; one an eighth later runs it
+    route(p, request(10, 0, "b"), TestCandidates.state(later, 2), List.of(POOL.get(1)));
+    route(p, request(10, 0, "c"),
+        TestCandidates.state(later + TokenCostPicker.PENDING_MAX_AGE_NANOS / 8, 3),
+        List.of(POOL.get(1)));
+    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p.newKvTokens(a.id())).isZero();
+  }
+
+  static Result<? extends Plugin> provide(Map<String, ?> params) {
+    PluginContext ctx = new PluginContext() {
+      @Override public String pluginName() { return TokenCostPicker.TYPE; }
+      @Override public Ticker ticker() { return () -> 0L; }
+      @Override public <T> Optional<T> service(Class<T> t) { return Optional.empty(); }
+    };
+    return new TokenCostPicker.Provider().create(ctx, Parameters.of(params));
+  }
+
+  @Test
+  void providerRejectsBadParametersNamingThem() {
+    assertThat(provide(Map.of()).errors()).isEmpty();
+    assertThat(provide(Map.of("queueWeight", -1)).errors())
+        .singleElement().asString().contains("queueWeight");
+    assertThat(provide(Map.of("decodeWeight", "lots")).errors())
+        .singleElement().asString().contains("decodeWeight");
+    assertThat(provide(Map.of("capacityWeight", -0.5)).errors())
+        .singleElement().asString().contains("capacityWeight");
+    assertThat(provide(Map.of("balanceFactor", 0.5)).errors())
+        .singleElement().asString().contains("balanceFactor");
+    assertThat(provide(Map.of("balanceFactor", 1.25, "decodeWeight", 0)).errors()).isEmpty();
+  }
+
+  @Test
+  void presetLoadsAndSpreadsNewSessionsWhilePrefillIsPending() {
+    List<Endpoint> endpoints = POOL.stream().map(Candidate::endpoint).toList();
+    try (Router router = Router.builder().endpoints(endpoints).randomSeed(1)
+        .configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME).build()) {
+      // three 1,100-token requests sharing a 400-token prefix arrive before any has started: the
+      // prefill pending where the prefix went outweighs the 400 tokens it would save
+      Set<String> used = new HashSet<>();
+      for (int k = 0; k < 3; k++) {
+        int[] ids = new int[1100];
+        for (int i = 0; i < ids.length; i++) {
+          ids[i] = i < 400 ? i : 100_000 * (k + 1) + i;
+        }
+        InferenceRequest r = InferenceRequest.builder().model("m").tokenIds(ids).maxTokens(10)
+            .sessionKey("s" + k).build();
+        RoutingDecision d = router.route(r);
+        assertThat(d.isRouted()).isTrue();
+        used.add(d.primary().id());
+      }
+      assertThat(used).hasSize(3);
+    }
+  }
+}
