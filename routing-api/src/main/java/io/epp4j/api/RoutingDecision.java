@@ -133,7 +133,8 @@ public final class RoutingDecision {
     if (primaryProfile == null) {
       return List.of();
     }
-    return results.get(primaryProfile).endpoints();
+    // routed(...) checked the primary profile has a result
+    return Objects.requireNonNull(results.get(primaryProfile)).endpoints();
   }
 
   /**
@@ -145,7 +146,7 @@ public final class RoutingDecision {
     if (primaryProfile == null) {
       throw new IllegalStateException("request was rejected: " + rejection);
     }
-    return results.get(primaryProfile).endpoints().get(0);
+    return Objects.requireNonNull(results.get(primaryProfile)).endpoints().get(0);
   }
 
   /**

@@ -8,6 +8,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Reads a model server's Prometheus text exposition ({@code /metrics}) into
@@ -104,7 +105,7 @@ public final class PrometheusMetrics {
         .build());
   }
 
-  private static Set<String> split(String csv) {
+  private static Set<String> split(@Nullable String csv) {
     Set<String> out = new LinkedHashSet<>();
     if (csv != null) {
       for (String p : csv.split(",")) {
@@ -116,7 +117,7 @@ public final class PrometheusMetrics {
     return out;
   }
 
-  private static long parseLong(String s) {
+  private static long parseLong(@Nullable String s) {
     if (s == null) {
       return 0;
     }
@@ -128,7 +129,7 @@ public final class PrometheusMetrics {
   }
 
   /** {@code name{k="v",...} value [timestamp]}, or null when malformed. */
-  static Sample parseLine(String line) {
+  static @Nullable Sample parseLine(String line) {
     int i = 0;
     int n = line.length();
     while (i < n && line.charAt(i) != '{' && line.charAt(i) != ' ' && line.charAt(i) != '\t') {

@@ -163,7 +163,7 @@ public final class Router implements AutoCloseable {
       telemetry.error();
       telemetry.recordDuration(System.nanoTime() - start);
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "routing failed: "
-          + e.getCause().getClass().getSimpleName() + " in " + e.source);
+          + Objects.requireNonNull(e.getCause()).getClass().getSimpleName() + " in " + e.source);
     } catch (RuntimeException e) {
       routerWarning.report("failed to route a request: " + e.getClass().getName(), e);
       telemetry.error();
@@ -174,7 +174,7 @@ public final class Router implements AutoCloseable {
     if (d.isRouted()) {
       telemetry.routed();
     } else {
-      telemetry.rejected(d.rejection().reason());
+      telemetry.rejected(Objects.requireNonNull(d.rejection()).reason());
     }
     telemetry.recordDuration(System.nanoTime() - start);
     return d;

@@ -152,6 +152,7 @@ public class KvEventsBenchmark {
     long[] keys;
     Router router;
     InferenceRequest request;
+    int promptTokens;
 
     @Setup(Level.Trial)
     public void setUp() {
@@ -181,6 +182,7 @@ public class KvEventsBenchmark {
       router = Router.builder().endpoints(endpoints).service(KvBlockIndex.class, index)
           .configYaml(KvEventsPresets.yaml(KvEventsPresets.EPP_PRECISE), "epp-precise")
           .randomSeed(1).build();
+      promptTokens = prompt.length;
       request = InferenceRequest.builder().model("qwen3-1.7b").tokenIds(prompt)
           .sessionKey("s").maxTokens(100).build();
       if (router.route(request).primary() == null) {
@@ -211,7 +213,7 @@ public class KvEventsBenchmark {
   @OutputTimeUnit(TimeUnit.MICROSECONDS)
   public RoutingDecision routePrecise(Lookup s) {
     RoutingDecision d = s.router.route(s.request);
-    d.onComplete(new io.epp4j.api.Usage(s.request.tokenIds().length, 0, 1));
+    d.onComplete(new io.epp4j.api.Usage(s.promptTokens, 0, 1));
     return d;
   }
 

@@ -7,6 +7,7 @@ import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
 import java.nio.charset.StandardCharsets;
+import java.util.Objects;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -64,7 +65,7 @@ public class RouteBenchmark {
     floorBytes = new byte[PROMPTS][];
     for (int i = 0; i < PROMPTS; i++) {
       requests[i] = BenchmarkPrompts.request(prompts[i], tokens, i);
-      floorBytes[i] = tokens ? BenchmarkPrompts.tokenBytes(requests[i].tokenIds())
+      floorBytes[i] = tokens ? BenchmarkPrompts.tokenBytes(Objects.requireNonNull(requests[i].tokenIds()))
           : prompts[i].getBytes(StandardCharsets.UTF_8);
     }
     // fill the index beyond the benchmark prompts: other families occupy the endpoints too

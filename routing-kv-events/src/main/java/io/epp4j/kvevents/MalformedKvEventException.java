@@ -1,5 +1,7 @@
 package io.epp4j.kvevents;
 
+import java.util.Objects;
+
 /**
  * Thrown by {@link KvEventDecoder} when a payload is not a vLLM KV-event batch. The message
  * names the offending field; it never contains token IDs.
@@ -13,5 +15,11 @@ public final class MalformedKvEventException extends Exception {
 
   public MalformedKvEventException(String message, Throwable cause) {
     super(message, cause);
+  }
+
+  /** Never null: every constructor takes the message naming the field. */
+  @Override
+  public String getMessage() {
+    return Objects.requireNonNull(super.getMessage());
   }
 }

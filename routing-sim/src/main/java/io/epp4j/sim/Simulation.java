@@ -18,6 +18,7 @@ import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.PriorityQueue;
 import java.util.Set;
 import java.util.function.BiConsumer;
@@ -81,9 +82,10 @@ public final class Simulation {
   private long seq;
   private long now;
 
-  private Replica[] replicas;
-  private GpuShare[] gpus;
-  private int[] gpuOf;
+  // sized by run(); empty until then so no field is ever null
+  private Replica[] replicas = new Replica[0];
+  private GpuShare[] gpus = new GpuShare[0];
+  private int[] gpuOf = new int[0];
   private final Map<String, Integer> replicaById = new HashMap<>();
   private long blockSeed;
 
@@ -91,7 +93,7 @@ public final class Simulation {
   private final Samples itl = new Samples();
   private final Samples e2e = new Samples();
   private final Samples routing = new Samples();
-  private List<Set<String>> sessionsPerReplica;
+  private List<Set<String>> sessionsPerReplica = List.of();
   private int completed;
   private int rejected;
   private int routerRejected;
@@ -219,7 +221,7 @@ public final class Simulation {
       Event ev = events.poll();
       now = ev.time;
       switch (ev.type) {
-        case ARRIVAL -> arrive(router, ev.spec);
+        case ARRIVAL -> arrive(router, Objects.requireNonNull(ev.spec, "arrival without a request"));
         case SCRAPE -> scrapeAndReschedule(router);
         case GPU_DONE -> gpuDone(ev, finished);
         case STEP_DONE -> stepDone(replicas[ev.index], sink);
@@ -293,7 +295,7 @@ public final class Simulation {
       rejected++;
       routerRejected++;
       if (firstRouterRejection == null) {
-        firstRouterRejection = d.rejection().message();
+        firstRouterRejection = Objects.requireNonNull(d.rejection()).message();
       }
       return;
     }

@@ -2,6 +2,7 @@ package com.example.epp4j.embedding;
 
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
@@ -22,8 +23,9 @@ public final class EmbeddingExample {
     // --- README example starts
     RoutingDecision d = router.route("/v1/chat/completions", Map.of("x-session-id", "alice"),
         body.getBytes(StandardCharsets.UTF_8));
-    if (!d.isRouted()) {
-      return d.rejection().httpStatus() + " " + d.rejection().message();
+    Rejection rejected = d.rejection();              // null when routed
+    if (rejected != null) {
+      return rejected.httpStatus() + " " + rejected.message();
     }
     String header = d.destinationHeaderValue();      // forward to d.primary()
     d.onFirstToken();                                // when the first byte streams back

@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.stream.Collectors;
+import org.jspecify.annotations.Nullable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -66,14 +67,14 @@ public final class Main {
     @Option(names = "--endpoints", split = ",", paramLabel = "HOST:PORT",
         converter = EndpointConverter.class,
         description = "the replicas, comma-separated, e.g. 10.0.0.1:8000,10.0.0.2:8000 (required)")
-    List<Endpoint> endpoints;
+    @Nullable List<Endpoint> endpoints;
 
     @Option(names = "--config", paramLabel = "FILE",
         description = "an EndpointPickerConfig YAML file; default: the EPP default profile")
-    Path config;
+    @Nullable Path config;
 
     /** The running gateway, once started. */
-    PlainGateway gateway;
+    @Nullable PlainGateway gateway;
 
     @Override
     public Integer call() throws IOException {
@@ -159,7 +160,7 @@ public final class Main {
     boolean forceIncludeUsage;
 
     /** The running server, once started. */
-    StandInVllm server;
+    @Nullable StandInVllm server;
 
     @Override
     public Integer call() {

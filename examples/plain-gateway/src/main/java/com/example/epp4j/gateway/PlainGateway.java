@@ -7,6 +7,7 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.MetricsScraper;
@@ -129,9 +130,10 @@ public final class PlainGateway implements AutoCloseable {
     Map<String, String> headers = new HashMap<>();
     ex.getRequestHeaders().forEach((k, v) -> headers.put(k, v.isEmpty() ? "" : v.get(0)));
     RoutingDecision d = router.route(path, headers, body);
-    if (!d.isRouted()) {
-      replyError(ex, d.rejection().httpStatus(), "routing_" + d.rejection().reason().name()
-          .toLowerCase(java.util.Locale.ROOT), d.rejection().message());
+    Rejection rejected = d.rejection(); // null when routed
+    if (rejected != null) {
+      replyError(ex, rejected.httpStatus(), "routing_" + rejected.reason().name()
+          .toLowerCase(java.util.Locale.ROOT), rejected.message());
       return;
     }
     try {

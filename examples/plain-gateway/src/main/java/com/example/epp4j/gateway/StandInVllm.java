@@ -398,6 +398,12 @@ public final class StandInVllm implements AutoCloseable {
       this.type = type;
     }
 
+    /** Never null: every constructor takes the message. */
+    @Override
+    public String getMessage() {
+      return Objects.requireNonNull(super.getMessage());
+    }
+
     BadRequest(String message) {
       this(400, "BadRequestError", message);
     }
