@@ -24,6 +24,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.random.RandomGenerator;
+import org.jspecify.annotations.Nullable;
 
 /**
  * {@code token-cost-picker}: picks the endpoint where the request is expected to wait for the
@@ -243,7 +244,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     return z ^ (z >>> 31);
   }
 
-  private static long cached(PrefixHits hits, int i, String id) {
+  private static long cached(@Nullable PrefixHits hits, int i, String id) {
     if (hits == null) {
       return 0;
     }
