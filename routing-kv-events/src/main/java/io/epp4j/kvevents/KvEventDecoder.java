@@ -4,10 +4,7 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
-import org.msgpack.core.MessageFormat;
-import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessageTypeException;
-import org.msgpack.core.MessageUnpacker;
 import org.msgpack.value.ValueType;
 
 /**
@@ -30,6 +27,10 @@ import org.msgpack.value.ValueType;
  * <p>Public for transports other than {@link KvEventSubscriber}'s ZeroMQ (a relay that forwards
  * vLLM's payloads decodes them here and applies them with {@link KvBlockIndex#apply}), and for
  * the decode benchmark.
+ *
+ * <p>This class reads vLLM's event shapes; the bounds on untrusted lengths live in
+ * {@link PayloadUnpacker}, the only reader it uses, so no shape decoding here can size anything
+ * from a length the payload has not been checked to hold.
  */
 public final class KvEventDecoder {
   private static final String BLOCK_STORED = "BlockStored";
@@ -69,47 +70,64 @@ public final class KvEventDecoder {
     }
   }
 
+  /** Folds a binary digest to 64 bits: XOR of its big-endian 8-byte words (last word padded). */
+  static long foldDigest(byte[] b) {
+    return PayloadUnpacker.foldDigest(b, 0, b.length);
+  }
+
+  // --------------------------------------------------------------------------- the batch
+
   private static KvEventBatch readBatch(PayloadUnpacker u)
       throws IOException, MalformedKvEventException {
     if (!u.hasNext()) {
       throw new MalformedKvEventException("empty payload");
     }
     ValueType t = u.getNextFormat().getValueType();
-    double ts;
-    List<KvEvent> events;
+    return switch (t) {
+      case ARRAY -> readArrayBatch(u);
+      case MAP -> readMapBatch(u);
+      default -> throw new MalformedKvEventException("batch must be an array, got " + t);
+    };
+  }
+
+  /** {@code [ts, events, data_parallel_rank?, ...]}. */
+  private static KvEventBatch readArrayBatch(PayloadUnpacker u)
+      throws IOException, MalformedKvEventException {
+    int n = u.arrayHeader(-1, "batch");
+    if (n < 2) {
+      throw new MalformedKvEventException("batch must be [ts, events, dp_rank?], got " + n
+          + " elements");
+    }
+    double ts = u.readNumber("ts");
+    List<KvEvent> events = readEvents(u);
     int rank = -1;
-    if (t == ValueType.ARRAY) {
-      int n = u.arrayHeader(-1, "batch");
-      if (n < 2) {
-        throw new MalformedKvEventException("batch must be [ts, events, dp_rank?], got " + n
-            + " elements");
+    if (n >= 3) {
+      rank = u.readOptionalInt("data_parallel_rank", -1);
+    }
+    for (int i = 3; i < n; i++) {
+      u.skipValue();
+    }
+    return new KvEventBatch(ts, events, rank);
+  }
+
+  /** {@code {ts, events, data_parallel_rank?}} in any order; other keys are skipped. */
+  private static KvEventBatch readMapBatch(PayloadUnpacker u)
+      throws IOException, MalformedKvEventException {
+    int n = u.mapHeader(-1, "batch");
+    double ts = 0;
+    List<KvEvent> events = null;
+    int rank = -1;
+    for (int i = 0; i < n; i++) {
+      String k = u.readKey();
+      switch (k) {
+        case "ts" -> ts = u.readNumber("ts");
+        case "events" -> events = readEvents(u);
+        case "data_parallel_rank" -> rank = u.readOptionalInt(k, -1);
+        default -> u.skipValue();
       }
-      ts = readNumber(u, "ts");
-      events = readEvents(u);
-      if (n >= 3) {
-        rank = readOptionalInt(u, "data_parallel_rank", -1);
-      }
-      for (int i = 3; i < n; i++) {
-        u.skipValue();
-      }
-    } else if (t == ValueType.MAP) {
-      int n = u.mapHeader(-1, "batch");
-      ts = 0;
-      events = null;
-      for (int i = 0; i < n; i++) {
-        String k = readKey(u);
-        switch (k) {
-          case "ts" -> ts = readNumber(u, "ts");
-          case "events" -> events = readEvents(u);
-          case "data_parallel_rank" -> rank = readOptionalInt(u, k, -1);
-          default -> u.skipValue();
-        }
-      }
-      if (events == null) {
-        throw new MalformedKvEventException("batch map without 'events'");
-      }
-    } else {
-      throw new MalformedKvEventException("batch must be an array, got " + t);
+    }
+    if (events == null) {
+      throw new MalformedKvEventException("batch map without 'events'");
     }
     return new KvEventBatch(ts, events, rank);
   }
@@ -139,224 +157,7 @@ public final class KvEventDecoder {
     return out;
   }
 
-  /**
-   * An unpacker that can read a run of integers straight from the payload's bytes: token IDs are
-   * most of a {@code BlockStored}, and decoding them value by value through the unpacker costs
-   * several times more.
-   */
-  private static final class PayloadUnpacker extends MessageUnpacker {
-    private static final java.lang.invoke.VarHandle BIG_ENDIAN_INT =
-        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(int[].class,
-            java.nio.ByteOrder.BIG_ENDIAN);
-    private static final java.lang.invoke.VarHandle BIG_ENDIAN_SHORT =
-        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(short[].class,
-            java.nio.ByteOrder.BIG_ENDIAN);
-    private final byte[] payload;
-
-    PayloadUnpacker(byte[] payload) {
-      super(new org.msgpack.core.buffer.ArrayBufferInput(payload),
-          MessagePack.DEFAULT_UNPACKER_CONFIG);
-      this.payload = payload;
-    }
-
-    /** Bytes of the payload not read yet. */
-    private long remaining() {
-      return payload.length - getTotalReadBytes();
-    }
-
-    /**
-     * An array header whose element count the rest of the payload can hold (each element takes
-     * at least a byte): callers size arrays from it. {@code event} and {@code field} only name
-     * the array in the error (event -1: the batch level; field null: the event itself), so that
-     * nothing is built for the message unless there is an error.
-     */
-    int arrayHeader(int event, @Nullable String field)
-        throws IOException, MalformedKvEventException {
-      int n = unpackArrayHeader(); // a count above Integer.MAX_VALUE throws
-      if (n > remaining()) {
-        throw new MalformedKvEventException(describe(event, field) + " declares " + n
-            + " elements but only " + remaining() + " bytes follow");
-      }
-      return n;
-    }
-
-    /** A map header whose entries (two bytes each at least) the rest of the payload can hold. */
-    int mapHeader(int event, @Nullable String field)
-        throws IOException, MalformedKvEventException {
-      int n = unpackMapHeader();
-      if (2L * n > remaining()) {
-        throw new MalformedKvEventException(describe(event, field) + " declares " + n
-            + " entries but only " + remaining() + " bytes follow");
-      }
-      return n;
-    }
-
-    private static String describe(int event, @Nullable String field) {
-      if (event < 0) {
-        return String.valueOf(field);
-      }
-      return field == null ? "event " + event : where(event, field);
-    }
-
-    /** The length of the str or bin whose header comes next, checked against what follows. */
-    private int rawLength(int event, @Nullable String field)
-        throws IOException, MalformedKvEventException {
-      int len = getNextFormat().getValueType() == ValueType.BINARY
-          ? unpackBinaryHeader() : unpackRawStringHeader();
-      if (len > remaining()) {
-        throw new MalformedKvEventException(describe(event, field) + " declares " + len
-            + " bytes but only " + remaining() + " follow");
-      }
-      return len;
-    }
-
-    /**
-     * A str or bin as UTF-8 text, decoded straight from the payload (malformed sequences become
-     * U+FFFD, as the unpacker's own default does).
-     */
-    String string(String where) throws IOException, MalformedKvEventException {
-      int len = rawLength(-1, where);
-      int start = (int) getTotalReadBytes();
-      readPayloadAsReference(len);
-      return new String(payload, start, len, java.nio.charset.StandardCharsets.UTF_8);
-    }
-
-    /** A bin digest folded to 64 bits without copying it. */
-    long foldBinary(int event, String field) throws IOException, MalformedKvEventException {
-      int len = rawLength(event, field);
-      int start = (int) getTotalReadBytes();
-      readPayloadAsReference(len);
-      return foldDigest(payload, start, len);
-    }
-
-    private static final java.lang.invoke.VarHandle BIG_ENDIAN_LONG =
-        java.lang.invoke.MethodHandles.byteArrayViewVarHandle(long[].class,
-            java.nio.ByteOrder.BIG_ENDIAN);
-
-    /**
-     * Fills {@code out} with the next {@code out.length} values when all are integers, as
-     * {@link #readHash} reads them (uint64 keeps its 64 bits), and consumes them; otherwise
-     * (binary digests, the end of the payload near) consumes nothing and returns false.
-     */
-    boolean readLongs(long[] out) throws IOException {
-      byte[] b = payload;
-      long start = getTotalReadBytes();
-      if (start > b.length) {
-        return false;
-      }
-      int pos = (int) start;
-      int limit = b.length;
-      for (int i = 0; i < out.length; i++) {
-        if (pos + 8 >= limit) {
-          return false; // room for the widest format: 9 bytes
-        }
-        int tag = b[pos];
-        if (tag >= -32) { // positive or negative fixint
-          out[i] = tag;
-          pos++;
-          continue;
-        }
-        switch (tag & 0xff) {
-          case 0xcf, 0xd3 -> { // uint64 (raw bits), int64
-            out[i] = (long) BIG_ENDIAN_LONG.get(b, pos + 1);
-            pos += 9;
-          }
-          case 0xce -> {
-            out[i] = (int) BIG_ENDIAN_INT.get(b, pos + 1) & 0xFFFF_FFFFL;
-            pos += 5;
-          }
-          case 0xd2 -> {
-            out[i] = (int) BIG_ENDIAN_INT.get(b, pos + 1);
-            pos += 5;
-          }
-          case 0xcd -> {
-            out[i] = (char) (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
-            pos += 3;
-          }
-          case 0xd1 -> {
-            out[i] = (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
-            pos += 3;
-          }
-          case 0xcc -> {
-            out[i] = b[pos + 1] & 0xff;
-            pos += 2;
-          }
-          case 0xd0 -> {
-            out[i] = b[pos + 1];
-            pos += 2;
-          }
-          default -> {
-            return false;
-          }
-        }
-      }
-      readPayloadAsReference(pos - (int) start);
-      return true;
-    }
-
-    /**
-     * Fills {@code out} with the next {@code out.length} values when all are integers that fit
-     * an {@code int} in the formats msgpack writers use for them, and consumes them; otherwise
-     * consumes nothing and returns false, so the caller decodes value by value (and reports the
-     * offending value).
-     */
-    boolean readInts(int[] out) throws IOException {
-      byte[] b = payload;
-      long start = getTotalReadBytes();
-      if (start > b.length) {
-        return false;
-      }
-      int pos = (int) start;
-      int limit = b.length;
-      for (int i = 0; i < out.length; i++) {
-        if (pos + 4 < limit) { // room for the widest format read here: 5 bytes
-          int tag = b[pos];
-          if (tag >= -32) { // positive fixint (0..127) or negative fixint (-32..-1)
-            out[i] = tag;
-            pos++;
-            continue;
-          }
-          switch (tag & 0xff) {
-            case 0xce -> { // uint32
-              int v = (int) BIG_ENDIAN_INT.get(b, pos + 1);
-              if (v < 0) {
-                return false; // beyond int: let the unpacker reject it
-              }
-              out[i] = v;
-              pos += 5;
-            }
-            case 0xcd -> { // uint16
-              out[i] = (char) (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
-              pos += 3;
-            }
-            case 0xcc -> {
-              out[i] = b[pos + 1] & 0xff;
-              pos += 2;
-            }
-            case 0xd2 -> {
-              out[i] = (int) BIG_ENDIAN_INT.get(b, pos + 1);
-              pos += 5;
-            }
-            case 0xd1 -> {
-              out[i] = (short) BIG_ENDIAN_SHORT.get(b, pos + 1);
-              pos += 3;
-            }
-            case 0xd0 -> {
-              out[i] = b[pos + 1];
-              pos += 2;
-            }
-            default -> {
-              return false;
-            }
-          }
-        } else {
-          return false; // near the end of the payload: rare, take the careful path
-        }
-      }
-      readPayloadAsReference(pos - (int) start);
-      return true;
-    }
-  }
+  // ------------------------------------------------------------------ the two event shapes
 
   /** Collected fields of one event before validation. */
   private static final class Fields {
@@ -371,41 +172,22 @@ public final class KvEventDecoder {
     @Nullable List<String> firstBlockExtraKeys;
   }
 
+  /** {@code [tag, fields by position...]}; null for a kind this decoder does not know. */
   private static @Nullable KvEvent readTaggedArray(PayloadUnpacker u, int index)
       throws IOException, MalformedKvEventException {
     int n = u.arrayHeader(index, null);
     if (n < 1) {
       throw new MalformedKvEventException("event " + index + " is an empty array");
     }
-    String tag = readString(u, "event " + index + " tag");
+    String tag = u.readString("event " + index + " tag");
     Fields f = new Fields();
     switch (tag) {
       case BLOCK_STORED -> {
-        // block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, lora_name,
-        // extra_keys, then fields this decoder does not need
-        for (int i = 1; i < n; i++) {
-          switch (i) {
-            case 1 -> readField(u, "block_hashes", f, index);
-            case 2 -> readField(u, "parent_block_hash", f, index);
-            case 3 -> readField(u, "token_ids", f, index);
-            case 4 -> readField(u, "block_size", f, index);
-            case 5 -> readField(u, "lora_id", f, index);
-            case 6 -> readField(u, "medium", f, index);
-            case 7 -> readField(u, "lora_name", f, index);
-            case 8 -> readField(u, "extra_keys", f, index);
-            default -> u.skipValue();
-          }
-        }
+        readPositionalFields(u, n, STORED_FIELDS, f, index);
         return stored(f, index);
       }
       case BLOCK_REMOVED -> {
-        for (int i = 1; i < n; i++) {
-          switch (i) {
-            case 1 -> readField(u, "block_hashes", f, index);
-            case 2 -> readField(u, "medium", f, index);
-            default -> u.skipValue();
-          }
-        }
+        readPositionalFields(u, n, REMOVED_FIELDS, f, index);
         return removed(f, index);
       }
       default -> {
@@ -417,15 +199,34 @@ public final class KvEventDecoder {
     }
   }
 
+  /** BlockStored's fields after the tag, in vLLM's order; later ones are not needed here. */
+  private static final String[] STORED_FIELDS = {"block_hashes", "parent_block_hash",
+      "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys"};
+  /** BlockRemoved's fields after the tag. */
+  private static final String[] REMOVED_FIELDS = {"block_hashes", "medium"};
+
+  /** Reads the {@code n - 1} values after the tag, naming each by {@code names}. */
+  private static void readPositionalFields(PayloadUnpacker u, int n, String[] names, Fields f,
+      int index) throws IOException, MalformedKvEventException {
+    for (int i = 1; i < n; i++) {
+      if (i <= names.length) {
+        readField(u, names[i - 1], f, index);
+      } else {
+        u.skipValue();
+      }
+    }
+  }
+
+  /** {@code {"type": tag, field: value...}}; null for a kind this decoder does not know. */
   private static @Nullable KvEvent readMap(PayloadUnpacker u, int index)
       throws IOException, MalformedKvEventException {
     int n = u.mapHeader(index, null);
     String type = null;
     Fields f = new Fields();
     for (int i = 0; i < n; i++) {
-      String k = readKey(u);
+      String k = u.readKey();
       if (k.equals("type")) {
-        type = readString(u, "event " + index + " type");
+        type = u.readString("event " + index + " type");
       } else {
         readField(u, k, f, index);
       }
@@ -441,58 +242,65 @@ public final class KvEventDecoder {
     };
   }
 
+  // ---------------------------------------------------------------------- one field each
+
   private static void readField(PayloadUnpacker u, String name, Fields f, int index)
       throws IOException, MalformedKvEventException {
     // the field's name for error messages is only built when there is an error: this runs for
     // every field of every event
     switch (name) {
-      case "block_hashes" -> {
-        if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
-          throw new MalformedKvEventException(where(index, name) + " must be an array");
-        }
-        int m = u.arrayHeader(index, name);
-        long[] h = new long[m];
-        if (!u.readLongs(h)) {
-          for (int i = 0; i < m; i++) {
-            h[i] = readHash(u, index, name);
-          }
-        }
-        f.hashes = h;
-      }
+      case "block_hashes" -> f.hashes = readHashes(u, name, index);
       case "parent_block_hash" -> {
         if (u.tryUnpackNil()) {
           f.hasParent = false;
         } else {
           f.hasParent = true;
-          f.parent = readHash(u, index, name);
+          f.parent = u.readHash(index, name);
         }
       }
-      case "token_ids" -> {
-        if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
-          throw new MalformedKvEventException(where(index, name) + " must be an array");
-        }
-        int m = u.arrayHeader(index, name);
-        int[] t = new int[m];
-        if (u.readInts(t)) {
-          f.tokens = t;
-          return;
-        }
-        try {
-          for (int i = 0; i < m; i++) {
-            t[i] = u.unpackInt(); // rejects non-integers and values outside int itself
-          }
-        } catch (MessageTypeException e) {
-          throw new MalformedKvEventException(where(index, name) + " must hold integers");
-        }
-        f.tokens = t;
-      }
-      case "block_size" -> f.blockSize = readOptionalInt(u, where(index, name), 0);
-      case "lora_id" -> f.loraId = readOptionalInt(u, where(index, name), -1);
-      case "medium" -> f.medium = readOptionalString(u, where(index, name));
-      case "lora_name" -> f.loraName = readOptionalString(u, where(index, name));
+      case "token_ids" -> f.tokens = readTokens(u, name, index);
+      case "block_size" -> f.blockSize = u.readOptionalInt(where(index, name), 0);
+      case "lora_id" -> f.loraId = u.readOptionalInt(where(index, name), -1);
+      case "medium" -> f.medium = u.readOptionalString(where(index, name));
+      case "lora_name" -> f.loraName = u.readOptionalString(where(index, name));
       case "extra_keys" -> f.firstBlockExtraKeys = readFirstBlockExtraKeys(u, where(index, name));
       default -> u.skipValue();
     }
+  }
+
+  private static long[] readHashes(PayloadUnpacker u, String name, int index)
+      throws IOException, MalformedKvEventException {
+    if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
+      throw new MalformedKvEventException(where(index, name) + " must be an array");
+    }
+    int m = u.arrayHeader(index, name);
+    long[] h = new long[m];
+    if (!u.readLongs(h)) {
+      for (int i = 0; i < m; i++) {
+        h[i] = u.readHash(index, name);
+      }
+    }
+    return h;
+  }
+
+  private static int[] readTokens(PayloadUnpacker u, String name, int index)
+      throws IOException, MalformedKvEventException {
+    if (u.getNextFormat().getValueType() != ValueType.ARRAY) {
+      throw new MalformedKvEventException(where(index, name) + " must be an array");
+    }
+    int m = u.arrayHeader(index, name);
+    int[] t = new int[m];
+    if (u.readInts(t)) {
+      return t;
+    }
+    try {
+      for (int i = 0; i < m; i++) {
+        t[i] = u.unpackInt(); // rejects non-integers and values outside int itself
+      }
+    } catch (MessageTypeException e) {
+      throw new MalformedKvEventException(where(index, name) + " must hold integers");
+    }
+    return t;
   }
 
   /**
@@ -546,21 +354,28 @@ public final class KvEventDecoder {
       throw new MalformedKvEventException("event " + index + " (BlockStored) has "
           + f.tokens.length + " token_ids for " + blocks + " blocks of " + bs);
     }
-    String salt = null;
-    if (!f.hasParent && f.firstBlockExtraKeys != null) {
-      StringBuilder sb = new StringBuilder();
-      for (String s : f.firstBlockExtraKeys) {
-        if (!s.equals(f.loraName)) {
-          if (sb.length() > 0) {
-            sb.append('\u0000');
-          }
-          sb.append(s);
-        }
-      }
-      salt = sb.length() == 0 ? null : sb.toString();
-    }
     return new KvEvent.BlockStored(f.hashes, f.hasParent, f.parent, f.tokens, bs, f.loraId,
-        Medium.of(f.medium), f.loraName, salt);
+        Medium.of(f.medium), f.loraName, cacheSalt(f));
+  }
+
+  /**
+   * The cache salt of a root block: the string extra keys of its first block other than the
+   * LoRA name, joined by NUL; null when there are none or the block has a parent.
+   */
+  private static @Nullable String cacheSalt(Fields f) {
+    if (f.hasParent || f.firstBlockExtraKeys == null) {
+      return null;
+    }
+    StringBuilder sb = new StringBuilder();
+    for (String s : f.firstBlockExtraKeys) {
+      if (!s.equals(f.loraName)) {
+        if (sb.length() > 0) {
+          sb.append('\u0000');
+        }
+        sb.append(s);
+      }
+    }
+    return sb.length() == 0 ? null : sb.toString();
   }
 
   private static KvEvent removed(Fields f, int index) throws MalformedKvEventException {
@@ -571,93 +386,6 @@ public final class KvEventDecoder {
   }
 
   private static String where(int index, String name) {
-    return "event " + index + " field '" + name + "'";
-  }
-
-  private static long readHash(PayloadUnpacker u, int index, String name)
-      throws IOException, MalformedKvEventException {
-    MessageFormat fmt = u.getNextFormat();
-    switch (fmt.getValueType()) {
-      case INTEGER -> {
-        if (fmt == MessageFormat.UINT64) {
-          // 0xcf and 8 big-endian bytes; read raw so that values above Long.MAX_VALUE keep
-          // their 64 bits without a BigInteger per hash
-          byte[] b = u.readPayload(9);
-          long v = 0;
-          for (int i = 1; i < 9; i++) {
-            v = v << 8 | (b[i] & 0xFF);
-          }
-          return v;
-        }
-        return u.unpackLong();
-      }
-      case BINARY -> {
-        return u.foldBinary(index, name);
-      }
-      default -> throw new MalformedKvEventException(where(index, name)
-          + " must hold integers or binary, got "
-          + fmt.getValueType());
-    }
-  }
-
-  /** Folds a binary digest to 64 bits: XOR of its big-endian 8-byte words (last word padded). */
-  static long foldDigest(byte[] b) {
-    return foldDigest(b, 0, b.length);
-  }
-
-  private static long foldDigest(byte[] b, int from, int len) {
-    long h = 0;
-    for (int i = 0; i < len; i += 8) {
-      long w = 0;
-      for (int j = 0; j < 8; j++) {
-        w = (w << 8) | (i + j < len ? (b[from + i + j] & 0xFF) : 0);
-      }
-      h ^= w;
-    }
-    return h;
-  }
-
-  private static double readNumber(PayloadUnpacker u, String where)
-      throws IOException, MalformedKvEventException {
-    ValueType t = u.getNextFormat().getValueType();
-    if (t == ValueType.FLOAT) {
-      return u.unpackDouble();
-    }
-    if (t == ValueType.INTEGER) {
-      return u.unpackLong();
-    }
-    throw new MalformedKvEventException("'" + where + "' must be a number, got " + t);
-  }
-
-  private static int readOptionalInt(PayloadUnpacker u, String where, int absent)
-      throws IOException, MalformedKvEventException {
-    if (u.tryUnpackNil()) {
-      return absent;
-    }
-    if (u.getNextFormat().getValueType() != ValueType.INTEGER) {
-      throw new MalformedKvEventException(where + " must be an integer");
-    }
-    return u.unpackInt();
-  }
-
-  private static @Nullable String readOptionalString(PayloadUnpacker u, String where)
-      throws IOException, MalformedKvEventException {
-    if (u.tryUnpackNil()) {
-      return null;
-    }
-    return readString(u, where);
-  }
-
-  private static String readString(PayloadUnpacker u, String where)
-      throws IOException, MalformedKvEventException {
-    ValueType t = u.getNextFormat().getValueType();
-    if (t == ValueType.STRING || t == ValueType.BINARY) {
-      return u.string(where);
-    }
-    throw new MalformedKvEventException(where + " must be a string, got " + t);
-  }
-
-  private static String readKey(PayloadUnpacker u) throws IOException, MalformedKvEventException {
-    return readString(u, "map key");
+    return PayloadUnpacker.where(index, name);
   }
 }

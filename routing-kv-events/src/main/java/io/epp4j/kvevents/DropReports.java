@@ -1,0 +1,102 @@
+package io.epp4j.kvevents;
+
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Counts the KV-event messages a {@link KvEventSubscriber} drops and reports them in the log at
+ * most once per {@link KvEventSubscriber#REPORT_INTERVAL} per kind: a publisher that sends
+ * garbage sends it with every step, and one line with a count says as much as thousands. Names
+ * a publisher chose are made printable and cut short before they reach the log.
+ *
+ * <p>Also decides which failures a message may cost ({@link #rethrowIfFatal}).
+ *
+ * <p>Threading: owned by the subscriber thread; the counters it updates are the index's
+ * thread-safe metrics.
+ */
+final class DropReports {
+  /** The subscriber's logger: its reports are the subscriber's. */
+  private static final Logger LOG = Logger.getLogger(KvEventSubscriber.class.getName());
+
+  private final KvEventMetrics metrics;
+  private final Report malformed = new Report();
+  private final Report unknownTopics = new Report();
+
+  DropReports(KvEventMetrics metrics) {
+    this.metrics = metrics;
+  }
+
+  /** Rate limit of one kind of log report. */
+  private static final class Report {
+    long sinceReport;
+    long lastNanos;
+    boolean reported;
+
+    /** Counts one occurrence; true when it is time to log (then the count starts over). */
+    boolean due() {
+      sinceReport++;
+      long now = System.nanoTime();
+      if (reported && now - lastNanos < KvEventSubscriber.REPORT_INTERVAL.toNanos()) {
+        return false;
+      }
+      reported = true;
+      lastNanos = now;
+      return true;
+    }
+  }
+
+  /**
+   * Counts a dropped message in {@link KvEventMetrics#decodeErrors()} and reports it; the report
+   * says how many were dropped since the previous one.
+   */
+  void dropped(String source, String reason, @Nullable Throwable failure) {
+    metrics.decodeErrors.increment();
+    if (!malformed.due()) {
+      return;
+    }
+    String msg = "dropped " + malformed.sinceReport + " KV-event message(s) since the last report"
+        + " (the total is the decodeErrors metric); the latest, from " + printable(source)
+        + ": " + reason;
+    malformed.sinceReport = 0;
+    LOG.log(failure == null ? Level.WARNING : Level.SEVERE, msg, failure);
+  }
+
+  /**
+   * Counts a central-mode message whose topic names no pool member; reported like
+   * {@link #dropped}. Publishers that reach the bound port and are not in the pool (a
+   * misconfigured engine, an engine whose endpoint already left, or a hostile sender) show here.
+   */
+  void unknownTopic(String endpointId) {
+    metrics.unknownEndpointMessages.increment();
+    if (!unknownTopics.due()) {
+      return;
+    }
+    String msg = "dropped " + unknownTopics.sinceReport + " KV-event message(s) since the last"
+        + " report whose topic names an endpoint not in the pool (the total is the"
+        + " unknownEndpointMessages metric); the latest for " + printable(endpointId);
+    unknownTopics.sinceReport = 0;
+    LOG.warning(msg);
+  }
+
+  /** A publisher-chosen name, safe to put on one log line. */
+  private static String printable(String s) {
+    StringBuilder b = new StringBuilder(Math.min(s.length(), 100));
+    for (int i = 0; i < s.length() && i < 100; i++) {
+      char c = s.charAt(i);
+      b.append(Character.isISOControl(c) ? '?' : c);
+    }
+    return s.length() > 100 ? b.append("...").toString() : b.toString();
+  }
+
+  /**
+   * Errors after which nothing can be trusted any more end the thread; everything else a message
+   * causes (a stack overflow, a failed allocation, a bug in a listener) costs only that message.
+   */
+  static void rethrowIfFatal(Throwable t) {
+    if (t instanceof VirtualMachineError && !(t instanceof StackOverflowError)
+        && !(t instanceof OutOfMemoryError)) {
+      throw (VirtualMachineError) t;
+    }
+  }
+}

@@ -1,0 +1,213 @@
+package io.epp4j.kvevents;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Objects;
+import org.jspecify.annotations.Nullable;
+import org.zeromq.ZMQ;
+
+/**
+ * The event stream of one endpoint membership and what keeps it in order: the sequence number
+ * expected next, the last live message (to tell a message delivered twice from a publisher
+ * restart), and the replay socket that fills gaps.
+ *
+ * <p>For each live message: the same message again is ignored; a sequence going back means the
+ * engine restarted with an empty cache, so the endpoint is resynced; a gap is filled from the
+ * engine's replay socket (DEALER request {@code [, start seq]}, replies {@code [, seq, payload]}
+ * ending with seq −1) when one is configured, and otherwise, or when the replay cannot fill it,
+ * the endpoint is resynced. Every batch goes through {@link Membership#applyIfCurrent}, so a
+ * stream whose endpoint has left writes nothing. A batch that fails to decode or to apply costs
+ * only that batch (a failed apply also resyncs, since the index's state for the endpoint is no
+ * longer known).
+ *
+ * <p>Threading: owned by the subscriber thread, like its sockets.
+ */
+final class EndpointStream {
+  /** What every stream of one subscriber shares. */
+  record Shared(Membership membership, KvEventMetrics metrics, DropReports reports,
+      SubscriberSockets sockets, long replayTimeoutMillis) {}
+
+  final String endpointId;
+  /** The membership this stream belongs to; its batches apply only while it is current. */
+  final Object member;
+  /** The SUB socket of a per-endpoint stream; null in central mode, where one socket serves all. */
+  final ZMQ.@Nullable Socket sub;
+  private final @Nullable String replayAddress;
+  private final Shared shared;
+  private final KvEventMetrics metrics;
+  private ZMQ.@Nullable Socket replay;
+  private long expected = -1;
+  private long lastLiveSeq = -1;
+  /** The payload of {@link #lastLiveSeq}: tells a message delivered twice from a restart. */
+  private byte @Nullable [] lastLivePayload;
+
+  EndpointStream(String endpointId, Object member, ZMQ.@Nullable Socket sub,
+      @Nullable String replayAddress, Shared shared) {
+    this.endpointId = endpointId;
+    this.member = member;
+    this.sub = sub;
+    this.replayAddress = replayAddress;
+    this.shared = shared;
+    this.metrics = shared.metrics();
+  }
+
+  /** Connects the replay socket ahead of the first gap, when the stream has a replay address. */
+  void openReplay() {
+    if (replayAddress != null) {
+      replay = shared.sockets().newReplaySocket(replayAddress);
+    }
+  }
+
+  /** Closes the replay socket, if open; the SUB socket is its owner's to close. */
+  void closeReplay() {
+    if (replay != null) {
+      replay.close();
+    }
+  }
+
+  /** Handles one live message with sequence number {@code seq}. */
+  void onLive(long seq, byte[] payload) {
+    if (seq == lastLiveSeq && Arrays.equals(payload, lastLivePayload)) {
+      // delivered twice; a restarted engine reaching the same seq would say something else
+      metrics.duplicates.increment();
+      return;
+    }
+    boolean restart = lastLiveSeq >= 0 && seq <= lastLiveSeq;
+    lastLiveSeq = seq;
+    lastLivePayload = payload;
+    if (restart) {
+      metrics.restarts.increment();
+      startOverAt(seq);
+    } else if (expected >= 0 && seq < expected) {
+      metrics.duplicates.increment(); // already applied through a replay
+      return;
+    } else if (expected >= 0 && seq > expected) {
+      fillGapBefore(seq);
+      if (seq < expected) {
+        return; // the replay delivered this batch too
+      }
+    }
+    applyPayload(payload);
+    expected = seq + 1;
+  }
+
+  /** Batches from {@link #expected} up to {@code seq} were missed: replay them or start over. */
+  private void fillGapBefore(long seq) {
+    metrics.gaps.increment();
+    metrics.missedBatches.add(seq - expected);
+    if (replayAddress == null) {
+      startOverAt(seq);
+    } else if (!replay(seq)) {
+      metrics.replayFailures.increment();
+      startOverAt(seq);
+    }
+  }
+
+  /** Forgets what the index holds for the endpoint and expects {@code seq} next. */
+  private void startOverAt(long seq) {
+    resync();
+    expected = seq;
+  }
+
+  private void applyPayload(byte[] payload) {
+    KvEventBatch batch;
+    try {
+      batch = KvEventDecoder.decode(payload);
+    } catch (MalformedKvEventException e) {
+      // the message names the field, never token IDs
+      shared.reports().dropped(endpointId, e.getMessage(), null);
+      return;
+    }
+    try {
+      shared.membership().applyIfCurrent(endpointId, member, batch);
+    } catch (RuntimeException | Error e) {
+      DropReports.rethrowIfFatal(e);
+      shared.reports().dropped(endpointId, "applying a batch failed", e);
+      // the batch stopped part-way: what the index holds for the endpoint is no longer known
+      resync();
+    }
+  }
+
+  /** Drops the endpoint's entries to start over, unless it has left the pool. */
+  private void resync() {
+    shared.membership().resyncIfCurrent(endpointId, member);
+  }
+
+  // ------------------------------------------------------------------------------- replay
+
+  /**
+   * Asks the engine's replay socket for batches from {@link #expected} and applies them.
+   * Returns true when the stream reached {@code upTo} without holes.
+   */
+  private boolean replay(long upTo) {
+    metrics.replays.increment();
+    ZMQ.Socket d = requestReplayFrom(expected);
+    long deadline = System.nanoTime() + shared.replayTimeoutMillis() * 1_000_000L;
+    boolean holes = false;
+    for (;;) {
+      long left = (deadline - System.nanoTime()) / 1_000_000L;
+      if (left <= 0) {
+        // late replies would confuse the next replay: start over with a fresh socket
+        d.close();
+        replay = null;
+        return false;
+      }
+      d.setReceiveTimeOut((int) Math.min(Integer.MAX_VALUE, left));
+      List<byte[]> frames = receiveReply(d);
+      if (frames == null) {
+        continue;
+      }
+      if (frames.isEmpty() || frames.get(0).length != 8) {
+        shared.reports().dropped(endpointId, "replay reply without an 8-byte seq", null);
+        continue;
+      }
+      long seq = ByteBuffer.wrap(frames.get(0)).getLong();
+      if (seq == -1) {
+        return !holes && expected >= upTo;
+      }
+      if (seq < expected || frames.size() < 2) {
+        continue;
+      }
+      if (seq > expected) {
+        holes = true; // the engine no longer buffers what we missed
+        continue;
+      }
+      if (holes) {
+        continue;
+      }
+      applyPayload(frames.get(1));
+      expected = seq + 1;
+      metrics.replayedBatches.increment();
+    }
+  }
+
+  /** Sends {@code [, start]} on the replay socket, opening it first if needed. */
+  private ZMQ.Socket requestReplayFrom(long start) {
+    if (replay == null) {
+      replay = shared.sockets().newReplaySocket(Objects.requireNonNull(replayAddress));
+    }
+    ZMQ.Socket d = replay;
+    d.sendMore(new byte[0]);
+    d.send(ByteBuffer.allocate(8).putLong(start).array());
+    return d;
+  }
+
+  /** The frames of one reply without the envelope delimiter; null when none came in time. */
+  private static @Nullable List<byte[]> receiveReply(ZMQ.Socket d) {
+    byte[] first = d.recv();
+    if (first == null) {
+      return null;
+    }
+    List<byte[]> frames = new ArrayList<>(3);
+    frames.add(first);
+    while (d.hasReceiveMore()) {
+      frames.add(d.recv());
+    }
+    if (frames.get(0).length == 0) {
+      frames.remove(0); // envelope delimiter
+    }
+    return frames;
+  }
+}

@@ -1,0 +1,179 @@
+package io.epp4j.kvevents;
+
+import io.epp4j.api.Endpoint;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+import org.zeromq.ZMQ;
+
+/**
+ * The {@link EndpointStream}s of one subscriber and the SUB sockets they arrive on, and which
+ * stream a message belongs to. Per-endpoint mode has one SUB socket per endpoint, opened by
+ * {@link #connect} and closed by {@link #disconnect} as the pool changes, and a message belongs
+ * to its socket's stream. Central mode has one bound socket ({@link #addBound}), and a message
+ * belongs to the endpoint its topic {@code kv@<host:port>@<model>} names, if that endpoint is in
+ * the pool: a topic alone creates no stream and no index state.
+ *
+ * <p>Threading: owned by the subscriber thread; only {@link #connectedEndpoints} is read from
+ * other threads.
+ */
+final class StreamTable {
+  private final boolean central;
+  private final int port;
+  private final int replayPort;
+  private final SubscriberSockets sockets;
+  private final EndpointStream.Shared shared;
+  private final Map<String, EndpointStream> byId = new HashMap<>();
+  private final Map<ZMQ.Socket, EndpointStream> bySocket = new IdentityHashMap<>();
+  private final List<ZMQ.Socket> subSockets = new ArrayList<>();
+  private final AtomicInteger connected = new AtomicInteger();
+
+  /**
+   * @param central whether messages are routed by topic (one bound socket) rather than by socket
+   * @param port the KV-events port of an endpoint without {@link KvEventSubscriber#PORT_LABEL}
+   * @param replayPort the replay port of an endpoint without
+   *     {@link KvEventSubscriber#REPLAY_PORT_LABEL}; 0 for none
+   */
+  StreamTable(boolean central, int port, int replayPort, EndpointStream.Shared shared) {
+    this.central = central;
+    this.port = port;
+    this.replayPort = replayPort;
+    this.sockets = shared.sockets();
+    this.shared = shared;
+  }
+
+  /** Every SUB socket to poll, in the order they were opened. */
+  List<ZMQ.Socket> subSockets() {
+    return subSockets;
+  }
+
+  /** Endpoints with a live SUB socket (per-endpoint mode); any thread. */
+  int connectedEndpoints() {
+    return connected.get();
+  }
+
+  /** Closes every replay socket; the SUB sockets close with the context. */
+  void closeReplays() {
+    for (EndpointStream st : byId.values()) {
+      st.closeReplay();
+    }
+  }
+
+  // ------------------------------------------------------------------ per-endpoint mode
+
+  /** Opens the SUB (and replay) socket of an endpoint, unless {@code member} has left already. */
+  void connect(Endpoint e, Object member) {
+    if (!shared.membership().isCurrent(e.id(), member)) {
+      return; // removed again before the subscriber got to it
+    }
+    EndpointStream earlier = byId.get(e.id());
+    if (earlier != null) {
+      disconnect(e.id(), earlier.member); // an earlier membership's, not yet closed
+    }
+    int p = labelInt(e, KvEventSubscriber.PORT_LABEL, port);
+    int rp = labelInt(e, KvEventSubscriber.REPLAY_PORT_LABEL, replayPort);
+    ZMQ.Socket s = sockets.newSub();
+    try {
+      if (e.host().indexOf(':') >= 0) {
+        s.setIPv6(true);
+      }
+      s.connect(SubscriberSockets.address(e.host(), p));
+    } catch (RuntimeException ex) {
+      s.close();
+      throw ex;
+    }
+    subSockets.add(s);
+    EndpointStream st = new EndpointStream(e.id(), member, s,
+        rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, shared);
+    st.openReplay();
+    byId.put(e.id(), st);
+    bySocket.put(s, st);
+    connected.incrementAndGet();
+  }
+
+  /** Closes the stream of {@code id} if it still belongs to {@code member}. */
+  void disconnect(String id, Object member) {
+    EndpointStream st = byId.get(id);
+    if (st == null || st.member != member) {
+      return;
+    }
+    byId.remove(id);
+    if (st.sub != null) {
+      bySocket.remove(st.sub);
+      subSockets.remove(st.sub);
+      st.sub.close();
+      connected.decrementAndGet();
+    }
+    st.closeReplay();
+  }
+
+  private static int labelInt(Endpoint e, String label, int def) {
+    String v = e.label(label);
+    if (v == null) {
+      return def;
+    }
+    try {
+      return Integer.parseInt(v.trim());
+    } catch (NumberFormatException ex) {
+      return def;
+    }
+  }
+
+  // ----------------------------------------------------------------------- central mode
+
+  /** Adds the bound socket every engine connects to. */
+  void addBound(ZMQ.Socket s) {
+    subSockets.add(s);
+  }
+
+  // ------------------------------------------------------------------- routing a message
+
+  /**
+   * The stream a message on {@code s} with {@code topic} belongs to; null when it belongs to
+   * none (a socket no longer followed, or in central mode a topic naming no pool member, which
+   * is counted and reported).
+   */
+  @Nullable EndpointStream route(ZMQ.Socket s, byte[] topic) {
+    if (!central) {
+      return bySocket.get(s);
+    }
+    String id = endpointFromTopic(new String(topic, StandardCharsets.UTF_8));
+    Object member = shared.membership().current(id);
+    if (member == null) {
+      // no stream, no index state: the topic alone creates nothing
+      shared.reports().unknownTopic(id);
+      return null;
+    }
+    EndpointStream st = byId.get(id);
+    if (st == null || st.member != member) {
+      // new, or re-added since its last stream: the sequence starts over
+      st = new EndpointStream(id, member, null, null, shared);
+      byId.put(id, st);
+    }
+    return st;
+  }
+
+  /** Who sent a message, for reports: the endpoint or, in central mode, the topic's. */
+  String source(ZMQ.Socket s, byte[] topic) {
+    if (!central) {
+      EndpointStream st = bySocket.get(s);
+      return st == null ? "an endpoint no longer followed" : st.endpointId;
+    }
+    return endpointFromTopic(new String(topic, StandardCharsets.UTF_8));
+  }
+
+  /** {@code kv@<host:port>@<model>} → {@code host:port}; other topics are used whole. */
+  static String endpointFromTopic(String topic) {
+    int a = topic.indexOf('@');
+    if (a < 0) {
+      return topic;
+    }
+    int b = topic.indexOf('@', a + 1);
+    return b < 0 ? topic.substring(a + 1) : topic.substring(a + 1, b);
+  }
+}

@@ -1,0 +1,227 @@
+package io.epp4j.kvevents;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
+import org.zeromq.ZMQ;
+
+/**
+ * The thread of a {@link KvEventSubscriber}: it binds the central socket (if any), then until
+ * closed runs the pool changes queued for it, polls every SUB socket and handles the waiting
+ * messages one at a time. Each message is handled in its own failure scope: a malformed frame
+ * set or a failure while handling it is counted and reported through {@link DropReports} and
+ * costs that message only, so nothing a socket delivers ends the thread. Only ZeroMQ itself
+ * failing, or an error after which nothing can be trusted, does.
+ *
+ * <p>Threading: {@link #start}, {@link #submit} and {@link #close} are called from other
+ * threads; the queued commands run on the loop's thread, which alone touches the sockets and
+ * the {@link StreamTable}. {@link #start} waits until the thread has bound (or failed to).
+ */
+final class SubscriberLoop {
+  private static final Logger LOG = Logger.getLogger(KvEventSubscriber.class.getName());
+  /** Messages read from one socket per turn, so commands and other sockets get a turn too. */
+  private static final int MESSAGES_PER_TURN = 256;
+
+  private final @Nullable String bindAddress;
+  private final SubscriberSockets sockets;
+  private final StreamTable streams;
+  private final DropReports reports;
+  private final ConcurrentLinkedQueue<Runnable> commands = new ConcurrentLinkedQueue<>();
+  private final Thread thread;
+  private final CountDownLatch started = new CountDownLatch(1);
+  private volatile boolean closed;
+  private volatile @Nullable String boundEndpoint;
+  private volatile @Nullable RuntimeException startFailure;
+
+  SubscriberLoop(@Nullable String bindAddress, SubscriberSockets sockets, StreamTable streams,
+      DropReports reports) {
+    this.bindAddress = bindAddress;
+    this.sockets = sockets;
+    this.streams = streams;
+    this.reports = reports;
+    this.thread = new Thread(this::run, "epp4j-kv-events");
+    this.thread.setDaemon(true);
+  }
+
+  /** Starts the thread and waits until it has bound; throws what binding threw. */
+  void start() {
+    thread.start();
+    // sockets belong to the subscriber thread: it binds, the caller waits for the outcome
+    try {
+      if (!started.await(10, TimeUnit.SECONDS)) {
+        throw new IllegalStateException("KV-event subscriber did not start in time");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while starting the KV-event subscriber", e);
+    }
+    RuntimeException failure = startFailure;
+    if (failure != null) {
+      throw failure;
+    }
+  }
+
+  /** Queues {@code command} to run on the loop's thread, unless the loop is closed. */
+  void submit(Runnable command) {
+    if (!closed) {
+      commands.add(command);
+    }
+  }
+
+  /** In central mode, the address actually bound. */
+  @Nullable String boundEndpoint() {
+    return boundEndpoint;
+  }
+
+  /** Stops the loop and waits (up to 5 s) for its thread to close every socket. */
+  void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    try {
+      thread.join(5_000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private void run() {
+    if (!bind()) {
+      return;
+    }
+    try (ZMQ.Poller poller = sockets.newPoller()) {
+      List<ZMQ.Socket> registered = new ArrayList<>();
+      while (!closed) {
+        runCommands();
+        registered = reregister(poller, registered);
+        if (registered.isEmpty()) {
+          sleepQuietly(20);
+          continue;
+        }
+        poller.poll(50);
+        receiveFrom(registered);
+      }
+    } catch (RuntimeException | Error e) {
+      // only ZeroMQ itself failing gets here: messages are guarded one by one
+      if (!closed) {
+        LOG.log(Level.SEVERE, "KV-event subscriber stopped unexpectedly", e);
+      }
+      DropReports.rethrowIfFatal(e);
+    } finally {
+      streams.closeReplays();
+      sockets.close();
+    }
+  }
+
+  /** Binds the central socket, if any; false (the failure kept for {@link #start}) if it fails. */
+  private boolean bind() {
+    try {
+      if (bindAddress != null) {
+        ZMQ.Socket s = sockets.newSub();
+        s.bind(bindAddress);
+        boundEndpoint = s.getLastEndpoint();
+        streams.addBound(s);
+      }
+      return true;
+    } catch (RuntimeException e) {
+      startFailure = e;
+      closed = true;
+      sockets.close();
+      return false;
+    } finally {
+      started.countDown();
+    }
+  }
+
+  /** Runs the pool changes queued since the last turn; one failing costs only itself. */
+  private void runCommands() {
+    Runnable c;
+    while ((c = commands.poll()) != null) {
+      try {
+        c.run();
+      } catch (RuntimeException | Error e) {
+        DropReports.rethrowIfFatal(e);
+        LOG.log(Level.WARNING, "KV-event subscriber could not follow a pool change", e);
+      }
+    }
+  }
+
+  /** Registers the SUB sockets with the poller again when the set has changed. */
+  private List<ZMQ.Socket> reregister(ZMQ.Poller poller, List<ZMQ.Socket> registered) {
+    List<ZMQ.Socket> current = streams.subSockets();
+    if (registered.equals(current)) {
+      return registered;
+    }
+    for (ZMQ.Socket s : registered) {
+      poller.unregister(s);
+    }
+    List<ZMQ.Socket> now = new ArrayList<>(current);
+    for (ZMQ.Socket s : now) {
+      poller.register(s, ZMQ.Poller.POLLIN);
+    }
+    return now;
+  }
+
+  private void receiveFrom(List<ZMQ.Socket> registered) {
+    for (ZMQ.Socket s : registered) {
+      for (int i = 0; i < MESSAGES_PER_TURN; i++) {
+        if (!receiveOne(s)) {
+          break;
+        }
+      }
+    }
+  }
+
+  private static void sleepQuietly(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Reads and handles one message {@code [topic, seq, payload]}; false when none was waiting. */
+  private boolean receiveOne(ZMQ.Socket s) {
+    byte[] topic = s.recv(ZMQ.DONTWAIT);
+    if (topic == null) {
+      return false;
+    }
+    int frames = 1;
+    byte[] seqFrame = null;
+    byte[] payload = null;
+    while (s.hasReceiveMore()) {
+      byte[] f = s.recv();
+      frames++;
+      if (frames == 2) {
+        seqFrame = f;
+      } else if (frames == 3) {
+        payload = f;
+      }
+    }
+    EndpointStream st = null;
+    try {
+      if (frames != 3 || seqFrame == null || payload == null || seqFrame.length != 8) {
+        reports.dropped(streams.source(s, topic), "expected [topic, 8-byte seq, payload], got "
+            + frames + " frame(s)" + (seqFrame == null ? "" : " with a " + seqFrame.length
+            + "-byte seq"), null);
+        return true;
+      }
+      long seq = ByteBuffer.wrap(seqFrame).getLong();
+      st = streams.route(s, topic);
+      if (st != null) {
+        st.onLive(seq, payload);
+      }
+    } catch (RuntimeException | Error e) {
+      DropReports.rethrowIfFatal(e);
+      reports.dropped(st != null ? st.endpointId : streams.source(s, topic), "handling failed", e);
+    }
+    return true;
+  }
+}
