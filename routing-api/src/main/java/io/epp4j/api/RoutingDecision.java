@@ -23,22 +23,6 @@ public final class RoutingDecision {
   /** Header that carries the destination list to a proxy, as the upstream EPP writes it. */
   public static final String DESTINATION_HEADER = "x-gateway-destination-endpoint";
   /**
-   * Header that tells a decode server where its prefill ran.
-   *
-   * @deprecated prefill/decode belongs to the profile handler that runs it: use
-   *     {@code io.epp4j.scorers.PdProfileHandler.PREFILLER_HEADER}
-   */
-  @Deprecated
-  public static final String PREFILLER_HEADER = "x-prefiller-host-port";
-  /**
-   * Name of the prefill profile in prefill/decode disaggregation.
-   *
-   * @deprecated use {@code io.epp4j.scorers.PdProfileHandler.PREFILL_PROFILE}
-   */
-  @Deprecated
-  public static final String PREFILL_PROFILE = "prefill";
-
-  /**
    * Router-side receiver of the lifecycle calls: the router SPI, not for gateways or plugins.
    * It is public only because the router lives in another package; plugin tests that need a
    * routed decision use {@link #routed(String, Map)}, which needs none.
@@ -156,17 +140,6 @@ public final class RoutingDecision {
   public @Nullable Endpoint secondaryEndpoint(String profile) {
     ProfileResult r = results.get(profile);
     return r == null || profile.equals(primaryProfile) ? null : r.primary();
-  }
-
-  /**
-   * The prefill endpoint when a {@code prefill} profile ran and picked one.
-   *
-   * @deprecated prefill is the pd-profile-handler's vocabulary: use
-   *     {@code secondaryEndpoint(PdProfileHandler.PREFILL_PROFILE)}
-   */
-  @Deprecated
-  public @Nullable Endpoint prefillEndpoint() {
-    return secondaryEndpoint("prefill");
   }
 
   /** The {@value #DESTINATION_HEADER} value: {@code ip:port[,ip:port...]}; empty if rejected. */
