@@ -56,7 +56,7 @@ import org.yaml.snakeyaml.error.MarkedYAMLException;
  * long. Loading takes time linear in the size of the file. Top-level sections that epp4j does not use (for example
  * {@code featureGates}) are accepted with a warning so upstream files load unchanged.
  */
-public final class ConfigLoader {
+final class ConfigLoader {
   static final Set<String> KNOWN_TOP_LEVEL =
       Set.of("apiVersion", "kind", "plugins", "schedulingProfiles");
   static final Set<String> TOLERATED_TOP_LEVEL =
@@ -84,7 +84,7 @@ public final class ConfigLoader {
   private final Function<Class<?>, Optional<?>> services;
 
   /** A loader that resolves plugin types in {@code registry}. */
-  public ConfigLoader(PluginRegistry registry) {
+  ConfigLoader(PluginRegistry registry) {
     this(registry, Ticker.system(), c -> Optional.empty());
   }
 
@@ -95,7 +95,7 @@ public final class ConfigLoader {
   }
 
   /** Loads a file; all errors are in the result, none thrown. The file must be UTF-8. */
-  public Result<RouterConfig> load(Path file) {
+  Result<RouterConfig> load(Path file) {
     byte[] bytes;
     try {
       if (Files.isDirectory(file)) {
@@ -122,7 +122,7 @@ public final class ConfigLoader {
    * Loads YAML text; {@code source} names it in messages. At most 50 errors are reported, the
    * last entry then counting the rest; warnings likewise.
    */
-  public Result<RouterConfig> load(String yaml, String source) {
+  Result<RouterConfig> load(String yaml, String source) {
     Result<Map<?, ?>> document = readDocument(yaml, source);
     if (!document.isOk()) {
       return Result.errors(document.errors());
