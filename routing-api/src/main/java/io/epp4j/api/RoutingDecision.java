@@ -23,25 +23,18 @@ public final class RoutingDecision {
   /** Header that carries the destination list to a proxy, as the upstream EPP writes it. */
   public static final String DESTINATION_HEADER = "x-gateway-destination-endpoint";
   /**
-   * Header that tells a decode server where its prefill ran.
+   * Router-side receiver of a decision's lifecycle calls: for routers only. Gateways call
+   * {@link #onFirstToken()}, {@link #onComplete} and {@link #onFailure} on the decision, never
+   * this; plugins and their tests never need it ({@link #routed(String, Map)} builds a decision
+   * without one).
    *
-   * @deprecated prefill/decode belongs to the profile handler that runs it: use
-   *     {@code io.epp4j.scorers.PdProfileHandler.PREFILLER_HEADER}
-   */
-  @Deprecated
-  public static final String PREFILLER_HEADER = "x-prefiller-host-port";
-  /**
-   * Name of the prefill profile in prefill/decode disaggregation.
-   *
-   * @deprecated use {@code io.epp4j.scorers.PdProfileHandler.PREFILL_PROFILE}
-   */
-  @Deprecated
-  public static final String PREFILL_PROFILE = "prefill";
-
-  /**
-   * Router-side receiver of the lifecycle calls: the router SPI, not for gateways or plugins.
-   * It is public only because the router lives in another package; plugin tests that need a
-   * routed decision use {@link #routed(String, Map)}, which needs none.
+   * <p>It is public, with the {@link #routed(String, Map, Callbacks) routed} factory that takes
+   * it, only because the router (routing-core) builds decisions from another package and Java
+   * has no visibility between "package" and "public" without modules. A separate internal
+   * package would not help: the factory must reach this class's private constructor, so it
+   * would still be a public method somewhere. Keeping the hook here, in one documented place,
+   * is the smallest surface; it is not part of the API that gateways and plugins program against
+   * and may change between releases.
    */
   public interface Callbacks {
     void firstToken(RoutingDecision decision);
@@ -87,8 +80,9 @@ public final class RoutingDecision {
   }
 
   /**
-   * A routed decision that reports its lifecycle to {@code callbacks}: the router SPI, called by
-   * the router for every request it routes; see {@link #routed(String, Map)} for tests.
+   * A routed decision that reports its lifecycle to {@code callbacks}: for routers only (see
+   * {@link Callbacks}); the router calls it for every request it routes. Plugin tests use
+   * {@link #routed(String, Map)}.
    */
   public static RoutingDecision routed(String primaryProfile, Map<String, ProfileResult> results,
       Callbacks callbacks) {
@@ -157,17 +151,6 @@ public final class RoutingDecision {
   public @Nullable Endpoint secondaryEndpoint(String profile) {
     ProfileResult r = results.get(profile);
     return r == null || profile.equals(primaryProfile) ? null : r.primary();
-  }
-
-  /**
-   * The prefill endpoint when a {@code prefill} profile ran and picked one.
-   *
-   * @deprecated prefill is the pd-profile-handler's vocabulary: use
-   *     {@code secondaryEndpoint(PdProfileHandler.PREFILL_PROFILE)}
-   */
-  @Deprecated
-  public @Nullable Endpoint prefillEndpoint() {
-    return secondaryEndpoint("prefill");
   }
 
   /** The {@value #DESTINATION_HEADER} value: {@code ip:port[,ip:port...]}; empty if rejected. */

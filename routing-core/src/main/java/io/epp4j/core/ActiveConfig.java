@@ -1,9 +1,12 @@
 package io.epp4j.core;
 
+import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PoolListener;
 import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Ticker;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -170,5 +173,22 @@ final class ActiveConfig {
   boolean isRetired(int i) {
     Set<Object> r = retired;
     return r != null && r.contains(requestListeners[i]);
+  }
+
+  /**
+   * Tells the request listeners about a routed decision. A listener that throws is reported
+   * (throttled) and skipped: what a listener learns is an optimisation, and the endpoint was
+   * already chosen, so the request stays routed.
+   */
+  void afterRouting(InferenceRequest request, CycleState cycleState, RoutingDecision decision) {
+    RequestListener[] listeners = requestListeners;
+    for (int i = 0; i < listeners.length; i++) {
+      try {
+        listeners[i].afterRouting(request, cycleState, decision);
+      } catch (RuntimeException e) {
+        requestListenerWarnings[i].report("threw " + e.getClass().getName()
+            + " in afterRouting; the request was routed anyway", e);
+      }
+    }
   }
 }

@@ -56,7 +56,7 @@ import org.yaml.snakeyaml.error.MarkedYAMLException;
  * long. Loading takes time linear in the size of the file. Top-level sections that epp4j does not use (for example
  * {@code featureGates}) are accepted with a warning so upstream files load unchanged.
  */
-public final class ConfigLoader {
+final class ConfigLoader {
   static final Set<String> KNOWN_TOP_LEVEL =
       Set.of("apiVersion", "kind", "plugins", "schedulingProfiles");
   static final Set<String> TOLERATED_TOP_LEVEL =
@@ -84,7 +84,7 @@ public final class ConfigLoader {
   private final Function<Class<?>, Optional<?>> services;
 
   /** A loader that resolves plugin types in {@code registry}. */
-  public ConfigLoader(PluginRegistry registry) {
+  ConfigLoader(PluginRegistry registry) {
     this(registry, Ticker.system(), c -> Optional.empty());
   }
 
@@ -95,7 +95,7 @@ public final class ConfigLoader {
   }
 
   /** Loads a file; all errors are in the result, none thrown. The file must be UTF-8. */
-  public Result<RouterConfig> load(Path file) {
+  Result<RouterConfig> load(Path file) {
     byte[] bytes;
     try {
       if (Files.isDirectory(file)) {
@@ -122,7 +122,22 @@ public final class ConfigLoader {
    * Loads YAML text; {@code source} names it in messages. At most 50 errors are reported, the
    * last entry then counting the rest; warnings likewise.
    */
-  public Result<RouterConfig> load(String yaml, String source) {
+  Result<RouterConfig> load(String yaml, String source) {
+    Result<Map<?, ?>> document = readDocument(yaml, source);
+    if (!document.isOk()) {
+      return Result.errors(document.errors());
+    }
+    Map<?, ?> top = document.value();
+    FileLoad load = new FileLoad(source);
+    load.checkTopLevel(top);
+    load.createPlugins(top.get("plugins"));
+    load.buildProfiles(top);
+    ProfileHandler handler = load.profileHandler();
+    return load.finish(handler);
+  }
+
+  /** The YAML text as a mapping, or the one error that stops the load before any plugin exists. */
+  private static Result<Map<?, ?>> readDocument(String yaml, String source) {
     Object root;
     try (JsonParser p = YAML.getFactory().createParser(yaml)) {
       root = p.nextToken() == null ? null : YAML.readValue(p, Object.class);
@@ -140,32 +155,56 @@ public final class ConfigLoader {
       return Result.error(source + ": the document must be " + MAPPING_EXPECTED + ", got "
           + describe(root));
     }
-    Messages errors = new Messages();
-    Messages warnings = new Messages();
-    for (Object k : top.keySet()) {
-      String key = String.valueOf(k);
-      if (TOLERATED_TOP_LEVEL.contains(key)) {
-        warnings.add(source + ": section '" + key + "' is not used by epp4j and was ignored");
-      } else if (!KNOWN_TOP_LEVEL.contains(key)) {
-        errors.add(source + ": unknown top-level field " + quote(k) + "; expected one of "
-            + new java.util.TreeSet<>(KNOWN_TOP_LEVEL));
-      }
-    }
-    Object kind = top.get("kind");
-    if (kind != null && !"EndpointPickerConfig".equals(kind)) {
-      errors.add(source + ": field 'kind' must be EndpointPickerConfig, got " + quote(kind));
+    return Result.ok(top);
+  }
+
+  /**
+   * One load of one file: the messages collected so far and the plugins created so far, which
+   * every later step reads (profiles resolve references against them, a failed load closes
+   * them). The steps run in file order: top level, plugins, profiles, profile handler.
+   */
+  private final class FileLoad {
+    private final String source;
+    private final Messages errors = new Messages();
+    private final Messages warnings = new Messages();
+    private final Map<String, Plugin> plugins = new LinkedHashMap<>();
+    /** Every plugin name defined, loaded or not, and the index of its first definition. */
+    private final Map<String, Integer> definedAt = new HashMap<>();
+    private final List<SchedulingProfile> profiles = new ArrayList<>();
+    private boolean danglingReported;
+
+    FileLoad(String source) {
+      this.source = source;
     }
 
-    // plugins
-    Map<String, Plugin> plugins = new LinkedHashMap<>();
-    Map<String, Integer> definedAt = new HashMap<>();
-    Object pluginsNode = top.get("plugins");
-    List<?> pluginList = asList(pluginsNode, source + ": field 'plugins'", errors);
-    for (int i = 0; i < pluginList.size(); i++) {
+    void checkTopLevel(Map<?, ?> top) {
+      for (Object k : top.keySet()) {
+        String key = String.valueOf(k);
+        if (TOLERATED_TOP_LEVEL.contains(key)) {
+          warnings.add(source + ": section '" + key + "' is not used by epp4j and was ignored");
+        } else if (!KNOWN_TOP_LEVEL.contains(key)) {
+          errors.add(source + ": unknown top-level field " + quote(k) + "; expected one of "
+              + new java.util.TreeSet<>(KNOWN_TOP_LEVEL));
+        }
+      }
+      Object kind = top.get("kind");
+      if (kind != null && !"EndpointPickerConfig".equals(kind)) {
+        errors.add(source + ": field 'kind' must be EndpointPickerConfig, got " + quote(kind));
+      }
+    }
+
+    void createPlugins(@Nullable Object pluginsNode) {
+      List<?> pluginList = asList(pluginsNode, source + ": field 'plugins'", errors);
+      for (int i = 0; i < pluginList.size(); i++) {
+        createPlugin(i, pluginList.get(i));
+      }
+    }
+
+    private void createPlugin(int i, @Nullable Object node) {
       String where = source + ": plugins[" + i + "]";
-      if (!(pluginList.get(i) instanceof Map<?, ?> spec)) {
-        errors.add(where + ": must be a mapping with 'type', got " + describe(pluginList.get(i)));
-        continue;
+      if (!(node instanceof Map<?, ?> spec)) {
+        errors.add(where + ": must be a mapping with 'type', got " + describe(node));
+        return;
       }
       for (Object k : spec.keySet()) {
         if (!PLUGIN_FIELDS.contains(String.valueOf(k))) {
@@ -175,7 +214,7 @@ public final class ConfigLoader {
       Object type = spec.get("type");
       if (!(type instanceof String typeName) || typeName.isBlank()) {
         errors.add(where + ": field 'type' is required");
-        continue;
+        return;
       }
       Object nameNode = spec.get("name");
       String name = nameNode == null ? typeName : String.valueOf(nameNode);
@@ -184,7 +223,7 @@ public final class ConfigLoader {
       if (first != null) {
         errors.add(where + ": field 'name': duplicate plugin name " + quote(name)
             + ", first defined at plugins[" + first + "]");
-        continue;
+        return;
       }
       Object paramsNode = spec.get("parameters");
       Map<String, Object> paramMap = new LinkedHashMap<>();
@@ -192,7 +231,7 @@ public final class ConfigLoader {
         pm.forEach((k, v) -> paramMap.put(String.valueOf(k), v));
       } else if (paramsNode != null) {
         errors.add(where + ": field 'parameters' must be a mapping, got " + describe(paramsNode));
-        continue;
+        return;
       }
       Parameters params = Parameters.of(paramMap);
       Result<? extends Plugin> created = registry.create(typeName, context(name), params);
@@ -200,7 +239,7 @@ public final class ConfigLoader {
         for (String e : created.errors()) {
           errors.add(where + ": " + e);
         }
-        continue;
+        return;
       }
       for (String unread : params.unreadNames()) {
         warnings.add(where + ": parameter " + quote(unread) + " is not used by epp4j");
@@ -208,32 +247,34 @@ public final class ConfigLoader {
       plugins.put(name, created.value());
     }
 
-    // profiles
-    List<SchedulingProfile> profiles = new ArrayList<>();
-    Object profilesNode = top.get("schedulingProfiles");
-    List<?> profileList = asList(profilesNode, source + ": field 'schedulingProfiles'", errors);
-    if (profileList.isEmpty() && top.containsKey("schedulingProfiles")
-        && (profilesNode == null || profilesNode instanceof List)) {
-      errors.add(source + ": field 'schedulingProfiles' must list at least one profile");
+    void buildProfiles(Map<?, ?> top) {
+      Object profilesNode = top.get("schedulingProfiles");
+      List<?> profileList = asList(profilesNode, source + ": field 'schedulingProfiles'", errors);
+      if (profileList.isEmpty() && top.containsKey("schedulingProfiles")
+          && (profilesNode == null || profilesNode instanceof List)) {
+        errors.add(source + ": field 'schedulingProfiles' must list at least one profile");
+      }
+      Set<String> profileNames = new HashSet<>();
+      for (int i = 0; i < profileList.size(); i++) {
+        buildProfile(i, profileList.get(i), profileNames);
+      }
     }
-    Set<String> profileNames = new HashSet<>();
-    boolean danglingReported = false;
-    for (int i = 0; i < profileList.size(); i++) {
+
+    private void buildProfile(int i, @Nullable Object node, Set<String> profileNames) {
       String where = source + ": schedulingProfiles[" + i + "]";
-      if (!(profileList.get(i) instanceof Map<?, ?> spec)) {
-        errors.add(where + ": must be a mapping with 'name' and 'plugins', got "
-            + describe(profileList.get(i)));
-        continue;
+      if (!(node instanceof Map<?, ?> spec)) {
+        errors.add(where + ": must be a mapping with 'name' and 'plugins', got " + describe(node));
+        return;
       }
       Object pn = spec.get("name");
       if (!(pn instanceof String profileName) || profileName.isBlank()) {
         errors.add(where + ": field 'name' is required");
-        continue;
+        return;
       }
       where = where + " (profile " + quote(profileName) + ")";
       if (!profileNames.add(profileName)) {
         errors.add(where + ": field 'name': duplicate profile name");
-        continue;
+        return;
       }
       for (Object k : spec.keySet()) {
         if (!PROFILE_FIELDS.contains(String.valueOf(k))) {
@@ -244,95 +285,112 @@ public final class ConfigLoader {
       List<?> refs = asList(spec.get("plugins"), where + ": field 'plugins'", errors);
       String pickerRef = null;
       for (int j = 0; j < refs.size(); j++) {
-        String refWhere = where + ": plugins[" + j + "]";
-        if (!(refs.get(j) instanceof Map<?, ?> ref)) {
-          errors.add(refWhere + ": must be a mapping with 'pluginRef', got " + describe(refs.get(j)));
-          continue;
-        }
-        for (Object k : ref.keySet()) {
-          if (!REF_FIELDS.contains(String.valueOf(k))) {
-            errors.add(refWhere + ": unknown field " + quote(k) + "; expected pluginRef, weight");
-          }
-        }
-        Object r = ref.get("pluginRef");
-        if (!(r instanceof String refName)) {
-          errors.add(refWhere + ": field 'pluginRef' is required");
-          continue;
-        }
-        refWhere = refWhere + " (pluginRef " + quote(refName) + ")";
-        Double weight = null;
-        Object w = ref.get("weight");
-        if (w != null) {
-          if (w instanceof Number num && num.doubleValue() >= 0 && Double.isFinite(num.doubleValue())) {
-            weight = num.doubleValue();
-          } else {
-            errors.add(refWhere + ": field 'weight' must be a number >= 0, got " + quote(w));
-            continue;
-          }
-        }
-        Plugin plugin = plugins.get(refName);
-        if (plugin == null) {
-          if (!definedAt.containsKey(refName)) {
-            // the names are listed once, at the first dangling reference: listing them in every
-            // error made a file with many dangling references quadratic in time and size
-            errors.add(refWhere + ": field 'pluginRef' names no plugin"
-                + (danglingReported ? "" : "; defined plugins: " + listNames(definedAt.keySet())));
-            danglingReported = true;
-          }
-          continue; // otherwise the plugin failed to load: already reported
-        }
-        boolean used = false;
-        if (plugin instanceof Filter f) {
-          b.filter(f);
-          used = true;
-        }
-        if (plugin instanceof Scorer sc) {
-          b.scorer(refName, sc, weight == null ? 1.0 : weight);
-          used = true;
-        } else if (weight != null) {
-          warnings.add(refWhere + ": field 'weight' ignored: the plugin is not a scorer");
-        }
-        if (plugin instanceof Picker p) {
-          if (pickerRef != null) {
-            errors.add(refWhere + ": a profile takes one picker; it already has " + quote(pickerRef));
-            continue;
-          }
-          pickerRef = refName;
-          b.picker(p);
-          used = true;
-        }
-        if (!used) {
-          errors.add(refWhere + ": plugin is not a filter, scorer or picker");
-        }
+        pickerRef = addRef(b, where + ": plugins[" + j + "]", refs.get(j), pickerRef);
       }
       profiles.add(b.build());
     }
 
-    // profile handler
-    ProfileHandler handler = null;
-    for (Map.Entry<String, Plugin> e : plugins.entrySet()) {
-      if (e.getValue() instanceof ProfileHandler h) {
-        if (handler != null) {
-          errors.add(source + ": plugin " + quote(e.getKey()) + ": only one profile handler may be configured");
+    /**
+     * Adds one {@code pluginRef} to the profile being built in the role (or roles) its plugin
+     * plays; returns the name of the profile's picker so far.
+     */
+    private @Nullable String addRef(SchedulingProfile.Builder b, String refWhere,
+        @Nullable Object node, @Nullable String pickerRef) {
+      if (!(node instanceof Map<?, ?> ref)) {
+        errors.add(refWhere + ": must be a mapping with 'pluginRef', got " + describe(node));
+        return pickerRef;
+      }
+      for (Object k : ref.keySet()) {
+        if (!REF_FIELDS.contains(String.valueOf(k))) {
+          errors.add(refWhere + ": unknown field " + quote(k) + "; expected pluginRef, weight");
         }
-        handler = h;
       }
-    }
-    if (handler == null) {
-      if (profiles.size() > 1) {
-        errors.add(source + ": " + profiles.size()
-            + " profiles need a profile handler plugin (e.g. pd-profile-handler)");
+      Object r = ref.get("pluginRef");
+      if (!(r instanceof String refName)) {
+        errors.add(refWhere + ": field 'pluginRef' is required");
+        return pickerRef;
       }
-      handler = new SingleProfileHandler();
+      refWhere = refWhere + " (pluginRef " + quote(refName) + ")";
+      Double weight = null;
+      Object w = ref.get("weight");
+      if (w != null) {
+        if (w instanceof Number num && num.doubleValue() >= 0 && Double.isFinite(num.doubleValue())) {
+          weight = num.doubleValue();
+        } else {
+          errors.add(refWhere + ": field 'weight' must be a number >= 0, got " + quote(w));
+          return pickerRef;
+        }
+      }
+      Plugin plugin = plugins.get(refName);
+      if (plugin == null) {
+        if (!definedAt.containsKey(refName)) {
+          // the names are listed once, at the first dangling reference: listing them in every
+          // error made a file with many dangling references quadratic in time and size
+          errors.add(refWhere + ": field 'pluginRef' names no plugin"
+              + (danglingReported ? "" : "; defined plugins: " + listNames(definedAt.keySet())));
+          danglingReported = true;
+        }
+        return pickerRef; // otherwise the plugin failed to load: already reported
+      }
+      boolean used = false;
+      if (plugin instanceof Filter f) {
+        b.filter(f);
+        used = true;
+      }
+      if (plugin instanceof Scorer sc) {
+        b.scorer(refName, sc, weight == null ? 1.0 : weight);
+        used = true;
+      } else if (weight != null) {
+        warnings.add(refWhere + ": field 'weight' ignored: the plugin is not a scorer");
+      }
+      if (plugin instanceof Picker p) {
+        if (pickerRef != null) {
+          errors.add(refWhere + ": a profile takes one picker; it already has " + quote(pickerRef));
+          return pickerRef;
+        }
+        b.picker(p);
+        return refName;
+      }
+      if (!used) {
+        errors.add(refWhere + ": plugin is not a filter, scorer or picker");
+      }
+      return pickerRef;
     }
-    if (profiles.isEmpty() && errors.isEmpty()) {
-      errors.add(source + ": field 'schedulingProfiles' is required");
+
+    /** The one configured profile handler, or the single-profile default. */
+    ProfileHandler profileHandler() {
+      ProfileHandler handler = null;
+      for (Map.Entry<String, Plugin> e : plugins.entrySet()) {
+        if (e.getValue() instanceof ProfileHandler h) {
+          if (handler != null) {
+            errors.add(source + ": plugin " + quote(e.getKey())
+                + ": only one profile handler may be configured");
+          }
+          handler = h;
+        }
+      }
+      if (handler == null) {
+        if (profiles.size() > 1) {
+          errors.add(source + ": " + profiles.size()
+              + " profiles need a profile handler plugin (e.g. pd-profile-handler)");
+        }
+        handler = new SingleProfileHandler();
+      }
+      return handler;
     }
-    if (!errors.isEmpty()) {
-      plugins.values().forEach(Plugin::close);
-      return Result.errors(errors.toList(source, "errors"));
+
+    /** The configuration, or every error with the plugins this load created closed. */
+    Result<RouterConfig> finish(ProfileHandler handler) {
+      if (profiles.isEmpty() && errors.isEmpty()) {
+        errors.add(source + ": field 'schedulingProfiles' is required");
+      }
+      if (!errors.isEmpty()) {
+        plugins.values().forEach(Plugin::close);
+        return Result.errors(errors.toList(source, "errors"));
+      }
+      return Result.ok(new RouterConfig(profiles, handler, plugins,
+          warnings.toList(source, "warnings")));
     }
-    return Result.ok(new RouterConfig(profiles, handler, plugins, warnings.toList(source, "warnings")));
   }
 
   /**

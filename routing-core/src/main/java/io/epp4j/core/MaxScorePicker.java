@@ -13,17 +13,17 @@ import java.util.random.RandomGenerator;
  * upstream shuffles then sorts stably); returns up to {@code maxNumOfEndpoints} endpoints in
  * descending score order.
  */
-public final class MaxScorePicker implements Picker {
+final class MaxScorePicker implements Picker {
   private final int maxEndpoints;
 
-  public MaxScorePicker(int maxNumOfEndpoints) {
+  MaxScorePicker(int maxNumOfEndpoints) {
     if (maxNumOfEndpoints < 1) {
       throw new IllegalArgumentException("maxNumOfEndpoints must be >= 1, got " + maxNumOfEndpoints);
     }
     this.maxEndpoints = maxNumOfEndpoints;
   }
 
-  public int maxNumOfEndpoints() {
+  int maxNumOfEndpoints() {
     return maxEndpoints;
   }
 

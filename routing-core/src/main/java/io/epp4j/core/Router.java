@@ -27,12 +27,8 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
-import java.util.SplittableRandom;
-import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import java.util.logging.Logger;
-import java.util.random.RandomGenerator;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -86,8 +82,7 @@ public final class Router implements AutoCloseable {
   private final RouterTelemetry telemetry;
   private final Function<Class<?>, Optional<?>> services;
   private final List<Object> extraListeners;
-  private final @Nullable Long seed;
-  private final AtomicLong cycles = new AtomicLong();
+  private final TieBreaks tieBreaks;
   private final ThrottledWarning routerWarning;
   private final ThrottledWarning expiryWarning;
   private final Duration inFlightMaxAge;
@@ -109,7 +104,7 @@ public final class Router implements AutoCloseable {
     this.registry = b.registry();
     this.ticker = b.ticker;
     this.parser = b.parser;
-    this.seed = b.seed;
+    this.tieBreaks = new TieBreaks(b.seed);
     this.services = b.services();
     this.extraListeners = List.copyOf(b.extraListeners);
     this.saturation = new PoolSaturation(b.saturationQueueThreshold, b.saturationKvThreshold,
@@ -160,16 +155,11 @@ public final class Router implements AutoCloseable {
     } catch (SchedulingCycle.PluginFailure e) {
       // a plugin bug must not take the gateway down: this request gets a 503, the plugin was
       // logged (throttled) where it threw, and the next request is routed as usual
-      telemetry.error();
-      telemetry.recordDuration(System.nanoTime() - start);
-      return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "routing failed: "
-          + Objects.requireNonNull(e.getCause()).getClass().getSimpleName() + " in " + e.source);
+      return failed(start,
+          Objects.requireNonNull(e.getCause()).getClass().getSimpleName() + " in " + e.source);
     } catch (RuntimeException e) {
       routerWarning.report("failed to route a request: " + e.getClass().getName(), e);
-      telemetry.error();
-      telemetry.recordDuration(System.nanoTime() - start);
-      return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS,
-          "routing failed: " + e.getClass().getSimpleName());
+      return failed(start, e.getClass().getSimpleName());
     }
     if (d.isRouted()) {
       telemetry.routed();
@@ -178,6 +168,12 @@ public final class Router implements AutoCloseable {
     }
     telemetry.recordDuration(System.nanoTime() - start);
     return d;
+  }
+
+  private RoutingDecision failed(long start, String what) {
+    telemetry.error();
+    telemetry.recordDuration(System.nanoTime() - start);
+    return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "routing failed: " + what);
   }
 
   /**
@@ -208,7 +204,7 @@ public final class Router implements AutoCloseable {
       return RoutingDecision.rejected(Rejection.Reason.SHED,
           "pool is saturated and the request is sheddable (priority " + request.priority() + ")");
     }
-    CycleState cycleState = new CycleState(now, random());
+    CycleState cycleState = new CycleState(now, tieBreaks.next());
     SchedulingCycle cycle = new SchedulingCycle(request, cycleState, pool, active);
     ProfileHandler handler = active.config.profileHandler();
     String primary;
@@ -232,28 +228,12 @@ public final class Router implements AutoCloseable {
     // what was counted; from here on nothing may leave this method without the decision
     ledger.acquire(lease);
     try {
-      RequestListener[] listeners = active.requestListeners;
-      for (int i = 0; i < listeners.length; i++) {
-        try {
-          listeners[i].afterRouting(request, cycleState, decision);
-        } catch (RuntimeException e) {
-          // what a listener learns is an optimisation; the endpoint was chosen, so route anyway
-          active.requestListenerWarnings[i].report("threw " + e.getClass().getName()
-              + " in afterRouting; the request was routed anyway", e);
-        }
-      }
+      active.afterRouting(request, cycleState, decision);
     } catch (Error e) {
       ledger.release(lease);
       throw e;
     }
     return decision;
-  }
-
-  private RandomGenerator random() {
-    if (seed == null) {
-      return ThreadLocalRandom.current();
-    }
-    return new SplittableRandom(seed ^ (cycles.incrementAndGet() * 0x9E3779B97F4A7C15L));
   }
 
   // ------------------------------------------------------------------------------ pool changes
@@ -546,25 +526,19 @@ public final class Router implements AutoCloseable {
 
     /** Waiting requests at which an endpoint counts as saturated; default 5. */
     public Builder saturationQueueThreshold(int n) {
-      if (n < 1) {
-        throw new IllegalArgumentException("saturationQueueThreshold must be >= 1, got " + n);
-      }
-      s.saturationQueueThreshold = n;
+      s.saturationQueueThreshold = RouterSettings.atLeastOne(n, "saturationQueueThreshold");
       return this;
     }
 
     /** KV-cache usage at which an endpoint counts as saturated; default 0.8. */
     public Builder saturationKvThreshold(double v) {
-      if (!(v > 0 && v <= 1)) {
-        throw new IllegalArgumentException("saturationKvThreshold must be in (0,1], got " + v);
-      }
-      s.saturationKvThreshold = v;
+      s.saturationKvThreshold = RouterSettings.fraction(v, "saturationKvThreshold");
       return this;
     }
 
     /** Metrics older than this count as saturated for shedding; default 200 ms. */
     public Builder metricsStaleness(Duration d) {
-      s.metricsStaleness = positive(d, "metricsStaleness");
+      s.metricsStaleness = RouterSettings.positive(d, "metricsStaleness");
       return this;
     }
 
@@ -578,7 +552,7 @@ public final class Router implements AutoCloseable {
      * makes its endpoint look less busy than it is.
      */
     public Builder inFlightMaxAge(Duration d) {
-      s.inFlightMaxAge = positive(d, "inFlightMaxAge");
+      s.inFlightMaxAge = RouterSettings.positive(d, "inFlightMaxAge");
       return this;
     }
 
@@ -588,18 +562,8 @@ public final class Router implements AutoCloseable {
      * them until then, so keep it well above your slowest route.
      */
     public Builder retiredPluginCloseDelay(Duration d) {
-      if (d.isNegative()) {
-        throw new IllegalArgumentException("retiredPluginCloseDelay must be >= 0, got " + d);
-      }
-      s.retiredPluginCloseDelay = d;
+      s.retiredPluginCloseDelay = RouterSettings.notNegative(d, "retiredPluginCloseDelay");
       return this;
-    }
-
-    private static Duration positive(Duration d, String name) {
-      if (d.isNegative() || d.isZero()) {
-        throw new IllegalArgumentException(name + " must be positive, got " + d);
-      }
-      return d;
     }
 
     /** A service plugins can ask for through {@code PluginContext.service(type)}. */

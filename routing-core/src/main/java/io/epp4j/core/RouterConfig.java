@@ -9,8 +9,9 @@ import java.util.Objects;
 
 /**
  * A complete scheduling setup: the profiles in order, the profile handler, and every plugin
- * instance by name (including plugins that only listen, such as data producers). Produced by
- * {@link ConfigLoader} from an {@code EndpointPickerConfig} file or built in code.
+ * instance by name (including plugins that only listen, such as data producers). The router
+ * loads one from an {@code EndpointPickerConfig} file or YAML text ({@link Router.Builder#configFile},
+ * {@link Router#reconfigure(java.nio.file.Path)}), or an application builds one in code.
  */
 public final class RouterConfig {
   private final Map<String, SchedulingProfile> profiles;

@@ -125,4 +125,34 @@ final class RouterSettings {
     errs.addAll(r.errors());
     return Result.errors(errs);
   }
+
+  // the builder's checks, each naming the setting it guards
+
+  static int atLeastOne(int n, String name) {
+    if (n < 1) {
+      throw new IllegalArgumentException(name + " must be >= 1, got " + n);
+    }
+    return n;
+  }
+
+  static double fraction(double v, String name) {
+    if (!(v > 0 && v <= 1)) {
+      throw new IllegalArgumentException(name + " must be in (0,1], got " + v);
+    }
+    return v;
+  }
+
+  static Duration positive(Duration d, String name) {
+    if (d.isNegative() || d.isZero()) {
+      throw new IllegalArgumentException(name + " must be positive, got " + d);
+    }
+    return d;
+  }
+
+  static Duration notNegative(Duration d, String name) {
+    if (d.isNegative()) {
+      throw new IllegalArgumentException(name + " must be >= 0, got " + d);
+    }
+    return d;
+  }
 }

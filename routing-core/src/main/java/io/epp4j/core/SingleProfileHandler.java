@@ -9,7 +9,7 @@ import io.epp4j.api.ProfileRunner;
  * {@code single-profile-handler}: runs the one configured profile and makes it primary. With
  * several profiles configured it runs the first.
  */
-public final class SingleProfileHandler implements ProfileHandler {
+final class SingleProfileHandler implements ProfileHandler {
   @Override
   public String handle(InferenceRequest request, CycleState state, ProfileRunner runner) {
     String first = runner.profileNames().iterator().next();

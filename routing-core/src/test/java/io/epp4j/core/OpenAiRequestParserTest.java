@@ -453,7 +453,7 @@ class OpenAiRequestParserTest {
     Random rnd = new Random(5);
     for (int i = 0; i < 2000; i++) {
       var node = randomNode(rnd, 0);
-      assertThat(OpenAiRequestParser.canonical(node)).isEqualTo(JACKSON_SORTED.writeValueAsString(node));
+      assertThat(CanonicalJson.canonical(node)).isEqualTo(JACKSON_SORTED.writeValueAsString(node));
     }
   }
 
@@ -487,16 +487,16 @@ class OpenAiRequestParserTest {
       var expected = JACKSON_SORTED.readTree(text);
       try (var p = factory.createParser(text)) {
         p.nextToken();
-        var actual = OpenAiRequestParser.readTree(p);
+        var actual = CanonicalJson.readTree(p);
         assertThat(actual).isEqualTo(expected);
-        assertThat(OpenAiRequestParser.canonical(actual))
+        assertThat(CanonicalJson.canonical(actual))
             .isEqualTo(JACKSON_SORTED.writeValueAsString(expected));
       }
     }
     for (String text : new String[] {"{\"a\":1,\"a\":2}", "[1e400,-0,0.1,1E2]", "{\"b\":{},\"a\":[]}"}) {
       try (var p = factory.createParser(text)) {
         p.nextToken();
-        assertThat(OpenAiRequestParser.canonical(OpenAiRequestParser.readTree(p)))
+        assertThat(CanonicalJson.canonical(CanonicalJson.readTree(p)))
             .isEqualTo(JACKSON_SORTED.writeValueAsString(JACKSON_SORTED.readTree(text)));
       }
     }

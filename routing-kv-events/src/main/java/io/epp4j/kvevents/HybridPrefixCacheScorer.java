@@ -42,6 +42,10 @@ import java.util.List;
  */
 final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolListener,
     KvBlockIndex.DropListener {
+
+  // PdProfileHandler.PREFILL_PROFILE: spelled out because this module does not compile against
+  // routing-scorers, where the prefill/decode handler lives
+  private static final String PREFILL_PROFILE = "prefill";
   private final PrecisePrefixCacheScorer precise;
   private final RoutingMemory memory;
   private final double discount;
@@ -155,7 +159,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
       return;
     }
     remember(m, decision.primary(), state.nowNanos());
-    Endpoint prefill = decision.prefillEndpoint();
+    Endpoint prefill = decision.secondaryEndpoint(PREFILL_PROFILE);
     if (prefill != null) {
       remember(m, prefill, state.nowNanos());
     }

@@ -29,6 +29,10 @@ import org.jspecify.annotations.Nullable;
  * forgot it, and a replaced pod's address never returns to clear it.
  */
 final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolListener {
+
+  // PdProfileHandler.PREFILL_PROFILE: spelled out because this module does not compile against
+  // routing-scorers, where the prefill/decode handler lives
+  private static final String PREFILL_PROFILE = "prefill";
   private @Nullable KvEventTelemetry telemetry;
 
   /** Makes this scorer own the index's metrics export (closed with the scorer). */
@@ -208,7 +212,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       return;
     }
     recordSpeculative(m, decision.primary(), state.nowNanos());
-    Endpoint prefill = decision.prefillEndpoint();
+    Endpoint prefill = decision.secondaryEndpoint(PREFILL_PROFILE);
     if (prefill != null) {
       recordSpeculative(m, prefill, state.nowNanos());
     }

@@ -75,9 +75,9 @@ class PrefixHitsConsumersTest {
       store("10.0.1.1:8000", held, 10, 100); // all 160 tokens cached on the decode endpoint
       RoutingDecision warm = r.route(request(held));
       assertThat(warm.primary().id()).isEqualTo("10.0.1.1:8000");
-      assertThat(warm.prefillEndpoint()).as("0 uncached tokens < 100").isNull();
+      assertThat(warm.secondaryEndpoint("prefill")).as("0 uncached tokens < 100").isNull();
       RoutingDecision cold = r.route(request(prompt(2, 160)));
-      assertThat(cold.prefillEndpoint()).as("160 uncached tokens >= 100").isNotNull();
+      assertThat(cold.secondaryEndpoint("prefill")).as("160 uncached tokens >= 100").isNotNull();
     }
   }
 
@@ -87,9 +87,9 @@ class PrefixHitsConsumersTest {
         .configYaml(pdYaml("hybrid-prefix-cache-scorer"), "pd.yaml").ticker(now::get)
         .randomSeed(1).build()) {
       int[] p = prompt(3, 160);
-      assertThat(r.route(request(p)).prefillEndpoint()).isNotNull();
+      assertThat(r.route(request(p)).secondaryEndpoint("prefill")).isNotNull();
       now.addAndGet(5_000_000_000L); // speculative entries expire; the memory remains
-      assertThat(r.route(request(p)).prefillEndpoint()).isNull();
+      assertThat(r.route(request(p)).secondaryEndpoint("prefill")).isNull();
     }
   }
 
@@ -121,8 +121,8 @@ class PrefixHitsConsumersTest {
         String holder = eps.get(1 + k % 2).id();
         store(holder, p, 10, 1_000L * (k + 1));
         RoutingDecision d = r.route(request(p));
-        assertThat(d.prefillEndpoint()).as("prompt %d", k).isNotNull();
-        assertThat(d.prefillEndpoint().id()).as("prompt %d", k).isEqualTo(holder);
+        assertThat(d.secondaryEndpoint("prefill")).as("prompt %d", k).isNotNull();
+        assertThat(d.secondaryEndpoint("prefill").id()).as("prompt %d", k).isEqualTo(holder);
       }
     }
   }

@@ -164,7 +164,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
     Endpoint primary = decision.primary();
     record(primary.id(), lookup);
-    Endpoint prefill = decision.prefillEndpoint();
+    Endpoint prefill = PdProfileHandler.prefillEndpoint(decision);
     if (prefill != null && !prefill.id().equals(primary.id())) {
       record(prefill.id(), lookup);
     }

@@ -200,8 +200,8 @@ class RouterIntegrationTest {
         """;
     try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "pd.yaml").build()) {
       // the default threshold (0) runs prefill for every prompt
-      assertThat(r.route(tokens(199, 1)).prefillEndpoint()).isNull();
-      assertThat(r.route(tokens(200, 2)).prefillEndpoint()).isNotNull();
+      assertThat(PdProfileHandler.prefillEndpoint(r.route(tokens(199, 1)))).isNull();
+      assertThat(PdProfileHandler.prefillEndpoint(r.route(tokens(200, 2)))).isNotNull();
     }
   }
 
@@ -388,14 +388,14 @@ class RouterIntegrationTest {
     try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "pd.yaml").build()) {
       RoutingDecision cold = r.route(tokens(320, 9));
       assertThat(cold.primary().id()).isEqualTo("10.0.1.1:8000");
-      assertThat(cold.prefillEndpoint()).isNotNull();
-      assertThat(cold.prefillEndpoint().id()).isEqualTo("10.0.1.2:8000");
+      assertThat(PdProfileHandler.prefillEndpoint(cold)).isNotNull();
+      assertThat(PdProfileHandler.prefillEndpoint(cold).id()).isEqualTo("10.0.1.2:8000");
       // the decode endpoint now holds the prompt: 320 tokens cached, 0 uncached < 100
       RoutingDecision warm = r.route(tokens(320, 9));
       assertThat(warm.primary().id()).isEqualTo("10.0.1.1:8000");
-      assertThat(warm.prefillEndpoint()).isNull();
+      assertThat(PdProfileHandler.prefillEndpoint(warm)).isNull();
       // short prompts never reach the threshold
-      assertThat(r.route(tokens(50, 10)).prefillEndpoint()).isNull();
+      assertThat(PdProfileHandler.prefillEndpoint(r.route(tokens(50, 10)))).isNull();
     }
   }
 }

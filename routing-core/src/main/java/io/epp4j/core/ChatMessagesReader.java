@@ -1,0 +1,181 @@
+package io.epp4j.core;
+
+import static io.epp4j.core.RequestBodyErrors.at;
+
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.epp4j.api.ChatMessage;
+import java.io.IOException;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Reads a chat {@code messages} array from the request parser's stream into {@link ChatMessage}s:
+ * string content kept as parsed, content parts joined (text as is, media as canonical JSON so
+ * distinct media never look alike), and the tool-call fields appended as canonical JSON so they
+ * count towards the prompt's identity. Errors are returned as values naming the message and part.
+ */
+final class ChatMessagesReader {
+
+  private ChatMessagesReader() {}
+
+  /** Reads the array whose START_ARRAY is the current token; an error message or null. */
+  static @Nullable String readMessages(JsonParser p, List<ChatMessage> out) throws IOException {
+    int index = 0;
+    for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), index++) {
+      if (t != JsonToken.START_OBJECT) {
+        return messageField(index, "") + "' must be an object" + at(p);
+      }
+      String role = null;
+      // the common case, one string content, is kept as parsed; a builder only for parts
+      String text = null;
+      StringBuilder content = null;
+      String extra = null;
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String f = p.currentName();
+        JsonToken v = p.nextToken();
+        switch (f) {
+          case "role" -> {
+            if (v != JsonToken.VALUE_STRING) {
+              return messageField(index, ".role") + "' must be a string" + at(p);
+            }
+            role = p.getText();
+          }
+          case "content" -> {
+            if (v == JsonToken.VALUE_STRING) {
+              String value = p.getText();
+              if (text == null && content == null) {
+                text = value;
+              } else {
+                content = append(content, text).append(value);
+                text = null;
+              }
+            } else if (v == JsonToken.START_ARRAY) {
+              content = append(content, text);
+              text = null;
+              String err = readParts(p, content, index);
+              if (err != null) {
+                return err;
+              }
+            } else if (v != JsonToken.VALUE_NULL) {
+              return messageField(index, ".content") + "' must be a string or an array of parts" + at(p);
+            }
+          }
+          case "tool_calls", "name", "tool_call_id" -> {
+            JsonNode node = CanonicalJson.readTree(p);
+            String json = f + "=" + CanonicalJson.canonical(node);
+            extra = extra == null ? json : extra + "\n" + json;
+          }
+          default -> p.skipChildren();
+        }
+      }
+      if (role == null) {
+        return messageField(index, ".role") + "' is required";
+      }
+      if (extra != null) {
+        content = append(content, text).append('\n').append(extra);
+        text = null;
+      }
+      out.add(new ChatMessage(role, text != null ? text : content != null ? content.toString() : ""));
+    }
+    return null;
+  }
+
+  private static StringBuilder append(@Nullable StringBuilder sb, @Nullable String text) {
+    StringBuilder out = sb != null ? sb : new StringBuilder();
+    return text != null ? out.append(text) : out;
+  }
+
+  /** {@code field 'messages[i]<suffix>}, built only when an error is reported. */
+  private static String messageField(int index, String suffix) {
+    return "field 'messages[" + index + "]" + suffix;
+  }
+
+  /**
+   * Reads a content array. Text parts ({@code type} and {@code text} strings only) are read from
+   * the stream; any other part is read as a tree and kept as canonical JSON.
+   */
+  private static @Nullable String readParts(JsonParser p, StringBuilder content, int message)
+      throws IOException {
+    int i = 0;
+    for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
+      if (t != JsonToken.START_OBJECT) {
+        return partField(message, i, "") + "' must be an object" + at(p);
+      }
+      String type = null;
+      String text = null;
+      ObjectNode other = null;
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String f = p.currentName();
+        JsonToken v = p.nextToken();
+        if (other == null && v == JsonToken.VALUE_STRING && (f.equals("type") || f.equals("text"))) {
+          if (f.equals("type")) {
+            type = p.getText();
+          } else {
+            text = p.getText();
+          }
+          continue;
+        }
+        if (other == null) {
+          other = JsonNodeFactory.instance.objectNode();
+          if (type != null) {
+            other.put("type", type);
+          }
+          if (text != null) {
+            other.put("text", text);
+          }
+        }
+        other.set(f, CanonicalJson.readTree(p));
+      }
+      if (other == null) {
+        if (type == null) {
+          return partField(message, i, ".type") + "' is required";
+        }
+        if (type.equals("text")) {
+          if (text == null) {
+            return partField(message, i, ".text") + "' must be a string";
+          }
+          content.append(text);
+          continue;
+        }
+        other = JsonNodeFactory.instance.objectNode();
+        other.put("type", type);
+        if (text != null) {
+          other.put("text", text);
+        }
+      }
+      String err = appendPart(other, content, message, i);
+      if (err != null) {
+        return err;
+      }
+    }
+    return null;
+  }
+
+  private static @Nullable String appendPart(JsonNode part, StringBuilder content, int message,
+      int i) throws JsonProcessingException {
+    JsonNode type = part.get("type");
+    if (type == null || !type.isTextual()) {
+      return partField(message, i, ".type") + "' is required";
+    }
+    if ("text".equals(type.asText())) {
+      JsonNode text = part.get("text");
+      if (text == null || !text.isTextual()) {
+        return partField(message, i, ".text") + "' must be a string";
+      }
+      content.append(text.asText());
+    } else {
+      // images, audio, files: keep their identity so distinct media never look alike
+      content.append(CanonicalJson.canonical(part));
+    }
+    return null;
+  }
+
+  private static String partField(int message, int part, String suffix) {
+    return messageField(message, ".content") + "[" + part + "]" + suffix;
+  }
+}
