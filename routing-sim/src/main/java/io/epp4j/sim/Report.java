@@ -563,7 +563,21 @@ public final class Report {
       int y0, int w, int h) {
     int left = x0 + 64;
     int right = x0 + w - 20;
-    int top = y0 + 40;
+    // the legend gets its own rows under the title: inside the plot it would hide lines
+    g.setFont(new Font(Font.SANS_SERIF, Font.PLAIN, 11));
+    List<int[]> legendAt = new java.util.ArrayList<>();
+    int lx0 = 0;
+    int lrow = 0;
+    for (String name : byPolicy.keySet()) {
+      int width = 32 + g.getFontMetrics().stringWidth(name) + 14;
+      if (lx0 > 0 && left + lx0 + width > right) {
+        lx0 = 0;
+        lrow++;
+      }
+      legendAt.add(new int[] {left + lx0, y0 + 42 + lrow * 16});
+      lx0 += width;
+    }
+    int top = y0 + 56 + lrow * 16;
     int bottom = y0 + h - 50;
     double xLo = Double.MAX_VALUE;
     double xHi = -Double.MAX_VALUE;
@@ -659,13 +673,14 @@ public final class Report {
       for (int[] pt : points) {
         marker(g, li, pt[0], pt[1]);
       }
-      int ly = top + 12 + li * 16;
+      int lx = legendAt.get(li)[0];
+      int ly = legendAt.get(li)[1];
       g.setStroke(stroke(li));
-      g.drawLine(left + 8, ly, left + 34, ly);
+      g.drawLine(lx, ly, lx + 26, ly);
       g.setStroke(new BasicStroke(1.5f));
-      marker(g, li, left + 21, ly);
+      marker(g, li, lx + 13, ly);
       g.setColor(Color.BLACK);
-      g.drawString(e.getKey(), left + 40, ly + 4);
+      g.drawString(e.getKey(), lx + 32, ly + 4);
       li++;
     }
   }
