@@ -154,9 +154,14 @@ public final class Main {
           out.println();
         }
       }
-      Report.RunInfo info = new Report.RunInfo(version(), o.seed, o.replicas, o.profile.name(),
-          o.profile.maxNumSeqs(), o.profile.maxNumBatchedTokens(), o.scrapeIntervalMs,
-          List.of(args));
+      // the dominance points differ in seed, profile and replicas: each scenario entry says
+      // which, and the run's own fields say there is no single value rather than a wrong one
+      Report.RunInfo info = o.dominance
+          ? new Report.RunInfo(version(), 0, 0, "per-scenario", 0, 0, o.scrapeIntervalMs,
+              List.of(args))
+          : new Report.RunInfo(version(), o.seed, o.replicas, o.profile.name(),
+              o.profile.maxNumSeqs(), o.profile.maxNumBatchedTokens(), o.scrapeIntervalMs,
+              List.of(args));
       List<Dominance.Verdict> dominance = verdicts;
       write("--json", o.json, p -> Report.writeJson(info, results, dominance, p));
       write("--csv", o.csv, p -> Report.writeCsv(info, results, p));

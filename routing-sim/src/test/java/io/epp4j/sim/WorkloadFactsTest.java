@@ -71,6 +71,71 @@ class WorkloadFactsTest {
   }
 
   @Test
+  void aPromptSeenWholeStillComputesItsLastTokenSoItsLastBlockMisses(@TempDir Path dir)
+      throws Exception {
+    // vLLM hits at most prompt - 1 tokens: a repeated 1,024-token prompt hits 1,008
+    Path trace = dir.resolve("t.jsonl");
+    Files.writeString(trace, """
+        {"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}
+        {"timestamp": 5, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}
+        """);
+    assertThat(MooncakeTraceWorkload.load(trace, 0, 1.0, 131_072).hitRateCeiling(1, BLOCK))
+        .isCloseTo(1008.0 / 2048, within(1e-12));
+    // the same rule in the replay of the other workloads: two identical 32-token prompts
+    assertThat(InfiniteCache.hitRate(new RepeatedPrompt(), 1, BLOCK))
+        .isCloseTo(16.0 / 64, within(1e-12));
+  }
+
+  /** Two requests with the same 32-token prompt, the second after the first. */
+  private static final class RepeatedPrompt implements Workload {
+    @Override
+    public String name() {
+      return "repeat";
+    }
+
+    @Override
+    public String describe(HardwareProfile profile, int replicas) {
+      return "";
+    }
+
+    @Override
+    public Workload atLoad(double level) {
+      return this;
+    }
+
+    @Override
+    public double capacityCrossover(HardwareProfile profile, int replicas) {
+      return Double.NaN;
+    }
+
+    @Override
+    public String crossoverNote(HardwareProfile profile, int replicas) {
+      return "";
+    }
+
+    @Override
+    public Run start(long seed) {
+      int[] tokens = TestRequests.tokens(1, 40);
+      return new Run() {
+        @Override
+        public int totalRequests() {
+          return 2;
+        }
+
+        @Override
+        public void begin(Submitter submitter) {
+          for (int i = 0; i < 2; i++) {
+            submitter.submit(i, new RequestSpec("r" + i, "s" + i, 32, 8, () -> tokens, false, i));
+          }
+        }
+
+        @Override
+        public void onFinished(RequestSpec spec, long nowNanos, Submitter submitter) {}
+      };
+    }
+  }
+
+  @Test
   void loadLevelsMultiplyDialogsClientsRateAndArrivalsRoundingHalvesUp(@TempDir Path dir)
       throws Exception {
     MultiTurnWorkload m = MultiTurnWorkload.defaults();
