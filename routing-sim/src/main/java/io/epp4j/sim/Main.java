@@ -55,6 +55,14 @@ public final class Main {
         --max-num-seqs N       override the profile's max_num_seqs
         --max-num-batched-tokens N  override the profile's max_num_batched_tokens
         --json PATH --csv PATH --chart PATH.png   write the report (checked before the run)
+        --load-levels LIST     multipliers of every scenario's offered load, e.g. 1,1.5,2
+                               (shared-prefix: concurrency or --rate × level; multi-turn:
+                               dialogs × level; trace: timestamps ÷ level; counts rounded to
+                               the nearest, halves up); one table per level (default 1)
+        --dominance            epp4j against the best other policy at every point of a fixed
+                               sweep (shared-prefix, multi-turn, trace × load 1-2.5 × seeds
+                               1-3); takes only --json --csv --chart --trace
+                               --scrape-interval --quiet
         --quiet                no progress and no router warnings on stderr (errors still)
         --help                 this text
 
@@ -126,15 +134,36 @@ public final class Main {
       return 2;
     }
     try {
-      List<ScenarioResult> results = compare(o, o.quiet ? null : err);
-      for (ScenarioResult s : results) {
-        Report.printTable(s, out);
-        out.println();
+      List<ScenarioResult> results;
+      List<Dominance.Verdict> verdicts = null;
+      if (o.dominance) {
+        long start = System.nanoTime();
+        results = dominance(o, o.quiet ? null : err);
+        verdicts = new ArrayList<>();
+        for (ScenarioResult s : results) {
+          verdicts.add(Dominance.judge(s, Dominance.SUBJECT));
+        }
+        Dominance.print(verdicts, out);
+        out.printf(Locale.ROOT, "%d simulations in %.0f wall s (%d threads)%n",
+            results.size() * Dominance.policies().size(), (System.nanoTime() - start) / 1e9,
+            Dominance.THREADS);
+      } else {
+        results = compare(o, o.quiet ? null : err);
+        for (ScenarioResult s : results) {
+          Report.printTable(s, out);
+          out.println();
+        }
       }
-      Report.RunInfo info = new Report.RunInfo(version(), o.seed, o.replicas, o.profile.name(),
-          o.profile.maxNumSeqs(), o.profile.maxNumBatchedTokens(), o.scrapeIntervalMs,
-          List.of(args));
-      write("--json", o.json, p -> Report.writeJson(info, results, p));
+      // the dominance points differ in seed, profile and replicas: each scenario entry says
+      // which, and the run's own fields say there is no single value rather than a wrong one
+      Report.RunInfo info = o.dominance
+          ? new Report.RunInfo(version(), 0, 0, "per-scenario", 0, 0, o.scrapeIntervalMs,
+              List.of(args))
+          : new Report.RunInfo(version(), o.seed, o.replicas, o.profile.name(),
+              o.profile.maxNumSeqs(), o.profile.maxNumBatchedTokens(), o.scrapeIntervalMs,
+              List.of(args));
+      List<Dominance.Verdict> dominance = verdicts;
+      write("--json", o.json, p -> Report.writeJson(info, results, dominance, p));
       write("--csv", o.csv, p -> Report.writeCsv(info, results, p));
       write("--chart", o.chart, p -> Report.writeChart(results, p));
       List<String> failures = failures(results);
@@ -298,7 +327,7 @@ public final class Main {
     }
   }
 
-  /** Runs every scenario × policy of the options. */
+  /** Runs every scenario × load level × policy of the options. */
   static List<ScenarioResult> compare(Options o, @Nullable PrintStream progress)
       throws RunFailure {
     HardwareProfile hw = o.profile;
@@ -307,33 +336,81 @@ public final class Main {
     // every workload first: a missing trace must not wait for the other scenarios to run
     List<Workload> workloads = new ArrayList<>();
     for (String scenario : o.scenarios) {
-      workloads.add(o.workload(scenario));
+      workloads.add(o.workload(scenario, hw));
     }
     List<ScenarioResult> out = new ArrayList<>();
     try (RouterWarnings warnings = new RouterWarnings(progress)) {
-      for (Workload w : workloads) {
-        List<PolicyResult> rs = new ArrayList<>();
-        for (Policy p : o.policies) {
-          if (progress != null) {
-            progress.printf("running %s / %s ...%n", w.name(), p.name());
-          }
-          PolicyResult r = new Simulation(settings, w, p, null).run();
-          if (progress != null) {
-            progress.printf("  %s / %s: %d requests in %.2f s (%.0f simulated requests/s)%n",
-                w.name(), p.name(), r.requests(), r.wallSeconds(),
-                r.simulatedRequestsPerWallSecond());
-            if (r.routerRejectedRequests() > 0) {
-              progress.printf("  %s / %s: %d requests rejected by the router (first: %s)%n",
-                  w.name(), p.name(), r.routerRejectedRequests(), r.firstRouterRejection());
+      for (Workload base : workloads) {
+        for (double level : o.loadLevels) {
+          Workload w = base.atLoad(level);
+          String label = o.loadLevels.size() > 1 || level != 1.0
+              ? w.name() + " ×" + levelText(level) : w.name();
+          List<PolicyResult> rs = new ArrayList<>();
+          for (Policy p : o.policies) {
+            if (progress != null) {
+              progress.printf("running %s / %s ...%n", label, p.name());
             }
-            warnings.summarize(w.name() + " / " + p.name());
+            PolicyResult r = new Simulation(settings, w, p, null).run();
+            if (progress != null) {
+              progress.printf("  %s / %s: %d requests in %.2f s (%.0f simulated requests/s)%n",
+                  label, p.name(), r.requests(), r.wallSeconds(),
+                  r.simulatedRequestsPerWallSecond());
+              if (r.routerRejectedRequests() > 0) {
+                progress.printf("  %s / %s: %d requests rejected by the router (first: %s)%n",
+                    label, p.name(), r.routerRejectedRequests(), r.firstRouterRejection());
+              }
+              warnings.summarize(label + " / " + p.name());
+            }
+            rs.add(r);
           }
-          rs.add(r);
+          out.add(scenarioResult(base, level, hw, o.replicas, o.seed, rs, w.parameters()));
         }
-        out.add(new ScenarioResult(w.name(), w.describe(hw, o.replicas), rs, w.parameters()));
       }
     }
     return out;
+  }
+
+  /**
+   * The dominance experiment: shared-prefix and multi-turn on the default profile and 6 replicas,
+   * the Mooncake trace on {@code llama3.1-8b-h100} and 8 replicas.
+   */
+  static List<ScenarioResult> dominance(Options o, @Nullable PrintStream progress)
+      throws RunFailure {
+    HardwareProfile small = HardwareProfile.qwen3H100Mps6();
+    HardwareProfile full = HardwareProfile.llama31H100();
+    List<Dominance.Scenario> scenarios = List.of(
+        new Dominance.Scenario(SharedPrefixWorkload.defaults(), small, 6),
+        new Dominance.Scenario(MultiTurnWorkload.defaults(), small, 6),
+        new Dominance.Scenario(o.workload(MooncakeTraceWorkload.NAME, full), full, 8));
+    try (RouterWarnings warnings = new RouterWarnings(progress)) {
+      List<ScenarioResult> out = Dominance.run(scenarios, Dominance.LEVELS, Dominance.SEEDS,
+          Dominance.policies(), Math.round(o.scrapeIntervalMs * 1e6), Dominance.THREADS,
+          progress);
+      if (progress != null) {
+        warnings.summarize("dominance");
+      }
+      return out;
+    }
+  }
+
+  /**
+   * One scenario at one load level: the results with the workload's facts (hit-rate ceiling,
+   * capacity crossover) computed from {@code base} and added to the header.
+   */
+  static ScenarioResult scenarioResult(Workload base, double level, HardwareProfile hw,
+      int replicas, long seed, List<PolicyResult> rs, Map<String, Object> load) {
+    Workload w = base.atLoad(level);
+    double ceiling = w.hitRateCeiling(seed, hw.blockSize());
+    double crossover = base.capacityCrossover(hw, replicas);
+    String description = w.describe(hw, replicas) + String.format(Locale.ROOT,
+        "%nLoad level %s; hit-rate ceiling %.1f%% (an infinite cache, every request on one"
+            + " replica); %s.", levelText(level), ceiling * 100, base.crossoverNote(hw, replicas));
+    return new ScenarioResult(base.name(), description, rs, load, level, seed, ceiling, crossover);
+  }
+
+  static String levelText(double level) {
+    return level == Math.rint(level) ? String.format(Locale.ROOT, "%.0f", level)
+        : String.format(Locale.ROOT, "%s", level);
   }
 
   /** Parsed command line. */
@@ -355,6 +432,10 @@ public final class Main {
     /** {@code mooncake:PATH}, or null for the shared trace beside the repository. */
     @Nullable String trace;
     double timeScale = 1.0;
+    /** Multipliers of every scenario's offered load ({@code --load-levels}). */
+    List<Double> loadLevels = List.of(1.0);
+    /** {@code --dominance}: the fixed epp4j-against-the-rest experiment. */
+    boolean dominance;
     /** Engine limits given on the command line, -1 when not. */
     private int maxSeqs = -1;
     private int maxBatched = -1;
@@ -372,6 +453,10 @@ public final class Main {
         }
         if (a.equals("--quiet")) {
           o.quiet = true;
+          continue;
+        }
+        if (a.equals("--dominance")) {
+          o.dominance = true;
           continue;
         }
         if (!a.startsWith("--")) {
@@ -416,6 +501,19 @@ public final class Main {
       multi = new MultiTurnWorkload(w.dialogs, w.turns, w.mtSystem, w.user, w.reply,
           w.think, multi.startSpreadSeconds());
       addConfigPolicies(configs);
+      if (dominance) {
+        for (String k : kv.keySet()) {
+          if (!DOMINANCE_OPTIONS.contains(k)) {
+            throw new UsageException("--dominance runs a fixed experiment; " + k
+                + " does not apply to it (it takes " + String.join(", ", DOMINANCE_OPTIONS)
+                + ", --quiet)");
+          }
+        }
+        if (!configs.isEmpty()) {
+          throw new UsageException("--dominance runs a fixed experiment; --config does not"
+              + " apply to it");
+        }
+      }
       if (policies.isEmpty()) {
         throw new UsageException("no policy to run");
       }
@@ -456,11 +554,34 @@ public final class Main {
           trace = v;
         }
         case "--time-scale" -> timeScale = doubleArg(name, v, 1e-6, 1e6);
+        case "--load-levels" -> loadLevels = levelList(v);
         default -> {
           return false;
         }
       }
       return true;
+    }
+
+    /** Options {@code --dominance} accepts next to {@code --quiet}. */
+    static final List<String> DOMINANCE_OPTIONS = List.of("--json", "--csv", "--chart",
+        "--trace", "--scrape-interval");
+
+    private static List<Double> levelList(String v) throws UsageException {
+      List<Double> list = new ArrayList<>();
+      for (String s : v.split(",")) {
+        if (s.isBlank()) {
+          continue;
+        }
+        double x = doubleArg("--load-levels", s, 0.01, 1000);
+        if (list.contains(x)) {
+          throw new UsageException("--load-levels lists " + s.trim() + " twice");
+        }
+        list.add(x);
+      }
+      if (list.isEmpty()) {
+        throw new UsageException("--load-levels needs at least one level");
+      }
+      return list;
     }
 
     private static List<String> scenarioList(String v) throws UsageException {
@@ -509,16 +630,16 @@ public final class Main {
       }
     }
 
-    Workload workload(String scenario) throws RunFailure {
+    Workload workload(String scenario, HardwareProfile hw) throws RunFailure {
       return switch (scenario) {
         case SharedPrefixWorkload.NAME -> shared;
         case MultiTurnWorkload.NAME -> multi;
-        case MooncakeTraceWorkload.NAME -> loadTrace();
+        case MooncakeTraceWorkload.NAME -> loadTrace(hw);
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       };
     }
 
-    private Workload loadTrace() throws RunFailure {
+    private Workload loadTrace(HardwareProfile hw) throws RunFailure {
       Path path;
       if (trace != null) {
         path = Path.of(trace.substring("mooncake:".length()));
@@ -532,7 +653,7 @@ public final class Main {
       }
       try {
         return MooncakeTraceWorkload.load(path, Math.max(0, requests), timeScale,
-            profile.maxModelLen());
+            hw.maxModelLen());
       } catch (java.nio.file.NoSuchFileException e) {
         throw new RunFailure("trace file not found: " + path);
       } catch (IOException e) {

@@ -105,6 +105,65 @@ public final class MooncakeTraceWorkload implements Workload {
     return m;
   }
 
+  /**
+   * The same requests arriving {@code level} times as fast: timestamps divided by
+   * {@code level}.
+   */
+  @Override
+  public MooncakeTraceWorkload atLoad(double level) {
+    return new MooncakeTraceWorkload(path, entries, timeScale / level, maxModelLen);
+  }
+
+  /**
+   * From the hash ids, not the tokens: a request's leading blocks whose id appeared in an earlier
+   * request hit (each covers {@value #TRACE_BLOCK_TOKENS} tokens, the last one what is left of
+   * the prompt). vLLM's rules are approximated on the sum: rounded down to whole
+   * {@code blockSize}-token blocks and at most {@code prompt - 1} tokens, with prompts clipped to
+   * the context as the replay clips them. Output blocks are not counted (Mooncake ids cover the
+   * input only).
+   */
+  @Override
+  public double hitRateCeiling(long seed, int blockSize) {
+    java.util.Set<Long> seen = new java.util.HashSet<>();
+    long queried = 0;
+    long hit = 0;
+    for (Entry e : entries) {
+      int output = Math.min(e.outputLength(), maxModelLen - 1);
+      int prompt = Math.min(e.inputLength(), maxModelLen - output);
+      long tokens = 0;
+      boolean prefix = true;
+      for (int b = 0; b < e.hashIds().length; b++) {
+        boolean before = !seen.add(e.hashIds()[b]);
+        long pos = (long) b * TRACE_BLOCK_TOKENS;
+        if (prefix && before && pos < prompt) {
+          tokens += Math.min(TRACE_BLOCK_TOKENS, prompt - pos);
+        } else {
+          prefix = false;
+        }
+      }
+      long capped = Math.min(tokens, prompt - 1);
+      hit += capped / blockSize * blockSize;
+      queried += prompt;
+    }
+    return queried == 0 ? 0 : hit / (double) queried;
+  }
+
+  /**
+   * How far apart two uses of a block are counts requests, not seconds, and a prefix cache
+   * evicts by allocation, not by age: the arrival rate does not move a trace's working set past
+   * the cache, so there is no crossover ({@code NaN}).
+   */
+  @Override
+  public double capacityCrossover(HardwareProfile profile, int replicas) {
+    return Double.NaN;
+  }
+
+  @Override
+  public String crossoverNote(HardwareProfile profile, int replicas) {
+    return "KV capacity crossover: none (reuse distance counts requests, not seconds; the"
+        + " arrival rate does not change it)";
+  }
+
   int size() {
     return entries.size();
   }

@@ -65,6 +65,33 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
     return (kvTokens - systemPromptLength) / (finalLength() - systemPromptLength);
   }
 
+  /**
+   * {@code level} × the dialogs, rounded to the nearest dialog (halves up) and at least one; the
+   * dialogs keep their sizes and think times, so the load grows with the dialogs active at once.
+   */
+  @Override
+  public MultiTurnWorkload atLoad(double level) {
+    return new MultiTurnWorkload(Math.max(1, (int) Math.round(dialogs * level)), turns,
+        systemPromptLength, userLength, replyLength, thinkTimeSeconds, startSpreadSeconds);
+  }
+
+  /**
+   * Every dialog is active from its start (within {@code startSpreadSeconds}) to its last turn,
+   * so the live KV is the dialogs at their final length; the crossover is the level at which
+   * they no longer fit in the cluster, the system prompt counted once per replica.
+   */
+  @Override
+  public double capacityCrossover(HardwareProfile profile, int replicas) {
+    return replicas * dialogsThatFit(profile.kvTokensPerReplica()) / dialogs;
+  }
+
+  @Override
+  public String crossoverNote(HardwareProfile profile, int replicas) {
+    return String.format(Locale.ROOT, "KV capacity crossover at load level %.2f (%.1f dialogs at"
+        + " their final length fill the cluster's KV)", capacityCrossover(profile, replicas),
+        replicas * dialogsThatFit(profile.kvTokensPerReplica()));
+  }
+
   @Override
   public String describe(HardwareProfile profile, int replicas) {
     double fin = finalLength();

@@ -52,7 +52,8 @@ public final class Report {
    * cell, so large routing times or counts widen a column instead of shifting the rest.
    */
   public static void printTable(ScenarioResult s, PrintStream out) {
-    out.println("== " + s.scenario());
+    out.println("== " + s.scenario() + (s.loadLevel() == 1.0 ? ""
+        : " (load level " + Main.levelText(s.loadLevel()) + ")"));
     for (String line : s.description().split("\\R")) {
       out.println("   " + line);
     }
@@ -167,6 +168,15 @@ public final class Report {
    * "results":[{..}]}]}}; {@code run} only when given.
    */
   public static String toJson(@Nullable RunInfo run, List<ScenarioResult> scenarios) {
+    return toJson(run, scenarios, null);
+  }
+
+  /**
+   * The JSON report; with {@code dominance} (from {@code --dominance}) it has a
+   * {@code "dominance"} object too: the target, one entry per point and the counts.
+   */
+  static String toJson(@Nullable RunInfo run, List<ScenarioResult> scenarios,
+      @Nullable List<Dominance.Verdict> dominance) {
     ObjectMapper m = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
     ObjectNode root = m.createObjectNode();
     if (run != null) {
@@ -186,6 +196,10 @@ public final class Report {
       ObjectNode sn = arr.addObject();
       sn.put("scenario", s.scenario());
       sn.put("description", s.description());
+      sn.put("loadLevel", s.loadLevel());
+      sn.put("seed", s.seed());
+      putNumber(sn, "hitRateCeiling", round(s.hitRateCeiling(), 4));
+      putNumber(sn, "capacityCrossoverLoadLevel", round(s.capacityCrossover(), 3));
       sn.set("load", m.valueToTree(s.load()));
       ArrayNode rs = sn.putArray("results");
       for (PolicyResult r : s.results()) {
@@ -214,6 +228,32 @@ public final class Report {
         o.put("simulatedSeconds", round(r.simulatedSeconds(), 3));
       }
     }
+    if (dominance != null) {
+      ObjectNode dn = root.putObject("dominance");
+      dn.put("subject", Dominance.SUBJECT);
+      dn.put("hitTolerance", Dominance.HIT_TOLERANCE);
+      dn.put("p95Factor", Dominance.P95_FACTOR);
+      dn.put("p95SlackMs", Dominance.P95_SLACK_MS);
+      int[] counts = new int[Dominance.Outcome.values().length];
+      ArrayNode pts = dn.putArray("points");
+      for (Dominance.Verdict v : dominance) {
+        counts[v.outcome().ordinal()]++;
+        ObjectNode pn = pts.addObject();
+        pn.put("scenario", v.point().scenario());
+        pn.put("loadLevel", v.point().loadLevel());
+        pn.put("seed", v.point().seed());
+        pn.put("hitRate", round(v.subject().prefixCacheHitRate(), 4));
+        pn.put("ttftP95Ms", round(v.subject().ttftP95Ms(), 2));
+        pn.put("bestOtherHitRate", round(v.bestHit().prefixCacheHitRate(), 4));
+        pn.put("bestOtherHitPolicy", v.bestHit().policy());
+        pn.put("bestOtherTtftP95Ms", round(v.bestP95().ttftP95Ms(), 2));
+        pn.put("bestOtherP95Policy", v.bestP95().policy());
+        pn.put("outcome", v.outcome().name().toLowerCase(Locale.ROOT));
+      }
+      for (Dominance.Outcome o : Dominance.Outcome.values()) {
+        dn.put(o.name().toLowerCase(Locale.ROOT), counts[o.ordinal()]);
+      }
+    }
     try {
       return m.writeValueAsString(root) + "\n";
     } catch (IOException e) {
@@ -229,7 +269,19 @@ public final class Report {
     return toJson(scenarios).replaceAll("\"routing(Mean|P99)Micros\" : [0-9.E-]+", "\"routing$1Micros\" : 0");
   }
 
+  /** A number, or JSON null for NaN (a fact that does not apply). */
+  private static void putNumber(ObjectNode n, String field, double v) {
+    if (Double.isNaN(v)) {
+      n.putNull(field);
+    } else {
+      n.put(field, v);
+    }
+  }
+
   private static double round(double v, int digits) {
+    if (Double.isNaN(v)) {
+      return v;
+    }
     double f = Math.pow(10, digits);
     return Math.round(v * f) / f;
   }
@@ -250,7 +302,7 @@ public final class Report {
         + "e2eP50Ms,e2eP95Ms,outputTokensPerSec,requests,preemptions,evictions,"
         + "maxRequestsPerReplica,meanRequestsPerReplica,maxSessionsPerReplica,"
         + "meanSessionsPerReplica,routingMeanMicros,routingP99Micros,clippedRequests,"
-        + "rejectedRequests,simulatedSeconds");
+        + "rejectedRequests,simulatedSeconds,loadLevel");
     sb.append(run == null ? "\n" : ",seed,replicas,profile,scrapeIntervalMs,version,load\n");
     for (ScenarioResult s : scenarios) {
       for (PolicyResult r : s.results()) {
@@ -262,6 +314,7 @@ public final class Report {
             r.meanRequestsPerReplica(), r.maxSessionsPerReplica(), r.meanSessionsPerReplica(),
             r.routingMeanMicros(), r.routingP99Micros(), r.clippedRequests(),
             r.rejectedRequests(), r.simulatedSeconds()));
+        sb.append(',').append(s.loadLevel());
         if (run != null) {
           StringBuilder load = new StringBuilder();
           s.load().forEach((k, v) -> load.append(load.length() == 0 ? "" : " ")
@@ -289,6 +342,11 @@ public final class Report {
     Files.writeString(p, toJson(run, s), StandardCharsets.UTF_8);
   }
 
+  static void writeJson(@Nullable RunInfo run, List<ScenarioResult> s,
+      @Nullable List<Dominance.Verdict> dominance, Path p) throws IOException {
+    Files.writeString(p, toJson(run, s, dominance), StandardCharsets.UTF_8);
+  }
+
   public static void writeCsv(@Nullable RunInfo run, List<ScenarioResult> s, Path p)
       throws IOException {
     Files.writeString(p, toCsv(run, s), StandardCharsets.UTF_8);
@@ -298,8 +356,15 @@ public final class Report {
       new Color(0x1f77b4), new Color(0xd62728), new Color(0x2ca02c), new Color(0xff7f0e),
       new Color(0x9467bd), new Color(0x8c564b), new Color(0xe377c2), new Color(0x7f7f7f)};
 
-  /** A PNG with one TTFT CDF panel per scenario (log-scaled time axis), one line per policy. */
+  /**
+   * A PNG with one TTFT CDF panel per scenario (log-scaled time axis), one line per policy; for
+   * a load sweep (a scenario at more than one load level) {@link #writeSweepChart} instead.
+   */
   public static void writeChart(List<ScenarioResult> scenarios, Path p) throws IOException {
+    if (isSweep(scenarios)) {
+      writeSweepChart(scenarios, p);
+      return;
+    }
     System.setProperty("java.awt.headless", "true");
     int panelW = 640;
     int panelH = 420;
@@ -437,6 +502,185 @@ public final class Report {
       marker(g, li, left + 21, ly);
       g.setColor(Color.BLACK);
       g.drawString(r.policy(), left + 40, ly + 4);
+      li++;
+    }
+  }
+
+  /** Whether some scenario was run at more than one load level. */
+  static boolean isSweep(List<ScenarioResult> scenarios) {
+    java.util.Map<String, java.util.Set<Double>> levels = new java.util.HashMap<>();
+    for (ScenarioResult s : scenarios) {
+      levels.computeIfAbsent(s.scenario(), k -> new java.util.HashSet<>()).add(s.loadLevel());
+    }
+    return levels.values().stream().anyMatch(l -> l.size() > 1);
+  }
+
+  /**
+   * A load sweep: one row per scenario, TTFT p95 against the load level (log-scaled) on the left
+   * and the hit rate against it on the right, one line per policy; points of several seeds at
+   * one level are averaged. Each policy has its own colour, dash pattern and marker, so lines
+   * that coincide stay distinguishable.
+   */
+  static void writeSweepChart(List<ScenarioResult> scenarios, Path p) throws IOException {
+    System.setProperty("java.awt.headless", "true");
+    // scenario -> policy -> level -> {sum p95, sum hit, count}
+    java.util.Map<String, java.util.Map<String, java.util.TreeMap<Double, double[]>>> data =
+        new java.util.LinkedHashMap<>();
+    for (ScenarioResult s : scenarios) {
+      var byPolicy = data.computeIfAbsent(s.scenario(), k -> new java.util.LinkedHashMap<>());
+      for (PolicyResult r : s.results()) {
+        double[] acc = byPolicy.computeIfAbsent(r.policy(), k -> new java.util.TreeMap<>())
+            .computeIfAbsent(s.loadLevel(), k -> new double[3]);
+        acc[0] += r.ttftP95Ms();
+        acc[1] += r.prefixCacheHitRate();
+        acc[2]++;
+      }
+    }
+    int panelW = 560;
+    int panelH = 400;
+    BufferedImage img = new BufferedImage(2 * panelW, panelH * data.size(),
+        BufferedImage.TYPE_INT_RGB);
+    Graphics2D g = img.createGraphics();
+    g.setRenderingHint(RenderingHints.KEY_ANTIALIASING, RenderingHints.VALUE_ANTIALIAS_ON);
+    g.setRenderingHint(RenderingHints.KEY_TEXT_ANTIALIASING,
+        RenderingHints.VALUE_TEXT_ANTIALIAS_ON);
+    g.setColor(Color.WHITE);
+    g.fillRect(0, 0, img.getWidth(), img.getHeight());
+    int row = 0;
+    for (var e : data.entrySet()) {
+      drawSweepPanel(g, e.getKey(), e.getValue(), true, 0, row * panelH, panelW, panelH);
+      drawSweepPanel(g, e.getKey(), e.getValue(), false, panelW, row * panelH, panelW, panelH);
+      row++;
+    }
+    g.dispose();
+    if (!ImageIO.write(img, "png", p.toFile())) {
+      throw new IOException("no PNG writer available");
+    }
+  }
+
+  private static void drawSweepPanel(Graphics2D g, String scenario,
+      java.util.Map<String, java.util.TreeMap<Double, double[]>> byPolicy, boolean p95, int x0,
+      int y0, int w, int h) {
+    int left = x0 + 64;
+    int right = x0 + w - 20;
+    // the legend gets its own rows under the title: inside the plot it would hide lines
+    g.setFont(new Font(Font.SANS_SERIF, Font.PLAIN, 11));
+    List<int[]> legendAt = new java.util.ArrayList<>();
+    int lx0 = 0;
+    int lrow = 0;
+    for (String name : byPolicy.keySet()) {
+      int width = 32 + g.getFontMetrics().stringWidth(name) + 14;
+      if (lx0 > 0 && left + lx0 + width > right) {
+        lx0 = 0;
+        lrow++;
+      }
+      legendAt.add(new int[] {left + lx0, y0 + 42 + lrow * 16});
+      lx0 += width;
+    }
+    int top = y0 + 56 + lrow * 16;
+    int bottom = y0 + h - 50;
+    double xLo = Double.MAX_VALUE;
+    double xHi = -Double.MAX_VALUE;
+    double yLo = Double.MAX_VALUE;
+    double yHi = 0;
+    for (var levels : byPolicy.values()) {
+      for (var e : levels.entrySet()) {
+        xLo = Math.min(xLo, e.getKey());
+        xHi = Math.max(xHi, e.getKey());
+        double v = p95 ? e.getValue()[0] / e.getValue()[2] : e.getValue()[1] / e.getValue()[2];
+        yLo = Math.min(yLo, v);
+        yHi = Math.max(yHi, v);
+      }
+    }
+    if (xHi <= xLo) {
+      xHi = xLo + 1;
+    }
+    double logLo = 0;
+    double logHi = 1;
+    if (p95) {
+      logLo = Math.floor(Math.log10(Math.max(0.1, yLo)));
+      logHi = Math.max(logLo + 1, Math.ceil(Math.log10(Math.max(0.1, yHi))));
+    }
+    g.setColor(Color.BLACK);
+    g.setFont(new Font(Font.SANS_SERIF, Font.BOLD, 14));
+    g.drawString((p95 ? "TTFT p95 vs load — " : "Prefix-cache hit rate vs load — ") + scenario,
+        left, y0 + 24);
+    g.setFont(new Font(Font.SANS_SERIF, Font.PLAIN, 11));
+    g.drawRect(left, top, right - left, bottom - top);
+    final double fxLo = xLo;
+    final double fxHi = xHi;
+    java.util.function.DoubleToIntFunction xOf = v ->
+        (int) (left + (v - fxLo) / (fxHi - fxLo) * (right - left));
+    final double fLogLo = logLo;
+    final double fLogHi = logHi;
+    java.util.function.DoubleToIntFunction yOf = p95
+        ? v -> (int) (bottom - (Math.log10(Math.max(v, Math.pow(10, fLogLo))) - fLogLo)
+            / (fLogHi - fLogLo) * (bottom - top))
+        : v -> (int) (bottom - v * (bottom - top));
+    java.util.Set<Double> xs = new java.util.TreeSet<>();
+    byPolicy.values().forEach(l -> xs.addAll(l.keySet()));
+    for (double x : xs) {
+      int px = xOf.applyAsInt(x);
+      g.setColor(new Color(0xDDDDDD));
+      g.drawLine(px, top, px, bottom);
+      g.setColor(Color.BLACK);
+      g.drawString("×" + Main.levelText(x), px - 8, bottom + 15);
+    }
+    if (p95) {
+      for (double d = logLo; d <= logHi; d++) {
+        int py = yOf.applyAsInt(Math.pow(10, d));
+        g.setColor(new Color(0xDDDDDD));
+        g.drawLine(left, py, right, py);
+        g.setColor(Color.BLACK);
+        double v = Math.pow(10, d);
+        g.drawString(v >= 1000 ? String.format(Locale.ROOT, "%.0fs", v / 1000)
+            : String.format(Locale.ROOT, "%sms", v >= 1 ? String.valueOf((long) v)
+                : String.valueOf(v)), x0 + 20, py + 4);
+      }
+    } else {
+      for (int q = 0; q <= 4; q++) {
+        int py = yOf.applyAsInt(q / 4.0);
+        g.setColor(new Color(0xDDDDDD));
+        g.drawLine(left, py, right, py);
+        g.setColor(Color.BLACK);
+        g.drawString(String.format(Locale.ROOT, "%d%%", q * 25), x0 + 25, py + 4);
+      }
+    }
+    g.drawString("load level (× the scenario's offered load)", left + (right - left) / 2 - 110,
+        y0 + h - 15);
+    int li = 0;
+    for (var e : byPolicy.entrySet()) {
+      Color c = PALETTE[li % PALETTE.length];
+      g.setColor(c);
+      java.awt.geom.Path2D.Double line = new java.awt.geom.Path2D.Double();
+      boolean first = true;
+      List<int[]> points = new java.util.ArrayList<>();
+      for (var lv : e.getValue().entrySet()) {
+        double[] acc = lv.getValue();
+        int px = xOf.applyAsInt(lv.getKey());
+        int py = yOf.applyAsInt(p95 ? acc[0] / acc[2] : acc[1] / acc[2]);
+        if (first) {
+          line.moveTo(px, py);
+          first = false;
+        } else {
+          line.lineTo(px, py);
+        }
+        points.add(new int[] {px, py});
+      }
+      g.setStroke(stroke(li));
+      g.draw(line);
+      g.setStroke(new BasicStroke(1.5f));
+      for (int[] pt : points) {
+        marker(g, li, pt[0], pt[1]);
+      }
+      int lx = legendAt.get(li)[0];
+      int ly = legendAt.get(li)[1];
+      g.setStroke(stroke(li));
+      g.drawLine(lx, ly, lx + 26, ly);
+      g.setStroke(new BasicStroke(1.5f));
+      marker(g, li, lx + 13, ly);
+      g.setColor(Color.BLACK);
+      g.drawString(e.getKey(), lx + 32, ly + 4);
       li++;
     }
   }

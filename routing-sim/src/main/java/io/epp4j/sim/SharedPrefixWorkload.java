@@ -50,6 +50,51 @@ public record SharedPrefixWorkload(int groups, int usersPerGroup, LengthDist sys
         prompts <= perReplica * (double) replicas ? "fit in" : "exceed");
   }
 
+  /**
+   * The same users and prompts with {@code level} × the load: {@code level} × the rate in Poisson
+   * mode, otherwise {@code level} × the closed loop's concurrency, rounded to the nearest client
+   * (halves up) and at least one.
+   */
+  @Override
+  public SharedPrefixWorkload atLoad(double level) {
+    if (rate > 0) {
+      return new SharedPrefixWorkload(groups, usersPerGroup, systemPromptLength, questionLength,
+          outputLength, requests, concurrency, rate * level);
+    }
+    return new SharedPrefixWorkload(groups, usersPerGroup, systemPromptLength, questionLength,
+        outputLength, requests, Math.max(1, (int) Math.round(concurrency * level)), rate);
+  }
+
+  /**
+   * The system prompts stay cached however high the load, next to the requests in flight: in a
+   * closed loop {@code concurrency} of them, each holding its question and answer. The crossover
+   * is where prompts + in-flight tokens exceed the cluster's KV; 0 when the prompts alone do.
+   * With Poisson arrivals the requests in flight depend on the service time, which only the
+   * simulation knows: {@code NaN}.
+   */
+  @Override
+  public double capacityCrossover(HardwareProfile profile, int replicas) {
+    if (rate > 0) {
+      return Double.NaN;
+    }
+    double free = profile.kvTokensPerReplica() * (double) replicas
+        - groups * systemPromptLength.mean();
+    double perLevel = concurrency * (questionLength.mean() + outputLength.mean());
+    return Math.max(0, free / perLevel);
+  }
+
+  @Override
+  public String crossoverNote(HardwareProfile profile, int replicas) {
+    double x = capacityCrossover(profile, replicas);
+    if (Double.isNaN(x)) {
+      return "KV capacity crossover: not computed for Poisson arrivals (requests in flight"
+          + " depend on the service time)";
+    }
+    return String.format(java.util.Locale.ROOT, "KV capacity crossover at load level %.2f (system"
+        + " prompts + %d clients' questions and answers × level fill the cluster's KV)",
+        x, concurrency);
+  }
+
   @Override
   public java.util.Map<String, Object> parameters() {
     java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();

@@ -23,6 +23,31 @@ public interface Workload {
     return java.util.Map.of();
   }
 
+  /**
+   * This workload with its offered load multiplied by {@code level} (1 = as given); how each
+   * workload scales is in its own documentation.
+   */
+  Workload atLoad(double level);
+
+  /**
+   * The hit-rate ceiling: the share of looked-up prompt tokens an infinite prefix cache would hit
+   * (every request on one replica that never evicts), with vLLM's rules that only whole
+   * {@code blockSize}-token blocks hit and at most {@code promptLength - 1} tokens do. Computed
+   * by replaying the workload with zero service time ({@link InfiniteCache}).
+   */
+  default double hitRateCeiling(long seed, int blockSize) {
+    return InfiniteCache.hitRate(this, seed, blockSize);
+  }
+
+  /**
+   * The load level at which the KV the workload keeps live exceeds the cluster's KV cache, from
+   * the workload's sizes and the profile; {@code NaN} when the load level does not change it.
+   */
+  double capacityCrossover(HardwareProfile profile, int replicas);
+
+  /** One line for the report header explaining {@link #capacityCrossover}. */
+  String crossoverNote(HardwareProfile profile, int replicas);
+
   /** A fresh run with its own random stream. */
   Run start(long seed);
 

@@ -257,4 +257,60 @@ class MainTest {
     byte[] head = java.util.Arrays.copyOf(Files.readAllBytes(png), 8);
     assertThat(head).startsWith(0x89, 'P', 'N', 'G');
   }
+
+  @Test
+  void loadLevelsGiveOneScenarioEntryPerLevelWithItsLoadAndFacts(@TempDir Path dir)
+      throws Exception {
+    Path json = dir.resolve("r.json");
+    Path csv = dir.resolve("r.csv");
+    Path png = dir.resolve("r.png");
+    int code = run(with("--policies", "round-robin,sticky", "--load-levels", "1,2",
+        "--json", json.toString(), "--csv", csv.toString(), "--chart", png.toString()));
+    assertThat(code).as(stderr()).isZero();
+    assertThat(stdout()).contains("== shared-prefix\n", "== shared-prefix (load level 2)",
+        "== multi-turn (load level 2)", "hit-rate ceiling", "KV capacity crossover at load level");
+    assertThat(stderr()).contains("running multi-turn ×2 / sticky");
+
+    JsonNode scenarios = new ObjectMapper().readTree(json.toFile()).get("scenarios");
+    assertThat(scenarios).hasSize(4);
+    double[] levels = {1, 2, 1, 2};
+    for (int i = 0; i < 4; i++) {
+      JsonNode sc = scenarios.get(i);
+      assertThat(sc.get("loadLevel").isNumber()).isTrue();
+      assertThat(sc.get("loadLevel").asDouble()).isEqualTo(levels[i]);
+      assertThat(sc.get("hitRateCeiling").asDouble()).isBetween(0.0, 1.0);
+      assertThat(sc.get("capacityCrossoverLoadLevel").isNumber()).isTrue();
+    }
+    assertThat(scenarios.get(0).get("load").get("concurrency").asInt()).isEqualTo(12);
+    assertThat(scenarios.get(1).get("load").get("concurrency").asInt()).isEqualTo(24);
+    assertThat(scenarios.get(3).get("load").get("dialogs").asInt()).isEqualTo(12);
+    // the crossover is the base workload's, whatever level a run is at
+    assertThat(scenarios.get(3).get("capacityCrossoverLoadLevel").asDouble())
+        .isEqualTo(scenarios.get(2).get("capacityCrossoverLoadLevel").asDouble());
+
+    List<String> rows = Files.readAllLines(csv);
+    assertThat(rows).hasSize(1 + 4 * 2);
+    assertThat(rows.get(0)).contains(",simulatedSeconds,loadLevel,seed,");
+    assertThat(rows.get(3)).startsWith("shared-prefix,round-robin,").contains(",2.0,1,6,");
+    byte[] head = java.util.Arrays.copyOf(Files.readAllBytes(png), 8);
+    assertThat(head).startsWith(0x89, 'P', 'N', 'G');
+  }
+
+  @Test
+  void badLoadLevelsAndOptionsTheDominanceRunDoesNotTakeAreUsageErrors() {
+    assertThat(run("--load-levels", "1,x")).isEqualTo(2);
+    assertThat(stderr()).contains("--load-levels needs a number, got 'x'");
+    assertThat(run("--load-levels", "0")).isEqualTo(2);
+    assertThat(run("--load-levels", "1,1.0")).isEqualTo(2);
+    assertThat(stderr()).contains("twice");
+    assertThat(run("--dominance", "--replicas", "3")).isEqualTo(2);
+    assertThat(stderr()).contains("--dominance runs a fixed experiment; --replicas does not apply");
+    assertThat(stdout()).isEmpty();
+  }
+
+  @Test
+  void helpDescribesLoadLevelsAndDominance() {
+    assertThat(run("--help")).isZero();
+    assertThat(stdout()).contains("--load-levels LIST", "--dominance");
+  }
 }

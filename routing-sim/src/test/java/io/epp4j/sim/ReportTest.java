@@ -100,4 +100,34 @@ class ReportTest {
   void theLegendExplainsClipped() {
     assertThat(table(result("a", 0.5, 1, 2, 10, 3))).contains("clipped:");
   }
+
+  @Test
+  void aSweepChartDrawsEveryPolicyAtEveryLevelEvenWhenTwoCoincide(@TempDir Path dir)
+      throws Exception {
+    List<ScenarioResult> sweep = new java.util.ArrayList<>();
+    for (double level : new double[] {1, 1.5, 2}) {
+      PolicyResult a = result("sticky", 0.9 / level, 1, 2, 10, 0);
+      PolicyResult b = result("epp4j", 0.9 / level, 1, 2, 10, 0);
+      sweep.add(new ScenarioResult("multi-turn", "d", List.of(a, b), java.util.Map.of(), level, 1,
+          0.9, 1.7));
+    }
+    assertThat(Report.isSweep(sweep)).isTrue();
+    assertThat(Report.isSweep(sweep.subList(0, 1))).isFalse();
+    Path png = dir.resolve("s.png");
+    Report.writeChart(sweep, png);
+    BufferedImage img = ImageIO.read(png.toFile());
+    assertThat(img.getWidth()).isGreaterThan(img.getHeight()); // two panels side by side
+    int first = 0;
+    int second = 0;
+    for (int y = 100; y < img.getHeight(); y++) {
+      for (int x = 0; x < img.getWidth(); x++) {
+        int rgb = img.getRGB(x, y) & 0xFFFFFF;
+        first += rgb == 0x1f77b4 ? 1 : 0;
+        second += rgb == 0xd62728 ? 1 : 0;
+      }
+    }
+    assertThat(second).isPositive();
+    // the line drawn first shows through the second's dashes and around its markers
+    assertThat(first).as("pixels of the hidden line").isGreaterThan(second / 4);
+  }
 }

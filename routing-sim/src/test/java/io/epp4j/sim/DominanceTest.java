@@ -1,0 +1,101 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The dominance arithmetic on made-up results, and the parallel runner's determinism. */
+class DominanceTest {
+
+  private static PolicyResult result(String policy, double hit, double p95) {
+    return new PolicyResult(policy, hit, 10, p95, p95 * 2, 5, 100, 200, 1000, 100, 0, 0, 20, 16.7,
+        5, 4.0, 50, 90, 0, 0, 0, "", 60, 0.1, 1000, new double[] {1});
+  }
+
+  private static ScenarioResult point(PolicyResult... rs) {
+    return new ScenarioResult("multi-turn", "d", List.of(rs), Map.of(), 1.5, 2, 0.9, 1.7);
+  }
+
+  private static Dominance.Verdict judge(PolicyResult... rs) {
+    return Dominance.judge(point(rs), "epp4j");
+  }
+
+  @Test
+  void betterOnBothMeasuresThanTheBestOtherIsAWin() {
+    Dominance.Verdict v = judge(result("sticky", 0.80, 40), result("epp-approximate", 0.70, 30),
+        result("epp4j", 0.85, 25));
+    assertThat(v.outcome()).isEqualTo(Dominance.Outcome.WON);
+    assertThat(v.bestHit().policy()).isEqualTo("sticky");
+    assertThat(v.bestP95().policy()).isEqualTo("epp-approximate");
+  }
+
+  @Test
+  void theBestHitAndTheBestTailMayComeFromDifferentPolicies() {
+    // epp4j beats each rival on one measure but not the best of each measure
+    Dominance.Verdict v = judge(result("sticky", 0.90, 500), result("round-robin", 0.30, 30),
+        result("epp4j", 0.85, 100));
+    assertThat(v.outcome()).isEqualTo(Dominance.Outcome.LOST);
+    assertThat(v.hitOk()).isFalse();
+    assertThat(v.p95Ok()).isFalse();
+  }
+
+  @Test
+  void withinTheTolerancesIsATieAndTheBoundariesCount() {
+    // exactly one point below and exactly 1.10 × + 10 ms above: the target is met, not beaten
+    Dominance.Verdict edge = judge(result("sticky", 0.80, 100), result("epp4j", 0.79, 120));
+    assertThat(edge.hitOk()).isTrue();
+    assertThat(edge.p95Ok()).isTrue();
+    assertThat(edge.outcome()).isEqualTo(Dominance.Outcome.TIED);
+
+    Dominance.Verdict hitShort = judge(result("sticky", 0.80, 100), result("epp4j", 0.7899, 50));
+    assertThat(hitShort.outcome()).isEqualTo(Dominance.Outcome.LOST);
+    assertThat(hitShort.hitOk()).isFalse();
+    assertThat(hitShort.p95Ok()).isTrue();
+
+    Dominance.Verdict tailLong = judge(result("sticky", 0.80, 100), result("epp4j", 0.9, 120.01));
+    assertThat(tailLong.outcome()).isEqualTo(Dominance.Outcome.LOST);
+    assertThat(tailLong.hitOk()).isTrue();
+    assertThat(tailLong.p95Ok()).isFalse();
+  }
+
+  @Test
+  void theSummaryCountsEveryOutcomeAndNamesWhereItLostAndWhy() {
+    List<Dominance.Verdict> vs = List.of(
+        judge(result("sticky", 0.80, 40), result("epp4j", 0.85, 25)),
+        judge(result("sticky", 0.80, 40), result("epp4j", 0.795, 41)),
+        judge(result("sticky", 0.80, 40), result("epp4j", 0.60, 41)));
+    String s = Dominance.summary(vs);
+    assertThat(s).startsWith("summary: 3 points: won 1, tied 1, lost 1")
+        .contains("lost: multi-turn ×1.5 seed 2 (hit 20.0 points below sticky)");
+  }
+
+  @Test
+  void aPointWithoutTheSubjectOrWithoutRivalsIsRefused() {
+    assertThatThrownBy(() -> judge(result("sticky", 0.8, 40)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("epp4j");
+    assertThatThrownBy(() -> judge(result("epp4j", 0.8, 40)))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void twoThreadsGiveTheSameOutcomesAsOne() {
+    HardwareProfile hw = HardwareProfile.qwen3H100Mps6();
+    List<Dominance.Scenario> scenarios = List.of(
+        new Dominance.Scenario(new SharedPrefixWorkload(4, 3, LengthDist.fixed(1000),
+            LengthDist.fixed(100), LengthDist.fixed(20), 60, 6, 0), hw, 3),
+        new Dominance.Scenario(new MultiTurnWorkload(4, 3, 200, LengthDist.fixed(50),
+            LengthDist.fixed(30), 0.2, 0.5), hw, 3));
+    List<Policy> policies = List.of(Policy.ROUND_ROBIN, Policy.STICKY, Policy.EPP4J);
+    List<ScenarioResult> one = Dominance.run(scenarios, List.of(1.0, 2.0), List.of(1L, 2L),
+        policies, 50_000_000L, 1, null);
+    List<ScenarioResult> two = Dominance.run(scenarios, List.of(1.0, 2.0), List.of(1L, 2L),
+        policies, 50_000_000L, 2, null);
+    assertThat(one).hasSize(2 * 2 * 2);
+    assertThat(one.get(1).seed()).isEqualTo(2);
+    assertThat(one.get(2).loadLevel()).isEqualTo(2.0);
+    assertThat(Report.toDeterministicJson(two)).isEqualTo(Report.toDeterministicJson(one));
+  }
+}
