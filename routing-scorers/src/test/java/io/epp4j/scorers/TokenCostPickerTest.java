@@ -249,6 +249,44 @@ class TokenCostPickerTest {
   }
 
   @Test
+  void concurrentRoutingCountsEverySessionExactlyOnce() throws Exception {
+    TokenCostPicker p = joined(TokenCostPicker.create(), POOL);
+    int threads = 4;
+    int perThread = 2000;
+    int sessions = 50;
+    java.util.concurrent.ExecutorService pool =
+        java.util.concurrent.Executors.newFixedThreadPool(threads);
+    try {
+      List<java.util.concurrent.Future<?>> done = new ArrayList<>();
+      for (int t = 0; t < threads; t++) {
+        int seed = t;
+        done.add(pool.submit(() -> {
+          SplittableRandom rnd = new SplittableRandom(seed);
+          for (int k = 0; k < perThread; k++) {
+            InferenceRequest r = request(64, 4, "s" + rnd.nextInt(sessions));
+            // candidate subsets, as filters produce: sessions move between endpoints
+            List<Candidate> subset = rnd.nextBoolean() ? POOL : List.of(POOL.get(rnd.nextInt(3)));
+            Candidate c = route(p, r, TestCandidates.state(k, seed * 100_000L + k), subset);
+            p.onComplete(r, c.endpoint(), new Usage(64, 0, 4));
+          }
+        }));
+      }
+      for (var f : done) {
+        f.get(30, java.util.concurrent.TimeUnit.SECONDS);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    int counted = 0;
+    for (Candidate c : POOL) {
+      assertThat(p.sessions(c.id())).isNotNegative();
+      counted += p.sessions(c.id());
+      assertThat(p.pendingTokens(c.id())).isZero();
+    }
+    assertThat(counted).isEqualTo(sessions);
+  }
+
+  @Test
   void accountsOnlyWhatItChoseAndForgetsEndpointsThatLeft() {
     TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0), POOL);
     InferenceRequest r = request(500, 50, "a");
