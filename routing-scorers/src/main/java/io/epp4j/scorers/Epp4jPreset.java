@@ -8,7 +8,8 @@ import java.nio.charset.StandardCharsets;
 /**
  * The {@value #NAME} routing policy as a ready-made configuration, shipped as the resource
  * {@code io/epp4j/scorers/presets/epp4j.yaml}: {@code prefix-cache-scorer} for the hits and
- * {@code token-cost-picker} to weigh them against the load in tokens. It needs only the router's
+ * {@code token-cost-picker} to weigh them against the load in tokens, with new sessions bounded to
+ * 1.25 × the mean per endpoint. It needs only the router's
  * own knowledge and scraped metrics. Select it with
  * {@code Router.builder().configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME)} or copy the YAML.
  */

@@ -62,6 +62,15 @@ import org.jspecify.annotations.Nullable;
  * {@code ceil(balanceFactor × (total in flight + 1) / n)} is not chosen while another is within
  * that bound.
  *
+ * <p>Bounded load on sessions (on by default): the picker remembers where each session key's
+ * last request went; a session counts on that endpoint until it has been idle for
+ * {@code sessionTtlSeconds}. A request whose session is new, or whose home is not among the
+ * candidates, may go only to endpoints holding fewer than
+ * {@code ceil(sessionBalanceFactor × (active sessions + 1) / n)} sessions; a session's own home
+ * is always allowed. Without it the endpoint that first cached a shared system prompt is the
+ * cheapest for every new dialog at light load and collects them, and comes back to haunt the
+ * tail when those dialogs grow.
+ *
  * <p>Ties (equal cost) go to the session's rendezvous-hash favourite when the request has a
  * session key, else to fewer requests in flight, then uniformly at random. Scores of other
  * scorers are ignored; put a prefix-cache scorer before this picker so hits are known.
@@ -87,6 +96,17 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   /** Default bounded-load factor: off (see {@code docs/plugins.md} for what was measured). */
   public static final double DEFAULT_BALANCE_FACTOR = 0.0;
   /**
+   * Default bound on sessions per endpoint, as a multiple of the mean: no endpoint takes a new
+   * session while it holds more than 1.25 × the mean of the active ones (see
+   * {@code docs/plugins.md}).
+   */
+  public static final double DEFAULT_SESSION_BALANCE_FACTOR = 1.25;
+  /**
+   * Default time a session stays active without a request: 120 s, the idle time after which a
+   * router without KV events (Dynamo's {@code ttl_secs}) forgets what it sent.
+   */
+  public static final double DEFAULT_SESSION_TTL_SECONDS = 120.0;
+  /**
    * Ten minutes, as the router's in-flight expiry: a request without a first token after that
    * long was dropped by the gateway, not still prefilling.
    */
@@ -96,14 +116,24 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private final double decodeWeight;
   private final double capacityWeight;
   private final double balanceFactor;
+  private final double sessionBalanceFactor;
+  private final long sessionTtlNanos;
   private final ConcurrentHashMap<String, Load> loads = new ConcurrentHashMap<>();
   // identity keys: InferenceRequest does not override equals
   private final ConcurrentHashMap<InferenceRequest, Pending> pending = new ConcurrentHashMap<>();
   private final AtomicLong nextSweep = new AtomicLong(Long.MIN_VALUE);
+  // session key -> the endpoint its last request went to
+  private final ConcurrentHashMap<String, Home> homes = new ConcurrentHashMap<>();
+  private final AtomicLong nextSessionSweep = new AtomicLong(Long.MIN_VALUE);
   private final AttributeKey<Choice> choiceKey = AttributeKey.of("token-cost-choice", Choice.class);
 
   TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
       double balanceFactor) {
+    this(queueWeight, decodeWeight, capacityWeight, balanceFactor, 0, DEFAULT_SESSION_TTL_SECONDS);
+  }
+
+  TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
+      double balanceFactor, double sessionBalanceFactor, double sessionTtlSeconds) {
     if (!(queueWeight >= 0 && Double.isFinite(queueWeight))) {
       throw new IllegalArgumentException("queueWeight must be a finite number >= 0, got "
           + queueWeight);
@@ -120,6 +150,17 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       throw new IllegalArgumentException("balanceFactor must be 0 (off) or in [1, 1000], got "
           + balanceFactor);
     }
+    if (sessionBalanceFactor != 0
+        && !(sessionBalanceFactor >= 1.0 && sessionBalanceFactor <= 1000.0)) {
+      throw new IllegalArgumentException("sessionBalanceFactor must be 0 (off) or in [1, 1000], got "
+          + sessionBalanceFactor);
+    }
+    if (!(sessionTtlSeconds > 0 && sessionTtlSeconds <= 86_400)) {
+      throw new IllegalArgumentException("sessionTtlSeconds must be in (0, 86400], got "
+          + sessionTtlSeconds);
+    }
+    this.sessionBalanceFactor = sessionBalanceFactor;
+    this.sessionTtlNanos = (long) (sessionTtlSeconds * 1e9);
     this.queueWeight = queueWeight;
     this.decodeWeight = decodeWeight;
     this.capacityWeight = capacityWeight;
@@ -129,7 +170,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   /** A picker with the defaults. */
   public static TokenCostPicker create() {
     return new TokenCostPicker(DEFAULT_QUEUE_WEIGHT, DEFAULT_DECODE_WEIGHT,
-        DEFAULT_CAPACITY_WEIGHT, DEFAULT_BALANCE_FACTOR);
+        DEFAULT_CAPACITY_WEIGHT, DEFAULT_BALANCE_FACTOR, DEFAULT_SESSION_BALANCE_FACTOR,
+        DEFAULT_SESSION_TTL_SECONDS);
   }
 
   /**
@@ -185,6 +227,27 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
           (long) Math.ceil(balanceFactor * (total + 1) / n)));
     }
     String session = request.sessionKey();
+    int sessionCap = Integer.MAX_VALUE;
+    int homeIndex = -1;
+    if (session != null && sessionBalanceFactor > 0) {
+      Home home = homes.get(session);
+      if (home != null && state.nowNanos() - home.lastNanos > sessionTtlNanos) {
+        home = null; // idle too long: placed again like a new session
+      }
+      long sessions = 0;
+      for (int i = 0; i < n; i++) {
+        Candidate c = candidates.get(i);
+        Load l = loads.get(c.id());
+        sessions += l == null ? 0 : Math.max(0, l.sessions.get());
+        if (home != null && c.id().equals(home.endpointId)) {
+          homeIndex = i;
+        }
+      }
+      // bounded load on sessions (Mirrokni et al.): a session that is new here, or moves here,
+      // goes only where the active sessions stay within the bound; its own home is always within
+      sessionCap = (int) Math.min(Integer.MAX_VALUE, Math.max(1,
+          (long) Math.ceil(sessionBalanceFactor * (sessions + (homeIndex >= 0 ? 0 : 1)) / n)));
+    }
     long sessionHash = session == null ? 0 : mix(session.hashCode() * 0x9E3779B97F4A7C15L);
     RandomGenerator rnd = null;
     int best = -1;
@@ -196,7 +259,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       int inFlight = c.inFlightRequests();
-      boolean within = inFlight + 1 <= cap;
+      boolean within = inFlight + 1 <= cap && (sessionCap == Integer.MAX_VALUE
+          || i == homeIndex || sessionsOf(c.id()) + 1 <= sessionCap);
       double cost = cost(c, prompt, cached(hits, i, c.id()), request.maxTokens());
       long home = session == null ? 0 : mix(sessionHash ^ c.id().hashCode());
       int cmp;
@@ -231,10 +295,22 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       bestInFlight = inFlight;
       bestWithin = within;
     }
-    Candidate chosen = candidates.get(best);
-    long uncached = prompt - Math.min(prompt, cached(hits, best, chosen.id()));
-    state.put(choiceKey, new Choice(chosen.id(), uncached, uncached + request.maxTokens()));
+    return choose(request, state, candidates, hits, prompt, best, session);
+  }
+
+  private List<Candidate> choose(InferenceRequest request, CycleState state,
+      List<Candidate> candidates, @Nullable PrefixHits hits, long prompt, int index,
+      @Nullable String session) {
+    Candidate chosen = candidates.get(index);
+    long uncached = prompt - Math.min(prompt, cached(hits, index, chosen.id()));
+    state.put(choiceKey, new Choice(chosen.id(), uncached, uncached + request.maxTokens(),
+        sessionBalanceFactor > 0 ? session : null));
     return List.of(chosen);
+  }
+
+  private int sessionsOf(String endpointId) {
+    Load l = loads.get(endpointId);
+    return l == null ? 0 : l.sessions.get();
   }
 
   /** The SplitMix64 finalizer: spreads similar inputs over all 64 bits. */
@@ -270,6 +346,21 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
     long now = state.nowNanos();
     sweepIfDue(now);
+    String session = c.session;
+    if (session != null) {
+      sweepSessionsIfDue(now);
+      homes.compute(session, (k, old) -> {
+        if (old != null && old.load == l) {
+          old.lastNanos = now;
+          return old;
+        }
+        if (old != null) {
+          old.load.sessions.decrementAndGet();
+        }
+        l.sessions.incrementAndGet();
+        return new Home(l, c.endpointId, now);
+      });
+    }
     Pending p = new Pending(l, c.uncached, c.newKv, now);
     // counted before it can be found, so a release racing in never takes more than was added
     p.add(1);
@@ -321,6 +412,29 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
   }
 
+  /** Forgets sessions idle longer than the TTL, at most once per eighth of it. */
+  private void sweepSessionsIfDue(long now) {
+    long due = nextSessionSweep.get();
+    if (due != Long.MIN_VALUE && now - due < 0) {
+      return;
+    }
+    if (!nextSessionSweep.compareAndSet(due, now + sessionTtlNanos / 8)) {
+      return;
+    }
+    for (var it = homes.entrySet().iterator(); it.hasNext(); ) {
+      var e = it.next();
+      Home h = e.getValue();
+      if (now - h.lastNanos > sessionTtlNanos && homes.remove(e.getKey(), h)) {
+        h.load.sessions.decrementAndGet();
+      }
+    }
+  }
+
+  /** Active sessions whose last request this picker sent to {@code endpointId}. */
+  int sessions(String endpointId) {
+    return sessionsOf(endpointId);
+  }
+
   /** Uncached prompt tokens this picker has sent to {@code endpointId} and not seen start. */
   long pendingTokens(String endpointId) {
     Load l = loads.get(endpointId);
@@ -343,6 +457,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     Load l = loads.remove(endpoint.id());
     if (l != null) {
       pending.values().removeIf(p -> p.load == l);
+      homes.values().removeIf(h -> h.load == l);
     }
   }
 
@@ -350,6 +465,20 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     final AtomicLong prefillTokens = new AtomicLong();
     final AtomicInteger prefillRequests = new AtomicInteger();
     final AtomicLong kvTokens = new AtomicLong();
+    final AtomicInteger sessions = new AtomicInteger();
+  }
+
+  /** Where a session's last request went, and when. */
+  private static final class Home {
+    final Load load;
+    final String endpointId;
+    volatile long lastNanos;
+
+    Home(Load load, String endpointId, long lastNanos) {
+      this.load = load;
+      this.endpointId = endpointId;
+      this.lastNanos = lastNanos;
+    }
   }
 
   /** One routed request's share of its endpoint's counters. */
@@ -389,7 +518,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
   }
 
-  private record Choice(String endpointId, long uncached, long newKv) {}
+  private record Choice(String endpointId, long uncached, long newKv, @Nullable String session) {}
 
   /** Provides {@code token-cost-picker}. */
   public static final class Provider extends AbstractPluginProvider {
@@ -415,7 +544,15 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       if (bf != 0 && !(bf >= 1.0 && bf <= 1000.0)) {
         p.error("balanceFactor", "must be 0 (off) or in [1, 1000], got " + bf);
       }
-      return new TokenCostPicker(queue, decode, capacity, bf);
+      double sbf = p.getDouble("sessionBalanceFactor", DEFAULT_SESSION_BALANCE_FACTOR);
+      if (sbf != 0 && !(sbf >= 1.0 && sbf <= 1000.0)) {
+        p.error("sessionBalanceFactor", "must be 0 (off) or in [1, 1000], got " + sbf);
+      }
+      double ttl = p.getDouble("sessionTtlSeconds", DEFAULT_SESSION_TTL_SECONDS);
+      if (!(ttl > 0 && ttl <= 86_400)) {
+        p.error("sessionTtlSeconds", "must be in (0, 86400], got " + ttl);
+      }
+      return new TokenCostPicker(queue, decode, capacity, bf, sbf, ttl);
     }
   }
 }

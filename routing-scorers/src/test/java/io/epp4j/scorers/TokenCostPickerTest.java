@@ -194,6 +194,98 @@ class TokenCostPickerTest {
         .get(0).id()).isEqualTo(POOL.get(0).id());
   }
 
+  /** Routes {@code sessions} new one-request sessions, each completed before the next. */
+  static Map<String, Integer> placeNewSessions(TokenCostPicker p, int sessions) {
+    Map<String, Integer> perEndpoint = new java.util.HashMap<>();
+    for (int k = 0; k < sessions; k++) {
+      InferenceRequest r = request(1024, 10, "dialog-" + k);
+      // endpoint 0 holds the whole prompt of every session: the cheapest by far
+      Candidate c = route(p, r, withHits(1024, 64, 0, 0), POOL);
+      p.onFirstToken(r, c.endpoint());
+      p.onComplete(r, c.endpoint(), new Usage(1024, 0, 10));
+      perEndpoint.merge(c.id(), 1, Integer::sum);
+    }
+    return perEndpoint;
+  }
+
+  @Test
+  void newSessionsPileUpNowhereBeyondTheSessionBound() {
+    // the defaults: no endpoint takes a new session while it holds ceil(1.25 × mean) of them,
+    // however much cheaper it is
+    TokenCostPicker p = joined(TokenCostPicker.create(), POOL);
+    Map<String, Integer> placed = placeNewSessions(p, 12);
+    int bound = (int) Math.ceil(TokenCostPicker.DEFAULT_SESSION_BALANCE_FACTOR * 12 / 3);
+    assertThat(placed.values()).allSatisfy(count -> assertThat(count).isLessThanOrEqualTo(bound));
+    assertThat(placed.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(12);
+    for (Candidate c : POOL) {
+      assertThat(p.sessions(c.id())).isEqualTo(placed.getOrDefault(c.id(), 0));
+    }
+    // without the bound the cheapest endpoint collects them all
+    TokenCostPicker free = joined(new TokenCostPicker(0.5, 0.1, 1.0, 0, 0,
+        TokenCostPicker.DEFAULT_SESSION_TTL_SECONDS), POOL);
+    assertThat(placeNewSessions(free, 12)).containsExactly(Map.entry(POOL.get(0).id(), 12));
+  }
+
+  @Test
+  void aSessionCountsOnceWhereItsLastRequestWentUntilItIsIdleForTheTtl() {
+    TokenCostPicker p = joined(new TokenCostPicker(0.5, 0.1, 1.0, 0, 1.25, 10), POOL);
+    long ttl = 10_000_000_000L;
+    InferenceRequest first = request(100, 10, "a");
+    route(p, first, TestCandidates.state(0, 1), List.of(POOL.get(0)));
+    route(p, request(100, 10, "a"), TestCandidates.state(1, 2), List.of(POOL.get(0)));
+    assertThat(p.sessions(POOL.get(0).id())).isEqualTo(1);
+    // the session moves (its home was filtered out): it counts where it went, not twice
+    route(p, request(100, 10, "a"), TestCandidates.state(2, 3), List.of(POOL.get(1)));
+    assertThat(p.sessions(POOL.get(0).id())).isZero();
+    assertThat(p.sessions(POOL.get(1).id())).isEqualTo(1);
+    // idle past the TTL: forgotten at the next sweep (armed by the first routing, due an eighth
+    // of the TTL later)
+    route(p, request(100, 10, "b"), TestCandidates.state(2 + ttl + 1, 4), List.of(POOL.get(2)));
+    assertThat(p.sessions(POOL.get(1).id())).isZero();
+    assertThat(p.sessions(POOL.get(2).id())).isEqualTo(1);
+    p.onEndpointRemoved(POOL.get(2).endpoint());
+    p.onEndpointAdded(POOL.get(2).endpoint());
+    assertThat(p.sessions(POOL.get(2).id())).isZero();
+  }
+
+  @Test
+  void concurrentRoutingCountsEverySessionExactlyOnce() throws Exception {
+    TokenCostPicker p = joined(TokenCostPicker.create(), POOL);
+    int threads = 4;
+    int perThread = 2000;
+    int sessions = 50;
+    java.util.concurrent.ExecutorService pool =
+        java.util.concurrent.Executors.newFixedThreadPool(threads);
+    try {
+      List<java.util.concurrent.Future<?>> done = new ArrayList<>();
+      for (int t = 0; t < threads; t++) {
+        int seed = t;
+        done.add(pool.submit(() -> {
+          SplittableRandom rnd = new SplittableRandom(seed);
+          for (int k = 0; k < perThread; k++) {
+            InferenceRequest r = request(64, 4, "s" + rnd.nextInt(sessions));
+            // candidate subsets, as filters produce: sessions move between endpoints
+            List<Candidate> subset = rnd.nextBoolean() ? POOL : List.of(POOL.get(rnd.nextInt(3)));
+            Candidate c = route(p, r, TestCandidates.state(k, seed * 100_000L + k), subset);
+            p.onComplete(r, c.endpoint(), new Usage(64, 0, 4));
+          }
+        }));
+      }
+      for (var f : done) {
+        f.get(30, java.util.concurrent.TimeUnit.SECONDS);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    int counted = 0;
+    for (Candidate c : POOL) {
+      assertThat(p.sessions(c.id())).isNotNegative();
+      counted += p.sessions(c.id());
+      assertThat(p.pendingTokens(c.id())).isZero();
+    }
+    assertThat(counted).isEqualTo(sessions);
+  }
+
   @Test
   void accountsOnlyWhatItChoseAndForgetsEndpointsThatLeft() {
     TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0), POOL);
@@ -253,6 +345,12 @@ class TokenCostPickerTest {
     assertThat(provide(Map.of("balanceFactor", 0.5)).errors())
         .singleElement().asString().contains("balanceFactor");
     assertThat(provide(Map.of("balanceFactor", 1.25, "decodeWeight", 0)).errors()).isEmpty();
+    assertThat(provide(Map.of("sessionBalanceFactor", 0.9)).errors())
+        .singleElement().asString().contains("sessionBalanceFactor");
+    assertThat(provide(Map.of("sessionTtlSeconds", 0)).errors())
+        .singleElement().asString().contains("sessionTtlSeconds");
+    assertThat(provide(Map.of("sessionBalanceFactor", 0, "sessionTtlSeconds", 30)).errors())
+        .isEmpty();
   }
 
   @Test
