@@ -3,6 +3,7 @@ package io.epp4j.core;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.ProfileResult;
+import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import java.util.Arrays;
@@ -164,55 +165,41 @@ final class InFlightLedger {
       this.lease = lease;
     }
 
-    // listeners run on the gateway's thread: one that throws must neither reach the gateway
-    // nor keep the listeners after it from hearing about the request
-
     @Override
     public void firstToken(RoutingDecision decision) {
-      Endpoint e = decision.primary();
-      for (int i = 0; i < active.requestListeners.length; i++) {
-        if (active.isRetired(i)) {
-          continue;
-        }
-        try {
-          active.requestListeners[i].onFirstToken(request, e);
-        } catch (RuntimeException x) {
-          active.requestListenerWarnings[i].report(
-              "threw " + x.getClass().getName() + " in onFirstToken", x);
-        }
-      }
+      tell("onFirstToken", (l, r, e, d) -> l.onFirstToken(r, e), decision.primary(), decision);
     }
 
     @Override
     public void complete(RoutingDecision decision, Usage usage) {
       active.ledger.release(lease);
-      Endpoint e = decision.primary();
-      for (int i = 0; i < active.requestListeners.length; i++) {
-        if (active.isRetired(i)) {
-          continue;
-        }
-        try {
-          active.requestListeners[i].onComplete(request, e, usage);
-        } catch (RuntimeException x) {
-          active.requestListenerWarnings[i].report(
-              "threw " + x.getClass().getName() + " in onComplete", x);
-        }
-      }
+      tell("onComplete", RequestListener::onComplete, decision.primary(), usage);
     }
 
     @Override
     public void failure(RoutingDecision decision, Throwable cause) {
       active.ledger.release(lease);
-      Endpoint e = decision.primary();
-      for (int i = 0; i < active.requestListeners.length; i++) {
+      tell("onFailure", RequestListener::onFailure, decision.primary(), cause);
+    }
+
+    /** One lifecycle call with its argument; the calls above capture nothing, so none allocates. */
+    private interface Call<A> {
+      void on(RequestListener listener, InferenceRequest request, Endpoint endpoint, A arg);
+    }
+
+    // listeners run on the gateway's thread: one that throws must neither reach the gateway
+    // nor keep the listeners after it from hearing about the request
+    private <A> void tell(String method, Call<A> call, Endpoint e, A arg) {
+      RequestListener[] listeners = active.requestListeners;
+      for (int i = 0; i < listeners.length; i++) {
         if (active.isRetired(i)) {
           continue;
         }
         try {
-          active.requestListeners[i].onFailure(request, e, cause);
+          call.on(listeners[i], request, e, arg);
         } catch (RuntimeException x) {
           active.requestListenerWarnings[i].report(
-              "threw " + x.getClass().getName() + " in onFailure", x);
+              "threw " + x.getClass().getName() + " in " + method, x);
         }
       }
     }

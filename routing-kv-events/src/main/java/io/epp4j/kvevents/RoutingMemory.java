@@ -79,23 +79,7 @@ final class RoutingMemory {
 
   /** Removes (key, slot) unless it was routed again after {@code time}. */
   private void forget(long key, int slot, long time) {
-    routed.computeIfPresent(key, (k, arr) -> {
-      for (int j = 0; j < arr.length; j += 2) {
-        if (arr[j] == slot) {
-          if (arr[j + 1] > time) {
-            return arr;
-          }
-          if (arr.length == 2) {
-            return null;
-          }
-          long[] c = new long[arr.length - 2];
-          System.arraycopy(arr, 0, c, 0, j);
-          System.arraycopy(arr, j + 2, c, j, arr.length - j - 2);
-          return c;
-        }
-      }
-      return arr;
-    });
+    routed.computeIfPresent(key, (k, arr) -> SlotTimes.removeUpTo(arr, slot, time));
   }
 
   /** Consecutive blocks from block 0 routed to {@code endpointId} within the TTL. Lock-free. */

@@ -27,4 +27,27 @@ final class SlotTimes {
     c[c.length - 1] = time;
     return c;
   }
+
+  /**
+   * A new array without {@code slot}'s pair if its time is at most {@code upTo}; null when that
+   * was the last pair; {@code pairs} itself when there is nothing to remove (absent, or put again
+   * later than {@code upTo}).
+   */
+  static long @Nullable [] removeUpTo(long[] pairs, long slot, long upTo) {
+    for (int j = 0; j < pairs.length; j += 2) {
+      if (pairs[j] == slot) {
+        if (pairs[j + 1] > upTo) {
+          return pairs;
+        }
+        if (pairs.length == 2) {
+          return null;
+        }
+        long[] c = new long[pairs.length - 2];
+        System.arraycopy(pairs, 0, c, 0, j);
+        System.arraycopy(pairs, j + 2, c, j, pairs.length - j - 2);
+        return c;
+      }
+    }
+    return pairs;
+  }
 }

@@ -79,20 +79,7 @@ final class SpeculativeHolds {
 
   /** Removes the entry of {@code slot} on {@code key} if it expires by {@code upTo}. */
   void remove(long key, int slot, long upTo) {
-    byKey.computeIfPresent(key, (k, arr) -> {
-      for (int j = 0; j < arr.length; j += 2) {
-        if (arr[j] == slot && arr[j + 1] <= upTo) {
-          if (arr.length == 2) {
-            return null;
-          }
-          long[] c = new long[arr.length - 2];
-          System.arraycopy(arr, 0, c, 0, j);
-          System.arraycopy(arr, j + 2, c, j, arr.length - j - 2);
-          return c;
-        }
-      }
-      return arr;
-    });
+    byKey.computeIfPresent(key, (k, arr) -> SlotTimes.removeUpTo(arr, slot, upTo));
   }
 
   /** Whether {@code slot} holds {@code key} speculatively at {@code nowNanos}. */

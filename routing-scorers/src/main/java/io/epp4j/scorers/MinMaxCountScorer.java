@@ -1,11 +1,16 @@
 package io.epp4j.scorers;
 
+import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
 import io.epp4j.api.Scorer;
 import java.util.List;
+import java.util.function.Function;
 
 /**
  * The shared rule of {@link QueueScorer} and {@link RunningRequestsSizeScorer}: min–max
@@ -14,9 +19,11 @@ import java.util.List;
  * {@link Staleness}.
  */
 abstract class MinMaxCountScorer implements Scorer {
+  private final String type;
   private final Staleness staleness;
 
-  MinMaxCountScorer(Staleness staleness) {
+  MinMaxCountScorer(String type, Staleness staleness) {
+    this.type = type;
     this.staleness = staleness;
   }
 
@@ -52,5 +59,25 @@ abstract class MinMaxCountScorer implements Scorer {
     }
     double s = (double) (max - v) / (max - min);
     return s < 0 ? 0 : s > 1 ? 1 : s;
+  }
+
+  @Override
+  public String toString() {
+    return type;
+  }
+
+  /** Builds a subclass from the shared staleness parameters, its only ones. */
+  abstract static class Provider extends AbstractPluginProvider {
+    private final Function<Staleness, MinMaxCountScorer> make;
+
+    Provider(String type, Function<Staleness, MinMaxCountScorer> make) {
+      super(type);
+      this.make = make;
+    }
+
+    @Override
+    protected final Plugin build(PluginContext c, Parameters p) {
+      return make.apply(Staleness.from(p));
+    }
   }
 }

@@ -1,13 +1,7 @@
 package io.epp4j.scorers;
 
-import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
-import io.epp4j.api.InferenceRequest;
-import io.epp4j.api.Parameters;
-import io.epp4j.api.Picker;
-import io.epp4j.api.Plugin;
-import io.epp4j.api.PluginContext;
 import java.util.List;
 
 /**
@@ -15,20 +9,15 @@ import java.util.List;
  * fewer router-tracked in-flight requests (ties: fewer waiting requests, then the first
  * drawn). The other one is the first fallback; further fallbacks are random.
  */
-final class PowerOfTwoPicker implements Picker {
-  private final int maxEndpoints;
+final class PowerOfTwoPicker extends SimplePicker {
+  static final String TYPE = "power-of-two-picker";
 
   PowerOfTwoPicker(int maxEndpoints) {
-    this.maxEndpoints = maxEndpoints;
+    super(TYPE, maxEndpoints);
   }
 
   @Override
-  public List<Candidate> pick(InferenceRequest request, CycleState state,
-      List<Candidate> candidates, double[] scores) {
-    int n = candidates.size();
-    if (n == 0) {
-      return List.of();
-    }
+  List<Candidate> choose(CycleState state, List<Candidate> candidates, double[] scores, int n) {
     if (n == 1) {
       return List.of(candidates.get(0));
     }
@@ -46,20 +35,10 @@ final class PowerOfTwoPicker implements Picker {
     return CandidateLists.select(candidates, order, k);
   }
 
-  @Override
-  public String toString() {
-    return "power-of-two-picker";
-  }
-
-  /** Provides {@code power-of-two-picker}; public only for {@link java.util.ServiceLoader}. */
-  public static final class Provider extends AbstractPluginProvider {
+  /** Provides {@value #TYPE}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends SimplePicker.Provider {
     public Provider() {
-      super("power-of-two-picker");
-    }
-
-    @Override
-    protected Plugin build(PluginContext c, Parameters p) {
-      return new PowerOfTwoPicker(CommonParameters.maxEndpoints(p));
+      super(TYPE, PowerOfTwoPicker::new);
     }
   }
 }

@@ -1,17 +1,13 @@
 package io.epp4j.scorers;
 
-import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.EndpointMetrics;
-import io.epp4j.api.Parameters;
-import io.epp4j.api.Plugin;
-import io.epp4j.api.PluginContext;
 
 /** {@code queue-scorer}: fewer waiting requests score higher (min–max over the candidates). */
 final class QueueScorer extends MinMaxCountScorer {
   static final String TYPE = "queue-scorer";
 
   QueueScorer(Staleness staleness) {
-    super(staleness);
+    super(TYPE, staleness);
   }
 
   @Override
@@ -19,20 +15,10 @@ final class QueueScorer extends MinMaxCountScorer {
     return m.waitingRequests();
   }
 
-  @Override
-  public String toString() {
-    return TYPE;
-  }
-
   /** Provides {@value #TYPE}; public only for {@link java.util.ServiceLoader}. */
-  public static final class Provider extends AbstractPluginProvider {
+  public static final class Provider extends MinMaxCountScorer.Provider {
     public Provider() {
-      super(TYPE);
-    }
-
-    @Override
-    protected Plugin build(PluginContext c, Parameters p) {
-      return new QueueScorer(Staleness.from(p));
+      super(TYPE, QueueScorer::new);
     }
   }
 }

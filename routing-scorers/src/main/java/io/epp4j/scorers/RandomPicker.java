@@ -1,30 +1,19 @@
 package io.epp4j.scorers;
 
-import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
-import io.epp4j.api.InferenceRequest;
-import io.epp4j.api.Parameters;
-import io.epp4j.api.Picker;
-import io.epp4j.api.Plugin;
-import io.epp4j.api.PluginContext;
 import java.util.List;
 
 /** {@code random-picker}: uniform choice, ignoring scores. */
-final class RandomPicker implements Picker {
-  private final int maxEndpoints;
+final class RandomPicker extends SimplePicker {
+  static final String TYPE = "random-picker";
 
   RandomPicker(int maxEndpoints) {
-    this.maxEndpoints = maxEndpoints;
+    super(TYPE, maxEndpoints);
   }
 
   @Override
-  public List<Candidate> pick(InferenceRequest request, CycleState state,
-      List<Candidate> candidates, double[] scores) {
-    int n = candidates.size();
-    if (n == 0) {
-      return List.of();
-    }
+  List<Candidate> choose(CycleState state, List<Candidate> candidates, double[] scores, int n) {
     if (maxEndpoints == 1) {
       return List.of(candidates.get(state.random().nextInt(n)));
     }
@@ -32,20 +21,10 @@ final class RandomPicker implements Picker {
     return CandidateLists.select(candidates, CandidateLists.sample(n, k, state.random()), k);
   }
 
-  @Override
-  public String toString() {
-    return "random-picker";
-  }
-
-  /** Provides {@code random-picker}; public only for {@link java.util.ServiceLoader}. */
-  public static final class Provider extends AbstractPluginProvider {
+  /** Provides {@value #TYPE}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends SimplePicker.Provider {
     public Provider() {
-      super("random-picker");
-    }
-
-    @Override
-    protected Plugin build(PluginContext c, Parameters p) {
-      return new RandomPicker(CommonParameters.maxEndpoints(p));
+      super(TYPE, RandomPicker::new);
     }
   }
 }

@@ -1,13 +1,7 @@
 package io.epp4j.scorers;
 
-import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
-import io.epp4j.api.InferenceRequest;
-import io.epp4j.api.Parameters;
-import io.epp4j.api.Picker;
-import io.epp4j.api.Plugin;
-import io.epp4j.api.PluginContext;
 import java.util.List;
 import java.util.random.RandomGenerator;
 
@@ -17,20 +11,15 @@ import java.util.random.RandomGenerator;
  * {@code ln(u)/w}, same order), the largest keys win. Candidates with score 0 come only after
  * all positive ones; when every score is 0 the choice is uniform.
  */
-final class WeightedRandomPicker implements Picker {
-  private final int maxEndpoints;
+final class WeightedRandomPicker extends SimplePicker {
+  static final String TYPE = "weighted-random-picker";
 
   WeightedRandomPicker(int maxEndpoints) {
-    this.maxEndpoints = maxEndpoints;
+    super(TYPE, maxEndpoints);
   }
 
   @Override
-  public List<Candidate> pick(InferenceRequest request, CycleState state,
-      List<Candidate> candidates, double[] scores) {
-    int n = candidates.size();
-    if (n == 0) {
-      return List.of();
-    }
+  List<Candidate> choose(CycleState state, List<Candidate> candidates, double[] scores, int n) {
     RandomGenerator rnd = state.random();
     int k = Math.min(maxEndpoints, n);
     double[] keys = new double[n];
@@ -55,20 +44,10 @@ final class WeightedRandomPicker implements Picker {
     return CandidateLists.select(candidates, order, k);
   }
 
-  @Override
-  public String toString() {
-    return "weighted-random-picker";
-  }
-
-  /** Provides {@code weighted-random-picker}; public only for {@link java.util.ServiceLoader}. */
-  public static final class Provider extends AbstractPluginProvider {
+  /** Provides {@value #TYPE}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends SimplePicker.Provider {
     public Provider() {
-      super("weighted-random-picker");
-    }
-
-    @Override
-    protected Plugin build(PluginContext c, Parameters p) {
-      return new WeightedRandomPicker(CommonParameters.maxEndpoints(p));
+      super(TYPE, WeightedRandomPicker::new);
     }
   }
 }
