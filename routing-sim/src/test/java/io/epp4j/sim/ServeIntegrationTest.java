@@ -316,10 +316,14 @@ class ServeIntegrationTest {
       for (int i = 0; i < 2; i++) {
         int replica = i;
         await(() -> s.cluster().idle(replica), "replica idle");
-        await(() -> index.blockCount(eps.get(replica).id()) == s.cluster().cachedBlocks(replica),
-            () -> "index holds exactly the replica's cached blocks: "
-                + index.blockCount(eps.get(replica).id()) + " vs "
-                + s.cluster().cachedBlocks(replica) + ", " + index.metrics());
+        // batches published before the subscription was made are lost to it (as with vLLM's
+        // PUB socket), so the index may miss warm-up blocks, but it holds every block of the
+        // three 160-token prompts and nothing the replica does not hold
+        await(() -> index.blockCount(eps.get(replica).id()) >= 3 * 160 / 16,
+            () -> "index holds the prompts' blocks: " + index.blockCount(eps.get(replica).id()));
+        assertThat(index.blockCount(eps.get(replica).id()))
+            .isLessThanOrEqualTo(s.cluster().cachedBlocks(replica));
+        assertThat(index.metrics().decodeErrors()).isZero();
       }
     }
   }
