@@ -138,12 +138,13 @@ final class EmulatedCluster implements AutoCloseable {
       SyntheticTokens.fill(SyntheticTokens.key(id, 0x6f7574L), tokens, prompt.length, maxTokens);
       RequestSpec spec = new RequestSpec("emu-" + id, "", prompt.length, maxTokens,
           () -> tokens, false, "");
-      SimRequest r = new SimRequest(spec, tokens, now(), null, blockSeed, hw.blockSize());
+      long now = now(); // one instant for arrival and step start, as in the simulation
+      SimRequest r = new SimRequest(spec, tokens, now, null, blockSeed, hw.blockSize());
       listeners.put(r, listener);
       promptTokens[replica] += prompt.length;
       Replica rep = replicas[replica];
       rep.enqueue(r);
-      startStep(rep, now());
+      startStep(rep, now);
       changed.signalAll();
     } finally {
       lock.unlock();
