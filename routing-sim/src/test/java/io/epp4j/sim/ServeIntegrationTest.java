@@ -329,6 +329,42 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void theReplaySocketAnswersFromTheRequestedSequence() throws Exception {
+    Serve s = start(1);
+    int p = port(s, 0);
+    post(p, "/v1/completions", "{\"prompt\":" + tokens(7, 64) + ",\"max_tokens\":1}");
+    post(p, "/v1/completions", "{\"prompt\":" + tokens(70_000, 64) + ",\"max_tokens\":1}");
+    try (org.zeromq.ZContext ctx = new org.zeromq.ZContext(1)) {
+      org.zeromq.ZMQ.Socket dealer = ctx.createSocket(org.zeromq.SocketType.DEALER);
+      dealer.setLinger(0);
+      dealer.setReceiveTimeOut(10_000);
+      dealer.connect("tcp://127.0.0.1:" + (kvPort(s, 0) + 1));
+      // the publisher thread may not have sent the second step's batch yet: ask until it has
+      List<Long> seqs = new ArrayList<>();
+      long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+      while (seqs.size() < 2) {
+        assertThat(System.nanoTime()).as("replayed batches in time").isLessThan(deadline);
+        seqs.clear();
+        dealer.sendMore(new byte[0]);
+        dealer.send(java.nio.ByteBuffer.allocate(8).putLong(0).array());
+        while (true) {
+          byte[] empty = dealer.recv();
+          assertThat(empty).as("replay answer").isNotNull().isEmpty();
+          long seq = java.nio.ByteBuffer.wrap(dealer.recv()).getLong();
+          byte[] payload = dealer.recv();
+          if (seq == -1) {
+            assertThat(payload).isEmpty();
+            break;
+          }
+          seqs.add(seq);
+          assertThat(io.epp4j.kvevents.KvEventDecoder.decode(payload).events()).isNotEmpty();
+        }
+      }
+      assertThat(seqs.subList(0, 2)).containsExactly(0L, 1L);
+    }
+  }
+
+  @Test
   void aTakenPortIsRefusedWithAClearMessage() throws Exception {
     try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       int p = taken.getLocalPort();
