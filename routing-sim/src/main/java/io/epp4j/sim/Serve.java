@@ -3,6 +3,7 @@ package io.epp4j.sim;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import org.jspecify.annotations.Nullable;
 import org.zeromq.ZContext;
@@ -39,7 +40,8 @@ final class Serve implements AutoCloseable {
   private final ZContext zmq;
   private final EmulatedCluster cluster;
   private final List<EmulatedServer> servers = new ArrayList<>();
-  private final List<KvEventPublisher> publishers = new ArrayList<>();
+  // read by the engine's driver thread while later replicas may still be starting
+  private final List<KvEventPublisher> publishers = new CopyOnWriteArrayList<>();
   private final Options options;
 
   /**
