@@ -7,6 +7,7 @@ import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -37,6 +38,7 @@ public final class Main {
     return """
       Usage: java -jar routing-sim.jar [options]
       Compares routing policies on simulated vLLM replicas driven by the real epp4j router.
+      (java -jar routing-sim.jar serve --help: emulated vLLM replicas on loopback ports)
       Without options: both seed scenarios (shared-prefix, multi-turn), all preset policies.
 
       General
@@ -117,6 +119,9 @@ public final class Main {
 
   /** Runs the command line; returns the exit code. */
   static int run(String[] args, PrintStream out, PrintStream err) {
+    if (args.length > 0 && args[0].equals("serve")) {
+      return Serve.run(Arrays.copyOfRange(args, 1, args.length), out, err);
+    }
     Options o;
     try {
       o = Options.parse(args);

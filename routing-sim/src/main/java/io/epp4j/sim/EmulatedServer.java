@@ -1,0 +1,513 @@
+package io.epp4j.sim;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.BindException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * One emulated replica's OpenAI-compatible HTTP API on a loopback port, in vLLM's shapes:
+ * {@code /v1/completions}, {@code /v1/chat/completions} (streaming and not), {@code /v1/models},
+ * {@code /health}, {@code /tokenize} and {@code /metrics} (vLLM's Prometheus names).
+ *
+ * <p>Text is tokenized by {@link #tokenize(String)}, a deterministic stand-in, not the model's
+ * tokenizer; the generated text is filler, one word per token.
+ */
+final class EmulatedServer implements AutoCloseable {
+  /** Output tokens when the request names none (vLLM's default for completions). */
+  static final int DEFAULT_MAX_TOKENS = 16;
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final String FILLER = " lorem";
+  private static final AtomicLong IDS = new AtomicLong();
+
+  private final EmulatedCluster cluster;
+  private final int replica;
+  private final String model;
+  private final HttpServer http;
+  private final ExecutorService executor;
+  private volatile boolean stopping;
+
+  /**
+   * Binds {@code 127.0.0.1:port}.
+   *
+   * @throws IllegalStateException naming the port when it is taken
+   */
+  EmulatedServer(EmulatedCluster cluster, int replica, int port) {
+    this.cluster = cluster;
+    this.replica = replica;
+    this.model = cluster.profile().model();
+    try {
+      http = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 64);
+    } catch (BindException e) {
+      throw new IllegalStateException("HTTP port " + port + " on 127.0.0.1 is already in use", e);
+    } catch (IOException e) {
+      throw new IllegalStateException("HTTP port " + port + " on 127.0.0.1 cannot be bound: "
+          + e.getMessage(), e);
+    }
+    executor = Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "epp4j-emulator-http-" + port);
+      t.setDaemon(true);
+      return t;
+    });
+    http.setExecutor(executor);
+    http.createContext("/", this::handle);
+    http.start();
+  }
+
+  int port() {
+    return http.getAddress().getPort();
+  }
+
+  /** Refuses new requests with 503 from now on. */
+  void beginStopping() {
+    stopping = true;
+  }
+
+  @Override
+  public void close() {
+    stopping = true;
+    http.stop(0);
+    executor.shutdownNow();
+  }
+
+  private void handle(HttpExchange ex) throws IOException {
+    try (ex) {
+      String path = ex.getRequestURI().getPath();
+      String method = ex.getRequestMethod();
+      if (stopping) {
+        error(ex, 503, "ServiceUnavailableError", "the server is shutting down");
+        return;
+      }
+      switch (path) {
+        case "/health" -> send(ex, 200, "text/plain", "");
+        case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4", metrics());
+        case "/v1/models" -> send(ex, 200, "application/json", models());
+        case "/v1/completions", "/v1/chat/completions", "/tokenize" -> {
+          if (!method.equals("POST")) {
+            error(ex, 405, "MethodNotAllowed", "use POST");
+            return;
+          }
+          JsonNode body;
+          try {
+            body = JSON.readTree(ex.getRequestBody());
+          } catch (IOException e) {
+            error(ex, 400, "BadRequestError", "the request body is not valid JSON");
+            return;
+          }
+          if (body == null || !body.isObject()) {
+            error(ex, 400, "BadRequestError", "the request body must be a JSON object");
+            return;
+          }
+          if (path.equals("/tokenize")) {
+            tokenizeEndpoint(ex, body);
+          } else {
+            complete(ex, body, path.equals("/v1/chat/completions"));
+          }
+        }
+        default -> error(ex, 404, "NotFoundError", "no route " + path);
+      }
+    } catch (IOException e) {
+      // the client went away; nothing to answer
+    }
+  }
+
+  /** The prompt's token IDs, or a message naming what is wrong (never the prompt itself). */
+  private static Object promptTokens(JsonNode body, boolean chat) {
+    Object parsed = parsePrompt(body, chat);
+    if (parsed instanceof int[] ids && ids.length == 0) {
+      return "the prompt is empty";
+    }
+    return parsed;
+  }
+
+  private static Object parsePrompt(JsonNode body, boolean chat) {
+    if (chat) {
+      JsonNode messages = body.get("messages");
+      if (messages == null || !messages.isArray() || messages.isEmpty()) {
+        return "field 'messages' must be a non-empty array";
+      }
+      StringBuilder text = new StringBuilder();
+      for (JsonNode m : messages) {
+        JsonNode role = m.get("role");
+        JsonNode content = m.get("content");
+        if (role == null || !role.isTextual()) {
+          return "field 'messages[].role' must be a string";
+        }
+        text.append(role.asText()).append(": ");
+        if (content != null && content.isTextual()) {
+          text.append(content.asText());
+        } else if (content != null && content.isArray()) {
+          for (JsonNode part : content) {
+            if (part.path("text").isTextual()) {
+              text.append(part.get("text").asText());
+            }
+          }
+        } else if (content != null && !content.isNull()) {
+          return "field 'messages[].content' must be a string or an array of parts";
+        }
+        text.append('\n');
+      }
+      return tokenize(text.toString());
+    }
+    JsonNode prompt = body.get("prompt");
+    if (prompt != null && prompt.isArray() && prompt.size() == 1
+        && (prompt.get(0).isTextual() || prompt.get(0).isArray())) {
+      prompt = prompt.get(0); // a batch of one
+    }
+    if (prompt == null) {
+      return "field 'prompt' is required";
+    }
+    if (prompt.isTextual()) {
+      return tokenize(prompt.asText());
+    }
+    if (prompt.isArray() && !prompt.isEmpty()) {
+      int[] ids = new int[prompt.size()];
+      for (int i = 0; i < ids.length; i++) {
+        JsonNode t = prompt.get(i);
+        if (!t.canConvertToInt() || !t.isIntegralNumber() || t.asInt() < 0) {
+          return "field 'prompt' must be a string or an array of token IDs (non-negative integers)";
+        }
+        ids[i] = t.asInt();
+      }
+      return ids;
+    }
+    return "field 'prompt' must be a string or a non-empty array of token IDs";
+  }
+
+  private void complete(HttpExchange ex, JsonNode body, boolean chat) throws IOException {
+    JsonNode modelNode = body.get("model");
+    if (modelNode != null && !modelNode.isNull() && !model.equals(modelNode.asText())) {
+      error(ex, 404, "NotFoundError", "the model in field 'model' does not exist; this server"
+          + " serves " + model);
+      return;
+    }
+    Object parsed = promptTokens(body, chat);
+    if (parsed instanceof String msg) {
+      error(ex, 400, "BadRequestError", msg);
+      return;
+    }
+    int[] prompt = (int[]) parsed;
+    JsonNode maxNode = chat && body.hasNonNull("max_completion_tokens")
+        ? body.get("max_completion_tokens") : body.get("max_tokens");
+    int maxTokens = DEFAULT_MAX_TOKENS;
+    if (maxNode != null && !maxNode.isNull()) {
+      if (!maxNode.isIntegralNumber() || !maxNode.canConvertToInt() || maxNode.asInt() < 1) {
+        error(ex, 400, "BadRequestError", "field 'max_tokens' must be an integer >= 1");
+        return;
+      }
+      maxTokens = maxNode.asInt();
+    }
+    int maxLen = cluster.profile().maxModelLen();
+    if ((long) prompt.length + maxTokens > maxLen) {
+      error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
+          + " tokens. However, you requested " + ((long) prompt.length + maxTokens)
+          + " tokens (" + prompt.length + " in the messages, " + maxTokens
+          + " in the completion). Please reduce the length of the messages or completion.");
+      return;
+    }
+    boolean stream = body.path("stream").asBoolean(false);
+    boolean includeUsage = body.path("stream_options").path("include_usage").asBoolean(false);
+
+    LinkedBlockingQueue<int[]> out = new LinkedBlockingQueue<>();
+    // {token} for a token, {-1, prompt, cached, completion} when done, {-2} when aborted
+    cluster.submit(replica, prompt, maxTokens, new EmulatedCluster.Listener() {
+      @Override
+      public void onToken(int tokenId, boolean first) {
+        out.add(new int[] {tokenId});
+      }
+
+      @Override
+      public void onFinished(int promptTokens, int cachedTokens, int completionTokens) {
+        out.add(new int[] {-1, promptTokens, cachedTokens, completionTokens});
+      }
+
+      @Override
+      public void onAborted() {
+        out.add(new int[] {-2});
+      }
+    });
+    String id = (chat ? "chatcmpl-" : "cmpl-") + Long.toHexString(IDS.incrementAndGet());
+    long created = System.currentTimeMillis() / 1000;
+    if (stream) {
+      stream(ex, out, chat, id, created, includeUsage, maxTokens);
+    } else {
+      whole(ex, out, chat, id, created);
+    }
+  }
+
+  private static int[] take(LinkedBlockingQueue<int[]> out) throws IOException {
+    try {
+      return out.take();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted", e);
+    }
+  }
+
+  private void whole(HttpExchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
+      long created) throws IOException {
+    StringBuilder text = new StringBuilder();
+    int[] m;
+    while ((m = take(out)).length == 1) {
+      text.append(FILLER);
+    }
+    if (m[0] == -2) {
+      error(ex, 503, "ServiceUnavailableError", "the server stopped before the request finished");
+      return;
+    }
+    ObjectNode root = base(id, chat ? "chat.completion" : "text_completion", created);
+    ObjectNode choice = root.putArray("choices").addObject();
+    choice.put("index", 0);
+    if (chat) {
+      ObjectNode msg = choice.putObject("message");
+      msg.put("role", "assistant");
+      msg.put("content", text.toString());
+    } else {
+      choice.put("text", text.toString());
+    }
+    choice.putNull("logprobs");
+    choice.put("finish_reason", "length");
+    root.set("usage", usage(m[1], m[2], m[3]));
+    send(ex, 200, "application/json", JSON.writeValueAsString(root));
+  }
+
+  private void stream(HttpExchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
+      long created, boolean includeUsage, int maxTokens) throws IOException {
+    ex.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
+    ex.getResponseHeaders().set("Cache-Control", "no-cache");
+    ex.sendResponseHeaders(200, 0);
+    OutputStream os = ex.getResponseBody();
+    String object = chat ? "chat.completion.chunk" : "text_completion";
+    if (chat) {
+      ObjectNode first = base(id, object, created);
+      ObjectNode c = first.putArray("choices").addObject();
+      c.put("index", 0);
+      c.putObject("delta").put("role", "assistant").put("content", "");
+      c.putNull("logprobs");
+      c.putNull("finish_reason");
+      if (includeUsage) {
+        first.putNull("usage");
+      }
+      event(os, JSON.writeValueAsString(first));
+    }
+    int sent = 0;
+    int[] m;
+    while ((m = take(out)).length == 1) {
+      sent++;
+      ObjectNode chunk = base(id, object, created);
+      ObjectNode c = chunk.putArray("choices").addObject();
+      c.put("index", 0);
+      if (chat) {
+        c.putObject("delta").put("content", FILLER);
+      } else {
+        c.put("text", FILLER);
+      }
+      c.putNull("logprobs");
+      if (sent == maxTokens) {
+        c.put("finish_reason", "length");
+      } else {
+        c.putNull("finish_reason");
+      }
+      if (includeUsage) {
+        chunk.putNull("usage");
+      }
+      event(os, JSON.writeValueAsString(chunk));
+    }
+    if (m[0] == -2) {
+      // vLLM reports an engine failure mid-stream as an error event
+      ObjectNode err = JSON.createObjectNode();
+      ObjectNode e = err.putObject("error");
+      e.put("message", "the server stopped before the request finished");
+      e.put("type", "ServiceUnavailableError");
+      e.put("code", 503);
+      event(os, JSON.writeValueAsString(err));
+    } else if (includeUsage) {
+      ObjectNode last = base(id, object, created);
+      last.putArray("choices");
+      last.set("usage", usage(m[1], m[2], m[3]));
+      event(os, JSON.writeValueAsString(last));
+    }
+    event(os, "[DONE]");
+  }
+
+  private static void event(OutputStream os, String data) throws IOException {
+    os.write(("data: " + data + "\n\n").getBytes(StandardCharsets.UTF_8));
+    os.flush();
+  }
+
+  private ObjectNode base(String id, String object, long created) {
+    ObjectNode n = JSON.createObjectNode();
+    n.put("id", id);
+    n.put("object", object);
+    n.put("created", created);
+    n.put("model", model);
+    return n;
+  }
+
+  private static ObjectNode usage(int prompt, int cached, int completion) {
+    ObjectNode u = JSON.createObjectNode();
+    u.put("prompt_tokens", prompt);
+    u.put("total_tokens", prompt + completion);
+    u.put("completion_tokens", completion);
+    u.putObject("prompt_tokens_details").put("cached_tokens", cached);
+    return u;
+  }
+
+  private void tokenizeEndpoint(HttpExchange ex, JsonNode body) throws IOException {
+    Object parsed = promptTokens(body, body.has("messages"));
+    if (parsed instanceof String msg) {
+      error(ex, 400, "BadRequestError", msg);
+      return;
+    }
+    int[] ids = (int[]) parsed;
+    ObjectNode root = JSON.createObjectNode();
+    root.put("count", ids.length);
+    root.put("max_model_len", cluster.profile().maxModelLen());
+    ArrayNode tokens = root.putArray("tokens");
+    for (int t : ids) {
+      tokens.add(t);
+    }
+    send(ex, 200, "application/json", JSON.writeValueAsString(root));
+  }
+
+  private String models() throws IOException {
+    ObjectNode root = JSON.createObjectNode();
+    root.put("object", "list");
+    ObjectNode m = root.putArray("data").addObject();
+    m.put("id", model);
+    m.put("object", "model");
+    m.put("created", 0);
+    m.put("owned_by", "vllm");
+    m.put("root", model);
+    m.put("max_model_len", cluster.profile().maxModelLen());
+    return JSON.writeValueAsString(root);
+  }
+
+  /** vLLM's Prometheus exposition for this replica (engine 0). */
+  String metrics() {
+    EmulatedCluster.Stats s = cluster.stats(replica);
+    String labels = "engine=\"0\",model_name=\"" + model + "\"";
+    StringBuilder b = new StringBuilder(4096);
+    gauge(b, "vllm:num_requests_running", "Number of requests in model execution batches.",
+        labels, s.running());
+    gauge(b, "vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+        labels, s.waiting());
+    gauge(b, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+        labels, s.kvUsage());
+    counter(b, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried"
+        + " tokens.", labels, s.prefixQueries());
+    counter(b, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+        labels, s.prefixHits());
+    counter(b, "vllm:prompt_tokens", "Number of prefill tokens processed.", labels,
+        s.promptTokens());
+    counter(b, "vllm:generation_tokens", "Number of generation tokens processed.", labels,
+        s.generationTokens());
+    counter(b, "vllm:request_success", "Count of successfully processed requests.",
+        labels + ",finished_reason=\"length\"", s.requestsFinished());
+    b.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n")
+        .append("# TYPE vllm:cache_config_info gauge\n")
+        .append("vllm:cache_config_info{block_size=\"").append(s.blockSize())
+        .append("\",enable_prefix_caching=\"True\",engine=\"0\",num_gpu_blocks=\"")
+        .append(s.numGpuBlocks()).append("\"} 1.0\n");
+    String h = "vllm:time_to_first_token_seconds";
+    b.append("# HELP ").append(h).append(" Histogram of time to first token in seconds.\n")
+        .append("# TYPE ").append(h).append(" histogram\n");
+    long[] counts = s.ttftBucketCounts();
+    for (int i = 0; i < counts.length; i++) {
+      b.append(h).append("_bucket{").append(labels).append(",le=\"")
+          .append(EmulatedCluster.TTFT_BUCKETS[i]).append("\"} ").append((double) counts[i])
+          .append('\n');
+    }
+    b.append(h).append("_bucket{").append(labels).append(",le=\"+Inf\"} ")
+        .append((double) s.ttftCount()).append('\n');
+    b.append(h).append("_count{").append(labels).append("} ").append((double) s.ttftCount())
+        .append('\n');
+    b.append(h).append("_sum{").append(labels).append("} ").append(s.ttftSumSeconds())
+        .append('\n');
+    return b.toString();
+  }
+
+  private static void gauge(StringBuilder b, String name, String help, String labels,
+      double v) {
+    b.append("# HELP ").append(name).append(' ').append(help).append('\n')
+        .append("# TYPE ").append(name).append(" gauge\n")
+        .append(name).append('{').append(labels).append("} ").append(v).append('\n');
+  }
+
+  private static void counter(StringBuilder b, String name, String help, String labels,
+      long v) {
+    b.append("# HELP ").append(name).append("_total ").append(help).append('\n')
+        .append("# TYPE ").append(name).append("_total counter\n")
+        .append(name).append("_total{").append(labels).append("} ").append((double) v)
+        .append('\n');
+  }
+
+  private static void send(HttpExchange ex, int status, String type, String body)
+      throws IOException {
+    byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+    ex.getResponseHeaders().set("Content-Type", type);
+    ex.sendResponseHeaders(status, bytes.length == 0 ? -1 : bytes.length);
+    if (bytes.length > 0) {
+      ex.getResponseBody().write(bytes);
+    }
+  }
+
+  /** An OpenAI-shaped error: {@code {"error": {"message", "type", "param", "code"}}}. */
+  private static void error(HttpExchange ex, int status, String type, String message)
+      throws IOException {
+    ObjectNode root = JSON.createObjectNode();
+    ObjectNode e = root.putObject("error");
+    e.put("message", message);
+    e.put("type", type);
+    e.putNull("param");
+    e.put("code", status);
+    send(ex, status, "application/json", JSON.writeValueAsString(root));
+  }
+
+  /**
+   * The stand-in tokenizer: one token per whitespace-separated word, its ID a hash of the word
+   * mapped into Qwen3's ordinary vocabulary. Deterministic, so equal leading words give equal
+   * leading token IDs and a shared text prefix is a shared cache prefix; it is not the model's
+   * tokenizer and its counts are not the model's.
+   */
+  static int[] tokenize(String text) {
+    List<Integer> ids = new ArrayList<>();
+    int i = 0;
+    int n = text.length();
+    while (i < n) {
+      while (i < n && Character.isWhitespace(text.charAt(i))) {
+        i++;
+      }
+      int start = i;
+      while (i < n && !Character.isWhitespace(text.charAt(i))) {
+        i++;
+      }
+      if (i > start) {
+        long h = 0xcbf29ce484222325L;
+        for (int k = start; k < i; k++) {
+          h = (h ^ text.charAt(k)) * 0x100000001b3L;
+        }
+        ids.add((int) Math.floorMod(ChainedBlockHash.mix(h), (long) SyntheticTokens.VOCAB));
+      }
+    }
+    int[] out = new int[ids.size()];
+    for (int k = 0; k < out.length; k++) {
+      out[k] = ids.get(k);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,280 @@
+package io.epp4j.sim;
+
+import io.epp4j.kvevents.KvEvent;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.math.BigInteger;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.List;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
+import org.zeromq.ZMQException;
+
+/**
+ * One replica's KV events as vLLM's {@code ZmqEventPublisher} sends them: a PUB socket carrying
+ * {@code [topic, 8-byte big-endian sequence, msgpack KVEventBatch]}, one message per engine step,
+ * and a ROUTER socket that answers {@code [.., start sequence]} with every buffered message from
+ * that sequence on ({@code [id, "", seq, payload]}) and then {@code [id, "", -1, ""]}.
+ *
+ * <p>The batch is msgspec's {@code array_like} encoding, {@code [ts, [event, ...]]} with each
+ * event a tagged array such as {@code ["BlockStored", hashes, parent, tokens, block_size]}
+ * (trailing defaults omitted), or, with {@code mapEncoding}, each event a map with a
+ * {@code type} key. Block hashes go out as 64-bit unsigned integers, as vLLM's built-in hash
+ * produces them.
+ *
+ * <p>The sockets belong to one thread of their own; the engine hands batches over through a
+ * bounded queue and never blocks (a full queue drops the batch, which a subscriber sees as a
+ * gap and repairs through replay, as with a slow real engine).
+ */
+final class KvEventPublisher implements AutoCloseable {
+  /** vLLM keeps this many batches for replay by default. */
+  static final int REPLAY_BUFFER = 10_000;
+  private static final byte[] END_SEQ = ByteBuffer.allocate(8).putLong(-1).array();
+
+  private final byte[] topic;
+  private final boolean mapEncoding;
+  private final BlockingQueue<List<KvEvent>> queue = new ArrayBlockingQueue<>(4_096);
+  private final Thread thread;
+  private final CountDownLatch bound = new CountDownLatch(1);
+  private volatile @Nullable String bindError;
+  private volatile boolean stop;
+
+  /**
+   * Binds {@code 127.0.0.1:pubPort} and {@code 127.0.0.1:replayPort}.
+   *
+   * @throws IllegalStateException naming the port when a socket cannot be bound
+   */
+  KvEventPublisher(ZContext ctx, String topic, int pubPort, int replayPort, boolean mapEncoding) {
+    this.topic = topic.getBytes(StandardCharsets.UTF_8);
+    this.mapEncoding = mapEncoding;
+    this.thread = new Thread(() -> run(ctx, pubPort, replayPort), "epp4j-emulator-kv-" + pubPort);
+    thread.setDaemon(true);
+    thread.start();
+    try {
+      if (!bound.await(10, TimeUnit.SECONDS)) {
+        throw new IllegalStateException("KV event sockets on port " + pubPort + " not bound in 10 s");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while binding KV event sockets", e);
+    }
+    if (bindError != null) {
+      throw new IllegalStateException(bindError);
+    }
+  }
+
+  /** Queues one engine step's events; never blocks. */
+  void publish(List<KvEvent> events) {
+    queue.offer(events);
+  }
+
+  private void run(ZContext ctx, int pubPort, int replayPort) {
+    ZMQ.Socket pub;
+    ZMQ.Socket router;
+    try {
+      pub = bind(ctx, SocketType.PUB, pubPort, "KV events");
+    } catch (IllegalStateException e) {
+      bindError = e.getMessage();
+      bound.countDown();
+      return;
+    }
+    try {
+      router = bind(ctx, SocketType.ROUTER, replayPort, "KV event replay");
+    } catch (IllegalStateException e) {
+      pub.close();
+      bindError = e.getMessage();
+      bound.countDown();
+      return;
+    }
+    bound.countDown();
+    ArrayDeque<byte[][]> buffer = new ArrayDeque<>();
+    long seq = 0;
+    try {
+      while (!stop) {
+        List<KvEvent> events = queue.poll(5, TimeUnit.MILLISECONDS);
+        while (events != null) {
+          byte[] seqBytes = ByteBuffer.allocate(8).putLong(seq++).array();
+          byte[] payload = encode(System.currentTimeMillis() / 1000.0, events, mapEncoding);
+          pub.sendMore(topic);
+          pub.sendMore(seqBytes);
+          pub.send(payload);
+          buffer.addLast(new byte[][] {seqBytes, payload});
+          if (buffer.size() > REPLAY_BUFFER) {
+            buffer.pollFirst();
+          }
+          events = queue.poll();
+        }
+        answerReplays(router, buffer);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ZMQException e) {
+      if (!stop) {
+        throw e;
+      }
+    } finally {
+      pub.close();
+      router.close();
+    }
+  }
+
+  private static void answerReplays(ZMQ.Socket router, ArrayDeque<byte[][]> buffer) {
+    byte[] id;
+    while ((id = router.recv(ZMQ.DONTWAIT)) != null) {
+      byte[] last = null;
+      while (router.hasReceiveMore()) {
+        last = router.recv();
+      }
+      if (last != null && last.length == 8) {
+        long start = ByteBuffer.wrap(last).getLong();
+        for (byte[][] m : buffer) {
+          if (ByteBuffer.wrap(m[0]).getLong() >= start) {
+            router.sendMore(id);
+            router.sendMore(new byte[0]);
+            router.sendMore(m[0]);
+            router.send(m[1]);
+          }
+        }
+      }
+      router.sendMore(id);
+      router.sendMore(new byte[0]);
+      router.sendMore(END_SEQ);
+      router.send(new byte[0]);
+    }
+  }
+
+  private static ZMQ.Socket bind(ZContext ctx, SocketType type, int port, String what) {
+    ZMQ.Socket s = ctx.createSocket(type);
+    s.setLinger(0);
+    try {
+      if (s.bind("tcp://127.0.0.1:" + port)) {
+        return s;
+      }
+      s.close();
+      throw new IllegalStateException(what + " port " + port + " on 127.0.0.1 cannot be bound;"
+          + " is another server using it?");
+    } catch (ZMQException e) {
+      s.close();
+      throw new IllegalStateException(what + " port " + port + " on 127.0.0.1 cannot be bound ("
+          + e.getMessage() + "); is another server using it?", e);
+    }
+  }
+
+  @Override
+  public void close() {
+    stop = true;
+    try {
+      thread.join(5_000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Encodes one {@code KVEventBatch} as vLLM's msgspec publisher does. */
+  static byte[] encode(double timestampSeconds, List<KvEvent> events, boolean mapEncoding) {
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2);
+      p.packDouble(timestampSeconds);
+      p.packArrayHeader(events.size());
+      for (KvEvent e : events) {
+        if (mapEncoding) {
+          packMap(p, e);
+        } else {
+          packArray(p, e);
+        }
+      }
+      return p.toByteArray();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static void packArray(MessageBufferPacker p, KvEvent e) throws IOException {
+    if (e instanceof KvEvent.BlockStored s) {
+      // lora_id, medium, lora_name and extra_keys are at their defaults and omitted
+      p.packArrayHeader(5);
+      p.packString("BlockStored");
+      packHashes(p, s.blockHashes());
+      packParent(p, s);
+      packTokens(p, s.tokenIds());
+      p.packInt(s.blockSize());
+    } else if (e instanceof KvEvent.BlockRemoved r) {
+      p.packArrayHeader(2);
+      p.packString("BlockRemoved");
+      packHashes(p, r.blockHashes());
+    } else {
+      p.packArrayHeader(1);
+      p.packString("AllBlocksCleared");
+    }
+  }
+
+  private static void packMap(MessageBufferPacker p, KvEvent e) throws IOException {
+    if (e instanceof KvEvent.BlockStored s) {
+      p.packMapHeader(6);
+      p.packString("type");
+      p.packString("BlockStored");
+      p.packString("block_hashes");
+      packHashes(p, s.blockHashes());
+      p.packString("parent_block_hash");
+      packParent(p, s);
+      p.packString("token_ids");
+      packTokens(p, s.tokenIds());
+      p.packString("block_size");
+      p.packInt(s.blockSize());
+      p.packString("medium");
+      p.packString("GPU");
+    } else if (e instanceof KvEvent.BlockRemoved r) {
+      p.packMapHeader(3);
+      p.packString("type");
+      p.packString("BlockRemoved");
+      p.packString("block_hashes");
+      packHashes(p, r.blockHashes());
+      p.packString("medium");
+      p.packString("GPU");
+    } else {
+      p.packMapHeader(1);
+      p.packString("type");
+      p.packString("AllBlocksCleared");
+    }
+  }
+
+  private static void packParent(MessageBufferPacker p, KvEvent.BlockStored s) throws IOException {
+    if (s.hasParent()) {
+      packHash(p, s.parentHash());
+    } else {
+      p.packNil();
+    }
+  }
+
+  private static void packHashes(MessageBufferPacker p, long[] hashes) throws IOException {
+    p.packArrayHeader(hashes.length);
+    for (long h : hashes) {
+      packHash(p, h);
+    }
+  }
+
+  private static void packHash(MessageBufferPacker p, long h) throws IOException {
+    if (h < 0) {
+      p.packBigInteger(new BigInteger(Long.toUnsignedString(h)));
+    } else {
+      p.packLong(h);
+    }
+  }
+
+  private static void packTokens(MessageBufferPacker p, int[] tokens) throws IOException {
+    p.packArrayHeader(tokens.length);
+    for (int t : tokens) {
+      p.packInt(t);
+    }
+  }
+}

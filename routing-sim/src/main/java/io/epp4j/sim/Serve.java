@@ -1,0 +1,243 @@
+package io.epp4j.sim;
+
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import org.jspecify.annotations.Nullable;
+import org.zeromq.ZContext;
+
+/**
+ * The {@code serve} command: N emulated vLLM replicas on loopback, driven by the simulator's
+ * replica model on a wall clock ({@link EmulatedCluster}). Replica {@code i} serves HTTP on
+ * {@code port + i} ({@link EmulatedServer}) and publishes KV events on
+ * {@code kvEventsPort + 2i} with replay on {@code kvEventsPort + 2i + 1} ({@link KvEventPublisher}).
+ */
+final class Serve implements AutoCloseable {
+  static final int DEFAULT_KV_EVENTS_PORT = 25557;
+
+  static final String USAGE = """
+      usage: routing-sim serve --replicas N --port P [options]
+
+      Starts N emulated vLLM replicas on 127.0.0.1, each driven in real time by the simulator's
+      replica model. Replica i serves HTTP on P+i and publishes KV events on K+2i (replay K+2i+1),
+      topic kv@127.0.0.1:<P+i>@<model>. Stops on SIGTERM or Ctrl-C.
+
+        --replicas N           replicas to start (1..64)
+        --port P               HTTP port of replica 0
+        --kv-events-port K     KV event port of replica 0 (default 25557)
+        --kv-events-encoding E array (vLLM's default) or map
+        --speed X              emulated seconds per wall-clock second (default 1)
+        --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
+        --seed S               seed of the filler output tokens (default 1)
+      """;
+
+  /** Parsed {@code serve} options. */
+  record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+      HardwareProfile profile, long seed) {}
+
+  private final ZContext zmq;
+  private final EmulatedCluster cluster;
+  private final List<EmulatedServer> servers = new ArrayList<>();
+  // read by the engine's driver thread while later replicas may still be starting
+  private final List<KvEventPublisher> publishers = new CopyOnWriteArrayList<>();
+  private final Options options;
+
+  /**
+   * Starts every replica, or none: a port that cannot be bound closes what was started.
+   *
+   * @throws IllegalStateException naming the port that could not be bound
+   */
+  Serve(Options o) {
+    this.options = o;
+    this.zmq = new ZContext(1);
+    List<KvEventPublisher> pubs = publishers;
+    this.cluster = new EmulatedCluster(o.profile(), o.replicas(), o.speed(), o.seed(),
+        (i, events) -> pubs.get(i).publish(events));
+    try {
+      for (int i = 0; i < o.replicas(); i++) {
+        int httpPort = o.port() + i;
+        String topic = "kv@127.0.0.1:" + httpPort + "@" + o.profile().model();
+        publishers.add(new KvEventPublisher(zmq, topic, o.kvEventsPort() + 2 * i,
+            o.kvEventsPort() + 2 * i + 1, o.mapEncoding()));
+        servers.add(new EmulatedServer(cluster, i, httpPort));
+      }
+    } catch (RuntimeException e) {
+      close();
+      throw e;
+    }
+  }
+
+  EmulatedCluster cluster() {
+    return cluster;
+  }
+
+  /** One line per replica naming its addresses. */
+  List<String> describe() {
+    List<String> lines = new ArrayList<>();
+    for (int i = 0; i < options.replicas(); i++) {
+      int k = options.kvEventsPort() + 2 * i;
+      lines.add("replica " + i + ": http://127.0.0.1:" + (options.port() + i)
+          + " kv-events tcp://127.0.0.1:" + k + " replay tcp://127.0.0.1:" + (k + 1)
+          + " topic kv@127.0.0.1:" + (options.port() + i) + "@" + options.profile().model());
+    }
+    return lines;
+  }
+
+  /** Every replica answers new requests with 503 from now on (the first half of a shutdown). */
+  void stopAccepting() {
+    for (EmulatedServer s : servers) {
+      s.beginStopping();
+    }
+  }
+
+  /** New requests get 503 from now on; in-flight ones are aborted, then everything closes. */
+  @Override
+  public void close() {
+    stopAccepting();
+    cluster.close();
+    for (EmulatedServer s : servers) {
+      s.close();
+    }
+    for (KvEventPublisher p : publishers) {
+      p.close();
+    }
+    zmq.close();
+  }
+
+  /** Runs the command until the JVM is told to stop; returns the exit code. */
+  static int run(String[] args, PrintStream out, PrintStream err) {
+    Options o;
+    try {
+      o = parse(args);
+    } catch (IllegalArgumentException e) {
+      err.println("error: " + e.getMessage());
+      err.print(USAGE);
+      return 2;
+    }
+    if (o == null) {
+      out.print(USAGE);
+      return 0;
+    }
+    Serve serve;
+    try {
+      serve = new Serve(o);
+    } catch (IllegalStateException e) {
+      err.println("error: " + e.getMessage());
+      return 1;
+    }
+    CountDownLatch stopped = new CountDownLatch(1);
+    Thread hook = new Thread(() -> {
+      serve.close();
+      stopped.countDown();
+    }, "epp4j-emulator-shutdown");
+    Runtime.getRuntime().addShutdownHook(hook);
+    out.printf("serving %d emulated replicas of %s (profile %s, speed %sx)%n", o.replicas(),
+        o.profile().model(), o.profile().name(), o.speed());
+    for (String line : serve.describe()) {
+      out.println(line);
+    }
+    out.flush();
+    try {
+      stopped.await();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    return 0;
+  }
+
+  /** Parses the options after {@code serve}; null when help was asked for. */
+  static @Nullable Options parse(String[] args) {
+    int replicas = -1;
+    int port = -1;
+    int kvPort = DEFAULT_KV_EVENTS_PORT;
+    boolean map = false;
+    double speed = 1;
+    HardwareProfile profile = HardwareProfile.qwen3H100Mps6();
+    long seed = 1;
+    for (int i = 0; i < args.length; i++) {
+      String a = args[i];
+      if (a.equals("--help") || a.equals("-h")) {
+        return null;
+      }
+      String name = a;
+      String v;
+      int eq = a.indexOf('=');
+      if (a.startsWith("--") && eq > 0) {
+        name = a.substring(0, eq);
+        v = a.substring(eq + 1);
+      } else {
+        if (i + 1 >= args.length) {
+          throw new IllegalArgumentException(a + " needs a value");
+        }
+        v = args[++i];
+      }
+      switch (name) {
+        case "--replicas" -> replicas = intArg(name, v, 1, 64);
+        case "--port" -> port = intArg(name, v, 1, 65535);
+        case "--kv-events-port" -> kvPort = intArg(name, v, 1, 65535);
+        case "--kv-events-encoding" -> {
+          if (!v.equals("array") && !v.equals("map")) {
+            throw new IllegalArgumentException("--kv-events-encoding must be array or map");
+          }
+          map = v.equals("map");
+        }
+        case "--speed" -> {
+          try {
+            speed = Double.parseDouble(v);
+          } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--speed must be a number, got " + v);
+          }
+          if (!(speed > 0) || speed > 10_000) {
+            throw new IllegalArgumentException("--speed must be in (0, 10000], got " + v);
+          }
+        }
+        case "--profile" -> {
+          HardwareProfile p = HardwareProfile.named(v);
+          if (p == null) {
+            throw new IllegalArgumentException("--profile: unknown profile " + v + "; known: "
+                + HardwareProfile.builtIns().keySet());
+          }
+          profile = p;
+        }
+        case "--seed" -> {
+          try {
+            seed = Long.parseLong(v);
+          } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--seed must be an integer, got " + v);
+          }
+        }
+        default -> throw new IllegalArgumentException("unknown option " + name);
+      }
+    }
+    if (replicas < 0) {
+      throw new IllegalArgumentException("--replicas is required");
+    }
+    if (port < 0) {
+      throw new IllegalArgumentException("--port is required");
+    }
+    if (port + replicas - 1 > 65535) {
+      throw new IllegalArgumentException("--port " + port + " leaves no room for " + replicas
+          + " replicas");
+    }
+    if (kvPort + 2 * replicas - 1 > 65535) {
+      throw new IllegalArgumentException("--kv-events-port " + kvPort + " leaves no room for "
+          + replicas + " replicas");
+    }
+    return new Options(replicas, port, kvPort, map, speed, profile, seed);
+  }
+
+  private static int intArg(String name, String v, int min, int max) {
+    int n;
+    try {
+      n = Integer.parseInt(v);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(name + " must be an integer, got " + v);
+    }
+    if (n < min || n > max) {
+      throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], got " + v);
+    }
+    return n;
+  }
+}

@@ -1,0 +1,417 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Result;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.MetricsScraper;
+import io.epp4j.core.PrometheusMetrics;
+import io.epp4j.core.Router;
+import io.epp4j.kvevents.KvBlockIndex;
+import io.epp4j.kvevents.KvEventSubscriber;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The emulated replicas over loopback sockets, at 20x speed; every wait has a deadline. */
+@Timeout(60)
+class ServeIntegrationTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final double SPEED = 20;
+  private final HttpClient http = HttpClient.newBuilder()
+      .connectTimeout(Duration.ofSeconds(5)).build();
+  private final List<AutoCloseable> open = new ArrayList<>();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (int i = open.size() - 1; i >= 0; i--) {
+      open.get(i).close();
+    }
+  }
+
+  /** Starts replicas on free-looking ports, retrying a few bases if one is taken meanwhile. */
+  private Serve start(int replicas) {
+    IllegalStateException last = null;
+    for (int attempt = 0; attempt < 20; attempt++) {
+      // below the kernel's ephemeral range, so no client socket of another process holds them
+      int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
+      Serve.Options o = new Serve.Options(replicas, base, base + 1_000, false, SPEED,
+          HardwareProfile.qwen3H100Mps6(), 1);
+      try {
+        Serve s = new Serve(o);
+        open.add(s);
+        return s;
+      } catch (IllegalStateException e) {
+        last = e;
+      }
+    }
+    throw new AssertionError("no free ports found", last);
+  }
+
+  private static int port(Serve s, int replica) {
+    String line = s.describe().get(replica);
+    return Integer.parseInt(line.replaceAll(".*http://127\\.0\\.0\\.1:(\\d+).*", "$1"));
+  }
+
+  private static int kvPort(Serve s, int replica) {
+    String line = s.describe().get(replica);
+    return Integer.parseInt(line.replaceAll(".*kv-events tcp://127\\.0\\.0\\.1:(\\d+).*", "$1"));
+  }
+
+  private HttpResponse<String> post(int port, String path, String body) throws Exception {
+    return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+        .timeout(Duration.ofSeconds(20))
+        .header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  private HttpResponse<String> get(int port, String path) throws Exception {
+    return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+        .timeout(Duration.ofSeconds(20)).GET().build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  private static String tokens(int from, int n) {
+    StringBuilder b = new StringBuilder("[");
+    for (int i = 0; i < n; i++) {
+      b.append(i == 0 ? "" : ",").append(from + i);
+    }
+    return b.append(']').toString();
+  }
+
+  private static List<JsonNode> sse(String body) throws Exception {
+    List<JsonNode> events = new ArrayList<>();
+    for (String line : body.split("\n")) {
+      if (line.startsWith("data: ")) {
+        String data = line.substring(6);
+        events.add(data.equals("[DONE]") ? JSON.getNodeFactory().textNode("[DONE]")
+            : JSON.readTree(data));
+      }
+    }
+    return events;
+  }
+
+  private static void await(BooleanSupplier condition, String what) throws InterruptedException {
+    await(condition, () -> what);
+  }
+
+  private static void await(BooleanSupplier condition, java.util.function.Supplier<String> what)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting for " + what.get());
+      }
+      Thread.sleep(10);
+    }
+  }
+
+  @Test
+  void completionsAnswerInVllmShapesWholeAndStreamed() throws Exception {
+    Serve s = start(1);
+    int p = port(s, 0);
+
+    HttpResponse<String> whole = post(p, "/v1/completions",
+        "{\"model\":\"qwen3-1.7b\",\"prompt\":" + tokens(1, 40) + ",\"max_tokens\":5}");
+    assertThat(whole.statusCode()).isEqualTo(200);
+    JsonNode w = JSON.readTree(whole.body());
+    assertThat(w.get("object").asText()).isEqualTo("text_completion");
+    assertThat(w.at("/choices/0/text").asText()).isEqualTo(" lorem".repeat(5));
+    assertThat(w.at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    assertThat(w.at("/usage/prompt_tokens").asInt()).isEqualTo(40);
+    assertThat(w.at("/usage/completion_tokens").asInt()).isEqualTo(5);
+    assertThat(w.at("/usage/prompt_tokens_details/cached_tokens").isInt()).isTrue();
+
+    HttpResponse<String> streamed = post(p, "/v1/completions", "{\"prompt\":\"hello there world\","
+        + "\"max_tokens\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+    assertThat(streamed.statusCode()).isEqualTo(200);
+    assertThat(streamed.headers().firstValue("Content-Type")).hasValueSatisfying(
+        t -> assertThat(t).startsWith("text/event-stream"));
+    List<JsonNode> ev = sse(streamed.body());
+    assertThat(ev).hasSize(4 + 2);
+    for (int i = 0; i < 4; i++) {
+      assertThat(ev.get(i).at("/choices/0/text").asText()).isEqualTo(" lorem");
+      assertThat(ev.get(i).get("usage").isNull()).isTrue();
+    }
+    assertThat(ev.get(3).at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    assertThat(ev.get(4).get("choices")).isEmpty();
+    assertThat(ev.get(4).at("/usage/prompt_tokens").asInt()).isEqualTo(3);
+    assertThat(ev.get(4).at("/usage/completion_tokens").asInt()).isEqualTo(4);
+    assertThat(ev.get(4).at("/usage/prompt_tokens_details/cached_tokens").isInt()).isTrue();
+    assertThat(ev.get(5).asText()).isEqualTo("[DONE]");
+
+    HttpResponse<String> chat = post(p, "/v1/chat/completions", "{\"messages\":[{\"role\":"
+        + "\"user\",\"content\":\"hi\"}],\"max_tokens\":3,\"stream\":true}");
+    List<JsonNode> ce = sse(chat.body());
+    assertThat(ce).hasSize(1 + 3 + 1); // role chunk, tokens, [DONE]; no usage chunk unasked
+    assertThat(ce.get(0).get("object").asText()).isEqualTo("chat.completion.chunk");
+    assertThat(ce.get(0).at("/choices/0/delta/role").asText()).isEqualTo("assistant");
+    assertThat(ce.get(1).at("/choices/0/delta/content").asText()).isEqualTo(" lorem");
+    assertThat(ce.get(1).has("usage")).isFalse();
+
+    HttpResponse<String> chatWhole = post(p, "/v1/chat/completions", "{\"messages\":[{\"role\":"
+        + "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}],\"max_tokens\":2}");
+    JsonNode cw = JSON.readTree(chatWhole.body());
+    assertThat(cw.get("object").asText()).isEqualTo("chat.completion");
+    assertThat(cw.at("/choices/0/message/content").asText()).isEqualTo(" lorem lorem");
+
+    JsonNode models = JSON.readTree(get(p, "/v1/models").body());
+    assertThat(models.at("/data/0/id").asText()).isEqualTo("qwen3-1.7b");
+    assertThat(get(p, "/health").statusCode()).isEqualTo(200);
+  }
+
+  @Test
+  void aRepeatedPrefixIsServedFromTheCache() throws Exception {
+    Serve s = start(1);
+    int p = port(s, 0);
+    String body = "{\"prompt\":" + tokens(1_000, 200) + ",\"max_tokens\":2,\"stream\":true,"
+        + "\"stream_options\":{\"include_usage\":true}}";
+    List<JsonNode> first = sse(post(p, "/v1/completions", body).body());
+    List<JsonNode> second = sse(post(p, "/v1/completions", body).body());
+    int cachedFirst = first.get(first.size() - 2).at("/usage/prompt_tokens_details/cached_tokens")
+        .asInt();
+    int cachedSecond = second.get(second.size() - 2)
+        .at("/usage/prompt_tokens_details/cached_tokens").asInt();
+    assertThat(cachedFirst).isZero();
+    // every full block of the prompt but the one holding its last token: (200 - 1) / 16 * 16
+    assertThat(cachedSecond).isEqualTo(192);
+
+    // text shares token prefixes word by word in the stand-in tokenizer
+    JsonNode a = JSON.readTree(post(p, "/tokenize", "{\"prompt\":\"you are a helpful bot\"}")
+        .body());
+    JsonNode b = JSON.readTree(post(p, "/tokenize", "{\"prompt\":\"you are a tired cat\"}")
+        .body());
+    assertThat(a.get("count").asInt()).isEqualTo(5);
+    for (int i = 0; i < 3; i++) {
+      assertThat(a.get("tokens").get(i)).isEqualTo(b.get("tokens").get(i));
+    }
+    assertThat(a.get("tokens").get(3)).isNotEqualTo(b.get("tokens").get(3));
+  }
+
+  @Test
+  void errorsAreOpenAiShaped() throws Exception {
+    Serve s = start(1);
+    int p = port(s, 0);
+    HttpResponse<String> bad = post(p, "/v1/completions", "{not json");
+    assertThat(bad.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(bad.body()).at("/error/type").asText()).isEqualTo("BadRequestError");
+
+    HttpResponse<String> noPrompt = post(p, "/v1/completions", "{\"max_tokens\":3}");
+    assertThat(noPrompt.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(noPrompt.body()).at("/error/message").asText()).contains("prompt");
+
+    int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
+    HttpResponse<String> tooLong = post(p, "/v1/completions",
+        "{\"prompt\":" + tokens(0, maxLen) + ",\"max_tokens\":1}");
+    assertThat(tooLong.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(tooLong.body()).at("/error/message").asText())
+        .contains("maximum context length is " + maxLen);
+
+    s.stopAccepting();
+    HttpResponse<String> stopping = post(p, "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":1}");
+    assertThat(stopping.statusCode()).isEqualTo(503);
+    assertThat(JSON.readTree(stopping.body()).at("/error/code").asInt()).isEqualTo(503);
+  }
+
+  @Test
+  void metricsScraperReadsTheReplicasMetrics() throws Exception {
+    Serve s = start(1);
+    int p = port(s, 0);
+    post(p, "/v1/completions", "{\"prompt\":" + tokens(5, 100) + ",\"max_tokens\":2}");
+    post(p, "/v1/completions", "{\"prompt\":" + tokens(5, 100) + ",\"max_tokens\":2}");
+    String text = get(p, "/metrics").body();
+    Result<EndpointMetrics> parsed = PrometheusMetrics.parse(text);
+    assertThat(parsed.isOk()).as(text).isTrue();
+    EndpointMetrics m = parsed.value();
+    HardwareProfile hw = HardwareProfile.qwen3H100Mps6();
+    assertThat(m.kvCapacityBlocks()).isEqualTo(hw.kvBlocksPerReplica());
+    assertThat(m.blockSizeTokens()).isEqualTo(hw.blockSize());
+    assertThat(text).contains("vllm:prefix_cache_queries_total{engine=\"0\",model_name=\""
+        + hw.model() + "\"} 200.0");
+    assertThat(text).contains("vllm:prefix_cache_hits_total{engine=\"0\",model_name=\""
+        + hw.model() + "\"} 96.0");
+    assertThat(text).contains("vllm:time_to_first_token_seconds_count{engine=\"0\",model_name=\""
+        + hw.model() + "\"} 2.0");
+
+    try (Router router = Router.builder().endpoint(Endpoint.of("127.0.0.1", p)).build();
+        MetricsScraper scraper = MetricsScraper.builder(router)
+            .interval(Duration.ofMillis(20)).start()) {
+      await(() -> scraper.scrapes() >= 2, "two scrapes");
+      assertThat(scraper.failures()).isZero();
+    }
+  }
+
+  @Test
+  void preciseModePicksUpTheEmulatorsKvEvents() throws Exception {
+    Serve s = start(2);
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      eps.add(Endpoint.of("127.0.0.1", port(s, i), Map.of(
+          KvEventSubscriber.PORT_LABEL, String.valueOf(kvPort(s, i)),
+          KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(kvPort(s, i) + 1))));
+    }
+    KvBlockIndex index = KvBlockIndex.create();
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEvents: {mode: per-endpoint, replayTimeoutMs: 10000}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    try (Router router = Router.builder().endpoints(eps).service(KvBlockIndex.class, index)
+        .configYaml(yaml, "emulator").build()) {
+      // the subscription is asynchronous: warm up until each replica's events arrive
+      for (int i = 0; i < 2; i++) {
+        int replica = i;
+        int[] n = {0};
+        await(() -> {
+          try {
+            post(port(s, replica), "/v1/completions",
+                "{\"prompt\":" + tokens(90_000 + 100 * n[0]++, 40) + ",\"max_tokens\":1}");
+          } catch (Exception e) {
+            throw new AssertionError(e);
+          }
+          return index.blockCount(eps.get(replica).id()) > 0;
+        }, "events of replica " + i);
+      }
+      // distinct prompts, each served by one replica: the router must find each where it is
+      for (int k = 0; k < 6; k++) {
+        post(port(s, k % 2), "/v1/completions",
+            "{\"prompt\":" + tokens(10_000 * (k + 1), 160) + ",\"max_tokens\":1}");
+      }
+      for (int k = 0; k < 6; k++) {
+        int[] prompt = new int[160];
+        for (int t = 0; t < prompt.length; t++) {
+          prompt[t] = 10_000 * (k + 1) + t;
+        }
+        Endpoint expected = eps.get(k % 2);
+        await(() -> {
+          RoutingDecision d = router.route(InferenceRequest.builder().model("qwen3-1.7b")
+              .tokenIds(prompt).build());
+          return d.isRouted() && d.primary().id().equals(expected.id());
+        }, "prompt " + k + " routed to the replica holding it");
+      }
+      for (int i = 0; i < 2; i++) {
+        int replica = i;
+        await(() -> s.cluster().idle(replica), "replica idle");
+        // batches published before the subscription was made are lost to it (as with vLLM's
+        // PUB socket), so the index may miss warm-up blocks, but it holds every block of the
+        // three 160-token prompts and nothing the replica does not hold
+        await(() -> index.blockCount(eps.get(replica).id()) >= 3 * 160 / 16,
+            () -> "index holds the prompts' blocks: " + index.blockCount(eps.get(replica).id()));
+        assertThat(index.blockCount(eps.get(replica).id()))
+            .isLessThanOrEqualTo(s.cluster().cachedBlocks(replica));
+        assertThat(index.metrics().decodeErrors()).isZero();
+      }
+    }
+  }
+
+  @Test
+  void theReplaySocketAnswersFromTheRequestedSequence() throws Exception {
+    Serve s = start(1);
+    int p = port(s, 0);
+    post(p, "/v1/completions", "{\"prompt\":" + tokens(7, 64) + ",\"max_tokens\":1}");
+    post(p, "/v1/completions", "{\"prompt\":" + tokens(70_000, 64) + ",\"max_tokens\":1}");
+    try (org.zeromq.ZContext ctx = new org.zeromq.ZContext(1)) {
+      // ask until both steps' batches are buffered; a fresh socket per attempt, so an answer
+      // that comes late never mixes with the next one
+      List<Long> seqs = new ArrayList<>();
+      long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+      while (seqs.size() < 2) {
+        assertThat(System.nanoTime()).as("replayed batches in time").isLessThan(deadline);
+        seqs.clear();
+        org.zeromq.ZMQ.Socket dealer = ctx.createSocket(org.zeromq.SocketType.DEALER);
+        dealer.setLinger(0);
+        dealer.setReceiveTimeOut(2_000);
+        dealer.connect("tcp://127.0.0.1:" + (kvPort(s, 0) + 1));
+        dealer.sendMore(new byte[0]);
+        dealer.send(java.nio.ByteBuffer.allocate(8).putLong(0).array());
+        while (true) {
+          byte[] empty = dealer.recv();
+          if (empty == null) {
+            seqs.clear(); // no complete answer in time: ask again
+            break;
+          }
+          assertThat(empty).isEmpty();
+          long seq = java.nio.ByteBuffer.wrap(dealer.recv()).getLong();
+          byte[] payload = dealer.recv();
+          if (seq == -1) {
+            assertThat(payload).isEmpty();
+            break;
+          }
+          seqs.add(seq);
+          assertThat(io.epp4j.kvevents.KvEventDecoder.decode(payload).events()).isNotEmpty();
+        }
+        ctx.destroySocket(dealer);
+      }
+      assertThat(seqs.subList(0, 2)).containsExactly(0L, 1L);
+    }
+  }
+
+  @Test
+  void aTakenPortIsRefusedWithAClearMessage() throws Exception {
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      int p = taken.getLocalPort();
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      int code = Main.run(new String[] {"serve", "--replicas", "1", "--port", String.valueOf(p),
+          "--kv-events-port", String.valueOf(kvFreeBase())},
+          new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
+          new PrintStream(err, true, StandardCharsets.UTF_8));
+      assertThat(code).isEqualTo(1);
+      assertThat(err.toString(StandardCharsets.UTF_8))
+          .contains("HTTP port " + p + " on 127.0.0.1 is already in use");
+
+      ByteArrayOutputStream err2 = new ByteArrayOutputStream();
+      int code2 = Main.run(new String[] {"serve", "--replicas", "1", "--port",
+          String.valueOf(kvFreeBase()), "--kv-events-port", String.valueOf(p)},
+          new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
+          new PrintStream(err2, true, StandardCharsets.UTF_8));
+      assertThat(code2).isEqualTo(1);
+      assertThat(err2.toString(StandardCharsets.UTF_8))
+          .contains("KV events port " + p + " on 127.0.0.1 cannot be bound");
+    }
+  }
+
+  @Test
+  void serveOptionsAreChecked() {
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code = Main.run(new String[] {"serve", "--port", "8000"},
+        new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString(StandardCharsets.UTF_8)).contains("--replicas is required");
+    assertThat(Serve.parse(new String[] {"--replicas", "2", "--port", "9000", "--speed", "20",
+        "--kv-events-encoding", "map"})).isEqualTo(new Serve.Options(2, 9000, 25557, true, 20,
+        HardwareProfile.qwen3H100Mps6(), 1));
+  }
+
+  /** A port that is free now (for the side of a test whose binding is not what it checks). */
+  private static int kvFreeBase() throws Exception {
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    }
+  }
+}
