@@ -408,10 +408,22 @@ class ServeIntegrationTest {
         HardwareProfile.qwen3H100Mps6(), 1));
   }
 
-  /** A port that is free now (for the side of a test whose binding is not what it checks). */
+  /**
+   * A port that is free now together with the one after it (a replica's KV events and replay
+   * sockets), for the side of a test whose binding is not what it checks. Picked below the
+   * kernel's ephemeral range, where no client socket of this or another test can hold the
+   * second port by chance.
+   */
   private static int kvFreeBase() throws Exception {
-    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      return s.getLocalPort();
+    for (int attempt = 0; attempt < 50; attempt++) {
+      int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
+      try (ServerSocket a = new ServerSocket(base, 1, InetAddress.getLoopbackAddress());
+          ServerSocket b = new ServerSocket(base + 1, 1, InetAddress.getLoopbackAddress())) {
+        return base;
+      } catch (java.io.IOException taken) {
+        // try another pair
+      }
     }
+    throw new AssertionError("no free pair of ports found");
   }
 }
