@@ -13,33 +13,43 @@ import org.reactivestreams.Publisher;
 import org.springframework.core.io.buffer.DataBuffer;
 import org.springframework.http.HttpStatusCode;
 import org.springframework.http.server.reactive.ServerHttpResponse;
-import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import reactor.core.publisher.Flux;
-import reactor.core.publisher.Mono;
 
 /**
- * Passes the replica's answer to the client buffer by buffer, as the routing filters write it
- * (streamed answers keep their flush per chunk), and reports the outcome to the decision: the
- * first byte of a 2xx answer is the first token, the end of the answer completes it with the
- * {@code usage} found in its last bytes, an error or the client going away fails it. Only the
- * last {@value #TAIL_BYTES} bytes are kept, copied, for the usage.
+ * Watches the replica's answer on its way to the client, buffer by buffer as the gateway writes
+ * it (streamed answers keep their flush per chunk; nothing is held back), and reports the outcome
+ * to the decision: the first byte of a 2xx answer is the first token, the end of the answer
+ * completes it with the {@code usage} found in its last bytes, an error or the client going away
+ * fails it. Only the last {@value #TAIL_BYTES} bytes are kept, copied, for the usage.
+ *
+ * <p>The {@code Epp4j} filter creates it and leaves it in the exchange attribute
+ * {@link #ATTRIBUTE}; {@link Epp4jResponseTapFilter}, which runs before the gateway writes the
+ * response, wraps the response so that the writes pass through {@link #watch}.
  */
-final class DecisionTap extends ServerHttpResponseDecorator {
+final class DecisionTap {
+  /** Exchange attribute holding the tap of a routed request. */
+  static final String ATTRIBUTE = DecisionTap.class.getName();
+
   /** Usage is in the last JSON object or SSE chunk of an answer; this much of the end is kept. */
   static final int TAIL_BYTES = 64 * 1024;
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final byte[] USAGE_KEY = "\"usage\"".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
 
   private final RoutingDecision decision;
+  private final ServerHttpResponse response;
   private volatile boolean answered;
   private boolean success;
   // ring of the answer's last bytes; grows to TAIL_BYTES, then wraps
   private byte[] tail = new byte[0];
   private long written;
 
-  DecisionTap(ServerHttpResponse delegate, RoutingDecision decision) {
-    super(delegate);
+  DecisionTap(ServerHttpResponse response, RoutingDecision decision) {
+    this.response = response;
     this.decision = decision;
+  }
+
+  RoutingDecision decision() {
+    return decision;
   }
 
   /** Whether any byte of an answer reached this response. */
@@ -47,15 +57,14 @@ final class DecisionTap extends ServerHttpResponseDecorator {
     return answered;
   }
 
-  @Override
-  public Mono<Void> writeWith(Publisher<? extends DataBuffer> body) {
-    return super.writeWith(watchEnd(Flux.from(body).doOnNext(this::seen)));
+  /** The body of a {@code writeWith}, watched. */
+  Flux<DataBuffer> watch(Publisher<? extends DataBuffer> body) {
+    return watchEnd(Flux.<DataBuffer>from(body).doOnNext(this::seen));
   }
 
-  @Override
-  public Mono<Void> writeAndFlushWith(Publisher<? extends Publisher<? extends DataBuffer>> body) {
-    return super.writeAndFlushWith(
-        watchEnd(Flux.from(body).map(chunk -> Flux.from(chunk).doOnNext(this::seen))));
+  /** The body of a {@code writeAndFlushWith}, watched chunk by chunk. */
+  Flux<Publisher<DataBuffer>> watchChunks(Publisher<? extends Publisher<? extends DataBuffer>> body) {
+    return watchEnd(Flux.from(body).map(chunk -> Flux.<DataBuffer>from(chunk).doOnNext(this::seen)));
   }
 
   private <T> Flux<T> watchEnd(Flux<T> body) {
@@ -67,7 +76,7 @@ final class DecisionTap extends ServerHttpResponseDecorator {
 
   private void seen(DataBuffer buffer) {
     if (!answered) {
-      HttpStatusCode status = getStatusCode();
+      HttpStatusCode status = response.getStatusCode();
       success = status == null || status.is2xxSuccessful();
       answered = true;
     }
@@ -125,7 +134,7 @@ final class DecisionTap extends ServerHttpResponseDecorator {
 
   /** The answer ended (or the chain ended without one): completion unless the replica failed. */
   void finished() {
-    HttpStatusCode status = getStatusCode();
+    HttpStatusCode status = response.getStatusCode();
     if (status != null && status.is5xxServerError()) {
       decision.onFailure(new IOException("upstream answered " + status.value()));
     } else {

@@ -1,6 +1,8 @@
 package io.epp4j.spring.gateway;
 
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.RequestListener;
 import io.epp4j.core.MetricsScraper;
 import io.epp4j.core.OpenAiRequestParser;
 import io.epp4j.core.Router;
@@ -8,6 +10,8 @@ import io.epp4j.scorers.Epp4jPreset;
 import io.opentelemetry.api.OpenTelemetry;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.Set;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.ObjectProvider;
@@ -31,11 +35,13 @@ public class Epp4jAutoConfiguration {
 
   /**
    * The router; closed with the context. The application's {@link OpenTelemetry} bean, when there
-   * is one, receives the router's metrics.
+   * is one, receives the router's metrics; {@link RequestListener} and {@link PoolListener} beans
+   * are registered with it.
    */
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
-  public Router epp4jRouter(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel) {
+  public Router epp4jRouter(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
+      ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners) {
     Router.Builder b = Router.builder()
         .endpoints(endpoints(properties.getEndpoints()))
         .requestParser(OpenAiRequestParser.of(maxBodyBytes(properties), properties.getSessionHeaders()));
@@ -49,6 +55,10 @@ public class Epp4jAutoConfiguration {
     if (properties.getInFlightMaxAge() != null) {
       b.inFlightMaxAge(properties.getInFlightMaxAge());
     }
+    Set<Object> listeners = new LinkedHashSet<>(); // a bean that is both is registered once
+    requestListeners.orderedStream().forEach(listeners::add);
+    poolListeners.orderedStream().forEach(listeners::add);
+    listeners.forEach(b::listener);
     OpenTelemetry telemetry = otel.getIfAvailable();
     if (telemetry != null) {
       b.openTelemetry(telemetry);
@@ -74,6 +84,13 @@ public class Epp4jAutoConfiguration {
   public Epp4jGatewayFilterFactory epp4jGatewayFilterFactory(Router router,
       Epp4jProperties properties) {
     return new Epp4jGatewayFilterFactory(router, properties.getScheme(), maxBodyBytes(properties));
+  }
+
+  /** Lets the {@code Epp4j} filter watch the answers of the routes it is on. */
+  @Bean
+  @ConditionalOnMissingBean
+  public Epp4jResponseTapFilter epp4jResponseTapFilter() {
+    return new Epp4jResponseTapFilter();
   }
 
   static List<Endpoint> endpoints(List<String> hostPorts) {

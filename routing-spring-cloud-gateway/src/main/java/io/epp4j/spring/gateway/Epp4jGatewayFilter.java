@@ -38,8 +38,8 @@ import reactor.core.publisher.Mono;
 /**
  * Routes one OpenAI request: reads the body once (SCG's body cache, bounded by the size limit),
  * asks the router for a replica, points the gateway's request URL at it and lets the rest of the
- * chain send the request. The answer streams through a {@link DecisionTap} that reports first
- * token, usage and failure to the decision. A request that is not a {@code POST} passes through
+ * chain send the request. The answer streams through a {@link DecisionTap} (installed by
+ * {@link Epp4jResponseTapFilter}) that reports first token, usage and failure to the decision. A request that is not a {@code POST} passes through
  * untouched.
  *
  * <p>When the connection to the picked replica fails before any byte of an answer (refused,
@@ -98,7 +98,8 @@ final class Epp4jGatewayFilter implements GatewayFilter {
     ServerHttpRequest forwarded = request.mutate()
         .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue()).build();
     DecisionTap tap = new DecisionTap(exchange.getResponse(), d);
-    ServerWebExchange routed = exchange.mutate().request(forwarded).response(tap).build();
+    ServerWebExchange routed = exchange.mutate().request(forwarded).build();
+    routed.getAttributes().put(DecisionTap.ATTRIBUTE, tap);
     Mono<Void> sent;
     try {
       sent = send(routed, chain, base, d.endpoints(), 0, tap);
@@ -106,8 +107,9 @@ final class Epp4jGatewayFilter implements GatewayFilter {
       d.onFailure(e);
       throw e;
     }
+    // the rest of the chain ends once the replica's status line is in; the answer is written
+    // after it and watched by the tap
     return sent
-        .doOnSuccess(v -> tap.finished())
         .doOnError(d::onFailure)
         .doOnCancel(() -> d.onFailure(new CancellationException("client went away")));
   }
