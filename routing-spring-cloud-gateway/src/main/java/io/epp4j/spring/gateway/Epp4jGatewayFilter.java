@@ -110,6 +110,12 @@ final class Epp4jGatewayFilter implements GatewayFilter {
     // the rest of the chain ends once the replica's status line is in; the answer is written
     // after it and watched by the tap
     return sent
+        .onErrorResume(e -> connectionFailure(e) && !tap.answered()
+            && !exchange.getResponse().isCommitted(), e -> {
+          d.onFailure(e);
+          return error(exchange, 502, "upstream_unavailable",
+              "no replica of the decision could be reached");
+        })
         .doOnError(d::onFailure)
         .doOnCancel(() -> d.onFailure(new CancellationException("client went away")));
   }
