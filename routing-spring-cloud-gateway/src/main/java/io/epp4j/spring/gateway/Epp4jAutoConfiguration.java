@@ -22,6 +22,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.cloud.gateway.filter.factory.GatewayFilterFactory;
 import org.springframework.context.annotation.Bean;
+import org.springframework.core.env.Environment;
 
 /**
  * Builds the epp4j {@link Router}, the {@link MetricsScraper} that keeps its replica metrics
@@ -91,6 +92,14 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   public Epp4jResponseTapFilter epp4jResponseTapFilter() {
     return new Epp4jResponseTapFilter();
+  }
+
+  /** Applies changed {@code epp4j.*} properties on a Spring Cloud environment change. */
+  @Bean
+  @ConditionalOnMissingBean
+  @ConditionalOnClass(name = "org.springframework.cloud.context.environment.EnvironmentChangeEvent")
+  public Epp4jRefresher epp4jRefresher(Router router, Environment environment) {
+    return new Epp4jRefresher(router, environment);
   }
 
   static List<Endpoint> endpoints(List<String> hostPorts) {
