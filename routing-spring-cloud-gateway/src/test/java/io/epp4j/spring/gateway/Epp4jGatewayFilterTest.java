@@ -268,6 +268,24 @@ class Epp4jGatewayFilterTest {
   }
 
   @Test
+  void aSheddableRequestOnASaturatedPoolIsA429WithRetryAfter() throws Exception {
+    // no metrics are scraped in this test, and the EPP counts an endpoint without metrics as full
+    int served = servedSoFar();
+    HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(Duration.ofSeconds(20))
+        .header("content-type", "application/json")
+        .header("x-request-priority", "-1")
+        .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"prompt\":\"hi\"}"))
+        .build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).isEqualTo(429);
+    assertThat(r.headers().firstValue("Retry-After")).contains("1");
+    JsonNode error = JSON.readTree(r.body()).path("error");
+    assertThat(error.path("type").asText()).isEqualTo("routing_shed");
+    assertThat(error.path("code").asInt()).isEqualTo(429);
+    assertThat(servedSoFar()).isEqualTo(served);
+  }
+
+  @Test
   void aGetPassesThroughUntouched() throws Exception {
     // the route's own URI does not resolve: the filter did not rewrite it
     HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(uri("/v1/models"))
