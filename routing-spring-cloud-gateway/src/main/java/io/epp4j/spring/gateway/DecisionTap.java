@@ -38,6 +38,7 @@ final class DecisionTap {
   private final RoutingDecision decision;
   private final ServerHttpResponse response;
   private volatile boolean answered;
+  private volatile boolean finished;
   private boolean success;
   // ring of the answer's last bytes; grows to TAIL_BYTES, then wraps
   private byte[] tail = new byte[0];
@@ -134,6 +135,10 @@ final class DecisionTap {
 
   /** The answer ended (or the chain ended without one): completion unless the replica failed. */
   void finished() {
+    if (finished) { // the end of the answer, then the end of the exchange: one report, one parse
+      return;
+    }
+    finished = true;
     HttpStatusCode status = response.getStatusCode();
     if (status != null && status.is5xxServerError()) {
       decision.onFailure(new IOException("upstream answered " + status.value()));

@@ -97,6 +97,8 @@ class Epp4jFallbackTest {
       assertThat(r.statusCode()).as("request %d", i).isEqualTo(200);
       assertThat(r.headers().firstValue("x-replica")).contains("live");
       assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER)).contains(LIVE.id());
+      // the body read once by the filter is sent again, whole, on the second attempt
+      assertThat(LIVE.lastBody.get()).isEqualTo("{\"model\":\"m\",\"prompt\":\"p" + i + "\"}");
     }
     // ties between the two are broken at random: some decisions put the dead one first
     assertThat(deadPrimaries.count.get()).isPositive();

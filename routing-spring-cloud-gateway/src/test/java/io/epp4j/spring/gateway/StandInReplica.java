@@ -26,6 +26,8 @@ final class StandInReplica implements AutoCloseable {
   final String name;
   final AtomicInteger served = new AtomicInteger();
   final AtomicInteger aborted = new AtomicInteger();
+  /** The body of the last request, as received. */
+  final AtomicReference<String> lastBody = new AtomicReference<>("");
   /** Set when the last chunk of a stream went out. */
   final AtomicInteger lastChunksSent = new AtomicInteger();
   final AtomicReference<CountDownLatch> gate = new AtomicReference<>(new CountDownLatch(0));
@@ -61,6 +63,7 @@ final class StandInReplica implements AutoCloseable {
       byte[] body = ex.getRequestBody().readAllBytes();
       served.incrementAndGet();
       String text = new String(body, StandardCharsets.UTF_8);
+      lastBody.set(text);
       int prompt = Math.max(1, body.length / 4);
       String usage = "{\"prompt_tokens\":" + prompt + ",\"completion_tokens\":2,\"total_tokens\":"
           + (prompt + 2) + ",\"prompt_tokens_details\":{\"cached_tokens\":" + CACHED + "}}";
