@@ -13,13 +13,16 @@ import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.Set;
 import java.util.List;
+import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.cloud.client.discovery.DiscoveryClient;
 import org.springframework.cloud.gateway.filter.factory.GatewayFilterFactory;
 import org.springframework.context.annotation.Bean;
 import org.springframework.core.env.Environment;
@@ -29,7 +32,10 @@ import org.springframework.core.env.Environment;
  * fresh, and the {@code Epp4j} gateway filter from the {@code epp4j.*} properties. Each bean
  * yields to one of the same type the application defines.
  */
-@AutoConfiguration
+// after the discovery clients, so that @ConditionalOnBean(DiscoveryClient) sees them
+@AutoConfiguration(afterName = {
+    "org.springframework.cloud.client.discovery.simple.SimpleDiscoveryClientAutoConfiguration",
+    "org.springframework.cloud.client.discovery.composite.CompositeDiscoveryClientAutoConfiguration"})
 @ConditionalOnClass(GatewayFilterFactory.class)
 @EnableConfigurationProperties(Epp4jProperties.class)
 public class Epp4jAutoConfiguration {
@@ -92,6 +98,22 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   public Epp4jResponseTapFilter epp4jResponseTapFilter() {
     return new Epp4jResponseTapFilter();
+  }
+
+  /**
+   * The pool from Spring Cloud service discovery, when {@code epp4j.discovery.service-id} is set
+   * and the application has a {@code DiscoveryClient}.
+   */
+  @Bean(destroyMethod = "close")
+  @ConditionalOnMissingBean
+  @ConditionalOnClass(name = "org.springframework.cloud.client.discovery.DiscoveryClient")
+  @ConditionalOnBean(DiscoveryClient.class)
+  @ConditionalOnProperty(prefix = "epp4j.discovery", name = "service-id")
+  public Epp4jDiscoveryPool epp4jDiscoveryPool(Router router, DiscoveryClient discovery,
+      Epp4jProperties properties) {
+    String id = Objects.requireNonNull(properties.getDiscovery().getServiceId());
+    return new Epp4jDiscoveryPool(router, discovery, id,
+        properties.getDiscovery().getRefreshInterval());
   }
 
   /** Applies changed {@code epp4j.*} properties on a Spring Cloud environment change. */

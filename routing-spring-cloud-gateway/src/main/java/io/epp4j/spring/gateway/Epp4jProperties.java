@@ -44,6 +44,9 @@ public class Epp4jProperties {
   /** Scraping of the replicas' Prometheus metrics (queue, KV-cache use). */
   private final Metrics metrics = new Metrics();
 
+  /** The pool from a Spring Cloud DiscoveryClient instead of {@code endpoints}. */
+  private final Discovery discovery = new Discovery();
+
   public List<String> getEndpoints() {
     return endpoints;
   }
@@ -102,6 +105,38 @@ public class Epp4jProperties {
 
   public Metrics getMetrics() {
     return metrics;
+  }
+
+  public Discovery getDiscovery() {
+    return discovery;
+  }
+
+  /** The {@code epp4j.discovery.*} properties. */
+  public static class Discovery {
+    /**
+     * Spring Cloud DiscoveryClient service id whose instances are the pool; replaces
+     * {@code endpoints} once the first lookup returns.
+     */
+    private @Nullable String serviceId;
+
+    /** Time between two lookups of the service's instances. */
+    private Duration refreshInterval = Duration.ofSeconds(5);
+
+    public @Nullable String getServiceId() {
+      return serviceId;
+    }
+
+    public void setServiceId(@Nullable String serviceId) {
+      this.serviceId = serviceId;
+    }
+
+    public Duration getRefreshInterval() {
+      return refreshInterval;
+    }
+
+    public void setRefreshInterval(Duration refreshInterval) {
+      this.refreshInterval = refreshInterval;
+    }
   }
 
   /** The {@code epp4j.metrics.*} properties. */

@@ -9,6 +9,7 @@ import io.epp4j.api.Usage;
 import io.epp4j.core.MetricsScraper;
 import io.epp4j.core.Router;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
@@ -17,6 +18,8 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.context.annotation.ImportCandidates;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.boot.test.util.TestPropertyValues;
+import org.springframework.cloud.client.DefaultServiceInstance;
+import org.springframework.cloud.client.discovery.DiscoveryClient;
 import org.springframework.cloud.context.environment.EnvironmentChangeEvent;
 
 class Epp4jAutoConfigurationTest {
@@ -109,6 +112,61 @@ class Epp4jAutoConfigurationTest {
           before.onComplete(Usage.NONE);
           assertThat(inFlight(router)).isZero();
         });
+  }
+
+  @Test
+  void theInstancesOfADiscoveredServiceBecomeThePoolAndFollowTheRegistry() {
+    java.util.concurrent.CopyOnWriteArrayList<org.springframework.cloud.client.ServiceInstance>
+        instances = new java.util.concurrent.CopyOnWriteArrayList<>(List.of(
+            new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false)));
+    DiscoveryClient registry = new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "test registry";
+      }
+
+      @Override
+      public List<org.springframework.cloud.client.ServiceInstance> getInstances(String id) {
+        return id.equals("llm") ? instances : List.of();
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of("llm");
+      }
+    };
+    runner.withBean(DiscoveryClient.class, () -> registry)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=20ms")
+        .run(ctx -> {
+          assertThat(ctx).hasSingleBean(Epp4jDiscoveryPool.class);
+          Router router = ctx.getBean(Router.class);
+          awaitPool(router, Set.of("10.0.0.1:8000"));
+          instances.add(new DefaultServiceInstance("b", "llm", "10.0.0.2", 8000, false));
+          awaitPool(router, Set.of("10.0.0.1:8000", "10.0.0.2:8000"));
+        });
+  }
+
+  @Test
+  void withoutAServiceIdThereIsNoDiscovery() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+        .run(ctx -> assertThat(ctx).doesNotHaveBean(Epp4jDiscoveryPool.class));
+  }
+
+  private static void awaitPool(Router router, Set<String> ids) throws InterruptedException {
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+    while (!poolIds(router).equals(ids)) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("pool is " + poolIds(router) + ", expected " + ids);
+      }
+      Thread.sleep(5);
+    }
+  }
+
+  private static Set<String> poolIds(Router router) {
+    Set<String> ids = new java.util.HashSet<>();
+    router.endpoints().forEach(c -> ids.add(c.id()));
+    return ids;
   }
 
   private static int inFlight(Router router) {
