@@ -148,6 +148,27 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void theRouterReportsToTheApplicationsOpenTelemetry() {
+    io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader reader =
+        io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader.create();
+    io.opentelemetry.sdk.OpenTelemetrySdk otel = io.opentelemetry.sdk.OpenTelemetrySdk.builder()
+        .setMeterProvider(io.opentelemetry.sdk.metrics.SdkMeterProvider.builder()
+            .registerMetricReader(reader).build())
+        .build();
+    runner.withBean(io.opentelemetry.api.OpenTelemetry.class, () -> otel)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false")
+        .run(ctx -> {
+          RoutingDecision d = ctx.getBean(Router.class).route("/v1/completions", Map.of(),
+              "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8));
+          d.onComplete(Usage.NONE);
+          assertThat(reader.collectAllMetrics())
+              .extracting(io.opentelemetry.sdk.metrics.data.MetricData::getName)
+              .contains("epp4j.routing.decisions");
+        });
+    otel.close();
+  }
+
+  @Test
   void withoutAServiceIdThereIsNoDiscovery() {
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
         .run(ctx -> assertThat(ctx).doesNotHaveBean(Epp4jDiscoveryPool.class));
