@@ -1,0 +1,66 @@
+package io.epp4j.spring.gateway;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.core.Router;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.springframework.cloud.client.ServiceInstance;
+import org.springframework.cloud.client.discovery.DiscoveryClient;
+
+/**
+ * Keeps the router's pool equal to the instances a {@link DiscoveryClient} lists for one service,
+ * looked up at a fixed interval on a daemon thread of its own. A failed lookup keeps the pool as
+ * it is; an empty answer empties it (requests then get 503), as the registry says.
+ */
+public class Epp4jDiscoveryPool implements AutoCloseable {
+  private static final Logger LOG = Logger.getLogger(Epp4jDiscoveryPool.class.getName());
+
+  private final Router router;
+  private final DiscoveryClient discovery;
+  private final String serviceId;
+  private final ScheduledExecutorService timer;
+
+  public Epp4jDiscoveryPool(Router router, DiscoveryClient discovery, String serviceId,
+      Duration interval) {
+    if (interval.isNegative() || interval.isZero()) {
+      throw new IllegalArgumentException(
+          "epp4j.discovery.refresh-interval must be positive, got " + interval);
+    }
+    this.router = router;
+    this.discovery = discovery;
+    this.serviceId = serviceId;
+    this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "epp4j-discovery");
+      t.setDaemon(true);
+      return t;
+    });
+    timer.scheduleWithFixedDelay(this::refresh, 0, interval.toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  void refresh() {
+    List<ServiceInstance> instances;
+    try {
+      instances = discovery.getInstances(serviceId);
+    } catch (RuntimeException e) {
+      LOG.log(Level.WARNING, "epp4j: looking up service '" + serviceId + "' failed; keeping the"
+          + " current pool", e);
+      return;
+    }
+    List<Endpoint> pool = new ArrayList<>(instances.size());
+    for (ServiceInstance i : instances) {
+      pool.add(Endpoint.of(i.getHost(), i.getPort()));
+    }
+    router.setEndpoints(pool);
+  }
+
+  @Override
+  public void close() {
+    timer.shutdownNow();
+  }
+}

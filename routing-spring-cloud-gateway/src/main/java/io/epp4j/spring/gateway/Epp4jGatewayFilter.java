@@ -1,0 +1,232 @@
+package io.epp4j.spring.gateway;
+
+import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.CACHED_REQUEST_BODY_ATTR;
+import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.GATEWAY_REQUEST_URL_ATTR;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.Rejection;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.Router;
+import java.net.ConnectException;
+import java.net.URI;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.atomic.AtomicLong;
+import org.springframework.cloud.gateway.filter.GatewayFilter;
+import org.springframework.cloud.gateway.filter.GatewayFilterChain;
+import org.springframework.cloud.gateway.support.ServerWebExchangeUtils;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DataBufferUtils;
+import org.springframework.http.HttpMethod;
+import org.springframework.http.HttpStatusCode;
+import org.springframework.http.MediaType;
+import org.springframework.http.server.reactive.ServerHttpRequest;
+import org.springframework.http.server.reactive.ServerHttpRequestDecorator;
+import org.springframework.http.server.reactive.ServerHttpResponse;
+import org.springframework.web.server.ServerWebExchange;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * Routes one OpenAI request: reads the body once (SCG's body cache, bounded by the size limit),
+ * asks the router for a replica, points the gateway's request URL at it and lets the rest of the
+ * chain send the request. The answer streams through a {@link DecisionTap} (installed by
+ * {@link Epp4jResponseTapFilter}) that reports first token, usage and failure to the decision. A request that is not a {@code POST} passes through
+ * untouched.
+ *
+ * <p>When the connection to the picked replica fails before any byte of an answer (refused,
+ * reset), the request is sent to the decision's next endpoint, in order.
+ */
+final class Epp4jGatewayFilter implements GatewayFilter {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final Router router;
+  private final String scheme;
+  private final int maxBodyBytes;
+
+  Epp4jGatewayFilter(Router router, String scheme, int maxBodyBytes) {
+    this.router = router;
+    this.scheme = scheme;
+    this.maxBodyBytes = maxBodyBytes;
+  }
+
+  @Override
+  public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
+    ServerHttpRequest request = exchange.getRequest();
+    if (!HttpMethod.POST.equals(request.getMethod())) {
+      return chain.filter(exchange);
+    }
+    long declared = request.getHeaders().getContentLength();
+    if (declared > maxBodyBytes) {
+      return tooLarge(exchange);
+    }
+    DataBuffer cached = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
+    if (cached != null) { // another filter or predicate read it already
+      return route(exchange, chain, request, bytes(cached));
+    }
+    ServerWebExchange limited = exchange.mutate()
+        .request(new LimitedBody(request, maxBodyBytes)).build();
+    return ServerWebExchangeUtils.cacheRequestBody(limited, replaying -> {
+      DataBuffer body = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
+      return route(exchange, chain, replaying, body == null ? new byte[0] : bytes(body))
+          .then(Mono.just(Boolean.TRUE));
+    }).onErrorResume(BodyTooLarge.class, e -> tooLarge(exchange).then(Mono.just(Boolean.TRUE)))
+        .then();
+  }
+
+  private Mono<Void> route(ServerWebExchange exchange, GatewayFilterChain chain,
+      ServerHttpRequest request, byte[] body) {
+    Map<String, String> headers = new HashMap<>();
+    request.getHeaders().forEach((name, values) ->
+        headers.put(name.toLowerCase(Locale.ROOT), values.isEmpty() ? "" : values.get(0)));
+    RoutingDecision d = router.route(request.getURI().getPath(), headers, body);
+    Rejection rejected = d.rejection();
+    if (rejected != null) {
+      return error(exchange, rejected.httpStatus(),
+          "routing_" + rejected.reason().name().toLowerCase(Locale.ROOT), rejected.message());
+    }
+    URI url = exchange.getAttribute(GATEWAY_REQUEST_URL_ATTR);
+    URI base = url != null ? url : request.getURI();
+    ServerHttpRequest forwarded = request.mutate()
+        .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue()).build();
+    DecisionTap tap = new DecisionTap(exchange.getResponse(), d);
+    ServerWebExchange routed = exchange.mutate().request(forwarded).build();
+    routed.getAttributes().put(DecisionTap.ATTRIBUTE, tap);
+    Mono<Void> sent;
+    try {
+      sent = send(routed, chain, base, d.endpoints(), 0, tap);
+    } catch (RuntimeException e) {
+      d.onFailure(e);
+      throw e;
+    }
+    // the rest of the chain ends once the replica's status line is in; the answer is written
+    // after it and watched by the tap
+    return sent
+        .onErrorResume(e -> connectionFailure(e) && !tap.answered()
+            && !exchange.getResponse().isCommitted(), e -> {
+          d.onFailure(e);
+          return error(exchange, 502, "upstream_unavailable",
+              "no replica of the decision could be reached");
+        })
+        .doOnError(d::onFailure)
+        .doOnCancel(() -> d.onFailure(new CancellationException("client went away")));
+  }
+
+  /** Sends to {@code endpoints[i]}; on a connection failure before any answer, to the next. */
+  private Mono<Void> send(ServerWebExchange exchange, GatewayFilterChain chain, URI base,
+      List<Endpoint> endpoints, int i, DecisionTap tap) {
+    Endpoint target = endpoints.get(i);
+    exchange.getAttributes().put(GATEWAY_REQUEST_URL_ATTR, retarget(base, target));
+    exchange.getResponse().getHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
+    Mono<Void> attempt = chain.filter(exchange);
+    if (i + 1 >= endpoints.size()) {
+      return attempt;
+    }
+    return attempt.onErrorResume(
+        e -> connectionFailure(e) && !tap.answered() && !exchange.getResponse().isCommitted(),
+        e -> {
+          // the routing filters mark the exchange routed; the next attempt must route again
+          ServerWebExchangeUtils.reset(exchange);
+          exchange.getAttributes().remove(ServerWebExchangeUtils.GATEWAY_ALREADY_ROUTED_ATTR);
+          exchange.getAttributes().remove(ServerWebExchangeUtils.CLIENT_RESPONSE_ATTR);
+          exchange.getAttributes().remove(ServerWebExchangeUtils.CLIENT_RESPONSE_CONN_ATTR);
+          return send(exchange, chain, base, endpoints, i + 1, tap);
+        });
+  }
+
+  private static boolean connectionFailure(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof ConnectException || t instanceof ClosedChannelException) {
+        return true;
+      }
+      String name = t.getClass().getName();
+      // Reactor Netty's "connection closed before any response" and Netty's reset
+      if (name.endsWith("PrematureCloseException")
+          || (t instanceof java.io.IOException && String.valueOf(t.getMessage()).contains("reset"))) {
+        return true;
+      }
+      if (t.getCause() == t) {
+        break;
+      }
+    }
+    return false;
+  }
+
+  private URI retarget(URI base, Endpoint target) {
+    StringBuilder sb = new StringBuilder(64).append(scheme).append("://").append(target.id());
+    String path = base.getRawPath();
+    sb.append(path == null || path.isEmpty() ? "/" : path);
+    if (base.getRawQuery() != null) {
+      sb.append('?').append(base.getRawQuery());
+    }
+    return URI.create(sb.toString());
+  }
+
+  /** The readable bytes, without moving the cached buffer's read position (it is replayed). */
+  private static byte[] bytes(DataBuffer buffer) {
+    int n = buffer.readableByteCount();
+    ByteBuffer copy = ByteBuffer.allocate(n);
+    buffer.toByteBuffer(buffer.readPosition(), copy, 0, n);
+    return copy.array();
+  }
+
+  private Mono<Void> tooLarge(ServerWebExchange exchange) {
+    return error(exchange, 413, "request_too_large",
+        "request body is above the limit of " + maxBodyBytes + " bytes");
+  }
+
+  /** An error in the OpenAI shape, which OpenAI client libraries turn into their exceptions. */
+  static Mono<Void> error(ServerWebExchange exchange, int status, String type, String message) {
+    ServerHttpResponse response = exchange.getResponse();
+    ObjectNode body = JSON.createObjectNode();
+    body.putObject("error").put("message", message).put("type", type).put("code", status);
+    byte[] b = body.toString().getBytes(StandardCharsets.UTF_8);
+    response.setStatusCode(HttpStatusCode.valueOf(status));
+    response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
+    response.getHeaders().setContentLength(b.length);
+    if (status == 429 || status == 503) {
+      response.getHeaders().set("Retry-After", "1");
+    }
+    ServerWebExchangeUtils.setAlreadyRouted(exchange);
+    return response.writeWith(Mono.just(response.bufferFactory().wrap(b)));
+  }
+
+  /** Fails the body read as soon as more than the limit arrived, before all of it is joined. */
+  private static final class LimitedBody extends ServerHttpRequestDecorator {
+    private final int limit;
+
+    LimitedBody(ServerHttpRequest delegate, int limit) {
+      super(delegate);
+      this.limit = limit;
+    }
+
+    @Override
+    public Flux<DataBuffer> getBody() {
+      AtomicLong seen = new AtomicLong();
+      return super.getBody().handle((buffer, sink) -> {
+        if (seen.addAndGet(buffer.readableByteCount()) > limit) {
+          DataBufferUtils.release(buffer);
+          sink.error(new BodyTooLarge());
+        } else {
+          sink.next(buffer);
+        }
+      });
+    }
+  }
+
+  private static final class BodyTooLarge extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    BodyTooLarge() {
+      super("request body too large", null, false, false);
+    }
+  }
+}

@@ -1,0 +1,11 @@
+/**
+ * Spring Boot auto-configuration and a Spring Cloud Gateway (server WebFlux) filter that route
+ * OpenAI-compatible requests with epp4j: {@link io.epp4j.spring.gateway.Epp4jAutoConfiguration}
+ * builds the {@code Router} and {@code MetricsScraper} from the {@code epp4j.*} properties
+ * ({@link io.epp4j.spring.gateway.Epp4jProperties}), and the {@code Epp4j} filter
+ * ({@link io.epp4j.spring.gateway.Epp4jGatewayFilterFactory}) picks the replica of each request.
+ */
+@NullMarked
+package io.epp4j.spring.gateway;
+
+import org.jspecify.annotations.NullMarked;

@@ -1,0 +1,200 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.MetricsScraper;
+import io.epp4j.core.Router;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.context.annotation.ImportCandidates;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.util.TestPropertyValues;
+import org.springframework.cloud.client.DefaultServiceInstance;
+import org.springframework.cloud.client.discovery.DiscoveryClient;
+import org.springframework.cloud.context.environment.EnvironmentChangeEvent;
+
+class Epp4jAutoConfigurationTest {
+  private final ApplicationContextRunner runner = new ApplicationContextRunner()
+      .withConfiguration(AutoConfigurations.of(Epp4jAutoConfiguration.class))
+      .withPropertyValues("epp4j.metrics.interval=1h");
+
+  @Test
+  void isRegisteredAsAnAutoConfiguration() {
+    assertThat(ImportCandidates.load(AutoConfiguration.class, getClass().getClassLoader())
+        .getCandidates()).contains(Epp4jAutoConfiguration.class.getName());
+  }
+
+  @Test
+  void buildsTheRouterScraperAndFilterFromTheProperties() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001, 127.0.0.1:9002",
+            "epp4j.preset=epp4j", "epp4j.session-headers=x-user")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed().hasSingleBean(Router.class)
+              .hasSingleBean(MetricsScraper.class)
+              .hasSingleBean(Epp4jGatewayFilterFactory.class)
+              .hasSingleBean(Epp4jResponseTapFilter.class);
+          Router router = ctx.getBean(Router.class);
+          assertThat(router.endpoints()).extracting(Candidate::id)
+              .containsExactlyInAnyOrder("127.0.0.1:9001", "127.0.0.1:9002");
+          RoutingDecision d = router.route("/v1/completions", Map.of("x-user", "u1"),
+              "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8));
+          assertThat(d.isRouted()).isTrue();
+          d.onComplete(Usage.NONE);
+        });
+  }
+
+  @Test
+  void theScraperIsOffWhenMetricsAreDisabled() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false")
+        .run(ctx -> assertThat(ctx).hasSingleBean(Router.class)
+            .doesNotHaveBean(MetricsScraper.class));
+  }
+
+  @Test
+  void aRouterOfTheApplicationReplacesOursAndIsUsedByTheFilter() {
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    runner.withBean(Router.class, () -> own)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+        .run(ctx -> {
+          assertThat(ctx.getBean(Router.class)).isSameAs(own);
+          assertThat(own.endpoints()).extracting(Candidate::id).containsExactly("10.0.0.9:8000");
+        });
+    own.close();
+  }
+
+  @Test
+  void theRouterIsClosedWithTheContext() {
+    Router[] seen = new Router[1];
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+        .run(ctx -> seen[0] = ctx.getBean(Router.class));
+    RoutingDecision d = seen[0].route("/v1/completions", Map.of(),
+        "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8));
+    assertThat(d.rejection()).isNotNull();
+    assertThat(d.rejection().message()).contains("closed");
+  }
+
+  @Test
+  void badPropertiesFailStartupNamingTheProperty() {
+    runner.withPropertyValues("epp4j.preset=nope").run(ctx -> assertThat(ctx).getFailure()
+        .hasStackTraceContaining("epp4j.preset: unknown preset"));
+    runner.withPropertyValues("epp4j.endpoints=not-an-endpoint").run(ctx ->
+        assertThat(ctx).getFailure().hasStackTraceContaining("epp4j.endpoints: 'not-an-endpoint'"));
+  }
+
+  @Test
+  void anEnvironmentChangeAppliesTheNewPoolAndConfigKeepingRequestsInFlight() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001,127.0.0.1:9002")
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          RoutingDecision before = router.route("/v1/completions", Map.of(),
+              "{\"model\":\"m\",\"prompt\":\"in flight\"}".getBytes(StandardCharsets.UTF_8));
+          assertThat(before.isRouted()).isTrue();
+          String kept = before.primary().id();
+
+          TestPropertyValues.of("epp4j.endpoints=" + kept + ",127.0.0.1:9003",
+              "epp4j.preset=epp4j").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.endpoints", "epp4j.preset")));
+
+          assertThat(router.endpoints()).extracting(Candidate::id)
+              .containsExactlyInAnyOrder(kept, "127.0.0.1:9003");
+          assertThat(router.config().plugins()).containsKey("token-cost-picker");
+          assertThat(inFlight(router)).isEqualTo(1); // the request routed before the change
+          before.onComplete(Usage.NONE);
+          assertThat(inFlight(router)).isZero();
+        });
+  }
+
+  @Test
+  void theInstancesOfADiscoveredServiceBecomeThePoolAndFollowTheRegistry() {
+    java.util.concurrent.CopyOnWriteArrayList<org.springframework.cloud.client.ServiceInstance>
+        instances = new java.util.concurrent.CopyOnWriteArrayList<>(List.of(
+            new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false)));
+    DiscoveryClient registry = new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "test registry";
+      }
+
+      @Override
+      public List<org.springframework.cloud.client.ServiceInstance> getInstances(String id) {
+        return id.equals("llm") ? instances : List.of();
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of("llm");
+      }
+    };
+    runner.withBean(DiscoveryClient.class, () -> registry)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=20ms")
+        .run(ctx -> {
+          assertThat(ctx).hasSingleBean(Epp4jDiscoveryPool.class);
+          Router router = ctx.getBean(Router.class);
+          awaitPool(router, Set.of("10.0.0.1:8000"));
+          instances.add(new DefaultServiceInstance("b", "llm", "10.0.0.2", 8000, false));
+          awaitPool(router, Set.of("10.0.0.1:8000", "10.0.0.2:8000"));
+        });
+  }
+
+  @Test
+  void theRouterReportsToTheApplicationsOpenTelemetry() {
+    io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader reader =
+        io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader.create();
+    io.opentelemetry.sdk.OpenTelemetrySdk otel = io.opentelemetry.sdk.OpenTelemetrySdk.builder()
+        .setMeterProvider(io.opentelemetry.sdk.metrics.SdkMeterProvider.builder()
+            .registerMetricReader(reader).build())
+        .build();
+    runner.withBean(io.opentelemetry.api.OpenTelemetry.class, () -> otel)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false")
+        .run(ctx -> {
+          RoutingDecision d = ctx.getBean(Router.class).route("/v1/completions", Map.of(),
+              "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8));
+          d.onComplete(Usage.NONE);
+          assertThat(reader.collectAllMetrics())
+              .extracting(io.opentelemetry.sdk.metrics.data.MetricData::getName)
+              .contains("epp4j.routing.decisions");
+        });
+    otel.close();
+  }
+
+  @Test
+  void withoutAServiceIdThereIsNoDiscovery() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+        .run(ctx -> assertThat(ctx).doesNotHaveBean(Epp4jDiscoveryPool.class));
+  }
+
+  private static void awaitPool(Router router, Set<String> ids) throws InterruptedException {
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+    while (!poolIds(router).equals(ids)) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("pool is " + poolIds(router) + ", expected " + ids);
+      }
+      Thread.sleep(5);
+    }
+  }
+
+  private static Set<String> poolIds(Router router) {
+    Set<String> ids = new java.util.HashSet<>();
+    router.endpoints().forEach(c -> ids.add(c.id()));
+    return ids;
+  }
+
+  private static int inFlight(Router router) {
+    int n = 0;
+    for (Candidate c : router.endpoints()) {
+      n += c.inFlightRequests();
+    }
+    return n;
+  }
+}

@@ -1,0 +1,347 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import java.io.BufferedReader;
+import java.io.ByteArrayInputStream;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.Socket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * The real gateway on a random port, one route {@code /v1/**} with the {@code Epp4j} filter from
+ * properties, two stand-in replicas on loopback.
+ */
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+    classes = Epp4jGatewayFilterTest.App.class,
+    properties = {
+        "spring.cloud.gateway.server.webflux.routes[0].id=llm",
+        "spring.cloud.gateway.server.webflux.routes[0].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[0].filters[0]=Epp4j",
+        "epp4j.metrics.enabled=false",
+        "epp4j.max-body-size=32KB"})
+@Timeout(60)
+class Epp4jGatewayFilterTest {
+  static final StandInReplica A = StandInReplica.start("a");
+  static final StandInReplica B = StandInReplica.start("b");
+  static final ObjectMapper JSON = new ObjectMapper();
+  static final HttpClient CLIENT = HttpClient.newBuilder()
+      .version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5)).build();
+
+  @DynamicPropertySource
+  static void replicas(DynamicPropertyRegistry registry) {
+    registry.add("epp4j.endpoints", () -> A.id() + "," + B.id());
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class App {
+    @Bean
+    Outcomes outcomes() {
+      return new Outcomes();
+    }
+  }
+
+  /** What the router heard back from the filter, through the decisions' listeners. */
+  static final class Outcomes implements RequestListener {
+    final List<Usage> completed = new CopyOnWriteArrayList<>();
+    final AtomicInteger firstTokens = new AtomicInteger();
+    final AtomicInteger failures = new AtomicInteger();
+
+    @Override
+    public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
+      firstTokens.incrementAndGet();
+    }
+
+    @Override
+    public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+      completed.add(usage);
+    }
+
+    @Override
+    public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
+      failures.incrementAndGet();
+    }
+  }
+
+  @Value("${local.server.port}")
+  int port;
+  @Autowired
+  Router router;
+  @Autowired
+  Outcomes outcomes;
+
+  @AfterAll
+  static void stopReplicas() {
+    A.close();
+    B.close();
+  }
+
+  @Test
+  void requestsSharingALongPrefixLandOnTheSameReplicaAndReportUsage() throws Exception {
+    String prefix = "You are a careful assistant. ".repeat(300); // ~8.7 kB, many KV blocks
+    Set<String> replicas = new HashSet<>();
+    Set<String> destinations = new HashSet<>();
+    int before = outcomes.completed.size();
+    for (int i = 0; i < 6; i++) {
+      HttpResponse<String> r = post("/v1/completions",
+          "{\"model\":\"m\",\"prompt\":\"" + prefix + "question " + i + "\"}");
+      assertThat(r.statusCode()).isEqualTo(200);
+      replicas.add(r.headers().firstValue("x-replica").orElseThrow());
+      destinations.add(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER).orElseThrow());
+      awaitNoneInFlight();
+    }
+    assertThat(replicas).hasSize(1);
+    assertThat(destinations).hasSize(1);
+    String expected = replicas.contains("a") ? A.id() : B.id();
+    assertThat(destinations).containsExactly(expected);
+    await(() -> outcomes.completed.size() >= before + 6);
+    assertThat(outcomes.completed.subList(before, before + 6))
+        .allSatisfy(u -> {
+          assertThat(u.cachedTokens()).isEqualTo(StandInReplica.CACHED);
+          assertThat(u.completionTokens()).isEqualTo(2);
+          assertThat(u.promptTokens()).isGreaterThan(1000);
+        });
+  }
+
+  @Test
+  void sseChunksReachTheClientBeforeTheReplicaSendsItsLastAndUsageIsReported() throws Exception {
+    CountDownLatch gate = new CountDownLatch(1);
+    A.gate.set(gate);
+    B.gate.set(gate);
+    int lastBefore = A.lastChunksSent.get() + B.lastChunksSent.get();
+    int before = outcomes.completed.size();
+    try {
+      HttpRequest req = HttpRequest.newBuilder(uri("/v1/chat/completions"))
+          .timeout(Duration.ofSeconds(20))
+          .header("content-type", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"stream\":true,"
+              + "\"stream_options\":{\"include_usage\":true},"
+              + "\"messages\":[{\"role\":\"user\",\"content\":\"stream me\"}]}"))
+          .build();
+      HttpResponse<InputStream> r = CLIENT.send(req, HttpResponse.BodyHandlers.ofInputStream());
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.headers().firstValue("content-type").orElse("")).startsWith("text/event-stream");
+      try (BufferedReader in = new BufferedReader(
+          new InputStreamReader(r.body(), StandardCharsets.UTF_8))) {
+        String first = CompletableFuture.supplyAsync(() -> firstDataLine(in))
+            .get(10, TimeUnit.SECONDS);
+        assertThat(first).contains("\"text\":\"a\"");
+        // the replica is still held at its gate: the chunk was not buffered until the end
+        assertThat(A.lastChunksSent.get() + B.lastChunksSent.get()).isEqualTo(lastBefore);
+        assertThat(outcomes.firstTokens.get()).isPositive();
+        gate.countDown();
+        StringBuilder rest = new StringBuilder();
+        CompletableFuture.runAsync(() -> in.lines().forEach(l -> rest.append(l).append('\n')))
+            .get(10, TimeUnit.SECONDS);
+        assertThat(rest.toString()).contains("\"usage\":{").endsWith("data: [DONE]\n\n");
+      }
+    } finally {
+      gate.countDown();
+    }
+    awaitNoneInFlight();
+    await(() -> outcomes.completed.size() > before);
+    Usage u = outcomes.completed.get(outcomes.completed.size() - 1);
+    assertThat(u.cachedTokens()).isEqualTo(StandInReplica.CACHED);
+    assertThat(u.completionTokens()).isEqualTo(2);
+  }
+
+  @Test
+  void aClientThatGoesAwayMidStreamIsReportedAndNothingStaysInFlight() throws Exception {
+    CountDownLatch gate = new CountDownLatch(1);
+    A.gate.set(gate);
+    B.gate.set(gate);
+    int failuresBefore = outcomes.failures.get();
+    byte[] body = ("{\"model\":\"m\",\"stream\":true,\"prompt\":\"leave early\"}")
+        .getBytes(StandardCharsets.UTF_8);
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      BufferedReader in = new BufferedReader(
+          new InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
+      assertThat(firstDataLine(in)).contains("\"text\":\"a\"");
+      assertThat(inFlight()).isEqualTo(1);
+    } // the client hangs up while the replica is still generating
+    try {
+      awaitNoneInFlight();
+      await(() -> outcomes.failures.get() > failuresBefore);
+    } finally {
+      gate.countDown();
+    }
+  }
+
+  @Test
+  void aMalformedRequestIsA400WithAnOpenAiError() throws Exception {
+    int served = servedSoFar();
+    HttpResponse<String> r = post("/v1/completions", "{\"prompt\":\"no model\"}");
+    assertThat(r.statusCode()).isEqualTo(400);
+    JsonNode error = JSON.readTree(r.body()).path("error");
+    assertThat(error.path("type").asText()).isEqualTo("routing_invalid_request");
+    assertThat(error.path("code").asInt()).isEqualTo(400);
+    assertThat(error.path("message").asText()).contains("model");
+    assertThat(r.headers().firstValue("Retry-After")).isEmpty();
+    assertThat(servedSoFar()).isEqualTo(served);
+  }
+
+  @Test
+  void aBodyAboveTheLimitIsA413WhetherItsLengthIsDeclaredOrNot() throws Exception {
+    String big = "{\"model\":\"m\",\"prompt\":\"" + "x".repeat(40 * 1024) + "\"}";
+    int served = A.served.get() + B.served.get();
+    HttpResponse<String> declared = post("/v1/completions", big);
+    assertThat(declared.statusCode()).isEqualTo(413);
+    assertThat(JSON.readTree(declared.body()).path("error").path("type").asText())
+        .isEqualTo("request_too_large");
+
+    HttpRequest chunked = HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(Duration.ofSeconds(20))
+        .header("content-type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofInputStream(
+            () -> new ByteArrayInputStream(big.getBytes(StandardCharsets.UTF_8))))
+        .build();
+    HttpResponse<String> streamed = CLIENT.send(chunked, HttpResponse.BodyHandlers.ofString());
+    assertThat(streamed.statusCode()).isEqualTo(413);
+    assertThat(JSON.readTree(streamed.body()).path("error").path("code").asInt()).isEqualTo(413);
+    assertThat(A.served.get() + B.served.get()).isEqualTo(served);
+  }
+
+  @Test
+  void anEmptyPoolIsA503WithRetryAfter() throws Exception {
+    List<Endpoint> pool = new ArrayList<>();
+    for (Candidate c : router.endpoints()) {
+      pool.add(c.endpoint());
+    }
+    router.setEndpoints(List.of());
+    try {
+      HttpResponse<String> r = post("/v1/completions", "{\"model\":\"m\",\"prompt\":\"hi\"}");
+      assertThat(r.statusCode()).isEqualTo(503);
+      assertThat(r.headers().firstValue("Retry-After")).contains("1");
+      JsonNode error = JSON.readTree(r.body()).path("error");
+      assertThat(error.path("type").asText()).isEqualTo("routing_no_endpoints");
+      assertThat(error.path("code").asInt()).isEqualTo(503);
+    } finally {
+      router.setEndpoints(pool);
+    }
+  }
+
+  @Test
+  void aSheddableRequestOnASaturatedPoolIsA429WithRetryAfter() throws Exception {
+    // no metrics are scraped in this test, and the EPP counts an endpoint without metrics as full
+    int served = servedSoFar();
+    HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(Duration.ofSeconds(20))
+        .header("content-type", "application/json")
+        .header("x-request-priority", "-1")
+        .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"prompt\":\"hi\"}"))
+        .build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).isEqualTo(429);
+    assertThat(r.headers().firstValue("Retry-After")).contains("1");
+    JsonNode error = JSON.readTree(r.body()).path("error");
+    assertThat(error.path("type").asText()).isEqualTo("routing_shed");
+    assertThat(error.path("code").asInt()).isEqualTo(429);
+    assertThat(servedSoFar()).isEqualTo(served);
+  }
+
+  @Test
+  void aGetPassesThroughUntouched() throws Exception {
+    // the route's own URI does not resolve: the filter did not rewrite it
+    HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(uri("/v1/models"))
+        .timeout(Duration.ofSeconds(20)).GET().build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).isGreaterThanOrEqualTo(500);
+    assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER)).isEmpty();
+  }
+
+  private int servedSoFar() {
+    return A.served.get() + B.served.get();
+  }
+
+  private static String firstDataLine(BufferedReader in) {
+    try {
+      for (String line; (line = in.readLine()) != null; ) {
+        if (line.startsWith("data:")) {
+          return line;
+        }
+      }
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+    throw new AssertionError("stream ended without data");
+  }
+
+  private int inFlight() {
+    int n = 0;
+    for (Candidate c : router.endpoints()) {
+      n += c.inFlightRequests();
+    }
+    return n;
+  }
+
+  private void awaitNoneInFlight() throws InterruptedException {
+    await(() -> inFlight() == 0);
+  }
+
+  private static void await(BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("condition not met within 10 s");
+      }
+      Thread.sleep(10);
+    }
+  }
+
+  private URI uri(String path) {
+    return URI.create("http://127.0.0.1:" + port + path);
+  }
+
+  private HttpResponse<String> post(String path, String body) throws Exception {
+    return CLIENT.send(HttpRequest.newBuilder(uri(path))
+        .timeout(Duration.ofSeconds(20))
+        .header("content-type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+}

@@ -1,0 +1,111 @@
+package io.epp4j.spring.gateway;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * A tiny OpenAI-compatible replica on loopback: JSON answers, or SSE when the body asks for a
+ * stream (one chunk, then it waits for {@link #gate} before the second chunk, the usage chunk and
+ * {@code [DONE]}). Every answer carries usage with {@value #CACHED} cached tokens and names the
+ * replica in {@code x-replica}.
+ */
+final class StandInReplica implements AutoCloseable {
+  static final int CACHED = 7;
+
+  final String name;
+  final AtomicInteger served = new AtomicInteger();
+  final AtomicInteger aborted = new AtomicInteger();
+  /** The body of the last request, as received. */
+  final AtomicReference<String> lastBody = new AtomicReference<>("");
+  /** Set when the last chunk of a stream went out. */
+  final AtomicInteger lastChunksSent = new AtomicInteger();
+  final AtomicReference<CountDownLatch> gate = new AtomicReference<>(new CountDownLatch(0));
+  private final HttpServer server;
+  private final ExecutorService executor = Executors.newCachedThreadPool();
+
+  private StandInReplica(String name) throws IOException {
+    this.name = name;
+    server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    server.createContext("/", this::handle);
+    server.setExecutor(executor);
+    server.start();
+  }
+
+  static StandInReplica start(String name) {
+    try {
+      return new StandInReplica(name);
+    } catch (IOException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  int port() {
+    return server.getAddress().getPort();
+  }
+
+  String id() {
+    return "127.0.0.1:" + port();
+  }
+
+  private void handle(HttpExchange ex) throws IOException {
+    try (ex) {
+      byte[] body = ex.getRequestBody().readAllBytes();
+      served.incrementAndGet();
+      String text = new String(body, StandardCharsets.UTF_8);
+      lastBody.set(text);
+      int prompt = Math.max(1, body.length / 4);
+      String usage = "{\"prompt_tokens\":" + prompt + ",\"completion_tokens\":2,\"total_tokens\":"
+          + (prompt + 2) + ",\"prompt_tokens_details\":{\"cached_tokens\":" + CACHED + "}}";
+      ex.getResponseHeaders().set("x-replica", name);
+      if (!text.replace(" ", "").contains("\"stream\":true")) {
+        byte[] json = ("{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"ok\"}],"
+            + "\"usage\":" + usage + "}").getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().set("content-type", "application/json");
+        ex.sendResponseHeaders(200, json.length);
+        ex.getResponseBody().write(json);
+        return;
+      }
+      ex.getResponseHeaders().set("content-type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      OutputStream out = ex.getResponseBody();
+      try {
+        send(out, "{\"choices\":[{\"text\":\"a\"}],\"usage\":null}");
+        if (!gate.get().await(10, TimeUnit.SECONDS)) {
+          aborted.incrementAndGet();
+          return;
+        }
+        send(out, "{\"choices\":[{\"text\":\"b\"}],\"usage\":null}");
+        send(out, "{\"choices\":[],\"usage\":" + usage + "}");
+        lastChunksSent.incrementAndGet();
+        out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
+        out.flush();
+      } catch (IOException clientGone) {
+        aborted.incrementAndGet();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private static void send(OutputStream out, String data) throws IOException {
+    out.write(("data: " + data + "\n\n").getBytes(StandardCharsets.UTF_8));
+    out.flush();
+  }
+
+  @Override
+  public void close() {
+    server.stop(0);
+    executor.shutdownNow();
+  }
+}
