@@ -365,7 +365,7 @@ class ServeIntegrationTest {
           seqs.add(seq);
           assertThat(io.epp4j.kvevents.KvEventDecoder.decode(payload).events()).isNotEmpty();
         }
-        ctx.destroySocket(dealer);
+        dealer.close();
       }
       assertThat(seqs.subList(0, 2)).containsExactly(0L, 1L);
     }
