@@ -1,5 +1,6 @@
 package io.epp4j.spring.gateway;
 
+import java.lang.management.ManagementFactory;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -15,7 +16,8 @@ import org.springframework.context.ConfigurableApplicationContext;
  * Latency the {@code Epp4j} filter adds: one gateway, one stand-in replica, two routes to it that
  * differ only by the filter (a plain route selected by a header, and the {@code Epp4j} route),
  * requests alternating between them one at a time so both see the same machine state. Prints
- * p50/p99 of each and the difference. Not a test; the command is in the module README.
+ * p50/p99 of each and the difference, then the bytes allocated per request on each route. Not a
+ * test; the command is in the module README.
  */
 public final class FilterLatency {
   private FilterLatency() {}
@@ -68,6 +70,33 @@ public final class FilterLatency {
       System.out.printf("Epp4j route : p50 %.3f ms  p99 %.3f ms%n", ms(epp4j, 0.50), ms(epp4j, 0.99));
       System.out.printf("added       : p50 %.3f ms  p99 %.3f ms%n",
           ms(epp4j, 0.50) - ms(plain, 0.50), ms(epp4j, 0.99) - ms(plain, 0.99));
+
+      // allocation: blocks of one route at a time, alternating, so each block's sum over the
+      // JVM's threads holds that route's gateway work plus the same client and replica work
+      int blocks = 6;
+      int perBlock = Math.max(100, measured / blocks);
+      long plainBytes = 0;
+      long epp4jBytes = 0;
+      for (int b = 0; b < blocks * 2; b++) {
+        boolean isPlain = b % 2 == 0;
+        long before = allocatedBytes();
+        for (int i = 0; i < perBlock; i++) {
+          String body = "{\"model\":\"m\",\"prompt\":\"" + prefix + "a" + b + "-" + i + "\"}";
+          time(client, uri, body, isPlain);
+        }
+        long took = allocatedBytes() - before;
+        if (isPlain) {
+          plainBytes += took;
+        } else {
+          epp4jBytes += took;
+        }
+      }
+      long n = (long) blocks * perBlock;
+      System.out.printf("allocated per request (whole JVM: gateway, client, stand-in replica),"
+          + " %d per route:%n", n);
+      System.out.printf("plain route : %,d B%n", plainBytes / n);
+      System.out.printf("Epp4j route : %,d B%n", epp4jBytes / n);
+      System.out.printf("added       : %,d B%n", (epp4jBytes - plainBytes) / n);
     }
   }
 
@@ -86,6 +115,23 @@ public final class FilterLatency {
       throw new IllegalStateException("status " + r.statusCode() + (plain ? " (plain)" : ""));
     }
     return took;
+  }
+
+  /**
+   * Bytes allocated so far by the JVM's live threads. Threads that ended between two calls drop
+   * out of the sum; the gateway's event loops, the client's and the replica's pools live
+   * throughout, so that loss is small and the same on both routes.
+   */
+  private static long allocatedBytes() {
+    com.sun.management.ThreadMXBean threads =
+        (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+    long sum = 0;
+    for (long b : threads.getThreadAllocatedBytes(threads.getAllThreadIds())) {
+      if (b > 0) {
+        sum += b;
+      }
+    }
+    return sum;
   }
 
   private static double ms(long[] sorted, double q) {

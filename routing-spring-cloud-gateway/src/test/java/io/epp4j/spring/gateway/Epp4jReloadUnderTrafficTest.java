@@ -1,0 +1,198 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.core.Router;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.util.TestPropertyValues;
+import org.springframework.cloud.context.environment.EnvironmentChangeEvent;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * Config reload while requests (JSON and SSE) stream through the real gateway: the pool and the
+ * routing config change twice under traffic, and no request may fail, lose its stream or leak an
+ * in-flight count.
+ */
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+    classes = Epp4jReloadUnderTrafficTest.App.class,
+    properties = {
+        "spring.cloud.gateway.server.webflux.routes[0].id=llm",
+        "spring.cloud.gateway.server.webflux.routes[0].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[0].filters[0]=Epp4j",
+        "epp4j.metrics.enabled=false"})
+@Timeout(90)
+class Epp4jReloadUnderTrafficTest {
+  static final StandInReplica A = StandInReplica.start("a");
+  static final StandInReplica B = StandInReplica.start("b");
+  static final StandInReplica C = StandInReplica.start("c");
+  static final HttpClient CLIENT = HttpClient.newBuilder()
+      .version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5)).build();
+  static final int THREADS = 4;
+  static final int PER_THREAD = 60;
+
+  @DynamicPropertySource
+  static void replicas(DynamicPropertyRegistry registry) {
+    registry.add("epp4j.endpoints", () -> A.id() + "," + B.id());
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class App {}
+
+  @Value("${local.server.port}")
+  int port;
+  @Autowired
+  Router router;
+  @Autowired
+  ConfigurableApplicationContext ctx;
+
+  @AfterAll
+  static void stopReplicas() {
+    A.close();
+    B.close();
+    C.close();
+  }
+
+  /** One answered request: which replica served it, and whether it was sent after a reload. */
+  record Answer(int sentAfterReload, String replica) {}
+
+  @Test
+  void reloadsUnderStreamingTrafficLoseNoRequestAndTheNewPoolTakesOver() throws Exception {
+    // 0: none yet; 1: after the first reload finished; 2: after the second
+    AtomicInteger reloadsDone = new AtomicInteger();
+    AtomicInteger answered = new AtomicInteger();
+    ConcurrentLinkedQueue<Answer> answers = new ConcurrentLinkedQueue<>();
+    ConcurrentLinkedQueue<String> problems = new ConcurrentLinkedQueue<>();
+    ExecutorService clients = Executors.newFixedThreadPool(THREADS);
+    List<Future<?>> running = new ArrayList<>();
+    long stopAt = System.nanoTime() + TimeUnit.SECONDS.toNanos(40);
+    try {
+      for (int t = 0; t < THREADS; t++) {
+        int thread = t;
+        running.add(clients.submit(() -> {
+          for (int i = 0; i < PER_THREAD && System.nanoTime() < stopAt; i++) {
+            boolean stream = (i + thread) % 2 == 0;
+            int phase = reloadsDone.get();
+            try {
+              HttpResponse<String> r = CLIENT.send(request(thread + "-" + i, stream),
+                  HttpResponse.BodyHandlers.ofString());
+              String body = r.body();
+              boolean whole = stream
+                  ? body.contains("\"cached_tokens\":" + StandInReplica.CACHED)
+                      && body.trim().endsWith("data: [DONE]")
+                  : body.contains("\"cached_tokens\":" + StandInReplica.CACHED)
+                      && body.trim().endsWith("}");
+              if (r.statusCode() != 200 || !whole) {
+                problems.add("request " + thread + "-" + i + (stream ? " (stream)" : "")
+                    + ": status " + r.statusCode() + ", body " + body);
+              } else {
+                answers.add(new Answer(phase, r.headers().firstValue("x-replica").orElse("?")));
+              }
+            } catch (Exception e) {
+              problems.add("request " + thread + "-" + i + ": " + e);
+            }
+            answered.incrementAndGet();
+          }
+        }));
+      }
+
+      // first reload: A leaves, C joins, the preset replaces the default profile
+      await(() -> answered.get() >= THREADS * PER_THREAD / 4, "traffic before the first reload");
+      reload("epp4j.endpoints=" + B.id() + "," + C.id(), "epp4j.preset=epp4j");
+      assertThat(router.config().plugins()).containsKey("token-cost-picker");
+      reloadsDone.set(1);
+
+      // second reload: only C, with a config file whose picker names two endpoints
+      int seen = answered.get();
+      await(() -> answered.get() >= seen + THREADS * PER_THREAD / 4,
+          "traffic between the reloads");
+      Path twoPicks = Path.of(getClass().getResource("/two-picks.yaml").toURI());
+      reload("epp4j.endpoints=" + C.id(), "epp4j.preset=", "epp4j.config-file=" + twoPicks);
+      assertThat(router.config().plugins()).containsKey("max-score-picker")
+          .doesNotContainKey("token-cost-picker");
+      reloadsDone.set(2);
+
+      for (Future<?> f : running) {
+        f.get(60, TimeUnit.SECONDS);
+      }
+    } finally {
+      clients.shutdownNow();
+      assertThat(clients.awaitTermination(10, TimeUnit.SECONDS)).isTrue();
+    }
+
+    assertThat(problems).isEmpty();
+    assertThat(answers).hasSize(THREADS * PER_THREAD);
+    // a request sent after a reload finished is routed by the new pool, never the old one
+    assertThat(answers).filteredOn(a -> a.sentAfterReload() == 1).isNotEmpty()
+        .extracting(Answer::replica).allMatch(r -> Set.of("b", "c").contains(r));
+    assertThat(answers).filteredOn(a -> a.sentAfterReload() == 2).isNotEmpty()
+        .extracting(Answer::replica).containsOnly("c");
+    assertThat(router.endpoints()).extracting(Candidate::id).containsExactly(C.id());
+    await(() -> inFlight() == 0, "in-flight back to 0 (now " + inFlight() + ")");
+  }
+
+  private void reload(String... properties) {
+    TestPropertyValues.of(properties).applyTo(ctx);
+    Set<String> keys = new java.util.HashSet<>();
+    for (String p : properties) {
+      keys.add(p.substring(0, p.indexOf('=')));
+    }
+    ctx.publishEvent(new EnvironmentChangeEvent(ctx, keys));
+  }
+
+  private HttpRequest request(String tag, boolean stream) {
+    String body = "{\"model\":\"m\"," + (stream
+        ? "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        : "") + "\"prompt\":\"reload under traffic " + tag + "\"}";
+    return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v1/completions"))
+        .timeout(Duration.ofSeconds(20))
+        .header("content-type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body))
+        .build();
+  }
+
+  private int inFlight() {
+    int n = 0;
+    for (Candidate c : router.endpoints()) {
+      n += c.inFlightRequests();
+    }
+    return n;
+  }
+
+  private static void await(BooleanSupplier done, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (!done.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting for " + what);
+      }
+      Thread.sleep(5);
+    }
+  }
+}
