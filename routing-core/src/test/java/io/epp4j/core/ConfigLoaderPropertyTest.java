@@ -23,30 +23,7 @@ import net.jqwik.api.constraints.StringLength;
 class ConfigLoaderPropertyTest {
   static final ConfigLoader LOADER = new ConfigLoader(TestPlugins.registry());
 
-  static final List<String> VALID = List.of("""
-      apiVersion: inference.networking.x-k8s.io/v1alpha1
-      kind: EndpointPickerConfig
-      featureGates:
-      - dataLayer
-      plugins:
-      - type: label-scorer
-        parameters:
-          label: cache
-      - name: h100-only
-        type: label-filter
-        parameters: {key: gpu, value: h100}
-      - name: picker
-        type: max-score-picker
-        parameters:
-          maxNumOfEndpoints: 2
-      schedulingProfiles:
-      - name: default
-        plugins:
-        - pluginRef: h100-only
-        - pluginRef: label-scorer
-          weight: 3
-        - pluginRef: picker
-      """, """
+  static final List<String> VALID = List.of(ConfigLoaderTest.UPSTREAM_STYLE, """
       plugins:
       - {name: a, type: label-scorer, parameters: {label: x}}
       - {name: b, type: label-scorer, parameters: {label: "y"}}

@@ -15,33 +15,36 @@ import org.junit.jupiter.api.io.TempDir;
 class ConfigLoaderTest {
   final ConfigLoader loader = new ConfigLoader(TestPlugins.registry());
 
+  /** An upstream EPP file in the shape the chart ships (also the property test's first seed). */
+  static final String UPSTREAM_STYLE = """
+      apiVersion: inference.networking.x-k8s.io/v1alpha1
+      kind: EndpointPickerConfig
+      featureGates:
+      - dataLayer
+      plugins:
+      - type: label-scorer
+        parameters:
+          label: cache
+      - name: h100-only
+        type: label-filter
+        parameters: {key: gpu, value: h100}
+      - name: picker
+        type: max-score-picker
+        parameters:
+          maxNumOfEndpoints: 2
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: h100-only
+        - pluginRef: label-scorer
+          weight: 3
+        - pluginRef: picker
+      """;
+
   @Test
   void loadsAnUpstreamStyleFile(@TempDir Path dir) throws Exception {
     Path f = dir.resolve("epp.yaml");
-    Files.writeString(f, """
-        apiVersion: inference.networking.x-k8s.io/v1alpha1
-        kind: EndpointPickerConfig
-        featureGates:
-        - dataLayer
-        plugins:
-        - type: label-scorer
-          parameters:
-            label: cache
-        - name: h100-only
-          type: label-filter
-          parameters: {key: gpu, value: h100}
-        - name: picker
-          type: max-score-picker
-          parameters:
-            maxNumOfEndpoints: 2
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: h100-only
-          - pluginRef: label-scorer
-            weight: 3
-          - pluginRef: picker
-        """);
+    Files.writeString(f, UPSTREAM_STYLE);
     Result<RouterConfig> r = loader.load(f);
     assertThat(r.errors()).isEmpty();
     RouterConfig c = r.value();
