@@ -287,11 +287,17 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   /** Provides {@code prefix-cache-scorer}; public only for {@link java.util.ServiceLoader}. */
   public static final class Provider extends AbstractPluginProvider {
     public Provider() {
-      super("prefix-cache-scorer");
+      super("prefix-cache-scorer", "prefix-cache");
     }
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
+      if (p.has("mode")) {
+        String mode = p.getEnum("mode", "estimate", java.util.Set.of("estimate", "cache_tracking"));
+        if (mode.equals("cache_tracking")) {
+          return PreciseMode.create(c, p);
+        }
+      }
       int block = DEFAULT_BLOCK_SIZE_TOKENS;
       if (p.has("hashBlockSize") && !p.has("blockSizeTokens") && !p.has("blockSize")) {
         // the first upstream version sized blocks in characters (4 per token)
