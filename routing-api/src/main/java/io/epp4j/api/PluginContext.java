@@ -27,4 +27,13 @@ public interface PluginContext {
   default Optional<Plugin> plugin(String name) {
     return Optional.empty();
   }
+
+  /**
+   * Every plugin defined earlier in the same configuration file, in file order: how a plugin
+   * finds a data producer it depends on by what it is rather than by name (the precise scorer
+   * finds a {@code token-producer} this way). Empty by default.
+   */
+  default java.util.List<Plugin> earlierPlugins() {
+    return java.util.List.of();
+  }
 }

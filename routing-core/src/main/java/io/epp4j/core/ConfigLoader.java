@@ -703,6 +703,11 @@ final class ConfigLoader {
       }
 
       @Override
+      public List<Plugin> earlierPlugins() {
+        return List.copyOf(earlier.values());
+      }
+
+      @Override
       public String pluginName() {
         return name;
       }
