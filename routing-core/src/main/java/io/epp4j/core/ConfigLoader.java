@@ -93,6 +93,8 @@ final class ConfigLoader {
   private final PluginRegistry registry;
   private final Ticker ticker;
   private final Function<Class<?>, Optional<?>> services;
+  /** The instance behind a plugin as a provider returned it (see {@link PluginReuse}). */
+  private final java.util.function.UnaryOperator<Plugin> instance;
 
   /** A loader that resolves plugin types in {@code registry}. */
   ConfigLoader(PluginRegistry registry) {
@@ -100,9 +102,15 @@ final class ConfigLoader {
   }
 
   ConfigLoader(PluginRegistry registry, Ticker ticker, Function<Class<?>, Optional<?>> services) {
+    this(registry, ticker, services, p -> p);
+  }
+
+  ConfigLoader(PluginRegistry registry, Ticker ticker, Function<Class<?>, Optional<?>> services,
+      java.util.function.UnaryOperator<Plugin> instance) {
     this.registry = registry;
     this.ticker = ticker;
     this.services = services;
+    this.instance = instance;
   }
 
   /** Loads a file; all errors are in the result, none thrown. The file must be UTF-8. */
@@ -358,7 +366,7 @@ final class ConfigLoader {
         errors.add(source + ": " + section + ": field 'pluginRef' " + quote(ref)
             + " names no plugin");
       }
-      return p;
+      return p == null ? null : instance.apply(p);
     }
 
     void createPlugins(@Nullable Object pluginsNode) {
@@ -699,12 +707,14 @@ final class ConfigLoader {
     return new PluginContext() {
       @Override
       public Optional<Plugin> plugin(String other) {
-        return Optional.ofNullable(earlier.get(other));
+        return Optional.ofNullable(earlier.get(other)).map(instance);
       }
 
       @Override
       public List<Plugin> earlierPlugins() {
-        return List.copyOf(earlier.values());
+        List<Plugin> all = new ArrayList<>();
+        earlier.values().forEach(p -> all.add(instance.apply(p)));
+        return all;
       }
 
       @Override
