@@ -432,4 +432,34 @@ class UpstreamConfigCompatibilityTest {
     metrics(r, id(2), 5, 0.2);
     assertThat(r.route(completion(prompt)).primary().id()).isEqualTo(id(2));
   }
+
+  // ------------------------------------------------------------------------------ reloads
+
+  @Test
+  void reloadingTheSameFilesKeepsTheirPluginsWorking() throws Exception {
+    Router pd = router("llmd-pd-disagg.yaml", pdPool());
+    assertThat(pd.reconfigure(compat("llmd-pd-disagg.yaml")).errors()).isEmpty();
+    assertThat(PdProfileHandler.prefillEndpoint(pd.route(completion(text(8, 800)))))
+        .as("the reloaded handler still finds its decider").isNotNull();
+
+    Router gie = router("gie-1.x-defaults.yaml", pool(2));
+    assertThat(gie.reconfigure(compat("gie-1.x-defaults.yaml")).errors()).isEmpty();
+    metrics(gie, id(1), 8, 0.1);
+    metrics(gie, id(2), 8, 0.1);
+    assertThat(gie.poolSaturation()).as("the detector's threshold of 10 after the reload")
+        .isCloseTo(0.8, org.assertj.core.data.Offset.offset(1e-9));
+
+    Router tree = router("gie-0.5-decision-tree.yaml", pool(3));
+    assertThat(tree.reconfigure(compat("gie-0.5-decision-tree.yaml")).errors()).isEmpty();
+  }
+
+  @Test
+  void aDeciderChangedByAReloadIsTheOneTheKeptHandlerUses() throws Exception {
+    Router r = router("llmd-pd-disagg.yaml", pdPool());
+    String changed = java.nio.file.Files.readString(compat("llmd-pd-disagg.yaml"))
+        .replace("nonCachedTokens: 16", "nonCachedTokens: 100000");
+    assertThat(r.reconfigure(changed, "changed.yaml").errors()).isEmpty();
+    // 200 uncached tokens are now far below the threshold: no prefill
+    assertThat(PdProfileHandler.prefillEndpoint(r.route(completion(text(9, 800))))).isNull();
+  }
 }
