@@ -334,6 +334,28 @@ class UpstreamConfigCompatibilityTest {
         .hasMessageContaining("redisConfig");
   }
 
+  @Test
+  void tokenProducerSettingsThatCannotApplyAreRefusedByName() {
+    String yaml = """
+        plugins:
+        - type: tokenizer
+          parameters:
+            udsTokenizerConfig: {socketFile: /tmp/tokenizer/tokenizer-uds.socket}
+            vllm: {http: "http://127.0.0.1:1", retries: 3}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: max-score-picker
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(yaml, "tok.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'modelName' is required")
+        .hasMessageContaining("'udsTokenizerConfig' is not supported")
+        .hasMessageContaining("unknown field 'retries'");
+  }
+
   // ------------------------------------------------------------------- session affinity
 
   @Test
