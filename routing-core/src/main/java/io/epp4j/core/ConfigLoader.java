@@ -233,13 +233,13 @@ final class ConfigLoader {
         String gate = String.valueOf(g);
         String why = HARMLESS_GATES.get(gate);
         if (why != null) {
-          warnings.add(source + ": featureGates: " + quote(gate) + " has no effect: " + why);
+          warnings.add(source + ": field 'featureGates': " + quote(gate) + " has no effect: " + why);
         } else if (gate.equals("flowControl")) {
-          errors.add(source + ": featureGates: 'flowControl' turns on upstream's request queueing,"
+          errors.add(source + ": field 'featureGates': 'flowControl' turns on upstream's request queueing,"
               + " which epp4j does not have (a request is routed, shed with 429 or rejected at"
               + " once); remove the gate");
         } else {
-          errors.add(source + ": featureGates: unknown gate " + quote(gate) + "; known: "
+          errors.add(source + ": field 'featureGates': unknown gate " + quote(gate) + "; known: "
               + new java.util.TreeSet<>(HARMLESS_GATES.keySet()));
         }
       }
@@ -281,7 +281,7 @@ final class ConfigLoader {
         return null;
       }
       if (!(node instanceof Map<?, ?> m)) {
-        errors.add(source + ": saturationDetector must be a mapping, got " + describe(node));
+        errors.add(source + ": field 'saturationDetector' must be a mapping, got " + describe(node));
         return null;
       }
       Map<String, Object> fields = new LinkedHashMap<>();
@@ -309,7 +309,7 @@ final class ConfigLoader {
       if (node == null) {
         return;
       }
-      String where = source + ": dataLayer";
+      String where = source + ": field 'dataLayer'";
       if (!(node instanceof Map<?, ?> m)) {
         errors.add(where + " must be a mapping, got " + describe(node));
         return;
@@ -332,7 +332,7 @@ final class ConfigLoader {
         String sw = where + ": sources[" + i + "]";
         Object sn = sources.get(i);
         if (!(sn instanceof Map<?, ?> sm)) {
-          errors.add(sw + " must be a mapping with 'pluginRef', got " + describe(sn));
+          errors.add(sw + ": field 'pluginRef' is required; got " + describe(sn));
           continue;
         }
         Plugin p = sectionRef(sn, "dataLayer: sources[" + i + "]");

@@ -158,7 +158,7 @@ class UpstreamConfigCompatibilityTest {
   void gie1xDefaultsFollowThePrefixAndShedByTheFilesDetector() {
     Router r = router("gie-1.x-defaults.yaml", pool(3));
     assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
-        .contains("featureGates: 'dataLayer' has no effect"));
+        .contains("field 'featureGates': 'dataLayer' has no effect"));
     assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
         .contains("engineLabelKey").contains("has no effect"));
     for (int i = 1; i <= 3; i++) {
