@@ -204,7 +204,11 @@ final class ConfigLoader {
     void checkTopLevel(Map<?, ?> top) {
       for (Object k : top.keySet()) {
         String key = String.valueOf(k);
-        if (TOLERATED_TOP_LEVEL.contains(key)) {
+        if (key.equals("flowControl")) {
+          // upstream reads the section only behind the flowControl gate, which is refused
+          warnings.add(source + ": section 'flowControl' has no effect: upstream applies it only"
+              + " with the flowControl feature gate, and epp4j has no request queueing");
+        } else if (TOLERATED_TOP_LEVEL.contains(key)) {
           warnings.add(source + ": section '" + key + "' is not used by epp4j and was ignored");
         } else if (!KNOWN_TOP_LEVEL.contains(key)) {
           errors.add(source + ": unknown top-level field " + quote(k) + "; expected one of "
