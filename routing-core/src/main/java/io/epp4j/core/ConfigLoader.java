@@ -53,8 +53,11 @@ import org.yaml.snakeyaml.error.MarkedYAMLException;
  * <p>Every problem in a file is collected and reported together, up to 50 messages and a
  * count of the rest; each message names the file, the plugin or profile, and the field, quotes
  * names and values from the file shortened to 64 characters, and is at most 500 characters
- * long. Loading takes time linear in the size of the file. Top-level sections that epp4j does not use (for example
- * {@code featureGates}) are accepted with a warning so upstream files load unchanged.
+ * long. Loading takes time linear in the size of the file. The other upstream sections are read
+ * too: {@code featureGates} (harmless gates noticed, others refused), {@code parser} (must name
+ * the openai-parser), {@code saturationDetector} (replaces the router's shedding rule) and
+ * {@code dataLayer} (references checked); {@code data}, {@code metadata} and {@code flowControl}
+ * are accepted with a warning. Former type names load the current type with one notice per file.
  */
 final class ConfigLoader {
   static final Set<String> KNOWN_TOP_LEVEL = Set.of("apiVersion", "kind", "plugins",
