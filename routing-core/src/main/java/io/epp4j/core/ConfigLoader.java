@@ -567,6 +567,16 @@ final class ConfigLoader {
         }
         handler = new SingleProfileHandler();
       }
+      if (!profiles.isEmpty()) {
+        java.util.Set<String> names = new java.util.LinkedHashSet<>();
+        profiles.forEach(p -> names.add(p.name()));
+        String problem = instance.apply(handler) instanceof ProfileHandler h
+            ? h.checkProfiles(names) : null;
+        if (problem != null) {
+          errors.add(source + ": profile handler " + quote(handler) + ": field"
+              + " 'schedulingProfiles': " + problem);
+        }
+      }
       return handler;
     }
 

@@ -404,6 +404,34 @@ class UpstreamConfigCompatibilityTest {
     }
   }
 
+  @Test
+  void handlersRefuseProfilesTheyCannotRunWhenTheFileLoads() {
+    String twoProfiles = """
+        plugins:
+        - type: data-parallel-profile-handler
+        - type: max-score-picker
+        schedulingProfiles:
+        - {name: a, plugins: [{pluginRef: max-score-picker}]}
+        - {name: b, plugins: [{pluginRef: max-score-picker}]}
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(twoProfiles, "dp.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("needs exactly one scheduling profile, got 2");
+    String noDecode = """
+        plugins:
+        - type: disagg-profile-handler
+        - type: max-score-picker
+        schedulingProfiles:
+        - {name: prefill, plugins: [{pluginRef: max-score-picker}]}
+        - {name: main, plugins: [{pluginRef: max-score-picker}]}
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(noDecode, "pd.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("needs a profile named 'decode'");
+  }
+
   // ------------------------------------------------------------------ admission control
 
   @Test

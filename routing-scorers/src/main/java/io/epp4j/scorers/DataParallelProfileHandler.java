@@ -15,8 +15,8 @@ import io.epp4j.api.ProfileRunner;
  * Upstream then rewrote the destination to the pod's {@code primaryPort} and named the rank in a
  * header, for proxies that could reach only one port; an epp4j gateway forwards to the picked
  * rank's own {@code host:port}, where that header would have led, so {@code primaryPort} is
- * validated and noticed but changes nothing. More than one profile gets every request rejected
- * (503) naming the reason, as upstream refuses to schedule then.
+ * validated and noticed but changes nothing. A file with more than one profile is refused, as
+ * upstream refuses to schedule then.
  */
 final class DataParallelProfileHandler implements ProfileHandler {
   @Override
@@ -28,6 +28,13 @@ final class DataParallelProfileHandler implements ProfileHandler {
     String only = runner.profileNames().iterator().next();
     runner.run(only);
     return only;
+  }
+
+  @Override
+  public @org.jspecify.annotations.Nullable String checkProfiles(java.util.Set<String> profiles) {
+    return profiles.size() == 1 ? null
+        : "data-parallel-profile-handler needs exactly one scheduling profile, got "
+            + profiles.size();
   }
 
   @Override

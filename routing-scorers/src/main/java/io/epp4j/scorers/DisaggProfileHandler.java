@@ -50,6 +50,12 @@ final class DisaggProfileHandler implements ProfileHandler {
   }
 
   @Override
+  public @Nullable String checkProfiles(java.util.Set<String> profiles) {
+    return profiles.contains(PdProfileHandler.DECODE_PROFILE) ? null
+        : "disagg-profile-handler needs a profile named 'decode', got " + profiles;
+  }
+
+  @Override
   public String toString() {
     return "disagg-profile-handler(" + decider + ")";
   }
