@@ -240,11 +240,12 @@ final class ConfigLoader {
         String gate = String.valueOf(g);
         String why = HARMLESS_GATES.get(gate);
         if (why != null) {
-          warnings.add(source + ": field 'featureGates': " + quote(gate) + " has no effect: " + why);
+          warnings.add(source + ": field 'featureGates': " + quote(gate) + " has no effect: "
+              + why);
         } else if (gate.equals("flowControl")) {
-          errors.add(source + ": field 'featureGates': 'flowControl' turns on upstream's request queueing,"
-              + " which epp4j does not have (a request is routed, shed with 429 or rejected at"
-              + " once); remove the gate");
+          errors.add(source + ": field 'featureGates': 'flowControl' turns on upstream's request"
+              + " queueing, which epp4j does not have (a request is routed, shed with 429 or"
+              + " rejected at once); remove the gate");
         } else {
           errors.add(source + ": field 'featureGates': unknown gate " + quote(gate) + "; known: "
               + new java.util.TreeSet<>(HARMLESS_GATES.keySet()));
@@ -343,7 +344,8 @@ final class ConfigLoader {
           continue;
         }
         Plugin p = sectionRef(sn, "dataLayer: sources[" + i + "]");
-        if (p != null && !(p instanceof MetricsDataSource || p instanceof EndpointNotificationSource)) {
+        if (p != null
+            && !(p instanceof MetricsDataSource || p instanceof EndpointNotificationSource)) {
           errors.add(sw + ": field 'pluginRef' must name a metrics-data-source or an"
               + " endpoint-notification-source, got " + p);
         }

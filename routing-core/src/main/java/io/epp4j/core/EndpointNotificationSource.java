@@ -18,7 +18,10 @@ final class EndpointNotificationSource implements Plugin {
     return "endpoint-notification-source";
   }
 
-  /** Provides {@code endpoint-notification-source}; public only for {@link java.util.ServiceLoader}. */
+  /**
+   * Provides {@code endpoint-notification-source}; public only for
+   * {@link java.util.ServiceLoader}.
+   */
   public static final class Provider extends AbstractPluginProvider {
     public Provider() {
       super("endpoint-notification-source");

@@ -54,7 +54,10 @@ final class DataParallelProfileHandler implements ProfileHandler {
     }
   }
 
-  /** Provides {@code data-parallel-profile-handler}; public only for {@link java.util.ServiceLoader}. */
+  /**
+   * Provides {@code data-parallel-profile-handler}; public only for
+   * {@link java.util.ServiceLoader}.
+   */
   public static final class Provider extends AbstractPluginProvider {
     public Provider() {
       super("data-parallel-profile-handler");
