@@ -43,7 +43,17 @@ final class LowQueueFilter implements Filter {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      return new LowQueueFilter(p.getInt("threshold", 128, 0, Integer.MAX_VALUE));
+      // queueThreshold is the name an earlier epp4j release took for this type
+      int threshold = p.getInt(CommonParameters.alias(p, "threshold", "queueThreshold"), 128, 0,
+          Integer.MAX_VALUE);
+      for (String other : new String[] {"kvCacheThreshold", "metricsStalenessMillis"}) {
+        if (p.has(other)) {
+          p.raw(other);
+          p.error(other, "is not a low-queue-filter parameter: this filter is upstream's (queue"
+              + " only, not failing open); use utilization-filter for KV and staleness limits");
+        }
+      }
+      return new LowQueueFilter(threshold);
     }
   }
 }
