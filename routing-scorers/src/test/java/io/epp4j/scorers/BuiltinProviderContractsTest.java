@@ -256,7 +256,8 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("threshold", Map.of("threshold", -1));
+      return Map.of("threshold", Map.of("threshold", -1),
+          "kvCacheThreshold", Map.of("kvCacheThreshold", 0.9));
     }
   }
 
