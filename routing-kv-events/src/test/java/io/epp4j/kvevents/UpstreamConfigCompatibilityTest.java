@@ -235,9 +235,10 @@ class UpstreamConfigCompatibilityTest {
     assertThat(PdProfileHandler.prefillEndpoint(second)).isNull();
   }
 
-  @Test
-  void kserveGeneratedPdRunsPrefillForEveryRequest() {
-    Router r = router("kserve-generated-pd.yaml", pdPool());
+  @ParameterizedTest
+  @ValueSource(strings = {"kserve-generated-pd.yaml", "kserve-generated-disagg.yaml"})
+  void kserveGeneratedPdRunsPrefillForEveryRequest(String file) {
+    Router r = router(file, pdPool());
     for (int i = 0; i < 10; i++) {
       RoutingDecision d = r.route(completion(text(i, 40)));
       assertThat(d.primary().label(Endpoint.ROLE_LABEL)).isEqualTo("decode");

@@ -338,6 +338,14 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class AlwaysDisaggPdDeciderProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new AlwaysDisaggPdDecider.Provider();
+    }
+  }
+
+  @Nested
   class DisaggProfileHandlerProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {
