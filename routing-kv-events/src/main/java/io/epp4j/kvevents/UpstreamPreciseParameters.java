@@ -18,6 +18,7 @@ import org.jspecify.annotations.Nullable;
  *   kvBlockIndexConfig: {maxPrefixBlocksToMatch, enableMetrics, metricsLoggingInterval,
  *                        inMemoryConfig | redisConfig | valkeyConfig | costAwareMemoryConfig}
  *   tokenizersPoolConfig: {...}
+ *   prefixStoreConfig: {cacheSize, blockSize}                       # tokenization cache only
  * kvEventsConfig: {zmqEndpoint, topicFilter, concurrency, discoverPods, podDiscoveryConfig}
  * </pre>
  *
@@ -90,6 +91,12 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
         }
         unknown(p, bi, "indexerConfig.kvBlockIndexConfig", "maxPrefixBlocksToMatch,"
             + " enableMetrics, metricsLoggingInterval, inMemoryConfig");
+      }
+      if (ic.has("prefixStoreConfig")) {
+        ic.raw("prefixStoreConfig");
+        p.notice("indexerConfig", "field prefixStoreConfig has no effect: it sizes upstream's cache"
+            + " of tokenized prompt prefixes; epp4j caches tokens per chat message instead, and"
+            + " neither changes which blocks match");
       }
       if (ic.has("tokenizersPoolConfig")) {
         ic.raw("tokenizersPoolConfig");

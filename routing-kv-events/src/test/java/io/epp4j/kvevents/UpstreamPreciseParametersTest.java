@@ -40,11 +40,13 @@ class UpstreamPreciseParametersTest {
     Parameters same = Parameters.of(Map.of(
         "tokenProcessorConfig", Map.of("blockSize", 64),
         "indexerConfig", Map.of("tokenProcessorConfig", Map.of("blockSize", 64),
-            "kvBlockIndexConfig", Map.of("maxPrefixBlocksToMatch", 256))));
+            "kvBlockIndexConfig", Map.of("maxPrefixBlocksToMatch", 256),
+            "prefixStoreConfig", Map.of("cacheSize", 500000, "blockSize", 256))));
     UpstreamPreciseParameters r = UpstreamPreciseParameters.read(same, false);
     assertThat(r.blockSize()).isEqualTo(64);
     assertThat(r.maxPromptBlocks()).isEqualTo(256);
     assertThat(same.errors()).isEmpty();
+    assertThat(same.notices()).anySatisfy(n -> assertThat(n).contains("prefixStoreConfig"));
 
     Parameters differ = Parameters.of(Map.of(
         "tokenProcessorConfig", Map.of("blockSize", 64),
