@@ -20,15 +20,30 @@ import java.util.function.Supplier;
  */
 public abstract class AbstractPluginProvider implements PluginProvider {
   private final String type;
+  private final java.util.Set<String> aliases;
 
   /** @param type the plugin type name in lower-kebab-case, as configs spell it */
   protected AbstractPluginProvider(String type) {
+    this(type, new String[0]);
+  }
+
+  /**
+   * @param type the plugin type name in lower-kebab-case, as configs spell it
+   * @param aliases former names of the type that configs may still use (see {@link #aliases()})
+   */
+  protected AbstractPluginProvider(String type, String... aliases) {
     this.type = type;
+    this.aliases = java.util.Set.of(aliases);
   }
 
   @Override
   public final String type() {
     return type;
+  }
+
+  @Override
+  public final java.util.Set<String> aliases() {
+    return aliases;
   }
 
   /**

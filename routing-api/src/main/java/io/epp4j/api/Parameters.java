@@ -19,6 +19,7 @@ import org.jspecify.annotations.Nullable;
 public final class Parameters {
   private final Map<String, Object> values;
   private final List<String> errors = new ArrayList<>();
+  private final List<String> notices = new ArrayList<>();
   private final Set<String> read = new HashSet<>();
 
   private Parameters(Map<String, Object> values) {
@@ -203,6 +204,65 @@ public final class Parameters {
     }
     error(name, "must be an object, got " + describe(v));
     return empty();
+  }
+
+  /**
+   * A duration in the upstream EPP's (Go's) notation: one or more number-unit pairs such as
+   * {@code 200ms}, {@code 5s}, {@code 1m30s}, units {@code ns us µs ms s m h}. A bare number is an
+   * error, as its unit would be a guess.
+   */
+  public java.time.Duration getDuration(String name, java.time.Duration defaultValue) {
+    Object v = raw(name);
+    if (v == null) {
+      return defaultValue;
+    }
+    java.time.Duration d = v instanceof String s ? parseGoDuration(s.trim()) : null;
+    if (d == null) {
+      error(name, "must be a duration with a unit such as '200ms', '5s' or '1m30s', got '" + v + "'");
+      return defaultValue;
+    }
+    return d;
+  }
+
+  private static java.time.@Nullable Duration parseGoDuration(String s) {
+    java.util.regex.Matcher m = java.util.regex.Pattern
+        .compile("(\\d+(?:\\.\\d+)?)(ns|us|µs|ms|s|m|h)").matcher(s);
+    if (s.isEmpty() || s.length() > 64) {
+      return null;
+    }
+    double nanos = 0;
+    int at = 0;
+    while (at < s.length()) {
+      if (!m.find(at) || m.start() != at) {
+        return null;
+      }
+      double n = Double.parseDouble(m.group(1));
+      nanos += n * switch (m.group(2)) {
+        case "ns" -> 1;
+        case "us", "µs" -> 1e3;
+        case "ms" -> 1e6;
+        case "s" -> 1e9;
+        case "m" -> 60e9;
+        default -> 3600e9;
+      };
+      at = m.end();
+    }
+    return nanos > 9.0e18 ? null : java.time.Duration.ofNanos((long) nanos);
+  }
+
+  /**
+   * Records that a parameter was read and accepted although it changes nothing here, and why
+   * (for example a deployment setting that another component honours). The config loader reports
+   * it as a warning; unlike an unread name it is not a likely typo.
+   */
+  public void notice(String name, String why) {
+    read.add(name);
+    notices.add("parameter '" + name + "' " + why);
+  }
+
+  /** Notices recorded so far, each naming its parameter. */
+  public List<String> notices() {
+    return List.copyOf(notices);
   }
 
   /** Records an error about a parameter. */

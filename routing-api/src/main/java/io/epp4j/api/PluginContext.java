@@ -17,4 +17,23 @@ public interface PluginContext {
 
   /** A service registered with the router builder, if any. */
   <T> Optional<T> service(Class<T> type);
+
+  /**
+   * A plugin defined earlier in the same configuration file, by its name: how a plugin that
+   * composes others (a decision tree of filters, a profile handler and its deciders) finds them,
+   * as the upstream EPP's plugin handle does. Plugins defined later, and plugins of configurations
+   * built in code, are not visible; the default finds nothing.
+   */
+  default Optional<Plugin> plugin(String name) {
+    return Optional.empty();
+  }
+
+  /**
+   * Every plugin defined earlier in the same configuration file, in file order: how a plugin
+   * finds a data producer it depends on by what it is rather than by name (the precise scorer
+   * finds a {@code token-producer} this way). Empty by default.
+   */
+  default java.util.List<Plugin> earlierPlugins() {
+    return java.util.List.of();
+  }
 }

@@ -13,6 +13,15 @@ public interface PluginProvider {
   /** The type name in lower-kebab-case, e.g. {@code prefix-cache-scorer}. */
   String type();
 
+  /**
+   * Former names of this type that configuration files may still use. A config naming one loads
+   * this provider's plugin, and the load reports once which name is current. A real type of the
+   * same name always wins over an alias.
+   */
+  default java.util.Set<String> aliases() {
+    return java.util.Set.of();
+  }
+
   /** Precedence among providers of the same type; built-ins use 0. */
   default int priority() {
     return 0;

@@ -12,4 +12,14 @@ public interface ProfileHandler extends Plugin {
    * must have run.
    */
   String handle(InferenceRequest request, CycleState state, ProfileRunner runner);
+
+  /**
+   * Checked once when a configuration is loaded: the reason this handler cannot run the given
+   * profiles (for example a required profile name is missing), or {@code null} when it can. The
+   * loader reports the reason as an error, so such a file is refused rather than failing every
+   * request.
+   */
+  default @org.jspecify.annotations.Nullable String checkProfiles(java.util.Set<String> profiles) {
+    return null;
+  }
 }

@@ -36,6 +36,10 @@ final class ActiveConfig {
   final Map<String, PluginReuse.Declared> declared;
   /** The router's ledger, which decisions routed under this configuration release into. */
   final InFlightLedger ledger;
+  /** The configuration's admitters, in order. */
+  final io.epp4j.api.Admitter[] admitters;
+  /** The configuration's saturation settings, or null to use the router's. */
+  final @Nullable PoolSaturation saturation;
   private final Map<Object, ThrottledWarning> warnings;
   private final ThrottledWarning routerWarning;
   /** Plugins a reload dropped; null while this configuration is current. */
@@ -48,6 +52,9 @@ final class ActiveConfig {
     this.ledger = ledger;
     this.declared = Map.copyOf(declared);
     this.routerWarning = routerWarning;
+    this.admitters = config.admitters().toArray(new io.epp4j.api.Admitter[0]);
+    this.saturation = config.saturation().map(sat -> new PoolSaturation(sat.queueThreshold(),
+        sat.kvCacheThreshold(), sat.metricsStaleness().toNanos(), ticker)).orElse(null);
     Set<Object> all = Collections.newSetFromMap(new IdentityHashMap<>());
     all.addAll(plugins(config));
     all.addAll(extraListeners);

@@ -53,14 +53,28 @@ import org.yaml.snakeyaml.error.MarkedYAMLException;
  * <p>Every problem in a file is collected and reported together, up to 50 messages and a
  * count of the rest; each message names the file, the plugin or profile, and the field, quotes
  * names and values from the file shortened to 64 characters, and is at most 500 characters
- * long. Loading takes time linear in the size of the file. Top-level sections that epp4j does not use (for example
- * {@code featureGates}) are accepted with a warning so upstream files load unchanged.
+ * long. Loading takes time linear in the size of the file. The other upstream sections are read
+ * too: {@code featureGates} (harmless gates noticed, others refused), {@code parser} (must name
+ * the openai-parser), {@code saturationDetector} (replaces the router's shedding rule) and
+ * {@code dataLayer} (references checked); {@code data}, {@code metadata} and {@code flowControl}
+ * are accepted with a warning. Former type names load the current type with one notice per file.
  */
 final class ConfigLoader {
-  static final Set<String> KNOWN_TOP_LEVEL =
-      Set.of("apiVersion", "kind", "plugins", "schedulingProfiles");
-  static final Set<String> TOLERATED_TOP_LEVEL =
-      Set.of("featureGates", "saturationDetector", "data", "metadata", "parser", "flowControl");
+  static final Set<String> KNOWN_TOP_LEVEL = Set.of("apiVersion", "kind", "plugins",
+      "schedulingProfiles", "featureGates", "saturationDetector", "parser", "dataLayer");
+  static final Set<String> TOLERATED_TOP_LEVEL = Set.of("data", "metadata", "flowControl");
+  /** The apiVersions upstream files carry: the Gateway API Inference Extension's and llm-d's. */
+  static final Set<String> KNOWN_API_VERSIONS =
+      Set.of("inference.networking.x-k8s.io/v1alpha1", "llm-d.ai/v1alpha1");
+  /**
+   * Upstream feature gates that change nothing in epp4j, and why: each is accepted with a notice.
+   * Any other gate is refused, as upstream refuses gates it does not know.
+   */
+  static final Map<String, String> HARMLESS_GATES = Map.of(
+      "dataLayer", "epp4j always scrapes and extracts metrics through its own data layer",
+      "prepareDataPlugins", "epp4j's plugins always publish their data (prefix hits, tokens)"
+          + " in the cycle state before later plugins read it",
+      "enableLegacyMetrics", "epp4j reads the same model-server metrics either way");
 
   /** At most this many errors (and as many warnings) are reported; the rest are counted. */
   static final int MAX_REPORTED_ERRORS = 50;
@@ -82,6 +96,8 @@ final class ConfigLoader {
   private final PluginRegistry registry;
   private final Ticker ticker;
   private final Function<Class<?>, Optional<?>> services;
+  /** The instance behind a plugin as a provider returned it (see {@link PluginReuse}). */
+  private final java.util.function.UnaryOperator<Plugin> instance;
 
   /** A loader that resolves plugin types in {@code registry}. */
   ConfigLoader(PluginRegistry registry) {
@@ -89,9 +105,15 @@ final class ConfigLoader {
   }
 
   ConfigLoader(PluginRegistry registry, Ticker ticker, Function<Class<?>, Optional<?>> services) {
+    this(registry, ticker, services, p -> p);
+  }
+
+  ConfigLoader(PluginRegistry registry, Ticker ticker, Function<Class<?>, Optional<?>> services,
+      java.util.function.UnaryOperator<Plugin> instance) {
     this.registry = registry;
     this.ticker = ticker;
     this.services = services;
+    this.instance = instance;
   }
 
   /** Loads a file; all errors are in the result, none thrown. The file must be UTF-8. */
@@ -132,8 +154,11 @@ final class ConfigLoader {
     load.checkTopLevel(top);
     load.createPlugins(top.get("plugins"));
     load.buildProfiles(top);
+    load.checkParser(top);
+    RouterConfig.Saturation saturation = load.saturation(top);
+    load.checkDataLayer(top);
     ProfileHandler handler = load.profileHandler();
-    return load.finish(handler);
+    return load.finish(handler, saturation);
   }
 
   /** The YAML text as a mapping, or the one error that stops the load before any plugin exists. */
@@ -172,6 +197,8 @@ final class ConfigLoader {
     private final Map<String, Integer> definedAt = new HashMap<>();
     private final List<SchedulingProfile> profiles = new ArrayList<>();
     private boolean danglingReported;
+    /** Former type names already reported in this file, so each is noticed once. */
+    private final Set<String> aliasesNoticed = new HashSet<>();
 
     FileLoad(String source) {
       this.source = source;
@@ -180,7 +207,11 @@ final class ConfigLoader {
     void checkTopLevel(Map<?, ?> top) {
       for (Object k : top.keySet()) {
         String key = String.valueOf(k);
-        if (TOLERATED_TOP_LEVEL.contains(key)) {
+        if (key.equals("flowControl")) {
+          // upstream reads the section only behind the flowControl gate, which is refused
+          warnings.add(source + ": section 'flowControl' has no effect: upstream applies it only"
+              + " with the flowControl feature gate, and epp4j has no request queueing");
+        } else if (TOLERATED_TOP_LEVEL.contains(key)) {
           warnings.add(source + ": section '" + key + "' is not used by epp4j and was ignored");
         } else if (!KNOWN_TOP_LEVEL.contains(key)) {
           errors.add(source + ": unknown top-level field " + quote(k) + "; expected one of "
@@ -191,6 +222,160 @@ final class ConfigLoader {
       if (kind != null && !"EndpointPickerConfig".equals(kind)) {
         errors.add(source + ": field 'kind' must be EndpointPickerConfig, got " + quote(kind));
       }
+      Object api = top.get("apiVersion");
+      if (api != null && !KNOWN_API_VERSIONS.contains(String.valueOf(api))) {
+        warnings.add(source + ": field 'apiVersion' " + quote(api) + " is none of "
+            + new java.util.TreeSet<>(KNOWN_API_VERSIONS) + "; read as an EndpointPickerConfig");
+      }
+      checkFeatureGates(top.get("featureGates"));
+    }
+
+    /** Upstream's list of gate names; harmless gates get a notice, others are refused. */
+    private void checkFeatureGates(@Nullable Object node) {
+      if (node == null) {
+        return;
+      }
+      List<?> gates = asList(node, source + ": field 'featureGates'", errors);
+      for (Object g : gates) {
+        String gate = String.valueOf(g);
+        String why = HARMLESS_GATES.get(gate);
+        if (why != null) {
+          warnings.add(source + ": field 'featureGates': " + quote(gate) + " has no effect: "
+              + why);
+        } else if (gate.equals("flowControl")) {
+          errors.add(source + ": field 'featureGates': 'flowControl' turns on upstream's request"
+              + " queueing, which epp4j does not have (a request is routed, shed with 429 or"
+              + " rejected at once); remove the gate");
+        } else {
+          errors.add(source + ": field 'featureGates': unknown gate " + quote(gate) + "; known: "
+              + new java.util.TreeSet<>(HARMLESS_GATES.keySet()));
+        }
+      }
+    }
+
+    /** {@code parser: {pluginRef: x}}: x must be the openai-parser, which epp4j always runs. */
+    void checkParser(Map<?, ?> top) {
+      Object node = top.get("parser");
+      if (node == null) {
+        return;
+      }
+      Plugin p = sectionRef(node, "parser");
+      if (p != null && !(p instanceof OpenAiParserPlugin)) {
+        errors.add(source + ": parser: field 'pluginRef' must name an openai-parser plugin;"
+            + " epp4j parses OpenAI requests only, got " + p);
+      }
+    }
+
+    /**
+     * {@code saturationDetector}: either {@code {pluginRef: x}} naming a utilization-detector
+     * (upstream 1.3 on) or the detector's fields inline (upstream 1.0–1.2). The result replaces
+     * the router's saturation settings.
+     */
+    RouterConfig.@Nullable Saturation saturation(Map<?, ?> top) {
+      Object node = top.get("saturationDetector");
+      if (node == null) {
+        return null;
+      }
+      if (node instanceof Map<?, ?> m && m.containsKey("pluginRef")) {
+        Plugin p = sectionRef(node, "saturationDetector");
+        if (p == null) {
+          return null;
+        }
+        if (p instanceof UtilizationDetector d) {
+          return d.saturation;
+        }
+        errors.add(source + ": saturationDetector: field 'pluginRef' must name a"
+            + " utilization-detector plugin, got " + p);
+        return null;
+      }
+      if (!(node instanceof Map<?, ?> m)) {
+        errors.add(source + ": field 'saturationDetector' must be a mapping, got " + describe(node));
+        return null;
+      }
+      Map<String, Object> fields = new LinkedHashMap<>();
+      m.forEach((k, v) -> fields.put(String.valueOf(k), v));
+      Parameters p = Parameters.of(fields);
+      RouterConfig.Saturation s = UtilizationDetector.fields(p);
+      for (String e : p.errors()) {
+        errors.add(source + ": saturationDetector: " + e.replaceFirst("^parameter", "field"));
+      }
+      for (String unread : p.unreadNames()) {
+        errors.add(source + ": saturationDetector: unknown field " + quote(unread)
+            + "; expected pluginRef, or queueDepthThreshold, kvCacheUtilThreshold,"
+            + " metricsStalenessThreshold");
+      }
+      return p.errors().isEmpty() ? s : null;
+    }
+
+    /**
+     * {@code dataLayer: {sources: [{pluginRef, extractors: [{pluginRef}]}]}}: every reference
+     * must name a plugin of the file, each source a data source. The sources map onto epp4j's
+     * own (docs/plugins.md, data layer); endpoint discovery is the application's.
+     */
+    void checkDataLayer(Map<?, ?> top) {
+      Object node = top.get("dataLayer");
+      if (node == null) {
+        return;
+      }
+      String where = source + ": field 'dataLayer'";
+      if (!(node instanceof Map<?, ?> m)) {
+        errors.add(where + " must be a mapping, got " + describe(node));
+        return;
+      }
+      for (Object k : m.keySet()) {
+        String key = String.valueOf(k);
+        if (key.equals("discovery")) {
+          warnings.add(where + ": field 'discovery' has no effect: the application tells the"
+              + " router its endpoints (Router.setEndpoints)");
+        } else if (key.equals("injectDefaults")) {
+          warnings.add(where + ": field 'injectDefaults' has no effect: epp4j's scraper and"
+              + " metrics parser run whether or not sources are listed");
+        } else if (!key.equals("sources")) {
+          errors.add(where + ": unknown field " + quote(k) + "; expected sources, discovery,"
+              + " injectDefaults");
+        }
+      }
+      List<?> sources = asList(m.get("sources"), where + ": field 'sources'", errors);
+      for (int i = 0; i < sources.size(); i++) {
+        String sw = where + ": sources[" + i + "]";
+        Object sn = sources.get(i);
+        if (!(sn instanceof Map<?, ?> sm)) {
+          errors.add(sw + ": field 'pluginRef' is required; got " + describe(sn));
+          continue;
+        }
+        Plugin p = sectionRef(sn, "dataLayer: sources[" + i + "]");
+        if (p != null
+            && !(p instanceof MetricsDataSource || p instanceof EndpointNotificationSource)) {
+          errors.add(sw + ": field 'pluginRef' must name a metrics-data-source or an"
+              + " endpoint-notification-source, got " + p);
+        }
+        List<?> extractors = asList(sm.get("extractors"), sw + ": field 'extractors'", errors);
+        for (int j = 0; j < extractors.size(); j++) {
+          sectionRef(extractors.get(j), "dataLayer: sources[" + i + "]: extractors[" + j + "]");
+        }
+        for (Object k : sm.keySet()) {
+          if (!k.equals("pluginRef") && !k.equals("extractors")) {
+            errors.add(sw + ": unknown field " + quote(k) + "; expected pluginRef, extractors");
+          }
+        }
+      }
+    }
+
+    /**
+     * The plugin a section's {@code pluginRef} names, or null after reporting why not (a plugin
+     * that failed to load was reported already).
+     */
+    private @Nullable Plugin sectionRef(@Nullable Object node, String section) {
+      if (!(node instanceof Map<?, ?> m) || !(m.get("pluginRef") instanceof String ref)) {
+        errors.add(source + ": " + section + ": field 'pluginRef' is required");
+        return null;
+      }
+      Plugin p = plugins.get(ref);
+      if (p == null && !definedAt.containsKey(ref)) {
+        errors.add(source + ": " + section + ": field 'pluginRef' " + quote(ref)
+            + " names no plugin");
+      }
+      return p == null ? null : instance.apply(p);
     }
 
     void createPlugins(@Nullable Object pluginsNode) {
@@ -234,12 +419,20 @@ final class ConfigLoader {
         return;
       }
       Parameters params = Parameters.of(paramMap);
-      Result<? extends Plugin> created = registry.create(typeName, context(name), params);
+      String current = registry.currentName(typeName);
+      if (current != null && aliasesNoticed.add(typeName)) {
+        warnings.add(where + ": type " + quote(typeName) + " is a former name of '" + current
+            + "'; loaded as '" + current + "' (rename it to silence this notice)");
+      }
+      Result<? extends Plugin> created = registry.create(typeName, context(name, plugins), params);
       if (!created.isOk()) {
         for (String e : created.errors()) {
           errors.add(where + ": " + e);
         }
         return;
+      }
+      for (String notice : params.notices()) {
+        warnings.add(where + ": " + notice);
       }
       for (String unread : params.unreadNames()) {
         warnings.add(where + ": parameter " + quote(unread) + " is not used by epp4j");
@@ -376,11 +569,22 @@ final class ConfigLoader {
         }
         handler = new SingleProfileHandler();
       }
+      if (!profiles.isEmpty()) {
+        java.util.Set<String> names = new java.util.LinkedHashSet<>();
+        profiles.forEach(p -> names.add(p.name()));
+        String problem = instance.apply(handler) instanceof ProfileHandler h
+            ? h.checkProfiles(names) : null;
+        if (problem != null) {
+          errors.add(source + ": profile handler " + quote(handler) + ": field"
+              + " 'schedulingProfiles': " + problem);
+        }
+      }
       return handler;
     }
 
     /** The configuration, or every error with the plugins this load created closed. */
-    Result<RouterConfig> finish(ProfileHandler handler) {
+    Result<RouterConfig> finish(ProfileHandler handler,
+        RouterConfig.@Nullable Saturation saturation) {
       if (profiles.isEmpty() && errors.isEmpty()) {
         errors.add(source + ": field 'schedulingProfiles' is required");
       }
@@ -388,8 +592,14 @@ final class ConfigLoader {
         plugins.values().forEach(Plugin::close);
         return Result.errors(errors.toList(source, "errors"));
       }
+      List<io.epp4j.api.Admitter> admitters = new ArrayList<>();
+      for (Plugin p : plugins.values()) {
+        if (p instanceof io.epp4j.api.Admitter a) {
+          admitters.add(a);
+        }
+      }
       return Result.ok(new RouterConfig(profiles, handler, plugins,
-          warnings.toList(source, "warnings")));
+          warnings.toList(source, "warnings"), admitters, saturation));
     }
   }
 
@@ -511,8 +721,21 @@ final class ConfigLoader {
     return List.of();
   }
 
-  private PluginContext context(String name) {
+  /** What a provider sees: its name, the clock, the services, and the plugins defined before it. */
+  private PluginContext context(String name, Map<String, Plugin> earlier) {
     return new PluginContext() {
+      @Override
+      public Optional<Plugin> plugin(String other) {
+        return Optional.ofNullable(earlier.get(other)).map(instance);
+      }
+
+      @Override
+      public List<Plugin> earlierPlugins() {
+        List<Plugin> all = new ArrayList<>();
+        earlier.values().forEach(p -> all.add(instance.apply(p)));
+        return all;
+      }
+
       @Override
       public String pluginName() {
         return name;

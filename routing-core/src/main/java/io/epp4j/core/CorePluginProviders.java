@@ -12,7 +12,7 @@ public final class CorePluginProviders {
   /** {@code max-score-picker}; parameter {@code maxNumOfEndpoints} (default 1). */
   public static final class MaxScorePickerProvider extends AbstractPluginProvider {
     public MaxScorePickerProvider() {
-      super("max-score-picker");
+      super("max-score-picker", "max-score");
     }
 
     @Override

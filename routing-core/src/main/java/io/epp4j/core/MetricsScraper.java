@@ -126,6 +126,15 @@ public final class MetricsScraper implements AutoCloseable {
 
     private Builder(Router router) {
       this.router = Objects.requireNonNull(router, "router");
+      // a configuration's metrics-data-source names where its servers publish metrics; it is the
+      // default here, and path(...) / scheme(...) still override it
+      for (io.epp4j.api.Plugin p : router.config().plugins().values()) {
+        if (p instanceof MetricsDataSource source) {
+          this.path = source.path;
+          this.scheme = source.scheme;
+          break;
+        }
+      }
     }
 
     /** Time between scrapes of each endpoint; default 50 ms. */
@@ -146,7 +155,10 @@ public final class MetricsScraper implements AutoCloseable {
       return this;
     }
 
-    /** Metrics path; default {@code /metrics}. */
+    /**
+     * Metrics path; default {@code /metrics}, or the {@code path} of the router's
+     * {@code metrics-data-source} plugin when its configuration declares one.
+     */
     public Builder path(String p) {
       if (!p.startsWith("/")) {
         throw new IllegalArgumentException("path must start with '/', got '" + p + "'");
@@ -155,7 +167,10 @@ public final class MetricsScraper implements AutoCloseable {
       return this;
     }
 
-    /** {@code http} (default) or {@code https}. */
+    /**
+     * {@code http} (default) or {@code https}; the router's {@code metrics-data-source} plugin's
+     * {@code scheme} is the default when its configuration declares one.
+     */
     public Builder scheme(String s) {
       if (!s.equals("http") && !s.equals("https")) {
         throw new IllegalArgumentException("scheme must be http or https, got '" + s + "'");

@@ -29,11 +29,38 @@ public final class PluginRegistry {
   private static final Pattern KEBAB = Pattern.compile("[a-z0-9]+(-[a-z0-9]+)*");
 
   private final Map<String, PluginProvider> providers;
+  /** Former type names (a provider's {@link PluginProvider#aliases()}) to the current ones. */
+  private final Map<String, String> aliases;
   private final List<String> conflicts;
 
   private PluginRegistry(Map<String, PluginProvider> providers, List<String> conflicts) {
     this.providers = providers;
-    this.conflicts = List.copyOf(conflicts);
+    List<String> c = new ArrayList<>(conflicts);
+    this.aliases = aliasesOf(providers, c);
+    this.conflicts = List.copyOf(c);
+  }
+
+  /**
+   * The aliases of the chosen providers. A real type of the alias's name wins over it, and an
+   * alias two providers claim goes to the type that sorts first; both are reported.
+   */
+  private static Map<String, String> aliasesOf(Map<String, PluginProvider> providers,
+      List<String> conflicts) {
+    Map<String, String> m = new TreeMap<>();
+    for (Map.Entry<String, PluginProvider> e : new TreeMap<>(providers).entrySet()) {
+      String type = e.getKey();
+      Set<String> as = e.getValue().aliases();
+      for (String alias : as == null ? Set.<String>of() : as) {
+        if (providers.containsKey(alias)) {
+          conflicts.add("alias '" + alias + "' of plugin type '" + type
+              + "' is also a type of its own; the type wins");
+        } else if (m.putIfAbsent(alias, type) != null) {
+          conflicts.add("alias '" + alias + "' is claimed by plugin types '" + m.get(alias)
+              + "' and '" + type + "'; using '" + m.get(alias) + "'");
+        }
+      }
+    }
+    return m;
   }
 
   /** Providers found by {@link ServiceLoader} on the thread's context class loader. */
@@ -115,9 +142,21 @@ public final class PluginRegistry {
     return new java.util.TreeSet<>(providers.keySet());
   }
 
-  /** The provider of a type, or {@code null}. */
+  /** The provider of a type (or of a former name of it), or {@code null}. */
   public @Nullable PluginProvider provider(String type) {
-    return providers.get(type);
+    PluginProvider p = providers.get(type);
+    if (p == null && aliases.containsKey(type)) {
+      p = providers.get(aliases.get(type));
+    }
+    return p;
+  }
+
+  /**
+   * The current name of a type when {@code type} is a former name (an alias) of it, else
+   * {@code null}.
+   */
+  public @Nullable String currentName(String type) {
+    return providers.containsKey(type) ? null : aliases.get(type);
   }
 
   /** Duplicate-type resolutions and loading problems, for logs and diagnostics. */
@@ -130,7 +169,7 @@ public final class PluginRegistry {
    * A provider that throws is reported as an error, not propagated.
    */
   public Result<? extends Plugin> create(String type, PluginContext context, Parameters parameters) {
-    PluginProvider p = providers.get(type);
+    PluginProvider p = provider(type);
     if (p == null) {
       return Result.error("unknown plugin type '" + type + "'; known types: " + types());
     }

@@ -42,7 +42,12 @@ final class PluginReuse {
 
   /** How a configuration file declared a plugin, and the instance it got. */
   record Declared(String type, Map<String, Object> parameters, Plugin instance,
-      Set<String> unreadParameters) {}
+      Set<String> unreadParameters, boolean composite) {
+    Declared(String type, Map<String, Object> parameters, Plugin instance,
+        Set<String> unreadParameters) {
+      this(type, parameters, instance, unreadParameters, false);
+    }
+  }
 
   /** A loaded configuration with the declarations of its named plugins. */
   record Loaded(RouterConfig config, Map<String, Declared> declared) {}
@@ -60,14 +65,19 @@ final class PluginReuse {
     Map<String, Declared> declared = new LinkedHashMap<>();
     Map<Object, Plugin> views = new IdentityHashMap<>();
     List<PluginProvider> wrapped = new ArrayList<>();
+    boolean[] createdAnew = new boolean[1];
     for (String type : registry.types()) {
       PluginProvider delegate = registry.provider(type);
       if (delegate != null) {
-        wrapped.add(new Reusing(delegate, parametersByName, previous, declared, views));
+        wrapped.add(new Reusing(delegate, parametersByName, previous, declared, views,
+            createdAnew));
       }
     }
+    // a plugin built from others (a decision tree, a P/D handler and its decider) gets the
+    // instances themselves, not the views, as the loaded configuration will hold them
     ConfigLoader loader = new ConfigLoader(
-        registry.with(wrapped.toArray(new PluginProvider[0])), ticker, services);
+        registry.with(wrapped.toArray(new PluginProvider[0])), ticker, services,
+        p -> views.getOrDefault(p, p));
     Result<RouterConfig> r = loader.load(yaml, source);
     if (!r.isOk()) {
       return Result.errors(r.errors());
@@ -120,18 +130,28 @@ final class PluginReuse {
     private final Map<String, Declared> declared;
     private final Map<Object, Plugin> views;
 
+    /** Shared by the wrappers of one load: whether a plugin has been created anew so far. */
+    private final boolean[] createdAnew;
+
     Reusing(PluginProvider delegate, Map<String, Map<String, Object>> parametersByName,
-        Map<String, Declared> previous, Map<String, Declared> declared, Map<Object, Plugin> views) {
+        Map<String, Declared> previous, Map<String, Declared> declared, Map<Object, Plugin> views,
+        boolean[] createdAnew) {
       this.delegate = delegate;
       this.parametersByName = parametersByName;
       this.previous = previous;
       this.declared = declared;
       this.views = views;
+      this.createdAnew = createdAnew;
     }
 
     @Override
     public String type() {
       return delegate.type();
+    }
+
+    @Override
+    public java.util.Set<String> aliases() {
+      return delegate.aliases();
     }
 
     @Override
@@ -144,8 +164,10 @@ final class PluginReuse {
       String name = context.pluginName();
       Map<String, Object> params = parametersByName.get(name);
       Declared before = previous.get(name);
+      // a plugin that refers to plugins defined before it is kept only while they all are:
+      // otherwise it would go on using an instance the new file replaced
       if (params != null && before != null && before.type().equals(type())
-          && before.parameters().equals(params)) {
+          && before.parameters().equals(params) && !(before.composite() && createdAnew[0])) {
         Plugin view = closeShielded(before.instance());
         if (view != null) {
           // read what the first load read, so the loader warns about the same unread names
@@ -159,10 +181,40 @@ final class PluginReuse {
           return Result.ok(view);
         }
       }
-      Result<? extends Plugin> r = delegate.create(context, parameters);
+      createdAnew[0] = true;
+      boolean[] lookedUp = new boolean[1];
+      PluginContext recording = new PluginContext() {
+        @Override
+        public String pluginName() {
+          return context.pluginName();
+        }
+
+        @Override
+        public io.epp4j.api.Ticker ticker() {
+          return context.ticker();
+        }
+
+        @Override
+        public <T> Optional<T> service(Class<T> type) {
+          return context.service(type);
+        }
+
+        @Override
+        public Optional<Plugin> plugin(String other) {
+          lookedUp[0] = true;
+          return context.plugin(other);
+        }
+
+        @Override
+        public List<Plugin> earlierPlugins() {
+          lookedUp[0] = true;
+          return context.earlierPlugins();
+        }
+      };
+      Result<? extends Plugin> r = delegate.create(recording, parameters);
       if (r != null && r.isOk() && params != null) {
         declared.put(name, new Declared(type(), params, r.value(),
-            Set.copyOf(parameters.unreadNames())));
+            Set.copyOf(parameters.unreadNames()), lookedUp[0]));
       }
       return r;
     }
@@ -223,8 +275,12 @@ final class PluginReuse {
     }
     Map<String, Plugin> plugins = new LinkedHashMap<>();
     c.plugins().forEach((n, p) -> plugins.put(n, real(p, views, Plugin.class)));
+    List<io.epp4j.api.Admitter> admitters = new ArrayList<>();
+    for (io.epp4j.api.Admitter a : c.admitters()) {
+      admitters.add(real(a, views, io.epp4j.api.Admitter.class));
+    }
     return new RouterConfig(profiles, real(c.profileHandler(), views, ProfileHandler.class),
-        plugins, c.warnings());
+        plugins, c.warnings(), admitters, c.saturation().orElse(null));
   }
 
   private static <T> T real(T plugin, Map<Object, Plugin> views, Class<T> role) {

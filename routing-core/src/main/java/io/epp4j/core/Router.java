@@ -116,7 +116,8 @@ public final class Router implements AutoCloseable {
     this.ledger = new InFlightLedger(inFlightMaxAge.toNanos(), ticker.nanos(), this::expired);
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
         initial.declared(), extraListeners, ledger, ticker, routerWarning));
-    this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool, saturation);
+    this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,
+        () -> saturation(state.active));
     this.retired = new RetiredPlugins(b.retiredPluginCloseDelay, this::inUse, membershipLock);
     for (String w : initial.config().warnings()) {
       LOG.warning(w);
@@ -200,11 +201,23 @@ public final class Router implements AutoCloseable {
     if (pool.states.length == 0) {
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "no endpoints in the pool");
     }
-    if (request.priority() < 0 && saturation.poolSaturation(pool, now) >= 1.0) {
+    if (request.priority() < 0 && saturation(active).poolSaturation(pool, now) >= 1.0) {
       return RoutingDecision.rejected(Rejection.Reason.SHED,
           "pool is saturated and the request is sheddable (priority " + request.priority() + ")");
     }
     CycleState cycleState = new CycleState(now, tieBreaks.next());
+    io.epp4j.api.Admitter[] admitters = active.admitters;
+    for (int i = 0; i < admitters.length; i++) {
+      String refusal;
+      try {
+        refusal = admitters[i].refuse(request, cycleState, pool.candidates);
+      } catch (RuntimeException e) {
+        throw SchedulingCycle.failure(active, admitters[i], "refuse", e);
+      }
+      if (refusal != null) {
+        return RoutingDecision.rejected(Rejection.Reason.SHED, refusal);
+      }
+    }
     SchedulingCycle cycle = new SchedulingCycle(request, cycleState, pool, active);
     ProfileHandler handler = active.config.profileHandler();
     String primary;
@@ -327,9 +340,19 @@ public final class Router implements AutoCloseable {
     return state.pool.candidates;
   }
 
-  /** The current pool saturation (see the builder's saturation settings). */
+  /** The saturation rule in force: the configuration's, else the builder's. */
+  private PoolSaturation saturation(ActiveConfig active) {
+    PoolSaturation s = active.saturation;
+    return s != null ? s : saturation;
+  }
+
+  /**
+   * The current pool saturation (see the builder's saturation settings, which a configuration's
+   * {@code saturationDetector} section replaces).
+   */
   public double poolSaturation() {
-    return saturation.poolSaturation(state.pool);
+    State s = state;
+    return saturation(s.active).poolSaturation(s.pool);
   }
 
   // ------------------------------------------------------------------------- reconfiguration

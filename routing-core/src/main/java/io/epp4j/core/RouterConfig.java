@@ -1,11 +1,14 @@
 package io.epp4j.core;
 
+import io.epp4j.api.Admitter;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.ProfileHandler;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A complete scheduling setup: the profiles in order, the profile handler, and every plugin
@@ -18,9 +21,44 @@ public final class RouterConfig {
   private final ProfileHandler profileHandler;
   private final Map<String, Plugin> plugins;
   private final List<String> warnings;
+  private final List<Admitter> admitters;
+  private final @Nullable Saturation saturation;
+
+  /**
+   * When the pool counts as saturated for shedding, as a configuration's
+   * {@code saturationDetector} section sets it; it replaces the router builder's settings while
+   * the configuration is active. An endpoint's saturation is
+   * {@code max(waiting / queueThreshold, kvUsage / kvCacheThreshold)}, or 1 when its metrics are
+   * older than {@code metricsStaleness}; the pool's is the average.
+   */
+  public record Saturation(int queueThreshold, double kvCacheThreshold,
+      java.time.Duration metricsStaleness) {
+    public Saturation {
+      if (queueThreshold < 1) {
+        throw new IllegalArgumentException("queueThreshold must be >= 1, got " + queueThreshold);
+      }
+      if (!(kvCacheThreshold > 0)) {
+        throw new IllegalArgumentException("kvCacheThreshold must be > 0, got " + kvCacheThreshold);
+      }
+      if (metricsStaleness.isNegative() || metricsStaleness.isZero()) {
+        throw new IllegalArgumentException("metricsStaleness must be > 0, got " + metricsStaleness);
+      }
+    }
+  }
 
   public RouterConfig(List<SchedulingProfile> profiles, ProfileHandler profileHandler,
       Map<String, Plugin> plugins, List<String> warnings) {
+    this(profiles, profileHandler, plugins, warnings, List.of(), null);
+  }
+
+  /**
+   * A configuration with admission: {@code admitters} are asked in order before any profile runs
+   * (the first refusal sheds the request), and {@code saturation}, when not null, replaces the
+   * router's saturation settings.
+   */
+  public RouterConfig(List<SchedulingProfile> profiles, ProfileHandler profileHandler,
+      Map<String, Plugin> plugins, List<String> warnings, List<Admitter> admitters,
+      @Nullable Saturation saturation) {
     if (profiles.isEmpty()) {
       throw new IllegalArgumentException("at least one scheduling profile is required");
     }
@@ -34,6 +72,8 @@ public final class RouterConfig {
     this.profileHandler = Objects.requireNonNull(profileHandler, "profileHandler");
     this.plugins = java.util.Collections.unmodifiableMap(new LinkedHashMap<>(plugins));
     this.warnings = List.copyOf(warnings);
+    this.admitters = List.copyOf(admitters);
+    this.saturation = saturation;
   }
 
   /** A config of one profile run by the single-profile handler. */
@@ -52,6 +92,16 @@ public final class RouterConfig {
   /** Named plugin instances created from the config (empty for configs built in code). */
   public Map<String, Plugin> plugins() {
     return plugins;
+  }
+
+  /** Admission plugins, asked in this order before any profile runs. */
+  public List<Admitter> admitters() {
+    return admitters;
+  }
+
+  /** The saturation settings this configuration sets, if any. */
+  public Optional<Saturation> saturation() {
+    return Optional.ofNullable(saturation);
   }
 
   /** Non-fatal findings: unread parameters, ignored sections. */

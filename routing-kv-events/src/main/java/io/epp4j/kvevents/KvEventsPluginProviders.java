@@ -28,6 +28,12 @@ public final class KvEventsPluginProviders {
       return "precise-prefix-cache-scorer";
     }
 
+    /** The first llm-d name of the precise scorer. */
+    @Override
+    public Set<String> aliases() {
+      return Set.of("kvcache-aware-scorer");
+    }
+
     @Override
     public Result<? extends Plugin> create(PluginContext context, Parameters p) {
       return AbstractPluginProvider.checked(p, createPrecise(context, p)).map(s -> (Plugin) s);
@@ -59,8 +65,16 @@ public final class KvEventsPluginProviders {
   }
 
   static Result<PrecisePrefixCacheScorer> createPrecise(PluginContext context, Parameters p) {
-    int blockSize = p.getInt("blockSizeTokens", 16, 1, 4096);
-    int maxPromptBlocks = p.getInt("maxPromptBlocks", 16_384, 1, 1 << 22);
+    Optional<KvBlockIndex> shared = context.service(KvBlockIndex.class);
+    UpstreamPreciseParameters up = UpstreamPreciseParameters.read(p, shared.isPresent());
+    int blockSize = p.getInt("blockSizeTokens", up.blockSize() == null ? 16 : up.blockSize(), 1,
+        4096);
+    if (up.blockSize() != null && p.has("blockSizeTokens") && blockSize != up.blockSize()) {
+      p.error("blockSizeTokens", "is " + blockSize + " but tokenProcessorConfig names block size "
+          + up.blockSize() + "; keep one");
+    }
+    int maxPromptBlocks = p.getInt("maxPromptBlocks",
+        up.maxPromptBlocks() == null ? 16_384 : up.maxPromptBlocks(), 1, 1 << 22);
     long ttlParam = p.getLong("speculativeTtlMs", 2_000);
     if (ttlParam < 0) {
       p.error("speculativeTtlMs", "must be >= 0, got " + ttlParam);
@@ -71,8 +85,7 @@ public final class KvEventsPluginProviders {
     String model = p.getString("model", "");
     boolean speculative = p.getBoolean("speculative", true) && ttlMs > 0;
 
-    Optional<KvBlockIndex> shared = context.service(KvBlockIndex.class);
-    Parameters ev = p.getNested("kvEvents");
+    Parameters ev = up.kvEvents() != null ? Parameters.of(up.kvEvents()) : p.getNested("kvEvents");
     String mode = ev.getEnum("mode", shared.isPresent() ? "none" : "per-endpoint",
         Set.of("none", "per-endpoint", "central"));
     int port = ev.getInt("port", KvEventSubscriber.DEFAULT_PORT, 1, 65535);
@@ -112,6 +125,15 @@ public final class KvEventsPluginProviders {
       return Result.error("parameter 'kvEvents' could not start the subscriber: " + e.getMessage());
     }
     Tokenizer tokenizer = context.service(Tokenizer.class).orElse(null);
+    if (tokenizer == null && !p.has("tokenizer")) {
+      // llm-d's token-producer tokenizes for the scorers after it; here it lends its tokenizer
+      for (Plugin earlier : context.earlierPlugins()) {
+        if (earlier instanceof TokenProducer producer) {
+          tokenizer = producer.tokenizer();
+          break;
+        }
+      }
+    }
     boolean ownsTokenizer = false;
     if (tokenizer == null && p.has("tokenizer")) {
       Result<Tokenizer> t = createTokenizer(p.getNested("tokenizer"));

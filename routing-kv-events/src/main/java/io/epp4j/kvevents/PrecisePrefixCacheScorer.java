@@ -68,6 +68,20 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     return index;
   }
 
+  /** The address the central-mode subscriber bound, or null (no subscriber, or per endpoint). */
+  @Nullable String boundEventsEndpoint() {
+    return subscriber == null ? null : subscriber.boundEndpoint();
+  }
+
+  /** The tokenizer in use, or null; for tests. */
+  @Nullable Tokenizer tokenizer() {
+    return tokenizer;
+  }
+
+  int maxPromptBlocks() {
+    return maxPromptBlocks;
+  }
+
   @Override
   public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
       double[] scores) {

@@ -37,7 +37,7 @@ final class KvCacheUtilizationScorer implements Scorer {
   /** Provides {@code kv-cache-utilization-scorer}; public only for {@link java.util.ServiceLoader}. */
   public static final class Provider extends AbstractPluginProvider {
     public Provider() {
-      super("kv-cache-utilization-scorer");
+      super("kv-cache-utilization-scorer", "kv-cache-scorer");
     }
 
     @Override

@@ -31,6 +31,19 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
   private final AtomicLong clock = new AtomicLong();
+  /**
+   * Upstream's {@code lruSize}: how many endpoints the LRU remembers. An endpoint that more than
+   * this many others received a cold request after is forgotten, so it ranks as never used.
+   */
+  private final int lruSize;
+
+  NoHitLruScorer() {
+    this(1024);
+  }
+
+  NoHitLruScorer(int lruSize) {
+    this.lruSize = lruSize;
+  }
   private final ConcurrentHashMap<String, AtomicLong> lastColdUse = new ConcurrentHashMap<>();
 
   static boolean isCold(CycleState state) {
@@ -57,6 +70,9 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
       AtomicLong s = lastColdUse.get(candidates.get(i).id());
       stamps[i] = s == null ? 0 : s.get();
     }
+    if (lastColdUse.size() > lruSize) {
+      forgetBeyondLruSize(stamps);
+    }
     for (int i = 0; i < n; i++) {
       int rank = 0;
       for (int j = 0; j < n; j++) {
@@ -68,13 +84,45 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
     }
   }
 
+  /**
+   * Zeroes the stamps of candidates that the bounded LRU would have evicted: those with at least
+   * {@code lruSize} more recent stamps among all tracked endpoints. Runs only when the pool is
+   * larger than {@code lruSize}.
+   */
+  private void forgetBeyondLruSize(long[] stamps) {
+    long[] all = new long[lastColdUse.size()];
+    int m = 0;
+    for (AtomicLong s : lastColdUse.values()) {
+      if (m < all.length) {
+        all[m++] = s.get();
+      }
+    }
+    java.util.Arrays.sort(all, 0, m);
+    // the lruSize-th most recent stamp is the oldest one the LRU still holds
+    long oldestKept = m >= lruSize ? all[m - lruSize] : 0;
+    for (int i = 0; i < stamps.length; i++) {
+      if (stamps[i] < oldestKept) {
+        stamps[i] = 0;
+      }
+    }
+  }
+
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     if (isCold(state)) {
-      AtomicLong stamp = lastColdUse.get(decision.primary().id());
-      if (stamp != null) {
-        stamp.set(clock.incrementAndGet());
+      // upstream stamps the prefill pick of a P/D decision too, before the decode pick
+      Endpoint prefill = decision.secondaryEndpoint(PdProfileHandler.PREFILL_PROFILE);
+      if (prefill != null) {
+        stamp(prefill.id());
       }
+      stamp(decision.primary().id());
+    }
+  }
+
+  private void stamp(String id) {
+    AtomicLong stamp = lastColdUse.get(id);
+    if (stamp != null) {
+      stamp.set(clock.incrementAndGet());
     }
   }
 
@@ -106,7 +154,13 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      return new NoHitLruScorer();
+      for (String prefix : new String[] {"prefixPluginName", "prefixPluginType"}) {
+        if (p.has(prefix)) {
+          p.notice(prefix, "has no effect: a request is cold when no endpoint has a hit in the"
+              + " prefix hits of whichever prefix-cache scorer ran before this one");
+        }
+      }
+      return new NoHitLruScorer(p.getInt("lruSize", 1024, 1, 1 << 24));
     }
   }
 }

@@ -36,9 +36,16 @@ public final class PdProfileHandler implements ProfileHandler {
   static final String DECODE = DECODE_PROFILE;
 
   private final int nonCachedTokens;
+  /** When set (upstream's {@code deciderPluginName}), it decides instead of the threshold. */
+  private final @Nullable PrefillDecider decider;
 
   PdProfileHandler(int nonCachedTokens) {
+    this(nonCachedTokens, null);
+  }
+
+  PdProfileHandler(int nonCachedTokens, @Nullable PrefillDecider decider) {
     this.nonCachedTokens = nonCachedTokens;
+    this.decider = decider;
   }
 
   @Override
@@ -51,6 +58,12 @@ public final class PdProfileHandler implements ProfileHandler {
     ProfileResult decode = runner.run(DECODE);
     Endpoint d = decode.primary();
     if (d == null || !runner.profileNames().contains(PREFILL_PROFILE)) {
+      return DECODE;
+    }
+    if (decider != null) {
+      if (decider.disaggregate(request, state, d)) {
+        runner.run(PREFILL_PROFILE);
+      }
       return DECODE;
     }
     long prompt = request.estimatedPromptTokens();
@@ -73,7 +86,8 @@ public final class PdProfileHandler implements ProfileHandler {
 
   @Override
   public String toString() {
-    return "pd-profile-handler(nonCachedTokens=" + nonCachedTokens + ")";
+    return decider != null ? "pd-profile-handler(" + decider + ")"
+        : "pd-profile-handler(nonCachedTokens=" + nonCachedTokens + ")";
   }
 
   /** Provides {@code pd-profile-handler}; public only for {@link java.util.ServiceLoader}. */
@@ -85,7 +99,36 @@ public final class PdProfileHandler implements ProfileHandler {
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
       String name = CommonParameters.alias(p, "nonCachedTokens", "threshold");
-      return new PdProfileHandler(p.getInt(name, 0, 0, Integer.MAX_VALUE));
+      int threshold = p.getInt(name, 0, 0, Integer.MAX_VALUE);
+      PrefillDecider decider = null;
+      // later upstream versions delegate the choice to a decider plugin, by default the one
+      // named prefix-based-pd-decider; a file that defines one (or names one) gets it
+      String deciderName = p.getString("deciderPluginName", null);
+      if (deciderName != null) {
+        decider = DisaggProfileHandler.decider(c, p, "deciderPluginName", deciderName);
+      } else if (!p.has(name) && c.plugin("prefix-based-pd-decider").isPresent()) {
+        decider = DisaggProfileHandler.decider(c, p, "deciderPluginName",
+            "prefix-based-pd-decider");
+      }
+      if (decider != null && p.has(name)) {
+        p.error(name, "cannot be combined with a decider plugin, which sets its own threshold");
+      }
+      for (String[] profile : new String[][] {{"decodeProfile", DECODE_PROFILE},
+          {"prefillProfile", PREFILL_PROFILE}}) {
+        String given = p.getString(profile[0], profile[1]);
+        if (!profile[1].equals(given)) {
+          p.error(profile[0], "names profile '" + given + "'; epp4j requires it to be named '"
+              + profile[1] + "' (its gateways read the pick under that name): rename the profile");
+        }
+      }
+      for (String prefix : new String[] {"prefixPluginName", "prefixPluginType", "hashBlockSize"}) {
+        if (p.has(prefix)) {
+          p.notice(prefix, "has no effect: cached tokens come from the prefix hits whichever"
+              + " prefix-cache scorer of the decode profile publishes, at its own block size");
+        }
+      }
+      DataParallelProfileHandler.primaryPort(p);
+      return new PdProfileHandler(threshold, decider);
     }
   }
 }

@@ -287,24 +287,33 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   /** Provides {@code prefix-cache-scorer}; public only for {@link java.util.ServiceLoader}. */
   public static final class Provider extends AbstractPluginProvider {
     public Provider() {
-      super("prefix-cache-scorer");
+      super("prefix-cache-scorer", "prefix-cache");
     }
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
+      if (p.has("mode")) {
+        String mode = p.getEnum("mode", "estimate", java.util.Set.of("estimate", "cache_tracking"));
+        if (mode.equals("cache_tracking")) {
+          return PreciseMode.create(c, p);
+        }
+      }
       int block = DEFAULT_BLOCK_SIZE_TOKENS;
-      if (p.has("hashBlockSize") && !p.has("blockSizeTokens") && !p.has("blockSize")) {
-        // the first upstream version sized blocks in characters (4 per token)
-        int chars = p.getInt("hashBlockSize", 64, 4, 4 << 20);
-        block = Math.max(1, chars / 4);
+      String chars = CommonParameters.alias(p, "hashBlockSize", "blockSize");
+      if (p.has(chars) && !p.has("blockSizeTokens")) {
+        // upstream sized blocks in characters (4 per token) under both names until
+        // blockSizeTokens replaced them
+        block = Math.max(1, p.getInt(chars, 64, 1, 4 << 20) / 4);
       } else {
-        block = p.getInt(CommonParameters.alias(p, "blockSizeTokens", "blockSize"), block, 1,
-            1 << 20);
+        block = p.getInt("blockSizeTokens", block, 1, 1 << 20);
+      }
+      int maxBlocks = p.getInt("maxPrefixBlocksToMatch", DEFAULT_MAX_PREFIX_BLOCKS, 1, 1 << 22);
+      if (p.has("maxPrefixTokensToMatch") && !p.has("maxPrefixBlocksToMatch")) {
+        maxBlocks = Math.max(1, p.getInt("maxPrefixTokensToMatch", 131_072, 1, 1 << 30) / block);
       }
       return builder()
           .blockSizeTokens(block)
-          .maxPrefixBlocksToMatch(p.getInt("maxPrefixBlocksToMatch",
-              DEFAULT_MAX_PREFIX_BLOCKS, 1, 1 << 22))
+          .maxPrefixBlocksToMatch(maxBlocks)
           .lruCapacityPerServer(p.getInt("lruCapacityPerServer",
               DEFAULT_LRU_CAPACITY_PER_SERVER, 1, 1 << 28))
           .autoTune(p.getBoolean("autoTune", true))

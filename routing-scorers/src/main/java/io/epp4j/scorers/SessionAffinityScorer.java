@@ -43,14 +43,27 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
 
   SessionAffinityScorer(HashKeySource keySource, @Nullable String endpointHeader, Duration ttl,
       long maxSessions, Ticker ticker) {
+    this(keySource, endpointHeader, ttl, null, maxSessions, ticker);
+  }
+
+  /**
+   * @param maxAge when set, a binding ends this long after it was made, however busy the session
+   *     (a cookie's {@code Max-Age}); routing the session to the same endpoint again does not
+   *     renew it, moving it does
+   */
+  SessionAffinityScorer(HashKeySource keySource, @Nullable String endpointHeader, Duration ttl,
+      @Nullable Duration maxAge, long maxSessions, Ticker ticker) {
     this.keySource = keySource;
     this.endpointHeader = endpointHeader;
-    this.bindings = Caffeine.newBuilder()
+    Caffeine<Object, Object> b = Caffeine.newBuilder()
         .expireAfterAccess(ttl)
         .maximumSize(maxSessions)
         .ticker(ticker::nanos)
-        .executor(Runnable::run)
-        .build();
+        .executor(Runnable::run);
+    if (maxAge != null) {
+      b.expireAfterWrite(maxAge);
+    }
+    this.bindings = b.build();
   }
 
   @Override
@@ -97,7 +110,10 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
       return;
     }
     String id = decision.primary().id();
-    bindings.put(key, id);
+    // written only when the session moves: a rewrite would restart maxAge
+    if (!id.equals(bindings.asMap().get(key))) {
+      bindings.put(key, id);
+    }
     // A removal takes the id out of the members before it sweeps the bindings. If the id is
     // still a member here, that sweep starts after the put and removes it; if not, the sweep
     // may have run already, so the binding is undone here.
@@ -148,9 +164,21 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
         p.error("maxSessions", "must be >= 1, got " + max);
         max = 100_000;
       }
+      Duration maxAge = null;
+      if (p.has("maxAge")) {
+        // a cookie's Max-Age is in seconds; a duration with a unit is accepted too
+        maxAge = p.raw("maxAge") instanceof Number
+            ? Duration.ofSeconds(p.getLong("maxAge", 0))
+            : p.getDuration("maxAge", Duration.ZERO);
+        if (maxAge.isZero() || maxAge.isNegative()) {
+          p.error("maxAge", "must be > 0 (seconds, or a duration such as '30m'), got "
+              + p.raw("maxAge"));
+          maxAge = null;
+        }
+      }
       return new SessionAffinityScorer(key, header == null || header.isBlank() ? null
-          : header.trim().toLowerCase(java.util.Locale.ROOT), Duration.ofSeconds(ttl), max,
-          c.ticker());
+          : header.trim().toLowerCase(java.util.Locale.ROOT), Duration.ofSeconds(ttl), maxAge,
+          max, c.ticker());
     }
   }
 }

@@ -11,7 +11,7 @@ import io.epp4j.api.PluginContext;
 import java.util.List;
 
 /**
- * {@code utilization-filter} (also registered as upstream's {@code low-queue-filter}): drops
+ * {@code utilization-filter}: drops
  * endpoints whose fresh metrics show a waiting queue of at least {@code queueThreshold} or KV
  * usage of at least {@code kvCacheThreshold}. Fails open: if every candidate would be dropped,
  * all are kept. Endpoints without usable metrics are kept (unknown is not saturated; the
@@ -49,18 +49,6 @@ final class UtilizationFilter implements Filter {
   public static final class Provider extends AbstractPluginProvider {
     public Provider() {
       super("utilization-filter");
-    }
-
-    @Override
-    protected Plugin build(PluginContext c, Parameters p) {
-      return fromParameters(type(), p);
-    }
-  }
-
-  /** Provides upstream's name {@code low-queue-filter} for the same filter. */
-  public static final class LowQueueFilterProvider extends AbstractPluginProvider {
-    public LowQueueFilterProvider() {
-      super("low-queue-filter");
     }
 
     @Override

@@ -27,6 +27,21 @@ class BuiltinPluginContractsTest {
       "matchExpressions", List.of(Map.of("key", "llm-d.ai/role", "operator", "In",
           "values", List.of("prefill", "decode"))));
 
+  /** GIE 0.5's tree in small: low queue, then the least queue, else the least KV usage. */
+  static final Map<String, ?> TREE = Map.of(
+      "current", Map.of("pluginRef", "low-queue-filter"),
+      "nextOnSuccess", Map.of("decisionTree",
+          Map.of("current", Map.of("pluginRef", "least-queue-filter"))),
+      "nextOnFailure", Map.of("pluginRef", "least-kv-cache-filter"));
+
+  /** A context where the filters {@link #TREE} names are defined. */
+  static io.epp4j.api.PluginContext treeContext() {
+    return ContractFixtures.context("decision-tree-filter", Map.of(
+        "low-queue-filter", new LowQueueFilter(2),
+        "least-queue-filter", new LeastQueueFilter(),
+        "least-kv-cache-filter", new LeastKvCacheFilter()));
+  }
+
   static <T extends Plugin> T create(PluginProvider provider, Map<String, ?> params,
       Class<T> role) {
     Result<? extends Plugin> r = provider.create(ContractFixtures.context(provider.type()),
@@ -143,6 +158,57 @@ class BuiltinPluginContractsTest {
     @Override
     protected Filter createPlugin() {
       return create(new UtilizationFilter.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
+  class LowQueueFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new LowQueueFilter.Provider(), Map.of("threshold", 2), Filter.class);
+    }
+  }
+
+  @Nested
+  class LeastQueueFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new LeastQueueFilter.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
+  class LeastKvCacheFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new LeastKvCacheFilter.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
+  class LoraAffinityFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new LoraAffinityFilter.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
+  class DecisionTreeFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      Result<? extends Plugin> r = new DecisionTreeFilter.Provider().create(treeContext(),
+          Parameters.of(TREE));
+      return Filter.class.cast(r.value());
+    }
+  }
+
+  @Nested
+  class UtilizationDetectorContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(BuiltinProviderContractsTest.byType("utilization-detector"),
+          Map.of("headroom", 0.2), Filter.class);
     }
   }
 

@@ -246,7 +246,7 @@ class BuiltinProviderContractsTest {
   class LowQueueFilterProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {
-      return new UtilizationFilter.LowQueueFilterProvider();
+      return new LowQueueFilter.Provider();
     }
 
     @Override
@@ -256,7 +256,157 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("kvCacheThreshold", Map.of("kvCacheThreshold", -0.1));
+      return Map.of("threshold", Map.of("threshold", -1),
+          "kvCacheThreshold", Map.of("kvCacheThreshold", 0.9));
+    }
+  }
+
+  @Nested
+  class LeastQueueFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new LeastQueueFilter.Provider();
+    }
+  }
+
+  @Nested
+  class LeastKvCacheFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new LeastKvCacheFilter.Provider();
+    }
+  }
+
+  @Nested
+  class LoraAffinityFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new LoraAffinityFilter.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("threshold", 0.5);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("threshold", Map.of("threshold", 1.5));
+    }
+  }
+
+  @Nested
+  class DecisionTreeFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new DecisionTreeFilter.Provider();
+    }
+
+    @Override
+    protected io.epp4j.api.PluginContext context() {
+      return BuiltinPluginContractsTest.treeContext();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return BuiltinPluginContractsTest.TREE;
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("current", Map.of("nextOnSuccess", Map.of("pluginRef", "low-queue-filter")),
+          "current.pluginRef", Map.of("current", Map.of("pluginRef", "no-such-filter")));
+    }
+  }
+
+  @Nested
+  class PrefixBasedPdDeciderProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new PrefixBasedPdDecider.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("nonCachedTokens", 16);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("nonCachedTokens", Map.of("nonCachedTokens", -1));
+    }
+  }
+
+  @Nested
+  class AlwaysDisaggPdDeciderProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new AlwaysDisaggPdDecider.Provider();
+    }
+  }
+
+  @Nested
+  class DisaggProfileHandlerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new DisaggProfileHandler.Provider();
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("deciders", Map.of("deciders", Map.of("prefill", "missing-decider")),
+          "profiles", Map.of("profiles", Map.of("prefill", "my-prefill")));
+    }
+  }
+
+  @Nested
+  class DataParallelProfileHandlerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new DataParallelProfileHandler.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("primaryPort", 8000);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("primaryPort", Map.of("primaryPort", 70000));
+    }
+  }
+
+  @Nested
+  class PrefillHeaderHandlerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new PrefillHeaderHandler.Provider();
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("prefillProfile", Map.of("prefillProfile", "pf"));
+    }
+  }
+
+  @Nested
+  class ProbabilisticAdmitterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new ProbabilisticAdmitter.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("queueDepthThreshold", 10, "kvCacheUtilThreshold", 0.9, "power", 3, "k", 100);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("queueDepthThreshold", Map.of("queueDepthThreshold", 0),
+          "kvCacheUtilThreshold", Map.of("kvCacheUtilThreshold", 0.0),
+          "power", Map.of("power", -1), "k", Map.of("k", 0));
     }
   }
 
@@ -429,6 +579,91 @@ class BuiltinProviderContractsTest {
     @Override
     protected PluginProvider provider() {
       return new CorePluginProviders.SingleProfileHandlerProvider();
+    }
+  }
+
+  /** A provider found by ServiceLoader, for core types whose classes are package-private. */
+  static PluginProvider byType(String type) {
+    for (PluginProvider p : java.util.ServiceLoader.load(PluginProvider.class)) {
+      if (p.type().equals(type)) {
+        return p;
+      }
+    }
+    throw new AssertionError("no provider of " + type);
+  }
+
+  @Nested
+  class UtilizationDetectorProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return byType("utilization-detector");
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("queueDepthThreshold", 8, "kvCacheUtilThreshold", 0.9,
+          "metricsStalenessThreshold", "250ms", "headroom", 0.1);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("queueDepthThreshold", Map.of("queueDepthThreshold", 0),
+          "kvCacheUtilThreshold", Map.of("kvCacheUtilThreshold", 1.5),
+          "metricsStalenessThreshold", Map.of("metricsStalenessThreshold", 200));
+    }
+  }
+
+  @Nested
+  class OpenAiParserProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return byType("openai-parser");
+    }
+  }
+
+  @Nested
+  class MetricsDataSourceProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return byType("metrics-data-source");
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("scheme", "https", "path", "/custom/metrics");
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("path", Map.of("path", "metrics"),
+          "insecureSkipVerify", Map.of("insecureSkipVerify", true));
+    }
+  }
+
+  @Nested
+  class EndpointNotificationSourceProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return byType("endpoint-notification-source");
+    }
+  }
+
+  @Nested
+  class CoreMetricsExtractorProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return byType("core-metrics-extractor");
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("defaultEngine", "sglang");
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("defaultEngine", Map.of("defaultEngine", "trtllm"),
+          "kvUsageSpec", Map.of("kvUsageSpec", "my_kv_usage"));
     }
   }
 }

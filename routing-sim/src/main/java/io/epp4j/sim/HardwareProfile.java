@@ -187,6 +187,21 @@ public record HardwareProfile(
     return stepOverheadSeconds + perSequenceOverheadSeconds * sequences;
   }
 
+  /**
+   * A copy whose engines cache KV in blocks of {@code tokens} (the same memory, so as many fewer
+   * blocks): for a precise configuration that names the engines' block size.
+   */
+  public HardwareProfile withBlockSize(int tokens) {
+    if (tokens < 1) {
+      throw new IllegalArgumentException("blockSize must be >= 1, got " + tokens);
+    }
+    return new HardwareProfile(name, model, nonEmbeddingParams, weightBytes, kvBytesPerToken,
+        layers, queryWidth, hidden, vocab, maxModelLen, gpuMemoryBytes, gpuMemoryUtilization,
+        runtimeOverheadBytes, peakFlops, peakBandwidth, computeEfficiency, bandwidthEfficiency,
+        replicasPerGpu, tokens, maxNumBatchedTokens, maxNumSeqs, stepOverheadSeconds,
+        perSequenceOverheadSeconds);
+  }
+
   /** A copy with different engine limits (CLI overrides). */
   public HardwareProfile withEngineLimits(int maxNumBatchedTokens, int maxNumSeqs) {
     return new HardwareProfile(name, model, nonEmbeddingParams, weightBytes, kvBytesPerToken,

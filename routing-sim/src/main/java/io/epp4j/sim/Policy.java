@@ -3,9 +3,9 @@ package io.epp4j.sim;
 import io.epp4j.kvevents.KvEventsPresets;
 import io.epp4j.scorers.Epp4jPreset;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
@@ -18,12 +18,20 @@ import org.jspecify.annotations.Nullable;
  * @param file configuration file, used instead of {@code yaml} when set
  * @param kvEvents whether the policy reads the replicas' KV events: the simulation then registers
  *     a {@code KvBlockIndex} as a router service and feeds it every engine step's events
+ * @param blockSize the engines' KV block size the configuration names for its precise scorer
+ *     (the simulated engines then use it), or null to keep the hardware profile's
  */
-public record Policy(String name, @Nullable String yaml, @Nullable Path file, boolean kvEvents) {
+public record Policy(String name, @Nullable String yaml, @Nullable Path file, boolean kvEvents,
+    @Nullable Integer blockSize) {
 
   /** A policy that does not read KV events. */
   public Policy(String name, @Nullable String yaml, @Nullable Path file) {
     this(name, yaml, file, false);
+  }
+
+  /** A policy with the hardware profile's block size. */
+  public Policy(String name, @Nullable String yaml, @Nullable Path file, boolean kvEvents) {
+    this(name, yaml, file, kvEvents, null);
   }
 
   /** Round-robin over the replicas ({@code round-robin-picker}). */
@@ -91,19 +99,61 @@ public record Policy(String name, @Nullable String yaml, @Nullable Path file, bo
 
   /**
    * A policy from a config file, named after the file. It reads KV events when the file uses a
-   * precise or hybrid prefix scorer.
+   * precise or hybrid prefix scorer (under any of its names, or the prefix scorer in
+   * {@code cache_tracking} mode), at the block size the scorer's parameters name.
    */
   public static Policy fromFile(Path file) {
     String n = file.getFileName().toString();
     int dot = n.lastIndexOf('.');
-    boolean kv;
+    String name = dot > 0 ? n.substring(0, dot) : n;
+    Object root;
     try {
-      String text = Files.readString(file);
-      kv = text.contains("precise-prefix-cache-scorer")
-          || text.contains("hybrid-prefix-cache-scorer");
-    } catch (IOException e) {
-      kv = false; // the router reports the unreadable file when it loads it
+      root = new com.fasterxml.jackson.databind.ObjectMapper(
+          new com.fasterxml.jackson.dataformat.yaml.YAMLFactory()).readValue(file.toFile(),
+          Object.class);
+    } catch (IOException | RuntimeException e) {
+      // the router reports the unreadable or malformed file when it loads it
+      return new Policy(name, null, file, false, null);
     }
-    return new Policy(dot > 0 ? n.substring(0, dot) : n, null, file, kv);
+    boolean kv = false;
+    Integer blockSize = null;
+    if (root instanceof Map<?, ?> top && top.get("plugins") instanceof List<?> plugins) {
+      for (Object o : plugins) {
+        if (!(o instanceof Map<?, ?> spec)) {
+          continue;
+        }
+        Map<?, ?> params = spec.get("parameters") instanceof Map<?, ?> m ? m : Map.of();
+        Object type = spec.get("type");
+        boolean precise = PRECISE_TYPES.contains(String.valueOf(type))
+            || ("prefix-cache-scorer".equals(type) && "cache_tracking".equals(params.get("mode")));
+        if (precise) {
+          kv = true;
+          Integer bs = preciseBlockSize(params);
+          blockSize = bs != null ? bs : blockSize;
+        }
+      }
+    }
+    return new Policy(name, null, file, kv, blockSize);
+  }
+
+  private static final java.util.Set<String> PRECISE_TYPES = java.util.Set.of(
+      "precise-prefix-cache-scorer", "hybrid-prefix-cache-scorer", "kvcache-aware-scorer");
+
+  /** The block size a precise scorer's parameters name, in any of the upstream places. */
+  private static @Nullable Integer preciseBlockSize(Map<?, ?> params) {
+    Object direct = params.get("blockSizeTokens");
+    if (direct instanceof Integer i) {
+      return i;
+    }
+    Object tp = params.get("tokenProcessorConfig");
+    if (tp instanceof Map<?, ?> m && m.get("blockSize") instanceof Integer i) {
+      return i;
+    }
+    if (params.get("indexerConfig") instanceof Map<?, ?> ic
+        && ic.get("tokenProcessorConfig") instanceof Map<?, ?> m
+        && m.get("blockSize") instanceof Integer i) {
+      return i;
+    }
+    return null;
   }
 }

@@ -121,7 +121,12 @@ public final class Simulation {
   public Simulation(Settings settings, Workload workload, Policy policy,
       @Nullable BiConsumer<String, KvEventBatch> kvListener,
       @Nullable RequestListener requestListener) {
-    this.settings = settings;
+    // a precise configuration names the block size its engines publish events in: the simulated
+    // engines run with it, so the router reads events of the size the file expects
+    Integer bs = policy.blockSize();
+    this.settings = bs == null || bs == settings.profile().blockSize() ? settings
+        : new Settings(settings.profile().withBlockSize(bs), settings.replicas(), settings.seed(),
+            settings.scrapeIntervalNanos(), settings.progress());
     this.workload = workload;
     this.policy = policy;
     this.kvListener = kvListener;

@@ -6,6 +6,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import io.epp4j.api.Ticker;
 import java.util.ArrayList;
@@ -109,6 +110,40 @@ public final class ContractFixtures {
       @Override
       public <T> Optional<T> service(Class<T> type) {
         return Optional.empty();
+      }
+    };
+  }
+
+  /**
+   * A context in which {@code earlier} are the plugins defined before this one, by name, as a
+   * configuration file would define them.
+   */
+  public static PluginContext context(String pluginName, java.util.Map<String, Plugin> earlier) {
+    PluginContext base = context(pluginName);
+    return new PluginContext() {
+      @Override
+      public String pluginName() {
+        return pluginName;
+      }
+
+      @Override
+      public Ticker ticker() {
+        return base.ticker();
+      }
+
+      @Override
+      public <T> Optional<T> service(Class<T> type) {
+        return Optional.empty();
+      }
+
+      @Override
+      public Optional<Plugin> plugin(String name) {
+        return Optional.ofNullable(earlier.get(name));
+      }
+
+      @Override
+      public java.util.List<Plugin> earlierPlugins() {
+        return java.util.List.copyOf(earlier.values());
       }
     };
   }

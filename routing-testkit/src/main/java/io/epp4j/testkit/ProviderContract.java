@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatCode;
 
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
 import io.epp4j.api.PluginProvider;
 import io.epp4j.api.Result;
 import java.util.LinkedHashMap;
@@ -45,8 +46,16 @@ public abstract class ProviderContract {
     return Map.of();
   }
 
+  /**
+   * The context plugins are created in; override it for a plugin that refers to others defined
+   * before it (see {@link ContractFixtures#context(String, java.util.Map)}).
+   */
+  protected PluginContext context() {
+    return ContractFixtures.context(provider().type());
+  }
+
   private Result<? extends Plugin> create(Parameters p) {
-    return provider().create(ContractFixtures.context(provider().type()), p);
+    return provider().create(context(), p);
   }
 
   private static void closeIfOk(Result<? extends Plugin> r) {

@@ -1,0 +1,50 @@
+package io.epp4j.api;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The getters and notices upstream files need: Go durations and "accepted, changes nothing". */
+class ParametersUpstreamTest {
+
+  static Duration read(Object value) {
+    Parameters p = Parameters.of(Map.of("d", value));
+    Duration d = p.getDuration("d", Duration.ofDays(1));
+    return p.errors().isEmpty() ? d : null;
+  }
+
+  @Test
+  void goDurationsAreReadWithTheirUnits() {
+    assertThat(read("200ms")).isEqualTo(Duration.ofMillis(200));
+    assertThat(read("5s")).isEqualTo(Duration.ofSeconds(5));
+    assertThat(read("1m30s")).isEqualTo(Duration.ofSeconds(90));
+    assertThat(read("1h")).isEqualTo(Duration.ofHours(1));
+    assertThat(read("1.5s")).isEqualTo(Duration.ofMillis(1500));
+    assertThat(read("250us")).isEqualTo(Duration.ofNanos(250_000));
+    assertThat(read("60000000000ns")).isEqualTo(Duration.ofMinutes(1));
+  }
+
+  @Test
+  void aDurationWithoutAUnitOrWithAnUnknownOneIsAnErrorNamingTheParameter() {
+    for (Object bad : List.of(200, "200", "5x", "", "s", "1m 30s", "-5s", Map.of("s", 1))) {
+      Parameters p = Parameters.of(Map.of("d", bad));
+      assertThat(p.getDuration("d", Duration.ofSeconds(7))).as("%s", bad)
+          .isEqualTo(Duration.ofSeconds(7));
+      assertThat(p.errors()).as("%s", bad).singleElement()
+          .satisfies(e -> assertThat(e).startsWith("parameter 'd'").contains("duration"));
+    }
+  }
+
+  @Test
+  void aNoticeMarksTheParameterReadAndKeepsTheReason() {
+    Parameters p = Parameters.of(Map.of("primaryPort", 8000, "typo", 1));
+    p.notice("primaryPort", "has no effect: the gateway forwards to the rank");
+    assertThat(p.notices()).containsExactly(
+        "parameter 'primaryPort' has no effect: the gateway forwards to the rank");
+    assertThat(p.unreadNames()).containsExactly("typo");
+    assertThat(p.errors()).isEmpty();
+  }
+}

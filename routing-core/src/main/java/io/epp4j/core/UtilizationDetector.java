@@ -1,0 +1,89 @@
+package io.epp4j.core;
+
+import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Filter;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * {@code utilization-detector}: the upstream EPP's saturation detector as a plugin. Named by a
+ * configuration's {@code saturationDetector: {pluginRef: ...}} section, its thresholds become the
+ * router's shedding rule while that configuration is active (see {@link RouterConfig.Saturation}).
+ * Used in a profile it is also a filter, as upstream: it drops endpoints whose fresh metrics
+ * exceed a threshold relaxed by {@code headroom} ({@code threshold × (1 + headroom)}), and
+ * endpoints whose metrics are stale, since upstream counts those as saturated. It does not fail
+ * open: when every endpoint is saturated the profile picks nothing.
+ */
+final class UtilizationDetector implements Filter {
+  final RouterConfig.Saturation saturation;
+  private final double headroom;
+
+  UtilizationDetector(RouterConfig.Saturation saturation, double headroom) {
+    this.saturation = saturation;
+    this.headroom = headroom;
+  }
+
+  @Override
+  public List<Candidate> filter(InferenceRequest request, CycleState state,
+      List<Candidate> candidates) {
+    double qLimit = saturation.queueThreshold() * (1 + headroom);
+    double kvLimit = saturation.kvCacheThreshold() * (1 + headroom);
+    long staleNanos = saturation.metricsStaleness().toNanos();
+    long now = state.nowNanos();
+    List<Candidate> kept = null;
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      Candidate c = candidates.get(i);
+      boolean ok = c.metricsAgeNanos(now) <= staleNanos
+          && c.metrics().waitingRequests() < qLimit && c.metrics().kvCacheUsage() < kvLimit;
+      if (!ok && kept == null) {
+        kept = new ArrayList<>(candidates.subList(0, i));
+      } else if (ok && kept != null) {
+        kept.add(c);
+      }
+    }
+    return kept == null ? candidates : kept;
+  }
+
+  @Override
+  public String toString() {
+    return "utilization-detector";
+  }
+
+  /** Provides {@code utilization-detector}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("utilization-detector");
+    }
+
+    @Override
+    protected Plugin build(PluginContext context, Parameters p) {
+      return new UtilizationDetector(fields(p), p.getDouble("headroom", 0.0, 0.0, 100.0));
+    }
+  }
+
+  /**
+   * The upstream field names and defaults (5 waiting requests, KV usage 0.8, 200 ms), read from a
+   * plugin's parameters or from the older inline {@code saturationDetector} section.
+   */
+  static RouterConfig.Saturation fields(Parameters p) {
+    int q = p.getInt("queueDepthThreshold", 5, 1, Integer.MAX_VALUE);
+    double kv = p.getDouble("kvCacheUtilThreshold", 0.8);
+    if (!(kv > 0 && kv <= 1.0)) {
+      p.error("kvCacheUtilThreshold", "must be in (0, 1], got " + kv);
+      kv = 0.8;
+    }
+    Duration stale = p.getDuration("metricsStalenessThreshold", Duration.ofMillis(200));
+    if (stale.isZero() || stale.isNegative()) {
+      p.error("metricsStalenessThreshold", "must be > 0, got " + stale);
+      stale = Duration.ofMillis(200);
+    }
+    return new RouterConfig.Saturation(q, kv, stale);
+  }
+}

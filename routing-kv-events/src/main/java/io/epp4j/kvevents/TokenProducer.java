@@ -1,0 +1,83 @@
+package io.epp4j.kvevents;
+
+import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import java.time.Duration;
+
+/**
+ * {@code token-producer} (llm-d; formerly {@code tokenizer}): tokenizes prompts for the plugins
+ * that need token IDs. In epp4j it provides a {@link Tokenizer} to the precise and hybrid scorers
+ * defined after it in the same file (unless the router was given a {@code Tokenizer} service or
+ * the scorer names its own {@code tokenizer}): {@code vllm.http} becomes a {@link VllmTokenizer}
+ * that asks {@code <http>/tokenize} for model {@code modelName}, chats tokenized per message and
+ * cached. The upstream UDS tokenizer sidecar speaks a protocol epp4j does not, so
+ * {@code udsTokenizerConfig} is refused; {@code vllm.mmTimeout} gets a notice, as epp4j does not
+ * tokenize images.
+ */
+final class TokenProducer implements Plugin {
+  private final Tokenizer tokenizer;
+
+  TokenProducer(Tokenizer tokenizer) {
+    this.tokenizer = tokenizer;
+  }
+
+  Tokenizer tokenizer() {
+    return tokenizer;
+  }
+
+  @Override
+  public void close() {
+    tokenizer.close();
+  }
+
+  @Override
+  public String toString() {
+    return "token-producer";
+  }
+
+  /** Provides {@code token-producer}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("token-producer", "tokenizer");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      String model = p.getString("modelName", null);
+      if (model == null || model.isBlank()) {
+        p.error("modelName", "is required: the model whose tokenizer the server applies");
+      }
+      if (p.has("udsTokenizerConfig")) {
+        p.raw("udsTokenizerConfig");
+        p.error("udsTokenizerConfig", "is not supported: epp4j cannot speak to the UDS tokenizer"
+            + " sidecar; use vllm.http with a vLLM server's base URL");
+      }
+      Parameters v = p.getNested("vllm");
+      String url = v.getString("http", "http://localhost:8000");
+      Duration timeout = v.getDuration("timeout", Duration.ofSeconds(5));
+      if (v.has("mmTimeout")) {
+        v.getDuration("mmTimeout", Duration.ofSeconds(30));
+        p.notice("vllm", "field mmTimeout has no effect: epp4j tokenizes text only");
+      }
+      for (String e : v.errors()) {
+        p.error("vllm", e);
+      }
+      for (String u : v.unreadNames()) {
+        p.error("vllm", "has unknown field '" + u + "'; expected http, timeout, mmTimeout");
+      }
+      if (!p.errors().isEmpty()) {
+        throw new IllegalArgumentException("token-producer not created");
+      }
+      Parameters t = Parameters.of(java.util.Map.of("type", "vllm", "url", url, "model",
+          java.util.Objects.requireNonNull(model), "timeoutMs",
+          (int) Math.min(600_000, Math.max(1, timeout.toMillis()))));
+      io.epp4j.api.Result<Tokenizer> r = KvEventsPluginProviders.createTokenizer(t);
+      if (!r.isOk()) {
+        throw new IllegalArgumentException(String.join("; ", r.errors()));
+      }
+      return new TokenProducer(r.value());
+    }
+  }
+}

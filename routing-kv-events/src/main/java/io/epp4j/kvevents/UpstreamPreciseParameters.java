@@ -1,0 +1,206 @@
+package io.epp4j.kvevents;
+
+import io.epp4j.api.Parameters;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * llm-d's parameter shapes for the precise scorer, read into epp4j's own: every field changes
+ * what epp4j does (block size, prompt length, where events come from), is refused, or gets a
+ * notice that says why it does not apply. Shapes over the versions:
+ *
+ * <pre>
+ * tokenProcessorConfig: {blockSize, hashSeed}                       # newer, top level
+ * indexerConfig:
+ *   tokenProcessorConfig: {blockSize, hashSeed}                     # older, nested
+ *   kvBlockIndexConfig: {maxPrefixBlocksToMatch, enableMetrics, metricsLoggingInterval,
+ *                        inMemoryConfig | redisConfig | valkeyConfig | costAwareMemoryConfig}
+ *   tokenizersPoolConfig: {...}
+ *   prefixStoreConfig: {cacheSize, blockSize}                       # tokenization cache only
+ * kvEventsConfig: {zmqEndpoint, topicFilter, concurrency, discoverPods, podDiscoveryConfig}
+ * </pre>
+ *
+ * @param blockSize the block size the file names, or null
+ * @param maxPromptBlocks the prompt length in blocks the file names, or null
+ * @param kvEvents epp4j's {@code kvEvents} settings the file's {@code kvEventsConfig} means, or
+ *     null when it has none
+ */
+record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer maxPromptBlocks,
+    @Nullable Map<String, Object> kvEvents) {
+
+  private static final String HASH_SEED_NOTICE = "has no effect: epp4j keys blocks by the token"
+      + " IDs the engines report, not by their hashes, so the engines' hash seed does not change"
+      + " which blocks match";
+
+  /** Reads the upstream fields of {@code p}, recording errors and notices in it. */
+  static UpstreamPreciseParameters read(Parameters p, boolean sharedIndex) {
+    Integer blockSize = null;
+    String blockFrom = null;
+    Integer maxBlocks = null;
+    if (p.has("tokenProcessorConfig")) {
+      Parameters tp = p.getNested("tokenProcessorConfig");
+      blockSize = blockSize(p, tp, "tokenProcessorConfig");
+      blockFrom = "tokenProcessorConfig.blockSize";
+      seed(p, tp, "tokenProcessorConfig");
+      unknown(p, tp, "tokenProcessorConfig", "blockSize, hashSeed");
+    }
+    if (p.has("indexerConfig")) {
+      Parameters ic = p.getNested("indexerConfig");
+      if (ic.has("tokenProcessorConfig")) {
+        Parameters tp = ic.getNested("tokenProcessorConfig");
+        Integer nested = blockSize(p, tp, "indexerConfig.tokenProcessorConfig");
+        if (blockSize != null && nested != null && !blockSize.equals(nested)) {
+          p.error("indexerConfig", "tokenProcessorConfig.blockSize " + nested + " differs from "
+              + blockFrom + " " + blockSize);
+        } else if (nested != null) {
+          blockSize = nested;
+        }
+        seed(p, tp, "indexerConfig");
+        unknown(p, tp, "indexerConfig.tokenProcessorConfig", "blockSize, hashSeed");
+      }
+      if (ic.has("kvBlockIndexConfig")) {
+        Parameters bi = ic.getNested("kvBlockIndexConfig");
+        if (bi.has("maxPrefixBlocksToMatch")) {
+          maxBlocks = bi.getInt("maxPrefixBlocksToMatch", 0);
+          if (maxBlocks < 1 || maxBlocks > (1 << 22)) {
+            p.error("indexerConfig", "kvBlockIndexConfig.maxPrefixBlocksToMatch must be in"
+                + " [1, 4194304], got " + maxBlocks);
+            maxBlocks = null;
+          }
+        }
+        for (String m : List.of("enableMetrics", "metricsLoggingInterval")) {
+          if (bi.has(m)) {
+            bi.raw(m);
+            p.notice("indexerConfig", "field kvBlockIndexConfig." + m + " has no effect: the"
+                + " index always exports its metrics through OpenTelemetry");
+          }
+        }
+        if (bi.has("inMemoryConfig")) {
+          bi.raw("inMemoryConfig");
+          p.notice("indexerConfig", "field kvBlockIndexConfig.inMemoryConfig has no effect:"
+              + " epp4j bounds its in-process index per endpoint (maxBlocksPerEndpoint)");
+        }
+        for (String backend : List.of("redisConfig", "valkeyConfig", "costAwareMemoryConfig")) {
+          if (bi.has(backend)) {
+            bi.raw(backend);
+            p.error("indexerConfig", "kvBlockIndexConfig." + backend + " is not supported: epp4j"
+                + " keeps the block index in process, fed by the engines' events");
+          }
+        }
+        unknown(p, bi, "indexerConfig.kvBlockIndexConfig", "maxPrefixBlocksToMatch,"
+            + " enableMetrics, metricsLoggingInterval, inMemoryConfig");
+      }
+      if (ic.has("prefixStoreConfig")) {
+        ic.raw("prefixStoreConfig");
+        p.notice("indexerConfig", "field prefixStoreConfig has no effect: it sizes upstream's cache"
+            + " of tokenized prompt prefixes; epp4j caches tokens per chat message instead, and"
+            + " neither changes which blocks match");
+      }
+      if (ic.has("tokenizersPoolConfig")) {
+        ic.raw("tokenizersPoolConfig");
+        p.error("indexerConfig", "tokenizersPoolConfig is not supported: give epp4j a tokenizer"
+            + " with a token-producer plugin, the 'tokenizer' parameter or a Tokenizer service");
+      }
+      unknown(p, ic, "indexerConfig", "tokenProcessorConfig, kvBlockIndexConfig");
+    }
+    if (p.has("kvCacheRedisAddr")) {
+      p.raw("kvCacheRedisAddr");
+      p.error("kvCacheRedisAddr", "is not supported: epp4j keeps the block index in process");
+    }
+    Map<String, Object> kvEvents = null;
+    if (p.has("kvEventsConfig")) {
+      kvEvents = kvEvents(p, sharedIndex);
+    }
+    return new UpstreamPreciseParameters(blockSize, maxBlocks, kvEvents);
+  }
+
+  private static @Nullable Integer blockSize(Parameters p, Parameters tp, String where) {
+    if (!tp.has("blockSize")) {
+      return null;
+    }
+    String top = where.contains(".") ? where.substring(0, where.indexOf('.')) : where;
+    int b = tp.getInt("blockSize", 0);
+    if (!tp.errors().isEmpty() || b < 1 || b > 4096) {
+      p.error(top, where + ".blockSize must be an integer in [1, 4096], got '"
+          + tp.raw("blockSize") + "'");
+      return null;
+    }
+    return b;
+  }
+
+  private static void seed(Parameters p, Parameters tp, String param) {
+    if (tp.has("hashSeed")) {
+      tp.raw("hashSeed");
+      p.notice(param, "field hashSeed " + HASH_SEED_NOTICE);
+    }
+  }
+
+  private static void unknown(Parameters p, Parameters nested, String where, String expected) {
+    for (String u : nested.unreadNames()) {
+      p.error(where.contains(".") ? where.substring(0, where.indexOf('.')) : where,
+          "has unknown field '" + u + "' in " + where + "; expected " + expected);
+    }
+  }
+
+  /**
+   * {@code kvEventsConfig}: a {@code zmqEndpoint} is a socket the router binds and the engines
+   * publish to (epp4j's central mode); {@code discoverPods: true} subscribes to every endpoint
+   * instead (per-endpoint mode, port from {@code podDiscoveryConfig.socketPort}). With a block
+   * index the application feeds (a {@code KvBlockIndex} service), no socket is opened.
+   */
+  private static @Nullable Map<String, Object> kvEvents(Parameters p, boolean sharedIndex) {
+    if (p.has("kvEvents")) {
+      p.error("kvEventsConfig", "cannot be combined with epp4j's own 'kvEvents'; keep one");
+      return null;
+    }
+    Parameters ev = p.getNested("kvEventsConfig");
+    Map<String, Object> out = new LinkedHashMap<>();
+    String endpoint = ev.getString("zmqEndpoint", null);
+    boolean discover = ev.getBoolean("discoverPods", false);
+    String topic = ev.getString("topicFilter", null);
+    if (topic != null) {
+      out.put("topicFilter", topic);
+    }
+    if (ev.has("concurrency")) {
+      ev.getInt("concurrency", 1);
+      p.notice("kvEventsConfig", "field concurrency has no effect: one subscriber thread decodes"
+          + " and indexes the events of every endpoint");
+    }
+    Parameters pd = ev.getNested("podDiscoveryConfig");
+    int socketPort = pd.getInt("socketPort", KvEventSubscriber.DEFAULT_PORT, 1, 65535);
+    for (String u : pd.unreadNames()) {
+      p.error("kvEventsConfig", "podDiscoveryConfig has unknown field '" + u
+          + "'; expected socketPort");
+    }
+    for (String u : ev.unreadNames()) {
+      p.error("kvEventsConfig", "has unknown field '" + u + "'; expected zmqEndpoint,"
+          + " topicFilter, concurrency, discoverPods, podDiscoveryConfig");
+    }
+    for (String e : ev.errors()) {
+      p.error("kvEventsConfig", e);
+    }
+    for (String e : pd.errors()) {
+      p.error("kvEventsConfig", "podDiscoveryConfig: " + e);
+    }
+    if (sharedIndex) {
+      p.notice("kvEventsConfig", "opens no socket: the router was given a KvBlockIndex service,"
+          + " which the application feeds with the engines' events");
+      out.clear();
+      out.put("mode", "none");
+      return out;
+    }
+    if (discover) {
+      out.put("mode", "per-endpoint");
+      out.put("port", socketPort);
+    } else if (endpoint != null) {
+      out.put("mode", "central");
+      out.put("bindAddress", endpoint);
+    } else {
+      p.error("kvEventsConfig", "needs zmqEndpoint (a socket the engines publish to, such as"
+          + " tcp://*:5557) or discoverPods: true");
+    }
+    return out;
+  }
+}

@@ -1,0 +1,516 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Rejection;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.ConfigException;
+import io.epp4j.core.Router;
+import io.epp4j.scorers.PdProfileHandler;
+import java.net.URISyntaxException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
+
+/**
+ * Configuration files in the shapes the upstream families publish (written for this test, under
+ * {@code src/test/resources/compat}), each loaded unchanged, run through the router against a
+ * small pool, and checked against what upstream's semantics say should win and why.
+ */
+class UpstreamConfigCompatibilityTest {
+  static final String MODEL = "m";
+  final AtomicLong now = new AtomicLong(1_000_000_000L);
+  final List<Router> routers = new ArrayList<>();
+
+  @AfterEach
+  void close() {
+    routers.forEach(Router::close);
+  }
+
+  static Path compat(String name) {
+    try {
+      return Path.of(Objects.requireNonNull(UpstreamConfigCompatibilityTest.class
+          .getResource("/compat/" + name), name).toURI());
+    } catch (URISyntaxException e) {
+      throw new AssertionError(e);
+    }
+  }
+
+  Router router(String file, List<Endpoint> pool) {
+    Router r = Router.builder().endpoints(pool).configFile(compat(file)).ticker(now::get)
+        .randomSeed(7).build();
+    routers.add(r);
+    return r;
+  }
+
+  static List<Endpoint> pool(int n) {
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 1; i <= n; i++) {
+      eps.add(Endpoint.of("10.0.0." + i, 8000));
+    }
+    return eps;
+  }
+
+  static String id(int i) {
+    return "10.0.0." + i + ":8000";
+  }
+
+  void metrics(Router r, String id, int waiting, double kv) {
+    metrics(r, id, EndpointMetrics.builder().waitingRequests(waiting).kvCacheUsage(kv));
+  }
+
+  void metrics(Router r, String id, EndpointMetrics.Builder b) {
+    assertThat(r.updateMetrics(id, b.scrapedAtNanos(now.get()).build())).as(id).isTrue();
+  }
+
+  static InferenceRequest completion(String prompt) {
+    return InferenceRequest.completion(MODEL, prompt);
+  }
+
+  /** A prompt of {@code chars} characters that shares nothing with another seed's. */
+  static String text(int seed, int chars) {
+    StringBuilder sb = new StringBuilder();
+    while (sb.length() < chars) {
+      sb.append("s").append(seed).append(" word").append(sb.length()).append(' ');
+    }
+    return sb.substring(0, chars);
+  }
+
+  static Map<String, Integer> counts(Router r, InferenceRequest req, int n) {
+    Map<String, Integer> m = new HashMap<>();
+    for (int i = 0; i < n; i++) {
+      RoutingDecision d = r.route(req);
+      assertThat(d.isRouted()).as("routed: %s", d.rejection()).isTrue();
+      m.merge(d.primary().id(), 1, Integer::sum);
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+    return m;
+  }
+
+  // ------------------------------------------------------------ GIE 0.5: decision tree
+
+  @Test
+  void gie05DecisionTreeSendsToTheLeastQueueBandThenTheLeastKvUsage() {
+    Router r = router("gie-0.5-decision-tree.yaml", pool(3));
+    // 1 is over the low-queue threshold (128); of 2 and 3 the least-queue band
+    // [10, 10 + (50 - 10) / 2] keeps only 2; no endpoint has adapter slots, so the LoRA filter
+    // fails and the tree goes on with the least-queue filter
+    metrics(r, id(1), 200, 0.1);
+    metrics(r, id(2), 10, 0.5);
+    metrics(r, id(3), 50, 0.1);
+    assertThat(counts(r, completion("hello"), 30)).containsOnlyKeys(id(2));
+  }
+
+  @Test
+  void gie05DecisionTreeOnASaturatedPoolTakesTheFailureBranch() {
+    Router r = router("gie-0.5-decision-tree.yaml", pool(3));
+    // every queue is over 128: least queue keeps [150, 150 + 150 / 3 = 200] = {2, 3}; least
+    // KV of those keeps [0.2, 0.2 + 0.4 / 2] = {2}, although 3 has the shortest queue
+    metrics(r, id(1), 300, 0.5);
+    metrics(r, id(2), 200, 0.2);
+    metrics(r, id(3), 150, 0.6);
+    assertThat(counts(r, completion("hello"), 30)).containsOnlyKeys(id(2));
+  }
+
+  @Test
+  void gie05DecisionTreeKeepsALoraRequestWhereItsAdapterRuns() {
+    Router r = router("gie-0.5-decision-tree.yaml", pool(3));
+    metrics(r, id(1), EndpointMetrics.builder().maxLoras(4));
+    metrics(r, id(2), EndpointMetrics.builder().maxLoras(4));
+    metrics(r, id(3), EndpointMetrics.builder().maxLoras(4).runningLoraAdapters(Set.of("sql")));
+    InferenceRequest req = InferenceRequest.builder().model(MODEL).prompt("select")
+        .loraAdapter("sql").build();
+    // affinity with probability 0.999: of 200 draws, 6 or more misses has probability < 1e-9
+    Map<String, Integer> c = counts(r, req, 200);
+    assertThat(c.getOrDefault(id(3), 0)).isGreaterThanOrEqualTo(195);
+  }
+
+  @Test
+  void gie05ScorersLoadUnderTheirFormerNamesAndLowerKvUsageWins() {
+    Router r = router("gie-0.5-scorers.yaml", pool(2));
+    assertThat(r.config().warnings()).filteredOn(w -> w.contains("former name"))
+        .singleElement().satisfies(w -> assertThat(w).contains("'kv-cache-scorer'")
+            .contains("kv-cache-utilization-scorer"));
+    metrics(r, id(1), 0, 0.9);
+    metrics(r, id(2), 0, 0.1);
+    // queues tie, no prefix is known: 1 - KV usage decides
+    assertThat(r.route(completion(text(1, 100))).primary().id()).isEqualTo(id(2));
+  }
+
+  // ------------------------------------------------------ GIE 1.x: defaults and sections
+
+  @Test
+  void gie1xDefaultsFollowThePrefixAndShedByTheFilesDetector() {
+    Router r = router("gie-1.x-defaults.yaml", pool(3));
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("field 'featureGates': 'dataLayer' has no effect"));
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("engineLabelKey").contains("has no effect"));
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 0, 0.1);
+    }
+    String prompt = text(1, 640);
+    String first = r.route(completion(prompt)).primary().id();
+    // the first endpoint now has the longest queue: prefix 3 x 1 beats queue 2 x 1 elsewhere
+    metrics(r, first, 3, 0.1);
+    for (int i = 0; i < 5; i++) {
+      assertThat(r.route(completion(prompt)).primary().id()).isEqualTo(first);
+    }
+    assertThat(r.route(completion(text(2, 640))).primary().id()).isNotEqualTo(first);
+
+    // the detector's queue threshold is 10, not the router's default 5: six waiting requests
+    // everywhere is a saturation of 0.6 and sheddable requests still pass
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 6, 0.1);
+    }
+    assertThat(r.poolSaturation()).isCloseTo(0.6, org.assertj.core.data.Offset.offset(1e-9));
+    InferenceRequest sheddable = InferenceRequest.builder().model(MODEL).prompt("x")
+        .priority(-1).build();
+    assertThat(r.route(sheddable).isRouted()).isTrue();
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 12, 0.1);
+    }
+    assertThat(r.route(sheddable).rejection()).extracting(Rejection::reason)
+        .isEqualTo(Rejection.Reason.SHED);
+  }
+
+  @Test
+  void theInlineSaturationSectionOfEarlier1xVersionsIsHonouredToo() {
+    Router r = router("gie-1.1-inline-saturation.yaml", pool(2));
+    metrics(r, id(1), 8, 0.1);
+    metrics(r, id(2), 8, 0.1);
+    assertThat(r.poolSaturation()).isCloseTo(0.8, org.assertj.core.data.Offset.offset(1e-9));
+  }
+
+  // ------------------------------------------------------------------ llm-d P/D generations
+
+  static List<Endpoint> pdPool() {
+    return List.of(
+        Endpoint.of("10.0.1.1", 8000, Map.of(Endpoint.ROLE_LABEL, "prefill")),
+        Endpoint.of("10.0.2.1", 8000, Map.of(Endpoint.ROLE_LABEL, "decode")),
+        Endpoint.of("10.0.2.2", 8000, Map.of(Endpoint.ROLE_LABEL, "decode")));
+  }
+
+  @Test
+  void earlyPdFilesDisaggregateLongPromptsByTheHandlersThreshold() {
+    Router r = router("llmd-pd-threshold.yaml", pdPool());
+    assertThat(r.config().warnings()).filteredOn(w -> w.contains("former name")).hasSize(3);
+    // 800 characters are 200 tokens, none cached: over the threshold of 100
+    RoutingDecision longOne = r.route(completion(text(1, 800)));
+    assertThat(longOne.primary().label(Endpoint.ROLE_LABEL)).isEqualTo("decode");
+    assertThat(PdProfileHandler.prefillEndpoint(longOne)).extracting(Endpoint::id)
+        .isEqualTo("10.0.1.1:8000");
+    // 200 characters are 50 tokens: the decode endpoint prefills itself
+    RoutingDecision shortOne = r.route(completion(text(2, 200)));
+    assertThat(PdProfileHandler.prefillEndpoint(shortOne)).isNull();
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"llmd-pd-decider.yaml", "llmd-pd-disagg.yaml"})
+  void deciderFilesDisaggregateUntilTheDecodeEndpointHoldsThePrompt(String file) {
+    Router r = router(file, pdPool());
+    String prompt = text(3, 800);
+    RoutingDecision first = r.route(completion(prompt));
+    assertThat(PdProfileHandler.prefillEndpoint(first)).as("200 uncached tokens >= 16")
+        .isNotNull();
+    first.onComplete(io.epp4j.api.Usage.NONE);
+    // the decode endpoint now holds 12 blocks of 16 tokens: 200 - 192 = 8 uncached < 16
+    RoutingDecision second = r.route(completion(prompt));
+    assertThat(second.primary()).isEqualTo(first.primary());
+    assertThat(PdProfileHandler.prefillEndpoint(second)).isNull();
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"kserve-generated-pd.yaml", "kserve-generated-disagg.yaml"})
+  void kserveGeneratedPdRunsPrefillForEveryRequest(String file) {
+    Router r = router(file, pdPool());
+    for (int i = 0; i < 10; i++) {
+      RoutingDecision d = r.route(completion(text(i, 40)));
+      assertThat(d.primary().label(Endpoint.ROLE_LABEL)).isEqualTo("decode");
+      assertThat(PdProfileHandler.prefillEndpoint(d)).extracting(Endpoint::id)
+          .isEqualTo("10.0.1.1:8000");
+    }
+  }
+
+  // ----------------------------------------------------------------- precise (KV events)
+
+  static int[] tokens(int seed, int n) {
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) {
+      t[i] = seed * 100_000 + i;
+    }
+    return t;
+  }
+
+  static InferenceRequest tokenRequest(int[] tokens) {
+    return InferenceRequest.builder().model(MODEL).tokenIds(tokens).build();
+  }
+
+  @Test
+  void preciseWithDataLayerBindsTheNamedSocketAndReadsEventsAtItsBlockSize() throws Exception {
+    Router r = router("llmd-precise-datalayer.yaml", pool(3));
+    PrecisePrefixCacheScorer scorer =
+        (PrecisePrefixCacheScorer) r.config().plugins().get("precise-prefix-cache-scorer");
+    assertThat(scorer.index().defaultBlockSize()).isEqualTo(64);
+    assertThat(scorer.tokenizer()).as("lent by token-producer")
+        .isSameAs(((TokenProducer) r.config().plugins().get("token-producer")).tokenizer());
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w).contains("hashSeed"));
+    String bound = scorer.boundEventsEndpoint();
+    assertThat(bound).as("central socket from kvEventsConfig.zmqEndpoint").startsWith("tcp://");
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 0, 0.1);
+    }
+    int[] prompt = tokens(1, 64 * 3 + 10);
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = KvEventSubscriberIntegrationTest.connectedPublisher(ctx, bound);
+      VllmEventEncoder enc = new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
+      KvEventBatch batch = KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(
+          new long[] {11, 12, 13}, null, Arrays.copyOf(prompt, 64 * 3), 64)));
+      KvEventSubscriberIntegrationTest.publish(pub, "kv@" + id(2) + "@" + MODEL, 0,
+          enc.encode(batch));
+      KvEventSubscriberIntegrationTest.await(() -> scorer.index().blockCount(id(2)) == 3,
+          "three 64-token blocks indexed for " + id(2));
+      pub.close();
+    }
+    for (int i = 0; i < 5; i++) {
+      assertThat(r.route(tokenRequest(prompt)).primary().id()).isEqualTo(id(2));
+    }
+  }
+
+  @Test
+  void cacheTrackingModeIsPreciseScoringFromTheSameParameters() {
+    AtomicLong t = now;
+    KvBlockIndex index = KvBlockIndex.builder().ticker(t::get).defaultBlockSize(64).build();
+    Router r = Router.builder().endpoints(pool(3)).service(KvBlockIndex.class, index)
+        .configFile(compat("llmd-precise-cache-tracking.yaml")).ticker(t::get).randomSeed(3)
+        .build();
+    routers.add(r);
+    assertThat(r.config().plugins().get("prefix-cache-scorer"))
+        .isInstanceOf(PrecisePrefixCacheScorer.class);
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w).contains("enableMetrics"));
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 0, 0.1);
+    }
+    int[] prompt = tokens(2, 64 * 4);
+    index.apply(id(3), KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(
+        new long[] {21, 22, 23}, null, Arrays.copyOf(prompt, 64 * 3), 64))));
+    assertThat(r.route(tokenRequest(prompt)).primary().id()).isEqualTo(id(3));
+  }
+
+  @Test
+  void preciseParametersThatCannotBeHonouredAreRefusedByName() {
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            blockSizeTokens: 16
+            tokenProcessorConfig: {blockSize: 64}
+            indexerConfig:
+              kvBlockIndexConfig:
+                redisConfig: {address: "redis://127.0.0.1:6379"}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(yaml, "refused.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("blockSizeTokens")
+        .hasMessageContaining("redisConfig");
+  }
+
+  @Test
+  void tokenProducerSettingsThatCannotApplyAreRefusedByName() {
+    String yaml = """
+        plugins:
+        - type: tokenizer
+          parameters:
+            udsTokenizerConfig: {socketFile: /tmp/tokenizer/tokenizer-uds.socket}
+            vllm: {http: "http://127.0.0.1:1", retries: 3}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: max-score-picker
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(yaml, "tok.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'modelName' is required")
+        .hasMessageContaining("'udsTokenizerConfig' is not supported")
+        .hasMessageContaining("unknown field 'retries'");
+  }
+
+  // ------------------------------------------------------------------- session affinity
+
+  @Test
+  void sessionAffinityHoldsASessionUntilItsCookieMaxAgeThenRebalances() {
+    Router r = router("llmd-session-affinity.yaml", pool(3));
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 0, 0.1);
+    }
+    InferenceRequest turn = InferenceRequest.builder().model(MODEL).prompt(text(4, 64))
+        .sessionKey("dialog-1").build();
+    String home = r.route(turn).primary().id();
+    // the home gets the longest queue; weight 100 on the binding keeps the session there
+    metrics(r, home, 100, 0.1);
+    for (int s = 0; s < 50; s += 10) {
+      now.addAndGet(10_000_000_000L);
+      for (int i = 1; i <= 3; i++) {
+        metrics(r, id(i), id(i).equals(home) ? 100 : 0, 0.1);
+      }
+      assertThat(r.route(turn).primary().id()).as("at %d s", s + 10).isEqualTo(home);
+    }
+    // 61 s after the binding was made it has expired although the session stayed busy (the
+    // idle TTL of 300 s never ran out): load decides again
+    now.addAndGet(11_000_000_000L);
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), id(i).equals(home) ? 100 : 0, 0.1);
+    }
+    InferenceRequest fresh = InferenceRequest.builder().model(MODEL).prompt(text(5, 64))
+        .sessionKey("dialog-1").build();
+    assertThat(r.route(fresh).primary().id()).isNotEqualTo(home);
+  }
+
+  // -------------------------------------------------------------------- data parallel
+
+  @Test
+  void dataParallelRanksAreEndpointsAndAPromptReturnsToItsRank() {
+    List<Endpoint> ranks = List.of(Endpoint.of("10.0.3.1", 8000), Endpoint.of("10.0.3.1", 8001),
+        Endpoint.of("10.0.3.1", 8002), Endpoint.of("10.0.3.1", 8003));
+    Router r = router("llmd-data-parallel.yaml", ranks);
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w).contains("primaryPort")
+        .contains("has no effect"));
+    String prompt = text(6, 400);
+    String rank = r.route(completion(prompt)).primary().id();
+    for (int i = 0; i < 5; i++) {
+      // the rank's own port, not the primary port: the gateway forwards there directly
+      assertThat(r.route(completion(prompt)).primary().id()).isEqualTo(rank);
+    }
+  }
+
+  @Test
+  void handlersRefuseProfilesTheyCannotRunWhenTheFileLoads() {
+    String twoProfiles = """
+        plugins:
+        - type: data-parallel-profile-handler
+        - type: max-score-picker
+        schedulingProfiles:
+        - {name: a, plugins: [{pluginRef: max-score-picker}]}
+        - {name: b, plugins: [{pluginRef: max-score-picker}]}
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(twoProfiles, "dp.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("needs exactly one scheduling profile, got 2");
+    String noDecode = """
+        plugins:
+        - type: disagg-profile-handler
+        - type: max-score-picker
+        schedulingProfiles:
+        - {name: prefill, plugins: [{pluginRef: max-score-picker}]}
+        - {name: main, plugins: [{pluginRef: max-score-picker}]}
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(noDecode, "pd.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("needs a profile named 'decode'");
+  }
+
+  // ------------------------------------------------------------------ admission control
+
+  @Test
+  void probabilisticAdmissionShedsOnlySheddableRequestsAndOnlyUnderLoad() {
+    Router r = router("llmd-admission.yaml", pool(3));
+    InferenceRequest sheddable = InferenceRequest.builder().model(MODEL).prompt("x")
+        .priority(-1).build();
+    InferenceRequest normal = InferenceRequest.builder().model(MODEL).prompt("x").build();
+    // queue 4 of 5 on every endpoint: saturation 0.8, refusal probability min(0.8^5 x 300, 1)
+    // = 1; the detector's thresholds keep the router's own rule out of it (0.8 < 1 anyway)
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 4, 0.1);
+    }
+    for (int i = 0; i < 20; i++) {
+      assertThat(r.route(sheddable).rejection()).extracting(Rejection::reason)
+          .isEqualTo(Rejection.Reason.SHED);
+      assertThat(r.route(normal).isRouted()).isTrue();
+    }
+    // queue 0, KV 0.1: saturation 0.125, probability 0.125^5 x 300 = 0.0092; 200 draws refuse
+    // 1.8 on average, 15 or more has probability < 1e-9
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 0, 0.1);
+    }
+    int refused = 0;
+    for (int i = 0; i < 200; i++) {
+      RoutingDecision d = r.route(sheddable);
+      if (!d.isRouted()) {
+        refused++;
+      } else {
+        d.onComplete(io.epp4j.api.Usage.NONE);
+      }
+    }
+    assertThat(refused).isLessThan(15);
+  }
+
+  // ------------------------------------------------------------------ KServe, generated
+
+  @Test
+  void kserveGeneratedConfigRunsTheEppDefaultWithAnImpliedPicker() {
+    Router r = router("kserve-generated.yaml", pool(3));
+    metrics(r, id(1), 5, 0.9);
+    metrics(r, id(2), 0, 0.2);
+    metrics(r, id(3), 5, 0.2);
+    // nothing cached yet: queue and KV both favour 2
+    String prompt = text(7, 640);
+    assertThat(r.route(completion(prompt)).primary().id()).isEqualTo(id(2));
+    // now 2 has the prompt and a queue: prefix 3 outweighs queue 2 at equal KV
+    metrics(r, id(2), 5, 0.2);
+    assertThat(r.route(completion(prompt)).primary().id()).isEqualTo(id(2));
+  }
+
+  // ------------------------------------------------------------------------------ reloads
+
+  @Test
+  void reloadingTheSameFilesKeepsTheirPluginsWorking() throws Exception {
+    Router pd = router("llmd-pd-disagg.yaml", pdPool());
+    assertThat(pd.reconfigure(compat("llmd-pd-disagg.yaml")).errors()).isEmpty();
+    assertThat(PdProfileHandler.prefillEndpoint(pd.route(completion(text(8, 800)))))
+        .as("the reloaded handler still finds its decider").isNotNull();
+
+    Router gie = router("gie-1.x-defaults.yaml", pool(2));
+    assertThat(gie.reconfigure(compat("gie-1.x-defaults.yaml")).errors()).isEmpty();
+    metrics(gie, id(1), 8, 0.1);
+    metrics(gie, id(2), 8, 0.1);
+    assertThat(gie.poolSaturation()).as("the detector's threshold of 10 after the reload")
+        .isCloseTo(0.8, org.assertj.core.data.Offset.offset(1e-9));
+
+    Router tree = router("gie-0.5-decision-tree.yaml", pool(3));
+    assertThat(tree.reconfigure(compat("gie-0.5-decision-tree.yaml")).errors()).isEmpty();
+  }
+
+  @Test
+  void aDeciderChangedByAReloadIsTheOneTheKeptHandlerUses() throws Exception {
+    Router r = router("llmd-pd-disagg.yaml", pdPool());
+    String changed = java.nio.file.Files.readString(compat("llmd-pd-disagg.yaml"))
+        .replace("nonCachedTokens: 16", "nonCachedTokens: 100000");
+    assertThat(r.reconfigure(changed, "changed.yaml").errors()).isEmpty();
+    // 200 uncached tokens are now far below the threshold: no prefill
+    assertThat(PdProfileHandler.prefillEndpoint(r.route(completion(text(9, 800))))).isNull();
+  }
+}

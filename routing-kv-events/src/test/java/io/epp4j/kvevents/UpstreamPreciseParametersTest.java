@@ -1,0 +1,72 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Parameters;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** llm-d's precise-scorer parameters read into epp4j's: honoured, refused or noticed. */
+class UpstreamPreciseParametersTest {
+
+  @Test
+  void aZmqEndpointIsTheCentralSocketAndDiscoverPodsSubscribesPerEndpoint() {
+    Parameters central = Parameters.of(Map.of("kvEventsConfig",
+        Map.of("zmqEndpoint", "tcp://*:5557", "topicFilter", "kv@", "concurrency", 4)));
+    UpstreamPreciseParameters c = UpstreamPreciseParameters.read(central, false);
+    assertThat(c.kvEvents()).containsEntry("mode", "central")
+        .containsEntry("bindAddress", "tcp://*:5557").containsEntry("topicFilter", "kv@");
+    assertThat(central.errors()).isEmpty();
+    assertThat(central.notices()).singleElement().satisfies(n -> assertThat(n)
+        .contains("concurrency"));
+
+    Parameters pods = Parameters.of(Map.of("kvEventsConfig",
+        Map.of("discoverPods", true, "podDiscoveryConfig", Map.of("socketPort", 5600))));
+    assertThat(UpstreamPreciseParameters.read(pods, false).kvEvents())
+        .containsEntry("mode", "per-endpoint").containsEntry("port", 5600);
+    assertThat(pods.errors()).isEmpty();
+  }
+
+  @Test
+  void withAnIndexTheApplicationFeedsNoSocketIsOpened() {
+    Parameters p = Parameters.of(Map.of("kvEventsConfig", Map.of("zmqEndpoint", "tcp://*:5557")));
+    assertThat(UpstreamPreciseParameters.read(p, true).kvEvents()).containsExactly(
+        Map.entry("mode", "none"));
+    assertThat(p.notices()).anySatisfy(n -> assertThat(n).contains("opens no socket"));
+  }
+
+  @Test
+  void blockSizesFromBothPlacesMustAgree() {
+    Parameters same = Parameters.of(Map.of(
+        "tokenProcessorConfig", Map.of("blockSize", 64),
+        "indexerConfig", Map.of("tokenProcessorConfig", Map.of("blockSize", 64),
+            "kvBlockIndexConfig", Map.of("maxPrefixBlocksToMatch", 256),
+            "prefixStoreConfig", Map.of("cacheSize", 500000, "blockSize", 256))));
+    UpstreamPreciseParameters r = UpstreamPreciseParameters.read(same, false);
+    assertThat(r.blockSize()).isEqualTo(64);
+    assertThat(r.maxPromptBlocks()).isEqualTo(256);
+    assertThat(same.errors()).isEmpty();
+    assertThat(same.notices()).anySatisfy(n -> assertThat(n).contains("prefixStoreConfig"));
+
+    Parameters differ = Parameters.of(Map.of(
+        "tokenProcessorConfig", Map.of("blockSize", 64),
+        "indexerConfig", Map.of("tokenProcessorConfig", Map.of("blockSize", 16))));
+    UpstreamPreciseParameters.read(differ, false);
+    assertThat(differ.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("'indexerConfig'").contains("16").contains("64"));
+  }
+
+  @Test
+  void anEndpointlessEventsConfigAndUnknownFieldsAreRefusedByName() {
+    Parameters p = Parameters.of(Map.of(
+        "kvEventsConfig", Map.of("topicFilter", "kv@"),
+        "tokenProcessorConfig", Map.of("blockSize", 64, "chunking", "x"),
+        "indexerConfig", Map.of("tokenizersPoolConfig", Map.of("modelName", "m"))));
+    UpstreamPreciseParameters.read(p, false);
+    assertThat(p.errors()).anySatisfy(e -> assertThat(e).contains("'kvEventsConfig'")
+        .contains("zmqEndpoint"));
+    assertThat(p.errors()).anySatisfy(e -> assertThat(e).contains("'tokenProcessorConfig'")
+        .contains("unknown field 'chunking'"));
+    assertThat(p.errors()).anySatisfy(e -> assertThat(e).contains("tokenizersPoolConfig"));
+  }
+}

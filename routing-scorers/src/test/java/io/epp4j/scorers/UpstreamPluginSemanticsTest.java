@@ -1,0 +1,86 @@
+package io.epp4j.scorers;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.testkit.ContractFixtures;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** Upstream parameters that change behaviour, each seen changing it. */
+class UpstreamPluginSemanticsTest {
+  static final InferenceRequest REQ = InferenceRequest.completion("m", "hi");
+
+  static Plugin build(io.epp4j.api.PluginProvider provider, Map<String, ?> params) {
+    var r = provider.create(ContractFixtures.context(provider.type()), Parameters.of(params));
+    assertThat(r.errors()).isEmpty();
+    return r.value();
+  }
+
+  static void routeCold(NoHitLruScorer s, Candidate to) {
+    s.afterRouting(REQ, TestCandidates.state(), RoutingDecision.routed("default",
+        Map.of("default", new ProfileResult("default", List.of(to.endpoint())))));
+  }
+
+  @Test
+  void noHitLruForgetsEndpointsBeyondItsLruSize() {
+    List<Candidate> pool = TestCandidates.pool(4);
+    NoHitLruScorer small = TestCandidates.joined(
+        (NoHitLruScorer) build(new NoHitLruScorer.Provider(), Map.of("lruSize", 2)), pool);
+    NoHitLruScorer large = TestCandidates.joined(
+        (NoHitLruScorer) build(new NoHitLruScorer.Provider(), Map.of()), pool);
+    for (NoHitLruScorer s : List.of(small, large)) {
+      routeCold(s, pool.get(0));
+      routeCold(s, pool.get(1));
+      routeCold(s, pool.get(2));
+    }
+    double[] smallScores = new double[4];
+    small.score(REQ, TestCandidates.state(), pool, smallScores);
+    double[] largeScores = new double[4];
+    large.score(REQ, TestCandidates.state(), pool, largeScores);
+    // with room for two, the LRU forgot the first endpoint: it ranks with the never-used one
+    assertThat(smallScores[0]).isEqualTo(1.0);
+    assertThat(smallScores[3]).isEqualTo(1.0);
+    // with the default 1024 it is remembered as the least recent of the used ones
+    assertThat(largeScores[0]).isLessThan(1.0);
+    assertThat(largeScores[3]).isEqualTo(1.0);
+  }
+
+  @Test
+  void prefixScorerBlockSizeInCharactersIsConvertedToTokens() {
+    PrefixCacheScorer chars = (PrefixCacheScorer) build(new PrefixCacheScorer.Provider(),
+        Map.of("blockSize", 64));
+    PrefixCacheScorer tokens = (PrefixCacheScorer) build(new PrefixCacheScorer.Provider(),
+        Map.of("blockSizeTokens", 16));
+    assertThat(chars.toString()).isEqualTo(tokens.toString());
+  }
+
+  @Test
+  void prefixScorerMaxPrefixTokensToMatchBecomesBlocks() {
+    List<Candidate> pool = TestCandidates.pool(2);
+    PrefixCacheScorer byTokens = TestCandidates.joined((PrefixCacheScorer) build(
+        new PrefixCacheScorer.Provider(),
+        Map.of("maxPrefixTokensToMatch", 1024, "blockSizeTokens", 16)), pool);
+    InferenceRequest longPrompt = InferenceRequest.builder().model("m")
+        .tokenIds(new int[100 * 16]).build();
+    io.epp4j.api.CycleState state = TestCandidates.state();
+    byTokens.score(longPrompt, state, pool, new double[2]);
+    io.epp4j.api.PrefixHits hits = state.get(io.epp4j.api.PrefixHits.KEY);
+    assertThat(hits).isNotNull();
+    assertThat(hits.totalBlocks(0)).as("1024 tokens of 16-token blocks").isEqualTo(64);
+  }
+
+  @Test
+  void cacheTrackingModeIsRefusedClearlyWithoutThePreciseModule() {
+    var r = new PrefixCacheScorer.Provider().create(ContractFixtures.context("p"),
+        Parameters.of(Map.of("mode", "cache_tracking")));
+    assertThat(r.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("'mode'").contains("routing-kv-events"));
+  }
+}
