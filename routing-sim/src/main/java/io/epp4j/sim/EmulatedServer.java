@@ -34,6 +34,16 @@ final class EmulatedServer implements AutoCloseable {
   private static final String FILLER = " lorem";
   private static final AtomicLong IDS = new AtomicLong();
 
+  static {
+    // The JDK server leaves Nagle's algorithm on: a streamed token (one small write) then waits
+    // for the previous one's ACK, which delayed ACKs hold back up to 40 ms, so tokens arrive in
+    // bursts. vLLM's server sends each chunk at once. Read once, when the first server starts;
+    // a value the user set wins.
+    if (System.getProperty("sun.net.httpserver.nodelay") == null) {
+      System.setProperty("sun.net.httpserver.nodelay", "true");
+    }
+  }
+
   private final EmulatedCluster cluster;
   private final int replica;
   private final String model;

@@ -85,6 +85,18 @@ final class Serve implements AutoCloseable {
     return lines;
   }
 
+  /**
+   * Closes replica {@code i}'s HTTP server as a crash would: its port refuses connections and
+   * its requests in flight break off. The other replicas go on.
+   */
+  void kill(int i) {
+    servers.get(i).close();
+  }
+
+  Options options() {
+    return options;
+  }
+
   /** Every replica answers new requests with 503 from now on (the first half of a shutdown). */
   void stopAccepting() {
     for (EmulatedServer s : servers) {
