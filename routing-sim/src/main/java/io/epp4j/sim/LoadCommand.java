@@ -99,8 +99,7 @@ final class LoadCommand {
       gen.close();
     }
     if (o.json() != null) {
-      Report.RunInfo info = new Report.RunInfo(Main.version(), o.seed(), 0,
-          "over the network", 0, 0, 0, o.arguments());
+      Report.RunInfo info = LoadReport.runInfo(o.seed(), 0, false, o.arguments());
       try {
         LoadReport.writeJson(info, scenarios, Map.of("target", o.target().toString()), o.json());
       } catch (java.io.IOException | RuntimeException e) {

@@ -49,6 +49,21 @@ public final class LoadReport {
     }
   }
 
+  /**
+   * The run metadata of a measurement over the network: the simulator's version, the seed, the
+   * replicas when known (0 otherwise) and the command line; the profile is the emulator's when
+   * {@code emulated}.
+   */
+  public static Report.RunInfo runInfo(long seed, int replicas, boolean emulated,
+      List<String> arguments) {
+    HardwareProfile hw = HardwareProfile.qwen3H100Mps6();
+    return emulated
+        ? new Report.RunInfo(Main.version(), seed, replicas, hw.name(), hw.maxNumSeqs(),
+            hw.maxNumBatchedTokens(), 0, arguments)
+        : new Report.RunInfo(Main.version(), seed, replicas, "over the network", 0, 0, 0,
+            arguments);
+  }
+
   static final String LEGEND = "   (over the network: preempt, evict and route µs are not visible"
       + " to a client and show 0;\n    req/rep and sess/rep: max/mean per replica named by the"
       + " x-gateway-destination-endpoint header, 0/0 without it;\n    hit%: usage cached_tokens ÷"
