@@ -143,8 +143,12 @@ public final class EndToEnd {
    * and subscribes per endpoint, to each replica's publisher named by its endpoint labels, so the
    * run can tell when the events flow.
    */
-  static Router router(Policy policy, List<Endpoint> endpoints, @Nullable KvBlockIndex index) {
+  static Router router(Policy policy, List<Endpoint> endpoints, @Nullable KvBlockIndex index,
+      Object... listeners) {
     Router.Builder b = Router.builder().endpoints(endpoints);
+    for (Object l : listeners) {
+      b.listener(l);
+    }
     String yaml = policy.yaml();
     if (index != null && yaml != null) {
       b.service(KvBlockIndex.class, index);
@@ -164,7 +168,7 @@ public final class EndToEnd {
    * ZeroMQ subscriptions connect in the background and a publisher drops what is sent before
    * (as vLLM's does): one small request per replica, direct, until its events reach the index.
    */
-  private static void prime(EmulatedReplicas emu, KvBlockIndex index)
+  static void prime(EmulatedReplicas emu, KvBlockIndex index)
       throws IOException, InterruptedException {
     HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     List<Endpoint> eps = emu.endpoints();

@@ -16,11 +16,11 @@ import io.epp4j.scorers.PdProfileHandler;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -186,10 +186,10 @@ public final class PlainGateway implements AutoCloseable {
   }
 
   /**
-   * Forwards a routed request and relays the answer; reports the outcome to {@code d}. A replica
-   * that cannot be connected to (refused, connect timeout) has received nothing, so the request
-   * goes to the decision's next endpoint, in order (pickers name fallbacks with
-   * {@code maxNumOfEndpoints} > 1); the client gets 502 when none can be reached.
+   * Forwards a routed request and relays the answer; reports the outcome to {@code d}. When a
+   * replica answers nothing (refused or broken connection, see {@link #beforeAnyAnswer}) the
+   * request goes to the decision's next endpoint, in order (pickers name fallbacks with
+   * {@code maxNumOfEndpoints} > 1); the client gets 502 when none answers.
    */
   private void proxy(HttpExchange ex, RoutingDecision d, String path, Map<String, String> headers,
       byte[] body, long receivedNanos) throws IOException {
@@ -215,14 +215,10 @@ public final class PlainGateway implements AutoCloseable {
       sentNanos = System.nanoTime();
       try {
         resp = client.send(fwd.build(), HttpResponse.BodyHandlers.ofInputStream());
-      } catch (ConnectException | HttpConnectTimeoutException e) {
-        if (i + 1 < targets.size()) {
-          continue; // nothing reached this replica: the next one may take it
-        }
-        d.onFailure(e);
-        replyError(ex, 502, "upstream_unavailable", "upstream " + target.id() + " unavailable");
-        return;
       } catch (IOException e) {
+        if (i + 1 < targets.size() && beforeAnyAnswer(e)) {
+          continue; // the replica answered nothing: the next one may take the request
+        }
         d.onFailure(e);
         replyError(ex, 502, "upstream_unavailable", "upstream " + target.id() + " unavailable");
         return;
@@ -244,6 +240,16 @@ public final class PlainGateway implements AutoCloseable {
       relay(ex, d, target, resp.statusCode(), resp.headers().firstValue("content-type"), in,
           receivedNanos, sentNanos);
     }
+  }
+
+  /**
+   * Whether a send failed without the replica having answered anything, so that the request can
+   * go to another replica: refused or timed-out connections, and connections that closed before
+   * the status line (a replica that crashed, or a pooled connection it had already dropped). A
+   * replica that is slow to answer ({@link HttpTimeoutException}) is not retried elsewhere.
+   */
+  private static boolean beforeAnyAnswer(IOException e) {
+    return e instanceof HttpConnectTimeoutException || !(e instanceof HttpTimeoutException);
   }
 
   private void relay(HttpExchange ex, RoutingDecision d, Endpoint target, int status,
