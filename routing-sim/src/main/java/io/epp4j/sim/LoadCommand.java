@@ -36,6 +36,9 @@ final class LoadCommand {
                                multiplied by X (default 1)
         --max-requests N       send at most N requests (default: all the workload's)
         --timeout-s S          per request, sending to the end of its answer (default 60)
+        --warmup N             N unmeasured requests first (1,024-token prompts of their own,
+                               four at a time), so the JIT has compiled the request path of
+                               client and server (default 0)
         --json PATH            write the report as JSON (checked before the run)
         --quiet                no progress on stderr
 
@@ -55,8 +58,8 @@ final class LoadCommand {
 
   /** Parsed {@code load} options. */
   record Options(URI target, String label, @Nullable String model, double speed, int maxRequests,
-      Duration timeout, @Nullable Path json, boolean quiet, List<Workload> workloads, long seed,
-      List<String> arguments) {}
+      Duration timeout, int warmup, @Nullable Path json, boolean quiet, List<Workload> workloads,
+      long seed, List<String> arguments) {}
 
   static int run(String[] args, PrintStream out, PrintStream err) {
     Options o;
@@ -80,6 +83,15 @@ final class LoadCommand {
     List<LoadReport.Scenario> scenarios = new ArrayList<>();
     LoadGenerator gen = new LoadGenerator(settings);
     try {
+      if (o.warmup() > 0) {
+        if (progress != null) {
+          progress.printf("warm-up: %d requests (not measured) ...%n", o.warmup());
+        }
+        Map<String, Integer> failed = gen.warmUp(o.warmup());
+        if (!failed.isEmpty() && progress != null) {
+          progress.println("  warm-up failures: " + failed);
+        }
+      }
       for (Workload w : o.workloads()) {
         if (progress != null) {
           progress.printf("running %s against %s ...%n", w.name(), o.target());
@@ -123,6 +135,7 @@ final class LoadCommand {
     double speed = 1;
     int maxRequests = Integer.MAX_VALUE;
     Duration timeout = Duration.ofSeconds(60);
+    int warmup = 0;
     boolean scenarioGiven = false;
     List<String> rest = new ArrayList<>();
     for (int i = 0; i < args.length; i++) {
@@ -154,7 +167,8 @@ final class LoadCommand {
             + " load --help lists the options)");
       }
       boolean ours = switch (name) {
-        case "--target", "--label", "--model", "--speed", "--max-requests", "--timeout-s" -> true;
+        case "--target", "--label", "--model", "--speed", "--max-requests", "--timeout-s",
+            "--warmup" -> true;
         default -> false;
       };
       if (!ours) {
@@ -174,6 +188,7 @@ final class LoadCommand {
         case "--model" -> model = v;
         case "--speed" -> speed = Main.Options.doubleArg(name, v, 0.001, 10_000);
         case "--max-requests" -> maxRequests = Main.Options.intArg(name, v, 1, 100_000_000);
+        case "--warmup" -> warmup = Main.Options.intArg(name, v, 0, 100_000);
         case "--timeout-s" -> timeout = Duration.ofMillis(
             Math.round(Main.Options.doubleArg(name, v, 0.001, 86_400) * 1000));
         default -> throw new IllegalStateException(name);
@@ -193,8 +208,8 @@ final class LoadCommand {
     for (String scenario : sim.scenarios) {
       workloads.add(sim.workload(scenario, sim.profile));
     }
-    return new Options(target, label, model, speed, maxRequests, timeout, sim.json, sim.quiet,
-        workloads, sim.seed, List.of(args));
+    return new Options(target, label, model, speed, maxRequests, timeout, warmup, sim.json,
+        sim.quiet, workloads, sim.seed, List.of(args));
   }
 
   private static URI targetArg(String v) throws Main.UsageException {

@@ -135,7 +135,25 @@ public final class LoadGenerator {
    */
   public Result run(Workload workload, String label) throws InterruptedException {
     String model = settings.model() != null ? settings.model() : askModel();
-    return new RunState(workload, label, model).execute();
+    return new RunState(workload, label, model, settings.seed(), true).execute();
+  }
+
+  /**
+   * Sends {@code requests} unmeasured requests first, four at a time, so that the JIT of the
+   * client and of the server has compiled the request path before the measured run: 1,024-token
+   * prompts of their own (no workload prompt gets cached by them), 16 output tokens. Returns the
+   * warm-up's failures by kind (empty when all went through).
+   */
+  public Map<String, Integer> warmUp(int requests) throws InterruptedException {
+    if (requests <= 0) {
+      return Map.of();
+    }
+    SharedPrefixWorkload w = new SharedPrefixWorkload(requests, 1, LengthDist.fixed(1024),
+        LengthDist.fixed(16), LengthDist.fixed(16), requests, 4, 0);
+    String model = settings.model() != null ? settings.model() : askModel();
+    // a seed of its own: the warm-up's prompts share no tokens with the workload's
+    RunState warm = new RunState(w, "warm-up", model, settings.seed() ^ 0x7761726d75704cL, false);
+    return warm.execute().errors();
   }
 
   /** The first model {@code GET /v1/models} names, or null when the target does not say. */
@@ -197,12 +215,15 @@ public final class LoadGenerator {
     private final Map<String, Integer> requestsPerDestination = new HashMap<>();
     private final Map<String, Set<String>> sessionsPerDestination = new HashMap<>();
     private long nextProgressNanos;
+    private final boolean showProgress;
 
-    RunState(Workload workload, String label, @Nullable String model) {
+    RunState(Workload workload, String label, @Nullable String model, long seed,
+        boolean showProgress) {
       this.workload = workload;
       this.label = label;
       this.model = model;
-      this.run = workload.start(settings.seed());
+      this.run = workload.start(seed);
+      this.showProgress = showProgress;
     }
 
     Result execute() throws InterruptedException {
@@ -310,7 +331,7 @@ public final class LoadGenerator {
 
     private void progress(long now) {
       PrintStream p = settings.progress();
-      if (p == null || (now < nextProgressNanos && pending > 0)) {
+      if (p == null || !showProgress || (now < nextProgressNanos && pending > 0)) {
         return;
       }
       nextProgressNanos = now + TimeUnit.SECONDS.toNanos(2);

@@ -106,6 +106,17 @@ class LoadGeneratorTest {
   }
 
   @Test
+  void theWarmUpSharesNoPromptWithTheWorkload() throws Exception {
+    EmulatedReplicas r = replicas(1);
+    LoadGenerator g = generator(url(r.httpPort(0)), Duration.ofSeconds(20), Integer.MAX_VALUE);
+    assertThat(g.warmUp(8)).isEmpty();
+    SharedPrefixWorkload w = small(24, 1);
+    // the ceiling again: nothing the warm-up cached is hit by the workload's prompts
+    assertThat(g.run(w, "after warm-up").result().prefixCacheHitRate())
+        .isCloseTo(w.hitRateCeiling(1, 16), within(1e-9));
+  }
+
+  @Test
   void maxRequestsCapsTheRun() throws Exception {
     EmulatedReplicas r = replicas(1);
     LoadGenerator.Result res = generator(url(r.httpPort(0)), Duration.ofSeconds(20), 5)
