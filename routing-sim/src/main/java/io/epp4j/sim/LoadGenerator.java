@@ -271,6 +271,9 @@ public final class LoadGenerator {
         }
         body.put("max_tokens", spec.outputLength());
         body.put("ignore_eos", true); // vLLM: generate max_tokens, as the workload intends
+        // vLLM (0.10.2 and later) and the emulator then name the tokens they generate, which
+        // a multi-turn dialog's next prompt carries; servers that do not know it ignore it
+        body.put("return_token_ids", true);
         body.put("stream", true);
         body.putObject("stream_options").put("include_usage", true);
         HttpRequest req = HttpRequest.newBuilder(completions)
@@ -315,7 +318,11 @@ public final class LoadGenerator {
               .add(x.spec.sessionKey());
         }
         // a failed request ends too: closed loops and dialogs go on, as a benchmark client does
-        run.onFinished(x.spec, nowWorkloadNanos(), this);
+        if (error == null && x.generatedCount == x.spec.outputLength()) {
+          run.onFinished(x.spec, x.generated, nowWorkloadNanos(), this);
+        } else {
+          run.onFinished(x.spec, nowWorkloadNanos(), this);
+        }
         pending--;
         progress(now);
         if (pending == 0) {
@@ -418,6 +425,9 @@ public final class LoadGenerator {
     long lastTokenNanos;
     long[] itl = new long[16];
     int itlCount;
+    /** The generated token IDs, when the server names them ({@code token_ids}). */
+    final int[] generated;
+    int generatedCount;
     int promptTokens;
     int cachedTokens;
     int outputTokens;
@@ -431,6 +441,7 @@ public final class LoadGenerator {
     Exchange(RunState state, RequestSpec spec) {
       this.state = state;
       this.spec = spec;
+      this.generated = new int[spec.outputLength()];
     }
 
     void start() {
@@ -510,6 +521,11 @@ public final class LoadGenerator {
       JsonNode choices = n.path("choices");
       if (choices.isArray() && !choices.isEmpty()) {
         JsonNode c = choices.get(0);
+        for (JsonNode t : c.path("token_ids")) {
+          if (generatedCount < generated.length) {
+            generated[generatedCount++] = t.asInt();
+          }
+        }
         String text = c.path("text").isTextual() ? c.get("text").asText()
             : c.path("delta").path("content").asText("");
         if (!text.isEmpty()) {
