@@ -90,11 +90,10 @@ public final class LoadGenerator {
    * @param errors       failed requests by kind: {@code http <status>}, {@code connect},
    *     {@code timeout}, {@code stream cut} (the connection ended before {@code [DONE]}),
    *     {@code stream error} (an error event in the stream), {@code io} (any other I/O error)
-   * @param ttftP50WallMs TTFT p50 in wall milliseconds, before the speed factor
    * @param itlP95Ms     inter-token latency p95 (target time)
    */
   public record Result(PolicyResult result, int sent, Map<String, Integer> errors,
-      double ttftP50WallMs, double itlP95Ms) {
+      double itlP95Ms) {
     public Result {
       errors = java.util.Collections.unmodifiableMap(new TreeMap<>(errors));
     }
@@ -375,7 +374,7 @@ public final class LoadGenerator {
             outputTokens / targetSeconds, completed, 0, 0, maxReq, meanReq, maxSess, meanSess,
             0, 0, run.clippedRequests(), failed, 0, "", targetSeconds, wallSeconds,
             completed / wallSeconds, cdf(ttft));
-        return new Result(r, sent, errors, ms(ttft, 50) / settings.speed(), ms(itl, 95));
+        return new Result(r, sent, errors, ms(itl, 95));
       }
     }
   }
