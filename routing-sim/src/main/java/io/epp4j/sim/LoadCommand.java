@@ -111,7 +111,7 @@ final class LoadCommand {
       gen.close();
     }
     if (o.json() != null) {
-      Report.RunInfo info = LoadReport.runInfo(o.seed(), 0, false, o.arguments());
+      Report.RunInfo info = LoadReport.runInfo(o.seed(), 0, false, 0, o.arguments());
       try {
         LoadReport.writeJson(info, scenarios, Map.of("target", o.target().toString()), o.json());
       } catch (java.io.IOException | RuntimeException e) {

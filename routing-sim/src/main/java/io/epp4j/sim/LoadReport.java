@@ -52,14 +52,14 @@ public final class LoadReport {
   /**
    * The run metadata of a measurement over the network: the simulator's version, the seed, the
    * replicas when known (0 otherwise) and the command line; the profile is the emulator's when
-   * {@code emulated}.
+   * {@code emulated}, with the interval at which its gateway scraped the replicas (wall ms).
    */
   public static Report.RunInfo runInfo(long seed, int replicas, boolean emulated,
-      List<String> arguments) {
+      double scrapeIntervalMs, List<String> arguments) {
     HardwareProfile hw = HardwareProfile.qwen3H100Mps6();
     return emulated
         ? new Report.RunInfo(Main.version(), seed, replicas, hw.name(), hw.maxNumSeqs(),
-            hw.maxNumBatchedTokens(), 0, arguments)
+            hw.maxNumBatchedTokens(), scrapeIntervalMs, arguments)
         : new Report.RunInfo(Main.version(), seed, replicas, "over the network", 0, 0, 0,
             arguments);
   }

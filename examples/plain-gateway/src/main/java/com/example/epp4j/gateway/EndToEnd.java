@@ -210,7 +210,10 @@ public final class EndToEnd {
     }
   }
 
-  /** Writes the load report's JSON with a {@code gatewayOverhead} array. */
+  /**
+   * Writes the load report's JSON with a {@code gatewayOverhead} array; {@code scrapeIntervalMs}
+   * is the gateway's (50 ms of wall time).
+   */
   public static void writeJson(Outcome o, Settings s, List<String> arguments, Path p)
       throws IOException {
     Map<String, Object> extra = new LinkedHashMap<>();
@@ -226,7 +229,7 @@ public final class EndToEnd {
       rows.add(m);
     }
     extra.put("gatewayOverhead", rows);
-    LoadReport.writeJson(LoadReport.runInfo(s.seed(), s.replicas(), true, arguments),
+    LoadReport.writeJson(LoadReport.runInfo(s.seed(), s.replicas(), true, 50, arguments),
         List.of(o.scenario()), extra, p);
   }
 
