@@ -183,6 +183,38 @@ class LoadGeneratorTest {
   }
 
   @Test
+  void anOpenLoopSendsOnItsScheduleWhateverTheServerDoes() throws Exception {
+    try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+      List<Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+      Thread acceptor = new Thread(() -> {
+        try {
+          while (true) {
+            held.add(silent.accept());
+          }
+        } catch (java.io.IOException closed) {
+          // the test is over
+        }
+      });
+      acceptor.setDaemon(true);
+      acceptor.start();
+      // 10 Poisson arrivals at 200 per workload second (the generator runs at speed 20, so all
+      // leave within milliseconds of wall time); none waits for an answer to another, so the
+      // run lasts about one 2 s timeout, where a closed loop of one client would take ten
+      SharedPrefixWorkload open = new SharedPrefixWorkload(3, 2, LengthDist.fixed(64),
+          LengthDist.fixed(8), LengthDist.fixed(4), 10, 1, 200);
+      long start = System.nanoTime();
+      LoadGenerator.Result res = generator(url(silent.getLocalPort()), Duration.ofSeconds(2),
+          Integer.MAX_VALUE).run(open, "open loop");
+      double seconds = (System.nanoTime() - start) / 1e9;
+      assertThat(res.errors()).isEqualTo(Map.of("timeout", 10));
+      assertThat(seconds).isLessThan(2 * 2 + 2);
+      for (Socket s : held) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
   void errorStatusesAndCutStreamsAreCountedByKind() throws Exception {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
         0), 50);

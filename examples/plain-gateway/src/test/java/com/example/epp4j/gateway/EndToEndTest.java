@@ -26,6 +26,7 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -39,6 +40,7 @@ import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Emulated replicas, the plain gateway and the load generator over loopback sockets, as the e2e
@@ -277,6 +279,26 @@ class EndToEndTest {
     assertThat(failedToKilled.get() - failedBefore).isEqualTo(r.failed());
     assertThat(g.router().endpoints().stream().mapToInt(Candidate::inFlightRequests).sum())
         .isZero();
+  }
+
+  @Test
+  void theE2eCommandPrintsTheComparisonAndWritesJson(@TempDir Path dir) throws Exception {
+    Path json = dir.resolve("e2e.json");
+    StringWriter out = new StringWriter();
+    StringWriter err = new StringWriter();
+    int code = Main.commandLine(new PrintWriter(out), new PrintWriter(err)).execute("e2e",
+        "--replicas", "2", "--speed", "10", "--requests", "12", "--concurrency", "3",
+        "--groups", "2", "--output-len", "4", "--warmup", "0",
+        "--policies", "round-robin,epp-precise", "--json", json.toString());
+    assertThat(code).as(err.toString()).isZero();
+    assertThat(out.toString()).contains("== shared-prefix").contains("round-robin")
+        .contains("epp-precise: 12 sent, 12 completed, 0 failed").contains("own p50");
+    assertThat(err.toString()).contains("running shared-prefix through the gateway with epp-precise");
+    com.fasterxml.jackson.databind.JsonNode root =
+        new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
+    assertThat(root.at("/scenarios/0/results/1/policy").asText()).isEqualTo("epp-precise");
+    assertThat(root.at("/gatewayOverhead/1/requests").asInt()).isEqualTo(12);
+    assertThat(root.at("/run/replicas").asInt()).isEqualTo(2);
   }
 
   @Test
