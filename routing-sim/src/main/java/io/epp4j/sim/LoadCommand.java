@@ -40,6 +40,7 @@ final class LoadCommand {
                                four at a time), so the JIT has compiled the request path of
                                client and server (default 0)
         --json PATH            write the report as JSON (checked before the run)
+        --chart PATH.png       draw the TTFT CDF of each scenario (checked before the run)
         --quiet                no progress on stderr
 
       Workload options as in the simulator (java -jar routing-sim.jar --help): --scenario
@@ -54,12 +55,12 @@ final class LoadCommand {
   /** Simulator options that make no sense against a server. */
   private static final Set<String> NOT_FOR_LOAD = Set.of("--policies", "--config", "--replicas",
       "--profile", "--scrape-interval", "--max-num-seqs", "--max-num-batched-tokens", "--csv",
-      "--chart", "--load-levels", "--dominance");
+      "--load-levels", "--dominance");
 
   /** Parsed {@code load} options. */
   record Options(URI target, String label, @Nullable String model, double speed, int maxRequests,
-      Duration timeout, int warmup, @Nullable Path json, boolean quiet, List<Workload> workloads,
-      long seed, List<String> arguments) {}
+      Duration timeout, int warmup, @Nullable Path json, @Nullable Path chart, boolean quiet,
+      List<Workload> workloads, long seed, List<String> arguments) {}
 
   static int run(String[] args, PrintStream out, PrintStream err) {
     Options o;
@@ -116,6 +117,14 @@ final class LoadCommand {
         LoadReport.writeJson(info, scenarios, Map.of("target", o.target().toString()), o.json());
       } catch (java.io.IOException | RuntimeException e) {
         err.println("error: --json " + o.json() + ": cannot write (" + e.getMessage() + ")");
+        return 1;
+      }
+    }
+    if (o.chart() != null) {
+      try {
+        Report.writeChart(scenarios.stream().map(LoadReport.Scenario::result).toList(), o.chart());
+      } catch (java.io.IOException | RuntimeException e) {
+        err.println("error: --chart " + o.chart() + ": cannot write (" + e.getMessage() + ")");
         return 1;
       }
     }
@@ -204,12 +213,13 @@ final class LoadCommand {
     }
     Main.Options sim = Main.Options.parse(rest.toArray(String[]::new));
     Main.checkOutput("--json", sim.json);
+    Main.checkOutput("--chart", sim.chart);
     List<Workload> workloads = new ArrayList<>();
     for (String scenario : sim.scenarios) {
       workloads.add(sim.workload(scenario, sim.profile));
     }
     return new Options(target, label, model, speed, maxRequests, timeout, warmup, sim.json,
-        sim.quiet, workloads, sim.seed, List.of(args));
+        sim.chart, sim.quiet, workloads, sim.seed, List.of(args));
   }
 
   private static URI targetArg(String v) throws Main.UsageException {

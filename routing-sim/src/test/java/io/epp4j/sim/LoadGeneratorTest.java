@@ -258,7 +258,8 @@ class LoadGeneratorTest {
     int code = Main.run(new String[] {"load", "--target", "http://127.0.0.1:" + r.httpPort(0),
         "--speed", "20", "--groups", "2", "--users-per-group", "2", "--system-prompt-len", "128",
         "--question-len", "16", "--output-len", "4", "--requests", "8", "--concurrency", "2",
-        "--json", json.toString(), "--label", "replica-0"},
+        "--json", json.toString(), "--chart", dir.resolve("ttft.png").toString(),
+        "--label", "replica-0"},
         new PrintStream(out, true, StandardCharsets.UTF_8),
         new PrintStream(err, true, StandardCharsets.UTF_8));
     String text = out.toString(StandardCharsets.UTF_8);
@@ -267,6 +268,7 @@ class LoadGeneratorTest {
         .contains("replica-0: 8 sent, 8 completed, 0 failed");
     assertThat(err.toString(StandardCharsets.UTF_8)).contains("8 of 8 requests done");
 
+    assertThat(Files.size(dir.resolve("ttft.png"))).isPositive();
     JsonNode root = JSON.readTree(Files.readString(json));
     assertThat(root.at("/run/arguments/0").asText()).isEqualTo("--target");
     assertThat(root.get("target").asText()).isEqualTo("http://127.0.0.1:" + r.httpPort(0));
