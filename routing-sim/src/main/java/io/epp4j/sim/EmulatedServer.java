@@ -34,6 +34,16 @@ final class EmulatedServer implements AutoCloseable {
   private static final String FILLER = " lorem";
   private static final AtomicLong IDS = new AtomicLong();
 
+  static {
+    // The JDK server leaves Nagle's algorithm on: a streamed token (one small write) then waits
+    // for the previous one's ACK, which delayed ACKs hold back up to 40 ms, so tokens arrive in
+    // bursts. vLLM's server sends each chunk at once. Read once, when the first server starts;
+    // a value the user set wins.
+    if (System.getProperty("sun.net.httpserver.nodelay") == null) {
+      System.setProperty("sun.net.httpserver.nodelay", "true");
+    }
+  }
+
   private final EmulatedCluster cluster;
   private final int replica;
   private final String model;
@@ -221,6 +231,8 @@ final class EmulatedServer implements AutoCloseable {
     }
     boolean stream = body.path("stream").asBoolean(false);
     boolean includeUsage = body.path("stream_options").path("include_usage").asBoolean(false);
+    // vLLM (0.10.2 and later) names the generated token IDs in each choice when asked to
+    boolean returnTokenIds = body.path("return_token_ids").asBoolean(false);
 
     LinkedBlockingQueue<int[]> out = new LinkedBlockingQueue<>();
     // {token} for a token, {-1, prompt, cached, completion} when done, {-2} when aborted
@@ -243,9 +255,9 @@ final class EmulatedServer implements AutoCloseable {
     String id = (chat ? "chatcmpl-" : "cmpl-") + Long.toHexString(IDS.incrementAndGet());
     long created = System.currentTimeMillis() / 1000;
     if (stream) {
-      stream(ex, out, chat, id, created, includeUsage, maxTokens);
+      stream(ex, out, chat, id, created, includeUsage, maxTokens, returnTokenIds);
     } else {
-      whole(ex, out, chat, id, created);
+      whole(ex, out, chat, id, created, returnTokenIds);
     }
   }
 
@@ -259,11 +271,13 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   private void whole(HttpExchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created) throws IOException {
+      long created, boolean returnTokenIds) throws IOException {
     StringBuilder text = new StringBuilder();
+    ArrayNode ids = JSON.createArrayNode();
     int[] m;
     while ((m = take(out)).length == 1) {
       text.append(FILLER);
+      ids.add(m[0]);
     }
     if (m[0] == -2) {
       error(ex, 503, "ServiceUnavailableError", "the server stopped before the request finished");
@@ -281,12 +295,16 @@ final class EmulatedServer implements AutoCloseable {
     }
     choice.putNull("logprobs");
     choice.put("finish_reason", "length");
+    if (returnTokenIds) {
+      choice.set("token_ids", ids);
+    }
     root.set("usage", usage(m[1], m[2], m[3]));
     send(ex, 200, "application/json", JSON.writeValueAsString(root));
   }
 
   private void stream(HttpExchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, boolean includeUsage, int maxTokens) throws IOException {
+      long created, boolean includeUsage, int maxTokens, boolean returnTokenIds)
+      throws IOException {
     ex.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
     ex.getResponseHeaders().set("Cache-Control", "no-cache");
     ex.sendResponseHeaders(200, 0);
@@ -317,6 +335,9 @@ final class EmulatedServer implements AutoCloseable {
         c.put("text", FILLER);
       }
       c.putNull("logprobs");
+      if (returnTokenIds) {
+        c.putArray("token_ids").add(m[0]);
+      }
       if (sent == maxTokens) {
         c.put("finish_reason", "length");
       } else {

@@ -38,7 +38,8 @@ public final class Main {
     return """
       Usage: java -jar routing-sim.jar [options]
       Compares routing policies on simulated vLLM replicas driven by the real epp4j router.
-      (java -jar routing-sim.jar serve --help: emulated vLLM replicas on loopback ports)
+      (java -jar routing-sim.jar serve --help: emulated vLLM replicas on loopback ports;
+       java -jar routing-sim.jar load --help: these workloads over HTTP against a server)
       Without options: both seed scenarios (shared-prefix, multi-turn), all preset policies.
 
       General
@@ -121,6 +122,9 @@ public final class Main {
   static int run(String[] args, PrintStream out, PrintStream err) {
     if (args.length > 0 && args[0].equals("serve")) {
       return Serve.run(Arrays.copyOfRange(args, 1, args.length), out, err);
+    }
+    if (args.length > 0 && args[0].equals("load")) {
+      return LoadCommand.run(Arrays.copyOfRange(args, 1, args.length), out, err);
     }
     Options o;
     try {

@@ -3,6 +3,7 @@ package io.epp4j.sim;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.SplittableRandom;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Multi-turn chat: {@code dialogs} conversations of {@code turns} turns, one session key each.
@@ -150,9 +151,20 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
 
     @Override
     public void onFinished(RequestSpec spec, long nowNanos, Submitter submitter) {
+      onFinished(spec, null, nowNanos, submitter);
+    }
+
+    /** The reply joins the history as the server generated it (over HTTP) or as planned. */
+    @Override
+    public void onFinished(RequestSpec spec, int @Nullable [] generated, long nowNanos,
+        Submitter submitter) {
       Turn t = (Turn) spec.tag();
-      // the model's reply joins the history as generated
-      history[t.dialog()] = spec.tokens().get();
+      int[] turn = spec.tokens().get();
+      if (generated != null && generated.length == spec.outputLength()) {
+        turn = Arrays.copyOf(turn, turn.length);
+        System.arraycopy(generated, 0, turn, spec.promptLength(), generated.length);
+      }
+      history[t.dialog()] = turn;
       if (t.turn() + 1 < turns) {
         double think = -Math.log(1 - rng.nextDouble()) * thinkTimeSeconds;
         submitter.submit(nowNanos + Math.round(think * 1e9), turn(t.dialog(), t.turn() + 1));

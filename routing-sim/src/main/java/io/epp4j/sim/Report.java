@@ -52,6 +52,20 @@ public final class Report {
    * cell, so large routing times or counts widen a column instead of shifting the rest.
    */
   public static void printTable(ScenarioResult s, PrintStream out) {
+    printRows(s, out, LEGEND);
+    for (PolicyResult r : s.results()) {
+      out.println(String.format(Locale.ROOT,
+          "   %s: %.1f simulated s in %.2f wall s, %.0f simulated requests per wall second%s",
+          r.policy(), r.simulatedSeconds(), r.wallSeconds(), r.simulatedRequestsPerWallSecond(),
+          rejectedNote(r)));
+    }
+  }
+
+  /**
+   * The header, the aligned table, {@code legend} and the notes on identical rows: what every
+   * report of a scenario prints, whether simulated or measured over the network.
+   */
+  static void printRows(ScenarioResult s, PrintStream out, String legend) {
     out.println("== " + s.scenario() + (s.loadLevel() == 1.0 ? ""
         : " (load level " + Main.levelText(s.loadLevel()) + ")"));
     for (String line : s.description().split("\\R")) {
@@ -93,7 +107,7 @@ public final class Report {
       }
       out.println(line);
     }
-    out.println(LEGEND);
+    out.println(legend);
     // equal rows hide each other in the chart and look like a copying mistake in the table
     List<PolicyResult> rs = s.results();
     for (int i = 1; i < rs.size(); i++) {
@@ -104,12 +118,6 @@ public final class Report {
           break;
         }
       }
-    }
-    for (PolicyResult r : s.results()) {
-      out.println(String.format(Locale.ROOT,
-          "   %s: %.1f simulated s in %.2f wall s, %.0f simulated requests per wall second%s",
-          r.policy(), r.simulatedSeconds(), r.wallSeconds(), r.simulatedRequestsPerWallSecond(),
-          rejectedNote(r)));
     }
   }
 

@@ -43,6 +43,7 @@ final class Serve implements AutoCloseable {
   // read by the engine's driver thread while later replicas may still be starting
   private final List<KvEventPublisher> publishers = new CopyOnWriteArrayList<>();
   private final Options options;
+  private volatile boolean closing;
 
   /**
    * Starts every replica, or none: a port that cannot be bound closes what was started.
@@ -52,6 +53,15 @@ final class Serve implements AutoCloseable {
   Serve(Options o) {
     this.options = o;
     this.zmq = new ZContext(1);
+    // A listener socket may still be finishing on JeroMQ's I/O thread when the context is
+    // terminated; what it throws then belongs to the shutdown. Anything else is reported.
+    Thread.UncaughtExceptionHandler zmqErrors = (t, e) -> {
+      if (!closing) {
+        System.err.println("error: KV event publisher: " + e);
+      }
+    };
+    zmq.setUncaughtExceptionHandler(zmqErrors);
+    zmq.setNotificationExceptionHandler(zmqErrors);
     List<KvEventPublisher> pubs = publishers;
     this.cluster = new EmulatedCluster(o.profile(), o.replicas(), o.speed(), o.seed(),
         (i, events) -> pubs.get(i).publish(events));
@@ -85,6 +95,18 @@ final class Serve implements AutoCloseable {
     return lines;
   }
 
+  /**
+   * Closes replica {@code i}'s HTTP server as a crash would: its port refuses connections and
+   * its requests in flight break off. The other replicas go on.
+   */
+  void kill(int i) {
+    servers.get(i).close();
+  }
+
+  Options options() {
+    return options;
+  }
+
   /** Every replica answers new requests with 503 from now on (the first half of a shutdown). */
   void stopAccepting() {
     for (EmulatedServer s : servers) {
@@ -95,6 +117,7 @@ final class Serve implements AutoCloseable {
   /** New requests get 503 from now on; in-flight ones are aborted, then everything closes. */
   @Override
   public void close() {
+    closing = true;
     stopAccepting();
     cluster.close();
     for (EmulatedServer s : servers) {

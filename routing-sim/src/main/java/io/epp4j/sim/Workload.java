@@ -68,6 +68,17 @@ public interface Workload {
     /** Called when a request finished; closed-loop workloads submit their next request here. */
     void onFinished(RequestSpec spec, long nowNanos, Submitter submitter);
 
+    /**
+     * Called instead of {@link #onFinished(RequestSpec, long, Submitter)} when the server said
+     * which tokens it generated ({@code spec.outputLength()} of them), as a real server's reply
+     * differs from the one the workload planned. Workloads whose later prompts carry earlier
+     * replies (multi-turn) use them; the others ignore them.
+     */
+    default void onFinished(RequestSpec spec, int[] generated, long nowNanos,
+        Submitter submitter) {
+      onFinished(spec, nowNanos, submitter);
+    }
+
     /** Requests whose prompt was clipped to the model's context. */
     default int clippedRequests() {
       return 0;

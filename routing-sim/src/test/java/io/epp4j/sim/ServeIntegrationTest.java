@@ -51,11 +51,15 @@ class ServeIntegrationTest {
 
   /** Starts replicas on free-looking ports, retrying a few bases if one is taken meanwhile. */
   private Serve start(int replicas) {
+    return start(replicas, false, SPEED);
+  }
+
+  private Serve start(int replicas, boolean mapEncoding, double speed) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 20; attempt++) {
       // below the kernel's ephemeral range, so no client socket of another process holds them
       int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
-      Serve.Options o = new Serve.Options(replicas, base, base + 1_000, false, SPEED,
+      Serve.Options o = new Serve.Options(replicas, base, base + 1_000, mapEncoding, speed,
           HardwareProfile.qwen3H100Mps6(), 1);
       try {
         Serve s = new Serve(o);
@@ -326,6 +330,114 @@ class ServeIntegrationTest {
             .isLessThanOrEqualTo(s.cluster().cachedBlocks(replica));
         assertThat(index.metrics().decodeErrors()).isZero();
       }
+    }
+  }
+
+  @Test
+  void theMapEncodingOverZeroMqIsReadByTheSubscriber() throws Exception {
+    Serve s = start(1, true, SPEED);
+    int p = port(s, 0);
+    Endpoint ep = Endpoint.of("127.0.0.1", p, Map.of(
+        KvEventSubscriber.PORT_LABEL, String.valueOf(kvPort(s, 0)),
+        KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(kvPort(s, 0) + 1)));
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index)
+        .replayTimeout(Duration.ofSeconds(10)).build()) {
+      sub.addEndpoint(ep);
+      // a PUB socket drops what it sends before the subscription is made: ask until it lands
+      int[] n = {0};
+      await(() -> {
+        try {
+          post(p, "/v1/completions", "{\"prompt\":" + tokens(70_000 + 100 * n[0]++, 40)
+              + ",\"max_tokens\":1}");
+        } catch (Exception e) {
+          throw new AssertionError(e);
+        }
+        return index.blockCount(ep.id()) > 0;
+      }, "the first map-encoded batch");
+      int before = index.blockCount(ep.id());
+      post(p, "/v1/completions", "{\"prompt\":" + tokens(200_000, 160) + ",\"max_tokens\":1}");
+      // the 160-token prompt's ten full blocks arrive as BlockStored in the map encoding
+      await(() -> index.blockCount(ep.id()) >= before + 160 / 16,
+          () -> "the prompt's blocks: " + index.blockCount(ep.id()) + " after " + before);
+      assertThat(index.metrics().decodeErrors()).isZero();
+      assertThat(index.metrics().blocksStored()).isGreaterThanOrEqualTo(160 / 16);
+    }
+  }
+
+  @Test
+  void closeWhileAnswersStreamEndsThemAndFreesEveryPort() throws Exception {
+    // real time: a 4,000-token answer takes far longer than the test, so it is cut, not done
+    Serve s = start(2, false, 1);
+    open.remove(s);
+    List<java.util.concurrent.CompletableFuture<HttpResponse<String>>> answers = new ArrayList<>();
+    List<Lines> streams = new ArrayList<>();
+    for (int i = 0; i < 4; i++) {
+      Lines lines = new Lines();
+      streams.add(lines);
+      answers.add(http.sendAsync(HttpRequest.newBuilder(URI.create("http://127.0.0.1:"
+              + port(s, i % 2) + "/v1/completions")).timeout(Duration.ofSeconds(20))
+          .header("Content-Type", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":" + tokens(300 + i * 50, 32)
+              + ",\"max_tokens\":4000,\"stream\":true,"
+              + "\"stream_options\":{\"include_usage\":true}}")).build(),
+          HttpResponse.BodyHandlers.fromLineSubscriber(lines, Lines::text, "\n")));
+    }
+    for (Lines lines : streams) {
+      assertThat(lines.firstToken.await(20, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    }
+    long start = System.nanoTime();
+    s.close();
+    assertThat((System.nanoTime() - start) / 1e9).as("close() returns promptly").isLessThan(10);
+    for (var answer : answers) {
+      // each stream ends: with the error event vLLM sends when its engine stops, or cut off;
+      // never with a usage chunk, since no answer was finished
+      String text;
+      try {
+        text = answer.get(20, java.util.concurrent.TimeUnit.SECONDS).body();
+      } catch (java.util.concurrent.ExecutionException cut) {
+        text = "";
+      }
+      assertThat(text).doesNotContain("\"usage\":{");
+    }
+    Serve.Options o = s.options();
+    for (int i = 0; i < o.replicas(); i++) {
+      for (int portToBind : new int[] {o.port() + i, o.kvEventsPort() + 2 * i,
+          o.kvEventsPort() + 2 * i + 1}) {
+        try (ServerSocket again = new ServerSocket(portToBind, 1,
+            InetAddress.getLoopbackAddress())) {
+          assertThat(again.getLocalPort()).isEqualTo(portToBind);
+        }
+      }
+    }
+  }
+
+  /** An SSE answer's lines as they arrive, with a latch on its first token. */
+  private static final class Lines implements java.util.concurrent.Flow.Subscriber<String> {
+    final java.util.concurrent.CountDownLatch firstToken = new java.util.concurrent.CountDownLatch(1);
+    private final StringBuilder text = new StringBuilder();
+
+    @Override
+    public void onSubscribe(java.util.concurrent.Flow.Subscription sub) {
+      sub.request(Long.MAX_VALUE);
+    }
+
+    @Override
+    public synchronized void onNext(String line) {
+      text.append(line).append('\n');
+      if (line.contains("lorem")) {
+        firstToken.countDown();
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {}
+
+    @Override
+    public void onComplete() {}
+
+    synchronized String text() {
+      return text.toString();
     }
   }
 

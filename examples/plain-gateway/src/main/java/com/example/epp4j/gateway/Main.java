@@ -30,8 +30,8 @@ public final class Main {
   public static void main(String[] args) {
     int code = commandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true))
         .execute(args);
-    if (code != 0) {
-      System.exit(code);
+    if (code != 0 || (args.length > 0 && args[0].equals("e2e"))) {
+      System.exit(code); // e2e ends when its report is out, whatever thread is still winding down
     }
     // 0 with a server started: its non-daemon threads keep the process alive
   }
@@ -52,11 +52,13 @@ public final class Main {
   }
 
   @Command(name = "plain-gateway", mixinStandardHelpOptions = true, version = "epp4j plain-gateway",
-      sortOptions = false, subcommands = StandInCommand.class,
+      sortOptions = false, subcommands = {StandInCommand.class, EndToEndCommand.class},
       description = {
           "An OpenAI-compatible gateway: epp4j picks the replica for each /v1/completions and "
               + "/v1/chat/completions request; GET /v1/models goes to any replica.",
-          "Commands: stand-in (a stand-in vLLM server to try the gateway with)."})
+          "Commands: stand-in (a stand-in vLLM server to try the gateway with), e2e (emulated "
+              + "replicas, this gateway with each policy in turn and a load generator: the "
+              + "comparison over real sockets)."})
   static final class GatewayCommand implements Callable<Integer> {
     @Spec CommandSpec spec;
 
@@ -177,6 +179,130 @@ public final class Main {
       spec.commandLine().getOut().println("stand-in vLLM server (not a model) listening on :"
           + server.port() + ", serving model '" + model + "'");
       return 0;
+    }
+  }
+
+  @Command(name = "e2e", mixinStandardHelpOptions = true, sortOptions = false,
+      description = {
+          "The seed experiment through real sockets on this machine: for each policy, fresh "
+              + "emulated vLLM replicas (routing-sim serve), this gateway routing with the "
+              + "policy (epp-precise reads the replicas' KV events over ZeroMQ) and the load "
+              + "generator (routing-sim load) sending the shared-prefix workload through it; "
+              + "then the comparison and the gateway's own time per request. Stops by itself."})
+  static final class EndToEndCommand implements Callable<Integer> {
+    @Spec CommandSpec spec;
+
+    @Option(names = "--policies", split = ",", paramLabel = "NAME",
+        defaultValue = "round-robin,epp-approximate,epp-precise,epp4j",
+        description = "simulator presets, comma-separated; default ${DEFAULT-VALUE}")
+    List<String> policies;
+
+    @Option(names = "--replicas", defaultValue = "6", converter = PositiveConverter.class,
+        description = "emulated replicas per policy; default ${DEFAULT-VALUE}")
+    int replicas;
+
+    @Option(names = "--speed", defaultValue = "4",
+        description = "emulated seconds per wall second; default ${DEFAULT-VALUE}")
+    double speed;
+
+    @Option(names = "--requests", defaultValue = "240", converter = PositiveConverter.class,
+        description = "requests per policy; default ${DEFAULT-VALUE}")
+    int requests;
+
+    @Option(names = "--concurrency", defaultValue = "24", converter = PositiveConverter.class,
+        description = "closed-loop clients; default ${DEFAULT-VALUE}")
+    int concurrency;
+
+    @Option(names = "--groups", defaultValue = "28", converter = PositiveConverter.class,
+        description = "system prompts (6000 tokens each); default ${DEFAULT-VALUE}")
+    int groups;
+
+    @Option(names = "--output-len", defaultValue = "50-150",
+        description = "output tokens, N or A-B; default ${DEFAULT-VALUE}")
+    String outputLen;
+
+    @Option(names = "--seed", defaultValue = "1", description = "default ${DEFAULT-VALUE}")
+    long seed;
+
+    @Option(names = "--warmup", defaultValue = "48",
+        description = "unmeasured requests through round-robin first (JIT); default "
+            + "${DEFAULT-VALUE}")
+    int warmup;
+
+    @Option(names = "--port", defaultValue = "0", converter = PortConverter.class,
+        description = "HTTP port of the first policy's replica 0 (policy k: port + k × "
+            + "replicas); 0 picks free ports; default ${DEFAULT-VALUE}")
+    int port;
+
+    @Option(names = "--kv-events-port", defaultValue = "25557", converter = PortConverter.class,
+        description = "KV-event port of the first policy's replica 0 (replica i of policy k: "
+            + "+ 2 × (k × replicas + i)), used with --port; default ${DEFAULT-VALUE}")
+    int kvEventsPort;
+
+    @Option(names = "--timeout-s", defaultValue = "60", converter = PositiveConverter.class,
+        description = "per request; default ${DEFAULT-VALUE}")
+    int timeoutSeconds;
+
+    @Option(names = "--json", paramLabel = "PATH", description = "also write the report as JSON")
+    @Nullable Path json;
+
+    @Option(names = "--quiet", description = "no progress on stderr")
+    boolean quiet;
+
+    @Override
+    public Integer call() throws Exception {
+      List<io.epp4j.sim.Policy> chosen = new java.util.ArrayList<>();
+      for (String name : policies) {
+        io.epp4j.sim.Policy p = io.epp4j.sim.Policy.presets().get(name.strip());
+        if (p == null) {
+          throw new ParameterException(spec.commandLine(), "Invalid value for option "
+              + "'--policies': unknown policy '" + name + "' (presets: "
+              + String.join(", ", io.epp4j.sim.Policy.presets().keySet()) + ")");
+        }
+        chosen.add(p);
+      }
+      if (!(speed > 0) || speed > 1000) {
+        throw new ParameterException(spec.commandLine(),
+            "Invalid value for option '--speed': must be in (0, 1000], got " + speed);
+      }
+      io.epp4j.sim.LengthDist out;
+      try {
+        out = io.epp4j.sim.LengthDist.parse(outputLen);
+      } catch (IllegalArgumentException e) {
+        throw new ParameterException(spec.commandLine(),
+            "Invalid value for option '--output-len': " + e.getMessage());
+      }
+      io.epp4j.sim.SharedPrefixWorkload d = EndToEnd.defaultWorkload(requests, concurrency);
+      io.epp4j.sim.SharedPrefixWorkload w = new io.epp4j.sim.SharedPrefixWorkload(groups,
+          d.usersPerGroup(), d.systemPromptLength(), d.questionLength(), out, requests,
+          concurrency, 0);
+      EndToEnd.Settings s = new EndToEnd.Settings(replicas, speed, port, kvEventsPort, chosen, w,
+          seed, Duration.ofSeconds(timeoutSeconds), Math.max(0, warmup));
+      PrintWriter err = spec.commandLine().getErr();
+      java.io.PrintStream progress = quiet ? null : new java.io.PrintStream(
+          new java.io.OutputStream() {
+            @Override
+            public void write(int b) {
+              err.write(b);
+            }
+
+            @Override
+            public void flush() {
+              err.flush();
+            }
+          }, true, java.nio.charset.StandardCharsets.UTF_8);
+      EndToEnd.Outcome o = EndToEnd.run(s, progress);
+      java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
+      EndToEnd.print(o, new java.io.PrintStream(buf, true, java.nio.charset.StandardCharsets.UTF_8));
+      PrintWriter out2 = spec.commandLine().getOut();
+      out2.print(buf.toString(java.nio.charset.StandardCharsets.UTF_8));
+      out2.flush();
+      if (json != null) {
+        EndToEnd.writeJson(o, s, spec.commandLine().getParseResult().originalArgs(), json);
+      }
+      int failed = o.scenario().runs().stream().mapToInt(io.epp4j.sim.LoadGenerator.Result::failed)
+          .sum();
+      return failed == 0 ? 0 : 1;
     }
   }
 

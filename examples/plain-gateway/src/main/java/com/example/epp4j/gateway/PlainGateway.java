@@ -19,6 +19,8 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.http.HttpClient;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -34,6 +36,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A complete, minimal OpenAI-compatible gateway: the JDK's HTTP server takes
@@ -63,6 +66,32 @@ public final class PlainGateway implements AutoCloseable {
   private final AtomicBoolean closed = new AtomicBoolean();
   private final HttpClient client = HttpClient.newBuilder()
       .connectTimeout(Duration.ofSeconds(2)).version(HttpClient.Version.HTTP_1_1).build();
+  private volatile @Nullable OwnTimeListener ownTime;
+
+  static {
+    // The JDK server leaves Nagle's algorithm on, which holds a relayed SSE chunk back until the
+    // client acknowledges the previous one (up to 40 ms with delayed ACKs): streamed tokens would
+    // arrive in bursts. Read once, when the first server starts; a value the user set wins.
+    if (System.getProperty("sun.net.httpserver.nodelay") == null) {
+      System.setProperty("sun.net.httpserver.nodelay", "true");
+    }
+  }
+
+  /**
+   * Hears, for every routed request whose answer began, how long the gateway itself held it up
+   * before the client got the first bytes, next to how long the replica took to answer.
+   */
+  @FunctionalInterface
+  public interface OwnTimeListener {
+    /**
+     * @param ownNanos      the request's time in the gateway before its first answer bytes went
+     *     to the client, less {@code upstreamNanos}: reading the body, routing, building the
+     *     forwarded request, relaying the first chunk (and any replica that refused it)
+     * @param upstreamNanos from handing the request to the HTTP client (connecting, sending) to
+     *     the replica's first answer bytes
+     */
+    void onFirstBytes(long ownNanos, long upstreamNanos);
+  }
 
   /** A gateway on {@code port} (0: any free port) routing with the EPP default profile. */
   public PlainGateway(int port, List<Endpoint> replicas) throws IOException {
@@ -90,6 +119,11 @@ public final class PlainGateway implements AutoCloseable {
     server.start();
   }
 
+  /** Reports each routed request's own time to {@code listener} (replacing any earlier one). */
+  public void ownTimeListener(@Nullable OwnTimeListener listener) {
+    this.ownTime = listener;
+  }
+
   /** The port the gateway listens on. */
   public int port() {
     return server.getAddress().getPort();
@@ -105,11 +139,11 @@ public final class PlainGateway implements AutoCloseable {
    * then drops the connection: the client sees a cut-off answer, not a clean but truncated one.
    */
   private void handle(HttpExchange ex) throws IOException {
-    serve(ex);
+    serve(ex, System.nanoTime());
     ex.close();
   }
 
-  private void serve(HttpExchange ex) throws IOException {
+  private void serve(HttpExchange ex, long receivedNanos) throws IOException {
     String path = ex.getRequestURI().getPath();
     String method = ex.getRequestMethod();
     if (path.equals("/v1/models") || path.startsWith("/v1/models/")) {
@@ -138,7 +172,7 @@ public final class PlainGateway implements AutoCloseable {
     }
     try {
       // the raw (still percent-encoded) path: the decoded one may not form a valid URI
-      proxy(ex, d, ex.getRequestURI().getRawPath(), headers, body);
+      proxy(ex, d, ex.getRequestURI().getRawPath(), headers, body, receivedNanos);
     } catch (Throwable t) {
       // proxy reports every outcome it foresees; this catches what it does not (a listener or
       // a bug that threw) so that the decision never stays in flight. A decision ignores every
@@ -151,46 +185,76 @@ public final class PlainGateway implements AutoCloseable {
     }
   }
 
-  /** Forwards a routed request and relays the answer; reports the outcome to {@code d}. */
+  /**
+   * Forwards a routed request and relays the answer; reports the outcome to {@code d}. When a
+   * replica answers nothing (refused or broken connection, see {@link #beforeAnyAnswer}) the
+   * request goes to the decision's next endpoint, in order (pickers name fallbacks with
+   * {@code maxNumOfEndpoints} > 1); the client gets 502 when none answers.
+   */
   private void proxy(HttpExchange ex, RoutingDecision d, String path, Map<String, String> headers,
-      byte[] body) throws IOException {
-    Endpoint target = d.primary();
-    HttpRequest.Builder fwd = HttpRequest.newBuilder(URI.create("http://" + target.id() + path))
-        .timeout(Duration.ofMinutes(10)) // until the status line: a long prefill is legitimate
-        .header("content-type", "application/json")
-        .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
-        .POST(HttpRequest.BodyPublishers.ofByteArray(body));
-    String auth = headers.get("Authorization");
-    if (auth != null) { // a replica started with --api-key checks it
-      fwd.header("authorization", auth);
+      byte[] body, long receivedNanos) throws IOException {
+    List<Endpoint> targets = d.endpoints();
+    HttpResponse<InputStream> resp = null;
+    Endpoint target = targets.get(0);
+    long sentNanos = 0;
+    for (int i = 0; i < targets.size() && resp == null; i++) {
+      target = targets.get(i);
+      HttpRequest.Builder fwd = HttpRequest.newBuilder(URI.create("http://" + target.id() + path))
+          .timeout(Duration.ofMinutes(10)) // until the status line: a long prefill is legitimate
+          .header("content-type", "application/json")
+          .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
+          .POST(HttpRequest.BodyPublishers.ofByteArray(body));
+      String auth = headers.get("Authorization");
+      if (auth != null) { // a replica started with --api-key checks it
+        fwd.header("authorization", auth);
+      }
+      Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+      if (prefill != null) {
+        fwd.header(PdProfileHandler.PREFILLER_HEADER, prefill.id());
+      }
+      sentNanos = System.nanoTime();
+      try {
+        resp = client.send(fwd.build(), HttpResponse.BodyHandlers.ofInputStream());
+      } catch (IOException e) {
+        if (i + 1 < targets.size() && beforeAnyAnswer(e)) {
+          continue; // the replica answered nothing: the next one may take the request
+        }
+        d.onFailure(e);
+        replyError(ex, 502, "upstream_unavailable", "upstream " + target.id() + " unavailable");
+        return;
+      } catch (InterruptedException e) {
+        d.onFailure(e);
+        Thread.currentThread().interrupt();
+        replyError(ex, 503, "gateway_stopping", "gateway is stopping");
+        return;
+      }
     }
-    Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
-    if (prefill != null) {
-      fwd.header(PdProfileHandler.PREFILLER_HEADER, prefill.id());
-    }
-    HttpResponse<InputStream> resp;
-    try {
-      resp = client.send(fwd.build(), HttpResponse.BodyHandlers.ofInputStream());
-    } catch (IOException e) {
-      d.onFailure(e);
-      replyError(ex, 502, "upstream_unavailable", "upstream " + target.id() + " unavailable");
-      return;
-    } catch (InterruptedException e) {
-      d.onFailure(e);
-      Thread.currentThread().interrupt();
-      replyError(ex, 503, "gateway_stopping", "gateway is stopping");
+    if (resp == null) { // a decision always names an endpoint; this only keeps the compiler sure
+      d.onFailure(new IOException("no endpoint to forward to"));
+      replyError(ex, 502, "upstream_unavailable", "no endpoint to forward to");
       return;
     }
     // closing the answer's stream early (client gone) closes the replica's connection, which
     // makes vLLM abort the request instead of generating for nobody
     try (InputStream in = resp.body()) {
-      relay(ex, d, resp.statusCode(), resp.headers().firstValue("content-type"), in);
+      relay(ex, d, target, resp.statusCode(), resp.headers().firstValue("content-type"), in,
+          receivedNanos, sentNanos);
     }
   }
 
-  private void relay(HttpExchange ex, RoutingDecision d, int status,
-      java.util.Optional<String> contentType, InputStream in) throws IOException {
-    Endpoint target = d.primary();
+  /**
+   * Whether a send failed without the replica having answered anything, so that the request can
+   * go to another replica: refused or timed-out connections, and connections that closed before
+   * the status line (a replica that crashed, or a pooled connection it had already dropped). A
+   * replica that is slow to answer ({@link HttpTimeoutException}) is not retried elsewhere.
+   */
+  private static boolean beforeAnyAnswer(IOException e) {
+    return e instanceof HttpConnectTimeoutException || !(e instanceof HttpTimeoutException);
+  }
+
+  private void relay(HttpExchange ex, RoutingDecision d, Endpoint target, int status,
+      java.util.Optional<String> contentType, InputStream in, long receivedNanos, long sentNanos)
+      throws IOException {
     ex.getResponseHeaders().set("content-type", contentType.orElse("application/json"));
     ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
     OutputStream out;
@@ -203,6 +267,7 @@ public final class PlainGateway implements AutoCloseable {
     }
     Tail tail = new Tail();
     byte[] buf = new byte[8192];
+    boolean first = true;
     for (;;) {
       int n;
       try {
@@ -214,6 +279,7 @@ public final class PlainGateway implements AutoCloseable {
       if (n < 0) {
         break;
       }
+      long readNanos = System.nanoTime();
       if (status < 300) {
         d.onFirstToken(); // only the first call counts; an error body is not a token
       }
@@ -225,6 +291,12 @@ public final class PlainGateway implements AutoCloseable {
         d.onFailure(new IOException("client disconnected", clientGone));
         return;
       }
+      OwnTimeListener l = ownTime;
+      if (first && l != null && status < 300) {
+        long upstream = readNanos - sentNanos;
+        l.onFirstBytes(System.nanoTime() - receivedNanos - upstream, upstream);
+      }
+      first = false;
     }
     // The replica has finished; the client sees the end only when handle() closes the exchange,
     // after this report.

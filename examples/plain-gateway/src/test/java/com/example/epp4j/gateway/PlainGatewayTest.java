@@ -168,6 +168,51 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aReplicaThatRefusesTheConnectionHandsTheRequestToTheDecisionsNextEndpoint()
+      throws Exception {
+    StandInVllm alive = standIn();
+    Endpoint dead = at(portWithNothingListening());
+    // round-robin takes turns for the primary; with two endpoints per decision every request
+    // whose primary is the dead replica names the live one as its fallback
+    Router router = Router.builder().endpoints(List.of(dead, at(alive.port()))).listener(outcomes)
+        .configYaml("""
+            plugins:
+            - type: round-robin-picker
+              parameters: {maxNumOfEndpoints: 2}
+            schedulingProfiles:
+            - name: default
+              plugins:
+              - pluginRef: round-robin-picker
+            """, "fallback").build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+    for (int i = 0; i < 4; i++) {
+      HttpResponse<String> r = post("/v1/completions", completion("question " + i));
+      assertThat(r.statusCode()).as("request %d", i).isEqualTo(200);
+      assertThat(r.headers().firstValue("x-gateway-destination-endpoint"))
+          .hasValue(at(alive.port()).id());
+    }
+    assertThat(outcomes.completions).hasSize(4);
+    assertThat(outcomes.failures).isEmpty();
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void theOwnTimeListenerHearsEveryAnsweredRequest() throws Exception {
+    StandInVllm a = standIn(Duration.ofMillis(20), Duration.ZERO);
+    startGateway(outcomes, at(a.port()));
+    List<long[]> heard = new CopyOnWriteArrayList<>();
+    gateway.ownTimeListener((own, upstream) -> heard.add(new long[] {own, upstream}));
+    for (int i = 0; i < 3; i++) {
+      assertThat(post("/v1/completions", completion("q" + i)).statusCode()).isEqualTo(200);
+    }
+    assertThat(heard).hasSize(3).allSatisfy(t -> {
+      assertThat(t[0]).isNotNegative();
+      // the stand-in waits 20 ms before its first token; the gateway's share is not in it
+      assertThat(t[1]).isGreaterThanOrEqualTo(Duration.ofMillis(20).toNanos());
+    });
+  }
+
+  @Test
   void completionIsReportedBeforeTheClientSeesTheEndOfTheAnswer() throws Exception {
     StandInVllm a = standIn();
     CountDownLatch clientHasAnswer = new CountDownLatch(1);

@@ -1,0 +1,117 @@
+package io.epp4j.sim;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.kvevents.KvEventSubscriber;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * Emulated vLLM replicas on loopback, for programs and tests that start them in process: what the
+ * {@code serve} command starts, behind a small API. Replica {@code i} serves HTTP on
+ * {@code httpPort + i} and publishes KV events on {@code kvEventsPort + 2i} (replay on the port
+ * after it), with the profile {@code qwen3-1.7b-h100-mps6}.
+ */
+public final class EmulatedReplicas implements AutoCloseable {
+  private final Serve serve;
+
+  private EmulatedReplicas(Serve serve) {
+    this.serve = serve;
+  }
+
+  /**
+   * Starts {@code replicas} replicas on the given base ports.
+   *
+   * @param mapEncoding KV events in msgspec's map encoding instead of vLLM's default array one
+   * @param speed       emulated seconds per wall second
+   * @param seed        seed of the filler output tokens
+   * @throws IllegalStateException naming a port that is taken (nothing is left running)
+   */
+  public static EmulatedReplicas start(int replicas, int httpPort, int kvEventsPort,
+      boolean mapEncoding, double speed, long seed) {
+    return new EmulatedReplicas(new Serve(new Serve.Options(replicas, httpPort, kvEventsPort,
+        mapEncoding, speed, HardwareProfile.qwen3H100Mps6(), seed)));
+  }
+
+  /**
+   * Starts replicas on base ports picked at random below Linux's ephemeral range (HTTP in
+   * 20000–24999, KV events in 25000–32767, where client sockets do not take them by chance),
+   * trying again when one is taken.
+   */
+  public static EmulatedReplicas startOnFreePorts(int replicas, boolean mapEncoding, double speed,
+      long seed) {
+    IllegalStateException last = null;
+    for (int attempt = 0; attempt < 30; attempt++) {
+      int http = ThreadLocalRandom.current().nextInt(20_000, 25_000 - replicas);
+      int kv = ThreadLocalRandom.current().nextInt(25_000, 32_768 - 2 * replicas);
+      try {
+        return start(replicas, http, kv, mapEncoding, speed, seed);
+      } catch (IllegalStateException e) {
+        last = e;
+      }
+    }
+    throw new IllegalStateException("no free ports found for " + replicas + " replicas", last);
+  }
+
+  public int size() {
+    return serve.options().replicas();
+  }
+
+  /** The model name the replicas serve. */
+  public String model() {
+    return serve.options().profile().model();
+  }
+
+  public int httpPort(int i) {
+    return serve.options().port() + i;
+  }
+
+  public int kvEventsPort(int i) {
+    return serve.options().kvEventsPort() + 2 * i;
+  }
+
+  /**
+   * The replicas as router endpoints, labelled with their KV-event and replay ports
+   * ({@link KvEventSubscriber#PORT_LABEL}, {@link KvEventSubscriber#REPLAY_PORT_LABEL}), so that
+   * precise mode subscribes to each one's own publisher.
+   */
+  public List<Endpoint> endpoints() {
+    List<Endpoint> out = new ArrayList<>();
+    for (int i = 0; i < size(); i++) {
+      out.add(Endpoint.of("127.0.0.1", httpPort(i), Map.of(
+          KvEventSubscriber.PORT_LABEL, String.valueOf(kvEventsPort(i)),
+          KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(kvEventsPort(i) + 1))));
+    }
+    return out;
+  }
+
+  /** One line per replica naming its addresses, as {@code serve} prints them. */
+  public List<String> describe() {
+    return serve.describe();
+  }
+
+  /** Whether replica {@code i} has nothing queued or running. */
+  public boolean idle(int i) {
+    return serve.cluster().idle(i);
+  }
+
+  /** Blocks in replica {@code i}'s prefix cache. */
+  public int cachedBlocks(int i) {
+    return serve.cluster().cachedBlocks(i);
+  }
+
+  /**
+   * Stops replica {@code i}'s HTTP server as a crash would: its port refuses connections and its
+   * requests in flight break off.
+   */
+  public void kill(int i) {
+    serve.kill(i);
+  }
+
+  /** New requests get 503, requests in flight end with an error, then every port is freed. */
+  @Override
+  public void close() {
+    serve.close();
+  }
+}

@@ -1,0 +1,310 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.sun.net.httpserver.HttpServer;
+import java.io.ByteArrayOutputStream;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The load generator against the in-process emulator and against servers that fail on purpose,
+ * all on loopback; every run is bounded by its per-request timeout.
+ */
+@Timeout(60)
+class LoadGeneratorTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final double SPEED = 20;
+  private final List<AutoCloseable> open = new ArrayList<>();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (int i = open.size() - 1; i >= 0; i--) {
+      open.get(i).close();
+    }
+  }
+
+  private EmulatedReplicas replicas(int n) {
+    EmulatedReplicas r = EmulatedReplicas.startOnFreePorts(n, false, SPEED, 1);
+    open.add(r);
+    return r;
+  }
+
+  private LoadGenerator generator(URI target, Duration timeout, int maxRequests) {
+    LoadGenerator g = new LoadGenerator(new LoadGenerator.Settings(target, "qwen3-1.7b", timeout,
+        maxRequests, SPEED, 1, null));
+    open.add(g::close);
+    return g;
+  }
+
+  /** 3 groups × 2 users, 256-token system prompts, one client at a time: nothing is evicted. */
+  private static SharedPrefixWorkload small(int requests, int concurrency) {
+    return new SharedPrefixWorkload(3, 2, LengthDist.fixed(256), LengthDist.parse("32-64"),
+        LengthDist.parse("4-8"), requests, concurrency, 0);
+  }
+
+  private static URI url(int port) {
+    return URI.create("http://127.0.0.1:" + port);
+  }
+
+  @Test
+  void oneClientOnOneReplicaHitsExactlyTheWorkloadsCeiling() throws Exception {
+    EmulatedReplicas r = replicas(1);
+    SharedPrefixWorkload w = small(24, 1);
+    LoadGenerator.Result res = generator(url(r.httpPort(0)), Duration.ofSeconds(20),
+        Integer.MAX_VALUE).run(w, "direct");
+
+    PolicyResult p = res.result();
+    assertThat(res.errors()).isEmpty();
+    assertThat(res.sent()).isEqualTo(24);
+    assertThat(p.requests()).isEqualTo(24);
+    // one replica whose cache holds all three prompts and one request at a time: every request
+    // finds what an infinite cache would, so usage's cached tokens give the ceiling exactly
+    assertThat(p.prefixCacheHitRate()).isCloseTo(w.hitRateCeiling(1, 16), within(1e-9));
+    assertThat(p.ttftP50Ms()).isPositive();
+    assertThat(p.itlP50Ms()).isPositive();
+    assertThat(p.e2eP95Ms()).isGreaterThanOrEqualTo(p.ttftP95Ms());
+    assertThat(p.outputTokensPerSec()).isPositive();
+    assertThat(p.ttftCdfMs()).hasSize(24);
+  }
+
+  @Test
+  void aClosedLoopKeepsItsClientsBusyAndDialogsGoOnTurnByTurn() throws Exception {
+    EmulatedReplicas r = replicas(2);
+    LoadGenerator g = generator(url(r.httpPort(1)), Duration.ofSeconds(20), Integer.MAX_VALUE);
+    LoadGenerator.Result shared = g.run(small(30, 4), "closed loop");
+    assertThat(shared.result().requests()).isEqualTo(30);
+    assertThat(shared.errors()).isEmpty();
+
+    MultiTurnWorkload mt = new MultiTurnWorkload(3, 3, 128, LengthDist.fixed(32),
+        LengthDist.fixed(8), 0.05, 0.1);
+    LoadGenerator.Result dialogs = g.run(mt, "dialogs");
+    assertThat(dialogs.result().requests()).isEqualTo(9);
+    assertThat(dialogs.errors()).isEmpty();
+  }
+
+  @Test
+  void aDialogsNextTurnCarriesTheReplyTheServerGenerated() throws Exception {
+    EmulatedReplicas r = replicas(1);
+    // one dialog on one replica, one turn at a time: over HTTP each turn finds what it finds in
+    // process (its system prompt, earlier messages and replies) only if the replies it sends
+    // back are the tokens the server generated (return_token_ids), not the ones it planned
+    MultiTurnWorkload mt = new MultiTurnWorkload(1, 4, 128, LengthDist.fixed(40),
+        LengthDist.fixed(24), 0.01, 0);
+    LoadGenerator.Result res = generator(url(r.httpPort(0)), Duration.ofSeconds(20),
+        Integer.MAX_VALUE).run(mt, "dialog");
+    PolicyResult inProcess = new Simulation(new Simulation.Settings(
+        HardwareProfile.qwen3H100Mps6(), 1, 1, 50_000_000, null), mt, Policy.ROUND_ROBIN, null)
+        .run();
+    assertThat(res.result().requests()).isEqualTo(4);
+    assertThat(inProcess.prefixCacheHitRate()).isPositive();
+    assertThat(res.result().prefixCacheHitRate())
+        .isCloseTo(inProcess.prefixCacheHitRate(), within(1e-9));
+  }
+
+  @Test
+  void theWarmUpSharesNoPromptWithTheWorkload() throws Exception {
+    EmulatedReplicas r = replicas(1);
+    LoadGenerator g = generator(url(r.httpPort(0)), Duration.ofSeconds(20), Integer.MAX_VALUE);
+    assertThat(g.warmUp(8)).isEmpty();
+    SharedPrefixWorkload w = small(24, 1);
+    // the ceiling again: nothing the warm-up cached is hit by the workload's prompts
+    assertThat(g.run(w, "after warm-up").result().prefixCacheHitRate())
+        .isCloseTo(w.hitRateCeiling(1, 16), within(1e-9));
+  }
+
+  @Test
+  void maxRequestsCapsTheRun() throws Exception {
+    EmulatedReplicas r = replicas(1);
+    LoadGenerator.Result res = generator(url(r.httpPort(0)), Duration.ofSeconds(20), 5)
+        .run(small(50, 2), "capped");
+    assertThat(res.sent()).isEqualTo(5);
+    assertThat(res.result().requests()).isEqualTo(5);
+  }
+
+  @Test
+  void aRefusedPortCountsConnectErrors() throws Exception {
+    int port;
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      port = s.getLocalPort();
+    }
+    LoadGenerator.Result res = generator(url(port), Duration.ofSeconds(5), Integer.MAX_VALUE)
+        .run(small(6, 2), "refused");
+    assertThat(res.errors()).isEqualTo(Map.of("connect", 6));
+    assertThat(res.result().requests()).isZero();
+    assertThat(res.result().rejectedRequests()).isEqualTo(6);
+  }
+
+  @Test
+  void aServerThatNeverAnswersCostsTimeoutsNotAHang() throws Exception {
+    try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+      List<Socket> held = new ArrayList<>();
+      Thread acceptor = new Thread(() -> {
+        try {
+          while (true) {
+            held.add(silent.accept()); // read nothing, answer nothing
+          }
+        } catch (java.io.IOException closed) {
+          // the test is over
+        }
+      });
+      acceptor.setDaemon(true);
+      acceptor.start();
+      long start = System.nanoTime();
+      LoadGenerator.Result res = generator(url(silent.getLocalPort()), Duration.ofMillis(500),
+          Integer.MAX_VALUE).run(small(4, 2), "silent");
+      double seconds = (System.nanoTime() - start) / 1e9;
+      assertThat(res.errors()).isEqualTo(Map.of("timeout", 4));
+      // two clients, two rounds of one timeout each, plus scheduling slack
+      assertThat(seconds).isLessThan(10);
+      for (Socket s : held) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
+  void anOpenLoopSendsOnItsScheduleWhateverTheServerDoes() throws Exception {
+    try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+      List<Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+      Thread acceptor = new Thread(() -> {
+        try {
+          while (true) {
+            held.add(silent.accept());
+          }
+        } catch (java.io.IOException closed) {
+          // the test is over
+        }
+      });
+      acceptor.setDaemon(true);
+      acceptor.start();
+      // 10 Poisson arrivals at 200 per workload second (the generator runs at speed 20, so all
+      // leave within milliseconds of wall time); none waits for an answer to another, so the
+      // run lasts about one 2 s timeout, where a closed loop of one client would take ten
+      SharedPrefixWorkload open = new SharedPrefixWorkload(3, 2, LengthDist.fixed(64),
+          LengthDist.fixed(8), LengthDist.fixed(4), 10, 1, 200);
+      long start = System.nanoTime();
+      LoadGenerator.Result res = generator(url(silent.getLocalPort()), Duration.ofSeconds(2),
+          Integer.MAX_VALUE).run(open, "open loop");
+      double seconds = (System.nanoTime() - start) / 1e9;
+      assertThat(res.errors()).isEqualTo(Map.of("timeout", 10));
+      assertThat(seconds).isLessThan(2 * 2 + 2);
+      for (Socket s : held) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
+  void errorStatusesAndCutStreamsAreCountedByKind() throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    int[] calls = {0};
+    server.createContext("/v1/completions", ex -> {
+      ex.getRequestBody().readAllBytes();
+      int n;
+      synchronized (calls) {
+        n = calls[0]++;
+      }
+      if (n % 2 == 0) {
+        byte[] b = "{\"error\":{\"message\":\"busy\",\"code\":503}}"
+            .getBytes(StandardCharsets.UTF_8);
+        ex.sendResponseHeaders(503, b.length);
+        ex.getResponseBody().write(b);
+        ex.close();
+      } else {
+        ex.getResponseHeaders().set("Content-Type", "text/event-stream");
+        ex.sendResponseHeaders(200, 0);
+        OutputStream os = ex.getResponseBody();
+        os.write("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
+            .getBytes(StandardCharsets.UTF_8));
+        os.flush();
+        ex.close(); // ends without [DONE]
+      }
+    });
+    server.start();
+    open.add(() -> server.stop(0));
+    LoadGenerator.Result res = generator(url(server.getAddress().getPort()),
+        Duration.ofSeconds(5), Integer.MAX_VALUE).run(small(6, 1), "failing");
+    assertThat(res.errors()).isEqualTo(Map.of("http 503", 3, "stream cut", 3));
+    assertThat(res.failed()).isEqualTo(6);
+  }
+
+  @Test
+  void theLoadCommandPrintsTheSimulatorsTableAndWritesJson(@TempDir Path dir) throws Exception {
+    EmulatedReplicas r = replicas(1);
+    Path json = dir.resolve("load.json");
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code = Main.run(new String[] {"load", "--target", "http://127.0.0.1:" + r.httpPort(0),
+        "--speed", "20", "--groups", "2", "--users-per-group", "2", "--system-prompt-len", "128",
+        "--question-len", "16", "--output-len", "4", "--requests", "8", "--concurrency", "2",
+        "--json", json.toString(), "--chart", dir.resolve("ttft.png").toString(),
+        "--label", "replica-0"},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    String text = out.toString(StandardCharsets.UTF_8);
+    assertThat(code).as(err.toString(StandardCharsets.UTF_8)).isZero();
+    assertThat(text).contains("== shared-prefix").contains("ttft p50").contains("replica-0")
+        .contains("replica-0: 8 sent, 8 completed, 0 failed");
+    assertThat(err.toString(StandardCharsets.UTF_8)).contains("8 of 8 requests done");
+
+    assertThat(Files.size(dir.resolve("ttft.png"))).isPositive();
+    JsonNode root = JSON.readTree(Files.readString(json));
+    assertThat(root.at("/run/arguments/0").asText()).isEqualTo("--target");
+    assertThat(root.get("target").asText()).isEqualTo("http://127.0.0.1:" + r.httpPort(0));
+    JsonNode s = root.at("/scenarios/0");
+    assertThat(s.get("scenario").asText()).isEqualTo("shared-prefix");
+    assertThat(s.get("speed").asDouble()).isEqualTo(20.0);
+    assertThat(s.at("/load/requests").asInt()).isEqualTo(8);
+    JsonNode res = s.at("/results/0");
+    assertThat(res.get("policy").asText()).isEqualTo("replica-0");
+    assertThat(res.get("requests").asInt()).isEqualTo(8);
+    assertThat(res.get("sentRequests").asInt()).isEqualTo(8);
+    assertThat(res.get("failedRequests").asInt()).isZero();
+    assertThat(res.get("errors").isObject()).isTrue();
+    for (String f : List.of("prefixCacheHitRate", "ttftP50Ms", "ttftP95Ms", "ttftP99Ms",
+        "itlP50Ms", "itlP95Ms", "e2eP50Ms", "e2eP95Ms", "outputTokensPerSec", "wallSeconds")) {
+      assertThat(res.has(f)).as(f).isTrue();
+    }
+  }
+
+  @Test
+  void loadUsageErrorsNameTheOption() {
+    assertThat(usageError("load", "--scenario", "shared-prefix")).contains("--target is required");
+    assertThat(usageError("load", "--target", "ftp://x")).contains("--target must be an http://");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--policies", "sticky"))
+        .contains("--policies does not apply to load");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--timeout-s", "0"))
+        .contains("--timeout-s must be in");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--bogus", "1"))
+        .contains("unknown option '--bogus'");
+  }
+
+  private static String usageError(String... args) {
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int code = Main.run(args, new PrintStream(new ByteArrayOutputStream(), true,
+        StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertThat(code).isEqualTo(2);
+    return err.toString(StandardCharsets.UTF_8);
+  }
+}
