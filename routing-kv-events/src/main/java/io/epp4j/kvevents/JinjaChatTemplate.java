@@ -115,19 +115,43 @@ final class JinjaChatTemplate {
     return t;
   }
 
+  /**
+   * Renders probe conversations, accepting a template's own refusals ({@code raise_exception},
+   * e.g. "System role not supported") but not engine failures; a template that refuses every
+   * probe cannot serve any chat either.
+   */
   private void probe() {
-    List<ChatMessage> chat = List.of(ChatMessage.system("s"), ChatMessage.user("u1"),
-        ChatMessage.assistant("a1"), ChatMessage.user("u2"));
     String tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\","
         + "\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\"}}}}}]";
-    try {
-      render(chat, null, true, true);
-      render(chat.subList(1, chat.size()), tools, true, true);
-    } catch (Tokenizer.TokenizationException e) {
+    List<ChatMessage> withSystem = List.of(ChatMessage.system("s"), ChatMessage.user("u1"),
+        ChatMessage.assistant("a1"), ChatMessage.user("u2"));
+    List<ChatMessage> plain = withSystem.subList(1, withSystem.size());
+    String refusal = null;
+    int rendered = 0;
+    for (Object[] probe : new Object[][] {{withSystem, null}, {plain, null}, {plain, tools}}) {
+      @SuppressWarnings("unchecked")
+      List<ChatMessage> chat = (List<ChatMessage>) probe[0];
+      Outcome o;
+      try {
+        o = attempt(chat, (String) probe[1], true, true);
+      } catch (Tokenizer.TokenizationException e) {
+        throw new IllegalArgumentException("the chat template of " + origin
+            + " cannot render a plain conversation: " + e.getMessage(), e);
+      }
+      if (o.refusal() == null) {
+        rendered++;
+      } else {
+        refusal = o.refusal();
+      }
+    }
+    if (rendered == 0) {
       throw new IllegalArgumentException("the chat template of " + origin
-          + " cannot render a plain conversation: " + e.getMessage(), e);
+          + " refuses every probe conversation: " + refusal);
     }
   }
+
+  /** A rendering, or the template's refusal of the chat. */
+  private record Outcome(String text, @Nullable String refusal) {}
 
   /**
    * The chat as the model sees it.
@@ -143,6 +167,17 @@ final class JinjaChatTemplate {
 
   /** {@code detailed}: the engine's message, which may quote the chat, only for the probe. */
   private String render(List<ChatMessage> messages, @Nullable String toolsJson,
+      boolean addGenerationPrompt, boolean detailed) {
+    Outcome o = attempt(messages, toolsJson, addGenerationPrompt, detailed);
+    if (o.refusal() != null) {
+      // the template's own words, written by the model's authors (not the chat's text)
+      throw new Tokenizer.TokenizationException("the chat template of " + origin
+          + " refused the chat: " + o.refusal());
+    }
+    return o.text();
+  }
+
+  private Outcome attempt(List<ChatMessage> messages, @Nullable String toolsJson,
       boolean addGenerationPrompt, boolean detailed) {
     List<Map<String, Object>> msgs = new ArrayList<>(messages.size());
     for (ChatMessage m : messages) {
@@ -175,9 +210,7 @@ final class JinjaChatTemplate {
       RAISED.remove();
     }
     if (raised != null) {
-      // the template's own words, written by the model's authors (not the chat's text)
-      throw new Tokenizer.TokenizationException("the chat template of " + origin
-          + " refused the chat: " + raised);
+      return new Outcome("", raised);
     }
     for (TemplateError e : interpreter.getErrors()) {
       if (e.getSeverity() == TemplateError.ErrorType.FATAL) {
@@ -186,7 +219,7 @@ final class JinjaChatTemplate {
             + (detailed ? " (" + e.getMessage() + ")" : ""));
       }
     }
-    return out;
+    return new Outcome(out, null);
   }
 
   private static final Pattern REVERSED =

@@ -16,7 +16,8 @@ import org.jspecify.annotations.Nullable;
  * The Python {@code str} methods Hugging Face chat templates call on message text
  * ({@code content.strip()}, {@code .startswith(...)}, {@code .split(...)[-1]}, ...), which
  * jinjava does not offer because its strings are Java strings. Resolves method calls on strings
- * only; everything else falls through to jinjava's own resolvers.
+ * and indexing of strings ({@code role[0]}) only; everything else falls through to jinjava's
+ * own resolvers.
  */
 final class PythonMethods extends ELResolver {
 
@@ -36,6 +37,7 @@ final class PythonMethods extends ELResolver {
   }
 
   private static final Object NOT_HANDLED = new Object();
+  private static final java.util.regex.Pattern INDEX = java.util.regex.Pattern.compile("-?\\d{1,9}");
 
   static Object call(String s, String name, Object[] a) {
     switch (name) {
@@ -286,9 +288,20 @@ final class PythonMethods extends ELResolver {
     return null;
   }
 
+  /** {@code s[i]} on a string, negative {@code i} counting from the end, as in Python. */
   @Override
   public @Nullable Object getValue(ELContext context, @Nullable Object base,
       @Nullable Object property) {
+    // jinjava hands the index over as text
+    if (base instanceof String s && property != null
+        && INDEX.matcher(property.toString()).matches()) {
+      long i = Long.parseLong(property.toString());
+      if (i < 0) {
+        i += s.length();
+      }
+      context.setPropertyResolved(true);
+      return i < 0 || i >= s.length() ? null : String.valueOf(s.charAt((int) i));
+    }
     return null;
   }
 

@@ -132,4 +132,34 @@ class HuggingFaceTokenizerTest {
           .hasMessageContaining("no chat template");
     }
   }
+
+  @Test
+  void chatsWhoseMessagesShareAChunkAreTokenizedWholeNotCached(@TempDir Path dir)
+      throws Exception {
+    // messages joined by plain text: no special token between them, so per-chunk caching would
+    // cache whole conversations, and the tokenizer must not pretend otherwise
+    modelDir(dir, "<|im_start|>{% for m in messages %}{{ m.role }} {{ m.content }} "
+        + "{% endfor %}<|im_end|>");
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(dir)) {
+      assertThat(t.chunkingExact()).isFalse();
+      assertThatThrownBy(() -> CachingChatTokenizer.ofRenderedChats(t, 1_000))
+          .isInstanceOf(IllegalArgumentException.class);
+    }
+    io.epp4j.api.Parameters p = io.epp4j.api.Parameters.of(java.util.Map.of(
+        "type", "huggingface", "path", dir.toString()));
+    var made = KvEventsPluginProviders.createTokenizer(p);
+    assertThat(made.isOk()).isTrue();
+    try (Tokenizer t = made.value()) {
+      assertThat(t).isInstanceOf(HuggingFaceTokenizer.class);
+      assertThat(t.encodeChat(List.of(ChatMessage.user("hello world"))))
+          .containsExactly(0, 4, 6, 7, 1);
+    }
+    modelDir(dir, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>"
+        + "{% endfor %}");
+    var cached = KvEventsPluginProviders.createTokenizer(io.epp4j.api.Parameters.of(
+        java.util.Map.of("type", "huggingface", "path", dir.toString())));
+    try (Tokenizer t = cached.value()) {
+      assertThat(t).isInstanceOf(CachingChatTokenizer.class);
+    }
+  }
 }

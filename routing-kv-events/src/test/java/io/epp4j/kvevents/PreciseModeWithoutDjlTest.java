@@ -21,10 +21,11 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 /**
- * The DJL tokenizer binding is an optional dependency: precise mode that tokenizes through vLLM's
- * {@code /tokenize} must run on a class path without it. The scenario runs in a class loader that
- * sees the test class path minus every {@code ai.djl} jar, so any DJL class the plugin touched
- * would fail with {@link NoClassDefFoundError}.
+ * The DJL tokenizer binding and the jinjava template engine are optional dependencies: precise
+ * mode that tokenizes through vLLM's {@code /tokenize} must run on a class path without them. The
+ * scenario runs in a class loader that sees the test class path minus every {@code ai.djl} and
+ * {@code com.hubspot.jinjava} jar, so any class of theirs the plugin touched would fail with
+ * {@link NoClassDefFoundError}.
  */
 class PreciseModeWithoutDjlTest {
 
@@ -35,13 +36,15 @@ class PreciseModeWithoutDjlTest {
     List<URL> urls = new ArrayList<>();
     int hidden = 0;
     for (String entry : testClassPath()) {
-      if (entry.replace(File.separatorChar, '/').contains("/ai/djl/")) {
+      String path = entry.replace(File.separatorChar, '/');
+      if (path.contains("/ai/djl/") || path.contains("/com/hubspot/jinjava/")) {
         hidden++;
       } else if (!entry.isEmpty()) {
         urls.add(Path.of(entry).toUri().toURL());
       }
     }
-    assertThat(hidden).as("DJL jars found on the test class path (to hide)").isPositive();
+    assertThat(hidden).as("DJL and jinjava jars found on the test class path (to hide)")
+        .isGreaterThanOrEqualTo(2);
 
     AtomicInteger tokenizeCalls = new AtomicInteger();
     HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
@@ -66,6 +69,8 @@ class PreciseModeWithoutDjlTest {
         ClassLoader.getPlatformClassLoader())) {
       assertThatThrownBy(() -> Class.forName(
           "ai.djl.huggingface.tokenizers.HuggingFaceTokenizer", false, noDjl))
+          .isInstanceOf(ClassNotFoundException.class);
+      assertThatThrownBy(() -> Class.forName("com.hubspot.jinjava.Jinjava", false, noDjl))
           .isInstanceOf(ClassNotFoundException.class);
       // the router finds its plugins on the context class loader
       thread.setContextClassLoader(noDjl);
