@@ -63,7 +63,8 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     ai.djl.huggingface.tokenizers.HuggingFaceTokenizer t;
     try {
       t = ai.djl.huggingface.tokenizers.HuggingFaceTokenizer.newInstance(json,
-          Map.of("addSpecialTokens", "false"));
+          // DJL truncates to 512 tokens unless told not to; a prompt has as many as it has
+          Map.of("addSpecialTokens", "false", "truncation", "false", "padding", "false"));
     } catch (RuntimeException e) {
       throw new IOException("cannot load " + json + ": " + e.getMessage(), e);
     }

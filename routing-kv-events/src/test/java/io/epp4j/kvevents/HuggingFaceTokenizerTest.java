@@ -162,4 +162,13 @@ class HuggingFaceTokenizerTest {
       assertThat(t).isInstanceOf(CachingChatTokenizer.class);
     }
   }
+
+  @Test
+  void longTextsAreNotTruncated(@TempDir Path dir) throws Exception {
+    // precise mode matches every block of a prompt: the tokenizer must not stop at a length
+    String text = "hello world ".repeat(3_000);
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(modelDir(dir, "x"))) {
+      assertThat(t.encode(text)).hasSize(6_000);
+    }
+  }
 }
