@@ -247,6 +247,59 @@ class KvEventSubscriberIntegrationTest {
     }
   }
 
+  @Test
+  void centralModeRecoversAGapThroughTheEndpointsReplaySocket() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1); ReplayServer replayA = new ReplayServer(ctx);
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayPort(replayA.port).replayTimeout(Duration.ofSeconds(10)).build();
+        ReplayServer replayB = new ReplayServer(ctx)) {
+      String bound = sub.boundEndpoint();
+      assertThat(bound).isNotNull();
+      // A replays on the subscriber's default port, B names its own with the label, C has none
+      Endpoint a = Endpoint.of("127.0.0.1", 8000);
+      Endpoint b = Endpoint.of("127.0.0.1", 8001,
+          Map.of(KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replayB.port)));
+      sub.addEndpoint(a);
+      sub.addEndpoint(b);
+      ZMQ.Socket pubA = connectedPublisher(ctx, bound);
+      ZMQ.Socket pubB = connectedPublisher(ctx, bound);
+      VllmEventEncoder enc = new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
+      FakeEngine engineA = new FakeEngine(5, 16);
+      FakeEngine engineB = new FakeEngine(6, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      int total = 30;
+      for (long seq = 0; seq < total; seq++) {
+        for (int e = 0; e < 2; e++) {
+          Endpoint ep = e == 0 ? a : b;
+          KvEventBatch batch = (e == 0 ? engineA : engineB).nextBatch(0);
+          expected.apply(ep.id(), batch);
+          byte[] payload = enc.encode(batch);
+          (e == 0 ? replayA : replayB).buffer.put(seq, payload);
+          boolean lost = e == 0 ? seq == 7 || seq == 8 : seq == 20;
+          if (!lost) {
+            publish(e == 0 ? pubA : pubB, "kv@" + ep.id() + "@m", seq, payload);
+          }
+        }
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 2L * total, () -> "every batch applied, lost ones replayed: " + m);
+      assertThat(m.gaps()).isEqualTo(2);
+      assertThat(m.replays()).isEqualTo(2);
+      assertThat(m.replayedBatches()).isGreaterThanOrEqualTo(3);
+      assertThat(m.replayFailures()).isZero();
+      assertThat(m.resyncs()).isZero();
+      assertSameContents(index, expected, a.id(), engineA);
+      assertSameContents(index, expected, b.id(), engineB);
+
+      // leaving the pool closes the endpoint's replay socket with its stream
+      sub.removeEndpoint(a);
+      assertThat(index.blockCount(a.id())).isZero();
+      pubA.close();
+      pubB.close();
+    }
+  }
+
   /** An XPUB connected to {@code address}, returned once the subscription has arrived. */
   static ZMQ.Socket connectedPublisher(ZContext ctx, String address) {
     ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
