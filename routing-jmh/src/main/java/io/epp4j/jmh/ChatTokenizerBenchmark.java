@@ -1,6 +1,13 @@
 package io.epp4j.jmh;
 
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.Router;
+import io.epp4j.kvevents.KvBlockIndex;
+import io.epp4j.kvevents.KvEventsPresets;
+import io.epp4j.kvevents.Tokenizer;
 import io.epp4j.kvevents.CachingChatTokenizer;
 import io.epp4j.kvevents.HuggingFaceTokenizer;
 import java.io.IOException;
@@ -10,6 +17,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
 import org.openjdk.jmh.annotations.AuxCounters;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -39,6 +47,12 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@code encodeChatCached}: the same through {@link CachingChatTokenizer#ofRenderedChats},
  *       which renders the whole chat but tokenizes only chunks it has not seen.
  * </ul>
+ *
+ * <p>Routing cost, ops/s of {@code Router.route} for the same chat requests over 8 endpoints:
+ * {@code routePreciseChat} with the {@code epp-precise} preset tokenizing in process (the
+ * cached tokenizer, the model's template; the index is empty, so every request pays the full
+ * tokenization, key chain and lookup), {@code routeApproximateChat} with the EPP default
+ * profile (approximate prefix cache over the request's text).
  */
 @Warmup(iterations = 2, time = 2)
 @Measurement(iterations = 3, time = 2)
@@ -73,7 +87,7 @@ public class ChatTokenizerBenchmark {
     public String family;
 
     HuggingFaceTokenizer tokenizer;
-    @org.jspecify.annotations.Nullable CachingChatTokenizer cached;
+    @Nullable CachingChatTokenizer cached;
     List<List<ChatMessage>> dialogs = new ArrayList<>();
     List<String> rendered = new ArrayList<>();
     long serial;
@@ -130,6 +144,56 @@ public class ChatTokenizerBenchmark {
       }
       return sb.toString();
     }
+  }
+
+  /** Routers over the family's chats. */
+  @State(Scope.Thread)
+  public static class Routers {
+    Router precise;
+    Router approximate;
+
+    @Setup(Level.Trial)
+    public void setUp(Chats c) {
+      SplittableRandom rnd = new SplittableRandom(3);
+      List<Endpoint> eps = BenchmarkPrompts.endpoints(8);
+      Tokenizer tokenizer = c.cached != null ? c.cached : c.tokenizer;
+      precise = Router.builder().endpoints(eps).randomSeed(1)
+          .service(KvBlockIndex.class, KvBlockIndex.create())
+          .service(Tokenizer.class, new Tokenizer() {
+            // the benchmark's tokenizer outlives the router: closing the router must not close it
+            @Override
+            public int[] encode(String text) {
+              return tokenizer.encode(text);
+            }
+
+            @Override
+            public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
+              return tokenizer.encodeChat(messages, toolsJson);
+            }
+          })
+          .configYaml(KvEventsPresets.yaml(KvEventsPresets.EPP_PRECISE), "epp-precise").build();
+      approximate = Router.builder().endpoints(eps).randomSeed(1).build();
+      BenchmarkPrompts.publishMetrics(precise, rnd);
+      BenchmarkPrompts.publishMetrics(approximate, rnd);
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+      precise.close();
+      approximate.close();
+    }
+  }
+
+  @Benchmark
+  public RoutingDecision routePreciseChat(Chats c, Routers r) {
+    return r.precise.route(InferenceRequest.builder().model(BenchmarkPrompts.MODEL)
+        .messages(c.nextRequest()).build());
+  }
+
+  @Benchmark
+  public RoutingDecision routeApproximateChat(Chats c, Routers r) {
+    return r.approximate.route(InferenceRequest.builder().model(BenchmarkPrompts.MODEL)
+        .messages(c.nextRequest()).build());
   }
 
   @Benchmark
