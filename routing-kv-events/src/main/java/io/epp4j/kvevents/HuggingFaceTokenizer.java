@@ -37,10 +37,13 @@ public final class HuggingFaceTokenizer implements Tokenizer {
   private final SpecialTokenSplitter splitter;
   private final boolean chunkingExact;
   private final String source;
+  /** Why chats fail when there is no template. */
+  private final String noTemplate;
 
   private HuggingFaceTokenizer(ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer,
       @Nullable JinjaChatTemplate template, @Nullable JinjaChatTemplate toolTemplate,
-      SpecialTokenSplitter splitter, String source) {
+      SpecialTokenSplitter splitter, String source, String noTemplate) {
+    this.noTemplate = noTemplate;
     this.tokenizer = tokenizer;
     this.template = template;
     this.toolTemplate = toolTemplate;
@@ -108,10 +111,14 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       } catch (IllegalArgumentException e) {
         throw new IOException(e.getMessage(), e);
       } catch (NoClassDefFoundError e) {
-        throw new IOException(modelDir + " has a chat template but com.hubspot.jinjava:jinjava"
-            + " is not on the class path to render it", e);
+        // text still tokenizes; chats say why they cannot
+        return new HuggingFaceTokenizer(t, null, null, splitter, modelDir.toString(),
+            modelDir + " has a chat template but com.hubspot.jinjava:jinjava is not on the class"
+                + " path to render it; add it, or tokenize chats with a VllmTokenizer");
       }
-      return new HuggingFaceTokenizer(t, template, toolTemplate, splitter, modelDir.toString());
+      return new HuggingFaceTokenizer(t, template, toolTemplate, splitter, modelDir.toString(),
+          modelDir + " has no chat template (tokenizer_config.json's chat_template or"
+              + " chat_template.jinja); tokenize chats with a VllmTokenizer instead");
     } catch (IOException | RuntimeException e) {
       t.close();
       throw e;
@@ -160,8 +167,7 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       boolean addGenerationPrompt) {
     JinjaChatTemplate t = toolsJson != null && toolTemplate != null ? toolTemplate : template;
     if (t == null) {
-      throw new TokenizationException(source + " has no chat template (tokenizer_config.json's"
-          + " chat_template or chat_template.jinja); tokenize chats with a VllmTokenizer instead");
+      throw new TokenizationException(noTemplate);
     }
     return t.render(messages, toolsJson, addGenerationPrompt);
   }

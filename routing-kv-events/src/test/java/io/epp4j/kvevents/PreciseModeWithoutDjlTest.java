@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The DJL tokenizer binding and the jinjava template engine are optional dependencies: precise
@@ -83,6 +84,50 @@ class PreciseModeWithoutDjlTest {
       server.stop(0);
     }
     assertThat(tokenizeCalls.get()).as("the chat went through vLLM's /tokenize").isPositive();
+  }
+
+  @Test
+  void withoutJinjavaTheHuggingFaceTokenizerStillTokenizesTextAndSaysWhyChatsFail(
+      @TempDir Path dir) throws Exception {
+    List<String> kept = new ArrayList<>();
+    int hidden = 0;
+    for (String entry : testClassPath()) {
+      if (entry.replace(File.separatorChar, '/').contains("/com/hubspot/jinjava/")) {
+        hidden++;
+      } else if (!entry.isEmpty()) {
+        kept.add(entry);
+      }
+    }
+    assertThat(hidden).as("jinjava jar found on the test class path (to hide)").isPositive();
+    HuggingFaceTokenizerTest.modelDir(dir, "{% for m in messages %}{{ m.content }}{% endfor %}");
+    // a JVM of its own: DJL's native library can be loaded by one class loader per JVM only
+    Process p = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java")
+        .toString(), "-cp", String.join(File.pathSeparator, kept),
+        "-DDJL_CACHE_DIR=" + dir.resolve("djl-cache"), "-Dai.djl.offline=true",
+        TextOnly.class.getName(), dir.toString())
+        .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+    assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).as("finished").isTrue();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+    assertThat(out).isEqualTo("[6, 7] / " + dir
+        + " has a chat template but com.hubspot.jinjava:jinjava is not on the class path to"
+        + " render it; add it, or tokenize chats with a VllmTokenizer");
+  }
+
+  /** Loads a model directory with a chat template, in a JVM without jinjava. */
+  public static final class TextOnly {
+    private TextOnly() {}
+
+    public static void main(String[] args) throws Exception {
+      try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(Path.of(args[0]))) {
+        String text = java.util.Arrays.toString(t.encode("hello world"));
+        try {
+          t.encodeChat(List.of(ChatMessage.user("hello")));
+          System.out.println(text + " / chat tokenized");
+        } catch (Tokenizer.TokenizationException e) {
+          System.out.println(text + " / " + e.getMessage());
+        }
+      }
+    }
   }
 
   /** Surefire's real test class path (java.class.path may be a manifest-only jar). */
