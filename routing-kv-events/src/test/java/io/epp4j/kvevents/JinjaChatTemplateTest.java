@@ -127,4 +127,44 @@ class JinjaChatTemplateTest {
             + "{% set ns = namespace(a=(x|length - 1), b=('(,)')) %}"
             + "{% if not (m.tool_calls is defined) and a == b %}");
   }
+
+  @Test
+  void oneParsedTemplateRendersConcurrentlyWithoutCrosstalk() throws Exception {
+    // the parsed tree is shared by every routing thread; each render has its own interpreter
+    JinjaChatTemplate t = JinjaChatTemplate.compile("{% set ns = namespace(n=0) %}"
+        + "{% for m in messages %}{% set ns.n = ns.n + 1 %}<{{ m.role }}:{{ m.content.strip() }}>"
+        + "{% endfor %}{{ ns.n }}{% if add_generation_prompt %}[gen]{% endif %}", SPECIAL, "test");
+    int threads = 4;
+    java.util.concurrent.ExecutorService pool =
+        java.util.concurrent.Executors.newFixedThreadPool(threads);
+    try {
+      List<java.util.concurrent.Future<Integer>> results = new java.util.ArrayList<>();
+      for (int w = 0; w < threads; w++) {
+        int worker = w;
+        results.add(pool.submit(() -> {
+          int wrong = 0;
+          for (int i = 0; i < 300; i++) {
+            int n = 1 + (worker + i) % 5;
+            List<ChatMessage> chat = new java.util.ArrayList<>();
+            StringBuilder want = new StringBuilder();
+            for (int k = 0; k < n; k++) {
+              String content = "w" + worker + "i" + i + "k" + k;
+              chat.add(ChatMessage.user(" " + content + " "));
+              want.append("<user:").append(content).append('>');
+            }
+            want.append(n).append("[gen]");
+            if (!t.render(chat, null, true).equals(want.toString())) {
+              wrong++;
+            }
+          }
+          return wrong;
+        }));
+      }
+      for (java.util.concurrent.Future<Integer> f : results) {
+        assertThat(f.get(60, java.util.concurrent.TimeUnit.SECONDS)).isZero();
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+  }
 }
