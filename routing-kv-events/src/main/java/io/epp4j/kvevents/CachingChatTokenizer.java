@@ -6,22 +6,34 @@ import io.epp4j.api.ChatMessage;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.atomic.LongAdder;
+import org.jspecify.annotations.Nullable;
 
 /**
- * Tokenizes chats one message at a time and remembers each message's tokens, so turn N of a
- * dialog only tokenizes the messages added since turn N−1 instead of the whole history. Exact
- * for templates like ChatML where every message starts and ends with special tokens: a
- * tokenizer never merges across a special token, so the concatenation of per-message tokens
- * equals the tokens of the whole rendering. Plain text goes straight to the delegate.
- * {@link #tokensFromCache()} and {@link #tokensEncoded()} measure the saving.
+ * Tokenizes chats a piece at a time and remembers each piece's tokens, so turn N of a dialog
+ * only tokenizes what was added since turn N−1 instead of the whole history. Plain text goes
+ * straight to the delegate. {@link #tokensFromCache()} and {@link #tokensEncoded()} measure the
+ * saving.
+ *
+ * <p>Two ways to cut a chat into pieces, both exact because a tokenizer never merges across a
+ * special (added) token:
+ * <ul>
+ *   <li>{@linkplain #CachingChatTokenizer(Tokenizer, ChatTemplate, long) per message} with a
+ *       {@link ChatTemplate} whose every message starts and ends with special tokens (ChatML);
+ *   <li>{@linkplain #ofRenderedChats(HuggingFaceTokenizer, long) per rendered chunk}: the whole
+ *       chat is rendered with the model's Jinja template, then cut before each added token. Only
+ *       for a model whose {@link HuggingFaceTokenizer#chunkingExact()} proved on a rendered probe
+ *       conversation that the chunks give the whole rendering's tokens and that every message
+ *       lands in a chunk of its own; other models are tokenized whole.
+ * </ul>
  */
 public final class CachingChatTokenizer implements Tokenizer {
   private final Tokenizer delegate;
-  private final ChatTemplate template;
+  private final @Nullable ChatTemplate template;
+  private final @Nullable HuggingFaceTokenizer renderer;
   private final Cache<String, int[]> cache;
   private final LongAdder fromCache = new LongAdder();
   private final LongAdder encoded = new LongAdder();
-  private volatile int @org.jspecify.annotations.Nullable [] generationPrompt;
+  private volatile int @Nullable [] generationPrompt;
 
   /**
    * @param delegate     the tokenizer doing the work
@@ -29,13 +41,34 @@ public final class CachingChatTokenizer implements Tokenizer {
    * @param maxCachedTokens bound on the cache size, in tokens (each entry also weighs 16)
    */
   public CachingChatTokenizer(Tokenizer delegate, ChatTemplate template, long maxCachedTokens) {
+    this(delegate, Objects.requireNonNull(template, "template"), null, maxCachedTokens);
+  }
+
+  private CachingChatTokenizer(Tokenizer delegate, @Nullable ChatTemplate template,
+      @Nullable HuggingFaceTokenizer renderer, long maxCachedTokens) {
     this.delegate = Objects.requireNonNull(delegate, "delegate");
-    this.template = Objects.requireNonNull(template, "template");
+    this.template = template;
+    this.renderer = renderer;
     if (maxCachedTokens < 1) {
       throw new IllegalArgumentException("maxCachedTokens must be >= 1, got " + maxCachedTokens);
     }
     this.cache = Caffeine.newBuilder().maximumWeight(maxCachedTokens)
         .weigher((String k, int[] v) -> v.length + 16).build();
+  }
+
+  /**
+   * Caches the chunks of chats rendered with the model's own template.
+   *
+   * @throws IllegalArgumentException when the model's chunks are not proven exact
+   *     ({@link HuggingFaceTokenizer#chunkingExact()} is false): tokenize those chats whole
+   */
+  public static CachingChatTokenizer ofRenderedChats(HuggingFaceTokenizer tokenizer,
+      long maxCachedTokens) {
+    if (!tokenizer.chunkingExact()) {
+      throw new IllegalArgumentException("the chat template of this tokenizer does not put every"
+          + " message between special tokens; its chats must be tokenized whole");
+    }
+    return new CachingChatTokenizer(tokenizer, null, tokenizer, maxCachedTokens);
   }
 
   @Override
@@ -47,28 +80,51 @@ public final class CachingChatTokenizer implements Tokenizer {
 
   @Override
   public int[] encodeChat(List<ChatMessage> messages) {
-    int[][] parts = new int[messages.size() + 1][];
-    int total = 0;
-    for (int i = 0; i < messages.size(); i++) {
-      String rendered = template.renderMessage(messages.get(i));
-      int[] t = cache.getIfPresent(rendered);
-      if (t == null) {
-        t = delegate.encode(rendered);
-        encoded.add(t.length);
-        cache.put(rendered, t);
-      } else {
-        fromCache.add(t.length);
+    return encodeChat(messages, null);
+  }
+
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
+    HuggingFaceTokenizer r = renderer;
+    if (r != null) {
+      List<String> chunks = r.chunks(r.renderChat(messages, toolsJson, true));
+      int[][] parts = new int[chunks.size()][];
+      for (int i = 0; i < parts.length; i++) {
+        parts[i] = cached(chunks.get(i));
       }
-      parts[i] = t;
-      total += t.length;
+      return concat(parts);
+    }
+    ChatTemplate tpl = Objects.requireNonNull(template);
+    int[][] parts = new int[messages.size() + 1][];
+    for (int i = 0; i < messages.size(); i++) {
+      parts[i] = cached(tpl.renderMessage(messages.get(i)));
     }
     int[] gp = generationPrompt;
     if (gp == null) {
-      gp = delegate.encode(template.generationPrompt());
+      gp = delegate.encode(tpl.generationPrompt());
       generationPrompt = gp;
     }
     parts[messages.size()] = gp;
-    total += gp.length;
+    return concat(parts);
+  }
+
+  private int[] cached(String piece) {
+    int[] t = cache.getIfPresent(piece);
+    if (t == null) {
+      t = delegate.encode(piece);
+      encoded.add(t.length);
+      cache.put(piece, t);
+    } else {
+      fromCache.add(t.length);
+    }
+    return t;
+  }
+
+  private static int[] concat(int[][] parts) {
+    int total = 0;
+    for (int[] p : parts) {
+      total += p.length;
+    }
     int[] out = new int[total];
     int at = 0;
     for (int[] p : parts) {

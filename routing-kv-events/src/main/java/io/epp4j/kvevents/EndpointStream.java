@@ -34,7 +34,7 @@ final class EndpointStream {
   final Object member;
   /** The SUB socket of a per-endpoint stream; null in central mode, where one socket serves all. */
   final ZMQ.@Nullable Socket sub;
-  private final @Nullable String replayAddress;
+  private @Nullable String replayAddress;
   private final Shared shared;
   private final KvEventMetrics metrics;
   private ZMQ.@Nullable Socket replay;
@@ -60,10 +60,22 @@ final class EndpointStream {
     }
   }
 
+  /**
+   * Central mode: the endpoint's replay address became known after its first message opened
+   * the stream. Changes nothing when the stream already has one.
+   */
+  void useReplay(String address) {
+    if (replayAddress == null) {
+      replayAddress = address;
+      openReplay();
+    }
+  }
+
   /** Closes the replay socket, if open; the SUB socket is its owner's to close. */
   void closeReplay() {
     if (replay != null) {
       replay.close();
+      replay = null;
     }
   }
 

@@ -1,40 +1,62 @@
 package io.epp4j.kvevents;
 
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.epp4j.api.ChatMessage;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
- * An in-process {@link Tokenizer} over a Hugging Face {@code tokenizer.json}, using DJL's
- * tokenizers binding (its jar carries the native library for Linux x86_64/aarch64 and macOS, so
- * nothing is downloaded at run time). Chat requests are rendered with the template named by
- * {@code tokenizer_config.json}: templates built on ChatML markers ({@code <|im_start|>}, as
- * Qwen's) render as {@link ChatTemplate#CHATML}; other Jinja templates are not interpreted and
- * chat requests then fail with a {@link Tokenizer.TokenizationException} naming the file.
+ * An in-process {@link Tokenizer} over a Hugging Face model directory: {@code tokenizer.json}
+ * through DJL's tokenizers binding (its jar carries the native library for Linux x86_64/aarch64
+ * and macOS, so nothing is downloaded at run time), and the model's Jinja chat template rendered
+ * in process with jinjava, as vLLM renders it: the {@code chat_template.jinja} file when there is
+ * one, else {@code chat_template} of {@code tokenizer_config.json} (a string, or a list of named
+ * templates of which {@code default} is used, {@code tool_use} when the request has tools). The
+ * template is rendered once on a probe conversation when loading, so a template that cannot be
+ * rendered fails {@link #load} instead of every request.
+ *
+ * <p>Both DJL ({@code ai.djl.huggingface:tokenizers}) and jinjava
+ * ({@code com.hubspot.jinjava:jinjava}) are optional dependencies the application adds.
  */
 public final class HuggingFaceTokenizer implements Tokenizer {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
   private final ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer;
-  private final @Nullable ChatTemplate template;
+  private final @Nullable JinjaChatTemplate template;
+  private final @Nullable JinjaChatTemplate toolTemplate;
+  private final SpecialTokenSplitter splitter;
+  private final boolean chunkingExact;
   private final String source;
+  /** Why chats fail when there is no template. */
+  private final String noTemplate;
 
   private HuggingFaceTokenizer(ai.djl.huggingface.tokenizers.HuggingFaceTokenizer tokenizer,
-      @Nullable ChatTemplate template, String source) {
+      @Nullable JinjaChatTemplate template, @Nullable JinjaChatTemplate toolTemplate,
+      SpecialTokenSplitter splitter, String source, String noTemplate) {
+    this.noTemplate = noTemplate;
     this.tokenizer = tokenizer;
     this.template = template;
+    this.toolTemplate = toolTemplate;
+    this.splitter = splitter;
     this.source = source;
+    this.chunkingExact = template != null && provesChunkingExact();
   }
 
   /**
-   * Loads {@code tokenizer.json} from a model directory and, when present, the chat template of
-   * {@code tokenizer_config.json} next to it.
+   * Loads {@code tokenizer.json} from a model directory and, when present, its chat template.
    *
-   * @throws IOException when the files cannot be read or parsed
+   * @throws IOException when the files cannot be read or parsed, or the chat template cannot be
+   *     rendered (the message names the file)
    */
   public static HuggingFaceTokenizer load(Path modelDir) throws IOException {
     Path json = modelDir.resolve("tokenizer.json");
@@ -44,19 +66,75 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     ai.djl.huggingface.tokenizers.HuggingFaceTokenizer t;
     try {
       t = ai.djl.huggingface.tokenizers.HuggingFaceTokenizer.newInstance(json,
-          Map.of("addSpecialTokens", "false"));
+          // DJL truncates to 512 tokens unless told not to; a prompt has as many as it has
+          Map.of("addSpecialTokens", "false", "truncation", "false", "padding", "false"));
     } catch (RuntimeException e) {
       throw new IOException("cannot load " + json + ": " + e.getMessage(), e);
     }
-    ChatTemplate template = null;
-    Path config = modelDir.resolve("tokenizer_config.json");
-    if (Files.isRegularFile(config)) {
-      JsonNode chat = new ObjectMapper().readTree(config.toFile()).get("chat_template");
-      if (chat != null && chat.isTextual() && chat.asText().contains("<|im_start|>")) {
-        template = ChatTemplate.CHATML;
+    try {
+      SpecialTokenSplitter splitter = SpecialTokenSplitter.read(json);
+      Path config = modelDir.resolve("tokenizer_config.json");
+      JsonNode cfg = Files.isRegularFile(config) ? JSON.readTree(config.toFile()) : null;
+      Map<String, String> special = new HashMap<>();
+      if (cfg != null) {
+        for (String name : List.of("bos_token", "eos_token", "unk_token", "pad_token",
+            "sep_token", "cls_token", "mask_token")) {
+          String v = tokenText(cfg.get(name));
+          if (v != null) {
+            special.put(name, v);
+          }
+        }
       }
+      JinjaChatTemplate template = null;
+      JinjaChatTemplate toolTemplate = null;
+      Path jinja = modelDir.resolve("chat_template.jinja");
+      JsonNode chat = cfg == null ? null : cfg.get("chat_template");
+      try {
+        if (Files.isRegularFile(jinja)) {
+          template = JinjaChatTemplate.compile(Files.readString(jinja), special, jinja.toString());
+        } else if (chat != null && chat.isTextual()) {
+          template = JinjaChatTemplate.compile(chat.asText(), special, config.toString());
+        } else if (chat != null && chat.isArray()) {
+          for (JsonNode named : chat) {
+            String name = named.path("name").asText("");
+            String src = named.path("template").asText("");
+            if (name.equals("default")) {
+              template = JinjaChatTemplate.compile(src, special, config + " (default)");
+            } else if (name.equals("tool_use")) {
+              toolTemplate = JinjaChatTemplate.compile(src, special, config + " (tool_use)");
+            }
+          }
+          if (template == null) {
+            throw new IOException(config + ": chat_template lists no template named 'default'");
+          }
+        }
+      } catch (IllegalArgumentException e) {
+        throw new IOException(e.getMessage(), e);
+      } catch (NoClassDefFoundError e) {
+        // text still tokenizes; chats say why they cannot
+        return new HuggingFaceTokenizer(t, null, null, splitter, modelDir.toString(),
+            modelDir + " has a chat template but com.hubspot.jinjava:jinjava is not on the class"
+                + " path to render it; add it, or tokenize chats with a VllmTokenizer");
+      }
+      return new HuggingFaceTokenizer(t, template, toolTemplate, splitter, modelDir.toString(),
+          modelDir + " has no chat template (tokenizer_config.json's chat_template or"
+              + " chat_template.jinja); tokenize chats with a VllmTokenizer instead");
+    } catch (IOException | RuntimeException e) {
+      t.close();
+      throw e;
     }
-    return new HuggingFaceTokenizer(t, template, modelDir.toString());
+  }
+
+  /** tokenizer_config.json gives special tokens as strings or as AddedToken objects. */
+  private static @Nullable String tokenText(@Nullable JsonNode v) {
+    if (v == null || v.isNull()) {
+      return null;
+    }
+    if (v.isObject()) {
+      JsonNode c = v.get("content");
+      return c == null || !c.isTextual() ? null : c.asText();
+    }
+    return v.isTextual() ? v.asText() : null;
   }
 
   @Override
@@ -71,20 +149,196 @@ public final class HuggingFaceTokenizer implements Tokenizer {
 
   @Override
   public int[] encodeChat(List<ChatMessage> messages) {
-    if (template == null) {
-      throw new TokenizationException("the chat template of " + source
-          + " is not a ChatML template; tokenize chats with a VllmTokenizer instead");
-    }
-    return encode(template.render(messages));
+    return encode(renderChat(messages, null, true));
   }
 
-  /** The chat template in use, or {@code null} when chats are not supported. */
-  public @Nullable ChatTemplate chatTemplate() {
-    return template;
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
+    return encode(renderChat(messages, toolsJson, true));
+  }
+
+  /**
+   * The chat as the model's template renders it.
+   *
+   * @throws TokenizationException when the model has no chat template, or the template refuses
+   *     the chat ({@code raise_exception}, e.g. roles that do not alternate)
+   */
+  public String renderChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      boolean addGenerationPrompt) {
+    JinjaChatTemplate t = toolsJson != null && toolTemplate != null ? toolTemplate : template;
+    if (t == null) {
+      throw new TokenizationException(noTemplate);
+    }
+    return t.render(messages, toolsJson, addGenerationPrompt);
+  }
+
+  /** Whether the model has a chat template, so that {@link #encodeChat} can work. */
+  public boolean hasChatTemplate() {
+    return template != null;
+  }
+
+  /**
+   * Whether this model's chats may be tokenized piece by piece, each piece starting at a special
+   * token, with the same result as tokenizing the whole rendering, and whether that puts every
+   * message in a piece of its own. Decided when loading on a rendered probe conversation (see
+   * {@link CachingChatTokenizer}).
+   */
+  public boolean chunkingExact() {
+    return chunkingExact;
+  }
+
+  /** Splits rendered text before the added tokens the tokenizer never merges across. */
+  List<String> chunks(String rendered) {
+    return splitter.split(rendered);
+  }
+
+  /**
+   * Proof on the rendered text: a probe dialog with whitespace at the edges of its messages,
+   * non-ASCII text and text that looks like markup. Its chunks must tokenize to exactly the
+   * tokens of the whole rendering, and every message must sit in a chunk of its own (so cached
+   * chunks are per message, whatever the template adds around them).
+   */
+  private boolean provesChunkingExact() {
+    String[] markers = {"qzsysalpha", "qzuserbravo", "qzasstcharlie", "qzuserdelta"};
+    List<ChatMessage> probe = List.of(
+        ChatMessage.system(" " + markers[0] + " be brief.\n"),
+        ChatMessage.user(markers[1] + "  naïve café 東京 <b>x</b> \n\n"),
+        ChatMessage.assistant("\n " + markers[2] + " ok"),
+        ChatMessage.user(markers[3] + " again?  "));
+    String text;
+    try {
+      text = renderChat(probe, null, true);
+    } catch (TokenizationException e) {
+      return false; // e.g. a template without system messages; chats still render whole
+    }
+    List<String> chunks = splitter.split(text);
+    int last = -1;
+    for (String marker : markers) {
+      int at = -1;
+      for (int i = 0; i < chunks.size(); i++) {
+        if (chunks.get(i).contains(marker)) {
+          at = i;
+          break;
+        }
+      }
+      if (at < 0 ? text.contains(marker) : at <= last) {
+        return false; // two messages share a chunk
+      }
+      last = Math.max(last, at);
+    }
+    int[] whole = encode(text);
+    List<Integer> pieces = new ArrayList<>();
+    for (String c : chunks) {
+      for (int id : encode(c)) {
+        pieces.add(id);
+      }
+    }
+    return Arrays.equals(whole, pieces.stream().mapToInt(Integer::intValue).toArray());
   }
 
   @Override
   public void close() {
     tokenizer.close();
+  }
+
+  /**
+   * The added tokens of {@code tokenizer.json} at which a chat may be cut: the tokenizer
+   * extracts added tokens before anything else and never merges across them, so text cut just
+   * before one tokenizes piece by piece to the same IDs. Only tokens matched on the raw text
+   * qualify: not {@code lstrip} (it would take the whitespace before it from the previous
+   * piece), not {@code single_word}, and {@code normalized} ones only when the normalizer is the
+   * identity.
+   */
+  static final class SpecialTokenSplitter {
+    private final Trie trie = new Trie();
+
+    static SpecialTokenSplitter read(Path tokenizerJson) throws IOException {
+      List<JsonNode> added = new ArrayList<>();
+      boolean identityNormalizer = true;
+      try (JsonParser p = JSON.getFactory().createParser(tokenizerJson.toFile())) {
+        if (p.nextToken() != JsonToken.START_OBJECT) {
+          throw new IOException(tokenizerJson + " is not a JSON object");
+        }
+        while (p.nextToken() == JsonToken.FIELD_NAME) {
+          String field = p.currentName();
+          p.nextToken();
+          if (field.equals("added_tokens")) {
+            JsonNode arr = JSON.readTree(p);
+            arr.forEach(added::add);
+          } else if (field.equals("normalizer")) {
+            JsonNode n = JSON.readTree(p);
+            identityNormalizer = n == null || n.isNull()
+                || (n.path("type").asText().equals("Sequence")
+                    && n.path("normalizers").isArray() && n.path("normalizers").isEmpty());
+          } else {
+            p.skipChildren();
+          }
+        }
+      }
+      SpecialTokenSplitter s = new SpecialTokenSplitter();
+      for (JsonNode t : added) {
+        String content = t.path("content").asText("");
+        if (content.isEmpty() || t.path("lstrip").asBoolean(false)
+            || t.path("single_word").asBoolean(false)
+            || (t.path("normalized").asBoolean(false) && !identityNormalizer)) {
+          continue;
+        }
+        s.trie.add(content);
+      }
+      return s;
+    }
+
+    /** Pieces of {@code text}, each but possibly the first starting with an added token. */
+    List<String> split(String text) {
+      List<String> out = new ArrayList<>();
+      int start = 0;
+      int i = 0;
+      int n = text.length();
+      while (i < n) {
+        int len = trie.longestMatch(text, i);
+        if (len > 0) {
+          if (i > start) {
+            out.add(text.substring(start, i));
+          }
+          start = i;
+          i += len;
+        } else {
+          i++;
+        }
+      }
+      if (start < n) {
+        out.add(text.substring(start));
+      }
+      return out;
+    }
+  }
+
+  /** Longest-match lookup of the added tokens, as the tokenizer's own matcher finds them. */
+  private static final class Trie {
+    private final Map<Character, Trie> next = new HashMap<>();
+    private boolean terminal;
+
+    void add(String s) {
+      Trie t = this;
+      for (int i = 0; i < s.length(); i++) {
+        t = t.next.computeIfAbsent(s.charAt(i), c -> new Trie());
+      }
+      t.terminal = true;
+    }
+
+    int longestMatch(String s, int from) {
+      Trie t = this;
+      int best = 0;
+      for (int i = from; i < s.length(); i++) {
+        t = t.next.get(s.charAt(i));
+        if (t == null) {
+          break;
+        }
+        if (t.terminal) {
+          best = i - from + 1;
+        }
+      }
+      return best;
+    }
   }
 }

@@ -52,6 +52,11 @@ public final class KvBlockIndex {
   private final String defaultModel;
   private final Ticker ticker;
   private final KvEventMetrics metrics = new KvEventMetrics();
+  private static final java.util.logging.Logger LOG =
+      java.util.logging.Logger.getLogger(KvBlockIndex.class.getName());
+  /** When a block size mismatch was last logged ({@code Long.MIN_VALUE}: never). */
+  private final java.util.concurrent.atomic.AtomicLong lastMismatchReport =
+      new java.util.concurrent.atomic.AtomicLong(Long.MIN_VALUE);
   /** Whether {@link KvEventTelemetry} exports this index's metrics already. */
   final java.util.concurrent.atomic.AtomicBoolean telemetryRegistered =
       new java.util.concurrent.atomic.AtomicBoolean();
@@ -175,7 +180,9 @@ public final class KvBlockIndex {
       parentKey = BlockKeys.seed(e.model, lora, s.cacheSalt());
     }
     int bs = s.blockSize();
-    e.blockSize = bs;
+    if (bs != e.blockSize) {
+      learnBlockSize(e, bs);
+    }
     int bit = s.medium().bit();
     int[] tokens = s.tokenIds();
     boolean anySpeculative = speculative.any();
@@ -287,7 +294,35 @@ public final class KvBlockIndex {
     if (blockSizeTokens < 1) {
       throw new IllegalArgumentException("blockSizeTokens must be >= 1, got " + blockSizeTokens);
     }
-    endpoint(endpointId).blockSize = blockSizeTokens;
+    EndpointHoldings e = endpoint(endpointId);
+    if (e.blockSize != blockSizeTokens) {
+      learnBlockSize(e, blockSizeTokens);
+    }
+  }
+
+  /**
+   * The endpoint's engine uses {@code bs} tokens per block from now on. A size other than the
+   * configured one is counted and reported (at most once per
+   * {@link KvEventSubscriber#REPORT_INTERVAL}): precise mode scores the wrong blocks with it
+   * until it learns the engine's size, and whatever else was configured alike keeps doing so.
+   */
+  private void learnBlockSize(EndpointHoldings e, int bs) {
+    e.blockSize = bs;
+    if (bs == defaultBlockSize) {
+      return;
+    }
+    metrics.blockSizeMismatches.increment();
+    long now = System.nanoTime();
+    long last = lastMismatchReport.get();
+    if ((last == Long.MIN_VALUE || now - last >= KvEventSubscriber.REPORT_INTERVAL.toNanos())
+        && lastMismatchReport.compareAndSet(last, now)) {
+      LOG.warning("endpoint " + e.id + " uses KV blocks of " + bs + " tokens but precise mode is"
+          + " configured for " + defaultBlockSize + " (blockSizeTokens): its own size is used for"
+          + " it from now on, but requests scored before it was known, and anything else"
+          + " configured for " + defaultBlockSize + ", used the wrong blocks; set blockSizeTokens"
+          + " to the engines' --block-size (" + metrics.blockSizeMismatches()
+          + " mismatch(es) so far, the blockSizeMismatches metric)");
+    }
   }
 
   private EndpointHoldings endpoint(String id) {

@@ -27,6 +27,7 @@ public final class KvEventMetrics {
   final LongAdder overflows = new LongAdder();
   final LongAdder speculativeBlocks = new LongAdder();
   final LongAdder unknownEndpointMessages = new LongAdder();
+  final LongAdder blockSizeMismatches = new LongAdder();
   final AtomicLong lagMillis = new AtomicLong();
   private final Object sampleLock = new Object();
   private long lastSampleNanos = Long.MIN_VALUE;
@@ -75,6 +76,13 @@ public final class KvEventMetrics {
    * no pool member, in either mode batches that were still queued when their endpoint left.
    */
   public long unknownEndpointMessages() { return unknownEndpointMessages.sum(); }
+  /**
+   * Times an endpoint's engine turned out to use another block size than the index's configured
+   * one ({@code blockSizeTokens}), learned from its events or metrics; counted once per change.
+   * The engine's size is used for that endpoint from then on, but lookups made before it was
+   * known, and components configured with the same wrong size, use the wrong blocks.
+   */
+  public long blockSizeMismatches() { return blockSizeMismatches.sum(); }
   /** Wall-clock delay between the engine stamping the latest batch and its application. */
   public long lagMillis() { return lagMillis.get(); }
 
@@ -110,6 +118,7 @@ public final class KvEventMetrics {
         + ", decodeErrors=" + decodeErrors() + ", gaps=" + gaps() + ", replays=" + replays()
         + ", replayFailures=" + replayFailures() + ", resyncs=" + resyncs() + ", restarts="
         + restarts() + ", unknownEndpointMessages=" + unknownEndpointMessages()
+        + ", blockSizeMismatches=" + blockSizeMismatches()
         + ", lagMillis=" + lagMillis() + "}";
   }
 }

@@ -14,7 +14,8 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Messages are {@code [topic, seq (8 bytes big-endian), payload]}. Per endpoint the
  * subscriber checks the sequence: a gap is filled from the engine's replay socket when one is
- * configured (DEALER request {@code [, start seq]}, replies {@code [, seq, payload]} ending with
+ * configured (in either mode: its host is the endpoint's, its port the configured replay port or
+ * the endpoint's {@link #REPLAY_PORT_LABEL}) (DEALER request {@code [, start seq]}, replies {@code [, seq, payload]} ending with
  * seq −1), otherwise the endpoint's entries are dropped and rebuilt from new events (a resync);
  * a publisher restart (sequence going back) also resyncs, because a new engine process starts
  * with an empty cache; the same message delivered twice is ignored. Malformed messages, and
@@ -88,12 +89,14 @@ public final class KvEventSubscriber implements AutoCloseable {
   /**
    * Adds an endpoint to the pool this subscriber applies events for. Per-endpoint mode also
    * connects to its publisher (asynchronously); in central mode its topic is accepted from now
-   * on. Adding an endpoint already in the pool does nothing.
+   * on, and its replay socket (host, {@link #REPLAY_PORT_LABEL} or the configured replay port)
+   * fills gaps as in per-endpoint mode. Adding an endpoint already in the pool does nothing.
    */
   public void addEndpoint(Endpoint endpoint) {
     Object member = membership.add(endpoint.id());
-    if (member != null && !central) {
-      loop.submit(() -> streams.connect(endpoint, member));
+    if (member != null) {
+      loop.submit(central ? () -> streams.register(endpoint, member)
+          : () -> streams.connect(endpoint, member));
     }
   }
 

@@ -46,6 +46,7 @@ final class KvEventTelemetry implements AutoCloseable {
     t.counter(meter, "orphan_blocks", "{block}", "stored blocks whose parent was unknown", KvEventMetrics::orphanBlocks, m);
     t.counter(meter, "overflows", "{overflow}", "endpoints cleared for exceeding their block budget", KvEventMetrics::overflows, m);
     t.counter(meter, "unknown_endpoint_messages", "{message}", "messages dropped because their endpoint is not in the pool", KvEventMetrics::unknownEndpointMessages, m);
+    t.counter(meter, "block_size_mismatches", "{change}", "endpoints found using another block size than the configured one", KvEventMetrics::blockSizeMismatches, m);
     t.instruments.add(meter.gaugeBuilder("epp4j.kv_events.lag")
         .setDescription("Age of the newest applied batch when it was applied")
         .setUnit("ms").ofLongs()

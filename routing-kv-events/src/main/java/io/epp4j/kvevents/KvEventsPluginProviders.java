@@ -156,7 +156,8 @@ public final class KvEventsPluginProviders {
   /**
    * {@code tokenizer: {type: vllm, url, model, timeoutMs}} or
    * {@code tokenizer: {type: huggingface, path}}; chats are tokenized per message through a
-   * {@link CachingChatTokenizer} (ChatML) unless {@code cacheTokens} is 0.
+   * {@link CachingChatTokenizer} unless {@code cacheTokens} is 0 (ChatML for vllm; for
+   * huggingface the model's template, cached per chunk only where that is proven exact).
    */
   static Result<Tokenizer> createTokenizer(Parameters t) {
     String type = t.getEnum("type", "vllm", Set.of("vllm", "huggingface"));
@@ -201,8 +202,14 @@ public final class KvEventsPluginProviders {
       }
       return Result.errors(errs);
     }
-    boolean chatml = !(base instanceof HuggingFaceTokenizer h) || h.chatTemplate() != null;
-    return Result.ok(cacheTokens > 0 && chatml
-        ? new CachingChatTokenizer(base, ChatTemplate.CHATML, cacheTokens) : base);
+    if (cacheTokens == 0) {
+      return Result.ok(base);
+    }
+    if (base instanceof HuggingFaceTokenizer h) {
+      // the model's own template: cached per chunk where that is proven exact, else whole
+      return Result.ok(h.chunkingExact() ? CachingChatTokenizer.ofRenderedChats(h, cacheTokens)
+          : base);
+    }
+    return Result.ok(new CachingChatTokenizer(base, ChatTemplate.CHATML, cacheTokens));
   }
 }

@@ -17,7 +17,9 @@ import org.zeromq.ZMQ;
  * {@link #connect} and closed by {@link #disconnect} as the pool changes, and a message belongs
  * to its socket's stream. Central mode has one bound socket ({@link #addBound}), and a message
  * belongs to the endpoint its topic {@code kv@<host:port>@<model>} names, if that endpoint is in
- * the pool: a topic alone creates no stream and no index state.
+ * the pool: a topic alone creates no stream and no index state. In both modes a stream replays
+ * its gaps from the engine's replay socket: per-endpoint mode learns its address when
+ * connecting, central mode when the endpoint joins the pool ({@link #register}).
  *
  * <p>Threading: owned by the subscriber thread; only {@link #connectedEndpoints} is read from
  * other threads.
@@ -29,6 +31,8 @@ final class StreamTable {
   private final SubscriberSockets sockets;
   private final EndpointStream.Shared shared;
   private final Map<String, EndpointStream> byId = new HashMap<>();
+  /** Central mode: replay address of each pool member that has one. */
+  private final Map<String, ReplayAddress> replayAddresses = new HashMap<>();
   private final Map<ZMQ.Socket, EndpointStream> bySocket = new IdentityHashMap<>();
   private final List<ZMQ.Socket> subSockets = new ArrayList<>();
   private final AtomicInteger connected = new AtomicInteger();
@@ -98,6 +102,10 @@ final class StreamTable {
 
   /** Closes the stream of {@code id} if it still belongs to {@code member}. */
   void disconnect(String id, Object member) {
+    ReplayAddress ra = replayAddresses.get(id);
+    if (ra != null && ra.member() == member) {
+      replayAddresses.remove(id);
+    }
     EndpointStream st = byId.get(id);
     if (st == null || st.member != member) {
       return;
@@ -131,6 +139,32 @@ final class StreamTable {
     subSockets.add(s);
   }
 
+  /**
+   * Central mode: remembers where the engine of a new pool member answers replay requests (its
+   * host and {@link KvEventSubscriber#REPLAY_PORT_LABEL} or the configured replay port), so
+   * that a gap in its topic's stream is replayed as in per-endpoint mode. A stream opened by a
+   * message that came before this command gets the replay socket now.
+   */
+  void register(Endpoint e, Object member) {
+    if (!shared.membership().isCurrent(e.id(), member)) {
+      return;
+    }
+    int rp = labelInt(e, KvEventSubscriber.REPLAY_PORT_LABEL, replayPort);
+    if (rp <= 0) {
+      replayAddresses.remove(e.id());
+      return;
+    }
+    String address = SubscriberSockets.address(e.host(), rp);
+    replayAddresses.put(e.id(), new ReplayAddress(member, address));
+    EndpointStream st = byId.get(e.id());
+    if (st != null && st.member == member) {
+      st.useReplay(address);
+    }
+  }
+
+  /** Where the engine of one central-mode membership takes replay requests. */
+  private record ReplayAddress(Object member, String address) {}
+
   // ------------------------------------------------------------------- routing a message
 
   /**
@@ -152,7 +186,13 @@ final class StreamTable {
     EndpointStream st = byId.get(id);
     if (st == null || st.member != member) {
       // new, or re-added since its last stream: the sequence starts over
-      st = new EndpointStream(id, member, null, null, shared);
+      if (st != null) {
+        st.closeReplay();
+      }
+      ReplayAddress ra = replayAddresses.get(id);
+      st = new EndpointStream(id, member, null,
+          ra != null && ra.member() == member ? ra.address() : null, shared);
+      st.openReplay();
       byId.put(id, st);
     }
     return st;

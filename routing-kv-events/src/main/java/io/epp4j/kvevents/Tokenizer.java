@@ -2,6 +2,7 @@ package io.epp4j.kvevents;
 
 import io.epp4j.api.ChatMessage;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Turns request text into the token IDs the model server will see, so that text requests can be
@@ -28,6 +29,15 @@ public interface Tokenizer extends AutoCloseable {
    */
   default int[] encodeChat(List<ChatMessage> messages) {
     return encode(ChatTemplate.CHATML.render(messages));
+  }
+
+  /**
+   * As {@link #encodeChat(List)}, for a request that also declares tools (the {@code tools}
+   * array as JSON), which templates render into the prompt. The default ignores the tools;
+   * tokenizers that render the model's own template override it.
+   */
+  default int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
+    return encodeChat(messages);
   }
 
   @Override

@@ -13,11 +13,12 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A {@link Tokenizer} that asks a vLLM server: {@code POST <baseUrl>/tokenize} with
  * {@code {"model", "prompt", "add_special_tokens": false}} for text, and with {@code "messages"}
- * and {@code "add_generation_prompt": true} for chats (the server renders its own template). The
+ * (and {@code "tools"}) and {@code "add_generation_prompt": true} for chats (the server renders its own template). The
  * answer's {@code "tokens"} array is the result. Blocking; give it a short timeout.
  */
 public final class VllmTokenizer implements Tokenizer {
@@ -52,11 +53,23 @@ public final class VllmTokenizer implements Tokenizer {
 
   @Override
   public int[] encodeChat(List<ChatMessage> messages) {
+    return encodeChat(messages, null);
+  }
+
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
     ObjectNode body = JSON.createObjectNode();
     body.put("model", model);
     ArrayNode arr = body.putArray("messages");
     for (ChatMessage m : messages) {
       arr.addObject().put("role", m.role()).put("content", m.content());
+    }
+    if (toolsJson != null) {
+      try {
+        body.set("tools", JSON.readTree(toolsJson));
+      } catch (IOException e) {
+        throw new TokenizationException("the request's tools are not JSON", e);
+      }
     }
     body.put("add_generation_prompt", true);
     body.put("add_special_tokens", false);

@@ -59,24 +59,116 @@ class HuggingFaceTokenizerTest {
   @Test
   void tokenizesTextAndChatMlChatsFromAGeneratedTokenizerFile(@TempDir Path dir) throws Exception {
     try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(modelDir(dir,
-        "{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>{% endfor %}"))) {
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"
+        + "{% if add_generation_prompt %}<|im_start|>assistant{% endif %}"))) {
       assertThat(t.encode("hello world nope")).containsExactly(6, 7, 2);
       int[] chat = t.encodeChat(List.of(ChatMessage.system("be brief"),
           ChatMessage.user("hello")));
       assertThat(chat).containsExactly(0, 3, 8, 9, 1, 0, 4, 6, 1, 0, 5);
       // the per-message cache gives the same tokens
-      CachingChatTokenizer cached = new CachingChatTokenizer(t, ChatTemplate.CHATML, 10_000);
+      CachingChatTokenizer cached = CachingChatTokenizer.ofRenderedChats(t, 10_000);
       assertThat(cached.encodeChat(List.of(ChatMessage.system("be brief"),
           ChatMessage.user("hello")))).containsExactly(chat);
     }
   }
 
   @Test
-  void otherChatTemplatesAreRefusedWithAClearMessage(@TempDir Path dir) throws Exception {
-    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(modelDir(dir, "[INST] {{ x }}"))) {
-      assertThat(t.chatTemplate()).isNull();
+  void rendersAnyJinjaTemplateNotOnlyChatMl(@TempDir Path dir) throws Exception {
+    String inst = "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}[INST] "
+        + "{{ m.content.strip() }} [/INST]{% else %}{{ m.content }}{{ eos_token }}{% endif %}"
+        + "{% endfor %}";
+    Files.writeString(dir.resolve("tokenizer.json"), TOKENIZER_JSON);
+    Files.writeString(dir.resolve("tokenizer_config.json"), "{\"bos_token\": \"<s>\","
+        + " \"eos_token\": {\"content\": \"</s>\"}, \"chat_template\": "
+        + new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(inst) + "}");
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(dir)) {
+      assertThat(t.renderChat(List.of(ChatMessage.user("  hello "),
+          ChatMessage.assistant("world")), null, true))
+          .isEqualTo("<s>[INST] hello [/INST]world</s>");
+    }
+  }
+
+  @Test
+  void chatTemplateJinjaFileWinsAndNamedTemplatesPickDefaultOrToolUse(@TempDir Path dir)
+      throws Exception {
+    Files.writeString(dir.resolve("tokenizer.json"), TOKENIZER_JSON);
+    Files.writeString(dir.resolve("tokenizer_config.json"), """
+        {"chat_template": [
+          {"name": "default", "template": "D{% for m in messages %}{{ m.content }}{% endfor %}"},
+          {"name": "tool_use", "template": "T{{ tools[0].function.name }}"}]}
+        """);
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(dir)) {
+      assertThat(t.renderChat(List.of(ChatMessage.user("hi")), null, true)).isEqualTo("Dhi");
+      assertThat(t.renderChat(List.of(ChatMessage.user("hi")),
+          "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", true))
+          .isEqualTo("Tf");
+    }
+    Files.writeString(dir.resolve("chat_template.jinja"), "J{{ messages | length }}");
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(dir)) {
+      assertThat(t.renderChat(List.of(ChatMessage.user("hi")), null, true)).isEqualTo("J1");
+    }
+  }
+
+  @Test
+  void aTemplateThatCannotRenderFailsAtLoadNamingTheFile(@TempDir Path dir) throws Exception {
+    assertThatThrownBy(() -> HuggingFaceTokenizer.load(modelDir(dir,
+        "{{ raise_exception('this model takes no chats') }}")))
+        .isInstanceOf(java.io.IOException.class)
+        .hasMessageContaining("tokenizer_config.json")
+        .hasMessageContaining("this model takes no chats");
+    assertThatThrownBy(() -> HuggingFaceTokenizer.load(modelDir(dir,
+        "{% for m in messages %}{{ m.content }}")))
+        .isInstanceOf(java.io.IOException.class)
+        .hasMessageContaining("tokenizer_config.json");
+  }
+
+  @Test
+  void withoutAChatTemplateChatsAreRefusedWithAClearMessage(@TempDir Path dir) throws Exception {
+    Files.writeString(dir.resolve("tokenizer.json"), TOKENIZER_JSON);
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(dir)) {
+      assertThat(t.hasChatTemplate()).isFalse();
       assertThatThrownBy(() -> t.encodeChat(List.of(ChatMessage.user("hello"))))
-          .isInstanceOf(Tokenizer.TokenizationException.class).hasMessageContaining("ChatML");
+          .isInstanceOf(Tokenizer.TokenizationException.class)
+          .hasMessageContaining("no chat template");
+    }
+  }
+
+  @Test
+  void chatsWhoseMessagesShareAChunkAreTokenizedWholeNotCached(@TempDir Path dir)
+      throws Exception {
+    // messages joined by plain text: no special token between them, so per-chunk caching would
+    // cache whole conversations, and the tokenizer must not pretend otherwise
+    modelDir(dir, "<|im_start|>{% for m in messages %}{{ m.role }} {{ m.content }} "
+        + "{% endfor %}<|im_end|>");
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(dir)) {
+      assertThat(t.chunkingExact()).isFalse();
+      assertThatThrownBy(() -> CachingChatTokenizer.ofRenderedChats(t, 1_000))
+          .isInstanceOf(IllegalArgumentException.class);
+    }
+    io.epp4j.api.Parameters p = io.epp4j.api.Parameters.of(java.util.Map.of(
+        "type", "huggingface", "path", dir.toString()));
+    var made = KvEventsPluginProviders.createTokenizer(p);
+    assertThat(made.isOk()).isTrue();
+    try (Tokenizer t = made.value()) {
+      assertThat(t).isInstanceOf(HuggingFaceTokenizer.class);
+      assertThat(t.encodeChat(List.of(ChatMessage.user("hello world"))))
+          .containsExactly(0, 4, 6, 7, 1);
+    }
+    modelDir(dir, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>"
+        + "{% endfor %}");
+    var cached = KvEventsPluginProviders.createTokenizer(io.epp4j.api.Parameters.of(
+        java.util.Map.of("type", "huggingface", "path", dir.toString())));
+    try (Tokenizer t = cached.value()) {
+      assertThat(t).isInstanceOf(CachingChatTokenizer.class);
+    }
+  }
+
+  @Test
+  void longTextsAreNotTruncated(@TempDir Path dir) throws Exception {
+    // precise mode matches every block of a prompt: the tokenizer must not stop at a length
+    String text = "hello world ".repeat(3_000);
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(modelDir(dir, "x"))) {
+      assertThat(t.encode(text)).hasSize(6_000);
     }
   }
 }

@@ -3,6 +3,7 @@ package io.epp4j.kvevents;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
 import io.epp4j.core.Router;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -244,6 +245,118 @@ class KvEventSubscriberIntegrationTest {
       assertSameContents(index, expectedB, "10.0.0.2:8000", b);
       pubA.close();
       pubB.close();
+    }
+  }
+
+  @Test
+  void centralModeRecoversAGapThroughTheEndpointsReplaySocket() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1); ReplayServer replayA = new ReplayServer(ctx);
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayPort(replayA.port).replayTimeout(Duration.ofSeconds(10)).build();
+        ReplayServer replayB = new ReplayServer(ctx)) {
+      String bound = sub.boundEndpoint();
+      assertThat(bound).isNotNull();
+      // A replays on the subscriber's default port, B names its own with the label, C has none
+      Endpoint a = Endpoint.of("127.0.0.1", 8000);
+      Endpoint b = Endpoint.of("127.0.0.1", 8001,
+          Map.of(KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replayB.port)));
+      sub.addEndpoint(a);
+      sub.addEndpoint(b);
+      ZMQ.Socket pubA = connectedPublisher(ctx, bound);
+      ZMQ.Socket pubB = connectedPublisher(ctx, bound);
+      VllmEventEncoder enc = new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
+      FakeEngine engineA = new FakeEngine(5, 16);
+      FakeEngine engineB = new FakeEngine(6, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      int total = 30;
+      for (long seq = 0; seq < total; seq++) {
+        for (int e = 0; e < 2; e++) {
+          Endpoint ep = e == 0 ? a : b;
+          KvEventBatch batch = (e == 0 ? engineA : engineB).nextBatch(0);
+          expected.apply(ep.id(), batch);
+          byte[] payload = enc.encode(batch);
+          (e == 0 ? replayA : replayB).buffer.put(seq, payload);
+          boolean lost = e == 0 ? seq == 7 || seq == 8 : seq == 20;
+          if (!lost) {
+            publish(e == 0 ? pubA : pubB, "kv@" + ep.id() + "@m", seq, payload);
+          }
+        }
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 2L * total, () -> "every batch applied, lost ones replayed: " + m);
+      assertThat(m.gaps()).isEqualTo(2);
+      assertThat(m.replays()).isEqualTo(2);
+      assertThat(m.replayedBatches()).isGreaterThanOrEqualTo(3);
+      assertThat(m.replayFailures()).isZero();
+      assertThat(m.resyncs()).isZero();
+      assertSameContents(index, expected, a.id(), engineA);
+      assertSameContents(index, expected, b.id(), engineB);
+
+      // leaving the pool closes the endpoint's replay socket with its stream
+      sub.removeEndpoint(a);
+      assertThat(index.blockCount(a.id())).isZero();
+      pubA.close();
+      pubB.close();
+    }
+  }
+
+  @Test
+  void loraAdaptersAndCacheSaltsKeepIdenticalPromptsApartFromEventsToRouting() throws Exception {
+    // three engines hold the same 64 tokens: under adapter "sql", under salt "tenant-7", and
+    // plain; the events cross real sockets in vLLM's shape (lora_name, extra_keys), and each
+    // request must be routed to the engine holding its own (adapter, salt) variant
+    KvBlockIndex index = KvBlockIndex.create();
+    List<Endpoint> eps = List.of(Endpoint.of("127.0.0.1", 8100), Endpoint.of("127.0.0.1", 8101),
+        Endpoint.of("127.0.0.1", 8102));
+    int[] prompt = new int[64];
+    for (int i = 0; i < prompt.length; i++) {
+      prompt[i] = 500 + i;
+    }
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            speculative: false
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
+        ZContext ctx = new ZContext(1);
+        Router router = Router.builder().endpoints(eps).service(KvBlockIndex.class, index)
+            .configYaml(yaml, "lora-salt").build()) {
+      eps.forEach(sub::addEndpoint);
+      String[][] variants = {{"sql", null}, {null, "tenant-7"}, {null, null}};
+      for (int e = 0; e < 3; e++) {
+        ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+        long[] hashes = {1000L * (e + 1), 1000L * (e + 1) + 1, 1000L * (e + 1) + 2,
+            1000L * (e + 1) + 3};
+        KvEvent.BlockStored stored = new KvEvent.BlockStored(hashes, false, 0, prompt, 16,
+            variants[e][0] == null ? -1 : 3, Medium.GPU, variants[e][0], variants[e][1]);
+        byte[] payload = new VllmEventEncoder(e == 1 ? VllmEventEncoder.Shape.MAP
+            : VllmEventEncoder.Shape.TAGGED_ARRAY, false).encode(KvEventBatch.of(0,
+            List.of(stored)));
+        publish(pub, "kv@" + eps.get(e).id() + "@m", 0, payload);
+        int engine = e;
+        await(() -> index.blockCount(eps.get(engine).id()) == 4, "events of engine " + e);
+        pub.close();
+      }
+      for (int e = 0; e < 3; e++) {
+        InferenceRequest req = InferenceRequest.builder().model("m").tokenIds(prompt)
+            .loraAdapter(variants[e][0]).cacheSalt(variants[e][1]).build();
+        assertThat(router.route(req).primary().id()).as("variant " + e)
+            .isEqualTo(eps.get(e).id());
+      }
+      // another adapter, or the adapter with a salt, matches none of them
+      for (String[] other : new String[][] {{"chat", null}, {"sql", "tenant-7"}}) {
+        long[] keys = BlockKeys.chain(BlockKeys.seed("", other[0], other[1]), prompt, 16, 64);
+        for (Endpoint ep : eps) {
+          assertThat(index.prefixWeight(ep.id(), keys, 0)).isZero();
+        }
+      }
+      assertThat(index.metrics().decodeErrors()).isZero();
     }
   }
 

@@ -19,12 +19,14 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The DJL tokenizer binding is an optional dependency: precise mode that tokenizes through vLLM's
- * {@code /tokenize} must run on a class path without it. The scenario runs in a class loader that
- * sees the test class path minus every {@code ai.djl} jar, so any DJL class the plugin touched
- * would fail with {@link NoClassDefFoundError}.
+ * The DJL tokenizer binding and the jinjava template engine are optional dependencies: precise
+ * mode that tokenizes through vLLM's {@code /tokenize} must run on a class path without them. The
+ * scenario runs in a class loader that sees the test class path minus every {@code ai.djl} and
+ * {@code com.hubspot.jinjava} jar, so any class of theirs the plugin touched would fail with
+ * {@link NoClassDefFoundError}.
  */
 class PreciseModeWithoutDjlTest {
 
@@ -35,13 +37,15 @@ class PreciseModeWithoutDjlTest {
     List<URL> urls = new ArrayList<>();
     int hidden = 0;
     for (String entry : testClassPath()) {
-      if (entry.replace(File.separatorChar, '/').contains("/ai/djl/")) {
+      String path = entry.replace(File.separatorChar, '/');
+      if (path.contains("/ai/djl/") || path.contains("/com/hubspot/jinjava/")) {
         hidden++;
       } else if (!entry.isEmpty()) {
         urls.add(Path.of(entry).toUri().toURL());
       }
     }
-    assertThat(hidden).as("DJL jars found on the test class path (to hide)").isPositive();
+    assertThat(hidden).as("DJL and jinjava jars found on the test class path (to hide)")
+        .isGreaterThanOrEqualTo(2);
 
     AtomicInteger tokenizeCalls = new AtomicInteger();
     HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
@@ -67,6 +71,8 @@ class PreciseModeWithoutDjlTest {
       assertThatThrownBy(() -> Class.forName(
           "ai.djl.huggingface.tokenizers.HuggingFaceTokenizer", false, noDjl))
           .isInstanceOf(ClassNotFoundException.class);
+      assertThatThrownBy(() -> Class.forName("com.hubspot.jinjava.Jinjava", false, noDjl))
+          .isInstanceOf(ClassNotFoundException.class);
       // the router finds its plugins on the context class loader
       thread.setContextClassLoader(noDjl);
       Callable<?> scenario = (Callable<?>) Class.forName(Scenario.class.getName(), true, noDjl)
@@ -78,6 +84,50 @@ class PreciseModeWithoutDjlTest {
       server.stop(0);
     }
     assertThat(tokenizeCalls.get()).as("the chat went through vLLM's /tokenize").isPositive();
+  }
+
+  @Test
+  void withoutJinjavaTheHuggingFaceTokenizerStillTokenizesTextAndSaysWhyChatsFail(
+      @TempDir Path dir) throws Exception {
+    List<String> kept = new ArrayList<>();
+    int hidden = 0;
+    for (String entry : testClassPath()) {
+      if (entry.replace(File.separatorChar, '/').contains("/com/hubspot/jinjava/")) {
+        hidden++;
+      } else if (!entry.isEmpty()) {
+        kept.add(entry);
+      }
+    }
+    assertThat(hidden).as("jinjava jar found on the test class path (to hide)").isPositive();
+    HuggingFaceTokenizerTest.modelDir(dir, "{% for m in messages %}{{ m.content }}{% endfor %}");
+    // a JVM of its own: DJL's native library can be loaded by one class loader per JVM only
+    Process p = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java")
+        .toString(), "-cp", String.join(File.pathSeparator, kept),
+        "-DDJL_CACHE_DIR=" + dir.resolve("djl-cache"), "-Dai.djl.offline=true",
+        TextOnly.class.getName(), dir.toString())
+        .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+    assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).as("finished").isTrue();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+    assertThat(out).isEqualTo("[6, 7] / " + dir
+        + " has a chat template but com.hubspot.jinjava:jinjava is not on the class path to"
+        + " render it; add it, or tokenize chats with a VllmTokenizer");
+  }
+
+  /** Loads a model directory with a chat template, in a JVM without jinjava. */
+  public static final class TextOnly {
+    private TextOnly() {}
+
+    public static void main(String[] args) throws Exception {
+      try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(Path.of(args[0]))) {
+        String text = java.util.Arrays.toString(t.encode("hello world"));
+        try {
+          t.encodeChat(List.of(ChatMessage.user("hello")));
+          System.out.println(text + " / chat tokenized");
+        } catch (Tokenizer.TokenizationException e) {
+          System.out.println(text + " / " + e.getMessage());
+        }
+      }
+    }
   }
 
   /** Surefire's real test class path (java.class.path may be a manifest-only jar). */

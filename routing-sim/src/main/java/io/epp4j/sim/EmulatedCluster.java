@@ -9,6 +9,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The simulator's replicas on a wall clock: the same {@link Replica} scheduler, {@link KvCache}
@@ -127,6 +128,17 @@ final class EmulatedCluster implements AutoCloseable {
    * tokens (filler IDs). The caller has checked it fits the model's context.
    */
   void submit(int replica, int[] prompt, int maxTokens, Listener listener) {
+    submit(replica, prompt, maxTokens, -1, null, null, listener);
+  }
+
+  /**
+   * As {@link #submit(int, int[], int, Listener)} for a request on LoRA adapter
+   * {@code loraName} (id {@code loraId}; null for the base model) with {@code cacheSalt}: like
+   * vLLM, its blocks hash apart from the same tokens under another adapter or salt, and its KV
+   * events carry both.
+   */
+  void submit(int replica, int[] prompt, int maxTokens, int loraId, @Nullable String loraName,
+      @Nullable String cacheSalt, Listener listener) {
     int[] tokens = Arrays.copyOf(prompt, prompt.length + maxTokens);
     lock.lock();
     try {
@@ -139,7 +151,13 @@ final class EmulatedCluster implements AutoCloseable {
       RequestSpec spec = new RequestSpec("emu-" + id, "", prompt.length, maxTokens,
           () -> tokens, false, "");
       long now = now(); // one instant for arrival and step start, as in the simulation
-      SimRequest r = new SimRequest(spec, tokens, now, null, blockSeed, hw.blockSize());
+      long seed = loraName == null && cacheSalt == null ? blockSeed
+          : ChainedBlockHash.seed(hw.model() + "\u0000" + (loraName == null ? "" : loraName)
+              + "\u0000" + (cacheSalt == null ? "" : cacheSalt));
+      SimRequest r = new SimRequest(spec, tokens, now, null, seed, hw.blockSize());
+      r.loraId = loraName == null ? -1 : loraId;
+      r.loraName = loraName;
+      r.cacheSalt = cacheSalt;
       listeners.put(r, listener);
       promptTokens[replica] += prompt.length;
       Replica rep = replicas[replica];

@@ -47,6 +47,7 @@ final class EmulatedServer implements AutoCloseable {
   private final EmulatedCluster cluster;
   private final int replica;
   private final String model;
+  private final List<String> loraAdapters;
   private final HttpServer http;
   private final ExecutorService executor;
   private volatile boolean stopping;
@@ -57,6 +58,17 @@ final class EmulatedServer implements AutoCloseable {
    * @throws IllegalStateException naming the port when it is taken
    */
   EmulatedServer(EmulatedCluster cluster, int replica, int port) {
+    this(cluster, replica, port, List.of());
+  }
+
+  /**
+   * Binds {@code 127.0.0.1:port}, also serving the LoRA adapters {@code loraAdapters}: as with
+   * vLLM's {@code --lora-modules}, a request names one in its {@code model} field.
+   *
+   * @throws IllegalStateException naming the port when it is taken
+   */
+  EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters) {
+    this.loraAdapters = List.copyOf(loraAdapters);
     this.cluster = cluster;
     this.replica = replica;
     this.model = cluster.profile().model();
@@ -200,11 +212,20 @@ final class EmulatedServer implements AutoCloseable {
 
   private void complete(HttpExchange ex, JsonNode body, boolean chat) throws IOException {
     JsonNode modelNode = body.get("model");
-    if (modelNode != null && !modelNode.isNull() && !model.equals(modelNode.asText())) {
+    String requested = modelNode == null || modelNode.isNull() ? model : modelNode.asText();
+    int adapter = loraAdapters.indexOf(requested);
+    if (!model.equals(requested) && adapter < 0) {
       error(ex, 404, "NotFoundError", "the model in field 'model' does not exist; this server"
-          + " serves " + model);
+          + " serves " + model + (loraAdapters.isEmpty() ? "" : " and its LoRA adapters"));
       return;
     }
+    JsonNode saltNode = body.get("cache_salt");
+    if (saltNode != null && !saltNode.isNull() && (!saltNode.isTextual()
+        || saltNode.asText().isEmpty())) {
+      error(ex, 400, "BadRequestError", "field 'cache_salt' must be a non-empty string");
+      return;
+    }
+    String salt = saltNode == null || saltNode.isNull() ? null : saltNode.asText();
     Object parsed = promptTokens(body, chat);
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
@@ -236,7 +257,8 @@ final class EmulatedServer implements AutoCloseable {
 
     LinkedBlockingQueue<int[]> out = new LinkedBlockingQueue<>();
     // {token} for a token, {-1, prompt, cached, completion} when done, {-2} when aborted
-    cluster.submit(replica, prompt, maxTokens, new EmulatedCluster.Listener() {
+    cluster.submit(replica, prompt, maxTokens, adapter + 1, adapter < 0 ? null : requested, salt,
+        new EmulatedCluster.Listener() {
       @Override
       public void onToken(int tokenId, boolean first) {
         out.add(new int[] {tokenId});

@@ -1,6 +1,7 @@
 package io.epp4j.sim;
 
 import io.epp4j.kvevents.KvEvent;
+import io.epp4j.kvevents.Medium;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -276,7 +277,9 @@ final class KvCache {
     }
     Long parent = from == 0 ? null : r.blockHash(from - 1);
     int[] toks = Arrays.copyOfRange(r.tokens, from * blockSize, to * blockSize);
-    pendingEvents.add(KvEvent.BlockStored.of(hs, parent, toks, blockSize));
+    // as vLLM: the adapter on every event, the salt in the extra keys of a chain's first block
+    pendingEvents.add(new KvEvent.BlockStored(hs, parent != null, parent == null ? 0 : parent,
+        toks, blockSize, r.loraId, Medium.GPU, r.loraName, from == 0 ? r.cacheSalt : null));
   }
 
   private void flushRemoved() {

@@ -28,7 +28,8 @@ import org.zeromq.ZMQException;
  *
  * <p>The batch is msgspec's {@code array_like} encoding, {@code [ts, [event, ...]]} with each
  * event a tagged array such as {@code ["BlockStored", hashes, parent, tokens, block_size]}
- * (trailing defaults omitted), or, with {@code mapEncoding}, each event a map with a
+ * (trailing defaults omitted; a request on a LoRA adapter or with a {@code cache_salt} adds
+ * {@code lora_id, medium, lora_name, extra_keys}), or, with {@code mapEncoding}, each event a map with a
  * {@code type} key. Block hashes go out as 64-bit unsigned integers, as vLLM's built-in hash
  * produces them.
  *
@@ -201,13 +202,28 @@ final class KvEventPublisher implements AutoCloseable {
 
   private static void packArray(MessageBufferPacker p, KvEvent e) throws IOException {
     if (e instanceof KvEvent.BlockStored s) {
-      // lora_id, medium, lora_name and extra_keys are at their defaults and omitted
-      p.packArrayHeader(5);
+      // lora_id, medium, lora_name and extra_keys are omitted when at their defaults
+      boolean extra = s.loraName() != null || s.cacheSalt() != null;
+      p.packArrayHeader(extra ? 9 : 5);
       p.packString("BlockStored");
       packHashes(p, s.blockHashes());
       packParent(p, s);
       packTokens(p, s.tokenIds());
       p.packInt(s.blockSize());
+      if (extra) {
+        if (s.loraId() >= 0) {
+          p.packInt(s.loraId());
+        } else {
+          p.packNil();
+        }
+        p.packString("GPU");
+        if (s.loraName() != null) {
+          p.packString(s.loraName());
+        } else {
+          p.packNil();
+        }
+        packExtraKeys(p, s);
+      }
     } else if (e instanceof KvEvent.BlockRemoved r) {
       p.packArrayHeader(2);
       p.packString("BlockRemoved");
@@ -220,7 +236,24 @@ final class KvEventPublisher implements AutoCloseable {
 
   private static void packMap(MessageBufferPacker p, KvEvent e) throws IOException {
     if (e instanceof KvEvent.BlockStored s) {
-      p.packMapHeader(6);
+      boolean extra = s.loraName() != null || s.cacheSalt() != null;
+      p.packMapHeader(extra ? 9 : 6);
+      if (extra) {
+        p.packString("lora_id");
+        if (s.loraId() >= 0) {
+          p.packInt(s.loraId());
+        } else {
+          p.packNil();
+        }
+        p.packString("lora_name");
+        if (s.loraName() != null) {
+          p.packString(s.loraName());
+        } else {
+          p.packNil();
+        }
+        p.packString("extra_keys");
+        packExtraKeys(p, s);
+      }
       p.packString("type");
       p.packString("BlockStored");
       p.packString("block_hashes");
@@ -245,6 +278,31 @@ final class KvEventPublisher implements AutoCloseable {
       p.packMapHeader(1);
       p.packString("type");
       p.packString("AllBlocksCleared");
+    }
+  }
+
+  /**
+   * vLLM's {@code extra_keys}: per block, the keys that went into its hash besides the tokens,
+   * or nil. The adapter's name on every block, the cache salt on the first block of a chain.
+   */
+  private static void packExtraKeys(MessageBufferPacker p, KvEvent.BlockStored s)
+      throws IOException {
+    int blocks = s.blockHashes().length;
+    p.packArrayHeader(blocks);
+    for (int i = 0; i < blocks; i++) {
+      String salt = i == 0 ? s.cacheSalt() : null;
+      int n = (s.loraName() != null ? 1 : 0) + (salt != null ? 1 : 0);
+      if (n == 0) {
+        p.packNil();
+        continue;
+      }
+      p.packArrayHeader(n);
+      if (s.loraName() != null) {
+        p.packString(s.loraName());
+      }
+      if (salt != null) {
+        p.packString(salt);
+      }
     }
   }
 

@@ -31,11 +31,23 @@ final class Serve implements AutoCloseable {
         --speed X              emulated seconds per wall-clock second (default 1)
         --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
         --seed S               seed of the filler output tokens (default 1)
+        --lora-adapters A,B    LoRA adapter names also served (a request names one in 'model');
+                               their blocks hash apart and their KV events carry lora_name
       """;
 
   /** Parsed {@code serve} options. */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
-      HardwareProfile profile, long seed) {}
+      HardwareProfile profile, long seed, List<String> loraAdapters) {
+    Options {
+      loraAdapters = List.copyOf(loraAdapters);
+    }
+
+    /** Without LoRA adapters. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, List.of());
+    }
+  }
 
   private final ZContext zmq;
   private final EmulatedCluster cluster;
@@ -71,7 +83,7 @@ final class Serve implements AutoCloseable {
         String topic = "kv@127.0.0.1:" + httpPort + "@" + o.profile().model();
         publishers.add(new KvEventPublisher(zmq, topic, o.kvEventsPort() + 2 * i,
             o.kvEventsPort() + 2 * i + 1, o.mapEncoding()));
-        servers.add(new EmulatedServer(cluster, i, httpPort));
+        servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters()));
       }
     } catch (RuntimeException e) {
       close();
@@ -179,6 +191,7 @@ final class Serve implements AutoCloseable {
     double speed = 1;
     HardwareProfile profile = HardwareProfile.qwen3H100Mps6();
     long seed = 1;
+    List<String> lora = List.of();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help") || a.equals("-h")) {
@@ -224,6 +237,15 @@ final class Serve implements AutoCloseable {
           }
           profile = p;
         }
+        case "--lora-adapters" -> {
+          lora = new ArrayList<>();
+          for (String adapter : v.split(",", -1)) {
+            if (adapter.isBlank()) {
+              throw new IllegalArgumentException("--lora-adapters: empty adapter name in " + v);
+            }
+            lora.add(adapter.trim());
+          }
+        }
         case "--seed" -> {
           try {
             seed = Long.parseLong(v);
@@ -248,7 +270,7 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException("--kv-events-port " + kvPort + " leaves no room for "
           + replicas + " replicas");
     }
-    return new Options(replicas, port, kvPort, map, speed, profile, seed);
+    return new Options(replicas, port, kvPort, map, speed, profile, seed, lora);
   }
 
   private static int intArg(String name, String v, int min, int max) {

@@ -16,6 +16,14 @@ final class SimRequest {
   final @Nullable RoutingDecision decision;
   final long blockSeed;
   final int blockSize;
+  /**
+   * The LoRA adapter ({@code lora_id} 1.., name) and {@code cache_salt} of an emulated request;
+   * they seed its hash chain and go out with its KV events, as in vLLM. Unset (-1, null) in
+   * simulations.
+   */
+  int loraId = -1;
+  @Nullable String loraName;
+  @Nullable String cacheSalt;
 
   /** Block ids held, in sequence order. */
   int[] blocks = new int[8];

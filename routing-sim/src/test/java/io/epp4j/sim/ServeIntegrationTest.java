@@ -12,6 +12,7 @@ import io.epp4j.api.RoutingDecision;
 import io.epp4j.core.MetricsScraper;
 import io.epp4j.core.PrometheusMetrics;
 import io.epp4j.core.Router;
+import io.epp4j.kvevents.BlockKeys;
 import io.epp4j.kvevents.KvBlockIndex;
 import io.epp4j.kvevents.KvEventSubscriber;
 import java.io.ByteArrayOutputStream;
@@ -51,16 +52,25 @@ class ServeIntegrationTest {
 
   /** Starts replicas on free-looking ports, retrying a few bases if one is taken meanwhile. */
   private Serve start(int replicas) {
-    return start(replicas, false, SPEED);
+    return start(replicas, false, SPEED, List.of());
   }
 
   private Serve start(int replicas, boolean mapEncoding, double speed) {
+    return start(replicas, mapEncoding, speed, List.of());
+  }
+
+  private Serve start(int replicas, List<String> loraAdapters) {
+    return start(replicas, false, SPEED, loraAdapters);
+  }
+
+  private Serve start(int replicas, boolean mapEncoding, double speed,
+      List<String> loraAdapters) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 20; attempt++) {
       // below the kernel's ephemeral range, so no client socket of another process holds them
       int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
       Serve.Options o = new Serve.Options(replicas, base, base + 1_000, mapEncoding, speed,
-          HardwareProfile.qwen3H100Mps6(), 1);
+          HardwareProfile.qwen3H100Mps6(), 1, loraAdapters);
       try {
         Serve s = new Serve(o);
         open.add(s);
@@ -442,6 +452,75 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void loraAdaptersAndCacheSaltsReachThePreciseScorersKeys() throws Exception {
+    Serve s = start(2, List.of("sql"));
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      eps.add(Endpoint.of("127.0.0.1", port(s, i), Map.of(
+          KvEventSubscriber.PORT_LABEL, String.valueOf(kvPort(s, i)),
+          KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(kvPort(s, i) + 1))));
+    }
+    KvBlockIndex index = KvBlockIndex.create();
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            speculative: false
+            kvEvents: {mode: per-endpoint, replayTimeoutMs: 10000}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    try (Router router = Router.builder().endpoints(eps).service(KvBlockIndex.class, index)
+        .configYaml(yaml, "emulator-lora").build()) {
+      for (int i = 0; i < 2; i++) {
+        int replica = i;
+        int[] n = {0};
+        await(() -> {
+          try {
+            post(port(s, replica), "/v1/completions",
+                "{\"prompt\":" + tokens(90_000 + 100 * n[0]++, 40) + ",\"max_tokens\":1}");
+          } catch (Exception e) {
+            throw new AssertionError(e);
+          }
+          return index.blockCount(eps.get(replica).id()) > 0;
+        }, "events of replica " + i);
+      }
+      // the same 160 tokens: on adapter "sql" at replica 0, with a salt at replica 1
+      assertThat(post(port(s, 0), "/v1/completions", "{\"model\":\"sql\",\"prompt\":"
+          + tokens(40_000, 160) + ",\"max_tokens\":1}").statusCode()).isEqualTo(200);
+      assertThat(post(port(s, 1), "/v1/completions", "{\"cache_salt\":\"tenant-7\",\"prompt\":"
+          + tokens(40_000, 160) + ",\"max_tokens\":1}").statusCode()).isEqualTo(200);
+      assertThat(post(port(s, 1), "/v1/completions", "{\"model\":\"nope\",\"prompt\":"
+          + tokens(40_000, 16) + ",\"max_tokens\":1}").statusCode()).isEqualTo(404);
+      int[] prompt = new int[160];
+      for (int t = 0; t < prompt.length; t++) {
+        prompt[t] = 40_000 + t;
+      }
+      String[][] variants = {{"sql", null}, {null, "tenant-7"}};
+      for (int i = 0; i < 2; i++) {
+        InferenceRequest req = InferenceRequest.builder().model("qwen3-1.7b").tokenIds(prompt)
+            .loraAdapter(variants[i][0]).cacheSalt(variants[i][1]).build();
+        Endpoint expected = eps.get(i);
+        await(() -> router.route(req).primary().id().equals(expected.id()),
+            "variant " + i + " routed to the replica holding its blocks");
+      }
+      for (int i = 0; i < 2; i++) {
+        int replica = i;
+        await(() -> s.cluster().idle(replica), "replica idle");
+        // neither replica holds the plain prompt: the adapter and the salt keyed it apart
+        long[] plain = BlockKeys.chain(BlockKeys.seed("", null, null), prompt, 16, 10);
+        assertThat(index.prefixWeight(eps.get(i).id(), plain, 0)).isZero();
+        long[] own = BlockKeys.chain(BlockKeys.seed("", variants[i][0], variants[i][1]), prompt,
+            16, 10);
+        assertThat(index.prefixWeight(eps.get(i).id(), own, 0)).isEqualTo(10.0);
+      }
+      assertThat(index.metrics().decodeErrors()).isZero();
+    }
+  }
+
+  @Test
   void theReplaySocketAnswersFromTheRequestedSequence() throws Exception {
     Serve s = start(1);
     int p = port(s, 0);
@@ -518,6 +597,11 @@ class ServeIntegrationTest {
     assertThat(Serve.parse(new String[] {"--replicas", "2", "--port", "9000", "--speed", "20",
         "--kv-events-encoding", "map"})).isEqualTo(new Serve.Options(2, 9000, 25557, true, 20,
         HardwareProfile.qwen3H100Mps6(), 1));
+    assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000",
+        "--lora-adapters", "sql, chat"}).loraAdapters()).containsExactly("sql", "chat");
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Serve.parse(new String[] {
+        "--replicas", "1", "--port", "9000", "--lora-adapters", "sql,,chat"}))
+        .hasMessageContaining("--lora-adapters");
   }
 
   /**

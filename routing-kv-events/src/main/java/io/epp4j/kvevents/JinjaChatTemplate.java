@@ -1,0 +1,374 @@
+package io.epp4j.kvevents;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.hubspot.jinjava.Jinjava;
+import com.hubspot.jinjava.JinjavaConfig;
+import com.hubspot.jinjava.LegacyOverrides;
+import com.hubspot.jinjava.el.JinjavaInterpreterResolver;
+import com.hubspot.jinjava.interpret.JinjavaInterpreter;
+import com.hubspot.jinjava.interpret.TemplateError;
+import com.hubspot.jinjava.lib.filter.Filter;
+import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
+import com.hubspot.jinjava.tree.Node;
+import io.epp4j.api.ChatMessage;
+import java.lang.reflect.Method;
+import java.time.ZonedDateTime;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import jinjava.javax.el.CompositeELResolver;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * A Hugging Face chat template (the Jinja source of {@code chat_template}) rendered in process
+ * with jinjava, set up as {@code transformers}' {@code apply_chat_template} sets up Python's
+ * jinja2: {@code trim_blocks} and {@code lstrip_blocks}, loop controls, its {@code tojson}
+ * (Python's {@code json.dumps} layout, non-ASCII kept), {@code raise_exception},
+ * {@code strftime_now}, the special tokens as globals, and the Python string methods the
+ * templates call ({@link PythonMethods}). The template is parsed once; every render gets a fresh
+ * interpreter, so one instance serves any number of threads.
+ *
+ * <p>Package-private: {@link HuggingFaceTokenizer} is the public face, and jinjava is an optional
+ * dependency that only this class and {@link PythonMethods} touch.
+ */
+final class JinjaChatTemplate {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final Jinjava jinjava;
+  private final Node root;
+  private final Map<String, Object> globals;
+  private final String origin;
+
+  private JinjaChatTemplate(Jinjava jinjava, Node root, Map<String, Object> globals,
+      String origin) {
+    this.jinjava = jinjava;
+    this.root = root;
+    this.globals = globals;
+    this.origin = origin;
+  }
+
+  /**
+   * Parses a template and renders a probe conversation with it (system, user, assistant, user,
+   * with and without tools), so that a template this engine cannot render fails here, at load
+   * time, rather than on every request.
+   *
+   * @param source        the Jinja source
+   * @param specialTokens {@code bos_token}, {@code eos_token}, ... as the template sees them
+   * @param origin        where the template came from, for error messages
+   * @throws IllegalArgumentException naming {@code origin} when the template does not render
+   */
+  static JinjaChatTemplate compile(String source, Map<String, String> specialTokens,
+      String origin) {
+    CompositeELResolver resolver = new CompositeELResolver();
+    resolver.add(new PythonMethods());
+    resolver.add(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_WRITE);
+    JinjavaConfig config = JinjavaConfig.newBuilder()
+        .withTrimBlocks(true)
+        .withLstripBlocks(true)
+        .withElResolver(resolver)
+        .withFailOnUnknownTokens(false)
+        .withMaxOutputSize(64L << 20)
+        .withLegacyOverrides(LegacyOverrides.newBuilder()
+            .withUseNaturalOperatorPrecedence(true)
+            .withParseWhitespaceControlStrictly(true)
+            .withUseTrimmingForNotesAndExpressions(true)
+            .withKeepNullableLoopValues(true)
+            .build())
+        .build();
+    Jinjava jinjava = new Jinjava(config);
+    jinjava.getGlobalContext().registerFilter(new ToJson());
+    try {
+      // this class is not public: jinjava may call its functions only once they are accessible
+      Method raise = JinjaChatTemplate.class.getDeclaredMethod("raiseException", Object.class);
+      raise.setAccessible(true);
+      Method now = JinjaChatTemplate.class.getDeclaredMethod("strftimeNow", String.class);
+      now.setAccessible(true);
+      jinjava.getGlobalContext().registerFunction(
+          new ELFunctionDefinition("", "raise_exception", raise));
+      jinjava.getGlobalContext().registerFunction(new ELFunctionDefinition("", "strftime_now", now));
+    } catch (NoSuchMethodException e) {
+      throw new IllegalStateException(e);
+    }
+    JinjavaInterpreter parser = jinjava.newInterpreter();
+    Node root;
+    JinjavaInterpreter.pushCurrent(parser);
+    try {
+      root = parser.parse(pythonCompatible(source));
+    } finally {
+      JinjavaInterpreter.popCurrent();
+    }
+    for (TemplateError e : parser.getErrors()) {
+      if (e.getSeverity() == TemplateError.ErrorType.FATAL) {
+        throw new IllegalArgumentException("the chat template of " + origin
+            + " does not parse: " + e.getMessage() + " (line " + e.getLineno() + ")");
+      }
+    }
+    Map<String, Object> globals = new HashMap<>(specialTokens);
+    JinjaChatTemplate t = new JinjaChatTemplate(jinjava, root, Map.copyOf(globals), origin);
+    t.probe();
+    return t;
+  }
+
+  /**
+   * Renders probe conversations, accepting a template's own refusals ({@code raise_exception},
+   * e.g. "System role not supported") but not engine failures; a template that refuses every
+   * probe cannot serve any chat either.
+   */
+  private void probe() {
+    String tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\","
+        + "\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\"}}}}}]";
+    List<ChatMessage> withSystem = List.of(ChatMessage.system("s"), ChatMessage.user("u1"),
+        ChatMessage.assistant("a1"), ChatMessage.user("u2"));
+    List<ChatMessage> plain = withSystem.subList(1, withSystem.size());
+    String refusal = null;
+    int rendered = 0;
+    for (Object[] probe : new Object[][] {{withSystem, null}, {plain, null}, {plain, tools}}) {
+      @SuppressWarnings("unchecked")
+      List<ChatMessage> chat = (List<ChatMessage>) probe[0];
+      Outcome o;
+      try {
+        o = attempt(chat, (String) probe[1], true, true);
+      } catch (Tokenizer.TokenizationException e) {
+        throw new IllegalArgumentException("the chat template of " + origin
+            + " cannot render a plain conversation: " + e.getMessage(), e);
+      }
+      if (o.refusal() == null) {
+        rendered++;
+      } else {
+        refusal = o.refusal();
+      }
+    }
+    if (rendered == 0) {
+      throw new IllegalArgumentException("the chat template of " + origin
+          + " refuses every probe conversation: " + refusal);
+    }
+  }
+
+  /** A rendering, or the template's refusal of the chat. */
+  private record Outcome(String text, @Nullable String refusal) {}
+
+  /**
+   * The chat as the model sees it.
+   *
+   * @param toolsJson the request's {@code tools} array as JSON, or {@code null}
+   * @throws Tokenizer.TokenizationException when the template fails or calls
+   *     {@code raise_exception} (the message then is the template's)
+   */
+  String render(List<ChatMessage> messages, @Nullable String toolsJson,
+      boolean addGenerationPrompt) {
+    return render(messages, toolsJson, addGenerationPrompt, false);
+  }
+
+  /** {@code detailed}: the engine's message, which may quote the chat, only for the probe. */
+  private String render(List<ChatMessage> messages, @Nullable String toolsJson,
+      boolean addGenerationPrompt, boolean detailed) {
+    Outcome o = attempt(messages, toolsJson, addGenerationPrompt, detailed);
+    if (o.refusal() != null) {
+      // the template's own words, written by the model's authors (not the chat's text)
+      throw new Tokenizer.TokenizationException("the chat template of " + origin
+          + " refused the chat: " + o.refusal());
+    }
+    return o.text();
+  }
+
+  private Outcome attempt(List<ChatMessage> messages, @Nullable String toolsJson,
+      boolean addGenerationPrompt, boolean detailed) {
+    List<Map<String, Object>> msgs = new ArrayList<>(messages.size());
+    for (ChatMessage m : messages) {
+      Map<String, Object> msg = new LinkedHashMap<>(4);
+      msg.put("role", m.role());
+      msg.put("content", m.content());
+      msgs.add(msg);
+    }
+    JinjavaInterpreter interpreter = jinjava.newInterpreter();
+    var context = interpreter.getContext();
+    context.putAll(globals);
+    context.put("messages", msgs);
+    context.put("add_generation_prompt", addGenerationPrompt);
+    if (toolsJson != null) {
+      try {
+        context.put("tools", JSON.readValue(toolsJson, List.class));
+      } catch (JsonProcessingException | ClassCastException e) {
+        throw new Tokenizer.TokenizationException("the request's tools are not a JSON array");
+      }
+    }
+    String out;
+    String raised;
+    RAISED.remove();
+    JinjavaInterpreter.pushCurrent(interpreter);
+    try {
+      out = interpreter.render(root, false);
+    } finally {
+      JinjavaInterpreter.popCurrent();
+      raised = RAISED.get();
+      RAISED.remove();
+    }
+    if (raised != null) {
+      return new Outcome("", raised);
+    }
+    for (TemplateError e : interpreter.getErrors()) {
+      if (e.getSeverity() == TemplateError.ErrorType.FATAL) {
+        throw new Tokenizer.TokenizationException("the chat template of " + origin
+            + " failed at line " + e.getLineno() + ": " + e.getReason()
+            + (detailed ? " (" + e.getMessage() + ")" : ""));
+      }
+    }
+    return new Outcome(out, null);
+  }
+
+  private static final Pattern REVERSED =
+      Pattern.compile("([A-Za-z_][\\w.]*(?:\\[[^\\[\\]]*\\])*)\\[\\s*::\\s*-1\\s*\\]");
+  private static final Pattern NOT_IS = Pattern.compile(
+      "\\bnot\\s+([A-Za-z_][\\w.]*(?:\\[[^\\[\\]]*\\])*\\s+is\\s+(?:not\\s+)?[A-Za-z_]\\w*)");
+  private static final Pattern NAMESPACE_CALL = Pattern.compile("\\bnamespace\\s*\\(");
+  private static final Pattern KWARG = Pattern.compile("^(\\s*[A-Za-z_]\\w*\\s*)=(?!=)(.*)$",
+      Pattern.DOTALL);
+
+  /**
+   * Rewrites the Python forms of Hugging Face templates that jinjava parses differently:
+   * {@code x[::-1]} (no step slices in jinjava) becomes {@code (x|reverse|list)};
+   * {@code not x is defined} becomes {@code not (x is defined)}, as Jinja binds it; and the
+   * keyword values of {@code namespace(...)} are parenthesized, since jinjava would read
+   * {@code namespace(i=messages|length - 1)} as {@code (i=messages|length) - 1}.
+   */
+  static String pythonCompatible(String source) {
+    String s = REVERSED.matcher(source).replaceAll("($1|reverse|list)");
+    s = NOT_IS.matcher(s).replaceAll("not ($1)");
+    StringBuilder out = new StringBuilder(s.length() + 16);
+    Matcher m = NAMESPACE_CALL.matcher(s);
+    int copied = 0;
+    while (m.find(copied)) {
+      int open = m.end();
+      int close = matchingParen(s, open);
+      if (close < 0) {
+        break;
+      }
+      out.append(s, copied, open);
+      List<String> args = topLevelArgs(s.substring(open, close));
+      for (int i = 0; i < args.size(); i++) {
+        Matcher kw = KWARG.matcher(args.get(i));
+        out.append(i == 0 ? "" : ",");
+        out.append(kw.matches() ? kw.group(1) + "=(" + kw.group(2) + ")" : args.get(i));
+      }
+      copied = close;
+    }
+    return out.append(s.substring(copied)).toString();
+  }
+
+  /** Index of the ')' closing the call whose arguments start at {@code from}, or -1. */
+  private static int matchingParen(String s, int from) {
+    int depth = 0;
+    char quote = 0;
+    for (int i = from; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (quote != 0) {
+        if (c == '\\') {
+          i++;
+        } else if (c == quote) {
+          quote = 0;
+        }
+      } else if (c == '\'' || c == '"') {
+        quote = c;
+      } else if (c == '(' || c == '[' || c == '{') {
+        depth++;
+      } else if (c == ')' || c == ']' || c == '}') {
+        if (depth == 0) {
+          return c == ')' ? i : -1;
+        }
+        depth--;
+      }
+    }
+    return -1;
+  }
+
+  private static List<String> topLevelArgs(String args) {
+    List<String> out = new ArrayList<>();
+    int depth = 0;
+    char quote = 0;
+    int start = 0;
+    for (int i = 0; i < args.length(); i++) {
+      char c = args.charAt(i);
+      if (quote != 0) {
+        if (c == '\\') {
+          i++;
+        } else if (c == quote) {
+          quote = 0;
+        }
+      } else if (c == '\'' || c == '"') {
+        quote = c;
+      } else if (c == '(' || c == '[' || c == '{') {
+        depth++;
+      } else if (c == ')' || c == ']' || c == '}') {
+        depth--;
+      } else if (c == ',' && depth == 0) {
+        out.add(args.substring(start, i));
+        start = i + 1;
+      }
+    }
+    out.add(args.substring(start));
+    return out;
+  }
+
+  /**
+   * The message of the {@code raise_exception} call of the render running on this thread:
+   * jinjava reports a failed function call without its cause, so the message goes around it.
+   */
+  private static final ThreadLocal<@Nullable String> RAISED = new ThreadLocal<>();
+
+  /** {@code raise_exception(message)}: the template refuses the conversation. */
+  public static Object raiseException(Object message) {
+    String m = String.valueOf(message);
+    if (RAISED.get() == null) {
+      RAISED.set(m);
+    }
+    throw new TemplateRaised(m);
+  }
+
+  /** {@code strftime_now(format)}: the current local time in a Python strftime format. */
+  public static String strftimeNow(String format) {
+    return PythonMethods.strftime(ZonedDateTime.now(), format);
+  }
+
+  /** The message of {@code raise_exception}, carried through jinjava's error list. */
+  static final class TemplateRaised extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    TemplateRaised(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  /**
+   * {@code tojson} as transformers defines it: {@code json.dumps(x, ensure_ascii=False,
+   * indent=indent, separators=separators, sort_keys=sort_keys)}, not jinja2's HTML-safe one.
+   */
+  static final class ToJson implements Filter {
+    @Override
+    public String getName() {
+      return "tojson";
+    }
+
+    @Override
+    public Object filter(Object var, JinjavaInterpreter interpreter, String... args) {
+      return PythonJson.dumps(var, null, false);
+    }
+
+    @Override
+    public Object filter(Object var, JinjavaInterpreter interpreter, Object[] args,
+        Map<String, Object> kwargs) {
+      Object indent = kwargs.get("indent");
+      if (indent == null && args.length > 0) {
+        indent = args[0];
+      }
+      boolean sortKeys = Objects.equals(kwargs.get("sort_keys"), Boolean.TRUE);
+      return PythonJson.dumps(var, indent == null ? null : ((Number) indent).intValue(),
+          sortKeys);
+    }
+  }
+}

@@ -1,0 +1,316 @@
+package io.epp4j.kvevents;
+
+import java.beans.FeatureDescriptor;
+import java.time.ZonedDateTime;
+import java.time.format.TextStyle;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Locale;
+import jinjava.javax.el.ELContext;
+import jinjava.javax.el.ELResolver;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The Python {@code str} methods Hugging Face chat templates call on message text
+ * ({@code content.strip()}, {@code .startswith(...)}, {@code .split(...)[-1]}, ...), which
+ * jinjava does not offer because its strings are Java strings. Resolves method calls on strings
+ * and indexing of strings ({@code role[0]}) only; everything else falls through to jinjava's
+ * own resolvers.
+ */
+final class PythonMethods extends ELResolver {
+
+  @Override
+  public @Nullable Object invoke(ELContext context, @Nullable Object base, @Nullable Object method,
+      Class<?> @Nullable [] paramTypes, Object @Nullable [] params) {
+    if (!(base instanceof String s) || method == null) {
+      return null;
+    }
+    Object[] a = params == null ? new Object[0] : params;
+    Object result = call(s, method.toString(), a);
+    if (result != NOT_HANDLED) {
+      context.setPropertyResolved(true);
+      return result;
+    }
+    return null;
+  }
+
+  private static final Object NOT_HANDLED = new Object();
+  private static final java.util.regex.Pattern INDEX = java.util.regex.Pattern.compile("-?\\d{1,9}");
+
+  static Object call(String s, String name, Object[] a) {
+    switch (name) {
+      case "strip":
+        return strip(s, chars(a), true, true);
+      case "lstrip":
+        return strip(s, chars(a), true, false);
+      case "rstrip":
+        return strip(s, chars(a), false, true);
+      case "startswith":
+        return affix(s, a, true);
+      case "endswith":
+        return affix(s, a, false);
+      case "split":
+        return split(s, a.length > 0 && a[0] != null ? a[0].toString() : null,
+            a.length > 1 ? ((Number) a[1]).intValue() : -1);
+      case "upper":
+        return s.toUpperCase(Locale.ROOT);
+      case "lower":
+        return s.toLowerCase(Locale.ROOT);
+      case "title":
+        return title(s);
+      case "capitalize":
+        return s.isEmpty() ? s
+            : s.substring(0, 1).toUpperCase(Locale.ROOT) + s.substring(1).toLowerCase(Locale.ROOT);
+      case "replace":
+        return replace(s, str(a, 0), str(a, 1), a.length > 2 ? ((Number) a[2]).intValue() : -1);
+      case "find":
+        return (long) s.indexOf(str(a, 0));
+      case "count":
+        return count(s, str(a, 0));
+      case "join":
+        return join(s, a.length > 0 ? a[0] : null);
+      case "isspace":
+        return !s.isEmpty() && s.chars().allMatch(PythonMethods::isSpace);
+      case "isdigit":
+        return !s.isEmpty() && s.chars().allMatch(Character::isDigit);
+      case "isalpha":
+        return !s.isEmpty() && s.chars().allMatch(Character::isLetter);
+      default:
+        return NOT_HANDLED;
+    }
+  }
+
+  private static String str(Object[] a, int i) {
+    if (a.length <= i || a[i] == null) {
+      throw new IllegalArgumentException("missing string argument " + (i + 1));
+    }
+    return a[i].toString();
+  }
+
+  private static @Nullable String chars(Object[] a) {
+    return a.length > 0 && a[0] != null ? a[0].toString() : null;
+  }
+
+  /** Python's {@code str.isspace} set, which {@code strip()} and {@code split()} use. */
+  static boolean isSpace(int c) {
+    return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85
+        || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028
+        || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+  }
+
+  static String strip(String s, @Nullable String chars, boolean left, boolean right) {
+    int from = 0;
+    int to = s.length();
+    while (left && from < to && stripped(s.charAt(from), chars)) {
+      from++;
+    }
+    while (right && to > from && stripped(s.charAt(to - 1), chars)) {
+      to--;
+    }
+    return s.substring(from, to);
+  }
+
+  private static boolean stripped(char c, @Nullable String chars) {
+    return chars == null ? isSpace(c) : chars.indexOf(c) >= 0;
+  }
+
+  private static boolean affix(String s, Object[] a, boolean prefix) {
+    if (a.length == 0 || a[0] == null) {
+      throw new IllegalArgumentException("missing string argument 1");
+    }
+    Iterable<?> options = a[0] instanceof Collection<?> c ? c : List.of(a[0]);
+    for (Object o : options) {
+      String x = String.valueOf(o);
+      if (prefix ? s.startsWith(x) : s.endsWith(x)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  static List<String> split(String s, @Nullable String sep, int maxsplit) {
+    List<String> out = new ArrayList<>();
+    if (sep == null) {
+      int i = 0;
+      int n = s.length();
+      while (true) {
+        while (i < n && isSpace(s.charAt(i))) {
+          i++;
+        }
+        if (i == n) {
+          return out;
+        }
+        if (maxsplit >= 0 && out.size() == maxsplit) {
+          out.add(strip(s.substring(i), null, false, true));
+          return out;
+        }
+        int j = i;
+        while (j < n && !isSpace(s.charAt(j))) {
+          j++;
+        }
+        out.add(s.substring(i, j));
+        i = j;
+      }
+    }
+    if (sep.isEmpty()) {
+      throw new IllegalArgumentException("empty separator");
+    }
+    int from = 0;
+    int at;
+    while ((maxsplit < 0 || out.size() < maxsplit) && (at = s.indexOf(sep, from)) >= 0) {
+      out.add(s.substring(from, at));
+      from = at + sep.length();
+    }
+    out.add(s.substring(from));
+    return out;
+  }
+
+  private static String title(String s) {
+    StringBuilder sb = new StringBuilder(s.length());
+    boolean prevCased = false;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      sb.append(prevCased ? Character.toLowerCase(c) : Character.toUpperCase(c));
+      prevCased = Character.isLetter(c);
+    }
+    return sb.toString();
+  }
+
+  private static String replace(String s, String old, String with, int count) {
+    if (count < 0) {
+      return s.replace(old, with);
+    }
+    StringBuilder sb = new StringBuilder();
+    int from = 0;
+    int at;
+    int done = 0;
+    while (done < count && (at = s.indexOf(old, from)) >= 0) {
+      sb.append(s, from, at).append(with);
+      from = at + old.length();
+      done++;
+      if (old.isEmpty()) {
+        if (from < s.length()) {
+          sb.append(s.charAt(from));
+        }
+        from++;
+      }
+    }
+    return from <= s.length() ? sb.append(s.substring(from)).toString() : sb.toString();
+  }
+
+  private static long count(String s, String sub) {
+    if (sub.isEmpty()) {
+      return s.length() + 1L;
+    }
+    long n = 0;
+    for (int at = s.indexOf(sub); at >= 0; at = s.indexOf(sub, at + sub.length())) {
+      n++;
+    }
+    return n;
+  }
+
+  private static String join(String sep, @Nullable Object items) {
+    if (!(items instanceof Iterable<?> it)) {
+      throw new IllegalArgumentException("join needs a list");
+    }
+    StringBuilder sb = new StringBuilder();
+    boolean first = true;
+    for (Object o : it) {
+      if (!first) {
+        sb.append(sep);
+      }
+      first = false;
+      sb.append(o);
+    }
+    return sb.toString();
+  }
+
+  /** Python's {@code strftime} for the codes chat templates use ({@code %d %b %Y}, ...). */
+  static String strftime(ZonedDateTime t, String format) {
+    StringBuilder sb = new StringBuilder();
+    for (int i = 0; i < format.length(); i++) {
+      char c = format.charAt(i);
+      if (c != '%' || i + 1 == format.length()) {
+        sb.append(c);
+        continue;
+      }
+      char f = format.charAt(++i);
+      boolean noPad = f == '-' && i + 1 < format.length();
+      if (noPad) {
+        f = format.charAt(++i);
+      }
+      switch (f) {
+        case 'Y' -> sb.append(t.getYear());
+        case 'y' -> pad(sb, t.getYear() % 100, noPad);
+        case 'm' -> pad(sb, t.getMonthValue(), noPad);
+        case 'd' -> pad(sb, t.getDayOfMonth(), noPad);
+        case 'H' -> pad(sb, t.getHour(), noPad);
+        case 'I' -> pad(sb, t.getHour() % 12 == 0 ? 12 : t.getHour() % 12, noPad);
+        case 'M' -> pad(sb, t.getMinute(), noPad);
+        case 'S' -> pad(sb, t.getSecond(), noPad);
+        case 'p' -> sb.append(t.getHour() < 12 ? "AM" : "PM");
+        case 'B' -> sb.append(t.getMonth().getDisplayName(TextStyle.FULL, Locale.ENGLISH));
+        case 'b' -> sb.append(t.getMonth().getDisplayName(TextStyle.SHORT, Locale.ENGLISH));
+        case 'A' -> sb.append(t.getDayOfWeek().getDisplayName(TextStyle.FULL, Locale.ENGLISH));
+        case 'a' -> sb.append(t.getDayOfWeek().getDisplayName(TextStyle.SHORT, Locale.ENGLISH));
+        case 'j' -> sb.append(noPad ? Integer.toString(t.getDayOfYear())
+            : String.format(Locale.ROOT, "%03d", t.getDayOfYear()));
+        case '%' -> sb.append('%');
+        default -> sb.append('%').append(f);
+      }
+    }
+    return sb.toString();
+  }
+
+  private static void pad(StringBuilder sb, int v, boolean noPad) {
+    if (v < 10 && !noPad) {
+      sb.append('0');
+    }
+    sb.append(v);
+  }
+
+  @Override
+  public @Nullable Class<?> getCommonPropertyType(ELContext context, @Nullable Object base) {
+    return null;
+  }
+
+  @Override
+  public @Nullable Iterator<FeatureDescriptor> getFeatureDescriptors(ELContext context,
+      @Nullable Object base) {
+    return null;
+  }
+
+  @Override
+  public @Nullable Class<?> getType(ELContext context, @Nullable Object base,
+      @Nullable Object property) {
+    return null;
+  }
+
+  /** {@code s[i]} on a string, negative {@code i} counting from the end, as in Python. */
+  @Override
+  public @Nullable Object getValue(ELContext context, @Nullable Object base,
+      @Nullable Object property) {
+    // jinjava hands the index over as text
+    if (base instanceof String s && property != null
+        && INDEX.matcher(property.toString()).matches()) {
+      long i = Long.parseLong(property.toString());
+      if (i < 0) {
+        i += s.length();
+      }
+      context.setPropertyResolved(true);
+      return i < 0 || i >= s.length() ? null : String.valueOf(s.charAt((int) i));
+    }
+    return null;
+  }
+
+  @Override
+  public boolean isReadOnly(ELContext context, @Nullable Object base, @Nullable Object property) {
+    return false;
+  }
+
+  @Override
+  public void setValue(ELContext context, @Nullable Object base, @Nullable Object property,
+      @Nullable Object value) {}
+}

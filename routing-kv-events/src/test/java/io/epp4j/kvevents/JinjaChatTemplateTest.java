@@ -1,0 +1,170 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.epp4j.api.ChatMessage;
+import java.time.ZoneOffset;
+import java.time.ZonedDateTime;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The Jinja features Hugging Face chat templates lean on, each against what Python's jinja2 (set
+ * up as transformers sets it up) prints for the same template. Expected strings were printed by
+ * python3-jinja2 3.1.
+ */
+class JinjaChatTemplateTest {
+  private static final Map<String, String> SPECIAL = Map.of("bos_token", "<s>", "eos_token", "</s>");
+  private static final List<ChatMessage> CHAT = List.of(ChatMessage.system(" sys "),
+      ChatMessage.user("hi </think> there"), ChatMessage.assistant("ok"));
+
+  private static String render(String template, List<ChatMessage> chat, String tools) {
+    return JinjaChatTemplate.compile(template, SPECIAL, "test").render(chat, tools, true);
+  }
+
+  private static String render(String template) {
+    return render(template, CHAT, null);
+  }
+
+  @Test
+  void pythonStringMethods() {
+    assertThat(render("{{ messages[0].content.strip() }}|{{ messages[0].content.lstrip() }}|"
+        + "{{ messages[1].content.split('</think>')[-1].lstrip() }}|"
+        + "{{ messages[1].content.startswith('hi') }}{{ messages[1].content.endswith(('x','re')) }}|"
+        + "{{ 'a b c'.split(None, 1)[1] }}|{{ 'xxhixx'.strip('x') }}|{{ 'ab'.upper() }}"))
+        .isEqualTo("sys|sys |there|TrueTrue|b c|hi|AB".replace("True", "true"));
+    assertThat(PythonMethods.split("  a b\t c \n", null, -1)).containsExactly("a", "b", "c");
+    assertThat(PythonMethods.split("a,,b", ",", -1)).containsExactly("a", "", "b");
+    assertThat(PythonMethods.strip("\u3000hi\u00a0", null, true, true)).isEqualTo("hi");
+  }
+
+  @Test
+  void namespacesReversedSlicesLoopControlsAndNotIsDefined() {
+    String t = "{% set ns = namespace(last=messages|length - 1, seen=false) %}"
+        + "{% for m in messages[::-1] %}{% if m.role == 'user' %}{% set ns.seen = true %}"
+        + "{% break %}{% endif %}{{ m.role }},{% endfor %}{{ ns.last }}{{ ns.seen }}"
+        + "{% for m in messages %}{% if loop.first %}{% continue %}{% endif %}{{ m.role[0] }}"
+        + "{% endfor %}{% if not nope is defined %}U{% endif %}"
+        + "{{ 'y' if add_generation_prompt else 'n' }}";
+    // jinja2 prints booleans as Python does ("True"); jinjava prints "true"
+    assertThat(render(t)).isEqualTo("assistant,2trueuaUy");
+  }
+
+  @Test
+  void whitespaceControlTrimBlocksAndLstripBlocks() {
+    String t = "{%- for m in messages %}\n    {{- m.role + ':' }}\n    {%- if loop.last %}\n"
+        + "        {{- '.' }}\n    {%- endif %}\n{% endfor %}\n  {% if true %}\nend\n  {% endif %}\n";
+    // trim_blocks drops the newline after a tag, lstrip_blocks the indentation before one
+    assertThat(render(t)).isEqualTo("system:user:assistant:.end\n");
+  }
+
+  @Test
+  void tojsonPrintsAsPythonsJsonDumps() {
+    Map<String, Object> x = new LinkedHashMap<>();
+    x.put("name", "f");
+    x.put("d", "naïve \"q\" \\ \n\t\u0001");
+    x.put("n", List.of(1, 2.5, 1e-05, 1e20, true, java.util.Arrays.asList((Object) null)));
+    x.put("e", Map.of());
+    assertThat(PythonJson.dumps(x, null, false)).isEqualTo(
+        "{\"name\": \"f\", \"d\": \"naïve \\\"q\\\" \\\\ \\n\\t\\u0001\", "
+            + "\"n\": [1, 2.5, 1e-05, 1e+20, true, [null]], \"e\": {}}");
+    String tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+        + "{\"a\":[1,2]}}}]";
+    assertThat(render("{% for t in tools %}{{ t | tojson }}{{ t.function | tojson(indent=2) }}"
+        + "{% endfor %}", CHAT, tools)).isEqualTo(
+        "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"a\": [1, 2]}}}"
+            + "{\n  \"name\": \"f\",\n  \"parameters\": {\n    \"a\": [\n      1,\n      2\n"
+            + "    ]\n  }\n}");
+  }
+
+  @Test
+  void specialTokensRaiseExceptionAndStrftime() {
+    assertThat(render("{{ bos_token }}{{ eos_token }}")).isEqualTo("<s></s>");
+    assertThatThrownBy(() -> render("{% if messages[0].role == 'system' %}"
+        + "{{ raise_exception('System role not supported') }}{% endif %}x"))
+        .isInstanceOf(Tokenizer.TokenizationException.class)
+        .hasMessageContaining("System role not supported");
+    ZonedDateTime t = ZonedDateTime.of(2024, 7, 5, 9, 3, 0, 0, ZoneOffset.UTC);
+    assertThat(PythonMethods.strftime(t, "%d %b %Y|%-d %B|%H:%M|%A|%y%m%j|%%"))
+        .isEqualTo("05 Jul 2024|5 July|09:03|Friday|2407187|%");
+    assertThat(render("{{ strftime_now('%Y') }}")).matches("20\\d\\d");
+  }
+
+  @Test
+  void aTemplateThatRefusesSomeChatsStillLoadsButOneThatRefusesAllDoesNot() {
+    JinjaChatTemplate noSystem = JinjaChatTemplate.compile("{% if messages[0].role == 'system' %}"
+        + "{{ raise_exception('System role not supported') }}{% endif %}"
+        + "{% for m in messages %}{{ m.content }}{% endfor %}", SPECIAL, "test");
+    assertThat(noSystem.render(CHAT.subList(1, 3), null, true)).isEqualTo("hi </think> thereok");
+    assertThatThrownBy(() -> JinjaChatTemplate.compile("{{ raise_exception('no chats') }}",
+        SPECIAL, "model-dir/tokenizer_config.json"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("model-dir/tokenizer_config.json").hasMessageContaining("no chats");
+  }
+
+  @Test
+  void aRefusalAtRequestTimeIsATokenizationErrorWithoutTheChatsText() {
+    JinjaChatTemplate t = JinjaChatTemplate.compile("{% for m in messages %}"
+        + "{% if (m.role == 'user') != (loop.index0 % 2 == 0) %}"
+        + "{{ raise_exception('roles must alternate') }}{% endif %}{{ m.content }}{% endfor %}",
+        SPECIAL, "test");
+    assertThatThrownBy(() -> t.render(List.of(ChatMessage.user("secret one"),
+        ChatMessage.user("secret two")), null, true))
+        .isInstanceOf(Tokenizer.TokenizationException.class)
+        .hasMessageContaining("roles must alternate")
+        .hasMessageNotContaining("secret");
+  }
+
+  @Test
+  void rewritesOnlyThePythonFormsJinjavaReadsDifferently() {
+    assertThat(JinjaChatTemplate.pythonCompatible(
+        "{% for m in messages[::-1] %}{% set ns = namespace(a=x|length - 1, b='(,)') %}"
+            + "{% if not m.tool_calls is defined and a == b %}"))
+        .isEqualTo("{% for m in (messages|reverse|list) %}"
+            + "{% set ns = namespace(a=(x|length - 1), b=('(,)')) %}"
+            + "{% if not (m.tool_calls is defined) and a == b %}");
+  }
+
+  @Test
+  void oneParsedTemplateRendersConcurrentlyWithoutCrosstalk() throws Exception {
+    // the parsed tree is shared by every routing thread; each render has its own interpreter
+    JinjaChatTemplate t = JinjaChatTemplate.compile("{% set ns = namespace(n=0) %}"
+        + "{% for m in messages %}{% set ns.n = ns.n + 1 %}<{{ m.role }}:{{ m.content.strip() }}>"
+        + "{% endfor %}{{ ns.n }}{% if add_generation_prompt %}[gen]{% endif %}", SPECIAL, "test");
+    int threads = 4;
+    java.util.concurrent.ExecutorService pool =
+        java.util.concurrent.Executors.newFixedThreadPool(threads);
+    try {
+      List<java.util.concurrent.Future<Integer>> results = new java.util.ArrayList<>();
+      for (int w = 0; w < threads; w++) {
+        int worker = w;
+        results.add(pool.submit(() -> {
+          int wrong = 0;
+          for (int i = 0; i < 300; i++) {
+            int n = 1 + (worker + i) % 5;
+            List<ChatMessage> chat = new java.util.ArrayList<>();
+            StringBuilder want = new StringBuilder();
+            for (int k = 0; k < n; k++) {
+              String content = "w" + worker + "i" + i + "k" + k;
+              chat.add(ChatMessage.user(" " + content + " "));
+              want.append("<user:").append(content).append('>');
+            }
+            want.append(n).append("[gen]");
+            if (!t.render(chat, null, true).equals(want.toString())) {
+              wrong++;
+            }
+          }
+          return wrong;
+        }));
+      }
+      for (java.util.concurrent.Future<Integer> f : results) {
+        assertThat(f.get(60, java.util.concurrent.TimeUnit.SECONDS)).isZero();
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+}
