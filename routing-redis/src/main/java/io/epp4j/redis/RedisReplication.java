@@ -96,6 +96,8 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final AtomicLong malformed = new AtomicLong();
   private final AtomicLong published = new AtomicLong();
   private final AtomicLong applied = new AtomicLong();
+  private final AtomicLong appliedPrefixes = new AtomicLong();
+  private final AtomicLong appliedSessions = new AtomicLong();
   private final AtomicLong resyncs = new AtomicLong();
   private volatile boolean publisherUp;
   private volatile boolean readerUp;
@@ -395,12 +397,14 @@ public final class RedisReplication implements Plugin, RequestListener {
         @Override
         public void prefix(long at, String endpointId, int blockSize, long[] hashes) {
           target.prefixSent(endpointId, PrefixBlocks.of(blockSize, hashes));
+          appliedPrefixes.incrementAndGet();
           applied(fresh, nowMicros - at);
         }
 
         @Override
         public void session(long at, String sessionKey, String endpointId) {
           target.sessionBound(sessionKey, endpointId);
+          appliedSessions.incrementAndGet();
           applied(fresh, nowMicros - at);
         }
 
@@ -491,6 +495,16 @@ public final class RedisReplication implements Plugin, RequestListener {
   /** Times the reader found the stream trimmed past where it had read and started over. */
   public long resyncs() {
     return resyncs.get();
+  }
+
+  /** Prefix hints of other routers applied; for tests. */
+  long appliedPrefixes() {
+    return appliedPrefixes.get();
+  }
+
+  /** Session hints of other routers applied; for tests. */
+  long appliedSessions() {
+    return appliedSessions.get();
   }
 
   /** Batches skipped as malformed. */

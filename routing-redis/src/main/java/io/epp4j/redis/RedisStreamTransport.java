@@ -44,7 +44,7 @@ final class RedisStreamTransport implements HintTransport {
     Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout) {
       this.resources = DefaultClientResources.builder()
           .ioThreadPoolSize(2)
-          .computationThreadPoolSize(1)
+          .computationThreadPoolSize(2)
           .build();
       this.client = RedisClient.create(resources, uri);
       client.setOptions(ClientOptions.builder()
