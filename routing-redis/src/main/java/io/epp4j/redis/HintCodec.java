@@ -1,11 +1,8 @@
 package io.epp4j.redis;
 
 import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 
 /**
  * The bytes of one hint batch: a header (format version, pool, origin router, when it was sent)
@@ -32,71 +29,118 @@ final class HintCodec {
 
   private HintCodec() {}
 
-  /** Writes one batch; call the record methods, then {@link #finish}. */
+  /**
+   * Writes one batch; call the record methods, then {@link #finish}. Reusable: {@link #reset}
+   * keeps the buffer, so the publisher allocates one array per batch sent and nothing per hint.
+   * Strings are written as {@link java.io.DataOutput#writeUTF} does (modified UTF-8).
+   */
   static final class Writer {
-    private final ByteArrayOutputStream bytes = new ByteArrayOutputStream(4096);
-    private final DataOutputStream out = new DataOutputStream(bytes);
-    private final ByteArrayOutputStream body = new ByteArrayOutputStream(4096);
-    private final DataOutputStream rec = new DataOutputStream(body);
+    private byte[] buf = new byte[8192];
+    private int pos;
     private int records;
 
     int records() {
       return records;
     }
 
+    void reset() {
+      pos = 0;
+      records = 0;
+    }
+
     void prefix(long capturedEpochMicros, String endpointId, int blockSize, long[] hashes) {
-      try {
-        rec.writeByte(PREFIX);
-        rec.writeLong(capturedEpochMicros);
-        rec.writeUTF(endpointId);
-        rec.writeInt(blockSize);
-        rec.writeInt(hashes.length);
-        for (long h : hashes) {
-          rec.writeLong(h);
-        }
-        records++;
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
+      ensure(1 + 8 + 4 + 4 + 8 * hashes.length);
+      buf[pos++] = PREFIX;
+      putLong(capturedEpochMicros);
+      putUtf(endpointId);
+      ensure(8 + 8 * hashes.length);
+      putInt(blockSize);
+      putInt(hashes.length);
+      for (long h : hashes) {
+        putLong(h);
       }
+      records++;
     }
 
     void session(long capturedEpochMicros, String sessionKey, String endpointId) {
-      try {
-        rec.writeByte(SESSION);
-        rec.writeLong(capturedEpochMicros);
-        rec.writeUTF(sessionKey);
-        rec.writeUTF(endpointId);
-        records++;
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
-      }
+      ensure(9);
+      buf[pos++] = SESSION;
+      putLong(capturedEpochMicros);
+      putUtf(sessionKey);
+      putUtf(endpointId);
+      records++;
     }
 
     void inFlight(String endpointId, int requests, long tokens) {
-      try {
-        rec.writeByte(IN_FLIGHT);
-        rec.writeUTF(endpointId);
-        rec.writeInt(requests);
-        rec.writeLong(tokens);
-        records++;
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
-      }
+      ensure(1);
+      buf[pos++] = IN_FLIGHT;
+      putUtf(endpointId);
+      ensure(12);
+      putInt(requests);
+      putLong(tokens);
+      records++;
     }
 
     byte[] finish(String pool, String origin, long sentEpochMicros) {
-      try {
-        out.writeByte(VERSION);
-        out.writeUTF(pool);
-        out.writeUTF(origin);
-        out.writeLong(sentEpochMicros);
-        out.writeInt(records);
-        rec.flush();
-        body.writeTo(out);
-        out.flush();
-        return bytes.toByteArray();
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
+      int bodyEnd = pos;
+      putUtf(pool);
+      putUtf(origin);
+      ensure(13);
+      putLong(sentEpochMicros);
+      putInt(records);
+      int headerLen = pos - bodyEnd;
+      byte[] out = new byte[1 + headerLen + bodyEnd];
+      out[0] = VERSION;
+      System.arraycopy(buf, bodyEnd, out, 1, headerLen);
+      System.arraycopy(buf, 0, out, 1 + headerLen, bodyEnd);
+      pos = bodyEnd;
+      return out;
+    }
+
+    private void ensure(int n) {
+      if (pos + n > buf.length) {
+        buf = java.util.Arrays.copyOf(buf, Math.max(buf.length * 2, pos + n));
+      }
+    }
+
+    private void putInt(int v) {
+      buf[pos] = (byte) (v >>> 24);
+      buf[pos + 1] = (byte) (v >>> 16);
+      buf[pos + 2] = (byte) (v >>> 8);
+      buf[pos + 3] = (byte) v;
+      pos += 4;
+    }
+
+    private void putLong(long v) {
+      putInt((int) (v >>> 32));
+      putInt((int) v);
+    }
+
+    private void putUtf(String s) {
+      int n = s.length();
+      int len = 0;
+      for (int i = 0; i < n; i++) {
+        char c = s.charAt(i);
+        len += c >= 1 && c <= 0x7f ? 1 : c <= 0x7ff ? 2 : 3;
+      }
+      if (len > 65535) {
+        throw new IllegalArgumentException("string longer than 65535 bytes in modified UTF-8");
+      }
+      ensure(2 + len);
+      buf[pos++] = (byte) (len >>> 8);
+      buf[pos++] = (byte) len;
+      for (int i = 0; i < n; i++) {
+        char c = s.charAt(i);
+        if (c >= 1 && c <= 0x7f) {
+          buf[pos++] = (byte) c;
+        } else if (c <= 0x7ff) {
+          buf[pos++] = (byte) (0xc0 | (c >> 6));
+          buf[pos++] = (byte) (0x80 | (c & 0x3f));
+        } else {
+          buf[pos++] = (byte) (0xe0 | (c >> 12));
+          buf[pos++] = (byte) (0x80 | ((c >> 6) & 0x3f));
+          buf[pos++] = (byte) (0x80 | (c & 0x3f));
+        }
       }
     }
   }

@@ -151,6 +151,9 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   // ------------------------------------------------------------------------------ publishing
 
+  // publisher thread only: one buffer for every batch
+  private final HintCodec.Writer writer = new HintCodec.Writer();
+
   private void publishLoop() {
     HintTransport t = transports.create();
     Backoff backoff = new Backoff();
@@ -198,8 +201,9 @@ public final class RedisReplication implements Plugin, RequestListener {
   private boolean flush(HintTransport t, Map<String, long[]> sent, boolean heartbeat) {
     Map<String, long[]> figures = inFlightChanges(sent, heartbeat);
     boolean first = true;
+    HintCodec.Writer w = writer;
     while (first || queued.get() > 0) {
-      HintCodec.Writer w = new HintCodec.Writer();
+      w.reset();
       if (first) {
         figures.forEach((ep, v) -> w.inFlight(ep, (int) v[0], v[1]));
       }
@@ -266,7 +270,6 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (h == null) {
         break;
       }
-      queued.decrementAndGet();
       n++;
       long at = nowMicros - (nowNanos - h.capturedNanos) / 1000;
       long[] hashes = h.hashes;
@@ -281,6 +284,8 @@ public final class RedisReplication implements Plugin, RequestListener {
         w.session(at, h.sessionKey, h.endpointId);
       }
     }
+    // once per batch: the routing threads increment the same counter
+    queued.addAndGet(-n);
     return n;
   }
 

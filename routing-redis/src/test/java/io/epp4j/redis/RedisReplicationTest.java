@@ -290,21 +290,27 @@ class RedisReplicationTest {
       assertThat(replication(r).resyncs()).isPositive();
     }
 
-    long prefixesBefore = replication(b).appliedPrefixes();
     int n = 10;
     String[] chosen = new String[n];
+    long publishedBefore = replication(a).published();
     for (int i = 0; i < n; i++) {
       RoutingDecision d = a.route(prompt(9_000_000L + i, 1024, null));
       chosen[i] = d.primary().id();
       d.onComplete(DONE);
     }
-    await("b applied a's new prefixes", () ->
-        replication(b).appliedPrefixes() >= prefixesBefore + n);
+    // a barrier in the stream: once b sees this request of a in flight, it has read every batch
+    // a sent before it, the prefixes above included (the traffic stopped and every other
+    // request finished, so nothing else is in flight anywhere)
+    await("a sent its new prefixes", () -> replication(a).queued() == 0
+        && replication(a).published() >= publishedBefore + n);
+    RoutingDecision open = a.route(prompt(9_500_000L, 4, null));
+    await("b sees a's open request", () -> inFlight(b, open.primary().id()) == 1);
     for (int i = 0; i < n; i++) {
       RoutingDecision d = b.route(prompt(9_000_000L + i, 1024, null));
       assertThat(d.primary().id()).isEqualTo(chosen[i]);
       d.onComplete(DONE);
     }
+    open.onComplete(DONE);
     assertThat(gauge(metrics, "epp4j.replication.connected")).isEqualTo(1);
     assertThat(counter(metrics, "epp4j.replication.hints_published")).isPositive();
     assertThat(counter(metrics, "epp4j.replication.hints_applied")).isPositive();

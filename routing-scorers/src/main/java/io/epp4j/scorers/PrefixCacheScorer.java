@@ -145,6 +145,11 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       return hashes[i];
     }
 
+    @Override
+    public long[] toArray() {
+      return hashes.clone();
+    }
+
     /** Blocks already present and refreshed on {@code endpointId} by this cycle's lookup. */
     int touchedPrefix(String endpointId) {
       PrefixMatch m = match;
