@@ -13,8 +13,9 @@ import java.util.Objects;
  *
  * <p>The hashes depend on the block size, the model and any cache salt or tenant of the request,
  * none of which they reveal; they are meaningful only to a scorer configured with the same block
- * size in a router of the same pool. Values belong to one cycle when read from the cycle state;
- * copy what you keep.
+ * size in a router of the same pool. Implementations are immutable, so a listener may keep the
+ * value after the cycle (a replication plugin queues it for its publisher instead of copying the
+ * hashes on the routing thread).
  */
 public interface PrefixBlocks {
 

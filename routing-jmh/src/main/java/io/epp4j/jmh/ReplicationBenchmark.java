@@ -15,6 +15,8 @@ import java.util.concurrent.locks.LockSupport;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Group;
+import org.openjdk.jmh.annotations.GroupThreads;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Measurement;
 import org.openjdk.jmh.annotations.Mode;
@@ -31,7 +33,10 @@ import org.openjdk.jmh.annotations.Warmup;
  * (same run, same prompts, same warm index). The replication publishes into a log that keeps
  * nothing, so what is measured is what sharing costs the routing thread: copying the block hashes
  * and the session key into the queue, plus the publisher thread's encoding competing for the
- * CPU. Report {@code replicated / plain}.
+ * CPU. The two run at the same time in one group, one thread each, so that both see the same
+ * machine: on a shared machine, load that comes and goes between two benchmarks run one after
+ * the other is larger than the difference measured. Report {@code route:replicated /
+ * route:plain}.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
@@ -51,7 +56,12 @@ public class ReplicationBenchmark {
   private Router plain;
   private Router replicated;
   private InferenceRequest[] requests;
-  private int next;
+
+  /** Each thread's position in the prompts. */
+  @State(Scope.Thread)
+  public static class Cursor {
+    int next;
+  }
 
   static String config(boolean replication) {
     return """
@@ -144,15 +154,19 @@ public class ReplicationBenchmark {
   }
 
   @Benchmark
-  public RoutingDecision plain() {
-    RoutingDecision d = plain.route(requests[next++ & (PROMPTS - 1)]);
+  @Group("route")
+  @GroupThreads(1)
+  public RoutingDecision plain(Cursor c) {
+    RoutingDecision d = plain.route(requests[c.next++ & (PROMPTS - 1)]);
     d.onComplete(Usage.NONE);
     return d;
   }
 
   @Benchmark
-  public RoutingDecision replicated() {
-    RoutingDecision d = replicated.route(requests[next++ & (PROMPTS - 1)]);
+  @Group("route")
+  @GroupThreads(1)
+  public RoutingDecision replicated(Cursor c) {
+    RoutingDecision d = replicated.route(requests[c.next++ & (PROMPTS - 1)]);
     d.onComplete(Usage.NONE);
     return d;
   }

@@ -1,26 +1,28 @@
 package io.epp4j.redis;
 
+import io.epp4j.api.PrefixBlocks;
 import org.jspecify.annotations.Nullable;
 
 /**
  * What one routed request taught: where its prompt went and where its session now lives. Made
- * on the routing thread, so it holds only what {@code afterRouting} already had.
+ * on the routing thread, so it holds only what {@code afterRouting} already had (the block
+ * hashes by reference: {@link PrefixBlocks} are immutable). It is also its own node in the
+ * publish queue, so queueing allocates nothing more.
  */
 final class Hint {
   final long capturedNanos;
   final String endpointId;
   final @Nullable String prefillEndpointId;
-  final int blockSizeTokens;
-  final long @Nullable [] hashes;
+  final @Nullable PrefixBlocks blocks;
   final @Nullable String sessionKey;
+  volatile @Nullable Hint next;
 
   Hint(long capturedNanos, String endpointId, @Nullable String prefillEndpointId,
-      int blockSizeTokens, long @Nullable [] hashes, @Nullable String sessionKey) {
+      @Nullable PrefixBlocks blocks, @Nullable String sessionKey) {
     this.capturedNanos = capturedNanos;
     this.endpointId = endpointId;
     this.prefillEndpointId = prefillEndpointId;
-    this.blockSizeTokens = blockSizeTokens;
-    this.hashes = hashes;
+    this.blocks = blocks;
     this.sessionKey = sessionKey;
   }
 }

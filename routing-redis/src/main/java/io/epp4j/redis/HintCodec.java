@@ -1,5 +1,6 @@
 package io.epp4j.redis;
 
+import io.epp4j.api.PrefixBlocks;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
@@ -49,15 +50,20 @@ final class HintCodec {
     }
 
     void prefix(long capturedEpochMicros, String endpointId, int blockSize, long[] hashes) {
-      ensure(1 + 8 + 4 + 4 + 8 * hashes.length);
+      prefix(capturedEpochMicros, endpointId, PrefixBlocks.of(blockSize, hashes));
+    }
+
+    void prefix(long capturedEpochMicros, String endpointId, PrefixBlocks blocks) {
+      int n = blocks.size();
+      ensure(1 + 8);
       buf[pos++] = PREFIX;
       putLong(capturedEpochMicros);
       putUtf(endpointId);
-      ensure(8 + 8 * hashes.length);
-      putInt(blockSize);
-      putInt(hashes.length);
-      for (long h : hashes) {
-        putLong(h);
+      ensure(8 + 8 * n);
+      putInt(blocks.blockSizeTokens());
+      putInt(n);
+      for (int i = 0; i < n; i++) {
+        putLong(blocks.hash(i));
       }
       records++;
     }

@@ -27,9 +27,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
@@ -89,8 +87,7 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final Settings s;
   private final @Nullable RouterHints hints;
   private final HintTransport.Factory transports;
-  private final ConcurrentLinkedQueue<Hint> queue = new ConcurrentLinkedQueue<>();
-  private final AtomicInteger queued = new AtomicInteger();
+  private final HintQueue queue;
   private final LongAdder droppedQueueFull = new LongAdder();
   private final AtomicLong droppedUnpublished = new AtomicLong();
   private final AtomicLong malformed = new AtomicLong();
@@ -113,6 +110,7 @@ public final class RedisReplication implements Plugin, RequestListener {
   RedisReplication(Settings settings, @Nullable RouterHints hints,
       HintTransport.Factory transports, OpenTelemetry otel) {
     this.s = settings;
+    this.queue = new HintQueue(settings.queueCapacity());
     this.hints = hints;
     this.transports = transports;
     this.log = new RateLimitedLog(LOG, "redis-replication (pool " + settings.pool() + "): ");
@@ -135,18 +133,13 @@ public final class RedisReplication implements Plugin, RequestListener {
     if (blocks == null && session == null) {
       return;
     }
-    // counted before it is queued, so the publisher never finds more than the bound
-    if (queued.incrementAndGet() > s.queueCapacity()) {
-      queued.decrementAndGet();
-      droppedQueueFull.increment();
-      return;
-    }
     Endpoint prefill = decision.secondaryEndpoint("prefill");
-    queue.offer(new Hint(System.nanoTime(), decision.primary().id(),
-        prefill == null ? null : prefill.id(),
-        blocks != null ? blocks.blockSizeTokens() : 0,
-        blocks != null ? blocks.toArray() : null,
-        session != null && session.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? session : null));
+    Hint h = new Hint(System.nanoTime(), decision.primary().id(),
+        prefill == null ? null : prefill.id(), blocks,
+        session != null && session.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? session : null);
+    if (!queue.offer(h)) {
+      droppedQueueFull.increment();
+    }
   }
 
   // ------------------------------------------------------------------------------ publishing
@@ -166,10 +159,12 @@ public final class RedisReplication implements Plugin, RequestListener {
           if (!connect(t, backoff, "publisher")) {
             continue;
           }
-          sent.clear(); // they may have forgotten this router meanwhile: tell them everything
+          // the others may have forgotten this router, or kept a figure that has changed
+          // since: the next flush sends every figure, zeros of those that ended included
+          nextHeartbeat = System.nanoTime();
           publisherUp = true;
         }
-        if (queued.get() < s.batchSize()) {
+        if (queue.size() < s.batchSize()) {
           LockSupport.parkNanos(s.flushIntervalNanos());
         }
         long now = System.nanoTime();
@@ -202,7 +197,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     Map<String, long[]> figures = inFlightChanges(sent, heartbeat);
     boolean first = true;
     HintCodec.Writer w = writer;
-    while (first || queued.get() > 0) {
+    while (first || queue.size() > 0) {
       w.reset();
       if (first) {
         figures.forEach((ep, v) -> w.inFlight(ep, (int) v[0], v[1]));
@@ -272,12 +267,12 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
       n++;
       long at = nowMicros - (nowNanos - h.capturedNanos) / 1000;
-      long[] hashes = h.hashes;
-      if (hashes != null) {
-        w.prefix(at, h.endpointId, h.blockSizeTokens, hashes);
+      PrefixBlocks blocks = h.blocks;
+      if (blocks != null) {
+        w.prefix(at, h.endpointId, blocks);
         String prefill = h.prefillEndpointId;
         if (prefill != null && !prefill.equals(h.endpointId)) {
-          w.prefix(at, prefill, h.blockSizeTokens, hashes);
+          w.prefix(at, prefill, blocks);
         }
       }
       if (h.sessionKey != null) {
@@ -285,7 +280,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
     }
     // once per batch: the routing threads increment the same counter
-    queued.addAndGet(-n);
+    queue.taken(n);
     return n;
   }
 
@@ -519,7 +514,7 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   /** Hints waiting to be published. */
   int queued() {
-    return queued.get();
+    return queue.size();
   }
 
   /** The most recent replication lags (capture on the origin to application here), in µs. */
@@ -631,7 +626,7 @@ public final class RedisReplication implements Plugin, RequestListener {
           .setDescription("Hints waiting to be published")
           .setUnit("{hint}")
           .ofLongs()
-          .buildWithCallback(r -> r.record(queued.get(), attrs)));
+          .buildWithCallback(r -> r.record(queue.size(), attrs)));
     }
 
     void close() {

@@ -19,6 +19,10 @@ final class InMemoryLog {
     up = false;
   }
 
+  void up() {
+    up = true;
+  }
+
   synchronized int size() {
     return entries.size();
   }

@@ -120,6 +120,40 @@ class ReplicationLogicTest {
     assertThat(replication(a).connected()).isFalse();
   }
 
+  static int inFlight(Router r, String endpointId) {
+    for (var c : r.endpoints()) {
+      if (c.id().equals(endpointId)) {
+        return c.inFlightRequests();
+      }
+    }
+    return -1;
+  }
+
+  /**
+   * A request that ends while the bus is away: once it is back, the other routers must hear
+   * that it ended, not keep the last figure they had until the age limit.
+   */
+  @Test
+  void anInFlightFigureThatDroppedToZeroDuringAnOutageIsSentAfterIt() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router a = router(log, "p", "a", 1000);
+    Router b = router(log, "p", "b", 1000);
+    RoutingDecision d = a.route(prompt(1));
+    String ep = d.primary().id();
+    await("b sees a's request", () -> inFlight(b, ep) == 1);
+    log.down();
+    await("a's publisher notices", () -> !replication(a).connected());
+    d.onComplete(new Usage(1, 0, 1));
+    log.up();
+    await("a reconnects", () -> replication(a).connected());
+    // a marker after the reconnection: once b has it, it has read what a sent on reconnecting
+    RoutingDecision marker = a.route(prompt(2));
+    await("b applied a's marker", () -> replication(b).appliedPrefixes() >= 2);
+    await("b hears that a's first request ended", () -> inFlight(b, ep)
+        == (marker.primary().id().equals(ep) ? 1 : 0));
+    marker.onComplete(new Usage(1, 0, 1));
+  }
+
   @Test
   void aMalformedBatchIsSkippedAndTheNextOnesStillApply() throws Exception {
     InMemoryLog log = new InMemoryLog();

@@ -50,8 +50,8 @@ final class HintBus {
       public void afterRouting(InferenceRequest request, CycleState state,
           RoutingDecision decision) {
         PrefixBlocks found = state.get(PrefixBlocks.KEY);
-        PrefixBlocks blocks = found == null || found.size() == 0 ? null
-            : PrefixBlocks.of(found.blockSizeTokens(), found.toArray());
+        // immutable: kept as it is until delivered
+        PrefixBlocks blocks = found == null || found.size() == 0 ? null : found;
         String session = request.sessionKey();
         if (blocks == null && session == null) {
           return;
