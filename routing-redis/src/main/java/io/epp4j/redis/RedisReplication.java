@@ -108,8 +108,9 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final Map<String, Long> originsSeen = new HashMap<>();
 
   RedisReplication(Settings settings, @Nullable RouterHints hints,
-      HintTransport.Factory transports, OpenTelemetry otel) {
+      HintTransport.Factory transports, OpenTelemetry otel, io.epp4j.api.Ticker ticker) {
     this.s = settings;
+    this.ticker = ticker;
     this.queue = new HintQueue(settings.queueCapacity());
     this.hints = hints;
     this.transports = transports;
@@ -133,8 +134,11 @@ public final class RedisReplication implements Plugin, RequestListener {
     if (blocks == null && session == null) {
       return;
     }
-    Endpoint prefill = decision.secondaryEndpoint("prefill");
-    Hint h = new Hint(System.nanoTime(), decision.primary().id(),
+    // a prefill pick exists only when a second profile ran: skip the lookup otherwise
+    Endpoint prefill = decision.profileResults().size() > 1
+        ? decision.secondaryEndpoint("prefill") : null;
+    // the cycle's clock reading: no second clock read on the routing thread
+    Hint h = new Hint(state.nowNanos(), decision.primary().id(),
         prefill == null ? null : prefill.id(), blocks,
         session != null && session.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? session : null);
     if (!queue.offer(h)) {
@@ -146,6 +150,8 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   // publisher thread only: one buffer for every batch
   private final HintCodec.Writer writer = new HintCodec.Writer();
+
+  private final io.epp4j.api.Ticker ticker;
 
   private void publishLoop() {
     HintTransport t = transports.create();
@@ -257,7 +263,8 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   /** Moves up to {@code max} queued hints into the batch; returns how many. */
   private int drain(HintCodec.Writer w, int max) {
-    long nowNanos = System.nanoTime();
+    // the router's clock, which stamped the hints
+    long nowNanos = ticker.nanos();
     long nowMicros = epochMicros();
     int n = 0;
     while (n < max) {
@@ -709,7 +716,7 @@ public final class RedisReplication implements Plugin, RequestListener {
             Duration.ofMillis(connectTimeout));
       }
       return new RedisReplication(settings, c.service(RouterHints.class).orElse(null),
-          transports, c.service(OpenTelemetry.class).orElse(OpenTelemetry.noop()));
+          transports, c.service(OpenTelemetry.class).orElse(OpenTelemetry.noop()), c.ticker());
     }
 
     private static @Nullable RedisURI redisUri(Parameters p, @Nullable String uri,
