@@ -76,6 +76,7 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
   /** Starts the server on this extension's port and waits until it accepts connections. */
   public void start() throws IOException, InterruptedException {
     Path log = Files.createTempFile("epp4j-redis", ".log");
+    log.toFile().deleteOnExit();
     Process p = new ProcessBuilder(List.of(java.util.Objects.requireNonNull(binary),
         "--port", Integer.toString(port), "--bind", "127.0.0.1", "--save", "",
         "--appendonly", "no", "--protected-mode", "yes"))
@@ -115,7 +116,12 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
   private static @Nullable String findBinary() {
     String configured = System.getProperty("epp4j.redis.server");
     if (configured != null && !configured.isBlank()) {
-      return new File(configured).canExecute() ? configured : null;
+      // asked for by name: a wrong path is a mistake to report, not a reason to skip
+      if (!new File(configured).canExecute()) {
+        throw new IllegalStateException("epp4j.redis.server=" + configured
+            + " is not an executable file");
+      }
+      return configured;
     }
     String path = System.getenv("PATH");
     List<String> dirs = new java.util.ArrayList<>(List.of("/usr/bin", "/usr/local/bin",
