@@ -54,5 +54,12 @@ final class EndpointState implements Candidate {
   static final class InFlight {
     final AtomicInteger requests = new AtomicInteger();
     final AtomicLong tokens = new AtomicLong();
+    /**
+     * The part of {@link #requests} and {@link #tokens} that other routers reported
+     * ({@link HintApplier}): kept inside the same counters so routes read one figure, and
+     * tracked here so this router can tell the others its own share.
+     */
+    final AtomicInteger remoteRequests = new AtomicInteger();
+    final AtomicLong remoteTokens = new AtomicLong();
   }
 }

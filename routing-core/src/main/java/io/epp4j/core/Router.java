@@ -12,6 +12,7 @@ import io.epp4j.api.ProfileResult;
 import io.epp4j.api.Rejection;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.Result;
+import io.epp4j.api.RouterHints;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Ticker;
 import io.opentelemetry.api.GlobalOpenTelemetry;
@@ -88,6 +89,7 @@ public final class Router implements AutoCloseable {
   private final Duration inFlightMaxAge;
   private final InFlightLedger ledger;
   private final RetiredPlugins retired;
+  private final HintApplier hints;
   /**
    * Serializes membership changes and reloads together with their pool-listener notifications,
    * so listeners hear adds and removes in the order the pool made them (a removal still
@@ -118,6 +120,8 @@ public final class Router implements AutoCloseable {
         initial.declared(), extraListeners, ledger, ticker, routerWarning));
     this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,
         () -> saturation(state.active));
+    this.hints = b.hints;
+    hints.bind(() -> state.pool, () -> state.active, ticker, inFlightMaxAge.toNanos());
     this.retired = new RetiredPlugins(b.retiredPluginCloseDelay, this::inUse, membershipLock);
     for (String w : initial.config().warnings()) {
       LOG.warning(w);
@@ -314,6 +318,7 @@ public final class Router implements AutoCloseable {
     long now = ticker.nanos();
     // off the request path and called steadily by a scraper: a good place to expire
     ledger.expireIfDue(now);
+    hints.expireIfDue(now);
     synchronized (stateLock) {
       State cur = state;
       int i = cur.pool.indexOf(endpointId);
@@ -329,6 +334,7 @@ public final class Router implements AutoCloseable {
   public void updateMetrics(Map<String, EndpointMetrics> metricsById) {
     long now = ticker.nanos();
     ledger.expireIfDue(now);
+    hints.expireIfDue(now);
     synchronized (stateLock) {
       State cur = state;
       state = cur.withPool(cur.pool.withMetrics(metricsById, now));
@@ -344,6 +350,16 @@ public final class Router implements AutoCloseable {
   private PoolSaturation saturation(ActiveConfig active) {
     PoolSaturation s = active.saturation;
     return s != null ? s : saturation;
+  }
+
+  /**
+   * Where a plugin or embedding code that shares routing state between the routers of one pool
+   * delivers what the other routers did (prefixes sent, sessions bound, requests in flight), and
+   * reads what this router has in flight; plugins get the same object as the service
+   * {@code RouterHints}.
+   */
+  public RouterHints hints() {
+    return hints;
   }
 
   /**

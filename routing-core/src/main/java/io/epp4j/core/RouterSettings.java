@@ -50,6 +50,8 @@ final class RouterSettings {
   Duration retiredPluginCloseDelay = DEFAULT_RETIRED_PLUGIN_CLOSE_DELAY;
   final Map<Class<?>, Object> services = new LinkedHashMap<>();
   final List<Object> extraListeners = new ArrayList<>();
+  /** Offered to plugins as a service before the router exists; the router binds it. */
+  final HintApplier hints = new HintApplier();
 
   /** Fills the defaults that need discovery: the registry and OpenTelemetry. */
   void resolveDefaults() {
@@ -61,6 +63,8 @@ final class RouterSettings {
     }
     // plugins with metrics of their own (e.g. the KV-event index) export through the same API
     services.putIfAbsent(OpenTelemetry.class, openTelemetry);
+    // plugins that share routing state between routers deliver what the others did here
+    services.put(io.epp4j.api.RouterHints.class, hints);
   }
 
   PluginRegistry registry() {

@@ -6,11 +6,13 @@ import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.HintListener;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PrefixBlocks;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
@@ -42,7 +44,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Memory: 24–32 bytes per (block, endpoint) entry, at most the endpoint's capacity entries per
  * endpoint. Thread-safe; one short lock per endpoint, never a global one.
  */
-public final class PrefixCacheScorer implements Scorer, RequestListener, PoolListener {
+public final class PrefixCacheScorer implements Scorer, RequestListener, PoolListener,
+    HintListener {
   /** Default tokens per block (vLLM's default block size). */
   public static final int DEFAULT_BLOCK_SIZE_TOKENS = 16;
   /** Default blocks considered per request: 8192 × 16 = 131,072 tokens. */
@@ -105,8 +108,9 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private Lookup lookup(InferenceRequest request, CycleState state) {
     Lookup l = state.get(lookupKey);
     if (l == null) {
-      l = new Lookup(hasher.hash(request));
+      l = new Lookup(hasher.hash(request), blockSizeTokens);
       state.put(lookupKey, l);
+      publishBlocks(state, l);
     }
     return l;
   }
@@ -115,13 +119,35 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
    * One cycle's hashes and, once scored, what each candidate matched. After routing, an endpoint
    * whose match the lookup already touched needs only the rest of the chain recorded.
    */
-  private static final class Lookup {
+  private static final class Lookup implements PrefixBlocks {
     final long[] hashes;
+    final int blockSizeTokens;
     @Nullable PrefixMatch match;
     boolean touched;
 
-    Lookup(long[] hashes) {
+    Lookup(long[] hashes, int blockSizeTokens) {
       this.hashes = hashes;
+      this.blockSizeTokens = blockSizeTokens;
+    }
+
+    @Override
+    public int blockSizeTokens() {
+      return blockSizeTokens;
+    }
+
+    @Override
+    public int size() {
+      return hashes.length;
+    }
+
+    @Override
+    public long hash(int i) {
+      return hashes[i];
+    }
+
+    @Override
+    public long[] toArray() {
+      return hashes.clone();
     }
 
     /** Blocks already present and refreshed on {@code endpointId} by this cycle's lookup. */
@@ -175,6 +201,29 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (b != null) {
       long[] hashes = lookup.hashes;
       b.recordAfterMatch(hashes, hashes.length, lookup.touchedPrefix(endpointId));
+    }
+  }
+
+  /** The first prefix scorer of a cycle tells the other plugins which blocks it hashed. */
+  private static void publishBlocks(CycleState state, Lookup l) {
+    if (state.get(PrefixBlocks.KEY) == null) {
+      state.put(PrefixBlocks.KEY, l);
+    }
+  }
+
+  /**
+   * Another router sent a prompt with these hashes to {@code endpointId}: recorded as if this
+   * router had sent it, when the block sizes agree and the endpoint is in the pool.
+   */
+  @Override
+  public void onRemotePrefix(String endpointId, PrefixBlocks blocks) {
+    if (blocks.blockSizeTokens() != blockSizeTokens || blocks.size() == 0) {
+      return;
+    }
+    EndpointBlocks b = endpoints.get(endpointId);
+    if (b != null) {
+      long[] hashes = blocks.toArray();
+      b.record(hashes, hashes.length);
     }
   }
 

@@ -6,6 +6,7 @@ import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.HintListener;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
@@ -34,7 +35,8 @@ import org.jspecify.annotations.Nullable;
  * the pool are dropped, including one made by a route that read the pool before the removal and
  * finished after it; a route to an endpoint the pool has not announced yet binds nothing.
  */
-final class SessionAffinityScorer implements Scorer, RequestListener, PoolListener {
+final class SessionAffinityScorer implements Scorer, RequestListener, PoolListener,
+    HintListener {
   private final HashKeySource keySource;
   private final @Nullable String endpointHeader;
   private final Cache<String, String> bindings;
@@ -119,6 +121,23 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     // may have run already, so the binding is undone here.
     if (!members.contains(id)) {
       bindings.asMap().remove(key, id);
+    }
+  }
+
+  /**
+   * Another router bound a session to {@code endpointId}: bound here too, when this scorer keys
+   * sessions by the request's session key (another key source names keys the hint does not
+   * carry) and the endpoint is in the pool.
+   */
+  @Override
+  public void onRemoteSession(String sessionKey, String endpointId, long nowNanos) {
+    if (keySource.kind != HashKeySource.Kind.SESSION || !members.contains(endpointId)) {
+      return;
+    }
+    bindings.put(sessionKey, endpointId);
+    // the same race with a removal as in afterRouting, undone the same way
+    if (!members.contains(endpointId)) {
+      bindings.asMap().remove(sessionKey, endpointId);
     }
   }
 

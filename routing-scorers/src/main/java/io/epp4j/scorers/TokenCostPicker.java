@@ -6,6 +6,7 @@ import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.HintListener;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Picker;
@@ -80,7 +81,8 @@ import org.jspecify.annotations.Nullable;
  * {@code afterRouting} until its first token, completion or failure; one the gateway never
  * finishes is released after {@link #PENDING_MAX_AGE_NANOS}.
  */
-public final class TokenCostPicker implements Picker, RequestListener, PoolListener {
+public final class TokenCostPicker implements Picker, RequestListener, PoolListener,
+    HintListener {
   /** Plugin type name. */
   public static final String TYPE = "token-cost-picker";
   /**
@@ -367,6 +369,35 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     if (pending.putIfAbsent(request, p) != null) {
       p.add(-1); // the same request object routed again while in flight: counted once
     }
+  }
+
+  /**
+   * Another router sent a request of {@code session} to {@code endpointId}: the session's home
+   * moves there as it would after a local route, so the bound on sessions per endpoint counts
+   * the sessions every router placed. Nothing is counted as pending: the other router's load
+   * arrives as in-flight figures and scraped metrics.
+   */
+  @Override
+  public void onRemoteSession(String session, String endpointId, long nowNanos) {
+    if (sessionBalanceFactor <= 0) {
+      return;
+    }
+    Load l = loads.get(endpointId);
+    if (l == null) {
+      return;
+    }
+    sweepSessionsIfDue(nowNanos);
+    homes.compute(session, (k, old) -> {
+      if (old != null && old.load == l) {
+        old.lastNanos = Math.max(old.lastNanos, nowNanos);
+        return old;
+      }
+      if (old != null) {
+        old.load.sessions.decrementAndGet();
+      }
+      l.sessions.incrementAndGet();
+      return new Home(l, endpointId, nowNanos);
+    });
   }
 
   @Override

@@ -50,6 +50,11 @@ public final class Main {
         --config FILE.yaml     also run an EndpointPickerConfig file (repeatable); with
                                --config and no --policies only the files run
         --replicas N           replicas (default 6)
+        --gateways N           gateways in front, each with its own router; requests go
+                               round-robin (default 1)
+        --shared-state MODE    none (each gateway knows its own traffic) or replicated (the
+                               routers share hints as redis-replication does; default none)
+        --replication-delay-ms MS  delay of a shared hint (default %s, measured with Redis)
         --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
                                known: %s
         --seed N               random seed (default 1)
@@ -88,7 +93,8 @@ public final class Main {
       Exit codes: 0 done; 1 a run failed (bad config or trace, a policy that served no request:
       every request rejected); 2 bad usage or an output path that cannot be written.
       """.formatted(String.join(", ", SCENARIOS), String.join(", ", Policy.presets().keySet()),
-        String.join(", ", HardwareProfile.builtIns().keySet()), SHARED_TRACE);
+        Options.DEFAULT_REPLICATION_DELAY_MS, String.join(", ", HardwareProfile.builtIns().keySet()),
+        SHARED_TRACE);
   }
 
   static final List<String> SCENARIOS = List.of(SharedPrefixWorkload.NAME, MultiTurnWorkload.NAME,
@@ -359,7 +365,8 @@ public final class Main {
             if (progress != null) {
               progress.printf("running %s / %s ...%n", label, p.name());
             }
-            PolicyResult r = new Simulation(settings, w, p, null).run();
+            PolicyResult r = new Simulation(settings, w, p, null).gateways(o.gateways,
+                o.replicated, Math.round(o.replicationDelayMs * 1e6)).run();
             if (progress != null) {
               progress.printf("  %s / %s: %d requests in %.2f s (%.0f simulated requests/s)%n",
                   label, p.name(), r.requests(), r.wallSeconds(),
@@ -429,6 +436,14 @@ public final class Main {
     List<String> scenarios = List.of(SharedPrefixWorkload.NAME, MultiTurnWorkload.NAME);
     List<Policy> policies = new ArrayList<>(Policy.presets().values());
     int replicas = 6;
+    /**
+     * Median delay from a route on one router to its hint applied on another through a local
+     * redis-server (routing-redis RedisReplicationTest#replicationDelay, see its README).
+     */
+    static final double DEFAULT_REPLICATION_DELAY_MS = 2.0;
+    int gateways = 1;
+    boolean replicated;
+    double replicationDelayMs = DEFAULT_REPLICATION_DELAY_MS;
     long seed = 1;
     int requests = -1;
     double scrapeIntervalMs = 50;
@@ -540,6 +555,14 @@ public final class Main {
           policies = policyList(v);
         }
         case "--replicas" -> replicas = intArg(name, v, 1, 4096);
+        case "--gateways" -> gateways = intArg(name, v, 1, 1024);
+        case "--shared-state" -> {
+          if (!v.equals("none") && !v.equals("replicated")) {
+            throw new UsageException("--shared-state must be none or replicated, got '" + v + "'");
+          }
+          replicated = v.equals("replicated");
+        }
+        case "--replication-delay-ms" -> replicationDelayMs = doubleArg(name, v, 0, 3_600_000);
         case "--seed" -> seed = longArg(name, v);
         case "--requests" -> requests = intArg(name, v, 1, 10_000_000);
         case "--scrape-interval" -> scrapeIntervalMs = doubleArg(name, v, 0.001, 3_600_000);

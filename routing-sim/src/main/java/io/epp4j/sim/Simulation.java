@@ -50,6 +50,10 @@ public final class Simulation {
   private static final int GPU_DONE = 1;
   private static final int STEP_DONE = 2;
   private static final int SCRAPE = 3;
+  /** A hint another gateway's router learnt reaches the others ({@link HintBus}). */
+  private static final int DELIVER = 4;
+  /** The gateways' routers publish their in-flight figures ({@link HintBus}). */
+  private static final int FLUSH = 5;
 
   private static final class Event {
     final long time;
@@ -58,14 +62,17 @@ public final class Simulation {
     final int index;
     final long version;
     final @Nullable RequestSpec spec;
+    final @Nullable Runnable action;
 
-    Event(long time, long seq, int type, int index, long version, @Nullable RequestSpec spec) {
+    Event(long time, long seq, int type, int index, long version, @Nullable RequestSpec spec,
+        @Nullable Runnable action) {
       this.time = time;
       this.seq = seq;
       this.type = type;
       this.index = index;
       this.version = version;
       this.spec = spec;
+      this.action = action;
     }
   }
 
@@ -74,8 +81,16 @@ public final class Simulation {
   private final Policy policy;
   private final @Nullable BiConsumer<String, KvEventBatch> kvListener;
   private final @Nullable RequestListener requestListener;
-  /** The router's index in precise mode; the replicas' events are applied to it in process. */
-  private @Nullable KvBlockIndex kvIndex;
+  /** Each router's index in precise mode; the replicas' events are applied to them in process. */
+  private KvBlockIndex[] kvIndexes = new KvBlockIndex[0];
+  /** Gateways in front of the replicas, each with its own router; requests go round-robin. */
+  private int gateways = 1;
+  private boolean replicated;
+  private long replicationDelayNanos;
+  private @Nullable HintBus bus;
+  private long nextGateway;
+  /** Events that are not periodic (scrapes, flushes): while there are some, time goes on. */
+  private long pendingWork;
 
   private final PriorityQueue<Event> events = new PriorityQueue<>(
       (a, b) -> a.time != b.time ? Long.compare(a.time, b.time) : Long.compare(a.seq, b.seq));
@@ -133,6 +148,26 @@ public final class Simulation {
     this.requestListener = requestListener;
   }
 
+  /**
+   * Puts {@code n} gateways, each with its own router, in front of the replicas; requests go to
+   * them round-robin, as a load balancer would spread them. With {@code replicated}, the routers
+   * share what they learn (prefixes sent, sessions, in-flight load) {@code delayNanos} after
+   * they learn it, as {@code redis-replication} makes them; without, each knows only its own
+   * traffic. One gateway (the default) is the single router of every other run.
+   */
+  public Simulation gateways(int n, boolean replicated, long delayNanos) {
+    if (n < 1) {
+      throw new IllegalArgumentException("gateways must be >= 1, got " + n);
+    }
+    if (delayNanos < 0) {
+      throw new IllegalArgumentException("replication delay must be >= 0, got " + delayNanos);
+    }
+    this.gateways = n;
+    this.replicated = replicated;
+    this.replicationDelayNanos = delayNanos;
+    return this;
+  }
+
   /** The endpoint of replica {@code i}: {@code 10.0.0.(i+1):8000}. */
   public static Endpoint endpoint(int i) {
     return Endpoint.parse("10.0." + (i / 250) + "." + (i % 250 + 1) + ":8000");
@@ -144,23 +179,51 @@ public final class Simulation {
    * @throws io.epp4j.core.ConfigException when the policy's configuration cannot be loaded
    */
   public PolicyResult run() {
-    Router.Builder rb = Router.builder().ticker(() -> now).randomSeed(settings.seed());
-    connectKvIndex(rb);
-    rb.endpoints(createReplicas());
+    createKvIndexes();
+    List<Endpoint> endpoints = createReplicas();
     blockSeed = ChainedBlockHash.seed(settings.profile().model());
-    configure(rb);
+    if (replicated && gateways > 1) {
+      bus = new HintBus(replicationDelayNanos, (at, delivery) -> push(at, DELIVER, delivery));
+    }
     long wallStart = System.nanoTime();
-    try (Router router = rb.build()) {
+    Router[] routers = new Router[gateways];
+    try {
+      for (int g = 0; g < gateways; g++) {
+        // gateway 0 is seeded as the single router always was, so one gateway changes nothing
+        Router.Builder rb = Router.builder().ticker(() -> now).randomSeed(settings.seed() + g);
+        if (kvIndexes.length > 0) {
+          rb.service(KvBlockIndex.class, kvIndexes[g]);
+        }
+        rb.endpoints(endpoints);
+        configure(rb);
+        HintBus b = bus;
+        if (b != null) {
+          rb.listener(b.capture(g));
+        }
+        routers[g] = rb.build();
+        if (b != null) {
+          b.register(routers[g].hints());
+        }
+      }
       Workload.Run run = workload.start(settings.seed());
       total = run.totalRequests();
       Workload.Submitter submitter = (at, spec) ->
           push(Math.max(at, now), ARRIVAL, 0, 0, spec);
       push(0, SCRAPE, 0, 0, null);
+      if (bus != null) {
+        push(0, FLUSH, 0, 0, null);
+      }
       run.begin(submitter);
-      processEvents(router, new Sink(run, submitter));
+      processEvents(routers, new Sink(run, submitter));
       reportUnserved();
       double wall = (System.nanoTime() - wallStart) / 1e9;
       return result(run, wall);
+    } finally {
+      for (Router r : routers) {
+        if (r != null) {
+          r.close();
+        }
+      }
     }
   }
 
@@ -168,11 +231,14 @@ public final class Simulation {
    * Precise mode in process: gives the router a KV index that the replicas' events go straight
    * into, in place of vLLM's ZeroMQ publisher and epp4j's subscriber.
    */
-  private void connectKvIndex(Router.Builder rb) {
+  private void createKvIndexes() {
     if (policy.kvEvents()) {
-      kvIndex = KvBlockIndex.builder().ticker(() -> now)
-          .defaultBlockSize(settings.profile().blockSize()).build();
-      rb.service(KvBlockIndex.class, kvIndex);
+      // one per router, as each gateway subscribes to the engines' events itself
+      kvIndexes = new KvBlockIndex[gateways];
+      for (int g = 0; g < gateways; g++) {
+        kvIndexes[g] = KvBlockIndex.builder().ticker(() -> now)
+            .defaultBlockSize(settings.profile().blockSize()).build();
+      }
     }
   }
 
@@ -190,7 +256,7 @@ public final class Simulation {
     for (int g = 0; g < numGpus; g++) {
       gpus[g] = new GpuShare();
     }
-    boolean events = kvListener != null || kvIndex != null;
+    boolean events = kvListener != null || kvIndexes.length > 0;
     for (int i = 0; i < n; i++) {
       Endpoint e = endpoint(i);
       endpoints.add(e);
@@ -218,16 +284,31 @@ public final class Simulation {
   }
 
   /** The discrete-event loop: runs until no event is left, printing progress now and then. */
-  private void processEvents(Router router, Replica.StepSink sink) {
+  private void processEvents(Router[] routers, Replica.StepSink sink) {
     int[] finished = new int[replicas.length];
     long nextProgress = System.nanoTime() + 2_000_000_000L;
     long processed = 0;
     while (!events.isEmpty()) {
       Event ev = events.poll();
       now = ev.time;
+      if (ev.type != SCRAPE && ev.type != FLUSH) {
+        pendingWork--;
+      }
+      HintBus b = bus;
+      if (b != null) {
+        b.tick(now);
+      }
       switch (ev.type) {
-        case ARRIVAL -> arrive(router, Objects.requireNonNull(ev.spec, "arrival without a request"));
-        case SCRAPE -> scrapeAndReschedule(router);
+        case ARRIVAL -> arrive(routers[(int) (nextGateway++ % routers.length)],
+            Objects.requireNonNull(ev.spec, "arrival without a request"));
+        case SCRAPE -> scrapeAndReschedule(routers);
+        case DELIVER -> Objects.requireNonNull(ev.action, "delivery without a hint").run();
+        case FLUSH -> {
+          long next = Objects.requireNonNull(b, "flush without a hint bus").flushInFlight(now);
+          if (completed + rejected < total && pendingWork > 0) {
+            push(next, FLUSH, 0, 0, null);
+          }
+        }
         case GPU_DONE -> gpuDone(ev, finished);
         case STEP_DONE -> stepDone(replicas[ev.index], sink);
         default -> throw new IllegalStateException("unknown event " + ev.type);
@@ -241,10 +322,12 @@ public final class Simulation {
     }
   }
 
-  private void scrapeAndReschedule(Router router) {
-    scrape(router);
+  private void scrapeAndReschedule(Router[] routers) {
+    for (Router r : routers) {
+      scrape(r);
+    }
     // keep scraping while anything else can still happen
-    if (completed + rejected < total && !events.isEmpty()) {
+    if (completed + rejected < total && pendingWork > 0) {
       push(now + settings.scrapeIntervalNanos(), SCRAPE, 0, 0, null);
     }
   }
@@ -352,10 +435,10 @@ public final class Simulation {
       return;
     }
     String id = r.endpoint.id();
-    if (kvIndex != null) {
-      // a batch's wall-clock stamp only feeds the index's lag metric, which means nothing in
-      // simulated time: the index gets the batch unstamped
-      kvIndex.apply(id, KvEventBatch.of(0, events));
+    // a batch's wall-clock stamp only feeds the index's lag metric, which means nothing in
+    // simulated time: the indexes get the batch unstamped
+    for (KvBlockIndex index : kvIndexes) {
+      index.apply(id, KvEventBatch.of(0, events));
     }
     if (kvListener != null) {
       kvListener.accept(id, KvEventBatch.of(now / 1e9, events));
@@ -363,7 +446,15 @@ public final class Simulation {
   }
 
   private void push(long time, int type, int index, long version, @Nullable RequestSpec spec) {
-    events.add(new Event(time, seq++, type, index, version, spec));
+    if (type != SCRAPE && type != FLUSH) {
+      pendingWork++;
+    }
+    events.add(new Event(time, seq++, type, index, version, spec, null));
+  }
+
+  private void push(long time, int type, Runnable action) {
+    pendingWork++;
+    events.add(new Event(time, seq++, type, 0, 0, null, action));
   }
 
   private final class Sink implements Replica.StepSink {

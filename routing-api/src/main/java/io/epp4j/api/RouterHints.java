@@ -1,0 +1,44 @@
+package io.epp4j.api;
+
+/**
+ * Where a plugin that shares routing state between the routers of one pool delivers what the
+ * other routers did, and where it reads what this router has in flight to tell them. Every
+ * router offers one: a plugin gets it with {@code context.service(RouterHints.class)}, embedding
+ * code with {@code Router.hints()}.
+ *
+ * <p>Prefix and session hints reach every plugin of the running configuration that implements
+ * {@link HintListener}. In-flight figures are per remote router ({@code origin}): each call
+ * replaces that router's previous figure for the endpoint, and the candidates' in-flight counts
+ * that scorers read are this router's own plus every remote figure. A figure not refreshed
+ * within the router's {@code inFlightMaxAge} is dropped, as an unfinished local request is.
+ * Remote figures for an endpoint end with its removal from the pool.
+ *
+ * <p>Thread-safe; meant for a background thread, not the routing path. Unknown endpoints are
+ * ignored.
+ */
+public interface RouterHints {
+
+  /** Another router sent a prompt with these block hashes to {@code endpointId}. */
+  void prefixSent(String endpointId, PrefixBlocks blocks);
+
+  /** Another router sent a request of session {@code sessionKey} to {@code endpointId}. */
+  void sessionBound(String sessionKey, String endpointId);
+
+  /**
+   * Router {@code origin} has {@code requests} requests of {@code tokens} estimated tokens in
+   * flight on {@code endpointId} (negative values count as 0).
+   */
+  void inFlight(String origin, String endpointId, int requests, long tokens);
+
+  /** Drops every in-flight figure of router {@code origin}, e.g. one that stopped or went silent. */
+  void forget(String origin);
+
+  /** Visits this router's own in-flight figures (remote ones excluded), one call per endpoint. */
+  void forEachLocalInFlight(InFlightVisitor visitor);
+
+  /** Receives one endpoint's in-flight figures. */
+  @FunctionalInterface
+  interface InFlightVisitor {
+    void visit(String endpointId, int requests, long tokens);
+  }
+}

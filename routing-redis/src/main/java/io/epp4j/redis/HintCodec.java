@@ -1,0 +1,247 @@
+package io.epp4j.redis;
+
+import io.epp4j.api.PrefixBlocks;
+import java.io.ByteArrayInputStream;
+import java.io.DataInputStream;
+import java.io.IOException;
+
+/**
+ * The bytes of one hint batch: a header (format version, pool, origin router, when it was sent)
+ * and records of three kinds. Compact and binary because a batch carries up to thousands of
+ * 64-bit block hashes; self-describing enough that a corrupt or foreign entry is rejected as a
+ * whole instead of being half applied.
+ *
+ * <pre>
+ * byte 1 (version) | UTF pool | UTF origin | long sentEpochMicros | int records
+ * PREFIX   byte 1 | long capturedEpochMicros | UTF endpoint | int blockSize | int n | n x long
+ * SESSION  byte 2 | long capturedEpochMicros | UTF sessionKey | UTF endpoint
+ * INFLIGHT byte 3 | UTF endpoint | int requests | long tokens
+ * </pre>
+ */
+final class HintCodec {
+  static final int VERSION = 1;
+  static final byte PREFIX = 1;
+  static final byte SESSION = 2;
+  static final byte IN_FLIGHT = 3;
+  /** Longer session keys are not shared: a key is an id, and ids this long are not ids. */
+  static final int MAX_SESSION_KEY_CHARS = 1024;
+  /** More blocks than any prefix scorer considers (its maximum is 2^22). */
+  static final int MAX_BLOCKS = 1 << 22;
+
+  private HintCodec() {}
+
+  /**
+   * Writes one batch; call the record methods, then {@link #finish}. Reusable: {@link #reset}
+   * keeps the buffer, so the publisher allocates one array per batch sent and nothing per hint.
+   * Strings are written as {@link java.io.DataOutput#writeUTF} does (modified UTF-8).
+   */
+  static final class Writer {
+    private byte[] buf = new byte[8192];
+    private int pos;
+    private int records;
+
+    int records() {
+      return records;
+    }
+
+    void reset() {
+      pos = 0;
+      records = 0;
+    }
+
+    void prefix(long capturedEpochMicros, String endpointId, int blockSize, long[] hashes) {
+      prefix(capturedEpochMicros, endpointId, PrefixBlocks.of(blockSize, hashes));
+    }
+
+    void prefix(long capturedEpochMicros, String endpointId, PrefixBlocks blocks) {
+      int n = blocks.size();
+      ensure(1 + 8);
+      buf[pos++] = PREFIX;
+      putLong(capturedEpochMicros);
+      putUtf(endpointId);
+      ensure(8 + 8 * n);
+      putInt(blocks.blockSizeTokens());
+      putInt(n);
+      for (int i = 0; i < n; i++) {
+        putLong(blocks.hash(i));
+      }
+      records++;
+    }
+
+    void session(long capturedEpochMicros, String sessionKey, String endpointId) {
+      ensure(9);
+      buf[pos++] = SESSION;
+      putLong(capturedEpochMicros);
+      putUtf(sessionKey);
+      putUtf(endpointId);
+      records++;
+    }
+
+    void inFlight(String endpointId, int requests, long tokens) {
+      ensure(1);
+      buf[pos++] = IN_FLIGHT;
+      putUtf(endpointId);
+      ensure(12);
+      putInt(requests);
+      putLong(tokens);
+      records++;
+    }
+
+    byte[] finish(String pool, String origin, long sentEpochMicros) {
+      int bodyEnd = pos;
+      putUtf(pool);
+      putUtf(origin);
+      ensure(13);
+      putLong(sentEpochMicros);
+      putInt(records);
+      int headerLen = pos - bodyEnd;
+      byte[] out = new byte[1 + headerLen + bodyEnd];
+      out[0] = VERSION;
+      System.arraycopy(buf, bodyEnd, out, 1, headerLen);
+      System.arraycopy(buf, 0, out, 1 + headerLen, bodyEnd);
+      pos = bodyEnd;
+      return out;
+    }
+
+    private void ensure(int n) {
+      if (pos + n > buf.length) {
+        buf = java.util.Arrays.copyOf(buf, Math.max(buf.length * 2, pos + n));
+      }
+    }
+
+    private void putInt(int v) {
+      buf[pos] = (byte) (v >>> 24);
+      buf[pos + 1] = (byte) (v >>> 16);
+      buf[pos + 2] = (byte) (v >>> 8);
+      buf[pos + 3] = (byte) v;
+      pos += 4;
+    }
+
+    private void putLong(long v) {
+      putInt((int) (v >>> 32));
+      putInt((int) v);
+    }
+
+    private void putUtf(String s) {
+      int n = s.length();
+      int len = 0;
+      for (int i = 0; i < n; i++) {
+        char c = s.charAt(i);
+        len += c >= 1 && c <= 0x7f ? 1 : c <= 0x7ff ? 2 : 3;
+      }
+      if (len > 65535) {
+        throw new IllegalArgumentException("string longer than 65535 bytes in modified UTF-8");
+      }
+      ensure(2 + len);
+      buf[pos++] = (byte) (len >>> 8);
+      buf[pos++] = (byte) len;
+      for (int i = 0; i < n; i++) {
+        char c = s.charAt(i);
+        if (c >= 1 && c <= 0x7f) {
+          buf[pos++] = (byte) c;
+        } else if (c <= 0x7ff) {
+          buf[pos++] = (byte) (0xc0 | (c >> 6));
+          buf[pos++] = (byte) (0x80 | (c & 0x3f));
+        } else {
+          buf[pos++] = (byte) (0xe0 | (c >> 12));
+          buf[pos++] = (byte) (0x80 | ((c >> 6) & 0x3f));
+          buf[pos++] = (byte) (0x80 | (c & 0x3f));
+        }
+      }
+    }
+  }
+
+  /** Receives the records of a decoded batch. */
+  interface Visitor {
+    void prefix(long capturedEpochMicros, String endpointId, int blockSize, long[] hashes);
+
+    void session(long capturedEpochMicros, String sessionKey, String endpointId);
+
+    void inFlight(String endpointId, int requests, long tokens);
+  }
+
+  /** A decoded batch header. */
+  record Header(String pool, String origin, long sentEpochMicros, int records) {}
+
+  /** Thrown for a batch that is not one this version writes. */
+  static final class MalformedBatchException extends Exception {
+    MalformedBatchException(String message) {
+      super(message);
+    }
+  }
+
+  /** Reads the header; the stream is left at the first record. */
+  static Header header(DataInputStream in) throws MalformedBatchException {
+    try {
+      int v = in.readUnsignedByte();
+      if (v != VERSION) {
+        throw new MalformedBatchException("unknown batch version " + v);
+      }
+      String pool = in.readUTF();
+      String origin = in.readUTF();
+      long sent = in.readLong();
+      int n = in.readInt();
+      if (n < 0) {
+        throw new MalformedBatchException("negative record count");
+      }
+      return new Header(pool, origin, sent, n);
+    } catch (IOException e) {
+      throw new MalformedBatchException("truncated header");
+    }
+  }
+
+  static DataInputStream input(byte[] batch) {
+    return new DataInputStream(new ByteArrayInputStream(batch));
+  }
+
+  /**
+   * Decodes every record before handing any to {@code visitor}, so a batch that turns out
+   * corrupt halfway applies nothing.
+   */
+  static void records(DataInputStream in, Header h, Visitor visitor)
+      throws MalformedBatchException {
+    java.util.List<Runnable> decoded = new java.util.ArrayList<>(Math.min(h.records(), 4096));
+    try {
+      for (int i = 0; i < h.records(); i++) {
+        int kind = in.readUnsignedByte();
+        switch (kind) {
+          case PREFIX -> {
+            long at = in.readLong();
+            String ep = in.readUTF();
+            int bs = in.readInt();
+            int n = in.readInt();
+            if (bs < 1 || n < 0 || n > MAX_BLOCKS || n > in.available() / 8) {
+              throw new MalformedBatchException("bad prefix record");
+            }
+            long[] hashes = new long[n];
+            for (int j = 0; j < n; j++) {
+              hashes[j] = in.readLong();
+            }
+            decoded.add(() -> visitor.prefix(at, ep, bs, hashes));
+          }
+          case SESSION -> {
+            long at = in.readLong();
+            String key = in.readUTF();
+            String ep = in.readUTF();
+            decoded.add(() -> visitor.session(at, key, ep));
+          }
+          case IN_FLIGHT -> {
+            String ep = in.readUTF();
+            int r = in.readInt();
+            long t = in.readLong();
+            decoded.add(() -> visitor.inFlight(ep, r, t));
+          }
+          default -> throw new MalformedBatchException("unknown record kind " + kind);
+        }
+      }
+      if (in.available() != 0) {
+        throw new MalformedBatchException("trailing bytes after the last record");
+      }
+    } catch (IOException e) {
+      throw new MalformedBatchException("truncated record");
+    }
+    for (Runnable r : decoded) {
+      r.run();
+    }
+  }
+}

@@ -1,0 +1,54 @@
+package io.epp4j.redis;
+
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * The bus {@link RedisReplication} publishes hint batches to and reads them from: an
+ * append-only log with ordered ids, as a Redis stream is. The Redis one is built in; another
+ * (an in-memory log for tests and benchmarks, or another store) is given to
+ * {@link RedisReplication.Provider#Provider(Factory)}.
+ *
+ * <p>One instance is used by one thread: the replication makes one for publishing and one for
+ * reading. Any method may throw when the bus is unreachable; the caller then closes the instance,
+ * waits (backing off) and calls {@link #connect} again. Methods must not block longer than the
+ * timeouts they are given or were configured with.
+ */
+public interface HintTransport extends AutoCloseable {
+
+  /** Id to read from when nothing was read yet: the oldest batch the log holds. */
+  String OLDEST = "0-0";
+
+  /** Opens the connection; throws when the bus is unreachable. */
+  void connect() throws Exception;
+
+  /** Appends one batch and returns its id. */
+  String append(byte[] batch) throws Exception;
+
+  /**
+   * Up to {@code max} batches with ids after {@code afterId}, oldest first, waiting up to
+   * {@code maxWait} for the first one; empty when none came.
+   */
+  List<Entry> read(String afterId, int max, Duration maxWait) throws Exception;
+
+  /**
+   * Whether the log still holds everything after {@code afterId}: false when older batches
+   * were trimmed (or the log was lost) so that some after {@code afterId} may be gone.
+   */
+  boolean holdsAfter(String afterId) throws Exception;
+
+  /** Closes the connection; never throws. */
+  @Override
+  void close();
+
+  /** One batch as stored: its id and its bytes. */
+  record Entry(String id, byte[] batch) {}
+
+  /** Makes transports for one replication plugin, which closes the factory with itself. */
+  interface Factory extends AutoCloseable {
+    HintTransport create();
+
+    @Override
+    default void close() {}
+  }
+}

@@ -1,0 +1,746 @@
+package io.epp4j.redis;
+
+import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PrefixBlocks;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RouterHints;
+import io.epp4j.api.RoutingDecision;
+import io.lettuce.core.RedisURI;
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.metrics.DoubleHistogram;
+import io.opentelemetry.api.metrics.Meter;
+import java.io.DataInputStream;
+import java.lang.management.ManagementFactory;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.Supplier;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * {@code redis-replication}: shares what each router of a pool learns with the other routers of
+ * that pool through a Redis (or Valkey) stream, so that gateway replicas behind one load balancer
+ * route as one: the prompts each sent where ({@code prefix-cache-scorer}), the endpoint each
+ * session went to ({@code session-affinity-scorer}, {@code token-cost-picker}) and the requests
+ * each has in flight per endpoint.
+ *
+ * <p>Routing never waits for Redis. {@link #afterRouting} copies the request's block hashes and
+ * session key into a bounded queue (lock-free; when it is full the hint is dropped and counted);
+ * a publisher thread sends the queue every {@code flushIntervalMillis} in batches of at most
+ * {@code batchSize} hints with {@code XADD ... MAXLEN ~ maxLen}, together with this router's
+ * in-flight figures when they changed (and all of them every {@code heartbeatMillis}); a reader
+ * thread follows the stream with blocking {@code XREAD} and applies the other routers' batches
+ * through the router's {@link RouterHints}. Batches of this router ({@code routerId}) and of
+ * another pool are skipped.
+ *
+ * <p>When Redis is unreachable, at start or later, routing goes on with what the router knows;
+ * the connection gauge drops to 0, a warning is logged at most once a minute, and both threads
+ * reconnect with exponential backoff (100 ms to 5 s). The reader then continues after the last
+ * batch it applied when the stream still holds everything since, else it counts a resync and
+ * applies all the stream holds. In-flight figures of a router not heard from for five heartbeats
+ * are forgotten, so a dead router, or a Redis outage, leaves no phantom load.
+ */
+public final class RedisReplication implements Plugin, RequestListener {
+  public static final String TYPE = "redis-replication";
+
+  static final int DEFAULT_BATCH_SIZE = 256;
+  static final int DEFAULT_FLUSH_INTERVAL_MILLIS = 2;
+  static final long DEFAULT_MAX_LEN = 100_000;
+  static final int DEFAULT_QUEUE_CAPACITY = 65_536;
+  static final int DEFAULT_HEARTBEAT_MILLIS = 1_000;
+  static final int DEFAULT_CONNECT_TIMEOUT_MILLIS = 2_000;
+  /** Silence after which an origin's in-flight figures are dropped, in heartbeats. */
+  static final int SILENT_HEARTBEATS = 5;
+  static final int MAX_ORIGINS = 1024;
+  static final Duration READ_WAIT = Duration.ofMillis(200);
+  static final int READ_BATCHES = 256;
+  static final long INITIAL_BACKOFF_NANOS = 100_000_000L;
+  static final long MAX_BACKOFF_NANOS = 5_000_000_000L;
+
+  private static final Logger LOG = Logger.getLogger(RedisReplication.class.getName());
+  private static final AttributeKey<String> POOL = AttributeKey.stringKey("pool");
+  private static final AttributeKey<String> REASON = AttributeKey.stringKey("reason");
+
+  /** What a configuration sets. */
+  record Settings(String pool, String streamKey, String routerId, int batchSize,
+      long flushIntervalNanos, int queueCapacity, long heartbeatNanos) {}
+
+  private final Settings s;
+  private final @Nullable RouterHints hints;
+  private final HintTransport.Factory transports;
+  private final HintQueue queue;
+  private final LongAdder droppedQueueFull = new LongAdder();
+  private final AtomicLong droppedUnpublished = new AtomicLong();
+  private final AtomicLong malformed = new AtomicLong();
+  private final AtomicLong published = new AtomicLong();
+  private final AtomicLong applied = new AtomicLong();
+  private final AtomicLong appliedPrefixes = new AtomicLong();
+  private final AtomicLong appliedSessions = new AtomicLong();
+  private final AtomicLong resyncs = new AtomicLong();
+  private volatile boolean publisherUp;
+  private volatile boolean readerUp;
+  private volatile boolean running = true;
+  private final LagSamples lag = new LagSamples(4096);
+  private final RateLimitedLog log;
+  private final Telemetry telemetry;
+  private final Thread publisher;
+  private final Thread reader;
+  // reader thread only
+  private final Map<String, Long> originsSeen = new HashMap<>();
+
+  RedisReplication(Settings settings, @Nullable RouterHints hints,
+      HintTransport.Factory transports, OpenTelemetry otel, io.epp4j.api.Ticker ticker) {
+    this.s = settings;
+    this.ticker = ticker;
+    this.queue = new HintQueue(settings.queueCapacity());
+    this.hints = hints;
+    this.transports = transports;
+    this.log = new RateLimitedLog(LOG, "redis-replication (pool " + settings.pool() + "): ");
+    this.telemetry = new Telemetry(otel);
+    this.publisher = new Thread(this::publishLoop, "epp4j-redis-replication-publish");
+    this.reader = new Thread(this::readLoop, "epp4j-redis-replication-read");
+    publisher.setDaemon(true);
+    reader.setDaemon(true);
+    publisher.start();
+    reader.start();
+  }
+
+  // ------------------------------------------------------------------------- routing thread
+
+  @Override
+  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    PrefixBlocks found = state.get(PrefixBlocks.KEY);
+    PrefixBlocks blocks = found != null && found.size() > 0 ? found : null;
+    String session = request.sessionKey();
+    if (blocks == null && session == null) {
+      return;
+    }
+    // a prefill pick exists only when a second profile ran: skip the lookup otherwise
+    Endpoint prefill = decision.profileResults().size() > 1
+        ? decision.secondaryEndpoint("prefill") : null;
+    // the cycle's clock reading: no second clock read on the routing thread
+    Hint h = new Hint(state.nowNanos(), decision.primary().id(),
+        prefill == null ? null : prefill.id(), blocks,
+        session != null && session.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? session : null);
+    if (!queue.offer(h)) {
+      droppedQueueFull.increment();
+    }
+  }
+
+  // ------------------------------------------------------------------------------ publishing
+
+  // publisher thread only: one buffer for every batch
+  private final HintCodec.Writer writer = new HintCodec.Writer();
+
+  private final io.epp4j.api.Ticker ticker;
+
+  private void publishLoop() {
+    HintTransport t = transports.create();
+    Backoff backoff = new Backoff();
+    // the in-flight figures the other routers last received from this one
+    Map<String, long[]> sent = new HashMap<>();
+    long nextHeartbeat = System.nanoTime();
+    try {
+      while (running) {
+        if (!publisherUp) {
+          if (!connect(t, backoff, "publisher")) {
+            continue;
+          }
+          // the others may have forgotten this router, or kept a figure that has changed
+          // since: the next flush sends every figure, zeros of those that ended included
+          nextHeartbeat = System.nanoTime();
+          publisherUp = true;
+        }
+        if (queue.size() < s.batchSize()) {
+          LockSupport.parkNanos(s.flushIntervalNanos());
+        }
+        long now = System.nanoTime();
+        boolean heartbeat = now - nextHeartbeat >= 0;
+        if (heartbeat) {
+          nextHeartbeat = now + s.heartbeatNanos();
+        }
+        if (!flush(t, sent, heartbeat)) {
+          publisherUp = false;
+          t.close();
+        }
+      }
+      if (publisherUp) {
+        // a clean stop: the others drop this router's load now rather than after the silence
+        HintCodec.Writer w = new HintCodec.Writer();
+        sent.forEach((ep, v) -> w.inFlight(ep, 0, 0));
+        if (w.records() > 0) {
+          t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
+        }
+      }
+    } catch (Exception e) {
+      // only the farewell above can get here; the others time out this router instead
+    } finally {
+      t.close();
+    }
+  }
+
+  /** Sends every queued hint, with the in-flight changes in the first batch; false on failure. */
+  private boolean flush(HintTransport t, Map<String, long[]> sent, boolean heartbeat) {
+    Map<String, long[]> figures = inFlightChanges(sent, heartbeat);
+    boolean first = true;
+    HintCodec.Writer w = writer;
+    while (first || queue.size() > 0) {
+      w.reset();
+      if (first) {
+        figures.forEach((ep, v) -> w.inFlight(ep, (int) v[0], v[1]));
+      }
+      int hintsTaken = drain(w, s.batchSize());
+      first = false;
+      if (w.records() == 0) {
+        return true;
+      }
+      try {
+        t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
+      } catch (Exception e) {
+        droppedUnpublished.addAndGet(w.records());
+        connectionLost("publisher", e);
+        return false;
+      }
+      published.addAndGet(w.records());
+      figures.forEach((ep, v) -> {
+        if (v[0] == 0 && v[1] == 0) {
+          sent.remove(ep);
+        } else {
+          sent.put(ep, v);
+        }
+      });
+      figures = Map.of();
+      if (hintsTaken < s.batchSize()) {
+        return true;
+      }
+    }
+    return true;
+  }
+
+  /** This router's in-flight figures that differ from what was sent, or all when due. */
+  private Map<String, long[]> inFlightChanges(Map<String, long[]> sent, boolean all) {
+    RouterHints h = hints;
+    if (h == null) {
+      return Map.of();
+    }
+    Map<String, long[]> changes = new HashMap<>();
+    Map<String, long[]> seen = new HashMap<>();
+    h.forEachLocalInFlight((ep, r, tok) -> {
+      long[] v = {r, tok};
+      seen.put(ep, v);
+      long[] before = sent.get(ep);
+      boolean zero = r == 0 && tok == 0;
+      if (before == null ? !zero : (before[0] != r || before[1] != tok || all)) {
+        changes.put(ep, v);
+      }
+    });
+    for (String ep : sent.keySet()) {
+      if (!seen.containsKey(ep)) {
+        changes.put(ep, new long[] {0, 0}); // the endpoint left the pool
+      }
+    }
+    return changes;
+  }
+
+  /** Moves up to {@code max} queued hints into the batch; returns how many. */
+  private int drain(HintCodec.Writer w, int max) {
+    // the router's clock, which stamped the hints
+    long nowNanos = ticker.nanos();
+    long nowMicros = epochMicros();
+    int n = 0;
+    while (n < max) {
+      Hint h = queue.poll();
+      if (h == null) {
+        break;
+      }
+      n++;
+      long at = nowMicros - (nowNanos - h.capturedNanos) / 1000;
+      PrefixBlocks blocks = h.blocks;
+      if (blocks != null) {
+        w.prefix(at, h.endpointId, blocks);
+        String prefill = h.prefillEndpointId;
+        if (prefill != null && !prefill.equals(h.endpointId)) {
+          w.prefix(at, prefill, blocks);
+        }
+      }
+      if (h.sessionKey != null) {
+        w.session(at, h.sessionKey, h.endpointId);
+      }
+    }
+    // once per batch: the routing threads increment the same counter
+    queue.taken(n);
+    return n;
+  }
+
+  // --------------------------------------------------------------------------------- reading
+
+  private void readLoop() {
+    HintTransport t = transports.create();
+    Backoff backoff = new Backoff();
+    @Nullable String lastId = null;
+    try {
+      while (running) {
+        forgetSilentOrigins(System.nanoTime());
+        if (!readerUp) {
+          if (!connect(t, backoff, "reader")) {
+            continue;
+          }
+          try {
+            if (lastId == null) {
+              lastId = HintTransport.OLDEST; // a new router learns what the stream holds
+            } else if (!t.holdsAfter(lastId)) {
+              resyncs.incrementAndGet();
+              log.report(Level.INFO, "resync", "the stream no longer holds every batch since"
+                  + " the last one applied; applying everything it holds");
+              lastId = HintTransport.OLDEST;
+            }
+          } catch (Exception e) {
+            connectionLost("reader", e);
+            t.close();
+            continue;
+          }
+          readerUp = true;
+        }
+        List<HintTransport.Entry> got;
+        try {
+          got = t.read(lastId == null ? HintTransport.OLDEST : lastId, READ_BATCHES, READ_WAIT);
+        } catch (Exception e) {
+          if (!running) {
+            break;
+          }
+          readerUp = false;
+          connectionLost("reader", e);
+          t.close();
+          continue;
+        }
+        long newest = got.isEmpty() ? -1 : StreamIds.millis(got.get(got.size() - 1).id());
+        for (HintTransport.Entry e : got) {
+          apply(e, newest);
+          lastId = e.id();
+        }
+      }
+    } finally {
+      t.close();
+    }
+  }
+
+  /** Connects, or waits out the backoff after a failure; true when connected. */
+  private boolean connect(HintTransport t, Backoff backoff, String who) {
+    try {
+      t.connect();
+      backoff.reset();
+      return true;
+    } catch (Exception e) {
+      t.close();
+      connectionLost(who, e);
+      // short enough that silent origins are still forgotten on time while Redis is away
+      LockSupport.parkNanos(Math.min(backoff.next(), s.heartbeatNanos()));
+      return false;
+    }
+  }
+
+  private void connectionLost(String who, Exception e) {
+    if (who.equals("publisher")) {
+      publisherUp = false;
+    } else {
+      readerUp = false;
+    }
+    if (running) {
+      log.report(Level.WARNING, "down", "Redis unreachable (" + who + ": "
+          + e.getClass().getSimpleName() + "); routing continues on this router's own state,"
+          + " reconnecting with backoff");
+    }
+  }
+
+  private void apply(HintTransport.Entry entry, long newestMillis) {
+    DataInputStream in = HintCodec.input(entry.batch());
+    HintCodec.Header h;
+    try {
+      h = HintCodec.header(in);
+    } catch (HintCodec.MalformedBatchException e) {
+      rejectMalformed(e);
+      return;
+    }
+    if (!h.pool().equals(s.pool()) || h.origin().equals(s.routerId())) {
+      return; // another pool's hints never reach this router; its own it knows already
+    }
+    long entryMillis = StreamIds.millis(entry.id());
+    // batches from before a catch-up window (a new router reading the stream's history) teach
+    // prefixes and sessions; their in-flight figures and send times are long out of date
+    boolean fresh = newestMillis < 0 || entryMillis < 0
+        || newestMillis - entryMillis <= s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000;
+    if (fresh && !originsSeen.containsKey(h.origin()) && originsSeen.size() >= MAX_ORIGINS) {
+      return;
+    }
+    if (fresh) {
+      originsSeen.put(h.origin(), System.nanoTime());
+    }
+    RouterHints target = hints;
+    if (target == null) {
+      return;
+    }
+    long nowMicros = epochMicros();
+    try {
+      HintCodec.records(in, h, new HintCodec.Visitor() {
+        @Override
+        public void prefix(long at, String endpointId, int blockSize, long[] hashes) {
+          target.prefixSent(endpointId, PrefixBlocks.of(blockSize, hashes));
+          appliedPrefixes.incrementAndGet();
+          applied(fresh, nowMicros - at);
+        }
+
+        @Override
+        public void session(long at, String sessionKey, String endpointId) {
+          target.sessionBound(sessionKey, endpointId);
+          appliedSessions.incrementAndGet();
+          applied(fresh, nowMicros - at);
+        }
+
+        @Override
+        public void inFlight(String endpointId, int requests, long tokens) {
+          if (fresh) {
+            target.inFlight(h.origin(), endpointId, requests, tokens);
+            applied.incrementAndGet();
+          }
+        }
+      });
+    } catch (HintCodec.MalformedBatchException e) {
+      rejectMalformed(e);
+    }
+  }
+
+  private void applied(boolean fresh, long lagMicros) {
+    applied.incrementAndGet();
+    if (fresh) {
+      lag.add(lagMicros);
+      telemetry.lag.record(Math.max(0, lagMicros) / 1e6, telemetry.attrs);
+    }
+  }
+
+  private void rejectMalformed(HintCodec.MalformedBatchException e) {
+    malformed.incrementAndGet();
+    log.report(Level.WARNING, "malformed", "skipped a malformed batch: " + e.getMessage());
+  }
+
+  private void forgetSilentOrigins(long now) {
+    long limit = s.heartbeatNanos() * SILENT_HEARTBEATS;
+    RouterHints target = hints;
+    for (Iterator<Map.Entry<String, Long>> it = originsSeen.entrySet().iterator();
+        it.hasNext(); ) {
+      Map.Entry<String, Long> e = it.next();
+      if (now - e.getValue() > limit) {
+        it.remove();
+        if (target != null) {
+          target.forget(e.getKey());
+        }
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------- lifecycle
+
+  /** Stops both threads (the publisher first tells the others this router's load is gone). */
+  @Override
+  public void close() {
+    if (!running) {
+      return;
+    }
+    running = false;
+    LockSupport.unpark(publisher);
+    reader.interrupt();
+    try {
+      publisher.join(3_000);
+      reader.join(3_000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    telemetry.close();
+    transports.close();
+  }
+
+  // ---------------------------------------------------------------------------- observation
+
+  /** Whether both the publisher and the reader are connected. */
+  public boolean connected() {
+    return publisherUp && readerUp;
+  }
+
+  /** Hints sent to the stream. */
+  public long published() {
+    return published.get();
+  }
+
+  /** Hints of other routers applied to this router. */
+  public long applied() {
+    return applied.get();
+  }
+
+  /** Hints dropped: queue full, or lost with a batch that could not be sent. */
+  public long dropped() {
+    return droppedQueueFull.sum() + droppedUnpublished.get();
+  }
+
+  /** Times the reader found the stream trimmed past where it had read and started over. */
+  public long resyncs() {
+    return resyncs.get();
+  }
+
+  /** Prefix hints of other routers applied; for tests. */
+  long appliedPrefixes() {
+    return appliedPrefixes.get();
+  }
+
+  /** Session hints of other routers applied; for tests. */
+  long appliedSessions() {
+    return appliedSessions.get();
+  }
+
+  /** Batches skipped as malformed. */
+  long malformed() {
+    return malformed.get();
+  }
+
+  /** Hints waiting to be published. */
+  int queued() {
+    return queue.size();
+  }
+
+  /** The most recent replication lags (capture on the origin to application here), in µs. */
+  long[] lagMicros() {
+    return lag.snapshot();
+  }
+
+  Settings settings() {
+    return s;
+  }
+
+  @Override
+  public String toString() {
+    return TYPE + "(pool=" + s.pool() + ", stream=" + s.streamKey() + ")";
+  }
+
+  static long epochMicros() {
+    Instant now = Instant.now();
+    return now.getEpochSecond() * 1_000_000L + now.getNano() / 1000;
+  }
+
+  /** Exponential backoff from 100 ms to 5 s with jitter, so routers do not reconnect in step. */
+  private static final class Backoff {
+    private long next = INITIAL_BACKOFF_NANOS;
+
+    long next() {
+      long n = next;
+      next = Math.min(MAX_BACKOFF_NANOS, next * 2);
+      return n / 2 + ThreadLocalRandom.current().nextLong(n / 2 + 1);
+    }
+
+    void reset() {
+      next = INITIAL_BACKOFF_NANOS;
+    }
+  }
+
+  /** A ring of the latest lags, for tests and the README's figures. */
+  static final class LagSamples {
+    private final long[] ring;
+    private long count;
+
+    LagSamples(int size) {
+      ring = new long[size];
+    }
+
+    synchronized void add(long v) {
+      ring[(int) (count++ % ring.length)] = v;
+    }
+
+    synchronized long[] snapshot() {
+      int n = (int) Math.min(count, ring.length);
+      return java.util.Arrays.copyOf(ring, n);
+    }
+
+    synchronized void clear() {
+      count = 0;
+    }
+  }
+
+  /** Forgets the lag samples so far; for tests that measure one phase. */
+  void clearLagSamples() {
+    lag.clear();
+  }
+
+  /** The plugin's instruments, read from its counters when the exporter asks. */
+  private final class Telemetry {
+    final Attributes attrs;
+    final DoubleHistogram lag;
+    private final List<AutoCloseable> callbacks = new ArrayList<>();
+
+    Telemetry(OpenTelemetry otel) {
+      Meter m = otel.getMeter("io.epp4j.replication");
+      attrs = Attributes.of(POOL, s.pool());
+      Attributes full = Attributes.of(POOL, s.pool(), REASON, "queue_full");
+      Attributes unpublished = Attributes.of(POOL, s.pool(), REASON, "publish_failed");
+      Attributes bad = Attributes.of(POOL, s.pool(), REASON, "malformed");
+      lag = m.histogramBuilder("epp4j.replication.lag")
+          .setDescription("Time from a hint's capture on another router to its application here")
+          .setUnit("s")
+          .build();
+      callbacks.add(m.counterBuilder("epp4j.replication.hints_published")
+          .setDescription("Hints this router sent to the stream")
+          .setUnit("{hint}")
+          .buildWithCallback(r -> r.record(published.get(), attrs)));
+      callbacks.add(m.counterBuilder("epp4j.replication.hints_applied")
+          .setDescription("Hints of other routers applied to this router")
+          .setUnit("{hint}")
+          .buildWithCallback(r -> r.record(applied.get(), attrs)));
+      callbacks.add(m.counterBuilder("epp4j.replication.hints_dropped")
+          .setDescription("Hints dropped: queue full, lost with a batch Redis did not take, or"
+              + " in a malformed batch")
+          .setUnit("{hint}")
+          .buildWithCallback(r -> {
+            r.record(droppedQueueFull.sum(), full);
+            r.record(droppedUnpublished.get(), unpublished);
+            r.record(malformed.get(), bad);
+          }));
+      callbacks.add(m.counterBuilder("epp4j.replication.resyncs")
+          .setDescription("Reconnections after which the stream no longer held every batch since"
+              + " the last one applied")
+          .setUnit("{resync}")
+          .buildWithCallback(r -> r.record(resyncs.get(), attrs)));
+      callbacks.add(m.gaugeBuilder("epp4j.replication.connected")
+          .setDescription("1 while both the publisher and the reader are connected to Redis")
+          .setUnit("1")
+          .ofLongs()
+          .buildWithCallback(r -> r.record(connected() ? 1 : 0, attrs)));
+      callbacks.add(m.gaugeBuilder("epp4j.replication.queued")
+          .setDescription("Hints waiting to be published")
+          .setUnit("{hint}")
+          .ofLongs()
+          .buildWithCallback(r -> r.record(queue.size(), attrs)));
+    }
+
+    void close() {
+      for (AutoCloseable c : callbacks) {
+        try {
+          c.close();
+        } catch (Exception ignored) {
+          // closing a callback cannot meaningfully fail
+        }
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------- provider
+
+  /**
+   * Provides {@code redis-replication}; public for {@link java.util.ServiceLoader}. The no-argument
+   * form talks to Redis at the configured {@code uri}; {@link #Provider(Supplier)} puts another
+   * {@link HintTransport} in its place (an in-memory log for tests and benchmarks).
+   */
+  public static final class Provider extends AbstractPluginProvider {
+    private final @Nullable Supplier<HintTransport.Factory> custom;
+
+    public Provider() {
+      super(TYPE);
+      this.custom = null;
+    }
+
+    /** A provider whose plugins use {@code transports.get()} instead of Redis. */
+    public Provider(Supplier<HintTransport.Factory> transports) {
+      super(TYPE);
+      this.custom = Objects.requireNonNull(transports, "transports");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      String uri = p.getString("uri", null);
+      String pool = p.getString("pool", "default");
+      if (pool == null || pool.isBlank()) {
+        p.error("pool", "must not be empty");
+        pool = "default";
+      }
+      String prefix = p.getString("keyPrefix", "epp4j:");
+      if (prefix == null) {
+        prefix = "epp4j:";
+      }
+      String stream = p.getString("stream", prefix + pool + ":hints");
+      if (stream == null || stream.isBlank()) {
+        p.error("stream", "must not be empty");
+        stream = prefix + pool + ":hints";
+      }
+      String routerId = p.getString("routerId", null);
+      if (routerId == null || routerId.isBlank()) {
+        routerId = defaultRouterId();
+      }
+      int batch = p.getInt("batchSize", DEFAULT_BATCH_SIZE, 1, 100_000);
+      int flush = p.getInt("flushIntervalMillis", DEFAULT_FLUSH_INTERVAL_MILLIS, 1, 60_000);
+      long maxLen = p.getLong("maxLen", DEFAULT_MAX_LEN);
+      if (maxLen < 1) {
+        p.error("maxLen", "must be >= 1, got " + maxLen);
+        maxLen = DEFAULT_MAX_LEN;
+      }
+      int capacity = p.getInt("queueCapacity", DEFAULT_QUEUE_CAPACITY, 1, 1 << 24);
+      int heartbeat = p.getInt("heartbeatMillis", DEFAULT_HEARTBEAT_MILLIS, 10, 600_000);
+      int connectTimeout = p.getInt("connectTimeoutMillis", DEFAULT_CONNECT_TIMEOUT_MILLIS, 10,
+          600_000);
+      boolean verifyPeer = p.getBoolean("verifyPeer", true);
+      Settings settings = new Settings(pool, stream, routerId, batch, flush * 1_000_000L,
+          capacity, heartbeat * 1_000_000L);
+      HintTransport.Factory transports;
+      if (custom != null) {
+        transports = custom.get();
+      } else {
+        RedisURI redis = redisUri(p, uri, verifyPeer);
+        if (redis == null || !p.errors().isEmpty()) {
+          // nothing to connect to: the errors become the result before any thread starts
+          throw new IllegalArgumentException("parameter 'uri' is invalid");
+        }
+        transports = new RedisStreamTransport.Factory(redis, stream, maxLen,
+            Duration.ofMillis(connectTimeout));
+      }
+      return new RedisReplication(settings, c.service(RouterHints.class).orElse(null),
+          transports, c.service(OpenTelemetry.class).orElse(OpenTelemetry.noop()), c.ticker());
+    }
+
+    private static @Nullable RedisURI redisUri(Parameters p, @Nullable String uri,
+        boolean verifyPeer) {
+      if (uri == null || uri.isBlank()) {
+        p.error("uri", "is required, e.g. redis://host:6379 or rediss://user:password@host:6380");
+        return null;
+      }
+      try {
+        RedisURI r = RedisURI.create(uri.trim());
+        if (r.isSsl()) {
+          r.setVerifyPeer(verifyPeer);
+        }
+        return r;
+      } catch (RuntimeException e) {
+        // the URI may carry a password: the message names the parameter, not its value
+        p.error("uri", "is not a redis:// or rediss:// URI");
+        return null;
+      }
+    }
+
+    private static String defaultRouterId() {
+      String jvm = ManagementFactory.getRuntimeMXBean().getName(); // pid@host
+      return jvm + "-" + Long.toHexString(ThreadLocalRandom.current().nextLong());
+    }
+  }
+}

@@ -1,0 +1,152 @@
+package io.epp4j.redis;
+
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.Limit;
+import io.lettuce.core.Range;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.SocketOptions;
+import io.lettuce.core.StreamMessage;
+import io.lettuce.core.XAddArgs;
+import io.lettuce.core.XReadArgs;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.codec.ByteArrayCodec;
+import io.lettuce.core.resource.ClientResources;
+import io.lettuce.core.resource.DefaultClientResources;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Hint batches in one Redis (or Valkey) stream: {@code XADD key MAXLEN ~ maxLen * b <batch>} to
+ * publish, {@code XREAD COUNT n BLOCK ms STREAMS key <last id>} to read, on one connection per
+ * thread (a blocking read would hold up publishing on a shared connection).
+ *
+ * <p>Lettuce's own reconnection is off and commands are rejected while disconnected: Lettuce
+ * would otherwise buffer commands in memory for as long as Redis is away. The replication loop
+ * reconnects with backoff instead, so nothing queues without bound.
+ */
+final class RedisStreamTransport implements HintTransport {
+  private static final byte[] FIELD = "b".getBytes(StandardCharsets.US_ASCII);
+
+  /** One client and its Netty threads for the two connections of one plugin. */
+  static final class Factory implements HintTransport.Factory {
+    private final ClientResources resources;
+    private final RedisClient client;
+    private final byte[] key;
+    private final long maxLen;
+    private final Duration commandTimeout;
+
+    Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout) {
+      this.resources = DefaultClientResources.builder()
+          .ioThreadPoolSize(2)
+          .computationThreadPoolSize(2)
+          .build();
+      this.client = RedisClient.create(resources, uri);
+      client.setOptions(ClientOptions.builder()
+          .autoReconnect(false)
+          .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+          .socketOptions(SocketOptions.builder().connectTimeout(connectTimeout).build())
+          .build());
+      this.key = streamKey.getBytes(StandardCharsets.UTF_8);
+      this.maxLen = maxLen;
+      this.commandTimeout = connectTimeout;
+    }
+
+    @Override
+    public HintTransport create() {
+      return new RedisStreamTransport(this);
+    }
+
+    @Override
+    public void close() {
+      client.shutdown(0, 2, TimeUnit.SECONDS);
+      resources.shutdown(0, 2, TimeUnit.SECONDS);
+    }
+  }
+
+  private final Factory f;
+  private @Nullable StatefulRedisConnection<byte[], byte[]> connection;
+
+  private RedisStreamTransport(Factory f) {
+    this.f = f;
+  }
+
+  @Override
+  public void connect() {
+    close();
+    StatefulRedisConnection<byte[], byte[]> c = f.client.connect(ByteArrayCodec.INSTANCE);
+    c.setTimeout(f.commandTimeout);
+    connection = c;
+  }
+
+  private StatefulRedisConnection<byte[], byte[]> connection() {
+    StatefulRedisConnection<byte[], byte[]> c = connection;
+    if (c == null || !c.isOpen()) {
+      throw new IllegalStateException("not connected");
+    }
+    return c;
+  }
+
+  @Override
+  public String append(byte[] batch) {
+    String id = connection().sync().xadd(f.key,
+        XAddArgs.Builder.maxlen(f.maxLen).approximateTrimming(), Map.of(FIELD, batch));
+    return id == null ? "" : id;
+  }
+
+  @Override
+  public List<Entry> read(String afterId, int max, Duration maxWait) {
+    StatefulRedisConnection<byte[], byte[]> c = connection();
+    // the blocking read must not trip the command timeout
+    c.setTimeout(f.commandTimeout.plus(maxWait));
+    List<StreamMessage<byte[], byte[]>> got = c.sync().xread(
+        XReadArgs.Builder.count(max).block(maxWait),
+        XReadArgs.StreamOffset.from(f.key, afterId));
+    if (got == null || got.isEmpty()) {
+      return List.of();
+    }
+    List<Entry> out = new ArrayList<>(got.size());
+    for (StreamMessage<byte[], byte[]> m : got) {
+      byte[] body = null;
+      for (Map.Entry<byte[], byte[]> e : m.getBody().entrySet()) {
+        if (java.util.Arrays.equals(e.getKey(), FIELD)) {
+          body = e.getValue();
+        }
+      }
+      out.add(new Entry(m.getId(), body == null ? new byte[0] : body));
+    }
+    return out;
+  }
+
+  @Override
+  public boolean holdsAfter(String afterId) {
+    if (OLDEST.equals(afterId)) {
+      return true;
+    }
+    List<StreamMessage<byte[], byte[]>> first = connection().sync().xrange(f.key,
+        Range.unbounded(), Limit.from(1));
+    if (first == null || first.isEmpty()) {
+      // the last entry read is never trimmed away by MAXLEN: an empty stream was lost
+      return false;
+    }
+    return StreamIds.compare(first.get(0).getId(), afterId) <= 0;
+  }
+
+  @Override
+  public void close() {
+    StatefulRedisConnection<byte[], byte[]> c = connection;
+    connection = null;
+    if (c != null) {
+      try {
+        c.close();
+      } catch (RuntimeException ignored) {
+        // closing a broken connection: nothing left to release
+      }
+    }
+  }
+}

@@ -1,0 +1,383 @@
+package io.epp4j.redis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.metrics.SdkMeterProvider;
+import io.opentelemetry.sdk.metrics.data.MetricData;
+import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * Three routers in one JVM share one real redis-server, as three gateway replicas of one pool
+ * would. Each test has a pool (and so a stream) of its own.
+ */
+class RedisReplicationTest {
+  @RegisterExtension
+  static final RedisServer REDIS = new RedisServer();
+
+  static final Duration DEADLINE = Duration.ofSeconds(20);
+  static final int ENDPOINTS = 8;
+  static final AtomicInteger POOLS = new AtomicInteger();
+
+  private final List<Router> routers = new ArrayList<>();
+  private String pool = "";
+
+  @BeforeEach
+  void pool() {
+    pool = "test-" + ProcessHandle.current().pid() + "-" + POOLS.incrementAndGet();
+  }
+
+  @AfterEach
+  void close() {
+    routers.forEach(Router::close);
+  }
+
+  static List<Endpoint> endpoints() {
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 0; i < ENDPOINTS; i++) {
+      eps.add(Endpoint.parse("10.1.0." + (i + 1) + ":8000"));
+    }
+    return eps;
+  }
+
+  Router router(String id, int queueCapacity, Router.Builder b) {
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: session-affinity-scorer
+        - type: max-score-picker
+        - type: redis-replication
+          parameters:
+            uri: %s
+            pool: %s
+            routerId: %s
+            flushIntervalMillis: 2
+            heartbeatMillis: 200
+            queueCapacity: %d
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+            weight: 1
+          - pluginRef: session-affinity-scorer
+            weight: 2
+          - pluginRef: max-score-picker
+        """.formatted(REDIS.uri(), pool, id, queueCapacity);
+    Router r = b.endpoints(endpoints()).configYaml(yaml, "router " + id)
+        .randomSeed(id.hashCode()).build();
+    routers.add(r);
+    return r;
+  }
+
+  Router router(String id) {
+    return router(id, 65_536, Router.builder());
+  }
+
+  static RedisReplication replication(Router r) {
+    return (RedisReplication) r.config().plugins().get(RedisReplication.TYPE);
+  }
+
+  static InferenceRequest prompt(long seed, int tokens, String session) {
+    Random rnd = new Random(seed);
+    int[] ids = new int[tokens];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = rnd.nextInt(50_000);
+    }
+    InferenceRequest.Builder b = InferenceRequest.builder().model("m").tokenIds(ids).maxTokens(16);
+    if (session != null) {
+      b.sessionKey(session);
+    }
+    return b.build();
+  }
+
+  static void await(String what, BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + DEADLINE.toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() - deadline > 0) {
+        throw new AssertionError("timed out after " + DEADLINE + " waiting until " + what);
+      }
+      Thread.sleep(1);
+    }
+  }
+
+  static void awaitConnected(Router... rs) throws InterruptedException {
+    for (Router r : rs) {
+      await("the replication is connected", () -> replication(r).connected());
+    }
+  }
+
+  static int inFlight(Router r, String endpointId) {
+    for (Candidate c : r.endpoints()) {
+      if (c.id().equals(endpointId)) {
+        return c.inFlightRequests();
+      }
+    }
+    return -1;
+  }
+
+  static final Usage DONE = new Usage(1024, 0, 16);
+
+  @Test
+  void aPrefixRoutedByOneRouterScoresOnTheOthers() throws Exception {
+    Router a = router("a");
+    Router b = router("b");
+    Router c = router("c");
+    awaitConnected(a, b, c);
+    int n = 20;
+    String[] chosen = new String[n];
+    for (int i = 0; i < n; i++) {
+      RoutingDecision d = a.route(prompt(i, 1024, null));
+      chosen[i] = d.primary().id();
+      d.onComplete(DONE);
+    }
+    await("b and c applied a's prefixes", () -> replication(b).appliedPrefixes() >= n
+        && replication(c).appliedPrefixes() >= n);
+    for (int i = 0; i < n; i++) {
+      // only the endpoint a sent the prompt to holds it: the max-score picker must take it
+      for (Router other : List.of(b, c)) {
+        RoutingDecision d = other.route(prompt(i, 1024, null));
+        assertThat(d.primary().id()).as("prompt %d on another router", i).isEqualTo(chosen[i]);
+        d.onComplete(DONE);
+      }
+    }
+    assertThat(replication(a).dropped()).isZero();
+  }
+
+  @Test
+  void sessionBindingsFollowToTheOtherRouters() throws Exception {
+    Router a = router("a");
+    Router b = router("b");
+    Router c = router("c");
+    awaitConnected(a, b, c);
+    int n = 20;
+    String[] chosen = new String[n];
+    for (int i = 0; i < n; i++) {
+      // shorter than one block: only the session can lead the others to the same endpoint
+      RoutingDecision d = a.route(prompt(1000 + i, 4, "session-" + i));
+      chosen[i] = d.primary().id();
+      d.onComplete(DONE);
+    }
+    await("b and c applied a's sessions", () -> replication(b).appliedSessions() >= n
+        && replication(c).appliedSessions() >= n);
+    for (int i = 0; i < n; i++) {
+      for (Router other : List.of(b, c)) {
+        RoutingDecision d = other.route(prompt(5000 + i, 4, "session-" + i));
+        assertThat(d.primary().id()).as("session %d on another router", i).isEqualTo(chosen[i]);
+        d.onComplete(DONE);
+      }
+    }
+  }
+
+  @Test
+  void inFlightLoadOfOneRouterShowsOnTheOthersUntilItFinishes() throws Exception {
+    Router a = router("a");
+    Router b = router("b");
+    Router c = router("c");
+    awaitConnected(a, b, c);
+    List<RoutingDecision> open = new ArrayList<>();
+    Map<String, Integer> perEndpoint = new HashMap<>();
+    for (int i = 0; i < 12; i++) {
+      RoutingDecision d = a.route(prompt(2000 + i, 4, null));
+      open.add(d);
+      perEndpoint.merge(d.primary().id(), 1, Integer::sum);
+    }
+    for (Router other : List.of(b, c)) {
+      await("a's requests in flight show on another router", () -> perEndpoint.entrySet().stream()
+          .allMatch(e -> inFlight(other, e.getKey()) == e.getValue()));
+    }
+    // a's own counts are its own requests only: nothing echoed back from b or c
+    perEndpoint.forEach((ep, k) -> assertThat(inFlight(a, ep)).isEqualTo(k));
+    open.forEach(d -> d.onComplete(DONE));
+    for (Router other : List.of(b, c)) {
+      await("a's finished requests leave the other routers' counts", () ->
+          other.endpoints().stream().allMatch(x -> x.inFlightRequests() == 0));
+    }
+  }
+
+  @Test
+  void routingGoesOnWhileRedisIsDownAndTheRoutersConvergeAfterItComesBack() throws Exception {
+    InMemoryMetricReader metrics = InMemoryMetricReader.create();
+    OpenTelemetrySdk otel = OpenTelemetrySdk.builder()
+        .setMeterProvider(SdkMeterProvider.builder().registerMetricReader(metrics).build())
+        .build();
+    int capacity = 500;
+    Router a = router("a", capacity, Router.builder().openTelemetry(otel));
+    Router b = router("b", capacity, Router.builder());
+    Router c = router("c", capacity, Router.builder());
+    awaitConnected(a, b, c);
+    assertThat(gauge(metrics, "epp4j.replication.connected")).isEqualTo(1);
+
+    AtomicBoolean stop = new AtomicBoolean();
+    AtomicLong routed = new AtomicLong();
+    AtomicLong errors = new AtomicLong();
+    ExecutorService pool = Executors.newFixedThreadPool(3);
+    List<Future<?>> load = new ArrayList<>();
+    int t = 0;
+    for (Router r : List.of(a, b, c)) {
+      int thread = t++;
+      load.add(pool.submit(() -> {
+        long i = 0;
+        while (!stop.get()) {
+          try {
+            RoutingDecision d = r.route(prompt(thread * 1_000_000L + i++ % 5000, 256,
+                "s-" + (i % 300)));
+            if (d.isRouted()) {
+              routed.incrementAndGet();
+              d.onComplete(DONE);
+            } else {
+              errors.incrementAndGet();
+            }
+          } catch (RuntimeException e) {
+            errors.incrementAndGet();
+          }
+        }
+      }));
+    }
+    try {
+      await("traffic flows", () -> routed.get() > 3000);
+      REDIS.stop();
+      for (Router r : List.of(a, b, c)) {
+        await("the replication notices Redis is gone", () -> !replication(r).connected());
+      }
+      assertThat(gauge(metrics, "epp4j.replication.connected")).isZero();
+      long before = routed.get();
+      // well past the queue's capacity while nothing can be published
+      await("routing goes on while Redis is down", () -> routed.get() > before + 20 * capacity);
+      for (Router r : List.of(a, b, c)) {
+        assertThat(replication(r).queued()).isLessThanOrEqualTo(capacity);
+        assertThat(replication(r).dropped()).isPositive();
+      }
+      REDIS.start();
+      awaitConnected(a, b, c);
+    } finally {
+      stop.set(true);
+      pool.shutdown();
+      assertThat(pool.awaitTermination(10, TimeUnit.SECONDS)).isTrue();
+    }
+    for (Future<?> f : load) {
+      f.get(1, TimeUnit.SECONDS);
+    }
+    assertThat(errors.get()).as("routes that failed or were rejected").isZero();
+    // the restarted Redis lost the stream: each reader starts over from what the new one holds
+    for (Router r : List.of(a, b, c)) {
+      assertThat(replication(r).resyncs()).isPositive();
+    }
+
+    // what a queued during the outage goes out first; until then new hints may find it full
+    await("a sent what it queued during the outage", () -> replication(a).queued() == 0);
+    int n = 10;
+    String[] chosen = new String[n];
+    long publishedBefore = replication(a).published();
+    long droppedBefore = replication(a).dropped();
+    for (int i = 0; i < n; i++) {
+      RoutingDecision d = a.route(prompt(9_000_000L + i, 1024, null));
+      chosen[i] = d.primary().id();
+      d.onComplete(DONE);
+    }
+    assertThat(replication(a).dropped()).isEqualTo(droppedBefore);
+    // a barrier in the stream: once b counts exactly a's open requests on every endpoint, it
+    // has read every batch a sent before them, the prefixes above included. The traffic has
+    // stopped and every other request finished, so any other figure on b is one from before
+    // the outage that its router's resend after reconnecting has not zeroed yet: the barrier
+    // waits for those too
+    await("a sent its new prefixes", () -> replication(a).queued() == 0
+        && replication(a).published() >= publishedBefore + n);
+    List<RoutingDecision> open = new ArrayList<>();
+    Map<String, Integer> perEndpoint = new HashMap<>();
+    for (int i = 0; i < 5; i++) {
+      RoutingDecision d = a.route(prompt(9_500_000L + i, 4, null));
+      open.add(d);
+      perEndpoint.merge(d.primary().id(), 1, Integer::sum);
+    }
+    await("b counts exactly a's open requests", () -> b.endpoints().stream()
+        .allMatch(x -> x.inFlightRequests() == perEndpoint.getOrDefault(x.id(), 0)));
+    for (int i = 0; i < n; i++) {
+      RoutingDecision d = b.route(prompt(9_000_000L + i, 1024, null));
+      assertThat(d.primary().id()).as("prompt %d on b", i).isEqualTo(chosen[i]);
+      d.onComplete(DONE);
+    }
+    open.forEach(d -> d.onComplete(DONE));
+    assertThat(gauge(metrics, "epp4j.replication.connected")).isEqualTo(1);
+    assertThat(counter(metrics, "epp4j.replication.hints_published")).isPositive();
+    assertThat(counter(metrics, "epp4j.replication.hints_applied")).isPositive();
+    assertThat(counter(metrics, "epp4j.replication.hints_dropped")).isPositive();
+  }
+
+  /**
+   * The delay from a route on one router to the hint's application on another, over 2000
+   * requests at about one per millisecond. Printed for the README; bounded by the reader's block
+   * timeout, which a reader that waited out its blocking read instead of waking on the new entry
+   * would reach.
+   */
+  @Test
+  void replicationDelay() throws Exception {
+    Router a = router("a");
+    Router b = router("b");
+    awaitConnected(a, b);
+    replication(b).clearLagSamples();
+    int n = 2000;
+    for (int i = 0; i < n; i++) {
+      RoutingDecision d = a.route(prompt(3_000_000L + i, 512, "d-" + i));
+      d.onComplete(DONE);
+      Thread.sleep(1);
+    }
+    await("b applied every hint", () -> replication(b).appliedPrefixes() >= n);
+    long[] lags = replication(b).lagMicros();
+    Arrays.sort(lags);
+    long p50 = lags[lags.length / 2];
+    long p99 = lags[(int) (lags.length * 0.99)];
+    System.out.printf("replication delay over %d hints (%s): p50 %.2f ms, p99 %.2f ms,"
+        + " max %.2f ms%n", lags.length, REDIS.version(), p50 / 1e3, p99 / 1e3,
+        lags[lags.length - 1] / 1e3);
+    assertThat(p50).isLessThan(RedisReplication.READ_WAIT.toNanos() / 1000);
+  }
+
+  static long gauge(InMemoryMetricReader reader, String name) {
+    for (MetricData m : reader.collectAllMetrics()) {
+      if (m.getName().equals(name)) {
+        return m.getLongGaugeData().getPoints().iterator().next().getValue();
+      }
+    }
+    throw new AssertionError("no metric " + name);
+  }
+
+  static long counter(InMemoryMetricReader reader, String name) {
+    for (MetricData m : reader.collectAllMetrics()) {
+      if (m.getName().equals(name)) {
+        long sum = 0;
+        for (var p : m.getLongSumData().getPoints()) {
+          sum += p.getValue();
+        }
+        return sum;
+      }
+    }
+    throw new AssertionError("no metric " + name);
+  }
+}

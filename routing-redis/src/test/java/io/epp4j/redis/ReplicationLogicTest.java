@@ -1,0 +1,255 @@
+package io.epp4j.redis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.Result;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Ticker;
+import io.epp4j.api.Usage;
+import io.epp4j.core.PluginRegistry;
+import io.epp4j.core.Router;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Random;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The replication's own rules, over an in-memory log instead of Redis. */
+class ReplicationLogicTest {
+  private final List<Router> routers = new ArrayList<>();
+
+  @AfterEach
+  void close() {
+    routers.forEach(Router::close);
+  }
+
+  Router router(InMemoryLog log, String pool, String id, int capacity) {
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        - type: redis-replication
+          parameters: {pool: %s, routerId: %s, flushIntervalMillis: 1, queueCapacity: %d}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """.formatted(pool, id, capacity);
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 0; i < 8; i++) {
+      eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
+    }
+    Router r = Router.builder().endpoints(eps)
+        .registry(PluginRegistry.fromServiceLoader()
+            .with(new RedisReplication.Provider(log::factory)))
+        .configYaml(yaml, id).randomSeed(id.hashCode()).build();
+    routers.add(r);
+    return r;
+  }
+
+  static RedisReplication replication(Router r) {
+    return (RedisReplication) r.config().plugins().get(RedisReplication.TYPE);
+  }
+
+  static InferenceRequest prompt(long seed) {
+    Random rnd = new Random(seed);
+    int[] ids = new int[256];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = rnd.nextInt(50_000);
+    }
+    return InferenceRequest.builder().model("m").tokenIds(ids).maxTokens(8).build();
+  }
+
+  static void await(String what, BooleanSupplier c) throws InterruptedException {
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (!c.getAsBoolean()) {
+      if (System.nanoTime() - deadline > 0) {
+        throw new AssertionError("timed out waiting until " + what);
+      }
+      Thread.sleep(1);
+    }
+  }
+
+  @Test
+  void hintsReachOnlyOtherRoutersOfTheSamePool() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router a = router(log, "p1", "a", 1000);
+    Router b = router(log, "p1", "b", 1000);
+    Router other = router(log, "p2", "x", 1000);
+    String chosen = null;
+    for (int i = 0; i < 5; i++) {
+      RoutingDecision d = a.route(prompt(i));
+      chosen = d.primary().id();
+      d.onComplete(new Usage(1, 0, 1));
+    }
+    await("b applied a's prefixes", () -> replication(b).appliedPrefixes() >= 5);
+    // the log is shared: the other pool read the same batches and applied none
+    await("the other pool read past a's batches", () -> log.size() >= 1);
+    Thread.sleep(50); // a negative: give the other pool's reader time to have seen everything
+    assertThat(replication(other).applied()).isZero();
+    assertThat(replication(a).appliedPrefixes()).as("a's own hints").isZero();
+    assertThat(b.route(prompt(4)).primary().id()).isEqualTo(chosen);
+  }
+
+  @Test
+  void aFullQueueDropsAndCountsInsteadOfBlockingTheRoute() {
+    InMemoryLog log = new InMemoryLog();
+    log.down();
+    int capacity = 100;
+    Router a = router(log, "p", "a", capacity);
+    for (int i = 0; i < 3 * capacity; i++) {
+      RoutingDecision d = a.route(prompt(i));
+      assertThat(d.isRouted()).isTrue();
+      d.onComplete(new Usage(1, 0, 1));
+    }
+    assertThat(replication(a).queued()).isEqualTo(capacity);
+    assertThat(replication(a).dropped()).isEqualTo(2L * capacity);
+    assertThat(replication(a).connected()).isFalse();
+  }
+
+  static int inFlight(Router r, String endpointId) {
+    for (var c : r.endpoints()) {
+      if (c.id().equals(endpointId)) {
+        return c.inFlightRequests();
+      }
+    }
+    return -1;
+  }
+
+  /**
+   * A request that ends while the bus is away: once it is back, the other routers must hear
+   * that it ended, not keep the last figure they had until the age limit.
+   */
+  @Test
+  void anInFlightFigureThatDroppedToZeroDuringAnOutageIsSentAfterIt() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router a = router(log, "p", "a", 1000);
+    Router b = router(log, "p", "b", 1000);
+    RoutingDecision d = a.route(prompt(1));
+    String ep = d.primary().id();
+    await("b sees a's request", () -> inFlight(b, ep) == 1);
+    log.down();
+    await("a's publisher notices", () -> !replication(a).connected());
+    d.onComplete(new Usage(1, 0, 1));
+    log.up();
+    await("a reconnects", () -> replication(a).connected());
+    // a marker after the reconnection: once b has it, it has read what a sent on reconnecting
+    RoutingDecision marker = a.route(prompt(2));
+    await("b applied a's marker", () -> replication(b).appliedPrefixes() >= 2);
+    await("b hears that a's first request ended", () -> inFlight(b, ep)
+        == (marker.primary().id().equals(ep) ? 1 : 0));
+    marker.onComplete(new Usage(1, 0, 1));
+  }
+
+  @Test
+  void aMalformedBatchIsSkippedAndTheNextOnesStillApply() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router b = router(log, "p", "b", 1000);
+    log.append("not a batch".getBytes(StandardCharsets.UTF_8));
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(RedisReplication.epochMicros(), "10.2.0.3:8000", 16, new long[] {1, 2, 3});
+    byte[] good = w.finish("p", "a", RedisReplication.epochMicros());
+    // the same batch cut short: rejected as a whole
+    log.append(java.util.Arrays.copyOf(good, good.length - 4));
+    log.append(good);
+    await("the good batch applied", () -> replication(b).appliedPrefixes() == 1);
+    assertThat(replication(b).malformed()).isEqualTo(2);
+  }
+
+  @Test
+  void codecRoundTripsEveryRecordKind() throws Exception {
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(11, "e1", 16, new long[] {-1, 0, Long.MAX_VALUE});
+    w.session(12, "sess", "e2");
+    w.inFlight("e3", 4, 1234);
+    byte[] b = w.finish("pool", "origin", 99);
+    var in = HintCodec.input(b);
+    HintCodec.Header h = HintCodec.header(in);
+    assertThat(h).isEqualTo(new HintCodec.Header("pool", "origin", 99, 3));
+    List<String> seen = new ArrayList<>();
+    HintCodec.records(in, h, new HintCodec.Visitor() {
+      @Override
+      public void prefix(long at, String ep, int bs, long[] hashes) {
+        seen.add(at + " " + ep + " " + bs + " " + java.util.Arrays.toString(hashes));
+      }
+
+      @Override
+      public void session(long at, String key, String ep) {
+        seen.add(at + " " + key + " " + ep);
+      }
+
+      @Override
+      public void inFlight(String ep, int r, long t) {
+        seen.add(ep + " " + r + " " + t);
+      }
+    });
+    assertThat(seen).containsExactly("11 e1 16 [-1, 0, 9223372036854775807]", "12 sess e2",
+        "e3 4 1234");
+  }
+
+  static Result<?> create(Map<String, Object> params) {
+    PluginContext ctx = new PluginContext() {
+      @Override
+      public String pluginName() {
+        return RedisReplication.TYPE;
+      }
+
+      @Override
+      public Ticker ticker() {
+        return Ticker.system();
+      }
+
+      @Override
+      public <T> Optional<T> service(Class<T> type) {
+        return Optional.empty();
+      }
+    };
+    return new RedisReplication.Provider().create(ctx, Parameters.of(params));
+  }
+
+  @Test
+  void badParametersAreNamedAndNoSecretIsQuoted() {
+    assertThat(create(Map.of()).errors()).anyMatch(e -> e.contains("uri"));
+    Result<?> bad = create(Map.of("uri", "http://user:s3cret@host", "batchSize", 0,
+        "maxLen", -1));
+    assertThat(bad.errors()).anyMatch(e -> e.contains("batchSize"))
+        .anyMatch(e -> e.contains("maxLen")).anyMatch(e -> e.contains("uri"))
+        .noneMatch(e -> e.contains("s3cret"));
+  }
+
+  @Test
+  void aValidRedisUriBuildsAPluginThatDoesNotNeedRedisToStart() {
+    // nothing listens on port 1: the plugin is created and keeps trying in the background
+    Result<?> ok = create(Map.of("uri", "rediss://user:pw@127.0.0.1:1", "connectTimeoutMillis",
+        200));
+    assertThat(ok.isOk()).as(String.valueOf(ok.errors())).isTrue();
+    RedisReplication r = (RedisReplication) ok.value();
+    assertThat(r.connected()).isFalse();
+    assertThat(r.settings().streamKey()).isEqualTo("epp4j:default:hints");
+    r.close();
+  }
+
+  @Test
+  void theReadmeDocumentsTheTypeAndEveryParameter() throws Exception {
+    String readme = Files.readString(Path.of("README.md"));
+    assertThat(readme).contains("## " + RedisReplication.TYPE);
+    for (String p : List.of("uri", "pool", "keyPrefix", "stream", "routerId", "batchSize",
+        "flushIntervalMillis", "maxLen", "queueCapacity", "heartbeatMillis",
+        "connectTimeoutMillis", "verifyPeer")) {
+      assertThat(readme).as("parameter " + p).contains("`" + p + "`");
+    }
+  }
+}
