@@ -35,6 +35,7 @@ import org.jspecify.annotations.Nullable;
  *         + queueWeight  × (pending(e) + foreign(e))  prefill work already waiting on e
  *         + decodeWeight × decode(e)                  tokens still to generate on e
  *         + capacityWeight × overflow(e)              KV e cannot hold and must compute again
+ *         + kvUsageWeight × usage(e) × prompt         the prompt's share of a crowded cache
  * </pre>
  *
  * and the lowest cost wins, among the endpoints within the bounded load. {@code uncached} comes
@@ -92,6 +93,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   public static final double DEFAULT_QUEUE_WEIGHT = 0.125;
   /** Default multiplier of the decode tokens in flight (see {@code docs/plugins.md}). */
   public static final double DEFAULT_DECODE_WEIGHT = 0.3;
+  /**
+   * Default multiplier of scraped KV usage × prompt tokens: 1.0, chosen from simulator runs (see
+   * {@code docs/plugins.md}).
+   */
+  public static final double DEFAULT_KV_USAGE_WEIGHT = 1.0;
   /** Default multiplier of KV beyond the endpoint's capacity: it is computed again. */
   public static final double DEFAULT_CAPACITY_WEIGHT = 1.0;
   /** Default bounded-load factor: off (see {@code docs/plugins.md} for what was measured). */
@@ -116,6 +122,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private final double queueWeight;
   private final double decodeWeight;
   private final double capacityWeight;
+  private final double kvUsageWeight;
   private final double balanceFactor;
   private final double sessionBalanceFactor;
   private final long sessionTtlNanos;
@@ -135,6 +142,18 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
       double balanceFactor, double sessionBalanceFactor, double sessionTtlSeconds) {
+    this(queueWeight, decodeWeight, capacityWeight, balanceFactor, sessionBalanceFactor,
+        sessionTtlSeconds, 0.0);
+  }
+
+  TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
+      double balanceFactor, double sessionBalanceFactor, double sessionTtlSeconds,
+      double kvUsageWeight) {
+    if (!(kvUsageWeight >= 0 && Double.isFinite(kvUsageWeight))) {
+      throw new IllegalArgumentException("kvUsageWeight must be a finite number >= 0, got "
+          + kvUsageWeight);
+    }
+    this.kvUsageWeight = kvUsageWeight;
     if (!(queueWeight >= 0 && Double.isFinite(queueWeight))) {
       throw new IllegalArgumentException("queueWeight must be a finite number >= 0, got "
           + queueWeight);
@@ -172,7 +191,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   public static TokenCostPicker create() {
     return new TokenCostPicker(DEFAULT_QUEUE_WEIGHT, DEFAULT_DECODE_WEIGHT,
         DEFAULT_CAPACITY_WEIGHT, DEFAULT_BALANCE_FACTOR, DEFAULT_SESSION_BALANCE_FACTOR,
-        DEFAULT_SESSION_TTL_SECONDS);
+        DEFAULT_SESSION_TTL_SECONDS, DEFAULT_KV_USAGE_WEIGHT);
   }
 
   /**
@@ -197,6 +216,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     double c = uncached
         + queueWeight * (Math.max(0, pendTokens) + foreignWaiting * (double) promptTokens)
         + decodeWeight * Math.max(0, decode);
+    if (kvUsageWeight > 0) {
+      // the share of the endpoint's KV that running requests hold, as a share of this prompt:
+      // a prompt sent where the cache is crowded evicts what it would hit, or waits for room
+      c += kvUsageWeight * Math.min(1.0, Math.max(0.0, m.kvCacheUsage())) * promptTokens;
+    }
     long capTokens = m.kvCapacityBlocks() * (long) m.blockSizeTokens();
     if (capacityWeight > 0 && capTokens > 0) {
       // KV the engine cannot hold is evicted or preempted and computed again: a cost in the same
@@ -553,7 +577,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       if (!(ttl > 0 && ttl <= 86_400)) {
         p.error("sessionTtlSeconds", "must be in (0, 86400], got " + ttl);
       }
-      return new TokenCostPicker(queue, decode, capacity, bf, sbf, ttl);
+      double kvUsage = p.getDouble("kvUsageWeight", DEFAULT_KV_USAGE_WEIGHT);
+      if (!(kvUsage >= 0 && Double.isFinite(kvUsage))) {
+        p.error("kvUsageWeight", "must be a finite number >= 0, got " + kvUsage);
+      }
+      return new TokenCostPicker(queue, decode, capacity, bf, sbf, ttl, kvUsage);
     }
   }
 }

@@ -106,6 +106,22 @@ class TokenCostPickerTest {
   }
 
   @Test
+  void kvHeldByRunningRequestsCountsAsThatShareOfThePrompt() {
+    TokenCostPicker p = joined(new TokenCostPicker(0.0, 0.0, 0.0, 0, 0,
+        TokenCostPicker.DEFAULT_SESSION_TTL_SECONDS, 1.0), POOL);
+    // 40% of the endpoint's KV is held by running requests: 0.4 x the 800-token prompt
+    Candidate busy = TestCandidates.withMetrics(POOL.get(0).id(), EndpointMetrics.builder()
+        .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(0.4).scrapedAtNanos(0).build());
+    assertThat(p.cost(busy, 800, 320, 100)).isCloseTo(480 + 0.4 * 800, offset(1e-9));
+    Candidate idle = TestCandidates.withMetrics(POOL.get(1).id(), EndpointMetrics.builder()
+        .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(0.0).scrapedAtNanos(0).build());
+    assertThat(p.cost(idle, 800, 320, 100)).isCloseTo(480, offset(1e-9));
+    // a cache hit of 320 tokens does not outweigh 0.4 x 800 = 320 tokens of KV pressure plus
+    // a larger miss: the idle endpoint with nothing cached costs 800, the busy one 480 + 320
+    assertThat(p.cost(busy, 800, 320, 100)).isEqualTo(p.cost(idle, 800, 0, 100));
+  }
+
+  @Test
   void queuedRequestsOfAnotherRouterCountAsRequestsOfThisSize() {
     TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.0, 0.0, 0), POOL);
     // the engine reports 3 waiting + 1 running; this router has 1 in flight there: 3 are foreign
@@ -347,6 +363,8 @@ class TokenCostPickerTest {
     assertThat(provide(Map.of("balanceFactor", 1.25, "decodeWeight", 0)).errors()).isEmpty();
     assertThat(provide(Map.of("sessionBalanceFactor", 0.9)).errors())
         .singleElement().asString().contains("sessionBalanceFactor");
+    assertThat(provide(Map.of("kvUsageWeight", -1)).errors())
+        .singleElement().asString().contains("kvUsageWeight");
     assertThat(provide(Map.of("sessionTtlSeconds", 0)).errors())
         .singleElement().asString().contains("sessionTtlSeconds");
     assertThat(provide(Map.of("sessionBalanceFactor", 0, "sessionTtlSeconds", 30)).errors())
