@@ -34,8 +34,9 @@ import org.jspecify.annotations.Nullable;
  * <pre>
  * cost(e) = uncached(e)                              prompt tokens e must prefill for this request
  *         + queueWeight  × (pending(e) + foreign(e))  prefill work already waiting on e
- *         + decodeWeight × committed(e)               new KV of the requests in flight on e
+ *         + decodeWeight × decode(e)                  tokens still to generate on e
  *         + capacityWeight × overflow(e)              KV e cannot hold and must compute again
+ *         + kvUsageWeight × usage(e) × prompt         the prompt's share of a crowded cache
  * </pre>
  *
  * and the lowest cost wins, among the endpoints within the bounded load. {@code uncached} comes
@@ -45,9 +46,9 @@ import org.jspecify.annotations.Nullable;
  * the instant of the decision, unlike a scraped queue that is up to one scrape interval old and
  * flat until a queue forms. {@code foreign} covers work the router did not send (another router
  * replica, direct clients): scraped waiting requests beyond what this router has in flight there,
- * each counted as a request of this one's size. {@code committed} is also this picker's account:
- * uncached prompt plus {@code max_tokens} of each request it sent to {@code e} and not yet seen
- * complete, the decode work and KV that stay on {@code e} after the prefill. {@code overflow} is
+ * each counted as a request of this one's size. {@code decode} is also this picker's account:
+ * the {@code max_tokens} of each request it sent to {@code e} and not yet seen complete, the
+ * decode work that stays on {@code e} after the prefill. {@code overflow} is
  * what the scraped KV usage, the pending prefill and this request's new KV exceed the endpoint's
  * {@code num_gpu_blocks} by (0 when the capacity is not reported).
  *
@@ -86,13 +87,19 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   /** Plugin type name. */
   public static final String TYPE = "token-cost-picker";
   /**
-   * Default multiplier of pending prefill tokens. A miss is work this choice adds to the cluster
-   * and that this request waits for; pending prefill exists wherever the request goes and only
-   * delays it: so a miss token counts twice as much as a queued one.
+   * Default multiplier of pending prefill tokens: 0.125, chosen from simulator runs (see
+   * {@code docs/plugins.md}). A miss is work this choice adds to the cluster and, once caches
+   * are full, a copy that evicts other prefixes; pending prefill exists wherever the request goes
+   * and only decides who waits.
    */
-  public static final double DEFAULT_QUEUE_WEIGHT = 0.5;
-  /** Default multiplier of committed new KV tokens (see {@code docs/plugins.md}). */
-  public static final double DEFAULT_DECODE_WEIGHT = 0.1;
+  public static final double DEFAULT_QUEUE_WEIGHT = 0.125;
+  /** Default multiplier of the decode tokens in flight (see {@code docs/plugins.md}). */
+  public static final double DEFAULT_DECODE_WEIGHT = 0.3;
+  /**
+   * Default multiplier of scraped KV usage × prompt tokens: 1.0, chosen from simulator runs (see
+   * {@code docs/plugins.md}).
+   */
+  public static final double DEFAULT_KV_USAGE_WEIGHT = 1.0;
   /** Default multiplier of KV beyond the endpoint's capacity: it is computed again. */
   public static final double DEFAULT_CAPACITY_WEIGHT = 1.0;
   /** Default bounded-load factor: off (see {@code docs/plugins.md} for what was measured). */
@@ -117,6 +124,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private final double queueWeight;
   private final double decodeWeight;
   private final double capacityWeight;
+  private final double kvUsageWeight;
   private final double balanceFactor;
   private final double sessionBalanceFactor;
   private final long sessionTtlNanos;
@@ -136,6 +144,18 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
       double balanceFactor, double sessionBalanceFactor, double sessionTtlSeconds) {
+    this(queueWeight, decodeWeight, capacityWeight, balanceFactor, sessionBalanceFactor,
+        sessionTtlSeconds, 0.0);
+  }
+
+  TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
+      double balanceFactor, double sessionBalanceFactor, double sessionTtlSeconds,
+      double kvUsageWeight) {
+    if (!(kvUsageWeight >= 0 && Double.isFinite(kvUsageWeight))) {
+      throw new IllegalArgumentException("kvUsageWeight must be a finite number >= 0, got "
+          + kvUsageWeight);
+    }
+    this.kvUsageWeight = kvUsageWeight;
     if (!(queueWeight >= 0 && Double.isFinite(queueWeight))) {
       throw new IllegalArgumentException("queueWeight must be a finite number >= 0, got "
           + queueWeight);
@@ -173,7 +193,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   public static TokenCostPicker create() {
     return new TokenCostPicker(DEFAULT_QUEUE_WEIGHT, DEFAULT_DECODE_WEIGHT,
         DEFAULT_CAPACITY_WEIGHT, DEFAULT_BALANCE_FACTOR, DEFAULT_SESSION_BALANCE_FACTOR,
-        DEFAULT_SESSION_TTL_SECONDS);
+        DEFAULT_SESSION_TTL_SECONDS, DEFAULT_KV_USAGE_WEIGHT);
   }
 
   /**
@@ -190,14 +210,19 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     Load l = loads.get(candidate.id());
     long pendTokens = l == null ? 0 : l.prefillTokens.get();
     int pendRequests = l == null ? 0 : l.prefillRequests.get();
-    long newKv = l == null ? 0 : l.kvTokens.get();
+    long decode = l == null ? 0 : l.decodeTokens.get();
     EndpointMetrics m = candidate.metrics();
     // requests the engine reports that this router has no record of: another router's
     long foreign = (long) m.waitingRequests() + m.runningRequests() - candidate.inFlightRequests();
     long foreignWaiting = Math.max(0, Math.min(m.waitingRequests() - pendRequests, foreign));
     double c = uncached
         + queueWeight * (Math.max(0, pendTokens) + foreignWaiting * (double) promptTokens)
-        + decodeWeight * Math.max(0, newKv);
+        + decodeWeight * Math.max(0, decode);
+    if (kvUsageWeight > 0) {
+      // the share of the endpoint's KV that running requests hold, as a share of this prompt:
+      // a prompt sent where the cache is crowded evicts what it would hit, or waits for room
+      c += kvUsageWeight * Math.min(1.0, Math.max(0.0, m.kvCacheUsage())) * promptTokens;
+    }
     long capTokens = m.kvCapacityBlocks() * (long) m.blockSizeTokens();
     if (capacityWeight > 0 && capTokens > 0) {
       // KV the engine cannot hold is evicted or preempted and computed again: a cost in the same
@@ -305,7 +330,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       @Nullable String session) {
     Candidate chosen = candidates.get(index);
     long uncached = prompt - Math.min(prompt, cached(hits, index, chosen.id()));
-    state.put(choiceKey, new Choice(chosen.id(), uncached, uncached + request.maxTokens(),
+    state.put(choiceKey, new Choice(chosen.id(), uncached, Math.max(0, request.maxTokens()),
         sessionBalanceFactor > 0 ? session : null));
     return List.of(chosen);
   }
@@ -363,7 +388,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         return new Home(l, c.endpointId, now);
       });
     }
-    Pending p = new Pending(l, c.uncached, c.newKv, now);
+    Pending p = new Pending(l, c.uncached, c.decode, now);
     // counted before it can be found, so a release racing in never takes more than was added
     p.add(1);
     if (pending.putIfAbsent(request, p) != null) {
@@ -472,10 +497,10 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     return l == null ? 0 : l.prefillTokens.get();
   }
 
-  /** New KV tokens (uncached prompt + output) of the requests in flight on {@code endpointId}. */
-  long newKvTokens(String endpointId) {
+  /** Output tokens ({@code max_tokens}) of the requests in flight on {@code endpointId}. */
+  long decodeTokens(String endpointId) {
     Load l = loads.get(endpointId);
-    return l == null ? 0 : l.kvTokens.get();
+    return l == null ? 0 : l.decodeTokens.get();
   }
 
   @Override
@@ -495,7 +520,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private static final class Load {
     final AtomicLong prefillTokens = new AtomicLong();
     final AtomicInteger prefillRequests = new AtomicInteger();
-    final AtomicLong kvTokens = new AtomicLong();
+    final AtomicLong decodeTokens = new AtomicLong();
     final AtomicInteger sessions = new AtomicInteger();
   }
 
@@ -518,21 +543,21 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         AtomicIntegerFieldUpdater.newUpdater(Pending.class, "prefilling");
     final Load load;
     final long prefill;
-    final long kv;
+    final long decode;
     final long startNanos;
     private volatile int prefilling = 1;
 
-    Pending(Load load, long prefill, long kv, long startNanos) {
+    Pending(Load load, long prefill, long decode, long startNanos) {
       this.load = load;
       this.prefill = prefill;
-      this.kv = kv;
+      this.decode = decode;
       this.startNanos = startNanos;
     }
 
     void add(int sign) {
       load.prefillTokens.addAndGet(sign * prefill);
       load.prefillRequests.addAndGet(sign);
-      load.kvTokens.addAndGet(sign * kv);
+      load.decodeTokens.addAndGet(sign * decode);
     }
 
     /** Gives back the prefill share once, at the first token or at the end. */
@@ -545,11 +570,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
     void release() {
       prefillDone();
-      load.kvTokens.addAndGet(-kv);
+      load.decodeTokens.addAndGet(-decode);
     }
   }
 
-  private record Choice(String endpointId, long uncached, long newKv, @Nullable String session) {}
+  private record Choice(String endpointId, long uncached, long decode, @Nullable String session) {}
 
   /** Provides {@code token-cost-picker}. */
   public static final class Provider extends AbstractPluginProvider {
@@ -583,7 +608,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       if (!(ttl > 0 && ttl <= 86_400)) {
         p.error("sessionTtlSeconds", "must be in (0, 86400], got " + ttl);
       }
-      return new TokenCostPicker(queue, decode, capacity, bf, sbf, ttl);
+      double kvUsage = p.getDouble("kvUsageWeight", DEFAULT_KV_USAGE_WEIGHT);
+      if (!(kvUsage >= 0 && Double.isFinite(kvUsage))) {
+        p.error("kvUsageWeight", "must be a finite number >= 0, got " + kvUsage);
+      }
+      return new TokenCostPicker(queue, decode, capacity, bf, sbf, ttl, kvUsage);
     }
   }
 }

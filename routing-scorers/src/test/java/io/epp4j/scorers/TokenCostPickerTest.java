@@ -68,7 +68,7 @@ class TokenCostPickerTest {
   }
 
   @Test
-  void costAddsMissesPendingPrefillCommittedKvAndOverflowInTokens() {
+  void costAddsMissesPendingPrefillDecodeInFlightAndOverflowInTokens() {
     TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 1.0, 0), POOL);
     Candidate a = POOL.get(0);
     // one earlier request of 1,000 uncached prompt tokens and 200 output tokens, still prefilling
@@ -78,31 +78,47 @@ class TokenCostPickerTest {
     p.pick(earlier, s0, List.of(a), new double[1]);
     p.afterRouting(earlier, s0, decision(a.endpoint()));
 
-    // 800-token prompt, 320 tokens cached: 480 uncached + 1,000 pending + 0.1 × 1,200 committed
-    assertThat(p.cost(a, 800, 320, 100)).isCloseTo(480 + 1000 + 120, offset(1e-9));
+    // 800-token prompt, 320 tokens cached: 480 uncached + 1,000 pending + 0.1 × 200 to generate
+    assertThat(p.cost(a, 800, 320, 100)).isCloseTo(480 + 1000 + 20, offset(1e-9));
 
     // the same endpoint with 10,000 tokens of KV of which 90% are in use: the request's
     // 480 + 100 new tokens on top of 9,000 used and 1,000 pending overflow by 580
     Candidate full = TestCandidates.withMetrics(a.id(), EndpointMetrics.builder()
         .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(0.9).scrapedAtNanos(0).build());
-    assertThat(p.cost(full, 800, 320, 100)).isCloseTo(480 + 1000 + 120 + 580, offset(1e-9));
+    assertThat(p.cost(full, 800, 320, 100)).isCloseTo(480 + 1000 + 20 + 580, offset(1e-9));
     // a full cache overflows by more, but only the request's own 580 new tokens are its doing
     Candidate packed = TestCandidates.withMetrics(a.id(), EndpointMetrics.builder()
         .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(1.0).scrapedAtNanos(0).build());
-    assertThat(p.cost(packed, 800, 320, 100)).isCloseTo(480 + 1000 + 120 + 580, offset(1e-9));
+    assertThat(p.cost(packed, 800, 320, 100)).isCloseTo(480 + 1000 + 20 + 580, offset(1e-9));
 
-    // first token: the prefill is no longer pending, the KV stays committed until completion
+    // first token: the prefill is no longer pending, the decode stays until completion
     p.onFirstToken(earlier, a.endpoint());
     assertThat(p.pendingTokens(a.id())).isZero();
-    assertThat(p.newKvTokens(a.id())).isEqualTo(1200);
-    assertThat(p.cost(a, 800, 320, 100)).isCloseTo(480 + 120, offset(1e-9));
+    assertThat(p.decodeTokens(a.id())).isEqualTo(200);
+    assertThat(p.cost(a, 800, 320, 100)).isCloseTo(480 + 20, offset(1e-9));
     p.onComplete(earlier, a.endpoint(), new Usage(1000, 0, 200));
-    assertThat(p.newKvTokens(a.id())).isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
     assertThat(p.cost(a, 800, 320, 100)).isCloseTo(480, offset(1e-9));
     // a second completion (or a failure after completion) gives nothing back twice
     p.onFailure(earlier, a.endpoint(), new RuntimeException("late"));
     assertThat(p.pendingTokens(a.id())).isZero();
-    assertThat(p.newKvTokens(a.id())).isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
+  }
+
+  @Test
+  void kvHeldByRunningRequestsCountsAsThatShareOfThePrompt() {
+    TokenCostPicker p = joined(new TokenCostPicker(0.0, 0.0, 0.0, 0, 0,
+        TokenCostPicker.DEFAULT_SESSION_TTL_SECONDS, 1.0), POOL);
+    // 40% of the endpoint's KV is held by running requests: 0.4 x the 800-token prompt
+    Candidate busy = TestCandidates.withMetrics(POOL.get(0).id(), EndpointMetrics.builder()
+        .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(0.4).scrapedAtNanos(0).build());
+    assertThat(p.cost(busy, 800, 320, 100)).isCloseTo(480 + 0.4 * 800, offset(1e-9));
+    Candidate idle = TestCandidates.withMetrics(POOL.get(1).id(), EndpointMetrics.builder()
+        .kvCapacityBlocks(625).blockSizeTokens(16).kvCacheUsage(0.0).scrapedAtNanos(0).build());
+    assertThat(p.cost(idle, 800, 320, 100)).isCloseTo(480, offset(1e-9));
+    // a cache hit of 320 tokens does not outweigh 0.4 x 800 = 320 tokens of KV pressure plus
+    // a larger miss: the idle endpoint with nothing cached costs 800, the busy one 480 + 320
+    assertThat(p.cost(busy, 800, 320, 100)).isEqualTo(p.cost(idle, 800, 0, 100));
   }
 
   @Test
@@ -305,7 +321,7 @@ class TokenCostPickerTest {
     assertThat(p.pendingTokens(chosen.id())).isZero();
     p.onComplete(r, chosen.endpoint(), new Usage(500, 0, 50)); // the old account, not the new
     assertThat(p.pendingTokens(chosen.id())).isZero();
-    assertThat(p.newKvTokens(chosen.id())).isZero();
+    assertThat(p.decodeTokens(chosen.id())).isZero();
   }
 
   @Test
@@ -321,7 +337,7 @@ class TokenCostPickerTest {
         TestCandidates.state(later + TokenCostPicker.PENDING_MAX_AGE_NANOS / 8, 3),
         List.of(POOL.get(1)));
     assertThat(p.pendingTokens(a.id())).isZero();
-    assertThat(p.newKvTokens(a.id())).isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
   }
 
   static Result<? extends Plugin> provide(Map<String, ?> params) {
@@ -347,6 +363,8 @@ class TokenCostPickerTest {
     assertThat(provide(Map.of("balanceFactor", 1.25, "decodeWeight", 0)).errors()).isEmpty();
     assertThat(provide(Map.of("sessionBalanceFactor", 0.9)).errors())
         .singleElement().asString().contains("sessionBalanceFactor");
+    assertThat(provide(Map.of("kvUsageWeight", -1)).errors())
+        .singleElement().asString().contains("kvUsageWeight");
     assertThat(provide(Map.of("sessionTtlSeconds", 0)).errors())
         .singleElement().asString().contains("sessionTtlSeconds");
     assertThat(provide(Map.of("sessionBalanceFactor", 0, "sessionTtlSeconds", 30)).errors())
@@ -358,13 +376,14 @@ class TokenCostPickerTest {
     List<Endpoint> endpoints = POOL.stream().map(Candidate::endpoint).toList();
     try (Router router = Router.builder().endpoints(endpoints).randomSeed(1)
         .configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME).build()) {
-      // three 1,100-token requests sharing a 400-token prefix arrive before any has started: the
-      // prefill pending where the prefix went outweighs the 400 tokens it would save
+      // three 1,100-token requests sharing a 96-token prefix arrive before any has started: the
+      // prefill pending where the prefix went (0.125 × 1,100 or more) outweighs the 96 tokens it
+      // would save
       Set<String> used = new HashSet<>();
       for (int k = 0; k < 3; k++) {
         int[] ids = new int[1100];
         for (int i = 0; i < ids.length; i++) {
-          ids[i] = i < 400 ? i : 100_000 * (k + 1) + i;
+          ids[i] = i < 96 ? i : 100_000 * (k + 1) + i;
         }
         InferenceRequest r = InferenceRequest.builder().model("m").tokenIds(ids).maxTokens(10)
             .sessionKey("s" + k).build();
