@@ -212,6 +212,11 @@ final class Serve implements AutoCloseable {
       out.print(USAGE);
       return 0;
     }
+    if (o.tokenizer() != null && System.getProperty("slf4j.internal.verbosity") == null) {
+      // DJL logs through SLF4J, which the runnable jar gives no backend: without this, SLF4J
+      // warns about the missing one on stderr at every start with --tokenizer
+      System.setProperty("slf4j.internal.verbosity", "ERROR");
+    }
     Serve serve;
     try {
       serve = new Serve(o);
