@@ -6,6 +6,8 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import io.epp4j.api.ChatMessage;
+import io.epp4j.kvevents.Tokenizer;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.BindException;
@@ -18,14 +20,16 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One emulated replica's OpenAI-compatible HTTP API on a loopback port, in vLLM's shapes:
  * {@code /v1/completions}, {@code /v1/chat/completions} (streaming and not), {@code /v1/models},
  * {@code /health}, {@code /tokenize} and {@code /metrics} (vLLM's Prometheus names).
  *
- * <p>Text is tokenized by {@link #tokenize(String)}, a deterministic stand-in, not the model's
- * tokenizer; the generated text is filler, one word per token.
+ * <p>Text is tokenized by the {@link Tokenizer} given (the model's own, loaded from its
+ * {@code tokenizer.json}), or else by {@link #tokenize(String)}, a deterministic stand-in that is
+ * not the model's tokenizer. The generated text is filler, one word per token.
  */
 final class EmulatedServer implements AutoCloseable {
   /** Output tokens when the request names none (vLLM's default for completions). */
@@ -50,27 +54,31 @@ final class EmulatedServer implements AutoCloseable {
   private final List<String> loraAdapters;
   private final HttpServer http;
   private final ExecutorService executor;
+  private final @Nullable Tokenizer tokenizer;
   private volatile boolean stopping;
 
   /**
-   * Binds {@code 127.0.0.1:port}.
+   * Binds {@code 127.0.0.1:port}, with the stand-in tokenizer.
    *
    * @throws IllegalStateException naming the port when it is taken
    */
   EmulatedServer(EmulatedCluster cluster, int replica, int port) {
-    this(cluster, replica, port, List.of());
+    this(cluster, replica, port, List.of(), null);
   }
 
   /**
    * Binds {@code 127.0.0.1:port}, also serving the LoRA adapters {@code loraAdapters}: as with
    * vLLM's {@code --lora-modules}, a request names one in its {@code model} field.
    *
+   * @param tokenizer the tokenizer of text prompts and chats; {@code null} for the stand-in
    * @throws IllegalStateException naming the port when it is taken
    */
-  EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters) {
+  EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
+      @Nullable Tokenizer tokenizer) {
     this.loraAdapters = List.copyOf(loraAdapters);
     this.cluster = cluster;
     this.replica = replica;
+    this.tokenizer = tokenizer;
     this.model = cluster.profile().model();
     try {
       http = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 64);
@@ -148,7 +156,7 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   /** The prompt's token IDs, or a message naming what is wrong (never the prompt itself). */
-  private static Object promptTokens(JsonNode body, boolean chat) {
+  private Object promptTokens(JsonNode body, boolean chat) {
     Object parsed = parsePrompt(body, chat);
     if (parsed instanceof int[] ids && ids.length == 0) {
       return "the prompt is empty";
@@ -156,20 +164,20 @@ final class EmulatedServer implements AutoCloseable {
     return parsed;
   }
 
-  private static Object parsePrompt(JsonNode body, boolean chat) {
+  private Object parsePrompt(JsonNode body, boolean chat) {
     if (chat) {
       JsonNode messages = body.get("messages");
       if (messages == null || !messages.isArray() || messages.isEmpty()) {
         return "field 'messages' must be a non-empty array";
       }
-      StringBuilder text = new StringBuilder();
+      List<ChatMessage> chatMessages = new ArrayList<>(messages.size());
       for (JsonNode m : messages) {
         JsonNode role = m.get("role");
         JsonNode content = m.get("content");
         if (role == null || !role.isTextual()) {
           return "field 'messages[].role' must be a string";
         }
-        text.append(role.asText()).append(": ");
+        StringBuilder text = new StringBuilder();
         if (content != null && content.isTextual()) {
           text.append(content.asText());
         } else if (content != null && content.isArray()) {
@@ -181,9 +189,9 @@ final class EmulatedServer implements AutoCloseable {
         } else if (content != null && !content.isNull()) {
           return "field 'messages[].content' must be a string or an array of parts";
         }
-        text.append('\n');
+        chatMessages.add(new ChatMessage(role.asText(), text.toString()));
       }
-      return tokenize(text.toString());
+      return tokenizeChat(chatMessages);
     }
     JsonNode prompt = body.get("prompt");
     if (prompt != null && prompt.isArray() && prompt.size() == 1
@@ -194,7 +202,7 @@ final class EmulatedServer implements AutoCloseable {
       return "field 'prompt' is required";
     }
     if (prompt.isTextual()) {
-      return tokenize(prompt.asText());
+      return tokenizeText(prompt.asText());
     }
     if (prompt.isArray() && !prompt.isEmpty()) {
       int[] ids = new int[prompt.size()];
@@ -519,6 +527,51 @@ final class EmulatedServer implements AutoCloseable {
     e.putNull("param");
     e.put("code", status);
     send(ex, status, "application/json", JSON.writeValueAsString(root));
+  }
+
+  /** Token IDs of a text prompt, or a message naming why the tokenizer could not produce them. */
+  private Object tokenizeText(String text) {
+    if (tokenizer == null) {
+      return tokenize(text);
+    }
+    try {
+      return tokenizer.encode(text);
+    } catch (RuntimeException e) {
+      return "the tokenizer given with --tokenizer cannot tokenize this prompt: " + reason(e);
+    }
+  }
+
+  /**
+   * Token IDs of a chat: through the tokenizer's chat template when there is a tokenizer (a
+   * template it cannot render is the request's error, as in vLLM, not the server's), else the
+   * stand-in over {@code role: content} lines.
+   */
+  private Object tokenizeChat(List<ChatMessage> messages) {
+    if (tokenizer == null) {
+      StringBuilder text = new StringBuilder();
+      for (ChatMessage m : messages) {
+        text.append(m.role()).append(": ").append(m.content()).append('\n');
+      }
+      return tokenize(text.toString());
+    }
+    try {
+      return tokenizer.encodeChat(messages);
+    } catch (RuntimeException e) {
+      return "the chat template of the tokenizer given with --tokenizer cannot render this chat: "
+          + reason(e);
+    }
+  }
+
+  /**
+   * What went wrong, from the tokenizer's own message (which names the tokenizer and its
+   * template, not the prompt); an unexpected failure is named by its type only, since its message
+   * could quote the request.
+   */
+  private static String reason(RuntimeException e) {
+    if (e instanceof Tokenizer.TokenizationException && e.getMessage() != null) {
+      return e.getMessage();
+    }
+    return e.getClass().getSimpleName();
   }
 
   /**

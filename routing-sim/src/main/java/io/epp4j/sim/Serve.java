@@ -1,6 +1,11 @@
 package io.epp4j.sim;
 
+import io.epp4j.kvevents.HuggingFaceTokenizer;
+import io.epp4j.kvevents.Tokenizer;
+import java.io.IOException;
 import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -13,6 +18,8 @@ import org.zeromq.ZContext;
  * replica model on a wall clock ({@link EmulatedCluster}). Replica {@code i} serves HTTP on
  * {@code port + i} ({@link EmulatedServer}) and publishes KV events on
  * {@code kvEventsPort + 2i} with replay on {@code kvEventsPort + 2i + 1} ({@link KvEventPublisher}).
+ * Text prompts go through the Hugging Face tokenizer named by {@code --tokenizer}, or else through
+ * {@link EmulatedServer#tokenize(String)}'s documented stand-in.
  */
 final class Serve implements AutoCloseable {
   static final int DEFAULT_KV_EVENTS_PORT = 25557;
@@ -22,7 +29,9 @@ final class Serve implements AutoCloseable {
 
       Starts N emulated vLLM replicas on 127.0.0.1, each driven in real time by the simulator's
       replica model. Replica i serves HTTP on P+i and publishes KV events on K+2i (replay K+2i+1),
-      topic kv@127.0.0.1:<P+i>@<model>. Stops on SIGTERM or Ctrl-C.
+      topic kv@127.0.0.1:<P+i>@<model>. Stops on SIGTERM or Ctrl-C: new requests get 503,
+      requests in flight end, every port is released, "stopped" is printed and the JVM exits
+      with status 143 (SIGTERM) or 130 (Ctrl-C).
 
         --replicas N           replicas to start (1..64)
         --port P               HTTP port of replica 0
@@ -33,19 +42,41 @@ final class Serve implements AutoCloseable {
         --seed S               seed of the filler output tokens (default 1)
         --lora-adapters A,B    LoRA adapter names also served (a request names one in 'model');
                                their blocks hash apart and their KV events carry lora_name
+        --tokenizer PATH       a Hugging Face tokenizer.json, or the directory holding it (and
+                               optionally tokenizer_config.json or chat_template.jinja, whose
+                               Jinja chat template renders chats): text prompts, chats and /tokenize use it, so
+                               token counts, block hashes and KV events are the model's. Without
+                               it, a deterministic stand-in gives one token per word.
       """;
 
-  /** Parsed {@code serve} options. */
+  /**
+   * Parsed {@code serve} options.
+   *
+   * @param tokenizer a {@code tokenizer.json} or the directory holding it; {@code null} for the
+   *                  stand-in tokenizer
+   */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
-      HardwareProfile profile, long seed, List<String> loraAdapters) {
+      HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
     }
 
-    /** Without LoRA adapters. */
+    /** Without LoRA adapters, with the stand-in tokenizer. */
     Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
         HardwareProfile profile, long seed) {
-      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, List.of());
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, List.of(), null);
+    }
+
+    /** With LoRA adapters and the stand-in tokenizer. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters, null);
+    }
+
+    /** Without LoRA adapters, with a Hugging Face tokenizer (or the stand-in for null). */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, @Nullable Path tokenizer) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, List.of(), tokenizer);
     }
   }
 
@@ -55,15 +86,19 @@ final class Serve implements AutoCloseable {
   // read by the engine's driver thread while later replicas may still be starting
   private final List<KvEventPublisher> publishers = new CopyOnWriteArrayList<>();
   private final Options options;
+  private final @Nullable Tokenizer tokenizer;
   private volatile boolean closing;
 
   /**
    * Starts every replica, or none: a port that cannot be bound closes what was started.
    *
-   * @throws IllegalStateException naming the port that could not be bound
+   * @throws IllegalStateException naming the port that could not be bound, or naming
+   *     {@code --tokenizer} when its tokenizer cannot be loaded
    */
   Serve(Options o) {
     this.options = o;
+    // first, so that a bad tokenizer path fails before any port is taken
+    this.tokenizer = o.tokenizer() == null ? null : loadTokenizer(o.tokenizer());
     this.zmq = new ZContext(1);
     // A listener socket may still be finishing on JeroMQ's I/O thread when the context is
     // terminated; what it throws then belongs to the shutdown. Anything else is reported.
@@ -83,7 +118,7 @@ final class Serve implements AutoCloseable {
         String topic = "kv@127.0.0.1:" + httpPort + "@" + o.profile().model();
         publishers.add(new KvEventPublisher(zmq, topic, o.kvEventsPort() + 2 * i,
             o.kvEventsPort() + 2 * i + 1, o.mapEncoding()));
-        servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters()));
+        servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer));
       }
     } catch (RuntimeException e) {
       close();
@@ -139,6 +174,46 @@ final class Serve implements AutoCloseable {
       p.close();
     }
     zmq.close();
+    if (tokenizer != null) {
+      tokenizer.close();
+    }
+  }
+
+  /**
+   * Loads the Hugging Face tokenizer of {@code --tokenizer}: a {@code tokenizer.json} file, or a
+   * directory holding one (with {@code tokenizer_config.json} for the chat template).
+   *
+   * @throws IllegalStateException naming {@code --tokenizer}, the path and what is wrong
+   */
+  static Tokenizer loadTokenizer(Path path) {
+    String what = "--tokenizer " + path;
+    if (!Files.exists(path)) {
+      throw new IllegalStateException(what + ": no such file or directory");
+    }
+    Path absolute = path.toAbsolutePath();
+    boolean isDirectory = Files.isDirectory(absolute);
+    Path dir = isDirectory ? absolute : absolute.getParent();
+    if (dir == null || (!isDirectory
+        && !String.valueOf(absolute.getFileName()).equals("tokenizer.json"))) {
+      throw new IllegalStateException(what + ": expected a file named tokenizer.json or the"
+          + " directory holding it");
+    }
+    if (isDirectory && !Files.exists(dir.resolve("tokenizer.json"))) {
+      throw new IllegalStateException(what + ": the directory holds no tokenizer.json");
+    }
+    Path json = dir.resolve("tokenizer.json");
+    if (!Files.isRegularFile(json) || !Files.isReadable(json)) {
+      throw new IllegalStateException(what + ": " + json + " cannot be read");
+    }
+    try {
+      return HuggingFaceTokenizer.load(dir);
+    } catch (IOException | RuntimeException e) {
+      throw new IllegalStateException(what + ": cannot load the tokenizer: " + e.getMessage(), e);
+    } catch (LinkageError e) {
+      // DJL's classes or its native library missing from the class path
+      throw new IllegalStateException(what + ": the Hugging Face tokenizer library cannot be"
+          + " loaded: " + e, e);
+    }
   }
 
   /** Runs the command until the JVM is told to stop; returns the exit code. */
@@ -155,6 +230,11 @@ final class Serve implements AutoCloseable {
       out.print(USAGE);
       return 0;
     }
+    if (o.tokenizer() != null && System.getProperty("slf4j.internal.verbosity") == null) {
+      // DJL logs through SLF4J, which the runnable jar gives no backend: without this, SLF4J
+      // warns about the missing one on stderr at every start with --tokenizer
+      System.setProperty("slf4j.internal.verbosity", "ERROR");
+    }
     Serve serve;
     try {
       serve = new Serve(o);
@@ -163,13 +243,18 @@ final class Serve implements AutoCloseable {
       return 1;
     }
     CountDownLatch stopped = new CountDownLatch(1);
+    // The JVM runs this on SIGTERM or Ctrl-C and then exits with 128 + the signal's number
+    // (143, 130): main's own exit waits behind the shutdown already under way.
     Thread hook = new Thread(() -> {
       serve.close();
+      out.printf("stopped %d emulated replicas; every port is released%n", o.replicas());
+      out.flush();
       stopped.countDown();
     }, "epp4j-emulator-shutdown");
     Runtime.getRuntime().addShutdownHook(hook);
-    out.printf("serving %d emulated replicas of %s (profile %s, speed %sx)%n", o.replicas(),
-        o.profile().model(), o.profile().name(), o.speed());
+    out.printf("serving %d emulated replicas of %s (profile %s, speed %sx, tokenizer %s)%n",
+        o.replicas(), o.profile().model(), o.profile().name(), o.speed(),
+        o.tokenizer() == null ? "stand-in, one token per word" : o.tokenizer());
     for (String line : serve.describe()) {
       out.println(line);
     }
@@ -192,6 +277,7 @@ final class Serve implements AutoCloseable {
     HardwareProfile profile = HardwareProfile.qwen3H100Mps6();
     long seed = 1;
     List<String> lora = List.of();
+    Path tokenizer = null;
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help") || a.equals("-h")) {
@@ -253,6 +339,16 @@ final class Serve implements AutoCloseable {
             throw new IllegalArgumentException("--seed must be an integer, got " + v);
           }
         }
+        case "--tokenizer" -> {
+          if (v.isBlank()) {
+            throw new IllegalArgumentException("--tokenizer needs a path");
+          }
+          try {
+            tokenizer = Path.of(v);
+          } catch (java.nio.file.InvalidPathException e) {
+            throw new IllegalArgumentException("--tokenizer: not a path: " + v);
+          }
+        }
         default -> throw new IllegalArgumentException("unknown option " + name);
       }
     }
@@ -270,7 +366,7 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException("--kv-events-port " + kvPort + " leaves no room for "
           + replicas + " replicas");
     }
-    return new Options(replicas, port, kvPort, map, speed, profile, seed, lora);
+    return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer);
   }
 
   private static int intArg(String name, String v, int min, int max) {

@@ -1,0 +1,345 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.Router;
+import io.epp4j.kvevents.HuggingFaceTokenizer;
+import io.epp4j.kvevents.KvBlockIndex;
+import io.epp4j.kvevents.KvEventSubscriber;
+import io.epp4j.kvevents.Tokenizer;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code serve --tokenizer}: text prompts and chats through a Hugging Face {@code tokenizer.json}
+ * written here (a word-level vocabulary, so the expected IDs are plain to see), over loopback at
+ * 20x speed. Nothing is downloaded: DJL's native library comes from its jar.
+ */
+@Timeout(60)
+class ServeTokenizerTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final String CHATML =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"
+      + "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  /** Words w0 .. w(WORDS-1) have IDs FIRST_WORD_ID + i. */
+  private static final int WORDS = 600;
+  private static final int FIRST_WORD_ID = 20;
+
+  private final HttpClient http = HttpClient.newBuilder()
+      .connectTimeout(Duration.ofSeconds(5)).build();
+  private final List<AutoCloseable> open = new ArrayList<>();
+
+  @BeforeAll
+  static void offline(@TempDir Path cache) {
+    // any download attempt would go to a dead proxy; the native library must come from the jar
+    System.setProperty("DJL_CACHE_DIR", cache.toString());
+    System.setProperty("ai.djl.offline", "true");
+    System.setProperty("http.proxyHost", "127.0.0.1");
+    System.setProperty("http.proxyPort", "9");
+    System.setProperty("https.proxyHost", "127.0.0.1");
+    System.setProperty("https.proxyPort", "9");
+  }
+
+  @AfterAll
+  static void restore() {
+    for (String p : List.of("DJL_CACHE_DIR", "ai.djl.offline", "http.proxyHost",
+        "http.proxyPort", "https.proxyHost", "https.proxyPort")) {
+      System.clearProperty(p);
+    }
+  }
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (int i = open.size() - 1; i >= 0; i--) {
+      open.get(i).close();
+    }
+  }
+
+  /**
+   * A WordLevel tokenizer: ChatML markers 0 and 1, unknown 2, role names 3..5, punctuation 6..7,
+   * {@code hello} 8, {@code world} 9, then the words {@code w0 ..}. Whitespace pre-tokenization
+   * splits punctuation off words, so its counts differ from the stand-in's one token per word.
+   */
+  static Path writeTokenizer(Path dir, @org.jspecify.annotations.Nullable String chatTemplate)
+      throws Exception {
+    ObjectNode root = JSON.createObjectNode();
+    root.put("version", "1.0");
+    root.putNull("truncation");
+    root.putNull("padding");
+    ArrayNode added = root.putArray("added_tokens");
+    String[] markers = {"<|im_start|>", "<|im_end|>"};
+    for (int i = 0; i < markers.length; i++) {
+      added.addObject().put("id", i).put("content", markers[i]).put("single_word", false)
+          .put("lstrip", false).put("rstrip", false).put("normalized", false)
+          .put("special", true);
+    }
+    root.putNull("normalizer");
+    root.putObject("pre_tokenizer").put("type", "Whitespace");
+    root.putNull("post_processor");
+    root.putNull("decoder");
+    ObjectNode model = root.putObject("model");
+    model.put("type", "WordLevel");
+    model.put("unk_token", "[UNK]");
+    ObjectNode vocab = model.putObject("vocab");
+    String[] fixed = {"<|im_start|>", "<|im_end|>", "[UNK]", "system", "user", "assistant", ",",
+        "!", "hello", "world"};
+    for (int i = 0; i < fixed.length; i++) {
+      vocab.put(fixed[i], i);
+    }
+    for (int i = fixed.length; i < FIRST_WORD_ID; i++) {
+      vocab.put("spare" + i, i);
+    }
+    for (int i = 0; i < WORDS; i++) {
+      vocab.put("w" + i, FIRST_WORD_ID + i);
+    }
+    Files.writeString(dir.resolve("tokenizer.json"), JSON.writeValueAsString(root));
+    if (chatTemplate != null) {
+      Files.writeString(dir.resolve("tokenizer_config.json"),
+          JSON.writeValueAsString(JSON.createObjectNode().put("chat_template", chatTemplate)));
+    }
+    return dir;
+  }
+
+  private Serve start(int replicas, Path tokenizer) {
+    IllegalStateException last = null;
+    for (int attempt = 0; attempt < 20; attempt++) {
+      int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
+      Serve.Options o = new Serve.Options(replicas, base, base + 1_000, false, 20,
+          HardwareProfile.qwen3H100Mps6(), 1, tokenizer);
+      try {
+        Serve s = new Serve(o);
+        open.add(s);
+        return s;
+      } catch (IllegalStateException e) {
+        if (e.getMessage().contains("--tokenizer")) {
+          throw e;
+        }
+        last = e;
+      }
+    }
+    throw new AssertionError("no free ports found", last);
+  }
+
+  private static int port(Serve s, int replica) {
+    return s.options().port() + replica;
+  }
+
+  private HttpResponse<String> post(int port, String path, String body) throws Exception {
+    return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+        .timeout(Duration.ofSeconds(20))
+        .header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  private static void await(BooleanSupplier condition, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting for " + what);
+      }
+      Thread.sleep(10);
+    }
+  }
+
+  private static List<Integer> ints(JsonNode array) {
+    List<Integer> out = new ArrayList<>();
+    array.forEach(n -> out.add(n.asInt()));
+    return out;
+  }
+
+  /** {@code n} vocabulary words starting at word {@code from}, space-separated. */
+  private static String words(int from, int n) {
+    StringBuilder b = new StringBuilder();
+    for (int i = 0; i < n; i++) {
+      b.append(i == 0 ? "" : " ").append('w').append(from + i);
+    }
+    return b.toString();
+  }
+
+  @Test
+  void textAndChatsAreTokenizedByTheGivenTokenizer(@TempDir Path dir) throws Exception {
+    // the file itself is accepted as well as its directory; the config next to it is read
+    Serve s = start(1, writeTokenizer(dir, CHATML).resolve("tokenizer.json"));
+    int p = port(s, 0);
+
+    JsonNode text = JSON.readTree(post(p, "/tokenize",
+        "{\"prompt\":\"hello, world! nope\"}").body());
+    // the stand-in would give 3 hashed IDs, one per word
+    assertThat(ints(text.get("tokens"))).containsExactly(8, 6, 9, 7, 2);
+    assertThat(text.get("count").asInt()).isEqualTo(5);
+
+    JsonNode chat = JSON.readTree(post(p, "/tokenize", "{\"messages\":["
+        + "{\"role\":\"system\",\"content\":\"hello\"},"
+        + "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"world\"}]}]}").body());
+    assertThat(ints(chat.get("tokens"))).containsExactly(0, 3, 8, 1, 0, 4, 9, 1, 0, 5);
+
+    // prompt token counts in usage are the tokenizer's, and so is the cache's view of the prompt
+    String prompt = words(0, 100);
+    String body = "{\"prompt\":\"" + prompt + "\",\"max_tokens\":2}";
+    JsonNode first = JSON.readTree(post(p, "/v1/completions", body).body());
+    JsonNode second = JSON.readTree(post(p, "/v1/completions", body).body());
+    assertThat(first.at("/usage/prompt_tokens").asInt()).isEqualTo(100);
+    assertThat(first.at("/usage/prompt_tokens_details/cached_tokens").asInt()).isZero();
+    // every full block but the one holding the last prompt token: (100 - 1) / 16 * 16
+    assertThat(second.at("/usage/prompt_tokens_details/cached_tokens").asInt()).isEqualTo(96);
+
+    HttpResponse<String> chatCompletion = post(p, "/v1/chat/completions", "{\"messages\":["
+        + "{\"role\":\"user\",\"content\":\"hello world\"}],\"max_tokens\":1}");
+    assertThat(chatCompletion.statusCode()).isEqualTo(200);
+    // <|im_start|> user hello world <|im_end|> <|im_start|> assistant
+    assertThat(JSON.readTree(chatCompletion.body()).at("/usage/prompt_tokens").asInt())
+        .isEqualTo(7);
+  }
+
+  @Test
+  void aRouterWithTheSameTokenizerFindsTextPromptsInTheReplicasKvEvents(@TempDir Path dir)
+      throws Exception {
+    Path model = writeTokenizer(dir, CHATML);
+    Serve s = start(2, model);
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      int kv = s.options().kvEventsPort() + 2 * i;
+      eps.add(Endpoint.of("127.0.0.1", port(s, i), Map.of(
+          KvEventSubscriber.PORT_LABEL, String.valueOf(kv),
+          KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(kv + 1))));
+    }
+    KvBlockIndex index = KvBlockIndex.create();
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEvents: {mode: per-endpoint, replayTimeoutMs: 10000}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    try (Tokenizer gatewayTokenizer = HuggingFaceTokenizer.load(model);
+        Router router = Router.builder().endpoints(eps).service(KvBlockIndex.class, index)
+            .service(Tokenizer.class, gatewayTokenizer).configYaml(yaml, "emulator").build()) {
+      // events published before the subscription was made are lost to it: warm up each replica
+      for (int i = 0; i < 2; i++) {
+        int replica = i;
+        int[] n = {0};
+        await(() -> {
+          try {
+            // a new first word each time, so each warm-up prompt stores new blocks
+            post(port(s, replica), "/v1/completions", "{\"prompt\":\"w" + (n[0]++ % WORDS)
+                + " " + words(400 + 50 * replica, 39) + "\",\"max_tokens\":1}");
+          } catch (Exception e) {
+            throw new AssertionError(e);
+          }
+          return index.blockCount(eps.get(replica).id()) > 0;
+        }, "events of replica " + i);
+      }
+      // text prompts, each served by one replica; the router sees only their text
+      for (int k = 0; k < 4; k++) {
+        post(port(s, k % 2), "/v1/completions",
+            "{\"prompt\":\"" + words(100 * k, 96) + "\",\"max_tokens\":1}");
+      }
+      for (int k = 0; k < 4; k++) {
+        String prompt = words(100 * k, 96);
+        Endpoint expected = eps.get(k % 2);
+        await(() -> {
+          RoutingDecision d = router.route(InferenceRequest.builder().model("qwen3-1.7b")
+              .prompt(prompt).build());
+          return d.isRouted() && d.primary().id().equals(expected.id());
+        }, "text prompt " + k + " routed to the replica holding it");
+      }
+      assertThat(index.metrics().decodeErrors()).isZero();
+    }
+  }
+
+  @Test
+  void aTemplateThatRendersNoChatStopsTheStartNamingTheOption(@TempDir Path dir) throws Exception {
+    Path tokenizer = writeTokenizer(dir, "{{ raise_exception('this template renders no chat') }}");
+    assertThatThrownBy(() -> new Serve(new Serve.Options(1, 0, 0, false, 20,
+        HardwareProfile.qwen3H100Mps6(), 1, tokenizer)))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("--tokenizer").hasMessageContaining("chat template");
+  }
+
+  @Test
+  void aChatTheTemplateRefusesIsTheRequestsError(@TempDir Path dir)
+      throws Exception {
+    // the template refuses system messages (as some models' do): those chats fail, the others
+    // and completions still work
+    Serve s = start(1, writeTokenizer(dir, "{% for m in messages %}{% if m.role == 'system' %}"
+        + "{{ raise_exception('System role not supported') }}{% endif %}"
+        + "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"));
+    int p = port(s, 0);
+    assertThat(post(p, "/tokenize",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hello world\"}]}").statusCode())
+        .isEqualTo(200);
+    for (String path : List.of("/v1/chat/completions", "/tokenize")) {
+      HttpResponse<String> r = post(p, path, "{\"messages\":[{\"role\":\"system\","
+          + "\"content\":\"hello world\"}],\"max_tokens\":1}");
+      assertThat(r.statusCode()).as(path).isEqualTo(400);
+      JsonNode error = JSON.readTree(r.body()).get("error");
+      assertThat(error.get("type").asText()).isEqualTo("BadRequestError");
+      assertThat(error.get("code").asInt()).isEqualTo(400);
+      assertThat(error.get("message").asText()).contains("chat template", "--tokenizer")
+          .doesNotContain("hello world");
+    }
+    HttpResponse<String> text = post(p, "/v1/completions",
+        "{\"prompt\":\"hello world\",\"max_tokens\":1}");
+    assertThat(text.statusCode()).isEqualTo(200);
+    assertThat(JSON.readTree(text.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(2);
+  }
+
+  @Test
+  void aTokenizerPathThatCannotBeLoadedStopsTheStartNamingTheOption(@TempDir Path dir)
+      throws Exception {
+    Path missing = dir.resolve("no-such-model");
+    Path empty = Files.createDirectory(dir.resolve("empty"));
+    Path wrongName = Files.writeString(dir.resolve("vocab.txt"), "hello\n");
+    Path garbage = Files.createDirectory(dir.resolve("garbage"));
+    Files.writeString(garbage.resolve("tokenizer.json"), "{\"model\": 42");
+    // A taken HTTP port: the tokenizer is checked before any port is bound, so each error is
+    // about --tokenizer; and were a bad path accepted, the run would still end instead of serving.
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      for (Path bad : List.of(missing, empty, wrongName, garbage)) {
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        int code = Main.run(new String[] {"serve", "--replicas", "1",
+            "--port", String.valueOf(taken.getLocalPort()), "--tokenizer", bad.toString()},
+            new PrintStream(out, true, StandardCharsets.UTF_8),
+            new PrintStream(err, true, StandardCharsets.UTF_8));
+        assertThat(code).as(bad.toString()).isEqualTo(1);
+        assertThat(err.toString(StandardCharsets.UTF_8)).as(bad.toString())
+            .startsWith("error: --tokenizer " + bad + ": ");
+        assertThat(out.size()).isZero();
+      }
+    }
+  }
+}
