@@ -105,7 +105,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private Lookup lookup(InferenceRequest request, CycleState state) {
     Lookup l = state.get(lookupKey);
     if (l == null) {
-      l = new Lookup(hasher.hash(request));
+      l = new Lookup(hasher.hash(request, state));
       state.put(lookupKey, l);
     }
     return l;

@@ -60,6 +60,38 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void scorersWithTheSameBlockSettingsShareOneCyclesHashesAndOthersHashOnTheirOwn() {
+    PrefixCacheScorer first = PrefixCacheScorer.create();
+    PrefixCacheScorer second = PrefixCacheScorer.create();
+    PrefixCacheScorer coarser = PrefixCacheScorer.builder().blockSizeTokens(32).build();
+    List<Candidate> pool = TestCandidates.pool(2);
+    for (PrefixCacheScorer s : List.of(first, second, coarser)) {
+      TestCandidates.joined(s, pool);
+    }
+    InferenceRequest r = tok(tokens(64, 0));
+    long[] own = second.blockHashes(r);
+    second.record(pool.get(1).id(), own);
+    coarser.record(pool.get(1).id(), coarser.blockHashes(r));
+
+    CycleState st = state();
+    double[] scores = new double[2];
+    first.score(r, st, pool, scores);
+    BlockHasher.Shared shared = st.get(BlockHasher.SHARED);
+    assertThat(shared).as("the first scorer publishes its hashes").isNotNull();
+    assertThat(shared.hashes()).containsExactly(own);
+
+    // a cycle whose published hashes (here deliberately other ones) the second scorer reads
+    CycleState planted = state();
+    planted.put(BlockHasher.SHARED, new BlockHasher.Shared(16, PrefixCacheScorer.DEFAULT_MAX_PREFIX_BLOCKS,
+        new long[] {1, 2, 3, 4}));
+    second.score(r, planted, pool, scores);
+    assertThat(scores).as("scored from the cycle's hashes, not by hashing again")
+        .containsExactly(0.0, 0.0);
+    coarser.score(r, planted, pool, scores);
+    assertThat(scores).as("another block size hashes the prompt itself").containsExactly(0.0, 1.0);
+  }
+
+  @Test
   void scoresMatchedFractionAndPublishesTheMatch() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(3);
