@@ -1,5 +1,8 @@
 package io.epp4j.scorers;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+
 /**
  * The blocks one endpoint is believed to hold: a set of chained block hashes with exact LRU order
  * at block granularity. Because every hash covers its whole prefix, this set is the endpoint's
@@ -12,11 +15,19 @@ package io.epp4j.scorers;
  * per block on an index that has gone cold between requests, instead of one per array. Arrays
  * grow by doubling up to the capacity; at capacity an insert reuses the evicted entry's storage.
  *
- * <p>Thread-safety: every operation holds this object's monitor. Critical sections are O(blocks
- * of one request) and one lock covers only one endpoint, so concurrent requests contend only when
- * they touch the same endpoint at the same instant.
+ * <p>Thread-safety: every operation that reads or changes the entries holds this object's
+ * monitor. Critical sections are O(blocks of one request) and one lock covers only one endpoint.
+ * A lookup on an endpoint that does not hold the chain's first block takes no lock at all: a
+ * small counting filter of the first blocks held ({@code heads}, written under the monitor, read
+ * without it) answers "certainly not here" for most of a large pool, so concurrent requests meet
+ * only on the endpoints that hold their prefix. A count is exact until it saturates (then it stays
+ * positive for good, which only costs a locked lookup), so a zero count never hides a held chain.
  */
 final class EndpointBlocks {
+  private static final VarHandle COUNT = MethodHandles.arrayElementVarHandle(byte[].class);
+  private static final int MIN_HEAD_COUNTERS = 1024;
+  private static final int MAX_HEAD_COUNTERS = 1 << 16;
+
   private static final int NIL = -1;
   private static final int INITIAL = 256;
 
@@ -35,9 +46,59 @@ final class EndpointBlocks {
   private int free = NIL; // free list threaded through the next links
   private volatile int capacity;
   private long evictions;
+  // counts per filter slot of the held entries that were a chain's first block; see class doc
+  private final byte[] heads;
+  private final int headMask;
+  private long[] headFlags = new long[0]; // bit per entry: counted in heads
 
   EndpointBlocks(int capacity) {
     this.capacity = Math.max(1, capacity);
+    int counters = Integer.highestOneBit(
+        Math.max(MIN_HEAD_COUNTERS, Math.min(MAX_HEAD_COUNTERS, this.capacity / 8)) * 2 - 1);
+    this.heads = new byte[counters];
+    this.headMask = counters - 1;
+  }
+
+  private int headSlot(long key) {
+    return (int) (key >>> 40) & headMask; // other bits than the table's home slot
+  }
+
+  /**
+   * Whether the endpoint may hold a chain that starts with {@code first}; {@code false} means it
+   * certainly does not. Lock-free.
+   */
+  boolean mayHoldFirst(long first) {
+    return (byte) COUNT.getAcquire(heads, headSlot(first)) != 0;
+  }
+
+  /** Counts entry {@code e} as a first block, once. Under the monitor. */
+  private void markHead(int e) {
+    int w = e >>> 6;
+    long bit = 1L << e;
+    if ((headFlags[w] & bit) != 0) {
+      return;
+    }
+    headFlags[w] |= bit;
+    int slot = headSlot(key(e));
+    int c = heads[slot] & 0xFF;
+    if (c < 0xFF) {
+      COUNT.setRelease(heads, slot, (byte) (c + 1));
+    }
+  }
+
+  /** Forgets entry {@code e} as a first block when it leaves. Under the monitor. */
+  private void unmarkHead(int e) {
+    int w = e >>> 6;
+    long bit = 1L << e;
+    if ((headFlags[w] & bit) == 0) {
+      return;
+    }
+    headFlags[w] &= ~bit;
+    int slot = headSlot(key(e));
+    int c = heads[slot] & 0xFF;
+    if (c < 0xFF) { // a saturated count no longer knows its size; it stays
+      COUNT.setRelease(heads, slot, (byte) (c - 1));
+    }
   }
 
   /** The capacity in blocks (readable without the lock). */
@@ -73,7 +134,11 @@ final class EndpointBlocks {
   }
 
   /** Counts how many of {@code hashes[0..n)} this endpoint holds consecutively from the first. */
-  synchronized int match(long[] hashes, int n) {
+  int match(long[] hashes, int n) {
+    return n > 0 && mayHoldFirst(hashes[0]) ? matchLocked(hashes, n) : 0;
+  }
+
+  private synchronized int matchLocked(long[] hashes, int n) {
     int m = 0;
     int hint = NIL;
     while (m < n) {
@@ -92,7 +157,11 @@ final class EndpointBlocks {
    * and marks those as most recently used, the first one most recent (so that the tail of the
    * chain stays the first to go, as in vLLM).
    */
-  synchronized int matchAndTouch(long[] hashes, int n) {
+  int matchAndTouch(long[] hashes, int n) {
+    return n > 0 && mayHoldFirst(hashes[0]) ? matchAndTouchLocked(hashes, n) : 0;
+  }
+
+  private synchronized int matchAndTouchLocked(long[] hashes, int n) {
     int last = NIL;
     int hint = NIL;
     int m = 0;
@@ -137,6 +206,9 @@ final class EndpointBlocks {
       } else {
         hint = next(e);
         place(e, last);
+      }
+      if (i == 0) {
+        markHead(e);
       }
       last = e;
     }
@@ -279,6 +351,7 @@ final class EndpointBlocks {
     }
     unlink(e);
     removeFromTable(e);
+    unmarkHead(e);
     size--;
     evictions++;
     setLinks(e, NIL, free);
@@ -302,6 +375,7 @@ final class EndpointBlocks {
   /** Enlarges the arrays keeping every entry's index (callers may hold indices). */
   private void grow(int length) {
     slots = java.util.Arrays.copyOf(slots, 2 * length);
+    headFlags = java.util.Arrays.copyOf(headFlags, (length + 63) >>> 6);
     newTable(length);
     for (int e = head; e != NIL; e = next(e)) {
       insertIntoTable(e);
@@ -322,8 +396,10 @@ final class EndpointBlocks {
   /** Reallocates arrays for {@code length} entries, compacting live entries (renumbers them). */
   private void rebuild(int length) {
     long[] old = slots;
+    long[] oldFlags = headFlags;
     int oldHead = head;
     slots = new long[2 * length];
+    headFlags = new long[(length + 63) >>> 6];
     newTable(length);
     head = NIL;
     tail = NIL;
@@ -332,6 +408,9 @@ final class EndpointBlocks {
     int last = NIL;
     for (int e = oldHead; e != NIL && n < length; e = (int) old[(e << 1) + 1]) {
       slots[n << 1] = old[e << 1];
+      if ((oldFlags[e >>> 6] & (1L << e)) != 0) {
+        headFlags[n >>> 6] |= 1L << n; // still counted in heads
+      }
       insertIntoTable(n);
       linkAfter(n, last);
       last = n;
@@ -415,6 +494,6 @@ final class EndpointBlocks {
 
   /** Approximate heap bytes of the arrays, for tests and diagnostics. */
   synchronized long footprintBytes() {
-    return 8L * slots.length + 4L * table.length;
+    return 8L * slots.length + 4L * table.length + heads.length + 8L * headFlags.length;
   }
 }

@@ -40,7 +40,9 @@ import org.jspecify.annotations.Nullable;
  * announces it right after adding it); used outside a router, announce the endpoints yourself.
  *
  * <p>Memory: 24–32 bytes per (block, endpoint) entry, at most the endpoint's capacity entries per
- * endpoint. Thread-safe; one short lock per endpoint, never a global one.
+ * endpoint, plus a filter of 1–64 KiB per endpoint. Thread-safe; a lookup takes one short lock on
+ * each endpoint that may hold the prompt's first block and none on the others, never a global
+ * one. A cycle hashes the prompt once for every prefix scorer with the same block settings.
  */
 public final class PrefixCacheScorer implements Scorer, RequestListener, PoolListener {
   /** Default tokens per block (vLLM's default block size). */
