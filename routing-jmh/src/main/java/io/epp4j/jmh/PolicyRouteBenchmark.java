@@ -5,6 +5,7 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
+import io.epp4j.kvevents.BlockKeys;
 import io.epp4j.kvevents.KvBlockIndex;
 import io.epp4j.kvevents.KvEvent;
 import io.epp4j.kvevents.KvEventBatch;
@@ -48,6 +49,7 @@ public class PolicyRouteBenchmark {
   private static final int PROMPTS = 64;
   private static final int BLOCK_SIZE = 16;
   private static final int BLOCKS_PER_ENDPOINT = 20_000;
+  private static final long ENGINE_SEED = 0x5eed;
 
   @Param({"epp-approximate", "epp-precise", "epp-precise-hybrid", "epp4j"})
   public String policy;
@@ -61,7 +63,6 @@ public class PolicyRouteBenchmark {
   private Router router;
   private KvBlockIndex index;
   private InferenceRequest[] requests;
-  private long engineHash = 1;
   private int next;
 
   @Setup(Level.Trial)
@@ -127,10 +128,8 @@ public class PolicyRouteBenchmark {
     d.onComplete(Usage.NONE);
     int[] tokens = Objects.requireNonNull(r.tokenIds());
     int blocks = tokens.length / BLOCK_SIZE;
-    long[] hashes = new long[blocks];
-    for (int i = 0; i < blocks; i++) {
-      hashes[i] = engineHash++;
-    }
+    // vLLM's block hashes are content hashes: the same block stored again has the same hash
+    long[] hashes = BlockKeys.chain(ENGINE_SEED, tokens, BLOCK_SIZE, blocks);
     index.apply(d.primary().id(), KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(hashes, null,
         java.util.Arrays.copyOf(tokens, blocks * BLOCK_SIZE), BLOCK_SIZE))));
   }
