@@ -2,6 +2,7 @@ package io.epp4j.kvevents;
 
 import io.epp4j.api.Ticker;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -61,6 +62,7 @@ public final class KvBlockIndex {
   /** Real holders of every key, per endpoint slot and tier. */
   private final Holders holders = new Holders();
   private final SpeculativeHolds speculative;
+  private final int maxSpeculativeEntries;
   private final ConcurrentHashMap<String, EndpointHoldings> endpoints = new ConcurrentHashMap<>();
   private final AtomicInteger nextSlot = new AtomicInteger();
   /** Who wants to hear that the engine dropped blocks; copy-on-write, read once per event. */
@@ -101,6 +103,7 @@ public final class KvBlockIndex {
     this.maxBlocksPerEndpoint = b.maxBlocksPerEndpoint;
     this.speculative = new SpeculativeHolds(b.speculativeTtl.toNanos(), b.maxSpeculativeEntries,
         metrics);
+    this.maxSpeculativeEntries = b.maxSpeculativeEntries;
     this.cpuWeight = b.cpuWeight;
     this.defaultModel = b.model;
     this.ticker = b.ticker;
@@ -307,10 +310,27 @@ public final class KvBlockIndex {
    * burst of requests with the same new prefix follows the first one.
    */
   public void recordSpeculative(String endpointId, long[] keys, long nowNanos) {
+    recordSpeculative(endpointId, keys, 0, nowNanos);
+  }
+
+  /**
+   * {@link #recordSpeculative(String, long[], long)} for a chain whose first {@code knownReal}
+   * keys the endpoint was seen to hold for real a moment ago (by the lookup of the same routing
+   * decision): those would be skipped one probe at a time, so they are not looked at again. The
+   * endpoint becomes known to the index even when nothing is left to record.
+   */
+  void recordSpeculative(String endpointId, long[] keys, int knownReal, long nowNanos) {
     if (!speculative.enabled() || keys.length == 0) {
       return;
     }
-    speculative.record(holders, endpoint(endpointId).slot, keys, nowNanos);
+    int slot = endpoint(endpointId).slot;
+    int to = Math.min(keys.length, maxSpeculativeEntries);
+    int from = Math.max(0, Math.min(knownReal, to));
+    if (from == to) {
+      return;
+    }
+    speculative.record(holders, slot, from == 0 && to == keys.length ? keys
+        : Arrays.copyOfRange(keys, from, to), nowNanos);
   }
 
   /** Drops speculative entries whose TTL has passed. */
@@ -432,6 +452,17 @@ public final class KvBlockIndex {
    * alone.
    */
   void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out) {
+    prefixWeights(keys, slots, use, nowNanos, out, null);
+  }
+
+  /**
+   * {@link #prefixWeights(long[], int[], boolean[], long, double[])} that also writes into
+   * {@code realRun[i]} (when {@code realRun} is not null and {@code use[i]}) how many of the
+   * first keys endpoint {@code i} holds for real, on any tier: the blocks a speculative record
+   * for that endpoint would skip anyway ({@link #recordSpeculative(String, long[], int, long)}).
+   */
+  void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out,
+      int @Nullable [] realRun) {
     int n = slots.length;
     boolean[] alive = new boolean[n];
     int aliveCount = 0;
@@ -442,6 +473,9 @@ public final class KvBlockIndex {
       }
       if (use[i]) {
         out[i] = 0;
+        if (realRun != null) {
+          realRun[i] = 0;
+        }
       }
     }
     boolean anySpeculative = speculative.any();
@@ -468,6 +502,9 @@ public final class KvBlockIndex {
         int slot = slots[i];
         int bits = slot < HolderTable.INLINE_SLOTS ? (int) (word >>> (slot << 1)) & 3
             : arr != null ? Holders.bitsOf(arr, slot) : 0;
+        if (bits != 0 && realRun != null && realRun[i] == b) {
+          realRun[i] = b + 1; // still an unbroken run of real holdings
+        }
         double w = (bits & 1) != 0 ? 1.0 : bits != 0 ? cpuWeight : 0;
         if (w == 0 && sp != null && SpeculativeHolds.holds(sp, slot, nowNanos)) {
           w = 1.0;

@@ -278,6 +278,32 @@ class KvBlockIndexTest {
   }
 
   @Test
+  void theSharedWalkReportsRealRunsAndASpeculativeRecordSkipsThemOnly() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(11, 96);
+    long[] k = keys(prompt, 16); // 6 blocks
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1, 2, 3}, null,
+        Arrays.copyOfRange(prompt, 0, 48), 16)); // a holds blocks 0-2 for real
+    index.recordSpeculative("b", Arrays.copyOf(k, 2), 1_000); // b: blocks 0-1, speculatively
+    int[] slots = {index.endpointView("a").slot, index.endpointView("b").slot};
+    boolean[] use = {true, true};
+    double[] out = new double[2];
+    int[] real = {-7, -7};
+    index.prefixWeights(k, slots, use, 2_000, out, real);
+    assertThat(out).containsExactly(3.0, 2.0);
+    assertThat(real).as("speculative holdings are not real ones").containsExactly(3, 0);
+
+    index.recordSpeculative("a", k, real[0], 2_000);
+    assertThat(index.prefixWeight("a", k, 3_000)).isEqualTo(6.0);
+    assertThat(index.tiers("a", k[0])).containsExactly(Medium.GPU);
+    assertThat(index.tiers("a", k[3])).as("blocks 3-5 are speculative only").isEmpty();
+    index.recordSpeculative("a", k, 99, 2_000); // a count past the chain records nothing
+    index.recordSpeculative("c", k, 6, 2_000); // nothing left, but the endpoint becomes known
+    assertThat(index.endpointView("c")).isNotNull();
+    assertThat(index.prefixWeight("c", k, 3_000)).isZero();
+  }
+
+  @Test
   void endpointsBeyondTheInlineSlotsKeepEverySemantic() {
     KvBlockIndex index = KvBlockIndex.create();
     int[] prompt = tokens(7, 64);
