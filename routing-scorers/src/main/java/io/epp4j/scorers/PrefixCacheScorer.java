@@ -88,17 +88,18 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     Lookup lookup = lookup(request, state);
     long[] hashes = lookup.hashes;
     int total = hashes.length;
-    int[] matched = new int[n];
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       EndpointBlocks blocks = blocksFor(c);
       if (total > 0 && blocks != null) {
         int m = refreshOnLookup ? blocks.matchAndTouch(hashes, total) : blocks.match(hashes, total);
-        matched[i] = m;
         scores[i] = (double) m / total;
+      } else {
+        scores[i] = 0;
       }
     }
-    PrefixMatch match = new PrefixMatch(total, blockSizeTokens, candidates, matched);
+    // the counts are read back from the scores: no array per candidate while scoring
+    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
     lookup.match = match;
     lookup.touched = refreshOnLookup;
     PrefixHits.publish(state, match);

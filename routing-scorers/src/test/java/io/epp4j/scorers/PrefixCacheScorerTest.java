@@ -92,6 +92,53 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void aLargePoolPublishesEveryCandidatesHitsWhetherFewOrMostHoldThePrompt() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(64);
+    TestCandidates.joined(s, pool);
+    InferenceRequest r = tok(tokens(160, 0)); // 10 blocks
+    long[] h = s.blockHashes(r);
+    s.record(pool.get(5).id(), java.util.Arrays.copyOf(h, 3));
+    s.record(pool.get(63).id(), h);
+    CycleState st = state();
+    double[] scores = new double[64];
+    java.util.Arrays.fill(scores, 0.25); // what an earlier scorer left: overwritten everywhere
+    s.score(r, st, pool, scores);
+    PrefixHits few = st.get(PrefixHits.KEY);
+    assertThat(few.size()).isEqualTo(64);
+    assertThat(few.anyHit()).isTrue();
+    for (int i = 0; i < 64; i++) {
+      double expected = i == 5 ? 3 : i == 63 ? 10 : 0;
+      assertThat(few.cachedBlocks(i)).as("candidate %d", i).isEqualTo(expected);
+      assertThat(scores[i]).as("candidate %d", i).isEqualTo(expected / 10);
+    }
+    assertThat(few.cachedTokens(pool.get(63).id())).isEqualTo(160);
+
+    for (int i = 0; i < 40; i++) { // most of the pool holds a part now
+      s.record(pool.get(i).id(), java.util.Arrays.copyOf(h, 1 + i % 10));
+    }
+    CycleState st2 = state();
+    s.score(r, st2, pool, scores);
+    PrefixHits most = st2.get(PrefixHits.KEY);
+    for (int i = 0; i < 64; i++) {
+      double expected = i < 40 ? Math.max(1 + i % 10, i == 5 ? 3 : 0) : i == 63 ? 10 : 0;
+      assertThat(most.cachedBlocks(i)).as("candidate %d", i).isEqualTo(expected);
+    }
+  }
+
+  @Test
+  void matchCountsComeBackExactlyFromTheScores() {
+    List<Candidate> one = TestCandidates.pool(1);
+    for (int total : new int[] {1, 2, 3, 7, 10, 97, 1000, 1600, 4095, 8191, 8192}) {
+      for (int m = 0; m <= total; m++) {
+        double[] score = {(double) m / total};
+        assertThat(PrefixMatch.fromScores(total, 16, one, score).matchedAt(0))
+            .as("%d of %d", m, total).isEqualTo(m);
+      }
+    }
+  }
+
+  @Test
   void scoresMatchedFractionAndPublishesTheMatch() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(3);
