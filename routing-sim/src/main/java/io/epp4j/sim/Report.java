@@ -308,8 +308,10 @@ public final class Report {
         + "e2eP50Ms,e2eP95Ms,outputTokensPerSec,requests,preemptions,evictions,"
         + "maxRequestsPerReplica,meanRequestsPerReplica,maxSessionsPerReplica,"
         + "meanSessionsPerReplica,routingMeanMicros,routingP99Micros,clippedRequests,"
-        + "rejectedRequests,simulatedSeconds,loadLevel,routingWarmMeanMicros,routingWarmP99Micros");
-    sb.append(run == null ? "\n" : ",seed,replicas,profile,scrapeIntervalMs,version,load\n");
+        + "rejectedRequests,simulatedSeconds,loadLevel");
+    // columns added later go last, so that readers of the earlier layout keep their positions
+    sb.append(run == null ? "" : ",seed,replicas,profile,scrapeIntervalMs,version,load");
+    sb.append(",routingWarmMeanMicros,routingWarmP99Micros\n");
     for (ScenarioResult s : scenarios) {
       for (PolicyResult r : s.results()) {
         sb.append(String.format(Locale.ROOT,
@@ -321,8 +323,6 @@ public final class Report {
             r.routingMeanMicros(), r.routingP99Micros(), r.clippedRequests(),
             r.rejectedRequests(), r.simulatedSeconds()));
         sb.append(',').append(s.loadLevel());
-        sb.append(String.format(Locale.ROOT, ",%.1f,%.1f", r.routingWarmMeanMicros(),
-            r.routingWarmP99Micros()));
         if (run != null) {
           StringBuilder load = new StringBuilder();
           s.load().forEach((k, v) -> load.append(load.length() == 0 ? "" : " ")
@@ -331,6 +331,8 @@ public final class Report {
               csvField(run.profile()), run.scrapeIntervalMs(), csvField(run.version()),
               csvField(load.toString())));
         }
+        sb.append(String.format(Locale.ROOT, ",%.1f,%.1f", r.routingWarmMeanMicros(),
+            r.routingWarmP99Micros()));
         sb.append('\n');
       }
     }
