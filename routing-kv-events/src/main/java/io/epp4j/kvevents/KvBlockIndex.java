@@ -483,14 +483,18 @@ public final class KvBlockIndex {
     HolderTable table = holders.table;
     ConcurrentHashMap<Long, int[]> wide = holders.wide;
     ConcurrentHashMap<Long, long[]> spByKey = speculative.byKey;
-    boolean anyWide = false;
+    // endpoints past the inline slots cost a boxed map lookup per block: only while one of
+    // them is still matching (usually none after the first block)
+    int wideAlive = 0;
     for (int i = 0; i < n; i++) {
-      anyWide |= alive[i] && slots[i] >= HolderTable.INLINE_SLOTS;
+      if (alive[i] && slots[i] >= HolderTable.INLINE_SLOTS) {
+        wideAlive++;
+      }
     }
     for (int b = 0; b < keys.length && aliveCount > 0; b++) {
       long key = keys[b];
       long word = table.get(key);
-      int[] arr = anyWide ? wide.get(key) : null;
+      int[] arr = wideAlive > 0 ? wide.get(key) : null;
       long[] sp = anySpeculative ? spByKey.get(key) : null;
       if (word == 0 && arr == null && sp == null) {
         break;
@@ -512,6 +516,9 @@ public final class KvBlockIndex {
         if (w == 0) {
           alive[i] = false;
           aliveCount--;
+          if (slot >= HolderTable.INLINE_SLOTS) {
+            wideAlive--;
+          }
         } else {
           out[i] += w;
         }

@@ -304,6 +304,35 @@ class KvBlockIndexTest {
   }
 
   @Test
+  void anEndpointPastTheInlineSlotsKeepsMatchingAfterEveryOtherStopped() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(13, 96);
+    long[] k = keys(prompt, 16); // 6 blocks
+    int n = HolderTable.INLINE_SLOTS + 2;
+    for (int e = 0; e < n; e++) {
+      int held = e == n - 1 ? 5 : e == n - 2 ? 2 : 1; // the widest slot holds the most
+      long[] hashes = new long[held];
+      for (int b = 0; b < held; b++) {
+        hashes[b] = 100L * e + b;
+      }
+      index.apply("e" + e, KvEvent.BlockStored.of(hashes, null,
+          Arrays.copyOfRange(prompt, 0, held * 16), 16));
+    }
+    int[] slots = new int[n];
+    boolean[] use = new boolean[n];
+    for (int e = 0; e < n; e++) {
+      slots[e] = index.endpointView("e" + e).slot;
+      use[e] = true;
+    }
+    assertThat(slots[n - 1]).isGreaterThanOrEqualTo(HolderTable.INLINE_SLOTS);
+    double[] out = new double[n];
+    index.prefixWeights(k, slots, use, 0, out);
+    assertThat(out[n - 1]).isEqualTo(5.0);
+    assertThat(out[n - 2]).isEqualTo(2.0);
+    assertThat(out[0]).isEqualTo(1.0);
+  }
+
+  @Test
   void endpointsBeyondTheInlineSlotsKeepEverySemantic() {
     KvBlockIndex index = KvBlockIndex.create();
     int[] prompt = tokens(7, 64);
