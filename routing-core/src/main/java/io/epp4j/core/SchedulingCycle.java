@@ -29,6 +29,13 @@ final class SchedulingCycle implements ProfileRunner {
   /** Per-thread score scratch; taken out while in use, so a nested route gets its own. */
   private static final ThreadLocal<double[][]> SCORE_SCRATCH =
       ThreadLocal.withInitial(() -> new double[1][]);
+  /**
+   * Per-thread totals handed to the picker, taken out while in use like the score scratch. A
+   * picker reads them during its call only (none of the built-in ones keeps them), so a fresh
+   * array per cycle, 8 bytes per candidate, would be garbage the moment the pick returns.
+   */
+  private static final ThreadLocal<double[][]> TOTAL_SCRATCH =
+      ThreadLocal.withInitial(() -> new double[1][]);
 
   private final InferenceRequest request;
   private final CycleState state;
@@ -106,7 +113,23 @@ final class SchedulingCycle implements ProfileRunner {
     if (n == 0) {
       return new ProfileResult(profile.name(), List.of());
     }
-    double[] total = new double[n];
+    double[][] totalHolder = TOTAL_SCRATCH.get();
+    double[] total = totalHolder[0];
+    totalHolder[0] = null;
+    if (total == null || total.length != n) {
+      total = new double[n];
+    } else {
+      Arrays.fill(total, 0.0);
+    }
+    try {
+      return scoreAndPick(profile, candidates, total, n);
+    } finally {
+      totalHolder[0] = total;
+    }
+  }
+
+  private ProfileResult scoreAndPick(SchedulingProfile profile, List<Candidate> candidates,
+      double[] total, int n) {
     List<SchedulingProfile.WeightedScorer> scorers = profile.scorers();
     if (!scorers.isEmpty()) {
       // scorers see an array of exactly n entries; a reused one is handed out only if it fits

@@ -52,6 +52,44 @@ class SchedulingTest {
   }
 
   @Test
+  void everyPickSeesThisCyclesTotalsEvenAcrossRoutesAndANestedRouteOnTheSameThread() {
+    List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()));
+    List<String> problems = new CopyOnWriteArrayList<>();
+    Router[] self = new Router[1];
+    int[] depth = new int[1];
+    io.epp4j.api.Picker picker = new io.epp4j.api.Picker() {
+      @Override
+      public List<Candidate> pick(InferenceRequest request, CycleState state,
+          List<Candidate> candidates, double[] scores) {
+        if (scores.length != candidates.size()) {
+          problems.add("scores of length " + scores.length + " for " + candidates.size());
+        }
+        double[] seen = scores.clone();
+        if (seen[0] != 2.0 || seen[1] != 1.0) {
+          problems.add("totals " + java.util.Arrays.toString(seen) + " instead of [2.0, 1.0]");
+        }
+        if (depth[0]++ == 0) {
+          self[0].route(REQ).onComplete(io.epp4j.api.Usage.NONE); // same thread, inside a pick
+        }
+        depth[0]--;
+        if (!java.util.Arrays.equals(seen, scores)) {
+          problems.add("totals changed under the picker: " + java.util.Arrays.toString(scores));
+        }
+        return List.of(candidates.get(0));
+      }
+    };
+    SchedulingProfile p = SchedulingProfile.builder("default")
+        .scorer("s1", constant(Map.of("10.0.0.1:80", 1.0, "10.0.0.2:80", 0.5)), 2)
+        .picker(picker)
+        .build();
+    self[0] = router(eps, p);
+    for (int i = 0; i < 3; i++) {
+      assertThat(self[0].route(REQ).primary().id()).isEqualTo("10.0.0.1:80");
+    }
+    assertThat(problems).isEmpty();
+  }
+
+  @Test
   void weightsAreNotNormalisedAndChangeTheWinner() {
     List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()));
     // a: 5*1.0 + 2*0 = 5 ; b: 5*0.5 + 2*1.0 = 4.5 -> a

@@ -2,6 +2,7 @@ package io.epp4j.kvevents;
 
 import io.epp4j.api.Ticker;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -66,6 +67,7 @@ public final class KvBlockIndex {
   /** Real holders of every key, per endpoint slot and tier. */
   private final Holders holders = new Holders();
   private final SpeculativeHolds speculative;
+  private final int maxSpeculativeEntries;
   private final ConcurrentHashMap<String, EndpointHoldings> endpoints = new ConcurrentHashMap<>();
   private final AtomicInteger nextSlot = new AtomicInteger();
   /** Who wants to hear that the engine dropped blocks; copy-on-write, read once per event. */
@@ -106,6 +108,7 @@ public final class KvBlockIndex {
     this.maxBlocksPerEndpoint = b.maxBlocksPerEndpoint;
     this.speculative = new SpeculativeHolds(b.speculativeTtl.toNanos(), b.maxSpeculativeEntries,
         metrics);
+    this.maxSpeculativeEntries = b.maxSpeculativeEntries;
     this.cpuWeight = b.cpuWeight;
     this.defaultModel = b.model;
     this.ticker = b.ticker;
@@ -342,10 +345,27 @@ public final class KvBlockIndex {
    * burst of requests with the same new prefix follows the first one.
    */
   public void recordSpeculative(String endpointId, long[] keys, long nowNanos) {
+    recordSpeculative(endpointId, keys, 0, nowNanos);
+  }
+
+  /**
+   * {@link #recordSpeculative(String, long[], long)} for a chain whose first {@code knownReal}
+   * keys the endpoint was seen to hold for real a moment ago (by the lookup of the same routing
+   * decision): those would be skipped one probe at a time, so they are not looked at again. The
+   * endpoint becomes known to the index even when nothing is left to record.
+   */
+  void recordSpeculative(String endpointId, long[] keys, int knownReal, long nowNanos) {
     if (!speculative.enabled() || keys.length == 0) {
       return;
     }
-    speculative.record(holders, endpoint(endpointId).slot, keys, nowNanos);
+    int slot = endpoint(endpointId).slot;
+    int to = Math.min(keys.length, maxSpeculativeEntries);
+    int from = Math.max(0, Math.min(knownReal, to));
+    if (from == to) {
+      return;
+    }
+    speculative.record(holders, slot, from == 0 && to == keys.length ? keys
+        : Arrays.copyOfRange(keys, from, to), nowNanos);
   }
 
   /** Drops speculative entries whose TTL has passed. */
@@ -467,6 +487,17 @@ public final class KvBlockIndex {
    * alone.
    */
   void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out) {
+    prefixWeights(keys, slots, use, nowNanos, out, null);
+  }
+
+  /**
+   * {@link #prefixWeights(long[], int[], boolean[], long, double[])} that also writes into
+   * {@code realRun[i]} (when {@code realRun} is not null and {@code use[i]}) how many of the
+   * first keys endpoint {@code i} holds for real, on any tier: the blocks a speculative record
+   * for that endpoint would skip anyway ({@link #recordSpeculative(String, long[], int, long)}).
+   */
+  void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out,
+      int @Nullable [] realRun) {
     int n = slots.length;
     boolean[] alive = new boolean[n];
     int aliveCount = 0;
@@ -477,6 +508,9 @@ public final class KvBlockIndex {
       }
       if (use[i]) {
         out[i] = 0;
+        if (realRun != null) {
+          realRun[i] = 0;
+        }
       }
     }
     boolean anySpeculative = speculative.any();
@@ -484,14 +518,18 @@ public final class KvBlockIndex {
     HolderTable table = holders.table;
     ConcurrentHashMap<Long, int[]> wide = holders.wide;
     ConcurrentHashMap<Long, long[]> spByKey = speculative.byKey;
-    boolean anyWide = false;
+    // endpoints past the inline slots cost a boxed map lookup per block: only while one of
+    // them is still matching (usually none after the first block)
+    int wideAlive = 0;
     for (int i = 0; i < n; i++) {
-      anyWide |= alive[i] && slots[i] >= HolderTable.INLINE_SLOTS;
+      if (alive[i] && slots[i] >= HolderTable.INLINE_SLOTS) {
+        wideAlive++;
+      }
     }
     for (int b = 0; b < keys.length && aliveCount > 0; b++) {
       long key = keys[b];
       long word = table.get(key);
-      int[] arr = anyWide ? wide.get(key) : null;
+      int[] arr = wideAlive > 0 ? wide.get(key) : null;
       long[] sp = anySpeculative ? spByKey.get(key) : null;
       if (word == 0 && arr == null && sp == null) {
         break;
@@ -503,6 +541,9 @@ public final class KvBlockIndex {
         int slot = slots[i];
         int bits = slot < HolderTable.INLINE_SLOTS ? (int) (word >>> (slot << 1)) & 3
             : arr != null ? Holders.bitsOf(arr, slot) : 0;
+        if (bits != 0 && realRun != null && realRun[i] == b) {
+          realRun[i] = b + 1; // still an unbroken run of real holdings
+        }
         double w = (bits & 1) != 0 ? 1.0 : bits != 0 ? cpuWeight : 0;
         if (w == 0 && sp != null && SpeculativeHolds.holds(sp, slot, nowNanos)) {
           w = 1.0;
@@ -510,6 +551,9 @@ public final class KvBlockIndex {
         if (w == 0) {
           alive[i] = false;
           aliveCount--;
+          if (slot >= HolderTable.INLINE_SLOTS) {
+            wideAlive--;
+          }
         } else {
           out[i] += w;
         }

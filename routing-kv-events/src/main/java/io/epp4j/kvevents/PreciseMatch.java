@@ -26,12 +26,21 @@ public final class PreciseMatch implements PrefixHits {
   private final long[][] keys;
   private final double[] weights;
   private final int[] blockSizes;
+  // leading keys each endpoint held for real when scored (0 = unknown); saves the speculative
+  // record after routing one probe of the index per such block
+  private final int[] knownReal;
 
   PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes) {
+    this(endpointIds, keys, weights, blockSizes, new int[endpointIds.length]);
+  }
+
+  PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes,
+      int[] knownReal) {
     this.endpointIds = endpointIds;
     this.keys = keys;
     this.weights = weights;
     this.blockSizes = blockSizes;
+    this.knownReal = knownReal;
   }
 
   /** Candidates in the order they were scored. */
@@ -104,6 +113,12 @@ public final class PreciseMatch implements PrefixHits {
     return i < 0 ? null : keys[i];
   }
 
+  /** Leading keys the endpoint held for real (any tier) when it was scored; 0 if unknown. */
+  int knownReal(String endpointId) {
+    int i = indexOf(endpointId);
+    return i < 0 ? 0 : knownReal[i];
+  }
+
   /** This match extended with the endpoints of {@code other} it does not describe. */
   PreciseMatch plus(PreciseMatch other) {
     int a = endpointIds.length;
@@ -112,6 +127,7 @@ public final class PreciseMatch implements PrefixHits {
     long[][] k = Arrays.copyOf(keys, n);
     double[] w = Arrays.copyOf(weights, n);
     int[] bs = Arrays.copyOf(blockSizes, n);
+    int[] real = Arrays.copyOf(knownReal, n);
     int m = a;
     for (int i = 0; i < other.endpointIds.length; i++) {
       if (indexOf(other.endpointIds[i]) >= 0) {
@@ -121,9 +137,10 @@ public final class PreciseMatch implements PrefixHits {
       k[m] = other.keys[i];
       w[m] = other.weights[i];
       bs[m] = other.blockSizes[i];
+      real[m] = other.knownReal[i];
       m++;
     }
     return new PreciseMatch(Arrays.copyOf(ids, m), Arrays.copyOf(k, m), Arrays.copyOf(w, m),
-        Arrays.copyOf(bs, m));
+        Arrays.copyOf(bs, m), Arrays.copyOf(real, m));
   }
 }

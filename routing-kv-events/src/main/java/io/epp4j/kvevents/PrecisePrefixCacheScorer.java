@@ -169,18 +169,19 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
     long now = state.nowNanos();
     boolean[] use = new boolean[n];
+    int[] knownReal = new int[n];
     for (int v = 0; v < variants; v++) {
       for (int i = 0; i < n; i++) {
         use[i] = variantOf[i] == v;
       }
-      index.prefixWeights(vKeys[v], slots, use, now, weights);
+      index.prefixWeights(vKeys[v], slots, use, now, weights, knownReal);
     }
     for (int i = 0; i < n; i++) {
       if (variantOf[i] == -2) {
         weights[i] = index.prefixWeight(ids[i], keys[i], now);
       }
     }
-    PreciseMatch m = new PreciseMatch(ids, keys, weights, blockSizes);
+    PreciseMatch m = new PreciseMatch(ids, keys, weights, blockSizes, knownReal);
     if (existing != null) {
       m = existing.plus(m);
     }
@@ -238,7 +239,8 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (keys == null || keys.length == 0 || !members.contains(id)) {
       return;
     }
-    index.recordSpeculative(id, keys, now); // makes the index know the endpoint
+    // makes the index know the endpoint; skips the blocks the lookup saw held for real
+    index.recordSpeculative(id, keys, m.knownReal(id), now);
     // A removal takes the id out of the members before it makes the index forget the endpoint.
     // Still a member here: that forgetting comes after this record. Not a member: it may have
     // come before, so it is repeated. (Should the endpoint rejoin in between, the index forgets

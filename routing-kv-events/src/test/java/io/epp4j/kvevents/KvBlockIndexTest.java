@@ -278,6 +278,61 @@ class KvBlockIndexTest {
   }
 
   @Test
+  void theSharedWalkReportsRealRunsAndASpeculativeRecordSkipsThemOnly() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(11, 96);
+    long[] k = keys(prompt, 16); // 6 blocks
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1, 2, 3}, null,
+        Arrays.copyOfRange(prompt, 0, 48), 16)); // a holds blocks 0-2 for real
+    index.recordSpeculative("b", Arrays.copyOf(k, 2), 1_000); // b: blocks 0-1, speculatively
+    int[] slots = {index.endpointView("a").slot, index.endpointView("b").slot};
+    boolean[] use = {true, true};
+    double[] out = new double[2];
+    int[] real = {-7, -7};
+    index.prefixWeights(k, slots, use, 2_000, out, real);
+    assertThat(out).containsExactly(3.0, 2.0);
+    assertThat(real).as("speculative holdings are not real ones").containsExactly(3, 0);
+
+    index.recordSpeculative("a", k, real[0], 2_000);
+    assertThat(index.prefixWeight("a", k, 3_000)).isEqualTo(6.0);
+    assertThat(index.tiers("a", k[0])).containsExactly(Medium.GPU);
+    assertThat(index.tiers("a", k[3])).as("blocks 3-5 are speculative only").isEmpty();
+    index.recordSpeculative("a", k, 99, 2_000); // a count past the chain records nothing
+    index.recordSpeculative("c", k, 6, 2_000); // nothing left, but the endpoint becomes known
+    assertThat(index.endpointView("c")).isNotNull();
+    assertThat(index.prefixWeight("c", k, 3_000)).isZero();
+  }
+
+  @Test
+  void anEndpointPastTheInlineSlotsKeepsMatchingAfterEveryOtherStopped() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(13, 96);
+    long[] k = keys(prompt, 16); // 6 blocks
+    int n = HolderTable.INLINE_SLOTS + 2;
+    for (int e = 0; e < n; e++) {
+      int held = e == n - 1 ? 5 : e == n - 2 ? 2 : 1; // the widest slot holds the most
+      long[] hashes = new long[held];
+      for (int b = 0; b < held; b++) {
+        hashes[b] = 100L * e + b;
+      }
+      index.apply("e" + e, KvEvent.BlockStored.of(hashes, null,
+          Arrays.copyOfRange(prompt, 0, held * 16), 16));
+    }
+    int[] slots = new int[n];
+    boolean[] use = new boolean[n];
+    for (int e = 0; e < n; e++) {
+      slots[e] = index.endpointView("e" + e).slot;
+      use[e] = true;
+    }
+    assertThat(slots[n - 1]).isGreaterThanOrEqualTo(HolderTable.INLINE_SLOTS);
+    double[] out = new double[n];
+    index.prefixWeights(k, slots, use, 0, out);
+    assertThat(out[n - 1]).isEqualTo(5.0);
+    assertThat(out[n - 2]).isEqualTo(2.0);
+    assertThat(out[0]).isEqualTo(1.0);
+  }
+
+  @Test
   void endpointsBeyondTheInlineSlotsKeepEverySemantic() {
     KvBlockIndex index = KvBlockIndex.create();
     int[] prompt = tokens(7, 64);

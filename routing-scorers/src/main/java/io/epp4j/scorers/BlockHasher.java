@@ -2,7 +2,9 @@ package io.epp4j.scorers;
 
 import com.dynatrace.hash4j.hashing.Hasher64;
 import com.dynatrace.hash4j.hashing.Hashing;
+import io.epp4j.api.AttributeKey;
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.CycleState;
 import io.epp4j.api.InferenceRequest;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
@@ -48,6 +50,15 @@ final class BlockHasher {
   /** Characters (or token bytes) copied per pass: small enough to stay in the L1 cache. */
   private static final int CHUNK = 4096;
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+  /**
+   * The first block hashes computed in a cycle, for every other plugin of the cycle that hashes
+   * with the same block size and block limit: a prompt is hashed once per request however many
+   * prefix-aware plugins (both profiles of a P/D pair, two prefix scorers) read it.
+   */
+  static final AttributeKey<Shared> SHARED = AttributeKey.of("block-hashes", Shared.class);
+
+  /** A cycle's block hashes and the two settings that determine them besides the request. */
+  record Shared(int blockSizeTokens, int maxBlocks, long[] hashes) {}
 
   private final int blockSizeTokens;
   private final int blockChars;
@@ -61,6 +72,23 @@ final class BlockHasher {
 
   int blockSizeTokens() {
     return blockSizeTokens;
+  }
+
+  /**
+   * The request's block hashes, taken from the cycle when a plugin with the same settings has
+   * computed them already, else computed and, if the cycle holds none yet, published there.
+   * Callers must not modify the array.
+   */
+  long[] hash(InferenceRequest request, CycleState state) {
+    Shared s = state.get(SHARED);
+    if (s != null && s.blockSizeTokens() == blockSizeTokens && s.maxBlocks() == maxBlocks) {
+      return s.hashes();
+    }
+    long[] h = hash(request);
+    if (s == null) {
+      state.put(SHARED, new Shared(blockSizeTokens, maxBlocks, h));
+    }
+    return h;
   }
 
   /** The request's block hashes (length = number of full blocks, capped at the maximum). */

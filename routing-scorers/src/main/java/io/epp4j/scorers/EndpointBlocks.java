@@ -1,38 +1,104 @@
 package io.epp4j.scorers;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+
 /**
  * The blocks one endpoint is believed to hold: a set of chained block hashes with exact LRU order
  * at block granularity. Because every hash covers its whole prefix, this set is the endpoint's
  * slice of the prefix trie (a node is present iff the endpoint holds that prefix).
  *
- * <p>Storage is primitive and flat: per entry one {@code long} key, two {@code int} LRU links and
- * 2–4 {@code int} slots of an open-addressing table (linear probing, backward-shift deletion), so
- * 24–32 bytes per (block, endpoint) entry and no object per entry. Arrays grow by doubling up to
- * the capacity; at capacity an insert reuses the evicted entry's storage.
+ * <p>Storage is primitive and flat: per entry two adjacent {@code long}s, the key and its two
+ * {@code int} LRU links packed together, and 2–4 {@code int} slots of an open-addressing table
+ * (linear probing, backward-shift deletion), so 24–32 bytes per (block, endpoint) entry and no
+ * object per entry. Key and links share a cache line, so following a chain costs one cache miss
+ * per block on an index that has gone cold between requests, instead of one per array. Arrays
+ * grow by doubling up to the capacity; at capacity an insert reuses the evicted entry's storage.
  *
- * <p>Thread-safety: every operation holds this object's monitor. Critical sections are O(blocks
- * of one request) and one lock covers only one endpoint, so concurrent requests contend only when
- * they touch the same endpoint at the same instant.
+ * <p>Thread-safety: every operation that reads or changes the entries holds this object's
+ * monitor. Critical sections are O(blocks of one request) and one lock covers only one endpoint.
+ * A lookup on an endpoint that does not hold the chain's first block takes no lock at all: a
+ * small counting filter of the first blocks held ({@code heads}, written under the monitor, read
+ * without it) answers "certainly not here" for most of a large pool, so concurrent requests meet
+ * only on the endpoints that hold their prefix. A count is exact until it saturates (then it stays
+ * positive for good, which only costs a locked lookup), so a zero count never hides a held chain.
  */
 final class EndpointBlocks {
+  private static final VarHandle COUNT = MethodHandles.arrayElementVarHandle(byte[].class);
+  private static final int MIN_HEAD_COUNTERS = 1024;
+  private static final int MAX_HEAD_COUNTERS = 1 << 16;
+
   private static final int NIL = -1;
   private static final int INITIAL = 256;
 
-  private long[] keys = new long[0];
-  private int[] prev = new int[0];
-  private int[] next = new int[0];
+  private static final long LOW = 0xFFFF_FFFFL;
+  /** Largest number of entries the two-longs-per-entry array can address. */
+  private static final int MAX_ENTRIES = (Integer.MAX_VALUE - 8) / 2;
+
+  // entry e: slots[2e] = key, slots[2e + 1] = prev << 32 | next (each an entry index or NIL)
+  private long[] slots = new long[0];
   private int[] table = new int[0]; // entry index + 1; 0 = empty
   private int mask = -1;
   private int head = NIL; // most recently used
   private int tail = NIL; // least recently used
   private int size;
   private int used; // entries ever handed out from the arrays (high-water mark)
-  private int free = NIL; // free list threaded through next[]
+  private int free = NIL; // free list threaded through the next links
   private volatile int capacity;
   private long evictions;
+  // counts per filter slot of the held entries that were a chain's first block; see class doc
+  private final byte[] heads;
+  private final int headMask;
+  private long[] headFlags = new long[0]; // bit per entry: counted in heads
 
   EndpointBlocks(int capacity) {
     this.capacity = Math.max(1, capacity);
+    int counters = Integer.highestOneBit(
+        Math.max(MIN_HEAD_COUNTERS, Math.min(MAX_HEAD_COUNTERS, this.capacity / 8)) * 2 - 1);
+    this.heads = new byte[counters];
+    this.headMask = counters - 1;
+  }
+
+  private int headSlot(long key) {
+    return (int) (key >>> 40) & headMask; // other bits than the table's home slot
+  }
+
+  /**
+   * Whether the endpoint may hold a chain that starts with {@code first}; {@code false} means it
+   * certainly does not. Lock-free.
+   */
+  boolean mayHoldFirst(long first) {
+    return (byte) COUNT.getAcquire(heads, headSlot(first)) != 0;
+  }
+
+  /** Counts entry {@code e} as a first block, once. Under the monitor. */
+  private void markHead(int e) {
+    int w = e >>> 6;
+    long bit = 1L << e;
+    if ((headFlags[w] & bit) != 0) {
+      return;
+    }
+    headFlags[w] |= bit;
+    int slot = headSlot(key(e));
+    int c = heads[slot] & 0xFF;
+    if (c < 0xFF) {
+      COUNT.setRelease(heads, slot, (byte) (c + 1));
+    }
+  }
+
+  /** Forgets entry {@code e} as a first block when it leaves. Under the monitor. */
+  private void unmarkHead(int e) {
+    int w = e >>> 6;
+    long bit = 1L << e;
+    if ((headFlags[w] & bit) == 0) {
+      return;
+    }
+    headFlags[w] &= ~bit;
+    int slot = headSlot(key(e));
+    int c = heads[slot] & 0xFF;
+    if (c < 0xFF) { // a saturated count no longer knows its size; it stays
+      COUNT.setRelease(heads, slot, (byte) (c - 1));
+    }
   }
 
   /** The capacity in blocks (readable without the lock). */
@@ -58,7 +124,7 @@ final class EndpointBlocks {
     while (size > capacity) {
       evictTail();
     }
-    if (keys.length > 2 * INITIAL && keys.length > 2L * capacity) {
+    if (entries() > 2 * INITIAL && entries() > 2L * capacity) {
       rebuild(Math.max(INITIAL, capacity));
     }
   }
@@ -68,7 +134,11 @@ final class EndpointBlocks {
   }
 
   /** Counts how many of {@code hashes[0..n)} this endpoint holds consecutively from the first. */
-  synchronized int match(long[] hashes, int n) {
+  int match(long[] hashes, int n) {
+    return n > 0 && mayHoldFirst(hashes[0]) ? matchLocked(hashes, n) : 0;
+  }
+
+  private synchronized int matchLocked(long[] hashes, int n) {
     int m = 0;
     int hint = NIL;
     while (m < n) {
@@ -76,7 +146,7 @@ final class EndpointBlocks {
       if (e < 0) {
         break;
       }
-      hint = next[e];
+      hint = next(e);
       m++;
     }
     return m;
@@ -87,7 +157,11 @@ final class EndpointBlocks {
    * and marks those as most recently used, the first one most recent (so that the tail of the
    * chain stays the first to go, as in vLLM).
    */
-  synchronized int matchAndTouch(long[] hashes, int n) {
+  int matchAndTouch(long[] hashes, int n) {
+    return n > 0 && mayHoldFirst(hashes[0]) ? matchAndTouchLocked(hashes, n) : 0;
+  }
+
+  private synchronized int matchAndTouchLocked(long[] hashes, int n) {
     int last = NIL;
     int hint = NIL;
     int m = 0;
@@ -96,7 +170,7 @@ final class EndpointBlocks {
       if (e < 0) {
         break;
       }
-      hint = next[e]; // where the chain continued before this touch
+      hint = next(e); // where the chain continued before this touch
       place(e, last);
       last = e;
       m++;
@@ -124,15 +198,17 @@ final class EndpointBlocks {
           evictTail();
         }
         e = allocate();
-        keys[e] = key;
+        slots[e << 1] = key;
         insertIntoTable(e);
         size++;
-        prev[e] = NIL;
-        next[e] = NIL;
+        setLinks(e, NIL, NIL);
         linkAfter(e, last);
       } else {
-        hint = next[e];
+        hint = next(e);
         place(e, last);
+      }
+      if (i == 0) {
+        markHead(e);
       }
       last = e;
     }
@@ -164,7 +240,7 @@ final class EndpointBlocks {
       record(hashes, n);
       return;
     }
-    int hint = next[last];
+    int hint = next(last);
     for (int i = matched; i < limit; i++) {
       long key = hashes[i];
       int e = find(key, hint);
@@ -178,14 +254,13 @@ final class EndpointBlocks {
           evictTail();
         }
         e = allocate();
-        keys[e] = key;
+        slots[e << 1] = key;
         insertIntoTable(e);
         size++;
-        prev[e] = NIL;
-        next[e] = NIL;
+        setLinks(e, NIL, NIL);
         linkAfter(e, last);
       } else {
-        hint = next[e];
+        hint = next(e);
         place(e, last);
       }
       last = e;
@@ -199,49 +274,72 @@ final class EndpointBlocks {
         unlink(e);
         linkAfter(e, NIL);
       }
-    } else if (next[after] != e) {
+    } else if (next(after) != e) {
       unlink(e);
       linkAfter(e, after);
     }
   }
 
+  private long key(int e) {
+    return slots[e << 1];
+  }
+
+  private int next(int e) {
+    return (int) slots[(e << 1) + 1];
+  }
+
+  private int prev(int e) {
+    return (int) (slots[(e << 1) + 1] >>> 32);
+  }
+
+  private void setLinks(int e, int p, int n) {
+    slots[(e << 1) + 1] = ((long) p << 32) | (n & LOW);
+  }
+
+  private void setNext(int e, int n) {
+    int i = (e << 1) + 1;
+    slots[i] = (slots[i] & ~LOW) | (n & LOW);
+  }
+
+  private void setPrev(int e, int p) {
+    int i = (e << 1) + 1;
+    slots[i] = ((long) p << 32) | (slots[i] & LOW);
+  }
+
   private void unlink(int e) {
-    int p = prev[e];
-    int n = next[e];
+    int p = prev(e);
+    int n = next(e);
     if (p == NIL) {
       head = n;
     } else {
-      next[p] = n;
+      setNext(p, n);
     }
     if (n == NIL) {
       tail = p;
     } else {
-      prev[n] = p;
+      setPrev(n, p);
     }
-    prev[e] = NIL;
-    next[e] = NIL;
+    setLinks(e, NIL, NIL);
   }
 
   private void linkAfter(int e, int after) {
     if (after == NIL) {
-      prev[e] = NIL;
-      next[e] = head;
+      setLinks(e, NIL, head);
       if (head != NIL) {
-        prev[head] = e;
+        setPrev(head, e);
       }
       head = e;
       if (tail == NIL) {
         tail = e;
       }
     } else {
-      int n = next[after];
-      prev[e] = after;
-      next[e] = n;
-      next[after] = e;
+      int n = next(after);
+      setLinks(e, after, n);
+      setNext(after, e);
       if (n == NIL) {
         tail = e;
       } else {
-        prev[n] = e;
+        setPrev(n, e);
       }
     }
   }
@@ -253,20 +351,22 @@ final class EndpointBlocks {
     }
     unlink(e);
     removeFromTable(e);
+    unmarkHead(e);
     size--;
     evictions++;
-    next[e] = free;
+    setLinks(e, NIL, free);
     free = e;
   }
 
   private int allocate() {
     if (free != NIL) {
       int e = free;
-      free = next[e];
+      free = next(e);
       return e;
     }
-    if (used == keys.length) {
-      int grown = (int) Math.min(capacity, Math.max(INITIAL, 2L * keys.length));
+    if (used == entries()) {
+      int grown = (int) Math.min(Math.min(capacity, MAX_ENTRIES),
+          Math.max(INITIAL, 2L * entries()));
       grow(Math.max(grown, used + 1));
     }
     return used++;
@@ -274,13 +374,17 @@ final class EndpointBlocks {
 
   /** Enlarges the arrays keeping every entry's index (callers may hold indices). */
   private void grow(int length) {
-    keys = java.util.Arrays.copyOf(keys, length);
-    prev = java.util.Arrays.copyOf(prev, length);
-    next = java.util.Arrays.copyOf(next, length);
+    slots = java.util.Arrays.copyOf(slots, 2 * length);
+    headFlags = java.util.Arrays.copyOf(headFlags, (length + 63) >>> 6);
     newTable(length);
-    for (int e = head; e != NIL; e = next[e]) {
+    for (int e = head; e != NIL; e = next(e)) {
       insertIntoTable(e);
     }
+  }
+
+  /** Entries the arrays can hold now. */
+  private int entries() {
+    return slots.length >> 1;
   }
 
   private void newTable(int entries) {
@@ -291,20 +395,22 @@ final class EndpointBlocks {
 
   /** Reallocates arrays for {@code length} entries, compacting live entries (renumbers them). */
   private void rebuild(int length) {
-    long[] oldKeys = keys;
-    int[] oldNext = next;
+    long[] old = slots;
+    long[] oldFlags = headFlags;
     int oldHead = head;
-    keys = new long[length];
-    prev = new int[length];
-    next = new int[length];
+    slots = new long[2 * length];
+    headFlags = new long[(length + 63) >>> 6];
     newTable(length);
     head = NIL;
     tail = NIL;
     free = NIL;
     int n = 0;
     int last = NIL;
-    for (int e = oldHead; e != NIL && n < length; e = oldNext[e]) {
-      keys[n] = oldKeys[e];
+    for (int e = oldHead; e != NIL && n < length; e = (int) old[(e << 1) + 1]) {
+      slots[n << 1] = old[e << 1];
+      if ((oldFlags[e >>> 6] & (1L << e)) != 0) {
+        headFlags[n >>> 6] |= 1L << n; // still counted in heads
+      }
       insertIntoTable(n);
       linkAfter(n, last);
       last = n;
@@ -325,7 +431,7 @@ final class EndpointBlocks {
    * probe of the table. {@code hint} must be {@link #NIL} or a live entry.
    */
   private int find(long key, int hint) {
-    return hint != NIL && keys[hint] == key ? hint : find(key);
+    return hint != NIL && slots[hint << 1] == key ? hint : find(key);
   }
 
   private int find(long key) {
@@ -337,7 +443,7 @@ final class EndpointBlocks {
     int slot = home(key) & m;
     int v;
     while ((v = t[slot]) != 0) {
-      if (keys[v - 1] == key) {
+      if (slots[(v - 1) << 1] == key) {
         return v - 1;
       }
       slot = (slot + 1) & m;
@@ -346,7 +452,7 @@ final class EndpointBlocks {
   }
 
   private void insertIntoTable(int e) {
-    int slot = home(keys[e]) & mask;
+    int slot = home(key(e)) & mask;
     while (table[slot] != 0) {
       slot = (slot + 1) & mask;
     }
@@ -354,7 +460,7 @@ final class EndpointBlocks {
   }
 
   private void removeFromTable(int e) {
-    int slot = home(keys[e]) & mask;
+    int slot = home(key(e)) & mask;
     while (table[slot] != e + 1) {
       slot = (slot + 1) & mask;
     }
@@ -367,7 +473,7 @@ final class EndpointBlocks {
       if (v == 0) {
         return;
       }
-      int k = home(keys[v - 1]) & mask;
+      int k = home(key(v - 1)) & mask;
       if (((j - k) & mask) >= ((j - slot) & mask)) {
         table[slot] = v;
         table[j] = 0;
@@ -380,14 +486,14 @@ final class EndpointBlocks {
   synchronized long[] keysMostRecentFirst() {
     long[] out = new long[size];
     int i = 0;
-    for (int e = head; e != NIL; e = next[e]) {
-      out[i++] = keys[e];
+    for (int e = head; e != NIL; e = next(e)) {
+      out[i++] = key(e);
     }
     return out;
   }
 
   /** Approximate heap bytes of the arrays, for tests and diagnostics. */
   synchronized long footprintBytes() {
-    return 8L * keys.length + 4L * prev.length + 4L * next.length + 4L * table.length;
+    return 8L * slots.length + 4L * table.length + heads.length + 8L * headFlags.length;
   }
 }

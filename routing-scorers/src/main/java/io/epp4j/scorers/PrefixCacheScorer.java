@@ -42,7 +42,9 @@ import org.jspecify.annotations.Nullable;
  * announces it right after adding it); used outside a router, announce the endpoints yourself.
  *
  * <p>Memory: 24–32 bytes per (block, endpoint) entry, at most the endpoint's capacity entries per
- * endpoint. Thread-safe; one short lock per endpoint, never a global one.
+ * endpoint, plus a filter of 1–64 KiB per endpoint. Thread-safe; a lookup takes one short lock on
+ * each endpoint that may hold the prompt's first block and none on the others, never a global
+ * one. A cycle hashes the prompt once for every prefix scorer with the same block settings.
  */
 public final class PrefixCacheScorer implements Scorer, RequestListener, PoolListener,
     HintListener {
@@ -89,17 +91,18 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     Lookup lookup = lookup(request, state);
     long[] hashes = lookup.hashes;
     int total = hashes.length;
-    int[] matched = new int[n];
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       EndpointBlocks blocks = blocksFor(c);
       if (total > 0 && blocks != null) {
         int m = refreshOnLookup ? blocks.matchAndTouch(hashes, total) : blocks.match(hashes, total);
-        matched[i] = m;
         scores[i] = (double) m / total;
+      } else {
+        scores[i] = 0;
       }
     }
-    PrefixMatch match = new PrefixMatch(total, blockSizeTokens, candidates, matched);
+    // the counts are read back from the scores: no array per candidate while scoring
+    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
     lookup.match = match;
     lookup.touched = refreshOnLookup;
     PrefixHits.publish(state, match);
@@ -108,7 +111,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private Lookup lookup(InferenceRequest request, CycleState state) {
     Lookup l = state.get(lookupKey);
     if (l == null) {
-      l = new Lookup(hasher.hash(request), blockSizeTokens);
+      l = new Lookup(hasher.hash(request, state), blockSizeTokens);
       state.put(lookupKey, l);
       publishBlocks(state, l);
     }

@@ -7,26 +7,61 @@ import java.util.List;
 /**
  * The hits {@code prefix-cache-scorer} computed for one request: per scored candidate, the
  * consecutive blocks from the first one it is believed to hold. Wraps the cycle's candidate list
- * and the match counts without copying, so the hot path allocates no id array (a cycle's
- * candidate lists are not modified).
+ * without copying, so the hot path allocates no id array (a cycle's candidate lists are not
+ * modified). The counts are kept densely (one per candidate) or, when few candidates hit, as
+ * (position, count) pairs of the hits only: in a large pool a prompt lives on a handful of
+ * endpoints, and a dense array would cost 4 bytes per endpoint on every request.
  */
 final class PrefixMatch implements PrefixHits {
   private final int totalBlocks;
   private final int blockSizeTokens;
   private final List<Candidate> candidates;
+  private final int size;
+  // dense: matched[i] for candidate i; sparse: pairs (i, count) of the hits, ascending i
   private final int[] matched;
+  private final boolean sparse;
 
-  /** {@code matched[i]} belongs to {@code candidates.get(i)}. */
-  PrefixMatch(int totalBlocks, int blockSizeTokens, List<Candidate> candidates, int[] matched) {
+  private PrefixMatch(int totalBlocks, int blockSizeTokens, List<Candidate> candidates, int size,
+      int[] matched, boolean sparse) {
     this.totalBlocks = totalBlocks;
     this.blockSizeTokens = blockSizeTokens;
     this.candidates = candidates;
+    this.size = size;
     this.matched = matched;
+    this.sparse = sparse;
+  }
+
+  /**
+   * The match of {@code candidates} from the scores {@code prefix-cache-scorer} gave them
+   * ({@code scores[i] = matched / totalBlocks}, which gives back the exact count), in whichever
+   * form is smaller.
+   */
+  static PrefixMatch fromScores(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
+      double[] scores) {
+    int n = candidates.size();
+    int hits = 0;
+    for (int i = 0; i < n; i++) {
+      if (scores[i] > 0) {
+        hits++;
+      }
+    }
+    boolean sparse = 2 * hits < n;
+    int[] m = new int[sparse ? 2 * hits : n];
+    for (int i = 0, j = 0; i < n; i++) {
+      int count = (int) Math.round(scores[i] * totalBlocks);
+      if (!sparse) {
+        m[i] = count;
+      } else if (count > 0) {
+        m[j++] = i;
+        m[j++] = count;
+      }
+    }
+    return new PrefixMatch(totalBlocks, blockSizeTokens, candidates, n, m, sparse);
   }
 
   @Override
   public int size() {
-    return matched.length;
+    return size;
   }
 
   @Override
@@ -41,7 +76,7 @@ final class PrefixMatch implements PrefixHits {
 
   @Override
   public double cachedBlocks(int i) {
-    return matched[i];
+    return matchedAt(i);
   }
 
   @Override
@@ -51,6 +86,9 @@ final class PrefixMatch implements PrefixHits {
 
   @Override
   public boolean anyHit() {
+    if (sparse) {
+      return matched.length > 0;
+    }
     for (int m : matched) {
       if (m > 0) {
         return true;
@@ -61,15 +99,26 @@ final class PrefixMatch implements PrefixHits {
 
   /** Matched blocks at a position of {@link #indexOf}. */
   int matchedAt(int i) {
-    return matched[i];
+    if (!sparse) {
+      return matched[i];
+    }
+    if (i < 0 || i >= size) {
+      throw new IndexOutOfBoundsException("candidate " + i + " of " + size);
+    }
+    for (int j = 0; j < matched.length; j += 2) {
+      if (matched[j] == i) {
+        return matched[j + 1];
+      }
+    }
+    return 0;
   }
 
   @Override
   public String toString() {
     StringBuilder sb = new StringBuilder("PrefixMatch{total=").append(totalBlocks)
         .append(", blockSize=").append(blockSizeTokens);
-    for (int i = 0; i < matched.length; i++) {
-      sb.append(", ").append(endpointId(i)).append('=').append(matched[i]);
+    for (int i = 0; i < size; i++) {
+      sb.append(", ").append(endpointId(i)).append('=').append(matchedAt(i));
     }
     return sb.append('}').toString();
   }

@@ -80,12 +80,14 @@ class EndpointBlocksTest {
       int cap = 1 + rnd.nextInt(64);
       EndpointBlocks blocks = new EndpointBlocks(cap);
       Model model = new Model(cap);
+      java.util.Set<Long> firstBlocks = new java.util.HashSet<>();
       for (int op = 0; op < 3000; op++) {
         long[] c = chain(rnd, 24);
         int kind = rnd.nextInt(20);
         if (kind < 9) {
           blocks.record(c, c.length);
           model.record(c);
+          firstBlocks.add(c[0]);
         } else if (kind < 11) {
           // plain match: same count, no change of order
           int expected = 0;
@@ -107,6 +109,12 @@ class EndpointBlocksTest {
         }
         assertThat(actual).as("seed %d op %d", seed, op).isEqualTo(model.order);
         assertThat(blocks.size()).isLessThanOrEqualTo(model.capacity);
+        for (long k : actual) {
+          if (firstBlocks.contains(k)) {
+            assertThat(blocks.mayHoldFirst(k)).as("held first block, seed %d op %d", seed, op)
+                .isTrue();
+          }
+        }
       }
     }
   }
@@ -162,6 +170,73 @@ class EndpointBlocksTest {
         }
       }
     }
+  }
+
+  @Test
+  void aLookupTakesNoLockOnAnEndpointWithoutTheChainsFirstBlock() throws Exception {
+    EndpointBlocks b = new EndpointBlocks(1000);
+    b.record(new long[] {1L << 40, 2, 3}, 3);
+    java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    Thread owner = new Thread(() -> {
+      synchronized (b) { // a writer in the middle of a long record
+        held.countDown();
+        try {
+          release.await(10, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+    });
+    owner.start();
+    java.util.concurrent.ExecutorService ex = java.util.concurrent.Executors.newSingleThreadExecutor();
+    try {
+      assertThat(held.await(5, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+      java.util.concurrent.Future<int[]> lookups = ex.submit(() -> new int[] {
+          b.matchAndTouch(new long[] {7L << 40, 8}, 2), b.match(new long[] {9L << 40}, 1)});
+      assertThat(lookups.get(5, java.util.concurrent.TimeUnit.SECONDS)).containsExactly(0, 0);
+    } finally {
+      release.countDown();
+      ex.shutdownNow();
+      owner.join(10_000);
+    }
+    assertThat(b.matchAndTouch(new long[] {1L << 40, 2, 3}, 3)).isEqualTo(3);
+  }
+
+  @Test
+  void anEvictedFirstBlockNoLongerCountsAsHeld() {
+    EndpointBlocks b = new EndpointBlocks(4);
+    long first = 5L << 40;
+    b.record(new long[] {first, 2, 3}, 3);
+    assertThat(b.mayHoldFirst(first)).isTrue();
+    b.record(new long[] {6L << 40, 11, 12, 13}, 4); // fills the capacity: the first chain goes
+    assertThat(b.contains(first)).isFalse();
+    assertThat(b.mayHoldFirst(first)).isFalse();
+    assertThat(b.mayHoldFirst(6L << 40)).isTrue();
+    b.setCapacity(1); // keeps only the most recent entry, the other chain's first block
+    assertThat(b.mayHoldFirst(6L << 40)).isTrue();
+    b.record(new long[] {first}, 1);
+    assertThat(b.mayHoldFirst(6L << 40)).isFalse();
+    assertThat(b.matchAndTouch(new long[] {first, 2}, 2)).isEqualTo(1);
+  }
+
+  @Test
+  void firstBlocksStayCountedThroughACompactingShrink() {
+    EndpointBlocks b = new EndpointBlocks(2000);
+    for (long k = 1; k <= 1500; k++) {
+      b.record(new long[] {k << 44}, 1);
+    }
+    b.setCapacity(10); // compacts the arrays, renumbering the entries
+    for (long k = 1491; k <= 1500; k++) {
+      assertThat(b.mayHoldFirst(k << 44)).isTrue();
+    }
+    for (long k = 1501; k <= 1600; k++) { // pushes the ten out, one by one
+      b.record(new long[] {k << 44}, 1);
+    }
+    for (long k = 1491; k <= 1500; k++) {
+      assertThat(b.contains(k << 44)).isFalse();
+    }
+    assertThat(b.mayHoldFirst(1600L << 44)).isTrue();
   }
 
   @Test

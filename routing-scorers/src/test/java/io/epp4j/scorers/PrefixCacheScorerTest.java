@@ -60,6 +60,85 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void scorersWithTheSameBlockSettingsShareOneCyclesHashesAndOthersHashOnTheirOwn() {
+    PrefixCacheScorer first = PrefixCacheScorer.create();
+    PrefixCacheScorer second = PrefixCacheScorer.create();
+    PrefixCacheScorer coarser = PrefixCacheScorer.builder().blockSizeTokens(32).build();
+    List<Candidate> pool = TestCandidates.pool(2);
+    for (PrefixCacheScorer s : List.of(first, second, coarser)) {
+      TestCandidates.joined(s, pool);
+    }
+    InferenceRequest r = tok(tokens(64, 0));
+    long[] own = second.blockHashes(r);
+    second.record(pool.get(1).id(), own);
+    coarser.record(pool.get(1).id(), coarser.blockHashes(r));
+
+    CycleState st = state();
+    double[] scores = new double[2];
+    first.score(r, st, pool, scores);
+    BlockHasher.Shared shared = st.get(BlockHasher.SHARED);
+    assertThat(shared).as("the first scorer publishes its hashes").isNotNull();
+    assertThat(shared.hashes()).containsExactly(own);
+
+    // a cycle whose published hashes (here deliberately other ones) the second scorer reads
+    CycleState planted = state();
+    planted.put(BlockHasher.SHARED, new BlockHasher.Shared(16, PrefixCacheScorer.DEFAULT_MAX_PREFIX_BLOCKS,
+        new long[] {1, 2, 3, 4}));
+    second.score(r, planted, pool, scores);
+    assertThat(scores).as("scored from the cycle's hashes, not by hashing again")
+        .containsExactly(0.0, 0.0);
+    coarser.score(r, planted, pool, scores);
+    assertThat(scores).as("another block size hashes the prompt itself").containsExactly(0.0, 1.0);
+  }
+
+  @Test
+  void aLargePoolPublishesEveryCandidatesHitsWhetherFewOrMostHoldThePrompt() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(64);
+    TestCandidates.joined(s, pool);
+    InferenceRequest r = tok(tokens(160, 0)); // 10 blocks
+    long[] h = s.blockHashes(r);
+    s.record(pool.get(5).id(), java.util.Arrays.copyOf(h, 3));
+    s.record(pool.get(63).id(), h);
+    CycleState st = state();
+    double[] scores = new double[64];
+    java.util.Arrays.fill(scores, 0.25); // what an earlier scorer left: overwritten everywhere
+    s.score(r, st, pool, scores);
+    PrefixHits few = st.get(PrefixHits.KEY);
+    assertThat(few.size()).isEqualTo(64);
+    assertThat(few.anyHit()).isTrue();
+    for (int i = 0; i < 64; i++) {
+      double expected = i == 5 ? 3 : i == 63 ? 10 : 0;
+      assertThat(few.cachedBlocks(i)).as("candidate %d", i).isEqualTo(expected);
+      assertThat(scores[i]).as("candidate %d", i).isEqualTo(expected / 10);
+    }
+    assertThat(few.cachedTokens(pool.get(63).id())).isEqualTo(160);
+
+    for (int i = 0; i < 40; i++) { // most of the pool holds a part now
+      s.record(pool.get(i).id(), java.util.Arrays.copyOf(h, 1 + i % 10));
+    }
+    CycleState st2 = state();
+    s.score(r, st2, pool, scores);
+    PrefixHits most = st2.get(PrefixHits.KEY);
+    for (int i = 0; i < 64; i++) {
+      double expected = i < 40 ? Math.max(1 + i % 10, i == 5 ? 3 : 0) : i == 63 ? 10 : 0;
+      assertThat(most.cachedBlocks(i)).as("candidate %d", i).isEqualTo(expected);
+    }
+  }
+
+  @Test
+  void matchCountsComeBackExactlyFromTheScores() {
+    List<Candidate> one = TestCandidates.pool(1);
+    for (int total : new int[] {1, 2, 3, 7, 10, 97, 1000, 1600, 4095, 8191, 8192}) {
+      for (int m = 0; m <= total; m++) {
+        double[] score = {(double) m / total};
+        assertThat(PrefixMatch.fromScores(total, 16, one, score).matchedAt(0))
+            .as("%d of %d", m, total).isEqualTo(m);
+      }
+    }
+  }
+
+  @Test
   void scoresMatchedFractionAndPublishesTheMatch() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(3);

@@ -12,6 +12,9 @@ package io.epp4j.sim;
  * @param routerRejectedRequests the part of {@code rejectedRequests} the router refused
  * @param firstRouterRejection the router's message for the first request it refused, or an empty
  *     string (it names the cause, for example a plugin's exception class; never prompt text)
+ * @param routingWarmMeanMicros mean wall time per routing decision over the second half of the
+ *     run's decisions (past the JIT's warm-up; {@code routingMeanMicros} covers every decision)
+ * @param routingWarmP99Micros the 99th percentile of the same decisions
  * @param ttftCdfMs sorted TTFT samples for the chart (not written to JSON)
  */
 public record PolicyResult(
@@ -33,6 +36,8 @@ public record PolicyResult(
     double meanSessionsPerReplica,
     double routingMeanMicros,
     double routingP99Micros,
+    double routingWarmMeanMicros,
+    double routingWarmP99Micros,
     int clippedRequests,
     int rejectedRequests,
     int routerRejectedRequests,
@@ -41,6 +46,23 @@ public record PolicyResult(
     double wallSeconds,
     double simulatedRequestsPerWallSecond,
     double[] ttftCdfMs) {
+
+  /** A result without separate warm routing times (they equal the whole run's). */
+  public PolicyResult(String policy, double prefixCacheHitRate, double ttftP50Ms,
+      double ttftP95Ms, double ttftP99Ms, double itlP50Ms, double e2eP50Ms, double e2eP95Ms,
+      double outputTokensPerSec, int requests, long preemptions, long evictions,
+      int maxRequestsPerReplica, double meanRequestsPerReplica, int maxSessionsPerReplica,
+      double meanSessionsPerReplica, double routingMeanMicros, double routingP99Micros,
+      int clippedRequests, int rejectedRequests, int routerRejectedRequests,
+      String firstRouterRejection, double simulatedSeconds, double wallSeconds,
+      double simulatedRequestsPerWallSecond, double[] ttftCdfMs) {
+    this(policy, prefixCacheHitRate, ttftP50Ms, ttftP95Ms, ttftP99Ms, itlP50Ms, e2eP50Ms,
+        e2eP95Ms, outputTokensPerSec, requests, preemptions, evictions, maxRequestsPerReplica,
+        meanRequestsPerReplica, maxSessionsPerReplica, meanSessionsPerReplica, routingMeanMicros,
+        routingP99Micros, routingMeanMicros, routingP99Micros, clippedRequests, rejectedRequests,
+        routerRejectedRequests, firstRouterRejection, simulatedSeconds, wallSeconds,
+        simulatedRequestsPerWallSecond, ttftCdfMs);
+  }
 
   /**
    * Whether {@code other} had the same outcome: every column of the report equal except the

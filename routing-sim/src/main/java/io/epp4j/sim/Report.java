@@ -40,11 +40,12 @@ public final class Report {
 
   private static final String[] COLUMNS = {"policy", "hit%", "ttft p50", "ttft p95", "ttft p99",
       "itl p50", "e2e p50", "e2e p95", "out tok/s", "reqs", "preempt", "evict", "req/rep",
-      "sess/rep", "route µs", "clipped"};
+      "sess/rep", "route µs", "warm µs", "clipped"};
 
   /** The legend under every table: the columns whose meaning is not in their name. */
   static final String LEGEND = "   (req/rep and sess/rep: max/mean per replica; route µs: mean/p99"
-      + " wall time per routing decision;\n    clipped: trace requests longer than the model's"
+      + " wall time per routing decision;\n    warm µs: the same over the run's second half, past"
+      + " the JIT's warm-up;\n    clipped: trace requests longer than the model's"
       + " context, replayed with the prompt cut to fit)";
 
   /**
@@ -87,6 +88,8 @@ public final class Report {
           String.format(Locale.ROOT, "%d/%.1f", r.maxSessionsPerReplica(),
               r.meanSessionsPerReplica()),
           String.format(Locale.ROOT, "%.0f/%.0f", r.routingMeanMicros(), r.routingP99Micros()),
+          String.format(Locale.ROOT, "%.0f/%.0f", r.routingWarmMeanMicros(),
+              r.routingWarmP99Micros()),
           Integer.toString(r.clippedRequests())});
     }
     alignPairs(rows);
@@ -230,6 +233,8 @@ public final class Report {
         o.put("meanSessionsPerReplica", round(r.meanSessionsPerReplica(), 2));
         o.put("routingMeanMicros", round(r.routingMeanMicros(), 1));
         o.put("routingP99Micros", round(r.routingP99Micros(), 1));
+        o.put("routingWarmMeanMicros", round(r.routingWarmMeanMicros(), 1));
+        o.put("routingWarmP99Micros", round(r.routingWarmP99Micros(), 1));
         o.put("clippedRequests", r.clippedRequests());
         o.put("rejectedRequests", r.rejectedRequests());
         o.put("routerRejectedRequests", r.routerRejectedRequests());
@@ -274,7 +279,8 @@ public final class Report {
    * otherwise identical runs.
    */
   static String toDeterministicJson(List<ScenarioResult> scenarios) {
-    return toJson(scenarios).replaceAll("\"routing(Mean|P99)Micros\" : [0-9.E-]+", "\"routing$1Micros\" : 0");
+    return toJson(scenarios).replaceAll(
+        "\"routing(Mean|P99|WarmMean|WarmP99)Micros\" : [0-9.E-]+", "\"routing$1Micros\" : 0");
   }
 
   /** A number, or JSON null for NaN (a fact that does not apply). */
@@ -311,7 +317,9 @@ public final class Report {
         + "maxRequestsPerReplica,meanRequestsPerReplica,maxSessionsPerReplica,"
         + "meanSessionsPerReplica,routingMeanMicros,routingP99Micros,clippedRequests,"
         + "rejectedRequests,simulatedSeconds,loadLevel");
-    sb.append(run == null ? "\n" : ",seed,replicas,profile,scrapeIntervalMs,version,load\n");
+    // columns added later go last, so that readers of the earlier layout keep their positions
+    sb.append(run == null ? "" : ",seed,replicas,profile,scrapeIntervalMs,version,load");
+    sb.append(",routingWarmMeanMicros,routingWarmP99Micros\n");
     for (ScenarioResult s : scenarios) {
       for (PolicyResult r : s.results()) {
         sb.append(String.format(Locale.ROOT,
@@ -331,6 +339,8 @@ public final class Report {
               csvField(run.profile()), run.scrapeIntervalMs(), csvField(run.version()),
               csvField(load.toString())));
         }
+        sb.append(String.format(Locale.ROOT, ",%.1f,%.1f", r.routingWarmMeanMicros(),
+            r.routingWarmP99Micros()));
         sb.append('\n');
       }
     }

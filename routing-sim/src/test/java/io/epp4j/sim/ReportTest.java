@@ -97,6 +97,21 @@ class ReportTest {
   }
 
   @Test
+  void warmRoutingTimesHaveTheirOwnColumnAndFieldsAndAreLeftOutOfTheDeterministicReport() {
+    PolicyResult r = new PolicyResult("epp-approximate", 0.9, 39.5, 87.3, 1609, 21.2, 4307,
+        8263, 2075, 1536, 0, 10, 311, 256.0, 55, 44.3, 70, 631, 27, 72, 0, 0, 0, "", 148.2, 0.23,
+        6726, new double[] {1, 2, 3});
+    String t = table(r);
+    assertThat(t).contains("warm µs", "27/72", "70/631", "warm µs:");
+    List<ScenarioResult> s = List.of(new ScenarioResult("s", "d", List.of(r)));
+    assertThat(Report.toJson(s)).contains("\"routingWarmMeanMicros\" : 27.0",
+        "\"routingWarmP99Micros\" : 72.0");
+    assertThat(Report.toDeterministicJson(s)).contains("\"routingWarmMeanMicros\" : 0,",
+        "\"routingWarmP99Micros\" : 0,").doesNotContain("27.0", "72.0");
+    assertThat(Report.toCsv(s)).contains(",27.0,72.0");
+  }
+
+  @Test
   void theLegendExplainsClipped() {
     assertThat(table(result("a", 0.5, 1, 2, 10, 3))).contains("clipped:");
   }

@@ -65,6 +65,35 @@ class SimulationTest {
   }
 
   @Test
+  void warmRoutingTimesCoverOnlyTheSecondHalfOfTheRun() {
+    int total = new Simulation(settings(5), smallSharedPrefix(), Policy.ROUND_ROBIN, null).run()
+        .requests();
+    long slowNanos = 2_000_000;
+    AtomicInteger routed = new AtomicInteger();
+    // the listener runs inside Router.route, so it stands for a cold router: every decision of
+    // the first half takes at least 2 ms, none of the second half does
+    RequestListener coldFirstHalf = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest r, CycleState s, RoutingDecision d) {
+        if (routed.getAndIncrement() < total / 2) {
+          long end = System.nanoTime() + slowNanos;
+          while (System.nanoTime() < end) {
+            Thread.onSpinWait();
+          }
+        }
+      }
+    };
+    PolicyResult r = new Simulation(settings(5), smallSharedPrefix(), Policy.ROUND_ROBIN, null,
+        coldFirstHalf).run();
+    assertThat(r.requests()).isEqualTo(total);
+    assertThat(r.routingMeanMicros()).as("half of the decisions took 2 ms or more")
+        .isGreaterThanOrEqualTo(slowNanos / 2 / 1e3 * (total - 1) / total);
+    assertThat(r.routingWarmMeanMicros()).as("the warm half excludes every slow decision")
+        .isLessThan(slowNanos / 2 / 1e3);
+    assertThat(r.routingWarmMeanMicros()).isPositive();
+  }
+
+  @Test
   void everyRequestIsServedAndReportedThroughTheDecisionLifecycle() {
     AtomicInteger routed = new AtomicInteger();
     AtomicInteger firstTokens = new AtomicInteger();

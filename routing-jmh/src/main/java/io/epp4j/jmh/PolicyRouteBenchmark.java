@@ -1,0 +1,148 @@
+package io.epp4j.jmh;
+
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import io.epp4j.kvevents.BlockKeys;
+import io.epp4j.kvevents.KvBlockIndex;
+import io.epp4j.kvevents.KvEvent;
+import io.epp4j.kvevents.KvEventBatch;
+import io.epp4j.kvevents.KvEventsPresets;
+import io.epp4j.scorers.Epp4jPreset;
+import java.util.List;
+import java.util.Objects;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * {@code Router.route} + {@code onComplete} for each preset policy on the same token prompts over
+ * the same history, so that precise, hybrid and {@code epp4j} routing can be read as ratios of the
+ * approximate one. The history: enough unique background prompts to put about 20,000 blocks on
+ * every endpoint (each sent to the endpoint that is idle at that moment, as a load balancer
+ * spreads cold traffic), then the 64 measured prompts (16 families sharing 75 % of their tokens)
+ * twice. Every routed request is also reported to the KV block index as the engine would report
+ * it ({@code BlockStored} of its blocks on the endpoint that served it), so precise mode sees what
+ * approximate mode remembers. Endpoints hold 40,000 blocks.
+ */
+@State(Scope.Benchmark)
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.MICROSECONDS)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(value = 1, jvmArgsAppend = "-Xmx4g")
+public class PolicyRouteBenchmark {
+  private static final int PROMPTS = 64;
+  private static final int BLOCK_SIZE = 16;
+  private static final int BLOCKS_PER_ENDPOINT = 20_000;
+  private static final long ENGINE_SEED = 0x5eed;
+
+  @Param({"epp-approximate", "epp-precise", "epp-precise-hybrid", "epp4j"})
+  public String policy;
+
+  @Param({"8", "64"})
+  public int endpoints;
+
+  @Param({"1024", "32768"})
+  public int promptTokens;
+
+  private Router router;
+  private KvBlockIndex index;
+  private InferenceRequest[] requests;
+  private int next;
+
+  @Setup(Level.Trial)
+  public void setUp() {
+    SplittableRandom rnd = new SplittableRandom(11);
+    index = KvBlockIndex.builder().build();
+    Router.Builder b = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints))
+        .service(KvBlockIndex.class, index).randomSeed(1);
+    switch (policy) {
+      case "epp-approximate" -> { } // the router's default profile
+      case "epp4j" -> b.configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME);
+      default -> b.configYaml(KvEventsPresets.yaml(policy), policy);
+    }
+    router = b.build();
+    List<String> ids = router.endpoints().stream().map(c -> c.id()).toList();
+
+    int blocksPerPrompt = promptTokens / BLOCK_SIZE;
+    int background = endpoints * BLOCKS_PER_ENDPOINT / blocksPerPrompt;
+    for (int i = 0; i < background; i++) {
+      // one idle endpoint at a time: cold prompts go where the load is lowest
+      String idle = ids.get(i % ids.size());
+      for (String id : ids) {
+        router.updateMetrics(id, metrics(id.equals(idle) ? 0 : 8, 0.5));
+      }
+      int[] tokens = KvEventsBenchmark.tokens(rnd, promptTokens);
+      routeAndReport(InferenceRequest.builder().model(BenchmarkPrompts.MODEL).tokenIds(tokens)
+          .requestId("bg" + i).maxTokens(128).build());
+    }
+    BenchmarkPrompts.publishMetrics(router, rnd);
+    requests = new InferenceRequest[PROMPTS];
+    int families = 16;
+    int shared = promptTokens * 3 / 4;
+    int[][] prefixes = new int[families][];
+    for (int f = 0; f < families; f++) {
+      prefixes[f] = KvEventsBenchmark.tokens(rnd, shared);
+    }
+    for (int i = 0; i < PROMPTS; i++) {
+      int[] t = new int[promptTokens];
+      System.arraycopy(prefixes[i % families], 0, t, 0, shared);
+      System.arraycopy(KvEventsBenchmark.tokens(rnd, promptTokens - shared), 0, t, shared,
+          promptTokens - shared);
+      requests[i] = InferenceRequest.builder().model(BenchmarkPrompts.MODEL).tokenIds(t)
+          .requestId("r" + i).sessionKey("session-" + (i % 97)).maxTokens(128).build();
+    }
+    for (int round = 0; round < 2; round++) {
+      for (InferenceRequest r : requests) {
+        routeAndReport(r);
+      }
+    }
+    // The history's speculative entries (one per block routed before its event came) would
+    // otherwise expire during the first measured seconds; every measured block is held for real.
+    index.purgeSpeculative(Long.MAX_VALUE);
+  }
+
+  private static EndpointMetrics metrics(int waiting, double kvUsage) {
+    return EndpointMetrics.builder().waitingRequests(waiting).runningRequests(16)
+        .kvCacheUsage(kvUsage).kvCapacityBlocks(40_000).blockSizeTokens(BLOCK_SIZE).build();
+  }
+
+  /** Routes, completes, and reports the request's blocks as stored on the endpoint it went to. */
+  private void routeAndReport(InferenceRequest r) {
+    RoutingDecision d = router.route(r);
+    d.onComplete(Usage.NONE);
+    int[] tokens = Objects.requireNonNull(r.tokenIds());
+    int blocks = tokens.length / BLOCK_SIZE;
+    // vLLM's block hashes are content hashes: the same block stored again has the same hash
+    long[] hashes = BlockKeys.chain(ENGINE_SEED, tokens, BLOCK_SIZE, blocks);
+    index.apply(d.primary().id(), KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(hashes, null,
+        java.util.Arrays.copyOf(tokens, blocks * BLOCK_SIZE), BLOCK_SIZE))));
+  }
+
+  @TearDown(Level.Trial)
+  public void tearDown() {
+    router.close();
+  }
+
+  @Benchmark
+  public RoutingDecision route() {
+    RoutingDecision d = router.route(requests[next++ & (PROMPTS - 1)]);
+    d.onComplete(Usage.NONE);
+    return d;
+  }
+}
