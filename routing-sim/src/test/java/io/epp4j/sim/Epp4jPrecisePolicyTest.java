@@ -56,4 +56,29 @@ class Epp4jPrecisePolicyTest {
     assertThat(precise.prefixCacheHitRate()).isGreaterThanOrEqualTo(sticky.prefixCacheHitRate());
     assertThat(precise.ttftP95Ms()).isLessThanOrEqualTo(sticky.ttftP95Ms());
   }
+
+  /**
+   * Independent gateways each remember only their own quarter of the traffic, so {@code epp4j}
+   * sends a group's prompt to replicas that never saw it; every gateway reads the same KV events,
+   * so for {@code epp4j-precise} independence costs only what the events have not yet shown. Like
+   * sharing hints between routers ({@link GatewaysTest}), the events must keep more than half of
+   * what independence costs {@code epp4j}.
+   */
+  @Test
+  void independentGatewaysCostItLessThanHalfOfWhatTheyCostEpp4j() {
+    // 12 groups of 4 users, 3000-token system prompts, 24 clients (GatewaysTest's workload)
+    SharedPrefixWorkload w = new SharedPrefixWorkload(12, 4, LengthDist.fixed(3000),
+        LengthDist.parse("100-300"), LengthDist.parse("20-60"), 300, 24, 0);
+    Simulation.Settings s = new Simulation.Settings(HardwareProfile.qwen3H100Mps6(), 6, 1,
+        50_000_000L, null);
+    double epp4jLoss = new Simulation(s, w, Policy.EPP4J, null).run().prefixCacheHitRate()
+        - new Simulation(s, w, Policy.EPP4J, null).gateways(4, false, 0).run()
+            .prefixCacheHitRate();
+    double preciseLoss = new Simulation(s, w, Policy.EPP4J_PRECISE, null).run()
+        .prefixCacheHitRate()
+        - new Simulation(s, w, Policy.EPP4J_PRECISE, null).gateways(4, false, 0).run()
+            .prefixCacheHitRate();
+    assertThat(epp4jLoss).as("epp4j's loss to independent gateways").isPositive();
+    assertThat(preciseLoss).isLessThan(epp4jLoss / 2);
+  }
 }
