@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 /**
  * The {@value KvEventsPresets#EPP4J_PRECISE} preset: the epp4j policy whose hits come from the
  * engines' KV events, so a prompt goes where an engine reports holding it even when this router
- * never sent it there (another router did, or the engine was warmed before this router started).
+ * never sent it there (another router or client placed it there).
  */
 class Epp4jPresetPreciseTest {
   final AtomicLong now = new AtomicLong(1_000_000_000L);
