@@ -8,22 +8,29 @@ import java.util.List;
 
 /**
  * Ready-made router configurations for precise mode, shipped as resources under
- * {@code io/epp4j/kvevents/presets/}: {@value #EPP_PRECISE} and {@value #EPP_PRECISE_HYBRID}.
- * Both are the EPP default profile (prefix 3, queue 2, KV utilisation 2, max-score picker) with
- * the prefix scorer replaced; they need {@code routing-scorers} for the queue and utilisation
- * scorers.
+ * {@code io/epp4j/kvevents/presets/}: {@value #EPP_PRECISE} and {@value #EPP_PRECISE_HYBRID} are
+ * the EPP default profile (prefix 3, queue 2, KV utilisation 2, max-score picker) with the prefix
+ * scorer replaced; {@value #EPP4J_PRECISE} is the {@code epp4j} policy (token-cost-picker) with
+ * its hits read from KV events instead of the router's memory. All need {@code routing-scorers}
+ * at run time for the plugins that are not KV-event driven.
  */
 public final class KvEventsPresets {
   /** Precise prefix scoring from KV events. */
   public static final String EPP_PRECISE = "epp-precise";
   /** Precise scoring combined with the router's memory of where it sent each prefix. */
   public static final String EPP_PRECISE_HYBRID = "epp-precise-hybrid";
+  /**
+   * The {@code epp4j} policy with {@code precise-prefix-cache-scorer} in place of the approximate
+   * prefix scorer: {@code token-cost-picker} with the epp4j parameters weighs the uncached tokens
+   * the engines' KV events show against each endpoint's load in tokens.
+   */
+  public static final String EPP4J_PRECISE = "epp4j-precise";
 
   private KvEventsPresets() {}
 
   /** The preset names. */
   public static List<String> names() {
-    return List.of(EPP_PRECISE, EPP_PRECISE_HYBRID);
+    return List.of(EPP_PRECISE, EPP_PRECISE_HYBRID, EPP4J_PRECISE);
   }
 
   /**

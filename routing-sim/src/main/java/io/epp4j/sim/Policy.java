@@ -85,6 +85,13 @@ public record Policy(String name, @Nullable String yaml, @Nullable Path file, bo
    */
   public static final Policy EPP4J = new Policy(Epp4jPreset.NAME, Epp4jPreset.yaml(), null);
 
+  /**
+   * {@link #EPP4J} with the hits read from the replicas' KV events
+   * ({@code precise-prefix-cache-scorer} + {@code token-cost-picker}).
+   */
+  public static final Policy EPP4J_PRECISE = new Policy(KvEventsPresets.EPP4J_PRECISE,
+      KvEventsPresets.yaml(KvEventsPresets.EPP4J_PRECISE), null, true);
+
   /** Presets by name, in report order. */
   public static Map<String, Policy> presets() {
     Map<String, Policy> m = new LinkedHashMap<>();
@@ -94,6 +101,7 @@ public record Policy(String name, @Nullable String yaml, @Nullable Path file, bo
     m.put(EPP_PRECISE.name(), EPP_PRECISE);
     m.put(EPP_PRECISE_HYBRID.name(), EPP_PRECISE_HYBRID);
     m.put(EPP4J.name(), EPP4J);
+    m.put(EPP4J_PRECISE.name(), EPP4J_PRECISE);
     return m;
   }
 
