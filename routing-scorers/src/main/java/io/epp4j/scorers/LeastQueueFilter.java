@@ -1,14 +1,10 @@
 package io.epp4j.scorers;
 
 import io.epp4j.api.AbstractPluginProvider;
-import io.epp4j.api.Candidate;
-import io.epp4j.api.CycleState;
-import io.epp4j.api.Filter;
-import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
-import java.util.List;
 
 /**
  * {@code least-queue-filter} (Gateway API Inference Extension 0.5): keeps the endpoints whose
@@ -16,28 +12,20 @@ import java.util.List;
  * division over the {@code n} candidates, so with equal queues every endpoint stays and with one
  * outlier only the shortest queues do. Never empty for a non-empty input.
  */
-final class LeastQueueFilter implements Filter {
-  @Override
-  public List<Candidate> filter(InferenceRequest request, CycleState state,
-      List<Candidate> candidates) {
-    int n = candidates.size();
-    if (n == 0) {
-      return candidates;
-    }
-    int min = Integer.MAX_VALUE;
-    int max = 0;
-    for (int i = 0; i < n; i++) {
-      int q = candidates.get(i).metrics().waitingRequests();
-      min = Math.min(min, q);
-      max = Math.max(max, q);
-    }
-    int limit = min + (max - min) / n;
-    return CandidateLists.retain(candidates, c -> c.metrics().waitingRequests() <= limit);
+final class LeastQueueFilter extends LowestBandFilter {
+  LeastQueueFilter() {
+    super("least-queue-filter");
   }
 
   @Override
-  public String toString() {
-    return "least-queue-filter";
+  double value(EndpointMetrics m) {
+    return m.waitingRequests();
+  }
+
+  @Override
+  double limit(double min, double max, int n) {
+    // whole requests: integer division, as upstream
+    return min + Math.floor((max - min) / n);
   }
 
   /** Provides {@code least-queue-filter}; public only for {@link java.util.ServiceLoader}. */
