@@ -106,6 +106,12 @@ final class SubscriberLoop {
           continue;
         }
         poller.poll(50);
+        // commands submitted while the poll waited (an endpoint joining the pool, with its
+        // replay address) come before the messages that woke it: its first messages may be
+        // among them, and a gap in them must find the replay socket. A command may also have
+        // closed a socket (an endpoint leaving), so the set is taken again
+        runCommands();
+        registered = reregister(poller, registered);
         receiveFrom(registered);
       }
     } catch (RuntimeException | Error e) {
