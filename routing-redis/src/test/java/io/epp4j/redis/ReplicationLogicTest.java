@@ -248,7 +248,7 @@ class ReplicationLogicTest {
     assertThat(readme).contains("## " + RedisReplication.TYPE);
     for (String p : List.of("uri", "pool", "keyPrefix", "stream", "routerId", "batchSize",
         "flushIntervalMillis", "maxLen", "queueCapacity", "heartbeatMillis",
-        "connectTimeoutMillis", "verifyPeer")) {
+        "connectTimeoutMillis", "verifyPeer", "trustCertFile")) {
       assertThat(readme).as("parameter " + p).contains("`" + p + "`");
     }
   }
