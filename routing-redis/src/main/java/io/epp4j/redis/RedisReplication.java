@@ -115,6 +115,11 @@ public final class RedisReplication implements Plugin, RequestListener {
     this.ticker = ticker;
     this.queue = new HintQueue(settings.queueCapacity());
     this.hints = hints;
+    if (hints != null) {
+      // from the first route on, even before any hint arrives: a burst at start is when the
+      // routers most need to agree without having heard of each other
+      hints.shareState();
+    }
     this.transports = transports;
     this.log = new RateLimitedLog(LOG, "redis-replication (pool " + settings.pool() + "): ");
     this.telemetry = new Telemetry(otel);

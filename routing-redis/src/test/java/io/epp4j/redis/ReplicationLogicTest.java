@@ -104,6 +104,65 @@ class ReplicationLogicTest {
     assertThat(b.route(prompt(4)).primary().id()).isEqualTo(chosen);
   }
 
+  /**
+   * Requests that reach two routers within the replication delay (a burst, or Redis away): each
+   * places a prompt it knows nothing of, and where every endpoint ties, both must choose the
+   * same one, or the prompt's prefix is prefilled and cached twice.
+   */
+  @Test
+  void routersThatShareStateBreakTiesAlikeForAPromptNeitherHasHeardOf() {
+    InMemoryLog log = new InMemoryLog();
+    log.down(); // nothing replicates: each router decides on its own
+    Router a = router(log, "p1", "a", 1000);
+    Router b = router(log, "p1", "b", 1000);
+    java.util.Set<String> used = new java.util.HashSet<>();
+    for (int i = 0; i < 40; i++) {
+      RoutingDecision da = a.route(RedisReplicationTest.prompt(40_000 + i, 1024, null));
+      RoutingDecision db = b.route(RedisReplicationTest.prompt(40_000 + i, 1024, null));
+      assertThat(db.primary().id()).as("prompt %d", i).isEqualTo(da.primary().id());
+      used.add(da.primary().id());
+      da.onComplete(RedisReplicationTest.DONE);
+      db.onComplete(RedisReplicationTest.DONE);
+    }
+    // agreement by spreading, not by sending everything to one endpoint
+    assertThat(used).hasSizeGreaterThanOrEqualTo(5);
+  }
+
+  @Test
+  void aRouterThatSharesNothingKeepsTheRandomTieBreak() {
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """;
+    List<String> picks = new ArrayList<>();
+    for (String seed : List.of("a", "b")) {
+      List<Endpoint> eps = new ArrayList<>();
+      for (int i = 0; i < 8; i++) {
+        eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
+      }
+      Router r = Router.builder().endpoints(eps).configYaml(yaml, seed)
+          .randomSeed(seed.hashCode()).build();
+      routers.add(r);
+      StringBuilder sb = new StringBuilder();
+      for (int i = 0; i < 40; i++) {
+        RoutingDecision d = r.route(RedisReplicationTest.prompt(40_000 + i, 1024, null));
+        sb.append(d.primary().id()).append(' ');
+        d.onComplete(RedisReplicationTest.DONE);
+      }
+      picks.add(sb.toString());
+    }
+    // the seeds decide: two seeds agreeing on 40 random 1-in-8 draws has probability 8^-40
+    assertThat(picks.get(1)).isNotEqualTo(picks.get(0));
+  }
+
   @Test
   void aFullQueueDropsAndCountsInsteadOfBlockingTheRoute() {
     InMemoryLog log = new InMemoryLog();
