@@ -128,6 +128,60 @@ class ReplicationLogicTest {
     assertThat(used).hasSizeGreaterThanOrEqualTo(5);
   }
 
+  /**
+   * The same with token-cost-picker, whose costs differ between routers by each one's own
+   * pending prefill: a prompt no endpoint holds still goes to the same endpoint on both, as long
+   * as that endpoint is not much dearer than the cheapest.
+   */
+  @Test
+  void tokenCostPickersThatShareStateAgreeOnAPromptNeitherHasHeardOf() {
+    InMemoryLog log = new InMemoryLog();
+    log.down();
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: token-cost-picker
+        - type: redis-replication
+          parameters: {pool: p1, routerId: %s, flushIntervalMillis: 1}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: token-cost-picker
+        """;
+    List<Router> rs = new ArrayList<>();
+    for (String id : List.of("a", "b")) {
+      List<Endpoint> eps = new ArrayList<>();
+      for (int i = 0; i < 8; i++) {
+        eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
+      }
+      Router r = Router.builder().endpoints(eps)
+          .registry(PluginRegistry.fromServiceLoader()
+              .with(new RedisReplication.Provider(log::factory)))
+          .configYaml(yaml.formatted(id), id).randomSeed(id.hashCode()).build();
+      routers.add(r);
+      rs.add(r);
+    }
+    Router a = rs.get(0);
+    Router b = rs.get(1);
+    List<RoutingDecision> open = new ArrayList<>();
+    // a has a request of its own waiting for prefill that b knows nothing of
+    open.add(a.route(RedisReplicationTest.prompt(41_000, 1024, null)));
+    java.util.Set<String> used = new java.util.HashSet<>();
+    for (int i = 0; i < 30; i++) {
+      RoutingDecision da = a.route(RedisReplicationTest.prompt(42_000 + i, 1024, null));
+      RoutingDecision db = b.route(RedisReplicationTest.prompt(42_000 + i, 1024, null));
+      assertThat(db.primary().id()).as("prompt %d", i).isEqualTo(da.primary().id());
+      used.add(da.primary().id());
+      da.onComplete(RedisReplicationTest.DONE);
+      db.onComplete(RedisReplicationTest.DONE);
+    }
+    assertThat(used).hasSizeGreaterThanOrEqualTo(5);
+    open.forEach(d -> d.onComplete(RedisReplicationTest.DONE));
+  }
+
   @Test
   void aRouterThatSharesNothingKeepsTheRandomTieBreak() {
     String yaml = """
