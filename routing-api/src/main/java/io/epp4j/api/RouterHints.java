@@ -36,6 +36,23 @@ public interface RouterHints {
   /** Visits this router's own in-flight figures (remote ones excluded), one call per endpoint. */
   void forEachLocalInFlight(InFlightVisitor visitor);
 
+  /**
+   * Says that this router shares its routing state with other routers of its pool; a replication
+   * plugin calls it once when it starts. From then on the router breaks exact ties between
+   * endpoints by the prompt's first block (rendezvous hashing) instead of at random, so that
+   * routers deciding on the same unknown prefix before any hint can reach them (a burst that
+   * arrives at all gateways at once) still choose the same endpoint and the prefix is not
+   * prefilled and cached once per router. A router that shares nothing keeps the random
+   * tie-break. It stays set for the router's life, also when a reload drops the plugin that
+   * set it: the agreement costs nothing in balance. The default does nothing.
+   */
+  default void shareState() {}
+
+  /** Whether {@link #shareState} was called. */
+  default boolean sharesState() {
+    return false;
+  }
+
   /** Receives one endpoint's in-flight figures. */
   @FunctionalInterface
   interface InFlightVisitor {

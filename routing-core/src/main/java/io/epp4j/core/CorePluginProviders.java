@@ -17,7 +17,8 @@ public final class CorePluginProviders {
 
     @Override
     protected Plugin build(PluginContext context, Parameters p) {
-      return new MaxScorePicker(p.getInt("maxNumOfEndpoints", 1, 1, 1024));
+      return new MaxScorePicker(p.getInt("maxNumOfEndpoints", 1, 1, 1024),
+          context.service(io.epp4j.api.RouterHints.class).orElse(null));
     }
   }
 

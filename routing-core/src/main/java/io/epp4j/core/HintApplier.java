@@ -63,6 +63,7 @@ final class HintApplier implements RouterHints {
 
   private record Listeners(ActiveConfig active, HintListener[] listeners) {}
 
+  private volatile boolean shared;
   private volatile @Nullable Bound bound;
   private volatile @Nullable Listeners listeners;
   private final Object lock = new Object();
@@ -73,6 +74,16 @@ final class HintApplier implements RouterHints {
   void bind(Supplier<PoolSnapshot> pool, Supplier<ActiveConfig> active, Ticker ticker,
       long maxAgeNanos) {
     bound = new Bound(pool, active, ticker, maxAgeNanos);
+  }
+
+  @Override
+  public void shareState() {
+    shared = true;
+  }
+
+  @Override
+  public boolean sharesState() {
+    return shared;
   }
 
   @Override

@@ -12,12 +12,14 @@ import io.epp4j.api.RequestListener;
 import io.epp4j.api.RouterHints;
 import io.epp4j.api.RoutingDecision;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.SslOptions;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.metrics.DoubleHistogram;
 import io.opentelemetry.api.metrics.Meter;
 import java.io.DataInputStream;
+import java.io.File;
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.time.Instant;
@@ -113,6 +115,11 @@ public final class RedisReplication implements Plugin, RequestListener {
     this.ticker = ticker;
     this.queue = new HintQueue(settings.queueCapacity());
     this.hints = hints;
+    if (hints != null) {
+      // from the first route on, even before any hint arrives: a burst at start is when the
+      // routers most need to agree without having heard of each other
+      hints.shareState();
+    }
     this.transports = transports;
     this.log = new RateLimitedLog(LOG, "redis-replication (pool " + settings.pool() + "): ");
     this.telemetry = new Telemetry(otel);
@@ -364,11 +371,35 @@ public final class RedisReplication implements Plugin, RequestListener {
     } else {
       readerUp = false;
     }
-    if (running) {
+    if (!running) {
+      return;
+    }
+    if (refusedCredentials(e)) {
+      // retrying does not fix a wrong password, but a rotated secret may come back: keep trying
+      log.report(Level.WARNING, "auth", "Redis refused this router's credentials (" + who
+          + "): check the user and password of parameter 'uri'; routing continues on this"
+          + " router's own state, retrying with backoff");
+    } else {
       log.report(Level.WARNING, "down", "Redis unreachable (" + who + ": "
           + e.getClass().getSimpleName() + "); routing continues on this router's own state,"
           + " reconnecting with backoff");
     }
+  }
+
+  /**
+   * Whether Redis answered the handshake with an authentication error ({@code WRONGPASS},
+   * {@code NOAUTH}, or the older "invalid password"). Only the reply's first word is looked at:
+   * the server's messages never carry the password, but nothing of them is logged either.
+   */
+  static boolean refusedCredentials(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      String m = t.getMessage();
+      if (m != null && (m.startsWith("WRONGPASS") || m.startsWith("NOAUTH")
+          || m.startsWith("ERR invalid password") || m.startsWith("ERR AUTH"))) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private void apply(HintTransport.Entry entry, long newestMillis) {
@@ -701,6 +732,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       int connectTimeout = p.getInt("connectTimeoutMillis", DEFAULT_CONNECT_TIMEOUT_MILLIS, 10,
           600_000);
       boolean verifyPeer = p.getBoolean("verifyPeer", true);
+      String trustCertFile = p.getString("trustCertFile", null);
       Settings settings = new Settings(pool, stream, routerId, batch, flush * 1_000_000L,
           capacity, heartbeat * 1_000_000L);
       HintTransport.Factory transports;
@@ -713,7 +745,7 @@ public final class RedisReplication implements Plugin, RequestListener {
           throw new IllegalArgumentException("parameter 'uri' is invalid");
         }
         transports = new RedisStreamTransport.Factory(redis, stream, maxLen,
-            Duration.ofMillis(connectTimeout));
+            Duration.ofMillis(connectTimeout), sslOptions(p, trustCertFile));
       }
       return new RedisReplication(settings, c.service(RouterHints.class).orElse(null),
           transports, c.service(OpenTelemetry.class).orElse(OpenTelemetry.noop()), c.ticker());
@@ -736,6 +768,33 @@ public final class RedisReplication implements Plugin, RequestListener {
         p.error("uri", "is not a redis:// or rediss:// URI");
         return null;
       }
+    }
+
+    /**
+     * The trust anchors for {@code rediss://}: the PEM file of {@code trustCertFile} when given,
+     * else the JVM's trust store ({@code javax.net.ssl.trustStore}, by default the JDK's
+     * {@code cacerts}).
+     */
+    private static @Nullable SslOptions sslOptions(Parameters p, @Nullable String trustCertFile) {
+      if (trustCertFile == null || trustCertFile.isBlank()) {
+        return null;
+      }
+      File f = new File(trustCertFile.trim());
+      if (!f.isFile() || !f.canRead()) {
+        p.error("trustCertFile", "is not a readable file: " + f);
+        throw new IllegalArgumentException("parameter 'trustCertFile' is invalid");
+      }
+      // Lettuce reads the file only at connect time: a wrong file is a configuration error now
+      try (java.io.InputStream in = java.nio.file.Files.newInputStream(f.toPath())) {
+        if (java.security.cert.CertificateFactory.getInstance("X.509")
+            .generateCertificates(in).isEmpty()) {
+          throw new java.security.cert.CertificateException("no certificate");
+        }
+      } catch (java.io.IOException | java.security.cert.CertificateException e) {
+        p.error("trustCertFile", "is not a PEM file of X.509 certificates: " + f);
+        throw new IllegalArgumentException("parameter 'trustCertFile' is invalid", e);
+      }
+      return SslOptions.builder().jdkSslProvider().trustManager(f).build();
     }
 
     private static String defaultRouterId() {

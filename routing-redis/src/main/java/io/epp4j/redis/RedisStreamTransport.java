@@ -6,6 +6,7 @@ import io.lettuce.core.Range;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SocketOptions;
+import io.lettuce.core.SslOptions;
 import io.lettuce.core.StreamMessage;
 import io.lettuce.core.XAddArgs;
 import io.lettuce.core.XReadArgs;
@@ -41,13 +42,18 @@ final class RedisStreamTransport implements HintTransport {
     private final long maxLen;
     private final Duration commandTimeout;
 
-    Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout) {
+    Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout,
+        @Nullable SslOptions ssl) {
       this.resources = DefaultClientResources.builder()
           .ioThreadPoolSize(2)
           .computationThreadPoolSize(2)
           .build();
       this.client = RedisClient.create(resources, uri);
-      client.setOptions(ClientOptions.builder()
+      ClientOptions.Builder options = ClientOptions.builder();
+      if (ssl != null) {
+        options.sslOptions(ssl);
+      }
+      client.setOptions(options
           .autoReconnect(false)
           .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
           .socketOptions(SocketOptions.builder().connectTimeout(connectTimeout).build())

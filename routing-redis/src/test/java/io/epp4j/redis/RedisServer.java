@@ -26,9 +26,33 @@ import org.junit.jupiter.api.extension.ParameterResolver;
 public final class RedisServer implements BeforeAllCallback, AfterAllCallback, ParameterResolver {
   private static final long START_TIMEOUT_NANOS = 10_000_000_000L;
 
+  private final @Nullable String password;
+  private final boolean tls;
+  private @Nullable Path certs;
   private @Nullable String binary;
   private int port;
   private @Nullable Process process;
+
+  /** A plain server without a password. */
+  public RedisServer() {
+    this(false, null);
+  }
+
+  private RedisServer(boolean tls, @Nullable String password) {
+    this.tls = tls;
+    this.password = password;
+  }
+
+  /**
+   * A server that speaks only TLS ({@code --port 0}: no plain port), with a certificate of a
+   * throwaway CA made by the {@code openssl} command for 127.0.0.1, no client certificates, and
+   * {@code requirepass password}. Skipped, saying why, when {@code openssl} is missing or the
+   * binary was built without TLS, unless the environment variable {@code CI} is set: then that
+   * is a failure.
+   */
+  public static RedisServer tls(String password) {
+    return new RedisServer(true, password);
+  }
 
   @Override
   public void beforeAll(ExtensionContext context) throws Exception {
@@ -38,7 +62,37 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
     try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
       port = s.getLocalPort();
     }
+    if (tls) {
+      certs = TestCertificates.create(Files.createTempDirectory("epp4j-redis-tls"));
+      skipOrFail(certs != null, "the openssl command is not installed; it makes the throwaway"
+          + " CA and server certificate");
+      try {
+        start();
+      } catch (IllegalStateException e) {
+        // a server built without TLS rejects the tls-* options at start
+        boolean noTls = e.getMessage() != null && e.getMessage().toLowerCase(java.util.Locale.ROOT)
+            .contains("tls");
+        skipOrFail(!noTls, binary + " was built without TLS support: " + e.getMessage());
+        throw e;
+      }
+      return;
+    }
     start();
+  }
+
+  private static void skipOrFail(boolean ok, String why) {
+    if (ok) {
+      return;
+    }
+    if (System.getenv("CI") != null) {
+      throw new IllegalStateException(why + " (CI is set: the TLS tests must run)");
+    }
+    Assumptions.assumeTrue(false, why);
+  }
+
+  /** The PEM file of the CA that signed the TLS server's certificate. */
+  public Path caCertFile() {
+    return java.util.Objects.requireNonNull(certs, "not a TLS server").resolve("ca.crt");
   }
 
   @Override
@@ -56,8 +110,15 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
     return this;
   }
 
+  /** {@code redis://} or, for a TLS server, {@code rediss://} with its password. */
   public String uri() {
-    return "redis://127.0.0.1:" + port;
+    return uri(password);
+  }
+
+  /** This server's URI with {@code password} (a wrong one, say) as the default user's. */
+  public String uri(@Nullable String password) {
+    String auth = password == null ? "" : "default:" + password + "@";
+    return (tls ? "rediss://" : "redis://") + auth + "127.0.0.1:" + port;
   }
 
   public int port() {
@@ -77,9 +138,22 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
   public void start() throws IOException, InterruptedException {
     Path log = Files.createTempFile("epp4j-redis", ".log");
     log.toFile().deleteOnExit();
-    Process p = new ProcessBuilder(List.of(java.util.Objects.requireNonNull(binary),
-        "--port", Integer.toString(port), "--bind", "127.0.0.1", "--save", "",
-        "--appendonly", "no", "--protected-mode", "yes"))
+    List<String> args = new java.util.ArrayList<>(List.of(java.util.Objects.requireNonNull(binary),
+        "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"));
+    if (tls) {
+      Path dir = java.util.Objects.requireNonNull(certs);
+      args.addAll(List.of("--port", "0", "--tls-port", Integer.toString(port),
+          "--tls-cert-file", dir.resolve("server.crt").toString(),
+          "--tls-key-file", dir.resolve("server.key").toString(),
+          "--tls-ca-cert-file", dir.resolve("ca.crt").toString(),
+          "--tls-auth-clients", "no"));
+    } else {
+      args.addAll(List.of("--port", Integer.toString(port)));
+    }
+    if (password != null) {
+      args.addAll(List.of("--requirepass", password));
+    }
+    Process p = new ProcessBuilder(args)
         .redirectErrorStream(true)
         .redirectOutput(log.toFile())
         .start();

@@ -104,6 +104,119 @@ class ReplicationLogicTest {
     assertThat(b.route(prompt(4)).primary().id()).isEqualTo(chosen);
   }
 
+  /**
+   * Requests that reach two routers within the replication delay (a burst, or Redis away): each
+   * places a prompt it knows nothing of, and where every endpoint ties, both must choose the
+   * same one, or the prompt's prefix is prefilled and cached twice.
+   */
+  @Test
+  void routersThatShareStateBreakTiesAlikeForAPromptNeitherHasHeardOf() {
+    InMemoryLog log = new InMemoryLog();
+    log.down(); // nothing replicates: each router decides on its own
+    Router a = router(log, "p1", "a", 1000);
+    Router b = router(log, "p1", "b", 1000);
+    java.util.Set<String> used = new java.util.HashSet<>();
+    for (int i = 0; i < 40; i++) {
+      RoutingDecision da = a.route(RedisReplicationTest.prompt(40_000 + i, 1024, null));
+      RoutingDecision db = b.route(RedisReplicationTest.prompt(40_000 + i, 1024, null));
+      assertThat(db.primary().id()).as("prompt %d", i).isEqualTo(da.primary().id());
+      used.add(da.primary().id());
+      da.onComplete(RedisReplicationTest.DONE);
+      db.onComplete(RedisReplicationTest.DONE);
+    }
+    // agreement by spreading, not by sending everything to one endpoint
+    assertThat(used).hasSizeGreaterThanOrEqualTo(5);
+  }
+
+  /**
+   * The same with token-cost-picker, whose costs differ between routers by each one's own
+   * pending prefill: a prompt no endpoint holds still goes to the same endpoint on both, as long
+   * as that endpoint is not much dearer than the cheapest.
+   */
+  @Test
+  void tokenCostPickersThatShareStateAgreeOnAPromptNeitherHasHeardOf() {
+    InMemoryLog log = new InMemoryLog();
+    log.down();
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: token-cost-picker
+        - type: redis-replication
+          parameters: {pool: p1, routerId: %s, flushIntervalMillis: 1}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: token-cost-picker
+        """;
+    List<Router> rs = new ArrayList<>();
+    for (String id : List.of("a", "b")) {
+      List<Endpoint> eps = new ArrayList<>();
+      for (int i = 0; i < 8; i++) {
+        eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
+      }
+      Router r = Router.builder().endpoints(eps)
+          .registry(PluginRegistry.fromServiceLoader()
+              .with(new RedisReplication.Provider(log::factory)))
+          .configYaml(yaml.formatted(id), id).randomSeed(id.hashCode()).build();
+      routers.add(r);
+      rs.add(r);
+    }
+    Router a = rs.get(0);
+    Router b = rs.get(1);
+    List<RoutingDecision> open = new ArrayList<>();
+    // a has a request of its own waiting for prefill that b knows nothing of
+    open.add(a.route(RedisReplicationTest.prompt(41_000, 1024, null)));
+    java.util.Set<String> used = new java.util.HashSet<>();
+    for (int i = 0; i < 30; i++) {
+      RoutingDecision da = a.route(RedisReplicationTest.prompt(42_000 + i, 1024, null));
+      RoutingDecision db = b.route(RedisReplicationTest.prompt(42_000 + i, 1024, null));
+      assertThat(db.primary().id()).as("prompt %d", i).isEqualTo(da.primary().id());
+      used.add(da.primary().id());
+      da.onComplete(RedisReplicationTest.DONE);
+      db.onComplete(RedisReplicationTest.DONE);
+    }
+    assertThat(used).hasSizeGreaterThanOrEqualTo(5);
+    open.forEach(d -> d.onComplete(RedisReplicationTest.DONE));
+  }
+
+  @Test
+  void aRouterThatSharesNothingKeepsTheRandomTieBreak() {
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """;
+    List<String> picks = new ArrayList<>();
+    for (String seed : List.of("a", "b")) {
+      List<Endpoint> eps = new ArrayList<>();
+      for (int i = 0; i < 8; i++) {
+        eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
+      }
+      Router r = Router.builder().endpoints(eps).configYaml(yaml, seed)
+          .randomSeed(seed.hashCode()).build();
+      routers.add(r);
+      StringBuilder sb = new StringBuilder();
+      for (int i = 0; i < 40; i++) {
+        RoutingDecision d = r.route(RedisReplicationTest.prompt(40_000 + i, 1024, null));
+        sb.append(d.primary().id()).append(' ');
+        d.onComplete(RedisReplicationTest.DONE);
+      }
+      picks.add(sb.toString());
+    }
+    // the seeds decide: two seeds agreeing on 40 random 1-in-8 draws has probability 8^-40
+    assertThat(picks.get(1)).isNotEqualTo(picks.get(0));
+  }
+
   @Test
   void aFullQueueDropsAndCountsInsteadOfBlockingTheRoute() {
     InMemoryLog log = new InMemoryLog();
@@ -248,7 +361,7 @@ class ReplicationLogicTest {
     assertThat(readme).contains("## " + RedisReplication.TYPE);
     for (String p : List.of("uri", "pool", "keyPrefix", "stream", "routerId", "batchSize",
         "flushIntervalMillis", "maxLen", "queueCapacity", "heartbeatMillis",
-        "connectTimeoutMillis", "verifyPeer")) {
+        "connectTimeoutMillis", "verifyPeer", "trustCertFile")) {
       assertThat(readme).as("parameter " + p).contains("`" + p + "`");
     }
   }

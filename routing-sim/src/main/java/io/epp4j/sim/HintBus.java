@@ -79,6 +79,7 @@ final class HintBus {
 
   /** Registers router {@code origin}'s hint side; call in origin order. */
   void register(RouterHints hints) {
+    hints.shareState();
     routers.add(hints);
     sent.add(new HashMap<>());
   }
