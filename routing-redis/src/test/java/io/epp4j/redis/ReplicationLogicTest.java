@@ -74,7 +74,9 @@ class ReplicationLogicTest {
   }
 
   static void await(String what, BooleanSupplier c) throws InterruptedException {
-    long deadline = System.nanoTime() + 10_000_000_000L;
+    // 30 s: after an outage a reader may sit out a 5 s backoff, and a loaded 2-core machine can
+    // stretch the rest several times over; a condition that holds returns at once
+    long deadline = System.nanoTime() + 30_000_000_000L;
     while (!c.getAsBoolean()) {
       if (System.nanoTime() - deadline > 0) {
         throw new AssertionError("timed out waiting until " + what);
