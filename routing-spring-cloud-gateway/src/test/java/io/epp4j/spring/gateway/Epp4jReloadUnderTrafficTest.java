@@ -101,8 +101,10 @@ class Epp4jReloadUnderTrafficTest {
             boolean stream = (i + thread) % 2 == 0;
             int phase = reloadsDone.get();
             try {
-              HttpResponse<String> r = CLIENT.send(request(thread + "-" + i, stream),
-                  HttpResponse.BodyHandlers.ofString());
+              // the request's own timeout ends at the headers; a stream that stalls after them
+              // must show up as a problem, not hang the test
+              HttpResponse<String> r = CLIENT.sendAsync(request(thread + "-" + i, stream),
+                  HttpResponse.BodyHandlers.ofString()).get(30, TimeUnit.SECONDS);
               String body = r.body();
               boolean whole = stream
                   ? body.contains("\"cached_tokens\":" + StandInReplica.CACHED)
@@ -140,7 +142,9 @@ class Epp4jReloadUnderTrafficTest {
       reloadsDone.set(2);
 
       for (Future<?> f : running) {
-        f.get(60, TimeUnit.SECONDS);
+        // each thread stops sending at stopAt and its last request ends within 30 s
+        f.get(Math.max(0, stopAt - System.nanoTime()) + TimeUnit.SECONDS.toNanos(40),
+            TimeUnit.NANOSECONDS);
       }
     } finally {
       clients.shutdownNow();
