@@ -21,8 +21,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Holders live in a primitive open-addressing table ({@code HolderTable}): each block key
  * maps to one {@code long} packing two tier bits (GPU, offload) for each of the first 32 endpoint
  * slots, stored next to the key, so a lookup is usually one cache miss and no object exists per
- * block. Endpoints beyond the first 32 ever seen keep their bits in a
- * {@link ConcurrentHashMap} on the side (slower, same semantics).
+ * block. Endpoints beyond the first 32 ever seen keep their bits in further tables of the same
+ * kind, one per 32 slots ({@code Holders}), created while some slot of theirs holds a block.
  *
  * <p>Concurrency: all writers (event batches of every endpoint, resyncs, endpoint removal) take
  * one index-wide lock, because one word holds the bits of several endpoints; different
@@ -499,48 +499,69 @@ public final class KvBlockIndex {
   void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out,
       int @Nullable [] realRun) {
     int n = slots.length;
-    boolean[] alive = new boolean[n];
+    // the candidates still matching, as a dense list: a block costs one step per endpoint still
+    // in the run, not one per candidate of the pool
+    int[] alive = new int[n];
     int aliveCount = 0;
+    // one holder-table probe per block per plane some live candidate sits in (usually one plane)
+    HolderTable[] planes = new HolderTable[Math.min(n, 4)];
+    int[] planeLive = new int[planes.length];
+    int planeCount = 0;
+    int[] planeOf = new int[n];
     for (int i = 0; i < n; i++) {
-      if (use[i] && slots[i] >= 0) {
-        alive[i] = true;
-        aliveCount++;
+      if (!use[i]) {
+        continue;
       }
-      if (use[i]) {
-        out[i] = 0;
-        if (realRun != null) {
-          realRun[i] = 0;
+      out[i] = 0;
+      if (realRun != null) {
+        realRun[i] = 0;
+      }
+      if (slots[i] < 0) {
+        continue;
+      }
+      alive[aliveCount++] = i;
+      HolderTable t = holders.plane(slots[i]);
+      int p = -1;
+      if (t != null) {
+        for (int j = 0; j < planeCount; j++) {
+          if (planes[j] == t) {
+            p = j;
+            break;
+          }
         }
+        if (p < 0) {
+          if (planeCount == planes.length) {
+            planes = java.util.Arrays.copyOf(planes, planeCount * 2);
+            planeLive = java.util.Arrays.copyOf(planeLive, planeCount * 2);
+          }
+          p = planeCount++;
+          planes[p] = t;
+        }
+        planeLive[p]++;
       }
+      planeOf[i] = p; // -1: nothing of that plane is held; speculative entries may still count
     }
+    long[] words = new long[planeCount];
     boolean anySpeculative = speculative.any();
-    // the rooms' tables read once into locals: this loop is the precise scorer's inner loop
-    HolderTable table = holders.table;
-    ConcurrentHashMap<Long, int[]> wide = holders.wide;
     ConcurrentHashMap<Long, long[]> spByKey = speculative.byKey;
-    // endpoints past the inline slots cost a boxed map lookup per block: only while one of
-    // them is still matching (usually none after the first block)
-    int wideAlive = 0;
-    for (int i = 0; i < n; i++) {
-      if (alive[i] && slots[i] >= HolderTable.INLINE_SLOTS) {
-        wideAlive++;
-      }
-    }
     for (int b = 0; b < keys.length && aliveCount > 0; b++) {
       long key = keys[b];
-      long word = table.get(key);
-      int[] arr = wideAlive > 0 ? wide.get(key) : null;
+      long any = 0;
+      for (int j = 0; j < planeCount; j++) {
+        long w = planeLive[j] > 0 ? planes[j].get(key) : 0;
+        words[j] = w;
+        any |= w;
+      }
       long[] sp = anySpeculative ? spByKey.get(key) : null;
-      if (word == 0 && arr == null && sp == null) {
+      if (any == 0 && sp == null) {
         break;
       }
-      for (int i = 0; i < n; i++) {
-        if (!alive[i]) {
-          continue;
-        }
+      int kept = 0;
+      for (int a = 0; a < aliveCount; a++) {
+        int i = alive[a];
         int slot = slots[i];
-        int bits = slot < HolderTable.INLINE_SLOTS ? (int) (word >>> (slot << 1)) & 3
-            : arr != null ? Holders.bitsOf(arr, slot) : 0;
+        int p = planeOf[i];
+        int bits = p < 0 ? 0 : (int) (words[p] >>> Holders.shift(slot)) & 3;
         if (bits != 0 && realRun != null && realRun[i] == b) {
           realRun[i] = b + 1; // still an unbroken run of real holdings
         }
@@ -549,15 +570,15 @@ public final class KvBlockIndex {
           w = 1.0;
         }
         if (w == 0) {
-          alive[i] = false;
-          aliveCount--;
-          if (slot >= HolderTable.INLINE_SLOTS) {
-            wideAlive--;
+          if (p >= 0) {
+            planeLive[p]--;
           }
         } else {
           out[i] += w;
+          alive[kept++] = i;
         }
       }
+      aliveCount = kept;
     }
   }
 
