@@ -184,7 +184,10 @@ final class HolderTable {
     }
   }
 
-  /** Reads the cell where a probe for {@code key} starts, to pull it into the cache. Writer only. */
+  /**
+   * Reads the cell where a probe for {@code key} starts, to pull it into the cache. Any thread:
+   * the value is a hint, never trusted.
+   */
   long touch(long key) {
     Table t = table;
     return t.cells[(home(key) & t.mask) << 1];

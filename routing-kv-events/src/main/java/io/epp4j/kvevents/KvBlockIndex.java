@@ -64,6 +64,13 @@ public final class KvBlockIndex {
 
   /** Serialises every writer: the holder table packs all endpoints' bits of a key in one word. */
   private final Object writeLock = new Object();
+  /** Blocks whose cells the precise walk pulls into the cache at a time. A power of two. */
+  private static final int TOUCH_AHEAD = 32;
+  private static final long TOUCH_SINK_MARK = 0x5EED_5EED_5EED_5EEDL;
+  /** Written only when the touched words sum to a value no walk is expected to produce. */
+  @SuppressWarnings("unused")
+  private static long touchSink;
+
   /** Real holders of every key, per endpoint slot and tier. */
   private final Holders holders = new Holders();
   private final SpeculativeHolds speculative;
@@ -542,17 +549,55 @@ public final class KvBlockIndex {
       planeOf[i] = p; // -1: nothing of that plane is held; speculative entries may still count
     }
     long[] words = new long[planeCount];
+    // per plane, the GPU bit of every candidate still matching: a block whose words have all of
+    // them set (the usual case inside a held prefix) adds 1.0 to every live candidate, which is
+    // counted once for all of them (pending) instead of candidate by candidate
+    long[] gpuMask = new long[planeCount];
+    int aliveWithoutPlane = 0;
+    for (int a = 0; a < aliveCount; a++) {
+      int i = alive[a];
+      if (planeOf[i] >= 0) {
+        gpuMask[planeOf[i]] |= 1L << Holders.shift(slots[i]);
+      } else {
+        aliveWithoutPlane++;
+      }
+    }
     boolean anySpeculative = speculative.any();
     ConcurrentHashMap<Long, long[]> spByKey = speculative.byKey;
-    for (int b = 0; b < keys.length && aliveCount > 0; b++) {
+    long touched = 0;
+    int pending = 0;
+    int b = 0;
+    for (; b < keys.length && aliveCount > 0; b++) {
+      if ((b & (TOUCH_AHEAD - 1)) == 0) {
+        // pull the next blocks' cells into the cache in a loop with no dependence between
+        // iterations, so their misses (one per block on an index of millions of keys) overlap
+        // instead of being paid one after another by the walk below
+        for (int t = b, end = Math.min(keys.length, b + TOUCH_AHEAD); t < end; t++) {
+          for (int j = 0; j < planeCount; j++) {
+            if (planeLive[j] > 0) {
+              touched += planes[j].touch(keys[t]);
+            }
+          }
+        }
+      }
       long key = keys[b];
       long any = 0;
+      boolean allGpu = aliveWithoutPlane == 0;
       for (int j = 0; j < planeCount; j++) {
         long w = planeLive[j] > 0 ? planes[j].get(key) : 0;
         words[j] = w;
         any |= w;
+        allGpu &= (w & gpuMask[j]) == gpuMask[j];
       }
       long[] sp = anySpeculative ? spByKey.get(key) : null;
+      if (allGpu && sp == null) {
+        pending++;
+        continue;
+      }
+      if (pending > 0) {
+        addPending(alive, aliveCount, pending, b, out, realRun);
+        pending = 0;
+      }
       if (any == 0 && sp == null) {
         break;
       }
@@ -572,6 +617,9 @@ public final class KvBlockIndex {
         if (w == 0) {
           if (p >= 0) {
             planeLive[p]--;
+            gpuMask[p] &= ~(1L << Holders.shift(slot));
+          } else {
+            aliveWithoutPlane--;
           }
         } else {
           out[i] += w;
@@ -579,6 +627,36 @@ public final class KvBlockIndex {
         }
       }
       aliveCount = kept;
+    }
+    if (pending > 0) {
+      addPending(alive, aliveCount, pending, b, out, realRun);
+    }
+    if (touched == TOUCH_SINK_MARK) {
+      touchSink = touched; // keeps the touches: their value is used, and the write almost never happens
+    }
+  }
+
+  /**
+   * Credits every live candidate with the {@code pending} blocks before {@code b} that all of them
+   * hold on GPU, with the same result as adding 1.0 once per block: in one addition while the
+   * sum is a whole number (then every partial sum is exact), block by block otherwise.
+   */
+  private static void addPending(int[] alive, int aliveCount, int pending, int b, double[] out,
+      int @Nullable [] realRun) {
+    for (int a = 0; a < aliveCount; a++) {
+      int i = alive[a];
+      double o = out[i];
+      if (o == Math.rint(o) && o < 0x1p52) {
+        o += pending;
+      } else {
+        for (int k = 0; k < pending; k++) {
+          o += 1.0;
+        }
+      }
+      out[i] = o;
+      if (realRun != null && realRun[i] == b - pending) {
+        realRun[i] = b; // the run of real holdings went on through these blocks
+      }
     }
   }
 
