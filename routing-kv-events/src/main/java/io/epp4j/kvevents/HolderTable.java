@@ -87,8 +87,12 @@ final class HolderTable {
 
   /** Sets {@code bits} on {@code key}. Writer only. */
   void or(long key, long bits) {
+    write(key, bits, false);
+  }
+
+  private void write(long key, long bits, boolean replace) {
     if (key == 0) {
-      zeroKeyBits |= bits;
+      zeroKeyBits = replace ? bits : zeroKeyBits | bits;
       return;
     }
     Table t = table;
@@ -101,8 +105,9 @@ final class HolderTable {
       long k = c[at];
       if (k == key) {
         long v = c[at + 1];
-        if ((v | bits) != v) {
-          CELLS.setRelease(c, at + 1, v | bits);
+        long nv = replace ? bits : v | bits;
+        if (nv != v) {
+          CELLS.setRelease(c, at + 1, nv);
           if (v == 0) {
             live++;
           }
@@ -130,6 +135,18 @@ final class HolderTable {
       }
       i = (i + 1) & mask;
     }
+  }
+
+  /**
+   * Sets {@code key}'s word to {@code value} (nonzero), whatever it was: the table as a plain
+   * concurrent {@code long → long} map whose zero means absent. One release write of the new
+   * word, so a reader sees the old word or the new one, never a mix. Writer only.
+   */
+  void put(long key, long value) {
+    if (value == 0) {
+      throw new IllegalArgumentException("value must be nonzero (zero marks a dead cell)");
+    }
+    write(key, value, true);
   }
 
   /** Clears {@code bits} on {@code key}; returns the bits left. Writer only. */
@@ -167,7 +184,10 @@ final class HolderTable {
     }
   }
 
-  /** Reads the cell where a probe for {@code key} starts, to pull it into the cache. Writer only. */
+  /**
+   * Reads the cell where a probe for {@code key} starts, to pull it into the cache. Any thread:
+   * the value is a hint, never trusted.
+   */
   long touch(long key) {
     Table t = table;
     return t.cells[(home(key) & t.mask) << 1];

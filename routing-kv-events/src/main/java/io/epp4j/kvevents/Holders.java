@@ -1,32 +1,31 @@
 package io.epp4j.kvevents;
 
 import java.util.Arrays;
-import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The real (event-backed) holders of every block key, by endpoint slot and tier: two bits (GPU,
- * offload) per slot. Slots below {@link HolderTable#INLINE_SLOTS} live packed in one word of the
- * primitive {@link HolderTable}; later slots in a {@link ConcurrentHashMap} on the side (slower,
- * same semantics). Writers are serialised by {@link KvBlockIndex}'s write lock; readers never
- * lock.
+ * offload) per slot. Slots live in planes of {@value HolderTable#INLINE_SLOTS}: slot {@code s}
+ * in plane {@code s / 32}, a primitive {@link HolderTable} of its own, so a lookup for any slot is
+ * one probe of one table with no boxing. Most pools fit in plane 0 ({@link #table}); the others
+ * exist only while some slot of theirs holds a key (slots are never reused, so after endpoint
+ * churn most planes would otherwise sit empty). Writers are serialised by {@link KvBlockIndex}'s
+ * write lock; readers never lock.
  */
 final class Holders {
-  /** key → holder bits of slots below {@link HolderTable#INLINE_SLOTS}. */
+  /** Plane 0: key → holder bits of slots below {@link HolderTable#INLINE_SLOTS}. */
   final HolderTable table = new HolderTable();
   /**
-   * key → packed holders {@code slot << 2 | medium bits} of the slots that do not fit inline
-   * (more than {@value HolderTable#INLINE_SLOTS} endpoints ever seen). Arrays are replaced, never
-   * mutated.
+   * Planes 1, 2, …: {@code wide[p - 1]} holds slots {@code [32p, 32p + 32)}, null while none of
+   * them holds a key. Replaced (copied), never mutated, and published through the volatile field,
+   * so a reader sees either the old or the new array, both complete.
    */
-  final ConcurrentHashMap<Long, int[]> wide = new ConcurrentHashMap<>();
+  private volatile @Nullable HolderTable[] wide = new HolderTable[0];
 
   /** Adds tier {@code bit} of {@code slot} to {@code key}. Write lock held. */
   void add(long key, int slot, int bit) {
-    if (slot < HolderTable.INLINE_SLOTS) {
-      table.or(key, (long) bit << (slot << 1));
-    } else {
-      addWide(key, slot, bit);
-    }
+    HolderTable t = slot < HolderTable.INLINE_SLOTS ? table : widePlaneForWrite(slot);
+    t.or(key, (long) bit << shift(slot));
   }
 
   /**
@@ -34,84 +33,77 @@ final class Holders {
    * lock held.
    */
   int remove(long key, int slot, int bits) {
-    if (slot < HolderTable.INLINE_SLOTS) {
-      int shift = slot << 1;
-      return (int) (table.andNot(key, (long) bits << shift) >>> shift) & 3;
+    HolderTable t = plane(slot);
+    if (t == null) {
+      return 0;
     }
-    return removeWide(key, slot, bits);
+    int shift = shift(slot);
+    int left = (int) (t.andNot(key, (long) bits << shift) >>> shift) & 3;
+    if (t != table && t.liveKeys() == 0 && t.get(0) == 0) {
+      dropWidePlane(slot);
+    }
+    return left;
   }
 
   /** The tier bits {@code slot} holds {@code key} on. Lock-free. */
   int bits(long key, int slot) {
+    HolderTable t = plane(slot);
+    return t == null ? 0 : (int) (t.get(key) >>> shift(slot)) & 3;
+  }
+
+  /** The table of {@code slot}'s plane, null when no slot of that plane holds anything. Lock-free. */
+  @Nullable HolderTable plane(int slot) {
     if (slot < HolderTable.INLINE_SLOTS) {
-      return (int) (table.get(key) >>> (slot << 1)) & 3;
+      return table;
     }
-    int[] arr = wide.get(key);
-    return arr == null ? 0 : bitsOf(arr, slot);
+    HolderTable[] w = wide;
+    int p = slot / HolderTable.INLINE_SLOTS - 1;
+    return p < w.length ? w[p] : null;
   }
 
-  /** Keys some slot holds; consistent only under the write lock. */
+  /** Where {@code slot}'s two bits sit in its plane's word. */
+  static int shift(int slot) {
+    return (slot & (HolderTable.INLINE_SLOTS - 1)) << 1;
+  }
+
+  /** Keys some slot holds, counted once per plane; consistent only under the write lock. */
   int liveKeys() {
-    return table.liveKeys() + wide.size();
-  }
-
-  private void addWide(long key, int slot, int bit) {
-    Long boxed = key;
-    int[] cur = wide.putIfAbsent(boxed, new int[] {slot << 2 | bit});
-    if (cur == null || (bitsOf(cur, slot) & bit) == bit) {
-      return;
-    }
-    wide.compute(boxed, (k, arr) -> {
-      if (arr == null) {
-        return new int[] {slot << 2 | bit};
-      }
-      for (int i = 0; i < arr.length; i++) {
-        if (arr[i] >>> 2 == slot) {
-          if ((arr[i] & bit) == bit) {
-            return arr;
-          }
-          int[] c = arr.clone();
-          c[i] |= bit;
-          return c;
-        }
-      }
-      int[] c = Arrays.copyOf(arr, arr.length + 1);
-      c[arr.length] = slot << 2 | bit;
-      return c;
-    });
-  }
-
-  private int removeWide(long key, int slot, int bits) {
-    int[] after = wide.computeIfPresent(key, (k, arr) -> {
-      for (int i = 0; i < arr.length; i++) {
-        if (arr[i] >>> 2 == slot) {
-          int left = arr[i] & 3 & ~bits;
-          if (left != 0) {
-            int[] c = arr.clone();
-            c[i] = slot << 2 | left;
-            return c;
-          }
-          if (arr.length == 1) {
-            return null;
-          }
-          int[] c = new int[arr.length - 1];
-          System.arraycopy(arr, 0, c, 0, i);
-          System.arraycopy(arr, i + 1, c, i, arr.length - i - 1);
-          return c;
-        }
-      }
-      return arr;
-    });
-    return after == null ? 0 : bitsOf(after, slot);
-  }
-
-  /** The tier bits of {@code slot} in a packed wide-holder array. */
-  static int bitsOf(int[] arr, int slot) {
-    for (int v : arr) {
-      if (v >>> 2 == slot) {
-        return v & 3;
+    int n = table.liveKeys();
+    for (HolderTable t : wide) {
+      if (t != null) {
+        n += t.liveKeys();
       }
     }
-    return 0;
+    return n;
+  }
+
+  /** Planes other than plane 0 that exist now (for tests). */
+  int widePlanes() {
+    int n = 0;
+    for (HolderTable t : wide) {
+      if (t != null) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  private HolderTable widePlaneForWrite(int slot) {
+    HolderTable[] w = wide;
+    int p = slot / HolderTable.INLINE_SLOTS - 1;
+    if (p < w.length && w[p] != null) {
+      return w[p];
+    }
+    HolderTable[] c = Arrays.copyOf(w, Math.max(w.length, p + 1));
+    HolderTable t = new HolderTable();
+    c[p] = t;
+    wide = c;
+    return t;
+  }
+
+  private void dropWidePlane(int slot) {
+    HolderTable[] c = wide.clone();
+    c[slot / HolderTable.INLINE_SLOTS - 1] = null;
+    wide = c;
   }
 }

@@ -21,8 +21,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Holders live in a primitive open-addressing table ({@code HolderTable}): each block key
  * maps to one {@code long} packing two tier bits (GPU, offload) for each of the first 32 endpoint
  * slots, stored next to the key, so a lookup is usually one cache miss and no object exists per
- * block. Endpoints beyond the first 32 ever seen keep their bits in a
- * {@link ConcurrentHashMap} on the side (slower, same semantics).
+ * block. Endpoints beyond the first 32 ever seen keep their bits in further tables of the same
+ * kind, one per 32 slots ({@code Holders}), created while some slot of theirs holds a block.
  *
  * <p>Concurrency: all writers (event batches of every endpoint, resyncs, endpoint removal) take
  * one index-wide lock, because one word holds the bits of several endpoints; different
@@ -64,6 +64,13 @@ public final class KvBlockIndex {
 
   /** Serialises every writer: the holder table packs all endpoints' bits of a key in one word. */
   private final Object writeLock = new Object();
+  /** Blocks whose cells the precise walk pulls into the cache at a time. A power of two. */
+  private static final int TOUCH_AHEAD = 32;
+  private static final long TOUCH_SINK_MARK = 0x5EED_5EED_5EED_5EEDL;
+  /** Written only when the touched words sum to a value no walk is expected to produce. */
+  @SuppressWarnings("unused")
+  private static long touchSink;
+
   /** Real holders of every key, per endpoint slot and tier. */
   private final Holders holders = new Holders();
   private final SpeculativeHolds speculative;
@@ -499,48 +506,107 @@ public final class KvBlockIndex {
   void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out,
       int @Nullable [] realRun) {
     int n = slots.length;
-    boolean[] alive = new boolean[n];
+    // the candidates still matching, as a dense list: a block costs one step per endpoint still
+    // in the run, not one per candidate of the pool
+    int[] alive = new int[n];
     int aliveCount = 0;
+    // one holder-table probe per block per plane some live candidate sits in (usually one plane)
+    HolderTable[] planes = new HolderTable[Math.min(n, 4)];
+    int[] planeLive = new int[planes.length];
+    int planeCount = 0;
+    int[] planeOf = new int[n];
     for (int i = 0; i < n; i++) {
-      if (use[i] && slots[i] >= 0) {
-        alive[i] = true;
-        aliveCount++;
+      if (!use[i]) {
+        continue;
       }
-      if (use[i]) {
-        out[i] = 0;
-        if (realRun != null) {
-          realRun[i] = 0;
+      out[i] = 0;
+      if (realRun != null) {
+        realRun[i] = 0;
+      }
+      if (slots[i] < 0) {
+        continue;
+      }
+      alive[aliveCount++] = i;
+      HolderTable t = holders.plane(slots[i]);
+      int p = -1;
+      if (t != null) {
+        for (int j = 0; j < planeCount; j++) {
+          if (planes[j] == t) {
+            p = j;
+            break;
+          }
         }
+        if (p < 0) {
+          if (planeCount == planes.length) {
+            planes = java.util.Arrays.copyOf(planes, planeCount * 2);
+            planeLive = java.util.Arrays.copyOf(planeLive, planeCount * 2);
+          }
+          p = planeCount++;
+          planes[p] = t;
+        }
+        planeLive[p]++;
+      }
+      planeOf[i] = p; // -1: nothing of that plane is held; speculative entries may still count
+    }
+    long[] words = new long[planeCount];
+    // per plane, the GPU bit of every candidate still matching: a block whose words have all of
+    // them set (the usual case inside a held prefix) adds 1.0 to every live candidate, which is
+    // counted once for all of them (pending) instead of candidate by candidate
+    long[] gpuMask = new long[planeCount];
+    int aliveWithoutPlane = 0;
+    for (int a = 0; a < aliveCount; a++) {
+      int i = alive[a];
+      if (planeOf[i] >= 0) {
+        gpuMask[planeOf[i]] |= 1L << Holders.shift(slots[i]);
+      } else {
+        aliveWithoutPlane++;
       }
     }
     boolean anySpeculative = speculative.any();
-    // the rooms' tables read once into locals: this loop is the precise scorer's inner loop
-    HolderTable table = holders.table;
-    ConcurrentHashMap<Long, int[]> wide = holders.wide;
     ConcurrentHashMap<Long, long[]> spByKey = speculative.byKey;
-    // endpoints past the inline slots cost a boxed map lookup per block: only while one of
-    // them is still matching (usually none after the first block)
-    int wideAlive = 0;
-    for (int i = 0; i < n; i++) {
-      if (alive[i] && slots[i] >= HolderTable.INLINE_SLOTS) {
-        wideAlive++;
+    long touched = 0;
+    int pending = 0;
+    int b = 0;
+    for (; b < keys.length && aliveCount > 0; b++) {
+      if ((b & (TOUCH_AHEAD - 1)) == 0) {
+        // pull the next blocks' cells into the cache in a loop with no dependence between
+        // iterations, so their misses (one per block on an index of millions of keys) overlap
+        // instead of being paid one after another by the walk below
+        for (int t = b, end = Math.min(keys.length, b + TOUCH_AHEAD); t < end; t++) {
+          for (int j = 0; j < planeCount; j++) {
+            if (planeLive[j] > 0) {
+              touched += planes[j].touch(keys[t]);
+            }
+          }
+        }
       }
-    }
-    for (int b = 0; b < keys.length && aliveCount > 0; b++) {
       long key = keys[b];
-      long word = table.get(key);
-      int[] arr = wideAlive > 0 ? wide.get(key) : null;
+      long any = 0;
+      boolean allGpu = aliveWithoutPlane == 0;
+      for (int j = 0; j < planeCount; j++) {
+        long w = planeLive[j] > 0 ? planes[j].get(key) : 0;
+        words[j] = w;
+        any |= w;
+        allGpu &= (w & gpuMask[j]) == gpuMask[j];
+      }
       long[] sp = anySpeculative ? spByKey.get(key) : null;
-      if (word == 0 && arr == null && sp == null) {
+      if (allGpu && sp == null) {
+        pending++;
+        continue;
+      }
+      if (pending > 0) {
+        addPending(alive, aliveCount, pending, b, out, realRun);
+        pending = 0;
+      }
+      if (any == 0 && sp == null) {
         break;
       }
-      for (int i = 0; i < n; i++) {
-        if (!alive[i]) {
-          continue;
-        }
+      int kept = 0;
+      for (int a = 0; a < aliveCount; a++) {
+        int i = alive[a];
         int slot = slots[i];
-        int bits = slot < HolderTable.INLINE_SLOTS ? (int) (word >>> (slot << 1)) & 3
-            : arr != null ? Holders.bitsOf(arr, slot) : 0;
+        int p = planeOf[i];
+        int bits = p < 0 ? 0 : (int) (words[p] >>> Holders.shift(slot)) & 3;
         if (bits != 0 && realRun != null && realRun[i] == b) {
           realRun[i] = b + 1; // still an unbroken run of real holdings
         }
@@ -549,14 +615,47 @@ public final class KvBlockIndex {
           w = 1.0;
         }
         if (w == 0) {
-          alive[i] = false;
-          aliveCount--;
-          if (slot >= HolderTable.INLINE_SLOTS) {
-            wideAlive--;
+          if (p >= 0) {
+            planeLive[p]--;
+            gpuMask[p] &= ~(1L << Holders.shift(slot));
+          } else {
+            aliveWithoutPlane--;
           }
         } else {
           out[i] += w;
+          alive[kept++] = i;
         }
+      }
+      aliveCount = kept;
+    }
+    if (pending > 0) {
+      addPending(alive, aliveCount, pending, b, out, realRun);
+    }
+    if (touched == TOUCH_SINK_MARK) {
+      touchSink = touched; // keeps the touches: their value is used, and the write almost never happens
+    }
+  }
+
+  /**
+   * Credits every live candidate with the {@code pending} blocks before {@code b} that all of them
+   * hold on GPU, with the same result as adding 1.0 once per block: in one addition while the
+   * sum is a whole number (then every partial sum is exact), block by block otherwise.
+   */
+  private static void addPending(int[] alive, int aliveCount, int pending, int b, double[] out,
+      int @Nullable [] realRun) {
+    for (int a = 0; a < aliveCount; a++) {
+      int i = alive[a];
+      double o = out[i];
+      if (o == Math.rint(o) && o < 0x1p52) {
+        o += pending;
+      } else {
+        for (int k = 0; k < pending; k++) {
+          o += 1.0;
+        }
+      }
+      out[i] = o;
+      if (realRun != null && realRun[i] == b - pending) {
+        realRun[i] = b; // the run of real holdings went on through these blocks
       }
     }
   }

@@ -1,38 +1,46 @@
 package io.epp4j.kvevents;
 
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The router's own memory of which block keys it sent to which endpoint, as the approximate
  * prefix cache keeps it: per endpoint a bounded, least-recently-routed-first record, plus a
- * concurrent key map read lock-free. Blocks of one request are recorded tail first, so under
- * pressure the start of a prefix is forgotten last, matching vLLM, which evicts the tail of a
- * freed chain before its head.
+ * primitive key → last-routed-time table read lock-free. Blocks of one request are recorded tail
+ * first, so under pressure the start of a prefix is forgotten last, matching vLLM, which evicts
+ * the tail of a freed chain before its head.
+ *
+ * <p>Each endpoint has its own table (a {@link HolderTable} whose word is the time, offset so that
+ * no realistic time is zero), written only under the endpoint's ring lock: a route costs one
+ * probe per block and allocates nothing, where a shared map of boxed keys to copied
+ * {@code (slot, time)} arrays cost an allocation and a boxed lookup per block.
  *
  * <p>Only endpoints added with {@link #addEndpoint} and not removed since are remembered:
  * recording never creates an endpoint, so a route that finishes after its endpoint left cannot
  * bring it back.
  */
 final class RoutingMemory {
-  private final ConcurrentHashMap<Long, long[]> routed = new ConcurrentHashMap<>();
+  /** Added to a time before it is stored: zero marks an absent key in a {@link HolderTable}. */
+  private static final long TIME_OFFSET = Long.MIN_VALUE;
+
   private final ConcurrentHashMap<String, Ring> rings = new ConcurrentHashMap<>();
-  private final AtomicInteger nextSlot = new AtomicInteger();
   private final int capacity;
   private final long ttlNanos;
 
-  /** Per-endpoint ring of (key, time) records, oldest first; guarded by itself. */
+  /**
+   * Per-endpoint ring of (key, time) records, oldest first, and the table of each key's latest
+   * time; guarded by itself (readers of the table excepted).
+   */
   private static final class Ring {
-    final int slot;
     final long[] keys;
     final long[] times;
+    /** Replaced on clear, so a reader sees the old contents or none, never a half-emptied table. */
+    volatile HolderTable latest = new HolderTable();
     int head;
     int size;
     /** Set once the ring left the map; a recorder still holding it must not add entries. */
     boolean removed;
 
-    Ring(int slot, int capacity) {
-      this.slot = slot;
+    Ring(int capacity) {
       this.keys = new long[capacity];
       this.times = new long[capacity];
     }
@@ -45,7 +53,7 @@ final class RoutingMemory {
 
   /** Starts remembering routes to {@code endpointId} (no-op if it is already remembered). */
   void addEndpoint(String endpointId) {
-    rings.computeIfAbsent(endpointId, k -> new Ring(nextSlot.getAndIncrement(), capacity));
+    rings.computeIfAbsent(endpointId, k -> new Ring(capacity));
   }
 
   /** Records that {@code keys} were sent to {@code endpointId}; ignored for unknown endpoints. */
@@ -54,11 +62,12 @@ final class RoutingMemory {
     if (r == null) {
       return;
     }
-    int slot = r.slot;
+    long stored = stored(now);
     synchronized (r) {
       if (r.removed) {
         return; // removeEndpoint already swept this ring; entries added now would never go
       }
+      HolderTable latest = r.latest;
       for (int i = Math.min(keys.length, capacity) - 1; i >= 0; i--) {
         long key = keys[i];
         if (r.size == capacity) {
@@ -66,20 +75,28 @@ final class RoutingMemory {
           long oldTime = r.times[r.head];
           r.head = (r.head + 1) % capacity;
           r.size--;
-          forget(oldKey, slot, oldTime);
+          forgetLocked(latest, oldKey, oldTime);
         }
         int at = (r.head + r.size) % capacity;
         r.keys[at] = key;
         r.times[at] = now;
         r.size++;
-        routed.compute(key, (k, arr) -> SlotTimes.put(arr, slot, now));
+        latest.put(key, stored);
       }
     }
   }
 
-  /** Removes (key, slot) unless it was routed again after {@code time}. */
-  private void forget(long key, int slot, long time) {
-    routed.computeIfPresent(key, (k, arr) -> SlotTimes.removeUpTo(arr, slot, time));
+  private static long stored(long time) {
+    long v = time + TIME_OFFSET;
+    return v == 0 ? 1 : v; // only time Long.MIN_VALUE: kept one nanosecond later
+  }
+
+  /** Removes {@code key} unless it was routed again after {@code time}. Ring lock held. */
+  private static void forgetLocked(HolderTable latest, long key, long time) {
+    long v = latest.get(key);
+    if (v != 0 && v - TIME_OFFSET <= time) {
+      latest.andNot(key, -1L);
+    }
   }
 
   /** Consecutive blocks from block 0 routed to {@code endpointId} within the TTL. Lock-free. */
@@ -88,20 +105,14 @@ final class RoutingMemory {
     if (r == null) {
       return 0;
     }
-    int slot = r.slot;
+    HolderTable latest = r.latest;
     int n = 0;
-    outer:
     for (long key : keys) {
-      long[] arr = routed.get(key);
-      if (arr != null) {
-        for (int j = 0; j < arr.length; j += 2) {
-          if (arr[j] == slot && now - arr[j + 1] < ttlNanos) {
-            n++;
-            continue outer;
-          }
-        }
+      long v = latest.get(key);
+      if (v == 0 || now - (v - TIME_OFFSET) >= ttlNanos) {
+        break;
       }
-      break;
+      n++;
     }
     return n;
   }
@@ -110,7 +121,9 @@ final class RoutingMemory {
   void forget(String endpointId, long key) {
     Ring r = rings.get(endpointId);
     if (r != null) {
-      forget(key, r.slot, Long.MAX_VALUE);
+      synchronized (r) {
+        r.latest.andNot(key, -1L);
+      }
     }
   }
 
@@ -139,10 +152,8 @@ final class RoutingMemory {
     }
   }
 
-  private void clearLocked(Ring r) {
-    for (int i = 0; i < r.size; i++) {
-      forget(r.keys[(r.head + i) % capacity], r.slot, Long.MAX_VALUE);
-    }
+  private static void clearLocked(Ring r) {
+    r.latest = new HolderTable();
     r.size = 0;
     r.head = 0;
   }

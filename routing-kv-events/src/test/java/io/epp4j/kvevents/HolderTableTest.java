@@ -1,6 +1,7 @@
 package io.epp4j.kvevents;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -123,5 +124,72 @@ class HolderTableTest {
     }
     assertThat(failure.get()).isNull();
     assertThat(t.liveKeys()).isEqualTo(stable.length);
+  }
+
+  @Test
+  void putReplacesTheWordAndMixesWithOrAndAndNotLikeAMap() {
+    Random r = new Random(6);
+    HolderTable t = new HolderTable();
+    Map<Long, Long> ref = new HashMap<>();
+    for (int i = 0; i < 200_000; i++) {
+      long k = r.nextInt(5_000) - 50; // includes 0
+      long v = r.nextLong() | 1L << r.nextInt(64); // nonzero
+      switch (r.nextInt(4)) {
+        case 0 -> {
+          t.put(k, v);
+          ref.put(k, v);
+        }
+        case 1 -> {
+          t.or(k, v);
+          ref.merge(k, v, (a, b) -> a | b);
+        }
+        case 2 -> {
+          long left = ref.getOrDefault(k, 0L) & ~v;
+          if (left == 0) {
+            ref.remove(k);
+          } else {
+            ref.put(k, left);
+          }
+          assertThat(t.andNot(k, v)).isEqualTo(left);
+        }
+        default -> assertThat(t.get(k)).isEqualTo(ref.getOrDefault(k, 0L));
+      }
+    }
+    for (Map.Entry<Long, Long> e : ref.entrySet()) {
+      assertThat(t.get(e.getKey())).isEqualTo(e.getValue());
+    }
+    assertThat(t.liveKeys()).isEqualTo(ref.size() - (ref.containsKey(0L) ? 1 : 0));
+    assertThatThrownBy(() -> t.put(1, 0)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("value");
+  }
+
+  /** A reader never sees a word a put did not write: the old value or the new, never a blend. */
+  @Test
+  void readersSeeEitherTheOldOrTheNewWordOfAPut() throws Exception {
+    HolderTable t = new HolderTable();
+    long a = 0x0F0F_0F0F_0F0F_0F0FL;
+    long b = 0x7070_7070_7070_7070L;
+    t.put(42, a);
+    AtomicReference<String> failure = new AtomicReference<>();
+    AtomicBoolean stop = new AtomicBoolean();
+    Thread reader = new Thread(() -> {
+      while (!stop.get() && failure.get() == null) {
+        long v = t.get(42);
+        if (v != a && v != b) {
+          failure.set(Long.toHexString(v));
+        }
+      }
+    });
+    reader.start();
+    Random r = new Random(8);
+    long deadline = System.nanoTime() + 1_000_000_000L;
+    for (int i = 0; i < 500_000 && System.nanoTime() < deadline; i++) {
+      t.put(42, (i & 1) == 0 ? b : a);
+      t.or(100 + r.nextInt(20_000), 1); // other keys (never 42) grow the table through rehashes
+    }
+    stop.set(true);
+    reader.join(5_000);
+    assertThat(reader.isAlive()).isFalse();
+    assertThat(failure.get()).isNull();
   }
 }
