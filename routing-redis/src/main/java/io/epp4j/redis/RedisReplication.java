@@ -93,6 +93,7 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final LongAdder droppedQueueFull = new LongAdder();
   private final AtomicLong droppedUnpublished = new AtomicLong();
   private final AtomicLong malformed = new AtomicLong();
+  private final AtomicLong entriesRead = new AtomicLong();
   private final AtomicLong published = new AtomicLong();
   private final AtomicLong applied = new AtomicLong();
   private final AtomicLong appliedPrefixes = new AtomicLong();
@@ -403,6 +404,7 @@ public final class RedisReplication implements Plugin, RequestListener {
   }
 
   private void apply(HintTransport.Entry entry, long newestMillis) {
+    entriesRead.incrementAndGet();
     DataInputStream in = HintCodec.input(entry.batch());
     HintCodec.Header h;
     try {
@@ -543,6 +545,11 @@ public final class RedisReplication implements Plugin, RequestListener {
   /** Session hints of other routers applied; for tests. */
   long appliedSessions() {
     return appliedSessions.get();
+  }
+
+  /** Stream entries the reader has handled, applied or not (another pool's, its own); for tests. */
+  long entriesRead() {
+    return entriesRead.get();
   }
 
   /** Batches skipped as malformed. */
