@@ -21,8 +21,10 @@ import io.epp4j.api.Result;
 import io.epp4j.api.RouterHints;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicLong;
@@ -118,6 +120,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    */
   public static final double DEFAULT_SESSION_TTL_SECONDS = 120.0;
   /**
+   * Default bound on the sessions remembered at once: 100,000, as {@code session-affinity-scorer}
+   * keeps. Past it the least recently seen are forgotten first and placed again like new ones.
+   */
+  public static final int DEFAULT_MAX_SESSIONS = 100_000;
+  /**
    * Ten minutes, as the router's in-flight expiry: a request without a first token after that
    * long was dropped by the gateway, not still prefilling.
    */
@@ -130,6 +137,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private final double balanceFactor;
   private final double sessionBalanceFactor;
   private final long sessionTtlNanos;
+  private final int maxSessions;
+  private final AtomicBoolean trimming = new AtomicBoolean();
   private final ConcurrentHashMap<String, Load> loads = new ConcurrentHashMap<>();
   // identity keys: InferenceRequest does not override equals
   private final ConcurrentHashMap<InferenceRequest, Pending> pending = new ConcurrentHashMap<>();
@@ -164,6 +173,17 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
       double balanceFactor, double sessionBalanceFactor, double sessionTtlSeconds,
       double kvUsageWeight) {
+    this(queueWeight, decodeWeight, capacityWeight, balanceFactor, sessionBalanceFactor,
+        sessionTtlSeconds, kvUsageWeight, DEFAULT_MAX_SESSIONS);
+  }
+
+  TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
+      double balanceFactor, double sessionBalanceFactor, double sessionTtlSeconds,
+      double kvUsageWeight, int maxSessions) {
+    if (maxSessions < 1) {
+      throw new IllegalArgumentException("maxSessions must be >= 1, got " + maxSessions);
+    }
+    this.maxSessions = maxSessions;
     if (!(kvUsageWeight >= 0 && Double.isFinite(kvUsageWeight))) {
       throw new IllegalArgumentException("kvUsageWeight must be a finite number >= 0, got "
           + kvUsageWeight);
@@ -448,6 +468,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         l.sessions.incrementAndGet();
         return new Home(l, c.endpointId, now);
       });
+      trimSessionsIfFull();
     }
     Pending p = new Pending(l, c.uncached, c.decode, now);
     // counted before it can be found, so a release racing in never takes more than was added
@@ -484,6 +505,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       l.sessions.incrementAndGet();
       return new Home(l, endpointId, nowNanos);
     });
+    trimSessionsIfFull();
   }
 
   @Override
@@ -545,6 +567,69 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         h.load.sessions.decrementAndGet();
       }
     }
+  }
+
+  /**
+   * Keeps the remembered sessions within {@code maxSessions}: once past it, one thread forgets
+   * the least recently seen until an eighth of the bound is free again, so the pass (a walk over
+   * the map) runs once per {@code maxSessions / 8} new sessions, not at each. The age that
+   * separates the oldest is read off a sorted sample of at most 1,024 entries.
+   */
+  private void trimSessionsIfFull() {
+    // a session added while another thread trims is seen by that thread's check after its pass
+    while (homes.size() > maxSessions && trimming.compareAndSet(false, true)) {
+      try {
+        trimSessions();
+      } finally {
+        trimming.set(false);
+      }
+    }
+  }
+
+  private void trimSessions() {
+    int target = maxSessions - maxSessions / 8;
+    for (int pass = 0; pass < 3 && homes.size() > target; pass++) {
+      int size = homes.size();
+      int stride = Math.max(1, size / 1024);
+      long[] sample = new long[Math.min(size, 1024) + 1];
+      int taken = 0;
+      int i = 0;
+      for (Home h : homes.values()) {
+        if (i++ % stride == 0 && taken < sample.length) {
+          sample[taken++] = h.lastNanos;
+        }
+      }
+      if (taken == 0) {
+        return;
+      }
+      Arrays.sort(sample, 0, taken);
+      double drop = (size - target) / (double) size;
+      long cut = sample[Math.min(taken - 1, (int) Math.ceil(drop * taken))];
+      for (var e : homes.entrySet()) {
+        Home h = e.getValue();
+        if (h.lastNanos - cut < 0 && homes.remove(e.getKey(), h)) {
+          h.load.sessions.decrementAndGet();
+        }
+      }
+    }
+    // many sessions seen at one instant have one age: forget any of them down to the bound
+    for (var it = homes.entrySet().iterator(); it.hasNext() && homes.size() > target; ) {
+      var e = it.next();
+      if (homes.remove(e.getKey(), e.getValue())) {
+        e.getValue().load.sessions.decrementAndGet();
+      }
+    }
+  }
+
+  /** Sessions remembered now. */
+  int trackedSessions() {
+    return homes.size();
+  }
+
+  /** The endpoint {@code session}'s last request went to, or null when it is not remembered. */
+  @Nullable String homeOf(String session) {
+    Home h = homes.get(session);
+    return h == null ? null : h.endpointId;
   }
 
   /** Active sessions whose last request this picker sent to {@code endpointId}. */
@@ -673,8 +758,13 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       if (!(kvUsage >= 0 && Double.isFinite(kvUsage))) {
         p.error("kvUsageWeight", "must be a finite number >= 0, got " + kvUsage);
       }
+      long maxSessions = p.getLong("maxSessions", DEFAULT_MAX_SESSIONS);
+      if (maxSessions < 1 || maxSessions > Integer.MAX_VALUE) {
+        p.error("maxSessions", "must be in [1, " + Integer.MAX_VALUE + "], got " + maxSessions);
+        maxSessions = DEFAULT_MAX_SESSIONS;
+      }
       TokenCostPicker picker = new TokenCostPicker(queue, decode, capacity, bf, sbf, ttl,
-          kvUsage);
+          kvUsage, (int) maxSessions);
       picker.hints = context.service(RouterHints.class).orElse(null);
       return picker;
     }

@@ -265,6 +265,63 @@ class TokenCostPickerTest {
   }
 
   @Test
+  void sessionsBeyondTheCapAreForgottenLeastRecentFirstAndCountsStayExact() {
+    Result<? extends Plugin> built = provide(Map.of("maxSessions", 100));
+    assertThat(built.errors()).isEmpty();
+    TokenCostPicker p = joined((TokenCostPicker) built.value(), POOL);
+    // 1,000 sessions within the TTL, one request each, a millisecond apart
+    for (int k = 0; k < 1000; k++) {
+      route(p, request(64, 4, "s" + k), TestCandidates.state(k * 1_000_000L, k + 1), POOL);
+    }
+    int tracked = p.trackedSessions();
+    assertThat(tracked).isBetween(1, 100);
+    int counted = 0;
+    for (Candidate c : POOL) {
+      counted += p.sessions(c.id());
+    }
+    assertThat(counted).isEqualTo(tracked);
+    // the newest are kept, the oldest forgotten
+    assertThat(p.homeOf("s999")).isNotNull();
+    assertThat(p.homeOf("s0")).isNull();
+    assertThat(p.homeOf("s500")).isNull();
+  }
+
+  @Test
+  void concurrentRoutingPastTheSessionCapKeepsCountsExactAndWithinTheCap() throws Exception {
+    TokenCostPicker p = joined((TokenCostPicker) provide(Map.of("maxSessions", 64)).value(), POOL);
+    int threads = 4;
+    java.util.concurrent.ExecutorService pool =
+        java.util.concurrent.Executors.newFixedThreadPool(threads);
+    try {
+      List<java.util.concurrent.Future<?>> done = new ArrayList<>();
+      for (int t = 0; t < threads; t++) {
+        int seed = t;
+        done.add(pool.submit(() -> {
+          SplittableRandom rnd = new SplittableRandom(seed);
+          for (int k = 0; k < 3000; k++) {
+            InferenceRequest r = request(64, 4, "s" + rnd.nextInt(500));
+            Candidate c = route(p, r, TestCandidates.state(k * 1000L + seed, seed * 100_000L + k),
+                POOL);
+            p.onComplete(r, c.endpoint(), new Usage(64, 0, 4));
+          }
+        }));
+      }
+      for (var f : done) {
+        f.get(30, java.util.concurrent.TimeUnit.SECONDS);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    int counted = 0;
+    for (Candidate c : POOL) {
+      assertThat(p.sessions(c.id())).isNotNegative();
+      counted += p.sessions(c.id());
+    }
+    assertThat(counted).isEqualTo(p.trackedSessions());
+    assertThat(p.trackedSessions()).isBetween(1, 64);
+  }
+
+  @Test
   void concurrentRoutingCountsEverySessionExactlyOnce() throws Exception {
     TokenCostPicker p = joined(TokenCostPicker.create(), POOL);
     int threads = 4;
@@ -367,6 +424,8 @@ class TokenCostPickerTest {
         .singleElement().asString().contains("kvUsageWeight");
     assertThat(provide(Map.of("sessionTtlSeconds", 0)).errors())
         .singleElement().asString().contains("sessionTtlSeconds");
+    assertThat(provide(Map.of("maxSessions", 0)).errors())
+        .singleElement().asString().contains("maxSessions");
     assertThat(provide(Map.of("sessionBalanceFactor", 0, "sessionTtlSeconds", 30)).errors())
         .isEmpty();
   }
