@@ -286,10 +286,13 @@ class TokenCostPickerTest {
     assertThat(p.homeOf("s500")).isNull();
   }
 
-  @Test
-  void concurrentRoutingPastTheSessionCapKeepsCountsExactAndWithinTheCap() throws Exception {
-    TokenCostPicker p = joined((TokenCostPicker) provide(Map.of("maxSessions", 64)).value(), POOL);
-    int threads = 4;
+  /** One routing step of a stress thread: thread {@code seed}, step {@code k}. */
+  interface Step {
+    void run(int seed, int k, SplittableRandom rnd);
+  }
+
+  /** Runs {@code steps} steps on each of {@code threads} threads and waits up to 30 s. */
+  static void onThreads(int threads, int steps, Step step) throws Exception {
     java.util.concurrent.ExecutorService pool =
         java.util.concurrent.Executors.newFixedThreadPool(threads);
     try {
@@ -298,11 +301,8 @@ class TokenCostPickerTest {
         int seed = t;
         done.add(pool.submit(() -> {
           SplittableRandom rnd = new SplittableRandom(seed);
-          for (int k = 0; k < 3000; k++) {
-            InferenceRequest r = request(64, 4, "s" + rnd.nextInt(500));
-            Candidate c = route(p, r, TestCandidates.state(k * 1000L + seed, seed * 100_000L + k),
-                POOL);
-            p.onComplete(r, c.endpoint(), new Usage(64, 0, 4));
+          for (int k = 0; k < steps; k++) {
+            step.run(seed, k, rnd);
           }
         }));
       }
@@ -312,6 +312,16 @@ class TokenCostPickerTest {
     } finally {
       pool.shutdownNow();
     }
+  }
+
+  @Test
+  void concurrentRoutingPastTheSessionCapKeepsCountsExactAndWithinTheCap() throws Exception {
+    TokenCostPicker p = joined((TokenCostPicker) provide(Map.of("maxSessions", 64)).value(), POOL);
+    onThreads(4, 3000, (seed, k, rnd) -> {
+      InferenceRequest r = request(64, 4, "s" + rnd.nextInt(500));
+      Candidate c = route(p, r, TestCandidates.state(k * 1000L + seed, seed * 100_000L + k), POOL);
+      p.onComplete(r, c.endpoint(), new Usage(64, 0, 4));
+    });
     int counted = 0;
     for (Candidate c : POOL) {
       assertThat(p.sessions(c.id())).isNotNegative();
@@ -324,32 +334,14 @@ class TokenCostPickerTest {
   @Test
   void concurrentRoutingCountsEverySessionExactlyOnce() throws Exception {
     TokenCostPicker p = joined(TokenCostPicker.create(), POOL);
-    int threads = 4;
-    int perThread = 2000;
     int sessions = 50;
-    java.util.concurrent.ExecutorService pool =
-        java.util.concurrent.Executors.newFixedThreadPool(threads);
-    try {
-      List<java.util.concurrent.Future<?>> done = new ArrayList<>();
-      for (int t = 0; t < threads; t++) {
-        int seed = t;
-        done.add(pool.submit(() -> {
-          SplittableRandom rnd = new SplittableRandom(seed);
-          for (int k = 0; k < perThread; k++) {
-            InferenceRequest r = request(64, 4, "s" + rnd.nextInt(sessions));
-            // candidate subsets, as filters produce: sessions move between endpoints
-            List<Candidate> subset = rnd.nextBoolean() ? POOL : List.of(POOL.get(rnd.nextInt(3)));
-            Candidate c = route(p, r, TestCandidates.state(k, seed * 100_000L + k), subset);
-            p.onComplete(r, c.endpoint(), new Usage(64, 0, 4));
-          }
-        }));
-      }
-      for (var f : done) {
-        f.get(30, java.util.concurrent.TimeUnit.SECONDS);
-      }
-    } finally {
-      pool.shutdownNow();
-    }
+    onThreads(4, 2000, (seed, k, rnd) -> {
+      InferenceRequest r = request(64, 4, "s" + rnd.nextInt(sessions));
+      // candidate subsets, as filters produce: sessions move between endpoints
+      List<Candidate> subset = rnd.nextBoolean() ? POOL : List.of(POOL.get(rnd.nextInt(3)));
+      Candidate c = route(p, r, TestCandidates.state(k, seed * 100_000L + k), subset);
+      p.onComplete(r, c.endpoint(), new Usage(64, 0, 4));
+    });
     int counted = 0;
     for (Candidate c : POOL) {
       assertThat(p.sessions(c.id())).isNotNegative();
