@@ -46,9 +46,16 @@ final class HintCodec {
     private static final VarHandle LONG =
         MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
 
+    /** Endpoint ids whose encoding is kept; a power of two. */
+    static final int ID_CACHE = 64;
+
     private byte[] buf = new byte[8192];
     private int pos;
     private int records;
+    // the same few endpoint ids come in every record: their encoded form (length included) is
+    // kept in a small direct-mapped table, so a record copies it instead of encoding it again
+    private final String[] ids = new String[ID_CACHE];
+    private final byte[][] idBytes = new byte[ID_CACHE][];
 
     int records() {
       return records;
@@ -68,7 +75,7 @@ final class HintCodec {
       ensure(1 + 8);
       buf[pos++] = PREFIX;
       putLong(capturedEpochMicros);
-      putUtf(endpointId);
+      putId(endpointId);
       ensure(8 + 8 * n);
       putInt(blocks.blockSizeTokens());
       putInt(n);
@@ -86,14 +93,14 @@ final class HintCodec {
       buf[pos++] = SESSION;
       putLong(capturedEpochMicros);
       putUtf(sessionKey);
-      putUtf(endpointId);
+      putId(endpointId);
       records++;
     }
 
     void inFlight(String endpointId, int requests, long tokens) {
       ensure(1);
       buf[pos++] = IN_FLIGHT;
-      putUtf(endpointId);
+      putId(endpointId);
       ensure(12);
       putInt(requests);
       putLong(tokens);
@@ -133,6 +140,32 @@ final class HintCodec {
     }
 
     private void putUtf(String s) {
+      int len = utfLength(s);
+      ensure(2 + len);
+      pos = writeUtf(s, len, buf, pos);
+    }
+
+    /** An endpoint id, as {@link #putUtf} writes it. */
+    private void putId(String id) {
+      int slot = id.hashCode() & (ID_CACHE - 1);
+      String known = ids[slot];
+      byte[] enc;
+      if (known == id || id.equals(known)) {
+        enc = idBytes[slot];
+      } else {
+        int len = utfLength(id);
+        enc = new byte[2 + len];
+        writeUtf(id, len, enc, 0);
+        ids[slot] = id;
+        idBytes[slot] = enc;
+      }
+      ensure(enc.length);
+      System.arraycopy(enc, 0, buf, pos, enc.length);
+      pos += enc.length;
+    }
+
+    /** Bytes of {@code s} in modified UTF-8, without the length. */
+    private static int utfLength(String s) {
       int n = s.length();
       int len = 0;
       for (int i = 0; i < n; i++) {
@@ -142,22 +175,29 @@ final class HintCodec {
       if (len > 65535) {
         throw new IllegalArgumentException("string longer than 65535 bytes in modified UTF-8");
       }
-      ensure(2 + len);
-      buf[pos++] = (byte) (len >>> 8);
-      buf[pos++] = (byte) len;
+      return len;
+    }
+
+    /** Writes the length and the bytes of {@code s} at {@code at}; returns the end. */
+    private static int writeUtf(String s, int len, byte[] b, int at) {
+      int p = at;
+      b[p++] = (byte) (len >>> 8);
+      b[p++] = (byte) len;
+      int n = s.length();
       for (int i = 0; i < n; i++) {
         char c = s.charAt(i);
         if (c >= 1 && c <= 0x7f) {
-          buf[pos++] = (byte) c;
+          b[p++] = (byte) c;
         } else if (c <= 0x7ff) {
-          buf[pos++] = (byte) (0xc0 | (c >> 6));
-          buf[pos++] = (byte) (0x80 | (c & 0x3f));
+          b[p++] = (byte) (0xc0 | (c >> 6));
+          b[p++] = (byte) (0x80 | (c & 0x3f));
         } else {
-          buf[pos++] = (byte) (0xe0 | (c >> 12));
-          buf[pos++] = (byte) (0x80 | ((c >> 6) & 0x3f));
-          buf[pos++] = (byte) (0x80 | (c & 0x3f));
+          b[p++] = (byte) (0xe0 | (c >> 12));
+          b[p++] = (byte) (0x80 | ((c >> 6) & 0x3f));
+          b[p++] = (byte) (0x80 | (c & 0x3f));
         }
       }
+      return p;
     }
   }
 
