@@ -52,6 +52,9 @@ final class HintCodec {
     private byte[] buf = new byte[8192];
     private int pos;
     private int records;
+    // the records start this far into buf, leaving room for a header as long as the last one
+    // (the same pool and origin batch after batch), so that the batch is one copy of buf
+    private int headerRoom;
     // the same few endpoint ids come in every record: their encoded form (length included) is
     // kept in a small direct-mapped table, so a record copies it instead of encoding it again
     private final String[] ids = new String[ID_CACHE];
@@ -62,7 +65,7 @@ final class HintCodec {
     }
 
     void reset() {
-      pos = 0;
+      pos = headerRoom;
       records = 0;
     }
 
@@ -108,19 +111,26 @@ final class HintCodec {
     }
 
     byte[] finish(String pool, String origin, long sentEpochMicros) {
-      int bodyEnd = pos;
-      putUtf(pool);
-      putUtf(origin);
-      ensure(13);
-      putLong(sentEpochMicros);
-      putInt(records);
-      int headerLen = pos - bodyEnd;
-      byte[] out = new byte[1 + headerLen + bodyEnd];
-      out[0] = VERSION;
-      System.arraycopy(buf, bodyEnd, out, 1, headerLen);
-      System.arraycopy(buf, 0, out, 1 + headerLen, bodyEnd);
-      pos = bodyEnd;
-      return out;
+      int poolLen = utfLength(pool);
+      int originLen = utfLength(origin);
+      int headerLen = 1 + 2 + poolLen + 2 + originLen + 8 + 4;
+      if (headerLen != headerRoom) {
+        // the first batch, or another pool or origin: the records move to fit the header
+        if (headerLen > headerRoom) {
+          ensure(headerLen - headerRoom);
+        }
+        System.arraycopy(buf, headerRoom, buf, headerLen, pos - headerRoom);
+        pos += headerLen - headerRoom;
+        headerRoom = headerLen;
+      }
+      byte[] b = buf;
+      b[0] = VERSION;
+      int p = writeUtf(pool, poolLen, b, 1);
+      p = writeUtf(origin, originLen, b, p);
+      LONG.set(b, p, sentEpochMicros);
+      INT.set(b, p + 8, records);
+      // a copy of one range into a new array: the JIT need not zero the array first
+      return java.util.Arrays.copyOf(b, pos);
     }
 
     private void ensure(int n) {
