@@ -18,9 +18,10 @@ import java.util.SplittableRandom;
  * in back-to-back runs); CPU time does not, so this tells the two costs apart: what the plugin
  * adds to {@code route}, and what its publisher takes from the other cores.
  *
- * <p>One thread routes through three routers in turn, 200 ms each: without the plugin, without
- * it but sharing state ({@code RouterHints.shareState}, which changes how ties are broken), and
- * with it. The second separates the cost of queueing hints from the cost of routing differently.
+ * <p>One thread routes through three routers in turn, 200 ms each, the order rotating from round
+ * to round: without the plugin, without it but sharing state ({@code RouterHints.shareState},
+ * which changes how ties are broken), and with it. The second separates the cost of queueing
+ * hints from the cost of routing differently.
  *
  * <pre>
  * java -cp routing-jmh/target/benchmarks.jar io.epp4j.jmh.ReplicationCpu [rounds]
@@ -61,7 +62,9 @@ public final class ReplicationCpu {
     long publisherCpu = 0;
     int next = 0;
     for (int r = 0; r < WARM_ROUNDS + rounds; r++) {
-      for (int k = 0; k < 3; k++) {
+      for (int j = 0; j < 3; j++) {
+        // each round starts with another router: no router always follows the same one
+        int k = (j + r) % 3;
         Router router = routers.get(k);
         long p0 = mx.getThreadCpuTime(publisher);
         long c0 = mx.getCurrentThreadCpuTime();
