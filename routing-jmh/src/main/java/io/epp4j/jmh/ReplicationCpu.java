@@ -21,7 +21,8 @@ import java.util.SplittableRandom;
  * <p>One thread routes through three routers in turn, 200 ms each, the order rotating from round
  * to round: without the plugin, without it but sharing state ({@code RouterHints.shareState},
  * which changes how ties are broken), and with it. The second separates the cost of queueing
- * hints from the cost of routing differently.
+ * hints from the cost of routing differently; on these fixtures it picks as the plain router
+ * does, so what it differs from the plain one by is the resolution of the measurement.
  *
  * <pre>
  * java -cp routing-jmh/target/benchmarks.jar io.epp4j.jmh.ReplicationCpu [rounds]
