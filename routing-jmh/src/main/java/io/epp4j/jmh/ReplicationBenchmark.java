@@ -30,13 +30,19 @@ import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * {@code Router.route} with the EPP default profile, without and with {@code redis-replication}
- * (same run, same prompts, same warm index). The replication publishes into a log that keeps
- * nothing, so what is measured is what sharing costs the routing thread: copying the block hashes
- * and the session key into the queue, plus the publisher thread's encoding competing for the
- * CPU. The two run at the same time in one group, one thread each, so that both see the same
- * machine: on a shared machine, load that comes and goes between two benchmarks run one after
- * the other is larger than the difference measured. Report {@code route:replicated /
- * route:plain}.
+ * (same run, same prompts, same endpoint load figures, same warm-up). The replication publishes
+ * into a log that keeps nothing, so what is measured is what sharing costs: queueing each
+ * route's hint (the block hashes by reference) on the routing thread, plus the publisher
+ * thread's encoding competing for the CPU. The two run at the same time in one group, one thread
+ * each, so that both see the same machine: on a shared machine, load that comes and goes between
+ * two benchmarks run one after the other is larger than the difference measured. Report
+ * {@code route:replicated / route:plain}.
+ *
+ * <p>Both routers get their load figures from one fixed seed. They used to be drawn one after
+ * the other from one generator, so the two routers saw different queues and KV usage, picked
+ * differently, and built different indexes: part of the difference measured was that, not the
+ * plugin. {@link ReplicationCpu} splits the remaining cost into routing-thread and publisher
+ * CPU time, which the scheduler's placement of the threads does not move.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
@@ -45,7 +51,8 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 5, time = 1)
 @Fork(1)
 public class ReplicationBenchmark {
-  private static final int PROMPTS = 64;
+  static final int PROMPTS = 64;
+  private static final long METRICS_SEED = 7;
 
   @Param({"1024", "10240"})
   public int promptBytes;
@@ -116,35 +123,53 @@ public class ReplicationBenchmark {
     };
   }
 
-  private Router router(boolean replication, SplittableRandom rnd) {
+  /**
+   * A router with the pool's load figures drawn from one fixed seed: every router of a
+   * comparison gets the same figures, so that the plugin is the only difference between them
+   * (figures drawn one after the other from one generator made the routers pick differently,
+   * and a router that picks differently builds another index and routes at another cost).
+   */
+  static Router router(int endpoints, boolean replication) {
     PluginRegistry registry = PluginRegistry.fromServiceLoader()
         .with(new RedisReplication.Provider(ReplicationBenchmark::discard));
     Router r = Router.builder().registry(registry)
         .endpoints(BenchmarkPrompts.endpoints(endpoints)).randomSeed(1)
         .configYaml(config(replication), replication ? "replicated" : "plain").build();
-    BenchmarkPrompts.publishMetrics(r, rnd);
+    BenchmarkPrompts.publishMetrics(r, new SplittableRandom(METRICS_SEED));
     return r;
   }
 
-  @Setup(Level.Trial)
-  public void setUp() {
-    SplittableRandom rnd = new SplittableRandom(42);
-    plain = router(false, rnd);
-    replicated = router(true, rnd);
+  /** The measured prompts; the routers are then warmed with {@link #warm}. */
+  static InferenceRequest[] requests(SplittableRandom rnd, int promptBytes) {
     String[] prompts = BenchmarkPrompts.prompts(rnd, PROMPTS, 16, promptBytes);
-    requests = new InferenceRequest[PROMPTS];
+    InferenceRequest[] requests = new InferenceRequest[PROMPTS];
     for (int i = 0; i < PROMPTS; i++) {
       requests[i] = BenchmarkPrompts.request(prompts[i], false, i);
     }
+    return requests;
+  }
+
+  /** Fills each router's index with background prompts and the measured ones. */
+  static void warm(SplittableRandom rnd, int promptBytes, InferenceRequest[] requests,
+      List<Router> routers) {
     String[] background = BenchmarkPrompts.prompts(rnd, 512, 128, promptBytes);
     InferenceRequest[] bg = new InferenceRequest[background.length];
     for (int i = 0; i < bg.length; i++) {
       bg[i] = BenchmarkPrompts.request(background[i], false, 1000 + i);
     }
-    for (Router r : List.of(plain, replicated)) {
+    for (Router r : routers) {
       BenchmarkPrompts.warm(r, bg, 1);
       BenchmarkPrompts.warm(r, requests, 2);
     }
+  }
+
+  @Setup(Level.Trial)
+  public void setUp() {
+    SplittableRandom rnd = new SplittableRandom(42);
+    plain = router(endpoints, false);
+    replicated = router(endpoints, true);
+    requests = requests(rnd, promptBytes);
+    warm(rnd, promptBytes, requests, List.of(plain, replicated));
   }
 
   @TearDown(Level.Trial)

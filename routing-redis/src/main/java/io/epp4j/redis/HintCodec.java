@@ -4,6 +4,9 @@ import io.epp4j.api.PrefixBlocks;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 
 /**
  * The bytes of one hint batch: a header (format version, pool, origin router, when it was sent)
@@ -33,19 +36,36 @@ final class HintCodec {
   /**
    * Writes one batch; call the record methods, then {@link #finish}. Reusable: {@link #reset}
    * keeps the buffer, so the publisher allocates one array per batch sent and nothing per hint.
-   * Strings are written as {@link java.io.DataOutput#writeUTF} does (modified UTF-8).
+   * Strings are written as {@link java.io.DataOutput#writeUTF} does (modified UTF-8), numbers
+   * big-endian as {@link java.io.DataOutput} does, each with one store: a batch is mostly block
+   * hashes, and writing them a byte at a time made the encoding most of the publisher's work.
    */
   static final class Writer {
+    private static final VarHandle INT =
+        MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
+    private static final VarHandle LONG =
+        MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+
+    /** Endpoint ids whose encoding is kept; a power of two. */
+    static final int ID_CACHE = 64;
+
     private byte[] buf = new byte[8192];
     private int pos;
     private int records;
+    // the records start this far into buf, leaving room for a header as long as the last one
+    // (the same pool and origin batch after batch), so that the batch is one copy of buf
+    private int headerRoom;
+    // the same few endpoint ids come in every record: their encoded form (length included) is
+    // kept in a small direct-mapped table, so a record copies it instead of encoding it again
+    private final String[] ids = new String[ID_CACHE];
+    private final byte[][] idBytes = new byte[ID_CACHE][];
 
     int records() {
       return records;
     }
 
     void reset() {
-      pos = 0;
+      pos = headerRoom;
       records = 0;
     }
 
@@ -58,13 +78,16 @@ final class HintCodec {
       ensure(1 + 8);
       buf[pos++] = PREFIX;
       putLong(capturedEpochMicros);
-      putUtf(endpointId);
+      putId(endpointId);
       ensure(8 + 8 * n);
       putInt(blocks.blockSizeTokens());
       putInt(n);
-      for (int i = 0; i < n; i++) {
-        putLong(blocks.hash(i));
+      byte[] b = buf;
+      int p = pos;
+      for (int i = 0; i < n; i++, p += 8) {
+        LONG.set(b, p, blocks.hash(i));
       }
+      pos = p;
       records++;
     }
 
@@ -73,14 +96,14 @@ final class HintCodec {
       buf[pos++] = SESSION;
       putLong(capturedEpochMicros);
       putUtf(sessionKey);
-      putUtf(endpointId);
+      putId(endpointId);
       records++;
     }
 
     void inFlight(String endpointId, int requests, long tokens) {
       ensure(1);
       buf[pos++] = IN_FLIGHT;
-      putUtf(endpointId);
+      putId(endpointId);
       ensure(12);
       putInt(requests);
       putLong(tokens);
@@ -88,19 +111,26 @@ final class HintCodec {
     }
 
     byte[] finish(String pool, String origin, long sentEpochMicros) {
-      int bodyEnd = pos;
-      putUtf(pool);
-      putUtf(origin);
-      ensure(13);
-      putLong(sentEpochMicros);
-      putInt(records);
-      int headerLen = pos - bodyEnd;
-      byte[] out = new byte[1 + headerLen + bodyEnd];
-      out[0] = VERSION;
-      System.arraycopy(buf, bodyEnd, out, 1, headerLen);
-      System.arraycopy(buf, 0, out, 1 + headerLen, bodyEnd);
-      pos = bodyEnd;
-      return out;
+      int poolLen = utfLength(pool);
+      int originLen = utfLength(origin);
+      int headerLen = 1 + 2 + poolLen + 2 + originLen + 8 + 4;
+      if (headerLen != headerRoom) {
+        // the first batch, or another pool or origin: the records move to fit the header
+        if (headerLen > headerRoom) {
+          ensure(headerLen - headerRoom);
+        }
+        System.arraycopy(buf, headerRoom, buf, headerLen, pos - headerRoom);
+        pos += headerLen - headerRoom;
+        headerRoom = headerLen;
+      }
+      byte[] b = buf;
+      b[0] = VERSION;
+      int p = writeUtf(pool, poolLen, b, 1);
+      p = writeUtf(origin, originLen, b, p);
+      LONG.set(b, p, sentEpochMicros);
+      INT.set(b, p + 8, records);
+      // a copy of one range into a new array: the JIT need not zero the array first
+      return java.util.Arrays.copyOf(b, pos);
     }
 
     private void ensure(int n) {
@@ -110,19 +140,42 @@ final class HintCodec {
     }
 
     private void putInt(int v) {
-      buf[pos] = (byte) (v >>> 24);
-      buf[pos + 1] = (byte) (v >>> 16);
-      buf[pos + 2] = (byte) (v >>> 8);
-      buf[pos + 3] = (byte) v;
+      INT.set(buf, pos, v);
       pos += 4;
     }
 
     private void putLong(long v) {
-      putInt((int) (v >>> 32));
-      putInt((int) v);
+      LONG.set(buf, pos, v);
+      pos += 8;
     }
 
     private void putUtf(String s) {
+      int len = utfLength(s);
+      ensure(2 + len);
+      pos = writeUtf(s, len, buf, pos);
+    }
+
+    /** An endpoint id, as {@link #putUtf} writes it. */
+    private void putId(String id) {
+      int slot = id.hashCode() & (ID_CACHE - 1);
+      String known = ids[slot];
+      byte[] enc;
+      if (known == id || id.equals(known)) {
+        enc = idBytes[slot];
+      } else {
+        int len = utfLength(id);
+        enc = new byte[2 + len];
+        writeUtf(id, len, enc, 0);
+        ids[slot] = id;
+        idBytes[slot] = enc;
+      }
+      ensure(enc.length);
+      System.arraycopy(enc, 0, buf, pos, enc.length);
+      pos += enc.length;
+    }
+
+    /** Bytes of {@code s} in modified UTF-8, without the length. */
+    private static int utfLength(String s) {
       int n = s.length();
       int len = 0;
       for (int i = 0; i < n; i++) {
@@ -132,22 +185,29 @@ final class HintCodec {
       if (len > 65535) {
         throw new IllegalArgumentException("string longer than 65535 bytes in modified UTF-8");
       }
-      ensure(2 + len);
-      buf[pos++] = (byte) (len >>> 8);
-      buf[pos++] = (byte) len;
+      return len;
+    }
+
+    /** Writes the length and the bytes of {@code s} at {@code at}; returns the end. */
+    private static int writeUtf(String s, int len, byte[] b, int at) {
+      int p = at;
+      b[p++] = (byte) (len >>> 8);
+      b[p++] = (byte) len;
+      int n = s.length();
       for (int i = 0; i < n; i++) {
         char c = s.charAt(i);
         if (c >= 1 && c <= 0x7f) {
-          buf[pos++] = (byte) c;
+          b[p++] = (byte) c;
         } else if (c <= 0x7ff) {
-          buf[pos++] = (byte) (0xc0 | (c >> 6));
-          buf[pos++] = (byte) (0x80 | (c & 0x3f));
+          b[p++] = (byte) (0xc0 | (c >> 6));
+          b[p++] = (byte) (0x80 | (c & 0x3f));
         } else {
-          buf[pos++] = (byte) (0xe0 | (c >> 12));
-          buf[pos++] = (byte) (0x80 | ((c >> 6) & 0x3f));
-          buf[pos++] = (byte) (0x80 | (c & 0x3f));
+          b[p++] = (byte) (0xe0 | (c >> 12));
+          b[p++] = (byte) (0x80 | ((c >> 6) & 0x3f));
+          b[p++] = (byte) (0x80 | (c & 0x3f));
         }
       }
+      return p;
     }
   }
 

@@ -1,5 +1,7 @@
 package io.epp4j.redis;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
@@ -11,6 +13,18 @@ import org.jspecify.annotations.Nullable;
  * store; when the queue is full it counts the hint as dropped instead.
  */
 final class HintQueue {
+  // Hint.next, written with no more ordering than each write needs: a volatile store is a full
+  // fence, which the routing thread would pay on every route
+  private static final VarHandle NEXT;
+
+  static {
+    try {
+      NEXT = MethodHandles.lookup().findVarHandle(Hint.class, "next", Hint.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
   private final int capacity;
   private final AtomicInteger size = new AtomicInteger();
   private final AtomicReference<Hint> tail;
@@ -32,7 +46,8 @@ final class HintQueue {
       return false;
     }
     Hint prev = tail.getAndSet(h);
-    prev.next = h;
+    // release: the consumer's volatile read of next then sees the hint's fields
+    NEXT.setRelease(prev, h);
     return true;
   }
 
@@ -46,7 +61,9 @@ final class HintQueue {
     if (n == null) {
       return null;
     }
-    head.next = null; // the old head is garbage now: do not let it keep the chain alive
+    // the old head is garbage now: do not let it keep the chain alive; no producer writes it
+    // again, so a plain store will do
+    NEXT.set(head, null);
     head = n;
     return n;
   }
