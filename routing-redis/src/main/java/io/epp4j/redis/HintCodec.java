@@ -3,10 +3,12 @@ package io.epp4j.redis;
 import io.epp4j.api.PrefixBlocks;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
+import java.io.EOFException;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 
 /**
  * The bytes of one hint batch: a header (format version, pool, origin router, when it was sent)
@@ -231,7 +233,7 @@ final class HintCodec {
   }
 
   /** Reads the header; the stream is left at the first record. */
-  static Header header(DataInputStream in) throws MalformedBatchException {
+  static Header header(Input in) throws MalformedBatchException {
     try {
       int v = in.readUnsignedByte();
       if (v != VERSION) {
@@ -250,15 +252,89 @@ final class HintCodec {
     }
   }
 
-  static DataInputStream input(byte[] batch) {
-    return new DataInputStream(new ByteArrayInputStream(batch));
+  static Input input(byte[] batch) {
+    return new Input(batch);
+  }
+
+  /**
+   * Reads a batch as {@link DataInputStream} would (big-endian numbers, modified UTF-8 strings),
+   * each number with one load rather than a stream's synchronized eight-byte read: every router
+   * decodes every other router's block hashes. A read past the end is an {@link EOFException}.
+   */
+  static final class Input {
+    private static final VarHandle INT =
+        MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
+    private static final VarHandle LONG =
+        MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+    private final byte[] buf;
+    private int pos;
+
+    Input(byte[] buf) {
+      this.buf = buf;
+    }
+
+    int available() {
+      return buf.length - pos;
+    }
+
+    private void need(int n) throws EOFException {
+      if (n > buf.length - pos) {
+        throw new EOFException();
+      }
+    }
+
+    int readUnsignedByte() throws EOFException {
+      need(1);
+      return buf[pos++] & 0xFF;
+    }
+
+    int readInt() throws EOFException {
+      need(4);
+      int v = (int) INT.get(buf, pos);
+      pos += 4;
+      return v;
+    }
+
+    long readLong() throws EOFException {
+      need(8);
+      long v = (long) LONG.get(buf, pos);
+      pos += 8;
+      return v;
+    }
+
+    void readLongs(long[] into) throws EOFException {
+      need(8 * into.length);
+      for (int i = 0; i < into.length; i++) {
+        into[i] = (long) LONG.get(buf, pos);
+        pos += 8;
+      }
+    }
+
+    /** A {@link java.io.DataOutput#writeUTF} string: ASCII directly, anything else decoded. */
+    String readUTF() throws IOException {
+      need(2);
+      int len = ((buf[pos] & 0xFF) << 8) | (buf[pos + 1] & 0xFF);
+      need(2 + len);
+      int start = pos + 2;
+      for (int i = start, end = start + len; i < end; i++) {
+        if (buf[i] < 0) {
+          // multi-byte modified UTF-8 (rare: ids and keys are ASCII): decoded as DataInput does
+          String v = new DataInputStream(new ByteArrayInputStream(buf, pos, 2 + len)).readUTF();
+          pos = start + len;
+          return v;
+        }
+      }
+      String v = new String(buf, start, len, StandardCharsets.ISO_8859_1);
+      pos = start + len;
+      return v;
+    }
   }
 
   /**
    * Decodes every record before handing any to {@code visitor}, so a batch that turns out
    * corrupt halfway applies nothing.
    */
-  static void records(DataInputStream in, Header h, Visitor visitor)
+  static void records(Input in, Header h, Visitor visitor)
       throws MalformedBatchException {
     java.util.List<Runnable> decoded = new java.util.ArrayList<>(Math.min(h.records(), 4096));
     try {
@@ -274,9 +350,7 @@ final class HintCodec {
               throw new MalformedBatchException("bad prefix record");
             }
             long[] hashes = new long[n];
-            for (int j = 0; j < n; j++) {
-              hashes[j] = in.readLong();
-            }
+            in.readLongs(hashes);
             decoded.add(() -> visitor.prefix(at, ep, bs, hashes));
           }
           case SESSION -> {

@@ -18,7 +18,6 @@ import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.metrics.DoubleHistogram;
 import io.opentelemetry.api.metrics.Meter;
-import java.io.DataInputStream;
 import java.io.File;
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
@@ -405,7 +404,7 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   private void apply(HintTransport.Entry entry, long newestMillis) {
     entriesRead.incrementAndGet();
-    DataInputStream in = HintCodec.input(entry.batch());
+    HintCodec.Input in = HintCodec.input(entry.batch());
     HintCodec.Header h;
     try {
       h = HintCodec.header(in);

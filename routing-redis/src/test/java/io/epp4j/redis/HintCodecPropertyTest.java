@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.io.ByteArrayOutputStream;
-import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
@@ -21,7 +20,7 @@ class HintCodecPropertyTest {
 
   /** Every record of a batch, as text, in order. */
   static List<String> read(byte[] batch) throws HintCodec.MalformedBatchException {
-    DataInputStream in = HintCodec.input(batch);
+    HintCodec.Input in = HintCodec.input(batch);
     HintCodec.Header h = HintCodec.header(in);
     List<String> seen = new ArrayList<>();
     seen.add(h.pool() + "|" + h.origin() + "|" + h.sentEpochMicros());
