@@ -3,6 +3,7 @@ package io.epp4j.sim;
 import io.epp4j.core.ConfigException;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.io.UncheckedIOException;
 import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -63,6 +64,9 @@ public final class Main {
         --max-num-seqs N       override the profile's max_num_seqs
         --max-num-batched-tokens N  override the profile's max_num_batched_tokens
         --json PATH --csv PATH --chart PATH.png   write the report (checked before the run)
+        --requests-csv PATH    also write every completed request: scenario, load, policy,
+                               replica, arrival, TTFT, E2E, prompt, cached, preemptions and
+                               what its replica held when it arrived (not with --dominance)
         --load-levels LIST     multipliers of every scenario's offered load, e.g. 1,1.5,2
                                (shared-prefix: concurrency or --rate × level; multi-turn:
                                dialogs × level; trace: timestamps ÷ level; counts rounded to
@@ -143,6 +147,7 @@ public final class Main {
       checkOutput("--json", o.json);
       checkOutput("--csv", o.csv);
       checkOutput("--chart", o.chart);
+      checkOutput("--requests-csv", o.requestsCsv);
     } catch (UsageException e) {
       err.println("error: " + e.getMessage());
       err.print(SHORT_USAGE);
@@ -354,7 +359,8 @@ public final class Main {
       workloads.add(o.workload(scenario, hw));
     }
     List<ScenarioResult> out = new ArrayList<>();
-    try (RouterWarnings warnings = new RouterWarnings(progress)) {
+    try (RouterWarnings warnings = new RouterWarnings(progress);
+        RequestsCsv requests = RequestsCsv.open(o.requestsCsv)) {
       for (Workload base : workloads) {
         for (double level : o.loadLevels) {
           Workload w = base.atLoad(level);
@@ -365,8 +371,12 @@ public final class Main {
             if (progress != null) {
               progress.printf("running %s / %s ...%n", label, p.name());
             }
-            PolicyResult r = new Simulation(settings, w, p, null).gateways(o.gateways,
-                o.replicated, Math.round(o.replicationDelayMs * 1e6)).run();
+            Simulation sim = new Simulation(settings, w, p, null).gateways(o.gateways,
+                o.replicated, Math.round(o.replicationDelayMs * 1e6));
+            if (requests != null) {
+              sim.requestLog(requests.rowsOf(w.name(), level, o.seed, p.name()));
+            }
+            PolicyResult r = sim.run();
             if (progress != null) {
               progress.printf("  %s / %s: %d requests in %.2f s (%.0f simulated requests/s)%n",
                   label, p.name(), r.requests(), r.wallSeconds(),
@@ -382,6 +392,14 @@ public final class Main {
           out.add(scenarioResult(base, level, hw, o.replicas, o.seed, rs, w.parameters()));
         }
       }
+    } catch (IOException e) {
+      throw new RunFailure("--requests-csv " + o.requestsCsv + ": cannot write (" + reason(e)
+          + ")");
+    } catch (UncheckedIOException e) {
+      // a row that could not be written, from inside a run
+      IOException cause = e.getCause();
+      throw new RunFailure("--requests-csv " + o.requestsCsv + ": cannot write ("
+          + reason(cause == null ? e : cause) + ")");
     }
     return out;
   }
@@ -451,6 +469,8 @@ public final class Main {
     @Nullable Path json;
     @Nullable Path csv;
     @Nullable Path chart;
+    /** {@code --requests-csv}: one row per completed request of every run. */
+    @Nullable Path requestsCsv;
     SharedPrefixWorkload shared = SharedPrefixWorkload.defaults();
     MultiTurnWorkload multi = MultiTurnWorkload.defaults();
     /** {@code mooncake:PATH}, or null for the shared trace beside the repository. */
@@ -579,6 +599,7 @@ public final class Main {
         case "--json" -> json = Path.of(v);
         case "--csv" -> csv = Path.of(v);
         case "--chart" -> chart = Path.of(v);
+        case "--requests-csv" -> requestsCsv = Path.of(v);
         case "--trace" -> {
           if (!v.startsWith("mooncake:") || v.length() == "mooncake:".length()) {
             throw new UsageException("--trace must be mooncake:PATH, got '" + v + "'");

@@ -54,6 +54,9 @@ final class Replica {
   }
 
   void enqueue(SimRequest r) {
+    r.waitingAtArrival = waiting.size();
+    r.runningAtArrival = running.size();
+    r.kvUsageAtArrival = kv.usage();
     waiting.addLast(r);
     requestsReceived++;
   }

@@ -37,6 +37,10 @@ final class SimRequest {
   /** Prompt tokens hit in the prefix cache at first admission; -1 until admitted. */
   int cachedAtFirstAdmission = -1;
   int preemptions;
+  /** The replica's waiting and running requests and KV usage when this one arrived there. */
+  int waitingAtArrival;
+  int runningAtArrival;
+  double kvUsageAtArrival;
   long firstTokenNanos = -1;
   long lastTokenNanos = -1;
 

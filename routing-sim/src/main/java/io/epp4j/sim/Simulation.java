@@ -22,6 +22,7 @@ import java.util.Objects;
 import java.util.PriorityQueue;
 import java.util.Set;
 import java.util.function.BiConsumer;
+import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -105,6 +106,7 @@ public final class Simulation {
   private long blockSeed;
 
   private final Samples ttft = new Samples();
+  private @Nullable Consumer<RequestRecord> requestLog;
   private final Samples itl = new Samples();
   private final Samples e2e = new Samples();
   private final Samples routing = new Samples();
@@ -180,6 +182,25 @@ public final class Simulation {
    *
    * @throws io.epp4j.core.ConfigException when the policy's configuration cannot be loaded
    */
+  /**
+   * One served request, as {@code --requests-csv} writes it: where it went, when it arrived
+   * (simulated seconds), its time to first token and end to end, its prompt, the part of it the
+   * replica had cached when it was first admitted, its output, how often it was preempted, and
+   * what the replica held when it arrived (waiting and running requests, KV usage 0..1).
+   */
+  public record RequestRecord(String id, String session, int replica, double arrivalSeconds,
+      double ttftMs, double e2eMs, int promptTokens, int cachedTokens, int outputTokens,
+      int preemptions, int waitingAtArrival, int runningAtArrival, double kvUsageAtArrival) {}
+
+  /**
+   * Hands every request that completes to {@code log}, in simulated time order, on the thread
+   * that runs the simulation. Requests the router or a replica rejected are not in it.
+   */
+  public Simulation requestLog(Consumer<RequestRecord> log) {
+    this.requestLog = log;
+    return this;
+  }
+
   public PolicyResult run() {
     createKvIndexes();
     List<Endpoint> endpoints = createReplicas();
@@ -496,6 +517,14 @@ public final class Simulation {
       completed++;
       lastFinish = Math.max(lastFinish, nowNanos);
       e2e.add((nowNanos - r.arrivalNanos) / 1e6);
+      Consumer<RequestRecord> log = requestLog;
+      if (log != null) {
+        log.accept(new RequestRecord(r.spec.id(), r.spec.sessionKey(), replica.index,
+            r.arrivalNanos / 1e9, (r.firstTokenNanos - r.arrivalNanos) / 1e6,
+            (nowNanos - r.arrivalNanos) / 1e6, r.promptLength,
+            Math.max(0, r.cachedAtFirstAdmission), r.outputLength, r.preemptions,
+            r.waitingAtArrival, r.runningAtArrival, r.kvUsageAtArrival));
+      }
       if (r.decision != null) {
         r.decision.onComplete(new Usage(r.promptLength, Math.max(0, r.cachedAtFirstAdmission),
             r.outputLength));

@@ -259,6 +259,56 @@ class MainTest {
   }
 
   @Test
+  void requestsCsvHoldsEveryCompletedRequestWithTheTtftsTheReportSummarises(@TempDir Path dir)
+      throws Exception {
+    Path json = dir.resolve("r.json");
+    Path requests = dir.resolve("requests.csv");
+    int code = run(with("--policies", "round-robin,epp4j", "--load-levels", "1,2", "--json",
+        json.toString(), "--requests-csv", requests.toString()));
+    assertThat(code).as(stderr()).isZero();
+    List<String> rows = Files.readAllLines(requests);
+    assertThat(rows.get(0)).isEqualTo(RequestsCsv.HEADER);
+    java.util.Map<String, List<Double>> ttfts = new java.util.HashMap<>();
+    for (String row : rows.subList(1, rows.size())) {
+      String[] f = row.split(",");
+      assertThat(f).hasSize(17);
+      ttfts.computeIfAbsent(f[0] + "|" + f[1] + "|" + f[3], k -> new ArrayList<>())
+          .add(Double.parseDouble(f[8]));
+      assertThat(Integer.parseInt(f[11])).isBetween(0, Integer.parseInt(f[10]));
+      assertThat(Double.parseDouble(f[16])).isBetween(0.0, 1.0);
+    }
+    JsonNode root = new ObjectMapper().readTree(json.toFile());
+    int runs = 0;
+    for (JsonNode scenario : root.get("scenarios")) {
+      for (JsonNode r : scenario.get("results")) {
+        String key = scenario.get("scenario").asText() + "|"
+            + RequestsCsvFormat.level(scenario.get("loadLevel").asDouble()) + "|"
+            + r.get("policy").asText();
+        List<Double> v = ttfts.get(key);
+        assertThat(v).as(key).isNotNull().hasSize(r.get("requests").asInt());
+        v.sort(null);
+        // the report's p95 is the nearest rank of the same values
+        double p95 = v.get(Math.max(0, (int) Math.ceil(0.95 * v.size()) - 1));
+        assertThat(p95).as(key).isCloseTo(r.get("ttftP95Ms").asDouble(),
+            org.assertj.core.api.Assertions.within(0.01));
+        runs++;
+      }
+    }
+    assertThat(runs).isEqualTo(2 * 2 * 2);
+    assertThat(ttfts).hasSize(runs);
+
+    assertThat(run("--dominance", "--requests-csv", requests.toString())).isEqualTo(2);
+    assertThat(stderr()).contains("--requests-csv");
+  }
+
+  /** How the requests CSV writes a load level. */
+  static final class RequestsCsvFormat {
+    static String level(double v) {
+      return v == Math.rint(v) ? String.valueOf((long) v) : String.valueOf(v);
+    }
+  }
+
+  @Test
   void loadLevelsGiveOneScenarioEntryPerLevelWithItsLoadAndFacts(@TempDir Path dir)
       throws Exception {
     Path json = dir.resolve("r.json");
