@@ -19,6 +19,7 @@ import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -61,6 +62,9 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private final boolean autoTune;
   private final boolean refreshOnLookup;
   private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
+  /** Bumped on every pool change; a {@link Slots} built under another epoch is not used. */
+  private final AtomicLong epoch = new AtomicLong();
+  private volatile Slots slots = Slots.EMPTY;
   // per instance, so two prefix scorers with different block sizes never share hashes
   private final AttributeKey<Lookup> lookupKey = AttributeKey.of("prefix-cache-lookup", Lookup.class);
 
@@ -91,15 +95,37 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     Lookup lookup = lookup(request, state);
     long[] hashes = lookup.hashes;
     int total = hashes.length;
+    Slots sl = slots;
+    if (sl.epoch != epoch.get()) {
+      sl = Slots.EMPTY;
+    }
+    int misses = 0;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
-      EndpointBlocks blocks = blocksFor(c);
+      EndpointBlocks blocks;
+      if (i < sl.endpoints.length && sl.endpoints[i] == c.endpoint()) {
+        blocks = sl.blocks[i];
+        EndpointMetrics m = c.metrics();
+        if (sl.metrics[i] != m) {
+          tune(blocks, m);
+          sl.metrics[i] = m;
+        }
+      } else {
+        blocks = blocksFor(c);
+        misses++;
+      }
       if (total > 0 && blocks != null) {
         int m = refreshOnLookup ? blocks.matchAndTouch(hashes, total) : blocks.match(hashes, total);
         scores[i] = (double) m / total;
       } else {
         scores[i] = 0;
       }
+    }
+    if (misses > n / 2 && n == endpoints.size()) {
+      // the whole pool, in an order the cached slots do not match: the pool changed (or this is
+      // the first route), so the next routes find their stores by position. A filtered list
+      // keeps taking the map, which allocates nothing.
+      slots = Slots.of(candidates, endpoints, epoch.get());
     }
     // the counts are read back from the scores: no array per candidate while scoring
     PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
@@ -166,13 +192,59 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   private @Nullable EndpointBlocks blocksFor(Candidate c) {
     EndpointBlocks b = endpoints.get(c.id());
-    if (b != null && autoTune && c.metrics().kvCapacityBlocks() > 0) {
-      int cap = capacityOf(c.metrics());
+    tune(b, c.metrics());
+    return b;
+  }
+
+  /** The capacity follows the endpoint's {@code num_gpu_blocks} when known. */
+  private void tune(@Nullable EndpointBlocks b, EndpointMetrics m) {
+    if (b != null && autoTune && m.kvCapacityBlocks() > 0) {
+      int cap = capacityOf(m);
       if (b.capacity() != cap) {
         b.setCapacity(cap);
       }
     }
-    return b;
+  }
+
+  /**
+   * The block stores of one candidate list by position, so that a route over the same pool finds
+   * each candidate's store with an identity check instead of a map lookup (which, with a few
+   * hundred endpoints, was most of the scorer's time). A slot is used only while the candidate at
+   * that position is the same {@link Endpoint} object and the epoch has not moved; anything else
+   * (a filtered list, a changed pool) takes the map. The metrics last seen per slot decide when
+   * the capacity has to be tuned again; racing writes there only cause an extra check.
+   */
+  private static final class Slots {
+    static final Slots EMPTY = new Slots(new Endpoint[0], new EndpointBlocks[0], -1);
+
+    final Endpoint[] endpoints;
+    final @Nullable EndpointBlocks[] blocks;
+    final @Nullable EndpointMetrics[] metrics;
+    final long epoch;
+
+    private Slots(Endpoint[] endpoints, @Nullable EndpointBlocks[] blocks, long epoch) {
+      this.endpoints = endpoints;
+      this.blocks = blocks;
+      this.metrics = new EndpointMetrics[endpoints.length];
+      this.epoch = epoch;
+    }
+
+    /**
+     * Built from the map under {@code epoch}, read before the lookups: a pool change during the
+     * build bumps the epoch, so a store looked up before a removal is never used afterwards.
+     */
+    static Slots of(List<Candidate> candidates, ConcurrentHashMap<String, EndpointBlocks> map,
+        long epoch) {
+      int n = candidates.size();
+      Endpoint[] eps = new Endpoint[n];
+      EndpointBlocks[] blocks = new EndpointBlocks[n];
+      for (int i = 0; i < n; i++) {
+        Endpoint e = candidates.get(i).endpoint();
+        eps[i] = e;
+        blocks[i] = map.get(e.id());
+      }
+      return new Slots(eps, blocks, epoch);
+    }
   }
 
   int capacityOf(EndpointMetrics m) {
@@ -243,11 +315,13 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     // keeps the store of an endpoint announced twice; the capacity follows its metrics once
     // it is scored
     endpoints.computeIfAbsent(endpoint.id(), k -> new EndpointBlocks(defaultCapacity));
+    epoch.incrementAndGet();
   }
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     endpoints.remove(endpoint.id());
+    epoch.incrementAndGet();
   }
 
   /** The block store of an endpoint, or {@code null}; for tests. */

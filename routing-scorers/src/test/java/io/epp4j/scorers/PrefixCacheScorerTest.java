@@ -277,6 +277,41 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void anEndpointRemovedAndAddedAgainIsScoredOnItsNewStoreEvenThroughTheSameCandidateList() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
+    InferenceRequest r = tok(tokens(64, 0));
+    // twice, so that the second route finds the stores by position
+    route(s, r, pool, pool.get(1));
+    assertThat(route(s, r, pool, pool.get(1))).containsExactly(0, 1, 0);
+    s.onEndpointRemoved(pool.get(1).endpoint());
+    s.onEndpointAdded(pool.get(1).endpoint()); // the same Endpoint object, a new empty store
+    double[] scores = new double[3];
+    s.score(r, state(), pool, scores);
+    assertThat(scores).containsExactly(0, 0, 0);
+    assertThat(s.blocks(pool.get(1).id()).size()).isZero();
+  }
+
+  @Test
+  void capacityFollowsNewMetricsOfAnEndpointAlreadyScoredByPosition() {
+    PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(100).build();
+    Candidate before = TestCandidates.withMetrics("10.0.0.1:8000", EndpointMetrics.builder()
+        .kvCapacityBlocks(10).blockSizeTokens(16).scrapedAtNanos(0).build());
+    Candidate other = TestCandidates.cand("10.0.0.2:8000");
+    TestCandidates.joined(s, List.of(before, other));
+    for (int i = 0; i < 2; i++) {
+      s.score(tok(tokens(16, 0)), state(), List.of(before, other), new double[2]);
+    }
+    assertThat(s.blocks(before.id()).capacity()).isEqualTo(10);
+    // a scrape: same endpoint, new metrics
+    Candidate after = new TestCandidates.Cand(before.endpoint(), EndpointMetrics.builder()
+        .kvCapacityBlocks(40).blockSizeTokens(16).scrapedAtNanos(1).build(), 0, 0);
+    s.score(tok(tokens(16, 0)), state(), List.of(after, other), new double[2]);
+    assertThat(s.blocks(before.id()).capacity()).isEqualTo(40);
+  }
+
+  @Test
   void lookupRefreshCanBeLimitedToRoutedEndpoints() {
     for (boolean refresh : new boolean[] {true, false}) {
       PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(4)
