@@ -90,10 +90,12 @@ final class HolderTable {
     write(key, bits, false);
   }
 
-  private void write(long key, long bits, boolean replace) {
+  /** Returns the word before the write (0 when the key was absent or dead). */
+  private long write(long key, long bits, boolean replace) {
     if (key == 0) {
+      long before = zeroKeyBits;
       zeroKeyBits = replace ? bits : zeroKeyBits | bits;
-      return;
+      return before;
     }
     Table t = table;
     long[] c = t.cells;
@@ -112,7 +114,7 @@ final class HolderTable {
             live++;
           }
         }
-        return;
+        return v;
       }
       if (k == 0) {
         live++;
@@ -121,14 +123,14 @@ final class HolderTable {
           // new key and retries
           CELLS.setRelease(c, dead, key);
           CELLS.setRelease(c, dead + 1, bits);
-          return;
+          return 0;
         }
         CELLS.setRelease(c, at + 1, bits);
         CELLS.setRelease(c, at, key);
         if (++used > (mask + 1) / 4 * 3) {
           rehash();
         }
-        return;
+        return 0;
       }
       if (dead < 0 && c[at + 1] == 0) {
         dead = at;
@@ -143,10 +145,15 @@ final class HolderTable {
    * word, so a reader sees the old word or the new one, never a mix. Writer only.
    */
   void put(long key, long value) {
+    replace(key, value);
+  }
+
+  /** {@link #put}, returning the word it replaced (0 when the key was absent). Writer only. */
+  long replace(long key, long value) {
     if (value == 0) {
       throw new IllegalArgumentException("value must be nonzero (zero marks a dead cell)");
     }
-    write(key, value, true);
+    return write(key, value, true);
   }
 
   /** Clears {@code bits} on {@code key}; returns the bits left. Writer only. */
@@ -176,6 +183,43 @@ final class HolderTable {
           }
         }
         return nv;
+      }
+      if (k == 0) {
+        return 0;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
+  /**
+   * The word of {@code key} (0 when absent), and the key removed in the same probe when that word
+   * is at most {@code limit} as an unsigned number. Writer only.
+   */
+  long removeIfAtMostUnsigned(long key, long limit) {
+    if (key == 0) {
+      long v = zeroKeyBits;
+      if (v != 0 && Long.compareUnsigned(v, limit) <= 0) {
+        zeroKeyBits = 0;
+      }
+      return v;
+    }
+    Table t = table;
+    long[] c = t.cells;
+    int mask = t.mask;
+    int i = home(key) & mask;
+    for (;;) {
+      int at = i << 1;
+      long k = c[at];
+      if (k == key) {
+        long v = c[at + 1];
+        if (v != 0 && Long.compareUnsigned(v, limit) <= 0) {
+          CELLS.setRelease(c, at + 1, 0L);
+          live--;
+          if (c[((i + 1) & mask) << 1] == 0) {
+            emptyDeadRunEndingAt(c, i, mask);
+          }
+        }
+        return v;
       }
       if (k == 0) {
         return 0;

@@ -4,15 +4,23 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The router's own memory of which block keys it sent to which endpoint, as the approximate
- * prefix cache keeps it: per endpoint a bounded, least-recently-routed-first record, plus a
- * primitive key → last-routed-time table read lock-free. Blocks of one request are recorded tail
- * first, so under pressure the start of a prefix is forgotten last, matching vLLM, which evicts
- * the tail of a freed chain before its head.
+ * prefix cache keeps it: per endpoint at most {@code capacity} distinct blocks, the least
+ * recently routed first out, plus a primitive key → last-routed-time table read lock-free. Blocks
+ * of one request are recorded tail first, so under pressure the start of a prefix is forgotten
+ * last, matching vLLM, which evicts the tail of a freed chain before its head.
  *
  * <p>Each endpoint has its own table (a {@link HolderTable} whose word is the time, offset so that
- * no realistic time is zero), written only under the endpoint's ring lock: a route costs one
- * probe per block and allocates nothing, where a shared map of boxed keys to copied
- * {@code (slot, time)} arrays cost an allocation and a boxed lookup per block.
+ * no realistic time is zero) and a ring holding each remembered key once, in the order it was
+ * first routed; both are written only under the endpoint's ring lock. A key routed again only
+ * has its time replaced in the table, in place (one probe). When a new key needs room, the ring's
+ * oldest entry goes unless its key was routed again since the entry was written: such a key gets
+ * a second chance at the ring's end with its latest time (the CLOCK approximation of LRU). So a
+ * prefix that every request repeats takes its blocks' worth of room once, not once per request,
+ * and a route of a prompt already remembered costs one table probe per block.
+ *
+ * <p>{@link #forget} (the engine reported the block removed) marks the key's word as forgotten
+ * instead of deleting it, so that its ring entry stays the only one: routed again, the key is
+ * remembered in place; reached at the ring's head, it goes.
  *
  * <p>Only endpoints added with {@link #addEndpoint} and not removed since are remembered:
  * recording never creates an endpoint, so a route that finishes after its endpoint left cannot
@@ -21,14 +29,16 @@ import java.util.concurrent.ConcurrentHashMap;
 final class RoutingMemory {
   /** Added to a time before it is stored: zero marks an absent key in a {@link HolderTable}. */
   private static final long TIME_OFFSET = Long.MIN_VALUE;
+  /** The word of a key the engine reported removed while its ring entry is still there. */
+  private static final long FORGOTTEN = 1;
 
   private final ConcurrentHashMap<String, Ring> rings = new ConcurrentHashMap<>();
   private final int capacity;
   private final long ttlNanos;
 
   /**
-   * Per-endpoint ring of (key, time) records, oldest first, and the table of each key's latest
-   * time; guarded by itself (readers of the table excepted).
+   * Per-endpoint ring of (key, time) entries, each key at most once, oldest first, and the
+   * table of each key's latest time; guarded by itself (readers of the table excepted).
    */
   private static final class Ring {
     final long[] keys;
@@ -70,33 +80,50 @@ final class RoutingMemory {
       HolderTable latest = r.latest;
       for (int i = Math.min(keys.length, capacity) - 1; i >= 0; i--) {
         long key = keys[i];
-        if (r.size == capacity) {
-          long oldKey = r.keys[r.head];
-          long oldTime = r.times[r.head];
-          r.head = (r.head + 1) % capacity;
-          r.size--;
-          forgetLocked(latest, oldKey, oldTime);
+        if (latest.replace(key, stored) != 0) {
+          continue; // remembered (or forgotten but still in the ring): its entry stays
         }
-        int at = (r.head + r.size) % capacity;
-        r.keys[at] = key;
-        r.times[at] = now;
-        r.size++;
-        latest.put(key, stored);
+        while (r.size == capacity) {
+          evictOrRequeue(r, latest);
+        }
+        push(r, key, now);
       }
     }
   }
 
-  private static long stored(long time) {
-    long v = time + TIME_OFFSET;
-    return v == 0 ? 1 : v; // only time Long.MIN_VALUE: kept one nanosecond later
+  /**
+   * Takes the ring's oldest entry: its key goes, unless it was routed again after the entry was
+   * written, in which case it goes back at the end with its latest time. Ring lock held.
+   */
+  private void evictOrRequeue(Ring r, HolderTable latest) {
+    long key = r.keys[r.head];
+    long time = r.times[r.head];
+    r.head = r.head + 1 == capacity ? 0 : r.head + 1;
+    r.size--;
+    // one probe: the key goes if it was forgotten or not routed since this entry was written
+    // (stored words order as unsigned numbers the way times order as signed ones, and
+    // FORGOTTEN is below every stored word)
+    long entry = stored(time);
+    long v = latest.removeIfAtMostUnsigned(key, entry);
+    if (Long.compareUnsigned(v, entry) > 0) {
+      push(r, key, v - TIME_OFFSET);
+    }
   }
 
-  /** Removes {@code key} unless it was routed again after {@code time}. Ring lock held. */
-  private static void forgetLocked(HolderTable latest, long key, long time) {
-    long v = latest.get(key);
-    if (v != 0 && v - TIME_OFFSET <= time) {
-      latest.andNot(key, -1L);
+  private void push(Ring r, long key, long time) {
+    int at = r.head + r.size;
+    if (at >= capacity) {
+      at -= capacity;
     }
+    r.keys[at] = key;
+    r.times[at] = time;
+    r.size++;
+  }
+
+  private static long stored(long time) {
+    long v = time + TIME_OFFSET;
+    // only times Long.MIN_VALUE and MIN_VALUE + 1: kept a nanosecond or two later
+    return v == 0 || v == FORGOTTEN ? FORGOTTEN + 1 : v;
   }
 
   /** Consecutive blocks from block 0 routed to {@code endpointId} within the TTL. Lock-free. */
@@ -109,7 +136,7 @@ final class RoutingMemory {
     int n = 0;
     for (long key : keys) {
       long v = latest.get(key);
-      if (v == 0 || now - (v - TIME_OFFSET) >= ttlNanos) {
+      if (v == 0 || v == FORGOTTEN || now - (v - TIME_OFFSET) >= ttlNanos) {
         break;
       }
       n++;
@@ -122,8 +149,22 @@ final class RoutingMemory {
     Ring r = rings.get(endpointId);
     if (r != null) {
       synchronized (r) {
-        r.latest.andNot(key, -1L);
+        HolderTable latest = r.latest;
+        if (latest.get(key) != 0) {
+          latest.put(key, FORGOTTEN); // its ring entry removes it when reached
+        }
       }
+    }
+  }
+
+  /** Entries in {@code endpointId}'s ring (distinct keys); for tests. */
+  int size(String endpointId) {
+    Ring r = rings.get(endpointId);
+    if (r == null) {
+      return 0;
+    }
+    synchronized (r) {
+      return r.size;
     }
   }
 

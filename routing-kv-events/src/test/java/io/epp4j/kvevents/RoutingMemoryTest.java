@@ -65,8 +65,36 @@ class RoutingMemoryTest {
           }
         }
         assertThat(memory.endpoints()).isEqualTo(ref.endpoints());
+        assertThat(memory.size(id)).as("seed %d step %d endpoint %s", seed, step, id)
+            .isEqualTo(ref.size(id));
       }
     }
+  }
+
+  /**
+   * The bound counts distinct blocks, least recently routed first out: a prefix that every
+   * request repeats takes its room once. (Before, every routed block took a place in the ring,
+   * so routing one 5-block prefix twice pushed out another prefix routed just before it while
+   * only 10 distinct blocks were remembered against a bound of 10.)
+   */
+  @Test
+  void aRepeatedPrefixTakesItsRoomOnceAndTheLeastRecentlyRoutedGoFirst() {
+    RoutingMemory memory = new RoutingMemory(10, Long.MAX_VALUE);
+    memory.addEndpoint("a");
+    long[] b = {11, 12, 13, 14, 15};
+    long[] a = {1, 2, 3, 4, 5};
+    memory.record("a", b, 1);
+    memory.record("a", a, 2);
+    memory.record("a", a, 3);
+    memory.record("a", a, 4);
+    assertThat(memory.prefixLength("a", b, 5)).isEqualTo(5);
+    assertThat(memory.prefixLength("a", a, 5)).isEqualTo(5);
+    // two new blocks: b, routed least recently, loses its last two (recorded tail first, so
+    // the tail goes first); a, routed since, keeps everything
+    memory.record("a", new long[] {21, 22}, 6);
+    assertThat(memory.prefixLength("a", b, 7)).isEqualTo(3);
+    assertThat(memory.prefixLength("a", a, 7)).isEqualTo(5);
+    assertThat(memory.prefixLength("a", new long[] {21, 22}, 7)).isEqualTo(2);
   }
 
   /** A chain of 1-12 keys from a few families that share their first keys. */
