@@ -165,30 +165,20 @@ final class HolderTable {
     }
     Table t = table;
     long[] c = t.cells;
-    int mask = t.mask;
-    int i = home(key) & mask;
-    for (;;) {
-      int at = i << 1;
-      long k = c[at];
-      if (k == key) {
-        long v = c[at + 1];
-        long nv = v & ~bits;
-        if (nv != v) {
-          CELLS.setRelease(c, at + 1, nv);
-          if (nv == 0) {
-            live--;
-            if (c[((i + 1) & mask) << 1] == 0) {
-              emptyDeadRunEndingAt(c, i, mask);
-            }
-          }
-        }
-        return nv;
-      }
-      if (k == 0) {
-        return 0;
-      }
-      i = (i + 1) & mask;
+    int at = cellOf(c, t.mask, key);
+    if (at < 0) {
+      return 0;
     }
+    long v = c[at + 1];
+    long nv = v & ~bits;
+    if (nv != v) {
+      if (nv == 0) {
+        kill(c, at, t.mask);
+      } else {
+        CELLS.setRelease(c, at + 1, nv);
+      }
+    }
+    return nv;
   }
 
   /**
@@ -204,27 +194,37 @@ final class HolderTable {
       return v;
     }
     Table t = table;
-    long[] c = t.cells;
-    int mask = t.mask;
+    int at = cellOf(t.cells, t.mask, key);
+    long v = at < 0 ? 0 : t.cells[at + 1];
+    if (v != 0 && Long.compareUnsigned(v, limit) <= 0) {
+      kill(t.cells, at, t.mask);
+    }
+    return v;
+  }
+
+  /** The index of {@code key}'s cell (its key word) in {@code c}, or -1. Writer only. */
+  private static int cellOf(long[] c, int mask, long key) {
     int i = home(key) & mask;
     for (;;) {
       int at = i << 1;
       long k = c[at];
       if (k == key) {
-        long v = c[at + 1];
-        if (v != 0 && Long.compareUnsigned(v, limit) <= 0) {
-          CELLS.setRelease(c, at + 1, 0L);
-          live--;
-          if (c[((i + 1) & mask) << 1] == 0) {
-            emptyDeadRunEndingAt(c, i, mask);
-          }
-        }
-        return v;
+        return at;
       }
       if (k == 0) {
-        return 0;
+        return -1;
       }
       i = (i + 1) & mask;
+    }
+  }
+
+  /** Zeroes the live word of the cell at {@code at}, leaving a dead cell (see the class doc). */
+  private void kill(long[] c, int at, int mask) {
+    CELLS.setRelease(c, at + 1, 0L);
+    live--;
+    int i = at >> 1;
+    if (c[((i + 1) & mask) << 1] == 0) {
+      emptyDeadRunEndingAt(c, i, mask);
     }
   }
 

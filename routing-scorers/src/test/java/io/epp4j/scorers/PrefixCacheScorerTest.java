@@ -270,6 +270,12 @@ class PrefixCacheScorerTest {
     s.score(tok(tokens(16, 0)), state(), List.of(known, unknown), new double[2]);
     assertThat(s.blocks(known.id()).capacity()).isEqualTo(20); // 10 blocks of 32 = 20 of 16
     assertThat(s.blocks(unknown.id()).capacity()).isEqualTo(100);
+    // a scrape (same endpoint, new metrics) after routes that found the stores by position
+    s.score(tok(tokens(16, 0)), state(), List.of(known, unknown), new double[2]);
+    Candidate rescraped = new TestCandidates.Cand(known.endpoint(), EndpointMetrics.builder()
+        .kvCapacityBlocks(40).blockSizeTokens(32).scrapedAtNanos(1).build(), 0, 0);
+    s.score(tok(tokens(16, 0)), state(), List.of(rescraped, unknown), new double[2]);
+    assertThat(s.blocks(known.id()).capacity()).isEqualTo(80);
     PrefixCacheScorer fixed = PrefixCacheScorer.builder().lruCapacityPerServer(100).autoTune(false).build();
     fixed.onEndpointAdded(known.endpoint());
     fixed.score(tok(tokens(16, 0)), state(), List.of(known), new double[1]);
@@ -291,24 +297,6 @@ class PrefixCacheScorerTest {
     s.score(r, state(), pool, scores);
     assertThat(scores).containsExactly(0, 0, 0);
     assertThat(s.blocks(pool.get(1).id()).size()).isZero();
-  }
-
-  @Test
-  void capacityFollowsNewMetricsOfAnEndpointAlreadyScoredByPosition() {
-    PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(100).build();
-    Candidate before = TestCandidates.withMetrics("10.0.0.1:8000", EndpointMetrics.builder()
-        .kvCapacityBlocks(10).blockSizeTokens(16).scrapedAtNanos(0).build());
-    Candidate other = TestCandidates.cand("10.0.0.2:8000");
-    TestCandidates.joined(s, List.of(before, other));
-    for (int i = 0; i < 2; i++) {
-      s.score(tok(tokens(16, 0)), state(), List.of(before, other), new double[2]);
-    }
-    assertThat(s.blocks(before.id()).capacity()).isEqualTo(10);
-    // a scrape: same endpoint, new metrics
-    Candidate after = new TestCandidates.Cand(before.endpoint(), EndpointMetrics.builder()
-        .kvCapacityBlocks(40).blockSizeTokens(16).scrapedAtNanos(1).build(), 0, 0);
-    s.score(tok(tokens(16, 0)), state(), List.of(after, other), new double[2]);
-    assertThat(s.blocks(before.id()).capacity()).isEqualTo(40);
   }
 
   @Test
