@@ -4,10 +4,11 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The router's own memory of which block keys it sent to which endpoint, as the approximate
- * prefix cache keeps it: per endpoint at most {@code capacity} distinct blocks, the least
- * recently routed first out, plus a primitive key → last-routed-time table read lock-free. Blocks
- * of one request are recorded tail first, so under pressure the start of a prefix is forgotten
- * last, matching vLLM, which evicts the tail of a freed chain before its head.
+ * prefix cache keeps it: per endpoint at most {@code capacity} distinct blocks, about the least
+ * recently routed first out (see below), plus a primitive key → last-routed-time table read
+ * lock-free. Blocks of one request are recorded tail first, so under pressure the start of a
+ * prefix is forgotten last, matching vLLM, which evicts the tail of a freed chain before its
+ * head.
  *
  * <p>Each endpoint has its own table (a {@link HolderTable} whose word is the time, offset so that
  * no realistic time is zero) and a ring holding each remembered key once, in the order it was

@@ -208,8 +208,8 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   /**
    * The block stores of one candidate list by position, so that a route over the same pool finds
-   * each candidate's store with an identity check instead of a map lookup (which, with a few
-   * hundred endpoints, was most of the scorer's time). A slot is used only while the candidate at
+   * each candidate's store with an identity check instead of a map lookup (with 256 endpoints the
+   * lookups were about a quarter of a 1 KB route). A slot is used only while the candidate at
    * that position is the same {@link Endpoint} object and the epoch has not moved; anything else
    * (a filtered list, a changed pool) takes the map. The metrics last seen per slot decide when
    * the capacity has to be tuned again; racing writes there only cause an extra check.
