@@ -6,7 +6,6 @@ import io.epp4j.api.EndpointMetrics;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
-import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -23,7 +22,7 @@ final class PoolSnapshot {
 
   PoolSnapshot(EndpointState[] states) {
     this.states = states;
-    this.candidates = Collections.unmodifiableList(Arrays.asList((Candidate[]) states));
+    this.candidates = new CandidateList(states);
     Map<String, Integer> m = new HashMap<>(states.length * 2);
     for (int i = 0; i < states.length; i++) {
       m.put(states[i].endpoint.id(), i);

@@ -1,0 +1,30 @@
+package io.epp4j.core;
+
+import io.epp4j.api.Candidate;
+import java.util.AbstractList;
+import java.util.RandomAccess;
+
+/**
+ * The pool's candidates as an immutable list over the snapshot's array. Every scorer, filter and
+ * picker walks the list with {@code get(i)}; a wrapped {@code Arrays.asList} put a call through
+ * {@code Collections.unmodifiableList}, whose call site the whole JVM shares, in front of every
+ * element, and the JIT could not inline it. One final class here keeps those call sites
+ * monomorphic, so {@code get(i)} compiles to an array load.
+ */
+final class CandidateList extends AbstractList<Candidate> implements RandomAccess {
+  private final Candidate[] elements;
+
+  CandidateList(Candidate[] elements) {
+    this.elements = elements;
+  }
+
+  @Override
+  public Candidate get(int index) {
+    return elements[index];
+  }
+
+  @Override
+  public int size() {
+    return elements.length;
+  }
+}
