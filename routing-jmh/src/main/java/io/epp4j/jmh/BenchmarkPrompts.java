@@ -10,8 +10,13 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.LinkedList;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.Vector;
+import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
  * Shared fixtures: a pool of endpoints with plausible metrics, prompts that share system-prompt
@@ -95,11 +100,43 @@ final class BenchmarkPrompts {
 
   /** Routes and completes each request once so the prefix index holds every family. */
   static void warm(Router router, InferenceRequest[] requests, int rounds) {
+    likeAnApplicationJvm();
     for (int r = 0; r < rounds; r++) {
       for (InferenceRequest q : requests) {
         RoutingDecision d = router.route(q);
         d.onComplete(Usage.NONE);
       }
     }
+  }
+
+  private static volatile long sink;
+
+  /**
+   * Calls the JDK's list wrappers with several list classes, as the libraries of any application
+   * do, before the router's code is compiled. A fresh benchmark JVM otherwise sees one receiver
+   * class at call sites the whole JVM shares ({@code Collections.unmodifiableList}'s {@code get},
+   * for one) and inlines through them, which a gateway's JVM does not: the measurement would
+   * flatter code that passes through such sites. Runs once per JVM.
+   */
+  static synchronized void likeAnApplicationJvm() {
+    if (sink != 0) {
+      return;
+    }
+    List<List<Integer>> kinds = List.of(new ArrayList<>(List.of(1, 2, 3)),
+        new LinkedList<>(List.of(1, 2, 3)), Arrays.asList(1, 2, 3), List.of(1, 2, 3),
+        new CopyOnWriteArrayList<>(List.of(1, 2, 3)), new Vector<>(List.of(1, 2, 3)));
+    long s = 1;
+    for (int r = 0; r < 20_000; r++) {
+      for (List<Integer> l : kinds) {
+        List<Integer> u = Collections.unmodifiableList(l);
+        for (int i = 0; i < u.size(); i++) {
+          s += u.get(i);
+        }
+        for (Integer x : u) {
+          s += x;
+        }
+      }
+    }
+    sink = s;
   }
 }

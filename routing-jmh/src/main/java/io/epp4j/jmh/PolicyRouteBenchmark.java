@@ -67,6 +67,7 @@ public class PolicyRouteBenchmark {
 
   @Setup(Level.Trial)
   public void setUp() {
+    BenchmarkPrompts.likeAnApplicationJvm();
     SplittableRandom rnd = new SplittableRandom(11);
     index = KvBlockIndex.builder().build();
     Router.Builder b = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints))
