@@ -297,4 +297,50 @@ class EndpointBlocksTest {
     assertThat(b.size()).isEqualTo(5_000);
     assertThat(b.footprintBytes() / 5_000.0).isLessThanOrEqualTo(40.0);
   }
+
+  /**
+   * Keys {@code x << 32 | x} all have the same home slot, so they form one long probe run:
+   * lookups, evictions and the backward shift of deletion work through it. Keys of other homes
+   * are mixed in so that shifts cross both kinds.
+   */
+  @Test
+  void keysThatAllShareOneHomeSlotBehaveLikeTheModel() {
+    for (int seed = 0; seed < 20; seed++) {
+      SplittableRandom rnd = new SplittableRandom(500 + seed);
+      int cap = 40 + rnd.nextInt(200);
+      EndpointBlocks blocks = new EndpointBlocks(cap);
+      Model model = new Model(cap);
+      for (int op = 0; op < 2000; op++) {
+        int len = 1 + rnd.nextInt(30);
+        long[] c = new long[len];
+        for (int i = 0; i < len; i++) {
+          // as with chained hashes, a key belongs to one depth (so a chain never repeats a key
+          // and a later block is never another chain's first); few choices per depth, so that
+          // chains share heads and the store fills and evicts
+          long x = i * 1000L + 1 + rnd.nextInt(i < 3 ? 2 : 12);
+          c[i] = x % 4 == 0 ? x * 0x9E3779B97F4A7C15L : (x << 32) | x;
+        }
+        if (rnd.nextInt(3) == 0) {
+          assertThat(blocks.matchAndTouch(c, len)).as("seed %d op %d", seed, op)
+              .isEqualTo(model.match(c));
+        } else {
+          blocks.record(c, len);
+          model.record(c);
+        }
+        if (op % 50 == 49) {
+          int newCap = 40 + rnd.nextInt(200);
+          blocks.setCapacity(newCap);
+          model.setCapacity(newCap);
+        }
+        List<Long> actual = new ArrayList<>();
+        for (long k : blocks.keysMostRecentFirst()) {
+          actual.add(k);
+        }
+        assertThat(actual).as("seed %d op %d", seed, op).isEqualTo(model.order);
+        for (long k : model.order) {
+          assertThat(blocks.contains(k)).as("seed %d op %d key %d", seed, op, k).isTrue();
+        }
+      }
+    }
+  }
 }
