@@ -59,6 +59,16 @@ class EndpointBlocksTest {
     }
   }
 
+  /** Asserts that the store's keys, most recent first, are the model's; returns them. */
+  static List<Long> assertSameOrder(EndpointBlocks blocks, Model model, int seed, int op) {
+    List<Long> actual = new ArrayList<>();
+    for (long k : blocks.keysMostRecentFirst()) {
+      actual.add(k);
+    }
+    assertThat(actual).as("seed %d op %d", seed, op).isEqualTo(model.order);
+    return actual;
+  }
+
   /** Chains over a small alphabet of prefixes, so that requests share heads and diverge. */
   static long[] chain(SplittableRandom rnd, int maxLen) {
     int len = 1 + rnd.nextInt(maxLen);
@@ -103,11 +113,7 @@ class EndpointBlocksTest {
           blocks.setCapacity(newCap);
           model.setCapacity(newCap);
         }
-        List<Long> actual = new ArrayList<>();
-        for (long k : blocks.keysMostRecentFirst()) {
-          actual.add(k);
-        }
-        assertThat(actual).as("seed %d op %d", seed, op).isEqualTo(model.order);
+        List<Long> actual = assertSameOrder(blocks, model, seed, op);
         assertThat(blocks.size()).isLessThanOrEqualTo(model.capacity);
         for (long k : actual) {
           if (firstBlocks.contains(k)) {
@@ -138,11 +144,7 @@ class EndpointBlocksTest {
           blocks.recordAfterMatch(c, c.length, m);
           model.record(c);
         }
-        List<Long> actual = new ArrayList<>();
-        for (long k : blocks.keysMostRecentFirst()) {
-          actual.add(k);
-        }
-        assertThat(actual).as("seed %d op %d", seed, op).isEqualTo(model.order);
+        assertSameOrder(blocks, model, seed, op);
       }
     }
   }
@@ -332,11 +334,7 @@ class EndpointBlocksTest {
           blocks.setCapacity(newCap);
           model.setCapacity(newCap);
         }
-        List<Long> actual = new ArrayList<>();
-        for (long k : blocks.keysMostRecentFirst()) {
-          actual.add(k);
-        }
-        assertThat(actual).as("seed %d op %d", seed, op).isEqualTo(model.order);
+        assertSameOrder(blocks, model, seed, op);
         for (long k : model.order) {
           assertThat(blocks.contains(k)).as("seed %d op %d key %d", seed, op, k).isTrue();
         }
