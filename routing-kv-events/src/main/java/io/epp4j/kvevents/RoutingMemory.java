@@ -1,5 +1,7 @@
 package io.epp4j.kvevents;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -23,6 +25,13 @@ import java.util.concurrent.ConcurrentHashMap;
  * instead of deleting it, so that its ring entry stays the only one: routed again, the key is
  * remembered in place; reached at the ring's head, it goes.
  *
+ * <p>A lookup on an endpoint that was never sent a chain starting with the prompt's first key
+ * reads one byte instead of probing the table: each ring counts, in a small filter, the entries
+ * that were the first key of a recorded chain (written under the ring lock, read without it).
+ * A count is exact until it saturates, after which it stays positive, so a zero never hides a
+ * remembered first key. Chained keys make a chain's first key a first key in every chain that
+ * holds it.
+ *
  * <p>Only endpoints added with {@link #addEndpoint} and not removed since are remembered:
  * recording never creates an endpoint, so a route that finishes after its endpoint left cannot
  * bring it back.
@@ -32,6 +41,9 @@ final class RoutingMemory {
   private static final long TIME_OFFSET = Long.MIN_VALUE;
   /** The word of a key the engine reported removed while its ring entry is still there. */
   private static final long FORGOTTEN = 1;
+  private static final VarHandle COUNT = MethodHandles.arrayElementVarHandle(byte[].class);
+  private static final int MIN_FIRST_COUNTERS = 256;
+  private static final int MAX_FIRST_COUNTERS = 1 << 14;
 
   private final ConcurrentHashMap<String, Ring> rings = new ConcurrentHashMap<>();
   private final int capacity;
@@ -44,8 +56,13 @@ final class RoutingMemory {
   private static final class Ring {
     final long[] keys;
     final long[] times;
+    /** Bit per ring position: the entry there is counted in {@link #firsts}. */
+    final long[] firstBits;
     /** Replaced on clear, so a reader sees the old contents or none, never a half-emptied table. */
     volatile HolderTable latest = new HolderTable();
+    /** Counts per slot of the entries that were a chain's first key; replaced on clear. */
+    volatile byte[] firsts;
+    final int firstsMask;
     int head;
     int size;
     /** Set once the ring left the map; a recorder still holding it must not add entries. */
@@ -54,6 +71,30 @@ final class RoutingMemory {
     Ring(int capacity) {
       this.keys = new long[capacity];
       this.times = new long[capacity];
+      this.firstBits = new long[(capacity + 63) >>> 6];
+      int counters = Integer.highestOneBit(
+          Math.max(MIN_FIRST_COUNTERS, Math.min(MAX_FIRST_COUNTERS, capacity / 8)) * 2 - 1);
+      this.firsts = new byte[counters];
+      this.firstsMask = counters - 1;
+    }
+
+    int firstSlot(long key) {
+      return (int) (key >>> 40) & firstsMask;
+    }
+
+    /** Whether a chain starting with {@code key} may be remembered; false is certain. */
+    boolean mayHoldFirst(long key) {
+      return (byte) COUNT.getAcquire(firsts, firstSlot(key)) != 0;
+    }
+
+    /** Adds (+1) or removes (-1) {@code key} from the counts. Ring lock held. */
+    void countFirst(long key, int delta) {
+      byte[] f = firsts;
+      int slot = firstSlot(key);
+      int c = f[slot] & 0xFF;
+      if (c < 0xFF) { // a saturated count no longer knows its size; it stays
+        COUNT.setRelease(f, slot, (byte) (c + delta));
+      }
     }
   }
 
@@ -87,7 +128,7 @@ final class RoutingMemory {
         while (r.size == capacity) {
           evictOrRequeue(r, latest);
         }
-        push(r, key, now);
+        push(r, key, now, i == 0);
       }
     }
   }
@@ -97,9 +138,12 @@ final class RoutingMemory {
    * written, in which case it goes back at the end with its latest time. Ring lock held.
    */
   private void evictOrRequeue(Ring r, HolderTable latest) {
-    long key = r.keys[r.head];
-    long time = r.times[r.head];
-    r.head = r.head + 1 == capacity ? 0 : r.head + 1;
+    int at = r.head;
+    long key = r.keys[at];
+    long time = r.times[at];
+    boolean first = (r.firstBits[at >>> 6] & (1L << at)) != 0;
+    r.firstBits[at >>> 6] &= ~(1L << at);
+    r.head = at + 1 == capacity ? 0 : at + 1;
     r.size--;
     // one probe: the key goes if it was forgotten or not routed since this entry was written
     // (stored words order as unsigned numbers the way times order as signed ones, and
@@ -107,17 +151,30 @@ final class RoutingMemory {
     long entry = stored(time);
     long v = latest.removeIfAtMostUnsigned(key, entry);
     if (Long.compareUnsigned(v, entry) > 0) {
-      push(r, key, v - TIME_OFFSET);
+      pushCounted(r, key, v - TIME_OFFSET, first);
+    } else if (first) {
+      r.countFirst(key, -1);
     }
   }
 
-  private void push(Ring r, long key, long time) {
+  /** Appends an entry; a chain's first key is counted in the ring's filter. Ring lock held. */
+  private void push(Ring r, long key, long time, boolean first) {
+    if (first) {
+      r.countFirst(key, +1);
+    }
+    pushCounted(r, key, time, first);
+  }
+
+  private void pushCounted(Ring r, long key, long time, boolean first) {
     int at = r.head + r.size;
     if (at >= capacity) {
       at -= capacity;
     }
     r.keys[at] = key;
     r.times[at] = time;
+    if (first) {
+      r.firstBits[at >>> 6] |= 1L << at;
+    }
     r.size++;
   }
 
@@ -131,6 +188,9 @@ final class RoutingMemory {
   int prefixLength(String endpointId, long[] keys, long now) {
     Ring r = rings.get(endpointId);
     if (r == null) {
+      return 0;
+    }
+    if (keys.length == 0 || !r.mayHoldFirst(keys[0])) {
       return 0;
     }
     HolderTable latest = r.latest;
@@ -196,6 +256,8 @@ final class RoutingMemory {
 
   private static void clearLocked(Ring r) {
     r.latest = new HolderTable();
+    r.firsts = new byte[r.firsts.length];
+    java.util.Arrays.fill(r.firstBits, 0L);
     r.size = 0;
     r.head = 0;
   }

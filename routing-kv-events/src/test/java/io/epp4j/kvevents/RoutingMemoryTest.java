@@ -14,9 +14,24 @@ class RoutingMemoryTest {
    */
   @Test
   void answersAsTheReferenceModelThroughEvictionExpiryAndRemoval() {
-    for (int seed = 0; seed < 10; seed++) {
+    againstReference(0, 24, RoutingMemoryTest::chain);
+  }
+
+  /**
+   * The same with chains of families that each start with their own key, spread over the filter
+   * of first keys, so that its counts rise and fall back to zero (a zero that hid a remembered
+   * first key would show as a shorter prefix than the model's).
+   */
+  @Test
+  void theFilterOfFirstKeysNeverHidesARememberedChain() {
+    againstReference(100, 60, RoutingMemoryTest::spreadChain);
+  }
+
+  private static void againstReference(int seedBase, int maxCapacity,
+      java.util.function.Function<Random, long[]> chains) {
+    for (int seed = seedBase; seed < seedBase + 10; seed++) {
       Random r = new Random(seed);
-      int capacity = 1 + r.nextInt(24);
+      int capacity = 1 + r.nextInt(maxCapacity);
       long ttl = 50;
       RoutingMemory memory = new RoutingMemory(capacity, ttl);
       RoutingMemoryReference ref = new RoutingMemoryReference(capacity, ttl);
@@ -31,7 +46,7 @@ class RoutingMemoryTest {
       for (int step = 0; step < 5_000; step++) {
         String id = ids[r.nextInt(ids.length)];
         now += r.nextInt(4) == 0 ? r.nextInt(120) : r.nextInt(3);
-        long[] keys = chain(r);
+        long[] keys = chains.apply(r);
         switch (r.nextInt(10)) {
           case 0, 1, 2, 3 -> {
             memory.record(id, keys, now);
@@ -104,6 +119,20 @@ class RoutingMemoryTest {
     for (int i = 0; i < keys.length; i++) {
       // keys 0 and 1 shared by all families, later ones per family; key value 0 included
       keys[i] = i < 2 ? i : family * 100L + i;
+    }
+    return keys;
+  }
+
+  /**
+   * A chain of 1-12 keys of one of 12 families, each with its own first key; keys are mixed so
+   * that their high bits, which pick a filter slot, differ.
+   */
+  private static long[] spreadChain(Random r) {
+    int family = r.nextInt(12);
+    long[] keys = new long[1 + r.nextInt(12)];
+    for (int i = 0; i < keys.length; i++) {
+      long x = (family * 16L + i + 1) * 0x9E3779B97F4A7C15L;
+      keys[i] = x ^ (x >>> 29);
     }
     return keys;
   }
