@@ -157,13 +157,19 @@ class PrecisePrefixCacheScorerTest {
         @Override public void failure(io.epp4j.api.RoutingDecision d, Throwable t) {}
       };
 
-  @Test
-  void aRouteThatOutlivesItsEndpointsRemovalLeavesNoStateInTheIndexOrTheMemory() {
+  /** A hybrid over {@link #index} (10 min memory, 1,000 blocks) with {@link #EPS} announced. */
+  private HybridPrefixCacheScorer hybridOnEps() {
     PrecisePrefixCacheScorer precise =
         new PrecisePrefixCacheScorer(index, null, null, 1024, true, true, false);
     HybridPrefixCacheScorer hybrid =
         new HybridPrefixCacheScorer(precise, 0.8, 600_000_000_000L, 1000, false);
     EPS.forEach(hybrid::onEndpointAdded);
+    return hybrid;
+  }
+
+  @Test
+  void aRouteThatOutlivesItsEndpointsRemovalLeavesNoStateInTheIndexOrTheMemory() {
+    HybridPrefixCacheScorer hybrid = hybridOnEps();
     List<io.epp4j.api.Candidate> pool = candidates(EPS);
     Endpoint leaving = EPS.get(0);
     int[] p = prompt(11, 64);
@@ -189,42 +195,39 @@ class PrecisePrefixCacheScorerTest {
    */
   @Test
   void anEndpointRemovedAndAddedAgainIsScoredOnItsNewMemoryThroughTheSameCandidateList() {
-    PrecisePrefixCacheScorer precise =
-        new PrecisePrefixCacheScorer(index, null, null, 1024, true, true, false);
-    HybridPrefixCacheScorer hybrid =
-        new HybridPrefixCacheScorer(precise, 0.8, 600_000_000_000L, 1000, false);
-    EPS.forEach(hybrid::onEndpointAdded);
-    List<io.epp4j.api.Candidate> pool = candidates(EPS);
-    Endpoint home = EPS.get(0);
     int[] p = prompt(12, 64);
-    io.epp4j.api.CycleState st = new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
-    hybrid.score(request(p), st, pool, new double[3]);
-    hybrid.afterRouting(request(p), st, decision(home));
+    Endpoint home = EPS.get(0);
+    List<io.epp4j.api.Candidate> pool = candidates(EPS);
+    HybridPrefixCacheScorer hybrid = hybridOnEps();
+    routeTo(hybrid, pool, p, home);
     now.addAndGet(5_000_000_000L); // past the speculative entries: only the memory is left
-
-    double[] scores = new double[3];
-    hybrid.score(request(p), new io.epp4j.api.CycleState(now.get(), new java.util.Random(1)),
-        pool, scores);
-    assertThat(scores[0]).as("remembered").isEqualTo(0.8);
-    assertThat(scores[1]).isZero();
+    assertThat(scores(hybrid, pool, p)).as("remembered on the first only").containsExactly(
+        0.8, 0.0, 0.0);
 
     hybrid.onEndpointRemoved(home);
     hybrid.onEndpointAdded(home);
-    scores = new double[3];
-    hybrid.score(request(p), new io.epp4j.api.CycleState(now.get(), new java.util.Random(1)),
-        pool, scores);
-    assertThat(scores[0]).as("a new memory remembers nothing").isZero();
+    assertThat(scores(hybrid, pool, p)[0]).as("a new memory remembers nothing").isZero();
     // routed there again: the new memory remembers, and the same list must reach it
-    io.epp4j.api.CycleState again =
-        new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
-    hybrid.score(request(p), again, pool, new double[3]);
-    hybrid.afterRouting(request(p), again, decision(home));
+    routeTo(hybrid, pool, p, home);
     now.addAndGet(5_000_000_000L);
-    scores = new double[3];
-    hybrid.score(request(p), new io.epp4j.api.CycleState(now.get(), new java.util.Random(1)),
-        pool, scores);
-    assertThat(scores[0]).as("remembered by the new memory").isEqualTo(0.8);
+    assertThat(scores(hybrid, pool, p)[0]).as("remembered by the new memory").isEqualTo(0.8);
     hybrid.close();
+  }
+
+  /** Scores {@code p} over {@code pool} and records it as routed to {@code to}. */
+  private void routeTo(HybridPrefixCacheScorer hybrid, List<io.epp4j.api.Candidate> pool, int[] p,
+      Endpoint to) {
+    io.epp4j.api.CycleState st = new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+    hybrid.score(request(p), st, pool, new double[pool.size()]);
+    hybrid.afterRouting(request(p), st, decision(to));
+  }
+
+  private double[] scores(HybridPrefixCacheScorer hybrid, List<io.epp4j.api.Candidate> pool,
+      int[] p) {
+    double[] out = new double[pool.size()];
+    hybrid.score(request(p), new io.epp4j.api.CycleState(now.get(), new java.util.Random(1)),
+        pool, out);
+    return out;
   }
 
   @Test
