@@ -493,6 +493,10 @@ public final class KvBlockIndex {
    * blocks once for all of them. Entries of {@code out} whose {@code use[i]} is false are left
    * alone.
    */
+  /** Per thread: the live candidates and each candidate's plane of one walk. */
+  private static final ThreadLocal<int[][]> WALK_SCRATCH =
+      ThreadLocal.withInitial(() -> new int[][] {new int[0], new int[0]});
+
   void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out) {
     prefixWeights(keys, slots, use, nowNanos, out, null);
   }
@@ -508,13 +512,19 @@ public final class KvBlockIndex {
     int n = slots.length;
     // the candidates still matching, as a dense list: a block costs one step per endpoint still
     // in the run, not one per candidate of the pool
-    int[] alive = new int[n];
+    int[][] scratch = WALK_SCRATCH.get();
+    if (scratch[0].length < n) {
+      scratch[0] = new int[n];
+      scratch[1] = new int[n];
+    }
+    // entries are written before they are read: alive[0, aliveCount), planeOf[i] for live i
+    int[] alive = scratch[0];
     int aliveCount = 0;
     // one holder-table probe per block per plane some live candidate sits in (usually one plane)
     HolderTable[] planes = new HolderTable[Math.min(n, 4)];
     int[] planeLive = new int[planes.length];
     int planeCount = 0;
-    int[] planeOf = new int[n];
+    int[] planeOf = scratch[1];
     for (int i = 0; i < n; i++) {
       if (!use[i]) {
         continue;

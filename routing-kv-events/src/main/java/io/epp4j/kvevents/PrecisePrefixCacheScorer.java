@@ -117,7 +117,8 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     int n = candidates.size();
     String[] ids = new String[n];
     long[][] keys = new long[n][];
-    int[] slots = new int[n];
+    Scratch scratch = SCRATCH.get().fit(n);
+    int[] slots = scratch.slots; // per-route working arrays, written before they are read
     double[] weights = new double[n];
     int[] blockSizes = new int[n];
     // key variants: (block size, model seed); nearly always one per pool
@@ -125,15 +126,21 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     int[] vBlockSize = new int[Math.min(n, 4)];
     String[] vModel = new String[vBlockSize.length];
     long[][] vKeys = new long[vBlockSize.length][];
-    int[] variantOf = new int[n];
+    int[] variantOf = scratch.variantOf;
     String target = request.targetModel();
+    String lastModel = null; // endpoints of one pool share their model's string: compared once
+    boolean lastServes = false;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       ids[i] = c.id();
       EndpointHoldings e = index.endpointView(ids[i]);
       slots[i] = e == null ? -1 : e.slot;
       String model = e == null ? index.endpointModel(ids[i]) : e.model;
-      if (!model.isEmpty() && !model.equals(target)) {
+      if (model != lastModel) {
+        lastModel = model;
+        lastServes = model.isEmpty() || model.equals(target);
+      }
+      if (!lastServes) {
         variantOf[i] = -1; // serves another model: holds nothing of this request
         keys[i] = new long[0];
         blockSizes[i] = index.defaultBlockSize();
@@ -168,7 +175,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       keys[i] = vKeys[v];
     }
     long now = state.nowNanos();
-    boolean[] use = new boolean[n];
+    boolean[] use = scratch.use;
     int[] knownReal = new int[n];
     for (int v = 0; v < variants; v++) {
       for (int i = 0; i < n; i++) {
@@ -187,6 +194,25 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
     state.put(PreciseMatch.KEY, m);
     return m;
+  }
+
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  /** Working arrays of one match that do not outlive it, reused per thread. */
+  private static final class Scratch {
+    int[] slots = new int[0];
+    int[] variantOf = new int[0];
+    boolean[] use = new boolean[0];
+
+    /** Arrays of exactly {@code n} entries (the index reads the pool size from their length). */
+    Scratch fit(int n) {
+      if (slots.length != n) {
+        slots = new int[n];
+        variantOf = new int[n];
+        use = new boolean[n];
+      }
+      return this;
+    }
   }
 
   private static boolean covers(PreciseMatch m, List<Candidate> candidates) {
