@@ -109,7 +109,8 @@ final class BenchmarkPrompts {
     }
   }
 
-  private static volatile long sink;
+  private static boolean likeAnApplication;
+  private static volatile long sink; // keeps the loop's work
 
   /**
    * Calls the JDK's list wrappers with several list classes, as the libraries of any application
@@ -119,9 +120,10 @@ final class BenchmarkPrompts {
    * flatter code that passes through such sites. Runs once per JVM.
    */
   static synchronized void likeAnApplicationJvm() {
-    if (sink != 0) {
+    if (likeAnApplication) {
       return;
     }
+    likeAnApplication = true;
     List<List<Integer>> kinds = List.of(new ArrayList<>(List.of(1, 2, 3)),
         new LinkedList<>(List.of(1, 2, 3)), Arrays.asList(1, 2, 3), List.of(1, 2, 3),
         new CopyOnWriteArrayList<>(List.of(1, 2, 3)), new Vector<>(List.of(1, 2, 3)));

@@ -487,16 +487,16 @@ public final class KvBlockIndex {
     return sum;
   }
 
+  /** Per thread: the live candidates and each candidate's plane of one walk. */
+  private static final ThreadLocal<int[][]> WALK_SCRATCH =
+      ThreadLocal.withInitial(() -> new int[][] {new int[0], new int[0]});
+
   /**
    * For every endpoint in {@code slots} (from {@link EndpointHoldings#slot}, -1 for unknown),
    * writes the weighted consecutive-prefix length of {@code keys} into {@code out}, walking the
    * blocks once for all of them. Entries of {@code out} whose {@code use[i]} is false are left
    * alone.
    */
-  /** Per thread: the live candidates and each candidate's plane of one walk. */
-  private static final ThreadLocal<int[][]> WALK_SCRATCH =
-      ThreadLocal.withInitial(() -> new int[][] {new int[0], new int[0]});
-
   void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out) {
     prefixWeights(keys, slots, use, nowNanos, out, null);
   }
