@@ -113,9 +113,14 @@ class EndToEndTest {
     for (LoadGenerator.Result r : runs) {
       assertThat(r.errors()).as(r.result().policy()).isEmpty();
       assertThat(r.result().requests()).isEqualTo(96);
-      // every answer named its replica: the per-replica columns are measured, not zero
-      assertThat(r.result().meanRequestsPerReplica()).isEqualTo(24.0);
+      // every answer named its replica: the per-replica columns are measured, not zero. The
+      // mean is over the replicas that served something: a prefix-affine policy may leave one
+      // of the four idle (16 prompts, timing-dependent metrics), so it is 96 / k for k of 1-4
+      double mean = r.result().meanRequestsPerReplica();
+      assertThat(mean).as(r.result().policy()).isIn(96.0, 48.0, 32.0, 24.0);
     }
+    assertThat(runs.get(0).result().meanRequestsPerReplica()).as("round-robin uses all four")
+        .isEqualTo(24.0);
     double rr = runs.get(0).result().prefixCacheHitRate();
     double approx = runs.get(1).result().prefixCacheHitRate();
     assertThat(approx).as("epp-approximate %.3f vs round-robin %.3f", approx, rr)
