@@ -100,16 +100,23 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       sl = Slots.EMPTY;
     }
     int misses = 0;
+    long first = total > 0 ? hashes[0] : 0;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       EndpointBlocks blocks;
       if (i < sl.endpoints.length && sl.endpoints[i] == c.endpoint()) {
-        blocks = sl.blocks[i];
         EndpointMetrics m = c.metrics();
         if (sl.metrics[i] != m) {
-          tune(blocks, m);
+          tune(sl.blocks[i], m);
           sl.metrics[i] = m;
         }
+        byte[] heads = sl.heads[i];
+        if (heads == null || total == 0
+            || !EndpointBlocks.mayHoldFirst(heads, sl.headMasks[i], first)) {
+          scores[i] = 0; // without reading the store: it certainly lacks the prompt's first block
+          continue;
+        }
+        blocks = sl.blocks[i];
       } else {
         blocks = blocksFor(c);
         misses++;
@@ -220,12 +227,25 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     final Endpoint[] endpoints;
     final @Nullable EndpointBlocks[] blocks;
     final @Nullable EndpointMetrics[] metrics;
+    /** Each store's first-block filter (null where the store is missing), and its mask. */
+    final byte[][] heads;
+    final int[] headMasks;
     final long epoch;
 
     private Slots(Endpoint[] endpoints, @Nullable EndpointBlocks[] blocks, long epoch) {
+      int n = endpoints.length;
       this.endpoints = endpoints;
       this.blocks = blocks;
-      this.metrics = new EndpointMetrics[endpoints.length];
+      this.metrics = new EndpointMetrics[n];
+      this.heads = new byte[n][];
+      this.headMasks = new int[n];
+      for (int i = 0; i < n; i++) {
+        EndpointBlocks b = blocks[i];
+        if (b != null) {
+          heads[i] = b.headCounts();
+          headMasks[i] = b.headMask();
+        }
+      }
       this.epoch = epoch;
     }
 
