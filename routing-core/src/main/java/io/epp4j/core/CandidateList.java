@@ -1,6 +1,7 @@
 package io.epp4j.core;
 
 import io.epp4j.api.Candidate;
+import io.epp4j.api.PoolOrder;
 import java.util.AbstractList;
 import java.util.RandomAccess;
 
@@ -9,13 +10,21 @@ import java.util.RandomAccess;
  * picker walks the list with {@code get(i)}; a wrapped {@code Arrays.asList} put a call through
  * {@code Collections.unmodifiableList}, whose call site the whole JVM shares, in front of every
  * element, and the JIT could not inline it. One final class here keeps those call sites
- * monomorphic, so {@code get(i)} compiles to an array load.
+ * monomorphic, so {@code get(i)} compiles to an array load. Its {@link PoolOrder} token is the
+ * snapshot's, kept across snapshots that differ only in metrics.
  */
-final class CandidateList extends AbstractList<Candidate> implements RandomAccess {
+final class CandidateList extends AbstractList<Candidate> implements RandomAccess, PoolOrder {
   private final Candidate[] elements;
+  private final Object order;
 
-  CandidateList(Candidate[] elements) {
+  CandidateList(Candidate[] elements, Object order) {
     this.elements = elements;
+    this.order = order;
+  }
+
+  @Override
+  public Object poolOrder() {
+    return order;
   }
 
   @Override

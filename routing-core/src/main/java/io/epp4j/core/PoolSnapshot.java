@@ -18,11 +18,23 @@ final class PoolSnapshot {
 
   final EndpointState[] states;
   final List<Candidate> candidates;
+  /** The {@link io.epp4j.api.PoolOrder} token: the same while only metrics change. */
+  private final Object order;
   private final Map<String, Integer> index;
 
   PoolSnapshot(EndpointState[] states) {
+    this(states, new Object(), null);
+  }
+
+  /** A snapshot of {@code states}, which are {@code same}'s endpoints in {@code same}'s order. */
+  private PoolSnapshot(EndpointState[] states, Object order, @Nullable PoolSnapshot same) {
     this.states = states;
-    this.candidates = new CandidateList(states);
+    this.order = order;
+    this.candidates = new CandidateList(states, order);
+    if (same != null) {
+      this.index = same.index;
+      return;
+    }
     Map<String, Integer> m = new HashMap<>(states.length * 2);
     for (int i = 0; i < states.length; i++) {
       m.put(states[i].endpoint.id(), i);
@@ -97,14 +109,14 @@ final class PoolSnapshot {
         next[i] = next[i].withMetrics(stamped(m, now));
       }
     }
-    return new PoolSnapshot(next);
+    return new PoolSnapshot(next, order, this);
   }
 
   /** This pool with new metrics for the member at index {@code i}. */
   PoolSnapshot withMetrics(int i, EndpointMetrics m, long now) {
     EndpointState[] next = states.clone();
     next[i] = next[i].withMetrics(stamped(m, now));
-    return new PoolSnapshot(next);
+    return new PoolSnapshot(next, order, this);
   }
 
   private static EndpointMetrics stamped(EndpointMetrics m, long now) {

@@ -6,9 +6,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.PoolOrder;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.RandomAccess;
 import org.junit.jupiter.api.Test;
 
@@ -42,5 +44,34 @@ class PoolSnapshotTest {
     it.next();
     assertThatThrownBy(it::remove).isInstanceOf(UnsupportedOperationException.class);
     assertThat(candidates).hasSize(3);
+  }
+
+  private static Object order(PoolSnapshot pool) {
+    return ((PoolOrder) pool.candidates).poolOrder();
+  }
+
+  @Test
+  void theOrderTokenStaysWhileOnlyMetricsChangeAndChangesWithTheMembers() {
+    PoolSnapshot pool = new PoolSnapshot(new EndpointState[] {state("a"), state("b")});
+    EndpointMetrics m = EndpointMetrics.builder().waitingRequests(3).build();
+
+    PoolSnapshot scraped = pool.withMetrics(1, m, 5);
+    PoolSnapshot scrapedAll = scraped.withMetrics(Map.of("a:8000", m), 6);
+    assertThat(order(scraped)).isSameAs(order(pool));
+    assertThat(order(scrapedAll)).isSameAs(order(pool));
+    assertThat(scrapedAll.candidates.get(0).metrics().waitingRequests()).isEqualTo(3);
+    assertThat(scrapedAll.candidates.get(0).endpoint()).isSameAs(pool.candidates.get(0).endpoint());
+    assertThat(scrapedAll.indexOf("b:8000")).isEqualTo(1);
+
+    PoolSnapshot grown = pool.with(Endpoint.of("c", 8000));
+    PoolSnapshot shrunk = pool.without(0);
+    PoolSnapshot relabelled = pool.reconciled(
+        List.of(Endpoint.parse("a:8000", Map.of("zone", "x")), Endpoint.of("b", 8000)),
+        new ArrayList<>(), new ArrayList<>());
+    assertThat(order(grown)).isNotSameAs(order(pool));
+    assertThat(order(shrunk)).isNotSameAs(order(pool));
+    assertThat(order(relabelled)).as("a new Endpoint object at position 0")
+        .isNotSameAs(order(pool));
+    assertThat(shrunk.indexOf("b:8000")).isEqualTo(0);
   }
 }

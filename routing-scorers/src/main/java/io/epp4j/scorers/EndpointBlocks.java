@@ -2,6 +2,7 @@ package io.epp4j.scorers;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The blocks one endpoint is believed to hold: a set of chained block hashes with exact LRU order
@@ -50,6 +51,9 @@ final class EndpointBlocks {
   private final byte[] heads;
   private final int headMask;
   private long[] headFlags = new long[0]; // bit per entry: counted in heads
+  // the pool-wide directory this store also counts its first blocks in, and its column there
+  private @Nullable HeadDirectory directory;
+  private int directoryPosition;
 
   EndpointBlocks(int capacity) {
     this.capacity = Math.max(1, capacity);
@@ -96,10 +100,15 @@ final class EndpointBlocks {
       return;
     }
     headFlags[w] |= bit;
-    int slot = headSlot(key(e));
+    long key = key(e);
+    int slot = headSlot(key);
     int c = heads[slot] & 0xFF;
     if (c < 0xFF) {
       COUNT.setRelease(heads, slot, (byte) (c + 1));
+    }
+    HeadDirectory d = directory;
+    if (d != null) {
+      d.increment(key, directoryPosition);
     }
   }
 
@@ -111,10 +120,33 @@ final class EndpointBlocks {
       return;
     }
     headFlags[w] &= ~bit;
-    int slot = headSlot(key(e));
+    long key = key(e);
+    int slot = headSlot(key);
     int c = heads[slot] & 0xFF;
     if (c < 0xFF) { // a saturated count no longer knows its size; it stays
       COUNT.setRelease(heads, slot, (byte) (c - 1));
+    }
+    HeadDirectory d = directory;
+    if (d != null) {
+      d.decrement(key, directoryPosition);
+    }
+  }
+
+  /**
+   * From now on counts this store's first blocks in column {@code position} of {@code d} too,
+   * starting with the ones it holds, and no longer in the directory it counted in before.
+   */
+  synchronized void attach(HeadDirectory d, int position) {
+    directory = d;
+    directoryPosition = position;
+    long[] flags = headFlags;
+    for (int w = 0; w < flags.length; w++) {
+      long f = flags[w];
+      while (f != 0) {
+        int e = (w << 6) + Long.numberOfTrailingZeros(f);
+        d.increment(key(e), position);
+        f &= f - 1;
+      }
     }
   }
 

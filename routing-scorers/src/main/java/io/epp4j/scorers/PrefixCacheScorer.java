@@ -12,11 +12,13 @@ import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixBlocks;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -43,9 +45,12 @@ import org.jspecify.annotations.Nullable;
  * announces it right after adding it); used outside a router, announce the endpoints yourself.
  *
  * <p>Memory: 24–32 bytes per (block, endpoint) entry, at most the endpoint's capacity entries per
- * endpoint, plus a filter of 1–64 KiB per endpoint. Thread-safe; a lookup takes one short lock on
+ * endpoint, plus a filter of 1–64 KiB per endpoint and 4 KiB per endpoint in the pool's
+ * directory of first blocks ({@link HeadDirectory}). Thread-safe; a lookup takes one short lock on
  * each endpoint that may hold the prompt's first block and none on the others, never a global
- * one. A cycle hashes the prompt once for every prefix scorer with the same block settings.
+ * one. Given the whole pool in the router's order ({@link PoolOrder}), it reads only those
+ * endpoints, found in one row of the directory. A cycle hashes the prompt once for every prefix
+ * scorer with the same block settings.
  */
 public final class PrefixCacheScorer implements Scorer, RequestListener, PoolListener,
     HintListener {
@@ -65,6 +70,8 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   /** Bumped on every pool change; a {@link Slots} built under another epoch is not used. */
   private final AtomicLong epoch = new AtomicLong();
   private volatile Slots slots = Slots.EMPTY;
+  private final Object slotsLock = new Object();
+  private static final ThreadLocal<int[]> FOUND = ThreadLocal.withInitial(() -> new int[0]);
   // per instance, so two prefix scorers with different block sizes never share hashes
   private final AttributeKey<Lookup> lookupKey = AttributeKey.of("prefix-cache-lookup", Lookup.class);
 
@@ -99,6 +106,55 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (sl.epoch != epoch.get()) {
       sl = Slots.EMPTY;
     }
+    Object order = candidates instanceof PoolOrder po ? po.poolOrder() : null;
+    HeadDirectory dir = sl.directory;
+    if (total > 0 && order != null && order == sl.order && dir != null
+        && n == sl.endpoints.length) {
+      // the pool in the order the slots were built for: only the endpoints whose column of the
+      // directory counts the prompt's first block are read
+      scoreByDirectory(dir, sl, candidates, hashes, scores, n);
+      lookup.slots = sl;
+      lookup.candidates = candidates;
+    } else {
+      scoreByPosition(sl, candidates, hashes, scores, n, order);
+    }
+    // the counts are read back from the scores: no array per candidate while scoring
+    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
+    lookup.match = match;
+    lookup.touched = refreshOnLookup;
+    PrefixHits.publish(state, match);
+  }
+
+  private void scoreByDirectory(HeadDirectory dir, Slots sl, List<Candidate> candidates,
+      long[] hashes, double[] scores, int n) {
+    int total = hashes.length;
+    Arrays.fill(scores, 0, n, 0.0);
+    int[] found = FOUND.get();
+    if (found.length < n) {
+      found = new int[n];
+      FOUND.set(found);
+    }
+    int k = dir.mayHold(hashes[0], found);
+    for (int j = 0; j < k; j++) {
+      int i = found[j];
+      EndpointBlocks blocks = sl.blocks[i];
+      if (blocks == null) {
+        continue;
+      }
+      EndpointMetrics m = candidates.get(i).metrics();
+      if (sl.metrics[i] != m) {
+        tune(blocks, m);
+        sl.metrics[i] = m;
+      }
+      int matched = refreshOnLookup ? blocks.matchAndTouch(hashes, total)
+          : blocks.match(hashes, total);
+      scores[i] = (double) matched / total;
+    }
+  }
+
+  private void scoreByPosition(Slots sl, List<Candidate> candidates, long[] hashes,
+      double[] scores, int n, @Nullable Object order) {
+    int total = hashes.length;
     int misses = 0;
     long first = total > 0 ? hashes[0] : 0;
     for (int i = 0; i < n; i++) {
@@ -128,17 +184,29 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         scores[i] = 0;
       }
     }
-    if (misses > n / 2 && n == endpoints.size()) {
+    if ((misses > n / 2 || (order != null && order != sl.order)) && n == endpoints.size()) {
       // the whole pool, in an order the cached slots do not match: the pool changed (or this is
       // the first route), so the next routes find their stores by position. A filtered list
       // keeps taking the map, which allocates nothing.
-      slots = Slots.of(candidates, endpoints, epoch.get());
+      rebuildSlots(candidates, order);
     }
-    // the counts are read back from the scores: no array per candidate while scoring
-    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
-    lookup.match = match;
-    lookup.touched = refreshOnLookup;
-    PrefixHits.publish(state, match);
+  }
+
+  /**
+   * Builds the slots of {@code candidates} and, for a list in the pool's order, a directory of
+   * their first blocks that every store then counts in. One build at a time: the last build
+   * attaches every store to the directory it publishes, so no store keeps counting in a
+   * directory nobody reads.
+   */
+  private void rebuildSlots(List<Candidate> candidates, @Nullable Object order) {
+    synchronized (slotsLock) {
+      long e = epoch.get();
+      Slots current = slots;
+      if (current.epoch == e && order != null && current.order == order) {
+        return; // another route built them meanwhile
+      }
+      slots = Slots.of(candidates, endpoints, e, order);
+    }
   }
 
   private Lookup lookup(InferenceRequest request, CycleState state) {
@@ -160,6 +228,9 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     final int blockSizeTokens;
     @Nullable PrefixMatch match;
     boolean touched;
+    /** Set when the directory scored: candidates whose metrics the scoring did not read. */
+    @Nullable Slots slots;
+    @Nullable List<Candidate> candidates;
 
     Lookup(long[] hashes, int blockSizeTokens) {
       this.hashes = hashes;
@@ -203,6 +274,31 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     return b;
   }
 
+  /**
+   * The directory reads the metrics of the candidates that may hold the prompt only; the store a
+   * route records into follows its endpoint's metrics before it grows.
+   */
+  private void tuneUnscored(EndpointBlocks b, String endpointId, Lookup lookup) {
+    Slots sl = lookup.slots;
+    List<Candidate> candidates = lookup.candidates;
+    if (sl == null || candidates == null) {
+      return;
+    }
+    for (int i = 0; i < sl.blocks.length; i++) {
+      if (sl.blocks[i] == b) {
+        Candidate c = candidates.get(i);
+        if (c.id().equals(endpointId)) {
+          EndpointMetrics m = c.metrics();
+          if (sl.metrics[i] != m) {
+            tune(b, m);
+            sl.metrics[i] = m;
+          }
+        }
+        return;
+      }
+    }
+  }
+
   /** The capacity follows the endpoint's {@code num_gpu_blocks} when known. */
   private void tune(@Nullable EndpointBlocks b, EndpointMetrics m) {
     if (b != null && autoTune && m.kvCapacityBlocks() > 0) {
@@ -222,7 +318,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
    * the capacity has to be tuned again; racing writes there only cause an extra check.
    */
   private static final class Slots {
-    static final Slots EMPTY = new Slots(new Endpoint[0], new EndpointBlocks[0], -1);
+    static final Slots EMPTY = new Slots(new Endpoint[0], new EndpointBlocks[0], -1, null);
 
     final Endpoint[] endpoints;
     final @Nullable EndpointBlocks[] blocks;
@@ -231,8 +327,13 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     final byte[][] heads;
     final int[] headMasks;
     final long epoch;
+    /** The {@link PoolOrder} token of the list the slots were built from, if it had one. */
+    final @Nullable Object order;
+    /** The stores' first blocks by position; built with the slots of a list with an order. */
+    final @Nullable HeadDirectory directory;
 
-    private Slots(Endpoint[] endpoints, @Nullable EndpointBlocks[] blocks, long epoch) {
+    private Slots(Endpoint[] endpoints, @Nullable EndpointBlocks[] blocks, long epoch,
+        @Nullable Object order) {
       int n = endpoints.length;
       this.endpoints = endpoints;
       this.blocks = blocks;
@@ -247,6 +348,18 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         }
       }
       this.epoch = epoch;
+      this.order = order;
+      HeadDirectory d = null;
+      if (order != null) {
+        d = new HeadDirectory(n, HeadDirectory.DEFAULT_SLOTS);
+        for (int i = 0; i < n; i++) {
+          EndpointBlocks b = blocks[i];
+          if (b != null) {
+            b.attach(d, i);
+          }
+        }
+      }
+      this.directory = d;
     }
 
     /**
@@ -254,7 +367,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
      * build bumps the epoch, so a store looked up before a removal is never used afterwards.
      */
     static Slots of(List<Candidate> candidates, ConcurrentHashMap<String, EndpointBlocks> map,
-        long epoch) {
+        long epoch, @Nullable Object order) {
       int n = candidates.size();
       Endpoint[] eps = new Endpoint[n];
       EndpointBlocks[] blocks = new EndpointBlocks[n];
@@ -263,7 +376,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         eps[i] = e;
         blocks[i] = map.get(e.id());
       }
-      return new Slots(eps, blocks, epoch);
+      return new Slots(eps, blocks, epoch, order);
     }
   }
 
@@ -294,6 +407,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private void record(String endpointId, Lookup lookup) {
     EndpointBlocks b = endpoints.get(endpointId);
     if (b != null) {
+      tuneUnscored(b, endpointId, lookup);
       long[] hashes = lookup.hashes;
       b.recordAfterMatch(hashes, hashes.length, lookup.touchedPrefix(endpointId));
     }
@@ -342,6 +456,12 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   public void onEndpointRemoved(Endpoint endpoint) {
     endpoints.remove(endpoint.id());
     epoch.incrementAndGet();
+  }
+
+  /** Whether this cycle's scoring read the directory of first blocks; for tests. */
+  boolean scoredByDirectory(CycleState state) {
+    Lookup l = state.get(lookupKey);
+    return l != null && l.slots != null;
   }
 
   /** The block store of an endpoint, or {@code null}; for tests. */
