@@ -14,6 +14,7 @@ import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import io.epp4j.api.PluginProvider;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixBlocks;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
@@ -145,6 +146,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private final int maxSessions;
   private final AtomicBoolean trimming = new AtomicBoolean();
   private final ConcurrentHashMap<String, Load> loads = new ConcurrentHashMap<>();
+  private volatile LoadSlots loadSlots = new LoadSlots(null, new Load[0]);
   // identity keys: InferenceRequest does not override equals
   private final ConcurrentHashMap<InferenceRequest, Pending> pending = new ConcurrentHashMap<>();
   private final AtomicLong nextSweep = new AtomicLong(Long.MIN_VALUE);
@@ -244,8 +246,12 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   /** The same for a request that will generate up to {@code outputTokens} tokens. */
   double cost(Candidate candidate, long promptTokens, long cachedTokens, long outputTokens) {
+    return cost(candidate, loads.get(candidate.id()), promptTokens, cachedTokens, outputTokens);
+  }
+
+  private double cost(Candidate candidate, @Nullable Load l, long promptTokens, long cachedTokens,
+      long outputTokens) {
     long uncached = promptTokens - Math.min(promptTokens, Math.max(0, cachedTokens));
-    Load l = loads.get(candidate.id());
     long pendTokens = l == null ? 0 : l.prefillTokens.get();
     int pendRequests = l == null ? 0 : l.prefillRequests.get();
     long decode = l == null ? 0 : l.decodeTokens.get();
@@ -291,6 +297,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       cap = (int) Math.min(Integer.MAX_VALUE, Math.max(1,
           (long) Math.ceil(balanceFactor * (total + 1) / n)));
     }
+    Load[] byPosition = loadsByPosition(candidates);
     String session = request.sessionKey();
     int sessionCap = Integer.MAX_VALUE;
     int homeIndex = -1;
@@ -302,7 +309,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       long sessions = 0;
       for (int i = 0; i < n; i++) {
         Candidate c = candidates.get(i);
-        Load l = loads.get(c.id());
+        Load l = byPosition != null ? byPosition[i] : loads.get(c.id());
         sessions += l == null ? 0 : Math.max(0, l.sessions.get());
         if (home != null && c.id().equals(home.endpointId)) {
           homeIndex = i;
@@ -323,10 +330,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     boolean bestWithin = false;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
+      Load load = byPosition != null ? byPosition[i] : loads.get(c.id());
       int inFlight = c.inFlightRequests();
       boolean within = inFlight + 1 <= cap && (sessionCap == Integer.MAX_VALUE
-          || i == homeIndex || sessionsOf(c.id()) + 1 <= sessionCap);
-      double cost = cost(c, prompt, cached(hits, i, c.id()), request.maxTokens());
+          || i == homeIndex || (load == null ? 0 : load.sessions.get()) + 1 <= sessionCap);
+      double cost = cost(c, load, prompt, cached(hits, i, c.id()), request.maxTokens());
       long home = session == null ? 0 : mix(sessionHash ^ c.id().hashCode());
       int cmp;
       if (best < 0 || within != bestWithin) {
@@ -420,6 +428,37 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         sessionBalanceFactor > 0 ? session : null));
     return List.of(chosen);
   }
+
+  /**
+   * The candidates' counters by position when {@code candidates} is the pool in the router's
+   * order ({@link PoolOrder}): looked up by id once per order instead of once per candidate and
+   * route. {@code null} for any other list, and while an endpoint of the list has not been
+   * announced yet (its counters do not exist; the next route looks again).
+   */
+  private Load @Nullable [] loadsByPosition(List<Candidate> candidates) {
+    if (!(candidates instanceof PoolOrder po)) {
+      return null;
+    }
+    Object order = po.poolOrder();
+    LoadSlots ls = loadSlots;
+    int n = candidates.size();
+    if (ls.order == order && ls.loads.length == n) {
+      return ls.loads;
+    }
+    Load[] byPosition = new Load[n];
+    for (int i = 0; i < n; i++) {
+      Load l = loads.get(candidates.get(i).id());
+      if (l == null) {
+        return null;
+      }
+      byPosition[i] = l;
+    }
+    loadSlots = new LoadSlots(order, byPosition);
+    return byPosition;
+  }
+
+  /** Counters by position for one {@link PoolOrder} token. */
+  private record LoadSlots(@Nullable Object order, Load[] loads) {}
 
   private int sessionsOf(String endpointId) {
     Load l = loads.get(endpointId);

@@ -445,4 +445,61 @@ class TokenCostPickerTest {
       assertThat(used).hasSize(3);
     }
   }
+
+  @Test
+  void aListInThePoolsOrderIsPickedFromExactlyAsAPlainListOfTheSameCandidates() {
+    for (long seed = 1; seed <= 6; seed++) {
+      SplittableRandom rnd = new SplittableRandom(seed);
+      TokenCostPicker byPosition = TokenCostPicker.create();
+      TokenCostPicker byId = TokenCostPicker.create();
+      List<Candidate> pool = new ArrayList<>();
+      int nextId = 1;
+      for (int i = 0; i < 12; i++) {
+        Candidate c = TestCandidates.withMetrics("10.2.0." + nextId++ + ":8000",
+            TestCandidates.metrics(rnd.nextInt(4), rnd.nextInt(8), rnd.nextDouble()));
+        pool.add(c);
+        byPosition.onEndpointAdded(c.endpoint());
+        byId.onEndpointAdded(c.endpoint());
+      }
+      Object token = new Object();
+      List<InferenceRequest> open = new ArrayList<>();
+      List<Endpoint> openOn = new ArrayList<>();
+      for (int step = 0; step < 400; step++) {
+        int op = rnd.nextInt(100);
+        if (op < 3) { // an endpoint joins: a new order
+          Candidate c = TestCandidates.withMetrics("10.2.0." + nextId++ + ":8000",
+              TestCandidates.metrics(0, 0, 0));
+          pool.add(rnd.nextInt(pool.size() + 1), c);
+          byPosition.onEndpointAdded(c.endpoint());
+          byId.onEndpointAdded(c.endpoint());
+          token = new Object();
+        } else if (op < 15) { // new metrics: the same order
+          int i = rnd.nextInt(pool.size());
+          pool.set(i, new TestCandidates.Cand(pool.get(i).endpoint(),
+              TestCandidates.metrics(rnd.nextInt(4), rnd.nextInt(8), rnd.nextDouble()), 0, 0));
+        }
+        if (!open.isEmpty() && rnd.nextInt(3) == 0) {
+          int k = rnd.nextInt(open.size());
+          InferenceRequest done = open.remove(k);
+          Endpoint on = openOn.remove(k);
+          byPosition.onComplete(done, on, Usage.NONE);
+          byId.onComplete(done, on, Usage.NONE);
+        }
+        InferenceRequest r = request(200 + rnd.nextInt(4000), rnd.nextInt(600),
+            "s" + rnd.nextInt(30));
+        long now = step * 50_000_000L;
+        CycleState a = TestCandidates.state(now, step);
+        CycleState b = TestCandidates.state(now, step);
+        Candidate viaPosition = route(byPosition, r, a, new HeadDirectoryTest.Ordered(pool, token));
+        Candidate viaId = route(byId, r, b, new ArrayList<>(pool));
+        assertThat(viaPosition.id()).as("seed %d step %d", seed, step).isEqualTo(viaId.id());
+        for (Candidate c : pool) {
+          assertThat(byPosition.pendingTokens(c.id())).isEqualTo(byId.pendingTokens(c.id()));
+          assertThat(byPosition.sessions(c.id())).isEqualTo(byId.sessions(c.id()));
+        }
+        open.add(r);
+        openOn.add(viaId.endpoint());
+      }
+    }
+  }
 }
