@@ -26,8 +26,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
+import java.util.concurrent.atomic.AtomicLongFieldUpdater;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.random.RandomGenerator;
 import org.jspecify.annotations.Nullable;
@@ -252,9 +252,9 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private double cost(Candidate candidate, @Nullable Load l, long promptTokens, long cachedTokens,
       long outputTokens) {
     long uncached = promptTokens - Math.min(promptTokens, Math.max(0, cachedTokens));
-    long pendTokens = l == null ? 0 : l.prefillTokens.get();
-    int pendRequests = l == null ? 0 : l.prefillRequests.get();
-    long decode = l == null ? 0 : l.decodeTokens.get();
+    long pendTokens = l == null ? 0 : l.prefillTokens();
+    int pendRequests = l == null ? 0 : l.prefillRequests();
+    long decode = l == null ? 0 : l.decodeTokens();
     EndpointMetrics m = candidate.metrics();
     // requests the engine reports that this router has no record of: another router's
     long foreign = (long) m.waitingRequests() + m.runningRequests() - candidate.inFlightRequests();
@@ -310,7 +310,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       for (int i = 0; i < n; i++) {
         Candidate c = candidates.get(i);
         Load l = byPosition != null ? byPosition[i] : loads.get(c.id());
-        sessions += l == null ? 0 : Math.max(0, l.sessions.get());
+        sessions += l == null ? 0 : Math.max(0, l.sessions());
         if (home != null && c.id().equals(home.endpointId)) {
           homeIndex = i;
         }
@@ -333,7 +333,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       Load load = byPosition != null ? byPosition[i] : loads.get(c.id());
       int inFlight = c.inFlightRequests();
       boolean within = inFlight + 1 <= cap && (sessionCap == Integer.MAX_VALUE
-          || i == homeIndex || (load == null ? 0 : load.sessions.get()) + 1 <= sessionCap);
+          || i == homeIndex || (load == null ? 0 : load.sessions()) + 1 <= sessionCap);
       double cost = cost(c, load, prompt, cached(hits, i, c.id()), request.maxTokens());
       long home = session == null ? 0 : mix(sessionHash ^ c.id().hashCode());
       int cmp;
@@ -462,7 +462,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   private int sessionsOf(String endpointId) {
     Load l = loads.get(endpointId);
-    return l == null ? 0 : l.sessions.get();
+    return l == null ? 0 : l.sessions();
   }
 
   /** The SplitMix64 finalizer: spreads similar inputs over all 64 bits. */
@@ -507,9 +507,9 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
           return old;
         }
         if (old != null) {
-          old.load.sessions.decrementAndGet();
+          old.load.addSessions(-1);
         }
-        l.sessions.incrementAndGet();
+        l.addSessions(1);
         return new Home(l, c.endpointId, now);
       });
       trimSessionsIfFull();
@@ -544,9 +544,9 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         return old;
       }
       if (old != null) {
-        old.load.sessions.decrementAndGet();
+        old.load.addSessions(-1);
       }
-      l.sessions.incrementAndGet();
+      l.addSessions(1);
       return new Home(l, endpointId, nowNanos);
     });
     trimSessionsIfFull();
@@ -608,7 +608,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       var e = it.next();
       Home h = e.getValue();
       if (now - h.lastNanos > sessionTtlNanos && homes.remove(e.getKey(), h)) {
-        h.load.sessions.decrementAndGet();
+        h.load.addSessions(-1);
       }
     }
   }
@@ -652,7 +652,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       for (var e : homes.entrySet()) {
         Home h = e.getValue();
         if (h.lastNanos - cut < 0 && homes.remove(e.getKey(), h)) {
-          h.load.sessions.decrementAndGet();
+          h.load.addSessions(-1);
         }
       }
     }
@@ -660,7 +660,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     for (var it = homes.entrySet().iterator(); it.hasNext() && homes.size() > target; ) {
       var e = it.next();
       if (homes.remove(e.getKey(), e.getValue())) {
-        e.getValue().load.sessions.decrementAndGet();
+        e.getValue().load.addSessions(-1);
       }
     }
   }
@@ -684,13 +684,13 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   /** Uncached prompt tokens this picker has sent to {@code endpointId} and not seen start. */
   long pendingTokens(String endpointId) {
     Load l = loads.get(endpointId);
-    return l == null ? 0 : l.prefillTokens.get();
+    return l == null ? 0 : l.prefillTokens();
   }
 
   /** Output tokens ({@code max_tokens}) of the requests in flight on {@code endpointId}. */
   long decodeTokens(String endpointId) {
     Load l = loads.get(endpointId);
-    return l == null ? 0 : l.decodeTokens.get();
+    return l == null ? 0 : l.decodeTokens();
   }
 
   @Override
@@ -707,11 +707,52 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
   }
 
+  /**
+   * One endpoint's counters, as fields of one object: a route reads all of them for every
+   * candidate, and separate atomic objects would be separate cache lines.
+   */
   private static final class Load {
-    final AtomicLong prefillTokens = new AtomicLong();
-    final AtomicInteger prefillRequests = new AtomicInteger();
-    final AtomicLong decodeTokens = new AtomicLong();
-    final AtomicInteger sessions = new AtomicInteger();
+    private static final AtomicLongFieldUpdater<Load> PREFILL_TOKENS =
+        AtomicLongFieldUpdater.newUpdater(Load.class, "prefillTokens");
+    private static final AtomicIntegerFieldUpdater<Load> PREFILL_REQUESTS =
+        AtomicIntegerFieldUpdater.newUpdater(Load.class, "prefillRequests");
+    private static final AtomicLongFieldUpdater<Load> DECODE_TOKENS =
+        AtomicLongFieldUpdater.newUpdater(Load.class, "decodeTokens");
+    private static final AtomicIntegerFieldUpdater<Load> SESSIONS =
+        AtomicIntegerFieldUpdater.newUpdater(Load.class, "sessions");
+    private volatile long prefillTokens;
+    private volatile int prefillRequests;
+    private volatile long decodeTokens;
+    private volatile int sessions;
+
+    long prefillTokens() {
+      return prefillTokens;
+    }
+
+    int prefillRequests() {
+      return prefillRequests;
+    }
+
+    long decodeTokens() {
+      return decodeTokens;
+    }
+
+    int sessions() {
+      return sessions;
+    }
+
+    void addPrefill(long tokens, int requests) {
+      PREFILL_TOKENS.addAndGet(this, tokens);
+      PREFILL_REQUESTS.addAndGet(this, requests);
+    }
+
+    void addDecode(long tokens) {
+      DECODE_TOKENS.addAndGet(this, tokens);
+    }
+
+    void addSessions(int delta) {
+      SESSIONS.addAndGet(this, delta);
+    }
   }
 
   /** Where a session's last request went, and when. */
@@ -745,22 +786,20 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
 
     void add(int sign) {
-      load.prefillTokens.addAndGet(sign * prefill);
-      load.prefillRequests.addAndGet(sign);
-      load.decodeTokens.addAndGet(sign * decode);
+      load.addPrefill(sign * prefill, sign);
+      load.addDecode(sign * decode);
     }
 
     /** Gives back the prefill share once, at the first token or at the end. */
     void prefillDone() {
       if (PREFILLING.compareAndSet(this, 1, 0)) {
-        load.prefillTokens.addAndGet(-prefill);
-        load.prefillRequests.decrementAndGet();
+        load.addPrefill(-prefill, -1);
       }
     }
 
     void release() {
       prefillDone();
-      load.decodeTokens.addAndGet(-decode);
+      load.addDecode(-decode);
     }
   }
 
