@@ -311,7 +311,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         Candidate c = candidates.get(i);
         Load l = byPosition != null ? byPosition[i] : loads.get(c.id());
         sessions += l == null ? 0 : Math.max(0, l.sessions());
-        if (home != null && c.id().equals(home.endpointId)) {
+        if (home != null && homeIndex < 0
+            && (byPosition != null ? l == home.load : c.id().equals(home.endpointId))) {
           homeIndex = i;
         }
       }
@@ -325,6 +326,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     int best = -1;
     double bestCost = 0;
     long bestHome = 0;
+    boolean bestHomeKnown = false; // the rendezvous hash is computed only to break a tie
     int bestInFlight = 0;
     int ties = 0;
     boolean bestWithin = false;
@@ -335,18 +337,23 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       boolean within = inFlight + 1 <= cap && (sessionCap == Integer.MAX_VALUE
           || i == homeIndex || (load == null ? 0 : load.sessions()) + 1 <= sessionCap);
       double cost = cost(c, load, prompt, cached(hits, i, c.id()), request.maxTokens());
-      long home = session == null ? 0 : mix(sessionHash ^ c.id().hashCode());
+      long home = 0;
+      boolean homeKnown = false;
       int cmp;
       if (best < 0 || within != bestWithin) {
         cmp = best < 0 || within ? -1 : 1;
       } else if (cost != bestCost) {
         cmp = cost < bestCost ? -1 : 1;
-      } else if (home != bestHome) {
+      } else {
+        home = rendezvous(session, sessionHash, c);
+        homeKnown = true;
+        if (!bestHomeKnown) {
+          bestHome = rendezvous(session, sessionHash, candidates.get(best));
+          bestHomeKnown = true;
+        }
         // rendezvous hashing: among equal costs a session returns to the same endpoint, which
         // may still hold history the prefix index has forgotten
-        cmp = home > bestHome ? -1 : 1;
-      } else {
-        cmp = Integer.compare(inFlight, bestInFlight);
+        cmp = home != bestHome ? (home > bestHome ? -1 : 1) : Integer.compare(inFlight, bestInFlight);
       }
       if (cmp == 0) {
         // reservoir sampling: each of the k tied candidates is kept with probability 1/k
@@ -365,6 +372,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       best = i;
       bestCost = cost;
       bestHome = home;
+      bestHomeKnown = homeKnown;
       bestInFlight = inFlight;
       bestWithin = within;
     }
@@ -463,6 +471,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private int sessionsOf(String endpointId) {
     Load l = loads.get(endpointId);
     return l == null ? 0 : l.sessions();
+  }
+
+  /** A candidate's rendezvous hash for a session (0 without one). */
+  private static long rendezvous(@Nullable String session, long sessionHash, Candidate c) {
+    return session == null ? 0 : mix(sessionHash ^ c.id().hashCode());
   }
 
   /** The SplitMix64 finalizer: spreads similar inputs over all 64 bits. */
