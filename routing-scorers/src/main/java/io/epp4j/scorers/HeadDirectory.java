@@ -71,7 +71,10 @@ final class HeadDirectory {
     int base = row(key);
     int found = 0;
     for (int w = 0; w < stride; w += 8) {
-      long v = (long) WORD.getAcquire(counts, base + w);
+      // plain reads: an aligned atomic access mode would throw where the JVM's array header
+      // leaves the row's words unaligned; a count read stale is one a concurrent record is
+      // writing, which this route may miss as it would if it had started a moment earlier
+      long v = (long) WORD.get(counts, base + w);
       while (v != 0) {
         int b = Long.numberOfTrailingZeros(v) >>> 3;
         int p = w + b;
