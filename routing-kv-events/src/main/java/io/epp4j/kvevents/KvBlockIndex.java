@@ -6,6 +6,7 @@ import java.util.Arrays;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -77,6 +78,8 @@ public final class KvBlockIndex {
   private final int maxSpeculativeEntries;
   private final ConcurrentHashMap<String, EndpointHoldings> endpoints = new ConcurrentHashMap<>();
   private final AtomicInteger nextSlot = new AtomicInteger();
+  /** Moves on after every endpoint the index starts or stops tracking. */
+  private final AtomicLong endpointsVersion = new AtomicLong();
   /** Who wants to hear that the engine dropped blocks; copy-on-write, read once per event. */
   private volatile DropListener[] dropListeners = new DropListener[0];
 
@@ -284,6 +287,7 @@ public final class KvBlockIndex {
       EndpointHoldings e = endpoints.remove(endpointId);
       if (e != null) {
         clearLocked(e);
+        endpointsVersion.incrementAndGet();
       }
     }
   }
@@ -340,6 +344,7 @@ public final class KvBlockIndex {
     if (e == null) {
       e = endpoints.computeIfAbsent(id,
           k -> new EndpointHoldings(k, nextSlot.getAndIncrement(), defaultModel));
+      endpointsVersion.incrementAndGet(); // after the entry is visible
     }
     return e;
   }
@@ -388,6 +393,14 @@ public final class KvBlockIndex {
    */
   @Nullable EndpointHoldings endpointView(String endpointId) {
     return endpoints.get(endpointId);
+  }
+
+  /**
+   * A number that moves on after the index starts or stops tracking an endpoint: views read
+   * after reading it stay valid while it has not moved.
+   */
+  long endpointsVersion() {
+    return endpointsVersion.get();
   }
 
   /** Keys some endpoint holds for real; takes the write lock (for inspection and tests). */

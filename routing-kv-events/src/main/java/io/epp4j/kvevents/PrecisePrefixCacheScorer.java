@@ -5,6 +5,7 @@ import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
@@ -115,6 +116,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       return null;
     }
     int n = candidates.size();
+    EndpointHoldings[] byPosition = viewsByPosition(candidates);
     String[] ids = new String[n];
     long[][] keys = new long[n][];
     Scratch scratch = SCRATCH.get().fit(n);
@@ -133,7 +135,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       ids[i] = c.id();
-      EndpointHoldings e = index.endpointView(ids[i]);
+      EndpointHoldings e = byPosition != null ? byPosition[i] : index.endpointView(ids[i]);
       slots[i] = e == null ? -1 : e.slot;
       String model = e == null ? index.endpointModel(ids[i]) : e.model;
       if (model != lastModel) {
@@ -195,6 +197,35 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     state.put(PreciseMatch.KEY, m);
     return m;
   }
+
+  /**
+   * The index's view of each candidate by position, for a list in the pool's order
+   * ({@link PoolOrder}): looked up by id once per order and per change of the endpoints the index
+   * tracks, instead of once per candidate and route. {@code null} for any other list.
+   */
+  private EndpointHoldings @Nullable [] viewsByPosition(List<Candidate> candidates) {
+    if (!(candidates instanceof PoolOrder po)) {
+      return null;
+    }
+    Object order = po.poolOrder();
+    Views v = views;
+    long version = index.endpointsVersion(); // read before the lookups below
+    int n = candidates.size();
+    if (v.order == order && v.version == version && v.holdings.length == n) {
+      return v.holdings;
+    }
+    EndpointHoldings[] holdings = new EndpointHoldings[n];
+    for (int i = 0; i < n; i++) {
+      holdings[i] = index.endpointView(candidates.get(i).id());
+    }
+    views = new Views(order, version, holdings);
+    return holdings;
+  }
+
+  /** The index's views by position for one {@link PoolOrder} token and index version. */
+  private record Views(@Nullable Object order, long version, EndpointHoldings[] holdings) {}
+
+  private volatile Views views = new Views(null, -1, new EndpointHoldings[0]);
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 

@@ -214,6 +214,56 @@ class PrecisePrefixCacheScorerTest {
     hybrid.close();
   }
 
+  /** The pool's candidates as the router hands them out: a list with a {@code PoolOrder}. */
+  static final class Ordered extends java.util.AbstractList<io.epp4j.api.Candidate>
+      implements io.epp4j.api.PoolOrder, java.util.RandomAccess {
+    private final List<io.epp4j.api.Candidate> elements;
+    private final Object token;
+
+    Ordered(List<io.epp4j.api.Candidate> elements, Object token) {
+      this.elements = List.copyOf(elements);
+      this.token = token;
+    }
+
+    @Override public io.epp4j.api.Candidate get(int i) { return elements.get(i); }
+    @Override public int size() { return elements.size(); }
+    @Override public Object poolOrder() { return token; }
+  }
+
+  private double[] preciseScores(PrecisePrefixCacheScorer s, List<io.epp4j.api.Candidate> pool,
+      int[] p) {
+    double[] out = new double[pool.size()];
+    s.score(request(p), new io.epp4j.api.CycleState(now.get(), new java.util.Random(1)), pool,
+        out);
+    return out;
+  }
+
+  /**
+   * A list in the pool's order finds each endpoint's view in the index by position; the index
+   * learning of an endpoint, or forgetting one, between two routes with the same list must show.
+   */
+  @Test
+  void aListInThePoolsOrderSeesEndpointsTheIndexLearnsOfAndForgetsAsAPlainListDoes() {
+    PrecisePrefixCacheScorer s =
+        new PrecisePrefixCacheScorer(index, null, null, 1024, true, false, false);
+    EPS.forEach(s::onEndpointAdded);
+    List<io.epp4j.api.Candidate> pool = candidates(EPS);
+    Ordered ordered = new Ordered(pool, new Object());
+    int[] p = prompt(13, 64); // 4 blocks
+    store("10.0.0.1:8000", p, 2, 500);
+    assertThat(preciseScores(s, ordered, p)).containsExactly(0.5, 0.0, 0.0);
+
+    store("10.0.0.3:8000", p, 4, 600); // the index learns of the third endpoint now
+    assertThat(preciseScores(s, ordered, p)).containsExactly(preciseScores(s, pool, p))
+        .containsExactly(0.5, 0.0, 1.0);
+
+    index.removeEndpoint("10.0.0.1:8000");
+    assertThat(preciseScores(s, ordered, p)).containsExactly(preciseScores(s, pool, p))
+        .containsExactly(0.0, 0.0, 1.0);
+    store("10.0.0.1:8000", p, 3, 700); // and again, under a new view
+    assertThat(preciseScores(s, ordered, p)).containsExactly(0.75, 0.0, 1.0);
+  }
+
   /** Scores {@code p} over {@code pool} and records it as routed to {@code to}. */
   private void routeTo(HybridPrefixCacheScorer hybrid, List<io.epp4j.api.Candidate> pool, int[] p,
       Endpoint to) {
