@@ -195,9 +195,18 @@ class PrecisePrefixCacheScorerTest {
    */
   @Test
   void anEndpointRemovedAndAddedAgainIsScoredOnItsNewMemoryThroughTheSameCandidateList() {
-    int[] p = prompt(12, 64);
+    newMemoryIsReachedThrough(candidates(EPS), 12);
+  }
+
+  /** The same through a list in the pool's order, as the router hands it out. */
+  @Test
+  void aListInThePoolsOrderReachesTheNewMemoryOfAnEndpointRemovedAndAddedAgain() {
+    newMemoryIsReachedThrough(new Ordered(candidates(EPS), new Object()), 14);
+  }
+
+  private void newMemoryIsReachedThrough(List<io.epp4j.api.Candidate> pool, int seed) {
+    int[] p = prompt(seed, 64);
     Endpoint home = EPS.get(0);
-    List<io.epp4j.api.Candidate> pool = candidates(EPS);
     HybridPrefixCacheScorer hybrid = hybridOnEps();
     routeTo(hybrid, pool, p, home);
     now.addAndGet(5_000_000_000L); // past the speculative entries: only the memory is left
@@ -262,26 +271,6 @@ class PrecisePrefixCacheScorerTest {
         .containsExactly(0.0, 0.0, 1.0);
     store("10.0.0.1:8000", p, 3, 700); // and again, under a new view
     assertThat(preciseScores(s, ordered, p)).containsExactly(0.75, 0.0, 1.0);
-  }
-
-  @Test
-  void aListInThePoolsOrderReachesTheNewMemoryOfAnEndpointRemovedAndAddedAgain() {
-    int[] p = prompt(14, 64);
-    Endpoint home = EPS.get(0);
-    List<io.epp4j.api.Candidate> pool = new Ordered(candidates(EPS), new Object());
-    HybridPrefixCacheScorer hybrid = hybridOnEps();
-    routeTo(hybrid, pool, p, home);
-    now.addAndGet(5_000_000_000L); // past the speculative entries: only the memory is left
-    assertThat(scores(hybrid, pool, p)).containsExactly(0.8, 0.0, 0.0);
-
-    hybrid.onEndpointRemoved(home);
-    hybrid.onEndpointAdded(home);
-    assertThat(scores(hybrid, pool, p)[0]).as("a new memory remembers nothing").isZero();
-    routeTo(hybrid, pool, p, home);
-    now.addAndGet(5_000_000_000L);
-    assertThat(scores(hybrid, pool, p)[0]).as("remembered by the new memory").isEqualTo(0.8);
-    assertThat(scores(hybrid, pool, p)).containsExactly(scores(hybrid, candidates(EPS), p));
-    hybrid.close();
   }
 
   /** Scores {@code p} over {@code pool} and records it as routed to {@code to}. */

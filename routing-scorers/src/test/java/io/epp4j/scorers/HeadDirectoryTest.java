@@ -24,28 +24,17 @@ class HeadDirectoryTest {
 
   /** A list in the pool's order, as the router hands it out. */
   static final class Ordered extends AbstractList<Candidate> implements PoolOrder, RandomAccess {
-    private final Candidate[] elements;
+    private final List<Candidate> elements;
     private final Object token;
 
     Ordered(List<Candidate> elements, Object token) {
-      this.elements = elements.toArray(new Candidate[0]);
+      this.elements = List.copyOf(elements);
       this.token = token;
     }
 
-    @Override
-    public Candidate get(int index) {
-      return elements[index];
-    }
-
-    @Override
-    public int size() {
-      return elements.length;
-    }
-
-    @Override
-    public Object poolOrder() {
-      return token;
-    }
+    @Override public Candidate get(int i) { return elements.get(i); }
+    @Override public int size() { return elements.size(); }
+    @Override public Object poolOrder() { return token; }
   }
 
   private static EndpointMetrics capacity(long blocks) {
