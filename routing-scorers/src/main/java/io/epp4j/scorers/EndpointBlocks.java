@@ -75,22 +75,6 @@ final class EndpointBlocks {
     return (byte) COUNT.getAcquire(heads, headSlot(first)) != 0;
   }
 
-  /**
-   * {@link #mayHoldFirst} read from a store's {@link #headCounts()} and {@link #headMask()},
-   * which never change: a caller that keeps them beside its list of stores answers for a store
-   * that certainly lacks the chain without reading the store itself.
-   */
-  static boolean mayHoldFirst(byte[] headCounts, int headMask, long first) {
-    return (byte) COUNT.getAcquire(headCounts, (int) (first >>> 40) & headMask) != 0;
-  }
-
-  byte[] headCounts() {
-    return heads;
-  }
-
-  int headMask() {
-    return headMask;
-  }
 
   /** Counts entry {@code e} as a first block, once. Under the monitor. */
   private void markHead(int e) {

@@ -156,23 +156,16 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       double[] scores, int n, @Nullable Object order) {
     int total = hashes.length;
     int misses = 0;
-    long first = total > 0 ? hashes[0] : 0;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       EndpointBlocks blocks;
       if (i < sl.endpoints.length && sl.endpoints[i] == c.endpoint()) {
+        blocks = sl.blocks[i];
         EndpointMetrics m = c.metrics();
         if (sl.metrics[i] != m) {
-          tune(sl.blocks[i], m);
+          tune(blocks, m);
           sl.metrics[i] = m;
         }
-        byte[] heads = sl.heads[i];
-        if (heads == null || total == 0
-            || !EndpointBlocks.mayHoldFirst(heads, sl.headMasks[i], first)) {
-          scores[i] = 0; // without reading the store: it certainly lacks the prompt's first block
-          continue;
-        }
-        blocks = sl.blocks[i];
       } else {
         blocks = blocksFor(c);
         misses++;
@@ -323,9 +316,6 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     final Endpoint[] endpoints;
     final @Nullable EndpointBlocks[] blocks;
     final @Nullable EndpointMetrics[] metrics;
-    /** Each store's first-block filter (null where the store is missing), and its mask. */
-    final byte[][] heads;
-    final int[] headMasks;
     final long epoch;
     /** The {@link PoolOrder} token of the list the slots were built from, if it had one. */
     final @Nullable Object order;
@@ -338,15 +328,6 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       this.endpoints = endpoints;
       this.blocks = blocks;
       this.metrics = new EndpointMetrics[n];
-      this.heads = new byte[n][];
-      this.headMasks = new int[n];
-      for (int i = 0; i < n; i++) {
-        EndpointBlocks b = blocks[i];
-        if (b != null) {
-          heads[i] = b.headCounts();
-          headMasks[i] = b.headMask();
-        }
-      }
       this.epoch = epoch;
       this.order = order;
       HeadDirectory d = null;
