@@ -130,10 +130,18 @@ final class BlockHasher {
     if (n == 0) {
       return out;
     }
+    long h = seed;
+    if (TokenBlockXxh3.covers(blockSizeTokens)) {
+      int bs = blockSizeTokens;
+      for (int i = 0; i < n; i++) {
+        h = chain(h, TokenBlockXxh3.hash(tokens, i * bs, bs));
+        out[i] = h;
+      }
+      return out;
+    }
     int blockBytes = 4 * blockSizeTokens;
     int perChunk = Math.max(1, CHUNK / blockBytes);
     byte[] buf = SCRATCH.get().bytes(perChunk * blockBytes);
-    long h = seed;
     for (int first = 0; first < n; first += perChunk) {
       int k = Math.min(perChunk, n - first);
       int base = first * blockSizeTokens;

@@ -125,13 +125,34 @@ class BlockHasherTest {
   @Test
   void tokenHashesFollowTheDocumentedScheme() {
     SplittableRandom rnd = new SplittableRandom(3);
-    for (int blockSize : new int[] {1, 16, 300}) {
+    // 4, 5, 32 and 33 tokens: the edges of the blocks hashed from the int[] without a copy
+    for (int blockSize : new int[] {1, 4, 5, 8, 9, 16, 17, 24, 25, 32, 33, 300}) {
       BlockHasher hasher = new BlockHasher(blockSize, 8192);
       int[] tokens = rnd.ints(rnd.nextInt(5000), 0, 150_000).toArray();
       InferenceRequest req = InferenceRequest.builder().model("m").tokenIds(tokens).build();
       assertThat(hasher.hash(req))
           .containsExactly(reference(BlockHasher.namespace(req), tokens, blockSize));
     }
+  }
+
+  @Test
+  void tokenBlocksHashAsXxh3OfTheirLittleEndianBytes() {
+    SplittableRandom rnd = new SplittableRandom(4);
+    for (int count = 5; count <= 32; count++) {
+      for (int r = 0; r < 200; r++) {
+        // any int, negative ones too: the sign must not leak into the neighbouring token's bits
+        int[] tokens = rnd.ints(count + 7).toArray();
+        int from = rnd.nextInt(8);
+        ByteBuffer b = ByteBuffer.allocate(4 * count).order(ByteOrder.LITTLE_ENDIAN);
+        for (int j = 0; j < count; j++) {
+          b.putInt(tokens[from + j]);
+        }
+        assertThat(TokenBlockXxh3.hash(tokens, from, count)).as("%d tokens", count)
+            .isEqualTo(XXH3.hashBytesToLong(b.array()));
+      }
+    }
+    assertThat(TokenBlockXxh3.covers(4)).isFalse();
+    assertThat(TokenBlockXxh3.covers(33)).isFalse();
   }
 
   @Test
