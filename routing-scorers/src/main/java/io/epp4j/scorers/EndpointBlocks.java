@@ -33,8 +33,18 @@ final class EndpointBlocks {
   private static final int INITIAL = 256;
 
   private static final long LOW = 0xFFFF_FFFFL;
-  /** Largest number of entries the two-longs-per-entry array can address. */
-  private static final int MAX_ENTRIES = (Integer.MAX_VALUE - 8) / 2;
+  /**
+   * A table slot holds {@code e + 1} in its low {@value #INDEX_BITS} bits and, above them, how
+   * far the slot is from the key's home slot ({@link #FAR} for that distance or more). A probe
+   * compares the distance before it reads a key: an entry at another distance has another home
+   * and cannot be the key, so the probe reads no key but the one it finds, and deletion shifts
+   * entries back without reading theirs. Each key read is a cache miss on a large store.
+   */
+  private static final int INDEX_BITS = 24;
+  private static final int INDEX_MASK = (1 << INDEX_BITS) - 1;
+  private static final int FAR = 0xFF;
+  /** Largest number of entries: {@code e + 1} must fit the table slot's index bits. */
+  static final int MAX_ENTRIES = INDEX_MASK;
 
   // entry e: slots[2e] = key, slots[2e + 1] = prev << 32 | next (each an entry index or NIL)
   private long[] slots = new long[0];
@@ -56,7 +66,7 @@ final class EndpointBlocks {
   private int directoryPosition;
 
   EndpointBlocks(int capacity) {
-    this.capacity = Math.max(1, capacity);
+    this.capacity = Math.min(MAX_ENTRIES, Math.max(1, capacity));
     int counters = Integer.highestOneBit(
         Math.max(MIN_HEAD_COUNTERS, Math.min(MAX_HEAD_COUNTERS, this.capacity / 8)) * 2 - 1);
     this.heads = new byte[counters];
@@ -149,7 +159,7 @@ final class EndpointBlocks {
 
   /** Changes the capacity; shrinking evicts from the LRU end at once. */
   synchronized void setCapacity(int newCapacity) {
-    int c = Math.max(1, newCapacity);
+    int c = Math.min(MAX_ENTRIES, Math.max(1, newCapacity));
     if (c == capacity) {
       return;
     }
@@ -475,9 +485,12 @@ final class EndpointBlocks {
     int m = mask;
     int slot = home(key) & m;
     int v;
-    while ((v = t[slot]) != 0) {
-      if (slots[(v - 1) << 1] == key) {
-        return v - 1;
+    for (int d = 0; (v = t[slot]) != 0; d++) {
+      if (v >>> INDEX_BITS == Math.min(d, FAR)) {
+        int e = (v & INDEX_MASK) - 1;
+        if (slots[e << 1] == key) {
+          return e;
+        }
       }
       slot = (slot + 1) & m;
     }
@@ -486,33 +499,55 @@ final class EndpointBlocks {
 
   private void insertIntoTable(int e) {
     int slot = home(key(e)) & mask;
+    int d = 0;
     while (table[slot] != 0) {
       slot = (slot + 1) & mask;
+      d++;
     }
-    table[slot] = e + 1;
+    table[slot] = tableValue(e, d);
+  }
+
+  private static int tableValue(int e, int distance) {
+    return Math.min(distance, FAR) << INDEX_BITS | (e + 1);
   }
 
   private void removeFromTable(int e) {
-    int slot = home(key(e)) & mask;
-    while (table[slot] != e + 1) {
-      slot = (slot + 1) & mask;
+    int m = mask;
+    int slot = home(key(e)) & m;
+    while ((table[slot] & INDEX_MASK) != e + 1) {
+      slot = (slot + 1) & m;
     }
     table[slot] = 0;
     // backward-shift deletion keeps probe chains intact without tombstones
     int j = slot;
     while (true) {
-      j = (j + 1) & mask;
+      j = (j + 1) & m;
       int v = table[j];
       if (v == 0) {
         return;
       }
-      int k = home(key(v - 1)) & mask;
-      if (((j - k) & mask) >= ((j - slot) & mask)) {
-        table[slot] = v;
+      int d = v >>> INDEX_BITS;
+      int idx = v & INDEX_MASK;
+      if (d == FAR) {
+        d = (j - (home(key(idx - 1)) & m)) & m;
+      }
+      int gap = (j - slot) & m;
+      if (d >= gap) {
+        table[slot] = tableValue(idx - 1, d - gap);
         table[j] = 0;
         slot = j;
       }
     }
+  }
+
+  /** Whether an entry sits {@link #FAR} or more slots from its home; for tests. */
+  synchronized boolean holdsAFarEntry() {
+    for (int v : table) {
+      if (v >>> INDEX_BITS == FAR) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** The keys from most to least recently used; for tests. */

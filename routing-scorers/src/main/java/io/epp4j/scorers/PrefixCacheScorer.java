@@ -368,7 +368,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
     int serverBlock = m.blockSizeTokens() > 0 ? m.blockSizeTokens() : blockSizeTokens;
     long ours = blocks * serverBlock / blockSizeTokens;
-    return (int) Math.max(1, Math.min(Integer.MAX_VALUE - 8, ours));
+    return (int) Math.max(1, Math.min(EndpointBlocks.MAX_ENTRIES, ours));
   }
 
   @Override
@@ -498,7 +498,11 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
     /** Per-endpoint capacity in blocks when the endpoint's {@code num_gpu_blocks} is unknown. */
     public Builder lruCapacityPerServer(int v) {
-      this.lruCapacityPerServer = positive("lruCapacityPerServer", v);
+      if (v < 1 || v > EndpointBlocks.MAX_ENTRIES) {
+        throw new IllegalArgumentException("lruCapacityPerServer must be in [1, "
+            + EndpointBlocks.MAX_ENTRIES + "], got " + v);
+      }
+      this.lruCapacityPerServer = v;
       return this;
     }
 
@@ -562,7 +566,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
           .blockSizeTokens(block)
           .maxPrefixBlocksToMatch(maxBlocks)
           .lruCapacityPerServer(p.getInt("lruCapacityPerServer",
-              DEFAULT_LRU_CAPACITY_PER_SERVER, 1, 1 << 28))
+              DEFAULT_LRU_CAPACITY_PER_SERVER, 1, EndpointBlocks.MAX_ENTRIES))
           .autoTune(p.getBoolean("autoTune", true))
           .refreshOnLookup(p.getBoolean("refreshOnLookup", true))
           .build();

@@ -307,9 +307,25 @@ class EndpointBlocksTest {
    */
   @Test
   void keysThatAllShareOneHomeSlotBehaveLikeTheModel() {
-    for (int seed = 0; seed < 20; seed++) {
+    sharedHomeAgainstTheModel(20, 40, 200, 12);
+  }
+
+  /**
+   * The same with probe runs longer than the distance a table slot records (255): entries that
+   * far from their home are found and shifted back by reading their keys.
+   */
+  @Test
+  void probeRunsBeyondTheRecordedDistanceBehaveLikeTheModel() {
+    assertThat(sharedHomeAgainstTheModel(6, 400, 400, 40)).as("ops that left a far entry")
+        .isGreaterThan(1000);
+  }
+
+  /** Returns how many operations left an entry at the recorded distance's limit or beyond. */
+  private static int sharedHomeAgainstTheModel(int seeds, int minCap, int capRange, int choices) {
+    int far = 0;
+    for (int seed = 0; seed < seeds; seed++) {
       SplittableRandom rnd = new SplittableRandom(500 + seed);
-      int cap = 40 + rnd.nextInt(200);
+      int cap = minCap + rnd.nextInt(capRange);
       EndpointBlocks blocks = new EndpointBlocks(cap);
       Model model = new Model(cap);
       for (int op = 0; op < 2000; op++) {
@@ -319,7 +335,7 @@ class EndpointBlocksTest {
           // as with chained hashes, a key belongs to one depth (so a chain never repeats a key
           // and a later block is never another chain's first); few choices per depth, so that
           // chains share heads and the store fills and evicts
-          long x = i * 1000L + 1 + rnd.nextInt(i < 3 ? 2 : 12);
+          long x = i * 1000L + 1 + rnd.nextInt(i < 3 ? 2 : choices);
           c[i] = x % 4 == 0 ? x * 0x9E3779B97F4A7C15L : (x << 32) | x;
         }
         if (rnd.nextInt(3) == 0) {
@@ -330,7 +346,7 @@ class EndpointBlocksTest {
           model.record(c);
         }
         if (op % 50 == 49) {
-          int newCap = 40 + rnd.nextInt(200);
+          int newCap = minCap + rnd.nextInt(capRange);
           blocks.setCapacity(newCap);
           model.setCapacity(newCap);
         }
@@ -338,7 +354,11 @@ class EndpointBlocksTest {
         for (long k : model.order) {
           assertThat(blocks.contains(k)).as("seed %d op %d key %d", seed, op, k).isTrue();
         }
+        if (blocks.holdsAFarEntry()) {
+          far++;
+        }
       }
     }
+    return far;
   }
 }
