@@ -283,6 +283,20 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void aStoreHoldsAtMostTheBlocksItsTableCanIndex() {
+    int max = EndpointBlocks.MAX_ENTRIES;
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+        () -> PrefixCacheScorer.builder().lruCapacityPerServer(max + 1))
+        .hasMessageContaining("lruCapacityPerServer").hasMessageContaining(String.valueOf(max));
+    PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(max).build();
+    Candidate huge = TestCandidates.withMetrics("10.0.0.1:8000", EndpointMetrics.builder()
+        .kvCapacityBlocks(1L << 30).blockSizeTokens(16).scrapedAtNanos(0).build());
+    TestCandidates.joined(s, List.of(huge));
+    s.score(tok(tokens(16, 0)), state(), List.of(huge), new double[1]);
+    assertThat(s.blocks(huge.id()).capacity()).isEqualTo(max);
+  }
+
+  @Test
   void anEndpointRemovedAndAddedAgainIsScoredOnItsNewStoreEvenThroughTheSameCandidateList() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(3);
