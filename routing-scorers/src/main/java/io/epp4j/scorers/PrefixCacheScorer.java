@@ -19,7 +19,9 @@ import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
@@ -108,6 +110,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
     Object order = candidates instanceof PoolOrder po ? po.poolOrder() : null;
     HeadDirectory dir = sl.directory;
+    @Nullable Map<String, Integer> positions = null;
     if (total > 0 && order != null && order == sl.order && dir != null
         && n == sl.endpoints.length) {
       // the pool in the order the slots were built for: only the endpoints whose column of the
@@ -115,11 +118,13 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       scoreByDirectory(dir, sl, candidates, hashes, scores, n);
       lookup.slots = sl;
       lookup.candidates = candidates;
+      positions = sl.positions;
     } else {
       scoreByPosition(sl, candidates, hashes, scores, n, order);
     }
     // the counts are read back from the scores: no array per candidate while scoring
-    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
+    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores,
+        positions);
     lookup.match = match;
     lookup.touched = refreshOnLookup;
     PrefixHits.publish(state, match);
@@ -277,17 +282,12 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (sl == null || candidates == null) {
       return;
     }
-    for (int i = 0; i < sl.blocks.length; i++) {
-      if (sl.blocks[i] == b) {
-        Candidate c = candidates.get(i);
-        if (c.id().equals(endpointId)) {
-          EndpointMetrics m = c.metrics();
-          if (sl.metrics[i] != m) {
-            tune(b, m);
-            sl.metrics[i] = m;
-          }
-        }
-        return;
+    Integer at = sl.positions.get(endpointId);
+    if (at != null && sl.blocks[at] == b) {
+      EndpointMetrics m = candidates.get(at).metrics();
+      if (sl.metrics[at] != m) {
+        tune(b, m);
+        sl.metrics[at] = m;
       }
     }
   }
@@ -321,6 +321,8 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     final @Nullable Object order;
     /** The stores' first blocks by position; built with the slots of a list with an order. */
     final @Nullable HeadDirectory directory;
+    /** Each endpoint's position by id. */
+    final Map<String, Integer> positions;
 
     private Slots(Endpoint[] endpoints, @Nullable EndpointBlocks[] blocks, long epoch,
         @Nullable Object order) {
@@ -341,6 +343,11 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         }
       }
       this.directory = d;
+      Map<String, Integer> p = new HashMap<>(Math.max(4, 2 * n));
+      for (int i = 0; i < n; i++) {
+        p.put(endpoints[i].id(), i);
+      }
+      this.positions = p;
     }
 
     /**

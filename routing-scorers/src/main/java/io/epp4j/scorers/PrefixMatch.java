@@ -3,6 +3,8 @@ package io.epp4j.scorers;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.PrefixHits;
 import java.util.List;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The hits {@code prefix-cache-scorer} computed for one request: per scored candidate, the
@@ -20,15 +22,18 @@ final class PrefixMatch implements PrefixHits {
   // dense: matched[i] for candidate i; sparse: pairs (i, count) of the hits, ascending i
   private final int[] matched;
   private final boolean sparse;
+  /** Each candidate's position by endpoint id, when the scorer has it for this list; else null. */
+  private final @Nullable Map<String, Integer> positions;
 
   private PrefixMatch(int totalBlocks, int blockSizeTokens, List<Candidate> candidates, int size,
-      int[] matched, boolean sparse) {
+      int[] matched, boolean sparse, @Nullable Map<String, Integer> positions) {
     this.totalBlocks = totalBlocks;
     this.blockSizeTokens = blockSizeTokens;
     this.candidates = candidates;
     this.size = size;
     this.matched = matched;
     this.sparse = sparse;
+    this.positions = positions;
   }
 
   /**
@@ -38,6 +43,16 @@ final class PrefixMatch implements PrefixHits {
    */
   static PrefixMatch fromScores(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
       double[] scores) {
+    return fromScores(totalBlocks, blockSizeTokens, candidates, scores, null);
+  }
+
+  /**
+   * {@link #fromScores(int, int, List, double[])} with the position of every candidate of
+   * {@code candidates} by endpoint id, which {@link #indexOf} then reads instead of comparing
+   * ids one candidate after another.
+   */
+  static PrefixMatch fromScores(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
+      double[] scores, @Nullable Map<String, Integer> positions) {
     int n = candidates.size();
     int hits = 0;
     for (int i = 0; i < n; i++) {
@@ -56,7 +71,17 @@ final class PrefixMatch implements PrefixHits {
         m[j++] = count;
       }
     }
-    return new PrefixMatch(totalBlocks, blockSizeTokens, candidates, n, m, sparse);
+    return new PrefixMatch(totalBlocks, blockSizeTokens, candidates, n, m, sparse, positions);
+  }
+
+  @Override
+  public int indexOf(String endpointId) {
+    Map<String, Integer> p = positions;
+    if (p == null) {
+      return PrefixHits.super.indexOf(endpointId);
+    }
+    Integer i = p.get(endpointId);
+    return i != null && candidates.get(i).id().equals(endpointId) ? i : -1;
   }
 
   @Override

@@ -104,7 +104,10 @@ class HeadDirectoryTest {
         PrefixHits b = slow.get(PrefixHits.KEY);
         for (int i = 0; i < n; i++) {
           assertThat(a.cachedBlocks(i)).isEqualTo(b.cachedBlocks(i));
+          // a match scored through the directory finds positions by id without a scan
+          assertThat(a.indexOf(pool.get(i).id())).as("seed %d step %d", seed, step).isEqualTo(i);
         }
+        assertThat(a.indexOf("10.2.0.1:8000")).isEqualTo(-1);
         // the route goes somewhere and is recorded there, as after a real route
         Candidate to = ordered.get(rnd.nextInt(n));
         s.afterRouting(r, fast, PrefixCacheScorerTest.decision(to.endpoint()));
