@@ -3,6 +3,7 @@ package io.epp4j.kvevents;
 import io.epp4j.api.AttributeKey;
 import io.epp4j.api.PrefixHits;
 import java.util.Arrays;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -29,6 +30,8 @@ public final class PreciseMatch implements PrefixHits {
   // leading keys each endpoint held for real when scored (0 = unknown); saves the speculative
   // record after routing one probe of the index per such block
   private final int[] knownReal;
+  // each endpoint's position by id, when the scorer has it for the scored list; else null
+  private final @Nullable Map<String, Integer> positions;
 
   PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes) {
     this(endpointIds, keys, weights, blockSizes, new int[endpointIds.length]);
@@ -36,11 +39,31 @@ public final class PreciseMatch implements PrefixHits {
 
   PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes,
       int[] knownReal) {
+    this(endpointIds, keys, weights, blockSizes, knownReal, null);
+  }
+
+  /**
+   * A match whose {@link #indexOf} reads {@code positions} (every scored endpoint's position
+   * by id) instead of comparing ids one after another.
+   */
+  PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes,
+      int[] knownReal, @Nullable Map<String, Integer> positions) {
     this.endpointIds = endpointIds;
     this.keys = keys;
     this.weights = weights;
     this.blockSizes = blockSizes;
     this.knownReal = knownReal;
+    this.positions = positions;
+  }
+
+  @Override
+  public int indexOf(String endpointId) {
+    Map<String, Integer> p = positions;
+    if (p == null) {
+      return PrefixHits.super.indexOf(endpointId);
+    }
+    Integer i = p.get(endpointId);
+    return i != null && i < endpointIds.length && endpointIds[i].equals(endpointId) ? i : -1;
   }
 
   /** Candidates in the order they were scored. */

@@ -10,7 +10,9 @@ import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.logging.Level;
@@ -116,7 +118,8 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       return null;
     }
     int n = candidates.size();
-    EndpointHoldings[] byPosition = viewsByPosition(candidates);
+    Views byOrder = viewsByPosition(candidates);
+    EndpointHoldings[] byPosition = byOrder == null ? null : byOrder.holdings();
     String[] ids = new String[n];
     long[][] keys = new long[n][];
     Scratch scratch = SCRATCH.get().fit(n);
@@ -190,7 +193,8 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
         weights[i] = index.prefixWeight(ids[i], keys[i], now);
       }
     }
-    PreciseMatch m = new PreciseMatch(ids, keys, weights, blockSizes, knownReal);
+    PreciseMatch m = new PreciseMatch(ids, keys, weights, blockSizes, knownReal,
+        byOrder == null ? null : byOrder.positions());
     if (existing != null) {
       m = existing.plus(m);
     }
@@ -203,7 +207,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
    * ({@link PoolOrder}): looked up by id once per order and per change of the endpoints the index
    * tracks, instead of once per candidate and route. {@code null} for any other list.
    */
-  private EndpointHoldings @Nullable [] viewsByPosition(List<Candidate> candidates) {
+  private @Nullable Views viewsByPosition(List<Candidate> candidates) {
     if (!(candidates instanceof PoolOrder po)) {
       return null;
     }
@@ -212,20 +216,33 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     long version = index.endpointsVersion(); // read before the lookups below
     int n = candidates.size();
     if (v.order == order && v.version == version && v.holdings.length == n) {
-      return v.holdings;
+      return v;
     }
     EndpointHoldings[] holdings = new EndpointHoldings[n];
+    Map<String, Integer> positions = v.order == order && v.positions.size() == n ? v.positions
+        : new HashMap<>(Math.max(4, 2 * n));
+    boolean fill = positions.isEmpty();
     for (int i = 0; i < n; i++) {
-      holdings[i] = index.endpointView(candidates.get(i).id());
+      String id = candidates.get(i).id();
+      holdings[i] = index.endpointView(id);
+      if (fill) {
+        positions.put(id, i);
+      }
     }
-    views = new Views(order, version, holdings);
-    return holdings;
+    v = new Views(order, version, holdings, positions);
+    views = v;
+    return v;
   }
 
-  /** The index's views by position for one {@link PoolOrder} token and index version. */
-  private record Views(@Nullable Object order, long version, EndpointHoldings[] holdings) {}
+  /**
+   * The index's views by position for one {@link PoolOrder} token and index version, and each
+   * endpoint's position by id (fixed by the token).
+   */
+  private record Views(@Nullable Object order, long version, EndpointHoldings[] holdings,
+      Map<String, Integer> positions) {}
 
-  private volatile Views views = new Views(null, -1, new EndpointHoldings[0]);
+  private volatile Views views =
+      new Views(null, -1, new EndpointHoldings[0], Map.of());
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 

@@ -273,6 +273,28 @@ class PrecisePrefixCacheScorerTest {
     assertThat(preciseScores(s, ordered, p)).containsExactly(0.75, 0.0, 1.0);
   }
 
+  /** A match over a list in the pool's order finds each endpoint's position by id. */
+  @Test
+  void aMatchOverAListInThePoolsOrderFindsEveryEndpointByItsId() {
+    PrecisePrefixCacheScorer s =
+        new PrecisePrefixCacheScorer(index, null, null, 1024, true, false, false);
+    EPS.forEach(s::onEndpointAdded);
+    List<io.epp4j.api.Candidate> pool = candidates(EPS);
+    int[] p = prompt(14, 64);
+    store("10.0.0.2:8000", p, 3, 500);
+    for (List<io.epp4j.api.Candidate> list : List.of(new Ordered(pool, new Object()), pool)) {
+      io.epp4j.api.CycleState st = new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+      s.score(request(p), st, list, new double[list.size()]);
+      PreciseMatch m = st.get(PreciseMatch.KEY);
+      for (int i = 0; i < pool.size(); i++) {
+        assertThat(m.indexOf(pool.get(i).id())).isEqualTo(i);
+      }
+      assertThat(m.indexOf("10.0.9.9:8000")).isEqualTo(-1);
+      assertThat(m.matchedWeight("10.0.0.2:8000")).isEqualTo(3.0);
+      assertThat(m.keys("10.0.0.3:8000")).hasSize(4);
+    }
+  }
+
   /** Scores {@code p} over {@code pool} and records it as routed to {@code to}. */
   private void routeTo(HybridPrefixCacheScorer hybrid, List<io.epp4j.api.Candidate> pool, int[] p,
       Endpoint to) {
