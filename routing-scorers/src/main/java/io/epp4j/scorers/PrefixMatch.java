@@ -130,9 +130,19 @@ final class PrefixMatch implements PrefixHits {
     if (i < 0 || i >= size) {
       throw new IndexOutOfBoundsException("candidate " + i + " of " + size);
     }
-    for (int j = 0; j < matched.length; j += 2) {
-      if (matched[j] == i) {
-        return matched[j + 1];
+    // the pairs are in ascending candidate order: a binary search, since a picker asks for
+    // every candidate of a large pool in turn and only a few of them hold anything
+    int lo = 0;
+    int hi = matched.length / 2 - 1;
+    while (lo <= hi) {
+      int mid = (lo + hi) >>> 1;
+      int at = matched[2 * mid];
+      if (at < i) {
+        lo = mid + 1;
+      } else if (at > i) {
+        hi = mid - 1;
+      } else {
+        return matched[2 * mid + 1];
       }
     }
     return 0;

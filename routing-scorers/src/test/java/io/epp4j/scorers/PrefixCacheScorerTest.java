@@ -126,6 +126,30 @@ class PrefixCacheScorerTest {
     }
   }
 
+  /** Few holders among many candidates (the sparse form) and many (the dense form). */
+  @Test
+  void everyCandidatesCountComesBackInEitherForm() {
+    java.util.SplittableRandom rnd = new java.util.SplittableRandom(5);
+    for (int round = 0; round < 200; round++) {
+      int n = 1 + rnd.nextInt(300);
+      List<Candidate> pool = TestCandidates.pool(n);
+      int total = 1 + rnd.nextInt(200);
+      int holders = rnd.nextInt(n + 1);
+      int[] expected = new int[n];
+      double[] scores = new double[n];
+      for (int h = 0; h < holders; h++) {
+        int i = rnd.nextInt(n);
+        expected[i] = 1 + rnd.nextInt(total);
+        scores[i] = (double) expected[i] / total;
+      }
+      PrefixMatch m = PrefixMatch.fromScores(total, 16, pool, scores);
+      for (int i = 0; i < n; i++) {
+        assertThat(m.matchedAt(i)).as("round %d, candidate %d of %d", round, i, n)
+            .isEqualTo(expected[i]);
+      }
+    }
+  }
+
   @Test
   void matchCountsComeBackExactlyFromTheScores() {
     List<Candidate> one = TestCandidates.pool(1);
