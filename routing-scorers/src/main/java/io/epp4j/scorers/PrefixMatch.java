@@ -63,10 +63,14 @@ final class PrefixMatch implements PrefixHits {
     boolean sparse = 2 * hits < n;
     int[] m = new int[sparse ? 2 * hits : n];
     for (int i = 0, j = 0; i < n; i++) {
-      int count = (int) Math.round(scores[i] * totalBlocks);
+      double score = scores[i];
+      if (!(score > 0)) {
+        continue; // most candidates of a large pool hold nothing: no rounding for them
+      }
+      int count = (int) Math.round(score * totalBlocks);
       if (!sparse) {
         m[i] = count;
-      } else if (count > 0) {
+      } else {
         m[j++] = i;
         m[j++] = count;
       }
