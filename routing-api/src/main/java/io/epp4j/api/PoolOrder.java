@@ -12,4 +12,10 @@ public interface PoolOrder {
 
   /** The token of this order; compared by identity. */
   Object poolOrder();
+
+  /**
+   * The position in this list of the endpoint with id {@code endpointId}, or -1 when it is not
+   * in the list. The pool knows its positions by id, so this takes no scan of the candidates.
+   */
+  int positionOf(String endpointId);
 }

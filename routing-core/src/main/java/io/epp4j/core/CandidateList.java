@@ -3,6 +3,7 @@ package io.epp4j.core;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.PoolOrder;
 import java.util.AbstractList;
+import java.util.Map;
 import java.util.RandomAccess;
 
 /**
@@ -16,15 +17,24 @@ import java.util.RandomAccess;
 final class CandidateList extends AbstractList<Candidate> implements RandomAccess, PoolOrder {
   private final Candidate[] elements;
   private final Object order;
+  private final Map<String, Integer> positions;
 
-  CandidateList(Candidate[] elements, Object order) {
+  /** {@code positions}: each element's position by endpoint id, shared with the snapshot. */
+  CandidateList(Candidate[] elements, Object order, Map<String, Integer> positions) {
     this.elements = elements;
     this.order = order;
+    this.positions = positions;
   }
 
   @Override
   public Object poolOrder() {
     return order;
+  }
+
+  @Override
+  public int positionOf(String endpointId) {
+    Integer i = positions.get(endpointId);
+    return i == null ? -1 : i;
   }
 
   @Override

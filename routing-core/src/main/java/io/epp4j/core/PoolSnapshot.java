@@ -30,16 +30,16 @@ final class PoolSnapshot {
   private PoolSnapshot(EndpointState[] states, Object order, @Nullable PoolSnapshot same) {
     this.states = states;
     this.order = order;
-    this.candidates = new CandidateList(states, order);
     if (same != null) {
       this.index = same.index;
-      return;
+    } else {
+      Map<String, Integer> m = new HashMap<>(states.length * 2);
+      for (int i = 0; i < states.length; i++) {
+        m.put(states[i].endpoint.id(), i);
+      }
+      this.index = m;
     }
-    Map<String, Integer> m = new HashMap<>(states.length * 2);
-    for (int i = 0; i < states.length; i++) {
-      m.put(states[i].endpoint.id(), i);
-    }
-    this.index = m;
+    this.candidates = new CandidateList(states, order, index);
   }
 
   int indexOf(String id) {

@@ -74,4 +74,21 @@ class PoolSnapshotTest {
         .isNotSameAs(order(pool));
     assertThat(shrunk.indexOf("b:8000")).isEqualTo(0);
   }
+
+  @Test
+  void aListInThePoolsOrderKnowsEachEndpointsPositionThroughEveryKindOfChange() {
+    PoolSnapshot pool = new PoolSnapshot(new EndpointState[] {state("a"), state("b"), state("c")});
+    PoolSnapshot scraped = pool.withMetrics(2, EndpointMetrics.builder().waitingRequests(1).build(), 5);
+    PoolSnapshot grown = scraped.with(Endpoint.of("d", 8000));
+    PoolSnapshot shrunk = grown.without(0);
+    for (PoolSnapshot p : List.of(pool, scraped, grown, shrunk)) {
+      PoolOrder list = (PoolOrder) p.candidates;
+      for (int i = 0; i < p.candidates.size(); i++) {
+        assertThat(list.positionOf(p.candidates.get(i).id())).isEqualTo(i);
+      }
+      assertThat(list.positionOf("z:8000")).isEqualTo(-1);
+    }
+    assertThat(((PoolOrder) shrunk.candidates).positionOf("a:8000")).isEqualTo(-1);
+    assertThat(((PoolOrder) shrunk.candidates).positionOf("d:8000")).isEqualTo(2);
+  }
 }

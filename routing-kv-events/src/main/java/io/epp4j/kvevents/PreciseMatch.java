@@ -1,9 +1,9 @@
 package io.epp4j.kvevents;
 
 import io.epp4j.api.AttributeKey;
+import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixHits;
 import java.util.Arrays;
-import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -30,8 +30,8 @@ public final class PreciseMatch implements PrefixHits {
   // leading keys each endpoint held for real when scored (0 = unknown); saves the speculative
   // record after routing one probe of the index per such block
   private final int[] knownReal;
-  // each endpoint's position by id, when the scorer has it for the scored list; else null
-  private final @Nullable Map<String, Integer> positions;
+  // the scored list when it is in the pool's order, which knows its positions by id; else null
+  private final @Nullable PoolOrder order;
 
   PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes) {
     this(endpointIds, keys, weights, blockSizes, new int[endpointIds.length]);
@@ -43,27 +43,27 @@ public final class PreciseMatch implements PrefixHits {
   }
 
   /**
-   * A match whose {@link #indexOf} reads {@code positions} (every scored endpoint's position
-   * by id) instead of comparing ids one after another.
+   * A match of a list in the pool's order, whose {@link #indexOf} asks {@code order} for an
+   * endpoint's position instead of comparing ids one after another.
    */
   PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes,
-      int[] knownReal, @Nullable Map<String, Integer> positions) {
+      int[] knownReal, @Nullable PoolOrder order) {
     this.endpointIds = endpointIds;
     this.keys = keys;
     this.weights = weights;
     this.blockSizes = blockSizes;
     this.knownReal = knownReal;
-    this.positions = positions;
+    this.order = order;
   }
 
   @Override
   public int indexOf(String endpointId) {
-    Map<String, Integer> p = positions;
-    if (p == null) {
+    PoolOrder o = order;
+    if (o == null) {
       return PrefixHits.super.indexOf(endpointId);
     }
-    Integer i = p.get(endpointId);
-    return i != null && i < endpointIds.length && endpointIds[i].equals(endpointId) ? i : -1;
+    int i = o.positionOf(endpointId);
+    return i >= 0 && i < endpointIds.length && endpointIds[i].equals(endpointId) ? i : -1;
   }
 
   /** Candidates in the order they were scored. */

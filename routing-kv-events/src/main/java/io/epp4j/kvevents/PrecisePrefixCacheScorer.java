@@ -10,9 +10,7 @@ import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.logging.Level;
@@ -118,8 +116,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       return null;
     }
     int n = candidates.size();
-    Views byOrder = viewsByPosition(candidates);
-    EndpointHoldings[] byPosition = byOrder == null ? null : byOrder.holdings();
+    EndpointHoldings[] byPosition = viewsByPosition(candidates);
     String[] ids = new String[n];
     long[][] keys = new long[n][];
     Scratch scratch = SCRATCH.get().fit(n);
@@ -194,7 +191,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       }
     }
     PreciseMatch m = new PreciseMatch(ids, keys, weights, blockSizes, knownReal,
-        byOrder == null ? null : byOrder.positions());
+        candidates instanceof PoolOrder po ? po : null);
     if (existing != null) {
       m = existing.plus(m);
     }
@@ -207,7 +204,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
    * ({@link PoolOrder}): looked up by id once per order and per change of the endpoints the index
    * tracks, instead of once per candidate and route. {@code null} for any other list.
    */
-  private @Nullable Views viewsByPosition(List<Candidate> candidates) {
+  private EndpointHoldings @Nullable [] viewsByPosition(List<Candidate> candidates) {
     if (!(candidates instanceof PoolOrder po)) {
       return null;
     }
@@ -216,33 +213,20 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     long version = index.endpointsVersion(); // read before the lookups below
     int n = candidates.size();
     if (v.order == order && v.version == version && v.holdings.length == n) {
-      return v;
+      return v.holdings;
     }
     EndpointHoldings[] holdings = new EndpointHoldings[n];
-    Map<String, Integer> positions = v.order == order && v.positions.size() == n ? v.positions
-        : new HashMap<>(Math.max(4, 2 * n));
-    boolean fill = positions.isEmpty();
     for (int i = 0; i < n; i++) {
-      String id = candidates.get(i).id();
-      holdings[i] = index.endpointView(id);
-      if (fill) {
-        positions.put(id, i);
-      }
+      holdings[i] = index.endpointView(candidates.get(i).id());
     }
-    v = new Views(order, version, holdings, positions);
-    views = v;
-    return v;
+    views = new Views(order, version, holdings);
+    return holdings;
   }
 
-  /**
-   * The index's views by position for one {@link PoolOrder} token and index version, and each
-   * endpoint's position by id (fixed by the token).
-   */
-  private record Views(@Nullable Object order, long version, EndpointHoldings[] holdings,
-      Map<String, Integer> positions) {}
+  /** The index's views by position for one {@link PoolOrder} token and index version. */
+  private record Views(@Nullable Object order, long version, EndpointHoldings[] holdings) {}
 
-  private volatile Views views =
-      new Views(null, -1, new EndpointHoldings[0], Map.of());
+  private volatile Views views = new Views(null, -1, new EndpointHoldings[0]);
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 

@@ -228,15 +228,20 @@ class PrecisePrefixCacheScorerTest {
       implements io.epp4j.api.PoolOrder, java.util.RandomAccess {
     private final List<io.epp4j.api.Candidate> elements;
     private final Object token;
+    private final java.util.Map<String, Integer> positions = new java.util.HashMap<>();
 
     Ordered(List<io.epp4j.api.Candidate> elements, Object token) {
       this.elements = List.copyOf(elements);
       this.token = token;
+      for (int i = 0; i < this.elements.size(); i++) {
+        positions.put(this.elements.get(i).id(), i);
+      }
     }
 
     @Override public io.epp4j.api.Candidate get(int i) { return elements.get(i); }
     @Override public int size() { return elements.size(); }
     @Override public Object poolOrder() { return token; }
+    @Override public int positionOf(String id) { return positions.getOrDefault(id, -1); }
   }
 
   private double[] preciseScores(PrecisePrefixCacheScorer s, List<io.epp4j.api.Candidate> pool,

@@ -19,9 +19,7 @@ import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
@@ -110,7 +108,6 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
     Object order = candidates instanceof PoolOrder po ? po.poolOrder() : null;
     HeadDirectory dir = sl.directory;
-    @Nullable Map<String, Integer> positions = null;
     if (total > 0 && order != null && order == sl.order && dir != null
         && n == sl.endpoints.length) {
       // the pool in the order the slots were built for: only the endpoints whose column of the
@@ -118,13 +115,11 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       scoreByDirectory(dir, sl, candidates, hashes, scores, n);
       lookup.slots = sl;
       lookup.candidates = candidates;
-      positions = sl.positions;
     } else {
       scoreByPosition(sl, candidates, hashes, scores, n, order);
     }
     // the counts are read back from the scores: no array per candidate while scoring
-    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores,
-        positions);
+    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
     lookup.match = match;
     lookup.touched = refreshOnLookup;
     PrefixHits.publish(state, match);
@@ -282,8 +277,8 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (sl == null || candidates == null) {
       return;
     }
-    Integer at = sl.positions.get(endpointId);
-    if (at != null && sl.blocks[at] == b) {
+    int at = candidates instanceof PoolOrder po ? po.positionOf(endpointId) : -1;
+    if (at >= 0 && at < sl.blocks.length && sl.blocks[at] == b) {
       EndpointMetrics m = candidates.get(at).metrics();
       if (sl.metrics[at] != m) {
         tune(b, m);
@@ -321,8 +316,6 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     final @Nullable Object order;
     /** The stores' first blocks by position; built with the slots of a list with an order. */
     final @Nullable HeadDirectory directory;
-    /** Each endpoint's position by id. */
-    final Map<String, Integer> positions;
 
     private Slots(Endpoint[] endpoints, @Nullable EndpointBlocks[] blocks, long epoch,
         @Nullable Object order) {
@@ -343,11 +336,6 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         }
       }
       this.directory = d;
-      Map<String, Integer> p = new HashMap<>(Math.max(4, 2 * n));
-      for (int i = 0; i < n; i++) {
-        p.put(endpoints[i].id(), i);
-      }
-      this.positions = p;
     }
 
     /**

@@ -2,9 +2,8 @@ package io.epp4j.scorers;
 
 import io.epp4j.api.Candidate;
 import io.epp4j.api.PrefixHits;
+import io.epp4j.api.PoolOrder;
 import java.util.List;
-import java.util.Map;
-import org.jspecify.annotations.Nullable;
 
 /**
  * The hits {@code prefix-cache-scorer} computed for one request: per scored candidate, the
@@ -22,18 +21,15 @@ final class PrefixMatch implements PrefixHits {
   // dense: matched[i] for candidate i; sparse: pairs (i, count) of the hits, ascending i
   private final int[] matched;
   private final boolean sparse;
-  /** Each candidate's position by endpoint id, when the scorer has it for this list; else null. */
-  private final @Nullable Map<String, Integer> positions;
 
   private PrefixMatch(int totalBlocks, int blockSizeTokens, List<Candidate> candidates, int size,
-      int[] matched, boolean sparse, @Nullable Map<String, Integer> positions) {
+      int[] matched, boolean sparse) {
     this.totalBlocks = totalBlocks;
     this.blockSizeTokens = blockSizeTokens;
     this.candidates = candidates;
     this.size = size;
     this.matched = matched;
     this.sparse = sparse;
-    this.positions = positions;
   }
 
   /**
@@ -43,16 +39,6 @@ final class PrefixMatch implements PrefixHits {
    */
   static PrefixMatch fromScores(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
       double[] scores) {
-    return fromScores(totalBlocks, blockSizeTokens, candidates, scores, null);
-  }
-
-  /**
-   * {@link #fromScores(int, int, List, double[])} with the position of every candidate of
-   * {@code candidates} by endpoint id, which {@link #indexOf} then reads instead of comparing
-   * ids one candidate after another.
-   */
-  static PrefixMatch fromScores(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
-      double[] scores, @Nullable Map<String, Integer> positions) {
     int n = candidates.size();
     int hits = 0;
     for (int i = 0; i < n; i++) {
@@ -75,17 +61,17 @@ final class PrefixMatch implements PrefixHits {
         m[j++] = count;
       }
     }
-    return new PrefixMatch(totalBlocks, blockSizeTokens, candidates, n, m, sparse, positions);
+    return new PrefixMatch(totalBlocks, blockSizeTokens, candidates, n, m, sparse);
   }
 
+  /** A list in the pool's order knows its positions by id: no comparison of every id. */
   @Override
   public int indexOf(String endpointId) {
-    Map<String, Integer> p = positions;
-    if (p == null) {
+    if (!(candidates instanceof PoolOrder po)) {
       return PrefixHits.super.indexOf(endpointId);
     }
-    Integer i = p.get(endpointId);
-    return i != null && candidates.get(i).id().equals(endpointId) ? i : -1;
+    int i = po.positionOf(endpointId);
+    return i >= 0 && i < size && candidates.get(i).id().equals(endpointId) ? i : -1;
   }
 
   @Override

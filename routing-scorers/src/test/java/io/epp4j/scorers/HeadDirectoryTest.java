@@ -26,15 +26,20 @@ class HeadDirectoryTest {
   static final class Ordered extends AbstractList<Candidate> implements PoolOrder, RandomAccess {
     private final List<Candidate> elements;
     private final Object token;
+    private final java.util.Map<String, Integer> positions = new java.util.HashMap<>();
 
     Ordered(List<Candidate> elements, Object token) {
       this.elements = List.copyOf(elements);
       this.token = token;
+      for (int i = 0; i < this.elements.size(); i++) {
+        positions.put(this.elements.get(i).id(), i);
+      }
     }
 
     @Override public Candidate get(int i) { return elements.get(i); }
     @Override public int size() { return elements.size(); }
     @Override public Object poolOrder() { return token; }
+    @Override public int positionOf(String id) { return positions.getOrDefault(id, -1); }
   }
 
   private static EndpointMetrics capacity(long blocks) {
