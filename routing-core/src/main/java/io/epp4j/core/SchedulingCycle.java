@@ -26,9 +26,12 @@ import org.jspecify.annotations.Nullable;
  * plugin's name, which the router turns into a 503.
  */
 final class SchedulingCycle implements ProfileRunner {
-  /** Per-thread score scratch; taken out while in use, so a nested route gets its own. */
-  private static final ThreadLocal<double[][]> SCORE_SCRATCH =
-      ThreadLocal.withInitial(() -> new double[1][]);
+  /**
+   * Per-thread score arrays, one per scorer of the profile; taken out while in use, so a nested
+   * route gets its own.
+   */
+  private static final ThreadLocal<double[][][]> SCORE_SCRATCH =
+      ThreadLocal.withInitial(() -> new double[1][][]);
   /**
    * Per-thread totals handed to the picker, taken out while in use like the score scratch. A
    * picker reads them during its call only (none of the built-in ones keeps them), so a fresh
@@ -132,31 +135,37 @@ final class SchedulingCycle implements ProfileRunner {
       double[] total, int n) {
     List<SchedulingProfile.WeightedScorer> scorers = profile.scorers();
     if (!scorers.isEmpty()) {
-      // scorers see an array of exactly n entries; a reused one is handed out only if it fits
-      double[][] holder = SCORE_SCRATCH.get();
-      double[] scratch = holder[0];
+      // each scorer writes its own array of exactly n entries, kept until the totals are known
+      // to be sound; reused arrays are handed out only if they fit
+      int k = scorers.size();
+      double[][][] holder = SCORE_SCRATCH.get();
+      double[][] out = holder[0];
       holder[0] = null;
-      if (scratch == null || scratch.length != n) {
-        scratch = new double[n];
+      if (out == null || out.length < k || out[0].length != n) {
+        out = new double[k][n];
       }
       try {
-        for (int s = 0; s < scorers.size(); s++) {
+        for (int s = 0; s < k; s++) {
           SchedulingProfile.WeightedScorer ws = scorers.get(s);
-          Arrays.fill(scratch, 0.0);
+          double[] scores = out[s];
+          Arrays.fill(scores, 0.0);
           try {
-            ws.scorer().score(request, state, candidates, scratch);
+            ws.scorer().score(request, state, candidates, scores);
           } catch (RuntimeException e) {
             throw failure(ws.scorer(), "score", e);
           }
           double w = ws.weight();
           for (int i = 0; i < n; i++) {
-            double v = scratch[i];
-            // clamp to [0,1]; NaN fails both comparisons and counts as 0
-            total[i] += w * (v >= 1.0 ? 1.0 : v > 0.0 ? v : 0.0);
+            // clamp to [0,1] in a form the JIT turns into vector instructions; a NaN score
+            // passes through and is caught below
+            total[i] += w * Math.min(Math.max(scores[i], 0.0), 1.0);
           }
         }
+        if (maybeNaN(total, n)) {
+          exactTotals(scorers, out, total, n);
+        }
       } finally {
-        holder[0] = scratch;
+        holder[0] = out;
       }
     }
     Picker picker = profile.picker();
@@ -174,6 +183,49 @@ final class SchedulingCycle implements ProfileRunner {
       eps.add(c.endpoint());
     }
     return new ProfileResult(profile.name(), eps);
+  }
+
+  /**
+   * Whether a total may be NaN: a NaN anywhere makes the sum NaN. Four sums, so that the adds do
+   * not wait on each other; an infinite total can flag a sound array too, which only costs the
+   * exact pass.
+   */
+  private static boolean maybeNaN(double[] total, int n) {
+    double a = 0;
+    double b = 0;
+    double c = 0;
+    double d = 0;
+    int i = 0;
+    for (; i + 3 < n; i += 4) {
+      a += total[i];
+      b += total[i + 1];
+      c += total[i + 2];
+      d += total[i + 3];
+    }
+    for (; i < n; i++) {
+      a += total[i];
+    }
+    double sum = (a + b) + (c + d);
+    return sum != sum;
+  }
+
+  /**
+   * The totals again from every scorer's scores, with a NaN score counted as 0, as the rule is;
+   * the same additions in the same order, so the totals are those the fast pass gives for scores
+   * without NaN.
+   */
+  private static void exactTotals(List<SchedulingProfile.WeightedScorer> scorers,
+      double[][] out, double[] total, int n) {
+    Arrays.fill(total, 0, n, 0.0);
+    for (int s = 0; s < scorers.size(); s++) {
+      double w = scorers.get(s).weight();
+      double[] scores = out[s];
+      for (int i = 0; i < n; i++) {
+        double v = scores[i];
+        // NaN fails both comparisons and counts as 0
+        total[i] += w * (v >= 1.0 ? 1.0 : v > 0.0 ? v : 0.0);
+      }
+    }
   }
 
   /** Logs (throttled) that {@code plugin} threw and wraps the cause to end the cycle with a 503. */

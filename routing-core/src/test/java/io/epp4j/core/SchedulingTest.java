@@ -114,6 +114,58 @@ class SchedulingTest {
   }
 
   @Test
+  void totalsAreTheClampedWeightedSumsForAnyScores() {
+    double[] odd = {Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY, -0.0, 0.0,
+        -3.5, 1.0, 1.0000001, 7.0, Double.MIN_VALUE, Math.nextDown(1.0)};
+    java.util.SplittableRandom rnd = new java.util.SplittableRandom(11);
+    for (int round = 0; round < 300; round++) {
+      int n = 1 + rnd.nextInt(23); // past the four-wide sums and not a multiple of four
+      int k = 1 + rnd.nextInt(4);
+      List<Endpoint> eps = new java.util.ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        eps.add(ep("10.0.0." + (i + 1) + ":80", Map.of()));
+      }
+      double[][] given = new double[k][n];
+      double[] weights = new double[k];
+      SchedulingProfile.Builder b = SchedulingProfile.builder("default");
+      for (int s = 0; s < k; s++) {
+        weights[s] = rnd.nextInt(3) == 0 ? rnd.nextInt(4) : rnd.nextDouble() * 10;
+        for (int i = 0; i < n; i++) {
+          // NaN in a third of the rounds only, so most rounds take the fast sums alone
+          double v = rnd.nextInt(3) == 0 ? odd[rnd.nextInt(odd.length)] : rnd.nextDouble();
+          given[s][i] = round % 3 != 0 && Double.isNaN(v) ? 0.5 : v;
+        }
+        double[] mine = given[s];
+        b.scorer("s" + s, (req, st, cands, scores) -> {
+          for (int i = 0; i < cands.size(); i++) {
+            scores[i] = mine[Integer.parseInt(cands.get(i).id().split("[.:]")[3]) - 1];
+          }
+        }, weights[s]);
+      }
+      double[][] seen = new double[1][];
+      List<String> order = new java.util.ArrayList<>();
+      b.picker((req, st, cands, totals) -> {
+        seen[0] = java.util.Arrays.copyOf(totals, cands.size());
+        cands.forEach(c -> order.add(c.id()));
+        return List.of(cands.get(0));
+      });
+      assertThat(router(eps, b.build()).route(REQ).isRouted()).isTrue();
+      assertThat(order).hasSize(n);
+      for (int i = 0; i < n; i++) {
+        int e = Integer.parseInt(order.get(i).split("[.:]")[3]) - 1;
+        double expected = 0;
+        for (int s = 0; s < k; s++) {
+          double v = given[s][e];
+          double clamped = Double.isNaN(v) ? 0 : Math.min(Math.max(v, 0.0), 1.0);
+          expected += weights[s] * clamped;
+        }
+        assertThat(Double.doubleToLongBits(seen[0][i])).as("round %d, candidate %d", round, i)
+            .isEqualTo(Double.doubleToLongBits(expected));
+      }
+    }
+  }
+
+  @Test
   void filtersRunInOrderAndExhaustionRejectsWith503() {
     List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of("zone", "a", "gpu", "h100")),
         ep("10.0.0.2:80", Map.of("zone", "b", "gpu", "h100")));

@@ -108,32 +108,36 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
     Object order = candidates instanceof PoolOrder po ? po.poolOrder() : null;
     HeadDirectory dir = sl.directory;
+    PrefixMatch match;
     if (total > 0 && order != null && order == sl.order && dir != null
         && n == sl.endpoints.length) {
       // the pool in the order the slots were built for: only the endpoints whose column of the
       // directory counts the prompt's first block are read
-      scoreByDirectory(dir, sl, candidates, hashes, scores, n);
+      int[] found = FOUND.get();
+      if (found.length < n) {
+        found = new int[n];
+        FOUND.set(found);
+      }
+      int foundCount = scoreByDirectory(dir, sl, candidates, hashes, scores, n, found);
       lookup.slots = sl;
       lookup.candidates = candidates;
+      // only the positions the directory named can have scored
+      match = PrefixMatch.fromFound(total, blockSizeTokens, candidates, scores, found, foundCount);
     } else {
       scoreByPosition(sl, candidates, hashes, scores, n, order);
+      // the counts are read back from the scores: no array per candidate while scoring
+      match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
     }
-    // the counts are read back from the scores: no array per candidate while scoring
-    PrefixMatch match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
     lookup.match = match;
     lookup.touched = refreshOnLookup;
     PrefixHits.publish(state, match);
   }
 
-  private void scoreByDirectory(HeadDirectory dir, Slots sl, List<Candidate> candidates,
-      long[] hashes, double[] scores, int n) {
+  /** Scores the endpoints the directory names; returns how many it named, in {@code found}. */
+  private int scoreByDirectory(HeadDirectory dir, Slots sl, List<Candidate> candidates,
+      long[] hashes, double[] scores, int n, int[] found) {
     int total = hashes.length;
     Arrays.fill(scores, 0, n, 0.0);
-    int[] found = FOUND.get();
-    if (found.length < n) {
-      found = new int[n];
-      FOUND.set(found);
-    }
     int k = dir.mayHold(hashes[0], found);
     for (int j = 0; j < k; j++) {
       int i = found[j];
@@ -150,6 +154,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
           : blocks.match(hashes, total);
       scores[i] = (double) matched / total;
     }
+    return k;
   }
 
   private void scoreByPosition(Slots sl, List<Candidate> candidates, long[] hashes,

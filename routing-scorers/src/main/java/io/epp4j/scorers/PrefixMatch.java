@@ -64,6 +64,38 @@ final class PrefixMatch implements PrefixHits {
     return new PrefixMatch(totalBlocks, blockSizeTokens, candidates, n, m, sparse);
   }
 
+  /**
+   * {@link #fromScores} when only the ascending positions {@code found[0..k)} can have scored
+   * above 0: the same match, without reading the other candidates' scores.
+   */
+  static PrefixMatch fromFound(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
+      double[] scores, int[] found, int k) {
+    int n = candidates.size();
+    int hits = 0;
+    for (int j = 0; j < k; j++) {
+      if (scores[found[j]] > 0) {
+        hits++;
+      }
+    }
+    boolean sparse = 2 * hits < n;
+    int[] m = new int[sparse ? 2 * hits : n];
+    for (int j = 0, o = 0; j < k; j++) {
+      int i = found[j];
+      double score = scores[i];
+      if (!(score > 0)) {
+        continue;
+      }
+      int count = (int) Math.round(score * totalBlocks);
+      if (!sparse) {
+        m[i] = count;
+      } else {
+        m[o++] = i;
+        m[o++] = count;
+      }
+    }
+    return new PrefixMatch(totalBlocks, blockSizeTokens, candidates, n, m, sparse);
+  }
+
   /** A list in the pool's order knows its positions by id: no comparison of every id. */
   @Override
   public int indexOf(String endpointId) {

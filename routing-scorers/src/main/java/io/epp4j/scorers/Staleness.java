@@ -1,6 +1,7 @@
 package io.epp4j.scorers;
 
 import io.epp4j.api.Candidate;
+import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.Parameters;
 
 /**
@@ -43,11 +44,26 @@ final class Staleness {
 
   /** Whether the endpoint's metrics are known and fresh at {@code nowNanos}. */
   boolean usable(Candidate c, long nowNanos) {
-    return c.metrics().isKnown() && c.metricsAgeNanos(nowNanos) <= maxAgeNanos;
+    return usable(c.metrics(), nowNanos);
+  }
+
+  /**
+   * {@link #usable(Candidate, long)} on metrics already read: the same rule as
+   * {@link Candidate#metricsAgeNanos}, without reading the candidate's metrics a second time.
+   */
+  boolean usable(EndpointMetrics m, long nowNanos) {
+    long at = m.scrapedAtNanos();
+    // an age below 0 (a scrape stamped after nowNanos) counts as 0, as metricsAgeNanos has it
+    return at != EndpointMetrics.UNSET_TIME && nowNanos - at <= maxAgeNanos;
   }
 
   /** The score for an endpoint without usable metrics, given what its last value would score. */
   static double unusableScore(Candidate c, double lastValueScore) {
-    return known(c) ? Math.min(NEUTRAL, lastValueScore) : NEUTRAL;
+    return unusableScore(c.metrics(), lastValueScore);
+  }
+
+  /** {@link #unusableScore(Candidate, double)} on metrics already read. */
+  static double unusableScore(EndpointMetrics m, double lastValueScore) {
+    return m.isKnown() ? Math.min(NEUTRAL, lastValueScore) : NEUTRAL;
   }
 }

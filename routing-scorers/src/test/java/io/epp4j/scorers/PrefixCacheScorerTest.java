@@ -143,8 +143,19 @@ class PrefixCacheScorerTest {
         scores[i] = (double) expected[i] / total;
       }
       PrefixMatch m = PrefixMatch.fromScores(total, 16, pool, scores);
+      // the directory's form: every holder named, and some that scored 0 named too
+      int[] found = new int[n];
+      int k = 0;
+      for (int i = 0; i < n; i++) {
+        if (expected[i] > 0 || rnd.nextInt(4) == 0) {
+          found[k++] = i;
+        }
+      }
+      PrefixMatch f = PrefixMatch.fromFound(total, 16, pool, scores, found, k);
       for (int i = 0; i < n; i++) {
         assertThat(m.matchedAt(i)).as("round %d, candidate %d of %d", round, i, n)
+            .isEqualTo(expected[i]);
+        assertThat(f.matchedAt(i)).as("from found: round %d, candidate %d of %d", round, i, n)
             .isEqualTo(expected[i]);
       }
     }
