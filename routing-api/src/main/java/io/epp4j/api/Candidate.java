@@ -24,8 +24,35 @@ public interface Candidate {
    * scraped.
    */
   default long metricsAgeNanos(long nowNanos) {
-    long at = metrics().scrapedAtNanos();
+    long at = metricsScrapedAtNanos();
     return at == EndpointMetrics.UNSET_TIME ? Long.MAX_VALUE : Math.max(0, nowNanos - at);
+  }
+
+  /**
+   * {@code metrics().waitingRequests()}. The router's candidates answer this and the next three
+   * from fields of their own, so that a scorer walking a large pool reads one object per
+   * candidate instead of two.
+   */
+  default int waitingRequests() {
+    return metrics().waitingRequests();
+  }
+
+  /** {@code metrics().runningRequests()}, without reading the metrics (see {@link #waitingRequests}). */
+  default int runningRequests() {
+    return metrics().runningRequests();
+  }
+
+  /** {@code metrics().kvCacheUsage()}, without reading the metrics (see {@link #waitingRequests}). */
+  default double kvCacheUsage() {
+    return metrics().kvCacheUsage();
+  }
+
+  /**
+   * {@code metrics().scrapedAtNanos()}, without reading the metrics (see {@link #waitingRequests}):
+   * {@link EndpointMetrics#UNSET_TIME} when the endpoint was never scraped.
+   */
+  default long metricsScrapedAtNanos() {
+    return metrics().scrapedAtNanos();
   }
 
   /** Shorthand for {@code endpoint().id()}. */

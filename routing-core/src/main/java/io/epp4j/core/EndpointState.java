@@ -14,11 +14,20 @@ final class EndpointState implements Candidate {
   final Endpoint endpoint;
   final EndpointMetrics metrics;
   final InFlight inFlight;
+  // copies of the metrics' most read fields: a scorer walking the pool reads this object only
+  private final int waiting;
+  private final int running;
+  private final double kvUsage;
+  private final long scrapedAt;
 
   EndpointState(Endpoint endpoint, EndpointMetrics metrics, InFlight inFlight) {
     this.endpoint = endpoint;
     this.metrics = metrics;
     this.inFlight = inFlight;
+    this.waiting = metrics.waitingRequests();
+    this.running = metrics.runningRequests();
+    this.kvUsage = metrics.kvCacheUsage();
+    this.scrapedAt = metrics.scrapedAtNanos();
   }
 
   EndpointState withMetrics(EndpointMetrics m) {
@@ -33,6 +42,26 @@ final class EndpointState implements Candidate {
   @Override
   public EndpointMetrics metrics() {
     return metrics;
+  }
+
+  @Override
+  public int waitingRequests() {
+    return waiting;
+  }
+
+  @Override
+  public int runningRequests() {
+    return running;
+  }
+
+  @Override
+  public double kvCacheUsage() {
+    return kvUsage;
+  }
+
+  @Override
+  public long metricsScrapedAtNanos() {
+    return scrapedAt;
   }
 
   @Override

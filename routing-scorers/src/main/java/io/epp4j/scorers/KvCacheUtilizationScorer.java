@@ -2,7 +2,6 @@ package io.epp4j.scorers;
 
 import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
-import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
@@ -24,9 +23,9 @@ final class KvCacheUtilizationScorer implements Scorer {
       double[] scores) {
     long now = state.nowNanos();
     for (int i = 0, n = candidates.size(); i < n; i++) {
-      EndpointMetrics m = candidates.get(i).metrics();
-      double s = 1.0 - m.kvCacheUsage();
-      scores[i] = staleness.usable(m, now) ? s : Staleness.unusableScore(m, s);
+      Candidate c = candidates.get(i);
+      double s = 1.0 - c.kvCacheUsage();
+      scores[i] = staleness.usable(c, now) ? s : Staleness.unusableScore(c, s);
     }
   }
 

@@ -30,7 +30,7 @@ final class LoadAwareScorer implements Scorer {
     long now = state.nowNanos();
     for (int i = 0, n = candidates.size(); i < n; i++) {
       Candidate c = candidates.get(i);
-      int q = c.metrics().waitingRequests();
+      int q = c.waitingRequests();
       double s = q == 0 ? 0.5 : 0.5 * (1.0 - (double) Math.min(q, threshold) / threshold);
       if (!staleness.usable(c, now)) {
         s = Staleness.known(c) ? Math.min(0.25, s) : 0.25;

@@ -3,7 +3,6 @@ package io.epp4j.scorers;
 import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
-import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
@@ -37,7 +36,7 @@ abstract class MinMaxCountScorer implements Scorer {
   }
 
   /** The count this scorer ranks by; fewer is better. */
-  abstract int value(EndpointMetrics m);
+  abstract int value(Candidate c);
 
   @Override
   public final void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
@@ -49,14 +48,14 @@ abstract class MinMaxCountScorer implements Scorer {
     // one read of each candidate's metrics: scores[i] holds the count while the range is found,
     // offset by STALE when the metrics are known but not usable, NaN when never scraped
     for (int i = 0; i < n; i++) {
-      EndpointMetrics m = candidates.get(i).metrics();
-      int v = value(m);
-      if (staleness.usable(m, now)) {
+      Candidate c = candidates.get(i);
+      int v = value(c);
+      if (staleness.usable(c, now)) {
         min = Math.min(min, v);
         max = Math.max(max, v);
         scores[i] = v;
       } else {
-        scores[i] = m.isKnown() ? v + STALE : Double.NaN;
+        scores[i] = Staleness.known(c) ? v + STALE : Double.NaN;
       }
     }
     boolean anyUsable = min != Integer.MAX_VALUE;

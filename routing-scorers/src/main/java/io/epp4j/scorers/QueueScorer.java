@@ -1,6 +1,6 @@
 package io.epp4j.scorers;
 
-import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.Candidate;
 
 /** {@code queue-scorer}: fewer waiting requests score higher (min–max over the candidates). */
 final class QueueScorer extends MinMaxCountScorer {
@@ -11,8 +11,8 @@ final class QueueScorer extends MinMaxCountScorer {
   }
 
   @Override
-  int value(EndpointMetrics m) {
-    return m.waitingRequests();
+  int value(Candidate c) {
+    return c.waitingRequests();
   }
 
   /** Provides {@value #TYPE}; public only for {@link java.util.ServiceLoader}. */

@@ -1,6 +1,6 @@
 package io.epp4j.scorers;
 
-import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.Candidate;
 
 /**
  * {@code running-requests-size-scorer}: fewer running requests score higher (min–max over the
@@ -14,8 +14,8 @@ final class RunningRequestsSizeScorer extends MinMaxCountScorer {
   }
 
   @Override
-  int value(EndpointMetrics m) {
-    return m.runningRequests();
+  int value(Candidate c) {
+    return c.runningRequests();
   }
 
   /** Provides {@value #TYPE}; public only for {@link java.util.ServiceLoader}. */

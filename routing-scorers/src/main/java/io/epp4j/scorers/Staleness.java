@@ -39,31 +39,21 @@ final class Staleness {
 
   /** Whether the endpoint has ever been scraped. */
   static boolean known(Candidate c) {
-    return c.metrics().isKnown();
-  }
-
-  /** Whether the endpoint's metrics are known and fresh at {@code nowNanos}. */
-  boolean usable(Candidate c, long nowNanos) {
-    return usable(c.metrics(), nowNanos);
+    return c.metricsScrapedAtNanos() != EndpointMetrics.UNSET_TIME;
   }
 
   /**
-   * {@link #usable(Candidate, long)} on metrics already read: the same rule as
-   * {@link Candidate#metricsAgeNanos}, without reading the candidate's metrics a second time.
+   * Whether the endpoint's metrics are known and fresh at {@code nowNanos}: the rule of
+   * {@link Candidate#metricsAgeNanos}, read from the candidate's own copy of the scrape time.
    */
-  boolean usable(EndpointMetrics m, long nowNanos) {
-    long at = m.scrapedAtNanos();
+  boolean usable(Candidate c, long nowNanos) {
+    long at = c.metricsScrapedAtNanos();
     // an age below 0 (a scrape stamped after nowNanos) counts as 0, as metricsAgeNanos has it
     return at != EndpointMetrics.UNSET_TIME && nowNanos - at <= maxAgeNanos;
   }
 
   /** The score for an endpoint without usable metrics, given what its last value would score. */
   static double unusableScore(Candidate c, double lastValueScore) {
-    return unusableScore(c.metrics(), lastValueScore);
-  }
-
-  /** {@link #unusableScore(Candidate, double)} on metrics already read. */
-  static double unusableScore(EndpointMetrics m, double lastValueScore) {
-    return m.isKnown() ? Math.min(NEUTRAL, lastValueScore) : NEUTRAL;
+    return known(c) ? Math.min(NEUTRAL, lastValueScore) : NEUTRAL;
   }
 }
