@@ -51,6 +51,32 @@ class PoolSnapshotTest {
   }
 
   @Test
+  void aCandidateAnswersTheMostReadMetricsAsItsMetricsDo() {
+    PoolSnapshot pool = new PoolSnapshot(new EndpointState[] {state("a"), state("b")});
+    Candidate never = pool.candidates.get(1);
+    assertThat(never.metricsScrapedAtNanos()).isEqualTo(EndpointMetrics.UNSET_TIME);
+    assertThat(never.waitingRequests()).isZero();
+    PoolSnapshot scraped = pool.withMetrics(0, EndpointMetrics.builder().waitingRequests(3)
+        .runningRequests(17).kvCacheUsage(0.625).build(), 42);
+    PoolSnapshot again = scraped.withMetrics(Map.of("a:8000", EndpointMetrics.builder()
+        .waitingRequests(5).runningRequests(2).kvCacheUsage(0.25).scrapedAtNanos(7).build()), 99);
+    for (PoolSnapshot p : List.of(pool, scraped, again)) {
+      for (Candidate c : p.candidates) {
+        EndpointMetrics m = c.metrics();
+        assertThat(c.waitingRequests()).as(c.id()).isEqualTo(m.waitingRequests());
+        assertThat(c.runningRequests()).as(c.id()).isEqualTo(m.runningRequests());
+        assertThat(c.kvCacheUsage()).as(c.id()).isEqualTo(m.kvCacheUsage());
+        assertThat(c.metricsScrapedAtNanos()).as(c.id()).isEqualTo(m.scrapedAtNanos());
+      }
+    }
+    Candidate a = again.candidates.get(0);
+    assertThat(List.of(a.waitingRequests(), a.runningRequests())).containsExactly(5, 2);
+    assertThat(a.kvCacheUsage()).isEqualTo(0.25);
+    assertThat(a.metricsScrapedAtNanos()).isEqualTo(7); // a scrape's own stamp is kept
+    assertThat(scraped.candidates.get(0).metricsScrapedAtNanos()).isEqualTo(42);
+  }
+
+  @Test
   void theOrderTokenStaysWhileOnlyMetricsChangeAndChangesWithTheMembers() {
     PoolSnapshot pool = new PoolSnapshot(new EndpointState[] {state("a"), state("b")});
     EndpointMetrics m = EndpointMetrics.builder().waitingRequests(3).build();
