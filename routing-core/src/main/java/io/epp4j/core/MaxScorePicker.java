@@ -57,15 +57,19 @@ final class MaxScorePicker implements Picker {
       boolean sawTie = false;
       for (int i = 0; i < n; i++) {
         double s = scores[i];
-        if (s > bestScore) {
-          bestScore = s;
-          best = i;
-          ties = 1;
-        } else if (s == bestScore) {
-          sawTie = true;
-          ties++;
-          if (rnd.nextInt(ties) == 0) {
+        // one comparison for the usual candidate, below the best (NaN fails it too); the
+        // JIT's code for two comparisons in a row took about twice as long per candidate
+        if (s >= bestScore) {
+          if (s > bestScore) {
+            bestScore = s;
             best = i;
+            ties = 1;
+          } else {
+            sawTie = true;
+            ties++;
+            if (rnd.nextInt(ties) == 0) {
+              best = i;
+            }
           }
         }
       }
