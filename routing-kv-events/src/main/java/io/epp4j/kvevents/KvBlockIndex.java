@@ -591,11 +591,13 @@ public final class KvBlockIndex {
     int pending = 0;
     int b = 0;
     for (; b < keys.length && aliveCount > 0; b++) {
-      if ((b & (TOUCH_AHEAD - 1)) == 0) {
+      if (b == 1 || (b & (TOUCH_AHEAD - 1)) == 0 && b > 0) {
         // pull the next blocks' cells into the cache in a loop with no dependence between
         // iterations, so their misses (one per block on an index of millions of keys) overlap
-        // instead of being paid one after another by the walk below
-        for (int t = b, end = Math.min(keys.length, b + TOUCH_AHEAD); t < end; t++) {
+        // instead of being paid one after another by the walk below. Not before the first
+        // block: it leaves only the planes of the endpoints that hold it live, and touching
+        // ahead in every plane of a large pool cost more than the rest of the walk
+        for (int t = b, end = Math.min(keys.length, (b | (TOUCH_AHEAD - 1)) + 1); t < end; t++) {
           for (int j = 0; j < planeCount; j++) {
             if (planeLive[j] > 0) {
               touched += planes[j].touch(keys[t]);
