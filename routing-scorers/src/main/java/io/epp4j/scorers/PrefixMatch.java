@@ -4,6 +4,7 @@ import io.epp4j.api.Candidate;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.PoolOrder;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The hits {@code prefix-cache-scorer} computed for one request: per scored candidate, the
@@ -39,29 +40,7 @@ final class PrefixMatch implements PrefixHits {
    */
   static PrefixMatch fromScores(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
       double[] scores) {
-    int n = candidates.size();
-    int hits = 0;
-    for (int i = 0; i < n; i++) {
-      if (scores[i] > 0) {
-        hits++;
-      }
-    }
-    boolean sparse = 2 * hits < n;
-    int[] m = new int[sparse ? 2 * hits : n];
-    for (int i = 0, j = 0; i < n; i++) {
-      double score = scores[i];
-      if (!(score > 0)) {
-        continue; // most candidates of a large pool hold nothing: no rounding for them
-      }
-      int count = (int) Math.round(score * totalBlocks);
-      if (!sparse) {
-        m[i] = count;
-      } else {
-        m[j++] = i;
-        m[j++] = count;
-      }
-    }
-    return new PrefixMatch(totalBlocks, blockSizeTokens, candidates, n, m, sparse);
+    return build(totalBlocks, blockSizeTokens, candidates, scores, null, candidates.size());
   }
 
   /**
@@ -70,20 +49,26 @@ final class PrefixMatch implements PrefixHits {
    */
   static PrefixMatch fromFound(int totalBlocks, int blockSizeTokens, List<Candidate> candidates,
       double[] scores, int[] found, int k) {
+    return build(totalBlocks, blockSizeTokens, candidates, scores, found, k);
+  }
+
+  /** The positions read are {@code found[0..k)}, or {@code 0..k} without {@code found}. */
+  private static PrefixMatch build(int totalBlocks, int blockSizeTokens,
+      List<Candidate> candidates, double[] scores, int @Nullable [] found, int k) {
     int n = candidates.size();
     int hits = 0;
     for (int j = 0; j < k; j++) {
-      if (scores[found[j]] > 0) {
+      if (scores[found == null ? j : found[j]] > 0) {
         hits++;
       }
     }
     boolean sparse = 2 * hits < n;
     int[] m = new int[sparse ? 2 * hits : n];
     for (int j = 0, o = 0; j < k; j++) {
-      int i = found[j];
+      int i = found == null ? j : found[j];
       double score = scores[i];
       if (!(score > 0)) {
-        continue;
+        continue; // most candidates of a large pool hold nothing: no rounding for them
       }
       int count = (int) Math.round(score * totalBlocks);
       if (!sparse) {
