@@ -186,9 +186,9 @@ final class SchedulingCycle implements ProfileRunner {
   }
 
   /**
-   * Whether a total may be NaN: a NaN anywhere makes the sum NaN. Four sums, so that the adds do
-   * not wait on each other; an infinite total can flag a sound array too, which only costs the
-   * exact pass.
+   * Whether a total is NaN: the totals are sums of terms ≥ 0 (weights are finite and ≥ 0), so
+   * their sum is NaN exactly when one of them is. Four sums, so that the adds do not wait on
+   * each other.
    */
   private static boolean maybeNaN(double[] total, int n) {
     double a = 0;

@@ -42,14 +42,9 @@ final class Staleness {
     return c.metricsScrapedAtNanos() != EndpointMetrics.UNSET_TIME;
   }
 
-  /**
-   * Whether the endpoint's metrics are known and fresh at {@code nowNanos}: the rule of
-   * {@link Candidate#metricsAgeNanos}, read from the candidate's own copy of the scrape time.
-   */
+  /** Whether the endpoint's metrics are known and fresh at {@code nowNanos}. */
   boolean usable(Candidate c, long nowNanos) {
-    long at = c.metricsScrapedAtNanos();
-    // an age below 0 (a scrape stamped after nowNanos) counts as 0, as metricsAgeNanos has it
-    return at != EndpointMetrics.UNSET_TIME && nowNanos - at <= maxAgeNanos;
+    return known(c) && c.metricsAgeNanos(nowNanos) <= maxAgeNanos;
   }
 
   /** The score for an endpoint without usable metrics, given what its last value would score. */
