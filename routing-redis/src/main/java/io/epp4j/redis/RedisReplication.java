@@ -56,8 +56,9 @@ import org.jspecify.annotations.Nullable;
  * <p>When Redis is unreachable, at start or later, routing goes on with what the router knows;
  * the connection gauge drops to 0, a warning is logged at most once a minute, and both threads
  * reconnect with exponential backoff (100 ms to 5 s). The reader then continues after the last
- * batch it applied when the stream still holds everything since, else it counts a resync and
- * applies all the stream holds. In-flight figures of a router not heard from for five heartbeats
+ * batch it applied when the stream still holds everything since, else it counts a resync, drops
+ * the other routers' in-flight figures (the lost batches may have lowered them) and applies all
+ * the stream holds. In-flight figures of a router not heard from for five heartbeats
  * are forgotten, so a dead router, or a Redis outage, leaves no phantom load.
  */
 public final class RedisReplication implements Plugin, RequestListener {
@@ -319,6 +320,10 @@ public final class RedisReplication implements Plugin, RequestListener {
               log.report(Level.INFO, "resync", "the stream no longer holds every batch since"
                   + " the last one applied; applying everything it holds");
               lastId = HintTransport.OLDEST;
+              // a batch that lowered a figure may be among the lost ones, and its sender does
+              // not send that figure again: every router's figures are learnt anew from what
+              // the stream holds and their next heartbeats (which carry every non-zero figure)
+              forgetAllOrigins();
             }
           } catch (Exception e) {
             connectionLost("reader", e);
@@ -471,6 +476,16 @@ public final class RedisReplication implements Plugin, RequestListener {
   private void rejectMalformed(HintCodec.MalformedBatchException e) {
     malformed.incrementAndGet();
     log.report(Level.WARNING, "malformed", "skipped a malformed batch: " + e.getMessage());
+  }
+
+  private void forgetAllOrigins() {
+    RouterHints target = hints;
+    for (String origin : originsSeen.keySet()) {
+      if (target != null) {
+        target.forget(origin);
+      }
+    }
+    originsSeen.clear();
   }
 
   private void forgetSilentOrigins(long now) {

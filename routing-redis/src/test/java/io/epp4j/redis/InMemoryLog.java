@@ -5,13 +5,22 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 
-/** An in-memory stream for tests of the replication logic; it can be taken down like Redis. */
+/**
+ * An in-memory stream for tests of the replication logic. It can be taken down like Redis, lose
+ * what it holds like a Redis restarted without persistence, and hold back its readers while
+ * appends go on (a reader that fell behind).
+ */
 final class InMemoryLog {
   private final List<HintTransport.Entry> entries = new ArrayList<>();
+  /** Entries lost before the first one held: ids go on from there, as a new stream's would. */
+  private int lostBefore;
+  /** Incremented by {@link #lose}: connections made before it fail, as after a restart. */
+  private volatile int generation;
   private volatile boolean up = true;
+  private volatile boolean readsHeld;
 
   synchronized void append(byte[] batch) {
-    entries.add(new HintTransport.Entry((entries.size() + 1) + "-0", batch));
+    entries.add(new HintTransport.Entry((lostBefore + entries.size() + 1) + "-0", batch));
     notifyAll();
   }
 
@@ -23,33 +32,65 @@ final class InMemoryLog {
     up = true;
   }
 
+  /** Reads return nothing until {@link #releaseReads}; appends go on. */
+  void holdReads() {
+    readsHeld = true;
+  }
+
+  void releaseReads() {
+    readsHeld = false;
+  }
+
+  /** Drops every entry and breaks every connection, as a restart without persistence does. */
+  synchronized void lose() {
+    lostBefore += entries.size();
+    entries.clear();
+    generation++;
+  }
+
   synchronized int size() {
     return entries.size();
   }
 
   HintTransport.Factory factory() {
     return () -> new HintTransport() {
+      private int connectedTo = -1;
+
       @Override
       public void connect() throws IOException {
         if (!up) {
           throw new IOException("down");
         }
+        connectedTo = generation;
+      }
+
+      private void check() throws IOException {
+        if (!up || connectedTo != generation) {
+          throw new IOException("connection lost");
+        }
       }
 
       @Override
       public String append(byte[] batch) throws IOException {
-        connect();
+        check();
         InMemoryLog.this.append(batch);
         return "";
       }
 
       @Override
       public List<Entry> read(String afterId, int max, Duration maxWait) throws Exception {
-        connect();
-        int from = (int) StreamIds.millis(afterId);
+        check();
+        if (readsHeld) {
+          Thread.sleep(maxWait.toMillis());
+          return List.of();
+        }
         synchronized (InMemoryLog.this) {
+          int from = Math.max(0, (int) StreamIds.millis(afterId) - lostBefore);
           if (entries.size() <= from) {
             InMemoryLog.this.wait(maxWait.toMillis());
+            if (readsHeld) {
+              return List.of(); // held while it waited
+            }
           }
           return new ArrayList<>(entries.subList(Math.min(from, entries.size()),
               Math.min(entries.size(), from + max)));
@@ -58,7 +99,9 @@ final class InMemoryLog {
 
       @Override
       public boolean holdsAfter(String afterId) {
-        return true;
+        synchronized (InMemoryLog.this) {
+          return StreamIds.millis(afterId) >= lostBefore;
+        }
       }
 
       @Override

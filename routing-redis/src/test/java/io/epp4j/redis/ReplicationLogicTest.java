@@ -16,6 +16,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -270,6 +271,52 @@ class ReplicationLogicTest {
     await("b hears that a's first request ended", () -> inFlight(b, ep)
         == (marker.primary().id().equals(ep) ? 1 : 0));
     marker.onComplete(new Usage(1, 0, 1));
+  }
+
+  /**
+   * A request that ended just before the stream was lost: the batch saying so reached the old
+   * stream but not the other router. The router that sent it does not send that zero again, and
+   * its heartbeats, carrying its other open request, keep it from being forgotten as silent; the
+   * reader that finds the gap must not keep the figure it had.
+   */
+  @Test
+  void anInFlightFigureLoweredInBatchesTheStreamLostIsNotKeptByTheReader() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router a = router(log, "p", "a", 1000);
+    Router b = router(log, "p", "b", 1000);
+    List<RoutingDecision> open = new ArrayList<>();
+    Map<String, Integer> perEndpoint = new HashMap<>();
+    for (long seed = 1; perEndpoint.size() < 2; seed++) {
+      RoutingDecision d = a.route(prompt(seed));
+      open.add(d);
+      perEndpoint.merge(d.primary().id(), 1, Integer::sum);
+    }
+    await("b counts a's open requests", () -> countsOf(b, perEndpoint));
+    String ended = open.get(0).primary().id();
+    log.holdReads();
+    long publishedBefore = replication(a).published();
+    open.removeIf(d -> {
+      if (d.primary().id().equals(ended)) {
+        d.onComplete(new Usage(1, 0, 1));
+        return true;
+      }
+      return false;
+    });
+    perEndpoint.remove(ended);
+    await("a published that the requests on " + ended + " ended",
+        () -> replication(a).published() > publishedBefore);
+    log.lose();
+    log.releaseReads();
+
+    await("b found the gap", () -> replication(b).resyncs() == 1);
+    await("b counts exactly a's open requests", () -> countsOf(b, perEndpoint));
+    assertThat(inFlight(b, ended)).isZero();
+    open.forEach(d -> d.onComplete(new Usage(1, 0, 1)));
+  }
+
+  static boolean countsOf(Router r, Map<String, Integer> perEndpoint) {
+    return r.endpoints().stream()
+        .allMatch(c -> c.inFlightRequests() == perEndpoint.getOrDefault(c.id(), 0));
   }
 
   @Test
