@@ -37,11 +37,40 @@ final class BenchmarkPrompts {
   }
 
   static void publishMetrics(Router router, SplittableRandom rnd) {
+    publishMetrics(router, rnd, SKEWED);
+  }
+
+  /** Each endpoint reports its own random queue and KV usage, fixed for the whole run. */
+  static final String SKEWED = "skewed";
+  /** Every endpoint reports the same queue and KV usage. */
+  static final String BALANCED = "balanced";
+
+  /**
+   * Metrics for every endpoint. {@link #SKEWED}: random waiting and running requests and KV
+   * usage, which never change during the run. Under the EPP default profile the endpoint with
+   * the best of them wins every prompt that has no hit anywhere, and since no queue grows there
+   * all such prompts pile onto it: at 100 KB their blocks outgrow its share of the prefix index,
+   * so the index evicts blocks on every route (churn, the worst case).
+   * {@link #BALANCED}: the same figures everywhere (3 waiting, 31 running, usage 0.5: about the
+   * means of the skewed ones), as load feedback keeps a cluster in its steady state; prompts
+   * then stay where they were first sent and routes hit. Both draw the same random numbers, so
+   * the prompts built after are the same.
+   */
+  static void publishMetrics(Router router, SplittableRandom rnd, String metrics) {
+    boolean balanced = switch (metrics) {
+      case SKEWED -> false;
+      case BALANCED -> true;
+      default -> throw new IllegalArgumentException("metrics: expected skewed or balanced, got "
+          + metrics);
+    };
     for (var c : router.endpoints()) {
+      int waiting = rnd.nextInt(8);
+      int running = rnd.nextInt(64);
+      double usage = 0.1 + 0.8 * rnd.nextDouble();
       router.updateMetrics(c.id(), EndpointMetrics.builder()
-          .waitingRequests(rnd.nextInt(8))
-          .runningRequests(rnd.nextInt(64))
-          .kvCacheUsage(0.1 + 0.8 * rnd.nextDouble())
+          .waitingRequests(balanced ? 3 : waiting)
+          .runningRequests(balanced ? 31 : running)
+          .kvCacheUsage(balanced ? 0.5 : usage)
           .kvCapacityBlocks(40_000)
           .blockSizeTokens(16)
           .build());

@@ -48,6 +48,15 @@ public class RouteBenchmark {
   @Param({"text", "tokens"})
   public String form;
 
+  /**
+   * The endpoints' scraped metrics ({@link BenchmarkPrompts#publishMetrics(Router,
+   * SplittableRandom, String)}): {@code skewed} sends every prompt without a hit to one endpoint,
+   * which at 100 KB churns its prefix index on every route; {@code balanced} is the steady state
+   * where routes hit.
+   */
+  @Param({"skewed", "balanced"})
+  public String metrics;
+
   private Router router;
   private InferenceRequest[] requests;
   private byte[][] floorBytes;
@@ -58,7 +67,7 @@ public class RouteBenchmark {
     SplittableRandom rnd = new SplittableRandom(42);
     router = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints)).randomSeed(1)
         .build();
-    BenchmarkPrompts.publishMetrics(router, rnd);
+    BenchmarkPrompts.publishMetrics(router, rnd, metrics);
     String[] prompts = BenchmarkPrompts.prompts(rnd, PROMPTS, 16, promptBytes);
     boolean tokens = form.equals("tokens");
     requests = new InferenceRequest[PROMPTS];

@@ -38,6 +38,15 @@ public class RouteLatencyBenchmark {
   @Param({"64"})
   public int endpoints;
 
+  /**
+   * The endpoints' scraped metrics ({@link BenchmarkPrompts#publishMetrics(Router,
+   * SplittableRandom, String)}): {@code skewed} sends every prompt without a hit to one endpoint,
+   * which at 100 KB churns its prefix index on every route; {@code balanced} is the steady state
+   * where routes hit.
+   */
+  @Param({"skewed", "balanced"})
+  public String metrics;
+
   private Router router;
   private InferenceRequest[] requests;
 
@@ -50,7 +59,7 @@ public class RouteLatencyBenchmark {
   public void setUp() {
     SplittableRandom rnd = new SplittableRandom(7);
     router = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints)).build();
-    BenchmarkPrompts.publishMetrics(router, rnd);
+    BenchmarkPrompts.publishMetrics(router, rnd, metrics);
     String[] prompts = BenchmarkPrompts.prompts(rnd, PROMPTS, 16, promptBytes);
     requests = new InferenceRequest[PROMPTS];
     for (int i = 0; i < PROMPTS; i++) {
