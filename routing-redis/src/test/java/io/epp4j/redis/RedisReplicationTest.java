@@ -304,9 +304,9 @@ class RedisReplicationTest {
     assertThat(replication(a).dropped()).isEqualTo(droppedBefore);
     // a barrier in the stream: once b counts exactly a's open requests on every endpoint, it
     // has read every batch a sent before them, the prefixes above included. The traffic has
-    // stopped and every other request finished, so any other figure on b is one from before
-    // the outage that its router's resend after reconnecting has not zeroed yet: the barrier
-    // waits for those too
+    // stopped and every other request finished, so any other figure on b would be one from
+    // before the outage: b dropped those when it resynced, and a figure that outlived that
+    // (the bug this barrier once caught) fails it
     await("a sent its new prefixes", () -> replication(a).queued() == 0
         && replication(a).published() >= publishedBefore + n);
     List<RoutingDecision> open = new ArrayList<>();
