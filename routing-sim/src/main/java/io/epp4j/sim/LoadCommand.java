@@ -46,8 +46,8 @@ final class LoadCommand {
       Workload options as in the simulator (java -jar routing-sim.jar --help): --scenario
       (shared-prefix, multi-turn, trace; default shared-prefix), --seed, --requests, --groups,
       --users-per-group, --system-prompt-len, --question-len, --output-len, --concurrency, --rate,
-      --dialogs, --turns, --mt-system-len, --user-len, --reply-len, --think-time, --trace,
-      --time-scale.
+      --dialogs, --turns, --mt-system-len, --user-len, --reply-len, --think-time,
+      --start-spread, --trace, --time-scale.
       Exit codes: 0 done (failed requests are in the report); 1 no request completed, or the
       report cannot be written; 2 bad usage.
       """;

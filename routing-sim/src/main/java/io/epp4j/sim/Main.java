@@ -85,6 +85,7 @@ public final class Main {
       multi-turn
         --dialogs N (36)  --turns N (8)  --mt-system-len N (1000)  --user-len L (450)
         --reply-len L (400)  --think-time S (1.0, mean seconds)
+        --start-spread S (2.0: the dialogs start at uniform times within the first S seconds)
       trace
         --trace mooncake:PATH  default: %s in the folder that
                                holds this jar's repository (beside it, not part of it)
@@ -543,7 +544,7 @@ public final class Main {
       shared = new SharedPrefixWorkload(w.groups, w.users, w.system, w.question, w.output,
           requests > 0 ? requests : shared.requests(), w.concurrency, w.rate);
       multi = new MultiTurnWorkload(w.dialogs, w.turns, w.mtSystem, w.user, w.reply,
-          w.think, multi.startSpreadSeconds());
+          w.think, w.startSpread);
       addConfigPolicies(configs);
       if (dominance) {
         for (String k : kv.keySet()) {

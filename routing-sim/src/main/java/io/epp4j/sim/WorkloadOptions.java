@@ -20,6 +20,7 @@ final class WorkloadOptions {
   LengthDist user;
   LengthDist reply;
   double think;
+  double startSpread;
 
   WorkloadOptions(SharedPrefixWorkload shared, MultiTurnWorkload multi) {
     groups = shared.groups();
@@ -35,6 +36,7 @@ final class WorkloadOptions {
     user = multi.userLength();
     reply = multi.replyLength();
     think = multi.thinkTimeSeconds();
+    startSpread = multi.startSpreadSeconds();
   }
 
   /** Applies a workload option; false when {@code name} is not one. */
@@ -53,6 +55,7 @@ final class WorkloadOptions {
       case "--user-len" -> user = Main.Options.lengthArg(name, v);
       case "--reply-len" -> reply = Main.Options.lengthArg(name, v);
       case "--think-time" -> think = Main.Options.doubleArg(name, v, 0, 1e6);
+      case "--start-spread" -> startSpread = Main.Options.doubleArg(name, v, 0, 1e6);
       default -> {
         return false;
       }

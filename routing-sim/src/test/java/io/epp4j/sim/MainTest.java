@@ -67,6 +67,37 @@ class MainTest {
   }
 
   @Test
+  void theDialogsStartWithinTheStartSpread(@TempDir Path dir) throws Exception {
+    assertThat(run("--start-spread", "-1")).isEqualTo(2);
+    assertThat(stderr()).contains("--start-spread");
+    Path json = dir.resolve("r.json");
+    Path csv = dir.resolve("requests.csv");
+    int code = run(with("--scenario", "multi-turn", "--policies", "round-robin", "--start-spread",
+        "30", "--json", json.toString(), "--requests-csv", csv.toString()));
+    assertThat(code).as(stderr()).isZero();
+    JsonNode load = new ObjectMapper().readTree(json.toFile()).get("scenarios").get(0).get("load");
+    assertThat(load.get("startSpreadSeconds").asDouble()).isEqualTo(30.0);
+    // the first turns of the six dialogs: with a 30 s spread they do not all start in 2 s
+    List<String> lines = Files.readAllLines(csv);
+    List<String> header = List.of(lines.get(0).split(","));
+    int id = header.indexOf("id");
+    int sent = header.indexOf("arrival_s");
+    assertThat(id).as(lines.get(0)).isNotNegative();
+    assertThat(sent).as(lines.get(0)).isNotNegative();
+    double first = Double.MAX_VALUE;
+    double last = 0;
+    for (String line : lines.subList(1, lines.size())) {
+      String[] f = line.split(",");
+      if (f[id].endsWith("-0")) {
+        double at = Double.parseDouble(f[sent]);
+        first = Math.min(first, at);
+        last = Math.max(last, at);
+      }
+    }
+    assertThat(last - first).isGreaterThan(2).isLessThanOrEqualTo(30);
+  }
+
+  @Test
   void aMalformedLengthNamesTheOptionAndTheExpectedForm() {
     assertThat(run("--question-len", "5-")).isEqualTo(2);
     assertThat(stderr()).contains("--question-len", "'5-'", "A-B")
