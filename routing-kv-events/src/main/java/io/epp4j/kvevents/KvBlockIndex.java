@@ -297,7 +297,12 @@ public final class KvBlockIndex {
    * models never match it. Set it before feeding events (keys already stored keep their seed).
    */
   public void setEndpointModel(String endpointId, String model) {
-    endpoint(endpointId).model = Objects.requireNonNull(model, "model");
+    Objects.requireNonNull(model, "model");
+    EndpointHoldings e = endpoint(endpointId);
+    if (!model.equals(e.model)) {
+      e.model = model;
+      endpointsVersion.incrementAndGet(); // layouts built from the old model are stale
+    }
   }
 
   /**
@@ -322,6 +327,7 @@ public final class KvBlockIndex {
    */
   private void learnBlockSize(EndpointHoldings e, int bs) {
     e.blockSize = bs;
+    endpointsVersion.incrementAndGet(); // layouts built from the old size are stale
     if (bs == defaultBlockSize) {
       return;
     }
@@ -396,8 +402,9 @@ public final class KvBlockIndex {
   }
 
   /**
-   * A number that moves on after the index starts or stops tracking an endpoint: views read
-   * after reading it stay valid while it has not moved.
+   * A number that moves on after the index starts or stops tracking an endpoint, or learns an
+   * endpoint's block size or model: views and block sizes read after reading it stay valid while
+   * it has not moved.
    */
   long endpointsVersion() {
     return endpointsVersion.get();
@@ -523,29 +530,52 @@ public final class KvBlockIndex {
   void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out,
       int @Nullable [] realRun) {
     int n = slots.length;
-    // the candidates still matching, as a dense list: a block costs one step per endpoint still
-    // in the run, not one per candidate of the pool
+    int[] cand = walkScratch(n)[0];
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+      if (use[i]) {
+        out[i] = 0;
+        if (realRun != null) {
+          realRun[i] = 0;
+        }
+        cand[count++] = i;
+      }
+    }
+    walk(keys, slots, cand, count, nowNanos, out, realRun);
+  }
+
+  private static int[][] walkScratch(int n) {
     int[][] scratch = WALK_SCRATCH.get();
     if (scratch[0].length < n) {
       scratch[0] = new int[n];
       scratch[1] = new int[n];
     }
-    // entries are written before they are read: alive[0, aliveCount), planeOf[i] for live i
-    int[] alive = scratch[0];
+    return scratch;
+  }
+
+  /**
+   * {@link #prefixWeights(long[], int[], boolean[], long, double[], int[])} for the candidates at
+   * positions {@code cand[0, count)} of {@code slots}, whose entries of {@code out} (and of
+   * {@code realRun}) must be 0 on entry. {@code cand} may be this thread's walk scratch
+   * ({@link #firstBlockHolders}); it is overwritten.
+   */
+  private void walk(long[] keys, int[] slots, int[] cand, int count, long nowNanos, double[] out,
+      int @Nullable [] realRun) {
+    int n = slots.length;
+    // the candidates still matching, as a dense list: a block costs one step per endpoint still
+    // in the run, not one per candidate of the pool
+    int[][] scratch = walkScratch(n);
+    // entries are written before they are read: alive[0, aliveCount), planeOf[i] for live i;
+    // alive is compacted in place over cand when cand is the scratch (never ahead of the reads)
+    int[] alive = cand;
     int aliveCount = 0;
     // one holder-table probe per block per plane some live candidate sits in (usually one plane)
-    HolderTable[] planes = new HolderTable[Math.min(n, 4)];
+    HolderTable[] planes = new HolderTable[Math.min(Math.max(count, 1), 4)];
     int[] planeLive = new int[planes.length];
     int planeCount = 0;
     int[] planeOf = scratch[1];
-    for (int i = 0; i < n; i++) {
-      if (!use[i]) {
-        continue;
-      }
-      out[i] = 0;
-      if (realRun != null) {
-        realRun[i] = 0;
-      }
+    for (int c = 0; c < count; c++) {
+      int i = cand[c];
       if (slots[i] < 0) {
         continue;
       }
@@ -658,6 +688,111 @@ public final class KvBlockIndex {
     }
     if (touched == TOUCH_SINK_MARK) {
       touchSink = touched; // keeps the touches: their value is used, and the write almost never happens
+    }
+  }
+
+  /**
+   * The endpoints of one list that a walk may visit, grouped by holder plane, so that those
+   * holding a prompt's first block come from one word per plane rather than one probe per
+   * endpoint: for a list in the pool's order, where most endpoints hold nothing of a given
+   * prompt. Immutable; valid while {@link #endpointsVersion()} has not moved since the slots were
+   * read (slots are never reused, so a stale plan can only miss an endpoint, never misread one).
+   */
+  static final class FirstBlockPlan {
+    final int[] slots;
+    final int[] members;
+    final int[] planeSlot;
+    final long[] planeBits;
+    final int[][] positionAt;
+
+    private FirstBlockPlan(int[] slots, int[] members, int[] planeSlot, long[] planeBits,
+        int[][] positionAt) {
+      this.slots = slots;
+      this.members = members;
+      this.planeSlot = planeSlot;
+      this.planeBits = planeBits;
+      this.positionAt = positionAt;
+    }
+  }
+
+  /**
+   * A plan for the positions {@code members} of {@code slots} (each with a slot >= 0), or
+   * {@code null} when two of them share a slot (a list naming one endpoint twice), which only
+   * the candidate-by-candidate walk handles.
+   */
+  static @Nullable FirstBlockPlan firstBlockPlan(int[] slots, int[] members) {
+    int[] planeOf = new int[members.length];
+    int[] planeSlot = new int[Math.min(members.length, 4)];
+    int planes = 0;
+    for (int m = 0; m < members.length; m++) {
+      int first = slots[members[m]] & -HolderTable.INLINE_SLOTS;
+      int p = 0;
+      while (p < planes && planeSlot[p] != first) {
+        p++;
+      }
+      if (p == planes) {
+        if (planes == planeSlot.length) {
+          planeSlot = Arrays.copyOf(planeSlot, planes * 2);
+        }
+        planeSlot[planes++] = first;
+      }
+      planeOf[m] = p;
+    }
+    long[] bits = new long[planes];
+    int[][] positionAt = new int[planes][HolderTable.INLINE_SLOTS];
+    for (int[] at : positionAt) {
+      Arrays.fill(at, -1);
+    }
+    for (int m = 0; m < members.length; m++) {
+      int slot = slots[members[m]];
+      int[] at = positionAt[planeOf[m]];
+      if (at[slot & (HolderTable.INLINE_SLOTS - 1)] >= 0) {
+        return null;
+      }
+      at[slot & (HolderTable.INLINE_SLOTS - 1)] = members[m];
+      bits[planeOf[m]] |= 3L << Holders.shift(slot);
+    }
+    return new FirstBlockPlan(slots, members, Arrays.copyOf(planeSlot, planes), bits, positionAt);
+  }
+
+  /**
+   * {@link #prefixWeights(long[], int[], boolean[], long, double[], int[])} for the members of
+   * {@code plan}, whose entries of {@code out} and {@code realRun} must be 0 on entry: the walk
+   * starts from the members that hold the first block (for real from the planes' words, or
+   * speculatively), with the same result as walking every member from block 0.
+   */
+  void prefixWeights(long[] keys, FirstBlockPlan plan, long nowNanos, double[] out,
+      int[] realRun) {
+    if (keys.length == 0 || plan.members.length == 0) {
+      return;
+    }
+    long key = keys[0];
+    int[] cand = walkScratch(plan.slots.length)[0];
+    int count = 0;
+    for (int g = 0; g < plan.planeSlot.length; g++) {
+      HolderTable t = holders.plane(plan.planeSlot[g]);
+      long w = t == null ? 0 : t.get(key) & plan.planeBits[g];
+      long held = (w | (w >>> 1)) & 0x5555555555555555L; // one bit per slot holding it on a tier
+      int[] at = plan.positionAt[g];
+      while (held != 0) {
+        cand[count++] = at[Long.numberOfTrailingZeros(held) >>> 1];
+        held &= held - 1;
+      }
+    }
+    if (speculative.any()) {
+      long[] sp = speculative.byKey.get(key);
+      if (sp != null) {
+        // a prefix routed in the last seconds: the members holding it only speculatively too
+        for (int m : plan.members) {
+          int slot = plan.slots[m];
+          if (SpeculativeHolds.holds(sp, slot, nowNanos) && holders.bits(key, slot) == 0) {
+            cand[count++] = m;
+          }
+        }
+      }
+    }
+    if (count > 0) {
+      walk(keys, plan.slots, cand, count, nowNanos, out, realRun);
     }
   }
 

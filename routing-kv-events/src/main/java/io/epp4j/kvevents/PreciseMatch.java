@@ -4,6 +4,7 @@ import io.epp4j.api.AttributeKey;
 import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixHits;
 import java.util.Arrays;
+import java.util.List;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -23,8 +24,13 @@ public final class PreciseMatch implements PrefixHits {
   public static final AttributeKey<PreciseMatch> KEY =
       AttributeKey.of("epp4j.precise-prefix-match", PreciseMatch.class);
 
+  private static final long[] NO_KEYS = new long[0];
+
   private final String[] endpointIds;
+  // candidate i's keys: keys[variantOf[i]] (none when that is -1), or keys[i] without variantOf;
+  // endpoints of one pool nearly always share one block size and model, so one key array
   private final long[][] keys;
+  private final int @Nullable [] variantOf;
   private final double[] weights;
   private final int[] blockSizes;
   // leading keys each endpoint held for real when scored (0 = unknown); saves the speculative
@@ -48,8 +54,20 @@ public final class PreciseMatch implements PrefixHits {
    */
   PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes,
       int[] knownReal, @Nullable PoolOrder order) {
+    this(endpointIds, keys, null, weights, blockSizes, knownReal, order);
+  }
+
+  /**
+   * A match whose candidate {@code i} has the keys {@code variantKeys[variantOf[i]]}, or none
+   * when {@code variantOf[i]} is -1 (it serves another model). {@code endpointIds},
+   * {@code variantOf} and {@code blockSizes} may be shared with other matches: nothing writes
+   * them.
+   */
+  PreciseMatch(String[] endpointIds, long[][] variantKeys, int @Nullable [] variantOf,
+      double[] weights, int[] blockSizes, int[] knownReal, @Nullable PoolOrder order) {
     this.endpointIds = endpointIds;
-    this.keys = keys;
+    this.keys = variantKeys;
+    this.variantOf = variantOf;
     this.weights = weights;
     this.blockSizes = blockSizes;
     this.knownReal = knownReal;
@@ -98,7 +116,8 @@ public final class PreciseMatch implements PrefixHits {
   }
 
   int totalBlocksAt(int i) {
-    return keys[i] == null ? 0 : keys[i].length;
+    long[] k = keysAt(i);
+    return k == null ? 0 : k.length;
   }
 
   double matchedWeightAt(int i) {
@@ -106,7 +125,16 @@ public final class PreciseMatch implements PrefixHits {
   }
 
   long @Nullable [] keysAt(int i) {
-    return keys[i];
+    int[] v = variantOf;
+    if (v == null) {
+      return keys[i];
+    }
+    return v[i] < 0 ? NO_KEYS : keys[v[i]];
+  }
+
+  /** Whether this match was scored over {@code candidates} itself (a list in the pool's order). */
+  boolean scoredOver(List<?> candidates) {
+    return order != null && order == candidates && endpointIds.length == candidates.size();
   }
 
   /** Full blocks of the request at this endpoint's block size (0 if the endpoint was not scored). */
@@ -133,7 +161,7 @@ public final class PreciseMatch implements PrefixHits {
   /** The request's block keys as computed for this endpoint, or {@code null}. */
   long @Nullable [] keys(String endpointId) {
     int i = indexOf(endpointId);
-    return i < 0 ? null : keys[i];
+    return i < 0 ? null : keysAt(i);
   }
 
   /** Leading keys the endpoint held for real (any tier) when it was scored; 0 if unknown. */
@@ -147,7 +175,10 @@ public final class PreciseMatch implements PrefixHits {
     int a = endpointIds.length;
     int n = a + other.endpointIds.length;
     String[] ids = Arrays.copyOf(endpointIds, n);
-    long[][] k = Arrays.copyOf(keys, n);
+    long[][] k = new long[n][];
+    for (int i = 0; i < a; i++) {
+      k[i] = keysAt(i);
+    }
     double[] w = Arrays.copyOf(weights, n);
     int[] bs = Arrays.copyOf(blockSizes, n);
     int[] real = Arrays.copyOf(knownReal, n);
@@ -157,7 +188,7 @@ public final class PreciseMatch implements PrefixHits {
         continue;
       }
       ids[m] = other.endpointIds[i];
-      k[m] = other.keys[i];
+      k[m] = other.keysAt(i);
       w[m] = other.weights[i];
       bs[m] = other.blockSizes[i];
       real[m] = other.knownReal[i];

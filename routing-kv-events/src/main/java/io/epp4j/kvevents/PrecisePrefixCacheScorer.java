@@ -10,6 +10,7 @@ import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -90,6 +91,17 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (m == null) {
       return;
     }
+    if (m.scoredOver(candidates)) {
+      // positions align, and the scores array arrives zeroed: only holders need a score
+      for (int i = 0, n = candidates.size(); i < n; i++) {
+        double matched = m.matchedWeightAt(i);
+        if (matched > 0) {
+          scores[i] = matched / m.totalBlocksAt(i);
+        }
+      }
+      PrefixHits.publish(state, m);
+      return;
+    }
     for (int i = 0; i < candidates.size(); i++) {
       String id = candidates.get(i).id();
       boolean same = m.isAt(i, id); // same candidate order as when the match was computed
@@ -116,6 +128,16 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       return null;
     }
     int n = candidates.size();
+    Layout layout = layout(candidates, request.targetModel());
+    if (layout != null) {
+      PreciseMatch m = matchByLayout(layout, request, tokens, state.nowNanos(),
+          (PoolOrder) candidates);
+      if (existing != null) {
+        m = existing.plus(m);
+      }
+      state.put(PreciseMatch.KEY, m);
+      return m;
+    }
     EndpointHoldings[] byPosition = viewsByPosition(candidates);
     String[] ids = new String[n];
     long[][] keys = new long[n][];
@@ -198,6 +220,160 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     state.put(PreciseMatch.KEY, m);
     return m;
   }
+
+  /**
+   * The match of a list in the pool's order through its layout: the keys once per variant, and
+   * a walk per variant that starts from the endpoints holding the first block, so an endpoint
+   * that holds nothing of the prompt costs nothing but its share of a zeroed array.
+   */
+  private PreciseMatch matchByLayout(Layout layout, InferenceRequest request, int[] tokens,
+      long now, PoolOrder order) {
+    int n = layout.ids.length;
+    int variants = layout.vBlockSize.length;
+    long[][] vKeys = new long[variants][];
+    double[] weights = new double[n];
+    int[] knownReal = new int[n];
+    for (int v = 0; v < variants; v++) {
+      long seed = BlockKeys.seed(layout.vModel[v], request.loraAdapter(), request.cacheSalt());
+      vKeys[v] = BlockKeys.chain(seed, tokens, layout.vBlockSize[v], maxPromptBlocks);
+      index.prefixWeights(vKeys[v], layout.plans[v], now, weights, knownReal);
+    }
+    return new PreciseMatch(layout.ids, vKeys, layout.variantOf, weights, layout.blockSizes,
+        knownReal, order);
+  }
+
+  /**
+   * What a list in the pool's order looks like to the index for one target model: each
+   * endpoint's slot, block size and key variant (block size, model), and per variant the plan of
+   * its walk. Valid while the order token and {@link KvBlockIndex#endpointsVersion()} stay the
+   * same (the version moves when the index learns or forgets an endpoint, its model or its block
+   * size). {@code null} for any other list, and while some endpoint is unknown to the index or
+   * has no block size yet (its size then comes from its metrics, which may change at any scrape):
+   * those lists take the candidate-by-candidate match.
+   */
+  private @Nullable Layout layout(List<Candidate> candidates, String target) {
+    if (!(candidates instanceof PoolOrder po)) {
+      return null;
+    }
+    Object order = po.poolOrder();
+    long version = index.endpointsVersion(); // read before the views below
+    int n = candidates.size();
+    Layout[] cached = layouts;
+    for (Layout l : cached) {
+      if (l.order == order && l.version == version && l.ids.length == n
+          && l.target.equals(target)) {
+        return l.usable ? l : null;
+      }
+    }
+    Layout built = buildLayout(candidates, order, version, target);
+    // a few target models at once keep their layouts; the oldest gives way
+    Layout[] next = new Layout[Math.min(cached.length + 1, MAX_LAYOUTS)];
+    next[0] = built;
+    System.arraycopy(cached, 0, next, 1, next.length - 1);
+    layouts = next;
+    return built.usable ? built : null;
+  }
+
+  private Layout buildLayout(List<Candidate> candidates, Object order, long version,
+      String target) {
+    int n = candidates.size();
+    String[] ids = new String[n];
+    int[] slots = new int[n];
+    int[] blockSizes = new int[n];
+    int[] variantOf = new int[n];
+    int[] vBlockSize = new int[0];
+    String[] vModel = new String[0];
+    int[] members = new int[n];
+    int[] memberCount = new int[0];
+    for (int i = 0; i < n; i++) {
+      ids[i] = candidates.get(i).id();
+      EndpointHoldings e = index.endpointView(ids[i]);
+      if (e == null || e.blockSize <= 0) {
+        return Layout.unusable(order, version, target, n);
+      }
+      slots[i] = e.slot;
+      String model = e.model;
+      if (!(model.isEmpty() || model.equals(target))) {
+        variantOf[i] = -1; // serves another model: holds nothing of this request
+        blockSizes[i] = index.defaultBlockSize();
+        continue;
+      }
+      int bs = e.blockSize;
+      blockSizes[i] = bs;
+      int v = 0;
+      while (v < vBlockSize.length && !(vBlockSize[v] == bs && vModel[v].equals(model))) {
+        v++;
+      }
+      if (v == vBlockSize.length) {
+        vBlockSize = Arrays.copyOf(vBlockSize, v + 1);
+        vModel = Arrays.copyOf(vModel, v + 1);
+        memberCount = Arrays.copyOf(memberCount, v + 1);
+        vBlockSize[v] = bs;
+        vModel[v] = model;
+      }
+      variantOf[i] = v;
+      memberCount[v]++;
+    }
+    KvBlockIndex.FirstBlockPlan[] plans = new KvBlockIndex.FirstBlockPlan[vBlockSize.length];
+    for (int v = 0; v < plans.length; v++) {
+      int m = 0;
+      for (int i = 0; i < n; i++) {
+        if (variantOf[i] == v) {
+          members[m++] = i;
+        }
+      }
+      KvBlockIndex.FirstBlockPlan plan =
+          KvBlockIndex.firstBlockPlan(slots, Arrays.copyOf(members, m));
+      if (plan == null) {
+        return Layout.unusable(order, version, target, n);
+      }
+      plans[v] = plan;
+    }
+    return new Layout(order, version, target, true, ids, slots, blockSizes, variantOf,
+        vBlockSize, vModel, plans);
+  }
+
+  /** One list order's layout for one target model (see {@link #layout}). */
+  private static final class Layout {
+    final Object order;
+    final long version;
+    final String target;
+    final boolean usable;
+    final String[] ids;
+    final int[] slots;
+    final int[] blockSizes;
+    final int[] variantOf;
+    final int[] vBlockSize;
+    final String[] vModel;
+    final KvBlockIndex.FirstBlockPlan[] plans;
+
+    Layout(Object order, long version, String target, boolean usable, String[] ids,
+        int[] slots, int[] blockSizes, int[] variantOf, int[] vBlockSize, String[] vModel,
+        KvBlockIndex.FirstBlockPlan[] plans) {
+      this.order = order;
+      this.version = version;
+      this.target = target;
+      this.usable = usable;
+      this.ids = ids;
+      this.slots = slots;
+      this.blockSizes = blockSizes;
+      this.variantOf = variantOf;
+      this.vBlockSize = vBlockSize;
+      this.vModel = vModel;
+      this.plans = plans;
+    }
+
+    /** A list that takes the candidate-by-candidate match until the version moves. */
+    static Layout unusable(Object order, long version, String target, int n) {
+      return new Layout(order, version, target, false, new String[n], new int[0], new int[0],
+          new int[0], new int[0], new String[0], new KvBlockIndex.FirstBlockPlan[0]);
+    }
+  }
+
+  /** Layouts kept at once: one per target model served through the same list order. */
+  private static final int MAX_LAYOUTS = 4;
+
+  private volatile Layout[] layouts = new Layout[0];
 
   /**
    * The index's view of each candidate by position, for a list in the pool's order

@@ -278,6 +278,100 @@ class PrecisePrefixCacheScorerTest {
     assertThat(preciseScores(s, ordered, p)).containsExactly(0.75, 0.0, 1.0);
   }
 
+  /**
+   * A list in the pool's order is matched through a cached layout and a walk that starts from the
+   * holders of the first block; a plain list candidate by candidate. Through random stores on two
+   * tiers and two block sizes, removals, clears, speculative records and their expiry, model
+   * changes and endpoints the index forgets and learns again, over 40 endpoints (two holder
+   * planes), both must give the same scores, hits, keys and real runs at every step.
+   */
+  @Test
+  void aListInThePoolsOrderMatchesEveryIndexStateAsAPlainListDoes() {
+    java.util.SplittableRandom rnd = new java.util.SplittableRandom(20261202);
+    List<Endpoint> eps = new java.util.ArrayList<>();
+    for (int i = 0; i < 40; i++) {
+      eps.add(Endpoint.parse("10.1.0." + i + ":8000"));
+    }
+    PrecisePrefixCacheScorer s =
+        new PrecisePrefixCacheScorer(index, null, null, 1024, true, false, false);
+    eps.forEach(s::onEndpointAdded);
+    List<io.epp4j.api.Candidate> plain = candidates(eps);
+    Ordered ordered = new Ordered(plain, new Object());
+    // prompt families sharing prefixes of different lengths, 256 tokens each
+    int[][] prompts = new int[12][256];
+    for (int p = 0; p < prompts.length; p++) {
+      int[] base = prompts[p - p % 3];
+      int shared = p % 3 == 0 ? 0 : 16 * rnd.nextInt(1, 16);
+      for (int t = 0; t < 256; t++) {
+        prompts[p][t] = t < shared ? base[t] : rnd.nextInt(1, 150_000);
+      }
+    }
+    java.util.Map<String, List<Long>> stored = new java.util.HashMap<>();
+    long nextHash = 1;
+    int fastMatches = 0;
+    for (int step = 0; step < 1500; step++) {
+      Endpoint ep = eps.get(rnd.nextInt(eps.size()));
+      String id = ep.id();
+      int op = rnd.nextInt(100);
+      if (op < 45) { // a stored chain from block 0, on GPU or offloaded, in blocks of 16 or 32
+        int bs = rnd.nextInt(8) == 0 ? 32 : 16;
+        int[] p = prompts[rnd.nextInt(prompts.length)];
+        int blocks = rnd.nextInt(1, 256 / bs + 1);
+        long[] hashes = new long[blocks];
+        for (int b = 0; b < blocks; b++) {
+          hashes[b] = nextHash++;
+          stored.computeIfAbsent(id, k -> new java.util.ArrayList<>()).add(hashes[b]);
+        }
+        Medium medium = rnd.nextInt(4) == 0 ? Medium.CPU : Medium.GPU;
+        index.apply(id, KvEventBatch.of(0, List.of(new KvEvent.BlockStored(hashes, false, 0,
+            Arrays.copyOf(p, blocks * bs), bs, -1, medium, null, null))));
+      } else if (op < 65) { // a hole anywhere in what the endpoint holds
+        List<Long> held = stored.get(id);
+        if (held != null && !held.isEmpty()) {
+          long h = held.remove(rnd.nextInt(held.size()));
+          index.apply(id, KvEventBatch.of(0, List.of(KvEvent.BlockRemoved.of(h))));
+        }
+      } else if (op < 68) {
+        index.apply(id, KvEventBatch.of(0, List.of(KvEvent.AllBlocksCleared.INSTANCE)));
+        stored.remove(id);
+      } else if (op < 70) { // forgotten, then learned again under a new slot by its next store
+        index.removeEndpoint(id);
+        stored.remove(id);
+      } else if (op < 73) {
+        index.setEndpointModel(id, rnd.nextBoolean() ? "another-model" : "");
+      } else if (op < 80) {
+        now.addAndGet(rnd.nextLong(0, 3_000_000_000L)); // speculative entries expire after 2 s
+      }
+      int[] p = prompts[rnd.nextInt(prompts.length)];
+      io.epp4j.api.CycleState a = new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+      io.epp4j.api.CycleState b = new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+      double[] viaOrder = new double[eps.size()];
+      double[] viaPlain = new double[eps.size()];
+      s.score(request(p), a, ordered, viaOrder);
+      s.score(request(p), b, plain, viaPlain);
+      assertThat(viaOrder).as("scores at step %d", step).containsExactly(viaPlain);
+      PreciseMatch ma = a.get(PreciseMatch.KEY);
+      PreciseMatch mb = b.get(PreciseMatch.KEY);
+      if (ma.scoredOver(ordered)) {
+        fastMatches++;
+      }
+      for (Endpoint e : eps) {
+        String at = "step " + step + ", " + e.id();
+        assertThat(ma.matchedWeight(e.id())).as(at).isEqualTo(mb.matchedWeight(e.id()));
+        assertThat(ma.totalBlocks(e.id())).as(at).isEqualTo(mb.totalBlocks(e.id()));
+        assertThat(ma.knownReal(e.id())).as(at).isEqualTo(mb.knownReal(e.id()));
+        assertThat(ma.keys(e.id())).as(at).containsExactly(mb.keys(e.id()));
+        int i = ma.indexOf(e.id());
+        assertThat(ma.blockSizeTokens(i)).as(at).isEqualTo(mb.blockSizeTokens(mb.indexOf(e.id())));
+      }
+      if (rnd.nextInt(3) == 0) { // routed: speculative entries on the chosen endpoint
+        s.afterRouting(request(p), a, decision(eps.get(rnd.nextInt(eps.size()))));
+      }
+    }
+    // most steps must have taken the layout (the rest: an endpoint unknown to the index)
+    assertThat(fastMatches).isGreaterThan(1000);
+  }
+
   /** A match over a list in the pool's order finds each endpoint's position by id. */
   @Test
   void aMatchOverAListInThePoolsOrderFindsEveryEndpointByItsId() {
