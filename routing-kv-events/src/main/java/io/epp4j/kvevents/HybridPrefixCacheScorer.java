@@ -5,10 +5,12 @@ import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
+import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -84,6 +86,10 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     }
     boolean useMemory = !fallbackOnly || m.bestMatchedWeight() == 0;
     long now = state.nowNanos();
+    if (m.scoredOver(candidates) && m.variants() >= 0) {
+      scoreInPoolOrder(m, (PoolOrder) candidates, useMemory, now, state, scores);
+      return;
+    }
     int n = candidates.size();
     int[] totals = new int[n];
     double[] cached = new double[n];
@@ -109,6 +115,103 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
       scores[i] = c / total;
     }
     PrefixHits.publish(state, new Hits(candidates, totals, cached, blockSizes));
+  }
+
+  /**
+   * {@link #score} of the list the precise match was scored over, in the pool's order: the
+   * precise holders from the match, and the memory read only at the endpoints the memory's
+   * directory names for the prompt's first key, found in the list by {@link PoolOrder#positionOf}.
+   * The published hits are the match with those endpoints' credits raised.
+   */
+  private void scoreInPoolOrder(PreciseMatch m, PoolOrder order, boolean useMemory, long now,
+      CycleState state, double[] scores) {
+    int n = m.size();
+    for (int i = 0; i < n; i++) {
+      double matched = m.matchedWeightAt(i);
+      if (matched > 0) {
+        scores[i] = matched / m.totalBlocksAt(i);
+      }
+    }
+    int[] raised = NONE;
+    double[] credits = NO_CREDITS;
+    int count = 0;
+    for (int v = 0, variants = useMemory ? m.variants() : 0; v < variants; v++) {
+      long[] keys = m.variantKeys(v);
+      if (keys.length == 0) {
+        continue;
+      }
+      int found = memory.ringsThatMayHoldFirst(keys[0]);
+      for (int f = 0; f < found; f++) {
+        int i = order.positionOf(RoutingMemory.foundEndpoint(f));
+        if (i < 0 || i >= n || m.variantAt(i) != v) {
+          continue;
+        }
+        double c = discount * memory.foundPrefixLength(f, keys, now);
+        if (c > m.matchedWeightAt(i)) {
+          if (count == raised.length) {
+            raised = Arrays.copyOf(raised, Math.max(4, count * 2));
+            credits = Arrays.copyOf(credits, raised.length);
+          }
+          raised[count] = i;
+          credits[count++] = c;
+          scores[i] = c / keys.length;
+        }
+      }
+    }
+    PrefixHits.publish(state, count == 0 ? m : new RaisedHits(m, raised, credits, count));
+  }
+
+  private static final int[] NONE = new int[0];
+  private static final double[] NO_CREDITS = new double[0];
+
+  /** A precise match with the memory's credit at a few candidates. */
+  private static final class RaisedHits implements PrefixHits {
+    private final PreciseMatch match;
+    private final int[] raised;
+    private final double[] credits;
+    private final int count;
+
+    RaisedHits(PreciseMatch match, int[] raised, double[] credits, int count) {
+      this.match = match;
+      this.raised = raised;
+      this.credits = credits;
+      this.count = count;
+    }
+
+    @Override
+    public int size() {
+      return match.size();
+    }
+
+    @Override
+    public String endpointId(int i) {
+      return match.endpointId(i);
+    }
+
+    @Override
+    public int indexOf(String endpointId) {
+      return match.indexOf(endpointId);
+    }
+
+    @Override
+    public int totalBlocks(int i) {
+      return match.totalBlocks(i);
+    }
+
+    @Override
+    public double cachedBlocks(int i) {
+      for (int r = 0; r < count; r++) {
+        if (raised[r] == i) {
+          return credits[r];
+        }
+      }
+      return match.cachedBlocks(i);
+    }
+
+    @Override
+    public int blockSizeTokens(int i) {
+      return match.blockSizeTokens(i);
+    }
   }
 
   /** What this scorer credits each candidate with: the precise run or the discounted memory. */

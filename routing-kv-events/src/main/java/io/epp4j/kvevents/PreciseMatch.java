@@ -132,6 +132,25 @@ public final class PreciseMatch implements PrefixHits {
     return v[i] < 0 ? NO_KEYS : keys[v[i]];
   }
 
+  /**
+   * Key variants of a match built by variant (an endpoint's keys depend on its block size and
+   * model), or -1 for a match that keeps keys per candidate.
+   */
+  int variants() {
+    return variantOf == null ? -1 : keys.length;
+  }
+
+  /** The keys of variant {@code v} ({@link #variants()} >= 0). */
+  long[] variantKeys(int v) {
+    return keys[v];
+  }
+
+  /** The variant of candidate {@code i}, -1 when it serves another model ({@link #variants()} >= 0). */
+  int variantAt(int i) {
+    int[] v = variantOf;
+    return v == null ? i : v[i];
+  }
+
   /** Whether this match was scored over {@code candidates} itself (a list in the pool's order). */
   boolean scoredOver(List<?> candidates) {
     return order != null && order == candidates && endpointIds.length == candidates.size();

@@ -32,6 +32,12 @@ import java.util.concurrent.ConcurrentHashMap;
  * remembered first key. Chained keys make a chain's first key a first key in every chain that
  * holds it.
  *
+ * <p>Across rings, a directory answers which rings may hold a chain's first key without reading
+ * any ring: each ring has a number (a removed ring's number goes to the next ring added), and for
+ * every filter slot one bit per ring number says whether that ring's count there is positive. The
+ * bits follow the counts under each ring's lock (atomic updates of words shared by 64 rings), so
+ * a clear bit is as certain as a zero count.
+ *
  * <p>Only endpoints added with {@link #addEndpoint} and not removed since are remembered:
  * recording never creates an endpoint, so a route that finishes after its endpoint left cannot
  * bring it back.
@@ -42,18 +48,38 @@ final class RoutingMemory {
   /** The word of a key the engine reported removed while its ring entry is still there. */
   private static final long FORGOTTEN = 1;
   private static final VarHandle COUNT = MethodHandles.arrayElementVarHandle(byte[].class);
+  private static final VarHandle WORD = MethodHandles.arrayElementVarHandle(long[].class);
+  private static final ThreadLocal<Ring[]> FOUND = ThreadLocal.withInitial(() -> new Ring[8]);
   private static final int MIN_FIRST_COUNTERS = 256;
   private static final int MAX_FIRST_COUNTERS = 1 << 14;
 
   private final ConcurrentHashMap<String, Ring> rings = new ConcurrentHashMap<>();
   private final int capacity;
   private final long ttlNanos;
+  /** Filter slots per ring: the same for every ring of this memory. */
+  private final int firstsCount;
+  /** Guards the ring numbers, {@link #byNumber} and {@link #groups}. */
+  private final Object numbering = new Object();
+  private final java.util.BitSet numbersInUse = new java.util.BitSet();
+  /** The ring holding each number, null for a free one; copied on write. */
+  private volatile Ring[] byNumber = new Ring[0];
+  /**
+   * The directory: {@code groups[g][slot]} has bit {@code b} set while ring number
+   * {@code 64g + b} counts a first key in filter slot {@code slot}. Groups are added, never
+   * dropped; the array is copied on write.
+   */
+  private volatile long[][] groups = new long[0][];
 
   /**
    * Per-endpoint ring of (key, time) entries, each key at most once, oldest first, and the
    * table of each key's latest time; guarded by itself (readers of the table excepted).
    */
   private static final class Ring {
+    final String endpointId;
+    /** This ring's number in the directory, its group's words and its bit there. */
+    final int number;
+    final long[] dirWords;
+    final long dirBit;
     final long[] keys;
     final long[] times;
     /** Bit per ring position: the entry there is counted in {@link #firsts}. */
@@ -68,12 +94,14 @@ final class RoutingMemory {
     /** Set once the ring left the map; a recorder still holding it must not add entries. */
     boolean removed;
 
-    Ring(int capacity) {
+    Ring(String endpointId, int capacity, int counters, int number, long[] dirWords) {
+      this.endpointId = endpointId;
+      this.number = number;
+      this.dirWords = dirWords;
+      this.dirBit = 1L << (number & 63);
       this.keys = new long[capacity];
       this.times = new long[capacity];
       this.firstBits = new long[(capacity + 63) >>> 6];
-      int counters = Integer.highestOneBit(
-          Math.max(MIN_FIRST_COUNTERS, Math.min(MAX_FIRST_COUNTERS, capacity / 8)) * 2 - 1);
       this.firsts = new byte[counters];
       this.firstsMask = counters - 1;
     }
@@ -93,7 +121,22 @@ final class RoutingMemory {
       int slot = firstSlot(key);
       int c = f[slot] & 0xFF;
       if (c < 0xFF) { // a saturated count no longer knows its size; it stays
+        if (c == 0 && delta > 0) {
+          WORD.getAndBitwiseOr(dirWords, slot, dirBit); // before the count: never hides it
+        }
         COUNT.setRelease(f, slot, (byte) (c + delta));
+        if (c + delta == 0) {
+          WORD.getAndBitwiseAnd(dirWords, slot, ~dirBit);
+        }
+      }
+    }
+
+    /** Clears this ring's directory bits for the counts of {@code f}. Ring lock held. */
+    void clearDirectory(byte[] f) {
+      for (int slot = 0; slot < f.length; slot++) {
+        if (f[slot] != 0) {
+          WORD.getAndBitwiseAnd(dirWords, slot, ~dirBit);
+        }
       }
     }
   }
@@ -101,11 +144,96 @@ final class RoutingMemory {
   RoutingMemory(int capacityPerEndpoint, long ttlNanos) {
     this.capacity = capacityPerEndpoint;
     this.ttlNanos = ttlNanos;
+    this.firstsCount = Integer.highestOneBit(Math.max(MIN_FIRST_COUNTERS,
+        Math.min(MAX_FIRST_COUNTERS, capacityPerEndpoint / 8)) * 2 - 1);
   }
 
   /** Starts remembering routes to {@code endpointId} (no-op if it is already remembered). */
   void addEndpoint(String endpointId) {
-    rings.computeIfAbsent(endpointId, k -> new Ring(capacity));
+    rings.computeIfAbsent(endpointId, this::newRing);
+  }
+
+  /** A ring under the lowest free number, its directory group created if need be. */
+  private Ring newRing(String endpointId) {
+    synchronized (numbering) {
+      int number = numbersInUse.nextClearBit(0);
+      numbersInUse.set(number);
+      int g = number >>> 6;
+      long[][] gs = groups;
+      if (g >= gs.length) {
+        gs = java.util.Arrays.copyOf(gs, g + 1);
+        gs[g] = new long[firstsCount];
+        groups = gs;
+      }
+      Ring r = new Ring(endpointId, capacity, firstsCount, number, gs[g]);
+      Ring[] bn = byNumber;
+      if (number >= bn.length) {
+        bn = java.util.Arrays.copyOf(bn, Math.max(number + 1, bn.length * 2));
+      } else {
+        bn = bn.clone();
+      }
+      bn[number] = r;
+      byNumber = bn;
+      return r;
+    }
+  }
+
+  /** Frees a removed ring's number; its directory bits are already clear. */
+  private void freeNumber(Ring r) {
+    synchronized (numbering) {
+      Ring[] bn = byNumber.clone();
+      if (bn[r.number] == r) {
+        bn[r.number] = null;
+      }
+      byNumber = bn;
+      numbersInUse.clear(r.number);
+    }
+  }
+
+  /**
+   * Finds the endpoints that may remember a chain whose first key is {@code firstKey} (every one
+   * that does, perhaps others) and returns how many; {@link #foundEndpoint} and
+   * {@link #foundPrefixLength} read them, on this thread, until the next call. Reads one
+   * directory word per 64 endpoints and nothing of theirs. Lock-free.
+   */
+  int ringsThatMayHoldFirst(long firstKey) {
+    int slot = (int) (firstKey >>> 40) & (firstsCount - 1);
+    long[][] gs = groups;
+    Ring[] bn = byNumber;
+    Ring[] out = FOUND.get();
+    int n = 0;
+    for (int g = 0; g < gs.length; g++) {
+      long w = (long) WORD.getAcquire(gs[g], slot);
+      while (w != 0) {
+        int number = (g << 6) + Long.numberOfTrailingZeros(w);
+        w &= w - 1;
+        Ring r = number < bn.length ? bn[number] : null;
+        if (r != null) {
+          if (n == out.length) {
+            out = java.util.Arrays.copyOf(out, n * 2);
+            FOUND.set(out);
+          }
+          out[n++] = r;
+        }
+      }
+    }
+    for (int i = n; i < out.length && out[i] != null; i++) {
+      out[i] = null; // an earlier lookup's rings, perhaps removed since, are not kept alive
+    }
+    return n;
+  }
+
+  /** The endpoint of the {@code i}-th ring the last {@link #ringsThatMayHoldFirst} found. */
+  static String foundEndpoint(int i) {
+    return FOUND.get()[i].endpointId;
+  }
+
+  /**
+   * {@link #prefixLength(String, long[], long)} of the {@code i}-th endpoint the last
+   * {@link #ringsThatMayHoldFirst} found on this thread, without looking it up: 0 once it left.
+   */
+  int foundPrefixLength(int i, long[] keys, long now) {
+    return prefixLength(FOUND.get()[i], keys, now);
   }
 
   /** Records that {@code keys} were sent to {@code endpointId}; ignored for unknown endpoints. */
@@ -190,6 +318,10 @@ final class RoutingMemory {
     if (r == null) {
       return 0;
     }
+    return prefixLength(r, keys, now);
+  }
+
+  private int prefixLength(Ring r, long[] keys, long now) {
     if (keys.length == 0 || !r.mayHoldFirst(keys[0])) {
       return 0;
     }
@@ -251,10 +383,12 @@ final class RoutingMemory {
         r.removed = true;
         clearLocked(r);
       }
+      freeNumber(r);
     }
   }
 
   private static void clearLocked(Ring r) {
+    r.clearDirectory(r.firsts);
     r.latest = new HolderTable();
     r.firsts = new byte[r.firsts.length];
     java.util.Arrays.fill(r.firstBits, 0L);

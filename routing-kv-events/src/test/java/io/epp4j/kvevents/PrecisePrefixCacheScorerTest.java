@@ -287,14 +287,35 @@ class PrecisePrefixCacheScorerTest {
    */
   @Test
   void aListInThePoolsOrderMatchesEveryIndexStateAsAPlainListDoes() {
+    PrecisePrefixCacheScorer s =
+        new PrecisePrefixCacheScorer(index, null, null, 1024, true, false, false);
+    throughRandomIndexStates(s, s::onEndpointAdded, null);
+  }
+
+  /**
+   * The same for the hybrid, whose memory a list in the pool's order reads only at the endpoints
+   * its directory names for the first key: with routes recorded, blocks the engines report
+   * removed (forgotten by the memory), and endpoints leaving and rejoining the memory.
+   */
+  @Test
+  void aListInThePoolsOrderGetsTheHybridsScoresAndHitsAsAPlainListDoes() {
+    PrecisePrefixCacheScorer precise =
+        new PrecisePrefixCacheScorer(index, null, null, 1024, true, false, false);
+    HybridPrefixCacheScorer h =
+        new HybridPrefixCacheScorer(precise, 0.8, 600_000_000_000L, 200, false);
+    throughRandomIndexStates(h, h::onEndpointAdded, h);
+    h.close();
+  }
+
+  private void throughRandomIndexStates(Scorer s, java.util.function.Consumer<Endpoint> announce,
+      @org.jspecify.annotations.Nullable HybridPrefixCacheScorer hybrid) {
+    io.epp4j.api.RequestListener listener = (io.epp4j.api.RequestListener) s;
     java.util.SplittableRandom rnd = new java.util.SplittableRandom(20261202);
     List<Endpoint> eps = new java.util.ArrayList<>();
     for (int i = 0; i < 40; i++) {
       eps.add(Endpoint.parse("10.1.0." + i + ":8000"));
     }
-    PrecisePrefixCacheScorer s =
-        new PrecisePrefixCacheScorer(index, null, null, 1024, true, false, false);
-    eps.forEach(s::onEndpointAdded);
+    eps.forEach(announce);
     List<io.epp4j.api.Candidate> plain = candidates(eps);
     Ordered ordered = new Ordered(plain, new Object());
     // prompt families sharing prefixes of different lengths, 256 tokens each
@@ -309,6 +330,7 @@ class PrecisePrefixCacheScorerTest {
     java.util.Map<String, List<Long>> stored = new java.util.HashMap<>();
     long nextHash = 1;
     int fastMatches = 0;
+    int raised = 0;
     for (int step = 0; step < 1500; step++) {
       Endpoint ep = eps.get(rnd.nextInt(eps.size()));
       String id = ep.id();
@@ -339,7 +361,10 @@ class PrecisePrefixCacheScorerTest {
         stored.remove(id);
       } else if (op < 73) {
         index.setEndpointModel(id, rnd.nextBoolean() ? "another-model" : "");
-      } else if (op < 80) {
+      } else if (op < 75 && hybrid != null) { // the memory forgets it, then remembers anew
+        hybrid.onEndpointRemoved(ep);
+        hybrid.onEndpointAdded(ep);
+      } else if (op < 82) {
         now.addAndGet(rnd.nextLong(0, 3_000_000_000L)); // speculative entries expire after 2 s
       }
       int[] p = prompts[rnd.nextInt(prompts.length)];
@@ -355,6 +380,8 @@ class PrecisePrefixCacheScorerTest {
       if (ma.scoredOver(ordered)) {
         fastMatches++;
       }
+      io.epp4j.api.PrefixHits ha = a.get(io.epp4j.api.PrefixHits.KEY);
+      io.epp4j.api.PrefixHits hb = b.get(io.epp4j.api.PrefixHits.KEY);
       for (Endpoint e : eps) {
         String at = "step " + step + ", " + e.id();
         assertThat(ma.matchedWeight(e.id())).as(at).isEqualTo(mb.matchedWeight(e.id()));
@@ -363,13 +390,25 @@ class PrecisePrefixCacheScorerTest {
         assertThat(ma.keys(e.id())).as(at).containsExactly(mb.keys(e.id()));
         int i = ma.indexOf(e.id());
         assertThat(ma.blockSizeTokens(i)).as(at).isEqualTo(mb.blockSizeTokens(mb.indexOf(e.id())));
+        int ia = ha.indexOf(e.id());
+        int ib = hb.indexOf(e.id());
+        assertThat(ha.cachedBlocks(ia)).as("hits " + at).isEqualTo(hb.cachedBlocks(ib));
+        assertThat(ha.totalBlocks(ia)).as("hits " + at).isEqualTo(hb.totalBlocks(ib));
+        assertThat(ha.blockSizeTokens(ia)).as("hits " + at).isEqualTo(hb.blockSizeTokens(ib));
+        if (ha.cachedBlocks(ia) > ma.matchedWeight(e.id())) {
+          raised++;
+        }
       }
-      if (rnd.nextInt(3) == 0) { // routed: speculative entries on the chosen endpoint
-        s.afterRouting(request(p), a, decision(eps.get(rnd.nextInt(eps.size()))));
+      if (rnd.nextInt(3) == 0) { // routed: speculative entries (and memory) on the chosen one
+        listener.afterRouting(request(p), a, decision(eps.get(rnd.nextInt(eps.size()))));
       }
     }
     // most steps must have taken the layout (the rest: an endpoint unknown to the index)
     assertThat(fastMatches).isGreaterThan(1000);
+    if (hybrid != null) {
+      assertThat(raised).as("candidates the memory credited above the precise run")
+          .isGreaterThan(100);
+    }
   }
 
   /** A match over a list in the pool's order finds each endpoint's position by id. */

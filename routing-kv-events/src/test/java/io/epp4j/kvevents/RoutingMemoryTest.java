@@ -2,6 +2,7 @@ package io.epp4j.kvevents;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
@@ -74,9 +75,21 @@ class RoutingMemoryTest {
           }
           default -> {
             long at = now + r.nextInt(2 * (int) ttl);
+            int expected = ref.prefixLength(id, keys, at);
             assertThat(memory.prefixLength(id, keys, at))
                 .as("seed %d step %d endpoint %s", seed, step, id)
-                .isEqualTo(ref.prefixLength(id, keys, at));
+                .isEqualTo(expected);
+            // the directory names every endpoint that remembers the chain, and reads it alike
+            int found = memory.ringsThatMayHoldFirst(keys[0]);
+            boolean named = false;
+            for (int f = 0; f < found; f++) {
+              if (RoutingMemory.foundEndpoint(f).equals(id)) {
+                named = true;
+                assertThat(memory.foundPrefixLength(f, keys, at)).isEqualTo(expected);
+              }
+            }
+            assertThat(named || expected == 0)
+                .as("directory names %s, seed %d step %d", id, seed, step).isTrue();
           }
         }
         assertThat(memory.endpoints()).isEqualTo(ref.endpoints());
@@ -84,6 +97,41 @@ class RoutingMemoryTest {
             .isEqualTo(ref.size(id));
       }
     }
+  }
+
+  /**
+   * The directory of first keys forgets an endpoint's chains when they go (evicted, cleared, or
+   * the endpoint removed), and a ring that takes a removed ring's number starts with none.
+   */
+  @Test
+  void theDirectoryOfFirstKeysFollowsEvictionClearsAndRemovals() {
+    RoutingMemory memory = new RoutingMemory(4, Long.MAX_VALUE);
+    memory.addEndpoint("a");
+    memory.addEndpoint("b");
+    long[] chain = {7L << 40, 8, 9};
+    memory.record("a", chain, 1);
+    assertThat(named(memory, chain[0])).containsExactly("a");
+    memory.record("a", new long[] {1L << 40, 2, 3, 4}, 2); // evicts all of the first chain
+    assertThat(named(memory, chain[0])).isEmpty();
+    memory.record("a", chain, 3);
+    memory.record("b", chain, 3);
+    assertThat(named(memory, chain[0])).containsExactlyInAnyOrder("a", "b");
+    memory.clear("b");
+    assertThat(named(memory, chain[0])).containsExactly("a");
+    memory.removeEndpoint("a");
+    assertThat(named(memory, chain[0])).isEmpty();
+    memory.addEndpoint("c"); // takes a's number
+    assertThat(named(memory, chain[0])).isEmpty();
+    memory.record("c", chain, 4);
+    assertThat(named(memory, chain[0])).containsExactly("c");
+  }
+
+  private static List<String> named(RoutingMemory memory, long firstKey) {
+    List<String> out = new java.util.ArrayList<>();
+    for (int f = 0, n = memory.ringsThatMayHoldFirst(firstKey); f < n; f++) {
+      out.add(RoutingMemory.foundEndpoint(f));
+    }
+    return out;
   }
 
   /**
