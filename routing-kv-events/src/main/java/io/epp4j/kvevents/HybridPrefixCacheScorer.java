@@ -143,8 +143,9 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
       int found = memory.ringsThatMayHoldFirst(keys[0]);
       for (int f = 0; f < found; f++) {
         int i = order.positionOf(RoutingMemory.foundEndpoint(f));
-        if (i < 0 || i >= n || m.variantAt(i) != v) {
-          continue;
+        if (i < 0 || i >= n || m.variantAt(i) != v
+            || m.matchedWeightAt(i) >= discount * keys.length) {
+          continue; // not a candidate, or its precise run beats any discounted memory
         }
         double c = discount * memory.foundPrefixLength(f, keys, now);
         if (c > m.matchedWeightAt(i)) {
