@@ -12,6 +12,13 @@ final class EndpointHoldings {
   final int slot;
   volatile int blockSize;
   volatile String model;
+  /**
+   * This endpoint's own key → tier bits (GPU 1, offload 2), the same as its bits in the shared
+   * planes: a walk left with one or two endpoints reads their small tables rather than the
+   * pool-wide one, which misses the caches on every probe. Written under the index's write lock,
+   * read lock-free; replaced, never emptied, when the endpoint is cleared.
+   */
+  volatile HolderTable own = new HolderTable();
   /** engine hash → request key; guarded by the index's write lock. */
   LongLongMap engineToKey = new LongLongMap(1024);
   final long[] scratch = new long[1];

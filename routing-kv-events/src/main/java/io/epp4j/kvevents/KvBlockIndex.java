@@ -34,10 +34,11 @@ import org.jspecify.annotations.Nullable;
  * lock. Only the inspection method {@link #blockCount} takes the lock.
  *
  * <p>Memory is bounded by {@code maxBlocksPerEndpoint}: about {@value #BYTES_PER_ENTRY} bytes per
- * (endpoint, block) entry when no other endpoint holds the block (engine-hash map 32–64 B, holder
- * table 32–64 B, depending on where each table is between two doublings; measured 61 B with
- * 500,000 blocks over 4 endpoints), about 36 B when four endpoints share every block; an
- * endpoint that exceeds its budget is cleared and counted in {@link KvEventMetrics#overflows()}.
+ * (endpoint, block) entry when no other endpoint holds the block (engine-hash map, shared holder
+ * table and the endpoint's own table, 32–64 B each depending on where each table is between two
+ * doublings; measured 139 B with 500,000 blocks over 4 endpoints), about 115 B when four
+ * endpoints share every block; an endpoint that exceeds its budget is cleared and counted in
+ * {@link KvEventMetrics#overflows()}.
  *
  * <p>Feed it from a ZeroMQ {@link KvEventSubscriber} or in process (a simulator) through
  * {@link #apply(String, KvEventBatch)}; register one instance with
@@ -46,7 +47,7 @@ import org.jspecify.annotations.Nullable;
 public final class KvBlockIndex {
 
   /** Estimated heap bytes per (endpoint, block) entry, for capacity planning. */
-  public static final int BYTES_PER_ENTRY = 64;
+  public static final int BYTES_PER_ENTRY = 140;
 
   private final int defaultBlockSize;
   private final int maxBlocksPerEndpoint;
@@ -78,6 +79,12 @@ public final class KvBlockIndex {
   private final int maxSpeculativeEntries;
   private final ConcurrentHashMap<String, EndpointHoldings> endpoints = new ConcurrentHashMap<>();
   private final AtomicInteger nextSlot = new AtomicInteger();
+  /**
+   * The endpoint holding each slot, null once it is forgotten (slots are never reused); copied on
+   * write under {@link #slotLock}, read lock-free by walks that switch to an endpoint's own table.
+   */
+  private volatile EndpointHoldings[] bySlot = new EndpointHoldings[0];
+  private final Object slotLock = new Object();
   /** Moves on after every endpoint the index starts or stops tracking. */
   private final AtomicLong endpointsVersion = new AtomicLong();
   /** Who wants to hear that the engine dropped blocks; copy-on-write, read once per event. */
@@ -207,8 +214,9 @@ public final class KvBlockIndex {
       keys[i] = parentKey;
     }
     long touched = 0;
+    HolderTable own = e.own;
     for (int i = 0; i < hashes.length; i++) {
-      touched += holders.table.touch(keys[i]) + e.engineToKey.touch(hashes[i]);
+      touched += holders.table.touch(keys[i]) + e.engineToKey.touch(hashes[i]) + own.touch(keys[i]);
     }
     e.sink = touched;
     for (int i = 0; i < hashes.length; i++) {
@@ -219,6 +227,7 @@ public final class KvBlockIndex {
       long key = keys[i];
       e.engineToKey.put(hashes[i], key);
       holders.add(key, e.slot, bit);
+      e.own.or(key, bit);
       if (anySpeculative) {
         speculative.remove(key, e.slot, Long.MAX_VALUE);
       }
@@ -249,6 +258,7 @@ public final class KvBlockIndex {
       }
       long key = e.scratch[0];
       int left = holders.remove(key, e.slot, bit);
+      e.own.andNot(key, bit);
       if (left == 0) {
         e.engineToKey.remove(h);
         for (DropListener l : listeners) {
@@ -264,6 +274,7 @@ public final class KvBlockIndex {
     int slot = e.slot;
     e.engineToKey.forEachValue(key -> holders.remove(key, slot, 3));
     e.engineToKey = new LongLongMap(1024);
+    e.own = new HolderTable();
   }
 
   /**
@@ -287,6 +298,11 @@ public final class KvBlockIndex {
       EndpointHoldings e = endpoints.remove(endpointId);
       if (e != null) {
         clearLocked(e);
+        synchronized (slotLock) {
+          EndpointHoldings[] bs = bySlot.clone();
+          bs[e.slot] = null;
+          bySlot = bs;
+        }
         endpointsVersion.incrementAndGet();
       }
     }
@@ -348,8 +364,16 @@ public final class KvBlockIndex {
   private EndpointHoldings endpoint(String id) {
     EndpointHoldings e = endpoints.get(id);
     if (e == null) {
-      e = endpoints.computeIfAbsent(id,
-          k -> new EndpointHoldings(k, nextSlot.getAndIncrement(), defaultModel));
+      e = endpoints.computeIfAbsent(id, k -> {
+        EndpointHoldings created = new EndpointHoldings(k, nextSlot.getAndIncrement(), defaultModel);
+        synchronized (slotLock) { // innermost lock: taken inside the map's, never around it
+          EndpointHoldings[] bs = bySlot;
+          bs = Arrays.copyOf(bs, Math.max(bs.length, created.slot + 1));
+          bs[created.slot] = created;
+          bySlot = bs;
+        }
+        return created;
+      });
       endpointsVersion.incrementAndGet(); // after the entry is visible
     }
     return e;
@@ -621,6 +645,24 @@ public final class KvBlockIndex {
     int pending = 0;
     int b = 0;
     for (; b < keys.length && aliveCount > 0; b++) {
+      if (aliveCount <= NARROW_WALK && b > 0) {
+        // few endpoints left: each reads its own table from here, a small one that stays in
+        // the caches, instead of the pool-wide table whose probes miss them nearly every time
+        if (pending > 0) {
+          addPending(alive, aliveCount, pending, b, out, realRun);
+          pending = 0;
+        }
+        EndpointHoldings[] bs = bySlot;
+        for (int a = 0; a < aliveCount; a++) {
+          int i = alive[a];
+          int slot = slots[i];
+          EndpointHoldings e = slot < bs.length ? bs[slot] : null;
+          touched += walkOwn(e == null ? NO_HOLDINGS : e.own, keys, b, slot, i, nowNanos, out,
+              realRun, anySpeculative ? spByKey : null);
+        }
+        aliveCount = 0;
+        break;
+      }
       if (b == 1 || (b & (TOUCH_AHEAD - 1)) == 0 && b > 0) {
         // pull the next blocks' cells into the cache in a loop with no dependence between
         // iterations, so their misses (one per block on an index of millions of keys) overlap
@@ -794,6 +836,56 @@ public final class KvBlockIndex {
     if (count > 0) {
       walk(keys, plan.slots, cand, count, nowNanos, out, realRun);
     }
+  }
+
+  /**
+   * Endpoints left in a walk at or below which each reads its own table rather than the shared
+   * planes: two probes of small tables cost less than one of a pool-wide table that misses the
+   * caches (see docs/benchmarks.md).
+   */
+  static final int NARROW_WALK = 2;
+  private static final HolderTable NO_HOLDINGS = new HolderTable();
+
+  /**
+   * The rest of candidate {@code i}'s walk from block {@code from} on its own table: the same
+   * weights, added in the same order, and the same run of real holdings as the shared walk.
+   * Returns the touches' sum (kept by the caller).
+   */
+  private long walkOwn(HolderTable own, long[] keys, int from, int slot, int i, long nowNanos,
+      double[] out, int @Nullable [] realRun, @Nullable ConcurrentHashMap<Long, long[]> spByKey) {
+    double o = out[i];
+    int real = realRun == null ? -1 : realRun[i];
+    long touched = 0;
+    for (int b = from; b < keys.length; b++) {
+      if (b == from || (b & (TOUCH_AHEAD - 1)) == 0) {
+        for (int t = b, end = Math.min(keys.length, (b | (TOUCH_AHEAD - 1)) + 1); t < end; t++) {
+          touched += own.touch(keys[t]);
+        }
+      }
+      long key = keys[b];
+      int bits = (int) own.get(key) & 3;
+      double w;
+      if ((bits & 1) != 0) {
+        w = 1.0;
+      } else if (bits != 0) {
+        w = cpuWeight;
+      } else {
+        long[] sp = spByKey == null ? null : spByKey.get(key);
+        if (sp == null || !SpeculativeHolds.holds(sp, slot, nowNanos)) {
+          break;
+        }
+        w = 1.0;
+      }
+      if (bits != 0 && real == b) {
+        real = b + 1; // still an unbroken run of real holdings
+      }
+      o += w;
+    }
+    out[i] = o;
+    if (realRun != null) {
+      realRun[i] = real;
+    }
+    return touched;
   }
 
   /**

@@ -388,6 +388,19 @@ class PrecisePrefixCacheScorerTest {
         assertThat(ma.totalBlocks(e.id())).as(at).isEqualTo(mb.totalBlocks(e.id()));
         assertThat(ma.knownReal(e.id())).as(at).isEqualTo(mb.knownReal(e.id()));
         assertThat(ma.keys(e.id())).as(at).containsExactly(mb.keys(e.id()));
+        // both walks against the block-by-block reading of the shared planes (the walk may
+        // finish on an endpoint's own table): the same weight, added in the same order ...
+        long[] k = mb.keys(e.id());
+        assertThat(ma.matchedWeight(e.id())).as("reference " + at)
+            .isEqualTo(index.prefixWeight(e.id(), k, now.get()));
+        // ... and the same run of real holdings
+        int realRun = 0;
+        while (realRun < k.length && !index.tiers(e.id(), k[realRun]).isEmpty()) {
+          realRun++;
+        }
+        if (ma.matchedWeight(e.id()) > 0) {
+          assertThat(ma.knownReal(e.id())).as("real run " + at).isEqualTo(realRun);
+        }
         int i = ma.indexOf(e.id());
         assertThat(ma.blockSizeTokens(i)).as(at).isEqualTo(mb.blockSizeTokens(mb.indexOf(e.id())));
         int ia = ha.indexOf(e.id());
