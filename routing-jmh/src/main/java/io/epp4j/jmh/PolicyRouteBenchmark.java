@@ -60,10 +60,24 @@ public class PolicyRouteBenchmark {
   @Param({"1024", "32768"})
   public int promptTokens;
 
+  /**
+   * {@code repeated}: the measured prompts are routed as they are, so every block they have was
+   * routed before (and the precise scorers, which skip what the engine holds for real, record
+   * nothing). {@code newTail}: the last eighth of each prompt is new tokens at every route, as a
+   * conversation's next message is, so every route also records that many new blocks (the
+   * approximate index's inserts and evictions, the precise scorers' speculative entries, the
+   * hybrid's memory). The engines' events for them never come during the measurement, so
+   * speculative entries leave by the index's cap, not by confirmation.
+   */
+  @Param({"repeated", "newTail"})
+  public String prompts;
+
   private Router router;
   private KvBlockIndex index;
   private InferenceRequest[] requests;
   private int next;
+  private int tailFrom;
+  private long routes;
 
   @Setup(Level.Trial)
   public void setUp() {
@@ -113,6 +127,7 @@ public class PolicyRouteBenchmark {
         routeAndReport(r);
       }
     }
+    tailFrom = "newTail".equals(prompts) ? promptTokens - promptTokens / 8 : promptTokens;
     // The history's speculative entries (one per block routed before its event came) would
     // otherwise expire during the first measured seconds; every measured block is held for real.
     index.purgeSpeculative(Long.MAX_VALUE);
@@ -142,7 +157,18 @@ public class PolicyRouteBenchmark {
 
   @Benchmark
   public RoutingDecision route() {
-    RoutingDecision d = router.route(requests[next++ & (PROMPTS - 1)]);
+    InferenceRequest r = requests[next++ & (PROMPTS - 1)];
+    int[] t = Objects.requireNonNull(r.tokenIds());
+    if (tailFrom < t.length) {
+      // new tokens for the tail (SplitMix64 of a route counter): a few ns per token
+      long x = ++routes * 0x9E3779B97F4A7C15L;
+      for (int i = tailFrom; i < t.length; i++) {
+        x += 0x9E3779B97F4A7C15L;
+        long z = (x ^ (x >>> 30)) * 0xBF58476D1CE4E5B9L;
+        t[i] = (int) ((z ^ (z >>> 27)) >>> 46); // within a 262,144-token vocabulary
+      }
+    }
+    RoutingDecision d = router.route(r);
     d.onComplete(Usage.NONE);
     return d;
   }

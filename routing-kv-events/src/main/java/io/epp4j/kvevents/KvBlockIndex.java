@@ -228,9 +228,9 @@ public final class KvBlockIndex {
       e.engineToKey.put(hashes[i], key);
       holders.add(key, e.slot, bit);
       e.own.or(key, bit);
-      if (anySpeculative) {
-        speculative.remove(key, e.slot, Long.MAX_VALUE);
-      }
+    }
+    if (anySpeculative) {
+      speculative.confirm(e.slot, keys, hashes.length);
     }
     metrics.blocksStored.add(hashes.length);
     return true;
@@ -303,6 +303,7 @@ public final class KvBlockIndex {
           bs[e.slot] = null;
           bySlot = bs;
         }
+        speculative.dropSlot(e.slot);
         endpointsVersion.incrementAndGet();
       }
     }
@@ -400,14 +401,14 @@ public final class KvBlockIndex {
     if (!speculative.enabled() || keys.length == 0) {
       return;
     }
-    int slot = endpoint(endpointId).slot;
+    EndpointHoldings e = endpoint(endpointId);
+    int slot = e.slot;
     int to = Math.min(keys.length, maxSpeculativeEntries);
     int from = Math.max(0, Math.min(knownReal, to));
     if (from == to) {
       return;
     }
-    speculative.record(holders, slot, from == 0 && to == keys.length ? keys
-        : Arrays.copyOfRange(keys, from, to), nowNanos);
+    speculative.record(e.own, slot, keys, from, to, nowNanos);
   }
 
   /** Drops speculative entries whose TTL has passed. */
@@ -640,7 +641,6 @@ public final class KvBlockIndex {
       }
     }
     boolean anySpeculative = speculative.any();
-    ConcurrentHashMap<Long, long[]> spByKey = speculative.byKey;
     long touched = 0;
     int pending = 0;
     int b = 0;
@@ -658,7 +658,7 @@ public final class KvBlockIndex {
           int slot = slots[i];
           EndpointHoldings e = slot < bs.length ? bs[slot] : null;
           touched += walkOwn(e == null ? NO_HOLDINGS : e.own, keys, b, slot, i, nowNanos, out,
-              realRun, anySpeculative ? spByKey : null);
+              realRun, anySpeculative);
         }
         aliveCount = 0;
         break;
@@ -686,8 +686,8 @@ public final class KvBlockIndex {
         any |= w;
         allGpu &= (w & gpuMask[j]) == gpuMask[j];
       }
-      long[] sp = anySpeculative ? spByKey.get(key) : null;
-      if (allGpu && sp == null) {
+      boolean sp = anySpeculative && speculative.mayHold(key);
+      if (allGpu && !sp) {
         pending++;
         continue;
       }
@@ -695,7 +695,7 @@ public final class KvBlockIndex {
         addPending(alive, aliveCount, pending, b, out, realRun);
         pending = 0;
       }
-      if (any == 0 && sp == null) {
+      if (any == 0 && !sp) {
         break;
       }
       int kept = 0;
@@ -708,7 +708,7 @@ public final class KvBlockIndex {
           realRun[i] = b + 1; // still an unbroken run of real holdings
         }
         double w = (bits & 1) != 0 ? 1.0 : bits != 0 ? cpuWeight : 0;
-        if (w == 0 && sp != null && SpeculativeHolds.holds(sp, slot, nowNanos)) {
+        if (w == 0 && sp && speculative.holds(key, slot, nowNanos)) {
           w = 1.0;
         }
         if (w == 0) {
@@ -822,12 +822,11 @@ public final class KvBlockIndex {
       }
     }
     if (speculative.any()) {
-      long[] sp = speculative.byKey.get(key);
-      if (sp != null) {
+      if (speculative.mayHold(key)) {
         // a prefix routed in the last seconds: the members holding it only speculatively too
         for (int m : plan.members) {
           int slot = plan.slots[m];
-          if (SpeculativeHolds.holds(sp, slot, nowNanos) && holders.bits(key, slot) == 0) {
+          if (speculative.holds(key, slot, nowNanos) && holders.bits(key, slot) == 0) {
             cand[count++] = m;
           }
         }
@@ -852,7 +851,7 @@ public final class KvBlockIndex {
    * Returns the touches' sum (kept by the caller).
    */
   private long walkOwn(HolderTable own, long[] keys, int from, int slot, int i, long nowNanos,
-      double[] out, int @Nullable [] realRun, @Nullable ConcurrentHashMap<Long, long[]> spByKey) {
+      double[] out, int @Nullable [] realRun, boolean anySpeculative) {
     double o = out[i];
     int real = realRun == null ? -1 : realRun[i];
     long touched = 0;
@@ -870,8 +869,7 @@ public final class KvBlockIndex {
       } else if (bits != 0) {
         w = cpuWeight;
       } else {
-        long[] sp = spByKey == null ? null : spByKey.get(key);
-        if (sp == null || !SpeculativeHolds.holds(sp, slot, nowNanos)) {
+        if (!(anySpeculative && speculative.mayHold(key) && speculative.holds(key, slot, nowNanos))) {
           break;
         }
         w = 1.0;
