@@ -30,8 +30,9 @@ import org.jspecify.annotations.Nullable;
  * endpoints' streams therefore apply one after another, not in parallel. Readers on the routing
  * hot path never lock and never wait for a writer: table cells are written with release and read
  * with acquire semantics, and a resized table is published through a volatile field (the
- * argument is spelled out on {@code HolderTable}). Speculative entries are recorded without the
- * lock. Only the inspection method {@link #blockCount} takes the lock.
+ * argument is spelled out on {@code HolderTable}). Speculative entries are recorded under a
+ * lock of their own (once per route for its batch of keys), never the write lock. Only the
+ * inspection method {@link #blockCount} takes the write lock on the read side.
  *
  * <p>Memory is bounded by {@code maxBlocksPerEndpoint}: about {@value #BYTES_PER_ENTRY} bytes per
  * (endpoint, block) entry when no other endpoint holds the block (engine-hash map, shared holder
