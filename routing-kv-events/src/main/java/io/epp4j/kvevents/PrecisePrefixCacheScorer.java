@@ -284,7 +284,6 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     int[] vBlockSize = new int[0];
     String[] vModel = new String[0];
     int[] members = new int[n];
-    int[] memberCount = new int[0];
     for (int i = 0; i < n; i++) {
       ids[i] = candidates.get(i).id();
       EndpointHoldings e = index.endpointView(ids[i]);
@@ -307,12 +306,10 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       if (v == vBlockSize.length) {
         vBlockSize = Arrays.copyOf(vBlockSize, v + 1);
         vModel = Arrays.copyOf(vModel, v + 1);
-        memberCount = Arrays.copyOf(memberCount, v + 1);
         vBlockSize[v] = bs;
         vModel[v] = model;
       }
       variantOf[i] = v;
-      memberCount[v]++;
     }
     KvBlockIndex.FirstBlockPlan[] plans = new KvBlockIndex.FirstBlockPlan[vBlockSize.length];
     for (int v = 0; v < plans.length; v++) {
