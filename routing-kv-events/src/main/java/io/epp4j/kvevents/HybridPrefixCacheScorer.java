@@ -19,12 +19,19 @@ import java.util.List;
  * <p>Rule, per candidate {@code e}: {@code score(e) = max(precise(e), d × memory(e))}, where
  * {@code precise(e)} is the {@code precise-prefix-cache-scorer} score (consecutive blocks from
  * block 0 held per KV events, GPU 1.0 / offloaded 0.8, ÷ total blocks), {@code memory(e)} is the
- * share of consecutive blocks from block 0 this router sent to {@code e} recently (within
- * {@code memoryTtlMs}, bounded per endpoint like the approximate index), and {@code d} is
- * {@code memoryDiscount} (0.8). A remembered block is forgotten as soon as {@code e}'s engine
- * reports it removed (or clears its cache): the memory fills the engine's silence and never
- * contradicts its word. With {@code fallbackOnly}, memory counts only when no candidate has any
- * precise hit.
+ * share of the prompt covered by the run of blocks {@code e}'s engine reports holding from block 0
+ * followed by the consecutive blocks after it this router sent to {@code e} recently (within
+ * {@code memoryTtlMs}, bounded per endpoint like the approximate index), counted only when this
+ * router sent {@code e} the prompt's first block, and {@code d} is {@code memoryDiscount} (0.8). A
+ * remembered block is forgotten as soon as {@code e}'s engine reports it removed (or clears its
+ * cache): the memory fills the engine's silence and never contradicts its word. With
+ * {@code fallbackOnly}, memory counts only when no candidate has any precise hit.
+ *
+ * <p>A route records only the prompt's first block and the blocks past the run the chosen
+ * endpoint reported holding: that run is counted from the index at lookup, so a prompt the engine
+ * holds costs the memory one probe and no room. What the index stops knowing on its own (a resync,
+ * an overflow) it hands over ({@link KvBlockIndex.DropListener#lostTrack}), and the memory
+ * vouches for it from then on.
  *
  * <p>Why: the engine's events are exact while they arrive, but a router can be blind to an
  * endpoint for a while (it joined late, a gap forced a resync, blocks are still being computed
@@ -52,6 +59,12 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   private final RoutingMemory memory;
   private final double discount;
   private final boolean fallbackOnly;
+  /**
+   * The router's clock at the latest decision this scorer saw; dates the blocks it absorbs. A
+   * release store per route (a plain store on x86): a reader may see a slightly older time.
+   */
+  private final java.util.concurrent.atomic.AtomicLong lastNanos =
+      new java.util.concurrent.atomic.AtomicLong();
 
   HybridPrefixCacheScorer(PrecisePrefixCacheScorer precise, double discount,
       long memoryTtlNanos, int memoryBlocksPerEndpoint, boolean fallbackOnly) {
@@ -73,6 +86,16 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     memory.clear(endpointId);
   }
 
+  /**
+   * The index lost track of what {@code endpointId} holds (a resync, an overflow) while the engine
+   * said nothing: the memory vouches for those blocks from now on, as for blocks routed there.
+   * They are dated by the latest routing decision's time, the router's clock as last seen.
+   */
+  @Override
+  public void lostTrack(String endpointId, long[] keys) {
+    memory.absorb(endpointId, keys, lastNanos.get());
+  }
+
   KvBlockIndex index() {
     return precise.index();
   }
@@ -86,6 +109,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     }
     boolean useMemory = !fallbackOnly || m.bestMatchedWeight() == 0;
     long now = state.nowNanos();
+    lastNanos.lazySet(now);
     if (m.scoredOver(candidates) && m.variants() >= 0) {
       scoreInPoolOrder(m, (PoolOrder) candidates, useMemory, now, state, scores);
       return;
@@ -108,7 +132,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
       if (useMemory) {
         long[] keys = m.keysAt(at);
         if (keys != null) {
-          c = Math.max(c, discount * memory.prefixLength(id, keys, now));
+          c = Math.max(c, discount * memory.prefixLength(id, keys, m.knownRealAt(at), now));
         }
       }
       cached[i] = c;
@@ -147,7 +171,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
             || m.matchedWeightAt(i) >= discount * keys.length) {
           continue; // not a candidate, or its precise run beats any discounted memory
         }
-        double c = discount * memory.foundPrefixLength(f, keys, now);
+        double c = discount * memory.foundPrefixLength(f, keys, m.knownRealAt(i), now);
         if (c > m.matchedWeightAt(i)) {
           if (count == raised.length) {
             raised = Arrays.copyOf(raised, Math.max(4, count * 2));
@@ -272,7 +296,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   private void remember(PreciseMatch m, Endpoint e, long now) {
     long[] keys = m.keys(e.id());
     if (keys != null && keys.length > 0) {
-      memory.record(e.id(), keys, now);
+      memory.record(e.id(), keys, m.knownReal(e.id()), now);
     }
   }
 
@@ -286,6 +310,11 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   public void onEndpointRemoved(Endpoint endpoint) {
     precise.onEndpointRemoved(endpoint);
     memory.removeEndpoint(endpoint.id());
+  }
+
+  /** Distinct keys the routing memory holds for {@code endpointId}; for tests. */
+  int rememberedKeys(String endpointId) {
+    return memory.size(endpointId);
   }
 
   /** Endpoints the routing memory has state for; for tests. */

@@ -94,12 +94,20 @@ public final class KvBlockIndex {
   /**
    * Told, on the thread applying events, when an endpoint's engine reports that it no longer
    * holds a block: every tier of it removed, or the whole cache cleared. Entries the index drops
-   * on its own (resync, budget overflow) are not reported: the engine said nothing about them.
+   * on its own (resync, budget overflow) are not reported as dropped, since the engine said
+   * nothing about them: they are handed to {@link #lostTrack} instead.
    */
   interface DropListener {
     void dropped(String endpointId, long key);
 
     void cleared(String endpointId);
+
+    /**
+     * The index stopped knowing {@code keys} on {@code endpointId} without the engine's word (a
+     * resync after a sequence gap, or the endpoint's budget overflowed): as far as anyone knows
+     * the engine still holds them. The array is the listener's to keep.
+     */
+    default void lostTrack(String endpointId, long[] keys) {}
   }
 
   synchronized void addDropListener(DropListener l) {
@@ -223,7 +231,7 @@ public final class KvBlockIndex {
     for (int i = 0; i < hashes.length; i++) {
       if (e.engineToKey.size() >= maxBlocksPerEndpoint) {
         metrics.overflows.increment();
-        clearLocked(e);
+        loseTrackLocked(e);
       }
       long key = keys[i];
       e.engineToKey.put(hashes[i], key);
@@ -287,8 +295,32 @@ public final class KvBlockIndex {
     metrics.resyncs.increment();
     if (e != null) {
       synchronized (writeLock) {
-        clearLocked(e);
+        loseTrackLocked(e);
       }
+    }
+  }
+
+  /**
+   * Drops every entry of an endpoint on the index's own account (a resync or an overflow, not the
+   * engine's word) and hands the keys it held to the drop listeners' {@code lostTrack}.
+   */
+  private void loseTrackLocked(EndpointHoldings e) {
+    DropListener[] listeners = dropListeners;
+    if (listeners.length > 0 && e.engineToKey.size() > 0) {
+      long[] keys = new long[e.engineToKey.size()];
+      int[] n = {0};
+      e.engineToKey.forEachValue(key -> {
+        if (n[0] < keys.length) {
+          keys[n[0]++] = key;
+        }
+      });
+      long[] lost = n[0] == keys.length ? keys : java.util.Arrays.copyOf(keys, n[0]);
+      clearLocked(e);
+      for (DropListener l : listeners) {
+        l.lostTrack(e.id, lost);
+      }
+    } else {
+      clearLocked(e);
     }
   }
 

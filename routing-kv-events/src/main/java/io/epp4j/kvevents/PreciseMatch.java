@@ -183,6 +183,11 @@ public final class PreciseMatch implements PrefixHits {
     return i < 0 ? null : keysAt(i);
   }
 
+  /** Leading keys candidate {@code i} held for real (any tier) when it was scored. */
+  int knownRealAt(int i) {
+    return knownReal[i];
+  }
+
   /** Leading keys the endpoint held for real (any tier) when it was scored; 0 if unknown. */
   int knownReal(String endpointId) {
     int i = indexOf(endpointId);

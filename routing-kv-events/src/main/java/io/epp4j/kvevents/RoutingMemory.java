@@ -10,7 +10,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * recently routed first out (see below), plus a primitive key → last-routed-time table read
  * lock-free. Blocks of one request are recorded tail first, so under pressure the start of a
  * prefix is forgotten last, matching vLLM, which evicts the tail of a freed chain before its
- * head.
+ * head. A record may start past the blocks the endpoint reports holding (the caller counts those
+ * from the engine's report at lookup); it then keeps the chain's first key too, which the
+ * lookups and the directory below go by.
  *
  * <p>Each endpoint has its own table (a {@link HolderTable} whose word is the time, offset so that
  * no realistic time is zero) and a ring holding each remembered key once, in the order it was
@@ -229,36 +231,80 @@ final class RoutingMemory {
   }
 
   /**
-   * {@link #prefixLength(String, long[], long)} of the {@code i}-th endpoint the last
+   * {@link #prefixLength(String, long[], int, long)} of the {@code i}-th endpoint the last
    * {@link #ringsThatMayHoldFirst} found on this thread, without looking it up: 0 once it left.
    */
-  int foundPrefixLength(int i, long[] keys, long now) {
-    return prefixLength(FOUND.get()[i], keys, now);
+  int foundPrefixLength(int i, long[] keys, int from, long now) {
+    return prefixLength(FOUND.get()[i], keys, from, now);
   }
 
   /** Records that {@code keys} were sent to {@code endpointId}; ignored for unknown endpoints. */
   void record(String endpointId, long[] keys, long now) {
+    record(endpointId, keys, 0, now);
+  }
+
+  /**
+   * Records that {@code keys} were sent to {@code endpointId}, except the first {@code from},
+   * which the endpoint reports holding already: only the chain's first key of those is kept, so
+   * that the directory still names this endpoint for the chain. A lookup counts the held keys
+   * from the engine's own report ({@link #prefixLength(String, long[], int, long)}), so remembering
+   * them too would only cost room. Ignored for unknown endpoints.
+   */
+  void record(String endpointId, long[] keys, int from, long now) {
     Ring r = rings.get(endpointId);
-    if (r == null) {
+    if (r == null || keys.length == 0) {
       return;
     }
     long stored = stored(now);
+    int start = Math.max(0, Math.min(from, keys.length));
     synchronized (r) {
       if (r.removed) {
         return; // removeEndpoint already swept this ring; entries added now would never go
       }
       HolderTable latest = r.latest;
-      for (int i = Math.min(keys.length, capacity) - 1; i >= 0; i--) {
-        long key = keys[i];
-        if (latest.replace(key, stored) != 0) {
-          continue; // remembered (or forgotten but still in the ring): its entry stays
-        }
-        while (r.size == capacity) {
-          evictOrRequeue(r, latest);
-        }
-        push(r, key, now, i == 0);
+      // the tail first, so under pressure the chain's start goes last; at most capacity keys
+      int last = Math.min(keys.length, start + capacity - (start > 0 ? 1 : 0)) - 1;
+      for (int i = last; i >= start; i--) {
+        rememberLocked(r, latest, keys[i], stored, now, i == 0);
+      }
+      if (start > 0) {
+        rememberLocked(r, latest, keys[0], stored, now, true);
       }
     }
+  }
+
+  /**
+   * Remembers {@code keys} as held by {@code endpointId} at {@code now}, each counted as a chain's
+   * first key (which of them start a chain is not known, and the filter may only err towards
+   * positive): blocks the index stopped knowing there without the engine's word, which the memory
+   * vouches for from then on. At most {@code capacity} of them, in the order given.
+   */
+  void absorb(String endpointId, long[] keys, long now) {
+    Ring r = rings.get(endpointId);
+    if (r == null || keys.length == 0) {
+      return;
+    }
+    long stored = stored(now);
+    synchronized (r) {
+      if (r.removed) {
+        return;
+      }
+      HolderTable latest = r.latest;
+      for (int i = Math.min(keys.length, capacity) - 1; i >= 0; i--) {
+        rememberLocked(r, latest, keys[i], stored, now, true);
+      }
+    }
+  }
+
+  private void rememberLocked(Ring r, HolderTable latest, long key, long stored, long now,
+      boolean first) {
+    if (latest.replace(key, stored) != 0) {
+      return; // remembered (or forgotten but still in the ring): its entry stays
+    }
+    while (r.size == capacity) {
+      evictOrRequeue(r, latest);
+    }
+    push(r, key, now, first);
   }
 
   /**
@@ -314,27 +360,44 @@ final class RoutingMemory {
 
   /** Consecutive blocks from block 0 routed to {@code endpointId} within the TTL. Lock-free. */
   int prefixLength(String endpointId, long[] keys, long now) {
+    return prefixLength(endpointId, keys, 0, now);
+  }
+
+  /**
+   * For a prompt whose first {@code from} blocks {@code endpointId} holds (as its engine reports):
+   * 0 unless the prompt's first block was routed there within the TTL (and not reported removed
+   * since); else {@code from} + the consecutive blocks from block {@code from} routed there within
+   * the TTL. With {@code from} 0, the consecutive blocks from block 0 routed there. Lock-free.
+   */
+  int prefixLength(String endpointId, long[] keys, int from, long now) {
     Ring r = rings.get(endpointId);
     if (r == null) {
       return 0;
     }
-    return prefixLength(r, keys, now);
+    return prefixLength(r, keys, from, now);
   }
 
-  private int prefixLength(Ring r, long[] keys, long now) {
+  private int prefixLength(Ring r, long[] keys, int from, long now) {
     if (keys.length == 0 || !r.mayHoldFirst(keys[0])) {
       return 0;
     }
     HolderTable latest = r.latest;
     int n = 0;
-    for (long key : keys) {
-      long v = latest.get(key);
-      if (v == 0 || v == FORGOTTEN || now - (v - TIME_OFFSET) >= ttlNanos) {
-        break;
+    if (from > 0) {
+      if (!remembered(latest.get(keys[0]), now)) {
+        return 0;
       }
+      n = Math.min(from, keys.length);
+    }
+    while (n < keys.length && remembered(latest.get(keys[n]), now)) {
       n++;
     }
     return n;
+  }
+
+  /** Whether a table word is a key routed within the TTL and not reported removed since. */
+  private boolean remembered(long word, long now) {
+    return word != 0 && word != FORGOTTEN && now - (word - TIME_OFFSET) < ttlNanos;
   }
 
   /** Forgets that {@code key} was sent to {@code endpointId}, however recently. */

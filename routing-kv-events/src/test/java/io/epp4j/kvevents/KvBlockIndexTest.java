@@ -81,6 +81,49 @@ class KvBlockIndexTest {
     assertThat(heard).hasSize(2);
   }
 
+  /**
+   * What the index drops on its own account (a resync, an overflow of the endpoint's budget) goes
+   * to the listeners' {@code lostTrack}: every key it held there, and nothing as dropped.
+   */
+  @Test
+  void dropListenersAreHandedWhatTheIndexLosesTrackOf() {
+    KvBlockIndex index = KvBlockIndex.builder().maxBlocksPerEndpoint(4).build();
+    List<String> dropped = new ArrayList<>();
+    List<long[]> lost = new ArrayList<>();
+    index.addDropListener(new KvBlockIndex.DropListener() {
+      @Override
+      public void dropped(String endpointId, long key) {
+        dropped.add(endpointId);
+      }
+
+      @Override
+      public void cleared(String endpointId) {
+        dropped.add(endpointId);
+      }
+
+      @Override
+      public void lostTrack(String endpointId, long[] keys) {
+        assertThat(endpointId).isEqualTo("a");
+        lost.add(keys);
+      }
+    });
+    int[] prompt = tokens(900, 48);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1, 2, 3}, null, prompt, 16));
+    index.resync("a");
+    assertThat(lost).hasSize(1);
+    assertThat(lost.get(0)).containsExactlyInAnyOrder(keys(prompt, 16));
+    index.resync("a"); // nothing left to lose
+    assertThat(lost).hasSize(1);
+    long[] more = new long[5];
+    for (int i = 0; i < 5; i++) { // the fifth overflows the budget of 4
+      index.apply("a", KvEvent.BlockStored.of(new long[] {i + 10}, null, tokens(i * 100, 16), 16));
+      more[i] = keys(tokens(i * 100, 16), 16)[0];
+    }
+    assertThat(lost).hasSize(2);
+    assertThat(lost.get(1)).containsExactlyInAnyOrder(Arrays.copyOf(more, 4));
+    assertThat(dropped).isEmpty();
+  }
+
   @Test
   void unknownParentIsAnOrphanAndIsDropped() {
     KvBlockIndex index = KvBlockIndex.create();

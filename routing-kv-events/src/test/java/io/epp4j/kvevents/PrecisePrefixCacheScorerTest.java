@@ -543,6 +543,59 @@ class PrecisePrefixCacheScorerTest {
     }
   }
 
+  /**
+   * The memory keeps only what the engine has not reported: a route to an endpoint that holds the
+   * prompt's first 4 of 10 blocks remembers the first key and the 6 blocks after the held ones,
+   * and the memory's credit there still spans the whole prompt (the held blocks counted from the
+   * engine's report). Once the engine drops a block, the credit ends there, as the engine's own
+   * run does.
+   */
+  @Test
+  void hybridRemembersOnlyTheBlocksTheEngineHasNotReported() {
+    HybridPrefixCacheScorer hybrid = hybridOnEps();
+    List<io.epp4j.api.Candidate> pool = candidates(EPS);
+    int[] p = prompt(21, 160);
+    Endpoint home = EPS.get(1);
+    store(home.id(), p, 4, 700);
+    routeTo(hybrid, pool, p, home);
+    assertThat(hybrid.rememberedKeys(home.id())).as("first key + blocks 4-9").isEqualTo(7);
+    now.addAndGet(5_000_000_000L); // past the speculative entries: the engine's 4 and the memory
+    assertThat(scores(hybrid, pool, p)).as("0.8 x 10 of 10 blocks, above the engine's 4")
+        .containsExactly(0.0, 0.8, 0.0);
+    // routed there again with the same 4 held: nothing new to remember
+    routeTo(hybrid, pool, p, home);
+    assertThat(hybrid.rememberedKeys(home.id())).isEqualTo(7);
+    // the engine reports block 2 dropped: its run is 2 blocks, and the memory's credit ends there
+    index.apply(home.id(), KvEventBatch.of(0, List.of(KvEvent.BlockRemoved.of(702))));
+    now.addAndGet(5_000_000_000L);
+    assertThat(scores(hybrid, pool, p)).as("the engine's 2 of 10 blocks")
+        .containsExactly(0.0, 0.2, 0.0);
+    hybrid.close();
+  }
+
+  /**
+   * Where the index loses track of an endpoint without the engine's word (a resync after a
+   * sequence gap), the memory vouches for what the index knew there, although it recorded only
+   * the first key of the prompt the engine had already reported.
+   */
+  @Test
+  void afterAResyncTheHybridStillCreditsWhatTheEngineHadReported() {
+    HybridPrefixCacheScorer hybrid = hybridOnEps();
+    List<io.epp4j.api.Candidate> pool = candidates(EPS);
+    int[] p = prompt(22, 160);
+    Endpoint home = EPS.get(2);
+    store(home.id(), p, 10, 800);
+    routeTo(hybrid, pool, p, home);
+    assertThat(hybrid.rememberedKeys(home.id())).as("the first key only").isEqualTo(1);
+    index.resync(home.id());
+    now.addAndGet(5_000_000_000L);
+    assertThat(index.prefixWeight(home.id(),
+        BlockKeys.chain(BlockKeys.seed("", null, null), p, 16, 10), now.get())).isZero();
+    assertThat(scores(hybrid, pool, p)).as("0.8 x the 10 blocks the index knew")
+        .containsExactly(0.0, 0.0, 0.8);
+    hybrid.close();
+  }
+
   @Test
   void hybridPrefersTheEnginesTruthOverItsMemory() {
     router(yaml("hybrid-prefix-cache-scorer"));

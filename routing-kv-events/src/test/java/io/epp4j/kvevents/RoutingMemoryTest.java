@@ -50,8 +50,11 @@ class RoutingMemoryTest {
         long[] keys = chains.apply(r);
         switch (r.nextInt(10)) {
           case 0, 1, 2, 3 -> {
-            memory.record(id, keys, now);
-            ref.record(id, keys, now);
+            // from block 0, or from a block the endpoint reports holding (only the first key of
+            // the held part is kept)
+            int from = r.nextBoolean() ? 0 : r.nextInt(keys.length + 1);
+            memory.record(id, keys, from, now);
+            ref.record(id, keys, from, now);
           }
           case 4 -> {
             long key = keys[r.nextInt(keys.length)];
@@ -62,6 +65,10 @@ class RoutingMemoryTest {
             if (r.nextInt(8) == 0) {
               memory.clear(id);
               ref.clear(id);
+            } else if (r.nextInt(4) == 0) { // the index lost track of these: the memory keeps them
+              long[] lost = chains.apply(r);
+              memory.absorb(id, lost, now);
+              ref.absorb(id, lost, now);
             }
           }
           case 6 -> {
@@ -75,9 +82,10 @@ class RoutingMemoryTest {
           }
           default -> {
             long at = now + r.nextInt(2 * (int) ttl);
-            int expected = ref.prefixLength(id, keys, at);
-            assertThat(memory.prefixLength(id, keys, at))
-                .as("seed %d step %d endpoint %s", seed, step, id)
+            int from = r.nextBoolean() ? 0 : r.nextInt(keys.length + 1);
+            int expected = ref.prefixLength(id, keys, from, at);
+            assertThat(memory.prefixLength(id, keys, from, at))
+                .as("seed %d step %d endpoint %s from %d", seed, step, id, from)
                 .isEqualTo(expected);
             // the directory names every endpoint that remembers the chain, and reads it alike
             int found = memory.ringsThatMayHoldFirst(keys[0]);
@@ -85,7 +93,7 @@ class RoutingMemoryTest {
             for (int f = 0; f < found; f++) {
               if (RoutingMemory.foundEndpoint(f).equals(id)) {
                 named = true;
-                assertThat(memory.foundPrefixLength(f, keys, at)).isEqualTo(expected);
+                assertThat(memory.foundPrefixLength(f, keys, from, at)).isEqualTo(expected);
               }
             }
             assertThat(named || expected == 0)
