@@ -60,8 +60,8 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   private final double discount;
   private final boolean fallbackOnly;
   /**
-   * The router's clock at the latest decision this scorer saw; dates the blocks it absorbs. A
-   * release store per route (a plain store on x86): a reader may see a slightly older time.
+   * The router's clock at a recent decision (written at most once per millisecond, so routing
+   * threads do not contend for the line); dates the blocks the memory absorbs.
    */
   private final java.util.concurrent.atomic.AtomicLong lastNanos =
       new java.util.concurrent.atomic.AtomicLong();
@@ -89,7 +89,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   /**
    * The index lost track of what {@code endpointId} holds (a resync, an overflow) while the engine
    * said nothing: the memory vouches for those blocks from now on, as for blocks routed there.
-   * They are dated by the latest routing decision's time, the router's clock as last seen.
+   * They are dated by a recent routing decision's time, the router's clock as last seen.
    */
   @Override
   public void lostTrack(String endpointId, long[] keys) {
@@ -109,7 +109,9 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     }
     boolean useMemory = !fallbackOnly || m.bestMatchedWeight() == 0;
     long now = state.nowNanos();
-    lastNanos.lazySet(now);
+    if (now - lastNanos.get() > 1_000_000L) {
+      lastNanos.lazySet(now);
+    }
     if (m.scoredOver(candidates) && m.variants() >= 0) {
       scoreInPoolOrder(m, (PoolOrder) candidates, useMemory, now, state, scores);
       return;
