@@ -64,7 +64,9 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
    * threads do not contend for the line); dates the blocks the memory absorbs.
    */
   private final java.util.concurrent.atomic.AtomicLong lastNanos =
-      new java.util.concurrent.atomic.AtomicLong();
+      new java.util.concurrent.atomic.AtomicLong(NO_DECISION);
+  /** {@link #lastNanos} before the first decision: no router time to date anything with. */
+  private static final long NO_DECISION = Long.MIN_VALUE;
 
   HybridPrefixCacheScorer(PrecisePrefixCacheScorer precise, double discount,
       long memoryTtlNanos, int memoryBlocksPerEndpoint, boolean fallbackOnly) {
@@ -93,7 +95,10 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
    */
   @Override
   public void lostTrack(String endpointId, long[] keys) {
-    memory.absorb(endpointId, keys, lastNanos.get());
+    long at = lastNanos.get();
+    if (at != NO_DECISION) { // before any decision the memory holds nothing the keys could extend
+      memory.absorb(endpointId, keys, at);
+    }
   }
 
   KvBlockIndex index() {
@@ -109,7 +114,8 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     }
     boolean useMemory = !fallbackOnly || m.bestMatchedWeight() == 0;
     long now = state.nowNanos();
-    if (now - lastNanos.get() > 1_000_000L) {
+    long last = lastNanos.get();
+    if (last == NO_DECISION || now - last > 1_000_000L || now < last) {
       lastNanos.lazySet(now);
     }
     if (m.scoredOver(candidates) && m.variants() >= 0) {
