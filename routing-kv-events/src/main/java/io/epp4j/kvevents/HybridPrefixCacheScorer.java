@@ -96,7 +96,7 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   @Override
   public void lostTrack(String endpointId, long[] keys) {
     long at = lastNanos.get();
-    if (at != NO_DECISION) { // before any decision the memory holds nothing the keys could extend
+    if (at != NO_DECISION) { // before the first decision there is no router time to date them by
       memory.absorb(endpointId, keys, at);
     }
   }
