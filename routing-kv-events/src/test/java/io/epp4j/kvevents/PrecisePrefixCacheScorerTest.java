@@ -446,6 +446,13 @@ class PrecisePrefixCacheScorerTest {
     }
   }
 
+  /** {@code to}'s engine reports the first {@code held} blocks of {@code p}, then p goes there. */
+  private void routeWhereTheEngineHolds(HybridPrefixCacheScorer hybrid,
+      List<io.epp4j.api.Candidate> pool, int[] p, Endpoint to, int held, long firstHash) {
+    store(to.id(), p, held, firstHash);
+    routeTo(hybrid, pool, p, to);
+  }
+
   /** Scores {@code p} over {@code pool} and records it as routed to {@code to}. */
   private void routeTo(HybridPrefixCacheScorer hybrid, List<io.epp4j.api.Candidate> pool, int[] p,
       Endpoint to) {
@@ -556,8 +563,7 @@ class PrecisePrefixCacheScorerTest {
     List<io.epp4j.api.Candidate> pool = candidates(EPS);
     int[] p = prompt(21, 160);
     Endpoint home = EPS.get(1);
-    store(home.id(), p, 4, 700);
-    routeTo(hybrid, pool, p, home);
+    routeWhereTheEngineHolds(hybrid, pool, p, home, 4, 700);
     assertThat(hybrid.rememberedKeys(home.id())).as("first key + blocks 4-9").isEqualTo(7);
     now.addAndGet(5_000_000_000L); // past the speculative entries: the engine's 4 and the memory
     assertThat(scores(hybrid, pool, p)).as("0.8 x 10 of 10 blocks, above the engine's 4")
@@ -584,8 +590,7 @@ class PrecisePrefixCacheScorerTest {
     List<io.epp4j.api.Candidate> pool = candidates(EPS);
     int[] p = prompt(22, 160);
     Endpoint home = EPS.get(2);
-    store(home.id(), p, 10, 800);
-    routeTo(hybrid, pool, p, home);
+    routeWhereTheEngineHolds(hybrid, pool, p, home, 10, 800);
     assertThat(hybrid.rememberedKeys(home.id())).as("the first key only").isEqualTo(1);
     index.resync(home.id());
     now.addAndGet(5_000_000_000L);
