@@ -56,7 +56,8 @@ import org.openjdk.jmh.annotations.Warmup;
  */
 @Warmup(iterations = 2, time = 2)
 @Measurement(iterations = 3, time = 2)
-@Fork(1)
+@Fork(value = 1, jvmArgsAppend = {
+    BenchmarkJvm.HEAP_MIN, BenchmarkJvm.HEAP_MAX, BenchmarkJvm.PRE_TOUCH, BenchmarkJvm.HUGE_PAGES})
 @BenchmarkMode(Mode.Throughput)
 @OutputTimeUnit(TimeUnit.SECONDS)
 public class ChatTokenizerBenchmark {

@@ -57,7 +57,8 @@ import org.openjdk.jmh.infra.Blackhole;
  */
 @Warmup(iterations = 3, time = 1)
 @Measurement(iterations = 5, time = 1)
-@Fork(1)
+@Fork(value = 1, jvmArgsAppend = {
+    BenchmarkJvm.HEAP_MIN, BenchmarkJvm.HEAP_MAX, BenchmarkJvm.PRE_TOUCH, BenchmarkJvm.HUGE_PAGES})
 public class KvEventsBenchmark {
   static final int BLOCK_SIZE = 16;
   static final int EVENTS_PER_BATCH = 8;

@@ -44,7 +44,8 @@ import org.openjdk.jmh.annotations.Warmup;
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
 @Warmup(iterations = 3, time = 1)
 @Measurement(iterations = 5, time = 1)
-@Fork(value = 1, jvmArgsAppend = "-Xmx4g")
+@Fork(value = 1, jvmArgsAppend = {BenchmarkJvm.LARGE_HEAP_MIN, BenchmarkJvm.LARGE_HEAP_MAX,
+    BenchmarkJvm.PRE_TOUCH, BenchmarkJvm.HUGE_PAGES})
 public class PolicyRouteBenchmark {
   private static final int PROMPTS = 64;
   private static final int BLOCK_SIZE = 16;
