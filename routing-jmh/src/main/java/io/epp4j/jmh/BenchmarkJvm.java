@@ -7,10 +7,10 @@ package io.epp4j.jmh;
  * <p>Why: a short benchmark run otherwise keeps allocating into heap pages the process has never
  * touched, and each first touch is a page fault the kernel answers by zeroing a page. On a
  * virtual machine where a fault is expensive this dominated the 100 KB route (83–89 µs against
- * 25–32 µs pre-touched, same build, runs alternating; see {@code docs/benchmarks.md}). A gateway
- * that has run for a while has touched its heap already, so the pre-touched figure is the one that
- * describes it. Huge pages make the pre-touch itself faster (1.0–2.8 s instead of 4.0–4.9 s for 2 GB
- * on that machine); they did not change the steady-state figure measurably.
+ * 25–32 µs pre-touched, same build, runs alternating; see {@code docs/benchmarks.md}). A
+ * gateway that has run for a while has touched its heap already, so the pre-touched figure is
+ * the one that describes it. Huge pages make the pre-touch itself faster (1.0–2.8 s instead of
+ * 4.0–4.9 s for 2 GB on that machine); they did not change the steady-state figure measurably.
  */
 final class BenchmarkJvm {
   /** Initial heap, equal to the maximum so that the heap never grows into untouched memory. */
