@@ -20,10 +20,16 @@ import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Threads;
 import org.openjdk.jmh.annotations.Warmup;
+import org.openjdk.jmh.infra.ThreadParams;
 
 /**
  * Route latency distribution (p50/p99 from {@link Mode#SampleTime}) and the throughput of one
- * versus two routing threads sharing one router.
+ * versus two routing threads sharing one router. {@link #routeTwoThreads} starts both threads
+ * at the first prompt, so they route the same prompts at about the same time (one family, one
+ * endpoint's index, from two cores; a thread that gets ahead is held back at the next shared
+ * index, so they stay together); in {@link #routeTwoThreadsApart} each thread routes the
+ * prompts of its own half of the families (even and odd), as two streams of unrelated requests
+ * would: the threads never route the same family.
  */
 @State(Scope.Benchmark)
 @Warmup(iterations = 3, time = 1)
@@ -32,6 +38,7 @@ import org.openjdk.jmh.annotations.Warmup;
     BenchmarkJvm.HEAP_MIN, BenchmarkJvm.HEAP_MAX, BenchmarkJvm.PRE_TOUCH, BenchmarkJvm.HUGE_PAGES})
 public class RouteLatencyBenchmark {
   private static final int PROMPTS = 64;
+  private static final int FAMILIES = 16;
 
   @Param({"102400"})
   public int promptBytes;
@@ -56,12 +63,25 @@ public class RouteLatencyBenchmark {
     int next;
   }
 
+  /** A cursor over the prompts {@code i} with {@code i % threads == thread index} only. */
+  @State(Scope.Thread)
+  public static class ApartCursor {
+    int next;
+    int step;
+
+    @Setup(Level.Trial)
+    public void start(ThreadParams thread) {
+      next = thread.getThreadIndex();
+      step = thread.getThreadCount();
+    }
+  }
+
   @Setup(Level.Trial)
   public void setUp() {
     SplittableRandom rnd = new SplittableRandom(7);
     router = Router.builder().endpoints(BenchmarkPrompts.endpoints(endpoints)).build();
     BenchmarkPrompts.publishMetrics(router, rnd, metrics);
-    String[] prompts = BenchmarkPrompts.prompts(rnd, PROMPTS, 16, promptBytes);
+    String[] prompts = BenchmarkPrompts.prompts(rnd, PROMPTS, FAMILIES, promptBytes);
     requests = new InferenceRequest[PROMPTS];
     for (int i = 0; i < PROMPTS; i++) {
       requests[i] = BenchmarkPrompts.request(prompts[i], false, i);
@@ -101,5 +121,17 @@ public class RouteLatencyBenchmark {
   @Threads(2)
   public RoutingDecision routeTwoThreads(Cursor c) {
     return routeOne(c);
+  }
+
+  @Benchmark
+  @BenchmarkMode(Mode.Throughput)
+  @OutputTimeUnit(TimeUnit.SECONDS)
+  @Threads(2)
+  public RoutingDecision routeTwoThreadsApart(ApartCursor c) {
+    // prompt i belongs to family i % FAMILIES, so a stride of 2 keeps a thread in its families
+    RoutingDecision d = router.route(requests[c.next & (PROMPTS - 1)]);
+    c.next += c.step;
+    d.onComplete(Usage.NONE);
+    return d;
   }
 }
