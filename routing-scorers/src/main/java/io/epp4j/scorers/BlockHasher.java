@@ -131,10 +131,10 @@ final class BlockHasher {
       return out;
     }
     long h = seed;
-    if (TokenBlockXxh3.covers(blockSizeTokens)) {
+    if (ShortXxh3.coversTokens(blockSizeTokens)) {
       int bs = blockSizeTokens;
       for (int i = 0; i < n; i++) {
-        h = chain(h, TokenBlockXxh3.hash(tokens, i * bs, bs));
+        h = chain(h, ShortXxh3.hash(tokens, i * bs, bs));
         out[i] = h;
       }
       return out;
@@ -170,6 +170,8 @@ final class BlockHasher {
     char[] chars = s.chars;
     byte[] narrow = s.narrow;
     byte[] wide = s.wide;
+    boolean shortNarrow = ShortXxh3.coversBytes(bc);
+    boolean shortWide = ShortXxh3.coversBytes(2 * bc);
     long h = seed;
     for (int first = 0; first < n; first += perChunk) {
       int k = Math.min(perChunk, n - first);
@@ -180,12 +182,14 @@ final class BlockHasher {
         int off = i * bc;
         long blockHash;
         if ((wideBlocks & (1L << i)) == 0) {
-          blockHash = XXH3.hashBytesToLong(narrow, off, bc);
+          blockHash = shortNarrow ? ShortXxh3.hash(narrow, off, bc)
+              : XXH3.hashBytesToLong(narrow, off, bc);
         } else {
           for (int j = 0; j < bc; j++) {
             CHAR_LE.set(wide, 2 * j, chars[off + j]);
           }
-          blockHash = XXH3.hashBytesToLong(wide, 0, 2 * bc);
+          blockHash = shortWide ? ShortXxh3.hash(wide, 0, 2 * bc)
+              : XXH3.hashBytesToLong(wide, 0, 2 * bc);
         }
         h = chain(h, blockHash);
         out[first + i] = h;

@@ -88,7 +88,9 @@ class BlockHasherTest {
   @Test
   void textHashesFollowTheDocumentedSchemeAcrossChunks() {
     SplittableRandom rnd = new SplittableRandom(1);
-    for (int blockSize : new int[] {1, 3, 16, 100, 2000}) {
+    // 3, 5, 8, 16 and 32 put narrow (4 × size bytes) or UTF-16 (8 × size) blocks in ShortXxh3's
+    // 17–128-byte range, the others outside it
+    for (int blockSize : new int[] {1, 3, 5, 8, 16, 32, 100, 2000}) {
       BlockHasher hasher = new BlockHasher(blockSize, 8192);
       for (int r = 0; r < 30; r++) {
         String prompt = text(rnd, rnd.nextInt(20_000));
@@ -147,12 +149,28 @@ class BlockHasherTest {
         for (int j = 0; j < count; j++) {
           b.putInt(tokens[from + j]);
         }
-        assertThat(TokenBlockXxh3.hash(tokens, from, count)).as("%d tokens", count)
+        assertThat(ShortXxh3.hash(tokens, from, count)).as("%d tokens", count)
             .isEqualTo(XXH3.hashBytesToLong(b.array()));
       }
     }
-    assertThat(TokenBlockXxh3.covers(4)).isFalse();
-    assertThat(TokenBlockXxh3.covers(33)).isFalse();
+    assertThat(ShortXxh3.coversTokens(4)).isFalse();
+    assertThat(ShortXxh3.coversTokens(33)).isFalse();
+  }
+
+  @Test
+  void byteRangesHashAsXxh3() {
+    SplittableRandom rnd = new SplittableRandom(5);
+    for (int len = 17; len <= 128; len++) {
+      for (int r = 0; r < 50; r++) {
+        byte[] bytes = new byte[len + 9];
+        rnd.nextBytes(bytes);
+        int from = rnd.nextInt(10);
+        assertThat(ShortXxh3.hash(bytes, from, len)).as("%d bytes at %d", len, from)
+            .isEqualTo(XXH3.hashBytesToLong(bytes, from, len));
+      }
+    }
+    assertThat(ShortXxh3.coversBytes(16)).isFalse();
+    assertThat(ShortXxh3.coversBytes(129)).isFalse();
   }
 
   @Test
