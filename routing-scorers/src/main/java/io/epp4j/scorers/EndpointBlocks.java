@@ -205,20 +205,72 @@ final class EndpointBlocks {
   }
 
   private synchronized int matchAndTouchLocked(long[] hashes, int n) {
-    int last = NIL;
-    int hint = NIL;
+    // The matched blocks are moved in runs: blocks that follow one another in the LRU list as
+    // they follow one another in the chain are spliced together once the run ends, so a chain
+    // stored in one piece costs one move however long it is, where moving block by block wrote
+    // the links of three entries per block. The resulting order is the same.
+    int last = NIL; // the last block placed, which the next run goes behind
+    int first = NIL; // the run not placed yet: first .. end, linked in LRU order
+    int end = NIL;
     int m = 0;
     while (m < n) {
-      int e = find(hashes[m], hint);
-      if (e < 0) {
-        break;
+      long key = hashes[m];
+      int hint = end == NIL ? NIL : next(end);
+      if (hint != NIL && key(hint) == key) {
+        end = hint; // the run goes on
+      } else {
+        int e = find(key);
+        if (e < 0) {
+          break;
+        }
+        if (first != NIL) {
+          moveRun(first, end, last);
+          last = end;
+        }
+        first = e;
+        end = e;
       }
-      hint = next(e); // where the chain continued before this touch
-      place(e, last);
-      last = e;
       m++;
     }
+    if (first != NIL) {
+      moveRun(first, end, last);
+    }
     return m;
+  }
+
+  /**
+   * Moves the entries {@code first .. end} (linked in that order) to the MRU end
+   * ({@code after == NIL}) or right behind {@code after}, which is not one of them.
+   */
+  private void moveRun(int first, int end, int after) {
+    if (after == NIL ? head == first : next(after) == first) {
+      return; // in place already
+    }
+    int p = prev(first);
+    int q = next(end);
+    if (p == NIL) {
+      head = q;
+    } else {
+      setNext(p, q);
+    }
+    if (q == NIL) {
+      tail = p;
+    } else {
+      setPrev(q, p);
+    }
+    int n = after == NIL ? head : next(after);
+    if (after == NIL) {
+      head = first;
+    } else {
+      setNext(after, first);
+    }
+    setPrev(first, after);
+    setNext(end, n);
+    if (n == NIL) {
+      tail = end;
+    } else {
+      setPrev(n, end);
+    }
   }
 
   /**
