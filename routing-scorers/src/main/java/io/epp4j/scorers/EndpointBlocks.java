@@ -281,12 +281,24 @@ final class EndpointBlocks {
   synchronized void record(long[] hashes, int n) {
     int limit = Math.min(n, capacity);
     int last = NIL;
-    int hint = NIL;
+    // present blocks move in runs, as in matchAndTouchLocked: first .. end is not placed yet
+    int first = NIL;
+    int end = NIL;
     for (int i = 0; i < limit; i++) {
       long key = hashes[i];
-      int e = find(key, hint);
+      int hint = end == NIL ? NIL : next(end);
+      if (hint != NIL && key(hint) == key) {
+        end = hint;
+        continue;
+      }
+      int e = find(key);
+      if (first != NIL) {
+        moveRun(first, end, last);
+        last = end;
+        first = NIL;
+        end = NIL;
+      }
       if (e < 0) {
-        hint = NIL;
         // The chain placed so far occupies the i most recent positions and i < capacity, so
         // the entry evicted here is never part of it.
         if (size >= capacity) {
@@ -298,14 +310,17 @@ final class EndpointBlocks {
         size++;
         setLinks(e, NIL, NIL);
         linkAfter(e, last);
+        last = e;
       } else {
-        hint = next(e);
-        place(e, last);
+        first = e;
+        end = e;
       }
       if (i == 0) {
         markHead(e);
       }
-      last = e;
+    }
+    if (first != NIL) {
+      moveRun(first, end, last);
     }
   }
 
