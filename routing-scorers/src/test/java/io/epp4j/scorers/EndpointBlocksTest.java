@@ -3,8 +3,10 @@ package io.epp4j.scorers;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedList;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
@@ -119,6 +121,45 @@ class EndpointBlocksTest {
           if (firstBlocks.contains(k)) {
             assertThat(blocks.mayHoldFirst(k)).as("held first block, seed %d op %d", seed, op)
                 .isTrue();
+          }
+        }
+      }
+    }
+  }
+
+  /**
+   * What lets a record insert the rest of a chain unlooked-up once one block is missing: every
+   * held block's predecessor in its chain is held, and more recent.
+   */
+  @Test
+  void everyHeldBlocksPredecessorIsHeldAndMoreRecent() {
+    for (int seed = 0; seed < 20; seed++) {
+      SplittableRandom rnd = new SplittableRandom(900 + seed);
+      EndpointBlocks blocks = new EndpointBlocks(1 + rnd.nextInt(64));
+      Map<Long, Long> parent = new HashMap<>();
+      for (int op = 0; op < 2000; op++) {
+        long[] c = chain(rnd, 24);
+        for (int i = 1; i < c.length; i++) {
+          parent.put(c[i], c[i - 1]);
+        }
+        int kind = rnd.nextInt(10);
+        if (kind < 5) {
+          blocks.record(c, c.length);
+        } else if (kind < 7) {
+          blocks.recordAfterMatch(c, c.length, blocks.matchAndTouch(c, c.length));
+        } else if (kind < 9) {
+          blocks.matchAndTouch(c, c.length);
+        } else {
+          blocks.setCapacity(1 + rnd.nextInt(64));
+        }
+        List<Long> order = new ArrayList<>();
+        for (long k : blocks.keysMostRecentFirst()) {
+          order.add(k);
+        }
+        for (int i = 0; i < order.size(); i++) {
+          Long p = parent.get(order.get(i));
+          if (p != null) {
+            assertThat(order.subList(0, i)).as("seed %d op %d", seed, op).contains(p);
           }
         }
       }
@@ -328,14 +369,18 @@ class EndpointBlocksTest {
       int cap = minCap + rnd.nextInt(capRange);
       EndpointBlocks blocks = new EndpointBlocks(cap);
       Model model = new Model(cap);
+      // as with chained hashes, a key stands for its whole prefix: one number per distinct
+      // prefix (so a chain never repeats a key, a later block is never another chain's first,
+      // and chains that share a key share everything before it)
+      Map<List<Integer>, Long> prefixIds = new HashMap<>();
       for (int op = 0; op < 2000; op++) {
         int len = 1 + rnd.nextInt(30);
         long[] c = new long[len];
+        List<Integer> prefix = new ArrayList<>();
         for (int i = 0; i < len; i++) {
-          // as with chained hashes, a key belongs to one depth (so a chain never repeats a key
-          // and a later block is never another chain's first); few choices per depth, so that
-          // chains share heads and the store fills and evicts
-          long x = i * 1000L + 1 + rnd.nextInt(i < 3 ? 2 : choices);
+          // few choices per depth, so that chains share heads and the store fills and evicts
+          prefix.add(rnd.nextInt(i < 3 ? 2 : choices));
+          long x = prefixIds.computeIfAbsent(List.copyOf(prefix), p -> prefixIds.size() + 1L);
           c[i] = x % 4 == 0 ? x * 0x9E3779B97F4A7C15L : (x << 32) | x;
         }
         if (rnd.nextInt(3) == 0) {
