@@ -158,6 +158,31 @@ class BlockHasherTest {
   }
 
   @Test
+  void unsignedMultiplyHighIsTheHighHalfOfTheUnsignedProduct() {
+    SplittableRandom rnd = new SplittableRandom(6);
+    long[] edges = {0, 1, -1, Long.MIN_VALUE, Long.MAX_VALUE, 0xFFFF_FFFFL, 1L << 32};
+    java.math.BigInteger mask = java.math.BigInteger.ONE.shiftLeft(64).subtract(
+        java.math.BigInteger.ONE);
+    for (int r = 0; r < 20_000; r++) {
+      long a = r < edges.length * edges.length ? edges[r / edges.length] : rnd.nextLong();
+      long b = r < edges.length * edges.length ? edges[r % edges.length] : rnd.nextLong();
+      long expected = new java.math.BigInteger(Long.toUnsignedString(a))
+          .multiply(new java.math.BigInteger(Long.toUnsignedString(b)))
+          .shiftRight(64).and(mask).longValue();
+      assertThat(ShortXxh3.unsignedMultiplyHigh(a, b)).as("%x × %x", a, b).isEqualTo(expected);
+      assertThat(ShortXxh3.unsignedMultiplyHighPortable(a, b)).as("%x × %x", a, b)
+          .isEqualTo(expected);
+    }
+  }
+
+  @Test
+  void theRuntimesUnsignedMultiplyIsUsedFromJava18On() {
+    assertThat(ShortXxh3.usesRuntimeUnsignedMultiplyHigh())
+        .isEqualTo(Runtime.version().feature() >= 18
+            && !Boolean.getBoolean("epp4j.portableMultiply"));
+  }
+
+  @Test
   void byteRangesHashAsXxh3() {
     SplittableRandom rnd = new SplittableRandom(5);
     for (int len = 17; len <= 128; len++) {
