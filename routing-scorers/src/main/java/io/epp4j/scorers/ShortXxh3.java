@@ -165,8 +165,10 @@ final class ShortXxh3 {
     try {
       return MethodHandles.publicLookup().findStatic(Math.class, "unsignedMultiplyHigh",
           MethodType.methodType(long.class, long.class, long.class));
-    } catch (NoSuchMethodException | IllegalAccessException e) {
-      return null; // Java 17
+    } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+      // Java 17 (no such method), or a runtime that refuses method handles (an ahead-of-time
+      // image without them): the portable form gives the same values
+      return null;
     }
   }
 }
