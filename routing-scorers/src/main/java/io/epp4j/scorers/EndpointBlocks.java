@@ -253,6 +253,12 @@ final class EndpointBlocks {
     if (after == NIL ? head == first : next(after) == first) {
       return; // in place already
     }
+    detach(first, end);
+    attach(first, end, after);
+  }
+
+  /** Takes the entries {@code first .. end} (linked in that order) out of the LRU list. */
+  private void detach(int first, int end) {
     int p = prev(first);
     int q = next(end);
     if (p == NIL) {
@@ -265,6 +271,13 @@ final class EndpointBlocks {
     } else {
       setPrev(q, p);
     }
+  }
+
+  /**
+   * Links the entries {@code first .. end} (linked in that order, not in the list) in at the
+   * MRU end ({@code after == NIL}) or right behind {@code after}.
+   */
+  private void attach(int first, int end, int after) {
     int n = after == NIL ? head : next(after);
     if (after == NIL) {
       head = first;
@@ -279,6 +292,7 @@ final class EndpointBlocks {
       setPrev(n, end);
     }
   }
+
 
   /**
    * Records that the endpoint now holds {@code hashes[0..n)}: inserts the missing ones and
@@ -428,42 +442,14 @@ final class EndpointBlocks {
   }
 
   private void unlink(int e) {
-    int p = prev(e);
-    int n = next(e);
-    if (p == NIL) {
-      head = n;
-    } else {
-      setNext(p, n);
-    }
-    if (n == NIL) {
-      tail = p;
-    } else {
-      setPrev(n, p);
-    }
+    detach(e, e);
     setLinks(e, NIL, NIL);
   }
 
   private void linkAfter(int e, int after) {
-    if (after == NIL) {
-      setLinks(e, NIL, head);
-      if (head != NIL) {
-        setPrev(head, e);
-      }
-      head = e;
-      if (tail == NIL) {
-        tail = e;
-      }
-    } else {
-      int n = next(after);
-      setLinks(e, after, n);
-      setNext(after, e);
-      if (n == NIL) {
-        tail = e;
-      } else {
-        setPrev(n, e);
-      }
-    }
+    attach(e, e, after);
   }
+
 
   private void evictTail() {
     int e = tail;
