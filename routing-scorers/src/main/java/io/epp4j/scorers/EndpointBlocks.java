@@ -23,6 +23,12 @@ import org.jspecify.annotations.Nullable;
  * too, and a record inserts them without looking them up (the table probe of a key that is not
  * there reads, a third of the time, another entry's key, one more cache miss per block).
  *
+ * <p>A chain holds no key twice: a chained hash differs from every earlier block of its chain
+ * except by a 64-bit collision. Input that breaks this (a hint from a peer, say) cannot break
+ * the list: a touch or record ends where it finds a block it has just placed, and a repeat
+ * among blocks inserted without lookup is stored twice, both copies ageing out like any entry.
+ * Moving a run behind an entry of that same run would otherwise cut the run out of the list.
+ *
  * <p>Thread-safety: every operation that reads or changes the entries holds this object's
  * monitor. Critical sections are O(blocks of one request) and one lock covers only one endpoint.
  * A lookup on an endpoint that does not hold the chain's first block takes no lock at all: a
@@ -223,7 +229,7 @@ final class EndpointBlocks {
     while (m < n) {
       long key = hashes[m];
       int hint = end == NIL ? NIL : next(end);
-      if (hint != NIL && key(hint) == key) {
+      if (hint != NIL && hint != last && key(hint) == key) {
         end = hint; // the run goes on
       } else {
         int e = find(key);
@@ -233,6 +239,10 @@ final class EndpointBlocks {
         if (first != NIL) {
           moveRun(first, end, last);
           last = end;
+          first = NIL;
+        }
+        if (e == last) {
+          break; // the chain repeats a key (class doc)
         }
         first = e;
         end = e;
@@ -309,7 +319,7 @@ final class EndpointBlocks {
     for (int i = 0; i < limit; i++) {
       long key = hashes[i];
       int hint = end == NIL ? NIL : next(end);
-      if (hint != NIL && key(hint) == key) {
+      if (hint != NIL && hint != last && key(hint) == key) {
         end = hint;
         continue;
       }
@@ -319,6 +329,9 @@ final class EndpointBlocks {
         last = end;
         first = NIL;
         end = NIL;
+      }
+      if (e >= 0 && e == last) {
+        break; // the chain repeats a key (class doc)
       }
       if (e < 0) {
         absent = true;
@@ -395,6 +408,9 @@ final class EndpointBlocks {
         setLinks(e, NIL, NIL);
         linkAfter(e, last);
       } else {
+        if (e == last) {
+          return; // the chain repeats a key (class doc)
+        }
         hint = next(e);
         place(e, last);
       }
@@ -601,6 +617,35 @@ final class EndpointBlocks {
         table[j] = 0;
         slot = j;
       }
+    }
+  }
+
+  /**
+   * Checks the list and the table against each other and throws {@link IllegalStateException}
+   * naming the first inconsistency; for tests.
+   */
+  synchronized void checkIntegrity() {
+    int n = 0;
+    int prev = NIL;
+    for (int e = head; e != NIL; e = next(e)) {
+      if (++n > size || prev(e) != prev) {
+        throw new IllegalStateException("list broken at entry " + e + " (position " + n + ")");
+      }
+      if (find(key(e)) < 0) {
+        throw new IllegalStateException("entry " + e + " is in the list but not in the table");
+      }
+      prev = e;
+    }
+    if (n != size || prev != tail || size > capacity) {
+      throw new IllegalStateException("list of " + n + " entries ending at " + prev + ", size "
+          + size + ", tail " + tail + ", capacity " + capacity);
+    }
+    int inTable = 0;
+    for (int v : table) {
+      inTable += v != 0 ? 1 : 0;
+    }
+    if (inTable != size) {
+      throw new IllegalStateException(inTable + " table slots for " + size + " entries");
     }
   }
 

@@ -166,6 +166,69 @@ class EndpointBlocksTest {
     }
   }
 
+  /**
+   * Chains that repeat a key (which chained hashes never do, but a peer's hint may) leave the
+   * list and the table whole. Keys from alphabets of 2 to 13, drawn at random per position: many
+   * chains repeat one, at distances of one and more, over present, absent and matched blocks.
+   */
+  @Test
+  void chainsThatRepeatAKeyNeverBreakTheStore() {
+    for (int seed = 0; seed < 60; seed++) {
+      SplittableRandom rnd = new SplittableRandom(1300 + seed);
+      EndpointBlocks blocks = new EndpointBlocks(2 + rnd.nextInt(9));
+      for (int op = 0; op < 1000; op++) {
+        long[] c = new long[1 + rnd.nextInt(12)];
+        int alpha = 2 + seed % 12;
+        for (int i = 0; i < c.length; i++) {
+          c[i] = 1 + rnd.nextInt(alpha);
+        }
+        int kind = rnd.nextInt(10);
+        if (kind < 4) {
+          blocks.record(c, c.length);
+        } else if (kind < 7) {
+          blocks.recordAfterMatch(c, c.length, blocks.matchAndTouch(c, c.length));
+        } else if (kind < 9) {
+          assertThat(blocks.matchAndTouch(c, c.length)).isBetween(0, c.length);
+        } else {
+          blocks.setCapacity(2 + rnd.nextInt(9));
+        }
+        try {
+          blocks.checkIntegrity();
+        } catch (IllegalStateException e) {
+          throw new AssertionError("seed " + seed + " op " + op + ": " + e.getMessage(), e);
+        }
+      }
+    }
+  }
+
+  @Test
+  void aRepeatRightAfterItsFirstOccurrenceEndsTheTouchAndTheRecord() {
+    EndpointBlocks blocks = new EndpointBlocks(16);
+    blocks.record(new long[] {1, 2}, 2);
+    // 2 is found where the touch has just placed it: the touch counts 1 and 2 and stops
+    assertThat(blocks.matchAndTouch(new long[] {1, 2, 2, 3}, 4)).isEqualTo(2);
+    blocks.record(new long[] {1, 2, 2, 3}, 4);
+    blocks.checkIntegrity();
+    assertThat(blocks.keysMostRecentFirst()).containsExactly(1L, 2L);
+    blocks.recordAfterMatch(new long[] {1, 2, 2, 3}, 4, 2);
+    blocks.checkIntegrity();
+    assertThat(blocks.keysMostRecentFirst()).containsExactly(1L, 2L);
+  }
+
+  @Test
+  void aRepeatedPairLeavesTheOrderARecordOfItsTouchesWouldGive() {
+    EndpointBlocks blocks = new EndpointBlocks(16);
+    blocks.record(new long[] {1, 2}, 2);
+    blocks.record(new long[] {3}, 1);
+    blocks.record(new long[] {1, 2, 1, 2}, 4);
+    blocks.checkIntegrity();
+    // touching 2, 1, 2, 1 (last to first) leaves 1, 2 most recent
+    assertThat(blocks.keysMostRecentFirst()).containsExactly(1L, 2L, 3L);
+    blocks.matchAndTouch(new long[] {3, 1, 3, 1}, 4);
+    blocks.checkIntegrity();
+    assertThat(blocks.size()).isEqualTo(3);
+  }
+
   @Test
   void recordAfterMatchEqualsAFullRecordWhenNothingHappenedInBetween() {
     for (int seed = 0; seed < 40; seed++) {
