@@ -26,7 +26,9 @@ public interface RouterHints {
 
   /**
    * Router {@code origin} has {@code requests} requests of {@code tokens} estimated tokens in
-   * flight on {@code endpointId} (negative values count as 0).
+   * flight on {@code endpointId} (negative values count as 0; a figure above 2^20 requests or
+   * 2^40 tokens, which no engine carries, counts as that bound, so that no sum of remote figures
+   * can overflow the counters).
    */
   void inFlight(String origin, String endpointId, int requests, long tokens);
 

@@ -33,6 +33,14 @@ import org.jspecify.annotations.Nullable;
 final class HintApplier implements RouterHints {
   /** More remote routers than this sharing one pool is a misconfiguration, not a fleet. */
   static final int MAX_ORIGINS = 1024;
+  /**
+   * The largest remote figure taken for one endpoint: a million requests, far beyond what an
+   * engine runs, yet small enough that {@link #MAX_ORIGINS} of them plus the local count cannot
+   * overflow the {@code int} counters (a wrapped counter would make a loaded endpoint look idle).
+   */
+  static final int MAX_REMOTE_REQUESTS = 1 << 20;
+  /** The largest remote token figure taken for one endpoint (2^40); same reason. */
+  static final long MAX_REMOTE_TOKENS = 1L << 40;
 
   private static final class Bound {
     final Supplier<PoolSnapshot> pool;
@@ -141,8 +149,8 @@ final class HintApplier implements RouterHints {
     if (b == null) {
       return;
     }
-    int r = Math.max(0, requests);
-    long t = Math.max(0, tokens);
+    int r = Math.min(MAX_REMOTE_REQUESTS, Math.max(0, requests));
+    long t = Math.min(MAX_REMOTE_TOKENS, Math.max(0, tokens));
     long now = b.ticker.nanos();
     EndpointState s = b.pool.get().get(endpointId);
     synchronized (lock) {

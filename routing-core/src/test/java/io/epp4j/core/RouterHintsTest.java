@@ -57,6 +57,23 @@ class RouterHintsTest {
   }
 
   @Test
+  void remoteFiguresTooLargeForAnyEngineCannotWrapTheCounters() {
+    Router r = router();
+    RouterHints h = r.hints();
+    RoutingDecision d = r.route(REQ);
+    String mine = d.primary().id();
+    // two peers at the int's limit summed to a negative count: a loaded endpoint looked idle
+    h.inFlight("b", mine, Integer.MAX_VALUE, Long.MAX_VALUE);
+    h.inFlight("c", mine, Integer.MAX_VALUE, Long.MAX_VALUE);
+    assertThat(requests(r, mine)).isEqualTo(1 + 2 * HintApplier.MAX_REMOTE_REQUESTS);
+    h.forget("b");
+    h.forget("c");
+    assertThat(requests(r, mine)).isEqualTo(1);
+    d.onComplete(new Usage(1, 0, 1));
+    assertThat(requests(r, mine)).isZero();
+  }
+
+  @Test
   void remoteFiguresReplaceEachOtherAndAddToTheLocalCounts() {
     Router r = router();
     RouterHints h = r.hints();
