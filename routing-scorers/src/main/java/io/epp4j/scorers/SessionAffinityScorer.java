@@ -134,7 +134,11 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     if (keySource.kind != HashKeySource.Kind.SESSION || !members.contains(endpointId)) {
       return;
     }
-    bindings.put(sessionKey, endpointId);
+    // as in afterRouting: written only when the session moves (a peer sends this hint for every
+    // request it routes, and a rewrite would restart maxAge); reading it counts as a use
+    if (!endpointId.equals(bindings.asMap().get(sessionKey))) {
+      bindings.put(sessionKey, endpointId);
+    }
     // the same race with a removal as in afterRouting, undone the same way
     if (!members.contains(endpointId)) {
       bindings.asMap().remove(sessionKey, endpointId);

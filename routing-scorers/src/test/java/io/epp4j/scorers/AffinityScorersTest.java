@@ -49,6 +49,30 @@ class AffinityScorersTest {
     assertThat(scores).containsOnly(0.0);
   }
 
+  /**
+   * A peer sends a session hint for every request it routes; repeating a binding this scorer
+   * already holds must not restart {@code maxAge}, as routing the session again locally does not.
+   */
+  @Test
+  void aPeersHintOfTheSameBindingDoesNotRenewMaxAgeButAMoveRebinds() {
+    AtomicLong now = new AtomicLong();
+    List<Candidate> pool = TestCandidates.pool(2);
+    SessionAffinityScorer s = TestCandidates.joined(new SessionAffinityScorer(
+        HashKeySource.SESSION, null, Duration.ofSeconds(300), Duration.ofSeconds(10), 1000,
+        now::get), pool);
+    s.afterRouting(session("u"), state(), decision(pool.get(0)));
+    now.addAndGet(Duration.ofSeconds(9).toNanos());
+    s.afterRouting(session("u"), state(), decision(pool.get(0)));
+    s.onRemoteSession("u", pool.get(0).id(), now.get());
+    assertThat(s.binding("u")).isEqualTo(pool.get(0).id());
+    now.addAndGet(Duration.ofSeconds(2).toNanos()); // 11 s after the binding was made
+    assertThat(s.binding("u")).isNull();
+
+    s.afterRouting(session("v"), state(), decision(pool.get(0)));
+    s.onRemoteSession("v", pool.get(1).id(), now.get()); // the peer moved the session
+    assertThat(s.binding("v")).isEqualTo(pool.get(1).id());
+  }
+
   @Test
   void endpointHeaderWinsAndRemovalDropsBindings() {
     SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
