@@ -234,7 +234,12 @@ public final class KvBlockIndex {
         loseTrackLocked(e);
       }
       long key = keys[i];
-      e.engineToKey.put(hashes[i], key);
+      if (e.engineToKey.put(hashes[i], key, e.scratch) && e.scratch[0] != key) {
+        // The engine hash named other content here before (a malformed event, a block naming
+        // itself as parent, a hash collision): that content is gone from this endpoint, and
+        // nothing could remove it later, since only its hash led to it.
+        forget(e, e.scratch[0]);
+      }
       holders.add(key, e.slot, bit);
       e.own.or(key, bit);
     }
@@ -277,6 +282,16 @@ public final class KvBlockIndex {
       removed++;
     }
     metrics.blocksRemoved.add(removed);
+  }
+
+  /** Drops {@code key} from every tier of {@code e}, as a removal by the engine would. */
+  private void forget(EndpointHoldings e, long key) {
+    metrics.reusedHashes.increment();
+    holders.remove(key, e.slot, 3);
+    e.own.andNot(key, 3);
+    for (DropListener l : dropListeners) {
+      l.dropped(e.id, key);
+    }
   }
 
   private void clearLocked(EndpointHoldings e) {

@@ -15,6 +15,7 @@ public final class KvEventMetrics {
   final LongAdder blocksRemoved = new LongAdder();
   final LongAdder orphanBlocks = new LongAdder();
   final LongAdder unknownRemovals = new LongAdder();
+  final LongAdder reusedHashes = new LongAdder();
   final LongAdder decodeErrors = new LongAdder();
   final LongAdder gaps = new LongAdder();
   final LongAdder missedBatches = new LongAdder();
@@ -46,6 +47,12 @@ public final class KvEventMetrics {
   public long orphanBlocks() { return orphanBlocks.sum(); }
   /** Removed hashes the index did not know. */
   public long unknownRemovals() { return unknownRemovals.sum(); }
+  /**
+   * Stored blocks whose engine hash already named other content on that endpoint (a malformed
+   * event, a block naming itself as parent, a hash collision); the content it named before is
+   * dropped from the index.
+   */
+  public long reusedHashes() { return reusedHashes.sum(); }
   /**
    * Messages dropped: malformed frames or payloads, and messages whose handling failed (see
    * {@link KvEventSubscriber}).

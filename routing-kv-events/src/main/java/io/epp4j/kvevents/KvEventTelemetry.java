@@ -44,6 +44,7 @@ final class KvEventTelemetry implements AutoCloseable {
     t.counter(meter, "resyncs", "{resync}", "endpoints whose entries were dropped to resynchronise", KvEventMetrics::resyncs, m);
     t.counter(meter, "restarts", "{restart}", "publisher restarts detected", KvEventMetrics::restarts, m);
     t.counter(meter, "orphan_blocks", "{block}", "stored blocks whose parent was unknown", KvEventMetrics::orphanBlocks, m);
+    t.counter(meter, "reused_hashes", "{block}", "stored blocks whose engine hash already named other content", KvEventMetrics::reusedHashes, m);
     t.counter(meter, "overflows", "{overflow}", "endpoints cleared for exceeding their block budget", KvEventMetrics::overflows, m);
     t.counter(meter, "unknown_endpoint_messages", "{message}", "messages dropped because their endpoint is not in the pool", KvEventMetrics::unknownEndpointMessages, m);
     t.counter(meter, "block_size_mismatches", "{change}", "endpoints found using another block size than the configured one", KvEventMetrics::blockSizeMismatches, m);

@@ -1,6 +1,7 @@
 package io.epp4j.kvevents;
 
 import java.util.Arrays;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A primitive {@code long → long} hash map (open addressing, linear probing, backward-shift
@@ -54,10 +55,22 @@ final class LongLongMap {
   }
 
   void put(long key, long value) {
+    put(key, value, null);
+  }
+
+  /**
+   * Maps {@code key} to {@code value}; returns whether {@code key} was mapped already, and then
+   * puts the value it had into {@code previous[0]} (when {@code previous} is not null).
+   */
+  boolean put(long key, long value, long @Nullable [] previous) {
     if (key == EMPTY) {
+      boolean had = hasZeroKey;
+      if (had && previous != null) {
+        previous[0] = zeroValue;
+      }
       hasZeroKey = true;
       zeroValue = value;
-      return;
+      return had;
     }
     long[] c = cells;
     int i = slot(key);
@@ -69,11 +82,14 @@ final class LongLongMap {
         if (++size * 2 > mask + 1) {
           grow();
         }
-        return;
+        return false;
       }
       if (k == key) {
+        if (previous != null) {
+          previous[0] = c[(i << 1) + 1];
+        }
         c[(i << 1) + 1] = value;
-        return;
+        return true;
       }
       i = (i + 1) & mask;
     }

@@ -27,6 +27,47 @@ class KvBlockIndexTest {
     return BlockKeys.chain(BlockKeys.seed("", null, null), tokens, bs, Integer.MAX_VALUE);
   }
 
+  /** A hash repeated within one event over different blocks: the clear leaves nothing held. */
+  @Test
+  void aHashRepeatedInOneEventLeavesNothingBehindAClear() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(100, 64);
+    long[] k = keys(prompt, 16);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1, 2, 1, 2}, null, prompt, 16));
+    assertThat(index.metrics().reusedHashes()).isEqualTo(2);
+    index.apply("a", KvEvent.AllBlocksCleared.INSTANCE);
+    assertThat(index.blockCount("a")).isZero();
+    assertThat(index.heldKeys()).isZero();
+    assertThat(index.prefixWeight("a", k, 0)).isZero();
+  }
+
+  /** A block naming its own hash as parent: removing the hash leaves nothing held. */
+  @Test
+  void aBlockThatIsItsOwnParentLeavesNothingBehindItsRemoval() {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(100, 32);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {7}, null, Arrays.copyOf(prompt, 16), 16));
+    index.apply("a", KvEvent.BlockStored.of(new long[] {7}, 7L,
+        Arrays.copyOfRange(prompt, 16, 32), 16));
+    index.apply("a", KvEvent.BlockRemoved.of(7L));
+    assertThat(index.blockCount("a")).isZero();
+    assertThat(index.heldKeys()).isZero();
+  }
+
+  /** One hash stored again and again with other tokens stays within the block budget. */
+  @Test
+  void aHashReusedForOtherContentCannotGrowTheIndexPastItsBudget() {
+    KvBlockIndex index = KvBlockIndex.builder().maxBlocksPerEndpoint(4).build();
+    for (int i = 0; i < 10_000; i++) {
+      index.apply("a", KvEvent.BlockStored.of(new long[] {1}, null, tokens(i * 16, 16), 16));
+    }
+    assertThat(index.blockCount("a")).isEqualTo(1);
+    assertThat(index.heldKeys()).isEqualTo(1);
+    assertThat(index.metrics().reusedHashes()).isEqualTo(9_999);
+    index.removeEndpoint("a");
+    assertThat(index.heldKeys()).isZero();
+  }
+
   @Test
   void storedChainsMatchFromBlockZeroAndRemovalsCutTheRun() {
     KvBlockIndex index = KvBlockIndex.create();
