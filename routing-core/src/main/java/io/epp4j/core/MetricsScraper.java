@@ -67,31 +67,51 @@ public final class MetricsScraper implements AutoCloseable {
   }
 
   private void scrapeAll() {
-    for (Candidate c : router.endpoints()) {
-      String id = c.id();
-      if (inFlight.putIfAbsent(id, Boolean.TRUE) != null) {
-        continue; // the previous scrape of this endpoint is still running
+    // an exception escaping a periodic task cancels it for good, and with it the scraping of
+    // every endpoint: whatever one endpoint does, the next round must still come
+    try {
+      for (Candidate c : router.endpoints()) {
+        scrape(c.id());
       }
+    } catch (RuntimeException e) {
+      LOG.log(Level.WARNING, "a round of metrics scrapes failed", e);
+    }
+  }
+
+  private void scrape(String id) {
+    if (inFlight.putIfAbsent(id, Boolean.TRUE) != null) {
+      return; // the previous scrape of this endpoint is still running
+    }
+    java.util.concurrent.CompletableFuture<HttpResponse<String>> response;
+    try {
       HttpRequest req = HttpRequest.newBuilder(URI.create(scheme + "://" + id + path))
           .timeout(timeout).GET().build();
-      client.sendAsync(req, HttpResponse.BodyHandlers.ofString()).whenComplete((resp, err) -> {
-        inFlight.remove(id);
-        scrapes.incrementAndGet();
-        if (err != null || resp.statusCode() != 200) {
-          fail(id, err != null ? err.toString() : "HTTP " + resp.statusCode());
-          return;
-        }
-        Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body());
-        if (!m.isOk()) {
-          fail(id, m.errors().get(0));
-          return;
-        }
-        if (failing.remove(id) != null) {
-          LOG.info("metrics of " + id + " are back");
-        }
-        router.updateMetrics(id, m.value());
-      });
+      response = client.sendAsync(req, HttpResponse.BodyHandlers.ofString());
+    } catch (RuntimeException e) {
+      // an id that makes no URL the client accepts (a host name with '_', an IPv6 zone): this
+      // endpoint cannot be scraped, the others still are
+      inFlight.remove(id);
+      scrapes.incrementAndGet();
+      fail(id, "no metrics request can be made for it: " + e);
+      return;
     }
+    response.whenComplete((resp, err) -> {
+      inFlight.remove(id);
+      scrapes.incrementAndGet();
+      if (err != null || resp.statusCode() != 200) {
+        fail(id, err != null ? err.toString() : "HTTP " + resp.statusCode());
+        return;
+      }
+      Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body());
+      if (!m.isOk()) {
+        fail(id, m.errors().get(0));
+        return;
+      }
+      if (failing.remove(id) != null) {
+        LOG.info("metrics of " + id + " are back");
+      }
+      router.updateMetrics(id, m.value());
+    });
   }
 
   private void fail(String id, String why) {

@@ -91,6 +91,40 @@ class MetricsScraperTest {
     }
   }
 
+  @Test
+  void anEndpointWhoseIdMakesNoUrlIsAFailureAndTheOthersAreStillScraped() throws Exception {
+    AtomicReference<String> body = new AtomicReference<>(VLLM);
+    HttpServer server = metricsServer(body);
+    int port = server.getAddress().getPort();
+    // a host name with '_' (a Docker Compose service, say) is no URI host; listed first, so its
+    // scrape is attempted before the good endpoint's in every round
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.of("vllm_1", 8000), Endpoint.of("127.0.0.1", port)))
+        .build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20)).start()) {
+      awaitMetrics(router, "127.0.0.1:" + port, m -> m.waitingRequests() == 5);
+      body.set(VLLM.replace("} 3.0", "} 30.0"));
+      // a later round: the bad endpoint did not stop the scraper
+      awaitMetrics(router, "127.0.0.1:" + port, m -> m.waitingRequests() == 32);
+      assertThat(scraper.failures()).isPositive();
+    } finally {
+      server.stop(0);
+    }
+  }
+
+  private static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    server.createContext("/metrics", ex -> {
+      byte[] b = body.get().getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+    return server;
+  }
+
   private static Candidate awaitMetrics(Router router, String id,
       java.util.function.Predicate<EndpointMetrics> cond) throws InterruptedException {
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
