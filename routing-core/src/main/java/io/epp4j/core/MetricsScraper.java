@@ -102,15 +102,20 @@ public final class MetricsScraper implements AutoCloseable {
         fail(id, err != null ? err.toString() : "HTTP " + resp.statusCode());
         return;
       }
-      Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body());
-      if (!m.isOk()) {
-        fail(id, m.errors().get(0));
-        return;
+      try {
+        Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body());
+        if (!m.isOk()) {
+          fail(id, m.errors().get(0));
+          return;
+        }
+        if (failing.remove(id) != null) {
+          LOG.info("metrics of " + id + " are back");
+        }
+        router.updateMetrics(id, m.value());
+      } catch (RuntimeException e) {
+        // the future would keep the exception to itself: count and log it as any failure
+        fail(id, e.toString());
       }
-      if (failing.remove(id) != null) {
-        LOG.info("metrics of " + id + " are back");
-      }
-      router.updateMetrics(id, m.value());
     });
   }
 

@@ -29,7 +29,8 @@ public final class PrometheusMetrics {
   /**
    * Parses an exposition. Fails (naming the line) only on malformed sample lines of the families
    * above; unknown families are skipped. A body with none of the known families is an error, so
-   * a wrong URL is noticed instead of reading as an idle server.
+   * a wrong URL is noticed instead of reading as an idle server. Never throws: {@code NaN}
+   * samples are skipped, and counts read from labels are kept within {@code [0, 2^31)}.
    */
   public static Result<EndpointMetrics> parse(String text) {
     List<Sample> samples = new ArrayList<>();
@@ -60,22 +61,25 @@ public final class PrometheusMetrics {
     double loraStamp = Double.NEGATIVE_INFINITY;
     boolean any = false;
     for (Sample s : samples) {
+      // NaN: a gauge with no value yet; the family is there, but summed or compared the sample
+      // would wipe out the other series
+      boolean nan = Double.isNaN(s.value);
       switch (s.name) {
         case "vllm:num_requests_waiting", "sglang:num_queue_reqs" -> {
-          waiting += s.value;
+          waiting += nan ? 0 : s.value;
           any = true;
         }
         case "vllm:num_requests_running", "sglang:num_running_reqs" -> {
-          running += s.value;
+          running += nan ? 0 : s.value;
           any = true;
         }
         case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage" -> {
-          kv = Math.max(kv, s.value);
+          kv = nan ? kv : Math.max(kv, s.value);
           any = true;
         }
         case "vllm:cache_config_info" -> {
-          blocks = Math.max(blocks, parseLong(s.labels.get("num_gpu_blocks")));
-          blockSize = (int) Math.max(blockSize, parseLong(s.labels.get("block_size")));
+          blocks = Math.max(blocks, labelCount(s.labels.get("num_gpu_blocks"), Long.MAX_VALUE));
+          blockSize = (int) Math.max(blockSize, labelCount(s.labels.get("block_size"), Integer.MAX_VALUE));
         }
         case "vllm:lora_requests_info" -> {
           // one series per change; the value is the time it was set: keep the newest
@@ -83,7 +87,7 @@ public final class PrometheusMetrics {
             loraStamp = s.value;
             runningLoras = split(s.labels.get("running_lora_adapters"));
             waitingLoras = split(s.labels.get("waiting_lora_adapters"));
-            maxLoras = (int) parseLong(s.labels.get("max_lora"));
+            maxLoras = (int) labelCount(s.labels.get("max_lora"), Integer.MAX_VALUE);
           }
         }
         default -> { }
@@ -117,15 +121,21 @@ public final class PrometheusMetrics {
     return out;
   }
 
-  private static long parseLong(@Nullable String s) {
+  /**
+   * A count from a label value, within {@code [0, max]}: a negative, huge or unreadable value must
+   * not reach {@link EndpointMetrics}, whose constructor refuses negative counts.
+   */
+  private static long labelCount(@Nullable String s, long max) {
     if (s == null) {
       return 0;
     }
+    double v;
     try {
-      return (long) Double.parseDouble(s.strip());
+      v = Double.parseDouble(s.strip());
     } catch (NumberFormatException e) {
       return 0;
     }
+    return v > 0 ? Math.min(max, (long) v) : 0; // NaN too is 0
   }
 
   /** {@code name{k="v",...} value [timestamp]}, or null when malformed. */

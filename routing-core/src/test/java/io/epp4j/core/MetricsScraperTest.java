@@ -63,6 +63,34 @@ class MetricsScraperTest {
   }
 
   @Test
+  void nanSamplesAndOutOfRangeLabelCountsGiveMetricsNotAnException() {
+    // NaN is a valid sample value (a gauge with nothing to report yet); before, a NaN KV usage
+    // or a negative or overflowing label count made parse throw, and the scraper lost the
+    // exception in its future: the endpoint's metrics silently stopped updating
+    EndpointMetrics m = PrometheusMetrics.parse("""
+        vllm:num_requests_waiting{engine="0"} 4
+        vllm:num_requests_waiting{engine="1"} NaN
+        vllm:kv_cache_usage_perc{engine="0"} NaN
+        vllm:kv_cache_usage_perc{engine="1"} 0.5
+        vllm:cache_config_info{block_size="1e10",num_gpu_blocks="-3"} 1.0
+        vllm:lora_requests_info{max_lora="-1",running_lora_adapters="a",waiting_lora_adapters=""} 1.7e9
+        """).value();
+    assertThat(m.waitingRequests()).isEqualTo(4);
+    assertThat(m.kvCacheUsage()).isEqualTo(0.5);
+    assertThat(m.blockSizeTokens()).isEqualTo(Integer.MAX_VALUE);
+    assertThat(m.kvCapacityBlocks()).isZero();
+    assertThat(m.maxLoras()).isZero();
+    assertThat(m.runningLoraAdapters()).containsExactly("a");
+    EndpointMetrics onlyNan = PrometheusMetrics.parse("vllm:kv_cache_usage_perc NaN\n"
+        + "vllm:num_requests_running NaN\n").value();
+    assertThat(onlyNan.kvCacheUsage()).isZero();
+    assertThat(onlyNan.runningRequests()).isZero();
+    assertThat(PrometheusMetrics.parse("vllm:num_requests_waiting 1\n"
+        + "vllm:lora_requests_info{max_lora=\"3e9\"} 1\n").value().maxLoras())
+        .isEqualTo(Integer.MAX_VALUE);
+  }
+
+  @Test
   void scrapesEndpointsAndPublishesToTheRouter() throws Exception {
     AtomicReference<String> body = new AtomicReference<>(VLLM);
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
