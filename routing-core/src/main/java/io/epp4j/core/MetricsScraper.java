@@ -3,37 +3,55 @@ package io.epp4j.core;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.Result;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Flow;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Polls {@code http://<endpoint>/metrics} of every endpoint in a router's pool and publishes the
  * result with {@link Router#updateMetrics}. Runs on its own daemon thread, off the request path;
  * follows the pool as it changes. A failed scrape leaves the previous metrics in place, so they
  * age and count as stale (see {@code Router.Builder.metricsStaleness}); failures are counted and
- * logged once per endpoint until it recovers.
+ * logged once per endpoint until it recovers. A scrape ends within its {@link Builder#timeout}
+ * and reads at most {@link Builder#maxResponseBytes} bytes, so a server that never finishes its
+ * answer (or sends an endless one) costs one failed scrape, not the endpoint's metrics for good
+ * nor unbounded memory.
  *
  * <pre>{@code
  * MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
  * }</pre>
  */
 public final class MetricsScraper implements AutoCloseable {
+  /** Default limit of a metrics response: 4 MiB. */
+  public static final int DEFAULT_MAX_RESPONSE_BYTES = 4 << 20;
   private static final Logger LOG = Logger.getLogger(MetricsScraper.class.getName());
 
   private final Router router;
   private final Duration interval;
   private final Duration timeout;
+  private final int maxResponseBytes;
   private final String path;
   private final String scheme;
   private final HttpClient client;
@@ -47,6 +65,7 @@ public final class MetricsScraper implements AutoCloseable {
     this.router = b.router;
     this.interval = b.interval;
     this.timeout = b.timeout;
+    this.maxResponseBytes = b.maxResponseBytes;
     this.path = b.path;
     this.scheme = b.scheme;
     this.client = HttpClient.newBuilder().connectTimeout(b.timeout).build();
@@ -82,11 +101,12 @@ public final class MetricsScraper implements AutoCloseable {
     if (inFlight.putIfAbsent(id, Boolean.TRUE) != null) {
       return; // the previous scrape of this endpoint is still running
     }
-    java.util.concurrent.CompletableFuture<HttpResponse<String>> response;
+    BoundedBody body = new BoundedBody(maxResponseBytes);
+    CompletableFuture<HttpResponse<String>> response;
     try {
       HttpRequest req = HttpRequest.newBuilder(URI.create(scheme + "://" + id + path))
           .timeout(timeout).GET().build();
-      response = client.sendAsync(req, HttpResponse.BodyHandlers.ofString());
+      response = client.sendAsync(req, info -> body);
     } catch (RuntimeException e) {
       // an id that makes no URL the client accepts (a host name with '_', an IPv6 zone): this
       // endpoint cannot be scraped, the others still are
@@ -95,7 +115,19 @@ public final class MetricsScraper implements AutoCloseable {
       fail(id, "no metrics request can be made for it: " + e);
       return;
     }
+    // the request timeout ends at the response headers; this one covers the body too
+    ScheduledFuture<?> deadline;
+    try {
+      deadline = scheduler.schedule(() -> {
+        body.abort(new HttpTimeoutException("no complete response within " + timeout));
+        response.cancel(true);
+      }, timeout.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException e) {
+      response.cancel(true); // closed meanwhile
+      return;
+    }
     response.whenComplete((resp, err) -> {
+      deadline.cancel(false);
       inFlight.remove(id);
       scrapes.incrementAndGet();
       if (err != null || resp.statusCode() != 200) {
@@ -141,11 +173,79 @@ public final class MetricsScraper implements AutoCloseable {
     scheduler.shutdownNow();
   }
 
+  /**
+   * A response body as text, read up to a size limit: an endless or oversized answer cancels
+   * the exchange (closing its connection) instead of filling the heap. Also cancellable from
+   * outside, for the scrape deadline.
+   */
+  private static final class BoundedBody implements HttpResponse.BodySubscriber<String> {
+    private final int maxBytes;
+    private final CompletableFuture<String> result = new CompletableFuture<>();
+    // written only by the client's serialized onNext calls
+    private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    private volatile Flow.@Nullable Subscription subscription;
+
+    BoundedBody(int maxBytes) {
+      this.maxBytes = maxBytes;
+    }
+
+    @Override
+    public void onSubscribe(Flow.Subscription s) {
+      subscription = s;
+      if (result.isDone()) {
+        s.cancel(); // aborted before the headers came
+      } else {
+        s.request(Long.MAX_VALUE);
+      }
+    }
+
+    @Override
+    public void onNext(List<ByteBuffer> items) {
+      if (result.isDone()) {
+        return;
+      }
+      for (ByteBuffer b : items) {
+        if (b.remaining() > maxBytes - bytes.size()) {
+          abort(new IOException("metrics response is above " + maxBytes + " bytes"));
+          return;
+        }
+        byte[] chunk = new byte[b.remaining()];
+        b.get(chunk);
+        bytes.write(chunk, 0, chunk.length);
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      result.completeExceptionally(t);
+    }
+
+    @Override
+    public void onComplete() {
+      result.complete(bytes.toString(StandardCharsets.UTF_8));
+    }
+
+    @Override
+    public CompletionStage<String> getBody() {
+      return result;
+    }
+
+    void abort(Throwable why) {
+      if (result.completeExceptionally(why)) {
+        Flow.Subscription s = subscription;
+        if (s != null) {
+          s.cancel();
+        }
+      }
+    }
+  }
+
   /** Configures a {@link MetricsScraper}. */
   public static final class Builder {
     private final Router router;
     private Duration interval = Duration.ofMillis(50);
     private Duration timeout = Duration.ofSeconds(1);
+    private int maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
     private String path = "/metrics";
     private String scheme = "http";
 
@@ -171,12 +271,28 @@ public final class MetricsScraper implements AutoCloseable {
       return this;
     }
 
-    /** Connect and request timeout; default 1 s. */
+    /**
+     * How long one scrape may take, from connecting to the last byte of the response; default
+     * 1 s. A scrape that takes longer is a failure, and the next one starts afresh.
+     */
     public Builder timeout(Duration d) {
       if (d.isNegative() || d.isZero()) {
         throw new IllegalArgumentException("timeout must be positive, got " + d);
       }
       this.timeout = d;
+      return this;
+    }
+
+    /**
+     * The largest response read; default 4 MiB (a vLLM exposition is tens to hundreds of KiB).
+     * A longer one is a failure, so an endpoint whose path streams without end cannot exhaust
+     * the heap.
+     */
+    public Builder maxResponseBytes(int bytes) {
+      if (bytes <= 0) {
+        throw new IllegalArgumentException("maxResponseBytes must be > 0, got " + bytes);
+      }
+      this.maxResponseBytes = bytes;
       return this;
     }
 

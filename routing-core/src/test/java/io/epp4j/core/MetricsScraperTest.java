@@ -1,6 +1,7 @@
 package io.epp4j.core;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.sun.net.httpserver.HttpServer;
 import io.epp4j.api.Candidate;
@@ -139,6 +140,76 @@ class MetricsScraperTest {
     } finally {
       server.stop(0);
     }
+  }
+
+  @Test
+  void aResponseThatNeverEndsIsAFailedScrapeWithinTheTimeoutAndTheNextScrapeFollows() throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    java.util.concurrent.ExecutorService handlers = java.util.concurrent.Executors.newCachedThreadPool();
+    server.setExecutor(handlers);
+    java.util.concurrent.atomic.AtomicInteger requests = new java.util.concurrent.atomic.AtomicInteger();
+    // headers at once, then a comment line every 50 ms for as long as the client listens
+    server.createContext("/metrics", ex -> {
+      requests.incrementAndGet();
+      ex.sendResponseHeaders(200, 0);
+      try {
+        for (int i = 0; i < 1200; i++) {
+          ex.getResponseBody().write("# still here\n".getBytes(StandardCharsets.UTF_8));
+          ex.getResponseBody().flush();
+          Thread.sleep(50);
+        }
+      } catch (java.io.IOException | InterruptedException e) {
+        // the client gave up
+      } finally {
+        ex.close();
+      }
+    });
+    server.start();
+    int port = server.getAddress().getPort();
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.of("127.0.0.1", port)))
+        .build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(Duration.ofMillis(200)).start()) {
+      // before, the scrape waited for the end of the body, which never came: no failure was
+      // counted and the endpoint was never scraped again
+      long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+      while ((scraper.failures() < 2 || requests.get() < 2) && System.nanoTime() < deadline) {
+        java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
+      }
+      assertThat(scraper.failures()).isGreaterThanOrEqualTo(2);
+      assertThat(requests.get()).isGreaterThanOrEqualTo(2);
+    } finally {
+      server.stop(0);
+      handlers.shutdownNow();
+    }
+  }
+
+  @Test
+  void aResponseAboveTheSizeLimitIsAFailure() throws Exception {
+    AtomicReference<String> body = new AtomicReference<>("# padding\n".repeat(200) + VLLM);
+    HttpServer server = metricsServer(body);
+    int port = server.getAddress().getPort();
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.of("127.0.0.1", port)))
+        .build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .maxResponseBytes(1024).start()) {
+      long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+      while (scraper.failures() < 2 && System.nanoTime() < deadline) {
+        java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
+      }
+      assertThat(scraper.failures()).isGreaterThanOrEqualTo(2);
+      assertThat(router.endpoints().get(0).metrics().isKnown()).isFalse();
+      body.set(VLLM); // within the limit
+      awaitMetrics(router, "127.0.0.1:" + port, m -> m.waitingRequests() == 5);
+    } finally {
+      server.stop(0);
+    }
+    assertThatThrownBy(() -> MetricsScraper.builder(router).maxResponseBytes(0))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxResponseBytes");
   }
 
   private static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
