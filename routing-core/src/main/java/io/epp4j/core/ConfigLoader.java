@@ -589,7 +589,15 @@ final class ConfigLoader {
         errors.add(source + ": field 'schedulingProfiles' is required");
       }
       if (!errors.isEmpty()) {
-        plugins.values().forEach(Plugin::close);
+        // every plugin is closed, and none may throw out of the load: the errors are the answer
+        plugins.forEach((name, p) -> {
+          try {
+            p.close();
+          } catch (RuntimeException e) {
+            errors.add(source + ": plugin " + quote(name) + ": closing it after the failed load"
+                + " threw " + e.getClass().getName());
+          }
+        });
         return Result.errors(errors.toList(source, "errors"));
       }
       List<io.epp4j.api.Admitter> admitters = new ArrayList<>();

@@ -166,6 +166,70 @@ class ConfigLoaderTest {
         .hasMessageStartingWith("3 configuration errors:\n  - y.yaml: plugins[0]");
   }
 
+  /** A scorer whose close throws, and one that counts its closes. */
+  static final class ClosingScorer implements io.epp4j.api.Scorer {
+    final boolean throwOnClose;
+    final java.util.concurrent.atomic.AtomicInteger closes = new java.util.concurrent.atomic.AtomicInteger();
+
+    ClosingScorer(boolean throwOnClose) {
+      this.throwOnClose = throwOnClose;
+    }
+
+    @Override
+    public void score(io.epp4j.api.InferenceRequest r, io.epp4j.api.CycleState s,
+        List<io.epp4j.api.Candidate> cs, double[] scores) {}
+
+    @Override
+    public void close() {
+      closes.incrementAndGet();
+      if (throwOnClose) {
+        throw new IllegalStateException("close failed");
+      }
+    }
+  }
+
+  @Test
+  void aPluginThatThrowsWhenAFailedLoadClosesItNeitherEscapesNorKeepsTheOthersOpen() {
+    List<ClosingScorer> made = new java.util.concurrent.CopyOnWriteArrayList<>();
+    io.epp4j.api.PluginProvider provider = new io.epp4j.api.PluginProvider() {
+      @Override
+      public String type() {
+        return "closing-scorer";
+      }
+
+      @Override
+      public Result<? extends io.epp4j.api.Plugin> create(io.epp4j.api.PluginContext c,
+          io.epp4j.api.Parameters p) {
+        ClosingScorer s = new ClosingScorer(p.getBoolean("throw", false));
+        made.add(s);
+        return Result.ok(s);
+      }
+    };
+    PluginRegistry registry = TestPlugins.registry().with(provider);
+    String yaml = """
+        plugins:
+        - {name: a, type: closing-scorer, parameters: {throw: true}}
+        - {name: b, type: closing-scorer}
+        - type: nope
+        schedulingProfiles:
+        - name: p
+          plugins: [{pluginRef: a}, {pluginRef: b}]
+        """;
+    Result<RouterConfig> r = new ConfigLoader(registry).load(yaml, "c.yaml");
+    assertThat(r.errors()).anySatisfy(e -> assertThat(e).contains("unknown plugin type 'nope'"))
+        .anySatisfy(e -> assertThat(e).isEqualTo("c.yaml: plugin 'a': closing it after the failed"
+            + " load threw java.lang.IllegalStateException"));
+    assertThat(made).hasSize(2).allSatisfy(s -> assertThat(s.closes.get()).isEqualTo(1));
+    // the builder still answers with every problem, and a reload leaves the router as it was
+    assertThatThrownBy(() -> Router.builder().registry(registry).configYaml(yaml, "c.yaml").build())
+        .isInstanceOf(ConfigException.class);
+    try (Router router = Router.builder().registry(registry)
+        .profile(SchedulingProfile.builder("default").build()).build()) {
+      assertThat(router.reconfigure(yaml, "c.yaml").errors())
+          .anySatisfy(e -> assertThat(e).contains("unknown plugin type 'nope'"));
+    }
+  }
+
   @Test
   void zeroConfigWithoutBuiltinsExplainsWhatIsMissing() {
     assertThatThrownBy(() -> Router.builder().registry(TestPlugins.registry()).build())
