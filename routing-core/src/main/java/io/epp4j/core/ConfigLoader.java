@@ -91,7 +91,10 @@ final class ConfigLoader {
   private static final String MAPPING_EXPECTED =
       "a mapping with 'plugins' and 'schedulingProfiles'";
 
-  private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
+  // a key given twice is an error, as in upstream's loader: the last one winning silently dropped
+  // the first (a second 'plugins' section, a plugin's 'parameters', a parameter)
+  private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory())
+      .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
 
   private final PluginRegistry registry;
   private final Ticker ticker;
@@ -625,9 +628,16 @@ final class ConfigLoader {
                   : " started at line " + (from.getLine() + 1) + ", column " + (from.getColumn() + 1)) + ")");
     }
     JsonLocation loc = e.getLocation();
-    return (loc != null && loc.getLineNr() > 0
-        ? " at line " + loc.getLineNr() + ", column " + loc.getColumnNr() : "")
-        + ": " + e.getOriginalMessage();
+    String where = loc != null && loc.getLineNr() > 0
+        ? " at line " + loc.getLineNr() + ", column " + loc.getColumnNr() : "";
+    String m = String.valueOf(e.getOriginalMessage());
+    int open = m.indexOf('\'');
+    int close = m.lastIndexOf('\'');
+    if (m.startsWith("Duplicate field '") && close > open) {
+      return where + ": field " + quote(m.substring(open + 1, close)) + " is given twice in one"
+          + " mapping (the second would replace the first)";
+    }
+    return where + ": " + m;
   }
 
   /**

@@ -166,6 +166,36 @@ class ConfigLoaderTest {
         .hasMessageStartingWith("3 configuration errors:\n  - y.yaml: plugins[0]");
   }
 
+  @Test
+  void aKeyGivenTwiceInOneMappingIsAnErrorNamingItAndItsLine() {
+    // before, the last one won and the first was dropped without a word: here the first
+    // 'plugins' section, with the scorer the profile goes on to use
+    Result<RouterConfig> twoSections = loader.load("""
+        plugins:
+        - type: label-scorer
+          parameters: {label: cache}
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: label-scorer}]
+        plugins:
+        - type: max-score-picker
+        """, "d.yaml");
+    assertThat(twoSections.errors()).containsExactly("d.yaml: not valid YAML at line 7, column 8:"
+        + " field 'plugins' is given twice in one mapping (the second would replace the first)");
+    Result<RouterConfig> twoValues = loader.load("""
+        plugins:
+        - type: label-scorer
+          parameters:
+            label: cache
+            label: gpu
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: label-scorer}]
+        """, "d.yaml");
+    assertThat(twoValues.errors()).singleElement().asString()
+        .contains("line 5", "field 'label' is given twice");
+  }
+
   /** A scorer whose close throws, and one that counts its closes. */
   static final class ClosingScorer implements io.epp4j.api.Scorer {
     final boolean throwOnClose;
