@@ -44,11 +44,16 @@ final class ActiveConfig {
   private final ThrottledWarning routerWarning;
   /** Plugins a reload dropped; null while this configuration is current. */
   private volatile @Nullable Set<Object> retired;
+  /** Whether the router has closed (and with it every plugin of every configuration). */
+  private final java.util.function.BooleanSupplier routerClosed;
+  /** Per request listener: whether the router closes it (false for the builder's extra ones). */
+  private final boolean[] closedWithRouter;
 
   ActiveConfig(RouterConfig config, Map<String, PluginReuse.Declared> declared,
       List<Object> extraListeners, InFlightLedger ledger, Ticker ticker,
-      ThrottledWarning routerWarning) {
+      ThrottledWarning routerWarning, java.util.function.BooleanSupplier routerClosed) {
     this.config = config;
+    this.routerClosed = routerClosed;
     this.ledger = ledger;
     this.declared = Map.copyOf(declared);
     this.routerWarning = routerWarning;
@@ -70,6 +75,11 @@ final class ActiveConfig {
       }
     }
     this.requestListeners = rl.toArray(new RequestListener[0]);
+    Set<Plugin> owned = plugins(config);
+    this.closedWithRouter = new boolean[requestListeners.length];
+    for (int i = 0; i < requestListeners.length; i++) {
+      closedWithRouter[i] = owned.contains(requestListeners[i]);
+    }
     this.poolListeners = pl.toArray(new PoolListener[0]);
     this.warnings = warningsByPlugin(config, all, ticker);
     this.requestListenerWarnings = new ThrottledWarning[requestListeners.length];
@@ -176,10 +186,14 @@ final class ActiveConfig {
     retired = dropped;
   }
 
-  /** Whether request listener {@code i} was dropped by a reload (one volatile read otherwise). */
+  /**
+   * Whether request listener {@code i} was dropped by a reload, or closed with the router: a
+   * decision finished after either must not call into a closed plugin.
+   */
   boolean isRetired(int i) {
     Set<Object> r = retired;
-    return r != null && r.contains(requestListeners[i]);
+    return r != null && r.contains(requestListeners[i])
+        || closedWithRouter[i] && routerClosed.getAsBoolean();
   }
 
   /**

@@ -117,7 +117,7 @@ public final class Router implements AutoCloseable {
     // expiry runs on later route and updateMetrics calls, after telemetry is set
     this.ledger = new InFlightLedger(inFlightMaxAge.toNanos(), ticker.nanos(), this::expired);
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
-        initial.declared(), extraListeners, ledger, ticker, routerWarning));
+        initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed));
     this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,
         () -> saturation(state.active));
     this.hints = b.hints;
@@ -423,7 +423,7 @@ public final class Router implements AutoCloseable {
   private Result<RouterConfig> install(PluginReuse.Loaded loaded, boolean created) {
     ActiveConfig old = state.active;
     ActiveConfig next = new ActiveConfig(loaded.config(), loaded.declared(), extraListeners,
-        ledger, ticker, routerWarning);
+        ledger, ticker, routerWarning, this::isClosed);
     if (closed) {
       if (created) {
         retired.closeNow(ActiveConfig.difference(next.members, old.members));
@@ -442,6 +442,10 @@ public final class Router implements AutoCloseable {
     }
     retired.closeLater(dropped);
     return Result.ok(loaded.config());
+  }
+
+  private boolean isClosed() {
+    return closed;
   }
 
   /** Whether the running configuration uses {@code plugin} (a reload may have taken it back). */
@@ -464,7 +468,9 @@ public final class Router implements AutoCloseable {
 
   /**
    * Closes every plugin (including any a reload retired and has not closed yet) and stops
-   * telemetry callbacks; later routes are rejected.
+   * telemetry callbacks; later routes are rejected. Decisions still in flight release their
+   * counts when finished, but the closed plugins no longer hear about them (extra listeners
+   * given to the builder, which the router does not close, still do).
    */
   @Override
   public void close() {

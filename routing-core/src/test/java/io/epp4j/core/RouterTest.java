@@ -62,6 +62,65 @@ class RouterTest {
     assertThat(c.inFlightTokens()).isZero();
   }
 
+  /** A scorer that listens to requests and records what it hears after being closed. */
+  static final class ClosableListeningScorer implements io.epp4j.api.Scorer, RequestListener {
+    volatile boolean closed;
+    final List<String> heardAfterClose = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    @Override
+    public void score(InferenceRequest r, CycleState s, List<Candidate> cs, double[] scores) {}
+
+    @Override
+    public void onFirstToken(InferenceRequest q, Endpoint e) {
+      if (closed) {
+        heardAfterClose.add("first");
+      }
+    }
+
+    @Override
+    public void onComplete(InferenceRequest q, Endpoint e, Usage u) {
+      if (closed) {
+        heardAfterClose.add("done");
+      }
+    }
+
+    @Override
+    public void onFailure(InferenceRequest q, Endpoint e, Throwable t) {
+      if (closed) {
+        heardAfterClose.add("fail");
+      }
+    }
+
+    @Override
+    public void close() {
+      closed = true;
+    }
+  }
+
+  @Test
+  void decisionsFinishedAfterTheRouterClosedReleaseTheirCountsButReachNoClosedPlugin() {
+    ClosableListeningScorer plugin = new ClosableListeningScorer();
+    List<String> extra = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").scorer("s", plugin, 1).build())
+        .listener(new RequestListener() {
+          @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { extra.add("done"); }
+        })
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    RoutingDecision d1 = r.route(REQ);
+    RoutingDecision d2 = r.route(REQ);
+    Candidate c = r.endpoints().get(0);
+    // a gateway shutting down: the router closes while requests drain
+    r.close();
+    assertThat(plugin.closed).isTrue();
+    d1.onFirstToken();
+    d1.onComplete(Usage.NONE);
+    d2.onFailure(new RuntimeException("shutdown"));
+    assertThat(plugin.heardAfterClose).isEmpty();
+    assertThat(c.inFlightRequests()).isZero();
+    assertThat(extra).containsExactly("done"); // not closed by the router: still told
+  }
+
   @Test
   void listenersSeeEveryStage() {
     List<String> events = new ArrayList<>();
