@@ -13,8 +13,10 @@ import java.net.http.HttpTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
@@ -89,8 +91,12 @@ public final class MetricsScraper implements AutoCloseable {
     // an exception escaping a periodic task cancels it for good, and with it the scraping of
     // every endpoint: whatever one endpoint does, the next round must still come
     try {
-      for (Candidate c : router.endpoints()) {
+      List<Candidate> pool = router.endpoints();
+      for (Candidate c : pool) {
         scrape(c.id());
+      }
+      if (!failing.isEmpty()) {
+        forgetDeparted(pool);
       }
     } catch (RuntimeException e) {
       LOG.log(Level.WARNING, "a round of metrics scrapes failed", e);
@@ -149,6 +155,18 @@ public final class MetricsScraper implements AutoCloseable {
         fail(id, e.toString());
       }
     });
+  }
+
+  /**
+   * Drops the failure marks of endpoints that left the pool: the marks stay bounded by the pool
+   * with pods coming and going, and an endpoint that comes back and fails again is logged again.
+   */
+  private void forgetDeparted(List<Candidate> pool) {
+    Set<String> ids = new HashSet<>(pool.size() * 2);
+    for (Candidate c : pool) {
+      ids.add(c.id());
+    }
+    failing.keySet().retainAll(ids);
   }
 
   private void fail(String id, String why) {

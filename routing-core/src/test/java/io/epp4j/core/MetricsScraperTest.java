@@ -143,6 +143,61 @@ class MetricsScraperTest {
   }
 
   @Test
+  void anEndpointThatLeavesThePoolIsForgottenAndWarnedAboutAgainWhenItReturnsAndFails() throws Exception {
+    // a port nothing listens on: every scrape of it fails
+    int deadPort;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      deadPort = s.getLocalPort();
+    }
+    String dead = "127.0.0.1:" + deadPort;
+    java.util.List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(MetricsScraper.class.getName());
+    java.util.logging.Handler handler = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getMessage().startsWith("scraping metrics of " + dead + " failed")) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(handler);
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.of("127.0.0.1", deadPort)))
+        .build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(Duration.ofMillis(500)).start()) {
+      awaitCount(() -> scraper.failures(), 3);
+      assertThat(warnings).hasSize(1); // once while it keeps failing
+      router.removeEndpoint(dead);
+      // rounds pass without it (the scrape in flight at the removal may still fail once)
+      java.util.concurrent.locks.LockSupport.parkNanos(Duration.ofMillis(200).toNanos());
+      router.addEndpoint(Endpoint.of("127.0.0.1", deadPort));
+      long failuresBack = scraper.failures();
+      awaitCount(() -> scraper.failures(), failuresBack + 2);
+      // before, the mark of the departed endpoint stayed for good (one entry per endpoint that
+      // ever failed, with pods coming and going), so its return went unreported
+      assertThat(warnings).hasSize(2);
+    } finally {
+      log.removeHandler(handler);
+    }
+  }
+
+  private static void awaitCount(java.util.function.LongSupplier count, long atLeast) {
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    while (count.getAsLong() < atLeast && System.nanoTime() < deadline) {
+      java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
+    }
+    assertThat(count.getAsLong()).isGreaterThanOrEqualTo(atLeast);
+  }
+
+  @Test
   void aResponseThatNeverEndsIsAFailedScrapeWithinTheTimeoutAndTheNextScrapeFollows() throws Exception {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
     java.util.concurrent.ExecutorService handlers = java.util.concurrent.Executors.newCachedThreadPool();
