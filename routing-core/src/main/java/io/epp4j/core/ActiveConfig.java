@@ -46,6 +46,8 @@ final class ActiveConfig {
   private volatile @Nullable Set<Object> retired;
   /** Whether the router has closed (and with it every plugin of every configuration). */
   private final java.util.function.BooleanSupplier routerClosed;
+  /** The plugins the router closes: every member but the builder's extra listeners. */
+  private final Set<Plugin> owned;
   /** Per request listener: whether the router closes it (false for the builder's extra ones). */
   private final boolean[] closedWithRouter;
 
@@ -75,7 +77,7 @@ final class ActiveConfig {
       }
     }
     this.requestListeners = rl.toArray(new RequestListener[0]);
-    Set<Plugin> owned = plugins(config);
+    this.owned = plugins(config);
     this.closedWithRouter = new boolean[requestListeners.length];
     for (int i = 0; i < requestListeners.length; i++) {
       closedWithRouter[i] = owned.contains(requestListeners[i]);
@@ -184,6 +186,16 @@ final class ActiveConfig {
   /** Marks the plugins a reload dropped; they hear no more lifecycle calls through this config. */
   void retire(Set<Object> dropped) {
     retired = dropped;
+  }
+
+  /** Whether the router closes {@code member} (false for the builder's extra listeners). */
+  boolean closesWithRouter(Object member) {
+    return owned.contains(member);
+  }
+
+  /** Whether the router has closed. */
+  boolean routerClosed() {
+    return routerClosed.getAsBoolean();
   }
 
   /**

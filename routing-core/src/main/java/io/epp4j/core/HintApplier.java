@@ -69,7 +69,8 @@ final class HintApplier implements RouterHints {
     }
   }
 
-  private record Listeners(ActiveConfig active, HintListener[] listeners) {}
+  /** A configuration's hint listeners, and which of them the router closes. */
+  private record Listeners(ActiveConfig active, HintListener[] listeners, boolean[] owned) {}
 
   private volatile boolean shared;
   private volatile @Nullable Bound bound;
@@ -101,7 +102,13 @@ final class HintApplier implements RouterHints {
       return;
     }
     ActiveConfig a = b.active.get();
-    for (HintListener l : listeners(a)) {
+    Listeners ls = listeners(a);
+    boolean closed = a.routerClosed();
+    for (int i = 0; i < ls.listeners.length; i++) {
+      HintListener l = ls.listeners[i];
+      if (closed && ls.owned[i]) {
+        continue; // closed with the router
+      }
       try {
         l.onRemotePrefix(endpointId, blocks);
       } catch (RuntimeException e) {
@@ -118,7 +125,13 @@ final class HintApplier implements RouterHints {
     }
     ActiveConfig a = b.active.get();
     long now = b.ticker.nanos();
-    for (HintListener l : listeners(a)) {
+    Listeners ls = listeners(a);
+    boolean closed = a.routerClosed();
+    for (int i = 0; i < ls.listeners.length; i++) {
+      HintListener l = ls.listeners[i];
+      if (closed && ls.owned[i]) {
+        continue; // closed with the router
+      }
       try {
         l.onRemoteSession(sessionKey, endpointId, now);
       } catch (RuntimeException e) {
@@ -127,10 +140,10 @@ final class HintApplier implements RouterHints {
     }
   }
 
-  private HintListener[] listeners(ActiveConfig a) {
+  private Listeners listeners(ActiveConfig a) {
     Listeners c = listeners;
     if (c != null && c.active == a) {
-      return c.listeners;
+      return c;
     }
     List<HintListener> found = new ArrayList<>();
     for (Object o : a.members) {
@@ -139,8 +152,13 @@ final class HintApplier implements RouterHints {
       }
     }
     HintListener[] arr = found.toArray(new HintListener[0]);
-    listeners = new Listeners(a, arr);
-    return arr;
+    boolean[] owned = new boolean[arr.length];
+    for (int i = 0; i < arr.length; i++) {
+      owned[i] = a.closesWithRouter(arr[i]);
+    }
+    c = new Listeners(a, arr, owned);
+    listeners = c;
+    return c;
   }
 
   @Override

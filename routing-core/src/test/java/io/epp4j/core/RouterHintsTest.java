@@ -157,6 +157,55 @@ class RouterHintsTest {
     assertThat(rec.heard).containsExactly("prefix " + E1 + " 16 2", "session s1 " + E2 + " 42");
   }
 
+  /** A scorer of the configuration (so the router closes it) that records hints heard after. */
+  static final class ClosableHintScorer implements io.epp4j.api.Scorer, HintListener {
+    volatile boolean closed;
+    final List<String> heardAfterClose = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    @Override
+    public void score(InferenceRequest r, io.epp4j.api.CycleState s, List<Candidate> cs,
+        double[] scores) {}
+
+    @Override
+    public void onRemotePrefix(String endpointId, PrefixBlocks blocks) {
+      if (closed) {
+        heardAfterClose.add("prefix");
+      }
+    }
+
+    @Override
+    public void onRemoteSession(String sessionKey, String endpointId, long nowNanos) {
+      if (closed) {
+        heardAfterClose.add("session");
+      }
+    }
+
+    @Override
+    public void close() {
+      closed = true;
+    }
+  }
+
+  @Test
+  void hintsArrivingAfterTheRouterClosedReachNoPluginItClosed() {
+    ClosableHintScorer plugin = new ClosableHintScorer();
+    Recorder extra = new Recorder();
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").scorer("s", plugin, 1).build())
+        .ticker(now::get)
+        .listener(extra)
+        .endpoints(List.of(ep(E1, Map.of()), ep(E2, Map.of()))).build();
+    RouterHints h = r.hints();
+    // a replication reader still delivering while the gateway shuts down
+    r.close();
+    assertThat(plugin.closed).isTrue();
+    h.prefixSent(E1, PrefixBlocks.of(16, new long[] {7}));
+    h.sessionBound("s1", E2);
+    assertThat(plugin.heardAfterClose).isEmpty();
+    // the builder's extra listener is not the router's to close: still told
+    assertThat(extra.heard).containsExactly("prefix " + E1 + " 16 1", "session s1 " + E2 + " 0");
+  }
+
   @Test
   void hintsBeforeTheRouterExistsOrForUnknownEndpointsAreIgnored() {
     HintApplier unbound = new HintApplier();
