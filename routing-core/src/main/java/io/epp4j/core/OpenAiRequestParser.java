@@ -190,6 +190,9 @@ public final class OpenAiRequestParser {
         prompt.model = p.getText();
       }
       case "prompt" -> {
+        // a field given twice: the last one counts, as the engine's JSON reader takes it
+        prompt.prompt = null;
+        prompt.tokens = null;
         if (t == JsonToken.VALUE_STRING) {
           prompt.prompt = p.getText();
         } else if (t == JsonToken.START_ARRAY) {

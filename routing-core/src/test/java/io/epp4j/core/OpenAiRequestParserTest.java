@@ -53,6 +53,20 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void aFieldGivenTwiceCountsWithItsLastValueAsTheEngineReadsIt() {
+    // before, a text prompt then a token prompt was refused as "'prompt' and 'messages'"
+    InferenceRequest tokens = parse("/v1/completions",
+        "{\"model\":\"a\",\"prompt\":\"text\",\"prompt\":[5,6],\"model\":\"m\"}").value();
+    assertThat(tokens.tokenIds()).containsExactly(5, 6);
+    assertThat(tokens.prompt()).isNull();
+    assertThat(tokens.targetModel()).isEqualTo("m");
+    InferenceRequest text = parse("/v1/completions",
+        "{\"model\":\"m\",\"prompt\":[5,6],\"prompt\":\"text\"}").value();
+    assertThat(text.prompt()).isEqualTo("text");
+    assertThat(text.tokenIds()).isNull();
+  }
+
+  @Test
   void chatWithStringAndPartsContentAndTools() {
     InferenceRequest r = parse("/v1/chat/completions", """
         {"model":"m","messages":[
