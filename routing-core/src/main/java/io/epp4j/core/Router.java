@@ -152,7 +152,7 @@ public final class Router implements AutoCloseable {
    * logged with its stack trace at most once a minute per plugin, with the count left out.
    */
   public RoutingDecision route(InferenceRequest request) {
-    return routeAmong(request, null);
+    return schedule(request, null);
   }
 
   /**
@@ -166,10 +166,11 @@ public final class Router implements AutoCloseable {
    * load shedding of sheddable requests still looks at the whole pool's saturation.
    */
   public RoutingDecision route(InferenceRequest request, Set<String> eligible) {
-    return routeAmong(request, Objects.requireNonNull(eligible, "eligible"));
+    return schedule(request, Objects.requireNonNull(eligible, "eligible"));
   }
 
-  private RoutingDecision routeAmong(InferenceRequest request, @Nullable Set<String> eligible) {
+  /** Both {@code route(InferenceRequest...)} overloads: the pool's endpoints or the eligible ones. */
+  private RoutingDecision schedule(InferenceRequest request, @Nullable Set<String> eligible) {
     long start = System.nanoTime();
     State s = state;
     RoutingDecision d;
@@ -209,7 +210,7 @@ public final class Router implements AutoCloseable {
       telemetry.rejected(Rejection.Reason.INVALID_REQUEST);
       return RoutingDecision.rejected(Rejection.Reason.INVALID_REQUEST, parsed.errors().get(0));
     }
-    return routeAmong(parsed.value(), null);
+    return schedule(parsed.value(), null);
   }
 
   /**
@@ -224,7 +225,7 @@ public final class Router implements AutoCloseable {
       telemetry.rejected(Rejection.Reason.INVALID_REQUEST);
       return RoutingDecision.rejected(Rejection.Reason.INVALID_REQUEST, parsed.errors().get(0));
     }
-    return routeAmong(parsed.value(), eligible);
+    return schedule(parsed.value(), eligible);
   }
 
   /** The request path proper, over one pool snapshot and one configuration. */
