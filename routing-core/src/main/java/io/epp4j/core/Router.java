@@ -152,11 +152,30 @@ public final class Router implements AutoCloseable {
    * logged with its stack trace at most once a minute per plugin, with the count left out.
    */
   public RoutingDecision route(InferenceRequest request) {
+    return schedule(request, null);
+  }
+
+  /**
+   * Routes a request to one of the pool's endpoints whose {@link Endpoint#id() id} is in
+   * {@code eligible}, as {@link #route(InferenceRequest)} otherwise does among all of them: a
+   * proxy that may only send this request to some replicas (Envoy's subset hint) names them
+   * here. Ids not in the pool are ignored. The rejection is {@code NO_ENDPOINTS} (503) when the
+   * set is empty or none of its ids is in the pool. The restriction applies before admitters,
+   * filters, scorers and picker, which see only the eligible candidates, in pool order (a list
+   * without {@link io.epp4j.api.PoolOrder} unless every endpoint is eligible, as after a filter);
+   * load shedding of sheddable requests still looks at the whole pool's saturation.
+   */
+  public RoutingDecision route(InferenceRequest request, Set<String> eligible) {
+    return schedule(request, Objects.requireNonNull(eligible, "eligible"));
+  }
+
+  /** Both {@code route(InferenceRequest...)} overloads: the pool's endpoints or the eligible ones. */
+  private RoutingDecision schedule(InferenceRequest request, @Nullable Set<String> eligible) {
     long start = System.nanoTime();
     State s = state;
     RoutingDecision d;
     try {
-      d = decide(request, s.pool, s.active);
+      d = decide(request, s.pool, s.active, eligible);
     } catch (SchedulingCycle.PluginFailure e) {
       // a plugin bug must not take the gateway down: this request gets a 503, the plugin was
       // logged (throttled) where it threw, and the next request is routed as usual
@@ -191,12 +210,27 @@ public final class Router implements AutoCloseable {
       telemetry.rejected(Rejection.Reason.INVALID_REQUEST);
       return RoutingDecision.rejected(Rejection.Reason.INVALID_REQUEST, parsed.errors().get(0));
     }
-    return route(parsed.value());
+    return schedule(parsed.value(), null);
+  }
+
+  /**
+   * Parses an OpenAI request body and routes it among the {@code eligible} endpoints only (see
+   * {@link #route(InferenceRequest, Set)}). A malformed body is a 400 whatever the subset.
+   */
+  public RoutingDecision route(String path, Map<String, String> headers, byte[] body,
+      Set<String> eligible) {
+    Objects.requireNonNull(eligible, "eligible");
+    Result<InferenceRequest> parsed = parser.parse(path, headers, body);
+    if (!parsed.isOk()) {
+      telemetry.rejected(Rejection.Reason.INVALID_REQUEST);
+      return RoutingDecision.rejected(Rejection.Reason.INVALID_REQUEST, parsed.errors().get(0));
+    }
+    return schedule(parsed.value(), eligible);
   }
 
   /** The request path proper, over one pool snapshot and one configuration. */
   private RoutingDecision decide(InferenceRequest request, PoolSnapshot pool,
-      ActiveConfig active) {
+      ActiveConfig active, @Nullable Set<String> eligible) {
     long now = ticker.nanos();
     ledger.expireIfDue(now);
     if (closed) {
@@ -204,6 +238,15 @@ public final class Router implements AutoCloseable {
     }
     if (pool.states.length == 0) {
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "no endpoints in the pool");
+    }
+    List<Candidate> candidates = pool.candidates;
+    if (eligible != null) {
+      candidates = eligibleCandidates(pool, eligible);
+      if (candidates.isEmpty()) {
+        return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, eligible.isEmpty()
+            ? "the request's endpoint subset is empty"
+            : "none of the request's " + eligible.size() + " eligible endpoints is in the pool");
+      }
     }
     if (request.priority() < 0 && saturation(active).poolSaturation(pool, now) >= 1.0) {
       return RoutingDecision.rejected(Rejection.Reason.SHED,
@@ -214,7 +257,7 @@ public final class Router implements AutoCloseable {
     for (int i = 0; i < admitters.length; i++) {
       String refusal;
       try {
-        refusal = admitters[i].refuse(request, cycleState, pool.candidates);
+        refusal = admitters[i].refuse(request, cycleState, candidates);
       } catch (RuntimeException e) {
         throw SchedulingCycle.failure(active, admitters[i], "refuse", e);
       }
@@ -222,7 +265,7 @@ public final class Router implements AutoCloseable {
         return RoutingDecision.rejected(Rejection.Reason.SHED, refusal);
       }
     }
-    SchedulingCycle cycle = new SchedulingCycle(request, cycleState, pool, active);
+    SchedulingCycle cycle = new SchedulingCycle(request, cycleState, candidates, active);
     ProfileHandler handler = active.config.profileHandler();
     String primary;
     try {
@@ -251,6 +294,22 @@ public final class Router implements AutoCloseable {
       throw e;
     }
     return decision;
+  }
+
+  /**
+   * The pool's candidates whose id is in {@code eligible}, in pool order; the pool's own list
+   * (which keeps its {@link io.epp4j.api.PoolOrder}) when every one of them is eligible.
+   */
+  private static List<Candidate> eligibleCandidates(PoolSnapshot pool, Set<String> eligible) {
+    List<Candidate> all = pool.candidates;
+    List<Candidate> kept = new ArrayList<>(Math.min(all.size(), eligible.size()));
+    for (int i = 0; i < all.size(); i++) {
+      Candidate c = all.get(i);
+      if (eligible.contains(c.endpoint().id())) {
+        kept.add(c);
+      }
+    }
+    return kept.size() == all.size() ? all : Collections.unmodifiableList(kept);
   }
 
   // ------------------------------------------------------------------------------ pool changes

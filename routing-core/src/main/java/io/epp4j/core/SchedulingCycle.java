@@ -18,7 +18,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * One scheduling cycle: the profile handler asks it to run profiles, and each profile runs its
- * filters, then its weighted scorers, then its picker over one pool snapshot. Results are kept
+ * filters, then its weighted scorers, then its picker over the candidates of one pool snapshot
+ * (all of them, or the subset the gateway allowed for this request). Results are kept
  * so a profile runs at most once per cycle; most cycles run one profile, so the first result
  * lives in fields and a map is built only for a second one.
  *
@@ -42,17 +43,18 @@ final class SchedulingCycle implements ProfileRunner {
 
   private final InferenceRequest request;
   private final CycleState state;
-  private final PoolSnapshot snap;
+  /** The snapshot's candidates, or the part of them the request may go to. */
+  private final List<Candidate> eligible;
   private final ActiveConfig active;
   private @Nullable String firstName;
   private @Nullable ProfileResult firstResult;
   private @Nullable Map<String, ProfileResult> more;
 
-  SchedulingCycle(InferenceRequest request, CycleState state, PoolSnapshot snap,
+  SchedulingCycle(InferenceRequest request, CycleState state, List<Candidate> eligible,
       ActiveConfig active) {
     this.request = request;
     this.state = state;
-    this.snap = snap;
+    this.eligible = eligible;
     this.active = active;
   }
 
@@ -102,7 +104,7 @@ final class SchedulingCycle implements ProfileRunner {
   }
 
   private ProfileResult runProfile(SchedulingProfile profile) {
-    List<Candidate> candidates = snap.candidates;
+    List<Candidate> candidates = eligible;
     List<Filter> filters = profile.filters();
     for (int i = 0; i < filters.size() && !candidates.isEmpty(); i++) {
       Filter f = filters.get(i);

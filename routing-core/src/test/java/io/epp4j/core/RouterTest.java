@@ -513,4 +513,64 @@ class RouterTest {
     assertThat(r.removeEndpoint("10.0.0.2:80")).isTrue();
     assertThat(heard).containsExactly("+10.0.0.1:80", "-10.0.0.1:80", "+10.0.0.2:80", "-10.0.0.2:80");
   }
+
+  @Test
+  void anEligibleSubsetRestrictsThePickAndItsCandidates() {
+    List<Boolean> sawPoolOrder = new ArrayList<>();
+    List<Integer> sawSize = new ArrayList<>();
+    io.epp4j.api.Filter recording = (q, st, cands) -> {
+      sawPoolOrder.add(cands instanceof io.epp4j.api.PoolOrder);
+      sawSize.add(cands.size());
+      return cands;
+    };
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").filter(recording)
+            .scorer(new TestPlugins.LabelScorer("s")).build())
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of("s", "0.9")), ep("10.0.0.2:80", Map.of("s", "0.5")),
+            ep("10.0.0.3:80", Map.of("s", "0.1"))))
+        .build();
+
+    assertThat(r.route(REQ).primary().id()).isEqualTo("10.0.0.1:80");
+    RoutingDecision d = r.route(REQ, java.util.Set.of("10.0.0.2:80", "10.0.0.3:80"));
+    assertThat(d.primary().id()).isEqualTo("10.0.0.2:80");
+    assertThat(r.route(REQ, java.util.Set.of("10.0.0.3:80", "10.9.9.9:1")).primary().id())
+        .isEqualTo("10.0.0.3:80");
+    // every endpoint eligible: the pool's own list, with its PoolOrder fast path
+    assertThat(r.route(REQ, java.util.Set.of("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"))
+        .primary().id()).isEqualTo("10.0.0.1:80");
+    assertThat(sawPoolOrder).containsExactly(true, false, false, true);
+    assertThat(sawSize).containsExactly(3, 2, 1, 3);
+
+    // the subset pick is counted in flight on the endpoint it names
+    Candidate b = r.endpoints().get(1);
+    assertThat(b.inFlightRequests()).isEqualTo(1);
+    d.onComplete(Usage.NONE);
+    assertThat(b.inFlightRequests()).isZero();
+
+    // and the body overload parses first: a bad body stays a 400 whatever the subset
+    RoutingDecision bad = r.route("/v1/completions", Map.of(),
+        "{".getBytes(StandardCharsets.UTF_8), java.util.Set.of("10.0.0.2:80"));
+    assertThat(bad.rejection().reason()).isEqualTo(Rejection.Reason.INVALID_REQUEST);
+    RoutingDecision parsed = r.route("/v1/completions", Map.of(),
+        "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8),
+        java.util.Set.of("10.0.0.3:80"));
+    assertThat(parsed.primary().id()).isEqualTo("10.0.0.3:80");
+    parsed.onComplete(Usage.NONE);
+  }
+
+  @Test
+  void anEmptyOrForeignSubsetIsNoEndpoints() {
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    RoutingDecision empty = r.route(REQ, java.util.Set.of());
+    assertThat(empty.rejection().reason()).isEqualTo(Rejection.Reason.NO_ENDPOINTS);
+    assertThat(empty.rejection().httpStatus()).isEqualTo(503);
+    assertThat(empty.rejection().message()).contains("subset is empty");
+    RoutingDecision foreign = r.route(REQ, java.util.Set.of("10.0.0.9:80", "10.0.0.8:80"));
+    assertThat(foreign.rejection().reason()).isEqualTo(Rejection.Reason.NO_ENDPOINTS);
+    assertThat(foreign.rejection().message())
+        .isEqualTo("none of the request's 2 eligible endpoints is in the pool");
+    assertThat(r.endpoints().get(0).inFlightRequests()).isZero();
+    assertThatThrownBy(() -> r.route(REQ, (java.util.Set<String>) null))
+        .isInstanceOf(NullPointerException.class);
+  }
 }

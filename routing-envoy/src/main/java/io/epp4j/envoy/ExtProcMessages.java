@@ -1,0 +1,260 @@
+package io.epp4j.envoy;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.google.protobuf.ByteString;
+import com.google.protobuf.ListValue;
+import com.google.protobuf.Struct;
+import com.google.protobuf.Value;
+import io.envoyproxy.envoy.config.core.v3.HeaderValue;
+import io.envoyproxy.envoy.config.core.v3.HeaderValueOption;
+import io.envoyproxy.envoy.config.core.v3.Metadata;
+import io.envoyproxy.envoy.service.ext_proc.v3.BodyMutation;
+import io.envoyproxy.envoy.service.ext_proc.v3.BodyResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.CommonResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation;
+import io.envoyproxy.envoy.service.ext_proc.v3.HeadersResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.ImmediateResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.StreamedBodyResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.TrailersResponse;
+import io.envoyproxy.envoy.type.v3.HttpStatus;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.RoutingDecision;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashSet;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The protocol's names and the {@link ProcessingResponse} messages the server sends, built in one
+ * place so that every reply of a kind has the same shape. Stateless.
+ */
+final class ExtProcMessages {
+  /** Dynamic and filter metadata namespace the proxy's load balancer reads. */
+  static final String LB_NAMESPACE = "envoy.lb";
+  /** Filter metadata namespace of the subset hint. */
+  static final String SUBSET_HINT_NAMESPACE = "envoy.lb.subset_hint";
+  /** Key of the subset hint: the endpoints this request may go to. */
+  static final String SUBSET_KEY = "x-gateway-destination-endpoint-subset";
+  /** Key under {@link #LB_NAMESPACE} naming the endpoint that served the request. */
+  static final String SERVED_KEY = "x-gateway-destination-endpoint-served";
+  /** Largest body piece sent back in one message, as the protocol recommends (64 KiB). */
+  static final int MAX_BODY_PIECE = 64 * 1024;
+
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final ProcessingResponse CONTINUE_REQUEST_HEADERS = ProcessingResponse.newBuilder()
+      .setRequestHeaders(HeadersResponse.getDefaultInstance()).build();
+  private static final ProcessingResponse CONTINUE_RESPONSE_HEADERS = ProcessingResponse.newBuilder()
+      .setResponseHeaders(HeadersResponse.getDefaultInstance()).build();
+  private static final ProcessingResponse CONTINUE_REQUEST_BODY = ProcessingResponse.newBuilder()
+      .setRequestBody(BodyResponse.getDefaultInstance()).build();
+  private static final ProcessingResponse CONTINUE_RESPONSE_BODY = ProcessingResponse.newBuilder()
+      .setResponseBody(BodyResponse.getDefaultInstance()).build();
+  private static final ProcessingResponse CONTINUE_REQUEST_TRAILERS = ProcessingResponse.newBuilder()
+      .setRequestTrailers(TrailersResponse.getDefaultInstance()).build();
+  private static final ProcessingResponse CONTINUE_RESPONSE_TRAILERS = ProcessingResponse.newBuilder()
+      .setResponseTrailers(TrailersResponse.getDefaultInstance()).build();
+
+  private ExtProcMessages() {}
+
+  static ProcessingResponse continueRequestHeaders() {
+    return CONTINUE_REQUEST_HEADERS;
+  }
+
+  static ProcessingResponse continueResponseHeaders() {
+    return CONTINUE_RESPONSE_HEADERS;
+  }
+
+  /** Lets a body chunk through unchanged (every mode but FULL_DUPLEX_STREAMED). */
+  static ProcessingResponse continueRequestBody() {
+    return CONTINUE_REQUEST_BODY;
+  }
+
+  static ProcessingResponse continueResponseBody() {
+    return CONTINUE_RESPONSE_BODY;
+  }
+
+  static ProcessingResponse continueRequestTrailers() {
+    return CONTINUE_REQUEST_TRAILERS;
+  }
+
+  static ProcessingResponse continueResponseTrailers() {
+    return CONTINUE_RESPONSE_TRAILERS;
+  }
+
+  /**
+   * The pick: the destination header on the request (replacing any the client sent), the same
+   * value as dynamic metadata, and a cleared route cache so that routes matching on the header see
+   * it. {@code onBody}: as the answer to a body message (BUFFERED), else to the headers.
+   */
+  static ProcessingResponse routed(String destination, boolean onBody) {
+    CommonResponse common = CommonResponse.newBuilder()
+        .setHeaderMutation(HeaderMutation.newBuilder()
+            .addSetHeaders(header(RoutingDecision.DESTINATION_HEADER, destination)))
+        .setClearRouteCache(true)
+        .build();
+    ProcessingResponse.Builder b = ProcessingResponse.newBuilder()
+        .setDynamicMetadata(destinationMetadata(destination));
+    if (onBody) {
+      b.setRequestBody(BodyResponse.newBuilder().setResponse(common));
+    } else {
+      b.setRequestHeaders(HeadersResponse.newBuilder().setResponse(common));
+    }
+    return b.build();
+  }
+
+  /** {@code {"envoy.lb": {"x-gateway-destination-endpoint": destination}}}. */
+  static Struct destinationMetadata(String destination) {
+    return Struct.newBuilder()
+        .putFields(LB_NAMESPACE, Value.newBuilder().setStructValue(Struct.newBuilder()
+            .putFields(RoutingDecision.DESTINATION_HEADER,
+                Value.newBuilder().setStringValue(destination).build())).build())
+        .build();
+  }
+
+  /** One piece of a body the server owns (FULL_DUPLEX_STREAMED), request direction. */
+  static ProcessingResponse streamedRequestBody(ByteString piece, boolean endOfStream) {
+    return ProcessingResponse.newBuilder()
+        .setRequestBody(BodyResponse.newBuilder().setResponse(streamed(piece, endOfStream)))
+        .build();
+  }
+
+  /** One piece of a body the server owns (FULL_DUPLEX_STREAMED), response direction. */
+  static ProcessingResponse streamedResponseBody(ByteString piece, boolean endOfStream) {
+    return ProcessingResponse.newBuilder()
+        .setResponseBody(BodyResponse.newBuilder().setResponse(streamed(piece, endOfStream)))
+        .build();
+  }
+
+  private static CommonResponse streamed(ByteString piece, boolean endOfStream) {
+    return CommonResponse.newBuilder()
+        .setBodyMutation(BodyMutation.newBuilder().setStreamedResponse(
+            StreamedBodyResponse.newBuilder().setBody(piece).setEndOfStream(endOfStream)))
+        .build();
+  }
+
+  /**
+   * A local reply: {@code status} with an OpenAI-style JSON error, as the Spring Cloud Gateway
+   * filter writes it; {@code Retry-After: 1} on 429 and 503. {@code message} must not hold prompt
+   * text (the router's rejection messages never do).
+   */
+  static ProcessingResponse immediate(int status, String type, String message) {
+    ObjectNode body = JSON.createObjectNode();
+    body.putObject("error").put("message", message).put("type", type).put("code", status);
+    HeaderMutation.Builder headers = HeaderMutation.newBuilder()
+        .addSetHeaders(header("content-type", "application/json"));
+    if (status == 429 || status == 503) {
+      headers.addSetHeaders(header("retry-after", "1"));
+    }
+    return ProcessingResponse.newBuilder()
+        .setImmediateResponse(ImmediateResponse.newBuilder()
+            .setStatus(HttpStatus.newBuilder().setCodeValue(status))
+            .setHeaders(headers)
+            .setBody(ByteString.copyFromUtf8(body.toString()))
+            .setDetails("epp4j_" + type))
+        .build();
+  }
+
+  private static HeaderValueOption header(String name, String value) {
+    return HeaderValueOption.newBuilder()
+        .setHeader(HeaderValue.newBuilder().setKey(name)
+            .setRawValue(ByteString.copyFrom(value, StandardCharsets.UTF_8)))
+        .setAppendAction(HeaderValueOption.HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD)
+        .build();
+  }
+
+  /** A header's value: {@code raw_value} when Envoy sent it (it does), else {@code value}. */
+  static String headerValue(HeaderValue h) {
+    ByteString raw = h.getRawValue();
+    return raw.isEmpty() ? h.getValue() : raw.toStringUtf8();
+  }
+
+  /**
+   * The subset hint of a request, or {@code null} when the proxy sent none: endpoint ids as the
+   * router names them ({@code ip:port}, IPv6 as {@code [addr]:port}). A list of strings is the
+   * protocol's form; one comma-separated string is taken too.
+   *
+   * @throws MalformedMessage when the hint is neither, naming the field
+   */
+  static @Nullable Set<String> subsetHint(Metadata metadata) {
+    Struct hint = metadata.getFilterMetadataMap().get(SUBSET_HINT_NAMESPACE);
+    if (hint == null) {
+      return null;
+    }
+    Value v = hint.getFieldsMap().get(SUBSET_KEY);
+    if (v == null) {
+      return null;
+    }
+    Set<String> ids = new LinkedHashSet<>();
+    switch (v.getKindCase()) {
+      case LIST_VALUE -> {
+        ListValue list = v.getListValue();
+        for (int i = 0; i < list.getValuesCount(); i++) {
+          Value e = list.getValues(i);
+          if (e.getKindCase() != Value.KindCase.STRING_VALUE) {
+            throw new MalformedMessage(subsetField() + "[" + i + "] must be an \"ip:port\" string, got "
+                + kindName(e));
+          }
+          addId(ids, e.getStringValue());
+        }
+      }
+      case STRING_VALUE -> {
+        for (String s : v.getStringValue().split(",", -1)) {
+          addId(ids, s);
+        }
+      }
+      default -> throw new MalformedMessage(subsetField()
+          + " must be a list of \"ip:port\" strings, got " + kindName(v));
+    }
+    return ids;
+  }
+
+  private static String subsetField() {
+    return "metadata_context.filter_metadata[\"" + SUBSET_HINT_NAMESPACE + "\"]." + SUBSET_KEY;
+  }
+
+  private static void addId(Set<String> ids, String text) {
+    String s = text.strip();
+    if (s.isEmpty()) {
+      return;
+    }
+    try {
+      ids.add(Endpoint.parse(s).id()); // the router's spelling, e.g. of an IPv6 address
+    } catch (IllegalArgumentException e) {
+      ids.add(s); // matches no endpoint: the request is limited to nothing it can reach
+    }
+  }
+
+  /** The endpoint the proxy reports as having served the request, or {@code null}. */
+  static @Nullable String servedEndpoint(Metadata metadata) {
+    Struct lb = metadata.getFilterMetadataMap().get(LB_NAMESPACE);
+    if (lb == null) {
+      return null;
+    }
+    Value v = lb.getFieldsMap().get(SERVED_KEY);
+    return v == null || v.getKindCase() != Value.KindCase.STRING_VALUE || v.getStringValue().isBlank()
+        ? null : v.getStringValue().strip();
+  }
+
+  private static String kindName(Value v) {
+    return switch (v.getKindCase()) {
+      case NULL_VALUE -> "null";
+      case NUMBER_VALUE -> "a number";
+      case STRING_VALUE -> "a string";
+      case BOOL_VALUE -> "a boolean";
+      case STRUCT_VALUE -> "an object";
+      case LIST_VALUE -> "a list";
+      case KIND_NOT_SET -> "no value";
+    };
+  }
+
+  /** A message Envoy sent that breaks the protocol; the stream ends with INVALID_ARGUMENT. */
+  static final class MalformedMessage extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    MalformedMessage(String message) {
+      super(message, null, false, false);
+    }
+  }
+}

@@ -1,0 +1,240 @@
+package io.epp4j.envoy;
+
+import io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode;
+import io.envoyproxy.envoy.service.ext_proc.v3.ExternalProcessorGrpc;
+import io.epp4j.core.Router;
+import io.grpc.InsecureServerCredentials;
+import io.grpc.Server;
+import io.grpc.ServerBuilder;
+import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
+import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.grpc.protobuf.services.HealthStatusManager;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * An Envoy external processing (ext_proc) server that picks the endpoint of every request with a
+ * {@link Router}: Envoy's {@code ext_proc} HTTP filter streams each request to it, and it answers
+ * with the {@code x-gateway-destination-endpoint} header and {@code envoy.lb} dynamic metadata
+ * that an {@code ORIGINAL_DST} cluster routes by, as the Gateway API Inference Extension's
+ * endpoint picker does. It then watches the answer and reports first token, usage and failure to
+ * the router. It also serves the standard gRPC health service.
+ *
+ * <pre>{@code
+ * Router router = Router.builder().endpoints(List.of(Endpoint.parse("10.0.0.1:8000"))).build();
+ * try (ExtProcServer server = ExtProcServer.builder(router).port(9002).start()) {
+ *   server.awaitTermination();
+ * }
+ * }</pre>
+ *
+ * <p>Thread-safe. The router stays the caller's: closing the server does not close it.
+ */
+public final class ExtProcServer implements AutoCloseable {
+  /** The port the upstream endpoint picker serves ext_proc on. */
+  public static final int DEFAULT_PORT = 9002;
+  /** Default bound on a request body: 16 MiB, as the request parser's and the SCG filter's. */
+  public static final int DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+  /** Default wait for open streams at {@link #close()}. */
+  public static final Duration DEFAULT_DRAIN_TIMEOUT = Duration.ofSeconds(30);
+  /**
+   * Health service names this server reports on besides the whole server ({@code ""}) and the
+   * ext_proc service, as the upstream endpoint picker names its probes.
+   */
+  public static final List<String> PROBE_SERVICES = List.of("liveness", "readiness");
+
+  private final Server server;
+  private final HealthStatusManager health;
+  private final LiveStreams live;
+  private final Duration drainTimeout;
+  private final AtomicBoolean closed = new AtomicBoolean();
+
+  private ExtProcServer(Server server, HealthStatusManager health, LiveStreams live,
+      Duration drainTimeout) {
+    this.server = server;
+    this.health = health;
+    this.live = live;
+    this.drainTimeout = drainTimeout;
+  }
+
+  /** A builder serving {@code router}'s picks. */
+  public static Builder builder(Router router) {
+    return new Builder(router);
+  }
+
+  /** The port the server listens on (the chosen one when built with port 0); -1 in process. */
+  public int port() {
+    return server.getPort();
+  }
+
+  /** {@code Process} streams open now: requests between their headers and the answer's end. */
+  int openStreams() {
+    return live.open();
+  }
+
+  /** Blocks until the server has stopped (after {@link #close()}, from another thread). */
+  public void awaitTermination() throws InterruptedException {
+    server.awaitTermination();
+  }
+
+  /**
+   * Stops gracefully: every health status turns NOT_SERVING (watchers hear it at once), new
+   * streams are refused, open {@code Process} streams get up to the drain timeout to end; those
+   * still open then are cancelled, failing their decisions. Idempotent; blocks for at most the
+   * drain timeout plus a few seconds.
+   */
+  @Override
+  public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
+    health.enterTerminalState();
+    server.shutdown();
+    try {
+      live.awaitNone(drainTimeout.toNanos());
+      server.shutdownNow(); // health watches, and streams the drain did not see end
+      server.awaitTermination(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      server.shutdownNow();
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /**
+   * Builds an {@link ExtProcServer}. Defaults: port {@value #DEFAULT_PORT} on every interface,
+   * request bodies up to 16 MiB, a 30 s drain, gRPC's own executor, and FULL_DUPLEX_STREAMED
+   * assumed for both bodies when Envoy does not announce its modes.
+   */
+  public static final class Builder {
+    private final Router router;
+    private int port = DEFAULT_PORT;
+    private @Nullable String host;
+    private int maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
+    private BodySendMode requestMode = BodySendMode.FULL_DUPLEX_STREAMED;
+    private BodySendMode responseMode = BodySendMode.FULL_DUPLEX_STREAMED;
+    private Duration drainTimeout = DEFAULT_DRAIN_TIMEOUT;
+    private @Nullable Executor executor;
+    private @Nullable ServerBuilder<?> transport;
+
+    private Builder(Router router) {
+      this.router = Objects.requireNonNull(router, "router");
+    }
+
+    /** Port to listen on; 0 picks a free one ({@link #port()} tells which). */
+    public Builder port(int port) {
+      if (port < 0 || port > 65535) {
+        throw new IllegalArgumentException("port must be 0..65535, got " + port);
+      }
+      this.port = port;
+      return this;
+    }
+
+    /** Address to listen on, e.g. {@code 127.0.0.1}; default every interface. */
+    public Builder host(String host) {
+      this.host = Objects.requireNonNull(host, "host");
+      return this;
+    }
+
+    /**
+     * Largest request body taken; a larger one is answered 413 as soon as its bytes pass the
+     * limit. Also sizes the largest gRPC message accepted (the limit plus 1 MiB for headers),
+     * since BUFFERED mode sends the body as one message.
+     */
+    public Builder maxBodyBytes(int bytes) {
+      if (bytes <= 0) {
+        throw new IllegalArgumentException("maxBodyBytes must be > 0, got " + bytes);
+      }
+      this.maxBodyBytes = bytes;
+      return this;
+    }
+
+    /**
+     * The body modes to assume when Envoy's first message carries no {@code protocol_config}
+     * (Envoy releases before it sent one): they must match the filter's {@code processing_mode}.
+     * Envoy that announces its modes is followed whatever these say.
+     */
+    public Builder assumedBodyModes(BodySendMode request, BodySendMode response) {
+      this.requestMode = check("request", request);
+      this.responseMode = check("response", response);
+      return this;
+    }
+
+    private static BodySendMode check(String which, BodySendMode mode) {
+      Objects.requireNonNull(mode, which);
+      if (mode == BodySendMode.UNRECOGNIZED || (which.equals("request") && mode == BodySendMode.NONE)) {
+        throw new IllegalArgumentException(which + " body mode " + mode + " cannot be served");
+      }
+      return mode;
+    }
+
+    /** How long {@link #close()} waits for open streams before cancelling them. */
+    public Builder drainTimeout(Duration timeout) {
+      if (timeout.isNegative()) {
+        throw new IllegalArgumentException("drainTimeout must be >= 0, got " + timeout);
+      }
+      this.drainTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Executor for the streams' callbacks; default gRPC's shared cached pool. Callbacks never
+     * block, so a small fixed pool is enough.
+     */
+    public Builder executor(Executor executor) {
+      this.executor = Objects.requireNonNull(executor, "executor");
+      return this;
+    }
+
+    /** A transport other than Netty TCP (tests use gRPC's in-process one). */
+    Builder transport(ServerBuilder<?> serverBuilder) {
+      this.transport = serverBuilder;
+      return this;
+    }
+
+    /**
+     * Starts listening.
+     *
+     * @throws IOException when the port cannot be bound (the message names it)
+     */
+    public ExtProcServer start() throws IOException {
+      LiveStreams live = new LiveStreams();
+      ProcessStream.Settings settings =
+          new ProcessStream.Settings(router, maxBodyBytes, requestMode, responseMode);
+      HealthStatusManager health = new HealthStatusManager();
+      ServerBuilder<?> b = transport;
+      if (b == null) {
+        InetSocketAddress address = host == null ? new InetSocketAddress(port)
+            : new InetSocketAddress(host, port);
+        b = NettyServerBuilder.forAddress(address, InsecureServerCredentials.create())
+            // Envoy may be set to ping idle connections; tolerate any sane interval
+            .permitKeepAliveTime(10, TimeUnit.SECONDS)
+            .permitKeepAliveWithoutCalls(true);
+      }
+      b.maxInboundMessageSize((int) Math.min(Integer.MAX_VALUE, maxBodyBytes + (1L << 20)))
+          .addService(new ExtProcService(settings, live))
+          .addService(health.getHealthService());
+      if (executor != null) {
+        b.executor(executor);
+      }
+      Server server = b.build();
+      try {
+        server.start();
+      } catch (IOException e) {
+        throw new IOException("cannot listen on " + (host == null ? "port " : host + ":") + port
+            + ": " + e.getMessage(), e);
+      }
+      health.setStatus(HealthStatusManager.SERVICE_NAME_ALL_SERVICES, ServingStatus.SERVING);
+      health.setStatus(ExternalProcessorGrpc.SERVICE_NAME, ServingStatus.SERVING);
+      for (String probe : PROBE_SERVICES) {
+        health.setStatus(probe, ServingStatus.SERVING);
+      }
+      return new ExtProcServer(server, health, live, drainTimeout);
+    }
+  }
+}

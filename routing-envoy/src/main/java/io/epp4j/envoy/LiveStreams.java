@@ -1,0 +1,38 @@
+package io.epp4j.envoy;
+
+/**
+ * How many {@code Process} streams are open, so that a shutdown can wait until the requests in
+ * flight have been answered. Health-check streams are not counted: a {@code Watch} never ends by
+ * itself and must not hold a drain up. Thread-safe.
+ */
+final class LiveStreams {
+  private int open;
+
+  synchronized void opened() {
+    open++;
+  }
+
+  /** Called exactly once per opened stream. */
+  synchronized void closed() {
+    if (--open == 0) {
+      notifyAll();
+    }
+  }
+
+  synchronized int open() {
+    return open;
+  }
+
+  /** Waits until no stream is open or {@code nanos} have passed; whether none is open. */
+  synchronized boolean awaitNone(long nanos) throws InterruptedException {
+    long deadline = System.nanoTime() + nanos;
+    while (open > 0) {
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        return false;
+      }
+      wait(Math.max(1, left / 1_000_000));
+    }
+    return true;
+  }
+}

@@ -1,0 +1,369 @@
+package io.epp4j.envoy;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.core.ConfigException;
+import io.epp4j.core.MetricsScraper;
+import io.epp4j.core.OpenAiRequestParser;
+import io.epp4j.core.Router;
+import io.epp4j.scorers.Epp4jPreset;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.format.DateTimeParseException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The ext_proc server as a program: builds a {@link Router} (and a {@link MetricsScraper}) from
+ * the command line and serves it with {@link ExtProcServer} until the process is stopped, then
+ * drains. The options carry the names of the Spring Cloud Gateway module's {@code epp4j.*}
+ * properties, so both read alike.
+ */
+public final class Main {
+  static final String USAGE = "usage: routing-envoy --endpoints HOST:PORT[,HOST:PORT...] "
+      + "[--port N] [--host ADDR] [--config FILE | --preset NAME] [--max-body-size SIZE] "
+      + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
+      + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
+      + "[--drain-timeout DURATION]";
+
+  static final String HELP = """
+      routing-envoy: an Envoy ext_proc server that picks the model-server replica of each
+      inference request with epp4j (the Gateway API Inference Extension's endpoint picker
+      protocol: x-gateway-destination-endpoint header and envoy.lb metadata).
+
+        --endpoints HOST:PORT,...   the replicas (IPv6 as [addr]:port); required
+        --port N                    ext_proc and gRPC health port (0: any free one); default 9002
+        --host ADDR                 address to listen on; default every interface
+        --config FILE               an EndpointPickerConfig YAML file (alias --config-file);
+                                    default the EPP default profile
+        --preset NAME               a shipped configuration: epp4j; ignored with --config
+        --max-body-size SIZE        larger request bodies get 413 (B, KB, MB, GB: 1024-based);
+                                    default 16MB
+        --session-headers LIST      headers carrying the session key, tried in order;
+                                    default x-session-id,x-session-token
+        --in-flight-max-age DUR     safety net for requests never finished; default 10m
+        --scheme http|https         scheme of the replicas' metrics; default http
+        --metrics-enabled BOOL      scrape the replicas' Prometheus metrics; default true
+        --metrics-interval DUR      time between two scrapes of a replica; default 200ms
+        --metrics-path PATH         metrics path on each replica; default /metrics
+        --drain-timeout DUR         wait for open streams when stopping; default 30s
+        --help                      this text
+
+      Durations: 200ms, 30s, 10m, 1h or ISO-8601 (PT30S). Stops on SIGTERM/Ctrl-C: health turns
+      NOT_SERVING, new streams are refused, open ones get the drain timeout.
+      """;
+
+  private static final Pattern SIZE = Pattern.compile("(\\d+)\\s*(B|KB|MB|GB)?",
+      Pattern.CASE_INSENSITIVE);
+  private static final Pattern DURATION = Pattern.compile("(\\d+)\\s*(ms|s|m|h|d)?");
+
+  private Main() {}
+
+  public static void main(String[] args) throws InterruptedException {
+    Running running;
+    try {
+      running = start(args, System.out, System.err);
+    } catch (Exit e) {
+      if (e.code != 0) {
+        System.exit(e.code);
+      }
+      return;
+    }
+    Runtime.getRuntime().addShutdownHook(new Thread(running::close, "routing-envoy-stop"));
+    running.server.awaitTermination();
+  }
+
+  /** A started server with the router and scraper it owns; {@link #close()} stops all three. */
+  static final class Running implements AutoCloseable {
+    final ExtProcServer server;
+    final Router router;
+    final @Nullable MetricsScraper scraper;
+
+    Running(ExtProcServer server, Router router, @Nullable MetricsScraper scraper) {
+      this.server = server;
+      this.router = router;
+      this.scraper = scraper;
+    }
+
+    @Override
+    public void close() {
+      server.close();
+      if (scraper != null) {
+        scraper.close();
+      }
+      router.close();
+    }
+  }
+
+  /** Ends the program with a status: 0 after --help, 2 for a usage error, 1 when it cannot run. */
+  static final class Exit extends Exception {
+    private static final long serialVersionUID = 1L;
+    final int code;
+
+    Exit(int code) {
+      super(null, null, false, false);
+      this.code = code;
+    }
+  }
+
+  /**
+   * Parses {@code args}, builds the router and starts the server. Problems are printed to
+   * {@code err} (one line naming the option, or every error of a config file) and end in
+   * {@link Exit}.
+   */
+  static Running start(String[] args, PrintStream out, PrintStream err) throws Exit {
+    Map<String, String> o;
+    try {
+      o = parse(args);
+    } catch (IllegalArgumentException e) {
+      throw usage(err, e.getMessage());
+    }
+    if (o.containsKey("help")) {
+      out.print(HELP);
+      throw new Exit(0);
+    }
+    Router router;
+    Router.Builder b = Router.builder();
+    int port;
+    int maxBody;
+    Duration drain;
+    boolean metrics;
+    try {
+      List<Endpoint> endpoints = endpoints(o.get("endpoints"));
+      b.endpoints(endpoints);
+      port = port(o.getOrDefault("port", String.valueOf(ExtProcServer.DEFAULT_PORT)));
+      maxBody = size("max-body-size", o.getOrDefault("max-body-size", "16MB"));
+      List<String> sessionHeaders = list(o.getOrDefault("session-headers",
+          String.join(",", OpenAiRequestParser.DEFAULT_SESSION_HEADERS)));
+      b.requestParser(OpenAiRequestParser.of(maxBody, sessionHeaders));
+      if (o.containsKey("in-flight-max-age")) {
+        b.inFlightMaxAge(duration("in-flight-max-age", o.get("in-flight-max-age")));
+      }
+      drain = duration("drain-timeout", o.getOrDefault("drain-timeout", "30s"));
+      metrics = bool("metrics-enabled", o.getOrDefault("metrics-enabled", "true"));
+      String config = o.get("config");
+      String preset = o.get("preset");
+      if (config != null) {
+        Path file = Path.of(config);
+        if (!Files.isReadable(file)) {
+          throw new IllegalArgumentException("--config: cannot read file " + config);
+        }
+        b.configFile(file);
+      } else if (preset != null) {
+        if (!Epp4jPreset.NAME.equals(preset)) {
+          throw new IllegalArgumentException("--preset: unknown preset '" + preset + "'; known: "
+              + Epp4jPreset.NAME + " (or use --config)");
+        }
+        b.configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME);
+      }
+    } catch (IllegalArgumentException e) {
+      throw usage(err, e.getMessage());
+    }
+    try {
+      router = b.build();
+    } catch (ConfigException e) {
+      err.println("routing-envoy: --config " + o.get("config") + " is not valid:");
+      e.errors().forEach(m -> err.println("  " + m));
+      throw new Exit(2);
+    }
+    MetricsScraper scraper = null;
+    ExtProcServer server;
+    try {
+      if (metrics) {
+        MetricsScraper.Builder sb = MetricsScraper.builder(router)
+            .interval(duration("metrics-interval", o.getOrDefault("metrics-interval", "200ms")));
+        if (o.containsKey("metrics-path")) {
+          sb.path(o.get("metrics-path"));
+        }
+        if (o.containsKey("scheme")) {
+          sb.scheme(o.get("scheme"));
+        }
+        scraper = sb.start();
+      }
+      ExtProcServer.Builder sb = ExtProcServer.builder(router).port(port).maxBodyBytes(maxBody)
+          .drainTimeout(drain);
+      if (o.containsKey("host")) {
+        sb.host(o.get("host"));
+      }
+      server = sb.start();
+    } catch (IllegalArgumentException e) {
+      closeQuietly(scraper, router);
+      throw usage(err, e.getMessage());
+    } catch (IOException e) {
+      closeQuietly(scraper, router);
+      err.println("routing-envoy: " + e.getMessage());
+      throw new Exit(1);
+    }
+    out.println("routing-envoy: ext_proc and gRPC health on :" + server.port() + ", routing to "
+        + String.join(", ", router.endpoints().stream().map(c -> c.id()).toList()) + " with "
+        + (o.containsKey("config") ? o.get("config")
+            : o.containsKey("preset") ? "the " + o.get("preset") + " preset"
+            : "the EPP default profile")
+        + (scraper == null ? "; metrics scraping off" : ""));
+    return new Running(server, router, scraper);
+  }
+
+  private static void closeQuietly(@Nullable MetricsScraper scraper, Router router) {
+    if (scraper != null) {
+      scraper.close();
+    }
+    router.close();
+  }
+
+  private static Exit usage(PrintStream err, @Nullable String message) {
+    err.println("routing-envoy: " + message);
+    err.println(USAGE);
+    err.println("run with --help for the options");
+    return new Exit(2);
+  }
+
+  private static final List<String> OPTIONS = List.of("endpoints", "port", "host", "config",
+      "preset", "max-body-size", "session-headers", "in-flight-max-age", "scheme",
+      "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout");
+
+  /** {@code --name value} and {@code --name=value}; {@code --config-file} is {@code --config}. */
+  static Map<String, String> parse(String[] args) {
+    Map<String, String> o = new LinkedHashMap<>();
+    for (int i = 0; i < args.length; i++) {
+      String a = args[i];
+      if (a.equals("--help") || a.equals("-h")) {
+        o.put("help", "");
+        continue;
+      }
+      if (!a.startsWith("--")) {
+        throw new IllegalArgumentException("unexpected argument '" + a + "'");
+      }
+      String name = a.substring(2);
+      String value = null;
+      int eq = name.indexOf('=');
+      if (eq >= 0) {
+        value = name.substring(eq + 1);
+        name = name.substring(0, eq);
+      }
+      if (name.equals("config-file")) {
+        name = "config";
+      }
+      if (!OPTIONS.contains(name)) {
+        throw new IllegalArgumentException("unknown option '--" + name + "'");
+      }
+      if (value == null) {
+        if (i + 1 >= args.length) {
+          throw new IllegalArgumentException("--" + name + " needs a value");
+        }
+        value = args[++i];
+      }
+      if (o.put(name, value) != null) {
+        throw new IllegalArgumentException("--" + name + " is given twice");
+      }
+    }
+    return o;
+  }
+
+  private static List<Endpoint> endpoints(@Nullable String text) {
+    if (text == null || text.isBlank()) {
+      throw new IllegalArgumentException("--endpoints is required (HOST:PORT[,HOST:PORT...])");
+    }
+    List<Endpoint> out = new ArrayList<>();
+    for (String s : list(text)) {
+      try {
+        out.add(Endpoint.parse(s));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--endpoints: '" + s + "' is not host:port ("
+            + e.getMessage() + ")", e);
+      }
+    }
+    return out;
+  }
+
+  private static List<String> list(String text) {
+    List<String> out = new ArrayList<>();
+    for (String s : text.split(",", -1)) {
+      if (!s.isBlank()) {
+        out.add(s.strip());
+      }
+    }
+    return out;
+  }
+
+  private static int port(String text) {
+    try {
+      int p = Integer.parseInt(text.strip());
+      if (p >= 0 && p <= 65535) {
+        return p;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    throw new IllegalArgumentException("--port: '" + text + "' is not a port (0..65535)");
+  }
+
+  /** {@code 16MB}, {@code 512KB}, {@code 1048576}: units are 1024-based, as Spring's DataSize. */
+  static int size(String option, String text) {
+    Matcher m = SIZE.matcher(text.strip());
+    if (m.matches()) {
+      String unit = m.group(2) == null ? "B" : m.group(2).toUpperCase(Locale.ROOT);
+      int shift = switch (unit) {
+        case "KB" -> 10;
+        case "MB" -> 20;
+        case "GB" -> 30;
+        default -> 0;
+      };
+      try {
+        long bytes = Long.parseLong(m.group(1)) << shift;
+        if (bytes > 0 && bytes <= Integer.MAX_VALUE && (bytes >> shift) == Long.parseLong(m.group(1))) {
+          return (int) bytes;
+        }
+      } catch (NumberFormatException e) {
+        // reported below
+      }
+    }
+    throw new IllegalArgumentException("--" + option + ": '" + text
+        + "' is not a size between 1 byte and 2GB (e.g. 16MB)");
+  }
+
+  /** {@code 200ms}, {@code 30s}, {@code 10m}, {@code 1h}, {@code 2d}, or ISO-8601 {@code PT30S}. */
+  static Duration duration(String option, String text) {
+    String t = text.strip();
+    Matcher m = DURATION.matcher(t);
+    Duration d = null;
+    try {
+      if (m.matches()) {
+        long n = Long.parseLong(m.group(1));
+        String unit = m.group(2) == null ? "ms" : m.group(2);
+        d = switch (unit) {
+          case "s" -> Duration.ofSeconds(n);
+          case "m" -> Duration.ofMinutes(n);
+          case "h" -> Duration.ofHours(n);
+          case "d" -> Duration.ofDays(n);
+          default -> Duration.ofMillis(n);
+        };
+      } else if (t.toUpperCase(Locale.ROOT).startsWith("P")) {
+        d = Duration.parse(t);
+      }
+    } catch (NumberFormatException | DateTimeParseException | ArithmeticException e) {
+      d = null;
+    }
+    if (d == null || d.isNegative() || d.isZero()) {
+      throw new IllegalArgumentException("--" + option + ": '" + text
+          + "' is not a positive duration (e.g. 200ms, 30s, 10m, PT30S)");
+    }
+    return d;
+  }
+
+  private static boolean bool(String option, String text) {
+    return switch (text.strip().toLowerCase(Locale.ROOT)) {
+      case "true" -> true;
+      case "false" -> false;
+      default -> throw new IllegalArgumentException("--" + option + ": '" + text
+          + "' is not true or false");
+    };
+  }
+}

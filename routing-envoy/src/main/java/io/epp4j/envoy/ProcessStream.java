@@ -1,0 +1,554 @@
+package io.epp4j.envoy;
+
+import com.google.protobuf.ByteString;
+import io.envoyproxy.envoy.config.core.v3.HeaderMap;
+import io.envoyproxy.envoy.config.core.v3.HeaderValue;
+import io.envoyproxy.envoy.config.core.v3.Metadata;
+import io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode;
+import io.envoyproxy.envoy.service.ext_proc.v3.HttpBody;
+import io.envoyproxy.envoy.service.ext_proc.v3.HttpHeaders;
+import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingRequest;
+import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.ProtocolConfiguration;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Rejection;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import io.grpc.Status;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import java.io.IOException;
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CancellationException;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One {@code Process} stream, which is one HTTP request passing through Envoy: collects the
+ * request's headers and body, routes it once the body is complete, hands the pick back in the
+ * shape the body mode requires, then watches the answer and finishes the decision.
+ *
+ * <p>Threading: gRPC delivers every callback of one call ({@code onNext}, {@code onCompleted},
+ * {@code onError}, the ready and cancel handlers) one at a time, with happens-before between
+ * them, so this object's fields need no locks. Nothing here blocks: routing is CPU only, and
+ * inbound messages are requested one at a time, the next only once the outbound side can take
+ * more, so a slow Envoy holds the stream back instead of filling memory.
+ *
+ * <p>Every routed decision ends exactly once: completed when the answer ends with a 2xx status,
+ * failed on another status, and failed when the stream ends any other way (Envoy cancels, the
+ * client goes away, the stream closes before the answer ends, a protocol error).
+ */
+final class ProcessStream implements StreamObserver<ProcessingRequest> {
+  private static final Logger LOG = Logger.getLogger(ProcessStream.class.getName());
+
+  private enum Phase {
+    /** Waiting for the request headers, the stream's first message. */
+    REQUEST_HEADERS,
+    /** Collecting the request body. */
+    REQUEST_BODY,
+    /** Routed and answered; waiting for the upstream's response headers. */
+    AWAIT_RESPONSE,
+    /** Watching the response body. */
+    RESPONSE_BODY,
+    /** The response ended (decision finished); only trailers or the stream's end may follow. */
+    RESPONSE_DONE,
+    /** The stream is over for this side: replied with a local response, failed or closed. */
+    CLOSED
+  }
+
+  private final Settings settings;
+  private final ServerCallStreamObserver<ProcessingResponse> out;
+  private final Runnable onEnd;
+  private Phase phase = Phase.REQUEST_HEADERS;
+  private boolean ended;
+  private boolean wantsReady;
+
+  private BodySendMode requestMode = BodySendMode.NONE;
+  private BodySendMode responseMode = BodySendMode.NONE;
+
+  // request
+  private String path = "";
+  private String method = "";
+  private Map<String, String> headers = Map.of();
+  private @Nullable Set<String> subset;
+  private @Nullable BodyCollector body;
+  /** STREAMED: body chunks received and not answered yet (they are answered after the pick). */
+  private int unansweredChunks;
+  /** Request trailers arrived while the body was collected; answered after the body. */
+  private boolean trailersPending;
+
+  // routing and response
+  private @Nullable RoutingDecision decision;
+  private @Nullable String destination;
+  private @Nullable String served;
+  private int status;
+  private @Nullable UsageScanner usage;
+
+  /** What every stream of one server shares. */
+  record Settings(Router router, int maxBodyBytes, BodySendMode assumedRequestMode,
+      BodySendMode assumedResponseMode) {}
+
+  ProcessStream(Settings settings, ServerCallStreamObserver<ProcessingResponse> out,
+      Runnable onEnd) {
+    this.settings = settings;
+    this.out = out;
+    this.onEnd = onEnd;
+  }
+
+  /** Called once the response observer is set up: asks for the first message. */
+  void start() {
+    out.setOnReadyHandler(this::onReady);
+    out.setOnCancelHandler(() -> end(new CancellationException("Envoy cancelled the stream")));
+    out.request(1);
+  }
+
+  // ------------------------------------------------------------------------- gRPC callbacks
+
+  @Override
+  public void onNext(ProcessingRequest msg) {
+    if (phase == Phase.CLOSED) {
+      return; // a local reply or an error was sent; Envoy ignores this stream from here on
+    }
+    try {
+      handle(msg);
+    } catch (ExtProcMessages.MalformedMessage e) {
+      fail(Status.INVALID_ARGUMENT.withDescription(e.getMessage()));
+    } catch (Unsupported e) {
+      fail(Status.FAILED_PRECONDITION.withDescription(e.getMessage()));
+    } catch (RuntimeException e) {
+      LOG.log(Level.WARNING, "ext_proc stream failed on " + msg.getRequestCase(), e);
+      fail(Status.INTERNAL.withDescription("epp4j failed on " + msg.getRequestCase() + ": "
+          + e.getClass().getSimpleName()));
+    }
+    if (phase != Phase.CLOSED) {
+      requestNext();
+    }
+  }
+
+  @Override
+  public void onError(Throwable t) {
+    end(new CancellationException("ext_proc stream ended before the answer did: "
+        + Status.fromThrowable(t).getCode()));
+  }
+
+  @Override
+  public void onCompleted() {
+    if (phase == Phase.RESPONSE_BODY && responseMode == BodySendMode.NONE) {
+      finishResponse(); // Envoy sends no body, so the stream's end is the answer's end
+    }
+    Phase was = phase;
+    if (was != Phase.CLOSED) {
+      phase = Phase.CLOSED;
+      out.onCompleted();
+    }
+    end(was == Phase.RESPONSE_DONE || was == Phase.CLOSED ? null
+        : new IOException("Envoy closed the ext_proc stream in phase " + was
+            + ", before the answer ended"));
+  }
+
+  private void onReady() {
+    if (wantsReady && out.isReady() && phase != Phase.CLOSED) {
+      wantsReady = false;
+      out.request(1);
+    }
+  }
+
+  /** One message at a time, and the next only when what was sent can be taken. */
+  private void requestNext() {
+    if (out.isReady()) {
+      out.request(1);
+    } else {
+      wantsReady = true;
+    }
+  }
+
+  // ------------------------------------------------------------------------------- messages
+
+  private void handle(ProcessingRequest msg) {
+    if (msg.getObservabilityMode()) {
+      throw new Unsupported("observability_mode is on: Envoy would ignore the endpoint pick; "
+          + "turn it off for the epp4j ext_proc filter");
+    }
+    switch (msg.getRequestCase()) {
+      case REQUEST_HEADERS -> requestHeaders(msg);
+      case REQUEST_BODY -> requestBody(msg.getRequestBody());
+      case REQUEST_TRAILERS -> requestTrailers();
+      case RESPONSE_HEADERS -> responseHeaders(msg);
+      case RESPONSE_BODY -> responseBody(msg);
+      case RESPONSE_TRAILERS -> responseTrailers(msg);
+      case REQUEST_NOT_SET -> throw new ExtProcMessages.MalformedMessage(
+          "ProcessingRequest carries none of request_headers, request_body, request_trailers, "
+              + "response_headers, response_body, response_trailers");
+    }
+  }
+
+  private void requestHeaders(ProcessingRequest msg) {
+    if (phase != Phase.REQUEST_HEADERS) {
+      throw unexpected("request_headers");
+    }
+    modes(msg);
+    HttpHeaders h = msg.getRequestHeaders();
+    HeaderMap map = h.getHeaders();
+    Map<String, String> named = new HashMap<>(Math.max(16, map.getHeadersCount() * 2));
+    for (int i = 0; i < map.getHeadersCount(); i++) {
+      HeaderValue hv = map.getHeaders(i);
+      String name = hv.getKey().toLowerCase(Locale.ROOT);
+      String value = ExtProcMessages.headerValue(hv);
+      switch (name) {
+        case ":path" -> path = pathOnly(value);
+        case ":method" -> method = value;
+        default -> {
+          if (!name.startsWith(":")) {
+            named.putIfAbsent(name, value); // the first of repeated headers, as the SCG filter
+          }
+        }
+      }
+    }
+    if (path.isEmpty()) {
+      throw new ExtProcMessages.MalformedMessage("request_headers.headers has no :path");
+    }
+    headers = named;
+    subset = ExtProcMessages.subsetHint(msg.getMetadataContext());
+    if (h.getEndOfStream()) {
+      route(ByteString.EMPTY, Answer.HEADERS_ONLY);
+      return;
+    }
+    phase = Phase.REQUEST_BODY;
+    body = new BodyCollector();
+    if (requestMode == BodySendMode.BUFFERED || requestMode == BodySendMode.BUFFERED_PARTIAL) {
+      // Envoy buffers the body only after the headers are answered; the pick goes on the body
+      send(ExtProcMessages.continueRequestHeaders());
+    }
+    // STREAMED (the body is sent without waiting for this answer) and FULL_DUPLEX_STREAMED:
+    // the headers are answered with the pick once the whole body is in
+  }
+
+  private void requestBody(HttpBody chunk) {
+    BodyCollector b = body;
+    if (phase != Phase.REQUEST_BODY || b == null) {
+      throw unexpected("request_body");
+    }
+    if (!b.add(chunk.getBody(), settings.maxBodyBytes)) {
+      reject(413, "request_too_large",
+          "request body is above the limit of " + settings.maxBodyBytes + " bytes");
+      return;
+    }
+    if (requestMode == BodySendMode.STREAMED) {
+      unansweredChunks++;
+    }
+    boolean buffered = requestMode == BodySendMode.BUFFERED
+        || requestMode == BodySendMode.BUFFERED_PARTIAL;
+    if (buffered) {
+      route(b.bytes(), Answer.BUFFERED_BODY); // the whole body, in one message
+    } else if (chunk.getEndOfStream()) {
+      route(b.bytes(), Answer.AFTER_BODY);
+    }
+  }
+
+  private void requestTrailers() {
+    if (phase == Phase.REQUEST_BODY) {
+      // trailers end the body (FULL_DUPLEX_STREAMED and STREAMED send no end_of_stream then)
+      trailersPending = true;
+      BodyCollector b = body;
+      route(b == null ? ByteString.EMPTY : b.bytes(), Answer.AFTER_BODY);
+      return;
+    }
+    if (phase == Phase.AWAIT_RESPONSE) { // after a BUFFERED body was answered
+      send(ExtProcMessages.continueRequestTrailers());
+      return;
+    }
+    throw unexpected("request_trailers");
+  }
+
+  private void responseHeaders(ProcessingRequest msg) {
+    if (phase != Phase.AWAIT_RESPONSE) {
+      throw unexpected("response_headers");
+    }
+    noteServed(msg.getMetadataContext());
+    HeaderMap map = msg.getResponseHeaders().getHeaders();
+    String contentType = null;
+    String statusText = null;
+    for (int i = 0; i < map.getHeadersCount(); i++) {
+      HeaderValue hv = map.getHeaders(i);
+      String name = hv.getKey().toLowerCase(Locale.ROOT);
+      if (name.equals(":status")) {
+        statusText = ExtProcMessages.headerValue(hv);
+      } else if (name.equals("content-type") && contentType == null) {
+        contentType = ExtProcMessages.headerValue(hv);
+      }
+    }
+    status = parseStatus(statusText);
+    send(ExtProcMessages.continueResponseHeaders());
+    RoutingDecision d = decision;
+    if (!success() && d != null) {
+      d.onFailure(new IOException((served != null ? served : "the endpoint") + " answered "
+          + (status == 0 ? "without a valid :status" : String.valueOf(status))));
+    }
+    usage = success() ? new UsageScanner(contentType) : null;
+    phase = Phase.RESPONSE_BODY;
+    if (msg.getResponseHeaders().getEndOfStream()) {
+      finishResponse();
+    }
+  }
+
+  private void responseBody(ProcessingRequest msg) {
+    if (phase != Phase.RESPONSE_BODY) {
+      throw unexpected("response_body");
+    }
+    noteServed(msg.getMetadataContext());
+    HttpBody chunk = msg.getResponseBody();
+    ByteString bytes = chunk.getBody();
+    if (responseMode == BodySendMode.FULL_DUPLEX_STREAMED) {
+      send(ExtProcMessages.streamedResponseBody(bytes, chunk.getEndOfStream()));
+    } else {
+      send(ExtProcMessages.continueResponseBody());
+    }
+    RoutingDecision d = decision;
+    if (success() && !bytes.isEmpty() && d != null) {
+      d.onFirstToken(); // counts once
+    }
+    UsageScanner u = usage;
+    if (u != null) {
+      u.feed(bytes);
+    }
+    if (chunk.getEndOfStream()) {
+      finishResponse();
+    }
+  }
+
+  private void responseTrailers(ProcessingRequest msg) {
+    if (phase != Phase.RESPONSE_BODY && phase != Phase.RESPONSE_DONE) {
+      throw unexpected("response_trailers");
+    }
+    noteServed(msg.getMetadataContext());
+    send(ExtProcMessages.continueResponseTrailers());
+    finishResponse(); // trailers come after the last body chunk
+  }
+
+  // -------------------------------------------------------------------------------- routing
+
+  /** Which message of Envoy's the pick answers. */
+  private enum Answer {
+    /** The request had no body: the headers. */
+    HEADERS_ONLY,
+    /** BUFFERED: the one body message (the headers were answered already). */
+    BUFFERED_BODY,
+    /** FULL_DUPLEX_STREAMED and STREAMED: the held headers, then the body chunks. */
+    AFTER_BODY
+  }
+
+  /**
+   * Routes the complete request and answers Envoy: with a local reply when rejected, else with the
+   * pick in the messages the body mode calls for.
+   */
+  private void route(ByteString bodyBytes, Answer answer) {
+    body = null;
+    RoutingDecision d = decide(bodyBytes);
+    Rejection r = d.rejection();
+    if (r != null) {
+      reject(r.httpStatus(), "routing_" + r.reason().name().toLowerCase(Locale.ROOT), r.message());
+      return;
+    }
+    decision = d;
+    String dest = d.destinationHeaderValue();
+    destination = dest;
+    phase = Phase.AWAIT_RESPONSE;
+    send(ExtProcMessages.routed(dest, answer == Answer.BUFFERED_BODY));
+    if (answer != Answer.AFTER_BODY) {
+      return; // the body, if any, passes through as Envoy holds it
+    }
+    if (requestMode == BodySendMode.FULL_DUPLEX_STREAMED) {
+      // the processor owns the body in this mode: it goes back in pieces, the last one marked
+      // as the end unless trailers end the request
+      int n = bodyBytes.size();
+      boolean eos = !trailersPending;
+      if (n == 0 && eos) {
+        send(ExtProcMessages.streamedRequestBody(ByteString.EMPTY, true));
+      }
+      for (int from = 0; from < n; from += ExtProcMessages.MAX_BODY_PIECE) {
+        int to = Math.min(n, from + ExtProcMessages.MAX_BODY_PIECE);
+        send(ExtProcMessages.streamedRequestBody(bodyBytes.substring(from, to), eos && to == n));
+      }
+    }
+    for (; unansweredChunks > 0; unansweredChunks--) {
+      send(ExtProcMessages.continueRequestBody()); // STREAMED: each chunk, unchanged
+    }
+    if (trailersPending) {
+      trailersPending = false;
+      send(ExtProcMessages.continueRequestTrailers());
+    }
+  }
+
+  private RoutingDecision decide(ByteString bodyBytes) {
+    Router router = settings.router;
+    if (!"POST".equals(method)) {
+      // GET /v1/models and the like carry no prompt: any replica can answer, picked by load
+      InferenceRequest.Builder b = InferenceRequest.builder().prompt("").headers(headers);
+      String id = headers.get("x-request-id");
+      if (id != null) {
+        b.requestId(id);
+      }
+      InferenceRequest request = b.build();
+      Set<String> s = subset;
+      return s == null ? router.route(request) : router.route(request, s);
+    }
+    byte[] bytes = bodyBytes.toByteArray();
+    Set<String> s = subset;
+    return s == null ? router.route(path, headers, bytes) : router.route(path, headers, bytes, s);
+  }
+
+  private void reject(int httpStatus, String type, String message) {
+    body = null;
+    send(ExtProcMessages.immediate(httpStatus, type, message));
+    phase = Phase.CLOSED;
+    out.onCompleted();
+    end(null);
+  }
+
+  // ------------------------------------------------------------------------------- response
+
+  private boolean success() {
+    return status >= 200 && status < 300;
+  }
+
+  private void finishResponse() {
+    if (phase == Phase.RESPONSE_DONE) {
+      return;
+    }
+    phase = Phase.RESPONSE_DONE;
+    RoutingDecision d = decision;
+    UsageScanner u = usage;
+    usage = null;
+    if (d != null && success()) {
+      d.onComplete(u == null ? Usage.NONE : u.finish());
+    }
+  }
+
+  private void noteServed(Metadata metadata) {
+    String s = ExtProcMessages.servedEndpoint(metadata);
+    if (s != null) {
+      served = s;
+    }
+  }
+
+  /** The endpoint Envoy reports as having served the request, when it reported one. */
+  @Nullable String served() {
+    return served;
+  }
+
+  @Nullable String destination() {
+    return destination;
+  }
+
+  // ------------------------------------------------------------------------------ lifecycle
+
+  private void modes(ProcessingRequest first) {
+    if (first.hasProtocolConfig()) {
+      ProtocolConfiguration pc = first.getProtocolConfig();
+      requestMode = pc.getRequestBodyMode();
+      responseMode = pc.getResponseBodyMode();
+      if (requestMode == BodySendMode.STREAMED && !pc.getSendBodyWithoutWaitingForHeaderResponse()) {
+        throw new Unsupported("request_body_mode STREAMED needs "
+            + "send_body_without_waiting_for_header_response: true (the pick depends on the body, "
+            + "so the headers are answered after it); or use FULL_DUPLEX_STREAMED or BUFFERED");
+      }
+    } else {
+      requestMode = settings.assumedRequestMode;
+      responseMode = settings.assumedResponseMode;
+    }
+    if (requestMode == BodySendMode.NONE || requestMode == BodySendMode.UNRECOGNIZED) {
+      throw new Unsupported("request_body_mode " + requestMode + ": the pick depends on the "
+          + "request body; use FULL_DUPLEX_STREAMED, BUFFERED or STREAMED");
+    }
+    if (responseMode == BodySendMode.UNRECOGNIZED) {
+      throw new Unsupported("response_body_mode " + first.getProtocolConfig().getResponseBodyModeValue()
+          + " is unknown to this server");
+    }
+  }
+
+  private void send(ProcessingResponse r) {
+    out.onNext(r);
+  }
+
+  private void fail(Status s) {
+    phase = Phase.CLOSED;
+    body = null;
+    out.onError(s.asRuntimeException());
+    end(new IOException("ext_proc stream failed: " + s.getCode() + ": " + s.getDescription()));
+  }
+
+  /**
+   * Frees the stream, once: an unfinished decision fails with {@code cause} ({@code null}: the
+   * stream ended normally, so only a decision still open fails).
+   */
+  private void end(@Nullable Throwable cause) {
+    if (ended) {
+      return;
+    }
+    ended = true;
+    phase = Phase.CLOSED;
+    body = null;
+    usage = null;
+    RoutingDecision d = decision;
+    if (d != null) {
+      // a finished decision ignores this; an open one must not stay in flight
+      d.onFailure(cause != null ? cause : new IOException("ext_proc stream ended before the answer"));
+    }
+    onEnd.run();
+  }
+
+  private ExtProcMessages.MalformedMessage unexpected(String what) {
+    return new ExtProcMessages.MalformedMessage(what + " is not expected in phase " + phase
+        + " (request body mode " + requestMode + ")");
+  }
+
+  private static int parseStatus(@Nullable String text) {
+    if (text == null) {
+      return 0;
+    }
+    try {
+      int s = Integer.parseInt(text.strip());
+      return s >= 100 && s <= 999 ? s : 0;
+    } catch (NumberFormatException e) {
+      return 0;
+    }
+  }
+
+  private static String pathOnly(String pathAndQuery) {
+    int q = pathAndQuery.indexOf('?');
+    return q < 0 ? pathAndQuery : pathAndQuery.substring(0, q);
+  }
+
+  /** A protocol setting this server cannot work with; the stream ends with FAILED_PRECONDITION. */
+  static final class Unsupported extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    Unsupported(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  /** The request body so far, bounded; the chunks are kept as they came, joined without copying. */
+  private static final class BodyCollector {
+    private ByteString bytes = ByteString.EMPTY;
+
+    /** Adds a chunk; false when that takes the body past {@code max} bytes. */
+    boolean add(ByteString chunk, int max) {
+      if ((long) bytes.size() + chunk.size() > max) {
+        bytes = ByteString.EMPTY;
+        return false;
+      }
+      bytes = bytes.concat(chunk);
+      return true;
+    }
+
+    ByteString bytes() {
+      return bytes;
+    }
+  }
+}

@@ -1,0 +1,333 @@
+package io.epp4j.envoy;
+
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.google.protobuf.ByteString;
+import io.epp4j.api.Usage;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Finds the token {@code usage} of a model server's answer while the answer streams past, chunk
+ * by chunk, holding at most {@value #LIMIT} bytes of it.
+ *
+ * <ul>
+ *   <li>Server-sent events ({@code text/event-stream}): lines are cut as they complete; every
+ *       {@code data:} line that mentions {@code "usage"} is parsed and the last usage object wins
+ *       (the chunk a stream with {@code stream_options.include_usage} sends before
+ *       {@code data: [DONE]}; for the Responses API, {@code response.usage} of the completed
+ *       event). A line longer than the limit is skipped: a usage chunk is a few hundred bytes.
+ *   <li>Anything else is taken as one JSON document: a document up to the limit is parsed whole
+ *       and its top-level {@code usage} read; of a longer one the last {@value #LIMIT} bytes are
+ *       kept and the object after their last {@code "usage"} key is read (servers write usage
+ *       after the choices).
+ * </ul>
+ *
+ * <p>Chat and completion usage name {@code prompt_tokens} / {@code completion_tokens} and
+ * {@code prompt_tokens_details.cached_tokens}; the Responses API names {@code input_tokens} /
+ * {@code output_tokens} and {@code input_tokens_details.cached_tokens}; {@code
+ * prompt_token_details} (without the s, as some servers spell it) is read too. Not thread-safe:
+ * one answer, one thread at a time.
+ */
+final class UsageScanner {
+  /** Most bytes of an answer kept at once: one SSE line, or a JSON body (or its tail). */
+  static final int LIMIT = 64 * 1024;
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final byte[] USAGE_KEY = "\"usage\"".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] DATA = "data:".getBytes(StandardCharsets.US_ASCII);
+
+  private enum Format { UNKNOWN, SSE, JSON }
+
+  private Format format;
+  /** SSE: the current line; JSON: the body so far, then a ring of its last bytes. */
+  private byte[] buf = new byte[0];
+  private int len;
+  /** SSE: the current line outgrew the limit and is being skipped. */
+  private boolean skipping;
+  /** JSON: bytes seen in all; past {@link #LIMIT} the buffer is a ring at {@code seen % LIMIT}. */
+  private long seen;
+  private boolean sawDone;
+  private @Nullable Usage usage;
+
+  /** {@code contentType}: the answer's {@code content-type}, or null to tell by its first byte. */
+  UsageScanner(@Nullable String contentType) {
+    if (contentType == null || contentType.isBlank()) {
+      format = Format.UNKNOWN;
+    } else {
+      format = contentType.toLowerCase(java.util.Locale.ROOT).contains("text/event-stream")
+          ? Format.SSE : Format.JSON;
+    }
+  }
+
+  /** Takes the next chunk of the answer. */
+  void feed(ByteString chunk) {
+    int n = chunk.size();
+    if (n == 0) {
+      return;
+    }
+    if (format == Format.UNKNOWN) {
+      format = firstNonBlank(chunk) == '{' ? Format.JSON : firstNonBlank(chunk) < 0
+          ? Format.UNKNOWN : Format.SSE;
+      if (format == Format.UNKNOWN) {
+        return; // only blanks so far: nothing to keep
+      }
+    }
+    if (format == Format.SSE) {
+      feedSse(chunk);
+    } else {
+      feedJson(chunk);
+    }
+  }
+
+  /** Whether an SSE answer has sent {@code data: [DONE]}. */
+  boolean sawDone() {
+    return sawDone;
+  }
+
+  /** The usage of the answer as far as it went; {@link Usage#NONE} when it carried none. */
+  Usage finish() {
+    if (format == Format.SSE && len > 0 && !skipping) {
+      line(buf, len); // a last line without its newline
+      len = 0;
+    } else if (format == Format.JSON) {
+      parseJson();
+    }
+    buf = new byte[0];
+    Usage u = usage;
+    return u == null ? Usage.NONE : u;
+  }
+
+  // ------------------------------------------------------------------------------------- SSE
+
+  private void feedSse(ByteString chunk) {
+    int n = chunk.size();
+    int from = 0;
+    while (from < n) {
+      int nl = indexOf(chunk, (byte) '\n', from);
+      int end = nl < 0 ? n : nl;
+      if (!skipping) {
+        append(chunk, from, end - from);
+      }
+      if (nl < 0) {
+        return;
+      }
+      if (!skipping) {
+        line(buf, len);
+      }
+      len = 0;
+      skipping = false;
+      from = nl + 1;
+    }
+  }
+
+  private void append(ByteString chunk, int from, int count) {
+    if (len + count > LIMIT) {
+      skipping = true;
+      len = 0;
+      return;
+    }
+    ensure(len + count);
+    chunk.substring(from, from + count).copyTo(buf, len);
+    len += count;
+  }
+
+  private void line(byte[] b, int n) {
+    if (n > 0 && b[n - 1] == '\r') {
+      n--;
+    }
+    if (!startsWith(b, n, DATA)) {
+      return;
+    }
+    int i = DATA.length;
+    while (i < n && (b[i] == ' ' || b[i] == '\t')) {
+      i++;
+    }
+    int end = n;
+    while (end > i && (b[end - 1] == ' ' || b[end - 1] == '\t')) {
+      end--;
+    }
+    if (end - i == 6 && new String(b, i, 6, StandardCharsets.US_ASCII).equals("[DONE]")) {
+      sawDone = true;
+      return;
+    }
+    if (indexOf(b, i, end, USAGE_KEY) < 0) {
+      return; // most chunks: one token of text, no usage to parse
+    }
+    JsonNode root = parse(b, i, end - i);
+    if (root != null) {
+      Usage u = usageIn(root);
+      if (u != null) {
+        usage = u;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------------ JSON
+
+  private void feedJson(ByteString chunk) {
+    int n = chunk.size();
+    if (seen + n <= LIMIT) {
+      ensure((int) (seen + n));
+      chunk.copyTo(buf, (int) seen);
+      seen += n;
+      return;
+    }
+    ensure(LIMIT);
+    int from = Math.max(0, n - LIMIT); // of a chunk longer than the ring, only its end matters
+    long at = seen + from;
+    while (from < n) {
+      int pos = (int) (at % LIMIT);
+      int count = Math.min(n - from, LIMIT - pos);
+      chunk.substring(from, from + count).copyTo(buf, pos);
+      from += count;
+      at += count;
+    }
+    seen += n;
+  }
+
+  private void parseJson() {
+    if (seen == 0) {
+      return;
+    }
+    if (seen <= LIMIT) {
+      JsonNode root = parse(buf, 0, (int) seen);
+      Usage u = root == null ? null : usageIn(root);
+      if (u != null) {
+        usage = u;
+      }
+      return;
+    }
+    byte[] tail = new byte[LIMIT]; // the ring, oldest byte first
+    int pos = (int) (seen % LIMIT);
+    System.arraycopy(buf, pos, tail, 0, LIMIT - pos);
+    System.arraycopy(buf, 0, tail, LIMIT - pos, pos);
+    int at = lastIndexOf(tail, USAGE_KEY);
+    if (at < 0) {
+      return;
+    }
+    int i = at + USAGE_KEY.length;
+    while (i < tail.length && (tail[i] == ' ' || tail[i] == '\t' || tail[i] == '\n'
+        || tail[i] == '\r' || tail[i] == ':')) {
+      i++;
+    }
+    JsonNode u = parse(tail, i, tail.length - i);
+    Usage parsed = u == null ? null : usageOf(u);
+    if (parsed != null) {
+      usage = parsed;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------- shared
+
+  /** The first JSON value in the range, or null when it is not JSON (trailing bytes ignored). */
+  private static @Nullable JsonNode parse(byte[] b, int off, int n) {
+    try (JsonParser p = JSON.getFactory().createParser(b, off, n)) {
+      return JSON.readTree(p);
+    } catch (IOException | RuntimeException e) {
+      return null;
+    }
+  }
+
+  /** The usage of a chunk or body: its {@code usage}, or {@code response.usage}. */
+  private static @Nullable Usage usageIn(JsonNode root) {
+    Usage u = usageOf(root.path("usage"));
+    return u != null ? u : usageOf(root.path("response").path("usage"));
+  }
+
+  /** A usage object's counts, or null when {@code u} is not an object. */
+  static @Nullable Usage usageOf(JsonNode u) {
+    if (!u.isObject()) {
+      return null;
+    }
+    int prompt = count(u, "prompt_tokens", "input_tokens");
+    int completion = count(u, "completion_tokens", "output_tokens");
+    JsonNode details = u.path("prompt_tokens_details");
+    if (!details.isObject()) {
+      details = u.path("input_tokens_details");
+    }
+    if (!details.isObject()) {
+      details = u.path("prompt_token_details");
+    }
+    int cached = Math.max(0, details.path("cached_tokens").asInt(0));
+    return new Usage(prompt, prompt > 0 ? Math.min(cached, prompt) : cached, completion);
+  }
+
+  private static int count(JsonNode u, String name, String otherName) {
+    JsonNode v = u.get(name);
+    if (v == null || !v.isNumber()) {
+      v = u.get(otherName);
+    }
+    return v == null || !v.isNumber() ? 0 : Math.max(0, v.asInt(0));
+  }
+
+  private void ensure(int size) {
+    if (buf.length >= size) {
+      return;
+    }
+    int grown = Math.min(LIMIT, Math.max(size, Math.max(1024, buf.length * 2)));
+    byte[] bigger = new byte[grown];
+    // only grows before the JSON ring wraps, so the kept bytes are the first len (SSE) or seen
+    int kept = format == Format.SSE ? len : (int) seen;
+    System.arraycopy(buf, 0, bigger, 0, kept);
+    buf = bigger;
+  }
+
+  private static int firstNonBlank(ByteString chunk) {
+    for (int i = 0; i < chunk.size(); i++) {
+      byte c = chunk.byteAt(i);
+      if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+        return c;
+      }
+    }
+    return -1;
+  }
+
+  private static int indexOf(ByteString s, byte b, int from) {
+    for (int i = from; i < s.size(); i++) {
+      if (s.byteAt(i) == b) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static boolean startsWith(byte[] b, int n, byte[] prefix) {
+    if (n < prefix.length) {
+      return false;
+    }
+    for (int i = 0; i < prefix.length; i++) {
+      if (b[i] != prefix[i]) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static int indexOf(byte[] hay, int from, int to, byte[] needle) {
+    outer:
+    for (int i = from; i <= to - needle.length; i++) {
+      for (int j = 0; j < needle.length; j++) {
+        if (hay[i + j] != needle[j]) {
+          continue outer;
+        }
+      }
+      return i;
+    }
+    return -1;
+  }
+
+  private static int lastIndexOf(byte[] hay, byte[] needle) {
+    outer:
+    for (int i = hay.length - needle.length; i >= 0; i--) {
+      for (int j = 0; j < needle.length; j++) {
+        if (hay[i + j] != needle[j]) {
+          continue outer;
+        }
+      }
+      return i;
+    }
+    return -1;
+  }
+}

@@ -1,0 +1,669 @@
+package io.epp4j.envoy;
+
+import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.BUFFERED;
+import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.FULL_DUPLEX_STREAMED;
+import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.NONE;
+import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.STREAMED;
+import static io.epp4j.envoy.FakeEnvoy.completion;
+import static io.epp4j.envoy.FakeEnvoy.modes;
+import static io.epp4j.envoy.FakeEnvoy.postHeaders;
+import static io.epp4j.envoy.FakeEnvoy.requestBody;
+import static io.epp4j.envoy.FakeEnvoy.requestHeaders;
+import static io.epp4j.envoy.FakeEnvoy.responseBody;
+import static io.epp4j.envoy.FakeEnvoy.responseHeaders;
+import static io.epp4j.envoy.FakeEnvoy.utf8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.google.protobuf.ByteString;
+import com.google.protobuf.Struct;
+import com.google.protobuf.Value;
+import io.envoyproxy.envoy.config.core.v3.HeaderValueOption;
+import io.envoyproxy.envoy.config.core.v3.Metadata;
+import io.envoyproxy.envoy.service.ext_proc.v3.CommonResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.ImmediateResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingRequest;
+import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.ProtocolConfiguration;
+import io.envoyproxy.envoy.service.ext_proc.v3.StreamedBodyResponse;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.grpc.health.v1.HealthCheckRequest;
+import io.grpc.health.v1.HealthCheckResponse;
+import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
+import io.grpc.health.v1.HealthGrpc;
+import io.grpc.inprocess.InProcessChannelBuilder;
+import io.grpc.inprocess.InProcessServerBuilder;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.stub.StreamObserver;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class ExtProcServerTest {
+  static final String A = "10.0.0.1:8000";
+  static final String B = "10.0.0.2:8000";
+  static final String C = "10.0.0.3:8000";
+  /** The default profile's queue scorer, with a fallback behind the primary. */
+  static final String TWO_PICKS = """
+      apiVersion: inference.networking.x-k8s.io/v1alpha1
+      kind: EndpointPickerConfig
+      plugins:
+      - type: queue-scorer
+      - type: max-score-picker
+        parameters: {maxNumOfEndpoints: 2}
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: queue-scorer
+        - pluginRef: max-score-picker
+      """;
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  final Outcomes outcomes = new Outcomes();
+  final List<AutoCloseable> toClose = new ArrayList<>();
+  Router router;
+  ExtProcServer server;
+  ManagedChannel channel;
+
+  /** What the router heard back, through its request listener. */
+  static final class Outcomes implements RequestListener {
+    final List<String> events = new CopyOnWriteArrayList<>();
+    final LinkedBlockingQueue<Usage> completed = new LinkedBlockingQueue<>();
+    final LinkedBlockingQueue<Throwable> failed = new LinkedBlockingQueue<>();
+
+    @Override
+    public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
+      events.add("first:" + endpoint.id());
+    }
+
+    @Override
+    public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+      events.add("complete:" + endpoint.id());
+      completed.add(usage);
+    }
+
+    @Override
+    public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
+      events.add("failure:" + endpoint.id());
+      failed.add(cause);
+    }
+  }
+
+  void start(List<String> endpoints) throws Exception {
+    start(endpoints, ExtProcServer.DEFAULT_MAX_BODY_BYTES, null);
+  }
+
+  void start(List<String> endpoints, int maxBody,
+      java.util.function.@org.jspecify.annotations.Nullable Consumer<ExtProcServer.Builder> custom) throws Exception {
+    router = Router.builder()
+        .endpoints(endpoints.stream().map(Endpoint::parse).toList())
+        .configYaml(TWO_PICKS, "two-picks")
+        .listener(outcomes)
+        .build();
+    String name = InProcessServerBuilder.generateName();
+    ExtProcServer.Builder b = ExtProcServer.builder(router).maxBodyBytes(maxBody)
+        .drainTimeout(Duration.ofSeconds(2))
+        .transport(InProcessServerBuilder.forName(name));
+    if (custom != null) {
+      custom.accept(b);
+    }
+    server = b.start();
+    channel = InProcessChannelBuilder.forName(name).build();
+  }
+
+  @AfterEach
+  void tearDown() throws Exception {
+    for (AutoCloseable c : toClose) {
+      c.close();
+    }
+    if (channel != null) {
+      channel.shutdownNow();
+      channel.awaitTermination(5, TimeUnit.SECONDS);
+    }
+    if (server != null) {
+      server.close();
+    }
+    if (router != null) {
+      router.close();
+    }
+  }
+
+  // ------------------------------------------------------------------------------ the pick
+
+  @Test
+  void fullDuplexWaitsForTheWholeBodyThenSendsThePickAndTheBodyBack() throws Exception {
+    start(List.of(A, B, C));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    String body = completion("tell me a story");
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    envoy.send(requestBody(body.substring(0, 10), false));
+    envoy.expectNothingFor(200); // the processor owns the body: nothing until it is whole
+    envoy.send(requestBody(body.substring(10), true));
+
+    ProcessingResponse headers = envoy.next();
+    assertThat(headers.hasRequestHeaders()).isTrue();
+    CommonResponse common = headers.getRequestHeaders().getResponse();
+    String header = destinationHeader(common);
+    assertThat(header.split(",")).hasSize(2).doesNotHaveDuplicates()
+        .allSatisfy(id -> assertThat(List.of(A, B, C)).contains(id));
+    assertThat(metadataDestination(headers)).isEqualTo(header);
+    assertThat(common.getClearRouteCache()).isTrue();
+
+    ProcessingResponse echoed = envoy.next();
+    StreamedBodyResponse piece = echoed.getRequestBody().getResponse().getBodyMutation()
+        .getStreamedResponse();
+    assertThat(utf8(piece.getBody())).isEqualTo(body);
+    assertThat(piece.getEndOfStream()).isTrue();
+    assertThat(inFlightOn(header.split(",")[0])).isEqualTo(1);
+    assertThat(inFlight()).isEqualTo(1); // the fallback is listed, not counted
+  }
+
+  @Test
+  void aStreamedAnswerReportsFirstTokenAndItsUsageChunkThenNothingStaysInFlight()
+      throws Exception {
+    start(List.of(A, B));
+    FakeEnvoy envoy = routedFullDuplex(completion("hello"));
+    envoy.send(responseHeaders(200, "text/event-stream", false));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    String sse = "data: {\"choices\":[{\"text\":\" lorem\"}]}\n\n"
+        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3,"
+        + "\"prompt_tokens_details\":{\"cached_tokens\":8}}}\n\ndata: [DONE]\n\n";
+    int[] cuts = {0, 17, 60, 61, 120, sse.length()};
+    for (int i = 0; i + 1 < cuts.length; i++) {
+      boolean last = i + 2 == cuts.length;
+      envoy.send(responseBody(sse.substring(cuts[i], cuts[i + 1]), last));
+      StreamedBodyResponse back = envoy.next().getResponseBody().getResponse().getBodyMutation()
+          .getStreamedResponse();
+      assertThat(utf8(back.getBody())).isEqualTo(sse.substring(cuts[i], cuts[i + 1]));
+      assertThat(back.getEndOfStream()).isEqualTo(last);
+    }
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(12, 8, 3));
+    assertThat(outcomes.events).hasSize(2);
+    assertThat(outcomes.events.get(0)).startsWith("first:");
+    assertThat(outcomes.events.get(1)).startsWith("complete:");
+    assertThat(inFlight()).isZero();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed).isEmpty();
+    await(() -> server.openStreams() == 0);
+  }
+
+  @Test
+  void bufferedModeAnswersHeadersAtOnceAndPutsThePickOnTheBodyAnswer() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(BUFFERED, STREAMED)));
+    ProcessingResponse h = envoy.next();
+    assertThat(h.hasRequestHeaders()).isTrue();
+    assertThat(h.getRequestHeaders().getResponse().hasHeaderMutation()).isFalse();
+    envoy.send(requestBody(completion("hi"), true));
+    ProcessingResponse b = envoy.next();
+    assertThat(b.hasRequestBody()).isTrue();
+    assertThat(destinationHeader(b.getRequestBody().getResponse())).isEqualTo(A);
+    assertThat(metadataDestination(b)).isEqualTo(A);
+    assertThat(b.getRequestBody().getResponse().hasBodyMutation()).isFalse(); // passes through
+
+    // a plain JSON answer in STREAMED mode: each chunk answered without a mutation
+    envoy.send(responseHeaders(200, "application/json", false));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    String json = "{\"id\":\"x\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"hey\"}],"
+        + "\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2,\"total_tokens\":9}}";
+    envoy.send(responseBody(json.substring(0, 30), false));
+    envoy.send(responseBody(json.substring(30), true));
+    for (int i = 0; i < 2; i++) {
+      ProcessingResponse r = envoy.next();
+      assertThat(r.hasResponseBody()).isTrue();
+      assertThat(r.getResponseBody().getResponse().hasBodyMutation()).isFalse();
+    }
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(7, 0, 2));
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void streamedModeHoldsTheHeadersAnswerUntilTheBodyEndsThenAnswersEveryChunk()
+      throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("POST", "/v1/completions", false, Map.of())
+        .setProtocolConfig(modes(STREAMED, STREAMED).toBuilder()
+            .setSendBodyWithoutWaitingForHeaderResponse(true)).build());
+    String body = completion("chunked");
+    envoy.send(requestBody(body.substring(0, 5), false));
+    envoy.send(requestBody(body.substring(5, 20), false));
+    envoy.expectNothingFor(200);
+    envoy.send(requestBody(body.substring(20), true));
+    ProcessingResponse h = envoy.next();
+    assertThat(destinationHeader(h.getRequestHeaders().getResponse())).isEqualTo(A);
+    assertThat(metadataDestination(h)).isEqualTo(A);
+    for (int i = 0; i < 3; i++) {
+      ProcessingResponse r = envoy.next();
+      assertThat(r.hasRequestBody()).as("answer to chunk " + i).isTrue();
+      assertThat(r.getRequestBody().getResponse()).isEqualTo(CommonResponse.getDefaultInstance());
+    }
+    envoy.expectNothingFor(100);
+  }
+
+  @Test
+  void streamedModeWithoutSendingTheBodyEarlyIsRefusedNamingTheSetting() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(STREAMED, STREAMED)));
+    Status s = envoy.awaitClosed();
+    assertThat(s.getCode()).isEqualTo(Status.Code.FAILED_PRECONDITION);
+    assertThat(s.getDescription()).contains("send_body_without_waiting_for_header_response");
+    await(() -> server.openStreams() == 0);
+  }
+
+  @Test
+  void aLargeBodyGoesBackInPiecesOfAtMost64KiB() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    String prompt = "x".repeat(150_000);
+    ByteString body = ByteString.copyFromUtf8(completion(prompt));
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    for (int from = 0; from < body.size(); from += 16_000) {
+      int to = Math.min(body.size(), from + 16_000);
+      envoy.send(requestBody(body.substring(from, to), to == body.size()));
+    }
+    assertThat(envoy.next().hasRequestHeaders()).isTrue();
+    ByteString back = ByteString.EMPTY;
+    int pieces = 0;
+    while (true) {
+      StreamedBodyResponse p = envoy.next().getRequestBody().getResponse().getBodyMutation()
+          .getStreamedResponse();
+      assertThat(p.getBody().size()).isLessThanOrEqualTo(64 * 1024);
+      back = back.concat(p.getBody());
+      pieces++;
+      if (p.getEndOfStream()) {
+        break;
+      }
+    }
+    assertThat(back).isEqualTo(body);
+    assertThat(pieces).isEqualTo((body.size() + 65535) / 65536);
+  }
+
+  @Test
+  void requestTrailersEndTheBodyAndAreAnsweredAfterIt() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    envoy.send(requestBody(completion("t"), false));
+    envoy.send(FakeEnvoy.requestTrailers());
+    assertThat(envoy.next().hasRequestHeaders()).isTrue();
+    StreamedBodyResponse p = envoy.next().getRequestBody().getResponse().getBodyMutation()
+        .getStreamedResponse();
+    assertThat(utf8(p.getBody())).isEqualTo(completion("t"));
+    assertThat(p.getEndOfStream()).isFalse(); // the trailers end this request
+    assertThat(envoy.next().hasRequestTrailers()).isTrue();
+  }
+
+  @Test
+  void withoutProtocolConfigTheAssumedModesApply() throws Exception {
+    start(List.of(A), ExtProcServer.DEFAULT_MAX_BODY_BYTES,
+        b -> b.assumedBodyModes(BUFFERED, NONE));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("POST", "/v1/completions", false, Map.of()).build());
+    assertThat(envoy.next().hasRequestHeaders()).isTrue(); // BUFFERED: headers first
+    envoy.send(requestBody(completion("hi"), true));
+    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
+    // response body mode NONE: the stream's end is the answer's end
+    envoy.send(responseHeaders(200, "application/json", false));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void aRequestWithoutBodyIsRoutedOnItsHeaders() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("GET", "/v1/models?x=1", true, Map.of())
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    ProcessingResponse h = envoy.next();
+    assertThat(destinationHeader(h.getRequestHeaders().getResponse())).isEqualTo(A);
+    assertThat(metadataDestination(h)).isEqualTo(A);
+    envoy.expectNothingFor(100); // no body to send back
+    envoy.send(responseHeaders(200, "application/json", true));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertThat(inFlight()).isZero();
+  }
+
+  // ------------------------------------------------------------------------------ the subset
+
+  @Test
+  void theSubsetHintLimitsThePickAndTheFallbacks() throws Exception {
+    start(List.of(A, B, C));
+    for (int i = 0; i < 5; i++) {
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).toBuilder()
+          .setMetadataContext(FakeEnvoy.subsetHint(List.of(B, "10.9.9.9:1"))).build());
+      envoy.send(requestBody(completion("p" + i), true));
+      ProcessingResponse h = envoy.next();
+      assertThat(destinationHeader(h.getRequestHeaders().getResponse())).isEqualTo(B);
+      assertThat(metadataDestination(h)).isEqualTo(B);
+    }
+    assertThat(inFlightOn(B)).isEqualTo(5);
+  }
+
+  @Test
+  void anEmptyOrForeignSubsetIs503WithRetryAfter() throws Exception {
+    start(List.of(A, B));
+    for (List<String> subset : List.of(List.<String>of(), List.of("10.9.9.9:1"))) {
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).toBuilder()
+          .setMetadataContext(FakeEnvoy.subsetHint(subset)).build());
+      envoy.send(requestBody(completion("p"), true));
+      ImmediateResponse r = envoy.next().getImmediateResponse();
+      assertThat(r.getStatus().getCodeValue()).isEqualTo(503);
+      assertThat(header(r, "retry-after")).isEqualTo("1");
+      assertThat(error(r).path("type").asText()).isEqualTo("routing_no_endpoints");
+      assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    }
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void aMalformedSubsetHintIsInvalidArgumentNamingTheField() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    Metadata bad = Metadata.newBuilder().putFilterMetadata(ExtProcMessages.SUBSET_HINT_NAMESPACE,
+        Struct.newBuilder().putFields(ExtProcMessages.SUBSET_KEY,
+            Value.newBuilder().setNumberValue(3).build()).build()).build();
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).toBuilder()
+        .setMetadataContext(bad).build());
+    Status s = envoy.awaitClosed();
+    assertThat(s.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
+    assertThat(s.getDescription()).contains("x-gateway-destination-endpoint-subset")
+        .contains("a number");
+  }
+
+  // ---------------------------------------------------------------------------- rejections
+
+  @Test
+  void anInvalidBodyIs400WithAnOpenAiErrorThatQuotesNoPrompt() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    envoy.send(requestBody("{\"model\":\"m\",\"prompt\":\"secret-words\" oops", true));
+    ImmediateResponse r = envoy.next().getImmediateResponse();
+    assertThat(r.getStatus().getCodeValue()).isEqualTo(400);
+    assertThat(header(r, "content-type")).isEqualTo("application/json");
+    assertThat(header(r, "retry-after")).isNull();
+    JsonNode err = error(r);
+    assertThat(err.path("type").asText()).isEqualTo("routing_invalid_request");
+    assertThat(err.path("code").asInt()).isEqualTo(400);
+    assertThat(err.path("message").asText()).isNotEmpty().doesNotContain("secret-words");
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(inFlight()).isZero();
+    await(() -> server.openStreams() == 0);
+  }
+
+  @Test
+  void aBodyPastTheLimitIs413AsSoonAsItPassesIt() throws Exception {
+    start(List.of(A), 1000, null);
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    envoy.send(requestBody("x".repeat(600), false));
+    envoy.send(requestBody("x".repeat(600), false)); // not the end: 413 comes anyway
+    ImmediateResponse r = envoy.next().getImmediateResponse();
+    assertThat(r.getStatus().getCodeValue()).isEqualTo(413);
+    assertThat(error(r).path("type").asText()).isEqualTo("request_too_large");
+    assertThat(error(r).path("message").asText()).contains("1000 bytes");
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+  }
+
+  @Test
+  void aSheddableRequestOnASaturatedPoolIs429() throws Exception {
+    start(List.of(A)); // no metrics yet: the endpoint counts as saturated for shedding
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("POST", "/v1/completions", false, Map.of("x-request-priority", "-1"))
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    envoy.send(requestBody(completion("p"), true));
+    ImmediateResponse r = envoy.next().getImmediateResponse();
+    assertThat(r.getStatus().getCodeValue()).isEqualTo(429);
+    assertThat(header(r, "retry-after")).isEqualTo("1");
+    assertThat(error(r).path("type").asText()).isEqualTo("routing_shed");
+  }
+
+  @Test
+  void anEmptyPoolIs503() throws Exception {
+    start(List.of());
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(BUFFERED, BUFFERED)));
+    envoy.next(); // headers
+    envoy.send(requestBody(completion("p"), true));
+    ImmediateResponse r = envoy.next().getImmediateResponse();
+    assertThat(r.getStatus().getCodeValue()).isEqualTo(503);
+    assertThat(header(r, "retry-after")).isEqualTo("1");
+    assertThat(error(r).path("message").asText()).isEqualTo("no endpoints in the pool");
+  }
+
+  // ------------------------------------------------------------------------ failures, ends
+
+  @Test
+  void anErrorStatusFailsTheDecisionNamingTheEndpointThatServed() throws Exception {
+    start(List.of(A, B));
+    FakeEnvoy envoy = routedFullDuplex(completion("x"));
+    envoy.send(responseHeaders(503, "application/json", false).toBuilder()
+        .setMetadataContext(FakeEnvoy.served(B)).build());
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    Throwable cause = outcomes.failed.poll(5, TimeUnit.SECONDS);
+    assertThat(cause).hasMessage(B + " answered 503");
+    assertThat(inFlight()).isZero();
+    envoy.send(responseBody("{\"error\":{}}", true)); // still passed through
+    assertThat(utf8(envoy.next().getResponseBody().getResponse().getBodyMutation()
+        .getStreamedResponse().getBody())).isEqualTo("{\"error\":{}}");
+    assertThat(outcomes.events).noneMatch(e -> e.startsWith("first:") || e.startsWith("complete:"));
+  }
+
+  @Test
+  void aCancelledStreamFailsItsDecisionOnce() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = routedFullDuplex(completion("x"));
+    envoy.send(responseHeaders(200, "text/event-stream", false));
+    envoy.next();
+    envoy.send(responseBody("data: {\"choices\":[]}\n\n", false));
+    envoy.next();
+    assertThat(inFlight()).isEqualTo(1);
+    envoy.cancel();
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).isNotNull();
+    await(() -> inFlight() == 0);
+    await(() -> server.openStreams() == 0);
+    assertThat(outcomes.failed.poll(200, TimeUnit.MILLISECONDS)).isNull(); // once
+    assertThat(outcomes.events).containsExactly("first:" + A, "failure:" + A);
+  }
+
+  @Test
+  void aStreamClosedBeforeTheAnswerFailsItsDecision() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = routedFullDuplex(completion("x"));
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessageContaining("before the answer ended");
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void messagesOutOfOrderAreInvalidArgumentAndFreeTheDecision() throws Exception {
+    start(List.of(A));
+    FakeEnvoy first = FakeEnvoy.open(channel);
+    first.send(requestBody(completion("x"), true));
+    Status s = first.awaitClosed();
+    assertThat(s.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
+    assertThat(s.getDescription()).contains("request_body").contains("REQUEST_HEADERS");
+
+    FakeEnvoy second = routedFullDuplex(completion("y"));
+    second.send(responseBody("data: x\n", false)); // a body before the response headers
+    Status s2 = second.awaitClosed();
+    assertThat(s2.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
+    assertThat(s2.getDescription()).contains("response_body");
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).isNotNull();
+    assertThat(inFlight()).isZero();
+    await(() -> server.openStreams() == 0);
+
+    FakeEnvoy third = FakeEnvoy.open(channel);
+    third.send(ProcessingRequest.getDefaultInstance());
+    assertThat(third.awaitClosed().getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
+  }
+
+  @Test
+  void observabilityModeIsRefused() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).toBuilder()
+        .setObservabilityMode(true).build());
+    Status s = envoy.awaitClosed();
+    assertThat(s.getCode()).isEqualTo(Status.Code.FAILED_PRECONDITION);
+    assertThat(s.getDescription()).contains("observability_mode");
+  }
+
+  // -------------------------------------------------------------------- health and closing
+
+  @Test
+  void healthIsServingUntilCloseThenNotServing() throws Exception {
+    start(List.of(A));
+    HealthGrpc.HealthBlockingStub health = HealthGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(5, TimeUnit.SECONDS);
+    for (String service : List.of("", "envoy.service.ext_proc.v3.ExternalProcessor", "liveness",
+        "readiness")) {
+      assertThat(health.check(HealthCheckRequest.newBuilder().setService(service).build())
+          .getStatus()).as(service).isEqualTo(ServingStatus.SERVING);
+    }
+    LinkedBlockingQueue<ServingStatus> watched = new LinkedBlockingQueue<>();
+    HealthGrpc.newStub(channel).watch(HealthCheckRequest.newBuilder()
+        .setService("envoy.service.ext_proc.v3.ExternalProcessor").build(),
+        new StreamObserver<HealthCheckResponse>() {
+          @Override public void onNext(HealthCheckResponse r) { watched.add(r.getStatus()); }
+          @Override public void onError(Throwable t) {}
+          @Override public void onCompleted() {}
+        });
+    assertThat(watched.poll(5, TimeUnit.SECONDS)).isEqualTo(ServingStatus.SERVING);
+    long t0 = System.nanoTime();
+    server.close(); // no Process stream open: the watch must not hold the drain up
+    assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(2));
+    assertThat(watched.poll(5, TimeUnit.SECONDS)).isEqualTo(ServingStatus.NOT_SERVING);
+  }
+
+  @Test
+  void closeLetsAnOpenStreamFinishWithinTheDrainThenCancelsWhatIsLeft() throws Exception {
+    start(List.of(A));
+    FakeEnvoy finishing = routedFullDuplex(completion("x"));
+    FakeEnvoy hanging = routedFullDuplex(completion("y"));
+    Thread closer = new Thread(server::close);
+    closer.start();
+    await(() -> closer.getState() == Thread.State.TIMED_WAITING);
+    finishing.send(responseHeaders(200, "application/json", true));
+    assertThat(finishing.next().hasResponseHeaders()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    closer.join(10_000); // the 2 s drain ends, the hanging stream is cancelled
+    assertThat(closer.isAlive()).isFalse();
+    assertThat(hanging.awaitClosed().getCode()).isEqualTo(Status.Code.UNAVAILABLE);
+    await(() -> inFlight() == 0);
+    assertThat(outcomes.failed).hasSize(1);
+  }
+
+  @Test
+  void overNettyTcpOnAnEphemeralPort() throws Exception {
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).listener(outcomes).build();
+    server = ExtProcServer.builder(router).port(0).host("127.0.0.1")
+        .drainTimeout(Duration.ofSeconds(1)).start();
+    assertThat(server.port()).isPositive();
+    channel = NettyChannelBuilder.forAddress("127.0.0.1", server.port()).usePlaintext().build();
+    FakeEnvoy envoy = routedFullDuplex(completion("over tcp"));
+    envoy.send(responseHeaders(200, "application/json", false));
+    envoy.next();
+    envoy.send(responseBody("{\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}", true));
+    envoy.next();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(4, 0, 1));
+    assertThat(HealthGrpc.newBlockingStub(channel).withDeadlineAfter(5, TimeUnit.SECONDS)
+        .check(HealthCheckRequest.getDefaultInstance()).getStatus())
+        .isEqualTo(ServingStatus.SERVING);
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+  }
+
+  // ------------------------------------------------------------------------------- helpers
+
+  /** Opens a stream and routes a FULL_DUPLEX_STREAMED request, consuming the server's answers. */
+  FakeEnvoy routedFullDuplex(String body) throws Exception {
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    envoy.send(requestBody(body, true));
+    assertThat(envoy.next().hasRequestHeaders()).isTrue();
+    assertThat(envoy.next().getRequestBody().getResponse().getBodyMutation()
+        .getStreamedResponse().getEndOfStream()).isTrue();
+    return envoy;
+  }
+
+  static String destinationHeader(CommonResponse common) {
+    List<HeaderValueOption> set = common.getHeaderMutation().getSetHeadersList();
+    assertThat(set).hasSize(1);
+    HeaderValueOption o = set.get(0);
+    assertThat(o.getHeader().getKey()).isEqualTo("x-gateway-destination-endpoint");
+    assertThat(o.getAppendAction())
+        .isEqualTo(HeaderValueOption.HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD);
+    return utf8(o.getHeader().getRawValue());
+  }
+
+  static String metadataDestination(ProcessingResponse r) {
+    return r.getDynamicMetadata().getFieldsOrThrow("envoy.lb").getStructValue()
+        .getFieldsOrThrow("x-gateway-destination-endpoint").getStringValue();
+  }
+
+  static @org.jspecify.annotations.Nullable String header(ImmediateResponse r, String name) {
+    for (HeaderValueOption o : r.getHeaders().getSetHeadersList()) {
+      if (o.getHeader().getKey().equals(name)) {
+        return utf8(o.getHeader().getRawValue());
+      }
+    }
+    return null;
+  }
+
+  static JsonNode error(ImmediateResponse r) throws Exception {
+    return JSON.readTree(r.getBody().toByteArray()).path("error");
+  }
+
+  int inFlight() {
+    int n = 0;
+    for (var c : router.endpoints()) {
+      n += c.inFlightRequests();
+    }
+    return n;
+  }
+
+  int inFlightOn(String id) {
+    for (var c : router.endpoints()) {
+      if (c.id().equals(id)) {
+        return c.inFlightRequests();
+      }
+    }
+    throw new AssertionError("no endpoint " + id);
+  }
+
+  static void await(BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    while (!condition.getAsBoolean()) {
+      assertThat(System.nanoTime()).as("condition within 5 s").isLessThan(deadline);
+      Thread.sleep(10);
+    }
+  }
+
+}

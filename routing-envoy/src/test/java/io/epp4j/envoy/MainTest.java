@@ -1,0 +1,127 @@
+package io.epp4j.envoy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.grpc.ManagedChannel;
+import io.grpc.health.v1.HealthCheckRequest;
+import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
+import io.grpc.health.v1.HealthGrpc;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class MainTest {
+  final ByteArrayOutputStream out = new ByteArrayOutputStream();
+  final ByteArrayOutputStream err = new ByteArrayOutputStream();
+
+  int exitOf(String... args) {
+    try (Main.Running r = Main.start(args, new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8))) {
+      throw new AssertionError("started with " + String.join(" ", args));
+    } catch (Main.Exit e) {
+      return e.code;
+    }
+  }
+
+  String err() {
+    return err.toString(StandardCharsets.UTF_8);
+  }
+
+  @Test
+  void mistakesNameTheOptionAndExitWith2() {
+    assertThat(exitOf("--port", "0")).isEqualTo(2);
+    assertThat(err()).contains("--endpoints is required").contains("usage: routing-envoy");
+    err.reset();
+    assertThat(exitOf("--endpoints", "10.0.0.1")).isEqualTo(2);
+    assertThat(err()).contains("--endpoints: '10.0.0.1' is not host:port");
+    err.reset();
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--max-body-size", "3TB")).isEqualTo(2);
+    assertThat(err()).contains("--max-body-size: '3TB'");
+    err.reset();
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--colour", "red")).isEqualTo(2);
+    assertThat(err()).contains("unknown option '--colour'");
+    err.reset();
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--preset", "fastest")).isEqualTo(2);
+    assertThat(err()).contains("--preset: unknown preset 'fastest'");
+    err.reset();
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--drain-timeout", "-1s")).isEqualTo(2);
+    assertThat(err()).contains("--drain-timeout");
+  }
+
+  @Test
+  void anInvalidConfigFileListsItsErrors(@TempDir Path dir) throws Exception {
+    Path bad = dir.resolve("bad.yaml");
+    Files.writeString(bad, """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: no-such-scorer
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: no-such-scorer
+        """);
+    assertThat(exitOf("--endpoints", "10.0.0.1:80", "--config-file", bad.toString())).isEqualTo(2);
+    assertThat(err()).contains("is not valid").contains("no-such-scorer");
+  }
+
+  @Test
+  void helpPrintsEveryOption() {
+    assertThat(exitOf("--help")).isZero();
+    String help = out.toString(StandardCharsets.UTF_8);
+    for (String option : new String[] {"--endpoints", "--port", "--host", "--config", "--preset",
+        "--max-body-size", "--session-headers", "--in-flight-max-age", "--scheme",
+        "--metrics-enabled", "--metrics-interval", "--metrics-path", "--drain-timeout"}) {
+      assertThat(help).contains(option);
+    }
+  }
+
+  @Test
+  void itServesHealthOnTheChosenPortUntilClosed() throws Exception {
+    Main.Running r = Main.start(new String[] {"--endpoints", "10.0.0.1:8000,10.0.0.2:8000",
+        "--port", "0", "--host", "127.0.0.1", "--preset", "epp4j", "--metrics-enabled=false",
+        "--drain-timeout", "1s", "--max-body-size", "1MB"},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    ManagedChannel ch = NettyChannelBuilder.forAddress("127.0.0.1", r.server.port())
+        .usePlaintext().build();
+    try {
+      assertThat(out.toString(StandardCharsets.UTF_8))
+          .contains("on :" + r.server.port()).contains("10.0.0.1:8000, 10.0.0.2:8000")
+          .contains("the epp4j preset").contains("metrics scraping off");
+      assertThat(r.router.endpoints()).hasSize(2);
+      assertThat(r.scraper).isNull();
+      assertThat(HealthGrpc.newBlockingStub(ch).withDeadlineAfter(5, TimeUnit.SECONDS)
+          .check(HealthCheckRequest.newBuilder()
+              .setService("envoy.service.ext_proc.v3.ExternalProcessor").build()).getStatus())
+          .isEqualTo(ServingStatus.SERVING);
+    } finally {
+      r.close();
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+    assertThat(r.server.openStreams()).isZero();
+    assertThat(r.router.route(io.epp4j.api.InferenceRequest.completion("m", "p")).rejection()
+        .message()).isEqualTo("router is closed");
+  }
+
+  @Test
+  void sizesAndDurationsReadLikeSpringProperties() {
+    assertThat(Main.size("x", "16MB")).isEqualTo(16 << 20);
+    assertThat(Main.size("x", "512kb")).isEqualTo(512 << 10);
+    assertThat(Main.size("x", "1000")).isEqualTo(1000);
+    assertThatThrownBy(() -> Main.size("x", "0")).hasMessageContaining("--x");
+    assertThatThrownBy(() -> Main.size("x", "2GB")).hasMessageContaining("'2GB'");
+    assertThat(Main.duration("x", "200ms")).isEqualTo(Duration.ofMillis(200));
+    assertThat(Main.duration("x", "10m")).isEqualTo(Duration.ofMinutes(10));
+    assertThat(Main.duration("x", "PT30S")).isEqualTo(Duration.ofSeconds(30));
+    assertThatThrownBy(() -> Main.duration("x", "soon")).hasMessageContaining("--x: 'soon'");
+  }
+}

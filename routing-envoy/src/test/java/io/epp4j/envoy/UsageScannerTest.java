@@ -1,0 +1,100 @@
+package io.epp4j.envoy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.google.protobuf.ByteString;
+import io.epp4j.api.Usage;
+import org.junit.jupiter.api.Test;
+
+class UsageScannerTest {
+  static final String STREAM = "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n"
+      + "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\r\n\r\n"
+      + "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":2,"
+      + "\"total_tokens\":32,\"prompt_tokens_details\":{\"cached_tokens\":16}}}\n\n"
+      + "data: [DONE]\n\n";
+
+  static Usage scan(String contentType, String... chunks) {
+    UsageScanner s = new UsageScanner(contentType);
+    for (String c : chunks) {
+      s.feed(ByteString.copyFromUtf8(c));
+    }
+    return s.finish();
+  }
+
+  @Test
+  void anSseStreamGivesItsUsageChunkWhereverTheChunksAreCut() {
+    for (int cut = 0; cut <= STREAM.length(); cut++) {
+      for (int cut2 = cut; cut2 <= STREAM.length(); cut2 += 7) {
+        UsageScanner s = new UsageScanner("text/event-stream; charset=utf-8");
+        s.feed(ByteString.copyFromUtf8(STREAM.substring(0, cut)));
+        s.feed(ByteString.copyFromUtf8(STREAM.substring(cut, cut2)));
+        s.feed(ByteString.copyFromUtf8(STREAM.substring(cut2)));
+        assertThat(s.finish()).as("cut at %d and %d", cut, cut2).isEqualTo(new Usage(30, 16, 2));
+        assertThat(s.sawDone()).isTrue();
+      }
+    }
+  }
+
+  @Test
+  void aStreamWithoutUsageGivesNone() {
+    assertThat(scan("text/event-stream",
+        "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\n")).isEqualTo(Usage.NONE);
+  }
+
+  @Test
+  void anOverlongLineIsSkippedAndTheUsageAfterItStillFound() {
+    String huge = "data: {\"choices\":[{\"text\":\"" + "z".repeat(UsageScanner.LIMIT + 10)
+        + "\"}],\"usage\":{\"prompt_tokens\":999}}\n\n";
+    String usage = "data: {\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":6}}\n\n";
+    assertThat(scan("text/event-stream", huge.substring(0, 40_000), huge.substring(40_000), usage))
+        .isEqualTo(new Usage(5, 0, 6));
+  }
+
+  @Test
+  void aResponsesApiStreamGivesTheCompletedEventsUsage() {
+    String s = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\"}\n\n"
+        + "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{"
+        + "\"object\":\"response\",\"usage\":{\"input_tokens\":40,\"output_tokens\":9,"
+        + "\"input_tokens_details\":{\"cached_tokens\":32}}}}\n\n";
+    assertThat(scan("text/event-stream", s)).isEqualTo(new Usage(40, 32, 9));
+  }
+
+  @Test
+  void aJsonAnswerIsParsedWhole() {
+    String json = "{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"content\":"
+        + "\"the usage word inside text: \\\"usage\\\"\"}}],"
+        + "\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":4,"
+        + "\"prompt_tokens_details\":{\"cached_tokens\":8}}}";
+    assertThat(scan("application/json", json.substring(0, 20), json.substring(20)))
+        .isEqualTo(new Usage(11, 8, 4));
+    // without a content type, the first byte tells
+    assertThat(scan(null, "  \n", json)).isEqualTo(new Usage(11, 8, 4));
+    assertThat(scan(null, STREAM)).isEqualTo(new Usage(30, 16, 2));
+  }
+
+  @Test
+  void ofAJsonAnswerPastTheLimitOnlyTheTailIsKeptAndItsUsageRead() {
+    String text = "w".repeat(3 * UsageScanner.LIMIT);
+    String json = "{\"choices\":[{\"text\":\"" + text + "\"}],"
+        + "\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":50,"
+        + "\"prompt_token_details\":{\"cached_tokens\":64}}}";
+    UsageScanner s = new UsageScanner("application/json");
+    for (int from = 0; from < json.length(); from += 5000) {
+      s.feed(ByteString.copyFromUtf8(json.substring(from, Math.min(json.length(), from + 5000))));
+    }
+    assertThat(s.finish()).isEqualTo(new Usage(100, 64, 50));
+    // one chunk bigger than the ring
+    assertThat(scan("application/json", json)).isEqualTo(new Usage(100, 64, 50));
+  }
+
+  @Test
+  void oddValuesGiveZeroesNotErrors() {
+    assertThat(scan("application/json", "{\"usage\":{\"prompt_tokens\":-3,\"completion_tokens\":\"x\"}}"))
+        .isEqualTo(new Usage(0, 0, 0));
+    assertThat(scan("application/json", "{\"usage\":{\"prompt_tokens\":4,"
+        + "\"prompt_tokens_details\":{\"cached_tokens\":9}}}")).isEqualTo(new Usage(4, 4, 0));
+    assertThat(scan("application/json", "not json at all")).isEqualTo(Usage.NONE);
+    assertThat(scan("application/json")).isEqualTo(Usage.NONE);
+    assertThat(scan("text/event-stream", "data: {\"usage\": [1,2]}\n")).isEqualTo(Usage.NONE);
+  }
+}
