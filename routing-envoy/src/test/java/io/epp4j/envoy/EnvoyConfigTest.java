@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
 /**
  * The Envoy configuration the README shows ({@code envoy.yaml}) against the Envoy API's own
  * definitions: every field name and enum value must exist, or parsing fails. No Envoy binary is
- * needed (nor available on the build machine), so this is what keeps the file honest.
+ * needed (the build starts none), so this is what keeps the file honest.
  */
 class EnvoyConfigTest {
   static final Path CONFIG = Path.of("envoy.yaml");
