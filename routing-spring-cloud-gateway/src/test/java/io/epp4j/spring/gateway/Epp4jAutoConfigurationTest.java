@@ -148,6 +148,44 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void anInstanceWithoutAUsablePortIsSkippedAndTheRegistryIsStillFollowed() {
+    // e.g. an instance registered before its port was known; Endpoint refuses port 0
+    java.util.concurrent.CopyOnWriteArrayList<org.springframework.cloud.client.ServiceInstance>
+        instances = new java.util.concurrent.CopyOnWriteArrayList<>(List.of(
+            new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false),
+            new DefaultServiceInstance("broken", "llm", "10.0.0.9", 0, false)));
+    runner.withBean(DiscoveryClient.class, () -> registry(instances))
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=20ms")
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          awaitPool(router, Set.of("10.0.0.1:8000"));
+          instances.add(new DefaultServiceInstance("b", "llm", "10.0.0.2", 8000, false));
+          awaitPool(router, Set.of("10.0.0.1:8000", "10.0.0.2:8000"));
+        });
+  }
+
+  private static DiscoveryClient registry(
+      List<org.springframework.cloud.client.ServiceInstance> instances) {
+    return new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "test registry";
+      }
+
+      @Override
+      public List<org.springframework.cloud.client.ServiceInstance> getInstances(String id) {
+        return id.equals("llm") ? instances : List.of();
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of("llm");
+      }
+    };
+  }
+
+  @Test
   void theRouterReportsToTheApplicationsOpenTelemetry() {
     io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader reader =
         io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader.create();
