@@ -115,6 +115,30 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void anInvalidChangeIsLoggedAndKeepsThePoolAndConfigWithoutFailingTheRefresh() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          Object config = router.config();
+
+          // an unknown preset next to a valid new pool: nothing of the change is applied
+          TestPropertyValues.of("epp4j.endpoints=127.0.0.1:9002", "epp4j.preset=nope")
+              .applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.endpoints", "epp4j.preset")));
+          assertThat(poolIds(router)).containsExactly("127.0.0.1:9001");
+          assertThat(router.config()).isSameAs(config);
+
+          // an endpoint that is not host:port
+          TestPropertyValues.of("epp4j.endpoints=127.0.0.1:9002,no-port", "epp4j.preset=")
+              .applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.endpoints", "epp4j.preset")));
+          assertThat(poolIds(router)).containsExactly("127.0.0.1:9001");
+        });
+  }
+
+  @Test
   void theInstancesOfADiscoveredServiceBecomeThePoolAndFollowTheRegistry() {
     java.util.concurrent.CopyOnWriteArrayList<org.springframework.cloud.client.ServiceInstance>
         instances = new java.util.concurrent.CopyOnWriteArrayList<>(List.of(
