@@ -6,6 +6,7 @@ import io.epp4j.core.Router;
 import io.epp4j.core.RouterConfig;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
@@ -17,7 +18,8 @@ import org.springframework.core.env.Environment;
 /**
  * Applies changed {@code epp4j.*} properties to the running router when Spring Cloud reports an
  * environment change (a {@code /actuator/refresh}, a config server push): the endpoint list is
- * replaced and the config file or preset is loaded again. Requests in flight keep their
+ * replaced (unless an {@link Epp4jDiscoveryPool} takes the pool from a registry) and the config
+ * file or preset is loaded again. Requests in flight keep their
  * decisions and are counted against the new pool where their endpoint stays. An invalid change (an endpoint that is not
  * {@code host:port}, an unknown preset, a configuration with errors) is logged and nothing of it
  * is applied: the router keeps its pool and configuration, and the refresh itself goes on (an
@@ -29,10 +31,21 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
 
   private final Router router;
   private final Environment environment;
+  private final BooleanSupplier discoveryOwnsPool;
 
   public Epp4jRefresher(Router router, Environment environment) {
+    this(router, environment, () -> false);
+  }
+
+  /**
+   * @param discoveryOwnsPool whether service discovery supplies the pool, which
+   *     {@code epp4j.endpoints} then must not replace
+   */
+  public Epp4jRefresher(Router router, Environment environment,
+      BooleanSupplier discoveryOwnsPool) {
     this.router = router;
     this.environment = environment;
+    this.discoveryOwnsPool = discoveryOwnsPool;
   }
 
   @Override
@@ -41,14 +54,15 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     if (!ours) {
       return;
     }
-    List<Endpoint> pool;
+    @Nullable List<Endpoint> pool; // null: discovery owns the pool
     @Nullable Path file = null;
     @Nullable String preset = null;
     @Nullable String presetYaml = null;
     try {
       Epp4jProperties p = Binder.get(environment)
           .bind("epp4j", Epp4jProperties.class).orElseGet(Epp4jProperties::new);
-      pool = Epp4jAutoConfiguration.endpoints(p.getEndpoints());
+      pool = discoveryOwnsPool.getAsBoolean() ? null
+          : Epp4jAutoConfiguration.endpoints(p.getEndpoints());
       String configFile = p.getConfigFile();
       if (configFile != null && !configFile.isBlank()) {
         file = Path.of(configFile);
@@ -72,6 +86,8 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
           + " current pool and configuration: " + String.join("; ", result.errors()));
       return;
     }
-    router.setEndpoints(pool);
+    if (pool != null) {
+      router.setEndpoints(pool);
+    }
   }
 }

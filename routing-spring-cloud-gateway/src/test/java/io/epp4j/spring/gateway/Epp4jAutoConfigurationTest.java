@@ -189,6 +189,26 @@ class Epp4jAutoConfigurationTest {
         });
   }
 
+  @Test
+  void aChangedPresetKeepsThePoolADiscoveredServiceGave() {
+    List<org.springframework.cloud.client.ServiceInstance> instances = List.of(
+        new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false));
+    runner.withBean(DiscoveryClient.class, () -> registry(instances))
+        .withPropertyValues("epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=1h") // one lookup, at start
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          awaitPool(router, Set.of("10.0.0.1:8000"));
+
+          TestPropertyValues.of("epp4j.preset=epp4j").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.preset")));
+
+          assertThat(router.config().plugins()).containsKey("token-cost-picker");
+          // the registry, not the (unset) epp4j.endpoints, owns the pool
+          assertThat(poolIds(router)).containsExactly("10.0.0.1:8000");
+        });
+  }
+
   private static DiscoveryClient registry(
       List<org.springframework.cloud.client.ServiceInstance> instances) {
     return new DiscoveryClient() {
