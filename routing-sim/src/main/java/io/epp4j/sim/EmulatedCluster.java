@@ -136,15 +136,18 @@ final class EmulatedCluster implements AutoCloseable {
    * {@code loraName} (id {@code loraId}; null for the base model) with {@code cacheSalt}: like
    * vLLM, its blocks hash apart from the same tokens under another adapter or salt, and its KV
    * events carry both.
+   *
+   * @return the request, for {@link #abort}; null when the cluster is closed (the listener
+   *     heard {@link Listener#onAborted()})
    */
-  void submit(int replica, int[] prompt, int maxTokens, int loraId, @Nullable String loraName,
-      @Nullable String cacheSalt, Listener listener) {
+  @Nullable SimRequest submit(int replica, int[] prompt, int maxTokens, int loraId,
+      @Nullable String loraName, @Nullable String cacheSalt, Listener listener) {
     int[] tokens = Arrays.copyOf(prompt, prompt.length + maxTokens);
     lock.lock();
     try {
       if (closed) {
         listener.onAborted();
-        return;
+        return null;
       }
       long id = nextId++;
       SyntheticTokens.fill(SyntheticTokens.key(id, 0x6f7574L), tokens, prompt.length, maxTokens);
@@ -163,6 +166,25 @@ final class EmulatedCluster implements AutoCloseable {
       Replica rep = replicas[replica];
       rep.enqueue(r);
       startStep(rep, now);
+      changed.signalAll();
+      return r;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Drops request {@code r} of replica {@code replica} (its client went away), as vLLM aborts
+   * it: it leaves the queue or the running batch, its blocks are freed and its listener hears
+   * nothing more. Nothing happens when it has finished already.
+   */
+  void abort(int replica, SimRequest r) {
+    lock.lock();
+    try {
+      if (listeners.remove(r) == null) {
+        return; // finished, or aborted by close()
+      }
+      replicas[replica].abort(r);
       changed.signalAll();
     } finally {
       lock.unlock();

@@ -265,8 +265,8 @@ final class EmulatedServer implements AutoCloseable {
 
     LinkedBlockingQueue<int[]> out = new LinkedBlockingQueue<>();
     // {token} for a token, {-1, prompt, cached, completion} when done, {-2} when aborted
-    cluster.submit(replica, prompt, maxTokens, adapter + 1, adapter < 0 ? null : requested, salt,
-        new EmulatedCluster.Listener() {
+    SimRequest submitted = cluster.submit(replica, prompt, maxTokens, adapter + 1,
+        adapter < 0 ? null : requested, salt, new EmulatedCluster.Listener() {
       @Override
       public void onToken(int tokenId, boolean first) {
         out.add(new int[] {tokenId});
@@ -284,10 +284,19 @@ final class EmulatedServer implements AutoCloseable {
     });
     String id = (chat ? "chatcmpl-" : "cmpl-") + Long.toHexString(IDS.incrementAndGet());
     long created = System.currentTimeMillis() / 1000;
-    if (stream) {
-      stream(ex, out, chat, id, created, includeUsage, maxTokens, returnTokenIds);
-    } else {
-      whole(ex, out, chat, id, created, returnTokenIds);
+    try {
+      if (stream) {
+        stream(ex, out, chat, id, created, includeUsage, maxTokens, returnTokenIds);
+      } else {
+        whole(ex, out, chat, id, created, returnTokenIds);
+      }
+    } catch (IOException clientGone) {
+      // as vLLM does when its client disconnects: the request stops generating and frees its
+      // slot and blocks instead of running to max_tokens for nobody
+      if (submitted != null) {
+        cluster.abort(replica, submitted);
+      }
+      throw clientGone;
     }
   }
 

@@ -168,7 +168,7 @@ final class Replica {
       SimRequest r = stepRequests[i];
       stepRequests[i] = null;
       if (r.numBlocks == 0) {
-        continue; // preempted after it was planned (cannot happen within one step, kept for safety)
+        continue; // aborted after it was planned (preemption within one step cannot do this)
       }
       r.numComputed += stepTokens[i];
       kv.cacheFullBlocks(r);
@@ -184,6 +184,23 @@ final class Replica {
       }
     }
     stepSize = 0;
+  }
+
+  /**
+   * Drops {@code r}, waiting or running, as vLLM aborts a request whose client went away: its
+   * blocks are freed (what it cached stays in the prefix cache) and it produces nothing more. A
+   * step already planned with it skips it when it completes. Returns false when {@code r} is
+   * not here (finished already).
+   */
+  boolean abort(SimRequest r) {
+    if (waiting.remove(r)) {
+      return true;
+    }
+    if (!running.remove(r)) {
+      return false;
+    }
+    kv.free(r); // numBlocks 0: completeStep passes over it
+    return true;
   }
 
   private void preempt(SimRequest victim) {

@@ -422,6 +422,41 @@ class ServeIntegrationTest {
     }
   }
 
+  @Test
+  void aClientThatLeavesMidStreamAbortsItsRequestAndFreesItsSlotAndBlocks() throws Exception {
+    // real time: 30,000 output tokens take minutes of decode steps, far longer than the wait
+    // below, so the replica is idle in time only if it dropped the request when its client left
+    Serve s = start(1, false, 1);
+    int p = port(s, 0);
+    byte[] body = ("{\"prompt\":" + tokens(7, 512) + ",\"max_tokens\":30000,\"stream\":true}")
+        .getBytes(StandardCharsets.UTF_8);
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), p)) {
+      socket.setSoTimeout(20_000);
+      java.io.OutputStream out = socket.getOutputStream();
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
+          socket.getInputStream(), StandardCharsets.UTF_8));
+      for (String line; (line = in.readLine()) != null && !line.startsWith("data: "); ) {
+        // headers, then the first token's chunk
+      }
+      assertThat(s.cluster().stats(0).running()).isEqualTo(1);
+    } // the client hangs up while the replica is still generating
+    await(() -> s.cluster().idle(0), "the replica to drop the request of the client that left");
+    EmulatedCluster.Stats after = s.cluster().stats(0);
+    assertThat(after.running()).isZero();
+    assertThat(after.kvUsage()).as("no block held for the aborted request").isZero();
+    assertThat(after.requestsFinished()).as("an aborted request is not a success").isZero();
+
+    // the replica goes on serving
+    HttpResponse<String> next = post(p, "/v1/completions", "{\"prompt\":" + tokens(7, 64)
+        + ",\"max_tokens\":2}");
+    assertThat(next.statusCode()).isEqualTo(200);
+  }
+
   /** An SSE answer's lines as they arrive, with a latch on its first token. */
   private static final class Lines implements java.util.concurrent.Flow.Subscriber<String> {
     final java.util.concurrent.CountDownLatch firstToken = new java.util.concurrent.CountDownLatch(1);

@@ -120,8 +120,10 @@ public class Epp4jAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean
   @ConditionalOnClass(name = "org.springframework.cloud.context.environment.EnvironmentChangeEvent")
-  public Epp4jRefresher epp4jRefresher(Router router, Environment environment) {
-    return new Epp4jRefresher(router, environment);
+  public Epp4jRefresher epp4jRefresher(Router router, Environment environment,
+      ObjectProvider<Epp4jDiscoveryPool> discoveryPool) {
+    return new Epp4jRefresher(router, environment,
+        () -> discoveryPool.getIfAvailable() != null);
   }
 
   static List<Endpoint> endpoints(List<String> hostPorts) {

@@ -16,7 +16,8 @@ import org.springframework.cloud.client.discovery.DiscoveryClient;
 /**
  * Keeps the router's pool equal to the instances a {@link DiscoveryClient} lists for one service,
  * looked up at a fixed interval on a daemon thread of its own. A failed lookup keeps the pool as
- * it is; an empty answer empties it (requests then get 503), as the registry says.
+ * it is; an empty answer empties it (requests then get 503), as the registry says. An instance
+ * without a usable host and port is left out, with a warning naming it.
  */
 public class Epp4jDiscoveryPool implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(Epp4jDiscoveryPool.class.getName());
@@ -25,6 +26,7 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
   private final DiscoveryClient discovery;
   private final String serviceId;
   private final ScheduledExecutorService timer;
+  private String lastSkipped = ""; // only the timer's thread reads and writes it
 
   public Epp4jDiscoveryPool(Router router, DiscoveryClient discovery, String serviceId,
       Duration interval) {
@@ -43,6 +45,11 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
     timer.scheduleWithFixedDelay(this::refresh, 0, interval.toMillis(), TimeUnit.MILLISECONDS);
   }
 
+  /**
+   * One lookup. Nothing may escape: an exception thrown out of a task of a
+   * {@link ScheduledExecutorService} cancels every later run, silently, and the pool would stop
+   * following the registry for good.
+   */
   void refresh() {
     List<ServiceInstance> instances;
     try {
@@ -53,10 +60,27 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
       return;
     }
     List<Endpoint> pool = new ArrayList<>(instances.size());
+    List<String> unusable = new ArrayList<>();
     for (ServiceInstance i : instances) {
-      pool.add(Endpoint.of(i.getHost(), i.getPort()));
+      try {
+        pool.add(Endpoint.of(i.getHost(), i.getPort()));
+      } catch (RuntimeException e) { // no host, or a port outside 1..65535
+        unusable.add("'" + i.getInstanceId() + "' (" + i.getHost() + ":" + i.getPort() + ": "
+            + e.getMessage() + ")");
+      }
     }
-    router.setEndpoints(pool);
+    String skipped = String.join(", ", unusable);
+    if (!skipped.isEmpty() && !skipped.equals(lastSkipped)) { // once, not at every lookup
+      LOG.warning("epp4j: service '" + serviceId + "' lists instances that are not a host and"
+          + " port, left out of the pool: " + skipped);
+    }
+    lastSkipped = skipped;
+    try {
+      router.setEndpoints(pool);
+    } catch (RuntimeException e) { // a pool listener that threw, for example
+      LOG.log(Level.WARNING, "epp4j: applying the instances of service '" + serviceId
+          + "' failed", e);
+    }
   }
 
   @Override

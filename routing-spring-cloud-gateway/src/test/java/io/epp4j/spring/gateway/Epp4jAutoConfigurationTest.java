@@ -115,6 +115,30 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void anInvalidChangeIsLoggedAndKeepsThePoolAndConfigWithoutFailingTheRefresh() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          Object config = router.config();
+
+          // an unknown preset next to a valid new pool: nothing of the change is applied
+          TestPropertyValues.of("epp4j.endpoints=127.0.0.1:9002", "epp4j.preset=nope")
+              .applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.endpoints", "epp4j.preset")));
+          assertThat(poolIds(router)).containsExactly("127.0.0.1:9001");
+          assertThat(router.config()).isSameAs(config);
+
+          // an endpoint that is not host:port
+          TestPropertyValues.of("epp4j.endpoints=127.0.0.1:9002,no-port", "epp4j.preset=")
+              .applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.endpoints", "epp4j.preset")));
+          assertThat(poolIds(router)).containsExactly("127.0.0.1:9001");
+        });
+  }
+
+  @Test
   void theInstancesOfADiscoveredServiceBecomeThePoolAndFollowTheRegistry() {
     java.util.concurrent.CopyOnWriteArrayList<org.springframework.cloud.client.ServiceInstance>
         instances = new java.util.concurrent.CopyOnWriteArrayList<>(List.of(
@@ -145,6 +169,64 @@ class Epp4jAutoConfigurationTest {
           instances.add(new DefaultServiceInstance("b", "llm", "10.0.0.2", 8000, false));
           awaitPool(router, Set.of("10.0.0.1:8000", "10.0.0.2:8000"));
         });
+  }
+
+  @Test
+  void anInstanceWithoutAUsablePortIsSkippedAndTheRegistryIsStillFollowed() {
+    // e.g. an instance registered before its port was known; Endpoint refuses port 0
+    java.util.concurrent.CopyOnWriteArrayList<org.springframework.cloud.client.ServiceInstance>
+        instances = new java.util.concurrent.CopyOnWriteArrayList<>(List.of(
+            new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false),
+            new DefaultServiceInstance("broken", "llm", "10.0.0.9", 0, false)));
+    runner.withBean(DiscoveryClient.class, () -> registry(instances))
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=20ms")
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          awaitPool(router, Set.of("10.0.0.1:8000"));
+          instances.add(new DefaultServiceInstance("b", "llm", "10.0.0.2", 8000, false));
+          awaitPool(router, Set.of("10.0.0.1:8000", "10.0.0.2:8000"));
+        });
+  }
+
+  @Test
+  void aChangedPresetKeepsThePoolADiscoveredServiceGave() {
+    List<org.springframework.cloud.client.ServiceInstance> instances = List.of(
+        new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false));
+    runner.withBean(DiscoveryClient.class, () -> registry(instances))
+        .withPropertyValues("epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=1h") // one lookup, at start
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          awaitPool(router, Set.of("10.0.0.1:8000"));
+
+          TestPropertyValues.of("epp4j.preset=epp4j").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.preset")));
+
+          assertThat(router.config().plugins()).containsKey("token-cost-picker");
+          // the registry, not the (unset) epp4j.endpoints, owns the pool
+          assertThat(poolIds(router)).containsExactly("10.0.0.1:8000");
+        });
+  }
+
+  private static DiscoveryClient registry(
+      List<org.springframework.cloud.client.ServiceInstance> instances) {
+    return new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "test registry";
+      }
+
+      @Override
+      public List<org.springframework.cloud.client.ServiceInstance> getInstances(String id) {
+        return id.equals("llm") ? instances : List.of();
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of("llm");
+      }
+    };
   }
 
   @Test

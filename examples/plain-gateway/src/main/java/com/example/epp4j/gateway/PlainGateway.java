@@ -11,6 +11,7 @@ import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.MetricsScraper;
+import io.epp4j.core.OpenAiRequestParser;
 import io.epp4j.core.Router;
 import io.epp4j.scorers.PdProfileHandler;
 import java.io.IOException;
@@ -57,6 +58,8 @@ public final class PlainGateway implements AutoCloseable {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Usage is in the last JSON object or SSE chunk of an answer; this much of the end is kept. */
   private static final int TAIL_BYTES = 64 * 1024;
+  /** Larger request bodies get 413: the default request parser's limit, enforced while reading. */
+  public static final int MAX_BODY_BYTES = OpenAiRequestParser.DEFAULT_MAX_BODY_BYTES;
 
   private final Router router;
   private final MetricsScraper scraper;
@@ -160,7 +163,11 @@ public final class PlainGateway implements AutoCloseable {
       replyError(ex, 405, "invalid_request_error", "use POST for " + path);
       return;
     }
-    byte[] body = ex.getRequestBody().readAllBytes();
+    byte[] body = readBody(ex);
+    if (body == null) {
+      tooLarge(ex);
+      return;
+    }
     Map<String, String> headers = new HashMap<>();
     ex.getRequestHeaders().forEach((k, v) -> headers.put(k, v.isEmpty() ? "" : v.get(0)));
     RoutingDecision d = router.route(path, headers, body);
@@ -183,6 +190,36 @@ public final class PlainGateway implements AutoCloseable {
       }
       throw t;
     }
+  }
+
+  /**
+   * The request body, or null when it is above {@value #MAX_BODY_BYTES} bytes: a declared length
+   * is checked before anything is read, a chunked body is read only up to the limit.
+   */
+  private static byte @Nullable [] readBody(HttpExchange ex) throws IOException {
+    String declared = ex.getRequestHeaders().getFirst("content-length");
+    if (declared != null) {
+      try {
+        if (Long.parseLong(declared.strip()) > MAX_BODY_BYTES) {
+          return null;
+        }
+      } catch (NumberFormatException e) {
+        // the HTTP server refuses a malformed length before the handler runs
+      }
+    }
+    byte[] body = ex.getRequestBody().readNBytes(MAX_BODY_BYTES + 1);
+    return body.length > MAX_BODY_BYTES ? null : body;
+  }
+
+  /**
+   * Answers 413 and drops the connection: the rest of the body is not read (the server drains a
+   * little of it, then closes). The answer is flushed first, so a client still sending sees it.
+   */
+  private static void tooLarge(HttpExchange ex) throws IOException {
+    ex.getResponseHeaders().set("connection", "close");
+    replyError(ex, 413, "request_too_large",
+        "request body is above the limit of " + MAX_BODY_BYTES + " bytes");
+    ex.getResponseBody().flush();
   }
 
   /**

@@ -480,9 +480,10 @@ public final class StandInVllm implements AutoCloseable {
       }
       maxTokens = max.asInt();
     }
-    if (promptTokens + maxTokens > options.maxModelLen()) {
+    long requested = (long) promptTokens + maxTokens; // an int sum wraps for a huge max_tokens
+    if (requested > options.maxModelLen()) {
       throw new BadRequest("This model's maximum context length is " + options.maxModelLen()
-          + " tokens. However, you requested " + (promptTokens + maxTokens) + " tokens ("
+          + " tokens. However, you requested " + requested + " tokens ("
           + promptTokens + " in the messages, " + maxTokens + " in the completion). "
           + "Please reduce the length of the messages or completion.");
     }

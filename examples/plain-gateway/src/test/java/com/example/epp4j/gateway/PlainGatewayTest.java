@@ -352,6 +352,37 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aBodyAboveTheLimitIsA413BeforeItIsReadWhole() throws Exception {
+    StandInVllm replica = standIn();
+    startGateway(new Outcomes(), Endpoint.of("127.0.0.1", replica.port()));
+    // a declared length far above the limit is refused at once: the gateway neither waits for
+    // nor holds the gigabyte
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+        gateway.port())) {
+      socket.setSoTimeout((int) DEADLINE.toMillis());
+      socket.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n"
+          + "{\"model\":\"stand-in\",\"prompt\":\"").getBytes(StandardCharsets.US_ASCII));
+      socket.getOutputStream().flush();
+      java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
+          socket.getInputStream(), StandardCharsets.US_ASCII));
+      assertThat(in.readLine()).startsWith("HTTP/1.1 413");
+    }
+    // a chunked body, without a length, is cut off once it passes the limit
+    byte[] big = ("{\"model\":\"stand-in\",\"prompt\":\""
+        + "x".repeat(io.epp4j.core.OpenAiRequestParser.DEFAULT_MAX_BODY_BYTES) + "\"}")
+        .getBytes(StandardCharsets.UTF_8);
+    HttpResponse<String> chunked = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(DEADLINE)
+        .POST(HttpRequest.BodyPublishers.ofInputStream(() -> new java.io.ByteArrayInputStream(big)))
+        .build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(chunked.statusCode()).isEqualTo(413);
+    assertThat(JSON.readTree(chunked.body()).path("error").path("type").asText())
+        .isEqualTo("request_too_large");
+    assertThat(replica.finishedRequests() + replica.abortedRequests()).isZero();
+  }
+
+  @Test
   void modelsAreListedByAReplicaEvenWhenAnotherIsDown() throws Exception {
     StandInVllm a = standIn();
     startGateway(outcomes, at(portWithNothingListening()), at(a.port()));

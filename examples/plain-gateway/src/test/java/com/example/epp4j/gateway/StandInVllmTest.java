@@ -214,6 +214,24 @@ class StandInVllmTest {
   }
 
   @Test
+  void aMaxTokensNearTheIntegerLimitIsOverTheContextNotAnEndlessAnswer() throws Exception {
+    StandInVllm s = start();
+    // prompt + max_tokens must not wrap around: that would pass the context check and then
+    // "generate" for ever, holding a slot
+    for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+      String body = path.contains("chat")
+          ? "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2147483647}"
+          : "{\"prompt\":\"hi\",\"max_tokens\":2147483647}";
+      HttpResponse<String> r = post(s, path, body);
+      assertThat(r.statusCode()).as(path).isEqualTo(400);
+      assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
+          .contains("maximum context length is 32768 tokens")
+          .contains("2147483647 in the completion");
+    }
+    assertThat(s.runningRequests()).isZero();
+  }
+
+  @Test
   void blockHashesDependOnlyOnThePrefix() {
     byte[] a = ("s".repeat(128) + "tail one").getBytes(java.nio.charset.StandardCharsets.UTF_8);
     byte[] b = ("s".repeat(128) + "another, longer tail".repeat(10))
