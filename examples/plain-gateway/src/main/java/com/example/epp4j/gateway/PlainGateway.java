@@ -178,8 +178,11 @@ public final class PlainGateway implements AutoCloseable {
       return;
     }
     try {
-      // the raw (still percent-encoded) path: the decoded one may not form a valid URI
-      proxy(ex, d, ex.getRequestURI().getRawPath(), headers, body, receivedNanos);
+      // the raw (still percent-encoded) path and query: decoded ones may not form a valid URI
+      URI asked = ex.getRequestURI();
+      String target = asked.getRawPath()
+          + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery());
+      proxy(ex, d, target, headers, body, receivedNanos);
     } catch (Throwable t) {
       // proxy reports every outcome it foresees; this catches what it does not (a listener or
       // a bug that threw) so that the decision never stays in flight. A decision ignores every

@@ -168,6 +168,26 @@ class PlainGatewayTest {
   }
 
   @Test
+  void theQueryStringTravelsToTheReplica() throws Exception {
+    java.util.concurrent.atomic.AtomicReference<String> seen = new java.util.concurrent.atomic.AtomicReference<>();
+    int port = fakeReplica(ex -> {
+      seen.set(ex.getRequestURI().getRawPath() + "?" + ex.getRequestURI().getRawQuery());
+      ex.getRequestBody().readAllBytes();
+      byte[] answer = "{\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}"
+          .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      ex.getResponseHeaders().add("content-type", "application/json");
+      ex.sendResponseHeaders(200, answer.length);
+      ex.getResponseBody().write(answer);
+      ex.close();
+    });
+    startGateway(outcomes, at(port));
+    HttpResponse<String> r = post("/v1/completions?api-version=2024-10%2B1&x=a%20b", completion("hi"));
+    assertThat(r.statusCode()).isEqualTo(200);
+    // before, the gateway forwarded the path alone and the replica never saw the query
+    assertThat(seen.get()).isEqualTo("/v1/completions?api-version=2024-10%2B1&x=a%20b");
+  }
+
+  @Test
   void aReplicaThatRefusesTheConnectionHandsTheRequestToTheDecisionsNextEndpoint()
       throws Exception {
     StandInVllm alive = standIn();
