@@ -16,6 +16,9 @@ import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
 import io.epp4j.envoy.ExtProcServer;
 import io.grpc.ManagedChannel;
+import io.grpc.health.v1.HealthCheckRequest;
+import io.grpc.health.v1.HealthCheckResponse;
+import io.grpc.health.v1.HealthGrpc;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
 import java.io.IOException;
@@ -24,6 +27,8 @@ import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -47,7 +52,10 @@ import org.openjdk.jmh.annotations.Warmup;
  * over gRPC on loopback TCP, against the same decision taken in process
  * ({@code Router.route(path, headers, body)}, first token, completion with the same usage).
  * Report {@code extProcStream / routeInProcess}; the difference is the protocol's and the
- * transport's cost per request, which a gateway pays on top of the route.
+ * transport's cost per request, which a gateway pays on top of the route. {@code healthRoundTrip},
+ * one unary call on the same connection, is the transport's floor: a stream makes five round
+ * trips (the pick, the body, the two response messages, the close), so read {@code extProcStream}
+ * against five of it.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
@@ -64,6 +72,8 @@ public class ExtProcBenchmark {
       + "\"usage\":{\"prompt_tokens\":300,\"completion_tokens\":16,\"total_tokens\":316}}")
       .getBytes(StandardCharsets.UTF_8);
   private static final Usage USAGE = new Usage(300, 0, 16);
+  private static final HealthCheckRequest HEALTH_REQUEST = HealthCheckRequest.newBuilder()
+      .setService(ExternalProcessorGrpc.SERVICE_NAME).build();
 
   @Param({"1024", "10240"})
   public int promptBytes;
@@ -71,10 +81,20 @@ public class ExtProcBenchmark {
   @Param({"16"})
   public int endpoints;
 
+  /**
+   * Where the server runs the streams' callbacks: {@code direct} (the transport's own threads,
+   * the server's default) or {@code pool} (a cached thread pool, as gRPC's shared executor is,
+   * given with {@code executor(...)}).
+   */
+  @Param({"direct", "pool"})
+  public String serverExecutor;
+
   private Router router;
   private ExtProcServer server;
   private ManagedChannel channel;
   private ExternalProcessorGrpc.ExternalProcessorStub stub;
+  private HealthGrpc.HealthBlockingStub health;
+  private @Nullable ExecutorService pool;
   private byte[][] bodies;
   private ProcessingRequest[] requestBodies;
   private ProcessingRequest requestHeaders;
@@ -112,9 +132,22 @@ public class ExtProcBenchmark {
         .build();
     responseBody = ProcessingRequest.newBuilder().setResponseBody(HttpBody.newBuilder()
         .setBody(ByteString.copyFrom(ANSWER)).setEndOfStream(true)).build();
-    server = ExtProcServer.builder(router).host("127.0.0.1").port(0).start();
-    channel = NettyChannelBuilder.forAddress("127.0.0.1", server.port()).usePlaintext().build();
+    ExtProcServer.Builder sb = ExtProcServer.builder(router).host("127.0.0.1").port(0);
+    if (serverExecutor.equals("pool")) {
+      pool = Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "ext-proc-callbacks");
+        t.setDaemon(true);
+        return t;
+      });
+      sb.executor(pool);
+    }
+    server = sb.start();
+    // the client stands in for Envoy, which is no Java program: its callbacks run where they
+    // arrive, so that its own thread hand-offs add as little as they can to the figure
+    channel = NettyChannelBuilder.forAddress("127.0.0.1", server.port()).usePlaintext()
+        .directExecutor().build();
     stub = ExternalProcessorGrpc.newStub(channel);
+    health = HealthGrpc.newBlockingStub(channel);
     // the index holds every family, as in RouteBenchmark
     for (int round = 0; round < 2; round++) {
       for (byte[] body : bodies) {
@@ -128,6 +161,10 @@ public class ExtProcBenchmark {
     channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
     server.close();
     router.close();
+    ExecutorService p = pool;
+    if (p != null) {
+      p.shutdownNow();
+    }
   }
 
   /** The decision in process, with the lifecycle the stream below reports. */
@@ -137,6 +174,15 @@ public class ExtProcBenchmark {
     d.onFirstToken();
     d.onComplete(USAGE);
     return d;
+  }
+
+  /**
+   * The transport's own floor, measured beside it: one unary call (the health service's
+   * {@code Check}) over the same connection to the same server, a single round trip.
+   */
+  @Benchmark
+  public HealthCheckResponse healthRoundTrip() {
+    return health.check(HEALTH_REQUEST);
   }
 
   /** One request's whole ext_proc stream; returns the pick. */
