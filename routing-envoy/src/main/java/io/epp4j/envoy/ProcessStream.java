@@ -15,6 +15,7 @@ import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
+import io.epp4j.core.UsageScanner;
 import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
@@ -314,7 +315,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
     UsageScanner u = usage;
     if (u != null) {
-      u.feed(bytes);
+      u.feed(bytes.asReadOnlyByteBuffer());
     }
     if (chunk.getEndOfStream()) {
       finishResponse();

@@ -1,12 +1,17 @@
-package io.epp4j.envoy;
+package io.epp4j.core;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.google.protobuf.ByteString;
 import io.epp4j.api.Usage;
 import org.junit.jupiter.api.Test;
 
 class UsageScannerTest {
+  /** A chunk as a gateway hands it over: a buffer whose position is not at 0. */
+  static java.nio.ByteBuffer utf8(String s) {
+    byte[] b = ("xx" + s).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    return java.nio.ByteBuffer.wrap(b).position(2);
+  }
+
   static final String STREAM = "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n"
       + "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\r\n\r\n"
       + "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":2,"
@@ -16,7 +21,7 @@ class UsageScannerTest {
   static Usage scan(String contentType, String... chunks) {
     UsageScanner s = new UsageScanner(contentType);
     for (String c : chunks) {
-      s.feed(ByteString.copyFromUtf8(c));
+      s.feed(utf8(c));
     }
     return s.finish();
   }
@@ -26,9 +31,9 @@ class UsageScannerTest {
     for (int cut = 0; cut <= STREAM.length(); cut++) {
       for (int cut2 = cut; cut2 <= STREAM.length(); cut2 += 7) {
         UsageScanner s = new UsageScanner("text/event-stream; charset=utf-8");
-        s.feed(ByteString.copyFromUtf8(STREAM.substring(0, cut)));
-        s.feed(ByteString.copyFromUtf8(STREAM.substring(cut, cut2)));
-        s.feed(ByteString.copyFromUtf8(STREAM.substring(cut2)));
+        s.feed(utf8(STREAM.substring(0, cut)));
+        s.feed(utf8(STREAM.substring(cut, cut2)));
+        s.feed(utf8(STREAM.substring(cut2)));
         assertThat(s.finish()).as("cut at %d and %d", cut, cut2).isEqualTo(new Usage(30, 16, 2));
         assertThat(s.sawDone()).isTrue();
       }
@@ -80,7 +85,7 @@ class UsageScannerTest {
         + "\"prompt_token_details\":{\"cached_tokens\":64}}}";
     UsageScanner s = new UsageScanner("application/json");
     for (int from = 0; from < json.length(); from += 5000) {
-      s.feed(ByteString.copyFromUtf8(json.substring(from, Math.min(json.length(), from + 5000))));
+      s.feed(utf8(json.substring(from, Math.min(json.length(), from + 5000))));
     }
     assertThat(s.finish()).isEqualTo(new Usage(100, 64, 50));
     // one chunk bigger than the ring

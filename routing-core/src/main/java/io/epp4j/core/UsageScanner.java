@@ -1,11 +1,11 @@
-package io.epp4j.envoy;
+package io.epp4j.core;
 
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.google.protobuf.ByteString;
 import io.epp4j.api.Usage;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import org.jspecify.annotations.Nullable;
 
@@ -29,11 +29,13 @@ import org.jspecify.annotations.Nullable;
  * {@code prompt_tokens_details.cached_tokens}; the Responses API names {@code input_tokens} /
  * {@code output_tokens} and {@code input_tokens_details.cached_tokens}; {@code
  * prompt_token_details} (without the s, as some servers spell it) is read too. Not thread-safe:
- * one answer, one thread at a time.
+ * one answer, one thread at a time. Gateways feed it the answer's buffers as they pass (the
+ * Spring Cloud Gateway filter, the Envoy ext_proc server) and report {@link #finish()} to the
+ * decision's {@code onComplete}.
  */
-final class UsageScanner {
+public final class UsageScanner {
   /** Most bytes of an answer kept at once: one SSE line, or a JSON body (or its tail). */
-  static final int LIMIT = 64 * 1024;
+  public static final int LIMIT = 64 * 1024;
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final byte[] USAGE_KEY = "\"usage\"".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] DATA = "data:".getBytes(StandardCharsets.US_ASCII);
@@ -52,7 +54,7 @@ final class UsageScanner {
   private @Nullable Usage usage;
 
   /** {@code contentType}: the answer's {@code content-type}, or null to tell by its first byte. */
-  UsageScanner(@Nullable String contentType) {
+  public UsageScanner(@Nullable String contentType) {
     if (contentType == null || contentType.isBlank()) {
       format = Format.UNKNOWN;
     } else {
@@ -61,9 +63,12 @@ final class UsageScanner {
     }
   }
 
-  /** Takes the next chunk of the answer. */
-  void feed(ByteString chunk) {
-    int n = chunk.size();
+  /**
+   * Takes the next chunk of the answer: the bytes from {@code chunk}'s position to its limit. The
+   * buffer's position is left where it was.
+   */
+  public void feed(ByteBuffer chunk) {
+    int n = chunk.remaining();
     if (n == 0) {
       return;
     }
@@ -82,12 +87,12 @@ final class UsageScanner {
   }
 
   /** Whether an SSE answer has sent {@code data: [DONE]}. */
-  boolean sawDone() {
+  public boolean sawDone() {
     return sawDone;
   }
 
   /** The usage of the answer as far as it went; {@link Usage#NONE} when it carried none. */
-  Usage finish() {
+  public Usage finish() {
     if (format == Format.SSE && len > 0 && !skipping) {
       line(buf, len); // a last line without its newline
       len = 0;
@@ -101,8 +106,8 @@ final class UsageScanner {
 
   // ------------------------------------------------------------------------------------- SSE
 
-  private void feedSse(ByteString chunk) {
-    int n = chunk.size();
+  private void feedSse(ByteBuffer chunk) {
+    int n = chunk.remaining();
     int from = 0;
     while (from < n) {
       int nl = indexOf(chunk, (byte) '\n', from);
@@ -122,14 +127,14 @@ final class UsageScanner {
     }
   }
 
-  private void append(ByteString chunk, int from, int count) {
+  private void append(ByteBuffer chunk, int from, int count) {
     if (len + count > LIMIT) {
       skipping = true;
       len = 0;
       return;
     }
     ensure(len + count);
-    chunk.substring(from, from + count).copyTo(buf, len);
+    copy(chunk, from, buf, len, count);
     len += count;
   }
 
@@ -166,11 +171,11 @@ final class UsageScanner {
 
   // ------------------------------------------------------------------------------------ JSON
 
-  private void feedJson(ByteString chunk) {
-    int n = chunk.size();
+  private void feedJson(ByteBuffer chunk) {
+    int n = chunk.remaining();
     if (seen + n <= LIMIT) {
       ensure((int) (seen + n));
-      chunk.copyTo(buf, (int) seen);
+      copy(chunk, 0, buf, (int) seen, n);
       seen += n;
       return;
     }
@@ -180,7 +185,7 @@ final class UsageScanner {
     while (from < n) {
       int pos = (int) (at % LIMIT);
       int count = Math.min(n - from, LIMIT - pos);
-      chunk.substring(from, from + count).copyTo(buf, pos);
+      copy(chunk, from, buf, pos, count);
       from += count;
       at += count;
     }
@@ -274,9 +279,14 @@ final class UsageScanner {
     buf = bigger;
   }
 
-  private static int firstNonBlank(ByteString chunk) {
-    for (int i = 0; i < chunk.size(); i++) {
-      byte c = chunk.byteAt(i);
+  /** Copies {@code count} bytes from {@code from} past the chunk's position, leaving it there. */
+  private static void copy(ByteBuffer chunk, int from, byte[] dst, int at, int count) {
+    chunk.duplicate().position(chunk.position() + from).get(dst, at, count);
+  }
+
+  private static int firstNonBlank(ByteBuffer chunk) {
+    for (int i = 0, p = chunk.position(); i < chunk.remaining(); i++) {
+      byte c = chunk.get(p + i);
       if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
         return c;
       }
@@ -284,9 +294,9 @@ final class UsageScanner {
     return -1;
   }
 
-  private static int indexOf(ByteString s, byte b, int from) {
-    for (int i = from; i < s.size(); i++) {
-      if (s.byteAt(i) == b) {
+  private static int indexOf(ByteBuffer s, byte b, int from) {
+    for (int i = from, p = s.position(); i < s.remaining(); i++) {
+      if (s.get(p + i) == b) {
         return i;
       }
     }
