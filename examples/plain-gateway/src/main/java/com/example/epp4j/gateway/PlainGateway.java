@@ -1,6 +1,5 @@
 package com.example.epp4j.gateway;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
@@ -13,6 +12,7 @@ import io.epp4j.api.Usage;
 import io.epp4j.core.MetricsScraper;
 import io.epp4j.core.OpenAiRequestParser;
 import io.epp4j.core.Router;
+import io.epp4j.core.UsageScanner;
 import io.epp4j.scorers.PdProfileHandler;
 import java.io.IOException;
 import java.io.InputStream;
@@ -24,10 +24,9 @@ import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -56,8 +55,6 @@ import org.jspecify.annotations.Nullable;
 public final class PlainGateway implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(PlainGateway.class.getName());
   private static final ObjectMapper JSON = new ObjectMapper();
-  /** Usage is in the last JSON object or SSE chunk of an answer; this much of the end is kept. */
-  private static final int TAIL_BYTES = 64 * 1024;
   /** Larger request bodies get 413: the default request parser's limit, enforced while reading. */
   public static final int MAX_BODY_BYTES = OpenAiRequestParser.DEFAULT_MAX_BODY_BYTES;
 
@@ -305,7 +302,8 @@ public final class PlainGateway implements AutoCloseable {
       d.onFailure(new IOException("client disconnected", clientGone));
       return;
     }
-    Tail tail = new Tail();
+    // the answer's usage, read by the library's scanner as the bytes pass (at most 64 KiB held)
+    UsageScanner usage = status < 300 ? new UsageScanner(contentType.orElse(null)) : null;
     byte[] buf = new byte[8192];
     boolean first = true;
     for (;;) {
@@ -323,7 +321,9 @@ public final class PlainGateway implements AutoCloseable {
       if (status < 300) {
         d.onFirstToken(); // only the first call counts; an error body is not a token
       }
-      tail.add(buf, n);
+      if (usage != null) {
+        usage.feed(ByteBuffer.wrap(buf, 0, n));
+      }
       try {
         out.write(buf, 0, n);
         out.flush();
@@ -343,7 +343,7 @@ public final class PlainGateway implements AutoCloseable {
     if (status >= 500) {
       d.onFailure(new IOException("upstream " + target.id() + " answered " + status));
     } else {
-      d.onComplete(usageOf(tail.chunks));
+      d.onComplete(usage == null ? Usage.NONE : usage.finish());
     }
   }
 
@@ -387,47 +387,6 @@ public final class PlainGateway implements AutoCloseable {
       return;
     }
     replyError(ex, 502, "upstream_unavailable", "no replica answered /v1/models");
-  }
-
-  /** The last {@value #TAIL_BYTES} bytes of an answer, in the chunks they arrived in. */
-  private static final class Tail {
-    final List<byte[]> chunks = new ArrayList<>();
-    int total;
-
-    void add(byte[] buf, int n) {
-      chunks.add(Arrays.copyOf(buf, n));
-      total += n;
-      while (total > TAIL_BYTES && chunks.size() > 1) {
-        total -= chunks.remove(0).length;
-      }
-    }
-  }
-
-  static Usage usageOf(List<byte[]> tail) {
-    StringBuilder sb = new StringBuilder();
-    for (byte[] b : tail) {
-      sb.append(new String(b, StandardCharsets.UTF_8));
-    }
-    String text = sb.toString();
-    // SSE: the usage chunk is the last "data: {...}" line holding "usage"; plain JSON: the body
-    String candidate = text;
-    int idx = text.lastIndexOf("\"usage\"");
-    if (text.contains("data:") && idx >= 0) {
-      int start = text.lastIndexOf("data:", idx);
-      int end = text.indexOf('\n', idx);
-      candidate = text.substring(start + 5, end < 0 ? text.length() : end).strip();
-    }
-    try {
-      JsonNode u = JSON.readTree(candidate).path("usage");
-      if (u.isMissingNode() || u.isNull()) {
-        return Usage.NONE;
-      }
-      return new Usage(u.path("prompt_tokens").asInt(0),
-          u.path("prompt_tokens_details").path("cached_tokens").asInt(0),
-          u.path("completion_tokens").asInt(0));
-    } catch (IOException | RuntimeException e) {
-      return Usage.NONE;
-    }
   }
 
   /** An error in the OpenAI shape, which OpenAI client libraries turn into their exceptions. */

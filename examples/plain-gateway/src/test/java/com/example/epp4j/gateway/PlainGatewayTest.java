@@ -426,16 +426,4 @@ class PlainGatewayTest {
     startGateway(outcomes, at(portWithNothingListening()));
     assertThat(get("/v1/models").statusCode()).isEqualTo(502);
   }
-
-  @Test
-  void usageIsReadFromJsonAndFromTheLastStreamChunk() {
-    assertThat(PlainGateway.usageOf(List.of(
-        "{\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":8}}}"
-            .getBytes(StandardCharsets.UTF_8))))
-        .isEqualTo(new Usage(10, 8, 2));
-    String sse = "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
-        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n";
-    assertThat(PlainGateway.usageOf(List.of(sse.getBytes(StandardCharsets.UTF_8))))
-        .isEqualTo(new Usage(30, 0, 4));
-  }
 }
