@@ -34,7 +34,9 @@ import org.jspecify.annotations.Nullable;
 final class EmulatedServer implements AutoCloseable {
   /** Output tokens when the request names none (vLLM's default for completions). */
   static final int DEFAULT_MAX_TOKENS = 16;
-  private static final ObjectMapper JSON = new ObjectMapper();
+  // content after the JSON object is an error, as vLLM's JSON reader makes it
+  private static final ObjectMapper JSON = new ObjectMapper()
+      .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
   private static final String FILLER = " lorem";
   private static final AtomicLong IDS = new AtomicLong();
 

@@ -230,6 +230,10 @@ class ServeIntegrationTest {
     assertThat(bad.statusCode()).isEqualTo(400);
     assertThat(JSON.readTree(bad.body()).at("/error/type").asText()).isEqualTo("BadRequestError");
 
+    // content after the JSON object: vLLM refuses it; before, the emulated server ignored it
+    HttpResponse<String> trailing = post(p, "/v1/completions", "{\"prompt\":[1,2],\"max_tokens\":1} []");
+    assertThat(trailing.statusCode()).isEqualTo(400);
+
     HttpResponse<String> noPrompt = post(p, "/v1/completions", "{\"max_tokens\":3}");
     assertThat(noPrompt.statusCode()).isEqualTo(400);
     assertThat(JSON.readTree(noPrompt.body()).at("/error/message").asText()).contains("prompt");

@@ -38,7 +38,9 @@ public final class StandInVllm implements AutoCloseable {
   static final int BLOCK_TOKENS = 16;
   /** Bytes of prompt text counted as one token (a rough average for English BPE vocabularies). */
   static final int BYTES_PER_TOKEN = 4;
-  private static final ObjectMapper JSON = new ObjectMapper();
+  // content after the JSON object is an error, as vLLM's JSON reader makes it
+  private static final ObjectMapper JSON = new ObjectMapper()
+      .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
   private static final String[] WORDS =
       {" the", " stand", "-in", " server", " says", " hello", " from", " epp4j", "."};
 
@@ -475,7 +477,7 @@ public final class StandInVllm implements AutoCloseable {
         : root.get("max_tokens");
     int maxTokens = 16;
     if (max != null && !max.isNull()) {
-      if (!max.canConvertToInt() || max.asInt() < 1) {
+      if (!max.isIntegralNumber() || !max.canConvertToInt() || max.asInt() < 1) {
         throw new BadRequest("'max_tokens' must be a positive integer");
       }
       maxTokens = max.asInt();

@@ -211,6 +211,12 @@ class StandInVllmTest {
 
     assertThat(get(s, "/v1/completions").statusCode()).isEqualTo(405);
     assertThat(get(s, "/nowhere").statusCode()).isEqualTo(404);
+
+    // vLLM refuses both; before, 3.5 was taken as 3 and the trailing object was ignored
+    assertThat(post(s, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":3.5}").statusCode())
+        .isEqualTo(400);
+    assertThat(post(s, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":3} {\"x\":1}")
+        .statusCode()).isEqualTo(400);
   }
 
   @Test
