@@ -157,19 +157,26 @@ public final class LoadGenerator {
 
   /** The first model {@code GET /v1/models} names, or null when the target does not say. */
   @Nullable String askModel() {
+    // the request's own timeout ends when the status line arrives: the body is bounded here,
+    // so a server that starts the answer and stalls costs the timeout, not a hang
+    java.util.concurrent.CompletableFuture<HttpResponse<String>> f = client.sendAsync(
+        HttpRequest.newBuilder(resolve("/v1/models")).timeout(settings.timeout()).GET().build(),
+        HttpResponse.BodyHandlers.ofString());
     try {
-      HttpResponse<String> r = client.send(HttpRequest.newBuilder(resolve("/v1/models"))
-          .timeout(settings.timeout()).GET().build(), HttpResponse.BodyHandlers.ofString());
+      HttpResponse<String> r = f.get(settings.timeout().toNanos(), TimeUnit.NANOSECONDS);
       if (r.statusCode() == 200) {
         JsonNode id = JSON.readTree(r.body()).path("data").path(0).path("id");
         if (id.isTextual()) {
           return id.asText();
         }
       }
-    } catch (IOException e) {
+    } catch (IOException | java.util.concurrent.ExecutionException
+        | java.util.concurrent.TimeoutException e) {
       // no model name: the request goes without one, which vLLM and the emulator accept
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+    } finally {
+      f.cancel(true);
     }
     return null;
   }

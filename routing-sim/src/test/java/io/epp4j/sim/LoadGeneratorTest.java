@@ -183,6 +183,43 @@ class LoadGeneratorTest {
   }
 
   @Test
+  void aModelsListThatNeverEndsCostsTheTimeoutNotAHang() throws Exception {
+    // every answer starts (status line, headers, one byte of a 100-byte body) and then stalls:
+    // the models list asked for when no --model is given must end within the timeout too
+    try (ServerSocket stalling = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+      List<Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+      Thread acceptor = new Thread(() -> {
+        try {
+          while (true) {
+            Socket s = stalling.accept();
+            held.add(s);
+            s.getOutputStream().write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + "Content-Length: 100\r\n\r\n{").getBytes(StandardCharsets.US_ASCII));
+            s.getOutputStream().flush();
+          }
+        } catch (java.io.IOException closed) {
+          // the test is over
+        }
+      });
+      acceptor.setDaemon(true);
+      acceptor.start();
+      LoadGenerator g = new LoadGenerator(new LoadGenerator.Settings(
+          url(stalling.getLocalPort()), null, Duration.ofMillis(500), Integer.MAX_VALUE, SPEED,
+          1, null));
+      open.add(g::close);
+      long start = System.nanoTime();
+      LoadGenerator.Result res = org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(
+          Duration.ofSeconds(15), () -> g.run(small(2, 1), "stalling"));
+      double seconds = (System.nanoTime() - start) / 1e9;
+      assertThat(res.errors()).isEqualTo(Map.of("timeout", 2));
+      assertThat(seconds).isLessThan(10);
+      for (Socket s : held) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
   void anOpenLoopSendsOnItsScheduleWhateverTheServerDoes() throws Exception {
     try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
       List<Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
