@@ -55,7 +55,8 @@ final class LoadCommand {
   /** Simulator options that make no sense against a server. */
   private static final Set<String> NOT_FOR_LOAD = Set.of("--policies", "--config", "--replicas",
       "--profile", "--scrape-interval", "--max-num-seqs", "--max-num-batched-tokens", "--csv",
-      "--load-levels", "--dominance");
+      "--load-levels", "--dominance", "--gateways", "--shared-state", "--replication-delay-ms",
+      "--requests-csv");
 
   /** Parsed {@code load} options. */
   record Options(URI target, String label, @Nullable String model, double speed, int maxRequests,
@@ -158,6 +159,10 @@ final class LoadCommand {
       }
       if (!a.startsWith("--")) {
         throw new Main.UsageException("unexpected argument '" + a + "'");
+      }
+      if (a.equals("--dominance")) { // a flag: named before a value is looked for
+        throw new Main.UsageException(a + " does not apply to load (it measures a server;"
+            + " load --help lists the options)");
       }
       String name = a;
       String v;

@@ -331,6 +331,16 @@ class LoadGeneratorTest {
     assertThat(usageError("load", "--target", "ftp://x")).contains("--target must be an http://");
     assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--policies", "sticky"))
         .contains("--policies does not apply to load");
+    // simulator-only options: refused, not silently ignored (no CSV written, no gateways)
+    for (String[] sim : List.of(new String[] {"--gateways", "2"},
+        new String[] {"--shared-state", "replicated"},
+        new String[] {"--replication-delay-ms", "5"},
+        new String[] {"--requests-csv", "requests.csv"}, new String[] {"--dominance"})) {
+      List<String> args = new ArrayList<>(List.of("load", "--target", "http://127.0.0.1:1"));
+      args.addAll(List.of(sim));
+      assertThat(usageError(args.toArray(String[]::new)))
+          .contains(sim[0] + " does not apply to load");
+    }
     assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--timeout-s", "0"))
         .contains("--timeout-s must be in");
     assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--bogus", "1"))
