@@ -49,6 +49,9 @@ public final class ExtProcServer implements AutoCloseable {
    */
   public static final List<String> PROBE_SERVICES = List.of("liveness", "readiness");
 
+  /** How long health watches may take to hear NOT_SERVING at close before they are cut off. */
+  private static final long WATCH_GRACE_MILLIS = 500;
+
   private final Server server;
   private final HealthStatusManager health;
   private final LiveStreams live;
@@ -98,7 +101,10 @@ public final class ExtProcServer implements AutoCloseable {
     server.shutdown();
     try {
       live.awaitNone(drainTimeout.toNanos());
-      server.shutdownNow(); // health watches, and streams the drain did not see end
+      // health watches never end by themselves: a moment for the NOT_SERVING just sent to reach
+      // their clients, then they and the streams the drain did not see end are cut off
+      server.awaitTermination(WATCH_GRACE_MILLIS, TimeUnit.MILLISECONDS);
+      server.shutdownNow();
       server.awaitTermination(5, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
       server.shutdownNow();
