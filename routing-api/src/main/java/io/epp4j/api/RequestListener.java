@@ -10,6 +10,14 @@ public interface RequestListener {
   /** Called once after a successful routing decision, on the routing thread. */
   default void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {}
 
+  /**
+   * Called when the gateway could not reach {@code from} and forwards the request to
+   * {@code to}, another endpoint of the decision ({@link RoutingDecision#onFallback}), before
+   * the first token. What {@code afterRouting} recorded for {@code from} belongs to {@code to}
+   * now; the lifecycle calls that follow name {@code to}.
+   */
+  default void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {}
+
   /** Called when the first token arrives from {@code endpoint}. */
   default void onFirstToken(InferenceRequest request, Endpoint endpoint) {}
 

@@ -4,6 +4,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
+import java.util.concurrent.atomic.AtomicReferenceFieldUpdater;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -17,6 +18,11 @@ import org.jspecify.annotations.Nullable;
  * is never finished (dropped, or lost with its request) stops counting as in flight once it is
  * older than the router's {@code inFlightMaxAge}; finishing it after that changes no count, and
  * the request listeners still hear about it. The calls may come from any thread.
+ *
+ * <p>A gateway that could not reach the primary and forwards the request to one of the
+ * fallbacks ({@link #endpoints()} after the first) calls {@link #onFallback(Endpoint)} before
+ * the first token: the router then counts the request, and tells the plugins, on the endpoint
+ * that serves it.
  */
 public final class RoutingDecision {
 
@@ -42,6 +48,13 @@ public final class RoutingDecision {
     void complete(RoutingDecision decision, Usage usage);
 
     void failure(RoutingDecision decision, Throwable cause);
+
+    /**
+     * The gateway forwards the request to {@code to} instead of {@code from}; see
+     * {@link RoutingDecision#onFallback(Endpoint)}. Routers written before this call existed
+     * ignore it.
+     */
+    default void fallback(RoutingDecision decision, Endpoint from, Endpoint to) {}
   }
 
   private static final Callbacks NO_CALLBACKS = new Callbacks() {
@@ -61,6 +74,10 @@ public final class RoutingDecision {
   private static final AtomicIntegerFieldUpdater<RoutingDecision> LIFECYCLE =
       AtomicIntegerFieldUpdater.newUpdater(RoutingDecision.class, "lifecycle");
   private volatile int lifecycle;
+  // null until a fallback serves the request: the primary serves it
+  private static final AtomicReferenceFieldUpdater<RoutingDecision, Endpoint> SERVED_BY =
+      AtomicReferenceFieldUpdater.newUpdater(RoutingDecision.class, Endpoint.class, "servedBy");
+  private volatile @Nullable Endpoint servedBy;
 
   private RoutingDecision(@Nullable String primaryProfile, Map<String, ProfileResult> results,
       @Nullable Rejection rejection, Callbacks callbacks) {
@@ -144,6 +161,17 @@ public final class RoutingDecision {
   }
 
   /**
+   * The endpoint that serves the request: {@link #primary()} unless the gateway reported a
+   * fallback with {@link #onFallback(Endpoint)}, then the last fallback it reported.
+   *
+   * @throws IllegalStateException when the decision is a rejection
+   */
+  public Endpoint servedBy() {
+    Endpoint e = servedBy;
+    return e != null ? e : primary();
+  }
+
+  /**
    * The first endpoint the named profile picked, when that profile ran, picked one and is not
    * the primary profile; null otherwise. A profile handler that runs a secondary profile (for
    * example prefill next to decode) names it, and a gateway reads its pick here.
@@ -164,6 +192,51 @@ public final class RoutingDecision {
       sb.append(eps.get(i).id());
     }
     return sb.toString();
+  }
+
+  /**
+   * Reports that the request goes to {@code endpoint}, one of {@link #endpoints()}, instead of
+   * the endpoint that was to serve it ({@link #servedBy()}), because that one could not be
+   * reached. The router moves the request's in-flight counts there and tells the plugins that
+   * learn from routes (the prefix index, session bindings, the pending work of
+   * {@code token-cost-picker}), so they do not count a request on an endpoint that never got
+   * it; the lifecycle calls after it report {@code endpoint}. Call it before forwarding the
+   * request there; a gateway that tries the fallbacks in order calls it once per fallback.
+   *
+   * <p>Calls after the first token or the end are ignored, as is a call naming the endpoint
+   * that already serves the request.
+   *
+   * @throws IllegalArgumentException when {@code endpoint} is not one of {@link #endpoints()}
+   * @throws IllegalStateException when the decision is a rejection
+   */
+  public void onFallback(Endpoint endpoint) {
+    Objects.requireNonNull(endpoint, "endpoint");
+    if (primaryProfile == null) {
+      throw new IllegalStateException("request was rejected: " + rejection);
+    }
+    Endpoint named = null;
+    for (Endpoint e : endpoints()) {
+      if (e.id().equals(endpoint.id())) {
+        named = e;
+        break;
+      }
+    }
+    if (named == null) {
+      throw new IllegalArgumentException("endpoint " + endpoint.id()
+          + " is not one of the decision's endpoints " + destinationHeaderValue());
+    }
+    Endpoint from;
+    for (;;) {
+      Endpoint current = servedBy;
+      from = current != null ? current : primary();
+      if (lifecycle != 0 || from.id().equals(named.id())) {
+        return;
+      }
+      if (SERVED_BY.compareAndSet(this, current, named)) {
+        break;
+      }
+    }
+    callbacks.fallback(this, from, named);
   }
 
   /** Reports that the first token arrived; only the first call counts. */

@@ -12,6 +12,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 import java.util.function.LongConsumer;
 import org.jspecify.annotations.Nullable;
 
@@ -30,6 +31,8 @@ final class InFlightLedger {
   private final long maxAgeNanos;
   private final long sweepEveryNanos;
   private final LongConsumer onExpired;
+  // the current pool's counters of an endpoint, for a request a fallback serves
+  private final Function<String, EndpointState.@Nullable InFlight> counters;
   // the lease itself is the key: identity equality, and no per-request id to generate
   private final Set<Lease> live = ConcurrentHashMap.newKeySet();
   private final AtomicLong nextSweep;
@@ -38,6 +41,17 @@ final class InFlightLedger {
    * @param onExpired called after a sweep that released something, with how many it released
    */
   InFlightLedger(long maxAgeNanos, long nowNanos, LongConsumer onExpired) {
+    this(maxAgeNanos, nowNanos, onExpired, id -> null);
+  }
+
+  /**
+   * @param onExpired called after a sweep that released something, with how many it released
+   * @param counters  the in-flight counters of an endpoint of the current pool, null when it is
+   *                  not in the pool: where {@link #move} counts a request a fallback serves
+   */
+  InFlightLedger(long maxAgeNanos, long nowNanos, LongConsumer onExpired,
+      Function<String, EndpointState.@Nullable InFlight> counters) {
+    this.counters = counters;
     this.maxAgeNanos = maxAgeNanos;
     this.sweepEveryNanos = Math.max(1, maxAgeNanos / 8);
     this.onExpired = onExpired;
@@ -83,6 +97,19 @@ final class InFlightLedger {
     }
   }
 
+  /**
+   * Moves the lease's counts from {@code fromId} to {@code toId}, when it still holds them: the
+   * request went to a fallback. Counts held on another profile's endpoint stay where they are;
+   * when {@code toId} has left the pool the counts are only taken off {@code fromId}.
+   */
+  void move(Lease lease, String fromId, String toId) {
+    EndpointState.InFlight from = counters.apply(fromId);
+    EndpointState.InFlight to = counters.apply(toId);
+    if (from != null && from != to) {
+      lease.move(from, to);
+    }
+  }
+
   /** Sweeps when one is due; cheap otherwise. */
   void expireIfDue(long nowNanos) {
     long due = nextSweep.get();
@@ -112,9 +139,10 @@ final class InFlightLedger {
 
     final long startNanos;
     private final long tokens;
-    // one profile (the common case): a single counter, no array
-    private final EndpointState.@Nullable InFlight counter;
-    private final EndpointState.InFlight @Nullable [] counters;
+    // one profile (the common case): a single counter, no array; both change only under the
+    // lease's lock, when a fallback serves the request (move)
+    private EndpointState.@Nullable InFlight counter;
+    private EndpointState.InFlight @Nullable [] counters;
     private volatile int state;
 
     Lease(long startNanos, long tokens, EndpointState.@Nullable InFlight counter,
@@ -130,8 +158,53 @@ final class InFlightLedger {
       if (!STATE.compareAndSet(this, HELD, to)) {
         return false;
       }
-      add(-1);
+      synchronized (this) {
+        add(-1);
+      }
       return true;
+    }
+
+    /**
+     * Counts the request on {@code to} instead of {@code from} (null: nowhere) while it is held;
+     * a release that already happened, or that comes after, gives back where the counts are.
+     */
+    synchronized void move(EndpointState.InFlight from, EndpointState.@Nullable InFlight to) {
+      if (state != HELD) {
+        return;
+      }
+      if (counter == from) {
+        counter = to;
+      } else if (counters != null) {
+        int i = indexOf(counters, from);
+        if (i < 0) {
+          return;
+        }
+        EndpointState.InFlight[] c = counters.clone();
+        if (to != null) {
+          c[i] = to;
+        } else {
+          System.arraycopy(c, i + 1, c, i, c.length - i - 1);
+          c = Arrays.copyOf(c, c.length - 1);
+        }
+        counters = c;
+      } else {
+        return;
+      }
+      from.requests.addAndGet(-1);
+      from.tokens.addAndGet(-tokens);
+      if (to != null) {
+        to.requests.addAndGet(1);
+        to.tokens.addAndGet(tokens);
+      }
+    }
+
+    private static int indexOf(EndpointState.InFlight[] a, EndpointState.InFlight f) {
+      for (int i = 0; i < a.length; i++) {
+        if (a[i] == f) {
+          return i;
+        }
+      }
+      return -1;
     }
 
     private void add(int sign) {
@@ -167,19 +240,36 @@ final class InFlightLedger {
 
     @Override
     public void firstToken(RoutingDecision decision) {
-      tell("onFirstToken", (l, r, e, d) -> l.onFirstToken(r, e), decision.primary(), decision);
+      tell("onFirstToken", (l, r, e, d) -> l.onFirstToken(r, e), decision.servedBy(), decision);
     }
 
     @Override
     public void complete(RoutingDecision decision, Usage usage) {
       active.ledger.release(lease);
-      tell("onComplete", RequestListener::onComplete, decision.primary(), usage);
+      tell("onComplete", RequestListener::onComplete, decision.servedBy(), usage);
     }
 
     @Override
     public void failure(RoutingDecision decision, Throwable cause) {
       active.ledger.release(lease);
-      tell("onFailure", RequestListener::onFailure, decision.primary(), cause);
+      tell("onFailure", RequestListener::onFailure, decision.servedBy(), cause);
+    }
+
+    @Override
+    public void fallback(RoutingDecision decision, Endpoint from, Endpoint to) {
+      active.ledger.move(lease, from.id(), to.id());
+      RequestListener[] listeners = active.requestListeners;
+      for (int i = 0; i < listeners.length; i++) {
+        if (active.isRetired(i)) {
+          continue;
+        }
+        try {
+          listeners[i].onFallback(request, from, to);
+        } catch (RuntimeException x) {
+          active.requestListenerWarnings[i].report(
+              "threw " + x.getClass().getName() + " in onFallback", x);
+        }
+      }
     }
 
     /** One lifecycle call with its argument; the calls above capture nothing, so none allocates. */

@@ -115,7 +115,11 @@ public final class Router implements AutoCloseable {
     this.inFlightMaxAge = b.inFlightMaxAge;
     this.expiryWarning = new ThrottledWarning(LOG, ticker, "in-flight accounting:");
     // expiry runs on later route and updateMetrics calls, after telemetry is set
-    this.ledger = new InFlightLedger(inFlightMaxAge.toNanos(), ticker.nanos(), this::expired);
+    this.ledger = new InFlightLedger(inFlightMaxAge.toNanos(), ticker.nanos(), this::expired,
+        id -> {
+          EndpointState s = state.pool.get(id);
+          return s == null ? null : s.inFlight;
+        });
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
         initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed));
     this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,

@@ -25,6 +25,7 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -60,6 +61,98 @@ class RouterTest {
     d2.onComplete(Usage.NONE);
     assertThat(c.inFlightRequests()).isZero();
     assertThat(c.inFlightTokens()).isZero();
+  }
+
+  @Test
+  void aFallbackMovesTheInFlightCountsAndTheLifecycleCallsToTheEndpointThatServes() {
+    List<String> events = new CopyOnWriteArrayList<>();
+    RequestListener l = new RequestListener() {
+      @Override public void onFallback(InferenceRequest q, Endpoint from, Endpoint to) { events.add("fallback:" + from.id() + ">" + to.id()); }
+      @Override public void onFirstToken(InferenceRequest q, Endpoint e) { events.add("first:" + e.id()); }
+      @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done:" + e.id()); }
+    };
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(3)).build())
+        .listener(l)
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()),
+            ep("10.0.0.3:80", Map.of()))).build();
+    RoutingDecision d = r.route(REQ);
+    assertThat(d.endpoints()).hasSize(3);
+    Endpoint primary = d.primary();
+    Endpoint second = d.endpoints().get(1);
+    Endpoint third = d.endpoints().get(2);
+    assertThat(d.servedBy()).isEqualTo(primary);
+    long tokens = REQ.estimatedPromptTokens() + 10;
+    assertThat(inFlight(r, primary)).isEqualTo(1);
+
+    d.onFallback(second); // the primary refused the connection
+    assertThat(d.servedBy()).isEqualTo(second);
+    assertThat(inFlight(r, primary)).isZero();
+    assertThat(inFlight(r, second)).isEqualTo(1);
+    assertThat(candidate(r, second).inFlightTokens()).isEqualTo(tokens);
+    d.onFallback(second); // the endpoint that already serves: nothing moves
+    d.onFallback(third); // so did the first fallback
+    assertThat(inFlight(r, second)).isZero();
+    assertThat(inFlight(r, third)).isEqualTo(1);
+
+    d.onFirstToken();
+    d.onFallback(primary); // too late: the request is being served
+    d.onComplete(Usage.NONE);
+    assertThat(events).containsExactly("fallback:" + primary.id() + ">" + second.id(),
+        "fallback:" + second.id() + ">" + third.id(), "first:" + third.id(), "done:" + third.id());
+    for (Candidate c : r.endpoints()) {
+      assertThat(c.inFlightRequests()).as(c.endpoint().id()).isZero();
+      assertThat(c.inFlightTokens()).as(c.endpoint().id()).isZero();
+    }
+  }
+
+  @Test
+  void aFallbackMustBeOneOfTheDecisionsEndpointsAndComesToNothingAfterTheEnd() {
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of())))
+        .build();
+    RoutingDecision d = r.route(REQ);
+    Endpoint other = r.endpoints().stream().map(Candidate::endpoint)
+        .filter(e -> !e.equals(d.primary())).findFirst().orElseThrow();
+    assertThatThrownBy(() -> d.onFallback(other)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining(other.id()).hasMessageContaining("not one of the decision's endpoints");
+    assertThatThrownBy(() -> RoutingDecision.rejected(Rejection.Reason.SHED, "x").onFallback(other))
+        .isInstanceOf(IllegalStateException.class);
+    d.onFailure(new RuntimeException("gone"));
+    assertThat(inFlight(r, d.primary())).isZero();
+  }
+
+  @Test
+  void aFallbackRacingTheEndReleasesEveryCountExactlyOnce() throws Exception {
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(2)).build())
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      for (int i = 0; i < 2_000; i++) {
+        RoutingDecision d = r.route(REQ);
+        CountDownLatch go = new CountDownLatch(1);
+        Future<?> a = pool.submit(() -> { go.await(); d.onFallback(d.endpoints().get(1)); return null; });
+        Future<?> b = pool.submit(() -> { go.await(); d.onComplete(Usage.NONE); return null; });
+        go.countDown();
+        a.get();
+        b.get();
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    for (Candidate c : r.endpoints()) {
+      assertThat(c.inFlightRequests()).as(c.endpoint().id()).isZero();
+      assertThat(c.inFlightTokens()).as(c.endpoint().id()).isZero();
+    }
+  }
+
+  private static Candidate candidate(Router r, Endpoint e) {
+    return r.endpoints().stream().filter(c -> c.endpoint().id().equals(e.id())).findFirst()
+        .orElseThrow();
+  }
+
+  private static int inFlight(Router r, Endpoint e) {
+    return candidate(r, e).inFlightRequests();
   }
 
   /** A scorer that listens to requests and records what it hears after being closed. */

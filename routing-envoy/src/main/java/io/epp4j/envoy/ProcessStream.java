@@ -12,6 +12,7 @@ import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse;
 import io.envoyproxy.envoy.service.ext_proc.v3.ProtocolConfiguration;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Rejection;
+import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
@@ -430,10 +431,25 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
   }
 
+  /**
+   * Notes the endpoint Envoy reports as having served the request; when that is one of the
+   * decision's fallbacks, the decision hears it, so the router counts the request there.
+   */
   private void noteServed(Metadata metadata) {
     String s = ExtProcMessages.servedEndpoint(metadata);
-    if (s != null) {
-      served = s;
+    if (s == null || s.equals(served)) {
+      return;
+    }
+    served = s;
+    RoutingDecision d = decision;
+    if (d == null || !d.isRouted() || d.servedBy().id().equals(s)) {
+      return;
+    }
+    for (Endpoint e : d.endpoints()) {
+      if (e.id().equals(s)) {
+        d.onFallback(e); // ignored once the first token has come
+        return;
+      }
     }
   }
 

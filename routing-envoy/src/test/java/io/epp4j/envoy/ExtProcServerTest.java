@@ -474,6 +474,26 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aFallbackEnvoyReportsAsServedTakesTheRequestsCountsAndLifecycle() throws Exception {
+    start(List.of(A, B));
+    FakeEnvoy envoy = routedFullDuplex(completion("x"));
+    String primary = inFlightOn(A) == 1 ? A : B;
+    String fallback = primary.equals(A) ? B : A;
+    assertThat(inFlightOn(fallback)).isZero();
+    // Envoy could not reach the primary and says so in the served-endpoint metadata
+    envoy.send(responseHeaders(200, "application/json", false).toBuilder()
+        .setMetadataContext(FakeEnvoy.served(fallback)).build());
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    assertThat(inFlightOn(primary)).isZero();
+    assertThat(inFlightOn(fallback)).isEqualTo(1);
+    envoy.send(responseBody("{\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":1}}", true));
+    envoy.next();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(2, 0, 1));
+    assertThat(outcomes.events).containsExactly("first:" + fallback, "complete:" + fallback);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void aCancelledStreamFailsItsDecisionOnce() throws Exception {
     start(List.of(A));
     FakeEnvoy envoy = routedFullDuplex(completion("x"));

@@ -385,6 +385,24 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
   }
 
+  /**
+   * The gateway forwards the request to {@code to}, a fallback: {@code to} will hold the
+   * prompt's blocks, so they are recorded there (hashed again: the cycle's hashes are gone).
+   * The blocks recorded for {@code from} stay until its LRU evicts them or it leaves the pool;
+   * which of them it held before this request is not known.
+   */
+  @Override
+  public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
+    EndpointBlocks b = endpoints.get(to.id());
+    if (b == null) {
+      return;
+    }
+    long[] hashes = hasher.hash(request);
+    if (hashes.length > 0) {
+      b.record(hashes, hashes.length);
+    }
+  }
+
   private void record(String endpointId, Lookup lookup) {
     EndpointBlocks b = endpoints.get(endpointId);
     if (b != null) {

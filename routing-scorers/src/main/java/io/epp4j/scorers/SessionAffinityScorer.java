@@ -124,6 +124,18 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     }
   }
 
+  /** The gateway forwards the request to a fallback: the session is bound there if it was bound to {@code from}. */
+  @Override
+  public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
+    String key = keySource.key(request);
+    if (key == null || !members.contains(to.id())) {
+      return;
+    }
+    if (bindings.asMap().replace(key, from.id(), to.id()) && !members.contains(to.id())) {
+      bindings.asMap().remove(key, to.id()); // removed meanwhile, as in afterRouting
+    }
+  }
+
   /**
    * Another router bound a session to {@code endpointId}: bound here too, when this scorer keys
    * sessions by the request's session key (another key source names keys the hint does not

@@ -565,6 +565,45 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     trimSessionsIfFull();
   }
 
+  /**
+   * The gateway forwards the request to {@code to}, a fallback: its pending work moves there,
+   * counted as the whole prompt (what {@code to} holds of it was not looked up, and a fallback
+   * seldom holds the prefix); the session's home moves with it when it was {@code from}.
+   */
+  @Override
+  public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
+    Load target = loads.get(to.id());
+    Pending p = pending.get(request);
+    if (p != null && p.load != target) {
+      if (target == null) {
+        if (pending.remove(request, p)) {
+          p.release(); // the fallback left the pool: counted nowhere
+        }
+      } else {
+        Pending moved = new Pending(target, Math.max(p.prefill, request.estimatedPromptTokens()),
+            p.decode, p.startNanos);
+        moved.add(1);
+        if (pending.replace(request, p, moved)) {
+          p.release();
+        } else {
+          moved.add(-1); // released meanwhile
+        }
+      }
+    }
+    String session = request.sessionKey();
+    Load source = loads.get(from.id());
+    if (session != null && target != null && source != null) {
+      homes.computeIfPresent(session, (k, old) -> {
+        if (old.load != source) {
+          return old;
+        }
+        source.addSessions(-1);
+        target.addSessions(1);
+        return new Home(target, to.id(), old.lastNanos);
+      });
+    }
+  }
+
   @Override
   public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
     Pending p = pending.get(request);

@@ -74,6 +74,24 @@ class AffinityScorersTest {
   }
 
   @Test
+  void aFallbackRebindsTheSessionToTheEndpointThatServesIt() {
+    AtomicLong now = new AtomicLong();
+    List<Candidate> pool = TestCandidates.pool(3);
+    SessionAffinityScorer s = TestCandidates.joined(new SessionAffinityScorer(
+        HashKeySource.SESSION, null, Duration.ofSeconds(300), 1000, now::get), pool);
+    s.afterRouting(session("u"), state(), decision(pool.get(0)));
+    s.onFallback(session("u"), pool.get(0).endpoint(), pool.get(1).endpoint());
+    assertThat(s.binding("u")).isEqualTo(pool.get(1).id());
+    // a fallback from an endpoint the session is not bound to leaves the binding alone
+    s.onFallback(session("u"), pool.get(0).endpoint(), pool.get(2).endpoint());
+    assertThat(s.binding("u")).isEqualTo(pool.get(1).id());
+    // nor does one to an endpoint that left the pool
+    s.onEndpointRemoved(pool.get(2).endpoint());
+    s.onFallback(session("u"), pool.get(1).endpoint(), pool.get(2).endpoint());
+    assertThat(s.binding("u")).isEqualTo(pool.get(1).id());
+  }
+
+  @Test
   void endpointHeaderWinsAndRemovalDropsBindings() {
     SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
         Duration.ofSeconds(300), 1000, System::nanoTime);

@@ -387,6 +387,23 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void aFallbackRecordsThePromptWhereItIsServed() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
+    InferenceRequest r = tok(tokens(64, 0));
+    route(s, r, pool, pool.get(0));
+    s.onFallback(r, pool.get(0).endpoint(), pool.get(1).endpoint());
+    double[] scores = new double[3];
+    s.score(tok(tokens(64, 0)), state(), pool, scores);
+    assertThat(scores[1]).as("the fallback now holds the prompt").isEqualTo(1.0);
+    assertThat(scores[2]).isZero();
+    s.onEndpointRemoved(pool.get(2).endpoint());
+    s.onFallback(r, pool.get(1).endpoint(), pool.get(2).endpoint()); // left the pool: nothing kept
+    assertThat(s.blocks(pool.get(2).id())).isNull();
+  }
+
+  @Test
   void forgetsRemovedEndpoints() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(2);

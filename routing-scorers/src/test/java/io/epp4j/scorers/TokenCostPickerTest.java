@@ -374,6 +374,36 @@ class TokenCostPickerTest {
   }
 
   @Test
+  void aFallbackTakesThePendingWorkAndTheSessionToTheEndpointThatServes() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0, 1.25, 10), POOL);
+    Candidate a = POOL.get(0);
+    Candidate b = POOL.get(1);
+    InferenceRequest r = request(500, 50, "s");
+    // 400 of the 500 tokens cached on a: 100 pending there
+    route(p, r, withHits(500, 25, 0, 0), List.of(a));
+    assertThat(p.pendingTokens(a.id())).isEqualTo(100);
+    assertThat(p.sessions(a.id())).isEqualTo(1);
+
+    p.onFallback(r, a.endpoint(), b.endpoint()); // a refused the connection
+    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
+    assertThat(p.sessions(a.id())).isZero();
+    // b was not looked up: the whole prompt is pending there
+    assertThat(p.pendingTokens(b.id())).isEqualTo(500);
+    assertThat(p.decodeTokens(b.id())).isEqualTo(50);
+    assertThat(p.sessions(b.id())).isEqualTo(1);
+
+    p.onFirstToken(r, b.endpoint());
+    assertThat(p.pendingTokens(b.id())).isZero();
+    p.onComplete(r, b.endpoint(), new Usage(500, 0, 50));
+    assertThat(p.decodeTokens(b.id())).isZero();
+    // finished: a late fallback moves nothing
+    p.onFallback(r, b.endpoint(), a.endpoint());
+    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
+  }
+
+  @Test
   void requestsNeverFinishedAreReleasedAfterTheMaximumAge() {
     TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0), POOL);
     InferenceRequest lost = request(700, 10, "a");

@@ -102,7 +102,7 @@ final class Epp4jGatewayFilter implements GatewayFilter {
     routed.getAttributes().put(DecisionTap.ATTRIBUTE, tap);
     Mono<Void> sent;
     try {
-      sent = send(routed, chain, base, d.endpoints(), 0, tap);
+      sent = send(routed, chain, base, d, 0, tap);
     } catch (RuntimeException e) {
       d.onFailure(e);
       throw e;
@@ -120,10 +120,17 @@ final class Epp4jGatewayFilter implements GatewayFilter {
         .doOnCancel(() -> d.onFailure(new CancellationException("client went away")));
   }
 
-  /** Sends to {@code endpoints[i]}; on a connection failure before any answer, to the next. */
+  /**
+   * Sends to the decision's endpoint {@code i}; on a connection failure before any answer, to
+   * the next, telling the decision, so the router counts the request where it is served.
+   */
   private Mono<Void> send(ServerWebExchange exchange, GatewayFilterChain chain, URI base,
-      List<Endpoint> endpoints, int i, DecisionTap tap) {
+      RoutingDecision d, int i, DecisionTap tap) {
+    List<Endpoint> endpoints = d.endpoints();
     Endpoint target = endpoints.get(i);
+    if (i > 0) {
+      d.onFallback(target);
+    }
     exchange.getAttributes().put(GATEWAY_REQUEST_URL_ATTR, retarget(base, target));
     exchange.getResponse().getHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
     Mono<Void> attempt = chain.filter(exchange);
@@ -138,7 +145,7 @@ final class Epp4jGatewayFilter implements GatewayFilter {
           exchange.getAttributes().remove(ServerWebExchangeUtils.GATEWAY_ALREADY_ROUTED_ATTR);
           exchange.getAttributes().remove(ServerWebExchangeUtils.CLIENT_RESPONSE_ATTR);
           exchange.getAttributes().remove(ServerWebExchangeUtils.CLIENT_RESPONSE_CONN_ATTR);
-          return send(exchange, chain, base, endpoints, i + 1, tap);
+          return send(exchange, chain, base, d, i + 1, tap);
         });
   }
 

@@ -60,9 +60,25 @@ class Epp4jFallbackTest {
     }
   }
 
-  /** Counts decisions whose primary was the dead replica. */
+  /** Counts decisions whose primary was the dead replica, fallbacks, and where requests ended. */
   static final class DeadPrimaries implements RequestListener {
     final AtomicInteger count = new AtomicInteger();
+    final AtomicInteger fallbacksToLive = new AtomicInteger();
+    final java.util.Set<String> completedOn = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    @Override
+    public void onFallback(InferenceRequest request, io.epp4j.api.Endpoint from,
+        io.epp4j.api.Endpoint to) {
+      if (from.id().equals(DEAD) && to.id().equals(LIVE.id())) {
+        fallbacksToLive.incrementAndGet();
+      }
+    }
+
+    @Override
+    public void onComplete(InferenceRequest request, io.epp4j.api.Endpoint e,
+        io.epp4j.api.Usage usage) {
+      completedOn.add(e.id());
+    }
 
     @Override
     public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision d) {
@@ -107,6 +123,9 @@ class Epp4jFallbackTest {
       Thread.sleep(10);
     }
     assertThat(inFlight()).isZero();
+    // the router heard where each request went: the plugins learnt nothing about the dead one
+    assertThat(deadPrimaries.fallbacksToLive.get()).isEqualTo(deadPrimaries.count.get());
+    assertThat(deadPrimaries.completedOn).containsExactly(LIVE.id());
   }
 
   @Test

@@ -236,6 +236,9 @@ public final class PlainGateway implements AutoCloseable {
     long sentNanos = 0;
     for (int i = 0; i < targets.size() && resp == null; i++) {
       target = targets.get(i);
+      if (i > 0) {
+        d.onFallback(target); // the router counts the request where it is served
+      }
       HttpRequest.Builder fwd = HttpRequest.newBuilder(URI.create("http://" + target.id() + path))
           .timeout(Duration.ofMinutes(10)) // until the status line: a long prefill is legitimate
           .header("content-type", "application/json")

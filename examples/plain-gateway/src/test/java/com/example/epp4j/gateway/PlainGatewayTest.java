@@ -49,6 +49,13 @@ class PlainGatewayTest {
     final AtomicInteger firstTokens = new AtomicInteger();
     final List<Usage> completions = new CopyOnWriteArrayList<>();
     final List<Throwable> failures = new CopyOnWriteArrayList<>();
+    final List<String> completedOn = new CopyOnWriteArrayList<>();
+    final List<String> fallbacks = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
+      fallbacks.add(from.id() + ">" + to.id());
+    }
 
     @Override
     public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
@@ -58,6 +65,7 @@ class PlainGatewayTest {
     @Override
     public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
       completions.add(usage);
+      completedOn.add(endpoint.id());
     }
 
     @Override
@@ -214,6 +222,11 @@ class PlainGatewayTest {
     assertThat(outcomes.completions).hasSize(4);
     assertThat(outcomes.failures).isEmpty();
     assertThat(inFlight()).isZero();
+    // the router heard that the live replica served every request: the two whose primary was
+    // the dead one went there as fallbacks
+    assertThat(outcomes.completedOn).containsOnly(at(alive.port()).id());
+    assertThat(outcomes.fallbacks).containsExactly(dead.id() + ">" + at(alive.port()).id(),
+        dead.id() + ">" + at(alive.port()).id());
   }
 
   @Test
