@@ -170,6 +170,9 @@ final class LoadCommand {
       if (eq > 0) {
         name = a.substring(0, eq);
         v = a.substring(eq + 1);
+        if (Main.Options.FLAGS.contains(name)) {
+          throw new Main.UsageException(name + " takes no value");
+        }
       } else {
         if (i + 1 >= args.length) {
           throw new Main.UsageException(a + " needs a value");

@@ -89,7 +89,8 @@ public final class LoadGenerator {
    * @param sent         requests sent
    * @param errors       failed requests by kind: {@code http <status>}, {@code connect},
    *     {@code timeout}, {@code stream cut} (the connection ended before {@code [DONE]}),
-   *     {@code stream error} (an error event in the stream), {@code io} (any other I/O error)
+   *     {@code stream error} (an error event in the stream, or a line longer than 1 MiB, which
+   *     is not buffered further), {@code io} (any other I/O error)
    * @param itlP95Ms     inter-token latency p95 (target time)
    */
   public record Result(PolicyResult result, int sent, Map<String, Integer> errors,
@@ -468,7 +469,8 @@ public final class LoadGenerator {
         fail("http " + info.statusCode());
         return HttpResponse.BodySubscribers.replacing(null);
       }
-      return HttpResponse.BodySubscribers.fromLineSubscriber(this);
+      // bounded lines: a body without line ends must not be buffered whole
+      return HttpResponse.BodySubscribers.fromSubscriber(new SseLines(this));
     }
 
     void fail(String kind) {
@@ -509,7 +511,14 @@ public final class LoadGenerator {
       }
       String data = line.substring(5).strip();
       if (data.equals("[DONE]")) {
+        // the answer is over: a server that keeps the connection open after it (a proxy that
+        // holds it for reuse, or a slow close) must not turn a finished request into a timeout
         sawDone = true;
+        Flow.Subscription s = subscription;
+        if (s != null) {
+          s.cancel();
+        }
+        onComplete();
         return;
       }
       long now = System.nanoTime();
@@ -557,7 +566,7 @@ public final class LoadGenerator {
 
     @Override
     public void onError(Throwable t) {
-      fail("stream cut");
+      fail(t instanceof SseLines.LineTooLong ? "stream error" : "stream cut");
     }
 
     @Override

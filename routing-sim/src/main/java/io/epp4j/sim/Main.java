@@ -486,6 +486,10 @@ public final class Main {
     private int maxBatched = -1;
     private boolean policiesGiven;
 
+    /** Options that are flags: {@code --quiet=yes} is an error naming the flag. */
+    static final java.util.Set<String> FLAGS = java.util.Set.of("--quiet", "--dominance",
+        "--help");
+
     static Options parse(String[] args) throws UsageException {
       Options o = new Options();
       Map<String, String> kv = new LinkedHashMap<>();
@@ -513,6 +517,9 @@ public final class Main {
         if (eq > 0) {
           name = a.substring(0, eq);
           value = a.substring(eq + 1);
+          if (FLAGS.contains(name)) {
+            throw new UsageException(name + " takes no value");
+          }
         } else {
           if (i + 1 >= args.length) {
             throw new UsageException(a + " needs a value");

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import java.io.ByteArrayOutputStream;
 import java.io.OutputStream;
@@ -287,6 +288,67 @@ class LoadGeneratorTest {
   }
 
   @Test
+  void aStreamThatStaysOpenAfterDoneCountsAsCompletedNotAsATimeout() throws Exception {
+    // the answer ends with [DONE] but the body never closes (chunked, no last chunk)
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    List<HttpExchange> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+    server.createContext("/v1/completions", ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      OutputStream os = ex.getResponseBody();
+      os.write(("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
+          + "data: {\"choices\":[{\"index\":0,\"text\":\" b\"}]}\n\n"
+          + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":300,\"completion_tokens\":2}}\n\n"
+          + "data: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
+      os.flush();
+      held.add(ex); // not closed
+    });
+    server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
+    server.start();
+    open.add(() -> server.stop(0));
+    LoadGenerator.Result res = generator(url(server.getAddress().getPort()),
+        Duration.ofMillis(1500), Integer.MAX_VALUE).run(small(3, 1), "open after done");
+    assertThat(res.errors()).isEmpty();
+    assertThat(res.result().requests()).isEqualTo(3);
+    held.forEach(HttpExchange::close);
+  }
+
+  @Test
+  void aBodyWithoutLineEndsIsCutAtTheLineLimitNotBufferedUntilTheTimeout() throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    server.createContext("/v1/completions", ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      OutputStream os = ex.getResponseBody();
+      byte[] chunk = new byte[64 * 1024];
+      java.util.Arrays.fill(chunk, (byte) 'x');
+      try {
+        os.write("data: ".getBytes(StandardCharsets.UTF_8));
+        for (int i = 0; i < 4 * 16; i++) { // 4 MiB, no line end
+          os.write(chunk);
+        }
+        os.flush();
+      } catch (java.io.IOException gone) {
+        // the client cancelled: what the test expects
+      }
+      ex.close();
+    });
+    server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
+    server.start();
+    open.add(() -> server.stop(0));
+    long start = System.nanoTime();
+    LoadGenerator.Result res = generator(url(server.getAddress().getPort()),
+        Duration.ofSeconds(30), Integer.MAX_VALUE).run(small(2, 1), "no line ends");
+    assertThat(res.errors()).isEqualTo(Map.of("stream error", 2));
+    // ended by the line limit, not by the 30 s timeout
+    assertThat((System.nanoTime() - start) / 1e9).isLessThan(20);
+  }
+
+  @Test
   void theLoadCommandPrintsTheSimulatorsTableAndWritesJson(@TempDir Path dir) throws Exception {
     EmulatedReplicas r = replicas(1);
     Path json = dir.resolve("load.json");
@@ -343,6 +405,11 @@ class LoadGeneratorTest {
     }
     assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--timeout-s", "0"))
         .contains("--timeout-s must be in");
+    // a flag given a value: named, not reported as a stray argument
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--quiet=yes"))
+        .contains("--quiet takes no value");
+    assertThat(usageError("--quiet=yes")).contains("--quiet takes no value");
+    assertThat(usageError("--dominance=1")).contains("--dominance takes no value");
     assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--bogus", "1"))
         .contains("unknown option '--bogus'");
   }
