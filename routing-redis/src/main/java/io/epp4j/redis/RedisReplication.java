@@ -154,6 +154,22 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
   }
 
+  /**
+   * The gateway forwarded the request to a fallback: the other routers hear that its session
+   * lives there now. The prompt's blocks are not sent again (the cycle that hashed them is over);
+   * the other routers learn the fallback's load from its in-flight figures.
+   */
+  @Override
+  public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
+    String session = request.sessionKey();
+    if (session == null || session.length() > HintCodec.MAX_SESSION_KEY_CHARS) {
+      return;
+    }
+    if (!queue.offer(new Hint(ticker.nanos(), to.id(), null, null, session))) {
+      droppedQueueFull.increment();
+    }
+  }
+
   // ------------------------------------------------------------------------------ publishing
 
   // publisher thread only: one buffer for every batch

@@ -61,6 +61,55 @@ class ReplicationLogicTest {
     return r;
   }
 
+  /** Routers whose decisions name a fallback and bind sessions (session-affinity-scorer). */
+  Router sessionRouter(InMemoryLog log, String id) {
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: session-affinity-scorer
+        - type: max-score-picker
+          parameters: {maxNumOfEndpoints: 2}
+        - type: redis-replication
+          parameters: {pool: p, routerId: %s, flushIntervalMillis: 1}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: session-affinity-scorer
+          - pluginRef: max-score-picker
+        """.formatted(id);
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 0; i < 8; i++) {
+      eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
+    }
+    Router r = Router.builder().endpoints(eps)
+        .registry(PluginRegistry.fromServiceLoader()
+            .with(new RedisReplication.Provider(log::factory)))
+        .configYaml(yaml, id).randomSeed(id.hashCode()).build();
+    routers.add(r);
+    return r;
+  }
+
+  @Test
+  void aSessionAFallbackServedIsBoundThereOnTheOtherRoutersToo() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router a = sessionRouter(log, "a");
+    Router b = sessionRouter(log, "b");
+    InferenceRequest r = InferenceRequest.builder().model("m").prompt("hi").sessionKey("s1")
+        .maxTokens(4).build();
+    RoutingDecision d = a.route(r);
+    await("b applied a's session", () -> replication(b).appliedSessions() == 1);
+    Endpoint fallback = d.endpoints().get(1);
+    d.onFallback(fallback); // the primary could not be reached
+    d.onComplete(new Usage(1, 0, 1));
+    await("b applied the move", () -> replication(b).appliedSessions() == 2);
+    for (int i = 0; i < 3; i++) {
+      RoutingDecision next = b.route(r);
+      assertThat(next.primary()).isEqualTo(fallback);
+      next.onComplete(new Usage(1, 0, 1));
+    }
+  }
+
   static RedisReplication replication(Router r) {
     return (RedisReplication) r.config().plugins().get(RedisReplication.TYPE);
   }
