@@ -49,6 +49,11 @@ class ReplicationLogicTest {
           - pluginRef: prefix-cache-scorer
           - pluginRef: max-score-picker
         """.formatted(pool, id, capacity);
+    return router(log, id, yaml);
+  }
+
+  /** A router of eight endpoints on the in-memory log, with the given configuration. */
+  Router router(InMemoryLog log, String id, String yaml) {
     List<Endpoint> eps = new ArrayList<>();
     for (int i = 0; i < 8; i++) {
       eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
@@ -78,16 +83,7 @@ class ReplicationLogicTest {
           - pluginRef: session-affinity-scorer
           - pluginRef: max-score-picker
         """.formatted(id);
-    List<Endpoint> eps = new ArrayList<>();
-    for (int i = 0; i < 8; i++) {
-      eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
-    }
-    Router r = Router.builder().endpoints(eps)
-        .registry(PluginRegistry.fromServiceLoader()
-            .with(new RedisReplication.Provider(log::factory)))
-        .configYaml(yaml, id).randomSeed(id.hashCode()).build();
-    routers.add(r);
-    return r;
+    return router(log, id, yaml);
   }
 
   @Test
