@@ -202,9 +202,10 @@ public final class RedisReplication implements Plugin, RequestListener {
         if (heartbeat) {
           nextHeartbeat = now + s.heartbeatNanos();
         }
-        if (!flush(t, sent, heartbeat)) {
+        if (!flush(t, sent, heartbeat, backoff)) {
           publisherUp = false;
           t.close();
+          pause(backoff);
         }
       }
       if (publisherUp) {
@@ -222,8 +223,12 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
   }
 
-  /** Sends every queued hint, with the in-flight changes in the first batch; false on failure. */
-  private boolean flush(HintTransport t, Map<String, long[]> sent, boolean heartbeat) {
+  /**
+   * Sends every queued hint, with the in-flight changes in the first batch; false on failure.
+   * A batch Redis took resets the backoff.
+   */
+  private boolean flush(HintTransport t, Map<String, long[]> sent, boolean heartbeat,
+      Backoff backoff) {
     Map<String, long[]> figures = inFlightChanges(sent, heartbeat);
     boolean first = true;
     HintCodec.Writer w = writer;
@@ -244,6 +249,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         connectionLost("publisher", e);
         return false;
       }
+      backoff.reset();
       published.addAndGet(w.records());
       figures.forEach((ep, v) -> {
         if (v[0] == 0 && v[1] == 0) {
@@ -344,6 +350,7 @@ public final class RedisReplication implements Plugin, RequestListener {
           } catch (Exception e) {
             connectionLost("reader", e);
             t.close();
+            pause(backoff);
             continue;
           }
           readerUp = true;
@@ -358,8 +365,10 @@ public final class RedisReplication implements Plugin, RequestListener {
           readerUp = false;
           connectionLost("reader", e);
           t.close();
+          pause(backoff);
           continue;
         }
+        backoff.reset();
         long newest = got.isEmpty() ? -1 : StreamIds.millis(got.get(got.size() - 1).id());
         for (HintTransport.Entry e : got) {
           apply(e, newest);
@@ -371,19 +380,28 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
   }
 
-  /** Connects, or waits out the backoff after a failure; true when connected. */
+  /**
+   * Connects, or waits out the backoff after a failure; true when connected. A connection alone
+   * does not reset the backoff: a server can accept connections and refuse every command (out of
+   * memory, a read-only replica, an ACL without the stream commands), and reconnecting at once
+   * after each refusal would loop without pause. Only a command that succeeds resets it.
+   */
   private boolean connect(HintTransport t, Backoff backoff, String who) {
     try {
       t.connect();
-      backoff.reset();
       return true;
     } catch (Exception e) {
       t.close();
       connectionLost(who, e);
-      // short enough that silent origins are still forgotten on time while Redis is away
-      LockSupport.parkNanos(Math.min(backoff.next(), s.heartbeatNanos()));
+      pause(backoff);
       return false;
     }
+  }
+
+  /** Waits out the next backoff step before the next connection attempt. */
+  private void pause(Backoff backoff) {
+    // short enough that silent origins are still forgotten on time while Redis is away
+    LockSupport.parkNanos(Math.min(backoff.next(), s.heartbeatNanos()));
   }
 
   private void connectionLost(String who, Exception e) {

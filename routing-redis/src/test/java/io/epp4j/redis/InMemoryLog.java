@@ -18,6 +18,10 @@ final class InMemoryLog {
   private volatile int generation;
   private volatile boolean up = true;
   private volatile boolean readsHeld;
+  /** Connections are accepted but every command fails, as a server that refuses writes does. */
+  private volatile boolean refusing;
+  private final java.util.concurrent.atomic.AtomicInteger connects =
+      new java.util.concurrent.atomic.AtomicInteger();
 
   synchronized void append(byte[] batch) {
     entries.add(new HintTransport.Entry((lostBefore + entries.size() + 1) + "-0", batch));
@@ -30,6 +34,19 @@ final class InMemoryLog {
 
   void up() {
     up = true;
+  }
+
+  /**
+   * Connections succeed but every command fails, as with a Redis that accepts the client and
+   * then refuses its commands (out of memory, a read-only replica, a missing ACL permission).
+   */
+  void refuseCommands(boolean refuse) {
+    refusing = refuse;
+  }
+
+  /** Connections made so far. */
+  int connects() {
+    return connects.get();
   }
 
   /** Reads return nothing until {@link #releaseReads}; appends go on. */
@@ -62,11 +79,15 @@ final class InMemoryLog {
           throw new IOException("down");
         }
         connectedTo = generation;
+        connects.incrementAndGet();
       }
 
       private void check() throws IOException {
         if (!up || connectedTo != generation) {
           throw new IOException("connection lost");
+        }
+        if (refusing) {
+          throw new IOException("command refused");
         }
       }
 

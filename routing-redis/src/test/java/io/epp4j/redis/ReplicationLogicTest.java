@@ -284,6 +284,28 @@ class ReplicationLogicTest {
     assertThat(replication(a).connected()).isFalse();
   }
 
+  /**
+   * A Redis that accepts connections but refuses the commands (out of memory with
+   * {@code noeviction}, a read-only replica, an ACL without XADD or XREAD): each failed command
+   * must be followed by the backoff, not by a new connection at once, or both threads reconnect
+   * in a loop that burns a core and floods the server with connections.
+   */
+  @Test
+  void commandsThatFailOnAFreshConnectionAreRetriedWithBackoff() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.refuseCommands(true);
+    Router a = router(log, "p", "a", 1000);
+    RoutingDecision open = a.route(prompt(1)); // an in-flight figure the publisher keeps sending
+    Thread.sleep(200);
+    int before = log.connects();
+    Thread.sleep(1_000);
+    int connects = log.connects() - before;
+    open.onComplete(new Usage(1, 0, 1));
+    // two threads, each backing off from 100 ms: a handful each in a second, not thousands
+    assertThat(connects).as("connections in one second").isLessThanOrEqualTo(20);
+    assertThat(replication(a).connected()).isFalse();
+  }
+
   static int inFlight(Router r, String endpointId) {
     for (var c : r.endpoints()) {
       if (c.id().equals(endpointId)) {
