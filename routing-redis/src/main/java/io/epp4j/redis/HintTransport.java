@@ -37,6 +37,15 @@ public interface HintTransport extends AutoCloseable {
    */
   boolean holdsAfter(String afterId) throws Exception;
 
+  /**
+   * The log's clock now, in the milliseconds of its ids (a Redis stream id starts with the
+   * server's time in milliseconds), so that a reader can tell the batches of its catch-up that
+   * are older than it can use; -1 when the ids are not times. The default is -1.
+   */
+  default long nowMillis() throws Exception {
+    return -1;
+  }
+
   /** Closes the connection; never throws. */
   @Override
   void close();

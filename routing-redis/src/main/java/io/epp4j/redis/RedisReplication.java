@@ -327,6 +327,9 @@ public final class RedisReplication implements Plugin, RequestListener {
     HintTransport t = transports.create();
     Backoff backoff = new Backoff();
     @Nullable String lastId = null;
+    // ids older than this (the log's clock when the reader started over from the oldest batch,
+    // less the silence limit) are history: -1 when the log has no clock
+    long staleBeforeMillis = -1;
     try {
       while (running) {
         forgetSilentOrigins(System.nanoTime());
@@ -336,8 +339,10 @@ public final class RedisReplication implements Plugin, RequestListener {
           }
           try {
             if (lastId == null) {
+              staleBeforeMillis = staleBefore(t);
               lastId = HintTransport.OLDEST; // a new router learns what the stream holds
             } else if (!t.holdsAfter(lastId)) {
+              staleBeforeMillis = staleBefore(t);
               resyncs.incrementAndGet();
               log.report(Level.INFO, "resync", "the stream no longer holds every batch since"
                   + " the last one applied; applying everything it holds");
@@ -371,13 +376,25 @@ public final class RedisReplication implements Plugin, RequestListener {
         backoff.reset();
         long newest = got.isEmpty() ? -1 : StreamIds.millis(got.get(got.size() - 1).id());
         for (HintTransport.Entry e : got) {
-          apply(e, newest);
+          apply(e, newest, staleBeforeMillis);
           lastId = e.id();
         }
       }
     } finally {
       t.close();
     }
+  }
+
+  /**
+   * The id time before which a batch is too old for its in-flight figures and send time to
+   * mean anything: the log's clock less the silence limit, or -1 when the log has no clock. Read
+   * when the reader starts over from the oldest batch: the stream's history may hold figures of
+   * routers long gone, and batches read {@link #READ_BATCHES} at a time cannot be told old by
+   * comparing them with each other.
+   */
+  private long staleBefore(HintTransport t) throws Exception {
+    long now = t.nowMillis();
+    return now < 0 ? -1 : now - s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000;
   }
 
   /**
@@ -441,7 +458,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     return false;
   }
 
-  private void apply(HintTransport.Entry entry, long newestMillis) {
+  private void apply(HintTransport.Entry entry, long newestMillis, long staleBeforeMillis) {
     entriesRead.incrementAndGet();
     HintCodec.Input in = HintCodec.input(entry.batch());
     HintCodec.Header h;
@@ -458,7 +475,8 @@ public final class RedisReplication implements Plugin, RequestListener {
     // batches from before a catch-up window (a new router reading the stream's history) teach
     // prefixes and sessions; their in-flight figures and send times are long out of date
     boolean fresh = newestMillis < 0 || entryMillis < 0
-        || newestMillis - entryMillis <= s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000;
+        || (newestMillis - entryMillis <= s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000
+            && entryMillis >= staleBeforeMillis);
     if (fresh && !originsSeen.containsKey(h.origin()) && originsSeen.size() >= MAX_ORIGINS) {
       return;
     }

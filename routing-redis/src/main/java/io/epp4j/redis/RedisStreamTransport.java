@@ -4,6 +4,7 @@ import io.lettuce.core.ClientOptions;
 import io.lettuce.core.Limit;
 import io.lettuce.core.Range;
 import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SocketOptions;
 import io.lettuce.core.SslOptions;
@@ -141,6 +142,26 @@ final class RedisStreamTransport implements HintTransport {
       return false;
     }
     return StreamIds.compare(first.get(0).getId(), afterId) <= 0;
+  }
+
+  /**
+   * The server's {@code TIME}, the clock its stream ids come from; -1 when the server refuses
+   * the command (an ACL that allows only the stream commands).
+   */
+  @Override
+  public long nowMillis() {
+    List<byte[]> time;
+    try {
+      time = connection().sync().time();
+    } catch (RedisCommandExecutionException e) {
+      return -1;
+    }
+    if (time == null || time.size() < 2) {
+      return -1;
+    }
+    long seconds = Long.parseLong(new String(time.get(0), StandardCharsets.US_ASCII));
+    long micros = Long.parseLong(new String(time.get(1), StandardCharsets.US_ASCII));
+    return seconds * 1000 + micros / 1000;
   }
 
   @Override
