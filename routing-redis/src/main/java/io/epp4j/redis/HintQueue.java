@@ -2,7 +2,7 @@ package io.epp4j.redis;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
 
@@ -11,6 +11,12 @@ import org.jspecify.annotations.Nullable;
  * consumer, intrusive (each {@link Hint} is its own node) after Vyukov's MPSC queue. A producer
  * never waits and never retries: one increment of the size, one exchange of the tail, one
  * store; when the queue is full it counts the hint as dropped instead.
+ *
+ * <p>Two bounds, kept in one atomic word so that a producer still pays one increment: the number
+ * of hints, and the number of block hashes they hold (a hint holds its prompt's hashes, up to
+ * thousands for a long prompt, so a count of hints alone would bound memory only at the longest
+ * prompts' size: gigabytes while Redis is away). The word holds the hints above bit
+ * {@value #COUNT_SHIFT} and the blocks below it.
  */
 final class HintQueue {
   // Hint.next, written with no more ordering than each write needs: a volatile store is a full
@@ -25,24 +31,56 @@ final class HintQueue {
     }
   }
 
+  static final int COUNT_SHIFT = 40;
+  private static final long BLOCKS_MASK = (1L << COUNT_SHIFT) - 1;
+  /**
+   * Largest bound on blocks: far enough below the word's {@value #COUNT_SHIFT} bits that the
+   * producers between their increment and their decrement cannot carry into the count.
+   */
+  static final long MAX_BLOCKS = 1L << 36;
+
   private final int capacity;
-  private final AtomicInteger size = new AtomicInteger();
+  private final long maxBlocks;
+  // hints << COUNT_SHIFT | blocks, of the hints counted in and not yet taken
+  private final AtomicLong size = new AtomicLong();
   private final AtomicReference<Hint> tail;
   // consumer only: the last node taken (a sentinel at first)
   private Hint head;
 
   HintQueue(int capacity) {
+    this(capacity, MAX_BLOCKS);
+  }
+
+  /**
+   * A queue of at most {@code capacity} hints (≤ 2^24) holding at most {@code maxBlocks} block
+   * hashes in all (≤ {@link #MAX_BLOCKS}).
+   */
+  HintQueue(int capacity, long maxBlocks) {
+    if (capacity < 1 || capacity > 1 << 24 || maxBlocks < 1 || maxBlocks > MAX_BLOCKS) {
+      throw new IllegalArgumentException("capacity " + capacity + ", maxBlocks " + maxBlocks);
+    }
     this.capacity = capacity;
+    this.maxBlocks = maxBlocks;
     Hint sentinel = new Hint(0, "", null, null, null);
     this.head = sentinel;
     this.tail = new AtomicReference<>(sentinel);
   }
 
-  /** Queues {@code h} unless the queue is full; returns whether it was queued. */
+  /** The block hashes a hint holds, as the queue counts them. */
+  static int blocksOf(Hint h) {
+    return h.blocks == null ? 0 : h.blocks.size();
+  }
+
+  /**
+   * Queues {@code h} unless the queue is full, by hints or by block hashes; returns whether it
+   * was queued.
+   */
   boolean offer(Hint h) {
-    // counted before it is linked, so the consumer never finds more than the bound
-    if (size.incrementAndGet() > capacity) {
-      size.decrementAndGet();
+    // counted before it is linked, so the consumer never finds more than the bounds
+    long delta = (1L << COUNT_SHIFT) | blocksOf(h);
+    long v = size.addAndGet(delta);
+    if ((v >>> COUNT_SHIFT) > capacity || (v & BLOCKS_MASK) > maxBlocks) {
+      size.addAndGet(-delta);
       return false;
     }
     Hint prev = tail.getAndSet(h);
@@ -68,14 +106,23 @@ final class HintQueue {
     return n;
   }
 
-  /** Gives back {@code n} places after the consumer took that many hints. */
-  void taken(int n) {
+  /**
+   * Gives back {@code n} places and {@code blocks} block hashes after the consumer took that many
+   * hints holding that many ({@link #blocksOf} of each).
+   */
+  void taken(int n, long blocks) {
     if (n > 0) {
-      size.addAndGet(-n);
+      size.addAndGet(-(((long) n << COUNT_SHIFT) + blocks));
     }
   }
 
+  /** Hints queued. */
   int size() {
-    return size.get();
+    return (int) (size.get() >>> COUNT_SHIFT);
+  }
+
+  /** Block hashes the queued hints hold. */
+  long blocks() {
+    return size.get() & BLOCKS_MASK;
   }
 }

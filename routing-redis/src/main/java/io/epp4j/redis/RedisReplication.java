@@ -68,6 +68,8 @@ public final class RedisReplication implements Plugin, RequestListener {
   static final int DEFAULT_FLUSH_INTERVAL_MILLIS = 2;
   static final long DEFAULT_MAX_LEN = 100_000;
   static final int DEFAULT_QUEUE_CAPACITY = 65_536;
+  /** Block hashes the queued hints may hold in all: 32 MiB of hashes. */
+  static final long DEFAULT_QUEUE_MAX_BLOCKS = 4L << 20;
   static final int DEFAULT_HEARTBEAT_MILLIS = 1_000;
   static final int DEFAULT_CONNECT_TIMEOUT_MILLIS = 2_000;
   /** Silence after which an origin's in-flight figures are dropped, in heartbeats. */
@@ -84,7 +86,7 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   /** What a configuration sets. */
   record Settings(String pool, String streamKey, String routerId, int batchSize,
-      long flushIntervalNanos, int queueCapacity, long heartbeatNanos) {}
+      long flushIntervalNanos, int queueCapacity, long queueMaxBlocks, long heartbeatNanos) {}
 
   private final Settings s;
   private final @Nullable RouterHints hints;
@@ -114,7 +116,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       HintTransport.Factory transports, OpenTelemetry otel, io.epp4j.api.Ticker ticker) {
     this.s = settings;
     this.ticker = ticker;
-    this.queue = new HintQueue(settings.queueCapacity());
+    this.queue = new HintQueue(settings.queueCapacity(), settings.queueMaxBlocks());
     this.hints = hints;
     if (hints != null) {
       // from the first route on, even before any hint arrives: a burst at start is when the
@@ -297,12 +299,14 @@ public final class RedisReplication implements Plugin, RequestListener {
     long nowNanos = ticker.nanos();
     long nowMicros = epochMicros();
     int n = 0;
+    long taken = 0;
     while (n < max) {
       Hint h = queue.poll();
       if (h == null) {
         break;
       }
       n++;
+      taken += HintQueue.blocksOf(h);
       long at = nowMicros - (nowNanos - h.capturedNanos) / 1000;
       PrefixBlocks blocks = h.blocks;
       if (blocks != null) {
@@ -317,7 +321,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
     }
     // once per batch: the routing threads increment the same counter
-    queue.taken(n);
+    queue.taken(n, taken);
     return n;
   }
 
@@ -801,13 +805,19 @@ public final class RedisReplication implements Plugin, RequestListener {
         maxLen = DEFAULT_MAX_LEN;
       }
       int capacity = p.getInt("queueCapacity", DEFAULT_QUEUE_CAPACITY, 1, 1 << 24);
+      long queueBlocks = p.getLong("queueMaxBlocks", DEFAULT_QUEUE_MAX_BLOCKS);
+      if (queueBlocks < 1 || queueBlocks > HintQueue.MAX_BLOCKS) {
+        p.error("queueMaxBlocks", "must be between 1 and " + HintQueue.MAX_BLOCKS + ", got "
+            + queueBlocks);
+        queueBlocks = DEFAULT_QUEUE_MAX_BLOCKS;
+      }
       int heartbeat = p.getInt("heartbeatMillis", DEFAULT_HEARTBEAT_MILLIS, 10, 600_000);
       int connectTimeout = p.getInt("connectTimeoutMillis", DEFAULT_CONNECT_TIMEOUT_MILLIS, 10,
           600_000);
       boolean verifyPeer = p.getBoolean("verifyPeer", true);
       String trustCertFile = p.getString("trustCertFile", null);
       Settings settings = new Settings(pool, stream, routerId, batch, flush * 1_000_000L,
-          capacity, heartbeat * 1_000_000L);
+          capacity, queueBlocks, heartbeat * 1_000_000L);
       HintTransport.Factory transports;
       if (custom != null) {
         transports = custom.get();

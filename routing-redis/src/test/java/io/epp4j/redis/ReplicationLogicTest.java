@@ -460,9 +460,10 @@ class ReplicationLogicTest {
   void badParametersAreNamedAndNoSecretIsQuoted() {
     assertThat(create(Map.of()).errors()).anyMatch(e -> e.contains("uri"));
     Result<?> bad = create(Map.of("uri", "http://user:s3cret@host", "batchSize", 0,
-        "maxLen", -1));
+        "maxLen", -1, "queueMaxBlocks", 0));
     assertThat(bad.errors()).anyMatch(e -> e.contains("batchSize"))
         .anyMatch(e -> e.contains("maxLen")).anyMatch(e -> e.contains("uri"))
+        .anyMatch(e -> e.contains("queueMaxBlocks"))
         .noneMatch(e -> e.contains("s3cret"));
   }
 
@@ -483,7 +484,7 @@ class ReplicationLogicTest {
     String readme = Files.readString(Path.of("README.md"));
     assertThat(readme).contains("## " + RedisReplication.TYPE);
     for (String p : List.of("uri", "pool", "keyPrefix", "stream", "routerId", "batchSize",
-        "flushIntervalMillis", "maxLen", "queueCapacity", "heartbeatMillis",
+        "flushIntervalMillis", "maxLen", "queueCapacity", "queueMaxBlocks", "heartbeatMillis",
         "connectTimeoutMillis", "verifyPeer", "trustCertFile")) {
       assertThat(readme).as("parameter " + p).contains("`" + p + "`");
     }
