@@ -101,21 +101,26 @@ final class InMemoryLog {
       @Override
       public List<Entry> read(String afterId, int max, Duration maxWait) throws Exception {
         check();
-        if (readsHeld) {
-          Thread.sleep(maxWait.toMillis());
-          return List.of();
-        }
-        synchronized (InMemoryLog.this) {
-          int from = Math.max(0, (int) StreamIds.millis(afterId) - lostBefore);
-          if (entries.size() <= from) {
-            InMemoryLog.this.wait(maxWait.toMillis());
-            if (readsHeld) {
-              return List.of(); // held while it waited
+        if (!readsHeld) {
+          synchronized (InMemoryLog.this) {
+            // checked again under the monitor that appends take: a hold that came between the
+            // first check and here would otherwise let this read return an entry appended after
+            // the hold
+            if (!readsHeld) {
+              int from = Math.max(0, (int) StreamIds.millis(afterId) - lostBefore);
+              if (entries.size() <= from) {
+                InMemoryLog.this.wait(maxWait.toMillis());
+                if (readsHeld) {
+                  return List.of(); // held while it waited
+                }
+              }
+              return new ArrayList<>(entries.subList(Math.min(from, entries.size()),
+                  Math.min(entries.size(), from + max)));
             }
           }
-          return new ArrayList<>(entries.subList(Math.min(from, entries.size()),
-              Math.min(entries.size(), from + max)));
         }
+        Thread.sleep(maxWait.toMillis());
+        return List.of();
       }
 
       @Override
