@@ -101,6 +101,14 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final AtomicLong appliedPrefixes = new AtomicLong();
   private final AtomicLong appliedSessions = new AtomicLong();
   private final AtomicLong resyncs = new AtomicLong();
+  // batches this router tried to append (before each attempt: one the server took counts even if
+  // its answer was lost), against which the reader checks the batches it finds under its own id
+  private final AtomicLong appendsAttempted = new AtomicLong();
+  private volatile boolean sharedRouterId;
+  // reader thread only: the log's clock when the reader first connected (-1: no clock), and the
+  // batches under this router's id since then
+  private long ownSinceMillis = -1;
+  private long ownSeen;
   private volatile boolean publisherUp;
   private volatile boolean readerUp;
   private volatile boolean running = true;
@@ -215,6 +223,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         HintCodec.Writer w = new HintCodec.Writer();
         sent.forEach((ep, v) -> w.inFlight(ep, 0, 0));
         if (w.records() > 0) {
+          appendsAttempted.incrementAndGet();
           t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
         }
       }
@@ -245,6 +254,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         return true;
       }
       try {
+        appendsAttempted.incrementAndGet();
         t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
       } catch (Exception e) {
         droppedUnpublished.addAndGet(w.records());
@@ -343,10 +353,14 @@ public final class RedisReplication implements Plugin, RequestListener {
           }
           try {
             if (lastId == null) {
-              staleBeforeMillis = staleBefore(t);
+              long now = t.nowMillis();
+              staleBeforeMillis = staleBefore(now);
+              if (ownSinceMillis < 0) {
+                ownSinceMillis = now;
+              }
               lastId = HintTransport.OLDEST; // a new router learns what the stream holds
             } else if (!t.holdsAfter(lastId)) {
-              staleBeforeMillis = staleBefore(t);
+              staleBeforeMillis = staleBefore(t.nowMillis());
               resyncs.incrementAndGet();
               log.report(Level.INFO, "resync", "the stream no longer holds every batch since"
                   + " the last one applied; applying everything it holds");
@@ -396,8 +410,7 @@ public final class RedisReplication implements Plugin, RequestListener {
    * routers long gone, and batches read {@link #READ_BATCHES} at a time cannot be told old by
    * comparing them with each other.
    */
-  private long staleBefore(HintTransport t) throws Exception {
-    long now = t.nowMillis();
+  private long staleBefore(long now) {
     return now < 0 ? -1 : now - s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000;
   }
 
@@ -472,10 +485,14 @@ public final class RedisReplication implements Plugin, RequestListener {
       rejectMalformed(e);
       return;
     }
-    if (!h.pool().equals(s.pool()) || h.origin().equals(s.routerId())) {
-      return; // another pool's hints never reach this router; its own it knows already
+    if (!h.pool().equals(s.pool())) {
+      return; // another pool's hints never reach this router
     }
     long entryMillis = StreamIds.millis(entry.id());
+    if (h.origin().equals(s.routerId())) {
+      noteOwn(entryMillis);
+      return; // its own it knows already
+    }
     // batches from before a catch-up window (a new router reading the stream's history) teach
     // prefixes and sessions; their in-flight figures and send times are long out of date
     boolean fresh = newestMillis < 0 || entryMillis < 0
@@ -519,6 +536,31 @@ public final class RedisReplication implements Plugin, RequestListener {
     } catch (HintCodec.MalformedBatchException e) {
       rejectMalformed(e);
     }
+  }
+
+  /**
+   * A batch under this router's id. More of them since the reader started than this router has
+   * tried to append means another router writes under the same id (one configuration file with
+   * a fixed {@code routerId} for every replica, say): each then skips the other's hints as its
+   * own, and replication silently does nothing between them. Said in a warning, at most once a
+   * minute. Needs the log's clock; a log without one is not checked.
+   */
+  private void noteOwn(long entryMillis) {
+    if (ownSinceMillis < 0 || entryMillis <= ownSinceMillis) {
+      return; // history: the batches of an earlier run of this router
+    }
+    if (++ownSeen > appendsAttempted.get()) {
+      sharedRouterId = true;
+      log.report(Level.WARNING, "shared-router-id", "the stream holds more batches under routerId '"
+          + s.routerId() + "' than this router has written since it started: another router of"
+          + " pool '" + s.pool() + "' uses the same routerId, and each skips the other's hints as"
+          + " its own; give every router its own routerId, or leave it unset");
+    }
+  }
+
+  /** Whether another router was seen writing under this router's id; for tests. */
+  boolean sharedRouterIdSeen() {
+    return sharedRouterId;
   }
 
   private void applied(boolean fresh, long lagMicros) {

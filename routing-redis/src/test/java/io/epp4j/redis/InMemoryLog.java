@@ -20,6 +20,8 @@ final class InMemoryLog {
   private volatile boolean readsHeld;
   /** Connections are accepted but every command fails, as a server that refuses writes does. */
   private volatile boolean refusing;
+  /** Whether the log answers {@link HintTransport#nowMillis} (its ids are a sequence number). */
+  private volatile boolean clock;
   private final java.util.concurrent.atomic.AtomicInteger connects =
       new java.util.concurrent.atomic.AtomicInteger();
 
@@ -47,6 +49,14 @@ final class InMemoryLog {
   /** Connections made so far. */
   int connects() {
     return connects.get();
+  }
+
+  /**
+   * The log answers {@link HintTransport#nowMillis} with the sequence number its last entry got,
+   * the unit of its ids, as Redis answers with the time its ids are made of.
+   */
+  void withClock() {
+    clock = true;
   }
 
   /** Reads return nothing until {@link #releaseReads}; appends go on. */
@@ -88,6 +98,17 @@ final class InMemoryLog {
         }
         if (refusing) {
           throw new IOException("command refused");
+        }
+      }
+
+      @Override
+      public long nowMillis() throws IOException {
+        check();
+        if (!clock) {
+          return -1;
+        }
+        synchronized (InMemoryLog.this) {
+          return lostBefore + entries.size();
         }
       }
 

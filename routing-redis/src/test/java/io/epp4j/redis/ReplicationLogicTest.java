@@ -351,6 +351,45 @@ class ReplicationLogicTest {
    * reader that finds the gap must not keep the figure it had.
    */
   @Test
+  void twoRoutersWritingUnderOneRouterIdAreToldSo() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.withClock();
+    Router a = router(log, "p", "same", 1000);
+    Router b = router(log, "p", "same", 1000);
+    for (long seed = 1; seed <= 20; seed++) {
+      a.route(prompt(seed)).onComplete(new Usage(1, 0, 1));
+      b.route(prompt(100 + seed)).onComplete(new Usage(1, 0, 1));
+    }
+    await("both see batches under their id that they did not write",
+        () -> replication(a).sharedRouterIdSeen() && replication(b).sharedRouterIdSeen());
+  }
+
+  @Test
+  void routersWithTheirOwnIdsAndARestartedRouterAreNotToldSo() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.withClock();
+    Router first = router(log, "p", "a", 1000);
+    for (long seed = 1; seed <= 20; seed++) {
+      first.route(prompt(seed)).onComplete(new Usage(1, 0, 1));
+    }
+    await("the first run of a wrote its hints", () -> log.size() > 0);
+    first.close();
+    int before = log.size();
+    // a restarts with the same id: the stream's history holds its earlier run's batches
+    Router a = router(log, "p", "a", 1000);
+    Router b = router(log, "p", "b", 1000);
+    for (long seed = 1; seed <= 20; seed++) {
+      a.route(prompt(200 + seed)).onComplete(new Usage(1, 0, 1));
+      b.route(prompt(300 + seed)).onComplete(new Usage(1, 0, 1));
+    }
+    await("a and b wrote and read", () -> log.size() > before
+        && replication(b).published() > 0 && replication(a).published() > 0
+        && replication(a).entriesRead() >= log.size() && replication(b).entriesRead() >= log.size());
+    assertThat(replication(a).sharedRouterIdSeen()).isFalse();
+    assertThat(replication(b).sharedRouterIdSeen()).isFalse();
+  }
+
+  @Test
   void anInFlightFigureLoweredInBatchesTheStreamLostIsNotKeptByTheReader() throws Exception {
     InMemoryLog log = new InMemoryLog();
     Router a = router(log, "p", "a", 1000);
