@@ -344,6 +344,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     // ids older than this (the log's clock when the reader started over from the oldest batch,
     // less the silence limit) are history: -1 when the log has no clock
     long staleBeforeMillis = -1;
+    long nextGapCheck = 0;
     try {
       while (running) {
         forgetSilentOrigins(System.nanoTime());
@@ -360,15 +361,8 @@ public final class RedisReplication implements Plugin, RequestListener {
               }
               lastId = HintTransport.OLDEST; // a new router learns what the stream holds
             } else if (!t.holdsAfter(lastId)) {
-              staleBeforeMillis = staleBefore(t.nowMillis());
-              resyncs.incrementAndGet();
-              log.report(Level.INFO, "resync", "the stream no longer holds every batch since"
-                  + " the last one applied; applying everything it holds");
+              staleBeforeMillis = startOver(t);
               lastId = HintTransport.OLDEST;
-              // a batch that lowered a figure may be among the lost ones, and its sender does
-              // not send that figure again: every router's figures are learnt anew from what
-              // the stream holds and their next heartbeats (which carry every non-zero figure)
-              forgetAllOrigins();
             }
           } catch (Exception e) {
             connectionLost("reader", e);
@@ -377,6 +371,28 @@ public final class RedisReplication implements Plugin, RequestListener {
             continue;
           }
           readerUp = true;
+          nextGapCheck = System.nanoTime() + s.heartbeatNanos();
+        } else if (lastId != null && !lastId.equals(HintTransport.OLDEST)
+            && System.nanoTime() - nextGapCheck >= 0) {
+          // a reader that stays connected can fall behind the trim too (maxLen batches written
+          // faster than it reads): a read after a trimmed id returns what follows it without
+          // saying what was lost, so the stream's oldest batch is checked once a heartbeat
+          nextGapCheck = System.nanoTime() + s.heartbeatNanos();
+          try {
+            if (!t.holdsAfter(lastId)) {
+              staleBeforeMillis = startOver(t);
+              lastId = HintTransport.OLDEST;
+            }
+          } catch (Exception e) {
+            if (!running) {
+              break;
+            }
+            readerUp = false;
+            connectionLost("reader", e);
+            t.close();
+            pause(backoff);
+            continue;
+          }
         }
         List<HintTransport.Entry> got;
         try {
@@ -401,6 +417,22 @@ public final class RedisReplication implements Plugin, RequestListener {
     } finally {
       t.close();
     }
+  }
+
+  /**
+   * The stream no longer holds every batch since the last one applied: counts a resync and
+   * forgets every other router's in-flight figures (a batch that lowered one may be among the
+   * lost ones, and its sender does not send that figure again; they are learnt anew from what
+   * the stream holds and the next heartbeats, which carry every non-zero figure). The reader then
+   * applies the stream from its oldest batch; returns the id time before which those are history.
+   */
+  private long startOver(HintTransport t) throws Exception {
+    long stale = staleBefore(t.nowMillis());
+    resyncs.incrementAndGet();
+    log.report(Level.INFO, "resync", "the stream no longer holds every batch since"
+        + " the last one applied; applying everything it holds");
+    forgetAllOrigins();
+    return stale;
   }
 
   /**

@@ -68,6 +68,16 @@ final class InMemoryLog {
     readsHeld = false;
   }
 
+  /**
+   * Drops all entries but the newest {@code keep} and leaves connections up, as the stream's
+   * trim does when writers outrun a reader.
+   */
+  synchronized void trim(int keep) {
+    int drop = Math.max(0, entries.size() - keep);
+    lostBefore += drop;
+    entries.subList(0, drop).clear();
+  }
+
   /** Drops every entry and breaks every connection, as a restart without persistence does. */
   synchronized void lose() {
     lostBefore += entries.size();

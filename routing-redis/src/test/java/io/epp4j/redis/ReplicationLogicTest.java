@@ -390,6 +390,24 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aConnectedReaderThatFellBehindTheTrimResyncs() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router a = router(log, "p", "a", 1000);
+    Router b = router(log, "p", "b", 1000);
+    RoutingDecision open = a.route(prompt(1));
+    String ep = open.primary().id();
+    await("b counts a's open request", () -> inFlight(b, ep) == 1);
+    log.holdReads(); // b's reader stays connected but reads nothing
+    long publishedBefore = replication(a).published();
+    open.onComplete(new Usage(1, 0, 1));
+    await("a published that the request ended", () -> replication(a).published() > publishedBefore);
+    log.trim(0); // the batch that lowered the figure is trimmed before b read it
+    log.releaseReads();
+    await("b found the gap without reconnecting", () -> replication(b).resyncs() == 1);
+    await("b no longer counts the ended request", () -> inFlight(b, ep) == 0);
+  }
+
+  @Test
   void anInFlightFigureLoweredInBatchesTheStreamLostIsNotKeptByTheReader() throws Exception {
     InMemoryLog log = new InMemoryLog();
     Router a = router(log, "p", "a", 1000);
