@@ -365,9 +365,7 @@ public final class RedisReplication implements Plugin, RequestListener {
               lastId = HintTransport.OLDEST;
             }
           } catch (Exception e) {
-            connectionLost("reader", e);
-            t.close();
-            pause(backoff);
+            readerLost(t, e, backoff);
             continue;
           }
           readerUp = true;
@@ -387,10 +385,7 @@ public final class RedisReplication implements Plugin, RequestListener {
             if (!running) {
               break;
             }
-            readerUp = false;
-            connectionLost("reader", e);
-            t.close();
-            pause(backoff);
+            readerLost(t, e, backoff);
             continue;
           }
         }
@@ -401,10 +396,7 @@ public final class RedisReplication implements Plugin, RequestListener {
           if (!running) {
             break;
           }
-          readerUp = false;
-          connectionLost("reader", e);
-          t.close();
-          pause(backoff);
+          readerLost(t, e, backoff);
           continue;
         }
         backoff.reset();
@@ -417,6 +409,14 @@ public final class RedisReplication implements Plugin, RequestListener {
     } finally {
       t.close();
     }
+  }
+
+  /** The reader's connection failed: closed, and the next attempt waits out the backoff. */
+  private void readerLost(HintTransport t, Exception e, Backoff backoff) {
+    readerUp = false;
+    connectionLost("reader", e);
+    t.close();
+    pause(backoff);
   }
 
   /**
