@@ -30,6 +30,19 @@ final class HintCodec {
   static final byte IN_FLIGHT = 3;
   /** Longer session keys are not shared: a key is an id, and ids this long are not ids. */
   static final int MAX_SESSION_KEY_CHARS = 1024;
+  /** Longest string a batch holds (pool, router id, endpoint id), in bytes of modified UTF-8. */
+  static final int MAX_STRING_BYTES = 65535;
+
+  /** Bytes of {@code s} in modified UTF-8, the encoding batches hold strings in. */
+  static long encodedLength(String s) {
+    int n = s.length();
+    long len = 0;
+    for (int i = 0; i < n; i++) {
+      char c = s.charAt(i);
+      len += c >= 1 && c <= 0x7f ? 1 : c <= 0x7ff ? 2 : 3;
+    }
+    return len;
+  }
   /** More blocks than any prefix scorer considers (its maximum is 2^22). */
   static final int MAX_BLOCKS = 1 << 22;
 
@@ -178,16 +191,11 @@ final class HintCodec {
 
     /** Bytes of {@code s} in modified UTF-8, without the length. */
     private static int utfLength(String s) {
-      int n = s.length();
-      int len = 0;
-      for (int i = 0; i < n; i++) {
-        char c = s.charAt(i);
-        len += c >= 1 && c <= 0x7f ? 1 : c <= 0x7ff ? 2 : 3;
-      }
-      if (len > 65535) {
+      long len = encodedLength(s);
+      if (len > MAX_STRING_BYTES) {
         throw new IllegalArgumentException("string longer than 65535 bytes in modified UTF-8");
       }
-      return len;
+      return (int) len;
     }
 
     /** Writes the length and the bytes of {@code s} at {@code at}; returns the end. */

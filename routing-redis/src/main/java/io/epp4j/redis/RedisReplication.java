@@ -871,6 +871,14 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (routerId == null || routerId.isBlank()) {
         routerId = defaultRouterId();
       }
+      // every batch carries both in its header: one too long would fail every publish
+      for (String[] named : new String[][] {{"pool", pool}, {"routerId", routerId}}) {
+        long bytes = HintCodec.encodedLength(named[1]);
+        if (bytes > HintCodec.MAX_STRING_BYTES) {
+          p.error(named[0], "must be at most " + HintCodec.MAX_STRING_BYTES
+              + " bytes in UTF-8, got " + bytes);
+        }
+      }
       int batch = p.getInt("batchSize", DEFAULT_BATCH_SIZE, 1, 100_000);
       int flush = p.getInt("flushIntervalMillis", DEFAULT_FLUSH_INTERVAL_MILLIS, 1, 60_000);
       long maxLen = p.getLong("maxLen", DEFAULT_MAX_LEN);

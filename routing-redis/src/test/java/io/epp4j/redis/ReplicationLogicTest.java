@@ -525,6 +525,21 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aPoolOrRouterIdTooLongForABatchIsNamed() {
+    String longName = "x".repeat(65_536);
+    Result<?> bad = create(Map.of("uri", "redis://127.0.0.1:1", "pool", longName,
+        "routerId", longName));
+    assertThat(bad.isOk()).isFalse();
+    assertThat(bad.errors()).anyMatch(e -> e.contains("pool") && e.contains("65535"))
+        .anyMatch(e -> e.contains("routerId") && e.contains("65535"))
+        .noneMatch(e -> e.contains(longName));
+    Result<?> ok = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis", 200,
+        "pool", "x".repeat(65_535)));
+    assertThat(ok.isOk()).as(String.valueOf(ok.errors())).isTrue();
+    ((RedisReplication) ok.value()).close();
+  }
+
+  @Test
   void aValidRedisUriBuildsAPluginThatDoesNotNeedRedisToStart() {
     // nothing listens on port 1: the plugin is created and keeps trying in the background
     Result<?> ok = create(Map.of("uri", "rediss://user:pw@127.0.0.1:1", "connectTimeoutMillis",
