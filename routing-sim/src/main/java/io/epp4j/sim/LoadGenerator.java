@@ -455,11 +455,13 @@ public final class LoadGenerator {
       sentNanos = System.nanoTime();
       // bounds the body too: the client's own timeout ends when the status line arrives
       deadline = timer.schedule(() -> {
+        // finish first: on Java 25 cancelling calls onError at once, which would otherwise
+        // count the timeout as a cut stream
+        fail("timeout");
         Flow.Subscription s = subscription;
         if (s != null) {
           s.cancel();
         }
-        fail("timeout");
       }, settings.timeout().toNanos(), TimeUnit.NANOSECONDS);
     }
 
