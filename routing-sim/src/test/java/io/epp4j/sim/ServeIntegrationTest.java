@@ -461,6 +461,146 @@ class ServeIntegrationTest {
     assertThat(next.statusCode()).isEqualTo(200);
   }
 
+  @Test
+  void theWireIsPlainHttp11KeepAliveChunkedAndPipelined() throws Exception {
+    Serve s = start(1);
+    int p = port(s, 0);
+    byte[] body = ("{\"prompt\":" + tokens(5, 20) + ",\"max_tokens\":2}")
+        .getBytes(StandardCharsets.UTF_8);
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), p)) {
+      socket.setSoTimeout(20_000);
+      java.io.OutputStream out = socket.getOutputStream();
+      java.io.InputStream in = new java.io.BufferedInputStream(socket.getInputStream());
+      String head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+          + "Content-Type: application/json\r\n";
+
+      // a Content-Length body, then a chunked one on the same connection
+      out.write((head + "Content-Length: " + body.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      RawResponse first = RawResponse.read(in);
+      assertThat(first.status()).isEqualTo(200);
+      assertThat(first.header("content-type")).isEqualTo("application/json");
+      assertThat(first.header("content-length")).isEqualTo(String.valueOf(first.body().length()));
+      assertThat(JSON.readTree(first.body()).at("/usage/completion_tokens").asInt()).isEqualTo(2);
+
+      out.write((head + "Transfer-Encoding: chunked\r\n\r\n" + Integer.toHexString(body.length)
+          + "\r\n").getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.write("\r\n0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      RawResponse second = RawResponse.read(in);
+      assertThat(second.status()).isEqualTo(200);
+      assertThat(JSON.readTree(second.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(20);
+
+      // a streamed answer is chunked, then the connection serves the next request
+      byte[] streamed = ("{\"prompt\":" + tokens(5, 20) + ",\"max_tokens\":3,\"stream\":true}")
+          .getBytes(StandardCharsets.UTF_8);
+      out.write((head + "Content-Length: " + streamed.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.write(streamed);
+      out.flush();
+      RawResponse third = RawResponse.read(in);
+      assertThat(third.status()).isEqualTo(200);
+      assertThat(third.header("transfer-encoding")).isEqualToIgnoringCase("chunked");
+      assertThat(third.header("content-type")).isEqualTo("text/event-stream; charset=utf-8");
+      assertThat(third.header("cache-control")).isEqualTo("no-cache");
+      assertThat(sse(third.body())).hasSize(3 + 1);
+
+      // pipelined: three requests in one write are answered in order
+      String pipelined = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+          + "GET /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+          + "GET /nowhere?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+      out.write(pipelined.getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      RawResponse health = RawResponse.read(in);
+      assertThat(health.status()).isEqualTo(200);
+      assertThat(health.body()).isEmpty();
+      RawResponse wrongMethod = RawResponse.read(in);
+      assertThat(wrongMethod.status()).isEqualTo(405);
+      assertThat(JSON.readTree(wrongMethod.body()).at("/error/code").asInt()).isEqualTo(405);
+      RawResponse noRoute = RawResponse.read(in);
+      assertThat(noRoute.status()).isEqualTo(404);
+      assertThat(JSON.readTree(noRoute.body()).at("/error/message").asText())
+          .isEqualTo("no route /nowhere");
+
+      // Connection: close is honoured after the answer
+      out.write(("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      RawResponse metrics = RawResponse.read(in);
+      assertThat(metrics.status()).isEqualTo(200);
+      assertThat(metrics.header("content-type")).isEqualTo("text/plain; version=0.0.4");
+      assertThat(metrics.body()).contains("vllm:num_requests_running");
+      assertThat(in.read()).as("the server closed the connection").isEqualTo(-1);
+    }
+
+    // Expect: 100-continue is answered before the body is sent, as curl expects
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), p)) {
+      socket.setSoTimeout(20_000);
+      java.io.OutputStream out = socket.getOutputStream();
+      java.io.InputStream in = new java.io.BufferedInputStream(socket.getInputStream());
+      byte[] text = "{\"prompt\":\"a b c d\"}".getBytes(StandardCharsets.US_ASCII);
+      out.write(("POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+          + "Content-Type: application/json\r\nContent-Length: " + text.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      assertThat(RawResponse.read(in).status()).isEqualTo(100);
+      out.write(text);
+      out.flush();
+      RawResponse tokenized = RawResponse.read(in);
+      assertThat(tokenized.status()).isEqualTo(200);
+      assertThat(JSON.readTree(tokenized.body()).get("count").asInt()).isEqualTo(4);
+    }
+
+  }
+
+  /** One HTTP/1.1 response read off a socket: its status, headers (lower-cased names), body. */
+  private record RawResponse(int status, Map<String, String> headers, String body) {
+    String header(String name) {
+      return headers.get(name);
+    }
+
+    static RawResponse read(java.io.InputStream in) throws java.io.IOException {
+      String statusLine = line(in);
+      int status = Integer.parseInt(statusLine.split(" ")[1]);
+      Map<String, String> headers = new java.util.HashMap<>();
+      for (String h; !(h = line(in)).isEmpty(); ) {
+        int colon = h.indexOf(':');
+        headers.put(h.substring(0, colon).trim().toLowerCase(java.util.Locale.ROOT),
+            h.substring(colon + 1).trim());
+      }
+      ByteArrayOutputStream body = new ByteArrayOutputStream();
+      if (status == 100) {
+        return new RawResponse(status, headers, "");
+      }
+      if ("chunked".equalsIgnoreCase(headers.get("transfer-encoding"))) {
+        for (int size; (size = Integer.parseInt(line(in).trim(), 16)) > 0; ) {
+          body.write(in.readNBytes(size));
+          line(in);
+        }
+        line(in); // the blank line after the last chunk
+      } else {
+        body.write(in.readNBytes(Integer.parseInt(headers.getOrDefault("content-length", "0"))));
+      }
+      return new RawResponse(status, headers, body.toString(StandardCharsets.UTF_8));
+    }
+
+    private static String line(java.io.InputStream in) throws java.io.IOException {
+      StringBuilder b = new StringBuilder();
+      for (int c; (c = in.read()) != '\n'; ) {
+        if (c < 0) {
+          throw new java.io.EOFException("the connection closed mid-response: " + b);
+        }
+        if (c != '\r') {
+          b.append((char) c);
+        }
+      }
+      return b.toString();
+    }
+  }
+
   /** An SSE answer's lines as they arrive, with a latch on its first token. */
   private static final class Lines implements java.util.concurrent.Flow.Subscriber<String> {
     final java.util.concurrent.CountDownLatch firstToken = new java.util.concurrent.CountDownLatch(1);
