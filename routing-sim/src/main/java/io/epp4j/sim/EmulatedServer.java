@@ -4,21 +4,59 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.kvevents.Tokenizer;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBufUtil;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.SimpleChannelInboundHandler;
+import io.netty.channel.group.ChannelGroup;
+import io.netty.channel.group.DefaultChannelGroup;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.handler.codec.DateFormatter;
+import io.netty.handler.codec.http.DefaultFullHttpResponse;
+import io.netty.handler.codec.http.DefaultHttpContent;
+import io.netty.handler.codec.http.DefaultHttpResponse;
+import io.netty.handler.codec.http.FullHttpRequest;
+import io.netty.handler.codec.http.FullHttpResponse;
+import io.netty.handler.codec.http.HttpHeaderNames;
+import io.netty.handler.codec.http.HttpHeaderValues;
+import io.netty.handler.codec.http.HttpMessage;
+import io.netty.handler.codec.http.HttpObjectAggregator;
+import io.netty.handler.codec.http.HttpResponse;
+import io.netty.handler.codec.http.HttpResponseStatus;
+import io.netty.handler.codec.http.HttpServerCodec;
+import io.netty.handler.codec.http.HttpUtil;
+import io.netty.handler.codec.http.HttpVersion;
+import io.netty.handler.codec.http.LastHttpContent;
+import io.netty.util.concurrent.DefaultThreadFactory;
+import io.netty.util.internal.logging.InternalLoggerFactory;
+import io.netty.util.internal.logging.JdkLoggerFactory;
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.net.BindException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Date;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
@@ -30,6 +68,12 @@ import org.jspecify.annotations.Nullable;
  * <p>Text is tokenized by the {@link Tokenizer} given (the model's own, loaded from its
  * {@code tokenizer.json}), or else by {@link #tokenize(String)}, a deterministic stand-in that is
  * not the model's tokenizer. The generated text is filler, one word per token.
+ *
+ * <p>HTTP/1.1 is served by Netty on one I/O thread; each request is handled on a thread of its
+ * own (it waits for its tokens there), and a connection's requests are answered in the order they
+ * came. The I/O thread keeps reading every connection while its answer is generated, so a client
+ * that closes its connection is heard at once, streaming or not, and its request is aborted as
+ * vLLM aborts it: it leaves the batch and frees its KV blocks.
  */
 final class EmulatedServer implements AutoCloseable {
   /** Output tokens when the request names none (vLLM's default for completions). */
@@ -39,25 +83,29 @@ final class EmulatedServer implements AutoCloseable {
       .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
   private static final String FILLER = " lorem";
   private static final AtomicLong IDS = new AtomicLong();
+  /** Largest request body read; a larger one is refused with 413 (vLLM's own server has none). */
+  static final int MAX_BODY_BYTES = 64 << 20;
+  // what a request's queue hears when its client closed the connection
+  private static final int[] CLIENT_GONE = {-3};
 
   static {
-    // The JDK server leaves Nagle's algorithm on: a streamed token (one small write) then waits
-    // for the previous one's ACK, which delayed ACKs hold back up to 40 ms, so tokens arrive in
-    // bursts. vLLM's server sends each chunk at once. Read once, when the first server starts;
-    // a value the user set wins.
-    if (System.getProperty("sun.net.httpserver.nodelay") == null) {
-      System.setProperty("sun.net.httpserver.nodelay", "true");
-    }
+    // Netty logs through SLF4J when it finds it on the class path, and SLF4J without a provider
+    // prints a warning of its own to stderr: the JDK's logging instead, which stays quiet below
+    // warnings (and the handler below leaves nothing for Netty to warn about)
+    InternalLoggerFactory.setDefaultFactory(JdkLoggerFactory.INSTANCE);
   }
 
   private final EmulatedCluster cluster;
   private final int replica;
   private final String model;
   private final List<String> loraAdapters;
-  private final HttpServer http;
+  private final EventLoopGroup io;
+  private final Channel serverChannel;
+  private final ChannelGroup connections;
   private final ExecutorService executor;
   private final @Nullable Tokenizer tokenizer;
   private volatile boolean stopping;
+  private boolean closed;
 
   /**
    * Binds {@code 127.0.0.1:port}, with the stand-in tokenizer.
@@ -82,26 +130,48 @@ final class EmulatedServer implements AutoCloseable {
     this.replica = replica;
     this.tokenizer = tokenizer;
     this.model = cluster.profile().model();
-    try {
-      http = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 64);
-    } catch (BindException e) {
-      throw new IllegalStateException("HTTP port " + port + " on 127.0.0.1 is already in use", e);
-    } catch (IOException e) {
-      throw new IllegalStateException("HTTP port " + port + " on 127.0.0.1 cannot be bound: "
-          + e.getMessage(), e);
-    }
+    io = new MultiThreadIoEventLoopGroup(1,
+        new DefaultThreadFactory("epp4j-emulator-io-" + port, true), NioIoHandler.newFactory());
+    connections = new DefaultChannelGroup(io.next());
+    // a request waits for its tokens on a thread of its own, never on the I/O thread
     executor = Executors.newCachedThreadPool(r -> {
       Thread t = new Thread(r, "epp4j-emulator-http-" + port);
       t.setDaemon(true);
       return t;
     });
-    http.setExecutor(executor);
-    http.createContext("/", this::handle);
-    http.start();
+    ServerBootstrap bootstrap = new ServerBootstrap()
+        .group(io)
+        .channel(NioServerSocketChannel.class)
+        .option(ChannelOption.SO_BACKLOG, 64)
+        // vLLM's server sends each SSE chunk at once; with Nagle's algorithm a token (one small
+        // write) would wait for the ACK of the one before, which delayed ACKs hold back
+        .childOption(ChannelOption.TCP_NODELAY, true)
+        .childHandler(new ChannelInitializer<SocketChannel>() {
+          @Override
+          protected void initChannel(SocketChannel ch) {
+            connections.add(ch);
+            ch.pipeline()
+                .addLast(new HttpServerCodec(16 * 1024, 64 * 1024, 64 * 1024))
+                .addLast(new BodyLimit())
+                .addLast(new Connection());
+          }
+        });
+    try {
+      serverChannel = bootstrap.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port))
+          .syncUninterruptibly().channel();
+    } catch (Exception e) {
+      shutDown();
+      if (e instanceof BindException) {
+        throw new IllegalStateException("HTTP port " + port + " on 127.0.0.1 is already in use",
+            e);
+      }
+      throw new IllegalStateException("HTTP port " + port + " on 127.0.0.1 cannot be bound: "
+          + e.getMessage(), e);
+    }
   }
 
   int port() {
-    return http.getAddress().getPort();
+    return ((InetSocketAddress) serverChannel.localAddress()).getPort();
   }
 
   /** Refuses new requests with 503 from now on. */
@@ -109,17 +179,99 @@ final class EmulatedServer implements AutoCloseable {
     stopping = true;
   }
 
+  /**
+   * Stops listening and closes every connection (their requests in flight are aborted, as when
+   * their clients leave), then stops the server's threads.
+   */
   @Override
   public void close() {
     stopping = true;
-    http.stop(0);
-    executor.shutdownNow();
+    synchronized (this) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+    }
+    serverChannel.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
+    connections.close().awaitUninterruptibly(5, TimeUnit.SECONDS);
+    shutDown();
   }
 
-  private void handle(HttpExchange ex) throws IOException {
-    try (ex) {
-      String path = ex.getRequestURI().getPath();
-      String method = ex.getRequestMethod();
+  private void shutDown() {
+    // the request threads first (a waiting one is interrupted): none may write to a connection
+    // once the I/O thread is gone, where Netty could only log that it cannot
+    executor.shutdownNow();
+    try {
+      executor.awaitTermination(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    io.shutdownGracefully(0, 5, TimeUnit.SECONDS).awaitUninterruptibly(10, TimeUnit.SECONDS);
+  }
+
+  /** Refuses a body over {@link #MAX_BODY_BYTES} with an OpenAI-shaped 413. */
+  private static final class BodyLimit extends HttpObjectAggregator {
+    BodyLimit() {
+      super(MAX_BODY_BYTES);
+    }
+
+    @Override
+    protected void handleOversizedMessage(ChannelHandlerContext ctx, HttpMessage oversized) {
+      // the rest of the body is not read: the connection closes after the answer
+      FullHttpResponse res = response(413, "application/json", errorBody(413,
+          "BadRequestError", "the request body is larger than " + MAX_BODY_BYTES + " bytes"));
+      HttpUtil.setKeepAlive(res, false);
+      ctx.writeAndFlush(res).addListener(ChannelFutureListener.CLOSE);
+    }
+  }
+
+  /**
+   * A connection's requests, read on the I/O thread and handled on the executor one after
+   * another, so that pipelined requests are answered in order.
+   */
+  private final class Connection extends SimpleChannelInboundHandler<FullHttpRequest> {
+    private CompletableFuture<Void> previous = CompletableFuture.completedFuture(null);
+
+    @Override
+    protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
+      Exchange ex = new Exchange(ctx.channel(), req);
+      // a request that could not be handled (the server is closing) closes its connection;
+      // the chain goes on for the next one
+      previous = previous.thenRunAsync(() -> handle(ex), executor).exceptionally(notHandled -> {
+        ctx.close();
+        return null;
+      });
+    }
+
+    @Override
+    public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+      // a connection reset, mostly: the client is gone, and its request (if any) hears of it
+      // through the close
+      ctx.close();
+    }
+  }
+
+  private void handle(Exchange ex) {
+    try {
+      if (!ex.channel.isActive()) {
+        return; // a pipelined request of a client that left
+      }
+      if (ex.malformed) {
+        ex.keepAlive = false;
+        error(ex, 400, "BadRequestError", "the request is not valid HTTP/1.1");
+        return;
+      }
+      String path;
+      try {
+        path = URI.create(ex.uri).getPath();
+      } catch (IllegalArgumentException e) {
+        error(ex, 400, "BadRequestError", "the request target is not a valid URI");
+        return;
+      }
+      if (path == null) {
+        path = "";
+      }
+      String method = ex.method;
       if (stopping) {
         error(ex, 503, "ServiceUnavailableError", "the server is shutting down");
         return;
@@ -135,7 +287,7 @@ final class EmulatedServer implements AutoCloseable {
           }
           JsonNode body;
           try {
-            body = JSON.readTree(ex.getRequestBody());
+            body = JSON.readTree(new ByteArrayInputStream(ex.body));
           } catch (IOException e) {
             error(ex, 400, "BadRequestError", "the request body is not valid JSON");
             return;
@@ -153,7 +305,10 @@ final class EmulatedServer implements AutoCloseable {
         default -> error(ex, 404, "NotFoundError", "no route " + path);
       }
     } catch (IOException e) {
-      // the client went away; nothing to answer
+      // interrupted by close(); the connection is closed with the server
+    } catch (RuntimeException e) {
+      // a bug answers no request: the connection closes, as the JDK's server closed it
+      ex.channel.close();
     }
   }
 
@@ -220,7 +375,7 @@ final class EmulatedServer implements AutoCloseable {
     return "field 'prompt' must be a string or a non-empty array of token IDs";
   }
 
-  private void complete(HttpExchange ex, JsonNode body, boolean chat) throws IOException {
+  private void complete(Exchange ex, JsonNode body, boolean chat) throws IOException {
     JsonNode modelNode = body.get("model");
     String requested = modelNode == null || modelNode.isNull() ? model : modelNode.asText();
     int adapter = loraAdapters.indexOf(requested);
@@ -284,6 +439,17 @@ final class EmulatedServer implements AutoCloseable {
         out.add(new int[] {-2});
       }
     });
+    // As vLLM does when its client disconnects, streaming or not: the request stops generating
+    // and frees its slot and blocks instead of running to max_tokens for nobody. The close is
+    // heard on the I/O thread (which reads the connection all along), within moments of it.
+    ChannelFutureListener clientGone = f -> {
+      if (submitted != null) {
+        cluster.abort(replica, submitted);
+      }
+      out.add(CLIENT_GONE);
+    };
+    ChannelFuture connectionClosed = ex.channel.closeFuture();
+    connectionClosed.addListener(clientGone);
     String id = (chat ? "chatcmpl-" : "cmpl-") + Long.toHexString(IDS.incrementAndGet());
     long created = System.currentTimeMillis() / 1000;
     try {
@@ -292,13 +458,13 @@ final class EmulatedServer implements AutoCloseable {
       } else {
         whole(ex, out, chat, id, created, returnTokenIds);
       }
-    } catch (IOException clientGone) {
-      // as vLLM does when its client disconnects: the request stops generating and frees its
-      // slot and blocks instead of running to max_tokens for nobody
+    } catch (IOException interrupted) {
       if (submitted != null) {
         cluster.abort(replica, submitted);
       }
-      throw clientGone;
+      throw interrupted;
+    } finally {
+      connectionClosed.removeListener(clientGone);
     }
   }
 
@@ -311,7 +477,7 @@ final class EmulatedServer implements AutoCloseable {
     }
   }
 
-  private void whole(HttpExchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
+  private void whole(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
       long created, boolean returnTokenIds) throws IOException {
     StringBuilder text = new StringBuilder();
     ArrayNode ids = JSON.createArrayNode();
@@ -319,6 +485,9 @@ final class EmulatedServer implements AutoCloseable {
     while ((m = take(out)).length == 1) {
       text.append(FILLER);
       ids.add(m[0]);
+    }
+    if (m == CLIENT_GONE) {
+      return;
     }
     if (m[0] == -2) {
       error(ex, 503, "ServiceUnavailableError", "the server stopped before the request finished");
@@ -343,13 +512,10 @@ final class EmulatedServer implements AutoCloseable {
     send(ex, 200, "application/json", JSON.writeValueAsString(root));
   }
 
-  private void stream(HttpExchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
+  private void stream(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
       long created, boolean includeUsage, int maxTokens, boolean returnTokenIds)
       throws IOException {
-    ex.getResponseHeaders().set("Content-Type", "text/event-stream; charset=utf-8");
-    ex.getResponseHeaders().set("Cache-Control", "no-cache");
-    ex.sendResponseHeaders(200, 0);
-    OutputStream os = ex.getResponseBody();
+    ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
     if (chat) {
       ObjectNode first = base(id, object, created);
@@ -361,7 +527,7 @@ final class EmulatedServer implements AutoCloseable {
       if (includeUsage) {
         first.putNull("usage");
       }
-      event(os, JSON.writeValueAsString(first));
+      event(ex, JSON.writeValueAsString(first));
     }
     int sent = 0;
     int[] m;
@@ -387,7 +553,10 @@ final class EmulatedServer implements AutoCloseable {
       if (includeUsage) {
         chunk.putNull("usage");
       }
-      event(os, JSON.writeValueAsString(chunk));
+      event(ex, JSON.writeValueAsString(chunk));
+    }
+    if (m == CLIENT_GONE) {
+      return;
     }
     if (m[0] == -2) {
       // vLLM reports an engine failure mid-stream as an error event
@@ -396,19 +565,20 @@ final class EmulatedServer implements AutoCloseable {
       e.put("message", "the server stopped before the request finished");
       e.put("type", "ServiceUnavailableError");
       e.put("code", 503);
-      event(os, JSON.writeValueAsString(err));
+      event(ex, JSON.writeValueAsString(err));
     } else if (includeUsage) {
       ObjectNode last = base(id, object, created);
       last.putArray("choices");
       last.set("usage", usage(m[1], m[2], m[3]));
-      event(os, JSON.writeValueAsString(last));
+      event(ex, JSON.writeValueAsString(last));
     }
-    event(os, "[DONE]");
+    event(ex, "[DONE]");
+    ex.endStream();
   }
 
-  private static void event(OutputStream os, String data) throws IOException {
-    os.write(("data: " + data + "\n\n").getBytes(StandardCharsets.UTF_8));
-    os.flush();
+  /** One SSE event, sent at once. */
+  private static void event(Exchange ex, String data) {
+    ex.chunk(("data: " + data + "\n\n").getBytes(StandardCharsets.UTF_8));
   }
 
   private ObjectNode base(String id, String object, long created) {
@@ -429,7 +599,7 @@ final class EmulatedServer implements AutoCloseable {
     return u;
   }
 
-  private void tokenizeEndpoint(HttpExchange ex, JsonNode body) throws IOException {
+  private void tokenizeEndpoint(Exchange ex, JsonNode body) throws IOException {
     Object parsed = promptTokens(body, body.has("messages"));
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
@@ -518,26 +688,96 @@ final class EmulatedServer implements AutoCloseable {
         .append('\n');
   }
 
-  private static void send(HttpExchange ex, int status, String type, String body)
-      throws IOException {
-    byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
-    ex.getResponseHeaders().set("Content-Type", type);
-    ex.sendResponseHeaders(status, bytes.length == 0 ? -1 : bytes.length);
-    if (bytes.length > 0) {
-      ex.getResponseBody().write(bytes);
-    }
+  private static void send(Exchange ex, int status, String type, String body) {
+    ex.send(response(status, type, body));
   }
 
   /** An OpenAI-shaped error: {@code {"error": {"message", "type", "param", "code"}}}. */
-  private static void error(HttpExchange ex, int status, String type, String message)
-      throws IOException {
+  private static void error(Exchange ex, int status, String type, String message) {
+    send(ex, status, "application/json", errorBody(status, type, message));
+  }
+
+  private static String errorBody(int status, String type, String message) {
     ObjectNode root = JSON.createObjectNode();
     ObjectNode e = root.putObject("error");
     e.put("message", message);
     e.put("type", type);
     e.putNull("param");
     e.put("code", status);
-    send(ex, status, "application/json", JSON.writeValueAsString(root));
+    try {
+      return JSON.writeValueAsString(root);
+    } catch (IOException impossible) {
+      throw new java.io.UncheckedIOException(impossible);
+    }
+  }
+
+  /** A whole answer with its Content-Length (0 for an empty body). */
+  private static FullHttpResponse response(int status, String type, String body) {
+    byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+    FullHttpResponse res = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1,
+        HttpResponseStatus.valueOf(status), Unpooled.wrappedBuffer(bytes));
+    res.headers().set(HttpHeaderNames.DATE, DateFormatter.format(new Date()));
+    res.headers().set(HttpHeaderNames.CONTENT_TYPE, type);
+    HttpUtil.setContentLength(res, bytes.length);
+    return res;
+  }
+
+  /**
+   * One request, as read by the I/O thread, and its answer. Written from the request's own
+   * thread: Netty hands each write to the I/O thread, so a slow client holds up no one.
+   */
+  private static final class Exchange {
+    final Channel channel;
+    final String method;
+    final String uri;
+    final byte[] body;
+    final boolean malformed;
+    final boolean http10;
+    boolean keepAlive;
+
+    Exchange(Channel channel, FullHttpRequest req) {
+      this.channel = channel;
+      this.method = req.method().name();
+      this.uri = req.uri();
+      this.body = ByteBufUtil.getBytes(req.content());
+      this.malformed = !req.decoderResult().isSuccess();
+      this.http10 = req.protocolVersion().equals(HttpVersion.HTTP_1_0);
+      this.keepAlive = HttpUtil.isKeepAlive(req);
+    }
+
+    void send(FullHttpResponse res) {
+      HttpUtil.setKeepAlive(res, keepAlive);
+      ChannelFuture written = channel.writeAndFlush(res);
+      if (!keepAlive) {
+        written.addListener(ChannelFutureListener.CLOSE);
+      }
+    }
+
+    /** The head of a 200 answer whose body follows in chunks (to HTTP/1.0: until the close). */
+    void startStream(String type) {
+      HttpResponse res = new DefaultHttpResponse(HttpVersion.HTTP_1_1, HttpResponseStatus.OK);
+      res.headers().set(HttpHeaderNames.DATE, DateFormatter.format(new Date()));
+      res.headers().set(HttpHeaderNames.CONTENT_TYPE, type);
+      res.headers().set(HttpHeaderNames.CACHE_CONTROL, HttpHeaderValues.NO_CACHE);
+      if (http10) {
+        keepAlive = false; // no chunks in HTTP/1.0: the body ends where the connection does
+      } else {
+        HttpUtil.setTransferEncodingChunked(res, true);
+      }
+      HttpUtil.setKeepAlive(res, keepAlive);
+      channel.writeAndFlush(res);
+    }
+
+    void chunk(byte[] bytes) {
+      channel.writeAndFlush(new DefaultHttpContent(Unpooled.wrappedBuffer(bytes)));
+    }
+
+    void endStream() {
+      ChannelFuture written = channel.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
+      if (!keepAlive) {
+        written.addListener(ChannelFutureListener.CLOSE);
+      }
+    }
   }
 
   /** Token IDs of a text prompt, or a message naming why the tokenizer could not produce them. */

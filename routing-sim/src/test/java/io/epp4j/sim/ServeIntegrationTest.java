@@ -415,6 +415,8 @@ class ServeIntegrationTest {
       assertThat(text).doesNotContain("\"usage\":{");
     }
     Serve.Options o = s.options();
+    // no thread of the replicas' HTTP servers outlives close() (by more than its last moments)
+    await(() -> serverThreads(o).isEmpty(), () -> "threads left running: " + serverThreads(o));
     for (int i = 0; i < o.replicas(); i++) {
       for (int portToBind : new int[] {o.port() + i, o.kvEventsPort() + 2 * i,
           o.kvEventsPort() + 2 * i + 1}) {
@@ -424,6 +426,21 @@ class ServeIntegrationTest {
         }
       }
     }
+  }
+
+  /** The live threads of the replicas' HTTP servers: I/O and request threads. */
+  private static List<String> serverThreads(Serve.Options o) {
+    List<String> names = new ArrayList<>();
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      for (int i = 0; i < o.replicas(); i++) {
+        String name = t.getName();
+        if (t.isAlive() && (name.startsWith("epp4j-emulator-io-" + (o.port() + i) + "-")
+            || name.equals("epp4j-emulator-http-" + (o.port() + i)))) {
+          names.add(name);
+        }
+      }
+    }
+    return names;
   }
 
   @Test
@@ -459,6 +476,62 @@ class ServeIntegrationTest {
     HttpResponse<String> next = post(p, "/v1/completions", "{\"prompt\":" + tokens(7, 64)
         + ",\"max_tokens\":2}");
     assertThat(next.statusCode()).isEqualTo(200);
+  }
+
+  @Test
+  void aClientThatLeavesBeforeItsWholeAnswerAbortsItsRequestAndFreesItsSlotAndBlocks()
+      throws Exception {
+    // real time: 30,000 output tokens take minutes of decode steps; a replica that ran the
+    // request for nobody would still hold it, and its blocks, long after the bound below
+    Serve s = start(1, false, 1);
+    int p = port(s, 0);
+    String completion = "{\"prompt\":" + tokens(9, 512) + ",\"max_tokens\":30000}";
+    String chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"" + "word ".repeat(300)
+        + "\"}],\"max_tokens\":30000,\"stream\":false}";
+    for (boolean chunked : new boolean[] {false, true}) {
+      byte[] body = (chunked ? chat : completion).getBytes(StandardCharsets.UTF_8);
+      String path = chunked ? "/v1/chat/completions" : "/v1/completions";
+      try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), p)) {
+        java.io.OutputStream out = socket.getOutputStream();
+        out.write(("POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + "Content-Type: application/json\r\n"
+            + (chunked ? "Transfer-Encoding: chunked\r\n\r\n"
+                : "Content-Length: " + body.length + "\r\n\r\n"))
+            .getBytes(StandardCharsets.US_ASCII));
+        if (chunked) {
+          // the body in two chunks, then the last one
+          int half = body.length / 2;
+          out.write((Integer.toHexString(half) + "\r\n").getBytes(StandardCharsets.US_ASCII));
+          out.write(body, 0, half);
+          out.write(("\r\n" + Integer.toHexString(body.length - half) + "\r\n")
+              .getBytes(StandardCharsets.US_ASCII));
+          out.write(body, half, body.length - half);
+          out.write("\r\n0\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+        } else {
+          out.write(body);
+        }
+        out.flush();
+        // the request is generating: it holds a slot in the batch and KV blocks
+        await(() -> s.cluster().stats(0).running() == 1
+            && s.cluster().stats(0).generationTokens() > 0, "the request to start decoding");
+        assertThat(s.cluster().stats(0).kvUsage()).isPositive();
+      } // the client hangs up while waiting for its answer
+      long left = System.nanoTime();
+      await(() -> s.cluster().idle(0), "the replica to drop the request of the client that left");
+      assertThat((System.nanoTime() - left) / 1e9).as("seconds until the request was dropped")
+          .isLessThan(5);
+      EmulatedCluster.Stats after = s.cluster().stats(0);
+      assertThat(after.running()).isZero();
+      assertThat(after.waiting()).isZero();
+      assertThat(after.kvUsage()).as("no block held for the aborted request").isZero();
+      assertThat(after.requestsFinished()).as("an aborted request is not a success").isZero();
+    }
+
+    // the replica goes on serving
+    HttpResponse<String> next = post(p, "/v1/completions", "{\"prompt\":" + tokens(9, 64)
+        + ",\"max_tokens\":2}");
+    assertThat(next.statusCode()).isEqualTo(200);
+    assertThat(JSON.readTree(next.body()).at("/usage/completion_tokens").asInt()).isEqualTo(2);
   }
 
   @Test
@@ -554,6 +627,20 @@ class ServeIntegrationTest {
       assertThat(JSON.readTree(tokenized.body()).get("count").asInt()).isEqualTo(4);
     }
 
+    // a body over the limit is refused from its Content-Length, before it is sent
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), p)) {
+      socket.setSoTimeout(20_000);
+      java.io.OutputStream out = socket.getOutputStream();
+      java.io.InputStream in = new java.io.BufferedInputStream(socket.getInputStream());
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+          + "Content-Type: application/json\r\nContent-Length: "
+          + (EmulatedServer.MAX_BODY_BYTES + 1) + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      RawResponse tooLarge = RawResponse.read(in);
+      assertThat(tooLarge.status()).isEqualTo(413);
+      assertThat(JSON.readTree(tooLarge.body()).at("/error/code").asInt()).isEqualTo(413);
+      assertThat(in.read()).as("the server closed the connection").isEqualTo(-1);
+    }
   }
 
   /** One HTTP/1.1 response read off a socket: its status, headers (lower-cased names), body. */
