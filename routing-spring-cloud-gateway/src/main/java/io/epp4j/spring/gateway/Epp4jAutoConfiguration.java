@@ -1,20 +1,15 @@
 package io.epp4j.spring.gateway;
 
-import io.epp4j.api.Endpoint;
 import io.epp4j.api.PoolListener;
 import io.epp4j.api.RequestListener;
 import io.epp4j.core.MetricsScraper;
-import io.epp4j.core.OpenAiRequestParser;
 import io.epp4j.core.Router;
-import io.epp4j.scorers.Epp4jPreset;
 import io.opentelemetry.api.OpenTelemetry;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.Set;
 import java.util.List;
 import java.util.Objects;
-import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -29,8 +24,9 @@ import org.springframework.core.env.Environment;
 
 /**
  * Builds the epp4j {@link Router}, the {@link MetricsScraper} that keeps its replica metrics
- * fresh, and the {@code Epp4j} gateway filter from the {@code epp4j.*} properties. Each bean
- * yields to one of the same type the application defines.
+ * fresh, and the {@code Epp4j} gateway filter from the {@code epp4j.*} properties, and the named
+ * pools of {@code epp4j.pools.<name>.*} ({@link Epp4jPools}). Each bean yields to one of the same
+ * type the application defines.
  */
 // after the discovery clients, so that @ConditionalOnBean(DiscoveryClient) sees them
 @AutoConfiguration(afterName = {
@@ -49,23 +45,8 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   public Router epp4jRouter(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
       ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners) {
-    Router.Builder b = Router.builder()
-        .endpoints(endpoints(properties.getEndpoints()))
-        .requestParser(OpenAiRequestParser.of(maxBodyBytes(properties), properties.getSessionHeaders()));
-    String file = properties.getConfigFile();
-    String preset = properties.getPreset();
-    if (file != null && !file.isBlank()) {
-      b.configFile(Path.of(file));
-    } else if (preset != null && !preset.isBlank()) {
-      b.configYaml(presetYaml(preset), preset);
-    }
-    if (properties.getInFlightMaxAge() != null) {
-      b.inFlightMaxAge(properties.getInFlightMaxAge());
-    }
-    Set<Object> listeners = new LinkedHashSet<>(); // a bean that is both is registered once
-    requestListeners.orderedStream().forEach(listeners::add);
-    poolListeners.orderedStream().forEach(listeners::add);
-    listeners.forEach(b::listener);
+    Router.Builder b = PoolSettings.of(properties).routerBuilder();
+    listeners(requestListeners, poolListeners).forEach(b::listener);
     OpenTelemetry telemetry = otel.getIfAvailable();
     if (telemetry != null) {
       b.openTelemetry(telemetry);
@@ -78,19 +59,34 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   @ConditionalOnProperty(prefix = "epp4j.metrics", name = "enabled", matchIfMissing = true)
   public MetricsScraper epp4jMetricsScraper(Router router, Epp4jProperties properties) {
-    return MetricsScraper.builder(router)
-        .interval(properties.getMetrics().getInterval())
-        .path(properties.getMetrics().getPath())
-        .scheme(properties.getScheme())
-        .start();
+    return scraper(router, PoolSettings.of(properties));
+  }
+
+  /**
+   * The named pools of {@code epp4j.pools.<name>.*}, each with its own router, scraper and
+   * discovery; closed with the context. The {@link RequestListener} and {@link PoolListener} beans
+   * are registered with every pool's router; the {@link OpenTelemetry} bean receives every pool's
+   * router metrics, with the attribute {@code pool=<name>}.
+   */
+  @Bean(destroyMethod = "close")
+  @ConditionalOnMissingBean
+  public Epp4jPools epp4jPools(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
+      ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners,
+      ObjectProvider<DiscoveryClient> discovery) {
+    if (properties.getPools().isEmpty()) {
+      return Epp4jPools.none();
+    }
+    return Epp4jPools.build(properties, listeners(requestListeners, poolListeners),
+        otel.getIfAvailable(), discovery.getIfAvailable());
   }
 
   /** The {@code Epp4j} filter of route definitions and the Java DSL. */
   @Bean
   @ConditionalOnMissingBean
   public Epp4jGatewayFilterFactory epp4jGatewayFilterFactory(Router router,
-      Epp4jProperties properties) {
-    return new Epp4jGatewayFilterFactory(router, properties.getScheme(), maxBodyBytes(properties));
+      Epp4jProperties properties, ObjectProvider<Epp4jPools> pools) {
+    return new Epp4jGatewayFilterFactory(router, properties.getScheme(), maxBodyBytes(properties),
+        pools.getIfAvailable(Epp4jPools::none));
   }
 
   /** Lets the {@code Epp4j} filter watch the answers of the routes it is on. */
@@ -121,42 +117,29 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   @ConditionalOnClass(name = "org.springframework.cloud.context.environment.EnvironmentChangeEvent")
   public Epp4jRefresher epp4jRefresher(Router router, Environment environment,
-      ObjectProvider<Epp4jDiscoveryPool> discoveryPool) {
+      ObjectProvider<Epp4jDiscoveryPool> discoveryPool, ObjectProvider<Epp4jPools> pools) {
     return new Epp4jRefresher(router, environment,
-        () -> discoveryPool.getIfAvailable() != null);
+        () -> discoveryPool.getIfAvailable() != null, pools.getIfAvailable(Epp4jPools::none));
   }
 
-  static List<Endpoint> endpoints(List<String> hostPorts) {
-    List<Endpoint> out = new ArrayList<>(hostPorts.size());
-    for (String hp : hostPorts) {
-      String s = hp.strip();
-      if (s.isEmpty()) {
-        continue;
-      }
-      try {
-        out.add(Endpoint.parse(s));
-      } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException(
-            "epp4j.endpoints: '" + s + "' is not host:port (" + e.getMessage() + ")", e);
-      }
-    }
-    return out;
+  static MetricsScraper scraper(Router router, PoolSettings pool) {
+    return MetricsScraper.builder(router)
+        .interval(pool.metricsInterval)
+        .path(pool.metricsPath)
+        .scheme(pool.scheme)
+        .start();
+  }
+
+  /** The listener beans, a bean that is both a request and a pool listener once. */
+  private static List<Object> listeners(ObjectProvider<RequestListener> requestListeners,
+      ObjectProvider<PoolListener> poolListeners) {
+    Set<Object> listeners = new LinkedHashSet<>();
+    requestListeners.orderedStream().forEach(listeners::add);
+    poolListeners.orderedStream().forEach(listeners::add);
+    return new ArrayList<>(listeners);
   }
 
   static int maxBodyBytes(Epp4jProperties properties) {
-    long bytes = properties.getMaxBodySize().toBytes();
-    if (bytes <= 0 || bytes > Integer.MAX_VALUE) {
-      throw new IllegalArgumentException(
-          "epp4j.max-body-size must be between 1 byte and 2 GB, got " + properties.getMaxBodySize());
-    }
-    return (int) bytes;
-  }
-
-  static String presetYaml(@Nullable String preset) {
-    if (Epp4jPreset.NAME.equals(preset)) {
-      return Epp4jPreset.yaml();
-    }
-    throw new IllegalArgumentException("epp4j.preset: unknown preset '" + preset
-        + "'; known: " + Epp4jPreset.NAME + " (or set epp4j.config-file)");
+    return PoolSettings.of(properties).maxBodyBytes();
   }
 }

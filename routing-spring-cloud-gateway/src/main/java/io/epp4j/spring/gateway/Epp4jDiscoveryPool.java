@@ -30,15 +30,25 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
 
   public Epp4jDiscoveryPool(Router router, DiscoveryClient discovery, String serviceId,
       Duration interval) {
+    this(router, discovery, serviceId, interval, "epp4j.discovery.refresh-interval",
+        "epp4j-discovery");
+  }
+
+  /**
+   * @param intervalProperty the property {@code interval} came from, for the error message
+   * @param threadName name of the lookup thread
+   */
+  Epp4jDiscoveryPool(Router router, DiscoveryClient discovery, String serviceId,
+      Duration interval, String intervalProperty, String threadName) {
     if (interval.isNegative() || interval.isZero()) {
       throw new IllegalArgumentException(
-          "epp4j.discovery.refresh-interval must be positive, got " + interval);
+          intervalProperty + " must be positive, got " + interval);
     }
     this.router = router;
     this.discovery = discovery;
     this.serviceId = serviceId;
     this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "epp4j-discovery");
+      Thread t = new Thread(r, threadName);
       t.setDaemon(true);
       return t;
     });

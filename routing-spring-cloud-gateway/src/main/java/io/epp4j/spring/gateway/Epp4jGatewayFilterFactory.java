@@ -1,6 +1,8 @@
 package io.epp4j.spring.gateway;
 
 import io.epp4j.core.Router;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
 import org.springframework.cloud.gateway.filter.GatewayFilter;
 import org.springframework.cloud.gateway.filter.OrderedGatewayFilter;
 import org.springframework.cloud.gateway.filter.RouteToRequestUrlFilter;
@@ -10,6 +12,11 @@ import org.springframework.cloud.gateway.filter.factory.AbstractGatewayFilterFac
  * The {@code Epp4j} filter: {@code filters: [Epp4j]} in a route definition, or
  * {@code f.filter(factory.filter())} in the Java DSL. It routes each OpenAI request of the route
  * to the replica epp4j picks; see {@link Epp4jGatewayFilter}.
+ *
+ * <p>Without arguments the filter uses the default router (the {@code epp4j.*} properties);
+ * {@code Epp4j=llama} (or {@code args: {pool: llama}}, or {@code factory.filter("llama")}) uses
+ * the router of the named pool {@code epp4j.pools.llama.*}, with that pool's scheme and body
+ * size limit. An unknown pool name fails the building of the route.
  */
 public class Epp4jGatewayFilterFactory
     extends AbstractGatewayFilterFactory<Epp4jGatewayFilterFactory.Config> {
@@ -20,11 +27,22 @@ public class Epp4jGatewayFilterFactory
    */
   public static final int ORDER = RouteToRequestUrlFilter.ROUTE_TO_URL_FILTER_ORDER + 100;
 
+  /** The shortcut argument: {@code Epp4j=<pool>}. */
+  public static final String POOL_KEY = "pool";
+
   private final Router router;
   private final String scheme;
   private final int maxBodyBytes;
+  private final Epp4jPools pools;
 
+  /** A factory with the default router only. */
   public Epp4jGatewayFilterFactory(Router router, String scheme, int maxBodyBytes) {
+    this(router, scheme, maxBodyBytes, Epp4jPools.none());
+  }
+
+  /** A factory with the default router and the named pools a route may select. */
+  public Epp4jGatewayFilterFactory(Router router, String scheme, int maxBodyBytes,
+      Epp4jPools pools) {
     super(Config.class);
     if (!scheme.equals("http") && !scheme.equals("https")) {
       throw new IllegalArgumentException("epp4j.scheme must be http or https, got '" + scheme + "'");
@@ -32,18 +50,55 @@ public class Epp4jGatewayFilterFactory
     this.router = router;
     this.scheme = scheme;
     this.maxBodyBytes = maxBodyBytes;
+    this.pools = pools;
   }
 
-  /** The filter, for the Java DSL. */
+  /** The filter with the default router, for the Java DSL. */
   public GatewayFilter filter() {
     return apply(new Config());
   }
 
-  @Override
-  public GatewayFilter apply(Config config) {
-    return new OrderedGatewayFilter(new Epp4jGatewayFilter(router, scheme, maxBodyBytes), ORDER);
+  /**
+   * The filter with the router of the named pool, for the Java DSL.
+   *
+   * @throws IllegalArgumentException naming the known pools when there is no such pool
+   */
+  public GatewayFilter filter(String pool) {
+    return apply(new Config().setPool(pool));
   }
 
-  /** The filter has no per-route options yet; the {@code epp4j.*} properties apply to all. */
-  public static class Config {}
+  @Override
+  public List<String> shortcutFieldOrder() {
+    return List.of(POOL_KEY);
+  }
+
+  @Override
+  public GatewayFilter apply(Config config) {
+    String name = config.getPool();
+    if (name == null || name.isBlank()) {
+      return new OrderedGatewayFilter(new Epp4jGatewayFilter(router, scheme, maxBodyBytes), ORDER);
+    }
+    Epp4jPools.Pool pool;
+    try {
+      pool = pools.pool(name.strip());
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("Epp4j filter: " + e.getMessage(), e);
+    }
+    return new OrderedGatewayFilter(
+        new Epp4jGatewayFilter(pool.router, pool.scheme(), pool.maxBodyBytes()), ORDER);
+  }
+
+  /** The filter's one option: the named pool to route with; unset for the default router. */
+  public static class Config {
+    private @Nullable String pool;
+
+    public @Nullable String getPool() {
+      return pool;
+    }
+
+    public Config setPool(@Nullable String pool) {
+      this.pool = pool;
+      return this;
+    }
+  }
 }

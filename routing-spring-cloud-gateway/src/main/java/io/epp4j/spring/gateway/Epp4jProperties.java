@@ -3,14 +3,17 @@ package io.epp4j.spring.gateway;
 import io.epp4j.core.OpenAiRequestParser;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.util.unit.DataSize;
 
 /**
  * The {@code epp4j.*} properties: the replica pool, the routing configuration and the knobs of
- * the gateway filter.
+ * the gateway filter; {@code epp4j.pools.<name>.*} adds further pools, each with a router of its
+ * own, which a route selects with {@code Epp4j=<name>}.
  */
 @ConfigurationProperties("epp4j")
 public class Epp4jProperties {
@@ -46,6 +49,15 @@ public class Epp4jProperties {
 
   /** The pool from a Spring Cloud DiscoveryClient instead of {@code endpoints}. */
   private final Discovery discovery = new Discovery();
+
+  /**
+   * Named pools, each with its own router, for routes with {@code Epp4j=<name>}. A name is made
+   * of letters, digits, {@code -} and {@code _}. Unset {@code scheme}, {@code max-body-size},
+   * {@code session-headers}, {@code in-flight-max-age}, {@code discovery.refresh-interval} and
+   * {@code metrics.*} take the top-level {@code epp4j.*} value; {@code endpoints},
+   * {@code config-file}, {@code preset} and {@code discovery.service-id} are the pool's own.
+   */
+  private final Map<String, Pool> pools = new LinkedHashMap<>();
 
   public List<String> getEndpoints() {
     return endpoints;
@@ -109,6 +121,169 @@ public class Epp4jProperties {
 
   public Discovery getDiscovery() {
     return discovery;
+  }
+
+  public Map<String, Pool> getPools() {
+    return pools;
+  }
+
+  /**
+   * The {@code epp4j.pools.<name>.*} properties of one named pool. A property left unset takes
+   * the top-level {@code epp4j.*} value, except {@code endpoints}, {@code config-file},
+   * {@code preset} and {@code discovery.service-id}, which belong to the pool alone.
+   */
+  public static class Pool {
+    /** Replicas of this pool as {@code host:port}. */
+    private List<String> endpoints = new ArrayList<>();
+
+    /** Path of this pool's EndpointPickerConfig YAML file; unset: the EPP default profile. */
+    private @Nullable String configFile;
+
+    /** Shipped configuration of this pool by name; ignored when {@code config-file} is set. */
+    private @Nullable String preset;
+
+    /** Scheme towards this pool's replicas; unset: {@code epp4j.scheme}. */
+    private @Nullable String scheme;
+
+    /** Largest request body of this pool's routes; unset: {@code epp4j.max-body-size}. */
+    private @Nullable DataSize maxBodySize;
+
+    /** Headers carrying the session key; unset: {@code epp4j.session-headers}. */
+    private @Nullable List<String> sessionHeaders;
+
+    /** Safety net for unfinished decisions; unset: {@code epp4j.in-flight-max-age}. */
+    private @Nullable Duration inFlightMaxAge;
+
+    /** Scraping of this pool's replica metrics; each unset value: {@code epp4j.metrics.*}. */
+    private final PoolMetrics metrics = new PoolMetrics();
+
+    /** This pool's replicas from a Spring Cloud DiscoveryClient service. */
+    private final PoolDiscovery discovery = new PoolDiscovery();
+
+    public List<String> getEndpoints() {
+      return endpoints;
+    }
+
+    public void setEndpoints(List<String> endpoints) {
+      this.endpoints = endpoints;
+    }
+
+    public @Nullable String getConfigFile() {
+      return configFile;
+    }
+
+    public void setConfigFile(@Nullable String configFile) {
+      this.configFile = configFile;
+    }
+
+    public @Nullable String getPreset() {
+      return preset;
+    }
+
+    public void setPreset(@Nullable String preset) {
+      this.preset = preset;
+    }
+
+    public @Nullable String getScheme() {
+      return scheme;
+    }
+
+    public void setScheme(@Nullable String scheme) {
+      this.scheme = scheme;
+    }
+
+    public @Nullable DataSize getMaxBodySize() {
+      return maxBodySize;
+    }
+
+    public void setMaxBodySize(@Nullable DataSize maxBodySize) {
+      this.maxBodySize = maxBodySize;
+    }
+
+    public @Nullable List<String> getSessionHeaders() {
+      return sessionHeaders;
+    }
+
+    public void setSessionHeaders(@Nullable List<String> sessionHeaders) {
+      this.sessionHeaders = sessionHeaders;
+    }
+
+    public @Nullable Duration getInFlightMaxAge() {
+      return inFlightMaxAge;
+    }
+
+    public void setInFlightMaxAge(@Nullable Duration inFlightMaxAge) {
+      this.inFlightMaxAge = inFlightMaxAge;
+    }
+
+    public PoolMetrics getMetrics() {
+      return metrics;
+    }
+
+    public PoolDiscovery getDiscovery() {
+      return discovery;
+    }
+  }
+
+  /** The {@code epp4j.pools.<name>.discovery.*} properties. */
+  public static class PoolDiscovery {
+    /** DiscoveryClient service id whose instances are this pool; replaces its endpoints. */
+    private @Nullable String serviceId;
+
+    /** Time between two lookups; unset: {@code epp4j.discovery.refresh-interval}. */
+    private @Nullable Duration refreshInterval;
+
+    public @Nullable String getServiceId() {
+      return serviceId;
+    }
+
+    public void setServiceId(@Nullable String serviceId) {
+      this.serviceId = serviceId;
+    }
+
+    public @Nullable Duration getRefreshInterval() {
+      return refreshInterval;
+    }
+
+    public void setRefreshInterval(@Nullable Duration refreshInterval) {
+      this.refreshInterval = refreshInterval;
+    }
+  }
+
+  /** The {@code epp4j.pools.<name>.metrics.*} properties; each unset one inherits. */
+  public static class PoolMetrics {
+    /** Whether this pool's replicas are scraped; unset: {@code epp4j.metrics.enabled}. */
+    private @Nullable Boolean enabled;
+
+    /** Time between two scrapes of one replica; unset: {@code epp4j.metrics.interval}. */
+    private @Nullable Duration interval;
+
+    /** Metrics path on each replica; unset: {@code epp4j.metrics.path}. */
+    private @Nullable String path;
+
+    public @Nullable Boolean getEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(@Nullable Boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public @Nullable Duration getInterval() {
+      return interval;
+    }
+
+    public void setInterval(@Nullable Duration interval) {
+      this.interval = interval;
+    }
+
+    public @Nullable String getPath() {
+      return path;
+    }
+
+    public void setPath(@Nullable String path) {
+      this.path = path;
+    }
   }
 
   /** The {@code epp4j.discovery.*} properties. */

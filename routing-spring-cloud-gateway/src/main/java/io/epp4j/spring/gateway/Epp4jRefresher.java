@@ -5,7 +5,11 @@ import io.epp4j.api.Result;
 import io.epp4j.core.Router;
 import io.epp4j.core.RouterConfig;
 import java.nio.file.Path;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.Set;
 import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -16,7 +20,7 @@ import org.springframework.context.ApplicationListener;
 import org.springframework.core.env.Environment;
 
 /**
- * Applies changed {@code epp4j.*} properties to the running router when Spring Cloud reports an
+ * Applies changed {@code epp4j.*} properties to the running routers when Spring Cloud reports an
  * environment change (a {@code /actuator/refresh}, a config server push): the endpoint list is
  * replaced (unless an {@link Epp4jDiscoveryPool} takes the pool from a registry) and the config
  * file or preset is loaded again. Requests in flight keep their
@@ -25,6 +29,10 @@ import org.springframework.core.env.Environment;
  * is applied: the router keeps its pool and configuration, and the refresh itself goes on (an
  * exception here would keep Spring's later listeners, such as the rebinding of
  * {@code @ConfigurationProperties} beans, from running).
+ *
+ * <p>A change under {@code epp4j.pools.<name>.} is applied the same way to that named pool only,
+ * all or nothing for that pool; a change of the top-level properties to the default router only.
+ * A pool added or removed at runtime is not: that takes a restart, and a warning says so.
  */
 public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEvent> {
   private static final Logger LOG = Logger.getLogger(Epp4jRefresher.class.getName());
@@ -32,6 +40,7 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
   private final Router router;
   private final Environment environment;
   private final BooleanSupplier discoveryOwnsPool;
+  private final Epp4jPools pools;
 
   public Epp4jRefresher(Router router, Environment environment) {
     this(router, environment, () -> false);
@@ -43,51 +52,154 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
    */
   public Epp4jRefresher(Router router, Environment environment,
       BooleanSupplier discoveryOwnsPool) {
+    this(router, environment, discoveryOwnsPool, Epp4jPools.none());
+  }
+
+  /**
+   * @param discoveryOwnsPool whether service discovery supplies the default pool
+   * @param pools the named pools, refreshed from {@code epp4j.pools.<name>.*}
+   */
+  public Epp4jRefresher(Router router, Environment environment,
+      BooleanSupplier discoveryOwnsPool, Epp4jPools pools) {
     this.router = router;
     this.environment = environment;
     this.discoveryOwnsPool = discoveryOwnsPool;
+    this.pools = pools;
   }
 
   @Override
   public void onApplicationEvent(EnvironmentChangeEvent event) {
-    boolean ours = event.getKeys().stream().anyMatch(k -> k.startsWith("epp4j."));
-    if (!ours) {
+    boolean defaultChanged = false;
+    Set<String> poolsChanged = new LinkedHashSet<>();
+    for (String key : event.getKeys()) {
+      String k = canonical(key);
+      if (k.startsWith(PoolSettings.POOLS_PREFIX)) {
+        String rest = k.substring(PoolSettings.POOLS_PREFIX.length());
+        int end = 0;
+        while (end < rest.length() && rest.charAt(end) != '.' && rest.charAt(end) != '[') {
+          end++;
+        }
+        if (end > 0) {
+          poolsChanged.add(rest.substring(0, end));
+        }
+      } else if (k.startsWith(PoolSettings.PREFIX + ".")) {
+        defaultChanged = true;
+      }
+    }
+    if (!defaultChanged && poolsChanged.isEmpty()) {
       return;
     }
-    @Nullable List<Endpoint> pool; // null: discovery owns the pool
-    @Nullable Path file = null;
-    @Nullable String preset = null;
-    @Nullable String presetYaml = null;
+    Epp4jProperties p;
     try {
-      Epp4jProperties p = Binder.get(environment)
-          .bind("epp4j", Epp4jProperties.class).orElseGet(Epp4jProperties::new);
-      pool = discoveryOwnsPool.getAsBoolean() ? null
-          : Epp4jAutoConfiguration.endpoints(p.getEndpoints());
-      String configFile = p.getConfigFile();
-      if (configFile != null && !configFile.isBlank()) {
-        file = Path.of(configFile);
-      } else if (p.getPreset() != null && !p.getPreset().isBlank()) {
-        preset = p.getPreset();
-        presetYaml = Epp4jAutoConfiguration.presetYaml(preset); // fails on an unknown name
+      p = Binder.get(environment)
+          .bind(PoolSettings.PREFIX, Epp4jProperties.class).orElseGet(Epp4jProperties::new);
+    } catch (RuntimeException e) { // a value that does not convert, e.g. a bad data size
+      LOG.warning("epp4j: the changed epp4j properties are invalid, keeping the current pools and"
+          + " configurations: " + e.getMessage());
+      return;
+    }
+    if (defaultChanged) {
+      apply(router, PoolSettings.of(p), discoveryOwnsPool.getAsBoolean(), "the current pool");
+    }
+    for (String name : poolsChanged) {
+      refreshPool(p, name);
+    }
+  }
+
+  private void refreshPool(Epp4jProperties p, String name) {
+    Epp4jPools.@Nullable Pool running = findPool(name);
+    Epp4jProperties.@Nullable Pool bound = findBound(p, name);
+    if (running == null && bound != null) {
+      LOG.warning("epp4j: pool '" + name + "' (" + PoolSettings.POOLS_PREFIX + name + ".*) was"
+          + " added at runtime; routes can use it only after a restart");
+      return;
+    }
+    if (running == null) {
+      return; // neither configured nor running: nothing to say
+    }
+    if (bound == null) {
+      LOG.warning("epp4j: pool '" + name + "' was removed from the properties at runtime; it"
+          + " keeps routing with its last settings until a restart");
+      return;
+    }
+    PoolSettings s;
+    try {
+      s = PoolSettings.of(p, Objects.requireNonNull(running.settings.name), bound);
+    } catch (RuntimeException e) {
+      LOG.warning("epp4j: the changed properties of pool '" + name + "' are invalid, keeping its"
+          + " current pool and configuration: " + e.getMessage());
+      return;
+    }
+    apply(running.router, s, running.discoveryOwnsPool(), "pool '" + name + "'s current pool");
+  }
+
+  private Epp4jPools.@Nullable Pool findPool(String name) {
+    Epp4jPools.Pool exact = pools.find(name);
+    if (exact != null) {
+      return exact;
+    }
+    for (String known : pools.names()) { // relaxed binding: LLAMA from an environment variable
+      if (known.equalsIgnoreCase(name)) {
+        return pools.find(known);
       }
-    } catch (RuntimeException e) { // IllegalArgumentException naming the property, bind errors
-      LOG.warning("epp4j: the changed epp4j properties are invalid, keeping the current pool and"
-          + " configuration: " + e.getMessage());
+    }
+    return null;
+  }
+
+  private static Epp4jProperties.@Nullable Pool findBound(Epp4jProperties p, String name) {
+    Epp4jProperties.Pool exact = p.getPools().get(name);
+    if (exact != null) {
+      return exact;
+    }
+    for (var e : p.getPools().entrySet()) {
+      if (e.getKey().equalsIgnoreCase(name)) {
+        return e.getValue();
+      }
+    }
+    return null;
+  }
+
+  /** Applies one pool's endpoints and configuration, all or nothing. */
+  private static void apply(Router router, PoolSettings s, boolean discoveryOwnsPool,
+      String keeping) {
+    @Nullable List<Endpoint> pool; // null: discovery owns the pool
+    @Nullable Path file;
+    @Nullable String presetYaml;
+    try {
+      pool = discoveryOwnsPool ? null : s.parsedEndpoints();
+      file = s.configPath();
+      presetYaml = s.presetYaml(); // fails on an unknown name
+    } catch (RuntimeException e) { // IllegalArgumentException naming the property
+      LOG.warning("epp4j: the changed " + s.prefix + " properties are invalid, keeping "
+          + keeping + " and configuration: " + e.getMessage());
       return;
     }
     @Nullable Result<RouterConfig> result = null;
+    String preset = s.presetName();
     if (file != null) {
       result = router.reconfigure(file);
     } else if (preset != null && presetYaml != null) {
       result = router.reconfigure(presetYaml, preset);
     }
     if (result != null && !result.isOk()) {
-      LOG.log(Level.WARNING, "epp4j: the new routing configuration is invalid, keeping the"
-          + " current pool and configuration: " + String.join("; ", result.errors()));
+      LOG.log(Level.WARNING, "epp4j: the new " + s.prefix + " routing configuration is invalid,"
+          + " keeping " + keeping + " and configuration: " + String.join("; ", result.errors()));
       return;
     }
     if (pool != null) {
       router.setEndpoints(pool);
     }
+  }
+
+  /**
+   * The key in the dotted form: {@code EPP4J_POOLS_LLAMA_ENDPOINTS} (an environment variable)
+   * becomes {@code epp4j.pools.llama.endpoints}. A pool name with {@code _} or {@code -} cannot be
+   * told from the rest of such a key: set those pools' properties in dotted form to refresh them.
+   */
+  private static String canonical(String key) {
+    if (key.indexOf('.') < 0 && key.toUpperCase(Locale.ROOT).startsWith("EPP4J_")) {
+      return key.toLowerCase(Locale.ROOT).replace('_', '.');
+    }
+    return key;
   }
 }

@@ -1,0 +1,215 @@
+package io.epp4j.spring.gateway;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.core.OpenAiRequestParser;
+import io.epp4j.core.Router;
+import io.epp4j.scorers.Epp4jPreset;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
+import org.springframework.util.unit.DataSize;
+
+/**
+ * The settings of one pool, the default one ({@code epp4j.*}) or a named one
+ * ({@code epp4j.pools.<name>.*}, with unset values taken from {@code epp4j.*}), and the building
+ * and checking code both share. Every error message starts with the full property name.
+ */
+final class PoolSettings {
+  static final String PREFIX = "epp4j";
+  static final String POOLS_PREFIX = PREFIX + ".pools.";
+  private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_-]+");
+
+  /** The pool's name, {@code null} for the default pool. */
+  final @Nullable String name;
+  /** {@code epp4j} or {@code epp4j.pools.<name>}. */
+  final String prefix;
+  final List<String> endpoints;
+  final @Nullable String configFile;
+  final @Nullable String preset;
+  final @Nullable String serviceId;
+  final Duration refreshInterval;
+  final @Nullable Duration inFlightMaxAge;
+  final List<String> sessionHeaders;
+  final DataSize maxBodySize;
+  final String scheme;
+  final boolean metricsEnabled;
+  final Duration metricsInterval;
+  final String metricsPath;
+
+  private PoolSettings(@Nullable String name, List<String> endpoints, @Nullable String configFile,
+      @Nullable String preset, @Nullable String serviceId, Duration refreshInterval,
+      @Nullable Duration inFlightMaxAge, List<String> sessionHeaders, DataSize maxBodySize,
+      String scheme, boolean metricsEnabled, Duration metricsInterval, String metricsPath) {
+    this.name = name;
+    this.prefix = name == null ? PREFIX : POOLS_PREFIX + name;
+    this.endpoints = endpoints;
+    this.configFile = configFile;
+    this.preset = preset;
+    this.serviceId = serviceId;
+    this.refreshInterval = refreshInterval;
+    this.inFlightMaxAge = inFlightMaxAge;
+    this.sessionHeaders = sessionHeaders;
+    this.maxBodySize = maxBodySize;
+    this.scheme = scheme;
+    this.metricsEnabled = metricsEnabled;
+    this.metricsInterval = metricsInterval;
+    this.metricsPath = metricsPath;
+  }
+
+  /** The default pool, from the top-level {@code epp4j.*} properties. */
+  static PoolSettings of(Epp4jProperties p) {
+    return new PoolSettings(null, p.getEndpoints(), p.getConfigFile(), p.getPreset(),
+        p.getDiscovery().getServiceId(), p.getDiscovery().getRefreshInterval(),
+        p.getInFlightMaxAge(), p.getSessionHeaders(), p.getMaxBodySize(), p.getScheme(),
+        p.getMetrics().isEnabled(), p.getMetrics().getInterval(), p.getMetrics().getPath());
+  }
+
+  /**
+   * The named pool {@code name}: its own endpoints, config file, preset and discovery service;
+   * the other values from the top-level properties where it leaves them unset.
+   */
+  static PoolSettings of(Epp4jProperties top, String name, Epp4jProperties.Pool p) {
+    checkName(name);
+    Epp4jProperties.PoolMetrics m = p.getMetrics();
+    Epp4jProperties.PoolDiscovery d = p.getDiscovery();
+    return new PoolSettings(name, p.getEndpoints(), p.getConfigFile(), p.getPreset(),
+        d.getServiceId(),
+        or(d.getRefreshInterval(), top.getDiscovery().getRefreshInterval()),
+        p.getInFlightMaxAge() != null ? p.getInFlightMaxAge() : top.getInFlightMaxAge(),
+        or(p.getSessionHeaders(), top.getSessionHeaders()),
+        or(p.getMaxBodySize(), top.getMaxBodySize()),
+        or(p.getScheme(), top.getScheme()),
+        or(m.getEnabled(), top.getMetrics().isEnabled()),
+        or(m.getInterval(), top.getMetrics().getInterval()),
+        or(m.getPath(), top.getMetrics().getPath()));
+  }
+
+  static void checkName(String name) {
+    if (!NAME.matcher(name).matches()) {
+      throw new IllegalArgumentException(POOLS_PREFIX + name + ": a pool name is letters, digits,"
+          + " '-' and '_', got '" + name + "'");
+    }
+  }
+
+  /** The full name of one of this pool's properties, e.g. {@code epp4j.pools.llama.endpoints}. */
+  String property(String key) {
+    return prefix + "." + key;
+  }
+
+  /** Checks every value, as the pool's router, scraper and filter would when built. */
+  void validate() {
+    parsedEndpoints();
+    maxBodyBytes();
+    checkedScheme();
+    presetYaml();
+    if (inFlightMaxAge != null) {
+      positive(inFlightMaxAge, "in-flight-max-age");
+    }
+    if (hasServiceId()) {
+      positive(refreshInterval, "discovery.refresh-interval");
+    }
+    if (metricsEnabled) {
+      positive(metricsInterval, "metrics.interval");
+      if (metricsPath.isBlank() || !metricsPath.startsWith("/")) {
+        throw new IllegalArgumentException(property("metrics.path") + " must start with '/', got '"
+            + metricsPath + "'");
+      }
+    }
+  }
+
+  boolean hasServiceId() {
+    return serviceId != null && !serviceId.isBlank();
+  }
+
+  List<Endpoint> parsedEndpoints() {
+    List<Endpoint> out = new ArrayList<>(endpoints.size());
+    for (String hp : endpoints) {
+      String s = hp.strip();
+      if (s.isEmpty()) {
+        continue;
+      }
+      try {
+        out.add(Endpoint.parse(s));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException(
+            property("endpoints") + ": '" + s + "' is not host:port (" + e.getMessage() + ")", e);
+      }
+    }
+    return out;
+  }
+
+  int maxBodyBytes() {
+    long bytes = maxBodySize.toBytes();
+    if (bytes <= 0 || bytes > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException(property("max-body-size")
+          + " must be between 1 byte and 2 GB, got " + maxBodySize);
+    }
+    return (int) bytes;
+  }
+
+  String checkedScheme() {
+    if (!scheme.equals("http") && !scheme.equals("https")) {
+      throw new IllegalArgumentException(
+          property("scheme") + " must be http or https, got '" + scheme + "'");
+    }
+    return scheme;
+  }
+
+  /** The config file to load, or {@code null} for a preset or the default profile. */
+  @Nullable Path configPath() {
+    return configFile != null && !configFile.isBlank() ? Path.of(configFile) : null;
+  }
+
+  /** The preset's name when the preset (not a config file) is the configuration. */
+  @Nullable String presetName() {
+    return configPath() == null && preset != null && !preset.isBlank() ? preset : null;
+  }
+
+  /** The YAML of the preset in use, {@code null} without one; fails on an unknown name. */
+  @Nullable String presetYaml() {
+    String name = presetName();
+    if (name == null) {
+      return null;
+    }
+    if (Epp4jPreset.NAME.equals(name)) {
+      return Epp4jPreset.yaml();
+    }
+    throw new IllegalArgumentException(property("preset") + ": unknown preset '" + name
+        + "'; known: " + Epp4jPreset.NAME + " (or set " + property("config-file") + ")");
+  }
+
+  /**
+   * A router builder with this pool's endpoints, request parser (body size, session headers),
+   * configuration and in-flight age; listeners and telemetry are the caller's.
+   */
+  Router.Builder routerBuilder() {
+    Router.Builder b = Router.builder()
+        .endpoints(parsedEndpoints())
+        .requestParser(OpenAiRequestParser.of(maxBodyBytes(), sessionHeaders));
+    Path file = configPath();
+    String yaml = presetYaml();
+    String name = presetName();
+    if (file != null) {
+      b.configFile(file);
+    } else if (yaml != null && name != null) {
+      b.configYaml(yaml, name);
+    }
+    if (inFlightMaxAge != null) {
+      b.inFlightMaxAge(inFlightMaxAge);
+    }
+    return b;
+  }
+
+  private void positive(Duration d, String key) {
+    if (d.isNegative() || d.isZero()) {
+      throw new IllegalArgumentException(property(key) + " must be positive, got " + d);
+    }
+  }
+
+  private static <T> T or(@Nullable T value, T inherited) {
+    return value != null ? value : inherited;
+  }
+}

@@ -1,0 +1,348 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.MetricsScraper;
+import io.epp4j.core.Router;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.metrics.SdkMeterProvider;
+import io.opentelemetry.sdk.metrics.data.MetricData;
+import io.opentelemetry.sdk.metrics.data.PointData;
+import io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.util.TestPropertyValues;
+import org.springframework.cloud.client.DefaultServiceInstance;
+import org.springframework.cloud.client.ServiceInstance;
+import org.springframework.cloud.client.discovery.DiscoveryClient;
+import org.springframework.cloud.context.environment.EnvironmentChangeEvent;
+import org.springframework.context.ConfigurableApplicationContext;
+
+/** The {@code epp4j.pools.<name>.*} pools: building, checking, refreshing and closing them. */
+class Epp4jPoolsTest {
+  private static final byte[] BODY =
+      "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8);
+
+  private final ApplicationContextRunner runner = new ApplicationContextRunner()
+      .withConfiguration(AutoConfigurations.of(Epp4jAutoConfiguration.class))
+      .withPropertyValues("epp4j.metrics.enabled=false", "epp4j.endpoints=127.0.0.1:9000");
+
+  @Test
+  void eachPoolGetsItsOwnRouterWithItsEndpointsAndConfiguration() {
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001,127.0.0.1:9002",
+            "epp4j.pools.llama.preset=epp4j",
+            "epp4j.pools.qwen.endpoints=127.0.0.1:9011",
+            "epp4j.pools.qwen.session-headers=x-user")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed().hasSingleBean(Router.class)
+              .hasSingleBean(Epp4jPools.class);
+          Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+          assertThat(pools.names()).containsExactly("llama", "qwen");
+          Router llama = pools.router("llama");
+          Router qwen = pools.router("qwen");
+          assertThat(ids(ctx.getBean(Router.class))).containsExactly("127.0.0.1:9000");
+          assertThat(ids(llama)).containsExactlyInAnyOrder("127.0.0.1:9001", "127.0.0.1:9002");
+          assertThat(ids(qwen)).containsExactly("127.0.0.1:9011");
+          assertThat(llama.config().plugins()).containsKey("token-cost-picker");
+          assertThat(qwen.config().plugins()).doesNotContainKey("token-cost-picker");
+          assertThat(pools.scraper("llama")).isNull(); // epp4j.metrics.enabled=false inherited
+          RoutingDecision d = qwen.route("/v1/completions", Map.of("x-user", "u1"), BODY);
+          assertThat(d.isRouted()).isTrue();
+          d.onComplete(Usage.NONE);
+          assertThatThrownBy(() -> pools.router("mistral"))
+              .hasMessageContaining("unknown pool 'mistral'")
+              .hasMessageContaining("known pools: llama, qwen");
+        });
+  }
+
+  @Test
+  void withoutPoolsThereAreNone() {
+    runner.run(ctx -> assertThat(ctx.getBean(Epp4jPools.class).names()).isEmpty());
+  }
+
+  @Test
+  void badPoolPropertiesFailStartupNamingTheProperty() {
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
+            "epp4j.pools.x.endpoints=not-an-endpoint")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.pools.x.endpoints: 'not-an-endpoint' is not host:port ("));
+    runner.withPropertyValues("epp4j.pools.x.preset=nope").run(ctx -> assertThat(ctx)
+        .getFailure().hasStackTraceContaining("epp4j.pools.x.preset: unknown preset 'nope'"));
+    runner.withPropertyValues("epp4j.pools.x.scheme=ftp").run(ctx -> assertThat(ctx)
+        .getFailure().hasStackTraceContaining("epp4j.pools.x.scheme must be http or https"));
+    runner.withPropertyValues("epp4j.pools.x.max-body-size=0B").run(ctx -> assertThat(ctx)
+        .getFailure().hasStackTraceContaining("epp4j.pools.x.max-body-size must be between"));
+    runner.withPropertyValues("epp4j.pools.x.metrics.enabled=true",
+            "epp4j.pools.x.metrics.interval=0s")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.pools.x.metrics.interval must be positive"));
+    runner.withPropertyValues("epp4j.pools[a.b].endpoints=127.0.0.1:9001").run(ctx ->
+        assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.pools.a.b: a pool name is letters, digits, '-' and '_'"));
+  }
+
+  @Test
+  void unsetValuesComeFromTheTopLevelAndSetOnesWin() {
+    Epp4jProperties top = new Epp4jProperties();
+    top.setScheme("https");
+    top.setSessionHeaders(List.of("x-top"));
+    top.setInFlightMaxAge(java.time.Duration.ofMinutes(3));
+    top.getMetrics().setPath("/top-metrics");
+    top.getDiscovery().setRefreshInterval(java.time.Duration.ofSeconds(7));
+    top.setConfigFile("/top.yaml");
+    Epp4jProperties.Pool pool = new Epp4jProperties.Pool();
+    pool.getMetrics().setInterval(java.time.Duration.ofSeconds(2));
+    PoolSettings s = PoolSettings.of(top, "llama", pool);
+    assertThat(s.scheme).isEqualTo("https");
+    assertThat(s.sessionHeaders).containsExactly("x-top");
+    assertThat(s.inFlightMaxAge).isEqualTo(java.time.Duration.ofMinutes(3));
+    assertThat(s.metricsPath).isEqualTo("/top-metrics");
+    assertThat(s.metricsInterval).isEqualTo(java.time.Duration.ofSeconds(2));
+    assertThat(s.refreshInterval).isEqualTo(java.time.Duration.ofSeconds(7));
+    assertThat(s.configFile).isNull(); // the pool's own, not inherited
+    assertThat(s.property("endpoints")).isEqualTo("epp4j.pools.llama.endpoints");
+  }
+
+  @Test
+  void anUnknownPoolInARouteFailsStartupNamingItAndTheKnownOnes() {
+    SpringApplicationBuilder app = new SpringApplicationBuilder(GatewayApp.class)
+        .web(WebApplicationType.REACTIVE)
+        .properties("server.port=0", "epp4j.metrics.enabled=false",
+            "epp4j.endpoints=127.0.0.1:9000",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9001",
+            "epp4j.pools.qwen.endpoints=127.0.0.1:9002",
+            "spring.cloud.gateway.server.webflux.routes[0].id=bad",
+            "spring.cloud.gateway.server.webflux.routes[0].uri=http://replica.invalid",
+            "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/v1/**",
+            "spring.cloud.gateway.server.webflux.routes[0].filters[0]=Epp4j=mistral");
+    assertThatThrownBy(() -> {
+      try (ConfigurableApplicationContext ctx = app.run()) {
+        ctx.getBean(Router.class);
+      }
+    }).hasStackTraceContaining("unknown pool 'mistral'; known pools: llama, qwen");
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class GatewayApp {}
+
+  @Test
+  void aChangeUnderOnePoolIsAppliedToThatPoolOnlyAllOrNothing() {
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
+            "epp4j.pools.qwen.endpoints=127.0.0.1:9011")
+        .run(ctx -> {
+          Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+          Router llama = pools.router("llama");
+          Router qwen = pools.router("qwen");
+          Router dflt = ctx.getBean(Router.class);
+          Object qwenConfig = qwen.config();
+
+          TestPropertyValues.of("epp4j.pools.llama.endpoints=127.0.0.1:9002",
+              "epp4j.pools.llama.preset=epp4j").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.pools.llama.endpoints", "epp4j.pools.llama.preset")));
+          assertThat(ids(llama)).containsExactly("127.0.0.1:9002");
+          assertThat(llama.config().plugins()).containsKey("token-cost-picker");
+          assertThat(ids(qwen)).containsExactly("127.0.0.1:9011");
+          assertThat(qwen.config()).isSameAs(qwenConfig);
+          assertThat(ids(dflt)).containsExactly("127.0.0.1:9000");
+
+          // an unknown preset next to a valid new pool: nothing of qwen's change is applied
+          TestPropertyValues.of("epp4j.pools.qwen.endpoints=127.0.0.1:9012",
+              "epp4j.pools.qwen.preset=nope").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.pools.qwen.endpoints", "epp4j.pools.qwen.preset")));
+          assertThat(ids(qwen)).containsExactly("127.0.0.1:9011");
+          assertThat(qwen.config()).isSameAs(qwenConfig);
+
+          // a pool added at runtime is not built (a restart is needed), and nothing fails
+          TestPropertyValues.of("epp4j.pools.mistral.endpoints=127.0.0.1:9021").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.pools.mistral.endpoints")));
+          assertThat(pools.names()).containsExactly("llama", "qwen");
+          assertThat(ids(llama)).containsExactly("127.0.0.1:9002");
+        });
+  }
+
+  @Test
+  void aDiscoveredPoolFollowsItsServiceAndKeepsItWhenItsPresetChanges() {
+    List<ServiceInstance> instances = new java.util.concurrent.CopyOnWriteArrayList<>(List.of(
+        new DefaultServiceInstance("q1", "qwen-svc", "10.0.1.1", 8000, false)));
+    runner.withBean(DiscoveryClient.class, () -> registry("qwen-svc", instances))
+        .withPropertyValues("epp4j.pools.qwen.discovery.service-id=qwen-svc",
+            "epp4j.pools.qwen.discovery.refresh-interval=20ms",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9001")
+        .run(ctx -> {
+          Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+          assertThat(pools.discovery("qwen")).isNotNull();
+          assertThat(pools.discovery("llama")).isNull();
+          assertThat(ctx).doesNotHaveBean(Epp4jDiscoveryPool.class); // the default has none
+          Router qwen = pools.router("qwen");
+          awaitPool(qwen, Set.of("10.0.1.1:8000"));
+          instances.add(new DefaultServiceInstance("q2", "qwen-svc", "10.0.1.2", 8000, false));
+          awaitPool(qwen, Set.of("10.0.1.1:8000", "10.0.1.2:8000"));
+
+          TestPropertyValues.of("epp4j.pools.qwen.preset=epp4j").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.pools.qwen.preset")));
+          assertThat(qwen.config().plugins()).containsKey("token-cost-picker");
+          assertThat(ids(qwen)).containsExactlyInAnyOrder("10.0.1.1:8000", "10.0.1.2:8000");
+          assertThat(ids(pools.router("llama"))).containsExactly("127.0.0.1:9001");
+        });
+  }
+
+  @Test
+  void closingTheContextClosesEveryPoolsRouterScraperAndDiscoveryThread() throws Exception {
+    Set<Thread> before = Thread.getAllStackTraces().keySet();
+    List<ServiceInstance> instances = List.of(
+        new DefaultServiceInstance("q1", "qwen-svc", "127.0.0.1", 9011, false));
+    Router[] routers = new Router[2];
+    Set<Thread> ours = new HashSet<>();
+    runner.withBean(DiscoveryClient.class, () -> registry("qwen-svc", instances))
+        .withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.metrics.enabled=true", "epp4j.pools.llama.metrics.interval=1h",
+            "epp4j.pools.qwen.discovery.service-id=qwen-svc",
+            "epp4j.pools.qwen.discovery.refresh-interval=20ms",
+            "epp4j.pools.qwen.metrics.enabled=true", "epp4j.pools.qwen.metrics.interval=1h")
+        .run(ctx -> {
+          Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+          assertThat(pools.scraper("llama")).isNotNull();
+          assertThat(pools.scraper("qwen")).isNotNull();
+          assertThat(ctx).doesNotHaveBean(MetricsScraper.class); // top-level metrics are off
+          routers[0] = pools.router("llama");
+          routers[1] = pools.router("qwen");
+          awaitPool(routers[1], Set.of("127.0.0.1:9011"));
+          for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (!before.contains(t) && (t.getName().equals("epp4j-discovery-qwen")
+                || t.getName().equals("epp4j-metrics-scraper"))) {
+              ours.add(t);
+            }
+          }
+          assertThat(ours).extracting(Thread::getName).contains("epp4j-discovery-qwen",
+              "epp4j-metrics-scraper");
+          assertThat(ours.stream().filter(t -> t.getName().equals("epp4j-metrics-scraper")))
+              .hasSize(2);
+        });
+    for (Router r : routers) {
+      RoutingDecision d = r.route("/v1/completions", Map.of(), BODY);
+      assertThat(d.rejection()).isNotNull();
+      assertThat(d.rejection().message()).contains("closed");
+    }
+    for (Thread t : ours) {
+      t.join(TimeUnit.SECONDS.toMillis(10));
+      assertThat(t.isAlive()).as(t.getName() + " still runs").isFalse();
+    }
+  }
+
+  @Test
+  void aPoolThatFailsToBuildClosesThePoolsBuiltBeforeIt() throws Exception {
+    Set<Thread> before = Thread.getAllStackTraces().keySet();
+    runner.withPropertyValues("epp4j.pools.a.endpoints=127.0.0.1:9001",
+            "epp4j.pools.a.metrics.enabled=true", "epp4j.pools.a.metrics.interval=1h",
+            "epp4j.pools.b.config-file=/does/not/exist.yaml")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.pools.b: "));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (Thread.getAllStackTraces().keySet().stream().anyMatch(
+        t -> !before.contains(t) && t.getName().equals("epp4j-metrics-scraper") && t.isAlive())) {
+      assertThat(System.nanoTime()).as("pool a's scraper still runs").isLessThan(deadline);
+      Thread.sleep(10);
+    }
+  }
+
+  @Test
+  void eachPoolsRouterMetricsCarryThePoolAttribute() {
+    InMemoryMetricReader reader = InMemoryMetricReader.create();
+    OpenTelemetrySdk otel = OpenTelemetrySdk.builder()
+        .setMeterProvider(SdkMeterProvider.builder().registerMetricReader(reader).build())
+        .build();
+    runner.withBean(io.opentelemetry.api.OpenTelemetry.class, () -> otel)
+        .withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001,127.0.0.1:9002",
+            "epp4j.pools.qwen.endpoints=127.0.0.1:9011")
+        .run(ctx -> {
+          Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+          pools.router("llama").route("/v1/completions", Map.of(), BODY).onComplete(Usage.NONE);
+          pools.router("llama").route("/v1/completions", Map.of(), BODY).onComplete(Usage.NONE);
+          pools.router("qwen").route("/v1/completions", Map.of(), BODY).onComplete(Usage.NONE);
+          ctx.getBean(Router.class).route("/v1/completions", Map.of(), BODY)
+              .onComplete(Usage.NONE);
+          Collection<MetricData> metrics = reader.collectAllMetrics();
+          Map<String, Long> endpointsByPool = new HashMap<>();
+          Map<String, Long> decisionsByPool = new HashMap<>();
+          for (MetricData m : metrics) {
+            if (m.getName().equals("epp4j.pool.endpoints")) {
+              m.getLongGaugeData().getPoints().forEach(p ->
+                  endpointsByPool.put(pool(p), p.getValue()));
+            }
+            if (m.getName().equals("epp4j.routing.decisions")) {
+              m.getLongSumData().getPoints().forEach(p ->
+                  decisionsByPool.merge(pool(p), p.getValue(), Long::sum));
+            }
+          }
+          assertThat(endpointsByPool).containsEntry("llama", 2L).containsEntry("qwen", 1L)
+              .containsEntry("(default)", 1L);
+          assertThat(decisionsByPool).containsEntry("llama", 2L).containsEntry("qwen", 1L)
+              .containsEntry("(default)", 1L);
+        });
+    otel.close();
+  }
+
+  private static String pool(PointData p) {
+    String pool = p.getAttributes().get(AttributeKey.stringKey("pool"));
+    return pool == null ? "(default)" : pool;
+  }
+
+  private static DiscoveryClient registry(String service, List<ServiceInstance> instances) {
+    return new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "test registry";
+      }
+
+      @Override
+      public List<ServiceInstance> getInstances(String id) {
+        return id.equals(service) ? instances : List.of();
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of(service);
+      }
+    };
+  }
+
+  private static void awaitPool(Router router, Set<String> ids) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!ids(router).equals(ids)) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("pool is " + ids(router) + ", expected " + ids);
+      }
+      Thread.sleep(5);
+    }
+  }
+
+  private static Set<String> ids(Router router) {
+    Set<String> ids = new HashSet<>();
+    for (Candidate c : router.endpoints()) {
+      ids.add(c.id());
+    }
+    return ids;
+  }
+}
