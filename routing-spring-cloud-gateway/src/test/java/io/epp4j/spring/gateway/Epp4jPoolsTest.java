@@ -254,11 +254,22 @@ class Epp4jPoolsTest {
   @Test
   void aPoolThatFailsToBuildClosesThePoolsBuiltBeforeIt() throws Exception {
     Set<Thread> before = Thread.getAllStackTraces().keySet();
-    runner.withPropertyValues("epp4j.pools.a.endpoints=127.0.0.1:9001",
+    // pool a's router announces its endpoint to the application's PoolListener beans once it is
+    // built: proof that a was built (and its scraper started) before b failed
+    Set<String> announced = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    io.epp4j.api.PoolListener heard = new io.epp4j.api.PoolListener() {
+      @Override
+      public void onEndpointAdded(io.epp4j.api.Endpoint endpoint) {
+        announced.add(endpoint.id());
+      }
+    };
+    runner.withBean(io.epp4j.api.PoolListener.class, () -> heard)
+        .withPropertyValues("epp4j.pools.a.endpoints=127.0.0.1:9001",
             "epp4j.pools.a.metrics.enabled=true", "epp4j.pools.a.metrics.interval=1h",
             "epp4j.pools.b.config-file=/does/not/exist.yaml")
         .run(ctx -> assertThat(ctx).getFailure()
             .hasStackTraceContaining("epp4j.pools.b: "));
+    assertThat(announced).as("pool a built before pool b failed").contains("127.0.0.1:9001");
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (Thread.getAllStackTraces().keySet().stream().anyMatch(
         t -> !before.contains(t) && t.getName().equals("epp4j-metrics-scraper") && t.isAlive())) {
