@@ -42,7 +42,11 @@ public final class ContractFixtures {
         .kvCacheUsage(kv).scrapedAtNanos(NOW_NANOS - 1_000_000L).build();
   }
 
-  /** Named pools of candidates; every contract runs its checks on each of them. */
+  /**
+   * Named pools of candidates; every contract runs its checks on each of them. The lists are
+   * immutable: the concurrent calls of a check share them, and a plugin that modifies one throws
+   * rather than changing the pool under the other calls.
+   */
   public static Map<String, List<Candidate>> pools() {
     List<Candidate> unknown = List.of(candidate("10.0.0.1:8000"), candidate("10.0.0.2:8000"),
         candidate("10.0.0.3:8000"));
@@ -69,7 +73,7 @@ public final class ContractFixtures {
             Map.of(Endpoint.ROLE_LABEL, "decode", "zone", "b")), fresh(2, 2, 0.4), 1, 10),
         new TestCandidate(Endpoint.parse("10.0.3.3:8000",
             Map.of(Endpoint.ROLE_LABEL, "both")), EndpointMetrics.UNKNOWN, 0, 0));
-    return Map.of("unknown metrics", unknown, "fresh metrics and load", loaded,
+    return Map.of("unknown metrics", unknown, "fresh metrics and load", List.copyOf(loaded),
         "stale, fresh and unknown", mixed, "labels and LoRA", labelled,
         "single", List.of(candidate("10.0.4.1:8000")));
   }

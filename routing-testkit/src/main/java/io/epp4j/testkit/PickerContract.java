@@ -13,10 +13,11 @@ import org.junit.jupiter.api.Test;
 /**
  * Contract of a {@link Picker}: extend it in a JUnit 5 test and implement {@link #createPlugin()}.
  * Checks that a non-empty pool gives at least one pick, that picks are given candidates without
- * repeats, that an empty pool gives none, that the candidate list, scores and request are left as
- * they were, and that concurrent calls on shared candidates (each with its own seeded cycle state)
- * pick what a single thread picks; when {@link #deterministic()} is false only validity is
- * checked.
+ * repeats, that an empty pool gives none (also right after a non-empty one), that the candidate
+ * list, scores and request are left as they were, and that concurrent calls on shared candidates
+ * (each with its own seeded cycle state, with distinct, equal and zero scores), on a warmed-up
+ * picker and on new ones, pick what a single thread picks; when {@link #deterministic()} is false
+ * only validity is checked.
  *
  * @param <P> the picker type under test
  */
@@ -52,12 +53,15 @@ public abstract class PickerContract<P extends Picker> extends PluginContract<P>
     }
   }
 
+  /** An empty pool, each time right after a non-empty one, gives no pick. */
   @Test
   void emptyCandidatesGiveNoPick() {
     P p = plugin();
     for (PluginContract.Case c : cases()) {
+      p.pick(c.request(), ContractFixtures.state(1), c.pool(),
+          scorePatterns(c.pool().size()).get(0));
       assertThat(p.pick(c.request(), ContractFixtures.state(1), List.of(), new double[0]))
-          .isEmpty();
+          .as("%s: picks from no candidates, after a pick from some", c.name()).isEmpty();
     }
   }
 
@@ -76,24 +80,32 @@ public abstract class PickerContract<P extends Picker> extends PluginContract<P>
     }
   }
 
+  /**
+   * Every case with every score pattern, ties included (a tie-break must use the cycle state's
+   * seeded random source to be reproducible).
+   */
   @Test
   void concurrentCallsOnSharedCandidatesAgreeWithOneThread() throws Exception {
     P p = plugin();
     List<PluginContract.Case> cases = cases();
+    int patterns = 3;
     List<List<Candidate>> expected = new ArrayList<>();
     for (PluginContract.Case c : cases) {
-      expected.add(List.copyOf(p.pick(c.request(), ContractFixtures.state(7), c.pool(),
-          scorePatterns(c.pool().size()).get(0))));
+      for (double[] scores : scorePatterns(c.pool().size())) {
+        expected.add(List.copyOf(p.pick(c.request(), ContractFixtures.state(7), c.pool(),
+            scores)));
+      }
     }
-    concurrently((thread, i) -> {
+    concurrently(p, (picker, thread, i) -> {
       int k = (thread + i) % cases.size();
+      int pattern = (i / cases.size()) % patterns;
       PluginContract.Case c = cases.get(k);
-      List<Candidate> got = p.pick(c.request(), ContractFixtures.state(7), c.pool(),
-          scorePatterns(c.pool().size()).get(0));
+      List<Candidate> got = picker.pick(c.request(), ContractFixtures.state(7), c.pool(),
+          scorePatterns(c.pool().size()).get(pattern));
       assertValid(c, got);
       if (deterministic()) {
-        assertThat(got).as("%s: concurrent picks", c.name())
-            .containsExactlyElementsOf(expected.get(k));
+        assertThat(got).as("%s, score pattern %d: concurrent picks", c.name(), pattern)
+            .containsExactlyElementsOf(expected.get(k * patterns + pattern));
       }
     });
   }

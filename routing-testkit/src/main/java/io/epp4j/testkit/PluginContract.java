@@ -10,11 +10,15 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -33,8 +37,9 @@ public abstract class PluginContract<P extends Plugin> {
 
   /**
    * Whether two calls with equal inputs (same candidates, request and seeded cycle state) give
-   * equal results. True for most plugins; false for one that is meant to vary, e.g. round robin.
-   * When false, concurrent calls are checked for valid results rather than equal ones.
+   * equal results, also on two plugins from {@link #createPlugin()}. True for most plugins; false
+   * for one that is meant to vary, e.g. round robin. When false, concurrent calls are checked for
+   * valid results rather than equal ones.
    */
   protected boolean deterministic() {
     return true;
@@ -91,52 +96,121 @@ public abstract class PluginContract<P extends Plugin> {
         .isEqualTo(tokensBefore);
   }
 
-  /** Per-thread work: iteration {@code i} of thread {@code t}. */
-  interface Work {
-    void run(int thread, int iteration) throws Exception;
+  /** Per-call work: call {@code iteration} of thread {@code thread}, on {@code plugin}. */
+  interface Work<P> {
+    void run(P plugin, int thread, int iteration) throws Exception;
   }
 
+  static final int THREADS = 4;
+  static final int CALLS_PER_ROUND = 128;
+  static final int CALLS_PER_COLD_ROUND = 16;
+  static final int MIN_ROUNDS = 128;
+  static final int MAX_ROUNDS = 4_000;
+  static final long MIN_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+  static final long DEADLINE_NANOS = TimeUnit.SECONDS.toNanos(60);
+  /** Delays between the threads' first calls in the rounds on new plugins, in turn. */
+  static final long[] STAGGER_NANOS = {0, 2_000, 20_000, 200_000};
+
   /**
-   * Runs {@code work} on 4 threads released together and fails with the first error. Each thread
-   * runs at least 2,000 iterations and keeps going until 250 ms have passed (at most 200,000):
-   * a race shows only when threads really overlap, which on a busy machine a fixed small count
-   * may never achieve. Bounded by a 60 s deadline.
+   * Runs {@code work} on {@value #THREADS} threads in rounds of {@value #CALLS_PER_ROUND} calls
+   * per thread, at least {@value #MIN_ROUNDS} rounds and until 250 ms have passed, and fails with
+   * the first error or exception of any thread. Even rounds call {@code warm}, a plugin that has
+   * already been called on one thread (a race between calls in the steady state, such as a shared
+   * scratch buffer); odd rounds call a new plugin from {@link #createPlugin()}, closed after the
+   * round, whose very first calls are concurrent (a race in lazy initialisation, which a warmed-up
+   * plugin has left behind). In each round the threads spin until all have started and are then
+   * released at once, so that on a machine with few cores the first calls still overlap; in the
+   * rounds on new plugins thread {@code t} then waits {@code t} times 0, 2, 20 or 200 µs (in
+   * turn), so that some thread makes its first call while another is still in the middle of its
+   * own, whatever that takes.
+   *
+   * <p>A race shows only when calls overlap, so a pass is evidence, not proof; the contract's own
+   * tests measure it against plugins with such races. A thread that is still running after 60 s
+   * (a deadlock or endless loop) fails the test; the threads are daemons, so one that never
+   * returns does not keep the test JVM alive.
    */
-  static void concurrently(Work work) throws Exception {
-    int threads = 4;
-    int minIterations = 2_000;
-    int maxIterations = 200_000;
-    long minNanos = TimeUnit.MILLISECONDS.toNanos(250);
-    ExecutorService pool = Executors.newFixedThreadPool(threads);
+  final void concurrently(P warm, Work<P> work) throws Exception {
+    ExecutorService pool = Executors.newFixedThreadPool(THREADS, r -> {
+      Thread t = new Thread(r, "contract-concurrency");
+      t.setDaemon(true);
+      return t;
+    });
+    AtomicReference<Throwable> failure = new AtomicReference<>();
+    long t0 = System.nanoTime();
+    long deadline = t0 + DEADLINE_NANOS;
     try {
-      CountDownLatch start = new CountDownLatch(1);
-      List<Future<?>> futures = new ArrayList<>();
-      for (int t = 0; t < threads; t++) {
-        int thread = t;
-        futures.add(pool.submit(() -> {
-          assertThat(start.await(30, TimeUnit.SECONDS)).isTrue();
-          long t0 = System.nanoTime();
-          for (int i = 0; i < maxIterations
-              && (i < minIterations || System.nanoTime() - t0 < minNanos); i++) {
-            work.run(thread, i);
-          }
-          return null;
-        }));
-      }
-      start.countDown();
-      for (Future<?> f : futures) {
+      for (int round = 0; failure.get() == null && round < MAX_ROUNDS
+          && (round < MIN_ROUNDS || System.nanoTime() - t0 < MIN_NANOS); round++) {
+        boolean cold = round % 2 == 1;
+        P p = cold ? createPlugin() : warm;
         try {
-          f.get(60, TimeUnit.SECONDS);
-        } catch (java.util.concurrent.ExecutionException e) {
-          if (e.getCause() instanceof Error err) {
-            throw err;
+          long stagger = cold ? STAGGER_NANOS[(round / 2) % STAGGER_NANOS.length] : 0;
+          runRound(pool, p, round, cold ? CALLS_PER_COLD_ROUND : CALLS_PER_ROUND, stagger, work,
+              failure, deadline);
+        } finally {
+          if (cold) {
+            p.close();
           }
-          throw e;
         }
       }
     } finally {
       pool.shutdownNow();
-      assertThat(pool.awaitTermination(30, TimeUnit.SECONDS)).as("threads stopped").isTrue();
+    }
+    Throwable f = failure.get();
+    if (f instanceof Error e) {
+      throw e;
+    }
+    if (f != null) {
+      throw new AssertionError("a concurrent call threw " + f, f);
+    }
+  }
+
+  private static <P> void runRound(ExecutorService pool, P p, int round, int calls, long stagger,
+      Work<P> work, AtomicReference<Throwable> failure, long deadline)
+      throws InterruptedException {
+    AtomicInteger ready = new AtomicInteger();
+    AtomicBoolean go = new AtomicBoolean();
+    List<Future<?>> futures = new ArrayList<>();
+    for (int t = 0; t < THREADS; t++) {
+      int thread = t;
+      futures.add(pool.submit(() -> {
+        ready.incrementAndGet();
+        while (!go.get()) {
+          if (System.nanoTime() - deadline > 0) {
+            return;
+          }
+          Thread.onSpinWait();
+          Thread.yield();
+        }
+        long released = System.nanoTime();
+        while (System.nanoTime() - released < thread * stagger) {
+          Thread.onSpinWait();
+        }
+        for (int i = 0; i < calls && failure.get() == null; i++) {
+          try {
+            work.run(p, thread, round * CALLS_PER_ROUND + i);
+          } catch (Throwable e) {
+            failure.compareAndSet(null, e);
+            return;
+          }
+        }
+      }));
+    }
+    while (ready.get() < THREADS && System.nanoTime() - deadline < 0) {
+      Thread.onSpinWait();
+      Thread.yield();
+    }
+    go.set(true);
+    for (Future<?> f : futures) {
+      try {
+        f.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+      } catch (TimeoutException e) {
+        failure.compareAndSet(null, new AssertionError("concurrent calls still running after "
+            + TimeUnit.NANOSECONDS.toSeconds(DEADLINE_NANOS) + " s: a deadlock or endless loop?"));
+        return;
+      } catch (ExecutionException e) {
+        failure.compareAndSet(null, e.getCause());
+      }
     }
   }
 

@@ -8,6 +8,7 @@ import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import io.epp4j.api.PluginProvider;
 import io.epp4j.api.Result;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -22,8 +23,9 @@ import org.junit.jupiter.api.Test;
  * {@link #badParameters()} to list values it must reject. Checks the type name, that valid
  * parameters give a plugin, that unknown parameter names are left unread (the config loader
  * reports them from {@link Parameters#unreadNames()}), that each bad value is rejected with a
- * message naming its parameter, that values of the wrong type give errors rather than
- * exceptions, and that {@link ServiceLoader} finds the provider.
+ * message naming its parameter, that values of the wrong type give errors naming the parameter
+ * rather than exceptions or silent defaults (see {@link #mustReject}), and that
+ * {@link ServiceLoader} finds the provider.
  */
 public abstract class ProviderContract {
   private static final Pattern KEBAB = Pattern.compile("[a-z0-9]+(-[a-z0-9]+)*");
@@ -101,6 +103,16 @@ public abstract class ProviderContract {
     assertThat(p.unreadNames()).as("names the provider did not read").containsExactly(UNKNOWN);
   }
 
+  /**
+   * Whether {@code error} names parameter {@code name}: quoted whole ({@code 'k'}), or as the
+   * start of a path into it ({@code 'k.x'}, {@code 'k[0]'}); {@code 'kvCacheThreshold'} does not
+   * name {@code k}.
+   */
+  static boolean namesParameter(String error, String name) {
+    String q = "'" + name;
+    return error.contains(q + "'") || error.contains(q + ".") || error.contains(q + "[");
+  }
+
   @Test
   void badValuesAreRejectedNamingTheParameter() {
     Map<String, Map<String, ?>> bad = badParameters();
@@ -109,20 +121,55 @@ public abstract class ProviderContract {
       Result<? extends Plugin> r = create(Parameters.of(values));
       closeIfOk(r);
       assertThat(r.isOk()).as("%s accepted", values).isFalse();
-      assertThat(r.errors()).as("errors for %s", values)
-          .anySatisfy(e -> assertThat(e).contains("'" + name));
+      assertThat(r.errors()).as("errors for %s, one naming '%s'", values, name)
+          .anyMatch(e -> namesParameter(e, name));
     });
   }
 
+  /**
+   * Whether {@code wrong}, given for parameter {@code name} in place of {@code valid} (its value
+   * in {@link #validParameters()}), must be rejected: a value of a kind that no reading of the
+   * parameter can take. For a number or a boolean: a string that is not one, a list or an object;
+   * for a string or a list: an object (a string may stand for a one-element list and the other
+   * way round); for an object: a list. Override it for a parameter that takes several kinds.
+   */
+  protected boolean mustReject(String name, Object valid, Object wrong) {
+    if (valid instanceof Number || valid instanceof Boolean) {
+      return wrong instanceof List || wrong instanceof Map
+          || wrong instanceof String w && !w.equals("true") && !w.equals("false")
+              && !w.matches("-?[0-9.eE+]+");
+    }
+    if (valid instanceof String || valid instanceof List) {
+      return wrong instanceof Map;
+    }
+    if (valid instanceof Map) {
+      return wrong instanceof List;
+    }
+    return false;
+  }
+
+  /**
+   * Each parameter of {@link #validParameters()} in turn set to a string, a list, an object and
+   * -1: no call throws, and a value {@link #mustReject} names is rejected with an error naming the
+   * parameter (not silently replaced by a default).
+   */
   @Test
   void valuesOfTheWrongTypeGiveErrorsNotExceptions() {
-    for (String name : validParameters().keySet()) {
+    validParameters().forEach((name, valid) -> {
       for (Object wrong : List.<Object>of("not-a-number", List.of(1), Map.of("x", 1), -1)) {
         Map<String, Object> values = new LinkedHashMap<>(validParameters());
         values.put(name, wrong);
-        assertThatCode(() -> closeIfOk(create(Parameters.of(values))))
+        List<Result<? extends Plugin>> result = new ArrayList<>(1);
+        assertThatCode(() -> result.add(create(Parameters.of(values))))
             .as("%s = %s", name, wrong).doesNotThrowAnyException();
+        Result<? extends Plugin> r = result.get(0);
+        closeIfOk(r);
+        if (mustReject(name, valid, wrong)) {
+          assertThat(r.isOk()).as("%s = %s (valid: %s) accepted", name, wrong, valid).isFalse();
+          assertThat(r.errors()).as("errors for %s = %s, one naming '%s'", name, wrong, name)
+              .anyMatch(e -> namesParameter(e, name));
+        }
       }
-    }
+    });
   }
 }
