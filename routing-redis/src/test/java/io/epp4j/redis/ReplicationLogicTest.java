@@ -356,12 +356,16 @@ class ReplicationLogicTest {
     log.withClock();
     Router a = router(log, "p", "same", 1000);
     Router b = router(log, "p", "same", 1000);
-    for (long seed = 1; seed <= 20; seed++) {
-      a.route(prompt(seed)).onComplete(new Usage(1, 0, 1));
-      b.route(prompt(100 + seed)).onComplete(new Usage(1, 0, 1));
-    }
-    await("both see batches under their id that they did not write",
-        () -> replication(a).sharedRouterIdSeen() && replication(b).sharedRouterIdSeen());
+    // a reader counts only batches newer than its own start, which it learns once connected:
+    // on a loaded machine one router's first batches can predate the other's start, so both
+    // keep writing until each has seen the other's
+    long[] seed = {0};
+    await("both see batches under their id that they did not write", () -> {
+      seed[0]++;
+      a.route(prompt(seed[0])).onComplete(new Usage(1, 0, 1));
+      b.route(prompt(100_000 + seed[0])).onComplete(new Usage(1, 0, 1));
+      return replication(a).sharedRouterIdSeen() && replication(b).sharedRouterIdSeen();
+    });
   }
 
   @Test
