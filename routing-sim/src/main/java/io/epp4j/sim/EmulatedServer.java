@@ -39,6 +39,8 @@ import io.netty.handler.codec.http.HttpServerCodec;
 import io.netty.handler.codec.http.HttpUtil;
 import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
+import io.netty.handler.timeout.IdleStateEvent;
+import io.netty.handler.timeout.IdleStateHandler;
 import io.netty.util.concurrent.DefaultThreadFactory;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 import io.netty.util.internal.logging.JdkLoggerFactory;
@@ -113,7 +115,8 @@ final class EmulatedServer implements AutoCloseable {
    * @throws IllegalStateException naming the port when it is taken
    */
   EmulatedServer(EmulatedCluster cluster, int replica, int port) {
-    this(cluster, replica, port, List.of(), null);
+    this(cluster, replica, port, List.of(), null,
+        Math.round(Serve.DEFAULT_KEEP_ALIVE_SECONDS * 1e9));
   }
 
   /**
@@ -121,10 +124,13 @@ final class EmulatedServer implements AutoCloseable {
    * vLLM's {@code --lora-modules}, a request names one in its {@code model} field.
    *
    * @param tokenizer the tokenizer of text prompts and chats; {@code null} for the stand-in
+   * @param keepAliveNanos how long a connection may stay idle (nothing read or written, no
+   *     request being answered) before the server closes it, as vLLM's server does after 5 s;
+   *     0 to keep it open until the client closes it
    * @throws IllegalStateException naming the port when it is taken
    */
   EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
-      @Nullable Tokenizer tokenizer) {
+      @Nullable Tokenizer tokenizer, long keepAliveNanos) {
     this.loraAdapters = List.copyOf(loraAdapters);
     this.cluster = cluster;
     this.replica = replica;
@@ -150,6 +156,11 @@ final class EmulatedServer implements AutoCloseable {
           @Override
           protected void initChannel(SocketChannel ch) {
             connections.add(ch);
+            if (keepAliveNanos > 0) {
+              // output still draining to a slow client counts as activity (observeOutput)
+              ch.pipeline().addLast(
+                  new IdleStateHandler(true, 0, 0, keepAliveNanos, TimeUnit.NANOSECONDS));
+            }
             ch.pipeline()
                 .addLast(new HttpServerCodec(16 * 1024, 64 * 1024, 64 * 1024))
                 .addLast(new BodyLimit())
@@ -231,16 +242,35 @@ final class EmulatedServer implements AutoCloseable {
    */
   private final class Connection extends SimpleChannelInboundHandler<FullHttpRequest> {
     private CompletableFuture<Void> previous = CompletableFuture.completedFuture(null);
+    // requests read and not yet answered in full; only the I/O thread touches it
+    private int unanswered;
 
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
       Exchange ex = new Exchange(ctx.channel(), req);
+      unanswered++;
       // a request that could not be handled (the server is closing) closes its connection;
       // the chain goes on for the next one
       previous = previous.thenRunAsync(() -> handle(ex), executor).exceptionally(notHandled -> {
         ctx.close();
         return null;
-      });
+      }).whenComplete((done, never) ->
+          // queued behind the answer's writes, which the request's thread handed to this loop
+          // before it returned: the count drops only once they are under way
+          ctx.executor().execute(() -> unanswered--));
+    }
+
+    @Override
+    public void userEventTriggered(ChannelHandlerContext ctx, Object evt) throws Exception {
+      if (evt instanceof IdleStateEvent) {
+        // the keep-alive timeout: close a connection that waits for its client's next request,
+        // not one whose request is still being computed without a byte to send yet
+        if (unanswered == 0) {
+          ctx.close();
+        }
+        return;
+      }
+      super.userEventTriggered(ctx, evt);
     }
 
     @Override

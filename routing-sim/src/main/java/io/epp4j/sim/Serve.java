@@ -23,6 +23,11 @@ import org.zeromq.ZContext;
  */
 final class Serve implements AutoCloseable {
   static final int DEFAULT_KV_EVENTS_PORT = 25557;
+  /**
+   * Seconds an idle keep-alive connection stays open: vLLM's HTTP server closes it after 5
+   * ({@code VLLM_HTTP_TIMEOUT_KEEP_ALIVE}, uvicorn's {@code timeout_keep_alive}).
+   */
+  static final double DEFAULT_KEEP_ALIVE_SECONDS = 5;
 
   static final String USAGE = """
       usage: routing-sim serve --replicas N --port P [options]
@@ -47,6 +52,10 @@ final class Serve implements AutoCloseable {
                                Jinja chat template renders chats): text prompts, chats and /tokenize use it, so
                                token counts, block hashes and KV events are the model's. Without
                                it, a deterministic stand-in gives one token per word.
+        --keep-alive-timeout S seconds a keep-alive connection may stay idle (no request
+                               being read or answered) before the server closes it, on the
+                               wall clock whatever --speed is; vLLM's default (5), 0 to
+                               keep idle connections open until the client closes them
       """;
 
   /**
@@ -54,11 +63,25 @@ final class Serve implements AutoCloseable {
    *
    * @param tokenizer a {@code tokenizer.json} or the directory holding it; {@code null} for the
    *                  stand-in tokenizer
+   * @param keepAliveSeconds how long an idle keep-alive connection stays open (wall clock);
+   *                  0 for as long as its client keeps it
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
-      HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer) {
+      HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+      double keepAliveSeconds) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
+      if (!(keepAliveSeconds >= 0) || keepAliveSeconds > MAX_KEEP_ALIVE_SECONDS) {
+        throw new IllegalArgumentException("--keep-alive-timeout must be in [0, "
+            + (long) MAX_KEEP_ALIVE_SECONDS + "] seconds, got " + keepAliveSeconds);
+      }
+    }
+
+    /** With vLLM's keep-alive timeout. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, DEFAULT_KEEP_ALIVE_SECONDS);
     }
 
     /** Without LoRA adapters, with the stand-in tokenizer. */
@@ -79,6 +102,9 @@ final class Serve implements AutoCloseable {
       this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, List.of(), tokenizer);
     }
   }
+
+  /** Largest {@code --keep-alive-timeout}: a day. */
+  static final double MAX_KEEP_ALIVE_SECONDS = 86_400;
 
   private final ZContext zmq;
   private final EmulatedCluster cluster;
@@ -118,7 +144,8 @@ final class Serve implements AutoCloseable {
         String topic = "kv@127.0.0.1:" + httpPort + "@" + o.profile().model();
         publishers.add(new KvEventPublisher(zmq, topic, o.kvEventsPort() + 2 * i,
             o.kvEventsPort() + 2 * i + 1, o.mapEncoding()));
-        servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer));
+        servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer,
+            Math.round(o.keepAliveSeconds() * 1e9)));
       }
     } catch (RuntimeException e) {
       close();
@@ -278,6 +305,7 @@ final class Serve implements AutoCloseable {
     long seed = 1;
     List<String> lora = List.of();
     Path tokenizer = null;
+    double keepAlive = DEFAULT_KEEP_ALIVE_SECONDS;
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help") || a.equals("-h")) {
@@ -349,6 +377,15 @@ final class Serve implements AutoCloseable {
             throw new IllegalArgumentException("--tokenizer: not a path: " + v);
           }
         }
+        case "--keep-alive-timeout" -> {
+          try {
+            keepAlive = Double.parseDouble(v);
+          } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--keep-alive-timeout must be a number of"
+                + " seconds, got " + v);
+          }
+          // the range is checked with the other fields, by Options
+        }
         default -> throw new IllegalArgumentException("unknown option " + name);
       }
     }
@@ -366,7 +403,8 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException("--kv-events-port " + kvPort + " leaves no room for "
           + replicas + " replicas");
     }
-    return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer);
+    return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
+        keepAlive);
   }
 
   private static int intArg(String name, String v, int min, int max) {

@@ -65,12 +65,17 @@ class ServeIntegrationTest {
 
   private Serve start(int replicas, boolean mapEncoding, double speed,
       List<String> loraAdapters) {
+    return start(replicas, mapEncoding, speed, loraAdapters, Serve.DEFAULT_KEEP_ALIVE_SECONDS);
+  }
+
+  private Serve start(int replicas, boolean mapEncoding, double speed,
+      List<String> loraAdapters, double keepAliveSeconds) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 20; attempt++) {
       // below the kernel's ephemeral range, so no client socket of another process holds them
       int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
       Serve.Options o = new Serve.Options(replicas, base, base + 1_000, mapEncoding, speed,
-          HardwareProfile.qwen3H100Mps6(), 1, loraAdapters);
+          HardwareProfile.qwen3H100Mps6(), 1, loraAdapters, null, keepAliveSeconds);
       try {
         Serve s = new Serve(o);
         open.add(s);
@@ -644,6 +649,66 @@ class ServeIntegrationTest {
     }
   }
 
+  @Test
+  void anIdleConnectionIsClosedAfterTheKeepAliveTimeoutButNotWhileItsAnswerIsComputed()
+      throws Exception {
+    double keepAlive = 0.3;
+    // at speed 1 an answer of 400 tokens takes over a second with nothing written before it
+    Serve s = start(1, false, 1, List.of(), keepAlive);
+    int p = port(s, 0);
+    byte[] body = ("{\"prompt\":" + tokens(5, 20) + ",\"max_tokens\":400}")
+        .getBytes(StandardCharsets.UTF_8);
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), p)) {
+      socket.setSoTimeout(20_000);
+      java.io.OutputStream out = socket.getOutputStream();
+      java.io.InputStream in = new java.io.BufferedInputStream(socket.getInputStream());
+      long sent = System.nanoTime();
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      RawResponse whole = RawResponse.read(in);
+      double tookSeconds = (System.nanoTime() - sent) / 1e9;
+      assertThat(whole.status()).isEqualTo(200);
+      assertThat(JSON.readTree(whole.body()).at("/usage/completion_tokens").asInt())
+          .isEqualTo(400);
+      assertThat(tookSeconds).as("the answer was silent for longer than the timeout, so a close"
+          + " while it was computed would have shown").isGreaterThan(2 * keepAlive);
+
+      long answered = System.nanoTime();
+      assertThat(in.read()).as("the server closed the idle connection").isEqualTo(-1);
+      double idleSeconds = (System.nanoTime() - answered) / 1e9;
+      assertThat(idleSeconds).as("not before the timeout").isGreaterThan(keepAlive * 0.8);
+    }
+
+    // a client that pools connections opens a new one and never sees the close as an error
+    for (int i = 0; i < 3; i++) {
+      HttpResponse<String> r = post(p, "/v1/completions",
+          "{\"prompt\":" + tokens(5, 20) + ",\"max_tokens\":1}");
+      assertThat(r.statusCode()).isEqualTo(200);
+      Thread.sleep(Math.round(keepAlive * 1_500));
+    }
+  }
+
+  @Test
+  void aZeroKeepAliveTimeoutLeavesIdleConnectionsOpen() throws Exception {
+    Serve s = start(1, false, SPEED, List.of(), 0);
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+        port(s, 0))) {
+      java.io.OutputStream out = socket.getOutputStream();
+      java.io.InputStream in = new java.io.BufferedInputStream(socket.getInputStream());
+      out.write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      socket.setSoTimeout(20_000);
+      assertThat(RawResponse.read(in).status()).isEqualTo(200);
+      socket.setSoTimeout(1_500);
+      org.assertj.core.api.Assertions.assertThatThrownBy(in::read).as("still open after 1.5 s idle")
+          .isInstanceOf(java.net.SocketTimeoutException.class);
+    }
+  }
+
   /** One HTTP/1.1 response read off a socket: its status, headers (lower-cased names), body. */
   private record RawResponse(int status, Map<String, String> headers, String body) {
     String header(String name) {
@@ -869,6 +934,15 @@ class ServeIntegrationTest {
     org.assertj.core.api.Assertions.assertThatThrownBy(() -> Serve.parse(new String[] {
         "--replicas", "1", "--port", "9000", "--lora-adapters", "sql,,chat"}))
         .hasMessageContaining("--lora-adapters");
+    assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000"})
+        .keepAliveSeconds()).isEqualTo(5);
+    assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000",
+        "--keep-alive-timeout", "0.5"}).keepAliveSeconds()).isEqualTo(0.5);
+    for (String bad : new String[] {"-1", "abc", "NaN", "100000"}) {
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> Serve.parse(new String[] {
+          "--replicas", "1", "--port", "9000", "--keep-alive-timeout", bad}))
+          .as(bad).hasMessageContaining("--keep-alive-timeout");
+    }
   }
 
   /**

@@ -75,6 +75,13 @@ public final class PlainGateway implements AutoCloseable {
     if (System.getProperty("sun.net.httpserver.nodelay") == null) {
       System.setProperty("sun.net.httpserver.nodelay", "true");
     }
+    // vLLM closes a keep-alive connection after 5 s idle; the JDK's client keeps idle connections
+    // for 1,200 s on Java 17 (30 s on later releases), so a request could go out on a connection
+    // the replica is closing at that moment and fail before any answer. Read once, when the JVM's
+    // first HTTP client pools a connection; a value the user set wins.
+    if (System.getProperty("jdk.httpclient.keepalive.timeout") == null) {
+      System.setProperty("jdk.httpclient.keepalive.timeout", "4");
+    }
   }
 
   /**
