@@ -51,6 +51,17 @@ public final class LoadGenerator {
   /** Latencies are recorded in microseconds up to an hour, three significant digits. */
   private static final long MAX_MICROS = TimeUnit.HOURS.toMicros(1);
 
+  static {
+    // vLLM closes a keep-alive connection after 5 s idle; the JDK's client keeps idle connections
+    // for 1,200 s on Java 17 (30 s later), so between a workload's bursts a request could go out
+    // on a connection the server is closing at that moment and count as an error that the server
+    // never saw. Read once, when the JVM's first HTTP client pools a connection; a value the user
+    // set wins.
+    if (System.getProperty("jdk.httpclient.keepalive.timeout") == null) {
+      System.setProperty("jdk.httpclient.keepalive.timeout", "4");
+    }
+  }
+
   /**
    * How to run: where to, with which model name, and the bounds.
    *
