@@ -62,6 +62,9 @@ public final class MetricsScraper implements AutoCloseable {
   private final ConcurrentHashMap<String, Boolean> failing = new ConcurrentHashMap<>();
   private final AtomicLong scrapes = new AtomicLong();
   private final AtomicLong failures = new AtomicLong();
+  // scrapes under way, so that close() can end them
+  private final Set<CompletableFuture<?>> responses = ConcurrentHashMap.newKeySet();
+  private volatile boolean closed;
 
   private MetricsScraper(Builder b) {
     this.router = b.router;
@@ -132,9 +135,20 @@ public final class MetricsScraper implements AutoCloseable {
       response.cancel(true); // closed meanwhile
       return;
     }
+    responses.add(response);
+    if (closed) {
+      response.cancel(true); // close() may have ended the others before this one was added
+    }
     response.whenComplete((resp, err) -> {
       deadline.cancel(false);
+      responses.remove(response);
       inFlight.remove(id);
+      if (closed) {
+        // an answer that ends after close() is neither published (the router may be closed or
+        // reconfigured meanwhile) nor a failure: a replica that stops with the gateway answers
+        // its last scrape with a 503
+        return;
+      }
       scrapes.incrementAndGet();
       if (err != null || resp.statusCode() != 200) {
         fail(id, err != null ? err.toString() : "HTTP " + resp.statusCode());
@@ -186,9 +200,17 @@ public final class MetricsScraper implements AutoCloseable {
     return failures.get();
   }
 
+  /**
+   * Stops scraping: no new scrape starts, the ones under way are cancelled, and an answer that
+   * still arrives is dropped, neither published to the router nor counted or logged as a failure.
+   */
   @Override
   public void close() {
+    closed = true;
     scheduler.shutdownNow();
+    for (CompletableFuture<?> response : responses) {
+      response.cancel(true);
+    }
   }
 
   /**

@@ -14,6 +14,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
@@ -265,6 +266,81 @@ class MetricsScraperTest {
     }
     assertThatThrownBy(() -> MetricsScraper.builder(router).maxResponseBytes(0))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxResponseBytes");
+  }
+
+  @Test
+  void aScrapeThatEndsAfterCloseNeitherUpdatesTheRouterNorWarns() throws Exception {
+    // two replicas whose metrics answers are held until the scraper has been closed, as at a
+    // gateway's shutdown or a pool's reload: one then answers with metrics, one with a 503
+    java.util.concurrent.CountDownLatch arrived = new java.util.concurrent.CountDownLatch(2);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch answered = new java.util.concurrent.CountDownLatch(2);
+    java.util.concurrent.ExecutorService handlers =
+        java.util.concurrent.Executors.newCachedThreadPool();
+    HttpServer[] servers = new HttpServer[2];
+    for (int i = 0; i < 2; i++) {
+      boolean healthy = i == 0;
+      servers[i] = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+      servers[i].setExecutor(handlers);
+      servers[i].createContext("/metrics", ex -> {
+        arrived.countDown();
+        try {
+          release.await(10, TimeUnit.SECONDS);
+          byte[] b = (healthy ? VLLM : "stopping").getBytes(StandardCharsets.UTF_8);
+          ex.sendResponseHeaders(healthy ? 200 : 503, b.length);
+          ex.getResponseBody().write(b);
+        } catch (InterruptedException | java.io.IOException e) {
+          // the client gave up
+        } finally {
+          ex.close();
+          answered.countDown();
+        }
+      });
+      servers[i].start();
+    }
+    java.util.List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(MetricsScraper.class.getName());
+    java.util.logging.Handler handler = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        warnings.add(r.getMessage());
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(handler);
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.of("127.0.0.1", servers[0].getAddress().getPort()),
+            Endpoint.of("127.0.0.1", servers[1].getAddress().getPort())))
+        .build();
+    try {
+      MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+          .timeout(Duration.ofSeconds(5)).start();
+      assertThat(arrived.await(10, TimeUnit.SECONDS)).isTrue();
+      scraper.close();
+      release.countDown();
+      assertThat(answered.await(10, TimeUnit.SECONDS)).isTrue();
+      // what a late answer would do happens within milliseconds; give it ample time
+      long until = System.nanoTime() + Duration.ofMillis(500).toNanos();
+      while (System.nanoTime() < until) {
+        assertThat(router.endpoints()).as("metrics published after close")
+            .allSatisfy(c -> assertThat(c.metrics().isKnown()).isFalse());
+        assertThat(warnings).as("warnings after close").isEmpty();
+        java.util.concurrent.locks.LockSupport.parkNanos(10_000_000L);
+      }
+      assertThat(scraper.failures()).isZero();
+    } finally {
+      log.removeHandler(handler);
+      for (HttpServer server : servers) {
+        server.stop(0);
+      }
+      handlers.shutdownNow();
+    }
   }
 
   private static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
