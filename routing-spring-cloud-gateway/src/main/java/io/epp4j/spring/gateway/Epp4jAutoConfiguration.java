@@ -73,9 +73,7 @@ public class Epp4jAutoConfiguration {
   public Epp4jPools epp4jPools(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
       ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners,
       ObjectProvider<DiscoveryClient> discovery) {
-    if (properties.getPools().isEmpty()) {
-      return Epp4jPools.none();
-    }
+    // built even without pools: pools may be added at runtime
     return Epp4jPools.build(properties, listeners(requestListeners, poolListeners),
         otel.getIfAvailable(), discovery.getIfAvailable());
   }

@@ -20,7 +20,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.atomic.AtomicLong;
-import org.springframework.cloud.gateway.filter.GatewayFilter;
 import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.support.ServerWebExchangeUtils;
 import org.springframework.core.io.buffer.DataBuffer;
@@ -45,7 +44,7 @@ import reactor.core.publisher.Mono;
  * <p>When the connection to the picked replica fails before any byte of an answer (refused,
  * reset), the request is sent to the decision's next endpoint, in order.
  */
-final class Epp4jGatewayFilter implements GatewayFilter {
+final class Epp4jGatewayFilter implements Epp4jRouting {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private final Router router;

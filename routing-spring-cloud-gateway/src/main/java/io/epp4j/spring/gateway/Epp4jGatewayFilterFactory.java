@@ -4,9 +4,13 @@ import io.epp4j.core.Router;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
 import org.springframework.cloud.gateway.filter.GatewayFilter;
+import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.filter.OrderedGatewayFilter;
 import org.springframework.cloud.gateway.filter.RouteToRequestUrlFilter;
 import org.springframework.cloud.gateway.filter.factory.AbstractGatewayFilterFactory;
+import org.springframework.http.HttpMethod;
+import org.springframework.web.server.ServerWebExchange;
+import reactor.core.publisher.Mono;
 
 /**
  * The {@code Epp4j} filter: {@code filters: [Epp4j]} in a route definition, or
@@ -16,7 +20,8 @@ import org.springframework.cloud.gateway.filter.factory.AbstractGatewayFilterFac
  * <p>Without arguments the filter uses the default router (the {@code epp4j.*} properties);
  * {@code Epp4j=llama} (or {@code args: {pool: llama}}, or {@code factory.filter("llama")}) uses
  * the router of the named pool {@code epp4j.pools.llama.*}, with that pool's scheme and body
- * size limit. An unknown pool name fails the building of the route.
+ * size limit. A name no pool has fails the building of the route; the pool itself is looked up
+ * at each request, so a pool added, rebuilt or removed at runtime is followed.
  */
 public class Epp4jGatewayFilterFactory
     extends AbstractGatewayFilterFactory<Epp4jGatewayFilterFactory.Config> {
@@ -78,14 +83,46 @@ public class Epp4jGatewayFilterFactory
     if (name == null || name.isBlank()) {
       return new OrderedGatewayFilter(new Epp4jGatewayFilter(router, scheme, maxBodyBytes), ORDER);
     }
-    Epp4jPools.Pool pool;
+    String pool = name.strip();
     try {
-      pool = pools.pool(name.strip());
+      pools.pool(pool); // a name no pool has is a mistake in the route: say so now
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("Epp4j filter: " + e.getMessage(), e);
     }
-    return new OrderedGatewayFilter(
-        new Epp4jGatewayFilter(pool.router, pool.scheme(), pool.maxBodyBytes()), ORDER);
+    return new OrderedGatewayFilter(new NamedPoolFilter(pools, pool), ORDER);
+  }
+
+  /**
+   * Finds its pool at each request, so that a pool rebuilt or removed at runtime is followed:
+   * a removed pool's route answers 503 ({@code routing_no_endpoints}), as a router without
+   * endpoints does, until the pool is added again.
+   */
+  private static final class NamedPoolFilter implements Epp4jRouting {
+    private final Epp4jPools pools;
+    private final String name;
+
+    NamedPoolFilter(Epp4jPools pools, String name) {
+      this.pools = pools;
+      this.name = name;
+    }
+
+    @Override
+    public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
+      Epp4jPools.@Nullable Pool pool = pools.find(name);
+      if (pool != null) {
+        return pool.filter.filter(exchange, chain);
+      }
+      if (!HttpMethod.POST.equals(exchange.getRequest().getMethod())) {
+        return chain.filter(exchange); // as the filter treats them when the pool is there
+      }
+      return Epp4jGatewayFilter.error(exchange, 503, "routing_no_endpoints",
+          "epp4j pool '" + name + "' is not configured");
+    }
+
+    @Override
+    public String toString() {
+      return "Epp4j=" + name;
+    }
   }
 
   /** The filter's one option: the named pool to route with; unset for the default router. */

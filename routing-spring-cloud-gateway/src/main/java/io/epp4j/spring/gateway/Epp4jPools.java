@@ -4,6 +4,7 @@ import io.epp4j.core.MetricsScraper;
 import io.epp4j.core.Router;
 import io.opentelemetry.api.OpenTelemetry;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -21,6 +22,11 @@ import org.springframework.cloud.client.discovery.DiscoveryClient;
  * names a discovery service and the application has a {@code DiscoveryClient}). A route selects
  * one with {@code Epp4j=<name>}. Closing it (the context does) closes them all: scrapers and
  * discovery timers first, then the routers.
+ *
+ * <p>Pools may be added and removed while the gateway runs ({@link Epp4jRefresher} does when
+ * their properties appear or go). A route finds its pool by name at each request, so a route
+ * naming a removed pool answers 503 until the pool comes back or the route goes. Reading the
+ * pools takes no lock; adding and removing are serialised.
  */
 public final class Epp4jPools implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(Epp4jPools.class.getName());
@@ -32,20 +38,16 @@ public final class Epp4jPools implements AutoCloseable {
     final @Nullable MetricsScraper scraper;
     final @Nullable Epp4jDiscoveryPool discovery;
 
+    // the filter of every route naming this pool
+    final Epp4jGatewayFilter filter;
+
     Pool(PoolSettings settings, Router router, @Nullable MetricsScraper scraper,
         @Nullable Epp4jDiscoveryPool discovery) {
       this.settings = settings;
       this.router = router;
       this.scraper = scraper;
       this.discovery = discovery;
-    }
-
-    String scheme() {
-      return settings.scheme;
-    }
-
-    int maxBodyBytes() {
-      return settings.maxBodyBytes();
+      this.filter = new Epp4jGatewayFilter(router, settings.scheme, settings.maxBodyBytes());
     }
 
     boolean discoveryOwnsPool() {
@@ -53,15 +55,24 @@ public final class Epp4jPools implements AutoCloseable {
     }
   }
 
-  private final Map<String, Pool> pools;
+  /** What building a pool needs besides its settings. */
+  private record Context(List<Object> listeners, @Nullable OpenTelemetry otel,
+      @Nullable DiscoveryClient discoveryClient) {}
 
-  private Epp4jPools(Map<String, Pool> pools) {
+  // replaced whole, under the lock, by add and remove; read without it
+  private volatile Map<String, Pool> pools;
+  private final @Nullable Context context; // null: pools cannot be added
+  private final Object lock = new Object();
+  private boolean closed; // under the lock
+
+  private Epp4jPools(Map<String, Pool> pools, @Nullable Context context) {
     this.pools = Collections.unmodifiableMap(pools);
+    this.context = context;
   }
 
-  /** No named pools. */
+  /** No named pools, and none can be added. */
   static Epp4jPools none() {
-    return new Epp4jPools(new LinkedHashMap<>());
+    return new Epp4jPools(new LinkedHashMap<>(), null);
   }
 
   /**
@@ -79,18 +90,68 @@ public final class Epp4jPools implements AutoCloseable {
       s.validate();
       all.add(s);
     }
+    Context context = new Context(List.copyOf(listeners), otel, discoveryClient);
     Map<String, Pool> built = new LinkedHashMap<>();
-    Epp4jPools pools = new Epp4jPools(built);
     try {
       for (PoolSettings s : all) {
         String name = Objects.requireNonNull(s.name);
         built.put(name, buildOne(s, listeners, otel, discoveryClient));
       }
     } catch (RuntimeException e) {
-      pools.close();
+      new Epp4jPools(built, null).close();
       throw e;
     }
-    return pools;
+    return new Epp4jPools(built, context);
+  }
+
+  /**
+   * Builds and adds a pool while the gateway runs, with the listeners, telemetry and discovery
+   * client the pools were built with. Routes naming it find it from their next request.
+   *
+   * @throws IllegalArgumentException naming the property when a setting is invalid, or when a
+   *     pool of that name exists; nothing is added then
+   * @throws IllegalStateException when these pools are closed or cannot build pools
+   */
+  void add(PoolSettings s) {
+    String name = Objects.requireNonNull(s.name);
+    synchronized (lock) {
+      if (closed) {
+        throw new IllegalStateException("epp4j: the pools are closed");
+      }
+      Context c = context;
+      if (c == null) {
+        throw new IllegalStateException("epp4j: these pools cannot build pools");
+      }
+      if (pools.containsKey(name)) {
+        throw new IllegalArgumentException("epp4j: pool '" + name + "' exists already");
+      }
+      s.validate();
+      Pool built = buildOne(s, c.listeners(), c.otel(), c.discoveryClient());
+      Map<String, Pool> next = new LinkedHashMap<>(pools);
+      next.put(name, built);
+      pools = Collections.unmodifiableMap(next);
+    }
+  }
+
+  /**
+   * Removes a pool while the gateway runs and closes its scraper, discovery and router; its
+   * requests in flight still finish and release their counts. Routes naming it answer 503.
+   *
+   * @return whether there was such a pool
+   */
+  boolean remove(String name) {
+    Pool removed;
+    synchronized (lock) {
+      removed = pools.get(name);
+      if (removed == null || closed) {
+        return false;
+      }
+      Map<String, Pool> next = new LinkedHashMap<>(pools);
+      next.remove(name);
+      pools = Collections.unmodifiableMap(next);
+    }
+    closeAll(List.of(removed));
+    return true;
   }
 
   private static Pool buildOne(PoolSettings s, List<Object> listeners,
@@ -131,7 +192,7 @@ public final class Epp4jPools implements AutoCloseable {
     return new Pool(s, router, scraper, discovery);
   }
 
-  /** The names of the pools, in the order they were configured. */
+  /** The names of the pools: those configured at start in their order, then those added. */
   public Set<String> names() {
     return pools.keySet();
   }
@@ -156,11 +217,12 @@ public final class Epp4jPools implements AutoCloseable {
   }
 
   Pool pool(String name) {
-    Pool p = pools.get(name);
+    Map<String, Pool> now = pools;
+    Pool p = now.get(name);
     if (p == null) {
       throw new IllegalArgumentException("epp4j: unknown pool '" + name + "'; known pools: "
-          + (pools.isEmpty() ? "none (define them under epp4j.pools.<name>.*)"
-              : String.join(", ", pools.keySet())));
+          + (now.isEmpty() ? "none (define them under epp4j.pools.<name>.*)"
+              : String.join(", ", now.keySet())));
     }
     return p;
   }
@@ -172,11 +234,23 @@ public final class Epp4jPools implements AutoCloseable {
   /** Stops every scraper and discovery timer, then closes every router. */
   @Override
   public void close() {
-    for (Pool p : pools.values()) {
+    Map<String, Pool> all;
+    synchronized (lock) {
+      if (closed) {
+        return;
+      }
+      closed = true;
+      all = pools;
+    }
+    closeAll(all.values());
+  }
+
+  private static void closeAll(Collection<Pool> all) {
+    for (Pool p : all) {
       quietly(p.discovery, "discovery of pool '" + p.settings.name + "'");
       quietly(p.scraper, "metrics scraper of pool '" + p.settings.name + "'");
     }
-    for (Pool p : pools.values()) {
+    for (Pool p : all) {
       quietly(p.router, "router of pool '" + p.settings.name + "'");
     }
   }

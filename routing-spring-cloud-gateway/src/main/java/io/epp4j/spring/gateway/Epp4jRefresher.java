@@ -32,7 +32,9 @@ import org.springframework.core.env.Environment;
  *
  * <p>A change under {@code epp4j.pools.<name>.} is applied the same way to that named pool only,
  * all or nothing for that pool; a change of the top-level properties to the default router only.
- * A pool added or removed at runtime is not: that takes a restart, and a warning says so.
+ * A pool whose properties appear is built and added (routes naming it use it from their next
+ * request; one that cannot be built is logged and not added); a pool whose properties are all
+ * gone is removed and closed, and routes still naming it answer 503.
  */
 public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEvent> {
   private static final Logger LOG = Logger.getLogger(Epp4jRefresher.class.getName());
@@ -108,20 +110,30 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
 
   private void refreshPool(Epp4jProperties p, String name) {
     Epp4jPools.@Nullable Pool running = findPool(name);
-    Epp4jProperties.@Nullable Pool bound = findBound(p, name);
-    if (running == null && bound != null) {
-      LOG.warning("epp4j: pool '" + name + "' (" + PoolSettings.POOLS_PREFIX + name + ".*) was"
-          + " added at runtime; routes can use it only after a restart");
+    @Nullable String boundName = findBound(p, name);
+    if (running == null && boundName != null) {
+      try {
+        pools.add(PoolSettings.of(p, boundName,
+            Objects.requireNonNull(p.getPools().get(boundName))));
+      } catch (RuntimeException e) {
+        LOG.warning("epp4j: pool '" + boundName + "' was added to the properties but cannot be"
+            + " built, so routes naming it cannot use it: " + e.getMessage());
+        return;
+      }
+      LOG.info("epp4j: pool '" + boundName + "' added; routes naming it use it from now on");
       return;
     }
     if (running == null) {
       return; // neither configured nor running: nothing to say
     }
-    if (bound == null) {
-      LOG.warning("epp4j: pool '" + name + "' was removed from the properties at runtime; it"
-          + " keeps routing with its last settings until a restart");
+    String runningName = Objects.requireNonNull(running.settings.name);
+    if (boundName == null) {
+      pools.remove(runningName);
+      LOG.info("epp4j: pool '" + runningName + "' was removed from the properties and closed;"
+          + " routes still naming it answer 503");
       return;
     }
+    Epp4jProperties.Pool bound = Objects.requireNonNull(p.getPools().get(boundName));
     PoolSettings s;
     try {
       s = PoolSettings.of(p, Objects.requireNonNull(running.settings.name), bound);
@@ -146,14 +158,14 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     return null;
   }
 
-  private static Epp4jProperties.@Nullable Pool findBound(Epp4jProperties p, String name) {
-    Epp4jProperties.Pool exact = p.getPools().get(name);
-    if (exact != null) {
-      return exact;
+  /** The name under which the properties hold pool {@code name} (relaxed binding), or null. */
+  private static @Nullable String findBound(Epp4jProperties p, String name) {
+    if (p.getPools().containsKey(name)) {
+      return name;
     }
-    for (var e : p.getPools().entrySet()) {
-      if (e.getKey().equalsIgnoreCase(name)) {
-        return e.getValue();
+    for (String known : p.getPools().keySet()) {
+      if (known.equalsIgnoreCase(name)) {
+        return known;
       }
     }
     return null;

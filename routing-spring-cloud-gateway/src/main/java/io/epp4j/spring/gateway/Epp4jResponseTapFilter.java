@@ -67,7 +67,7 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
   private static boolean routesWithEpp4j(Route route) {
     for (GatewayFilter f : route.getFilters()) {
       GatewayFilter inner = f instanceof OrderedGatewayFilter o ? o.getDelegate() : f;
-      if (inner instanceof Epp4jGatewayFilter) {
+      if (inner instanceof Epp4jRouting) {
         return true;
       }
     }

@@ -17,7 +17,9 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
@@ -31,10 +33,12 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.util.TestPropertyValues;
 import org.springframework.cloud.context.environment.EnvironmentChangeEvent;
+import org.springframework.cloud.gateway.event.RefreshRoutesEvent;
 import org.springframework.cloud.gateway.route.RouteLocator;
 import org.springframework.cloud.gateway.route.builder.RouteLocatorBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
+import org.springframework.core.env.MapPropertySource;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -215,6 +219,62 @@ class Epp4jPoolsGatewayTest {
     assertThat(ids(pools.router("llama"))).containsExactlyInAnyOrder(L1.id(), L2.id());
   }
 
+  @Test
+  void aPoolAndARouteAddedAtRuntimeServeAndARemovedPoolsRouteAnswers503() throws Exception {
+    // what a config server push does: new properties, an environment change, then the routes
+    // built again
+    Map<String, Object> pushed = new ConcurrentHashMap<>();
+    pushed.put("epp4j.pools.mistral.endpoints", Q.id());
+    // a list binds from one property source: the pushed one carries the routes there were too
+    String routes = "spring.cloud.gateway.server.webflux.routes[";
+    for (var source : ctx.getEnvironment().getPropertySources()) {
+      if (source instanceof org.springframework.core.env.EnumerablePropertySource<?> e) {
+        for (String name : e.getPropertyNames()) {
+          if (name.startsWith(routes)) {
+            pushed.putIfAbsent(name, ctx.getEnvironment().getProperty(name, ""));
+          }
+        }
+      }
+    }
+    String route = routes + "3].";
+    pushed.put(route + "id", "mistral");
+    pushed.put(route + "uri", "http://replica.invalid");
+    pushed.put(route + "predicates[0]", "Path=/mistral/v1/**");
+    pushed.put(route + "filters[0]", "StripPrefix=1");
+    pushed.put(route + "filters[1]", "Epp4j=mistral");
+    ctx.getEnvironment().getPropertySources().addFirst(new MapPropertySource("pushed", pushed));
+    try {
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.copyOf(pushed.keySet())));
+      ctx.publishEvent(new RefreshRoutesEvent(this));
+      await(() -> status("/mistral/v1/completions", prompt("probe")) == 200);
+      int q = Q.served.get();
+      for (int i = 0; i < 4; i++) {
+        assertThat(replica(post("/mistral/v1/completions", prompt("mistral " + i))))
+            .isEqualTo("q");
+      }
+      assertThat(Q.served.get() - q).isEqualTo(4);
+      Router mistral = pools.router("mistral");
+      await(() -> inFlight(mistral) == 0);
+      assertThat(replica(post("/llama/v1/completions", prompt("llama")))).isIn("l1", "l2");
+
+      // the pool goes, the route stays: an OpenAI-shaped 503, the router closed
+      pushed.remove("epp4j.pools.mistral.endpoints");
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.pools.mistral.endpoints")));
+      assertThat(pools.names()).containsExactly("llama", "qwen");
+      HttpResponse<String> gone = post("/mistral/v1/completions", prompt("after"));
+      assertThat(gone.statusCode()).isEqualTo(503);
+      assertThat(JSON.readTree(gone.body()).at("/error/type").asText())
+          .isEqualTo("routing_no_endpoints");
+      assertThat(gone.body()).contains("pool 'mistral' is not configured");
+      assertThat(mistral.route("/v1/completions", Map.of(), new byte[0]).rejection())
+          .isNotNull();
+    } finally {
+      ctx.getEnvironment().getPropertySources().remove("pushed");
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.copyOf(pushed.keySet())));
+      ctx.publishEvent(new RefreshRoutesEvent(this));
+    }
+  }
+
   private static String prompt(String text) {
     return "{\"model\":\"m\",\"prompt\":\"" + text + "\"}";
   }
@@ -246,6 +306,15 @@ class Epp4jPoolsGatewayTest {
         throw new AssertionError("condition not met within 10 s");
       }
       Thread.sleep(10);
+    }
+  }
+
+  /** The status of a POST, or -1 when it could not be sent. */
+  private int status(String path, String body) {
+    try {
+      return post(path, body).statusCode();
+    } catch (Exception e) {
+      return -1;
     }
   }
 

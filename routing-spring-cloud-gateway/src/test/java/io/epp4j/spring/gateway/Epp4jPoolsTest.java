@@ -173,13 +173,90 @@ class Epp4jPoolsTest {
           assertThat(ids(qwen)).containsExactly("127.0.0.1:9011");
           assertThat(qwen.config()).isSameAs(qwenConfig);
 
-          // a pool added at runtime is not built (a restart is needed), and nothing fails
+          // a pool added at runtime is built; the others are not touched
           TestPropertyValues.of("epp4j.pools.mistral.endpoints=127.0.0.1:9021").applyTo(ctx);
           ctx.publishEvent(new EnvironmentChangeEvent(ctx,
               Set.of("epp4j.pools.mistral.endpoints")));
-          assertThat(pools.names()).containsExactly("llama", "qwen");
+          assertThat(pools.names()).containsExactly("llama", "qwen", "mistral");
+          assertThat(ids(pools.router("mistral"))).containsExactly("127.0.0.1:9021");
+          assertThat(pools.router("llama")).isSameAs(llama);
           assertThat(ids(llama)).containsExactly("127.0.0.1:9002");
         });
+  }
+
+  @Test
+  void poolsAddedAndRemovedAtRuntimeAreBuiltWithTheListenersAndClosed() {
+    List<String> completed = new java.util.concurrent.CopyOnWriteArrayList<>();
+    io.epp4j.api.RequestListener listener = new io.epp4j.api.RequestListener() {
+      @Override
+      public void onComplete(io.epp4j.api.InferenceRequest request,
+          io.epp4j.api.Endpoint endpoint, Usage usage) {
+        completed.add(endpoint.id());
+      }
+    };
+    Map<String, Object> added = new java.util.concurrent.ConcurrentHashMap<>();
+    runner.withBean(io.epp4j.api.RequestListener.class, () -> listener).run(ctx -> {
+      // no pool at start: one can still be added
+      Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+      assertThat(pools.names()).isEmpty();
+      ctx.getEnvironment().getPropertySources().addFirst(
+          new org.springframework.core.env.MapPropertySource("runtime", added));
+      added.put("epp4j.pools.mistral.endpoints", "127.0.0.1:9021");
+      added.put("epp4j.pools.mistral.preset", "epp4j");
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.copyOf(added.keySet())));
+      Router mistral = pools.router("mistral");
+      assertThat(ids(mistral)).containsExactly("127.0.0.1:9021");
+      assertThat(mistral.config().plugins()).containsKey("token-cost-picker");
+      mistral.route("/v1/completions", Map.of(), BODY).onComplete(Usage.NONE);
+      assertThat(completed).as("the application's listeners hear the added pool")
+          .containsExactly("127.0.0.1:9021");
+
+      // a pool whose properties cannot build it is not added, and the others stay
+      added.put("epp4j.pools.bad.endpoints", "not-an-endpoint");
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.pools.bad.endpoints")));
+      assertThat(pools.names()).containsExactly("mistral");
+      added.remove("epp4j.pools.bad.endpoints");
+
+      // a pool whose properties are gone is removed and its router closed
+      added.clear();
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+          Set.of("epp4j.pools.mistral.endpoints", "epp4j.pools.mistral.preset")));
+      assertThat(pools.names()).isEmpty();
+      assertThat(pools.find("mistral")).isNull();
+      RoutingDecision late = mistral.route("/v1/completions", Map.of(), BODY);
+      assertThat(late.rejection()).isNotNull();
+      assertThat(late.rejection().message()).contains("closed");
+
+      // and comes back when its properties do
+      added.put("epp4j.pools.mistral.endpoints", "127.0.0.1:9022");
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.pools.mistral.endpoints")));
+      assertThat(ids(pools.router("mistral"))).containsExactly("127.0.0.1:9022");
+    });
+  }
+
+  @Test
+  void addingToPoolsIsCheckedAndRefusedOnceClosed() {
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001").run(ctx -> {
+      Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+      Epp4jProperties top = ctx.getBean(Epp4jProperties.class);
+      Epp4jProperties.Pool llama = new Epp4jProperties.Pool();
+      llama.setEndpoints(List.of("127.0.0.1:9005"));
+      assertThatThrownBy(() -> pools.add(PoolSettings.of(top, "llama", llama)))
+          .hasMessageContaining("pool 'llama' exists already");
+      Epp4jProperties.Pool bad = new Epp4jProperties.Pool();
+      bad.setEndpoints(List.of("no-port"));
+      assertThatThrownBy(() -> pools.add(PoolSettings.of(top, "x", bad)))
+          .hasMessageContaining("epp4j.pools.x.endpoints");
+      assertThat(pools.names()).containsExactly("llama");
+      assertThat(pools.remove("nope")).isFalse();
+      pools.close();
+      Epp4jProperties.Pool later = new Epp4jProperties.Pool();
+      later.setEndpoints(List.of("127.0.0.1:9006"));
+      assertThatThrownBy(() -> pools.add(PoolSettings.of(top, "later", later)))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+      assertThatThrownBy(() -> Epp4jPools.none().add(PoolSettings.of(top, "later", later)))
+          .isInstanceOf(IllegalStateException.class);
+    });
   }
 
   @Test
