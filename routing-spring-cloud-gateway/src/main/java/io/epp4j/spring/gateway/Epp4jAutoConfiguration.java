@@ -19,7 +19,9 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.cloud.client.discovery.DiscoveryClient;
 import org.springframework.cloud.gateway.filter.factory.GatewayFilterFactory;
+import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
 
 /**
@@ -118,6 +120,25 @@ public class Epp4jAutoConfiguration {
       ObjectProvider<Epp4jDiscoveryPool> discoveryPool, ObjectProvider<Epp4jPools> pools) {
     return new Epp4jRefresher(router, environment,
         () -> discoveryPool.getIfAvailable() != null, pools.getIfAvailable(Epp4jPools::none));
+  }
+
+  /**
+   * {@code epp4j} in {@code /actuator/health} ({@link Epp4jHealthIndicator}), when the
+   * application has Spring Boot's health support; off with
+   * {@code management.health.epp4j.enabled=false}.
+   */
+  // the class condition first and alone: the next one's own classes exist only with it
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(name = "org.springframework.boot.health.contributor.HealthIndicator")
+  static class Health {
+    @Bean
+    @ConditionalOnEnabledHealthIndicator("epp4j")
+    @ConditionalOnMissingBean(name = "epp4jHealthIndicator")
+    Epp4jHealthIndicator epp4jHealthIndicator(Router router,
+        ObjectProvider<MetricsScraper> scraper, ObjectProvider<Epp4jPools> pools) {
+      return new Epp4jHealthIndicator(router, scraper.getIfAvailable(),
+          pools.getIfAvailable(Epp4jPools::none));
+    }
   }
 
   static MetricsScraper scraper(Router router, PoolSettings pool) {

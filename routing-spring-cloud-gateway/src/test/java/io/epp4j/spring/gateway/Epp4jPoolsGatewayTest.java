@@ -69,6 +69,7 @@ import org.springframework.test.context.DynamicPropertySource;
         "spring.cloud.gateway.server.webflux.routes[2].filters[1].name=Epp4j",
         "spring.cloud.gateway.server.webflux.routes[2].filters[1].args.pool=qwen",
         "epp4j.metrics.enabled=false",
+        "management.endpoint.health.show-details=always",
         "epp4j.max-body-size=32KB",
         // llama has a limit of its own; qwen inherits epp4j.max-body-size
         "epp4j.pools.llama.max-body-size=64KB"})
@@ -273,6 +274,19 @@ class Epp4jPoolsGatewayTest {
       ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.copyOf(pushed.keySet())));
       ctx.publishEvent(new RefreshRoutesEvent(this));
     }
+  }
+
+  @Test
+  void actuatorHealthShowsEveryRouter() throws Exception {
+    HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(
+            URI.create("http://127.0.0.1:" + port + "/actuator/health/epp4j"))
+        .timeout(Duration.ofSeconds(10)).GET().build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+    var health = JSON.readTree(r.body());
+    assertThat(health.at("/status").asText()).isEqualTo("UP");
+    assertThat(health.at("/details/default/endpoints").asInt()).isEqualTo(1);
+    assertThat(health.at("/details/pools/llama/endpoints").asInt()).isEqualTo(2);
+    assertThat(health.at("/details/pools/qwen/endpoints").asInt()).isEqualTo(1);
   }
 
   private static String prompt(String text) {
