@@ -6,6 +6,8 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
@@ -47,7 +49,8 @@ final class EmulatedCluster implements AutoCloseable {
   /** A scrape of one replica, in vLLM's terms. */
   record Stats(int waiting, int running, double kvUsage, long prefixQueries, long prefixHits,
       int numGpuBlocks, int blockSize, long[] ttftBucketCounts, double ttftSumSeconds,
-      long ttftCount, long promptTokens, long generationTokens, long requestsFinished) {}
+      long ttftCount, long promptTokens, long generationTokens, long requestsFinished,
+      Set<String> runningLoraAdapters, Set<String> waitingLoraAdapters) {}
 
   private final HardwareProfile hw;
   private final double speed;
@@ -195,9 +198,13 @@ final class EmulatedCluster implements AutoCloseable {
     lock.lock();
     try {
       Replica r = replicas[i];
+      Set<String> runningAdapters = new TreeSet<>();
+      Set<String> waitingAdapters = new TreeSet<>();
+      r.loraAdapters(runningAdapters, waitingAdapters);
       return new Stats(r.waitingCount(), r.runningCount(), r.kv.usage(), r.promptTokensQueried,
           r.promptTokensHit, r.kv.numBlocks(), r.kv.blockSize(), ttftBuckets[i].clone(),
-          ttftSum[i], ttftCount[i], promptTokens[i], generationTokens[i], finished[i]);
+          ttftSum[i], ttftCount[i], promptTokens[i], generationTokens[i], finished[i],
+          runningAdapters, waitingAdapters);
     } finally {
       lock.unlock();
     }

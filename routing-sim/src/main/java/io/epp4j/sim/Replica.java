@@ -77,6 +77,23 @@ final class Replica {
     return running.size();
   }
 
+  /**
+   * Adds the LoRA adapters of the running requests to {@code runningAdapters} and those of the
+   * waiting ones to {@code waitingAdapters} (base-model requests have none).
+   */
+  void loraAdapters(java.util.Set<String> runningAdapters, java.util.Set<String> waitingAdapters) {
+    for (SimRequest r : running) {
+      if (r.loraName != null) {
+        runningAdapters.add(r.loraName);
+      }
+    }
+    for (SimRequest r : waiting) {
+      if (r.loraName != null) {
+        waitingAdapters.add(r.loraName);
+      }
+    }
+  }
+
   /** What a scrape of this replica would show now. */
   EndpointMetrics metrics(long nowNanos) {
     return EndpointMetrics.builder()
