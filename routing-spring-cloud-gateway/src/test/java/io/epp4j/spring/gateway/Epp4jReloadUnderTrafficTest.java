@@ -107,11 +107,12 @@ class Epp4jReloadUnderTrafficTest {
             boolean stream = (i + thread) % 2 == 0;
             int phase = reloadsDone.get();
             sent.incrementAndGet();
+            Partial partial = new Partial();
             try {
               // the request's own timeout ends at the headers; a stream that stalls after them
-              // must show up as a problem, not hang the test
+              // must show up as a problem, not hang the test, saying how far it got
               HttpResponse<String> r = CLIENT.sendAsync(request(thread + "-" + i, stream),
-                  HttpResponse.BodyHandlers.ofString()).get(30, TimeUnit.SECONDS);
+                  partial).get(30, TimeUnit.SECONDS);
               String body = r.body();
               boolean whole = stream
                   ? body.contains("\"cached_tokens\":" + StandInReplica.CACHED)
@@ -125,7 +126,8 @@ class Epp4jReloadUnderTrafficTest {
                 answers.add(new Answer(phase, r.headers().firstValue("x-replica").orElse("?")));
               }
             } catch (Exception e) {
-              problems.add("request " + thread + "-" + i + ": " + e);
+              problems.add("request " + thread + "-" + i + (stream ? " (stream)" : "")
+                  + " sent in phase " + phase + ": " + e + "; " + partial);
             }
             answeredIn[phase].incrementAndGet();
           }
@@ -187,6 +189,61 @@ class Epp4jReloadUnderTrafficTest {
         .header("content-type", "application/json")
         .POST(HttpRequest.BodyPublishers.ofString(body))
         .build();
+  }
+
+  /**
+   * The body as a string, keeping what arrived so far, the status and the replica, so that an
+   * answer that stalls can be described.
+   */
+  private static final class Partial implements HttpResponse.BodyHandler<String> {
+    private final StringBuilder received = new StringBuilder();
+    private volatile String head = "no status line";
+    private volatile boolean ended;
+
+    @Override
+    public HttpResponse.BodySubscriber<String> apply(HttpResponse.ResponseInfo info) {
+      head = "status " + info.statusCode() + " from replica "
+          + info.headers().firstValue("x-replica").orElse("?");
+      return HttpResponse.BodySubscribers.fromSubscriber(
+          new java.util.concurrent.Flow.Subscriber<List<java.nio.ByteBuffer>>() {
+            @Override
+            public void onSubscribe(java.util.concurrent.Flow.Subscription s) {
+              s.request(Long.MAX_VALUE);
+            }
+
+            @Override
+            public void onNext(List<java.nio.ByteBuffer> buffers) {
+              synchronized (received) {
+                for (java.nio.ByteBuffer b : buffers) {
+                  received.append(java.nio.charset.StandardCharsets.UTF_8.decode(b));
+                }
+              }
+            }
+
+            @Override
+            public void onError(Throwable t) {
+              ended = true;
+            }
+
+            @Override
+            public void onComplete() {
+              ended = true;
+            }
+          },
+          subscriber -> {
+            synchronized (received) {
+              return received.toString();
+            }
+          });
+    }
+
+    @Override
+    public String toString() {
+      synchronized (received) {
+        return head + (ended ? ", body ended" : ", body open") + " after "
+            + received.length() + " chars: " + received;
+      }
+    }
   }
 
   private int inFlight() {
