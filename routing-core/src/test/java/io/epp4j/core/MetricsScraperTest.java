@@ -151,23 +151,8 @@ class MetricsScraperTest {
       deadPort = s.getLocalPort();
     }
     String dead = "127.0.0.1:" + deadPort;
-    java.util.List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Logger log = java.util.logging.Logger.getLogger(MetricsScraper.class.getName());
-    java.util.logging.Handler handler = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        if (r.getMessage().startsWith("scraping metrics of " + dead + " failed")) {
-          warnings.add(r.getMessage());
-        }
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    log.addHandler(handler);
+    ScraperLog log = new ScraperLog(m -> m.startsWith("scraping metrics of " + dead + " failed"));
+    java.util.List<String> warnings = log.messages;
     Router router = Router.builder().registry(TestPlugins.registry())
         .profile(SchedulingProfile.builder("default").build())
         .endpoints(List.of(Endpoint.of("127.0.0.1", deadPort)))
@@ -186,7 +171,35 @@ class MetricsScraperTest {
       // ever failed, with pods coming and going), so its return went unreported
       assertThat(warnings).hasSize(2);
     } finally {
-      log.removeHandler(handler);
+      log.close();
+    }
+  }
+
+  /** The messages the scraper logs that {@code wanted} accepts, from creation to close. */
+  private static final class ScraperLog extends java.util.logging.Handler {
+    final java.util.List<String> messages = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final java.util.function.Predicate<String> wanted;
+    private final java.util.logging.Logger logger =
+        java.util.logging.Logger.getLogger(MetricsScraper.class.getName());
+
+    ScraperLog(java.util.function.Predicate<String> wanted) {
+      this.wanted = wanted;
+      logger.addHandler(this);
+    }
+
+    @Override
+    public void publish(java.util.logging.LogRecord r) {
+      if (wanted.test(r.getMessage())) {
+        messages.add(r.getMessage());
+      }
+    }
+
+    @Override
+    public void flush() {}
+
+    @Override
+    public void close() {
+      logger.removeHandler(this);
     }
   }
 
@@ -298,21 +311,8 @@ class MetricsScraperTest {
       });
       servers[i].start();
     }
-    java.util.List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Logger log = java.util.logging.Logger.getLogger(MetricsScraper.class.getName());
-    java.util.logging.Handler handler = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        warnings.add(r.getMessage());
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    log.addHandler(handler);
+    ScraperLog log = new ScraperLog(m -> true);
+    java.util.List<String> warnings = log.messages;
     Router router = Router.builder().registry(TestPlugins.registry())
         .profile(SchedulingProfile.builder("default").build())
         .endpoints(List.of(Endpoint.of("127.0.0.1", servers[0].getAddress().getPort()),
@@ -335,7 +335,7 @@ class MetricsScraperTest {
       }
       assertThat(scraper.failures()).isZero();
     } finally {
-      log.removeHandler(handler);
+      log.close();
       for (HttpServer server : servers) {
         server.stop(0);
       }
