@@ -5,11 +5,14 @@ import io.epp4j.api.Result;
 import io.epp4j.core.Router;
 import io.epp4j.core.RouterConfig;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -35,6 +38,11 @@ import org.springframework.core.env.Environment;
  * A pool whose properties appear is built and added (routes naming it use it from their next
  * request; one that cannot be built is logged and not added); a pool whose properties are all
  * gone is removed and closed, and routes still naming it answer 503.
+ *
+ * <p>Only the endpoints, the config file and the preset are applied to a running router; a
+ * change of any other {@code epp4j.*} property (scheme, body limit, session headers, metrics,
+ * discovery, in-flight age) is logged as a warning naming the properties, since it takes effect
+ * only when the router is built again (a restart, or a pool added by the change).
  */
 public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEvent> {
   private static final Logger LOG = Logger.getLogger(Epp4jRefresher.class.getName());
@@ -73,6 +81,8 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
   public void onApplicationEvent(EnvironmentChangeEvent event) {
     boolean defaultChanged = false;
     Set<String> poolsChanged = new LinkedHashSet<>();
+    Set<String> restartOnly = new TreeSet<>(); // top-level keys the running routers cannot take
+    Map<String, Set<String>> poolRestartOnly = new HashMap<>();
     for (String key : event.getKeys()) {
       String k = canonical(key);
       if (k.startsWith(PoolSettings.POOLS_PREFIX)) {
@@ -82,14 +92,26 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
           end++;
         }
         if (end > 0) {
-          poolsChanged.add(rest.substring(0, end));
+          String pool = rest.substring(0, end);
+          poolsChanged.add(pool);
+          if (!reloadable(rest.substring(end))) {
+            poolRestartOnly.computeIfAbsent(pool, x -> new TreeSet<>()).add(key);
+          }
         }
       } else if (k.startsWith(PoolSettings.PREFIX + ".")) {
         defaultChanged = true;
+        if (!reloadable(k.substring(PoolSettings.PREFIX.length()))) {
+          restartOnly.add(key);
+        }
       }
     }
     if (!defaultChanged && poolsChanged.isEmpty()) {
       return;
+    }
+    if (!restartOnly.isEmpty()) {
+      LOG.warning("epp4j: changed properties that take effect only after a restart: "
+          + String.join(", ", restartOnly) + " (the default router and the pools built before"
+          + " this change keep the values they started with; pools added now take them)");
     }
     Epp4jProperties p;
     try {
@@ -104,11 +126,11 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
       apply(router, PoolSettings.of(p), discoveryOwnsPool.getAsBoolean(), "the current pool");
     }
     for (String name : poolsChanged) {
-      refreshPool(p, name);
+      refreshPool(p, name, poolRestartOnly.getOrDefault(name, Set.of()));
     }
   }
 
-  private void refreshPool(Epp4jProperties p, String name) {
+  private void refreshPool(Epp4jProperties p, String name, Set<String> restartOnly) {
     Epp4jPools.@Nullable Pool running = findPool(name);
     @Nullable String boundName = findBound(p, name);
     if (running == null && boundName != null) {
@@ -142,7 +164,33 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
           + " current pool and configuration: " + e.getMessage());
       return;
     }
+    if (!restartOnly.isEmpty()) {
+      LOG.warning("epp4j: changed properties of pool '" + runningName + "' that take effect only"
+          + " after a restart: " + String.join(", ", restartOnly) + " (the pool keeps the values"
+          + " it started with)");
+    }
     apply(running.router, s, running.discoveryOwnsPool(), "pool '" + name + "'s current pool");
+  }
+
+  /**
+   * Whether a changed property, given by what follows {@code epp4j} or {@code epp4j.pools.<name>}
+   * ({@code .endpoints[0]}, {@code .config-file}, {@code .CONFIG.FILE} from an environment
+   * variable), is one a refresh applies to a running router: the endpoints, the config file and
+   * the preset. The others (scheme, body limit, session headers, metrics, discovery, in-flight
+   * age) are read when a router and its filter are built.
+   */
+  static boolean reloadable(String rest) {
+    StringBuilder name = new StringBuilder();
+    for (String part : rest.split("\\.")) {
+      int index = part.indexOf('[');
+      String p = index < 0 ? part : part.substring(0, index);
+      if (p.isEmpty() || p.chars().allMatch(Character::isDigit)) {
+        continue; // a list index: endpoints[0], ENDPOINTS_0_
+      }
+      name.append(p.replace("-", "").replace("_", "").toLowerCase(Locale.ROOT));
+    }
+    String n = name.toString();
+    return n.isEmpty() || n.equals("endpoints") || n.equals("configfile") || n.equals("preset");
   }
 
   private Epp4jPools.@Nullable Pool findPool(String name) {

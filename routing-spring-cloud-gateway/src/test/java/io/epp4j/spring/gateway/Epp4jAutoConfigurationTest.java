@@ -115,6 +115,93 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void aChangeThatOnlyARestartAppliesIsLoggedNamingTheProperties() {
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(Epp4jRefresher.class.getName());
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(capture);
+    try {
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+              "epp4j.pools.llama.endpoints=127.0.0.1:9011")
+          .run(ctx -> {
+            Router router = ctx.getBean(Router.class);
+            Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+
+            // endpoints, config file and preset apply: nothing to warn about
+            TestPropertyValues.of("epp4j.endpoints=127.0.0.1:9002", "epp4j.preset=epp4j")
+                .applyTo(ctx);
+            ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+                Set.of("epp4j.endpoints", "epp4j.endpoints[0]", "epp4j.preset",
+                    "EPP4J_CONFIG_FILE")));
+            assertThat(poolIds(router)).containsExactly("127.0.0.1:9002");
+            assertThat(warnings).isEmpty();
+
+            // the scheme and the session headers are read when the filter is built: the
+            // endpoints change is applied, the rest is named
+            TestPropertyValues.of("epp4j.endpoints=127.0.0.1:9003", "epp4j.scheme=https",
+                "epp4j.session-headers=x-chat").applyTo(ctx);
+            ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+                Set.of("epp4j.endpoints", "epp4j.scheme", "epp4j.session-headers[0]")));
+            assertThat(poolIds(router)).containsExactly("127.0.0.1:9003");
+            assertThat(warnings).singleElement().asString()
+                .contains("epp4j.scheme, epp4j.session-headers[0]")
+                .contains("after a restart").doesNotContain("epp4j.endpoints");
+            warnings.clear();
+
+            // a named pool's own restart-only property, through an environment variable
+            TestPropertyValues.of("epp4j.pools.llama.endpoints=127.0.0.1:9012",
+                "epp4j.pools.llama.metrics.interval=5s").applyTo(ctx);
+            ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+                Set.of("epp4j.pools.llama.endpoints", "EPP4J_POOLS_LLAMA_METRICS_INTERVAL")));
+            assertThat(poolIds(pools.router("llama"))).containsExactly("127.0.0.1:9012");
+            assertThat(warnings).singleElement().asString()
+                .contains("pool 'llama'").contains("EPP4J_POOLS_LLAMA_METRICS_INTERVAL")
+                .doesNotContain("endpoints");
+            warnings.clear();
+
+            // a pool added by the change is built with all its values: nothing to warn about
+            TestPropertyValues.of("epp4j.pools.qwen.endpoints=127.0.0.1:9021",
+                "epp4j.pools.qwen.scheme=https").applyTo(ctx);
+            ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+                Set.of("epp4j.pools.qwen.endpoints", "epp4j.pools.qwen.scheme")));
+            assertThat(pools.names()).contains("qwen");
+            assertThat(warnings).isEmpty();
+          });
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  @Test
+  void reloadableNamesTheThreePropertiesARunningRouterTakesInAnyRelaxedForm() {
+    assertThat(Epp4jRefresher.reloadable(".endpoints")).isTrue();
+    assertThat(Epp4jRefresher.reloadable(".endpoints[3]")).isTrue();
+    assertThat(Epp4jRefresher.reloadable(".endpoints.0.")).isTrue();
+    assertThat(Epp4jRefresher.reloadable(".config-file")).isTrue();
+    assertThat(Epp4jRefresher.reloadable(".configFile")).isTrue();
+    assertThat(Epp4jRefresher.reloadable(".config.file")).isTrue();
+    assertThat(Epp4jRefresher.reloadable(".preset")).isTrue();
+    assertThat(Epp4jRefresher.reloadable(".scheme")).isFalse();
+    assertThat(Epp4jRefresher.reloadable(".max-body-size")).isFalse();
+    assertThat(Epp4jRefresher.reloadable(".metrics.enabled")).isFalse();
+    assertThat(Epp4jRefresher.reloadable(".discovery.service-id")).isFalse();
+    assertThat(Epp4jRefresher.reloadable(".in-flight-max-age")).isFalse();
+  }
+
+  @Test
   void anInvalidChangeIsLoggedAndKeepsThePoolAndConfigWithoutFailingTheRefresh() {
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
         .run(ctx -> {
