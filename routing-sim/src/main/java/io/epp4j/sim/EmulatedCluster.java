@@ -74,6 +74,7 @@ final class EmulatedCluster implements AutoCloseable {
   private final long startNanos = System.nanoTime();
   private long nextId;
   private boolean closed;
+  private int maxLoras;
 
   EmulatedCluster(HardwareProfile hw, int n, double speed, long seed, KvSink kvSink) {
     if (n < 1) {
@@ -189,6 +190,32 @@ final class EmulatedCluster implements AutoCloseable {
       }
       replicas[replica].abort(r);
       changed.signalAll();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Limits every replica to {@code n} LoRA adapters per step, as vLLM's {@code --max-loras}
+   * (0: no limit, the default).
+   */
+  void maxLoras(int n) {
+    lock.lock();
+    try {
+      for (Replica r : replicas) {
+        r.maxLoras(n);
+      }
+      maxLoras = n;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** The limit {@link #maxLoras(int)} set; 0 for none. */
+  int maxLoras() {
+    lock.lock();
+    try {
+      return maxLoras;
     } finally {
       lock.unlock();
     }

@@ -686,11 +686,12 @@ final class EmulatedServer implements AutoCloseable {
         .append("\",enable_prefix_caching=\"True\",engine=\"0\",num_gpu_blocks=\"")
         .append(s.numGpuBlocks()).append("\"} 1.0\n");
     if (!loraAdapters.isEmpty()) {
-      // as vLLM with --enable-lora: one series whose value is when it was set. The emulator runs
-      // requests of every adapter it serves at once, so its max_lora is their number
+      // as vLLM with --enable-lora: one series whose value is when it was set
+      int maxLoras = cluster.maxLoras();
       b.append("# HELP vllm:lora_requests_info Running stats on lora requests.\n")
           .append("# TYPE vllm:lora_requests_info gauge\n")
-          .append("vllm:lora_requests_info{max_lora=\"").append(loraAdapters.size())
+          .append("vllm:lora_requests_info{max_lora=\"")
+          .append(maxLoras > 0 ? maxLoras : loraAdapters.size())
           .append("\",running_lora_adapters=\"").append(String.join(",", s.runningLoraAdapters()))
           .append("\",waiting_lora_adapters=\"").append(String.join(",", s.waitingLoraAdapters()))
           .append("\"} ").append(System.currentTimeMillis() / 1000.0).append('\n');

@@ -15,7 +15,8 @@ import java.util.List;
  * preempts the newest running request (its blocks are freed and it is recomputed later, from the
  * front of the queue). Only when nothing was preempted does the step admit waiting requests, in
  * arrival order, while {@code max_num_seqs}, the token budget and free blocks allow; an admitted
- * request takes its cached prefix from the prefix cache first.
+ * request takes its cached prefix from the prefix cache first. With a {@link #maxLoras} limit, a
+ * request whose adapter would exceed it is passed over and keeps its place.
  */
 final class Replica {
 
@@ -39,12 +40,35 @@ final class Replica {
   private int[] stepTokens = new int[64];
   private int stepSize;
   private boolean stepping;
+  private int maxLoras;
 
   long preemptions;
   /** vLLM's prefix-cache counters, in tokens: queried at each admission and hit. */
   long promptTokensQueried;
   long promptTokensHit;
   long requestsReceived;
+
+  /**
+   * Sets how many LoRA adapters one step may run, as vLLM's {@code --max-loras}: a waiting
+   * request on another adapter than those of the step's running requests waits, once they are
+   * that many, and the requests behind it may go first. 0 (the default): no limit.
+   */
+  void maxLoras(int n) {
+    if (n < 0) {
+      throw new IllegalArgumentException("maxLoras must be >= 0, got " + n);
+    }
+    maxLoras = n;
+  }
+
+  private java.util.Set<Integer> stepLoras() {
+    java.util.Set<Integer> loras = new java.util.HashSet<>();
+    for (int i = 0; i < stepSize; i++) {
+      if (stepRequests[i].loraId >= 0) {
+        loras.add(stepRequests[i].loraId);
+      }
+    }
+    return loras;
+  }
 
   Replica(int index, Endpoint endpoint, HardwareProfile hw, int numBlocks) {
     this.index = index;
@@ -147,15 +171,25 @@ final class Replica {
     }
 
     if (!preempted) {
-      while (!waiting.isEmpty() && budget > 0 && running.size() < hw.maxNumSeqs()) {
-        SimRequest r = waiting.peekFirst();
+      // the adapters of the step's running requests, when a limit applies (vLLM's max_loras)
+      java.util.Set<Integer> loras = maxLoras > 0 ? stepLoras() : null;
+      java.util.Iterator<SimRequest> queue = waiting.iterator();
+      while (queue.hasNext() && budget > 0 && running.size() < hw.maxNumSeqs()) {
+        SimRequest r = queue.next();
+        if (loras != null && r.loraId >= 0 && loras.size() >= maxLoras
+            && !loras.contains(r.loraId)) {
+          continue; // as vLLM: another adapter would exceed max_loras; it keeps its place
+        }
         int hitBlocks = kv.cachedPrefixBlocks(r);
         int hitTokens = hitBlocks * kv.blockSize();
         int n = Math.min(r.numTokens() - hitTokens, budget);
         if (!kv.allocateForAdmission(r, hitBlocks, n)) {
           break;
         }
-        waiting.pollFirst();
+        queue.remove();
+        if (loras != null && r.loraId >= 0) {
+          loras.add(r.loraId);
+        }
         r.numComputed = hitTokens;
         promptTokensQueried += r.numTokens();
         promptTokensHit += hitTokens;

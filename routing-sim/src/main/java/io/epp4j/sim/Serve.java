@@ -47,6 +47,10 @@ final class Serve implements AutoCloseable {
         --seed S               seed of the filler output tokens (default 1)
         --lora-adapters A,B    LoRA adapter names also served (a request names one in 'model');
                                their blocks hash apart and their KV events carry lora_name
+        --max-loras N          adapters one engine step may run (default 1, as vLLM's
+                               --max-loras): a request on another adapter waits in the queue
+                               until the running ones finish, and requests behind it on a
+                               running adapter or the base model go first; needs --lora-adapters
         --tokenizer PATH       a Hugging Face tokenizer.json, or the directory holding it (and
                                optionally tokenizer_config.json or chat_template.jinja, whose
                                Jinja chat template renders chats): text prompts, chats and /tokenize use it, so
@@ -65,16 +69,29 @@ final class Serve implements AutoCloseable {
    *                  stand-in tokenizer
    * @param keepAliveSeconds how long an idle keep-alive connection stays open (wall clock);
    *                  0 for as long as its client keeps it
+   * @param maxLoras  LoRA adapters one engine step may run (vLLM's {@code --max-loras})
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
       HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
-      double keepAliveSeconds) {
+      double keepAliveSeconds, int maxLoras) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
       if (!(keepAliveSeconds >= 0) || keepAliveSeconds > MAX_KEEP_ALIVE_SECONDS) {
         throw new IllegalArgumentException("--keep-alive-timeout must be in [0, "
             + (long) MAX_KEEP_ALIVE_SECONDS + "] seconds, got " + keepAliveSeconds);
       }
+      if (maxLoras < 1 || maxLoras > MAX_LORAS) {
+        throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
+            + maxLoras);
+      }
+    }
+
+    /** With vLLM's default of one adapter per step. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+        double keepAliveSeconds) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, keepAliveSeconds, DEFAULT_MAX_LORAS);
     }
 
     /** With vLLM's keep-alive timeout. */
@@ -102,6 +119,11 @@ final class Serve implements AutoCloseable {
       this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, List.of(), tokenizer);
     }
   }
+
+  /** vLLM's default {@code --max-loras}. */
+  static final int DEFAULT_MAX_LORAS = 1;
+  /** Largest {@code --max-loras}. */
+  static final int MAX_LORAS = 1024;
 
   /** Largest {@code --keep-alive-timeout}: a day. */
   static final double MAX_KEEP_ALIVE_SECONDS = 86_400;
@@ -138,6 +160,9 @@ final class Serve implements AutoCloseable {
     List<KvEventPublisher> pubs = publishers;
     this.cluster = new EmulatedCluster(o.profile(), o.replicas(), o.speed(), o.seed(),
         (i, events) -> pubs.get(i).publish(events));
+    if (!o.loraAdapters().isEmpty()) {
+      cluster.maxLoras(o.maxLoras());
+    }
     try {
       for (int i = 0; i < o.replicas(); i++) {
         int httpPort = o.port() + i;
@@ -306,6 +331,7 @@ final class Serve implements AutoCloseable {
     List<String> lora = List.of();
     Path tokenizer = null;
     double keepAlive = DEFAULT_KEEP_ALIVE_SECONDS;
+    Integer maxLoras = null;
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help") || a.equals("-h")) {
@@ -377,6 +403,7 @@ final class Serve implements AutoCloseable {
             throw new IllegalArgumentException("--tokenizer: not a path: " + v);
           }
         }
+        case "--max-loras" -> maxLoras = intArg(name, v, 1, MAX_LORAS);
         case "--keep-alive-timeout" -> {
           try {
             keepAlive = Double.parseDouble(v);
@@ -403,8 +430,11 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException("--kv-events-port " + kvPort + " leaves no room for "
           + replicas + " replicas");
     }
+    if (maxLoras != null && lora.isEmpty()) {
+      throw new IllegalArgumentException("--max-loras needs --lora-adapters");
+    }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
-        keepAlive);
+        keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras);
   }
 
   private static int intArg(String name, String v, int min, int max) {

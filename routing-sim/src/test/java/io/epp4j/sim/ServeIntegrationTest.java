@@ -1,6 +1,7 @@
 package io.epp4j.sim;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -70,12 +71,18 @@ class ServeIntegrationTest {
 
   private Serve start(int replicas, boolean mapEncoding, double speed,
       List<String> loraAdapters, double keepAliveSeconds) {
+    return start(replicas, mapEncoding, speed, loraAdapters, keepAliveSeconds,
+        Serve.DEFAULT_MAX_LORAS);
+  }
+
+  private Serve start(int replicas, boolean mapEncoding, double speed,
+      List<String> loraAdapters, double keepAliveSeconds, int maxLoras) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 20; attempt++) {
       // below the kernel's ephemeral range, so no client socket of another process holds them
       int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
       Serve.Options o = new Serve.Options(replicas, base, base + 1_000, mapEncoding, speed,
-          HardwareProfile.qwen3H100Mps6(), 1, loraAdapters, null, keepAliveSeconds);
+          HardwareProfile.qwen3H100Mps6(), 1, loraAdapters, null, keepAliveSeconds, maxLoras);
       try {
         Serve s = new Serve(o);
         open.add(s);
@@ -786,7 +793,7 @@ class ServeIntegrationTest {
   @Test
   void theAdaptersOfRunningRequestsAreInTheMetricsAsVllmReportsThem() throws Exception {
     // at speed 1, 400 tokens take over a second: time to scrape while the request runs
-    Serve s = start(1, false, 1, List.of("sql", "chat"));
+    Serve s = start(1, false, 1, List.of("sql", "chat"), Serve.DEFAULT_KEEP_ALIVE_SECONDS, 2);
     int p = port(s, 0);
     java.util.concurrent.CompletableFuture<HttpResponse<String>> running = http.sendAsync(
         HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + p + "/v1/completions"))
@@ -819,6 +826,63 @@ class ServeIntegrationTest {
     // a replica without adapters reports none, as vLLM without --enable-lora
     Serve plain = start(1);
     assertThat(get(port(plain, 0), "/metrics").body()).doesNotContain("lora_requests_info");
+  }
+
+  @Test
+  void withOneLoraSlotARequestOnAnotherAdapterWaitsWhileRequestsBehindItGoFirst()
+      throws Exception {
+    // vLLM's default --max-loras 1: while sql runs, chat waits in the queue and says so in the
+    // metrics; a base-model request sent after it is admitted at once
+    Serve s = start(1, false, 1, List.of("sql", "chat"));
+    int p = port(s, 0);
+    java.util.concurrent.CompletableFuture<HttpResponse<String>> sql = complete(p, "sql", 400);
+    awaitMetrics(p, m -> m.runningLoraAdapters().contains("sql"));
+    java.util.concurrent.CompletableFuture<HttpResponse<String>> chat = complete(p, "chat", 5);
+    io.epp4j.api.EndpointMetrics queued =
+        awaitMetrics(p, m -> m.waitingLoraAdapters().contains("chat"));
+    assertThat(queued.runningLoraAdapters()).containsExactly("sql");
+    assertThat(queued.maxLoras()).isEqualTo(1);
+    HttpResponse<String> base = complete(p, "qwen3-1.7b", 5).get(20, java.util.concurrent.TimeUnit.SECONDS);
+    assertThat(base.statusCode()).isEqualTo(200);
+    assertThat(sql).as("the base-model request passed the queued chat request and ended while"
+        + " sql still ran").isNotDone();
+    assertThat(chat).isNotDone();
+    assertThat(sql.get(20, java.util.concurrent.TimeUnit.SECONDS).statusCode()).isEqualTo(200);
+    assertThat(chat.get(20, java.util.concurrent.TimeUnit.SECONDS).statusCode()).isEqualTo(200);
+
+    // with two slots, the short chat request runs beside sql and ends first
+    Serve two = start(1, false, 1, List.of("sql", "chat"), Serve.DEFAULT_KEEP_ALIVE_SECONDS, 2);
+    int p2 = port(two, 0);
+    java.util.concurrent.CompletableFuture<HttpResponse<String>> sql2 = complete(p2, "sql", 400);
+    awaitMetrics(p2, m -> m.runningLoraAdapters().contains("sql"));
+    assertThat(complete(p2, "chat", 5).get(20, java.util.concurrent.TimeUnit.SECONDS)
+        .statusCode()).isEqualTo(200);
+    assertThat(sql2).isNotDone();
+    assertThat(sql2.get(20, java.util.concurrent.TimeUnit.SECONDS).statusCode()).isEqualTo(200);
+  }
+
+  private java.util.concurrent.CompletableFuture<HttpResponse<String>> complete(int port,
+      String model, int maxTokens) {
+    return http.sendAsync(
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v1/completions"))
+            .timeout(Duration.ofSeconds(20)).header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"" + model + "\",\"prompt\":"
+                + tokens(5, 20) + ",\"max_tokens\":" + maxTokens + "}")).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  private io.epp4j.api.EndpointMetrics awaitMetrics(int port,
+      java.util.function.Predicate<io.epp4j.api.EndpointMetrics> seen) throws Exception {
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (System.nanoTime() < deadline) {
+      io.epp4j.api.EndpointMetrics m =
+          io.epp4j.core.PrometheusMetrics.parse(get(port, "/metrics").body()).value();
+      if (seen.test(m)) {
+        return m;
+      }
+      Thread.sleep(10);
+    }
+    throw new AssertionError("no scrape of port " + port + " showed what was awaited");
   }
 
   @Test
@@ -969,6 +1033,16 @@ class ServeIntegrationTest {
         HardwareProfile.qwen3H100Mps6(), 1));
     assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000",
         "--lora-adapters", "sql, chat"}).loraAdapters()).containsExactly("sql", "chat");
+    assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000",
+        "--lora-adapters", "sql"}).maxLoras()).isEqualTo(1);
+    assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000",
+        "--lora-adapters", "sql,chat", "--max-loras", "2"}).maxLoras()).isEqualTo(2);
+    assertThatThrownBy(() -> Serve.parse(new String[] {
+        "--replicas", "1", "--port", "9000", "--lora-adapters", "sql", "--max-loras", "0"}))
+        .hasMessageContaining("--max-loras");
+    assertThatThrownBy(() -> Serve.parse(new String[] {
+        "--replicas", "1", "--port", "9000", "--max-loras", "2"}))
+        .hasMessageContaining("--max-loras needs --lora-adapters");
     org.assertj.core.api.Assertions.assertThatThrownBy(() -> Serve.parse(new String[] {
         "--replicas", "1", "--port", "9000", "--lora-adapters", "sql,,chat"}))
         .hasMessageContaining("--lora-adapters");
