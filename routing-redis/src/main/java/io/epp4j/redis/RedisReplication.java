@@ -100,6 +100,8 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final AtomicLong applied = new AtomicLong();
   private final AtomicLong appliedPrefixes = new AtomicLong();
   private final AtomicLong appliedSessions = new AtomicLong();
+  private final AtomicLong staleSessions = new AtomicLong();
+  private final SessionTimes sessionTimes = new SessionTimes(MAX_SESSION_TIMES);
   private final AtomicLong resyncs = new AtomicLong();
   // batches this router tried to append (before each attempt: one the server took counts even if
   // its answer was lost), against which the reader checks the batches it finds under its own id
@@ -161,6 +163,10 @@ public final class RedisReplication implements Plugin, RequestListener {
         session != null && session.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? session : null);
     if (!queue.offer(h)) {
       droppedQueueFull.increment();
+    } else if (h.sessionKey != null && !publisherUp) {
+      // held until Redis is back: known now, so that an older move another router kept through
+      // the same outage, read before this hint is sent, does not undo this one
+      sessionTimes.advance(h.sessionKey, epochMicros());
     }
   }
 
@@ -177,6 +183,8 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
     if (!queue.offer(new Hint(ticker.nanos(), to.id(), null, null, session))) {
       droppedQueueFull.increment();
+    } else if (!publisherUp) {
+      sessionTimes.advance(session, epochMicros());
     }
   }
 
@@ -328,6 +336,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
       if (h.sessionKey != null) {
         w.session(at, h.sessionKey, h.endpointId);
+        sessionTimes.advance(h.sessionKey, at);
       }
     }
     // once per batch: the routing threads increment the same counter
@@ -552,6 +561,12 @@ public final class RedisReplication implements Plugin, RequestListener {
 
         @Override
         public void session(long at, String sessionKey, String endpointId) {
+          if (!sessionTimes.advance(sessionKey, at)) {
+            // captured before a move of the session already known here (a router that kept
+            // it through an outage publishes it late): applying it would undo the newer one
+            staleSessions.incrementAndGet();
+            return;
+          }
           target.sessionBound(sessionKey, endpointId);
           appliedSessions.incrementAndGet();
           applied(fresh, nowMicros - at);
@@ -691,6 +706,14 @@ public final class RedisReplication implements Plugin, RequestListener {
     return appliedSessions.get();
   }
 
+  /**
+   * Session hints of other routers not applied because a later move of the same session was
+   * known (captured later, by this router or another one).
+   */
+  public long staleSessions() {
+    return staleSessions.get();
+  }
+
   /** Stream entries the reader has handled, applied or not (another pool's, its own); for tests. */
   long entriesRead() {
     return entriesRead.get();
@@ -719,6 +742,51 @@ public final class RedisReplication implements Plugin, RequestListener {
   public String toString() {
     return TYPE + "(pool=" + s.pool() + ", stream=" + s.streamKey() + ")";
   }
+
+  /**
+   * The capture time (epoch µs, each router's clock) of the newest binding known for each of the
+   * last {@value #MAX_SESSION_TIMES} sessions bound here or heard of. A session hint captured
+   * before the time known for its session is a move that reached the stream late (its router
+   * kept it through an outage) and is not applied. A session forgotten here, or never seen, takes
+   * any hint, as before. The publisher, the reader and (during an outage) routing threads update
+   * it.
+   */
+  static final class SessionTimes {
+    private final int max;
+    private final Map<String, Long> newest;
+
+    SessionTimes(int max) {
+      this.max = max;
+      this.newest = new java.util.LinkedHashMap<>(64, 0.75f, true) {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Long> eldest) {
+          return size() > SessionTimes.this.max;
+        }
+      };
+    }
+
+    /**
+     * Records that {@code key} was bound at {@code atMicros}; false, recording nothing, when a
+     * later binding of it is known (equal times count as not earlier).
+     */
+    synchronized boolean advance(String key, long atMicros) {
+      Long known = newest.get(key);
+      if (known != null && known > atMicros) {
+        return false;
+      }
+      newest.put(key, atMicros);
+      return true;
+    }
+
+    synchronized int size() {
+      return newest.size();
+    }
+  }
+
+  /** Sessions whose newest binding time is kept (about 130 bytes each with 32-character keys). */
+  static final int MAX_SESSION_TIMES = 65_536;
 
   static long epochMicros() {
     Instant now = Instant.now();
@@ -801,6 +869,11 @@ public final class RedisReplication implements Plugin, RequestListener {
             r.record(droppedUnpublished.get(), unpublished);
             r.record(malformed.get(), bad);
           }));
+      callbacks.add(m.counterBuilder("epp4j.replication.hints_stale")
+          .setDescription("Session hints of other routers not applied: captured before a move of"
+              + " the same session already known here")
+          .setUnit("{hint}")
+          .buildWithCallback(r -> r.record(staleSessions.get(), attrs)));
       callbacks.add(m.counterBuilder("epp4j.replication.resyncs")
           .setDescription("Reconnections after which the stream no longer held every batch since"
               + " the last one applied")

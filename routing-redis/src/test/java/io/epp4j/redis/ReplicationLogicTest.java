@@ -106,6 +106,67 @@ class ReplicationLogicTest {
     }
   }
 
+  @Test
+  void aSessionMoveThatReachesTheStreamLateDoesNotUndoANewerOne() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router b = sessionRouter(log, "b");
+    long now = RedisReplication.epochMicros();
+    // router x moved s1 to .2 a second ago; router y moved it to .1 a minute ago, kept the move
+    // through an outage and publishes it only now
+    log.append(sessionBatch("x", now - 1_000_000, "s1", "10.2.0.2:8000"));
+    log.append(sessionBatch("y", now - 60_000_000, "s1", "10.2.0.1:8000"));
+    await("b read both", () -> replication(b).appliedSessions()
+        + replication(b).staleSessions() == 2);
+    assertThat(replication(b).staleSessions()).isEqualTo(1);
+    assertThat(primaryOf(b, "s1")).isEqualTo("10.2.0.2:8000");
+
+    // b's own binding is newer than a move captured before it, and older than one after it
+    long published = replication(b).published();
+    RoutingDecision own = b.route(session("s2"));
+    String mine = own.primary().id();
+    own.onComplete(new Usage(1, 0, 1));
+    await("b published its binding", () -> replication(b).published() > published);
+    String other = mine.equals("10.2.0.5:8000") ? "10.2.0.6:8000" : "10.2.0.5:8000";
+    long before = RedisReplication.epochMicros() - 30_000_000;
+    log.append(sessionBatch("y", before, "s2", other));
+    await("b read the late move", () -> replication(b).staleSessions() == 2);
+    assertThat(primaryOf(b, "s2")).isEqualTo(mine);
+    log.append(sessionBatch("x", RedisReplication.epochMicros(), "s2", other));
+    await("b applied the newer move", () -> replication(b).appliedSessions() == 2);
+    assertThat(primaryOf(b, "s2")).isEqualTo(other);
+  }
+
+  @Test
+  void sessionTimesKeepTheNewestBindingOfABoundedNumberOfSessions() {
+    RedisReplication.SessionTimes t = new RedisReplication.SessionTimes(2);
+    assertThat(t.advance("a", 10)).isTrue();
+    assertThat(t.advance("a", 9)).isFalse();
+    assertThat(t.advance("a", 10)).isTrue(); // equal: not earlier
+    assertThat(t.advance("b", 5)).isTrue();
+    assertThat(t.advance("a", 11)).isTrue(); // a is now the most recent
+    assertThat(t.advance("c", 1)).isTrue(); // b, the least recent, is forgotten
+    assertThat(t.size()).isEqualTo(2);
+    assertThat(t.advance("b", 0)).isTrue(); // forgotten: any time is taken
+    assertThat(t.advance("a", 1)).isTrue(); // a, least recent then, went when b came back
+  }
+
+  private static byte[] sessionBatch(String router, long atMicros, String key, String endpoint) {
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.session(atMicros, key, endpoint);
+    return w.finish("p", router, RedisReplication.epochMicros());
+  }
+
+  private static InferenceRequest session(String key) {
+    return InferenceRequest.builder().model("m").prompt("hi").sessionKey(key).maxTokens(4)
+        .build();
+  }
+
+  private static String primaryOf(Router r, String sessionKey) {
+    RoutingDecision d = r.route(session(sessionKey));
+    d.onComplete(new Usage(1, 0, 1));
+    return d.primary().id();
+  }
+
   static RedisReplication replication(Router r) {
     return (RedisReplication) r.config().plugins().get(RedisReplication.TYPE);
   }
