@@ -163,10 +163,6 @@ public final class RedisReplication implements Plugin, RequestListener {
         session != null && session.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? session : null);
     if (!queue.offer(h)) {
       droppedQueueFull.increment();
-    } else if (h.sessionKey != null && !publisherUp) {
-      // held until Redis is back: known now, so that an older move another router kept through
-      // the same outage, read before this hint is sent, does not undo this one
-      sessionTimes.advance(h.sessionKey, epochMicros());
     }
   }
 
@@ -183,8 +179,6 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
     if (!queue.offer(new Hint(ticker.nanos(), to.id(), null, null, session))) {
       droppedQueueFull.increment();
-    } else if (!publisherUp) {
-      sessionTimes.advance(session, epochMicros());
     }
   }
 
@@ -336,7 +330,13 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
       if (h.sessionKey != null) {
         w.session(at, h.sessionKey, h.endpointId);
-        sessionTimes.advance(h.sessionKey, at);
+        int seen = sessionTimes.local(h.sessionKey, at, nowMicros);
+        RouterHints target = hints;
+        if (seen == SessionTimes.OVERRIDDEN && target != null) {
+          // an older move of another router, read while this hint waited (an outage), replaced
+          // this router's newer binding here: put it back
+          target.sessionBound(h.sessionKey, h.endpointId);
+        }
       }
     }
     // once per batch: the routing threads increment the same counter
@@ -561,7 +561,7 @@ public final class RedisReplication implements Plugin, RequestListener {
 
         @Override
         public void session(long at, String sessionKey, String endpointId) {
-          if (!sessionTimes.advance(sessionKey, at)) {
+          if (!sessionTimes.remote(sessionKey, at, nowMicros)) {
             // captured before a move of the session already known here (a router that kept
             // it through an outage publishes it late): applying it would undo the newer one
             staleSessions.incrementAndGet();
@@ -744,16 +744,24 @@ public final class RedisReplication implements Plugin, RequestListener {
   }
 
   /**
-   * The capture time (epoch µs, each router's clock) of the newest binding known for each of the
-   * last {@value #MAX_SESSION_TIMES} sessions bound here or heard of. A session hint captured
-   * before the time known for its session is a move that reached the stream late (its router
-   * kept it through an outage) and is not applied. A session forgotten here, or never seen, takes
-   * any hint, as before. The publisher, the reader and (during an outage) routing threads update
-   * it.
+   * For each of the last {@value #MAX_SESSION_TIMES} sessions bound here or heard of: the capture
+   * time of its newest known binding (epoch µs, each router's clock) and when that binding took
+   * effect on this router. A session hint captured before the known binding is a move that
+   * reached the stream late (its router kept it through an outage) and is not applied. A session
+   * forgotten here, or never seen, takes any hint, as before. Only the publisher and the reader
+   * thread use it; routing threads never do.
    */
   static final class SessionTimes {
+    /** {@link #local}: a binding of another router, older, took effect after this one. */
+    static final int OVERRIDDEN = 1;
+    /** {@link #local}: recorded, nothing to do. */
+    static final int RECORDED = 0;
+    /** {@link #local}: a later binding is known. */
+    static final int STALE = -1;
+
     private final int max;
-    private final Map<String, Long> newest;
+    // {capture µs, effective µs}
+    private final Map<String, long[]> newest;
 
     SessionTimes(int max) {
       this.max = max;
@@ -761,23 +769,39 @@ public final class RedisReplication implements Plugin, RequestListener {
         private static final long serialVersionUID = 1L;
 
         @Override
-        protected boolean removeEldestEntry(Map.Entry<String, Long> eldest) {
+        protected boolean removeEldestEntry(Map.Entry<String, long[]> eldest) {
           return size() > SessionTimes.this.max;
         }
       };
     }
 
     /**
-     * Records that {@code key} was bound at {@code atMicros}; false, recording nothing, when a
-     * later binding of it is known (equal times count as not earlier).
+     * Another router's binding of {@code key}, captured at {@code atMicros}, read at
+     * {@code nowMicros}: true (recorded) when no later binding is known, so it is to be applied;
+     * false when one is (equal times count as not earlier).
      */
-    synchronized boolean advance(String key, long atMicros) {
-      Long known = newest.get(key);
-      if (known != null && known > atMicros) {
+    synchronized boolean remote(String key, long atMicros, long nowMicros) {
+      long[] known = newest.get(key);
+      if (known != null && known[0] > atMicros) {
         return false;
       }
-      newest.put(key, atMicros);
+      newest.put(key, new long[] {atMicros, nowMicros});
       return true;
+    }
+
+    /**
+     * This router's binding of {@code key}, made at {@code atMicros} (when the request was routed,
+     * which bound it at once), being sent at {@code nowMicros}. {@link #OVERRIDDEN} when the
+     * known binding is older but took effect after it: the binding must be made again.
+     */
+    synchronized int local(String key, long atMicros, long nowMicros) {
+      long[] known = newest.get(key);
+      if (known != null && known[0] > atMicros) {
+        return STALE;
+      }
+      boolean overridden = known != null && known[1] > atMicros;
+      newest.put(key, new long[] {atMicros, overridden ? nowMicros : atMicros});
+      return overridden ? OVERRIDDEN : RECORDED;
     }
 
     synchronized int size() {
@@ -785,7 +809,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
   }
 
-  /** Sessions whose newest binding time is kept (about 130 bytes each with 32-character keys). */
+  /** Sessions whose newest binding times are kept (about 150 bytes each with 32-character keys). */
   static final int MAX_SESSION_TIMES = 65_536;
 
   static long epochMicros() {

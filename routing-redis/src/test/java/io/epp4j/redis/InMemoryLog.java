@@ -24,10 +24,28 @@ final class InMemoryLog {
   private volatile boolean clock;
   private final java.util.concurrent.atomic.AtomicInteger connects =
       new java.util.concurrent.atomic.AtomicInteger();
+  private volatile java.util.concurrent.CountDownLatch appendGate =
+      new java.util.concurrent.CountDownLatch(0);
+  private final java.util.concurrent.atomic.AtomicInteger appendsWaiting =
+      new java.util.concurrent.atomic.AtomicInteger();
 
   synchronized void append(byte[] batch) {
     entries.add(new HintTransport.Entry((lostBefore + entries.size() + 1) + "-0", batch));
     notifyAll();
+  }
+
+  /** Appends wait until {@link #releaseAppends} (a publisher stuck in a slow write). */
+  void holdAppends() {
+    appendGate = new java.util.concurrent.CountDownLatch(1);
+  }
+
+  void releaseAppends() {
+    appendGate.countDown();
+  }
+
+  /** Appends waiting at the hold. */
+  int appendsWaiting() {
+    return appendsWaiting.get();
   }
 
   void down() {
@@ -85,6 +103,15 @@ final class InMemoryLog {
     generation++;
   }
 
+  /** The batches held, oldest first. */
+  synchronized List<byte[]> batches() {
+    List<byte[]> out = new ArrayList<>();
+    for (HintTransport.Entry e : entries) {
+      out.add(e.batch());
+    }
+    return out;
+  }
+
   synchronized int size() {
     return entries.size();
   }
@@ -124,6 +151,20 @@ final class InMemoryLog {
 
       @Override
       public String append(byte[] batch) throws IOException {
+        java.util.concurrent.CountDownLatch gate = appendGate;
+        if (gate.getCount() > 0) {
+          appendsWaiting.incrementAndGet();
+          try {
+            if (!gate.await(30, java.util.concurrent.TimeUnit.SECONDS)) {
+              throw new IOException("append held for 30 s");
+            }
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted while held", e);
+          } finally {
+            appendsWaiting.decrementAndGet();
+          }
+        }
         check();
         InMemoryLog.this.append(batch);
         return "";

@@ -137,17 +137,73 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aRouterWhoseOwnMoveWaitedWhileItReadAnOlderOnePutsItsOwnBack() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router b = sessionRouter(log, "b");
+    await("b connected", () -> replication(b).connected());
+    // b's publisher is stuck in a slow write, so the hint of its next move waits in its queue
+    log.holdAppends();
+    primaryOf(b, "warm");
+    await("b's publisher is held", () -> log.appendsWaiting() == 1);
+    long before = RedisReplication.epochMicros();
+    RoutingDecision own = b.route(session("s3"));
+    String mine = own.primary().id();
+    own.onComplete(new Usage(1, 0, 1));
+    // meanwhile b reads y's move of s3, captured a second before b's: it applies it, not yet
+    // knowing of its own newer one
+    String other = mine.equals("10.2.0.5:8000") ? "10.2.0.6:8000" : "10.2.0.5:8000";
+    log.append(sessionBatch("y", before - 1_000_000, "s3", other));
+    await("b applied y's move", () -> replication(b).appliedSessions() == 1);
+    log.releaseAppends();
+    // b sends its own move after handling it (so b has put it back, if it does, by then)
+    await("b sent its own move", () -> sessionsIn(log, "b").contains("s3 " + mine));
+    assertThat(primaryOf(b, "s3")).isEqualTo(mine);
+  }
+
+  /** "key endpoint" of every session record router {@code origin} wrote to the log. */
+  private static List<String> sessionsIn(InMemoryLog log, String origin) {
+    List<String> found = new ArrayList<>();
+    for (byte[] batch : log.batches()) {
+      try {
+        var in = HintCodec.input(batch);
+        HintCodec.Header h = HintCodec.header(in);
+        if (!h.origin().equals(origin)) {
+          continue;
+        }
+        HintCodec.records(in, h, new HintCodec.Visitor() {
+          @Override
+          public void prefix(long at, String ep, int bs, long[] hashes) {}
+
+          @Override
+          public void session(long at, String key, String ep) {
+            found.add(key + " " + ep);
+          }
+
+          @Override
+          public void inFlight(String ep, int r, long t) {}
+        });
+      } catch (HintCodec.MalformedBatchException e) {
+        throw new AssertionError(e);
+      }
+    }
+    return found;
+  }
+
+  @Test
   void sessionTimesKeepTheNewestBindingOfABoundedNumberOfSessions() {
     RedisReplication.SessionTimes t = new RedisReplication.SessionTimes(2);
-    assertThat(t.advance("a", 10)).isTrue();
-    assertThat(t.advance("a", 9)).isFalse();
-    assertThat(t.advance("a", 10)).isTrue(); // equal: not earlier
-    assertThat(t.advance("b", 5)).isTrue();
-    assertThat(t.advance("a", 11)).isTrue(); // a is now the most recent
-    assertThat(t.advance("c", 1)).isTrue(); // b, the least recent, is forgotten
-    assertThat(t.size()).isEqualTo(2);
-    assertThat(t.advance("b", 0)).isTrue(); // forgotten: any time is taken
-    assertThat(t.advance("a", 1)).isTrue(); // a, least recent then, went when b came back
+    assertThat(t.remote("a", 10, 100)).isTrue();
+    assertThat(t.remote("a", 9, 101)).isFalse();
+    assertThat(t.remote("a", 10, 102)).isTrue(); // equal: not earlier
+    // a local binding made at 50, before the remote one of 10 took effect (at 102): recorded
+    assertThat(t.local("b", 50, 60)).isEqualTo(RedisReplication.SessionTimes.RECORDED);
+    // a local binding made at 20, after a's remote capture (10) but before it took effect (102)
+    assertThat(t.local("a", 20, 110)).isEqualTo(RedisReplication.SessionTimes.OVERRIDDEN);
+    assertThat(t.local("a", 5, 120)).isEqualTo(RedisReplication.SessionTimes.STALE);
+    assertThat(t.remote("a", 15, 130)).isFalse(); // older than the local 20
+    assertThat(t.local("c", 1, 2)).isEqualTo(RedisReplication.SessionTimes.RECORDED);
+    assertThat(t.size()).isEqualTo(2); // b, the least recently used, is forgotten
+    assertThat(t.remote("b", 0, 140)).isTrue(); // forgotten: any time is taken
   }
 
   private static byte[] sessionBatch(String router, long atMicros, String key, String endpoint) {
