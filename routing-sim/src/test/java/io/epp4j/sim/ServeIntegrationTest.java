@@ -795,24 +795,9 @@ class ServeIntegrationTest {
     // at speed 1, 400 tokens take over a second: time to scrape while the request runs
     Serve s = start(1, false, 1, List.of("sql", "chat"), Serve.DEFAULT_KEEP_ALIVE_SECONDS, 2);
     int p = port(s, 0);
-    java.util.concurrent.CompletableFuture<HttpResponse<String>> running = http.sendAsync(
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + p + "/v1/completions"))
-            .timeout(Duration.ofSeconds(20)).header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"sql\",\"prompt\":"
-                + tokens(5, 20) + ",\"max_tokens\":400}")).build(),
-        HttpResponse.BodyHandlers.ofString());
-    io.epp4j.api.EndpointMetrics during = null;
-    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-    while (!running.isDone() && System.nanoTime() < deadline) {
-      io.epp4j.api.EndpointMetrics m =
-          io.epp4j.core.PrometheusMetrics.parse(get(p, "/metrics").body()).value();
-      if (!m.runningLoraAdapters().isEmpty()) {
-        during = m;
-        break;
-      }
-      Thread.sleep(20);
-    }
-    assertThat(during).as("a scrape while the sql request ran").isNotNull();
+    java.util.concurrent.CompletableFuture<HttpResponse<String>> running = complete(p, "sql", 400);
+    io.epp4j.api.EndpointMetrics during =
+        awaitMetrics(p, m -> !m.runningLoraAdapters().isEmpty());
     assertThat(during.runningLoraAdapters()).containsExactly("sql");
     assertThat(during.waitingLoraAdapters()).isEmpty();
     assertThat(during.maxLoras()).isEqualTo(2);
