@@ -14,14 +14,16 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Supplier;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
 
 /**
  * One configuration as the router runs it: the {@link RouterConfig}, the listeners found among
  * its plugins, a throttled warning per plugin, and how each plugin was declared (so a reload can
- * keep the instances it declares again). Immutable except for {@link #retire}, which marks the
- * plugins a reload dropped so decisions routed under this configuration stop calling them.
+ * keep the instances it declares again). Immutable except for {@link #supersede}, which a reload
+ * calls so that decisions routed under this configuration stop calling the plugins the running
+ * configuration no longer uses.
  */
 final class ActiveConfig {
   private static final Logger LOG = Logger.getLogger(Router.class.getName());
@@ -42,8 +44,10 @@ final class ActiveConfig {
   final @Nullable PoolSaturation saturation;
   private final Map<Object, ThrottledWarning> warnings;
   private final ThrottledWarning routerWarning;
-  /** Plugins a reload dropped; null while this configuration is current. */
-  private volatile @Nullable Set<Object> retired;
+  /** The router's running configuration: a replaced one asks it who still hears its decisions. */
+  private final Supplier<ActiveConfig> running;
+  /** Whether a reload replaced this configuration. */
+  private volatile boolean superseded;
   /** Whether the router has closed (and with it every plugin of every configuration). */
   private final java.util.function.BooleanSupplier routerClosed;
   /** The plugins the router closes: every member but the builder's extra listeners. */
@@ -53,8 +57,10 @@ final class ActiveConfig {
 
   ActiveConfig(RouterConfig config, Map<String, PluginReuse.Declared> declared,
       List<Object> extraListeners, InFlightLedger ledger, Ticker ticker,
-      ThrottledWarning routerWarning, java.util.function.BooleanSupplier routerClosed) {
+      ThrottledWarning routerWarning, java.util.function.BooleanSupplier routerClosed,
+      Supplier<ActiveConfig> running) {
     this.config = config;
+    this.running = running;
     this.routerClosed = routerClosed;
     this.ledger = ledger;
     this.declared = Map.copyOf(declared);
@@ -183,9 +189,14 @@ final class ActiveConfig {
     return d;
   }
 
-  /** Marks the plugins a reload dropped; they hear no more lifecycle calls through this config. */
-  void retire(Set<Object> dropped) {
-    retired = dropped;
+  /**
+   * Marks this configuration replaced: from now on its decisions reach only the listeners the
+   * running configuration still uses. Comparing with the running one rather than with the
+   * configuration that replaced this one matters when several reloads pass during one request: a
+   * plugin the first reload kept and a later one dropped (and closed) must not hear it either.
+   */
+  void supersede() {
+    superseded = true;
   }
 
   /** Whether the router closes {@code member} (false for the builder's extra listeners). */
@@ -199,12 +210,12 @@ final class ActiveConfig {
   }
 
   /**
-   * Whether request listener {@code i} was dropped by a reload, or closed with the router: a
-   * decision finished after either must not call into a closed plugin.
+   * Whether request listener {@code i} is no longer used by the running configuration (a reload
+   * dropped it), or was closed with the router: a decision finished after either must not call
+   * into a closed plugin.
    */
   boolean isRetired(int i) {
-    Set<Object> r = retired;
-    return r != null && r.contains(requestListeners[i])
+    return superseded && !running.get().members.contains(requestListeners[i])
         || closedWithRouter[i] && routerClosed.getAsBoolean();
   }
 

@@ -121,7 +121,8 @@ public final class Router implements AutoCloseable {
           return s == null ? null : s.inFlight;
         });
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
-        initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed));
+        initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed,
+        this::running));
     this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,
         () -> saturation(state.active));
     this.hints = b.hints;
@@ -486,7 +487,7 @@ public final class Router implements AutoCloseable {
   private Result<RouterConfig> install(PluginReuse.Loaded loaded, boolean created) {
     ActiveConfig old = state.active;
     ActiveConfig next = new ActiveConfig(loaded.config(), loaded.declared(), extraListeners,
-        ledger, ticker, routerWarning, this::isClosed);
+        ledger, ticker, routerWarning, this::isClosed, this::running);
     if (closed) {
       if (created) {
         retired.closeNow(ActiveConfig.difference(next.members, old.members));
@@ -499,7 +500,7 @@ public final class Router implements AutoCloseable {
       state = new State(state.pool, next);
     }
     Set<Object> dropped = ActiveConfig.difference(old.members, next.members);
-    old.retire(dropped);
+    old.supersede();
     for (String w : loaded.config().warnings()) {
       LOG.warning(w);
     }
@@ -509,6 +510,10 @@ public final class Router implements AutoCloseable {
 
   private boolean isClosed() {
     return closed;
+  }
+
+  private ActiveConfig running() {
+    return state.active;
   }
 
   /** Whether the running configuration uses {@code plugin} (a reload may have taken it back). */

@@ -49,7 +49,7 @@ class ReconfigureTest {
    * A scorer that writes its tag into the cycle state, listens to requests and the pool, and
    * counts what it saw, so a request run by plugins of two configurations is detectable.
    */
-  static final class TagScorer implements Scorer, RequestListener, PoolListener {
+  static class TagScorer implements Scorer, RequestListener, PoolListener {
     final String tag;
     final AtomicInteger closes = new AtomicInteger();
     final AtomicLong scored = new AtomicLong();
@@ -306,6 +306,45 @@ class ReconfigureTest {
     }
     assertThat(List.of(kept.closes.get(), dropped.closes.get(), added.closes.get()))
         .containsExactly(1, 1, 1);
+  }
+
+  /** A scorer that counts the lifecycle calls it hears after it was closed. */
+  static final class ClosingListener extends TagScorer {
+    final AtomicInteger heardClosed = new AtomicInteger();
+
+    ClosingListener(String tag) {
+      super(tag);
+    }
+
+    @Override
+    public void onComplete(InferenceRequest r, Endpoint e, Usage u) {
+      if (closed) {
+        heardClosed.incrementAndGet();
+      }
+    }
+  }
+
+  @Test
+  void aPluginKeptByOneReloadAndDroppedByTheNextNoLongerHearsRequestsRoutedBeforeBoth()
+      throws Exception {
+    ClosingListener p = new ClosingListener("p");
+    TagScorer other = new TagScorer("other");
+    try (Router router = Router.builder()
+        .profile(SchedulingProfile.builder("default").scorer(p).build())
+        .retiredPluginCloseDelay(Duration.ZERO)
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of())))
+        .build()) {
+      RoutingDecision routedUnderA = router.route(REQ);
+      // B keeps p; C drops it, which closes it
+      assertThat(router.reconfigure(RouterConfig.of(
+          SchedulingProfile.builder("default").scorer(p).scorer(other).build())).isOk()).isTrue();
+      assertThat(router.reconfigure(RouterConfig.of(
+          SchedulingProfile.builder("default").scorer(other).build())).isOk()).isTrue();
+      await(() -> p.closes.get() == 1, "the dropped scorer is closed");
+      routedUnderA.onComplete(Usage.NONE);
+      assertThat(p.heardClosed.get()).as("lifecycle calls into the closed plugin").isZero();
+      assertThat(router.endpoints().get(0).inFlightRequests()).isZero();
+    }
   }
 
   @Test
