@@ -23,6 +23,12 @@ import org.jspecify.annotations.Nullable;
 public final class PrometheusMetrics {
   private PrometheusMetrics() {}
 
+  /** The families {@link #parse} reads; lines of any other family are skipped unparsed. */
+  private static final Set<String> FAMILIES = Set.of("vllm:num_requests_waiting",
+      "sglang:num_queue_reqs", "vllm:num_requests_running", "sglang:num_running_reqs",
+      "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+      "vllm:cache_config_info", "vllm:lora_requests_info");
+
   /** One parsed sample. */
   record Sample(String name, Map<String, String> labels, double value) {}
 
@@ -40,7 +46,10 @@ public final class PrometheusMetrics {
       if (line.isEmpty() || line.charAt(0) == '#') {
         continue;
       }
-      if (!(line.startsWith("vllm:") || line.startsWith("sglang:"))) {
+      // only the families read below may fail the scrape: an odd line of another one (a
+      // histogram, a metric a newer server adds) must not cost the queue and KV figures
+      if (!(line.startsWith("vllm:") || line.startsWith("sglang:"))
+          || !FAMILIES.contains(line.substring(0, nameEnd(line)))) {
         continue;
       }
       Sample s = parseLine(line);
@@ -138,20 +147,38 @@ public final class PrometheusMetrics {
     return v > 0 ? Math.min(max, (long) v) : 0; // NaN too is 0
   }
 
-  /** {@code name{k="v",...} value [timestamp]}, or null when malformed. */
-  static @Nullable Sample parseLine(String line) {
+  /** Where the metric name of a sample line ends: at its labels or the first blank or tab. */
+  private static int nameEnd(String line) {
     int i = 0;
     int n = line.length();
-    while (i < n && line.charAt(i) != '{' && line.charAt(i) != ' ' && line.charAt(i) != '\t') {
+    while (i < n && line.charAt(i) != '{' && !blank(line.charAt(i))) {
       i++;
     }
+    return i;
+  }
+
+  // the text format separates tokens by any number of blanks and/or tabs
+  private static boolean blank(char c) {
+    return c == ' ' || c == '\t';
+  }
+
+  /**
+   * {@code name{k="v",...} value [timestamp]}, or null when malformed. Tokens may be separated by
+   * blanks or tabs, also between the name and its labels, as Prometheus's own parser allows.
+   */
+  static @Nullable Sample parseLine(String line) {
+    int n = line.length();
+    int i = nameEnd(line);
     String name = line.substring(0, i);
+    while (i < n && blank(line.charAt(i))) {
+      i++;
+    }
     Map<String, String> labels = Map.of();
     if (i < n && line.charAt(i) == '{') {
       labels = new HashMap<>();
       i++;
       while (true) {
-        while (i < n && (line.charAt(i) == ' ' || line.charAt(i) == ',')) {
+        while (i < n && (blank(line.charAt(i)) || line.charAt(i) == ',')) {
           i++;
         }
         if (i >= n) {
@@ -188,22 +215,37 @@ public final class PrometheusMetrics {
         i = j;
       }
     }
-    String rest = line.substring(i).strip();
-    if (rest.isEmpty()) {
+    while (i < n && blank(line.charAt(i))) {
+      i++;
+    }
+    int end = i;
+    while (end < n && !blank(line.charAt(end))) {
+      end++;
+    }
+    if (end == i) {
       return null;
     }
-    int sp = rest.indexOf(' ');
-    String v = sp < 0 ? rest : rest.substring(0, sp);
-    double value;
+    Double value = value(line.substring(i, end));
+    return value == null ? null : new Sample(name, labels, value);
+  }
+
+  /**
+   * A sample value as Go's {@code ParseFloat} reads it, which the text format prescribes: besides
+   * numbers, {@code Inf}, {@code Infinity} and {@code NaN} in any case, infinities with an
+   * optional sign; null when unreadable.
+   */
+  private static @Nullable Double value(String v) {
+    String unsigned = v.startsWith("+") || v.startsWith("-") ? v.substring(1) : v;
+    if (unsigned.equalsIgnoreCase("inf") || unsigned.equalsIgnoreCase("infinity")) {
+      return v.startsWith("-") ? Double.NEGATIVE_INFINITY : Double.POSITIVE_INFINITY;
+    }
+    if (v.equalsIgnoreCase("nan")) {
+      return Double.NaN;
+    }
     try {
-      value = switch (v) {
-        case "+Inf" -> Double.POSITIVE_INFINITY;
-        case "-Inf" -> Double.NEGATIVE_INFINITY;
-        default -> Double.parseDouble(v);
-      };
+      return Double.parseDouble(v);
     } catch (NumberFormatException e) {
       return null;
     }
-    return new Sample(name, labels, value);
   }
 }

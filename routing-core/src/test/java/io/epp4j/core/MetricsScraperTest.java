@@ -93,6 +93,26 @@ class MetricsScraperTest {
   }
 
   @Test
+  void tabsAndBlanksBetweenTokensGoStyleInfinitiesAndOddLinesOfUnreadFamiliesAreAccepted() {
+    // the text format separates tokens by blanks and/or tabs (value and timestamp included) and
+    // reads values with Go's ParseFloat ("Inf", "inf"); a line of a family the parser does not
+    // read must not cost the families it does
+    Result<EndpointMetrics> r = PrometheusMetrics.parse(
+        "vllm:num_requests_waiting{engine=\"0\"}\t3\t1700000000000\r\n"
+        + "vllm:num_requests_waiting {engine=\"1\"} 2\n"
+        + "vllm:num_requests_running\t\t7 1700000000000\n"
+        + "vllm:kv_cache_usage_perc{engine=\"0\"} Inf\n"
+        + "vllm:some_future_metric{phase=\"x\"} ?\n");
+    assertThat(r.isOk()).as("%s", r).isTrue();
+    assertThat(r.value().waitingRequests()).isEqualTo(5);
+    assertThat(r.value().runningRequests()).isEqualTo(7);
+    assertThat(r.value().kvCacheUsage()).isEqualTo(1.0);
+    assertThat(PrometheusMetrics.parse("vllm:num_requests_waiting -inf\n"
+        + "vllm:num_requests_running +Inf\n").value().runningRequests())
+        .isEqualTo(Integer.MAX_VALUE);
+  }
+
+  @Test
   void scrapesEndpointsAndPublishesToTheRouter() throws Exception {
     AtomicReference<String> body = new AtomicReference<>(VLLM);
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
