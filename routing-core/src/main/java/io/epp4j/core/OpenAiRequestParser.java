@@ -26,7 +26,8 @@ import org.jspecify.annotations.Nullable;
  * {@link InferenceRequest}s with a single streaming pass. Reads {@code model}, {@code prompt}
  * (text, or token IDs), {@code messages} (content as a string or an array of parts),
  * {@code tools}, {@code cache_salt}, {@code stream}, {@code max_tokens} /
- * {@code max_completion_tokens}; other fields are skipped. Errors are values naming the field
+ * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
+ * it); other fields are skipped. Errors are values naming the field
  * and, for malformed JSON or UTF-8 or a value of the wrong type, the position; nothing is thrown
  * and no byte of the body is quoted in a message (Jackson's own messages quote the offending
  * token, so they are never passed on). Header entries with a null name or value count as absent.
@@ -244,10 +245,11 @@ public final class OpenAiRequestParser {
         if (t == JsonToken.VALUE_NULL) {
           return null;
         }
-        if (!isIntInRange(p, t)) {
+        int limit = tokenLimit(p, t);
+        if (limit < 0) {
           return "field '" + field + "' must be a non-negative integer" + at(p);
         }
-        b.maxTokens(p.getIntValue());
+        b.maxTokens(limit);
       }
       default -> p.skipChildren();
     }
@@ -324,6 +326,20 @@ public final class OpenAiRequestParser {
       return p.getIntValue() >= 0;
     }
     return type == JsonParser.NumberType.LONG && p.getLongValue() >= 0 && p.getLongValue() <= Integer.MAX_VALUE;
+  }
+
+  /**
+   * A token limit in [0, 2^31), or -1. A whole number written as a float ({@code 100.0},
+   * {@code 1e3}) counts as that integer, as the engine's request model (pydantic, lax mode) reads
+   * it: clients whose JSON writer prints numbers as doubles are served by vLLM, so a 400 here
+   * would refuse requests the replica takes. A fraction stays an error there and here.
+   */
+  private static int tokenLimit(JsonParser p, JsonToken t) throws IOException {
+    if (t == JsonToken.VALUE_NUMBER_FLOAT) {
+      double d = p.getDoubleValue();
+      return d >= 0 && d <= Integer.MAX_VALUE && d == Math.rint(d) ? (int) d : -1;
+    }
+    return isIntInRange(p, t) ? p.getIntValue() : -1;
   }
 
   /** Returns int[] for token IDs, Object[]{String} for text, or a String error. */

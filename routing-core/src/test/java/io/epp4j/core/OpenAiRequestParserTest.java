@@ -27,6 +27,21 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void aTokenLimitWrittenAsAWholeFloatIsReadAsTheEngineReadsIt() {
+    // vLLM's request model reads 100.0 and 1e3 as the integers they are (and refuses 100.5): a
+    // client whose JSON writer prints numbers as doubles is served there, so it must be here
+    assertThat(parse("/v1/completions", "{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":100.0}")
+        .value().maxTokens()).isEqualTo(100);
+    assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"x\"}],\"max_completion_tokens\":1e3}").value().maxTokens()).isEqualTo(1000);
+    for (String bad : List.of("100.5", "-1.0", "1e10", "1e400")) {
+      assertThat(parse("/v1/completions", "{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":" + bad + "}")
+          .errors()).as(bad).singleElement().asString()
+          .startsWith("field 'max_tokens' must be a non-negative integer at line 1");
+    }
+  }
+
+  @Test
   void completionBody() {
     InferenceRequest r = parser.parse("/v1/completions",
         Map.of("X-Session-Id", "user-7", "x-request-id", "req-1", "X-Request-Priority", "-1"),
