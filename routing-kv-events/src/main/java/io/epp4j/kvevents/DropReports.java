@@ -22,6 +22,7 @@ final class DropReports {
   private final KvEventMetrics metrics;
   private final Report malformed = new Report();
   private final Report unknownTopics = new Report();
+  private final Report replaysUnavailable = new Report();
 
   DropReports(KvEventMetrics metrics) {
     this.metrics = metrics;
@@ -76,6 +77,22 @@ final class DropReports {
         + " report whose topic names an endpoint not in the pool (the total is the"
         + " unknownEndpointMessages metric); the latest for " + printable(endpointId);
     unknownTopics.sinceReport = 0;
+    LOG.warning(msg);
+  }
+
+  /**
+   * Reports that ZeroMQ refused an endpoint's replay address (a host it cannot resolve, a port
+   * out of range). Nothing is dropped: the stream goes on without replays, and a gap in it is
+   * resynced. Logged like {@link #dropped}, at most once per interval.
+   */
+  void replayUnavailable(String endpointId, String address, RuntimeException failure) {
+    if (!replaysUnavailable.due()) {
+      return;
+    }
+    String msg = "cannot open the KV-event replay socket of endpoint " + printable(endpointId)
+        + " at " + printable(address) + " (" + replaysUnavailable.sinceReport + " time(s) since"
+        + " the last report): " + failure.getMessage() + "; its gaps are resynced instead";
+    replaysUnavailable.sinceReport = 0;
     LOG.warning(msg);
   }
 

@@ -53,10 +53,24 @@ final class EndpointStream {
     this.metrics = shared.metrics();
   }
 
-  /** Connects the replay socket ahead of the first gap, when the stream has a replay address. */
+  /**
+   * Connects the replay socket ahead of the first gap, when the stream has a replay address.
+   * An address ZeroMQ refuses is reported and costs only the replays: the stream's live
+   * messages do not need it, and each gap tries again (a name may resolve later).
+   */
   void openReplay() {
-    if (replayAddress != null) {
-      replay = shared.sockets().newReplaySocket(replayAddress);
+    if (replayAddress != null && replay == null) {
+      replay = tryOpenReplay(replayAddress);
+    }
+  }
+
+  /** The replay socket for {@code address}, or null (reported) when ZeroMQ refuses it. */
+  private ZMQ.@Nullable Socket tryOpenReplay(String address) {
+    try {
+      return shared.sockets().newReplaySocket(address);
+    } catch (RuntimeException e) {
+      shared.reports().replayUnavailable(endpointId, address, e);
+      return null;
     }
   }
 
@@ -156,6 +170,9 @@ final class EndpointStream {
   private boolean replay(long upTo) {
     metrics.replays.increment();
     ZMQ.Socket d = requestReplayFrom(expected);
+    if (d == null) {
+      return false; // the replay socket could not be opened: nothing can fill the gap
+    }
     long deadline = System.nanoTime() + shared.replayTimeoutMillis() * 1_000_000L;
     boolean holes = false;
     for (;;) {
@@ -195,12 +212,18 @@ final class EndpointStream {
     }
   }
 
-  /** Sends {@code [, start]} on the replay socket, opening it first if needed. */
-  private ZMQ.Socket requestReplayFrom(long start) {
+  /**
+   * Sends {@code [, start]} on the replay socket, opening it first if needed; null when it
+   * cannot be opened.
+   */
+  private ZMQ.@Nullable Socket requestReplayFrom(long start) {
     if (replay == null) {
-      replay = shared.sockets().newReplaySocket(Objects.requireNonNull(replayAddress));
+      replay = tryOpenReplay(Objects.requireNonNull(replayAddress));
     }
     ZMQ.Socket d = replay;
+    if (d == null) {
+      return null;
+    }
     d.sendMore(new byte[0]);
     d.send(ByteBuffer.allocate(8).putLong(start).array());
     return d;

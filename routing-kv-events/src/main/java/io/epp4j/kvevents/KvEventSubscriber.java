@@ -56,12 +56,13 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final Membership membership;
   private final StreamTable streams;
   private final SubscriberLoop loop;
+  private final SubscriberSockets sockets;
 
   private KvEventSubscriber(Builder b) {
     this.metrics = b.index.metrics();
     this.central = b.bindAddress != null;
     this.membership = new Membership(b.index);
-    SubscriberSockets sockets = new SubscriberSockets(
+    this.sockets = new SubscriberSockets(
         b.topicFilter.getBytes(StandardCharsets.UTF_8), b.receiveHighWaterMark);
     DropReports reports = new DropReports(metrics);
     EndpointStream.Shared shared = new EndpointStream.Shared(membership, metrics, reports, sockets,
@@ -117,6 +118,11 @@ public final class KvEventSubscriber implements AutoCloseable {
   /** Endpoints with a live SUB socket (per-endpoint mode). */
   public int connectedEndpoints() {
     return streams.connectedEndpoints();
+  }
+
+  /** Sockets open in this subscriber's ZeroMQ context; for tests. */
+  int openSockets() {
+    return sockets.openSockets();
   }
 
   /** The counters this subscriber updates (shared with its index). */

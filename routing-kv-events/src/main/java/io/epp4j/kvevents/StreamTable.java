@@ -91,10 +91,10 @@ final class StreamTable {
       s.close();
       throw ex;
     }
-    subSockets.add(s);
     EndpointStream st = new EndpointStream(e.id(), member, s,
         rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, shared);
-    st.openReplay();
+    st.openReplay(); // never throws: a refused replay address costs only the replays
+    subSockets.add(s);
     byId.put(e.id(), st);
     bySocket.put(s, st);
     connected.incrementAndGet();

@@ -44,15 +44,30 @@ final class SubscriberSockets implements AutoCloseable {
     return s;
   }
 
-  /** A DEALER socket connected to an engine's replay socket at {@code address}. */
+  /**
+   * A DEALER socket connected to an engine's replay socket at {@code address}. Throws what
+   * ZeroMQ throws when it refuses the address (a host it cannot resolve, a port out of range),
+   * having closed the socket: the context would otherwise keep it, and its file descriptors,
+   * until the subscriber closes.
+   */
   ZMQ.Socket newReplaySocket(String address) {
     ZMQ.Socket d = context.createSocket(SocketType.DEALER);
-    d.setLinger(0);
-    d.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
-    d.setHandshakeIvl(HANDSHAKE_MILLIS);
-    d.setReconnectIVL(100);
-    d.connect(address);
+    try {
+      d.setLinger(0);
+      d.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
+      d.setHandshakeIvl(HANDSHAKE_MILLIS);
+      d.setReconnectIVL(100);
+      d.connect(address);
+    } catch (RuntimeException e) {
+      d.close();
+      throw e;
+    }
     return d;
+  }
+
+  /** Sockets made here and not closed yet; for tests. */
+  int openSockets() {
+    return context.getSockets().size();
   }
 
   ZMQ.Poller newPoller() {

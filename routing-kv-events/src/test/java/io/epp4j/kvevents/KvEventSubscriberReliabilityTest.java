@@ -633,6 +633,39 @@ class KvEventSubscriberReliabilityTest {
   }
 
   @Test
+  void aReplayAddressZeroMqRefusesCostsOnlyTheReplayAndLeaksNoSocket() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    KvEventMetrics m = index.metrics();
+    // central mode needs the endpoint's host only for its replay socket: a host ZeroMQ cannot
+    // resolve (here an invalid address literal, as a DNS name that does not resolve would be)
+    Endpoint unresolvable = Endpoint.of("::zz::", 8000);
+    String topic = "kv@" + unresolvable.id() + "@m";
+    try (LogCapture log = new LogCapture();
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayPort(5558).replayTimeout(Duration.ofMillis(300)).build();
+        ZContext ctx = new ZContext(1)) {
+      sub.addEndpoint(unresolvable);
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      for (long seq = 0; seq < 5; seq++) {
+        publish(pub, topic, seq, storeOf(1 + (int) seq, 0));
+      }
+      publish(pub, topic, 6, storeOf(7, 0)); // seq 5 lost: a replay that cannot even be asked
+      publish(pub, topic, 7, storeOf(8, 0));
+      await(() -> m.batches() + m.decodeErrors() >= 7, () -> "every message handled: " + m);
+      assertThat(m.decodeErrors()).as("messages dropped").isZero();
+      assertThat(m.batches()).isEqualTo(7);
+      assertThat(m.gaps()).isEqualTo(1);
+      assertThat(m.replayFailures()).isEqualTo(1);
+      assertThat(m.resyncs()).isEqualTo(1);
+      assertThat(index.blockCount(unresolvable.id())).as("what followed the resync").isEqualTo(2);
+      assertThat(sub.openSockets()).as("sockets open: the bound SUB only").isEqualTo(1);
+      assertThat(log.records).isNotEmpty();
+      assertThat(log.records.get(0).getMessage()).contains(unresolvable.id()).contains("replay");
+      pub.close();
+    }
+  }
+
+  @Test
   void centralModeAppliesOnlyTopicsOfPoolMembersAndCountsTheRest() throws Exception {
     KvBlockIndex index = KvBlockIndex.create();
     KvEventMetrics m = index.metrics();
