@@ -7,6 +7,7 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import org.jspecify.annotations.Nullable;
 import org.msgpack.core.MessageFormat;
+import org.msgpack.core.MessageIntegerOverflowException;
 import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.core.buffer.ArrayBufferInput;
@@ -293,7 +294,12 @@ final class PayloadUnpacker extends MessageUnpacker {
       return unpackDouble();
     }
     if (t == ValueType.INTEGER) {
-      return unpackLong();
+      try {
+        return unpackLong();
+      } catch (MessageIntegerOverflowException e) {
+        // the unpacker's own message is the bare number: name the field instead
+        throw new MalformedKvEventException("'" + where + "' is an integer beyond 64 bits");
+      }
     }
     throw new MalformedKvEventException("'" + where + "' must be a number, got " + t);
   }
@@ -306,7 +312,12 @@ final class PayloadUnpacker extends MessageUnpacker {
     if (getNextFormat().getValueType() != ValueType.INTEGER) {
       throw new MalformedKvEventException(where + " must be an integer");
     }
-    return unpackInt();
+    try {
+      return unpackInt();
+    } catch (MessageIntegerOverflowException e) {
+      // the unpacker's own message is the bare number: name the field instead
+      throw new MalformedKvEventException(where + " is an integer beyond the int range");
+    }
   }
 
   /** A str or bin as text, or null for nil. */

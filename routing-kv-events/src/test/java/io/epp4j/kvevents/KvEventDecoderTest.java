@@ -175,6 +175,40 @@ class KvEventDecoderTest {
     }
   }
 
+  /**
+   * Integers too large for the field that holds them (a corrupt or hostile payload) are
+   * malformed, and the message names the field, as for any other bad value.
+   */
+  @Test
+  void integersOutOfRangeNameTheirField() throws IOException {
+    long tooBig = 1L + Integer.MAX_VALUE;
+    Map<String, byte[]> cases = new LinkedHashMap<>();
+    for (String field : new String[] {"block_size", "lora_id"}) {
+      try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+        p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+        p.packArrayHeader(6).packString("BlockStored").packArrayHeader(1).packLong(7).packNil()
+            .packArrayHeader(2).packInt(1).packInt(2)
+            .packLong(field.equals("block_size") ? tooBig : 2)
+            .packLong(field.equals("lora_id") ? tooBig : -1);
+        cases.put(field, p.toByteArray());
+      }
+    }
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(3).packDouble(1.5).packArrayHeader(0).packLong(tooBig);
+      cases.put("data_parallel_rank", p.toByteArray());
+    }
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      // a uint64 beyond Long.MAX_VALUE where the step's time belongs
+      p.packArrayHeader(2).packBigInteger(java.math.BigInteger.ONE.shiftLeft(64).subtract(
+          java.math.BigInteger.ONE)).packArrayHeader(0);
+      cases.put("ts", p.toByteArray());
+    }
+    for (Map.Entry<String, byte[]> c : cases.entrySet()) {
+      assertThatThrownBy(() -> KvEventDecoder.decode(c.getValue())).as(c.getKey())
+          .isInstanceOf(MalformedKvEventException.class).hasMessageContaining(c.getKey());
+    }
+  }
+
   @Test
   void tokenCountThatDoesNotMatchTheBlocksIsMalformed() throws IOException {
     byte[] payload;
