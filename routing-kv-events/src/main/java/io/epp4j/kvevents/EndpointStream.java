@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 import org.zeromq.ZMQ;
 
@@ -27,7 +28,14 @@ import org.zeromq.ZMQ;
 final class EndpointStream {
   /** What every stream of one subscriber shares. */
   record Shared(Membership membership, KvEventMetrics metrics, DropReports reports,
-      SubscriberSockets sockets, long replayTimeoutMillis) {}
+      SubscriberSockets sockets, long replayTimeoutMillis, BooleanSupplier closing) {}
+
+  /**
+   * Longest a replay waits for a reply before looking whether the subscriber is closing: the
+   * replay timeout may be minutes, and close() must not leave the thread, its sockets and a
+   * bound central address behind for that long.
+   */
+  private static final int CLOSE_CHECK_MILLIS = 50;
 
   final String endpointId;
   /** The membership this stream belongs to; its batches apply only while it is current. */
@@ -111,8 +119,8 @@ final class EndpointStream {
       return;
     } else if (expected >= 0 && seq > expected) {
       fillGapBefore(seq);
-      if (seq < expected) {
-        return; // the replay delivered this batch too
+      if (seq < expected || shared.closing().getAsBoolean()) {
+        return; // the replay delivered this batch too, or close() cut it short
       }
     }
     applyPayload(payload);
@@ -126,6 +134,9 @@ final class EndpointStream {
     if (replayAddress == null) {
       startOverAt(seq);
     } else if (!replay(seq)) {
+      if (shared.closing().getAsBoolean()) {
+        return; // cut short by close(): not the engine's failure, and no reason to resync
+      }
       metrics.replayFailures.increment();
       startOverAt(seq);
     }
@@ -177,13 +188,13 @@ final class EndpointStream {
     boolean holes = false;
     for (;;) {
       long left = (deadline - System.nanoTime()) / 1_000_000L;
-      if (left <= 0) {
+      if (left <= 0 || shared.closing().getAsBoolean()) {
         // late replies would confuse the next replay: start over with a fresh socket
         d.close();
         replay = null;
         return false;
       }
-      d.setReceiveTimeOut((int) Math.min(Integer.MAX_VALUE, left));
+      d.setReceiveTimeOut((int) Math.min(CLOSE_CHECK_MILLIS, left));
       List<byte[]> frames = receiveReply(d);
       if (frames == null) {
         continue;

@@ -57,6 +57,8 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final StreamTable streams;
   private final SubscriberLoop loop;
   private final SubscriberSockets sockets;
+  /** Set by {@link #close}; read by the subscriber thread while it waits for a replay. */
+  private volatile boolean closing;
 
   private KvEventSubscriber(Builder b) {
     this.metrics = b.index.metrics();
@@ -66,7 +68,7 @@ public final class KvEventSubscriber implements AutoCloseable {
         b.topicFilter.getBytes(StandardCharsets.UTF_8), b.receiveHighWaterMark);
     DropReports reports = new DropReports(metrics);
     EndpointStream.Shared shared = new EndpointStream.Shared(membership, metrics, reports, sockets,
-        b.replayTimeout.toMillis());
+        b.replayTimeout.toMillis(), this::isClosing);
     this.streams = new StreamTable(central, b.port, b.replayPort, shared);
     this.loop = new SubscriberLoop(b.bindAddress, sockets, streams, reports);
     loop.start();
@@ -130,9 +132,19 @@ public final class KvEventSubscriber implements AutoCloseable {
     return metrics;
   }
 
+  /**
+   * Stops the subscriber: its thread ends, every socket it opened is closed and a central-mode
+   * address is free to bind again once this returns. A replay it is waiting for is abandoned
+   * (the wait is cut short, however long {@code replayTimeout} is). Waits at most 5 s.
+   */
   @Override
   public void close() {
+    closing = true; // before the loop's flag: a replay in progress sees it and stops waiting
     loop.close();
+  }
+
+  private boolean isClosing() {
+    return closing;
   }
 
   /** Builds and starts a {@link KvEventSubscriber}. */

@@ -178,7 +178,7 @@ final class SubscriberLoop {
   private void receiveFrom(List<ZMQ.Socket> registered) {
     for (ZMQ.Socket s : registered) {
       for (int i = 0; i < MESSAGES_PER_TURN; i++) {
-        if (!receiveOne(s)) {
+        if (closed || !receiveOne(s)) { // closing: what is still queued is not handled
           break;
         }
       }

@@ -666,6 +666,37 @@ class KvEventSubscriberReliabilityTest {
   }
 
   @Test
+  void closeDuringALongReplayWaitStopsTheSubscriberAndFreesItsBoundAddress() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1); HeldReplay replay = new HeldReplay(ctx)) {
+      // a replay timeout well beyond the time close() waits for the thread
+      KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+          .replayTimeout(Duration.ofSeconds(60)).build();
+      String bound = sub.boundEndpoint();
+      Endpoint a = Endpoint.of("127.0.0.1", 8000, Map.of(
+          KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replay.port)));
+      String topic = "kv@" + a.id() + "@m";
+      try {
+        sub.addEndpoint(a);
+        ZMQ.Socket pub = connectedPublisher(ctx, bound);
+        publish(pub, topic, 0, storeOf(1, 0));
+        await(() -> index.metrics().batches() == 1, "the first batch");
+        publish(pub, topic, 2, storeOf(2, 0)); // seq 1 lost: the thread waits in the replay
+        assertThat(replay.requested.await(20, TimeUnit.SECONDS)).as("replay requested").isTrue();
+        pub.close();
+      } finally {
+        sub.close();
+      }
+      assertThat(sub.openSockets()).as("sockets open once close() has returned").isZero();
+      // a reconfigured subscriber binds the same address at once
+      try (KvEventSubscriber again = KvEventSubscriber.central(index, bound).build()) {
+        assertThat(again.boundEndpoint()).isEqualTo(bound);
+      }
+      replay.release.countDown();
+    }
+  }
+
+  @Test
   void centralModeAppliesOnlyTopicsOfPoolMembersAndCountsTheRest() throws Exception {
     KvBlockIndex index = KvBlockIndex.create();
     KvEventMetrics m = index.metrics();
