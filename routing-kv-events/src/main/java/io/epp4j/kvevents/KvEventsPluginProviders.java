@@ -122,7 +122,8 @@ public final class KvEventsPluginProviders {
             .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm).build();
       }
     } catch (RuntimeException e) {
-      return Result.error("parameter 'kvEvents' could not start the subscriber: " + e.getMessage());
+      return Result.error("parameter 'kvEvents' " + (mode.equals("central")
+          ? "field 'bindAddress': " : "could not start the subscriber: ") + e.getMessage());
     }
     Tokenizer tokenizer = context.service(Tokenizer.class).orElse(null);
     if (tokenizer == null && !p.has("tokenizer")) {

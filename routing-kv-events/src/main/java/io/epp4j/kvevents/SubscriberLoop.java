@@ -10,6 +10,8 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
 import org.zeromq.ZMQ;
+import org.zeromq.ZMQException;
+import zmq.ZError;
 
 /**
  * The thread of a {@link KvEventSubscriber}: it binds the central socket (if any), then until
@@ -137,13 +139,26 @@ final class SubscriberLoop {
       }
       return true;
     } catch (RuntimeException e) {
-      startFailure = e;
+      // ZeroMQ says "Errno 48": the caller is told which address and why, in words
+      startFailure = new IllegalStateException("cannot bind " + bindAddress + ": " + reason(e), e);
       closed = true;
       sockets.close();
       return false;
     } finally {
       started.countDown();
     }
+  }
+
+  /** What went wrong, in words: ZeroMQ's own message is only its error number. */
+  private static @Nullable String reason(RuntimeException e) {
+    if (e instanceof ZMQException z) {
+      try {
+        return ZError.toString(z.getErrorCode());
+      } catch (IllegalArgumentException unknownCode) {
+        return e.getMessage();
+      }
+    }
+    return e.getMessage();
   }
 
   /** Runs the pool changes queued since the last turn; one failing costs only itself. */

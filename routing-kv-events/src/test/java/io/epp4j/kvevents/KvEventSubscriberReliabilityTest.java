@@ -697,6 +697,32 @@ class KvEventSubscriberReliabilityTest {
   }
 
   @Test
+  void aCentralAddressThatCannotBeBoundIsRejectedNamingTheAddressAndTheReason() {
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket taken = ctx.createSocket(SocketType.PULL);
+      taken.setLinger(0);
+      taken.bind("tcp://127.0.0.1:*");
+      String address = taken.getLastEndpoint();
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+              kvEvents: {mode: central, bindAddress: "%s"}
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """.formatted(address);
+      Throwable t = org.assertj.core.api.Assertions.catchThrowable(
+          () -> Router.builder().endpoint(ENDPOINT_A).configYaml(yaml, "taken.yaml").build());
+      assertThat(t).as("building a router whose central address is taken").isNotNull();
+      assertThat(t.getMessage()).contains("bindAddress").contains(address)
+          .contains("Address already in use");
+      taken.close();
+    }
+  }
+
+  @Test
   void centralModeAppliesOnlyTopicsOfPoolMembersAndCountsTheRest() throws Exception {
     KvBlockIndex index = KvBlockIndex.create();
     KvEventMetrics m = index.metrics();
