@@ -192,11 +192,12 @@ final class EmulatedServer implements AutoCloseable {
 
   /**
    * Stops listening and closes every connection (their requests in flight are aborted, as when
-   * their clients leave), then stops the server's threads.
+   * their clients leave), then stops the server's threads. Alone, this is a crash: a request read
+   * meanwhile is served or cut off, never answered 503 (which would tell a gateway not to try
+   * another replica); a graceful stop calls {@link #beginStopping()} first.
    */
   @Override
   public void close() {
-    stopping = true;
     synchronized (this) {
       if (closed) {
         return;

@@ -94,6 +94,58 @@ class ServeIntegrationTest {
     throw new AssertionError("no free ports found", last);
   }
 
+  @Test
+  void aKilledReplicaRefusesOrBreaksOffButNeverAnswersThatItIsStopping() throws Exception {
+    Serve s = start(2);
+    int port = port(s, 0);
+    List<String> seen = java.util.Collections.synchronizedList(new ArrayList<>());
+    java.util.concurrent.atomic.AtomicBoolean go = new java.util.concurrent.atomic.AtomicBoolean(
+        true);
+    java.util.concurrent.atomic.AtomicInteger answered =
+        new java.util.concurrent.atomic.AtomicInteger();
+    List<Thread> clients = new ArrayList<>();
+    for (int t = 0; t < 16; t++) {
+      // each thread on its own keep-alive connection, asking as fast as it is answered
+      HttpClient own = HttpClient.newHttpClient();
+      Thread c = new Thread(() -> {
+        while (go.get()) {
+          try {
+            int status = own.send(HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + port + "/health"))
+                .timeout(Duration.ofSeconds(5)).build(),
+                HttpResponse.BodyHandlers.discarding()).statusCode();
+            answered.incrementAndGet();
+            if (status != 200) {
+              seen.add("http " + status);
+            }
+          } catch (java.io.IOException refusedOrCut) {
+            // what a crash looks like to a client
+          } catch (InterruptedException e) {
+            return;
+          }
+        }
+      });
+      c.start();
+      clients.add(c);
+    }
+    await(() -> answered.get() > 200, "200 answers");
+    s.kill(0);
+    int after = answered.get();
+    Thread.sleep(100);
+    go.set(false);
+    for (Thread c : clients) {
+      c.join(10_000);
+    }
+    // a crashed server says nothing: a 503 "shutting down" would make a gateway relay an error
+    // instead of trying the request's fallback
+    assertThat(seen).isEmpty();
+    assertThat(answered.get() - after).as("answers after the kill").isLessThanOrEqualTo(16);
+    // the other replica goes on
+    assertThat(http.send(HttpRequest.newBuilder(
+        URI.create("http://127.0.0.1:" + port(s, 1) + "/health")).build(),
+        HttpResponse.BodyHandlers.discarding()).statusCode()).isEqualTo(200);
+  }
+
   private static int port(Serve s, int replica) {
     String line = s.describe().get(replica);
     return Integer.parseInt(line.replaceAll(".*http://127\\.0\\.0\\.1:(\\d+).*", "$1"));
