@@ -255,7 +255,7 @@ public final class UsageScanner {
     if (!details.isObject()) {
       details = u.path("prompt_token_details");
     }
-    int cached = Math.max(0, details.path("cached_tokens").asInt(0));
+    int cached = count(details.path("cached_tokens"));
     return new Usage(prompt, prompt > 0 ? Math.min(cached, prompt) : cached, completion);
   }
 
@@ -264,7 +264,22 @@ public final class UsageScanner {
     if (v == null || !v.isNumber()) {
       v = u.get(otherName);
     }
-    return v == null || !v.isNumber() ? 0 : Math.max(0, v.asInt(0));
+    return v == null ? 0 : count(v);
+  }
+
+  /**
+   * A token count: 0 for a negative number or anything but a number, fractions cut off, and a
+   * count beyond {@code int} held at {@link Integer#MAX_VALUE} rather than wrapped (Jackson's
+   * {@code asInt} keeps a long's low 32 bits, which turned 2^32 + 5 into 5 and 3e9 into 0).
+   */
+  private static int count(JsonNode v) {
+    if (!v.isNumber()) {
+      return 0;
+    }
+    if (v.canConvertToInt()) {
+      return Math.max(0, v.intValue());
+    }
+    return v.doubleValue() > 0 ? Integer.MAX_VALUE : 0;
   }
 
   private void ensure(int size) {

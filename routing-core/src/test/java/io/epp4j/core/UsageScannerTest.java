@@ -41,6 +41,18 @@ class UsageScannerTest {
   }
 
   @Test
+  void countsBeyondAnIntAreHeldAtTheLargestIntNotWrapped() {
+    // 2^32 + 5 kept its low bits (5) and 3e9 went negative and read as 0
+    assertThat(scan("application/json", "{\"usage\":{\"prompt_tokens\":4294967301,"
+        + "\"completion_tokens\":3000000000,\"prompt_tokens_details\":{\"cached_tokens\":"
+        + "99999999999999999999}}}"))
+        .isEqualTo(new Usage(Integer.MAX_VALUE, Integer.MAX_VALUE, Integer.MAX_VALUE));
+    assertThat(scan("application/json", "{\"usage\":{\"prompt_tokens\":1e10,"
+        + "\"completion_tokens\":-3000000000,\"prompt_tokens_details\":{\"cached_tokens\":"
+        + "12.7}}}")).isEqualTo(new Usage(Integer.MAX_VALUE, 12, 0));
+  }
+
+  @Test
   void aStreamWithoutUsageGivesNone() {
     assertThat(scan("text/event-stream",
         "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\n")).isEqualTo(Usage.NONE);
