@@ -37,9 +37,15 @@ import org.jspecify.annotations.Nullable;
  * {@link DropReports}. This class is the facade: its methods are safe to call from any thread.
  */
 public final class KvEventSubscriber implements AutoCloseable {
-  /** Endpoint label overriding the KV-events port of one endpoint. */
+  /**
+   * Endpoint label overriding the KV-events port of one endpoint (0 or absent: the configured
+   * one). A value that is not a port number is logged as a warning and the configured port used.
+   */
   public static final String PORT_LABEL = "epp4j.io/kv-events-port";
-  /** Endpoint label giving the replay port of one endpoint (0 or absent: the configured one). */
+  /**
+   * Endpoint label giving the replay port of one endpoint (0 or absent: the configured one). A
+   * value that is not a port number is logged as a warning and the configured port used.
+   */
   public static final String REPLAY_PORT_LABEL = "epp4j.io/kv-events-replay-port";
 
   /** vLLM's default KV-events port. */

@@ -25,6 +25,9 @@ import org.zeromq.ZMQ;
  * other threads.
  */
 final class StreamTable {
+  private static final java.util.logging.Logger LOG =
+      java.util.logging.Logger.getLogger(KvEventSubscriber.class.getName());
+
   private final boolean central;
   private final int port;
   private final int replayPort;
@@ -79,8 +82,8 @@ final class StreamTable {
     if (earlier != null) {
       disconnect(e.id(), earlier.member); // an earlier membership's, not yet closed
     }
-    int p = labelInt(e, KvEventSubscriber.PORT_LABEL, port);
-    int rp = labelInt(e, KvEventSubscriber.REPLAY_PORT_LABEL, replayPort);
+    int p = labelPort(e, KvEventSubscriber.PORT_LABEL, port);
+    int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL, replayPort);
     ZMQ.Socket s = sockets.newSub();
     try {
       if (e.host().indexOf(':') >= 0) {
@@ -120,16 +123,29 @@ final class StreamTable {
     st.closeReplay();
   }
 
-  private static int labelInt(Endpoint e, String label, int def) {
+  /**
+   * The port an endpoint's label names, or {@code def} when the label is absent or 0. A value
+   * that is not a port number (not an integer, or outside 0–65535) is logged as a warning naming
+   * the endpoint, the label and the value, and {@code def} is used: one mislabelled pod must not
+   * stop the subscriber following the rest of the pool.
+   */
+  static int labelPort(Endpoint e, String label, int def) {
     String v = e.label(label);
     if (v == null) {
       return def;
     }
+    int p;
     try {
-      return Integer.parseInt(v.trim());
+      p = Integer.parseInt(v.trim());
     } catch (NumberFormatException ex) {
+      p = -1;
+    }
+    if (p < 0 || p > 65_535) {
+      LOG.warning("endpoint " + e.id() + ": label " + label + " = '" + v
+          + "' is not a port number (0-65535); using " + (def > 0 ? "port " + def : "none"));
       return def;
     }
+    return p == 0 ? def : p;
   }
 
   // ----------------------------------------------------------------------- central mode
@@ -149,7 +165,7 @@ final class StreamTable {
     if (!shared.membership().isCurrent(e.id(), member)) {
       return;
     }
-    int rp = labelInt(e, KvEventSubscriber.REPLAY_PORT_LABEL, replayPort);
+    int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL, replayPort);
     if (rp <= 0) {
       replayAddresses.remove(e.id());
       return;

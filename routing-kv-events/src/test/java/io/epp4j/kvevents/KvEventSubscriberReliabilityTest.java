@@ -23,6 +23,8 @@ import java.util.logging.Level;
 import java.util.logging.LogRecord;
 import java.util.logging.Logger;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.Timeout;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
@@ -661,6 +663,37 @@ class KvEventSubscriberReliabilityTest {
       assertThat(sub.openSockets()).as("sockets open: the bound SUB only").isEqualTo(1);
       assertThat(log.records).isNotEmpty();
       assertThat(log.records.get(0).getMessage()).contains(unresolvable.id()).contains("replay");
+      pub.close();
+    }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"0", "http", "70000", "-1"})
+  void aReplayPortLabelOfZeroOrNotAPortMeansTheConfiguredReplayPort(String label)
+      throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1); HeldReplay replay = new HeldReplay(ctx);
+        LogCapture log = new LogCapture();
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayPort(replay.port).replayTimeout(Duration.ofSeconds(20)).build()) {
+      Endpoint a = Endpoint.of("127.0.0.1", 8000,
+          Map.of(KvEventSubscriber.REPLAY_PORT_LABEL, label));
+      String topic = "kv@" + a.id() + "@m";
+      sub.addEndpoint(a);
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      publish(pub, topic, 0, storeOf(1, 0));
+      await(() -> index.metrics().batches() == 1, "the first batch");
+      publish(pub, topic, 2, storeOf(2, 0)); // seq 1 lost
+      assertThat(replay.requested.await(20, TimeUnit.SECONDS))
+          .as("replay asked at the configured port").isTrue();
+      replay.release.countDown();
+      if (label.equals("0")) {
+        assertThat(log.records).isEmpty();
+      } else {
+        assertThat(log.records).anySatisfy(r -> assertThat(r.getMessage())
+            .contains(a.id()).contains(KvEventSubscriber.REPLAY_PORT_LABEL)
+            .contains("'" + label + "'").contains("port " + replay.port));
+      }
       pub.close();
     }
   }
