@@ -81,6 +81,8 @@ final class EndpointState implements Candidate {
 
   /** Router-tracked work on one endpoint. */
   static final class InFlight {
+    /** The endpoint counted, so that a lease finds its counter by id after the pool changed. */
+    final String endpointId;
     final AtomicInteger requests = new AtomicInteger();
     final AtomicLong tokens = new AtomicLong();
     /**
@@ -90,5 +92,9 @@ final class EndpointState implements Candidate {
      */
     final AtomicInteger remoteRequests = new AtomicInteger();
     final AtomicLong remoteTokens = new AtomicLong();
+
+    InFlight(String endpointId) {
+      this.endpointId = endpointId;
+    }
   }
 }

@@ -100,14 +100,12 @@ final class InFlightLedger {
   /**
    * Moves the lease's counts from {@code fromId} to {@code toId}, when it still holds them: the
    * request went to a fallback. Counts held on another profile's endpoint stay where they are;
-   * when {@code toId} has left the pool the counts are only taken off {@code fromId}.
+   * when {@code toId} has left the pool the counts are only taken off {@code fromId}. The counts
+   * are found by endpoint id, so they move also when {@code fromId} has left the pool (or left
+   * and came back) since the request was routed.
    */
   void move(Lease lease, String fromId, String toId) {
-    EndpointState.InFlight from = counters.apply(fromId);
-    EndpointState.InFlight to = counters.apply(toId);
-    if (from != null && from != to) {
-      lease.move(from, to);
-    }
+    lease.move(fromId, counters.apply(toId));
   }
 
   /** Sweeps when one is due; cheap otherwise. */
@@ -165,20 +163,27 @@ final class InFlightLedger {
     }
 
     /**
-     * Counts the request on {@code to} instead of {@code from} (null: nowhere) while it is held;
+     * Counts the request on {@code to} (null: nowhere) instead of the counter of {@code fromId}
+     * (found by id: the pool may have replaced it since) while it is held;
      * a release that already happened, or that comes after, gives back where the counts are.
      */
-    synchronized void move(EndpointState.InFlight from, EndpointState.@Nullable InFlight to) {
+    synchronized void move(String fromId, EndpointState.@Nullable InFlight to) {
       if (state != HELD) {
         return;
       }
-      if (counter == from) {
-        counter = to;
-      } else if (counters != null) {
-        int i = indexOf(counters, from);
-        if (i < 0) {
+      EndpointState.InFlight from;
+      if (counter != null && counter.endpointId.equals(fromId)) {
+        from = counter;
+        if (from == to) {
           return;
         }
+        counter = to;
+      } else if (counters != null) {
+        int i = indexOf(counters, fromId);
+        if (i < 0 || counters[i] == to) {
+          return;
+        }
+        from = counters[i];
         EndpointState.InFlight[] c = counters.clone();
         if (to != null) {
           c[i] = to;
@@ -198,9 +203,9 @@ final class InFlightLedger {
       }
     }
 
-    private static int indexOf(EndpointState.InFlight[] a, EndpointState.InFlight f) {
+    private static int indexOf(EndpointState.InFlight[] a, String endpointId) {
       for (int i = 0; i < a.length; i++) {
-        if (a[i] == f) {
+        if (a[i].endpointId.equals(endpointId)) {
           return i;
         }
       }

@@ -56,7 +56,8 @@ final class PoolSnapshot {
   PoolSnapshot with(Endpoint endpoint) {
     EndpointState[] next = Arrays.copyOf(states, states.length + 1);
     next[states.length] =
-        new EndpointState(endpoint, EndpointMetrics.UNKNOWN, new EndpointState.InFlight());
+        new EndpointState(endpoint, EndpointMetrics.UNKNOWN,
+            new EndpointState.InFlight(endpoint.id()));
     return new PoolSnapshot(next);
   }
 
@@ -91,7 +92,8 @@ final class PoolSnapshot {
       }
     }
     for (Endpoint e : wanted.values()) {
-      next.add(new EndpointState(e, EndpointMetrics.UNKNOWN, new EndpointState.InFlight()));
+      next.add(new EndpointState(e, EndpointMetrics.UNKNOWN,
+          new EndpointState.InFlight(e.id())));
       added.add(e);
     }
     return new PoolSnapshot(next.toArray(new EndpointState[0]));

@@ -52,7 +52,7 @@ class MaxScorePickerTest {
       List<Candidate> pool = new ArrayList<>();
       for (int i = 0; i < n; i++) {
         pool.add(new EndpointState(Endpoint.of("10.0.0." + i, 8000), EndpointMetrics.UNKNOWN,
-            new EndpointState.InFlight()));
+            new EndpointState.InFlight("10.0.0." + i + ":8000")));
       }
       long seed = gen.nextLong();
       SplittableRandom mine = new SplittableRandom(seed);

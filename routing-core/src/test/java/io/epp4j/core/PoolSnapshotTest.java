@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
 class PoolSnapshotTest {
   private static EndpointState state(String host) {
     return new EndpointState(Endpoint.of(host, 8000), EndpointMetrics.UNKNOWN,
-        new EndpointState.InFlight());
+        new EndpointState.InFlight(host + ":8000"));
   }
 
   @Test

@@ -107,6 +107,39 @@ class RouterTest {
   }
 
   @Test
+  void aFallbackAfterThePrimaryLeftThePoolCountsTheRequestWhereItIsServed() {
+    List<Endpoint> all = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()),
+        ep("10.0.0.3:80", Map.of()));
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(3)).build())
+        .endpoints(all).build();
+    long tokens = REQ.estimatedPromptTokens() + 10;
+    for (boolean comesBack : new boolean[] {false, true}) {
+      RoutingDecision d = r.route(REQ);
+      Endpoint primary = d.primary();
+      Endpoint second = d.endpoints().get(1);
+      // the primary's pod is deleted while the gateway connects to it ...
+      r.setEndpoints(all.stream().filter(e -> !e.equals(primary)).toList());
+      if (comesBack) { // ... and a new pod takes its address before the fallback
+        r.setEndpoints(all);
+      }
+      d.onFallback(second);
+      assertThat(inFlight(r, second)).as("served by the fallback, comes back: " + comesBack)
+          .isEqualTo(1);
+      assertThat(candidate(r, second).inFlightTokens()).isEqualTo(tokens);
+      if (comesBack) {
+        assertThat(inFlight(r, primary)).as("the new pod at the old address").isZero();
+      }
+      d.onComplete(Usage.NONE);
+      for (Candidate c : r.endpoints()) {
+        assertThat(c.inFlightRequests()).as(c.endpoint().id()).isZero();
+        assertThat(c.inFlightTokens()).as(c.endpoint().id()).isZero();
+      }
+      r.setEndpoints(all);
+    }
+  }
+
+  @Test
   void aFallbackMustBeOneOfTheDecisionsEndpointsAndComesToNothingAfterTheEnd() {
     Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of())))
         .build();
