@@ -65,6 +65,10 @@ public final class RoutingDecision {
 
   private static final int FIRST_TOKEN_SEEN = 1;
   private static final int TERMINATED = 2;
+  // set while onFallback tells the router: a first token or an end reported meanwhile is
+  // recorded and delivered by the fallback's thread once it is done, so that no listener hears
+  // of the end (or the first token) of a request before it heard of the fallback
+  private static final int FALLING_BACK = 4;
 
   private final @Nullable String primaryProfile;
   private final Map<String, ProfileResult> results;
@@ -75,9 +79,11 @@ public final class RoutingDecision {
       AtomicIntegerFieldUpdater.newUpdater(RoutingDecision.class, "lifecycle");
   private volatile int lifecycle;
   // null until a fallback serves the request: the primary serves it
-  private static final AtomicReferenceFieldUpdater<RoutingDecision, Endpoint> SERVED_BY =
-      AtomicReferenceFieldUpdater.newUpdater(RoutingDecision.class, Endpoint.class, "servedBy");
   private volatile @Nullable Endpoint servedBy;
+  // the Usage or Throwable of an end reported during a fallback, until the fallback delivers it
+  private static final AtomicReferenceFieldUpdater<RoutingDecision, Object> PENDING_END =
+      AtomicReferenceFieldUpdater.newUpdater(RoutingDecision.class, Object.class, "pendingEnd");
+  private volatile @Nullable Object pendingEnd;
 
   private RoutingDecision(@Nullable String primaryProfile, Map<String, ProfileResult> results,
       @Nullable Rejection rejection, Callbacks callbacks) {
@@ -204,7 +210,9 @@ public final class RoutingDecision {
    * request there; a gateway that tries the fallbacks in order calls it once per fallback.
    *
    * <p>Calls after the first token or the end are ignored, as is a call naming the endpoint
-   * that already serves the request.
+   * that already serves the request, or one made while another thread's call is under way. A
+   * first token or an end reported on another thread while this call runs is passed on to the
+   * router when this call is done, so listeners hear of the fallback first.
    *
    * @throws IllegalArgumentException when {@code endpoint} is not one of {@link #endpoints()}
    * @throws IllegalStateException when the decision is a rejection
@@ -225,49 +233,93 @@ public final class RoutingDecision {
       throw new IllegalArgumentException("endpoint " + endpoint.id()
           + " is not one of the decision's endpoints " + destinationHeaderValue());
     }
-    Endpoint from;
-    for (;;) {
-      Endpoint current = servedBy;
-      from = current != null ? current : primary();
-      if (lifecycle != 0 || from.id().equals(named.id())) {
-        return;
-      }
-      if (SERVED_BY.compareAndSet(this, current, named)) {
-        break;
-      }
+    if (!LIFECYCLE.compareAndSet(this, 0, FALLING_BACK)) {
+      return;
     }
-    callbacks.fallback(this, from, named);
+    try {
+      Endpoint current = servedBy;
+      Endpoint from = current != null ? current : primary();
+      if (!from.id().equals(named.id())) {
+        servedBy = named; // only the thread holding FALLING_BACK writes it
+        callbacks.fallback(this, from, named);
+      }
+    } finally {
+      finishFallback();
+    }
+  }
+
+  /** Clears {@link #FALLING_BACK} and passes on what was reported meanwhile, in order. */
+  private void finishFallback() {
+    int s;
+    do {
+      s = lifecycle;
+    } while (!LIFECYCLE.compareAndSet(this, s, s & ~FALLING_BACK));
+    if ((s & FIRST_TOKEN_SEEN) != 0) {
+      callbacks.firstToken(this);
+    }
+    if ((s & TERMINATED) != 0) {
+      deliverEnd(Objects.requireNonNull(pendingEnd));
+    }
+  }
+
+  private void deliverEnd(Object end) {
+    if (end instanceof Usage u) {
+      callbacks.complete(this, u);
+    } else {
+      callbacks.failure(this, (Throwable) end);
+    }
   }
 
   /** Reports that the first token arrived; only the first call counts. */
   public void onFirstToken() {
-    if (LIFECYCLE.compareAndSet(this, 0, FIRST_TOKEN_SEEN)) {
-      callbacks.firstToken(this);
+    for (;;) {
+      int s = lifecycle;
+      if ((s & (FIRST_TOKEN_SEEN | TERMINATED)) != 0) {
+        return;
+      }
+      if (LIFECYCLE.compareAndSet(this, s, s | FIRST_TOKEN_SEEN)) {
+        if (s == 0) {
+          callbacks.firstToken(this);
+        } // else a fallback is being reported: its thread passes this on when it is done
+        return;
+      }
     }
   }
 
   /** Reports completion; only the first terminal call ({@code onComplete}/{@code onFailure}) counts. */
   public void onComplete(Usage usage) {
-    if (terminate()) {
-      callbacks.complete(this, usage);
-    }
+    end(Objects.requireNonNull(usage, "usage"));
   }
 
   /** Reports failure; only the first terminal call counts. */
   public void onFailure(Throwable cause) {
-    if (terminate()) {
-      callbacks.failure(this, cause);
-    }
+    end(Objects.requireNonNull(cause, "cause"));
   }
 
-  private boolean terminate() {
+  private void end(Object end) {
     for (;;) {
       int s = lifecycle;
-      if (s == TERMINATED) {
-        return false;
+      if ((s & TERMINATED) != 0) {
+        return;
       }
-      if (LIFECYCLE.compareAndSet(this, s, TERMINATED)) {
-        return true;
+      if ((s & FALLING_BACK) != 0) {
+        // the fallback's thread delivers the end; the first end to claim the slot is the one
+        if (!PENDING_END.compareAndSet(this, null, end)) {
+          return;
+        }
+        for (;;) {
+          int t = lifecycle;
+          if (LIFECYCLE.compareAndSet(this, t, t | TERMINATED)) {
+            if ((t & FALLING_BACK) == 0) {
+              deliverEnd(end); // the fallback finished meanwhile without seeing this end
+            }
+            return;
+          }
+        }
+      }
+      if (LIFECYCLE.compareAndSet(this, s, s | TERMINATED)) {
+        deliverEnd(end);
+        return;
       }
     }
   }

@@ -140,6 +140,60 @@ class RouterTest {
   }
 
   @Test
+  void aFirstTokenAndAnEndReportedDuringAFallbackReachTheListenersAfterIt() throws Exception {
+    for (boolean failure : new boolean[] {false, true}) {
+      List<String> events = new CopyOnWriteArrayList<>();
+      CountDownLatch inFallback = new CountDownLatch(1);
+      CountDownLatch letGo = new CountDownLatch(1);
+      RequestListener l = new RequestListener() {
+        @Override public void onFallback(InferenceRequest q, Endpoint from, Endpoint to) {
+          events.add("fallback>" + to.id());
+          inFallback.countDown();
+          try {
+            letGo.await(10, TimeUnit.SECONDS); // a listener that takes its time
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+          events.add("fallback done");
+        }
+        @Override public void onFirstToken(InferenceRequest q, Endpoint e) { events.add("first:" + e.id()); }
+        @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done:" + e.id()); }
+        @Override public void onFailure(InferenceRequest q, Endpoint e, Throwable t) { events.add("failed:" + e.id()); }
+      };
+      Router r = Router.builder().registry(TestPlugins.registry())
+          .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(2)).build())
+          .listener(l)
+          .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+      RoutingDecision d = r.route(REQ);
+      Endpoint second = d.endpoints().get(1);
+      ExecutorService pool = Executors.newSingleThreadExecutor();
+      try {
+        Future<?> fallback = pool.submit(() -> d.onFallback(second));
+        assertThat(inFallback.await(10, TimeUnit.SECONDS)).isTrue();
+        // a timeout on another thread ends the request while the fallback is being reported
+        d.onFirstToken();
+        if (failure) {
+          d.onFailure(new RuntimeException("timeout"));
+        } else {
+          d.onComplete(Usage.NONE);
+        }
+        d.onComplete(Usage.NONE); // a second end is ignored, as always
+        assertThat(events).as("while the fallback is reported").containsExactly(
+            "fallback>" + second.id());
+        letGo.countDown();
+        fallback.get(10, TimeUnit.SECONDS);
+      } finally {
+        pool.shutdownNow();
+      }
+      assertThat(events).containsExactly("fallback>" + second.id(), "fallback done",
+          "first:" + second.id(), (failure ? "failed:" : "done:") + second.id());
+      for (Candidate c : r.endpoints()) {
+        assertThat(c.inFlightRequests()).as(c.endpoint().id()).isZero();
+      }
+    }
+  }
+
+  @Test
   void aFallbackMustBeOneOfTheDecisionsEndpointsAndComesToNothingAfterTheEnd() {
     Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of())))
         .build();
