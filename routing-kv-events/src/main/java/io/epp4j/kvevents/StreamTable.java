@@ -155,6 +155,11 @@ final class StreamTable {
     subSockets.add(s);
   }
 
+  /** Forgets the bound socket, which its caller closes (handed over to a newer subscriber). */
+  void removeBound(ZMQ.Socket s) {
+    subSockets.remove(s);
+  }
+
   /**
    * Central mode: remembers where the engine of a new pool member answers replay requests (its
    * host and {@link KvEventSubscriber#REPLAY_PORT_LABEL} or the configured replay port), so

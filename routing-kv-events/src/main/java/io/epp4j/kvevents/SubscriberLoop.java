@@ -29,6 +29,11 @@ final class SubscriberLoop {
   private static final Logger LOG = Logger.getLogger(KvEventSubscriber.class.getName());
   /** Messages read from one socket per turn, so commands and other sockets get a turn too. */
   private static final int MESSAGES_PER_TURN = 256;
+  /**
+   * How long a subscriber waits for an older one of this JVM to give up a central address: it
+   * hands it over at its next turn, unless it waits out a replay (up to its replay timeout).
+   */
+  private static final long HANDOVER_MILLIS = 5_000;
 
   private final @Nullable String bindAddress;
   private final SubscriberSockets sockets;
@@ -40,6 +45,10 @@ final class SubscriberLoop {
   private volatile boolean closed;
   private volatile @Nullable String boundEndpoint;
   private volatile @Nullable RuntimeException startFailure;
+  // central mode: the bound socket (loop thread only), and whether a newer subscriber of this
+  // JVM took the address over (see BoundAddresses)
+  private ZMQ.@Nullable Socket bound;
+  private volatile boolean handedOver;
 
   SubscriberLoop(@Nullable String bindAddress, SubscriberSockets sockets, StreamTable streams,
       DropReports reports) {
@@ -125,6 +134,12 @@ final class SubscriberLoop {
     } finally {
       streams.closeReplays();
       sockets.close();
+      if (bindAddress != null) {
+        SubscriberLoop previous = BoundAddresses.closed(bindAddress, this);
+        if (previous != null) {
+          previous.submit(previous::takeBack);
+        }
+      }
     }
   }
 
@@ -132,10 +147,26 @@ final class SubscriberLoop {
   private boolean bind() {
     try {
       if (bindAddress != null) {
-        ZMQ.Socket s = sockets.newSub();
-        s.bind(bindAddress);
-        boundEndpoint = s.getLastEndpoint();
-        streams.addBound(s);
+        try {
+          bindOnce(bindAddress);
+        } catch (ZMQException e) {
+          SubscriberLoop holder = e.getErrorCode() == ZError.EADDRINUSE
+              ? BoundAddresses.holder(bindAddress) : null;
+          if (holder == null || holder == this) {
+            throw e;
+          }
+          // the running configuration's subscriber holds it while this one is built for a
+          // reconfiguration: it hands the address over, and takes it back should this one close
+          // while it is still open
+          holder.submit(holder::handOver);
+          try {
+            bindRetrying(bindAddress, HANDOVER_MILLIS);
+          } catch (RuntimeException again) {
+            holder.submit(holder::takeBack); // runs after the hand-over, should that come late
+            throw again;
+          }
+        }
+        BoundAddresses.bound(bindAddress, this);
       }
       return true;
     } catch (RuntimeException e) {
@@ -146,6 +177,72 @@ final class SubscriberLoop {
       return false;
     } finally {
       started.countDown();
+    }
+  }
+
+  private void bindOnce(String address) {
+    ZMQ.Socket s = sockets.newSub();
+    try {
+      s.bind(address);
+    } catch (RuntimeException e) {
+      s.close();
+      throw e;
+    }
+    boundEndpoint = s.getLastEndpoint();
+    bound = s;
+    streams.addBound(s);
+  }
+
+  /** Binds, trying again every 20 ms while the address is in use, for up to {@code millis}. */
+  private void bindRetrying(String address, long millis) {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+    for (;;) {
+      try {
+        bindOnce(address);
+        return;
+      } catch (ZMQException e) {
+        if (e.getErrorCode() != ZError.EADDRINUSE || System.nanoTime() - deadline > 0) {
+          throw e;
+        }
+      }
+      sleepQuietly(20);
+    }
+  }
+
+  /** Whether a newer subscriber took this one's address over; any thread. */
+  boolean handedOver() {
+    return handedOver && !closed;
+  }
+
+  /** On the loop's thread: gives up the bound address to a newer subscriber. */
+  private void handOver() {
+    ZMQ.Socket s = bound;
+    if (s == null) {
+      return;
+    }
+    streams.removeBound(s);
+    s.close();
+    bound = null;
+    handedOver = true;
+    LOG.info("KV-event subscriber handed " + bindAddress + " over to a newer one (a"
+        + " reconfiguration); it takes the address back if that one closes first");
+  }
+
+  /** On the loop's thread: binds the address again after the subscriber that took it closed. */
+  private void takeBack() {
+    String address = bindAddress;
+    if (address == null || !handedOver || closed) {
+      return;
+    }
+    try {
+      bindRetrying(address, HANDOVER_MILLIS);
+      handedOver = false;
+      LOG.info("KV-event subscriber bound " + address + " again: the newer one that had taken"
+          + " it over closed");
+    } catch (RuntimeException e) {
+      LOG.warning("KV-event subscriber could not bind " + address + " again after the newer one"
+          + " that had taken it over closed (" + (e instanceof ZMQException z ? reason(z) : e)
+          + "); it receives no KV events");
     }
   }
 

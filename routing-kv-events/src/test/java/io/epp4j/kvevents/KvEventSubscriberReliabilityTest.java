@@ -729,6 +729,73 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  private static String freeLoopbackAddress() throws java.io.IOException {
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      return "tcp://127.0.0.1:" + s.getLocalPort();
+    }
+  }
+
+  @Test
+  void aNewerCentralSubscriberTakesTheAddressOverAndTheOlderBindsItAgainWhenItCloses()
+      throws Exception {
+    String address = freeLoopbackAddress();
+    KvBlockIndex older = KvBlockIndex.create();
+    KvBlockIndex newer = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1);
+        KvEventSubscriber first = KvEventSubscriber.central(older, address).build()) {
+      first.addEndpoint(ENDPOINT_A);
+      ZMQ.Socket pub1 = connectedPublisher(ctx, address);
+      publish(pub1, TOPIC_A, 0, storeOf(1, 0));
+      await(() -> older.blockCount(ID_A) == 1, "the first subscriber's batch");
+      pub1.close();
+      // a reconfiguration builds its scorer while the running one holds the address
+      KvEventSubscriber second = KvEventSubscriber.central(newer, address).build();
+      try {
+        second.addEndpoint(ENDPOINT_A);
+        ZMQ.Socket pub2 = connectedPublisher(ctx, address);
+        publish(pub2, TOPIC_A, 0, storeOf(2, 0));
+        await(() -> newer.blockCount(ID_A) == 1, "the newer subscriber's batch");
+        assertThat(older.blockCount(ID_A)).as("the older one hears nothing more").isEqualTo(1);
+        pub2.close();
+      } finally {
+        second.close(); // e.g. the reconfiguration failed on another plugin
+      }
+      assertThat(second.openSockets()).isZero();
+      ZMQ.Socket pub3 = connectedPublisher(ctx, address);
+      publish(pub3, TOPIC_A, 1, storeOf(3, 0));
+      await(() -> older.blockCount(ID_A) == 2, "the older subscriber, bound again");
+      assertThat(older.metrics().gaps()).isZero();
+      pub3.close();
+    }
+  }
+
+  @Test
+  void aCentralScorerWhoseParametersChangeIsReconfiguredOnTheSameAddress() throws Exception {
+    String address = freeLoopbackAddress();
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            speculativeTtlMs: %d
+            kvEvents: {mode: central, bindAddress: "%s"}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """;
+    try (Router r = Router.builder().endpoint(ENDPOINT_A)
+        .configYaml(yaml.formatted(2_000, address), "first.yaml").build()) {
+      // refused before with "field 'bindAddress': cannot bind ...: Address already in use"
+      assertThat(r.reconfigure(yaml.formatted(3_000, address), "second.yaml").errors())
+          .isEmpty();
+      assertThat(r.reconfigure(yaml.formatted(4_000, address), "third.yaml").errors())
+          .isEmpty();
+    }
+  }
+
   @Test
   void aCentralAddressThatCannotBeBoundIsRejectedNamingTheAddressAndTheReason() {
     try (ZContext ctx = new ZContext(1)) {
