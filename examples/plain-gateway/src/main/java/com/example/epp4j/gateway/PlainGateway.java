@@ -366,20 +366,25 @@ public final class PlainGateway implements AutoCloseable {
 
   /**
    * Passes {@code GET /v1/models} to one replica (taking turns), trying the next when one cannot
-   * be reached; OpenAI clients call it before anything else.
+   * be reached; OpenAI clients call it before anything else. {@code Authorization} goes with it,
+   * as with routed requests.
    */
   private void models(HttpExchange ex) throws IOException {
     URI asked = ex.getRequestURI();
     String target = asked.getRawPath() + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery());
+    String auth = ex.getRequestHeaders().getFirst("authorization");
     List<Candidate> pool = router.endpoints();
     int start = Math.floorMod(modelsTurn.getAndIncrement(), Math.max(1, pool.size()));
     for (int i = 0; i < pool.size(); i++) {
       Endpoint e = pool.get((start + i) % pool.size()).endpoint();
-      HttpRequest req = HttpRequest.newBuilder(URI.create("http://" + e.id() + target))
-          .timeout(Duration.ofSeconds(5)).GET().build();
+      HttpRequest.Builder req = HttpRequest.newBuilder(URI.create("http://" + e.id() + target))
+          .timeout(Duration.ofSeconds(5)).GET();
+      if (auth != null) { // a replica started with --api-key checks /v1/models too
+        req.header("authorization", auth);
+      }
       HttpResponse<byte[]> r;
       try {
-        r = client.send(req, HttpResponse.BodyHandlers.ofByteArray());
+        r = client.send(req.build(), HttpResponse.BodyHandlers.ofByteArray());
       } catch (IOException unreachable) {
         continue;
       } catch (InterruptedException stopping) {

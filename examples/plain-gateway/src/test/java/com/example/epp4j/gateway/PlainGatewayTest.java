@@ -435,6 +435,27 @@ class PlainGatewayTest {
   }
 
   @Test
+  void modelsCarryTheClientsAuthorizationToTheReplica() throws Exception {
+    // a replica started with --api-key checks every /v1 path, /v1/models too
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      boolean allowed = "Bearer sk-test".equals(ex.getRequestHeaders().getFirst("authorization"));
+      byte[] b = (allowed ? "{\"object\":\"list\",\"data\":[{\"id\":\"qwen3\"}]}"
+          : "{\"error\":\"Unauthorized\"}").getBytes(StandardCharsets.UTF_8);
+      ex.getResponseHeaders().set("content-type", "application/json");
+      ex.sendResponseHeaders(allowed ? 200 : 401, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    startGateway(outcomes, at(port));
+    HttpResponse<String> r = client.send(HttpRequest.newBuilder(uri("/v1/models")).timeout(DEADLINE)
+        .header("Authorization", "Bearer sk-test").GET().build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(JSON.readTree(r.body()).path("data").get(0).path("id").asText()).isEqualTo("qwen3");
+  }
+
+  @Test
   void modelsWithNoReplicaUpIs502() throws Exception {
     startGateway(outcomes, at(portWithNothingListening()));
     assertThat(get("/v1/models").statusCode()).isEqualTo(502);
