@@ -144,9 +144,18 @@ public final class PlainGateway implements AutoCloseable {
    * Closes the exchange only when the answer is complete. An exception that escapes (the replica
    * broke off, or something threw after the status line went out) reaches the HTTP server, which
    * then drops the connection: the client sees a cut-off answer, not a clean but truncated one.
+   * Something that throws before the status line went out gets a 500 in the OpenAI shape instead:
+   * a connection dropped without an answer would tell the client nothing.
    */
   private void handle(HttpExchange ex) throws IOException {
-    serve(ex, System.nanoTime());
+    try {
+      serve(ex, System.nanoTime());
+    } catch (RuntimeException e) {
+      if (ex.getResponseCode() != -1) { // the answer began
+        throw e;
+      }
+      replyError(ex, 500, "internal_error", "the gateway failed to handle the request");
+    }
     ex.close();
   }
 

@@ -370,6 +370,21 @@ class PlainGatewayTest {
   }
 
   @Test
+  void somethingThatThrowsBeforeTheAnswerBeganIsAnOpenAiError() throws Exception {
+    // a host name with '_' (a compose service, say) is an address the JDK's HTTP client refuses
+    // to build a request for: the gateway throws before anything went to the client
+    startGateway(outcomes, Endpoint.of("replica_a", 8000));
+    HttpResponse<String> r = post("/v1/completions", completion("hi"));
+    assertThat(r.statusCode()).isEqualTo(500);
+    JsonNode error = JSON.readTree(r.body()).path("error");
+    assertThat(error.path("type").asText()).isEqualTo("internal_error");
+    assertThat(error.path("code").asInt()).isEqualTo(500);
+    assertThat(r.headers().firstValue("content-type")).hasValue("application/json");
+    assertThat(outcomes.failures).hasSize(1);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void badBodyIs400AndDeadReplicaIs502() throws Exception {
     startGateway(outcomes, at(portWithNothingListening()));
     HttpResponse<String> bad = post("/v1/completions", "{\"model\":");
