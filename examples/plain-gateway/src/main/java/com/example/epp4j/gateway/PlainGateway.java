@@ -120,6 +120,8 @@ public final class PlainGateway implements AutoCloseable {
     this.router = router;
     this.scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
     server.createContext("/v1/", this::handle);
+    // every other path: the JDK server's own 404 is an HTML page
+    server.createContext("/", PlainGateway::unknownPath);
     // one thread per open request: a streamed answer holds its thread until it ends
     this.executor = Executors.newCachedThreadPool();
     server.setExecutor(executor);
@@ -411,6 +413,17 @@ public final class PlainGateway implements AutoCloseable {
       return;
     }
     replyError(ex, 502, "upstream_unavailable", "no replica answered /v1/models");
+  }
+
+  /**
+   * A path outside {@code /v1/} (a client whose base URL lacks {@code /v1}, say): 404 in the
+   * OpenAI shape, worded as OpenAI words it.
+   */
+  private static void unknownPath(HttpExchange ex) throws IOException {
+    try (ex) {
+      replyError(ex, 404, "invalid_request_error",
+          "Invalid URL (" + ex.getRequestMethod() + " " + ex.getRequestURI().getPath() + ")");
+    }
   }
 
   /** An error in the OpenAI shape, which OpenAI client libraries turn into their exceptions. */

@@ -471,6 +471,21 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aPathOutsideV1IsA404InTheOpenAiShape() throws Exception {
+    StandInVllm a = standIn();
+    startGateway(outcomes, at(a.port()));
+    // an OpenAI client whose base URL lacks /v1 asks for /completions
+    for (HttpResponse<String> r : List.of(post("/completions", completion("hi")), get("/v1"))) {
+      assertThat(r.statusCode()).isEqualTo(404);
+      assertThat(r.headers().firstValue("content-type")).hasValue("application/json");
+      JsonNode error = JSON.readTree(r.body()).path("error");
+      assertThat(error.path("type").asText()).isEqualTo("invalid_request_error");
+      assertThat(error.path("code").asInt()).isEqualTo(404);
+    }
+    assertThat(a.finishedRequests()).isZero();
+  }
+
+  @Test
   void modelsWithNoReplicaUpIs502() throws Exception {
     startGateway(outcomes, at(portWithNothingListening()));
     assertThat(get("/v1/models").statusCode()).isEqualTo(502);
