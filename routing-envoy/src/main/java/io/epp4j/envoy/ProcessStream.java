@@ -222,7 +222,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
     phase = Phase.REQUEST_BODY;
     body = new BodyCollector();
-    if (requestMode == BodySendMode.BUFFERED || requestMode == BodySendMode.BUFFERED_PARTIAL) {
+    if (buffered(requestMode)) {
       // Envoy buffers the body only after the headers are answered; the pick goes on the body
       send(ExtProcMessages.continueRequestHeaders());
     }
@@ -243,9 +243,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     if (requestMode == BodySendMode.STREAMED) {
       unansweredChunks++;
     }
-    boolean buffered = requestMode == BodySendMode.BUFFERED
-        || requestMode == BodySendMode.BUFFERED_PARTIAL;
-    if (buffered) {
+    if (buffered(requestMode)) {
       route(b.bytes(), Answer.BUFFERED_BODY); // the whole body, in one message
     } else if (chunk.getEndOfStream()) {
       route(b.bytes(), Answer.AFTER_BODY);
@@ -253,6 +251,14 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   }
 
   private void requestTrailers() {
+    if (phase == Phase.REQUEST_BODY && buffered(requestMode)) {
+      // BUFFERED with no body: the headers were answered at once and Envoy sends these trailers
+      // instead of a body message, so the pick can no longer be put on the request; let through,
+      // it would go wherever the client's own x-gateway-destination-endpoint points
+      reject(400, "routing_invalid_request", "a request with trailers and no body cannot be "
+          + "routed with request_body_mode " + requestMode);
+      return;
+    }
     if (phase == Phase.REQUEST_BODY) {
       // trailers end the body (FULL_DUPLEX_STREAMED and STREAMED send no end_of_stream then)
       trailersPending = true;
@@ -522,6 +528,10 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private ExtProcMessages.MalformedMessage unexpected(String what) {
     return new ExtProcMessages.MalformedMessage(what + " is not expected in phase " + phase
         + " (request body mode " + requestMode + ")");
+  }
+
+  private static boolean buffered(BodySendMode mode) {
+    return mode == BodySendMode.BUFFERED || mode == BodySendMode.BUFFERED_PARTIAL;
   }
 
   private static int parseStatus(@Nullable String text) {

@@ -312,6 +312,26 @@ class ExtProcServerTest {
   }
 
   @Test
+  void bufferedTrailersWithoutABodyAre400AndCountNothing() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("GET", "/v1/models", false, Map.of())
+        .setProtocolConfig(modes(BUFFERED, FULL_DUPLEX_STREAMED)).build());
+    assertThat(envoy.next().hasRequestHeaders()).isTrue(); // BUFFERED: answered at once
+    // no body to buffer: Envoy sends the trailers and waits for their answer, the headers gone
+    envoy.send(FakeEnvoy.requestTrailers());
+    ProcessingResponse r = envoy.next();
+    assertThat(r.hasImmediateResponse()).as("answer to the trailers: %s", r).isTrue();
+    assertThat(r.getImmediateResponse().getStatus().getCodeValue()).isEqualTo(400);
+    assertThat(error(r.getImmediateResponse()).path("type").asText())
+        .isEqualTo("routing_invalid_request");
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(inFlight()).isZero();
+    assertThat(outcomes.events).isEmpty(); // no decision counted on an endpoint it never reached
+    await(() -> server.openStreams() == 0);
+  }
+
+  @Test
   void withoutProtocolConfigTheAssumedModesApply() throws Exception {
     start(List.of(A), ExtProcServer.DEFAULT_MAX_BODY_BYTES,
         b -> b.assumedBodyModes(BUFFERED, NONE));
