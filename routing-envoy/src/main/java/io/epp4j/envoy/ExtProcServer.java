@@ -100,7 +100,8 @@ public final class ExtProcServer implements AutoCloseable {
     health.enterTerminalState();
     server.shutdown();
     try {
-      live.awaitNone(drainTimeout.toNanos());
+      // saturated: a timeout too long for nanoseconds (toNanos() would throw) waits that long
+      live.awaitNone(TimeUnit.NANOSECONDS.convert(drainTimeout));
       // health watches never end by themselves: a moment for the NOT_SERVING just sent to reach
       // their clients, then they and the streams the drain did not see end are cut off
       server.awaitTermination(WATCH_GRACE_MILLIS, TimeUnit.MILLISECONDS);
@@ -179,7 +180,10 @@ public final class ExtProcServer implements AutoCloseable {
       return mode;
     }
 
-    /** How long {@link #close()} waits for open streams before cancelling them. */
+    /**
+     * How long {@link #close()} waits for open streams before cancelling them; one too long for
+     * a {@code long} of nanoseconds (about 292 years) waits as long as it takes.
+     */
     public Builder drainTimeout(Duration timeout) {
       if (timeout.isNegative()) {
         throw new IllegalArgumentException("drainTimeout must be >= 0, got " + timeout);

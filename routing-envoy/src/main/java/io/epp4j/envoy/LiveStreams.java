@@ -23,7 +23,10 @@ final class LiveStreams {
     return open;
   }
 
-  /** Waits until no stream is open or {@code nanos} have passed; whether none is open. */
+  /**
+   * Waits until no stream is open or {@code nanos} have passed; whether none is open. Any
+   * {@code nanos} up to {@code Long.MAX_VALUE} works: the deadline is compared by difference.
+   */
   synchronized boolean awaitNone(long nanos) throws InterruptedException {
     long deadline = System.nanoTime() + nanos;
     while (open > 0) {

@@ -46,6 +46,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -618,6 +619,22 @@ class ExtProcServerTest {
     assertThat(hanging.awaitClosed().getCode()).isEqualTo(Status.Code.UNAVAILABLE);
     await(() -> inFlight() == 0);
     assertThat(outcomes.failed).hasSize(1);
+  }
+
+  @Test
+  void aDrainTimeoutBeyondNanosecondsWaitsForTheOpenStreamThenStops() throws Exception {
+    start(List.of(A), ExtProcServer.DEFAULT_MAX_BODY_BYTES,
+        b -> b.drainTimeout(Duration.ofSeconds(Long.MAX_VALUE))); // "as long as it takes"
+    FakeEnvoy open = routedFullDuplex(completion("x"));
+    CompletableFuture<Void> closing = CompletableFuture.runAsync(server::close);
+    Thread.sleep(200);
+    assertThat(closing).as("close() waits for the open stream").isNotDone();
+    open.send(responseHeaders(200, "application/json", true));
+    assertThat(open.next().hasResponseHeaders()).isTrue();
+    open.halfClose();
+    closing.get(10, TimeUnit.SECONDS); // returns, and without an exception
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertThat(outcomes.failed).isEmpty();
   }
 
   @Test
