@@ -647,17 +647,31 @@ final class EmulatedServer implements AutoCloseable {
     send(ex, 200, "application/json", JSON.writeValueAsString(root));
   }
 
+  /**
+   * The base model, then each LoRA adapter as a model of its own whose {@code parent} is the base
+   * model, as vLLM lists its {@code --lora-modules} (an adapter's {@code root}, its path in vLLM,
+   * is its name here).
+   */
   private String models() throws IOException {
     ObjectNode root = JSON.createObjectNode();
     root.put("object", "list");
-    ObjectNode m = root.putArray("data").addObject();
-    m.put("id", model);
+    ArrayNode data = root.putArray("data");
+    modelCard(data, model, null).put("max_model_len", cluster.profile().maxModelLen());
+    for (String adapter : loraAdapters) {
+      modelCard(data, adapter, model).putNull("max_model_len");
+    }
+    return JSON.writeValueAsString(root);
+  }
+
+  private static ObjectNode modelCard(ArrayNode data, String id, @Nullable String parent) {
+    ObjectNode m = data.addObject();
+    m.put("id", id);
     m.put("object", "model");
     m.put("created", 0);
     m.put("owned_by", "vllm");
-    m.put("root", model);
-    m.put("max_model_len", cluster.profile().maxModelLen());
-    return JSON.writeValueAsString(root);
+    m.put("root", id);
+    m.put("parent", parent);
+    return m;
   }
 
   /** vLLM's Prometheus exposition for this replica (engine 0). */

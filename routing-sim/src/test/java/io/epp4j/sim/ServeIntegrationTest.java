@@ -866,6 +866,33 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void theModelListNamesTheLoraAdaptersAfterTheBaseModelAsVllmDoes() throws Exception {
+    // vLLM with --lora-modules lists each adapter as a model of its own, its parent the base
+    // model; before, the emulated replica listed the base model alone
+    Serve s = start(1, List.of("sql", "chat"));
+    JsonNode data = JSON.readTree(get(port(s, 0), "/v1/models").body()).get("data");
+    assertThat(data).hasSize(3);
+    assertThat(data.get(0).get("id").asText()).isEqualTo("qwen3-1.7b");
+    assertThat(data.get(0).get("parent").isNull()).isTrue();
+    assertThat(data.get(0).get("max_model_len").asInt())
+        .isEqualTo(HardwareProfile.qwen3H100Mps6().maxModelLen());
+    for (int i = 1; i <= 2; i++) {
+      JsonNode adapter = data.get(i);
+      assertThat(adapter.get("id").asText()).isEqualTo(i == 1 ? "sql" : "chat");
+      assertThat(adapter.get("object").asText()).isEqualTo("model");
+      assertThat(adapter.get("owned_by").asText()).isEqualTo("vllm");
+      assertThat(adapter.get("parent").asText()).isEqualTo("qwen3-1.7b");
+      assertThat(adapter.get("max_model_len").isNull()).isTrue();
+    }
+
+    // each listed model is one a request can name
+    for (JsonNode m : data) {
+      assertThat(post(port(s, 0), "/v1/completions", "{\"model\":\"" + m.get("id").asText()
+          + "\",\"prompt\":[1,2,3],\"max_tokens\":1}").statusCode()).isEqualTo(200);
+    }
+  }
+
+  @Test
   void withOneLoraSlotARequestOnAnotherAdapterWaitsWhileRequestsBehindItGoFirst()
       throws Exception {
     // vLLM's default --max-loras 1: while sql runs, chat waits in the queue and says so in the
