@@ -447,7 +447,12 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     boolean stream = body.path("stream").asBoolean(false);
-    boolean includeUsage = body.path("stream_options").path("include_usage").asBoolean(false);
+    // vLLM's StreamOptions.include_usage defaults to true: stream_options without it (e.g. {} or
+    // {"continuous_usage_stats": true}) asks for the usage chunk; an explicit null does not
+    JsonNode streamOptions = body.path("stream_options");
+    JsonNode includeUsageNode = streamOptions.path("include_usage");
+    boolean includeUsage = streamOptions.isObject()
+        && (includeUsageNode.isMissingNode() || includeUsageNode.asBoolean(false));
     // vLLM (0.10.2 and later) names the generated token IDs in each choice when asked to
     boolean returnTokenIds = body.path("return_token_ids").asBoolean(false);
 

@@ -259,6 +259,34 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void streamOptionsWithoutIncludeUsageAskForTheUsageChunkAsInVllm() throws Exception {
+    // vLLM's StreamOptions.include_usage defaults to true: naming stream_options at all asks for
+    // the usage chunk unless include_usage says false; before, the emulated replica sent none
+    Serve s = start(1);
+    int p = port(s, 0);
+    for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
+      String request = path.endsWith("chat/completions")
+          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":[1,2,3]";
+      List<JsonNode> ev = sse(post(p, path, "{" + request + ",\"max_tokens\":2,\"stream\":true,"
+          + "\"stream_options\":{}}").body());
+      JsonNode usage = ev.get(ev.size() - 2);
+      assertThat(usage.get("choices")).as(path).isEmpty();
+      assertThat(usage.at("/usage/completion_tokens").asInt()).as(path).isEqualTo(2);
+
+      List<JsonNode> continuous = sse(post(p, path, "{" + request + ",\"max_tokens\":2,"
+          + "\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":true}}").body());
+      assertThat(continuous.get(continuous.size() - 2).at("/usage/completion_tokens").asInt())
+          .as(path).isEqualTo(2);
+
+      for (String off : List.of("false", "null")) {
+        List<JsonNode> none = sse(post(p, path, "{" + request + ",\"max_tokens\":2,"
+            + "\"stream\":true,\"stream_options\":{\"include_usage\":" + off + "}}").body());
+        assertThat(none).as(path + " " + off).noneMatch(e -> e.path("usage").isObject());
+      }
+    }
+  }
+
+  @Test
   void aRepeatedPrefixIsServedFromTheCache() throws Exception {
     Serve s = start(1);
     int p = port(s, 0);
