@@ -422,6 +422,18 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     String salt = saltNode == null || saltNode.isNull() ? null : saltNode.asText();
+    boolean stream = body.path("stream").asBoolean(false);
+    JsonNode streamOptions = body.path("stream_options");
+    if (!streamOptions.isMissingNode() && !streamOptions.isNull() && !streamOptions.isObject()) {
+      error(ex, 400, "BadRequestError", "field 'stream_options' must be an object");
+      return;
+    }
+    // as vLLM's request validators: stream options that name anything need a stream
+    if (!streamOptions.isEmpty() && !stream) {
+      error(ex, 400, "BadRequestError",
+          "Stream options can only be defined when `stream=True`.");
+      return;
+    }
     Object parsed = promptTokens(body, chat);
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
@@ -446,10 +458,8 @@ final class EmulatedServer implements AutoCloseable {
           + " in the completion). Please reduce the length of the messages or completion.");
       return;
     }
-    boolean stream = body.path("stream").asBoolean(false);
     // vLLM's StreamOptions.include_usage defaults to true: stream_options without it (e.g. {} or
     // {"continuous_usage_stats": true}) asks for the usage chunk; an explicit null does not
-    JsonNode streamOptions = body.path("stream_options");
     JsonNode includeUsageNode = streamOptions.path("include_usage");
     boolean includeUsage = streamOptions.isObject()
         && (includeUsageNode.isMissingNode() || includeUsageNode.asBoolean(false));

@@ -287,6 +287,38 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void streamOptionsWithoutStreamingAreRefusedAsInVllm() throws Exception {
+    // vLLM's request validators refuse stream_options unless stream is true; before, the
+    // emulated replica answered such a request whole, and a client that vLLM would refuse passed
+    Serve s = start(1);
+    int p = port(s, 0);
+    for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
+      String request = path.endsWith("chat/completions")
+          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":[1,2,3]";
+      for (String stream : List.of("", ",\"stream\":false")) {
+        HttpResponse<String> refused = post(p, path, "{" + request + ",\"max_tokens\":2" + stream
+            + ",\"stream_options\":{\"include_usage\":true}}");
+        assertThat(refused.statusCode()).as(path + stream).isEqualTo(400);
+        JsonNode error = JSON.readTree(refused.body()).get("error");
+        assertThat(error.get("type").asText()).isEqualTo("BadRequestError");
+        assertThat(error.get("message").asText()).contains("stream=True");
+      }
+      // a stream_options that is not an object is not valid, streaming or not
+      HttpResponse<String> notAnObject = post(p, path, "{" + request + ",\"max_tokens\":2,"
+          + "\"stream\":true,\"stream_options\":true}");
+      assertThat(notAnObject.statusCode()).as(path).isEqualTo(400);
+      assertThat(JSON.readTree(notAnObject.body()).at("/error/message").asText())
+          .contains("stream_options");
+
+      // as in vLLM, an empty or null stream_options names no option and passes
+      for (String none : List.of("{}", "null")) {
+        assertThat(post(p, path, "{" + request + ",\"max_tokens\":2,\"stream_options\":" + none
+            + "}").statusCode()).as(path + " " + none).isEqualTo(200);
+      }
+    }
+  }
+
+  @Test
   void aRepeatedPrefixIsServedFromTheCache() throws Exception {
     Serve s = start(1);
     int p = port(s, 0);
