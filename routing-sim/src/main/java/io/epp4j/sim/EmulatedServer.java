@@ -369,9 +369,15 @@ final class EmulatedServer implements AutoCloseable {
         if (content != null && content.isTextual()) {
           text.append(content.asText());
         } else if (content != null && content.isArray()) {
+          // vLLM hands a template that takes string content the text parts joined with "\n"
+          boolean first = true;
           for (JsonNode part : content) {
             if (part.path("text").isTextual()) {
+              if (!first) {
+                text.append('\n');
+              }
               text.append(part.get("text").asText());
+              first = false;
             }
           }
         } else if (content != null && !content.isNull()) {

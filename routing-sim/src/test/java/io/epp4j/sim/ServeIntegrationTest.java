@@ -319,6 +319,26 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void theTextPartsOfAMessageAreJoinedByNewlinesAsVllmJoinsThem() throws Exception {
+    // vLLM hands a string-content chat template the text parts joined with "\n"; before, the
+    // emulated replica glued them together, so "hello" + "there" was the one word "hellothere"
+    Serve s = start(1);
+    int p = port(s, 0);
+    JsonNode parts = JSON.readTree(post(p, "/tokenize", "{\"messages\":[{\"role\":\"user\","
+        + "\"content\":[{\"type\":\"text\",\"text\":\"hello\"},{\"type\":\"text\","
+        + "\"text\":\"there world\"}]}]}").body());
+    JsonNode joined = JSON.readTree(post(p, "/tokenize", "{\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"hello\\nthere world\"}]}").body());
+    assertThat(parts.get("tokens")).isEqualTo(joined.get("tokens"));
+    assertThat(parts.get("count").asInt()).isEqualTo(4); // "user:", "hello", "there", "world"
+
+    JsonNode answer = JSON.readTree(post(p, "/v1/chat/completions", "{\"messages\":[{\"role\":"
+        + "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hello\"},{\"type\":\"text\","
+        + "\"text\":\"there world\"}]}],\"max_tokens\":1}").body());
+    assertThat(answer.at("/usage/prompt_tokens").asInt()).isEqualTo(4);
+  }
+
+  @Test
   void aRepeatedPrefixIsServedFromTheCache() throws Exception {
     Serve s = start(1);
     int p = port(s, 0);
