@@ -3,9 +3,10 @@ package io.epp4j.api;
 import java.util.Objects;
 
 /**
- * One chat message. When the OpenAI body gives {@code content} as an array of parts, the text
- * parts are concatenated and every other part is kept as its compact JSON, so two requests with
- * different images never look identical to the prefix index.
+ * One chat message. When the OpenAI body gives {@code content} as an array of parts, the parts
+ * are joined with {@code "\n"} between them, as vLLM joins them for a chat template that takes
+ * string content; a text part gives its text and every other part its compact JSON, so two
+ * requests with different images never look identical to the prefix index.
  *
  * @param role    {@code system}, {@code user}, {@code assistant}, {@code tool}, ...
  * @param content the message text

@@ -106,6 +106,10 @@ final class ChatMessagesReader {
       if (t != JsonToken.START_OBJECT) {
         return partField(message, i, "") + "' must be an object" + at(p);
       }
+      if (i > 0) {
+        // vLLM hands a chat template that takes string content the parts joined with "\n"
+        content.append('\n');
+      }
       String type = null;
       String text = null;
       ObjectNode other = null;

@@ -203,24 +203,29 @@ class OpenAiRequestParserPropertyTest {
       fields.add(Map.entry("prompt", arr));
     } else {
       path = "/v1/chat/completions";
-      b.messages(messages);
+      List<ChatMessage> expected = new ArrayList<>();
       ArrayNode arr = F.arrayNode();
       for (ChatMessage m : messages) {
         ObjectNode o = F.objectNode().put("role", m.role());
         if (rnd.nextBoolean() && !m.content().isEmpty()) {
-          // the same text as parts: the parser concatenates text parts
+          // the text as two parts: the parser joins text parts with a newline, as vLLM does
           int cut = rnd.nextInt(m.content().length());
           if (Character.isLowSurrogate(m.content().charAt(cut))) {
             cut--;
           }
+          String head = m.content().substring(0, Math.max(cut, 0));
+          String tail = m.content().substring(Math.max(cut, 0));
           ArrayNode parts = o.putArray("content");
-          parts.addObject().put("type", "text").put("text", m.content().substring(0, Math.max(cut, 0)));
-          parts.addObject().put("text", m.content().substring(Math.max(cut, 0))).put("type", "text");
+          parts.addObject().put("type", "text").put("text", head);
+          parts.addObject().put("text", tail).put("type", "text");
+          expected.add(new ChatMessage(m.role(), head + "\n" + tail));
         } else {
           o.put("content", m.content());
+          expected.add(m);
         }
         arr.add(o);
       }
+      b.messages(expected);
       fields.add(Map.entry("messages", arr));
     }
     if (maxTokens >= 0) {

@@ -487,6 +487,19 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void textPartsAreJoinedWithNewlinesAsVllmJoinsThem() {
+    // vLLM gives a chat template that takes string content "\n".join(text parts); the rendered
+    // prompt, and so precise mode's blocks, must be the same
+    InferenceRequest r = parse("/v1/chat/completions", """
+        {"model":"m","messages":[{"role":"user","content":[
+          {"type":"text","text":"hello"},{"type":"text","text":"there world"}]},
+          {"role":"user","content":[{"type":"text","text":"one part"}]}]}
+        """).value();
+    assertThat(r.messages().get(0).content()).isEqualTo("hello\nthere world");
+    assertThat(r.messages().get(1).content()).isEqualTo("one part");
+  }
+
+  @Test
   void textPartsWithExtraFieldsAndMediaParts() {
     InferenceRequest r = parse("/v1/chat/completions", """
         {"model":"m","messages":[{"role":"user","content":[
@@ -496,7 +509,7 @@ class OpenAiRequestParserTest {
           {"role":"assistant","content":"c","content":"d"}]}
         """).value();
     assertThat(r.messages().get(0).content())
-        .isEqualTo("a{\"image_url\":{\"url\":\"u\"},\"type\":\"image_url\"}b");
+        .isEqualTo("a\n{\"image_url\":{\"url\":\"u\"},\"type\":\"image_url\"}\nb");
     assertThat(r.messages().get(1).content()).isEqualTo("cd");
     assertThat(parse("/v1/chat/completions",
         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"a\"}]}]}")

@@ -439,8 +439,11 @@ public final class StandInVllm implements AutoCloseable {
         text.append("<|im_start|>").append(m.path("role").asText()).append('\n');
         JsonNode content = m.path("content");
         if (content.isArray()) {
-          for (JsonNode part : content) {
-            text.append(part.path("text").asText());
+          for (int i = 0; i < content.size(); i++) {
+            if (i > 0) {
+              text.append('\n'); // as vLLM joins the parts for a string-content template
+            }
+            text.append(content.get(i).path("text").asText());
           }
         } else {
           text.append(content.asText());
