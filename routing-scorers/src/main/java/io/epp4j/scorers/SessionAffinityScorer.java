@@ -28,8 +28,8 @@ import org.jspecify.annotations.Nullable;
  * {@code session-affinity-scorer}: 1.0 for the endpoint a session is bound to, 0 elsewhere.
  *
  * <p>Two sources, checked in order: (1) a header that names the endpoint itself (upstream EPP's
- * {@code x-session-token}, base64 of {@code ip:port}; plain {@code ip:port} is accepted too), and
- * (2) a server-side binding from the session key to the endpoint the last request of that session
+ * {@code x-session-token}, base64 of {@code ip:port}; plain {@code ip:port} is accepted too), and,
+ * when the header is absent or names none of the candidates, (2) a server-side binding from the session key to the endpoint the last request of that session
  * went to, kept for {@code ttlSeconds} after its last use. The session key comes from
  * {@code sessionKeyFrom} (default the request's session key). Bindings to an endpoint that left
  * the pool are dropped, including one made by a route that read the pool before the removal and
@@ -71,24 +71,31 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
   @Override
   public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
       double[] scores) {
-    String target = null;
-    if (endpointHeader != null) {
-      target = decodeEndpoint(request.header(endpointHeader));
-    }
-    if (target == null) {
-      String key = keySource.key(request);
-      if (key != null) {
-        target = bindings.getIfPresent(key);
-      }
-    }
-    if (target == null) {
+    // the header counts only when it names a candidate: an opaque session token (which the
+    // request parser also takes as the session key) may decode as base64 to no endpoint at all
+    if (endpointHeader != null
+        && mark(decodeEndpoint(request.header(endpointHeader)), candidates, scores)) {
       return;
+    }
+    String key = keySource.key(request);
+    if (key != null) {
+      mark(bindings.getIfPresent(key), candidates, scores);
+    }
+  }
+
+  /** Scores {@code target} 1.0 if it is among the candidates; whether it was. */
+  private static boolean mark(@Nullable String target, List<Candidate> candidates,
+      double[] scores) {
+    if (target == null) {
+      return false;
     }
     for (int i = 0, n = candidates.size(); i < n; i++) {
       if (candidates.get(i).id().equals(target)) {
         scores[i] = 1.0;
+        return true;
       }
     }
+    return false;
   }
 
   static @Nullable String decodeEndpoint(@Nullable String value) {

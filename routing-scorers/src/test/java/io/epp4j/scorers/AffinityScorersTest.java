@@ -112,6 +112,33 @@ class AffinityScorersTest {
     assertThat(scores).containsOnly(0.0);
   }
 
+  /**
+   * The request parser takes {@code x-session-token} as the session key too, so an opaque token
+   * arrives both as the endpoint header and as the key of the binding. One that happens to be
+   * valid base64 decodes to no endpoint; the binding must still be read.
+   */
+  @Test
+  void anEndpointHeaderThatNamesNoCandidateLeavesTheBindingInCharge() {
+    List<Candidate> pool = TestCandidates.pool(3);
+    SessionAffinityScorer s = TestCandidates.joined(new SessionAffinityScorer(
+        HashKeySource.SESSION, "x-session-token", Duration.ofSeconds(300), 1000,
+        System::nanoTime), pool);
+    InferenceRequest r = InferenceRequest.builder().model("m").prompt("p").sessionKey("abcd1234")
+        .headers(Map.of("x-session-token", "abcd1234")).build();
+    s.afterRouting(r, state(), decision(pool.get(2)));
+    double[] scores = new double[3];
+    s.score(r, state(), pool, scores);
+    assertThat(scores).containsExactly(0.0, 0.0, 1.0);
+    // a header naming an endpoint that left the pool falls back the same way
+    String gone = Base64.getEncoder().encodeToString("10.9.9.9:8000".getBytes(StandardCharsets.UTF_8));
+    InferenceRequest moved = InferenceRequest.builder().model("m").prompt("p").sessionKey("u3")
+        .headers(Map.of("x-session-token", gone)).build();
+    s.afterRouting(moved, state(), decision(pool.get(1)));
+    scores = new double[3];
+    s.score(moved, state(), pool, scores);
+    assertThat(scores).containsExactly(0.0, 1.0, 0.0);
+  }
+
   @Test
   void noHitLruSpreadsColdRequestsToLeastRecentlyUsed() {
     NoHitLruScorer s = new NoHitLruScorer();
