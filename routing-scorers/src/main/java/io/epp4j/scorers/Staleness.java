@@ -25,7 +25,10 @@ final class Staleness {
   private final long maxAgeNanos;
 
   Staleness(long maxAgeMillis) {
-    this.maxAgeNanos = maxAgeMillis <= 0 ? Long.MAX_VALUE : maxAgeMillis * 1_000_000L;
+    // a limit beyond what nanoseconds can hold (about 292 years) is no limit, as 0 is; the
+    // product would wrap to a negative age that every scrape exceeds
+    this.maxAgeNanos = maxAgeMillis <= 0 || maxAgeMillis > Long.MAX_VALUE / 1_000_000L
+        ? Long.MAX_VALUE : maxAgeMillis * 1_000_000L;
   }
 
   static Staleness from(Parameters p) {

@@ -68,6 +68,19 @@ class LoadScorersTest {
     assertThat(noCheck[0]).isEqualTo(1.0);
   }
 
+  /** A very large limit means "never stale", as 0 does; it must not wrap into "always stale". */
+  @Test
+  void aHugeStalenessLimitKeepsFreshMetricsUsable() {
+    var r = new QueueScorer.Provider().create(io.epp4j.testkit.ContractFixtures.context("q"),
+        io.epp4j.api.Parameters.of(java.util.Map.of("metricsStalenessMillis", Long.MAX_VALUE)));
+    assertThat(r.errors()).isEmpty();
+    List<Candidate> c = List.of(withMetrics("a:1", metrics(0, 0, 0)),
+        withMetrics("b:1", metrics(10, 0, 0)));
+    assertThat(score((Scorer) r.value(), c, 10 * SECOND)).containsExactly(1.0, 0.0);
+    assertThat(score(new QueueScorer(new Staleness(Long.MAX_VALUE / 1000)), c, 10 * SECOND))
+        .containsExactly(1.0, 0.0);
+  }
+
   @Test
   void kvCacheUtilization() {
     Scorer s = new KvCacheUtilizationScorer(TWO_SECONDS);
