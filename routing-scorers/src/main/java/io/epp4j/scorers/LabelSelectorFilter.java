@@ -87,7 +87,13 @@ final class LabelSelectorFilter implements Filter {
       Map<String, String> labels = new LinkedHashMap<>();
       Object ml = p.raw("matchLabels");
       if (ml instanceof Map<?, ?> m) {
-        m.forEach((k, v) -> labels.put(String.valueOf(k), String.valueOf(v)));
+        m.forEach((k, v) -> {
+          if (isLabelValue(v)) {
+            labels.put(String.valueOf(k), String.valueOf(v));
+          } else {
+            p.error("matchLabels." + k, "must be a label value (a string), got " + describe(v));
+          }
+        });
       } else if (ml != null) {
         p.error("matchLabels", "must be a mapping of label to value");
       }
@@ -104,6 +110,16 @@ final class LabelSelectorFilter implements Filter {
         p.error("matchExpressions", "must be a list");
       }
       return new LabelSelectorFilter(labels, reqs);
+    }
+
+    /** A scalar, read as its text as YAML gives it ({@code 2}, {@code false}); not null. */
+    private static boolean isLabelValue(@org.jspecify.annotations.Nullable Object v) {
+      return v instanceof String || v instanceof Number || v instanceof Boolean;
+    }
+
+    private static String describe(@org.jspecify.annotations.Nullable Object v) {
+      return v == null ? "no value" : v instanceof Map ? "an object" : v instanceof List ? "a list"
+          : "'" + v + "'";
     }
 
     /** One entry of {@code matchExpressions}, or null after recording what is wrong with it. */
@@ -127,7 +143,14 @@ final class LabelSelectorFilter implements Filter {
       Set<String> values = new LinkedHashSet<>();
       Object vs = m.get("values");
       if (vs instanceof List<?> vl) {
-        vl.forEach(v -> values.add(String.valueOf(v)));
+        for (Object v : vl) {
+          if (!isLabelValue(v)) {
+            p.error(where + ".values", "must be a list of label values (strings), found "
+                + describe(v));
+            return null;
+          }
+          values.add(String.valueOf(v));
+        }
       } else if (vs != null) {
         p.error(where + ".values", "must be a list");
         return null;

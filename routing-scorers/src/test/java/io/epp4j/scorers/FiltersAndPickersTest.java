@@ -37,6 +37,35 @@ class FiltersAndPickersTest {
     assertThat(new LabelSelectorFilter.Requirement("k", "Exists", Set.of()).matches(Endpoint.parse("x:1"))).isFalse();
   }
 
+  /**
+   * A label value is a string: a list, an object or nothing (YAML {@code app:}) used to become
+   * its text ("[a, b]", "null"), a selector that silently matched no endpoint.
+   */
+  @Test
+  void labelSelectorRefusesValuesThatAreNotLabelValues() {
+    Map<String, Object> noValue = new HashMap<>();
+    noValue.put("app", null);
+    Map<String, Map<String, ?>> bad = Map.of(
+        "matchLabels.app", Map.of("matchLabels", noValue),
+        "matchLabels.zone", Map.of("matchLabels", Map.of("zone", List.of("z1", "z2"))),
+        "matchExpressions[0].values", Map.of("matchExpressions", List.of(Map.of("key", "zone",
+            "operator", "In", "values", List.of("z1", Map.of("z2", "z3"))))));
+    bad.forEach((field, params) -> {
+      var r = new LabelSelectorFilter.Provider().create(
+          io.epp4j.testkit.ContractFixtures.context("selector"), io.epp4j.api.Parameters.of(params));
+      assertThat(r.isOk()).as("%s accepted", params).isFalse();
+      assertThat(r.errors()).as("errors for %s", params)
+          .anyMatch(e -> e.contains("parameter '" + field + "'"));
+    });
+    var ok = new LabelSelectorFilter.Provider().create(
+        io.epp4j.testkit.ContractFixtures.context("selector"), io.epp4j.api.Parameters.of(
+            Map.of("matchLabels", Map.of("version", 2, "canary", false))));
+    assertThat(ok.errors()).isEmpty();
+    Candidate labelled = cand("a:1", Map.of("version", "2", "canary", "false"));
+    assertThat(((LabelSelectorFilter) ok.value()).filter(REQ, state(), List.of(labelled)))
+        .containsExactly(labelled);
+  }
+
   @Test
   void roleFilters() {
     Candidate p = cand("p:1", Map.of(Endpoint.ROLE_LABEL, "prefill"));
