@@ -29,9 +29,10 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Two sources, checked in order: (1) a header that names the endpoint itself (upstream EPP's
  * {@code x-session-token}, base64 of {@code ip:port}; plain {@code ip:port} is accepted too), and,
- * when the header is absent or names none of the candidates, (2) a server-side binding from the session key to the endpoint the last request of that session
- * went to, kept for {@code ttlSeconds} after its last use. The session key comes from
- * {@code sessionKeyFrom} (default the request's session key). Bindings to an endpoint that left
+ * when the header is absent or names none of the candidates, (2) a server-side binding from the
+ * session key to the endpoint the last request of that session went to, kept for
+ * {@code ttlSeconds} after its last use. The session key comes from {@code sessionKeyFrom}
+ * (default the request's session key). Bindings to an endpoint that left
  * the pool are dropped, including one made by a route that read the pool before the removal and
  * finished after it; a route to an endpoint the pool has not announced yet binds nothing.
  */
