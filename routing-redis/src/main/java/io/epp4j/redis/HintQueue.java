@@ -31,7 +31,13 @@ final class HintQueue {
     }
   }
 
-  static final int COUNT_SHIFT = 40;
+  /**
+   * The count of hints takes the word's top 25 bits: twice the largest capacity, 2^24, so that
+   * neither a full queue nor the producers past it between their increment and their decrement
+   * carry out of the word (with 24 bits, a count of 2^24 read as 0 and the queue took hints
+   * without bound).
+   */
+  static final int COUNT_SHIFT = 39;
   private static final long BLOCKS_MASK = (1L << COUNT_SHIFT) - 1;
   /**
    * Largest bound on blocks: far enough below the word's {@value #COUNT_SHIFT} bits that the

@@ -115,6 +115,28 @@ class HintQueueTest {
     assertThat(q.blocks()).isZero();
   }
 
+  /**
+   * The largest capacity the parameter allows: the count of hints must not wrap in its part of
+   * the word at the bound (nor with producers past it between their increment and decrement), or
+   * a full queue reads as empty and takes hints without bound while Redis is away.
+   */
+  @Test
+  void theLargestCapacityStillBoundsTheQueue() {
+    int capacity = 1 << 24;
+    HintQueue q = new HintQueue(capacity, 10);
+    // the same session move over and over: a queue node is the hint itself, and nothing here
+    // walks the chain, so this holds one object however many are counted
+    Hint h = hint(null);
+    for (int i = 0; i < capacity; i++) {
+      if (!q.offer(h)) {
+        throw new AssertionError("hint " + i + " refused below the capacity");
+      }
+    }
+    assertThat(q.size()).isEqualTo(capacity);
+    assertThat(q.offer(h)).as("a hint past the capacity").isFalse();
+    assertThat(q.size()).isEqualTo(capacity);
+  }
+
   @Test
   void boundsOutsideTheWordAreRefused() {
     assertThatThrownBy(() -> new HintQueue(0, 10)).isInstanceOf(IllegalArgumentException.class);
