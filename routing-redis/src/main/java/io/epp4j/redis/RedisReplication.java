@@ -207,7 +207,11 @@ public final class RedisReplication implements Plugin, RequestListener {
           publisherUp = true;
         }
         if (queue.size() < s.batchSize()) {
-          LockSupport.parkNanos(s.flushIntervalNanos());
+          // never past the next heartbeat: with a flush interval longer than the heartbeat, the
+          // others (which drop a router silent for five of their heartbeats) would forget this
+          // router's figures between two flushes
+          LockSupport.parkNanos(Math.min(s.flushIntervalNanos(),
+              Math.max(0, nextHeartbeat - System.nanoTime())));
         }
         long now = System.nanoTime();
         boolean heartbeat = now - nextHeartbeat >= 0;

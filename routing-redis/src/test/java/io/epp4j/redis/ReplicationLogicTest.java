@@ -467,6 +467,42 @@ class ReplicationLogicTest {
    * its heartbeats, carrying its other open request, keep it from being forgotten as silent; the
    * reader that finds the gap must not keep the figure it had.
    */
+  /**
+   * A flush interval longer than the heartbeat: the figures must still go out every heartbeat,
+   * or the other routers, which drop a router silent for five of their heartbeats, forget a
+   * request that is still open between two flushes.
+   */
+  @Test
+  void inFlightFiguresGoOutEveryHeartbeatWhateverTheFlushInterval() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        - type: redis-replication
+          parameters: {pool: p, routerId: %s, flushIntervalMillis: %d, heartbeatMillis: 200}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """;
+    Router a = router(log, "a", yaml.formatted("a", 5_000));
+    Router b = router(log, "b", yaml.formatted("b", 1));
+    RoutingDecision open = a.route(prompt(1));
+    String ep = open.primary().id();
+    await("b counts a's open request", () -> inFlight(b, ep) == 1);
+    // b forgets a after 1 s of silence; a's request stays open for 3 s more
+    long end = System.nanoTime() + 3_000_000_000L;
+    while (System.nanoTime() - end < 0) {
+      assertThat(inFlight(b, ep)).as("b's count of a's open request").isEqualTo(1);
+      Thread.sleep(10);
+    }
+    open.onComplete(new Usage(1, 0, 1));
+  }
+
   @Test
   void twoRoutersWritingUnderOneRouterIdAreToldSo() throws Exception {
     InMemoryLog log = new InMemoryLog();
