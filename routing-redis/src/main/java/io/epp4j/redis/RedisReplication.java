@@ -565,7 +565,10 @@ public final class RedisReplication implements Plugin, RequestListener {
 
         @Override
         public void session(long at, String sessionKey, String endpointId) {
-          if (!sessionTimes.remote(sessionKey, at, nowMicros)) {
+          // a capture time ahead of this router's clock (a clock far ahead, an entry written by
+          // hand or in another unit) counts as now: kept as it is, it would outrank every later
+          // move of the session for as long as the session stays in use
+          if (!sessionTimes.remote(sessionKey, Math.min(at, nowMicros), nowMicros)) {
             // captured before a move of the session already known here (a router that kept
             // it through an outage publishes it late): applying it would undo the newer one
             staleSessions.incrementAndGet();
