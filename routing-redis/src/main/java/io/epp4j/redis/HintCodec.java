@@ -364,6 +364,11 @@ final class HintCodec {
           case SESSION -> {
             long at = in.readLong();
             String key = in.readUTF();
+            if (key.length() > MAX_SESSION_KEY_CHARS) {
+              // no router sends one: each would hold up to 64 KiB wherever sessions are kept
+              throw new MalformedBatchException("session key longer than "
+                  + MAX_SESSION_KEY_CHARS + " characters");
+            }
             String ep = in.readUTF();
             decoded.add(() -> visitor.session(at, key, ep));
           }

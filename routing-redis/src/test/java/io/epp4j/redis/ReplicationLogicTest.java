@@ -640,6 +640,23 @@ class ReplicationLogicTest {
     assertThat(replication(b).malformed()).isEqualTo(2);
   }
 
+  /**
+   * A session key longer than any router sends (a foreign or hand-written entry): kept, each
+   * would hold up to 64 KiB in the bounded map of sessions' capture times and in the scorers.
+   */
+  @Test
+  void aSessionKeyLongerThanAnyRouterSendsIsMalformed() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router b = sessionRouter(log, "b");
+    long now = RedisReplication.epochMicros();
+    log.append(sessionBatch("a", now, "k".repeat(HintCodec.MAX_SESSION_KEY_CHARS + 1),
+        "10.2.0.1:8000"));
+    log.append(sessionBatch("a", now, "s1", "10.2.0.2:8000"));
+    await("b read both", () -> replication(b).appliedSessions() + replication(b).malformed() == 2);
+    assertThat(replication(b).malformed()).isEqualTo(1);
+    assertThat(replication(b).appliedSessions()).isEqualTo(1);
+  }
+
   @Test
   void codecRoundTripsEveryRecordKind() throws Exception {
     HintCodec.Writer w = new HintCodec.Writer();
