@@ -41,29 +41,46 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
   }
 
   /**
-   * Parses {@code host:port} (IPv6 as {@code [addr]:port}).
+   * Parses {@code host:port}; an IPv6 address must be in brackets ({@code [fd00::1]:8000}), as
+   * without them its last group could not be told from a port.
    *
-   * @throws IllegalArgumentException naming the text when it is not {@code host:port}
+   * @throws IllegalArgumentException naming the text when it is not {@code host:port} with a
+   *     port of 1..65535 in decimal digits
    */
   public static Endpoint parse(String hostPort) {
     return parse(hostPort, Map.of());
   }
 
-  /** Parses {@code host:port} and attaches labels. */
+  /** Parses {@code host:port} (see {@link #parse(String)}) and attaches labels. */
   public static Endpoint parse(String hostPort, Map<String, String> labels) {
+    Objects.requireNonNull(hostPort, "hostPort");
     int colon = hostPort.lastIndexOf(':');
     if (colon <= 0 || colon == hostPort.length() - 1) {
       throw new IllegalArgumentException("endpoint must be host:port, got '" + hostPort + "'");
     }
     String host = hostPort.substring(0, colon);
-    if (host.startsWith("[") && host.endsWith("]")) {
-      host = host.substring(1, host.length() - 1);
+    if (host.startsWith("[")) {
+      host = host.substring(1, host.endsWith("]") ? host.length() - 1 : 1);
+      if (host.isEmpty() || host.indexOf('[') >= 0 || host.indexOf(']') >= 0) {
+        throw new IllegalArgumentException(
+            "endpoint must be host:port or [IPv6 address]:port, got '" + hostPort + "'");
+      }
+    } else if (host.indexOf(':') >= 0 || host.indexOf('[') >= 0 || host.indexOf(']') >= 0) {
+      throw new IllegalArgumentException(
+          "endpoint must be host:port with an IPv6 address in brackets, got '" + hostPort + "'");
     }
-    int port;
-    try {
-      port = Integer.parseInt(hostPort.substring(colon + 1));
-    } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("endpoint port is not a number in '" + hostPort + "'");
+    String digits = hostPort.substring(colon + 1);
+    int port = 0;
+    for (int i = 0; i < digits.length() && port <= 65535; i++) {
+      char c = digits.charAt(i);
+      if (c < '0' || c > '9') {
+        throw new IllegalArgumentException("endpoint port is not a number in '" + hostPort + "'");
+      }
+      port = port * 10 + (c - '0');
+    }
+    if (port < 1 || port > 65535) {
+      throw new IllegalArgumentException(
+          "endpoint port must be in 1..65535 in '" + hostPort + "'");
     }
     return of(host, port, labels);
   }

@@ -1,0 +1,53 @@
+package io.epp4j.api;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** Parsing and spelling of {@code host:port}, IPv6 in brackets. */
+class EndpointTest {
+
+  @Test
+  void parsesHostPortAndBracketedIpv6() {
+    Endpoint e = Endpoint.parse("10.0.0.1:8000", Map.of(Endpoint.ROLE_LABEL, "decode"));
+    assertThat(e.host()).isEqualTo("10.0.0.1");
+    assertThat(e.port()).isEqualTo(8000);
+    assertThat(e.id()).isEqualTo("10.0.0.1:8000");
+    assertThat(e.label(Endpoint.ROLE_LABEL)).isEqualTo("decode");
+
+    Endpoint v6 = Endpoint.parse("[fd00::1]:8000");
+    assertThat(v6.host()).isEqualTo("fd00::1");
+    assertThat(v6.port()).isEqualTo(8000);
+    assertThat(v6.id()).isEqualTo("[fd00::1]:8000");
+    assertThat(Endpoint.parse(v6.id())).isEqualTo(v6);
+  }
+
+  /**
+   * Without brackets an IPv6 address cannot be told from its port: {@code fd00::1} is an address
+   * with no port, not host {@code fd00:} on port 1.
+   */
+  @Test
+  void anIpv6AddressWithoutBracketsOrWithUnbalancedOnesIsRejectedNamingTheText() {
+    for (String bad : List.of("::1", "fd00::1", "fd00::1:8000", "[::1", "[::1:8000", "::1]:8000",
+        "[::1]", "[]:8000", "a]:8000", "[a:8000", "[[::1]]:8000")) {
+      assertThatThrownBy(() -> Endpoint.parse(bad)).as(bad)
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("'" + bad + "'");
+    }
+  }
+
+  @Test
+  void aPortThatIsNotOneToFiveDigitsInRangeIsRejectedNamingTheText() {
+    for (String bad : List.of("h:0", "h:65536", "h:70000", "h:-1", "h:+80", "h: 80",
+        "h:\u0668\u0660", "h:99999999999")) {
+      assertThatThrownBy(() -> Endpoint.parse(bad)).as(bad)
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("'" + bad + "'");
+    }
+    assertThat(Endpoint.parse("h:65535").port()).isEqualTo(65535);
+    assertThat(Endpoint.parse("h:1").port()).isEqualTo(1);
+  }
+}
