@@ -29,13 +29,20 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
     labels = Map.copyOf(labels);
   }
 
-  /** An endpoint without labels. */
+  /** An endpoint without labels; see {@link #of(String, int, Map)}. */
   public static Endpoint of(String host, int port) {
     return of(host, port, Map.of());
   }
 
-  /** An endpoint with labels. */
+  /**
+   * An endpoint with labels. An IPv6 host may be given with or without its brackets (as
+   * {@link java.net.URI#getHost()} gives it); the record's {@link #host()} is the bare address
+   * and the id brackets it.
+   */
   public static Endpoint of(String host, int port, Map<String, String> labels) {
+    if (host.length() > 2 && host.charAt(0) == '[' && host.charAt(host.length() - 1) == ']') {
+      host = host.substring(1, host.length() - 1);
+    }
     String id = host.indexOf(':') >= 0 ? "[" + host + "]:" + port : host + ":" + port;
     return new Endpoint(id, host, port, labels);
   }

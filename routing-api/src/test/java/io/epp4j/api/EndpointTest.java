@@ -3,6 +3,7 @@ package io.epp4j.api;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.net.URI;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -49,5 +50,20 @@ class EndpointTest {
     }
     assertThat(Endpoint.parse("h:65535").port()).isEqualTo(65535);
     assertThat(Endpoint.parse("h:1").port()).isEqualTo(1);
+  }
+
+  /**
+   * {@code URI.getHost()} gives an IPv6 address in brackets; the endpoint is the same as with the
+   * bare address, not one whose id has two pairs of brackets.
+   */
+  @Test
+  void ofTakesAnIpv6AddressWithOrWithoutBrackets() {
+    String host = URI.create("http://[fd00::1]:8000/v1").getHost();
+    Endpoint e = Endpoint.of(host, 8000);
+    assertThat(e.host()).isEqualTo("fd00::1");
+    assertThat(e.id()).isEqualTo("[fd00::1]:8000");
+    assertThat(e).isEqualTo(Endpoint.of("fd00::1", 8000))
+        .isEqualTo(Endpoint.parse("[fd00::1]:8000"));
+    assertThat(Endpoint.parse(e.id())).isEqualTo(e);
   }
 }
