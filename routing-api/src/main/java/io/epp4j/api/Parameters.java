@@ -57,10 +57,15 @@ public final class Parameters {
     return (int) v;
   }
 
-  /** An integer parameter that must lie in {@code [min, max]}. */
+  /**
+   * An integer parameter that must lie in {@code [min, max]}. The range applies to a given value
+   * only: an absent parameter, or one already reported as not an integer, gives
+   * {@code defaultValue} as it is.
+   */
   public int getInt(String name, int defaultValue, int min, int max) {
+    int before = errors.size();
     int v = getInt(name, defaultValue);
-    if (v < min || v > max) {
+    if (given(name, before) && (v < min || v > max)) {
       error(name, "must be in [" + min + ", " + max + "], got " + v);
       return defaultValue;
     }
@@ -115,10 +120,15 @@ public final class Parameters {
     return defaultValue;
   }
 
-  /** A number parameter that must lie in {@code [min, max]}. */
+  /**
+   * A number parameter that must lie in {@code [min, max]} (NaN does not). The range applies to
+   * a given value only: an absent parameter, or one already reported as not a number, gives
+   * {@code defaultValue} as it is.
+   */
   public double getDouble(String name, double defaultValue, double min, double max) {
+    int before = errors.size();
     double v = getDouble(name, defaultValue);
-    if (!(v >= min && v <= max)) {
+    if (given(name, before) && !(v >= min && v <= max)) {
       error(name, "must be in [" + min + ", " + max + "], got " + v);
       return defaultValue;
     }
@@ -157,14 +167,26 @@ public final class Parameters {
     return defaultValue;
   }
 
-  /** A string parameter restricted to {@code allowed} values. */
+  /**
+   * A string parameter restricted to {@code allowed} values. An absent parameter, or one already
+   * reported as not a string, gives {@code defaultValue} as it is.
+   */
   public String getEnum(String name, String defaultValue, Set<String> allowed) {
+    int before = errors.size();
     String v = getString(name, defaultValue);
-    if (v == null || !allowed.contains(v)) {
+    if (v == null) {
+      return defaultValue;
+    }
+    if (given(name, before) && !allowed.contains(v)) {
       error(name, "must be one of " + new TreeSet<>(allowed) + ", got '" + v + "'");
       return defaultValue;
     }
     return v;
+  }
+
+  /** Whether {@code name} has a value that its getter read without recording an error. */
+  private boolean given(String name, int errorsBefore) {
+    return values.get(name) != null && errors.size() == errorsBefore;
   }
 
   /** A list of strings; a single string is taken as a one-element list. */
