@@ -17,6 +17,9 @@ import org.jspecify.annotations.Nullable;
  * {@link #errors()}. Not thread-safe; used once while a plugin is created.
  */
 public final class Parameters {
+  private static final java.util.regex.Pattern DECIMAL =
+      java.util.regex.Pattern.compile("[+-]?(?:[0-9]+\\.?[0-9]*|\\.[0-9]+)(?:[eE][+-]?[0-9]+)?");
+
   private final Map<String, Object> values;
   private final List<String> errors = new ArrayList<>();
   private final List<String> notices = new ArrayList<>();
@@ -100,7 +103,11 @@ public final class Parameters {
     return defaultValue;
   }
 
-  /** A number parameter. */
+  /**
+   * A number parameter. Text is read as a decimal number as YAML or JSON writes one
+   * ({@code 0.5}, {@code -3}, {@code 1e3}); Java's literal spellings ({@code 5d}, {@code 0.5f},
+   * {@code 0x1p3}), {@code NaN} and {@code Infinity} are errors.
+   */
   public double getDouble(String name, double defaultValue) {
     Object v = raw(name);
     if (v == null) {
@@ -109,12 +116,8 @@ public final class Parameters {
     if (v instanceof Number n) {
       return n.doubleValue();
     }
-    if (v instanceof String s) {
-      try {
-        return Double.parseDouble(s.trim());
-      } catch (NumberFormatException e) {
-        // fall through
-      }
+    if (v instanceof String s && DECIMAL.matcher(s.trim()).matches()) {
+      return Double.parseDouble(s.trim());
     }
     error(name, "must be a number, got '" + v + "'");
     return defaultValue;

@@ -39,7 +39,7 @@ class ParametersTest {
 
   @Test
   void aGivenValueOutOfRangeIsAnErrorAndGivesTheDefault() {
-    Parameters p = Parameters.of(Map.of("port", 70000, "threshold", "NaN", "mode", "medium",
+    Parameters p = Parameters.of(Map.of("port", 70000, "threshold", Double.NaN, "mode", "medium",
         "big", 3_000_000_000L));
     assertThat(p.getInt("port", 8000, 1, 65535)).isEqualTo(8000);
     assertThat(p.getDouble("threshold", 0.5, 0.0, 1.0)).isEqualTo(0.5);
@@ -50,5 +50,25 @@ class ParametersTest {
         "parameter 'threshold' must be in [0.0, 1.0], got NaN",
         "parameter 'mode' must be one of [fast, slow], got 'medium'",
         "parameter 'big' must fit in a 32-bit integer, got 3000000000");
+  }
+
+  /**
+   * A number given as text is a decimal number, as YAML or JSON would write it; Java's literal
+   * spellings are not ({@code 5d} is five days to a reader, not 5.0), nor is NaN.
+   */
+  @Test
+  void aNumberAsTextIsDecimalOrAnErrorNamingTheParameter() {
+    for (String ok : List.of("0.5", " 2 ", "-3", "+4", "1e3", "2.5E-1", ".5", "6.")) {
+      Parameters p = Parameters.of(Map.of("w", ok));
+      assertThat(p.getDouble("w", -9)).as(ok).isEqualTo(Double.parseDouble(ok.trim()));
+      assertThat(p.errors()).as(ok).isEmpty();
+    }
+    for (String bad : List.of("5d", "0.5f", "0x1p3", "NaN", "Infinity", "-Infinity", "1_000",
+        "", "e3")) {
+      Parameters p = Parameters.of(Map.of("w", bad));
+      assertThat(p.getDouble("w", 7.0)).as(bad).isEqualTo(7.0);
+      assertThat(p.errors()).as(bad).singleElement()
+          .isEqualTo("parameter 'w' must be a number, got '" + bad + "'");
+    }
   }
 }
