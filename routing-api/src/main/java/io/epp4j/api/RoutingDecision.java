@@ -1,5 +1,7 @@
 package io.epp4j.api;
 
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -96,7 +98,8 @@ public final class RoutingDecision {
   /**
    * A routed decision whose lifecycle calls do nothing, for testing plugins that read decisions
    * (a {@link RequestListener}'s {@code afterRouting}). {@code results} must contain a non-empty
-   * result for {@code primaryProfile}; iteration order of {@code results} is kept.
+   * result for {@code primaryProfile}; the decision keeps an unmodifiable copy of it, in its
+   * iteration order.
    */
   public static RoutingDecision routed(String primaryProfile, Map<String, ProfileResult> results) {
     return routed(primaryProfile, results, NO_CALLBACKS);
@@ -109,11 +112,15 @@ public final class RoutingDecision {
    */
   public static RoutingDecision routed(String primaryProfile, Map<String, ProfileResult> results,
       Callbacks callbacks) {
-    ProfileResult primary = results.get(primaryProfile);
+    // the caller's map may change later (or be changed by a reader of profileResults()); an
+    // immutable map of at most one entry, as a single-profile cycle gives, is kept as it is
+    Map<String, ProfileResult> own = results.size() <= 1 ? Map.copyOf(results)
+        : Collections.unmodifiableMap(new LinkedHashMap<>(results));
+    ProfileResult primary = own.get(primaryProfile);
     if (primary == null || primary.isEmpty()) {
       throw new IllegalArgumentException("primary profile '" + primaryProfile + "' picked nothing");
     }
-    return new RoutingDecision(primaryProfile, results, null, Objects.requireNonNull(callbacks));
+    return new RoutingDecision(primaryProfile, own, null, Objects.requireNonNull(callbacks));
   }
 
   /** A rejected decision. */
@@ -140,7 +147,7 @@ public final class RoutingDecision {
     return primaryProfile;
   }
 
-  /** Results of every profile that ran, in the order they ran. */
+  /** Results of every profile that ran, in the order they ran; unmodifiable. */
   public Map<String, ProfileResult> profileResults() {
     return results;
   }
