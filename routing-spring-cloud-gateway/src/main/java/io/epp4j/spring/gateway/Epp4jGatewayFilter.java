@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.support.ServerWebExchangeUtils;
@@ -108,6 +109,7 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     }
     // the rest of the chain ends once the replica's status line is in; the answer is written
     // after it and watched by the tap
+    AtomicBoolean ended = new AtomicBoolean();
     return sent
         .onErrorResume(e -> connectionFailure(e) && !tap.answered()
             && !exchange.getResponse().isCommitted(), e -> {
@@ -115,8 +117,15 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
           return error(exchange, 502, "upstream_unavailable",
               "no replica of the decision could be reached");
         })
+        .doOnTerminate(() -> ended.set(true))
         .doOnError(d::onFailure)
-        .doOnCancel(() -> d.onFailure(new CancellationException("client went away")));
+        // a cancel after the end is no client leaving: SCG's Retry filter cancels the attempt it
+        // is done with; the tap reports the answer that is still to be written
+        .doOnCancel(() -> {
+          if (!ended.get()) {
+            d.onFailure(new CancellationException("client went away"));
+          }
+        });
   }
 
   /**

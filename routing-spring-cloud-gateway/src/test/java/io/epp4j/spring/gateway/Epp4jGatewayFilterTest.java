@@ -48,7 +48,8 @@ import org.springframework.test.context.DynamicPropertySource;
 
 /**
  * The real gateway on a random port, one route {@code /v1/**} with the {@code Epp4j} filter from
- * properties, two stand-in replicas on loopback.
+ * properties, two stand-in replicas on loopback; a second route {@code /retried/v1/**} puts
+ * SCG's {@code Retry} filter (POST, on 5xx) in front of it.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     classes = Epp4jGatewayFilterTest.App.class,
@@ -57,6 +58,15 @@ import org.springframework.test.context.DynamicPropertySource;
         "spring.cloud.gateway.server.webflux.routes[0].uri=http://replica.invalid",
         "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/v1/**",
         "spring.cloud.gateway.server.webflux.routes[0].filters[0]=Epp4j",
+        "spring.cloud.gateway.server.webflux.routes[1].id=retried",
+        "spring.cloud.gateway.server.webflux.routes[1].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[1].predicates[0]=Path=/retried/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[0]=StripPrefix=1",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1].name=Retry",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1].args.retries=2",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1].args.methods=POST",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1].args.series=SERVER_ERROR",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[2]=Epp4j",
         "epp4j.metrics.enabled=false",
         "epp4j.max-body-size=32KB"})
 @Timeout(60)
@@ -212,6 +222,46 @@ class Epp4jGatewayFilterTest {
     } finally {
       gate.countDown();
     }
+  }
+
+  @Test
+  void aStreamBehindTheRetryFilterStaysInFlightUntilItsAnswerEndsAndIsCompleted()
+      throws Exception {
+    CountDownLatch gate = new CountDownLatch(1);
+    A.gate.set(gate);
+    B.gate.set(gate);
+    int failuresBefore = outcomes.failures.get();
+    int completedBefore = outcomes.completed.size();
+    try {
+      HttpRequest req = HttpRequest.newBuilder(uri("/retried/v1/completions"))
+          .timeout(Duration.ofSeconds(20))
+          .header("content-type", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"stream\":true,"
+              + "\"stream_options\":{\"include_usage\":true},\"prompt\":\"retry if you must\"}"))
+          .build();
+      HttpResponse<InputStream> r = CLIENT.send(req, HttpResponse.BodyHandlers.ofInputStream());
+      assertThat(r.statusCode()).isEqualTo(200);
+      try (BufferedReader in = new BufferedReader(
+          new InputStreamReader(r.body(), StandardCharsets.UTF_8))) {
+        assertThat(CompletableFuture.supplyAsync(() -> firstDataLine(in))
+            .get(10, TimeUnit.SECONDS)).contains("\"text\":\"a\"");
+        // the replica is still generating: the request is still counted where it runs
+        assertThat(inFlight()).isEqualTo(1);
+        assertThat(outcomes.failures.get()).isEqualTo(failuresBefore);
+        gate.countDown();
+        StringBuilder rest = new StringBuilder();
+        CompletableFuture.runAsync(() -> in.lines().forEach(l -> rest.append(l).append('\n')))
+            .get(10, TimeUnit.SECONDS);
+        assertThat(rest.toString()).endsWith("data: [DONE]\n\n");
+      }
+    } finally {
+      gate.countDown();
+    }
+    awaitNoneInFlight();
+    await(() -> outcomes.completed.size() > completedBefore);
+    assertThat(outcomes.completed.get(outcomes.completed.size() - 1).completionTokens())
+        .isEqualTo(2);
+    assertThat(outcomes.failures.get()).isEqualTo(failuresBefore);
   }
 
   @Test
