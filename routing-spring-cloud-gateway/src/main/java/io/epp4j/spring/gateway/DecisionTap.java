@@ -93,6 +93,21 @@ final class DecisionTap {
     }
   }
 
+  /**
+   * The exchange is routed again (SCG's {@code Retry} filter repeats the chain after an answer it
+   * discards, a 5xx say): this attempt's answer never reaches the client, so its decision fails.
+   */
+  void superseded() {
+    if (finished) {
+      return;
+    }
+    finished = true;
+    usage = null;
+    HttpStatusCode status = response.getStatusCode();
+    decision.onFailure(new IOException("the request was routed again"
+        + (status == null ? "" : " after an answer " + status.value())));
+  }
+
   /** The answer ended (or the chain ended without one): completion unless the replica failed. */
   void finished() {
     if (finished) { // the end of the answer, then the end of the exchange: one report, one parse

@@ -84,6 +84,10 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
 
   private Mono<Void> route(ServerWebExchange exchange, GatewayFilterChain chain,
       ServerHttpRequest request, byte[] body) {
+    DecisionTap previous = exchange.getAttribute(DecisionTap.ATTRIBUTE);
+    if (previous != null) { // SCG's Retry filter repeats the chain: the earlier attempt ends here
+      previous.superseded();
+    }
     Map<String, String> headers = new HashMap<>();
     request.getHeaders().forEach((name, values) ->
         headers.put(name.toLowerCase(Locale.ROOT), values.isEmpty() ? "" : values.get(0)));

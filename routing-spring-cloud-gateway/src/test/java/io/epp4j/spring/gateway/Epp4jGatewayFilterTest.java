@@ -265,6 +265,27 @@ class Epp4jGatewayFilterTest {
   }
 
   @Test
+  void anAttemptTheRetryFilterRepeatsIsFinishedAndNothingStaysInFlight() throws Exception {
+    int failuresBefore = outcomes.failures.get();
+    int completedBefore = outcomes.completed.size();
+    A.failNext.set(1); // whichever replica the first attempt lands on answers 500 once
+    B.failNext.set(1);
+    try {
+      HttpResponse<String> r = post("/retried/v1/completions",
+          "{\"model\":\"m\",\"prompt\":\"retry me\"}");
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.body()).contains("\"usage\"");
+    } finally {
+      A.failNext.set(0);
+      B.failNext.set(0);
+    }
+    // each attempt had a decision of its own: the repeated ones failed, the last completed
+    awaitNoneInFlight();
+    await(() -> outcomes.failures.get() > failuresBefore);
+    await(() -> outcomes.completed.size() > completedBefore);
+  }
+
+  @Test
   void aMalformedRequestIsA400WithAnOpenAiError() throws Exception {
     int served = servedSoFar();
     HttpResponse<String> r = post("/v1/completions", "{\"prompt\":\"no model\"}");

@@ -31,6 +31,8 @@ final class StandInReplica implements AutoCloseable {
   /** Set when the last chunk of a stream went out. */
   final AtomicInteger lastChunksSent = new AtomicInteger();
   final AtomicReference<CountDownLatch> gate = new AtomicReference<>(new CountDownLatch(0));
+  /** How many of the next requests get a 500 (an OpenAI error body) instead of an answer. */
+  final AtomicInteger failNext = new AtomicInteger();
   private final HttpServer server;
   private final ExecutorService executor = Executors.newCachedThreadPool();
 
@@ -68,6 +70,14 @@ final class StandInReplica implements AutoCloseable {
       String usage = "{\"prompt_tokens\":" + prompt + ",\"completion_tokens\":2,\"total_tokens\":"
           + (prompt + 2) + ",\"prompt_tokens_details\":{\"cached_tokens\":" + CACHED + "}}";
       ex.getResponseHeaders().set("x-replica", name);
+      if (failNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+        byte[] error = "{\"error\":{\"message\":\"engine died\",\"type\":\"server_error\"}}"
+            .getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().set("content-type", "application/json");
+        ex.sendResponseHeaders(500, error.length);
+        ex.getResponseBody().write(error);
+        return;
+      }
       if (!text.replace(" ", "").contains("\"stream\":true")) {
         byte[] json = ("{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"ok\"}],"
             + "\"usage\":" + usage + "}").getBytes(StandardCharsets.UTF_8);
