@@ -69,8 +69,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       return tooLarge(exchange);
     }
     DataBuffer cached = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
-    if (cached != null) { // another filter or predicate read it already
-      return route(exchange, chain, request, bytes(cached));
+    if (cached != null) { // another filter or predicate read it already (the Retry filter does)
+      return cached.readableByteCount() > maxBodyBytes
+          ? tooLarge(exchange) : route(exchange, chain, request, bytes(cached));
     }
     ServerWebExchange limited = exchange.mutate()
         .request(new LimitedBody(request, maxBodyBytes)).build();

@@ -320,6 +320,25 @@ class Epp4jGatewayFilterTest {
   }
 
   @Test
+  void aBodyAboveTheLimitThatAnotherFilterCachedIsA413() throws Exception {
+    // the Retry filter has the gateway cache the body before the route's filters run
+    String big = "{\"model\":\"m\",\"prompt\":\"" + "x".repeat(40 * 1024) + "\"}";
+    int served = servedSoFar();
+    HttpRequest chunked = HttpRequest.newBuilder(uri("/retried/v1/completions"))
+        .timeout(Duration.ofSeconds(20))
+        .header("content-type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofInputStream(
+            () -> new ByteArrayInputStream(big.getBytes(StandardCharsets.UTF_8))))
+        .build();
+    HttpResponse<String> r = CLIENT.send(chunked, HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).isEqualTo(413);
+    JsonNode error = JSON.readTree(r.body()).path("error");
+    assertThat(error.path("type").asText()).isEqualTo("request_too_large");
+    assertThat(error.path("code").asInt()).isEqualTo(413);
+    assertThat(servedSoFar()).isEqualTo(served);
+  }
+
+  @Test
   void anEmptyPoolIsA503WithRetryAfter() throws Exception {
     List<Endpoint> pool = new ArrayList<>();
     for (Candidate c : router.endpoints()) {
