@@ -47,7 +47,9 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   public Router epp4jRouter(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
       ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners) {
-    Router.Builder b = PoolSettings.of(properties).routerBuilder();
+    PoolSettings settings = PoolSettings.of(properties);
+    settings.validate(); // fails naming the property, as for the named pools
+    Router.Builder b = settings.routerBuilder();
     listeners(requestListeners, poolListeners).forEach(b::listener);
     OpenTelemetry telemetry = otel.getIfAvailable();
     if (telemetry != null) {

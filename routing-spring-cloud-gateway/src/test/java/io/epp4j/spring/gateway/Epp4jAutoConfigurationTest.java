@@ -91,6 +91,16 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void badDurationsAndMetricsPathFailStartupNamingTheProperty() {
+    runner.withPropertyValues("epp4j.metrics.interval=0s").run(ctx -> assertThat(ctx)
+        .getFailure().hasStackTraceContaining("epp4j.metrics.interval must be positive"));
+    runner.withPropertyValues("epp4j.metrics.path=metrics").run(ctx -> assertThat(ctx)
+        .getFailure().hasStackTraceContaining("epp4j.metrics.path must start with '/'"));
+    runner.withPropertyValues("epp4j.in-flight-max-age=0s").run(ctx -> assertThat(ctx)
+        .getFailure().hasStackTraceContaining("epp4j.in-flight-max-age must be positive"));
+  }
+
+  @Test
   void anEnvironmentChangeAppliesTheNewPoolAndConfigKeepingRequestsInFlight() {
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001,127.0.0.1:9002")
         .run(ctx -> {
