@@ -216,7 +216,12 @@ public final class Parameters {
     return defaultValue;
   }
 
-  /** A nested object as its own {@link Parameters}; errors are reported here with a path prefix. */
+  /**
+   * A nested object as its own {@link Parameters} (empty when absent; an error here when the
+   * value is not an object). The nested object keeps its own errors and unread names: the caller
+   * passes them on under {@code name}, e.g. {@code p.error(name, e)} for each of
+   * {@code nested.errors()}.
+   */
   public Parameters getNested(String name) {
     Object v = raw(name);
     if (v == null) {

@@ -92,6 +92,14 @@ final class DisaggProfileHandler implements ProfileHandler {
         p.error(deciders.has("encode") ? "deciders" : "encodeDeciderPluginName",
             "names an encode decider: epp4j does not disaggregate encoding");
       }
+      // a nested Parameters keeps its own errors: a value of the wrong type there is reported
+      // under the field that holds it
+      for (String e : profiles.errors()) {
+        p.error("profiles", e.replaceFirst("^parameter ", "field "));
+      }
+      for (String e : deciders.errors()) {
+        p.error("deciders", e.replaceFirst("^parameter ", "field "));
+      }
       for (String unread : profiles.unreadNames()) {
         p.error("profiles", "has unknown field '" + unread + "'; expected decode, prefill, encode");
       }

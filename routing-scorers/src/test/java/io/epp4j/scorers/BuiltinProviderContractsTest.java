@@ -1,11 +1,18 @@
 package io.epp4j.scorers;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginProvider;
+import io.epp4j.api.Result;
+import io.epp4j.testkit.ContractFixtures;
 import io.epp4j.core.CorePluginProviders;
 import io.epp4j.testkit.ProviderContract;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Test;
 
 /** Every built-in provider (and routing-core's two) against the routing-testkit provider contract. */
 class BuiltinProviderContractsTest {
@@ -343,6 +350,20 @@ class BuiltinProviderContractsTest {
     protected PluginProvider provider() {
       return new AlwaysDisaggPdDecider.Provider();
     }
+  }
+
+  @Test
+  void disaggProfileHandlerReportsAWrongTypeInsideItsNestedParameters() {
+    PluginProvider provider = new DisaggProfileHandler.Provider();
+    // before, the nested Parameters kept these errors to itself and the handler was built
+    Result<? extends Plugin> profiles = provider.create(ContractFixtures.context(provider.type()),
+        Parameters.of(Map.of("profiles", Map.of("decode", List.of("a", "b")))));
+    assertThat(profiles.errors()).containsExactly(
+        "parameter 'profiles' field 'decode' must be a string, got a list");
+    Result<? extends Plugin> deciders = provider.create(ContractFixtures.context(provider.type()),
+        Parameters.of(Map.of("deciders", Map.of("prefill", Map.of("name", "x")))));
+    assertThat(deciders.errors()).anySatisfy(e -> assertThat(e)
+        .startsWith("parameter 'deciders' field 'prefill' must be a string"));
   }
 
   @Nested
