@@ -35,6 +35,12 @@ class ReplicationLogicTest {
   }
 
   Router router(InMemoryLog log, String pool, String id, int capacity) {
+    return prefixRouter(log, id, "pool: %s, routerId: %s, flushIntervalMillis: 1, queueCapacity: %d"
+        .formatted(pool, id, capacity));
+  }
+
+  /** A prefix-cache router whose redis-replication has the given parameters (YAML flow map body). */
+  Router prefixRouter(InMemoryLog log, String id, String replicationParameters) {
     String yaml = """
         apiVersion: inference.networking.x-k8s.io/v1alpha1
         kind: EndpointPickerConfig
@@ -42,13 +48,13 @@ class ReplicationLogicTest {
         - type: prefix-cache-scorer
         - type: max-score-picker
         - type: redis-replication
-          parameters: {pool: %s, routerId: %s, flushIntervalMillis: 1, queueCapacity: %d}
+          parameters: {%s}
         schedulingProfiles:
         - name: default
           plugins:
           - pluginRef: prefix-cache-scorer
           - pluginRef: max-score-picker
-        """.formatted(pool, id, capacity);
+        """.formatted(replicationParameters);
     return router(log, id, yaml);
   }
 
@@ -483,12 +489,6 @@ class ReplicationLogicTest {
   }
 
   /**
-   * A request that ended just before the stream was lost: the batch saying so reached the old
-   * stream but not the other router. The router that sent it does not send that zero again, and
-   * its heartbeats, carrying its other open request, keep it from being forgotten as silent; the
-   * reader that finds the gap must not keep the figure it had.
-   */
-  /**
    * A flush interval longer than the heartbeat: the figures must still go out every heartbeat,
    * or the other routers, which drop a router silent for five of their heartbeats, forget a
    * request that is still open between two flushes.
@@ -496,22 +496,9 @@ class ReplicationLogicTest {
   @Test
   void inFlightFiguresGoOutEveryHeartbeatWhateverTheFlushInterval() throws Exception {
     InMemoryLog log = new InMemoryLog();
-    String yaml = """
-        apiVersion: inference.networking.x-k8s.io/v1alpha1
-        kind: EndpointPickerConfig
-        plugins:
-        - type: prefix-cache-scorer
-        - type: max-score-picker
-        - type: redis-replication
-          parameters: {pool: p, routerId: %s, flushIntervalMillis: %d, heartbeatMillis: 200}
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: prefix-cache-scorer
-          - pluginRef: max-score-picker
-        """;
-    Router a = router(log, "a", yaml.formatted("a", 5_000));
-    Router b = router(log, "b", yaml.formatted("b", 1));
+    String params = "pool: p, routerId: %s, flushIntervalMillis: %d, heartbeatMillis: 200";
+    Router a = prefixRouter(log, "a", params.formatted("a", 5_000));
+    Router b = prefixRouter(log, "b", params.formatted("b", 1));
     RoutingDecision open = a.route(prompt(1));
     String ep = open.primary().id();
     await("b counts a's open request", () -> inFlight(b, ep) == 1);
@@ -585,6 +572,12 @@ class ReplicationLogicTest {
     await("b no longer counts the ended request", () -> inFlight(b, ep) == 0);
   }
 
+  /**
+   * A request that ended just before the stream was lost: the batch saying so reached the old
+   * stream but not the other router. The router that sent it does not send that zero again, and
+   * its heartbeats, carrying its other open request, keep it from being forgotten as silent; the
+   * reader that finds the gap must not keep the figure it had.
+   */
   @Test
   void anInFlightFigureLoweredInBatchesTheStreamLostIsNotKeptByTheReader() throws Exception {
     InMemoryLog log = new InMemoryLog();
