@@ -257,8 +257,22 @@ public final class PlainGateway implements AutoCloseable {
       if (i > 0) {
         d.onFallback(target); // the router counts the request where it is served
       }
-      HttpRequest.Builder fwd = HttpRequest.newBuilder(URI.create("http://" + target.id() + path))
-          .timeout(Duration.ofMinutes(10)) // until the status line: a long prefill is legitimate
+      HttpRequest.Builder fwd;
+      try {
+        fwd = HttpRequest.newBuilder(URI.create("http://" + target.id() + path));
+      } catch (IllegalArgumentException unaddressable) {
+        // a host the JDK's HTTP client takes no request for (a name with '_', as compose service
+        // names have): nothing was sent, so the next endpoint may take the request
+        if (i + 1 < targets.size()) {
+          continue;
+        }
+        d.onFailure(new IOException("upstream " + target.id() + " cannot be addressed",
+            unaddressable));
+        replyError(ex, 502, "upstream_unavailable",
+            "upstream " + target.id() + " cannot be addressed by the gateway's HTTP client");
+        return;
+      }
+      fwd.timeout(Duration.ofMinutes(10)) // until the status line: a long prefill is legitimate
           .header("content-type", "application/json")
           .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
           .POST(HttpRequest.BodyPublishers.ofByteArray(body));

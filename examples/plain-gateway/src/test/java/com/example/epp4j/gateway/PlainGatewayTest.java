@@ -371,15 +371,65 @@ class PlainGatewayTest {
 
   @Test
   void somethingThatThrowsBeforeTheAnswerBeganIsAnOpenAiError() throws Exception {
-    // a host name with '_' (a compose service, say) is an address the JDK's HTTP client refuses
-    // to build a request for: the gateway throws before anything went to the client
-    startGateway(outcomes, Endpoint.of("replica_a", 8000));
+    // a control character in Authorization: the JDK's HTTP server takes it, its HTTP client
+    // refuses to send it, so the gateway throws before anything went to the client
+    StandInVllm replica = standIn();
+    startGateway(outcomes, at(replica.port()));
+    String body = completion("hi");
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+        gateway.port())) {
+      socket.setSoTimeout((int) DEADLINE.toMillis());
+      socket.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nAuthorization: Bearer a\u0001b\r\n"
+          + "Connection: close\r\nContent-Length: " + body.length() + "\r\n\r\n" + body)
+          .getBytes(StandardCharsets.ISO_8859_1));
+      String answer = new String(socket.getInputStream().readAllBytes(),
+          StandardCharsets.ISO_8859_1);
+      assertThat(answer).startsWith("HTTP/1.1 500");
+      assertThat(answer.toLowerCase(java.util.Locale.ROOT))
+          .contains("content-type: application/json");
+      JsonNode error = JSON.readTree(answer.substring(answer.indexOf("\r\n\r\n") + 4))
+          .path("error");
+      assertThat(error.path("type").asText()).isEqualTo("internal_error");
+      assertThat(error.path("code").asInt()).isEqualTo(500);
+    }
+    assertThat(outcomes.failures).hasSize(1);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void anEndpointTheHttpClientCannotAddressHandsTheRequestToTheNextOne() throws Exception {
+    // a host name with '_' (a compose service, say): the JDK's HTTP client builds no request for
+    // it, so nothing was sent and the decision's next endpoint takes the request
+    StandInVllm alive = standIn();
+    Endpoint unaddressable = Endpoint.of("replica_a", 8000);
+    Router router = Router.builder().endpoints(List.of(unaddressable, at(alive.port())))
+        .listener(outcomes).configYaml("""
+            plugins:
+            - type: round-robin-picker
+              parameters: {maxNumOfEndpoints: 2}
+            schedulingProfiles:
+            - name: default
+              plugins:
+              - pluginRef: round-robin-picker
+            """, "fallback").build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+    for (int i = 0; i < 4; i++) {
+      assertThat(post("/v1/completions", completion("q" + i)).statusCode()).as("request %d", i)
+          .isEqualTo(200);
+    }
+    assertThat(outcomes.completedOn).containsOnly(at(alive.port()).id());
+    assertThat(outcomes.fallbacks).containsExactly(unaddressable.id() + ">" + at(alive.port()).id(),
+        unaddressable.id() + ">" + at(alive.port()).id());
+    assertThat(inFlight()).isZero();
+    gateway.close();
+    // with no other endpoint: a 502 naming it, as an unreachable replica gets
+    outcomes.failures.clear();
+    startGateway(outcomes, unaddressable);
     HttpResponse<String> r = post("/v1/completions", completion("hi"));
-    assertThat(r.statusCode()).isEqualTo(500);
-    JsonNode error = JSON.readTree(r.body()).path("error");
-    assertThat(error.path("type").asText()).isEqualTo("internal_error");
-    assertThat(error.path("code").asInt()).isEqualTo(500);
-    assertThat(r.headers().firstValue("content-type")).hasValue("application/json");
+    assertThat(r.statusCode()).isEqualTo(502);
+    assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
+        .contains(unaddressable.id());
     assertThat(outcomes.failures).hasSize(1);
     assertThat(inFlight()).isZero();
   }
