@@ -89,6 +89,24 @@ class PlainGatewayTest {
     return Endpoint.of("127.0.0.1", port);
   }
 
+  /**
+   * A gateway whose decisions name two endpoints, taking turns for the primary (round robin):
+   * every request whose primary is the first replica names the second as its fallback.
+   */
+  void startFallbackGateway(Endpoint first, Endpoint second) throws IOException {
+    Router router = Router.builder().endpoints(List.of(first, second)).listener(outcomes)
+        .configYaml("""
+            plugins:
+            - type: round-robin-picker
+              parameters: {maxNumOfEndpoints: 2}
+            schedulingProfiles:
+            - name: default
+              plugins:
+              - pluginRef: round-robin-picker
+            """, "fallback").build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+  }
+
   void startGateway(RequestListener listener, Endpoint... replicas) throws IOException {
     Router router = Router.builder().endpoints(List.of(replicas)).listener(listener).build();
     gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
@@ -202,17 +220,7 @@ class PlainGatewayTest {
     Endpoint dead = at(portWithNothingListening());
     // round-robin takes turns for the primary; with two endpoints per decision every request
     // whose primary is the dead replica names the live one as its fallback
-    Router router = Router.builder().endpoints(List.of(dead, at(alive.port()))).listener(outcomes)
-        .configYaml("""
-            plugins:
-            - type: round-robin-picker
-              parameters: {maxNumOfEndpoints: 2}
-            schedulingProfiles:
-            - name: default
-              plugins:
-              - pluginRef: round-robin-picker
-            """, "fallback").build();
-    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+    startFallbackGateway(dead, at(alive.port()));
     for (int i = 0; i < 4; i++) {
       HttpResponse<String> r = post("/v1/completions", completion("question " + i));
       assertThat(r.statusCode()).as("request %d", i).isEqualTo(200);
@@ -403,17 +411,7 @@ class PlainGatewayTest {
     // it, so nothing was sent and the decision's next endpoint takes the request
     StandInVllm alive = standIn();
     Endpoint unaddressable = Endpoint.of("replica_a", 8000);
-    Router router = Router.builder().endpoints(List.of(unaddressable, at(alive.port())))
-        .listener(outcomes).configYaml("""
-            plugins:
-            - type: round-robin-picker
-              parameters: {maxNumOfEndpoints: 2}
-            schedulingProfiles:
-            - name: default
-              plugins:
-              - pluginRef: round-robin-picker
-            """, "fallback").build();
-    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+    startFallbackGateway(unaddressable, at(alive.port()));
     for (int i = 0; i < 4; i++) {
       assertThat(post("/v1/completions", completion("q" + i)).statusCode()).as("request %d", i)
           .isEqualTo(200);
