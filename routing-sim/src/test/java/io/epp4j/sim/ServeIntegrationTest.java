@@ -146,6 +146,12 @@ class ServeIntegrationTest {
         HttpResponse.BodyHandlers.discarding()).statusCode()).isEqualTo(200);
   }
 
+  /** The prompt of a small request to {@code path}, as a JSON field: messages for chat. */
+  private static String promptField(String path) {
+    return path.endsWith("chat/completions")
+        ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":[1,2,3]";
+  }
+
   private static int port(Serve s, int replica) {
     String line = s.describe().get(replica);
     return Integer.parseInt(line.replaceAll(".*http://127\\.0\\.0\\.1:(\\d+).*", "$1"));
@@ -265,8 +271,7 @@ class ServeIntegrationTest {
     Serve s = start(1);
     int p = port(s, 0);
     for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
-      String request = path.endsWith("chat/completions")
-          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":[1,2,3]";
+      String request = promptField(path);
       List<JsonNode> ev = sse(post(p, path, "{" + request + ",\"max_tokens\":2,\"stream\":true,"
           + "\"stream_options\":{}}").body());
       JsonNode usage = ev.get(ev.size() - 2);
@@ -293,8 +298,7 @@ class ServeIntegrationTest {
     Serve s = start(1);
     int p = port(s, 0);
     for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
-      String request = path.endsWith("chat/completions")
-          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":[1,2,3]";
+      String request = promptField(path);
       for (String stream : List.of("", ",\"stream\":false")) {
         HttpResponse<String> refused = post(p, path, "{" + request + ",\"max_tokens\":2" + stream
             + ",\"stream_options\":{\"include_usage\":true}}");

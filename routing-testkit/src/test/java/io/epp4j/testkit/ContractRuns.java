@@ -62,12 +62,7 @@ final class ContractRuns {
   static Map<String, Outcome> assertFailsExactly(Class<?> fixture, String... failing) {
     Map<String, Outcome> outcomes = run(fixture);
     assertThat(outcomes).as("%s ran no contract test", fixture.getSimpleName()).isNotEmpty();
-    Set<String> failed = new TreeSet<>();
-    outcomes.forEach((m, o) -> {
-      if (o.status().equals("FAILED")) {
-        failed.add(m);
-      }
-    });
+    Set<String> failed = failed(outcomes);
     assertThat(failed).as("%s: contract tests that failed; all outcomes: %s",
         fixture.getSimpleName(), outcomes).containsExactlyInAnyOrder(failing);
     return outcomes;
@@ -88,12 +83,7 @@ final class ContractRuns {
     for (int run = 0; run < RACE_RUNS; run++) {
       outcomes = run(fixture);
       assertThat(outcomes).as("%s ran no contract test", fixture.getSimpleName()).isNotEmpty();
-      Set<String> failed = new TreeSet<>();
-      outcomes.forEach((m, o) -> {
-        if (o.status().equals("FAILED")) {
-          failed.add(m);
-        }
-      });
+      Set<String> failed = failed(outcomes);
       assertThat(expected).as("%s: contract tests that failed in run %d; all outcomes: %s",
           fixture.getSimpleName(), run + 1, outcomes).containsAll(failed);
       if (failed.equals(expected)) {
@@ -112,6 +102,17 @@ final class ContractRuns {
     outcomes.forEach((m, o) -> assertThat(o.status().equals("SUCCESSFUL")
         || skippable.contains(m) && (o.status().equals("SKIPPED") || o.status().equals("ABORTED")))
         .as("%s.%s: %s; all outcomes: %s", fixture.getSimpleName(), m, o, outcomes).isTrue());
+  }
+
+  /** The contract tests that failed, by method name. */
+  private static Set<String> failed(Map<String, Outcome> outcomes) {
+    Set<String> failed = new TreeSet<>();
+    outcomes.forEach((m, o) -> {
+      if (o.status().equals("FAILED")) {
+        failed.add(m);
+      }
+    });
+    return failed;
   }
 
   private static String method(Event e) {
