@@ -333,6 +333,9 @@ public final class PlainGateway implements AutoCloseable {
     try {
       ex.sendResponseHeaders(status, 0);
       out = ex.getResponseBody();
+      // the status line goes out now, not with the first chunk: a replica that breaks off before
+      // its first chunk then reaches the client as a cut-off answer, not as no answer at all
+      out.flush();
     } catch (IOException clientGone) {
       d.onFailure(new IOException("client disconnected", clientGone));
       return;
