@@ -440,6 +440,15 @@ final class EmulatedServer implements AutoCloseable {
           "Stream options can only be defined when `stream=True`.");
       return;
     }
+    // vLLM generates n choices; this replica models one sequence per request, so a request for
+    // more is refused rather than answered with one choice and a fraction of the work asked for
+    JsonNode nNode = body.get("n");
+    if (nNode != null && !nNode.isNull() && !(nNode.isIntegralNumber() && nNode.canConvertToInt()
+        && nNode.asInt() == 1)) {
+      error(ex, 400, "BadRequestError", "field 'n' must be 1: the emulated replica generates one"
+          + " choice per request, got " + nNode);
+      return;
+    }
     Object parsed = promptTokens(body, chat);
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);

@@ -292,6 +292,32 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void moreThanOneChoiceIsRefusedInsteadOfAnsweredWithOne() throws Exception {
+    // vLLM generates n choices per request; the emulated replica generates one, and before it
+    // answered n = 2 with a single choice and the usage of one, so a load test that asked for
+    // several choices measured a replica doing a fraction of the work it asked for
+    Serve s = start(1);
+    int p = port(s, 0);
+    for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
+      String request = promptField(path);
+      for (String n : List.of("2", "0", "-1", "1.5", "\"2\"")) {
+        HttpResponse<String> refused = post(p, path, "{" + request + ",\"max_tokens\":2,\"n\":"
+            + n + "}");
+        assertThat(refused.statusCode()).as(path + " n=" + n).isEqualTo(400);
+        JsonNode error = JSON.readTree(refused.body()).get("error");
+        assertThat(error.get("type").asText()).isEqualTo("BadRequestError");
+        assertThat(error.get("message").asText()).as(path + " n=" + n).contains("'n'");
+      }
+      for (String n : List.of("1", "null")) {
+        HttpResponse<String> one = post(p, path, "{" + request + ",\"max_tokens\":2,\"n\":" + n
+            + "}");
+        assertThat(one.statusCode()).as(path + " n=" + n).isEqualTo(200);
+        assertThat(JSON.readTree(one.body()).get("choices")).hasSize(1);
+      }
+    }
+  }
+
+  @Test
   void streamOptionsWithoutStreamingAreRefusedAsInVllm() throws Exception {
     // vLLM's request validators refuse stream_options unless stream is true; before, the
     // emulated replica answered such a request whole, and a client that vLLM would refuse passed
