@@ -51,6 +51,8 @@ public final class UsageScanner {
   /** JSON: bytes seen in all; past {@link #LIMIT} the buffer is a ring at {@code seen % LIMIT}. */
   private long seen;
   private boolean sawDone;
+  /** {@link #finish()} was called: the buffer is gone and later chunks are ignored. */
+  private boolean finished;
   private @Nullable Usage usage;
 
   /** {@code contentType}: the answer's {@code content-type}, or null to tell by its first byte. */
@@ -69,7 +71,7 @@ public final class UsageScanner {
    */
   public void feed(ByteBuffer chunk) {
     int n = chunk.remaining();
-    if (n == 0) {
+    if (n == 0 || finished) {
       return;
     }
     if (format == Format.UNKNOWN) {
@@ -91,8 +93,16 @@ public final class UsageScanner {
     return sawDone;
   }
 
-  /** The usage of the answer as far as it went; {@link Usage#NONE} when it carried none. */
+  /**
+   * The usage of the answer as far as it went; {@link Usage#NONE} when it carried none. Ends the
+   * scan: later calls return the same usage and chunks fed afterwards are ignored.
+   */
   public Usage finish() {
+    if (finished) {
+      Usage u = usage;
+      return u == null ? Usage.NONE : u;
+    }
+    finished = true;
     if (format == Format.SSE && len > 0 && !skipping) {
       line(buf, len); // a last line without its newline
       len = 0;

@@ -114,4 +114,28 @@ class UsageScannerTest {
     assertThat(scan("application/json")).isEqualTo(Usage.NONE);
     assertThat(scan("text/event-stream", "data: {\"usage\": [1,2]}\n")).isEqualTo(Usage.NONE);
   }
+
+  @Test
+  void finishIsFinalAndMayBeCalledAgain() {
+    // a second finish() of a JSON answer past the limit threw ArrayIndexOutOfBoundsException, and
+    // so did a chunk fed after finish() to any JSON answer: the buffer was gone, the count was not
+    String tail = "\"}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}";
+    String longJson = "{\"choices\":[{\"text\":\"" + "w".repeat(UsageScanner.LIMIT) + tail;
+    String shortJson = "{\"choices\":[{\"text\":\"w" + tail;
+    for (String json : java.util.List.of(longJson, shortJson)) {
+      for (String type : java.util.Arrays.asList("application/json", null)) {
+        UsageScanner s = new UsageScanner(type);
+        s.feed(utf8(json));
+        assertThat(s.finish()).isEqualTo(new Usage(7, 0, 3));
+        assertThat(s.finish()).isEqualTo(new Usage(7, 0, 3));
+        s.feed(utf8(json));
+        assertThat(s.finish()).isEqualTo(new Usage(7, 0, 3));
+      }
+    }
+    UsageScanner sse = new UsageScanner("text/event-stream");
+    sse.feed(utf8("data: {\"usage\":{\"prompt_tokens\":5}}"));
+    assertThat(sse.finish()).isEqualTo(new Usage(5, 0, 0));
+    sse.feed(utf8("\ndata: {\"usage\":{\"prompt_tokens\":9}}\n"));
+    assertThat(sse.finish()).isEqualTo(new Usage(5, 0, 0));
+  }
 }
