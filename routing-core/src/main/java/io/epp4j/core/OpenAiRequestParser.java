@@ -27,7 +27,8 @@ import org.jspecify.annotations.Nullable;
  * (text, or token IDs), {@code messages} (content as a string or an array of parts),
  * {@code tools}, {@code cache_salt}, {@code stream}, {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
- * it); other fields are skipped. Errors are values naming the field
+ * it; when both are given, a chat request counts {@code max_completion_tokens} and a completion
+ * request {@code max_tokens}, as the engines do); other fields are skipped. Errors are values naming the field
  * and, for malformed JSON or UTF-8 or a value of the wrong type, the position; nothing is thrown
  * and no byte of the body is quoted in a message (Jackson's own messages quote the offending
  * token, so they are never passed on). Header entries with a null name or value count as absent.
@@ -128,6 +129,11 @@ public final class OpenAiRequestParser {
     @Nullable String prompt;
     int @Nullable [] tokens;
     @Nullable List<ChatMessage> messages;
+    // -1: absent or null. Kept apart because which one counts depends on the request's kind:
+    // the engines take max_completion_tokens before max_tokens for chat, and ignore
+    // max_completion_tokens on /v1/completions
+    int maxTokens = -1;
+    int maxCompletionTokens = -1;
 
     @Nullable String checkAndApply(@Nullable String path, InferenceRequest.Builder b) {
       if (model == null || model.isEmpty()) {
@@ -147,6 +153,11 @@ public final class OpenAiRequestParser {
       b.model(model).prompt(prompt).tokenIds(tokens);
       if (messages != null) {
         b.messages(messages);
+      }
+      int first = messages != null ? maxCompletionTokens : maxTokens;
+      int limit = first >= 0 ? first : messages != null ? maxTokens : maxCompletionTokens;
+      if (limit >= 0) {
+        b.maxTokens(limit);
       }
       return null;
     }
@@ -242,14 +253,15 @@ public final class OpenAiRequestParser {
         b.stream(t == JsonToken.VALUE_TRUE);
       }
       case "max_tokens", "max_completion_tokens" -> {
-        if (t == JsonToken.VALUE_NULL) {
-          return null;
-        }
-        int limit = tokenLimit(p, t);
-        if (limit < 0) {
+        int limit = t == JsonToken.VALUE_NULL ? -1 : tokenLimit(p, t);
+        if (limit < 0 && t != JsonToken.VALUE_NULL) {
           return "field '" + field + "' must be a non-negative integer" + at(p);
         }
-        b.maxTokens(limit);
+        if (field.equals("max_tokens")) {
+          prompt.maxTokens = limit;
+        } else {
+          prompt.maxCompletionTokens = limit;
+        }
       }
       default -> p.skipChildren();
     }

@@ -42,6 +42,29 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void aChatRequestsMaxCompletionTokensWinsOverMaxTokensWhicheverComesFirst() {
+    // the engines take max_completion_tokens or else max_tokens for chat, and ignore
+    // max_completion_tokens on /v1/completions; the field written last used to win
+    String chat = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
+    assertThat(parse("/v1/chat/completions", chat
+        + "\"max_completion_tokens\":100,\"max_tokens\":10}").value().maxTokens()).isEqualTo(100);
+    assertThat(parse("/v1/chat/completions", chat
+        + "\"max_tokens\":10,\"max_completion_tokens\":100}").value().maxTokens()).isEqualTo(100);
+    assertThat(parse("/v1/chat/completions", chat
+        + "\"max_completion_tokens\":null,\"max_tokens\":10}").value().maxTokens()).isEqualTo(10);
+    String completion = "{\"model\":\"m\",\"prompt\":\"x\",";
+    assertThat(parse("/v1/completions", completion
+        + "\"max_tokens\":10,\"max_completion_tokens\":100}").value().maxTokens()).isEqualTo(10);
+    assertThat(parse("/v1/completions", completion
+        + "\"max_completion_tokens\":100,\"max_tokens\":10}").value().maxTokens()).isEqualTo(10);
+    // one of them alone counts as before
+    assertThat(parse("/v1/completions", completion + "\"max_completion_tokens\":100}").value()
+        .maxTokens()).isEqualTo(100);
+    assertThat(parse("/v1/chat/completions", chat + "\"max_tokens\":10}").value().maxTokens())
+        .isEqualTo(10);
+  }
+
+  @Test
   void completionBody() {
     InferenceRequest r = parser.parse("/v1/completions",
         Map.of("X-Session-Id", "user-7", "x-request-id", "req-1", "X-Request-Priority", "-1"),
