@@ -67,7 +67,8 @@ final class ActiveConfig {
     this.routerWarning = routerWarning;
     this.admitters = config.admitters().toArray(new io.epp4j.api.Admitter[0]);
     this.saturation = config.saturation().map(sat -> new PoolSaturation(sat.queueThreshold(),
-        sat.kvCacheThreshold(), sat.metricsStaleness().toNanos(), ticker)).orElse(null);
+        sat.kvCacheThreshold(), RouterSettings.nanos(sat.metricsStaleness()), ticker))
+        .orElse(null);
     Set<Object> all = Collections.newSetFromMap(new IdentityHashMap<>());
     all.addAll(plugins(config));
     all.addAll(extraListeners);

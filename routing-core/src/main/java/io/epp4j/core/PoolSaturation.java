@@ -17,7 +17,8 @@ final class PoolSaturation {
   PoolSaturation(int queueThreshold, double kvThreshold, long stalenessNanos, Ticker ticker) {
     this.queueThreshold = queueThreshold;
     this.kvThreshold = kvThreshold;
-    this.stalenessNanos = stalenessNanos;
+    // metrics never scraped are Long.MAX_VALUE old and must stay stale under any limit
+    this.stalenessNanos = Math.min(stalenessNanos, Long.MAX_VALUE - 1);
     this.ticker = ticker;
   }
 

@@ -52,7 +52,7 @@ final class RetiredPlugins {
     synchronized (lock) {
       pending.addAll(batch);
     }
-    CompletableFuture.delayedExecutor(delay.toNanos(), TimeUnit.NANOSECONDS)
+    CompletableFuture.delayedExecutor(RouterSettings.nanos(delay), TimeUnit.NANOSECONDS)
         .execute(() -> closeUnused(batch));
   }
 

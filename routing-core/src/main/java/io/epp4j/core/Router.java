@@ -110,12 +110,12 @@ public final class Router implements AutoCloseable {
     this.services = b.services();
     this.extraListeners = List.copyOf(b.extraListeners);
     this.saturation = new PoolSaturation(b.saturationQueueThreshold, b.saturationKvThreshold,
-        b.metricsStaleness.toNanos(), b.ticker);
+        RouterSettings.nanos(b.metricsStaleness), b.ticker);
     this.routerWarning = new ThrottledWarning(LOG, ticker, "router");
     this.inFlightMaxAge = b.inFlightMaxAge;
     this.expiryWarning = new ThrottledWarning(LOG, ticker, "in-flight accounting:");
     // expiry runs on later route and updateMetrics calls, after telemetry is set
-    this.ledger = new InFlightLedger(inFlightMaxAge.toNanos(), ticker.nanos(), this::expired,
+    this.ledger = new InFlightLedger(RouterSettings.nanos(inFlightMaxAge), ticker.nanos(), this::expired,
         id -> {
           EndpointState s = state.pool.get(id);
           return s == null ? null : s.inFlight;
@@ -126,7 +126,7 @@ public final class Router implements AutoCloseable {
     this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,
         () -> saturation(state.active));
     this.hints = b.hints;
-    hints.bind(() -> state.pool, () -> state.active, ticker, inFlightMaxAge.toNanos());
+    hints.bind(() -> state.pool, () -> state.active, ticker, RouterSettings.nanos(inFlightMaxAge));
     this.retired = new RetiredPlugins(b.retiredPluginCloseDelay, this::inUse, membershipLock);
     for (String w : initial.config().warnings()) {
       LOG.warning(w);
@@ -649,7 +649,11 @@ public final class Router implements AutoCloseable {
       return this;
     }
 
-    /** Metrics older than this count as saturated for shedding; default 200 ms. */
+    /**
+     * Metrics older than this count as saturated for shedding; default 200 ms. A duration too
+     * long to count in nanoseconds (about 292 years, or {@code ChronoUnit.FOREVER}) means metrics
+     * never go stale; an endpoint never scraped still counts as saturated.
+     */
     public Builder metricsStaleness(Duration d) {
       s.metricsStaleness = RouterSettings.positive(d, "metricsStaleness");
       return this;
@@ -662,7 +666,8 @@ public final class Router implements AutoCloseable {
      * of this at most) and counted in {@code epp4j.routing.in_flight_expired}.
      * This is a safety net for decisions the gateway dropped, not a request timeout: set it
      * well above the longest request you serve, since releasing a request that is still running
-     * makes its endpoint look less busy than it is.
+     * makes its endpoint look less busy than it is. A duration too long to count in nanoseconds
+     * (about 292 years, or {@code ChronoUnit.FOREVER}) turns the safety net off.
      */
     public Builder inFlightMaxAge(Duration d) {
       s.inFlightMaxAge = RouterSettings.positive(d, "inFlightMaxAge");
@@ -672,7 +677,8 @@ public final class Router implements AutoCloseable {
     /**
      * How long after a {@link Router#reconfigure reload} the plugins it dropped are closed;
      * default 5 seconds. Routes that read the old configuration just before the switch may use
-     * them until then, so keep it well above your slowest route.
+     * them until then, so keep it well above your slowest route. A duration too long to count in
+     * nanoseconds (about 292 years) keeps them open until the router closes.
      */
     public Builder retiredPluginCloseDelay(Duration d) {
       s.retiredPluginCloseDelay = RouterSettings.notNegative(d, "retiredPluginCloseDelay");

@@ -130,6 +130,18 @@ final class RouterSettings {
     return Result.errors(errs);
   }
 
+  /** The longest duration {@link Duration#toNanos()} can count (about 292 years). */
+  private static final Duration MAX_NANOS = Duration.ofNanos(Long.MAX_VALUE);
+
+  /**
+   * {@code d} in nanoseconds, {@link Long#MAX_VALUE} for a longer one: such a setting (for
+   * example {@code ChronoUnit.FOREVER.getDuration()}) means "never", where {@code toNanos} would
+   * throw {@link ArithmeticException} long after the builder accepted it.
+   */
+  static long nanos(Duration d) {
+    return d.compareTo(MAX_NANOS) >= 0 ? Long.MAX_VALUE : d.toNanos();
+  }
+
   // the builder's checks, each naming the setting it guards
 
   static int atLeastOne(int n, String name) {

@@ -35,7 +35,8 @@ final class UtilizationDetector implements Filter {
       List<Candidate> candidates) {
     double qLimit = saturation.queueThreshold() * (1 + headroom);
     double kvLimit = saturation.kvCacheThreshold() * (1 + headroom);
-    long staleNanos = saturation.metricsStaleness().toNanos();
+    // metrics never scraped are Long.MAX_VALUE old and must stay stale under any limit
+    long staleNanos = Math.min(RouterSettings.nanos(saturation.metricsStaleness()), Long.MAX_VALUE - 1);
     long now = state.nowNanos();
     List<Candidate> kept = null;
     for (int i = 0, n = candidates.size(); i < n; i++) {

@@ -508,6 +508,29 @@ class RouterTest {
   }
 
   @Test
+  void durationsTooLongForNanosecondsMeanNeverInsteadOfFailingTheRouter() {
+    // ChronoUnit.FOREVER or anything past ~292 years passed the builder's checks, then build()
+    // threw ArithmeticException, and a reload threw it after the new configuration was in place
+    Duration forever = java.time.temporal.ChronoUnit.FOREVER.getDuration();
+    long[] now = {0};
+    Router r = base().ticker(() -> now[0]).inFlightMaxAge(forever).metricsStaleness(forever)
+        .retiredPluginCloseDelay(forever).endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    RoutingDecision d = r.route(REQ);
+    now[0] += Duration.ofDays(365L * 200).toNanos();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().waitingRequests(0).build());
+    InferenceRequest sheddable = REQ.toBuilder().priority(-1).build();
+    assertThat(r.route(sheddable).isRouted()).as("fresh metrics, never stale").isTrue();
+    assertThat(r.endpoints().get(0).inFlightRequests()).as("never expired").isEqualTo(2);
+    d.onComplete(Usage.NONE);
+    assertThat(r.reconfigure(RouterConfig.of(SchedulingProfile.builder("other").build())).isOk())
+        .isTrue();
+    // metrics never scraped still count as stale, whatever the staleness limit
+    Router unscraped = base().metricsStaleness(Duration.ofNanos(Long.MAX_VALUE))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    assertThat(unscraped.route(sheddable).rejection().reason()).isEqualTo(Rejection.Reason.SHED);
+  }
+
+  @Test
   void inFlightMaxAgeMustBePositive() {
     assertThatThrownBy(() -> base().inFlightMaxAge(Duration.ZERO))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inFlightMaxAge");
