@@ -20,11 +20,11 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
 import java.util.concurrent.Flow;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
@@ -73,12 +73,20 @@ public final class MetricsScraper implements AutoCloseable {
     this.maxResponseBytes = b.maxResponseBytes;
     this.path = b.path;
     this.scheme = b.scheme;
-    this.client = HttpClient.newBuilder().connectTimeout(b.timeout).build();
-    this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
+    HttpClient.Builder client = HttpClient.newBuilder();
+    if (RouterSettings.nanos(b.timeout) < Long.MAX_VALUE) {
+      client.connectTimeout(b.timeout);
+    }
+    this.client = client.build();
+    ScheduledThreadPoolExecutor scheduler = new ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "epp4j-metrics-scraper");
       t.setDaemon(true);
       return t;
     });
+    // every scrape that ends in time cancels its deadline: left queued until it was due, a long
+    // timeout would pile up one dead task per scrape
+    scheduler.setRemoveOnCancelPolicy(true);
+    this.scheduler = scheduler;
   }
 
   public static Builder builder(Router router) {
@@ -86,7 +94,8 @@ public final class MetricsScraper implements AutoCloseable {
   }
 
   private MetricsScraper start() {
-    scheduler.scheduleAtFixedRate(this::scrapeAll, 0, interval.toNanos(), TimeUnit.NANOSECONDS);
+    scheduler.scheduleAtFixedRate(this::scrapeAll, 0, RouterSettings.nanos(interval),
+        TimeUnit.NANOSECONDS);
     return this;
   }
 
@@ -113,9 +122,11 @@ public final class MetricsScraper implements AutoCloseable {
     BoundedBody body = new BoundedBody(maxResponseBytes);
     CompletableFuture<HttpResponse<String>> response;
     try {
-      HttpRequest req = HttpRequest.newBuilder(URI.create(scheme + "://" + id + path))
-          .timeout(timeout).GET().build();
-      response = client.sendAsync(req, info -> body);
+      HttpRequest.Builder req = HttpRequest.newBuilder(URI.create(scheme + "://" + id + path)).GET();
+      if (RouterSettings.nanos(timeout) < Long.MAX_VALUE) {
+        req.timeout(timeout);
+      }
+      response = client.sendAsync(req.build(), info -> body);
     } catch (RuntimeException e) {
       // an id that makes no URL the client accepts (a host name with '_', an IPv6 zone): this
       // endpoint cannot be scraped, the others still are
@@ -130,7 +141,7 @@ public final class MetricsScraper implements AutoCloseable {
       deadline = scheduler.schedule(() -> {
         body.abort(new HttpTimeoutException("no complete response within " + timeout));
         response.cancel(true);
-      }, timeout.toNanos(), TimeUnit.NANOSECONDS);
+      }, RouterSettings.nanos(timeout), TimeUnit.NANOSECONDS);
     } catch (RejectedExecutionException e) {
       response.cancel(true); // closed meanwhile
       return;
@@ -302,7 +313,10 @@ public final class MetricsScraper implements AutoCloseable {
       }
     }
 
-    /** Time between scrapes of each endpoint; default 50 ms. */
+    /**
+     * Time between scrapes of each endpoint; default 50 ms. A duration too long to count in
+     * nanoseconds (about 292 years) scrapes once, at start.
+     */
     public Builder interval(Duration d) {
       if (d.isNegative() || d.isZero()) {
         throw new IllegalArgumentException("interval must be positive, got " + d);
@@ -313,7 +327,9 @@ public final class MetricsScraper implements AutoCloseable {
 
     /**
      * How long one scrape may take, from connecting to the last byte of the response; default
-     * 1 s. A scrape that takes longer is a failure, and the next one starts afresh.
+     * 1 s. A scrape that takes longer is a failure, and the next one starts afresh. A duration
+     * too long to count in nanoseconds (about 292 years, or {@code ChronoUnit.FOREVER}) sets no
+     * limit: the endpoint is scraped again only after its scrape ends.
      */
     public Builder timeout(Duration d) {
       if (d.isNegative() || d.isZero()) {

@@ -142,6 +142,42 @@ class MetricsScraperTest {
   }
 
   @Test
+  void aTimeoutOrIntervalTooLongForNanosecondsStillScrapes() throws Exception {
+    // a timeout past ~292 years made every round throw ArithmeticException after the request was
+    // sent: nothing was ever published, the endpoint stayed marked as being scraped, and a
+    // warning was logged every interval; such an interval made start() throw. (Only the first
+    // round is awaited: without a time limit a later one may wait on the server for good.)
+    AtomicReference<String> body = new AtomicReference<>(VLLM);
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    server.createContext("/metrics", ex -> {
+      byte[] b = body.get().getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    Duration forever = java.time.temporal.ChronoUnit.FOREVER.getDuration();
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try {
+      try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+          .timeout(forever).start()) {
+        awaitMetrics(router, id, m -> m.waitingRequests() == 5);
+        assertThat(scraper.failures()).isZero();
+      }
+      body.set(VLLM.replace("} 3.0", "} 1.0"));
+      try (MetricsScraper scraper = MetricsScraper.builder(router).interval(forever).start()) {
+        awaitMetrics(router, id, m -> m.waitingRequests() == 3); // the first round runs at once
+        assertThat(scraper.failures()).isZero();
+      }
+    } finally {
+      server.stop(0);
+    }
+  }
+
+  @Test
   void anEndpointWhoseIdMakesNoUrlIsAFailureAndTheOthersAreStillScraped() throws Exception {
     AtomicReference<String> body = new AtomicReference<>(VLLM);
     HttpServer server = metricsServer(body);
