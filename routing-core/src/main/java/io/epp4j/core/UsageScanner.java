@@ -18,7 +18,10 @@ import org.jspecify.annotations.Nullable;
  *       {@code data:} line that mentions {@code "usage"} is parsed and the last usage object wins
  *       (the chunk a stream with {@code stream_options.include_usage} sends before
  *       {@code data: [DONE]}; for the Responses API, {@code response.usage} of the completed
- *       event). A line longer than the limit is skipped: a usage chunk is a few hundred bytes.
+ *       event). Of a {@code data:} line longer than the limit (the Responses API's completed
+ *       event repeats the whole output before its usage) the last {@value #LIMIT} bytes are kept
+ *       and the object after their last {@code "usage"} key is read, as for a long JSON body;
+ *       any other overlong line is skipped.
  *   <li>Anything else is taken as one JSON document: a document up to the limit is parsed whole
  *       and its top-level {@code usage} read; of a longer one the last {@value #LIMIT} bytes are
  *       kept and the object after their last {@code "usage"} key is read (servers write usage
@@ -48,6 +51,13 @@ public final class UsageScanner {
   private int len;
   /** SSE: the current line outgrew the limit and is being skipped. */
   private boolean skipping;
+  /**
+   * SSE: the current line is a {@code data:} line that outgrew the limit; {@code buf} is a ring
+   * of its last bytes at {@code lineSeen % LIMIT}.
+   */
+  private boolean tailing;
+  /** SSE, while {@link #tailing}: bytes of the current line seen in all. */
+  private long lineSeen;
   /** JSON: bytes seen in all; past {@link #LIMIT} the buffer is a ring at {@code seen % LIMIT}. */
   private long seen;
   private boolean sawDone;
@@ -103,7 +113,9 @@ public final class UsageScanner {
       return u == null ? Usage.NONE : u;
     }
     finished = true;
-    if (format == Format.SSE && len > 0 && !skipping) {
+    if (format == Format.SSE && tailing) {
+      overlongLineEnded(); // a last line without its newline
+    } else if (format == Format.SSE && len > 0 && !skipping) {
       line(buf, len); // a last line without its newline
       len = 0;
     } else if (format == Format.JSON) {
@@ -122,13 +134,17 @@ public final class UsageScanner {
     while (from < n) {
       int nl = indexOf(chunk, (byte) '\n', from);
       int end = nl < 0 ? n : nl;
-      if (!skipping) {
+      if (tailing) {
+        appendToRing(chunk, from, end - from);
+      } else if (!skipping) {
         append(chunk, from, end - from);
       }
       if (nl < 0) {
         return;
       }
-      if (!skipping) {
+      if (tailing) {
+        overlongLineEnded();
+      } else if (!skipping) {
         line(buf, len);
       }
       len = 0;
@@ -139,13 +155,48 @@ public final class UsageScanner {
 
   private void append(ByteBuffer chunk, int from, int count) {
     if (len + count > LIMIT) {
-      skipping = true;
+      // fill the buffer with the line's first bytes, which say whether it is data
+      int fits = LIMIT - len;
+      ensure(LIMIT);
+      copy(chunk, from, buf, len, fits);
+      if (startsWith(buf, LIMIT, DATA)) {
+        tailing = true;
+        lineSeen = LIMIT;
+        appendToRing(chunk, from + fits, count - fits);
+      } else {
+        skipping = true;
+      }
       len = 0;
       return;
     }
     ensure(len + count);
     copy(chunk, from, buf, len, count);
     len += count;
+  }
+
+  /** Adds bytes of an overlong data line to the ring of its last {@value #LIMIT} bytes. */
+  private void appendToRing(ByteBuffer chunk, int from, int count) {
+    int skip = Math.max(0, count - LIMIT); // of more than the ring holds, only the end matters
+    from += skip;
+    long at = lineSeen + skip;
+    int end = from + count - skip;
+    while (from < end) {
+      int pos = (int) (at % LIMIT);
+      int n = Math.min(end - from, LIMIT - pos);
+      copy(chunk, from, buf, pos, n);
+      from += n;
+      at += n;
+    }
+    lineSeen += count;
+  }
+
+  private void overlongLineEnded() {
+    Usage u = usageAfterLastKey(buf, lineSeen);
+    if (u != null) {
+      usage = u;
+    }
+    tailing = false;
+    lineSeen = 0;
   }
 
   private void line(byte[] b, int n) {
@@ -214,13 +265,29 @@ public final class UsageScanner {
       }
       return;
     }
+    Usage parsed = usageAfterLastKey(buf, seen);
+    if (parsed != null) {
+      usage = parsed;
+    }
+  }
+
+  /**
+   * The usage object after the last {@code "usage"} key of a ring of the last {@value #LIMIT}
+   * bytes of {@code seen} (more than {@value #LIMIT}); null when there is none. Servers write
+   * usage after the output, so the last key is the document's own, not one quoted in its text
+   * (where the quotes are escaped, and such an occurrence is passed over).
+   */
+  private static @Nullable Usage usageAfterLastKey(byte[] ring, long seen) {
     byte[] tail = new byte[LIMIT]; // the ring, oldest byte first
     int pos = (int) (seen % LIMIT);
-    System.arraycopy(buf, pos, tail, 0, LIMIT - pos);
-    System.arraycopy(buf, 0, tail, LIMIT - pos, pos);
+    System.arraycopy(ring, pos, tail, 0, LIMIT - pos);
+    System.arraycopy(ring, 0, tail, LIMIT - pos, pos);
     int at = lastIndexOf(tail, USAGE_KEY);
+    while (at > 0 && tail[at - 1] == '\\') {
+      at = lastIndexOf(tail, USAGE_KEY, at - 1);
+    }
     if (at < 0) {
-      return;
+      return null;
     }
     int i = at + USAGE_KEY.length;
     while (i < tail.length && (tail[i] == ' ' || tail[i] == '\t' || tail[i] == '\n'
@@ -228,10 +295,7 @@ public final class UsageScanner {
       i++;
     }
     JsonNode u = parse(tail, i, tail.length - i);
-    Usage parsed = u == null ? null : usageOf(u);
-    if (parsed != null) {
-      usage = parsed;
-    }
+    return u == null ? null : usageOf(u);
   }
 
   // ---------------------------------------------------------------------------------- shared
@@ -354,8 +418,13 @@ public final class UsageScanner {
   }
 
   private static int lastIndexOf(byte[] hay, byte[] needle) {
+    return lastIndexOf(hay, needle, hay.length - needle.length);
+  }
+
+  /** The last occurrence of {@code needle} in {@code hay} starting at or before {@code from}. */
+  private static int lastIndexOf(byte[] hay, byte[] needle, int from) {
     outer:
-    for (int i = hay.length - needle.length; i >= 0; i--) {
+    for (int i = Math.min(from, hay.length - needle.length); i >= 0; i--) {
       for (int j = 0; j < needle.length; j++) {
         if (hay[i + j] != needle[j]) {
           continue outer;

@@ -77,6 +77,36 @@ class UsageScannerTest {
   }
 
   @Test
+  void theUsageOfAnOverlongLineIsReadFromItsTail() {
+    // the Responses API's completed event repeats the whole output before its usage: an answer
+    // longer than the limit lost its usage (Usage.NONE) however the stream was cut
+    String text = "w".repeat(3 * UsageScanner.LIMIT) + "a quoted \\\"usage\\\":{\\\"input_tokens\\\":1}";
+    String stream = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\"}\n\n"
+        + "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{"
+        + "\"object\":\"response\",\"output\":[{\"type\":\"message\",\"content\":[{\"type\":"
+        + "\"output_text\",\"text\":\"" + text + "\"}]}],\"usage\":{\"input_tokens\":40,"
+        + "\"output_tokens\":50000,\"input_tokens_details\":{\"cached_tokens\":32}},\"user\":null}}\r\n\r\n";
+    assertThat(scan("text/event-stream", stream)).isEqualTo(new Usage(40, 32, 50000));
+    for (int cut : new int[] {10, 100, UsageScanner.LIMIT - 3, UsageScanner.LIMIT + 7,
+        2 * UsageScanner.LIMIT, stream.length() - 40, stream.length() - 3}) {
+      assertThat(scan("text/event-stream", stream.substring(0, cut), stream.substring(cut)))
+          .as("cut at %d", cut).isEqualTo(new Usage(40, 32, 50000));
+    }
+    // the same line cut in many small pieces, and without its line end
+    String[] pieces = new String[stream.length() / 5000 + 1];
+    for (int i = 0; i < pieces.length; i++) {
+      pieces[i] = stream.substring(i * 5000, Math.min(stream.length(), (i + 1) * 5000));
+    }
+    assertThat(scan("text/event-stream", pieces)).isEqualTo(new Usage(40, 32, 50000));
+    assertThat(scan("text/event-stream", stream.strip())).isEqualTo(new Usage(40, 32, 50000));
+    // "usage" quoted inside the text is not a usage; an overlong line that is not data is skipped
+    String noUsage = "data: {\"choices\":[{\"text\":\"" + text + "\"}]}\n\n";
+    assertThat(scan("text/event-stream", noUsage)).isEqualTo(Usage.NONE);
+    String comment = ": " + "c".repeat(UsageScanner.LIMIT) + ",\"usage\":{\"prompt_tokens\":3}\n\n";
+    assertThat(scan("text/event-stream", comment)).isEqualTo(Usage.NONE);
+  }
+
+  @Test
   void aJsonAnswerIsParsedWhole() {
     String json = "{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"content\":"
         + "\"the usage word inside text: \\\"usage\\\"\"}}],"
