@@ -79,6 +79,13 @@ public final class CachingChatTokenizer implements Tokenizer {
   }
 
   @Override
+  public int[] encodePrompt(String prompt) {
+    int[] t = delegate.encodePrompt(prompt);
+    encoded.add(t.length);
+    return t;
+  }
+
+  @Override
   public int[] encodeChat(List<ChatMessage> messages) {
     return encodeChat(messages, null);
   }

@@ -139,7 +139,17 @@ public final class HuggingFaceTokenizer implements Tokenizer {
 
   @Override
   public int[] encode(String text) {
-    long[] ids = tokenizer.encode(text, false, false).getIds();
+    return encode(text, false);
+  }
+
+  /** With the post-processor's special tokens (BOS), as vLLM's completions endpoint adds them. */
+  @Override
+  public int[] encodePrompt(String prompt) {
+    return encode(prompt, true);
+  }
+
+  private int[] encode(String text, boolean addSpecialTokens) {
+    long[] ids = tokenizer.encode(text, addSpecialTokens, false).getIds();
     int[] out = new int[ids.length];
     for (int i = 0; i < ids.length; i++) {
       out[i] = (int) ids[i];

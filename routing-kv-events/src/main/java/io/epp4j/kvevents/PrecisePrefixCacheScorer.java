@@ -441,7 +441,7 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     try {
       return request.kind() == InferenceRequest.Kind.CHAT
           ? tokenizer.encodeChat(request.messages(), request.toolsJson())
-          : tokenizer.encode(request.prompt() == null ? "" : request.prompt());
+          : tokenizer.encodePrompt(request.prompt() == null ? "" : request.prompt());
     } catch (RuntimeException e) {
       LOG.log(Level.FINE, "tokenization failed; scoring request as uncached", e);
       return null;

@@ -23,6 +23,20 @@ public interface Tokenizer extends AutoCloseable {
   int[] encode(String text);
 
   /**
+   * Token IDs of a completion request's text prompt as vLLM's {@code /v1/completions} tokenizes
+   * it: with the special tokens the tokenizer adds to a sequence (the BOS token of Llama, Gemma,
+   * DeepSeek and others), since that endpoint's {@code add_special_tokens} defaults to true.
+   * The engine's first block then starts with them, and so must the router's keys. Chats never
+   * go through here: their template writes the special tokens itself. The default returns
+   * {@link #encode}, which is right for a tokenizer that adds none (Qwen).
+   *
+   * @throws TokenizationException when the text cannot be tokenized
+   */
+  default int[] encodePrompt(String prompt) {
+    return encode(prompt);
+  }
+
+  /**
    * Token IDs of a chat rendered with the model's template, ending with the generation prompt
    * of the assistant turn. The default renders ChatML ({@link ChatTemplate#CHATML}), the
    * template of Qwen and many other models.

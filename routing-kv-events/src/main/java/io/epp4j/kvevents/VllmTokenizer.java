@@ -17,7 +17,9 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * A {@link Tokenizer} that asks a vLLM server: {@code POST <baseUrl>/tokenize} with
- * {@code {"model", "prompt", "add_special_tokens": false}} for text, and with {@code "messages"}
+ * {@code {"model", "prompt", "add_special_tokens": false}} for text ({@code true} for a
+ * completion request's prompt, as {@code /v1/completions} tokenizes it), and with
+ * {@code "messages"}
  * (and {@code "tools"}) and {@code "add_generation_prompt": true} for chats (the server renders its own template). The
  * answer's {@code "tokens"} array is the result. Blocking; give it a short timeout.
  */
@@ -44,10 +46,19 @@ public final class VllmTokenizer implements Tokenizer {
 
   @Override
   public int[] encode(String text) {
+    return encode(text, false);
+  }
+
+  @Override
+  public int[] encodePrompt(String prompt) {
+    return encode(prompt, true);
+  }
+
+  private int[] encode(String text, boolean addSpecialTokens) {
     ObjectNode body = JSON.createObjectNode();
     body.put("model", model);
     body.put("prompt", text);
-    body.put("add_special_tokens", false);
+    body.put("add_special_tokens", addSpecialTokens);
     return call(body);
   }
 

@@ -163,6 +163,67 @@ class HuggingFaceTokenizerTest {
     }
   }
 
+  /** {@link #TOKENIZER_JSON} whose post-processor adds a BOS token, as Llama's and Gemma's do. */
+  static final String BOS_TOKENIZER_JSON = """
+      {"version": "1.0", "truncation": null, "padding": null,
+       "added_tokens": [
+         {"id": 10, "content": "<s>", "single_word": false, "lstrip": false,
+          "rstrip": false, "normalized": false, "special": true}],
+       "normalizer": null,
+       "pre_tokenizer": {"type": "Whitespace"},
+       "post_processor": {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                  {"Sequence": {"id": "A", "type_id": 0}},
+                  {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {"<s>": {"id": "<s>", "ids": [10], "tokens": ["<s>"]}}},
+       "decoder": null,
+       "model": {"type": "WordLevel", "unk_token": "[UNK]",
+         "vocab": {"[UNK]": 2, "hello": 6, "world": 7, "<s>": 10}}}
+      """;
+
+  @Test
+  void completionPromptsStartWithTheBosTokenVllmAddsAndMatchTheEnginesBlocks(@TempDir Path dir)
+      throws Exception {
+    // vLLM's /v1/completions tokenizes the prompt with add_special_tokens=true: a Llama or Gemma
+    // engine stores blocks that start with BOS. Chats get theirs from the template instead.
+    Files.writeString(dir.resolve("tokenizer.json"), BOS_TOKENIZER_JSON);
+    Files.writeString(dir.resolve("tokenizer_config.json"), "{\"bos_token\": \"<s>\","
+        + " \"chat_template\": \"{{ bos_token }}{% for m in messages %}{{ m.content }} "
+        + "{% endfor %}\"}");
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(dir)) {
+      assertThat(t.encodePrompt("hello world")).containsExactly(10, 6, 7);
+      assertThat(t.encode("hello world")).containsExactly(6, 7);
+      assertThat(t.encodeChat(List.of(ChatMessage.user("hello")))).containsExactly(10, 6);
+      KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(2).build();
+      // 10.0.0.2 holds the prompt as the engine tokenized it, 10.0.0.3 the same words without BOS
+      index.apply("10.0.0.2:8000", KvEvent.BlockStored.of(new long[] {1, 2}, null,
+          new int[] {10, 6, 7, 6}, 2));
+      index.apply("10.0.0.3:8000", KvEvent.BlockStored.of(new long[] {1, 2}, null,
+          new int[] {6, 7, 6, 7}, 2));
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters: {speculative: false}
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """;
+      try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
+          .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
+          .service(Tokenizer.class, t).configYaml(yaml, "t").build()) {
+        io.epp4j.api.InferenceRequest completion =
+            io.epp4j.api.InferenceRequest.completion("m", "hello world hello world");
+        assertThat(router.route(completion).primary().id()).isEqualTo("10.0.0.2:8000");
+        io.epp4j.api.InferenceRequest chat = io.epp4j.api.InferenceRequest.builder().model("m")
+            .messages(List.of(ChatMessage.user("hello world hello"))).build();
+        assertThat(router.route(chat).primary().id()).isEqualTo("10.0.0.2:8000");
+      }
+    }
+  }
+
   @Test
   void longTextsAreNotTruncated(@TempDir Path dir) throws Exception {
     // precise mode matches every block of a prompt: the tokenizer must not stop at a length

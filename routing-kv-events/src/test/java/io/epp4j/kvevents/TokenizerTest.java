@@ -53,6 +53,9 @@ class TokenizerTest {
     return out;
   }
 
+  /** The BOS token the fake server adds to a prompt, as a Llama tokenizer does. */
+  static final int BOS = 3;
+
   HttpServer server;
   final AtomicInteger calls = new AtomicInteger();
   final AtomicReference<JsonNode> lastBody = new AtomicReference<>();
@@ -75,9 +78,13 @@ class TokenizerTest {
       } else {
         text = body.get("prompt").asText();
       }
+      List<Integer> tokens = pairTokens(text);
+      if (!body.has("messages") && body.path("add_special_tokens").asBoolean(true)) {
+        tokens.add(0, BOS); // vLLM's default for a prompt: the tokenizer's special tokens added
+      }
       byte[] answer = (override != null ? override
           : "{\"count\":1,\"max_model_len\":4096,\"tokens\":"
-              + JSON.writeValueAsString(pairTokens(text)) + "}")
+              + JSON.writeValueAsString(tokens) + "}")
           .getBytes(StandardCharsets.UTF_8);
       ex.sendResponseHeaders(status, answer.length);
       try (OutputStream os = ex.getResponseBody()) {
@@ -181,6 +188,44 @@ class TokenizerTest {
       for (int i = 0; i < 5; i++) {
         assertThat(router.route(req).primary().id()).isEqualTo("10.0.0.2:8000");
       }
+    }
+  }
+
+  @Test
+  void completionPromptsAreTokenizedWithTheSpecialTokensVllmAddsToThem() {
+    // vLLM's /v1/completions adds the tokenizer's special tokens (BOS for Llama, Gemma, ...) to
+    // a text prompt, so the engine's first block starts with BOS: the router's keys must too
+    String prompt = "Summarize the following report. ".repeat(4);
+    List<Integer> engine = pairTokens(prompt);
+    engine.add(0, BOS);
+    int[] withBos = ints(engine);
+    int[] withoutBos = ints(pairTokens(prompt));
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(4).build();
+    int blocks = withoutBos.length / 4;
+    long[] hashes = new long[blocks];
+    for (int i = 0; i < blocks; i++) {
+      hashes[i] = 1000 + i;
+    }
+    index.apply("10.0.0.2:8000", KvEvent.BlockStored.of(hashes, null,
+        java.util.Arrays.copyOf(withBos, blocks * 4), 4));
+    index.apply("10.0.0.3:8000", KvEvent.BlockStored.of(hashes, null,
+        java.util.Arrays.copyOf(withoutBos, blocks * 4), 4));
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            speculative: false
+            tokenizer: {type: vllm, url: "http://127.0.0.1:%d", model: m, timeoutMs: 5000}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(server.getAddress().getPort());
+    try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
+        .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
+        .configYaml(yaml, "t").build()) {
+      assertThat(router.route(io.epp4j.api.InferenceRequest.completion("m", prompt)).primary()
+          .id()).isEqualTo("10.0.0.2:8000");
     }
   }
 

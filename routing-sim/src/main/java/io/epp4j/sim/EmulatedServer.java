@@ -866,13 +866,16 @@ final class EmulatedServer implements AutoCloseable {
     }
   }
 
-  /** Token IDs of a text prompt, or a message naming why the tokenizer could not produce them. */
+  /**
+   * Token IDs of a text prompt, with the tokenizer's special tokens added as vLLM's completions
+   * endpoint adds them, or a message naming why the tokenizer could not produce them.
+   */
   private Object tokenizeText(String text) {
     if (tokenizer == null) {
       return tokenize(text);
     }
     try {
-      return tokenizer.encode(text);
+      return tokenizer.encodePrompt(text);
     } catch (RuntimeException e) {
       return "the tokenizer given with --tokenizer cannot tokenize this prompt: " + reason(e);
     }
