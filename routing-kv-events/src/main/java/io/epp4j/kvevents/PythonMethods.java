@@ -61,8 +61,7 @@ final class PythonMethods extends ELResolver {
       case "title":
         return title(s);
       case "capitalize":
-        return s.isEmpty() ? s
-            : s.substring(0, 1).toUpperCase(Locale.ROOT) + s.substring(1).toLowerCase(Locale.ROOT);
+        return capitalize(s);
       case "replace":
         return replace(s, str(a, 0), str(a, 1), a.length > 2 ? ((Number) a[2]).intValue() : -1);
       case "find":
@@ -143,7 +142,7 @@ final class PythonMethods extends ELResolver {
           return out;
         }
         if (maxsplit >= 0 && out.size() == maxsplit) {
-          out.add(strip(s.substring(i), null, false, true));
+          out.add(s.substring(i)); // Python keeps the rest as it is, trailing whitespace too
           return out;
         }
         int j = i;
@@ -167,15 +166,35 @@ final class PythonMethods extends ELResolver {
     return out;
   }
 
+  /**
+   * Python's {@code str.title()}: a cased character that follows another cased one is
+   * lower-cased, any other is title-cased. Letters without case (CJK, for one) do not continue a
+   * word, as they would if every letter counted.
+   */
   private static String title(String s) {
     StringBuilder sb = new StringBuilder(s.length());
     boolean prevCased = false;
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      sb.append(prevCased ? Character.toLowerCase(c) : Character.toUpperCase(c));
-      prevCased = Character.isLetter(c);
+    for (int i = 0; i < s.length(); ) {
+      int c = s.codePointAt(i);
+      sb.appendCodePoint(prevCased ? Character.toLowerCase(c) : Character.toTitleCase(c));
+      prevCased = isCased(c);
+      i += Character.charCount(c);
     }
     return sb.toString();
+  }
+
+  /** Python's {@code str.capitalize()}: the first character title-cased, the rest lower-cased. */
+  private static String capitalize(String s) {
+    if (s.isEmpty()) {
+      return s;
+    }
+    int first = s.codePointAt(0);
+    return new StringBuilder(s.length()).appendCodePoint(Character.toTitleCase(first))
+        .append(s.substring(Character.charCount(first)).toLowerCase(Locale.ROOT)).toString();
+  }
+
+  private static boolean isCased(int c) {
+    return Character.isUpperCase(c) || Character.isLowerCase(c) || Character.isTitleCase(c);
   }
 
   private static String replace(String s, String old, String with, int count) {

@@ -42,6 +42,19 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void pythonSplitWithMaxsplitAndTitleMatchPython() {
+    // str.split(None, n) keeps the rest of the string as it is, trailing whitespace included
+    assertThat(PythonMethods.split("  a b  c \n", null, 1)).containsExactly("a", "b  c \n");
+    assertThat(PythonMethods.split("  a b ", null, 0)).containsExactly("a b ");
+    assertThat(render("[{{ 'x  y z '.split(None, 1)[1] }}]")).isEqualTo("[y z ]");
+    // str.title() starts a word after any character that has no case, not only after non-letters,
+    // and title-cases (not upper-cases) the first letter
+    assertThat(PythonMethods.call("\u4e2da b2c \u01c6x", "title", new Object[0]))
+        .isEqualTo("\u4e2dA B2C \u01c5x");
+    assertThat(PythonMethods.call("\u01c6X", "capitalize", new Object[0])).isEqualTo("\u01c5x");
+  }
+
+  @Test
   void namespacesReversedSlicesLoopControlsAndNotIsDefined() {
     String t = "{% set ns = namespace(last=messages|length - 1, seen=false) %}"
         + "{% for m in messages[::-1] %}{% if m.role == 'user' %}{% set ns.seen = true %}"
