@@ -997,10 +997,16 @@ public final class KvBlockIndex {
       return this;
     }
 
-    /** How long a speculative entry counts (default 2 s, as llm-d); zero disables them. */
+    /**
+     * How long a speculative entry counts (default 2 s, as llm-d); zero disables them. At most
+     * 365 days: expiries are kept in nanoseconds of the ticker.
+     */
     public Builder speculativeTtl(Duration v) {
       if (v.isNegative()) {
         throw new IllegalArgumentException("speculativeTtl must be >= 0, got " + v);
+      }
+      if (v.compareTo(Duration.ofDays(365)) > 0) {
+        throw new IllegalArgumentException("speculativeTtl must be at most 365 days, got " + v);
       }
       speculativeTtl = v;
       return this;

@@ -18,6 +18,12 @@ public final class KvEventsPluginProviders {
   private KvEventsPluginProviders() {}
 
   /**
+   * The longest {@code speculativeTtlMs} and {@code memoryTtlMs} (365 days): both are kept in
+   * nanoseconds and added to the ticker's time, which a larger value could overflow.
+   */
+  static final long MAX_TTL_MS = Duration.ofDays(365).toMillis();
+
+  /**
    * {@code precise-prefix-cache-scorer}. Uses the {@link KvBlockIndex} registered with the router
    * as a service when there is one (then fed in process, no sockets unless {@code kvEvents.mode}
    * says so); otherwise builds its own index and subscribes to every endpoint's KV events.
@@ -53,6 +59,8 @@ public final class KvEventsPluginProviders {
       long ttlMs = p.getLong("memoryTtlMs", 600_000);
       if (ttlMs < 1) {
         p.error("memoryTtlMs", "must be >= 1, got " + ttlMs);
+      } else if (ttlMs > MAX_TTL_MS) {
+        p.error("memoryTtlMs", "must be at most " + MAX_TTL_MS + " (365 days), got " + ttlMs);
       }
       int capacity = p.getInt("memoryBlocksPerEndpoint", 31_250, 1, 1 << 24);
       boolean fallbackOnly = p.getBoolean("fallbackOnly", false);
@@ -78,8 +86,11 @@ public final class KvEventsPluginProviders {
     long ttlParam = p.getLong("speculativeTtlMs", 2_000);
     if (ttlParam < 0) {
       p.error("speculativeTtlMs", "must be >= 0, got " + ttlParam);
+    } else if (ttlParam > MAX_TTL_MS) {
+      p.error("speculativeTtlMs", "must be at most " + MAX_TTL_MS + " (365 days), got "
+          + ttlParam);
     }
-    long ttlMs = Math.max(0, ttlParam);
+    long ttlMs = Math.min(MAX_TTL_MS, Math.max(0, ttlParam));
     double cpuWeight = p.getDouble("cpuWeight", 0.8, 0.0, 1.0);
     int maxBlocks = p.getInt("maxBlocksPerEndpoint", 1 << 18, 1, Integer.MAX_VALUE);
     String model = p.getString("model", "");

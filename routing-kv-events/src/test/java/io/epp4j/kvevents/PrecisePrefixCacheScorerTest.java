@@ -676,6 +676,30 @@ class PrecisePrefixCacheScorerTest {
         .hasMessageContaining("blockSizeTokens").hasMessageContaining("mode");
   }
 
+  @Test
+  void timeToLiveTooLongToCountInNanosecondsIsReportedByName() {
+    // both TTLs are kept in nanoseconds: a value past Long.MAX_VALUE ns (about 292 years) would
+    // overflow, and "remember forever" written as a huge number must not silently mean never
+    for (String[] c : new String[][] {{"precise-prefix-cache-scorer", "speculativeTtlMs"},
+        {"hybrid-prefix-cache-scorer", "memoryTtlMs"}}) {
+      String yaml = """
+          plugins:
+          - type: %s
+            parameters:
+              kvEvents: {mode: none}
+              %s: 9223372036854775807
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: %s
+          """.formatted(c[0], c[1], c[0]);
+      assertThatThrownBy(() -> Router.builder().endpoints(EPS).configYaml(yaml, "t").build())
+          .as(c[1]).isInstanceOf(ConfigException.class).hasMessageContaining(c[1]);
+    }
+    assertThatThrownBy(() -> KvBlockIndex.builder().speculativeTtl(java.time.Duration.ofDays(400)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("speculativeTtl");
+  }
+
   /** Stand-ins for scorers that live in routing-scorers. */
   static PluginProvider noopScorer(String type) {
     return new PluginProvider() {
