@@ -167,9 +167,13 @@ public final class KvEventsPluginProviders {
 
   /**
    * {@code tokenizer: {type: vllm, url, model, timeoutMs}} or
-   * {@code tokenizer: {type: huggingface, path}}; chats are tokenized per message through a
-   * {@link CachingChatTokenizer} unless {@code cacheTokens} is 0 (ChatML for vllm; for
-   * huggingface the model's template, cached per chunk only where that is proven exact).
+   * {@code tokenizer: {type: huggingface, path}}. A vllm tokenizer sends each chat whole to the
+   * server, which renders it with the model's own template: the router does not know that
+   * template, so it cannot cut chats into pieces it could cache (rendering them as ChatML gave
+   * other tokens than the engine's for every model that does not use ChatML). A huggingface
+   * tokenizer renders the model's template in process, and its chats are cached per chunk
+   * through a {@link CachingChatTokenizer} where that is proven exact, unless
+   * {@code cacheTokens} is 0.
    */
   static Result<Tokenizer> createTokenizer(Parameters t) {
     String type = t.getEnum("type", "vllm", Set.of("vllm", "huggingface"));
@@ -214,14 +218,11 @@ public final class KvEventsPluginProviders {
       }
       return Result.errors(errs);
     }
-    if (cacheTokens == 0) {
-      return Result.ok(base);
-    }
-    if (base instanceof HuggingFaceTokenizer h) {
+    if (cacheTokens > 0 && base instanceof HuggingFaceTokenizer h && h.chunkingExact()) {
       // the model's own template: cached per chunk where that is proven exact, else whole
-      return Result.ok(h.chunkingExact() ? CachingChatTokenizer.ofRenderedChats(h, cacheTokens)
-          : base);
+      return Result.ok(CachingChatTokenizer.ofRenderedChats(h, cacheTokens));
     }
-    return Result.ok(new CachingChatTokenizer(base, ChatTemplate.CHATML, cacheTokens));
+    // a vllm tokenizer: the server renders each chat with its own template, which only it knows
+    return Result.ok(base);
   }
 }

@@ -11,8 +11,8 @@ import java.time.Duration;
  * that need token IDs. In epp4j it provides a {@link Tokenizer} to the precise and hybrid scorers
  * defined after it in the same file (unless the router was given a {@code Tokenizer} service or
  * the scorer names its own {@code tokenizer}): {@code vllm.http} becomes a {@link VllmTokenizer}
- * that asks {@code <http>/tokenize} for model {@code modelName}, chats tokenized per message and
- * cached. The upstream UDS tokenizer sidecar speaks a protocol epp4j does not, so
+ * that asks {@code <http>/tokenize} for model {@code modelName}, chats sent whole so that the
+ * server renders them with the model's own template. The upstream UDS tokenizer sidecar speaks a protocol epp4j does not, so
  * {@code udsTokenizerConfig} is refused; {@code vllm.mmTimeout} gets a notice, as epp4j does not
  * tokenize images.
  */

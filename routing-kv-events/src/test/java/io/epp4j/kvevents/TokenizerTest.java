@@ -61,6 +61,8 @@ class TokenizerTest {
   final AtomicReference<JsonNode> lastBody = new AtomicReference<>();
   volatile int status = 200;
   volatile String override;
+  /** The chat template the fake server renders chats with. */
+  volatile ChatTemplate serverTemplate = ChatTemplate.CHATML;
 
   @BeforeEach
   void start() throws Exception {
@@ -74,7 +76,7 @@ class TokenizerTest {
         List<ChatMessage> msgs = new ArrayList<>();
         body.get("messages").forEach(m -> msgs.add(
             new ChatMessage(m.get("role").asText(), m.get("content").asText())));
-        text = ChatTemplate.CHATML.render(msgs);
+        text = serverTemplate.render(msgs);
       } else {
         text = body.get("prompt").asText();
       }
@@ -188,6 +190,40 @@ class TokenizerTest {
       for (int i = 0; i < 5; i++) {
         assertThat(router.route(req).primary().id()).isEqualTo("10.0.0.2:8000");
       }
+    }
+  }
+
+  @Test
+  void chatsThroughAVllmTokenizerAreRenderedWithTheServersTemplateNotChatMl() {
+    // a Llama-style server: its template is not ChatML, and only the server knows it
+    serverTemplate = new ChatTemplate("<|start_header_id|>{role}<|end_header_id|>\n\n",
+        "<|eot_id|>", "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    List<ChatMessage> chat = List.of(ChatMessage.system("You are terse. ".repeat(10)),
+        ChatMessage.user("what is a KV cache?"));
+    int[] engine = ints(pairTokens(serverTemplate.render(chat)));
+    int[] chatMl = ints(pairTokens(ChatTemplate.CHATML.render(chat)));
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(4).build();
+    index.apply("10.0.0.2:8000", KvEvent.BlockStored.of(new long[] {1, 2, 3}, null,
+        java.util.Arrays.copyOf(engine, 12), 4));
+    index.apply("10.0.0.3:8000", KvEvent.BlockStored.of(new long[] {1, 2, 3}, null,
+        java.util.Arrays.copyOf(chatMl, 12), 4));
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            speculative: false
+            tokenizer: {type: vllm, url: "http://127.0.0.1:%d", model: m, timeoutMs: 5000}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(server.getAddress().getPort());
+    try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
+        .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
+        .configYaml(yaml, "t").build()) {
+      io.epp4j.api.InferenceRequest req = io.epp4j.api.InferenceRequest.builder().model("m")
+          .messages(chat).build();
+      assertThat(router.route(req).primary().id()).isEqualTo("10.0.0.2:8000");
     }
   }
 
