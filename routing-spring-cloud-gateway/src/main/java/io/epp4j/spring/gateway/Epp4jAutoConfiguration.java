@@ -63,7 +63,10 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   @ConditionalOnProperty(prefix = "epp4j.metrics", name = "enabled", matchIfMissing = true)
   public MetricsScraper epp4jMetricsScraper(Router router, Epp4jProperties properties) {
-    return scraper(router, PoolSettings.of(properties));
+    PoolSettings settings = PoolSettings.of(properties);
+    // checked here too: with the application's own router, ours never checked them
+    settings.validateScraper();
+    return scraper(router, settings);
   }
 
   /**

@@ -112,11 +112,20 @@ final class PoolSettings {
       positive(refreshInterval, "discovery.refresh-interval");
     }
     if (metricsEnabled) {
-      positive(metricsInterval, "metrics.interval");
-      if (metricsPath.isBlank() || !metricsPath.startsWith("/")) {
-        throw new IllegalArgumentException(property("metrics.path") + " must start with '/', got '"
-            + metricsPath + "'");
-      }
+      validateScraper();
+    }
+  }
+
+  /**
+   * Checks what the metrics scraper is built from (scheme, interval, path), naming the property;
+   * on its own where the application brings its own router and only the scraper is ours.
+   */
+  void validateScraper() {
+    checkedScheme();
+    positive(metricsInterval, "metrics.interval");
+    if (metricsPath.isBlank() || !metricsPath.startsWith("/")) {
+      throw new IllegalArgumentException(property("metrics.path") + " must start with '/', got '"
+          + metricsPath + "'");
     }
   }
 

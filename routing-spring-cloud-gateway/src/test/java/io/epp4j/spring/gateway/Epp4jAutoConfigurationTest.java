@@ -101,6 +101,23 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void theScrapersPropertiesAreNamedWhenTheApplicationBringsItsOwnRouter() {
+    // the scraper bean took them unchecked next to an application's own router: a bad path or
+    // scheme failed startup with the scraper builder's message, which names no property
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    runner.withBean(Router.class, () -> own).withPropertyValues("epp4j.metrics.path=metrics")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.metrics.path must start with '/'"));
+    runner.withBean(Router.class, () -> own).withPropertyValues("epp4j.metrics.interval=0s")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.metrics.interval must be positive"));
+    runner.withBean(Router.class, () -> own).withPropertyValues("epp4j.scheme=ftp")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining("epp4j.scheme"));
+    runner.withBean(Router.class, () -> own).run(ctx -> assertThat(ctx).hasNotFailed());
+    own.close();
+  }
+
+  @Test
   void anEnvironmentChangeAppliesTheNewPoolAndConfigKeepingRequestsInFlight() {
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001,127.0.0.1:9002")
         .run(ctx -> {
