@@ -72,6 +72,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   private BodySendMode requestMode = BodySendMode.NONE;
   private BodySendMode responseMode = BodySendMode.NONE;
+  /**
+   * BUFFERED_PARTIAL: Envoy sent the part of the answer its buffer held without end_of_stream;
+   * the rest goes to the client unseen, so the stream's end is the answer's end.
+   */
+  private boolean partialResponse;
 
   // request
   private String path = "";
@@ -140,8 +145,9 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   @Override
   public void onCompleted() {
-    if (phase == Phase.RESPONSE_BODY && responseMode == BodySendMode.NONE) {
-      finishResponse(); // Envoy sends no body, so the stream's end is the answer's end
+    if (phase == Phase.RESPONSE_BODY && (responseMode == BodySendMode.NONE || partialResponse)) {
+      // Envoy sends no body, or no more of it: the stream's end is the answer's end
+      finishResponse();
     }
     Phase was = phase;
     if (was != Phase.CLOSED) {
@@ -326,6 +332,8 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
     if (chunk.getEndOfStream()) {
       finishResponse();
+    } else if (responseMode == BodySendMode.BUFFERED_PARTIAL) {
+      partialResponse = true; // one message only: the answer went past Envoy's buffer limit
     }
   }
 

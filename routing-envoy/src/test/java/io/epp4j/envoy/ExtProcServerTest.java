@@ -2,6 +2,7 @@ package io.epp4j.envoy;
 
 import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.BUFFERED;
 import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.FULL_DUPLEX_STREAMED;
+import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.BUFFERED_PARTIAL;
 import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.NONE;
 import static io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.STREAMED;
 import static io.epp4j.envoy.FakeEnvoy.completion;
@@ -461,6 +462,45 @@ class ExtProcServerTest {
     assertThat(r.getStatus().getCodeValue()).isEqualTo(429);
     assertThat(header(r, "retry-after")).isEqualTo("1");
     assertThat(error(r).path("type").asText()).isEqualTo("routing_shed");
+  }
+
+  @Test
+  void aBufferedPartialAnswerCutAtEnvoysLimitCompletesWhenTheStreamEnds() throws Exception {
+    // with response_body_mode BUFFERED_PARTIAL Envoy sends an answer longer than its buffer
+    // limit as its first part (end_of_stream false) and streams the rest to the client unseen;
+    // the stream's end is then the answer's end. Before, that end failed the decision ("closed
+    // the ext_proc stream in phase RESPONSE_BODY"), so every long good answer counted as failed
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(BUFFERED, BUFFERED_PARTIAL)));
+    envoy.next(); // headers
+    envoy.send(requestBody(completion("hi"), true));
+    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
+    envoy.send(responseHeaders(200, "text/event-stream", false));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    envoy.send(responseBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", false));
+    assertThat(envoy.next().hasResponseBody()).isTrue();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertThat(outcomes.failed).isEmpty();
+    assertThat(outcomes.events).containsExactly("first:" + A, "complete:" + A);
+    assertThat(inFlight()).isZero();
+
+    // a whole answer within the limit comes with end_of_stream and completes at once, as before
+    FakeEnvoy whole = FakeEnvoy.open(channel);
+    whole.send(postHeaders(modes(BUFFERED, BUFFERED_PARTIAL)));
+    whole.next();
+    whole.send(requestBody(completion("hi"), true));
+    whole.next();
+    whole.send(responseHeaders(200, "application/json", false));
+    whole.next();
+    whole.send(responseBody("{\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}", true));
+    whole.next();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(3, 0, 1));
+    whole.halfClose();
+    assertThat(whole.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed).isEmpty();
   }
 
   @Test
