@@ -176,18 +176,26 @@ public final class UsageScanner {
 
   /** Adds bytes of an overlong data line to the ring of its last {@value #LIMIT} bytes. */
   private void appendToRing(ByteBuffer chunk, int from, int count) {
+    writeRing(chunk, from, count, buf, lineSeen);
+    lineSeen += count;
+  }
+
+  /**
+   * Writes {@code count} bytes of the chunk from {@code from} to a ring of {@value #LIMIT} bytes
+   * that has taken {@code seen} bytes so far.
+   */
+  private static void writeRing(ByteBuffer chunk, int from, int count, byte[] ring, long seen) {
     int skip = Math.max(0, count - LIMIT); // of more than the ring holds, only the end matters
     from += skip;
-    long at = lineSeen + skip;
+    long at = seen + skip;
     int end = from + count - skip;
     while (from < end) {
       int pos = (int) (at % LIMIT);
       int n = Math.min(end - from, LIMIT - pos);
-      copy(chunk, from, buf, pos, n);
+      copy(chunk, from, ring, pos, n);
       from += n;
       at += n;
     }
-    lineSeen += count;
   }
 
   private void overlongLineEnded() {
@@ -241,15 +249,7 @@ public final class UsageScanner {
       return;
     }
     ensure(LIMIT);
-    int from = Math.max(0, n - LIMIT); // of a chunk longer than the ring, only its end matters
-    long at = seen + from;
-    while (from < n) {
-      int pos = (int) (at % LIMIT);
-      int count = Math.min(n - from, LIMIT - pos);
-      copy(chunk, from, buf, pos, count);
-      from += count;
-      at += count;
-    }
+    writeRing(chunk, 0, n, buf, seen);
     seen += n;
   }
 

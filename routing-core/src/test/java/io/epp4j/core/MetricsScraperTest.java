@@ -112,9 +112,8 @@ class MetricsScraperTest {
         .isEqualTo(Integer.MAX_VALUE);
   }
 
-  @Test
-  void scrapesEndpointsAndPublishesToTheRouter() throws Exception {
-    AtomicReference<String> body = new AtomicReference<>(VLLM);
+  /** A started loopback server whose {@code /metrics} answers {@code body}'s current text. */
+  static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
     server.createContext("/metrics", ex -> {
       byte[] b = body.get().getBytes(StandardCharsets.UTF_8);
@@ -123,6 +122,13 @@ class MetricsScraperTest {
       ex.close();
     });
     server.start();
+    return server;
+  }
+
+  @Test
+  void scrapesEndpointsAndPublishesToTheRouter() throws Exception {
+    AtomicReference<String> body = new AtomicReference<>(VLLM);
+    HttpServer server = metricsServer(body);
     int port = server.getAddress().getPort();
     Router router = Router.builder().registry(TestPlugins.registry())
         .profile(SchedulingProfile.builder("default").build())
@@ -148,14 +154,7 @@ class MetricsScraperTest {
     // warning was logged every interval; such an interval made start() throw. (Only the first
     // round is awaited: without a time limit a later one may wait on the server for good.)
     AtomicReference<String> body = new AtomicReference<>(VLLM);
-    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
-    server.createContext("/metrics", ex -> {
-      byte[] b = body.get().getBytes(StandardCharsets.UTF_8);
-      ex.sendResponseHeaders(200, b.length);
-      ex.getResponseBody().write(b);
-      ex.close();
-    });
-    server.start();
+    HttpServer server = metricsServer(body);
     String id = "127.0.0.1:" + server.getAddress().getPort();
     Duration forever = java.time.temporal.ChronoUnit.FOREVER.getDuration();
     Router router = Router.builder().registry(TestPlugins.registry())
@@ -397,18 +396,6 @@ class MetricsScraperTest {
       }
       handlers.shutdownNow();
     }
-  }
-
-  private static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
-    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
-    server.createContext("/metrics", ex -> {
-      byte[] b = body.get().getBytes(StandardCharsets.UTF_8);
-      ex.sendResponseHeaders(200, b.length);
-      ex.getResponseBody().write(b);
-      ex.close();
-    });
-    server.start();
-    return server;
   }
 
   private static Candidate awaitMetrics(Router router, String id,
