@@ -51,6 +51,18 @@ final class PythonMethods extends ELResolver {
         return affix(s, a, true);
       case "endswith":
         return affix(s, a, false);
+      case "find":
+        return find(s, a, false);
+      case "rfind":
+        return find(s, a, true);
+      case "index":
+      case "rindex": {
+        long at = find(s, a, name.equals("rindex"));
+        if (at < 0) {
+          throw new IllegalArgumentException("substring not found"); // Python's ValueError
+        }
+        return at;
+      }
       case "split":
         return split(s, a.length > 0 && a[0] != null ? a[0].toString() : null,
             a.length > 1 ? ((Number) a[1]).intValue() : -1);
@@ -64,10 +76,8 @@ final class PythonMethods extends ELResolver {
         return capitalize(s);
       case "replace":
         return replace(s, str(a, 0), str(a, 1), a.length > 2 ? ((Number) a[2]).intValue() : -1);
-      case "find":
-        return (long) s.indexOf(str(a, 0));
       case "count":
-        return count(s, str(a, 0));
+        return count(s, str(a, 0), start(a, s), end(a, s));
       case "join":
         return join(s, a.length > 0 ? a[0] : null);
       case "isspace":
@@ -115,14 +125,50 @@ final class PythonMethods extends ELResolver {
     return chars == null ? isSpace(c) : chars.indexOf(c) >= 0;
   }
 
+  /**
+   * The {@code start} argument (the second) of {@code find}, {@code count}, {@code startswith}
+   * ... as Python's slice rules adjust it: negative counts from the end, then at least 0. It is
+   * not capped at the length, so a start beyond the end finds nothing, not even {@code ''}.
+   * Positions are UTF-16 units, as jinjava's slices and {@code length} count them.
+   */
+  private static int start(Object[] a, String s) {
+    return a.length > 1 && a[1] != null ? sliceIndex(((Number) a[1]).longValue(), s.length()) : 0;
+  }
+
+  /** The {@code end} argument (the third), adjusted as Python does and capped at the length. */
+  private static int end(Object[] a, String s) {
+    return a.length > 2 && a[2] != null
+        ? Math.min(sliceIndex(((Number) a[2]).longValue(), s.length()), s.length()) : s.length();
+  }
+
+  private static int sliceIndex(long i, int length) {
+    long adjusted = i < 0 ? Math.max(0, i + length) : i;
+    return (int) Math.min(adjusted, Integer.MAX_VALUE);
+  }
+
+  /** {@code find}/{@code rfind}: the lowest/highest index of the substring within [start, end). */
+  private static long find(String s, Object[] a, boolean last) {
+    String sub = str(a, 0);
+    int from = start(a, s);
+    int to = end(a, s);
+    if (to - from < sub.length()) {
+      return -1;
+    }
+    int at = last ? s.lastIndexOf(sub, to - sub.length()) : s.indexOf(sub, from);
+    return at < from || at + sub.length() > to ? -1 : at;
+  }
+
   private static boolean affix(String s, Object[] a, boolean prefix) {
     if (a.length == 0 || a[0] == null) {
       throw new IllegalArgumentException("missing string argument 1");
     }
+    int from = start(a, s);
+    int to = end(a, s);
     Iterable<?> options = a[0] instanceof Collection<?> c ? c : List.of(a[0]);
     for (Object o : options) {
       String x = String.valueOf(o);
-      if (prefix ? s.startsWith(x) : s.endsWith(x)) {
+      if (to - from >= x.length()
+          && (prefix ? s.startsWith(x, from) : s.startsWith(x, to - x.length()))) {
         return true;
       }
     }
@@ -219,12 +265,17 @@ final class PythonMethods extends ELResolver {
     return from <= s.length() ? sb.append(s.substring(from)).toString() : sb.toString();
   }
 
-  private static long count(String s, String sub) {
+  /** Non-overlapping occurrences within [from, to); {@code ''} occurs at every position. */
+  private static long count(String s, String sub, int from, int to) {
+    if (to - from < sub.length()) {
+      return 0;
+    }
     if (sub.isEmpty()) {
-      return s.length() + 1L;
+      return to - from + 1L;
     }
     long n = 0;
-    for (int at = s.indexOf(sub); at >= 0; at = s.indexOf(sub, at + sub.length())) {
+    for (int at = s.indexOf(sub, from); at >= 0 && at + sub.length() <= to;
+        at = s.indexOf(sub, at + sub.length())) {
       n++;
     }
     return n;

@@ -55,6 +55,28 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void findCountAndAffixesHonourStartAndEndAsPythonDoes() {
+    // values printed by Python 3.11 for the same calls
+    assertThat(render("{{ 'abcabc'.find('b', 2) }}|{{ 'abcabc'.find('b', 2, 4) }}|"
+        + "{{ 'abcabc'.find('b', -2) }}|{{ 'abc'.find('b', none, 2) }}|{{ 'abc'.find('', 3) }}|"
+        + "{{ 'abc'.find('', 4) }}")).isEqualTo("4|-1|4|1|3|-1");
+    assertThat(render("{{ 'abcabc'.rfind('b') }}|{{ 'abcabc'.rfind('b', 0, 3) }}|"
+        + "{{ 'abcabc'.rfind('x') }}|{{ 'abcabc'.index('c', 3) }}|{{ 'abc'.rindex('b') }}"))
+        .isEqualTo("4|1|-1|5|1");
+    assertThat(render("{{ 'abcabc'.count('b', 2) }}|{{ 'abcabc'.count('', 2, 4) }}|"
+        + "{{ 'abc'.count('', 4) }}")).isEqualTo("1|3|0");
+    assertThat(render("{{ 'abcabc'.startswith('ca', 2) }}{{ 'abcabc'.startswith(('x', 'ca'), 2, 4) }}"
+        + "{{ 'abcabc'.startswith('ca', 2, 3) }}{{ 'abc'.startswith('', 3) }}"
+        + "{{ 'abc'.startswith('', 4) }}{{ 'abcabc'.endswith('ab', 0, 5) }}"
+        + "{{ 'abcabc'.endswith(('b', 'x'), -10, -1) }}"))
+        .isEqualTo("TrueTrueFalseTrueFalseTrueTrue".replace("True", "true")
+            .replace("False", "false"));
+    // str.index raises ValueError where find returns -1: the render fails
+    assertThatThrownBy(() -> render("{{ 'abc'.index('x') }}"))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
   void namespacesReversedSlicesLoopControlsAndNotIsDefined() {
     String t = "{% set ns = namespace(last=messages|length - 1, seen=false) %}"
         + "{% for m in messages[::-1] %}{% if m.role == 'user' %}{% set ns.seen = true %}"
