@@ -81,11 +81,22 @@ final class PythonMethods extends ELResolver {
       case "join":
         return join(s, a.length > 0 ? a[0] : null);
       case "isspace":
-        return !s.isEmpty() && s.chars().allMatch(PythonMethods::isSpace);
+        return !s.isEmpty() && s.codePoints().allMatch(PythonMethods::isSpace);
+      case "isdecimal":
+        return !s.isEmpty() && s.codePoints().allMatch(PythonMethods::isDecimal);
       case "isdigit":
-        return !s.isEmpty() && s.chars().allMatch(Character::isDigit);
+        return !s.isEmpty() && s.codePoints().allMatch(PythonMethods::isDigit);
+      case "isnumeric":
+        return !s.isEmpty() && s.codePoints().allMatch(PythonMethods::isNumeric);
       case "isalpha":
-        return !s.isEmpty() && s.chars().allMatch(Character::isLetter);
+        return !s.isEmpty() && s.codePoints().allMatch(Character::isLetter);
+      case "isalnum":
+        return !s.isEmpty()
+            && s.codePoints().allMatch(c -> Character.isLetter(c) || isNumeric(c));
+      case "isupper":
+        return caseOnly(s, true);
+      case "islower":
+        return caseOnly(s, false);
       default:
         return NOT_HANDLED;
     }
@@ -107,6 +118,81 @@ final class PythonMethods extends ELResolver {
     return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85
         || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028
         || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+  }
+
+  /** Python's {@code isdecimal}: the general category Nd, as Java's {@code isDigit}. */
+  private static boolean isDecimal(int c) {
+    return Character.getType(c) == Character.DECIMAL_DIGIT_NUMBER;
+  }
+
+  /**
+   * Python's {@code isdigit}: Numeric_Type Decimal or Digit, i.e. Nd plus the superscripts,
+   * subscripts and circled digits listed here (from Python 3.11's Unicode 14 data), which Java
+   * has no property for.
+   */
+  private static boolean isDigit(int c) {
+    return isDecimal(c) || inRanges(DIGIT_NOT_DECIMAL, c);
+  }
+
+  /**
+   * Python's {@code isnumeric}: any Numeric_Type, i.e. the categories Nd, Nl and No plus the CJK
+   * ideographs Unicode gives a numeric value (三, 百, ...), listed here.
+   */
+  private static boolean isNumeric(int c) {
+    int t = Character.getType(c);
+    return t == Character.DECIMAL_DIGIT_NUMBER || t == Character.LETTER_NUMBER
+        || t == Character.OTHER_NUMBER || inRanges(NUMERIC_IDEOGRAPHS, c);
+  }
+
+  private static final int[] DIGIT_NOT_DECIMAL = {0xB2, 0xB3, 0xB9, 0xB9, 0x1369, 0x1371,
+      0x19DA, 0x19DA, 0x2070, 0x2070, 0x2074, 0x2079, 0x2080, 0x2089, 0x2460, 0x2468,
+      0x2474, 0x247C, 0x2488, 0x2490, 0x24EA, 0x24EA, 0x24F5, 0x24FD, 0x24FF, 0x24FF,
+      0x2776, 0x277E, 0x2780, 0x2788, 0x278A, 0x2792, 0x10A40, 0x10A43, 0x10E60, 0x10E68,
+      0x11052, 0x1105A, 0x1F100, 0x1F10A};
+
+  private static final int[] NUMERIC_IDEOGRAPHS = {0x3405, 0x3405, 0x3483, 0x3483,
+      0x382A, 0x382A, 0x3B4D, 0x3B4D, 0x4E00, 0x4E00, 0x4E03, 0x4E03, 0x4E07, 0x4E07,
+      0x4E09, 0x4E09, 0x4E5D, 0x4E5D, 0x4E8C, 0x4E8C, 0x4E94, 0x4E94, 0x4E96, 0x4E96,
+      0x4EBF, 0x4EC0, 0x4EDF, 0x4EDF, 0x4EE8, 0x4EE8, 0x4F0D, 0x4F0D, 0x4F70, 0x4F70,
+      0x5104, 0x5104, 0x5146, 0x5146, 0x5169, 0x5169, 0x516B, 0x516B, 0x516D, 0x516D,
+      0x5341, 0x5341, 0x5343, 0x5345, 0x534C, 0x534C, 0x53C1, 0x53C4, 0x56DB, 0x56DB,
+      0x58F1, 0x58F1, 0x58F9, 0x58F9, 0x5E7A, 0x5E7A, 0x5EFE, 0x5EFF, 0x5F0C, 0x5F0E,
+      0x5F10, 0x5F10, 0x62FE, 0x62FE, 0x634C, 0x634C, 0x67D2, 0x67D2, 0x6F06, 0x6F06,
+      0x7396, 0x7396, 0x767E, 0x767E, 0x8086, 0x8086, 0x842C, 0x842C, 0x8CAE, 0x8CAE,
+      0x8CB3, 0x8CB3, 0x8D30, 0x8D30, 0x9621, 0x9621, 0x9646, 0x9646, 0x964C, 0x964C,
+      0x9678, 0x9678, 0x96F6, 0x96F6, 0xF96B, 0xF96B, 0xF973, 0xF973, 0xF978, 0xF978,
+      0xF9B2, 0xF9B2, 0xF9D1, 0xF9D1, 0xF9D3, 0xF9D3, 0xF9FD, 0xF9FD, 0x20001, 0x20001,
+      0x20064, 0x20064, 0x200E2, 0x200E2, 0x20121, 0x20121, 0x2092A, 0x2092A,
+      0x20983, 0x20983, 0x2098C, 0x2098C, 0x2099C, 0x2099C, 0x20AEA, 0x20AEA,
+      0x20AFD, 0x20AFD, 0x20B19, 0x20B19, 0x22390, 0x22390, 0x22998, 0x22998,
+      0x23B1B, 0x23B1B, 0x2626D, 0x2626D, 0x2F890, 0x2F890};
+
+  /** Whether {@code c} lies in one of the inclusive, ascending {@code [from, to]} pairs. */
+  private static boolean inRanges(int[] ranges, int c) {
+    for (int i = 0; i < ranges.length && ranges[i] <= c; i += 2) {
+      if (c <= ranges[i + 1]) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Python's {@code isupper} ({@code upper}) or {@code islower}: at least one cased character,
+   * and none of the other case or title case.
+   */
+  private static boolean caseOnly(String s, boolean upper) {
+    boolean cased = false;
+    for (int i = 0; i < s.length(); ) {
+      int c = s.codePointAt(i);
+      i += Character.charCount(c);
+      boolean other = upper ? Character.isLowerCase(c) : Character.isUpperCase(c);
+      if (other || Character.isTitleCase(c)) {
+        return false;
+      }
+      cased |= upper ? Character.isUpperCase(c) : Character.isLowerCase(c);
+    }
+    return cased;
   }
 
   static String strip(String s, @Nullable String chars, boolean left, boolean right) {

@@ -65,7 +65,8 @@ class JinjaChatTemplateTest {
         .isEqualTo("4|1|-1|5|1");
     assertThat(render("{{ 'abcabc'.count('b', 2) }}|{{ 'abcabc'.count('', 2, 4) }}|"
         + "{{ 'abc'.count('', 4) }}")).isEqualTo("1|3|0");
-    assertThat(render("{{ 'abcabc'.startswith('ca', 2) }}{{ 'abcabc'.startswith(('x', 'ca'), 2, 4) }}"
+    assertThat(render("{{ 'abcabc'.startswith('ca', 2) }}"
+        + "{{ 'abcabc'.startswith(('x', 'ca'), 2, 4) }}"
         + "{{ 'abcabc'.startswith('ca', 2, 3) }}{{ 'abc'.startswith('', 3) }}"
         + "{{ 'abc'.startswith('', 4) }}{{ 'abcabc'.endswith('ab', 0, 5) }}"
         + "{{ 'abcabc'.endswith(('b', 'x'), -10, -1) }}"))
@@ -74,6 +75,22 @@ class JinjaChatTemplateTest {
     // str.index raises ValueError where find returns -1: the render fails
     assertThatThrownBy(() -> render("{{ 'abc'.index('x') }}"))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void characterClassesFollowPythonsUnicodeDefinitions() {
+    // Python 3.11: '²' and '①' are digits but not decimals; '½', '⑩' and '三' are numeric
+    // only; '𝐀' (outside the BMP) is a letter; 'ǅ' (title case) is neither upper nor lower
+    assertThat(render("{{ '²'.isdigit() }}{{ '①'.isdigit() }}{{ '⑩'.isdigit() }}"
+        + "{{ ''.isdigit() }}")).isEqualTo("truetruefalsefalse");
+    assertThat(render("{{ '٣'.isdecimal() }}{{ '²'.isdecimal() }}")).isEqualTo("truefalse");
+    assertThat(render("{{ '½'.isnumeric() }}{{ '⑩'.isnumeric() }}{{ '三'.isnumeric() }}"
+        + "{{ '三'.isalpha() }}{{ '\ud835\udc00'.isalpha() }}{{ 'a²'.isalnum() }}"
+        + "{{ 'a-'.isalnum() }}{{ '\u2028 '.isspace() }}"))
+        .isEqualTo("true true true true true true false true".replace(" ", ""));
+    assertThat(render("{{ 'ABC1'.isupper() }}{{ '\ud835\udc00B'.isupper() }}{{ 'ǅ'.isupper() }}"
+        + "{{ '1'.isupper() }}{{ 'abcß'.islower() }}{{ 'abC'.islower() }}"))
+        .isEqualTo("true true false false true false".replace(" ", ""));
   }
 
   @Test
