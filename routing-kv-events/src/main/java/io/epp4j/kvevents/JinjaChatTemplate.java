@@ -83,6 +83,10 @@ final class JinjaChatTemplate {
         .build();
     Jinjava jinjava = new Jinjava(config);
     jinjava.getGlobalContext().registerFilter(new ToJson());
+    jinjava.getGlobalContext().registerFilter(
+        new TextFilter("title", PythonMethods::jinjaTitle));
+    jinjava.getGlobalContext().registerFilter(
+        new TextFilter("capitalize", PythonMethods::capitalize));
     try {
       // this class is not public: jinjava may call its functions only once they are accessible
       Method raise = JinjaChatTemplate.class.getDeclaredMethod("raiseException", Object.class);
@@ -341,6 +345,24 @@ final class JinjaChatTemplate {
 
     TemplateRaised(String message) {
       super(message, null, false, false);
+    }
+  }
+
+  /**
+   * A jinja2 string filter jinjava implements differently ({@code title} starts words after
+   * {@code -} and brackets too; both use Python's full case mappings, {@code 'ß'} to
+   * {@code 'Ss'}).
+   */
+  private record TextFilter(String name, java.util.function.UnaryOperator<String> f)
+      implements Filter {
+    @Override
+    public String getName() {
+      return name;
+    }
+
+    @Override
+    public Object filter(Object var, JinjavaInterpreter interpreter, String... args) {
+      return f.apply(var == null ? "" : var.toString());
     }
   }
 

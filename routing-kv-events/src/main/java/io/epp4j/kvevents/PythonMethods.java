@@ -69,7 +69,9 @@ final class PythonMethods extends ELResolver {
       case "upper":
         return s.toUpperCase(Locale.ROOT);
       case "lower":
-        return s.toLowerCase(Locale.ROOT);
+        return lower(s);
+      case "swapcase":
+        return swapcase(s);
       case "title":
         return title(s);
       case "capitalize":
@@ -301,14 +303,19 @@ final class PythonMethods extends ELResolver {
   /**
    * Python's {@code str.title()}: a cased character that follows another cased one is
    * lower-cased, any other is title-cased. Letters without case (CJK, for one) do not continue a
-   * word, as they would if every letter counted.
+   * word, as they would if every letter counted. Both mappings are Python's full ones
+   * ({@code 'ß'} becomes {@code 'Ss'}, a word-final capital sigma {@code 'ς'}).
    */
-  private static String title(String s) {
+  static String title(String s) {
     StringBuilder sb = new StringBuilder(s.length());
     boolean prevCased = false;
     for (int i = 0; i < s.length(); ) {
       int c = s.codePointAt(i);
-      sb.appendCodePoint(prevCased ? Character.toLowerCase(c) : Character.toTitleCase(c));
+      if (prevCased) {
+        appendLower(sb, s, i, c);
+      } else {
+        appendTitle(sb, c);
+      }
       prevCased = isCased(c);
       i += Character.charCount(c);
     }
@@ -316,13 +323,182 @@ final class PythonMethods extends ELResolver {
   }
 
   /** Python's {@code str.capitalize()}: the first character title-cased, the rest lower-cased. */
-  private static String capitalize(String s) {
+  static String capitalize(String s) {
     if (s.isEmpty()) {
       return s;
     }
+    StringBuilder sb = new StringBuilder(s.length());
     int first = s.codePointAt(0);
-    return new StringBuilder(s.length()).appendCodePoint(Character.toTitleCase(first))
-        .append(s.substring(Character.charCount(first)).toLowerCase(Locale.ROOT)).toString();
+    appendTitle(sb, first);
+    for (int i = Character.charCount(first); i < s.length(); ) {
+      int c = s.codePointAt(i);
+      appendLower(sb, s, i, c);
+      i += Character.charCount(c);
+    }
+    return sb.toString();
+  }
+
+  /**
+   * Python's {@code str.lower()}. Java's {@code toLowerCase} maps every character as Python
+   * does, but decides a capital sigma's final form by word boundaries, where Python looks only at
+   * the nearest characters that are not case-ignorable ({@code 'A1Σ'} ends in {@code 'σ'}).
+   */
+  static String lower(String s) {
+    if (s.indexOf(CAPITAL_SIGMA) < 0) {
+      return s.toLowerCase(Locale.ROOT);
+    }
+    StringBuilder sb = new StringBuilder(s.length());
+    for (int i = 0; i < s.length(); ) {
+      int c = s.codePointAt(i);
+      appendLower(sb, s, i, c);
+      i += Character.charCount(c);
+    }
+    return sb.toString();
+  }
+
+  /** Python's {@code str.swapcase()}; title-case letters ({@code 'ǅ'}) stay as they are. */
+  private static String swapcase(String s) {
+    StringBuilder sb = new StringBuilder(s.length());
+    for (int i = 0; i < s.length(); ) {
+      int c = s.codePointAt(i);
+      if (Character.isUpperCase(c)) {
+        appendLower(sb, s, i, c);
+      } else if (Character.isLowerCase(c)) {
+        sb.append(new String(Character.toChars(c)).toUpperCase(Locale.ROOT));
+      } else {
+        sb.appendCodePoint(c);
+      }
+      i += Character.charCount(c);
+    }
+    return sb.toString();
+  }
+
+  private static final char CAPITAL_SIGMA = '\u03a3';
+
+  /** The full lower-case mapping of {@code c}, found at {@code i} in {@code s}. */
+  private static void appendLower(StringBuilder sb, String s, int i, int c) {
+    if (c == CAPITAL_SIGMA) {
+      sb.append(finalSigma(s, i) ? '\u03c2' : '\u03c3');
+    } else {
+      sb.append(new String(Character.toChars(c)).toLowerCase(Locale.ROOT));
+    }
+  }
+
+  /**
+   * Unicode's Final_Sigma as Python tests it: a cased character before, skipping
+   * case-ignorable ones, and none after.
+   */
+  private static boolean finalSigma(String s, int i) {
+    int j = i;
+    int c = 0;
+    while (j > 0) {
+      c = s.codePointBefore(j);
+      j -= Character.charCount(c);
+      if (!isCaseIgnorable(c)) {
+        break;
+      }
+    }
+    if (j == i || isCaseIgnorable(c) || !isCased(c)) {
+      return false;
+    }
+    for (j = i + 1; j < s.length(); ) {
+      c = s.codePointAt(j);
+      j += Character.charCount(c);
+      if (!isCaseIgnorable(c)) {
+        return !isCased(c);
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Unicode's Case_Ignorable: marks, format characters, modifier letters and symbols, and the
+   * word-internal punctuation (apostrophes, full stop, colon, middle dot).
+   */
+  private static boolean isCaseIgnorable(int c) {
+    switch (Character.getType(c)) {
+      case Character.NON_SPACING_MARK, Character.ENCLOSING_MARK, Character.FORMAT,
+          Character.MODIFIER_LETTER, Character.MODIFIER_SYMBOL -> {
+        return true;
+      }
+      default -> {
+        return c == 0x27 || c == 0x2E || c == 0x3A || c == 0xB7 || c == 0x387 || c == 0x55F
+            || c == 0x5F4 || c == 0x2018 || c == 0x2019 || c == 0x2024 || c == 0x2027
+            || c == 0xFE13 || c == 0xFE52 || c == 0xFE55 || c == 0xFF07 || c == 0xFF0E
+            || c == 0xFF1A;
+      }
+    }
+  }
+
+  /**
+   * The full title-case mapping of {@code c}: Java knows only the one-character mappings, so
+   * the characters whose title case is longer (from Unicode's SpecialCasing, as Python 3.11
+   * prints them) are listed.
+   */
+  private static void appendTitle(StringBuilder sb, int c) {
+    String special = c <= 0xFFFF ? LONG_TITLES.get((char) c) : null;
+    if (special != null) {
+      sb.append(special);
+    } else {
+      sb.appendCodePoint(Character.toTitleCase(c));
+    }
+  }
+
+  private static final java.util.Map<Character, String> LONG_TITLES = longTitles(
+      "\u00DF\u0053\u0073", "\u0149\u02BC\u004E", "\u01F0\u004A\u030C",
+      "\u0390\u0399\u0308\u0301", "\u03B0\u03A5\u0308\u0301", "\u0587\u0535\u0582",
+      "\u1E96\u0048\u0331", "\u1E97\u0054\u0308", "\u1E98\u0057\u030A", "\u1E99\u0059\u030A",
+      "\u1E9A\u0041\u02BE", "\u1F50\u03A5\u0313", "\u1F52\u03A5\u0313\u0300",
+      "\u1F54\u03A5\u0313\u0301", "\u1F56\u03A5\u0313\u0342", "\u1FB2\u1FBA\u0345",
+      "\u1FB4\u0386\u0345", "\u1FB6\u0391\u0342", "\u1FB7\u0391\u0342\u0345",
+      "\u1FC2\u1FCA\u0345", "\u1FC4\u0389\u0345", "\u1FC6\u0397\u0342",
+      "\u1FC7\u0397\u0342\u0345", "\u1FD2\u0399\u0308\u0300", "\u1FD3\u0399\u0308\u0301",
+      "\u1FD6\u0399\u0342", "\u1FD7\u0399\u0308\u0342", "\u1FE2\u03A5\u0308\u0300",
+      "\u1FE3\u03A5\u0308\u0301", "\u1FE4\u03A1\u0313", "\u1FE6\u03A5\u0342",
+      "\u1FE7\u03A5\u0308\u0342", "\u1FF2\u1FFA\u0345", "\u1FF4\u038F\u0345",
+      "\u1FF6\u03A9\u0342", "\u1FF7\u03A9\u0342\u0345", "\uFB00\u0046\u0066",
+      "\uFB01\u0046\u0069", "\uFB02\u0046\u006C", "\uFB03\u0046\u0066\u0069",
+      "\uFB04\u0046\u0066\u006C", "\uFB05\u0053\u0074", "\uFB06\u0053\u0074",
+      "\uFB13\u0544\u0576", "\uFB14\u0544\u0565", "\uFB15\u0544\u056B", "\uFB16\u054E\u0576",
+      "\uFB17\u0544\u056D");
+
+  private static java.util.Map<Character, String> longTitles(String... entries) {
+    java.util.Map<Character, String> m = new java.util.HashMap<>();
+    for (String e : entries) {
+      m.put(e.charAt(0), e.substring(1));
+    }
+    return java.util.Map.copyOf(m);
+  }
+
+  /**
+   * jinja2's {@code title} filter, which is not {@code str.title()}: words start after
+   * whitespace and {@code -([{<}, and each word is its first character upper-cased followed by
+   * the rest lower-cased.
+   */
+  static String jinjaTitle(String s) {
+    StringBuilder sb = new StringBuilder(s.length());
+    int i = 0;
+    while (i < s.length()) {
+      int j = i;
+      boolean separators = wordSeparator(s.codePointAt(i));
+      while (j < s.length() && wordSeparator(s.codePointAt(j)) == separators) {
+        j += Character.charCount(s.codePointAt(j));
+      }
+      if (separators) {
+        sb.append(s, i, j);
+      } else {
+        int first = s.codePointAt(i);
+        int rest = i + Character.charCount(first);
+        sb.append(new String(Character.toChars(first)).toUpperCase(Locale.ROOT))
+            .append(lower(s.substring(rest, j)));
+      }
+      i = j;
+    }
+    return sb.toString();
+  }
+
+  private static boolean wordSeparator(int c) {
+    return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || isSpace(c);
   }
 
   private static boolean isCased(int c) {

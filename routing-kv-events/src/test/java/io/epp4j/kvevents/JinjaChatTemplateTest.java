@@ -94,6 +94,25 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void caseMappingsUsePythonsSpecialCasingAndFinalSigma() {
+    // Python 3.11: 'ß' title-cases to 'Ss' and upper-cases to 'SS'; a capital sigma lower-cases
+    // to 'ς' at the end of a word (after a cased letter, before none)
+    assertThat(render("{{ 'ß'.title() }}|{{ 'ßa xß'.title() }}|{{ '\ufb01ne \u01c6X'.title() }}|"
+        + "{{ 'ΑΣ ΟΔΟΣ'.title() }}|{{ 'A1Σ'.title() }}")).isEqualTo(
+        "Ss|Ssa X\u00df|Fine \u01c5x|\u0391\u03c2 \u039f\u03b4\u03bf\u03c2|A1\u03a3");
+    assertThat(render("{{ 'ßa xß'.capitalize() }}|{{ 'ΑΣ'.capitalize() }}|"
+        + "{{ '\ufb01NE'.capitalize() }}")).isEqualTo("Ssa x\u00df|\u0391\u03c2|Fine");
+    assertThat(render("{{ 'ßa xß'.upper() }}|{{ 'ΑΣ A1Σ AΣ.B'.lower() }}|"
+        + "{{ 'aBß \u01c5 ΑΣ'.swapcase() }}"))
+        .isEqualTo("SSA XSS|\u03b1\u03c2 a1\u03c3 a\u03c3.b|AbSS \u01c5 \u03b1\u03c2");
+    // jinja2's filters: title capitalizes after '-', '(', '[', '{', '<' and whitespace and
+    // upper-cases the first letter of each word; capitalize is str.capitalize
+    assertThat(render("{{ 'ßa xß'|title }}|{{ 'hello wORLD-foo(bar) [x <y'|title }}|"
+        + "{{ 'ßa xß'|capitalize }}|{{ 'ΑΣ'|title }}"))
+        .isEqualTo("SSa X\u00df|Hello World-Foo(Bar) [X <Y|Ssa x\u00df|\u0391\u03c3");
+  }
+
+  @Test
   void namespacesReversedSlicesLoopControlsAndNotIsDefined() {
     String t = "{% set ns = namespace(last=messages|length - 1, seen=false) %}"
         + "{% for m in messages[::-1] %}{% if m.role == 'user' %}{% set ns.seen = true %}"
