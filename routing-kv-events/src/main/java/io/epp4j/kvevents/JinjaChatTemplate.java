@@ -384,13 +384,39 @@ final class JinjaChatTemplate {
     @Override
     public Object filter(Object var, JinjavaInterpreter interpreter, Object[] args,
         Map<String, Object> kwargs) {
-      Object indent = kwargs.get("indent");
-      if (indent == null && args.length > 0) {
-        indent = args[0];
+      // Python's order: tojson(x, ensure_ascii=False, indent=None, separators=None,
+      // sort_keys=False), each also by keyword
+      Object ensureAscii = argument(args, kwargs, 0, "ensure_ascii");
+      Object indent = argument(args, kwargs, 1, "indent");
+      Object separators = argument(args, kwargs, 2, "separators");
+      Object sortKeys = argument(args, kwargs, 3, "sort_keys");
+      String itemSeparator = null;
+      String keySeparator = null;
+      if (separators instanceof List<?> pair && pair.size() == 2) {
+        itemSeparator = String.valueOf(pair.get(0));
+        keySeparator = String.valueOf(pair.get(1));
+      } else if (separators != null) {
+        throw new IllegalArgumentException("tojson: separators must be a pair of strings");
       }
-      boolean sortKeys = Objects.equals(kwargs.get("sort_keys"), Boolean.TRUE);
-      return PythonJson.dumps(var, indent == null ? null : ((Number) indent).intValue(),
-          sortKeys);
+      String indentText = indent == null ? null
+          : indent instanceof Number n ? " ".repeat(Math.max(0, n.intValue()))
+          : indent.toString();
+      return PythonJson.dumps(var, indentText, itemSeparator, keySeparator,
+          truthy(sortKeys), truthy(ensureAscii));
+    }
+
+    /** Python's truth of an argument: {@code tojson(2)} sets ensure_ascii, not indent. */
+    private static boolean truthy(@Nullable Object o) {
+      return o instanceof Boolean b ? b
+          : o instanceof Number n ? n.doubleValue() != 0
+          : o instanceof String str ? !str.isEmpty()
+          : o != null;
+    }
+
+    private static @Nullable Object argument(Object[] args, Map<String, Object> kwargs,
+        int position, String name) {
+      return kwargs.containsKey(name) ? kwargs.get(name)
+          : args.length > position ? args[position] : null;
     }
   }
 }

@@ -152,6 +152,27 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void tojsonTakesSeparatorsIndentAndEnsureAsciiAndKeepsNegativeZero() {
+    // expected strings printed by transformers' tojson (json.dumps) in Python 3.11
+    String tools = "[{\"b\": -0.0, \"a\": [1e20, 1.0, 1E400, 12345678901234567890, 1e-7],"
+        + " \"s\": \"\u00e9\u007f\ud83d\ude00\"}]";
+    assertThat(render("{{ tools[0]|tojson }}", CHAT, tools)).isEqualTo(
+        "{\"b\": -0.0, \"a\": [1e+20, 1.0, Infinity, 12345678901234567890, 1e-07],"
+            + " \"s\": \"\u00e9\u007f\ud83d\ude00\"}");
+    assertThat(render("{{ tools[0].a|tojson(separators=(',', ':')) }}", CHAT, tools))
+        .isEqualTo("[1e+20,1.0,Infinity,12345678901234567890,1e-07]");
+    assertThat(render("{{ tools[0].a[:2]|tojson(indent=2, separators=(', ', ': ')) }}|"
+        + "{{ tools[0].a[:2]|tojson(indent=0) }}|{{ tools[0].a[:1]|tojson(indent=' ') }}",
+        CHAT, tools)).isEqualTo("[\n  1e+20, \n  1.0\n]|[\n1e+20,\n1.0\n]|[\n 1e+20\n]");
+    assertThat(render("{{ tools[0]|tojson(sort_keys=true, ensure_ascii=true) }}", CHAT, tools))
+        .isEqualTo("{\"a\": [1e+20, 1.0, Infinity, 12345678901234567890, 1e-07], \"b\": -0.0,"
+            + " \"s\": \"\\u00e9\\u007f\\ud83d\\ude00\"}");
+    // the first positional argument is ensure_ascii, not indent
+    assertThat(render("{{ tools[0].s|tojson(2) }}", CHAT, tools))
+        .isEqualTo("\"\\u00e9\\u007f\\ud83d\\ude00\"");
+  }
+
+  @Test
   void specialTokensRaiseExceptionAndStrftime() {
     assertThat(render("{{ bos_token }}{{ eos_token }}")).isEqualTo("<s></s>");
     assertThatThrownBy(() -> render("{% if messages[0].role == 'system' %}"
