@@ -8,12 +8,15 @@ import io.epp4j.api.PluginContext;
 import java.util.Set;
 
 /**
- * {@code decode-filter}: by the {@value Endpoint#ROLE_LABEL} label, keeps endpoints labelled
- * {@code decode} or {@code both} and unlabelled ones (a plain vLLM server does both).
+ * {@code decode-filter}: by the {@value Endpoint#ROLE_LABEL} label, keeps the endpoints that can
+ * decode: {@code decode}, the combined roles llm-d defines since 0.7 ({@code both},
+ * {@code prefill-decode}, {@code encode-prefill-decode}) and unlabelled ones (a plain vLLM server
+ * does both).
  */
 final class DecodeFilter extends RoleFilter {
   DecodeFilter() {
-    super("decode-filter", Set.of("decode", "both"), true);
+    super("decode-filter", Set.of("decode", "both", "prefill-decode", "encode-prefill-decode"),
+        true);
   }
 
   /** Provides {@code decode-filter}; public only for {@link java.util.ServiceLoader}. */

@@ -8,11 +8,15 @@ import io.epp4j.api.PluginContext;
 import java.util.Set;
 
 /**
- * {@code prefill-filter}: by the {@value Endpoint#ROLE_LABEL} label, keeps endpoints labelled {@code prefill}.
+ * {@code prefill-filter}: by the {@value Endpoint#ROLE_LABEL} label, keeps the endpoints that can
+ * run a prefill: {@code prefill}, and the combined roles llm-d defines since 0.7 ({@code both},
+ * {@code prefill-decode}, {@code encode-prefill}, {@code encode-prefill-decode}). Unlabelled
+ * endpoints are not kept.
  */
 final class PrefillFilter extends RoleFilter {
   PrefillFilter() {
-    super("prefill-filter", Set.of("prefill"), false);
+    super("prefill-filter", Set.of("prefill", "both", "prefill-decode", "encode-prefill",
+        "encode-prefill-decode"), false);
   }
 
   /** Provides {@code prefill-filter}; public only for {@link java.util.ServiceLoader}. */

@@ -75,8 +75,32 @@ class FiltersAndPickersTest {
     List<Candidate> all = List.of(p, d, both, plain);
     var prefill = new PrefillFilter();
     var decode = new DecodeFilter();
-    assertThat(prefill.filter(REQ, state(), all)).containsExactly(p);
+    assertThat(prefill.filter(REQ, state(), all)).containsExactly(p, both);
     assertThat(decode.filter(REQ, state(), all)).containsExactly(d, both, plain);
+  }
+
+  /**
+   * llm-d's role filters (since 0.7) know the combined roles: an endpoint labelled
+   * {@code both}, {@code prefill-decode} or {@code encode-prefill-decode} serves either phase,
+   * {@code encode-prefill} prefill only, {@code encode} neither. A P/D pool of {@code both}
+   * endpoints used to get no prefill pick at all.
+   */
+  @Test
+  void roleFiltersAcceptTheCombinedRolesUpstreamDefines() {
+    Map<String, Candidate> byRole = new java.util.LinkedHashMap<>();
+    for (String role : List.of("prefill", "decode", "both", "prefill-decode", "encode-prefill",
+        "encode-prefill-decode", "encode", "other")) {
+      byRole.put(role, cand(role + ":1", Map.of(Endpoint.ROLE_LABEL, role)));
+    }
+    Candidate plain = cand("plain:1");
+    List<Candidate> all = new java.util.ArrayList<>(byRole.values());
+    all.add(plain);
+    assertThat(new PrefillFilter().filter(REQ, state(), all)).containsExactly(
+        byRole.get("prefill"), byRole.get("both"), byRole.get("prefill-decode"),
+        byRole.get("encode-prefill"), byRole.get("encode-prefill-decode"));
+    assertThat(new DecodeFilter().filter(REQ, state(), all)).containsExactly(
+        byRole.get("decode"), byRole.get("both"), byRole.get("prefill-decode"),
+        byRole.get("encode-prefill-decode"), plain);
   }
 
   @Test
