@@ -13,14 +13,21 @@ import java.util.List;
 /**
  * {@code active-request-scorer} (llm-d): router-tracked in-flight requests (counted from the
  * routing decision until {@code onComplete}/{@code onFailure}); 1.0 at or below
- * {@code idleThreshold}, else {@code (maxCount − count) / maxCount} over the candidates. Needs no
- * metrics, so staleness does not apply.
+ * {@code idleThreshold}, else {@code (maxCount − count) / maxCount × maxBusyScore} over the
+ * candidates. A {@code maxBusyScore} below 1 keeps every busy endpoint below every idle one.
+ * Needs no metrics, so staleness does not apply.
  */
 final class ActiveRequestScorer implements Scorer {
   private final int idleThreshold;
+  private final double maxBusyScore;
 
   ActiveRequestScorer(int idleThreshold) {
+    this(idleThreshold, 1.0);
+  }
+
+  ActiveRequestScorer(int idleThreshold, double maxBusyScore) {
     this.idleThreshold = idleThreshold;
+    this.maxBusyScore = maxBusyScore;
   }
 
   @Override
@@ -33,7 +40,7 @@ final class ActiveRequestScorer implements Scorer {
     }
     for (int i = 0; i < n; i++) {
       int c = candidates.get(i).inFlightRequests();
-      scores[i] = c <= idleThreshold || max == 0 ? 1.0 : (double) (max - c) / max;
+      scores[i] = c <= idleThreshold || max == 0 ? 1.0 : (double) (max - c) / max * maxBusyScore;
     }
   }
 
@@ -50,7 +57,8 @@ final class ActiveRequestScorer implements Scorer {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      return new ActiveRequestScorer(p.getInt("idleThreshold", 0, 0, Integer.MAX_VALUE));
+      return new ActiveRequestScorer(p.getInt("idleThreshold", 0, 0, Integer.MAX_VALUE),
+          p.getDouble("maxBusyScore", 1.0, 0.0, 1.0));
     }
   }
 }

@@ -116,12 +116,13 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, ?> validParameters() {
-      return Map.of("idleThreshold", 2);
+      return Map.of("idleThreshold", 2, "maxBusyScore", 0.5);
     }
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("idleThreshold", Map.of("idleThreshold", -1));
+      return Map.of("idleThreshold", Map.of("idleThreshold", -1),
+          "maxBusyScore", Map.of("maxBusyScore", 1.5));
     }
   }
 

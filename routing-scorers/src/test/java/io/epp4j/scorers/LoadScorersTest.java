@@ -109,6 +109,29 @@ class LoadScorersTest {
     assertThat(score(new TokenLoadScorer(), idle, 0)).containsExactly(1.0, 1.0);
   }
 
+  /**
+   * llm-d's {@code maxBusyScore} caps what a busy endpoint (above {@code idleThreshold}) can
+   * score, so idle endpoints stand out: it used to be read as an unknown parameter and ignored.
+   */
+  @Test
+  void activeRequestMaxBusyScoreScalesBusyEndpointsOnly() {
+    var created = new ActiveRequestScorer.Provider().create(
+        io.epp4j.testkit.ContractFixtures.context("active"),
+        io.epp4j.api.Parameters.of(java.util.Map.of("idleThreshold", 1, "maxBusyScore", 0.5)));
+    assertThat(created.errors()).isEmpty();
+    Scorer s = (Scorer) created.value();
+    List<Candidate> c = List.of(inFlight("a:1", 1, 0), inFlight("b:1", 2, 0), inFlight("c:1", 8, 0));
+    // idle stays 1.0; busy: (8 - 2) / 8 × 0.5 and (8 - 8) / 8 × 0.5
+    assertThat(score(s, c, 0)).containsExactly(1.0, 0.375, 0.0);
+    for (double bad : new double[] {-0.1, 1.5}) {
+      var refused = new ActiveRequestScorer.Provider().create(
+          io.epp4j.testkit.ContractFixtures.context("active"),
+          io.epp4j.api.Parameters.of(java.util.Map.of("maxBusyScore", bad)));
+      assertThat(refused.isOk()).as("maxBusyScore %s", bad).isFalse();
+      assertThat(refused.errors()).anyMatch(e -> e.contains("maxBusyScore"));
+    }
+  }
+
   @Test
   void loraAffinity() {
     Scorer s = new LoraAffinityScorer(TWO_SECONDS);
