@@ -210,13 +210,13 @@ class UpstreamConfigCompatibilityTest {
   void earlyPdFilesDisaggregateLongPromptsByTheHandlersThreshold() {
     Router r = router("llmd-pd-threshold.yaml", pdPool());
     assertThat(r.config().warnings()).filteredOn(w -> w.contains("former name")).hasSize(3);
-    // 800 characters are 200 tokens, none cached: over the threshold of 100
-    RoutingDecision longOne = r.route(completion(text(1, 800)));
+    // the threshold counts uncached characters: 120 of them, none cached, are over 100
+    RoutingDecision longOne = r.route(completion(text(1, 120)));
     assertThat(longOne.primary().label(Endpoint.ROLE_LABEL)).isEqualTo("decode");
     assertThat(PdProfileHandler.prefillEndpoint(longOne)).extracting(Endpoint::id)
         .isEqualTo("10.0.1.1:8000");
-    // 200 characters are 50 tokens: the decode endpoint prefills itself
-    RoutingDecision shortOne = r.route(completion(text(2, 200)));
+    // 80 characters are under it: the decode endpoint prefills itself
+    RoutingDecision shortOne = r.route(completion(text(2, 80)));
     assertThat(PdProfileHandler.prefillEndpoint(shortOne)).isNull();
   }
 

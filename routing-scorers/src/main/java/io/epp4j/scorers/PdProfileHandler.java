@@ -22,7 +22,9 @@ import org.jspecify.annotations.Nullable;
  * {@code prefill} profile. The decode profile is primary; the decision's
  * {@code secondaryEndpoint(PREFILL_PROFILE)} names the prefill pick, which a gateway passes on in
  * {@value #PREFILLER_HEADER}. When the
- * configuration has no {@code decode} profile, the first profile runs alone.
+ * configuration has no {@code decode} profile, the first profile runs alone. The early upstream
+ * handler's {@code threshold} counted uncached characters, so it is read as a quarter as many
+ * tokens, rounded up.
  *
  * <p>The prefill/decode vocabulary lives here, with the handler that gives it meaning.
  */
@@ -100,6 +102,11 @@ public final class PdProfileHandler implements ProfileHandler {
     protected Plugin build(PluginContext c, Parameters p) {
       String name = CommonParameters.alias(p, "nonCachedTokens", "threshold");
       int threshold = p.getInt(name, 0, 0, Integer.MAX_VALUE);
+      if (name.equals("threshold")) {
+        // the early upstream handler compared threshold with the prompt's uncached characters;
+        // at the 4 characters per token of the prompt estimate that is a quarter as many tokens
+        threshold = (int) ((threshold + 3L) / 4);
+      }
       PrefillDecider decider = null;
       // later upstream versions delegate the choice to a decider plugin, by default the one
       // named prefix-based-pd-decider; a file that defines one (or names one) gets it

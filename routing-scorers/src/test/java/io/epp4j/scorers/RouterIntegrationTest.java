@@ -205,6 +205,37 @@ class RouterIntegrationTest {
     }
   }
 
+  /**
+   * The early llm-d {@code pd-profile-handler} compared its {@code threshold} with the uncached
+   * characters of the prompt, not tokens; it used to be read as tokens, so a migrated file
+   * disaggregated only prompts four times longer than upstream did.
+   */
+  @Test
+  void pdThresholdCountsCharactersAsTheEarlyUpstreamHandlerDid() {
+    List<Endpoint> eps = List.of(
+        Endpoint.parse("10.0.1.1:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
+        Endpoint.parse("10.0.1.2:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")));
+    String yaml = """
+        plugins:
+        - {type: pd-profile-handler, parameters: {threshold: 400}}
+        - type: decode-filter
+        - type: prefill-filter
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: decode
+          plugins: [{pluginRef: decode-filter}, {pluginRef: max-score-picker}]
+        - name: prefill
+          plugins: [{pluginRef: prefill-filter}, {pluginRef: max-score-picker}]
+        """;
+    try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "pd.yaml").build()) {
+      // nothing cached: 400 uncached characters reach the threshold, 396 do not
+      assertThat(PdProfileHandler.prefillEndpoint(
+          r.route(InferenceRequest.completion("m", "a".repeat(400))))).isNotNull();
+      assertThat(PdProfileHandler.prefillEndpoint(
+          r.route(InferenceRequest.completion("m", "b".repeat(396))))).isNull();
+    }
+  }
+
   @Test
   void sessionAffinityParametersReachTheScorer() {
     String yaml = profile("""
