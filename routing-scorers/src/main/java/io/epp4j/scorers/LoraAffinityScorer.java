@@ -12,9 +12,12 @@ import io.epp4j.api.Scorer;
 import java.util.List;
 
 /**
- * {@code lora-affinity-scorer}: for a request naming a LoRA adapter, 1.0 where the adapter is
- * running, 0.8 where an adapter slot is free ({@code maxLoras} unknown counts as free), 0.6
- * where it is waiting to load, else 0. Requests for the base model score 1.0 everywhere.
+ * {@code lora-affinity-scorer}: 1.0 where the request's adapter is running, 0.8 where an adapter
+ * slot is free ({@code maxLoras} unknown counts as free), 0.6 where it is waiting to load, else
+ * 0. The adapter is the request's LoRA adapter, else its target model, as upstream looks the
+ * target model up (a client names an adapter in the {@code model} field). A base-model request
+ * thus scores 0.8 wherever a slot is free or none is reported and 0 where every slot is taken,
+ * as upstream.
  */
 final class LoraAffinityScorer implements Scorer {
   private final Staleness staleness;
@@ -40,14 +43,10 @@ final class LoraAffinityScorer implements Scorer {
   @Override
   public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
       double[] scores) {
-    String adapter = request.loraAdapter();
+    String adapter = request.loraAdapter() != null ? request.loraAdapter() : request.targetModel();
     long now = state.nowNanos();
     for (int i = 0, n = candidates.size(); i < n; i++) {
       Candidate c = candidates.get(i);
-      if (adapter == null) {
-        scores[i] = 1.0;
-        continue;
-      }
       double s = affinity(c.metrics(), adapter);
       scores[i] = staleness.usable(c, now) ? s : Staleness.unusableScore(c, s);
     }

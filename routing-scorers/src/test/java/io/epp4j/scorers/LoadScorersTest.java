@@ -147,7 +147,30 @@ class LoadScorersTest {
         withMetrics("c:1", waiting), withMetrics("d:1", full), cand("e:1"));
     InferenceRequest lora = InferenceRequest.builder().model("m").prompt("p").loraAdapter("x").build();
     assertThat(score(s, lora, c)).containsExactly(1.0, 0.8, 0.6, 0.0, 0.5);
-    assertThat(score(s, REQ, c)).containsOnly(1.0);
+  }
+
+  /**
+   * A client names an adapter in the request's {@code model} field, as vLLM expects; upstream's
+   * scorer looks up the target model. The request parser sets no separate adapter, so the scorer
+   * used to see none and gave 1.0 everywhere: it never steered a parsed request.
+   */
+  @Test
+  void loraAffinityReadsTheAdapterFromTheTargetModel() {
+    Scorer s = new LoraAffinityScorer(TWO_SECONDS);
+    EndpointMetrics running = EndpointMetrics.builder().runningLoraAdapters(Set.of("sql"))
+        .maxLoras(1).scrapedAtNanos(0).build();
+    EndpointMetrics free = EndpointMetrics.builder().runningLoraAdapters(Set.of("chat"))
+        .maxLoras(2).scrapedAtNanos(0).build();
+    EndpointMetrics full = EndpointMetrics.builder().runningLoraAdapters(Set.of("chat"))
+        .maxLoras(1).scrapedAtNanos(0).build();
+    List<Candidate> c = List.of(withMetrics("a:1", running), withMetrics("b:1", free),
+        withMetrics("c:1", full));
+    InferenceRequest byModel = InferenceRequest.completion("sql", "select");
+    assertThat(score(s, byModel, c)).containsExactly(1.0, 0.8, 0.0);
+    // an explicit adapter still wins over the model name
+    InferenceRequest explicit = InferenceRequest.builder().model("base").prompt("p")
+        .loraAdapter("chat").build();
+    assertThat(score(s, explicit, c)).containsExactly(0.0, 1.0, 1.0);
   }
 
   @Test
