@@ -202,15 +202,7 @@ class HuggingFaceTokenizerTest {
           new int[] {10, 6, 7, 6}, 2));
       index.apply("10.0.0.3:8000", KvEvent.BlockStored.of(new long[] {1, 2}, null,
           new int[] {6, 7, 6, 7}, 2));
-      String yaml = """
-          plugins:
-          - type: precise-prefix-cache-scorer
-            parameters: {speculative: false}
-          schedulingProfiles:
-          - name: default
-            plugins:
-            - pluginRef: precise-prefix-cache-scorer
-          """;
+      String yaml = PrecisePrefixCacheScorerTest.preciseOnly("speculative: false");
       try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
           .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
           .service(Tokenizer.class, t).configYaml(yaml, "t").build()) {

@@ -27,6 +27,22 @@ class PrecisePrefixCacheScorerTest {
   static final List<Endpoint> EPS = List.of(Endpoint.parse("10.0.0.1:8000"),
       Endpoint.parse("10.0.0.2:8000"), Endpoint.parse("10.0.0.3:8000"));
 
+  /**
+   * A configuration of one profile with the precise scorer alone, its parameters given as the
+   * body of a YAML flow mapping (e.g. {@code "speculative: false"}).
+   */
+  static String preciseOnly(String parameters) {
+    return """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters: {%s}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(parameters);
+  }
+
   static String yaml(String type) {
     return """
         plugins:

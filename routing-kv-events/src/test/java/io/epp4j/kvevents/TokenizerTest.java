@@ -172,19 +172,7 @@ class TokenizerTest {
     }
     index.apply("10.0.0.2:8000", KvEvent.BlockStored.of(hashes, null,
         java.util.Arrays.copyOf(tokens, blocks * 4), 4));
-    String yaml = """
-        plugins:
-        - type: precise-prefix-cache-scorer
-          parameters:
-            tokenizer: {type: vllm, url: "http://127.0.0.1:%d", model: m, timeoutMs: 5000}
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: precise-prefix-cache-scorer
-        """.formatted(server.getAddress().getPort());
-    try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
-        .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
-        .configYaml(yaml, "t").build()) {
+    try (io.epp4j.core.Router router = vllmPreciseRouter(index, true)) {
       io.epp4j.api.InferenceRequest req = io.epp4j.api.InferenceRequest.builder().model("m")
           .messages(chat).build();
       for (int i = 0; i < 5; i++) {
@@ -207,20 +195,7 @@ class TokenizerTest {
         java.util.Arrays.copyOf(engine, 12), 4));
     index.apply("10.0.0.3:8000", KvEvent.BlockStored.of(new long[] {1, 2, 3}, null,
         java.util.Arrays.copyOf(chatMl, 12), 4));
-    String yaml = """
-        plugins:
-        - type: precise-prefix-cache-scorer
-          parameters:
-            speculative: false
-            tokenizer: {type: vllm, url: "http://127.0.0.1:%d", model: m, timeoutMs: 5000}
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: precise-prefix-cache-scorer
-        """.formatted(server.getAddress().getPort());
-    try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
-        .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
-        .configYaml(yaml, "t").build()) {
+    try (io.epp4j.core.Router router = vllmPreciseRouter(index, false)) {
       io.epp4j.api.InferenceRequest req = io.epp4j.api.InferenceRequest.builder().model("m")
           .messages(chat).build();
       assertThat(router.route(req).primary().id()).isEqualTo("10.0.0.2:8000");
@@ -246,23 +221,23 @@ class TokenizerTest {
         java.util.Arrays.copyOf(withBos, blocks * 4), 4));
     index.apply("10.0.0.3:8000", KvEvent.BlockStored.of(hashes, null,
         java.util.Arrays.copyOf(withoutBos, blocks * 4), 4));
-    String yaml = """
-        plugins:
-        - type: precise-prefix-cache-scorer
-          parameters:
-            speculative: false
-            tokenizer: {type: vllm, url: "http://127.0.0.1:%d", model: m, timeoutMs: 5000}
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: precise-prefix-cache-scorer
-        """.formatted(server.getAddress().getPort());
-    try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
-        .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
-        .configYaml(yaml, "t").build()) {
+    try (io.epp4j.core.Router router = vllmPreciseRouter(index, false)) {
       assertThat(router.route(io.epp4j.api.InferenceRequest.completion("m", prompt)).primary()
           .id()).isEqualTo("10.0.0.2:8000");
     }
+  }
+
+  /**
+   * A router over {@link PrecisePrefixCacheScorerTest#EPS} whose precise scorer reads
+   * {@code index} and tokenizes with this test's vLLM stand-in.
+   */
+  private io.epp4j.core.Router vllmPreciseRouter(KvBlockIndex index, boolean speculative) {
+    String parameters = (speculative ? "" : "speculative: false, ")
+        + "tokenizer: {type: vllm, url: \"http://127.0.0.1:" + server.getAddress().getPort()
+        + "\", model: m, timeoutMs: 5000}";
+    return io.epp4j.core.Router.builder().endpoints(PrecisePrefixCacheScorerTest.EPS)
+        .service(KvBlockIndex.class, index)
+        .configYaml(PrecisePrefixCacheScorerTest.preciseOnly(parameters), "t").build();
   }
 
   @Test

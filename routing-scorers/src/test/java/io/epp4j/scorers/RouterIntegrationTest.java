@@ -181,14 +181,17 @@ class RouterIntegrationTest {
         .isEqualTo(1.0);
   }
 
-  @Test
-  void pdNonCachedTokensReachesTheHandler() {
+  /**
+   * A router over one decode and one prefill endpoint with {@code pd-profile-handler} given
+   * {@code parameters} (the body of a YAML flow mapping) and a profile per role.
+   */
+  private static Router pdRouter(String parameters) {
     List<Endpoint> eps = List.of(
         Endpoint.parse("10.0.1.1:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
         Endpoint.parse("10.0.1.2:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")));
     String yaml = """
         plugins:
-        - {type: pd-profile-handler, parameters: {nonCachedTokens: 200}}
+        - {type: pd-profile-handler, parameters: {%s}}
         - type: decode-filter
         - type: prefill-filter
         - type: max-score-picker
@@ -197,8 +200,13 @@ class RouterIntegrationTest {
           plugins: [{pluginRef: decode-filter}, {pluginRef: max-score-picker}]
         - name: prefill
           plugins: [{pluginRef: prefill-filter}, {pluginRef: max-score-picker}]
-        """;
-    try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "pd.yaml").build()) {
+        """.formatted(parameters);
+    return Router.builder().endpoints(eps).configYaml(yaml, "pd.yaml").build();
+  }
+
+  @Test
+  void pdNonCachedTokensReachesTheHandler() {
+    try (Router r = pdRouter("nonCachedTokens: 200")) {
       // the default threshold (0) runs prefill for every prompt
       assertThat(PdProfileHandler.prefillEndpoint(r.route(tokens(199, 1)))).isNull();
       assertThat(PdProfileHandler.prefillEndpoint(r.route(tokens(200, 2)))).isNotNull();
@@ -212,22 +220,7 @@ class RouterIntegrationTest {
    */
   @Test
   void pdThresholdCountsCharactersAsTheEarlyUpstreamHandlerDid() {
-    List<Endpoint> eps = List.of(
-        Endpoint.parse("10.0.1.1:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
-        Endpoint.parse("10.0.1.2:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")));
-    String yaml = """
-        plugins:
-        - {type: pd-profile-handler, parameters: {threshold: 400}}
-        - type: decode-filter
-        - type: prefill-filter
-        - type: max-score-picker
-        schedulingProfiles:
-        - name: decode
-          plugins: [{pluginRef: decode-filter}, {pluginRef: max-score-picker}]
-        - name: prefill
-          plugins: [{pluginRef: prefill-filter}, {pluginRef: max-score-picker}]
-        """;
-    try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "pd.yaml").build()) {
+    try (Router r = pdRouter("threshold: 400")) {
       // nothing cached: 400 uncached characters reach the threshold, 396 do not
       assertThat(PdProfileHandler.prefillEndpoint(
           r.route(InferenceRequest.completion("m", "a".repeat(400))))).isNotNull();
