@@ -32,8 +32,10 @@ public interface HintTransport extends AutoCloseable {
   List<Entry> read(String afterId, int max, Duration maxWait) throws Exception;
 
   /**
-   * Whether the log still holds everything after {@code afterId}: false when older batches
-   * were trimmed (or the log was lost) so that some after {@code afterId} may be gone.
+   * Whether the log still holds everything after {@code afterId}, an id read from it: false when
+   * older batches were trimmed (or the log was lost) so that some after {@code afterId} may be
+   * gone, and false when the log's newest batch is older than {@code afterId} (another log took
+   * its place, e.g. after a failover, and a read after {@code afterId} would skip its batches).
    */
   boolean holdsAfter(String afterId) throws Exception;
 

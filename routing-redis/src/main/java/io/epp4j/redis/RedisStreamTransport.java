@@ -135,13 +135,24 @@ final class RedisStreamTransport implements HintTransport {
     if (OLDEST.equals(afterId)) {
       return true;
     }
-    List<StreamMessage<byte[], byte[]>> first = connection().sync().xrange(f.key,
-        Range.unbounded(), Limit.from(1));
+    var sync = connection().sync();
+    List<StreamMessage<byte[], byte[]>> first = sync.xrange(f.key, Range.unbounded(),
+        Limit.from(1));
     if (first == null || first.isEmpty()) {
       // the last entry read is never trimmed away by MAXLEN: an empty stream was lost
       return false;
     }
-    return StreamIds.compare(first.get(0).getId(), afterId) <= 0;
+    if (StreamIds.compare(first.get(0).getId(), afterId) > 0) {
+      return false; // trimmed past the last entry read
+    }
+    // ids only grow in one stream, so a newest entry older than the last one read means another
+    // stream is in its place (a failover to a replica that lacks the newest entries and whose
+    // clock is behind, or a stream deleted and written again): a read after afterId would
+    // return nothing until the new ids pass it
+    List<StreamMessage<byte[], byte[]>> last = sync.xrevrange(f.key, Range.unbounded(),
+        Limit.from(1));
+    return last != null && !last.isEmpty()
+        && StreamIds.compare(last.get(0).getId(), afterId) >= 0;
   }
 
   /**

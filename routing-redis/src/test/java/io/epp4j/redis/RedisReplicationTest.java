@@ -361,6 +361,51 @@ class RedisReplicationTest {
   }
 
   /**
+   * A failover to a replica whose clock is behind the old primary's, or a stream deleted after an
+   * entry with an id in the future (written by hand or by a server whose clock was ahead): the
+   * stream now in place holds ids below the last one the reader read. A read after that id
+   * returns nothing until the new ids pass it, so the reader must take it as a lost stream and
+   * start over, not wait there while the other routers' hints go by.
+   */
+  @Test
+  void aStreamReplacedByOneWhoseIdsAreBehindTheReaderIsReadAgainFromItsStart() throws Exception {
+    Router a = router("a");
+    Router b = router("b");
+    awaitConnected(a, b);
+    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    long hourAheadMillis = System.currentTimeMillis() + 3_600_000L;
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(RedisReplication.epochMicros(), "10.1.0.3:8000", 16, new long[] {1, 2, 3});
+    byte[] ahead = w.finish(pool, "ahead", RedisReplication.epochMicros());
+    w.reset();
+    w.prefix(RedisReplication.epochMicros(), "10.1.0.4:8000", 16, new long[] {4, 5, 6});
+    byte[] behind = w.finish(pool, "behind", RedisReplication.epochMicros());
+    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
+    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+      c.sync().xadd(key, new io.lettuce.core.XAddArgs().id(hourAheadMillis + "-0"),
+          Map.of(field, ahead));
+      await("b read the entry an hour ahead", () -> replication(b).appliedPrefixes() == 1);
+      // the new stream, in one step so that no reader sees it empty (a failover never shows an
+      // empty stream): ids from the server's clock now, an hour behind b's cursor
+      c.sync().multi();
+      c.sync().del(key);
+      c.sync().xadd(key, Map.of(field, behind));
+      assertThat(c.sync().exec().wasDiscarded()).isFalse();
+    } finally {
+      client.shutdown();
+    }
+    await("b applied the new stream's first batch", () -> replication(b).appliedPrefixes() >= 2);
+    assertThat(replication(b).resyncs()).isEqualTo(1);
+    int n = 5;
+    for (int i = 0; i < n; i++) {
+      a.route(prompt(4_000_000L + i, 1024, null)).onComplete(DONE);
+    }
+    await("b applied what a sent to the new stream",
+        () -> replication(b).appliedPrefixes() >= 2 + n);
+  }
+
+  /**
    * The delay from a route on one router to the hint's application on another, over 2000
    * requests at about one per millisecond. Printed for the README; bounded by the reader's block
    * timeout, which a reader that waited out its blocking read instead of waking on the new entry
