@@ -402,9 +402,23 @@ public final class RedisReplication implements Plugin, RequestListener {
             continue;
           }
         }
+        String after = lastId == null ? HintTransport.OLDEST : lastId;
         List<HintTransport.Entry> got;
         try {
-          got = t.read(lastId == null ? HintTransport.OLDEST : lastId, READ_BATCHES, READ_WAIT);
+          got = t.read(after, READ_BATCHES, READ_WAIT);
+          // a full read: the reader may be behind by more than the stream keeps. A read after a
+          // trimmed id returns what follows without saying what was lost, and a reader catching
+          // up is back inside the stream by the next heartbeat's check, so the stream is asked
+          // now whether it still holds everything after the id this read started from. A reader
+          // that lost batches to the trim finds a full read whenever maxLen is at least
+          // READ_BATCHES: the stream keeps at least maxLen batches, all after its cursor (with a
+          // smaller maxLen the heartbeat's check is the one left)
+          if (got.size() >= READ_BATCHES && !after.equals(HintTransport.OLDEST)
+              && !t.holdsAfter(after)) {
+            staleBeforeMillis = startOver(t);
+            lastId = HintTransport.OLDEST;
+            continue;
+          }
         } catch (Exception e) {
           if (!running) {
             break;

@@ -573,6 +573,48 @@ class ReplicationLogicTest {
   }
 
   /**
+   * A reader that writers outran by more than the stream keeps, and that catches up before its
+   * next check of the stream's oldest batch (once a heartbeat): its read after a trimmed id
+   * returns what the stream still holds, and by the check its cursor is inside the stream again.
+   * A batch trimmed unread may have lowered an in-flight figure that its sender, still sending
+   * heartbeats, never sends again.
+   */
+  @Test
+  void aReaderThatReadsPastTrimmedBatchesBetweenTwoChecksResyncs() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router b = router(log, "p", "b", 1000);
+    String ended = "10.2.0.1:8000";
+    String open = "10.2.0.2:8000";
+    log.append(inFlightBatch("x", Map.of(ended, 1, open, 1)));
+    await("b counts x's requests", () -> inFlight(b, ended) == 1 && inFlight(b, open) == 1);
+    int backlog = 2 * RedisReplication.READ_BATCHES;
+    // in one step, while b's reader waits for the next batch: x's request on one endpoint ends,
+    // x's heartbeats follow, and the trim drops the batch that said so before b reads it
+    synchronized (log) {
+      log.append(inFlightBatch("x", Map.of(ended, 0)));
+      for (int i = 0; i < backlog; i++) {
+        log.append(inFlightBatch("x", Map.of(open, 1)));
+      }
+      log.trim(backlog);
+    }
+    long[] polls = {0};
+    await("b no longer counts x's ended request", () -> {
+      if (++polls[0] % 50 == 0) {
+        log.append(inFlightBatch("x", Map.of(open, 1))); // x is alive: not forgotten as silent
+      }
+      return inFlight(b, ended) == 0;
+    });
+    assertThat(replication(b).resyncs()).isEqualTo(1);
+    assertThat(inFlight(b, open)).isEqualTo(1);
+  }
+
+  private static byte[] inFlightBatch(String router, Map<String, Integer> requests) {
+    HintCodec.Writer w = new HintCodec.Writer();
+    requests.forEach((ep, r) -> w.inFlight(ep, r, 100L * r));
+    return w.finish("p", router, RedisReplication.epochMicros());
+  }
+
+  /**
    * A request that ended just before the stream was lost: the batch saying so reached the old
    * stream but not the other router. The router that sent it does not send that zero again, and
    * its heartbeats, carrying its other open request, keep it from being forgotten as silent; the
