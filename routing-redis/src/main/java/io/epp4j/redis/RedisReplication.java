@@ -376,6 +376,10 @@ public final class RedisReplication implements Plugin, RequestListener {
             } else if (!t.holdsAfter(lastId)) {
               staleBeforeMillis = startOver(t);
               lastId = HintTransport.OLDEST;
+            } else {
+              // catching up on what was written while this reader was away: batches older than
+              // the silence limit are history as at start, whatever the limit was before
+              staleBeforeMillis = staleBefore(t.nowMillis());
             }
           } catch (Exception e) {
             readerLost(t, e, backoff);
@@ -393,6 +397,9 @@ public final class RedisReplication implements Plugin, RequestListener {
             if (!t.holdsAfter(lastId)) {
               staleBeforeMillis = startOver(t);
               lastId = HintTransport.OLDEST;
+            } else {
+              // a connected reader can fall behind too: what it reads late is history alike
+              staleBeforeMillis = staleBefore(t.nowMillis());
             }
           } catch (Exception e) {
             if (!running) {
@@ -465,9 +472,10 @@ public final class RedisReplication implements Plugin, RequestListener {
   /**
    * The id time before which a batch is too old for its in-flight figures and send time to
    * mean anything: the log's clock less the silence limit, or -1 when the log has no clock. Read
-   * when the reader starts over from the oldest batch: the stream's history may hold figures of
-   * routers long gone, and batches read {@link #READ_BATCHES} at a time cannot be told old by
-   * comparing them with each other.
+   * when the reader starts over from the oldest batch, on every reconnection and once a
+   * heartbeat: the stream's history, and what a reader that was away or fell behind reads late,
+   * may hold figures of routers long gone, and batches read {@link #READ_BATCHES} at a time
+   * cannot be told old by comparing them with each other.
    */
   private long staleBefore(long now) {
     return now < 0 ? -1 : now - s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000;

@@ -615,6 +615,38 @@ class ReplicationLogicTest {
   }
 
   /**
+   * A reader cut off while the stream went on (its own network, say, not Redis) reads what it
+   * missed when it reconnects. Batches older than the silence limit by the log's clock are
+   * history, as when it starts: their in-flight figures may be those of a router that crashed
+   * meanwhile (no farewell), whose load is gone. Taken as current, they weigh on the endpoint
+   * until that router counts as silent.
+   */
+  @Test
+  void aReaderCatchingUpAfterAnOutageTakesNoInFlightFiguresOlderThanTheSilenceLimit()
+      throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.withClock();
+    Router b = prefixRouter(log, "b", "pool: p, routerId: b, flushIntervalMillis: 1,"
+        + " heartbeatMillis: 1000");
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(RedisReplication.epochMicros(), "10.2.0.5:8000", 16, new long[] {1, 2, 3});
+    log.append(w.finish("p", "y", RedisReplication.epochMicros()));
+    await("b read y's batch", () -> replication(b).appliedPrefixes() == 1);
+    log.down();
+    await("b's reader noticed", () -> !replication(b).connected());
+    String ep = "10.2.0.3:8000";
+    log.append(inFlightBatch("crashed", Map.of(ep, 7)));
+    // the log's clock counts entries: 5 heartbeats of 1000 ms are 5000 of them
+    for (int i = 0; i < 6_000; i++) {
+      log.append(inFlightBatch("y", Map.of()));
+    }
+    log.up();
+    await("b read what it missed", () -> replication(b).entriesRead() >= log.size());
+    assertThat(inFlight(b, ep)).as("in flight on " + ep + " 6000 batches ago").isZero();
+    assertThat(replication(b).resyncs()).isZero();
+  }
+
+  /**
    * A request that ended just before the stream was lost: the batch saying so reached the old
    * stream but not the other router. The router that sent it does not send that zero again, and
    * its heartbeats, carrying its other open request, keep it from being forgotten as silent; the
