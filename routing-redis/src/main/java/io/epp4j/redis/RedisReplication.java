@@ -111,6 +111,9 @@ public final class RedisReplication implements Plugin, RequestListener {
   // batches under this router's id since then
   private long ownSinceMillis = -1;
   private long ownSeen;
+  // reader thread only: the newest id counted in ownSeen, so that a batch read again after the
+  // reader started over (a failover to a replica that still holds it) is not counted twice
+  private @Nullable String ownCountedTo;
   private volatile boolean publisherUp;
   private volatile boolean readerUp;
   private volatile boolean running = true;
@@ -557,7 +560,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
     long entryMillis = StreamIds.millis(entry.id());
     if (h.origin().equals(s.routerId())) {
-      noteOwn(entryMillis);
+      noteOwn(entry.id(), entryMillis);
       return; // its own it knows already
     }
     // batches from before a catch-up window (a new router reading the stream's history) teach
@@ -619,12 +622,19 @@ public final class RedisReplication implements Plugin, RequestListener {
    * tried to append means another router writes under the same id (one configuration file with
    * a fixed {@code routerId} for every replica, say): each then skips the other's hints as its
    * own, and replication silently does nothing between them. Said in a warning, at most once a
-   * minute. Needs the log's clock; a log without one is not checked.
+   * minute. Needs the log's clock; a log without one is not checked. A batch is counted once:
+   * after a failover to a replica that still holds batches the reader had read, it starts over
+   * and reads them again, and only those after the newest one counted are new.
    */
-  private void noteOwn(long entryMillis) {
+  private void noteOwn(String id, long entryMillis) {
     if (ownSinceMillis < 0 || entryMillis <= ownSinceMillis) {
       return; // history: the batches of an earlier run of this router
     }
+    String counted = ownCountedTo;
+    if (counted != null && StreamIds.compare(id, counted) <= 0) {
+      return; // read again after starting over
+    }
+    ownCountedTo = id;
     if (++ownSeen > appendsAttempted.get()) {
       sharedRouterId = true;
       log.report(Level.WARNING, "shared-router-id", "the stream holds more batches under routerId '"

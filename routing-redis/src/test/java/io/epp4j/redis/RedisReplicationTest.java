@@ -406,6 +406,58 @@ class RedisReplicationTest {
   }
 
   /**
+   * After a failover to a replica that lacks the newest entries, the reader starts over and reads
+   * again the batches it had read, its own among them: counted twice, they made it warn that
+   * another router writes under its routerId.
+   */
+  @Test
+  void ownBatchesReadAgainAfterAFailoverDoNotLookLikeAnotherRouterUnderTheSameId()
+      throws Exception {
+    Router a = router("a");
+    Router b = router("b");
+    awaitConnected(a, b);
+    for (int i = 0; i < 5; i++) {
+      b.route(prompt(5_000_000L + i, 1024, null)).onComplete(DONE);
+      a.route(prompt(5_100_000L + i, 1024, null)).onComplete(DONE);
+    }
+    await("b read a's batches", () -> replication(b).appliedPrefixes() >= 5);
+    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    long hourAheadMillis = System.currentTimeMillis() + 3_600_000L;
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(RedisReplication.epochMicros(), "10.1.0.3:8000", 16, new long[] {1, 2, 3});
+    byte[] ahead = w.finish(pool, "ahead", RedisReplication.epochMicros());
+    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
+    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+      var sync = c.sync();
+      long applied = replication(b).appliedPrefixes();
+      sync.xadd(key, new io.lettuce.core.XAddArgs().id(hourAheadMillis + "-0"),
+          Map.of(field, ahead));
+      await("b read the entry an hour ahead", () -> replication(b).appliedPrefixes() > applied);
+      // the replica promoted in its place holds every entry but those from the hour ahead on
+      List<io.lettuce.core.StreamMessage<byte[], byte[]>> held =
+          sync.xrange(key, io.lettuce.core.Range.create("-", "+"));
+      long readBefore = replication(b).entriesRead();
+      sync.multi();
+      sync.del(key);
+      int kept = 0;
+      for (var m : held) {
+        if (StreamIds.millis(m.getId()) < hourAheadMillis) {
+          sync.xadd(key, new io.lettuce.core.XAddArgs().id(m.getId()), m.getBody());
+          kept++;
+        }
+      }
+      assertThat(sync.exec().wasDiscarded()).isFalse();
+      int replayed = kept;
+      await("b read the replica's stream again", () -> replication(b).resyncs() == 1
+          && replication(b).entriesRead() >= readBefore + replayed);
+    } finally {
+      client.shutdown();
+    }
+    assertThat(replication(b).sharedRouterIdSeen()).isFalse();
+  }
+
+  /**
    * The delay from a route on one router to the hint's application on another, over 2000
    * requests at about one per millisecond. Printed for the README; bounded by the reader's block
    * timeout, which a reader that waited out its blocking read instead of waking on the new entry
