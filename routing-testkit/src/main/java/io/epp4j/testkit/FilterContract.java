@@ -70,6 +70,12 @@ public abstract class FilterContract<F extends Filter> extends PluginContract<F>
     }
   }
 
+  /**
+   * First the forced interleavings of {@link PluginContract#interleaved} (deterministic: a call
+   * held at each of its reads of the candidate list while another thread makes a whole call, and
+   * the result of a call checked after another thread's later call), then free-running threads
+   * (see {@link PluginContract#concurrently}).
+   */
   @Test
   void concurrentCallsOnSharedCandidatesAgreeWithOneThread() throws Exception {
     F f = plugin();
@@ -78,15 +84,42 @@ public abstract class FilterContract<F extends Filter> extends PluginContract<F>
     for (PluginContract.Case c : cases) {
       expected.add(List.copyOf(filter(f, c, c.pool(), 7)));
     }
+    Calls<F, List<Candidate>> calls = new Calls<>() {
+      @Override
+      public int size() {
+        return cases.size();
+      }
+
+      @Override
+      public String name(int k) {
+        return cases.get(k).name();
+      }
+
+      @Override
+      public List<Candidate> pool(int k) {
+        return cases.get(k).pool();
+      }
+
+      @Override
+      public List<Candidate> call(F filter, int k, List<Candidate> candidates) {
+        return filter(filter, cases.get(k), candidates, 7);
+      }
+
+      @Override
+      public void check(int k, List<Candidate> got, String when) {
+        PluginContract.Case c = cases.get(k);
+        assertOrderedSubset(new PluginContract.Case(c.name() + ", " + when, c.pool(),
+            c.request()), got);
+        if (deterministic()) {
+          assertThat(got).as("%s, %s: result", c.name(), when)
+              .containsExactlyElementsOf(expected.get(k));
+        }
+      }
+    };
+    interleaved(f, calls);
     concurrently(f, (filter, thread, i) -> {
       int k = (thread + i) % cases.size();
-      PluginContract.Case c = cases.get(k);
-      List<Candidate> got = filter(filter, c, c.pool(), 7);
-      assertOrderedSubset(c, got);
-      if (deterministic()) {
-        assertThat(got).as("%s: concurrent result", c.name())
-            .containsExactlyElementsOf(expected.get(k));
-      }
+      calls.check(k, calls.call(filter, k, calls.pool(k)), "called concurrently");
     });
   }
 }

@@ -82,7 +82,10 @@ public abstract class PickerContract<P extends Picker> extends PluginContract<P>
 
   /**
    * Every case with every score pattern, ties included (a tie-break must use the cycle state's
-   * seeded random source to be reproducible).
+   * seeded random source to be reproducible). First the forced interleavings of {@link
+   * PluginContract#interleaved} (deterministic: a call held at each of its reads of the candidate
+   * list while another thread makes a whole call, and the picks of a call checked after another
+   * thread's later call), then free-running threads (see {@link PluginContract#concurrently}).
    */
   @Test
   void concurrentCallsOnSharedCandidatesAgreeWithOneThread() throws Exception {
@@ -96,17 +99,46 @@ public abstract class PickerContract<P extends Picker> extends PluginContract<P>
             scores)));
       }
     }
+    // input k: case k / patterns with score pattern k % patterns
+    Calls<P, List<Candidate>> calls = new Calls<>() {
+      @Override
+      public int size() {
+        return cases.size() * patterns;
+      }
+
+      @Override
+      public String name(int k) {
+        return cases.get(k / patterns).name() + ", score pattern " + k % patterns;
+      }
+
+      @Override
+      public List<Candidate> pool(int k) {
+        return cases.get(k / patterns).pool();
+      }
+
+      @Override
+      public List<Candidate> call(P picker, int k, List<Candidate> candidates) {
+        PluginContract.Case c = cases.get(k / patterns);
+        return picker.pick(c.request(), ContractFixtures.state(7), candidates,
+            scorePatterns(c.pool().size()).get(k % patterns));
+      }
+
+      @Override
+      public void check(int k, List<Candidate> got, String when) {
+        PluginContract.Case c = cases.get(k / patterns);
+        assertValid(new PluginContract.Case(name(k) + ", " + when, c.pool(), c.request()), got);
+        if (deterministic()) {
+          assertThat(got).as("%s, %s: picks", name(k), when)
+              .containsExactlyElementsOf(expected.get(k));
+        }
+      }
+    };
+    interleaved(p, calls);
     concurrently(p, (picker, thread, i) -> {
       int k = (thread + i) % cases.size();
       int pattern = (i / cases.size()) % patterns;
-      PluginContract.Case c = cases.get(k);
-      List<Candidate> got = picker.pick(c.request(), ContractFixtures.state(7), c.pool(),
-          scorePatterns(c.pool().size()).get(pattern));
-      assertValid(c, got);
-      if (deterministic()) {
-        assertThat(got).as("%s, score pattern %d: concurrent picks", c.name(), pattern)
-            .containsExactlyElementsOf(expected.get(k * patterns + pattern));
-      }
+      int input = k * patterns + pattern;
+      calls.check(input, calls.call(picker, input, calls.pool(input)), "called concurrently");
     });
   }
 }

@@ -68,6 +68,11 @@ public abstract class ScorerContract<S extends Scorer> extends PluginContract<S>
     }
   }
 
+  /**
+   * First the forced interleavings of {@link PluginContract#interleaved} (deterministic: a call
+   * held at each of its reads of the candidate list while another thread makes a whole call),
+   * then free-running threads (see {@link PluginContract#concurrently}).
+   */
   @Test
   void concurrentCallsOnSharedCandidatesAgreeWithOneThread() throws Exception {
     S s = plugin();
@@ -76,16 +81,43 @@ public abstract class ScorerContract<S extends Scorer> extends PluginContract<S>
     for (PluginContract.Case c : cases) {
       expected.add(score(s, c, c.pool(), 7));
     }
+    Calls<S, double[]> calls = new Calls<>() {
+      @Override
+      public int size() {
+        return cases.size();
+      }
+
+      @Override
+      public String name(int k) {
+        return cases.get(k).name();
+      }
+
+      @Override
+      public List<Candidate> pool(int k) {
+        return cases.get(k).pool();
+      }
+
+      @Override
+      public double[] call(S scorer, int k, List<Candidate> candidates) {
+        return score(scorer, cases.get(k), candidates, 7);
+      }
+
+      @Override
+      public void check(int k, double[] got, String when) {
+        PluginContract.Case c = cases.get(k);
+        for (int j = 0; j < c.pool().size(); j++) {
+          assertThat(got[j]).as("%s, %s: score of candidate %d (%s) in %s", c.name(), when, j,
+              c.pool().get(j).id(), describe(got)).isFinite().isBetween(0.0, 1.0);
+        }
+        if (deterministic()) {
+          assertThat(got).as("%s, %s: scores", c.name(), when).containsExactly(expected.get(k));
+        }
+      }
+    };
+    interleaved(s, calls);
     concurrently(s, (scorer, thread, i) -> {
       int k = (thread + i) % cases.size();
-      PluginContract.Case c = cases.get(k);
-      double[] got = score(scorer, c, c.pool(), 7);
-      for (int j = 0; j < c.pool().size(); j++) {
-        assertThat(got[j]).as("%s: concurrent score %d", c.name(), j).isFinite().isBetween(0.0, 1.0);
-      }
-      if (deterministic()) {
-        assertThat(got).as("%s: concurrent scores", c.name()).containsExactly(expected.get(k));
-      }
+      calls.check(k, calls.call(scorer, k, calls.pool(k)), "called concurrently");
     });
   }
 }

@@ -94,6 +94,21 @@ final class ContractRuns {
         + " runs; expected failing " + expected + "; last outcomes: " + outcomes);
   }
 
+  /** What the concurrency check's message says when a forced interleaving showed the fault. */
+  static final String FORCED = PluginContract.FORCED;
+
+  /**
+   * {@link #assertFailsExactly} for a fixture whose fault shows when another thread makes a whole
+   * call in the middle of one of its calls (a shared scratch buffer, a returned list that later
+   * calls refill): the concurrency check forces that interleaving rather than waiting for the
+   * threads to produce it, so one run must catch it, and say so.
+   */
+  static void assertCaughtByForcedInterleaving(Class<?> fixture, String check) {
+    Map<String, Outcome> outcomes = assertFailsExactly(fixture, check);
+    assertThat(outcomes.get(check).message())
+        .as("%s: how %s failed", fixture.getSimpleName(), check).contains(FORCED);
+  }
+
   /** Runs a correct fixture: every contract test passes (a skipped one is allowed by name). */
   static void assertPasses(Class<?> fixture, String... mayBeSkipped) {
     Map<String, Outcome> outcomes = run(fixture);

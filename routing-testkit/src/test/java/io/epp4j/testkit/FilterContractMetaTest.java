@@ -1,7 +1,6 @@
 package io.epp4j.testkit;
 
 import static io.epp4j.testkit.ContractRuns.assertFailsExactly;
-import static io.epp4j.testkit.ContractRuns.assertRaceCaught;
 import static io.epp4j.testkit.ContractRuns.assertPasses;
 
 import io.epp4j.api.Candidate;
@@ -207,6 +206,6 @@ class FilterContractMetaTest {
 
   @Test
   void aSharedScratchListFailsTheConcurrencyCheck() {
-    assertRaceCaught(SharedScratch.class, CONCURRENT);
+    ContractRuns.assertCaughtByForcedInterleaving(SharedScratch.class, CONCURRENT);
   }
 }

@@ -1,7 +1,6 @@
 package io.epp4j.testkit;
 
 import static io.epp4j.testkit.ContractRuns.assertFailsExactly;
-import static io.epp4j.testkit.ContractRuns.assertRaceCaught;
 import static io.epp4j.testkit.ContractRuns.assertPasses;
 
 import io.epp4j.api.Candidate;
@@ -287,6 +286,6 @@ class PickerContractMetaTest {
 
   @Test
   void aSharedResultListFailsTheConcurrencyCheckEvenWhenNotDeterministic() {
-    assertRaceCaught(ReturnsASharedList.class, CONCURRENT);
+    ContractRuns.assertCaughtByForcedInterleaving(ReturnsASharedList.class, CONCURRENT);
   }
 }

@@ -258,7 +258,7 @@ class ScorerContractMetaTest {
 
   @Test
   void aSharedScratchArrayFailsTheConcurrencyCheck() {
-    assertRaceCaught(SharedScratch.class, CONCURRENT);
+    ContractRuns.assertCaughtByForcedInterleaving(SharedScratch.class, CONCURRENT);
   }
 
   @Test
