@@ -9,9 +9,11 @@ import io.epp4j.api.PluginContext;
 import io.epp4j.api.PluginProvider;
 import io.epp4j.api.Result;
 import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.ServiceConfigurationError;
 import java.util.ServiceLoader;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Assumptions;
@@ -71,14 +73,32 @@ public abstract class ProviderContract {
     assertThat(provider().type()).matches(KEBAB);
   }
 
+  /**
+   * Loads the providers as the router does (the thread's context class loader): a provider that
+   * cannot be loaded is skipped, so another jar's broken provider does not fail this check, and
+   * when this provider is not found the loader's problems are in the message (one of them may be
+   * why this provider could not be made, e.g. its public no-argument constructor throws).
+   */
   @Test
   void serviceLoaderFindsTheProvider() {
+    Class<?> wanted = provider().getClass();
     boolean found = false;
-    for (PluginProvider p : ServiceLoader.load(PluginProvider.class)) {
-      found |= p.getClass() == provider().getClass();
+    List<String> problems = new ArrayList<>();
+    Iterator<PluginProvider> it = ServiceLoader.load(PluginProvider.class).iterator();
+    while (true) {
+      try {
+        if (!it.hasNext()) {
+          break;
+        }
+        found |= it.next().getClass() == wanted;
+      } catch (ServiceConfigurationError e) {
+        problems.add(e.getMessage()
+            + (e.getCause() == null ? "" : " (" + e.getCause() + ")"));
+      }
     }
-    assertThat(found).as("%s listed in META-INF/services/%s", provider().getClass().getName(),
-        PluginProvider.class.getName()).isTrue();
+    assertThat(found).as("%s listed in META-INF/services/%s and made by the service loader;"
+        + " the loader's problems: %s", wanted.getName(), PluginProvider.class.getName(),
+        problems).isTrue();
   }
 
   @Test

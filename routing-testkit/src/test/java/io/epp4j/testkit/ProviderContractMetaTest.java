@@ -74,6 +74,14 @@ class ProviderContractMetaTest {
   }
 
   @Tag(ContractRuns.FIXTURE_TAG)
+  static class OwnConstructorThrows extends WeightAndMode {
+    @Override
+    protected PluginProvider provider() {
+      return new ProviderFixtures.OwnConstructorThrows("meta-own-constructor-throws-scorer");
+    }
+  }
+
+  @Tag(ContractRuns.FIXTURE_TAG)
   static class RejectsAValidValue extends WeightAndMode {
     @Override
     protected PluginProvider provider() {
@@ -159,6 +167,15 @@ class ProviderContractMetaTest {
   @Test
   void aProviderMissingFromServicesFailsTheServiceLoaderCheck() {
     assertFailsExactly(Unregistered.class, SERVICES);
+  }
+
+  /** The service loader's reason is in the message, not only "not found". */
+  @Test
+  void aProviderTheServiceLoaderCannotMakeFailsTheServiceLoaderCheckSayingWhy() {
+    Map<String, ContractRuns.Outcome> outcomes =
+        assertFailsExactly(OwnConstructorThrows.class, SERVICES);
+    org.assertj.core.api.Assertions.assertThat(outcomes.get(SERVICES).message())
+        .contains("reads a setting that is not there");
   }
 
   @Test

@@ -41,6 +41,34 @@ public final class ProviderFixtures {
     }
   }
 
+  /**
+   * Listed in META-INF/services, but its constructor throws, as one of another jar's providers
+   * might: the router skips it and reports it, so the service-loader check of every other
+   * provider must not fail because of it.
+   */
+  public static class FailsToLoad extends Good {
+    public FailsToLoad() {
+      super("meta-fails-to-load-scorer");
+      throw new IllegalStateException("cannot start without its native library");
+    }
+  }
+
+  /**
+   * Listed in META-INF/services, but its public constructor (the one the service loader calls)
+   * throws; the contract is handed one made otherwise, so only the service-loader check can see
+   * that the router cannot load it.
+   */
+  public static class OwnConstructorThrows extends Good {
+    public OwnConstructorThrows() {
+      super("meta-own-constructor-throws-scorer");
+      throw new IllegalStateException("reads a setting that is not there");
+    }
+
+    OwnConstructorThrows(String type) {
+      super(type);
+    }
+  }
+
   /** Its type is not lower-kebab-case. */
   public static class CamelCaseType extends Good {
     public CamelCaseType() {
