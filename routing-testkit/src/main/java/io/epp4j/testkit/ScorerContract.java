@@ -33,8 +33,8 @@ public abstract class ScorerContract<S extends Scorer> extends PluginContract<S>
     for (PluginContract.Case c : cases()) {
       double[] scores = score(s, c, c.pool(), 1);
       for (int i = 0; i < c.pool().size(); i++) {
-        assertThat(scores[i]).as("%s: score of candidate %d in %s", c.name(), i, describe(scores))
-            .isFinite().isBetween(0.0, 1.0);
+        assertThat(scores[i]).as("%s: score of candidate %d (%s) in %s", c.name(), i,
+            c.pool().get(i).id(), describe(scores)).isFinite().isBetween(0.0, 1.0);
       }
       assertThat(scores[c.pool().size()]).as("%s: slot past the last candidate", c.name())
           .isZero();

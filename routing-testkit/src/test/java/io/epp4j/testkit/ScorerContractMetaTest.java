@@ -226,9 +226,14 @@ class ScorerContractMetaTest {
     assertPasses(Good.class);
   }
 
+  /** The message names the candidate by its id, not only by its index in the pool. */
   @Test
   void aScoreBelowZeroFailsTheRangeCheck() {
-    assertFailsExactly(OutOfRange.class, RANGE, CONCURRENT);
+    java.util.Map<String, ContractRuns.Outcome> outcomes =
+        assertFailsExactly(OutOfRange.class, RANGE, CONCURRENT);
+    // the only candidate with a queue over 100 (200 waiting)
+    org.assertj.core.api.Assertions.assertThat(outcomes.get(RANGE).message())
+        .contains("10.0.1.4:8000");
   }
 
   @Test
