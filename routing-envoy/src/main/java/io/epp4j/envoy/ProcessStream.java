@@ -88,6 +88,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private int unansweredChunks;
   /** Request trailers arrived while the body was collected; answered after the body. */
   private boolean trailersPending;
+  /**
+   * Envoy answered the request itself before it was routed (a local reply such as its 413 past a
+   * BUFFERED limit or a 408): the answer passes through, request messages are no longer answered.
+   */
+  private boolean answeredByEnvoy;
 
   // routing and response
   private @Nullable RoutingDecision decision;
@@ -237,6 +242,9 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   }
 
   private void requestBody(HttpBody chunk) {
+    if (answeredByEnvoy) {
+      return; // the request is over for Envoy; an answer would be a spurious message to it
+    }
     BodyCollector b = body;
     if (phase != Phase.REQUEST_BODY || b == null) {
       throw unexpected("request_body");
@@ -257,6 +265,9 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   }
 
   private void requestTrailers() {
+    if (answeredByEnvoy) {
+      return;
+    }
     if (phase == Phase.REQUEST_BODY && buffered(requestMode)) {
       // BUFFERED with no body: the headers were answered at once and Envoy sends these trailers
       // instead of a body message, so the pick can no longer be put on the request; let through,
@@ -280,7 +291,16 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   }
 
   private void responseHeaders(ProcessingRequest msg) {
-    if (phase != Phase.AWAIT_RESPONSE) {
+    if (phase == Phase.REQUEST_BODY) {
+      // Envoy replied itself while the body was still coming (its 413 when a BUFFERED body passes
+      // its buffer limit, a 408, another filter's reply): the reply runs through this filter's
+      // response path like any answer. Nothing was routed, so nothing is reported; the answer is
+      // let through, as refusing it would turn Envoy's reply into a 500
+      answeredByEnvoy = true;
+      body = null;
+      unansweredChunks = 0;
+      trailersPending = false;
+    } else if (phase != Phase.AWAIT_RESPONSE) {
       throw unexpected("response_headers");
     }
     noteServed(msg.getMetadataContext());
@@ -303,7 +323,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       d.onFailure(new IOException((served != null ? served : "the endpoint") + " answered "
           + (status == 0 ? "without a valid :status" : String.valueOf(status))));
     }
-    usage = success() ? new UsageScanner(contentType) : null;
+    usage = success() && d != null ? new UsageScanner(contentType) : null;
     phase = Phase.RESPONSE_BODY;
     if (msg.getResponseHeaders().getEndOfStream()) {
       finishResponse();

@@ -606,6 +606,47 @@ class ExtProcServerTest {
   }
 
   @Test
+  void envoysOwnReplyBeforeThePickIsAnsweredUnchangedAndRoutesNothing() throws Exception {
+    // Envoy answers some requests itself while the body is still coming: a BUFFERED body past its
+    // buffer limit gets its 413, a stalled upload its 408. That local reply passes through the
+    // ext_proc filter's response path like any answer, so its headers reach this stream before
+    // the pick was made. Before, they were "not expected in phase REQUEST_BODY": the stream ended
+    // with INVALID_ARGUMENT and Envoy replaced its own 413 with a 500
+    start(List.of(A));
+    FakeEnvoy buffered = FakeEnvoy.open(channel);
+    buffered.send(postHeaders(modes(BUFFERED, BUFFERED)));
+    assertThat(buffered.next().hasRequestHeaders()).isTrue();
+    buffered.send(responseHeaders(413, "text/plain", false));
+    ProcessingResponse h = buffered.next();
+    assertThat(h.hasResponseHeaders()).as("answer to the local reply's headers: %s", h).isTrue();
+    assertThat(h.getResponseHeaders()).isEqualTo(
+        io.envoyproxy.envoy.service.ext_proc.v3.HeadersResponse.getDefaultInstance());
+    buffered.send(responseBody("Payload Too Large", true));
+    assertThat(buffered.next().hasResponseBody()).isTrue();
+    buffered.halfClose();
+    assertThat(buffered.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+
+    // FULL_DUPLEX_STREAMED: the request headers stay unanswered (Envoy no longer waits for them)
+    // and the local reply's body goes back as the processor's own
+    FakeEnvoy duplex = FakeEnvoy.open(channel);
+    duplex.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    duplex.send(requestBody("{\"model\":", false));
+    duplex.send(responseHeaders(408, "text/plain", false));
+    assertThat(duplex.next().hasResponseHeaders()).isTrue();
+    duplex.send(responseBody("request timeout", true));
+    StreamedBodyResponse back = duplex.next().getResponseBody().getResponse().getBodyMutation()
+        .getStreamedResponse();
+    assertThat(utf8(back.getBody())).isEqualTo("request timeout");
+    assertThat(back.getEndOfStream()).isTrue();
+    duplex.halfClose();
+    assertThat(duplex.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+
+    assertThat(outcomes.events).isEmpty(); // nothing was routed, so nothing is reported
+    assertThat(inFlight()).isZero();
+    await(() -> server.openStreams() == 0);
+  }
+
+  @Test
   void observabilityModeIsRefused() throws Exception {
     start(List.of(A));
     FakeEnvoy envoy = FakeEnvoy.open(channel);
