@@ -136,6 +136,7 @@ public final class Main {
     int maxBody;
     Duration drain;
     boolean metrics;
+    Duration metricsInterval;
     try {
       List<Endpoint> endpoints = endpoints(o.get("endpoints"));
       b.endpoints(endpoints);
@@ -149,6 +150,14 @@ public final class Main {
       }
       drain = duration("drain-timeout", o.getOrDefault("drain-timeout", "30s"));
       metrics = bool("metrics-enabled", o.getOrDefault("metrics-enabled", "true"));
+      // checked here, naming the option, even when scraping is off: a mistake is a mistake
+      metricsInterval = duration("metrics-interval", o.getOrDefault("metrics-interval", "200ms"));
+      if (o.containsKey("scheme")) {
+        scheme(o.get("scheme"));
+      }
+      if (o.containsKey("metrics-path")) {
+        metricsPath(o.get("metrics-path"));
+      }
       String config = o.get("config");
       String preset = o.get("preset");
       if (config != null) {
@@ -178,8 +187,7 @@ public final class Main {
     ExtProcServer server;
     try {
       if (metrics) {
-        MetricsScraper.Builder sb = MetricsScraper.builder(router)
-            .interval(duration("metrics-interval", o.getOrDefault("metrics-interval", "200ms")));
+        MetricsScraper.Builder sb = MetricsScraper.builder(router).interval(metricsInterval);
         if (o.containsKey("metrics-path")) {
           sb.path(o.get("metrics-path"));
         }
@@ -356,6 +364,23 @@ public final class Main {
           + "' is not a positive duration (e.g. 200ms, 30s, 10m, PT30S)");
     }
     return d;
+  }
+
+  /** The scheme the scraper takes; checked here so that the message names the option. */
+  private static String scheme(String text) {
+    if (!text.equals("http") && !text.equals("https")) {
+      throw new IllegalArgumentException("--scheme: '" + text + "' is not http or https");
+    }
+    return text;
+  }
+
+  /** The metrics path the scraper takes; checked here so that the message names the option. */
+  private static String metricsPath(String text) {
+    if (!text.startsWith("/")) {
+      throw new IllegalArgumentException("--metrics-path: '" + text
+          + "' is not a path starting with '/' (e.g. /metrics)");
+    }
+    return text;
   }
 
   private static boolean bool(String option, String text) {

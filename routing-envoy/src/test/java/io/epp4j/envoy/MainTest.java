@@ -57,6 +57,26 @@ class MainTest {
   }
 
   @Test
+  void metricsOptionsNameTheOptionAndAreCheckedEvenWithScrapingOff() {
+    // before, the scraper's own messages reached the user ("scheme must be http or https, got
+    // 'ftp'"), naming no option, and with --metrics-enabled=false the mistakes passed unseen
+    for (String metrics : new String[] {"true", "false"}) {
+      err.reset();
+      assertThat(exitOf("--endpoints=10.0.0.1:80", "--port=0", "--metrics-enabled=" + metrics,
+          "--scheme", "ftp")).isEqualTo(2);
+      assertThat(err()).contains("--scheme: 'ftp'");
+      err.reset();
+      assertThat(exitOf("--endpoints=10.0.0.1:80", "--port=0", "--metrics-enabled=" + metrics,
+          "--metrics-path", "metrics")).isEqualTo(2);
+      assertThat(err()).contains("--metrics-path: 'metrics'");
+      err.reset();
+      assertThat(exitOf("--endpoints=10.0.0.1:80", "--port=0", "--metrics-enabled=" + metrics,
+          "--metrics-interval", "often")).isEqualTo(2);
+      assertThat(err()).contains("--metrics-interval: 'often'");
+    }
+  }
+
+  @Test
   void anInvalidConfigFileListsItsErrors(@TempDir Path dir) throws Exception {
     Path bad = dir.resolve("bad.yaml");
     Files.writeString(bad, """
