@@ -350,7 +350,9 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     if (u != null) {
       u.feed(bytes.asReadOnlyByteBuffer());
     }
-    if (chunk.getEndOfStream()) {
+    if (chunk.getEndOfStream() || responseMode == BodySendMode.BUFFERED) {
+      // BUFFERED: Envoy sends the body once it is whole; without end_of_stream only when trailers
+      // end the answer, and those are not sent with response_trailer_mode SKIP (the default)
       finishResponse();
     } else if (responseMode == BodySendMode.BUFFERED_PARTIAL) {
       partialResponse = true; // one message only: the answer went past Envoy's buffer limit

@@ -504,6 +504,47 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aBufferedAnswerWithTrailersEnvoyDoesNotSendCompletesWithItsBody() throws Exception {
+    // BUFFERED: Envoy sends the body once it is whole, with end_of_stream false when trailers end
+    // the answer; with response_trailer_mode SKIP (Envoy's default) no trailers message follows.
+    // Before, the stream's end then failed the decision of a complete, good answer
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(BUFFERED, BUFFERED)));
+    envoy.next(); // headers
+    envoy.send(requestBody(completion("hi"), true));
+    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
+    envoy.send(responseHeaders(200, "application/json", false));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    envoy.send(responseBody("{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}", false));
+    assertThat(envoy.next().hasResponseBody()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(5, 0, 2));
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed).isEmpty();
+    assertThat(outcomes.events).containsExactly("first:" + A, "complete:" + A);
+    assertThat(inFlight()).isZero();
+
+    // trailer mode SEND: the trailers still come, and are answered
+    FakeEnvoy sent = FakeEnvoy.open(channel);
+    sent.send(postHeaders(modes(BUFFERED, BUFFERED)));
+    sent.next();
+    sent.send(requestBody(completion("hi"), true));
+    sent.next();
+    sent.send(responseHeaders(200, "application/json", false));
+    sent.next();
+    sent.send(responseBody("{}", false));
+    sent.next();
+    sent.send(ProcessingRequest.newBuilder().setResponseTrailers(
+        io.envoyproxy.envoy.service.ext_proc.v3.HttpTrailers.getDefaultInstance()).build());
+    assertThat(sent.next().hasResponseTrailers()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    sent.halfClose();
+    assertThat(sent.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed).isEmpty();
+  }
+
+  @Test
   void anEmptyPoolIs503() throws Exception {
     start(List.of());
     FakeEnvoy envoy = FakeEnvoy.open(channel);
