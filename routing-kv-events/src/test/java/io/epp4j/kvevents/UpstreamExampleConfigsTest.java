@@ -1,0 +1,288 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.ConfigException;
+import io.epp4j.core.Router;
+import io.epp4j.core.SchedulingProfile;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Example configurations published by the upstream projects (the Gateway API Inference
+ * Extension and llm-d's inference scheduler), quoted verbatim under
+ * {@code src/test/resources/upstream} with their source path and commit in each file's header.
+ * Each is loaded as written through {@link Router.Builder#configYaml} and checked against what
+ * upstream's loader makes of it: which plugins run in which profile, with which weights, which
+ * picker and profile handler, and which parameters are refused or noticed as docs/plugins.md
+ * says.
+ */
+class UpstreamExampleConfigsTest {
+  final AtomicLong now = new AtomicLong(1_000_000_000L);
+  final List<Router> routers = new ArrayList<>();
+
+  @AfterEach
+  void close() {
+    routers.forEach(Router::close);
+  }
+
+  static String upstream(String name) {
+    try (InputStream in = Objects.requireNonNull(
+        UpstreamExampleConfigsTest.class.getResourceAsStream("/upstream/" + name), name)) {
+      return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  Router load(String name) {
+    // a shared index keeps the precise scorers from binding the files' ZMQ ports in a test
+    Router r = Router.builder().endpoints(pool(3)).configYaml(upstream(name), name)
+        .service(KvBlockIndex.class, KvBlockIndex.create()).ticker(now::get).randomSeed(7)
+        .build();
+    routers.add(r);
+    return r;
+  }
+
+  static List<Endpoint> pool(int n) {
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 1; i <= n; i++) {
+      eps.add(Endpoint.of("10.0.0." + i, 8000));
+    }
+    return eps;
+  }
+
+  static String id(int i) {
+    return "10.0.0." + i + ":8000";
+  }
+
+  void metrics(Router r, int i, int waiting, double kv) {
+    assertThat(r.updateMetrics(id(i), EndpointMetrics.builder().waitingRequests(waiting)
+        .kvCacheUsage(kv).scrapedAtNanos(now.get()).build())).isTrue();
+  }
+
+  /** The profile as upstream would print it: filters, scorers by name with weight, picker. */
+  static String shape(SchedulingProfile p) {
+    List<String> filters = new ArrayList<>();
+    p.filters().forEach(f -> filters.add(f.getClass().getSimpleName()));
+    Map<String, Double> scorers = new LinkedHashMap<>();
+    p.scorers().forEach(s -> scorers.put(s.name(), s.weight()));
+    return "filters=" + filters + " scorers=" + scorers + " picker="
+        + p.picker().getClass().getSimpleName();
+  }
+
+  static String shape(Router r, String profile) {
+    return shape(Objects.requireNonNull(r.config().profiles().get(profile), profile));
+  }
+
+  static Map<String, Integer> counts(Router r, InferenceRequest req, int n) {
+    Map<String, Integer> m = new HashMap<>();
+    for (int i = 0; i < n; i++) {
+      RoutingDecision d = r.route(req);
+      assertThat(d.isRouted()).as("routed: %s", d.rejection()).isTrue();
+      m.merge(d.primary().id(), 1, Integer::sum);
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+    return m;
+  }
+
+  // ------------------------------------------------------- Gateway API Inference Extension
+
+  @Test
+  void gie051ChartDefaultIsTheDecisionTreeWithARandomPicker() {
+    Router r = load("gie-v0.5.1-chart-default-plugins.yaml");
+    assertThat(r.config().profiles()).containsOnlyKeys("default");
+    assertThat(shape(r, "default"))
+        .isEqualTo("filters=[DecisionTreeFilter] scorers={} picker=RandomPicker");
+    assertThat(r.config().profileHandler()).hasToString("single-profile-handler");
+    assertThat(r.config().warnings()).isEmpty();
+  }
+
+  @Test
+  void gie051ChartPluginsV2LoadsTheFormerScorerNameWithANotice() {
+    Router r = load("gie-v0.5.1-chart-plugins-v2.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[] scorers={queue-scorer=1.0,"
+        + " kv-cache-scorer=1.0, prefix-cache-scorer=1.0} picker=MaxScorePicker");
+    assertThat(r.config().profiles().get("default").scorers().get(2).scorer())
+        .hasToString("prefix-cache-scorer(blockSizeTokens=16)"); // hashBlockSize 64 characters
+    assertThat(r.config().warnings()).singleElement().asString()
+        .contains("'kv-cache-scorer' is a former name of 'kv-cache-utilization-scorer'");
+  }
+
+  @Test
+  void gie100ChartDefaultGivesEveryScorerTheDefaultWeightOfOne() {
+    Router r = load("gie-v1.0.0-chart-default-plugins.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[] scorers={queue-scorer=1.0,"
+        + " kv-cache-utilization-scorer=1.0, prefix-cache-scorer=1.0} picker=MaxScorePicker");
+    assertThat(r.config().profiles().get("default").picker()).hasToString("max-score-picker(1)");
+    assertThat(r.config().warnings()).isEmpty();
+  }
+
+  @Test
+  void gie130ChartDefaultIsTheEppDefaultProfile() {
+    Router r = load("gie-v1.3.0-chart-default-plugins-rendered.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[] scorers={queue-scorer=2.0,"
+        + " kv-cache-utilization-scorer=2.0, prefix-cache-scorer=3.0} picker=MaxScorePicker");
+    // the shortest queue wins when nothing is cached: 2 has the lowest queue and KV usage
+    metrics(r, 1, 8, 0.5);
+    metrics(r, 2, 1, 0.1);
+    metrics(r, 3, 4, 0.3);
+    assertThat(r.route(InferenceRequest.completion("m", "hi")).primary().id()).isEqualTo(id(2));
+  }
+
+  @Test
+  void gie150DocsExampleSizesThePrefixScorerInTokens() {
+    Router r = load("gie-v1.5.0-docs-config-text-example.yaml");
+    // "equivalent to ... after defaults": single-profile-handler and max-score-picker added
+    assertThat(shape(r, "default")).isEqualTo(
+        "filters=[] scorers={prefix-cache-scorer=50.0} picker=MaxScorePicker");
+    assertThat(r.config().profileHandler()).hasToString("single-profile-handler");
+    assertThat(r.config().profiles().get("default").scorers().get(0).scorer())
+        .hasToString("prefix-cache-scorer(blockSizeTokens=5)");
+    assertThat(r.config().warnings()).isEmpty();
+  }
+
+  // --------------------------------------------------------------- llm-d inference scheduler
+
+  @Test
+  void llmdEppConfigRunsTheDecodeFilterAndThePrefixScorerAtWeightTwo() {
+    Router r = load("llmd-epp-config.yaml");
+    assertThat(shape(r, "default")).isEqualTo(
+        "filters=[DecodeFilter] scorers={prefix-cache-scorer=2.0} picker=MaxScorePicker");
+    assertThat(r.config().warnings()).isEmpty();
+  }
+
+  @Test
+  void llmdSimEppConfigIsTheSameWithExplicitPrefixParameters() {
+    Router r = load("llmd-sim-epp-config.yaml");
+    assertThat(shape(r, "default")).isEqualTo(
+        "filters=[DecodeFilter] scorers={prefix-cache-scorer=2.0} picker=MaxScorePicker");
+    assertThat(r.config().warnings()).isEmpty();
+  }
+
+  @Test
+  void llmdDataParallelConfigNoticesPrimaryPort() {
+    Router r = load("llmd-dp-epp-config.yaml");
+    assertThat(shape(r, "default")).isEqualTo(
+        "filters=[DecodeFilter] scorers={prefix-cache-scorer=2.0} picker=MaxScorePicker");
+    assertThat(r.config().profileHandler().toString()).contains("data-parallel-profile-handler");
+    assertThat(r.config().warnings()).singleElement().asString()
+        .contains("'primaryPort' has no effect");
+  }
+
+  @Test
+  void llmdEstimateConfigTakesDecimalWeights() {
+    Router r = load("llmd-epp-estimate-prefix-cache-config.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[DecodeFilter] scorers={"
+        + "prefix-cache-scorer=1.0, load-aware-scorer=1.0} picker=MaxScorePicker");
+    assertThat(r.config().warnings()).isEmpty();
+  }
+
+  @Test
+  void llmdPreciseConfigLoadsWithItsTokenizerAndDataLayer() {
+    Router r = load("llmd-epp-precise-prefix-cache-config.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[DecodeFilter] scorers={"
+        + "precise-prefix-cache-scorer=2.0, kv-cache-utilization-scorer=1.0, queue-scorer=1.0}"
+        + " picker=MaxScorePicker");
+    assertThat(r.config().plugins()).containsKeys("token-producer",
+        "endpoint-notification-source", "metrics-data-source", "core-metrics-extractor");
+    assertThat(r.config().warnings()).singleElement().asString()
+        .contains("kvBlockIndexConfig.enableMetrics has no effect");
+  }
+
+  @Test
+  void llmdSimKvCacheConfigsNoticeTheirMetricsAndHashSeedSettings() {
+    Router r = load("llmd-sim-epp-kvcache-config.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[DecodeFilter] scorers={"
+        + "precise-prefix-cache-scorer=10.0} picker=MaxScorePicker");
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("metricsLoggingInterval has no effect"));
+    Router t = load("llmd-sim-epp-tokenizer-vllm-http-config.yaml");
+    assertThat(shape(t, "default")).isEqualTo("filters=[DecodeFilter] scorers={"
+        + "precise-prefix-cache-scorer=10.0} picker=MaxScorePicker");
+    assertThat(t.config().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("hashSeed has no effect"));
+  }
+
+  @Test
+  void llmdNoHitLruConfigPairsThePreciseScorerWithTheLruScorer() {
+    Router r = load("llmd-sim-epp-no-hit-lru.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[DecodeFilter] scorers={"
+        + "precise-prefix-cache-scorer=2.0, no-hit-lru-scorer=1.0} picker=MaxScorePicker");
+    assertThat(r.config().warnings()).isEmpty();
+  }
+
+  @Test
+  void llmdPdConfigsRunPrefillAndDecodeProfilesUnderTheDisaggHandler() {
+    for (String file : List.of("llmd-pd-epp-config.yaml", "llmd-sim-pd-epp-config.yaml")) {
+      Router r = load(file);
+      assertThat(r.config().profiles()).as(file).containsOnlyKeys("prefill", "decode");
+      assertThat(shape(r, "prefill")).as(file).isEqualTo("filters=[PrefillFilter] scorers={"
+          + "prefix-cache-scorer=2.0, queue-scorer=1.0} picker=MaxScorePicker");
+      assertThat(shape(r, "decode")).as(file).isEqualTo("filters=[DecodeFilter] scorers={"
+          + "prefix-cache-scorer=2.0, queue-scorer=1.0} picker=MaxScorePicker");
+      assertThat(r.config().profileHandler()).as(file)
+          .hasToString("disagg-profile-handler(prefix-based-pd-decider(nonCachedTokens=16))");
+      assertThat(r.config().warnings()).as(file).isEmpty();
+    }
+  }
+
+  @Test
+  void llmdProbabilisticAdmitterConfigShedsOnlyThroughTheAdmitter() {
+    Router r = load("llmd-probabilistic-admitter-epp-config.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[] scorers={} picker=RandomPicker");
+    assertThat(r.config().admitters()).hasSize(1);
+    // the detector's thresholds from the file: queue 999999999, KV 1.0, staleness default
+    assertThat(r.config().saturation()).hasValueSatisfying(s -> {
+      assertThat(s.queueThreshold()).isEqualTo(999_999_999);
+      assertThat(s.kvCacheThreshold()).isEqualTo(1.0);
+      assertThat(s.metricsStaleness()).isEqualTo(java.time.Duration.ofMillis(200));
+    });
+    // a full pool: the detector does not shed (KV 0.99 < 1.0), the admitter refuses every
+    // sheddable request (saturation 0.99 / 0.8 > 0.32) and admits the others
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, i, 50, 0.99);
+    }
+    InferenceRequest sheddable = InferenceRequest.completion("m", "hi").toBuilder()
+        .priority(-1).build();
+    assertThat(r.route(sheddable).isRouted()).isFalse();
+    assertThat(r.route(InferenceRequest.completion("m", "hi")).isRouted()).isTrue();
+  }
+
+  @Test
+  void llmdIntegrationDefaultConfigNoticesTheLegacyMetricsGate() {
+    Router r = load("llmd-integration-default-config.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[] scorers={queue-scorer=1.0,"
+        + " kv-cache-utilization-scorer=1.0, prefix-cache-scorer=1.0, lora-affinity-scorer=1.0}"
+        + " picker=MaxScorePicker");
+    assertThat(r.config().warnings()).singleElement().asString()
+        .contains("'enableLegacyMetrics' has no effect");
+  }
+
+  @Test
+  void llmdEncodeDisaggregationConfigsAreRefusedNamingEncode() {
+    // docs/plugins.md: deciders.encode refused, epp4j has no encode disaggregation
+    for (String file : List.of("llmd-sim-e-p-d-epp-config.yaml", "llmd-sim-e-pd-epp-config.yaml")) {
+      assertThatThrownBy(() -> load(file)).as(file).isInstanceOf(ConfigException.class)
+          .satisfies(e -> assertThat(((ConfigException) e).errors())
+              .anySatisfy(m -> assertThat(m).contains("names an encode decider"))
+              .anySatisfy(m -> assertThat(m).contains("unknown plugin type 'encode-filter'")));
+    }
+  }
+}
