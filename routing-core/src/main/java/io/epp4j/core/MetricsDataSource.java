@@ -10,9 +10,10 @@ import java.util.Set;
  * {@code metrics-data-source} (upstream data layer): where endpoint metrics are scraped from.
  * epp4j's {@link MetricsScraper} does the scraping; a scraper built for a router whose
  * configuration declares this plugin takes its {@code scheme} and {@code path} as defaults, so
- * the file's values are honoured. {@code insecureSkipVerify: true} is refused: the scraper checks
- * TLS certificates, and a server with a self-signed one must be trusted through the JVM's trust
- * store instead.
+ * the file's values are honoured. {@code insecureSkipVerify: true} with {@code https} is refused:
+ * the scraper checks TLS certificates, and a server with a self-signed one must be trusted
+ * through the JVM's trust store instead. With {@code http} it is only noticed, as there is no
+ * certificate to check (upstream's charts render it so by default).
  */
 final class MetricsDataSource implements Plugin {
   final String scheme;
@@ -43,8 +44,14 @@ final class MetricsDataSource implements Plugin {
         path = "/metrics";
       }
       if (p.getBoolean("insecureSkipVerify", false)) {
-        p.error("insecureSkipVerify", "is not supported: epp4j's scraper verifies certificates;"
-            + " add the model servers' certificate to the JVM trust store instead");
+        if (scheme.equals("https")) {
+          p.error("insecureSkipVerify", "is not supported: epp4j's scraper verifies certificates;"
+              + " add the model servers' certificate to the JVM trust store instead");
+        } else {
+          // upstream's charts render 'insecureSkipVerify: true' by default, with scheme http
+          p.notice("insecureSkipVerify", "has no effect: the scheme is http, so there is no"
+              + " certificate to verify");
+        }
       }
       return new MetricsDataSource(scheme, path);
     }

@@ -158,6 +158,28 @@ class UpstreamExampleConfigsTest {
     assertThat(r.config().warnings()).isEmpty();
   }
 
+  @Test
+  void chartDefaultLoadsAlthoughItSkipsVerificationOnPlainHttp() {
+    // both charts render insecureSkipVerify: true by default ('| default true'), with scheme
+    // http, where there is no certificate to verify
+    Router r = load("llmd-chart-default-plugins-rendered.yaml");
+    assertThat(shape(r, "default")).isEqualTo("filters=[] scorers={queue-scorer=2.0,"
+        + " kv-cache-utilization-scorer=2.0, prefix-cache-scorer=3.0} picker=MaxScorePicker");
+    assertThat(r.config().plugins().get("metrics-data-source"))
+        .hasToString("metrics-data-source(http://<endpoint>/metrics)");
+    assertThat(r.config().warnings()).singleElement().asString()
+        .contains("'insecureSkipVerify' has no effect");
+  }
+
+  @Test
+  void chartValuesWithHttpsStillRefuseSkippingVerification() {
+    String https = upstream("llmd-chart-default-plugins-rendered.yaml")
+        .replace("scheme: \"http\"", "scheme: \"https\"");
+    assertThatThrownBy(() -> Router.builder().endpoints(pool(1)).configYaml(https, "https.yaml")
+        .build()).isInstanceOf(ConfigException.class)
+        .hasMessageContaining("parameter 'insecureSkipVerify' is not supported");
+  }
+
   // --------------------------------------------------------------- llm-d inference scheduler
 
   @Test

@@ -658,7 +658,7 @@ class BuiltinProviderContractsTest {
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
       return Map.of("path", Map.of("path", "metrics"),
-          "insecureSkipVerify", Map.of("insecureSkipVerify", true));
+          "insecureSkipVerify", Map.of("scheme", "https", "insecureSkipVerify", true));
     }
   }
 
