@@ -446,14 +446,33 @@ final class ConfigLoader {
     void buildProfiles(Map<?, ?> top) {
       Object profilesNode = top.get("schedulingProfiles");
       List<?> profileList = asList(profilesNode, source + ": field 'schedulingProfiles'", errors);
-      if (profileList.isEmpty() && top.containsKey("schedulingProfiles")
-          && (profilesNode == null || profilesNode instanceof List)) {
-        errors.add(source + ": field 'schedulingProfiles' must list at least one profile");
+      if (profileList.isEmpty() && (profilesNode == null || profilesNode instanceof List)) {
+        defaultProfile();
+        return;
       }
       Set<String> profileNames = new HashSet<>();
       for (int i = 0; i < profileList.size(); i++) {
         buildProfile(i, profileList.get(i), profileNames);
       }
+    }
+
+    /**
+     * Upstream's rule for a file without profiles (missing, null or empty): one profile named
+     * {@code default} with every filter, scorer and picker of the file, scorers at weight 1.
+     * Upstream adds them in no particular order; here they keep the file's order.
+     */
+    private void defaultProfile() {
+      SchedulingProfile.Builder b = SchedulingProfile.builder("default");
+      String pickerRef = null;
+      for (String name : plugins.keySet()) {
+        Plugin p = plugins.get(name);
+        if (p instanceof Filter || p instanceof Scorer || p instanceof Picker) {
+          pickerRef = addRef(b, source + ": schedulingProfiles (none given; profile 'default' runs"
+              + " every filter, scorer and picker): plugins[" + name + "]",
+              Map.of("pluginRef", name), pickerRef);
+        }
+      }
+      profiles.add(b.build());
     }
 
     private void buildProfile(int i, @Nullable Object node, Set<String> profileNames) {

@@ -155,14 +155,14 @@ class ConfigLoaderTest {
   @Test
   void routerBuilderThrowsConfigExceptionWithAllErrors() {
     assertThatThrownBy(() -> Router.builder().registry(TestPlugins.registry())
-        .configYaml("plugins:\n- type: nope\n- type: nada\nschedulingProfiles: []\n", "y.yaml").build())
+        .configYaml("plugins:\n- type: nope\n- type: nada\nschedulingProfiles: {}\n", "y.yaml").build())
         .isInstanceOf(ConfigException.class)
         .satisfies(e -> assertThat(((ConfigException) e).errors()).containsExactly(
             "y.yaml: plugins[0] (name 'nope', type 'nope'): unknown plugin type 'nope'; known types:"
                 + " [label-filter, label-scorer, max-score-picker, single-profile-handler]",
             "y.yaml: plugins[1] (name 'nada', type 'nada'): unknown plugin type 'nada'; known types:"
                 + " [label-filter, label-scorer, max-score-picker, single-profile-handler]",
-            "y.yaml: field 'schedulingProfiles' must list at least one profile"))
+            "y.yaml: field 'schedulingProfiles' must be a list"))
         .hasMessageStartingWith("3 configuration errors:\n  - y.yaml: plugins[0]");
   }
 
@@ -367,14 +367,21 @@ class ConfigLoaderTest {
   }
 
   @Test
-  void schedulingProfilesMustListAProfile() {
+  void withoutProfilesOneDefaultProfileRunsEveryPluginAsUpstreamDoes() {
+    String plugins = "plugins:\n- type: max-score-picker\n  parameters: {maxNumOfEndpoints: 3}\n";
+    for (String text : List.of(plugins + "schedulingProfiles: []\n",
+        plugins + "schedulingProfiles:\n", plugins)) {
+      Result<RouterConfig> r = loader.load(text, "d.yaml");
+      assertThat(r.errors()).as(text).isEmpty();
+      assertThat(r.value().profiles()).as(text).containsOnlyKeys("default");
+      assertThat(r.value().profiles().get("default").picker()).as(text)
+          .hasToString("max-score-picker(3)");
+    }
+  }
+
+  @Test
+  void schedulingProfilesMustBeAList() {
     String plugins = "plugins:\n- type: max-score-picker\n";
-    assertThat(loader.load(plugins + "schedulingProfiles: []\n", "e.yaml").errors()).containsExactly(
-        "e.yaml: field 'schedulingProfiles' must list at least one profile");
-    assertThat(loader.load(plugins + "schedulingProfiles:\n", "n.yaml").errors()).containsExactly(
-        "n.yaml: field 'schedulingProfiles' must list at least one profile");
-    assertThat(loader.load(plugins, "m.yaml").errors()).containsExactly(
-        "m.yaml: field 'schedulingProfiles' is required");
     assertThat(loader.load(plugins + "schedulingProfiles: {name: x}\n", "s.yaml").errors()).containsExactly(
         "s.yaml: field 'schedulingProfiles' must be a list");
   }

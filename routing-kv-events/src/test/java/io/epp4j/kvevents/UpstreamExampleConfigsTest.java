@@ -307,4 +307,38 @@ class UpstreamExampleConfigsTest {
               .anySatisfy(m -> assertThat(m).contains("unknown plugin type 'encode-filter'")));
     }
   }
+
+  // ------------------------------------------------------------ upstream's defaulting rules
+
+  /**
+   * Upstream's loader (ensureSchedulingLayer in pkg/epp/config/loader/defaults.go, llm-d
+   * inference scheduler 520af478, GIE v1.5.0 alike; "If one is not defined, a default one named
+   * default will be added and will reference all of the instantiated plugins" in
+   * site-src/guides/epp-configuration/config-text.md): a file without profiles runs one profile
+   * 'default' with every filter, scorer and picker of the file, scorers at weight 1.
+   */
+  @Test
+  void aFileWithoutProfilesRunsEveryPluginInADefaultProfile() {
+    String yaml = """
+        apiVersion: llm-d.ai/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: decode-filter
+        - type: queue-scorer
+        - name: kv
+          type: kv-cache-utilization-scorer
+        - type: random-picker
+          parameters:
+            maxNumOfEndpoints: 2
+        """;
+    for (String text : List.of(yaml, yaml + "schedulingProfiles: []\n")) {
+      Router r = Router.builder().endpoints(pool(3)).configYaml(text, "no-profiles.yaml").build();
+      routers.add(r);
+      assertThat(r.config().profiles()).containsOnlyKeys("default");
+      assertThat(shape(r, "default")).isEqualTo("filters=[DecodeFilter] scorers={queue-scorer=1.0,"
+          + " kv=1.0} picker=RandomPicker");
+      assertThat(r.config().profileHandler()).hasToString("single-profile-handler");
+      assertThat(r.route(InferenceRequest.completion("m", "hi")).endpoints()).hasSize(2);
+    }
+  }
 }
