@@ -262,7 +262,7 @@ final class ConfigLoader {
       if (node == null) {
         return;
       }
-      Plugin p = sectionRef(node, "parser");
+      Plugin p = sectionRef(node, "parser", "openai-parser");
       if (p != null && !(p instanceof OpenAiParserPlugin)) {
         errors.add(source + ": parser: field 'pluginRef' must name an openai-parser plugin;"
             + " epp4j parses OpenAI requests only, got " + p);
@@ -280,7 +280,7 @@ final class ConfigLoader {
         return null;
       }
       if (node instanceof Map<?, ?> m && m.containsKey("pluginRef")) {
-        Plugin p = sectionRef(node, "saturationDetector");
+        Plugin p = sectionRef(node, "saturationDetector", "utilization-detector");
         if (p == null) {
           return null;
         }
@@ -369,9 +369,27 @@ final class ConfigLoader {
      * that failed to load was reported already).
      */
     private @Nullable Plugin sectionRef(@Nullable Object node, String section) {
+      return sectionRef(node, section, null);
+    }
+
+    /**
+     * As {@link #sectionRef(Object, String)}; a reference to {@code defaultType} that names no
+     * plugin of the file gets a plugin of that type with default parameters, as upstream's
+     * loader adds one for the saturation detector and the parser.
+     */
+    private @Nullable Plugin sectionRef(@Nullable Object node, String section,
+        @Nullable String defaultType) {
       if (!(node instanceof Map<?, ?> m) || !(m.get("pluginRef") instanceof String ref)) {
         errors.add(source + ": " + section + ": field 'pluginRef' is required");
         return null;
+      }
+      if (ref.equals(defaultType) && !definedAt.containsKey(ref)) {
+        Result<? extends Plugin> created = registry.create(ref, context(ref, plugins),
+            Parameters.of(Map.of()));
+        if (created.isOk()) {
+          definedAt.put(ref, definedAt.size());
+          plugins.put(ref, created.value());
+        }
       }
       Plugin p = plugins.get(ref);
       if (p == null && !definedAt.containsKey(ref)) {

@@ -341,4 +341,36 @@ class UpstreamExampleConfigsTest {
       assertThat(r.route(InferenceRequest.completion("m", "hi")).endpoints()).hasSize(2);
     }
   }
+
+  /**
+   * Upstream's ensureSaturationDetector and ensureParser (same defaults.go): a section naming
+   * {@code utilization-detector} or {@code openai-parser} that the file does not define gets
+   * that plugin with its default parameters (the guide: "If a utilization-detector is not
+   * explicitly defined in your plugins array, the gateway will automatically instantiate one").
+   */
+  @Test
+  void sectionsNamingTheDefaultDetectorOrParserWorkWithoutDefiningThem() {
+    Router r = Router.builder().endpoints(pool(3)).configYaml("""
+        apiVersion: llm-d.ai/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: queue-scorer
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: queue-scorer
+        saturationDetector:
+          pluginRef: utilization-detector
+        parser:
+          pluginRef: openai-parser
+        """, "implicit.yaml").build();
+    routers.add(r);
+    assertThat(r.config().saturation()).hasValueSatisfying(s -> {
+      assertThat(s.queueThreshold()).isEqualTo(5);
+      assertThat(s.kvCacheThreshold()).isEqualTo(0.8);
+      assertThat(s.metricsStaleness()).isEqualTo(java.time.Duration.ofMillis(200));
+    });
+    assertThat(shape(r, "default")).isEqualTo(
+        "filters=[] scorers={queue-scorer=1.0} picker=MaxScorePicker");
+  }
 }
