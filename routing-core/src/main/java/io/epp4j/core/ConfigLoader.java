@@ -520,7 +520,33 @@ final class ConfigLoader {
       for (int j = 0; j < refs.size(); j++) {
         pickerRef = addRef(b, where + ": plugins[" + j + "]", refs.get(j), pickerRef);
       }
+      if (pickerRef == null) {
+        filesPicker(b, where);
+      }
       profiles.add(b.build());
+    }
+
+    /**
+     * Upstream's rule for a profile that names no picker: it takes a picker the file defines,
+     * and {@code max-score-picker} (one endpoint) only when the file defines none. Of several,
+     * upstream takes any one (Go's map order); here the first defined, with a notice.
+     */
+    private void filesPicker(SchedulingProfile.Builder b, String where) {
+      String first = null;
+      int count = 0;
+      for (Map.Entry<String, Plugin> e : plugins.entrySet()) {
+        if (e.getValue() instanceof Picker) {
+          count++;
+          if (first == null) {
+            first = e.getKey();
+            b.picker((Picker) e.getValue());
+          }
+        }
+      }
+      if (count > 1) {
+        warnings.add(where + ": names no picker and the file defines " + count + "; it uses the"
+            + " first defined, " + quote(first) + " (upstream takes any one of them)");
+      }
     }
 
     /**

@@ -10,7 +10,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * One scheduling profile: filters in order, weighted scorers and one picker. A profile built
- * without a picker uses {@code max-score-picker} with one endpoint, as the upstream EPP does.
+ * without a picker uses {@code max-score-picker} with one endpoint; a configuration file's
+ * profile that names none takes the picker the file defines, as the upstream EPP's loader does.
  */
 public final class SchedulingProfile {
 

@@ -77,6 +77,46 @@ class ConfigLoaderTest {
   }
 
   @Test
+  void aProfileWithoutPickerTakesThePickerTheFileDefinesAsUpstreamDoes() {
+    // upstream's loader gives a profile that names no picker a picker of the file, and adds
+    // max-score-picker only when the file has none; the profile here used to get a new
+    // max-score-picker of one endpoint, dropping the file's maxNumOfEndpoints: 2
+    Result<RouterConfig> r = loader.load("""
+        plugins:
+        - type: label-scorer
+          parameters: {label: x}
+        - name: two
+          type: max-score-picker
+          parameters: {maxNumOfEndpoints: 2}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: label-scorer
+        """, "mem");
+    assertThat(r.errors()).isEmpty();
+    assertThat(((MaxScorePicker) r.value().profiles().get("default").picker())
+        .maxNumOfEndpoints()).isEqualTo(2);
+    assertThat(r.value().warnings()).noneMatch(w -> w.contains("names no picker"));
+
+    // of several, the first defined, said in a notice
+    Result<RouterConfig> several = loader.load("""
+        plugins:
+        - type: label-scorer
+          parameters: {label: x}
+        - {name: first, type: max-score-picker, parameters: {maxNumOfEndpoints: 3}}
+        - {name: second, type: max-score-picker, parameters: {maxNumOfEndpoints: 4}}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: label-scorer
+        """, "mem");
+    assertThat(((MaxScorePicker) several.value().profiles().get("default").picker())
+        .maxNumOfEndpoints()).isEqualTo(3);
+    assertThat(several.value().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("profile 'default'").contains("names no picker").contains("'first'"));
+  }
+
+  @Test
   void reportsEveryErrorOfAFileTogetherNamingFilePluginAndField() {
     Result<RouterConfig> r = loader.load("""
         plugins:
