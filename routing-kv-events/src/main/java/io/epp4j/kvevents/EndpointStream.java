@@ -15,7 +15,8 @@ import org.zeromq.ZMQ;
  * restart), and the replay socket that fills gaps.
  *
  * <p>For each live message: the same message again is ignored; a sequence going back means the
- * engine restarted with an empty cache, so the endpoint is resynced; a gap is filled from the
+ * engine restarted with an empty cache, so the endpoint is resynced, and the new process's
+ * batches before the first one seen (it numbers from 0) are a gap; a gap is filled from the
  * engine's replay socket (DEALER request {@code [, start seq]}, replies {@code [, seq, payload]}
  * ending with seq −1) when one is configured, and otherwise, or when the replay cannot fill it,
  * the endpoint is resynced. Every batch goes through {@link Membership#applyIfCurrent}, so a
@@ -113,12 +114,20 @@ final class EndpointStream {
     lastLivePayload = payload;
     if (restart) {
       metrics.restarts.increment();
-      startOverAt(seq);
+      // the new process numbers its batches from 0: those before seq were published before
+      // the connection came back (reconnects back off up to 5 s), and are a gap like any other
+      startOverAt(0);
+      if (seq > 0) {
+        fillGapBefore(seq, true);
+        if (seq < expected || shared.closing().getAsBoolean()) {
+          return;
+        }
+      }
     } else if (expected >= 0 && seq < expected) {
       metrics.duplicates.increment(); // already applied through a replay
       return;
     } else if (expected >= 0 && seq > expected) {
-      fillGapBefore(seq);
+      fillGapBefore(seq, false);
       if (seq < expected || shared.closing().getAsBoolean()) {
         return; // the replay delivered this batch too, or close() cut it short
       }
@@ -127,12 +136,20 @@ final class EndpointStream {
     expected = seq + 1;
   }
 
-  /** Batches from {@link #expected} up to {@code seq} were missed: replay them or start over. */
-  private void fillGapBefore(long seq) {
+  /**
+   * Batches from {@link #expected} up to {@code seq} were missed: replay them or start over.
+   * {@code resynced}: the endpoint's entries were just dropped (a restart), so a stream without
+   * replay only moves on to {@code seq}.
+   */
+  private void fillGapBefore(long seq, boolean resynced) {
     metrics.gaps.increment();
     metrics.missedBatches.add(seq - expected);
     if (replayAddress == null) {
-      startOverAt(seq);
+      if (resynced) {
+        expected = seq;
+      } else {
+        startOverAt(seq);
+      }
     } else if (!replay(seq)) {
       if (shared.closing().getAsBoolean()) {
         return; // cut short by close(): not the engine's failure, and no reason to resync

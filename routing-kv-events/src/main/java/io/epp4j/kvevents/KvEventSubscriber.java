@@ -18,7 +18,8 @@ import org.jspecify.annotations.Nullable;
  * the endpoint's {@link #REPLAY_PORT_LABEL}) (DEALER request {@code [, start seq]}, replies {@code [, seq, payload]} ending with
  * seq −1), otherwise the endpoint's entries are dropped and rebuilt from new events (a resync);
  * a publisher restart (sequence going back) also resyncs, because a new engine process starts
- * with an empty cache; the same message delivered twice is ignored. Malformed messages, and
+ * with an empty cache, and its batches before the first one seen (it numbers from 0) are
+ * treated as a gap; the same message delivered twice is ignored. Malformed messages, and
  * messages whose handling fails, are counted in {@link KvEventMetrics#decodeErrors()}, reported
  * in the log at most once per {@link #REPORT_INTERVAL} and dropped: nothing a socket delivers
  * ends the subscriber. One background thread owns every socket.

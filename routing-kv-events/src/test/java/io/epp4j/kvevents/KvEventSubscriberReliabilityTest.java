@@ -335,6 +335,55 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  @Test
+  void aRestartSeenPastItsFirstBatchesReplaysThemFromTheNewEngine() throws Exception {
+    // a restarted engine numbers from 0 again; the SUB reconnects only after its back-off, so
+    // the first message seen from the new process may be seq 3. Its seqs 0..2 are in the new
+    // engine's replay buffer and must be applied, or the blocks they stored stay unknown and
+    // every block stored on top of them is an orphan
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1);
+        KvEventSubscriberIntegrationTest.ReplayServer replay =
+            new KvEventSubscriberIntegrationTest.ReplayServer(ctx);
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayPort(replay.port).replayTimeout(Duration.ofSeconds(10)).build()) {
+      sub.addEndpoint(Endpoint.of("127.0.0.1", 8000)); // its replay socket: the server's port
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      String id = "127.0.0.1:8000";
+      String topic = "kv@" + id + "@m";
+      FakeEngine old = new FakeEngine(11, 16);
+      for (long seq = 0; seq < 10; seq++) {
+        byte[] payload = ENCODER.encode(old.nextBatch(0));
+        replay.buffer.put(seq, payload);
+        publish(pub, topic, seq, payload);
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 10, () -> "the first engine's batches: " + m);
+
+      replay.buffer.clear(); // the new process's buffer holds only its own batches
+      FakeEngine restarted = new FakeEngine(12, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      for (long seq = 0; seq < 5; seq++) {
+        KvEventBatch b = restarted.nextBatch(0);
+        expected.apply(id, b);
+        byte[] payload = ENCODER.encode(b);
+        replay.buffer.put(seq, payload);
+        if (seq >= 3) {
+          publish(pub, topic, seq, payload);
+        }
+      }
+      await(() -> m.batches() == 15, () -> "the new engine's five batches: " + m);
+      assertThat(m.restarts()).isEqualTo(1);
+      assertThat(m.resyncs()).isEqualTo(1);
+      assertThat(m.gaps()).isEqualTo(1);
+      assertThat(m.missedBatches()).isEqualTo(3);
+      assertThat(m.replayedBatches()).isGreaterThanOrEqualTo(3); // and what followed, if buffered
+      assertThat(m.replayFailures()).isZero();
+      assertSameContents(index, expected, id, restarted);
+      pub.close();
+    }
+  }
+
   /**
    * Holds the subscriber's thread inside a replay until released, then answers "nothing
    * buffered"; answers every later request at once the same way.
