@@ -193,7 +193,10 @@ final class EndpointStream {
 
   /**
    * Asks the engine's replay socket for batches from {@link #expected} and applies them.
-   * Returns true when the stream reached {@code upTo} without holes.
+   * Returns true when the stream reached {@code upTo} without holes: at the end marker, or when
+   * the wait ends (timeout or close) with the batches up to {@code upTo} applied. The engine
+   * sends every batch it buffers from the start on, so its answer may still be flowing, past
+   * {@code upTo}, when the timeout comes; what it has delivered by then closed the gap.
    */
   private boolean replay(long upTo) {
     metrics.replays.increment();
@@ -209,7 +212,7 @@ final class EndpointStream {
         // late replies would confuse the next replay: start over with a fresh socket
         d.close();
         replay = null;
-        return false;
+        return !holes && expected >= upTo;
       }
       d.setReceiveTimeOut((int) Math.min(CLOSE_CHECK_MILLIS, left));
       List<byte[]> frames = receiveReply(d);

@@ -384,6 +384,80 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  @Test
+  void aReplayThatClosedTheGapBeforeItsTimeoutIsNotAFailure() throws Exception {
+    // vLLM answers a replay with every buffered batch from the start seq on, then seq -1; with
+    // thousands buffered the stream may still be flowing when replayTimeout ends. Once the
+    // batches up to the live message have been applied the gap is closed: resyncing then
+    // would throw away what the replay just recovered
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
+      router.setLinger(0);
+      router.bind("tcp://127.0.0.1:*");
+      router.setReceiveTimeOut(20);
+      Map<Long, byte[]> buffer = new java.util.concurrent.ConcurrentSkipListMap<>();
+      java.util.concurrent.atomic.AtomicBoolean stop =
+          new java.util.concurrent.atomic.AtomicBoolean();
+      Thread server = new Thread(() -> {
+        while (!stop.get()) {
+          byte[] id = router.recv();
+          if (id == null) {
+            continue;
+          }
+          byte[] last = null;
+          while (router.hasReceiveMore()) {
+            last = router.recv();
+          }
+          long start = java.nio.ByteBuffer.wrap(last).getLong();
+          for (Map.Entry<Long, byte[]> e : buffer.entrySet()) {
+            if (e.getKey() >= start) {
+              router.sendMore(id);
+              router.sendMore(new byte[0]);
+              router.sendMore(KvEventSubscriberIntegrationTest.seqBytes(e.getKey()));
+              router.send(e.getValue());
+            }
+          }
+          // still sending when the subscriber stops waiting: the end marker never comes in time
+        }
+        router.close();
+      }, "test-replay-without-end");
+      server.start();
+      ZMQ.Socket pub = boundPublisher(ctx);
+      try (KvEventSubscriber sub = followedBy(index, pub, port(router), Duration.ofSeconds(2))) {
+        FakeEngine engine = new FakeEngine(13, 16);
+        KvBlockIndex expected = KvBlockIndex.create();
+        String id = "127.0.0.1:8000";
+        List<byte[]> payloads = new ArrayList<>();
+        for (long seq = 0; seq < 10; seq++) {
+          KvEventBatch b = engine.nextBatch(0);
+          expected.apply(id, b);
+          payloads.add(ENCODER.encode(b));
+          buffer.put(seq, payloads.get((int) seq));
+        }
+        for (long seq = 0; seq < 10; seq++) {
+          if (seq != 4 && seq != 5) {
+            publish(pub, "kv@" + id + "@m", seq, payloads.get((int) seq));
+          }
+        }
+        KvEventMetrics m = index.metrics();
+        // closed: the live 7..9 were replayed already; failed: the replay timed out
+        await(() -> m.duplicates() == 3 || m.replayFailures() > 0,
+            () -> "the replay over and the live messages handled: " + m);
+        assertThat(m.gaps()).isEqualTo(1);
+        assertThat(m.replays()).isEqualTo(1);
+        assertThat(m.replayFailures()).isZero();
+        assertThat(m.resyncs()).isZero();
+        assertThat(m.batches()).isEqualTo(10);
+        assertSameContents(index, expected, id, engine);
+      } finally {
+        stop.set(true);
+        server.join(5_000);
+        pub.close();
+      }
+    }
+  }
+
   /**
    * Holds the subscriber's thread inside a replay until released, then answers "nothing
    * buffered"; answers every later request at once the same way.
