@@ -237,47 +237,100 @@ public final class Parameters {
   }
 
   /**
-   * A duration in the upstream EPP's (Go's) notation: one or more number-unit pairs such as
-   * {@code 200ms}, {@code 5s}, {@code 1m30s}, units {@code ns us µs ms s m h}. A bare number is an
-   * error, as its unit would be a guess.
+   * A duration in the upstream EPP's (Go's) notation, read as Go's {@code time.ParseDuration}
+   * reads it: one or more number-unit pairs such as {@code 200ms}, {@code 5s}, {@code 1m30s} or
+   * {@code 1.5h}, units {@code ns us µs ms s m h}, up to the largest 64-bit count of nanoseconds.
+   * Whole numbers are exact and a fraction is exact to the nanosecond ({@code 1.005s} is 1005
+   * ms), as in Go; {@code .5s}, {@code 5.s}, a leading {@code +} and the bare {@code 0} are
+   * accepted as Go accepts them. Any other bare number is an error, as its unit would be a guess,
+   * and so is a negative duration.
    */
   public java.time.Duration getDuration(String name, java.time.Duration defaultValue) {
     Object v = raw(name);
     if (v == null) {
       return defaultValue;
     }
-    java.time.Duration d = v instanceof String s ? parseGoDuration(s.trim()) : null;
-    if (d == null) {
+    long nanos = v instanceof String s ? parseGoDuration(s.trim()) : -1;
+    if (nanos < 0) {
       error(name, "must be a duration with a unit such as '200ms', '5s' or '1m30s', got '" + v + "'");
       return defaultValue;
     }
-    return d;
+    return java.time.Duration.ofNanos(nanos);
   }
 
-  private static java.time.@Nullable Duration parseGoDuration(String s) {
-    java.util.regex.Matcher m = java.util.regex.Pattern
-        .compile("(\\d+(?:\\.\\d+)?)(ns|us|µs|ms|s|m|h)").matcher(s);
-    if (s.isEmpty() || s.length() > 64) {
-      return null;
+  /**
+   * Go's {@code time.ParseDuration} for non-negative durations: the nanoseconds, or -1 when
+   * {@code s} is not a duration or exceeds {@link Long#MAX_VALUE} nanoseconds. Like Go, it reads
+   * the whole part of each number as an integer and adds the fraction's nanoseconds rounded down.
+   */
+  private static long parseGoDuration(String s) {
+    int at = s.startsWith("+") ? 1 : 0;
+    if (s.length() - at == 1 && s.charAt(at) == '0') {
+      return 0;
     }
-    double nanos = 0;
-    int at = 0;
-    while (at < s.length()) {
-      if (!m.find(at) || m.start() != at) {
-        return null;
+    if (at == s.length()) {
+      return -1;
+    }
+    long total = 0;
+    try {
+      while (at < s.length()) {
+        int intStart = at;
+        long whole = 0;
+        while (at < s.length() && isDigit(s.charAt(at))) {
+          whole = Math.addExact(Math.multiplyExact(whole, 10), s.charAt(at++) - '0');
+        }
+        boolean digits = at > intStart;
+        long fraction = 0;
+        double scale = 1;
+        if (at < s.length() && s.charAt(at) == '.') {
+          at++;
+          boolean full = false;
+          int fracStart = at;
+          for (; at < s.length() && isDigit(s.charAt(at)); at++) {
+            // as Go: digits past what a long holds no longer change the fraction
+            if (!full && fraction <= (Long.MAX_VALUE - 9) / 10) {
+              fraction = fraction * 10 + (s.charAt(at) - '0');
+              scale *= 10;
+            } else {
+              full = true;
+            }
+          }
+          digits |= at > fracStart;
+        }
+        if (!digits) {
+          return -1;
+        }
+        int unitStart = at;
+        while (at < s.length() && s.charAt(at) != '.' && !isDigit(s.charAt(at))) {
+          at++;
+        }
+        long unit = switch (s.substring(unitStart, at)) {
+          case "ns" -> 1L;
+          case "us", "\u00b5s", "\u03bcs" -> 1_000L;
+          case "ms" -> 1_000_000L;
+          case "s" -> 1_000_000_000L;
+          case "m" -> 60_000_000_000L;
+          case "h" -> 3_600_000_000_000L;
+          default -> -1L;
+        };
+        if (unit < 0) {
+          return -1;
+        }
+        long pair = Math.multiplyExact(whole, unit);
+        if (fraction > 0) {
+          // at most 3.6e12 (an hour's nanoseconds): a double holds it to the nanosecond
+          pair = Math.addExact(pair, (long) (fraction * (unit / scale)));
+        }
+        total = Math.addExact(total, pair);
       }
-      double n = Double.parseDouble(m.group(1));
-      nanos += n * switch (m.group(2)) {
-        case "ns" -> 1;
-        case "us", "µs" -> 1e3;
-        case "ms" -> 1e6;
-        case "s" -> 1e9;
-        case "m" -> 60e9;
-        default -> 3600e9;
-      };
-      at = m.end();
+    } catch (ArithmeticException overflow) {
+      return -1;
     }
-    return nanos > 9.0e18 ? null : java.time.Duration.ofNanos((long) nanos);
+    return total;
+  }
+
+  private static boolean isDigit(char c) {
+    return c >= '0' && c <= '9';
   }
 
   /**

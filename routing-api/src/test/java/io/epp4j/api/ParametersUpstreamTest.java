@@ -27,6 +27,31 @@ class ParametersUpstreamTest {
     assertThat(read("60000000000ns")).isEqualTo(Duration.ofMinutes(1));
   }
 
+  /**
+   * Go reads a duration's digits as integers, so a figure of whole nanoseconds is exact; the
+   * same spelling must not lose a nanosecond here to a binary fraction (1.005 * 1e9 is
+   * 1004999999.99...). Go also takes a fraction without leading or trailing digits, the bare
+   * zero, and anything up to the largest int64 of nanoseconds.
+   */
+  @Test
+  void goDurationsAreExactToTheNanosecondAndTakeGoSpellings() {
+    assertThat(read("1.005s")).isEqualTo(Duration.ofMillis(1005));
+    assertThat(read("2.01h")).isEqualTo(Duration.ofSeconds(7236));
+    assertThat(read("0.000000001s")).isEqualTo(Duration.ofNanos(1));
+    assertThat(read("1.0000000009s")).isEqualTo(Duration.ofNanos(1_000_000_000));
+    assertThat(read(".5s")).isEqualTo(Duration.ofMillis(500));
+    assertThat(read("5.s")).isEqualTo(Duration.ofSeconds(5));
+    assertThat(read("0")).isEqualTo(Duration.ZERO);
+    assertThat(read("250\u00b5s")).isEqualTo(Duration.ofNanos(250_000));
+    assertThat(read("250\u03bcs")).isEqualTo(Duration.ofNanos(250_000));
+    assertThat(read("2562047h47m16.854775807s")).isEqualTo(Duration.ofNanos(Long.MAX_VALUE));
+    assertThat(read("9223372036854775807ns")).isEqualTo(Duration.ofNanos(Long.MAX_VALUE));
+    assertThat(read("9223372036854775808ns")).isNull();
+    assertThat(read("2562048h")).isNull();
+    assertThat(read(".s")).isNull();
+    assertThat(read("00")).isNull();
+  }
+
   @Test
   void aDurationWithoutAUnitOrWithAnUnknownOneIsAnErrorNamingTheParameter() {
     for (Object bad : List.of(200, "200", "5x", "", "s", "1m 30s", "-5s", Map.of("s", 1))) {
