@@ -316,6 +316,11 @@ public final class RoutingDecision {
         }
         for (;;) {
           int t = lifecycle;
+          if ((t & TERMINATED) != 0) {
+            // the fallback finished before this end was marked, and an end reported after it
+            // took the ordinary path and was delivered: that one counts, this one is ignored
+            return;
+          }
           if (LIFECYCLE.compareAndSet(this, t, t | TERMINATED)) {
             if ((t & FALLING_BACK) == 0) {
               deliverEnd(end); // the fallback finished meanwhile without seeing this end
