@@ -45,8 +45,14 @@ public record EndpointMetrics(
     if (!(kvCacheUsage >= 0.0 && kvCacheUsage <= 1.0)) {
       throw new IllegalArgumentException("kvCacheUsage must be in [0,1], got " + kvCacheUsage);
     }
-    if (kvCapacityBlocks < 0 || blockSizeTokens < 0 || maxLoras < 0) {
-      throw new IllegalArgumentException("kvCapacityBlocks, blockSizeTokens and maxLoras must be >= 0");
+    if (kvCapacityBlocks < 0) {
+      throw new IllegalArgumentException("kvCapacityBlocks must be >= 0, got " + kvCapacityBlocks);
+    }
+    if (blockSizeTokens < 0) {
+      throw new IllegalArgumentException("blockSizeTokens must be >= 0, got " + blockSizeTokens);
+    }
+    if (maxLoras < 0) {
+      throw new IllegalArgumentException("maxLoras must be >= 0, got " + maxLoras);
     }
     runningLoraAdapters = Set.copyOf(runningLoraAdapters);
     waitingLoraAdapters = Set.copyOf(waitingLoraAdapters);

@@ -11,8 +11,14 @@ package io.epp4j.api;
  */
 public record Usage(int promptTokens, int cachedTokens, int completionTokens) {
   public Usage {
-    if (promptTokens < 0 || cachedTokens < 0 || completionTokens < 0) {
-      throw new IllegalArgumentException("token counts must be >= 0");
+    if (promptTokens < 0) {
+      throw new IllegalArgumentException("promptTokens must be >= 0, got " + promptTokens);
+    }
+    if (cachedTokens < 0) {
+      throw new IllegalArgumentException("cachedTokens must be >= 0, got " + cachedTokens);
+    }
+    if (completionTokens < 0) {
+      throw new IllegalArgumentException("completionTokens must be >= 0, got " + completionTokens);
     }
   }
 
