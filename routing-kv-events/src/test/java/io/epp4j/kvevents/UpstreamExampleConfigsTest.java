@@ -61,15 +61,11 @@ class UpstreamExampleConfigsTest {
   }
 
   static List<Endpoint> pool(int n) {
-    List<Endpoint> eps = new ArrayList<>();
-    for (int i = 1; i <= n; i++) {
-      eps.add(Endpoint.of("10.0.0." + i, 8000));
-    }
-    return eps;
+    return UpstreamConfigCompatibilityTest.pool(n);
   }
 
   static String id(int i) {
-    return "10.0.0." + i + ":8000";
+    return UpstreamConfigCompatibilityTest.id(i);
   }
 
   void metrics(Router r, int i, int waiting, double kv) {

@@ -84,21 +84,7 @@ public abstract class FilterContract<F extends Filter> extends PluginContract<F>
     for (PluginContract.Case c : cases) {
       expected.add(List.copyOf(filter(f, c, c.pool(), 7)));
     }
-    Calls<F, List<Candidate>> calls = new Calls<>() {
-      @Override
-      public int size() {
-        return cases.size();
-      }
-
-      @Override
-      public String name(int k) {
-        return cases.get(k).name();
-      }
-
-      @Override
-      public List<Candidate> pool(int k) {
-        return cases.get(k).pool();
-      }
+    Calls<F, List<Candidate>> calls = new CaseCalls<>(cases) {
 
       @Override
       public List<Candidate> call(F filter, int k, List<Candidate> candidates) {

@@ -237,6 +237,30 @@ public abstract class PluginContract<P extends Plugin> {
     void check(int k, R result, String when);
   }
 
+  /** {@link Calls} over a contract's cases: input {@code k} is case {@code k} on its pool. */
+  abstract static class CaseCalls<P, R> implements Calls<P, R> {
+    private final List<Case> cases;
+
+    CaseCalls(List<Case> cases) {
+      this.cases = cases;
+    }
+
+    @Override
+    public int size() {
+      return cases.size();
+    }
+
+    @Override
+    public String name(int k) {
+      return cases.get(k).name();
+    }
+
+    @Override
+    public List<Candidate> pool(int k) {
+      return cases.get(k).pool();
+    }
+  }
+
   /** How a failure seen in a forced interleaving of {@link #interleaved} starts to say when. */
   static final String FORCED = "while another thread made a whole call";
 

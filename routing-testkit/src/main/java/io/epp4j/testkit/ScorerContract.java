@@ -81,21 +81,7 @@ public abstract class ScorerContract<S extends Scorer> extends PluginContract<S>
     for (PluginContract.Case c : cases) {
       expected.add(score(s, c, c.pool(), 7));
     }
-    Calls<S, double[]> calls = new Calls<>() {
-      @Override
-      public int size() {
-        return cases.size();
-      }
-
-      @Override
-      public String name(int k) {
-        return cases.get(k).name();
-      }
-
-      @Override
-      public List<Candidate> pool(int k) {
-        return cases.get(k).pool();
-      }
+    Calls<S, double[]> calls = new CaseCalls<>(cases) {
 
       @Override
       public double[] call(S scorer, int k, List<Candidate> candidates) {
