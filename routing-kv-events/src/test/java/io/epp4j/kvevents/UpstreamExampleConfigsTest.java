@@ -88,14 +88,7 @@ class UpstreamExampleConfigsTest {
   }
 
   static Map<String, Integer> counts(Router r, InferenceRequest req, int n) {
-    Map<String, Integer> m = new HashMap<>();
-    for (int i = 0; i < n; i++) {
-      RoutingDecision d = r.route(req);
-      assertThat(d.isRouted()).as("routed: %s", d.rejection()).isTrue();
-      m.merge(d.primary().id(), 1, Integer::sum);
-      d.onComplete(io.epp4j.api.Usage.NONE);
-    }
-    return m;
+    return UpstreamConfigCompatibilityTest.counts(r, req, n);
   }
 
   // ------------------------------------------------------- Gateway API Inference Extension
