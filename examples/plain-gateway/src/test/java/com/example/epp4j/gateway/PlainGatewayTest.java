@@ -340,6 +340,31 @@ class PlainGatewayTest {
   }
 
   @Test
+  void replicaThatBreaksOffAfterDataDoneCompletesTheDecisionAndTheAnswer() throws Exception {
+    // a server-sent stream is whole at data: [DONE] (clients stop reading there); a replica whose
+    // connection broke after it had sent the whole answer was counted as a failed request, and
+    // the client, which had the answer, was cut off
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("content-type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      ex.getResponseBody().write(("data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
+          + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n"
+          + "data: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
+      ex.getResponseBody().flush();
+      throw new IOException("replica crashed"); // the connection drops before the body's end
+    });
+    startGateway(outcomes, at(port));
+    HttpResponse<String> r = post("/v1/completions", completion("hi"));
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(r.body()).endsWith("data: [DONE]\n\n");
+    await("the gateway reports the request complete", () -> outcomes.completions.size() == 1);
+    assertThat(outcomes.completions.get(0)).isEqualTo(new Usage(3, 0, 1));
+    assertThat(outcomes.failures).isEmpty();
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void replicaErrorIsRelayedAndCountsAsFailure() throws Exception {
     int port = fakeReplica(ex -> {
       ex.getRequestBody().readAllBytes();
