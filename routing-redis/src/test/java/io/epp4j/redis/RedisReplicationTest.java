@@ -367,6 +367,13 @@ class RedisReplicationTest {
    * returns nothing until the new ids pass it, so the reader must take it as a lost stream and
    * start over, not wait there while the other routers' hints go by.
    */
+  /** A batch of router {@code origin} telling that {@code endpoint} holds one chain of blocks. */
+  private byte[] prefixBatch(String origin, String endpoint, long... blocks) {
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(RedisReplication.epochMicros(), endpoint, 16, blocks);
+    return w.finish(pool, origin, RedisReplication.epochMicros());
+  }
+
   @Test
   void aStreamReplacedByOneWhoseIdsAreBehindTheReaderIsReadAgainFromItsStart() throws Exception {
     Router a = router("a");
@@ -375,12 +382,8 @@ class RedisReplicationTest {
     byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
     byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
     long hourAheadMillis = System.currentTimeMillis() + 3_600_000L;
-    HintCodec.Writer w = new HintCodec.Writer();
-    w.prefix(RedisReplication.epochMicros(), "10.1.0.3:8000", 16, new long[] {1, 2, 3});
-    byte[] ahead = w.finish(pool, "ahead", RedisReplication.epochMicros());
-    w.reset();
-    w.prefix(RedisReplication.epochMicros(), "10.1.0.4:8000", 16, new long[] {4, 5, 6});
-    byte[] behind = w.finish(pool, "behind", RedisReplication.epochMicros());
+    byte[] ahead = prefixBatch("ahead", "10.1.0.3:8000", 1, 2, 3);
+    byte[] behind = prefixBatch("behind", "10.1.0.4:8000", 4, 5, 6);
     io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
     try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
       c.sync().xadd(key, new io.lettuce.core.XAddArgs().id(hourAheadMillis + "-0"),
@@ -424,9 +427,7 @@ class RedisReplicationTest {
     byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
     byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
     long hourAheadMillis = System.currentTimeMillis() + 3_600_000L;
-    HintCodec.Writer w = new HintCodec.Writer();
-    w.prefix(RedisReplication.epochMicros(), "10.1.0.3:8000", 16, new long[] {1, 2, 3});
-    byte[] ahead = w.finish(pool, "ahead", RedisReplication.epochMicros());
+    byte[] ahead = prefixBatch("ahead", "10.1.0.3:8000", 1, 2, 3);
     io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
     try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
       var sync = c.sync();
