@@ -19,7 +19,9 @@ import org.zeromq.ZMQ;
  * batches before the first one seen (it numbers from 0) are a gap; a gap is filled from the
  * engine's replay socket (DEALER request {@code [, start seq]}, replies {@code [, seq, payload]}
  * ending with seq −1) when one is configured, and otherwise, or when the replay cannot fill it,
- * the endpoint is resynced. Every batch goes through {@link Membership#applyIfCurrent}, so a
+ * the endpoint is resynced. A replay starts at the last batch applied and compares it: another
+ * batch under that seq means a restarted engine whose numbering passed the old one's, handled
+ * as a restart. Every batch goes through {@link Membership#applyIfCurrent}, so a
  * stream whose endpoint has left writes nothing. A batch that fails to decode or to apply costs
  * only that batch (a failed apply also resyncs, since the index's state for the endpoint is no
  * longer known).
@@ -51,6 +53,22 @@ final class EndpointStream {
   private long lastLiveSeq = -1;
   /** The payload of {@link #lastLiveSeq}: tells a message delivered twice from a restart. */
   private byte @Nullable [] lastLivePayload;
+  /**
+   * The payload of the batch applied as seq {@code expected - 1} (live or replayed), null after
+   * a resync. A replay asks for it again: a restarted engine that has passed the old engine's
+   * seq has another batch under that number, which is how its restart shows.
+   */
+  private byte @Nullable [] lastAppliedPayload;
+
+  /** How a replay ended. */
+  private enum ReplayOutcome {
+    /** The batches up to the live message were applied. */
+    CLOSED,
+    /** The gap could not be filled (not buffered, timed out, no socket, or closing). */
+    FAILED,
+    /** The engine's batch at {@code expected - 1} is not the one applied: a new process. */
+    RESTARTED
+  }
 
   EndpointStream(String endpointId, Object member, ZMQ.@Nullable Socket sub,
       @Nullable String replayAddress, Shared shared) {
@@ -134,6 +152,7 @@ final class EndpointStream {
     }
     applyPayload(payload);
     expected = seq + 1;
+    lastAppliedPayload = payload;
   }
 
   /**
@@ -150,12 +169,25 @@ final class EndpointStream {
       } else {
         startOverAt(seq);
       }
-    } else if (!replay(seq)) {
-      if (shared.closing().getAsBoolean()) {
-        return; // cut short by close(): not the engine's failure, and no reason to resync
+    } else {
+      ReplayOutcome outcome = replay(seq);
+      if (outcome == ReplayOutcome.RESTARTED) {
+        // the engine restarted and its numbering passed the old one's before we heard from it:
+        // what looked like a gap of the old engine is the new one's batches; the old engine's
+        // blocks are gone, and the new one's batches from 0 on were missed, not those from
+        // expected on
+        metrics.restarts.increment();
+        metrics.missedBatches.add(expected);
+        startOverAt(0);
+        outcome = replay(seq);
       }
-      metrics.replayFailures.increment();
-      startOverAt(seq);
+      if (outcome != ReplayOutcome.CLOSED) {
+        if (shared.closing().getAsBoolean()) {
+          return; // cut short by close(): not the engine's failure, and no reason to resync
+        }
+        metrics.replayFailures.increment();
+        startOverAt(seq);
+      }
     }
   }
 
@@ -163,6 +195,7 @@ final class EndpointStream {
   private void startOverAt(long seq) {
     resync();
     expected = seq;
+    lastAppliedPayload = null;
   }
 
   private void applyPayload(byte[] payload) {
@@ -193,16 +226,24 @@ final class EndpointStream {
 
   /**
    * Asks the engine's replay socket for batches from {@link #expected} and applies them.
-   * Returns true when the stream reached {@code upTo} without holes: at the end marker, or when
-   * the wait ends (timeout or close) with the batches up to {@code upTo} applied. The engine
-   * sends every batch it buffers from the start on, so its answer may still be flowing, past
-   * {@code upTo}, when the timeout comes; what it has delivered by then closed the gap.
+   * {@link ReplayOutcome#CLOSED} when the stream reached {@code upTo} without holes: at the end
+   * marker, or when the wait ends (timeout or close) with the batches up to {@code upTo}
+   * applied. The engine sends every batch it buffers from the start on, so its answer may still
+   * be flowing, past {@code upTo}, when the timeout comes; what it has delivered by then closed
+   * the gap.
+   *
+   * <p>When the batch before the gap is known, the request starts one batch earlier, at that
+   * batch: the same process sends it again byte for byte, while a restarted one that has passed
+   * the old one's numbering has another batch under that seq ({@link ReplayOutcome#RESTARTED}).
+   * A buffer that no longer holds it cannot tell, and counts as a hole.
    */
-  private boolean replay(long upTo) {
+  private ReplayOutcome replay(long upTo) {
     metrics.replays.increment();
-    ZMQ.Socket d = requestReplayFrom(expected);
+    byte @Nullable [] anchor = lastAppliedPayload;
+    long anchorSeq = expected - 1;
+    ZMQ.Socket d = requestReplayFrom(anchor != null ? anchorSeq : expected);
     if (d == null) {
-      return false; // the replay socket could not be opened: nothing can fill the gap
+      return ReplayOutcome.FAILED; // the replay socket could not be opened
     }
     long deadline = System.nanoTime() + shared.replayTimeoutMillis() * 1_000_000L;
     boolean holes = false;
@@ -210,9 +251,9 @@ final class EndpointStream {
       long left = (deadline - System.nanoTime()) / 1_000_000L;
       if (left <= 0 || shared.closing().getAsBoolean()) {
         // late replies would confuse the next replay: start over with a fresh socket
-        d.close();
-        replay = null;
-        return !holes && expected >= upTo;
+        dropReplaySocket(d);
+        return !holes && anchor == null && expected >= upTo
+            ? ReplayOutcome.CLOSED : ReplayOutcome.FAILED;
       }
       d.setReceiveTimeOut((int) Math.min(CLOSE_CHECK_MILLIS, left));
       List<byte[]> frames = receiveReply(d);
@@ -225,9 +266,30 @@ final class EndpointStream {
       }
       long seq = ByteBuffer.wrap(frames.get(0)).getLong();
       if (seq == -1) {
-        return !holes && expected >= upTo;
+        return !holes && anchor == null && expected >= upTo
+            ? ReplayOutcome.CLOSED : ReplayOutcome.FAILED;
       }
-      if (seq < expected || frames.size() < 2) {
+      if (frames.size() < 2) {
+        continue;
+      }
+      if (anchor != null) {
+        if (seq < anchorSeq) {
+          continue;
+        }
+        if (seq > anchorSeq) {
+          holes = true; // the batch before the gap is no longer buffered: nothing to compare
+          anchor = null;
+          continue;
+        }
+        if (!Arrays.equals(frames.get(1), anchor)) {
+          // the rest of this answer is the new process's and is asked for again from 0
+          dropReplaySocket(d);
+          return ReplayOutcome.RESTARTED;
+        }
+        anchor = null; // the same engine: what follows fills the gap
+        continue;
+      }
+      if (seq < expected) {
         continue;
       }
       if (seq > expected) {
@@ -239,8 +301,15 @@ final class EndpointStream {
       }
       applyPayload(frames.get(1));
       expected = seq + 1;
+      lastAppliedPayload = frames.get(1);
       metrics.replayedBatches.increment();
     }
+  }
+
+  /** Closes a replay socket whose answer is abandoned, so the next replay starts afresh. */
+  private void dropReplaySocket(ZMQ.Socket d) {
+    d.close();
+    replay = null;
   }
 
   /**

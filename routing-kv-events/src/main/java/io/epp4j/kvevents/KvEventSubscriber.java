@@ -19,7 +19,9 @@ import org.jspecify.annotations.Nullable;
  * seq −1), otherwise the endpoint's entries are dropped and rebuilt from new events (a resync);
  * a publisher restart (sequence going back) also resyncs, because a new engine process starts
  * with an empty cache, and its batches before the first one seen (it numbers from 0) are
- * treated as a gap; the same message delivered twice is ignored. Malformed messages, and
+ * treated as a gap; a replay asks for the last batch applied too, so a restarted engine whose
+ * numbering had passed the old one's shows by sending another batch under that seq, and is
+ * handled as a restart; the same message delivered twice is ignored. Malformed messages, and
  * messages whose handling fails, are counted in {@link KvEventMetrics#decodeErrors()}, reported
  * in the log at most once per {@link #REPORT_INTERVAL} and dropped: nothing a socket delivers
  * ends the subscriber. One background thread owns every socket.

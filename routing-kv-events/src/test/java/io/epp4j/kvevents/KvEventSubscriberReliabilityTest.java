@@ -385,6 +385,56 @@ class KvEventSubscriberReliabilityTest {
   }
 
   @Test
+  void aRestartFirstSeenAboveTheOldEnginesLastSeqIsARestartNotAGapOfTheOldEngine()
+      throws Exception {
+    // the router missed the restart: the old engine's last batch seen was seq 9, and the new
+    // process had already passed that number (seq 12) when its first message arrived. That
+    // looks like a gap of the old engine (10, 11); replaying the new engine's 10 and 11 on top
+    // of the old engine's blocks would keep those forever (the new engine never removes what it
+    // never stored) and lose the new engine's 0..9. The replay must show that the engine's
+    // seq 9 is not the batch applied as seq 9, and start over from the new engine's seq 0
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1);
+        KvEventSubscriberIntegrationTest.ReplayServer replay =
+            new KvEventSubscriberIntegrationTest.ReplayServer(ctx);
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayPort(replay.port).replayTimeout(Duration.ofSeconds(10)).build()) {
+      sub.addEndpoint(Endpoint.of("127.0.0.1", 8000));
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      String id = "127.0.0.1:8000";
+      String topic = "kv@" + id + "@m";
+      FakeEngine old = new FakeEngine(21, 16);
+      for (long seq = 0; seq < 10; seq++) {
+        byte[] payload = ENCODER.encode(old.nextBatch(1.0));
+        replay.buffer.put(seq, payload);
+        publish(pub, topic, seq, payload);
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 10, () -> "the first engine's batches: " + m);
+
+      replay.buffer.clear(); // the new process buffers only its own batches
+      FakeEngine restarted = new FakeEngine(22, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      for (long seq = 0; seq < 15; seq++) {
+        KvEventBatch b = restarted.nextBatch(2.0);
+        expected.apply(id, b);
+        byte[] payload = ENCODER.encode(b);
+        replay.buffer.put(seq, payload);
+        if (seq >= 12) {
+          publish(pub, topic, seq, payload);
+        }
+      }
+      await(() -> m.batches() >= 25,
+          () -> "the new engine's fifteen batches: " + m);
+      assertThat(m.restarts()).isEqualTo(1);
+      assertThat(m.resyncs()).isEqualTo(1);
+      assertThat(m.replayFailures()).isZero();
+      assertSameContents(index, expected, id, restarted);
+      pub.close();
+    }
+  }
+
+  @Test
   void aReplayThatClosedTheGapBeforeItsTimeoutIsNotAFailure() throws Exception {
     // vLLM answers a replay with every buffered batch from the start seq on, then seq -1; with
     // thousands buffered the stream may still be flowing when replayTimeout ends. Once the
