@@ -51,6 +51,9 @@ public final class KvEventSubscriber implements AutoCloseable {
    */
   public static final String REPLAY_PORT_LABEL = "epp4j.io/kv-events-replay-port";
 
+  /** The most data-parallel ranks per engine {@link Builder#dataParallel} accepts. */
+  public static final int MAX_DATA_PARALLEL_SIZE = 1024;
+
   /** vLLM's default KV-events port. */
   public static final int DEFAULT_PORT = 5557;
 
@@ -78,7 +81,8 @@ public final class KvEventSubscriber implements AutoCloseable {
     DropReports reports = new DropReports(metrics);
     EndpointStream.Shared shared = new EndpointStream.Shared(membership, metrics, reports, sockets,
         b.replayTimeout.toMillis(), this::isClosing);
-    this.streams = new StreamTable(central, b.port, b.replayPort, shared);
+    this.streams = new StreamTable(central, b.port, b.replayPort, b.dataParallelSize,
+        b.dataParallelFirstPort, shared);
     this.loop = new SubscriberLoop(b.bindAddress, sockets, streams, reports);
     loop.start();
   }
@@ -165,6 +169,8 @@ public final class KvEventSubscriber implements AutoCloseable {
     private String topicFilter = "kv@";
     private Duration replayTimeout = Duration.ofSeconds(1);
     private int receiveHighWaterMark = 10_000;
+    private int dataParallelSize = 1;
+    private int dataParallelFirstPort;
 
     private Builder(KvBlockIndex index, @Nullable String bindAddress) {
       this.index = Objects.requireNonNull(index, "index");
@@ -213,8 +219,50 @@ public final class KvEventSubscriber implements AutoCloseable {
       return this;
     }
 
+    /**
+     * Per-endpoint mode: the pool's endpoints include the ranks of vLLM engines run with
+     * {@code data_parallel_size = size}, rank r serving on {@code firstPort + r}. vLLM publishes
+     * rank r's KV events on the configured port + r and answers its replays on the replay
+     * port + r, so the endpoint {@code host:(firstPort + r)} is followed there; an endpoint on
+     * another port is followed as without data parallelism, and the port labels still override
+     * both ports of one endpoint. Each rank is its own endpoint in the index, as it is for the
+     * router. Default: size 1 (no data parallelism).
+     */
+    public Builder dataParallel(int size, int firstPort) {
+      if (size < 1 || size > MAX_DATA_PARALLEL_SIZE) {
+        throw new IllegalArgumentException("dataParallelSize must be in 1.."
+            + MAX_DATA_PARALLEL_SIZE + ", got " + size);
+      }
+      if (firstPort < 1 || firstPort > 65535) {
+        throw new IllegalArgumentException("dataParallelFirstPort must be in 1..65535, got "
+            + firstPort);
+      }
+      if (firstPort + size - 1 > 65535) {
+        throw new IllegalArgumentException("dataParallelFirstPort " + firstPort + " + "
+            + "dataParallelSize " + size + " - 1 is past port 65535");
+      }
+      dataParallelSize = size;
+      dataParallelFirstPort = firstPort;
+      return this;
+    }
+
     /** Creates the sockets and starts the subscriber thread. */
     public KvEventSubscriber build() {
+      if (dataParallelSize > 1) {
+        if (bindAddress != null) {
+          throw new IllegalArgumentException("dataParallelSize " + dataParallelSize
+              + " needs per-endpoint mode: vLLM's rank r connects to the central address's port"
+              + " + r, and central mode binds one address");
+        }
+        if (port + dataParallelSize - 1 > 65535) {
+          throw new IllegalArgumentException("port " + port + " + dataParallelSize "
+              + dataParallelSize + " - 1 is past port 65535");
+        }
+        if (replayPort > 0 && replayPort + dataParallelSize - 1 > 65535) {
+          throw new IllegalArgumentException("replayPort " + replayPort + " + dataParallelSize "
+              + dataParallelSize + " - 1 is past port 65535");
+        }
+      }
       return new KvEventSubscriber(this);
     }
   }

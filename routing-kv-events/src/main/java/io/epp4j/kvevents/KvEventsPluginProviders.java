@@ -105,6 +105,31 @@ public final class KvEventsPluginProviders {
     String bind = ev.getString("bindAddress", "tcp://*:" + KvEventSubscriber.DEFAULT_PORT);
     int replayTimeoutMs = ev.getInt("replayTimeoutMs", 1_000, 1, 600_000);
     int hwm = ev.getInt("receiveHighWaterMark", 10_000, 1, Integer.MAX_VALUE);
+    int dpSize = ev.getInt("dataParallelSize", 1, 1, KvEventSubscriber.MAX_DATA_PARALLEL_SIZE);
+    int dpFirstPort = ev.getInt("dataParallelFirstPort", 0, 1, 65535);
+    if (dpSize > 1) {
+      if (!ev.has("dataParallelFirstPort")) {
+        ev.error("dataParallelFirstPort", "is required when dataParallelSize is above 1: the"
+            + " serving port of rank 0 (the endpoint on that port + r is rank r)");
+      } else if (dpFirstPort > 0 && dpFirstPort + dpSize - 1 > 65535) {
+        ev.error("dataParallelFirstPort", dpFirstPort + " + dataParallelSize " + dpSize
+            + " - 1 is past port 65535");
+      }
+      if (mode.equals("central")) {
+        ev.error("dataParallelSize", "needs mode per-endpoint: vLLM's rank r connects to the"
+            + " bound port + r, and central mode binds one address");
+      }
+      if (port + dpSize - 1 > 65535) {
+        ev.error("dataParallelSize", "puts rank " + (dpSize - 1) + "'s port (port " + port
+            + " + rank) past 65535");
+      }
+      if (replayPort > 0 && replayPort + dpSize - 1 > 65535) {
+        ev.error("dataParallelSize", "puts rank " + (dpSize - 1) + "'s replay port (replayPort "
+            + replayPort + " + rank) past 65535");
+      }
+    } else if (ev.has("dataParallelFirstPort")) {
+      ev.error("dataParallelFirstPort", "has no effect without a dataParallelSize above 1");
+    }
     for (String e : ev.errors()) {
       p.error("kvEvents", e);
     }
@@ -128,9 +153,13 @@ public final class KvEventsPluginProviders {
         KvEventSubscriber.Builder b = mode.equals("central")
             ? KvEventSubscriber.central(index, bind == null ? "" : bind)
             : KvEventSubscriber.perEndpoint(index);
-        subscriber = b.port(port).replayPort(replayPort)
+        b.port(port).replayPort(replayPort)
             .topicFilter(topicFilter == null ? "" : topicFilter)
-            .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm).build();
+            .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm);
+        if (dpSize > 1) {
+          b.dataParallel(dpSize, dpFirstPort);
+        }
+        subscriber = b.build();
       }
     } catch (RuntimeException e) {
       return Result.error("parameter 'kvEvents' " + (mode.equals("central")

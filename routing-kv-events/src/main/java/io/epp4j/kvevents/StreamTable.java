@@ -31,6 +31,10 @@ final class StreamTable {
   private final boolean central;
   private final int port;
   private final int replayPort;
+  /** Ranks per data-parallel engine; 1 without data parallelism. */
+  private final int dataParallelSize;
+  /** The serving port of rank 0 of a data-parallel engine; unused when the size is 1. */
+  private final int dataParallelFirstPort;
   private final SubscriberSockets sockets;
   private final EndpointStream.Shared shared;
   private final Map<String, EndpointStream> byId = new HashMap<>();
@@ -45,11 +49,18 @@ final class StreamTable {
    * @param port the KV-events port of an endpoint without {@link KvEventSubscriber#PORT_LABEL}
    * @param replayPort the replay port of an endpoint without
    *     {@link KvEventSubscriber#REPLAY_PORT_LABEL}; 0 for none
+   * @param dataParallelSize ranks per data-parallel engine (1: none); rank r publishes on
+   *     {@code port + r} and replays on {@code replayPort + r}, as vLLM offsets them
+   * @param dataParallelFirstPort the serving port of rank 0: the endpoint on
+   *     {@code dataParallelFirstPort + r} is rank r
    */
-  StreamTable(boolean central, int port, int replayPort, EndpointStream.Shared shared) {
+  StreamTable(boolean central, int port, int replayPort, int dataParallelSize,
+      int dataParallelFirstPort, EndpointStream.Shared shared) {
     this.central = central;
     this.port = port;
     this.replayPort = replayPort;
+    this.dataParallelSize = dataParallelSize;
+    this.dataParallelFirstPort = dataParallelFirstPort;
     this.sockets = shared.sockets();
     this.shared = shared;
   }
@@ -82,8 +93,10 @@ final class StreamTable {
     if (earlier != null) {
       disconnect(e.id(), earlier.member); // an earlier membership's, not yet closed
     }
-    int p = labelPort(e, KvEventSubscriber.PORT_LABEL, port);
-    int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL, replayPort);
+    int rank = dataParallelRank(e);
+    int p = labelPort(e, KvEventSubscriber.PORT_LABEL, port + rank);
+    int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL,
+        replayPort > 0 ? replayPort + rank : 0);
     ZMQ.Socket s = sockets.newSub();
     try {
       if (e.host().indexOf(':') >= 0) {
@@ -121,6 +134,16 @@ final class StreamTable {
       connected.decrementAndGet();
     }
     st.closeReplay();
+  }
+
+  /**
+   * The data-parallel rank an endpoint serves: its port's distance from the first rank's, when
+   * that lies within the engine's ranks; 0 otherwise (an endpoint outside the engine's ports is
+   * followed as without data parallelism).
+   */
+  int dataParallelRank(Endpoint e) {
+    int r = e.port() - dataParallelFirstPort;
+    return dataParallelSize > 1 && r >= 0 && r < dataParallelSize ? r : 0;
   }
 
   /**

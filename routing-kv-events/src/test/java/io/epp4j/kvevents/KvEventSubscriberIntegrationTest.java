@@ -54,13 +54,26 @@ class KvEventSubscriberIntegrationTest {
     final Thread thread;
     volatile int port;
 
+    /** Set when binding failed (an address given by the test and already in use). */
+    volatile @org.jspecify.annotations.Nullable RuntimeException bindFailure;
+
     ReplayServer(ZContext ctx) {
-      Object ready = new Object();
+      this(ctx, "tcp://127.0.0.1:*");
+    }
+
+    /** A replay server bound at {@code address}; check {@link #bindFailure} after. */
+    ReplayServer(ZContext ctx, String address) {
       thread = new Thread(() -> {
         ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
         router.setLinger(0);
         router.setHandshakeIvl(1_000);
-        router.bind("tcp://127.0.0.1:*");
+        try {
+          router.bind(address);
+        } catch (RuntimeException e) {
+          router.close();
+          bindFailure = e;
+          return;
+        }
         port = Integer.parseInt(router.getLastEndpoint().replaceAll(".*:", ""));
         router.setReceiveTimeOut(20);
         while (!stop.get()) {
@@ -89,7 +102,7 @@ class KvEventSubscriberIntegrationTest {
         router.close();
       }, "test-replay");
       thread.start();
-      await(() -> port != 0, "replay socket bound");
+      await(() -> port != 0 || bindFailure != null, "replay socket bound");
     }
 
     @Override

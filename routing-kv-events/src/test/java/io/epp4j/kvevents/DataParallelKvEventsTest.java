@@ -1,0 +1,211 @@
+package io.epp4j.kvevents;
+
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.assertSameContents;
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.await;
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.port;
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.publish;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.core.ConfigException;
+import io.epp4j.core.Router;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
+
+/**
+ * vLLM with data parallelism: rank r of an engine publishes its KV events on the configured port
+ * + r and answers replays on the replay port + r (vLLM's {@code offset_endpoint_port}); each rank
+ * is its own endpoint ({@code host:(first port + r)}), as {@code data-parallel-profile-handler}
+ * treats it. Real ZeroMQ sockets on loopback.
+ */
+@Timeout(90)
+class DataParallelKvEventsTest {
+  private static final VllmEventEncoder ENCODER =
+      new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
+
+  /** {@code n} XPUB sockets bound on consecutive loopback ports, as vLLM's ranks bind them. */
+  private static List<ZMQ.Socket> consecutivePublishers(ZContext ctx, int n) {
+    for (int attempt = 0; attempt < 50; attempt++) {
+      List<ZMQ.Socket> socks = new ArrayList<>();
+      ZMQ.Socket first = xpub(ctx);
+      first.bind("tcp://127.0.0.1:*");
+      socks.add(first);
+      int base = port(first);
+      for (int r = 1; r < n && base + r <= 65535; r++) {
+        ZMQ.Socket s = xpub(ctx);
+        try {
+          s.bind("tcp://127.0.0.1:" + (base + r));
+          socks.add(s);
+        } catch (RuntimeException inUse) {
+          s.close();
+          break;
+        }
+      }
+      if (socks.size() == n) {
+        return socks;
+      }
+      socks.forEach(ZMQ.Socket::close);
+    }
+    throw new AssertionError("no " + n + " consecutive free ports on loopback");
+  }
+
+  private static ZMQ.Socket xpub(ZContext ctx) {
+    ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
+    pub.setLinger(0);
+    pub.setHandshakeIvl(1_000);
+    return pub;
+  }
+
+  /** {@code n} replay servers on consecutive loopback ports. */
+  private static List<KvEventSubscriberIntegrationTest.ReplayServer> consecutiveReplayServers(
+      ZContext ctx, int n) throws InterruptedException {
+    for (int attempt = 0; attempt < 50; attempt++) {
+      List<KvEventSubscriberIntegrationTest.ReplayServer> servers = new ArrayList<>();
+      servers.add(new KvEventSubscriberIntegrationTest.ReplayServer(ctx));
+      int base = servers.get(0).port;
+      for (int r = 1; r < n && base + r <= 65535; r++) {
+        var s = new KvEventSubscriberIntegrationTest.ReplayServer(ctx,
+            "tcp://127.0.0.1:" + (base + r));
+        if (s.bindFailure != null) {
+          s.close();
+          break;
+        }
+        servers.add(s);
+      }
+      if (servers.size() == n) {
+        return servers;
+      }
+      for (var s : servers) {
+        s.close();
+      }
+    }
+    throw new AssertionError("no " + n + " consecutive free ports on loopback");
+  }
+
+  private static String yaml(int port, int replayPort, String extra) {
+    return """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            speculative: false
+            kvEvents: {mode: per-endpoint, port: %d, replayPort: %d%s}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(port, replayPort, extra);
+  }
+
+  @Test
+  void eachRankIsFollowedOnItsOwnPortsAndIndexedUnderItsOwnEndpoint() throws Exception {
+    // two ranks of one engine: rank r serves on 8000 + r, publishes on K + r and replays on
+    // R + r. Before, both endpoints subscribed to K (rank 0's publisher): rank 0's blocks were
+    // indexed under rank 1 as well, and rank 1's were heard by nobody
+    KvBlockIndex index = KvBlockIndex.create();
+    List<Endpoint> ranks = List.of(Endpoint.of("127.0.0.1", 8000), Endpoint.of("127.0.0.1", 8001));
+    try (ZContext ctx = new ZContext(1)) {
+      List<ZMQ.Socket> pubs = consecutivePublishers(ctx, 2);
+      List<KvEventSubscriberIntegrationTest.ReplayServer> replays =
+          consecutiveReplayServers(ctx, 2);
+      try (Router router = Router.builder().endpoints(ranks).service(KvBlockIndex.class, index)
+          .configYaml(yaml(port(pubs.get(0)), replays.get(0).port,
+              ", dataParallelSize: 2, dataParallelFirstPort: 8000"), "dp").build()) {
+        for (ZMQ.Socket pub : pubs) {
+          pub.setReceiveTimeOut(20_000);
+          assertThat(pub.recv()).as("subscription of each rank's publisher").isNotNull();
+        }
+        FakeEngine[] engines = {new FakeEngine(31, 16), new FakeEngine(32, 16)};
+        KvBlockIndex[] expected = {KvBlockIndex.create(), KvBlockIndex.create()};
+        for (int r = 0; r < 2; r++) {
+          for (long seq = 0; seq < 6; seq++) {
+            KvEventBatch b = engines[r].nextBatch(1.0);
+            expected[r].apply(ranks.get(r).id(), b);
+            byte[] payload = ENCODER.encode(b);
+            replays.get(r).buffer.put(seq, payload);
+            if (!(r == 1 && seq == 3)) { // rank 1's seq 3 is lost: its own replay socket has it
+              publish(pubs.get(r), "kv@" + ranks.get(r).id() + "@m", seq, payload);
+            }
+          }
+        }
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == 12, () -> "both ranks' batches: " + m);
+        assertThat(m.gaps()).isEqualTo(1);
+        assertThat(m.replayFailures()).isZero();
+        assertThat(m.resyncs()).isZero();
+        for (int r = 0; r < 2; r++) {
+          assertSameContents(index, expected[r], ranks.get(r).id(), engines[r]);
+        }
+        // rank 0 holds none of rank 1's prompts, and a prompt of rank 1 is routed there
+        int[] prompt = engines[1].prompts.get(engines[1].prompts.size() - 1);
+        long[] keys = BlockKeys.chain(BlockKeys.seed("", null, null), prompt, 16, 1 << 20);
+        assertThat(index.prefixWeight(ranks.get(0).id(), keys, 0)).isZero();
+        assertThat(router.route(InferenceRequest.builder().model("m").tokenIds(prompt).build())
+            .primary().id()).isEqualTo(ranks.get(1).id());
+      } finally {
+        for (var s : replays) {
+          s.close();
+        }
+        pubs.forEach(ZMQ.Socket::close);
+      }
+    }
+  }
+
+  @Test
+  void dataParallelParametersAreValidatedNamingTheField() {
+    List<Endpoint> pool = List.of(Endpoint.of("127.0.0.1", 8000));
+    assertThatThrownBy(() -> Router.builder().endpoints(pool)
+        .configYaml(yaml(5557, 0, ", dataParallelSize: 2"), "dp").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'dataParallelFirstPort' is required when dataParallelSize");
+    assertThatThrownBy(() -> Router.builder().endpoints(pool)
+        .configYaml(yaml(5557, 0, ", dataParallelSize: 0, dataParallelFirstPort: 8000"), "dp")
+        .build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'dataParallelSize' must be in [1, 1024], got 0");
+    assertThatThrownBy(() -> Router.builder().endpoints(pool)
+        .configYaml(yaml(65535, 0, ", dataParallelSize: 2, dataParallelFirstPort: 8000"), "dp")
+        .build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'dataParallelSize' puts rank 1's port (port 65535 + rank) past");
+    assertThatThrownBy(() -> Router.builder().endpoints(pool)
+        .configYaml(yaml(5557, 0, ", dataParallelFirstPort: 8000"), "dp").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'dataParallelFirstPort' has no effect without a dataParallelSize");
+    String central = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEvents: {mode: central, bindAddress: "tcp://127.0.0.1:*", dataParallelSize: 2,
+                       dataParallelFirstPort: 8000}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    assertThatThrownBy(() -> Router.builder().endpoints(pool).configYaml(central, "dp").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'dataParallelSize' needs mode per-endpoint");
+  }
+
+  @Test
+  void theBuilderRefusesRanksPastTheLastPortAndCentralMode() {
+    KvBlockIndex index = KvBlockIndex.create();
+    assertThatThrownBy(() -> KvEventSubscriber.perEndpoint(index).dataParallel(2, 65535))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dataParallelFirstPort");
+    assertThatThrownBy(() -> KvEventSubscriber.perEndpoint(index).dataParallel(0, 8000))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dataParallelSize");
+    assertThatThrownBy(() -> KvEventSubscriber.perEndpoint(index).replayPort(65535)
+        .dataParallel(2, 8000).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("replayPort");
+    assertThatThrownBy(() -> KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+        .dataParallel(2, 8000).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("per-endpoint");
+  }
+}
