@@ -367,7 +367,11 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       return defaultCapacity;
     }
     int serverBlock = m.blockSizeTokens() > 0 ? m.blockSizeTokens() : blockSizeTokens;
-    long ours = blocks * serverBlock / blockSizeTokens;
+    // a bogus num_gpu_blocks can make the product wrap; such a server gets the largest store,
+    // not whatever the wrapped value gives (it was 1 block)
+    long product = blocks * serverBlock;
+    long ours = Math.multiplyHigh(blocks, serverBlock) != 0 || product < 0 ? Long.MAX_VALUE
+        : product / blockSizeTokens;
     return (int) Math.max(1, Math.min(EndpointBlocks.MAX_ENTRIES, ours));
   }
 

@@ -332,6 +332,18 @@ class PrefixCacheScorerTest {
   }
 
   @Test
+  void aHugeNumGpuBlocksCapsTheStoreInsteadOfWrappingToOneBlock() {
+    // num_gpu_blocks × the server's block size does not fit in a long: the capacity is the most
+    // a store holds, not whatever the wrapped product gives
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    for (long blocks : new long[] {Long.MAX_VALUE / 4, Long.MAX_VALUE}) {
+      assertThat(s.capacityOf(EndpointMetrics.builder().kvCapacityBlocks(blocks)
+          .blockSizeTokens(64).scrapedAtNanos(0).build()))
+          .as("num_gpu_blocks %d of 64 tokens", blocks).isEqualTo(EndpointBlocks.MAX_ENTRIES);
+    }
+  }
+
+  @Test
   void anEndpointRemovedAndAddedAgainIsScoredOnItsNewStoreEvenThroughTheSameCandidateList() {
     PrefixCacheScorer s = PrefixCacheScorer.create();
     List<Candidate> pool = TestCandidates.pool(3);
