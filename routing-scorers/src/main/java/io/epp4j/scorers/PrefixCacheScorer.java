@@ -581,8 +581,11 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         block = p.getInt("blockSizeTokens", block, 1, 1 << 20);
       }
       int maxBlocks = p.getInt("maxPrefixBlocksToMatch", DEFAULT_MAX_PREFIX_BLOCKS, 1, 1 << 22);
-      if (p.has("maxPrefixTokensToMatch") && !p.has("maxPrefixBlocksToMatch")) {
-        maxBlocks = Math.max(1, p.getInt("maxPrefixTokensToMatch", 131_072, 1, 1 << 30) / block);
+      // upstream: 0 (its default) leaves maxPrefixBlocksToMatch in force; a positive value
+      // takes precedence over it
+      int maxTokens = p.getInt("maxPrefixTokensToMatch", 0, 0, 1 << 30);
+      if (maxTokens > 0) {
+        maxBlocks = Math.max(1, maxTokens / block);
       }
       return builder()
           .blockSizeTokens(block)

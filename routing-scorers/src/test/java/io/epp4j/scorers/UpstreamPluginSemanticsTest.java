@@ -76,6 +76,41 @@ class UpstreamPluginSemanticsTest {
     assertThat(hits.totalBlocks(0)).as("1024 tokens of 16-token blocks").isEqualTo(64);
   }
 
+  /** The blocks the scorer considers for a prompt of 100 blocks of 16 tokens. */
+  static int blocksConsidered(Map<String, ?> params) {
+    List<Candidate> pool = TestCandidates.pool(1);
+    PrefixCacheScorer s = TestCandidates.joined(
+        (PrefixCacheScorer) build(new PrefixCacheScorer.Provider(), params), pool);
+    io.epp4j.api.CycleState state = TestCandidates.state();
+    s.score(InferenceRequest.builder().model("m").tokenIds(new int[100 * 16]).build(), state,
+        pool, new double[1]);
+    io.epp4j.api.PrefixHits hits = state.get(io.epp4j.api.PrefixHits.KEY);
+    assertThat(hits).isNotNull();
+    return hits.totalBlocks(0);
+  }
+
+  @Test
+  void prefixScorerMaxPrefixTokensToMatchZeroIsUnsetAsUpstream() {
+    // upstream's default for the field: 0 means "not set", and maxPrefixBlocksToMatch applies
+    assertThat(blocksConsidered(Map.of("maxPrefixTokensToMatch", 0))).isEqualTo(100);
+    assertThat(blocksConsidered(Map.of("maxPrefixTokensToMatch", 0,
+        "maxPrefixBlocksToMatch", 10))).isEqualTo(10);
+  }
+
+  @Test
+  void prefixScorerMaxPrefixTokensToMatchTakesPrecedenceOverBlocksAsUpstream() {
+    assertThat(blocksConsidered(Map.of("maxPrefixTokensToMatch", 1024,
+        "maxPrefixBlocksToMatch", 10, "blockSizeTokens", 16))).isEqualTo(64);
+  }
+
+  @Test
+  void prefixScorerRefusesANegativeMaxPrefixTokensToMatchNamingIt() {
+    var r = new PrefixCacheScorer.Provider().create(ContractFixtures.context("p"),
+        Parameters.of(Map.of("maxPrefixTokensToMatch", -1)));
+    assertThat(r.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("maxPrefixTokensToMatch"));
+  }
+
   @Test
   void cacheTrackingModeIsRefusedClearlyWithoutThePreciseModule() {
     var r = new PrefixCacheScorer.Provider().create(ContractFixtures.context("p"),
