@@ -79,7 +79,8 @@ final class LabelSelectorFilter implements Filter {
     private static final Set<String> OPERATORS = Set.of("In", "NotIn", "Exists", "DoesNotExist");
 
     public Provider() {
-      super("label-selector-filter");
+      // llm-d's name for this filter until 2026, which it still accepts
+      super("label-selector-filter", "by-label-selector");
     }
 
     @Override

@@ -310,6 +310,30 @@ class RouterIntegrationTest {
   }
 
   @Test
+  void llmdFormerLabelSelectorTypeNameLoadsTheLabelSelectorFilter() {
+    // llm-d named the filter by-label-selector from mid-2025 until 2026, and still accepts it
+    String yaml = profile("""
+        - type: by-label-selector
+          parameters:
+            matchLabels: {pool: a}
+        - type: random-picker
+        """, "{pluginRef: by-label-selector}, {pluginRef: random-picker}");
+    List<Endpoint> eps = List.of(
+        Endpoint.parse("10.0.3.1:8000", Map.of("pool", "a")),
+        Endpoint.parse("10.0.3.2:8000", Map.of("pool", "b")));
+    Set<String> picked = new TreeSet<>();
+    try (Router r = Router.builder().endpoints(eps).configYaml(yaml, "l.yaml").randomSeed(5)
+        .build()) {
+      assertThat(r.config().warnings()).singleElement().asString()
+          .contains("'by-label-selector' is a former name of 'label-selector-filter'");
+      for (int i = 0; i < 20; i++) {
+        picked.add(r.route(tokens(16, i)).primary().id());
+      }
+    }
+    assertThat(picked).containsExactly("10.0.3.1:8000");
+  }
+
+  @Test
   void utilizationFilterThresholdReachesTheFilter() {
     String yaml = profile("""
         - {type: utilization-filter, parameters: {kvCacheThreshold: 0.9}}
