@@ -75,13 +75,15 @@ final class ProbabilisticAdmitter implements Admitter {
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
       int q = p.getInt("queueDepthThreshold", 5, 1, Integer.MAX_VALUE);
+      // as upstream, any positive threshold and power: a threshold above 1 makes KV usage weigh
+      // less than the queue. Not infinite: Math.pow(1, ∞) is NaN, which would admit everything
       double kv = p.getDouble("kvCacheUtilThreshold", 0.8);
-      if (!(kv > 0 && kv <= 1.0)) {
-        p.error("kvCacheUtilThreshold", "must be in (0, 1], got " + kv);
+      if (!(kv > 0 && Double.isFinite(kv))) {
+        p.error("kvCacheUtilThreshold", "must be > 0, got " + kv);
       }
       double power = p.getDouble("power", 5.0);
-      if (!(power > 0 && power < 1000)) {
-        p.error("power", "must be in (0, 1000), got " + power);
+      if (!(power > 0 && Double.isFinite(power))) {
+        p.error("power", "must be > 0, got " + power);
       }
       double k = p.getDouble("k", 300.0);
       if (!(k > 0 && Double.isFinite(k))) {

@@ -112,6 +112,28 @@ class UpstreamPluginSemanticsTest {
   }
 
   @Test
+  void probabilisticAdmitterTakesEveryPositiveThresholdAndPowerUpstreamTakes() {
+    // upstream requires only kvCacheUtilThreshold > 0 and power > 0: a threshold above 1 lets
+    // KV usage count for less than the queue
+    ProbabilisticAdmitter a = (ProbabilisticAdmitter) build(new ProbabilisticAdmitter.Provider(),
+        Map.of("kvCacheUtilThreshold", 2.0, "power", 2000));
+    List<Candidate> full = List.of(TestCandidates.withMetrics("10.0.0.1:8000",
+        TestCandidates.metrics(0, 4, 1.0)));
+    assertThat(a.saturation(full)).isEqualTo(0.5);
+  }
+
+  @Test
+  void probabilisticAdmitterRefusesThresholdsThatAreNotFinitePositiveNumbers() {
+    for (var bad : List.of(Map.of("kvCacheUtilThreshold", Double.POSITIVE_INFINITY),
+        Map.of("power", Double.POSITIVE_INFINITY), Map.of("kvCacheUtilThreshold", -0.5))) {
+      var r = new ProbabilisticAdmitter.Provider().create(ContractFixtures.context("a"),
+          Parameters.of(bad));
+      assertThat(r.errors()).as("%s", bad).singleElement().satisfies(e -> assertThat(e)
+          .contains("'" + bad.keySet().iterator().next() + "'"));
+    }
+  }
+
+  @Test
   void cacheTrackingModeIsRefusedClearlyWithoutThePreciseModule() {
     var r = new PrefixCacheScorer.Provider().create(ContractFixtures.context("p"),
         Parameters.of(Map.of("mode", "cache_tracking")));
