@@ -110,12 +110,13 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     if (isCold(state)) {
-      // upstream stamps the prefill pick of a P/D decision too, before the decode pick
+      // as upstream: the primary (decode) pick first, then the prefill pick of a P/D decision,
+      // which is therefore the more recent of the two
+      stamp(decision.primary().id());
       Endpoint prefill = decision.secondaryEndpoint(PdProfileHandler.PREFILL_PROFILE);
       if (prefill != null) {
         stamp(prefill.id());
       }
-      stamp(decision.primary().id());
     }
   }
 

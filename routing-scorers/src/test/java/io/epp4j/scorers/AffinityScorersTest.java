@@ -173,6 +173,23 @@ class AffinityScorersTest {
   }
 
   @Test
+  void noHitLruStampsTheDecodePickBeforeThePrefillPickAsUpstream() {
+    // upstream moves the primary (decode) pick to the front of its LRU first and the prefill
+    // pick after it, so of two endpoints that can do both the prefill pick is the more recent
+    List<Candidate> pool = TestCandidates.pool(2);
+    NoHitLruScorer s = TestCandidates.joined(new NoHitLruScorer(), pool);
+    Map<String, ProfileResult> r = new LinkedHashMap<>();
+    r.put("decode", new ProfileResult("decode", List.of(pool.get(0).endpoint())));
+    r.put(PdProfileHandler.PREFILL_PROFILE, new ProfileResult(PdProfileHandler.PREFILL_PROFILE,
+        List.of(pool.get(1).endpoint())));
+    s.afterRouting(session("a"), state(), RoutingDecision.routed("decode", r,
+        PrefixCacheScorerTest.NONE));
+    double[] scores = new double[2];
+    s.score(session("b"), state(), pool, scores);
+    assertThat(scores).containsExactly(1.0, 0.0);
+  }
+
+  @Test
   void aSessionBoundByARouteThatOutlivedItsEndpointIsDropped() {
     List<Candidate> pool = TestCandidates.pool(2);
     SessionAffinityScorer s = TestCandidates.joined(new SessionAffinityScorer(
