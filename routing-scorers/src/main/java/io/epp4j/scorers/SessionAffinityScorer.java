@@ -27,8 +27,9 @@ import org.jspecify.annotations.Nullable;
 /**
  * {@code session-affinity-scorer}: 1.0 for the endpoint a session is bound to, 0 elsewhere.
  *
- * <p>Two sources, checked in order: (1) a header that names the endpoint itself (upstream EPP's
- * {@code x-session-token}, base64 of {@code ip:port}; plain {@code ip:port} is accepted too), and,
+ * <p>Two sources, checked in order: (1) a header that names the endpoint itself (by default
+ * {@code x-session-token}, base64 of {@code host:port}; plain {@code host:port} is accepted too;
+ * llm-d writes base64 of the pod's {@code namespace/name} there, which names no endpoint), and,
  * when the header is absent or names none of the candidates, (2) a server-side binding from the
  * session key to the endpoint the last request of that session went to, kept for
  * {@code ttlSeconds} after its last use. The session key comes from {@code sessionKeyFrom}
