@@ -165,10 +165,10 @@ public final class PlainGateway implements AutoCloseable {
     String path = ex.getRequestURI().getPath();
     String method = ex.getRequestMethod();
     if (path.equals("/v1/models") || path.startsWith("/v1/models/")) {
-      if ("GET".equals(method)) {
+      if ("GET".equals(method) || "HEAD".equals(method)) {
         models(ex);
       } else {
-        ex.getResponseHeaders().set("allow", "GET");
+        ex.getResponseHeaders().set("allow", "GET, HEAD");
         replyError(ex, 405, "invalid_request_error", "use GET for " + path);
       }
       return;
@@ -430,8 +430,7 @@ public final class PlainGateway implements AutoCloseable {
       ex.getResponseHeaders().set("content-type",
           r.headers().firstValue("content-type").orElse("application/json"));
       ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, e.id());
-      ex.sendResponseHeaders(r.statusCode(), r.body().length == 0 ? -1 : r.body().length);
-      ex.getResponseBody().write(r.body());
+      send(ex, r.statusCode(), r.body());
       return;
     }
     replyError(ex, 502, "upstream_unavailable", "no replica answered /v1/models");
@@ -455,8 +454,22 @@ public final class PlainGateway implements AutoCloseable {
     body.putObject("error").put("message", message).put("type", type).put("code", status);
     byte[] b = body.toString().getBytes(StandardCharsets.UTF_8);
     ex.getResponseHeaders().set("content-type", "application/json");
-    ex.sendResponseHeaders(status, b.length);
-    ex.getResponseBody().write(b);
+    send(ex, status, b);
+  }
+
+  /**
+   * Sends a whole answer. To {@code HEAD} it sends the headers {@code GET} would get, its
+   * {@code content-length} too, and no body: the JDK's server takes no length for a HEAD answer
+   * (it would log a warning) and fails a body written after it, which dropped the connection.
+   */
+  private static void send(HttpExchange ex, int status, byte[] body) throws IOException {
+    if ("HEAD".equals(ex.getRequestMethod())) {
+      ex.getResponseHeaders().set("content-length", Integer.toString(body.length));
+      ex.sendResponseHeaders(status, -1);
+      return;
+    }
+    ex.sendResponseHeaders(status, body.length == 0 ? -1 : body.length);
+    ex.getResponseBody().write(body);
   }
 
   @Override

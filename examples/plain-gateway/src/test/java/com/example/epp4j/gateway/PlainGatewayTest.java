@@ -516,7 +516,7 @@ class PlainGatewayTest {
     }
     HttpResponse<String> post = post("/v1/models", "{}");
     assertThat(post.statusCode()).isEqualTo(405);
-    assertThat(post.headers().firstValue("allow")).hasValue("GET");
+    assertThat(post.headers().firstValue("allow")).hasValue("GET, HEAD");
     HttpResponse<String> getCompletions = get("/v1/completions");
     assertThat(getCompletions.statusCode()).isEqualTo(405);
     assertThat(getCompletions.headers().firstValue("allow")).hasValue("POST");
@@ -554,6 +554,70 @@ class PlainGatewayTest {
       JsonNode error = JSON.readTree(r.body()).path("error");
       assertThat(error.path("type").asText()).isEqualTo("invalid_request_error");
       assertThat(error.path("code").asInt()).isEqualTo(404);
+    }
+    assertThat(a.finishedRequests()).isZero();
+  }
+
+  /** One answer's status line and headers, read byte by byte so that nothing after them is taken. */
+  static String readHeaderBlock(InputStream in) throws IOException {
+    StringBuilder head = new StringBuilder();
+    while (!head.toString().endsWith("\r\n\r\n")) {
+      int b = in.read();
+      if (b < 0) {
+        throw new java.io.EOFException("the connection closed after: " + head);
+      }
+      head.append((char) b);
+    }
+    return head.toString();
+  }
+
+  static @org.jspecify.annotations.Nullable String header(String block, String name) {
+    for (String line : block.split("\r\n")) {
+      int colon = line.indexOf(':');
+      if (colon > 0 && line.substring(0, colon).strip().equalsIgnoreCase(name)) {
+        return line.substring(colon + 1).strip();
+      }
+    }
+    return null;
+  }
+
+  @Test
+  void headIsAnsweredWithHeadersOnlyAndKeepsTheConnection() throws Exception {
+    StandInVllm a = standIn();
+    startGateway(outcomes, at(a.port()));
+    int modelsLength = get("/v1/models").body().getBytes(StandardCharsets.UTF_8).length;
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+        gateway.port())) {
+      socket.setSoTimeout((int) DEADLINE.toMillis());
+      java.io.OutputStream out = socket.getOutputStream();
+      InputStream in = socket.getInputStream();
+      // HEAD of what GET serves: GET's status and headers (its length too), no body
+      out.write("HEAD /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n"
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      String models = readHeaderBlock(in);
+      assertThat(models).startsWith("HTTP/1.1 200");
+      assertThat(header(models, "content-type")).startsWith("application/json");
+      assertThat(header(models, "content-length")).isEqualTo(String.valueOf(modelsLength));
+      // HEAD of a POST-only path and of a path outside /v1/: their errors' headers, no body
+      out.write("HEAD /v1/completions HTTP/1.1\r\nHost: localhost\r\n\r\n"
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      String completions = readHeaderBlock(in);
+      assertThat(completions).startsWith("HTTP/1.1 405");
+      assertThat(header(completions, "allow")).isEqualTo("POST");
+      out.write("HEAD /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      assertThat(readHeaderBlock(in)).startsWith("HTTP/1.1 404");
+      // the connection is still open, and no body bytes came before the next answer
+      out.write("GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+          .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      String next = readHeaderBlock(in);
+      assertThat(next).startsWith("HTTP/1.1 200");
+      JsonNode body = JSON.readTree(in.readAllBytes());
+      assertThat(body.path("data").get(0).path("id").asText()).isEqualTo("qwen3");
     }
     assertThat(a.finishedRequests()).isZero();
   }
