@@ -22,6 +22,7 @@ import io.epp4j.api.Result;
 import io.epp4j.api.RouterHints;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
+import java.lang.invoke.VarHandle;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
@@ -165,6 +166,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   /** The router's hint side, when the provider built this picker in a router; else null. */
   private @Nullable RouterHints hints;
+  /**
+   * Tests only: runs where a listener method has found an endpoint's counters and not yet
+   * recorded anything against them, the gap a pool change on another thread can fall into.
+   */
+  @Nullable Runnable lookupHook;
 
   TokenCostPicker(double queueWeight, double decodeWeight, double capacityWeight,
       double balanceFactor) {
@@ -509,6 +515,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     if (l == null) {
       return; // the endpoint left the pool while the request was routed
     }
+    afterLookup();
     long now = state.nowNanos();
     sweepIfDue(now);
     String session = c.session;
@@ -533,6 +540,31 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     if (pending.putIfAbsent(request, p) != null) {
       p.add(-1); // the same request object routed again while in flight: counted once
     }
+    forgetIfLeft(c.endpointId, l, request, session);
+  }
+
+  /**
+   * Undoes what was just recorded against {@code l} when its endpoint left the pool (or left
+   * and came back) after {@code l} was looked up: the removal may have swept the maps before
+   * the entries were in them, which would keep a request and a session on a departed endpoint.
+   * Either the removal's sweep sees the entries or this check sees the removal: each side
+   * writes its map before it reads the other's, with a full fence in between.
+   */
+  private void forgetIfLeft(String endpointId, Load l, @Nullable InferenceRequest request,
+      @Nullable String session) {
+    VarHandle.fullFence();
+    if (loads.get(endpointId) == l) {
+      return;
+    }
+    if (request != null) {
+      Pending p = pending.get(request);
+      if (p != null && p.load == l && pending.remove(request, p)) {
+        p.release();
+      }
+    }
+    if (session != null) {
+      homes.computeIfPresent(session, (k, h) -> h.load == l ? null : h);
+    }
   }
 
   /**
@@ -550,6 +582,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     if (l == null) {
       return;
     }
+    afterLookup();
     sweepSessionsIfDue(nowNanos);
     homes.compute(session, (k, old) -> {
       if (old != null && old.load == l) {
@@ -562,6 +595,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       l.addSessions(1);
       return new Home(l, endpointId, nowNanos);
     });
+    forgetIfLeft(endpointId, l, null, session);
     trimSessionsIfFull();
   }
 
@@ -573,6 +607,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   @Override
   public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
     Load target = loads.get(to.id());
+    afterLookup();
     Pending p = pending.get(request);
     if (p != null && p.load != target) {
       if (target == null) {
@@ -590,6 +625,15 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         }
       }
     }
+    if (target != null) {
+      VarHandle.fullFence(); // see forgetIfLeft
+      if (loads.get(to.id()) != target) {
+        // the fallback left the pool after it was looked up: counted nowhere, as above, and
+        // the session stays where it was
+        forgetIfLeft(to.id(), target, request, null);
+        return;
+      }
+    }
     String session = request.sessionKey();
     Load source = loads.get(from.id());
     if (session != null && target != null && source != null) {
@@ -601,6 +645,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         target.addSessions(1);
         return new Home(target, to.id(), old.lastNanos);
       });
+      forgetIfLeft(to.id(), target, null, session);
     }
   }
 
@@ -717,6 +762,18 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
   }
 
+  private void afterLookup() {
+    Runnable hook = lookupHook;
+    if (hook != null) {
+      hook.run();
+    }
+  }
+
+  /** Requests counted as pending or decoding now. */
+  int pendingRequests() {
+    return pending.size();
+  }
+
   /** Sessions remembered now. */
   int trackedSessions() {
     return homes.size();
@@ -754,6 +811,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   public void onEndpointRemoved(Endpoint endpoint) {
     Load l = loads.remove(endpoint.id());
     if (l != null) {
+      VarHandle.fullFence(); // see forgetIfLeft
       pending.values().removeIf(p -> p.load == l);
       homes.values().removeIf(h -> h.load == l);
     }

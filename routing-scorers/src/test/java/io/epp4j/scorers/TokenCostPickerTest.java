@@ -404,6 +404,52 @@ class TokenCostPickerTest {
   }
 
   @Test
+  void anEndpointThatLeavesWhileARequestIsRecordedKeepsNoStateForIt() {
+    // the pool drops an endpoint (on its own thread) after a listener method found the
+    // endpoint's counters and before it recorded the request against them: the hook runs the
+    // removal in exactly that gap. Before, the request's pending entry and its session's home
+    // were recorded after the removal had swept both, and stayed, naming the departed endpoint
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0, 1.25, 60), POOL);
+    Candidate a = POOL.get(0);
+    Candidate b = POOL.get(1);
+    Candidate c = POOL.get(2);
+    InferenceRequest r = request(500, 50, "s");
+    CycleState s = TestCandidates.state();
+    assertThat(p.pick(r, s, List.of(a), new double[1]).get(0)).isSameAs(a);
+    p.lookupHook = () -> p.onEndpointRemoved(a.endpoint());
+    p.afterRouting(r, s, decision(a.endpoint()));
+    p.lookupHook = null;
+    assertThat(p.homeOf("s")).isNull();
+    assertThat(p.trackedSessions()).isZero();
+    assertThat(p.pendingRequests()).isZero();
+    p.onEndpointAdded(a.endpoint()); // back at the same address: it starts with nothing
+    assertThat(p.sessions(a.id())).isZero();
+    assertThat(p.pendingTokens(a.id())).isZero();
+
+    // a fallback whose endpoint leaves while the work moves there: counted nowhere, the session
+    // stays where it was, as when the fallback had left before
+    InferenceRequest moving = request(300, 30, "t");
+    route(p, moving, TestCandidates.state(), List.of(b));
+    assertThat(p.pendingTokens(b.id())).isEqualTo(300);
+    p.lookupHook = () -> p.onEndpointRemoved(c.endpoint());
+    p.onFallback(moving, b.endpoint(), c.endpoint());
+    p.lookupHook = null;
+    assertThat(p.pendingTokens(b.id())).isZero();
+    assertThat(p.decodeTokens(b.id())).isZero();
+    assertThat(p.pendingRequests()).isZero();
+    assertThat(p.homeOf("t")).isEqualTo(b.id());
+    assertThat(p.sessions(b.id())).isEqualTo(1);
+
+    // another router's session placed on an endpoint that leaves meanwhile is not remembered
+    p.lookupHook = () -> p.onEndpointRemoved(b.endpoint());
+    p.onRemoteSession("u", b.id(), 1);
+    p.lookupHook = null;
+    assertThat(p.homeOf("u")).isNull();
+    assertThat(p.homeOf("t")).isNull(); // b's own sessions went with it
+    assertThat(p.trackedSessions()).isZero();
+  }
+
+  @Test
   void requestsNeverFinishedAreReleasedAfterTheMaximumAge() {
     TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0), POOL);
     InferenceRequest lost = request(700, 10, "a");
