@@ -100,6 +100,10 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private @Nullable String served;
   private int status;
   private @Nullable UsageScanner usage;
+  /** The answer's content-length, -1 when it declared none (or an unreadable one). */
+  private long declaredLength = -1;
+  /** Answer body bytes Envoy has shown so far. */
+  private long responseBytes;
 
   /** What every stream of one server shares. */
   record Settings(Router router, int maxBodyBytes, BodySendMode assumedRequestMode,
@@ -150,8 +154,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   @Override
   public void onCompleted() {
-    if (phase == Phase.RESPONSE_BODY && (responseMode == BodySendMode.NONE || partialResponse)) {
-      // Envoy sends no body, or no more of it: the stream's end is the answer's end
+    if (phase == Phase.RESPONSE_BODY
+        && (responseMode == BodySendMode.NONE || partialResponse || answerIsWhole())) {
+      // Envoy sends no body, or no more of it, or the answer's own framing shows it whole (its
+      // last chunk came without end_of_stream because trailers it does not send ended it): the
+      // stream's end is the answer's end
       finishResponse();
     }
     Phase was = phase;
@@ -307,6 +314,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     HeaderMap map = msg.getResponseHeaders().getHeaders();
     String contentType = null;
     String statusText = null;
+    String length = null;
     for (int i = 0; i < map.getHeadersCount(); i++) {
       HeaderValue hv = map.getHeaders(i);
       String name = hv.getKey().toLowerCase(Locale.ROOT);
@@ -314,8 +322,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
         statusText = ExtProcMessages.headerValue(hv);
       } else if (name.equals("content-type") && contentType == null) {
         contentType = ExtProcMessages.headerValue(hv);
+      } else if (name.equals("content-length") && length == null) {
+        length = ExtProcMessages.headerValue(hv);
       }
     }
+    declaredLength = parseLength(length);
     status = parseStatus(statusText);
     send(ExtProcMessages.continueResponseHeaders());
     RoutingDecision d = decision;
@@ -337,6 +348,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     noteServed(msg.getMetadataContext());
     HttpBody chunk = msg.getResponseBody();
     ByteString bytes = chunk.getBody();
+    responseBytes += bytes.size();
     if (responseMode == BodySendMode.FULL_DUPLEX_STREAMED) {
       send(ExtProcMessages.streamedResponseBody(bytes, chunk.getEndOfStream()));
     } else {
@@ -452,6 +464,18 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   private boolean success() {
     return status >= 200 && status < 300;
+  }
+
+  /**
+   * Whether the answer's own framing shows that all of it went by: a server-sent stream that
+   * reached {@code data: [DONE]} (where clients stop reading), or a body of its declared
+   * {@code content-length}. Used when the stream ends without the body's {@code end_of_stream}:
+   * in STREAMED mode trailers end the answer without it, and Envoy sends no trailers with
+   * {@code response_trailer_mode: SKIP}, then closes the stream as it closes a cut one.
+   */
+  private boolean answerIsWhole() {
+    UsageScanner u = usage;
+    return (declaredLength >= 0 && responseBytes == declaredLength) || (u != null && u.sawDone());
   }
 
   private void finishResponse() {
@@ -573,6 +597,18 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       return s >= 100 && s <= 999 ? s : 0;
     } catch (NumberFormatException e) {
       return 0;
+    }
+  }
+
+  private static long parseLength(@Nullable String text) {
+    if (text == null) {
+      return -1;
+    }
+    try {
+      long n = Long.parseLong(text.strip());
+      return n >= 0 ? n : -1;
+    } catch (NumberFormatException e) {
+      return -1;
     }
   }
 

@@ -544,6 +544,82 @@ class ExtProcServerTest {
     assertThat(outcomes.failed).isEmpty();
   }
 
+  /** Opens a stream, routes a BUFFERED request and passes the answer's headers, STREAMED body. */
+  FakeEnvoy routedStreamedAnswer(Map<String, String> responseHeaders) throws Exception {
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(BUFFERED, STREAMED)));
+    envoy.next(); // headers
+    envoy.send(requestBody(completion("hi"), true));
+    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
+    envoy.send(ProcessingRequest.newBuilder().setResponseHeaders(
+        io.envoyproxy.envoy.service.ext_proc.v3.HttpHeaders.newBuilder()
+            .setHeaders(FakeEnvoy.headerMap(responseHeaders))).build());
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    return envoy;
+  }
+
+  @Test
+  void aStreamedAnswerEndedByTrailersEnvoyDoesNotSendCompletesWhenItIsProvablyWhole()
+      throws Exception {
+    // STREAMED: when trailers end the answer, its last chunk comes without end_of_stream, and
+    // with response_trailer_mode SKIP (Envoy's default) nothing follows until Envoy closes the
+    // stream, as it closes a cut one. An answer whose own framing says it is whole, an SSE
+    // stream that reached data: [DONE] or a body of its declared content-length, completes
+    // then; before, every such answer failed its decision
+    start(List.of(A));
+    FakeEnvoy sse = routedStreamedAnswer(Map.of(":status", "200", "content-type",
+        "text/event-stream"));
+    sse.send(responseBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", false));
+    sse.next();
+    sse.send(responseBody("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+        + "\"completion_tokens\":1}}\n\ndata: [DONE]\n\n", false));
+    sse.next();
+    sse.halfClose();
+    assertThat(sse.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(4, 0, 1));
+    assertThat(outcomes.failed).isEmpty();
+    assertThat(outcomes.events).containsExactly("first:" + A, "complete:" + A);
+
+    String json = "{\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":2}}";
+    FakeEnvoy sized = routedStreamedAnswer(Map.of(":status", "200", "content-type",
+        "application/json", "content-length", String.valueOf(json.length())));
+    sized.send(responseBody(json.substring(0, 10), false));
+    sized.next();
+    sized.send(responseBody(json.substring(10), false));
+    sized.next();
+    sized.halfClose();
+    assertThat(sized.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(6, 0, 2));
+    assertThat(outcomes.failed).isEmpty();
+    assertThat(inFlight()).isZero();
+
+    // an answer cut short still fails: an SSE stream before data: [DONE], a body short of its
+    // length, and a body of unknown length
+    FakeEnvoy cutSse = routedStreamedAnswer(Map.of(":status", "200", "content-type",
+        "text/event-stream"));
+    cutSse.send(responseBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", false));
+    cutSse.next();
+    cutSse.halfClose();
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessageContaining("before the answer ended");
+    FakeEnvoy shortBody = routedStreamedAnswer(Map.of(":status", "200", "content-type",
+        "application/json", "content-length", String.valueOf(json.length() + 1)));
+    shortBody.send(responseBody(json, false));
+    shortBody.next();
+    shortBody.halfClose();
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessageContaining("before the answer ended");
+    FakeEnvoy unsized = routedStreamedAnswer(Map.of(":status", "200", "content-type",
+        "application/json"));
+    unsized.send(responseBody(json, false));
+    unsized.next();
+    unsized.halfClose();
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessageContaining("before the answer ended");
+    await(() -> inFlight() == 0);
+    assertThat(outcomes.completed).isEmpty();
+  }
+
   @Test
   void anEmptyPoolIs503() throws Exception {
     start(List.of());
