@@ -41,6 +41,14 @@ public final class ExtProcServer implements AutoCloseable {
   public static final int DEFAULT_PORT = 9002;
   /** Default bound on a request body: 16 MiB, as the request parser's and the SCG filter's. */
   public static final int DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+  /**
+   * Default bound on one gRPC message from Envoy: 64 MiB (or {@code maxBodyBytes} + 1 MiB when
+   * that is more). BUFFERED sends a whole response body as one message, as large as Envoy's
+   * buffer limit for the stream allows, which users raise for long answers.
+   */
+  public static final int DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+  /** Room for the rest of a body message (metadata, framing) besides the body itself. */
+  static final int MESSAGE_HEADROOM_BYTES = 1024 * 1024;
   /** Default wait for open streams at {@link #close()}. */
   public static final Duration DEFAULT_DRAIN_TIMEOUT = Duration.ofSeconds(30);
   /**
@@ -123,6 +131,7 @@ public final class ExtProcServer implements AutoCloseable {
     private int port = DEFAULT_PORT;
     private @Nullable String host;
     private int maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
+    private int maxMessageBytes; // 0: the default, which follows maxBodyBytes
     private BodySendMode requestMode = BodySendMode.FULL_DUPLEX_STREAMED;
     private BodySendMode responseMode = BodySendMode.FULL_DUPLEX_STREAMED;
     private Duration drainTimeout = DEFAULT_DRAIN_TIMEOUT;
@@ -150,14 +159,29 @@ public final class ExtProcServer implements AutoCloseable {
 
     /**
      * Largest request body taken; a larger one is answered 413 as soon as its bytes pass the
-     * limit. Also sizes the largest gRPC message accepted (the limit plus 1 MiB for headers),
-     * since BUFFERED mode sends the body as one message.
+     * limit. Answers are not bounded by it (see {@link #maxMessageBytes(int)}).
      */
     public Builder maxBodyBytes(int bytes) {
       if (bytes <= 0) {
         throw new IllegalArgumentException("maxBodyBytes must be > 0, got " + bytes);
       }
       this.maxBodyBytes = bytes;
+      return this;
+    }
+
+    /**
+     * Largest gRPC message taken from Envoy; gRPC refuses a larger one and resets its stream
+     * (RESOURCE_EXHAUSTED on this side; Envoy then answers the client 500). BUFFERED sends a whole body as one message, so this
+     * must hold the largest answer Envoy buffers (its {@code per_connection_buffer_limit_bytes}
+     * or the route's {@code per_request_buffer_limit_bytes}, 1 MiB unless raised) and a request
+     * body of {@code maxBodyBytes} with 1 MiB to spare, which {@link #start()} checks. Default
+     * {@value #DEFAULT_MAX_MESSAGE_BYTES} bytes, or {@code maxBodyBytes} + 1 MiB when larger.
+     */
+    public Builder maxMessageBytes(int bytes) {
+      if (bytes <= 0) {
+        throw new IllegalArgumentException("maxMessageBytes must be > 0, got " + bytes);
+      }
+      this.maxMessageBytes = bytes;
       return this;
     }
 
@@ -214,8 +238,18 @@ public final class ExtProcServer implements AutoCloseable {
      * Starts listening.
      *
      * @throws IOException when the port cannot be bound (the message names it)
+     * @throws IllegalArgumentException when {@code maxMessageBytes} leaves no room for a
+     *     request body of {@code maxBodyBytes}
      */
     public ExtProcServer start() throws IOException {
+      long bodyMessage = maxBodyBytes + (long) MESSAGE_HEADROOM_BYTES;
+      if (maxMessageBytes != 0 && maxMessageBytes < bodyMessage) {
+        throw new IllegalArgumentException("maxMessageBytes (" + maxMessageBytes + ") must be at "
+            + "least maxBodyBytes (" + maxBodyBytes + ") + 1 MiB: BUFFERED sends a request body "
+            + "as one message, and one within the limit must get through to be answered");
+      }
+      int messageLimit = maxMessageBytes != 0 ? maxMessageBytes
+          : (int) Math.min(Integer.MAX_VALUE, Math.max(DEFAULT_MAX_MESSAGE_BYTES, bodyMessage));
       LiveStreams live = new LiveStreams();
       ProcessStream.Settings settings =
           new ProcessStream.Settings(router, maxBodyBytes, requestMode, responseMode);
@@ -229,7 +263,7 @@ public final class ExtProcServer implements AutoCloseable {
             .permitKeepAliveTime(10, TimeUnit.SECONDS)
             .permitKeepAliveWithoutCalls(true);
       }
-      b.maxInboundMessageSize((int) Math.min(Integer.MAX_VALUE, maxBodyBytes + (1L << 20)))
+      b.maxInboundMessageSize(messageLimit)
           .addService(new ExtProcService(settings, live))
           .addService(health.getHealthService());
       if (executor != null) {

@@ -30,6 +30,7 @@ import org.jspecify.annotations.Nullable;
 public final class Main {
   static final String USAGE = "usage: routing-envoy --endpoints HOST:PORT[,HOST:PORT...] "
       + "[--port N] [--host ADDR] [--config FILE | --preset NAME] [--max-body-size SIZE] "
+      + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
       + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
       + "[--drain-timeout DURATION]";
@@ -47,6 +48,9 @@ public final class Main {
         --preset NAME               a shipped configuration: epp4j; ignored with --config
         --max-body-size SIZE        larger request bodies get 413 (B, KB, MB, GB: 1024-based);
                                     default 16MB
+        --max-message-size SIZE     largest gRPC message taken from Envoy: must hold the largest
+                                    BUFFERED answer Envoy buffers, and max-body-size + 1MB;
+                                    default 64MB (or max-body-size + 1MB when larger)
         --session-headers LIST      headers carrying the session key, tried in order;
                                     default x-session-id,x-session-token
         --in-flight-max-age DUR     safety net for requests never finished; default 10m
@@ -134,6 +138,7 @@ public final class Main {
     Router.Builder b = Router.builder();
     int port;
     int maxBody;
+    int maxMessage = 0;
     Duration drain;
     boolean metrics;
     Duration metricsInterval;
@@ -142,6 +147,14 @@ public final class Main {
       b.endpoints(endpoints);
       port = port(o.getOrDefault("port", String.valueOf(ExtProcServer.DEFAULT_PORT)));
       maxBody = size("max-body-size", o.getOrDefault("max-body-size", "16MB"));
+      if (o.containsKey("max-message-size")) {
+        maxMessage = size("max-message-size", o.get("max-message-size"));
+        if (maxMessage < maxBody + (long) ExtProcServer.MESSAGE_HEADROOM_BYTES) {
+          throw new IllegalArgumentException("--max-message-size: " + o.get("max-message-size")
+              + " must be at least --max-body-size (" + o.getOrDefault("max-body-size", "16MB")
+              + ") + 1MB: BUFFERED sends a request body as one message");
+        }
+      }
       List<String> sessionHeaders = list(o.getOrDefault("session-headers",
           String.join(",", OpenAiRequestParser.DEFAULT_SESSION_HEADERS)));
       b.requestParser(OpenAiRequestParser.of(maxBody, sessionHeaders));
@@ -198,6 +211,9 @@ public final class Main {
       }
       ExtProcServer.Builder sb = ExtProcServer.builder(router).port(port).maxBodyBytes(maxBody)
           .drainTimeout(drain);
+      if (maxMessage > 0) {
+        sb.maxMessageBytes(maxMessage);
+      }
       if (o.containsKey("host")) {
         sb.host(o.get("host"));
       }
@@ -234,7 +250,7 @@ public final class Main {
   }
 
   private static final List<String> OPTIONS = List.of("endpoints", "port", "host", "config",
-      "preset", "max-body-size", "session-headers", "in-flight-max-age", "scheme",
+      "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
       "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout");
 
   /** {@code --name value} and {@code --name=value}; {@code --config-file} is {@code --config}. */

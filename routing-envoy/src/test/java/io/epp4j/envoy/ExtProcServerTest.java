@@ -855,6 +855,70 @@ class ExtProcServerTest {
     assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
   }
 
+  @Test
+  void aBufferedAnswerLargerThanTheRequestLimitIsTakenOverTcp() throws Exception {
+    // Envoy buffers an answer up to its own buffer limit (per_connection_buffer_limit_bytes,
+    // per_request_buffer_limit_bytes), which has nothing to do with the request body limit, and
+    // sends it as one message. Before, the largest message taken was maxBodyBytes + 1 MiB, so a
+    // longer answer Envoy had legitimately buffered ended the stream RESOURCE_EXHAUSTED (a 500
+    // for the client); and a BUFFERED request body past that size got the same instead of 413
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).listener(outcomes).build();
+    int maxBody = 1 << 20;
+    server = ExtProcServer.builder(router).port(0).host("127.0.0.1").maxBodyBytes(maxBody)
+        .drainTimeout(Duration.ofSeconds(1)).start();
+    channel = NettyChannelBuilder.forAddress("127.0.0.1", server.port()).usePlaintext().build();
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(BUFFERED, BUFFERED)));
+    envoy.next(); // headers
+    envoy.send(requestBody(completion("hi"), true));
+    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
+    envoy.send(responseHeaders(200, "application/json", false));
+    envoy.next();
+    String answer = "{\"choices\":[{\"text\":\"" + "x".repeat(3 * maxBody) + "\"}],"
+        + "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}";
+    envoy.send(responseBody(answer, true));
+    assertThat(envoy.next().hasResponseBody()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(9, 0, 3));
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+
+    FakeEnvoy big = FakeEnvoy.open(channel);
+    big.send(postHeaders(modes(BUFFERED, BUFFERED)));
+    big.next(); // headers
+    big.send(requestBody(completion("y".repeat(3 * maxBody)), true));
+    ImmediateResponse r = big.next().getImmediateResponse();
+    assertThat(r.getStatus().getCodeValue()).isEqualTo(413);
+    assertThat(outcomes.failed).isEmpty();
+  }
+
+  @Test
+  void maxMessageBytesBoundsWhatIsTakenAndMustLeaveRoomForARequestBody() throws Exception {
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).listener(outcomes).build();
+    ExtProcServer.Builder tooSmall = ExtProcServer.builder(router).port(0).host("127.0.0.1")
+        .maxBodyBytes(4 << 20).maxMessageBytes(4 << 20);
+    org.assertj.core.api.Assertions.assertThatThrownBy(tooSmall::start)
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("maxMessageBytes").hasMessageContaining("maxBodyBytes");
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+        () -> ExtProcServer.builder(router).maxMessageBytes(0))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxMessageBytes");
+    server = ExtProcServer.builder(router).port(0).host("127.0.0.1").maxBodyBytes(1 << 20)
+        .maxMessageBytes(2 << 20).drainTimeout(Duration.ofSeconds(1)).start();
+    channel = NettyChannelBuilder.forAddress("127.0.0.1", server.port()).usePlaintext().build();
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(BUFFERED, BUFFERED)));
+    envoy.next();
+    envoy.send(requestBody(completion("hi"), true));
+    envoy.next();
+    envoy.send(responseHeaders(200, "application/json", false));
+    envoy.next();
+    envoy.send(responseBody("x".repeat(3 << 20), true));
+    // gRPC refuses the message and resets the stream (RESOURCE_EXHAUSTED on the server's side)
+    assertThat(envoy.awaitClosed().getCode()).isNotEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).isNotNull();
+    await(() -> inFlight() == 0);
+  }
+
   // ------------------------------------------------------------------------------- helpers
 
   /** Opens a stream and routes a FULL_DUPLEX_STREAMED request, consuming the server's answers. */

@@ -46,6 +46,13 @@ class MainTest {
     assertThat(exitOf("--endpoints=10.0.0.1:80", "--max-body-size", "3TB")).isEqualTo(2);
     assertThat(err()).contains("--max-body-size: '3TB'");
     err.reset();
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--max-message-size", "none")).isEqualTo(2);
+    assertThat(err()).contains("--max-message-size: 'none'");
+    err.reset();
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--max-body-size", "16MB",
+        "--max-message-size", "16MB")).isEqualTo(2);
+    assertThat(err()).contains("--max-message-size").contains("--max-body-size");
+    err.reset();
     assertThat(exitOf("--endpoints=10.0.0.1:80", "--colour", "red")).isEqualTo(2);
     assertThat(err()).contains("unknown option '--colour'");
     err.reset();
@@ -98,7 +105,7 @@ class MainTest {
     assertThat(exitOf("--help")).isZero();
     String help = out.toString(StandardCharsets.UTF_8);
     for (String option : new String[] {"--endpoints", "--port", "--host", "--config", "--preset",
-        "--max-body-size", "--session-headers", "--in-flight-max-age", "--scheme",
+        "--max-body-size", "--max-message-size", "--session-headers", "--in-flight-max-age", "--scheme",
         "--metrics-enabled", "--metrics-interval", "--metrics-path", "--drain-timeout"}) {
       assertThat(help).contains(option);
     }
