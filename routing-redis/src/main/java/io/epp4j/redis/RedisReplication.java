@@ -19,7 +19,6 @@ import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.metrics.DoubleHistogram;
 import io.opentelemetry.api.metrics.Meter;
 import java.io.File;
-import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -101,19 +100,23 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final AtomicLong appliedPrefixes = new AtomicLong();
   private final AtomicLong appliedSessions = new AtomicLong();
   private final AtomicLong staleSessions = new AtomicLong();
-  private final SessionTimes sessionTimes = new SessionTimes(MAX_SESSION_TIMES);
   private final AtomicLong resyncs = new AtomicLong();
-  // batches this router tried to append (before each attempt: one the server took counts even if
-  // its answer was lost), against which the reader checks the batches it finds under its own id
-  private final AtomicLong appendsAttempted = new AtomicLong();
+  /**
+   * This router's place in the pool, shared with the instances a reload creates: only the newest
+   * one publishes and reads. It keeps the batches this router tried to append (counted before
+   * each attempt: one the server took counts even if its answer was lost), against which the
+   * reader checks the batches it finds under its own id; the reader's clock when it first
+   * connected (-1: no clock) and the batches under this router's id since then; the newest id
+   * counted, so that a batch read again after the reader started over (a failover to a replica
+   * that still holds it) is not counted twice; the sessions' binding times.
+   */
+  private final RouterSeat seat;
+  /** Where this instance publishes and reads (the URI, never logged, and the stream key). */
+  private final String target;
+  /** Under which id and where this instance publishes. */
+  private final String publishIdentity;
+  private final SessionTimes sessionTimes;
   private volatile boolean sharedRouterId;
-  // reader thread only: the log's clock when the reader first connected (-1: no clock), and the
-  // batches under this router's id since then
-  private long ownSinceMillis = -1;
-  private long ownSeen;
-  // reader thread only: the newest id counted in ownSeen, so that a batch read again after the
-  // reader started over (a failover to a replica that still holds it) is not counted twice
-  private @Nullable String ownCountedTo;
   private volatile boolean publisherUp;
   private volatile boolean readerUp;
   private volatile boolean running = true;
@@ -122,12 +125,22 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final Telemetry telemetry;
   private final Thread publisher;
   private final Thread reader;
-  // reader thread only
-  private final Map<String, Long> originsSeen = new HashMap<>();
 
-  RedisReplication(Settings settings, @Nullable RouterHints hints,
+  /**
+   * @param settings the settings; an empty {@code routerId} takes the seat's, which a reload keeps
+   * @param target where the transports publish and read: a reload that keeps it (and the
+   *     routerId) continues the old instance's figures and place in the stream
+   */
+  RedisReplication(Settings settings, String target, @Nullable RouterHints hints,
       HintTransport.Factory transports, OpenTelemetry otel, io.epp4j.api.Ticker ticker) {
-    this.s = settings;
+    this.seat = RouterSeat.of(hints, settings.pool());
+    this.s = !settings.routerId().isEmpty() ? settings : new Settings(settings.pool(),
+        settings.streamKey(), seat.defaultRouterId, settings.batchSize(),
+        settings.flushIntervalNanos(), settings.queueCapacity(), settings.queueMaxBlocks(),
+        settings.heartbeatNanos());
+    this.target = target;
+    this.publishIdentity = s.routerId() + "\n" + target;
+    this.sessionTimes = seat.sessionTimes;
     this.ticker = ticker;
     this.queue = new HintQueue(settings.queueCapacity(), settings.queueMaxBlocks());
     this.hints = hints;
@@ -143,6 +156,8 @@ public final class RedisReplication implements Plugin, RequestListener {
     this.reader = new Thread(this::readLoop, "epp4j-redis-replication-read");
     publisher.setDaemon(true);
     reader.setDaemon(true);
+    // last: from here on the previous instance of this router (a reload) hands over to this one
+    seat.join(this);
     publisher.start();
     reader.start();
   }
@@ -195,11 +210,30 @@ public final class RedisReplication implements Plugin, RequestListener {
   private void publishLoop() {
     HintTransport t = transports.create();
     Backoff backoff = new Backoff();
-    // the in-flight figures the other routers last received from this one
-    Map<String, long[]> sent = new HashMap<>();
     long nextHeartbeat = System.nanoTime();
+    // whether this thread holds the seat's publishing role (and may use seat.sent)
+    boolean holding = false;
     try {
       while (running) {
+        if (!holding) {
+          if (seat.owner() != this || !seat.takePublishing(this)) {
+            // a reload replaced this instance (or it waits for the one it replaced to let go)
+            RouterSeat.idle(s.heartbeatNanos());
+            continue;
+          }
+          holding = true;
+          if (!publishIdentity.equals(seat.sentAs)) {
+            // the figures were sent under another routerId or to another stream
+            seat.sent.clear();
+            seat.sentAs = publishIdentity;
+          }
+          // every figure at once: the same as the previous holder's under the same id
+          nextHeartbeat = System.nanoTime();
+        } else if (seat.owner() != this) {
+          handOverPublishing(t);
+          holding = false;
+          continue;
+        }
         if (!publisherUp) {
           if (!connect(t, backoff, "publisher")) {
             continue;
@@ -209,38 +243,82 @@ public final class RedisReplication implements Plugin, RequestListener {
           nextHeartbeat = System.nanoTime();
           publisherUp = true;
         }
-        if (queue.size() < s.batchSize()) {
+        if (queuedForPublishing() < s.batchSize()) {
           // never past the next heartbeat: with a flush interval longer than the heartbeat, the
           // others (which drop a router silent for five of their heartbeats) would forget this
           // router's figures between two flushes
           LockSupport.parkNanos(Math.min(s.flushIntervalNanos(),
               Math.max(0, nextHeartbeat - System.nanoTime())));
         }
+        if (seat.owner() != this) {
+          continue; // woken to hand over
+        }
         long now = System.nanoTime();
         boolean heartbeat = now - nextHeartbeat >= 0;
         if (heartbeat) {
           nextHeartbeat = now + s.heartbeatNanos();
         }
-        if (!flush(t, sent, heartbeat, backoff)) {
+        if (!flush(t, seat.sent, heartbeat, backoff)) {
           publisherUp = false;
           t.close();
           pause(backoff);
         }
       }
-      if (publisherUp) {
-        // a clean stop: the others drop this router's load now rather than after the silence
-        HintCodec.Writer w = new HintCodec.Writer();
-        sent.forEach((ep, v) -> w.inFlight(ep, 0, 0));
-        if (w.records() > 0) {
-          appendsAttempted.incrementAndGet();
+    } finally {
+      if (!holding && seat.owner() == null && publishIdentity.equals(seat.sentAs)
+          && seat.takePublishing(this)) {
+        // the last instance of this router closes after a reload replaced it: its successor
+        // closed first (the router closing), and what the others hold is this one's to clear
+        holding = true;
+      }
+      if (holding) {
+        handOverPublishing(t);
+      }
+      t.close();
+    }
+  }
+
+  /**
+   * Lets the publishing role go to the seat's owner, once this instance is replaced or closed.
+   * When the owner publishes under the same routerId to the same stream, the figures the others
+   * hold are its own: they stay (a farewell of zeros would erase them until its next change or
+   * heartbeat). Otherwise (another routerId, another stream, or no owner: the router closes or
+   * no longer replicates) this router's figures leave now, rather than after five heartbeats of
+   * silence during which the others would count its requests under both ids.
+   */
+  private void handOverPublishing(HintTransport t) {
+    try {
+      RedisReplication next = seat.owner();
+      boolean continued = next != null && next.publishIdentity.equals(publishIdentity);
+      if (!continued && !seat.sent.isEmpty()) {
+        if (!publisherUp && !running) {
+          t.connect(); // one attempt, for the farewell of a closing router
+          publisherUp = true;
+        }
+        if (publisherUp) {
+          HintCodec.Writer w = new HintCodec.Writer();
+          seat.sent.forEach((ep, v) -> w.inFlight(ep, 0, 0));
+          seat.appendsAttempted.incrementAndGet();
           t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
+          seat.sent.clear();
         }
       }
     } catch (Exception e) {
-      // only the farewell above can get here; the others time out this router instead
+      // the others forget this router's figures after five heartbeats of silence instead
     } finally {
+      publisherUp = false;
       t.close();
+      seat.releasePublishing(this);
     }
+  }
+
+  /** Hints waiting on every instance of this router's seat; the publishing holder sends them. */
+  private int queuedForPublishing() {
+    int n = 0;
+    for (RedisReplication m : seat.members()) {
+      n += m.queue.size();
+    }
+    return n;
   }
 
   /**
@@ -252,7 +330,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     Map<String, long[]> figures = inFlightChanges(sent, heartbeat);
     boolean first = true;
     HintCodec.Writer w = writer;
-    while (first || queue.size() > 0) {
+    while (first || queuedForPublishing() > 0) {
       w.reset();
       if (first) {
         figures.forEach((ep, v) -> w.inFlight(ep, (int) v[0], v[1]));
@@ -263,7 +341,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         return true;
       }
       try {
-        appendsAttempted.incrementAndGet();
+        seat.appendsAttempted.incrementAndGet();
         t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
       } catch (Exception e) {
         droppedUnpublished.addAndGet(w.records());
@@ -312,11 +390,26 @@ public final class RedisReplication implements Plugin, RequestListener {
     return changes;
   }
 
-  /** Moves up to {@code max} queued hints into the batch; returns how many. */
+  /**
+   * Moves up to {@code max} queued hints into the batch, those of the instances this one replaced
+   * first (routes that read the configuration before a reload queue on the instance they found);
+   * returns how many. Publishing holder only: it is the one consumer of every member's queue.
+   */
   private int drain(HintCodec.Writer w, int max) {
     // the router's clock, which stamped the hints
     long nowNanos = ticker.nanos();
     long nowMicros = epochMicros();
+    int n = 0;
+    for (RedisReplication m : seat.members()) {
+      if (n >= max) {
+        break;
+      }
+      n += drain(m.queue, w, max - n, nowNanos, nowMicros);
+    }
+    return n;
+  }
+
+  private int drain(HintQueue queue, HintCodec.Writer w, int max, long nowNanos, long nowMicros) {
     int n = 0;
     long taken = 0;
     while (n < max) {
@@ -361,20 +454,50 @@ public final class RedisReplication implements Plugin, RequestListener {
     // less the silence limit) are history: -1 when the log has no clock
     long staleBeforeMillis = -1;
     long nextGapCheck = 0;
+    // whether this thread holds the seat's reading role (and may use its reader fields)
+    boolean holding = false;
     try {
       while (running) {
+        if (!holding) {
+          if (seat.owner() != this || !seat.takeReading(this)) {
+            // a reload replaced this instance (or it waits for the one it replaced to let go)
+            RouterSeat.idle(s.heartbeatNanos());
+            continue;
+          }
+          holding = true;
+          if (target.equals(seat.readFrom)) {
+            // the instance a reload replaced read this stream: on from where it stopped, with
+            // the origins it heard from (a reconnection, as far as the stream is concerned)
+            lastId = seat.lastId;
+            staleBeforeMillis = seat.staleBeforeMillis;
+          } else {
+            seat.readFrom = target;
+            seat.ownCountedTo = null;
+          }
+          if (!s.routerId().equals(seat.ownId)) {
+            seat.ownId = s.routerId();
+            seat.ownSinceMillis = -1;
+            seat.ownSeen = 0;
+          }
+        } else if (seat.owner() != this) {
+          seat.lastId = lastId;
+          seat.staleBeforeMillis = staleBeforeMillis;
+          handOverReading(t);
+          holding = false;
+          continue;
+        }
         forgetSilentOrigins(System.nanoTime());
         if (!readerUp) {
           if (!connect(t, backoff, "reader")) {
             continue;
           }
           try {
+            long now = t.nowMillis();
+            if (seat.ownSinceMillis < 0) {
+              seat.ownSinceMillis = now;
+            }
             if (lastId == null) {
-              long now = t.nowMillis();
               staleBeforeMillis = staleBefore(now);
-              if (ownSinceMillis < 0) {
-                ownSinceMillis = now;
-              }
               lastId = HintTransport.OLDEST; // a new router learns what the stream holds
             } else if (!t.holdsAfter(lastId)) {
               staleBeforeMillis = startOver(t);
@@ -382,7 +505,7 @@ public final class RedisReplication implements Plugin, RequestListener {
             } else {
               // catching up on what was written while this reader was away: batches older than
               // the silence limit are history as at start, whatever the limit was before
-              staleBeforeMillis = staleBefore(t.nowMillis());
+              staleBeforeMillis = staleBefore(now);
             }
           } catch (Exception e) {
             readerLost(t, e, backoff);
@@ -444,7 +567,30 @@ public final class RedisReplication implements Plugin, RequestListener {
         }
       }
     } finally {
+      if (holding) {
+        seat.lastId = lastId;
+        seat.staleBeforeMillis = staleBeforeMillis;
+        handOverReading(t);
+      }
       t.close();
+    }
+  }
+
+  /**
+   * Lets the reading role go to the seat's owner, once this instance is replaced or closed. An
+   * owner that reads another stream (or none: the router closes or no longer replicates) will
+   * not hear from the other routers of this one, so their in-flight figures leave now.
+   */
+  private void handOverReading(HintTransport t) {
+    try {
+      RedisReplication next = seat.owner();
+      if (next == null || !next.target.equals(target)) {
+        forgetAllOrigins();
+      }
+    } finally {
+      readerUp = false;
+      t.close();
+      seat.releaseReading(this);
     }
   }
 
@@ -568,11 +714,12 @@ public final class RedisReplication implements Plugin, RequestListener {
     boolean fresh = newestMillis < 0 || entryMillis < 0
         || (newestMillis - entryMillis <= s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000
             && entryMillis >= staleBeforeMillis);
-    if (fresh && !originsSeen.containsKey(h.origin()) && originsSeen.size() >= MAX_ORIGINS) {
+    Map<String, Long> origins = seat.originsSeen;
+    if (fresh && !origins.containsKey(h.origin()) && origins.size() >= MAX_ORIGINS) {
       return;
     }
     if (fresh) {
-      originsSeen.put(h.origin(), System.nanoTime());
+      origins.put(h.origin(), System.nanoTime());
     }
     RouterHints target = hints;
     if (target == null) {
@@ -627,15 +774,15 @@ public final class RedisReplication implements Plugin, RequestListener {
    * and reads them again, and only those after the newest one counted are new.
    */
   private void noteOwn(String id, long entryMillis) {
-    if (ownSinceMillis < 0 || entryMillis <= ownSinceMillis) {
+    if (seat.ownSinceMillis < 0 || entryMillis <= seat.ownSinceMillis) {
       return; // history: the batches of an earlier run of this router
     }
-    String counted = ownCountedTo;
+    String counted = seat.ownCountedTo;
     if (counted != null && StreamIds.compare(id, counted) <= 0) {
       return; // read again after starting over
     }
-    ownCountedTo = id;
-    if (++ownSeen > appendsAttempted.get()) {
+    seat.ownCountedTo = id;
+    if (++seat.ownSeen > seat.appendsAttempted.get()) {
       sharedRouterId = true;
       log.report(Level.WARNING, "shared-router-id", "the stream holds more batches under routerId '"
           + s.routerId() + "' than this router has written since it started: another router of"
@@ -664,18 +811,18 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   private void forgetAllOrigins() {
     RouterHints target = hints;
-    for (String origin : originsSeen.keySet()) {
+    for (String origin : seat.originsSeen.keySet()) {
       if (target != null) {
         target.forget(origin);
       }
     }
-    originsSeen.clear();
+    seat.originsSeen.clear();
   }
 
   private void forgetSilentOrigins(long now) {
     long limit = s.heartbeatNanos() * SILENT_HEARTBEATS;
     RouterHints target = hints;
-    for (Iterator<Map.Entry<String, Long>> it = originsSeen.entrySet().iterator();
+    for (Iterator<Map.Entry<String, Long>> it = seat.originsSeen.entrySet().iterator();
         it.hasNext(); ) {
       Map.Entry<String, Long> e = it.next();
       if (now - e.getValue() > limit) {
@@ -689,12 +836,18 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   // ------------------------------------------------------------------------------- lifecycle
 
-  /** Stops both threads (the publisher first tells the others this router's load is gone). */
+  /**
+   * Stops both threads. When an instance of the same router and pool that a reload created
+   * earlier is still open (a reload that failed), it takes over; otherwise the publisher first
+   * tells the others this router's load is gone, unless the instance that replaced this one goes
+   * on under the same routerId.
+   */
   @Override
   public void close() {
     if (!running) {
       return;
     }
+    seat.leave(this);
     running = false;
     LockSupport.unpark(publisher);
     reader.interrupt();
@@ -709,6 +862,17 @@ public final class RedisReplication implements Plugin, RequestListener {
   }
 
   // ---------------------------------------------------------------------------- observation
+
+  /** Wakes both threads to look at who owns the seat. */
+  void wake() {
+    LockSupport.unpark(publisher);
+    LockSupport.unpark(reader);
+  }
+
+  /** Whether {@link #close} was called; for tests. */
+  boolean closed() {
+    return !running;
+  }
 
   /** Whether both the publisher and the reader are connected. */
   public boolean connected() {
@@ -899,6 +1063,14 @@ public final class RedisReplication implements Plugin, RequestListener {
     lag.clear();
   }
 
+  /**
+   * Whether this instance is the one of its router and pool that publishes and reads: only it
+   * reports, so that during a reload's handover one series per pool is recorded, not two.
+   */
+  private boolean owns() {
+    return seat.owner() == this;
+  }
+
   /** The plugin's instruments, read from its counters when the exporter asks. */
   private final class Telemetry {
     final Attributes attrs;
@@ -918,16 +1090,27 @@ public final class RedisReplication implements Plugin, RequestListener {
       callbacks.add(m.counterBuilder("epp4j.replication.hints_published")
           .setDescription("Hints this router sent to the stream")
           .setUnit("{hint}")
-          .buildWithCallback(r -> r.record(published.get(), attrs)));
+          .buildWithCallback(r -> {
+            if (owns()) {
+              r.record(published.get(), attrs);
+            }
+          }));
       callbacks.add(m.counterBuilder("epp4j.replication.hints_applied")
           .setDescription("Hints of other routers applied to this router")
           .setUnit("{hint}")
-          .buildWithCallback(r -> r.record(applied.get(), attrs)));
+          .buildWithCallback(r -> {
+            if (owns()) {
+              r.record(applied.get(), attrs);
+            }
+          }));
       callbacks.add(m.counterBuilder("epp4j.replication.hints_dropped")
           .setDescription("Hints dropped: queue full, lost with a batch Redis did not take, or"
               + " in a malformed batch")
           .setUnit("{hint}")
           .buildWithCallback(r -> {
+            if (!owns()) {
+              return;
+            }
             r.record(droppedQueueFull.sum(), full);
             r.record(droppedUnpublished.get(), unpublished);
             r.record(malformed.get(), bad);
@@ -936,22 +1119,38 @@ public final class RedisReplication implements Plugin, RequestListener {
           .setDescription("Session hints of other routers not applied: captured before a move of"
               + " the same session already known here")
           .setUnit("{hint}")
-          .buildWithCallback(r -> r.record(staleSessions.get(), attrs)));
+          .buildWithCallback(r -> {
+            if (owns()) {
+              r.record(staleSessions.get(), attrs);
+            }
+          }));
       callbacks.add(m.counterBuilder("epp4j.replication.resyncs")
           .setDescription("Reconnections after which the stream no longer held every batch since"
               + " the last one applied")
           .setUnit("{resync}")
-          .buildWithCallback(r -> r.record(resyncs.get(), attrs)));
+          .buildWithCallback(r -> {
+            if (owns()) {
+              r.record(resyncs.get(), attrs);
+            }
+          }));
       callbacks.add(m.gaugeBuilder("epp4j.replication.connected")
           .setDescription("1 while both the publisher and the reader are connected to Redis")
           .setUnit("1")
           .ofLongs()
-          .buildWithCallback(r -> r.record(connected() ? 1 : 0, attrs)));
+          .buildWithCallback(r -> {
+            if (owns()) {
+              r.record(connected() ? 1 : 0, attrs);
+            }
+          }));
       callbacks.add(m.gaugeBuilder("epp4j.replication.queued")
           .setDescription("Hints waiting to be published")
           .setUnit("{hint}")
           .ofLongs()
-          .buildWithCallback(r -> r.record(queue.size(), attrs)));
+          .buildWithCallback(r -> {
+            if (owns()) {
+              r.record(queue.size(), attrs);
+            }
+          }));
     }
 
     void close() {
@@ -1005,7 +1204,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
       String routerId = p.getString("routerId", null);
       if (routerId == null || routerId.isBlank()) {
-        routerId = defaultRouterId();
+        routerId = ""; // the router's own, which a reload keeps
       }
       // every batch carries both in its header: one too long would fail every publish
       for (String[] named : new String[][] {{"pool", pool}, {"routerId", routerId}}) {
@@ -1048,7 +1247,16 @@ public final class RedisReplication implements Plugin, RequestListener {
         transports = new RedisStreamTransport.Factory(redis, stream, maxLen,
             Duration.ofMillis(connectTimeout), sslOptions(p, trustCertFile));
       }
-      return new RedisReplication(settings, c.service(RouterHints.class).orElse(null),
+      if (!p.errors().isEmpty()) {
+        // no instance for a configuration that is refused: it would take over from the running
+        // instance of this router (a reload) until closed again
+        transports.close();
+        throw new IllegalArgumentException("invalid parameters");
+      }
+      // a reload that keeps the URI and the stream continues the old instance's figures and
+      // place in the stream; the URI is compared, never logged
+      String target = (custom != null ? "" : String.valueOf(uri).trim()) + "\n" + stream;
+      return new RedisReplication(settings, target, c.service(RouterHints.class).orElse(null),
           transports, c.service(OpenTelemetry.class).orElse(OpenTelemetry.noop()), c.ticker());
     }
 
@@ -1096,11 +1304,6 @@ public final class RedisReplication implements Plugin, RequestListener {
         throw new IllegalArgumentException("parameter 'trustCertFile' is invalid", e);
       }
       return SslOptions.builder().jdkSslProvider().trustManager(f).build();
-    }
-
-    private static String defaultRouterId() {
-      String jvm = ManagementFactory.getRuntimeMXBean().getName(); // pid@host
-      return jvm + "-" + Long.toHexString(ThreadLocalRandom.current().nextLong());
     }
   }
 }

@@ -188,7 +188,7 @@ class ReplicationLogicTest {
   }
 
   /** "key endpoint" of every session record router {@code origin} wrote to the log. */
-  private static List<String> sessionsIn(InMemoryLog log, String origin) {
+  static List<String> sessionsIn(InMemoryLog log, String origin) {
     List<String> found = new ArrayList<>();
     for (byte[] batch : log.batches()) {
       try {
