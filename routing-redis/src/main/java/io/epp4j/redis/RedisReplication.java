@@ -714,12 +714,16 @@ public final class RedisReplication implements Plugin, RequestListener {
     boolean fresh = newestMillis < 0 || entryMillis < 0
         || (newestMillis - entryMillis <= s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000
             && entryMillis >= staleBeforeMillis);
+    // the bound on origins bounds the in-flight figures kept per origin; prefixes and sessions
+    // keep no state per origin, so a router past it still teaches this one those
     Map<String, Long> origins = seat.originsSeen;
-    if (fresh && !origins.containsKey(h.origin()) && origins.size() >= MAX_ORIGINS) {
-      return;
-    }
-    if (fresh) {
+    boolean figures = fresh
+        && (origins.containsKey(h.origin()) || origins.size() < MAX_ORIGINS);
+    if (figures) {
       origins.put(h.origin(), System.nanoTime());
+    } else if (fresh) {
+      log.report(Level.WARNING, "origins", "more than " + MAX_ORIGINS + " routers write to pool '"
+          + s.pool() + "': the in-flight figures of the others are not counted");
     }
     RouterHints target = hints;
     if (target == null) {
@@ -753,7 +757,7 @@ public final class RedisReplication implements Plugin, RequestListener {
 
         @Override
         public void inFlight(String endpointId, int requests, long tokens) {
-          if (fresh) {
+          if (figures) {
             target.inFlight(h.origin(), endpointId, requests, tokens);
             applied.incrementAndGet();
           }

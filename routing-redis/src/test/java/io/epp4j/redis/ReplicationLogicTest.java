@@ -613,6 +613,28 @@ class ReplicationLogicTest {
     assertThat(inFlight(b, open)).isEqualTo(1);
   }
 
+  /**
+   * The bound on other routers (MAX_ORIGINS) is a bound on the in-flight figures kept per origin:
+   * the prefixes and sessions of a router past it still teach this one, as they cost no state
+   * per origin.
+   */
+  @Test
+  void aRouterPastTheBoundOnOriginsStillSharesItsPrefixes() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router b = router(log, "p", "b", 1000);
+    for (int i = 0; i < RedisReplication.MAX_ORIGINS; i++) {
+      log.append(inFlightBatch("o" + i, Map.of()));
+    }
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(RedisReplication.epochMicros(), "10.2.0.5:8000", 16, new long[] {1, 2, 3});
+    log.append(w.finish("p", "late", RedisReplication.epochMicros()));
+    // the last batch, of a known origin: once applied, every batch before it was
+    log.append(sessionBatch("o0", RedisReplication.epochMicros(), "s1", "10.2.0.6:8000"));
+    await("b applied the marker", () -> replication(b).appliedSessions() == 1);
+    assertThat(replication(b).appliedPrefixes()).as("the prefix of the router past the bound")
+        .isEqualTo(1);
+  }
+
   private static byte[] inFlightBatch(String router, Map<String, Integer> requests) {
     HintCodec.Writer w = new HintCodec.Writer();
     requests.forEach((ep, r) -> w.inFlight(ep, r, 100L * r));
