@@ -23,6 +23,7 @@ final class DropReports {
   private final Report malformed = new Report();
   private final Report unknownTopics = new Report();
   private final Report replaysUnavailable = new Report();
+  private final Report wrongRanks = new Report();
 
   DropReports(KvEventMetrics metrics) {
     this.metrics = metrics;
@@ -93,6 +94,26 @@ final class DropReports {
         + " at " + printable(address) + " (" + replaysUnavailable.sinceReport + " time(s) since"
         + " the last report): " + failure.getMessage() + "; its gaps are resynced instead";
     replaysUnavailable.sinceReport = 0;
+    LOG.warning(msg);
+  }
+
+  /**
+   * Counts a batch dropped because it names another data-parallel rank than the endpoint whose
+   * stream delivered it, in {@link KvEventMetrics#wrongRankBatches()}; logged like
+   * {@link #dropped}, at most once per interval. Every batch of such a stream is another
+   * rank's: the ports configured do not match the engine's ranks.
+   */
+  void wrongRank(String endpointId, int expectedRank, int batchRank) {
+    metrics.wrongRankBatches.increment();
+    if (!wrongRanks.due()) {
+      return;
+    }
+    String msg = "dropped " + wrongRanks.sinceReport + " KV-event batch(es) since the last report"
+        + " whose data_parallel_rank is not their endpoint's rank (the total is the"
+        + " wrongRankBatches metric); the latest, for endpoint " + printable(endpointId)
+        + " (rank " + expectedRank + "), came from rank " + batchRank + ": check that"
+        + " kvEvents.port, dataParallelFirstPort and the port labels match the engine's ranks";
+    wrongRanks.sinceReport = 0;
     LOG.warning(msg);
   }
 

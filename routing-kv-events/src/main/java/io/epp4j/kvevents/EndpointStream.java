@@ -45,6 +45,12 @@ final class EndpointStream {
   final Object member;
   /** The SUB socket of a per-endpoint stream; null in central mode, where one socket serves all. */
   final ZMQ.@Nullable Socket sub;
+  /**
+   * The data-parallel rank whose batches this stream may apply, or -1 when any rank goes: a
+   * batch that names another rank comes from another rank's engine core (ports that do not
+   * match the ranks), and indexing it here would credit this endpoint with blocks it lacks.
+   */
+  private final int dataParallelRank;
   private @Nullable String replayAddress;
   private final Shared shared;
   private final KvEventMetrics metrics;
@@ -72,9 +78,19 @@ final class EndpointStream {
 
   EndpointStream(String endpointId, Object member, ZMQ.@Nullable Socket sub,
       @Nullable String replayAddress, Shared shared) {
+    this(endpointId, member, sub, replayAddress, -1, shared);
+  }
+
+  /**
+   * @param dataParallelRank the rank the endpoint serves, whose batches alone are applied (a
+   *     batch without a rank is applied too); -1 applies every rank's
+   */
+  EndpointStream(String endpointId, Object member, ZMQ.@Nullable Socket sub,
+      @Nullable String replayAddress, int dataParallelRank, Shared shared) {
     this.endpointId = endpointId;
     this.member = member;
     this.sub = sub;
+    this.dataParallelRank = dataParallelRank;
     this.replayAddress = replayAddress;
     this.shared = shared;
     this.metrics = shared.metrics();
@@ -205,6 +221,12 @@ final class EndpointStream {
     } catch (MalformedKvEventException e) {
       // the message names the field, never token IDs
       shared.reports().dropped(endpointId, e.getMessage(), null);
+      return;
+    }
+    if (dataParallelRank >= 0 && batch.dataParallelRank() >= 0
+        && batch.dataParallelRank() != dataParallelRank) {
+      // the sequence moves on (this is the stream's batch), its content is another endpoint's
+      shared.reports().wrongRank(endpointId, dataParallelRank, batch.dataParallelRank());
       return;
     }
     try {

@@ -29,6 +29,7 @@ public final class KvEventMetrics {
   final LongAdder speculativeBlocks = new LongAdder();
   final LongAdder unknownEndpointMessages = new LongAdder();
   final LongAdder blockSizeMismatches = new LongAdder();
+  final LongAdder wrongRankBatches = new LongAdder();
   final AtomicLong lagMillis = new AtomicLong();
   private final Object sampleLock = new Object();
   private long lastSampleNanos = Long.MIN_VALUE;
@@ -90,6 +91,12 @@ public final class KvEventMetrics {
    * known, and components configured with the same wrong size, use the wrong blocks.
    */
   public long blockSizeMismatches() { return blockSizeMismatches.sum(); }
+  /**
+   * Batches dropped because the {@code data_parallel_rank} they carry is not the rank of the
+   * endpoint whose stream delivered them (data parallelism with ports that do not match the
+   * engine's ranks); see {@link KvEventSubscriber.Builder#dataParallel}.
+   */
+  public long wrongRankBatches() { return wrongRankBatches.sum(); }
   /** Wall-clock delay between the engine stamping the latest batch and its application. */
   public long lagMillis() { return lagMillis.get(); }
 
@@ -126,6 +133,7 @@ public final class KvEventMetrics {
         + ", replayFailures=" + replayFailures() + ", resyncs=" + resyncs() + ", restarts="
         + restarts() + ", unknownEndpointMessages=" + unknownEndpointMessages()
         + ", blockSizeMismatches=" + blockSizeMismatches()
+        + ", wrongRankBatches=" + wrongRankBatches()
         + ", lagMillis=" + lagMillis() + "}";
   }
 }

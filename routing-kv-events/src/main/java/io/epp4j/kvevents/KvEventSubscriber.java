@@ -226,7 +226,9 @@ public final class KvEventSubscriber implements AutoCloseable {
      * port + r, so the endpoint {@code host:(firstPort + r)} is followed there; an endpoint on
      * another port is followed as without data parallelism, and the port labels still override
      * both ports of one endpoint. Each rank is its own endpoint in the index, as it is for the
-     * router. Default: size 1 (no data parallelism).
+     * router, so a batch whose {@code data_parallel_rank} names another rank than the
+     * endpoint's is dropped and counted in {@link KvEventMetrics#wrongRankBatches()} (the ports
+     * do not match the ranks). Default: size 1 (no data parallelism, any rank applied).
      */
     public Builder dataParallel(int size, int firstPort) {
       if (size < 1 || size > MAX_DATA_PARALLEL_SIZE) {

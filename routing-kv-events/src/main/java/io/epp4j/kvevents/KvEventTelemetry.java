@@ -48,6 +48,7 @@ final class KvEventTelemetry implements AutoCloseable {
     t.counter(meter, "overflows", "{overflow}", "endpoints cleared for exceeding their block budget", KvEventMetrics::overflows, m);
     t.counter(meter, "unknown_endpoint_messages", "{message}", "messages dropped because their endpoint is not in the pool", KvEventMetrics::unknownEndpointMessages, m);
     t.counter(meter, "block_size_mismatches", "{change}", "endpoints found using another block size than the configured one", KvEventMetrics::blockSizeMismatches, m);
+    t.counter(meter, "wrong_rank_batches", "{batch}", "batches dropped for naming another data-parallel rank than their endpoint's", KvEventMetrics::wrongRankBatches, m);
     t.instruments.add(meter.gaugeBuilder("epp4j.kv_events.lag")
         .setDescription("Age of the newest applied batch when it was applied")
         .setUnit("ms").ofLongs()

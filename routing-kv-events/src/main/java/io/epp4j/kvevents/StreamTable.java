@@ -108,7 +108,7 @@ final class StreamTable {
       throw ex;
     }
     EndpointStream st = new EndpointStream(e.id(), member, s,
-        rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, shared);
+        rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, checkedRank(e), shared);
     st.openReplay(); // never throws: a refused replay address costs only the replays
     subSockets.add(s);
     byId.put(e.id(), st);
@@ -144,6 +144,16 @@ final class StreamTable {
   int dataParallelRank(Endpoint e) {
     int r = e.port() - dataParallelFirstPort;
     return dataParallelSize > 1 && r >= 0 && r < dataParallelSize ? r : 0;
+  }
+
+  /**
+   * The rank whose batches an endpoint's stream applies: its rank when it is one of a
+   * data-parallel engine's ranks, whatever its port labels say (vLLM stamps each batch with the
+   * rank of the engine core that made it); -1 (any rank) otherwise.
+   */
+  int checkedRank(Endpoint e) {
+    int r = e.port() - dataParallelFirstPort;
+    return dataParallelSize > 1 && r >= 0 && r < dataParallelSize ? r : -1;
   }
 
   /**

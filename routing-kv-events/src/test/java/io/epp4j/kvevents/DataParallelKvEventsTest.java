@@ -157,6 +157,81 @@ class DataParallelKvEventsTest {
     }
   }
 
+  /** A batch storing one root block of 16 tokens starting at {@code first}, from {@code rank}. */
+  private static KvEventBatch rootBlock(long hash, int first, int rank) {
+    int[] tokens = new int[16];
+    for (int i = 0; i < 16; i++) {
+      tokens[i] = first + i;
+    }
+    return new KvEventBatch(1.0, List.of(KvEvent.BlockStored.of(new long[] {hash}, null, tokens,
+        16)), rank);
+  }
+
+  /** Whether {@code id}'s index entries hold the block {@link #rootBlock} made from {@code first}. */
+  private static boolean holds(KvBlockIndex index, String id, int first) {
+    int[] tokens = new int[16];
+    for (int i = 0; i < 16; i++) {
+      tokens[i] = first + i;
+    }
+    return index.prefixWeight(id, BlockKeys.chain(BlockKeys.seed("", null, null), tokens, 16, 1),
+        0) > 0;
+  }
+
+  @Test
+  void aBatchOfAnotherRankThanTheEndpointsIsDroppedCountedAndReportedOnce() throws Exception {
+    // misconfigured ports: the endpoint of rank 1 follows a publisher whose batches say rank 0.
+    // Before, they were indexed under rank 1's endpoint, and the router sent rank 0's prompts
+    // to rank 1, which does not hold them. A batch without a rank (older vLLM) is applied, and
+    // an endpoint outside the ranks' ports is not checked (it is followed as without data
+    // parallelism)
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriberReliabilityTest.LogCapture log =
+            new KvEventSubscriberReliabilityTest.LogCapture();
+        ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = xpub(ctx);
+      pub.setXpubVerbose(true); // one subscription message per subscriber
+      pub.bind("tcp://127.0.0.1:*");
+      int q = port(pub);
+      Endpoint rank1 = Endpoint.of("127.0.0.1", 8001); // follows port (q - 1) + 1 = q
+      Endpoint outside = Endpoint.of("127.0.0.1", 9000,
+          java.util.Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(q)));
+      try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).port(q - 1)
+          .dataParallel(2, 8000).build()) {
+        sub.addEndpoint(rank1);
+        sub.addEndpoint(outside);
+        pub.setReceiveTimeOut(20_000);
+        for (int i = 0; i < 2; i++) {
+          assertThat(pub.recv()).as("subscription " + i).isNotNull();
+        }
+        publish(pub, "kv@x@m", 0, ENCODER.encode(rootBlock(1, 100, 0))); // wrong rank
+        publish(pub, "kv@x@m", 1, ENCODER.encode(rootBlock(2, 200, 1))); // its own rank
+        publish(pub, "kv@x@m", 2, ENCODER.encode(rootBlock(3, 300, -1))); // no rank
+        publish(pub, "kv@x@m", 3, ENCODER.encode(rootBlock(4, 400, 0))); // wrong rank
+        publish(pub, "kv@x@m", 4, ENCODER.encode(rootBlock(5, 500, 5))); // wrong rank
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == 2 + 5 && m.wrongRankBatches() == 3,
+            () -> "rank 1's two batches and all five of the unchecked endpoint: " + m);
+        String id = rank1.id();
+        assertThat(holds(index, id, 200)).isTrue();
+        assertThat(holds(index, id, 300)).isTrue();
+        assertThat(holds(index, id, 100)).isFalse();
+        assertThat(holds(index, id, 400)).isFalse();
+        assertThat(holds(index, id, 500)).isFalse();
+        assertThat(index.blockCount(id)).isEqualTo(2);
+        assertThat(index.blockCount(outside.id())).isEqualTo(5);
+        assertThat(m.decodeErrors()).isZero();
+        assertThat(m.gaps()).isZero();
+        assertThat(m.resyncs()).isZero();
+        List<String> reports = log.records.stream().map(r -> r.getMessage())
+            .filter(s -> s.contains("data_parallel_rank")).toList();
+        assertThat(reports).as("reported once per interval").hasSize(1);
+        assertThat(reports.get(0)).contains(id).contains("rank 0").contains("rank 1");
+      } finally {
+        pub.close();
+      }
+    }
+  }
+
   @Test
   void dataParallelParametersAreValidatedNamingTheField() {
     List<Endpoint> pool = List.of(Endpoint.of("127.0.0.1", 8000));
