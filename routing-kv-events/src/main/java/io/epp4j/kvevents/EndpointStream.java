@@ -21,7 +21,8 @@ import org.zeromq.ZMQ;
  * ending with seq −1) when one is configured, and otherwise, or when the replay cannot fill it,
  * the endpoint is resynced. A replay starts at the last batch applied and compares it: another
  * batch under that seq means a restarted engine whose numbering passed the old one's, handled
- * as a restart. Every batch goes through {@link Membership#applyIfCurrent}, so a
+ * as a restart. A buffer that no longer holds that batch, or the first ones missed, resyncs
+ * the endpoint and then applies what it does hold. Every batch goes through {@link Membership#applyIfCurrent}, so a
  * stream whose endpoint has left writes nothing. A batch that fails to decode or to apply costs
  * only that batch (a failed apply also resyncs, since the index's state for the endpoint is no
  * longer known).
@@ -70,7 +71,13 @@ final class EndpointStream {
   private enum ReplayOutcome {
     /** The batches up to the live message were applied. */
     CLOSED,
-    /** The gap could not be filled (not buffered, timed out, no socket, or closing). */
+    /**
+     * The batches up to the live message were applied, but from the first one the engine still
+     * buffers, after a resync: the batch before the gap, or the first ones missed, were no
+     * longer buffered.
+     */
+    RESYNCED,
+    /** The gap could not be filled (timed out, nothing buffered, no socket, or closing). */
     FAILED,
     /** The engine's batch at {@code expected - 1} is not the one applied: a new process. */
     RESTARTED
@@ -186,7 +193,7 @@ final class EndpointStream {
         startOverAt(seq);
       }
     } else {
-      ReplayOutcome outcome = replay(seq);
+      ReplayOutcome outcome = replay(seq, resynced);
       if (outcome == ReplayOutcome.RESTARTED) {
         // the engine restarted and its numbering passed the old one's before we heard from it:
         // what looked like a gap of the old engine is the new one's batches; the old engine's
@@ -195,7 +202,11 @@ final class EndpointStream {
         metrics.restarts.increment();
         metrics.missedBatches.add(expected);
         startOverAt(0);
-        outcome = replay(seq);
+        outcome = replay(seq, true);
+      }
+      if (outcome == ReplayOutcome.RESYNCED) {
+        metrics.replayFailures.increment(); // the gap was not filled from its start
+        return;
       }
       if (outcome != ReplayOutcome.CLOSED) {
         if (shared.closing().getAsBoolean()) {
@@ -257,25 +268,32 @@ final class EndpointStream {
    * <p>When the batch before the gap is known, the request starts one batch earlier, at that
    * batch: the same process sends it again byte for byte, while a restarted one that has passed
    * the old one's numbering has another batch under that seq ({@link ReplayOutcome#RESTARTED}).
-   * A buffer that no longer holds it cannot tell, and counts as a hole.
+   *
+   * <p>A buffer that no longer holds that batch cannot tell the two apart, and one that no
+   * longer holds the first batches missed cannot fill the gap. Either way what the index holds
+   * for the endpoint can no longer be vouched for and is dropped (a resync), but the batches
+   * the buffer does hold are the word of the process that now runs there, whichever it is, and
+   * are applied from the first one on ({@link ReplayOutcome#RESYNCED}).
+   *
+   * @param clean the endpoint was just resynced and nothing applied since: a hole needs no
+   *     second resync
    */
-  private ReplayOutcome replay(long upTo) {
+  private ReplayOutcome replay(long upTo, boolean clean) {
     metrics.replays.increment();
     byte @Nullable [] anchor = lastAppliedPayload;
     long anchorSeq = expected - 1;
+    boolean resynced = false;
     ZMQ.Socket d = requestReplayFrom(anchor != null ? anchorSeq : expected);
     if (d == null) {
       return ReplayOutcome.FAILED; // the replay socket could not be opened
     }
     long deadline = System.nanoTime() + shared.replayTimeoutMillis() * 1_000_000L;
-    boolean holes = false;
     for (;;) {
       long left = (deadline - System.nanoTime()) / 1_000_000L;
       if (left <= 0 || shared.closing().getAsBoolean()) {
         // late replies would confuse the next replay: start over with a fresh socket
         dropReplaySocket(d);
-        return !holes && anchor == null && expected >= upTo
-            ? ReplayOutcome.CLOSED : ReplayOutcome.FAILED;
+        return ended(anchor, resynced, upTo);
       }
       d.setReceiveTimeOut((int) Math.min(CLOSE_CHECK_MILLIS, left));
       List<byte[]> frames = receiveReply(d);
@@ -288,44 +306,57 @@ final class EndpointStream {
       }
       long seq = ByteBuffer.wrap(frames.get(0)).getLong();
       if (seq == -1) {
-        return !holes && anchor == null && expected >= upTo
-            ? ReplayOutcome.CLOSED : ReplayOutcome.FAILED;
+        return ended(anchor, resynced, upTo);
       }
       if (frames.size() < 2) {
         continue;
       }
+      boolean startOver = false;
       if (anchor != null) {
         if (seq < anchorSeq) {
           continue;
         }
-        if (seq > anchorSeq) {
-          holes = true; // the batch before the gap is no longer buffered: nothing to compare
-          anchor = null;
+        if (seq == anchorSeq) {
+          if (!Arrays.equals(frames.get(1), anchor)) {
+            // the rest of this answer is the new process's and is asked for again from 0
+            dropReplaySocket(d);
+            return ReplayOutcome.RESTARTED;
+          }
+          anchor = null; // the same engine: what follows fills the gap
           continue;
         }
-        if (!Arrays.equals(frames.get(1), anchor)) {
-          // the rest of this answer is the new process's and is asked for again from 0
-          dropReplaySocket(d);
-          return ReplayOutcome.RESTARTED;
-        }
-        anchor = null; // the same engine: what follows fills the gap
-        continue;
+        // the batch before the gap is no longer buffered: nothing to compare it with
+        anchor = null;
+        startOver = true;
       }
       if (seq < expected) {
         continue;
       }
       if (seq > expected) {
-        holes = true; // the engine no longer buffers what we missed
-        continue;
+        startOver = true; // the engine no longer buffers the first batches we missed
       }
-      if (holes) {
-        continue;
+      if (startOver) {
+        if (!clean) {
+          resync();
+        }
+        resynced = true;
+        expected = seq;
+        lastAppliedPayload = null;
       }
       applyPayload(frames.get(1));
+      clean = false;
       expected = seq + 1;
       lastAppliedPayload = frames.get(1);
       metrics.replayedBatches.increment();
     }
+  }
+
+  /** How a replay that got no further answer ends, by what it had applied. */
+  private ReplayOutcome ended(byte @Nullable [] anchorNotSeen, boolean resynced, long upTo) {
+    if (anchorNotSeen != null || expected < upTo) {
+      return ReplayOutcome.FAILED;
+    }
+    return resynced ? ReplayOutcome.RESYNCED : ReplayOutcome.CLOSED;
   }
 
   /** Closes a replay socket whose answer is abandoned, so the next replay starts afresh. */

@@ -67,7 +67,10 @@ public final class KvEventMetrics {
   public long replays() { return replays.sum(); }
   /** Batches recovered through replay. */
   public long replayedBatches() { return replayedBatches.sum(); }
-  /** Replays that did not close their gap (then the endpoint was resynchronised). */
+  /**
+   * Replays that did not close their gap from its start (then the endpoint was resynchronised,
+   * and what the engine still buffered after the gap's start applied).
+   */
   public long replayFailures() { return replayFailures.sum(); }
   /** Times an endpoint's entries were dropped to start over. */
   public long resyncs() { return resyncs.sum(); }

@@ -434,6 +434,69 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  /** A batch storing one root block of 16 tokens {@code first, first + 1, ...}. */
+  private static KvEventBatch rootBlock(long hash, int first) {
+    return KvEventBatch.of(1.0, List.of(KvEvent.BlockStored.of(new long[] {hash}, null,
+        rootTokens(first), 16)));
+  }
+
+  private static int[] rootTokens(int first) {
+    int[] tokens = new int[16];
+    for (int i = 0; i < 16; i++) {
+      tokens[i] = first + i;
+    }
+    return tokens;
+  }
+
+  private static boolean holdsRoot(KvBlockIndex index, String id, int first) {
+    return index.prefixWeight(id,
+        BlockKeys.chain(BlockKeys.seed("", null, null), rootTokens(first), 16, 1), 0) > 0;
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {5, 7})
+  void aBufferThatLostTheLastAppliedBatchResyncsAndStillAppliesWhatItHolds(int firstBuffered)
+      throws Exception {
+    // batches 0..4 were applied; 5..8 were missed and 9 arrives live. The engine's buffer no
+    // longer holds 4, the batch a replay compares, so whether the process answering is the one
+    // whose batches were applied cannot be told: what the index holds from before the gap is
+    // dropped (a resync). But what the buffer holds is the current process's word whichever
+    // it is, and is applied on the emptied endpoint. Before, the buffered batches were thrown
+    // away with the old state and only the live one was applied
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1);
+        KvEventSubscriberIntegrationTest.ReplayServer replay =
+            new KvEventSubscriberIntegrationTest.ReplayServer(ctx);
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayPort(replay.port).replayTimeout(Duration.ofSeconds(10)).build()) {
+      sub.addEndpoint(Endpoint.of("127.0.0.1", 8000));
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      String id = "127.0.0.1:8000";
+      String topic = "kv@" + id + "@m";
+      for (int seq = 0; seq < 5; seq++) {
+        publish(pub, topic, seq, ENCODER.encode(rootBlock(seq, 1000 * seq)));
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 5, () -> "the batches before the gap: " + m);
+      for (int seq = firstBuffered; seq < 10; seq++) {
+        replay.buffer.put((long) seq, ENCODER.encode(rootBlock(seq, 1000 * seq)));
+      }
+      publish(pub, topic, 9, ENCODER.encode(rootBlock(9, 9000)));
+      await(() -> holdsRoot(index, id, 9000), () -> "the live batch: " + m);
+      assertThat(m.restarts()).isZero();
+      assertThat(m.gaps()).isEqualTo(1);
+      assertThat(m.missedBatches()).isEqualTo(4);
+      assertThat(m.resyncs()).as("one resync for the gap").isEqualTo(1);
+      assertThat(m.replayFailures()).as("the gap was not filled from its start").isEqualTo(1);
+      for (int seq = 0; seq < 10; seq++) {
+        assertThat(holdsRoot(index, id, 1000 * seq)).as("block of batch " + seq)
+            .isEqualTo(seq >= firstBuffered);
+      }
+      assertThat(index.blockCount(id)).isEqualTo(10 - firstBuffered);
+      pub.close();
+    }
+  }
+
   @Test
   void aReplayThatClosedTheGapBeforeItsTimeoutIsNotAFailure() throws Exception {
     // vLLM answers a replay with every buffered batch from the start seq on, then seq -1; with
