@@ -210,42 +210,48 @@ public final class KvEventsPluginProviders {
     if (cacheTokens < 0) {
       t.error("cacheTokens", "must be >= 0, got " + cacheTokens);
     }
-    Tokenizer base = null;
-    if (type.equals("vllm")) {
-      String url = t.getString("url", null);
-      String model = t.getString("model", null);
-      int timeoutMs = t.getInt("timeoutMs", 200, 1, 600_000);
-      if (url == null || model == null) {
-        t.error(url == null ? "url" : "model", "is required for a vllm tokenizer");
-      } else if (t.errors().isEmpty()) {
-        try {
-          base = new VllmTokenizer(url, model, Duration.ofMillis(timeoutMs));
-        } catch (IllegalArgumentException e) {
-          t.error("url", "is not a valid URL: " + e.getMessage());
-        }
+    boolean vllm = type.equals("vllm");
+    String url = vllm ? t.getString("url", null) : null;
+    String model = vllm ? t.getString("model", null) : null;
+    int timeoutMs = vllm ? t.getInt("timeoutMs", 200, 1, 600_000) : 0;
+    String path = vllm ? null : t.getString("path", null);
+    if (vllm && (url == null || model == null)) {
+      t.error(url == null ? "url" : "model", "is required for a vllm tokenizer");
+    } else if (!vllm && path == null) {
+      t.error("path", "is required for a huggingface tokenizer");
+    }
+    // a misspelt field would leave its default in force unnoticed, and a field of the other
+    // type does nothing: both are refused, as kvEvents' are, before anything is loaded
+    List<String> errs = new java.util.ArrayList<>();
+    for (String e : t.errors()) {
+      errs.add("parameter 'tokenizer': " + e);
+    }
+    for (String name : t.unreadNames()) {
+      boolean otherType = vllm ? name.equals("path")
+          : Set.of("url", "model", "timeoutMs").contains(name);
+      errs.add(otherType ? "parameter 'tokenizer' field '" + name + "' has no effect with type "
+          + type : "parameter 'tokenizer' has unknown parameter '" + name + "'");
+    }
+    if (!errs.isEmpty()) {
+      return Result.errors(errs);
+    }
+    Tokenizer base;
+    if (vllm) {
+      try {
+        base = new VllmTokenizer(java.util.Objects.requireNonNull(url),
+            java.util.Objects.requireNonNull(model), Duration.ofMillis(timeoutMs));
+      } catch (IllegalArgumentException e) {
+        return Result.error("parameter 'tokenizer': parameter 'url' is not a valid URL: "
+            + e.getMessage());
       }
     } else {
-      String path = t.getString("path", null);
-      if (path == null) {
-        t.error("path", "is required for a huggingface tokenizer");
-      } else if (t.errors().isEmpty()) {
-        try {
-          HuggingFaceTokenizer hf = HuggingFaceTokenizer.load(java.nio.file.Path.of(path));
-          base = hf;
-        } catch (java.io.IOException | RuntimeException e) {
-          t.error("path", "cannot be loaded: " + e.getMessage());
-        }
+      try {
+        base = HuggingFaceTokenizer.load(java.nio.file.Path.of(java.util.Objects.requireNonNull(
+            path)));
+      } catch (java.io.IOException | RuntimeException e) {
+        return Result.error("parameter 'tokenizer': parameter 'path' cannot be loaded: "
+            + e.getMessage());
       }
-    }
-    if (!t.errors().isEmpty() || base == null) {
-      List<String> errs = new java.util.ArrayList<>();
-      for (String e : t.errors()) {
-        errs.add("parameter 'tokenizer': " + e);
-      }
-      if (errs.isEmpty()) {
-        errs.add("parameter 'tokenizer' could not be created");
-      }
-      return Result.errors(errs);
     }
     if (cacheTokens > 0 && base instanceof HuggingFaceTokenizer h && h.chunkingExact()) {
       // the model's own template: cached per chunk where that is proven exact, else whole

@@ -257,4 +257,26 @@ class TokenizerTest {
         .isInstanceOf(io.epp4j.core.ConfigException.class)
         .hasMessageContaining("tokenizer").hasMessageContaining("url");
   }
+
+  @Test
+  void aTokenizerFieldThatIsNotReadIsReportedByName() {
+    // a misspelt field used to be ignored, so the tokenizer ran with the default (200 ms
+    // here), and a field of the other type (a vllm tokenizer given a path) did nothing
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEvents: {mode: none}
+            tokenizer: {type: vllm, url: "http://127.0.0.1:1", model: m, timeoutMS: 5000,
+                        path: /models/m}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    assertThatThrownBy(() -> io.epp4j.core.Router.builder().configYaml(yaml, "t").build())
+        .isInstanceOf(io.epp4j.core.ConfigException.class)
+        .hasMessageContaining("'tokenizer' has unknown parameter 'timeoutMS'")
+        .hasMessageContaining("'tokenizer' field 'path' has no effect with type vllm");
+  }
 }
