@@ -38,7 +38,8 @@ public final class CachingChatTokenizer implements Tokenizer {
   /**
    * @param delegate     the tokenizer doing the work
    * @param template     how messages are rendered
-   * @param maxCachedTokens bound on the cache size, in tokens (each entry also weighs 16)
+   * @param maxCachedTokens bound on the cache size, in tokens: an entry weighs its tokens, half
+   *     a token per character of its text (the text is kept too) and 16 more
    */
   public CachingChatTokenizer(Tokenizer delegate, ChatTemplate template, long maxCachedTokens) {
     this(delegate, Objects.requireNonNull(template, "template"), null, maxCachedTokens);
@@ -52,8 +53,12 @@ public final class CachingChatTokenizer implements Tokenizer {
     if (maxCachedTokens < 1) {
       throw new IllegalArgumentException("maxCachedTokens must be >= 1, got " + maxCachedTokens);
     }
+    // the text is kept as the key and comes from users' prompts: a piece that tokenizes to few
+    // tokens (a run of whitespace) can be long, so it counts too, half a token per char (a
+    // char takes up to 2 bytes, a token 4), or the bound would not bound memory
     this.cache = Caffeine.newBuilder().maximumWeight(maxCachedTokens)
-        .weigher((String k, int[] v) -> v.length + 16).build();
+        .weigher((String k, int[] v) -> (int) Math.min(Integer.MAX_VALUE,
+            v.length + (k.length() + 1L) / 2 + 16)).build();
   }
 
   /**
@@ -139,6 +144,16 @@ public final class CachingChatTokenizer implements Tokenizer {
       at += p.length;
     }
     return out;
+  }
+
+  /** Characters of the pieces the cache holds now, after pending evictions; for tests. */
+  long cachedTextChars() {
+    cache.cleanUp();
+    long n = 0;
+    for (String k : cache.asMap().keySet()) {
+      n += k.length();
+    }
+    return n;
   }
 
   /** Tokens served from the cache instead of being tokenized again. */

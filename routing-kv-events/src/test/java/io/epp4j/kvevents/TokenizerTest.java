@@ -160,6 +160,25 @@ class TokenizerTest {
   }
 
   @Test
+  void theChatCacheBoundCountsTheTextItKeepsNotOnlyItsTokens() {
+    // prompts are the users': a message of 100,000 characters that tokenizes to one token (a
+    // run of whitespace, a repeated character) weighed 17 and kept its whole text, so a cache
+    // of 1,000 tokens could hold megabytes of prompts. Its text now counts too
+    Tokenizer oneTokenEach = text -> new int[] {7};
+    CachingChatTokenizer cached =
+        new CachingChatTokenizer(oneTokenEach, ChatTemplate.CHATML, 1_000);
+    for (int i = 0; i < 50; i++) {
+      cached.encodeChat(List.of(ChatMessage.user(i + " ".repeat(100_000))));
+    }
+    // a char takes at most two bytes and a token four: text counts half a token per char
+    assertThat(cached.cachedTextChars()).isLessThanOrEqualTo(2 * 1_000);
+    for (int i = 0; i < 50; i++) {
+      cached.encodeChat(List.of(ChatMessage.user("short " + i)));
+    }
+    assertThat(cached.cachedTextChars()).as("short pieces are still cached").isPositive();
+  }
+
+  @Test
   void aTokenizerConfiguredOnTheScorerLetsChatRequestsMatchEngineBlocks() {
     KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(4).build();
     List<ChatMessage> chat = List.of(ChatMessage.system("You are terse. ".repeat(10)),
