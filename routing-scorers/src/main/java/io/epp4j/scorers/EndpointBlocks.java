@@ -157,6 +157,13 @@ final class EndpointBlocks {
     }
   }
 
+  /** Stops counting in {@code d}, unless this store has been attached elsewhere since. */
+  synchronized void detach(HeadDirectory d) {
+    if (directory == d) {
+      directory = null;
+    }
+  }
+
   /** The capacity in blocks (readable without the lock). */
   int capacity() {
     return capacity;

@@ -18,8 +18,12 @@ import io.epp4j.api.PrefixHits;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
@@ -173,7 +177,9 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         }
       } else {
         blocks = blocksFor(c);
-        misses++;
+        if (i >= sl.endpoints.length || sl.endpoints[i] != null) {
+          misses++; // an empty slot had no store to find: not a sign that the pool changed
+        }
       }
       if (total > 0 && blocks != null) {
         int m = refreshOnLookup ? blocks.matchAndTouch(hashes, total) : blocks.match(hashes, total);
@@ -313,7 +319,8 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private static final class Slots {
     static final Slots EMPTY = new Slots(new Endpoint[0], new EndpointBlocks[0], -1, null);
 
-    final Endpoint[] endpoints;
+    /** Null where the candidate had no store. */
+    final @Nullable Endpoint[] endpoints;
     final @Nullable EndpointBlocks[] blocks;
     final @Nullable EndpointMetrics[] metrics;
     final long epoch;
@@ -322,7 +329,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     /** The stores' first blocks by position; built with the slots of a list with an order. */
     final @Nullable HeadDirectory directory;
 
-    private Slots(Endpoint[] endpoints, @Nullable EndpointBlocks[] blocks, long epoch,
+    private Slots(@Nullable Endpoint[] endpoints, @Nullable EndpointBlocks[] blocks, long epoch,
         @Nullable Object order) {
       int n = endpoints.length;
       this.endpoints = endpoints;
@@ -354,8 +361,11 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       EndpointBlocks[] blocks = new EndpointBlocks[n];
       for (int i = 0; i < n; i++) {
         Endpoint e = candidates.get(i).endpoint();
-        eps[i] = e;
-        blocks[i] = map.get(e.id());
+        EndpointBlocks b = map.get(e.id());
+        // a candidate without a store (a list read before its endpoint left) gets no slot: the
+        // slots keep nothing of an endpoint that is gone, and it scores 0 through the map anyway
+        eps[i] = b == null ? null : e;
+        blocks[i] = b;
       }
       return new Slots(eps, blocks, epoch, order);
     }
@@ -453,12 +463,41 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     // it is scored
     endpoints.computeIfAbsent(endpoint.id(), k -> new EndpointBlocks(defaultCapacity));
     epoch.incrementAndGet();
+    dropSlots();
   }
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     endpoints.remove(endpoint.id());
     epoch.incrementAndGet();
+    dropSlots();
+  }
+
+  /**
+   * Lets go of the slots once the pool has changed. The epoch already keeps routes from reading
+   * them, but they still reference the stores, endpoints and metrics of the pool they were built
+   * for, and only a route over the whole pool replaced them: where every route is over a
+   * filtered list (prefill and decode profiles), a departed endpoint's store (up to about 1 MB)
+   * stayed reachable for good. The stores stop counting in the dropped directory, which nobody
+   * reads again. Called after the epoch moved, under the lock builds take, so no build publishes
+   * slots of the old pool afterwards.
+   */
+  private void dropSlots() {
+    synchronized (slotsLock) {
+      Slots current = slots;
+      if (current == Slots.EMPTY) {
+        return;
+      }
+      slots = Slots.EMPTY;
+      HeadDirectory d = current.directory;
+      if (d != null) {
+        for (EndpointBlocks b : current.blocks) {
+          if (b != null) {
+            b.detach(d);
+          }
+        }
+      }
+    }
   }
 
   /** Whether this cycle's scoring read the directory of first blocks; for tests. */
@@ -482,10 +521,33 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     return endpoints.size();
   }
 
-  /** Approximate heap bytes of every endpoint's block store; for tests. */
+  /** Every block store this scorer references, by the map or by the table; for tests. */
+  Set<EndpointBlocks> heldStores() {
+    Set<EndpointBlocks> held = Collections.newSetFromMap(new IdentityHashMap<>());
+    held.addAll(endpoints.values());
+    for (EndpointBlocks b : slots.blocks) {
+      if (b != null) {
+        held.add(b);
+      }
+    }
+    return held;
+  }
+
+  /** The endpoints the table of stores by position references; for tests. */
+  List<Endpoint> tableEndpoints() {
+    List<Endpoint> out = new ArrayList<>();
+    for (Endpoint e : slots.endpoints) {
+      if (e != null) {
+        out.add(e);
+      }
+    }
+    return out;
+  }
+
+  /** Approximate heap bytes of every block store this scorer references; for tests. */
   long footprintBytes() {
     long sum = 0;
-    for (EndpointBlocks b : endpoints.values()) {
+    for (EndpointBlocks b : heldStores()) {
       sum += b.footprintBytes();
     }
     return sum;

@@ -15,6 +15,7 @@ import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
 import io.epp4j.core.SchedulingProfile;
+import java.lang.ref.WeakReference;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -444,6 +445,122 @@ class PrefixCacheScorerTest {
     s.record(leaving.id(), s.blockHashes(r));
     assertThat(s.blocks(leaving.id())).isNull();
     assertThat(s.trackedEndpoints()).isEqualTo(1);
+  }
+
+  /**
+   * A P/D pool (prefill-filter / decode-filter) routes every request over a filtered list, so
+   * after one route over the whole pool (before the filters' roles were set, or through a profile
+   * without a filter) the scorer may never see the whole pool again: the removal alone has to let
+   * go of what the departed endpoints held.
+   */
+  @Test
+  void endpointsThatLeaveAPoolRoutedOnlyThroughFiltersKeepNoStoreInTheScorer() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> pool = TestCandidates.pool(4);
+    TestCandidates.joined(s, pool);
+    InferenceRequest r = tok(tokens(64, 0));
+    List<Candidate> whole = new HeadDirectoryTest.Ordered(pool, new Object());
+    route(s, r, whole, pool.get(2)); // builds the table of stores by position
+    route(s, r, whole, pool.get(3));
+    assertThat(s.scoredByDirectory(scoreOnce(s, r, whole))).as("the table is in use").isTrue();
+    List<Candidate> live = pool.subList(0, 2);
+    EndpointBlocks departed2 = s.blocks(pool.get(2).id());
+    EndpointBlocks departed3 = s.blocks(pool.get(3).id());
+    assertThat(departed2.size()).isPositive();
+
+    s.onEndpointRemoved(pool.get(2).endpoint());
+    s.onEndpointRemoved(pool.get(3).endpoint());
+    for (int i = 0; i < 10; i++) {
+      Candidate c = live.get(i % 2);
+      route(s, tok(tokens(64, 100 * i)), List.of(c), c); // filtered: never the whole pool
+    }
+
+    assertThat(s.heldStores()).as("stores the scorer references")
+        .containsExactlyInAnyOrder(s.blocks(live.get(0).id()), s.blocks(live.get(1).id()))
+        .doesNotContain(departed2, departed3);
+    assertThat(s.tableEndpoints()).as("endpoints in the table by position")
+        .doesNotContain(pool.get(2).endpoint(), pool.get(3).endpoint());
+    assertThat(s.footprintBytes()).as("bytes held: the live endpoints' stores only")
+        .isEqualTo(s.blocks(live.get(0).id()).footprintBytes()
+            + s.blocks(live.get(1).id()).footprintBytes());
+  }
+
+  @Test
+  void aRouteOverAListReadBeforeAReplacementPutsNothingOfTheDepartedEndpointInTheTable() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> before = TestCandidates.pool(3);
+    TestCandidates.joined(s, before);
+    // the route read the pool; meanwhile its third endpoint was replaced by a new one
+    s.onEndpointRemoved(before.get(2).endpoint());
+    s.onEndpointAdded(Endpoint.parse("10.0.0.9:8000"));
+    InferenceRequest r = tok(tokens(64, 0));
+    double[] scores = route(s, r, new HeadDirectoryTest.Ordered(before, new Object()),
+        before.get(0));
+    assertThat(scores).containsExactly(0, 0, 0);
+    assertThat(s.tableEndpoints()).as("the table built from that list")
+        .containsExactly(before.get(0).endpoint(), before.get(1).endpoint());
+    assertThat(s.trackedEndpoints()).isEqualTo(3);
+    assertThat(route(s, r, List.of(before.get(0)), before.get(0))).containsExactly(1.0);
+  }
+
+  @Test
+  void nothingOfEndpointsThatLeftIsReachableFromTheScorerUnderFilteredRouting() {
+    PrefixCacheScorer s = PrefixCacheScorer.create();
+    List<Candidate> live = TestCandidates.pool(2);
+    TestCandidates.joined(s, live);
+    List<WeakReference<Object>> departed = joinRouteAndRemove(s, live);
+    for (int i = 0; i < 10; i++) {
+      Candidate c = live.get(i % 2);
+      route(s, tok(tokens(64, 100 * i)), List.of(c), c);
+    }
+    for (int i = 0; i < 50 && departed.stream().anyMatch(w -> w.get() != null); i++) {
+      System.gc();
+    }
+    for (WeakReference<Object> w : departed) {
+      assertThat(w.get()).as("still reachable after the removal").isNull();
+    }
+    assertThat(s.trackedEndpoints()).isEqualTo(2);
+  }
+
+  /**
+   * Two endpoints with their own metrics join, are routed to over the whole pool (so the scorer's
+   * table and directory of first blocks hold them) and leave again; returns weak references to
+   * their endpoints, metrics and stores, which nothing else holds.
+   */
+  private static List<WeakReference<Object>> joinRouteAndRemove(PrefixCacheScorer s,
+      List<Candidate> live) {
+    List<Candidate> leaving = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      Candidate c = TestCandidates.withMetrics("10.9.0." + (i + 1) + ":8000",
+          EndpointMetrics.builder().kvCapacityBlocks(4096 + i).blockSizeTokens(16)
+              .scrapedAtNanos(0).build());
+      leaving.add(c);
+      s.onEndpointAdded(c.endpoint());
+    }
+    List<Candidate> all = new ArrayList<>(live);
+    all.addAll(leaving);
+    List<Candidate> whole = new HeadDirectoryTest.Ordered(all, new Object());
+    InferenceRequest r = tok(tokens(64, 0));
+    route(s, r, whole, leaving.get(0));
+    route(s, r, whole, leaving.get(1));
+    List<WeakReference<Object>> refs = new ArrayList<>();
+    for (Candidate c : leaving) {
+      refs.add(new WeakReference<>(c.endpoint()));
+      refs.add(new WeakReference<>(c.metrics()));
+      refs.add(new WeakReference<>(s.blocks(c.id())));
+      assertThat(s.blocks(c.id()).size()).isPositive();
+    }
+    for (Candidate c : leaving) {
+      s.onEndpointRemoved(c.endpoint());
+    }
+    return refs;
+  }
+
+  private static CycleState scoreOnce(PrefixCacheScorer s, InferenceRequest r,
+      List<Candidate> candidates) {
+    CycleState st = state();
+    s.score(r, st, candidates, new double[candidates.size()]);
+    return st;
   }
 
   @Test
