@@ -6,6 +6,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.List;
 
@@ -88,49 +89,109 @@ public final class RingHashPicker extends ConsistentHashPicker {
         minW = Math.min(minW, w);
       }
       double scale = Math.min(Math.ceil(minW * minRing) / minW, (double) maxRing);
-      int capacity = (int) Math.ceil(scale) + n;
-      long[] entries = new long[capacity]; // unused beyond count
-      int[] owner = new int[capacity];
+      // uneven weights take the ring up to maxRing (8,388,608) entries: the build holds
+      // primitive arrays only, the hashes as made (8 bytes per entry) besides the ring's own 12
+      long[] entries = new long[(int) Math.ceil(scale) + n]; // unused beyond count
+      int[] starts = new int[n + 1]; // host h made entries [starts[h], starts[h + 1])
       int count = 0;
       double current = 0.0;
       double target = 0.0;
       byte[] buf = new byte[64];
       for (int h = 0; h < n; h++) {
-        byte[] prefix = (endpoints[h].id() + "_").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        starts[h] = count;
+        byte[] prefix = (endpoints[h].id() + "_").getBytes(StandardCharsets.UTF_8);
+        if (buf.length < prefix.length + 20) {
+          buf = new byte[prefix.length + 20];
+        }
+        System.arraycopy(prefix, 0, buf, 0, prefix.length);
         target += scale * normalizedWeights[h];
         long i = 0;
         while (current < target) {
-          byte[] digits = Long.toString(i).getBytes(java.nio.charset.StandardCharsets.US_ASCII);
-          int len = prefix.length + digits.length;
-          if (buf.length < len) {
-            buf = new byte[len * 2];
-          }
-          System.arraycopy(prefix, 0, buf, 0, prefix.length);
-          System.arraycopy(digits, 0, buf, prefix.length, digits.length);
+          int len = writeDecimal(i, buf, prefix.length);
           if (count == entries.length) {
             entries = Arrays.copyOf(entries, count * 2);
-            owner = Arrays.copyOf(owner, count * 2);
           }
-          entries[count] = Xxh64.hash(buf, 0, len, 0) ^ Long.MIN_VALUE;
-          owner[count] = h;
-          count++;
+          entries[count++] = Xxh64.hash(buf, 0, len, 0) ^ Long.MIN_VALUE;
           i++;
           current += 1.0;
         }
       }
-      // sort (hash, owner) pairs by hash
-      Integer[] order = new Integer[count];
-      for (int i = 0; i < count; i++) {
-        order[i] = i;
-      }
-      final long[] e = entries;
-      Arrays.sort(order, (a, b) -> Long.compare(e[a], e[b]));
+      starts[n] = count;
       flipped = new long[count];
       hosts = new int[count];
+      sortByHash(entries, count, starts, n, flipped, hosts);
+    }
+
+    /**
+     * Writes entries {@code [0, count)}, each made by the host {@code h} with
+     * {@code starts[h] <= index < starts[h + 1]}, into {@code flipped} and their hosts into
+     * {@code hosts}, ordered by signed value and, among equal values, by index: what a stable
+     * sort of the entries gives. Sorts primitive keys, the upper half of each value above its
+     * index, then orders the few runs whose upper halves are equal by their whole values.
+     */
+    static void sortByHash(long[] entries, int count, int[] starts, int hostCount,
+        long[] flipped, int[] hosts) {
       for (int i = 0; i < count; i++) {
-        flipped[i] = entries[order[i]];
-        hosts[i] = owner[order[i]];
+        flipped[i] = (entries[i] & 0xFFFF_FFFF_0000_0000L) | i;
       }
+      Arrays.sort(flipped, 0, count);
+      for (int i = 0; i < count; i++) {
+        int index = (int) flipped[i];
+        hosts[i] = hostOf(starts, hostCount, index);
+        flipped[i] = entries[index];
+      }
+      // a run shares its upper half and is in index order: an insertion sort that moves only
+      // greater values past smaller ones keeps equal values in index order
+      for (int runStart = 0; runStart < count; ) {
+        int runEnd = runStart + 1;
+        long upper = flipped[runStart] >> 32;
+        while (runEnd < count && flipped[runEnd] >> 32 == upper) {
+          runEnd++;
+        }
+        for (int i = runStart + 1; i < runEnd; i++) {
+          long v = flipped[i];
+          int host = hosts[i];
+          int j = i - 1;
+          while (j >= runStart && flipped[j] > v) {
+            flipped[j + 1] = flipped[j];
+            hosts[j + 1] = hosts[j];
+            j--;
+          }
+          flipped[j + 1] = v;
+          hosts[j + 1] = host;
+        }
+        runStart = runEnd;
+      }
+    }
+
+    /** The host whose entries include {@code index}: the last one starting at or before it. */
+    private static int hostOf(int[] starts, int hostCount, int index) {
+      int low = 0;
+      int high = hostCount - 1;
+      while (low < high) {
+        int mid = (low + high + 1) >>> 1;
+        if (starts[mid] <= index) {
+          low = mid;
+        } else {
+          high = mid - 1;
+        }
+      }
+      return low;
+    }
+
+    /** Writes {@code v} (not negative) in decimal at {@code at}; returns the end. */
+    private static int writeDecimal(long v, byte[] buf, int at) {
+      int digits = 1;
+      for (long rest = v / 10; rest != 0; rest /= 10) {
+        digits++;
+      }
+      int end = at + digits;
+      long rest = v;
+      for (int p = end - 1; p >= at; p--) {
+        buf[p] = (byte) ('0' + (int) (rest % 10));
+        rest /= 10;
+      }
+      return end;
     }
 
     /** Envoy's (ketama's) binary search, on unsigned values. */
