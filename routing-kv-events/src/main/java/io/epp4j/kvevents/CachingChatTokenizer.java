@@ -38,8 +38,8 @@ public final class CachingChatTokenizer implements Tokenizer {
   /**
    * @param delegate     the tokenizer doing the work
    * @param template     how messages are rendered
-   * @param maxCachedTokens bound on the cache size, in tokens: an entry weighs its tokens, half
-   *     a token per character of its text (the text is kept too) and 16 more
+   * @param maxCachedTokens bound on the cache size, in tokens: an entry weighs its tokens or a
+   *     quarter of its text's characters, whichever is more (the text is kept too), and 16 more
    */
   public CachingChatTokenizer(Tokenizer delegate, ChatTemplate template, long maxCachedTokens) {
     this(delegate, Objects.requireNonNull(template, "template"), null, maxCachedTokens);
@@ -54,11 +54,12 @@ public final class CachingChatTokenizer implements Tokenizer {
       throw new IllegalArgumentException("maxCachedTokens must be >= 1, got " + maxCachedTokens);
     }
     // the text is kept as the key and comes from users' prompts: a piece that tokenizes to few
-    // tokens (a run of whitespace) can be long, so it counts too, half a token per char (a
-    // char takes up to 2 bytes, a token 4), or the bound would not bound memory
+    // tokens (a run of whitespace) can be long, so it weighs at least a token per 4 chars, the
+    // text's share of ordinary prose; ordinary text weighs its tokens, as before, and every
+    // weight unit holds at most one token (4 bytes) and 4 chars (up to 8 bytes)
     this.cache = Caffeine.newBuilder().maximumWeight(maxCachedTokens)
         .weigher((String k, int[] v) -> (int) Math.min(Integer.MAX_VALUE,
-            v.length + (k.length() + 1L) / 2 + 16)).build();
+            Math.max(v.length, (k.length() + 3L) / 4) + 16)).build();
   }
 
   /**

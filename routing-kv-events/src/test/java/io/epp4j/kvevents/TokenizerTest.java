@@ -170,12 +170,26 @@ class TokenizerTest {
     for (int i = 0; i < 50; i++) {
       cached.encodeChat(List.of(ChatMessage.user(i + " ".repeat(100_000))));
     }
-    // a char takes at most two bytes and a token four: text counts half a token per char
-    assertThat(cached.cachedTextChars()).isLessThanOrEqualTo(2 * 1_000);
+    // a piece weighs at least a token per 4 chars of its text
+    assertThat(cached.cachedTextChars()).isLessThanOrEqualTo(4 * 1_000);
     for (int i = 0; i < 50; i++) {
       cached.encodeChat(List.of(ChatMessage.user("short " + i)));
     }
     assertThat(cached.cachedTextChars()).as("short pieces are still cached").isPositive();
+  }
+
+  @Test
+  void ordinaryTextInTheChatCacheWeighsItsTokensSoTheBudgetHoldsAsManyTokensAsItSays() {
+    // about 4 characters a token, as in prose: 100 pieces of some 110 tokens fit a budget of
+    // 20,000 tokens (16 more per entry); a weight that also charged for the text would keep
+    // only about half of them
+    Tokenizer fourCharsEach = text -> new int[text.length() / 4];
+    CachingChatTokenizer cached =
+        new CachingChatTokenizer(fourCharsEach, ChatTemplate.CHATML, 20_000);
+    for (int i = 0; i < 100; i++) {
+      cached.encodeChat(List.of(ChatMessage.user(String.format("%03d", i) + "x".repeat(397))));
+    }
+    assertThat(cached.cachedTextChars()).isGreaterThanOrEqualTo(100 * 400);
   }
 
   @Test
