@@ -14,8 +14,9 @@ import org.jspecify.annotations.Nullable;
  * by chunk, holding at most {@value #LIMIT} bytes of it.
  *
  * <ul>
- *   <li>Server-sent events ({@code text/event-stream}): lines are cut as they complete; every
- *       {@code data:} line that mentions {@code "usage"} is parsed and the last usage object wins
+ *   <li>Server-sent events ({@code text/event-stream}): lines are cut as they complete, at a
+ *       CRLF, a LF or a CR alone (the SSE format's three line ends; a CRLF split between two
+ *       chunks is one line end); every {@code data:} line that mentions {@code "usage"} is parsed and the last usage object wins
  *       (the chunk a stream with {@code stream_options.include_usage} sends before
  *       {@code data: [DONE]}; for the Responses API, {@code response.usage} of the completed
  *       event). Of a {@code data:} line longer than the limit (the Responses API's completed
@@ -61,6 +62,8 @@ public final class UsageScanner {
   /** JSON: bytes seen in all; past {@link #LIMIT} the buffer is a ring at {@code seen % LIMIT}. */
   private long seen;
   private boolean sawDone;
+  /** SSE: the last chunk ended in a CR, so a LF opening the next one ends no further line. */
+  private boolean afterCr;
   /** {@link #finish()} was called: the buffer is gone and later chunks are ignored. */
   private boolean finished;
   private @Nullable Usage usage;
@@ -131,8 +134,14 @@ public final class UsageScanner {
   private void feedSse(ByteBuffer chunk) {
     int n = chunk.remaining();
     int from = 0;
+    if (afterCr) {
+      afterCr = false;
+      if (chunk.get(chunk.position()) == '\n') {
+        from = 1; // the LF of a CRLF whose CR ended the previous chunk: that line has ended
+      }
+    }
     while (from < n) {
-      int nl = indexOf(chunk, (byte) '\n', from);
+      int nl = indexOfLineEnd(chunk, from);
       int end = nl < 0 ? n : nl;
       if (tailing) {
         appendToRing(chunk, from, end - from);
@@ -150,6 +159,13 @@ public final class UsageScanner {
       len = 0;
       skipping = false;
       from = nl + 1;
+      if (chunk.get(chunk.position() + nl) == '\r') {
+        if (from == n) {
+          afterCr = true; // a LF starting the next chunk belongs to this line end
+        } else if (chunk.get(chunk.position() + from) == '\n') {
+          from++;
+        }
+      }
     }
   }
 
@@ -208,9 +224,6 @@ public final class UsageScanner {
   }
 
   private void line(byte[] b, int n) {
-    if (n > 0 && b[n - 1] == '\r') {
-      n--;
-    }
     if (!startsWith(b, n, DATA)) {
       return;
     }
@@ -383,9 +396,11 @@ public final class UsageScanner {
     return -1;
   }
 
-  private static int indexOf(ByteBuffer s, byte b, int from) {
+  /** The index of the first CR or LF at or after {@code from}, or -1. */
+  private static int indexOfLineEnd(ByteBuffer s, int from) {
     for (int i = from, p = s.position(); i < s.remaining(); i++) {
-      if (s.get(p + i) == b) {
+      byte c = s.get(p + i);
+      if (c == '\n' || c == '\r') {
         return i;
       }
     }

@@ -40,6 +40,48 @@ class UsageScannerTest {
     }
   }
 
+  /** Every way to cut {@code stream} into three chunks (the second cut in steps of 3). */
+  static void assertEveryCutFinds(String stream, Usage expected) {
+    for (int cut = 0; cut <= stream.length(); cut++) {
+      for (int cut2 = cut; cut2 <= stream.length(); cut2 += 3) {
+        UsageScanner s = new UsageScanner("text/event-stream");
+        s.feed(utf8(stream.substring(0, cut)));
+        s.feed(utf8(stream.substring(cut, cut2)));
+        s.feed(utf8(stream.substring(cut2)));
+        assertThat(s.sawDone()).as("[DONE] seen before finish, cut at %d and %d", cut, cut2)
+            .isTrue();
+        assertThat(s.finish()).as("cut at %d and %d", cut, cut2).isEqualTo(expected);
+      }
+    }
+  }
+
+  @Test
+  void aStreamWhoseLinesEndInACarriageReturnAloneIsReadLineByLine() {
+    // SSE lines end in CRLF, LF or a CR alone; with CR alone the whole stream was one line: the
+    // usage of a later chunk and data: [DONE] were not found
+    String cr = "data: {\"choices\":[{\"text\":\"a\"}],\"usage\":null}\r\r"
+        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\r\r"
+        + "data: [DONE]\r\r";
+    assertEveryCutFinds(cr, new Usage(7, 0, 2));
+  }
+
+  @Test
+  void mixedLineEndsAndACrlfCutBetweenItsTwoBytesAreOneLineEndEach() {
+    // a CRLF whose CR ends one chunk and whose LF starts the next is one line end: the LF must
+    // not start the next line (a line "\ndata: [DONE]" is no data line)
+    String mixed = ": keep-alive\r"
+        + "data: {\"choices\":[{\"text\":\"a\"}]}\r\n\r"
+        + "event: x\n"
+        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":4}}\r\n\n"
+        + "data: [DONE]\r\n\r\n";
+    assertEveryCutFinds(mixed, new Usage(9, 0, 4));
+    UsageScanner s = new UsageScanner("text/event-stream");
+    s.feed(utf8("data: {\"usage\":{\"prompt_tokens\":1}}\r"));
+    s.feed(utf8("\ndata: [DONE]\r"));
+    assertThat(s.sawDone()).isTrue();
+    assertThat(s.finish()).isEqualTo(new Usage(1, 0, 0));
+  }
+
   @Test
   void countsBeyondAnIntAreHeldAtTheLargestIntNotWrapped() {
     // 2^32 + 5 kept its low bits (5) and 3e9 went negative and read as 0
