@@ -101,7 +101,15 @@ public final class UsageScanner {
     }
   }
 
-  /** Whether an SSE answer has sent {@code data: [DONE]}. */
+  /**
+   * Whether an SSE answer has sent {@code data: [DONE]}, the marker after which clients stop
+   * reading: a line that says so and has ended. A last line without its line end ends with the
+   * stream, so it counts once {@link #finish()} has been called; a gateway asking whether an
+   * answer that broke off was whole calls {@code finish()} first. (An {@code EventSource} would
+   * discard that last line, and even a terminated marker line without the blank line after it,
+   * as an event never dispatched; this answers a different question, whether the server sent
+   * all it meant to: the marker carries no content and its bytes are all there.)
+   */
   public boolean sawDone() {
     return sawDone;
   }

@@ -83,6 +83,26 @@ class UsageScannerTest {
   }
 
   @Test
+  void aLastDoneLineWithoutItsLineEndCountsOnceTheStreamHasEnded() {
+    // while the stream runs, an unterminated line may go on in the next chunk; at the stream's
+    // end (finish) it is the last line, and data: [DONE] there shows the answer whole
+    for (String end : new String[] {"data: [DONE]", "data:[DONE]"}) {
+      UsageScanner s = new UsageScanner("text/event-stream");
+      s.feed(utf8("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2}}\n\n"));
+      s.feed(utf8(end));
+      assertThat(s.sawDone()).as("before the end: %s", end).isFalse();
+      assertThat(s.finish()).isEqualTo(new Usage(2, 0, 0));
+      assertThat(s.sawDone()).as("after the end: %s", end).isTrue();
+    }
+    for (String cut : new String[] {"data: [DONE", "data: [DONE]x", "data: [DO"}) {
+      UsageScanner s = new UsageScanner("text/event-stream");
+      s.feed(utf8("data: {\"choices\":[]}\n\n" + cut));
+      s.finish();
+      assertThat(s.sawDone()).as(cut).isFalse();
+    }
+  }
+
+  @Test
   void countsBeyondAnIntAreHeldAtTheLargestIntNotWrapped() {
     // 2^32 + 5 kept its low bits (5) and 3e9 went negative and read as 0
     assertThat(scan("application/json", "{\"usage\":{\"prompt_tokens\":4294967301,"

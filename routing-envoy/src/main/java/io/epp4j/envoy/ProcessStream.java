@@ -474,8 +474,15 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
    * {@code response_trailer_mode: SKIP}, then closes the stream as it closes a cut one.
    */
   private boolean answerIsWhole() {
+    if (declaredLength >= 0 && responseBytes == declaredLength) {
+      return true;
+    }
     UsageScanner u = usage;
-    return (declaredLength >= 0 && responseBytes == declaredLength) || (u != null && u.sawDone());
+    if (u == null) {
+      return false;
+    }
+    u.finish(); // asked when the stream has ended: its last line ends here, line end or not
+    return u.sawDone();
   }
 
   private void finishResponse() {

@@ -621,6 +621,32 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aStreamedAnswerWhoseLastLineIsAnUnterminatedDataDoneIsWhole() throws Exception {
+    // the answer's last bytes are data: [DONE] without a line end; the stream's end ends that
+    // line, so the answer is provably whole; before, the decision failed
+    start(List.of(A));
+    FakeEnvoy sse = routedStreamedAnswer(Map.of(":status", "200", "content-type",
+        "text/event-stream"));
+    sse.send(responseBody("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+        + "\"completion_tokens\":1}}\n\ndata: [DONE]", false));
+    sse.next();
+    sse.halfClose();
+    assertThat(sse.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(4, 0, 1));
+    assertThat(outcomes.failed).isEmpty();
+    // a last line cut inside the marker is no marker
+    FakeEnvoy cut = routedStreamedAnswer(Map.of(":status", "200", "content-type",
+        "text/event-stream"));
+    cut.send(responseBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DON", false));
+    cut.next();
+    cut.halfClose();
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessageContaining("before the answer ended");
+    await(() -> inFlight() == 0);
+    assertThat(outcomes.completed).isEmpty();
+  }
+
+  @Test
   void anEmptyPoolIs503() throws Exception {
     start(List.of());
     FakeEnvoy envoy = FakeEnvoy.open(channel);

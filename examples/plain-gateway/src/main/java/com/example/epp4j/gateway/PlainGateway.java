@@ -349,10 +349,13 @@ public final class PlainGateway implements AutoCloseable {
       try {
         n = in.read(buf);
       } catch (IOException e) {
-        if (usage != null && usage.sawDone()) {
-          // a server-sent stream is whole at data: [DONE], where clients stop reading: the
-          // replica's connection broke after the answer, which the client has in full
-          break;
+        if (usage != null) {
+          usage.finish(); // the stream has ended: its last line ends here, line end or not
+          if (usage.sawDone()) {
+            // a server-sent stream is whole at data: [DONE], where clients stop reading: the
+            // replica's connection broke after the answer, which the client has in full
+            break;
+          }
         }
         d.onFailure(e);
         throw new ResponseCut("upstream " + target.id() + " broke off its answer", e);

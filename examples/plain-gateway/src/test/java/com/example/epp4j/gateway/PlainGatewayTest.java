@@ -365,6 +365,36 @@ class PlainGatewayTest {
   }
 
   @Test
+  void replicaThatBreaksOffRightAfterAnUnterminatedDataDoneCompletesTheDecision() throws Exception {
+    // the stream's last bytes are data: [DONE] with no line end, then the connection breaks:
+    // that last line is ended by the stream's end, and the answer is whole; it was counted as a
+    // failed request and the client was cut off
+    for (String done : new String[] {"data: [DONE]", "data: [DONE]\r"}) {
+      int port = fakeReplica(ex -> {
+        ex.getRequestBody().readAllBytes();
+        ex.getResponseHeaders().set("content-type", "text/event-stream");
+        ex.sendResponseHeaders(200, 0);
+        ex.getResponseBody().write(("data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
+            + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n"
+            + done).getBytes(StandardCharsets.UTF_8));
+        ex.getResponseBody().flush();
+        throw new IOException("replica crashed"); // the connection drops before the body's end
+      });
+      startGateway(outcomes, at(port));
+      HttpResponse<String> r = post("/v1/completions", completion("hi"));
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.body()).endsWith(done);
+      await("the gateway reports the request complete", () -> outcomes.completions.size() == 1);
+      assertThat(outcomes.completions.get(0)).as(done).isEqualTo(new Usage(3, 0, 1));
+      assertThat(outcomes.failures).as(done).isEmpty();
+      assertThat(inFlight()).isZero();
+      gateway.close();
+      gateway = null;
+      outcomes.completions.clear();
+    }
+  }
+
+  @Test
   void replicaErrorIsRelayedAndCountsAsFailure() throws Exception {
     int port = fakeReplica(ex -> {
       ex.getRequestBody().readAllBytes();
