@@ -4,8 +4,12 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.Result;
 import io.epp4j.core.Router;
 import io.epp4j.core.RouterConfig;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
@@ -26,7 +30,8 @@ import org.springframework.core.env.Environment;
  * Applies changed {@code epp4j.*} properties to the running routers when Spring Cloud reports an
  * environment change (a {@code /actuator/refresh}, a config server push): the endpoint list is
  * replaced (unless an {@link Epp4jDiscoveryPool} takes the pool from a registry) and the config
- * file or preset is loaded again. Requests in flight keep their
+ * file or preset is loaded again (a change that clears both loads the EPP default profile, as a
+ * router built without either runs). Requests in flight keep their
  * decisions and are counted against the new pool where their endpoint stays. An invalid change (an endpoint that is not
  * {@code host:port}, an unknown preset, a configuration with errors) is logged and nothing of it
  * is applied: the router keeps its pool and configuration, and the refresh itself goes on (an
@@ -80,7 +85,9 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
   @Override
   public void onApplicationEvent(EnvironmentChangeEvent event) {
     boolean defaultChanged = false;
+    boolean defaultConfigChanged = false;
     Set<String> poolsChanged = new LinkedHashSet<>();
+    Set<String> poolConfigChanged = new HashSet<>();
     Set<String> restartOnly = new TreeSet<>(); // top-level keys the running routers cannot take
     Map<String, Set<String>> poolRestartOnly = new HashMap<>();
     for (String key : event.getKeys()) {
@@ -94,12 +101,16 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
         if (end > 0) {
           String pool = rest.substring(0, end);
           poolsChanged.add(pool);
+          if (namesConfiguration(rest.substring(end))) {
+            poolConfigChanged.add(pool);
+          }
           if (!reloadable(rest.substring(end))) {
             poolRestartOnly.computeIfAbsent(pool, x -> new TreeSet<>()).add(key);
           }
         }
       } else if (k.startsWith(PoolSettings.PREFIX + ".")) {
         defaultChanged = true;
+        defaultConfigChanged |= namesConfiguration(k.substring(PoolSettings.PREFIX.length()));
         if (!reloadable(k.substring(PoolSettings.PREFIX.length()))) {
           restartOnly.add(key);
         }
@@ -123,14 +134,17 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
       return;
     }
     if (defaultChanged) {
-      apply(router, PoolSettings.of(p), discoveryOwnsPool.getAsBoolean(), "the current pool");
+      apply(router, PoolSettings.of(p), discoveryOwnsPool.getAsBoolean(), defaultConfigChanged,
+          "the current pool");
     }
     for (String name : poolsChanged) {
-      refreshPool(p, name, poolRestartOnly.getOrDefault(name, Set.of()));
+      refreshPool(p, name, poolRestartOnly.getOrDefault(name, Set.of()),
+          poolConfigChanged.contains(name));
     }
   }
 
-  private void refreshPool(Epp4jProperties p, String name, Set<String> restartOnly) {
+  private void refreshPool(Epp4jProperties p, String name, Set<String> restartOnly,
+      boolean configChanged) {
     Epp4jPools.@Nullable Pool running = findPool(name);
     @Nullable String boundName = findBound(p, name);
     if (running == null && boundName != null) {
@@ -169,7 +183,8 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
           + " after a restart: " + String.join(", ", restartOnly) + " (the pool keeps the values"
           + " it started with)");
     }
-    apply(running.router, s, running.discoveryOwnsPool(), "pool '" + name + "'s current pool");
+    apply(running.router, s, running.discoveryOwnsPool(), configChanged,
+        "pool '" + name + "'s current pool");
   }
 
   /**
@@ -180,6 +195,18 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
    * age) are read when a router and its filter are built.
    */
   static boolean reloadable(String rest) {
+    String n = relaxedName(rest);
+    return n.isEmpty() || n.equals("endpoints") || n.equals("configfile") || n.equals("preset");
+  }
+
+  /** Whether a changed property (as for {@link #reloadable}) is the config file or the preset. */
+  static boolean namesConfiguration(String rest) {
+    String n = relaxedName(rest);
+    return n.equals("configfile") || n.equals("preset");
+  }
+
+  /** {@code .config-file}, {@code .CONFIG_FILE}, {@code .endpoints[0]}: configfile, endpoints. */
+  private static String relaxedName(String rest) {
     StringBuilder name = new StringBuilder();
     for (String part : rest.split("\\.")) {
       int index = part.indexOf('[');
@@ -189,8 +216,7 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
       }
       name.append(p.replace("-", "").replace("_", "").toLowerCase(Locale.ROOT));
     }
-    String n = name.toString();
-    return n.isEmpty() || n.equals("endpoints") || n.equals("configfile") || n.equals("preset");
+    return name.toString();
   }
 
   private Epp4jPools.@Nullable Pool findPool(String name) {
@@ -219,9 +245,14 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     return null;
   }
 
-  /** Applies one pool's endpoints and configuration, all or nothing. */
+  /**
+   * Applies one pool's endpoints and configuration, all or nothing. With neither a config file
+   * nor a preset, the EPP default profile is loaded when {@code configChanged} (the change
+   * cleared them); otherwise the configuration running is left alone (it may be one an
+   * application built its router with in code).
+   */
   private static void apply(Router router, PoolSettings s, boolean discoveryOwnsPool,
-      String keeping) {
+      boolean configChanged, String keeping) {
     @Nullable List<Endpoint> pool; // null: discovery owns the pool
     @Nullable Path file;
     @Nullable String presetYaml;
@@ -240,6 +271,12 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
       result = router.reconfigure(file);
     } else if (preset != null && presetYaml != null) {
       result = router.reconfigure(presetYaml, preset);
+    } else if (configChanged) {
+      String defaults = defaultProfile();
+      result = defaults != null ? router.reconfigure(defaults, Router.DEFAULT_CONFIG_RESOURCE)
+          : Result.error("no module on the classpath offers the EPP default profile ("
+              + Router.DEFAULT_CONFIG_RESOURCE + "), which runs when " + s.property("config-file")
+              + " and " + s.property("preset") + " are unset");
     }
     if (result != null && !result.isOk()) {
       LOG.log(Level.WARNING, "epp4j: the new " + s.prefix + " routing configuration is invalid,"
@@ -248,6 +285,21 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     }
     if (pool != null) {
       router.setEndpoints(pool);
+    }
+  }
+
+  /** The EPP default profile a plugin module ships, as the router finds it; null without one. */
+  private static @Nullable String defaultProfile() {
+    ClassLoader context = Thread.currentThread().getContextClassLoader();
+    String yaml = context == null ? null : read(context);
+    return yaml != null ? yaml : read(Router.class.getClassLoader());
+  }
+
+  private static @Nullable String read(ClassLoader loader) {
+    try (InputStream in = loader.getResourceAsStream(Router.DEFAULT_CONFIG_RESOURCE)) {
+      return in == null ? null : new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      return null;
     }
   }
 

@@ -142,6 +142,32 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void clearingThePresetOrConfigFileGoesBackToTheDefaultProfile() {
+    // with neither set the EPP default profile runs; a refresh that cleared them kept the
+    // preset's configuration running, for the default router and a named pool alike
+    Set<String> defaults;
+    try (Router plain = Router.builder().build()) {
+      defaults = plain.config().plugins().keySet();
+    }
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.preset=epp4j",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011", "epp4j.pools.llama.preset=epp4j")
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          Router llama = ctx.getBean(Epp4jPools.class).router("llama");
+          assertThat(router.config().plugins()).containsKey("token-cost-picker");
+          assertThat(llama.config().plugins()).containsKey("token-cost-picker");
+
+          TestPropertyValues.of("epp4j.preset=", "epp4j.pools.llama.preset=").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.preset", "epp4j.pools.llama.preset")));
+
+          assertThat(router.config().plugins().keySet()).isEqualTo(defaults);
+          assertThat(llama.config().plugins().keySet()).isEqualTo(defaults);
+          assertThat(poolIds(router)).containsExactly("127.0.0.1:9001");
+        });
+  }
+
+  @Test
   void aChangeThatOnlyARestartAppliesIsLoggedNamingTheProperties() {
     List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
     java.util.logging.Logger log = java.util.logging.Logger.getLogger(Epp4jRefresher.class.getName());
