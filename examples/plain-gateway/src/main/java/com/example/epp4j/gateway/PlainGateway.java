@@ -450,13 +450,20 @@ public final class PlainGateway implements AutoCloseable {
     }
   }
 
-  /** An error in the OpenAI shape, which OpenAI client libraries turn into their exceptions. */
+  /**
+   * An error in the OpenAI shape, which OpenAI client libraries turn into their exceptions; 429
+   * and 503 (shed, no endpoint, stopping) say when to try again, {@code Retry-After: 1}, as the
+   * Spring Cloud Gateway filter and the Envoy server do.
+   */
   private static void replyError(HttpExchange ex, int status, String type, String message)
       throws IOException {
     ObjectNode body = JSON.createObjectNode();
     body.putObject("error").put("message", message).put("type", type).put("code", status);
     byte[] b = body.toString().getBytes(StandardCharsets.UTF_8);
     ex.getResponseHeaders().set("content-type", "application/json");
+    if (status == 429 || status == 503) {
+      ex.getResponseHeaders().set("retry-after", "1");
+    }
     send(ex, status, b);
   }
 

@@ -395,6 +395,21 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aRejectionTheClientMayRetryCarriesRetryAfter() throws Exception {
+    // 503 (no endpoint) and 429 (shed) tell the client to come back; the Spring and Envoy
+    // gateways say when (Retry-After: 1), this one said nothing, and a 400 must not say it
+    startGateway(outcomes);
+    HttpResponse<String> r = post("/v1/completions", completion("hi"));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.headers().firstValue("retry-after")).hasValue("1");
+    assertThat(JSON.readTree(r.body()).path("error").path("type").asText())
+        .isEqualTo("routing_no_endpoints");
+    HttpResponse<String> bad = post("/v1/completions", "{\"prompt\":\"no model\"}");
+    assertThat(bad.statusCode()).isEqualTo(400);
+    assertThat(bad.headers().firstValue("retry-after")).isEmpty();
+  }
+
+  @Test
   void replicaErrorIsRelayedAndCountsAsFailure() throws Exception {
     int port = fakeReplica(ex -> {
       ex.getRequestBody().readAllBytes();
