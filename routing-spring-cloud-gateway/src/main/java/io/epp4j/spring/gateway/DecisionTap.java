@@ -19,7 +19,9 @@ import reactor.core.publisher.Flux;
  * to the decision: the first byte of a 2xx answer is the first token, the end of the answer
  * completes it with the {@code usage} the answer carried (read by routing-core's
  * {@link UsageScanner} as the buffers pass, holding at most {@value UsageScanner#LIMIT} bytes),
- * an error or the client going away fails it.
+ * an error or the client going away fails it. A server-sent stream is whole at
+ * {@code data: [DONE]}: a replica connection that breaks after it ends the answer cleanly and
+ * completes the decision.
  *
  * <p>The {@code Epp4j} filter creates it and leaves it in the exchange attribute
  * {@link #ATTRIBUTE}; {@link Epp4jResponseTapFilter}, which runs before the gateway writes the
@@ -63,9 +65,25 @@ final class DecisionTap {
 
   private <T> Flux<T> watchEnd(Flux<T> body) {
     return body
+        // the replica's connection broke after a whole answer: it ends cleanly and completes
+        .onErrorResume(e -> wholeAnswerSeen(), e -> Flux.empty())
         .doOnComplete(this::finished)
         .doOnError(decision::onFailure)
         .doOnCancel(() -> decision.onFailure(new CancellationException("client went away")));
+  }
+
+  /**
+   * Whether the answer seen before an upstream error is whole: a server-sent stream that reached
+   * {@code data: [DONE]}, where clients stop reading (its last line counts without a line end,
+   * which the stream's end supplies), as the plain gateway and the Envoy server take it.
+   */
+  private boolean wholeAnswerSeen() {
+    UsageScanner u = usage;
+    if (u == null || finished) {
+      return false;
+    }
+    u.finish(); // the stream has ended; finished() reads the same usage again
+    return u.sawDone();
   }
 
   private void seen(DataBuffer buffer) {

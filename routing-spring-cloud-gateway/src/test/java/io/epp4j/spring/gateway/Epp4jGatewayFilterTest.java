@@ -225,6 +225,75 @@ class Epp4jGatewayFilterTest {
   }
 
   @Test
+  void aReplicaThatBreaksOffMidStreamFailsTheDecisionAndCutsTheClientOff() throws Exception {
+    int failuresBefore = outcomes.failures.get();
+    int completedBefore = outcomes.completed.size();
+    A.breakOffAfterDone = false;
+    B.breakOffAfterDone = false;
+    A.breakOffNext.set(1);
+    B.breakOffNext.set(1);
+    try {
+      HttpRequest req = HttpRequest.newBuilder(uri("/v1/completions"))
+          .timeout(Duration.ofSeconds(20)).header("content-type", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofString(
+              "{\"model\":\"m\",\"stream\":true,\"prompt\":\"break off\"}")).build();
+      HttpResponse<InputStream> r = CLIENT.send(req, HttpResponse.BodyHandlers.ofInputStream());
+      assertThat(r.statusCode()).isEqualTo(200);
+      StringBuilder got = new StringBuilder();
+      boolean cut = false;
+      try (BufferedReader in = new BufferedReader(
+          new InputStreamReader(r.body(), StandardCharsets.UTF_8))) {
+        for (String line; (line = in.readLine()) != null; ) {
+          got.append(line).append('\n');
+        }
+      } catch (java.io.IOException e) {
+        cut = true;
+      }
+      // what of the first chunk the client's reader hands over before the cut varies
+      assertThat(got.toString()).doesNotContain("[DONE]");
+      assertThat(cut).as("a cut-off answer must not end cleanly").isTrue();
+    } finally {
+      A.breakOffNext.set(0);
+      B.breakOffNext.set(0);
+    }
+    awaitNoneInFlight();
+    await(() -> outcomes.failures.get() > failuresBefore);
+    assertThat(outcomes.completed).hasSize(completedBefore);
+  }
+
+  @Test
+  void aReplicaThatBreaksOffAfterDataDoneCompletesTheDecision() throws Exception {
+    // a server-sent stream is whole at data: [DONE] (clients stop reading there), as the plain
+    // gateway and the Envoy server take it: the connection breaking after it is no failure
+    int failuresBefore = outcomes.failures.get();
+    int completedBefore = outcomes.completed.size();
+    A.breakOffAfterDone = true;
+    B.breakOffAfterDone = true;
+    A.breakOffNext.set(1);
+    B.breakOffNext.set(1);
+    try {
+      HttpRequest req = HttpRequest.newBuilder(uri("/v1/completions"))
+          .timeout(Duration.ofSeconds(20)).header("content-type", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"m\",\"stream\":true,"
+              + "\"stream_options\":{\"include_usage\":true},\"prompt\":\"break after\"}"))
+          .build();
+      HttpResponse<String> r = CLIENT.send(req, HttpResponse.BodyHandlers.ofString());
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.body()).endsWith("data: [DONE]\n\n");
+    } finally {
+      A.breakOffNext.set(0);
+      B.breakOffNext.set(0);
+      A.breakOffAfterDone = false;
+      B.breakOffAfterDone = false;
+    }
+    awaitNoneInFlight();
+    await(() -> outcomes.completed.size() > completedBefore);
+    assertThat(outcomes.completed.get(outcomes.completed.size() - 1).completionTokens())
+        .isEqualTo(2);
+    assertThat(outcomes.failures.get()).isEqualTo(failuresBefore);
+  }
+
+  @Test
   void aStreamBehindTheRetryFilterStaysInFlightUntilItsAnswerEndsAndIsCompleted()
       throws Exception {
     CountDownLatch gate = new CountDownLatch(1);

@@ -33,6 +33,12 @@ final class StandInReplica implements AutoCloseable {
   final AtomicReference<CountDownLatch> gate = new AtomicReference<>(new CountDownLatch(0));
   /** How many of the next requests get a 500 (an OpenAI error body) instead of an answer. */
   final AtomicInteger failNext = new AtomicInteger();
+  /**
+   * How many of the next streams drop the connection (no end of the chunked body) after their
+   * first chunk, or, with {@link #breakOffAfterDone}, after {@code data: [DONE]}.
+   */
+  final AtomicInteger breakOffNext = new AtomicInteger();
+  volatile boolean breakOffAfterDone;
   private final HttpServer server;
   private final ExecutorService executor = Executors.newCachedThreadPool();
 
@@ -61,7 +67,21 @@ final class StandInReplica implements AutoCloseable {
   }
 
   private void handle(HttpExchange ex) throws IOException {
-    try (ex) {
+    try {
+      answer(ex);
+    } catch (BrokeOff e) {
+      // not closed: the server drops the connection without ending the chunked body
+      throw new IOException("replica broke off");
+    }
+    ex.close();
+  }
+
+  private static final class BrokeOff extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+  }
+
+  private void answer(HttpExchange ex) throws IOException {
+    {
       byte[] body = ex.getRequestBody().readAllBytes();
       served.incrementAndGet();
       String text = new String(body, StandardCharsets.UTF_8);
@@ -89,8 +109,12 @@ final class StandInReplica implements AutoCloseable {
       ex.getResponseHeaders().set("content-type", "text/event-stream");
       ex.sendResponseHeaders(200, 0);
       OutputStream out = ex.getResponseBody();
+      boolean breakOff = breakOffNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0;
       try {
         send(out, "{\"choices\":[{\"text\":\"a\"}],\"usage\":null}");
+        if (breakOff && !breakOffAfterDone) {
+          throw new BrokeOff();
+        }
         if (!gate.get().await(10, TimeUnit.SECONDS)) {
           aborted.incrementAndGet();
           return;
@@ -100,6 +124,9 @@ final class StandInReplica implements AutoCloseable {
         lastChunksSent.incrementAndGet();
         out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
         out.flush();
+        if (breakOff) {
+          throw new BrokeOff();
+        }
       } catch (IOException clientGone) {
         aborted.incrementAndGet();
       } catch (InterruptedException e) {
