@@ -66,7 +66,11 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
 
   private static boolean routesWithEpp4j(Route route) {
     for (GatewayFilter f : route.getFilters()) {
-      GatewayFilter inner = f instanceof OrderedGatewayFilter o ? o.getDelegate() : f;
+      GatewayFilter inner = f;
+      // the Java DSL's filter(f, order, true) wraps an ordered filter in another one
+      while (inner instanceof OrderedGatewayFilter o) {
+        inner = o.getDelegate();
+      }
       if (inner instanceof Epp4jRouting) {
         return true;
       }

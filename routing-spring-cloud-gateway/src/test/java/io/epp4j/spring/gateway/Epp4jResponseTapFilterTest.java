@@ -1,0 +1,72 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.GATEWAY_ROUTE_ATTR;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.Router;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.cloud.gateway.filter.GatewayFilter;
+import org.springframework.cloud.gateway.filter.GatewayFilterChain;
+import org.springframework.cloud.gateway.filter.OrderedGatewayFilter;
+import org.springframework.cloud.gateway.route.Route;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.MediaType;
+import org.springframework.mock.http.server.reactive.MockServerHttpRequest;
+import org.springframework.mock.web.server.MockServerWebExchange;
+import reactor.core.publisher.Mono;
+
+/** The tap filter on its own: which routes it watches, and what it reports for them. */
+class Epp4jResponseTapFilterTest {
+  final Router router = Router.builder().endpoint(Endpoint.of("10.0.0.1", 8000)).build();
+
+  @AfterEach
+  void close() {
+    router.close();
+  }
+
+  int inFlight() {
+    return router.endpoints().stream().mapToInt(Candidate::inFlightRequests).sum();
+  }
+
+  /** Serves one routed request through the tap filter on a route with {@code filter}. */
+  void serve(GatewayFilter filter, RoutingDecision d) {
+    Route route = Route.async().id("llm").uri(URI.create("http://replica.invalid"))
+        .predicate(e -> true).filter(filter).build();
+    MockServerWebExchange exchange = MockServerWebExchange.from(
+        MockServerHttpRequest.post("/v1/completions"));
+    exchange.getAttributes().put(GATEWAY_ROUTE_ATTR, route);
+    // the rest of the gateway: the Epp4j filter leaves its tap, the writer writes the answer
+    GatewayFilterChain chain = e -> {
+      e.getAttributes().put(DecisionTap.ATTRIBUTE, new DecisionTap(e.getResponse(), d));
+      e.getResponse().setStatusCode(HttpStatus.OK);
+      e.getResponse().getHeaders().setContentType(MediaType.APPLICATION_JSON);
+      byte[] body = "{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}"
+          .getBytes(StandardCharsets.UTF_8);
+      return e.getResponse().writeWith(Mono.just(e.getResponse().bufferFactory().wrap(body)));
+    };
+    new Epp4jResponseTapFilter().filter(exchange, chain).block(Duration.ofSeconds(10));
+  }
+
+  @Test
+  void aRouteWhoseEpp4jFilterIsWrappedAgainIsStillWatched() {
+    // the Java DSL's filter(f, order, true) wraps the factory's OrderedGatewayFilter in another
+    // one: the tap looked one level deep only, so no answer of such a route was watched and
+    // every decision stayed in flight until in-flight-max-age
+    GatewayFilter epp4j = new Epp4jGatewayFilterFactory(router, "http", 1024).filter();
+    for (GatewayFilter f : new GatewayFilter[] {epp4j, new OrderedGatewayFilter(epp4j, 5)}) {
+      RoutingDecision d = router.route("/v1/completions", Map.of(),
+          "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8));
+      assertThat(inFlight()).isEqualTo(1);
+      serve(f, d);
+      assertThat(inFlight()).as("%s", f).isZero();
+    }
+  }
+}
