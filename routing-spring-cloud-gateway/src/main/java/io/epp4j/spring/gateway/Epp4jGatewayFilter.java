@@ -119,6 +119,8 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
         .onErrorResume(e -> connectionFailure(e) && !tap.answered()
             && !exchange.getResponse().isCommitted(), e -> {
           d.onFailure(e);
+          // the header names the endpoint that served the answer: none did
+          exchange.getResponse().getHeaders().remove(RoutingDecision.DESTINATION_HEADER);
           return error(exchange, 502, "upstream_unavailable",
               "no replica of the decision could be reached");
         })

@@ -142,6 +142,9 @@ class Epp4jFallbackTest {
           .build(), HttpResponse.BodyHandlers.ofString());
       assertThat(r.statusCode()).isEqualTo(502);
       assertThat(r.body()).contains("\"type\":\"upstream_unavailable\"");
+      // the header names the endpoint that served the answer; none did (it named the dead one)
+      assertThat(r.headers().firstValue(io.epp4j.api.RoutingDecision.DESTINATION_HEADER))
+          .isEmpty();
       assertThat(inFlight()).isZero();
     } finally {
       router.setEndpoints(pool);
