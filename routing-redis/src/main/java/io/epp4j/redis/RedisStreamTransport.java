@@ -15,12 +15,20 @@ import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.codec.ByteArrayCodec;
 import io.lettuce.core.resource.ClientResources;
 import io.lettuce.core.resource.DefaultClientResources;
+import io.netty.util.concurrent.DefaultThreadFactory;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -33,11 +41,21 @@ import org.jspecify.annotations.Nullable;
  * reconnects with backoff instead, so nothing queues without bound.
  */
 final class RedisStreamTransport implements HintTransport {
+  private static final Logger LOG = Logger.getLogger(RedisReplication.class.getName());
   private static final byte[] FIELD = "b".getBytes(StandardCharsets.US_ASCII);
 
-  /** One client and its Netty threads for the two connections of one plugin. */
+  /**
+   * One client and its Netty threads for the two connections of one plugin. {@link #close}
+   * returns once those threads have ended (or after {@link #CLOSE_TIMEOUT_NANOS}, with a
+   * warning): a router closed in a JVM that goes on must not leave them running.
+   */
   static final class Factory implements HintTransport.Factory {
+    /** How long close waits for the client's threads after the client itself shut down. */
+    static final long CLOSE_TIMEOUT_NANOS = 2_000_000_000L;
+
     private final ClientResources resources;
+    /** Every thread the resources started: the shutdown's future completes before they end. */
+    private final Set<Thread> threads = ConcurrentHashMap.newKeySet();
     private final RedisClient client;
     private final byte[] key;
     private final long maxLen;
@@ -48,6 +66,15 @@ final class RedisStreamTransport implements HintTransport {
       this.resources = DefaultClientResources.builder()
           .ioThreadPoolSize(2)
           .computationThreadPoolSize(2)
+          .threadFactoryProvider(pool -> {
+            // Lettuce's own naming and daemon threads, remembered
+            ThreadFactory netty = new DefaultThreadFactory(pool, true);
+            return r -> {
+              Thread t = netty.newThread(r);
+              threads.add(t);
+              return t;
+            };
+          })
           .build();
       this.client = RedisClient.create(resources, uri);
       ClientOptions.Builder options = ClientOptions.builder();
@@ -64,6 +91,11 @@ final class RedisStreamTransport implements HintTransport {
       this.commandTimeout = connectTimeout;
     }
 
+    /** The client's resources (its threads); for tests. */
+    ClientResources resources() {
+      return resources;
+    }
+
     @Override
     public HintTransport create() {
       return new RedisStreamTransport(this);
@@ -71,8 +103,31 @@ final class RedisStreamTransport implements HintTransport {
 
     @Override
     public void close() {
+      // waits for the client's connections and its I/O threads
       client.shutdown(0, 2, TimeUnit.SECONDS);
-      resources.shutdown(0, 2, TimeUnit.SECONDS);
+      long deadline = System.nanoTime() + CLOSE_TIMEOUT_NANOS;
+      // the computation threads and the timer; a thread still ends after completing the future
+      Future<Boolean> done = resources.shutdown(0, 2, TimeUnit.SECONDS);
+      try {
+        done.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        for (Thread t : threads) {
+          long left = deadline - System.nanoTime();
+          if (left <= 0) {
+            break;
+          }
+          TimeUnit.NANOSECONDS.timedJoin(t, left);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (ExecutionException | TimeoutException e) {
+        // reported below with the threads left
+      }
+      long alive = threads.stream().filter(Thread::isAlive).count();
+      if (alive > 0) {
+        LOG.warning("redis-replication: " + alive + " thread(s) of the Redis client still"
+            + " running " + TimeUnit.NANOSECONDS.toMillis(CLOSE_TIMEOUT_NANOS)
+            + " ms after it was shut down");
+      }
     }
   }
 
