@@ -164,11 +164,16 @@ final class RedisStreamTransport implements HintTransport {
   @Override
   public List<Entry> read(String afterId, int max, Duration maxWait) {
     StatefulRedisConnection<byte[], byte[]> c = connection();
-    // the blocking read must not trip the command timeout
+    // the blocking read must not trip the command timeout; the commands after it (the gap
+    // check, TIME) keep the configured one, so a server that stops answering is noticed as soon
+    List<StreamMessage<byte[], byte[]>> got;
     c.setTimeout(f.commandTimeout.plus(maxWait));
-    List<StreamMessage<byte[], byte[]>> got = c.sync().xread(
-        XReadArgs.Builder.count(max).block(maxWait),
-        XReadArgs.StreamOffset.from(f.key, afterId));
+    try {
+      got = c.sync().xread(XReadArgs.Builder.count(max).block(maxWait),
+          XReadArgs.StreamOffset.from(f.key, afterId));
+    } finally {
+      c.setTimeout(f.commandTimeout);
+    }
     if (got == null || got.isEmpty()) {
       return List.of();
     }

@@ -173,6 +173,61 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
     throw new IllegalStateException("redis-server did not accept connections within 10 s");
   }
 
+  /**
+   * Holds every client's commands for {@code millis} ({@code CLIENT PAUSE}, Redis 6.2+): the
+   * server is up and connected but answers nothing, as a server stuck in a slow command is.
+   * Plain servers only. {@link Pause#close} returns once the pause is over.
+   */
+  public Pause pause(long millis) throws IOException {
+    if (tls) {
+      throw new IllegalStateException("pause is for plain servers");
+    }
+    Socket s = new Socket();
+    s.connect(new InetSocketAddress("127.0.0.1", port), 5_000);
+    // a bound on every wait below: the pause, and a loaded machine several times over
+    s.setSoTimeout((int) Math.min(Integer.MAX_VALUE, millis + 60_000));
+    Pause pause = new Pause(s);
+    pause.command("CLIENT PAUSE " + millis);
+    return pause;
+  }
+
+  /** A {@code CLIENT PAUSE} under way, on a connection of its own. */
+  public static final class Pause implements AutoCloseable {
+    private final Socket socket;
+
+    private Pause(Socket socket) {
+      this.socket = socket;
+    }
+
+    private void command(String inline) throws IOException {
+      socket.getOutputStream().write((inline + "\r\n").getBytes(
+          java.nio.charset.StandardCharsets.US_ASCII));
+      socket.getOutputStream().flush();
+      // a simple reply (+OK, +PONG) or an error: one line
+      StringBuilder line = new StringBuilder();
+      int c;
+      while ((c = socket.getInputStream().read()) != '\n') {
+        if (c < 0) {
+          throw new IOException("the server closed the connection after " + inline);
+        }
+        line.append((char) c);
+      }
+      if (line.charAt(0) != '+') {
+        throw new IOException(inline + ": " + line.toString().trim());
+      }
+    }
+
+    /** Waits until the server answers again: the pause holds this connection's PING too. */
+    @Override
+    public void close() throws IOException {
+      try {
+        command("PING");
+      } finally {
+        socket.close();
+      }
+    }
+  }
+
   /** Kills the server (no shutdown save: the data is gone, as after a crash). */
   public void stop() {
     Process p = process;

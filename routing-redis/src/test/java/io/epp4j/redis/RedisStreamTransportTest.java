@@ -1,7 +1,9 @@
 package io.epp4j.redis;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.lettuce.core.RedisCommandTimeoutException;
 import io.lettuce.core.RedisURI;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -76,5 +78,29 @@ class RedisStreamTransportTest {
     assertThat(started.stream().filter(Thread::isAlive).map(Thread::getName)
         .filter(n -> !n.startsWith("globalEventExecutor-")))
         .as("threads of the client still alive after close").isEmpty();
+  }
+
+  /**
+   * The blocking read needs a timeout longer than its wait, and only it: a command after it
+   * (the gap check, the server's clock) must time out after the configured command timeout
+   * when the server stops answering, not after the longest wait a read ever asked for.
+   */
+  @Test
+  void aBlockingReadDoesNotLengthenTheTimeoutOfLaterCommands() throws Exception {
+    Duration timeout = Duration.ofMillis(300);
+    try (RedisStreamTransport.Factory f = factory(timeout)) {
+      HintTransport t = f.create();
+      t.connect();
+      String id = t.append(new byte[] {1});
+      // an entry is there: the read returns at once, whatever wait it was allowed
+      assertThat(t.read(HintTransport.OLDEST, 10, Duration.ofSeconds(60))).hasSize(1);
+      // the server answers nothing for 3 s: ten times the command timeout
+      try (RedisServer.Pause pause = REDIS.pause(3_000)) {
+        assertThatThrownBy(() -> t.holdsAfter(id))
+            .as("a command after the read, while the server does not answer")
+            .isInstanceOf(RedisCommandTimeoutException.class);
+      }
+      t.close();
+    }
   }
 }
