@@ -48,8 +48,14 @@ final class InMemoryLog {
     return appendsWaiting.get();
   }
 
-  void down() {
+  /**
+   * Takes the log away, and with it every connection made so far: one that was open when it went
+   * does not work again when it comes back, as a TCP connection through an outage does not.
+   */
+  synchronized void down() {
     up = false;
+    generation++;
+    notifyAll(); // a read waiting for entries fails now, as a blocking read's connection does
   }
 
   void up() {
@@ -179,9 +185,13 @@ final class InMemoryLog {
             // first check and here would otherwise let this read return an entry appended after
             // the hold
             if (!readsHeld) {
+              check(); // and the log's state, which goes down under the same monitor
               int from = Math.max(0, (int) StreamIds.millis(afterId) - lostBefore);
               if (entries.size() <= from) {
                 InMemoryLog.this.wait(maxWait.toMillis());
+                // the log may have gone down while this read waited: it must not return what
+                // was appended since
+                check();
                 if (readsHeld) {
                   return List.of(); // held while it waited
                 }
