@@ -344,7 +344,9 @@ public final class RedisReplication implements Plugin, RequestListener {
         seat.appendsAttempted.incrementAndGet();
         t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
       } catch (Exception e) {
-        droppedUnpublished.addAndGet(w.records());
+        // the hints taken from the queue are lost; the in-flight figures are not: sent stays as
+        // it was, so the next batch carries them again
+        droppedUnpublished.addAndGet(hintsTaken);
         connectionLost("publisher", e);
         return false;
       }
@@ -893,7 +895,10 @@ public final class RedisReplication implements Plugin, RequestListener {
     return applied.get();
   }
 
-  /** Hints dropped: queue full, or lost with a batch that could not be sent. */
+  /**
+   * Hints dropped, as queued (one per routed request with a prefix or session, one per fallback):
+   * queue full, or lost with a batch that could not be sent.
+   */
   public long dropped() {
     return droppedQueueFull.sum() + droppedUnpublished.get();
   }
@@ -1108,8 +1113,8 @@ public final class RedisReplication implements Plugin, RequestListener {
             }
           }));
       callbacks.add(m.counterBuilder("epp4j.replication.hints_dropped")
-          .setDescription("Hints dropped: queue full, lost with a batch Redis did not take, or"
-              + " in a malformed batch")
+          .setDescription("Hints dropped: queue full or lost with a batch Redis did not take;"
+              + " batches of other routers skipped as malformed")
           .setUnit("{hint}")
           .buildWithCallback(r -> {
             if (!owns()) {

@@ -28,6 +28,8 @@ final class InMemoryLog {
       new java.util.concurrent.CountDownLatch(0);
   private final java.util.concurrent.atomic.AtomicInteger appendsWaiting =
       new java.util.concurrent.atomic.AtomicInteger();
+  private final java.util.concurrent.atomic.AtomicInteger appendsTried =
+      new java.util.concurrent.atomic.AtomicInteger();
 
   synchronized void append(byte[] batch) {
     entries.add(new HintTransport.Entry((lostBefore + entries.size() + 1) + "-0", batch));
@@ -68,6 +70,11 @@ final class InMemoryLog {
    */
   void refuseCommands(boolean refuse) {
     refusing = refuse;
+  }
+
+  /** Appends asked for so far, taken or not. */
+  int appendsTried() {
+    return appendsTried.get();
   }
 
   /** Connections made so far. */
@@ -157,6 +164,7 @@ final class InMemoryLog {
 
       @Override
       public String append(byte[] batch) throws IOException {
+        appendsTried.incrementAndGet();
         java.util.concurrent.CountDownLatch gate = appendGate;
         if (gate.getCount() > 0) {
           appendsWaiting.incrementAndGet();

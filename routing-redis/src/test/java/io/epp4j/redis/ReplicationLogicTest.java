@@ -450,6 +450,33 @@ class ReplicationLogicTest {
     assertThat(replication(a).connected()).isFalse();
   }
 
+  /**
+   * A batch Redis did not take loses the hints drained into it, and those are counted
+   * ({@code reason=publish_failed}). Its in-flight figures are not lost: the publisher keeps what
+   * it last sent and sends them again with the next batch, so they are not counted, however many
+   * attempts fail.
+   */
+  @Test
+  void aFailedPublishCountsTheHintsItLostNotTheInFlightFiguresItSendsAgain() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.refuseCommands(true);
+    Router a = router(log, "p", "a", 1000);
+    Router b = router(log, "p", "b", 1000);
+    // one hint, and an in-flight figure that goes with every attempt until one succeeds
+    RoutingDecision open = a.route(prompt(1));
+    String ep = open.primary().id();
+    await("a's publisher took the hint", () -> replication(a).queued() == 0);
+    int tried = log.appendsTried();
+    // attempts end one after the other: by the second one after this, the one that took the hint
+    // has failed and been counted
+    await("two more attempts failed", () -> log.appendsTried() >= tried + 2);
+    assertThat(replication(a).dropped()).as("hints a dropped").isEqualTo(1);
+    log.refuseCommands(false);
+    await("b counts a's open request, sent again", () -> inFlight(b, ep) == 1);
+    assertThat(replication(a).dropped()).as("hints a dropped").isEqualTo(1);
+    open.onComplete(new Usage(1, 0, 1));
+  }
+
   static int inFlight(Router r, String endpointId) {
     for (var c : r.endpoints()) {
       if (c.id().equals(endpointId)) {
