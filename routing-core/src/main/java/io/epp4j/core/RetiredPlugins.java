@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -76,12 +77,21 @@ final class RetiredPlugins {
     }
   }
 
-  /** Closes every plugin still waiting for its delay, now. */
-  void closePending() {
+  /**
+   * Closes every plugin still waiting for its delay, now, except those in {@code running} (a
+   * reload took them back), which the caller closes next through {@link #closeNow}.
+   */
+  void closePending(Set<Object> running) {
     synchronized (lock) {
-      List<Object> all = new ArrayList<>(pending);
-      pending.clear();
-      all.forEach(RetiredPlugins::close);
+      List<Object> retiredOnly = new ArrayList<>();
+      for (Iterator<Object> it = pending.iterator(); it.hasNext(); ) {
+        Object o = it.next();
+        if (!running.contains(o)) {
+          it.remove();
+          retiredOnly.add(o);
+        }
+      }
+      retiredOnly.forEach(RetiredPlugins::close);
     }
   }
 

@@ -535,8 +535,8 @@ public final class Router implements AutoCloseable {
   }
 
   /**
-   * Closes every plugin (including any a reload retired and has not closed yet) and stops
-   * telemetry callbacks; later routes are rejected. Decisions still in flight release their
+   * Closes every plugin (first any a reload retired and has not closed yet, then the running
+   * configuration's) and stops telemetry callbacks; later routes are rejected. Decisions still in flight release their
    * counts when finished, but the closed plugins no longer hear about them (extra listeners
    * given to the builder, which the router does not close, still do).
    */
@@ -550,8 +550,11 @@ public final class Router implements AutoCloseable {
       telemetry.close();
       Set<Object> all = Collections.newSetFromMap(new IdentityHashMap<>());
       all.addAll(ActiveConfig.plugins(state.active.config));
+      // the instances a reload retired first, the running ones last: plugins whose instances hand
+      // over to one another (redis-replication) would otherwise have a retired instance take
+      // over again from the running one, only to be closed next
+      retired.closePending(all);
       retired.closeNow(all);
-      retired.closePending();
     }
   }
 

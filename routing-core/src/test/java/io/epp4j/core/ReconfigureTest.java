@@ -308,6 +308,52 @@ class ReconfigureTest {
         .containsExactly(1, 1, 1);
   }
 
+  /** A scorer that notes, in a list shared with others, when it is closed. */
+  static final class OrderedClose extends TagScorer {
+    private final List<String> closed;
+
+    OrderedClose(String tag, List<String> closed) {
+      super(tag);
+      this.closed = closed;
+    }
+
+    @Override
+    public void close() {
+      super.close();
+      closed.add(tag);
+    }
+  }
+
+  /**
+   * The router closes the plugins a reload retired (still waiting for their delay) before the
+   * running ones: a plugin whose instances hand over to one another (redis-replication) would
+   * otherwise see the running instance go first and the retired one take over again, only to be
+   * closed next. A retired plugin a later reload took back is running, and is closed once, last.
+   */
+  @Test
+  void closingTheRouterClosesRetiredPluginsBeforeTheRunningOnes() {
+    List<String> closedInOrder = java.util.Collections.synchronizedList(new ArrayList<>());
+    OrderedClose first = new OrderedClose("first", closedInOrder);
+    OrderedClose second = new OrderedClose("second", closedInOrder);
+    OrderedClose third = new OrderedClose("third", closedInOrder);
+    Router router = Router.builder()
+        .profile(SchedulingProfile.builder("default").scorer(first).scorer(second).build())
+        .retiredPluginCloseDelay(Duration.ofMinutes(10))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of())))
+        .build();
+    // first and second retire; then first is taken back while second still waits
+    assertThat(router.reconfigure(RouterConfig.of(
+        SchedulingProfile.builder("default").scorer(third).build())).isOk()).isTrue();
+    assertThat(router.reconfigure(RouterConfig.of(
+        SchedulingProfile.builder("default").scorer(third).scorer(first).build())).isOk())
+        .isTrue();
+    assertThat(closedInOrder).as("closed before the router").isEmpty();
+    router.close();
+    assertThat(closedInOrder.get(0)).as("closed first").isEqualTo("second");
+    assertThat(closedInOrder).as("each closed once").containsExactlyInAnyOrder("second", "third",
+        "first");
+  }
+
   /** A scorer that counts the lifecycle calls it hears after it was closed. */
   static final class ClosingListener extends TagScorer {
     final AtomicInteger heardClosed = new AtomicInteger();

@@ -268,7 +268,9 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (!holding && seat.owner() == null && publishIdentity.equals(seat.sentAs)
           && seat.takePublishing(this)) {
         // the last instance of this router closes after a reload replaced it: its successor
-        // closed first (the router closing), and what the others hold is this one's to clear
+        // closed first, and what the others hold is this one's to clear. The router closes
+        // retired instances before the running one, so this is for plugins closed by hand in
+        // another order: one connection attempt for the farewell
         holding = true;
       }
       if (holding) {

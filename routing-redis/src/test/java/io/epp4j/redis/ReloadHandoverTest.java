@@ -175,6 +175,37 @@ class ReloadHandoverTest {
     assertThat(inFlightOf(b)).as("b's count of a's open requests").isEqualTo(aOpen);
   }
 
+  /**
+   * The router closes while the instance a reload replaced still waits for its retirement delay.
+   * The running instance says the router's farewell on its open connection (the other routers
+   * drop its figures at once); the replaced one, which no route uses any more, must not take over
+   * again on the way out, connecting anew (up to connectTimeoutMillis while Redis is slow) to
+   * publish and say it instead.
+   */
+  @Test
+  void aRouterClosedDuringTheRetirementDelaySaysFarewellWithoutConnectingAgain()
+      throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router a = router(log, "a", prefixYaml("pool: p, flushIntervalMillis: 1"), KEEP_RETIRED);
+    // b forgets a silent router only after five of its heartbeats (50 minutes): only a farewell
+    // takes a's figures off b within the test
+    Router b = router(log, "b", prefixYaml("pool: p, routerId: b, flushIntervalMillis: 1,"
+        + " heartbeatMillis: 600000"), KEEP_RETIRED);
+    Map<String, Integer> aOpen = new HashMap<>();
+    openRequest(a, 1, aOpen);
+    await("b counts a's open request", () -> countsOf(b, aOpen));
+    RedisReplication replacement = reload(a,
+        prefixYaml("pool: p, flushIntervalMillis: 1, batchSize: 128"));
+    await("the new instance is connected", replacement::connected);
+    openAndAwaitItsPrefix(a, b, aOpen);
+    int connects = log.connects();
+
+    a.close();
+    assertThat(log.connects()).as("connections made while the router closed")
+        .isEqualTo(connects);
+    await("b no longer counts a's requests", () -> countsOf(b, Map.of()));
+  }
+
   /** A reload that fails closes the instance it created: the running one must go on publishing. */
   @Test
   void aFailedReloadLeavesTheRunningInstancePublishing() throws Exception {
