@@ -82,6 +82,21 @@ final class InMemoryLog {
     return connects.get();
   }
 
+  /** When each thread connected ({@link System#nanoTime}), by thread name, oldest first. */
+  private final java.util.Map<String, List<Long>> connectTimes =
+      new java.util.concurrent.ConcurrentHashMap<>();
+
+  /** The times at which the thread named {@code thread} connected, oldest first. */
+  List<Long> connectTimes(String thread) {
+    List<Long> times = connectTimes.get(thread);
+    if (times == null) {
+      return List.of();
+    }
+    synchronized (times) {
+      return new ArrayList<>(times);
+    }
+  }
+
   /**
    * The log answers {@link HintTransport#nowMillis} with the sequence number its last entry got,
    * the unit of its ids, as Redis answers with the time its ids are made of.
@@ -140,6 +155,11 @@ final class InMemoryLog {
         }
         connectedTo = generation;
         connects.incrementAndGet();
+        List<Long> times = connectTimes.computeIfAbsent(Thread.currentThread().getName(),
+            n -> new ArrayList<>());
+        synchronized (times) {
+          times.add(System.nanoTime());
+        }
       }
 
       private void check() throws IOException {
