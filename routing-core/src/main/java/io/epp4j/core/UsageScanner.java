@@ -29,6 +29,11 @@ import org.jspecify.annotations.Nullable;
  *       after the choices).
  * </ul>
  *
+ * <p>A UTF-8 byte order mark opening the answer (its first three bytes, wherever the chunks
+ * cut them) is skipped, as the SSE format ignores one at the start of a stream and JSON parsers
+ * may; only that one: a mark anywhere else is the text it stands in. Without a content type the
+ * first byte after it tells the format.
+ *
  * <p>Chat and completion usage name {@code prompt_tokens} / {@code completion_tokens} and
  * {@code prompt_tokens_details.cached_tokens}; the Responses API names {@code input_tokens} /
  * {@code output_tokens} and {@code input_tokens_details.cached_tokens}; {@code
@@ -43,6 +48,8 @@ public final class UsageScanner {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final byte[] USAGE_KEY = "\"usage\"".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] DATA = "data:".getBytes(StandardCharsets.US_ASCII);
+  /** UTF-8's byte order mark, U+FEFF: skipped when it opens the answer. */
+  private static final byte[] BOM = {(byte) 0xEF, (byte) 0xBB, (byte) 0xBF};
 
   private enum Format { UNKNOWN, SSE, JSON }
 
@@ -66,6 +73,10 @@ public final class UsageScanner {
   private boolean afterCr;
   /** {@link #finish()} was called: the buffer is gone and later chunks are ignored. */
   private boolean finished;
+  /** The answer's first bytes have been told from a byte order mark (skipped, or kept). */
+  private boolean started;
+  /** Bytes of a byte order mark matched at the answer's start so far. */
+  private int bomMatched;
   private @Nullable Usage usage;
 
   /** {@code contentType}: the answer's {@code content-type}, or null to tell by its first byte. */
@@ -87,6 +98,33 @@ public final class UsageScanner {
     if (n == 0 || finished) {
       return;
     }
+    if (!started) {
+      int before = bomMatched;
+      int i = 0;
+      int p = chunk.position();
+      while (bomMatched < BOM.length && i < n && chunk.get(p + i) == BOM[bomMatched]) {
+        bomMatched++;
+        i++;
+      }
+      if (bomMatched == BOM.length) {
+        started = true;
+        if (i == n) {
+          return;
+        }
+        chunk = chunk.duplicate().position(chunk.position() + i); // the mark is not the answer's
+      } else if (i == n) {
+        return; // so far all a mark's first bytes: held until the next chunk tells
+      } else {
+        started = true;
+        if (before > 0) {
+          feedBody(ByteBuffer.wrap(BOM, 0, before)); // held bytes that were no mark after all
+        }
+      }
+    }
+    feedBody(chunk);
+  }
+
+  private void feedBody(ByteBuffer chunk) {
     if (format == Format.UNKNOWN) {
       format = firstNonBlank(chunk) == '{' ? Format.JSON : firstNonBlank(chunk) < 0
           ? Format.UNKNOWN : Format.SSE;
@@ -122,6 +160,10 @@ public final class UsageScanner {
     if (finished) {
       Usage u = usage;
       return u == null ? Usage.NONE : u;
+    }
+    if (!started && bomMatched > 0) {
+      started = true;
+      feedBody(ByteBuffer.wrap(BOM, 0, bomMatched)); // the answer ended within what began a mark
     }
     finished = true;
     if (format == Format.SSE && tailing) {

@@ -197,6 +197,39 @@ class UsageScannerTest {
   }
 
   @Test
+  void aByteOrderMarkOpeningTheAnswerIsSkippedWhereverTheChunksAreCut() {
+    // the SSE format ignores one U+FEFF at the start of a stream, and JSON parsers may; with it
+    // the stream's first line did not start with "data:" and, without a content type, a JSON
+    // body was taken for a stream (its first byte is 0xEF, not '{')
+    String first =
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":1}}\n";
+    String json = "{\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":4}}";
+    String[][] cases = {
+        {"text/event-stream", first}, {null, first}, {null, json}, {"application/json", json}};
+    for (String[] c : cases) {
+      byte[] b = ("\uFEFF" + c[1]).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      for (int cut = 0; cut <= 4; cut++) {
+        for (int cut2 = cut; cut2 <= 5; cut2++) {
+          UsageScanner s = new UsageScanner(c[0]);
+          s.feed(java.nio.ByteBuffer.wrap(b, 0, cut));
+          s.feed(java.nio.ByteBuffer.wrap(b, cut, cut2 - cut));
+          s.feed(java.nio.ByteBuffer.wrap(b, cut2, b.length - cut2));
+          assertThat(s.finish()).as("%s %s, cut at %d and %d", c[0], c[1], cut, cut2)
+              .isEqualTo(c[1] == json ? new Usage(11, 0, 4) : new Usage(6, 0, 1));
+        }
+      }
+    }
+    // only the first: a second mark, or one later in the stream, is the line's own text
+    assertThat(scan("text/event-stream", "\uFEFF\uFEFF" + first)).isEqualTo(Usage.NONE);
+    assertThat(scan("text/event-stream", "\n\uFEFF" + first)).isEqualTo(Usage.NONE);
+    // bytes that only begin like a mark are kept
+    UsageScanner s = new UsageScanner("text/event-stream");
+    s.feed(java.nio.ByteBuffer.wrap(new byte[] {(byte) 0xEF}));
+    s.feed(utf8("\n" + first));
+    assertThat(s.finish()).isEqualTo(new Usage(6, 0, 1));
+  }
+
+  @Test
   void oddValuesGiveZeroesNotErrors() {
     assertThat(scan("application/json", "{\"usage\":{\"prompt_tokens\":-3,\"completion_tokens\":\"x\"}}"))
         .isEqualTo(new Usage(0, 0, 0));
