@@ -55,7 +55,7 @@ public class Epp4jAutoConfiguration {
     if (telemetry != null) {
       b.openTelemetry(telemetry);
     }
-    return b.build();
+    return settings.build(b); // a config file with errors: names epp4j.config-file
   }
 
   /** Scrapes every replica's Prometheus metrics; off with {@code epp4j.metrics.enabled=false}. */

@@ -162,12 +162,7 @@ public final class Epp4jPools implements AutoCloseable {
     if (otel != null) {
       b.openTelemetry(PoolTelemetry.withPool(otel, name));
     }
-    Router router;
-    try {
-      router = b.build();
-    } catch (RuntimeException e) { // a config file with errors: say which pool's
-      throw new IllegalArgumentException(s.prefix + ": " + e.getMessage(), e);
-    }
+    Router router = s.build(b); // a config file with errors: names the pool's property
     MetricsScraper scraper = null;
     Epp4jDiscoveryPool discovery = null;
     try {

@@ -212,6 +212,21 @@ final class PoolSettings {
     return b;
   }
 
+  /**
+   * Builds the router of {@link #routerBuilder()} (with the caller's listeners and telemetry); a
+   * configuration that cannot be read or is invalid fails naming the property that gave it, e.g.
+   * {@code epp4j.config-file: <the router's message>}, which names the file.
+   */
+  Router build(Router.Builder b) {
+    try {
+      return b.build();
+    } catch (RuntimeException e) {
+      String where = configPath() != null ? property("config-file")
+          : presetName() != null ? property("preset") : prefix;
+      throw new IllegalArgumentException(where + ": " + e.getMessage(), e);
+    }
+  }
+
   private void positive(Duration d, String key) {
     if (d.isNegative() || d.isZero()) {
       throw new IllegalArgumentException(property(key) + " must be positive, got " + d);

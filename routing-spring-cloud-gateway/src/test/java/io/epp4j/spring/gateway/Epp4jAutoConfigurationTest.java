@@ -91,6 +91,20 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void aConfigFileThatCannotBeReadOrIsInvalidFailsStartupNamingTheProperty(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+    // the router's error named the file but not the property that pointed to it
+    java.nio.file.Path invalid = dir.resolve("invalid.yaml");
+    java.nio.file.Files.writeString(invalid, "plugins: [ {type: no-such-plugin, name: x} ]\n");
+    for (String file : List.of(dir.resolve("missing.yaml").toString(), invalid.toString())) {
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file)
+          .run(ctx -> assertThat(ctx).getFailure()
+              .hasStackTraceContaining("epp4j.config-file: ")
+              .hasStackTraceContaining(file));
+    }
+  }
+
+  @Test
   void badDurationsAndMetricsPathFailStartupNamingTheProperty() {
     runner.withPropertyValues("epp4j.metrics.interval=0s").run(ctx -> assertThat(ctx)
         .getFailure().hasStackTraceContaining("epp4j.metrics.interval must be positive"));

@@ -345,7 +345,7 @@ class Epp4jPoolsTest {
             "epp4j.pools.a.metrics.enabled=true", "epp4j.pools.a.metrics.interval=1h",
             "epp4j.pools.b.config-file=/does/not/exist.yaml")
         .run(ctx -> assertThat(ctx).getFailure()
-            .hasStackTraceContaining("epp4j.pools.b: "));
+            .hasStackTraceContaining("epp4j.pools.b.config-file: "));
     assertThat(announced).as("pool a built before pool b failed").contains("127.0.0.1:9001");
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (Thread.getAllStackTraces().keySet().stream().anyMatch(
