@@ -66,12 +66,12 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     }
     long declared = request.getHeaders().getContentLength();
     if (declared > maxBodyBytes) {
-      return tooLarge(exchange);
+      return tooLarge(exchange, true);
     }
     DataBuffer cached = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
     if (cached != null) { // another filter or predicate read it already (the Retry filter does)
       return cached.readableByteCount() > maxBodyBytes
-          ? tooLarge(exchange) : route(exchange, chain, request, bytes(cached));
+          ? tooLarge(exchange, false) : route(exchange, chain, request, bytes(cached));
     }
     ServerWebExchange limited = exchange.mutate()
         .request(new LimitedBody(request, maxBodyBytes)).build();
@@ -79,7 +79,8 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       DataBuffer body = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
       return route(exchange, chain, replaying, body == null ? new byte[0] : bytes(body))
           .then(Mono.just(Boolean.TRUE));
-    }).onErrorResume(BodyTooLarge.class, e -> tooLarge(exchange).then(Mono.just(Boolean.TRUE)))
+    }).onErrorResume(BodyTooLarge.class,
+        e -> tooLarge(exchange, true).then(Mono.just(Boolean.TRUE)))
         .then();
   }
 
@@ -200,7 +201,15 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     return copy.array();
   }
 
-  private Mono<Void> tooLarge(ServerWebExchange exchange) {
+  /**
+   * The 413; {@code unread}: the body was refused before its end, so the connection is closed
+   * after the answer ({@code Connection: close}) rather than kept alive: Reactor Netty would read
+   * and drop the rest of the body, however long it says it is, before the next request.
+   */
+  private Mono<Void> tooLarge(ServerWebExchange exchange, boolean unread) {
+    if (unread) {
+      exchange.getResponse().getHeaders().setConnection("close");
+    }
     return error(exchange, 413, "request_too_large",
         "request body is above the limit of " + maxBodyBytes + " bytes");
   }

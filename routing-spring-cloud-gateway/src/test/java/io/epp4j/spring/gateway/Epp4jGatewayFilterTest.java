@@ -385,7 +385,28 @@ class Epp4jGatewayFilterTest {
     HttpResponse<String> streamed = CLIENT.send(chunked, HttpResponse.BodyHandlers.ofString());
     assertThat(streamed.statusCode()).isEqualTo(413);
     assertThat(JSON.readTree(streamed.body()).path("error").path("code").asInt()).isEqualTo(413);
+    // refused mid-body: the rest is not read through before the next request on the connection
+    assertThat(streamed.headers().firstValue("connection")).hasValue("close");
     assertThat(A.served.get() + B.served.get()).isEqualTo(served);
+  }
+
+  @Test
+  void a413ForADeclaredLengthAboveTheLimitClosesTheConnection() throws Exception {
+    // Reactor Netty reads and drops the rest of a body the answer did not read: on a keep-alive
+    // connection it went on taking the whole declared gigabyte, which the client need not send
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+          + "{\"model\":\"m\",\"prompt\":\"").getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      // the whole answer, up to the server closing the connection (a timeout fails the test)
+      String answer = new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      assertThat(answer).startsWith("HTTP/1.1 413");
+      assertThat(answer.toLowerCase(java.util.Locale.ROOT)).contains("\r\nconnection: close\r\n")
+          .contains("request_too_large");
+    }
   }
 
   @Test
