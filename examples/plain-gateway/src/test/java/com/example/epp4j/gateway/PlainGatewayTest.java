@@ -301,6 +301,55 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aClientThatLeavesBeforeTheReplicasFirstByteIsNoticedOnlyOnceTheReplicaAnswers()
+      throws Exception {
+    // the limit the README states: the JDK server does not watch a connection while a handler
+    // runs, so the decision stays in flight until a write to the client fails
+    CountDownLatch asked = new CountDownLatch(1);
+    CountDownLatch answer = new CountDownLatch(1);
+    AtomicBoolean replicaCutOff = new AtomicBoolean();
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      asked.countDown();
+      try {
+        answer.await(30, TimeUnit.SECONDS);
+        ex.getResponseHeaders().set("content-type", "text/event-stream");
+        ex.sendResponseHeaders(200, 0);
+        for (int i = 0; i < 3000; i++) { // until the gateway closes this stream
+          ex.getResponseBody().write("data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
+              .getBytes(StandardCharsets.UTF_8));
+          ex.getResponseBody().flush();
+          Thread.sleep(10);
+        }
+      } catch (IOException cut) {
+        replicaCutOff.set(true);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } finally {
+        ex.close();
+      }
+    });
+    startGateway(outcomes, at(port));
+    byte[] body = completion("leave early").getBytes(StandardCharsets.UTF_8);
+    try (java.net.Socket s =
+        new java.net.Socket(InetAddress.getLoopbackAddress(), gateway.port())) {
+      s.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Length: " + body.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+      s.getOutputStream().write(body);
+      s.getOutputStream().flush();
+      assertThat(asked.await(30, TimeUnit.SECONDS)).as("the replica has the request").isTrue();
+    } // the client leaves before any byte of the answer
+    assertThat(inFlight()).as("still in flight: nothing noticed the client leave").isEqualTo(1);
+    assertThat(outcomes.failures).isEmpty();
+    answer.countDown();
+    await("the failed write reports the request failed", () -> outcomes.failures.size() == 1);
+    assertThat(outcomes.failures.get(0)).hasMessageContaining("client disconnected");
+    assertThat(inFlight()).isZero();
+    await("the replica's stream is closed", replicaCutOff::get);
+    assertThat(outcomes.completions).isEmpty();
+  }
+
+  @Test
   void clientThatGoesAwayMidStreamFailsTheDecisionAndStopsTheReplica() throws Exception {
     StandInVllm a = standIn(Duration.ZERO, Duration.ofMillis(10));
     startGateway(outcomes, at(a.port()));
