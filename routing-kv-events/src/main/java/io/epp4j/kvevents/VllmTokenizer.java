@@ -21,7 +21,9 @@ import org.jspecify.annotations.Nullable;
  * completion request's prompt, as {@code /v1/completions} tokenizes it), and with
  * {@code "messages"}
  * (and {@code "tools"}) and {@code "add_generation_prompt": true} for chats (the server renders its own template). The
- * answer's {@code "tokens"} array is the result. Blocking; give it a short timeout.
+ * answer's {@code "tokens"} array is the result; an answer whose array holds anything but
+ * non-negative integers that fit an {@code int} is malformed, and fails the call as an answer
+ * that is not JSON does. Blocking; give it a short timeout.
  */
 public final class VllmTokenizer implements Tokenizer {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -111,8 +113,11 @@ public final class VllmTokenizer implements Tokenizer {
       int[] out = new int[tokens.size()];
       for (int i = 0; i < out.length; i++) {
         JsonNode t = tokens.get(i);
-        if (!t.canConvertToInt()) {
-          throw new TokenizationException("tokenize answer from " + uri + " has a non-integer token");
+        // canConvertToInt alone takes 1.5 (as 1) and -1: neither is any model's token ID
+        if (!t.isIntegralNumber() || !t.canConvertToInt() || t.intValue() < 0) {
+          throw new TokenizationException("tokenize answer from " + uri + " has token "
+              + (t.isNumber() ? t.toString() : "of type " + t.getNodeType()) + " at index " + i
+              + ", not a token ID (an integer in [0, 2147483647])");
         }
         out[i] = t.intValue();
       }

@@ -136,6 +136,20 @@ class TokenizerTest {
   }
 
   @Test
+  void tokenIdsThatAreNotNonNegativeIntegersMakeTheAnswerMalformed() {
+    // 1.5 used to be read as token 1, and -1 as token -1: neither is a token ID of any model
+    for (String bad : List.of("[1, 1.5, 2]", "[1, -1, 2]", "[1.0]", "[1, \"2\"]",
+        "[4294967296]")) {
+      override = "{\"tokens\": " + bad + "}";
+      assertThatThrownBy(() -> tokenizer().encode("x")).as(bad)
+          .isInstanceOf(Tokenizer.TokenizationException.class)
+          .hasMessageContaining("not a token ID");
+    }
+    override = "{\"tokens\": [0, 7, 2147483647]}";
+    assertThat(tokenizer().encode("x")).containsExactly(0, 7, Integer.MAX_VALUE);
+  }
+
+  @Test
   void turnNOfADialogOnlyTokenizesWhatIsNew() {
     CachingChatTokenizer cached =
         new CachingChatTokenizer(tokenizer(), ChatTemplate.CHATML, 1_000_000);
