@@ -5,28 +5,53 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Flow;
 import org.jspecify.annotations.Nullable;
 
 /**
  * A {@link Tokenizer} that asks a vLLM server: {@code POST <baseUrl>/tokenize} with
  * {@code {"model", "prompt", "add_special_tokens": false}} for text ({@code true} for a
  * completion request's prompt, as {@code /v1/completions} tokenizes it), and with
- * {@code "messages"}
- * (and {@code "tools"}) and {@code "add_generation_prompt": true} for chats (the server renders its own template). The
- * answer's {@code "tokens"} array is the result; an answer whose array holds anything but
- * non-negative integers that fit an {@code int} is malformed, and fails the call as an answer
- * that is not JSON does. Blocking; give it a short timeout.
+ * {@code "messages"} (and {@code "tools"}) and {@code "add_generation_prompt": true} for chats
+ * (the server renders its own template). The answer's {@code "tokens"} array is the result; an
+ * answer whose array holds anything but non-negative integers that fit an {@code int} is
+ * malformed, and fails the call as an answer that is not JSON does. Blocking; give it a short
+ * timeout.
+ *
+ * <p>An answer is read up to {@link #ANSWER_BASE_BYTES} plus
+ * {@link #ANSWER_BYTES_PER_REQUEST_BYTE} bytes per byte of the request sent; a longer one fails
+ * the call (the rest is not read), so a misbehaving server cannot make the router hold more
+ * memory than the prompt warrants.
  */
 public final class VllmTokenizer implements Tokenizer {
   private static final ObjectMapper JSON = new ObjectMapper();
+
+  /**
+   * Bytes of an answer allowed per byte of the request: a tokenizer gives at most about one
+   * token per byte of text (byte-level BPE and byte fallback spell any byte as one token, merges
+   * only lower the count), and a token ID takes at most 11 bytes of compact JSON
+   * ({@code 2147483647,}); 16 leaves room for whitespace and for a template's tokens per message.
+   */
+  public static final int ANSWER_BYTES_PER_REQUEST_BYTE = 16;
+
+  /**
+   * Bytes of an answer allowed whatever the request (1 MiB): the answer's other fields, and
+   * the tokens the server's chat template adds of its own (a default system prompt, tool
+   * instructions), some 90,000 of them at 11 bytes each.
+   */
+  public static final int ANSWER_BASE_BYTES = 1 << 20;
 
   private final HttpClient client;
   private final URI uri;
@@ -89,13 +114,22 @@ public final class VllmTokenizer implements Tokenizer {
     return call(body);
   }
 
+  /** The longest answer {@link #call} reads for a request of {@code requestBytes} bytes. */
+  static long answerLimit(long requestBytes) {
+    return Math.min(Integer.MAX_VALUE - 8L,
+        ANSWER_BASE_BYTES + ANSWER_BYTES_PER_REQUEST_BYTE * requestBytes);
+  }
+
   private int[] call(ObjectNode body) {
     HttpResponse<byte[]> resp;
     try {
+      byte[] sent = JSON.writeValueAsBytes(body);
+      long limit = answerLimit(sent.length);
       HttpRequest req = HttpRequest.newBuilder(uri).timeout(timeout)
           .header("content-type", "application/json")
-          .POST(HttpRequest.BodyPublishers.ofByteArray(JSON.writeValueAsBytes(body))).build();
-      resp = client.send(req, HttpResponse.BodyHandlers.ofByteArray());
+          .POST(HttpRequest.BodyPublishers.ofByteArray(sent)).build();
+      resp = client.send(req, info -> new BoundedBody(limit, sent.length,
+          info.headers().firstValueAsLong("content-length").orElse(-1)));
     } catch (IOException e) {
       throw new TokenizationException("tokenize call to " + uri + " failed: " + e.getMessage(), e);
     } catch (InterruptedException e) {
@@ -124,6 +158,80 @@ public final class VllmTokenizer implements Tokenizer {
       return out;
     } catch (IOException e) {
       throw new TokenizationException("tokenize answer from " + uri + " is not JSON", e);
+    }
+  }
+
+  /**
+   * Collects an answer of at most {@code limit} bytes. A longer one (by its declared length, or
+   * as its bytes arrive) cancels the subscription, which drops the connection, and fails the call
+   * with an {@link IOException} that says the limit.
+   */
+  private static final class BoundedBody implements HttpResponse.BodySubscriber<byte[]> {
+    private final long limit;
+    private final long requestBytes;
+    private final long declared;
+    private final CompletableFuture<byte[]> result = new CompletableFuture<>();
+    private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    private Flow.@Nullable Subscription subscription;
+
+    BoundedBody(long limit, long requestBytes, long declared) {
+      this.limit = limit;
+      this.requestBytes = requestBytes;
+      this.declared = declared;
+    }
+
+    @Override
+    public CompletionStage<byte[]> getBody() {
+      return result;
+    }
+
+    @Override
+    public void onSubscribe(Flow.Subscription s) {
+      subscription = s;
+      if (declared > limit) {
+        tooLong("a declared length of " + declared + " bytes");
+      } else {
+        s.request(1);
+      }
+    }
+
+    @Override
+    public void onNext(List<ByteBuffer> buffers) {
+      if (result.isDone()) {
+        return;
+      }
+      long n = bytes.size();
+      for (ByteBuffer b : buffers) {
+        n += b.remaining();
+      }
+      if (n > limit) {
+        tooLong("more than " + limit + " bytes");
+        return;
+      }
+      for (ByteBuffer b : buffers) {
+        byte[] chunk = new byte[b.remaining()];
+        b.get(chunk);
+        bytes.write(chunk, 0, chunk.length);
+      }
+      Objects.requireNonNull(subscription).request(1);
+    }
+
+    private void tooLong(String what) {
+      Objects.requireNonNull(subscription).cancel();
+      result.completeExceptionally(new IOException("the answer has " + what
+          + ", above the limit of " + limit + " bytes for a request of " + requestBytes
+          + " bytes (" + ANSWER_BASE_BYTES + " + " + ANSWER_BYTES_PER_REQUEST_BYTE
+          + " per request byte)"));
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      result.completeExceptionally(t);
+    }
+
+    @Override
+    public void onComplete() {
+      result.complete(bytes.toByteArray());
     }
   }
 }

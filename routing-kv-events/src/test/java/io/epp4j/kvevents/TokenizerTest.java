@@ -135,6 +135,74 @@ class TokenizerTest {
     assertThatThrownBy(() -> down.encode("x")).isInstanceOf(Tokenizer.TokenizationException.class);
   }
 
+  /**
+   * A tokenizer whose server answers every call with {@code answer}, from a context of its own;
+   * the answer is written in 64 KiB pieces, with its length declared or chunked, and
+   * {@code written} counts what the server could
+   * write before the tokenizer stopped reading ({@code done} opens when the answer ends).
+   */
+  VllmTokenizer answering(String name, byte[] head, long padding, byte[] tail,
+      boolean declareLength, java.util.concurrent.atomic.AtomicLong written,
+      java.util.concurrent.CountDownLatch done) {
+    server.createContext("/" + name + "/tokenize", ex -> {
+      ex.getRequestBody().readAllBytes();
+      // chunked (0) has no length to refuse up front
+      ex.sendResponseHeaders(200, declareLength ? head.length + padding + tail.length : 0);
+      byte[] spaces = new byte[64 << 10];
+      java.util.Arrays.fill(spaces, (byte) ' ');
+      try (OutputStream os = ex.getResponseBody()) {
+        os.write(head);
+        written.addAndGet(head.length);
+        for (long left = padding; left > 0; left -= spaces.length) {
+          int n = (int) Math.min(left, spaces.length);
+          os.write(spaces, 0, n);
+          written.addAndGet(n);
+        }
+        os.write(tail);
+        written.addAndGet(tail.length);
+      } catch (java.io.IOException e) {
+        // the tokenizer hung up
+      } finally {
+        done.countDown();
+      }
+    });
+    return new VllmTokenizer("http://127.0.0.1:" + server.getAddress().getPort() + "/" + name,
+        "m", Duration.ofSeconds(30));
+  }
+
+  @Test
+  void anAnswerFarLargerThanTheRequestCouldNeedFailsTheTokenizationAndIsNotReadToTheEnd()
+      throws Exception {
+    // a valid answer padded with 64 MiB of JSON whitespace: read whole, a server could make the
+    // router hold any amount of memory for one prompt of a few bytes
+    long padding = 64L << 20;
+    for (boolean declared : new boolean[] {false, true}) {
+      java.util.concurrent.atomic.AtomicLong written =
+          new java.util.concurrent.atomic.AtomicLong();
+      java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+      VllmTokenizer t = answering("huge" + declared,
+          "{\"tokens\":[1,2,3]".getBytes(StandardCharsets.UTF_8), padding,
+          "}".getBytes(StandardCharsets.UTF_8), declared, written, done);
+      assertThatThrownBy(() -> t.encode("hello")).as("length declared: %s", declared)
+          .isInstanceOf(Tokenizer.TokenizationException.class)
+          .hasMessageContaining("above the limit of");
+      assertThat(done.await(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+      // the server got no further than what the sockets' buffers hold: a few MiB, not 64
+      assertThat(written.get()).as("length declared: %s", declared).isLessThan(padding / 2);
+    }
+  }
+
+  @Test
+  void anAnswerWithinTheAllowanceOfALongPromptIsRead() throws Exception {
+    // the allowance grows with the request: a prompt of 1 MiB may be answered with 2 MiB
+    String prompt = "ab".repeat(1 << 19);
+    java.util.concurrent.atomic.AtomicLong written = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+    VllmTokenizer t = answering("long", "{\"tokens\":[4,5]".getBytes(StandardCharsets.UTF_8),
+        2L << 20, "}".getBytes(StandardCharsets.UTF_8), true, written, done);
+    assertThat(t.encode(prompt)).containsExactly(4, 5);
+  }
+
   @Test
   void tokenIdsThatAreNotNonNegativeIntegersMakeTheAnswerMalformed() {
     // 1.5 used to be read as token 1, and -1 as token -1: neither is a token ID of any model
