@@ -17,7 +17,10 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Flow;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -61,7 +64,7 @@ public final class VllmTokenizer implements Tokenizer {
   /**
    * @param baseUrl e.g. {@code http://10.0.0.1:8000}
    * @param model   the served model name
-   * @param timeout per-call timeout
+   * @param timeout per-call timeout: the whole call, from connecting to the answer's last byte
    */
   public VllmTokenizer(String baseUrl, String model, Duration timeout) {
     String base = baseUrl.endsWith("/") ? baseUrl.substring(0, baseUrl.length() - 1) : baseUrl;
@@ -128,8 +131,27 @@ public final class VllmTokenizer implements Tokenizer {
       HttpRequest req = HttpRequest.newBuilder(uri).timeout(timeout)
           .header("content-type", "application/json")
           .POST(HttpRequest.BodyPublishers.ofByteArray(sent)).build();
-      resp = client.send(req, info -> new BoundedBody(limit, sent.length,
-          info.headers().firstValueAsLong("content-length").orElse(-1)));
+      // the request's timeout ends with the answer's headers; the body could then trickle in
+      // for ever, so the whole call waits at most the timeout, and is cancelled (its connection
+      // closed) when that passes
+      CompletableFuture<HttpResponse<byte[]>> call = client.sendAsync(req,
+          info -> new BoundedBody(limit, sent.length,
+              info.headers().firstValueAsLong("content-length").orElse(-1)));
+      try {
+        resp = call.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+      } catch (TimeoutException e) {
+        call.cancel(true);
+        throw new TokenizationException("tokenize call to " + uri + " took longer than its"
+            + " timeout of " + timeout.toMillis() + " ms", e);
+      } catch (InterruptedException e) {
+        call.cancel(true);
+        throw e;
+      }
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause() == null ? e : e.getCause();
+      throw new TokenizationException("tokenize call to " + uri + " failed: "
+          + (cause.getMessage() != null ? cause.getMessage() : cause.getClass().getSimpleName()),
+          cause);
     } catch (IOException e) {
       throw new TokenizationException("tokenize call to " + uri + " failed: " + e.getMessage(), e);
     } catch (InterruptedException e) {

@@ -204,6 +204,46 @@ class TokenizerTest {
   }
 
   @Test
+  void aServerThatTricklesItsAnswerFailsTheTokenizationWithinTheTimeoutAndIsHungUpOn()
+      throws Exception {
+    // the answer's headers come at once, then a byte of its body every 50 ms, never ending: the
+    // call must still end near its timeout, not hold the routing thread for as long as the
+    // server likes, and the connection must be dropped, not left to the server
+    java.util.concurrent.CountDownLatch hungUp = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    server.createContext("/trickle/tokenize", ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.sendResponseHeaders(200, 0);
+      try (OutputStream os = ex.getResponseBody()) {
+        os.write("{\"tokens\":[1,".getBytes(StandardCharsets.UTF_8));
+        while (!release.await(50, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+          os.write(' ');
+          os.flush();
+        }
+      } catch (java.io.IOException e) {
+        hungUp.countDown();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    VllmTokenizer t = new VllmTokenizer("http://127.0.0.1:" + server.getAddress().getPort()
+        + "/trickle", "m", Duration.ofMillis(300));
+    try {
+      long start = System.nanoTime();
+      org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(Duration.ofSeconds(20),
+          () -> assertThatThrownBy(() -> t.encode("x"))
+              .isInstanceOf(Tokenizer.TokenizationException.class)
+              .hasMessageContaining("300 ms"));
+      // generous: the point is that it ends, bounded by the timeout rather than the server
+      assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofSeconds(10));
+      assertThat(hungUp.await(20, java.util.concurrent.TimeUnit.SECONDS))
+          .as("the tokenizer closed the connection").isTrue();
+    } finally {
+      release.countDown();
+    }
+  }
+
+  @Test
   void tokenIdsThatAreNotNonNegativeIntegersMakeTheAnswerMalformed() {
     // 1.5 used to be read as token 1, and -1 as token -1: neither is a token ID of any model
     for (String bad : List.of("[1, 1.5, 2]", "[1, -1, 2]", "[1.0]", "[1, \"2\"]",
