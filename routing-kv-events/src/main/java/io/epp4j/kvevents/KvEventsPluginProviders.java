@@ -130,6 +130,7 @@ public final class KvEventsPluginProviders {
     } else if (ev.has("dataParallelFirstPort")) {
       ev.error("dataParallelFirstPort", "has no effect without a dataParallelSize above 1");
     }
+    unusedInMode(ev, mode);
     for (String e : ev.errors()) {
       p.error("kvEvents", e);
     }
@@ -192,6 +193,33 @@ public final class KvEventsPluginProviders {
     context.service(OpenTelemetry.class)
         .ifPresent(otel -> scorer.ownTelemetry(KvEventTelemetry.register(index, otel)));
     return Result.ok(scorer);
+  }
+
+  /**
+   * Refuses the {@code kvEvents} fields that {@code mode} does not use, which would otherwise be
+   * ignored unnoticed: {@code bindAddress} outside central mode (only it binds), {@code port}
+   * outside per-endpoint mode (only it connects to each engine's publisher), and every socket
+   * field in mode {@code none} (no socket is opened). The data-parallel fields are checked with
+   * each other above.
+   */
+  private static void unusedInMode(Parameters ev, String mode) {
+    for (String field : List.of("port", "bindAddress", "replayPort", "topicFilter",
+        "replayTimeoutMs", "receiveHighWaterMark", "dataParallelSize")) {
+      if (!ev.has(field)) {
+        continue;
+      }
+      if (mode.equals("none")) {
+        ev.error(field, "has no effect in mode none: no socket is opened"
+            + (ev.has("mode") ? "" : " (none is the default when the router has a KvBlockIndex"
+                + " service)") + "; set mode per-endpoint or central to open one");
+      } else if (field.equals("port") && mode.equals("central")) {
+        ev.error(field, "has no effect in mode central: the router binds bindAddress, which"
+            + " the engines publish to, and connects to no publisher port");
+      } else if (field.equals("bindAddress") && mode.equals("per-endpoint")) {
+        ev.error(field, "has no effect in mode per-endpoint: the router connects to each"
+            + " endpoint's publisher on port; only mode central binds an address");
+      }
+    }
   }
 
   /**

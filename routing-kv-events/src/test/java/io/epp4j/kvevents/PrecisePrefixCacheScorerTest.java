@@ -693,6 +693,41 @@ class PrecisePrefixCacheScorerTest {
   }
 
   @Test
+  void aKvEventsFieldTheChosenModeDoesNotUseIsRefusedByName() {
+    // each was read and then ignored: a per-endpoint router never binds, a central one never
+    // connects to a publisher port, and mode none opens no socket at all
+    String[][] cases = {
+        {"{mode: per-endpoint, bindAddress: \"tcp://*:6000\"}",
+            "'bindAddress' has no effect in mode per-endpoint"},
+        {"{bindAddress: \"tcp://*:6000\"}", "'bindAddress' has no effect in mode per-endpoint"},
+        {"{mode: central, bindAddress: \"tcp://127.0.0.1:*\", port: 6000}",
+            "'port' has no effect in mode central"},
+        {"{mode: none, port: 6000}", "'port' has no effect in mode none"},
+        {"{mode: none, replayPort: 6001}", "'replayPort' has no effect in mode none"},
+        {"{mode: none, topicFilter: \"kv@\"}", "'topicFilter' has no effect in mode none"},
+    };
+    for (String[] c : cases) {
+      String yaml = preciseOnly("kvEvents: " + c[0]);
+      assertThatThrownBy(() -> Router.builder().endpoints(EPS).configYaml(yaml, "t").build())
+          .as(c[0]).isInstanceOf(ConfigException.class).hasMessageContaining(c[1]);
+    }
+    // with a KvBlockIndex service the mode is none unless the file says otherwise
+    String implicitNone = preciseOnly("kvEvents: {port: 6000}");
+    assertThatThrownBy(() -> Router.builder().endpoints(EPS).service(KvBlockIndex.class, index)
+        .configYaml(implicitNone, "t").build()).isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'port' has no effect in mode none")
+        .hasMessageContaining("KvBlockIndex service");
+    // the fields each mode uses still load
+    for (String ok : List.of("{mode: per-endpoint, port: 6000, replayPort: 6001}",
+        "{mode: central, bindAddress: \"tcp://127.0.0.1:*\", replayPort: 6001}",
+        "{mode: none}")) {
+      org.assertj.core.api.Assertions.assertThatCode(() -> Router.builder().endpoints(EPS)
+          .configYaml(preciseOnly("kvEvents: " + ok), "t").build().close())
+          .as(ok).doesNotThrowAnyException();
+    }
+  }
+
+  @Test
   void timeToLiveTooLongToCountInNanosecondsIsReportedByName() {
     // both TTLs are kept in nanoseconds: a value past Long.MAX_VALUE ns (about 292 years) would
     // overflow, and "remember forever" written as a huge number must not silently mean never
