@@ -74,7 +74,7 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     try {
       SpecialTokenSplitter splitter = SpecialTokenSplitter.read(json);
       Path config = modelDir.resolve("tokenizer_config.json");
-      JsonNode cfg = Files.isRegularFile(config) ? JSON.readTree(config.toFile()) : null;
+      JsonNode cfg = Files.isRegularFile(config) ? readJson(config) : null;
       Map<String, String> special = new HashMap<>();
       if (cfg != null) {
         for (String name : List.of("bos_token", "eos_token", "unk_token", "pad_token",
@@ -91,7 +91,7 @@ public final class HuggingFaceTokenizer implements Tokenizer {
       JsonNode chat = cfg == null ? null : cfg.get("chat_template");
       try {
         if (Files.isRegularFile(jinja)) {
-          template = JinjaChatTemplate.compile(Files.readString(jinja), special, jinja.toString());
+          template = JinjaChatTemplate.compile(readText(jinja), special, jinja.toString());
         } else if (chat != null && chat.isTextual()) {
           template = JinjaChatTemplate.compile(chat.asText(), special, config.toString());
         } else if (chat != null && chat.isArray()) {
@@ -122,6 +122,31 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     } catch (IOException | RuntimeException e) {
       t.close();
       throw e;
+    }
+  }
+
+  /**
+   * The text of a model file, read as UTF-8. The charset decoder does not say which file it was
+   * reading, and the operator sees only the message; so it names the file.
+   */
+  private static String readText(Path file) throws IOException {
+    try {
+      return Files.readString(file);
+    } catch (java.nio.charset.CharacterCodingException e) {
+      throw new IOException("cannot read " + file + ": it is not UTF-8 text", e);
+    } catch (IOException e) {
+      throw new IOException("cannot read " + file + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** A model file's JSON; as {@link #readText}, an error names the file (Jackson's does not). */
+  private static JsonNode readJson(Path file) throws IOException {
+    String text = readText(file);
+    try {
+      return JSON.readTree(text);
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IOException("cannot read " + file + ": it is not JSON: " + e.getOriginalMessage(),
+          e);
     }
   }
 

@@ -57,6 +57,22 @@ class HuggingFaceTokenizerTest {
   }
 
   @Test
+  void aModelFileThatCannotBeReadIsNamedInTheError(@TempDir Path dir) throws Exception {
+    // the loader's errors reach the operator as "parameter 'path' cannot be loaded: <message>";
+    // Jackson and the charset decoder do not say which file they were reading
+    Files.writeString(dir.resolve("tokenizer.json"), TOKENIZER_JSON);
+    Files.writeString(dir.resolve("tokenizer_config.json"), "{\"chat_template\": ");
+    assertThatThrownBy(() -> HuggingFaceTokenizer.load(dir))
+        .isInstanceOf(java.io.IOException.class)
+        .hasMessageContaining(dir.resolve("tokenizer_config.json").toString());
+    Files.delete(dir.resolve("tokenizer_config.json"));
+    Files.write(dir.resolve("chat_template.jinja"), new byte[] {'{', '{', (byte) 0xff, '}', '}'});
+    assertThatThrownBy(() -> HuggingFaceTokenizer.load(dir))
+        .isInstanceOf(java.io.IOException.class)
+        .hasMessageContaining(dir.resolve("chat_template.jinja").toString());
+  }
+
+  @Test
   void tokenizesTextAndChatMlChatsFromAGeneratedTokenizerFile(@TempDir Path dir) throws Exception {
     try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(modelDir(dir,
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"
