@@ -342,15 +342,11 @@ class KvEventSubscriberReliabilityTest {
     // engine's replay buffer and must be applied, or the blocks they stored stay unknown and
     // every block stored on top of them is an orphan
     KvBlockIndex index = KvBlockIndex.create();
-    try (ZContext ctx = new ZContext(1);
-        KvEventSubscriberIntegrationTest.ReplayServer replay =
-            new KvEventSubscriberIntegrationTest.ReplayServer(ctx);
-        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
-            .replayPort(replay.port).replayTimeout(Duration.ofSeconds(10)).build()) {
-      sub.addEndpoint(Endpoint.of("127.0.0.1", 8000)); // its replay socket: the server's port
-      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
-      String id = "127.0.0.1:8000";
-      String topic = "kv@" + id + "@m";
+    try (ReplayedEngine e = new ReplayedEngine(index)) {
+      KvEventSubscriberIntegrationTest.ReplayServer replay = e.replay;
+      ZMQ.Socket pub = e.pub;
+      String id = ReplayedEngine.ID;
+      String topic = ReplayedEngine.TOPIC;
       FakeEngine old = new FakeEngine(11, 16);
       for (long seq = 0; seq < 10; seq++) {
         byte[] payload = ENCODER.encode(old.nextBatch(0));
@@ -394,15 +390,11 @@ class KvEventSubscriberReliabilityTest {
     // never stored) and lose the new engine's 0..9. The replay must show that the engine's
     // seq 9 is not the batch applied as seq 9, and start over from the new engine's seq 0
     KvBlockIndex index = KvBlockIndex.create();
-    try (ZContext ctx = new ZContext(1);
-        KvEventSubscriberIntegrationTest.ReplayServer replay =
-            new KvEventSubscriberIntegrationTest.ReplayServer(ctx);
-        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
-            .replayPort(replay.port).replayTimeout(Duration.ofSeconds(10)).build()) {
-      sub.addEndpoint(Endpoint.of("127.0.0.1", 8000));
-      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
-      String id = "127.0.0.1:8000";
-      String topic = "kv@" + id + "@m";
+    try (ReplayedEngine e = new ReplayedEngine(index)) {
+      KvEventSubscriberIntegrationTest.ReplayServer replay = e.replay;
+      ZMQ.Socket pub = e.pub;
+      String id = ReplayedEngine.ID;
+      String topic = ReplayedEngine.TOPIC;
       FakeEngine old = new FakeEngine(21, 16);
       for (long seq = 0; seq < 10; seq++) {
         byte[] payload = ENCODER.encode(old.nextBatch(1.0));
@@ -431,6 +423,38 @@ class KvEventSubscriberReliabilityTest {
       assertThat(m.replayFailures()).isZero();
       assertSameContents(index, expected, id, restarted);
       pub.close();
+    }
+  }
+
+  /**
+   * A central subscriber following one engine, {@link #ID}, whose replay socket is a
+   * {@link KvEventSubscriberIntegrationTest.ReplayServer}, with a publisher connected to it.
+   * Closing it closes the subscriber, the replay server and the context, in that order (the
+   * tests close their publisher first).
+   */
+  private static final class ReplayedEngine implements AutoCloseable {
+    static final String ID = "127.0.0.1:8000";
+    static final String TOPIC = "kv@" + ID + "@m";
+
+    final ZContext ctx = new ZContext(1);
+    final KvEventSubscriberIntegrationTest.ReplayServer replay;
+    final KvEventSubscriber sub;
+    final ZMQ.Socket pub;
+
+    ReplayedEngine(KvBlockIndex index) throws Exception {
+      replay = new KvEventSubscriberIntegrationTest.ReplayServer(ctx);
+      sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+          .replayPort(replay.port).replayTimeout(Duration.ofSeconds(10)).build();
+      sub.addEndpoint(Endpoint.of("127.0.0.1", 8000)); // its replay socket: the server's port
+      pub = connectedPublisher(ctx, sub.boundEndpoint());
+    }
+
+    @Override
+    public void close() throws Exception {
+      try (ZContext c = ctx; KvEventSubscriberIntegrationTest.ReplayServer r = replay;
+          KvEventSubscriber s = sub) {
+        // closed in reverse order: subscriber, replay server, context
+      }
     }
   }
 
@@ -464,15 +488,11 @@ class KvEventSubscriberReliabilityTest {
     // it is, and is applied on the emptied endpoint. Before, the buffered batches were thrown
     // away with the old state and only the live one was applied
     KvBlockIndex index = KvBlockIndex.create();
-    try (ZContext ctx = new ZContext(1);
-        KvEventSubscriberIntegrationTest.ReplayServer replay =
-            new KvEventSubscriberIntegrationTest.ReplayServer(ctx);
-        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
-            .replayPort(replay.port).replayTimeout(Duration.ofSeconds(10)).build()) {
-      sub.addEndpoint(Endpoint.of("127.0.0.1", 8000));
-      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
-      String id = "127.0.0.1:8000";
-      String topic = "kv@" + id + "@m";
+    try (ReplayedEngine e = new ReplayedEngine(index)) {
+      KvEventSubscriberIntegrationTest.ReplayServer replay = e.replay;
+      ZMQ.Socket pub = e.pub;
+      String id = ReplayedEngine.ID;
+      String topic = ReplayedEngine.TOPIC;
       for (int seq = 0; seq < 5; seq++) {
         publish(pub, topic, seq, ENCODER.encode(rootBlock(seq, 1000 * seq)));
       }
