@@ -144,6 +144,10 @@ public final class Main {
         out.print(usage());
         return 0;
       }
+      // printed even with --quiet: an option that silently did nothing is a wrong experiment
+      for (String w : o.warnings) {
+        err.println("warning: " + w);
+      }
       // a bad output path found after minutes of simulation loses the whole run
       checkOutput("--json", o.json);
       checkOutput("--csv", o.csv);
@@ -481,6 +485,8 @@ public final class Main {
     List<Double> loadLevels = List.of(1.0);
     /** {@code --dominance}: the fixed epp4j-against-the-rest experiment. */
     boolean dominance;
+    /** Options given that shape a scenario this run does not include, one line each. */
+    final List<String> warnings = new ArrayList<>();
     /** Engine limits given on the command line, -1 when not. */
     private int maxSeqs = -1;
     private int maxBatched = -1;
@@ -569,6 +575,28 @@ public final class Main {
       if (policies.isEmpty()) {
         throw new UsageException("no policy to run");
       }
+      if (!dominance) {
+        for (String k : kv.keySet()) {
+          String owner = scenarioOf(k);
+          if (owner != null && !scenarios.contains(owner)) {
+            warnings.add(k + " has no effect: it sets the " + owner + " scenario, which this run"
+                + " does not include (scenarios: " + String.join(", ", scenarios)
+                + "; add it with --scenario)");
+          }
+        }
+      }
+    }
+
+    /** The scenario an option shapes, or {@code null} for options of the run itself. */
+    static @Nullable String scenarioOf(String option) {
+      return switch (option) {
+        case "--groups", "--users-per-group", "--system-prompt-len", "--question-len",
+            "--output-len", "--concurrency", "--rate" -> SharedPrefixWorkload.NAME;
+        case "--dialogs", "--turns", "--mt-system-len", "--user-len", "--reply-len",
+            "--think-time", "--start-spread" -> MultiTurnWorkload.NAME;
+        case "--trace", "--time-scale" -> MooncakeTraceWorkload.NAME;
+        default -> null;
+      };
     }
 
     /**

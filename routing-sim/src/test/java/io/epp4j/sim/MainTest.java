@@ -39,10 +39,40 @@ class MainTest {
       "--output-len", "10-30", "--concurrency", "12", "--dialogs", "6", "--turns", "3",
       "--reply-len", "50"};
 
+  /** SMALL's shared-prefix options only (no warning about multi-turn ones on stderr). */
+  private static String[] sharedOnly(String... extra) {
+    List<String> a = new ArrayList<>(List.of(SMALL).subList(0, 12));
+    a.addAll(List.of(extra));
+    return a.toArray(new String[0]);
+  }
+
   private static String[] with(String... extra) {
     List<String> a = new ArrayList<>(List.of(SMALL));
     a.addAll(List.of(extra));
     return a.toArray(new String[0]);
+  }
+
+  @Test
+  void optionsOfAScenarioTheRunLeavesOutAreNamedNotIgnoredSilently() {
+    // SMALL sets both seed workloads; only shared-prefix runs, so the multi-turn knobs and the
+    // trace file do nothing and each is named (even with --quiet), while shared-prefix's are not
+    int code = run(with("--quiet", "--scenario", "shared-prefix", "--policies", "round-robin",
+        "--trace", "mooncake:/no/such/trace.jsonl"));
+    assertThat(code).isZero();
+    assertThat(stderr())
+        .contains("warning: --dialogs has no effect: it sets the multi-turn scenario")
+        .contains("warning: --turns has no effect", "warning: --reply-len has no effect")
+        .contains("warning: --trace has no effect: it sets the trace scenario")
+        .contains("scenarios: shared-prefix; add it with --scenario")
+        .doesNotContain("--groups has no effect", "--concurrency has no effect",
+            "--requests has no effect");
+  }
+
+  @Test
+  void optionsOfTheScenariosRunGiveNoWarning() {
+    int code = run(with("--quiet", "--policies", "round-robin"));
+    assertThat(code).isZero();
+    assertThat(stderr()).doesNotContain("warning:");
   }
 
   @Test
@@ -159,8 +189,8 @@ class MainTest {
     Logger root = Logger.getLogger("");
     root.addHandler(spy);
     try {
-      int code = run(with("--quiet", "--scenario", "shared-prefix", "--policies", "round-robin",
-          "--config", cfg.toString()));
+      int code = run(sharedOnly("--quiet", "--scenario", "shared-prefix", "--policies",
+          "round-robin", "--config", cfg.toString()));
       assertThat(code).isEqualTo(1);
     } finally {
       root.removeHandler(spy);
