@@ -61,7 +61,7 @@ final class LoadCommand {
   /** Parsed {@code load} options. */
   record Options(URI target, String label, @Nullable String model, double speed, int maxRequests,
       Duration timeout, int warmup, @Nullable Path json, @Nullable Path chart, boolean quiet,
-      List<Workload> workloads, long seed, List<String> arguments) {}
+      List<Workload> workloads, long seed, List<String> arguments, List<String> warnings) {}
 
   static int run(String[] args, PrintStream out, PrintStream err) {
     Options o;
@@ -78,6 +78,9 @@ final class LoadCommand {
     } catch (Main.RunFailure e) {
       err.println("error: " + e.getMessage());
       return 1;
+    }
+    for (String w : o.warnings()) {
+      err.println("warning: " + w);
     }
     PrintStream progress = o.quiet() ? null : err;
     LoadGenerator.Settings settings = new LoadGenerator.Settings(o.target(), o.model(),
@@ -227,7 +230,7 @@ final class LoadCommand {
       workloads.add(sim.workload(scenario, sim.profile));
     }
     return new Options(target, label, model, speed, maxRequests, timeout, warmup, sim.json,
-        sim.chart, sim.quiet, workloads, sim.seed, List.of(args));
+        sim.chart, sim.quiet, workloads, sim.seed, List.of(args), List.copyOf(sim.warnings));
   }
 
   private static URI targetArg(String v) throws Main.UsageException {

@@ -388,6 +388,16 @@ class LoadGeneratorTest {
   }
 
   @Test
+  void loadNamesAnOptionOfAScenarioItDoesNotRun() throws Exception {
+    // load runs shared-prefix unless told otherwise: the dialogs setting would do nothing
+    LoadCommand.Options o = LoadCommand.parse(new String[] {"--target", "http://127.0.0.1:1",
+        "--dialogs", "4", "--concurrency", "2"});
+    assertThat(o).isNotNull();
+    assertThat(o.warnings()).singleElement().asString()
+        .startsWith("--dialogs has no effect: it sets the multi-turn scenario");
+  }
+
+  @Test
   void loadUsageErrorsNameTheOption() {
     assertThat(usageError("load", "--scenario", "shared-prefix")).contains("--target is required");
     assertThat(usageError("load", "--target", "ftp://x")).contains("--target must be an http://");
