@@ -5,10 +5,22 @@ import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Picker;
+import io.epp4j.api.PoolListener;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Common part of {@code ring-hash-picker} and {@code maglev-picker}: the request key, the
@@ -16,7 +28,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * load and fallbacks. The request hash is {@code XXH64(key, seed 0)} as in Envoy; a request
  * without a key gets a random hash from the cycle's random source, as Envoy does.
  */
-abstract class ConsistentHashPicker implements Picker {
+abstract class ConsistentHashPicker implements Picker, PoolListener {
   /** Label holding an endpoint's integer weight (default 1). */
   static final String WEIGHT_LABEL = "epp4j.io/weight";
 
@@ -26,18 +38,41 @@ abstract class ConsistentHashPicker implements Picker {
     final double[] normalizedWeights;
 
     Table(List<Candidate> candidates) {
-      int n = candidates.size();
-      endpoints = new Endpoint[n];
+      this(endpointsOf(candidates));
+    }
+
+    Table(Endpoint[] endpoints) {
+      int n = endpoints.length;
+      this.endpoints = endpoints;
       normalizedWeights = new double[n];
       long sum = 0;
       for (int i = 0; i < n; i++) {
-        endpoints[i] = candidates.get(i).endpoint();
         sum += weight(endpoints[i]);
       }
       for (int i = 0; i < n; i++) {
         // same arithmetic as Envoy: weight * locality weight (1.0) / sum, in double
         normalizedWeights[i] = weight(endpoints[i]) * 1.0 / sum;
       }
+    }
+
+    /**
+     * Whether this table stands in for another until that one is built: placements are not
+     * Envoy's, and the table is replaced as soon as the exact one is ready.
+     */
+    boolean provisional() {
+      return false;
+    }
+
+    final boolean matches(Endpoint[] others) {
+      if (others.length != endpoints.length) {
+        return false;
+      }
+      for (int i = 0; i < endpoints.length; i++) {
+        if (others[i] != endpoints[i] && !others[i].equals(endpoints[i])) {
+          return false;
+        }
+      }
+      return true;
     }
 
     final boolean matches(List<Candidate> candidates) {
@@ -56,12 +91,75 @@ abstract class ConsistentHashPicker implements Picker {
     /** Position of a request hash in the table. */
     abstract int position(long hash);
 
-    /** Candidate index at a position. */
+    /** Candidate index at a position; -1 for a position no candidate holds. */
     abstract int hostAt(int position);
 
     /** Number of positions. */
     abstract int size();
   }
+
+  /**
+   * Another candidate list's table read for these candidates while their own is being built:
+   * a position whose host is not among them passes to the next one clockwise that is, so a
+   * request whose host stays keeps it, as Envoy's workers keep their previous ring until the
+   * rebuilt one reaches them.
+   */
+  static final class Restricted extends Table {
+    private final Table base;
+    private final int[] hostOf; // base host -> index among these endpoints, or -1
+    final int present;
+
+    Restricted(Table base, Endpoint[] endpoints) {
+      super(endpoints);
+      this.base = base;
+      Map<String, Integer> index = new HashMap<>(endpoints.length * 2);
+      for (int i = 0; i < endpoints.length; i++) {
+        index.put(endpoints[i].id(), i);
+      }
+      hostOf = new int[base.endpoints.length];
+      int found = 0;
+      for (int h = 0; h < hostOf.length; h++) {
+        Integer i = index.get(base.endpoints[h].id());
+        hostOf[h] = i == null ? -1 : i;
+        if (i != null) {
+          found++;
+        }
+      }
+      present = found;
+    }
+
+    @Override
+    boolean provisional() {
+      return true;
+    }
+
+    @Override
+    int position(long hash) {
+      int size = base.size();
+      int p = base.position(hash);
+      for (int step = 0; step < size && hostAt(p) < 0; step++) {
+        p = p + 1 == size ? 0 : p + 1;
+      }
+      return p;
+    }
+
+    @Override
+    int hostAt(int position) {
+      return hostOf[base.hostAt(position)];
+    }
+
+    @Override
+    int size() {
+      return base.size();
+    }
+  }
+
+  /**
+   * Tables of more entries than this are built off the routing thread (when the pool changes,
+   * or after a route meets a candidate list without one): about 10 ms of work at most, so a route
+   * that builds one does not stall.
+   */
+  static final int ROUTE_BUILD_LIMIT = 1 << 16;
 
   private final HashKeySource keySource;
   private final double balanceFactor;
@@ -70,6 +168,17 @@ abstract class ConsistentHashPicker implements Picker {
   private static final int CACHED_TABLES = 4;
   private final AtomicReferenceArray<Table> tables = new AtomicReferenceArray<>(CACHED_TABLES);
   private final AtomicInteger nextSlot = new AtomicInteger();
+  /** Tables built on the routing thread, inside {@link #pick} (for tests). */
+  final AtomicInteger routeBuilds = new AtomicInteger();
+  /** The most recently built exact table, read for new candidates until theirs is built. */
+  private volatile @Nullable Table latest;
+  /** The pool as announced, in the router's order; also the lock of the builder's set-up. */
+  private final LinkedHashMap<String, Endpoint> pool = new LinkedHashMap<>();
+  private final AtomicBoolean poolBuildQueued = new AtomicBoolean();
+  /** Candidate lists whose exact table is queued or being built. */
+  private final Set<List<Endpoint>> requested = ConcurrentHashMap.newKeySet();
+  private volatile @Nullable ThreadPoolExecutor builder;
+  private boolean closed; // guarded by pool
 
   ConsistentHashPicker(HashKeySource keySource, double balanceFactor, int maxEndpoints) {
     if (balanceFactor != 0 && !(balanceFactor >= 1.0)) {
@@ -98,17 +207,232 @@ abstract class ConsistentHashPicker implements Picker {
 
   abstract Table build(List<Candidate> candidates);
 
+  /**
+   * Entries a table for these endpoints would hold, to choose where it is built; 0 (the default)
+   * builds every table on the route that first needs it.
+   */
+  long plannedSize(Endpoint[] endpoints) {
+    return 0;
+  }
+
+  /** The exact table for {@code endpoints}; called off the routing thread. */
+  Table build(Endpoint[] endpoints) {
+    throw new UnsupportedOperationException();
+  }
+
+  /**
+   * A table of at most about {@link #ROUTE_BUILD_LIMIT} entries that stands in for the exact one
+   * of a large table when no other table is at hand.
+   */
+  Table provisional(Endpoint[] endpoints) {
+    throw new UnsupportedOperationException();
+  }
+
+  /**
+   * The table for these candidates: a cached one; else, when small, one built here; else the
+   * stand-in for it (the last exact table read for these candidates, or a provisional one when
+   * none was built yet) while the exact one is built on the builder thread.
+   */
   final Table tableFor(List<Candidate> candidates) {
+    Table stopgap = null;
     for (int i = 0; i < CACHED_TABLES; i++) {
       Table t = tables.get(i);
       if (t != null && t.matches(candidates)) {
+        if (!t.provisional()) {
+          return t;
+        }
+        stopgap = t;
+      }
+    }
+    if (stopgap != null) {
+      return stopgap; // its exact table is being built
+    }
+    Endpoint[] eps = endpointsOf(candidates);
+    if (plannedSize(eps) <= ROUTE_BUILD_LIMIT) {
+      // racing builders produce equal tables; a duplicate only wastes a slot
+      Table t = build(candidates);
+      routeBuilds.incrementAndGet();
+      install(t);
+      return t;
+    }
+    buildLater(eps);
+    Table last = latest;
+    if (last != null) {
+      Restricted r = new Restricted(last, eps);
+      if (r.present > 0) {
+        install(r);
+        return r;
+      }
+    }
+    Table t = provisional(eps);
+    install(t);
+    return t;
+  }
+
+  /** Caches {@code t}, in place of a stand-in for the same endpoints if there is one. */
+  private void install(Table t) {
+    if (!t.provisional()) {
+      latest = t;
+      for (int i = 0; i < CACHED_TABLES; i++) {
+        Table old = tables.get(i);
+        if (old != null && old.provisional() && old.matches(t.endpoints)
+            && tables.compareAndSet(i, old, t)) {
+          return;
+        }
+      }
+    }
+    tables.set((nextSlot.getAndIncrement() & Integer.MAX_VALUE) % CACHED_TABLES, t);
+  }
+
+  private @Nullable Table cachedExact(Endpoint[] eps) {
+    for (int i = 0; i < CACHED_TABLES; i++) {
+      Table t = tables.get(i);
+      if (t != null && !t.provisional() && t.matches(eps)) {
         return t;
       }
     }
-    // racing builders produce equal tables; a duplicate only wastes a slot
-    Table t = build(candidates);
-    tables.set((nextSlot.getAndIncrement() & Integer.MAX_VALUE) % CACHED_TABLES, t);
-    return t;
+    return null;
+  }
+
+  /** Builds the exact table for {@code eps} on the builder thread, once however many ask. */
+  private void buildLater(Endpoint[] eps) {
+    List<Endpoint> key = List.of(eps);
+    if (!requested.add(key)) {
+      return;
+    }
+    try {
+      builder().execute(() -> {
+        try {
+          if (cachedExact(eps) == null) {
+            install(build(eps));
+          }
+        } finally {
+          requested.remove(key);
+        }
+      });
+    } catch (RejectedExecutionException closedMeanwhile) {
+      requested.remove(key);
+    }
+  }
+
+  @Override
+  public void onEndpointAdded(Endpoint endpoint) {
+    synchronized (pool) {
+      pool.remove(endpoint.id()); // an announcement of a member again moves it last, as the router
+      pool.put(endpoint.id(), endpoint);
+    }
+    poolChanged();
+  }
+
+  @Override
+  public void onEndpointRemoved(Endpoint endpoint) {
+    synchronized (pool) {
+      pool.remove(endpoint.id());
+    }
+    poolChanged();
+  }
+
+  /**
+   * The pool changed: when its table is large, builds it on the builder thread, which reads the
+   * pool as it is by then, so a batch of announcements costs one build.
+   */
+  private void poolChanged() {
+    Endpoint[] eps;
+    synchronized (pool) {
+      eps = pool.values().toArray(new Endpoint[0]);
+    }
+    if (eps.length == 0 || plannedSize(eps) <= ROUTE_BUILD_LIMIT
+        || !poolBuildQueued.compareAndSet(false, true)) {
+      return;
+    }
+    try {
+      builder().execute(() -> {
+        poolBuildQueued.set(false);
+        Endpoint[] now;
+        synchronized (pool) {
+          now = pool.values().toArray(new Endpoint[0]);
+        }
+        if (now.length > 0 && plannedSize(now) > ROUTE_BUILD_LIMIT && cachedExact(now) == null) {
+          install(build(now));
+        }
+      });
+    } catch (RejectedExecutionException closedMeanwhile) {
+      poolBuildQueued.set(false);
+    }
+  }
+
+  /** One daemon thread, started on first use and stopped after a minute without work. */
+  private ThreadPoolExecutor builder() {
+    ThreadPoolExecutor b = builder;
+    if (b == null) {
+      synchronized (pool) {
+        b = builder;
+        if (b == null) {
+          b = new ThreadPoolExecutor(1, 1, 60, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
+              r -> {
+                Thread t = new Thread(r, "epp4j-" + getClass().getSimpleName() + "-build");
+                t.setDaemon(true);
+                return t;
+              });
+          b.allowCoreThreadTimeOut(true);
+          if (closed) {
+            b.shutdown();
+          }
+          builder = b;
+        }
+      }
+    }
+    return b;
+  }
+
+  /** Runs {@code task} on the builder thread, before builds asked for later (for tests). */
+  void onBuilder(Runnable task) {
+    builder().execute(task);
+  }
+
+  /** Whether the builder thread's executor exists (for tests). */
+  boolean builderStarted() {
+    return builder != null;
+  }
+
+  /** Waits until no table is being built or waiting to be (for tests). */
+  boolean awaitBuilds(long timeout, TimeUnit unit) throws InterruptedException {
+    ThreadPoolExecutor b = builder;
+    if (b == null) {
+      return true;
+    }
+    long deadline = System.nanoTime() + unit.toNanos(timeout);
+    // a task queued behind the barrier would be missed: loop until the queue stays empty
+    do {
+      java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+      try {
+        b.execute(done::countDown);
+      } catch (RejectedExecutionException closedMeanwhile) {
+        return b.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+      }
+      if (!done.await(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
+        return false;
+      }
+    } while (!b.getQueue().isEmpty() || !requested.isEmpty() || poolBuildQueued.get());
+    return true;
+  }
+
+  @Override
+  public void close() {
+    synchronized (pool) {
+      closed = true;
+      if (builder != null) {
+        builder.shutdownNow();
+      }
+    }
+  }
+
+  static Endpoint[] endpointsOf(List<Candidate> candidates) {
+    Endpoint[] eps = new Endpoint[candidates.size()];
+    for (int i = 0; i < eps.length; i++) {
+      eps[i] = candidates.get(i).endpoint();
+    }
+    return eps;
   }
 
   /** The request's hash: XXH64 of its key, or a random value when it has none. */
@@ -150,7 +474,7 @@ abstract class ConsistentHashPicker implements Picker {
         p -= size;
       }
       int host = t.hostAt(p);
-      if (seen[host]) {
+      if (host < 0 || seen[host]) {
         continue;
       }
       seen[host] = true;

@@ -23,6 +23,11 @@ import java.util.List;
  * Fallbacks are the next distinct hosts clockwise. With {@code balanceFactor > 0}, hosts at or
  * above their bounded-load share are skipped clockwise (Envoy probes in a seeded random order
  * instead; the default, off, matches Istio).
+ *
+ * <p>A ring of more than 65,536 entries (about a second of work at 8 million) is built off the
+ * routing thread, when the pool changes or when a route first meets its candidates; until then
+ * routes read the last ring built for other candidates, as Envoy's workers keep their previous
+ * ring until the rebuilt one reaches them.
  */
 public final class RingHashPicker extends ConsistentHashPicker {
   public static final int DEFAULT_MINIMUM_RING_SIZE = 1024;
@@ -76,19 +81,54 @@ public final class RingHashPicker extends ConsistentHashPicker {
     return new Ring(candidates, minRing, maxRing);
   }
 
+  @Override
+  Ring build(Endpoint[] endpoints) {
+    return new Ring(endpoints, minRing, maxRing, false);
+  }
+
+  /** The ring's entries: its scale, plus at most one per host for rounding. */
+  @Override
+  long plannedSize(Endpoint[] endpoints) {
+    long sum = 0;
+    int minWeight = Integer.MAX_VALUE;
+    for (Endpoint e : endpoints) {
+      int w = weight(e);
+      sum += w;
+      minWeight = Math.min(minWeight, w);
+    }
+    double minW = Math.min(1.0, minWeight * 1.0 / sum);
+    return (long) Math.ceil(Ring.scale(minW, minRing, maxRing)) + endpoints.length;
+  }
+
+  /**
+   * The same construction with the ring limited to {@link #ROUTE_BUILD_LIMIT} entries: a few
+   * milliseconds of work, with each host's share as close to its weight as that size allows.
+   */
+  @Override
+  Ring provisional(Endpoint[] endpoints) {
+    int max = Math.min(maxRing, ROUTE_BUILD_LIMIT);
+    return new Ring(endpoints, Math.min(minRing, max), max, true);
+  }
+
   /** The ketama ring. Hashes are stored with the sign bit flipped so signed order is unsigned order. */
   static final class Ring extends Table {
     final long[] flipped;
     final int[] hosts;
+    private final boolean provisional;
 
     Ring(List<Candidate> candidates, int minRing, int maxRing) {
-      super(candidates);
+      this(endpointsOf(candidates), minRing, maxRing, false);
+    }
+
+    Ring(Endpoint[] endpoints, int minRing, int maxRing, boolean provisional) {
+      super(endpoints);
+      this.provisional = provisional;
       int n = endpoints.length;
       double minW = 1.0;
       for (double w : normalizedWeights) {
         minW = Math.min(minW, w);
       }
-      double scale = Math.min(Math.ceil(minW * minRing) / minW, (double) maxRing);
+      double scale = scale(minW, minRing, maxRing);
       // uneven weights take the ring up to maxRing (8,388,608) entries: the build holds
       // primitive arrays only, the hashes as made (8 bytes per entry) besides the ring's own 12
       long[] entries = new long[(int) Math.ceil(scale) + n]; // unused beyond count
@@ -120,6 +160,16 @@ public final class RingHashPicker extends ConsistentHashPicker {
       flipped = new long[count];
       hosts = new int[count];
       sortByHash(entries, count, starts, n, flipped, hosts);
+    }
+
+    /** Envoy's scale: entries for the lightest host's share of {@code minRing}, capped. */
+    static double scale(double minW, int minRing, int maxRing) {
+      return Math.min(Math.ceil(minW * minRing) / minW, (double) maxRing);
+    }
+
+    @Override
+    boolean provisional() {
+      return provisional;
     }
 
     /**

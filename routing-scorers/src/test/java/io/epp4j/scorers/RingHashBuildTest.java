@@ -15,9 +15,9 @@ import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /**
- * The ring-hash picker builds its ring on the request path, and uneven weights make the ring as
- * large as {@code maximumRingSize} (8,388,608 entries): the build must hold primitive arrays only
- * and still place every entry exactly where Envoy's construction does.
+ * Uneven weights make the ring-hash picker's ring as large as {@code maximumRingSize} (8,388,608
+ * entries): the build must hold primitive arrays only and still place every entry exactly where
+ * Envoy's construction does.
  */
 class RingHashBuildTest {
 
