@@ -219,6 +219,42 @@ final class Dominance {
       out.println(line);
     }
     out.println(summary(verdicts));
+    out.print(everyPolicy(verdicts));
+  }
+
+  /**
+   * The same target applied to every policy of the points in turn, each against the best of
+   * the others ({@link #SUBJECT} among them): how hard the target is on these points, which one
+   * configuration has to meet everywhere.
+   */
+  static String everyPolicy(List<Verdict> verdicts) {
+    if (verdicts.isEmpty()) {
+      return "";
+    }
+    StringBuilder sb = new StringBuilder(
+        "every policy against the best of the others (same target, same points):\n");
+    countsByPolicy(verdicts).forEach((policy, n) -> sb.append(String.format(Locale.ROOT,
+        "  %-20s won %d, tied %d, lost %d%n", policy, n[0], n[1], n[2])));
+    return sb.toString();
+  }
+
+  /**
+   * For each policy of the points, in their order, its outcomes (indexed by
+   * {@link Outcome#ordinal()}) when it is judged against the best of the others.
+   */
+  static java.util.LinkedHashMap<String, int[]> countsByPolicy(List<Verdict> verdicts) {
+    java.util.LinkedHashMap<String, int[]> counts = new java.util.LinkedHashMap<>();
+    if (verdicts.isEmpty()) {
+      return counts;
+    }
+    for (PolicyResult r : verdicts.get(0).point().results()) {
+      int[] n = new int[Outcome.values().length];
+      for (Verdict v : verdicts) {
+        n[judge(v.point(), r.policy()).outcome().ordinal()]++;
+      }
+      counts.put(r.policy(), n);
+    }
+    return counts;
   }
 
   static String summary(List<Verdict> verdicts) {

@@ -266,6 +266,14 @@ public final class Report {
       for (Dominance.Outcome o : Dominance.Outcome.values()) {
         dn.put(o.name().toLowerCase(Locale.ROOT), counts[o.ordinal()]);
       }
+      // the same target applied to each policy against the best of the others
+      ObjectNode every = dn.putObject("everyPolicy");
+      Dominance.countsByPolicy(dominance).forEach((policy, n) -> {
+        ObjectNode pn = every.putObject(policy);
+        for (Dominance.Outcome o : Dominance.Outcome.values()) {
+          pn.put(o.name().toLowerCase(Locale.ROOT), n[o.ordinal()]);
+        }
+      });
     }
     try {
       return m.writeValueAsString(root) + "\n";

@@ -73,6 +73,35 @@ class DominanceTest {
   }
 
   @Test
+  void everyPolicyIsJudgedByTheSameTargetAgainstTheBestOfTheRest() {
+    List<Dominance.Verdict> vs = List.of(
+        // sticky has the most hits, epp-approximate the shortest tail, epp4j neither: only
+        // epp4j is within both tolerances of the others' best
+        judge(result("sticky", 0.90, 500), result("epp-approximate", 0.70, 30),
+            result("epp4j", 0.895, 32)),
+        // sticky best on both: it wins, the others lose
+        judge(result("sticky", 0.90, 30), result("epp-approximate", 0.70, 60),
+            result("epp4j", 0.85, 100)));
+    String s = Dominance.everyPolicy(vs);
+    assertThat(s.lines()).containsExactly(
+        "every policy against the best of the others (same target, same points):",
+        "  sticky               won 1, tied 0, lost 1",
+        "  epp-approximate      won 0, tied 0, lost 2",
+        "  epp4j                won 0, tied 1, lost 1");
+  }
+
+  @Test
+  void theJsonReportCarriesEveryPolicysCounts() throws Exception {
+    Dominance.Verdict v = judge(result("sticky", 0.90, 30), result("epp4j", 0.85, 100));
+    var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(
+        Report.toJson(null, List.of(v.point()), List.of(v)));
+    var every = json.get("dominance").get("everyPolicy");
+    assertThat(every.get("sticky").get("won").asInt()).isEqualTo(1);
+    assertThat(every.get("epp4j").get("lost").asInt()).isEqualTo(1);
+    assertThat(every.get("epp4j").get("tied").asInt()).isZero();
+  }
+
+  @Test
   void aPointWithoutTheSubjectOrWithoutRivalsIsRefused() {
     assertThatThrownBy(() -> judge(result("sticky", 0.8, 40)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("epp4j");
