@@ -208,6 +208,14 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
   abstract Table build(List<Candidate> candidates);
 
   /**
+   * Largest table, in entries, that a route builds itself ({@link #ROUTE_BUILD_LIMIT} unless a
+   * picker's own default table is a little larger); larger ones are built off the routing thread.
+   */
+  long routeBuildLimit() {
+    return ROUTE_BUILD_LIMIT;
+  }
+
+  /**
    * Entries a table for these endpoints would hold, to choose where it is built; 0 (the default)
    * builds every table on the route that first needs it.
    */
@@ -221,7 +229,7 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
   }
 
   /**
-   * A table of at most about {@link #ROUTE_BUILD_LIMIT} entries that stands in for the exact one
+   * A table of at most about {@link #routeBuildLimit()} entries that stands in for the exact one
    * of a large table when no other table is at hand.
    */
   Table provisional(Endpoint[] endpoints) {
@@ -248,7 +256,7 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
       return stopgap; // its exact table is being built
     }
     Endpoint[] eps = endpointsOf(candidates);
-    if (plannedSize(eps) <= ROUTE_BUILD_LIMIT) {
+    if (plannedSize(eps) <= routeBuildLimit()) {
       // racing builders produce equal tables; a duplicate only wastes a slot
       Table t = build(candidates);
       routeBuilds.incrementAndGet();
@@ -341,7 +349,7 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     synchronized (pool) {
       eps = pool.values().toArray(new Endpoint[0]);
     }
-    if (eps.length == 0 || plannedSize(eps) <= ROUTE_BUILD_LIMIT
+    if (eps.length == 0 || plannedSize(eps) <= routeBuildLimit()
         || !poolBuildQueued.compareAndSet(false, true)) {
       return;
     }
@@ -352,7 +360,7 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
         synchronized (pool) {
           now = pool.values().toArray(new Endpoint[0]);
         }
-        if (now.length > 0 && plannedSize(now) > ROUTE_BUILD_LIMIT && cachedExact(now) == null) {
+        if (now.length > 0 && plannedSize(now) > routeBuildLimit() && cachedExact(now) == null) {
           install(build(now));
         }
       });

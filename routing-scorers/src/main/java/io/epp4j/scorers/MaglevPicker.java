@@ -2,6 +2,7 @@ package io.epp4j.scorers;
 
 import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
@@ -14,6 +15,11 @@ import java.util.List;
  * {@code XXH64(addr, 1) mod (M − 1) + 1}; weighted round-robin fill of the prime-sized table).
  * Lookup is {@code table[hash mod M]}. Fallbacks are the next distinct hosts in the table; bounded
  * load ({@code balanceFactor}) skips overloaded hosts the same way.
+ *
+ * <p>A table larger than Envoy's default 65,537 slots (up to about a second of work at
+ * 5,000,011) is built off the routing thread, when the pool changes or when a route first meets
+ * its candidates; until then routes read the last table built for other candidates, or a
+ * stand-in table of 65,537 slots when none was built yet.
  */
 final class MaglevPicker extends ConsistentHashPicker {
   static final int DEFAULT_TABLE_SIZE = 65537;
@@ -50,11 +56,46 @@ final class MaglevPicker extends ConsistentHashPicker {
     return new MaglevTable(candidates, tableSize);
   }
 
+  @Override
+  MaglevTable build(Endpoint[] endpoints) {
+    return new MaglevTable(endpoints, tableSize, false);
+  }
+
+  /** The table's slots: its size, whatever the endpoints. */
+  @Override
+  long plannedSize(Endpoint[] endpoints) {
+    return tableSize;
+  }
+
+  /**
+   * Envoy's default table (65,537 slots, a prime just above {@link #ROUTE_BUILD_LIMIT}) costs a
+   * route a few milliseconds like the largest ring built there, and is still built on the route.
+   */
+  @Override
+  long routeBuildLimit() {
+    return DEFAULT_TABLE_SIZE;
+  }
+
+  /**
+   * The same construction in Envoy's default table size: a valid Maglev table of these
+   * endpoints, with each one's share of slots as close to its weight as 65,537 slots allow.
+   */
+  @Override
+  MaglevTable provisional(Endpoint[] endpoints) {
+    return new MaglevTable(endpoints, Math.min(tableSize, DEFAULT_TABLE_SIZE), true);
+  }
+
   static final class MaglevTable extends Table {
     final int[] slots;
+    private final boolean provisional;
 
     MaglevTable(List<Candidate> candidates, int m) {
-      super(candidates);
+      this(endpointsOf(candidates), m, false);
+    }
+
+    MaglevTable(Endpoint[] endpoints, int m, boolean provisional) {
+      super(endpoints);
+      this.provisional = provisional;
       int n = endpoints.length;
       Integer[] sorted = new Integer[n];
       for (int i = 0; i < n; i++) {
@@ -92,6 +133,11 @@ final class MaglevPicker extends ConsistentHashPicker {
           filled++;
         }
       }
+    }
+
+    @Override
+    boolean provisional() {
+      return provisional;
     }
 
     @Override
