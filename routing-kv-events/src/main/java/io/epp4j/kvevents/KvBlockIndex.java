@@ -54,6 +54,7 @@ public final class KvBlockIndex {
   private final int maxBlocksPerEndpoint;
   private final double cpuWeight;
   private final String defaultModel;
+  private final long speculativeTtlNanos;
   private final Ticker ticker;
   private final KvEventMetrics metrics = new KvEventMetrics();
   private static final java.util.logging.Logger LOG =
@@ -137,6 +138,7 @@ public final class KvBlockIndex {
     this.maxSpeculativeEntries = b.maxSpeculativeEntries;
     this.cpuWeight = b.cpuWeight;
     this.defaultModel = b.model;
+    this.speculativeTtlNanos = b.speculativeTtl.toNanos();
     this.ticker = b.ticker;
   }
 
@@ -510,6 +512,21 @@ public final class KvBlockIndex {
   /** Block size used when neither events nor metrics tell it. */
   public int defaultBlockSize() {
     return defaultBlockSize;
+  }
+
+  /** Blocks kept per endpoint before it is cleared, as built. */
+  int maxBlocksPerEndpoint() {
+    return maxBlocksPerEndpoint;
+  }
+
+  /** The model every endpoint is assumed to serve unless told otherwise, as built. */
+  String defaultModel() {
+    return defaultModel;
+  }
+
+  /** How long a speculative entry counts, as built; 0 when they are disabled. */
+  long speculativeTtlNanos() {
+    return speculativeTtlNanos;
   }
 
   /** The weight of a hit on a given tier (GPU 1.0, offloaded tiers {@code cpuWeight}). */

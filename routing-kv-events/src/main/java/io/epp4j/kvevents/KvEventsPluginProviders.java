@@ -95,6 +95,8 @@ public final class KvEventsPluginProviders {
     int maxBlocks = p.getInt("maxBlocksPerEndpoint", 1 << 18, 1, Integer.MAX_VALUE);
     String model = p.getString("model", "");
     boolean speculative = p.getBoolean("speculative", true) && ttlMs > 0;
+    shared.ifPresent(index -> differFromShared(p, index, up.blockSize(), blockSize, maxBlocks,
+        ttlMs, cpuWeight, model == null ? "" : model));
 
     Parameters ev = up.kvEvents() != null ? Parameters.of(up.kvEvents()) : p.getNested("kvEvents");
     String mode = ev.getEnum("mode", shared.isPresent() ? "none" : "per-endpoint",
@@ -193,6 +195,54 @@ public final class KvEventsPluginProviders {
     context.service(OpenTelemetry.class)
         .ifPresent(otel -> scorer.ownTelemetry(KvEventTelemetry.register(index, otel)));
     return Result.ok(scorer);
+  }
+
+  /**
+   * With a {@link KvBlockIndex} service, the index's own builder set its block size, budget,
+   * speculative lifetime, offload weight and model, and every scorer shares them: a field of the
+   * file that names another value could not take effect, so it is refused by name (the index
+   * cannot be reshaped for one scorer). A field naming what the index already does is accepted,
+   * and so is {@code speculativeTtlMs: 0}, which turns this scorer's speculative entries off.
+   */
+  private static void differFromShared(Parameters p, KvBlockIndex index,
+      @Nullable Integer upstreamBlockSize, int blockSize, int maxBlocks, long ttlMs,
+      double cpuWeight, String model) {
+    String why = ", but the router's KvBlockIndex service was built with ";
+    String fix = ": with an index service the index's builder sets it for every scorer (%s);"
+        + " leave the field out or build the index with the same value";
+    if (p.has("blockSizeTokens") && valid(p, "blockSizeTokens")
+        && blockSize != index.defaultBlockSize()) {
+      p.error("blockSizeTokens", "is " + blockSize + why + index.defaultBlockSize()
+          + fix.formatted("KvBlockIndex.Builder.defaultBlockSize"));
+    } else if (!p.has("blockSizeTokens") && upstreamBlockSize != null
+        && upstreamBlockSize != index.defaultBlockSize()) {
+      p.error("tokenProcessorConfig", "blockSize is " + upstreamBlockSize + why
+          + index.defaultBlockSize() + fix.formatted("KvBlockIndex.Builder.defaultBlockSize"));
+    }
+    if (p.has("maxBlocksPerEndpoint") && valid(p, "maxBlocksPerEndpoint")
+        && maxBlocks != index.maxBlocksPerEndpoint()) {
+      p.error("maxBlocksPerEndpoint", "is " + maxBlocks + why + index.maxBlocksPerEndpoint()
+          + fix.formatted("KvBlockIndex.Builder.maxBlocksPerEndpoint"));
+    }
+    if (p.has("speculativeTtlMs") && valid(p, "speculativeTtlMs") && ttlMs > 0
+        && ttlMs * 1_000_000L != index.speculativeTtlNanos()) {
+      p.error("speculativeTtlMs", "is " + ttlMs + why + index.speculativeTtlNanos() / 1_000_000L
+          + " ms" + fix.formatted("KvBlockIndex.Builder.speculativeTtl; 0 here turns this"
+              + " scorer's speculative entries off"));
+    }
+    if (p.has("cpuWeight") && valid(p, "cpuWeight") && cpuWeight != index.weight(Medium.CPU)) {
+      p.error("cpuWeight", "is " + cpuWeight + why + index.weight(Medium.CPU)
+          + fix.formatted("KvBlockIndex.Builder.cpuWeight"));
+    }
+    if (p.has("model") && valid(p, "model") && !model.equals(index.defaultModel())) {
+      p.error("model", "is '" + model + "'" + why + "'" + index.defaultModel() + "'"
+          + fix.formatted("KvBlockIndex.Builder.model, or setEndpointModel per endpoint"));
+    }
+  }
+
+  /** Whether no error names {@code field} yet: a bad value is reported once, as bad. */
+  private static boolean valid(Parameters p, String field) {
+    return p.errors().stream().noneMatch(e -> e.startsWith("parameter '" + field + "'"));
   }
 
   /**

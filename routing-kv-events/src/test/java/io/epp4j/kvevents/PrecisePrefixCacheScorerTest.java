@@ -727,6 +727,39 @@ class PrecisePrefixCacheScorerTest {
     }
   }
 
+  /**
+   * With a {@code KvBlockIndex} service the index was built by the application, so a file's
+   * index-shaping field that says something else cannot take effect: each is refused by name,
+   * for the precise and the hybrid scorer alike. A field that says what the index already does,
+   * and {@code speculativeTtlMs: 0} (this scorer records no speculative entries), still load.
+   */
+  @Test
+  void indexShapingFieldsThatDifferFromTheSharedIndexAreRefusedByName() {
+    // index: the builder's defaults (16 tokens, 262144 blocks, 2 s, 0.8, no model)
+    String[][] cases = {
+        {"blockSizeTokens: 64", "'blockSizeTokens' is 64"},
+        {"maxBlocksPerEndpoint: 1000", "'maxBlocksPerEndpoint' is 1000"},
+        {"speculativeTtlMs: 5000", "'speculativeTtlMs' is 5000"},
+        {"cpuWeight: 0.5", "'cpuWeight' is 0.5"},
+        {"model: other", "'model' is 'other'"},
+        {"tokenProcessorConfig: {blockSize: 64}", "'tokenProcessorConfig' blockSize is 64"},
+    };
+    for (String type : List.of("precise-prefix-cache-scorer", "hybrid-prefix-cache-scorer")) {
+      for (String[] c : cases) {
+        String yaml = preciseOnly(c[0]).replace("precise-prefix-cache-scorer", type);
+        assertThatThrownBy(() -> router(yaml)).as(type + " " + c[0])
+            .isInstanceOf(ConfigException.class).hasMessageContaining(c[1])
+            .hasMessageContaining("KvBlockIndex service");
+      }
+    }
+    for (String ok : List.of("blockSizeTokens: 16", "maxBlocksPerEndpoint: 262144",
+        "speculativeTtlMs: 2000", "speculativeTtlMs: 0", "cpuWeight: 0.8", "model: \"\"",
+        "tokenProcessorConfig: {blockSize: 16}")) {
+      org.assertj.core.api.Assertions.assertThatCode(() -> router(preciseOnly(ok)).close())
+          .as(ok).doesNotThrowAnyException();
+    }
+  }
+
   @Test
   void timeToLiveTooLongToCountInNanosecondsIsReportedByName() {
     // both TTLs are kept in nanoseconds: a value past Long.MAX_VALUE ns (about 292 years) would

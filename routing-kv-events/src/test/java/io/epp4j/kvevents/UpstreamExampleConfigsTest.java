@@ -52,10 +52,18 @@ class UpstreamExampleConfigsTest {
   }
 
   Router load(String name) {
-    // a shared index keeps the precise scorers from binding the files' ZMQ ports in a test
+    return load(name, 16);
+  }
+
+  /**
+   * Loads a file with a shared index, which keeps the precise scorers from binding the files' ZMQ
+   * ports in a test; the index is built with the block size the file names, as an application
+   * must (a shared index built otherwise refuses the file's block size).
+   */
+  Router load(String name, int blockSize) {
     Router r = Router.builder().endpoints(pool(3)).configYaml(upstream(name), name)
-        .service(KvBlockIndex.class, KvBlockIndex.create()).ticker(now::get).randomSeed(7)
-        .build();
+        .service(KvBlockIndex.class, KvBlockIndex.builder().defaultBlockSize(blockSize).build())
+        .ticker(now::get).randomSeed(7).build();
     routers.add(r);
     return r;
   }
@@ -207,7 +215,7 @@ class UpstreamExampleConfigsTest {
 
   @Test
   void llmdPreciseConfigLoadsWithItsTokenizerAndDataLayer() {
-    Router r = load("llmd-epp-precise-prefix-cache-config.yaml");
+    Router r = load("llmd-epp-precise-prefix-cache-config.yaml", 64);
     assertThat(shape(r, "default")).isEqualTo("filters=[DecodeFilter] scorers={"
         + "precise-prefix-cache-scorer=2.0, kv-cache-utilization-scorer=1.0, queue-scorer=1.0}"
         + " picker=MaxScorePicker");
@@ -233,7 +241,7 @@ class UpstreamExampleConfigsTest {
 
   @Test
   void llmdNoHitLruConfigPairsThePreciseScorerWithTheLruScorer() {
-    Router r = load("llmd-sim-epp-no-hit-lru.yaml");
+    Router r = load("llmd-sim-epp-no-hit-lru.yaml", 5);
     assertThat(shape(r, "default")).isEqualTo("filters=[DecodeFilter] scorers={"
         + "precise-prefix-cache-scorer=2.0, no-hit-lru-scorer=1.0} picker=MaxScorePicker");
     assertThat(r.config().warnings()).isEmpty();
