@@ -150,7 +150,7 @@ public final class KvEventsPluginProviders {
         .model(model == null ? "" : model)
         .ticker(context.ticker())
         .build());
-    @Nullable KvEventSubscriber subscriber = null;
+    List<KvEventSubscriber> subscribers = new java.util.ArrayList<>(2);
     try {
       if (!mode.equals("none")) {
         KvEventSubscriber.Builder b = mode.equals("central")
@@ -162,11 +162,25 @@ public final class KvEventsPluginProviders {
         if (dpSize > 1) {
           b.dataParallel(dpSize, dpFirstPort);
         }
-        subscriber = b.build();
+        subscribers.add(b.build());
       }
     } catch (RuntimeException e) {
       return Result.error("parameter 'kvEvents' " + (mode.equals("central")
           ? "field 'bindAddress': " : "could not start the subscriber: ") + e.getMessage());
+    }
+    String alsoBind = up.alsoBind();
+    if (alsoBind != null && mode.equals("per-endpoint")) {
+      // llm-d's discoverPods with a zmqEndpoint: engines that connect to the router are heard
+      // on the bound socket, the others on their own ports
+      try {
+        subscribers.add(KvEventSubscriber.central(index, alsoBind)
+            .topicFilter(topicFilter == null ? "" : topicFilter)
+            .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm)
+            .build());
+      } catch (RuntimeException e) {
+        subscribers.forEach(KvEventSubscriber::close);
+        return Result.error("parameter 'kvEventsConfig' field 'zmqEndpoint': " + e.getMessage());
+      }
     }
     Tokenizer tokenizer = context.service(Tokenizer.class).orElse(null);
     if (tokenizer == null && !p.has("tokenizer")) {
@@ -182,16 +196,14 @@ public final class KvEventsPluginProviders {
     if (tokenizer == null && p.has("tokenizer")) {
       Result<Tokenizer> t = createTokenizer(p.getNested("tokenizer"));
       if (!t.isOk()) {
-        if (subscriber != null) {
-          subscriber.close();
-        }
+        subscribers.forEach(KvEventSubscriber::close);
         return Result.errors(t.errors());
       }
       tokenizer = t.value();
       ownsTokenizer = true;
     }
-    PrecisePrefixCacheScorer scorer = new PrecisePrefixCacheScorer(index, tokenizer, subscriber,
-        maxPromptBlocks, speculative, true, ownsTokenizer);
+    PrecisePrefixCacheScorer scorer = PrecisePrefixCacheScorer.following(index, tokenizer,
+        subscribers, maxPromptBlocks, speculative, true, ownsTokenizer);
     context.service(OpenTelemetry.class)
         .ifPresent(otel -> scorer.ownTelemetry(KvEventTelemetry.register(index, otel)));
     return Result.ok(scorer);

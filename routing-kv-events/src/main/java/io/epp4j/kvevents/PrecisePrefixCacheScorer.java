@@ -46,7 +46,8 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   private final KvBlockIndex index;
   private final @Nullable Tokenizer tokenizer;
-  private final @Nullable KvEventSubscriber subscriber;
+  /** The subscribers feeding the index: none, one, or per-endpoint and central together. */
+  private final List<KvEventSubscriber> subscribers;
   private final int maxPromptBlocks;
   private final boolean speculative;
   private final boolean forgetRemovedEndpoints;
@@ -57,10 +58,25 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
       @Nullable KvEventSubscriber subscriber, int maxPromptBlocks, boolean speculative,
       boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
+    this(index, tokenizer, subscriber == null ? List.of() : List.of(subscriber), maxPromptBlocks,
+        speculative, forgetRemovedEndpoints, ownsTokenizer);
+  }
+
+  /** A scorer fed by every one of {@code subscribers}, which it tells of pool changes and closes. */
+  static PrecisePrefixCacheScorer following(KvBlockIndex index, @Nullable Tokenizer tokenizer,
+      List<KvEventSubscriber> subscribers, int maxPromptBlocks, boolean speculative,
+      boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
+    return new PrecisePrefixCacheScorer(index, tokenizer, subscribers, maxPromptBlocks,
+        speculative, forgetRemovedEndpoints, ownsTokenizer);
+  }
+
+  private PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
+      List<KvEventSubscriber> subscribers, int maxPromptBlocks, boolean speculative,
+      boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
     this.ownsTokenizer = ownsTokenizer;
     this.index = index;
     this.tokenizer = tokenizer;
-    this.subscriber = subscriber;
+    this.subscribers = List.copyOf(subscribers);
     this.maxPromptBlocks = maxPromptBlocks;
     this.speculative = speculative;
     this.forgetRemovedEndpoints = forgetRemovedEndpoints;
@@ -72,7 +88,13 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
   /** The address the central-mode subscriber bound, or null (no subscriber, or per endpoint). */
   @Nullable String boundEventsEndpoint() {
-    return subscriber == null ? null : subscriber.boundEndpoint();
+    for (KvEventSubscriber s : subscribers) {
+      String bound = s.boundEndpoint();
+      if (bound != null) {
+        return bound;
+      }
+    }
+    return null;
   }
 
   /** The tokenizer in use, or null; for tests. */
@@ -484,16 +506,17 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
     members.add(endpoint.id());
-    if (subscriber != null) {
-      subscriber.addEndpoint(endpoint);
+    for (KvEventSubscriber s : subscribers) {
+      s.addEndpoint(endpoint);
     }
   }
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     members.remove(endpoint.id());
-    if (subscriber != null) {
-      subscriber.removeEndpoint(endpoint);
+    // once every subscriber has returned, none of them applies a batch of the endpoint any more
+    for (KvEventSubscriber s : subscribers) {
+      s.removeEndpoint(endpoint);
     }
     if (forgetRemovedEndpoints) {
       index.removeEndpoint(endpoint.id());
@@ -505,8 +528,8 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (telemetry != null) {
       telemetry.close();
     }
-    if (subscriber != null) {
-      subscriber.close();
+    for (KvEventSubscriber s : subscribers) {
+      s.close();
     }
     if (ownsTokenizer && tokenizer != null) {
       tokenizer.close();

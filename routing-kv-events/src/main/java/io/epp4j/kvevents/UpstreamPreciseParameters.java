@@ -26,9 +26,11 @@ import org.jspecify.annotations.Nullable;
  * @param maxPromptBlocks the prompt length in blocks the file names, or null
  * @param kvEvents epp4j's {@code kvEvents} settings the file's {@code kvEventsConfig} means, or
  *     null when it has none
+ * @param alsoBind with {@code discoverPods: true} and a {@code zmqEndpoint}, the address to bind
+ *     beside the per-endpoint subscriptions {@code kvEvents} names (llm-d runs both); else null
  */
 record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer maxPromptBlocks,
-    @Nullable Map<String, Object> kvEvents) {
+    @Nullable Map<String, Object> kvEvents, @Nullable String alsoBind) {
 
   private static final String HASH_SEED_NOTICE = "has no effect: epp4j keys blocks by the token"
       + " IDs the engines report, not by their hashes, so the engines' hash seed does not change"
@@ -110,10 +112,11 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
       p.error("kvCacheRedisAddr", "is not supported: epp4j keeps the block index in process");
     }
     Map<String, Object> kvEvents = null;
+    String[] alsoBind = {null};
     if (p.has("kvEventsConfig")) {
-      kvEvents = kvEvents(p, sharedIndex);
+      kvEvents = kvEvents(p, sharedIndex, alsoBind);
     }
-    return new UpstreamPreciseParameters(blockSize, maxBlocks, kvEvents);
+    return new UpstreamPreciseParameters(blockSize, maxBlocks, kvEvents, alsoBind[0]);
   }
 
   private static @Nullable Integer blockSize(Parameters p, Parameters tp, String where) {
@@ -147,10 +150,13 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
   /**
    * {@code kvEventsConfig}: a {@code zmqEndpoint} is a socket the router binds and the engines
    * publish to (epp4j's central mode); {@code discoverPods: true} subscribes to every endpoint
-   * instead (per-endpoint mode, port from {@code podDiscoveryConfig.socketPort}). With a block
-   * index the application feeds (a {@code KvBlockIndex} service), no socket is opened.
+   * instead (per-endpoint mode, port from {@code podDiscoveryConfig.socketPort}). Both together
+   * mean both, as in llm-d, whose scorer subscribes to each discovered pod and, whenever
+   * {@code zmqEndpoint} is set, binds it as well: the address goes to {@code alsoBind[0]}. With
+   * a block index the application feeds (a {@code KvBlockIndex} service), no socket is opened.
    */
-  private static @Nullable Map<String, Object> kvEvents(Parameters p, boolean sharedIndex) {
+  private static @Nullable Map<String, Object> kvEvents(Parameters p, boolean sharedIndex,
+      @Nullable String[] alsoBind) {
     if (p.has("kvEvents")) {
       p.error("kvEventsConfig", "cannot be combined with epp4j's own 'kvEvents'; keep one");
       return null;
@@ -194,6 +200,7 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
     if (discover) {
       out.put("mode", "per-endpoint");
       out.put("port", socketPort);
+      alsoBind[0] = endpoint;
     } else if (endpoint != null) {
       out.put("mode", "central");
       out.put("bindAddress", endpoint);

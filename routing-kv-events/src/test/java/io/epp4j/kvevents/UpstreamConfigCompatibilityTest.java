@@ -292,6 +292,64 @@ class UpstreamConfigCompatibilityTest {
     }
   }
 
+  /**
+   * llm-d runs both sources when a kvEventsConfig has both: a subscriber per discovered pod on
+   * {@code podDiscoveryConfig.socketPort}, and the global socket bound at {@code zmqEndpoint}
+   * (llm-d-inference-scheduler's precise scorer starts its "local-subscriber" whenever
+   * zmqEndpoint is set, independently of discoverPods). Events from an engine that publishes on
+   * its own port and from one that connects to the bound socket both reach the index.
+   */
+  @Test
+  void discoverPodsWithAZmqEndpointFollowsEachPodAndBindsTheSocketToo() throws Exception {
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket podPub = ctx.createSocket(org.zeromq.SocketType.XPUB);
+      podPub.setLinger(0);
+      podPub.bind("tcp://127.0.0.1:*");
+      int podPort = KvEventSubscriberIntegrationTest.port(podPub);
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+              tokenProcessorConfig: {blockSize: 16}
+              kvEventsConfig:
+                discoverPods: true
+                podDiscoveryConfig: {socketPort: %d}
+                zmqEndpoint: "tcp://127.0.0.1:*"
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """.formatted(podPort);
+      List<Endpoint> eps = List.of(Endpoint.of("127.0.0.1", 8000), Endpoint.of("127.0.0.2", 8000));
+      Router r = Router.builder().endpoints(eps).configYaml(yaml, "both.yaml").ticker(now::get)
+          .build();
+      routers.add(r);
+      PrecisePrefixCacheScorer scorer =
+          (PrecisePrefixCacheScorer) r.config().plugins().get("precise-prefix-cache-scorer");
+      String bound = scorer.boundEventsEndpoint();
+      assertThat(bound).as("the socket zmqEndpoint names is bound").isNotNull();
+      VllmEventEncoder enc = new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
+      // the pod's publisher: the per-endpoint subscriber connected to 127.0.0.1:<socketPort>
+      podPub.setReceiveTimeOut(20_000);
+      assertThat(podPub.recv()).as("subscription of the per-pod subscriber").isNotNull();
+      KvEventSubscriberIntegrationTest.publish(podPub, "kv@127.0.0.1:8000@" + MODEL, 0,
+          enc.encode(KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(new long[] {1, 2}, null,
+              tokens(3, 32), 16)))));
+      KvEventSubscriberIntegrationTest.await(
+          () -> scorer.index().blockCount("127.0.0.1:8000") == 2, "the pod's blocks indexed");
+      // an engine that connects to the bound socket instead
+      ZMQ.Socket central = KvEventSubscriberIntegrationTest.connectedPublisher(ctx, bound);
+      KvEventSubscriberIntegrationTest.publish(central, "kv@127.0.0.2:8000@" + MODEL, 0,
+          enc.encode(KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(new long[] {7, 8, 9},
+              null, tokens(4, 48), 16)))));
+      KvEventSubscriberIntegrationTest.await(
+          () -> scorer.index().blockCount("127.0.0.2:8000") == 3,
+          "the blocks published to the bound socket indexed");
+      central.close();
+      podPub.close();
+    }
+  }
+
   @Test
   void cacheTrackingModeIsPreciseScoringFromTheSameParameters() {
     AtomicLong t = now;

@@ -25,6 +25,15 @@ class UpstreamPreciseParametersTest {
     assertThat(UpstreamPreciseParameters.read(pods, false).kvEvents())
         .containsEntry("mode", "per-endpoint").containsEntry("port", 5600);
     assertThat(pods.errors()).isEmpty();
+
+    // both: llm-d subscribes to each pod and binds zmqEndpoint too, and so does epp4j
+    Parameters both = Parameters.of(Map.of("kvEventsConfig", Map.of("discoverPods", true,
+        "podDiscoveryConfig", Map.of("socketPort", 5600), "zmqEndpoint", "tcp://*:5557")));
+    UpstreamPreciseParameters b = UpstreamPreciseParameters.read(both, false);
+    assertThat(b.kvEvents()).containsEntry("mode", "per-endpoint").containsEntry("port", 5600);
+    assertThat(b.alsoBind()).isEqualTo("tcp://*:5557");
+    assertThat(both.errors()).isEmpty();
+    assertThat(UpstreamPreciseParameters.read(pods, false).alsoBind()).isNull();
   }
 
   @Test
