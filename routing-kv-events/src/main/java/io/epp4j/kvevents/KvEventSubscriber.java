@@ -43,6 +43,8 @@ public final class KvEventSubscriber implements AutoCloseable {
   /**
    * Endpoint label overriding the KV-events port of one endpoint (0 or absent: the configured
    * one). A value that is not a port number is logged as a warning and the configured port used.
+   * Central mode connects to no publisher: there a label other than 0 is logged, once per
+   * endpoint, as a warning that it has no effect.
    */
   public static final String PORT_LABEL = "epp4j.io/kv-events-port";
   /**
@@ -82,7 +84,7 @@ public final class KvEventSubscriber implements AutoCloseable {
     EndpointStream.Shared shared = new EndpointStream.Shared(membership, metrics, reports, sockets,
         b.replayTimeout.toMillis(), this::isClosing);
     this.streams = new StreamTable(central, b.port, b.replayPort, b.dataParallelSize,
-        b.dataParallelFirstPort, shared);
+        b.dataParallelFirstPort, shared, !b.portLabelFollowedElsewhere);
     this.loop = new SubscriberLoop(b.bindAddress, sockets, streams, reports);
     loop.start();
   }
@@ -171,10 +173,20 @@ public final class KvEventSubscriber implements AutoCloseable {
     private int receiveHighWaterMark = 10_000;
     private int dataParallelSize = 1;
     private int dataParallelFirstPort;
+    private boolean portLabelFollowedElsewhere;
 
     private Builder(KvBlockIndex index, @Nullable String bindAddress) {
       this.index = Objects.requireNonNull(index, "index");
       this.bindAddress = bindAddress;
+    }
+
+    /**
+     * Central mode: a per-endpoint subscriber beside this one follows the endpoints'
+     * {@link #PORT_LABEL}, so this one does not warn that the label has no effect here.
+     */
+    Builder portLabelFollowedElsewhere() {
+      portLabelFollowedElsewhere = true;
+      return this;
     }
 
     /** Port of each engine's KV-event publisher (default 5557). */

@@ -173,7 +173,7 @@ public final class KvEventsPluginProviders {
       // llm-d's discoverPods with a zmqEndpoint: engines that connect to the router are heard
       // on the bound socket, the others on their own ports
       try {
-        subscribers.add(KvEventSubscriber.central(index, alsoBind)
+        subscribers.add(KvEventSubscriber.central(index, alsoBind).portLabelFollowedElsewhere()
             .topicFilter(topicFilter == null ? "" : topicFilter)
             .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm)
             .build());

@@ -43,6 +43,10 @@ final class StreamTable {
   private final Map<ZMQ.Socket, EndpointStream> bySocket = new IdentityHashMap<>();
   private final List<ZMQ.Socket> subSockets = new ArrayList<>();
   private final AtomicInteger connected = new AtomicInteger();
+  /** Central mode: whether a port label is warned about (no per-endpoint subscriber reads it). */
+  private final boolean warnPortLabel;
+  /** Central mode: endpoints whose port label was warned about; subscriber thread only. */
+  private final java.util.Set<String> portLabelWarned = new java.util.HashSet<>();
 
   /**
    * @param central whether messages are routed by topic (one bound socket) rather than by socket
@@ -56,6 +60,17 @@ final class StreamTable {
    */
   StreamTable(boolean central, int port, int replayPort, int dataParallelSize,
       int dataParallelFirstPort, EndpointStream.Shared shared) {
+    this(central, port, replayPort, dataParallelSize, dataParallelFirstPort, shared, true);
+  }
+
+  /**
+   * @param warnPortLabel central mode: whether an endpoint's {@link KvEventSubscriber#PORT_LABEL}
+   *     is logged as having no effect (false when a per-endpoint subscriber beside this one
+   *     reads it)
+   */
+  StreamTable(boolean central, int port, int replayPort, int dataParallelSize,
+      int dataParallelFirstPort, EndpointStream.Shared shared, boolean warnPortLabel) {
+    this.warnPortLabel = warnPortLabel;
     this.central = central;
     this.port = port;
     this.replayPort = replayPort;
@@ -202,6 +217,16 @@ final class StreamTable {
   void register(Endpoint e, Object member) {
     if (!shared.membership().isCurrent(e.id(), member)) {
       return;
+    }
+    String portLabel = e.label(KvEventSubscriber.PORT_LABEL);
+    if (warnPortLabel && portLabel != null && !portLabel.trim().equals("0")
+        && portLabelWarned.add(e.id())) {
+      // labels come with the endpoints at run time, so this cannot be a configuration error;
+      // said once per endpoint, as a pod's labels do not change while it runs
+      LOG.warning("endpoint " + e.id() + ": label " + KvEventSubscriber.PORT_LABEL + " = '"
+          + portLabel + "' has no effect in central mode: the router binds one address, which"
+          + " the engines publish to, and connects to no publisher port (the label applies in"
+          + " per-endpoint mode; " + KvEventSubscriber.REPLAY_PORT_LABEL + " applies in both)");
     }
     int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL, replayPort);
     if (rp <= 0) {

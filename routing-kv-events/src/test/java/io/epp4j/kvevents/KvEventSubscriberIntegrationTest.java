@@ -373,6 +373,60 @@ class KvEventSubscriberIntegrationTest {
     }
   }
 
+  /**
+   * Central mode binds one address and connects to no publisher, so an endpoint's
+   * {@code epp4j.io/kv-events-port} label cannot apply there: instead of being accepted unnoticed
+   * it is logged, once per endpoint, as a warning naming the endpoint and the label. The replay
+   * label, which central mode does use, is not.
+   */
+  @Test
+  void centralModeWarnsOncePerEndpointThatItsPortLabelHasNoEffect() throws Exception {
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(KvEventSubscriber.class.getName());
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler h = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel() == java.util.logging.Level.WARNING) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(h);
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build()) {
+      Endpoint replayOnly = Endpoint.of("127.0.0.1", 8001,
+          Map.of(KvEventSubscriber.REPLAY_PORT_LABEL, "6001"));
+      Endpoint labelled = Endpoint.of("127.0.0.1", 8002,
+          Map.of(KvEventSubscriber.PORT_LABEL, "6000"));
+      Endpoint another = Endpoint.of("127.0.0.1", 8003,
+          Map.of(KvEventSubscriber.PORT_LABEL, "6003"));
+      sub.addEndpoint(replayOnly);
+      sub.addEndpoint(labelled);
+      await(() -> warnings.stream().anyMatch(w -> w.contains("127.0.0.1:8002")),
+          () -> "a warning naming 127.0.0.1:8002, got " + warnings);
+      // rejoining does not repeat it; the pool changes are handled in order, so once the next
+      // endpoint's warning is there the rejoin has been handled
+      sub.removeEndpoint(labelled);
+      sub.addEndpoint(labelled);
+      sub.addEndpoint(another);
+      await(() -> warnings.stream().anyMatch(w -> w.contains("127.0.0.1:8003")),
+          () -> "a warning naming 127.0.0.1:8003, got " + warnings);
+      assertThat(warnings.stream().filter(w -> w.contains("127.0.0.1:8002")))
+          .singleElement().asString().contains(KvEventSubscriber.PORT_LABEL)
+          .contains("no effect in central mode");
+      assertThat(warnings).noneMatch(w -> w.contains("127.0.0.1:8001"));
+    } finally {
+      log.removeHandler(h);
+    }
+  }
+
   /** An XPUB connected to {@code address}, returned once the subscription has arrived. */
   static ZMQ.Socket connectedPublisher(ZContext ctx, String address) {
     ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
