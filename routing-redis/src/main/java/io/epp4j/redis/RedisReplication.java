@@ -180,8 +180,21 @@ public final class RedisReplication implements Plugin, RequestListener {
         prefill == null ? null : prefill.id(), blocks,
         session != null && session.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? session : null);
     if (!queue.offer(h)) {
-      droppedQueueFull.increment();
+      droppedQueueFull.add(records(h));
     }
+  }
+
+  /**
+   * The records a hint becomes in a batch: a prefix for its endpoint, another for its prefill
+   * endpoint when that is another one, and a session move. Dropped hints are counted in these,
+   * the unit published and applied count in.
+   */
+  static int records(Hint h) {
+    int n = h.sessionKey != null ? 1 : 0;
+    if (h.blocks != null) {
+      n += h.prefillEndpointId != null && !h.prefillEndpointId.equals(h.endpointId) ? 2 : 1;
+    }
+    return n;
   }
 
   /**
@@ -196,7 +209,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       return;
     }
     if (!queue.offer(new Hint(ticker.nanos(), to.id(), null, null, session))) {
-      droppedQueueFull.increment();
+      droppedQueueFull.increment(); // one session record
     }
   }
 
@@ -337,6 +350,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (first) {
         figures.forEach((ep, v) -> w.inFlight(ep, (int) v[0], v[1]));
       }
+      int figureRecords = w.records();
       int hintsTaken = drain(w, s.batchSize());
       first = false;
       if (w.records() == 0) {
@@ -346,9 +360,9 @@ public final class RedisReplication implements Plugin, RequestListener {
         seat.appendsAttempted.incrementAndGet();
         t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
       } catch (Exception e) {
-        // the hints taken from the queue are lost; the in-flight figures are not: sent stays as
-        // it was, so the next batch carries them again
-        droppedUnpublished.addAndGet(hintsTaken);
+        // the hints taken from the queue are lost, counted in records; the in-flight figures
+        // are not: sent stays as it was, so the next batch carries them again
+        droppedUnpublished.addAndGet(w.records() - figureRecords);
         connectionLost("publisher", e);
         return false;
       }
@@ -887,19 +901,24 @@ public final class RedisReplication implements Plugin, RequestListener {
     return publisherUp && readerUp;
   }
 
-  /** Hints sent to the stream. */
+  /**
+   * Records sent to the stream: one per prefix per endpoint, session move and in-flight figure
+   * (a route with a prefix and a session is two records). The unit of {@link #applied()} and
+   * {@link #dropped()} as well.
+   */
   public long published() {
     return published.get();
   }
 
-  /** Hints of other routers applied to this router. */
+  /** Records of other routers applied to this router (the unit of {@link #published()}). */
   public long applied() {
     return applied.get();
   }
 
   /**
-   * Hints dropped, as queued (one per routed request with a prefix or session, one per fallback):
-   * queue full, or lost with a batch that could not be sent.
+   * Records dropped (the unit of {@link #published()}): those of hints that found the queue full,
+   * and those lost with a batch that could not be sent (not its in-flight figures, which go out
+   * again). Malformed batches of other routers are counted apart, in batches.
    */
   public long dropped() {
     return droppedQueueFull.sum() + droppedUnpublished.get();
@@ -1093,43 +1112,50 @@ public final class RedisReplication implements Plugin, RequestListener {
       attrs = Attributes.of(POOL, s.pool());
       Attributes full = Attributes.of(POOL, s.pool(), REASON, "queue_full");
       Attributes unpublished = Attributes.of(POOL, s.pool(), REASON, "publish_failed");
-      Attributes bad = Attributes.of(POOL, s.pool(), REASON, "malformed");
       lag = m.histogramBuilder("epp4j.replication.lag")
           .setDescription("Time from a hint's capture on another router to its application here")
           .setUnit("s")
           .build();
       callbacks.add(m.counterBuilder("epp4j.replication.hints_published")
-          .setDescription("Hints this router sent to the stream")
-          .setUnit("{hint}")
+          .setDescription("Records this router sent to the stream: one per prefix per endpoint,"
+              + " session move and in-flight figure")
+          .setUnit("{record}")
           .buildWithCallback(r -> {
             if (owns()) {
               r.record(published.get(), attrs);
             }
           }));
       callbacks.add(m.counterBuilder("epp4j.replication.hints_applied")
-          .setDescription("Hints of other routers applied to this router")
-          .setUnit("{hint}")
+          .setDescription("Records of other routers applied to this router")
+          .setUnit("{record}")
           .buildWithCallback(r -> {
             if (owns()) {
               r.record(applied.get(), attrs);
             }
           }));
       callbacks.add(m.counterBuilder("epp4j.replication.hints_dropped")
-          .setDescription("Hints dropped: queue full or lost with a batch Redis did not take;"
-              + " batches of other routers skipped as malformed")
-          .setUnit("{hint}")
+          .setDescription("Records this router did not send: its hints found the queue full, or"
+              + " were lost with a batch Redis did not take")
+          .setUnit("{record}")
           .buildWithCallback(r -> {
             if (!owns()) {
               return;
             }
             r.record(droppedQueueFull.sum(), full);
             r.record(droppedUnpublished.get(), unpublished);
-            r.record(malformed.get(), bad);
+          }));
+      callbacks.add(m.counterBuilder("epp4j.replication.batches_malformed")
+          .setDescription("Batches of other routers skipped whole as malformed")
+          .setUnit("{batch}")
+          .buildWithCallback(r -> {
+            if (owns()) {
+              r.record(malformed.get(), attrs);
+            }
           }));
       callbacks.add(m.counterBuilder("epp4j.replication.hints_stale")
-          .setDescription("Session hints of other routers not applied: captured before a move of"
-              + " the same session already known here")
-          .setUnit("{hint}")
+          .setDescription("Session records of other routers not applied: captured before a move"
+              + " of the same session already known here")
+          .setUnit("{record}")
           .buildWithCallback(r -> {
             if (owns()) {
               r.record(staleSessions.get(), attrs);
@@ -1154,7 +1180,8 @@ public final class RedisReplication implements Plugin, RequestListener {
             }
           }));
       callbacks.add(m.gaugeBuilder("epp4j.replication.queued")
-          .setDescription("Hints waiting to be published")
+          .setDescription("Hints waiting to be published: one per route or fallback, each one to"
+              + " three records once sent")
           .setUnit("{hint}")
           .ofLongs()
           .buildWithCallback(r -> {

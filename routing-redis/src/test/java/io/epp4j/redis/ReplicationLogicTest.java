@@ -430,6 +430,35 @@ class ReplicationLogicTest {
   }
 
   /**
+   * Published, applied and dropped count the same thing, records (one prefix for one endpoint,
+   * one session move, one in-flight figure), so they can be compared: a route with a prefix and
+   * a session that finds the queue full drops the two records it would have sent, not one.
+   */
+  @Test
+  void aDroppedHintCountsTheRecordsItWouldHaveSentAsPublishedAndAppliedDo() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.down();
+    int capacity = 50;
+    Router a = router(log, "p", "a", capacity);
+    for (int i = 0; i < 3 * capacity; i++) {
+      RoutingDecision d = a.route(RedisReplicationTest.prompt(i, 256, "session-" + i));
+      assertThat(d.isRouted()).isTrue();
+      d.onComplete(new Usage(1, 0, 1));
+    }
+    assertThat(replication(a).queued()).as("hints waiting").isEqualTo(capacity);
+    // 2 x capacity routes found the queue full, each a prefix record and a session record
+    assertThat(replication(a).dropped()).as("records dropped").isEqualTo(2L * 2 * capacity);
+    // the ones that waited are published as the same two records each, and applied as such
+    log.up();
+    Router b = router(log, "p", "b", capacity);
+    await("b applied a's waiting hints",
+        () -> replication(b).appliedPrefixes() + replication(b).appliedSessions() >= 2L * capacity);
+    // at least those records (in-flight figures, also records, may go out beside them)
+    assertThat(replication(a).published()).as("records a published")
+        .isGreaterThanOrEqualTo(2L * capacity);
+  }
+
+  /**
    * A Redis that accepts connections but refuses the commands (out of memory with
    * {@code noeviction}, a read-only replica, an ACL without XADD or XREAD): each failed command
    * must be followed by the backoff, not by a new connection at once, or both threads reconnect
