@@ -343,31 +343,12 @@ class KvEventSubscriberReliabilityTest {
     // every block stored on top of them is an orphan
     KvBlockIndex index = KvBlockIndex.create();
     try (ReplayedEngine e = new ReplayedEngine(index)) {
-      KvEventSubscriberIntegrationTest.ReplayServer replay = e.replay;
-      ZMQ.Socket pub = e.pub;
-      String id = ReplayedEngine.ID;
-      String topic = ReplayedEngine.TOPIC;
-      FakeEngine old = new FakeEngine(11, 16);
-      for (long seq = 0; seq < 10; seq++) {
-        byte[] payload = ENCODER.encode(old.nextBatch(0));
-        replay.buffer.put(seq, payload);
-        publish(pub, topic, seq, payload);
-      }
+      e.runProcess(new FakeEngine(11, 16), 0, 10, 0);
       KvEventMetrics m = index.metrics();
       await(() -> m.batches() == 10, () -> "the first engine's batches: " + m);
 
-      replay.buffer.clear(); // the new process's buffer holds only its own batches
       FakeEngine restarted = new FakeEngine(12, 16);
-      KvBlockIndex expected = KvBlockIndex.create();
-      for (long seq = 0; seq < 5; seq++) {
-        KvEventBatch b = restarted.nextBatch(0);
-        expected.apply(id, b);
-        byte[] payload = ENCODER.encode(b);
-        replay.buffer.put(seq, payload);
-        if (seq >= 3) {
-          publish(pub, topic, seq, payload);
-        }
-      }
+      KvBlockIndex expected = e.runProcess(restarted, 0, 5, 3);
       await(() -> m.batches() == 15, () -> "the new engine's five batches: " + m);
       assertThat(m.restarts()).isEqualTo(1);
       assertThat(m.resyncs()).isEqualTo(1);
@@ -375,8 +356,8 @@ class KvEventSubscriberReliabilityTest {
       assertThat(m.missedBatches()).isEqualTo(3);
       assertThat(m.replayedBatches()).isGreaterThanOrEqualTo(3); // and what followed, if buffered
       assertThat(m.replayFailures()).isZero();
-      assertSameContents(index, expected, id, restarted);
-      pub.close();
+      assertSameContents(index, expected, ReplayedEngine.ID, restarted);
+      e.pub.close();
     }
   }
 
@@ -391,38 +372,19 @@ class KvEventSubscriberReliabilityTest {
     // seq 9 is not the batch applied as seq 9, and start over from the new engine's seq 0
     KvBlockIndex index = KvBlockIndex.create();
     try (ReplayedEngine e = new ReplayedEngine(index)) {
-      KvEventSubscriberIntegrationTest.ReplayServer replay = e.replay;
-      ZMQ.Socket pub = e.pub;
-      String id = ReplayedEngine.ID;
-      String topic = ReplayedEngine.TOPIC;
-      FakeEngine old = new FakeEngine(21, 16);
-      for (long seq = 0; seq < 10; seq++) {
-        byte[] payload = ENCODER.encode(old.nextBatch(1.0));
-        replay.buffer.put(seq, payload);
-        publish(pub, topic, seq, payload);
-      }
+      e.runProcess(new FakeEngine(21, 16), 1.0, 10, 0);
       KvEventMetrics m = index.metrics();
       await(() -> m.batches() == 10, () -> "the first engine's batches: " + m);
 
-      replay.buffer.clear(); // the new process buffers only its own batches
       FakeEngine restarted = new FakeEngine(22, 16);
-      KvBlockIndex expected = KvBlockIndex.create();
-      for (long seq = 0; seq < 15; seq++) {
-        KvEventBatch b = restarted.nextBatch(2.0);
-        expected.apply(id, b);
-        byte[] payload = ENCODER.encode(b);
-        replay.buffer.put(seq, payload);
-        if (seq >= 12) {
-          publish(pub, topic, seq, payload);
-        }
-      }
+      KvBlockIndex expected = e.runProcess(restarted, 2.0, 15, 12);
       await(() -> m.batches() >= 25,
           () -> "the new engine's fifteen batches: " + m);
       assertThat(m.restarts()).isEqualTo(1);
       assertThat(m.resyncs()).isEqualTo(1);
       assertThat(m.replayFailures()).isZero();
-      assertSameContents(index, expected, id, restarted);
-      pub.close();
+      assertSameContents(index, expected, ReplayedEngine.ID, restarted);
+      e.pub.close();
     }
   }
 
@@ -447,6 +409,28 @@ class KvEventSubscriberReliabilityTest {
           .replayPort(replay.port).replayTimeout(Duration.ofSeconds(10)).build();
       sub.addEndpoint(Endpoint.of("127.0.0.1", 8000)); // its replay socket: the server's port
       pub = connectedPublisher(ctx, sub.boundEndpoint());
+    }
+
+    /**
+     * Starts a process of the engine: the replay buffer is emptied (a process buffers only its
+     * own batches), then {@code engine} makes {@code batches} batches at {@code timestamp},
+     * numbered from seq 0, each put in the replay buffer; those from seq {@code firstPublished}
+     * on are also published (the earlier ones were sent before the subscriber heard them).
+     * Returns an index holding what the batches stored, as {@link #ID}.
+     */
+    KvBlockIndex runProcess(FakeEngine engine, double timestamp, int batches, int firstPublished) {
+      replay.buffer.clear();
+      KvBlockIndex stored = KvBlockIndex.create();
+      for (long seq = 0; seq < batches; seq++) {
+        KvEventBatch b = engine.nextBatch(timestamp);
+        stored.apply(ID, b);
+        byte[] payload = ENCODER.encode(b);
+        replay.buffer.put(seq, payload);
+        if (seq >= firstPublished) {
+          publish(pub, TOPIC, seq, payload);
+        }
+      }
+      return stored;
     }
 
     @Override
