@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import org.assertj.core.api.AbstractThrowableAssert;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -397,19 +398,7 @@ class TokenizerTest {
 
   @Test
   void anIncompleteTokenizerConfigurationIsReportedByName() {
-    String yaml = """
-        plugins:
-        - type: precise-prefix-cache-scorer
-          parameters:
-            kvEvents: {mode: none}
-            tokenizer: {type: vllm, model: m}
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: precise-prefix-cache-scorer
-        """;
-    assertThatThrownBy(() -> io.epp4j.core.Router.builder().configYaml(yaml, "t").build())
-        .isInstanceOf(io.epp4j.core.ConfigException.class)
+    assertRefused("{type: vllm, model: m}")
         .hasMessageContaining("tokenizer").hasMessageContaining("url");
   }
 
@@ -417,21 +406,29 @@ class TokenizerTest {
   void aTokenizerFieldThatIsNotReadIsReportedByName() {
     // a misspelt field used to be ignored, so the tokenizer ran with the default (200 ms
     // here), and a field of the other type (a vllm tokenizer given a path) did nothing
+    assertRefused("{type: vllm, url: \"http://127.0.0.1:1\", model: m, timeoutMS: 5000, "
+        + "path: /models/m}")
+        .hasMessageContaining("'tokenizer' has unknown parameter 'timeoutMS'")
+        .hasMessageContaining("'tokenizer' field 'path' has no effect with type vllm");
+  }
+
+  /**
+   * Builds a router from a configuration whose only plugin is a precise scorer reading no KV
+   * events and tokenizing with {@code tokenizer}, a YAML mapping; the build must be refused.
+   */
+  private static AbstractThrowableAssert<?, ? extends Throwable> assertRefused(String tokenizer) {
     String yaml = """
         plugins:
         - type: precise-prefix-cache-scorer
           parameters:
             kvEvents: {mode: none}
-            tokenizer: {type: vllm, url: "http://127.0.0.1:1", model: m, timeoutMS: 5000,
-                        path: /models/m}
+            tokenizer: %s
         schedulingProfiles:
         - name: default
           plugins:
           - pluginRef: precise-prefix-cache-scorer
-        """;
-    assertThatThrownBy(() -> io.epp4j.core.Router.builder().configYaml(yaml, "t").build())
-        .isInstanceOf(io.epp4j.core.ConfigException.class)
-        .hasMessageContaining("'tokenizer' has unknown parameter 'timeoutMS'")
-        .hasMessageContaining("'tokenizer' field 'path' has no effect with type vllm");
+        """.formatted(tokenizer);
+    return assertThatThrownBy(() -> io.epp4j.core.Router.builder().configYaml(yaml, "t").build())
+        .isInstanceOf(io.epp4j.core.ConfigException.class);
   }
 }
