@@ -368,17 +368,43 @@ class PlainGatewayTest {
     assertThat(outcomes.completions).isEmpty();
   }
 
-  @Test
-  void replicaThatBreaksOffMidAnswerFailsTheDecisionAndCutsTheClientOff() throws Exception {
-    int port = fakeReplica(ex -> {
+  /** A server-sent answer but its end: a token, then its usage (3 prompt tokens, 1 generated). */
+  static final String TOKEN_AND_USAGE = "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
+      + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n";
+
+  /**
+   * A replica whose every answer is a 200 server-sent stream of {@code sse}, after which the
+   * connection drops before the body's end (the server drops it when the handler throws).
+   */
+  int replicaThatBreaksOffAfter(String sse) throws IOException {
+    return fakeReplica(ex -> {
       ex.getRequestBody().readAllBytes();
       ex.getResponseHeaders().set("content-type", "text/event-stream");
       ex.sendResponseHeaders(200, 0);
-      ex.getResponseBody().write("data: {\"choices\":[{\"text\":\"a\"}]}\n\n".getBytes(
-          StandardCharsets.UTF_8));
+      ex.getResponseBody().write(sse.getBytes(StandardCharsets.UTF_8));
       ex.getResponseBody().flush();
-      throw new IOException("replica crashed"); // the server drops the connection mid-answer
+      throw new IOException("replica crashed");
     });
+  }
+
+  /**
+   * Posts a completion: the client gets the whole answer, ending in {@code end}, and the
+   * decision completes with {@link #TOKEN_AND_USAGE}'s usage, nothing failed and nothing left in
+   * flight.
+   */
+  void assertCompletesWhole(String end) throws Exception {
+    HttpResponse<String> r = post("/v1/completions", completion("hi"));
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(r.body()).endsWith(end);
+    await("the gateway reports the request complete", () -> outcomes.completions.size() == 1);
+    assertThat(outcomes.completions.get(0)).as(end).isEqualTo(new Usage(3, 0, 1));
+    assertThat(outcomes.failures).as(end).isEmpty();
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void replicaThatBreaksOffMidAnswerFailsTheDecisionAndCutsTheClientOff() throws Exception {
+    int port = replicaThatBreaksOffAfter("data: {\"choices\":[{\"text\":\"a\"}]}\n\n");
     startGateway(outcomes, at(port));
     assertThatThrownBy(() -> post("/v1/completions", completion("hi")))
         .as("a cut-off answer must not look complete to the client")
@@ -393,24 +419,8 @@ class PlainGatewayTest {
     // a server-sent stream is whole at data: [DONE] (clients stop reading there); a replica whose
     // connection broke after it had sent the whole answer was counted as a failed request, and
     // the client, which had the answer, was cut off
-    int port = fakeReplica(ex -> {
-      ex.getRequestBody().readAllBytes();
-      ex.getResponseHeaders().set("content-type", "text/event-stream");
-      ex.sendResponseHeaders(200, 0);
-      ex.getResponseBody().write(("data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
-          + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n"
-          + "data: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
-      ex.getResponseBody().flush();
-      throw new IOException("replica crashed"); // the connection drops before the body's end
-    });
-    startGateway(outcomes, at(port));
-    HttpResponse<String> r = post("/v1/completions", completion("hi"));
-    assertThat(r.statusCode()).isEqualTo(200);
-    assertThat(r.body()).endsWith("data: [DONE]\n\n");
-    await("the gateway reports the request complete", () -> outcomes.completions.size() == 1);
-    assertThat(outcomes.completions.get(0)).isEqualTo(new Usage(3, 0, 1));
-    assertThat(outcomes.failures).isEmpty();
-    assertThat(inFlight()).isZero();
+    startGateway(outcomes, at(replicaThatBreaksOffAfter(TOKEN_AND_USAGE + "data: [DONE]\n\n")));
+    assertCompletesWhole("data: [DONE]\n\n");
   }
 
   @Test
@@ -419,24 +429,8 @@ class PlainGatewayTest {
     // that last line is ended by the stream's end, and the answer is whole; it was counted as a
     // failed request and the client was cut off
     for (String done : new String[] {"data: [DONE]", "data: [DONE]\r"}) {
-      int port = fakeReplica(ex -> {
-        ex.getRequestBody().readAllBytes();
-        ex.getResponseHeaders().set("content-type", "text/event-stream");
-        ex.sendResponseHeaders(200, 0);
-        ex.getResponseBody().write(("data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
-            + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n"
-            + done).getBytes(StandardCharsets.UTF_8));
-        ex.getResponseBody().flush();
-        throw new IOException("replica crashed"); // the connection drops before the body's end
-      });
-      startGateway(outcomes, at(port));
-      HttpResponse<String> r = post("/v1/completions", completion("hi"));
-      assertThat(r.statusCode()).isEqualTo(200);
-      assertThat(r.body()).endsWith(done);
-      await("the gateway reports the request complete", () -> outcomes.completions.size() == 1);
-      assertThat(outcomes.completions.get(0)).as(done).isEqualTo(new Usage(3, 0, 1));
-      assertThat(outcomes.failures).as(done).isEmpty();
-      assertThat(inFlight()).isZero();
+      startGateway(outcomes, at(replicaThatBreaksOffAfter(TOKEN_AND_USAGE + done)));
+      assertCompletesWhole(done);
       gateway.close();
       gateway = null;
       outcomes.completions.clear();
@@ -665,6 +659,14 @@ class PlainGatewayTest {
     return head.toString();
   }
 
+  /** Writes {@code request}, a request's head, to {@code out} and reads the answer's head. */
+  static String exchange(java.io.OutputStream out, InputStream in, String request)
+      throws IOException {
+    out.write(request.getBytes(StandardCharsets.US_ASCII));
+    out.flush();
+    return readHeaderBlock(in);
+  }
+
   static @org.jspecify.annotations.Nullable String header(String block, String name) {
     for (String line : block.split("\r\n")) {
       int colon = line.indexOf(':');
@@ -686,29 +688,20 @@ class PlainGatewayTest {
       java.io.OutputStream out = socket.getOutputStream();
       InputStream in = socket.getInputStream();
       // HEAD of what GET serves: GET's status and headers (its length too), no body
-      out.write("HEAD /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n"
-          .getBytes(StandardCharsets.US_ASCII));
-      out.flush();
-      String models = readHeaderBlock(in);
+      String models = exchange(out, in, "HEAD /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n");
       assertThat(models).startsWith("HTTP/1.1 200");
       assertThat(header(models, "content-type")).startsWith("application/json");
       assertThat(header(models, "content-length")).isEqualTo(String.valueOf(modelsLength));
       // HEAD of a POST-only path and of a path outside /v1/: their errors' headers, no body
-      out.write("HEAD /v1/completions HTTP/1.1\r\nHost: localhost\r\n\r\n"
-          .getBytes(StandardCharsets.US_ASCII));
-      out.flush();
-      String completions = readHeaderBlock(in);
+      String completions = exchange(out, in,
+          "HEAD /v1/completions HTTP/1.1\r\nHost: localhost\r\n\r\n");
       assertThat(completions).startsWith("HTTP/1.1 405");
       assertThat(header(completions, "allow")).isEqualTo("POST");
-      out.write("HEAD /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
-          .getBytes(StandardCharsets.US_ASCII));
-      out.flush();
-      assertThat(readHeaderBlock(in)).startsWith("HTTP/1.1 404");
+      assertThat(exchange(out, in, "HEAD /health HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+          .startsWith("HTTP/1.1 404");
       // the connection is still open, and no body bytes came before the next answer
-      out.write("GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-          .getBytes(StandardCharsets.US_ASCII));
-      out.flush();
-      String next = readHeaderBlock(in);
+      String next = exchange(out, in,
+          "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
       assertThat(next).startsWith("HTTP/1.1 200");
       JsonNode body = JSON.readTree(in.readAllBytes());
       assertThat(body.path("data").get(0).path("id").asText()).isEqualTo("qwen3");
