@@ -22,6 +22,7 @@ import com.google.protobuf.Struct;
 import com.google.protobuf.Value;
 import io.envoyproxy.envoy.config.core.v3.HeaderValueOption;
 import io.envoyproxy.envoy.config.core.v3.Metadata;
+import io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode;
 import io.envoyproxy.envoy.service.ext_proc.v3.CommonResponse;
 import io.envoyproxy.envoy.service.ext_proc.v3.ImmediateResponse;
 import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingRequest;
@@ -471,13 +472,10 @@ class ExtProcServerTest {
     // the stream's end is then the answer's end. Before, that end failed the decision ("closed
     // the ext_proc stream in phase RESPONSE_BODY"), so every long good answer counted as failed
     start(List.of(A));
-    FakeEnvoy envoy = FakeEnvoy.open(channel);
-    envoy.send(postHeaders(modes(BUFFERED, BUFFERED_PARTIAL)));
-    envoy.next(); // headers
-    envoy.send(requestBody(completion("hi"), true));
-    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
-    envoy.send(responseHeaders(200, "text/event-stream", false));
-    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    Routed routed = routedAnswer(BUFFERED_PARTIAL, "text/event-stream");
+    assertThat(routed.destination()).isEqualTo(A);
+    assertThat(routed.headersAnswer().hasResponseHeaders()).isTrue();
+    FakeEnvoy envoy = routed.envoy();
     envoy.send(responseBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", false));
     assertThat(envoy.next().hasResponseBody()).isTrue();
     envoy.halfClose();
@@ -488,13 +486,7 @@ class ExtProcServerTest {
     assertThat(inFlight()).isZero();
 
     // a whole answer within the limit comes with end_of_stream and completes at once, as before
-    FakeEnvoy whole = FakeEnvoy.open(channel);
-    whole.send(postHeaders(modes(BUFFERED, BUFFERED_PARTIAL)));
-    whole.next();
-    whole.send(requestBody(completion("hi"), true));
-    whole.next();
-    whole.send(responseHeaders(200, "application/json", false));
-    whole.next();
+    FakeEnvoy whole = routedAnswer(BUFFERED_PARTIAL, "application/json").envoy();
     whole.send(responseBody("{\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}", true));
     whole.next();
     assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(3, 0, 1));
@@ -509,13 +501,10 @@ class ExtProcServerTest {
     // the answer; with response_trailer_mode SKIP (Envoy's default) no trailers message follows.
     // Before, the stream's end then failed the decision of a complete, good answer
     start(List.of(A));
-    FakeEnvoy envoy = FakeEnvoy.open(channel);
-    envoy.send(postHeaders(modes(BUFFERED, BUFFERED)));
-    envoy.next(); // headers
-    envoy.send(requestBody(completion("hi"), true));
-    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
-    envoy.send(responseHeaders(200, "application/json", false));
-    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    Routed routed = routedAnswer(BUFFERED, "application/json");
+    assertThat(routed.destination()).isEqualTo(A);
+    assertThat(routed.headersAnswer().hasResponseHeaders()).isTrue();
+    FakeEnvoy envoy = routed.envoy();
     envoy.send(responseBody("{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}", false));
     assertThat(envoy.next().hasResponseBody()).isTrue();
     assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(5, 0, 2));
@@ -526,13 +515,7 @@ class ExtProcServerTest {
     assertThat(inFlight()).isZero();
 
     // trailer mode SEND: the trailers still come, and are answered
-    FakeEnvoy sent = FakeEnvoy.open(channel);
-    sent.send(postHeaders(modes(BUFFERED, BUFFERED)));
-    sent.next();
-    sent.send(requestBody(completion("hi"), true));
-    sent.next();
-    sent.send(responseHeaders(200, "application/json", false));
-    sent.next();
+    FakeEnvoy sent = routedAnswer(BUFFERED, "application/json").envoy();
     sent.send(responseBody("{}", false));
     sent.next();
     sent.send(ProcessingRequest.newBuilder().setResponseTrailers(
@@ -546,16 +529,51 @@ class ExtProcServerTest {
 
   /** Opens a stream, routes a BUFFERED request and passes the answer's headers, STREAMED body. */
   FakeEnvoy routedStreamedAnswer(Map<String, String> responseHeaders) throws Exception {
-    FakeEnvoy envoy = FakeEnvoy.open(channel);
-    envoy.send(postHeaders(modes(BUFFERED, STREAMED)));
-    envoy.next(); // headers
-    envoy.send(requestBody(completion("hi"), true));
-    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
-    envoy.send(ProcessingRequest.newBuilder().setResponseHeaders(
+    Routed routed = routedAnswer(STREAMED, ProcessingRequest.newBuilder().setResponseHeaders(
         io.envoyproxy.envoy.service.ext_proc.v3.HttpHeaders.newBuilder()
             .setHeaders(FakeEnvoy.headerMap(responseHeaders))).build());
-    assertThat(envoy.next().hasResponseHeaders()).isTrue();
-    return envoy;
+    assertThat(routed.destination()).isEqualTo(A);
+    assertThat(routed.headersAnswer().hasResponseHeaders()).isTrue();
+    return routed.envoy();
+  }
+
+  /** {@link #routedStreamedAnswer(Map)} of a 200 answer of {@code contentType}. */
+  FakeEnvoy routedStreamedAnswer(String contentType) throws Exception {
+    return routedStreamedAnswer(Map.of(":status", "200", "content-type", contentType));
+  }
+
+  /** {@link #routedStreamedAnswer(Map)} of a 200 JSON answer declaring its content-length. */
+  FakeEnvoy routedStreamedAnswer(int contentLength) throws Exception {
+    return routedStreamedAnswer(Map.of(":status", "200", "content-type", "application/json",
+        "content-length", String.valueOf(contentLength)));
+  }
+
+  /**
+   * Passes {@code chunks} as the answer's STREAMED body, none with end_of_stream (as when
+   * trailers end the answer), then ends the stream from Envoy's side.
+   */
+  static void sendChunksAndClose(FakeEnvoy envoy, String... chunks)
+      throws InterruptedException {
+    for (String chunk : chunks) {
+      envoy.send(responseBody(chunk, false));
+      envoy.next();
+    }
+    envoy.halfClose();
+  }
+
+  /** Sends {@code chunks} and ends the stream: it closes OK and the decision completes. */
+  void assertCompletes(FakeEnvoy envoy, Usage usage, String... chunks) throws Exception {
+    sendChunksAndClose(envoy, chunks);
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(usage);
+    assertThat(outcomes.failed).isEmpty();
+  }
+
+  /** Sends {@code chunks} and ends the stream: the decision fails as cut short. */
+  void assertFailsCutShort(FakeEnvoy envoy, String... chunks) throws Exception {
+    sendChunksAndClose(envoy, chunks);
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessageContaining("before the answer ended");
   }
 
   @Test
@@ -567,55 +585,23 @@ class ExtProcServerTest {
     // stream that reached data: [DONE] or a body of its declared content-length, completes
     // then; before, every such answer failed its decision
     start(List.of(A));
-    FakeEnvoy sse = routedStreamedAnswer(Map.of(":status", "200", "content-type",
-        "text/event-stream"));
-    sse.send(responseBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", false));
-    sse.next();
-    sse.send(responseBody("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
-        + "\"completion_tokens\":1}}\n\ndata: [DONE]\n\n", false));
-    sse.next();
-    sse.halfClose();
-    assertThat(sse.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
-    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(4, 0, 1));
-    assertThat(outcomes.failed).isEmpty();
+    assertCompletes(routedStreamedAnswer("text/event-stream"), new Usage(4, 0, 1),
+        "data: {\"choices\":[{\"text\":\"a\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+            + "\"completion_tokens\":1}}\n\ndata: [DONE]\n\n");
     assertThat(outcomes.events).containsExactly("first:" + A, "complete:" + A);
 
     String json = "{\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":2}}";
-    FakeEnvoy sized = routedStreamedAnswer(Map.of(":status", "200", "content-type",
-        "application/json", "content-length", String.valueOf(json.length())));
-    sized.send(responseBody(json.substring(0, 10), false));
-    sized.next();
-    sized.send(responseBody(json.substring(10), false));
-    sized.next();
-    sized.halfClose();
-    assertThat(sized.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
-    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(6, 0, 2));
-    assertThat(outcomes.failed).isEmpty();
+    assertCompletes(routedStreamedAnswer(json.length()), new Usage(6, 0, 2),
+        json.substring(0, 10), json.substring(10));
     assertThat(inFlight()).isZero();
 
     // an answer cut short still fails: an SSE stream before data: [DONE], a body short of its
     // length, and a body of unknown length
-    FakeEnvoy cutSse = routedStreamedAnswer(Map.of(":status", "200", "content-type",
-        "text/event-stream"));
-    cutSse.send(responseBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", false));
-    cutSse.next();
-    cutSse.halfClose();
-    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
-        .hasMessageContaining("before the answer ended");
-    FakeEnvoy shortBody = routedStreamedAnswer(Map.of(":status", "200", "content-type",
-        "application/json", "content-length", String.valueOf(json.length() + 1)));
-    shortBody.send(responseBody(json, false));
-    shortBody.next();
-    shortBody.halfClose();
-    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
-        .hasMessageContaining("before the answer ended");
-    FakeEnvoy unsized = routedStreamedAnswer(Map.of(":status", "200", "content-type",
-        "application/json"));
-    unsized.send(responseBody(json, false));
-    unsized.next();
-    unsized.halfClose();
-    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
-        .hasMessageContaining("before the answer ended");
+    assertFailsCutShort(routedStreamedAnswer("text/event-stream"),
+        "data: {\"choices\":[{\"text\":\"a\"}]}\n\n");
+    assertFailsCutShort(routedStreamedAnswer(json.length() + 1), json);
+    assertFailsCutShort(routedStreamedAnswer("application/json"), json);
     await(() -> inFlight() == 0);
     assertThat(outcomes.completed).isEmpty();
   }
@@ -625,23 +611,12 @@ class ExtProcServerTest {
     // the answer's last bytes are data: [DONE] without a line end; the stream's end ends that
     // line, so the answer is provably whole; before, the decision failed
     start(List.of(A));
-    FakeEnvoy sse = routedStreamedAnswer(Map.of(":status", "200", "content-type",
-        "text/event-stream"));
-    sse.send(responseBody("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
-        + "\"completion_tokens\":1}}\n\ndata: [DONE]", false));
-    sse.next();
-    sse.halfClose();
-    assertThat(sse.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
-    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(4, 0, 1));
-    assertThat(outcomes.failed).isEmpty();
+    assertCompletes(routedStreamedAnswer("text/event-stream"), new Usage(4, 0, 1),
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+            + "\"completion_tokens\":1}}\n\ndata: [DONE]");
     // a last line cut inside the marker is no marker
-    FakeEnvoy cut = routedStreamedAnswer(Map.of(":status", "200", "content-type",
-        "text/event-stream"));
-    cut.send(responseBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DON", false));
-    cut.next();
-    cut.halfClose();
-    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
-        .hasMessageContaining("before the answer ended");
+    assertFailsCutShort(routedStreamedAnswer("text/event-stream"),
+        "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DON");
     await(() -> inFlight() == 0);
     assertThat(outcomes.completed).isEmpty();
   }
@@ -893,13 +868,9 @@ class ExtProcServerTest {
     server = ExtProcServer.builder(router).port(0).host("127.0.0.1").maxBodyBytes(maxBody)
         .drainTimeout(Duration.ofSeconds(1)).start();
     channel = NettyChannelBuilder.forAddress("127.0.0.1", server.port()).usePlaintext().build();
-    FakeEnvoy envoy = FakeEnvoy.open(channel);
-    envoy.send(postHeaders(modes(BUFFERED, BUFFERED)));
-    envoy.next(); // headers
-    envoy.send(requestBody(completion("hi"), true));
-    assertThat(destinationHeader(envoy.next().getRequestBody().getResponse())).isEqualTo(A);
-    envoy.send(responseHeaders(200, "application/json", false));
-    envoy.next();
+    Routed routed = routedAnswer(BUFFERED, "application/json");
+    assertThat(routed.destination()).isEqualTo(A);
+    FakeEnvoy envoy = routed.envoy();
     String answer = "{\"choices\":[{\"text\":\"" + "x".repeat(3 * maxBody) + "\"}],"
         + "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}";
     envoy.send(responseBody(answer, true));
@@ -931,13 +902,7 @@ class ExtProcServerTest {
     server = ExtProcServer.builder(router).port(0).host("127.0.0.1").maxBodyBytes(1 << 20)
         .maxMessageBytes(2 << 20).drainTimeout(Duration.ofSeconds(1)).start();
     channel = NettyChannelBuilder.forAddress("127.0.0.1", server.port()).usePlaintext().build();
-    FakeEnvoy envoy = FakeEnvoy.open(channel);
-    envoy.send(postHeaders(modes(BUFFERED, BUFFERED)));
-    envoy.next();
-    envoy.send(requestBody(completion("hi"), true));
-    envoy.next();
-    envoy.send(responseHeaders(200, "application/json", false));
-    envoy.next();
+    FakeEnvoy envoy = routedAnswer(BUFFERED, "application/json").envoy();
     envoy.send(responseBody("x".repeat(3 << 20), true));
     // gRPC refuses the message and resets the stream (RESOURCE_EXHAUSTED on the server's side)
     assertThat(envoy.awaitClosed().getCode()).isNotEqualTo(Status.Code.OK);
@@ -946,6 +911,37 @@ class ExtProcServerTest {
   }
 
   // ------------------------------------------------------------------------------- helpers
+
+  /**
+   * A stream whose request was routed, with the server's answers to the request body (which
+   * carries the pick) and to the response headers.
+   */
+  record Routed(FakeEnvoy envoy, ProcessingResponse bodyAnswer,
+      ProcessingResponse headersAnswer) {
+    /** The destination header set in the answer to the request body. */
+    String destination() {
+      return destinationHeader(bodyAnswer.getRequestBody().getResponse());
+    }
+  }
+
+  /**
+   * Opens a stream whose request body is BUFFERED and response body {@code responseMode},
+   * routes a completion and passes the answer's {@code headers}.
+   */
+  Routed routedAnswer(BodySendMode responseMode, ProcessingRequest headers) throws Exception {
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(BUFFERED, responseMode)));
+    envoy.next(); // headers
+    envoy.send(requestBody(completion("hi"), true));
+    ProcessingResponse bodyAnswer = envoy.next();
+    envoy.send(headers);
+    return new Routed(envoy, bodyAnswer, envoy.next());
+  }
+
+  /** {@link #routedAnswer(BodySendMode, ProcessingRequest)} of a 200 {@code contentType} answer. */
+  Routed routedAnswer(BodySendMode responseMode, String contentType) throws Exception {
+    return routedAnswer(responseMode, responseHeaders(200, contentType, false));
+  }
 
   /** Opens a stream and routes a FULL_DUPLEX_STREAMED request, consuming the server's answers. */
   FakeEnvoy routedFullDuplex(String body) throws Exception {
