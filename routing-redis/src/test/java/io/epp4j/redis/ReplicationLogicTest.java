@@ -41,35 +41,48 @@ class ReplicationLogicTest {
 
   /** A prefix-cache router whose redis-replication has the given parameters (YAML flow map body). */
   Router prefixRouter(InMemoryLog log, String id, String replicationParameters) {
-    String yaml = """
+    return router(log, id, configYaml("prefix-cache-scorer", replicationParameters, ""));
+  }
+
+  /**
+   * A configuration of one profile, {@code scorer} and max-score-picker, beside redis-replication
+   * with the given parameters (YAML flow map body) and {@code extraPlugin} (YAML list items).
+   */
+  static String configYaml(String scorer, String replicationParameters, String extraPlugin) {
+    return """
         apiVersion: inference.networking.x-k8s.io/v1alpha1
         kind: EndpointPickerConfig
         plugins:
-        - type: prefix-cache-scorer
+        - type: %s
         - type: max-score-picker
         - type: redis-replication
           parameters: {%s}
+        %s
         schedulingProfiles:
         - name: default
           plugins:
-          - pluginRef: prefix-cache-scorer
+          - pluginRef: %s
           - pluginRef: max-score-picker
-        """.formatted(replicationParameters);
-    return router(log, id, yaml);
+        """.formatted(scorer, replicationParameters, extraPlugin, scorer);
   }
 
   /** A router of eight endpoints on the in-memory log, with the given configuration. */
   Router router(InMemoryLog log, String id, String yaml) {
-    List<Endpoint> eps = new ArrayList<>();
-    for (int i = 0; i < 8; i++) {
-      eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
-    }
-    Router r = Router.builder().endpoints(eps)
+    Router r = Router.builder().endpoints(eightEndpoints())
         .registry(PluginRegistry.fromServiceLoader()
             .with(new RedisReplication.Provider(log::factory)))
         .configYaml(yaml, id).randomSeed(id.hashCode()).build();
     routers.add(r);
     return r;
+  }
+
+  /** 10.2.0.1:8000 to 10.2.0.8:8000. */
+  static List<Endpoint> eightEndpoints() {
+    List<Endpoint> eps = new ArrayList<>();
+    for (int i = 0; i < 8; i++) {
+      eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
+    }
+    return eps;
   }
 
   /** Routers whose decisions name a fallback and bind sessions (session-affinity-scorer). */
@@ -127,13 +140,11 @@ class ReplicationLogicTest {
     assertThat(primaryOf(b, "s1")).isEqualTo("10.2.0.2:8000");
 
     // b's own binding is newer than a move captured before it, and older than one after it
-    RoutingDecision own = b.route(session("s2"));
-    String mine = own.primary().id();
-    own.onComplete(new Usage(1, 0, 1));
+    String mine = primaryOf(b, "s2");
     // the session record itself: the router counts the request before its listeners queue the
     // hint, so a batch of the in-flight figure alone can be published first
     await("b published its binding", () -> sessionsIn(log, "b").contains("s2 " + mine));
-    String other = mine.equals("10.2.0.5:8000") ? "10.2.0.6:8000" : "10.2.0.5:8000";
+    String other = otherThan(mine);
     long before = RedisReplication.epochMicros() - 30_000_000;
     log.append(sessionBatch("y", before, "s2", other));
     await("b read the late move", () -> replication(b).staleSessions() == 2);
@@ -174,12 +185,10 @@ class ReplicationLogicTest {
     primaryOf(b, "warm");
     await("b's publisher is held", () -> log.appendsWaiting() == 1);
     long before = RedisReplication.epochMicros();
-    RoutingDecision own = b.route(session("s3"));
-    String mine = own.primary().id();
-    own.onComplete(new Usage(1, 0, 1));
+    String mine = primaryOf(b, "s3");
     // meanwhile b reads y's move of s3, captured a second before b's: it applies it, not yet
     // knowing of its own newer one
-    String other = mine.equals("10.2.0.5:8000") ? "10.2.0.6:8000" : "10.2.0.5:8000";
+    String other = otherThan(mine);
     log.append(sessionBatch("y", before - 1_000_000, "s3", other));
     await("b applied y's move", () -> replication(b).appliedSessions() == 1);
     log.releaseAppends();
@@ -188,9 +197,15 @@ class ReplicationLogicTest {
     assertThat(primaryOf(b, "s3")).isEqualTo(mine);
   }
 
-  /** "key endpoint" of every session record router {@code origin} wrote to the log. */
-  static List<String> sessionsIn(InMemoryLog log, String origin) {
-    List<String> found = new ArrayList<>();
+  /**
+   * The records of one batch: "key endpoint" of each session move, "endpoint requests" of each
+   * in-flight figure.
+   */
+  record BatchRecords(List<String> sessions, List<String> inFlight) {}
+
+  /** The records of every batch router {@code origin} wrote to the log, batch by batch. */
+  static List<BatchRecords> batchesOf(InMemoryLog log, String origin) {
+    List<BatchRecords> found = new ArrayList<>();
     for (byte[] batch : log.batches()) {
       try {
         var in = HintCodec.input(batch);
@@ -198,23 +213,32 @@ class ReplicationLogicTest {
         if (!h.origin().equals(origin)) {
           continue;
         }
+        BatchRecords records = new BatchRecords(new ArrayList<>(), new ArrayList<>());
         HintCodec.records(in, h, new HintCodec.Visitor() {
           @Override
           public void prefix(long at, String ep, int bs, long[] hashes) {}
 
           @Override
           public void session(long at, String key, String ep) {
-            found.add(key + " " + ep);
+            records.sessions().add(key + " " + ep);
           }
 
           @Override
-          public void inFlight(String ep, int r, long t) {}
+          public void inFlight(String ep, int r, long t) {
+            records.inFlight().add(ep + " " + r);
+          }
         });
+        found.add(records);
       } catch (HintCodec.MalformedBatchException e) {
         throw new AssertionError(e);
       }
     }
     return found;
+  }
+
+  /** "key endpoint" of every session record router {@code origin} wrote to the log. */
+  static List<String> sessionsIn(InMemoryLog log, String origin) {
+    return batchesOf(log, origin).stream().flatMap(b -> b.sessions().stream()).toList();
   }
 
   @Test
@@ -234,21 +258,35 @@ class ReplicationLogicTest {
     assertThat(t.remote("b", 0, 140)).isTrue(); // forgotten: any time is taken
   }
 
-  private static byte[] sessionBatch(String router, long atMicros, String key, String endpoint) {
+  /** A batch of router {@code router} in pool p holding one prefix record (hashes 1, 2, 3). */
+  static byte[] prefixBatch(String router, String endpoint) {
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(RedisReplication.epochMicros(), endpoint, 16, new long[] {1, 2, 3});
+    return w.finish("p", router, RedisReplication.epochMicros());
+  }
+
+  /** A batch of router {@code router} in pool p holding one session move. */
+  static byte[] sessionBatch(String router, long atMicros, String key, String endpoint) {
     HintCodec.Writer w = new HintCodec.Writer();
     w.session(atMicros, key, endpoint);
     return w.finish("p", router, RedisReplication.epochMicros());
   }
 
-  private static InferenceRequest session(String key) {
+  static InferenceRequest session(String key) {
     return InferenceRequest.builder().model("m").prompt("hi").sessionKey(key).maxTokens(4)
         .build();
   }
 
-  private static String primaryOf(Router r, String sessionKey) {
+  /** Routes a request of session {@code sessionKey} on {@code r}, ends it, names its primary. */
+  static String primaryOf(Router r, String sessionKey) {
     RoutingDecision d = r.route(session(sessionKey));
     d.onComplete(new Usage(1, 0, 1));
     return d.primary().id();
+  }
+
+  /** An endpoint other than {@code endpointId}: 10.2.0.5:8000, or 10.2.0.6:8000 if it is that. */
+  static String otherThan(String endpointId) {
+    return endpointId.equals("10.2.0.5:8000") ? "10.2.0.6:8000" : "10.2.0.5:8000";
   }
 
   static RedisReplication replication(Router r) {
@@ -311,15 +349,7 @@ class ReplicationLogicTest {
     log.down(); // nothing replicates: each router decides on its own
     Router a = router(log, "p1", "a", 1000);
     Router b = router(log, "p1", "b", 1000);
-    java.util.Set<String> used = new java.util.HashSet<>();
-    for (int i = 0; i < 40; i++) {
-      RoutingDecision da = a.route(RedisReplicationTest.prompt(40_000 + i, 1024, null));
-      RoutingDecision db = b.route(RedisReplicationTest.prompt(40_000 + i, 1024, null));
-      assertThat(db.primary().id()).as("prompt %d", i).isEqualTo(da.primary().id());
-      used.add(da.primary().id());
-      da.onComplete(RedisReplicationTest.DONE);
-      db.onComplete(RedisReplicationTest.DONE);
-    }
+    java.util.Set<String> used = assertBothPickAlike(a, b, 40_000, 40);
     // agreement by spreading, not by sending everything to one endpoint
     assertThat(used).hasSizeGreaterThanOrEqualTo(5);
   }
@@ -347,35 +377,32 @@ class ReplicationLogicTest {
           - pluginRef: prefix-cache-scorer
           - pluginRef: token-cost-picker
         """;
-    List<Router> rs = new ArrayList<>();
-    for (String id : List.of("a", "b")) {
-      List<Endpoint> eps = new ArrayList<>();
-      for (int i = 0; i < 8; i++) {
-        eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
-      }
-      Router r = Router.builder().endpoints(eps)
-          .registry(PluginRegistry.fromServiceLoader()
-              .with(new RedisReplication.Provider(log::factory)))
-          .configYaml(yaml.formatted(id), id).randomSeed(id.hashCode()).build();
-      routers.add(r);
-      rs.add(r);
-    }
-    Router a = rs.get(0);
-    Router b = rs.get(1);
+    Router a = router(log, "a", yaml.formatted("a"));
+    Router b = router(log, "b", yaml.formatted("b"));
     List<RoutingDecision> open = new ArrayList<>();
     // a has a request of its own waiting for prefill that b knows nothing of
     open.add(a.route(RedisReplicationTest.prompt(41_000, 1024, null)));
+    java.util.Set<String> used = assertBothPickAlike(a, b, 42_000, 30);
+    assertThat(used).hasSizeGreaterThanOrEqualTo(5);
+    open.forEach(d -> d.onComplete(RedisReplicationTest.DONE));
+  }
+
+  /**
+   * Routes the {@code count} prompts of seeds {@code firstSeed} on, on {@code a} and on {@code b}:
+   * each prompt's primary must be the same on both. The endpoints they went to.
+   */
+  private static java.util.Set<String> assertBothPickAlike(Router a, Router b, int firstSeed,
+      int count) {
     java.util.Set<String> used = new java.util.HashSet<>();
-    for (int i = 0; i < 30; i++) {
-      RoutingDecision da = a.route(RedisReplicationTest.prompt(42_000 + i, 1024, null));
-      RoutingDecision db = b.route(RedisReplicationTest.prompt(42_000 + i, 1024, null));
+    for (int i = 0; i < count; i++) {
+      RoutingDecision da = a.route(RedisReplicationTest.prompt(firstSeed + i, 1024, null));
+      RoutingDecision db = b.route(RedisReplicationTest.prompt(firstSeed + i, 1024, null));
       assertThat(db.primary().id()).as("prompt %d", i).isEqualTo(da.primary().id());
       used.add(da.primary().id());
       da.onComplete(RedisReplicationTest.DONE);
       db.onComplete(RedisReplicationTest.DONE);
     }
-    assertThat(used).hasSizeGreaterThanOrEqualTo(5);
-    open.forEach(d -> d.onComplete(RedisReplicationTest.DONE));
+    return used;
   }
 
   @Test
@@ -394,11 +421,7 @@ class ReplicationLogicTest {
         """;
     List<String> picks = new ArrayList<>();
     for (String seed : List.of("a", "b")) {
-      List<Endpoint> eps = new ArrayList<>();
-      for (int i = 0; i < 8; i++) {
-        eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
-      }
-      Router r = Router.builder().endpoints(eps).configYaml(yaml, seed)
+      Router r = Router.builder().endpoints(eightEndpoints()).configYaml(yaml, seed)
           .randomSeed(seed.hashCode()).build();
       routers.add(r);
       StringBuilder sb = new StringBuilder();
@@ -581,35 +604,8 @@ class ReplicationLogicTest {
 
   /** Batches router {@code origin} wrote to the log saying {@code requests} in flight on {@code ep}. */
   static int inFlightBatchesIn(InMemoryLog log, String origin, String ep, int requests) {
-    int n = 0;
-    for (byte[] batch : log.batches()) {
-      boolean[] found = {false};
-      try {
-        var in = HintCodec.input(batch);
-        HintCodec.Header h = HintCodec.header(in);
-        if (!h.origin().equals(origin)) {
-          continue;
-        }
-        HintCodec.records(in, h, new HintCodec.Visitor() {
-          @Override
-          public void prefix(long at, String e, int bs, long[] hashes) {}
-
-          @Override
-          public void session(long at, String key, String e) {}
-
-          @Override
-          public void inFlight(String e, int r, long t) {
-            found[0] |= e.equals(ep) && r == requests;
-          }
-        });
-      } catch (HintCodec.MalformedBatchException e) {
-        throw new AssertionError(e);
-      }
-      if (found[0]) {
-        n++;
-      }
-    }
-    return n;
+    return (int) batchesOf(log, origin).stream()
+        .filter(b -> b.inFlight().contains(ep + " " + requests)).count();
   }
 
   @Test
@@ -727,9 +723,7 @@ class ReplicationLogicTest {
     for (int i = 0; i < RedisReplication.MAX_ORIGINS; i++) {
       log.append(inFlightBatch("o" + i, Map.of()));
     }
-    HintCodec.Writer w = new HintCodec.Writer();
-    w.prefix(RedisReplication.epochMicros(), "10.2.0.5:8000", 16, new long[] {1, 2, 3});
-    log.append(w.finish("p", "late", RedisReplication.epochMicros()));
+    log.append(prefixBatch("late", "10.2.0.5:8000"));
     // the last batch, of a known origin: once applied, every batch before it was
     log.append(sessionBatch("o0", RedisReplication.epochMicros(), "s1", "10.2.0.6:8000"));
     await("b applied the marker", () -> replication(b).appliedSessions() == 1);
@@ -757,9 +751,7 @@ class ReplicationLogicTest {
     log.withClock();
     Router b = prefixRouter(log, "b", "pool: p, routerId: b, flushIntervalMillis: 1,"
         + " heartbeatMillis: 1000");
-    HintCodec.Writer w = new HintCodec.Writer();
-    w.prefix(RedisReplication.epochMicros(), "10.2.0.5:8000", 16, new long[] {1, 2, 3});
-    log.append(w.finish("p", "y", RedisReplication.epochMicros()));
+    log.append(prefixBatch("y", "10.2.0.5:8000"));
     await("b read y's batch", () -> replication(b).appliedPrefixes() == 1);
     log.down();
     await("b's reader noticed", () -> !replication(b).connected());
@@ -826,9 +818,7 @@ class ReplicationLogicTest {
     InMemoryLog log = new InMemoryLog();
     Router b = router(log, "p", "b", 1000);
     log.append("not a batch".getBytes(StandardCharsets.UTF_8));
-    HintCodec.Writer w = new HintCodec.Writer();
-    w.prefix(RedisReplication.epochMicros(), "10.2.0.3:8000", 16, new long[] {1, 2, 3});
-    byte[] good = w.finish("p", "a", RedisReplication.epochMicros());
+    byte[] good = prefixBatch("a", "10.2.0.3:8000");
     // the same batch cut short: rejected as a whole
     log.append(java.util.Arrays.copyOf(good, good.length - 4));
     log.append(good);
