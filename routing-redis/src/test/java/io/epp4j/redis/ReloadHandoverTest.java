@@ -1,14 +1,17 @@
 package io.epp4j.redis;
 
 import static io.epp4j.redis.ReplicationLogicTest.await;
+import static io.epp4j.redis.ReplicationLogicTest.configYaml;
 import static io.epp4j.redis.ReplicationLogicTest.countsOf;
+import static io.epp4j.redis.ReplicationLogicTest.eightEndpoints;
+import static io.epp4j.redis.ReplicationLogicTest.otherThan;
+import static io.epp4j.redis.ReplicationLogicTest.primaryOf;
 import static io.epp4j.redis.ReplicationLogicTest.prompt;
 import static io.epp4j.redis.ReplicationLogicTest.replication;
+import static io.epp4j.redis.ReplicationLogicTest.sessionBatch;
 import static io.epp4j.redis.ReplicationLogicTest.sessionsIn;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.epp4j.api.Endpoint;
-import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Result;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
@@ -32,6 +35,7 @@ class ReloadHandoverTest {
   /** Long enough that a replaced instance stays open for the whole test unless said otherwise. */
   private static final Duration KEEP_RETIRED = Duration.ofMinutes(10);
 
+  private final InMemoryLog log = new InMemoryLog();
   private final List<Router> routers = new ArrayList<>();
   private final List<RoutingDecision> open = new ArrayList<>();
 
@@ -41,40 +45,35 @@ class ReloadHandoverTest {
     routers.forEach(Router::close);
   }
 
-  private static String yaml(String scorer, String replicationParameters, String extraPlugin) {
-    return """
-        apiVersion: inference.networking.x-k8s.io/v1alpha1
-        kind: EndpointPickerConfig
-        plugins:
-        - type: %s
-        - type: max-score-picker
-        - type: redis-replication
-          parameters: {%s}
-        %s
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: %s
-          - pluginRef: max-score-picker
-        """.formatted(scorer, replicationParameters, extraPlugin, scorer);
-  }
-
   private static String prefixYaml(String replicationParameters) {
-    return yaml("prefix-cache-scorer", replicationParameters, "");
+    return configYaml("prefix-cache-scorer", replicationParameters, "");
   }
 
-  private Router router(InMemoryLog log, String name, String yaml, Duration retiredCloseDelay) {
-    List<Endpoint> eps = new ArrayList<>();
-    for (int i = 0; i < 8; i++) {
-      eps.add(Endpoint.parse("10.2.0." + (i + 1) + ":8000"));
-    }
-    Router r = Router.builder().endpoints(eps)
+  private Router router(String name, String yaml, Duration retiredCloseDelay) {
+    Router r = Router.builder().endpoints(eightEndpoints())
         .registry(PluginRegistry.fromServiceLoader()
             .with(new RedisReplication.Provider(log::factory)))
         .retiredPluginCloseDelay(retiredCloseDelay)
         .configYaml(yaml, name).randomSeed(name.hashCode()).build();
     routers.add(r);
     return r;
+  }
+
+  /**
+   * Router b, which counts router a's requests: prefix-cache-scorer, pool p, routerId b, a flush
+   * every millisecond and {@code moreParameters}, and no retirement while the test runs.
+   */
+  private Router routerB(String moreParameters) {
+    return router("b", prefixYaml("pool: p, routerId: b, flushIntervalMillis: 1" + moreParameters),
+        KEEP_RETIRED);
+  }
+
+  /** Opens a first request on {@code a}, waits until {@code b} counts it: a's open requests. */
+  private Map<String, Integer> openFirstRequest(Router a, Router b) throws InterruptedException {
+    Map<String, Integer> aOpen = new HashMap<>();
+    openRequest(a, 1, aOpen);
+    await("b counts a's open request", () -> countsOf(b, aOpen));
+    return aOpen;
   }
 
   /** Routes {@code prompt(seed)} on {@code r} and keeps the request open until the test ends. */
@@ -107,46 +106,50 @@ class ReloadHandoverTest {
     return after;
   }
 
-  @Test
-  void aReloadThatReplacesThePluginDoesNotCountTheRoutersRequestsTwice() throws Exception {
-    InMemoryLog log = new InMemoryLog();
-    Router a = router(log, "a", prefixYaml("pool: p, flushIntervalMillis: 1"), KEEP_RETIRED);
-    Router b = router(log, "b", prefixYaml("pool: p, routerId: b, flushIntervalMillis: 1"),
-        KEEP_RETIRED);
-    Map<String, Integer> aOpen = new HashMap<>();
-    openRequest(a, 1, aOpen);
-    await("b counts a's open request", () -> countsOf(b, aOpen));
-    String idBefore = replication(a).settings().routerId();
-
-    RedisReplication replacement = reload(a,
-        prefixYaml("pool: p, flushIntervalMillis: 1, batchSize: 128"));
-    // connected, the new instance publishes: the one it replaced has let go
+  /**
+   * {@link #reload}, then waits until the new instance is connected: connected, it publishes and
+   * reads, as the one it replaced has let go.
+   */
+  private static RedisReplication reloadConnected(Router r, String yaml)
+      throws InterruptedException {
+    RedisReplication replacement = reload(r, yaml);
     await("the new instance is connected", replacement::connected);
-    openAndAwaitItsPrefix(a, b, aOpen);
+    return replacement;
+  }
+
+  /** Once {@code b} read everything written so far, it counts exactly {@code aOpen} of a's. */
+  private void assertBCountsOnly(Router b, Map<String, Integer> aOpen)
+      throws InterruptedException {
     await("b read everything written so far", () -> replication(b).entriesRead() >= log.size());
     assertThat(inFlightOf(b)).as("b's count of a's open requests").isEqualTo(aOpen);
+  }
+
+  @Test
+  void aReloadThatReplacesThePluginDoesNotCountTheRoutersRequestsTwice() throws Exception {
+    Router a = router("a", prefixYaml("pool: p, flushIntervalMillis: 1"), KEEP_RETIRED);
+    Router b = routerB("");
+    Map<String, Integer> aOpen = openFirstRequest(a, b);
+    String idBefore = replication(a).settings().routerId();
+
+    RedisReplication replacement = reloadConnected(a,
+        prefixYaml("pool: p, flushIntervalMillis: 1, batchSize: 128"));
+    openAndAwaitItsPrefix(a, b, aOpen);
+    assertBCountsOnly(b, aOpen);
     assertThat(replacement.settings().routerId()).as("the default routerId survives a reload")
         .isEqualTo(idBefore);
   }
 
   @Test
   void aReloadThatChangesTheRouterIdCountsTheRoutersRequestsOnce() throws Exception {
-    InMemoryLog log = new InMemoryLog();
-    Router a = router(log, "a", prefixYaml("pool: p, routerId: a1, flushIntervalMillis: 1"),
+    Router a = router("a", prefixYaml("pool: p, routerId: a1, flushIntervalMillis: 1"),
         KEEP_RETIRED);
-    Router b = router(log, "b", prefixYaml("pool: p, routerId: b, flushIntervalMillis: 1"),
-        KEEP_RETIRED);
-    Map<String, Integer> aOpen = new HashMap<>();
-    openRequest(a, 1, aOpen);
-    await("b counts a's open request", () -> countsOf(b, aOpen));
+    Router b = routerB("");
+    Map<String, Integer> aOpen = openFirstRequest(a, b);
 
-    RedisReplication replacement = reload(a,
+    RedisReplication replacement = reloadConnected(a,
         prefixYaml("pool: p, routerId: a2, flushIntervalMillis: 1"));
-    // connected, the new instance publishes: the one it replaced has let go
-    await("the new instance is connected", replacement::connected);
     openAndAwaitItsPrefix(a, b, aOpen);
-    await("b read everything written so far", () -> replication(b).entriesRead() >= log.size());
-    assertThat(inFlightOf(b)).as("b's count of a's open requests").isEqualTo(aOpen);
+    assertBCountsOnly(b, aOpen);
     assertThat(replacement.published()).isPositive();
   }
 
@@ -156,13 +159,9 @@ class ReloadHandoverTest {
    */
   @Test
   void theReplacedInstanceClosingDoesNotEraseTheRoutersFigures() throws Exception {
-    InMemoryLog log = new InMemoryLog();
-    Router a = router(log, "a", prefixYaml("pool: p, flushIntervalMillis: 1"), Duration.ZERO);
-    Router b = router(log, "b", prefixYaml("pool: p, routerId: b, flushIntervalMillis: 1"),
-        KEEP_RETIRED);
-    Map<String, Integer> aOpen = new HashMap<>();
-    openRequest(a, 1, aOpen);
-    await("b counts a's open request", () -> countsOf(b, aOpen));
+    Router a = router("a", prefixYaml("pool: p, flushIntervalMillis: 1"), Duration.ZERO);
+    Router b = routerB("");
+    Map<String, Integer> aOpen = openFirstRequest(a, b);
     RedisReplication before = replication(a);
 
     RedisReplication replacement = reload(a,
@@ -185,18 +184,12 @@ class ReloadHandoverTest {
   @Test
   void aRouterClosedDuringTheRetirementDelaySaysFarewellWithoutConnectingAgain()
       throws Exception {
-    InMemoryLog log = new InMemoryLog();
-    Router a = router(log, "a", prefixYaml("pool: p, flushIntervalMillis: 1"), KEEP_RETIRED);
+    Router a = router("a", prefixYaml("pool: p, flushIntervalMillis: 1"), KEEP_RETIRED);
     // b forgets a silent router only after five of its heartbeats (50 minutes): only a farewell
     // takes a's figures off b within the test
-    Router b = router(log, "b", prefixYaml("pool: p, routerId: b, flushIntervalMillis: 1,"
-        + " heartbeatMillis: 600000"), KEEP_RETIRED);
-    Map<String, Integer> aOpen = new HashMap<>();
-    openRequest(a, 1, aOpen);
-    await("b counts a's open request", () -> countsOf(b, aOpen));
-    RedisReplication replacement = reload(a,
-        prefixYaml("pool: p, flushIntervalMillis: 1, batchSize: 128"));
-    await("the new instance is connected", replacement::connected);
+    Router b = routerB(", heartbeatMillis: 600000");
+    Map<String, Integer> aOpen = openFirstRequest(a, b);
+    reloadConnected(a, prefixYaml("pool: p, flushIntervalMillis: 1, batchSize: 128"));
     openAndAwaitItsPrefix(a, b, aOpen);
     int connects = log.connects();
 
@@ -209,16 +202,12 @@ class ReloadHandoverTest {
   /** A reload that fails closes the instance it created: the running one must go on publishing. */
   @Test
   void aFailedReloadLeavesTheRunningInstancePublishing() throws Exception {
-    InMemoryLog log = new InMemoryLog();
-    Router a = router(log, "a", prefixYaml("pool: p, flushIntervalMillis: 1"), KEEP_RETIRED);
-    Router b = router(log, "b", prefixYaml("pool: p, routerId: b, flushIntervalMillis: 1"),
-        KEEP_RETIRED);
-    Map<String, Integer> aOpen = new HashMap<>();
-    openRequest(a, 1, aOpen);
-    await("b counts a's open request", () -> countsOf(b, aOpen));
+    Router a = router("a", prefixYaml("pool: p, flushIntervalMillis: 1"), KEEP_RETIRED);
+    Router b = routerB("");
+    Map<String, Integer> aOpen = openFirstRequest(a, b);
     RedisReplication running = replication(a);
 
-    Result<RouterConfig> failed = a.reconfigure(yaml("prefix-cache-scorer",
+    Result<RouterConfig> failed = a.reconfigure(configYaml("prefix-cache-scorer",
         "pool: p, flushIntervalMillis: 1, batchSize: 128", "- type: no-such-plugin-type"),
         "reload");
     assertThat(failed.isOk()).isFalse();
@@ -237,23 +226,18 @@ class ReloadHandoverTest {
    */
   @Test
   void aReloadedPluginReadsOnWhereTheOldOneStopped() throws Exception {
-    InMemoryLog log = new InMemoryLog();
     // a fixed routerId: the new instance skips the old one's batches as its own
     String params = "pool: p, routerId: a, flushIntervalMillis: 1";
-    Router a = router(log, "a", yaml("session-affinity-scorer", params, ""), KEEP_RETIRED);
-    RoutingDecision own = a.route(session("s2"));
-    String mine = own.primary().id();
-    own.onComplete(new Usage(1, 0, 1));
+    Router a = router("a", configYaml("session-affinity-scorer", params, ""), KEEP_RETIRED);
+    String mine = primaryOf(a, "s2");
     await("a published its binding", () -> sessionsIn(log, "a").contains("s2 " + mine));
-    String other = mine.equals("10.2.0.5:8000") ? "10.2.0.6:8000" : "10.2.0.5:8000";
+    String other = otherThan(mine);
     // another router's move of s2, captured before a's binding, reaches the stream late
     log.append(sessionBatch("y", RedisReplication.epochMicros() - 30_000_000, "s2", other));
     await("a skipped the older move", () -> replication(a).staleSessions() == 1);
 
-    RedisReplication replacement = reload(a,
-        yaml("session-affinity-scorer", params + ", batchSize: 128", ""));
-    // connected, the new instance reads: the one it replaced has let go
-    await("the new instance is connected", replacement::connected);
+    RedisReplication replacement = reloadConnected(a,
+        configYaml("session-affinity-scorer", params + ", batchSize: 128", ""));
     log.append(sessionBatch("z", RedisReplication.epochMicros(), "s9", "10.2.0.7:8000"));
     // the marker is the only session record after the old instance's place in the stream
     await("the new instance handled a session record",
@@ -271,22 +255,5 @@ class ReloadHandoverTest {
       }
     }
     return m;
-  }
-
-  private static byte[] sessionBatch(String router, long atMicros, String key, String endpoint) {
-    HintCodec.Writer w = new HintCodec.Writer();
-    w.session(atMicros, key, endpoint);
-    return w.finish("p", router, RedisReplication.epochMicros());
-  }
-
-  private static InferenceRequest session(String key) {
-    return InferenceRequest.builder().model("m").prompt("hi").sessionKey(key).maxTokens(4)
-        .build();
-  }
-
-  private static String primaryOf(Router r, String sessionKey) {
-    RoutingDecision d = r.route(session(sessionKey));
-    d.onComplete(new Usage(1, 0, 1));
-    return d.primary().id();
   }
 }
