@@ -165,8 +165,11 @@ public final class KvEventsPluginProviders {
         subscribers.add(b.build());
       }
     } catch (RuntimeException e) {
-      return Result.error("parameter 'kvEvents' " + (mode.equals("central")
-          ? "field 'bindAddress': " : "could not start the subscriber: ") + e.getMessage());
+      // name what the file wrote: llm-d's kvEventsConfig.zmqEndpoint, or epp4j's own kvEvents
+      boolean upstream = up.kvEvents() != null;
+      return Result.error("parameter '" + (upstream ? "kvEventsConfig" : "kvEvents") + "' "
+          + (!mode.equals("central") ? "could not start the subscriber: "
+              : upstream ? "field 'zmqEndpoint': " : "field 'bindAddress': ") + e.getMessage());
     }
     String alsoBind = up.alsoBind();
     if (alsoBind != null && mode.equals("per-endpoint")) {

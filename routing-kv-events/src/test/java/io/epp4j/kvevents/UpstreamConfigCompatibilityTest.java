@@ -350,6 +350,41 @@ class UpstreamConfigCompatibilityTest {
     }
   }
 
+  /**
+   * A {@code zmqEndpoint} that cannot be bound is refused naming the field the file wrote,
+   * {@code kvEventsConfig}'s {@code zmqEndpoint}, not epp4j's own {@code kvEvents.bindAddress},
+   * whichever way {@code discoverPods} is set.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"", "discoverPods: false", "discoverPods: true"})
+  void aZmqEndpointThatCannotBeBoundIsRefusedNamingZmqEndpoint(String discover) {
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket taken = ctx.createSocket(org.zeromq.SocketType.PULL);
+      taken.setLinger(0);
+      taken.bind("tcp://127.0.0.1:*");
+      String address = taken.getLastEndpoint();
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+              kvEventsConfig:
+                zmqEndpoint: "%s"
+                %s
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """.formatted(address, discover);
+      Throwable t = org.assertj.core.api.Assertions.catchThrowable(() -> Router.builder()
+          .endpoints(pool(1)).configYaml(yaml, "taken.yaml").build());
+      assertThat(t).as("building a router whose zmqEndpoint is taken")
+          .isInstanceOf(ConfigException.class);
+      assertThat(t.getMessage()).contains("'kvEventsConfig'").contains("'zmqEndpoint'")
+          .contains(address).doesNotContain("bindAddress").doesNotContain("'kvEvents'");
+      taken.close();
+    }
+  }
+
   @Test
   void cacheTrackingModeIsPreciseScoringFromTheSameParameters() {
     AtomicLong t = now;
