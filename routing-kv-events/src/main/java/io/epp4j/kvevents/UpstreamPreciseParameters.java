@@ -26,8 +26,9 @@ import org.jspecify.annotations.Nullable;
  * @param maxPromptBlocks the prompt length in blocks the file names, or null
  * @param kvEvents epp4j's {@code kvEvents} settings the file's {@code kvEventsConfig} means, or
  *     null when it has none
- * @param alsoBind with {@code discoverPods: true} and a {@code zmqEndpoint}, the address to bind
- *     beside the per-endpoint subscriptions {@code kvEvents} names (llm-d runs both); else null
+ * @param alsoBind with {@code discoverPods} true (or left out, true in llm-d) and a
+ *     {@code zmqEndpoint}, the address to bind beside the per-endpoint subscriptions
+ *     {@code kvEvents} names (llm-d runs both); else null
  */
 record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer maxPromptBlocks,
     @Nullable Map<String, Object> kvEvents, @Nullable String alsoBind) {
@@ -150,10 +151,14 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
   /**
    * {@code kvEventsConfig}: a {@code zmqEndpoint} is a socket the router binds and the engines
    * publish to (epp4j's central mode); {@code discoverPods: true} subscribes to every endpoint
-   * instead (per-endpoint mode, port from {@code podDiscoveryConfig.socketPort}). Both together
-   * mean both, as in llm-d, whose scorer subscribes to each discovered pod and, whenever
-   * {@code zmqEndpoint} is set, binds it as well: the address goes to {@code alsoBind[0]}. With
-   * a block index the application feeds (a {@code KvBlockIndex} service), no socket is opened.
+   * (per-endpoint mode, port from {@code podDiscoveryConfig.socketPort}). Both together mean
+   * both, as in llm-d, whose scorer subscribes to each discovered pod and, whenever
+   * {@code zmqEndpoint} is set, binds it as well: the address goes to {@code alsoBind[0]}. A
+   * missing {@code discoverPods} is true, as in llm-d: its scorer decodes the file over
+   * llm-d-kv-cache's {@code kvevents.DefaultConfig()}, where it is true (llm-d-kv-cache v0.5.0
+   * on, commit 8877f62; llm-d-inference-scheduler v0.5.0 on). Only {@code discoverPods: false}
+   * makes a {@code zmqEndpoint} the one source. With a block index the application feeds (a
+   * {@code KvBlockIndex} service), no socket is opened.
    */
   private static @Nullable Map<String, Object> kvEvents(Parameters p, boolean sharedIndex,
       @Nullable String[] alsoBind) {
@@ -164,7 +169,7 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
     Parameters ev = p.getNested("kvEventsConfig");
     Map<String, Object> out = new LinkedHashMap<>();
     String endpoint = ev.getString("zmqEndpoint", null);
-    boolean discover = ev.getBoolean("discoverPods", false);
+    boolean discover = ev.getBoolean("discoverPods", true);
     String topic = ev.getString("topicFilter", null);
     if (topic != null) {
       out.put("topicFilter", topic);
@@ -205,8 +210,9 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
       out.put("mode", "central");
       out.put("bindAddress", endpoint);
     } else {
-      p.error("kvEventsConfig", "needs zmqEndpoint (a socket the engines publish to, such as"
-          + " tcp://*:5557) or discoverPods: true");
+      p.error("kvEventsConfig", "has discoverPods: false and no zmqEndpoint, so no events would"
+          + " be heard: set zmqEndpoint (a socket the engines publish to, such as tcp://*:5557)"
+          + " or leave discoverPods at true");
     }
     return out;
   }

@@ -297,10 +297,13 @@ class UpstreamConfigCompatibilityTest {
    * {@code podDiscoveryConfig.socketPort}, and the global socket bound at {@code zmqEndpoint}
    * (llm-d-inference-scheduler's precise scorer starts its "local-subscriber" whenever
    * zmqEndpoint is set, independently of discoverPods). Events from an engine that publishes on
-   * its own port and from one that connects to the bound socket both reach the index.
+   * its own port and from one that connects to the bound socket both reach the index. A file
+   * that leaves discoverPods out gets the same: llm-d reads it over a default of true.
    */
-  @Test
-  void discoverPodsWithAZmqEndpointFollowsEachPodAndBindsTheSocketToo() throws Exception {
+  @ParameterizedTest
+  @ValueSource(strings = {"discoverPods: true", "# discoverPods left out: true in llm-d"})
+  void discoverPodsWithAZmqEndpointFollowsEachPodAndBindsTheSocketToo(String discover)
+      throws Exception {
     try (ZContext ctx = new ZContext(1)) {
       ZMQ.Socket podPub = ctx.createSocket(org.zeromq.SocketType.XPUB);
       podPub.setLinger(0);
@@ -312,14 +315,14 @@ class UpstreamConfigCompatibilityTest {
             parameters:
               tokenProcessorConfig: {blockSize: 16}
               kvEventsConfig:
-                discoverPods: true
+                %s
                 podDiscoveryConfig: {socketPort: %d}
                 zmqEndpoint: "tcp://127.0.0.1:*"
           schedulingProfiles:
           - name: default
             plugins:
             - pluginRef: precise-prefix-cache-scorer
-          """.formatted(podPort);
+          """.formatted(discover, podPort);
       List<Endpoint> eps = List.of(Endpoint.of("127.0.0.1", 8000), Endpoint.of("127.0.0.2", 8000));
       Router r = Router.builder().endpoints(eps).configYaml(yaml, "both.yaml").ticker(now::get)
           .build();

@@ -11,8 +11,8 @@ class UpstreamPreciseParametersTest {
 
   @Test
   void aZmqEndpointIsTheCentralSocketAndDiscoverPodsSubscribesPerEndpoint() {
-    Parameters central = Parameters.of(Map.of("kvEventsConfig",
-        Map.of("zmqEndpoint", "tcp://*:5557", "topicFilter", "kv@", "concurrency", 4)));
+    Parameters central = Parameters.of(Map.of("kvEventsConfig", Map.of("discoverPods", false,
+        "zmqEndpoint", "tcp://*:5557", "topicFilter", "kv@", "concurrency", 4)));
     UpstreamPreciseParameters c = UpstreamPreciseParameters.read(central, false);
     assertThat(c.kvEvents()).containsEntry("mode", "central")
         .containsEntry("bindAddress", "tcp://*:5557").containsEntry("topicFilter", "kv@");
@@ -34,6 +34,38 @@ class UpstreamPreciseParametersTest {
     assertThat(b.alsoBind()).isEqualTo("tcp://*:5557");
     assertThat(both.errors()).isEmpty();
     assertThat(UpstreamPreciseParameters.read(pods, false).alsoBind()).isNull();
+  }
+
+  /**
+   * llm-d's precise scorer decodes its parameters over llm-d-kv-cache's
+   * {@code kvevents.DefaultConfig()}, whose {@code discoverPods} is true (llm-d-kv-cache v0.5.0
+   * on, llm-d-inference-scheduler v0.5.0 on): a {@code kvEventsConfig} that leaves it out
+   * follows each pod on {@code podDiscoveryConfig.socketPort} (5557 unless given) and binds its
+   * {@code zmqEndpoint}, if any, as well.
+   */
+  @Test
+  void aMissingDiscoverPodsIsTrueAsInLlmd() {
+    Parameters endpointOnly = Parameters.of(Map.of("kvEventsConfig",
+        Map.of("zmqEndpoint", "tcp://*:5557")));
+    UpstreamPreciseParameters e = UpstreamPreciseParameters.read(endpointOnly, false);
+    assertThat(e.kvEvents()).containsEntry("mode", "per-endpoint")
+        .containsEntry("port", KvEventSubscriber.DEFAULT_PORT);
+    assertThat(e.alsoBind()).isEqualTo("tcp://*:5557");
+    assertThat(endpointOnly.errors()).isEmpty();
+
+    Parameters portOnly = Parameters.of(Map.of("kvEventsConfig",
+        Map.of("topicFilter", "kv@", "podDiscoveryConfig", Map.of("socketPort", 5600))));
+    UpstreamPreciseParameters p = UpstreamPreciseParameters.read(portOnly, false);
+    assertThat(p.kvEvents()).containsEntry("mode", "per-endpoint").containsEntry("port", 5600)
+        .containsEntry("topicFilter", "kv@");
+    assertThat(p.alsoBind()).isNull();
+    assertThat(portOnly.errors()).isEmpty();
+
+    Parameters empty = Parameters.of(Map.of("kvEventsConfig", Map.of()));
+    assertThat(UpstreamPreciseParameters.read(empty, false).kvEvents())
+        .containsEntry("mode", "per-endpoint")
+        .containsEntry("port", KvEventSubscriber.DEFAULT_PORT);
+    assertThat(empty.errors()).isEmpty();
   }
 
   @Test
@@ -68,12 +100,12 @@ class UpstreamPreciseParametersTest {
   @Test
   void anEndpointlessEventsConfigAndUnknownFieldsAreRefusedByName() {
     Parameters p = Parameters.of(Map.of(
-        "kvEventsConfig", Map.of("topicFilter", "kv@"),
+        "kvEventsConfig", Map.of("topicFilter", "kv@", "discoverPods", false),
         "tokenProcessorConfig", Map.of("blockSize", 64, "chunking", "x"),
         "indexerConfig", Map.of("tokenizersPoolConfig", Map.of("modelName", "m"))));
     UpstreamPreciseParameters.read(p, false);
     assertThat(p.errors()).anySatisfy(e -> assertThat(e).contains("'kvEventsConfig'")
-        .contains("zmqEndpoint"));
+        .contains("zmqEndpoint").contains("discoverPods"));
     assertThat(p.errors()).anySatisfy(e -> assertThat(e).contains("'tokenProcessorConfig'")
         .contains("unknown field 'chunking'"));
     assertThat(p.errors()).anySatisfy(e -> assertThat(e).contains("tokenizersPoolConfig"));
