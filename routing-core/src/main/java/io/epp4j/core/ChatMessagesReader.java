@@ -17,7 +17,8 @@ import org.jspecify.annotations.Nullable;
  * Reads a chat {@code messages} array from the request parser's stream into {@link ChatMessage}s:
  * string content kept as parsed, content parts joined (text as is, media as canonical JSON so
  * distinct media never look alike), and the tool-call fields appended as canonical JSON so they
- * count towards the prompt's identity. Errors are returned as values naming the message and part.
+ * count towards the prompt's identity (a {@code null} one is absent, as the engine reads it).
+ * Errors are returned as values naming the message and part.
  */
 final class ChatMessagesReader {
 
@@ -66,6 +67,11 @@ final class ChatMessagesReader {
             }
           }
           case "tool_calls", "name", "tool_call_id" -> {
+            if (v == JsonToken.VALUE_NULL) {
+              // what clients that write every field of their message type send: the engine
+              // renders the message as without the field, so it adds nothing to the identity
+              continue;
+            }
             JsonNode node = CanonicalJson.readTree(p);
             String json = f + "=" + CanonicalJson.canonical(node);
             extra = extra == null ? json : extra + "\n" + json;

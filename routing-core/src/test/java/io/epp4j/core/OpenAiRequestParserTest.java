@@ -540,6 +540,36 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void aMessagesNullNameToolCallsOrToolCallIdIsTheFieldAbsentAsTheEngineReadsIt() {
+    // clients that serialise every field of their message type send "name": null and the like;
+    // the engine renders such a message exactly as one without those fields, so its content
+    // (the prompt's identity for the prefix scorers, the text precise mode tokenizes) must be
+    // the same, not carry "name=null" lines the engine never sees
+    String withNulls = """
+        {"model":"m","messages":[
+          {"role":"system","content":"You are terse.","name":null},
+          {"role":"user","content":"hi","name":null,"tool_calls":null,"tool_call_id":null},
+          {"role":"assistant","content":null,"tool_calls":null},
+          {"role":"tool","content":"42","tool_call_id":null}]}
+        """;
+    String without = """
+        {"model":"m","messages":[
+          {"role":"system","content":"You are terse."},
+          {"role":"user","content":"hi"},
+          {"role":"assistant","content":null},
+          {"role":"tool","content":"42"}]}
+        """;
+    assertThat(parse("/v1/chat/completions", withNulls).value().messages())
+        .isEqualTo(parse("/v1/chat/completions", without).value().messages())
+        .containsExactly(ChatMessage.system("You are terse."), new ChatMessage("user", "hi"),
+            new ChatMessage("assistant", ""), new ChatMessage("tool", "42"));
+    // a value that is there still counts
+    assertThat(parse("/v1/chat/completions", """
+        {"model":"m","messages":[{"role":"user","content":"hi","name":"ann"}]}
+        """).value().messages().get(0).content()).isEqualTo("hi\nname=\"ann\"");
+  }
+
+  @Test
   void treesReadFromTheStreamEqualJacksonReadTree() throws Exception {
     Random rnd = new Random(6);
     var plain = new com.fasterxml.jackson.databind.ObjectMapper();
