@@ -48,14 +48,22 @@ import org.jspecify.annotations.Nullable;
 public final class MetricsScraper implements AutoCloseable {
   /** Default limit of a metrics response: 4 MiB. */
   public static final int DEFAULT_MAX_RESPONSE_BYTES = 4 << 20;
+  private static final String DEFAULT_PATH = "/metrics";
+  private static final String DEFAULT_SCHEME = "http";
   private static final Logger LOG = Logger.getLogger(MetricsScraper.class.getName());
 
   private final Router router;
   private final Duration interval;
   private final Duration timeout;
   private final int maxResponseBytes;
-  private final String path;
-  private final String scheme;
+  // set in code, or null to follow the running configuration's metrics-data-source
+  private final @Nullable String pathInCode;
+  private final @Nullable String schemeInCode;
+  // where the last round scraped, and the configuration it was taken from; only the scheduler
+  // thread reads and writes them
+  private @Nullable RouterConfig targetFrom;
+  private String path = DEFAULT_PATH;
+  private String scheme = DEFAULT_SCHEME;
   private final HttpClient client;
   private final ScheduledExecutorService scheduler;
   private final ConcurrentHashMap<String, Boolean> inFlight = new ConcurrentHashMap<>();
@@ -71,8 +79,8 @@ public final class MetricsScraper implements AutoCloseable {
     this.interval = b.interval;
     this.timeout = b.timeout;
     this.maxResponseBytes = b.maxResponseBytes;
-    this.path = b.path;
-    this.scheme = b.scheme;
+    this.pathInCode = b.path;
+    this.schemeInCode = b.scheme;
     HttpClient.Builder client = HttpClient.newBuilder();
     if (RouterSettings.nanos(b.timeout) < Long.MAX_VALUE) {
       client.connectTimeout(b.timeout);
@@ -103,6 +111,7 @@ public final class MetricsScraper implements AutoCloseable {
     // an exception escaping a periodic task cancels it for good, and with it the scraping of
     // every endpoint: whatever one endpoint does, the next round must still come
     try {
+      followConfig();
       List<Candidate> pool = router.endpoints();
       for (Candidate c : pool) {
         scrape(c.id());
@@ -180,6 +189,30 @@ public final class MetricsScraper implements AutoCloseable {
         fail(id, e.toString());
       }
     });
+  }
+
+  /**
+   * Takes the path and scheme of the running configuration's {@code metrics-data-source} (or the
+   * defaults when it declares none) for what was not set in code, so that a reload that changes
+   * them moves the scraping there, as it changes everything else the file says.
+   */
+  private void followConfig() {
+    RouterConfig config = router.config();
+    if (config == targetFrom) {
+      return;
+    }
+    targetFrom = config;
+    String p = DEFAULT_PATH;
+    String s = DEFAULT_SCHEME;
+    for (io.epp4j.api.Plugin plugin : config.plugins().values()) {
+      if (plugin instanceof MetricsDataSource source) {
+        p = source.path;
+        s = source.scheme;
+        break;
+      }
+    }
+    path = pathInCode != null ? pathInCode : p;
+    scheme = schemeInCode != null ? schemeInCode : s;
   }
 
   /**
@@ -297,20 +330,12 @@ public final class MetricsScraper implements AutoCloseable {
     private Duration interval = Duration.ofMillis(50);
     private Duration timeout = Duration.ofSeconds(1);
     private int maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
-    private String path = "/metrics";
-    private String scheme = "http";
+    // null: the running configuration's metrics-data-source says, else the default
+    private @Nullable String path;
+    private @Nullable String scheme;
 
     private Builder(Router router) {
       this.router = Objects.requireNonNull(router, "router");
-      // a configuration's metrics-data-source names where its servers publish metrics; it is the
-      // default here, and path(...) / scheme(...) still override it
-      for (io.epp4j.api.Plugin p : router.config().plugins().values()) {
-        if (p instanceof MetricsDataSource source) {
-          this.path = source.path;
-          this.scheme = source.scheme;
-          break;
-        }
-      }
     }
 
     /**
@@ -353,8 +378,10 @@ public final class MetricsScraper implements AutoCloseable {
     }
 
     /**
-     * Metrics path; default {@code /metrics}, or the {@code path} of the router's
-     * {@code metrics-data-source} plugin when its configuration declares one.
+     * Metrics path; default {@code /metrics}, or the {@code path} of the
+     * {@code metrics-data-source} plugin of the router's running configuration when it declares
+     * one (followed across {@link Router#reconfigure reloads}). A path set here stays, whatever
+     * the configuration says.
      */
     public Builder path(String p) {
       if (!p.startsWith("/")) {
@@ -365,8 +392,10 @@ public final class MetricsScraper implements AutoCloseable {
     }
 
     /**
-     * {@code http} (default) or {@code https}; the router's {@code metrics-data-source} plugin's
-     * {@code scheme} is the default when its configuration declares one.
+     * {@code http} (default) or {@code https}; the {@code scheme} of the
+     * {@code metrics-data-source} plugin of the router's running configuration is the default when
+     * it declares one (followed across {@link Router#reconfigure reloads}). A scheme set here
+     * stays, whatever the configuration says.
      */
     public Builder scheme(String s) {
       if (!s.equals("http") && !s.equals("https")) {

@@ -189,4 +189,78 @@ class UpstreamSectionsTest {
       server.stop(0);
     }
   }
+  @Test
+  void aReloadThatChangesTheMetricsDataSourceMovesTheScraperThereUnlessItsPathWasSetInCode()
+      throws Exception {
+    // the scraper read the file's path once, when it was built: a reload that changed it was
+    // accepted and then had no effect, and the router kept the old path's figures or none
+    HttpServer server = HttpServer.create(
+        new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    java.util.concurrent.atomic.AtomicLong hitsOnB = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicLong hitsOnA = new java.util.concurrent.atomic.AtomicLong();
+    server.createContext("/a/metrics", ex -> answer(ex, "vllm:num_requests_waiting 3\n", hitsOnA));
+    server.createContext("/b/metrics", ex -> answer(ex, "vllm:num_requests_waiting 7\n", hitsOnB));
+    server.start();
+    String body = """
+        - {name: s, type: label-scorer, parameters: {label: x}}
+        """ + PROFILE;
+    try (Router router = Router.builder().registry(registry)
+        .endpoints(List.of(Endpoint.of("127.0.0.1", server.getAddress().getPort())))
+        .configYaml("plugins:\n- {name: src, type: metrics-data-source, parameters: {path: /a/metrics}}\n"
+            + body, "f.yaml").build()) {
+      try (MetricsScraper scraper = MetricsScraper.builder(router)
+          .interval(Duration.ofMillis(20)).start()) {
+        awaitWaiting(router, 3);
+        assertThat(router.reconfigure("plugins:\n"
+            + "- {name: src, type: metrics-data-source, parameters: {path: /b/metrics}}\n" + body,
+            "f.yaml").errors()).isEmpty();
+        awaitWaiting(router, 7);
+        assertThat(scraper.failures()).isZero();
+      }
+      // a path given in code stays, whatever the file says
+      router.reconfigure("plugins:\n"
+          + "- {name: src, type: metrics-data-source, parameters: {path: /a/metrics}}\n" + body,
+          "f.yaml");
+      try (MetricsScraper scraper = MetricsScraper.builder(router).path("/b/metrics")
+          .interval(Duration.ofMillis(20)).start()) {
+        long before = hitsOnB.get();
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (hitsOnB.get() < before + 3) {
+          assertThat(System.nanoTime()).as("scraped /b/metrics in time").isLessThan(deadline);
+          Thread.sleep(10);
+        }
+        long onA = hitsOnA.get();
+        router.reconfigure("plugins:\n"
+            + "- {name: src, type: metrics-data-source, parameters: {path: /c/metrics}}\n" + body,
+            "f.yaml");
+        before = hitsOnB.get();
+        while (hitsOnB.get() < before + 3) {
+          assertThat(System.nanoTime()).as("still scraped /b/metrics").isLessThan(deadline);
+          Thread.sleep(10);
+        }
+        assertThat(hitsOnA.get()).isEqualTo(onA);
+        assertThat(scraper.failures()).isZero();
+      }
+    } finally {
+      server.stop(0);
+    }
+  }
+
+  private static void answer(com.sun.net.httpserver.HttpExchange ex, String text,
+      java.util.concurrent.atomic.AtomicLong hits) throws java.io.IOException {
+    hits.incrementAndGet();
+    byte[] b = text.getBytes(StandardCharsets.UTF_8);
+    ex.sendResponseHeaders(200, b.length);
+    ex.getResponseBody().write(b);
+    ex.close();
+  }
+
+  private static void awaitWaiting(Router router, int waiting) throws InterruptedException {
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (router.endpoints().get(0).metrics().waitingRequests() != waiting) {
+      assertThat(System.nanoTime()).as("scraped %s waiting requests in time", waiting)
+          .isLessThan(deadline);
+      Thread.sleep(10);
+    }
+  }
 }
