@@ -18,7 +18,8 @@ import org.jspecify.annotations.Nullable;
  * {@code vllm:lora_requests_info}) and SGLang ({@code sglang:num_queue_reqs},
  * {@code sglang:num_running_reqs}, {@code sglang:token_usage}). When a family has several series
  * (several models or data-parallel engines) request counts are summed and KV usage takes the
- * maximum, so a hot engine is never averaged away.
+ * maximum, so a hot engine is never averaged away; a negative count (a broken gauge) counts as 0,
+ * so it cannot cancel another series' work.
  */
 public final class PrometheusMetrics {
   private PrometheusMetrics() {}
@@ -73,13 +74,15 @@ public final class PrometheusMetrics {
       // NaN: a gauge with no value yet; the family is there, but summed or compared the sample
       // would wipe out the other series
       boolean nan = Double.isNaN(s.value);
+      // a count below zero is a broken gauge: summed, it would cancel other series' real work
+      double count = nan || s.value < 0 ? 0 : s.value;
       switch (s.name) {
         case "vllm:num_requests_waiting", "sglang:num_queue_reqs" -> {
-          waiting += nan ? 0 : s.value;
+          waiting += count;
           any = true;
         }
         case "vllm:num_requests_running", "sglang:num_running_reqs" -> {
-          running += nan ? 0 : s.value;
+          running += count;
           any = true;
         }
         case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage" -> {

@@ -93,6 +93,25 @@ class MetricsScraperTest {
   }
 
   @Test
+  void aNegativeCountInOneSeriesDoesNotHideTheOtherSeriesWork() {
+    // a count below zero is a broken gauge (a decrement without its increment); summed as it was,
+    // engine 1's -6 cancelled the 6 requests engine 0 really has waiting, and the endpoint looked
+    // idle to the queue scorers and to shedding
+    EndpointMetrics m = PrometheusMetrics.parse("""
+        vllm:num_requests_waiting{engine="0"} 6
+        vllm:num_requests_waiting{engine="1"} -6
+        vllm:num_requests_running{engine="0"} -Inf
+        vllm:num_requests_running{engine="1"} 9
+        sglang:num_queue_reqs{dp="0"} -1
+        """).value();
+    assertThat(m.waitingRequests()).isEqualTo(6);
+    assertThat(m.runningRequests()).isEqualTo(9);
+    assertThat(PrometheusMetrics.parse("vllm:num_requests_running{engine=\"0\"} +Inf\n"
+        + "vllm:num_requests_running{engine=\"1\"} -Inf\n").value().runningRequests())
+        .isEqualTo(Integer.MAX_VALUE);
+  }
+
+  @Test
   void tabsAndBlanksBetweenTokensGoStyleInfinitiesAndOddLinesOfUnreadFamiliesAreAccepted() {
     // the text format separates tokens by blanks and/or tabs (value and timestamp included) and
     // reads values with Go's ParseFloat ("Inf", "inf"); a line of a family the parser does not
