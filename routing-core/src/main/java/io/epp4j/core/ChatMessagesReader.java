@@ -10,14 +10,17 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import java.io.IOException;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
  * Reads a chat {@code messages} array from the request parser's stream into {@link ChatMessage}s:
  * string content kept as parsed, content parts joined (text as is, media as canonical JSON so
  * distinct media never look alike), and the tool-call fields appended as canonical JSON so they
- * count towards the prompt's identity (a {@code null} one is absent, as the engine reads it).
+ * count towards the prompt's identity (a {@code null} one is absent, and a field given twice
+ * counts with its last value, as the engine reads them).
  * Errors are returned as values naming the message and part.
  */
 final class ChatMessagesReader {
@@ -35,7 +38,9 @@ final class ChatMessagesReader {
       // the common case, one string content, is kept as parsed; a builder only for parts
       String text = null;
       StringBuilder content = null;
-      String extra = null;
+      // name, tool_calls, tool_call_id as canonical JSON, in the order they first came; a key
+      // given twice keeps its last value, as everywhere in the body
+      Map<String, String> extra = null;
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String f = p.currentName();
         JsonToken v = p.nextToken();
@@ -47,17 +52,13 @@ final class ChatMessagesReader {
             role = p.getText();
           }
           case "content" -> {
+            // given twice, the last one counts, as the engine's JSON reader takes it
+            text = null;
+            content = null;
             if (v == JsonToken.VALUE_STRING) {
-              String value = p.getText();
-              if (text == null && content == null) {
-                text = value;
-              } else {
-                content = append(content, text).append(value);
-                text = null;
-              }
+              text = p.getText();
             } else if (v == JsonToken.START_ARRAY) {
-              content = append(content, text);
-              text = null;
+              content = new StringBuilder();
               String err = readParts(p, content, index);
               if (err != null) {
                 return err;
@@ -70,11 +71,15 @@ final class ChatMessagesReader {
             if (v == JsonToken.VALUE_NULL) {
               // what clients that write every field of their message type send: the engine
               // renders the message as without the field, so it adds nothing to the identity
+              if (extra != null) {
+                extra.remove(f);
+              }
               continue;
             }
-            JsonNode node = CanonicalJson.readTree(p);
-            String json = f + "=" + CanonicalJson.canonical(node);
-            extra = extra == null ? json : extra + "\n" + json;
+            if (extra == null) {
+              extra = new LinkedHashMap<>(4);
+            }
+            extra.put(f, f + "=" + CanonicalJson.canonical(CanonicalJson.readTree(p)));
           }
           default -> p.skipChildren();
         }
@@ -82,9 +87,12 @@ final class ChatMessagesReader {
       if (role == null) {
         return messageField(index, ".role") + "' is required";
       }
-      if (extra != null) {
-        content = append(content, text).append('\n').append(extra);
+      if (extra != null && !extra.isEmpty()) {
+        content = append(content, text);
         text = null;
+        for (String json : extra.values()) {
+          content.append('\n').append(json);
+        }
       }
       out.add(new ChatMessage(role, text != null ? text : content != null ? content.toString() : ""));
     }

@@ -533,7 +533,7 @@ class OpenAiRequestParserTest {
         """).value();
     assertThat(r.messages().get(0).content())
         .isEqualTo("a\n{\"image_url\":{\"url\":\"u\"},\"type\":\"image_url\"}\nb");
-    assertThat(r.messages().get(1).content()).isEqualTo("cd");
+    assertThat(r.messages().get(1).content()).isEqualTo("d"); // the last one, as the engine reads it
     assertThat(parse("/v1/chat/completions",
         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"a\"}]}]}")
         .errors()).containsExactly("field 'messages[0].content[0].type' is required");
@@ -567,6 +567,25 @@ class OpenAiRequestParserTest {
     assertThat(parse("/v1/chat/completions", """
         {"model":"m","messages":[{"role":"user","content":"hi","name":"ann"}]}
         """).value().messages().get(0).content()).isEqualTo("hi\nname=\"ann\"");
+  }
+
+  @Test
+  void aMessageFieldGivenTwiceCountsWithItsLastValueAsTheEngineReadsIt() {
+    // the engine's JSON reader keeps a repeated key's last value, as the parser does for the
+    // top-level fields; a message's content given twice was joined ("c" + "d") and its tool
+    // fields appended once per occurrence, so the prefix scorers hashed, and precise mode
+    // tokenized, a message the engine never renders
+    List<ChatMessage> m = parse("/v1/chat/completions", """
+        {"model":"m","messages":[
+          {"role":"user","content":"c","content":"d"},
+          {"role":"user","content":"c","content":[{"type":"text","text":"p"},{"type":"text","text":"q"}]},
+          {"role":"user","content":[{"type":"text","text":"p"}],"content":"d"},
+          {"role":"user","content":"c","content":null},
+          {"role":"assistant","name":"a","content":"x","name":"b","tool_call_id":"t","name":null},
+          {"role":"assistant","content":"x","tool_calls":[{"id":"1"}],"tool_calls":[{"id":"2"}]}]}
+        """).value().messages();
+    assertThat(m).extracting(ChatMessage::content).containsExactly("d", "p\nq", "d", "",
+        "x\ntool_call_id=\"t\"", "x\ntool_calls=[{\"id\":\"2\"}]");
   }
 
   @Test
