@@ -81,7 +81,9 @@ public final class MetricsScraper implements AutoCloseable {
     this.maxResponseBytes = b.maxResponseBytes;
     this.pathInCode = b.path;
     this.schemeInCode = b.scheme;
-    HttpClient.Builder client = HttpClient.newBuilder();
+    // HTTP/1.1: the JDK's default (HTTP/2) asks a plain-http server to upgrade with h2c on
+    // every new connection, which some engine servers refuse, failing every scrape
+    HttpClient.Builder client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1);
     if (RouterSettings.nanos(b.timeout) < Long.MAX_VALUE) {
       client.connectTimeout(b.timeout);
     }

@@ -167,6 +167,33 @@ class MetricsScraperTest {
   }
 
   @Test
+  void aScrapeIsPlainHttp11WithoutAnUpgradeToHttp2() throws Exception {
+    // servers that refuse an h2c upgrade (older uvicorn, as some engines ship) fail such a
+    // request; a scrape asks for nothing but the page
+    java.util.concurrent.CompletableFuture<com.sun.net.httpserver.Headers> seen =
+        new java.util.concurrent.CompletableFuture<>();
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    server.createContext("/metrics", ex -> {
+      seen.complete(ex.getRequestHeaders());
+      byte[] b = VLLM.getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.of("127.0.0.1", server.getAddress().getPort()))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20)).start()) {
+      com.sun.net.httpserver.Headers h = seen.get(10, java.util.concurrent.TimeUnit.SECONDS);
+      assertThat(h.containsKey("Upgrade")).as("request headers %s", h.keySet()).isFalse();
+      assertThat(h.containsKey("Http2-settings")).isFalse();
+    } finally {
+      server.stop(0);
+    }
+  }
+
+  @Test
   void aTimeoutOrIntervalTooLongForNanosecondsStillScrapes() throws Exception {
     // a timeout past ~292 years made every round throw ArithmeticException after the request was
     // sent: nothing was ever published, the endpoint stayed marked as being scraped, and a

@@ -71,7 +71,10 @@ public final class VllmTokenizer implements Tokenizer {
     this.uri = URI.create(base + "/tokenize");
     this.model = Objects.requireNonNull(model, "model");
     this.timeout = Objects.requireNonNull(timeout, "timeout");
-    this.client = HttpClient.newBuilder().connectTimeout(timeout).build();
+    // HTTP/1.1: the JDK's default (HTTP/2) asks a plain-http server to upgrade with h2c on
+    // every new connection, which some engine servers refuse
+    this.client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
+        .connectTimeout(timeout).build();
   }
 
   @Override

@@ -60,6 +60,7 @@ class TokenizerTest {
   HttpServer server;
   final AtomicInteger calls = new AtomicInteger();
   final AtomicReference<JsonNode> lastBody = new AtomicReference<>();
+  final AtomicReference<com.sun.net.httpserver.Headers> lastHeaders = new AtomicReference<>();
   volatile int status = 200;
   volatile String override;
   /** The chat template the fake server renders chats with. */
@@ -70,6 +71,7 @@ class TokenizerTest {
     server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
     server.createContext("/tokenize", ex -> {
       calls.incrementAndGet();
+      lastHeaders.set(ex.getRequestHeaders());
       JsonNode body = JSON.readTree(ex.getRequestBody());
       lastBody.set(body);
       String text;
@@ -100,6 +102,14 @@ class TokenizerTest {
   @AfterEach
   void stop() {
     server.stop(0);
+  }
+
+  @Test
+  void aTokenizeCallIsPlainHttp11WithoutAnUpgradeToHttp2() {
+    // an h2c upgrade request is refused by some engine servers; the call asks for none
+    tokenizer().encode("hello there");
+    assertThat(lastHeaders.get().containsKey("Upgrade")).as("%s", lastHeaders.get().keySet())
+        .isFalse();
   }
 
   VllmTokenizer tokenizer() {
