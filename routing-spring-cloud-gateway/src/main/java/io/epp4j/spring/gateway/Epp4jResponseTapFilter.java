@@ -1,17 +1,13 @@
 package io.epp4j.spring.gateway;
 
-import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.GATEWAY_ROUTE_ATTR;
-
 import java.util.concurrent.CancellationException;
 import org.reactivestreams.Publisher;
-import org.springframework.cloud.gateway.filter.GatewayFilter;
 import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.filter.GlobalFilter;
 import org.springframework.cloud.gateway.filter.NettyWriteResponseFilter;
-import org.springframework.cloud.gateway.filter.OrderedGatewayFilter;
-import org.springframework.cloud.gateway.route.Route;
 import org.springframework.core.Ordered;
 import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.http.HttpMethod;
 import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import org.springframework.web.server.ServerWebExchange;
@@ -21,8 +17,14 @@ import reactor.core.publisher.Mono;
  * Lets the {@link DecisionTap} of a routed request see the answer. The gateway writes the
  * response in {@link NettyWriteResponseFilter} (order -1) to the response it was handed, so the
  * wrapper has to be in place before that filter runs, well before the {@code Epp4j} filter
- * itself (order {@value Epp4jGatewayFilterFactory#ORDER}) picks the replica. Routes without the
- * {@code Epp4j} filter are not touched.
+ * itself (order {@value Epp4jGatewayFilterFactory#ORDER}) picks the replica.
+ *
+ * <p>Which routes carry the {@code Epp4j} filter cannot be told from their filter lists: an
+ * application may put it inside a filter of its own (a delegating, timing or logging wrapper)
+ * that hides it. So every {@code POST} (the only requests the filter routes) gets the wrapper,
+ * which does nothing but look up the exchange attribute {@link DecisionTap#ATTRIBUTE} the
+ * {@code Epp4j} filter sets when it routes: without it, writes pass through as they are. Other
+ * methods (websocket upgrades among them) are not touched.
  *
  * <p>It also finishes the decision when the exchange ends without the answer having been
  * written through the tap (an error, or the client leaving before the status line).
@@ -37,9 +39,8 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
 
   @Override
   public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
-    Route route = exchange.getAttribute(GATEWAY_ROUTE_ATTR);
-    if (route == null || !routesWithEpp4j(route)) {
-      return chain.filter(exchange);
+    if (!HttpMethod.POST.equals(exchange.getRequest().getMethod())) {
+      return chain.filter(exchange); // the Epp4j filter passes them through unrouted
     }
     ServerWebExchange tapped = exchange.mutate()
         .response(new TappedResponse(exchange.getResponse(), exchange)).build();
@@ -62,20 +63,6 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
             tap.decision().onFailure(new CancellationException("client went away"));
           }
         });
-  }
-
-  private static boolean routesWithEpp4j(Route route) {
-    for (GatewayFilter f : route.getFilters()) {
-      GatewayFilter inner = f;
-      // the Java DSL's filter(f, order, true) wraps an ordered filter in another one
-      while (inner instanceof OrderedGatewayFilter o) {
-        inner = o.getDelegate();
-      }
-      if (inner instanceof Epp4jRouting) {
-        return true;
-      }
-    }
-    return false;
   }
 
   /** Passes writes through the exchange's tap once the {@code Epp4j} filter has set one. */

@@ -42,14 +42,22 @@ import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.cloud.gateway.filter.GatewayFilter;
+import org.springframework.cloud.gateway.filter.GatewayFilterChain;
+import org.springframework.cloud.gateway.route.RouteLocator;
+import org.springframework.cloud.gateway.route.builder.RouteLocatorBuilder;
 import org.springframework.context.annotation.Bean;
+import org.springframework.core.Ordered;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.web.server.ServerWebExchange;
+import reactor.core.publisher.Mono;
 
 /**
  * The real gateway on a random port, one route {@code /v1/**} with the {@code Epp4j} filter from
  * properties, two stand-in replicas on loopback; a second route {@code /retried/v1/**} puts
- * SCG's {@code Retry} filter (POST, on 5xx) in front of it.
+ * SCG's {@code Retry} filter (POST, on 5xx) in front of it; a third, {@code /wrapped/v1/**} from
+ * the Java DSL, has the {@code Epp4j} filter inside a filter of the application's own.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     classes = Epp4jGatewayFilterTest.App.class,
@@ -88,6 +96,28 @@ class Epp4jGatewayFilterTest {
     @Bean
     Outcomes outcomes() {
       return new Outcomes();
+    }
+
+    @Bean
+    RouteLocator wrappedRoute(RouteLocatorBuilder routes, Epp4jGatewayFilterFactory epp4j) {
+      return routes.routes().route("wrapped", r -> r.path("/wrapped/v1/**")
+          .filters(f -> f.stripPrefix(1).filter(new Timed(epp4j.filter())))
+          .uri("http://replica.invalid")).build();
+    }
+  }
+
+  /** An application's own filter around the Epp4j filter, as a timing wrapper would be. */
+  record Timed(GatewayFilter delegate) implements GatewayFilter, Ordered {
+    @Override
+    public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
+      long start = System.nanoTime();
+      return delegate.filter(exchange, chain)
+          .doFinally(s -> exchange.getAttributes().put("timed", System.nanoTime() - start));
+    }
+
+    @Override
+    public int getOrder() {
+      return Epp4jGatewayFilterFactory.ORDER;
     }
   }
 
@@ -352,6 +382,23 @@ class Epp4jGatewayFilterTest {
     awaitNoneInFlight();
     await(() -> outcomes.failures.get() > failuresBefore);
     await(() -> outcomes.completed.size() > completedBefore);
+  }
+
+  @Test
+  void aRouteWithTheEpp4jFilterInsideTheApplicationsOwnFilterCompletesItsDecisions()
+      throws Exception {
+    // the response tap looked for the Epp4j filter in the route's filter list, where the
+    // application's wrapper hid it: the answer went out unwatched and the decision stayed in
+    // flight until in-flight-max-age
+    int completedBefore = outcomes.completed.size();
+    HttpResponse<String> r = post("/wrapped/v1/completions",
+        "{\"model\":\"m\",\"prompt\":\"wrapped\"}");
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER)).isPresent();
+    awaitNoneInFlight();
+    await(() -> outcomes.completed.size() > completedBefore);
+    assertThat(outcomes.completed.get(outcomes.completed.size() - 1).completionTokens())
+        .isEqualTo(2);
   }
 
   @Test

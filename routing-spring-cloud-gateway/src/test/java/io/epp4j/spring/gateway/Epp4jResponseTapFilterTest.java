@@ -21,6 +21,7 @@ import org.springframework.http.HttpStatus;
 import org.springframework.http.MediaType;
 import org.springframework.mock.http.server.reactive.MockServerHttpRequest;
 import org.springframework.mock.web.server.MockServerWebExchange;
+import org.springframework.web.server.ServerWebExchange;
 import reactor.core.publisher.Mono;
 
 /** The tap filter on its own: which routes it watches, and what it reports for them. */
@@ -67,6 +68,27 @@ class Epp4jResponseTapFilterTest {
       assertThat(inFlight()).isEqualTo(1);
       serve(f, d);
       assertThat(inFlight()).as("%s", f).isZero();
+    }
+  }
+
+  @Test
+  void aRouteWhoseEpp4jFilterIsInsideTheApplicationsOwnFilterIsStillWatched() {
+    // a filter of the application's own that delegates to the Epp4j filter hides it from any
+    // look at the route's filters: such routes' decisions stayed in flight until
+    // in-flight-max-age
+    GatewayFilter epp4j = new Epp4jGatewayFilterFactory(router, "http", 1024).filter();
+    RoutingDecision d = router.route("/v1/completions", Map.of(),
+        "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8));
+    assertThat(inFlight()).isEqualTo(1);
+    serve(new Delegating(epp4j), d);
+    assertThat(inFlight()).isZero();
+  }
+
+  /** An application's filter around another one (timing, logging, ...). */
+  record Delegating(GatewayFilter delegate) implements GatewayFilter {
+    @Override
+    public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
+      return delegate.filter(exchange, chain);
     }
   }
 }
