@@ -94,6 +94,16 @@ public class Epp4jAutoConfiguration {
         pools.getIfAvailable(Epp4jPools::none));
   }
 
+  /**
+   * Applies the {@code Epp4j} filter's body size limit while SCG's body cache (which the
+   * {@code Retry} filter asks for) reads the body, before the route's filters run.
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  public Epp4jBodyLimitFilter epp4jBodyLimitFilter() {
+    return new Epp4jBodyLimitFilter();
+  }
+
   /** Lets the {@code Epp4j} filter watch the answers of the routes it is on. */
   @Bean
   @ConditionalOnMissingBean

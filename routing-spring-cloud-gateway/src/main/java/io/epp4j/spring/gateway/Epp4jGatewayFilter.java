@@ -59,6 +59,11 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
   }
 
   @Override
+  public int maxBodyBytes() {
+    return maxBodyBytes;
+  }
+
+  @Override
   public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
     ServerHttpRequest request = exchange.getRequest();
     if (!HttpMethod.POST.equals(request.getMethod())) {
@@ -69,7 +74,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       return tooLarge(exchange, true);
     }
     DataBuffer cached = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
-    if (cached != null) { // another filter or predicate read it already (the Retry filter does)
+    if (cached != null) {
+      // SCG read it already: the Retry filter's body cache, through Epp4jBodyLimitFilter's limit,
+      // or a predicate reading the body (ReadBody), before any filter, whole
       return cached.readableByteCount() > maxBodyBytes
           ? tooLarge(exchange, false) : route(exchange, chain, request, bytes(cached));
     }
@@ -201,17 +208,21 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     return copy.array();
   }
 
+  private Mono<Void> tooLarge(ServerWebExchange exchange, boolean unread) {
+    return tooLarge(exchange, maxBodyBytes, unread);
+  }
+
   /**
    * The 413; {@code unread}: the body was refused before its end, so the connection is closed
    * after the answer ({@code Connection: close}) rather than kept alive: Reactor Netty would read
    * and drop the rest of the body, however long it says it is, before the next request.
    */
-  private Mono<Void> tooLarge(ServerWebExchange exchange, boolean unread) {
+  static Mono<Void> tooLarge(ServerWebExchange exchange, int limit, boolean unread) {
     if (unread) {
       exchange.getResponse().getHeaders().setConnection("close");
     }
     return error(exchange, 413, "request_too_large",
-        "request body is above the limit of " + maxBodyBytes + " bytes");
+        "request body is above the limit of " + limit + " bytes");
   }
 
   /** An error in the OpenAI shape, which OpenAI client libraries turn into their exceptions. */
@@ -231,7 +242,7 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
   }
 
   /** Fails the body read as soon as more than the limit arrived, before all of it is joined. */
-  private static final class LimitedBody extends ServerHttpRequestDecorator {
+  static final class LimitedBody extends ServerHttpRequestDecorator {
     private final int limit;
 
     LimitedBody(ServerHttpRequest delegate, int limit) {
@@ -253,7 +264,7 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     }
   }
 
-  private static final class BodyTooLarge extends RuntimeException {
+  static final class BodyTooLarge extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
     BodyTooLarge() {

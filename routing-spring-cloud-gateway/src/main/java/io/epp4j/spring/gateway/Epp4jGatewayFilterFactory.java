@@ -120,6 +120,12 @@ public class Epp4jGatewayFilterFactory
     }
 
     @Override
+    public int maxBodyBytes() {
+      Epp4jPools.@Nullable Pool pool = pools.find(name);
+      return pool == null ? -1 : pool.filter.maxBodyBytes();
+    }
+
+    @Override
     public String toString() {
       return "Epp4j=" + name;
     }

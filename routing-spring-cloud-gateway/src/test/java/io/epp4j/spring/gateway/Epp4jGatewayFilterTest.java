@@ -476,6 +476,55 @@ class Epp4jGatewayFilterTest {
   }
 
   @Test
+  void behindTheRetryFilterABodyIsRefusedOnceItPassesTheLimitNotAfterItWasReadWhole()
+      throws Exception {
+    // the Retry filter has SCG read the whole body into its cache before the route's filters
+    // run: the Epp4j filter's size check came after the body was buffered in full, and the
+    // request waited for all of it, however long. Here the client sends more than the limit
+    // (32 KB) and stops without ending the body: the 413 must come all the same
+    int served = servedSoFar();
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      StringBuilder request = new StringBuilder("POST /retried/v1/completions HTTP/1.1\r\n"
+          + "Host: localhost\r\nContent-Type: application/json\r\n"
+          + "Transfer-Encoding: chunked\r\n\r\n");
+      for (int i = 0; i < 8; i++) { // 8 chunks of 4 KB: the limit, not above it
+        request.append("1000\r\n").append("x".repeat(4096)).append("\r\n");
+      }
+      // one byte more passes the limit; it is the last byte sent (not even the chunk's line end
+      // follows), so the server's close leaves nothing of ours unread, which would reset the
+      // connection under its answer
+      request.append("1\r\nx");
+      out.write(request.toString().getBytes(StandardCharsets.US_ASCII));
+      out.flush(); // the body never ends
+      // the whole answer, up to the server closing the connection (a timeout fails the test)
+      String answer = new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      assertThat(answer).startsWith("HTTP/1.1 413");
+      assertThat(answer.toLowerCase(java.util.Locale.ROOT)).contains("\r\nconnection: close\r\n")
+          .contains("request_too_large");
+    }
+    assertThat(servedSoFar()).isEqualTo(served);
+  }
+
+  @Test
+  void behindTheRetryFilterADeclaredLengthAboveTheLimitIsRefusedBeforeTheBodyIsRead()
+      throws Exception {
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      out.write(("POST /retried/v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+          + "{\"model\":\"m\",\"prompt\":\"").getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      String answer = new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      assertThat(answer).startsWith("HTTP/1.1 413");
+      assertThat(answer.toLowerCase(java.util.Locale.ROOT)).contains("\r\nconnection: close\r\n")
+          .contains("request_too_large");
+    }
+  }
+
+  @Test
   void anEmptyPoolIsA503WithRetryAfter() throws Exception {
     List<Endpoint> pool = new ArrayList<>();
     for (Candidate c : router.endpoints()) {

@@ -1,0 +1,103 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.GATEWAY_ROUTE_ATTR;
+
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.cloud.gateway.event.EnableBodyCachingEvent;
+import org.springframework.cloud.gateway.filter.AdaptCachedBodyGlobalFilter;
+import org.springframework.cloud.gateway.filter.GatewayFilter;
+import org.springframework.cloud.gateway.filter.GatewayFilterChain;
+import org.springframework.cloud.gateway.route.Route;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DefaultDataBufferFactory;
+import org.springframework.mock.http.server.reactive.MockServerHttpRequest;
+import org.springframework.mock.web.server.MockServerWebExchange;
+import org.springframework.web.server.ServerWebExchange;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * The body limit ahead of SCG's body cache (the one the {@code Retry} filter asks for): which
+ * routes and which limit, with SCG's real {@link AdaptCachedBodyGlobalFilter} behind it.
+ */
+class Epp4jBodyLimitFilterTest {
+  private final ApplicationContextRunner runner = new ApplicationContextRunner()
+      .withConfiguration(AutoConfigurations.of(Epp4jAutoConfiguration.class))
+      .withPropertyValues("epp4j.metrics.enabled=false", "epp4j.endpoints=127.0.0.1:9000",
+          "epp4j.max-body-size=4KB",
+          "epp4j.pools.llama.endpoints=127.0.0.1:9001", "epp4j.pools.llama.max-body-size=1KB");
+
+  /** How many requests got past SCG's body cache to the route's filters. */
+  final AtomicInteger reached = new AtomicInteger();
+
+  /**
+   * One POST of {@code size} bytes in 256-byte buffers (its length declared or not) through the
+   * limit filter, then SCG's body cache for the route, then the rest of the chain; its status.
+   */
+  Integer post(Epp4jBodyLimitFilter limit, GatewayFilter filter, int size, boolean declared) {
+    Route route = Route.async().id("llm").uri(URI.create("http://replica.invalid"))
+        .predicate(e -> true).filter(filter).build();
+    AdaptCachedBodyGlobalFilter cache = new AdaptCachedBodyGlobalFilter();
+    cache.onApplicationEvent(new EnableBodyCachingEvent(this, "llm")); // as Retry's factory does
+    Flux<DataBuffer> body = Flux.range(0, (size + 255) / 256).map(i -> DefaultDataBufferFactory
+        .sharedInstance.wrap("x".repeat(Math.min(256, size - i * 256))
+            .getBytes(StandardCharsets.US_ASCII)));
+    MockServerHttpRequest.BodyBuilder request = MockServerHttpRequest.post("/v1/completions");
+    if (declared) {
+      request.contentLength(size);
+    }
+    MockServerWebExchange exchange = MockServerWebExchange.from(request.body(body));
+    exchange.getAttributes().put(GATEWAY_ROUTE_ATTR, route);
+    GatewayFilterChain rest = e -> {
+      reached.incrementAndGet();
+      return Mono.empty();
+    };
+    limit.filter(exchange, e -> cache.filter(e, rest)).block(Duration.ofSeconds(10));
+    return exchange.getResponse().getStatusCode() == null
+        ? null : exchange.getResponse().getStatusCode().value();
+  }
+
+  @Test
+  void aBodyAboveTheLimitOfTheRoutesPoolIsRefusedBeforeTheCacheHasItAll() {
+    runner.run(ctx -> {
+      Epp4jBodyLimitFilter limit = ctx.getBean(Epp4jBodyLimitFilter.class);
+      Epp4jGatewayFilterFactory epp4j = ctx.getBean(Epp4jGatewayFilterFactory.class);
+      for (boolean declared : new boolean[] {true, false}) {
+        // the default router's limit is 4 KB, the llama pool's 1 KB
+        assertThat(post(limit, epp4j.filter(), 4096, declared)).isNull();
+        assertThat(post(limit, epp4j.filter(), 4097, declared)).isEqualTo(413);
+        assertThat(post(limit, epp4j.filter("llama"), 1024, declared)).isNull();
+        assertThat(post(limit, epp4j.filter("llama"), 1025, declared)).isEqualTo(413);
+      }
+      assertThat(reached).hasValue(4);
+    });
+  }
+
+  @Test
+  void routesWithoutAnEpp4jFilterInTheirListAreLeftAlone() {
+    runner.run(ctx -> {
+      Epp4jBodyLimitFilter limit = ctx.getBean(Epp4jBodyLimitFilter.class);
+      GatewayFilter epp4j = ctx.getBean(Epp4jGatewayFilterFactory.class).filter();
+      GatewayFilter other = (exchange, chain) -> chain.filter(exchange);
+      GatewayFilter wrapper = (exchange, chain) -> epp4j.filter(exchange, chain);
+      // a route without Epp4j, and one whose Epp4j filter is hidden inside an application's
+      // own filter (the README's limitation: the Epp4j filter checks the cached body later)
+      assertThat(post(limit, other, 8192, false)).isNull();
+      assertThat(post(limit, wrapper, 8192, false)).isNull();
+      assertThat(reached).hasValue(2);
+    });
+  }
+
+  @Test
+  void itRunsJustAheadOfTheGatewaysBodyCache() {
+    assertThat(new Epp4jBodyLimitFilter().getOrder())
+        .isLessThan(new AdaptCachedBodyGlobalFilter().getOrder());
+  }
+}
