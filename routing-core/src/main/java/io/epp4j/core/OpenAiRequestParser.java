@@ -247,10 +247,11 @@ public final class OpenAiRequestParser {
         b.cacheSalt(p.getText());
       }
       case "stream" -> {
-        if (t != JsonToken.VALUE_TRUE && t != JsonToken.VALUE_FALSE && t != JsonToken.VALUE_NULL) {
+        Boolean stream = laxBoolean(p, t);
+        if (stream == null && t != JsonToken.VALUE_NULL) {
           return "field 'stream' must be true or false" + at(p);
         }
-        b.stream(t == JsonToken.VALUE_TRUE);
+        b.stream(Boolean.TRUE.equals(stream));
       }
       case "max_tokens", "max_completion_tokens" -> {
         int limit = t == JsonToken.VALUE_NULL ? -1 : tokenLimit(p, t);
@@ -346,7 +347,55 @@ public final class OpenAiRequestParser {
    * it: clients whose JSON writer prints numbers as doubles are served by vLLM, so a 400 here
    * would refuse requests the replica takes. A fraction stays an error there and here.
    */
+  /**
+   * A boolean as the engines' request models (pydantic, lax mode) read one: {@code true} and
+   * {@code false}, the numbers 0 and 1, and the strings 0, 1, f, t, n, y, no, yes, off, on, false
+   * and true in any case; {@code null} for anything else.
+   */
+  static @Nullable Boolean laxBoolean(JsonParser p, JsonToken t) throws IOException {
+    switch (t) {
+      case VALUE_TRUE:
+        return Boolean.TRUE;
+      case VALUE_FALSE:
+        return Boolean.FALSE;
+      case VALUE_NUMBER_INT:
+      case VALUE_NUMBER_FLOAT: {
+        double d = p.getDoubleValue();
+        return d == 0 ? Boolean.FALSE : d == 1 ? Boolean.TRUE : null;
+      }
+      case VALUE_STRING: {
+        String v = p.getText();
+        if (v.length() > 5) {
+          return null;
+        }
+        switch (v.toLowerCase(Locale.ROOT)) {
+          case "0", "f", "n", "no", "off", "false":
+            return Boolean.FALSE;
+          case "1", "t", "y", "yes", "on", "true":
+            return Boolean.TRUE;
+          default:
+            return null;
+        }
+      }
+      default:
+        return null;
+    }
+  }
+
   private static int tokenLimit(JsonParser p, JsonToken t) throws IOException {
+    if (t == JsonToken.VALUE_STRING) {
+      // pydantic's lax mode reads a string of digits (surrounding whitespace and a fraction of
+      // zeros allowed) as the integer it spells
+      String v = p.getText().strip();
+      int dot = v.indexOf('.');
+      String whole = dot < 0 ? v : v.substring(0, dot);
+      if (whole.isEmpty() || whole.length() > 10 || !whole.chars().allMatch(c -> c >= '0' && c <= '9')
+          || dot >= 0 && !v.substring(dot + 1).chars().allMatch(c -> c == '0')) {
+        return -1;
+      }
+      long n = Long.parseLong(whole);
+      return n <= Integer.MAX_VALUE ? (int) n : -1;
+    }
     if (t == JsonToken.VALUE_NUMBER_FLOAT) {
       double d = p.getDoubleValue();
       return d >= 0 && d <= Integer.MAX_VALUE && d == Math.rint(d) ? (int) d : -1;

@@ -42,6 +42,38 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void streamAndTokenLimitsWrittenAsTheEnginesLaxModelAcceptsAreRead() {
+    // vLLM's request models are pydantic in lax mode: "stream":"true" or 1 streams, and
+    // "max_tokens":"100" is 100. A client served directly must be served through the router
+    String c = "{\"model\":\"m\",\"prompt\":\"x\",";
+    for (String yes : List.of("true", "1", "1.0", "\"true\"", "\"True\"", "\"yes\"", "\"on\"",
+        "\"t\"", "\"y\"", "\"1\"")) {
+      assertThat(parse("/v1/completions", c + "\"stream\":" + yes + "}").value().stream())
+          .as(yes).isTrue();
+    }
+    for (String no : List.of("false", "0", "null", "\"false\"", "\"OFF\"", "\"no\"", "\"n\"",
+        "\"f\"", "\"0\"")) {
+      assertThat(parse("/v1/completions", c + "\"stream\":" + no + "}").value().stream())
+          .as(no).isFalse();
+    }
+    for (String bad : List.of("2", "0.5", "\"maybe\"", "\"\"", "\"1.0\"", "[]")) {
+      assertThat(parse("/v1/completions", c + "\"stream\":" + bad + "}").errors()).as(bad)
+          .singleElement().asString().startsWith("field 'stream' must be true or false");
+    }
+    assertThat(parse("/v1/completions", c + "\"max_tokens\":\"100\"}").value().maxTokens())
+        .isEqualTo(100);
+    assertThat(parse("/v1/completions", c + "\"max_tokens\":\" 64 \"}").value().maxTokens())
+        .isEqualTo(64);
+    assertThat(parse("/v1/completions", c + "\"max_tokens\":\"8.00\"}").value().maxTokens())
+        .isEqualTo(8);
+    for (String bad : List.of("\"-1\"", "\"1e3\"", "\"ten\"", "\"\"", "\"8.5\"",
+        "\"99999999999\"")) {
+      assertThat(parse("/v1/completions", c + "\"max_tokens\":" + bad + "}").errors()).as(bad)
+          .singleElement().asString().startsWith("field 'max_tokens' must be a non-negative integer");
+    }
+  }
+
+  @Test
   void aChatRequestsMaxCompletionTokensWinsOverMaxTokensWhicheverComesFirst() {
     // the engines take max_completion_tokens or else max_tokens for chat, and ignore
     // max_completion_tokens on /v1/completions; the field written last used to win
