@@ -19,7 +19,8 @@ import org.jspecify.annotations.Nullable;
  *                        inMemoryConfig | redisConfig | valkeyConfig | costAwareMemoryConfig}
  *   tokenizersPoolConfig: {...}
  *   prefixStoreConfig: {cacheSize, blockSize}                       # tokenization cache only
- * kvEventsConfig: {zmqEndpoint, topicFilter, concurrency, discoverPods, podDiscoveryConfig}
+ * kvEventsConfig: {zmqEndpoint, topicFilter, concurrency, discoverPods,
+ *                  podDiscoveryConfig: {socketPort, podLabelSelector, podNamespace}}
  * </pre>
  *
  * @param blockSize the block size the file names, or null
@@ -149,6 +150,31 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
   }
 
   /**
+   * {@code podDiscoveryConfig.podLabelSelector} and {@code podNamespace} choose the Kubernetes
+   * pods llm-d-kv-cache's own pod reconciler watches. llm-d's precise scorer decodes them and
+   * reads neither: it subscribes to every endpoint of its pool (the InferencePool's selector
+   * chose them). epp4j follows every endpoint the application gives the router in the same way,
+   * so both are read (a non-string is refused) and noticed as having no effect. Selecting by
+   * them here would follow fewer endpoints than llm-d does for the same file.
+   */
+  private static void podWatchSettings(Parameters p, Parameters pd) {
+    if (pd.has("podLabelSelector")) {
+      pd.getString("podLabelSelector", null);
+      p.notice("kvEventsConfig", "field podDiscoveryConfig.podLabelSelector has no effect: it"
+          + " selects the pods llm-d-kv-cache's own pod reconciler watches in Kubernetes; llm-d's"
+          + " precise scorer does not read it and follows every endpoint of its pool, as epp4j"
+          + " follows every endpoint the application gives the router");
+    }
+    if (pd.has("podNamespace")) {
+      pd.getString("podNamespace", null);
+      p.notice("kvEventsConfig", "field podDiscoveryConfig.podNamespace has no effect: it is the"
+          + " Kubernetes namespace llm-d-kv-cache's own pod reconciler watches; llm-d's precise"
+          + " scorer does not read it, and epp4j's endpoints come from the application, not from"
+          + " a Kubernetes watch");
+    }
+  }
+
+  /**
    * {@code kvEventsConfig}: a {@code zmqEndpoint} is a socket the router binds and the engines
    * publish to (epp4j's central mode); {@code discoverPods: true} subscribes to every endpoint
    * (per-endpoint mode, port from {@code podDiscoveryConfig.socketPort}). Both together mean
@@ -181,9 +207,10 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
     }
     Parameters pd = ev.getNested("podDiscoveryConfig");
     int socketPort = pd.getInt("socketPort", KvEventSubscriber.DEFAULT_PORT, 1, 65535);
+    podWatchSettings(p, pd);
     for (String u : pd.unreadNames()) {
       p.error("kvEventsConfig", "podDiscoveryConfig has unknown field '" + u
-          + "'; expected socketPort");
+          + "'; expected socketPort, podLabelSelector, podNamespace");
     }
     for (String u : ev.unreadNames()) {
       p.error("kvEventsConfig", "has unknown field '" + u + "'; expected zmqEndpoint,"

@@ -354,6 +354,60 @@ class UpstreamConfigCompatibilityTest {
   }
 
   /**
+   * llm-d-kv-cache's documented auto-discovery example names
+   * {@code podDiscoveryConfig.podLabelSelector} and {@code podNamespace}. llm-d's precise scorer
+   * decodes both and reads neither (only llm-d-kv-cache's own pod reconciler watches Kubernetes
+   * with them): it follows every endpoint of its pool on {@code socketPort}. The file loads, an
+   * endpoint without the selector's label is followed all the same, and each field gets a
+   * notice saying it has no effect.
+   */
+  @Test
+  void podLabelSelectorAndPodNamespaceLoadAndEveryEndpointIsFollowedAsInLlmd() throws Exception {
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket podPub = ctx.createSocket(org.zeromq.SocketType.XPUB);
+      podPub.setLinger(0);
+      podPub.bind("tcp://127.0.0.1:*");
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+              tokenProcessorConfig: {blockSize: 16}
+              kvEventsConfig:
+                topicFilter: "kv@"
+                concurrency: 8
+                discoverPods: true
+                podDiscoveryConfig:
+                  podLabelSelector: "llm-d.ai/inference-serving=true"
+                  podNamespace: "inference"
+                  socketPort: %d
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """.formatted(KvEventSubscriberIntegrationTest.port(podPub));
+      Router r = Router.builder().endpoints(List.of(Endpoint.of("127.0.0.1", 8000)))
+          .configYaml(yaml, "pod-discovery.yaml").ticker(now::get).build();
+      routers.add(r);
+      assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
+          .contains("podDiscoveryConfig.podLabelSelector").contains("no effect"));
+      assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
+          .contains("podDiscoveryConfig.podNamespace").contains("no effect"));
+      PrecisePrefixCacheScorer scorer =
+          (PrecisePrefixCacheScorer) r.config().plugins().get("precise-prefix-cache-scorer");
+      podPub.setReceiveTimeOut(20_000);
+      assertThat(podPub.recv()).as("subscription of the endpoint's subscriber, though the"
+          + " endpoint has no llm-d.ai/inference-serving label").isNotNull();
+      KvEventSubscriberIntegrationTest.publish(podPub, "kv@127.0.0.1:8000@" + MODEL, 0,
+          new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false).encode(
+              KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(new long[] {1, 2}, null,
+                  tokens(5, 32), 16)))));
+      KvEventSubscriberIntegrationTest.await(
+          () -> scorer.index().blockCount("127.0.0.1:8000") == 2, "the endpoint's blocks indexed");
+      podPub.close();
+    }
+  }
+
+  /**
    * A {@code zmqEndpoint} that cannot be bound is refused naming the field the file wrote,
    * {@code kvEventsConfig}'s {@code zmqEndpoint}, not epp4j's own {@code kvEvents.bindAddress},
    * whichever way {@code discoverPods} is set.

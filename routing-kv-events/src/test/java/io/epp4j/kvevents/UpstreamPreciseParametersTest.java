@@ -68,6 +68,30 @@ class UpstreamPreciseParametersTest {
     assertThat(empty.errors()).isEmpty();
   }
 
+  /**
+   * {@code podLabelSelector} and {@code podNamespace} are llm-d-kv-cache's pod-reconciler
+   * settings, which llm-d's precise scorer decodes and does not read: each gets a notice, the
+   * mapping is unchanged, and a value that is no string is refused naming the field.
+   */
+  @Test
+  void podLabelSelectorAndPodNamespaceAreNoticedAndMustBeStrings() {
+    Parameters p = Parameters.of(Map.of("kvEventsConfig", Map.of("podDiscoveryConfig",
+        Map.of("podLabelSelector", "app=vllm,tier=gpu", "podNamespace", "", "socketPort", 5600))));
+    UpstreamPreciseParameters u = UpstreamPreciseParameters.read(p, false);
+    assertThat(u.kvEvents()).containsEntry("mode", "per-endpoint").containsEntry("port", 5600);
+    assertThat(p.errors()).isEmpty();
+    assertThat(p.notices()).anySatisfy(n -> assertThat(n).contains("'kvEventsConfig'")
+        .contains("podDiscoveryConfig.podLabelSelector has no effect"));
+    assertThat(p.notices()).anySatisfy(n -> assertThat(n).contains("'kvEventsConfig'")
+        .contains("podDiscoveryConfig.podNamespace has no effect"));
+
+    Parameters bad = Parameters.of(Map.of("kvEventsConfig", Map.of("podDiscoveryConfig",
+        Map.of("podLabelSelector", Map.of("app", "vllm")))));
+    UpstreamPreciseParameters.read(bad, false);
+    assertThat(bad.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("'kvEventsConfig'").contains("podLabelSelector").contains("must be a string"));
+  }
+
   @Test
   void withAnIndexTheApplicationFeedsNoSocketIsOpened() {
     Parameters p = Parameters.of(Map.of("kvEventsConfig", Map.of("zmqEndpoint", "tcp://*:5557")));
