@@ -19,7 +19,7 @@ import org.jspecify.annotations.Nullable;
  *                        inMemoryConfig | redisConfig | valkeyConfig | costAwareMemoryConfig}
  *   tokenizersPoolConfig: {...}
  *   prefixStoreConfig: {cacheSize, blockSize}                       # tokenization cache only
- * kvEventsConfig: {zmqEndpoint, topicFilter, concurrency, discoverPods,
+ * kvEventsConfig: {zmqEndpoint, topicFilter, concurrency, engineType, discoverPods,
  *                  podDiscoveryConfig: {socketPort, podLabelSelector, podNamespace}}
  * </pre>
  *
@@ -150,6 +150,27 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
   }
 
   /**
+   * {@code engineType} picks llm-d-kv-cache's event adapter ({@code engineadapter.NewAdapter}):
+   * {@code vllm} or the empty string for vLLM, {@code sglang} for SGLang, anything else an
+   * error. SGLang publishes vLLM's positional msgpack arrays with trailing optional fields left
+   * out, which {@link KvEventDecoder} reads as it reads vLLM's, so both are honoured by the one
+   * decoder; a value without an adapter upstream is refused naming it.
+   */
+  private static void engineType(Parameters p, Parameters ev) {
+    if (!ev.has("engineType")) {
+      return;
+    }
+    int before = ev.errors().size();
+    String engine = ev.getString("engineType", null);
+    if (engine != null && ev.errors().size() == before
+        && !(engine.isEmpty() || engine.equals("vllm") || engine.equals("sglang"))) {
+      p.error("kvEventsConfig", "field engineType '" + engine + "' is not supported: expected"
+          + " vllm or sglang (llm-d-kv-cache has event adapters for these two, and epp4j's"
+          + " decoder reads both)");
+    }
+  }
+
+  /**
    * {@code podDiscoveryConfig.podLabelSelector} and {@code podNamespace} choose the Kubernetes
    * pods llm-d-kv-cache's own pod reconciler watches. llm-d's precise scorer decodes them and
    * reads neither: it subscribes to every endpoint of its pool (the InferencePool's selector
@@ -205,6 +226,7 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
       p.notice("kvEventsConfig", "field concurrency has no effect: one subscriber thread decodes"
           + " and indexes the events of every endpoint");
     }
+    engineType(p, ev);
     Parameters pd = ev.getNested("podDiscoveryConfig");
     int socketPort = pd.getInt("socketPort", KvEventSubscriber.DEFAULT_PORT, 1, 65535);
     podWatchSettings(p, pd);
@@ -214,7 +236,7 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
     }
     for (String u : ev.unreadNames()) {
       p.error("kvEventsConfig", "has unknown field '" + u + "'; expected zmqEndpoint,"
-          + " topicFilter, concurrency, discoverPods, podDiscoveryConfig");
+          + " topicFilter, concurrency, engineType, discoverPods, podDiscoveryConfig");
     }
     for (String e : ev.errors()) {
       p.error("kvEventsConfig", e);

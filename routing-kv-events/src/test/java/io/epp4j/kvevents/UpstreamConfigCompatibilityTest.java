@@ -408,6 +408,88 @@ class UpstreamConfigCompatibilityTest {
   }
 
   /**
+   * {@code kvEventsConfig.engineType: sglang} (llm-d-kv-cache's SGLang adapter) loads, and
+   * events in SGLang's shape reach the index: SGLang publishes vLLM's positional msgpack arrays
+   * with its trailing optional fields left out (BlockStored of five elements, BlockRemoved of
+   * two, a batch without a data-parallel rank), as llm-d-kv-cache's SGLang adapter reads them.
+   */
+  @Test
+  void engineTypeSglangLoadsAndItsShorterEventsReachTheIndex() throws Exception {
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            tokenProcessorConfig: {blockSize: 16}
+            kvEventsConfig:
+              engineType: sglang
+              discoverPods: false
+              zmqEndpoint: "tcp://127.0.0.1:*"
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    Router r = Router.builder().endpoints(List.of(Endpoint.of("127.0.0.1", 8000)))
+        .configYaml(yaml, "sglang.yaml").ticker(now::get).build();
+    routers.add(r);
+    PrecisePrefixCacheScorer scorer =
+        (PrecisePrefixCacheScorer) r.config().plugins().get("precise-prefix-cache-scorer");
+    String topic = "kv@127.0.0.1:8000@" + MODEL;
+    try (ZContext ctx = new ZContext(1);
+        org.msgpack.core.MessageBufferPacker stored =
+            org.msgpack.core.MessagePack.newDefaultBufferPacker();
+        org.msgpack.core.MessageBufferPacker removed =
+            org.msgpack.core.MessagePack.newDefaultBufferPacker()) {
+      ZMQ.Socket pub = KvEventSubscriberIntegrationTest.connectedPublisher(ctx,
+          scorer.boundEventsEndpoint());
+      int[] tokens = tokens(6, 32);
+      // [ts, [["BlockStored", [1, 2], nil, token_ids, 16]]]
+      stored.packArrayHeader(2).packDouble(1.0).packArrayHeader(1).packArrayHeader(5)
+          .packString("BlockStored").packArrayHeader(2).packLong(1).packLong(2).packNil()
+          .packArrayHeader(tokens.length);
+      for (int t : tokens) {
+        stored.packInt(t);
+      }
+      stored.packInt(16);
+      KvEventSubscriberIntegrationTest.publish(pub, topic, 0, stored.toByteArray());
+      KvEventSubscriberIntegrationTest.await(
+          () -> scorer.index().blockCount("127.0.0.1:8000") == 2, "SGLang's two blocks indexed");
+      // [ts, [["BlockRemoved", [2]]]]
+      removed.packArrayHeader(2).packDouble(2.0).packArrayHeader(1).packArrayHeader(2)
+          .packString("BlockRemoved").packArrayHeader(1).packLong(2);
+      KvEventSubscriberIntegrationTest.publish(pub, topic, 1, removed.toByteArray());
+      KvEventSubscriberIntegrationTest.await(
+          () -> scorer.index().blockCount("127.0.0.1:8000") == 1, "SGLang's removal applied");
+      pub.close();
+    }
+  }
+
+  /**
+   * An {@code engineType} llm-d-kv-cache has no adapter for is refused naming the field and the
+   * value, as llm-d-kv-cache's {@code engineadapter.NewAdapter} refuses it.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"trtllm", "SGLang"})
+  void anEngineTypeWithoutAnAdapterIsRefusedByName(String engine) {
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEventsConfig: {engineType: %s}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(engine);
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(yaml, "engine.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'kvEventsConfig'").hasMessageContaining("engineType")
+        .hasMessageContaining("'" + engine + "'").hasMessageContaining("vllm")
+        .hasMessageContaining("sglang").hasMessageNotContaining("unknown field");
+  }
+
+  /**
    * A {@code zmqEndpoint} that cannot be bound is refused naming the field the file wrote,
    * {@code kvEventsConfig}'s {@code zmqEndpoint}, not epp4j's own {@code kvEvents.bindAddress},
    * whichever way {@code discoverPods} is set.

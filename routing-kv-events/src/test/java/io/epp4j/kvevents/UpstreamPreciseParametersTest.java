@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.epp4j.api.Parameters;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** llm-d's precise-scorer parameters read into epp4j's: honoured, refused or noticed. */
 class UpstreamPreciseParametersTest {
@@ -90,6 +92,23 @@ class UpstreamPreciseParametersTest {
     UpstreamPreciseParameters.read(bad, false);
     assertThat(bad.errors()).singleElement().satisfies(e -> assertThat(e)
         .contains("'kvEventsConfig'").contains("podLabelSelector").contains("must be a string"));
+  }
+
+  /**
+   * {@code engineType} picks llm-d-kv-cache's event adapter: {@code vllm} (also the empty
+   * string) or {@code sglang}. Both are read by epp4j's one decoder, so both load without a
+   * notice and map to the same {@code kvEvents}.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"vllm", "sglang", ""})
+  void engineTypesWithAnAdapterLoad(String engine) {
+    Parameters p = Parameters.of(Map.of("kvEventsConfig", Map.of("engineType", engine,
+        "discoverPods", false, "zmqEndpoint", "tcp://*:5557")));
+    UpstreamPreciseParameters u = UpstreamPreciseParameters.read(p, false);
+    assertThat(u.kvEvents()).containsEntry("mode", "central")
+        .containsEntry("bindAddress", "tcp://*:5557");
+    assertThat(p.errors()).isEmpty();
+    assertThat(p.notices()).isEmpty();
   }
 
   @Test
