@@ -99,6 +99,11 @@ public final class KvEventSubscriber implements AutoCloseable {
     return new Builder(index, Objects.requireNonNull(address, "address"));
   }
 
+  /** Whether this subscriber binds an address engines connect to, rather than following each. */
+  boolean isCentral() {
+    return central;
+  }
+
   /** In central mode, the address actually bound (useful with port 0 / wildcard). */
   public @Nullable String boundEndpoint() {
     return loop.boundEndpoint();

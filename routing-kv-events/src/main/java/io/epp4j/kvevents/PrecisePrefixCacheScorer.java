@@ -97,6 +97,16 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     return null;
   }
 
+  /** Whether a subscriber connects to each endpoint's publisher (per-endpoint mode); for tests. */
+  boolean followsEachEndpoint() {
+    for (KvEventSubscriber s : subscribers) {
+      if (!s.isCentral()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** The tokenizer in use, or null; for tests. */
   @Nullable Tokenizer tokenizer() {
     return tokenizer;

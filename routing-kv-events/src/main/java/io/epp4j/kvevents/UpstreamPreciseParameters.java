@@ -204,7 +204,9 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
    * missing {@code discoverPods} is true, as in llm-d: its scorer decodes the file over
    * llm-d-kv-cache's {@code kvevents.DefaultConfig()}, where it is true (llm-d-kv-cache v0.5.0
    * on, commit 8877f62; llm-d-inference-scheduler v0.5.0 on). Only {@code discoverPods: false}
-   * makes a {@code zmqEndpoint} the one source. With a block index the application feeds (a
+   * makes a {@code zmqEndpoint} the one source, and so does an explicit
+   * {@code podDiscoveryConfig: null}: Go's decoder sets llm-d's pointer to nil, and its scorer
+   * then subscribes to no pod. With a block index the application feeds (a
    * {@code KvBlockIndex} service), no socket is opened.
    */
   private static @Nullable Map<String, Object> kvEvents(Parameters p, boolean sharedIndex,
@@ -227,6 +229,8 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
           + " and indexes the events of every endpoint");
     }
     engineType(p, ev);
+    // null in the file is a nil *PodDiscoveryConfig in llm-d: no pod is followed at all
+    boolean noPodDiscovery = ev.has("podDiscoveryConfig") && ev.raw("podDiscoveryConfig") == null;
     Parameters pd = ev.getNested("podDiscoveryConfig");
     int socketPort = pd.getInt("socketPort", KvEventSubscriber.DEFAULT_PORT, 1, 65535);
     podWatchSettings(p, pd);
@@ -251,13 +255,25 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
       out.put("mode", "none");
       return out;
     }
-    if (discover) {
+    if (discover && !noPodDiscovery) {
       out.put("mode", "per-endpoint");
       out.put("port", socketPort);
       alsoBind[0] = endpoint;
     } else if (endpoint != null) {
       out.put("mode", "central");
       out.put("bindAddress", endpoint);
+      if (discover) {
+        p.notice("kvEventsConfig", "follows no endpoint: podDiscoveryConfig is null, which llm-d"
+            + " reads as no pod discovery whatever discoverPods says (its scorer subscribes to"
+            + " pods only when podDiscoveryConfig is set), so only zmqEndpoint is bound; leave"
+            + " podDiscoveryConfig out, or give {} for socketPort 5557, to follow each endpoint"
+            + " too");
+      }
+    } else if (noPodDiscovery) {
+      p.error("kvEventsConfig", "has podDiscoveryConfig: null, which llm-d reads as following no"
+          + " endpoint, and no zmqEndpoint, so no events would be heard: set zmqEndpoint (a socket"
+          + " the engines publish to, such as tcp://*:5557) or leave podDiscoveryConfig out (or"
+          + " {}) to follow each endpoint on socketPort 5557");
     } else {
       p.error("kvEventsConfig", "has discoverPods: false and no zmqEndpoint, so no events would"
           + " be heard: set zmqEndpoint (a socket the engines publish to, such as tcp://*:5557)"

@@ -490,6 +490,77 @@ class UpstreamConfigCompatibilityTest {
   }
 
   /**
+   * An explicit {@code podDiscoveryConfig: null} (or {@code ~}, or no value) follows no endpoint
+   * in llm-d, whatever {@code discoverPods} says: Go's JSON decoder sets the pointer to nil, and
+   * the precise scorer subscribes to pods only when it is not nil. With a {@code zmqEndpoint}
+   * only that socket is bound, and the engines that connect to it are heard; the file gets a
+   * notice saying no endpoint is followed.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"null", "~", "", "null\n      discoverPods: true"})
+  void anExplicitlyNullPodDiscoveryConfigFollowsNoEndpointAsInLlmd(String value) throws Exception {
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            tokenProcessorConfig: {blockSize: 16}
+            kvEventsConfig:
+              zmqEndpoint: "tcp://127.0.0.1:*"
+              podDiscoveryConfig: %s
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(value);
+    Router r = Router.builder().endpoints(List.of(Endpoint.of("127.0.0.1", 8000)))
+        .configYaml(yaml, "no-discovery.yaml").ticker(now::get).build();
+    routers.add(r);
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w).contains("'kvEventsConfig'")
+        .contains("podDiscoveryConfig is null").contains("follows no endpoint"));
+    PrecisePrefixCacheScorer scorer =
+        (PrecisePrefixCacheScorer) r.config().plugins().get("precise-prefix-cache-scorer");
+    assertThat(scorer.followsEachEndpoint()).as("a subscription to each endpoint").isFalse();
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = KvEventSubscriberIntegrationTest.connectedPublisher(ctx,
+          scorer.boundEventsEndpoint());
+      KvEventSubscriberIntegrationTest.publish(pub, "kv@127.0.0.1:8000@" + MODEL, 0,
+          new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false).encode(
+              KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(new long[] {1, 2}, null,
+                  tokens(7, 32), 16)))));
+      KvEventSubscriberIntegrationTest.await(
+          () -> scorer.index().blockCount("127.0.0.1:8000") == 2,
+          "the blocks published to the bound socket indexed");
+      pub.close();
+    }
+  }
+
+  /**
+   * {@code podDiscoveryConfig: null} without a {@code zmqEndpoint} hears nothing in llm-d (no pod
+   * is followed and no socket is bound); epp4j refuses it, naming both fields, as it refuses
+   * {@code discoverPods: false} without a {@code zmqEndpoint}.
+   */
+  @Test
+  void anExplicitlyNullPodDiscoveryConfigWithoutAZmqEndpointIsRefused() {
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEventsConfig:
+              topicFilter: "kv@"
+              podDiscoveryConfig: null
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(yaml, "deaf.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("'kvEventsConfig'").hasMessageContaining("podDiscoveryConfig")
+        .hasMessageContaining("zmqEndpoint").hasMessageContaining("no events would be heard");
+  }
+
+  /**
    * A {@code zmqEndpoint} that cannot be bound is refused naming the field the file wrote,
    * {@code kvEventsConfig}'s {@code zmqEndpoint}, not epp4j's own {@code kvEvents.bindAddress},
    * whichever way {@code discoverPods} is set.

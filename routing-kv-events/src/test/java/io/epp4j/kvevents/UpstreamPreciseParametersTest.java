@@ -111,6 +111,34 @@ class UpstreamPreciseParametersTest {
     assertThat(p.notices()).isEmpty();
   }
 
+  /**
+   * An explicit {@code podDiscoveryConfig: null} is a nil pointer in llm-d, which then follows no
+   * pod whatever {@code discoverPods} says: a {@code zmqEndpoint} is the one source (with a
+   * notice), and without one nothing would be heard, which is refused naming both fields.
+   */
+  @Test
+  void anExplicitlyNullPodDiscoveryConfigFollowsNoEndpoint() {
+    Map<String, Object> bound = new java.util.HashMap<>();
+    bound.put("zmqEndpoint", "tcp://*:5557");
+    bound.put("podDiscoveryConfig", null);
+    Parameters p = Parameters.of(Map.of("kvEventsConfig", bound));
+    UpstreamPreciseParameters u = UpstreamPreciseParameters.read(p, false);
+    assertThat(u.kvEvents()).containsEntry("mode", "central")
+        .containsEntry("bindAddress", "tcp://*:5557").doesNotContainKey("port");
+    assertThat(u.alsoBind()).isNull();
+    assertThat(p.errors()).isEmpty();
+    assertThat(p.notices()).singleElement().satisfies(n -> assertThat(n)
+        .contains("podDiscoveryConfig is null").contains("follows no endpoint"));
+
+    Map<String, Object> deaf = new java.util.HashMap<>();
+    deaf.put("discoverPods", true);
+    deaf.put("podDiscoveryConfig", null);
+    Parameters q = Parameters.of(Map.of("kvEventsConfig", deaf));
+    UpstreamPreciseParameters.read(q, false);
+    assertThat(q.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("'kvEventsConfig'").contains("podDiscoveryConfig").contains("zmqEndpoint"));
+  }
+
   @Test
   void withAnIndexTheApplicationFeedsNoSocketIsOpened() {
     Parameters p = Parameters.of(Map.of("kvEventsConfig", Map.of("zmqEndpoint", "tcp://*:5557")));
