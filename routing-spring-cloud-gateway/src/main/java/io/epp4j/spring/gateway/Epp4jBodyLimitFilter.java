@@ -19,9 +19,10 @@ import reactor.core.publisher.Mono;
  * body of the routes whose filters ask for it (SCG's {@code Retry} filter does, so that each
  * attempt can send it again) before any route filter runs, so the {@code Epp4j} filter's own
  * check would only see the body once it was read in full, however large. With this one just
- * ahead of it, a declared length above the limit is answered 413 without reading the body, and
- * the read stops with a 413 once its bytes pass the limit; both close the connection, as the
- * {@code Epp4j} filter's own 413 for an unread body does.
+ * ahead of it, a declared length above the limit is answered 413 without keeping the body (it is
+ * discarded as it arrives, or, far above the limit, left unread and the connection closed), and
+ * the read stops with a 413 once its bytes pass the limit, closing the connection, as the
+ * {@code Epp4j} filter's own 413 does.
  *
  * <p>Only {@code POST}s (the only requests the {@code Epp4j} filter routes) of routes whose
  * filter list shows the {@code Epp4j} filter ({@link Epp4jRouting#on}) are touched. The limit is
@@ -49,8 +50,9 @@ public class Epp4jBodyLimitFilter implements GlobalFilter, Ordered {
     if (limit < 0) {
       return chain.filter(exchange);
     }
-    if (request.getHeaders().getContentLength() > limit) {
-      return Epp4jGatewayFilter.tooLarge(exchange, limit, true);
+    long declared = request.getHeaders().getContentLength();
+    if (declared > limit) {
+      return Epp4jGatewayFilter.declaredTooLarge(exchange, limit, declared);
     }
     ServerWebExchange limited = exchange.mutate()
         .request(new Epp4jGatewayFilter.LimitedBody(request, limit)).build();

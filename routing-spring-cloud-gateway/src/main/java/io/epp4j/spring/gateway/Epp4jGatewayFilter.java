@@ -71,7 +71,7 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     }
     long declared = request.getHeaders().getContentLength();
     if (declared > maxBodyBytes) {
-      return tooLarge(exchange, true);
+      return declaredTooLarge(exchange, maxBodyBytes, declared);
     }
     DataBuffer cached = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
     if (cached != null) {
@@ -217,6 +217,27 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
    * after the answer ({@code Connection: close}) rather than kept alive: Reactor Netty would read
    * and drop the rest of the body, however long it says it is, before the next request.
    */
+  /**
+   * Declared lengths up to this much above the limit are read and discarded before the 413, as
+   * servlet containers swallow a refused body (Tomcat's {@code maxSwallowSize} is 2 MB): a
+   * client that sends its whole body before it reads the answer (most do) would otherwise find
+   * the connection reset under its unsent bytes and never see the 413.
+   */
+  static final long SWALLOW_BYTES = 2L << 20;
+
+  /**
+   * The 413 for a request whose declared length is above the limit: after discarding its body
+   * when that is at most {@link #SWALLOW_BYTES} above the limit (memory stays one network
+   * buffer), else at once, closing the connection.
+   */
+  static Mono<Void> declaredTooLarge(ServerWebExchange exchange, int limit, long declared) {
+    if (declared - limit > SWALLOW_BYTES) {
+      return tooLarge(exchange, limit, true);
+    }
+    return exchange.getRequest().getBody().doOnNext(DataBufferUtils::release)
+        .then(Mono.defer(() -> tooLarge(exchange, limit, false)));
+  }
+
   static Mono<Void> tooLarge(ServerWebExchange exchange, int limit, boolean unread) {
     if (unread) {
       exchange.getResponse().getHeaders().setConnection("close");

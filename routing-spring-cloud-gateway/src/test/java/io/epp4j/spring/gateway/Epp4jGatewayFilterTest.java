@@ -438,6 +438,42 @@ class Epp4jGatewayFilterTest {
   }
 
   @Test
+  void aDeclaredLengthALittleAboveTheLimitIsReadAndDroppedSoThe413ArrivesAndTheConnectionStays()
+      throws Exception {
+    // answered and closed while the client was still sending, the 413 was lost under a reset
+    // now and then; a body this size is taken and dropped, and the connection serves on
+    byte[] body = ("{\"model\":\"m\",\"prompt\":\"" + "x".repeat(40 * 1024) + "\"}")
+        .getBytes(StandardCharsets.US_ASCII);
+    String head = "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+        + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n";
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
+          s.getInputStream(), StandardCharsets.US_ASCII));
+      for (int i = 0; i < 2; i++) {
+        out.write(head.getBytes(StandardCharsets.US_ASCII));
+        out.write(body);
+        out.flush();
+        assertThat(in.readLine()).as("request %d", i).startsWith("HTTP/1.1 413");
+        int length = -1;
+        for (String line = in.readLine(); !line.isEmpty(); line = in.readLine()) {
+          String lower = line.toLowerCase(java.util.Locale.ROOT);
+          assertThat(lower).doesNotStartWith("connection: close");
+          if (lower.startsWith("content-length:")) {
+            length = Integer.parseInt(lower.substring(15).trim());
+          }
+        }
+        char[] answer = new char[length];
+        for (int got = 0; got < length; ) {
+          got += in.read(answer, got, length - got);
+        }
+        assertThat(new String(answer)).contains("request_too_large");
+      }
+    }
+  }
+
+  @Test
   void a413ForADeclaredLengthAboveTheLimitClosesTheConnection() throws Exception {
     // Reactor Netty reads and drops the rest of a body the answer did not read: on a keep-alive
     // connection it went on taking the whole declared gigabyte, which the client need not send
