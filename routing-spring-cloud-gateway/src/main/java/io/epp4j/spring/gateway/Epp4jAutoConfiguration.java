@@ -90,8 +90,8 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   public Epp4jGatewayFilterFactory epp4jGatewayFilterFactory(Router router,
       Epp4jProperties properties, ObjectProvider<Epp4jPools> pools) {
-    return new Epp4jGatewayFilterFactory(router, properties.getScheme(), maxBodyBytes(properties),
-        pools.getIfAvailable(Epp4jPools::none));
+    return new Epp4jGatewayFilterFactory(router, PoolSettings.of(properties).scheme,
+        maxBodyBytes(properties), pools.getIfAvailable(Epp4jPools::none));
   }
 
   /**
@@ -156,12 +156,20 @@ public class Epp4jAutoConfiguration {
     }
   }
 
+  /**
+   * The pool's scraper. A path or scheme given to the builder wins over the routing
+   * configuration's {@code metrics-data-source}, so only those the properties set explicitly are
+   * given: the others follow the configuration, across reloads too.
+   */
   static MetricsScraper scraper(Router router, PoolSettings pool) {
-    return MetricsScraper.builder(router)
-        .interval(pool.metricsInterval)
-        .path(pool.metricsPath)
-        .scheme(pool.scheme)
-        .start();
+    MetricsScraper.Builder b = MetricsScraper.builder(router).interval(pool.metricsInterval);
+    if (pool.metricsPath != null) {
+      b.path(pool.metricsPath);
+    }
+    if (pool.schemeSet != null) {
+      b.scheme(pool.schemeSet);
+    }
+    return b.start();
   }
 
   /** The listener beans, a bean that is both a request and a pool listener once. */

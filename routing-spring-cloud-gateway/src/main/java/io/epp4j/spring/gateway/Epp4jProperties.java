@@ -20,8 +20,13 @@ public class Epp4jProperties {
   /** Replicas as {@code host:port}, e.g. {@code 10.0.0.1:8000,10.0.0.2:8000}. */
   private List<String> endpoints = new ArrayList<>();
 
-  /** Scheme of the requests the gateway sends to the replicas. */
-  private String scheme = "http";
+  /**
+   * Scheme of the requests the gateway sends to the replicas, and of the metrics scrapes; unset:
+   * {@code http} for the requests, and for the scrapes the {@code scheme} of the routing
+   * configuration's {@code metrics-data-source} plugin (else {@code http}). Set, it is the scrape
+   * scheme too, whatever the configuration says.
+   */
+  private @Nullable String scheme;
 
   /**
    * Path of an EndpointPickerConfig YAML file. When neither this nor {@code preset} is set, the
@@ -67,11 +72,11 @@ public class Epp4jProperties {
     this.endpoints = endpoints;
   }
 
-  public String getScheme() {
+  public @Nullable String getScheme() {
     return scheme;
   }
 
-  public void setScheme(String scheme) {
+  public void setScheme(@Nullable String scheme) {
     this.scheme = scheme;
   }
 
@@ -142,7 +147,10 @@ public class Epp4jProperties {
     /** Shipped configuration of this pool by name; ignored when {@code config-file} is set. */
     private @Nullable String preset;
 
-    /** Scheme towards this pool's replicas; unset: {@code epp4j.scheme}. */
+    /**
+     * Scheme towards this pool's replicas and of its metrics scrapes; unset: {@code epp4j.scheme}
+     * (both unset: as there).
+     */
     private @Nullable String scheme;
 
     /** Largest request body of this pool's routes; unset: {@code epp4j.max-body-size}. */
@@ -258,7 +266,10 @@ public class Epp4jProperties {
     /** Time between two scrapes of one replica; unset: {@code epp4j.metrics.interval}. */
     private @Nullable Duration interval;
 
-    /** Metrics path on each replica; unset: {@code epp4j.metrics.path}. */
+    /**
+     * Metrics path on each replica; unset: {@code epp4j.metrics.path} (both unset: the pool's
+     * {@code metrics-data-source}, else {@code /metrics}).
+     */
     private @Nullable String path;
 
     public @Nullable Boolean getEnabled() {
@@ -322,8 +333,12 @@ public class Epp4jProperties {
     /** Time between two scrapes of one replica. */
     private Duration interval = Duration.ofMillis(200);
 
-    /** Path of the Prometheus metrics on each replica. */
-    private String path = "/metrics";
+    /**
+     * Path of the Prometheus metrics on each replica; unset: the {@code path} of the routing
+     * configuration's {@code metrics-data-source} plugin (followed across reloads), else
+     * {@code /metrics}. Set, it wins over the configuration.
+     */
+    private @Nullable String path;
 
     public boolean isEnabled() {
       return enabled;
@@ -341,11 +356,11 @@ public class Epp4jProperties {
       this.interval = interval;
     }
 
-    public String getPath() {
+    public @Nullable String getPath() {
       return path;
     }
 
-    public void setPath(String path) {
+    public void setPath(@Nullable String path) {
       this.path = path;
     }
   }

@@ -20,6 +20,7 @@ import org.springframework.util.unit.DataSize;
 final class PoolSettings {
   static final String PREFIX = "epp4j";
   static final String POOLS_PREFIX = PREFIX + ".pools.";
+  static final String DEFAULT_SCHEME = "http";
   private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_-]+");
 
   /** The pool's name, {@code null} for the default pool. */
@@ -34,15 +35,26 @@ final class PoolSettings {
   final @Nullable Duration inFlightMaxAge;
   final List<String> sessionHeaders;
   final DataSize maxBodySize;
+  /** Scheme of the requests to the replicas: the property's, else {@code http}. */
   final String scheme;
+  /**
+   * The scheme property as set (for this pool or inherited), {@code null} when unset: the
+   * scraper then takes the routing configuration's {@code metrics-data-source} scheme.
+   */
+  final @Nullable String schemeSet;
   final boolean metricsEnabled;
   final Duration metricsInterval;
-  final String metricsPath;
+  /**
+   * The metrics path property as set (for this pool or inherited), {@code null} when unset: the
+   * scraper then takes the routing configuration's {@code metrics-data-source} path.
+   */
+  final @Nullable String metricsPath;
 
   private PoolSettings(@Nullable String name, List<String> endpoints, @Nullable String configFile,
       @Nullable String preset, @Nullable String serviceId, Duration refreshInterval,
       @Nullable Duration inFlightMaxAge, List<String> sessionHeaders, DataSize maxBodySize,
-      String scheme, boolean metricsEnabled, Duration metricsInterval, String metricsPath) {
+      @Nullable String scheme, boolean metricsEnabled, Duration metricsInterval,
+      @Nullable String metricsPath) {
     this.name = name;
     this.prefix = name == null ? PREFIX : POOLS_PREFIX + name;
     this.endpoints = endpoints;
@@ -53,7 +65,8 @@ final class PoolSettings {
     this.inFlightMaxAge = inFlightMaxAge;
     this.sessionHeaders = sessionHeaders;
     this.maxBodySize = maxBodySize;
-    this.scheme = scheme;
+    this.schemeSet = scheme;
+    this.scheme = scheme != null ? scheme : DEFAULT_SCHEME;
     this.metricsEnabled = metricsEnabled;
     this.metricsInterval = metricsInterval;
     this.metricsPath = metricsPath;
@@ -81,10 +94,10 @@ final class PoolSettings {
         p.getInFlightMaxAge() != null ? p.getInFlightMaxAge() : top.getInFlightMaxAge(),
         or(p.getSessionHeaders(), top.getSessionHeaders()),
         or(p.getMaxBodySize(), top.getMaxBodySize()),
-        or(p.getScheme(), top.getScheme()),
+        p.getScheme() != null ? p.getScheme() : top.getScheme(),
         or(m.getEnabled(), top.getMetrics().isEnabled()),
         or(m.getInterval(), top.getMetrics().getInterval()),
-        or(m.getPath(), top.getMetrics().getPath()));
+        m.getPath() != null ? m.getPath() : top.getMetrics().getPath());
   }
 
   static void checkName(String name) {
@@ -123,7 +136,7 @@ final class PoolSettings {
   void validateScraper() {
     checkedScheme();
     positive(metricsInterval, "metrics.interval");
-    if (metricsPath.isBlank() || !metricsPath.startsWith("/")) {
+    if (metricsPath != null && (metricsPath.isBlank() || !metricsPath.startsWith("/"))) {
       throw new IllegalArgumentException(property("metrics.path") + " must start with '/', got '"
           + metricsPath + "'");
     }

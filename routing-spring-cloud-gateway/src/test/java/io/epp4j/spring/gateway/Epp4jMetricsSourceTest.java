@@ -1,0 +1,195 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import io.epp4j.core.MetricsScraper;
+import io.epp4j.core.Router;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.util.TestPropertyValues;
+import org.springframework.cloud.context.environment.EnvironmentChangeEvent;
+
+/**
+ * Where the scrapers of the auto-configuration scrape: the config file's
+ * {@code metrics-data-source} unless {@code epp4j.metrics.path} / {@code epp4j.scheme} are set.
+ */
+class Epp4jMetricsSourceTest {
+  private static final Duration WAIT = Duration.ofSeconds(20);
+
+  private final ApplicationContextRunner runner = new ApplicationContextRunner()
+      .withConfiguration(AutoConfigurations.of(Epp4jAutoConfiguration.class))
+      .withPropertyValues("epp4j.metrics.interval=20ms");
+
+  @TempDir
+  Path dir;
+
+  private HttpServer server;
+  private final AtomicLong onDefault = new AtomicLong();
+  private final AtomicLong onCustom = new AtomicLong();
+  private final AtomicLong onOther = new AtomicLong();
+
+  @BeforeEach
+  void startReplica() throws IOException {
+    server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    // each path tells its figures apart, so the router's metrics show which one was scraped
+    server.createContext("/metrics", ex -> answer(ex, 3, onDefault));
+    server.createContext("/custom-metrics", ex -> answer(ex, 7, onCustom));
+    server.createContext("/other-metrics", ex -> answer(ex, 9, onOther));
+    server.start();
+  }
+
+  @AfterEach
+  void stopReplica() {
+    server.stop(0);
+  }
+
+  @Test
+  void theConfigFilesMetricsDataSourceDecidesTheDefaultScrapersPathAndARefreshMovesIt()
+      throws Exception {
+    // the scraper was always given epp4j.metrics.path (default /metrics), which wins over the
+    // file: the file's path never took effect
+    Path custom = config("custom.yaml", "path: /custom-metrics");
+    Path other = config("other.yaml", "path: /other-metrics");
+    runner.withPropertyValues("epp4j.endpoints=" + endpoint(), "epp4j.config-file=" + custom)
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          Router router = ctx.getBean(Router.class);
+          awaitWaiting(router, 7);
+
+          TestPropertyValues.of("epp4j.config-file=" + other).applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.config-file")));
+          awaitWaiting(router, 9);
+
+          assertThat(onDefault.get()).isZero();
+          assertThat(ctx.getBean(MetricsScraper.class).failures()).isZero();
+        });
+  }
+
+  @Test
+  void anExplicitMetricsPathPropertyWinsOverTheConfigFile() throws Exception {
+    Path custom = config("custom.yaml", "path: /custom-metrics");
+    runner.withPropertyValues("epp4j.endpoints=" + endpoint(), "epp4j.config-file=" + custom,
+            "epp4j.metrics.path=/metrics")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          awaitWaiting(ctx.getBean(Router.class), 3);
+          awaitAtLeast(onDefault::get, onDefault.get() + 3, "/metrics scraped again");
+          assertThat(onCustom.get()).isZero();
+        });
+  }
+
+  @Test
+  void aNamedPoolFollowsItsConfigFileUnlessAMetricsPathPropertyReachesIt() throws Exception {
+    Path custom = config("custom.yaml", "path: /custom-metrics");
+    Path other = config("other.yaml", "path: /other-metrics");
+    runner.withPropertyValues("epp4j.metrics.enabled=false",
+            "epp4j.pools.llama.endpoints=" + endpoint(),
+            "epp4j.pools.llama.config-file=" + custom, "epp4j.pools.llama.metrics.enabled=true",
+            "epp4j.pools.qwen.endpoints=" + endpoint(),
+            "epp4j.pools.qwen.config-file=" + custom, "epp4j.pools.qwen.metrics.enabled=true",
+            "epp4j.pools.qwen.metrics.path=/metrics")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+          awaitWaiting(pools.router("llama"), 7);
+          awaitWaiting(pools.router("qwen"), 3);
+
+          TestPropertyValues.of("epp4j.pools.llama.config-file=" + other).applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.pools.llama.config-file")));
+          awaitWaiting(pools.router("llama"), 9);
+        });
+    // inherited from epp4j.metrics.path, set explicitly there: it wins as well
+    runner.withPropertyValues("epp4j.metrics.path=/metrics",
+            "epp4j.pools.llama.endpoints=" + endpoint(),
+            "epp4j.pools.llama.config-file=" + custom)
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          awaitWaiting(ctx.getBean(Epp4jPools.class).router("llama"), 3);
+        });
+  }
+
+  @Test
+  void theConfigFilesSchemeIsUsedUnlessEpp4jSchemeIsSet() throws Exception {
+    Path https = config("https.yaml", "path: /custom-metrics, scheme: https");
+    // the replica speaks plain HTTP: scraping it with https fails before any request reaches it
+    runner.withPropertyValues("epp4j.endpoints=" + endpoint(), "epp4j.config-file=" + https)
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          MetricsScraper scraper = ctx.getBean(MetricsScraper.class);
+          awaitAtLeast(scraper::failures, 2, "failed https scrapes");
+          assertThat(onCustom.get()).isZero();
+        });
+    runner.withPropertyValues("epp4j.endpoints=" + endpoint(), "epp4j.config-file=" + https,
+            "epp4j.scheme=http")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          awaitWaiting(ctx.getBean(Router.class), 7);
+          assertThat(ctx.getBean(MetricsScraper.class).failures()).isZero();
+        });
+  }
+
+  private Path config(String name, String parameters) throws IOException {
+    Path file = dir.resolve(name);
+    Files.writeString(file, """
+        plugins:
+        - {name: src, type: metrics-data-source, parameters: {%s}}
+        - {type: queue-scorer}
+        - {type: max-score-picker}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: queue-scorer
+          - pluginRef: max-score-picker
+        """.formatted(parameters));
+    return file;
+  }
+
+  private String endpoint() {
+    return "127.0.0.1:" + server.getAddress().getPort();
+  }
+
+  private static void answer(HttpExchange ex, int waiting, AtomicLong hits) throws IOException {
+    hits.incrementAndGet();
+    byte[] b = ("vllm:num_requests_waiting " + waiting + "\n").getBytes(StandardCharsets.UTF_8);
+    ex.sendResponseHeaders(200, b.length);
+    ex.getResponseBody().write(b);
+    ex.close();
+  }
+
+  private static void awaitWaiting(Router router, int waiting) throws InterruptedException {
+    long deadline = System.nanoTime() + WAIT.toNanos();
+    while (router.endpoints().get(0).metrics().waitingRequests() != waiting) {
+      assertThat(System.nanoTime())
+          .as("scraped %s waiting requests in time, have %s", waiting,
+              router.endpoints().get(0).metrics().waitingRequests())
+          .isLessThan(deadline);
+      Thread.sleep(10);
+    }
+  }
+
+  private static void awaitAtLeast(LongSupplier value, long atLeast, String what)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + WAIT.toNanos();
+    while (value.getAsLong() < atLeast) {
+      assertThat(System.nanoTime()).as(what + " in time").isLessThan(deadline);
+      Thread.sleep(10);
+    }
+  }
+}
