@@ -1,6 +1,7 @@
 package io.epp4j.jmh;
 
 import io.epp4j.api.Candidate;
+import io.epp4j.api.ChatMessage;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.ProfileResult;
@@ -30,7 +31,11 @@ import org.openjdk.jmh.annotations.Warmup;
  * The prefix-cache scorer's two halves on their own: {@code lookup} (hash the prompt, match it
  * against every endpoint, touch recency) and {@code record} (insert the chain for the picked
  * endpoint), over an index warmed with the same traffic shape as {@link RouteBenchmark}.
- * {@code hashOnly} isolates the block hashing that both share.
+ * {@code hashOnly} isolates the block hashing that both share: the same prompts scored by a
+ * scorer whose index is empty, against one endpoint; {@code hashOnlyChat} the same text sent as
+ * a chat (a system message of a quarter of it, then user and assistant turns of 800 characters),
+ * which is hashed in its canonical form piece by piece; {@code xxh3Floor} one XXH3 pass over the
+ * prompt's bytes, the floor both are measured against.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
@@ -41,6 +46,8 @@ import org.openjdk.jmh.annotations.Warmup;
     BenchmarkJvm.HEAP_MIN, BenchmarkJvm.HEAP_MAX, BenchmarkJvm.PRE_TOUCH, BenchmarkJvm.HUGE_PAGES})
 public class PrefixIndexBenchmark {
   private static final int PROMPTS = 64;
+  private static final com.dynatrace.hash4j.hashing.Hasher64 XXH3 =
+      com.dynatrace.hash4j.hashing.Hashing.xxh3_64();
 
   @Param({"1024", "10240", "102400"})
   public int promptBytes;
@@ -54,6 +61,11 @@ public class PrefixIndexBenchmark {
   private InferenceRequest[] requests;
   private RoutingDecision[] decisions;
   private double[] scores;
+  private PrefixCacheScorer emptyScorer;
+  private List<Candidate> oneCandidate;
+  private InferenceRequest[] chats;
+  private byte[][] promptBytesUtf8;
+  private double[] oneScore;
   private int next;
 
   @Setup(Level.Trial)
@@ -83,6 +95,23 @@ public class PrefixIndexBenchmark {
           Map.of("default", new ProfileResult("default", List.of(d.primary()))), NO_CALLBACKS);
     }
     scores = new double[endpoints];
+    emptyScorer = PrefixCacheScorer.create();
+    oneCandidate = candidates.subList(0, 1);
+    oneScore = new double[1];
+    chats = new InferenceRequest[PROMPTS];
+    promptBytesUtf8 = new byte[PROMPTS][];
+    for (int i = 0; i < PROMPTS; i++) {
+      String p = prompts[i];
+      promptBytesUtf8[i] = p.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      List<ChatMessage> messages = new java.util.ArrayList<>();
+      int system = p.length() / 4;
+      messages.add(ChatMessage.system(p.substring(0, system)));
+      for (int at = system, turn = 0; at < p.length(); at += 800, turn++) {
+        String part = p.substring(at, Math.min(p.length(), at + 800));
+        messages.add(turn % 2 == 0 ? ChatMessage.user(part) : ChatMessage.assistant(part));
+      }
+      chats[i] = InferenceRequest.builder().model(requests[i].targetModel()).messages(messages).build();
+    }
   }
 
   private static final RoutingDecision.Callbacks NO_CALLBACKS = new RoutingDecision.Callbacks() {
@@ -97,6 +126,25 @@ public class PrefixIndexBenchmark {
     java.util.Arrays.fill(scores, 0);
     scorer.score(requests[next++ & (PROMPTS - 1)], state, candidates, scores);
     return scores;
+  }
+
+  @Benchmark
+  public double[] hashOnly() {
+    CycleState state = new CycleState(0, new SplittableRandom(1));
+    emptyScorer.score(requests[next++ & (PROMPTS - 1)], state, oneCandidate, oneScore);
+    return oneScore;
+  }
+
+  @Benchmark
+  public double[] hashOnlyChat() {
+    CycleState state = new CycleState(0, new SplittableRandom(1));
+    emptyScorer.score(chats[next++ & (PROMPTS - 1)], state, oneCandidate, oneScore);
+    return oneScore;
+  }
+
+  @Benchmark
+  public long xxh3Floor() {
+    return XXH3.hashBytesToLong(promptBytesUtf8[next++ & (PROMPTS - 1)]);
   }
 
   @Benchmark

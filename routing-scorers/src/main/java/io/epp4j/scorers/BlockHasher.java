@@ -33,10 +33,12 @@ import org.jspecify.annotations.Nullable;
  * what follows it.
  *
  * <p>Cost: each block is hashed on its own (the blocks are independent, so the CPU overlaps
- * them) and chained with a multiply-xorshift mix. Text is copied in chunks of a few thousand characters
- * into a per-thread scratch by {@link String#getChars} and narrowed by the ISO-8859-1 encoder,
- * both of which the JDK implements with vector instructions; a character-by-character loop costs
- * ten times more. A request allocates only its result array.
+ * them) and chained with a multiply-xorshift mix. Text is copied in chunks of a few thousand
+ * characters into a per-thread scratch by {@link String#getChars} and narrowed by the ISO-8859-1
+ * encoder, both of which the JDK implements with vector instructions (a character-by-character
+ * loop costs ten times more); a long prompt the JDK stores as Latin-1 (see {@link Latin1}) is
+ * copied as its bytes instead, which skips the widening and narrowing. A request allocates only
+ * its result array, and a long prompt about 90 bytes more for that check.
  */
 final class BlockHasher {
   private static final String UNIT_SEP = "\u001f";
@@ -166,6 +168,10 @@ final class BlockHasher {
     int perChunk = Math.max(1, Math.min(Long.SIZE, CHUNK / bc));
     Scratch s = SCRATCH.get();
     s.prepareText(perChunk * bc, 2 * bc);
+    String prompt = request.prompt();
+    if (prompt != null && Latin1.known(prompt)) {
+      return hashLatin1(seed, prompt, s.narrow, out, perChunk);
+    }
     TextCursor text = s.cursor.start(request);
     char[] chars = s.chars;
     byte[] narrow = s.narrow;
@@ -196,6 +202,32 @@ final class BlockHasher {
       }
     }
     text.clear();
+    return out;
+  }
+
+  /**
+   * {@link #hashText} of a prompt whose characters are all at most U+00FF: each chunk's bytes are
+   * copied from the string as they are (an array copy), with no widening to characters and
+   * narrowing back, and every block is hashed as one byte per character.
+   */
+  @SuppressWarnings("deprecation") // getBytes(int, int, byte[], int) is exact for such a string
+  private long[] hashLatin1(long seed, String prompt, byte[] narrow, long[] out, int perChunk) {
+    int n = out.length;
+    int bc = blockChars;
+    boolean shortNarrow = ShortXxh3.coversBytes(bc);
+    long h = seed;
+    for (int first = 0; first < n; first += perChunk) {
+      int k = Math.min(perChunk, n - first);
+      int from = first * bc;
+      prompt.getBytes(from, from + k * bc, narrow, 0);
+      for (int i = 0; i < k; i++) {
+        int off = i * bc;
+        long blockHash = shortNarrow ? ShortXxh3.hash(narrow, off, bc)
+            : XXH3.hashBytesToLong(narrow, off, bc);
+        h = chain(h, blockHash);
+        out[first + i] = h;
+      }
+    }
     return out;
   }
 
@@ -343,6 +375,28 @@ final class BlockHasher {
         in.position(next);
         out.position(next);
       }
+    }
+  }
+
+  /**
+   * Tells, without reflection, whether a long string is one the JDK stores one byte per
+   * character (a compact Latin-1 string), whose characters are therefore all at most U+00FF:
+   * such a string's {@link String#chars()} runs on a spliterator class of its own. The probe
+   * allocates a stream and a spliterator (about 90 bytes) and costs about what copying its bytes
+   * saves on two thousand characters, so strings shorter than {@value #PROBE_FROM} characters
+   * are not probed (and not taken as Latin-1): a 1 KB prompt allocates nothing more. On a JDK whose strings do not differ that way (compact strings
+   * disabled, another implementation) the two probes below see one class and no string is taken
+   * as Latin-1.
+   */
+  static final class Latin1 {
+    static final int PROBE_FROM = 4096;
+    private static final Class<?> LATIN1_CHARS = "a".chars().spliterator().getClass();
+    private static final boolean PROBE = LATIN1_CHARS != "\u0100".chars().spliterator().getClass();
+
+    private Latin1() {}
+
+    static boolean known(String s) {
+      return s.length() >= PROBE_FROM && PROBE && s.chars().spliterator().getClass() == LATIN1_CHARS;
     }
   }
 }

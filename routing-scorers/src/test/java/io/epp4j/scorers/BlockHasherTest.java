@@ -124,6 +124,49 @@ class BlockHasherTest {
     }
   }
 
+  /** Only characters up to U+00FF: a string the JDK stores one byte per character. */
+  static String latin1Text(SplittableRandom rnd, int length) {
+    StringBuilder sb = new StringBuilder(length);
+    for (int i = 0; i < length; i++) {
+      sb.append(rnd.nextInt(20) == 0 ? (char) (0x80 + rnd.nextInt(0x80)) : (char) (' ' + rnd.nextInt(95)));
+    }
+    return sb.toString();
+  }
+
+  @Test
+  void latin1PromptsHashAsTheDocumentedScheme() {
+    // a long prompt stored as Latin-1 is copied as bytes, a shorter one or one holding a wider
+    // character as characters; both give the documented hashes
+    SplittableRandom rnd = new SplittableRandom(7);
+    for (int blockSize : new int[] {1, 3, 16, 32, 100, 2000}) {
+      BlockHasher hasher = new BlockHasher(blockSize, 8192);
+      for (int r = 0; r < 30; r++) {
+        String prompt = latin1Text(rnd, rnd.nextInt(20_000));
+        if (r % 5 == 0 && !prompt.isEmpty()) {
+          int at = rnd.nextInt(prompt.length());
+          prompt = prompt.substring(0, at) + '\u20ac' + prompt.substring(at + 1);
+        }
+        InferenceRequest req = InferenceRequest.completion("m", prompt);
+        assertThat(hasher.hash(req)).as("block size %d, round %d", blockSize, r)
+            .containsExactly(reference(BlockHasher.namespace(req), prompt, blockSize, 8192));
+      }
+    }
+  }
+
+  @Test
+  void latin1StringsAreRecognisedWithoutMistakingWiderOnes() {
+    SplittableRandom rnd = new SplittableRandom(8);
+    String latin1 = latin1Text(rnd, 5000);
+    assertThat(BlockHasher.Latin1.known(latin1)).isTrue();
+    assertThat(BlockHasher.Latin1.known(latin1 + '\u0100')).isFalse();
+    assertThat(BlockHasher.Latin1.known('\uffff' + latin1)).isFalse();
+    // a string that held a wide character and lost it is Latin-1 again
+    assertThat(BlockHasher.Latin1.known((latin1 + '\u0100').substring(0, 5000))).isTrue();
+    // short strings are not worth the probe
+    assertThat(BlockHasher.Latin1.known(latin1.substring(0, BlockHasher.Latin1.PROBE_FROM - 1)))
+        .isFalse();
+  }
+
   @Test
   void tokenHashesFollowTheDocumentedScheme() {
     SplittableRandom rnd = new SplittableRandom(3);
