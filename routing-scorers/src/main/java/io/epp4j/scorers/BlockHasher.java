@@ -36,9 +36,10 @@ import org.jspecify.annotations.Nullable;
  * them) and chained with a multiply-xorshift mix. Text is copied in chunks of a few thousand
  * characters into a per-thread scratch by {@link String#getChars} and narrowed by the ISO-8859-1
  * encoder, both of which the JDK implements with vector instructions (a character-by-character
- * loop costs ten times more); a long prompt the JDK stores as Latin-1 (see {@link Latin1}) is
- * copied as its bytes instead, which skips the widening and narrowing. A request allocates only
- * its result array, and a long prompt about 90 bytes more for that check.
+ * loop costs ten times more). A chunk that lies wholly in one long string the JDK stores as
+ * Latin-1 (a prompt, a system message, a document; see {@link Latin1}) is copied as its bytes
+ * instead, which skips the widening and narrowing. A request allocates only its result array,
+ * and about 90 bytes more for each such string's check.
  */
 final class BlockHasher {
   private static final String UNIT_SEP = "\u001f";
@@ -168,10 +169,6 @@ final class BlockHasher {
     int perChunk = Math.max(1, Math.min(Long.SIZE, CHUNK / bc));
     Scratch s = SCRATCH.get();
     s.prepareText(perChunk * bc, 2 * bc);
-    String prompt = request.prompt();
-    if (prompt != null && Latin1.known(prompt)) {
-      return hashLatin1(seed, prompt, s.narrow, out, perChunk);
-    }
     TextCursor text = s.cursor.start(request);
     char[] chars = s.chars;
     byte[] narrow = s.narrow;
@@ -182,8 +179,13 @@ final class BlockHasher {
     for (int first = 0; first < n; first += perChunk) {
       int k = Math.min(perChunk, n - first);
       int len = k * bc;
-      text.copyTo(chars, len);
-      long wideBlocks = s.narrow(len, bc);
+      long wideBlocks;
+      if (text.copyLatin1(narrow, len)) {
+        wideBlocks = 0;
+      } else {
+        text.copyTo(chars, len);
+        wideBlocks = s.narrow(len, bc);
+      }
       for (int i = 0; i < k; i++) {
         int off = i * bc;
         long blockHash;
@@ -202,32 +204,6 @@ final class BlockHasher {
       }
     }
     text.clear();
-    return out;
-  }
-
-  /**
-   * {@link #hashText} of a prompt whose characters are all at most U+00FF: each chunk's bytes are
-   * copied from the string as they are (an array copy), with no widening to characters and
-   * narrowing back, and every block is hashed as one byte per character.
-   */
-  @SuppressWarnings("deprecation") // getBytes(int, int, byte[], int) is exact for such a string
-  private long[] hashLatin1(long seed, String prompt, byte[] narrow, long[] out, int perChunk) {
-    int n = out.length;
-    int bc = blockChars;
-    boolean shortNarrow = ShortXxh3.coversBytes(bc);
-    long h = seed;
-    for (int first = 0; first < n; first += perChunk) {
-      int k = Math.min(perChunk, n - first);
-      int from = first * bc;
-      prompt.getBytes(from, from + k * bc, narrow, 0);
-      for (int i = 0; i < k; i++) {
-        int off = i * bc;
-        long blockHash = shortNarrow ? ShortXxh3.hash(narrow, off, bc)
-            : XXH3.hashBytesToLong(narrow, off, bc);
-        h = chain(h, blockHash);
-        out[first + i] = h;
-      }
-    }
     return out;
   }
 
@@ -257,6 +233,9 @@ final class BlockHasher {
     private List<ChatMessage> messages = List.of();
     private int piece;
     private int offset;
+    /** The piece {@link #probedLatin1} is about, or -1. */
+    private int probed;
+    private boolean probedLatin1;
 
     TextCursor start(InferenceRequest r) {
       prompt = r.prompt();
@@ -265,6 +244,7 @@ final class BlockHasher {
       messages = r.messages();
       piece = 0;
       offset = 0;
+      probed = -1;
       return this;
     }
 
@@ -299,6 +279,33 @@ final class BlockHasher {
         default:
           return RECORD_SEP;
       }
+    }
+
+    /**
+     * If the next {@code len} characters all lie in one string known to be Latin-1 (see {@link
+     * Latin1}; each string is probed once, when a chunk first starts in it), copies them as
+     * bytes into {@code dst[0..len)} and returns true; otherwise copies nothing.
+     */
+    @SuppressWarnings("deprecation") // getBytes(int, int, byte[], int) is exact for such a string
+    boolean copyLatin1(byte[] dst, int len) {
+      String s = piece(piece);
+      if (s == null || s.length() - offset < len) {
+        return false;
+      }
+      if (probed != piece) {
+        probed = piece;
+        probedLatin1 = Latin1.known(s);
+      }
+      if (!probedLatin1) {
+        return false;
+      }
+      s.getBytes(offset, offset + len, dst, 0);
+      offset += len;
+      if (offset == s.length()) {
+        piece++;
+        offset = 0;
+      }
+      return true;
     }
 
     /** Copies the next {@code len} characters into {@code dst[0..len)}; they must exist. */

@@ -154,6 +154,35 @@ class BlockHasherTest {
   }
 
   @Test
+  void chatsWithLongLatin1MessagesHashTheCanonicalText() {
+    // a chunk wholly inside a long Latin-1 message is copied as bytes, the chunks around it as
+    // characters; short, wider and long messages in any order give the documented hashes
+    SplittableRandom rnd = new SplittableRandom(9);
+    for (int blockSize : new int[] {1, 16, 100, 2000}) {
+      BlockHasher hasher = new BlockHasher(blockSize, 1 << 16);
+      for (int r = 0; r < 25; r++) {
+        List<ChatMessage> messages = new ArrayList<>();
+        StringBuilder canonical = new StringBuilder();
+        for (int m = 0, count = 1 + rnd.nextInt(6); m < count; m++) {
+          int length = rnd.nextBoolean() ? rnd.nextInt(300) : 4096 + rnd.nextInt(12_000);
+          String content = rnd.nextInt(4) == 0 ? text(rnd, length) : latin1Text(rnd, length);
+          ChatMessage msg = new ChatMessage(rnd.nextInt(5) == 0 ? "r\u00f4le\u0101" : "user", content);
+          messages.add(msg);
+          canonical.append(msg.role()).append('\u001f').append(msg.content()).append('\u001e');
+        }
+        String tools = r % 3 == 0 ? "[" + latin1Text(rnd, 5000) + "]" : null;
+        if (tools != null) {
+          canonical.insert(0, "tools\u001f" + tools + '\u001e');
+        }
+        InferenceRequest req = InferenceRequest.builder().model("m").messages(messages)
+            .toolsJson(tools).build();
+        assertThat(hasher.hash(req)).as("block size %d, round %d", blockSize, r)
+            .containsExactly(reference(BlockHasher.namespace(req), canonical.toString(), blockSize, 1 << 16));
+      }
+    }
+  }
+
+  @Test
   void latin1StringsAreRecognisedWithoutMistakingWiderOnes() {
     SplittableRandom rnd = new SplittableRandom(8);
     String latin1 = latin1Text(rnd, 5000);
