@@ -87,13 +87,19 @@ class BlockHasherTest {
 
   @Test
   void textHashesFollowTheDocumentedSchemeAcrossChunks() {
-    SplittableRandom rnd = new SplittableRandom(1);
     // 3, 5, 8, 16 and 32 put narrow (4 × size bytes) or UTF-16 (8 × size) blocks in ShortXxh3's
     // 17–128-byte range, the others outside it
-    for (int blockSize : new int[] {1, 3, 5, 8, 16, 32, 100, 2000}) {
+    assertCompletionsFollowTheReference(new SplittableRandom(1), new int[] {1, 3, 5, 8, 16, 32, 100, 2000},
+        (rnd, round) -> text(rnd, rnd.nextInt(20_000)));
+  }
+
+  /** 30 completion prompts per block size, each hashed as the reference hashes it. */
+  private static void assertCompletionsFollowTheReference(SplittableRandom rnd, int[] blockSizes,
+      java.util.function.BiFunction<SplittableRandom, Integer, String> promptOf) {
+    for (int blockSize : blockSizes) {
       BlockHasher hasher = new BlockHasher(blockSize, 8192);
       for (int r = 0; r < 30; r++) {
-        String prompt = text(rnd, rnd.nextInt(20_000));
+        String prompt = promptOf.apply(rnd, r);
         InferenceRequest req = InferenceRequest.completion("m", prompt);
         assertThat(hasher.hash(req)).as("block size %d, round %d", blockSize, r)
             .containsExactly(reference(BlockHasher.namespace(req), prompt, blockSize, 8192));
@@ -137,20 +143,15 @@ class BlockHasherTest {
   void latin1PromptsHashAsTheDocumentedScheme() {
     // a long prompt stored as Latin-1 is copied as bytes, a shorter one or one holding a wider
     // character as characters; both give the documented hashes
-    SplittableRandom rnd = new SplittableRandom(7);
-    for (int blockSize : new int[] {1, 3, 16, 32, 100, 2000}) {
-      BlockHasher hasher = new BlockHasher(blockSize, 8192);
-      for (int r = 0; r < 30; r++) {
-        String prompt = latin1Text(rnd, rnd.nextInt(20_000));
-        if (r % 5 == 0 && !prompt.isEmpty()) {
+    assertCompletionsFollowTheReference(new SplittableRandom(7), new int[] {1, 3, 16, 32, 100, 2000},
+        (rnd, round) -> {
+          String prompt = latin1Text(rnd, rnd.nextInt(20_000));
+          if (round % 5 != 0 || prompt.isEmpty()) {
+            return prompt;
+          }
           int at = rnd.nextInt(prompt.length());
-          prompt = prompt.substring(0, at) + '\u20ac' + prompt.substring(at + 1);
-        }
-        InferenceRequest req = InferenceRequest.completion("m", prompt);
-        assertThat(hasher.hash(req)).as("block size %d, round %d", blockSize, r)
-            .containsExactly(reference(BlockHasher.namespace(req), prompt, blockSize, 8192));
-      }
-    }
+          return prompt.substring(0, at) + '\u20ac' + prompt.substring(at + 1);
+        });
   }
 
   @Test
