@@ -27,6 +27,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
@@ -68,6 +69,8 @@ public final class MetricsScraper implements AutoCloseable {
   private final ScheduledExecutorService scheduler;
   private final ConcurrentHashMap<String, Boolean> inFlight = new ConcurrentHashMap<>();
   private final ConcurrentHashMap<String, Boolean> failing = new ConcurrentHashMap<>();
+  // endpoints already warned about for repeating a series in their exposition
+  private final ConcurrentHashMap<String, Boolean> repeating = new ConcurrentHashMap<>();
   private final AtomicLong scrapes = new AtomicLong();
   private final AtomicLong failures = new AtomicLong();
   // scrapes under way, so that close() can end them
@@ -118,7 +121,7 @@ public final class MetricsScraper implements AutoCloseable {
       for (Candidate c : pool) {
         scrape(c.id());
       }
-      if (!failing.isEmpty()) {
+      if (!failing.isEmpty() || !repeating.isEmpty()) {
         forgetDeparted(pool);
       }
     } catch (RuntimeException e) {
@@ -177,10 +180,16 @@ public final class MetricsScraper implements AutoCloseable {
         return;
       }
       try {
-        Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body());
+        AtomicReference<@Nullable String> repeated = new AtomicReference<>();
+        Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body(), repeated::set);
         if (!m.isOk()) {
           fail(id, m.errors().get(0));
           return;
+        }
+        String series = repeated.get();
+        if (series != null && repeating.putIfAbsent(id, Boolean.TRUE) == null) {
+          LOG.log(Level.WARNING, "metrics of " + id + " repeat series " + series
+              + " (and maybe others); the last sample of each counts");
         }
         if (failing.remove(id) != null) {
           LOG.info("metrics of " + id + " are back");
@@ -218,8 +227,9 @@ public final class MetricsScraper implements AutoCloseable {
   }
 
   /**
-   * Drops the failure marks of endpoints that left the pool: the marks stay bounded by the pool
-   * with pods coming and going, and an endpoint that comes back and fails again is logged again.
+   * Drops the failure and repeated-series marks of endpoints that left the pool: the marks stay
+   * bounded by the pool with pods coming and going, and an endpoint that comes back and fails
+   * again is logged again.
    */
   private void forgetDeparted(List<Candidate> pool) {
     Set<String> ids = new HashSet<>(pool.size() * 2);
@@ -227,6 +237,7 @@ public final class MetricsScraper implements AutoCloseable {
       ids.add(c.id());
     }
     failing.keySet().retainAll(ids);
+    repeating.keySet().retainAll(ids);
   }
 
   private void fail(String id, String why) {

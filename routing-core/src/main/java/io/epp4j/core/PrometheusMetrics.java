@@ -2,12 +2,13 @@ package io.epp4j.core;
 
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.Result;
-import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
-import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
+import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -19,7 +20,10 @@ import org.jspecify.annotations.Nullable;
  * {@code sglang:num_running_reqs}, {@code sglang:token_usage}). When a family has several series
  * (several models or data-parallel engines) request counts are summed and KV usage takes the
  * maximum, so a hot engine is never averaged away; a negative count (a broken gauge) counts as 0,
- * so it cannot cancel another series' work.
+ * so it cannot cancel another series' work. A series (a metric name with one label set, labels
+ * in any order) that the exposition repeats counts once, with the value of its last line, as a
+ * later sample of the same series: Prometheus refuses such an exposition, and summed, a repeated
+ * queue would double the endpoint's load.
  */
 public final class PrometheusMetrics {
   private PrometheusMetrics() {}
@@ -33,14 +37,41 @@ public final class PrometheusMetrics {
   /** One parsed sample. */
   record Sample(String name, Map<String, String> labels, double value) {}
 
+  /** What identifies a series: its name and label set (a map, so label order does not count). */
+  private record Series(String name, Map<String, String> labels) {
+    /** {@code name{k="v",...}}, labels sorted, for a log line. */
+    String describe() {
+      if (labels.isEmpty()) {
+        return name;
+      }
+      StringBuilder b = new StringBuilder(name).append('{');
+      for (Map.Entry<String, String> e : new TreeMap<>(labels).entrySet()) {
+        b.append(b.charAt(b.length() - 1) == '{' ? "" : ",")
+            .append(e.getKey()).append("=\"").append(e.getValue()).append('"');
+      }
+      return b.append('}').toString();
+    }
+  }
+
   /**
    * Parses an exposition. Fails (naming the line) only on malformed sample lines of the families
    * above; unknown families are skipped. A body with none of the known families is an error, so
    * a wrong URL is noticed instead of reading as an idle server. Never throws: {@code NaN}
-   * samples are skipped, and counts read from labels are kept within {@code [0, 2^31)}.
+   * samples are skipped, and counts read from labels are kept within {@code [0, 2^31)}. A series
+   * the text repeats counts once, with its last value.
    */
   public static Result<EndpointMetrics> parse(String text) {
-    List<Sample> samples = new ArrayList<>();
+    return parse(text, repeated -> { });
+  }
+
+  /**
+   * {@link #parse(String)}, telling {@code repeated} of the first series the text repeats (as
+   * {@code name{labels}}), if any, so the caller can warn about a server that breaks the format.
+   */
+  static Result<EndpointMetrics> parse(String text, Consumer<String> repeated) {
+    // by series, in the order of their last lines: a repeated series keeps its last sample
+    Map<Series, Sample> samples = new LinkedHashMap<>();
+    @Nullable Series firstRepeated = null;
     String[] lines = text.split("\n");
     for (int i = 0; i < lines.length; i++) {
       String line = lines[i].strip();
@@ -58,7 +89,14 @@ public final class PrometheusMetrics {
         return Result.error("metrics line " + (i + 1) + " is not a valid sample: "
             + (line.length() > 120 ? line.substring(0, 120) + "..." : line));
       }
-      samples.add(s);
+      Series key = new Series(s.name, s.labels);
+      if (samples.remove(key) != null && firstRepeated == null) {
+        firstRepeated = key;
+      }
+      samples.put(key, s);
+    }
+    if (firstRepeated != null) {
+      repeated.accept(firstRepeated.describe());
     }
     double waiting = 0;
     double running = 0;
@@ -70,7 +108,7 @@ public final class PrometheusMetrics {
     int maxLoras = 0;
     double loraStamp = Double.NEGATIVE_INFINITY;
     boolean any = false;
-    for (Sample s : samples) {
+    for (Sample s : samples.values()) {
       // NaN: a gauge with no value yet; the family is there, but summed or compared the sample
       // would wipe out the other series
       boolean nan = Double.isNaN(s.value);

@@ -131,6 +131,56 @@ class MetricsScraperTest {
         .isEqualTo(Integer.MAX_VALUE);
   }
 
+  @Test
+  void aRepeatedSeriesCountsOnceWithItsLastValueAndSeriesDifferingInALabelAreStillSummed() {
+    // Prometheus refuses an exposition that repeats a series; summed as it was, a repeated
+    // waiting count doubled the endpoint's queue for the scorers and for shedding
+    EndpointMetrics m = PrometheusMetrics.parse("""
+        vllm:num_requests_waiting{model_name="m"} 3
+        vllm:num_requests_waiting{model_name="m"} 4
+        vllm:num_requests_waiting{model_name="m",engine="1"} 2
+        vllm:num_requests_running{engine="0",model_name="m"} 5
+        vllm:num_requests_running{model_name="m",engine="0"} 6
+        vllm:num_requests_running{model_name="n",engine="0"} 1
+        vllm:num_requests_running 10
+        vllm:num_requests_running{} 7
+        sglang:num_queue_reqs{model_name="m"} 1
+        vllm:kv_cache_usage_perc{engine="0"} 0.9
+        vllm:kv_cache_usage_perc{engine="0"} 0.3
+        vllm:kv_cache_usage_perc{engine="1"} 0.4
+        """).value();
+    // the last of 3 and 4, plus the series with another label set, plus another family
+    assertThat(m.waitingRequests()).isEqualTo(4 + 2 + 1);
+    // label order does not make another series, nor do empty braces
+    assertThat(m.runningRequests()).isEqualTo(6 + 1 + 7);
+    // a later sample of the same series replaces the earlier one, for the maximum too
+    assertThat(m.kvCacheUsage()).isEqualTo(0.4);
+  }
+
+  @Test
+  void aRepeatedSeriesIsLoggedOncePerEndpointNotOncePerScrape() throws Exception {
+    AtomicReference<String> body = new AtomicReference<>(
+        "vllm:num_requests_waiting{model_name=\"m\"} 3\n"
+        + "vllm:num_requests_waiting{model_name=\"m\"} 3\n");
+    HttpServer server = metricsServer(body);
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    ScraperLog log = new ScraperLog(m -> m.contains(id) && m.contains("repeat series"));
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20)).start()) {
+      awaitMetrics(router, id, m -> m.waitingRequests() == 3);
+      long seen = scraper.scrapes();
+      awaitCount(() -> scraper.scrapes(), seen + 3);
+      assertThat(scraper.failures()).isZero(); // the figures are usable: not a failed scrape
+      assertThat(log.messages).hasSize(1);
+      assertThat(log.messages.get(0)).contains("vllm:num_requests_waiting{model_name=\"m\"}");
+    } finally {
+      log.close();
+      server.stop(0);
+    }
+  }
+
   /** A started loopback server whose {@code /metrics} answers {@code body}'s current text. */
   static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
