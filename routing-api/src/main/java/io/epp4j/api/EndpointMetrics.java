@@ -15,7 +15,10 @@ import java.util.Set;
  * @param waitingLoraAdapters adapters requested by waiting requests
  * @param maxLoras            adapter slots, or 0 when unknown
  * @param scrapedAtNanos      time of the scrape on the router's {@link Ticker}, or
- *                            {@link #UNSET_TIME} to let the router stamp it on update
+ *                            {@link #UNSET_TIME} to let the router stamp it on update; a time
+ *                            later than the router's ticker reads on update is taken as the
+ *                            time of the update (so the metrics still age and go stale), and
+ *                            logged as a warning
  */
 public record EndpointMetrics(
     int waitingRequests,

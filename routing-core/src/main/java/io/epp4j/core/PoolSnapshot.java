@@ -101,7 +101,7 @@ final class PoolSnapshot {
 
   /**
    * This pool with new metrics for the members named in {@code metricsById}; metrics without a
-   * scrape time are stamped {@code now}.
+   * scrape time, or with one after {@code now}, are stamped {@code now}.
    */
   PoolSnapshot withMetrics(Map<String, EndpointMetrics> metricsById, long now) {
     EndpointState[] next = states.clone();
@@ -122,6 +122,16 @@ final class PoolSnapshot {
   }
 
   private static EndpointMetrics stamped(EndpointMetrics m, long now) {
-    return m.scrapedAtNanos() == EndpointMetrics.UNSET_TIME ? m.withScrapedAtNanos(now) : m;
+    return m.scrapedAtNanos() == EndpointMetrics.UNSET_TIME || inFuture(m, now)
+        ? m.withScrapedAtNanos(now) : m;
+  }
+
+  /**
+   * Whether {@code m} says it was scraped after {@code now}: kept, such a time would give the
+   * metrics an age of 0 (see {@code Candidate.metricsAgeNanos}) until the clock caught up, so
+   * they would never go stale. Compared as a difference, as ticker readings are.
+   */
+  static boolean inFuture(EndpointMetrics m, long now) {
+    return m.scrapedAtNanos() != EndpointMetrics.UNSET_TIME && now - m.scrapedAtNanos() < 0;
   }
 }

@@ -86,6 +86,7 @@ public final class Router implements AutoCloseable {
   private final TieBreaks tieBreaks;
   private final ThrottledWarning routerWarning;
   private final ThrottledWarning expiryWarning;
+  private final ThrottledWarning futureMetricsWarning;
   private final Duration inFlightMaxAge;
   private final InFlightLedger ledger;
   private final RetiredPlugins retired;
@@ -114,6 +115,7 @@ public final class Router implements AutoCloseable {
     this.routerWarning = new ThrottledWarning(LOG, ticker, "router");
     this.inFlightMaxAge = b.inFlightMaxAge;
     this.expiryWarning = new ThrottledWarning(LOG, ticker, "in-flight accounting:");
+    this.futureMetricsWarning = new ThrottledWarning(LOG, ticker, "metrics");
     // expiry runs on later route and updateMetrics calls, after telemetry is set
     this.ledger = new InFlightLedger(RouterSettings.nanos(inFlightMaxAge), ticker.nanos(), this::expired,
         id -> {
@@ -376,10 +378,16 @@ public final class Router implements AutoCloseable {
 
   /**
    * Publishes new metrics for an endpoint. Metrics without a scrape time are stamped with the
-   * router's clock. Returns false when the endpoint is not in the pool.
+   * router's clock. Metrics whose {@link EndpointMetrics#scrapedAtNanos scrapedAtNanos} is later
+   * than the router's clock (a caller's clock bug, another ticker) are stamped with the router's
+   * clock too, as received now, and a warning is logged (at most once a minute): kept, such a
+   * time would keep them fresh until the clock caught up, so the last figures of an endpoint that
+   * stopped answering would be trusted all that while. Returns false when the endpoint is not in
+   * the pool.
    */
   public boolean updateMetrics(String endpointId, EndpointMetrics metrics) {
     long now = ticker.nanos();
+    warnIfInFuture(endpointId, metrics, now);
     // off the request path and called steadily by a scraper: a good place to expire
     ledger.expireIfDue(now);
     hints.expireIfDue(now);
@@ -394,14 +402,28 @@ public final class Router implements AutoCloseable {
     }
   }
 
-  /** Publishes metrics for several endpoints in one snapshot; unknown ids are ignored. */
+  /**
+   * Publishes metrics for several endpoints in one snapshot; unknown ids are ignored. Scrape
+   * times are treated as by {@link #updateMetrics(String, EndpointMetrics)}: missing or later
+   * than the router's clock, they become the router's clock.
+   */
   public void updateMetrics(Map<String, EndpointMetrics> metricsById) {
     long now = ticker.nanos();
+    for (Map.Entry<String, EndpointMetrics> e : metricsById.entrySet()) {
+      warnIfInFuture(e.getKey(), e.getValue(), now);
+    }
     ledger.expireIfDue(now);
     hints.expireIfDue(now);
     synchronized (stateLock) {
       State cur = state;
       state = cur.withPool(cur.pool.withMetrics(metricsById, now));
+    }
+  }
+
+  private void warnIfInFuture(String endpointId, EndpointMetrics m, long now) {
+    if (PoolSnapshot.inFuture(m, now)) {
+      futureMetricsWarning.report("of " + endpointId + " were stamped " + (m.scrapedAtNanos() - now)
+          + " ns after the router's ticker reads (scrapedAtNanos); taken as received now", null);
     }
   }
 

@@ -366,6 +366,54 @@ class RouterTest {
   }
 
   @Test
+  void metricsStampedInTheFutureAreTakenAsReceivedNowAndStillGoStale() {
+    // a scrape time after the router's clock (a caller's clock bug) gave an age of 0 until the
+    // clock caught up: a dead endpoint's last figures counted as fresh for as long as the error
+    long[] now = {1_000_000_000L};
+    Router r = base().ticker(() -> now[0])
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(Router.class.getName());
+    java.util.logging.Handler handler = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord rec) {
+        if (rec.getMessage().contains("scrapedAtNanos")) {
+          warnings.add(rec.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(handler);
+    long hourAhead = now[0] + Duration.ofHours(1).toNanos();
+    r.updateMetrics("10.0.0.1:80",
+        EndpointMetrics.builder().waitingRequests(0).scrapedAtNanos(hourAhead).build());
+    r.updateMetrics(Map.of("10.0.0.2:80",
+        EndpointMetrics.builder().waitingRequests(0).scrapedAtNanos(hourAhead).build()));
+    log.removeHandler(handler);
+    long received = now[0];
+    // the caller's bug is told, once for both (at most once a minute), naming the field
+    assertThat(warnings).hasSize(1);
+    assertThat(warnings.get(0)).contains("10.0.0.1:80");
+    assertThat(r.endpoints()).allSatisfy(c -> {
+      assertThat(c.metrics().waitingRequests()).isZero();
+      assertThat(c.metricsScrapedAtNanos()).isEqualTo(received);
+    });
+    InferenceRequest sheddable = REQ.toBuilder().priority(-1).build();
+    assertThat(r.route(sheddable).isRouted()).as("fresh when received").isTrue();
+    now[0] += 300_000_000L; // past the default 200 ms staleness, far from the hour ahead
+    assertThat(r.route(sheddable).rejection().reason()).isEqualTo(Rejection.Reason.SHED);
+    // a time in the past is kept as given: the metrics are as old as the caller says
+    long earlier = now[0] - 50_000_000L;
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().scrapedAtNanos(earlier).build());
+    assertThat(r.endpoints().get(0).metricsScrapedAtNanos()).isEqualTo(earlier);
+  }
+
+  @Test
   void badBodyIs400AndGoodBodyRoutes() {
     Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
     RoutingDecision bad = r.route("/v1/completions", Map.of(), "{".getBytes(StandardCharsets.UTF_8));
