@@ -156,17 +156,26 @@ final class ActiveConfig {
   }
 
   /**
-   * Tells every pool listener about removals, then additions. A listener that throws is logged
-   * (throttled per listener) and skipped: the pool change has happened and the other listeners
-   * must still hear it, or their per-endpoint state would drift from the pool.
+   * Tells every pool listener about removals, then members whose labels changed, then additions
+   * (the order {@link PoolListener} promises). A listener that throws is logged (throttled per
+   * listener) and skipped: the pool change has happened and the other listeners must still hear
+   * it, or their per-endpoint state would drift from the pool.
    */
-  void notifyPool(List<Endpoint> removed, List<Endpoint> added) {
+  void notifyPool(List<Endpoint> removed, List<PoolSnapshot.Relabel> relabelled,
+      List<Endpoint> added) {
     for (PoolListener l : poolListeners) {
       for (Endpoint e : removed) {
         try {
           l.onEndpointRemoved(e);
         } catch (RuntimeException x) {
           warning(l).report("threw " + x.getClass().getName() + " in onEndpointRemoved", x);
+        }
+      }
+      for (PoolSnapshot.Relabel r : relabelled) {
+        try {
+          l.onEndpointChanged(r.previous(), r.current());
+        } catch (RuntimeException x) {
+          warning(l).report("threw " + x.getClass().getName() + " in onEndpointChanged", x);
         }
       }
       for (Endpoint e : added) {

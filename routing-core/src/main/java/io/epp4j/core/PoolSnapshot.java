@@ -69,13 +69,16 @@ final class PoolSnapshot {
     return new PoolSnapshot(next);
   }
 
+  /** A member that stays at its address with new labels. */
+  record Relabel(Endpoint previous, Endpoint current) {}
+
   /**
    * The pool made exactly {@code endpoints}: members that stay keep their metrics and in-flight
-   * counters (and take new labels), new ones start unknown. Fills {@code added} and
-   * {@code removed}.
+   * counters (and take new labels), new ones start unknown. Fills {@code added},
+   * {@code removed} and {@code relabelled}.
    */
   PoolSnapshot reconciled(Collection<Endpoint> endpoints, List<Endpoint> added,
-      List<Endpoint> removed) {
+      List<Endpoint> removed, List<Relabel> relabelled) {
     Map<String, Endpoint> wanted = new LinkedHashMap<>();
     for (Endpoint e : endpoints) {
       wanted.put(e.id(), e);
@@ -89,6 +92,7 @@ final class PoolSnapshot {
         next.add(s);
       } else {
         next.add(new EndpointState(w, s.metrics, s.inFlight)); // labels changed
+        relabelled.add(new Relabel(s.endpoint, w));
       }
     }
     for (Endpoint e : wanted.values()) {

@@ -363,17 +363,18 @@ public final class Router implements AutoCloseable {
     synchronized (membershipLock) {
       List<Endpoint> added = new ArrayList<>();
       List<Endpoint> removed = new ArrayList<>();
+      List<PoolSnapshot.Relabel> relabelled = new ArrayList<>();
       synchronized (stateLock) {
         State cur = state;
-        state = cur.withPool(cur.pool.reconciled(endpoints, added, removed));
+        state = cur.withPool(cur.pool.reconciled(endpoints, added, removed, relabelled));
       }
-      notifyPoolListeners(removed, added);
+      state.active.notifyPool(removed, relabelled, added);
     }
   }
 
   /** Called under {@link #membershipLock}, so the configuration cannot change meanwhile. */
   private void notifyPoolListeners(List<Endpoint> removed, List<Endpoint> added) {
-    state.active.notifyPool(removed, added);
+    state.active.notifyPool(removed, List.of(), added);
   }
 
   /**

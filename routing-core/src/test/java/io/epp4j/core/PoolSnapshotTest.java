@@ -93,7 +93,7 @@ class PoolSnapshotTest {
     PoolSnapshot shrunk = pool.without(0);
     PoolSnapshot relabelled = pool.reconciled(
         List.of(Endpoint.parse("a:8000", Map.of("zone", "x")), Endpoint.of("b", 8000)),
-        new ArrayList<>(), new ArrayList<>());
+        new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
     assertThat(order(grown)).isNotSameAs(order(pool));
     assertThat(order(shrunk)).isNotSameAs(order(pool));
     assertThat(order(relabelled)).as("a new Endpoint object at position 0")

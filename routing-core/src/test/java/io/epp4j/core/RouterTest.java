@@ -334,6 +334,78 @@ class RouterTest {
     assertThat(r.endpoints()).extracting(Candidate::id).containsExactly("10.0.0.3:80");
   }
 
+  /**
+   * A member kept at its address with new labels (a changed weight) is announced as changed, not
+   * as a removal and an addition, which would make listeners drop their per-endpoint state; the
+   * router keeps its own (in-flight counts, metrics) and serves the new labels.
+   */
+  @Test
+  void setEndpointsAnnouncesAMemberWhoseLabelsChanged() {
+    List<String> events = new ArrayList<>();
+    List<Endpoint[]> changes = new ArrayList<>();
+    PoolListener l = new PoolListener() {
+      @Override public void onEndpointAdded(Endpoint e) { events.add("+" + e); }
+      @Override public void onEndpointRemoved(Endpoint e) { events.add("-" + e); }
+      @Override public void onEndpointChanged(Endpoint previous, Endpoint current) {
+        events.add("~" + current);
+        changes.add(new Endpoint[] {previous, current});
+      }
+    };
+    Endpoint before = ep("10.0.0.1:80", Map.of("epp4j.io/weight", "1"));
+    Endpoint after = ep("10.0.0.1:80", Map.of("epp4j.io/weight", "5"));
+    Router r = base().endpoints(List.of(before)).listener(l).build();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().waitingRequests(3).build());
+    RoutingDecision d = r.route(REQ);
+    r.route(REQ);
+    assertThat(d.primary().id()).isEqualTo(before.id());
+    int inFlight = inFlight(r, before);
+    assertThat(inFlight).isEqualTo(2);
+    r.addEndpoint(ep("10.0.0.2:80", Map.of()));
+    events.clear();
+
+    // one member leaves, one is added, one changes labels: removals, then changes, then additions
+    r.setEndpoints(List.of(after, ep("10.0.0.3:80", Map.of())));
+
+    assertThat(events).containsExactly("-10.0.0.2:80", "~10.0.0.1:80", "+10.0.0.3:80");
+    assertThat(changes).hasSize(1);
+    assertThat(changes.get(0)[0].labels()).isEqualTo(before.labels());
+    assertThat(changes.get(0)[1].labels()).isEqualTo(after.labels());
+    Candidate kept = candidate(r, after);
+    assertThat(kept.endpoint().labels()).as("the router serves the new labels")
+        .isEqualTo(after.labels());
+    assertThat(kept.inFlightRequests()).as("in-flight count kept").isEqualTo(inFlight);
+    assertThat(kept.metrics().waitingRequests()).as("metrics kept").isEqualTo(3);
+    d.onComplete(Usage.NONE);
+    assertThat(inFlight(r, after)).as("the decision routed before the change releases its count")
+        .isEqualTo(inFlight - 1);
+
+    // the same labels again: nothing to announce
+    events.clear();
+    r.setEndpoints(List.of(after, ep("10.0.0.3:80", Map.of())));
+    assertThat(events).isEmpty();
+  }
+
+  /** A listener that throws on a change is logged and skipped; the others still hear it. */
+  @Test
+  void aListenerThatThrowsOnAChangeDoesNotKeepOthersFromHearingIt() {
+    List<String> events = new ArrayList<>();
+    PoolListener throwing = new PoolListener() {
+      @Override public void onEndpointChanged(Endpoint previous, Endpoint current) {
+        throw new IllegalStateException("broken listener");
+      }
+    };
+    PoolListener recording = new PoolListener() {
+      @Override public void onEndpointChanged(Endpoint previous, Endpoint current) {
+        events.add("~" + current + "=" + current.label("zone"));
+      }
+    };
+    Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of("zone", "a"))))
+        .listener(throwing).listener(recording).build();
+    r.setEndpoints(List.of(ep("10.0.0.1:80", Map.of("zone", "b"))));
+    assertThat(events).containsExactly("~10.0.0.1:80=b");
+    assertThat(r.endpoints().get(0).endpoint().label("zone")).isEqualTo("b");
+  }
+
   @Test
   void setEndpointsKeepsMetricsOfEndpointsThatStay() {
     Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();

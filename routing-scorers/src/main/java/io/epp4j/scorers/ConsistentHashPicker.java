@@ -341,6 +341,18 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
   }
 
   /**
+   * A member's labels changed (its weight, say): the pool's table changes as for a join or a
+   * leave. The member keeps its place in the pool's order, as it does in the router's.
+   */
+  @Override
+  public void onEndpointChanged(Endpoint previous, Endpoint current) {
+    synchronized (pool) {
+      pool.put(current.id(), current); // same id: replaced in place
+    }
+    poolChanged();
+  }
+
+  /**
    * The pool changed: when its table is large, builds it on the builder thread, which reads the
    * pool as it is by then, so a batch of announcements costs one build.
    */

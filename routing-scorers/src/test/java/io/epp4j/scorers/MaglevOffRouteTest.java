@@ -76,11 +76,46 @@ class MaglevOffRouteTest {
     }
   }
 
+  /**
+   * A weight label changed on members that stay (announced as a change, not a removal and an
+   * addition): the pool's table is rebuilt with the new weights when the pool changes, so routes
+   * place keys as a fresh table of the new weights does, from the first route on.
+   */
+  @Test
+  void aWeightLabelChangeRebuildsThePoolsTableWithTheNewWeights() throws Exception {
+    MaglevPicker picker = new MaglevPicker(HashKeySource.SESSION, LARGE, 0, 1);
+    List<Endpoint> before = List.of(weighted("10.5.0.1:8000", 1), weighted("10.5.0.2:8000", 5),
+        weighted("10.5.0.3:8000", 2));
+    List<Endpoint> after = List.of(weighted("10.5.0.1:8000", 5), weighted("10.5.0.2:8000", 1),
+        weighted("10.5.0.3:8000", 2));
+    try (Router router = Router.builder()
+        .config(RouterConfig.of(SchedulingProfile.builder("default").picker(picker).build()))
+        .endpoints(before).build()) {
+      assertThat(picker.awaitBuilds(60, TimeUnit.SECONDS)).as("first table built").isTrue();
+      router.setEndpoints(after);
+      assertThat(picker.awaitBuilds(60, TimeUnit.SECONDS)).as("second table built").isTrue();
+      // a build a route asks for from now on waits: routes are answered by what is in place
+      CountDownLatch hold = MaglevOffRouteTest.holdBuilder(picker);
+      MaglevPicker.MaglevTable oldTable = envoyTable(before, LARGE);
+      MaglevPicker.MaglevTable newTable = envoyTable(after, LARGE);
+      int moved = 0;
+      for (int i = 0; i < 300; i++) {
+        String key = "user-" + i;
+        String expected = host(newTable, after, key);
+        moved += expected.equals(host(oldTable, before, key)) ? 0 : 1;
+        assertThat(router.route(session(key)).primary().id()).as(key).isEqualTo(expected);
+      }
+      assertThat(moved).as("keys the new weights move").isPositive();
+      hold.countDown();
+      assertThat(picker.routeBuilds.get()).as("tables built by routes").isZero();
+    }
+  }
+
   /** A prime above Envoy's default table size, small enough to build quickly in a test. */
   static final int LARGE = 131_071;
 
   /** Holds the builder thread until the returned latch is counted down. */
-  static CountDownLatch holdBuilder(MaglevPicker picker) {
+  static CountDownLatch holdBuilder(ConsistentHashPicker picker) {
     CountDownLatch hold = new CountDownLatch(1);
     picker.onBuilder(() -> {
       try {

@@ -77,6 +77,42 @@ class RingHashOffRouteTest {
     }
   }
 
+  /**
+   * A weight label changed on members that stay (announced as a change, so the prefix index,
+   * sessions and in-flight counts survive): the pool's ring is rebuilt with the new weights when
+   * the pool changes, so routes place keys as a fresh ring of the new weights does, from the
+   * first route on.
+   */
+  @Test
+  void aWeightLabelChangeRebuildsThePoolsRingWithTheNewWeights() throws Exception {
+    RingHashPicker picker = RingHashPicker.create();
+    List<Endpoint> before = List.of(weighted("10.4.0.1:8000", 1),
+        weighted("10.4.0.2:8000", 1_000_000), weighted("10.4.0.3:8000", 300_000));
+    List<Endpoint> after = List.of(weighted("10.4.0.1:8000", 1_000_000),
+        weighted("10.4.0.2:8000", 1), weighted("10.4.0.3:8000", 300_000));
+    try (Router router = Router.builder()
+        .config(RouterConfig.of(SchedulingProfile.builder("default").picker(picker).build()))
+        .endpoints(before).build()) {
+      assertThat(picker.awaitBuilds(60, TimeUnit.SECONDS)).as("first ring built").isTrue();
+      router.setEndpoints(after);
+      assertThat(picker.awaitBuilds(60, TimeUnit.SECONDS)).as("second ring built").isTrue();
+      // a build a route asks for from now on waits: routes are answered by what is in place
+      CountDownLatch hold = MaglevOffRouteTest.holdBuilder(picker);
+      RingHashPicker.Ring oldRing = envoyRing(before);
+      RingHashPicker.Ring newRing = envoyRing(after);
+      int moved = 0;
+      for (int i = 0; i < 300; i++) {
+        String key = "user-" + i;
+        String expected = host(newRing, after, key);
+        moved += expected.equals(host(oldRing, before, key)) ? 0 : 1;
+        assertThat(router.route(session(key)).primary().id()).as(key).isEqualTo(expected);
+      }
+      assertThat(moved).as("keys the new weights move").isPositive();
+      hold.countDown();
+      assertThat(picker.routeBuilds.get()).as("rings built by routes").isZero();
+    }
+  }
+
   static List<Candidate> candidates(List<Endpoint> endpoints) {
     List<Candidate> out = new ArrayList<>();
     for (Endpoint e : endpoints) {
