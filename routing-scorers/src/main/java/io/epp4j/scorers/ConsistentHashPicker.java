@@ -155,6 +155,24 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
   }
 
   /**
+   * Entries a background build makes between two looks at whether the picker has closed: a few
+   * microseconds of work, so {@link #close()} stops a build of millions of entries at once.
+   */
+  static final int STOP_CHECK_INTERVAL = 4096;
+
+  /** Thrown out of a table's construction when the picker closed meanwhile. */
+  static final class BuildStopped extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    BuildStopped() {
+      super("picker closed", null, false, false);
+    }
+  }
+
+  /** For the builds of a route, which are small and never stopped. */
+  static final java.util.function.BooleanSupplier NEVER = () -> false;
+
+  /**
    * Tables of more entries than this are built off the routing thread (when the pool changes,
    * or after a route meets a candidate list without one): about 10 ms of work at most, so a route
    * that builds one does not stall.
@@ -178,7 +196,18 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
   /** Candidate lists whose exact table is queued or being built. */
   private final Set<List<Endpoint>> requested = ConcurrentHashMap.newKeySet();
   private volatile @Nullable ThreadPoolExecutor builder;
-  private boolean closed; // guarded by pool
+  /** Set under {@code pool}; read without it by the builds, which stop once it is set. */
+  private volatile boolean closed;
+  /** Runs at each of a background build's looks at {@link #closed} (for tests). */
+  volatile @Nullable Runnable buildCheckHook;
+  /** Whether a background build should stop: the picker has closed. */
+  private final java.util.function.BooleanSupplier stop = () -> {
+    Runnable hook = buildCheckHook;
+    if (hook != null) {
+      hook.run();
+    }
+    return closed;
+  };
 
   ConsistentHashPicker(HashKeySource keySource, double balanceFactor, int maxEndpoints) {
     if (balanceFactor != 0 && !(balanceFactor >= 1.0)) {
@@ -223,8 +252,12 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     return 0;
   }
 
-  /** The exact table for {@code endpoints}; called off the routing thread. */
-  Table build(Endpoint[] endpoints) {
+  /**
+   * The exact table for {@code endpoints}; called off the routing thread. Asks {@code stop}
+   * every {@link #STOP_CHECK_INTERVAL} entries or so and throws {@link BuildStopped} once it
+   * answers true.
+   */
+  Table build(Endpoint[] endpoints, java.util.function.BooleanSupplier stop) {
     throw new UnsupportedOperationException();
   }
 
@@ -292,6 +325,34 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     tables.set((nextSlot.getAndIncrement() & Integer.MAX_VALUE) % CACHED_TABLES, t);
   }
 
+  /**
+   * Caches a table built on the builder thread unless the picker has closed: {@link #close()}
+   * empties the cache under the same lock, so no table outlives it.
+   */
+  private void installIfOpen(Table t) {
+    synchronized (pool) {
+      if (!closed) {
+        install(t);
+      }
+    }
+  }
+
+  /** Tables held: cached ones and the last exact one, each counted once (for tests). */
+  int heldTables() {
+    Set<Table> held = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    for (int i = 0; i < CACHED_TABLES; i++) {
+      Table t = tables.get(i);
+      if (t != null) {
+        held.add(t);
+      }
+    }
+    Table last = latest;
+    if (last != null) {
+      held.add(last);
+    }
+    return held.size();
+  }
+
   private @Nullable Table cachedExact(Endpoint[] eps) {
     for (int i = 0; i < CACHED_TABLES; i++) {
       Table t = tables.get(i);
@@ -312,8 +373,10 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
       builder().execute(() -> {
         try {
           if (cachedExact(eps) == null) {
-            install(build(eps));
+            installIfOpen(build(eps, stop));
           }
+        } catch (BuildStopped closedMeanwhile) {
+          // nothing to install
         } finally {
           requested.remove(key);
         }
@@ -373,7 +436,11 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
           now = pool.values().toArray(new Endpoint[0]);
         }
         if (now.length > 0 && plannedSize(now) > routeBuildLimit() && cachedExact(now) == null) {
-          install(build(now));
+          try {
+            installIfOpen(build(now, stop));
+          } catch (BuildStopped closedMeanwhile) {
+            // nothing to install
+          }
         }
       });
     } catch (RejectedExecutionException closedMeanwhile) {
@@ -437,6 +504,10 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     return true;
   }
 
+  /**
+   * Stops the builder thread: a build under way stops at its next look at {@link #closed} (within
+   * {@link #STOP_CHECK_INTERVAL} entries) and installs nothing; the cached tables are released.
+   */
   @Override
   public void close() {
     synchronized (pool) {
@@ -444,6 +515,10 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
       if (builder != null) {
         builder.shutdownNow();
       }
+      for (int i = 0; i < CACHED_TABLES; i++) {
+        tables.set(i, null);
+      }
+      latest = null;
     }
   }
 

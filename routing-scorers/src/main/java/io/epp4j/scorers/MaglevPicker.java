@@ -8,6 +8,7 @@ import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.BooleanSupplier;
 
 /**
  * {@code maglev-picker}: sticky sessions through a Maglev lookup table built as Envoy builds it
@@ -57,8 +58,8 @@ final class MaglevPicker extends ConsistentHashPicker {
   }
 
   @Override
-  MaglevTable build(Endpoint[] endpoints) {
-    return new MaglevTable(endpoints, tableSize, false);
+  MaglevTable build(Endpoint[] endpoints, BooleanSupplier stop) {
+    return new MaglevTable(endpoints, tableSize, false, stop);
   }
 
   /** The table's slots: its size, whatever the endpoints. */
@@ -94,6 +95,11 @@ final class MaglevPicker extends ConsistentHashPicker {
     }
 
     MaglevTable(Endpoint[] endpoints, int m, boolean provisional) {
+      this(endpoints, m, provisional, NEVER);
+    }
+
+    /** Asks {@code stop} every {@link #STOP_CHECK_INTERVAL} slots; see {@link BuildStopped}. */
+    MaglevTable(Endpoint[] endpoints, int m, boolean provisional, BooleanSupplier stop) {
       super(endpoints);
       this.provisional = provisional;
       int n = endpoints.length;
@@ -131,6 +137,9 @@ final class MaglevPicker extends ConsistentHashPicker {
           slots[c] = sorted[i];
           next[i]++;
           filled++;
+          if ((filled & (STOP_CHECK_INTERVAL - 1)) == 0 && stop.getAsBoolean()) {
+            throw new BuildStopped();
+          }
         }
       }
     }

@@ -9,6 +9,7 @@ import io.epp4j.api.PluginContext;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.BooleanSupplier;
 
 /**
  * {@code ring-hash-picker}: sticky sessions by consistent hashing on a ketama ring, built and
@@ -82,8 +83,8 @@ public final class RingHashPicker extends ConsistentHashPicker {
   }
 
   @Override
-  Ring build(Endpoint[] endpoints) {
-    return new Ring(endpoints, minRing, maxRing, false);
+  Ring build(Endpoint[] endpoints, BooleanSupplier stop) {
+    return new Ring(endpoints, minRing, maxRing, false, stop);
   }
 
   /** The ring's entries: its scale, plus at most one per host for rounding. */
@@ -121,6 +122,12 @@ public final class RingHashPicker extends ConsistentHashPicker {
     }
 
     Ring(Endpoint[] endpoints, int minRing, int maxRing, boolean provisional) {
+      this(endpoints, minRing, maxRing, provisional, NEVER);
+    }
+
+    /** Asks {@code stop} every {@link #STOP_CHECK_INTERVAL} entries; see {@link BuildStopped}. */
+    Ring(Endpoint[] endpoints, int minRing, int maxRing, boolean provisional,
+        BooleanSupplier stop) {
       super(endpoints);
       this.provisional = provisional;
       int n = endpoints.length;
@@ -152,6 +159,9 @@ public final class RingHashPicker extends ConsistentHashPicker {
             entries = Arrays.copyOf(entries, count * 2);
           }
           entries[count++] = Xxh64.hash(buf, 0, len, 0) ^ Long.MIN_VALUE;
+          if ((count & (STOP_CHECK_INTERVAL - 1)) == 0 && stop.getAsBoolean()) {
+            throw new BuildStopped();
+          }
           i++;
           current += 1.0;
         }
@@ -159,7 +169,7 @@ public final class RingHashPicker extends ConsistentHashPicker {
       starts[n] = count;
       flipped = new long[count];
       hosts = new int[count];
-      sortByHash(entries, count, starts, n, flipped, hosts);
+      sortByHash(entries, count, starts, n, flipped, hosts, stop);
     }
 
     /** Envoy's scale: entries for the lightest host's share of {@code minRing}, capped. */
@@ -181,14 +191,58 @@ public final class RingHashPicker extends ConsistentHashPicker {
      */
     static void sortByHash(long[] entries, int count, int[] starts, int hostCount,
         long[] flipped, int[] hosts) {
+      sortByHash(entries, count, starts, hostCount, flipped, hosts, NEVER);
+    }
+
+    /**
+     * {@link #sortByHash(long[], int, int[], int, long[], int[])}, asking {@code stop} every
+     * {@link #STOP_CHECK_INTERVAL} entries. The keys are distinct (each holds its index), so
+     * their sorted order is one whatever the sort: they are first moved, in place, into 256
+     * buckets by their top byte in signed order, then each bucket is sorted on its own, so that
+     * no single step of a ring of millions takes more than a few milliseconds.
+     */
+    static void sortByHash(long[] entries, int count, int[] starts, int hostCount,
+        long[] flipped, int[] hosts, BooleanSupplier stop) {
+      int[] bounds = new int[257]; // bucket b holds positions [bounds[b], bounds[b + 1])
       for (int i = 0; i < count; i++) {
-        flipped[i] = (entries[i] & 0xFFFF_FFFF_0000_0000L) | i;
+        long key = (entries[i] & 0xFFFF_FFFF_0000_0000L) | i;
+        flipped[i] = key;
+        bounds[bucket(key) + 1]++;
+        checkStop(i, stop);
       }
-      Arrays.sort(flipped, 0, count);
+      for (int b = 0; b < 256; b++) {
+        bounds[b + 1] += bounds[b];
+      }
+      // in place: each key displaced from a bucket it does not belong to goes to the next free
+      // position of its own, until the key in hand belongs where the walk stands
+      int[] free = Arrays.copyOf(bounds, 256);
+      int placed = 0;
+      for (int b = 0; b < 256; b++) {
+        int end = bounds[b + 1];
+        while (free[b] < end) {
+          long key = flipped[free[b]];
+          for (int kb = bucket(key); kb != b; kb = bucket(key)) {
+            int dest = free[kb]++;
+            long displaced = flipped[dest];
+            flipped[dest] = key;
+            key = displaced;
+            checkStop(++placed, stop);
+          }
+          flipped[free[b]++] = key;
+          checkStop(++placed, stop);
+        }
+      }
+      for (int b = 0; b < 256; b++) {
+        Arrays.sort(flipped, bounds[b], bounds[b + 1]);
+        if (stop.getAsBoolean()) {
+          throw new BuildStopped();
+        }
+      }
       for (int i = 0; i < count; i++) {
         int index = (int) flipped[i];
         hosts[i] = hostOf(starts, hostCount, index);
         flipped[i] = entries[index];
+        checkStop(i, stop);
       }
       // a run shares its upper half and is in index order: an insertion sort that moves only
       // greater values past smaller ones keeps equal values in index order
@@ -211,6 +265,18 @@ public final class RingHashPicker extends ConsistentHashPicker {
           hosts[j + 1] = host;
         }
         runStart = runEnd;
+      }
+    }
+
+    /** A key's bucket: its top byte, 0 for the most negative, in signed order. */
+    private static int bucket(long key) {
+      return (int) (key >> 56) + 128;
+    }
+
+    /** Throws {@link BuildStopped} when {@code i} ends a stretch and the picker has closed. */
+    private static void checkStop(int i, BooleanSupplier stop) {
+      if ((i & (STOP_CHECK_INTERVAL - 1)) == 0 && stop.getAsBoolean()) {
+        throw new BuildStopped();
       }
     }
 
