@@ -135,6 +135,19 @@ final class EndpointStream {
     }
   }
 
+  /**
+   * Central mode: the endpoint's replay port label changed. The replay socket, if open, is
+   * closed and the new address (null: none) used from the next gap on.
+   */
+  void replaceReplay(@Nullable String address) {
+    if (Objects.equals(address, replayAddress)) {
+      return;
+    }
+    closeReplay();
+    replayAddress = address;
+    openReplay();
+  }
+
   /** Closes the replay socket, if open; the SUB socket is its owner's to close. */
   void closeReplay() {
     if (replay != null) {

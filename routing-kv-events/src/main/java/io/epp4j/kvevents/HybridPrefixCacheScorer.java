@@ -315,6 +315,11 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
   }
 
   @Override
+  public void onEndpointChanged(Endpoint previous, Endpoint current) {
+    precise.onEndpointChanged(previous, current);
+  }
+
+  @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     precise.onEndpointRemoved(endpoint);
     memory.removeEndpoint(endpoint.id());

@@ -137,6 +137,26 @@ public final class KvEventSubscriber implements AutoCloseable {
     }
   }
 
+  /**
+   * An endpoint of the pool whose labels changed (see
+   * {@link io.epp4j.api.PoolListener#onEndpointChanged}). When its {@link #PORT_LABEL} or
+   * {@link #REPLAY_PORT_LABEL} changed, per-endpoint mode closes its SUB socket and connects to
+   * the publisher at the new port (asynchronously, as {@link #addEndpoint}); both modes take the
+   * replay address again. The endpoint's blocks in the index are kept: the address, and so the
+   * engine, is the same. Does nothing when neither label changed or the endpoint is not in the
+   * pool.
+   */
+  public void changeEndpoint(Endpoint previous, Endpoint current) {
+    if (Objects.equals(previous.label(PORT_LABEL), current.label(PORT_LABEL))
+        && Objects.equals(previous.label(REPLAY_PORT_LABEL), current.label(REPLAY_PORT_LABEL))) {
+      return;
+    }
+    Object member = membership.current(current.id());
+    if (member != null) {
+      loop.submit(() -> streams.relabel(current, member));
+    }
+  }
+
   /** Endpoints with a live SUB socket (per-endpoint mode). */
   public int connectedEndpoints() {
     return streams.connectedEndpoints();

@@ -521,6 +521,14 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     }
   }
 
+  /** A changed KV-events port label is followed at once; the endpoint's blocks are kept. */
+  @Override
+  public void onEndpointChanged(Endpoint previous, Endpoint current) {
+    for (KvEventSubscriber s : subscribers) {
+      s.changeEndpoint(previous, current);
+    }
+  }
+
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     members.remove(endpoint.id());

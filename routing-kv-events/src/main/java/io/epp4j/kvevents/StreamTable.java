@@ -222,7 +222,7 @@ final class StreamTable {
     if (warnPortLabel && portLabel != null && !portLabel.trim().equals("0")
         && portLabelWarned.add(e.id())) {
       // labels come with the endpoints at run time, so this cannot be a configuration error;
-      // said once per endpoint, as a pod's labels do not change while it runs
+      // said once per endpoint (also when the label changes later), not at every change
       LOG.warning("endpoint " + e.id() + ": label " + KvEventSubscriber.PORT_LABEL + " = '"
           + portLabel + "' has no effect in central mode: the router binds one address, which"
           + " the engines publish to, and connects to no publisher port (the label applies in"
@@ -238,6 +238,25 @@ final class StreamTable {
     EndpointStream st = byId.get(e.id());
     if (st != null && st.member == member) {
       st.useReplay(address);
+    }
+  }
+
+  /**
+   * An endpoint's port labels changed while it stays in the pool ({@code member} its current
+   * membership). Per-endpoint mode opens its SUB (and replay) socket again at the ports the
+   * labels now give, closing the old ones; central mode takes its replay address again. Its
+   * blocks in the index are kept.
+   */
+  void relabel(Endpoint e, Object member) {
+    if (!central) {
+      connect(e, member); // closes this membership's stream first
+      return;
+    }
+    register(e, member);
+    EndpointStream st = byId.get(e.id());
+    if (st != null && st.member == member) {
+      ReplayAddress ra = replayAddresses.get(e.id());
+      st.replaceReplay(ra != null && ra.member() == member ? ra.address() : null);
     }
   }
 

@@ -700,6 +700,64 @@ class KvEventSubscriberReliabilityTest {
   }
 
   @Test
+  void aChangedPortLabelIsFollowedAtTheNewPortAndTheBlocksAreKept() throws Exception {
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pubA = boundPublisher(ctx);
+      ZMQ.Socket pubB = boundPublisher(ctx);
+      Endpoint before = Endpoint.of("127.0.0.1", 8001,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubA))));
+      Endpoint after = Endpoint.of("127.0.0.1", 8001,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB))));
+      KvBlockIndex index = KvBlockIndex.create();
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+              kvEvents: {mode: per-endpoint}
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """;
+      try (Router router = Router.builder().endpoint(before).service(KvBlockIndex.class, index)
+          .configYaml(yaml, "relabelled-endpoint").build()) {
+        pubA.setReceiveTimeOut(20_000);
+        assertThat(pubA.recv()).as("subscription at the first port").isNotNull();
+        FakeEngine engine = new FakeEngine(12, 16);
+        KvBlockIndex expected = KvBlockIndex.create();
+        long seq = 0;
+        for (; seq < 5; seq++) {
+          KvEventBatch batch = engine.nextBatch(0);
+          expected.apply(before.id(), batch);
+          publish(pubA, "kv@" + before.id() + "@m", seq, ENCODER.encode(batch));
+        }
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == 5, "the batches published at the first port");
+
+        router.setEndpoints(List.of(after));
+        pubB.setReceiveTimeOut(20_000);
+        byte[] subscription = pubB.recv();
+        assertThat(subscription).as("subscription at the port the label now names").isNotNull();
+        assertThat(subscription[0]).as("a subscription, not an unsubscription").isEqualTo((byte) 1);
+        byte[] left = pubA.recv();
+        assertThat(left).as("the first port's subscriber closed").isNotNull();
+        assertThat(left[0]).as("an unsubscription").isEqualTo((byte) 0);
+        for (; seq < 10; seq++) {
+          KvEventBatch batch = engine.nextBatch(0);
+          expected.apply(after.id(), batch);
+          publish(pubB, "kv@" + after.id() + "@m", seq, ENCODER.encode(batch));
+        }
+        await(() -> m.batches() == 10, "the batches published at the new port");
+        // the engine is the same: what it reported before the change is still in the index
+        assertSameContents(index, expected, after.id(), engine);
+        assertThat(m.gaps()).isZero();
+      }
+      pubA.close();
+      pubB.close();
+    }
+  }
+
+  @Test
   void endpointsAddedToThePoolLaterAreFollowed() throws Exception {
     try (ZContext ctx = new ZContext(1)) {
       ZMQ.Socket pubA = boundPublisher(ctx);
