@@ -304,6 +304,10 @@ public final class Main {
             + e.getMessage() + ")", e);
       }
     }
+    if (out.isEmpty()) { // only commas and blanks: a server without replicas answers every request 503
+      throw new IllegalArgumentException("--endpoints: '" + text + "' names no endpoint "
+          + "(HOST:PORT[,HOST:PORT...])");
+    }
     return out;
   }
 

@@ -64,6 +64,17 @@ class MainTest {
   }
 
   @Test
+  void endpointsWithoutAnyEndpointAreRefused() {
+    // before, commas and blanks alone passed the "required" check and the server started with an
+    // empty pool, answering every request 503
+    for (String none : new String[] {",", " , ", ",,"}) {
+      err.reset();
+      assertThat(exitOf("--endpoints", none, "--port=0", "--metrics-enabled=false")).isEqualTo(2);
+      assertThat(err()).contains("--endpoints");
+    }
+  }
+
+  @Test
   void metricsOptionsNameTheOptionAndAreCheckedEvenWithScrapingOff() {
     // before, the scraper's own messages reached the user ("scheme must be http or https, got
     // 'ftp'"), naming no option, and with --metrics-enabled=false the mistakes passed unseen
