@@ -8,6 +8,8 @@ import io.epp4j.core.Router;
 import io.epp4j.scorers.Epp4jPreset;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -28,7 +30,7 @@ import org.jspecify.annotations.Nullable;
  * properties, so both read alike.
  */
 public final class Main {
-  static final String USAGE = "usage: routing-envoy --endpoints HOST:PORT[,HOST:PORT...] "
+  static final String USAGE = "usage: routing-envoy --endpoints IP:PORT[,IP:PORT...] "
       + "[--port N] [--host ADDR] [--config FILE | --preset NAME] [--max-body-size SIZE] "
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
@@ -40,7 +42,8 @@ public final class Main {
       inference request with epp4j (the Gateway API Inference Extension's endpoint picker
       protocol: x-gateway-destination-endpoint header and envoy.lb metadata).
 
-        --endpoints HOST:PORT,...   the replicas (IPv6 as [addr]:port); required
+        --endpoints IP:PORT,...     the replicas' IP addresses (IPv6 as [addr]:port; Envoy's
+                                    ORIGINAL_DST cluster takes no host names); required
         --port N                    ext_proc and gRPC health port (0: any free one); default 9002
         --host ADDR                 address to listen on; default every interface
         --config FILE               an EndpointPickerConfig YAML file (alias --config-file);
@@ -293,22 +296,51 @@ public final class Main {
 
   private static List<Endpoint> endpoints(@Nullable String text) {
     if (text == null || text.isBlank()) {
-      throw new IllegalArgumentException("--endpoints is required (HOST:PORT[,HOST:PORT...])");
+      throw new IllegalArgumentException("--endpoints is required (IP:PORT[,IP:PORT...])");
     }
     List<Endpoint> out = new ArrayList<>();
     for (String s : list(text)) {
+      Endpoint e;
       try {
-        out.add(Endpoint.parse(s));
-      } catch (IllegalArgumentException e) {
+        e = Endpoint.parse(s);
+      } catch (IllegalArgumentException x) {
         throw new IllegalArgumentException("--endpoints: '" + s + "' is not host:port ("
-            + e.getMessage() + ")", e);
+            + x.getMessage() + ")", x);
       }
+      if (!isIpLiteral(e.host())) {
+        // the pick goes out as x-gateway-destination-endpoint, which Envoy's ORIGINAL_DST
+        // cluster takes only as a resolved ip:port: a host name would fail every request there
+        throw new IllegalArgumentException("--endpoints: '" + s + "' is not an IP address and "
+            + "port: Envoy's ORIGINAL_DST cluster connects to the picked ip:port and resolves no "
+            + "host names (IPv6 as [addr]:port)");
+      }
+      out.add(e);
     }
     if (out.isEmpty()) { // only commas and blanks: a server without replicas answers every request 503
       throw new IllegalArgumentException("--endpoints: '" + text + "' names no endpoint "
-          + "(HOST:PORT[,HOST:PORT...])");
+          + "(IP:PORT[,IP:PORT...])");
     }
     return out;
+  }
+
+  private static final Pattern IPV4 = Pattern.compile(
+      "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)(\\.(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)){3}");
+
+  /** A dotted IPv4 address or an IPv6 address, read without any name lookup. */
+  static boolean isIpLiteral(String host) {
+    if (IPV4.matcher(host).matches()) {
+      return true;
+    }
+    if (host.indexOf(':') < 0) {
+      return false; // a host name
+    }
+    try {
+      // in brackets the JDK takes the text as an IPv6 literal or refuses it, never looking it up
+      InetAddress.getByName("[" + host + "]");
+      return true;
+    } catch (UnknownHostException e) {
+      return false;
+    }
   }
 
   private static List<String> list(String text) {

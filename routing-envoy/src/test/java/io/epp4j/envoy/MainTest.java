@@ -75,6 +75,27 @@ class MainTest {
   }
 
   @Test
+  void endpointsMustBeIpAddressesAsEnvoysOriginalDstClusterReadsThePick() {
+    // Envoy's ORIGINAL_DST cluster takes x-gateway-destination-endpoint only as a resolved
+    // ip:port; before, a host name was accepted and Envoy then failed every request
+    for (String named : new String[] {"vllm-0:8000", "10.0.0.1:8000,vllm.svc.local:8000",
+        "localhost:8000", "10.0.0.256:8000", "[fd00::zz]:8000"}) {
+      err.reset();
+      assertThat(exitOf("--endpoints", named, "--port=0", "--metrics-enabled=false"))
+          .as(named).isEqualTo(2);
+      assertThat(err()).as(named).contains("--endpoints").contains("IP address");
+    }
+    try (Main.Running r = Main.start(new String[] {"--endpoints", "10.0.0.1:8000,[fd00::1]:8000",
+        "--port=0", "--host=127.0.0.1", "--metrics-enabled=false", "--drain-timeout=1s"},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8))) {
+      assertThat(r.router.endpoints()).hasSize(2);
+    } catch (Main.Exit e) {
+      throw new AssertionError("IP endpoints refused: " + err(), e);
+    }
+  }
+
+  @Test
   void metricsOptionsNameTheOptionAndAreCheckedEvenWithScrapingOff() {
     // before, the scraper's own messages reached the user ("scheme must be http or https, got
     // 'ftp'"), naming no option, and with --metrics-enabled=false the mistakes passed unseen
