@@ -577,25 +577,31 @@ public final class Main {
       }
       if (!dominance) {
         for (String k : kv.keySet()) {
-          String owner = scenarioOf(k);
-          if (owner != null && !scenarios.contains(owner)) {
-            warnings.add(k + " has no effect: it sets the " + owner + " scenario, which this run"
+          List<String> owners = scenariosOf(k);
+          if (!owners.isEmpty() && owners.stream().noneMatch(scenarios::contains)) {
+            warnings.add(k + " has no effect: it sets the " + String.join(" and ", owners)
+                + (owners.size() == 1 ? " scenario" : " scenarios") + ", which this run"
                 + " does not include (scenarios: " + String.join(", ", scenarios)
-                + "; add it with --scenario)");
+                + "; add " + (owners.size() == 1 ? "it" : "one") + " with --scenario)");
           }
         }
       }
     }
 
-    /** The scenario an option shapes, or {@code null} for options of the run itself. */
-    static @Nullable String scenarioOf(String option) {
+    /**
+     * The scenarios an option shapes (it has an effect when any of them runs), or an empty list
+     * for options of the run itself.
+     */
+    static List<String> scenariosOf(String option) {
       return switch (option) {
         case "--groups", "--users-per-group", "--system-prompt-len", "--question-len",
-            "--output-len", "--concurrency", "--rate" -> SharedPrefixWorkload.NAME;
+            "--output-len", "--concurrency", "--rate" -> List.of(SharedPrefixWorkload.NAME);
         case "--dialogs", "--turns", "--mt-system-len", "--user-len", "--reply-len",
-            "--think-time", "--start-spread" -> MultiTurnWorkload.NAME;
-        case "--trace", "--time-scale" -> MooncakeTraceWorkload.NAME;
-        default -> null;
+            "--think-time", "--start-spread" -> List.of(MultiTurnWorkload.NAME);
+        case "--trace", "--time-scale" -> List.of(MooncakeTraceWorkload.NAME);
+        // shared-prefix's request count, and the trace's first N lines
+        case "--requests" -> List.of(SharedPrefixWorkload.NAME, MooncakeTraceWorkload.NAME);
+        default -> List.of();
       };
     }
 

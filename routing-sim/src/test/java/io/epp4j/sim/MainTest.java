@@ -69,6 +69,32 @@ class MainTest {
   }
 
   @Test
+  void requestsIsNamedWhenNeitherSharedPrefixNorTheTraceRuns() {
+    // --requests sizes shared-prefix and caps the trace: with multi-turn alone it does nothing
+    int code = run("--quiet", "--scenario", "multi-turn", "--policies", "round-robin",
+        "--requests", "50", "--dialogs", "4", "--turns", "2", "--reply-len", "20");
+    assertThat(code).as(stderr()).isZero();
+    assertThat(stderr())
+        .contains("warning: --requests has no effect: it sets the shared-prefix and trace"
+            + " scenarios, which this run does not include")
+        .contains("scenarios: multi-turn; add one with --scenario");
+  }
+
+  @Test
+  void requestsGivesNoWarningWhenTheTraceRunsWithoutSharedPrefix(@TempDir Path dir)
+      throws Exception {
+    Path trace = dir.resolve("t.jsonl");
+    Files.writeString(trace, """
+        {"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [1, 2]}
+        {"timestamp": 5, "input_length": 600, "output_length": 8, "hash_ids": [1, 3]}
+        """);
+    int code = run("--quiet", "--scenario", "trace", "--policies", "round-robin",
+        "--requests", "1", "--trace", "mooncake:" + trace);
+    assertThat(code).as(stderr()).isZero();
+    assertThat(stderr()).doesNotContain("--requests has no effect");
+  }
+
+  @Test
   void optionsOfTheScenariosRunGiveNoWarning() {
     int code = run(with("--quiet", "--policies", "round-robin"));
     assertThat(code).isZero();
