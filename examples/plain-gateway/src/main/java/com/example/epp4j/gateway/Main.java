@@ -272,6 +272,14 @@ public final class Main {
         throw new ParameterException(spec.commandLine(),
             "Invalid value for option '--output-len': " + e.getMessage());
       }
+      if (json != null) {
+        // found only after every policy has run, a bad path would lose the whole experiment
+        String why = unwritable(json);
+        if (why != null) {
+          throw new ParameterException(spec.commandLine(),
+              "Invalid value for option '--json': " + json + ": " + why);
+        }
+      }
       io.epp4j.sim.SharedPrefixWorkload d = EndToEnd.defaultWorkload(requests, concurrency);
       io.epp4j.sim.SharedPrefixWorkload w = new io.epp4j.sim.SharedPrefixWorkload(groups,
           d.usersPerGroup(), d.systemPromptLength(), d.questionLength(), out, requests,
@@ -303,6 +311,34 @@ public final class Main {
       int failed = o.scenario().runs().stream().mapToInt(io.epp4j.sim.LoadGenerator.Result::failed)
           .sum();
       return failed == 0 ? 0 : 1;
+    }
+  }
+
+  /**
+   * Why a report cannot be written to {@code p}, or {@code null} when it can: the directory must
+   * exist and take a new file (creating one is the only sure test: permissions, read-only file
+   * systems), and an existing file must be a writable regular file.
+   */
+  static @Nullable String unwritable(Path p) {
+    Path abs = p.toAbsolutePath().normalize();
+    if (Files.isDirectory(abs)) {
+      return "is a directory; give a file name";
+    }
+    Path parent = abs.getParent();
+    if (parent == null || !Files.isDirectory(parent)) {
+      return "directory " + parent + " does not exist";
+    }
+    if (Files.exists(abs)) {
+      return Files.isRegularFile(abs) && Files.isWritable(abs)
+          ? null : "exists and cannot be overwritten";
+    }
+    try {
+      Files.createFile(abs);
+      Files.delete(abs);
+      return null;
+    } catch (IOException e) {
+      return "cannot create a file in " + parent + " (" + e.getClass().getSimpleName()
+          + (e.getMessage() == null ? "" : ": " + e.getMessage()) + ")";
     }
   }
 

@@ -310,6 +310,27 @@ class EndToEndTest {
   }
 
   @Test
+  void theE2eCommandRefusesAJsonPathItCannotWriteBeforeRunningAnything(@TempDir Path dir)
+      throws Exception {
+    Path aFile = java.nio.file.Files.writeString(dir.resolve("a-file"), "x");
+    for (Path bad : List.of(dir.resolve("no-such-dir").resolve("e2e.json"), dir,
+        aFile.resolve("e2e.json"))) {
+      StringWriter out = new StringWriter();
+      StringWriter err = new StringWriter();
+      int code = Main.commandLine(new PrintWriter(out), new PrintWriter(err)).execute("e2e",
+          "--replicas", "1", "--requests", "2", "--concurrency", "1", "--groups", "1",
+          "--output-len", "2", "--warmup", "0", "--policies", "round-robin",
+          "--json", bad.toString());
+      assertThat(code).as(bad + ": " + err).isEqualTo(2);
+      assertThat(err.toString().lines().findFirst().orElseThrow()).as(bad.toString())
+          .contains("--json").contains(bad.toString());
+      assertThat(err.toString()).as("nothing ran").doesNotContain("running shared-prefix")
+          .doesNotContain("Exception");
+      assertThat(out.toString()).as("no report").isEmpty();
+    }
+  }
+
+  @Test
   void theE2eCommandRejectsAnUnknownPolicy() {
     StringWriter err = new StringWriter();
     int code = Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(err))
