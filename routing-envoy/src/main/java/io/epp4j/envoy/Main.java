@@ -174,6 +174,9 @@ public final class Main {
       if (o.containsKey("metrics-path")) {
         metricsPath(o.get("metrics-path"));
       }
+      if (o.containsKey("host")) {
+        host(o.get("host"));
+      }
       String config = o.get("config");
       String preset = o.get("preset");
       if (config != null) {
@@ -416,6 +419,24 @@ public final class Main {
           + "' is not a positive duration (e.g. 200ms, 30s, 10m, PT30S)");
     }
     return d;
+  }
+
+  /**
+   * The address to listen on: an empty one would bind loopback and one that does not resolve
+   * could not be bound, both mistakes of the command line (exit 2), unlike a valid address that
+   * cannot be bound (a port taken: exit 1).
+   */
+  private static void host(String text) {
+    if (text.isBlank()) {
+      throw new IllegalArgumentException("--host: '" + text + "' is empty: give an address to "
+          + "listen on (e.g. 127.0.0.1), or leave --host out to listen on every interface");
+    }
+    try {
+      InetAddress.getByName(text);
+    } catch (UnknownHostException e) {
+      throw new IllegalArgumentException("--host: '" + text + "' does not resolve to an "
+          + "address (" + e.getMessage() + ")", e);
+    }
   }
 
   /** The scheme the scraper takes; checked here so that the message names the option. */

@@ -96,6 +96,28 @@ class MainTest {
   }
 
   @Test
+  void anEmptyOrUnresolvableHostIsAUsageError() {
+    // before, an empty --host bound loopback without a word, and a host that does not resolve
+    // exited 1 ("cannot listen on ...") as if the machine, not the command line, were at fault
+    for (String host : new String[] {"", " ", "no-such-host.invalid"}) {
+      err.reset();
+      assertThat(exitOf("--endpoints=10.0.0.1:80", "--port=0", "--metrics-enabled=false",
+          "--host=" + host)).as("'%s'", host).isEqualTo(2);
+      assertThat(err()).as("'%s'", host).contains("--host: '" + host + "'");
+    }
+  }
+
+  @Test
+  void aPortInUseStillExitsWith1() throws Exception {
+    try (java.net.ServerSocket taken = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getByName("127.0.0.1"))) {
+      assertThat(exitOf("--endpoints=10.0.0.1:80", "--metrics-enabled=false", "--host=127.0.0.1",
+          "--port=" + taken.getLocalPort())).isEqualTo(1);
+      assertThat(err()).contains("cannot listen on 127.0.0.1:" + taken.getLocalPort());
+    }
+  }
+
+  @Test
   void metricsOptionsNameTheOptionAndAreCheckedEvenWithScrapingOff() {
     // before, the scraper's own messages reached the user ("scheme must be http or https, got
     // 'ftp'"), naming no option, and with --metrics-enabled=false the mistakes passed unseen
