@@ -160,6 +160,12 @@ public final class Main {
       }
       List<String> sessionHeaders = list(o.getOrDefault("session-headers",
           String.join(",", OpenAiRequestParser.DEFAULT_SESSION_HEADERS)));
+      if (sessionHeaders.isEmpty()) {
+        // an empty list would turn session affinity off unseen; nothing documents that as a
+        // switch, so it is taken for the slip it most likely is
+        throw new IllegalArgumentException("--session-headers: '" + o.get("session-headers")
+            + "' names no header (NAME[,NAME...], e.g. x-session-id)");
+      }
       b.requestParser(OpenAiRequestParser.of(maxBody, sessionHeaders));
       if (o.containsKey("in-flight-max-age")) {
         b.inFlightMaxAge(duration("in-flight-max-age", o.get("in-flight-max-age")));

@@ -118,6 +118,18 @@ class MainTest {
   }
 
   @Test
+  void sessionHeadersNamingNoHeaderAreRefused() {
+    // before, commas and blanks alone gave an empty header list and session affinity went off
+    // unseen
+    for (String none : new String[] {",", " , ", ""}) {
+      err.reset();
+      assertThat(exitOf("--endpoints=10.0.0.1:80", "--port=0", "--metrics-enabled=false",
+          "--session-headers=" + none)).as("'%s'", none).isEqualTo(2);
+      assertThat(err()).as("'%s'", none).contains("--session-headers: '" + none + "'");
+    }
+  }
+
+  @Test
   void metricsOptionsNameTheOptionAndAreCheckedEvenWithScrapingOff() {
     // before, the scraper's own messages reached the user ("scheme must be http or https, got
     // 'ftp'"), naming no option, and with --metrics-enabled=false the mistakes passed unseen
