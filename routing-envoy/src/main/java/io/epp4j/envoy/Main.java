@@ -9,16 +9,19 @@ import io.epp4j.scorers.Epp4jPreset;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
@@ -308,6 +311,7 @@ public final class Main {
       throw new IllegalArgumentException("--endpoints is required (IP:PORT[,IP:PORT...])");
     }
     List<Endpoint> out = new ArrayList<>();
+    Set<InetSocketAddress> seen = new HashSet<>();
     for (String s : list(text)) {
       Endpoint e;
       try {
@@ -323,6 +327,10 @@ public final class Main {
             + "port: Envoy's ORIGINAL_DST cluster connects to the picked ip:port and resolves no "
             + "host names (IPv6 as [addr]:port)");
       }
+      if (!seen.add(socketAddress(e))) {
+        // the router would keep one of them: one replica where the command line named two
+        throw new IllegalArgumentException("--endpoints: '" + s + "' is given more than once");
+      }
       out.add(e);
     }
     if (out.isEmpty()) { // only commas and blanks: a server without replicas answers every request 503
@@ -330,6 +338,17 @@ public final class Main {
           + "(IP:PORT[,IP:PORT...])");
     }
     return out;
+  }
+
+  /** The endpoint's address as a value, so that two spellings of one IPv6 address are equal. */
+  private static InetSocketAddress socketAddress(Endpoint e) {
+    try {
+      // an IP literal (checked before): no name lookup
+      String host = e.host().indexOf(':') >= 0 ? "[" + e.host() + "]" : e.host();
+      return new InetSocketAddress(InetAddress.getByName(host), e.port());
+    } catch (UnknownHostException x) {
+      throw new IllegalArgumentException("--endpoints: '" + e.id() + "' is not an IP address", x);
+    }
   }
 
   private static final Pattern IPV4 = Pattern.compile(

@@ -130,6 +130,20 @@ class MainTest {
   }
 
   @Test
+  void duplicateEndpointsAreRefusedNamingTheDuplicate() {
+    // before, the router merged them silently: one replica where the command line named two
+    for (String[] dup : new String[][] {{"10.0.0.1:80,10.0.0.1:80", "10.0.0.1:80"},
+        {"10.0.0.2:80, 10.0.0.1:80 ,10.0.0.1:80", "10.0.0.1:80"},
+        {"[fd00::1]:80,[fd00:0:0::1]:80", "[fd00:0:0::1]:80"}}) {
+      err.reset();
+      assertThat(exitOf("--endpoints", dup[0], "--port=0", "--metrics-enabled=false"))
+          .as(dup[0]).isEqualTo(2);
+      assertThat(err()).as(dup[0]).contains("--endpoints").contains("'" + dup[1] + "'")
+          .contains("more than once");
+    }
+  }
+
+  @Test
   void metricsOptionsNameTheOptionAndAreCheckedEvenWithScrapingOff() {
     // before, the scraper's own messages reached the user ("scheme must be http or https, got
     // 'ftp'"), naming no option, and with --metrics-enabled=false the mistakes passed unseen
