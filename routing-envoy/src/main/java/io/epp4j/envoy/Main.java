@@ -64,7 +64,8 @@ public final class Main {
         --metrics-enabled BOOL      scrape the replicas' Prometheus metrics; default true
         --metrics-interval DUR      time between two scrapes of a replica; default 200ms
         --metrics-path PATH         metrics path on each replica; default /metrics
-        --drain-timeout DUR         wait for open streams when stopping; default 30s
+        --drain-timeout DUR         wait for open streams when stopping (0: cancel them at
+                                    once); default 30s
         --help                      this text
 
       Durations: 200ms, 30s, 10m, 1h or ISO-8601 (PT30S). Stops on SIGTERM/Ctrl-C: health turns
@@ -173,7 +174,8 @@ public final class Main {
       if (o.containsKey("in-flight-max-age")) {
         b.inFlightMaxAge(duration("in-flight-max-age", o.get("in-flight-max-age")));
       }
-      drain = duration("drain-timeout", o.getOrDefault("drain-timeout", "30s"));
+      // zero is what the builder takes too: close() cancels open streams without waiting
+      drain = duration("drain-timeout", o.getOrDefault("drain-timeout", "30s"), true);
       metrics = bool("metrics-enabled", o.getOrDefault("metrics-enabled", "true"));
       // checked here, naming the option, even when scraping is off: a mistake is a mistake
       metricsInterval = duration("metrics-interval", o.getOrDefault("metrics-interval", "200ms"));
@@ -419,6 +421,11 @@ public final class Main {
 
   /** {@code 200ms}, {@code 30s}, {@code 10m}, {@code 1h}, {@code 2d}, or ISO-8601 {@code PT30S}. */
   static Duration duration(String option, String text) {
+    return duration(option, text, false);
+  }
+
+  /** As {@link #duration(String, String)}; {@code zeroAllowed} takes {@code 0} too. */
+  static Duration duration(String option, String text, boolean zeroAllowed) {
     String t = text.strip();
     Matcher m = DURATION.matcher(t);
     Duration d = null;
@@ -439,9 +446,10 @@ public final class Main {
     } catch (NumberFormatException | DateTimeParseException | ArithmeticException e) {
       d = null;
     }
-    if (d == null || d.isNegative() || d.isZero()) {
-      throw new IllegalArgumentException("--" + option + ": '" + text
-          + "' is not a positive duration (e.g. 200ms, 30s, 10m, PT30S)");
+    if (d == null || d.isNegative() || (d.isZero() && !zeroAllowed)) {
+      throw new IllegalArgumentException("--" + option + ": '" + text + "' is not a "
+          + (zeroAllowed ? "duration of 0 or more" : "positive duration")
+          + " (e.g. 200ms, 30s, 10m, PT30S)");
     }
     return d;
   }

@@ -144,6 +144,22 @@ class MainTest {
   }
 
   @Test
+  void aDrainTimeoutOfZeroIsTakenAsTheBuilderTakesIt() {
+    // the builder takes zero (close() cancels open streams at once); before, the CLI refused it
+    try (Main.Running r = Main.start(new String[] {"--endpoints=10.0.0.1:80", "--port=0",
+        "--host=127.0.0.1", "--metrics-enabled=false", "--drain-timeout=0"},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8))) {
+      assertThat(r.server.port()).isPositive();
+    } catch (Main.Exit e) {
+      throw new AssertionError("--drain-timeout=0 refused: " + err(), e);
+    }
+    // the other durations stay positive
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--port=0", "--metrics-enabled=false",
+        "--metrics-interval=0")).isEqualTo(2);
+  }
+
+  @Test
   void metricsOptionsNameTheOptionAndAreCheckedEvenWithScrapingOff() {
     // before, the scraper's own messages reached the user ("scheme must be http or https, got
     // 'ftp'"), naming no option, and with --metrics-enabled=false the mistakes passed unseen
