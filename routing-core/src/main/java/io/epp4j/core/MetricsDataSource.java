@@ -39,8 +39,9 @@ final class MetricsDataSource implements Plugin {
     protected Plugin build(PluginContext context, Parameters p) {
       String scheme = p.getEnum("scheme", "http", Set.of("http", "https"));
       String path = p.getString("path", "/metrics");
-      if (path == null || !path.startsWith("/")) {
-        p.error("path", "must start with '/', got '" + path + "'");
+      String pathError = MetricsScraper.pathError(path);
+      if (path == null || pathError != null) {
+        p.error("path", pathError != null ? pathError : "must start with '/', got 'null'");
         path = "/metrics";
       }
       if (p.getBoolean("insecureSkipVerify", false)) {

@@ -6,6 +6,7 @@ import io.epp4j.api.Result;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.net.URI;
+import java.net.URISyntaxException;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -127,6 +128,28 @@ public final class MetricsScraper implements AutoCloseable {
     } catch (RuntimeException e) {
       LOG.log(Level.WARNING, "a round of metrics scrapes failed", e);
     }
+  }
+
+  /**
+   * Why {@code path} cannot be a metrics path, or null: it must start with '/' and be valid in a
+   * URI as written (a space or a stray '%' must be percent-encoded), since it is appended to
+   * {@code scheme://ip:port} for every scrape, which would otherwise fail every time.
+   */
+  static @Nullable String pathError(@Nullable String path) {
+    if (path == null || !path.startsWith("/")) {
+      return "must start with '/', got '" + path + "'";
+    }
+    try {
+      URI uri = new URI("http://127.0.0.1:1" + path);
+      if (uri.getRawFragment() != null) {
+        return "must not have a fragment ('#'), which is never sent, got '" + path + "'";
+      }
+    } catch (URISyntaxException e) {
+      return "is not valid in a URI (" + e.getReason() + " at index "
+          + (e.getIndex() - "http://127.0.0.1:1".length())
+          + "; percent-encode such characters), got '" + path + "'";
+    }
+    return null;
   }
 
   private void scrape(String id) {
@@ -395,10 +418,14 @@ public final class MetricsScraper implements AutoCloseable {
      * {@code metrics-data-source} plugin of the router's running configuration when it declares
      * one (followed across {@link Router#reconfigure reloads}). A path set here stays, whatever
      * the configuration says.
+     *
+     * @throws IllegalArgumentException naming {@code path} when it does not start with '/', is
+     *     not valid in a URI as written (a space must be {@code %20}) or has a fragment
      */
     public Builder path(String p) {
-      if (!p.startsWith("/")) {
-        throw new IllegalArgumentException("path must start with '/', got '" + p + "'");
+      String error = pathError(p);
+      if (error != null) {
+        throw new IllegalArgumentException("path " + error);
       }
       this.path = p;
       return this;

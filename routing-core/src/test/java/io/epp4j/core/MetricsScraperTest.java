@@ -158,6 +158,21 @@ class MetricsScraperTest {
   }
 
   @Test
+  void aPathThatIsNoUriPathIsRefusedNamingIt() {
+    // before, only the leading '/' was checked: '/a b' was taken, then every scrape failed
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build()).build();
+    try (router) {
+      for (String path : new String[] {"/a b", "/metrics%", "/a\\b", "/m{x}", "metrics"}) {
+        assertThatThrownBy(() -> MetricsScraper.builder(router).path(path)).as(path)
+            .isInstanceOf(IllegalArgumentException.class)
+            .hasMessageContaining("path").hasMessageContaining("'" + path + "'");
+      }
+      MetricsScraper.builder(router).path("/m%20etrics/v1?format=text"); // URI-encoded: taken
+    }
+  }
+
+  @Test
   void aRepeatedSeriesIsLoggedOncePerEndpointNotOncePerScrape() throws Exception {
     AtomicReference<String> body = new AtomicReference<>(
         "vllm:num_requests_waiting{model_name=\"m\"} 3\n"

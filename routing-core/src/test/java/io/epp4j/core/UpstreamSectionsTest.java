@@ -57,6 +57,16 @@ class UpstreamSectionsTest {
   }
 
   @Test
+  void aMetricsDataSourcePathThatIsNoUriPathIsAnError() {
+    // before, only the leading '/' was checked: '/a b' loaded, then every scrape failed
+    Result<RouterConfig> bad = load("""
+        plugins:
+        - {name: m, type: metrics-data-source, parameters: {path: '/a b'}}
+        """);
+    assertThat(bad.errors()).anySatisfy(e -> assertThat(e).contains("path").contains("'/a b'"));
+  }
+
+  @Test
   void dataLayerReferencesAreChecked() {
     Result<RouterConfig> ok = load("""
         dataLayer:

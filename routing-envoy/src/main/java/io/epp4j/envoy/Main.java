@@ -10,6 +10,8 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.net.UnknownHostException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -485,6 +487,17 @@ public final class Main {
     if (!text.startsWith("/")) {
       throw new IllegalArgumentException("--metrics-path: '" + text
           + "' is not a path starting with '/' (e.g. /metrics)");
+    }
+    try {
+      // appended to scheme://ip:port for every scrape: one a URI cannot hold fails them all
+      new URI("http://127.0.0.1:1" + text);
+    } catch (URISyntaxException e) {
+      throw new IllegalArgumentException("--metrics-path: '" + text + "' is not valid in a URI ("
+          + e.getReason() + "; percent-encode such characters, e.g. %20 for a space)", e);
+    }
+    if (text.indexOf('#') >= 0) {
+      throw new IllegalArgumentException("--metrics-path: '" + text
+          + "' has a fragment ('#'), which is never sent");
     }
     return text;
   }

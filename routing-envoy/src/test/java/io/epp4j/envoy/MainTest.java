@@ -160,6 +160,19 @@ class MainTest {
   }
 
   @Test
+  void aMetricsPathThatIsNoUriPathIsRefused() {
+    // before, only the leading '/' was checked: '/a b' started, then every scrape failed
+    for (String metrics : new String[] {"true", "false"}) {
+      for (String path : new String[] {"/a b", "/metrics%", "/a\\b", "/m{x}"}) {
+        err.reset();
+        assertThat(exitOf("--endpoints=10.0.0.1:80", "--port=0", "--metrics-enabled=" + metrics,
+            "--metrics-path", path)).as(path).isEqualTo(2);
+        assertThat(err()).as(path).contains("--metrics-path: '" + path + "'");
+      }
+    }
+  }
+
+  @Test
   void metricsOptionsNameTheOptionAndAreCheckedEvenWithScrapingOff() {
     // before, the scraper's own messages reached the user ("scheme must be http or https, got
     // 'ftp'"), naming no option, and with --metrics-enabled=false the mistakes passed unseen
