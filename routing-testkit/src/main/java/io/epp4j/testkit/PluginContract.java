@@ -54,12 +54,31 @@ public abstract class PluginContract<P extends Plugin> {
     return p;
   }
 
+  /**
+   * Closes every plugin the test made with {@link #plugin()}, also when one of them throws: the
+   * first failure is rethrown once all are closed, the others suppressed in it.
+   */
   @AfterEach
   void closeCreatedPlugins() {
+    Throwable failure = null;
     for (P p : created) {
-      p.close();
+      try {
+        p.close();
+      } catch (RuntimeException | Error e) {
+        if (failure == null) {
+          failure = e;
+        } else if (failure != e) {
+          failure.addSuppressed(e);
+        }
+      }
     }
     created.clear();
+    if (failure instanceof RuntimeException e) {
+      throw e;
+    }
+    if (failure != null) {
+      throw (Error) failure;
+    }
   }
 
   @Test
