@@ -109,6 +109,19 @@ public final class OpenAiRequestParser {
     return error != null ? Result.error(error) : Result.ok(b.build());
   }
 
+  /**
+   * Reads a request that has no body to parse ({@code GET /v1/models} and the like): no prompt
+   * and no model, but its headers count as {@link #parse} counts a body's: the request id, the
+   * priority ({@value #PRIORITY_HEADER}; one that is not an integer is an error naming it) and the
+   * session key.
+   */
+  public Result<InferenceRequest> parseHeaders(Map<String, String> headers) {
+    Objects.requireNonNull(headers, "headers");
+    InferenceRequest.Builder b = InferenceRequest.builder().prompt("");
+    String error = readHeaders(headers, b);
+    return error != null ? Result.error(error) : Result.ok(b.build());
+  }
+
   /** Size and encoding, checked before any JSON is read. */
   private @Nullable String checkBytes(byte[] body) {
     if (body.length > maxBodyBytes) {

@@ -208,6 +208,34 @@ public final class Router implements AutoCloseable {
   }
 
   /**
+   * Routes a request that has no body to parse ({@code GET /v1/models} and the like), by load
+   * alone as it carries no prompt, with its headers read as {@link #route(String, Map, byte[])}
+   * reads them: request id, priority (a sheddable request is shed on a saturated pool; a priority
+   * that is not an integer gives a 400 rejection naming the header) and session key.
+   */
+  public RoutingDecision routeHeaders(Map<String, String> headers) {
+    return scheduleHeaders(headers, null);
+  }
+
+  /**
+   * {@link #routeHeaders(Map)} among the {@code eligible} endpoints only (see
+   * {@link #route(InferenceRequest, Set)}).
+   */
+  public RoutingDecision routeHeaders(Map<String, String> headers, Set<String> eligible) {
+    return scheduleHeaders(headers, Objects.requireNonNull(eligible, "eligible"));
+  }
+
+  private RoutingDecision scheduleHeaders(Map<String, String> headers,
+      @Nullable Set<String> eligible) {
+    Result<InferenceRequest> parsed = parser.parseHeaders(headers);
+    if (!parsed.isOk()) {
+      telemetry.rejected(Rejection.Reason.INVALID_REQUEST);
+      return RoutingDecision.rejected(Rejection.Reason.INVALID_REQUEST, parsed.errors().get(0));
+    }
+    return schedule(parsed.value(), eligible);
+  }
+
+  /**
    * Parses an OpenAI request body and routes it. A malformed or oversized body gives a 400
    * rejection whose message names the problem.
    */

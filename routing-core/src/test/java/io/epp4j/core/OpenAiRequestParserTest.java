@@ -27,6 +27,26 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void aRequestWithoutBodyHasItsHeadersReadAsAPostHas() {
+    OpenAiRequestParser p = OpenAiRequestParser.of(1024, List.of("x-conv"));
+    InferenceRequest r = p.parseHeaders(Map.of("X-Conv", "c1", "x-request-priority", " -2 ",
+        "x-request-id", "id-7")).value();
+    assertThat(r.sessionKey()).isEqualTo("c1");
+    assertThat(r.priority()).isEqualTo(-2);
+    assertThat(r.requestId()).isEqualTo("id-7");
+    assertThat(r.prompt()).isEmpty();
+    assertThat(p.parseHeaders(Map.of("x-request-priority", "high")).errors()).singleElement()
+        .asString().contains("x-request-priority");
+    try (Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(io.epp4j.api.Endpoint.parse("10.0.0.1:80"))).requestParser(p).build()) {
+      RoutingDecision d = router.routeHeaders(Map.of("x-request-priority", "high"));
+      assertThat(d.rejection().reason()).isEqualTo(Rejection.Reason.INVALID_REQUEST);
+      assertThat(router.routeHeaders(Map.of("x-conv", "c1")).isRouted()).isTrue();
+    }
+  }
+
+  @Test
   void aTokenLimitWrittenAsAWholeFloatIsReadAsTheEngineReadsIt() {
     // vLLM's request model reads 100.0 and 1e3 as the integers they are (and refuses 100.5): a
     // client whose JSON writer prints numbers as doubles is served there, so it must be here

@@ -10,7 +10,6 @@ import io.envoyproxy.envoy.service.ext_proc.v3.HttpHeaders;
 import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingRequest;
 import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse;
 import io.envoyproxy.envoy.service.ext_proc.v3.ProtocolConfiguration;
-import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Rejection;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
@@ -437,15 +436,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private RoutingDecision decide(ByteString bodyBytes) {
     Router router = settings.router;
     if (!"POST".equals(method)) {
-      // GET /v1/models and the like carry no prompt: any replica can answer, picked by load
-      InferenceRequest.Builder b = InferenceRequest.builder().prompt("").headers(headers);
-      String id = headers.get("x-request-id");
-      if (id != null) {
-        b.requestId(id);
-      }
-      InferenceRequest request = b.build();
+      // GET /v1/models and the like carry no prompt: any replica can answer, picked by load; no
+      // body is parsed, but the headers count as a POST's do (priority, so shedding and 400 for a
+      // malformed one; session key; request id)
       Set<String> s = subset;
-      return s == null ? router.route(request) : router.route(request, s);
+      return s == null ? router.routeHeaders(headers) : router.routeHeaders(headers, s);
     }
     byte[] bytes = bodyBytes.toByteArray();
     Set<String> s = subset;

@@ -86,6 +86,7 @@ class ExtProcServerTest {
   static final class Outcomes implements RequestListener {
     final List<String> events = new CopyOnWriteArrayList<>();
     final LinkedBlockingQueue<Usage> completed = new LinkedBlockingQueue<>();
+    final LinkedBlockingQueue<InferenceRequest> completedRequests = new LinkedBlockingQueue<>();
     final LinkedBlockingQueue<Throwable> failed = new LinkedBlockingQueue<>();
 
     @Override
@@ -96,6 +97,7 @@ class ExtProcServerTest {
     @Override
     public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
       events.add("complete:" + endpoint.id());
+      completedRequests.add(request);
       completed.add(usage);
     }
 
@@ -365,6 +367,54 @@ class ExtProcServerTest {
     envoy.send(responseHeaders(200, "application/json", true));
     assertThat(envoy.next().hasResponseHeaders()).isTrue();
     assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void aSheddableRequestWithoutBodyIs429AsAPostIs() throws Exception {
+    // before, a request that is not a POST skipped the request parser: its x-request-priority
+    // was never read, so a sheddable GET was routed to a saturated pool
+    start(List.of(A)); // no metrics yet: the endpoint counts as saturated for shedding
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("GET", "/v1/models", true, Map.of("x-request-priority", "-1"))
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    ImmediateResponse r = envoy.next().getImmediateResponse();
+    assertThat(r.getStatus().getCodeValue()).isEqualTo(429);
+    assertThat(error(r).path("type").asText()).isEqualTo("routing_shed");
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void aMalformedPriorityWithoutBodyIs400AsAPostIs() throws Exception {
+    // before, a GET with 'x-request-priority: high' was routed as if the header were absent
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("GET", "/v1/models", true, Map.of("x-request-priority", "high"))
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    ImmediateResponse r = envoy.next().getImmediateResponse();
+    assertThat(r.getStatus().getCodeValue()).isEqualTo(400);
+    assertThat(error(r).path("type").asText()).isEqualTo("routing_invalid_request");
+    assertThat(error(r).path("message").asText()).contains("x-request-priority");
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.events).isEmpty();
+  }
+
+  @Test
+  void aRequestWithoutBodyCarriesItsSessionKeyAndPriority() throws Exception {
+    // before, the session headers of a request that is not a POST were ignored: no session key
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("DELETE", "/v1/files/f1", true,
+        Map.of("x-session-id", "s-42", "x-request-priority", "3"))
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    assertThat(destinationHeader(envoy.next().getRequestHeaders().getResponse())).isEqualTo(A);
+    envoy.send(responseHeaders(200, "application/json", true));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    InferenceRequest seen = outcomes.completedRequests.poll(5, TimeUnit.SECONDS);
+    assertThat(seen).isNotNull();
+    assertThat(seen.sessionKey()).isEqualTo("s-42");
+    assertThat(seen.priority()).isEqualTo(3);
     assertThat(inFlight()).isZero();
   }
 
