@@ -151,9 +151,17 @@ public final class ExtProcServer implements AutoCloseable {
       return this;
     }
 
-    /** Address to listen on, e.g. {@code 127.0.0.1}; default every interface. */
+    /**
+     * Address to listen on, e.g. {@code 127.0.0.1}; default every interface. An empty one is
+     * refused: the JDK would take it for the loopback address.
+     */
     public Builder host(String host) {
-      this.host = Objects.requireNonNull(host, "host");
+      Objects.requireNonNull(host, "host");
+      if (host.isBlank()) {
+        throw new IllegalArgumentException("host must not be empty (leave it unset to listen on "
+            + "every interface), got '" + host + "'");
+      }
+      this.host = host;
       return this;
     }
 

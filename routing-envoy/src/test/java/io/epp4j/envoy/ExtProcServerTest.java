@@ -939,6 +939,19 @@ class ExtProcServerTest {
   }
 
   @Test
+  void anEmptyHostIsRefusedRatherThanBindingLoopback() {
+    // before, host("") resolved to the loopback address: a server meant for every interface, or
+    // for one, listened where no other machine could reach it
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).build();
+    for (String empty : new String[] {"", " "}) {
+      org.assertj.core.api.Assertions.assertThatThrownBy(
+          () -> ExtProcServer.builder(router).host(empty))
+          .as("'%s'", empty).isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("host");
+    }
+  }
+
+  @Test
   void maxMessageBytesBoundsWhatIsTakenAndMustLeaveRoomForARequestBody() throws Exception {
     router = Router.builder().endpoints(List.of(Endpoint.parse(A))).listener(outcomes).build();
     ExtProcServer.Builder tooSmall = ExtProcServer.builder(router).port(0).host("127.0.0.1")
