@@ -20,9 +20,14 @@ import org.springframework.boot.context.properties.EnableConfigurationProperties
 import org.springframework.cloud.client.discovery.DiscoveryClient;
 import org.springframework.cloud.gateway.filter.factory.GatewayFilterFactory;
 import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
+import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Condition;
+import org.springframework.context.annotation.ConditionContext;
+import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
+import org.springframework.core.type.AnnotatedTypeMetadata;
 
 /**
  * Builds the epp4j {@link Router}, the {@link MetricsScraper} that keeps its replica metrics
@@ -61,7 +66,7 @@ public class Epp4jAutoConfiguration {
   /** Scrapes every replica's Prometheus metrics; off with {@code epp4j.metrics.enabled=false}. */
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
-  @ConditionalOnProperty(prefix = "epp4j.metrics", name = "enabled", matchIfMissing = true)
+  @Conditional(MetricsEnabled.class)
   public MetricsScraper epp4jMetricsScraper(Router router, Epp4jProperties properties) {
     PoolSettings settings = PoolSettings.of(properties);
     // checked here too: with the application's own router, ours never checked them
@@ -179,6 +184,19 @@ public class Epp4jAutoConfiguration {
     requestListeners.orderedStream().forEach(listeners::add);
     poolListeners.orderedStream().forEach(listeners::add);
     return new ArrayList<>(listeners);
+  }
+
+  /**
+   * {@code epp4j.metrics.enabled} as the property binds it ({@code false}, {@code off},
+   * {@code no}, {@code 0} are all false), unset: true. {@code @ConditionalOnProperty} would take
+   * only {@code false} as off and start the scraper for the others.
+   */
+  static final class MetricsEnabled implements Condition {
+    @Override
+    public boolean matches(ConditionContext context, AnnotatedTypeMetadata metadata) {
+      return Binder.get(context.getEnvironment())
+          .bind(PoolSettings.PREFIX + ".metrics.enabled", Boolean.class).orElse(true);
+    }
   }
 
   static int maxBodyBytes(Epp4jProperties properties) {

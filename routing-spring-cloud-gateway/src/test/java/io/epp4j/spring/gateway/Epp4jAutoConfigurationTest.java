@@ -60,6 +60,20 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void theScraperIsOffForEveryFalseValueThePropertyBindsAs() {
+    // an environment variable or a .properties file keeps these as they are written; the
+    // property binds each of them as false
+    for (String off : List.of("off", "no", "0", "False")) {
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=" + off)
+          .run(ctx -> {
+            assertThat(ctx.getBean(Epp4jProperties.class).getMetrics().isEnabled()).isFalse();
+            assertThat(ctx).as("epp4j.metrics.enabled=" + off).hasSingleBean(Router.class)
+                .doesNotHaveBean(MetricsScraper.class);
+          });
+    }
+  }
+
+  @Test
   void aRouterOfTheApplicationReplacesOursAndIsUsedByTheFilter() {
     Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
     runner.withBean(Router.class, () -> own)
