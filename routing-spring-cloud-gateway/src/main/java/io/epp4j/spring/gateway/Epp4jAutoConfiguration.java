@@ -15,7 +15,6 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.cloud.client.discovery.DiscoveryClient;
 import org.springframework.cloud.gateway.filter.factory.GatewayFilterFactory;
@@ -124,7 +123,7 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   @ConditionalOnClass(name = "org.springframework.cloud.client.discovery.DiscoveryClient")
   @ConditionalOnBean(DiscoveryClient.class)
-  @ConditionalOnProperty(prefix = "epp4j.discovery", name = "service-id")
+  @Conditional(ServiceIdSet.class)
   public Epp4jDiscoveryPool epp4jDiscoveryPool(Router router, DiscoveryClient discovery,
       Epp4jProperties properties) {
     String id = Objects.requireNonNull(properties.getDiscovery().getServiceId());
@@ -196,6 +195,20 @@ public class Epp4jAutoConfiguration {
     public boolean matches(ConditionContext context, AnnotatedTypeMetadata metadata) {
       return Binder.get(context.getEnvironment())
           .bind(PoolSettings.PREFIX + ".metrics.enabled", Boolean.class).orElse(true);
+    }
+  }
+
+  /**
+   * {@code epp4j.discovery.service-id} is set to a name: blank is unset, as for a named pool.
+   * {@code @ConditionalOnProperty} would take a blank value ({@code EPP4J_DISCOVERY_SERVICE_ID=})
+   * as set, and the lookup of a service {@code ''} would empty the pool.
+   */
+  static final class ServiceIdSet implements Condition {
+    @Override
+    public boolean matches(ConditionContext context, AnnotatedTypeMetadata metadata) {
+      return Binder.get(context.getEnvironment())
+          .bind(PoolSettings.PREFIX + ".discovery.service-id", String.class)
+          .map(id -> !id.isBlank()).orElse(false);
     }
   }
 

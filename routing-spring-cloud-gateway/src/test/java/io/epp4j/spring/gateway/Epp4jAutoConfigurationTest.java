@@ -424,6 +424,36 @@ class Epp4jAutoConfigurationTest {
         .run(ctx -> assertThat(ctx).doesNotHaveBean(Epp4jDiscoveryPool.class));
   }
 
+  @Test
+  void aBlankServiceIdIsNoDiscoveryAndKeepsTheEndpoints() {
+    // e.g. EPP4J_DISCOVERY_SERVICE_ID= from a template; a registry knows no service ''
+    DiscoveryClient registry = new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "test registry";
+      }
+
+      @Override
+      public List<org.springframework.cloud.client.ServiceInstance> getInstances(String id) {
+        return List.of();
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of();
+      }
+    };
+    for (String blank : List.of("", "  ")) {
+      runner.withBean(DiscoveryClient.class, () -> registry)
+          .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+              "epp4j.discovery.service-id=" + blank)
+          .run(ctx -> {
+            assertThat(ctx).hasNotFailed().doesNotHaveBean(Epp4jDiscoveryPool.class);
+            assertThat(poolIds(ctx.getBean(Router.class))).containsExactly("127.0.0.1:9001");
+          });
+    }
+  }
+
   private static void awaitPool(Router router, Set<String> ids) throws InterruptedException {
     long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
     while (!poolIds(router).equals(ids)) {
