@@ -69,6 +69,11 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     if (!HttpMethod.POST.equals(request.getMethod())) {
       return chain.filter(exchange);
     }
+    if (exchange.getResponse().isCommitted()) {
+      // SCG's Retry filter repeats after a 5xx this filter answered itself (502, 503): that
+      // answer is written and final, so the request is not routed again
+      return Mono.empty();
+    }
     long declared = request.getHeaders().getContentLength();
     if (declared > maxBodyBytes) {
       return declaredTooLarge(exchange, maxBodyBytes, declared);

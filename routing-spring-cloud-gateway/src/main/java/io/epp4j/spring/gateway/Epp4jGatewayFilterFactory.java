@@ -115,6 +115,9 @@ public class Epp4jGatewayFilterFactory
       if (!HttpMethod.POST.equals(exchange.getRequest().getMethod())) {
         return chain.filter(exchange); // as the filter treats them when the pool is there
       }
+      if (exchange.getResponse().isCommitted()) {
+        return Mono.empty(); // a Retry filter's repeat after this 503: it is final
+      }
       return Epp4jGatewayFilter.error(exchange, 503, "routing_no_endpoints",
           "epp4j pool '" + name + "' is not configured");
     }

@@ -580,6 +580,57 @@ class Epp4jGatewayFilterTest {
   }
 
   @Test
+  void behindTheRetryFilterTheFiltersOwn502IsFinalAndNotRoutedAgain() throws Exception {
+    // the Retry filter (POST, 5xx) repeated after the 502 the filter had written already: each
+    // repeat routed the request again (a decision of its own, failed on the committed response),
+    // with an error logged and the client's connection closed
+    List<Endpoint> pool = new ArrayList<>();
+    for (Candidate c : router.endpoints()) {
+      pool.add(c.endpoint());
+    }
+    int deadPort;
+    try (java.net.ServerSocket closed = new java.net.ServerSocket(0, 1,
+        InetAddress.getLoopbackAddress())) {
+      deadPort = closed.getLocalPort(); // refuses connections once closed
+    }
+    byte[] body = "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.US_ASCII);
+    String head = "POST /retried/v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+        + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n";
+    router.setEndpoints(List.of(Endpoint.of("127.0.0.1", deadPort)));
+    int failuresBefore = outcomes.failures.get();
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
+          s.getInputStream(), StandardCharsets.US_ASCII));
+      // the second request is read once the first exchange has ended, repeats included
+      for (int i = 0; i < 2; i++) {
+        out.write(head.getBytes(StandardCharsets.US_ASCII));
+        out.write(body);
+        out.flush();
+        assertThat(in.readLine()).as("request %d", i).startsWith("HTTP/1.1 502");
+        int length = -1;
+        for (String line = in.readLine(); !line.isEmpty(); line = in.readLine()) {
+          String lower = line.toLowerCase(java.util.Locale.ROOT);
+          if (lower.startsWith("content-length:")) {
+            length = Integer.parseInt(lower.substring(15).trim());
+          }
+        }
+        char[] answer = new char[length];
+        for (int got = 0; got < length; ) {
+          got += in.read(answer, got, length - got);
+        }
+        assertThat(new String(answer)).contains("upstream_unavailable");
+      }
+      // one decision per request, failed once its replica could not be reached
+      assertThat(outcomes.failures.get() - failuresBefore).isEqualTo(2);
+    } finally {
+      router.setEndpoints(pool);
+    }
+    awaitNoneInFlight();
+  }
+
+  @Test
   void aSheddableRequestOnASaturatedPoolIsA429WithRetryAfter() throws Exception {
     // no metrics are scraped in this test, and the EPP counts an endpoint without metrics as full
     int served = servedSoFar();
