@@ -258,6 +258,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     body.putObject("error").put("message", message).put("type", type).put("code", status);
     byte[] b = body.toString().getBytes(StandardCharsets.UTF_8);
     response.setStatusCode(HttpStatusCode.valueOf(status));
+    // the header names the endpoint that served the answer: none served this one (an earlier
+    // attempt behind SCG's Retry filter may have set it)
+    response.getHeaders().remove(RoutingDecision.DESTINATION_HEADER);
     response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
     response.getHeaders().setContentLength(b.length);
     if (status == 429 || status == 503) {

@@ -137,9 +137,17 @@ class Epp4jGatewayFilterTest {
       completed.add(usage);
     }
 
+    /** Run at each failure, when set. */
+    final java.util.concurrent.atomic.AtomicReference<Runnable> onFailure =
+        new java.util.concurrent.atomic.AtomicReference<>();
+
     @Override
     public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
       failures.incrementAndGet();
+      Runnable hook = onFailure.get();
+      if (hook != null) {
+        hook.run();
+      }
     }
   }
 
@@ -382,6 +390,32 @@ class Epp4jGatewayFilterTest {
     awaitNoneInFlight();
     await(() -> outcomes.failures.get() > failuresBefore);
     await(() -> outcomes.completed.size() > completedBefore);
+  }
+
+  @Test
+  void aRepeatTheRouterRefusesDoesNotNameTheEarlierAttemptsEndpoint() throws Exception {
+    // the 503 of the repeat carried x-gateway-destination-endpoint of the attempt before it,
+    // whose 500 the client never saw: it named an endpoint that served nothing
+    List<Endpoint> pool = new ArrayList<>();
+    for (Candidate c : router.endpoints()) {
+      pool.add(c.endpoint());
+    }
+    A.failNext.set(1); // whichever replica the first attempt lands on answers 500 once
+    B.failNext.set(1);
+    // the first attempt fails when the repeat supersedes it: the pool is gone by then
+    outcomes.onFailure.set(() -> router.setEndpoints(List.of()));
+    try {
+      HttpResponse<String> r = post("/retried/v1/completions",
+          "{\"model\":\"m\",\"prompt\":\"retry me\"}");
+      assertThat(r.statusCode()).isEqualTo(503);
+      assertThat(r.body()).contains("routing_no_endpoints");
+      assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER)).isEmpty();
+    } finally {
+      outcomes.onFailure.set(null);
+      A.failNext.set(0);
+      B.failNext.set(0);
+      router.setEndpoints(pool);
+    }
   }
 
   @Test
