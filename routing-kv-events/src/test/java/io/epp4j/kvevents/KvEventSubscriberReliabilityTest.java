@@ -699,6 +699,31 @@ class KvEventSubscriberReliabilityTest {
     return ENCODER.encode(KvEventBatch.of(0, events));
   }
 
+  /** One precise scorer following each endpoint's publisher (port from its label). */
+  private static final String PER_ENDPOINT_PRECISE = """
+      plugins:
+      - type: precise-prefix-cache-scorer
+        parameters:
+          kvEvents: {mode: per-endpoint}
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: precise-prefix-cache-scorer
+      """;
+
+  /**
+   * Publishes the engine's next batches as {@code id}'s, sequence numbers {@code from} (inclusive)
+   * to {@code to}, applying each to {@code expected} too.
+   */
+  private static void publishBatches(ZMQ.Socket pub, String id, FakeEngine engine,
+      KvBlockIndex expected, long from, long to) {
+    for (long seq = from; seq < to; seq++) {
+      KvEventBatch batch = engine.nextBatch(0);
+      expected.apply(id, batch);
+      publish(pub, "kv@" + id + "@m", seq, ENCODER.encode(batch));
+    }
+  }
+
   @Test
   void aChangedPortLabelIsFollowedAtTheNewPortAndTheBlocksAreKept() throws Exception {
     try (ZContext ctx = new ZContext(1)) {
@@ -709,28 +734,13 @@ class KvEventSubscriberReliabilityTest {
       Endpoint after = Endpoint.of("127.0.0.1", 8001,
           Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB))));
       KvBlockIndex index = KvBlockIndex.create();
-      String yaml = """
-          plugins:
-          - type: precise-prefix-cache-scorer
-            parameters:
-              kvEvents: {mode: per-endpoint}
-          schedulingProfiles:
-          - name: default
-            plugins:
-            - pluginRef: precise-prefix-cache-scorer
-          """;
       try (Router router = Router.builder().endpoint(before).service(KvBlockIndex.class, index)
-          .configYaml(yaml, "relabelled-endpoint").build()) {
+          .configYaml(PER_ENDPOINT_PRECISE, "relabelled-endpoint").build()) {
         pubA.setReceiveTimeOut(20_000);
         assertThat(pubA.recv()).as("subscription at the first port").isNotNull();
         FakeEngine engine = new FakeEngine(12, 16);
         KvBlockIndex expected = KvBlockIndex.create();
-        long seq = 0;
-        for (; seq < 5; seq++) {
-          KvEventBatch batch = engine.nextBatch(0);
-          expected.apply(before.id(), batch);
-          publish(pubA, "kv@" + before.id() + "@m", seq, ENCODER.encode(batch));
-        }
+        publishBatches(pubA, before.id(), engine, expected, 0, 5);
         KvEventMetrics m = index.metrics();
         await(() -> m.batches() == 5, "the batches published at the first port");
 
@@ -742,11 +752,7 @@ class KvEventSubscriberReliabilityTest {
         byte[] left = pubA.recv();
         assertThat(left).as("the first port's subscriber closed").isNotNull();
         assertThat(left[0]).as("an unsubscription").isEqualTo((byte) 0);
-        for (; seq < 10; seq++) {
-          KvEventBatch batch = engine.nextBatch(0);
-          expected.apply(after.id(), batch);
-          publish(pubB, "kv@" + after.id() + "@m", seq, ENCODER.encode(batch));
-        }
+        publishBatches(pubB, after.id(), engine, expected, 5, 10);
         await(() -> m.batches() == 10, "the batches published at the new port");
         // the engine is the same: what it reported before the change is still in the index
         assertSameContents(index, expected, after.id(), engine);
@@ -767,27 +773,13 @@ class KvEventSubscriberReliabilityTest {
       Endpoint b = Endpoint.of("127.0.0.1", 8002,
           Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB))));
       KvBlockIndex index = KvBlockIndex.create();
-      String yaml = """
-          plugins:
-          - type: precise-prefix-cache-scorer
-            parameters:
-              kvEvents: {mode: per-endpoint}
-          schedulingProfiles:
-          - name: default
-            plugins:
-            - pluginRef: precise-prefix-cache-scorer
-          """;
       try (Router router = Router.builder().endpoint(a).service(KvBlockIndex.class, index)
-          .configYaml(yaml, "late-endpoints").build()) {
+          .configYaml(PER_ENDPOINT_PRECISE, "late-endpoints").build()) {
         pubA.setReceiveTimeOut(20_000);
         assertThat(pubA.recv()).as("subscription to the first endpoint").isNotNull();
         FakeEngine engineA = new FakeEngine(10, 16);
         KvBlockIndex expectedA = KvBlockIndex.create();
-        for (long seq = 0; seq < 5; seq++) {
-          KvEventBatch batch = engineA.nextBatch(0);
-          expectedA.apply(a.id(), batch);
-          publish(pubA, "kv@" + a.id() + "@m", seq, ENCODER.encode(batch));
-        }
+        publishBatches(pubA, a.id(), engineA, expectedA, 0, 5);
         KvEventMetrics m = index.metrics();
         await(() -> m.batches() == 5, "the first endpoint's batches");
 
@@ -799,11 +791,7 @@ class KvEventSubscriberReliabilityTest {
             .isEqualTo("kv@");
         FakeEngine engineB = new FakeEngine(11, 16);
         KvBlockIndex expectedB = KvBlockIndex.create();
-        for (long seq = 0; seq < 5; seq++) {
-          KvEventBatch batch = engineB.nextBatch(0);
-          expectedB.apply(b.id(), batch);
-          publish(pubB, "kv@" + b.id() + "@m", seq, ENCODER.encode(batch));
-        }
+        publishBatches(pubB, b.id(), engineB, expectedB, 0, 5);
         await(() -> m.batches() == 10, "the added endpoint's batches");
         assertSameContents(index, expectedA, a.id(), engineA);
         assertSameContents(index, expectedB, b.id(), engineB);
