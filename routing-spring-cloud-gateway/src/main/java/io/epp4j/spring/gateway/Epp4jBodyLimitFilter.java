@@ -24,8 +24,8 @@ import reactor.core.publisher.Mono;
  * the read stops with a 413 once its bytes pass the limit, closing the connection, as the
  * {@code Epp4j} filter's own 413 does.
  *
- * <p>Only {@code POST}s (the only requests the {@code Epp4j} filter routes) of routes whose
- * filter list shows the {@code Epp4j} filter ({@link Epp4jRouting#on}) are touched. The limit is
+ * <p>Only {@code POST}s (the only requests whose body the {@code Epp4j} filter reads) of routes
+ * whose filter list shows the {@code Epp4j} filter ({@link Epp4jRouting#on}) are touched. The limit is
  * that of the router the filter routes with, a named pool's own when it has one.
  */
 public class Epp4jBodyLimitFilter implements GlobalFilter, Ordered {

@@ -21,6 +21,7 @@ import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.support.ServerWebExchangeUtils;
 import org.springframework.core.io.buffer.DataBuffer;
@@ -39,8 +40,10 @@ import reactor.core.publisher.Mono;
  * Routes one OpenAI request: reads the body once (SCG's body cache, bounded by the size limit),
  * asks the router for a replica, points the gateway's request URL at it and lets the rest of the
  * chain send the request. The answer streams through a {@link DecisionTap} (installed by
- * {@link Epp4jResponseTapFilter}) that reports first token, usage and failure to the decision. A request that is not a {@code POST} passes through
- * untouched.
+ * {@link Epp4jResponseTapFilter}) that reports first token, usage and failure to the decision. A
+ * request that is not a {@code POST} ({@code GET /v1/models}, ...) has no body to read: it is
+ * routed by load with {@link Router#routeHeaders}, its headers read as a {@code POST}'s, and its
+ * decision finished as a {@code POST}'s is.
  *
  * <p>When the connection to the picked replica fails before any byte of an answer (refused,
  * reset), the request is sent to the decision's next endpoint, in order.
@@ -66,13 +69,15 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
   @Override
   public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
     ServerHttpRequest request = exchange.getRequest();
-    if (!HttpMethod.POST.equals(request.getMethod())) {
-      return chain.filter(exchange);
-    }
     if (exchange.getResponse().isCommitted()) {
       // SCG's Retry filter repeats after a 5xx this filter answered itself (502, 503): that
       // answer is written and final, so the request is not routed again
       return Mono.empty();
+    }
+    if (!HttpMethod.POST.equals(request.getMethod())) {
+      // GET /v1/models and the like carry no prompt: routed by load, their headers read as a
+      // POST's (priority, so shedding and a 400 for a malformed one; session key; request id)
+      return route(exchange, chain, request, null);
     }
     long declared = request.getHeaders().getContentLength();
     if (declared > maxBodyBytes) {
@@ -96,8 +101,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
         .then();
   }
 
+  /** Routes the request with its {@code body}, or by its headers alone when it has none. */
   private Mono<Void> route(ServerWebExchange exchange, GatewayFilterChain chain,
-      ServerHttpRequest request, byte[] body) {
+      ServerHttpRequest request, byte @Nullable [] body) {
     DecisionTap previous = exchange.getAttribute(DecisionTap.ATTRIBUTE);
     if (previous != null) { // SCG's Retry filter repeats the chain: the earlier attempt ends here
       previous.superseded();
@@ -105,7 +111,8 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     Map<String, String> headers = new HashMap<>();
     request.getHeaders().forEach((name, values) ->
         headers.put(name.toLowerCase(Locale.ROOT), values.isEmpty() ? "" : values.get(0)));
-    RoutingDecision d = router.route(request.getURI().getPath(), headers, body);
+    RoutingDecision d = body == null ? router.routeHeaders(headers)
+        : router.route(request.getURI().getPath(), headers, body);
     Rejection rejected = d.rejection();
     if (rejected != null) {
       return error(exchange, rejected.httpStatus(),

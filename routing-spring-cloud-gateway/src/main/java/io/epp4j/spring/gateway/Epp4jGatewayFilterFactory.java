@@ -8,7 +8,6 @@ import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.filter.OrderedGatewayFilter;
 import org.springframework.cloud.gateway.filter.RouteToRequestUrlFilter;
 import org.springframework.cloud.gateway.filter.factory.AbstractGatewayFilterFactory;
-import org.springframework.http.HttpMethod;
 import org.springframework.web.server.ServerWebExchange;
 import reactor.core.publisher.Mono;
 
@@ -111,9 +110,6 @@ public class Epp4jGatewayFilterFactory
       Epp4jPools.@Nullable Pool pool = pools.find(name);
       if (pool != null) {
         return pool.filter.filter(exchange, chain);
-      }
-      if (!HttpMethod.POST.equals(exchange.getRequest().getMethod())) {
-        return chain.filter(exchange); // as the filter treats them when the pool is there
       }
       if (exchange.getResponse().isCommitted()) {
         return Mono.empty(); // a Retry filter's repeat after this 503: it is final

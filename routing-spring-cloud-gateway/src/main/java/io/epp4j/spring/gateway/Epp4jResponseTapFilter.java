@@ -7,7 +7,6 @@ import org.springframework.cloud.gateway.filter.GlobalFilter;
 import org.springframework.cloud.gateway.filter.NettyWriteResponseFilter;
 import org.springframework.core.Ordered;
 import org.springframework.core.io.buffer.DataBuffer;
-import org.springframework.http.HttpMethod;
 import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import org.springframework.web.server.ServerWebExchange;
@@ -21,13 +20,14 @@ import reactor.core.publisher.Mono;
  *
  * <p>Which routes carry the {@code Epp4j} filter cannot be told from their filter lists: an
  * application may put it inside a filter of its own (a delegating, timing or logging wrapper)
- * that hides it. So every {@code POST} (the only requests the filter routes) gets the wrapper,
- * which does nothing but look up the exchange attribute {@link DecisionTap#ATTRIBUTE} the
- * {@code Epp4j} filter sets when it routes: without it, writes pass through as they are. Other
- * methods (websocket upgrades among them) are not touched.
+ * that hides it. So every request (the filter routes every method) gets the wrapper, which does
+ * nothing but look up the exchange attribute {@link DecisionTap#ATTRIBUTE} the {@code Epp4j}
+ * filter sets when it routes: without it, writes pass through as they are. A websocket upgrade
+ * is not wrapped (its answer is no body written here).
  *
  * <p>It also finishes the decision when the exchange ends without the answer having been
- * written through the tap (an error, or the client leaving before the status line).
+ * written through the tap (an error, the client leaving before the status line, or the end of
+ * a websocket session).
  */
 public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
   public static final int ORDER = NettyWriteResponseFilter.WRITE_RESPONSE_FILTER_ORDER - 1;
@@ -39,11 +39,9 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
 
   @Override
   public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
-    if (!HttpMethod.POST.equals(exchange.getRequest().getMethod())) {
-      return chain.filter(exchange); // the Epp4j filter passes them through unrouted
-    }
-    ServerWebExchange tapped = exchange.mutate()
-        .response(new TappedResponse(exchange.getResponse(), exchange)).build();
+    ServerWebExchange tapped = "websocket".equalsIgnoreCase(
+        exchange.getRequest().getHeaders().getUpgrade()) ? exchange
+        : exchange.mutate().response(new TappedResponse(exchange.getResponse(), exchange)).build();
     return chain.filter(tapped)
         .doOnSuccess(v -> {
           DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);

@@ -683,12 +683,59 @@ class Epp4jGatewayFilterTest {
   }
 
   @Test
-  void aGetPassesThroughUntouched() throws Exception {
-    // the route's own URI does not resolve: the filter did not rewrite it
-    HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(uri("/v1/models"))
+  void aGetIsRoutedByLoadToAReplicaAndItsDecisionCompleted() throws Exception {
+    // a GET passed through to the route's placeholder URI: a 500 and an unknown host logged
+    int served = servedSoFar();
+    int completed = outcomes.completed.size();
+    HttpResponse<String> r = get("/v1/models");
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+    assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER))
+        .hasValueSatisfying(v -> assertThat(v).isIn(A.id(), B.id()));
+    assertThat(servedSoFar()).isEqualTo(served + 1);
+    await(() -> outcomes.completed.size() > completed);
+    awaitNoneInFlight();
+  }
+
+  @Test
+  void aGetWhoseReplicaAnswers5xxFailsItsDecisionAndNothingStaysInFlight() throws Exception {
+    int failuresBefore = outcomes.failures.get();
+    A.failNext.set(1);
+    B.failNext.set(1);
+    try {
+      HttpResponse<String> r = get("/v1/models");
+      assertThat(r.statusCode()).isEqualTo(500);
+      await(() -> outcomes.failures.get() > failuresBefore);
+      awaitNoneInFlight();
+    } finally {
+      A.failNext.set(0);
+      B.failNext.set(0);
+    }
+  }
+
+  @Test
+  void aGetsHeadersCountAsAPostsPrioritySheddingAndMalformedPriority() throws Exception {
+    // no metrics are scraped in this test, and the EPP counts an endpoint without metrics as full
+    int served = servedSoFar();
+    HttpResponse<String> shed = CLIENT.send(HttpRequest.newBuilder(uri("/v1/models"))
+        .timeout(Duration.ofSeconds(20)).header("x-request-priority", "-1").GET().build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(shed.statusCode()).isEqualTo(429);
+    assertThat(shed.headers().firstValue("Retry-After")).contains("1");
+    assertThat(JSON.readTree(shed.body()).at("/error/type").asText()).isEqualTo("routing_shed");
+    HttpResponse<String> bad = CLIENT.send(HttpRequest.newBuilder(uri("/v1/models"))
+        .timeout(Duration.ofSeconds(20)).header("x-request-priority", "high").GET().build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(bad.statusCode()).isEqualTo(400);
+    JsonNode error = JSON.readTree(bad.body()).path("error");
+    assertThat(error.path("type").asText()).isEqualTo("routing_invalid_request");
+    assertThat(error.path("message").asText()).contains("x-request-priority");
+    assertThat(servedSoFar()).isEqualTo(served);
+    assertThat(inFlight()).isZero();
+  }
+
+  private HttpResponse<String> get(String path) throws Exception {
+    return CLIENT.send(HttpRequest.newBuilder(uri(path))
         .timeout(Duration.ofSeconds(20)).GET().build(), HttpResponse.BodyHandlers.ofString());
-    assertThat(r.statusCode()).isGreaterThanOrEqualTo(500);
-    assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER)).isEmpty();
   }
 
   private int servedSoFar() {

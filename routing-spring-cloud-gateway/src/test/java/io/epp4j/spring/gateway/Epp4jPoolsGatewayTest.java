@@ -267,6 +267,11 @@ class Epp4jPoolsGatewayTest {
       assertThat(JSON.readTree(gone.body()).at("/error/type").asText())
           .isEqualTo("routing_no_endpoints");
       assertThat(gone.body()).contains("pool 'mistral' is not configured");
+      HttpResponse<String> goneGet = CLIENT.send(HttpRequest.newBuilder(
+              URI.create("http://127.0.0.1:" + port + "/mistral/v1/models"))
+          .timeout(Duration.ofSeconds(20)).GET().build(), HttpResponse.BodyHandlers.ofString());
+      assertThat(goneGet.statusCode()).isEqualTo(503);
+      assertThat(goneGet.body()).contains("pool 'mistral' is not configured");
       assertThat(mistral.route("/v1/completions", Map.of(), new byte[0]).rejection())
           .isNotNull();
     } finally {
