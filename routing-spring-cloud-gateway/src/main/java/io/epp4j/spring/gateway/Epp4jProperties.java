@@ -14,8 +14,12 @@ import org.springframework.util.unit.DataSize;
  * The {@code epp4j.*} properties: the replica pool, the routing configuration and the knobs of
  * the gateway filter; {@code epp4j.pools.<name>.*} adds further pools, each with a router of its
  * own, which a route selects with {@code Epp4j=<name>}.
+ *
+ * <p>An {@code epp4j.*} property that binds to none of these fields (a misspelled
+ * {@code epp4j.endpoint}, say, or {@code epp4j.pools.llama.endpoint}) fails startup naming it,
+ * in any of Spring's relaxed forms: it would otherwise be ignored, leaving a pool empty.
  */
-@ConfigurationProperties("epp4j")
+@ConfigurationProperties(prefix = "epp4j", ignoreUnknownFields = false)
 public class Epp4jProperties {
   /** Replicas as {@code host:port}, e.g. {@code 10.0.0.1:8000,10.0.0.2:8000}. */
   private List<String> endpoints = new ArrayList<>();

@@ -79,6 +79,48 @@ class Epp4jPoolsTest {
   }
 
   @Test
+  void misspelledPropertiesFailStartupNamingEachOne() {
+    // epp4j.endpoint (for endpoints) was ignored: the pool started empty, every request a 503
+    runner.withPropertyValues("epp4j.endpoint=127.0.0.1:9001",
+            "epp4j.pools.llama.endpoint=127.0.0.1:9002", "epp4j.metrics.intreval=1s")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.endpoint")
+            .hasStackTraceContaining("epp4j.pools.llama.endpoint")
+            .hasStackTraceContaining("epp4j.metrics.intreval"));
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9002",
+            "epp4j.pools.llama.discovery.service=llama")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.pools.llama.discovery.service"));
+  }
+
+  @Test
+  void relaxedFormsOfThePropertiesStillBind() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.maxBodySize=1MB",
+            "epp4j.in_flight_max_age=1m", "epp4j.pools.llama.endpoints=127.0.0.1:9002",
+            "epp4j.pools.llama.maxBodySize=2MB", "epp4j.pools.llama.session_headers=x-user")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          Epp4jProperties p = ctx.getBean(Epp4jProperties.class);
+          assertThat(p.getMaxBodySize().toBytes()).isEqualTo(1L << 20);
+          assertThat(p.getPools().get("llama").getMaxBodySize().toBytes()).isEqualTo(2L << 20);
+          assertThat(p.getPools().get("llama").getSessionHeaders()).containsExactly("x-user");
+        });
+    Map<String, Object> env = Map.of("EPP4J_ENDPOINTS", "127.0.0.1:9001",
+        "EPP4J_MAXBODYSIZE", "3MB", "EPP4J_POOLS_LLAMA_ENDPOINTS", "127.0.0.1:9002",
+        "EPP4J_POOLS_LLAMA_METRICS_ENABLED", "false");
+    runner.withInitializer(c -> c.getEnvironment().getPropertySources().addFirst(
+            new org.springframework.core.env.SystemEnvironmentPropertySource("test-"
+                + org.springframework.core.env.StandardEnvironment
+                    .SYSTEM_ENVIRONMENT_PROPERTY_SOURCE_NAME, env)))
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          Epp4jProperties p = ctx.getBean(Epp4jProperties.class);
+          assertThat(p.getMaxBodySize().toBytes()).isEqualTo(3L << 20);
+          assertThat(ctx.getBean(Epp4jPools.class).router("llama").endpoints()).hasSize(1);
+        });
+  }
+
+  @Test
   void badPoolPropertiesFailStartupNamingTheProperty() {
     runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
             "epp4j.pools.x.endpoints=not-an-endpoint")
