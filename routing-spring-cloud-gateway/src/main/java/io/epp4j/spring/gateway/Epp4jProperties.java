@@ -44,7 +44,11 @@ public class Epp4jProperties {
   /** Largest request body the filter reads; a larger one is answered 413. */
   private DataSize maxBodySize = DataSize.ofBytes(OpenAiRequestParser.DEFAULT_MAX_BODY_BYTES);
 
-  /** Request headers that carry the session key, tried in order. */
+  /**
+   * Request headers that carry the session key, tried in order. Each must be an HTTP header name
+   * (letters, digits and {@code !#$%&'*+-.^_`|~}); a blank one or one with spaces or other
+   * separators fails startup naming this property.
+   */
   private List<String> sessionHeaders = new ArrayList<>(OpenAiRequestParser.DEFAULT_SESSION_HEADERS);
 
   /**
@@ -160,7 +164,10 @@ public class Epp4jProperties {
     /** Largest request body of this pool's routes; unset: {@code epp4j.max-body-size}. */
     private @Nullable DataSize maxBodySize;
 
-    /** Headers carrying the session key; unset: {@code epp4j.session-headers}. */
+    /**
+     * Headers carrying the session key, each an HTTP header name; unset:
+     * {@code epp4j.session-headers}.
+     */
     private @Nullable List<String> sessionHeaders;
 
     /** Safety net for unfinished decisions; unset: {@code epp4j.in-flight-max-age}. */

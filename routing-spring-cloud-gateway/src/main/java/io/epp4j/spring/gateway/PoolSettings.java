@@ -22,6 +22,8 @@ final class PoolSettings {
   static final String POOLS_PREFIX = PREFIX + ".pools.";
   static final String DEFAULT_SCHEME = "http";
   private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_-]+");
+  /** An HTTP field name: a token of RFC 9110 (section 5.1). */
+  private static final Pattern HEADER_NAME = Pattern.compile("[!#$%&'*+.^_`|~0-9A-Za-z-]+");
 
   /** The pool's name, {@code null} for the default pool. */
   final @Nullable String name;
@@ -34,6 +36,8 @@ final class PoolSettings {
   final Duration refreshInterval;
   final @Nullable Duration inFlightMaxAge;
   final List<String> sessionHeaders;
+  /** The property the session headers came from: the pool's own or the inherited one. */
+  final String sessionHeadersProperty;
   final DataSize maxBodySize;
   /** Scheme of the requests to the replicas: the property's, else {@code http}. */
   final String scheme;
@@ -52,8 +56,8 @@ final class PoolSettings {
 
   private PoolSettings(@Nullable String name, List<String> endpoints, @Nullable String configFile,
       @Nullable String preset, @Nullable String serviceId, Duration refreshInterval,
-      @Nullable Duration inFlightMaxAge, List<String> sessionHeaders, DataSize maxBodySize,
-      @Nullable String scheme, boolean metricsEnabled, Duration metricsInterval,
+      @Nullable Duration inFlightMaxAge, List<String> sessionHeaders,
+      String sessionHeadersProperty, DataSize maxBodySize, @Nullable String scheme, boolean metricsEnabled, Duration metricsInterval,
       @Nullable String metricsPath) {
     this.name = name;
     this.prefix = name == null ? PREFIX : POOLS_PREFIX + name;
@@ -64,6 +68,7 @@ final class PoolSettings {
     this.refreshInterval = refreshInterval;
     this.inFlightMaxAge = inFlightMaxAge;
     this.sessionHeaders = sessionHeaders;
+    this.sessionHeadersProperty = sessionHeadersProperty;
     this.maxBodySize = maxBodySize;
     this.schemeSet = scheme;
     this.scheme = scheme != null ? scheme : DEFAULT_SCHEME;
@@ -76,7 +81,8 @@ final class PoolSettings {
   static PoolSettings of(Epp4jProperties p) {
     return new PoolSettings(null, p.getEndpoints(), p.getConfigFile(), p.getPreset(),
         p.getDiscovery().getServiceId(), p.getDiscovery().getRefreshInterval(),
-        p.getInFlightMaxAge(), p.getSessionHeaders(), p.getMaxBodySize(), p.getScheme(),
+        p.getInFlightMaxAge(), p.getSessionHeaders(), PREFIX + ".session-headers",
+        p.getMaxBodySize(), p.getScheme(),
         p.getMetrics().isEnabled(), p.getMetrics().getInterval(), p.getMetrics().getPath());
   }
 
@@ -93,6 +99,8 @@ final class PoolSettings {
         or(d.getRefreshInterval(), top.getDiscovery().getRefreshInterval()),
         p.getInFlightMaxAge() != null ? p.getInFlightMaxAge() : top.getInFlightMaxAge(),
         or(p.getSessionHeaders(), top.getSessionHeaders()),
+        p.getSessionHeaders() != null ? POOLS_PREFIX + name + ".session-headers"
+            : PREFIX + ".session-headers",
         or(p.getMaxBodySize(), top.getMaxBodySize()),
         p.getScheme() != null ? p.getScheme() : top.getScheme(),
         or(m.getEnabled(), top.getMetrics().isEnabled()),
@@ -117,6 +125,7 @@ final class PoolSettings {
     parsedEndpoints();
     maxBodyBytes();
     checkedScheme();
+    checkSessionHeaders();
     presetYaml();
     if (inFlightMaxAge != null) {
       positive(inFlightMaxAge, "in-flight-max-age");
@@ -139,6 +148,19 @@ final class PoolSettings {
     if (metricsPath != null && (metricsPath.isBlank() || !metricsPath.startsWith("/"))) {
       throw new IllegalArgumentException(property("metrics.path") + " must start with '/', got '"
           + metricsPath + "'");
+    }
+  }
+
+  /**
+   * Each session header must be an HTTP header name: a blank entry or one with spaces, colons
+   * or other separators would be taken and never match a request's header.
+   */
+  void checkSessionHeaders() {
+    for (String h : sessionHeaders) {
+      if (h == null || !HEADER_NAME.matcher(h).matches()) {
+        throw new IllegalArgumentException(sessionHeadersProperty + ": '" + h
+            + "' is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~, nothing else)");
+      }
     }
   }
 

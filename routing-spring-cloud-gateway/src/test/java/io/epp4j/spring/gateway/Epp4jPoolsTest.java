@@ -94,6 +94,31 @@ class Epp4jPoolsTest {
   }
 
   @Test
+  void sessionHeadersThatAreNoHttpHeaderNameFailStartupNamingTheProperty() {
+    // such entries were accepted and never matched a request's header
+    runner.withPropertyValues("epp4j.session-headers[0]=x-session-id",
+            "epp4j.session-headers[1]= ")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.session-headers: '' is not an HTTP header name"));
+    runner.withPropertyValues("epp4j.session-headers=x session")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.session-headers: 'x session' is not an HTTP header name"));
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.session-headers=x-user,x-session:id")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.pools.llama.session-headers: 'x-session:id' is not an HTTP header name"));
+    // a pool inheriting it names the property the value came from
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
+            "epp4j.session-headers=x-user,x(session)")
+        .withBean(Router.class, () -> Router.builder().build())
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.session-headers: 'x(session)' is not an HTTP header name"));
+    runner.withPropertyValues("epp4j.session-headers=X-Session-Id,x-user~1",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9001")
+        .run(ctx -> assertThat(ctx).hasNotFailed());
+  }
+
+  @Test
   void relaxedFormsOfThePropertiesStillBind() {
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.maxBodySize=1MB",
             "epp4j.in_flight_max_age=1m", "epp4j.pools.llama.endpoints=127.0.0.1:9002",
