@@ -18,6 +18,11 @@ import org.springframework.cloud.client.discovery.DiscoveryClient;
  * looked up at a fixed interval on a daemon thread of its own. A failed lookup keeps the pool as
  * it is; an empty answer empties it (requests then get 503), as the registry says. An instance
  * without a usable host and port is left out, with a warning naming it.
+ *
+ * <p>Only an instance's host and port are taken: the pool's replicas are all called with the
+ * pool's scheme ({@code epp4j.scheme} or the pool's own), as listed endpoints are, so an
+ * instance's {@link ServiceInstance#isSecure()} is not read (a pool has one scheme, for its
+ * requests and its metrics scrapes; an {@code Endpoint} carries none).
  */
 public class Epp4jDiscoveryPool implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(Epp4jDiscoveryPool.class.getName());
@@ -73,6 +78,7 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
     List<String> unusable = new ArrayList<>();
     for (ServiceInstance i : instances) {
       try {
+        // host and port only: the pool's scheme, not isSecure(), says how the replica is called
         pool.add(Endpoint.of(i.getHost(), i.getPort()));
       } catch (RuntimeException e) { // no host, or a port outside 1..65535
         unusable.add("'" + i.getInstanceId() + "' (" + i.getHost() + ":" + i.getPort() + ": "
