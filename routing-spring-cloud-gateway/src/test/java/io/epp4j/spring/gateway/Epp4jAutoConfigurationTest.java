@@ -311,22 +311,7 @@ class Epp4jAutoConfigurationTest {
     java.util.concurrent.CopyOnWriteArrayList<org.springframework.cloud.client.ServiceInstance>
         instances = new java.util.concurrent.CopyOnWriteArrayList<>(List.of(
             new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false)));
-    DiscoveryClient registry = new DiscoveryClient() {
-      @Override
-      public String description() {
-        return "test registry";
-      }
-
-      @Override
-      public List<org.springframework.cloud.client.ServiceInstance> getInstances(String id) {
-        return id.equals("llm") ? instances : List.of();
-      }
-
-      @Override
-      public List<String> getServices() {
-        return List.of("llm");
-      }
-    };
+    DiscoveryClient registry = registry(instances);
     runner.withBean(DiscoveryClient.class, () -> registry)
         .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.discovery.service-id=llm",
             "epp4j.discovery.refresh-interval=20ms")
@@ -427,22 +412,7 @@ class Epp4jAutoConfigurationTest {
   @Test
   void aBlankServiceIdIsNoDiscoveryAndKeepsTheEndpoints() {
     // e.g. EPP4J_DISCOVERY_SERVICE_ID= from a template; a registry knows no service ''
-    DiscoveryClient registry = new DiscoveryClient() {
-      @Override
-      public String description() {
-        return "test registry";
-      }
-
-      @Override
-      public List<org.springframework.cloud.client.ServiceInstance> getInstances(String id) {
-        return List.of();
-      }
-
-      @Override
-      public List<String> getServices() {
-        return List.of();
-      }
-    };
+    DiscoveryClient registry = registry(List.of()); // knows "llm" only, with no instance
     for (String blank : List.of("", "  ")) {
       runner.withBean(DiscoveryClient.class, () -> registry)
           .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",

@@ -490,21 +490,32 @@ class Epp4jGatewayFilterTest {
         out.write(body);
         out.flush();
         assertThat(in.readLine()).as("request %d", i).startsWith("HTTP/1.1 413");
-        int length = -1;
-        for (String line = in.readLine(); !line.isEmpty(); line = in.readLine()) {
-          String lower = line.toLowerCase(java.util.Locale.ROOT);
-          assertThat(lower).doesNotStartWith("connection: close");
-          if (lower.startsWith("content-length:")) {
-            length = Integer.parseInt(lower.substring(15).trim());
-          }
-        }
-        char[] answer = new char[length];
-        for (int got = 0; got < length; ) {
-          got += in.read(answer, got, length - got);
-        }
-        assertThat(new String(answer)).contains("request_too_large");
+        assertThat(readKeptAliveAnswer(in, true)).contains("request_too_large");
       }
     }
+  }
+
+  /**
+   * Reads the headers after the status line and the body of one answer on a raw connection;
+   * with {@code keepsConnection}, asserts the answer does not close it.
+   */
+  private static String readKeptAliveAnswer(BufferedReader in, boolean keepsConnection)
+      throws java.io.IOException {
+    int length = -1;
+    for (String line = in.readLine(); !line.isEmpty(); line = in.readLine()) {
+      String lower = line.toLowerCase(java.util.Locale.ROOT);
+      if (keepsConnection) {
+        assertThat(lower).doesNotStartWith("connection: close");
+      }
+      if (lower.startsWith("content-length:")) {
+        length = Integer.parseInt(lower.substring(15).trim());
+      }
+    }
+    char[] answer = new char[length];
+    for (int got = 0; got < length; ) {
+      got += in.read(answer, got, length - got);
+    }
+    return new String(answer);
   }
 
   @Test
@@ -643,18 +654,7 @@ class Epp4jGatewayFilterTest {
         out.write(body);
         out.flush();
         assertThat(in.readLine()).as("request %d", i).startsWith("HTTP/1.1 502");
-        int length = -1;
-        for (String line = in.readLine(); !line.isEmpty(); line = in.readLine()) {
-          String lower = line.toLowerCase(java.util.Locale.ROOT);
-          if (lower.startsWith("content-length:")) {
-            length = Integer.parseInt(lower.substring(15).trim());
-          }
-        }
-        char[] answer = new char[length];
-        for (int got = 0; got < length; ) {
-          got += in.read(answer, got, length - got);
-        }
-        assertThat(new String(answer)).contains("upstream_unavailable");
+        assertThat(readKeptAliveAnswer(in, false)).contains("upstream_unavailable");
       }
       // one decision per request, failed once its replica could not be reached
       assertThat(outcomes.failures.get() - failuresBefore).isEqualTo(2);
