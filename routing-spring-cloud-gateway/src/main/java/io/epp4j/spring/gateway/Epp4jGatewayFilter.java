@@ -274,6 +274,10 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       response.getHeaders().set("Retry-After", "1");
     }
     ServerWebExchangeUtils.setAlreadyRouted(exchange);
+    // names of the headers an earlier attempt's replica answer added (SCG's Retry filter removed
+    // them before this attempt): a further repeat would remove them again, from this answer's
+    // headers, read-only once written, and the gateway would close the connection on the error
+    exchange.getAttributes().remove(ServerWebExchangeUtils.CLIENT_RESPONSE_HEADER_NAMES);
     return response.writeWith(Mono.just(response.bufferFactory().wrap(b)));
   }
 

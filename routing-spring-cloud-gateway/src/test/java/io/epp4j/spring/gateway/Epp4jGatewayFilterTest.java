@@ -404,12 +404,34 @@ class Epp4jGatewayFilterTest {
     B.failNext.set(1);
     // the first attempt fails when the repeat supersedes it: the pool is gone by then
     outcomes.onFailure.set(() -> router.setEndpoints(List.of()));
-    try {
-      HttpResponse<String> r = post("/retried/v1/completions",
-          "{\"model\":\"m\",\"prompt\":\"retry me\"}");
-      assertThat(r.statusCode()).isEqualTo(503);
-      assertThat(r.body()).contains("routing_no_endpoints");
-      assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER)).isEmpty();
+    byte[] body = "{\"model\":\"m\",\"prompt\":\"retry me\"}".getBytes(StandardCharsets.US_ASCII);
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      BufferedReader in = new BufferedReader(new InputStreamReader(s.getInputStream(),
+          StandardCharsets.US_ASCII));
+      out.write(("POST /retried/v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      assertThat(in.readLine()).startsWith("HTTP/1.1 503");
+      List<String> headers = new ArrayList<>();
+      String answer = readKeptAliveAnswer(in, true, headers);
+      assertThat(answer).contains("routing_no_endpoints");
+      assertThat(headers).noneMatch(h -> h.startsWith(
+          RoutingDecision.DESTINATION_HEADER.toLowerCase(java.util.Locale.ROOT) + ":"));
+      // Retry repeats after that 503 too: the repeat must leave the written answer alone (its
+      // reset removed the first attempt's upstream headers from the committed, read-only
+      // response, and the gateway closed the connection)
+      router.setEndpoints(pool);
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      assertThat(in.readLine()).as("a second request on the same connection")
+          .startsWith("HTTP/1.1 200");
     } finally {
       outcomes.onFailure.set(null);
       A.failNext.set(0);
@@ -501,9 +523,16 @@ class Epp4jGatewayFilterTest {
    */
   private static String readKeptAliveAnswer(BufferedReader in, boolean keepsConnection)
       throws java.io.IOException {
+    return readKeptAliveAnswer(in, keepsConnection, new ArrayList<>());
+  }
+
+  /** {@link #readKeptAliveAnswer(BufferedReader, boolean)}, adding each header, lower case. */
+  private static String readKeptAliveAnswer(BufferedReader in, boolean keepsConnection,
+      List<String> headers) throws java.io.IOException {
     int length = -1;
     for (String line = in.readLine(); !line.isEmpty(); line = in.readLine()) {
       String lower = line.toLowerCase(java.util.Locale.ROOT);
+      headers.add(lower);
       if (keepsConnection) {
         assertThat(lower).doesNotStartWith("connection: close");
       }
