@@ -244,11 +244,7 @@ class Epp4jGatewayFilterTest {
     try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
       s.setSoTimeout(10_000);
       OutputStream out = s.getOutputStream();
-      out.write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
-          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
-          .getBytes(StandardCharsets.US_ASCII));
-      out.write(body);
-      out.flush();
+      writePost(out, "/v1/completions", body);
       BufferedReader in = new BufferedReader(
           new InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
       assertThat(firstDataLine(in)).contains("\"text\":\"a\"");
@@ -408,13 +404,8 @@ class Epp4jGatewayFilterTest {
     try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
       s.setSoTimeout(10_000);
       OutputStream out = s.getOutputStream();
-      BufferedReader in = new BufferedReader(new InputStreamReader(s.getInputStream(),
-          StandardCharsets.US_ASCII));
-      out.write(("POST /retried/v1/completions HTTP/1.1\r\nHost: localhost\r\n"
-          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
-          .getBytes(StandardCharsets.US_ASCII));
-      out.write(body);
-      out.flush();
+      BufferedReader in = asciiReader(s);
+      writePost(out, "/retried/v1/completions", body);
       assertThat(in.readLine()).startsWith("HTTP/1.1 503");
       List<String> headers = new ArrayList<>();
       String answer = readKeptAliveAnswer(in, true, headers);
@@ -425,11 +416,7 @@ class Epp4jGatewayFilterTest {
       // reset removed the first attempt's upstream headers from the committed, read-only
       // response, and the gateway closed the connection)
       router.setEndpoints(pool);
-      out.write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
-          + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
-          .getBytes(StandardCharsets.US_ASCII));
-      out.write(body);
-      out.flush();
+      writePost(out, "/v1/completions", body);
       assertThat(in.readLine()).as("a second request on the same connection")
           .startsWith("HTTP/1.1 200");
     } finally {
@@ -500,21 +487,32 @@ class Epp4jGatewayFilterTest {
     // now and then; a body this size is taken and dropped, and the connection serves on
     byte[] body = ("{\"model\":\"m\",\"prompt\":\"" + "x".repeat(40 * 1024) + "\"}")
         .getBytes(StandardCharsets.US_ASCII);
-    String head = "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
-        + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n";
     try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
       s.setSoTimeout(10_000);
       OutputStream out = s.getOutputStream();
-      java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
-          s.getInputStream(), StandardCharsets.US_ASCII));
+      BufferedReader in = asciiReader(s);
       for (int i = 0; i < 2; i++) {
-        out.write(head.getBytes(StandardCharsets.US_ASCII));
-        out.write(body);
-        out.flush();
+        writePost(out, "/v1/completions", body);
         assertThat(in.readLine()).as("request %d", i).startsWith("HTTP/1.1 413");
         assertThat(readKeptAliveAnswer(in, true)).contains("request_too_large");
       }
     }
+  }
+
+  /** A reader of a raw connection's answers. */
+  private static BufferedReader asciiReader(Socket s) throws java.io.IOException {
+    return new BufferedReader(new InputStreamReader(s.getInputStream(),
+        StandardCharsets.US_ASCII));
+  }
+
+  /** Sends a JSON POST of {@code body} to {@code path} on a raw connection. */
+  private static void writePost(OutputStream out, String path, byte[] body)
+      throws java.io.IOException {
+    out.write(("POST " + path + " HTTP/1.1\r\nHost: localhost\r\n"
+        + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n")
+        .getBytes(StandardCharsets.US_ASCII));
+    out.write(body);
+    out.flush();
   }
 
   /**
@@ -668,20 +666,15 @@ class Epp4jGatewayFilterTest {
       deadPort = closed.getLocalPort(); // refuses connections once closed
     }
     byte[] body = "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.US_ASCII);
-    String head = "POST /retried/v1/completions HTTP/1.1\r\nHost: localhost\r\n"
-        + "Content-Type: application/json\r\nContent-Length: " + body.length + "\r\n\r\n";
     router.setEndpoints(List.of(Endpoint.of("127.0.0.1", deadPort)));
     int failuresBefore = outcomes.failures.get();
     try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
       s.setSoTimeout(10_000);
       OutputStream out = s.getOutputStream();
-      java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
-          s.getInputStream(), StandardCharsets.US_ASCII));
+      BufferedReader in = asciiReader(s);
       // the second request is read once the first exchange has ended, repeats included
       for (int i = 0; i < 2; i++) {
-        out.write(head.getBytes(StandardCharsets.US_ASCII));
-        out.write(body);
-        out.flush();
+        writePost(out, "/retried/v1/completions", body);
         assertThat(in.readLine()).as("request %d", i).startsWith("HTTP/1.1 502");
         assertThat(readKeptAliveAnswer(in, false)).contains("upstream_unavailable");
       }
