@@ -415,6 +415,9 @@ class Epp4jGatewayFilterTest {
       // Retry repeats after that 503 too: the repeat must leave the written answer alone (its
       // reset removed the first attempt's upstream headers from the committed, read-only
       // response, and the gateway closed the connection)
+      outcomes.onFailure.set(null);
+      A.failNext.set(0); // the replica the first attempt missed would still answer 500 once
+      B.failNext.set(0);
       router.setEndpoints(pool);
       writePost(out, "/v1/completions", body);
       assertThat(in.readLine()).as("a second request on the same connection")
@@ -425,6 +428,7 @@ class Epp4jGatewayFilterTest {
       B.failNext.set(0);
       router.setEndpoints(pool);
     }
+    awaitNoneInFlight(); // the second answer, left unread, is over before the next test counts
   }
 
   @Test
