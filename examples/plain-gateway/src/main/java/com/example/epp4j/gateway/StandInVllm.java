@@ -20,6 +20,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A stand-in for a vLLM server, so that the gateway can be tried and tested without a GPU. It
@@ -219,7 +220,7 @@ public final class StandInVllm implements AutoCloseable {
     try {
       ask = read(ex.getRequestBody().readAllBytes(), chat);
     } catch (BadRequest e) {
-      error(ex, e.status, e.type, e.getMessage());
+      error(ex, e.status, e.type, e.getMessage(), e.param);
       return;
     }
     waiting.incrementAndGet();
@@ -393,11 +394,18 @@ public final class StandInVllm implements AutoCloseable {
   private static final class BadRequest extends Exception {
     final int status;
     final String type;
+    /** The request field at fault, as vLLM's {@code error.param}; null when none is. */
+    final @Nullable String param;
 
     BadRequest(int status, String type, String message) {
+      this(status, type, message, null);
+    }
+
+    BadRequest(int status, String type, String message, @Nullable String param) {
       super(message, null, false, false);
       this.status = status;
       this.type = type;
+      this.param = param;
     }
 
     /** Never null: every constructor takes the message. */
@@ -421,6 +429,12 @@ public final class StandInVllm implements AutoCloseable {
     }
     if (root == null || !root.isObject()) {
       throw new BadRequest("request body must be a JSON object");
+    }
+    // vLLM's request validator, which runs before the model is looked at, tests both values
+    // for Python truth: an empty stream_options object passes
+    if (truthy(root.get("stream_options")) && !truthy(root.get("stream"))) {
+      throw new BadRequest(400, "BadRequestError",
+          "Stream options can only be defined when `stream=True`.", "stream_options");
     }
     JsonNode model = root.get("model");
     if (model != null && !model.isNull() && !options.model().equals(model.asText())) {
@@ -496,6 +510,23 @@ public final class StandInVllm implements AutoCloseable {
     boolean includeUsage = root.path("stream_options").path("include_usage").asBoolean(false);
     long[] blocks = tokenIds != null ? blockHashes(tokenIds) : blockHashes(utf8);
     return new Ask(promptTokens, blocks, maxTokens, stream, includeUsage);
+  }
+
+  /** Python's truth of a JSON value: null, false, 0, "" and empty containers are false. */
+  private static boolean truthy(@Nullable JsonNode v) {
+    if (v == null || v.isNull()) {
+      return false;
+    }
+    if (v.isBoolean()) {
+      return v.booleanValue();
+    }
+    if (v.isNumber()) {
+      return v.doubleValue() != 0;
+    }
+    if (v.isTextual()) {
+      return !v.textValue().isEmpty();
+    }
+    return !v.isEmpty();
   }
 
   /**
@@ -615,10 +646,10 @@ public final class StandInVllm implements AutoCloseable {
 
   // -------------------------------------------------------------------------------- replies
 
-  private static void error(HttpExchange ex, int status, String type, String message)
-      throws IOException {
+  private static void error(HttpExchange ex, int status, String type, String message,
+      @Nullable String param) throws IOException {
     ObjectNode e = JSON.createObjectNode();
-    e.putObject("error").put("message", message).put("type", type).putNull("param");
+    e.putObject("error").put("message", message).put("type", type).put("param", param);
     ((ObjectNode) e.get("error")).put("code", status);
     send(ex, status, "application/json", e.toString());
   }

@@ -220,6 +220,36 @@ class StandInVllmTest {
   }
 
   @Test
+  void streamOptionsWithoutStreamIsRefusedAsVllmRefusesIt() throws Exception {
+    StandInVllm s = start();
+    // vLLM's request validator: stream_options set while stream is false or absent is a 400, so
+    // a gateway that turns a stream into a JSON answer must drop stream_options too
+    for (String body : new String[] {
+        "{\"prompt\":\"hi\",\"max_tokens\":1,\"stream_options\":{\"include_usage\":true}}",
+        "{\"prompt\":\"hi\",\"max_tokens\":1,\"stream\":false,"
+            + "\"stream_options\":{\"include_usage\":true}}"}) {
+      HttpResponse<String> r = post(s, "/v1/completions", body);
+      assertThat(r.statusCode()).as(body).isEqualTo(400);
+      JsonNode error = JSON.readTree(r.body()).path("error");
+      assertThat(error.path("type").asText()).isEqualTo("BadRequestError");
+      assertThat(error.path("message").asText()).contains("stream=True");
+      assertThat(error.path("param").asText()).isEqualTo("stream_options");
+    }
+    HttpResponse<String> chat = post(s, "/v1/chat/completions", "{\"max_tokens\":1,"
+        + "\"stream_options\":{\"include_usage\":true},"
+        + "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    assertThat(chat.statusCode()).isEqualTo(400);
+    // an empty stream_options object passes vLLM's check (it tests the value for truth)
+    assertThat(post(s, "/v1/completions",
+        "{\"prompt\":\"hi\",\"max_tokens\":1,\"stream_options\":{}}").statusCode())
+        .isEqualTo(200);
+    assertThat(post(s, "/v1/completions",
+        "{\"prompt\":\"hi\",\"max_tokens\":1,\"stream_options\":null}").statusCode())
+        .isEqualTo(200);
+    assertThat(s.finishedRequests()).isEqualTo(2);
+  }
+
+  @Test
   void aMaxTokensNearTheIntegerLimitIsOverTheContextNotAnEndlessAnswer() throws Exception {
     StandInVllm s = start();
     // prompt + max_tokens must not wrap around: that would pass the context check and then
