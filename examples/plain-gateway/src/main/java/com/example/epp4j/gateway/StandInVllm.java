@@ -490,12 +490,16 @@ public final class StandInVllm implements AutoCloseable {
     byte[] utf8 = text.toString().getBytes(StandardCharsets.UTF_8);
     int promptTokens = tokenIds != null ? tokenIds.length
         : Math.max(1, ceilDiv(utf8.length, BYTES_PER_TOKEN));
-    JsonNode max = root.has("max_completion_tokens") ? root.get("max_completion_tokens")
-        : root.get("max_tokens");
+    // as vLLM: a chat request's max_completion_tokens, unless null, else max_tokens; a completion
+    // request has no max_completion_tokens field (vLLM ignores it there)
+    String limitField = chat && !root.path("max_completion_tokens").isMissingNode()
+        && !root.get("max_completion_tokens").isNull() ? "max_completion_tokens" : "max_tokens";
+    JsonNode max = root.get(limitField);
     int maxTokens = 16;
     if (max != null && !max.isNull()) {
       if (!max.isIntegralNumber() || !max.canConvertToInt() || max.asInt() < 1) {
-        throw new BadRequest("'max_tokens' must be a positive integer");
+        throw new BadRequest(400, "BadRequestError",
+            "'" + limitField + "' must be a positive integer", limitField);
       }
       maxTokens = max.asInt();
     }

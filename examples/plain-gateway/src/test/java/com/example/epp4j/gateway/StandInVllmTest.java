@@ -250,6 +250,35 @@ class StandInVllmTest {
   }
 
   @Test
+  void theTokenLimitComesFromTheFieldVllmReadsAndErrorsNameIt() throws Exception {
+    StandInVllm s = start();
+    String messages = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    // chat: max_completion_tokens wins, a null one falls back to max_tokens
+    assertThat(completionTokens(post(s, "/v1/chat/completions",
+        "{\"max_completion_tokens\":2,\"max_tokens\":5," + messages + "}"))).isEqualTo(2);
+    assertThat(completionTokens(post(s, "/v1/chat/completions",
+        "{\"max_completion_tokens\":null,\"max_tokens\":3," + messages + "}"))).isEqualTo(3);
+    // completions: vLLM's completion request has no max_completion_tokens and ignores it
+    assertThat(completionTokens(post(s, "/v1/completions",
+        "{\"prompt\":\"hi\",\"max_tokens\":2,\"max_completion_tokens\":5}"))).isEqualTo(2);
+    HttpResponse<String> bad = post(s, "/v1/chat/completions",
+        "{\"max_completion_tokens\":-1," + messages + "}");
+    assertThat(bad.statusCode()).isEqualTo(400);
+    JsonNode error = JSON.readTree(bad.body()).path("error");
+    assertThat(error.path("message").asText()).contains("max_completion_tokens");
+    assertThat(error.path("param").asText()).isEqualTo("max_completion_tokens");
+    HttpResponse<String> zero = post(s, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":0}");
+    assertThat(zero.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(zero.body()).path("error").path("param").asText())
+        .isEqualTo("max_tokens");
+  }
+
+  static int completionTokens(HttpResponse<String> r) throws IOException {
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+    return JSON.readTree(r.body()).path("usage").path("completion_tokens").asInt();
+  }
+
+  @Test
   void aMaxTokensNearTheIntegerLimitIsOverTheContextNotAnEndlessAnswer() throws Exception {
     StandInVllm s = start();
     // prompt + max_tokens must not wrap around: that would pass the context check and then
