@@ -216,9 +216,18 @@ public final class StandInVllm implements AutoCloseable {
       boolean stream, boolean includeUsage) {}
 
   private void generate(HttpExchange ex, boolean chat) throws IOException {
+    byte[] body = readBody(ex);
+    if (body == null) {
+      // the rest of the body is not read: the server drains a little of it, then closes
+      ex.getResponseHeaders().set("connection", "close");
+      error(ex, 413, "BadRequestError", "request body is above the limit of "
+          + PlainGateway.MAX_BODY_BYTES + " bytes", null);
+      ex.getResponseBody().flush();
+      return;
+    }
     Ask ask;
     try {
-      ask = read(ex.getRequestBody().readAllBytes(), chat);
+      ask = read(body, chat);
     } catch (BadRequest e) {
       error(ex, e.status, e.type, e.getMessage(), e.param);
       return;
@@ -250,6 +259,26 @@ public final class StandInVllm implements AutoCloseable {
       running.decrementAndGet();
       slots.release();
     }
+  }
+
+  /**
+   * The request body, or null when it is above the gateway's limit
+   * ({@link PlainGateway#MAX_BODY_BYTES}): a declared length is checked before anything is read,
+   * a chunked body is read only up to the limit, so that no client makes the server hold more.
+   */
+  private static byte @Nullable [] readBody(HttpExchange ex) throws IOException {
+    String declared = ex.getRequestHeaders().getFirst("content-length");
+    if (declared != null) {
+      try {
+        if (Long.parseLong(declared.strip()) > PlainGateway.MAX_BODY_BYTES) {
+          return null;
+        }
+      } catch (NumberFormatException e) {
+        // the HTTP server refuses a malformed length before the handler runs
+      }
+    }
+    byte[] body = ex.getRequestBody().readNBytes(PlainGateway.MAX_BODY_BYTES + 1);
+    return body.length > PlainGateway.MAX_BODY_BYTES ? null : body;
   }
 
   /** The answer being generated for one request. */

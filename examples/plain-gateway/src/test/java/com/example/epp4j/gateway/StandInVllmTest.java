@@ -279,6 +279,31 @@ class StandInVllmTest {
   }
 
   @Test
+  void aBodyAboveTheLimitIsA413BeforeItIsReadWhole() throws Exception {
+    StandInVllm s = start();
+    // a declared gigabyte is refused at once, not waited for and held in memory
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), s.port())) {
+      socket.setSoTimeout((int) DEADLINE.toMillis());
+      socket.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n"
+          + "{\"prompt\":\"").getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+      socket.getOutputStream().flush();
+      java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
+          socket.getInputStream(), java.nio.charset.StandardCharsets.US_ASCII));
+      assertThat(in.readLine()).startsWith("HTTP/1.1 413");
+    }
+    // a chunked body, without a length, is cut off once it passes the limit
+    byte[] big = ("{\"prompt\":\"" + "x".repeat(PlainGateway.MAX_BODY_BYTES) + "\"}")
+        .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    HttpResponse<String> chunked = client.send(request(s, "/v1/completions")
+        .POST(HttpRequest.BodyPublishers.ofInputStream(() -> new java.io.ByteArrayInputStream(big)))
+        .build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(chunked.statusCode()).isEqualTo(413);
+    assertThat(JSON.readTree(chunked.body()).path("error").path("code").asInt()).isEqualTo(413);
+    assertThat(s.finishedRequests() + s.abortedRequests()).isZero();
+  }
+
+  @Test
   void aMaxTokensNearTheIntegerLimitIsOverTheContextNotAnEndlessAnswer() throws Exception {
     StandInVllm s = start();
     // prompt + max_tokens must not wrap around: that would pass the context check and then
