@@ -132,7 +132,7 @@ public final class Main {
         description = "port to listen on (0: any free port); default ${DEFAULT-VALUE}")
     int port;
 
-    @Option(names = "--model", defaultValue = "stand-in",
+    @Option(names = "--model", defaultValue = "stand-in", converter = ModelNameConverter.class,
         description = "served model name; requests naming another get 404; default ${DEFAULT-VALUE}")
     String model;
 
@@ -367,6 +367,17 @@ public final class Main {
   }
 
   /** A whole number, 1 or more. */
+  /** A model name: not blank (a stand-in serving '' would answer 404 to every named model). */
+  static final class ModelNameConverter implements CommandLine.ITypeConverter<String> {
+    @Override
+    public String convert(String value) {
+      if (value.isBlank()) {
+        throw new CommandLine.TypeConversionException("a model name must not be blank");
+      }
+      return value;
+    }
+  }
+
   static final class PositiveConverter implements CommandLine.ITypeConverter<Integer> {
     @Override
     public Integer convert(String value) {

@@ -12,6 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -46,6 +47,17 @@ class MainTest {
     assertThat(text.lines().findFirst().orElseThrow()).contains(option);
     assertThat(text).contains("usage: plain-gateway").contains("--help")
         .as("short usage, not the whole help").doesNotContain("Show this help message");
+  }
+
+  @Test
+  @Timeout(30) // accepted, the command would serve until stopped
+  void aBlankModelNameIsRefusedNamingTheOption() {
+    // a stand-in serving model '' would answer 404 to every request that names a model
+    for (String blank : new String[] {"", " "}) {
+      err.getBuffer().setLength(0);
+      assertThat(commandLine().execute("stand-in", "--port", "0", "--model", blank)).isEqualTo(2);
+      assertThat(err.toString().lines().findFirst().orElseThrow()).contains("--model");
+    }
   }
 
   @Test
