@@ -161,13 +161,19 @@ public final class Main {
             + "--enable-force-include-usage); otherwise only when stream_options.include_usage")
     boolean forceIncludeUsage;
 
+    @Option(names = "--max-threads", defaultValue = "" + StandInVllm.Options.DEFAULT_MAX_THREADS,
+        converter = PositiveConverter.class,
+        description = "threads handling connections; more connections wait their turn; "
+            + "default ${DEFAULT-VALUE}")
+    int maxThreads;
+
     /** The running server, once started. */
     @Nullable StandInVllm server;
 
     @Override
     public Integer call() {
       StandInVllm.Options o = new StandInVllm.Options(model, ttft, itl, kvBlocks, maxNumSeqs,
-          maxModelLen, forceIncludeUsage);
+          maxModelLen, forceIncludeUsage, maxThreads);
       try {
         server = StandInVllm.start(new InetSocketAddress(port), o);
       } catch (IOException e) {

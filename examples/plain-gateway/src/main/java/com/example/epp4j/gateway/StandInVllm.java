@@ -14,8 +14,9 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -59,16 +60,30 @@ public final class StandInVllm implements AutoCloseable {
    * @param forceIncludeUsage send the usage chunk on every stream, as vLLM's
    *                          {@code --enable-force-include-usage}; otherwise only when the request
    *                          asks with {@code stream_options.include_usage}
+   * @param maxThreads        threads that handle connections; a connection beyond them waits, in
+   *                          arrival order, until one is free (none is refused or dropped), so a
+   *                          flood of connections cannot make the server start a thread for each
    */
   public record Options(String model, Duration ttft, Duration interTokenLatency, int kvBlocks,
-      int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage) {
+      int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage, int maxThreads) {
+    /** Default for {@link #maxThreads}. */
+    public static final int DEFAULT_MAX_THREADS = 1024;
+
+    /** With {@link #DEFAULT_MAX_THREADS} threads. */
+    public Options(String model, Duration ttft, Duration interTokenLatency, int kvBlocks,
+        int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage) {
+      this(model, ttft, interTokenLatency, kvBlocks, maxNumSeqs, maxModelLen, forceIncludeUsage,
+          DEFAULT_MAX_THREADS);
+    }
+
     public Options {
       Objects.requireNonNull(model, "model");
       if (ttft.isNegative() || interTokenLatency.isNegative()) {
         throw new IllegalArgumentException("ttft and interTokenLatency must not be negative");
       }
-      if (kvBlocks < 1 || maxNumSeqs < 1 || maxModelLen < 1) {
-        throw new IllegalArgumentException("kvBlocks, maxNumSeqs and maxModelLen must be >= 1");
+      if (kvBlocks < 1 || maxNumSeqs < 1 || maxModelLen < 1 || maxThreads < 1) {
+        throw new IllegalArgumentException(
+            "kvBlocks, maxNumSeqs, maxModelLen and maxThreads must be >= 1");
       }
     }
 
@@ -80,12 +95,12 @@ public final class StandInVllm implements AutoCloseable {
 
     public Options withModel(String m) {
       return new Options(m, ttft, interTokenLatency, kvBlocks, maxNumSeqs, maxModelLen,
-          forceIncludeUsage);
+          forceIncludeUsage, maxThreads);
     }
 
     public Options withLatency(Duration firstToken, Duration perToken) {
       return new Options(model, firstToken, perToken, kvBlocks, maxNumSeqs, maxModelLen,
-          forceIncludeUsage);
+          forceIncludeUsage, maxThreads);
     }
   }
 
@@ -113,8 +128,13 @@ public final class StandInVllm implements AutoCloseable {
     this.cache = new PrefixCache(options.kvBlocks());
     this.server = HttpServer.create(address, 0);
     server.createContext("/", this::handle);
-    // one thread per open request: a streaming answer holds its thread while it "generates"
-    this.executor = Executors.newCachedThreadPool();
+    // a streaming answer holds its thread while it "generates": at most maxThreads of them, and
+    // connections beyond wait in an unbounded FIFO queue (a rejected task would leave the JDK
+    // server's connection open and unanswered); threads are started as needed, kept while busy
+    ThreadPoolExecutor pool = new ThreadPoolExecutor(options.maxThreads(), options.maxThreads(),
+        30, TimeUnit.SECONDS, new LinkedBlockingQueue<>());
+    pool.allowCoreThreadTimeOut(true);
+    this.executor = pool;
     server.setExecutor(executor);
     server.start();
   }

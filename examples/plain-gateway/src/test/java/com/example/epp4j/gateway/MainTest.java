@@ -38,6 +38,7 @@ class MainTest {
       "--endpoints 127.0.0.1:8001 --bogus       | --bogus",
       "stand-in --ttft-ms -1                    | --ttft-ms",
       "stand-in --kv-blocks 0                   | --kv-blocks",
+      "stand-in --max-threads 0                 | --max-threads",
       "stand-in --port 65536                    | --port",
   })
   void errorsNameTheOptionAndGiveTheSynopsis(String args, String option) {

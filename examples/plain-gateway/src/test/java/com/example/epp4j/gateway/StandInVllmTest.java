@@ -338,4 +338,31 @@ class StandInVllmTest {
     int[] tokens = new int[40];
     assertThat(StandInVllm.blockHashes(tokens)).hasSize(2);
   }
+
+  @Test
+  void connectionsBeyondTheThreadBoundWaitTheirTurnInsteadOfGettingAThreadEach() throws Exception {
+    // two threads, 64 slots: a third request finds no thread, waits, and runs once one is free
+    StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
+        4000, 64, 32768, false, 2));
+    String slow = "{\"prompt\":\"hi\",\"max_tokens\":5000,\"stream\":true}";
+    List<InputStream> open = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      InputStream in = client.send(request(s, "/v1/completions")
+          .POST(HttpRequest.BodyPublishers.ofString(slow)).build(),
+          HttpResponse.BodyHandlers.ofInputStream()).body();
+      assertThat(in.read(new byte[16])).isPositive();
+      open.add(in);
+    }
+    CompletableFuture<HttpResponse<String>> third = client.sendAsync(request(s, "/v1/completions")
+        .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":\"hi\",\"max_tokens\":1}")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    // without a bound it is answered at once (no token waits); with it, it cannot be
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+        () -> third.get(1, TimeUnit.SECONDS))
+        .isInstanceOf(java.util.concurrent.TimeoutException.class);
+    assertThat(s.runningRequests()).isEqualTo(2);
+    open.get(0).close();
+    assertThat(third.get(DEADLINE.toMillis(), TimeUnit.MILLISECONDS).statusCode()).isEqualTo(200);
+    open.get(1).close();
+  }
 }
