@@ -486,6 +486,10 @@ public final class StandInVllm implements AutoCloseable {
           "Stream options can only be defined when `stream=True`.", "stream_options");
     }
     JsonNode model = root.get("model");
+    if (model != null && !model.isNull() && !model.isTextual()) {
+      // vLLM's request model declares model an optional string: anything else fails validation
+      throw new BadRequest(400, "BadRequestError", "'model' must be a string", "model");
+    }
     if (model != null && !model.isNull() && !options.model().equals(model.asText())) {
       throw new BadRequest(404, "NotFoundError",
           "The model `" + model.asText() + "` does not exist.");

@@ -365,4 +365,21 @@ class StandInVllmTest {
     assertThat(third.get(DEADLINE.toMillis(), TimeUnit.MILLISECONDS).statusCode()).isEqualTo(200);
     open.get(1).close();
   }
+
+  @Test
+  void aModelThatIsNotAStringIsA400NamingTheField() throws Exception {
+    StandInVllm s = start();
+    // vLLM's request model declares model a string: a number or object fails validation (400),
+    // it is not an unknown model (404)
+    for (String model : new String[] {"7", "{\"name\":\"stand-in\"}", "[\"stand-in\"]", "true"}) {
+      HttpResponse<String> r = post(s, "/v1/completions",
+          "{\"model\":" + model + ",\"prompt\":\"hi\",\"max_tokens\":1}");
+      assertThat(r.statusCode()).as(model).isEqualTo(400);
+      JsonNode error = JSON.readTree(r.body()).path("error");
+      assertThat(error.path("param").asText()).isEqualTo("model");
+      assertThat(error.path("message").asText()).contains("model");
+    }
+    assertThat(post(s, "/v1/completions", "{\"model\":null,\"prompt\":\"hi\",\"max_tokens\":1}")
+        .statusCode()).isEqualTo(200);
+  }
 }
