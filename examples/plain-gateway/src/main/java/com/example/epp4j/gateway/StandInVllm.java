@@ -502,9 +502,26 @@ public final class StandInVllm implements AutoCloseable {
         throw new BadRequest("'messages' must be a non-empty array");
       }
       // a ChatML rendering, so that the same conversation gives the same prefix blocks
-      for (JsonNode m : messages) {
-        text.append("<|im_start|>").append(m.path("role").asText()).append('\n');
+      for (int k = 0; k < messages.size(); k++) {
+        JsonNode m = messages.get(k);
+        // as vLLM's message types: an object with a string role; content optional, and when
+        // given (not null) a string or a list of parts
+        String at = "messages[" + k + "]";
+        if (!m.isObject()) {
+          throw new BadRequest(400, "BadRequestError", "'" + at + "' must be an object", at);
+        }
+        if (!m.path("role").isTextual()) {
+          throw new BadRequest(400, "BadRequestError",
+              "'" + at + ".role' is required and must be a string", at + ".role");
+        }
         JsonNode content = m.path("content");
+        if (!content.isMissingNode() && !content.isNull() && !content.isTextual()
+            && !content.isArray()) {
+          throw new BadRequest(400, "BadRequestError",
+              "'" + at + ".content' must be a string or an array of content parts",
+              at + ".content");
+        }
+        text.append("<|im_start|>").append(m.path("role").asText()).append('\n');
         if (content.isArray()) {
           for (int i = 0; i < content.size(); i++) {
             if (i > 0) {
@@ -512,7 +529,7 @@ public final class StandInVllm implements AutoCloseable {
             }
             text.append(content.get(i).path("text").asText());
           }
-        } else {
+        } else if (content.isTextual()) {
           text.append(content.asText());
         }
         text.append("<|im_end|>\n");

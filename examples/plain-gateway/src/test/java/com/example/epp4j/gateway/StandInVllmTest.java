@@ -382,4 +382,32 @@ class StandInVllmTest {
     assertThat(post(s, "/v1/completions", "{\"model\":null,\"prompt\":\"hi\",\"max_tokens\":1}")
         .statusCode()).isEqualTo(200);
   }
+
+  @Test
+  void chatMessagesWithoutAStringRoleOrWithContentOfAnotherTypeAreA400() throws Exception {
+    StandInVllm s = start();
+    for (String messages : new String[] {
+        "[{\"content\":\"hi\"}]",
+        "[{\"role\":7,\"content\":\"hi\"}]",
+        "[{\"role\":null,\"content\":\"hi\"}]",
+        "[{\"role\":\"user\",\"content\":5}]",
+        "[{\"role\":\"user\",\"content\":{\"text\":\"hi\"}}]",
+        "[\"hi\"]",
+        "[{\"role\":\"user\",\"content\":\"hi\"},{\"content\":\"again\"}]"}) {
+      HttpResponse<String> r = post(s, "/v1/chat/completions",
+          "{\"max_tokens\":1,\"messages\":" + messages + "}");
+      assertThat(r.statusCode()).as(messages).isEqualTo(400);
+      JsonNode error = JSON.readTree(r.body()).path("error");
+      assertThat(error.path("param").asText()).as(messages).startsWith("messages[");
+    }
+    HttpResponse<String> second = post(s, "/v1/chat/completions",
+        "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"content\":\"x\"}]}");
+    assertThat(JSON.readTree(second.body()).path("error").path("param").asText())
+        .isEqualTo("messages[1].role");
+    // content is optional in vLLM's own message type (an assistant turn with tool calls has none)
+    assertThat(post(s, "/v1/chat/completions", "{\"max_tokens\":1,\"messages\":["
+        + "{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\"},"
+        + "{\"role\":\"user\",\"content\":null}]}").statusCode()).isEqualTo(200);
+    assertThat(s.finishedRequests()).isEqualTo(1);
+  }
 }
