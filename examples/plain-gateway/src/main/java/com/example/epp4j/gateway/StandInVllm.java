@@ -40,6 +40,12 @@ public final class StandInVllm implements AutoCloseable {
   static final int BLOCK_TOKENS = 16;
   /** Bytes of prompt text counted as one token (a rough average for English BPE vocabularies). */
   static final int BYTES_PER_TOKEN = 4;
+  /**
+   * Vocabulary size the stand-in takes token-ID prompts against: IDs 0 to 262,143 are accepted
+   * (that covers Llama 3's, Qwen's and Gemma 3's vocabularies); others are refused with 400, as
+   * vLLM refuses an ID beyond its tokenizer's.
+   */
+  static final int VOCAB_SIZE = 262_144;
   // content after the JSON object is an error, as vLLM's JSON reader makes it
   private static final ObjectMapper JSON = new ObjectMapper()
       .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
@@ -545,10 +551,15 @@ public final class StandInVllm implements AutoCloseable {
       } else if (prompt.isArray() && !prompt.isEmpty() && prompt.get(0).isInt()) {
         tokenIds = new int[prompt.size()];
         for (int i = 0; i < tokenIds.length; i++) {
-          if (!prompt.get(i).isInt()) {
+          JsonNode id = prompt.get(i);
+          if (!id.isIntegralNumber()) {
             throw new BadRequest("'prompt' must be a string or an array of token IDs");
           }
-          tokenIds[i] = prompt.get(i).asInt();
+          if (!id.canConvertToInt() || id.asInt() < 0 || id.asInt() >= VOCAB_SIZE) {
+            throw new BadRequest(400, "BadRequestError", "Token id " + id.asText()
+                + " is out of vocabulary (0 to " + (VOCAB_SIZE - 1) + ")", "prompt");
+          }
+          tokenIds[i] = id.asInt();
         }
       } else if (prompt.isArray() && prompt.size() == 1 && prompt.get(0).isTextual()) {
         text.append(prompt.get(0).asText());

@@ -410,4 +410,21 @@ class StandInVllmTest {
         + "{\"role\":\"user\",\"content\":null}]}").statusCode()).isEqualTo(200);
     assertThat(s.finishedRequests()).isEqualTo(1);
   }
+
+  @Test
+  void tokenIdsOutsideTheVocabularyAreA400() throws Exception {
+    StandInVllm s = start();
+    int top = StandInVllm.VOCAB_SIZE - 1;
+    assertThat(post(s, "/v1/completions", "{\"prompt\":[0,1," + top + "],\"max_tokens\":1}")
+        .statusCode()).isEqualTo(200);
+    for (String ids : new String[] {"[1," + (top + 1) + "]", "[1,-1]", "[2147483647]"}) {
+      HttpResponse<String> r = post(s, "/v1/completions",
+          "{\"prompt\":" + ids + ",\"max_tokens\":1}");
+      assertThat(r.statusCode()).as(ids).isEqualTo(400);
+      JsonNode error = JSON.readTree(r.body()).path("error");
+      assertThat(error.path("param").asText()).isEqualTo("prompt");
+      assertThat(error.path("message").asText()).contains("out of vocabulary");
+    }
+    assertThat(s.finishedRequests()).isEqualTo(1);
+  }
 }
