@@ -500,6 +500,18 @@ public final class StandInVllm implements AutoCloseable {
       throw new BadRequest(404, "NotFoundError",
           "The model `" + model.asText() + "` does not exist.");
     }
+    // the stand-in answers one choice: n > 1 is refused rather than answered with one choice
+    // (vLLM itself answers n choices; a gateway test that needs them needs a real server)
+    JsonNode n = root.get("n");
+    if (n != null && !n.isNull()) {
+      if (!n.isIntegralNumber() || !n.canConvertToInt() || n.asInt() < 1) {
+        throw new BadRequest(400, "BadRequestError", "'n' must be a positive integer", "n");
+      }
+      if (n.asInt() > 1) {
+        throw new BadRequest(400, "BadRequestError",
+            "'n' above 1 is not supported by the stand-in (it answers one choice)", "n");
+      }
+    }
     StringBuilder text = new StringBuilder();
     int[] tokenIds = null;
     if (chat) {

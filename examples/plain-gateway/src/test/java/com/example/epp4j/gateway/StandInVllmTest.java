@@ -427,4 +427,23 @@ class StandInVllmTest {
     }
     assertThat(s.finishedRequests()).isEqualTo(1);
   }
+
+  @Test
+  void moreThanOneChoiceIsRefusedNamingN() throws Exception {
+    StandInVllm s = start();
+    // the stand-in answers one choice; n > 1 is refused rather than silently answered with one
+    for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+      String ask = path.contains("chat")
+          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":\"hi\"";
+      for (String n : new String[] {"2", "0", "1.5", "\"2\""}) {
+        HttpResponse<String> r = post(s, path, "{" + ask + ",\"max_tokens\":1,\"n\":" + n + "}");
+        assertThat(r.statusCode()).as(path + " n=" + n).isEqualTo(400);
+        assertThat(JSON.readTree(r.body()).path("error").path("param").asText()).isEqualTo("n");
+      }
+      assertThat(post(s, path, "{" + ask + ",\"max_tokens\":1,\"n\":1}").statusCode())
+          .isEqualTo(200);
+      assertThat(post(s, path, "{" + ask + ",\"max_tokens\":1,\"n\":null}").statusCode())
+          .isEqualTo(200);
+    }
+  }
 }
