@@ -268,8 +268,7 @@ public final class StandInVllm implements AutoCloseable {
       waiting.decrementAndGet();
     }
     running.incrementAndGet();
-    long held = ceilDiv(ask.promptTokens(), BLOCK_TOKENS);
-    blocksInUse.addAndGet(held);
+    Answer answer = null;
     try {
       int cached = cache.lookupAndInsert(ask.blocks()) * BLOCK_TOKENS;
       // vLLM recomputes at least the last prompt token, so a full hit is one token short
@@ -277,11 +276,13 @@ public final class StandInVllm implements AutoCloseable {
       promptTokens.addAndGet(ask.promptTokens());
       prefixQueries.addAndGet(ask.promptTokens());
       prefixHits.addAndGet(cached);
-      Answer answer = new Answer(chat, "cmpl-" + ids.incrementAndGet(), ask, cached);
+      answer = new Answer(chat, "cmpl-" + ids.incrementAndGet(), ask, cached);
       boolean complete = ask.stream() ? stream(ex, answer) : whole(ex, answer);
       (complete ? finished : aborted).incrementAndGet();
     } finally {
-      blocksInUse.addAndGet(-held);
+      if (answer != null) {
+        blocksInUse.addAndGet(-answer.heldBlocks);
+      }
       running.decrementAndGet();
       slots.release();
     }
@@ -314,12 +315,33 @@ public final class StandInVllm implements AutoCloseable {
     final Ask ask;
     final int cachedTokens;
     final long created = System.currentTimeMillis() / 1000;
+    /** Tokens generated so far. */
+    int generated;
+    /** KV blocks this request holds, counted in {@code vllm:kv_cache_usage_perc}. */
+    long heldBlocks;
 
     Answer(boolean chat, String id, Ask ask, int cachedTokens) {
       this.chat = chat;
       this.id = id;
       this.ask = ask;
       this.cachedTokens = cachedTokens;
+      holdBlocks();
+    }
+
+    /**
+     * One more token generated: as in vLLM, a running request holds the blocks of its prompt and
+     * of every token it generated so far, and a new block once the last one is full.
+     */
+    void produced() {
+      generated++;
+      generationTokens.incrementAndGet();
+      holdBlocks();
+    }
+
+    private void holdBlocks() {
+      long blocks = ceilDiv((long) ask.promptTokens() + generated, BLOCK_TOKENS);
+      blocksInUse.addAndGet(blocks - heldBlocks);
+      heldBlocks = blocks;
     }
 
     ObjectNode envelope(boolean chunk) {
@@ -343,15 +365,15 @@ public final class StandInVllm implements AutoCloseable {
 
   /** A non-streaming answer: wait as long as generating every token takes, then send it. */
   private boolean whole(HttpExchange ex, Answer a) throws IOException {
-    if (!pause(options.ttft().plus(options.interTokenLatency().multipliedBy(
-        Math.max(0, a.ask.maxTokens() - 1))))) {
-      return false;
-    }
     StringBuilder text = new StringBuilder();
     for (int i = 0; i < a.ask.maxTokens(); i++) {
+      // token by token, so that the blocks held grow as they would for a stream
+      if (!pause(i == 0 ? options.ttft() : options.interTokenLatency())) {
+        return false;
+      }
       text.append(WORDS[i % WORDS.length]);
+      a.produced();
     }
-    produced(a.ask.maxTokens());
     ObjectNode body = a.envelope(false);
     ObjectNode choice = body.putArray("choices").addObject().put("index", 0);
     if (a.chat) {
@@ -408,7 +430,7 @@ public final class StandInVllm implements AutoCloseable {
           c.putNull("finish_reason");
         }
         event(out, chunk.toString());
-        produced(1);
+        a.produced();
       }
       if (a.ask.includeUsage() || options.forceIncludeUsage()) {
         ObjectNode last = a.envelope(true);
@@ -421,10 +443,6 @@ public final class StandInVllm implements AutoCloseable {
     } catch (IOException clientGone) {
       return false; // vLLM aborts the request when its client disconnects; so does the stand-in
     }
-  }
-
-  private void produced(int tokens) {
-    generationTokens.addAndGet(tokens);
   }
 
   private static void event(OutputStream out, String data) throws IOException {

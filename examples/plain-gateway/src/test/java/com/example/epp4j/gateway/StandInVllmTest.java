@@ -446,4 +446,30 @@ class StandInVllmTest {
           .isEqualTo(200);
     }
   }
+
+  @Test
+  void kvCacheUsageCountsTheBlocksOfGeneratedTokensToo() throws Exception {
+    StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(2),
+        100, 64, 32768, false));
+    // a one-block prompt (64 bytes, 16 tokens) that goes on generating
+    String body = "{\"prompt\":\"" + "x".repeat(64) + "\",\"max_tokens\":20000,\"stream\":true}";
+    try (InputStream in = client.send(request(s, "/v1/completions")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofInputStream()).body()) {
+      // 64 token events read: at least 16 + 64 tokens are held, five blocks of 100
+      java.io.BufferedReader lines = new java.io.BufferedReader(
+          new java.io.InputStreamReader(in, java.nio.charset.StandardCharsets.UTF_8));
+      int events = 0;
+      while (events < 64) {
+        String line = lines.readLine();
+        assertThat(line).isNotNull();
+        if (line.startsWith("data: ")) {
+          events++;
+        }
+      }
+      assertThat(metrics(s).kvCacheUsage()).isGreaterThanOrEqualTo(0.05);
+    }
+    await("the request ended", () -> s.runningRequests() == 0);
+    assertThat(metrics(s).kvCacheUsage()).isZero();
+  }
 }
