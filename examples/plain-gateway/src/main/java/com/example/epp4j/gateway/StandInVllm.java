@@ -733,9 +733,17 @@ public final class StandInVllm implements AutoCloseable {
         promptTokens.get());
     counter(sb, "vllm:generation_tokens_total", "Number of generation tokens processed.", l,
         generationTokens.get());
-    counter(sb, "vllm:request_success_total", "Count of successfully processed requests.",
-        "{engine=\"0\",finished_reason=\"length\",model_name=\"" + model + "\"}",
-        finished.get());
+    // a series per finish reason, as vLLM creates them; the stand-in's answers all end on length.
+    // A request whose client left is not counted under any: vLLM's abort path ends it without
+    // recording finished-request stats
+    String success = "vllm:request_success_total";
+    sb.append("# HELP ").append(success).append(" Count of successfully processed requests.\n")
+        .append("# TYPE ").append(success).append(" counter\n");
+    for (String reason : new String[] {"stop", "length", "abort"}) {
+      sb.append(success).append("{engine=\"0\",finished_reason=\"").append(reason)
+          .append("\",model_name=\"").append(model).append("\"} ")
+          .append(reason.equals("length") ? (double) finished.get() : 0.0).append('\n');
+    }
     gauge(sb, "vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
         "{block_size=\"" + BLOCK_TOKENS + "\",enable_prefix_caching=\"True\",engine=\"0\","
             + "num_gpu_blocks=\"" + options.kvBlocks() + "\"}", 1);

@@ -472,4 +472,32 @@ class StandInVllmTest {
     await("the request ended", () -> s.runningRequests() == 0);
     assertThat(metrics(s).kvCacheUsage()).isZero();
   }
+
+  @Test
+  void requestSuccessHasASeriesPerFinishReasonAsVllmsAndAbortsAreNotCounted() throws Exception {
+    StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
+        4000, 64, 32768, false));
+    String text = get(s, "/metrics").body();
+    for (String reason : new String[] {"stop", "length", "abort"}) {
+      assertThat(text).contains("vllm:request_success_total{engine=\"0\",finished_reason=\""
+          + reason + "\",model_name=\"stand-in\"} 0.0");
+    }
+    post(s, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":1}");
+    try (InputStream in = client.send(request(s, "/v1/completions")
+        .POST(HttpRequest.BodyPublishers.ofString(
+            "{\"prompt\":\"hi\",\"max_tokens\":5000,\"stream\":true}")).build(),
+        HttpResponse.BodyHandlers.ofInputStream()).body()) {
+      assertThat(in.read(new byte[16])).isPositive();
+    }
+    await("the request was aborted", () -> s.abortedRequests() == 1);
+    text = get(s, "/metrics").body();
+    // vLLM's abort path ends the request without recording finished-request stats, so a
+    // client that leaves is not counted here, under abort or any other reason
+    assertThat(text)
+        .contains("vllm:request_success_total{engine=\"0\",finished_reason=\"length\","
+            + "model_name=\"stand-in\"} 1.0")
+        .contains("vllm:request_success_total{engine=\"0\",finished_reason=\"abort\","
+            + "model_name=\"stand-in\"} 0.0");
+    assertThat(PrometheusMetrics.parse(text).errors()).isEmpty();
+  }
 }
