@@ -10,12 +10,15 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.SocketChannel;
+import java.util.ArrayDeque;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -113,7 +116,11 @@ public final class StandInVllm implements AutoCloseable {
   private final Options options;
   private final HttpServer server;
   private final ExecutorService executor;
-  private final Semaphore slots;
+  /** Guards {@link #freeSlots} and {@link #queue}. */
+  private final Object admission = new Object();
+  private int freeSlots;
+  /** Requests waiting for a slot, first come first served. */
+  private final ArrayDeque<Ticket> queue = new ArrayDeque<>();
   private final PrefixCache cache;
   private final long createdSeconds = System.currentTimeMillis() / 1000;
   private final AtomicLong ids = new AtomicLong();
@@ -130,7 +137,7 @@ public final class StandInVllm implements AutoCloseable {
 
   private StandInVllm(InetSocketAddress address, Options options) throws IOException {
     this.options = options;
-    this.slots = new Semaphore(options.maxNumSeqs(), true);
+    this.freeSlots = options.maxNumSeqs();
     this.cache = new PrefixCache(options.kvBlocks());
     this.server = HttpServer.create(address, 0);
     server.createContext("/", this::handle);
@@ -258,14 +265,15 @@ public final class StandInVllm implements AutoCloseable {
       error(ex, e.status, e.type, e.getMessage(), e.param);
       return;
     }
-    waiting.incrementAndGet();
+    ClientWatch watch = new ClientWatch(ex);
     try {
-      slots.acquire();
+      if (!admit(watch)) {
+        aborted.incrementAndGet(); // as vLLM aborts a waiting request whose client left
+        return;
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return;
-    } finally {
-      waiting.decrementAndGet();
     }
     running.incrementAndGet();
     Answer answer = null;
@@ -277,14 +285,160 @@ public final class StandInVllm implements AutoCloseable {
       prefixQueries.addAndGet(ask.promptTokens());
       prefixHits.addAndGet(cached);
       answer = new Answer(chat, "cmpl-" + ids.incrementAndGet(), ask, cached);
-      boolean complete = ask.stream() ? stream(ex, answer) : whole(ex, answer);
+      boolean complete = ask.stream() ? stream(ex, answer, watch) : whole(ex, answer, watch);
       (complete ? finished : aborted).incrementAndGet();
     } finally {
       if (answer != null) {
         blocksInUse.addAndGet(-answer.heldBlocks);
       }
       running.decrementAndGet();
-      slots.release();
+      release();
+    }
+  }
+
+  /** A request's place in the queue for a slot. */
+  private static final class Ticket {
+    boolean admitted;
+  }
+
+  /**
+   * Takes a slot, waiting in arrival order while none is free; false, without a slot, when the
+   * client leaves while its request waits.
+   */
+  private boolean admit(ClientWatch watch) throws InterruptedException {
+    Ticket ticket = new Ticket();
+    synchronized (admission) {
+      if (freeSlots > 0 && queue.isEmpty()) {
+        freeSlots--;
+        return true;
+      }
+      queue.add(ticket);
+      waiting.incrementAndGet();
+    }
+    boolean admitted = false;
+    try {
+      while (true) {
+        synchronized (admission) {
+          if (!ticket.admitted) {
+            admission.wait(ClientWatch.PROBE_INTERVAL.toMillis());
+          }
+          if (ticket.admitted) {
+            admitted = true;
+            return true;
+          }
+        }
+        if (watch.gone()) {
+          return false;
+        }
+      }
+    } finally {
+      if (!admitted) {
+        synchronized (admission) {
+          if (ticket.admitted) {
+            release(); // handed a slot just as it gave up: pass it on
+          } else {
+            queue.remove(ticket);
+          }
+        }
+      }
+      waiting.decrementAndGet();
+    }
+  }
+
+  /** Frees a slot: the first waiting request takes it, or it stays free. */
+  private void release() {
+    synchronized (admission) {
+      Ticket next = queue.poll();
+      if (next == null) {
+        freeSlots++;
+      } else {
+        next.admitted = true;
+        admission.notifyAll();
+      }
+    }
+  }
+
+  /**
+   * Whether a request's client closed its connection, learnt without writing to it or reading
+   * from it. The JDK's HTTP server tells a handler nothing of the kind (it takes the connection
+   * out of its selector while the handler runs), so the stand-in looks at the connection's socket
+   * channel itself, through the server's internal fields: readable with no bytes to read is the
+   * client's end of stream or a reset, as vLLM's web server takes a closed connection for a
+   * disconnect. This needs {@code --add-opens jdk.httpserver/sun.net.httpserver=ALL-UNNAMED}
+   * (the jar's manifest carries it); without it nothing is watched and a client that leaves is
+   * noticed only when a write to it fails. Called only from the exchange's own thread, between
+   * its writes.
+   */
+  static final class ClientWatch {
+    /** How often a waiting or generating request looks at its connection. */
+    static final Duration PROBE_INTERVAL = Duration.ofMillis(50);
+    private static final java.lang.reflect.@Nullable Field IMPL;
+    private static final java.lang.reflect.@Nullable Field CONNECTION;
+    private static final java.lang.reflect.@Nullable Field CHANNEL;
+
+    static {
+      java.lang.reflect.Field impl = null;
+      java.lang.reflect.Field connection = null;
+      java.lang.reflect.Field channel = null;
+      try {
+        impl = Class.forName("sun.net.httpserver.HttpExchangeImpl").getDeclaredField("impl");
+        connection = Class.forName("sun.net.httpserver.ExchangeImpl")
+            .getDeclaredField("connection");
+        channel = Class.forName("sun.net.httpserver.HttpConnection").getDeclaredField("chan");
+        impl.setAccessible(true);
+        connection.setAccessible(true);
+        channel.setAccessible(true);
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        impl = null; // not opened to this code, or another server: nothing is watched
+      }
+      IMPL = impl;
+      CONNECTION = connection;
+      CHANNEL = channel;
+    }
+
+    private final @Nullable SocketChannel channel;
+    private long lastProbe = System.nanoTime();
+
+    ClientWatch(HttpExchange ex) {
+      this.channel = channelOf(ex);
+    }
+
+    /** Whether connections can be watched in this JVM. */
+    static boolean enabled() {
+      return IMPL != null;
+    }
+
+    private static @Nullable SocketChannel channelOf(HttpExchange ex) {
+      if (IMPL == null || CONNECTION == null || CHANNEL == null
+          || !IMPL.getDeclaringClass().isInstance(ex)) {
+        return null;
+      }
+      try {
+        return (SocketChannel) CHANNEL.get(CONNECTION.get(IMPL.get(ex)));
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        return null;
+      }
+    }
+
+    /** True once the client has closed its connection; looks at most every PROBE_INTERVAL. */
+    boolean gone() {
+      long now = System.nanoTime();
+      if (channel == null || now - lastProbe < PROBE_INTERVAL.toNanos()) {
+        return false;
+      }
+      lastProbe = now;
+      try {
+        channel.configureBlocking(false);
+        try (Selector selector = Selector.open()) {
+          channel.register(selector, SelectionKey.OP_READ);
+          // bytes to read (a pipelined request) are left where they are
+          return selector.selectNow() > 0 && channel.socket().getInputStream().available() == 0;
+        } finally {
+          channel.configureBlocking(true);
+        }
+      } catch (IOException | RuntimeException e) {
+        return true; // reset, or closed under us
+      }
     }
   }
 
@@ -364,11 +518,11 @@ public final class StandInVllm implements AutoCloseable {
   }
 
   /** A non-streaming answer: wait as long as generating every token takes, then send it. */
-  private boolean whole(HttpExchange ex, Answer a) throws IOException {
+  private boolean whole(HttpExchange ex, Answer a, ClientWatch watch) throws IOException {
     StringBuilder text = new StringBuilder();
     for (int i = 0; i < a.ask.maxTokens(); i++) {
       // token by token, so that the blocks held grow as they would for a stream
-      if (!pause(i == 0 ? options.ttft() : options.interTokenLatency())) {
+      if (!pause(i == 0 ? options.ttft() : options.interTokenLatency(), watch)) {
         return false;
       }
       text.append(WORDS[i % WORDS.length]);
@@ -396,12 +550,12 @@ public final class StandInVllm implements AutoCloseable {
    * An SSE answer, one chunk per token, then (when asked for) vLLM's usage chunk with empty
    * choices, then {@code data: [DONE]}. Returns false when the client went away first.
    */
-  private boolean stream(HttpExchange ex, Answer a) throws IOException {
+  private boolean stream(HttpExchange ex, Answer a, ClientWatch watch) throws IOException {
     ex.getResponseHeaders().set("content-type", "text/event-stream; charset=utf-8");
     ex.sendResponseHeaders(200, 0);
     OutputStream out = ex.getResponseBody();
     try {
-      if (!pause(options.ttft())) {
+      if (!pause(options.ttft(), watch)) {
         return false;
       }
       if (a.chat) { // vLLM opens a chat stream with the assistant role and empty content
@@ -413,7 +567,7 @@ public final class StandInVllm implements AutoCloseable {
         event(out, first.toString());
       }
       for (int i = 0; i < a.ask.maxTokens(); i++) {
-        if (i > 0 && !pause(options.interTokenLatency())) {
+        if (i > 0 && !pause(options.interTokenLatency(), watch)) {
           return false;
         }
         ObjectNode chunk = a.envelope(true);
@@ -450,11 +604,20 @@ public final class StandInVllm implements AutoCloseable {
     out.flush();
   }
 
-  /** Sleeps for the emulated time; false when the server is being stopped. */
-  private static boolean pause(Duration d) {
+  /**
+   * Sleeps for the emulated time; false when the client left meanwhile (vLLM aborts the request
+   * then) or the server is being stopped.
+   */
+  private static boolean pause(Duration d, ClientWatch watch) {
+    long end = System.nanoTime() + d.toNanos();
     try {
-      TimeUnit.NANOSECONDS.sleep(d.toNanos());
-      return true;
+      for (long left = d.toNanos(); left > 0; left = end - System.nanoTime()) {
+        TimeUnit.NANOSECONDS.sleep(Math.min(left, ClientWatch.PROBE_INTERVAL.toNanos()));
+        if (watch.gone()) {
+          return false;
+        }
+      }
+      return !watch.gone();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return false;

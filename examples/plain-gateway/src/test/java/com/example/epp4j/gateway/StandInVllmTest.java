@@ -500,4 +500,60 @@ class StandInVllmTest {
             + "model_name=\"stand-in\"} 0.0");
     assertThat(PrometheusMetrics.parse(text).errors()).isEmpty();
   }
+
+  /** Sends a POST over a socket of its own, which the caller closes to leave. */
+  java.net.Socket rawPost(StandInVllm s, String body) throws IOException {
+    java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), s.port());
+    byte[] b = body.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    socket.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+        + "Content-Type: application/json\r\nContent-Length: " + b.length + "\r\n\r\n")
+        .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+    socket.getOutputStream().write(b);
+    socket.getOutputStream().flush();
+    return socket;
+  }
+
+  @Test
+  void aWaitingRequestWhoseClientLeftIsDroppedAndNeverTakesASlot() throws Exception {
+    StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
+        4000, 1, 32768, false));
+    try (InputStream first = client.send(request(s, "/v1/completions")
+        .POST(HttpRequest.BodyPublishers.ofString(
+            "{\"prompt\":\"hi\",\"max_tokens\":5000,\"stream\":true}")).build(),
+        HttpResponse.BodyHandlers.ofInputStream()).body()) {
+      assertThat(first.read(new byte[16])).isPositive();
+      // --max-num-seqs 1: the second request waits; its client leaves while it does
+      try (java.net.Socket second = rawPost(s, "{\"prompt\":\"hi\",\"max_tokens\":1}")) {
+        await("the second request waiting", () -> waiting(s) == 1);
+      }
+      await("the left request no longer waiting", () -> waiting(s) == 0);
+      assertThat(s.abortedRequests()).isEqualTo(1);
+      assertThat(s.runningRequests()).isEqualTo(1);
+    }
+    await("the first request ended", () -> s.runningRequests() == 0);
+    assertThat(s.finishedRequests()).isZero();
+    assertThat(s.abortedRequests()).isEqualTo(2);
+  }
+
+  int waiting(StandInVllm s) {
+    try {
+      return metrics(s).waitingRequests();
+    } catch (Exception e) {
+      throw new AssertionError(e);
+    }
+  }
+
+  @Test
+  void aRunningRequestThatIsNotStreamedFreesItsSlotWhenItsClientLeaves() throws Exception {
+    // 5,000 tokens at 20 ms would hold the only slot for 100 s
+    StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
+        4000, 1, 32768, false));
+    try (java.net.Socket socket = rawPost(s, "{\"prompt\":\"hi\",\"max_tokens\":5000}")) {
+      await("the request running", () -> s.runningRequests() == 1);
+    }
+    await("the slot freed", () -> s.runningRequests() == 0);
+    assertThat(s.abortedRequests()).isEqualTo(1);
+    assertThat(post(s, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":1}").statusCode())
+        .isEqualTo(200);
+  }
 }
