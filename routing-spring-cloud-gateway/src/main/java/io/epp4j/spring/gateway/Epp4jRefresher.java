@@ -21,7 +21,14 @@ import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
+import org.springframework.boot.context.properties.bind.BindHandler;
+import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.context.properties.bind.UnboundConfigurationPropertiesException;
+import org.springframework.boot.context.properties.bind.handler.IgnoreTopLevelConverterNotFoundBindHandler;
+import org.springframework.boot.context.properties.bind.handler.NoUnboundElementsBindHandler;
+import org.springframework.boot.context.properties.source.ConfigurationProperty;
+import org.springframework.boot.context.properties.source.UnboundElementsSourceFilter;
 import org.springframework.cloud.context.environment.EnvironmentChangeEvent;
 import org.springframework.context.ApplicationListener;
 import org.springframework.core.env.Environment;
@@ -38,6 +45,12 @@ import org.springframework.core.env.Environment;
  * exception here would keep Spring's later listeners, such as the rebinding of
  * {@code @ConfigurationProperties} beans, from running).
  *
+ * <p>The properties are checked as at startup: an {@code epp4j.*} property that is no property
+ * of {@link Epp4jProperties} (a misspelled {@code epp4j.pools.llama.endpoint}, which would
+ * otherwise leave the pool without endpoints and remove it) refuses the whole refresh, for the
+ * default router and every pool alike, with a warning naming each such property; every router
+ * keeps what it runs until a later refresh no longer has them.
+ *
  * <p>A change under {@code epp4j.pools.<name>.} is applied the same way to that named pool only,
  * all or nothing for that pool; a change of the top-level properties to the default router only.
  * A pool whose properties appear is built and added (routes naming it use it from their next
@@ -51,11 +64,21 @@ import org.springframework.core.env.Environment;
  */
 public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEvent> {
   private static final Logger LOG = Logger.getLogger(Epp4jRefresher.class.getName());
+  /** The properties besides endpoints, config file and preset, as {@link #relaxedName} has them. */
+  private static final Set<String> RESTART_ONLY = Set.of("scheme", "maxbodysize",
+      "sessionheaders", "inflightmaxage", "metricsenabled", "metricsinterval", "metricspath",
+      "discoveryserviceid", "discoveryrefreshinterval");
 
   private final Router router;
   private final Environment environment;
   private final BooleanSupplier discoveryOwnsPool;
   private final Epp4jPools pools;
+  /**
+   * The keys of refreshes refused as a whole (unknown or unconvertible properties), taken again
+   * with the next refresh: the one that corrects a misspelled key names only that key, and the
+   * other changes refused with it would otherwise stay unapplied until they changed once more.
+   */
+  private final Set<String> refusedKeys = new LinkedHashSet<>();
 
   public Epp4jRefresher(Router router, Environment environment) {
     this(router, environment, () -> false);
@@ -83,14 +106,16 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
   }
 
   @Override
-  public void onApplicationEvent(EnvironmentChangeEvent event) {
+  public synchronized void onApplicationEvent(EnvironmentChangeEvent event) {
+    Set<String> keys = new LinkedHashSet<>(refusedKeys);
+    keys.addAll(event.getKeys());
     boolean defaultChanged = false;
     boolean defaultConfigChanged = false;
     Set<String> poolsChanged = new LinkedHashSet<>();
     Set<String> poolConfigChanged = new HashSet<>();
     Set<String> restartOnly = new TreeSet<>(); // top-level keys the running routers cannot take
     Map<String, Set<String>> poolRestartOnly = new HashMap<>();
-    for (String key : event.getKeys()) {
+    for (String key : keys) {
       String k = canonical(key);
       if (k.startsWith(PoolSettings.POOLS_PREFIX)) {
         String rest = k.substring(PoolSettings.POOLS_PREFIX.length());
@@ -104,14 +129,14 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
           if (namesConfiguration(rest.substring(end))) {
             poolConfigChanged.add(pool);
           }
-          if (!reloadable(rest.substring(end))) {
+          if (restartOnly(rest.substring(end))) {
             poolRestartOnly.computeIfAbsent(pool, x -> new TreeSet<>()).add(key);
           }
         }
       } else if (k.startsWith(PoolSettings.PREFIX + ".")) {
         defaultChanged = true;
         defaultConfigChanged |= namesConfiguration(k.substring(PoolSettings.PREFIX.length()));
-        if (!reloadable(k.substring(PoolSettings.PREFIX.length()))) {
+        if (restartOnly(k.substring(PoolSettings.PREFIX.length()))) {
           restartOnly.add(key);
         }
       }
@@ -119,19 +144,29 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     if (!defaultChanged && poolsChanged.isEmpty()) {
       return;
     }
+    Epp4jProperties p;
+    try {
+      p = Binder.get(environment)
+          .bind(PoolSettings.PREFIX, Bindable.of(Epp4jProperties.class), startupChecks())
+          .orElseGet(Epp4jProperties::new);
+      refusedKeys.clear();
+    } catch (RuntimeException e) { // a value that does not convert, e.g. a bad data size
+      refusedKeys.addAll(keys);
+      @Nullable String unknown = unknownProperties(e);
+      if (unknown != null) {
+        LOG.warning("epp4j: refresh refused, unknown epp4j properties (misspelled?): " + unknown
+            + "; the default router and every pool keep their current endpoints and"
+            + " configurations until these are corrected");
+        return;
+      }
+      LOG.warning("epp4j: the changed epp4j properties are invalid, keeping the current pools and"
+          + " configurations: " + e.getMessage());
+      return;
+    }
     if (!restartOnly.isEmpty()) {
       LOG.warning("epp4j: changed properties that take effect only after a restart: "
           + String.join(", ", restartOnly) + " (the default router and the pools built before"
           + " this change keep the values they started with; pools added now take them)");
-    }
-    Epp4jProperties p;
-    try {
-      p = Binder.get(environment)
-          .bind(PoolSettings.PREFIX, Epp4jProperties.class).orElseGet(Epp4jProperties::new);
-    } catch (RuntimeException e) { // a value that does not convert, e.g. a bad data size
-      LOG.warning("epp4j: the changed epp4j properties are invalid, keeping the current pools and"
-          + " configurations: " + e.getMessage());
-      return;
     }
     if (defaultChanged) {
       apply(router, PoolSettings.of(p), discoveryOwnsPool.getAsBoolean(), defaultConfigChanged,
@@ -187,19 +222,41 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
         "pool '" + name + "'s current pool");
   }
 
+
   /**
    * Whether a changed property, given by what follows {@code epp4j} or {@code epp4j.pools.<name>}
-   * ({@code .endpoints[0]}, {@code .config-file}, {@code .CONFIG.FILE} from an environment
-   * variable), is one a refresh applies to a running router: the endpoints, the config file and
-   * the preset. The others (scheme, body limit, session headers, metrics, discovery, in-flight
-   * age) are read when a router and its filter are built.
+   * ({@code .scheme}, {@code .session-headers[0]}, {@code .IN.FLIGHT.MAX.AGE} from an environment
+   * variable), is one a running router keeps until a restart: any but the endpoints, the config
+   * file and the preset, which a refresh applies (the others are read when a router and its
+   * filter are built). A name that is no property at all (a misspelled key being removed) is
+   * not: a restart would apply nothing of it.
    */
-  static boolean reloadable(String rest) {
-    String n = relaxedName(rest);
-    return n.isEmpty() || n.equals("endpoints") || n.equals("configfile") || n.equals("preset");
+  static boolean restartOnly(String rest) {
+    return RESTART_ONLY.contains(relaxedName(rest));
   }
 
-  /** Whether a changed property (as for {@link #reloadable}) is the config file or the preset. */
+  /** The binding startup does ({@code ignoreUnknownFields = false}): unknown keys fail it. */
+  private static BindHandler startupChecks() {
+    return new NoUnboundElementsBindHandler(new IgnoreTopLevelConverterNotFoundBindHandler(),
+        new UnboundElementsSourceFilter());
+  }
+
+  /** The unknown properties a failed binding names, with where each was set; null if none. */
+  private static @Nullable String unknownProperties(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof UnboundConfigurationPropertiesException u) {
+        Set<String> names = new TreeSet<>();
+        for (ConfigurationProperty property : u.getUnboundProperties()) {
+          names.add(property.getName()
+              + (property.getOrigin() == null ? "" : " (" + property.getOrigin() + ")"));
+        }
+        return String.join(", ", names);
+      }
+    }
+    return null;
+  }
+
+  /** Whether a changed property (as for {@link #restartOnly}) is the config file or the preset. */
   static boolean namesConfiguration(String rest) {
     String n = relaxedName(rest);
     return n.equals("configfile") || n.equals("preset");

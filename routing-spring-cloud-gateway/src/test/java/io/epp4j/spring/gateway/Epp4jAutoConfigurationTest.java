@@ -267,19 +267,24 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
-  void reloadableNamesTheThreePropertiesARunningRouterTakesInAnyRelaxedForm() {
-    assertThat(Epp4jRefresher.reloadable(".endpoints")).isTrue();
-    assertThat(Epp4jRefresher.reloadable(".endpoints[3]")).isTrue();
-    assertThat(Epp4jRefresher.reloadable(".endpoints.0.")).isTrue();
-    assertThat(Epp4jRefresher.reloadable(".config-file")).isTrue();
-    assertThat(Epp4jRefresher.reloadable(".configFile")).isTrue();
-    assertThat(Epp4jRefresher.reloadable(".config.file")).isTrue();
-    assertThat(Epp4jRefresher.reloadable(".preset")).isTrue();
-    assertThat(Epp4jRefresher.reloadable(".scheme")).isFalse();
-    assertThat(Epp4jRefresher.reloadable(".max-body-size")).isFalse();
-    assertThat(Epp4jRefresher.reloadable(".metrics.enabled")).isFalse();
-    assertThat(Epp4jRefresher.reloadable(".discovery.service-id")).isFalse();
-    assertThat(Epp4jRefresher.reloadable(".in-flight-max-age")).isFalse();
+  void restartOnlyNamesTheKnownPropertiesARunningRouterCannotTakeInAnyRelaxedForm() {
+    assertThat(Epp4jRefresher.restartOnly(".endpoints")).isFalse();
+    assertThat(Epp4jRefresher.restartOnly(".endpoints[3]")).isFalse();
+    assertThat(Epp4jRefresher.restartOnly(".endpoints.0.")).isFalse();
+    assertThat(Epp4jRefresher.restartOnly(".config-file")).isFalse();
+    assertThat(Epp4jRefresher.restartOnly(".configFile")).isFalse();
+    assertThat(Epp4jRefresher.restartOnly(".config.file")).isFalse();
+    assertThat(Epp4jRefresher.restartOnly(".preset")).isFalse();
+    assertThat(Epp4jRefresher.restartOnly(".scheme")).isTrue();
+    assertThat(Epp4jRefresher.restartOnly(".max-body-size")).isTrue();
+    assertThat(Epp4jRefresher.restartOnly(".metrics.enabled")).isTrue();
+    assertThat(Epp4jRefresher.restartOnly(".discovery.service-id")).isTrue();
+    assertThat(Epp4jRefresher.restartOnly(".in-flight-max-age")).isTrue();
+    assertThat(Epp4jRefresher.restartOnly(".session-headers[0]")).isTrue();
+    assertThat(Epp4jRefresher.restartOnly(".in.flight.max.age")).isTrue(); // EPP4J_IN_FLIGHT_MAX_AGE
+    // no property at all (a misspelled key being removed): nothing a restart would apply
+    assertThat(Epp4jRefresher.restartOnly(".endpoint")).isFalse();
+    assertThat(Epp4jRefresher.restartOnly(".metrics.intreval")).isFalse();
   }
 
   @Test

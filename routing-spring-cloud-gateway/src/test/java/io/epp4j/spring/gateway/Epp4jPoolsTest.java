@@ -94,6 +94,84 @@ class Epp4jPoolsTest {
   }
 
   @Test
+  void aRefreshWithMisspelledPropertiesIsRefusedWholeNamingEachOne() {
+    // a refresh bound without startup's check: epp4j.pools.llama.endpoint (for endpoints)
+    // silently removed the pool, and a typo next to a valid change let the change through
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(Epp4jRefresher.class.getName());
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    Map<String, Object> source = new java.util.concurrent.ConcurrentHashMap<>();
+    source.put("epp4j.pools.llama.endpoints", "127.0.0.1:9001");
+    source.put("epp4j.pools.qwen.endpoints", "127.0.0.1:9011");
+    log.addHandler(capture);
+    try {
+      runner.withInitializer(c -> c.getEnvironment().getPropertySources().addFirst(
+              new org.springframework.core.env.MapPropertySource("runtime", source)))
+          .run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+            Router llama = pools.router("llama");
+            Router qwen = pools.router("qwen");
+            Router dflt = ctx.getBean(Router.class);
+
+            // the pool's only key misspelled: the pool stays, with its endpoints
+            source.remove("epp4j.pools.llama.endpoints");
+            source.put("epp4j.pools.llama.endpoint", "127.0.0.1:9002");
+            ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+                Set.of("epp4j.pools.llama.endpoints", "epp4j.pools.llama.endpoint")));
+            assertThat(pools.names()).containsExactly("llama", "qwen");
+            assertThat(pools.router("llama")).isSameAs(llama);
+            assertThat(ids(llama)).containsExactly("127.0.0.1:9001");
+            assertThat(warnings).singleElement().asString()
+                .contains("epp4j.pools.llama.endpoint").contains("unknown");
+            warnings.clear();
+
+            // a typo next to valid changes of other pools and the default router: nothing of
+            // the refresh is applied, and every unknown key is named
+            source.put("epp4j.pools.qwen.endpoints", "127.0.0.1:9012");
+            source.put("epp4j.endpoints", "127.0.0.1:9005");
+            source.put("epp4j.metrics.intreval", "1s");
+            ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of(
+                "epp4j.pools.qwen.endpoints", "epp4j.endpoints", "epp4j.metrics.intreval")));
+            assertThat(ids(qwen)).containsExactly("127.0.0.1:9011");
+            assertThat(ids(dflt)).containsExactly("127.0.0.1:9000");
+            assertThat(ids(llama)).containsExactly("127.0.0.1:9001");
+            assertThat(warnings).singleElement().asString()
+                .contains("epp4j.metrics.intreval").contains("epp4j.pools.llama.endpoint");
+            warnings.clear();
+
+            // once the keys are right, the next refresh applies all of it
+            source.remove("epp4j.pools.llama.endpoint");
+            source.remove("epp4j.metrics.intreval");
+            source.put("epp4j.pools.llama.endpoints", "127.0.0.1:9002");
+            ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of(
+                "epp4j.pools.llama.endpoint", "epp4j.pools.llama.endpoints",
+                "epp4j.metrics.intreval")));
+            assertThat(ids(llama)).containsExactly("127.0.0.1:9002");
+            assertThat(ids(qwen)).containsExactly("127.0.0.1:9012");
+            assertThat(ids(dflt)).containsExactly("127.0.0.1:9005");
+            assertThat(warnings).isEmpty();
+          });
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  @Test
   void sessionHeadersThatAreNoHttpHeaderNameFailStartupNamingTheProperty() {
     // such entries were accepted and never matched a request's header
     runner.withPropertyValues("epp4j.session-headers[0]=x-session-id",
