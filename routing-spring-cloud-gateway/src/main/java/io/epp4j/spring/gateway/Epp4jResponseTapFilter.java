@@ -7,10 +7,12 @@ import org.springframework.cloud.gateway.filter.GlobalFilter;
 import org.springframework.cloud.gateway.filter.NettyWriteResponseFilter;
 import org.springframework.core.Ordered;
 import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.http.server.reactive.ServerHttpRequestDecorator;
 import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import org.springframework.web.server.ServerWebExchange;
 import reactor.core.publisher.Mono;
+import reactor.netty.Connection;
 
 /**
  * Lets the {@link DecisionTap} of a routed request see the answer. The gateway writes the
@@ -26,8 +28,13 @@ import reactor.core.publisher.Mono;
  * is not wrapped (its answer is no body written here).
  *
  * <p>It also finishes the decision when the exchange ends without the answer having been
- * written through the tap (an error, the client leaving before the status line, or the end of
- * a websocket session).
+ * written through the tap (an error, the client leaving before the status line).
+ *
+ * <p>A websocket session (vLLM's {@code /v1/realtime}) keeps its replica working for as long as
+ * it is open, so its decision stays in flight until the client's connection closes, whichever
+ * side ends the session, and is completed then. The chain itself ends as soon as the gateway has
+ * upgraded the connection, which would have completed the decision while the session had only
+ * begun.
  */
 public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
   public static final int ORDER = NettyWriteResponseFilter.WRITE_RESPONSE_FILTER_ORDER - 1;
@@ -39,15 +46,20 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
 
   @Override
   public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
-    ServerWebExchange tapped = "websocket".equalsIgnoreCase(
-        exchange.getRequest().getHeaders().getUpgrade()) ? exchange
+    boolean websocket = "websocket".equalsIgnoreCase(
+        exchange.getRequest().getHeaders().getUpgrade());
+    ServerWebExchange tapped = websocket ? exchange
         : exchange.mutate().response(new TappedResponse(exchange.getResponse(), exchange)).build();
     return chain.filter(tapped)
         .doOnSuccess(v -> {
           DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);
-          if (tap != null) {
-            tap.finished(); // ignored when the answer's end reported already
+          if (tap == null) {
+            return;
           }
+          if (websocket && finishAtClose(exchange, tap)) {
+            return;
+          }
+          tap.finished(); // ignored when the answer's end reported already
         })
         .doOnError(e -> {
           DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);
@@ -61,6 +73,20 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
             tap.decision().onFailure(new CancellationException("client went away"));
           }
         });
+  }
+
+  /**
+   * Finishes the decision of an upgraded websocket exchange when the client's connection closes
+   * (at once if it has already); false when the server is not Reactor Netty, whose connection
+   * tells that, and the decision is then finished with the upgrade.
+   */
+  private static boolean finishAtClose(ServerWebExchange exchange, DecisionTap tap) {
+    Object connection = ServerHttpRequestDecorator.getNativeRequest(exchange.getRequest());
+    if (connection instanceof Connection c) {
+      c.onDispose(tap::finished);
+      return true;
+    }
+    return false;
   }
 
   /** Passes writes through the exchange's tap once the {@code Epp4j} filter has set one. */

@@ -1,0 +1,257 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.AppenderBase;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.WebSocket;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import reactor.core.publisher.Mono;
+import reactor.netty.DisposableServer;
+import reactor.netty.http.server.HttpServer;
+
+/**
+ * A websocket upgrade on an {@code Epp4j} route (vLLM's {@code /v1/realtime} is one): the real
+ * gateway on a random port, two stand-in websocket replicas on loopback (Reactor Netty servers
+ * that echo each text frame with their name in front), a JDK websocket client.
+ */
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+    classes = Epp4jWebSocketTest.App.class,
+    properties = {
+        "spring.cloud.gateway.server.webflux.routes[0].id=llm",
+        "spring.cloud.gateway.server.webflux.routes[0].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[0].filters[0]=Epp4j",
+        "epp4j.metrics.enabled=false"})
+@Timeout(60)
+class Epp4jWebSocketTest {
+  static final DisposableServer A = echo("a");
+  static final DisposableServer B = echo("b");
+
+  /** A websocket replica at {@code /v1/realtime}: each text frame back as {@code name:text}. */
+  static DisposableServer echo(String name) {
+    return HttpServer.create().host("127.0.0.1").port(0)
+        .route(routes -> routes.ws("/v1/realtime", (in, out) -> out.sendString(
+            in.receive().asString().map(text -> name + ":" + text))))
+        .bindNow();
+  }
+
+  static String id(DisposableServer server) {
+    return "127.0.0.1:" + server.port();
+  }
+
+  @DynamicPropertySource
+  static void replicas(DynamicPropertyRegistry registry) {
+    registry.add("epp4j.endpoints", () -> id(A) + "," + id(B));
+  }
+
+  @AfterAll
+  static void stopReplicas() {
+    A.disposeNow();
+    B.disposeNow();
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class App {
+    @Bean
+    Outcomes outcomes() {
+      return new Outcomes();
+    }
+  }
+
+  /** What the router heard back from the filter, through the decisions' listeners. */
+  static final class Outcomes implements RequestListener {
+    final AtomicInteger completed = new AtomicInteger();
+    final List<Throwable> failures = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+      completed.incrementAndGet();
+    }
+
+    @Override
+    public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
+      failures.add(cause);
+    }
+  }
+
+  /** Everything logged at WARN or above while a test runs, whatever the logger. */
+  static final class Problems extends AppenderBase<ILoggingEvent> {
+    final List<String> logged = new CopyOnWriteArrayList<>();
+
+    @Override
+    protected void append(ILoggingEvent e) {
+      if (e.getLevel().isGreaterOrEqual(Level.WARN)) {
+        logged.add(e.getLevel() + " " + e.getLoggerName() + ": " + e.getFormattedMessage()
+            + (e.getThrowableProxy() == null ? "" : " " + e.getThrowableProxy().getClassName()
+                + ": " + e.getThrowableProxy().getMessage()));
+      }
+    }
+  }
+
+  @Value("${local.server.port}")
+  int port;
+  @Autowired
+  Router router;
+  @Autowired
+  Outcomes outcomes;
+
+  private final Problems problems = new Problems();
+
+  @BeforeEach
+  void captureLogs() {
+    problems.start();
+    root().addAppender(problems);
+  }
+
+  @AfterEach
+  void releaseLogs() {
+    root().detachAppender(problems);
+    problems.stop();
+  }
+
+  private static ch.qos.logback.classic.Logger root() {
+    return (ch.qos.logback.classic.Logger) LoggerFactory.getLogger(
+        org.slf4j.Logger.ROOT_LOGGER_NAME);
+  }
+
+  @Test
+  void aSessionIsRoutedToAReplicaCountedInFlightWhileOpenAndCompletedWhenItCloses()
+      throws Exception {
+    int completed = outcomes.completed.get();
+    Frames frames = new Frames();
+    WebSocket ws = HttpClient.newHttpClient().newWebSocketBuilder()
+        .connectTimeout(Duration.ofSeconds(10))
+        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/realtime"), frames)
+        .get(20, TimeUnit.SECONDS);
+
+    ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
+    String echoed = frames.next();
+    assertThat(echoed).as("answered by a replica of the pool, not the route's placeholder")
+        .isIn("a:hello", "b:hello");
+    // the replica serves the session for as long as it is open (vLLM's /v1/realtime works on
+    // the audio it receives throughout): it is counted in flight there until the socket closes
+    String replica = echoed.startsWith("a:") ? id(A) : id(B);
+    assertThat(inFlight(replica)).isEqualTo(1);
+    ws.sendText("again", true).get(10, TimeUnit.SECONDS);
+    assertThat(frames.next()).isEqualTo(echoed.substring(0, 2) + "again");
+    assertThat(outcomes.completed.get()).isEqualTo(completed);
+
+    ws.sendClose(WebSocket.NORMAL_CLOSURE, "done").get(10, TimeUnit.SECONDS);
+    assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isEqualTo(WebSocket.NORMAL_CLOSURE);
+    await(() -> outcomes.completed.get() > completed);
+    await(() -> inFlight() == 0);
+    assertThat(outcomes.failures).isEmpty();
+    assertThat(problems.logged).isEmpty();
+  }
+
+  @Test
+  void aSessionTheReplicaRefusesIsClosedAndNothingStaysInFlight() throws Exception {
+    // the gateway upgrades the client's connection before it opens the replica's; a replica
+    // answering the upgrade with a 404 closes the session at once, and with it the decision
+    Frames frames = new Frames();
+    HttpClient.newHttpClient().newWebSocketBuilder()
+        .connectTimeout(Duration.ofSeconds(10))
+        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/not-a-socket"), frames)
+        .get(20, TimeUnit.SECONDS);
+    assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isNotEqualTo(WebSocket.NORMAL_CLOSURE);
+    await(() -> inFlight() == 0);
+  }
+
+  private int inFlight() {
+    int n = 0;
+    for (Candidate c : router.endpoints()) {
+      n += c.inFlightRequests();
+    }
+    return n;
+  }
+
+  private int inFlight(String id) {
+    for (Candidate c : router.endpoints()) {
+      if (c.id().equals(id)) {
+        return c.inFlightRequests();
+      }
+    }
+    throw new AssertionError("no endpoint " + id);
+  }
+
+  private static void await(BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("condition not met within 10 s");
+      }
+      Thread.sleep(10);
+    }
+  }
+
+  /** The text frames the client receives, and the close code. */
+  static final class Frames implements WebSocket.Listener {
+    final BlockingQueue<String> texts = new LinkedBlockingQueue<>();
+    final CompletableFuture<Integer> closed = new CompletableFuture<>();
+    private final StringBuilder partial = new StringBuilder();
+
+    @Override
+    public CompletionStage<?> onText(WebSocket ws, CharSequence data, boolean last) {
+      partial.append(data);
+      if (last) {
+        texts.add(partial.toString());
+        partial.setLength(0);
+      }
+      ws.request(1);
+      return null;
+    }
+
+    @Override
+    public CompletionStage<?> onClose(WebSocket ws, int statusCode, String reason) {
+      closed.complete(statusCode);
+      return null;
+    }
+
+    @Override
+    public void onError(WebSocket ws, Throwable error) {
+      closed.completeExceptionally(error);
+    }
+
+    String next() throws InterruptedException {
+      String text = texts.poll(10, TimeUnit.SECONDS);
+      if (text == null) {
+        throw new AssertionError("no frame within 10 s");
+      }
+      return text;
+    }
+  }
+}
