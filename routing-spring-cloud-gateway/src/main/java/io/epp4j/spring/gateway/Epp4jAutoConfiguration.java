@@ -15,6 +15,7 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.context.properties.ConfigurationPropertiesBindHandlerAdvisor;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.cloud.client.discovery.DiscoveryClient;
 import org.springframework.cloud.gateway.filter.factory.GatewayFilterFactory;
@@ -139,6 +140,18 @@ public class Epp4jAutoConfiguration {
       ObjectProvider<Epp4jDiscoveryPool> discoveryPool, ObjectProvider<Epp4jPools> pools) {
     return new Epp4jRefresher(router, environment,
         () -> discoveryPool.getIfAvailable() != null, pools.getIfAvailable(Epp4jPools::none));
+  }
+
+  /**
+   * Keeps Spring Cloud's rebinding of {@code @ConfigurationProperties} beans on a refresh from
+   * failing, and from binding half of the values into {@link Epp4jProperties}, while the
+   * environment holds an {@code epp4j.*} property that is none ({@link Epp4jRebindGuard}).
+   */
+  @Bean
+  @ConditionalOnClass(name =
+      "org.springframework.cloud.context.properties.ConfigurationPropertiesRebinder")
+  static ConfigurationPropertiesBindHandlerAdvisor epp4jRebindGuard(Environment environment) {
+    return new Epp4jRebindGuard(environment);
   }
 
   /**

@@ -236,7 +236,7 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
   }
 
   /** The binding startup does ({@code ignoreUnknownFields = false}): unknown keys fail it. */
-  private static BindHandler startupChecks() {
+  static BindHandler startupChecks() {
     return new NoUnboundElementsBindHandler(new IgnoreTopLevelConverterNotFoundBindHandler(),
         new UnboundElementsSourceFilter());
   }

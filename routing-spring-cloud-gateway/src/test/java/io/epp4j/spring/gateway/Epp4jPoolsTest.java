@@ -172,6 +172,113 @@ class Epp4jPoolsTest {
   }
 
   @Test
+  void aRefreshThroughContextRefresherWithAMisspelledKeyLeavesThePropertiesBeanAsItWas()
+      throws Exception {
+    // Spring Cloud's ConfigurationPropertiesRebinder rebinds Epp4jProperties on every refresh,
+    // with ignoreUnknownFields = false: a misspelled key made it throw out of the refresh (the
+    // other beans were not rebound, /actuator/refresh answered 500), after it had bound part of
+    // the new values into the bean
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(Epp4jRefresher.class.getName());
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    Epp4jWebSocketTest.Problems problems = new Epp4jWebSocketTest.Problems(); // logback, any logger
+    ch.qos.logback.classic.Logger root = (ch.qos.logback.classic.Logger)
+        org.slf4j.LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
+    // a file the refresh reads again, as /actuator/refresh does after it was edited
+    java.nio.file.Path file = java.nio.file.Files.createTempFile("epp4j-refresh", ".properties");
+    java.nio.file.Files.writeString(file, "epp4j.endpoints=127.0.0.1:9000\n"
+        + "epp4j.pools.llama.endpoints=127.0.0.1:9001\nother.name=before\n");
+    SpringApplicationBuilder app = new SpringApplicationBuilder(RefreshApp.class)
+        .web(WebApplicationType.REACTIVE)
+        .properties("server.port=0", "epp4j.metrics.enabled=false",
+            "spring.config.import=file:" + file);
+    log.addHandler(capture);
+    try (ConfigurableApplicationContext ctx = app.run()) {
+      problems.start();
+      root.addAppender(problems);
+      org.springframework.cloud.context.refresh.ContextRefresher refresher =
+          ctx.getBean(org.springframework.cloud.context.refresh.ContextRefresher.class);
+      Epp4jProperties properties = ctx.getBean(Epp4jProperties.class);
+      OtherProperties other = ctx.getBean(OtherProperties.class);
+      Router llama = ctx.getBean(Epp4jPools.class).router("llama");
+      Router dflt = ctx.getBean(Router.class);
+      assertThat(other.getName()).isEqualTo("before");
+
+      // a typo next to a valid change: refused for epp4j as a whole, one warning naming it
+      java.nio.file.Files.writeString(file, "epp4j.endpoints=127.0.0.1:9005\n"
+          + "epp4j.pools.llama.endpoint=127.0.0.1:9002\nother.name=after\n");
+      assertThat(refresher.refresh()).contains("epp4j.pools.llama.endpoint", "other.name");
+      assertThat(ids(dflt)).containsExactly("127.0.0.1:9000");
+      assertThat(ids(llama)).containsExactly("127.0.0.1:9001");
+      assertThat(warnings).singleElement().asString().contains("epp4j.pools.llama.endpoint");
+      // that warning, through any logging bridge, is all epp4j logs: no stack trace
+      assertThat(problems.logged).filteredOn(p -> p.toLowerCase(java.util.Locale.ROOT)
+          .contains("epp4j")).singleElement().asString()
+          .startsWith("WARN " + Epp4jRefresher.class.getName()).doesNotContain("Exception");
+      // the other beans are rebound; epp4j's keeps what the routers run
+      assertThat(other.getName()).isEqualTo("after");
+      assertThat(properties.getEndpoints()).containsExactly("127.0.0.1:9000");
+      assertThat(properties.getPools()).containsOnlyKeys("llama");
+      assertThat(properties.getPools().get("llama").getEndpoints())
+          .containsExactly("127.0.0.1:9001");
+      warnings.clear();
+      problems.logged.clear();
+
+      // corrected: the routers and the bean take the new values
+      java.nio.file.Files.writeString(file, "epp4j.endpoints=127.0.0.1:9005\n"
+          + "epp4j.pools.llama.endpoints=127.0.0.1:9002\nother.name=after\n");
+      refresher.refresh();
+      assertThat(ids(dflt)).containsExactly("127.0.0.1:9005");
+      assertThat(ids(llama)).containsExactly("127.0.0.1:9002");
+      assertThat(properties.getEndpoints()).containsExactly("127.0.0.1:9005");
+      assertThat(properties.getPools().get("llama").getEndpoints())
+          .containsExactly("127.0.0.1:9002");
+      assertThat(ctx.getBean(Epp4jProperties.class)).isSameAs(properties);
+      assertThat(warnings).isEmpty();
+      assertThat(problems.logged).noneMatch(p -> p.toLowerCase(java.util.Locale.ROOT)
+          .contains("epp4j"));
+    } finally {
+      log.removeHandler(capture);
+      root.detachAppender(problems);
+      problems.stop();
+      java.nio.file.Files.deleteIfExists(file);
+    }
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  @org.springframework.boot.context.properties.EnableConfigurationProperties(OtherProperties.class)
+  static class RefreshApp {}
+
+  /** Another application's properties, rebound by the same refresh. */
+  @org.springframework.boot.context.properties.ConfigurationProperties("other")
+  public static class OtherProperties {
+    private String name = "";
+
+    public String getName() {
+      return name;
+    }
+
+    public void setName(String name) {
+      this.name = name;
+    }
+  }
+
+  @Test
   void sessionHeadersThatAreNoHttpHeaderNameFailStartupNamingTheProperty() {
     // such entries were accepted and never matched a request's header
     runner.withPropertyValues("epp4j.session-headers[0]=x-session-id",
