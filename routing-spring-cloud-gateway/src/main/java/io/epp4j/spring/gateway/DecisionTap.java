@@ -126,6 +126,19 @@ final class DecisionTap {
         + (status == null ? "" : " after an answer " + status.value())));
   }
 
+  /**
+   * The replica's side failed after the exchange had ended well: a websocket session the replica
+   * refused or could not take, which the gateway reports only by closing the client's session.
+   */
+  void failed(Throwable cause) {
+    if (finished) {
+      return;
+    }
+    finished = true;
+    usage = null;
+    decision.onFailure(cause);
+  }
+
   /** The answer ended (or the chain ended without one): completion unless the replica failed. */
   void finished() {
     if (finished) { // the end of the answer, then the end of the exchange: one report, one parse

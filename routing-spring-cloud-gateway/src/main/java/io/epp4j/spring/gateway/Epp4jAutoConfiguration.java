@@ -11,6 +11,7 @@ import java.util.Set;
 import java.util.List;
 import java.util.Objects;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -28,6 +29,7 @@ import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
 import org.springframework.core.type.AnnotatedTypeMetadata;
+import org.springframework.web.reactive.socket.server.WebSocketService;
 
 /**
  * Builds the epp4j {@link Router}, the {@link MetricsScraper} that keeps its replica metrics
@@ -152,6 +154,21 @@ public class Epp4jAutoConfiguration {
       "org.springframework.cloud.context.properties.ConfigurationPropertiesRebinder")
   static ConfigurationPropertiesBindHandlerAdvisor epp4jRebindGuard(Environment environment) {
     return new Epp4jRebindGuard(environment);
+  }
+
+  /**
+   * Wraps the gateway's {@link WebSocketService} so that a websocket session the replica refuses
+   * or cannot take fails its decision ({@link Epp4jWebSocketService}).
+   */
+  @Bean
+  static BeanPostProcessor epp4jWebSocketServiceWrapper() {
+    return new BeanPostProcessor() {
+      @Override
+      public Object postProcessAfterInitialization(Object bean, String beanName) {
+        return bean instanceof WebSocketService s && !(bean instanceof Epp4jWebSocketService)
+            ? new Epp4jWebSocketService(s) : bean;
+      }
+    };
   }
 
   /**

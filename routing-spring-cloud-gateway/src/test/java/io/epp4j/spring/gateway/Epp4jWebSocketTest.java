@@ -54,6 +54,11 @@ import reactor.netty.http.server.HttpServer;
         "spring.cloud.gateway.server.webflux.routes[0].uri=http://replica.invalid",
         "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/v1/**",
         "spring.cloud.gateway.server.webflux.routes[0].filters[0]=Epp4j",
+        "spring.cloud.gateway.server.webflux.routes[1].id=dead",
+        "spring.cloud.gateway.server.webflux.routes[1].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[1].predicates[0]=Path=/dead/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[0]=StripPrefix=1",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1]=Epp4j=dead",
         "epp4j.metrics.enabled=false"})
 @Timeout(60)
 class Epp4jWebSocketTest {
@@ -75,6 +80,19 @@ class Epp4jWebSocketTest {
   @DynamicPropertySource
   static void replicas(DynamicPropertyRegistry registry) {
     registry.add("epp4j.endpoints", () -> id(A) + "," + id(B));
+    registry.add("epp4j.pools.dead.endpoints", () -> "127.0.0.1:" + CLOSED_PORT);
+  }
+
+  /** A loopback port nothing listens on: a replica that cannot be reached. */
+  static final int CLOSED_PORT = closedPort();
+
+  private static int closedPort() {
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
   }
 
   @AfterAll
@@ -128,6 +146,8 @@ class Epp4jWebSocketTest {
   Router router;
   @Autowired
   Outcomes outcomes;
+  @Autowired
+  Epp4jPools pools;
 
   private final Problems problems = new Problems();
 
@@ -179,9 +199,12 @@ class Epp4jWebSocketTest {
   }
 
   @Test
-  void aSessionTheReplicaRefusesIsClosedAndNothingStaysInFlight() throws Exception {
+  void aSessionTheReplicaRefusesFailsItsDecisionAndNothingStaysInFlight() throws Exception {
     // the gateway upgrades the client's connection before it opens the replica's; a replica
-    // answering the upgrade with a 404 closes the session at once, and with it the decision
+    // answering the upgrade with a 404 closes the session at once. Its decision was completed,
+    // crediting the replica with a success
+    int completed = outcomes.completed.get();
+    int failed = outcomes.failures.size();
     Frames frames = new Frames();
     HttpClient.newHttpClient().newWebSocketBuilder()
         .connectTimeout(Duration.ofSeconds(10))
@@ -189,6 +212,27 @@ class Epp4jWebSocketTest {
         .get(20, TimeUnit.SECONDS);
     assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isNotEqualTo(WebSocket.NORMAL_CLOSURE);
     await(() -> inFlight() == 0);
+    await(() -> outcomes.failures.size() > failed);
+    assertThat(outcomes.failures.subList(failed, outcomes.failures.size())).singleElement()
+        .asString().contains("404");
+    assertThat(outcomes.completed.get()).isEqualTo(completed);
+  }
+
+  @Test
+  void aSessionToAnUnreachableReplicaFailsItsDecision() throws Exception {
+    Router dead = pools.router("dead");
+    int completed = outcomes.completed.get();
+    int failed = outcomes.failures.size();
+    Frames frames = new Frames();
+    HttpClient.newHttpClient().newWebSocketBuilder()
+        .connectTimeout(Duration.ofSeconds(10))
+        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/dead/v1/realtime"), frames)
+        .get(20, TimeUnit.SECONDS);
+    assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isNotEqualTo(WebSocket.NORMAL_CLOSURE);
+    await(() -> outcomes.failures.size() > failed);
+    assertThat(outcomes.failures).hasSize(failed + 1);
+    assertThat(dead.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
+    assertThat(outcomes.completed.get()).isEqualTo(completed);
   }
 
   private int inFlight() {
