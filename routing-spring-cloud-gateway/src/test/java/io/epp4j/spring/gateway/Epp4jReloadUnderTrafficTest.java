@@ -127,7 +127,8 @@ class Epp4jReloadUnderTrafficTest {
               }
             } catch (Exception e) {
               problems.add("request " + thread + "-" + i + (stream ? " (stream)" : "")
-                  + " sent in phase " + phase + ": " + e + "; " + partial);
+                  + " sent in phase " + phase + ": " + e + "; " + partial + "; replicas: "
+                  + replicaSteps(thread + "-" + i));
             }
             answeredIn[phase].incrementAndGet();
           }
@@ -161,6 +162,9 @@ class Epp4jReloadUnderTrafficTest {
     }
 
     assertThat(problems).isEmpty();
+    // the record a stalled answer would be described with: request 0-0 is a stream sent first
+    assertThat(replicaSteps("0-0")).contains(
+        "received, a flushed, b flushed, usage flushed, [DONE] flushed, closed");
     assertThat(answers).hasSize(sent.get());
     // a request sent after a reload finished is routed by the new pool, never the old one
     assertThat(answers).filteredOn(a -> a.sentAfterReload() == 1).hasSizeGreaterThanOrEqualTo(
@@ -183,7 +187,7 @@ class Epp4jReloadUnderTrafficTest {
   private HttpRequest request(String tag, boolean stream) {
     String body = "{\"model\":\"m\"," + (stream
         ? "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-        : "") + "\"prompt\":\"reload under traffic " + tag + "\"}";
+        : "") + "\"prompt\":\"reload under traffic, tag " + tag + "\"}";
     return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v1/completions"))
         .timeout(Duration.ofSeconds(20))
         .header("content-type", "application/json")
@@ -244,6 +248,16 @@ class Epp4jReloadUnderTrafficTest {
             + received.length() + " chars: " + received;
       }
     }
+  }
+
+  /** What each replica did for the request with this tag. */
+  private static String replicaSteps(String tag) {
+    StringBuilder b = new StringBuilder();
+    for (StandInReplica r : List.of(A, B, C)) {
+      b.append(r.name).append(": ").append(r.progress.getOrDefault(tag, "never saw it"))
+          .append(r == C ? "" : "; ");
+    }
+    return b.toString();
   }
 
   private int inFlight() {

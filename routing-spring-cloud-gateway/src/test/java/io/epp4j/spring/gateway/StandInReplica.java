@@ -7,6 +7,8 @@ import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -28,6 +30,14 @@ final class StandInReplica implements AutoCloseable {
   final AtomicInteger aborted = new AtomicInteger();
   /** The body of the last request, as received. */
   final AtomicReference<String> lastBody = new AtomicReference<>("");
+  /**
+   * What this replica did for each request whose prompt carries a tag ({@code "... tag <t>"}):
+   * received, each stream chunk written and flushed, the exchange closed, or the exception that
+   * ended it; so that a test whose answer stalls can tell a replica that stopped writing from a
+   * gateway that held back what it was sent.
+   */
+  final Map<String, String> progress = new ConcurrentHashMap<>();
+  private final ThreadLocal<String> currentTag = new ThreadLocal<>();
   /** Set when the last chunk of a stream went out. */
   final AtomicInteger lastChunksSent = new AtomicInteger();
   final AtomicReference<CountDownLatch> gate = new AtomicReference<>(new CountDownLatch(0));
@@ -67,13 +77,41 @@ final class StandInReplica implements AutoCloseable {
   }
 
   private void handle(HttpExchange ex) throws IOException {
+    currentTag.remove();
     try {
       answer(ex);
     } catch (BrokeOff e) {
+      step("broke off");
       // not closed: the server drops the connection without ending the chunked body
       throw new IOException("replica broke off");
+    } catch (IOException | RuntimeException e) {
+      step("failed: " + e);
+      throw e;
     }
     ex.close();
+    step("closed");
+  }
+
+  /** Notes a step of the current request in {@link #progress}, when its prompt has a tag. */
+  private void step(String what) {
+    String tag = currentTag.get();
+    if (tag != null) {
+      progress.merge(tag, what, (a, b) -> a + ", " + b);
+    }
+  }
+
+  /** The word after {@code "tag "} in a request body, or null. */
+  private static String tagOf(String body) {
+    int i = body.indexOf("tag ");
+    if (i < 0) {
+      return null;
+    }
+    int end = i + 4;
+    while (end < body.length() && !Character.isWhitespace(body.charAt(end))
+        && body.charAt(end) != '"') {
+      end++;
+    }
+    return body.substring(i + 4, end);
   }
 
   private static final class BrokeOff extends RuntimeException {
@@ -86,6 +124,11 @@ final class StandInReplica implements AutoCloseable {
       served.incrementAndGet();
       String text = new String(body, StandardCharsets.UTF_8);
       lastBody.set(text);
+      String tag = tagOf(text);
+      if (tag != null) {
+        currentTag.set(tag);
+        step("received");
+      }
       int prompt = Math.max(1, body.length / 4);
       String usage = "{\"prompt_tokens\":" + prompt + ",\"completion_tokens\":2,\"total_tokens\":"
           + (prompt + 2) + ",\"prompt_tokens_details\":{\"cached_tokens\":" + CACHED + "}}";
@@ -112,6 +155,7 @@ final class StandInReplica implements AutoCloseable {
       boolean breakOff = breakOffNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0;
       try {
         send(out, "{\"choices\":[{\"text\":\"a\"}],\"usage\":null}");
+        step("a flushed");
         if (breakOff && !breakOffAfterDone) {
           throw new BrokeOff();
         }
@@ -120,14 +164,18 @@ final class StandInReplica implements AutoCloseable {
           return;
         }
         send(out, "{\"choices\":[{\"text\":\"b\"}],\"usage\":null}");
+        step("b flushed");
         send(out, "{\"choices\":[],\"usage\":" + usage + "}");
+        step("usage flushed");
         lastChunksSent.incrementAndGet();
         out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
         out.flush();
+        step("[DONE] flushed");
         if (breakOff) {
           throw new BrokeOff();
         }
       } catch (IOException clientGone) {
+        step("client gone: " + clientGone);
         aborted.incrementAndGet();
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
