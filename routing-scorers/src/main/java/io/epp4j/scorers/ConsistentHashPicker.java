@@ -293,7 +293,7 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
       // racing builders produce equal tables; a duplicate only wastes a slot
       Table t = build(candidates);
       routeBuilds.incrementAndGet();
-      install(t);
+      installOnRoute(t);
       return t;
     }
     buildLater(eps);
@@ -301,13 +301,29 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     if (last != null) {
       Restricted r = new Restricted(last, eps);
       if (r.present > 0) {
-        install(r);
+        installOnRoute(r);
         return r;
       }
     }
     Table t = provisional(eps);
-    install(t);
+    installOnRoute(t);
     return t;
+  }
+
+  /**
+   * Caches a table a route made, unless the picker has closed: a route that still reaches a
+   * closed picker (it read the configuration before a reload retired the picker) is answered
+   * from its table, which is then dropped. {@link #close()} sets {@link #closed} before it empties
+   * the cache, so a table installed after the emptying is seen here and dropped again.
+   */
+  private void installOnRoute(Table t) {
+    if (closed) {
+      return;
+    }
+    install(t);
+    if (closed) {
+      releaseTables();
+    }
   }
 
   /** Caches {@code t}, in place of a stand-in for the same endpoints if there is one. */
@@ -506,7 +522,8 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
 
   /**
    * Stops the builder thread: a build under way stops at its next look at {@link #closed} (within
-   * {@link #STOP_CHECK_INTERVAL} entries) and installs nothing; the cached tables are released.
+   * {@link #STOP_CHECK_INTERVAL} entries) and installs nothing; the cached tables are released,
+   * and a route that still reaches the picker afterwards is answered without caching its table.
    */
   @Override
   public void close() {
@@ -515,11 +532,15 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
       if (builder != null) {
         builder.shutdownNow();
       }
-      for (int i = 0; i < CACHED_TABLES; i++) {
-        tables.set(i, null);
-      }
-      latest = null;
+      releaseTables();
     }
+  }
+
+  private void releaseTables() {
+    for (int i = 0; i < CACHED_TABLES; i++) {
+      tables.set(i, null);
+    }
+    latest = null;
   }
 
   static Endpoint[] endpointsOf(List<Candidate> candidates) {

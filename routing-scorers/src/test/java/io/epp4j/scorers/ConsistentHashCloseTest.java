@@ -4,6 +4,7 @@ import static io.epp4j.scorers.MaglevOffRouteTest.holdBuilder;
 import static io.epp4j.scorers.RingHashOffRouteTest.weighted;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -97,5 +98,28 @@ class ConsistentHashCloseTest {
         () -> new MaglevPicker(HashKeySource.SESSION, MaglevPicker.MAX_TABLE_SIZE, 0, 1),
         List.of(weighted("10.5.0.1:8000", 1), weighted("10.5.0.2:8000", 3),
             weighted("10.5.0.3:8000", 7)));
+  }
+
+  /**
+   * A route that still reaches a closed picker (a request that read the configuration before a
+   * reload retired it) gets an answer, but the table it builds or reads is not kept.
+   */
+  static void aRouteAfterCloseCachesNothing(ConsistentHashPicker picker) throws Exception {
+    List<Endpoint> small = List.of(weighted("10.6.0.1:8000", 1), weighted("10.6.0.2:8000", 2));
+    List<Candidate> all = RingHashOffRouteTest.candidates(small);
+    picker.close();
+    assertThat(picker.pick(MaglevOffRouteTest.session("alice"), TestCandidates.state(), all,
+        new double[2])).hasSize(1);
+    assertThat(picker.heldTables()).as("tables held after a route past close").isZero();
+  }
+
+  @Test
+  void aRingHashPickerClosedKeepsNoTableARouteBuilds() throws Exception {
+    aRouteAfterCloseCachesNothing(RingHashPicker.create());
+  }
+
+  @Test
+  void aMaglevPickerClosedKeepsNoTableARouteBuilds() throws Exception {
+    aRouteAfterCloseCachesNothing(new MaglevPicker(HashKeySource.SESSION, 65_537, 0, 1));
   }
 }
