@@ -25,11 +25,15 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.reactor.netty.NettyServerCustomizer;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.util.TestPropertyValues;
 import org.springframework.cloud.context.environment.EnvironmentChangeEvent;
+import org.springframework.cloud.gateway.config.HttpClientCustomizer;
+import org.springframework.cloud.gateway.filter.GlobalFilter;
+import org.springframework.context.annotation.Bean;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -63,9 +67,26 @@ class Epp4jReloadUnderTrafficTest {
     registry.add("epp4j.endpoints", () -> A.id() + "," + B.id());
   }
 
+  static final WireRecorder WIRE = new WireRecorder();
+
   @SpringBootConfiguration
   @EnableAutoConfiguration
-  static class App {}
+  static class App {
+    @Bean
+    HttpClientCustomizer wireRecorderClient() {
+      return WIRE.clientCustomizer();
+    }
+
+    @Bean
+    NettyServerCustomizer wireRecorderServer() {
+      return WIRE.serverCustomizer();
+    }
+
+    @Bean
+    GlobalFilter wireRecorderFilter() {
+      return WIRE.filter();
+    }
+  }
 
   @Value("${local.server.port}")
   int port;
@@ -128,7 +149,7 @@ class Epp4jReloadUnderTrafficTest {
             } catch (Exception e) {
               problems.add("request " + thread + "-" + i + (stream ? " (stream)" : "")
                   + " sent in phase " + phase + ": " + e + "; " + partial + "; replicas: "
-                  + replicaSteps(thread + "-" + i));
+                  + replicaSteps(thread + "-" + i) + "; " + WIRE.report(thread + "-" + i));
             }
             answeredIn[phase].incrementAndGet();
           }
@@ -165,6 +186,8 @@ class Epp4jReloadUnderTrafficTest {
     // the record a stalled answer would be described with: request 0-0 is a stream sent first
     assertThat(replicaSteps("0-0")).contains(
         "received, a flushed, b flushed, usage flushed, [DONE] flushed, closed");
+    assertThat(WIRE.report("0-0")).contains("writeAndFlushWith", "chunks onComplete",
+        "write onComplete", "chain onComplete");
     assertThat(answers).hasSize(sent.get());
     // a request sent after a reload finished is routed by the new pool, never the old one
     assertThat(answers).filteredOn(a -> a.sentAfterReload() == 1).hasSizeGreaterThanOrEqualTo(
@@ -191,6 +214,7 @@ class Epp4jReloadUnderTrafficTest {
     return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v1/completions"))
         .timeout(Duration.ofSeconds(20))
         .header("content-type", "application/json")
+        .header("x-tag", tag)
         .POST(HttpRequest.BodyPublishers.ofString(body))
         .build();
   }
