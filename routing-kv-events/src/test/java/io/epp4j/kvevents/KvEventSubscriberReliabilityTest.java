@@ -985,6 +985,37 @@ class KvEventSubscriberReliabilityTest {
   }
 
   @Test
+  void aCentralEndpointWhoseReplayPortLabelChangesIsReplayedAtTheNewPortOnly() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1); HeldReplay before = new HeldReplay(ctx);
+        HeldReplay after = new HeldReplay(ctx);
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayTimeout(Duration.ofSeconds(20)).build()) {
+      Endpoint a = Endpoint.of("127.0.0.1", 8000,
+          Map.of(KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(before.port)));
+      String topic = "kv@" + a.id() + "@m";
+      sub.addEndpoint(a);
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      publish(pub, topic, 0, storeOf(1, 0));
+      // the stream is open, with its replay socket at the first port
+      await(() -> index.metrics().batches() == 1, "the first batch");
+
+      sub.changeEndpoint(a, Endpoint.of("127.0.0.1", 8000,
+          Map.of(KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(after.port))));
+      // commands queued before a message are run before it is handled
+      publish(pub, topic, 2, storeOf(2, 0)); // seq 1 lost
+      assertThat(after.requested.await(20, TimeUnit.SECONDS))
+          .as("replay asked at the port the label now names").isTrue();
+      after.release.countDown();
+      await(() -> index.metrics().batches() == 2, "the batch after the gap");
+      assertThat(before.requested.getCount()).as("replay asked at the old port").isEqualTo(1);
+      assertThat(sub.openSockets()).as("bound socket and one replay socket")
+          .isEqualTo(2);
+      pub.close();
+    }
+  }
+
+  @Test
   void closeDuringALongReplayWaitStopsTheSubscriberAndFreesItsBoundAddress() throws Exception {
     KvBlockIndex index = KvBlockIndex.create();
     try (ZContext ctx = new ZContext(1); HeldReplay replay = new HeldReplay(ctx)) {
