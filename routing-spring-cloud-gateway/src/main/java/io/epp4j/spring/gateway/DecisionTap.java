@@ -139,6 +139,43 @@ final class DecisionTap {
     decision.onFailure(cause);
   }
 
+  // a websocket session: whether the client's connection has closed, and how many of the
+  // gateway's session handlers (Epp4jWebSocketService) have not ended yet
+  private boolean connectionClosed;
+  private int sessionHandlers;
+
+  /** A websocket session's handler began: the decision waits for its end too. */
+  synchronized void sessionHandlerStarted() {
+    sessionHandlers++;
+  }
+
+  /**
+   * A websocket session's handler ended (it reported a failure of the replica's side first):
+   * the session is finished once the client's connection has closed as well.
+   */
+  void sessionHandlerEnded() {
+    synchronized (this) {
+      if (--sessionHandlers > 0 || !connectionClosed) {
+        return;
+      }
+    }
+    finished();
+  }
+
+  /**
+   * The client's connection of a websocket session closed: the session is finished, once the
+   * handler of the session, which may still learn that the replica's side failed, has ended.
+   */
+  void connectionClosed() {
+    synchronized (this) {
+      connectionClosed = true;
+      if (sessionHandlers > 0) {
+        return;
+      }
+    }
+    finished();
+  }
+
   /** The answer ended (or the chain ended without one): completion unless the replica failed. */
   void finished() {
     if (finished) { // the end of the answer, then the end of the exchange: one report, one parse

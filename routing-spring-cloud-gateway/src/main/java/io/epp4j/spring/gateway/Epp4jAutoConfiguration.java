@@ -29,6 +29,7 @@ import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
 import org.springframework.core.type.AnnotatedTypeMetadata;
+import org.springframework.web.reactive.socket.client.WebSocketClient;
 import org.springframework.web.reactive.socket.server.WebSocketService;
 
 /**
@@ -158,15 +159,21 @@ public class Epp4jAutoConfiguration {
 
   /**
    * Wraps the gateway's {@link WebSocketService} so that a websocket session the replica refuses
-   * or cannot take fails its decision ({@link Epp4jWebSocketService}).
+   * or cannot take fails its decision ({@link Epp4jWebSocketService}), and proxies its
+   * {@link WebSocketClient} (keeping its class) so that one the replica ends abnormally does too.
    */
   @Bean
   static BeanPostProcessor epp4jWebSocketServiceWrapper() {
     return new BeanPostProcessor() {
       @Override
       public Object postProcessAfterInitialization(Object bean, String beanName) {
-        return bean instanceof WebSocketService s && !(bean instanceof Epp4jWebSocketService)
-            ? new Epp4jWebSocketService(s) : bean;
+        if (bean instanceof WebSocketService s && !(bean instanceof Epp4jWebSocketService)) {
+          return new Epp4jWebSocketService(s);
+        }
+        if (bean instanceof WebSocketClient c) {
+          return Epp4jWebSocketService.watchReplicaSessions(c);
+        }
+        return bean;
       }
     };
   }

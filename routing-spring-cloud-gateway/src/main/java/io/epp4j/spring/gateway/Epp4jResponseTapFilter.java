@@ -83,7 +83,7 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
   private static boolean finishAtClose(ServerWebExchange exchange, DecisionTap tap) {
     Object connection = ServerHttpRequestDecorator.getNativeRequest(exchange.getRequest());
     if (connection instanceof Connection c) {
-      c.onDispose(tap::finished);
+      c.onDispose(tap::connectionClosed);
       return true;
     }
     return false;

@@ -1,9 +1,16 @@
 package io.epp4j.spring.gateway;
 
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Modifier;
 import java.util.List;
+import java.util.logging.Logger;
+import org.aopalliance.intercept.MethodInterceptor;
+import org.springframework.aop.framework.AopConfigException;
+import org.springframework.aop.framework.ProxyFactory;
 import org.springframework.context.Lifecycle;
 import org.springframework.web.reactive.socket.WebSocketHandler;
 import org.springframework.web.reactive.socket.WebSocketSession;
+import org.springframework.web.reactive.socket.client.WebSocketClient;
 import org.springframework.web.reactive.socket.server.WebSocketService;
 import org.springframework.web.server.ServerWebExchange;
 import reactor.core.publisher.Mono;
@@ -18,14 +25,68 @@ import reactor.core.publisher.Mono;
  * decision ({@code onFailure}) before the client's connection closes, where the
  * {@link Epp4jResponseTapFilter} would otherwise complete it.
  *
+ * <p>A session the replica ends other than with a normal close (its connection drops without a
+ * close frame, or it closes with a code other than 1000) fails the decision as well: see
+ * {@link SessionWatch}, which needs the gateway's {@code WebSocketClient} proxied too
+ * ({@link #watchReplicaSessions}). The decision of a session is finished only once both the
+ * client's connection has closed and this handler has ended, so that such a failure, which the
+ * handler learns last, is not preceded by a completion.
+ *
  * <p>Every {@link WebSocketService} bean of the context is wrapped; exchanges the {@code Epp4j}
  * filter did not route pass through untouched.
  */
 final class Epp4jWebSocketService implements WebSocketService, Lifecycle {
+  private static final Logger LOG = Logger.getLogger(Epp4jWebSocketService.class.getName());
   private final WebSocketService delegate;
 
   Epp4jWebSocketService(WebSocketService delegate) {
     this.delegate = delegate;
+  }
+
+  /**
+   * The gateway's websocket client, proxied so that the replica's session of a watched exchange
+   * passes through its {@link SessionWatch}. The proxy keeps the bean's class (SCG declares a
+   * {@code ReactorNettyWebSocketClient}), or its interfaces when the class is final; only
+   * {@code execute} with a handler is intercepted.
+   */
+  static Object watchReplicaSessions(WebSocketClient client) {
+    try {
+      return proxy(client);
+    } catch (AopConfigException e) {
+      // the session's decision still fails when the replica refuses or cannot be reached
+      LOG.warning("websocket client " + client.getClass().getName() + " cannot be proxied ("
+          + e.getMessage() + "): a websocket session whose replica drops its connection or"
+          + " closes it abnormally completes its decision instead of failing it");
+      return client;
+    }
+  }
+
+  private static Object proxy(WebSocketClient client) {
+    ProxyFactory pf = new ProxyFactory(client);
+    pf.setProxyTargetClass(!Modifier.isFinal(client.getClass().getModifiers()));
+    pf.addAdvice((MethodInterceptor) call -> {
+      Object[] args = call.getArguments();
+      if (!call.getMethod().getName().equals("execute") || args.length == 0
+          || !(args[args.length - 1] instanceof WebSocketHandler handler)) {
+        return call.proceed();
+      }
+      return Mono.deferContextual(ctx -> {
+        SessionWatch watch = ctx.getOrDefault(SessionWatch.class, null);
+        Object[] a = args.clone();
+        if (watch != null) {
+          a[a.length - 1] = watch.replicaHandler(handler);
+        }
+        try {
+          Mono<?> session = (Mono<?>) call.getMethod().invoke(client, a);
+          return watch == null ? session : session.then(Mono.defer(watch::replicaEnded));
+        } catch (InvocationTargetException e) {
+          return Mono.error(e.getCause() == null ? e : e.getCause());
+        } catch (IllegalAccessException e) {
+          return Mono.error(e);
+        }
+      });
+    });
+    return pf.getProxy();
   }
 
   @Override
@@ -53,7 +114,11 @@ final class Epp4jWebSocketService implements WebSocketService, Lifecycle {
     return !(delegate instanceof Lifecycle l) || l.isRunning();
   }
 
-  /** The gateway's proxy handler, its error reported to the decision. */
+  /**
+   * The gateway's proxy handler, its error reported to the decision, and the session's end
+   * watched through the replica's side ({@link SessionWatch}, found in the Reactor context by the
+   * wrapped {@link org.springframework.web.reactive.socket.client.WebSocketClient}).
+   */
   private record Watched(WebSocketHandler handler, DecisionTap tap) implements WebSocketHandler {
     @Override
     public List<String> getSubProtocols() {
@@ -62,7 +127,12 @@ final class Epp4jWebSocketService implements WebSocketService, Lifecycle {
 
     @Override
     public Mono<Void> handle(WebSocketSession session) {
-      return handler.handle(session).doOnError(tap::failed);
+      SessionWatch watch = new SessionWatch(tap);
+      tap.sessionHandlerStarted();
+      return handler.handle(session)
+          .doOnError(tap::failed)
+          .doFinally(signal -> tap.sessionHandlerEnded())
+          .contextWrite(ctx -> ctx.put(SessionWatch.class, watch));
     }
   }
 }

@@ -69,7 +69,21 @@ class Epp4jWebSocketTest {
   static DisposableServer echo(String name) {
     return HttpServer.create().host("127.0.0.1").port(0)
         .route(routes -> routes.ws("/v1/realtime", (in, out) -> out.sendString(
-            in.receive().asString().map(text -> name + ":" + text))))
+            in.receive().asString().map(text -> name + ":" + text)))
+            // echoes each frame until one says "crash": then the connection drops without a close
+            // frame, as when the replica's process dies mid-session
+            .ws("/v1/crash", (in, out) -> in.receive().asString()
+                .concatMap(text -> text.equals("crash")
+                    ? Mono.<Void>fromRunnable(() -> in.withConnection(c -> c.channel().close()))
+                    : out.sendString(Mono.just(name + ":" + text)).then())
+                .then())
+            // echoes each frame until one says "bye" (it closes the session normally) or "fail"
+            // (it closes it with 1011, an internal error)
+            .ws("/v1/bye", (in, out) -> in.receive().asString()
+                .concatMap(text -> text.equals("bye") ? out.sendClose(1000, "bye")
+                    : text.equals("fail") ? out.sendClose(1011, "engine error")
+                    : out.sendString(Mono.just(name + ":" + text)).then())
+                .then()))
         .bindNow();
   }
 
@@ -232,6 +246,71 @@ class Epp4jWebSocketTest {
     await(() -> outcomes.failures.size() > failed);
     assertThat(outcomes.failures).hasSize(failed + 1);
     assertThat(dead.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
+    assertThat(outcomes.completed.get()).isEqualTo(completed);
+  }
+
+  @Test
+  void aSessionWhoseReplicaDropsTheConnectionMidSessionFailsItsDecision() throws Exception {
+    int completed = outcomes.completed.get();
+    int failed = outcomes.failures.size();
+    Frames frames = new Frames();
+    WebSocket ws = HttpClient.newHttpClient().newWebSocketBuilder()
+        .connectTimeout(Duration.ofSeconds(10))
+        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/crash"), frames)
+        .get(20, TimeUnit.SECONDS);
+    ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
+    assertThat(frames.next()).isIn("a:hello", "b:hello");
+    ws.sendText("crash", true).get(10, TimeUnit.SECONDS);
+    // the replica's connection is gone without a close frame: the session ends for the client
+    // (how, SCG's proxy decides), and the replica did not serve it to its end
+    try {
+      frames.closed.get(10, TimeUnit.SECONDS);
+    } catch (java.util.concurrent.ExecutionException e) {
+      // the client's connection broke: also an end
+    }
+    await(() -> inFlight() == 0);
+    await(() -> outcomes.failures.size() > failed);
+    assertThat(outcomes.failures.subList(failed, outcomes.failures.size())).singleElement()
+        .asString().contains("without a close frame");
+    assertThat(outcomes.completed.get()).isEqualTo(completed);
+  }
+
+  @Test
+  void aSessionTheReplicaClosesNormallyCompletesItsDecision() throws Exception {
+    int completed = outcomes.completed.get();
+    int failed = outcomes.failures.size();
+    Frames frames = new Frames();
+    WebSocket ws = HttpClient.newHttpClient().newWebSocketBuilder()
+        .connectTimeout(Duration.ofSeconds(10))
+        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/bye"), frames)
+        .get(20, TimeUnit.SECONDS);
+    ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
+    assertThat(frames.next()).isIn("a:hello", "b:hello");
+    ws.sendText("bye", true).get(10, TimeUnit.SECONDS);
+    assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isEqualTo(WebSocket.NORMAL_CLOSURE);
+    await(() -> outcomes.completed.get() > completed);
+    await(() -> inFlight() == 0);
+    assertThat(outcomes.failures).hasSize(failed);
+    assertThat(problems.logged).isEmpty();
+  }
+
+  @Test
+  void aSessionTheReplicaClosesWithAnErrorCodeFailsItsDecision() throws Exception {
+    int completed = outcomes.completed.get();
+    int failed = outcomes.failures.size();
+    Frames frames = new Frames();
+    WebSocket ws = HttpClient.newHttpClient().newWebSocketBuilder()
+        .connectTimeout(Duration.ofSeconds(10))
+        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/bye"), frames)
+        .get(20, TimeUnit.SECONDS);
+    ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
+    assertThat(frames.next()).isIn("a:hello", "b:hello");
+    ws.sendText("fail", true).get(10, TimeUnit.SECONDS);
+    assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isEqualTo(1011);
+    await(() -> inFlight() == 0);
+    await(() -> outcomes.failures.size() > failed);
+    assertThat(outcomes.failures.subList(failed, outcomes.failures.size())).singleElement()
+        .asString().contains("code 1011").contains("engine error");
     assertThat(outcomes.completed.get()).isEqualTo(completed);
   }
 

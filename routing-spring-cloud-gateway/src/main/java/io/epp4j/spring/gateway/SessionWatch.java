@@ -1,0 +1,180 @@
+package io.epp4j.spring.gateway;
+
+import java.io.IOException;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Publisher;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DataBufferFactory;
+import org.springframework.web.reactive.socket.CloseStatus;
+import org.springframework.web.reactive.socket.HandshakeInfo;
+import org.springframework.web.reactive.socket.WebSocketHandler;
+import org.springframework.web.reactive.socket.WebSocketMessage;
+import org.springframework.web.reactive.socket.WebSocketSession;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * How the replica's side of a websocket session routed by the {@code Epp4j} filter ended, seen
+ * through the session SCG's proxy opens to the replica.
+ *
+ * <p>A session either side closes normally completes its decision (when the client's connection
+ * closes, see {@link Epp4jResponseTapFilter}). A session the replica ends otherwise fails it:
+ * its connection dropped without a close frame (its process died, say), or it closed with a
+ * code other than 1000 (normal closure). A session the client ended (the proxy passed the
+ * client's close, or its connection's end, on to the replica) never fails here. What the client
+ * is told is the proxy's business: it closes the client's session without a status (1005) or
+ * with a normal closure when the replica's connection drops.
+ *
+ * <p>The replica's close status is the one its session reported through
+ * {@link WebSocketSession#closeStatus()}, which SCG's proxy subscribes to when the session opens.
+ */
+final class SessionWatch {
+  private final DecisionTap tap;
+  private volatile boolean closedForClient;
+  private volatile @Nullable WebSocketSession replica;
+  private volatile @Nullable CloseStatus replicaStatus;
+
+  SessionWatch(DecisionTap tap) {
+    this.tap = tap;
+  }
+
+  /** The proxy's handler of the replica's session, noting the replica's close status. */
+  WebSocketHandler replicaHandler(WebSocketHandler handler) {
+    return new WebSocketHandler() {
+      @Override
+      public List<String> getSubProtocols() {
+        return handler.getSubProtocols();
+      }
+
+      @Override
+      public Mono<Void> handle(WebSocketSession session) {
+        replica = session;
+        return handler.handle(new Session(session) {
+          @Override
+          public Mono<CloseStatus> closeStatus() {
+            return super.closeStatus().doOnNext(s -> replicaStatus = s);
+          }
+
+          @Override
+          public Mono<Void> close(CloseStatus status) {
+            if (replicaStatus == null) {
+              // the proxy passes the client's close on; after the replica's own close it only
+              // answers the client's echo of it
+              closedForClient = true;
+            }
+            return super.close(status);
+          }
+        });
+      }
+    };
+  }
+
+  /**
+   * The replica's session is over (the websocket client's {@code execute} completed, which it
+   * does when the replica's connection closes, cancelling the proxy's handler if need be): fails
+   * the decision unless the client ended the session or the replica closed it normally.
+   */
+  Mono<Void> replicaEnded() {
+    if (replica == null || closedForClient) {
+      return Mono.empty();
+    }
+    // a close frame's status is reported as the frame arrives, before the connection's end
+    CloseStatus status = replicaStatus;
+    String problem = status == null ? "the replica's connection closed without a close frame"
+        : problem(status);
+    if (!problem.isEmpty()) {
+      tap.failed(new IOException(problem));
+    }
+    return Mono.empty();
+  }
+
+  /** What is wrong with a close status the replica sent; empty for a normal closure. */
+  private static String problem(CloseStatus status) {
+    if (status.getCode() == CloseStatus.NORMAL.getCode()) {
+      return "";
+    }
+    if (status.getCode() == CloseStatus.NO_CLOSE_FRAME.getCode()) {
+      return "the replica's connection closed without a close frame";
+    }
+    return "the replica closed the session with code " + status.getCode()
+        + (status.getReason() == null || status.getReason().isEmpty()
+            ? "" : " (" + status.getReason() + ")");
+  }
+
+  /** A session passing every call to another. */
+  private static class Session implements WebSocketSession {
+    private final WebSocketSession d;
+
+    Session(WebSocketSession d) {
+      this.d = d;
+    }
+
+    @Override
+    public String getId() {
+      return d.getId();
+    }
+
+    @Override
+    public HandshakeInfo getHandshakeInfo() {
+      return d.getHandshakeInfo();
+    }
+
+    @Override
+    public DataBufferFactory bufferFactory() {
+      return d.bufferFactory();
+    }
+
+    @Override
+    public Map<String, Object> getAttributes() {
+      return d.getAttributes();
+    }
+
+    @Override
+    public Flux<WebSocketMessage> receive() {
+      return d.receive();
+    }
+
+    @Override
+    public Mono<Void> send(Publisher<WebSocketMessage> messages) {
+      return d.send(messages);
+    }
+
+    @Override
+    public boolean isOpen() {
+      return d.isOpen();
+    }
+
+    @Override
+    public Mono<Void> close(CloseStatus status) {
+      return d.close(status);
+    }
+
+    @Override
+    public Mono<CloseStatus> closeStatus() {
+      return d.closeStatus();
+    }
+
+    @Override
+    public WebSocketMessage textMessage(String payload) {
+      return d.textMessage(payload);
+    }
+
+    @Override
+    public WebSocketMessage binaryMessage(Function<DataBufferFactory, DataBuffer> payload) {
+      return d.binaryMessage(payload);
+    }
+
+    @Override
+    public WebSocketMessage pingMessage(Function<DataBufferFactory, DataBuffer> payload) {
+      return d.pingMessage(payload);
+    }
+
+    @Override
+    public WebSocketMessage pongMessage(Function<DataBufferFactory, DataBuffer> payload) {
+      return d.pongMessage(payload);
+    }
+  }
+}
