@@ -20,6 +20,9 @@ final class TestCertificates {
    * {@code dir}, or null when no {@code openssl} command is installed.
    */
   static @Nullable Path create(Path dir) throws IOException, InterruptedException {
+    // files registered for deletion at exit are deleted in the reverse order: the directory,
+    // registered first, goes once it is empty
+    dir.toFile().deleteOnExit();
     if (!openssl(dir, "version")) {
       return null;
     }
@@ -36,7 +39,6 @@ final class TestCertificates {
         "server.ext", "ca.srl")) {
       dir.resolve(f).toFile().deleteOnExit();
     }
-    dir.toFile().deleteOnExit();
     return dir;
   }
 
