@@ -517,7 +517,9 @@ public final class RedisReplication implements Plugin, RequestListener {
             if (lastId == null) {
               staleBeforeMillis = staleBefore(now);
               lastId = HintTransport.OLDEST; // a new router learns what the stream holds
-            } else if (!t.holdsAfter(lastId)) {
+            } else if (!lastId.equals(HintTransport.OLDEST) && !t.holdsAfter(lastId)) {
+              // a reader that has applied nothing since it started from the oldest batch loses
+              // nothing reading from it again, and holdsAfter takes an id read from the log
               staleBeforeMillis = startOver(t);
               lastId = HintTransport.OLDEST;
             } else {

@@ -808,6 +808,33 @@ class ReplicationLogicTest {
     open.forEach(d -> d.onComplete(new Usage(1, 0, 1)));
   }
 
+  /**
+   * A reader that has applied nothing since it started reading from the stream's oldest batch
+   * (a new router, or one that just resynced) and reconnects: it reads from the oldest batch
+   * again, which loses nothing, so it counts no resync. Asking the log whether it holds
+   * everything after the oldest id is no question: a log that lost entries before (lose()
+   * below) would answer no, and the reader counted a second resync and forgot the figures it had
+   * learnt since the first.
+   */
+  @Test
+  void aReaderThatReconnectsBeforeReadingAnyBatchCountsNoResync() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.append(prefixBatch("gone", "10.2.0.3:8000"));
+    log.lose(); // lost before this router came: nothing it could have read
+    // no heartbeat within the test: the router appends nothing it would read back
+    Router b = prefixRouter(log, "b", "pool: p, routerId: b, flushIntervalMillis: 1,"
+        + " heartbeatMillis: 600000");
+    String reader = "epp4j-redis-replication-read";
+    await("b's reader connected", () -> log.connectTimes(reader).size() == 1);
+    log.down();
+    await("b's reader noticed", () -> !replication(b).connected());
+    log.up();
+    await("b's reader connected again", () -> log.connectTimes(reader).size() == 2);
+    log.append(prefixBatch("y", "10.2.0.5:8000"));
+    await("b read y's batch", () -> replication(b).appliedPrefixes() == 1);
+    assertThat(replication(b).resyncs()).isZero();
+  }
+
   static boolean countsOf(Router r, Map<String, Integer> perEndpoint) {
     return r.endpoints().stream()
         .allMatch(c -> c.inFlightRequests() == perEndpoint.getOrDefault(c.id(), 0));
