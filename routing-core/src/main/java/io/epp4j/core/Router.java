@@ -349,20 +349,44 @@ public final class Router implements AutoCloseable {
 
   // ------------------------------------------------------------------------------ pool changes
 
-  /** Adds an endpoint (no-op if one with the same id exists). Returns whether it was added. */
+  /**
+   * Adds an endpoint; returns whether it was added. An endpoint with the same id already in the
+   * pool is not added again: when it comes with other labels (or host and port), it is updated
+   * as {@link #setEndpoints} updates a member whose labels changed (plugins hear
+   * {@link io.epp4j.api.PoolListener#onEndpointChanged}; its metrics and in-flight counts are
+   * kept), and when it is equal nothing happens. So a discovery that reports every change of a
+   * member as an addition keeps the router's labels current.
+   */
   public boolean addEndpoint(Endpoint endpoint) {
     Objects.requireNonNull(endpoint, "endpoint");
     synchronized (membershipLock) {
+      PoolSnapshot known;
       synchronized (stateLock) {
         State cur = state;
-        if (cur.pool.indexOf(endpoint.id()) >= 0) {
-          return false;
+        int i = cur.pool.indexOf(endpoint.id());
+        if (i < 0) {
+          state = cur.withPool(cur.pool.with(endpoint));
+          known = null;
+        } else {
+          known = cur.pool;
         }
-        state = cur.withPool(cur.pool.with(endpoint));
       }
-      notifyPoolListeners(List.of(), List.of(endpoint));
+      if (known == null) {
+        notifyPoolListeners(List.of(), List.of(endpoint));
+        return true;
+      }
+      // the pool cannot change meanwhile: membershipLock is held (and is reentrant)
+      int i = known.indexOf(endpoint.id());
+      if (!known.states[i].endpoint.equals(endpoint)) {
+        List<Endpoint> members = new ArrayList<>(known.states.length);
+        for (EndpointState s : known.states) {
+          members.add(s.endpoint);
+        }
+        members.set(i, endpoint);
+        setEndpoints(members);
+      }
+      return false;
     }
-    return true;
   }
 
   /** Removes an endpoint by id; returns whether it was present. */

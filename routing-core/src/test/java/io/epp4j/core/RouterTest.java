@@ -335,6 +335,48 @@ class RouterTest {
   }
 
   /**
+   * A discovery that reports a member's new labels as an addition (an informer's "modified"
+   * handled like "added"): the member is updated and announced as changed, keeping the router's
+   * state for it; an addition equal to the member changes nothing.
+   */
+  @Test
+  void addingAKnownEndpointWithOtherLabelsUpdatesItAsSetEndpointsDoes() {
+    List<String> events = new ArrayList<>();
+    PoolListener l = new PoolListener() {
+      @Override public void onEndpointAdded(Endpoint e) { events.add("+" + e); }
+      @Override public void onEndpointRemoved(Endpoint e) { events.add("-" + e); }
+      @Override public void onEndpointChanged(Endpoint previous, Endpoint current) {
+        events.add("~" + previous.labels() + "->" + current.labels());
+      }
+    };
+    Endpoint before = ep("10.0.0.1:80", Map.of("epp4j.io/weight", "1"));
+    Endpoint after = ep("10.0.0.1:80", Map.of("epp4j.io/weight", "5"));
+    Router r = base().endpoints(List.of(before, ep("10.0.0.2:80", Map.of()))).listener(l)
+        .build();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().waitingRequests(3).build());
+    RoutingDecision d = r.route(REQ);
+    while (!d.primary().id().equals(before.id())) {
+      d.onComplete(Usage.NONE);
+      d = r.route(REQ);
+    }
+    events.clear();
+
+    assertThat(r.addEndpoint(after)).as("added").isFalse();
+    assertThat(events).containsExactly("~{epp4j.io/weight=1}->{epp4j.io/weight=5}");
+    Candidate kept = candidate(r, after);
+    assertThat(kept.endpoint().labels()).isEqualTo(after.labels());
+    assertThat(kept.inFlightRequests()).as("in-flight count kept").isEqualTo(1);
+    assertThat(kept.metrics().waitingRequests()).as("metrics kept").isEqualTo(3);
+    assertThat(r.endpoints()).extracting(Candidate::id)
+        .containsExactly("10.0.0.1:80", "10.0.0.2:80");
+
+    assertThat(r.addEndpoint(after)).isFalse();
+    assertThat(events).hasSize(1);
+    d.onComplete(Usage.NONE);
+    assertThat(inFlight(r, after)).isZero();
+  }
+
+  /**
    * A member kept at its address with new labels (a changed weight) is announced as changed, not
    * as a removal and an addition, which would make listeners drop their per-endpoint state; the
    * router keeps its own (in-flight counts, metrics) and serves the new labels.
