@@ -435,10 +435,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   private RoutingDecision decide(ByteString bodyBytes) {
     Router router = settings.router;
-    if (!"POST".equals(method)) {
-      // GET /v1/models and the like carry no prompt: any replica can answer, picked by load; no
-      // body is parsed, but the headers count as a POST's do (priority, so shedding and 400 for a
-      // malformed one; session key; request id)
+    if (!"POST".equals(method) || bodyBytes.isEmpty()) {
+      // GET /v1/models and the like carry no prompt, nor do POSTs without a body (vLLM's
+      // /reset_prefix_cache, /sleep): any replica can answer, picked by load; no body is parsed,
+      // but the headers count as a POST's do (priority, so shedding and 400 for a malformed one;
+      // session key; request id)
       Set<String> s = subset;
       return s == null ? router.routeHeaders(headers) : router.routeHeaders(headers, s);
     }

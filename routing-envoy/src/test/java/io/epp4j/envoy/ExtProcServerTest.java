@@ -370,6 +370,27 @@ class ExtProcServerTest {
     assertThat(inFlight()).isZero();
   }
 
+  /**
+   * vLLM takes some POSTs without a body ({@code /reset_prefix_cache}, {@code /sleep},
+   * {@code /wake_up}): such a request is routed on its headers as a GET is, as the upstream
+   * endpoint picker routes any request whose headers end the stream. Before, it was a 400 (an
+   * empty body is no OpenAI request).
+   */
+  @Test
+  void aPostWithoutBodyIsRoutedOnItsHeaders() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("POST", "/reset_prefix_cache", true, Map.of())
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    ProcessingResponse h = envoy.next();
+    assertThat(h.hasImmediateResponse()).as("answered locally").isFalse();
+    assertThat(destinationHeader(h.getRequestHeaders().getResponse())).isEqualTo(A);
+    envoy.send(responseHeaders(200, "application/json", true));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertThat(inFlight()).isZero();
+  }
+
   @Test
   void aSheddableRequestWithoutBodyIs429AsAPostIs() throws Exception {
     // before, a request that is not a POST skipped the request parser: its x-request-priority
