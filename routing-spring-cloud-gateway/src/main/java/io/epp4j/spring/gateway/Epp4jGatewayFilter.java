@@ -43,7 +43,7 @@ import reactor.core.publisher.Mono;
  * {@link Epp4jResponseTapFilter}) that reports first token, usage and failure to the decision. A
  * request that is not a {@code POST} ({@code GET /v1/models}, ...) has no body to read: it is
  * routed by load with {@link Router#routeHeaders}, its headers read as a {@code POST}'s, and its
- * decision finished as a {@code POST}'s is.
+ * decision finished as a {@code POST}'s is; so is a {@code POST} without a body.
  *
  * <p>When the connection to the picked replica fails before any byte of an answer (refused,
  * reset), the request is sent to the decision's next endpoint, in order.
@@ -88,13 +88,13 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       // SCG read it already: the Retry filter's body cache, through Epp4jBodyLimitFilter's limit,
       // or a predicate reading the body (ReadBody), before any filter, whole
       return cached.readableByteCount() > maxBodyBytes
-          ? tooLarge(exchange, false) : route(exchange, chain, request, bytes(cached));
+          ? tooLarge(exchange, false) : route(exchange, chain, request, bodyOrNone(cached));
     }
     ServerWebExchange limited = exchange.mutate()
         .request(new LimitedBody(request, maxBodyBytes)).build();
     return ServerWebExchangeUtils.cacheRequestBody(limited, replaying -> {
       DataBuffer body = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
-      return route(exchange, chain, replaying, body == null ? new byte[0] : bytes(body))
+      return route(exchange, chain, replaying, bodyOrNone(body))
           .then(Mono.just(Boolean.TRUE));
     }).onErrorResume(BodyTooLarge.class,
         e -> tooLarge(exchange, true).then(Mono.just(Boolean.TRUE)))
@@ -210,6 +210,15 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       sb.append('?').append(base.getRawQuery());
     }
     return URI.create(sb.toString());
+  }
+
+  /**
+   * The body's bytes, or null for a POST without a body (vLLM's {@code /reset_prefix_cache},
+   * {@code /sleep}): routed on its headers as a GET is, where an empty body would be refused as
+   * no OpenAI request.
+   */
+  private static byte @Nullable [] bodyOrNone(@Nullable DataBuffer body) {
+    return body == null || body.readableByteCount() == 0 ? null : bytes(body);
   }
 
   /** The readable bytes, without moving the cached buffer's read position (it is replayed). */

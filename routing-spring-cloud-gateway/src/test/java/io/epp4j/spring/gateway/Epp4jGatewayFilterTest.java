@@ -722,6 +722,26 @@ class Epp4jGatewayFilterTest {
     awaitNoneInFlight();
   }
 
+  /**
+   * vLLM takes some POSTs without a body ({@code /reset_prefix_cache}, {@code /sleep}): such a
+   * request is routed by load on its headers, as a GET is. Before, it was a 400 (an empty body is
+   * no OpenAI request).
+   */
+  @Test
+  void aPostWithoutABodyIsRoutedByLoadAndItsDecisionCompleted() throws Exception {
+    int served = servedSoFar();
+    int completed = outcomes.completed.size();
+    HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(uri("/v1/reset_prefix_cache"))
+        .timeout(Duration.ofSeconds(20)).POST(HttpRequest.BodyPublishers.noBody()).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+    assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER))
+        .hasValueSatisfying(v -> assertThat(v).isIn(A.id(), B.id()));
+    assertThat(servedSoFar()).isEqualTo(served + 1);
+    await(() -> outcomes.completed.size() > completed);
+    awaitNoneInFlight();
+  }
+
   @Test
   void aGetWhoseReplicaAnswers5xxFailsItsDecisionAndNothingStaysInFlight() throws Exception {
     int failuresBefore = outcomes.failures.get();
