@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -69,9 +70,12 @@ public final class StandInVllm implements AutoCloseable {
    * @param forceIncludeUsage send the usage chunk on every stream, as vLLM's
    *                          {@code --enable-force-include-usage}; otherwise only when the request
    *                          asks with {@code stream_options.include_usage}
-   * @param maxThreads        threads that handle connections; a connection beyond them waits, in
-   *                          arrival order, until one is free (none is refused or dropped), so a
-   *                          flood of connections cannot make the server start a thread for each
+   * @param maxThreads        threads that serve completions (each holds one while it waits for a
+   *                          slot or generates); a completion beyond them waits, in arrival
+   *                          order, until one is free (none is refused or dropped), so a flood of
+   *                          requests cannot make the server start a thread for each. /health,
+   *                          /metrics and /v1/models are answered by the server's own few
+   *                          threads, at once however many completions wait
    */
   public record Options(String model, Duration ttft, Duration interTokenLatency, int kvBlocks,
       int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage, int maxThreads) {
@@ -116,6 +120,9 @@ public final class StandInVllm implements AutoCloseable {
   private final Options options;
   private final HttpServer server;
   private final ExecutorService executor;
+  /** The server's threads: they answer the quick requests and hand completions over. */
+  private final ExecutorService front;
+  private static final int FRONT_THREADS = 8;
   /** Guards {@link #freeSlots} and {@link #queue}. */
   private final Object admission = new Object();
   private int freeSlots;
@@ -141,14 +148,21 @@ public final class StandInVllm implements AutoCloseable {
     this.cache = new PrefixCache(options.kvBlocks());
     this.server = HttpServer.create(address, 0);
     server.createContext("/", this::handle);
-    // a streaming answer holds its thread while it "generates": at most maxThreads of them, and
-    // connections beyond wait in an unbounded FIFO queue (a rejected task would leave the JDK
-    // server's connection open and unanswered); threads are started as needed, kept while busy
+    // a completion holds its thread while it waits for a slot and "generates": at most
+    // maxThreads of them, and completions beyond wait in an unbounded FIFO queue (a rejected
+    // task would leave the connection open and unanswered); threads are started as needed
     ThreadPoolExecutor pool = new ThreadPoolExecutor(options.maxThreads(), options.maxThreads(),
         30, TimeUnit.SECONDS, new LinkedBlockingQueue<>());
     pool.allowCoreThreadTimeOut(true);
     this.executor = pool;
-    server.setExecutor(executor);
+    // the server's own threads read each request and answer the quick ones (/health, /metrics,
+    // /v1/models) themselves, so that a scrape is answered at once however many completions
+    // wait for a thread, as vLLM's event loop answers it; a completion is handed to the pool
+    ThreadPoolExecutor front = new ThreadPoolExecutor(FRONT_THREADS, FRONT_THREADS,
+        30, TimeUnit.SECONDS, new LinkedBlockingQueue<>());
+    front.allowCoreThreadTimeOut(true);
+    this.front = front;
+    server.setExecutor(front);
     server.start();
   }
 
@@ -184,13 +198,29 @@ public final class StandInVllm implements AutoCloseable {
     }
     server.stop(0);
     executor.shutdownNow();
+    front.shutdownNow();
   }
 
   // ------------------------------------------------------------------------------- routing
 
   private void handle(HttpExchange ex) throws IOException {
+    String path = ex.getRequestURI().getPath();
+    if ((path.equals("/v1/completions") || path.equals("/v1/chat/completions"))
+        && "POST".equals(ex.getRequestMethod())) {
+      try {
+        executor.execute(() -> {
+          try (ex) {
+            generate(ex, path.equals("/v1/chat/completions"));
+          } catch (IOException e) {
+            // the client went away, or the server is closing: the exchange is closed above
+          }
+        });
+      } catch (RejectedExecutionException closing) {
+        ex.close();
+      }
+      return;
+    }
     try (ex) {
-      String path = ex.getRequestURI().getPath();
       String method = ex.getRequestMethod();
       switch (path) {
         case "/health" -> {

@@ -361,6 +361,15 @@ class StandInVllmTest {
         () -> third.get(1, TimeUnit.SECONDS))
         .isInstanceOf(java.util.concurrent.TimeoutException.class);
     assertThat(s.runningRequests()).isEqualTo(2);
+    // a scrape and a health check do not wait for those threads: the router would take the
+    // replica's metrics for stale, and its health for gone, exactly when it is busiest
+    HttpResponse<String> metrics = client.send(request(s, "/metrics").GET().build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(metrics.statusCode()).isEqualTo(200);
+    assertThat(metrics.body()).contains("vllm:num_requests_running");
+    assertThat(client.send(request(s, "/health").GET().build(),
+        HttpResponse.BodyHandlers.ofString()).statusCode()).isEqualTo(200);
+    assertThat(third.isDone()).as("the third completion still waits for a thread").isFalse();
     open.get(0).close();
     assertThat(third.get(DEADLINE.toMillis(), TimeUnit.MILLISECONDS).statusCode()).isEqualTo(200);
     open.get(1).close();
