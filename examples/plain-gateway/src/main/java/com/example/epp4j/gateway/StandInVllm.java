@@ -14,6 +14,7 @@ import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.util.ArrayDeque;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
@@ -319,7 +320,7 @@ public final class StandInVllm implements AutoCloseable {
       (complete ? finished : aborted).incrementAndGet();
     } finally {
       if (answer != null) {
-        blocksInUse.addAndGet(-answer.heldBlocks);
+        answer.releaseBlocks();
       }
       running.decrementAndGet();
       release();
@@ -501,7 +502,11 @@ public final class StandInVllm implements AutoCloseable {
     final long created = System.currentTimeMillis() / 1000;
     /** Tokens generated so far. */
     int generated;
-    /** KV blocks this request holds, counted in {@code vllm:kv_cache_usage_perc}. */
+    /**
+     * KV blocks this request holds alone, counted in {@code vllm:kv_cache_usage_perc}: those of
+     * its generated tokens and the last, partial block of its prompt. The prompt's full blocks
+     * are counted once however many running requests hold them ({@link #holdShared}).
+     */
     long heldBlocks;
 
     Answer(boolean chat, String id, Ask ask, int cachedTokens) {
@@ -509,7 +514,15 @@ public final class StandInVllm implements AutoCloseable {
       this.id = id;
       this.ask = ask;
       this.cachedTokens = cachedTokens;
+      holdShared(ask.blocks(), +1);
       holdBlocks();
+    }
+
+    /** The request ended: it holds no block any more. */
+    void releaseBlocks() {
+      blocksInUse.addAndGet(-heldBlocks);
+      heldBlocks = 0;
+      holdShared(ask.blocks(), -1);
     }
 
     /**
@@ -523,7 +536,8 @@ public final class StandInVllm implements AutoCloseable {
     }
 
     private void holdBlocks() {
-      long blocks = ceilDiv((long) ask.promptTokens() + generated, BLOCK_TOKENS);
+      long blocks = ceilDiv((long) ask.promptTokens() + generated, BLOCK_TOKENS)
+          - ask.blocks().length;
       blocksInUse.addAndGet(blocks - heldBlocks);
       heldBlocks = blocks;
     }
@@ -875,6 +889,29 @@ public final class StandInVllm implements AutoCloseable {
     h ^= h >>> 33;
     h *= 0xff51afd7ed558ccdL;
     return h ^ (h >>> 33);
+  }
+
+  /**
+   * How many running requests hold each full prompt block, by its hash: as in vLLM, a block that
+   * several running requests share through the prefix cache is one block of the KV cache.
+   */
+  private final Map<Long, Integer> sharedHolders = new HashMap<>();
+
+  /** Adds ({@code +1}) or removes ({@code -1}) one holder of each of {@code hashes}. */
+  private void holdShared(long[] hashes, int delta) {
+    long change = 0;
+    synchronized (sharedHolders) {
+      for (long h : hashes) {
+        if (delta > 0) {
+          if (sharedHolders.merge(h, 1, Integer::sum) == 1) {
+            change++;
+          }
+        } else if (sharedHolders.computeIfPresent(h, (k, n) -> n == 1 ? null : n - 1) == null) {
+          change--;
+        }
+      }
+      blocksInUse.addAndGet(change);
+    }
   }
 
   /** vLLM's prefix cache, reduced to an LRU set of block hashes. */

@@ -483,6 +483,36 @@ class StandInVllmTest {
   }
 
   @Test
+  void kvCacheUsageCountsOnceTheBlocksTwoRunningRequestsShare() throws Exception {
+    StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
+        1000, 64, 32768, false));
+    // the same prompt twice, 64 full blocks (4096 bytes, 1024 tokens): vLLM's second request
+    // takes the first one's blocks from the prefix cache and holds no copy of them
+    String body = "{\"prompt\":\"" + "x".repeat(4096) + "\",\"max_tokens\":20000,\"stream\":true}";
+    List<InputStream> open = new ArrayList<>();
+    try {
+      for (int i = 0; i < 2; i++) {
+        InputStream in = client.send(request(s, "/v1/completions")
+            .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+            HttpResponse.BodyHandlers.ofInputStream()).body();
+        assertThat(in.read(new byte[16])).isPositive();
+        open.add(in);
+      }
+      await("both running", () -> s.runningRequests() == 2);
+      // 64 shared blocks, and each request's own blocks for what it generated: a few in the
+      // first seconds, far from the 64 more that a copy per request would make
+      double usage = metrics(s).kvCacheUsage();
+      assertThat(usage * 1000).isBetween(64.0, 100.0);
+    } finally {
+      for (InputStream in : open) {
+        in.close();
+      }
+    }
+    await("both ended", () -> s.runningRequests() == 0);
+    assertThat(metrics(s).kvCacheUsage()).isZero();
+  }
+
+  @Test
   void requestSuccessHasASeriesPerFinishReasonAsVllmsAndAbortsAreNotCounted() throws Exception {
     StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
         4000, 64, 32768, false));
