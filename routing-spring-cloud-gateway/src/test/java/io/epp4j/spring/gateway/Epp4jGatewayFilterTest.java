@@ -711,9 +711,15 @@ class Epp4jGatewayFilterTest {
   @Test
   void aGetIsRoutedByLoadToAReplicaAndItsDecisionCompleted() throws Exception {
     // a GET passed through to the route's placeholder URI: a 500 and an unknown host logged
+    assertServedByAReplicaAndCompleted(() -> get("/v1/models"));
+  }
+
+  /** The request {@code send} makes is answered by a replica of the pool, and completed. */
+  private void assertServedByAReplicaAndCompleted(
+      java.util.concurrent.Callable<HttpResponse<String>> send) throws Exception {
     int served = servedSoFar();
     int completed = outcomes.completed.size();
-    HttpResponse<String> r = get("/v1/models");
+    HttpResponse<String> r = send.call();
     assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
     assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER))
         .hasValueSatisfying(v -> assertThat(v).isIn(A.id(), B.id()));
@@ -729,17 +735,10 @@ class Epp4jGatewayFilterTest {
    */
   @Test
   void aPostWithoutABodyIsRoutedByLoadAndItsDecisionCompleted() throws Exception {
-    int served = servedSoFar();
-    int completed = outcomes.completed.size();
-    HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(uri("/v1/reset_prefix_cache"))
-        .timeout(Duration.ofSeconds(20)).POST(HttpRequest.BodyPublishers.noBody()).build(),
-        HttpResponse.BodyHandlers.ofString());
-    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
-    assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER))
-        .hasValueSatisfying(v -> assertThat(v).isIn(A.id(), B.id()));
-    assertThat(servedSoFar()).isEqualTo(served + 1);
-    await(() -> outcomes.completed.size() > completed);
-    awaitNoneInFlight();
+    assertServedByAReplicaAndCompleted(() -> CLIENT.send(
+        HttpRequest.newBuilder(uri("/v1/reset_prefix_cache")).timeout(Duration.ofSeconds(20))
+            .POST(HttpRequest.BodyPublishers.noBody()).build(),
+        HttpResponse.BodyHandlers.ofString()));
   }
 
   @Test

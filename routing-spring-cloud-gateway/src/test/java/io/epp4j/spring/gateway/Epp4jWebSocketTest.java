@@ -187,10 +187,7 @@ class Epp4jWebSocketTest {
       throws Exception {
     int completed = outcomes.completed.get();
     Frames frames = new Frames();
-    WebSocket ws = HttpClient.newHttpClient().newWebSocketBuilder()
-        .connectTimeout(Duration.ofSeconds(10))
-        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/realtime"), frames)
-        .get(20, TimeUnit.SECONDS);
+    WebSocket ws = open("/v1/realtime", frames);
 
     ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
     String echoed = frames.next();
@@ -220,10 +217,7 @@ class Epp4jWebSocketTest {
     int completed = outcomes.completed.get();
     int failed = outcomes.failures.size();
     Frames frames = new Frames();
-    HttpClient.newHttpClient().newWebSocketBuilder()
-        .connectTimeout(Duration.ofSeconds(10))
-        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/not-a-socket"), frames)
-        .get(20, TimeUnit.SECONDS);
+    open("/v1/not-a-socket", frames);
     assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isNotEqualTo(WebSocket.NORMAL_CLOSURE);
     await(() -> inFlight() == 0);
     await(() -> outcomes.failures.size() > failed);
@@ -238,10 +232,7 @@ class Epp4jWebSocketTest {
     int completed = outcomes.completed.get();
     int failed = outcomes.failures.size();
     Frames frames = new Frames();
-    HttpClient.newHttpClient().newWebSocketBuilder()
-        .connectTimeout(Duration.ofSeconds(10))
-        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/dead/v1/realtime"), frames)
-        .get(20, TimeUnit.SECONDS);
+    open("/dead/v1/realtime", frames);
     assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isNotEqualTo(WebSocket.NORMAL_CLOSURE);
     await(() -> outcomes.failures.size() > failed);
     assertThat(outcomes.failures).hasSize(failed + 1);
@@ -254,12 +245,8 @@ class Epp4jWebSocketTest {
     int completed = outcomes.completed.get();
     int failed = outcomes.failures.size();
     Frames frames = new Frames();
-    WebSocket ws = HttpClient.newHttpClient().newWebSocketBuilder()
-        .connectTimeout(Duration.ofSeconds(10))
-        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/crash"), frames)
-        .get(20, TimeUnit.SECONDS);
-    ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
-    assertThat(frames.next()).isIn("a:hello", "b:hello");
+    WebSocket ws = open("/v1/crash", frames);
+    hello(ws, frames);
     ws.sendText("crash", true).get(10, TimeUnit.SECONDS);
     // the replica's connection is gone without a close frame: the session ends for the client
     // (how, SCG's proxy decides), and the replica did not serve it to its end
@@ -280,12 +267,8 @@ class Epp4jWebSocketTest {
     int completed = outcomes.completed.get();
     int failed = outcomes.failures.size();
     Frames frames = new Frames();
-    WebSocket ws = HttpClient.newHttpClient().newWebSocketBuilder()
-        .connectTimeout(Duration.ofSeconds(10))
-        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/bye"), frames)
-        .get(20, TimeUnit.SECONDS);
-    ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
-    assertThat(frames.next()).isIn("a:hello", "b:hello");
+    WebSocket ws = open("/v1/bye", frames);
+    hello(ws, frames);
     ws.sendText("bye", true).get(10, TimeUnit.SECONDS);
     assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isEqualTo(WebSocket.NORMAL_CLOSURE);
     await(() -> outcomes.completed.get() > completed);
@@ -299,12 +282,8 @@ class Epp4jWebSocketTest {
     int completed = outcomes.completed.get();
     int failed = outcomes.failures.size();
     Frames frames = new Frames();
-    WebSocket ws = HttpClient.newHttpClient().newWebSocketBuilder()
-        .connectTimeout(Duration.ofSeconds(10))
-        .buildAsync(URI.create("ws://127.0.0.1:" + port + "/v1/bye"), frames)
-        .get(20, TimeUnit.SECONDS);
-    ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
-    assertThat(frames.next()).isIn("a:hello", "b:hello");
+    WebSocket ws = open("/v1/bye", frames);
+    hello(ws, frames);
     ws.sendText("fail", true).get(10, TimeUnit.SECONDS);
     assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isEqualTo(1011);
     await(() -> inFlight() == 0);
@@ -312,6 +291,20 @@ class Epp4jWebSocketTest {
     assertThat(outcomes.failures.subList(failed, outcomes.failures.size())).singleElement()
         .asString().contains("code 1011").contains("engine error");
     assertThat(outcomes.completed.get()).isEqualTo(completed);
+  }
+
+  /** A client session through the gateway at {@code path}, its frames going to {@code frames}. */
+  private WebSocket open(String path, Frames frames) throws Exception {
+    return HttpClient.newHttpClient().newWebSocketBuilder()
+        .connectTimeout(Duration.ofSeconds(10))
+        .buildAsync(URI.create("ws://127.0.0.1:" + port + path), frames)
+        .get(20, TimeUnit.SECONDS);
+  }
+
+  /** Sends "hello" and checks a replica of the pool echoes it. */
+  private static void hello(WebSocket ws, Frames frames) throws Exception {
+    ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
+    assertThat(frames.next()).isIn("a:hello", "b:hello");
   }
 
   private int inFlight() {
