@@ -57,6 +57,12 @@ public final class RoutingDecision {
      * ignore it.
      */
     default void fallback(RoutingDecision decision, Endpoint from, Endpoint to) {}
+
+    /**
+     * The request is still being served; see {@link RoutingDecision#onActivity()}. Routers
+     * written before this call existed ignore it.
+     */
+    default void activity(RoutingDecision decision) {}
   }
 
   private static final Callbacks NO_CALLBACKS = new Callbacks() {
@@ -274,6 +280,20 @@ public final class RoutingDecision {
       callbacks.complete(this, u);
     } else {
       callbacks.failure(this, (Throwable) end);
+    }
+  }
+
+  /**
+   * Reports that the request is still being served, for a request that legitimately lasts long,
+   * such as a websocket session (vLLM's {@code /v1/realtime}): the router's
+   * {@code inFlightMaxAge}, which releases a decision never finished, then counts from now, so
+   * the request keeps counting as in flight while the gateway keeps saying so. Call it well
+   * within that age (a quarter of it, say); it is cheap, but not meant for every message. Ignored
+   * once the decision is finished, and on a rejection.
+   */
+  public void onActivity() {
+    if (primaryProfile != null && (lifecycle & TERMINATED) == 0) {
+      callbacks.activity(this);
     }
   }
 

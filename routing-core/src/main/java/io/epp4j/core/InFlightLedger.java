@@ -14,6 +14,7 @@ import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import java.util.function.LongConsumer;
+import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -31,6 +32,7 @@ final class InFlightLedger {
   private final long maxAgeNanos;
   private final long sweepEveryNanos;
   private final LongConsumer onExpired;
+  private final LongSupplier clock;
   // the current pool's counters of an endpoint, for a request a fallback serves
   private final Function<String, EndpointState.@Nullable InFlight> counters;
   // the lease itself is the key: identity equality, and no per-request id to generate
@@ -41,17 +43,19 @@ final class InFlightLedger {
    * @param onExpired called after a sweep that released something, with how many it released
    */
   InFlightLedger(long maxAgeNanos, long nowNanos, LongConsumer onExpired) {
-    this(maxAgeNanos, nowNanos, onExpired, id -> null);
+    this(maxAgeNanos, nowNanos, onExpired, id -> null, System::nanoTime);
   }
 
   /**
    * @param onExpired called after a sweep that released something, with how many it released
    * @param counters  the in-flight counters of an endpoint of the current pool, null when it is
    *                  not in the pool: where {@link #move} counts a request a fallback serves
+   * @param clock     the router's clock, for {@link #renew}
    */
   InFlightLedger(long maxAgeNanos, long nowNanos, LongConsumer onExpired,
-      Function<String, EndpointState.@Nullable InFlight> counters) {
+      Function<String, EndpointState.@Nullable InFlight> counters, LongSupplier clock) {
     this.counters = counters;
+    this.clock = clock;
     this.maxAgeNanos = maxAgeNanos;
     this.sweepEveryNanos = Math.max(1, maxAgeNanos / 8);
     this.onExpired = onExpired;
@@ -88,6 +92,14 @@ final class InFlightLedger {
   void acquire(Lease lease) {
     lease.add(1);
     live.add(lease);
+  }
+
+  /**
+   * The lease's request is still being served: its age counts from now. A lease a sweep has
+   * expired meanwhile stays expired (its counts were given back).
+   */
+  void renew(Lease lease) {
+    lease.startNanos = clock.getAsLong();
   }
 
   /** Releases the lease unless it was released or expired already. */
@@ -135,7 +147,8 @@ final class InFlightLedger {
     private static final AtomicIntegerFieldUpdater<Lease> STATE =
         AtomicIntegerFieldUpdater.newUpdater(Lease.class, "state");
 
-    final long startNanos;
+    // renewed by a gateway that says the request is still served (RoutingDecision.onActivity)
+    volatile long startNanos;
     private final long tokens;
     // one profile (the common case): a single counter, no array; both change only under the
     // lease's lock, when a fallback serves the request (move)
@@ -258,6 +271,11 @@ final class InFlightLedger {
     public void failure(RoutingDecision decision, Throwable cause) {
       active.ledger.release(lease);
       tell("onFailure", RequestListener::onFailure, decision.servedBy(), cause);
+    }
+
+    @Override
+    public void activity(RoutingDecision decision) {
+      active.ledger.renew(lease);
     }
 
     @Override

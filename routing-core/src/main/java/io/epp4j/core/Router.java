@@ -121,7 +121,7 @@ public final class Router implements AutoCloseable {
         id -> {
           EndpointState s = state.pool.get(id);
           return s == null ? null : s.inFlight;
-        });
+        }, ticker::nanos);
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
         initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed,
         this::running));
@@ -345,6 +345,14 @@ public final class Router implements AutoCloseable {
       }
     }
     return kept.size() == all.size() ? all : Collections.unmodifiableList(kept);
+  }
+
+  /**
+   * How long a routed request counts as in flight without being finished or renewed
+   * ({@link RoutingDecision#onActivity()}); see {@link Builder#inFlightMaxAge}.
+   */
+  public Duration inFlightMaxAge() {
+    return inFlightMaxAge;
   }
 
   // ------------------------------------------------------------------------------ pool changes

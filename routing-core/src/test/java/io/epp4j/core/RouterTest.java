@@ -669,6 +669,32 @@ class RouterTest {
         .satisfies(p -> assertThat(p.getValue()).isEqualTo(2));
   }
 
+  /**
+   * A request that legitimately lasts long (a websocket session) and whose gateway says so keeps
+   * counting as in flight past inFlightMaxAge; once the gateway stops saying so it expires.
+   */
+  @Test
+  void aDecisionRenewedByItsGatewayOutlivesTheMaximumAgeUntilItIsNoLongerRenewed() {
+    AtomicLong now = new AtomicLong();
+    Router r = base().ticker(now::get).inFlightMaxAge(Duration.ofSeconds(30))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    assertThat(r.inFlightMaxAge()).isEqualTo(Duration.ofSeconds(30));
+    Candidate c = r.endpoints().get(0);
+    RoutingDecision session = r.route(REQ);
+    for (int i = 0; i < 4; i++) { // 80 s in all, renewed every 20 s
+      now.addAndGet(TimeUnit.SECONDS.toNanos(20));
+      session.onActivity();
+      r.route(REQ).onComplete(Usage.NONE); // routing sweeps
+    }
+    assertThat(c.inFlightRequests()).as("renewed within the maximum age").isEqualTo(1);
+    now.addAndGet(TimeUnit.SECONDS.toNanos(35));
+    r.route(REQ).onComplete(Usage.NONE);
+    assertThat(c.inFlightRequests()).as("not renewed for longer than the maximum age").isZero();
+    session.onActivity(); // too late: it stays released
+    session.onComplete(Usage.NONE);
+    assertThat(c.inFlightRequests()).isZero();
+  }
+
   @Test
   void durationsTooLongForNanosecondsMeanNeverInsteadOfFailingTheRouter() {
     // ChronoUnit.FOREVER or anything past ~292 years passed the builder's checks, then build()
