@@ -4,6 +4,7 @@ import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.UsageScanner;
 import java.io.IOException;
+import java.time.Duration;
 import java.util.concurrent.CancellationException;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
@@ -33,6 +34,8 @@ final class DecisionTap {
 
   private final RoutingDecision decision;
   private final ServerHttpResponse response;
+  private static final Duration MIN_RENEWAL = Duration.ofMillis(100);
+  private final Duration renewEvery;
   private volatile boolean answered;
   private volatile boolean finished;
   private boolean success;
@@ -40,8 +43,27 @@ final class DecisionTap {
   private @Nullable UsageScanner usage;
 
   DecisionTap(ServerHttpResponse response, RoutingDecision decision) {
+    this(response, decision, Duration.ofMinutes(10));
+  }
+
+  /**
+   * @param inFlightMaxAge the router's; a websocket session renews its decision every quarter
+   *                       of it while it is open ({@link #renewEvery})
+   */
+  DecisionTap(ServerHttpResponse response, RoutingDecision decision, Duration inFlightMaxAge) {
     this.response = response;
     this.decision = decision;
+    Duration quarter = inFlightMaxAge.dividedBy(4);
+    this.renewEvery = quarter.compareTo(MIN_RENEWAL) < 0 ? MIN_RENEWAL : quarter;
+  }
+
+  /**
+   * How often an open websocket session tells its decision it is still served
+   * ({@link RoutingDecision#onActivity()}), so that the router's {@code inFlightMaxAge} does not
+   * release a session that is merely long.
+   */
+  Duration renewEvery() {
+    return renewEvery;
   }
 
   RoutingDecision decision() {

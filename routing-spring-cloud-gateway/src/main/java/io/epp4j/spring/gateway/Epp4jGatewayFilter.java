@@ -122,7 +122,7 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     URI base = url != null ? url : request.getURI();
     ServerHttpRequest forwarded = request.mutate()
         .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue()).build();
-    DecisionTap tap = new DecisionTap(exchange.getResponse(), d);
+    DecisionTap tap = new DecisionTap(exchange.getResponse(), d, router.inFlightMaxAge());
     ServerWebExchange routed = exchange.mutate().request(forwarded).build();
     routed.getAttributes().put(DecisionTap.ATTRIBUTE, tap);
     Mono<Void> sent;

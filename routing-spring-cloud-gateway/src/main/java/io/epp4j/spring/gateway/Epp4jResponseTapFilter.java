@@ -11,6 +11,8 @@ import org.springframework.http.server.reactive.ServerHttpRequestDecorator;
 import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import org.springframework.web.server.ServerWebExchange;
+import reactor.core.Disposable;
+import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.netty.Connection;
 
@@ -32,7 +34,9 @@ import reactor.netty.Connection;
  *
  * <p>A websocket session (vLLM's {@code /v1/realtime}) keeps its replica working for as long as
  * it is open, so its decision stays in flight until the client's connection closes, whichever
- * side ends the session, and is completed then. The chain itself ends as soon as the gateway has
+ * side ends the session, and is completed then; meanwhile it is renewed every quarter of the
+ * router's {@code inFlightMaxAge} ({@code RoutingDecision.onActivity()}), so a long session is
+ * not released as a decision the gateway forgot. The chain itself ends as soon as the gateway has
  * upgraded the connection, which would have completed the decision while the session had only
  * begun.
  */
@@ -83,7 +87,13 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
   private static boolean finishAtClose(ServerWebExchange exchange, DecisionTap tap) {
     Object connection = ServerHttpRequestDecorator.getNativeRequest(exchange.getRequest());
     if (connection instanceof Connection c) {
-      c.onDispose(tap::connectionClosed);
+      // the session is served for as long as it is open, however long that is
+      Disposable renewals = Flux.interval(tap.renewEvery())
+          .subscribe(tick -> tap.decision().onActivity());
+      c.onDispose(() -> {
+        renewals.dispose();
+        tap.connectionClosed();
+      });
       return true;
     }
     return false;

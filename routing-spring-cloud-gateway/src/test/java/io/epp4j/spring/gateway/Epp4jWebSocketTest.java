@@ -7,6 +7,7 @@ import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.AppenderBase;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.Usage;
@@ -59,7 +60,9 @@ import reactor.netty.http.server.HttpServer;
         "spring.cloud.gateway.server.webflux.routes[1].predicates[0]=Path=/dead/v1/**",
         "spring.cloud.gateway.server.webflux.routes[1].filters[0]=StripPrefix=1",
         "spring.cloud.gateway.server.webflux.routes[1].filters[1]=Epp4j=dead",
-        "epp4j.metrics.enabled=false"})
+        "epp4j.metrics.enabled=false",
+        // short, so that a session outlives it within a test
+        "epp4j.in-flight-max-age=1s"})
 @Timeout(60)
 class Epp4jWebSocketTest {
   static final DisposableServer A = echo("a");
@@ -207,6 +210,24 @@ class Epp4jWebSocketTest {
     await(() -> inFlight() == 0);
     assertThat(outcomes.failures).isEmpty();
     assertThat(problems.logged).isEmpty();
+  }
+
+  @Test
+  void aSessionOpenLongerThanTheInFlightMaxAgeStaysInFlightUntilItCloses() throws Exception {
+    int completed = outcomes.completed.get();
+    Frames frames = new Frames();
+    WebSocket ws = open("/v1/realtime", frames);
+    hello(ws, frames);
+    // three times the maximum age of 1 s, with the sweeps that would release a forgotten decision
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
+    while (System.nanoTime() < end) {
+      router.updateMetrics(id(A), EndpointMetrics.builder().build()); // sweeps when one is due
+      assertThat(inFlight()).as("the open session counts in flight").isEqualTo(1);
+      Thread.sleep(50);
+    }
+    ws.sendClose(WebSocket.NORMAL_CLOSURE, "done").get(10, TimeUnit.SECONDS);
+    await(() -> outcomes.completed.get() > completed);
+    await(() -> inFlight() == 0);
   }
 
   @Test
