@@ -6,6 +6,8 @@ import io.epp4j.api.ProfileResult;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Set;
@@ -99,7 +101,7 @@ final class InFlightLedger {
    * expired meanwhile stays expired (its counts were given back).
    */
   void renew(Lease lease) {
-    lease.startNanos = clock.getAsLong();
+    Lease.START.setOpaque(lease, clock.getAsLong());
   }
 
   /** Releases the lease unless it was released or expired already. */
@@ -129,7 +131,8 @@ final class InFlightLedger {
     long expired = 0;
     for (var it = live.iterator(); it.hasNext(); ) {
       Lease l = it.next();
-      if (nowNanos - l.startNanos > maxAgeNanos && l.finish(Lease.EXPIRED)) {
+      if (nowNanos - (long) Lease.START.getOpaque(l) > maxAgeNanos
+          && l.finish(Lease.EXPIRED)) {
         it.remove();
         expired++;
       }
@@ -147,8 +150,20 @@ final class InFlightLedger {
     private static final AtomicIntegerFieldUpdater<Lease> STATE =
         AtomicIntegerFieldUpdater.newUpdater(Lease.class, "state");
 
-    // renewed by a gateway that says the request is still served (RoutingDecision.onActivity)
-    volatile long startNanos;
+    // renewed by a gateway that says the request is still served (RoutingDecision.onActivity),
+    // read by sweeps: opaque accesses (not volatile), so that routing, which sets it in the
+    // constructor, pays no fence for it; the lease is published through the ledger's set
+    @SuppressWarnings("UnusedVariable") // accessed through START
+    private long startNanos;
+    static final VarHandle START;
+
+    static {
+      try {
+        START = MethodHandles.lookup().findVarHandle(Lease.class, "startNanos", long.class);
+      } catch (ReflectiveOperationException e) {
+        throw new ExceptionInInitializerError(e);
+      }
+    }
     private final long tokens;
     // one profile (the common case): a single counter, no array; both change only under the
     // lease's lock, when a fallback serves the request (move)
