@@ -25,7 +25,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Flow;
-import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.HdrHistogram.Histogram;
@@ -119,12 +119,14 @@ public final class LoadGenerator {
   private final Settings settings;
   private final HttpClient client;
   private final ExecutorService httpExecutor;
-  private final ScheduledExecutorService timer;
+  private final ScheduledThreadPoolExecutor timer;
 
   public LoadGenerator(Settings settings) {
     this.settings = settings;
     this.httpExecutor = Executors.newCachedThreadPool(daemon("epp4j-load-http"));
-    this.timer = Executors.newSingleThreadScheduledExecutor(daemon("epp4j-load-timer"));
+    this.timer = new ScheduledThreadPoolExecutor(1, daemon("epp4j-load-timer"));
+    // a request that finishes cancels its deadline: out of the queue at once, not when it is due
+    timer.setRemoveOnCancelPolicy(true);
     this.client = HttpClient.newBuilder()
         .version(HttpClient.Version.HTTP_1_1)
         .connectTimeout(settings.timeout())
@@ -199,6 +201,11 @@ public final class LoadGenerator {
       base = base.substring(0, base.length() - 1);
     }
     return URI.create(base + path);
+  }
+
+  /** Tasks waiting in the timer: arrivals not yet handed over and deadlines not yet due. */
+  int timerTasksQueued() {
+    return timer.getQueue().size();
   }
 
   /** Stops the client's threads; the generator cannot run again. */

@@ -88,6 +88,22 @@ class LoadGeneratorTest {
     assertThat(p.ttftCdfMs()).hasSize(24);
   }
 
+  /**
+   * A finished request's deadline leaves the timer's queue at once: a cancelled task that stayed
+   * queued until its time (60 s by default) would keep its request's buffers, so a long run at a
+   * high rate would hold rate × timeout requests' worth of memory.
+   */
+  @Test
+  void aFinishedRequestLeavesNoDeadlineQueued() throws Exception {
+    EmulatedReplicas r = replicas(1);
+    LoadGenerator g = generator(url(r.httpPort(0)), Duration.ofSeconds(600), Integer.MAX_VALUE);
+    LoadGenerator.Result res = g.run(small(12, 3), "deadlines");
+    assertThat(res.errors()).isEmpty();
+    assertThat(res.result().requests()).isEqualTo(12);
+    assertThat(g.timerTasksQueued()).as("timer tasks left after every request finished")
+        .isZero();
+  }
+
   @Test
   void aClosedLoopKeepsItsClientsBusyAndDialogsGoOnTurnByTurn() throws Exception {
     EmulatedReplicas r = replicas(2);
