@@ -15,6 +15,16 @@ public interface PluginContext {
   /** The router's clock. */
   Ticker ticker();
 
+  /**
+   * The router's {@code inFlightMaxAge}: how long a routed request the gateway never finished
+   * keeps counting as in flight, renewed by {@link RoutingDecision#onActivity()}. A plugin that
+   * keeps its own count of open requests forgets one after this long too, so that the two
+   * agree. Ten minutes (the router's default) unless the router says otherwise.
+   */
+  default java.time.Duration inFlightMaxAge() {
+    return java.time.Duration.ofMinutes(10);
+  }
+
   /** A service registered with the router builder, if any. */
   <T> Optional<T> service(Class<T> type);
 

@@ -18,6 +18,13 @@ public interface RequestListener {
    */
   default void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {}
 
+  /**
+   * Called when the gateway reports that a long request is still being served on
+   * {@code endpoint} ({@link RoutingDecision#onActivity()}, a websocket session, say): a plugin
+   * that forgets requests never finished after some age counts that age from now.
+   */
+  default void onActivity(InferenceRequest request, Endpoint endpoint) {}
+
   /** Called when the first token arrives from {@code endpoint}. */
   default void onFirstToken(InferenceRequest request, Endpoint endpoint) {}
 

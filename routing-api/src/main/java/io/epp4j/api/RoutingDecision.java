@@ -287,9 +287,11 @@ public final class RoutingDecision {
    * Reports that the request is still being served, for a request that legitimately lasts long,
    * such as a websocket session (vLLM's {@code /v1/realtime}): the router's
    * {@code inFlightMaxAge}, which releases a decision never finished, then counts from now, so
-   * the request keeps counting as in flight while the gateway keeps saying so. Call it well
-   * within that age (a quarter of it, say); it is cheap, but not meant for every message. Ignored
-   * once the decision is finished, and on a rejection.
+   * the request keeps counting as in flight while the gateway keeps saying so. Request listeners
+   * hear {@link RequestListener#onActivity}, so plugins that keep their own count of open
+   * requests (the {@code token-cost-picker}) renew it too. Call it well within that age (a
+   * quarter of it, say); it is cheap, but not meant for every message. Ignored once the decision
+   * is finished, and on a rejection.
    */
   public void onActivity() {
     if (primaryProfile != null && (lifecycle & TERMINATED) == 0) {

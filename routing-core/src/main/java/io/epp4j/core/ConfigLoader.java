@@ -98,6 +98,7 @@ final class ConfigLoader {
 
   private final PluginRegistry registry;
   private final Ticker ticker;
+  private final java.time.Duration inFlightMaxAge;
   private final Function<Class<?>, Optional<?>> services;
   /** The instance behind a plugin as a provider returned it (see {@link PluginReuse}). */
   private final java.util.function.UnaryOperator<Plugin> instance;
@@ -113,8 +114,14 @@ final class ConfigLoader {
 
   ConfigLoader(PluginRegistry registry, Ticker ticker, Function<Class<?>, Optional<?>> services,
       java.util.function.UnaryOperator<Plugin> instance) {
+    this(registry, ticker, RouterSettings.DEFAULT_IN_FLIGHT_MAX_AGE, services, instance);
+  }
+
+  ConfigLoader(PluginRegistry registry, Ticker ticker, java.time.Duration inFlightMaxAge,
+      Function<Class<?>, Optional<?>> services, java.util.function.UnaryOperator<Plugin> instance) {
     this.registry = registry;
     this.ticker = ticker;
+    this.inFlightMaxAge = inFlightMaxAge;
     this.services = services;
     this.instance = instance;
   }
@@ -825,6 +832,11 @@ final class ConfigLoader {
       @Override
       public Ticker ticker() {
         return ticker;
+      }
+
+      @Override
+      public java.time.Duration inFlightMaxAge() {
+        return inFlightMaxAge;
       }
 
       @Override

@@ -291,6 +291,7 @@ final class InFlightLedger {
     @Override
     public void activity(RoutingDecision decision) {
       active.ledger.renew(lease);
+      tell("onActivity", (l, r, e, a) -> l.onActivity(r, e), decision.servedBy(), decision);
     }
 
     @Override

@@ -59,8 +59,8 @@ final class PluginReuse {
    * the result; on error no instance from {@code previous} has been closed.
    */
   static Result<Loaded> load(PluginRegistry registry, Ticker ticker,
-      Function<Class<?>, Optional<?>> services, String yaml, String source,
-      Map<String, Declared> previous) {
+      java.time.Duration inFlightMaxAge, Function<Class<?>, Optional<?>> services, String yaml,
+      String source, Map<String, Declared> previous) {
     Map<String, Map<String, Object>> parametersByName = declaredParameters(yaml);
     Map<String, Declared> declared = new LinkedHashMap<>();
     Map<Object, Plugin> views = new IdentityHashMap<>();
@@ -76,7 +76,7 @@ final class PluginReuse {
     // a plugin built from others (a decision tree, a P/D handler and its decider) gets the
     // instances themselves, not the views, as the loaded configuration will hold them
     ConfigLoader loader = new ConfigLoader(
-        registry.with(wrapped.toArray(new PluginProvider[0])), ticker, services,
+        registry.with(wrapped.toArray(new PluginProvider[0])), ticker, inFlightMaxAge, services,
         p -> views.getOrDefault(p, p));
     Result<RouterConfig> r = loader.load(yaml, source);
     if (!r.isOk()) {
@@ -192,6 +192,11 @@ final class PluginReuse {
         @Override
         public io.epp4j.api.Ticker ticker() {
           return context.ticker();
+        }
+
+        @Override
+        public java.time.Duration inFlightMaxAge() {
+          return context.inFlightMaxAge();
         }
 
         @Override

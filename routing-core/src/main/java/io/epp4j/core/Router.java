@@ -539,8 +539,8 @@ public final class Router implements AutoCloseable {
   public Result<RouterConfig> reconfigure(String yaml, String source) {
     synchronized (membershipLock) {
       // loaded under the lock: the instances it keeps must still be the running ones
-      Result<PluginReuse.Loaded> r = PluginReuse.load(registry, ticker, services, yaml, source,
-          state.active.declared);
+      Result<PluginReuse.Loaded> r = PluginReuse.load(registry, ticker, inFlightMaxAge, services,
+          yaml, source, state.active.declared);
       if (!r.isOk()) {
         return Result.errors(r.errors());
       }

@@ -106,7 +106,8 @@ final class RouterSettings {
   }
 
   private Result<PluginReuse.Loaded> load(String yaml, String source) {
-    return PluginReuse.load(registry(), ticker, services(), yaml, source, Map.of());
+    return PluginReuse.load(registry(), ticker, inFlightMaxAge, services(), yaml, source,
+        Map.of());
   }
 
   /** The default profile a plugin module ships as {@link Router#DEFAULT_CONFIG_RESOURCE}. */

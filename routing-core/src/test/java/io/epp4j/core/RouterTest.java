@@ -695,6 +695,31 @@ class RouterTest {
     assertThat(c.inFlightRequests()).isZero();
   }
 
+  /** Request listeners hear a renewal, naming the endpoint that serves, until the end. */
+  @Test
+  void requestListenersHearTheGatewaysRenewalsOfADecision() {
+    List<String> events = new CopyOnWriteArrayList<>();
+    RequestListener l = new RequestListener() {
+      @Override public void onActivity(InferenceRequest q, Endpoint e) { events.add("activity:" + e.id()); }
+      @Override public void onFallback(InferenceRequest q, Endpoint from, Endpoint to) { events.add("fallback:" + to.id()); }
+      @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done:" + e.id()); }
+    };
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(2)).build())
+        .listener(l)
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    RoutingDecision d = r.route(REQ);
+    Endpoint second = d.endpoints().get(1);
+    d.onActivity();
+    d.onFallback(second);
+    d.onActivity();
+    d.onComplete(Usage.NONE);
+    d.onActivity(); // after the end: not heard
+    RoutingDecision.rejected(Rejection.Reason.SHED, "x").onActivity();
+    assertThat(events).containsExactly("activity:" + d.primary().id(), "fallback:" + second.id(),
+        "activity:" + second.id(), "done:" + second.id());
+  }
+
   @Test
   void durationsTooLongForNanosecondsMeanNeverInsteadOfFailingTheRouter() {
     // ChronoUnit.FOREVER or anything past ~292 years passed the builder's checks, then build()

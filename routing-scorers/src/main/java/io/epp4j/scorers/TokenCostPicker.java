@@ -21,6 +21,7 @@ import io.epp4j.api.RequestListener;
 import io.epp4j.api.Result;
 import io.epp4j.api.RouterHints;
 import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Ticker;
 import io.epp4j.api.Usage;
 import java.lang.invoke.VarHandle;
 import java.util.Arrays;
@@ -86,7 +87,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Thread-safe and lock-free: per-endpoint counters are atomics, created when the pool
  * announces an endpoint and dropped when it leaves. A request counts as pending from
  * {@code afterRouting} until its first token, completion or failure; one the gateway never
- * finishes is released after {@link #PENDING_MAX_AGE_NANOS}.
+ * finishes is released after the router's {@code inFlightMaxAge} (10 minutes by default),
+ * counted from the gateway's last {@link RoutingDecision#onActivity()} when it renews one.
  */
 public final class TokenCostPicker implements Picker, RequestListener, PoolListener,
     HintListener {
@@ -132,10 +134,15 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    */
   public static final int DEFAULT_MAX_SESSIONS = 100_000;
   /**
-   * Ten minutes, as the router's in-flight expiry: a request without a first token after that
-   * long was dropped by the gateway, not still prefilling.
+   * Ten minutes, the router's default in-flight expiry: a request without a first token after
+   * that long was dropped by the gateway, not still prefilling.
    */
   static final long PENDING_MAX_AGE_NANOS = 600_000_000_000L;
+  /**
+   * How long a request never finished keeps its share: the router's {@code inFlightMaxAge} when
+   * the provider built this picker in a router, else {@link #PENDING_MAX_AGE_NANOS}.
+   */
+  long pendingMaxAgeNanos = PENDING_MAX_AGE_NANOS;
 
   private final double queueWeight;
   private final double decodeWeight;
@@ -166,6 +173,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   /** The router's hint side, when the provider built this picker in a router; else null. */
   private @Nullable RouterHints hints;
+  /** The router's clock, when the provider built this picker in a router; else the system's. */
+  Ticker ticker = Ticker.system();
   /**
    * Tests only: runs where a listener method has found an endpoint's counters and not yet
    * recorded anything against them, the gap a pool change on another thread can fall into.
@@ -649,6 +658,27 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
   }
 
+  /**
+   * The gateway says the request is still served (a websocket session): its share of the
+   * counters counts its maximum age from now, and its session's home stays remembered.
+   */
+  @Override
+  public void onActivity(InferenceRequest request, Endpoint endpoint) {
+    Pending p = pending.get(request);
+    if (p == null) {
+      return;
+    }
+    long now = ticker.nanos();
+    p.startNanos = now;
+    String session = request.sessionKey();
+    if (session != null) {
+      Home h = homes.get(session);
+      if (h != null && h.load == p.load) {
+        h.lastNanos = now;
+      }
+    }
+  }
+
   @Override
   public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
     Pending p = pending.get(request);
@@ -680,12 +710,12 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     if (due != Long.MIN_VALUE && now - due < 0) {
       return;
     }
-    if (!nextSweep.compareAndSet(due, now + PENDING_MAX_AGE_NANOS / 8) || due == Long.MIN_VALUE) {
+    if (!nextSweep.compareAndSet(due, now + pendingMaxAgeNanos / 8) || due == Long.MIN_VALUE) {
       return;
     }
     for (var it = pending.entrySet().iterator(); it.hasNext(); ) {
       var e = it.next();
-      if (now - e.getValue().startNanos > PENDING_MAX_AGE_NANOS && pending.remove(e.getKey(),
+      if (now - e.getValue().startNanos > pendingMaxAgeNanos && pending.remove(e.getKey(),
           e.getValue())) {
         e.getValue().release();
       }
@@ -885,7 +915,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     final Load load;
     final long prefill;
     final long decode;
-    final long startNanos;
+    /** When it was routed or last renewed ({@link #onActivity}); the sweep's age counts from it. */
+    volatile long startNanos;
     private volatile int prefilling = 1;
 
     Pending(Load load, long prefill, long decode, long startNanos) {
@@ -914,6 +945,18 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   }
 
   private record Choice(String endpointId, long uncached, long decode, @Nullable String session) {}
+
+  /** A duration in nanoseconds, saturated; the default for one that is not positive. */
+  static long nanos(java.time.Duration d) {
+    if (d.isNegative() || d.isZero()) {
+      return PENDING_MAX_AGE_NANOS;
+    }
+    try {
+      return d.toNanos();
+    } catch (ArithmeticException tooLong) {
+      return Long.MAX_VALUE;
+    }
+  }
 
   /** Provides {@code token-cost-picker}. */
   public static final class Provider extends AbstractPluginProvider {
@@ -959,6 +1002,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       TokenCostPicker picker = new TokenCostPicker(queue, decode, capacity, bf, sbf, ttl,
           kvUsage, (int) maxSessions);
       picker.hints = context.service(RouterHints.class).orElse(null);
+      picker.ticker = context.ticker();
+      picker.pendingMaxAgeNanos = nanos(context.inFlightMaxAge());
       return picker;
     }
   }

@@ -23,6 +23,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -465,6 +466,32 @@ class TokenCostPickerTest {
     assertThat(p.decodeTokens(a.id())).isZero();
   }
 
+  /** A websocket session the gateway renews keeps its share past the age, until renewals stop. */
+  @Test
+  void aRequestItsGatewayRenewsOutlivesTheMaximumAgeUntilRenewalsStop() {
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0), POOL);
+    long max = TokenCostPicker.PENDING_MAX_AGE_NANOS;
+    AtomicLong now = new AtomicLong();
+    p.ticker = now::get;
+    InferenceRequest session = request(700, 10, "a");
+    Candidate a = route(p, session, TestCandidates.state(0, 1), List.of(POOL.get(0)));
+    now.set(max / 2);
+    p.onActivity(session, a.endpoint());
+    // a sweep past the age from the routing, within it from the renewal: kept
+    route(p, request(10, 0, "b"), TestCandidates.state(max + 1, 2), List.of(POOL.get(1)));
+    route(p, request(10, 0, "c"), TestCandidates.state(max + 1 + max / 8, 3),
+        List.of(POOL.get(1)));
+    assertThat(p.pendingTokens(a.id())).as("renewed within the age").isEqualTo(700);
+    // no renewal since: the next sweep, past the age from the renewal, releases it
+    route(p, request(10, 0, "d"), TestCandidates.state(max / 2 + max + max / 4, 4),
+        List.of(POOL.get(1)));
+    assertThat(p.pendingTokens(a.id())).as("not renewed for longer than the age").isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
+    p.onActivity(session, a.endpoint()); // too late: nothing comes back
+    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
+  }
+
   static Result<? extends Plugin> provide(Map<String, ?> params) {
     PluginContext ctx = new PluginContext() {
       @Override public String pluginName() { return TokenCostPicker.TYPE; }
@@ -519,6 +546,42 @@ class TokenCostPickerTest {
         used.add(d.primary().id());
       }
       assertThat(used).hasSize(3);
+    }
+  }
+
+  /**
+   * In a router the picker forgets a request never finished after the router's inFlightMaxAge,
+   * not after a ten minutes of its own: a router set to an hour for long requests keeps both
+   * counts for the hour, and a reload keeps the age.
+   */
+  @Test
+  void inARouterThePickersMaximumAgeIsTheRoutersInFlightMaxAge() {
+    List<Endpoint> endpoints = POOL.stream().map(Candidate::endpoint).toList();
+    AtomicLong now = new AtomicLong();
+    try (Router router = Router.builder().endpoints(endpoints).randomSeed(1).ticker(now::get)
+        .inFlightMaxAge(java.time.Duration.ofHours(1))
+        .configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME).build()) {
+      TokenCostPicker picker =
+          (TokenCostPicker) router.config().plugins().get(TokenCostPicker.TYPE);
+      assertThat(picker.pendingMaxAgeNanos).isEqualTo(java.time.Duration.ofHours(1).toNanos());
+      RoutingDecision open = router.route(request(700, 10, "long"));
+      String on = open.primary().id();
+      for (int minutes = 10; minutes <= 50; minutes += 10) { // routing sweeps meanwhile
+        now.set(java.util.concurrent.TimeUnit.MINUTES.toNanos(minutes));
+        router.route(request(10, 1, null)).onComplete(Usage.NONE);
+      }
+      assertThat(picker.pendingTokens(on)).as("50 minutes in, within the router's hour")
+          .isEqualTo(700);
+      for (int minutes = 61; minutes <= 80; minutes += 9) {
+        now.set(java.util.concurrent.TimeUnit.MINUTES.toNanos(minutes));
+        router.route(request(10, 1, null)).onComplete(Usage.NONE);
+      }
+      assertThat(picker.pendingTokens(on)).as("past the router's hour").isZero();
+      assertThat(router.reconfigure(Epp4jPreset.yaml(), "reload").isOk()).isTrue();
+      TokenCostPicker reloaded =
+          (TokenCostPicker) router.config().plugins().get(TokenCostPicker.TYPE);
+      assertThat(reloaded.pendingMaxAgeNanos).isEqualTo(java.time.Duration.ofHours(1).toNanos());
+      open.onComplete(Usage.NONE);
     }
   }
 
