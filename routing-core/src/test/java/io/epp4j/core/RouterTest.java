@@ -63,6 +63,28 @@ class RouterTest {
     assertThat(c.inFlightTokens()).isZero();
   }
 
+  /** Records the lifecycle calls it hears that name endpoints, in order. */
+  static final class RecordingListener implements RequestListener {
+    final List<String> events = new CopyOnWriteArrayList<>();
+
+    @Override public void onActivity(InferenceRequest q, Endpoint e) { events.add("activity:" + e.id()); }
+    @Override public void onFallback(InferenceRequest q, Endpoint from, Endpoint to) { events.add("fallback:" + from.id() + ">" + to.id()); }
+    @Override public void onFirstToken(InferenceRequest q, Endpoint e) { events.add("first:" + e.id()); }
+    @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done:" + e.id()); }
+    @Override public void onFailure(InferenceRequest q, Endpoint e, Throwable t) { events.add("failed:" + e.id()); }
+  }
+
+  /** A router over {@code n} endpoints whose decisions name all of them, heard by {@code l}. */
+  private static Router listenedRouter(RequestListener l, int n) {
+    List<Endpoint> endpoints = new ArrayList<>();
+    for (int i = 1; i <= n; i++) {
+      endpoints.add(ep("10.0.0." + i + ":80", Map.of()));
+    }
+    return Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(n)).build())
+        .listener(l).endpoints(endpoints).build();
+  }
+
   @Test
   void aFallbackMovesTheInFlightCountsAndTheLifecycleCallsToTheEndpointThatServes() {
     List<String> events = new CopyOnWriteArrayList<>();
@@ -71,11 +93,7 @@ class RouterTest {
       @Override public void onFirstToken(InferenceRequest q, Endpoint e) { events.add("first:" + e.id()); }
       @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done:" + e.id()); }
     };
-    Router r = Router.builder().registry(TestPlugins.registry())
-        .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(3)).build())
-        .listener(l)
-        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()),
-            ep("10.0.0.3:80", Map.of()))).build();
+    Router r = listenedRouter(l, 3);
     RoutingDecision d = r.route(REQ);
     assertThat(d.endpoints()).hasSize(3);
     Endpoint primary = d.primary();
@@ -160,10 +178,7 @@ class RouterTest {
         @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done:" + e.id()); }
         @Override public void onFailure(InferenceRequest q, Endpoint e, Throwable t) { events.add("failed:" + e.id()); }
       };
-      Router r = Router.builder().registry(TestPlugins.registry())
-          .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(2)).build())
-          .listener(l)
-          .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+      Router r = listenedRouter(l, 2);
       RoutingDecision d = r.route(REQ);
       Endpoint second = d.endpoints().get(1);
       ExecutorService pool = Executors.newSingleThreadExecutor();
@@ -698,17 +713,8 @@ class RouterTest {
   /** Request listeners hear a renewal, naming the endpoint that serves, until the end. */
   @Test
   void requestListenersHearTheGatewaysRenewalsOfADecision() {
-    List<String> events = new CopyOnWriteArrayList<>();
-    RequestListener l = new RequestListener() {
-      @Override public void onActivity(InferenceRequest q, Endpoint e) { events.add("activity:" + e.id()); }
-      @Override public void onFallback(InferenceRequest q, Endpoint from, Endpoint to) { events.add("fallback:" + to.id()); }
-      @Override public void onComplete(InferenceRequest q, Endpoint e, Usage u) { events.add("done:" + e.id()); }
-    };
-    Router r = Router.builder().registry(TestPlugins.registry())
-        .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(2)).build())
-        .listener(l)
-        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
-    RoutingDecision d = r.route(REQ);
+    RecordingListener l = new RecordingListener();
+    RoutingDecision d = listenedRouter(l, 2).route(REQ);
     Endpoint second = d.endpoints().get(1);
     d.onActivity();
     d.onFallback(second);
@@ -716,8 +722,9 @@ class RouterTest {
     d.onComplete(Usage.NONE);
     d.onActivity(); // after the end: not heard
     RoutingDecision.rejected(Rejection.Reason.SHED, "x").onActivity();
-    assertThat(events).containsExactly("activity:" + d.primary().id(), "fallback:" + second.id(),
-        "activity:" + second.id(), "done:" + second.id());
+    assertThat(l.events).containsExactly("activity:" + d.primary().id(),
+        "fallback:" + d.primary().id() + ">" + second.id(), "activity:" + second.id(),
+        "done:" + second.id());
   }
 
   @Test
