@@ -184,7 +184,11 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
         });
   }
 
-  private static boolean connectionFailure(Throwable e) {
+  /**
+   * Whether {@code e} says the replica's connection failed before it answered: refused, reset,
+   * or closed before any response.
+   */
+  static boolean connectionFailure(Throwable e) {
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof ConnectException || t instanceof ClosedChannelException) {
         return true;

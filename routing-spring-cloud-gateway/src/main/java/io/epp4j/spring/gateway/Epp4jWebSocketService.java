@@ -72,21 +72,48 @@ final class Epp4jWebSocketService implements WebSocketService, Lifecycle {
       }
       return Mono.deferContextual(ctx -> {
         SessionWatch watch = ctx.getOrDefault(SessionWatch.class, null);
+        if (watch == null) {
+          return execute(call.getMethod(), client, args);
+        }
         Object[] a = args.clone();
-        if (watch != null) {
-          a[a.length - 1] = watch.replicaHandler(handler);
-        }
-        try {
-          Mono<?> session = (Mono<?>) call.getMethod().invoke(client, a);
-          return watch == null ? session : session.then(Mono.defer(watch::replicaEnded));
-        } catch (InvocationTargetException e) {
-          return Mono.error(e.getCause() == null ? e : e.getCause());
-        } catch (IllegalAccessException e) {
-          return Mono.error(e);
-        }
+        a[a.length - 1] = watch.replicaHandler(handler);
+        return executeWatched(call.getMethod(), client, a, watch)
+            .then(Mono.defer(watch::replicaEnded));
       });
     });
     return pf.getProxy();
+  }
+
+  /**
+   * Opens the replica's session; when its connection fails before the upgrade is answered, opens
+   * it to the decision's next endpoint instead (the first argument is the replica's URL).
+   */
+  private static Mono<Void> executeWatched(java.lang.reflect.Method execute, WebSocketClient client,
+      Object[] args, SessionWatch watch) {
+    return execute(execute, client, args).onErrorResume(e -> {
+      if (!(args[0] instanceof java.net.URI url)) {
+        return Mono.error(e);
+      }
+      io.epp4j.api.Endpoint next = watch.fallbackAfter(e);
+      if (next == null) {
+        return Mono.error(e);
+      }
+      Object[] again = args.clone();
+      again[0] = SessionWatch.retarget(url, next);
+      return executeWatched(execute, client, again, watch);
+    });
+  }
+
+  private static Mono<Void> execute(java.lang.reflect.Method execute, WebSocketClient client,
+      Object[] args) {
+    try {
+      // WebSocketClient.execute answers a Mono<Void>
+      return ((Mono<?>) execute.invoke(client, args)).then();
+    } catch (InvocationTargetException e) {
+      return Mono.error(e.getCause() == null ? e : e.getCause());
+    } catch (IllegalAccessException e) {
+      return Mono.error(e);
+    }
   }
 
   @Override

@@ -1,6 +1,9 @@
 package io.epp4j.spring.gateway;
 
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.RoutingDecision;
 import java.io.IOException;
+import java.net.URI;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
@@ -28,17 +31,54 @@ import reactor.core.publisher.Mono;
  * is told is the proxy's business: it closes the client's session without a status (1005) or
  * with a normal closure when the replica's connection drops.
  *
+ * <p>When the replica's connection fails before the upgrade is answered (refused, reset) and the
+ * decision names another endpoint, the session is opened there instead ({@link #fallbackAfter}):
+ * the client's connection, upgraded already, waits meanwhile.
+ *
  * <p>The replica's close status is the one its session reported through
  * {@link WebSocketSession#closeStatus()}, which SCG's proxy subscribes to when the session opens.
  */
 final class SessionWatch {
   private final DecisionTap tap;
+  /** The decision's endpoint the replica's session is being opened to. */
+  private int attempt;
   private volatile boolean closedForClient;
   private volatile @Nullable WebSocketSession replica;
   private volatile @Nullable CloseStatus replicaStatus;
 
   SessionWatch(DecisionTap tap) {
     this.tap = tap;
+  }
+
+  /**
+   * The decision's next endpoint, told to the decision ({@code onFallback}), when the session to
+   * the current one failed to open with {@code error}, a connection failure (refused, reset,
+   * closed before the upgrade's answer), and the decision names another; else null. A replica
+   * that answered the upgrade (with a 404, say) is no connection failure: its session fails, as
+   * a request with an HTTP answer does not fall back either.
+   */
+  @Nullable Endpoint fallbackAfter(Throwable error) {
+    RoutingDecision d = tap.decision();
+    List<Endpoint> endpoints = d.endpoints();
+    if (replica != null || attempt + 1 >= endpoints.size()
+        || !Epp4jGatewayFilter.connectionFailure(error)) {
+      return null;
+    }
+    Endpoint next = endpoints.get(++attempt);
+    d.onFallback(next);
+    return next;
+  }
+
+  /** {@code url} with the authority of {@code endpoint}: scheme, path and query kept. */
+  static URI retarget(URI url, Endpoint endpoint) {
+    StringBuilder sb = new StringBuilder(64).append(url.getScheme()).append("://")
+        .append(endpoint.id());
+    String path = url.getRawPath();
+    sb.append(path == null || path.isEmpty() ? "/" : path);
+    if (url.getRawQuery() != null) {
+      sb.append('?').append(url.getRawQuery());
+    }
+    return URI.create(sb.toString());
   }
 
   /** The proxy's handler of the replica's session, noting the replica's close status. */

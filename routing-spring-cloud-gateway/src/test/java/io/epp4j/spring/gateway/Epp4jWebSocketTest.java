@@ -15,6 +15,7 @@ import io.epp4j.core.Router;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.WebSocket;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
@@ -60,6 +61,11 @@ import reactor.netty.http.server.HttpServer;
         "spring.cloud.gateway.server.webflux.routes[1].predicates[0]=Path=/dead/v1/**",
         "spring.cloud.gateway.server.webflux.routes[1].filters[0]=StripPrefix=1",
         "spring.cloud.gateway.server.webflux.routes[1].filters[1]=Epp4j=dead",
+        "spring.cloud.gateway.server.webflux.routes[2].id=fallback",
+        "spring.cloud.gateway.server.webflux.routes[2].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[2].predicates[0]=Path=/fallback/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[2].filters[0]=StripPrefix=1",
+        "spring.cloud.gateway.server.webflux.routes[2].filters[1]=Epp4j=fallback",
         "epp4j.metrics.enabled=false",
         // short, so that a session outlives it within a test
         "epp4j.in-flight-max-age=1s"})
@@ -98,6 +104,15 @@ class Epp4jWebSocketTest {
   static void replicas(DynamicPropertyRegistry registry) {
     registry.add("epp4j.endpoints", () -> id(A) + "," + id(B));
     registry.add("epp4j.pools.dead.endpoints", () -> "127.0.0.1:" + CLOSED_PORT);
+    // decisions name both: the unreachable one first in about half of them
+    registry.add("epp4j.pools.fallback.endpoints", () -> "127.0.0.1:" + CLOSED_PORT + "," + id(A));
+    registry.add("epp4j.pools.fallback.config-file", () -> {
+      try {
+        return Path.of(Epp4jWebSocketTest.class.getResource("/two-picks.yaml").toURI()).toString();
+      } catch (java.net.URISyntaxException e) {
+        throw new IllegalStateException(e);
+      }
+    });
   }
 
   /** A loopback port nothing listens on: a replica that cannot be reached. */
@@ -131,9 +146,26 @@ class Epp4jWebSocketTest {
   static final class Outcomes implements RequestListener {
     final AtomicInteger completed = new AtomicInteger();
     final List<Throwable> failures = new CopyOnWriteArrayList<>();
+    final List<String> fallbacks = new CopyOnWriteArrayList<>();
+    final List<String> completedOn = new CopyOnWriteArrayList<>();
+    final AtomicInteger unreachablePrimaries = new AtomicInteger();
+
+    @Override
+    public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+        io.epp4j.api.RoutingDecision d) {
+      if (d.primary().id().equals("127.0.0.1:" + CLOSED_PORT)) {
+        unreachablePrimaries.incrementAndGet();
+      }
+    }
+
+    @Override
+    public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
+      fallbacks.add(from.id() + ">" + to.id());
+    }
 
     @Override
     public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+      completedOn.add(endpoint.id());
       completed.incrementAndGet();
     }
 
@@ -259,6 +291,42 @@ class Epp4jWebSocketTest {
     assertThat(outcomes.failures).hasSize(failed + 1);
     assertThat(dead.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
     assertThat(outcomes.completed.get()).isEqualTo(completed);
+  }
+
+  /**
+   * A decision that names a second endpoint: when the replica's connection is refused, the
+   * session is opened to the next endpoint, the decision told (onFallback), and the client gets
+   * its session as if the first had answered.
+   */
+  @Test
+  void aSessionWhosePrimaryRefusesTheConnectionIsOpenedToTheDecisionsNextEndpoint()
+      throws Exception {
+    Router fallback = pools.router("fallback");
+    int failed = outcomes.failures.size();
+    int fellBack = outcomes.fallbacks.size();
+    int primariesBefore = outcomes.unreachablePrimaries.get();
+    int completedBefore = outcomes.completedOn.size();
+    int sessions = 10;
+    for (int i = 0; i < sessions; i++) {
+      Frames frames = new Frames();
+      WebSocket ws = open("/fallback/v1/realtime", frames);
+      ws.sendText("hello", true).get(10, TimeUnit.SECONDS);
+      assertThat(frames.next()).as("session %d", i).isEqualTo("a:hello");
+      ws.sendClose(WebSocket.NORMAL_CLOSURE, "done").get(10, TimeUnit.SECONDS);
+      assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isEqualTo(WebSocket.NORMAL_CLOSURE);
+    }
+    await(() -> outcomes.completedOn.size() >= completedBefore + sessions);
+    // ties are broken at random: some decisions put the unreachable one first
+    int unreachableFirst = outcomes.unreachablePrimaries.get() - primariesBefore;
+    assertThat(unreachableFirst).isPositive();
+    assertThat(outcomes.fallbacks.subList(fellBack, outcomes.fallbacks.size()))
+        .hasSize(unreachableFirst)
+        .allSatisfy(f -> assertThat(f).isEqualTo("127.0.0.1:" + CLOSED_PORT + ">" + id(A)));
+    assertThat(outcomes.completedOn.subList(completedBefore, outcomes.completedOn.size()))
+        .hasSize(sessions).containsOnly(id(A));
+    assertThat(outcomes.failures).hasSize(failed);
+    await(() -> fallback.endpoints().stream().allMatch(c -> c.inFlightRequests() == 0));
+    assertThat(problems.logged).as("the refused connection, handled, is not logged").isEmpty();
   }
 
   @Test
