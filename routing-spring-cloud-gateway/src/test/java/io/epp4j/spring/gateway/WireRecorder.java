@@ -34,7 +34,7 @@ import reactor.netty.Connection;
  * {@link #filter}) in the test's application.
  */
 final class WireRecorder {
-  private static final int TAIL = 160;
+  private static final int TAIL = 320;
   private final Map<String, StringBuffer> steps = new ConcurrentHashMap<>();
   private final Map<Channel, StringBuffer> read = new ConcurrentHashMap<>();
   private final Map<Channel, StringBuffer> written = new ConcurrentHashMap<>();
@@ -172,7 +172,10 @@ final class WireRecorder {
                       }))
                   .doOnEach(s -> {
                     if (!s.isOnNext()) {
-                      step(tag, "chunks " + s.getType());
+                      // what the replica's connection had read when the body ended: a stream
+                      // whose last chunk never reached the write says here whether it was read
+                      step(tag, "chunks " + s.getType() + " (replica read by then ["
+                          + tail(read, up) + "])");
                     }
                   })
                   .doOnCancel(() -> step(tag, "chunks cancelled")))
