@@ -85,6 +85,19 @@ class StandInVllmTest {
     return out;
   }
 
+  /** {@code n} streamed completions of {@code body} on {@code s}, each past its first bytes. */
+  private List<InputStream> startedStreams(StandInVllm s, String body, int n) throws Exception {
+    List<InputStream> open = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      InputStream in = client.send(request(s, "/v1/completions")
+          .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+          HttpResponse.BodyHandlers.ofInputStream()).body();
+      assertThat(in.read(new byte[16])).isPositive();
+      open.add(in);
+    }
+    return open;
+  }
+
   @Test
   void completionHasVllmsShapeAndUsage() throws Exception {
     StandInVllm s = start();
@@ -345,14 +358,7 @@ class StandInVllmTest {
     StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
         4000, 64, 32768, false, 2));
     String slow = "{\"prompt\":\"hi\",\"max_tokens\":5000,\"stream\":true}";
-    List<InputStream> open = new ArrayList<>();
-    for (int i = 0; i < 2; i++) {
-      InputStream in = client.send(request(s, "/v1/completions")
-          .POST(HttpRequest.BodyPublishers.ofString(slow)).build(),
-          HttpResponse.BodyHandlers.ofInputStream()).body();
-      assertThat(in.read(new byte[16])).isPositive();
-      open.add(in);
-    }
+    List<InputStream> open = startedStreams(s, slow, 2);
     CompletableFuture<HttpResponse<String>> third = client.sendAsync(request(s, "/v1/completions")
         .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":\"hi\",\"max_tokens\":1}")).build(),
         HttpResponse.BodyHandlers.ofString());
@@ -491,13 +497,7 @@ class StandInVllmTest {
     String body = "{\"prompt\":\"" + "x".repeat(4096) + "\",\"max_tokens\":20000,\"stream\":true}";
     List<InputStream> open = new ArrayList<>();
     try {
-      for (int i = 0; i < 2; i++) {
-        InputStream in = client.send(request(s, "/v1/completions")
-            .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
-            HttpResponse.BodyHandlers.ofInputStream()).body();
-        assertThat(in.read(new byte[16])).isPositive();
-        open.add(in);
-      }
+      open.addAll(startedStreams(s, body, 2));
       await("both running", () -> s.runningRequests() == 2);
       // 64 shared blocks, and each request's own blocks for what it generated: a few in the
       // first seconds, far from the 64 more that a copy per request would make
