@@ -74,6 +74,7 @@ final class EmulatedCluster implements AutoCloseable {
   private final long startNanos = System.nanoTime();
   private long nextId;
   private boolean closed;
+  private @Nullable Throwable failure;
   private int maxLoras;
 
   EmulatedCluster(HardwareProfile hw, int n, double speed, long seed, KvSink kvSink) {
@@ -321,6 +322,30 @@ final class EmulatedCluster implements AutoCloseable {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+    } catch (RuntimeException | Error e) {
+      // a defect of the model: every request would wait for ever; end them all instead, as a
+      // dead vLLM engine does, and say so
+      failure = e;
+      closed = true;
+      for (Listener l : listeners.values()) {
+        l.onAborted();
+      }
+      listeners.clear();
+      System.err.println("error: the emulated engine stopped: " + e);
+      e.printStackTrace();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * What stopped the engine's driver, or null while it runs (or after {@link #close}). Once set,
+   * requests in flight have heard {@link Listener#onAborted()} and new ones hear it at once.
+   */
+  @Nullable Throwable failure() {
+    lock.lock();
+    try {
+      return failure;
     } finally {
       lock.unlock();
     }

@@ -87,8 +87,9 @@ final class EmulatedServer implements AutoCloseable {
   private static final AtomicLong IDS = new AtomicLong();
   /** Largest request body read; a larger one is refused with 413 (vLLM's own server has none). */
   static final int MAX_BODY_BYTES = 64 << 20;
-  // what a request's queue hears when its client closed the connection
-  private static final int[] CLIENT_GONE = {-3};
+  // what a request's queue hears when its client closed the connection; two elements, so that
+  // the loops reading tokens (one element each) end on it
+  private static final int[] CLIENT_GONE = {-3, 0};
 
   static {
     // Netty logs through SLF4J when it finds it on the class path, and SLF4J without a provider
@@ -308,7 +309,8 @@ final class EmulatedServer implements AutoCloseable {
         return;
       }
       switch (path) {
-        case "/health" -> send(ex, 200, "text/plain", "");
+        // as vLLM's /health answers once its engine has died (EngineDeadError)
+        case "/health" -> send(ex, cluster.failure() == null ? 200 : 503, "text/plain", "");
         case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4", metrics());
         case "/v1/models" -> send(ex, 200, "application/json", models());
         case "/v1/completions", "/v1/chat/completions", "/tokenize" -> {
@@ -482,7 +484,8 @@ final class EmulatedServer implements AutoCloseable {
     boolean returnTokenIds = body.path("return_token_ids").asBoolean(false);
 
     LinkedBlockingQueue<int[]> out = new LinkedBlockingQueue<>();
-    // {token} for a token, {-1, prompt, cached, completion} when done, {-2} when aborted
+    // {token} for a token, {-1, prompt, cached, completion} when done, {-2, 0} when aborted:
+    // only a token has one element
     SimRequest submitted = cluster.submit(replica, prompt, maxTokens, adapter + 1,
         adapter < 0 ? null : requested, salt, new EmulatedCluster.Listener() {
       @Override
@@ -497,7 +500,7 @@ final class EmulatedServer implements AutoCloseable {
 
       @Override
       public void onAborted() {
-        out.add(new int[] {-2});
+        out.add(new int[] {-2, 0});
       }
     });
     // As vLLM does when its client disconnects, streaming or not: the request stops generating

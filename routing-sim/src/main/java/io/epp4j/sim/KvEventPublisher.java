@@ -12,6 +12,7 @@ import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
@@ -34,8 +35,11 @@ import org.zeromq.ZMQException;
  * produces them.
  *
  * <p>The sockets belong to one thread of their own; the engine hands batches over through a
- * bounded queue and never blocks (a full queue drops the batch, which a subscriber sees as a
- * gap and repairs through replay, as with a slow real engine).
+ * bounded queue and never blocks. A batch is numbered when the engine hands it over, so one
+ * that a full queue drops (the socket thread stalled or gone) leaves a gap in the sequence: a
+ * subscriber sees it, finds it missing from the replay too, and resyncs the replica. Drops are
+ * counted ({@link #dropped()}) and reported on standard error, the first and then every
+ * 1,000th.
  */
 final class KvEventPublisher implements AutoCloseable {
   /** vLLM keeps this many batches for replay by default. */
@@ -44,9 +48,11 @@ final class KvEventPublisher implements AutoCloseable {
 
   private final byte[] topic;
   private final boolean mapEncoding;
-  private final BlockingQueue<List<KvEvent>> queue = new ArrayBlockingQueue<>(4_096);
+  private final BlockingQueue<Numbered> queue;
   private final Thread thread;
   private final CountDownLatch bound = new CountDownLatch(1);
+  private final AtomicLong nextSeq = new AtomicLong();
+  private final AtomicLong dropped = new AtomicLong();
   private volatile @Nullable String bindError;
   private volatile boolean stop;
 
@@ -56,9 +62,20 @@ final class KvEventPublisher implements AutoCloseable {
    * @throws IllegalStateException naming the port when a socket cannot be bound
    */
   KvEventPublisher(ZContext ctx, String topic, int pubPort, int replayPort, boolean mapEncoding) {
+    this(ctx, topic, pubPort, replayPort, mapEncoding, 4_096, null);
+  }
+
+  /**
+   * As the public one, with a queue of {@code queueCapacity} batches; {@code sendGate}, when not
+   * null, holds the socket thread after binding until it opens (tests fill the queue with it).
+   */
+  KvEventPublisher(ZContext ctx, String topic, int pubPort, int replayPort, boolean mapEncoding,
+      int queueCapacity, @Nullable CountDownLatch sendGate) {
     this.topic = topic.getBytes(StandardCharsets.UTF_8);
     this.mapEncoding = mapEncoding;
-    this.thread = new Thread(() -> run(ctx, pubPort, replayPort), "epp4j-emulator-kv-" + pubPort);
+    this.queue = new ArrayBlockingQueue<>(queueCapacity);
+    this.thread = new Thread(() -> run(ctx, pubPort, replayPort, sendGate),
+        "epp4j-emulator-kv-" + pubPort);
     thread.setDaemon(true);
     thread.start();
     try {
@@ -74,12 +91,30 @@ final class KvEventPublisher implements AutoCloseable {
     }
   }
 
-  /** Queues one engine step's events; never blocks. */
+  /**
+   * Numbers one engine step's events and queues them; never blocks. When the queue is full the
+   * batch is dropped, its number skipped.
+   */
   void publish(List<KvEvent> events) {
-    queue.offer(events);
+    long seq = nextSeq.getAndIncrement();
+    if (!queue.offer(new Numbered(seq, events))) {
+      long n = dropped.incrementAndGet();
+      if (n == 1 || n % 1_000 == 0) {
+        System.err.println("warning: KV event publisher " + new String(topic, StandardCharsets.UTF_8)
+            + ": queue full, batch " + seq + " dropped (" + n + " so far); subscribers will"
+            + " see a gap and resync");
+      }
+    }
   }
 
-  private void run(ZContext ctx, int pubPort, int replayPort) {
+  /** Batches dropped because the queue to the socket thread was full. */
+  long dropped() {
+    return dropped.get();
+  }
+
+  private record Numbered(long seq, List<KvEvent> events) {}
+
+  private void run(ZContext ctx, int pubPort, int replayPort, @Nullable CountDownLatch sendGate) {
     ZMQ.Socket pub;
     ZMQ.Socket router;
     try {
@@ -99,13 +134,16 @@ final class KvEventPublisher implements AutoCloseable {
     }
     bound.countDown();
     ArrayDeque<byte[][]> buffer = new ArrayDeque<>();
-    long seq = 0;
     try {
+      if (sendGate != null) {
+        sendGate.await();
+      }
       while (!stop) {
-        List<KvEvent> events = queue.poll(5, TimeUnit.MILLISECONDS);
-        while (events != null) {
-          byte[] seqBytes = ByteBuffer.allocate(8).putLong(seq++).array();
-          byte[] payload = encode(System.currentTimeMillis() / 1000.0, events, mapEncoding);
+        Numbered batch = queue.poll(5, TimeUnit.MILLISECONDS);
+        while (batch != null) {
+          byte[] seqBytes = ByteBuffer.allocate(8).putLong(batch.seq()).array();
+          byte[] payload = encode(System.currentTimeMillis() / 1000.0, batch.events(),
+              mapEncoding);
           pub.sendMore(topic);
           pub.sendMore(seqBytes);
           pub.send(payload);
@@ -113,7 +151,7 @@ final class KvEventPublisher implements AutoCloseable {
           if (buffer.size() > REPLAY_BUFFER) {
             buffer.pollFirst();
           }
-          events = queue.poll();
+          batch = queue.poll();
         }
         answerReplays(router, buffer);
       }

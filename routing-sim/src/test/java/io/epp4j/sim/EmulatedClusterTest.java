@@ -4,6 +4,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.epp4j.api.Endpoint;
 import io.epp4j.kvevents.KvEvent;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -110,5 +115,63 @@ class EmulatedClusterTest {
     });
     c.close();
     assertThat(aborted.await(5, TimeUnit.SECONDS)).isTrue();
+  }
+
+  @Test
+  void aDefectThatStopsTheEngineEndsEveryRequestInsteadOfLeavingItWaiting() throws Exception {
+    HardwareProfile hw = HardwareProfile.qwen3H100Mps6();
+    IllegalStateException defect = new IllegalStateException("a defect of the model");
+    // the first step's KV events stand in for any defect the driver could meet
+    try (EmulatedCluster c = new EmulatedCluster(hw, 1, 1, 1, (i, e) -> {
+      throw defect;
+    })) {
+      CountDownLatch inFlight = new CountDownLatch(1);
+      CountDownLatch later = new CountDownLatch(1);
+      // the request in flight when the driver met the defect hears that it ended
+      c.submit(0, TestRequests.tokens(1, 64), 50, abortCounter(inFlight));
+      assertThat(inFlight.await(10, TimeUnit.SECONDS)).as("in-flight request ended").isTrue();
+      assertThat(c.failure()).isSameAs(defect);
+      // and one submitted after the stop is ended at once
+      assertThat(c.submit(0, TestRequests.tokens(1, 64), 50, -1, null, null,
+          abortCounter(later))).isNull();
+      assertThat(later.getCount()).isZero();
+    }
+  }
+
+  @Test
+  void overHttpTheStoppedEngineAnswers503AndItsHealthCheckFails() throws Exception {
+    HardwareProfile hw = HardwareProfile.qwen3H100Mps6();
+    HttpClient http = HttpClient.newHttpClient();
+    try (EmulatedCluster c = new EmulatedCluster(hw, 1, 1, 1, (i, e) -> {
+      throw new IllegalStateException("a defect of the model");
+    }); EmulatedServer server = new EmulatedServer(c, 0, 0)) {
+      URI base = URI.create("http://127.0.0.1:" + server.port());
+      assertThat(http.send(HttpRequest.newBuilder(base.resolve("/health")).build(),
+          HttpResponse.BodyHandlers.ofString()).statusCode()).isEqualTo(200);
+      HttpResponse<String> completion = http.send(HttpRequest.newBuilder(
+          base.resolve("/v1/completions")).timeout(Duration.ofSeconds(10))
+          .header("Content-Type", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofString(
+              "{\"prompt\":[1,2,3,4,5,6,7,8],\"max_tokens\":20}")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertThat(completion.statusCode()).isEqualTo(503);
+      assertThat(http.send(HttpRequest.newBuilder(base.resolve("/health")).build(),
+          HttpResponse.BodyHandlers.ofString()).statusCode()).isEqualTo(503);
+    }
+  }
+
+  private static EmulatedCluster.Listener abortCounter(CountDownLatch aborted) {
+    return new EmulatedCluster.Listener() {
+      @Override
+      public void onToken(int tokenId, boolean first) {}
+
+      @Override
+      public void onFinished(int promptTokens, int cachedTokens, int completionTokens) {}
+
+      @Override
+      public void onAborted() {
+        aborted.countDown();
+      }
+    };
   }
 }

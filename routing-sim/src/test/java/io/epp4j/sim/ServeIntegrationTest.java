@@ -641,7 +641,17 @@ class ServeIntegrationTest {
       assertThat(s.cluster().stats(0).running()).isEqualTo(1);
     } // the client hangs up while the replica is still generating
     await(() -> s.cluster().idle(0), "the replica to drop the request of the client that left");
+    await(() -> !handlerWaiting(p), "the request's handler to end");
     assertDroppedAndStillServing(s, p, 7, 0);
+  }
+
+  /** Whether a request handler of the replica on {@code port} waits for its request's tokens. */
+  private static boolean handlerWaiting(int port) {
+    return Thread.getAllStackTraces().entrySet().stream()
+        .filter(e -> e.getKey().getName().equals("epp4j-emulator-http-" + port))
+        .anyMatch(e -> java.util.Arrays.stream(e.getValue()).anyMatch(f ->
+            f.getClassName().equals(EmulatedServer.class.getName())
+                && f.getMethodName().equals("take")));
   }
 
   /**
@@ -705,6 +715,7 @@ class ServeIntegrationTest {
       await(() -> s.cluster().idle(0), "the replica to drop the request of the client that left");
       assertThat((System.nanoTime() - left) / 1e9).as("seconds until the request was dropped")
           .isLessThan(5);
+      await(() -> !handlerWaiting(p), "the request's handler to end");
       assertDroppedAndStillServing(s, p, chunked ? 10 : 9, finishedBefore);
     }
   }
