@@ -155,6 +155,7 @@ final class Epp4jWebSocketService implements WebSocketService, Lifecycle {
     @Override
     public Mono<Void> handle(WebSocketSession session) {
       SessionWatch watch = new SessionWatch(tap);
+      watch.clientSession(session);
       tap.sessionHandlerStarted();
       return handler.handle(session)
           .doOnError(tap::failed)

@@ -27,9 +27,10 @@ import reactor.core.publisher.Mono;
  * closes, see {@link Epp4jResponseTapFilter}). A session the replica ends otherwise fails it:
  * its connection dropped without a close frame (its process died, say), or it closed with a
  * code other than 1000 (normal closure). A session the client ended (the proxy passed the
- * client's close, or its connection's end, on to the replica) never fails here. What the client
- * is told is the proxy's business: it closes the client's session without a status (1005) or
- * with a normal closure when the replica's connection drops.
+ * client's close, or its connection's end, on to the replica) never fails here. A replica's close
+ * code reaches the client through the proxy; when the replica's connection drops without a close
+ * frame, the client's session is closed here with 1011 (internal error) and a reason saying the
+ * replica's connection was lost, where the proxy alone would close it without a status (1005).
  *
  * <p>When the replica's connection fails before the upgrade is answered (refused, reset) and the
  * decision names another endpoint, the session is opened there instead ({@link #fallbackAfter}):
@@ -44,10 +45,16 @@ final class SessionWatch {
   private int attempt;
   private volatile boolean closedForClient;
   private volatile @Nullable WebSocketSession replica;
+  private volatile @Nullable WebSocketSession client;
   private volatile @Nullable CloseStatus replicaStatus;
 
   SessionWatch(DecisionTap tap) {
     this.tap = tap;
+  }
+
+  /** The client's session, which the proxy relays to the replica's. */
+  void clientSession(WebSocketSession session) {
+    client = session;
   }
 
   /**
@@ -94,6 +101,15 @@ final class SessionWatch {
         replica = session;
         return handler.handle(new Session(session) {
           @Override
+          public Mono<Void> send(Publisher<WebSocketMessage> messages) {
+            // the proxy sends the client's messages on: when the replica's connection ends, the
+            // sending is cancelled, and the client's session must hear it before the proxy's
+            // handler ends, which would close it without a status
+            return super.send(Flux.from(messages).doOnCancel(
+                () -> closeClientIfReplicaLost().subscribe()));
+          }
+
+          @Override
           public Mono<CloseStatus> closeStatus() {
             return super.closeStatus().doOnNext(s -> replicaStatus = s);
           }
@@ -125,11 +141,28 @@ final class SessionWatch {
     CloseStatus status = replicaStatus;
     String problem = status == null ? "the replica's connection closed without a close frame"
         : problem(status);
-    if (!problem.isEmpty()) {
-      tap.failed(new IOException(problem));
+    if (problem.isEmpty()) {
+      return Mono.empty();
     }
+    tap.failed(new IOException(problem));
     return Mono.empty();
   }
+
+  /**
+   * When the replica's connection ended without a close frame (the client did not end the
+   * session) and the client's session is still open, closes that with {@link #REPLICA_LOST}.
+   */
+  private Mono<Void> closeClientIfReplicaLost() {
+    WebSocketSession c = client;
+    if (closedForClient || replicaStatus != null || c == null || !c.isOpen()) {
+      return Mono.empty();
+    }
+    return c.close(REPLICA_LOST).onErrorResume(e -> Mono.empty());
+  }
+
+  /** What the client's session is closed with when the replica's connection drops. */
+  static final CloseStatus REPLICA_LOST =
+      CloseStatus.SERVER_ERROR.withReason("the replica's connection was lost");
 
   /** What is wrong with a close status the replica sent; empty for a normal closure. */
   private static String problem(CloseStatus status) {

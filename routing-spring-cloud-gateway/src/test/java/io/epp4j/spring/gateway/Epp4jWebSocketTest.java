@@ -337,13 +337,10 @@ class Epp4jWebSocketTest {
     WebSocket ws = open("/v1/crash", frames);
     hello(ws, frames);
     ws.sendText("crash", true).get(10, TimeUnit.SECONDS);
-    // the replica's connection is gone without a close frame: the session ends for the client
-    // (how, SCG's proxy decides), and the replica did not serve it to its end
-    try {
-      frames.closed.get(10, TimeUnit.SECONDS);
-    } catch (java.util.concurrent.ExecutionException e) {
-      // the client's connection broke: also an end
-    }
+    // the replica's connection is gone without a close frame: the client's session is closed
+    // as by a server error, saying why, and the replica did not serve it to its end
+    assertThat(frames.closed.get(10, TimeUnit.SECONDS)).isEqualTo(1011);
+    assertThat(frames.reason).isEqualTo("the replica's connection was lost");
     await(() -> inFlight() == 0);
     await(() -> outcomes.failures.size() > failed);
     assertThat(outcomes.failures.subList(failed, outcomes.failures.size())).singleElement()
@@ -427,6 +424,7 @@ class Epp4jWebSocketTest {
   static final class Frames implements WebSocket.Listener {
     final BlockingQueue<String> texts = new LinkedBlockingQueue<>();
     final CompletableFuture<Integer> closed = new CompletableFuture<>();
+    volatile String reason;
     private final StringBuilder partial = new StringBuilder();
 
     @Override
@@ -442,6 +440,7 @@ class Epp4jWebSocketTest {
 
     @Override
     public CompletionStage<?> onClose(WebSocket ws, int statusCode, String reason) {
+      this.reason = reason;
       closed.complete(statusCode);
       return null;
     }
