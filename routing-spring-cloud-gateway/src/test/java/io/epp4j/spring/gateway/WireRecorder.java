@@ -75,6 +75,12 @@ final class WireRecorder {
             + tail(written, ch[1]) + "]");
   }
 
+  /** Drops what was recorded for a tag whose answer came whole (long stress runs). */
+  void forget(String tag) {
+    steps.remove(tag);
+    channels.remove(tag);
+  }
+
   private void step(String tag, String what) {
     steps.computeIfAbsent(tag, t -> new StringBuffer()).append(what).append("; ");
   }
@@ -162,7 +168,12 @@ final class WireRecorder {
           Channel client = down instanceof Connection c ? c.channel() : null;
           channels.put(tag, new Channel[] {up, client});
           step(tag, "writeAndFlushWith");
+          // the writer may ask for chunks ahead of writing them: "handed" counts what the
+          // routing filter's body gave, "chunk of" what the writer took up
+          java.util.concurrent.atomic.AtomicInteger handed =
+              new java.util.concurrent.atomic.AtomicInteger();
           return super.writeAndFlushWith(Flux.from(body)
+                  .doOnNext(chunk -> step(tag, "handed " + handed.incrementAndGet()))
                   .map(chunk -> Flux.from(chunk).doOnNext(b -> step(tag, "chunk of "
                       + b.readableByteCount() + " bytes"))
                       .doOnEach(s -> {
