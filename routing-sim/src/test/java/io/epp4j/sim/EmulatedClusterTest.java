@@ -101,18 +101,7 @@ class EmulatedClusterTest {
     // at speed 0.001 a step lasts seconds: the request is certainly in flight when closed
     EmulatedCluster c = new EmulatedCluster(hw, 1, 0.001, 1, (i, e) -> { });
     CountDownLatch aborted = new CountDownLatch(1);
-    c.submit(0, TestRequests.tokens(1, 100), 5, new EmulatedCluster.Listener() {
-      @Override
-      public void onToken(int tokenId, boolean first) {}
-
-      @Override
-      public void onFinished(int promptTokens, int cachedTokens, int completionTokens) {}
-
-      @Override
-      public void onAborted() {
-        aborted.countDown();
-      }
-    });
+    c.submit(0, TestRequests.tokens(1, 100), 5, abortCounter(aborted));
     c.close();
     assertThat(aborted.await(5, TimeUnit.SECONDS)).isTrue();
   }

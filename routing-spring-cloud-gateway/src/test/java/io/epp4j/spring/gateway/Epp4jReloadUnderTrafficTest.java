@@ -199,6 +199,11 @@ class Epp4jReloadUnderTrafficTest {
   }
 
   private void reload(String... properties) {
+    reload(ctx, properties);
+  }
+
+  /** Applies {@code properties} to the context and publishes their change, as a refresh does. */
+  static void reload(ConfigurableApplicationContext ctx, String... properties) {
     TestPropertyValues.of(properties).applyTo(ctx);
     Set<String> keys = new java.util.HashSet<>();
     for (String p : properties) {
@@ -208,6 +213,11 @@ class Epp4jReloadUnderTrafficTest {
   }
 
   private HttpRequest request(String tag, boolean stream) {
+    return request(port, tag, stream);
+  }
+
+  /** A tagged completion request to the gateway on {@code port}, streamed or not. */
+  static HttpRequest request(int port, String tag, boolean stream) {
     String body = "{\"model\":\"m\"," + (stream
         ? "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
         : "") + "\"prompt\":\"reload under traffic, tag " + tag + "\"}";

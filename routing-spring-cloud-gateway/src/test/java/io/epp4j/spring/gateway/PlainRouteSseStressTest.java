@@ -2,9 +2,7 @@ package io.epp4j.spring.gateway;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.net.URI;
 import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,13 +17,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 import org.springframework.beans.factory.annotation.Value;
-import org.springframework.boot.SpringBootConfiguration;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.reactor.netty.NettyServerCustomizer;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.cloud.gateway.config.HttpClientCustomizer;
-import org.springframework.cloud.gateway.filter.GlobalFilter;
-import org.springframework.context.annotation.Bean;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -46,7 +38,7 @@ import org.springframework.test.context.DynamicPropertySource;
  */
 @EnabledIfSystemProperty(named = "sse.stress.minutes", matches = "\\d+(\\.\\d+)?")
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
-    classes = PlainRouteSseStressTest.App.class,
+    classes = Epp4jReloadUnderTrafficTest.App.class,
     properties = "epp4j.metrics.enabled=false")
 class PlainRouteSseStressTest {
   static final StandInReplica A = StandInReplica.start("a");
@@ -65,7 +57,8 @@ class PlainRouteSseStressTest {
   static final boolean MIXED = Boolean.getBoolean("sse.stress.mixed");
   static final HttpClient CLIENT = HttpClient.newBuilder()
       .version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5)).build();
-  static final WireRecorder WIRE = new WireRecorder();
+  // the reload test's application and recorder
+  static final WireRecorder WIRE = Epp4jReloadUnderTrafficTest.WIRE;
   static final int THREADS = 4;
 
   @DynamicPropertySource
@@ -80,25 +73,6 @@ class PlainRouteSseStressTest {
       registry.add("spring.cloud.gateway.server.webflux.routes[0].filters[0]", () -> "Epp4j");
     }
     registry.add("epp4j.endpoints", () -> A.id() + "," + B.id());
-  }
-
-  @SpringBootConfiguration
-  @EnableAutoConfiguration
-  static class App {
-    @Bean
-    HttpClientCustomizer wireRecorderClient() {
-      return WIRE.clientCustomizer();
-    }
-
-    @Bean
-    NettyServerCustomizer wireRecorderServer() {
-      return WIRE.serverCustomizer();
-    }
-
-    @Bean
-    GlobalFilter wireRecorderFilter() {
-      return WIRE.filter();
-    }
   }
 
   @Value("${local.server.port}")
@@ -129,7 +103,8 @@ class PlainRouteSseStressTest {
           boolean stream = !MIXED || (i + thread) % 2 == 0;
           sent.incrementAndGet();
           try {
-            HttpResponse<String> r = CLIENT.sendAsync(request(tag, stream),
+            HttpResponse<String> r = CLIENT.sendAsync(
+                Epp4jReloadUnderTrafficTest.request(port, tag, stream),
                 HttpResponse.BodyHandlers.ofString()).get(30, TimeUnit.SECONDS);
             if (r.statusCode() != 200
                 || !r.body().trim().endsWith(stream ? "data: [DONE]" : "}")) {
@@ -155,7 +130,7 @@ class PlainRouteSseStressTest {
       while (System.nanoTime() < stopAt) {
         Thread.sleep((long) (RELOAD_SECONDS * 1000));
         boolean odd = reloads++ % 2 == 0;
-        reload(odd ? "epp4j.endpoints=" + B.id() + "," + C.id()
+        Epp4jReloadUnderTrafficTest.reload(ctx, odd ? "epp4j.endpoints=" + B.id() + "," + C.id()
                 : "epp4j.endpoints=" + A.id() + "," + B.id(),
             odd ? "epp4j.preset=epp4j" : "epp4j.preset=");
       }
@@ -168,27 +143,5 @@ class PlainRouteSseStressTest {
     System.err.println((EPP4J ? "Epp4j route: " : "plain route: ") + sent.get()
         + (MIXED ? " requests (half streams), " : " streams, ") + problems.size() + " problems");
     assertThat(problems).isEmpty();
-  }
-
-  private void reload(String... properties) {
-    org.springframework.boot.test.util.TestPropertyValues.of(properties).applyTo(ctx);
-    java.util.Set<String> keys = new java.util.HashSet<>();
-    for (String p : properties) {
-      keys.add(p.substring(0, p.indexOf('=')));
-    }
-    ctx.publishEvent(new org.springframework.cloud.context.environment.EnvironmentChangeEvent(
-        ctx, keys));
-  }
-
-  private HttpRequest request(String tag, boolean stream) {
-    String body = "{\"model\":\"m\"," + (stream
-        ? "\"stream\":true,\"stream_options\":{\"include_usage\":true}," : "")
-        + "\"prompt\":\"plain route, tag " + tag + "\"}";
-    return HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/v1/completions"))
-        .timeout(Duration.ofSeconds(20))
-        .header("content-type", "application/json")
-        .header("x-tag", tag)
-        .POST(HttpRequest.BodyPublishers.ofString(body))
-        .build();
   }
 }
