@@ -613,6 +613,11 @@ public final class Router implements AutoCloseable {
     return registry;
   }
 
+  /** The body parser {@link #route(String, Map, byte[])} uses (its size limit, say). */
+  public OpenAiRequestParser requestParser() {
+    return parser;
+  }
+
   public Ticker ticker() {
     return ticker;
   }

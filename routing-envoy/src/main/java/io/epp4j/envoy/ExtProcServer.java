@@ -250,6 +250,14 @@ public final class ExtProcServer implements AutoCloseable {
      *     request body of {@code maxBodyBytes}
      */
     public ExtProcServer start() throws IOException {
+      int parserLimit = router.requestParser().maxBodyBytes();
+      if (maxBodyBytes > parserLimit) {
+        // the router would answer a body between the two limits 400 ("above the limit"): the
+        // limit given here would not hold
+        throw new IllegalArgumentException("maxBodyBytes (" + maxBodyBytes + ") is above the "
+            + "router's request parser limit (" + parserLimit + "): build the router with "
+            + "requestParser(OpenAiRequestParser.of(" + maxBodyBytes + ", ...))");
+      }
       long bodyMessage = maxBodyBytes + (long) MESSAGE_HEADROOM_BYTES;
       if (maxMessageBytes != 0 && maxMessageBytes < bodyMessage) {
         throw new IllegalArgumentException("maxMessageBytes (" + maxMessageBytes + ") must be at "

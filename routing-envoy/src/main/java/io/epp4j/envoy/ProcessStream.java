@@ -118,7 +118,14 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   /** Called once the response observer is set up: asks for the first message. */
   void start() {
     out.setOnReadyHandler(this::onReady);
-    out.setOnCancelHandler(() -> end(new CancellationException("Envoy cancelled the stream")));
+    out.setOnCancelHandler(() -> {
+      // Envoy ends every stream as ExternalProcessorStreamImpl::close() does: END_STREAM, then
+      // RST_STREAM right behind it. gRPC drops the half-close when the cancellation overtakes it
+      // (it can on an executor of the user's), so the cancel is the stream's end as much as the
+      // half-close is: an answer that the stream's end ends is over
+      finishIfStreamEndEndsAnswer();
+      end(new CancellationException("Envoy cancelled the stream"));
+    });
     out.request(1);
   }
 
@@ -153,13 +160,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   @Override
   public void onCompleted() {
-    if (phase == Phase.RESPONSE_BODY
-        && (responseMode == BodySendMode.NONE || partialResponse || answerIsWhole())) {
-      // Envoy sends no body, or no more of it, or the answer's own framing shows it whole (its
-      // last chunk came without end_of_stream because trailers it does not send ended it): the
-      // stream's end is the answer's end
-      finishResponse();
-    }
+    finishIfStreamEndEndsAnswer();
     Phase was = phase;
     if (was != Phase.CLOSED) {
       phase = Phase.CLOSED;
@@ -168,6 +169,18 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     end(was == Phase.RESPONSE_DONE || was == Phase.CLOSED ? null
         : new IOException("Envoy closed the ext_proc stream in phase " + was
             + ", before the answer ended"));
+  }
+
+  /**
+   * At the stream's end: when Envoy sends no body, or no more of it, or the answer's own framing
+   * shows it whole (its last chunk came without end_of_stream because trailers it does not send
+   * ended it), the stream's end is the answer's end.
+   */
+  private void finishIfStreamEndEndsAnswer() {
+    if (phase == Phase.RESPONSE_BODY
+        && (responseMode == BodySendMode.NONE || partialResponse || answerIsWhole())) {
+      finishResponse();
+    }
   }
 
   private void onReady() {

@@ -524,6 +524,39 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aLimitAboveTheRoutersParserIsRefusedAtStartAndABodyWithinBothIsRouted() throws Exception {
+    // the router would answer a body between its parser's limit (16 MiB by default) and the
+    // server's a 400 "above the limit": the server's limit would promise what it cannot keep
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).listener(outcomes).build();
+    ExtProcServer.Builder refused = ExtProcServer.builder(router).maxBodyBytes(32 << 20)
+        .transport(InProcessServerBuilder.forName(InProcessServerBuilder.generateName()));
+    org.assertj.core.api.Assertions.assertThatThrownBy(refused::start)
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("maxBodyBytes (33554432)")
+        .hasMessageContaining("request parser limit (16777216)");
+    router.close();
+
+    // with the router's parser raised to match, a 17 MiB body is routed
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).listener(outcomes)
+        .requestParser(io.epp4j.core.OpenAiRequestParser.of(32 << 20, List.of())).build();
+    String name = InProcessServerBuilder.generateName();
+    server = ExtProcServer.builder(router).maxBodyBytes(32 << 20)
+        .transport(InProcessServerBuilder.forName(name)).drainTimeout(Duration.ofSeconds(2))
+        .start();
+    channel = InProcessChannelBuilder.forName(name).build();
+    ByteString body = ByteString.copyFromUtf8(completion("x".repeat(17 << 20)));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    for (int from = 0; from < body.size(); from += 1 << 20) {
+      int to = Math.min(body.size(), from + (1 << 20));
+      envoy.send(requestBody(body.substring(from, to), to == body.size()));
+    }
+    ProcessingResponse r = envoy.next();
+    assertThat(r.hasImmediateResponse()).as("answered locally: %s", r).isFalse();
+    assertThat(destinationHeader(r.getRequestHeaders().getResponse())).isEqualTo(A);
+  }
+
+  @Test
   void aSheddableRequestOnASaturatedPoolIs429() throws Exception {
     start(List.of(A)); // no metrics yet: the endpoint counts as saturated for shedding
     FakeEnvoy envoy = FakeEnvoy.open(channel);
