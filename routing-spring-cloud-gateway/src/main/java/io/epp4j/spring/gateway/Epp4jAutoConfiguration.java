@@ -98,8 +98,18 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   public Epp4jGatewayFilterFactory epp4jGatewayFilterFactory(Router router,
       Epp4jProperties properties, ObjectProvider<Epp4jPools> pools) {
+    int maxBody = maxBodyBytes(properties);
+    int parserLimit = router.requestParser().maxBodyBytes();
+    if (maxBody > parserLimit) {
+      // an application's own router keeps its parser's limit: a body between the two would be
+      // let through by the filter and answered 400 by the router
+      throw new IllegalStateException("epp4j.max-body-size (" + maxBody + " bytes) is above the "
+          + "request parser limit of the application's Router bean (" + parserLimit + " bytes):"
+          + " build that router with requestParser(OpenAiRequestParser.of(" + maxBody
+          + ", ...)) or lower epp4j.max-body-size");
+    }
     return new Epp4jGatewayFilterFactory(router, PoolSettings.of(properties).scheme,
-        maxBodyBytes(properties), pools.getIfAvailable(Epp4jPools::none));
+        maxBody, pools.getIfAvailable(Epp4jPools::none));
   }
 
   /**

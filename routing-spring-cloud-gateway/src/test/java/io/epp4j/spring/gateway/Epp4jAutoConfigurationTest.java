@@ -86,6 +86,24 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void aBodyLimitAboveTheApplicationRoutersParserFailsStartupNamingBoth() {
+    // the filter would let a 20 MB body through and the router (16 MiB parser) answer it 400
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    runner.withBean(Router.class, () -> own)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.max-body-size=32MB")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.max-body-size (33554432 bytes) is above the request"
+                + " parser limit of the application's Router bean (16777216 bytes)"));
+    Router raised = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000))
+        .requestParser(io.epp4j.core.OpenAiRequestParser.of(32 << 20, List.of())).build();
+    runner.withBean(Router.class, () -> raised)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.max-body-size=32MB")
+        .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Epp4jGatewayFilterFactory.class));
+    own.close();
+    raised.close();
+  }
+
+  @Test
   void theRouterIsClosedWithTheContext() {
     Router[] seen = new Router[1];
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
