@@ -343,6 +343,7 @@ public final class RedisReplication implements Plugin, RequestListener {
   private boolean flush(HintTransport t, Map<String, long[]> sent, boolean heartbeat,
       Backoff backoff) {
     Map<String, long[]> figures = inFlightChanges(sent, heartbeat);
+    long started = System.nanoTime();
     boolean first = true;
     HintCodec.Writer w = writer;
     while (first || queuedForPublishing() > 0) {
@@ -376,7 +377,10 @@ public final class RedisReplication implements Plugin, RequestListener {
         }
       });
       figures = Map.of();
-      if (hintsTaken < s.batchSize()) {
+      if (hintsTaken < s.batchSize()
+          || System.nanoTime() - started >= s.flushIntervalNanos()) {
+        // a backlog that never empties (hints come faster than batches go) must not keep the
+        // in-flight figures from going out: the caller sends their changes with the next batch
         return true;
       }
     }
@@ -668,10 +672,25 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
   }
 
-  /** Waits out the next backoff step before the next connection attempt. */
+  /**
+   * Waits out the next backoff step before the next connection attempt, the whole step: a wait
+   * capped at a heartbeat would make a short {@code heartbeatMillis} a reconnection loop. The
+   * reader wakes at least once a heartbeat meanwhile, so that silent origins are still forgotten
+   * on time while Redis is away; both threads stop waiting when closed or replaced.
+   */
   private void pause(Backoff backoff) {
-    // short enough that silent origins are still forgotten on time while Redis is away
-    LockSupport.parkNanos(Math.min(backoff.next(), s.heartbeatNanos()));
+    long until = System.nanoTime() + backoff.next();
+    boolean isReader = Thread.currentThread() == reader;
+    while (running && seat.owner() == this) {
+      long left = until - System.nanoTime();
+      if (left <= 0) {
+        return;
+      }
+      LockSupport.parkNanos(Math.min(left, s.heartbeatNanos()));
+      if (isReader) {
+        forgetSilentOrigins(System.nanoTime());
+      }
+    }
   }
 
   private void connectionLost(String who, Exception e) {
@@ -688,11 +707,32 @@ public final class RedisReplication implements Plugin, RequestListener {
       log.report(Level.WARNING, "auth", "Redis refused this router's credentials (" + who
           + "): check the user and password of parameter 'uri'; routing continues on this"
           + " router's own state, retrying with backoff");
+    } else if (refusalCode(e) != null) {
+      // connected, and the server answered with an error (WRONGTYPE on the key, OOM, READONLY,
+      // NOPERM...): its code says what to fix; the rest of the reply is not logged
+      log.report(Level.WARNING, "refused", "Redis refused a command (" + who + ": "
+          + refusalCode(e) + " on stream '" + s.streamKey() + "'); routing continues on this"
+          + " router's own state, retrying with backoff");
     } else {
       log.report(Level.WARNING, "down", "Redis unreachable (" + who + ": "
           + e.getClass().getSimpleName() + "); routing continues on this router's own state,"
           + " reconnecting with backoff");
     }
+  }
+
+  /**
+   * The error code (the first word, e.g. {@code WRONGTYPE}, {@code OOM}, {@code NOPERM}) of a
+   * command Redis answered with an error, or null when the failure was not such an answer.
+   */
+  static @Nullable String refusalCode(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (t instanceof io.lettuce.core.RedisCommandExecutionException) {
+        String m = t.getMessage();
+        String code = m == null ? "" : m.split(" ", 2)[0];
+        return code.matches("[A-Z]{2,32}") ? code : "an error reply";
+      }
+    }
+    return null;
   }
 
   /**

@@ -76,6 +76,10 @@ final class RedisStreamTransport implements HintTransport {
             };
           })
           .build();
+      // the URI's timeout bounds the connection's handshake (HELLO, AUTH, SELECT): Lettuce's
+      // default of 60 s would hold a thread that connects to a server that accepts connections
+      // and answers nothing (a hung process, a stopped VM) for a minute per attempt
+      uri.setTimeout(connectTimeout);
       this.client = RedisClient.create(resources, uri);
       ClientOptions.Builder options = ClientOptions.builder();
       if (ssl != null) {
@@ -209,10 +213,11 @@ final class RedisStreamTransport implements HintTransport {
     // stream is in its place (a failover to a replica that lacks the newest entries and whose
     // clock is behind, or a stream deleted and written again): a read after afterId would
     // return nothing until the new ids pass it
-    List<StreamMessage<byte[], byte[]>> last = sync.xrevrange(f.key, Range.unbounded(),
-        Limit.from(1));
-    return last != null && !last.isEmpty()
-        && StreamIds.compare(last.get(0).getId(), afterId) >= 0;
+    // asked with XRANGE from afterId, not XREVRANGE: the one range command the README names, so
+    // that an ACL of the documented commands does not refuse every gap check
+    List<StreamMessage<byte[], byte[]>> last = sync.xrange(f.key,
+        Range.from(Range.Boundary.including(afterId), Range.Boundary.unbounded()), Limit.from(1));
+    return last != null && !last.isEmpty();
   }
 
   /**

@@ -228,6 +228,28 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
     }
   }
 
+  /**
+   * Stops the server's process ({@code SIGSTOP}) without closing its socket: the kernel still
+   * accepts connections into the listen backlog, but nothing answers, as with a host or process
+   * that hangs (swapping, a stuck disk, a paused VM). {@link #thaw} resumes it.
+   */
+  public void freeze() throws IOException, InterruptedException {
+    signal("-STOP");
+  }
+
+  /** Resumes a server {@link #freeze} stopped. */
+  public void thaw() throws IOException, InterruptedException {
+    signal("-CONT");
+  }
+
+  private void signal(String sig) throws IOException, InterruptedException {
+    Process p = java.util.Objects.requireNonNull(process, "not running");
+    Process kill = new ProcessBuilder("kill", sig, Long.toString(p.pid())).inheritIO().start();
+    if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+      throw new IllegalStateException("kill " + sig + " failed");
+    }
+  }
+
   /** Kills the server (no shutdown save: the data is gone, as after a crash). */
   public void stop() {
     Process p = process;

@@ -1,0 +1,110 @@
+package io.epp4j.redis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.Router;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * A Redis user limited by an ACL to the commands the README names as the ones used
+ * ("{@code XADD ... MAXLEN ~}, {@code XREAD BLOCK}, {@code XRANGE}"), with what a client needs
+ * to connect, and {@code TIME}.
+ */
+class RedisAclTest {
+  @RegisterExtension
+  static final RedisServer REDIS = new RedisServer();
+
+  private final List<Router> routers = new ArrayList<>();
+
+  @AfterEach
+  void close() {
+    routers.forEach(Router::close);
+  }
+
+  Router router(String uri, String pool, String id) {
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        - type: redis-replication
+          parameters:
+            uri: %s
+            pool: %s
+            routerId: %s
+            heartbeatMillis: 200
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """.formatted(uri, pool, id);
+    Router r = Router.builder().endpoints(RedisReplicationTest.endpoints())
+        .configYaml(yaml, "router " + id).randomSeed(id.hashCode()).build();
+    routers.add(r);
+    return r;
+  }
+
+  @Test
+  void aUserAllowedTheDocumentedCommandsKeepsReading() throws Exception {
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (StatefulRedisConnection<String, String> c = admin.connect()) {
+      c.sync().aclSetuser("epp", io.lettuce.core.AclSetuserArgs.Builder.on()
+          .addPassword("pw").keyPattern("epp4j:*").addCommand(io.lettuce.core.protocol
+              .CommandType.HELLO).addCommand(io.lettuce.core.protocol.CommandType.AUTH)
+          .addCommand(io.lettuce.core.protocol.CommandType.PING)
+          .addCommand(io.lettuce.core.protocol.CommandType.CLIENT)
+          .addCommand(io.lettuce.core.protocol.CommandType.TIME)
+          .addCommand(io.lettuce.core.protocol.CommandType.XADD)
+          .addCommand(io.lettuce.core.protocol.CommandType.XREAD)
+          .addCommand(io.lettuce.core.protocol.CommandType.XRANGE));
+    } finally {
+      admin.shutdown();
+    }
+    String uri = "redis://epp:pw@127.0.0.1:" + REDIS.port();
+    String pool = "acl-" + ProcessHandle.current().pid();
+    Router a = router(uri, pool, "a");
+    Router b = router(uri, pool, "b");
+    RedisReplicationTest.awaitConnected(a, b);
+    RoutingDecision first = a.route(RedisReplicationTest.prompt(1, 256, null));
+    first.onComplete(RedisReplicationTest.DONE);
+    RedisReplicationTest.await("b applied a's first prefix",
+        () -> RedisReplicationTest.replication(b).appliedPrefixes() >= 1);
+    // a few heartbeats: the connected reader's gap checks run
+    Thread.sleep(1_500);
+    RoutingDecision second = a.route(RedisReplicationTest.prompt(2, 256, null));
+    second.onComplete(RedisReplicationTest.DONE);
+    RedisReplicationTest.await("b applied a's second prefix",
+        () -> RedisReplicationTest.replication(b).appliedPrefixes() >= 2);
+    assertThat(RedisReplicationTest.replication(b).connected()).isTrue();
+  }
+
+  /** The gap check's answers, which the XRANGE-only form must keep. */
+  @Test
+  void holdsAfterTellsATrimmedOrReplacedStream() throws Exception {
+    try (RedisStreamTransport.Factory f = new RedisStreamTransport.Factory(
+        io.lettuce.core.RedisURI.create(REDIS.uri()), "epp4j:holds-" + System.nanoTime(), 1000,
+        java.time.Duration.ofSeconds(2), null)) {
+      HintTransport t = f.create();
+      t.connect();
+      assertThat(t.holdsAfter("1-0")).as("an empty stream: lost").isFalse();
+      String first = t.append(new byte[] {1});
+      String second = t.append(new byte[] {2});
+      assertThat(t.holdsAfter(first)).isTrue();
+      assertThat(t.holdsAfter(second)).as("the newest entry read").isTrue();
+      assertThat(t.holdsAfter("1-0")).as("trimmed past the id").isFalse();
+      long ms = StreamIds.millis(second);
+      assertThat(t.holdsAfter((ms + 3_600_000) + "-0")).as("a newest entry older than the id")
+          .isFalse();
+      t.close();
+    }
+  }
+}

@@ -1,0 +1,152 @@
+package io.epp4j.redis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.Router;
+import io.lettuce.core.RedisURI;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+/**
+ * A Redis that hangs: its process stopped ({@code SIGSTOP}), so the kernel still accepts TCP
+ * connections but nothing answers, as with a host that swaps itself to death, a stuck disk or a
+ * paused VM. {@code connectTimeoutMillis} is documented as the "connect and command timeout".
+ */
+class RedisHangTest {
+  @RegisterExtension
+  static final RedisServer REDIS = new RedisServer();
+
+  private final List<Router> routers = new ArrayList<>();
+  private final String pool = "hang-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
+
+  @AfterEach
+  void thawAndClose() throws Exception {
+    REDIS.thaw();
+    routers.forEach(Router::close);
+  }
+
+  Router router(String id) {
+    return router(id, 500);
+  }
+
+  Router router(String id, int connectTimeoutMillis) {
+    String yaml = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        - type: redis-replication
+          parameters:
+            uri: %s
+            pool: %s
+            routerId: %s
+            heartbeatMillis: 200
+            connectTimeoutMillis: %d
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """.formatted(REDIS.uri(), pool, id, connectTimeoutMillis);
+    Router r = Router.builder().endpoints(RedisReplicationTest.endpoints())
+        .configYaml(yaml, "router " + id).randomSeed(id.hashCode()).build();
+    routers.add(r);
+    return r;
+  }
+
+  static int inFlight(Router r, String endpointId) {
+    for (Candidate c : r.endpoints()) {
+      if (c.id().equals(endpointId)) {
+        return c.inFlightRequests();
+      }
+    }
+    return -1;
+  }
+
+  /** A connection attempt to a server that does not answer ends after the configured timeout. */
+  @Test
+  void connectingToAHungServerFailsWithinTheConnectTimeout() throws Exception {
+    RedisStreamTransport.Factory f = new RedisStreamTransport.Factory(
+        RedisURI.create(REDIS.uri()), "epp4j:hang-test", 1000, Duration.ofMillis(300), null);
+    try {
+      HintTransport t = f.create();
+      REDIS.freeze();
+      long start = System.nanoTime();
+      CompletableFuture<Void> attempt = CompletableFuture.runAsync(() -> {
+        try {
+          t.connect();
+        } catch (Exception expected) {
+          // the server does not answer
+        }
+      });
+      try {
+        attempt.get(10, TimeUnit.SECONDS);
+      } catch (java.util.concurrent.TimeoutException e) {
+        // still connecting
+      }
+      long tookMillis = (System.nanoTime() - start) / 1_000_000;
+      assertThat(tookMillis).as("ms a connect to a hung server took (connect timeout 300 ms)")
+          .isLessThan(5_000);
+      t.close();
+    } finally {
+      REDIS.thaw();
+      f.close();
+    }
+  }
+
+  /**
+   * The README: "Other routers' in-flight figures are dropped after five silent heartbeats, so
+   * an outage leaves no phantom load". Here five heartbeats are one second.
+   */
+  @Test
+  void aHungRedisLeavesNoPhantomLoadPastFiveHeartbeats() throws Exception {
+    Router a = router("a");
+    Router b = router("b");
+    RedisReplicationTest.awaitConnected(a, b);
+    RoutingDecision d = a.route(RedisReplicationTest.prompt(1, 64, null));
+    String ep = d.primary().id();
+    RedisReplicationTest.await("b counts a's request", () -> inFlight(b, ep) == 1);
+    REDIS.freeze();
+    long start = System.nanoTime();
+    long deadline = start + TimeUnit.SECONDS.toNanos(10);
+    while (inFlight(b, ep) != 0 && System.nanoTime() - deadline < 0) {
+      Thread.sleep(10);
+    }
+    long tookMillis = (System.nanoTime() - start) / 1_000_000;
+    assertThat(inFlight(b, ep)).as("a's request on b, %d ms after Redis hung (five heartbeats:"
+        + " 1000 ms)", tookMillis).isZero();
+    d.onComplete(RedisReplicationTest.DONE);
+  }
+
+  /** Closing a router while Redis hangs returns promptly and leaves none of the plugin's threads. */
+  @Test
+  void closingWhileRedisHangsLeavesNoThreadOfThePlugin() throws Exception {
+    Router a = router("a");
+    RedisReplicationTest.awaitConnected(a);
+    RoutingDecision d = a.route(RedisReplicationTest.prompt(1, 64, null));
+    Thread.sleep(300);
+    REDIS.freeze();
+    Thread.sleep(1500); // publisher and reader time out and try to reconnect
+    long start = System.nanoTime();
+    a.close();
+    long tookMillis = (System.nanoTime() - start) / 1_000_000;
+    List<String> left = new ArrayList<>();
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      if (t.isAlive() && t.getName().startsWith("epp4j-redis-replication")) {
+        left.add(t.getName());
+      }
+    }
+    d.onComplete(RedisReplicationTest.DONE);
+    assertThat(left).as("threads of the plugin alive after close returned (close took %d ms)",
+        tookMillis).isEmpty();
+  }
+}
