@@ -170,7 +170,7 @@ final class EndpointStream {
       metrics.restarts.increment();
       // the new process numbers its batches from 0: those before seq were published before
       // the connection came back (reconnects back off up to 5 s), and are a gap like any other
-      startOverAt(0);
+      startOverAfterRestart();
       if (seq > 0) {
         fillGapBefore(seq, true);
         if (seq < expected || shared.closing().getAsBoolean()) {
@@ -214,7 +214,7 @@ final class EndpointStream {
         // expected on
         metrics.restarts.increment();
         metrics.missedBatches.add(expected);
-        startOverAt(0);
+        startOverAfterRestart();
         outcome = replay(seq, true);
       }
       if (outcome == ReplayOutcome.RESYNCED) {
@@ -235,6 +235,16 @@ final class EndpointStream {
   private void startOverAt(long seq) {
     resync();
     expected = seq;
+    lastAppliedPayload = null;
+  }
+
+  /**
+   * The engine restarted: its cache is empty, so the endpoint's entries are dropped as a cleared
+   * cache (not as entries the index lost track of), and its batches are expected from 0.
+   */
+  private void startOverAfterRestart() {
+    shared.membership().restartedIfCurrent(endpointId, member);
+    expected = 0;
     lastAppliedPayload = null;
   }
 

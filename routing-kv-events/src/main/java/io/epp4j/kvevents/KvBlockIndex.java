@@ -318,6 +318,24 @@ public final class KvBlockIndex {
   }
 
   /**
+   * Drops every entry of an endpoint whose engine restarted (a new process, its cache empty),
+   * counted as a resync. Unlike {@link #resync}, the drop listeners hear a cleared cache: the
+   * engine holds none of those blocks any more, so nothing may vouch for them.
+   */
+  void engineRestarted(String endpointId) {
+    metrics.resyncs.increment();
+    synchronized (writeLock) {
+      EndpointHoldings e = endpoints.get(endpointId);
+      if (e != null) {
+        clearLocked(e);
+        for (DropListener l : dropListeners) {
+          l.cleared(e.id);
+        }
+      }
+    }
+  }
+
+  /**
    * Drops every entry of an endpoint on the index's own account (a resync or an overflow, not the
    * engine's word) and hands the keys it held to the drop listeners' {@code lostTrack}.
    */

@@ -335,12 +335,21 @@ public final class KvEventDecoder {
     return first;
   }
 
-  private static KvEvent stored(Fields f, int index) throws MalformedKvEventException {
+  /**
+   * The store, or null for one that names blocks without their tokens: vLLM's
+   * OffloadingConnector reports the blocks it offloaded that way ({@code token_ids=[]}, no
+   * parent, hashes of its own), in the same batch as the engine's GPU events. Nothing can be
+   * keyed from it, so it is skipped like an event of an unknown kind, not the batch refused.
+   */
+  private static @Nullable KvEvent stored(Fields f, int index) throws MalformedKvEventException {
     if (f.hashes == null) {
       throw new MalformedKvEventException("event " + index + " (BlockStored) lacks block_hashes");
     }
     if (f.tokens == null) {
       throw new MalformedKvEventException("event " + index + " (BlockStored) lacks token_ids");
+    }
+    if (f.tokens.length == 0 && f.hashes.length > 0 && f.blockSize > 0) {
+      return null;
     }
     int blocks = f.hashes.length;
     int bs = f.blockSize;

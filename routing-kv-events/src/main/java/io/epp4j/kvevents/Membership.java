@@ -81,6 +81,18 @@ final class Membership {
     }
   }
 
+  /**
+   * Drops the entries of an endpoint whose engine restarted, unless {@code member} has left the
+   * pool ({@link KvBlockIndex#engineRestarted}).
+   */
+  void restartedIfCurrent(String id, Object member) {
+    synchronized (lock) {
+      if (members.get(id) == member) {
+        index.engineRestarted(id);
+      }
+    }
+  }
+
   /** Drops the endpoint's entries to start over, unless {@code member} has left the pool. */
   void resyncIfCurrent(String id, Object member) {
     synchronized (lock) {
