@@ -113,7 +113,7 @@ class PublisherStarvationTest {
           + " heartbeats) after a ended its 20 (a has at most 1 open now)").isLessThanOrEqualTo(1);
     } finally {
       stop.set(true);
-      load.join();
+      load.join(10_000);
     }
   }
 }

@@ -29,24 +29,8 @@ class RedisAclTest {
   }
 
   Router router(String uri, String pool, String id) {
-    String yaml = """
-        apiVersion: inference.networking.x-k8s.io/v1alpha1
-        kind: EndpointPickerConfig
-        plugins:
-        - type: prefix-cache-scorer
-        - type: max-score-picker
-        - type: redis-replication
-          parameters:
-            uri: %s
-            pool: %s
-            routerId: %s
-            heartbeatMillis: 200
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: prefix-cache-scorer
-          - pluginRef: max-score-picker
-        """.formatted(uri, pool, id);
+    String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+        "uri: '%s', pool: %s, routerId: %s, heartbeatMillis: 200".formatted(uri, pool, id), "");
     Router r = Router.builder().endpoints(RedisReplicationTest.endpoints())
         .configYaml(yaml, "router " + id).randomSeed(id.hashCode()).build();
     routers.add(r);

@@ -38,25 +38,9 @@ class RedisHangTest {
   }
 
   Router router(String id, int connectTimeoutMillis) {
-    String yaml = """
-        apiVersion: inference.networking.x-k8s.io/v1alpha1
-        kind: EndpointPickerConfig
-        plugins:
-        - type: prefix-cache-scorer
-        - type: max-score-picker
-        - type: redis-replication
-          parameters:
-            uri: %s
-            pool: %s
-            routerId: %s
-            heartbeatMillis: 200
-            connectTimeoutMillis: %d
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: prefix-cache-scorer
-          - pluginRef: max-score-picker
-        """.formatted(REDIS.uri(), pool, id, connectTimeoutMillis);
+    String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+        "uri: '%s', pool: %s, routerId: %s, heartbeatMillis: 200, connectTimeoutMillis: %d"
+            .formatted(REDIS.uri(), pool, id, connectTimeoutMillis), "");
     Router r = Router.builder().endpoints(RedisReplicationTest.endpoints())
         .configYaml(yaml, "router " + id).randomSeed(id.hashCode()).build();
     routers.add(r);

@@ -62,22 +62,8 @@ class RedisRefusalLogTest {
     } finally {
       admin.shutdown();
     }
-    String yaml = """
-        apiVersion: inference.networking.x-k8s.io/v1alpha1
-        kind: EndpointPickerConfig
-        plugins:
-        - type: prefix-cache-scorer
-        - type: max-score-picker
-        - type: redis-replication
-          parameters:
-            uri: %s
-            pool: %s
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: prefix-cache-scorer
-          - pluginRef: max-score-picker
-        """.formatted(REDIS.uri(), pool);
+    String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+        "uri: '%s', pool: %s".formatted(REDIS.uri(), pool), "");
     Router a = Router.builder().endpoints(RedisReplicationTest.endpoints())
         .configYaml(yaml, "router a").build();
     routers.add(a);
