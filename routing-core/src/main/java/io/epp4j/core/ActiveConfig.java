@@ -163,7 +163,14 @@ final class ActiveConfig {
    */
   void notifyPool(List<Endpoint> removed, List<PoolSnapshot.Relabel> relabelled,
       List<Endpoint> added) {
+    // after close() the pool may still change (a discovery timer, a caller's shutdown order):
+    // the router's own plugins are closed and hear no more; the builder's extra listeners,
+    // which it does not close, still do
+    boolean closed = routerClosed.getAsBoolean();
     for (PoolListener l : poolListeners) {
+      if (closed && owned.contains(l)) {
+        continue;
+      }
       for (Endpoint e : removed) {
         try {
           l.onEndpointRemoved(e);

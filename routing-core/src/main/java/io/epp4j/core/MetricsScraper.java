@@ -190,39 +190,49 @@ public final class MetricsScraper implements AutoCloseable {
     response.whenComplete((resp, err) -> {
       deadline.cancel(false);
       responses.remove(response);
-      inFlight.remove(id);
-      if (closed) {
-        // an answer that ends after close() is neither published (the router may be closed or
-        // reconfigured meanwhile) nor a failure: a replica that stops with the gateway answers
-        // its last scrape with a 503
-        return;
-      }
-      scrapes.incrementAndGet();
-      if (err != null || resp.statusCode() != 200) {
-        fail(id, err != null ? err.toString() : "HTTP " + resp.statusCode());
-        return;
-      }
       try {
-        AtomicReference<@Nullable String> repeated = new AtomicReference<>();
-        Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body(), repeated::set);
-        if (!m.isOk()) {
-          fail(id, m.errors().get(0));
-          return;
-        }
-        String series = repeated.get();
-        if (series != null && repeating.putIfAbsent(id, Boolean.TRUE) == null) {
-          LOG.log(Level.WARNING, "metrics of " + id + " repeat series " + series
-              + " (and maybe others); the last sample of each counts");
-        }
-        if (failing.remove(id) != null) {
-          LOG.info("metrics of " + id + " are back");
-        }
-        router.updateMetrics(id, m.value());
-      } catch (RuntimeException e) {
-        // the future would keep the exception to itself: count and log it as any failure
-        fail(id, e.toString());
+        publish(id, resp, err);
+      } finally {
+        // only now: cleared before the body was parsed, a slow parse (a huge exposition) was
+        // started again at every interval while the earlier ones still ran
+        inFlight.remove(id);
       }
     });
+  }
+
+  /** Handles one finished scrape of {@code id}: publishes its figures or counts a failure. */
+  private void publish(String id, @Nullable HttpResponse<String> resp, @Nullable Throwable err) {
+    if (closed) {
+      // an answer that ends after close() is neither published (the router may be closed or
+      // reconfigured meanwhile) nor a failure: a replica that stops with the gateway answers
+      // its last scrape with a 503
+      return;
+    }
+    scrapes.incrementAndGet();
+    if (err != null || resp == null || resp.statusCode() != 200) {
+      fail(id, err != null ? err.toString() : resp == null ? "no response" : "HTTP " + resp.statusCode());
+      return;
+    }
+    try {
+      AtomicReference<@Nullable String> repeated = new AtomicReference<>();
+      Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body(), repeated::set);
+      if (!m.isOk()) {
+        fail(id, m.errors().get(0));
+        return;
+      }
+      String series = repeated.get();
+      if (series != null && repeating.putIfAbsent(id, Boolean.TRUE) == null) {
+        LOG.log(Level.WARNING, "metrics of " + id + " repeat series " + series
+            + " (and maybe others); the last sample of each counts");
+      }
+      if (failing.remove(id) != null) {
+        LOG.info("metrics of " + id + " are back");
+      }
+      router.updateMetrics(id, m.value());
+    } catch (RuntimeException e) {
+      // the future would keep the exception to itself: count and log it as any failure
+      fail(id, e.toString());
+    }
   }
 
   /**

@@ -37,20 +37,39 @@ public final class PrometheusMetrics {
   /** One parsed sample. */
   record Sample(String name, Map<String, String> labels, double value) {}
 
-  /** What identifies a series: its name and label set (a map, so label order does not count). */
-  private record Series(String name, Map<String, String> labels) {
-    /** {@code name{k="v",...}}, labels sorted, for a log line. */
-    String describe() {
-      if (labels.isEmpty()) {
-        return name;
-      }
-      StringBuilder b = new StringBuilder(name).append('{');
-      for (Map.Entry<String, String> e : new TreeMap<>(labels).entrySet()) {
-        b.append(b.charAt(b.length() - 1) == '{' ? "" : ",")
-            .append(e.getKey()).append("=\"").append(e.getValue()).append('"');
-      }
-      return b.append('}').toString();
+  /**
+   * What identifies a series: {@code name{k="v",...}} with the labels sorted (so label order does
+   * not count) and escaped as in the exposition format, as a String. Strings rather than a record of
+   * name and label map: a map's hash is the sum of its entries', so label values an exporter builds
+   * from colliding blocks ({@code "Aa"}, {@code "BB"}) would put every series in one bucket and make
+   * the parse quadratic; colliding Strings are still ordered within a bucket (they are
+   * comparable), so a lookup stays logarithmic. Also the form a log line names a series by.
+   */
+  static String seriesKey(String name, Map<String, String> labels) {
+    if (labels.isEmpty()) {
+      return name;
     }
+    StringBuilder b = new StringBuilder(name).append('{');
+    for (Map.Entry<String, String> e : new TreeMap<>(labels).entrySet()) {
+      if (b.charAt(b.length() - 1) != '{') {
+        b.append(',');
+      }
+      b.append(e.getKey()).append("=\"");
+      String v = e.getValue();
+      for (int i = 0; i < v.length(); i++) {
+        char c = v.charAt(i);
+        if (c == '\n') {
+          b.append("\\n");
+          continue;
+        }
+        if (c == '"' || c == '\\') {
+          b.append('\\');
+        }
+        b.append(c);
+      }
+      b.append('"');
+    }
+    return b.append('}').toString();
   }
 
   /**
@@ -70,8 +89,8 @@ public final class PrometheusMetrics {
    */
   static Result<EndpointMetrics> parse(String text, Consumer<String> repeated) {
     // by series, in the order of their last lines: a repeated series keeps its last sample
-    Map<Series, Sample> samples = new LinkedHashMap<>();
-    @Nullable Series firstRepeated = null;
+    Map<String, Sample> samples = new LinkedHashMap<>();
+    @Nullable String firstRepeated = null;
     String[] lines = text.split("\n");
     for (int i = 0; i < lines.length; i++) {
       String line = lines[i].strip();
@@ -89,14 +108,14 @@ public final class PrometheusMetrics {
         return Result.error("metrics line " + (i + 1) + " is not a valid sample: "
             + (line.length() > 120 ? line.substring(0, 120) + "..." : line));
       }
-      Series key = new Series(s.name, s.labels);
+      String key = seriesKey(s.name, s.labels);
       if (samples.remove(key) != null && firstRepeated == null) {
         firstRepeated = key;
       }
       samples.put(key, s);
     }
     if (firstRepeated != null) {
-      repeated.accept(firstRepeated.describe());
+      repeated.accept(firstRepeated);
     }
     double waiting = 0;
     double running = 0;

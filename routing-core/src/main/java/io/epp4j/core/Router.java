@@ -626,7 +626,8 @@ public final class Router implements AutoCloseable {
    * Closes every plugin (first any a reload retired and has not closed yet, then the running
    * configuration's) and stops telemetry callbacks; later routes are rejected. Decisions still in flight release their
    * counts when finished, but the closed plugins no longer hear about them (extra listeners
-   * given to the builder, which the router does not close, still do).
+   * given to the builder, which the router does not close, still do). The pool can still be
+   * changed after close; the same holds for who hears it.
    */
   @Override
   public void close() {

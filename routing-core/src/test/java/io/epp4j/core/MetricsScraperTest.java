@@ -158,6 +158,86 @@ class MetricsScraperTest {
   }
 
   @Test
+  void aLabelValueHoldingQuotesIsNotTakenForTwoLabels() {
+    // a="x\",b=\"y" is one label; a series key that did not escape it would equal {a="x",b="y"}
+    // and the second line would replace the first as a repeat
+    EndpointMetrics m = PrometheusMetrics.parse("""
+        vllm:num_requests_waiting{a="x\\",b=\\"y"} 2
+        vllm:num_requests_waiting{a="x",b="y"} 3
+        vllm:num_requests_waiting{a="x\\\\",b="y"} 4
+        """).value();
+    assertThat(m.waitingRequests()).isEqualTo(2 + 3 + 4);
+  }
+
+  @Test
+  void labelValuesWhoseHashesCollideDoNotMakeTheParseQuadratic() {
+    // "Aa" and "BB" have one String hash, so all 2^13 values built from 13 of them collide; a
+    // series key whose hash is the sum of its labels' collided with them, and each line compared
+    // against every earlier series (seconds for this body, minutes near the 4 MiB limit)
+    int n = 1 << 13;
+    StringBuilder colliding = new StringBuilder();
+    StringBuilder ordinary = new StringBuilder();
+    for (int i = 0; i < n; i++) {
+      StringBuilder v = new StringBuilder();
+      for (int bit = 12; bit >= 0; bit--) {
+        v.append((i >> bit & 1) == 0 ? "Aa" : "BB");
+      }
+      colliding.append("vllm:num_requests_waiting{model_name=\"").append(v).append("\"} 1\n");
+      ordinary.append("vllm:num_requests_waiting{model_name=\"")
+          .append(String.format("m%025d", i)).append("\"} 1\n");
+    }
+    // ratio against the same-sized body with ordinary labels, parsed in the same run (best of 3)
+    long ordinaryNanos = Long.MAX_VALUE;
+    long collidingNanos = Long.MAX_VALUE;
+    for (int round = 0; round < 3; round++) {
+      long t0 = System.nanoTime();
+      assertThat(PrometheusMetrics.parse(ordinary.toString()).value().waitingRequests()).isEqualTo(n);
+      long t1 = System.nanoTime();
+      assertThat(PrometheusMetrics.parse(colliding.toString()).value().waitingRequests()).isEqualTo(n);
+      long t2 = System.nanoTime();
+      ordinaryNanos = Math.min(ordinaryNanos, t1 - t0);
+      collidingNanos = Math.min(collidingNanos, t2 - t1);
+    }
+    // a quadratic parse is hundreds of times slower here; a logarithmic one a few times
+    assertThat(collidingNanos).as("colliding %d ns vs ordinary %d ns", collidingNanos, ordinaryNanos)
+        .isLessThan(25 * ordinaryNanos + 100_000_000L);
+  }
+
+  @Test
+  void aScrapeWhoseAnswerIsStillBeingHandledIsNotStartedAgain() throws Exception {
+    // handling an answer (parsing a large exposition, publishing it) can outlast the interval;
+    // the endpoint's in-flight mark was cleared before it, so every round started another
+    // scrape of it and the handlings piled up. The router's clock is read once per published
+    // answer: a clock that takes 300 ms there stands for a slow handling, and counts how many
+    // run at once.
+    Thread testThread = Thread.currentThread();
+    java.util.concurrent.atomic.AtomicInteger running = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicInteger mostAtOnce = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicInteger handled = new java.util.concurrent.atomic.AtomicInteger();
+    io.epp4j.api.Ticker slowOffTheTestThread = () -> {
+      if (Thread.currentThread() != testThread && !Thread.currentThread().getName().startsWith("epp4j")) {
+        mostAtOnce.accumulateAndGet(running.incrementAndGet(), Math::max);
+        java.util.concurrent.locks.LockSupport.parkNanos(300_000_000L);
+        running.decrementAndGet();
+        handled.incrementAndGet();
+      }
+      return System.nanoTime();
+    };
+    AtomicReference<String> body = new AtomicReference<>(VLLM);
+    HttpServer server = metricsServer(body);
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    Router router = Router.builder().registry(TestPlugins.registry()).ticker(slowOffTheTestThread)
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try (router; MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(10)).start()) {
+      awaitCount(handled::get, 3);
+      assertThat(mostAtOnce.get()).as("handlings of one endpoint's answers at once").isEqualTo(1);
+    } finally {
+      server.stop(0);
+    }
+  }
+
+  @Test
   void aPathThatIsNoUriPathIsRefusedNamingIt() {
     // before, only the leading '/' was checked: '/a b' was taken, then every scrape failed
     Router router = Router.builder().registry(TestPlugins.registry())

@@ -349,6 +349,48 @@ class RouterTest {
     assertThat(r.endpoints()).extracting(Candidate::id).containsExactly("10.0.0.3:80");
   }
 
+  /** A scorer that also listens to the pool, recording what it hears. */
+  static final class PoolRecordingScorer implements io.epp4j.api.Scorer, PoolListener {
+    final List<String> events = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void score(InferenceRequest request, io.epp4j.api.CycleState state,
+        List<Candidate> candidates, double[] scores) {}
+
+    @Override public void onEndpointAdded(Endpoint e) { events.add("+" + e); }
+    @Override public void onEndpointRemoved(Endpoint e) { events.add("-" + e); }
+    @Override public void onEndpointChanged(Endpoint previous, Endpoint current) {
+      events.add("~" + current);
+    }
+  }
+
+  @Test
+  void afterCloseThePoolChangesReachOnlyTheBuildersExtraListeners() {
+    // the router closes its own plugins: a discovery timer still running at shutdown must not
+    // call into them; an extra listener, which the router does not close, still hears
+    PoolRecordingScorer own = new PoolRecordingScorer();
+    List<String> extra = new CopyOnWriteArrayList<>();
+    PoolListener l = new PoolListener() {
+      @Override public void onEndpointAdded(Endpoint e) { extra.add("+" + e); }
+      @Override public void onEndpointRemoved(Endpoint e) { extra.add("-" + e); }
+    };
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").scorer("own", own, 1).build())
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()))).listener(l).build();
+    r.addEndpoint(ep("10.0.0.2:80", Map.of()));
+    assertThat(own.events).containsExactly("+10.0.0.1:80", "+10.0.0.2:80");
+    r.close();
+    own.events.clear();
+    extra.clear();
+
+    r.addEndpoint(ep("10.0.0.3:80", Map.of()));
+    r.removeEndpoint("10.0.0.1:80");
+    r.setEndpoints(List.of(ep("10.0.0.4:80", Map.of()), ep("10.0.0.3:80", Map.of("a", "b"))));
+
+    assertThat(own.events).as("the closed scorer").isEmpty();
+    assertThat(extra).containsExactly("+10.0.0.3:80", "-10.0.0.1:80", "-10.0.0.2:80", "+10.0.0.4:80");
+  }
+
   /**
    * A discovery that reports a member's new labels as an addition (an informer's "modified"
    * handled like "added"): the member is updated and announced as changed, keeping the router's
