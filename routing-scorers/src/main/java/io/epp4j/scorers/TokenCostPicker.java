@@ -282,7 +282,12 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       // a prompt sent where the cache is crowded evicts what it would hit, or waits for room
       c += kvUsageWeight * Math.min(1.0, Math.max(0.0, m.kvCacheUsage())) * promptTokens;
     }
-    long capTokens = m.kvCapacityBlocks() * (long) m.blockSizeTokens();
+    // a bogus num_gpu_blocks can make the product wrap, to a few tokens that every prompt would
+    // overflow: such an endpoint holds more than any prompt, not less
+    long capBlocks = m.kvCapacityBlocks();
+    long capProduct = capBlocks * m.blockSizeTokens();
+    long capTokens = Math.multiplyHigh(capBlocks, m.blockSizeTokens()) != 0 || capProduct < 0
+        ? Long.MAX_VALUE : capProduct;
     if (capacityWeight > 0 && capTokens > 0) {
       // KV the engine cannot hold is evicted or preempted and computed again: a cost in the same
       // unit. Usage is as scraped; prefill sent since is not in it yet. Only this request's own
