@@ -322,6 +322,9 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     int sessionCap = Integer.MAX_VALUE;
     int homeIndex = -1;
     if (session != null && sessionBalanceFactor > 0) {
+      // sessions idle past the TTL must not count against the bound: after a quiet spell the
+      // first routes would otherwise see every session of before it as active
+      sweepSessionsIfDue(state.nowNanos());
       Home home = homes.get(session);
       if (home != null && state.nowNanos() - home.lastNanos > sessionTtlNanos) {
         home = null; // idle too long: placed again like a new session
