@@ -455,8 +455,10 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       @Nullable String session) {
     Candidate chosen = candidates.get(index);
     long uncached = prompt - Math.min(prompt, cached(hits, index, chosen.id()));
+    // a picker named by two profiles of one cycle (decode and prefill) picks twice: each pick
+    // is kept, and afterRouting counts the one that chose the endpoint serving the request
     state.put(choiceKey, new Choice(chosen.id(), uncached, Math.max(0, request.maxTokens()),
-        sessionBalanceFactor > 0 ? session : null));
+        sessionBalanceFactor > 0 ? session : null, state.get(choiceKey)));
     return List.of(chosen);
   }
 
@@ -523,8 +525,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
-    Choice c = state.get(choiceKey);
     Endpoint primary = decision.primary();
+    Choice c = choiceFor(state.get(choiceKey), primary);
     if (c == null || primary == null || !primary.id().equals(c.endpointId)) {
       return; // this picker did not choose the endpoint that serves the request
     }
@@ -952,7 +954,18 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
   }
 
-  private record Choice(String endpointId, long uncached, long decode, @Nullable String session) {}
+  /** The most recent of a cycle's picks that chose {@code primary}, or null. */
+  private static @Nullable Choice choiceFor(@Nullable Choice last, @Nullable Endpoint primary) {
+    Choice c = last;
+    while (c != null && primary != null && !primary.id().equals(c.endpointId)) {
+      c = c.earlier;
+    }
+    return c;
+  }
+
+  /** One pick of this picker in a cycle, and the pick it made before in the same cycle. */
+  private record Choice(String endpointId, long uncached, long decode, @Nullable String session,
+      @Nullable Choice earlier) {}
 
   /** A duration in nanoseconds, saturated; the default for one that is not positive. */
   static long nanos(java.time.Duration d) {
