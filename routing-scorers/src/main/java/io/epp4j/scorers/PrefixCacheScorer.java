@@ -60,6 +60,8 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     HintListener {
   /** Default tokens per block (vLLM's default block size). */
   public static final int DEFAULT_BLOCK_SIZE_TOKENS = 16;
+  /** Largest tokens per block. */
+  static final int MAX_BLOCK_SIZE_TOKENS = 1 << 20;
   /** Default blocks considered per request: 8192 × 16 = 131,072 tokens. */
   public static final int DEFAULT_MAX_PREFIX_BLOCKS = 8192;
   /** Default per-endpoint capacity in blocks when {@code num_gpu_blocks} is unknown. */
@@ -568,9 +570,15 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
 
     private Builder() {}
 
-    /** Tokens per block (text: four characters per token). */
+    /** Tokens per block (text: four characters per token), 1 to 1,048,576. */
     public Builder blockSizeTokens(int v) {
-      this.blockSizeTokens = positive("blockSizeTokens", v);
+      // the provider's limit: far larger, a text block of 4 characters a token overflows an int
+      // (1 << 30 made every text prompt fail with a division by zero)
+      if (v < 1 || v > MAX_BLOCK_SIZE_TOKENS) {
+        throw new IllegalArgumentException("blockSizeTokens must be in [1, "
+            + MAX_BLOCK_SIZE_TOKENS + "], got " + v);
+      }
+      this.blockSizeTokens = v;
       return this;
     }
 
@@ -640,7 +648,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
         // blockSizeTokens replaced them
         block = Math.max(1, p.getInt(chars, 64, 1, 4 << 20) / 4);
       } else {
-        block = p.getInt("blockSizeTokens", block, 1, 1 << 20);
+        block = p.getInt("blockSizeTokens", block, 1, MAX_BLOCK_SIZE_TOKENS);
       }
       int maxBlocks = p.getInt("maxPrefixBlocksToMatch", DEFAULT_MAX_PREFIX_BLOCKS, 1, 1 << 22);
       // upstream: 0 (its default) leaves maxPrefixBlocksToMatch in force; a positive value
