@@ -42,6 +42,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
   private final HashKeySource keySource;
   private final @Nullable String endpointHeader;
   private final Cache<String, String> bindings;
+  private final long maxSessions;
   /** Endpoints in the pool, as announced through {@link PoolListener}. */
   private final Set<String> members = ConcurrentHashMap.newKeySet();
 
@@ -59,9 +60,11 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
       @Nullable Duration maxAge, long maxSessions, Ticker ticker) {
     this.keySource = keySource;
     this.endpointHeader = endpointHeader;
+    // the bound is kept by trimToBound, least recently used first: Caffeine's maximumSize
+    // (W-TinyLFU) evicted the bindings of new sessions while idle frequent ones stayed
+    this.maxSessions = maxSessions;
     Caffeine<Object, Object> b = Caffeine.newBuilder()
         .expireAfterAccess(ttl)
-        .maximumSize(maxSessions)
         .ticker(ticker::nanos)
         .executor(Runnable::run);
     if (maxAge != null) {
@@ -124,6 +127,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     // written only when the session moves: a rewrite would restart maxAge
     if (!id.equals(bindings.asMap().get(key))) {
       bindings.put(key, id);
+      trimToBound();
     }
     // A removal takes the id out of the members before it sweeps the bindings. If the id is
     // still a member here, that sweep starts after the put and removes it; if not, the sweep
@@ -159,11 +163,25 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     // request it routes, and a rewrite would restart maxAge); reading it counts as a use
     if (!endpointId.equals(bindings.asMap().get(sessionKey))) {
       bindings.put(sessionKey, endpointId);
+      trimToBound();
     }
     // the same race with a removal as in afterRouting, undone the same way
     if (!members.contains(endpointId)) {
       bindings.asMap().remove(sessionKey, endpointId);
     }
+  }
+
+  /** Drops the least recently used bindings beyond {@code maxSessions}. */
+  private void trimToBound() {
+    long excess = bindings.estimatedSize() - maxSessions;
+    if (excess <= 0) {
+      return;
+    }
+    bindings.policy().expireAfterAccess().ifPresent(byAccess -> {
+      for (String key : byAccess.oldest((int) Math.min(excess, 1024)).keySet()) {
+        bindings.invalidate(key);
+      }
+    });
   }
 
   @Override
