@@ -91,6 +91,8 @@ final class LabelSelectorFilter implements Filter {
         m.forEach((k, v) -> {
           if (isLabelValue(v)) {
             labels.put(String.valueOf(k), String.valueOf(v));
+          } else if (isDecimal(v)) {
+            p.error("matchLabels." + k, DECIMAL + describe(v));
           } else {
             p.error("matchLabels." + k, "must be a label value (a string), got " + describe(v));
           }
@@ -113,10 +115,25 @@ final class LabelSelectorFilter implements Filter {
       return new LabelSelectorFilter(labels, reqs);
     }
 
-    /** A scalar, read as its text as YAML gives it ({@code 2}, {@code false}); not null. */
+    /**
+     * A scalar whose text is what the file says ({@code 2}, {@code false}); not null, and not a
+     * decimal number, whose text is not (see {@link #isDecimal}).
+     */
     private static boolean isLabelValue(@org.jspecify.annotations.Nullable Object v) {
-      return v instanceof String || v instanceof Number || v instanceof Boolean;
+      return v instanceof String || v instanceof Boolean || (v instanceof Number && !isDecimal(v));
     }
+
+    /**
+     * A number with a fraction or an exponent: parsed, it has lost the text it was written as
+     * ({@code 1.10} is 1.1, {@code 1e3} is 1000.0), so read as text it selected other endpoints
+     * than the file names. Upstream refuses any number here.
+     */
+    private static boolean isDecimal(@org.jspecify.annotations.Nullable Object v) {
+      return v instanceof Double || v instanceof Float || v instanceof java.math.BigDecimal;
+    }
+
+    private static final String DECIMAL = "must be a label value (a string); a decimal number is"
+        + " not read as written (1.10 reads as 1.1): quote it, got ";
 
     private static String describe(@org.jspecify.annotations.Nullable Object v) {
       return v == null ? "no value" : v instanceof Map ? "an object" : v instanceof List ? "a list"
@@ -145,6 +162,10 @@ final class LabelSelectorFilter implements Filter {
       Object vs = m.get("values");
       if (vs instanceof List<?> vl) {
         for (Object v : vl) {
+          if (isDecimal(v)) {
+            p.error(where + ".values", DECIMAL + describe(v));
+            return null;
+          }
           if (!isLabelValue(v)) {
             p.error(where + ".values", "must be a list of label values (strings), found "
                 + describe(v));
