@@ -26,15 +26,20 @@ class LabelValueTextTest {
    * {@code field}.
    */
   static Set<String> routedTo(String selector, String field) {
+    return routedTo("label-selector-filter", selector, field);
+  }
+
+  static Set<String> routedTo(String type, String parameters, String field) {
     String yaml = """
         plugins:
-        - type: label-selector-filter
+        - name: f
+          type: %s
           parameters: %s
         - type: random-picker
         schedulingProfiles:
         - name: default
-          plugins: [{pluginRef: label-selector-filter}, {pluginRef: random-picker}]
-        """.formatted(selector);
+          plugins: [{pluginRef: f}, {pluginRef: random-picker}]
+        """.formatted(type, parameters);
     try (Router r = Router.builder().endpoints(EPS).randomSeed(1).configYaml(yaml, "l.yaml")
         .build()) {
       Set<String> seen = new HashSet<>();
@@ -63,5 +68,16 @@ class LabelValueTextTest {
     }
     // quoted, it is the text as written
     assertThat(routedTo("{matchLabels: {version: '1.10'}}", "-")).containsExactly("10.0.0.1:8000");
+  }
+
+  @Test
+  void byLabelReadsDecimalValidValuesAsWrittenOrRefusesThem() {
+    Set<String> seen = routedTo("by-label", "{label: version, validValues: [1.10]}",
+        "validValues");
+    if (seen != null) {
+      assertThat(seen).containsExactly("10.0.0.1:8000");
+    }
+    assertThat(routedTo("by-label", "{label: version, validValues: ['1.10']}", "-"))
+        .containsExactly("10.0.0.1:8000");
   }
 }
