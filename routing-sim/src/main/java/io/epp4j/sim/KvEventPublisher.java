@@ -28,9 +28,11 @@ import org.zeromq.ZMQException;
  * that sequence on ({@code [id, "", seq, payload]}) and then {@code [id, "", -1, ""]}.
  *
  * <p>The batch is msgspec's {@code array_like} encoding, {@code [ts, [event, ...]]} with each
- * event a tagged array such as {@code ["BlockStored", hashes, parent, tokens, block_size]}
- * (trailing defaults omitted; a request on a LoRA adapter or with a {@code cache_salt} adds
- * {@code lora_id, medium, lora_name, extra_keys}), or, with {@code mapEncoding}, each event a map with a
+ * event a tagged array such as
+ * {@code ["BlockStored", hashes, parent, tokens, block_size, lora_id, medium, lora_name]}
+ * ({@code lora_id}, {@code medium} and {@code lora_name} have no default in vLLM, so they are
+ * always there; a request on a LoRA adapter or with a {@code cache_salt} adds
+ * {@code extra_keys}), or, with {@code mapEncoding}, each event a map with a
  * {@code type} key. Block hashes go out as 64-bit unsigned integers, as vLLM's built-in hash
  * produces them.
  *
@@ -240,58 +242,57 @@ final class KvEventPublisher implements AutoCloseable {
 
   private static void packArray(MessageBufferPacker p, KvEvent e) throws IOException {
     if (e instanceof KvEvent.BlockStored s) {
-      // lora_id, medium, lora_name and extra_keys are omitted when at their defaults
+      // lora_id, medium and lora_name have no default in vLLM's BlockStored, so msgspec writes
+      // them always; extra_keys (default None) only when a block has any
       boolean extra = s.loraName() != null || s.cacheSalt() != null;
-      p.packArrayHeader(extra ? 9 : 5);
+      p.packArrayHeader(extra ? 9 : 8);
       p.packString("BlockStored");
       packHashes(p, s.blockHashes());
       packParent(p, s);
       packTokens(p, s.tokenIds());
       p.packInt(s.blockSize());
+      packLoraId(p, s);
+      p.packString("GPU");
+      packLoraName(p, s);
       if (extra) {
-        if (s.loraId() >= 0) {
-          p.packInt(s.loraId());
-        } else {
-          p.packNil();
-        }
-        p.packString("GPU");
-        if (s.loraName() != null) {
-          p.packString(s.loraName());
-        } else {
-          p.packNil();
-        }
         packExtraKeys(p, s);
       }
     } else if (e instanceof KvEvent.BlockRemoved r) {
-      p.packArrayHeader(2);
+      // medium has no default in vLLM's BlockRemoved either
+      p.packArrayHeader(3);
       p.packString("BlockRemoved");
       packHashes(p, r.blockHashes());
+      p.packString("GPU");
     } else {
       p.packArrayHeader(1);
       p.packString("AllBlocksCleared");
     }
   }
 
+  private static void packLoraId(MessageBufferPacker p, KvEvent.BlockStored s)
+      throws IOException {
+    if (s.loraId() >= 0) {
+      p.packInt(s.loraId());
+    } else {
+      p.packNil();
+    }
+  }
+
+  private static void packLoraName(MessageBufferPacker p, KvEvent.BlockStored s)
+      throws IOException {
+    String name = s.loraName();
+    if (name != null) {
+      p.packString(name);
+    } else {
+      p.packNil();
+    }
+  }
+
   private static void packMap(MessageBufferPacker p, KvEvent e) throws IOException {
     if (e instanceof KvEvent.BlockStored s) {
+      // in vLLM's field order; lora_id, medium and lora_name always, as in the array encoding
       boolean extra = s.loraName() != null || s.cacheSalt() != null;
-      p.packMapHeader(extra ? 9 : 6);
-      if (extra) {
-        p.packString("lora_id");
-        if (s.loraId() >= 0) {
-          p.packInt(s.loraId());
-        } else {
-          p.packNil();
-        }
-        p.packString("lora_name");
-        if (s.loraName() != null) {
-          p.packString(s.loraName());
-        } else {
-          p.packNil();
-        }
-        p.packString("extra_keys");
-        packExtraKeys(p, s);
-      }
+      p.packMapHeader(extra ? 9 : 8);
       p.packString("type");
       p.packString("BlockStored");
       p.packString("block_hashes");
@@ -302,8 +303,16 @@ final class KvEventPublisher implements AutoCloseable {
       packTokens(p, s.tokenIds());
       p.packString("block_size");
       p.packInt(s.blockSize());
+      p.packString("lora_id");
+      packLoraId(p, s);
       p.packString("medium");
       p.packString("GPU");
+      p.packString("lora_name");
+      packLoraName(p, s);
+      if (extra) {
+        p.packString("extra_keys");
+        packExtraKeys(p, s);
+      }
     } else if (e instanceof KvEvent.BlockRemoved r) {
       p.packMapHeader(3);
       p.packString("type");
