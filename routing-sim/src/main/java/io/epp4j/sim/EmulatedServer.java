@@ -468,6 +468,16 @@ final class EmulatedServer implements AutoCloseable {
       maxTokens = maxNode.asInt();
     }
     int maxLen = cluster.profile().maxModelLen();
+    if (chat && (maxNode == null || maxNode.isNull())) {
+      // vLLM's chat default is the rest of the context: only a prompt that fills it is refused
+      if (prompt.length >= maxLen) {
+        error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
+            + " tokens. However, your request has " + prompt.length + " input tokens. Please"
+            + " reduce the length of the input messages.");
+        return;
+      }
+      maxTokens = Math.min(maxTokens, maxLen - prompt.length);
+    }
     if ((long) prompt.length + maxTokens > maxLen) {
       error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
           + " tokens. However, you requested " + ((long) prompt.length + maxTokens)
