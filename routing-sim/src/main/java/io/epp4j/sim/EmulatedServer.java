@@ -401,11 +401,20 @@ final class EmulatedServer implements AutoCloseable {
       return tokenizeText(prompt.asText());
     }
     if (prompt.isArray() && !prompt.isEmpty()) {
+      // the model's vocabulary, or the stand-in's own (the filler tokens and `load`'s prompts
+      // are drawn from Qwen3's, whatever the profile), whichever is larger
+      int vocab = Math.max(cluster.profile().vocab(), SyntheticTokens.VOCAB);
       int[] ids = new int[prompt.size()];
       for (int i = 0; i < ids.length; i++) {
         JsonNode t = prompt.get(i);
         if (!t.canConvertToInt() || !t.isIntegralNumber() || t.asInt() < 0) {
           return "field 'prompt' must be a string or an array of token IDs (non-negative integers)";
+        }
+        if (t.asInt() >= vocab) {
+          // vLLM refuses an ID beyond its vocabulary before the engine sees it ("Token id N is
+          // out of vocabulary"); the ID is not quoted, as no part of a prompt is
+          return "field 'prompt' holds a token ID out of vocabulary (token IDs are 0 to "
+              + (vocab - 1) + ")";
         }
         ids[i] = t.asInt();
       }

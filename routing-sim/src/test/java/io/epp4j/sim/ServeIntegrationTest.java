@@ -544,7 +544,7 @@ class ServeIntegrationTest {
         return index.blockCount(ep.id()) > 0;
       }, "the first map-encoded batch");
       int before = index.blockCount(ep.id());
-      post(p, "/v1/completions", "{\"prompt\":" + tokens(200_000, 160) + ",\"max_tokens\":1}");
+      post(p, "/v1/completions", "{\"prompt\":" + tokens(120_000, 160) + ",\"max_tokens\":1}");
       // the 160-token prompt's ten full blocks arrive as BlockStored in the map encoding
       await(() -> index.blockCount(ep.id()) >= before + 160 / 16,
           () -> "the prompt's blocks: " + index.blockCount(ep.id()) + " after " + before);
