@@ -430,6 +430,14 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException("--kv-events-port " + kvPort + " leaves no room for "
           + replicas + " replicas");
     }
+    // the emulator's own KV sockets would take an HTTP port first, and the start would fail
+    // as if another process held it
+    if (port <= kvPort + 2 * replicas - 1 && kvPort <= port + replicas - 1) {
+      throw new IllegalArgumentException("--port " + port + " and --kv-events-port " + kvPort
+          + " overlap: " + replicas + " replicas use HTTP ports " + port + ".."
+          + (port + replicas - 1) + " and KV event ports " + kvPort + ".."
+          + (kvPort + 2 * replicas - 1));
+    }
     if (maxLoras != null && lora.isEmpty()) {
       throw new IllegalArgumentException("--max-loras needs --lora-adapters");
     }
