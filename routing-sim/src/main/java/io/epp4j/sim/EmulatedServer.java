@@ -499,6 +499,9 @@ final class EmulatedServer implements AutoCloseable {
     JsonNode includeUsageNode = streamOptions.path("include_usage");
     boolean includeUsage = streamOptions.isObject()
         && (includeUsageNode.isMissingNode() || includeUsageNode.asBoolean(false));
+    // and with continuous_usage_stats, every chunk carries the usage so far
+    boolean continuousUsage = includeUsage
+        && streamOptions.path("continuous_usage_stats").asBoolean(false);
     // vLLM (0.10.2 and later) names the generated token IDs in each choice when asked to
     boolean returnTokenIds = body.path("return_token_ids").asBoolean(false);
 
@@ -537,7 +540,8 @@ final class EmulatedServer implements AutoCloseable {
     long created = System.currentTimeMillis() / 1000;
     try {
       if (stream) {
-        stream(ex, out, chat, id, created, includeUsage, maxTokens, returnTokenIds);
+        stream(ex, out, chat, id, created, includeUsage, continuousUsage ? prompt.length : -1,
+            maxTokens, returnTokenIds);
       } else {
         whole(ex, out, chat, id, created, returnTokenIds);
       }
@@ -596,8 +600,8 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   private void stream(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, boolean includeUsage, int maxTokens, boolean returnTokenIds)
-      throws IOException {
+      long created, boolean includeUsage, int continuousPromptTokens, int maxTokens,
+      boolean returnTokenIds) throws IOException {
     ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
     if (chat) {
@@ -607,7 +611,9 @@ final class EmulatedServer implements AutoCloseable {
       c.putObject("delta").put("role", "assistant").put("content", "");
       c.putNull("logprobs");
       c.putNull("finish_reason");
-      if (includeUsage) {
+      if (continuousPromptTokens >= 0) {
+        first.set("usage", runningUsage(continuousPromptTokens, 0));
+      } else if (includeUsage) {
         first.putNull("usage");
       }
       event(ex, JSON.writeValueAsString(first));
@@ -633,7 +639,9 @@ final class EmulatedServer implements AutoCloseable {
       } else {
         c.putNull("finish_reason");
       }
-      if (includeUsage) {
+      if (continuousPromptTokens >= 0) {
+        chunk.set("usage", runningUsage(continuousPromptTokens, sent));
+      } else if (includeUsage) {
         chunk.putNull("usage");
       }
       event(ex, JSON.writeValueAsString(chunk));
@@ -671,6 +679,15 @@ final class EmulatedServer implements AutoCloseable {
     n.put("created", created);
     n.put("model", model);
     return n;
+  }
+
+  /** The usage so far in a chunk of a stream, as vLLM's continuous_usage_stats reports it. */
+  private static ObjectNode runningUsage(int prompt, int completion) {
+    ObjectNode u = JSON.createObjectNode();
+    u.put("prompt_tokens", prompt);
+    u.put("total_tokens", prompt + completion);
+    u.put("completion_tokens", completion);
+    return u;
   }
 
   private static ObjectNode usage(int prompt, int cached, int completion) {
