@@ -477,8 +477,10 @@ final class EmulatedServer implements AutoCloseable {
       maxTokens = maxNode.asInt();
     }
     int maxLen = cluster.profile().maxModelLen();
-    if (chat && (maxNode == null || maxNode.isNull())) {
-      // vLLM's chat default is the rest of the context: only a prompt that fills it is refused
+    if ((chat && maxNode == null) || (maxNode != null && maxNode.isNull())) {
+      // vLLM's chat default, and a completion's explicit null (its field default of 16 applies
+      // only when the field is left out), is the rest of the context: only a prompt that fills
+      // it is refused
       if (prompt.length >= maxLen) {
         error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
             + " tokens. However, your request has " + prompt.length + " input tokens. Please"

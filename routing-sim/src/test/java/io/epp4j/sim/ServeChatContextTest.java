@@ -87,4 +87,27 @@ class ServeChatContextTest {
     assertThat(JSON.readTree(full.body()).at("/error/message").asText())
         .contains("maximum context length is " + maxLen);
   }
+
+  /**
+   * A completion whose {@code max_tokens} is an explicit {@code null}: vLLM's field default (16)
+   * applies only when the field is left out; {@code null} is "no limit", the rest of the context,
+   * so a prompt near the context end is answered, not refused.
+   */
+  @Test
+  void aCompletionWithMaxTokensNullNearTheContextEndIsAnswered() throws Exception {
+    int port = start();
+    int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
+    StringBuilder ids = new StringBuilder("[");
+    for (int i = 0; i < maxLen - 3; i++) {
+      ids.append(i == 0 ? "" : ",").append(i % 1000);
+    }
+    ids.append(']');
+    HttpResponse<String> res = post(port, "/v1/completions",
+        "{\"prompt\":" + ids + ",\"max_tokens\":null}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    assertThat(JSON.readTree(res.body()).at("/usage/completion_tokens").asInt()).isEqualTo(3);
+    // left out, the field's default of 16 applies, and the prompt leaves no room for it
+    HttpResponse<String> absent = post(port, "/v1/completions", "{\"prompt\":" + ids + "}");
+    assertThat(absent.statusCode()).isEqualTo(400);
+  }
 }
