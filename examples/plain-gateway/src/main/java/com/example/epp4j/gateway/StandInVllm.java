@@ -70,7 +70,8 @@ public final class StandInVllm implements AutoCloseable {
    * @param maxModelLen       prompt + max_tokens limit; longer requests get vLLM's 400
    * @param forceIncludeUsage send the usage chunk on every stream, as vLLM's
    *                          {@code --enable-force-include-usage}; otherwise only when the request
-   *                          asks with {@code stream_options.include_usage}
+   *                          asks with {@code stream_options} (whose {@code include_usage}
+   *                          defaults to true, as in vLLM)
    * @param maxThreads        threads that serve completions (each holds one while it waits for a
    *                          slot or generates); a completion beyond them waits, in arrival
    *                          order, until one is free (none is refused or dropped), so a flood of
@@ -821,6 +822,17 @@ public final class StandInVllm implements AutoCloseable {
       }
       maxTokens = max.asInt();
     }
+    if ((chat && max == null) || (max != null && max.isNull())) {
+      // vLLM's default for a chat, and for a completion's explicit null (its 16 applies only
+      // when the field is left out), is the rest of the context: only a prompt that fills it is
+      // refused
+      if (promptTokens >= options.maxModelLen()) {
+        throw new BadRequest("This model's maximum context length is " + options.maxModelLen()
+            + " tokens. However, your request has " + promptTokens + " input tokens. Please"
+            + " reduce the length of the input messages.");
+      }
+      maxTokens = Math.min(maxTokens, options.maxModelLen() - promptTokens);
+    }
     long requested = (long) promptTokens + maxTokens; // an int sum wraps for a huge max_tokens
     if (requested > options.maxModelLen()) {
       throw new BadRequest("This model's maximum context length is " + options.maxModelLen()
@@ -829,7 +841,12 @@ public final class StandInVllm implements AutoCloseable {
           + "Please reduce the length of the messages or completion.");
     }
     boolean stream = root.path("stream").asBoolean(false);
-    boolean includeUsage = root.path("stream_options").path("include_usage").asBoolean(false);
+    // vLLM's StreamOptions.include_usage defaults to true: stream_options that leave it out
+    // ask for the usage chunk; an explicit false or null does not
+    JsonNode streamOptions = root.path("stream_options");
+    JsonNode includeUsageNode = streamOptions.path("include_usage");
+    boolean includeUsage = streamOptions.isObject()
+        && (includeUsageNode.isMissingNode() || includeUsageNode.asBoolean(false));
     long[] blocks = tokenIds != null ? blockHashes(tokenIds) : blockHashes(utf8);
     return new Ask(promptTokens, blocks, maxTokens, stream, includeUsage);
   }

@@ -1,0 +1,83 @@
+package com.example.epp4j.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Defaults of vLLM's request fields that the stand-in must apply as vLLM does. */
+class StandInVllmDefaultsTest {
+  // StandInVllmTest's helpers, without running its tests again
+  private final StandInVllmTest h = new StandInVllmTest();
+
+  @AfterEach
+  void stop() {
+    h.stop();
+  }
+
+  /**
+   * vLLM's {@code StreamOptions.include_usage} defaults to true: {@code stream_options} that does
+   * not name it (e.g. {@code {}} or {@code {"continuous_usage_stats": true}}) still asks for the
+   * usage chunk; the stand-in ended such a stream without it.
+   */
+  @Test
+  void streamOptionsWithoutIncludeUsageAskForTheUsageChunk() throws Exception {
+    StandInVllm s = h.start();
+    for (String options : new String[] {"{}", "{\"continuous_usage_stats\":false}"}) {
+      String body = h.post(s, "/v1/completions",
+          "{\"prompt\":\"hi\",\"max_tokens\":2,\"stream\":true,\"stream_options\":" + options
+              + "}").body();
+      List<JsonNode> events = StandInVllmTest.events(body);
+      JsonNode last = events.get(events.size() - 1);
+      assertThat(last.path("usage").isObject()).as(options + ": " + body).isTrue();
+      assertThat(last.path("choices").isEmpty()).isTrue();
+    }
+    // an explicit false still asks for none
+    List<JsonNode> none = StandInVllmTest.events(h.post(s, "/v1/completions",
+        "{\"prompt\":\"hi\",\"max_tokens\":2,\"stream\":true,"
+            + "\"stream_options\":{\"include_usage\":false}}").body());
+    assertThat(none.get(none.size() - 1).path("usage").isObject()).isFalse();
+  }
+
+  /**
+   * A chat without {@code max_tokens}: vLLM's default is the rest of the context, so it refuses
+   * only a prompt that fills the context; the stand-in added its 16 and refused a chat near the
+   * context end.
+   */
+  @Test
+  void aChatWithoutMaxTokensNearTheContextEndIsAnswered() throws Exception {
+    String chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"" + "word ".repeat(40) + "\"}]";
+    JsonNode measured = StandInVllmTest.JSON.readTree(h.post(h.start(), "/v1/chat/completions",
+        chat + ",\"max_tokens\":1}").body());
+    int prompt = measured.at("/usage/prompt_tokens").asInt();
+    assertThat(prompt).isGreaterThan(2);
+    StandInVllm.Options d = StandInVllm.Options.defaults();
+    StandInVllm tight = h.start(new StandInVllm.Options(d.model(), Duration.ZERO, Duration.ZERO,
+        d.kvBlocks(), d.maxNumSeqs(), prompt + 2, false));
+    var res = h.post(tight, "/v1/chat/completions", chat + "}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    assertThat(StandInVllmTest.JSON.readTree(res.body()).at("/usage/completion_tokens").asInt()).isEqualTo(2);
+    // a prompt that fills the context is still refused
+    StandInVllm full = h.start(new StandInVllm.Options(d.model(), Duration.ZERO, Duration.ZERO,
+        d.kvBlocks(), d.maxNumSeqs(), prompt, false));
+    assertThat(h.post(full, "/v1/chat/completions", chat + "}").statusCode()).isEqualTo(400);
+  }
+
+  /** A completion's {@code max_tokens: null} is vLLM's "rest of the context", not 16. */
+  @Test
+  void aCompletionWithMaxTokensNullNearTheContextEndIsAnswered() throws Exception {
+    StandInVllm.Options d = StandInVllm.Options.defaults();
+    StandInVllm s = h.start(new StandInVllm.Options(d.model(), Duration.ZERO, Duration.ZERO,
+        d.kvBlocks(), d.maxNumSeqs(), 10, false));
+    var res = h.post(s, "/v1/completions", "{\"prompt\":[1,2,3,4,5,6,7,8],\"max_tokens\":null}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    assertThat(StandInVllmTest.JSON.readTree(res.body()).at("/usage/completion_tokens").asInt())
+        .isEqualTo(2);
+    // left out, the field's default of 16 applies and does not fit
+    assertThat(h.post(s, "/v1/completions", "{\"prompt\":[1,2,3,4,5,6,7,8]}").statusCode())
+        .isEqualTo(400);
+  }
+}
