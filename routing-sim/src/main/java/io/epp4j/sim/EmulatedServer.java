@@ -425,6 +425,11 @@ final class EmulatedServer implements AutoCloseable {
 
   private void complete(Exchange ex, JsonNode body, boolean chat) throws IOException {
     JsonNode modelNode = body.get("model");
+    if (modelNode != null && !modelNode.isNull() && !modelNode.isTextual()) {
+      // vLLM's request validation refuses it before any model is looked up
+      error(ex, 400, "BadRequestError", "field 'model' must be a string");
+      return;
+    }
     String requested = modelNode == null || modelNode.isNull() ? model : modelNode.asText();
     int adapter = loraAdapters.indexOf(requested);
     if (!model.equals(requested) && adapter < 0) {
@@ -454,8 +459,8 @@ final class EmulatedServer implements AutoCloseable {
     // vLLM generates n choices; this replica models one sequence per request, so a request for
     // more is refused rather than answered with one choice and a fraction of the work asked for
     JsonNode nNode = body.get("n");
-    if (nNode != null && !nNode.isNull() && !(nNode.isIntegralNumber() && nNode.canConvertToInt()
-        && nNode.asInt() == 1)) {
+    Integer n = nNode == null ? null : laxInt(nNode);
+    if (nNode != null && !nNode.isNull() && !(n != null && n == 1)) {
       error(ex, 400, "BadRequestError", "field 'n' must be 1: the emulated replica generates one"
           + " choice per request, got " + nNode);
       return;
@@ -470,11 +475,12 @@ final class EmulatedServer implements AutoCloseable {
         ? body.get("max_completion_tokens") : body.get("max_tokens");
     int maxTokens = DEFAULT_MAX_TOKENS;
     if (maxNode != null && !maxNode.isNull()) {
-      if (!maxNode.isIntegralNumber() || !maxNode.canConvertToInt() || maxNode.asInt() < 1) {
+      Integer max = laxInt(maxNode);
+      if (max == null || max < 1) {
         error(ex, 400, "BadRequestError", "field 'max_tokens' must be an integer >= 1");
         return;
       }
-      maxTokens = maxNode.asInt();
+      maxTokens = max;
     }
     int maxLen = cluster.profile().maxModelLen();
     if ((chat && maxNode == null) || (maxNode != null && maxNode.isNull())) {
@@ -555,6 +561,27 @@ final class EmulatedServer implements AutoCloseable {
     } finally {
       connectionClosed.removeListener(clientGone);
     }
+  }
+
+  /**
+   * An integer field's value as vLLM's request models (pydantic, lax mode) take it: an integer,
+   * a float without a fractional part, or a string of decimal digits; null for anything else
+   * (or beyond an int).
+   */
+  static @Nullable Integer laxInt(JsonNode v) {
+    if (v.isIntegralNumber()) {
+      return v.canConvertToInt() ? v.asInt() : null;
+    }
+    if (v.isFloatingPointNumber()) {
+      double d = v.asDouble();
+      return d == Math.rint(d) && d >= Integer.MIN_VALUE && d <= Integer.MAX_VALUE
+          ? (int) d : null;
+    }
+    if (v.isTextual() && v.asText().matches("[+-]?[0-9]{1,10}")) {
+      long l = Long.parseLong(v.asText());
+      return l >= Integer.MIN_VALUE && l <= Integer.MAX_VALUE ? (int) l : null;
+    }
+    return null;
   }
 
   private static int[] take(LinkedBlockingQueue<int[]> out) throws IOException {
