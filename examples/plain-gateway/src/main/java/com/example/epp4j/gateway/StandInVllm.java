@@ -278,7 +278,7 @@ public final class StandInVllm implements AutoCloseable {
 
   /** What one request asks for, read from its body. */
   private record Ask(int promptTokens, long[] blocks, int maxTokens,
-      boolean stream, boolean includeUsage) {}
+      boolean stream, boolean includeUsage, boolean continuousUsage) {}
 
   private void generate(HttpExchange ex, boolean chat) throws IOException {
     byte[] body = readBody(ex);
@@ -603,12 +603,19 @@ public final class StandInVllm implements AutoCloseable {
       if (!pause(options.ttft(), watch)) {
         return false;
       }
+      // as vLLM: with continuous_usage_stats (and the usage asked for), every chunk carries the
+      // usage so far
+      boolean continuous = a.ask.continuousUsage()
+          && (a.ask.includeUsage() || options.forceIncludeUsage());
       if (a.chat) { // vLLM opens a chat stream with the assistant role and empty content
         ObjectNode first = a.envelope(true);
         ObjectNode c = first.putArray("choices").addObject().put("index", 0);
         c.putObject("delta").put("role", "assistant").put("content", "");
         c.putNull("logprobs");
         c.putNull("finish_reason");
+        if (continuous) {
+          first.set("usage", runningUsage(a.ask.promptTokens(), 0));
+        }
         event(out, first.toString());
       }
       for (int i = 0; i < a.ask.maxTokens(); i++) {
@@ -628,6 +635,9 @@ public final class StandInVllm implements AutoCloseable {
         } else {
           c.putNull("finish_reason");
         }
+        if (continuous) {
+          chunk.set("usage", runningUsage(a.ask.promptTokens(), i + 1));
+        }
         event(out, chunk.toString());
         a.produced();
       }
@@ -642,6 +652,13 @@ public final class StandInVllm implements AutoCloseable {
     } catch (IOException clientGone) {
       return false; // vLLM aborts the request when its client disconnects; so does the stand-in
     }
+  }
+
+  private static ObjectNode runningUsage(int promptTokens, int completionTokens) {
+    return JSON.createObjectNode()
+        .put("prompt_tokens", promptTokens)
+        .put("total_tokens", promptTokens + completionTokens)
+        .put("completion_tokens", completionTokens);
   }
 
   private static void event(OutputStream out, String data) throws IOException {
@@ -848,7 +865,8 @@ public final class StandInVllm implements AutoCloseable {
     boolean includeUsage = streamOptions.isObject()
         && (includeUsageNode.isMissingNode() || includeUsageNode.asBoolean(false));
     long[] blocks = tokenIds != null ? blockHashes(tokenIds) : blockHashes(utf8);
-    return new Ask(promptTokens, blocks, maxTokens, stream, includeUsage);
+    boolean continuousUsage = streamOptions.path("continuous_usage_stats").asBoolean(false);
+    return new Ask(promptTokens, blocks, maxTokens, stream, includeUsage, continuousUsage);
   }
 
   /** Python's truth of a JSON value: null, false, 0, "" and empty containers are false. */

@@ -80,4 +80,33 @@ class StandInVllmDefaultsTest {
     assertThat(h.post(s, "/v1/completions", "{\"prompt\":[1,2,3,4,5,6,7,8]}").statusCode())
         .isEqualTo(400);
   }
+
+  /**
+   * {@code stream_options.continuous_usage_stats}: vLLM puts the usage so far in every chunk; the
+   * stand-in put none in any chunk but the last.
+   */
+  @Test
+  void continuousUsageStatsPutTheUsageSoFarInEveryChunk() throws Exception {
+    StandInVllm s = h.start();
+    for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
+      String prompt = path.endsWith("chat/completions")
+          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":[1,2,3]";
+      List<JsonNode> events = StandInVllmTest.events(h.post(s, path, "{" + prompt
+          + ",\"max_tokens\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+          + "\"continuous_usage_stats\":true}}").body());
+      int promptTokens = events.get(events.size() - 1).at("/usage/prompt_tokens").asInt();
+      int generated = 0;
+      for (JsonNode chunk : events.subList(0, events.size() - 1)) {
+        if (chunk.at("/choices/0/text").isTextual()
+            || chunk.at("/choices/0/delta/content").asText().length() > 0) {
+          generated++;
+        }
+        assertThat(chunk.path("usage").isObject()).as(path + ": " + chunk).isTrue();
+        assertThat(chunk.at("/usage/prompt_tokens").asInt()).isEqualTo(promptTokens);
+        assertThat(chunk.at("/usage/completion_tokens").asInt()).as(path + ": " + chunk)
+            .isEqualTo(generated);
+      }
+      assertThat(generated).isEqualTo(3);
+    }
+  }
 }
