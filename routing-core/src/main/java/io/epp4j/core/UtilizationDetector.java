@@ -18,8 +18,9 @@ import java.util.List;
  * router's shedding rule while that configuration is active (see {@link RouterConfig.Saturation}).
  * Used in a profile it is also a filter, as upstream: it drops endpoints whose fresh metrics
  * exceed a threshold relaxed by {@code headroom} ({@code threshold × (1 + headroom)}), and
- * endpoints whose metrics are stale, since upstream counts those as saturated. It does not fail
- * open: when every endpoint is saturated the profile picks nothing.
+ * endpoints whose metrics are stale, since upstream counts those as saturated. Like upstream's
+ * {@code Detector.Filter} it fails open: when it would drop every endpoint (all saturated, or no
+ * fresh metrics yet) it keeps them all, and shedding is left to the saturation rule.
  */
 final class UtilizationDetector implements Filter {
   final RouterConfig.Saturation saturation;
@@ -49,7 +50,8 @@ final class UtilizationDetector implements Filter {
         kept.add(c);
       }
     }
-    return kept == null ? candidates : kept;
+    // upstream returns every endpoint when none passes ("fail open at pool level")
+    return kept == null || kept.isEmpty() ? candidates : kept;
   }
 
   @Override
