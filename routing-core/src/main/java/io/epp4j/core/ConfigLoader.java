@@ -430,7 +430,8 @@ final class ConfigLoader {
         return;
       }
       Object nameNode = spec.get("name");
-      String name = nameNode == null ? typeName : String.valueOf(nameNode);
+      // upstream names a plugin after its type when the name is missing or empty
+      String name = nameNode == null || "".equals(nameNode) ? typeName : String.valueOf(nameNode);
       where = where + " (name " + quote(name) + ", type " + quote(typeName) + ")";
       Integer first = definedAt.putIfAbsent(name, i);
       if (first != null) {

@@ -69,4 +69,28 @@ class UpstreamConfigAuditTest {
           .isTrue();
     }
   }
+  /**
+   * Upstream's applyStaticDefaults names a plugin after its type when its name is empty
+   * ({@code if pluginConfig.Name == ""}), as a chart template rendering {@code name: ""} gives.
+   */
+  @Test
+  void anEmptyPluginNameDefaultsToTheTypeAsUpstream() {
+    String yaml = """
+        apiVersion: llm-d.ai/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - name: ""
+          type: queue-scorer
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: queue-scorer
+            weight: 2
+        """;
+    try (Router r = Router.builder().endpoints(POOL).configYaml(yaml, "n.yaml").build()) {
+      assertThat(r.config().plugins()).containsOnlyKeys("queue-scorer");
+      assertThat(r.config().profiles().get("default").scorers())
+          .extracting(ws -> ws.name() + "=" + ws.weight()).containsExactly("queue-scorer=2.0");
+    }
+  }
 }
