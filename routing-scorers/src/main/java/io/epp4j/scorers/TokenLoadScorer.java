@@ -12,21 +12,30 @@ import java.util.List;
 
 /**
  * {@code token-load-scorer}: router-tracked in-flight tokens (estimated prompt plus
- * {@code max_tokens} of every request in flight); {@code (max − t) / max}, all 1.0 when nothing
- * is in flight.
+ * {@code max_tokens} of every request in flight) against {@code queueThresholdTokens}, as
+ * upstream's scorer (GIE v1.5.0, llm-d): {@code 1 − min(1, t / queueThresholdTokens)}, 1.0 when
+ * nothing is in flight, 0.0 at or above the threshold (default 4194304, 128 requests of 32K).
  */
 final class TokenLoadScorer implements Scorer {
+  /** Upstream's {@code tokenQueueThresholdDefault}. */
+  static final long DEFAULT_QUEUE_THRESHOLD_TOKENS = 4_194_304L;
+
+  private final double queueThresholdTokens;
+
+  TokenLoadScorer() {
+    this(DEFAULT_QUEUE_THRESHOLD_TOKENS);
+  }
+
+  TokenLoadScorer(long queueThresholdTokens) {
+    this.queueThresholdTokens = queueThresholdTokens;
+  }
+
   @Override
   public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
       double[] scores) {
-    int n = candidates.size();
-    long max = 0;
-    for (int i = 0; i < n; i++) {
-      max = Math.max(max, candidates.get(i).inFlightTokens());
-    }
-    for (int i = 0; i < n; i++) {
-      long t = Math.max(0, candidates.get(i).inFlightTokens());
-      scores[i] = max <= 0 ? 1.0 : (double) (max - t) / max;
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      long t = candidates.get(i).inFlightTokens();
+      scores[i] = t <= 0 ? 1.0 : 1.0 - Math.min(t, queueThresholdTokens) / queueThresholdTokens;
     }
   }
 
@@ -43,7 +52,14 @@ final class TokenLoadScorer implements Scorer {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      return new TokenLoadScorer();
+      long threshold = p.getLong("queueThresholdTokens", DEFAULT_QUEUE_THRESHOLD_TOKENS);
+      if (threshold <= 0) {
+        // upstream replaces a value that is not positive by its default
+        p.notice("queueThresholdTokens", "is " + threshold + ", not positive: the default "
+            + DEFAULT_QUEUE_THRESHOLD_TOKENS + " is used, as upstream does");
+        threshold = DEFAULT_QUEUE_THRESHOLD_TOKENS;
+      }
+      return new TokenLoadScorer(threshold);
     }
   }
 }

@@ -104,7 +104,7 @@ class LoadScorersTest {
     List<Candidate> c = List.of(inFlight("a:1", 0, 0), inFlight("b:1", 2, 500), inFlight("c:1", 8, 1000));
     assertThat(score(new ActiveRequestScorer(0), c, 0)).containsExactly(1.0, 0.75, 0.0);
     assertThat(score(new ActiveRequestScorer(2), c, 0)).containsExactly(1.0, 1.0, 0.0);
-    assertThat(score(new TokenLoadScorer(), c, 0)).containsExactly(1.0, 0.5, 0.0);
+    assertThat(score(new TokenLoadScorer(2000), c, 0)).containsExactly(1.0, 0.75, 0.5);
     List<Candidate> idle = List.of(inFlight("a:1", 0, 0), inFlight("b:1", 0, 0));
     assertThat(score(new TokenLoadScorer(), idle, 0)).containsExactly(1.0, 1.0);
   }

@@ -6,6 +6,8 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Scorer;
 import io.epp4j.core.Router;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
@@ -91,6 +93,50 @@ class UpstreamConfigAuditTest {
       assertThat(r.config().plugins()).containsOnlyKeys("queue-scorer");
       assertThat(r.config().profiles().get("default").scorers())
           .extracting(ws -> ws.name() + "=" + ws.weight()).containsExactly("queue-scorer=2.0");
+    }
+  }
+  static double[] scores(Router r, String plugin, List<Candidate> candidates) {
+    Scorer s = (Scorer) r.config().plugins().get(plugin);
+    double[] out = new double[candidates.size()];
+    s.score(request(), TestCandidates.state(0, 1), candidates, out);
+    return out;
+  }
+
+  /**
+   * Upstream's token-load-scorer (GIE v1.5.0, llm-d): {@code 1 − min(1, tokens /
+   * queueThresholdTokens)}, threshold 4194304 unless the parameter sets it; the example of its
+   * README, with a smaller threshold.
+   */
+  @Test
+  void tokenLoadScorerNormalizesByQueueThresholdTokensAsUpstream() {
+    String yaml = """
+        apiVersion: llm-d.ai/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+          - type: token-load-scorer
+            name: token-load
+            parameters:
+              queueThresholdTokens: 2000
+        schedulingProfiles:
+          - name: default
+            plugins:
+              - pluginRef: token-load
+                weight: 1
+        """;
+    List<Candidate> c = List.of(TestCandidates.inFlight("a:1", 0, 0),
+        TestCandidates.inFlight("b:1", 2, 500), TestCandidates.inFlight("c:1", 8, 1000),
+        TestCandidates.inFlight("d:1", 9, 5000));
+    try (Router r = Router.builder().endpoints(POOL).configYaml(yaml, "t.yaml").build()) {
+      assertThat(r.config().warnings()).noneSatisfy(w -> assertThat(w).contains("queueThresholdTokens"));
+      assertThat(scores(r, "token-load", c)).containsExactly(1.0, 0.75, 0.5, 0.0);
+    }
+    String defaults = yaml.replace("""
+            parameters:
+              queueThresholdTokens: 2000
+        """, "");
+    try (Router r = Router.builder().endpoints(POOL).configYaml(defaults, "t.yaml").build()) {
+      assertThat(scores(r, "token-load", c)).containsExactly(1.0, 1.0 - 500.0 / 4194304,
+          1.0 - 1000.0 / 4194304, 1.0 - 5000.0 / 4194304);
     }
   }
 }
