@@ -83,7 +83,15 @@ public final class KvEventsPluginProviders {
     }
     int maxPromptBlocks = p.getInt("maxPromptBlocks",
         up.maxPromptBlocks() == null ? 16_384 : up.maxPromptBlocks(), 1, 1 << 22);
-    long ttlParam = p.getLong("speculativeTtlMs", 2_000);
+    // llm-d's names for the same settings: speculativeIndexing (bool), speculativeTTL (duration)
+    long ttlDefault = 2_000;
+    if (p.has("speculativeTTL")) {
+      if (p.has("speculativeTtlMs")) {
+        p.error("speculativeTTL", "and speculativeTtlMs name the same lifetime; keep one");
+      }
+      ttlDefault = p.getDuration("speculativeTTL", Duration.ofMillis(ttlDefault)).toMillis();
+    }
+    long ttlParam = p.getLong("speculativeTtlMs", ttlDefault);
     if (ttlParam < 0) {
       p.error("speculativeTtlMs", "must be >= 0, got " + ttlParam);
     } else if (ttlParam > MAX_TTL_MS) {
@@ -94,7 +102,11 @@ public final class KvEventsPluginProviders {
     double cpuWeight = p.getDouble("cpuWeight", 0.8, 0.0, 1.0);
     int maxBlocks = p.getInt("maxBlocksPerEndpoint", 1 << 18, 1, Integer.MAX_VALUE);
     String model = p.getString("model", "");
-    boolean speculative = p.getBoolean("speculative", true) && ttlMs > 0;
+    if (p.has("speculativeIndexing") && p.has("speculative")) {
+      p.error("speculativeIndexing", "and speculative name the same switch; keep one");
+    }
+    boolean speculative = p.getBoolean("speculative", p.getBoolean("speculativeIndexing", true))
+        && ttlMs > 0;
     shared.ifPresent(index -> differFromShared(p, index, up.blockSize(), blockSize, maxBlocks,
         ttlMs, cpuWeight, model == null ? "" : model));
 
@@ -239,9 +251,10 @@ public final class KvEventsPluginProviders {
       p.error("maxBlocksPerEndpoint", "is " + maxBlocks + why + index.maxBlocksPerEndpoint()
           + fix.formatted("KvBlockIndex.Builder.maxBlocksPerEndpoint"));
     }
-    if (p.has("speculativeTtlMs") && valid(p, "speculativeTtlMs") && ttlMs > 0
+    String ttlField = p.has("speculativeTTL") ? "speculativeTTL" : "speculativeTtlMs";
+    if (p.has(ttlField) && valid(p, ttlField) && ttlMs > 0
         && ttlMs * 1_000_000L != index.speculativeTtlNanos()) {
-      p.error("speculativeTtlMs", "is " + ttlMs + why + index.speculativeTtlNanos() / 1_000_000L
+      p.error(ttlField, "is " + ttlMs + why + index.speculativeTtlNanos() / 1_000_000L
           + " ms" + fix.formatted("KvBlockIndex.Builder.speculativeTtl; 0 here turns this"
               + " scorer's speculative entries off"));
     }

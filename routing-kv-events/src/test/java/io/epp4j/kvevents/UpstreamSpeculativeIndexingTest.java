@@ -1,0 +1,70 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.core.Router;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * llm-d's precise-prefix-cache-scorer names speculative indexing {@code speculativeIndexing}
+ * (bool) and {@code speculativeTTL} (Go duration), its README's "Speculative Indexing" section;
+ * epp4j's own names are {@code speculative} and {@code speculativeTtlMs}.
+ */
+class UpstreamSpeculativeIndexingTest {
+  static final List<Endpoint> POOL = List.of(Endpoint.parse("10.0.0.1:8000"),
+      Endpoint.parse("10.0.0.2:8000"));
+
+  static String config(String parameters) {
+    return """
+        apiVersion: llm-d.ai/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+        %s
+        schedulingProfiles:
+          - name: default
+            plugins:
+              - pluginRef: precise-prefix-cache-scorer
+        """.formatted(parameters.indent(6).stripTrailing());
+  }
+
+  static InferenceRequest prompt() {
+    int[] ids = new int[64];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = 1000 + i;
+    }
+    return InferenceRequest.builder().model("m").tokenIds(ids).build();
+  }
+
+  @Test
+  void speculativeIndexingFalseRecordsNoSpeculativeEntries() {
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(16).build();
+    try (Router r = Router.builder().endpoints(POOL)
+        .configYaml(config("speculativeIndexing: false"), "p.yaml")
+        .service(KvBlockIndex.class, index).randomSeed(1).build()) {
+      assertThat(r.route(prompt()).isRouted()).isTrue();
+      assertThat(index.metrics().speculativeBlocks()).as("speculative entries recorded").isZero();
+      assertThat(r.config().warnings())
+          .noneSatisfy(w -> assertThat(w).contains("'speculativeIndexing' is not used"));
+    }
+  }
+
+  @Test
+  void speculativeTtlIsTheLifetimeOfTheEntries() {
+    try (Router r = Router.builder().endpoints(POOL)
+        .configYaml(config("""
+            speculativeIndexing: true
+            speculativeTTL: "500ms"
+            kvEvents: {mode: none}"""), "p.yaml").randomSeed(1).build()) {
+      PrecisePrefixCacheScorer s = (PrecisePrefixCacheScorer) r.config().plugins()
+          .get("precise-prefix-cache-scorer");
+      assertThat(s.index().speculativeTtlNanos()).as("speculative TTL").isEqualTo(500_000_000L);
+      assertThat(r.config().warnings())
+          .noneSatisfy(w -> assertThat(w).contains("'speculativeTTL' is not used"));
+    }
+  }
+}
