@@ -619,7 +619,10 @@ final class ConfigLoader {
         return refName;
       }
       if (!used) {
-        errors.add(refWhere + ": plugin is not a filter, scorer or picker");
+        // upstream's profile takes the filters, scorers and picker it is given and passes over
+        // any other plugin (llm-d 0.8's precise config lists its tokenizer in the profile)
+        warnings.add(refWhere + ": plugin is not a filter, scorer or picker; it plays no part in"
+            + " the profile (as upstream, which passes over it)");
       }
       return pickerRef;
     }
