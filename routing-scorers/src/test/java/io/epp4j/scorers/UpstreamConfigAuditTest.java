@@ -139,4 +139,58 @@ class UpstreamConfigAuditTest {
           1.0 - 1000.0 / 4194304, 1.0 - 5000.0 / 4194304);
     }
   }
+  /**
+   * llm-d-inference-scheduler v0.7.1's deploy/config/pd-epp-config.yaml, verbatim (v0.7.0 to
+   * v0.8.0 ship it so): the header handler under its current name, {@code disagg-headers-handler}
+   * (upstream's {@code prefill-header-handler} is the deprecated alias of it).
+   */
+  @Test
+  void llmd071PdConfigWithTheDisaggHeadersHandlerLoads() {
+    String yaml = """
+        # Sample EPP configuration for tunning with P/D
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        featureGates:
+        - prepareDataPlugins
+        plugins:
+        - type: disagg-headers-handler
+        - type: prefix-cache-scorer
+          parameters:
+            maxPrefixBlocksToMatch: 256
+            lruCapacityPerServer: 31250
+        - type: queue-scorer
+        - type: prefill-filter
+        - type: decode-filter
+        - type: max-score-picker
+        - type: prefix-based-pd-decider
+          parameters:
+            nonCachedTokens: 16
+        - type: disagg-profile-handler
+          parameters:
+            deciders:
+              prefill: prefix-based-pd-decider
+        schedulingProfiles:
+        - name: prefill
+          plugins:
+          - pluginRef: prefill-filter
+          - pluginRef: max-score-picker
+          - pluginRef: prefix-cache-scorer
+            weight: 2
+          - pluginRef: queue-scorer
+            weight: 1
+        - name: decode
+          plugins:
+          - pluginRef: decode-filter
+          - pluginRef: max-score-picker
+          - pluginRef: prefix-cache-scorer
+            weight: 2
+          - pluginRef: queue-scorer
+            weight: 1
+        """;
+    try (Router r = Router.builder().endpoints(POOL).configYaml(yaml, "pd.yaml").build()) {
+      assertThat(r.config().profiles()).containsOnlyKeys("prefill", "decode");
+      assertThat(r.config().profileHandler().toString()).startsWith("disagg-profile-handler");
+      assertThat(r.config().plugins()).containsKey("disagg-headers-handler");
+    }
+  }
 }
