@@ -175,7 +175,7 @@ final class ConfigLoader {
   private static Result<Map<?, ?>> readDocument(String yaml, String source) {
     Object root;
     try (JsonParser p = YAML.getFactory().createParser(yaml)) {
-      root = p.nextToken() == null ? null : YAML.readValue(p, Object.class);
+      root = p.nextToken() == null ? null : new YamlReader(p, yaml.length()).read();
     } catch (JsonProcessingException e) {
       return Result.error(shorten(source + ": not valid YAML" + yamlProblem(e)));
     } catch (IOException | RuntimeException e) {
@@ -191,6 +191,147 @@ final class ConfigLoader {
           + describe(root));
     }
     return Result.ok(top);
+  }
+
+  /**
+   * The document as maps, lists and scalars, as Jackson's untyped reading gives them, with what
+   * that reading leaves out and upstream's go-yaml does: an alias ({@code *name}) is the node its
+   * anchor ({@code &name}) marked, and a merge key ({@code <<: *name} or a list of them) adds the
+   * merged mapping's fields that the mapping does not give itself. An alias shares its node, so a
+   * file of aliases of aliases could stand for exponentially many nodes: the nodes a document
+   * stands for are counted and bounded in proportion to its length, keeping loads linear.
+   */
+  private static final class YamlReader {
+    /**
+     * Jackson reports the anchor of a mapping or list but not of a single value; the parser's
+     * last YAML event carries it. Null when the field cannot be read: such anchors then stay
+     * unknown, and an alias of one is an error naming it.
+     */
+    private static final java.lang.reflect.@Nullable Field LAST_EVENT = lastEventField();
+
+    private static java.lang.reflect.@Nullable Field lastEventField() {
+      try {
+        java.lang.reflect.Field f = com.fasterxml.jackson.dataformat.yaml.YAMLParser.class
+            .getDeclaredField("_lastEvent");
+        f.setAccessible(true);
+        return f;
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        return null;
+      }
+    }
+
+    private final JsonParser p;
+    private final long maxNodes;
+    private final Map<String, @Nullable Object> anchored = new HashMap<>();
+    private final Map<String, Long> anchoredNodes = new HashMap<>();
+    private long nodes;
+    private long lastNodes;
+
+    YamlReader(JsonParser p, int length) {
+      this.p = p;
+      this.maxNodes = 100_000L + 10L * length;
+    }
+
+    /** The node at the current token, the parser left on its last token. */
+    @Nullable Object read() throws IOException {
+      if (p instanceof com.fasterxml.jackson.dataformat.yaml.YAMLParser y && y.isCurrentAlias()) {
+        String name = p.getText();
+        if (!anchored.containsKey(name)) {
+          throw new com.fasterxml.jackson.core.JsonParseException(p,
+              "alias *" + cut(name, MAX_QUOTED_CHARS) + " names no anchor (&"
+                  + cut(name, MAX_QUOTED_CHARS) + ") before it");
+        }
+        lastNodes = anchoredNodes.getOrDefault(name, 1L);
+        count(lastNodes);
+        return anchored.get(name);
+      }
+      Object id = p.getObjectId();
+      long before = nodes;
+      Object value;
+      com.fasterxml.jackson.core.JsonToken t = p.currentToken();
+      if (t == com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
+        value = mapping();
+      } else if (t == com.fasterxml.jackson.core.JsonToken.START_ARRAY) {
+        List<@Nullable Object> list = new ArrayList<>();
+        while (p.nextToken() != com.fasterxml.jackson.core.JsonToken.END_ARRAY) {
+          list.add(read());
+        }
+        value = list;
+      } else {
+        value = scalar(t);
+        if (id == null) {
+          id = scalarAnchor();
+        }
+      }
+      count(1);
+      lastNodes = nodes - before;
+      if (id != null) {
+        anchored.put(String.valueOf(id), value);
+        anchoredNodes.put(String.valueOf(id), lastNodes);
+      }
+      return value;
+    }
+
+    private Map<String, @Nullable Object> mapping() throws IOException {
+      Map<String, @Nullable Object> map = new LinkedHashMap<>();
+      List<Object> merged = new ArrayList<>();
+      while (p.nextToken() == com.fasterxml.jackson.core.JsonToken.FIELD_NAME) {
+        String key = p.currentName();
+        p.nextToken();
+        Object v = read();
+        if ("<<".equals(key) && (v instanceof Map || v instanceof List)) {
+          merged.add(v);
+        } else {
+          map.put(key, v);
+        }
+      }
+      for (Object m : merged) {
+        for (Object one : m instanceof List<?> l ? l : List.of(m)) {
+          if (!(one instanceof Map<?, ?> from)) {
+            throw new com.fasterxml.jackson.core.JsonParseException(p,
+                "a merge key ('<<') takes a mapping or a list of mappings");
+          }
+          from.forEach((k, v) -> map.putIfAbsent(String.valueOf(k), v));
+        }
+      }
+      return map;
+    }
+
+    private @Nullable Object scalar(com.fasterxml.jackson.core.@Nullable JsonToken t)
+        throws IOException {
+      if (t == null) {
+        return null;
+      }
+      return switch (t) {
+        case VALUE_STRING -> p.getText();
+        case VALUE_NUMBER_INT -> p.getNumberValue();
+        case VALUE_NUMBER_FLOAT -> p.getDoubleValue();
+        case VALUE_TRUE -> Boolean.TRUE;
+        case VALUE_FALSE -> Boolean.FALSE;
+        case VALUE_EMBEDDED_OBJECT -> p.getEmbeddedObject();
+        default -> null;
+      };
+    }
+
+    private @Nullable String scalarAnchor() {
+      java.lang.reflect.Field f = LAST_EVENT;
+      if (f == null) {
+        return null;
+      }
+      try {
+        return f.get(p) instanceof org.yaml.snakeyaml.events.ScalarEvent e ? e.getAnchor() : null;
+      } catch (ReflectiveOperationException | RuntimeException e) {
+        return null;
+      }
+    }
+
+    private void count(long n) throws IOException {
+      nodes += n;
+      if (nodes > maxNodes) {
+        throw new com.fasterxml.jackson.core.JsonParseException(p, "its aliases stand for more"
+            + " than " + maxNodes + " nodes; write the repeated parts out or use fewer aliases");
+      }
+    }
   }
 
   /**
