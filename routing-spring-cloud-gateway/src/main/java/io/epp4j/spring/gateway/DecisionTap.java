@@ -6,12 +6,14 @@ import io.epp4j.core.UsageScanner;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import org.springframework.core.io.buffer.DataBuffer;
 import org.springframework.http.HttpStatusCode;
 import org.springframework.http.MediaType;
 import org.springframework.http.server.reactive.ServerHttpResponse;
+import reactor.core.Fuseable;
 import reactor.core.publisher.Flux;
 
 /**
@@ -77,19 +79,52 @@ final class DecisionTap {
 
   /** The body of a {@code writeWith}, watched. */
   Flux<DataBuffer> watch(Publisher<? extends DataBuffer> body) {
-    return watchEnd(Flux.<DataBuffer>from(body).doOnNext(this::seen));
+    return watchEnd(Flux.<DataBuffer>from(body).doOnNext(this::seen), this::finished);
   }
 
-  /** The body of a {@code writeAndFlushWith}, watched chunk by chunk. */
+  /**
+   * The body of a {@code writeAndFlushWith}, watched chunk by chunk. The writer takes chunks
+   * ahead of writing them (Reactor Netty's {@code sendGroups} is a {@code concatMap} with a
+   * prefetch of 32), so the body may end, or break off, while chunks it handed out (the usage
+   * chunk, {@code data: [DONE]}) wait to be written. A chunk that is a constant (the gateway
+   * hands each buffer as {@code Flux.just(buffer)}) is read as it is handed out, so that the
+   * body's end tells how the answer ended; any other chunk as it is written, and the answer then
+   * ends once the body has ended and every such chunk has been read.
+   */
   Flux<Publisher<DataBuffer>> watchChunks(Publisher<? extends Publisher<? extends DataBuffer>> body) {
-    return watchEnd(Flux.from(body).map(chunk -> Flux.<DataBuffer>from(chunk).doOnNext(this::seen)));
+    AtomicInteger open = new AtomicInteger(1); // the body itself, then each chunk read as written
+    Runnable ended = () -> {
+      if (open.decrementAndGet() == 0) {
+        finished();
+      }
+    };
+    return watchEnd(Flux.from(body).map(chunk -> {
+      if (chunk instanceof Fuseable.ScalarCallable<?> constant) {
+        if (constantOf(constant) instanceof DataBuffer buffer) {
+          seen(buffer);
+        }
+        @SuppressWarnings("unchecked")
+        Publisher<DataBuffer> same = (Publisher<DataBuffer>) chunk;
+        return same;
+      }
+      open.incrementAndGet();
+      return Flux.<DataBuffer>from(chunk).doOnNext(this::seen).doOnComplete(ended);
+    }), ended);
   }
 
-  private <T> Flux<T> watchEnd(Flux<T> body) {
+  private static @Nullable Object constantOf(Fuseable.ScalarCallable<?> constant) {
+    try {
+      return constant.call();
+    } catch (Exception e) { // a constant has no reason to throw: the chunk is passed on as is
+      return null;
+    }
+  }
+
+  private <T> Flux<T> watchEnd(Flux<T> body, Runnable ended) {
     return body
         // the replica's connection broke after a whole answer: it ends cleanly and completes
         .onErrorResume(e -> wholeAnswerSeen(), e -> Flux.empty())
-        .doOnComplete(this::finished)
+        .doOnComplete(ended)
         .doOnError(decision::onFailure)
         .doOnCancel(() -> decision.onFailure(new CancellationException("client went away")));
   }
