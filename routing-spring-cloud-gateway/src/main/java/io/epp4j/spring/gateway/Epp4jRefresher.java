@@ -111,8 +111,10 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     keys.addAll(event.getKeys());
     boolean defaultChanged = false;
     boolean defaultConfigChanged = false;
+    boolean defaultEndpointsChanged = false;
     Set<String> poolsChanged = new LinkedHashSet<>();
     Set<String> poolConfigChanged = new HashSet<>();
+    Set<String> poolEndpointsChanged = new HashSet<>();
     Set<String> restartOnly = new TreeSet<>(); // top-level keys the running routers cannot take
     Map<String, Set<String>> poolRestartOnly = new HashMap<>();
     for (String key : keys) {
@@ -129,6 +131,9 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
           if (namesConfiguration(rest.substring(end))) {
             poolConfigChanged.add(pool);
           }
+          if (namesEndpoints(rest.substring(end))) {
+            poolEndpointsChanged.add(pool);
+          }
           if (restartOnly(rest.substring(end))) {
             poolRestartOnly.computeIfAbsent(pool, x -> new TreeSet<>()).add(key);
           }
@@ -136,6 +141,7 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
       } else if (k.startsWith(PoolSettings.PREFIX + ".")) {
         defaultChanged = true;
         defaultConfigChanged |= namesConfiguration(k.substring(PoolSettings.PREFIX.length()));
+        defaultEndpointsChanged |= namesEndpoints(k.substring(PoolSettings.PREFIX.length()));
         if (restartOnly(k.substring(PoolSettings.PREFIX.length()))) {
           restartOnly.add(key);
         }
@@ -170,16 +176,16 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     }
     if (defaultChanged) {
       apply(router, PoolSettings.of(p), discoveryOwnsPool.getAsBoolean(), defaultConfigChanged,
-          "the current pool");
+          defaultEndpointsChanged, "the current pool");
     }
     for (String name : poolsChanged) {
       refreshPool(p, name, poolRestartOnly.getOrDefault(name, Set.of()),
-          poolConfigChanged.contains(name));
+          poolConfigChanged.contains(name), poolEndpointsChanged.contains(name));
     }
   }
 
   private void refreshPool(Epp4jProperties p, String name, Set<String> restartOnly,
-      boolean configChanged) {
+      boolean configChanged, boolean endpointsChanged) {
     Epp4jPools.@Nullable Pool running = findPool(name);
     @Nullable String boundName = findBound(p, name);
     if (running == null && boundName != null) {
@@ -218,7 +224,7 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
           + " after a restart: " + String.join(", ", restartOnly) + " (the pool keeps the values"
           + " it started with)");
     }
-    apply(running.router, s, running.discoveryOwnsPool(), configChanged,
+    apply(running.router, s, running.discoveryOwnsPool(), configChanged, endpointsChanged,
         "pool '" + name + "'s current pool");
   }
 
@@ -262,6 +268,15 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     return n.equals("configfile") || n.equals("preset");
   }
 
+  /**
+   * Whether a changed property (as for {@link #restartOnly}) is the endpoint list: only then is
+   * the pool replaced, so that a refresh of other properties leaves a pool the properties do not
+   * give (an application's own router, endpoints set in code) as it is.
+   */
+  static boolean namesEndpoints(String rest) {
+    return relaxedName(rest).equals("endpoints");
+  }
+
   /** {@code .config-file}, {@code .CONFIG_FILE}, {@code .endpoints[0]}: configfile, endpoints. */
   private static String relaxedName(String rest) {
     StringBuilder name = new StringBuilder();
@@ -303,18 +318,19 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
   }
 
   /**
-   * Applies one pool's endpoints and configuration, all or nothing. With neither a config file
+   * Applies one pool's endpoints (when {@code endpointsChanged}: the refresh changed the list)
+   * and configuration, all or nothing. With neither a config file
    * nor a preset, the EPP default profile is loaded when {@code configChanged} (the change
    * cleared them); otherwise the configuration running is left alone (it may be one an
    * application built its router with in code).
    */
   private static void apply(Router router, PoolSettings s, boolean discoveryOwnsPool,
-      boolean configChanged, String keeping) {
-    @Nullable List<Endpoint> pool; // null: discovery owns the pool
+      boolean configChanged, boolean endpointsChanged, String keeping) {
+    @Nullable List<Endpoint> pool; // null: discovery owns the pool, or the list did not change
     @Nullable Path file;
     @Nullable String presetYaml;
     try {
-      pool = discoveryOwnsPool ? null : s.parsedEndpoints();
+      pool = discoveryOwnsPool || !endpointsChanged ? null : s.parsedEndpoints();
       file = s.configPath();
       presetYaml = s.presetYaml(); // fails on an unknown name
     } catch (RuntimeException e) { // IllegalArgumentException naming the property

@@ -188,6 +188,24 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void aRefreshThatDoesNotTouchTheEndpointsKeepsThePool() {
+    // an application's own Router bean, its replicas given in code (epp4j.endpoints unset): a
+    // refresh changing only another epp4j property (one that takes a restart, here) replaced
+    // the pool with the empty epp4j.endpoints, and every request was answered 503
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.1", 8000)).build();
+    runner.withBean(Router.class, () -> own).run(ctx -> {
+      Router router = ctx.getBean(Router.class);
+      assertThat(poolIds(router)).containsExactly("10.0.0.1:8000");
+
+      TestPropertyValues.of("epp4j.metrics.interval=2h").applyTo(ctx);
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.metrics.interval")));
+
+      assertThat(poolIds(router)).containsExactly("10.0.0.1:8000");
+    });
+    own.close();
+  }
+
+  @Test
   void clearingThePresetOrConfigFileGoesBackToTheDefaultProfile() {
     // with neither set the EPP default profile runs; a refresh that cleared them kept the
     // preset's configuration running, for the default router and a named pool alike
