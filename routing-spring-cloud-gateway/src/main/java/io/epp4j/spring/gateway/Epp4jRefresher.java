@@ -385,6 +385,18 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     if (key.indexOf('.') < 0 && key.toUpperCase(Locale.ROOT).startsWith("EPP4J_")) {
       return key.toLowerCase(Locale.ROOT).replace('_', '.');
     }
+    // Spring's bracket notation for a map key, which a pool name with '_' or upper-case letters
+    // needs: epp4j.pools[my_pool].endpoints is pool my_pool's endpoints
+    String bracket = PoolSettings.PREFIX + ".pools[";
+    int close = key.indexOf(']');
+    if (key.startsWith(bracket) && close > bracket.length()) {
+      String name = key.substring(bracket.length(), close);
+      if (name.length() > 1 && (name.charAt(0) == '"' || name.charAt(0) == '\'')
+          && name.charAt(name.length() - 1) == name.charAt(0)) {
+        name = name.substring(1, name.length() - 1);
+      }
+      return PoolSettings.POOLS_PREFIX + name + key.substring(close + 1);
+    }
     return key;
   }
 }

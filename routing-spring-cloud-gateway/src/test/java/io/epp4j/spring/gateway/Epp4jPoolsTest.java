@@ -437,6 +437,26 @@ class Epp4jPoolsTest {
   }
 
   @Test
+  void aPoolNamedWithAnUnderscoreIsRefreshed() {
+    // a pool name with '_' (which the README allows) is written in Spring's bracket notation,
+    // which map keys with characters other than lower-case letters, digits and '-' need; a
+    // refresh of such a key (epp4j.pools[my_pool].endpoints) was taken for a change of the
+    // default router, and the pool kept its old endpoints
+    runner.withPropertyValues("epp4j.pools[my_pool].endpoints=127.0.0.1:9001")
+        .run(ctx -> {
+          Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+          assertThat(pools.names()).containsExactly("my_pool");
+          Router pool = pools.router("my_pool");
+
+          TestPropertyValues.of("epp4j.pools[my_pool].endpoints=127.0.0.1:9002").applyTo(ctx);
+          ctx.publishEvent(new EnvironmentChangeEvent(ctx,
+              Set.of("epp4j.pools[my_pool].endpoints")));
+          assertThat(ids(pool)).containsExactly("127.0.0.1:9002");
+          assertThat(ids(ctx.getBean(Router.class))).containsExactly("127.0.0.1:9000");
+        });
+  }
+
+  @Test
   void poolsAddedAndRemovedAtRuntimeAreBuiltWithTheListenersAndClosed() {
     List<String> completed = new java.util.concurrent.CopyOnWriteArrayList<>();
     io.epp4j.api.RequestListener listener = new io.epp4j.api.RequestListener() {
