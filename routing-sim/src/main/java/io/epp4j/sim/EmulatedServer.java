@@ -775,7 +775,7 @@ final class EmulatedServer implements AutoCloseable {
   /** vLLM's Prometheus exposition for this replica (engine 0). */
   String metrics() {
     EmulatedCluster.Stats s = cluster.stats(replica);
-    String labels = "engine=\"0\",model_name=\"" + model + "\"";
+    String labels = "engine=\"0\",model_name=\"" + labelValue(model) + "\"";
     StringBuilder b = new StringBuilder(4096);
     gauge(b, "vllm:num_requests_running", "Number of requests in model execution batches.",
         labels, s.running());
@@ -805,8 +805,10 @@ final class EmulatedServer implements AutoCloseable {
           .append("# TYPE vllm:lora_requests_info gauge\n")
           .append("vllm:lora_requests_info{max_lora=\"")
           .append(maxLoras > 0 ? maxLoras : loraAdapters.size())
-          .append("\",running_lora_adapters=\"").append(String.join(",", s.runningLoraAdapters()))
-          .append("\",waiting_lora_adapters=\"").append(String.join(",", s.waitingLoraAdapters()))
+          .append("\",running_lora_adapters=\"")
+          .append(labelValue(String.join(",", s.runningLoraAdapters())))
+          .append("\",waiting_lora_adapters=\"")
+          .append(labelValue(String.join(",", s.waitingLoraAdapters())))
           .append("\"} ").append(System.currentTimeMillis() / 1000.0).append('\n');
     }
     String h = "vllm:time_to_first_token_seconds";
@@ -824,6 +826,25 @@ final class EmulatedServer implements AutoCloseable {
         .append('\n');
     b.append(h).append("_sum{").append(labels).append("} ").append(s.ttftSumSeconds())
         .append('\n');
+    return b.toString();
+  }
+
+  /**
+   * A label value as the exposition format writes it ({@code \\}, {@code "} and a line feed
+   * escaped): written raw, a model or adapter name holding one ended the label early and made the
+   * whole page unreadable to a scraper.
+   */
+  static String labelValue(String v) {
+    StringBuilder b = new StringBuilder(v.length() + 8);
+    for (int i = 0; i < v.length(); i++) {
+      char c = v.charAt(i);
+      switch (c) {
+        case '\\' -> b.append("\\\\");
+        case '"' -> b.append("\\\"");
+        case '\n' -> b.append("\\n");
+        default -> b.append(c);
+      }
+    }
     return b.toString();
   }
 

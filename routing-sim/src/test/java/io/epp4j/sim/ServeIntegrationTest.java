@@ -987,6 +987,21 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void anAdapterNameHoldingAQuoteOrABackslashLeavesTheMetricsReadable() throws Exception {
+    // written raw into the label, the quote ended it early and every scrape of the page failed
+    String odd = "sq\"l\\v2";
+    Serve s = start(1, false, 1, List.of(odd), Serve.DEFAULT_KEEP_ALIVE_SECONDS, 1);
+    int p = port(s, 0);
+    String inJson = odd.replace("\\", "\\\\").replace("\"", "\\\"");
+    java.util.concurrent.CompletableFuture<HttpResponse<String>> running = complete(p, inJson, 400);
+    io.epp4j.api.EndpointMetrics during =
+        awaitMetrics(p, m -> !m.runningLoraAdapters().isEmpty());
+    assertThat(during.runningLoraAdapters()).containsExactly(odd);
+    assertThat(running.get(20, java.util.concurrent.TimeUnit.SECONDS).statusCode())
+        .isEqualTo(200);
+  }
+
+  @Test
   void theModelListNamesTheLoraAdaptersAfterTheBaseModelAsVllmDoes() throws Exception {
     // vLLM with --lora-modules lists each adapter as a model of its own, its parent the base
     // model; before, the emulated replica listed the base model alone
