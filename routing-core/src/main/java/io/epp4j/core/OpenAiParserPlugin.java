@@ -8,7 +8,8 @@ import io.epp4j.api.PluginContext;
 /**
  * {@code openai-parser}: names, for a configuration's {@code parser: {pluginRef: ...}} section,
  * the request parser the router always uses: {@link OpenAiRequestParser} (completions, chat
- * completions and token-ID prompts; other APIs are passed through unparsed by the gateway). It
+ * completions and token-ID prompts, and the {@code input} of embeddings, Responses and other
+ * APIs that take one). It
  * does nothing itself; it exists so upstream files that name their parser load unchanged, and so
  * that naming any other parser is refused rather than silently replaced.
  */

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.databind.JsonNode;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Result;
@@ -23,7 +24,12 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Turns OpenAI {@code /v1/completions} and {@code /v1/chat/completions} bodies into
- * {@link InferenceRequest}s with a single streaming pass. Reads {@code model}, {@code prompt}
+ * {@link InferenceRequest}s with a single streaming pass, and those of the APIs that take an
+ * {@code input} ({@code /v1/embeddings}, {@code /v1/responses}, and any other path but the two
+ * completions ones), as the upstream EPP does: the {@code input} is the prompt (text; token IDs;
+ * a batch of strings joined with U+001E or of token lists concatenated; Responses items as
+ * canonical JSON), after the {@code instructions} and U+001E when there are some, and
+ * {@code max_output_tokens} the token limit. Reads {@code model}, {@code prompt}
  * (text, or token IDs), {@code messages} (content as a string or an array of parts),
  * {@code tools}, {@code cache_salt}, {@code stream}, {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
@@ -88,8 +94,10 @@ public final class OpenAiRequestParser {
   }
 
   /**
-   * Parses a body. {@code path} selects the shape ({@code ...chat/completions} is chat, anything
-   * else completions), but a body with {@code messages} is read as chat either way.
+   * Parses a body. {@code path} selects the shape ({@code ...chat/completions} is chat,
+   * {@code ...completions} completions, anything else takes an {@code input} when it has no
+   * {@code prompt} or {@code messages}), but a body with {@code messages} is read as chat either
+   * way.
    */
   public Result<InferenceRequest> parse(String path, Map<String, String> headers, byte[] body) {
     Objects.requireNonNull(body, "body");
@@ -147,15 +155,40 @@ public final class OpenAiRequestParser {
     // max_completion_tokens on /v1/completions
     int maxTokens = -1;
     int maxCompletionTokens = -1;
+    // /v1/embeddings and /v1/responses: "input" (text, token IDs, or items kept as canonical
+    // JSON), "instructions" (Responses), "max_output_tokens" (Responses)
+    @Nullable String input;
+    int @Nullable [] inputTokens;
+    @Nullable String instructions;
+    int maxOutputTokens = -1;
 
     @Nullable String checkAndApply(@Nullable String path, InferenceRequest.Builder b) {
       if (model == null || model.isEmpty()) {
         return "field 'model' is required";
       }
       boolean chatPath = path != null && path.endsWith("chat/completions");
+      boolean inputPath = path != null && (path.endsWith("/embeddings") || path.endsWith("/responses"));
+      // the engine reads "input" on every path but the two completions ones
+      boolean takesInput = path == null || !path.endsWith("completions");
       int forms = (prompt != null ? 1 : 0) + (tokens != null ? 1 : 0) + (messages != null ? 1 : 0);
+      if (forms == 0 && takesInput && (input != null || inputTokens != null)) {
+        // an embeddings or Responses body: its input is the prompt, after the instructions the
+        // engine puts in front of it
+        b.model(model).tokenIds(inputTokens);
+        String text = input;
+        if (text != null && instructions != null) {
+          text = instructions + '\u001E' + text;
+        }
+        b.prompt(text);
+        int limit = maxOutputTokens >= 0 ? maxOutputTokens : maxTokens;
+        if (limit >= 0) {
+          b.maxTokens(limit);
+        }
+        return null;
+      }
       if (forms == 0) {
-        return chatPath ? "field 'messages' is required" : "field 'prompt' is required";
+        return inputPath ? "field 'input' is required"
+            : chatPath ? "field 'messages' is required" : "field 'prompt' is required";
       }
       if (forms > 1) {
         return "fields 'prompt' and 'messages' must not both be present";
@@ -266,16 +299,39 @@ public final class OpenAiRequestParser {
         }
         b.stream(Boolean.TRUE.equals(stream));
       }
-      case "max_tokens", "max_completion_tokens" -> {
+      case "max_tokens", "max_completion_tokens", "max_output_tokens" -> {
         int limit = t == JsonToken.VALUE_NULL ? -1 : tokenLimit(p, t);
         if (limit < 0 && t != JsonToken.VALUE_NULL) {
           return "field '" + field + "' must be a non-negative integer" + at(p);
         }
         if (field.equals("max_tokens")) {
           prompt.maxTokens = limit;
-        } else {
+        } else if (field.equals("max_completion_tokens")) {
           prompt.maxCompletionTokens = limit;
+        } else {
+          prompt.maxOutputTokens = limit;
         }
+      }
+      case "input" -> {
+        prompt.input = null;
+        prompt.inputTokens = null;
+        if (t == JsonToken.VALUE_STRING) {
+          prompt.input = p.getText();
+        } else if (t == JsonToken.START_ARRAY) {
+          readInputArray(CanonicalJson.readTree(p), prompt);
+        } else if (t != JsonToken.VALUE_NULL) {
+          return "field 'input' must be a string or an array" + at(p);
+        }
+      }
+      case "instructions" -> {
+        if (t == JsonToken.VALUE_NULL) {
+          prompt.instructions = null;
+          return null;
+        }
+        if (t != JsonToken.VALUE_STRING) {
+          return "field 'instructions' must be a string" + at(p);
+        }
+        prompt.instructions = p.getText();
       }
       default -> p.skipChildren();
     }
@@ -414,6 +470,63 @@ public final class OpenAiRequestParser {
       return d >= 0 && d <= Integer.MAX_VALUE && d == Math.rint(d) ? (int) d : -1;
     }
     return isIntInRange(p, t) ? p.getIntValue() : -1;
+  }
+
+  /**
+   * An {@code input} array: token IDs (one list, or a batch of lists, concatenated), strings (a
+   * batch, joined with U+001E), or anything else (Responses items) as canonical JSON text, so
+   * that key order and whitespace do not change it and a conversation that grows by items keeps
+   * the text of its earlier items in front.
+   */
+  private static void readInputArray(JsonNode array, PromptFields prompt) throws IOException {
+    int n = array.size();
+    boolean ints = n > 0;
+    boolean lists = n > 0;
+    boolean strings = n > 0;
+    int total = 0;
+    for (JsonNode e : array) {
+      ints &= isTokenId(e);
+      strings &= e.isTextual();
+      if (lists && e.isArray() && e.size() > 0) {
+        for (JsonNode id : e) {
+          lists &= isTokenId(id);
+        }
+        total += e.size();
+      } else {
+        lists = false;
+      }
+    }
+    if (ints) {
+      int[] ids = new int[n];
+      for (int i = 0; i < n; i++) {
+        ids[i] = array.get(i).intValue();
+      }
+      prompt.inputTokens = ids;
+    } else if (lists) {
+      int[] ids = new int[total];
+      int k = 0;
+      for (JsonNode e : array) {
+        for (JsonNode id : e) {
+          ids[k++] = id.intValue();
+        }
+      }
+      prompt.inputTokens = ids;
+    } else if (strings) {
+      StringBuilder sb = new StringBuilder();
+      for (int i = 0; i < n; i++) {
+        if (i > 0) {
+          sb.append('\u001E');
+        }
+        sb.append(array.get(i).textValue());
+      }
+      prompt.input = sb.toString();
+    } else {
+      prompt.input = CanonicalJson.canonical(array);
+    }
+  }
+
+  private static boolean isTokenId(JsonNode n) {
+    return n.isIntegralNumber() && n.canConvertToInt() && n.intValue() >= 0;
   }
 
   /** Returns int[] for token IDs, Object[]{String} for text, or a String error. */

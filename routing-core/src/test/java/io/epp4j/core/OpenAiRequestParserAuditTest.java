@@ -1,0 +1,68 @@
+package io.epp4j.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Result;
+import io.epp4j.api.RoutingDecision;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** Request shapes vLLM's OpenAI server and the upstream EPP take, read as they do. */
+class OpenAiRequestParserAuditTest {
+  final OpenAiRequestParser parser = OpenAiRequestParser.defaults();
+
+  Result<InferenceRequest> parse(String path, String body) {
+    return parser.parse(path, Map.of(), body.getBytes(StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void anEmbeddingsBodyOnTheDocumentedV1RouteIsRoutedWithItsInputAsThePrompt() {
+    // the README's SCG route is Path=/v1/**; vLLM serves /v1/embeddings with "input", and the
+    // upstream EPP's openai-parser routes it; here it was a 400 "field 'prompt' is required"
+    Result<InferenceRequest> r = parse("/v1/embeddings",
+        "{\"model\":\"e5\",\"input\":\"The food was delicious\",\"encoding_format\":\"float\"}");
+    assertThat(r.errors()).isEmpty();
+    assertThat(r.value().prompt()).isEqualTo("The food was delicious");
+    assertThat(r.value().model()).isEqualTo("e5");
+    InferenceRequest tokens = parse("/v1/embeddings", "{\"model\":\"e5\",\"input\":[1,2,3]}").value();
+    assertThat(tokens.tokenIds()).containsExactly(1, 2, 3);
+    try (Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse("10.0.0.1:80"))).build()) {
+      RoutingDecision d = router.route("/v1/embeddings", Map.of(),
+          "{\"model\":\"e5\",\"input\":[\"a\",\"b\"]}".getBytes(StandardCharsets.UTF_8));
+      assertThat(d.rejection()).isNull();
+      assertThat(d.isRouted()).isTrue();
+    }
+  }
+
+  @Test
+  void aResponsesBodyIsRoutedWithItsInstructionsAndInputAsThePrompt() {
+    Result<InferenceRequest> s = parse("/v1/responses",
+        "{\"model\":\"m\",\"instructions\":\"Be terse.\",\"input\":\"Hello\",\"max_output_tokens\":20}");
+    assertThat(s.errors()).isEmpty();
+    assertThat(s.value().prompt()).startsWith("Be terse.").endsWith("Hello");
+    assertThat(s.value().maxTokens()).isEqualTo(20);
+    // items: the same conversation in another key order and spacing is the same prompt
+    String a = parse("/v1/responses", """
+        {"model":"m","input":[{"role":"user","content":"hi","type":"message"}]}
+        """).value().prompt();
+    String b = parse("/v1/responses", """
+        {"input" : [ {"type":"message", "content":"hi", "role":"user"} ], "model":"m"}
+        """).value().prompt();
+    assertThat(a).isNotNull().isEqualTo(b);
+    // a next turn extends the previous turn's prompt, so its full blocks are shared
+    String next = parse("/v1/responses", """
+        {"model":"m","input":[{"role":"user","content":"hi","type":"message"},
+          {"role":"assistant","content":"hello","type":"message"},
+          {"role":"user","content":"more","type":"message"}]}
+        """).value().prompt();
+    assertThat(next).startsWith(a.substring(0, a.length() - 1));
+    assertThat(parse("/v1/responses", "{\"model\":\"m\"}").errors()).singleElement().asString()
+        .isEqualTo("field 'input' is required");
+  }
+}
