@@ -10,9 +10,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import java.io.IOException;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -38,9 +36,10 @@ final class ChatMessagesReader {
       // the common case, one string content, is kept as parsed; a builder only for parts
       String text = null;
       StringBuilder content = null;
-      // name, tool_calls, tool_call_id as canonical JSON, in the order they first came; a key
-      // given twice keeps its last value, as everywhere in the body
-      Map<String, String> extra = null;
+      // name, tool_calls, tool_call_id as canonical JSON, always in that order whatever order
+      // the body gives them (the engine's template reads them by name); a key given twice keeps
+      // its last value, as everywhere in the body
+      String @Nullable [] extra = null;
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String f = p.currentName();
         JsonToken v = p.nextToken();
@@ -68,18 +67,19 @@ final class ChatMessagesReader {
             }
           }
           case "tool_calls", "name", "tool_call_id" -> {
+            int slot = f.equals("name") ? 0 : f.equals("tool_calls") ? 1 : 2;
             if (v == JsonToken.VALUE_NULL) {
               // what clients that write every field of their message type send: the engine
               // renders the message as without the field, so it adds nothing to the identity
               if (extra != null) {
-                extra.remove(f);
+                extra[slot] = null;
               }
               continue;
             }
             if (extra == null) {
-              extra = new LinkedHashMap<>(4);
+              extra = new String[3];
             }
-            extra.put(f, f + "=" + CanonicalJson.canonical(CanonicalJson.readTree(p)));
+            extra[slot] = f + "=" + CanonicalJson.canonical(CanonicalJson.readTree(p));
           }
           default -> p.skipChildren();
         }
@@ -87,11 +87,13 @@ final class ChatMessagesReader {
       if (role == null) {
         return messageField(index, ".role") + "' is required";
       }
-      if (extra != null && !extra.isEmpty()) {
+      if (extra != null && (extra[0] != null || extra[1] != null || extra[2] != null)) {
         content = append(content, text);
         text = null;
-        for (String json : extra.values()) {
-          content.append('\n').append(json);
+        for (String json : extra) {
+          if (json != null) {
+            content.append('\n').append(json);
+          }
         }
       }
       out.add(new ChatMessage(role, text != null ? text : content != null ? content.toString() : ""));

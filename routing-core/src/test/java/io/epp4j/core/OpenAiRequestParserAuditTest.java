@@ -65,4 +65,17 @@ class OpenAiRequestParserAuditTest {
     assertThat(parse("/v1/responses", "{\"model\":\"m\"}").errors()).singleElement().asString()
         .isEqualTo("field 'input' is required");
   }
+
+  @Test
+  void aMessagesNameAndToolCallIdCountTheSameWhateverTheirKeyOrder() {
+    // a tool result carries both; clients write them in either order, the engine's template
+    // reads them by name, so the same conversation must give the same prompt identity
+    String a = parse("/v1/chat/completions", """
+        {"model":"m","messages":[{"role":"tool","tool_call_id":"c1","name":"get_weather","content":"20C"}]}
+        """).value().messages().get(0).content();
+    String b = parse("/v1/chat/completions", """
+        {"model":"m","messages":[{"role":"tool","name":"get_weather","content":"20C","tool_call_id":"c1"}]}
+        """).value().messages().get(0).content();
+    assertThat(a).isEqualTo(b);
+  }
 }
