@@ -30,7 +30,8 @@ import org.jspecify.annotations.Nullable;
  * a batch of strings joined with U+001E or of token lists concatenated; Responses items as
  * canonical JSON), after the {@code instructions} and U+001E when there are some, and
  * {@code max_output_tokens} the token limit. Reads {@code model}, {@code prompt}
- * (text, or token IDs), {@code messages} (content as a string or an array of parts),
+ * (text, or token IDs; a batch of prompts, which the engine takes, as its strings joined with
+ * U+001E or its token lists concatenated), {@code messages} (content as a string or an array of parts),
  * {@code tools}, {@code cache_salt}, {@code stream}, {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
  * it; when both are given, a chat request counts {@code max_completion_tokens} and a completion
@@ -554,14 +555,45 @@ public final class OpenAiRequestParser {
       return Arrays.copyOf(ids, n);
     }
     if (t == JsonToken.VALUE_STRING) {
+      // a batch of prompts, which the engine serves in one request: joined with U+001E, so the
+      // first prompt's blocks hash as that prompt alone and the length counts them all
       String first = p.getText();
-      if (p.nextToken() != JsonToken.END_ARRAY) {
-        return "field 'prompt' holds several prompts; send one prompt per request" + at(p);
+      t = p.nextToken();
+      if (t == JsonToken.END_ARRAY) {
+        return new Object[] {first};
       }
-      return new Object[] {first};
+      StringBuilder sb = new StringBuilder(first);
+      for (int i = 1; t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
+        if (t != JsonToken.VALUE_STRING) {
+          return "field 'prompt[" + i + "]' mixes strings with other values" + at(p);
+        }
+        sb.append('\u001E').append(p.getText());
+      }
+      return new Object[] {sb.toString()};
     }
     if (t == JsonToken.START_ARRAY) {
-      return "field 'prompt' holds a batch of token arrays; send one prompt per request" + at(p);
+      // a batch of token lists: concatenated, as a batch of strings is joined
+      int[] ids = new int[256];
+      int n = 0;
+      for (int i = 0; t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
+        if (t != JsonToken.START_ARRAY) {
+          return "field 'prompt[" + i + "]' mixes token arrays with other values" + at(p);
+        }
+        int j = 0;
+        for (t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), j++) {
+          if (!isIntInRange(p, t)) {
+            return "field 'prompt[" + i + "][" + j + "]' must be a token ID in [0, 2^31)" + at(p);
+          }
+          if (n == ids.length) {
+            ids = Arrays.copyOf(ids, n * 2);
+          }
+          ids[n++] = p.getIntValue();
+        }
+        if (j == 0) {
+          return "field 'prompt[" + i + "]' must not be an empty array" + at(p);
+        }
+      }
+      return Arrays.copyOf(ids, n);
     }
     return "field 'prompt[0]' must be a string or a token ID" + at(p);
   }

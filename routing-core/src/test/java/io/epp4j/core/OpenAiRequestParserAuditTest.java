@@ -78,4 +78,18 @@ class OpenAiRequestParserAuditTest {
         """).value().messages().get(0).content();
     assertThat(a).isEqualTo(b);
   }
+
+  @Test
+  void aBatchOfPromptsIsRoutedAsVllmAndTheEppTakeIt() {
+    // vLLM's /v1/completions takes a list of prompts (text or token lists) in one request, and the
+    // upstream EPP routes a list of strings; here both were a 400
+    Result<InferenceRequest> text = parse("/v1/completions",
+        "{\"model\":\"m\",\"prompt\":[\"Once upon a time\",\"Long ago\"]}");
+    assertThat(text.errors()).isEmpty();
+    assertThat(text.value().prompt()).startsWith("Once upon a time").contains("Long ago");
+    Result<InferenceRequest> ids = parse("/v1/completions",
+        "{\"model\":\"m\",\"prompt\":[[1,2,3],[4,5]]}");
+    assertThat(ids.errors()).isEmpty();
+    assertThat(ids.value().tokenIds()).startsWith(1, 2, 3).contains(4, 5);
+  }
 }

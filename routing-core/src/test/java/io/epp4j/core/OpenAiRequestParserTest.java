@@ -266,7 +266,8 @@ class OpenAiRequestParserTest {
       texts.add("{\"model\":\"m\",\"messages\":[\"" + MARK + "\"," + value + "]}");
       texts.add("{\"model\":\"m\",\"prompt\":[\"" + MARK + "\"," + value + "]}");
     }
-    texts.add("{\"model\":\"m\",\"prompt\":[\"" + MARK + "\",\"" + MARK + "\"]}");
+    // a batch of prompts is a valid body (the engine takes it); one that goes wrong later is not
+    texts.add("{\"model\":\"m\",\"prompt\":[\"" + MARK + "\",\"" + MARK + "\",7]}");
     texts.add("{\"model\":\"m\",\"prompt\":[[1],[\"" + MARK + "\"]]}");
     texts.add("{\"model\":\"m\",\"prompt\":\"" + MARK + "\",\"messages\":[]}");
     texts.add("{\"model\":\"m\",\"messages\":[],\"cache_salt\":\"" + MARK + "\"}");
