@@ -7,7 +7,8 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
-import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Result;
@@ -255,7 +256,7 @@ public final class OpenAiRequestParser {
         if (t == JsonToken.VALUE_STRING) {
           prompt.prompt = p.getText();
         } else if (t == JsonToken.START_ARRAY) {
-          Object parsed = readPromptArray(p);
+          Object parsed = readPromptArray(p, "prompt");
           if (parsed instanceof String err) {
             return err;
           }
@@ -319,7 +320,10 @@ public final class OpenAiRequestParser {
         if (t == JsonToken.VALUE_STRING) {
           prompt.input = p.getText();
         } else if (t == JsonToken.START_ARRAY) {
-          readInputArray(CanonicalJson.readTree(p), prompt);
+          String err = readInputArray(p, prompt);
+          if (err != null) {
+            return err;
+          }
         } else if (t != JsonToken.VALUE_NULL) {
           return "field 'input' must be a string or an array" + at(p);
         }
@@ -474,74 +478,55 @@ public final class OpenAiRequestParser {
   }
 
   /**
-   * An {@code input} array: token IDs (one list, or a batch of lists, concatenated), strings (a
-   * batch, joined with U+001E), or anything else (Responses items) as canonical JSON text, so
+   * An {@code input} array: token IDs and strings as a {@code prompt} array is read (streamed,
+   * so a long list of IDs is not held as a tree), items (Responses) as canonical JSON text, so
    * that key order and whitespace do not change it and a conversation that grows by items keeps
-   * the text of its earlier items in front.
+   * the text of its earlier items in front. An error message or null.
    */
-  private static void readInputArray(JsonNode array, PromptFields prompt) throws IOException {
-    int n = array.size();
-    boolean ints = n > 0;
-    boolean lists = n > 0;
-    boolean strings = n > 0;
-    int total = 0;
-    for (JsonNode e : array) {
-      ints &= isTokenId(e);
-      strings &= e.isTextual();
-      if (lists && e.isArray() && e.size() > 0) {
-        for (JsonNode id : e) {
-          lists &= isTokenId(id);
-        }
-        total += e.size();
-      } else {
-        lists = false;
-      }
-    }
-    if (ints) {
-      int[] ids = new int[n];
-      for (int i = 0; i < n; i++) {
-        ids[i] = array.get(i).intValue();
-      }
-      prompt.inputTokens = ids;
-    } else if (lists) {
-      int[] ids = new int[total];
-      int k = 0;
-      for (JsonNode e : array) {
-        for (JsonNode id : e) {
-          ids[k++] = id.intValue();
-        }
-      }
-      prompt.inputTokens = ids;
-    } else if (strings) {
-      StringBuilder sb = new StringBuilder();
-      for (int i = 0; i < n; i++) {
-        if (i > 0) {
-          sb.append('\u001E');
-        }
-        sb.append(array.get(i).textValue());
-      }
-      prompt.input = sb.toString();
-    } else {
-      prompt.input = CanonicalJson.canonical(array);
-    }
-  }
-
-  private static boolean isTokenId(JsonNode n) {
-    return n.isIntegralNumber() && n.canConvertToInt() && n.intValue() >= 0;
-  }
-
-  /** Returns int[] for token IDs, Object[]{String} for text, or a String error. */
-  private static Object readPromptArray(JsonParser p) throws IOException {
+  private static @Nullable String readInputArray(JsonParser p, PromptFields prompt)
+      throws IOException {
     JsonToken t = p.nextToken();
+    if (t != JsonToken.START_OBJECT) {
+      Object parsed = readPromptArrayFrom(p, t, "input");
+      if (parsed instanceof String err) {
+        return err;
+      }
+      if (parsed instanceof int[] ids) {
+        prompt.inputTokens = ids;
+      } else {
+        prompt.input = (String) ((Object[]) parsed)[0];
+      }
+      return null;
+    }
+    ArrayNode items = JsonNodeFactory.instance.arrayNode();
+    for (; t != JsonToken.END_ARRAY; t = p.nextToken()) {
+      items.add(CanonicalJson.readTree(p));
+    }
+    prompt.input = CanonicalJson.canonical(items);
+    return null;
+  }
+
+  /**
+   * A {@code prompt} or {@code input} array, read from the stream: int[] for token IDs (a batch
+   * of token lists concatenated), Object[]{String} for text (a batch of strings joined), or a
+   * String error. The array's START_ARRAY is the current token.
+   */
+  private static Object readPromptArray(JsonParser p, String field) throws IOException {
+    return readPromptArrayFrom(p, p.nextToken(), field);
+  }
+
+  /** {@link #readPromptArray} with the array's first token {@code t} already read. */
+  private static Object readPromptArrayFrom(JsonParser p, JsonToken t, String field)
+      throws IOException {
     if (t == JsonToken.END_ARRAY) {
-      return "field 'prompt' must not be an empty array" + at(p);
+      return "field '" + field + "' must not be an empty array" + at(p);
     }
     if (t == JsonToken.VALUE_NUMBER_INT) {
       int[] ids = new int[256];
       int n = 0;
       while (t == JsonToken.VALUE_NUMBER_INT) {
         if (!isIntInRange(p, t)) {
-          return "field 'prompt[" + n + "]' holds a token ID outside [0, 2^31)" + at(p);
+          return "field '" + field + "[" + n + "]' holds a token ID outside [0, 2^31)" + at(p);
         }
         if (n == ids.length) {
           ids = Arrays.copyOf(ids, n * 2);
@@ -550,7 +535,7 @@ public final class OpenAiRequestParser {
         t = p.nextToken();
       }
       if (t != JsonToken.END_ARRAY) {
-        return "field 'prompt[" + n + "]' mixes token IDs with other values" + at(p);
+        return "field '" + field + "[" + n + "]' mixes token IDs with other values" + at(p);
       }
       return Arrays.copyOf(ids, n);
     }
@@ -565,7 +550,7 @@ public final class OpenAiRequestParser {
       StringBuilder sb = new StringBuilder(first);
       for (int i = 1; t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
         if (t != JsonToken.VALUE_STRING) {
-          return "field 'prompt[" + i + "]' mixes strings with other values" + at(p);
+          return "field '" + field + "[" + i + "]' mixes strings with other values" + at(p);
         }
         sb.append('\u001E').append(p.getText());
       }
@@ -577,12 +562,12 @@ public final class OpenAiRequestParser {
       int n = 0;
       for (int i = 0; t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
         if (t != JsonToken.START_ARRAY) {
-          return "field 'prompt[" + i + "]' mixes token arrays with other values" + at(p);
+          return "field '" + field + "[" + i + "]' mixes token arrays with other values" + at(p);
         }
         int j = 0;
         for (t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), j++) {
           if (!isIntInRange(p, t)) {
-            return "field 'prompt[" + i + "][" + j + "]' must be a token ID in [0, 2^31)" + at(p);
+            return "field '" + field + "[" + i + "][" + j + "]' must be a token ID in [0, 2^31)" + at(p);
           }
           if (n == ids.length) {
             ids = Arrays.copyOf(ids, n * 2);
@@ -590,11 +575,11 @@ public final class OpenAiRequestParser {
           ids[n++] = p.getIntValue();
         }
         if (j == 0) {
-          return "field 'prompt[" + i + "]' must not be an empty array" + at(p);
+          return "field '" + field + "[" + i + "]' must not be an empty array" + at(p);
         }
       }
       return Arrays.copyOf(ids, n);
     }
-    return "field 'prompt[0]' must be a string or a token ID" + at(p);
+    return "field '" + field + "[0]' must be a string or a token ID" + at(p);
   }
 }

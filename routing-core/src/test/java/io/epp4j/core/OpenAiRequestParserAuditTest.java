@@ -30,6 +30,17 @@ class OpenAiRequestParserAuditTest {
     assertThat(r.value().model()).isEqualTo("e5");
     InferenceRequest tokens = parse("/v1/embeddings", "{\"model\":\"e5\",\"input\":[1,2,3]}").value();
     assertThat(tokens.tokenIds()).containsExactly(1, 2, 3);
+    assertThat(parse("/v1/embeddings", "{\"model\":\"e5\",\"input\":[[1,2],[3]]}").value().tokenIds())
+        .containsExactly(1, 2, 3);
+    assertThat(parse("/v1/embeddings", "{\"model\":\"e5\",\"input\":[\"a\",\"\",\"b\"]}").value()
+        .prompt()).isEqualTo("a\u001E\u001Eb");
+    // errors name the field, never quote the input
+    String secret = "ZQXSECRETQZX";
+    for (String bad : List.of("[\"" + secret + "\",1]", "[1,\"" + secret + "\"]", "7",
+        "[[1],[\"" + secret + "\"]]", "[\"" + secret + "\",{\"a\":1}]")) {
+      assertThat(parse("/v1/embeddings", "{\"model\":\"e5\",\"input\":" + bad + "}").errors())
+          .as(bad).singleElement().asString().startsWith("field 'input").doesNotContain(secret);
+    }
     try (Router router = Router.builder().registry(TestPlugins.registry())
         .profile(SchedulingProfile.builder("default").build())
         .endpoints(List.of(Endpoint.parse("10.0.0.1:80"))).build()) {
