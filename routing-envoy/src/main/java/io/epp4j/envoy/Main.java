@@ -62,16 +62,19 @@ public final class Main {
         --session-headers LIST      headers carrying the session key, tried in order;
                                     default x-session-id,x-session-token
         --in-flight-max-age DUR     safety net for requests never finished; default 10m
-        --scheme http|https         scheme of the replicas' metrics; default http
+        --scheme http|https         scheme of the replicas' metrics; default http, or the
+                                    config's metrics-data-source scheme
         --metrics-enabled BOOL      scrape the replicas' Prometheus metrics; default true
         --metrics-interval DUR      time between two scrapes of a replica; default 200ms
-        --metrics-path PATH         metrics path on each replica; default /metrics
+        --metrics-path PATH         metrics path on each replica; default /metrics, or the
+                                    config's metrics-data-source path
         --drain-timeout DUR         wait for open streams when stopping (0: cancel them at
                                     once); default 30s
-        --help                      this text
+        --help, -h                  this text
 
-      Durations: 200ms, 30s, 10m, 1h or ISO-8601 (PT30S). Stops on SIGTERM/Ctrl-C: health turns
-      NOT_SERVING, new streams are refused, open ones get the drain timeout.
+      Durations: 200ms, 30s, 10m, 1h, 2d (a bare number is milliseconds) or ISO-8601 (PT30S).
+      Stops on SIGTERM/Ctrl-C: health turns NOT_SERVING, new streams are refused, open ones get
+      the drain timeout.
       """;
 
   private static final Pattern SIZE = Pattern.compile("(\\d+)\\s*(B|KB|MB|GB)?",
