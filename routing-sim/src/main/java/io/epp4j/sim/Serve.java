@@ -233,7 +233,8 @@ final class Serve implements AutoCloseable {
 
   /**
    * Loads the Hugging Face tokenizer of {@code --tokenizer}: a {@code tokenizer.json} file, or a
-   * directory holding one (with {@code tokenizer_config.json} for the chat template).
+   * directory holding one (with {@code tokenizer_config.json} or {@code chat_template.jinja} for
+   * the chat template).
    *
    * @throws IllegalStateException naming {@code --tokenizer}, the path and what is wrong
    */
