@@ -4,13 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.time.Duration;
-import java.util.List;
-import java.util.concurrent.ThreadLocalRandom;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -23,38 +17,11 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(60)
 class ServeChatContextTest {
   private static final ObjectMapper JSON = new ObjectMapper();
-  private final HttpClient http = HttpClient.newBuilder()
-      .connectTimeout(Duration.ofSeconds(5)).build();
-  private Serve serve;
+  private final OneReplica replica = new OneReplica();
 
   @AfterEach
   void close() {
-    if (serve != null) {
-      serve.close();
-    }
-  }
-
-  private int start() {
-    IllegalStateException last = null;
-    for (int attempt = 0; attempt < 20; attempt++) {
-      int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
-      try {
-        serve = new Serve(new Serve.Options(1, base, base + 1_000, false, 20,
-            HardwareProfile.qwen3H100Mps6(), 1, List.of(), null));
-        return base;
-      } catch (IllegalStateException e) {
-        last = e;
-      }
-    }
-    throw new AssertionError("no free ports found", last);
-  }
-
-  private HttpResponse<String> post(int port, String path, String body) throws Exception {
-    return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-        .timeout(Duration.ofSeconds(30))
-        .header("Content-Type", "application/json")
-        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
-        HttpResponse.BodyHandlers.ofString());
+    replica.close();
   }
 
   /** A chat whose prompt is {@code tokens} stand-in tokens ("user:" and one per word). */
@@ -69,20 +36,20 @@ class ServeChatContextTest {
   @Test
   void aChatWithoutMaxTokensNearTheContextEndIsAnsweredWithWhatTheContextLeaves()
       throws Exception {
-    int port = start();
+    int port = replica.start();
     int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
     String nearEnd = chat(maxLen - 4);
-    JsonNode counted = JSON.readTree(post(port, "/tokenize", nearEnd + "}").body());
+    JsonNode counted = JSON.readTree(replica.post(port, "/tokenize", nearEnd + "}").body());
     assertThat(counted.get("count").asInt()).isEqualTo(maxLen - 4);
 
-    HttpResponse<String> res = post(port, "/v1/chat/completions", nearEnd + "}");
+    HttpResponse<String> res = replica.post(port, "/v1/chat/completions", nearEnd + "}");
     assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
     JsonNode usage = JSON.readTree(res.body()).get("usage");
     assertThat(usage.get("prompt_tokens").asInt()).isEqualTo(maxLen - 4);
     assertThat(usage.get("completion_tokens").asInt()).isEqualTo(4);
 
     // a prompt that fills the context is refused, as vLLM refuses it
-    HttpResponse<String> full = post(port, "/v1/chat/completions", chat(maxLen) + "}");
+    HttpResponse<String> full = replica.post(port, "/v1/chat/completions", chat(maxLen) + "}");
     assertThat(full.statusCode()).isEqualTo(400);
     assertThat(JSON.readTree(full.body()).at("/error/message").asText())
         .contains("maximum context length is " + maxLen);
@@ -95,19 +62,19 @@ class ServeChatContextTest {
    */
   @Test
   void aCompletionWithMaxTokensNullNearTheContextEndIsAnswered() throws Exception {
-    int port = start();
+    int port = replica.start();
     int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
     StringBuilder ids = new StringBuilder("[");
     for (int i = 0; i < maxLen - 3; i++) {
       ids.append(i == 0 ? "" : ",").append(i % 1000);
     }
     ids.append(']');
-    HttpResponse<String> res = post(port, "/v1/completions",
+    HttpResponse<String> res = replica.post(port, "/v1/completions",
         "{\"prompt\":" + ids + ",\"max_tokens\":null}");
     assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
     assertThat(JSON.readTree(res.body()).at("/usage/completion_tokens").asInt()).isEqualTo(3);
     // left out, the field's default of 16 applies, and the prompt leaves no room for it
-    HttpResponse<String> absent = post(port, "/v1/completions", "{\"prompt\":" + ids + "}");
+    HttpResponse<String> absent = replica.post(port, "/v1/completions", "{\"prompt\":" + ids + "}");
     assertThat(absent.statusCode()).isEqualTo(400);
   }
 }

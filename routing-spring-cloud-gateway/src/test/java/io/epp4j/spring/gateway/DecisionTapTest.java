@@ -65,18 +65,29 @@ class DecisionTapTest {
     usageOfAStreamWrittenSlowly(true);
   }
 
-  private void usageOfAStreamWrittenSlowly(boolean hidden) {
-    completed.clear();
+  /** A routed streaming request's decision, watched on a 200 {@code text/event-stream} answer. */
+  private DecisionTap tapOfAStream() {
     RoutingDecision d = router.route("/v1/completions", Map.of(),
         "{\"model\":\"m\",\"prompt\":\"hi\",\"stream\":true}".getBytes(StandardCharsets.UTF_8));
     MockServerHttpResponse response = new MockServerHttpResponse();
     response.setStatusCode(HttpStatus.OK);
     response.getHeaders().setContentType(MediaType.TEXT_EVENT_STREAM);
-    DecisionTap tap = new DecisionTap(response, d);
-    Flux<Publisher<DataBuffer>> body = Flux.just(
+    return new DecisionTap(response, d);
+  }
+
+  /** The last chunks of a stream: a token, the usage chunk, {@code data: [DONE]}. */
+  private static Flux<DataBuffer> lastChunksOfAStream() {
+    return Flux.just(
         sse("{\"choices\":[{\"text\":\"a\"}],\"usage\":null}"),
         sse("{\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":3}}"),
-        sse("[DONE]")).map(b -> hidden ? Flux.just(b).hide() : Flux.just(b));
+        sse("[DONE]"));
+  }
+
+  private void usageOfAStreamWrittenSlowly(boolean hidden) {
+    completed.clear();
+    DecisionTap tap = tapOfAStream();
+    Flux<Publisher<DataBuffer>> body = lastChunksOfAStream()
+        .<Publisher<DataBuffer>>map(b -> hidden ? Flux.just(b).hide() : Flux.just(b));
     // Reactor Netty's sendGroups: concatMap(chunk -> chunk, 32) into the channel, which asks for
     // more as it can write; a slow client: only the first buffer is asked for before the
     // replica's stream has ended (the later chunks wait in concatMap's prefetch queue)
@@ -102,18 +113,11 @@ class DecisionTapTest {
 
   @Test
   void aReplicaBreakingOffAfterDoneWhileTheWriterStillHoldsTheLastChunksCompletesTheDecision() {
-    RoutingDecision d = router.route("/v1/completions", Map.of(),
-        "{\"model\":\"m\",\"prompt\":\"hi\",\"stream\":true}".getBytes(StandardCharsets.UTF_8));
-    MockServerHttpResponse response = new MockServerHttpResponse();
-    response.setStatusCode(HttpStatus.OK);
-    response.getHeaders().setContentType(MediaType.TEXT_EVENT_STREAM);
-    DecisionTap tap = new DecisionTap(response, d);
+    DecisionTap tap = tapOfAStream();
     // the replica sends its last chunks and data: [DONE], then its connection breaks (no end of
     // the chunked body), while a slow client has been written only the first chunk
-    Flux<Publisher<DataBuffer>> body = Flux.just(
-        sse("{\"choices\":[{\"text\":\"a\"}],\"usage\":null}"),
-        sse("{\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":3}}"),
-        sse("[DONE]")).<Publisher<DataBuffer>>map(Flux::just)
+    Flux<Publisher<DataBuffer>> body = lastChunksOfAStream()
+        .<Publisher<DataBuffer>>map(Flux::just)
         .concatWith(Flux.error(new java.io.IOException("Connection prematurely closed DURING response")));
     Flux<DataBuffer> written = Flux.from(tap.watchChunks(body)).concatMap(Flux::from, 32);
     List<String> client = new CopyOnWriteArrayList<>();

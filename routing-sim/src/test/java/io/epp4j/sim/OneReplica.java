@@ -1,0 +1,51 @@
+package io.epp4j.sim;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * For tests of the stand-in's HTTP API: one emulated replica (the default profile, speed 20) on
+ * free-looking ports, started on demand, and a client posting JSON to it. Close it after the test.
+ */
+final class OneReplica implements AutoCloseable {
+  private final HttpClient http = HttpClient.newBuilder()
+      .connectTimeout(Duration.ofSeconds(5)).build();
+  private Serve serve;
+
+  /** Starts the replica; returns its HTTP port. */
+  int start() {
+    IllegalStateException last = null;
+    for (int attempt = 0; attempt < 20; attempt++) {
+      // below the kernel's ephemeral range, so no client socket of another process holds them
+      int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
+      try {
+        serve = new Serve(new Serve.Options(1, base, base + 1_000, false, 20,
+            HardwareProfile.qwen3H100Mps6(), 1, List.of(), null));
+        return base;
+      } catch (IllegalStateException e) {
+        last = e;
+      }
+    }
+    throw new AssertionError("no free ports found", last);
+  }
+
+  HttpResponse<String> post(int port, String path, String body) throws Exception {
+    return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+        .timeout(Duration.ofSeconds(30))
+        .header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  @Override
+  public void close() {
+    if (serve != null) {
+      serve.close();
+    }
+  }
+}
