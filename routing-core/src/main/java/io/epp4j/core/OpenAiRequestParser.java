@@ -109,6 +109,9 @@ public final class OpenAiRequestParser {
     }
     InferenceRequest.Builder b = InferenceRequest.builder();
     PromptFields prompt = new PromptFields();
+    // the engine reads "input" (and "instructions", "max_output_tokens") on every path but the
+    // two completions ones; there such fields are not the request's and are skipped unread
+    prompt.takesInput = path == null || !path.endsWith("completions");
     error = readBody(body, b, prompt);
     if (error == null) {
       error = prompt.checkAndApply(path, b);
@@ -163,6 +166,8 @@ public final class OpenAiRequestParser {
     int @Nullable [] inputTokens;
     @Nullable String instructions;
     int maxOutputTokens = -1;
+    /** Whether the path takes an {@code input} (set before the body is read). */
+    boolean takesInput;
 
     @Nullable String checkAndApply(@Nullable String path, InferenceRequest.Builder b) {
       if (model == null || model.isEmpty()) {
@@ -170,8 +175,6 @@ public final class OpenAiRequestParser {
       }
       boolean chatPath = path != null && path.endsWith("chat/completions");
       boolean inputPath = path != null && (path.endsWith("/embeddings") || path.endsWith("/responses"));
-      // the engine reads "input" on every path but the two completions ones
-      boolean takesInput = path == null || !path.endsWith("completions");
       int forms = (prompt != null ? 1 : 0) + (tokens != null ? 1 : 0) + (messages != null ? 1 : 0);
       if (forms == 0 && takesInput && (input != null || inputTokens != null)) {
         // an embeddings or Responses body: its input is the prompt, after the instructions the
@@ -302,6 +305,10 @@ public final class OpenAiRequestParser {
         b.stream(Boolean.TRUE.equals(stream));
       }
       case "max_tokens", "max_completion_tokens", "max_output_tokens" -> {
+        if (!prompt.takesInput && field.equals("max_output_tokens")) {
+          p.skipChildren();
+          return null;
+        }
         int limit = t == JsonToken.VALUE_NULL ? -1 : tokenLimit(p, t);
         if (limit < 0 && t != JsonToken.VALUE_NULL) {
           return "field '" + field + "' must be a non-negative integer" + at(p);
@@ -315,6 +322,10 @@ public final class OpenAiRequestParser {
         }
       }
       case "input" -> {
+        if (!prompt.takesInput) {
+          p.skipChildren();
+          return null;
+        }
         prompt.input = null;
         prompt.inputTokens = null;
         if (t == JsonToken.VALUE_STRING) {
@@ -329,6 +340,10 @@ public final class OpenAiRequestParser {
         }
       }
       case "instructions" -> {
+        if (!prompt.takesInput) {
+          p.skipChildren();
+          return null;
+        }
         if (t == JsonToken.VALUE_NULL) {
           prompt.instructions = null;
           return null;

@@ -52,6 +52,20 @@ class OpenAiRequestParserAuditTest {
   }
 
   @Test
+  void onTheCompletionsPathsTheInputFieldsAreNotTheRequestsAndAreSkipped() {
+    // a completions body that also carries fields of the input APIs (a client's extra fields):
+    // they were skipped before those APIs were read, and must not fail the request now
+    for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
+      String prompt = path.endsWith("chat/completions")
+          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":\"hi\"";
+      Result<InferenceRequest> r = parse(path, "{\"model\":\"m\"," + prompt
+          + ",\"input\":7,\"instructions\":{\"a\":1},\"max_output_tokens\":\"x\",\"max_tokens\":5}");
+      assertThat(r.errors()).as(path).isEmpty();
+      assertThat(r.value().maxTokens()).as(path).isEqualTo(5);
+    }
+  }
+
+  @Test
   void aResponsesBodyIsRoutedWithItsInstructionsAndInputAsThePrompt() {
     Result<InferenceRequest> s = parse("/v1/responses",
         "{\"model\":\"m\",\"instructions\":\"Be terse.\",\"input\":\"Hello\",\"max_output_tokens\":20}");
