@@ -175,7 +175,7 @@ final class ConfigLoader {
   private static Result<Map<?, ?>> readDocument(String yaml, String source) {
     Object root;
     try (JsonParser p = YAML.getFactory().createParser(yaml)) {
-      root = p.nextToken() == null ? null : new YamlReader(p, yaml.length()).read();
+      root = p.nextToken() == null ? null : new YamlReader(p, yaml).read();
     } catch (JsonProcessingException e) {
       return Result.error(shorten(source + ": not valid YAML" + yamlProblem(e)));
     } catch (IOException | RuntimeException e) {
@@ -202,34 +202,25 @@ final class ConfigLoader {
    * stands for are counted and bounded in proportion to its length, keeping loads linear.
    */
   private static final class YamlReader {
-    /**
-     * Jackson reports the anchor of a mapping or list but not of a single value; the parser's
-     * last YAML event carries it. Null when the field cannot be read: such anchors then stay
-     * unknown, and an alias of one is an error naming it.
-     */
-    private static final java.lang.reflect.@Nullable Field LAST_EVENT = lastEventField();
-
-    private static java.lang.reflect.@Nullable Field lastEventField() {
-      try {
-        java.lang.reflect.Field f = com.fasterxml.jackson.dataformat.yaml.YAMLParser.class
-            .getDeclaredField("_lastEvent");
-        f.setAccessible(true);
-        return f;
-      } catch (ReflectiveOperationException | RuntimeException e) {
-        return null;
-      }
-    }
-
     private final JsonParser p;
+    private final String text;
     private final long maxNodes;
+    /**
+     * The anchors of single values, by the character offset where the value's node starts.
+     * Jackson reports the anchor of a mapping or list but not of a single value, so the text's
+     * YAML events (the same events Jackson reads) are scanned for them once, when the first one
+     * is needed; null until then.
+     */
+    private @Nullable Map<Long, String> scalarAnchors;
     private final Map<String, @Nullable Object> anchored = new HashMap<>();
     private final Map<String, Long> anchoredNodes = new HashMap<>();
     private long nodes;
     private long lastNodes;
 
-    YamlReader(JsonParser p, int length) {
+    YamlReader(JsonParser p, String text) {
       this.p = p;
-      this.maxNodes = 100_000L + 10L * length;
+      this.text = text;
+      this.maxNodes = 100_000L + 10L * text.length();
     }
 
     /** The node at the current token, the parser left on its last token. */
@@ -313,16 +304,23 @@ final class ConfigLoader {
       };
     }
 
+    /** The anchor of the single value at the current token, or null. */
     private @Nullable String scalarAnchor() {
-      java.lang.reflect.Field f = LAST_EVENT;
-      if (f == null) {
+      if (text.indexOf('&') < 0) {
         return null;
       }
-      try {
-        return f.get(p) instanceof org.yaml.snakeyaml.events.ScalarEvent e ? e.getAnchor() : null;
-      } catch (ReflectiveOperationException | RuntimeException e) {
-        return null;
+      Map<Long, String> anchors = scalarAnchors;
+      if (anchors == null) {
+        anchors = new HashMap<>();
+        for (org.yaml.snakeyaml.events.Event e
+            : new org.yaml.snakeyaml.Yaml().parse(new java.io.StringReader(text))) {
+          if (e instanceof org.yaml.snakeyaml.events.ScalarEvent v && v.getAnchor() != null) {
+            anchors.put((long) v.getStartMark().getIndex(), v.getAnchor());
+          }
+        }
+        scalarAnchors = anchors;
       }
+      return anchors.get(p.currentTokenLocation().getCharOffset());
     }
 
     private void count(long n) throws IOException {
