@@ -163,6 +163,12 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private final AtomicLong nextSessionSweep = new AtomicLong(Long.MIN_VALUE);
   private final AttributeKey<Choice> choiceKey = AttributeKey.of("token-cost-choice", Choice.class);
   /**
+   * When scraped figures count as stale: a stale endpoint's queue and KV usage count as at least
+   * the mean of the endpoints whose figures are fresh, so that figures from before its scrapes
+   * stopped (a replica too busy to answer them) cannot make it look cheaper than the rest.
+   */
+  Staleness staleness = new Staleness(Staleness.DEFAULT_MILLIS);
+  /**
    * How much dearer than the cheapest endpoint a prompt's agreed place may be when routers share
    * state (see {@code agreedPlace}). 1.2 from the simulator, seed 1, 4 replicated gateways at
    * 2 ms: shared-prefix 88.9% -> 89.7% hit rate (one gateway 90.3%), the trace's TTFT p95 lower
@@ -261,26 +267,67 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   /** The same for a request that will generate up to {@code outputTokens} tokens. */
   double cost(Candidate candidate, long promptTokens, long cachedTokens, long outputTokens) {
-    return cost(candidate, loads.get(candidate.id()), promptTokens, cachedTokens, outputTokens);
+    return cost(candidate, loads.get(candidate.id()), promptTokens, cachedTokens, outputTokens,
+        null);
   }
 
+  /**
+   * The mean queue and KV usage of the candidates whose scraped figures are fresh at
+   * {@code now}, which a stale candidate's figures count as at least; null when no candidate is
+   * stale, or none is fresh (then the last figures are all there is).
+   */
+  private @Nullable FreshMean freshMean(List<Candidate> candidates, long now) {
+    int fresh = 0;
+    boolean anyStale = false;
+    double waiting = 0;
+    double usage = 0;
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      Candidate c = candidates.get(i);
+      if (!Staleness.known(c)) {
+        continue; // never scraped: its own accounts only, as documented
+      }
+      if (staleness.usable(c, now)) {
+        fresh++;
+        waiting += Math.max(0, c.metrics().waitingRequests());
+        usage += Math.min(1.0, Math.max(0.0, c.metrics().kvCacheUsage()));
+      } else {
+        anyStale = true;
+      }
+    }
+    return anyStale && fresh > 0 ? new FreshMean(now, waiting / fresh, usage / fresh) : null;
+  }
+
+  /** The cost of a prompt {@code c} holds none of, stale figures counted as in a pick. */
+  private double costHere(Candidate c, long prompt, long outputTokens, @Nullable FreshMean mean) {
+    return cost(c, loads.get(c.id()), prompt, 0, outputTokens, mean);
+  }
+
+  /** See {@link #freshMean}. */
+  private record FreshMean(long now, double waiting, double usage) {}
+
   private double cost(Candidate candidate, @Nullable Load l, long promptTokens, long cachedTokens,
-      long outputTokens) {
+      long outputTokens, @Nullable FreshMean mean) {
     long uncached = promptTokens - Math.min(promptTokens, Math.max(0, cachedTokens));
     long pendTokens = l == null ? 0 : l.prefillTokens();
     int pendRequests = l == null ? 0 : l.prefillRequests();
     long decode = l == null ? 0 : l.decodeTokens();
     EndpointMetrics m = candidate.metrics();
+    long waiting = m.waitingRequests();
+    double usage = m.kvCacheUsage();
+    if (mean != null && Staleness.known(candidate) && !staleness.usable(candidate, mean.now())) {
+      waiting = Math.max(waiting, Math.round(mean.waiting()));
+      usage = Math.max(usage, mean.usage());
+    }
     // requests the engine reports that this router has no record of: another router's
-    long foreign = (long) m.waitingRequests() + m.runningRequests() - candidate.inFlightRequests();
-    long foreignWaiting = Math.max(0, Math.min(m.waitingRequests() - pendRequests, foreign));
+    long foreign = waiting + m.runningRequests() - candidate.inFlightRequests();
+    long foreignWaiting = Math.max(0, Math.min(waiting - pendRequests, foreign));
     double c = uncached
         + queueWeight * (Math.max(0, pendTokens) + foreignWaiting * (double) promptTokens)
         + decodeWeight * Math.max(0, decode);
     if (kvUsageWeight > 0) {
       // the share of the endpoint's KV that running requests hold, as a share of this prompt:
       // a prompt sent where the cache is crowded evicts what it would hit, or waits for room
-      c += kvUsageWeight * Math.min(1.0, Math.max(0.0, m.kvCacheUsage())) * promptTokens;
+      c += kvUsageWeight * Math.min(1.0, Math.max(0.0, usage)) * promptTokens;
     }
     // a bogus num_gpu_blocks can make the product wrap, to a few tokens that every prompt would
     // overflow: such an endpoint holds more than any prompt, not less
@@ -293,7 +340,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       // unit. Usage is as scraped; prefill sent since is not in it yet. Only this request's own
       // new KV is its doing: the rest of the overflow is there wherever it goes
       long own = uncached + Math.max(0, outputTokens);
-      double used = m.kvCacheUsage() * capTokens + Math.max(0, pendTokens);
+      double used = usage * capTokens + Math.max(0, pendTokens);
       c += capacityWeight * Math.min(own, Math.max(0, used + own - capTokens));
     }
     return c;
@@ -318,6 +365,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
           (long) Math.ceil(balanceFactor * (total + 1) / n)));
     }
     Load[] byPosition = loadsByPosition(candidates);
+    FreshMean mean = freshMean(candidates, state.nowNanos());
     String session = request.sessionKey();
     int sessionCap = Integer.MAX_VALUE;
     int homeIndex = -1;
@@ -359,7 +407,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       int inFlight = c.inFlightRequests();
       boolean within = inFlight + 1 <= cap && (sessionCap == Integer.MAX_VALUE
           || i == homeIndex || (load == null ? 0 : load.sessions()) + 1 <= sessionCap);
-      double cost = cost(c, load, prompt, cached(hits, i, c.id()), request.maxTokens());
+      double cost = cost(c, load, prompt, cached(hits, i, c.id()), request.maxTokens(), mean);
       long home = 0;
       boolean homeKnown = false;
       int cmp;
@@ -400,7 +448,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       bestWithin = within;
     }
     if (hints != null && bestWithin && homeIndex < 0 && hints.sharesState()) {
-      best = agreedPlace(request, state, candidates, hits, prompt, best, cap);
+      best = agreedPlace(request, state, candidates, hits, prompt, best, cap, mean);
     }
     return choose(request, state, candidates, hits, prompt, best, session);
   }
@@ -418,7 +466,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    * (it still keeps a session's later requests within bounds).
    */
   private int agreedPlace(InferenceRequest request, CycleState state, List<Candidate> candidates,
-      @Nullable PrefixHits hits, long prompt, int best, int cap) {
+      @Nullable PrefixHits hits, long prompt, int best, int cap, @Nullable FreshMean mean) {
     PrefixBlocks blocks = state.get(PrefixBlocks.KEY);
     if (blocks == null || blocks.size() == 0) {
       return best;
@@ -429,7 +477,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         return best;
       }
     }
-    double limit = cost(candidates.get(best), prompt, 0, request.maxTokens()) * AGREEMENT_SLACK;
+    double limit = costHere(candidates.get(best), prompt, request.maxTokens(), mean)
+        * AGREEMENT_SLACK;
     long key = blocks.hash(0);
     int chosen = best;
     long chosenHash = 0;
@@ -437,7 +486,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       if (c.inFlightRequests() + 1 > cap
-          || cost(c, prompt, 0, request.maxTokens()) > limit) {
+          || costHere(c, prompt, request.maxTokens(), mean) > limit) {
         continue;
       }
       long h = mix(key ^ (c.id().hashCode() * 0x9E3779B97F4A7C15L));
@@ -1020,8 +1069,10 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         p.error("maxSessions", "must be in [1, " + Integer.MAX_VALUE + "], got " + maxSessions);
         maxSessions = DEFAULT_MAX_SESSIONS;
       }
+      Staleness staleness = Staleness.from(p);
       TokenCostPicker picker = new TokenCostPicker(queue, decode, capacity, bf, sbf, ttl,
           kvUsage, (int) maxSessions);
+      picker.staleness = staleness;
       picker.hints = context.service(RouterHints.class).orElse(null);
       picker.ticker = context.ticker();
       picker.pendingMaxAgeNanos = nanos(context.inFlightMaxAge());
