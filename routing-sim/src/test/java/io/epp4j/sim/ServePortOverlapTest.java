@@ -25,8 +25,8 @@ class ServePortOverlapTest {
         .hasMessageContaining("--port").hasMessageContaining("--kv-events-port");
     // adjacent ranges are fine
     assertThat(Serve.parse(new String[] {"--replicas", "2", "--port", "8000",
-        "--kv-events-port", "8002"})).isNotNull();
+        "--kv-events-port", "8002"}).kvEventsPort()).isEqualTo(8002);
     assertThat(Serve.parse(new String[] {"--replicas", "2", "--port", "8000",
-        "--kv-events-port", "7996"})).isNotNull();
+        "--kv-events-port", "7996"}).kvEventsPort()).isEqualTo(7996);
   }
 }
