@@ -602,13 +602,41 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       });
       trimSessionsIfFull();
     }
-    Pending p = new Pending(l, c.uncached, c.decode, now);
+    Pending p = new Pending(l, c.uncached, c.decode, now, prefillElsewhere(state, decision, c));
     // counted before it can be found, so a release racing in never takes more than was added
     p.add(1);
     if (pending.putIfAbsent(request, p) != null) {
       p.add(-1); // the same request object routed again while in flight: counted once
     }
     forgetIfLeft(c.endpointId, l, request, session);
+  }
+
+  /**
+   * The prefill this picker sent to another endpoint than the one that serves the request: when
+   * it also picked for a secondary profile of the cycle (the prefill profile of a P/D
+   * configuration), that endpoint prefills the prompt's uncached tokens there, and they are
+   * pending on it until the request's first token (the serving endpoint decodes only after the
+   * prefill is done) or its end. Null when no such pick was made, or its endpoint left the pool.
+   */
+  private @Nullable Pending prefillElsewhere(CycleState state, RoutingDecision decision,
+      Choice served) {
+    String primaryProfile = decision.primaryProfile();
+    for (var e : decision.profileResults().entrySet()) {
+      if (e.getKey().equals(primaryProfile) || e.getValue().primary() == null) {
+        continue;
+      }
+      String id = e.getValue().primary().id();
+      if (id.equals(served.endpointId)) {
+        continue; // prefills where it decodes: counted there already
+      }
+      for (Choice x = state.get(choiceKey); x != null; x = x.earlier) {
+        if (x != served && x.endpointId.equals(id)) {
+          Load l = loads.get(id);
+          return l == null ? null : new Pending(l, x.uncached, 0, state.nowNanos(), null);
+        }
+      }
+    }
+    return null;
   }
 
   /**
@@ -684,12 +712,12 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         }
       } else {
         Pending moved = new Pending(target, Math.max(p.prefill, request.estimatedPromptTokens()),
-            p.decode, p.startNanos);
-        moved.add(1);
+            p.decode, p.startNanos, p.prefillElsewhere);
+        moved.addHere(1);
         if (pending.replace(request, p, moved)) {
-          p.release();
+          p.releaseHere();
         } else {
-          moved.add(-1); // released meanwhile
+          moved.addHere(-1); // released meanwhile
         }
       }
     }
@@ -901,7 +929,15 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     Load l = loads.remove(endpoint.id());
     if (l != null) {
       VarHandle.fullFence(); // see forgetIfLeft
-      pending.values().removeIf(p -> p.load == l);
+      pending.values().removeIf(p -> {
+        if (p.load != l) {
+          return false;
+        }
+        if (p.prefillElsewhere != null) {
+          p.prefillElsewhere.prefillDone(); // the request is gone with its serving endpoint
+        }
+        return true;
+      });
       homes.values().removeIf(h -> h.load == l);
     }
   }
@@ -974,18 +1010,33 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     final Load load;
     final long prefill;
     final long decode;
+    /**
+     * The prompt's prefill on another endpoint (P/D), given back with this one's prefill share;
+     * it moves with the request on a fallback, which does not change where it was prefilled.
+     */
+    final @Nullable Pending prefillElsewhere;
     /** When it was routed or last renewed ({@link #onActivity}); the sweep's age counts from it. */
     volatile long startNanos;
     private volatile int prefilling = 1;
 
-    Pending(Load load, long prefill, long decode, long startNanos) {
+    Pending(Load load, long prefill, long decode, long startNanos,
+        @Nullable Pending prefillElsewhere) {
       this.load = load;
       this.prefill = prefill;
       this.decode = decode;
       this.startNanos = startNanos;
+      this.prefillElsewhere = prefillElsewhere;
     }
 
     void add(int sign) {
+      addHere(sign);
+      if (prefillElsewhere != null) {
+        prefillElsewhere.addHere(sign);
+      }
+    }
+
+    /** Counts this endpoint's share only, not the prefill elsewhere. */
+    void addHere(int sign) {
       load.addPrefill(sign * prefill, sign);
       load.addDecode(sign * decode);
     }
@@ -995,10 +1046,21 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       if (PREFILLING.compareAndSet(this, 1, 0)) {
         load.addPrefill(-prefill, -1);
       }
+      if (prefillElsewhere != null) {
+        prefillElsewhere.prefillDone();
+      }
     }
 
     void release() {
       prefillDone();
+      load.addDecode(-decode);
+    }
+
+    /** Gives back this endpoint's share only: the request moves on, its prefill elsewhere not. */
+    void releaseHere() {
+      if (PREFILLING.compareAndSet(this, 1, 0)) {
+        load.addPrefill(-prefill, -1);
+      }
       load.addDecode(-decode);
     }
   }

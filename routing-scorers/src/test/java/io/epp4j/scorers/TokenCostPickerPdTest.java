@@ -6,6 +6,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.core.Router;
+import io.epp4j.api.Usage;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -47,6 +48,94 @@ class TokenCostPickerPdTest {
       assertThat(picker.pendingRequests()).isEqualTo(1);
       assertThat(picker.decodeTokens(decode.id())).isEqualTo(100);
       assertThat(picker.homeOf("dialog")).isEqualTo(decode.id());
+    }
+  }
+
+  private static final String PD_YAML = """
+      plugins:
+      - type: pd-profile-handler
+      - type: decode-filter
+      - type: prefill-filter
+      - type: prefix-cache-scorer
+      - type: token-cost-picker
+      schedulingProfiles:
+      - name: decode
+        plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-scorer},
+                  {pluginRef: token-cost-picker}]
+      - name: prefill
+        plugins: [{pluginRef: prefill-filter}, {pluginRef: prefix-cache-scorer},
+                  {pluginRef: token-cost-picker}]
+      """;
+
+  private static List<Endpoint> twoAndTwo() {
+    return List.of(
+        Endpoint.parse("10.0.1.1:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
+        Endpoint.parse("10.0.1.2:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
+        Endpoint.parse("10.0.1.3:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")),
+        Endpoint.parse("10.0.1.4:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")));
+  }
+
+  private static InferenceRequest prompt(int first, int tokens) {
+    int[] ids = new int[tokens];
+    for (int i = 0; i < tokens; i++) {
+      ids[i] = first + i;
+    }
+    return InferenceRequest.builder().model("m").tokenIds(ids).maxTokens(100).build();
+  }
+
+  @Test
+  void thePrefillPickIsPendingOnThePrefillEndpointUntilTheFirstToken() {
+    try (Router r = Router.builder().endpoints(twoAndTwo()).randomSeed(1)
+        .configYaml(PD_YAML, "pd.yaml").build()) {
+      TokenCostPicker picker = (TokenCostPicker) r.config().profiles().get("decode").picker();
+      RoutingDecision d = r.route(prompt(1_000, 320));
+      Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+      assertThat(prefill).isNotNull();
+      assertThat(prefill.id()).isNotEqualTo(d.primary().id());
+
+      // the prefill endpoint prefills the whole prompt (nothing of it is cached anywhere yet)
+      assertThat(picker.pendingTokens(prefill.id())).isEqualTo(320);
+
+      d.onFirstToken(); // the decode endpoint started: the prefill is done
+      assertThat(picker.pendingTokens(prefill.id())).isZero();
+      d.onComplete(Usage.NONE);
+      assertThat(picker.pendingTokens(prefill.id())).isZero();
+      assertThat(picker.pendingRequests()).isZero();
+    }
+  }
+
+  @Test
+  void aPrefillEndpointBusyWithALongPromptIsAvoidedByTheNextOnes() {
+    try (Router r = Router.builder().endpoints(twoAndTwo()).randomSeed(1)
+        .configYaml(PD_YAML, "pd.yaml").build()) {
+      RoutingDecision longOne = r.route(prompt(1, 40_000));
+      Endpoint busy = PdProfileHandler.prefillEndpoint(longOne);
+      assertThat(busy).isNotNull();
+      // unrelated prompts, none finished: a twentieth of the long one's pending prefill each, so
+      // (queue weight 0.125) the idle prefill endpoint stays the cheaper for all of them
+      for (int i = 0; i < 8; i++) {
+        RoutingDecision d = r.route(prompt(100_000 * (i + 1), 2_000));
+        Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+        assertThat(prefill).isNotNull();
+        assertThat(prefill.id()).as("prefill of request %d", i).isNotEqualTo(busy.id());
+      }
+    }
+  }
+
+  @Test
+  void aServingEndpointThatLeavesGivesBackThePrefillCountedElsewhere() {
+    List<Endpoint> eps = twoAndTwo();
+    try (Router r = Router.builder().endpoints(eps).randomSeed(1)
+        .configYaml(PD_YAML, "pd.yaml").build()) {
+      TokenCostPicker picker = (TokenCostPicker) r.config().profiles().get("decode").picker();
+      RoutingDecision d = r.route(prompt(1_000, 320));
+      Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+      assertThat(prefill).isNotNull();
+      assertThat(picker.pendingTokens(prefill.id())).isEqualTo(320);
+
+      Endpoint decode = d.primary();
+      r.setEndpoints(eps.stream().filter(e -> !e.id().equals(decode.id())).toList());
+      assertThat(picker.pendingTokens(prefill.id())).isZero();
     }
   }
 }
