@@ -30,11 +30,13 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The zero-config router (prefix-cache, queue and KV-utilisation scorers) under everything a
+ * The zero-config router (prefix-cache, queue and KV-utilisation scorers), and the {@code epp4j}
+ * preset with sessions (whose picker keeps its own pending and session accounts), under everything a
  * gateway and a pool controller do at once: eight threads routing; endpoints added, removed and
  * replaced (ids that never come back, and ids that do); metrics published for some endpoints and
  * left to go stale for others; decisions finished on other threads, finished twice, finished
@@ -73,13 +75,20 @@ class RouterChurnStressTest {
   final AtomicInteger removals = new AtomicInteger();
   final AtomicInteger maxAgeJumps = new AtomicInteger();
 
-  @Test
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"default", Epp4jPreset.NAME})
   @Timeout(value = 120, unit = TimeUnit.SECONDS)
-  void eightThreadsRouteThroughChurnStaleMetricsAndRacingCallbacks() throws Exception {
-    InferenceRequest[] requests = requests();
+  void eightThreadsRouteThroughChurnStaleMetricsAndRacingCallbacks(String config)
+      throws Exception {
+    boolean epp4j = config.equals(Epp4jPreset.NAME);
+    InferenceRequest[] requests = requests(epp4j);
     ExecutorService pool = Executors.newFixedThreadPool(ROUTING_THREADS + 2);
-    try (Router router = Router.builder().endpoints(STABLE).ticker(clock::get)
-        .inFlightMaxAge(MAX_AGE).build()) {
+    Router.Builder builder = Router.builder().endpoints(STABLE).ticker(clock::get)
+        .inFlightMaxAge(MAX_AGE);
+    if (epp4j) {
+      builder.configYaml(Epp4jPreset.yaml(), "epp4j.yaml");
+    }
+    try (Router router = builder.build()) {
       incarnations.addAll(router.endpoints());
       CountDownLatch routersDone = new CountDownLatch(ROUTING_THREADS);
       List<Future<?>> routers = new ArrayList<>();
@@ -120,6 +129,13 @@ class RouterChurnStressTest {
       // what is still counted now is exactly what the gateway dropped: let it expire
       clock.addAndGet(MAX_AGE.toNanos() + 1);
       router.updateMetrics(Map.of());
+      if (epp4j) {
+        // the picker sweeps what was never finished when it next records a route: one more,
+        // finished, so that its own accounts can be read at zero too
+        RoutingDecision last = router.route(InferenceRequest.builder().model("m").prompt("last")
+            .maxTokens(1).build());
+        last.onComplete(USAGE);
+      }
       assertCountersAtZero(router);
       // late callbacks for decisions that expired must not take the counts below zero
       while ((d = finishLate.poll()) != null) {
@@ -128,6 +144,9 @@ class RouterChurnStressTest {
         d.onFailure(new IllegalStateException("late"));
       }
       assertCountersAtZero(router);
+      if (epp4j) {
+        assertPickerAccountsAtZero(router, requests);
+      }
     } finally {
       pool.shutdownNow();
       assertThat(pool.awaitTermination(10, TimeUnit.SECONDS)).isTrue();
@@ -141,6 +160,35 @@ class RouterChurnStressTest {
     assertThat(all).allSatisfy(c -> {
       assertThat(c.inFlightRequests()).as("in-flight requests on %s", c.id()).isZero();
       assertThat(c.inFlightTokens()).as("in-flight tokens on %s", c.id()).isZero();
+    });
+  }
+
+  /**
+   * token-cost-picker's own accounts: nothing pending or decoding anywhere, and each endpoint's
+   * session count equal to the sessions whose home it is.
+   */
+  private static void assertPickerAccountsAtZero(Router router, InferenceRequest[] requests) {
+    TokenCostPicker picker = (TokenCostPicker) router.config().profiles().values().iterator()
+        .next().picker();
+    assertThat(picker.pendingRequests()).as("requests pending in the picker").isZero();
+    Map<String, Integer> homes = new HashMap<>();
+    Set<String> sessions = new LinkedHashSet<>();
+    for (InferenceRequest r : requests) {
+      if (r.sessionKey() != null) {
+        sessions.add(r.sessionKey());
+      }
+    }
+    for (String s : sessions) {
+      String home = picker.homeOf(s);
+      if (home != null) {
+        homes.merge(home, 1, Integer::sum);
+      }
+    }
+    assertThat(router.endpoints()).allSatisfy(c -> {
+      assertThat(picker.pendingTokens(c.id())).as("pending prefill on %s", c.id()).isZero();
+      assertThat(picker.decodeTokens(c.id())).as("decode tokens on %s", c.id()).isZero();
+      assertThat(picker.sessions(c.id())).as("sessions counted on %s", c.id())
+          .isEqualTo(homes.getOrDefault(c.id(), 0));
     });
   }
 
@@ -336,7 +384,7 @@ class RouterChurnStressTest {
   }
 
   /** Prompts sharing a few long prefixes, so the prefix index both hits and misses. */
-  private static InferenceRequest[] requests() {
+  private static InferenceRequest[] requests(boolean withSessions) {
     SplittableRandom rnd = new SplittableRandom(42);
     String[] prefixes = new String[8];
     for (int p = 0; p < prefixes.length; p++) {
@@ -349,7 +397,12 @@ class RouterChurnStressTest {
     InferenceRequest[] out = new InferenceRequest[256];
     for (int i = 0; i < out.length; i++) {
       String prompt = prefixes[rnd.nextInt(prefixes.length)] + " question " + i;
-      out[i] = InferenceRequest.builder().model("m").prompt(prompt).maxTokens(64).build();
+      InferenceRequest.Builder b = InferenceRequest.builder().model("m").prompt(prompt)
+          .maxTokens(64);
+      if (withSessions && i % 4 != 0) {
+        b.sessionKey("dialog-" + (i % 40)); // some requests carry none
+      }
+      out[i] = b.build();
     }
     return out;
   }
