@@ -42,10 +42,24 @@ import org.zeromq.ZMQException;
  * subscriber sees it, finds it missing from the replay too, and resyncs the replica. Drops are
  * counted ({@link #dropped()}) and reported on standard error, the first and then every
  * 1,000th.
+ *
+ * <p>The replay buffer keeps at most {@link #REPLAY_BUFFER} batches, as vLLM's
+ * {@code buffer_steps}, and at most {@code replayBufferBytes} bytes of them (sequence numbers
+ * and encoded payloads), which vLLM does not bound: a long prompt's step carries every token of
+ * it, so ten thousand of them could hold gigabytes. Whichever bound is reached first, the oldest
+ * batches go first; a batch larger than the whole byte bound is published but not kept. A replay
+ * request for a sequence that is no longer buffered is answered as vLLM answers it: with every
+ * batch still buffered from that sequence on (starting later than asked, or none) and then the
+ * end marker, so the subscriber sees the gap and resyncs.
  */
 final class KvEventPublisher implements AutoCloseable {
   /** vLLM keeps this many batches for replay by default. */
   static final int REPLAY_BUFFER = 10_000;
+  /**
+   * Bytes of batches the replay buffer keeps by default (per replica): 64 MiB, ten thousand
+   * steps of about 6.7 KB each, or a hundred or so steps that each store a 100,000-token prompt.
+   */
+  static final long DEFAULT_REPLAY_BUFFER_BYTES = 64L << 20;
   private static final byte[] END_SEQ = ByteBuffer.allocate(8).putLong(-1).array();
 
   private final byte[] topic;
@@ -55,6 +69,10 @@ final class KvEventPublisher implements AutoCloseable {
   private final CountDownLatch bound = new CountDownLatch(1);
   private final AtomicLong nextSeq = new AtomicLong();
   private final AtomicLong dropped = new AtomicLong();
+  private final long replayBufferBytes;
+  // the replay buffer's size in bytes; written by the socket thread, read by tests
+  private volatile long bufferedBytes;
+  private volatile int bufferedBatches;
   private volatile @Nullable String bindError;
   private volatile boolean stop;
 
@@ -64,7 +82,17 @@ final class KvEventPublisher implements AutoCloseable {
    * @throws IllegalStateException naming the port when a socket cannot be bound
    */
   KvEventPublisher(ZContext ctx, String topic, int pubPort, int replayPort, boolean mapEncoding) {
-    this(ctx, topic, pubPort, replayPort, mapEncoding, 4_096, null);
+    this(ctx, topic, pubPort, replayPort, mapEncoding, DEFAULT_REPLAY_BUFFER_BYTES);
+  }
+
+  /**
+   * As the one above, keeping at most {@code replayBufferBytes} bytes of batches for replay.
+   *
+   * @throws IllegalArgumentException when {@code replayBufferBytes} is negative
+   */
+  KvEventPublisher(ZContext ctx, String topic, int pubPort, int replayPort, boolean mapEncoding,
+      long replayBufferBytes) {
+    this(ctx, topic, pubPort, replayPort, mapEncoding, 4_096, null, replayBufferBytes);
   }
 
   /**
@@ -73,6 +101,18 @@ final class KvEventPublisher implements AutoCloseable {
    */
   KvEventPublisher(ZContext ctx, String topic, int pubPort, int replayPort, boolean mapEncoding,
       int queueCapacity, @Nullable CountDownLatch sendGate) {
+    this(ctx, topic, pubPort, replayPort, mapEncoding, queueCapacity, sendGate,
+        DEFAULT_REPLAY_BUFFER_BYTES);
+  }
+
+  private KvEventPublisher(ZContext ctx, String topic, int pubPort, int replayPort,
+      boolean mapEncoding, int queueCapacity, @Nullable CountDownLatch sendGate,
+      long replayBufferBytes) {
+    if (replayBufferBytes < 0) {
+      throw new IllegalArgumentException("replay buffer bytes must be >= 0, got "
+          + replayBufferBytes);
+    }
+    this.replayBufferBytes = replayBufferBytes;
     this.topic = topic.getBytes(StandardCharsets.UTF_8);
     this.mapEncoding = mapEncoding;
     this.queue = new ArrayBlockingQueue<>(queueCapacity);
@@ -114,7 +154,21 @@ final class KvEventPublisher implements AutoCloseable {
     return dropped.get();
   }
 
+  /** Bytes the replay buffer holds now (sequence numbers and payloads). */
+  long bufferedBytes() {
+    return bufferedBytes;
+  }
+
+  /** Batches the replay buffer holds now. */
+  int bufferedBatches() {
+    return bufferedBatches;
+  }
+
   private record Numbered(long seq, List<KvEvent> events) {}
+
+  private static long size(byte[][] m) {
+    return (long) m[0].length + m[1].length;
+  }
 
   private void run(ZContext ctx, int pubPort, int replayPort, @Nullable CountDownLatch sendGate) {
     ZMQ.Socket pub;
@@ -136,6 +190,7 @@ final class KvEventPublisher implements AutoCloseable {
     }
     bound.countDown();
     ArrayDeque<byte[][]> buffer = new ArrayDeque<>();
+    long bytes = 0;
     try {
       if (sendGate != null) {
         sendGate.await();
@@ -149,10 +204,15 @@ final class KvEventPublisher implements AutoCloseable {
           pub.sendMore(topic);
           pub.sendMore(seqBytes);
           pub.send(payload);
-          buffer.addLast(new byte[][] {seqBytes, payload});
-          if (buffer.size() > REPLAY_BUFFER) {
-            buffer.pollFirst();
+          byte[][] kept = {seqBytes, payload};
+          buffer.addLast(kept);
+          bytes += size(kept);
+          while (!buffer.isEmpty()
+              && (buffer.size() > REPLAY_BUFFER || bytes > replayBufferBytes)) {
+            bytes -= size(buffer.removeFirst());
           }
+          bufferedBytes = bytes;
+          bufferedBatches = buffer.size();
           batch = queue.poll();
         }
         answerReplays(router, buffer);

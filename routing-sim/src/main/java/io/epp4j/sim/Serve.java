@@ -42,6 +42,12 @@ final class Serve implements AutoCloseable {
         --port P               HTTP port of replica 0
         --kv-events-port K     KV event port of replica 0 (default 25557)
         --kv-events-encoding E array (vLLM's default) or map
+        --kv-events-replay-bytes B
+                               bytes of KV event batches each replica keeps for replay
+                               (default 64m; k, m, g suffixes are KiB, MiB, GiB; 0 keeps
+                               none), besides vLLM's bound of 10,000 batches: the oldest go
+                               first, and a replay from a sequence no longer kept starts at
+                               the oldest one kept, as vLLM's does
         --speed X              emulated seconds per wall-clock second (default 1)
         --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
         --seed S               seed of the filler output tokens (default 1)
@@ -70,12 +76,17 @@ final class Serve implements AutoCloseable {
    * @param keepAliveSeconds how long an idle keep-alive connection stays open (wall clock);
    *                  0 for as long as its client keeps it
    * @param maxLoras  LoRA adapters one engine step may run (vLLM's {@code --max-loras})
+   * @param replayBufferBytes bytes of KV event batches each replica keeps for replay
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
       HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
-      double keepAliveSeconds, int maxLoras) {
+      double keepAliveSeconds, int maxLoras, long replayBufferBytes) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
+      if (replayBufferBytes < 0 || replayBufferBytes > MAX_REPLAY_BUFFER_BYTES) {
+        throw new IllegalArgumentException("--kv-events-replay-bytes must be in [0, "
+            + MAX_REPLAY_BUFFER_BYTES + "], got " + replayBufferBytes);
+      }
       if (!(keepAliveSeconds >= 0) || keepAliveSeconds > MAX_KEEP_ALIVE_SECONDS) {
         throw new IllegalArgumentException("--keep-alive-timeout must be in [0, "
             + (long) MAX_KEEP_ALIVE_SECONDS + "] seconds, got " + keepAliveSeconds);
@@ -84,6 +95,14 @@ final class Serve implements AutoCloseable {
         throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
             + maxLoras);
       }
+    }
+
+    /** With the default replay buffer bound. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+        double keepAliveSeconds, int maxLoras) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, keepAliveSeconds, maxLoras, KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES);
     }
 
     /** With vLLM's default of one adapter per step. */
@@ -124,6 +143,9 @@ final class Serve implements AutoCloseable {
   static final int DEFAULT_MAX_LORAS = 1;
   /** Largest {@code --max-loras}. */
   static final int MAX_LORAS = 1024;
+
+  /** Largest {@code --kv-events-replay-bytes}: 1 TiB. */
+  static final long MAX_REPLAY_BUFFER_BYTES = 1L << 40;
 
   /** Largest {@code --keep-alive-timeout}: a day. */
   static final double MAX_KEEP_ALIVE_SECONDS = 86_400;
@@ -168,7 +190,7 @@ final class Serve implements AutoCloseable {
         int httpPort = o.port() + i;
         String topic = "kv@127.0.0.1:" + httpPort + "@" + o.profile().model();
         publishers.add(new KvEventPublisher(zmq, topic, o.kvEventsPort() + 2 * i,
-            o.kvEventsPort() + 2 * i + 1, o.mapEncoding()));
+            o.kvEventsPort() + 2 * i + 1, o.mapEncoding(), o.replayBufferBytes()));
         servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer,
             Math.round(o.keepAliveSeconds() * 1e9)));
       }
@@ -333,6 +355,7 @@ final class Serve implements AutoCloseable {
     Path tokenizer = null;
     double keepAlive = DEFAULT_KEEP_ALIVE_SECONDS;
     Integer maxLoras = null;
+    long replayBytes = KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES;
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help") || a.equals("-h")) {
@@ -405,6 +428,7 @@ final class Serve implements AutoCloseable {
           }
         }
         case "--max-loras" -> maxLoras = intArg(name, v, 1, MAX_LORAS);
+        case "--kv-events-replay-bytes" -> replayBytes = byteSize(name, v);
         case "--keep-alive-timeout" -> {
           try {
             keepAlive = Double.parseDouble(v);
@@ -443,7 +467,32 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException("--max-loras needs --lora-adapters");
     }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
-        keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras);
+        keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes);
+  }
+
+  /** A byte count: digits, optionally followed by k, m or g (KiB, MiB, GiB). */
+  static long byteSize(String name, String v) {
+    String t = v.trim().toLowerCase(java.util.Locale.ROOT);
+    int shift = 0;
+    if (!t.isEmpty()) {
+      switch (t.charAt(t.length() - 1)) {
+        case 'k' -> shift = 10;
+        case 'm' -> shift = 20;
+        case 'g' -> shift = 30;
+        default -> { }
+      }
+    }
+    String digits = shift == 0 ? t : t.substring(0, t.length() - 1);
+    if (digits.isEmpty() || digits.length() > 15 || !digits.chars().allMatch(Character::isDigit)) {
+      throw new IllegalArgumentException(name + " must be a number of bytes (digits, optionally"
+          + " followed by k, m or g), got " + v);
+    }
+    long n = Long.parseLong(digits);
+    if (n > MAX_REPLAY_BUFFER_BYTES >> shift) {
+      throw new IllegalArgumentException(name + " must be in [0, " + MAX_REPLAY_BUFFER_BYTES
+          + "] bytes, got " + v);
+    }
+    return n << shift;
   }
 
   private static int intArg(String name, String v, int min, int max) {

@@ -65,6 +65,69 @@ class KvEventPublisherTest {
     }
   }
 
+  @Test
+  void theReplayBufferKeepsAtMostItsBytesDroppingTheOldestFirst() throws Exception {
+    int[] tokens = new int[2_000];
+    for (int i = 0; i < tokens.length; i++) {
+      tokens[i] = 100_000 + i; // three bytes each in msgpack: a long prompt's block, in little
+    }
+    long[] hashes = new long[tokens.length / 16];
+    for (int i = 0; i < hashes.length; i++) {
+      hashes[i] = 7L + i;
+    }
+    List<KvEvent> step = List.of(KvEvent.BlockStored.of(hashes, null, tokens, 16));
+    long batch = 8 + KvEventPublisher.encode(1.5, step, false).length;
+    long bound = 3 * batch + batch / 2; // three batches fit, a fourth does not
+    int port = freePair();
+    try (ZContext ctx = new ZContext(1);
+        KvEventPublisher pub = new KvEventPublisher(ctx, "kv@test", port, port + 1, false,
+            bound)) {
+      for (int i = 0; i < 10; i++) {
+        pub.publish(step);
+      }
+      long deadline = System.nanoTime() + 20_000_000_000L;
+      List<Long> seqs = List.of();
+      while (!seqs.contains(9L)) {
+        assertThat(System.nanoTime()).as("batch 9 replayed in time").isLessThan(deadline);
+        seqs = replayFrom(ctx, port + 1, 0);
+      }
+      assertThat(seqs).containsExactly(7L, 8L, 9L);
+      assertThat(pub.bufferedBatches()).isEqualTo(3);
+      assertThat(pub.bufferedBytes()).isEqualTo(3 * batch).isLessThanOrEqualTo(bound);
+      // as vLLM: a sequence no longer kept gets what is kept from it on, then the end marker,
+      // so the subscriber sees that 2..6 are gone
+      assertThat(replayFrom(ctx, port + 1, 2)).containsExactly(7L, 8L, 9L);
+      assertThat(replayFrom(ctx, port + 1, 8)).containsExactly(8L, 9L);
+      assertThat(replayFrom(ctx, port + 1, 10)).isEmpty();
+    }
+  }
+
+  @Test
+  void aBatchLargerThanTheWholeByteBoundIsPublishedButNotKept() throws Exception {
+    List<KvEvent> step = List.of(KvEvent.BlockRemoved.of(1L));
+    int port = freePair();
+    try (ZContext ctx = new ZContext(1);
+        KvEventPublisher pub = new KvEventPublisher(ctx, "kv@test", port, port + 1, false, 8);
+        ZMQ.Socket sub = ctx.createSocket(SocketType.SUB)) {
+      sub.setReceiveTimeOut(200);
+      sub.subscribe(new byte[0]);
+      sub.connect("tcp://127.0.0.1:" + port);
+      long deadline = System.nanoTime() + 20_000_000_000L;
+      long seq = -1;
+      while (seq < 0) {
+        assertThat(System.nanoTime()).as("a batch published in time").isLessThan(deadline);
+        pub.publish(step); // the subscription takes a moment to reach the socket
+        byte[] topic = sub.recv();
+        if (topic != null) {
+          seq = ByteBuffer.wrap(sub.recv()).getLong();
+          assertThat(KvEventDecoder.decode(sub.recv()).events()).isEqualTo(step);
+        }
+      }
+      assertThat(replayFrom(ctx, port + 1, 0)).isEmpty();
+      assertThat(pub.bufferedBytes()).isZero();
+    }
+  }
+
   /** The replay's sequence numbers once it holds at least {@code n} batches. */
   private static List<Long> replayed(ZContext ctx, int replayPort, int n) throws Exception {
     long deadline = System.nanoTime() + 20_000_000_000L;
@@ -78,6 +141,15 @@ class KvEventPublisherTest {
 
   /** Every buffered batch's sequence number, or none when the answer did not come in time. */
   private static List<Long> replayFromZero(ZContext ctx, int replayPort) throws Exception {
+    return replayFrom(ctx, replayPort, 0);
+  }
+
+  /**
+   * The sequence numbers the replay answers a request from {@code start} with, or none when the
+   * answer did not come in time.
+   */
+  private static List<Long> replayFrom(ZContext ctx, int replayPort, long start)
+      throws Exception {
     List<Long> seqs = new ArrayList<>();
     ZMQ.Socket dealer = ctx.createSocket(SocketType.DEALER);
     try {
@@ -85,7 +157,7 @@ class KvEventPublisherTest {
       dealer.setReceiveTimeOut(2_000);
       dealer.connect("tcp://127.0.0.1:" + replayPort);
       dealer.sendMore(new byte[0]);
-      dealer.send(ByteBuffer.allocate(8).putLong(0).array());
+      dealer.send(ByteBuffer.allocate(8).putLong(start).array());
       while (true) {
         byte[] empty = dealer.recv();
         if (empty == null) {
