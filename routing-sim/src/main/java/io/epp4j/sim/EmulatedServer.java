@@ -90,6 +90,13 @@ final class EmulatedServer implements AutoCloseable {
   // what a request's queue hears when its client closed the connection; two elements, so that
   // the loops reading tokens (one element each) end on it
   private static final int[] CLIENT_GONE = {-3, 0};
+  /**
+   * Requests of one connection read and not yet answered in full at which the server stops
+   * reading it, until one is answered: a client that pipelines thousands of requests is held back
+   * by TCP's flow control instead of having them all queued in memory. Past this, at most what
+   * one read of the socket had already fetched (64 KiB at most) is decoded.
+   */
+  static final int MAX_PIPELINED = 16;
 
   static {
     // Netty logs through SLF4J when it finds it on the class path, and SLF4J without a provider
@@ -107,6 +114,7 @@ final class EmulatedServer implements AutoCloseable {
   private final ChannelGroup connections;
   private final ExecutorService executor;
   private final @Nullable Tokenizer tokenizer;
+  private final AtomicLong requestsRead = new AtomicLong();
   private volatile boolean stopping;
   private boolean closed;
 
@@ -186,6 +194,11 @@ final class EmulatedServer implements AutoCloseable {
     return ((InetSocketAddress) serverChannel.localAddress()).getPort();
   }
 
+  /** Requests read so far, over every connection (whether answered yet or not). */
+  long requestsRead() {
+    return requestsRead.get();
+  }
+
   /** Refuses new requests with 503 from now on. */
   void beginStopping() {
     stopping = true;
@@ -240,7 +253,9 @@ final class EmulatedServer implements AutoCloseable {
 
   /**
    * A connection's requests, read on the I/O thread and handled on the executor one after
-   * another, so that pipelined requests are answered in order.
+   * another, so that pipelined requests are answered in order. While {@link #MAX_PIPELINED} of
+   * them are unanswered the connection is not read (its client's further requests wait in the
+   * socket buffers, then in the client), so that its memory stays bounded.
    */
   private final class Connection extends SimpleChannelInboundHandler<FullHttpRequest> {
     private CompletableFuture<Void> previous = CompletableFuture.completedFuture(null);
@@ -250,7 +265,13 @@ final class EmulatedServer implements AutoCloseable {
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
       Exchange ex = new Exchange(ctx.channel(), req);
+      requestsRead.incrementAndGet();
       unanswered++;
+      if (unanswered >= MAX_PIPELINED) {
+        // the read under way stops after the bytes it holds; none is asked for until one of
+        // these is answered
+        ctx.channel().config().setAutoRead(false);
+      }
       // a request that could not be handled (the server is closing) closes its connection;
       // the chain goes on for the next one
       previous = previous.thenRunAsync(() -> handle(ex), executor).exceptionally(notHandled -> {
@@ -259,7 +280,12 @@ final class EmulatedServer implements AutoCloseable {
       }).whenComplete((done, never) ->
           // queued behind the answer's writes, which the request's thread handed to this loop
           // before it returned: the count drops only once they are under way
-          ctx.executor().execute(() -> unanswered--));
+          ctx.executor().execute(() -> {
+            unanswered--;
+            if (unanswered < MAX_PIPELINED && !ctx.channel().config().isAutoRead()) {
+              ctx.channel().config().setAutoRead(true);
+            }
+          }));
     }
 
     @Override

@@ -228,6 +228,11 @@ final class Serve implements AutoCloseable {
     return options;
   }
 
+  /** Requests replica {@code i}'s HTTP server has read so far. */
+  long requestsRead(int i) {
+    return servers.get(i).requestsRead();
+  }
+
   /** Every replica answers new requests with 503 from now on (the first half of a shutdown). */
   void stopAccepting() {
     for (EmulatedServer s : servers) {

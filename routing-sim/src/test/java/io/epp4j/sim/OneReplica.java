@@ -34,6 +34,14 @@ final class OneReplica implements AutoCloseable {
     throw new AssertionError("no free ports found", last);
   }
 
+  /** The replica's server, once started. */
+  Serve serve() {
+    if (serve == null) {
+      throw new IllegalStateException("not started");
+    }
+    return serve;
+  }
+
   HttpResponse<String> post(int port, String path, String body) throws Exception {
     return http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
         .timeout(Duration.ofSeconds(30))
