@@ -21,7 +21,8 @@ import org.jspecify.annotations.Nullable;
  * seed experiment's two scenarios ({@code shared-prefix} and {@code multi-turn}) and prints the
  * table. Exit codes: 0 done, 1 a run failed (a configuration or trace that cannot be used, a
  * policy that served no request, a report that could not be written), 2 bad usage (including an
- * output path that cannot be written, checked before anything runs).
+ * output path that cannot be written or that two reports share, and a {@code --trace} or
+ * {@code --config} file that does not exist, checked before anything runs).
  */
 public final class Main {
   /**
@@ -95,8 +96,11 @@ public final class Main {
       Columns: hit%% prefix-cache hits / prompt tokens looked up; req/rep and sess/rep max/mean per
       replica; route µs mean/p99 wall time per decision; clipped: trace requests longer than the
       model's context, replayed with the prompt cut to fit.
+      Options take one value each (give an option twice and it is an error); lists take no
+      empty entry and no entry twice.
       Exit codes: 0 done; 1 a run failed (bad config or trace, a policy that served no request:
-      every request rejected); 2 bad usage or an output path that cannot be written.
+      every request rejected); 2 bad usage, an output path that cannot be written (or that two
+      reports share), or a --trace or --config file that does not exist.
       """.formatted(String.join(", ", SCENARIOS), String.join(", ", Policy.presets().keySet()),
         Options.DEFAULT_REPLICATION_DELAY_MS, String.join(", ", HardwareProfile.builtIns().keySet()),
         SHARED_TRACE);
@@ -153,6 +157,7 @@ public final class Main {
       checkOutput("--csv", o.csv);
       checkOutput("--chart", o.chart);
       checkOutput("--requests-csv", o.requestsCsv);
+      checkDistinctOutputs(o);
     } catch (UsageException e) {
       err.println("error: " + e.getMessage());
       err.print(SHORT_USAGE);
@@ -244,6 +249,24 @@ public final class Main {
       w.write(p);
     } catch (IOException | RuntimeException e) {
       throw new RunFailure(option + " " + p + ": cannot write (" + reason(e) + ")");
+    }
+  }
+
+  /** Two reports given the same file would leave only the one written last. */
+  static void checkDistinctOutputs(Options o) throws UsageException {
+    Map<Path, String> seen = new LinkedHashMap<>();
+    String[] names = {"--json", "--csv", "--chart", "--requests-csv"};
+    @Nullable Path[] paths = {o.json, o.csv, o.chart, o.requestsCsv};
+    for (int i = 0; i < names.length; i++) {
+      Path p = paths[i];
+      if (p == null) {
+        continue;
+      }
+      String other = seen.putIfAbsent(p.toAbsolutePath().normalize(), names[i]);
+      if (other != null) {
+        throw new UsageException(other + " and " + names[i] + " name the same file " + p
+            + "; each report needs a file of its own");
+      }
     }
   }
 
@@ -492,6 +515,10 @@ public final class Main {
     private int maxBatched = -1;
     private boolean policiesGiven;
 
+    /** Options whose value is a comma-separated list. */
+    static final java.util.Set<String> LISTS = java.util.Set.of("--scenario", "--policies",
+        "--load-levels");
+
     /** Options that are flags: {@code --quiet=yes} is an error naming the flag. */
     static final java.util.Set<String> FLAGS = java.util.Set.of("--quiet", "--dominance",
         "--help");
@@ -535,7 +562,13 @@ public final class Main {
         if (name.equals("--config")) {
           configs.add(Path.of(value));
         } else {
-          kv.put(name, value);
+          String before = kv.put(name, value);
+          if (before != null) {
+            // the last one would win silently, and the run would not be the one intended
+            throw new UsageException(name + " is given twice ('" + before + "' and '" + value
+                + "'); give it once" + (name.startsWith("--") && LISTS.contains(name)
+                    ? " with a comma-separated list" : ""));
+          }
         }
       }
       o.apply(kv, configs);
@@ -559,6 +592,21 @@ public final class Main {
       multi = new MultiTurnWorkload(w.dialogs, w.turns, w.mtSystem, w.user, w.reply,
           w.think, w.startSpread);
       addConfigPolicies(configs);
+      String t = trace;
+      if (t != null && (dominance || scenarios.contains(MooncakeTraceWorkload.NAME))) {
+        // checked before anything runs (a trace given to a run that leaves it out is only
+        // named in a warning, below)
+        Path file = Path.of(t.substring("mooncake:".length()));
+        if (!Files.exists(file)) {
+          throw new UsageException("--trace " + t + ": file not found");
+        }
+        if (Files.isDirectory(file)) {
+          throw new UsageException("--trace " + t + ": is a directory; give a JSONL file");
+        }
+        if (!Files.isReadable(file)) {
+          throw new UsageException("--trace " + t + ": cannot be read (permission denied)");
+        }
+      }
       if (dominance) {
         for (String k : kv.keySet()) {
           if (!DOMINANCE_OPTIONS.contains(k)) {
@@ -631,7 +679,7 @@ public final class Main {
         case "--profile" -> {
           HardwareProfile p = HardwareProfile.named(v);
           if (p == null) {
-            throw new UsageException("unknown profile '" + v + "' (known: "
+            throw new UsageException("--profile: unknown profile '" + v + "' (known: "
                 + String.join(", ", HardwareProfile.builtIns().keySet()) + ")");
           }
           profile = p;
@@ -661,12 +709,27 @@ public final class Main {
     static final List<String> DOMINANCE_OPTIONS = List.of("--json", "--csv", "--chart",
         "--trace", "--scrape-interval");
 
+    /**
+     * The entries of a comma-separated list, trimmed; an empty list or entry is an error naming
+     * the option (a stray comma is more often a missing value than a style).
+     */
+    static List<String> listArg(String name, String v) throws UsageException {
+      if (v.isBlank()) {
+        throw new UsageException(name + " needs a comma-separated list, got '" + v + "'");
+      }
+      List<String> out = new ArrayList<>();
+      for (String s : v.split(",", -1)) {
+        if (s.isBlank()) {
+          throw new UsageException(name + ": empty entry in '" + v + "'");
+        }
+        out.add(s.trim());
+      }
+      return out;
+    }
+
     private static List<Double> levelList(String v) throws UsageException {
       List<Double> list = new ArrayList<>();
-      for (String s : v.split(",")) {
-        if (s.isBlank()) {
-          continue;
-        }
+      for (String s : listArg("--load-levels", v)) {
         double x = doubleArg("--load-levels", s, 0.01, 1000);
         if (list.contains(x)) {
           throw new UsageException("--load-levels lists " + s.trim() + " twice");
@@ -681,11 +744,14 @@ public final class Main {
 
     private static List<String> scenarioList(String v) throws UsageException {
       List<String> list = new ArrayList<>();
-      for (String s : v.split(",")) {
-        String t = s.trim().toLowerCase(Locale.ROOT);
+      for (String s : listArg("--scenario", v)) {
+        String t = s.toLowerCase(Locale.ROOT);
         if (!SCENARIOS.contains(t)) {
-          throw new UsageException("unknown scenario '" + s + "' ("
+          throw new UsageException("--scenario: unknown scenario '" + s + "' ("
               + String.join(", ", SCENARIOS) + ")");
+        }
+        if (list.contains(t)) {
+          throw new UsageException("--scenario lists " + t + " twice");
         }
         list.add(t);
       }
@@ -694,15 +760,15 @@ public final class Main {
 
     private static List<Policy> policyList(String v) throws UsageException {
       List<Policy> list = new ArrayList<>();
-      for (String s : v.split(",")) {
-        String t = s.trim().toLowerCase(Locale.ROOT);
-        if (t.isEmpty()) {
-          continue;
-        }
+      for (String s : listArg("--policies", v)) {
+        String t = s.toLowerCase(Locale.ROOT);
         Policy p = Policy.presets().get(t);
         if (p == null) {
-          throw new UsageException("unknown policy '" + s + "' (presets: "
+          throw new UsageException("--policies: unknown policy '" + s + "' (presets: "
               + String.join(", ", Policy.presets().keySet()) + ")");
+        }
+        if (list.contains(p)) {
+          throw new UsageException("--policies lists " + t + " twice");
         }
         list.add(p);
       }
@@ -718,10 +784,23 @@ public final class Main {
         policies = new ArrayList<>();
       }
       for (Path c : configs) {
+        if (Files.isDirectory(c)) {
+          throw new UsageException("--config " + c + ": is a directory; give a YAML file");
+        }
         if (!Files.isReadable(c)) {
           throw new UsageException("--config " + c + ": file not found or not readable");
         }
-        policies.add(Policy.fromFile(c));
+        Policy p = Policy.fromFile(c);
+        // a policy is known by its name in the table, the JSON and the CSVs
+        for (Policy q : policies) {
+          if (q.name().equals(p.name())) {
+            throw new UsageException("--config " + c + ": its policy is named '" + p.name()
+                + "' (after the file), as is " + (q.file() != null
+                    ? "that of --config " + q.file() : "the preset given with --policies")
+                + "; rename the file");
+          }
+        }
+        policies.add(p);
       }
     }
 

@@ -265,10 +265,14 @@ class MainTest {
   }
 
   @Test
-  void aMissingTraceFileIsNamed() {
+  void aMissingTraceFileIsAUsageErrorNamingTheOption(@TempDir Path dir) {
     assertThat(run("--quiet", "--scenario", "trace", "--trace", "mooncake:/no/such/trace.jsonl"))
-        .isEqualTo(1);
-    assertThat(stderr()).contains("file not found: /no/such/trace.jsonl");
+        .isEqualTo(2);
+    assertThat(stderr()).contains("--trace mooncake:/no/such/trace.jsonl: file not found",
+        "Usage:");
+    assertThat(run("--quiet", "--scenario", "trace", "--trace", "mooncake:" + dir)).isEqualTo(2);
+    assertThat(stderr()).contains("--trace mooncake:" + dir + ": is a directory");
+    assertThat(stdout()).isEmpty();
   }
 
   @Test

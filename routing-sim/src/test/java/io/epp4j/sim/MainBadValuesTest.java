@@ -1,0 +1,112 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * Every option of the simulator's command line given a bad value: a message naming the option,
+ * exit code 2 and the short usage, before anything runs; never a stack trace, never a default.
+ */
+class MainBadValuesTest {
+  private final ByteArrayOutputStream out = new ByteArrayOutputStream();
+  private final ByteArrayOutputStream err = new ByteArrayOutputStream();
+
+  private int run(String... args) {
+    return Main.run(args, new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+  }
+
+  private String stderr() {
+    return err.toString(StandardCharsets.UTF_8);
+  }
+
+  private void assertUsageError(String option, String... args) {
+    assertThat(run(args)).as(stderr()).isEqualTo(2);
+    assertThat(stderr()).contains("error: ", option, "Usage:").doesNotContain("Exception", "\tat ");
+    assertThat(out.toString(StandardCharsets.UTF_8)).isEmpty();
+  }
+
+  @ParameterizedTest(name = "{0} {1}")
+  @CsvSource(delimiter = '|', value = {
+      "--replicas|-1", "--replicas|0", "--replicas|x", "--replicas|''", "--replicas|1.5",
+      "--gateways|0", "--gateways|-2",
+      "--replication-delay-ms|-1", "--replication-delay-ms|NaN",
+      "--seed|one", "--seed|99999999999999999999",
+      "--requests|0", "--requests|-5",
+      "--scrape-interval|0", "--scrape-interval|Infinity",
+      "--max-num-seqs|0", "--max-num-batched-tokens|-1",
+      "--time-scale|0", "--time-scale|-1",
+      "--profile|no-such-gpu", "--shared-state|sometimes",
+      "--scenario|chess", "--scenario|''", "--scenario|multi-turn,", "--scenario|,multi-turn",
+      "--scenario|multi-turn,multi-turn", "--scenario|multi-turn, MULTI-TURN",
+      "--policies|epp-exact", "--policies|''", "--policies|,", "--policies|round-robin,,sticky",
+      "--policies|round-robin,round-robin",
+      "--load-levels|''", "--load-levels|1,,2", "--load-levels|0", "--load-levels|1,1.0",
+      "--load-levels|-1",
+      "--groups|0", "--users-per-group|-1", "--concurrency|0", "--rate|0", "--rate|-3",
+      "--dialogs|0", "--turns|0", "--mt-system-len|0", "--think-time|-1", "--start-spread|x",
+      "--system-prompt-len|0", "--question-len|9-3", "--output-len|exp:0", "--user-len|-4",
+      "--reply-len|abc",
+      "--trace|mooncake:", "--trace|other:/x",
+      "--config|/no/such/config.yaml"})
+  void aBadValueIsAUsageErrorNamingTheOption(String option, String value) {
+    assertUsageError(option, option, value);
+  }
+
+  @Test
+  void anOptionGivenTwiceIsAUsageErrorNotALastOneWins() {
+    assertUsageError("--replicas", "--replicas", "3", "--replicas", "4");
+    assertThat(stderr()).contains("--replicas is given twice ('3' and '4')");
+    assertUsageError("--policies", "--policies", "sticky", "--policies=round-robin");
+    assertThat(stderr()).contains("comma-separated list");
+  }
+
+  @Test
+  void aConfigThatIsADirectoryIsAUsageErrorNamingTheOption(@TempDir Path dir) {
+    assertUsageError("--config " + dir + ": is a directory", "--config", dir.toString());
+  }
+
+  @Test
+  void twoPoliciesOfTheSameNameAreAUsageError(@TempDir Path dir) throws Exception {
+    String yaml = """
+        plugins:
+        - type: queue-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: queue-scorer
+          - pluginRef: max-score-picker
+        """;
+    Files.createDirectories(dir.resolve("a"));
+    Files.createDirectories(dir.resolve("b"));
+    Path a = Files.writeString(dir.resolve("a/round-robin.yaml"), yaml);
+    Path b = Files.writeString(dir.resolve("b/round-robin.yaml"), yaml);
+    assertUsageError("--config " + a + ": its policy is named 'round-robin'",
+        "--policies", "round-robin", "--config", a.toString());
+    assertThat(stderr()).contains("the preset given with --policies");
+    assertUsageError("--config " + b + ": its policy is named 'round-robin'",
+        "--config", a.toString(), "--config", b.toString());
+    assertThat(stderr()).contains("as is that of --config " + a);
+    assertUsageError("--config", "--config", a.toString(), "--config", a.toString());
+  }
+
+  @Test
+  void twoReportsGivenTheSameFileAreAUsageError(@TempDir Path dir) {
+    Path f = dir.resolve("report.out");
+    assertUsageError("--json and --csv name the same file", "--json", f.toString(), "--csv",
+        dir.resolve("x/../report.out").toString());
+    assertUsageError("--csv and --requests-csv name the same file", "--csv", f.toString(),
+        "--requests-csv", f.toString());
+    assertThat(f).doesNotExist();
+  }
+}
