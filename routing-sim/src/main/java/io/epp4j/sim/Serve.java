@@ -38,6 +38,8 @@ final class Serve implements AutoCloseable {
       requests in flight end, every port is released, "stopped" is printed and the JVM exits
       with status 143 (SIGTERM) or 130 (Ctrl-C).
 
+        Each option is given once; a bad value stops the start with exit code 2.
+
         --replicas N           replicas to start (1..64)
         --port P               HTTP port of replica 0
         --kv-events-port K     KV event port of replica 0 (default 25557)
@@ -361,10 +363,14 @@ final class Serve implements AutoCloseable {
     double keepAlive = DEFAULT_KEEP_ALIVE_SECONDS;
     Integer maxLoras = null;
     long replayBytes = KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES;
+    java.util.Map<String, String> given = new java.util.HashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help") || a.equals("-h")) {
         return null;
+      }
+      if (!a.startsWith("--")) {
+        throw new IllegalArgumentException("unexpected argument '" + a + "'");
       }
       String name = a;
       String v;
@@ -377,6 +383,12 @@ final class Serve implements AutoCloseable {
           throw new IllegalArgumentException(a + " needs a value");
         }
         v = args[++i];
+      }
+      String before = given.put(name, v);
+      if (before != null) {
+        // the last one would win silently
+        throw new IllegalArgumentException(name + " is given twice ('" + before + "' and '" + v
+            + "'); give it once");
       }
       switch (name) {
         case "--replicas" -> replicas = intArg(name, v, 1, 64);
@@ -412,6 +424,10 @@ final class Serve implements AutoCloseable {
             if (adapter.isBlank()) {
               throw new IllegalArgumentException("--lora-adapters: empty adapter name in " + v);
             }
+            if (lora.contains(adapter.trim())) {
+              throw new IllegalArgumentException("--lora-adapters lists " + adapter.trim()
+                  + " twice");
+            }
             lora.add(adapter.trim());
           }
         }
@@ -430,6 +446,11 @@ final class Serve implements AutoCloseable {
             tokenizer = Path.of(v);
           } catch (java.nio.file.InvalidPathException e) {
             throw new IllegalArgumentException("--tokenizer: not a path: " + v);
+          }
+          if (!Files.exists(tokenizer)) {
+            // a typo, told as such; a file that exists and cannot be loaded is found by
+            // loadTokenizer when the server starts
+            throw new IllegalArgumentException("--tokenizer " + v + ": no such file or directory");
           }
         }
         case "--max-loras" -> maxLoras = intArg(name, v, 1, MAX_LORAS);
@@ -467,6 +488,11 @@ final class Serve implements AutoCloseable {
           + " overlap: " + replicas + " replicas use HTTP ports " + port + ".."
           + (port + replicas - 1) + " and KV event ports " + kvPort + ".."
           + (kvPort + 2 * replicas - 1));
+    }
+    if (lora.contains(profile.model())) {
+      // a request naming the base model would get the adapter, and the base model no replica
+      throw new IllegalArgumentException("--lora-adapters: " + profile.model() + " is the base"
+          + " model's name; give the adapters names of their own");
     }
     if (maxLoras != null && lora.isEmpty()) {
       throw new IllegalArgumentException("--max-loras needs --lora-adapters");

@@ -1,0 +1,133 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * Every option of {@code serve} given a bad value: a message naming the option, exit code 2 and
+ * the usage, before anything starts; never a stack trace, never a default.
+ */
+class ServeBadValuesTest {
+  private static final String TAKEN = "taken-port";
+  private final ByteArrayOutputStream out = new ByteArrayOutputStream();
+  private final ByteArrayOutputStream err = new ByteArrayOutputStream();
+
+  private int serve(String... args) {
+    List<String> a = new ArrayList<>(List.of("serve"));
+    // --port TAKEN stands for a port that is taken: were a bad value accepted, the start would
+    // fail (exit code 1) instead of serving until the JVM is stopped
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      for (String arg : args) {
+        a.add(arg.equals(TAKEN) ? String.valueOf(taken.getLocalPort()) : arg);
+      }
+      return Main.run(a.toArray(new String[0]),
+          new PrintStream(out, true, StandardCharsets.UTF_8),
+          new PrintStream(err, true, StandardCharsets.UTF_8));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private String stderr() {
+    return err.toString(StandardCharsets.UTF_8);
+  }
+
+  private void assertUsageError(String expected, String... args) {
+    assertThat(serve(args)).as(stderr()).isEqualTo(2);
+    assertThat(stderr()).startsWith("error: ").contains(expected, "usage: routing-sim serve")
+        .doesNotContain("Exception", "\tat ");
+    assertThat(out.size()).isZero();
+  }
+
+  @ParameterizedTest(name = "{0} {1}")
+  @CsvSource(delimiter = '|', value = {
+      "--replicas|0", "--replicas|65", "--replicas|-1", "--replicas|x",
+      "--port|0", "--port|70000", "--port|''",
+      "--kv-events-port|-1", "--kv-events-port|abc",
+      "--kv-events-encoding|json",
+      "--kv-events-replay-bytes|-1", "--kv-events-replay-bytes|x", "--kv-events-replay-bytes|''",
+      "--kv-events-replay-bytes|1t", "--kv-events-replay-bytes|2000g",
+      "--kv-events-replay-bytes|99999999999999999999",
+      "--speed|0", "--speed|-1", "--speed|NaN", "--speed|fast",
+      "--profile|no-such-gpu", "--seed|1.5",
+      "--lora-adapters|''", "--lora-adapters|a,,b", "--lora-adapters|sql,sql",
+      "--lora-adapters|qwen3-1.7b",
+      "--max-loras|0", "--keep-alive-timeout|-1", "--keep-alive-timeout|soon",
+      "--tokenizer|/no/such/tokenizer.json"})
+  void aBadValueIsAUsageErrorNamingTheOption(String option, String value) {
+    List<String> args = new ArrayList<>(List.of("--replicas", "1", "--port", TAKEN,
+        "--kv-events-port", "30000"));
+    int at = args.indexOf(option);
+    if (at >= 0) {
+      args.set(at + 1, value);
+    } else {
+      args.addAll(List.of(option, value));
+    }
+    if (option.equals("--max-loras")) {
+      args.addAll(List.of("--lora-adapters", "sql"));
+    }
+    assertUsageError(option, args.toArray(new String[0]));
+  }
+
+  @Test
+  void anOptionGivenTwiceIsAUsageErrorNotALastOneWins() {
+    assertUsageError("--replicas is given twice ('1' and '2')", "--replicas", "1", "--port",
+        TAKEN, "--replicas", "2");
+    assertUsageError("--speed is given twice", "--replicas", "1", "--port", TAKEN, "--speed", "2",
+        "--speed=3");
+  }
+
+  @Test
+  void anArgumentThatIsNoOptionIsNamedAsSuch() {
+    assertUsageError("unexpected argument 'extra'", "--replicas", "1", "--port", TAKEN, "extra");
+  }
+
+  @Test
+  void anAdapterNamedAsTheBaseModelIsNamed() {
+    assertUsageError("--lora-adapters: llama3.1-8b is the base model's name",
+        "--replicas", "1", "--port", TAKEN, "--lora-adapters", "sql,llama3.1-8b",
+        "--profile", "llama3.1-8b-h100");
+  }
+
+  @Test
+  void theReplayBufferBoundTakesBytesOrASuffix() {
+    String[] base = {"--replicas", "1", "--port", "9000"};
+    assertThat(Serve.parse(base).replayBufferBytes())
+        .isEqualTo(KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES).isEqualTo(64L << 20);
+    assertThat(Serve.parse(with(base, "--kv-events-replay-bytes", "0")).replayBufferBytes())
+        .isZero();
+    assertThat(Serve.parse(with(base, "--kv-events-replay-bytes", "12345")).replayBufferBytes())
+        .isEqualTo(12_345);
+    assertThat(Serve.parse(with(base, "--kv-events-replay-bytes=16k")).replayBufferBytes())
+        .isEqualTo(16L << 10);
+    assertThat(Serve.parse(with(base, "--kv-events-replay-bytes", "2M")).replayBufferBytes())
+        .isEqualTo(2L << 20);
+    assertThat(Serve.parse(with(base, "--kv-events-replay-bytes", "1g")).replayBufferBytes())
+        .isEqualTo(1L << 30);
+  }
+
+  @Test
+  void helpNamesTheReplayBufferBound() {
+    assertThat(serve("--help")).isZero();
+    assertThat(out.toString(StandardCharsets.UTF_8)).contains("--kv-events-replay-bytes B",
+        "default 64m");
+  }
+
+  private static String[] with(String[] base, String... more) {
+    List<String> a = new ArrayList<>(List.of(base));
+    a.addAll(List.of(more));
+    return a.toArray(new String[0]);
+  }
+}
