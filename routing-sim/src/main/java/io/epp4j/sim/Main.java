@@ -384,7 +384,9 @@ public final class Main {
     // every workload first: a missing trace must not wait for the other scenarios to run
     List<Workload> workloads = new ArrayList<>();
     for (String scenario : o.scenarios) {
-      workloads.add(o.workload(scenario, hw));
+      Workload w = o.workload(scenario, hw);
+      noteBlankLines(w, progress);
+      workloads.add(w);
     }
     List<ScenarioResult> out = new ArrayList<>();
     try (RouterWarnings warnings = new RouterWarnings(progress);
@@ -432,6 +434,14 @@ public final class Main {
     return out;
   }
 
+  /** A trace's blank lines are skipped, and said so (not with --quiet). */
+  private static void noteBlankLines(Workload w, @Nullable PrintStream progress) {
+    if (progress != null && w instanceof MooncakeTraceWorkload t && t.blankLines() > 0) {
+      progress.printf("trace: %d blank line%s skipped%n", t.blankLines(),
+          t.blankLines() == 1 ? "" : "s");
+    }
+  }
+
   /**
    * The dominance experiment: shared-prefix and multi-turn on the default profile and 6 replicas,
    * the Mooncake trace on {@code llama3.1-8b-h100} and 8 replicas.
@@ -440,10 +450,12 @@ public final class Main {
       throws RunFailure {
     HardwareProfile small = HardwareProfile.qwen3H100Mps6();
     HardwareProfile full = HardwareProfile.llama31H100();
+    Workload trace = o.workload(MooncakeTraceWorkload.NAME, full);
+    noteBlankLines(trace, progress);
     List<Dominance.Scenario> scenarios = List.of(
         new Dominance.Scenario(SharedPrefixWorkload.defaults(), small, 6),
         new Dominance.Scenario(MultiTurnWorkload.defaults(), small, 6),
-        new Dominance.Scenario(o.workload(MooncakeTraceWorkload.NAME, full), full, 8));
+        new Dominance.Scenario(trace, full, 8));
     try (RouterWarnings warnings = new RouterWarnings(progress)) {
       List<ScenarioResult> out = Dominance.run(scenarios, Dominance.LEVELS, Dominance.SEEDS,
           Dominance.policies(), Math.round(o.scrapeIntervalMs * 1e6), Dominance.THREADS,

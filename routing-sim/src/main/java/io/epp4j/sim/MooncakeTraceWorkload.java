@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Replays a Mooncake trace (JSON lines of {@code timestamp} ms, {@code input_length},
@@ -31,63 +32,139 @@ public final class MooncakeTraceWorkload implements Workload {
   private final List<Entry> entries;
   private final double timeScale;
   private final int maxModelLen;
+  private final int blankLines;
 
-  private MooncakeTraceWorkload(Path path, List<Entry> entries, double timeScale, int maxModelLen) {
+  private MooncakeTraceWorkload(Path path, List<Entry> entries, double timeScale, int maxModelLen,
+      int blankLines) {
     this.path = path;
     this.entries = entries;
     this.timeScale = timeScale;
     this.maxModelLen = maxModelLen;
+    this.blankLines = blankLines;
   }
 
   /**
-   * Reads a trace.
+   * Reads a trace. Each non-blank line must be one JSON object with {@code timestamp} (whole
+   * milliseconds, at least 0 and not before the previous line's), {@code input_length} (at least
+   * 1), {@code output_length} (at least 1) and {@code hash_ids} (integers, at most one per
+   * {@value #TRACE_BLOCK_TOKENS}-token block of the prompt); other fields are ignored. Blank lines
+   * are skipped and counted ({@link #blankLines()}).
    *
    * @param limit at most this many requests (0 = all)
    * @throws IOException when the file cannot be read
-   * @throws IllegalArgumentException naming the line when a line is malformed
+   * @throws IllegalArgumentException naming the line and the field when a line is malformed, or
+   *     when the file holds no request
    */
   public static MooncakeTraceWorkload load(Path path, int limit, double timeScale, int maxModelLen)
       throws IOException {
     if (!(timeScale > 0)) {
       throw new IllegalArgumentException("time scale must be > 0, got " + timeScale);
     }
-    ObjectMapper json = new ObjectMapper();
+    // a second value after the object is an error, not ignored
+    ObjectMapper json = new ObjectMapper()
+        .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     List<Entry> list = new ArrayList<>();
+    int blank = 0;
     try (BufferedReader in = Files.newBufferedReader(path, StandardCharsets.UTF_8)) {
       String line;
       int lineNo = 0;
+      long previous = 0;
+      int previousLine = 0;
       while ((line = in.readLine()) != null && (limit <= 0 || list.size() < limit)) {
         lineNo++;
         if (line.isBlank()) {
+          blank++;
           continue;
         }
+        String where = path + ":" + lineNo + ": ";
+        JsonNode n;
         try {
-          JsonNode n = json.readTree(line);
-          JsonNode ids = n.get("hash_ids");
-          if (ids == null || !ids.isArray() || !n.hasNonNull("timestamp")
-              || !n.hasNonNull("input_length") || !n.hasNonNull("output_length")) {
-            throw new IllegalArgumentException(
-                "needs timestamp, input_length, output_length and hash_ids");
-          }
-          long[] h = new long[ids.size()];
-          for (int i = 0; i < h.length; i++) {
-            h[i] = ids.get(i).asLong();
-          }
-          int input = n.get("input_length").asInt();
-          if (input < 1) {
-            throw new IllegalArgumentException("input_length must be >= 1");
-          }
-          list.add(new Entry(n.get("timestamp").asLong(), input,
-              Math.max(1, n.get("output_length").asInt()), h));
+          n = json.readTree(line);
         } catch (IOException | RuntimeException e) {
-          throw new IllegalArgumentException(path + ":" + lineNo + ": " + e.getMessage(), e);
+          throw new IllegalArgumentException(where + "not a JSON object ("
+              + firstLine(e.getMessage()) + ")", e);
         }
+        if (n == null || !n.isObject()) {
+          throw new IllegalArgumentException(where + "not a JSON object");
+        }
+        long timestamp = longField(n, "timestamp", 0, Long.MAX_VALUE, where);
+        if (timestamp < previous) {
+          throw new IllegalArgumentException(where + "field 'timestamp' is " + timestamp
+              + ", before line " + previousLine + "'s " + previous
+              + "; a trace must be in time order");
+        }
+        int input = (int) longField(n, "input_length", 1, Integer.MAX_VALUE, where);
+        int output = (int) longField(n, "output_length", 1, Integer.MAX_VALUE, where);
+        JsonNode ids = n.get("hash_ids");
+        if (ids == null || ids.isNull()) {
+          throw new IllegalArgumentException(where + "field 'hash_ids' is missing");
+        }
+        if (!ids.isArray()) {
+          throw new IllegalArgumentException(where + "field 'hash_ids' must be an array of"
+              + " integers");
+        }
+        long blocks = (input + (long) TRACE_BLOCK_TOKENS - 1) / TRACE_BLOCK_TOKENS;
+        if (ids.size() > blocks) {
+          // ids past the prompt name blocks no request holds
+          throw new IllegalArgumentException(where + "field 'hash_ids' has " + ids.size()
+              + " ids, more than the " + blocks + " blocks of " + TRACE_BLOCK_TOKENS
+              + " tokens that input_length " + input + " makes");
+        }
+        long[] h = new long[ids.size()];
+        for (int i = 0; i < h.length; i++) {
+          JsonNode id = ids.get(i);
+          if (!id.isIntegralNumber() || !id.canConvertToLong()) {
+            throw new IllegalArgumentException(where + "field 'hash_ids' holds " + id
+                + " at index " + i + "; ids are 64-bit integers");
+          }
+          h[i] = id.asLong();
+        }
+        list.add(new Entry(timestamp, input, output, h));
+        previous = timestamp;
+        previousLine = lineNo;
       }
     }
     if (list.isEmpty()) {
-      throw new IllegalArgumentException(path + ": no requests");
+      throw new IllegalArgumentException(path + ": no requests (the file is empty or holds only"
+          + " blank lines)");
     }
-    return new MooncakeTraceWorkload(path, List.copyOf(list), timeScale, maxModelLen);
+    return new MooncakeTraceWorkload(path, List.copyOf(list), timeScale, maxModelLen, blank);
+  }
+
+  /** A required whole-number field in {@code [min, max]}. */
+  private static long longField(JsonNode n, String field, long min, long max, String where) {
+    JsonNode v = n.get(field);
+    if (v == null || v.isNull()) {
+      throw new IllegalArgumentException(where + "field '" + field + "' is missing");
+    }
+    if (!v.isIntegralNumber() || !v.canConvertToLong()) {
+      throw new IllegalArgumentException(where + "field '" + field + "' must be a whole number"
+          + (field.equals("timestamp") ? " of milliseconds" : "") + ", got " + abbreviate(v));
+    }
+    long x = v.asLong();
+    if (x < min || x > max) {
+      throw new IllegalArgumentException(where + "field '" + field + "' must be in [" + min
+          + ", " + max + "], got " + x);
+    }
+    return x;
+  }
+
+  private static String abbreviate(JsonNode v) {
+    String t = v.toString();
+    return t.length() > 40 ? t.substring(0, 40) + "..." : t;
+  }
+
+  private static String firstLine(@Nullable String message) {
+    if (message == null) {
+      return "unreadable";
+    }
+    int nl = message.indexOf('\n');
+    return nl < 0 ? message : message.substring(0, nl);
+  }
+
+  /** Blank lines the file held (skipped), up to the last request read. */
+  int blankLines() {
+    return blankLines;
   }
 
   @Override
@@ -111,7 +188,7 @@ public final class MooncakeTraceWorkload implements Workload {
    */
   @Override
   public MooncakeTraceWorkload atLoad(double level) {
-    return new MooncakeTraceWorkload(path, entries, timeScale / level, maxModelLen);
+    return new MooncakeTraceWorkload(path, entries, timeScale / level, maxModelLen, blankLines);
   }
 
   /**

@@ -1,0 +1,135 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/** Malformed Mooncake trace input: the line and the field named, nothing silently dropped. */
+class MooncakeTraceInputTest {
+  private static final String GOOD =
+      "{\"timestamp\": 10, \"input_length\": 600, \"output_length\": 8, \"hash_ids\": [1, 2]}";
+
+  @TempDir
+  Path dir;
+
+  private Path trace(String... lines) throws Exception {
+    return Files.writeString(dir.resolve("t.jsonl"), String.join("\n", lines) + "\n");
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
+      "not JSON|{\"timestamp\": 10,|not a JSON object",
+      "trailing content|" + "`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1]} {\"x\": 1}`|not a JSON object",
+      "an array|[1, 2, 3]|not a JSON object",
+      "missing timestamp|`{\"input_length\": 600, \"output_length\": 8, \"hash_ids\": [1]}`"
+          + "|field 'timestamp' is missing",
+      "missing input_length|`{\"timestamp\": 20, \"output_length\": 8, \"hash_ids\": [1]}`"
+          + "|field 'input_length' is missing",
+      "missing output_length|`{\"timestamp\": 20, \"input_length\": 600, \"hash_ids\": [1]}`"
+          + "|field 'output_length' is missing",
+      "missing hash_ids|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8}`"
+          + "|field 'hash_ids' is missing",
+      "negative timestamp|`{\"timestamp\": -5, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1]}`|field 'timestamp' must be in [0,",
+      "out of order|`{\"timestamp\": 9, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1]}`|field 'timestamp' is 9, before line 1's 10",
+      "timestamp as text|`{\"timestamp\": \"20\", \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1]}`|field 'timestamp' must be a whole number of milliseconds",
+      "fractional timestamp|`{\"timestamp\": 20.5, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1]}`|field 'timestamp' must be a whole number",
+      "input_length 0|`{\"timestamp\": 20, \"input_length\": 0, \"output_length\": 8,"
+          + " \"hash_ids\": []}`|field 'input_length' must be in [1,",
+      "input_length too big|`{\"timestamp\": 20, \"input_length\": 3000000000,"
+          + " \"output_length\": 8, \"hash_ids\": [1]}`|field 'input_length' must be in [1,",
+      "output_length 0|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 0,"
+          + " \"hash_ids\": [1]}`|field 'output_length' must be in [1,",
+      "output_length negative|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": -3,"
+          + " \"hash_ids\": [1]}`|field 'output_length' must be in [1,",
+      "hash_ids not a list|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": 7}`|field 'hash_ids' must be an array",
+      "a hash id as text|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1, \"x\"]}`|field 'hash_ids' holds \"x\" at index 1",
+      "a null hash id|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [null]}`|field 'hash_ids' holds null at index 0",
+      "more ids than blocks|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1, 2, 3]}`|field 'hash_ids' has 3 ids, more than the 2 blocks"})
+  void aMalformedSecondLineIsNamedWithItsField(String what, String line, String message)
+      throws Exception {
+    Path t = trace(GOOD, line, GOOD.replace("10", "30"));
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(t, 0, 1.0, 32_768))
+        .as(what).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith(t + ":2: ").hasMessageContaining(message);
+  }
+
+  @Test
+  void aHugeHashIdsListIsRefusedNotHeld() throws Exception {
+    StringBuilder ids = new StringBuilder("0");
+    for (int i = 1; i < 200_000; i++) {
+      ids.append(',').append(i);
+    }
+    Path t = trace("{\"timestamp\": 0, \"input_length\": 1000, \"output_length\": 8,"
+        + " \"hash_ids\": [" + ids + "]}");
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(t, 0, 1.0, 32_768))
+        .hasMessage(t + ":1: field 'hash_ids' has 200000 ids, more than the 2 blocks of 512"
+            + " tokens that input_length 1000 makes");
+  }
+
+  @Test
+  void anEmptyFileOrOneOfBlankLinesIsAnError() throws Exception {
+    Path empty = Files.writeString(dir.resolve("empty.jsonl"), "");
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(empty, 0, 1.0, 32_768))
+        .hasMessageStartingWith(empty + ": no requests");
+    Path blank = Files.writeString(dir.resolve("blank.jsonl"), "\n  \n\n");
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(blank, 0, 1.0, 32_768))
+        .hasMessageStartingWith(blank + ": no requests");
+  }
+
+  @Test
+  void blankLinesAreSkippedAndCounted() throws Exception {
+    Path t = trace(GOOD, "", "   ", GOOD.replace("10", "30"));
+    MooncakeTraceWorkload w = MooncakeTraceWorkload.load(t, 0, 1.0, 32_768);
+    assertThat(w.size()).isEqualTo(2);
+    assertThat(w.blankLines()).isEqualTo(2);
+  }
+
+  @Test
+  void equalTimestampsAreInOrder() throws Exception {
+    Path t = trace(GOOD, GOOD, GOOD.replace("10", "11"));
+    assertThat(MooncakeTraceWorkload.load(t, 0, 1.0, 32_768).size()).isEqualTo(3);
+  }
+
+  @Test
+  void theRunNamesTheLineAndSaysHowManyBlankLinesItSkipped() throws Exception {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    Path bad = trace(GOOD, "{\"timestamp\": -1, \"input_length\": 600, \"output_length\": 8,"
+        + " \"hash_ids\": [1]}");
+    int code = Main.run(new String[] {"--quiet", "--scenario", "trace", "--policies",
+        "round-robin", "--trace", "mooncake:" + bad},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertThat(code).isEqualTo(1);
+    assertThat(err.toString(StandardCharsets.UTF_8))
+        .startsWith("error: trace " + bad + ":2: field 'timestamp' must be in [0,");
+    assertThat(out.size()).isZero();
+
+    err.reset();
+    Path blanks = Files.writeString(dir.resolve("b.jsonl"), GOOD + "\n\n" + GOOD + "\n");
+    code = Main.run(new String[] {"--scenario", "trace", "--policies", "round-robin",
+        "--trace", "mooncake:" + blanks},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertThat(code).as(err.toString(StandardCharsets.UTF_8)).isZero();
+    assertThat(err.toString(StandardCharsets.UTF_8)).contains("trace: 1 blank line skipped");
+  }
+}
