@@ -100,7 +100,8 @@ public final class Main {
       empty entry and no entry twice.
       Exit codes: 0 done; 1 a run failed (bad config or trace, a policy that served no request:
       every request rejected); 2 bad usage, an output path that cannot be written (or that two
-      reports share), or a --trace or --config file that does not exist.
+      reports share, or that is the --trace or a --config file), or a --trace or --config
+      file that does not exist.
       """.formatted(String.join(", ", SCENARIOS), String.join(", ", Policy.presets().keySet()),
         Options.DEFAULT_REPLICATION_DELAY_MS, String.join(", ", HardwareProfile.builtIns().keySet()),
         SHARED_TRACE);
@@ -267,6 +268,32 @@ public final class Main {
         throw new UsageException(other + " and " + names[i] + " name the same file " + p
             + "; each report needs a file of its own");
       }
+      // a report written over an input would destroy it (the trace is read before the
+      // requests CSV is opened, and every report is written after the run)
+      String trace = o.trace;
+      if (trace != null && sameFile(p, Path.of(trace.substring("mooncake:".length())))) {
+        throw new UsageException(names[i] + " " + p + " is the file of --trace " + trace
+            + "; the report would overwrite its input");
+      }
+      for (Policy policy : o.policies) {
+        Path config = policy.file();
+        if (config != null && sameFile(p, config)) {
+          throw new UsageException(names[i] + " " + p + " is the file of --config " + config
+              + "; the report would overwrite its input");
+        }
+      }
+    }
+  }
+
+  /** Whether two paths name one file: the same path, or (both existing) links to one file. */
+  private static boolean sameFile(Path a, Path b) {
+    if (a.toAbsolutePath().normalize().equals(b.toAbsolutePath().normalize())) {
+      return true;
+    }
+    try {
+      return Files.exists(a) && Files.exists(b) && Files.isSameFile(a, b);
+    } catch (IOException e) {
+      return false;
     }
   }
 
@@ -280,6 +307,9 @@ public final class Main {
       throw new UsageException(option + " " + p + ": is a directory; give a file name");
     }
     Path parent = abs.getParent();
+    if (parent != null && Files.exists(parent) && !Files.isDirectory(parent)) {
+      throw new UsageException(option + " " + p + ": " + parent + " is a file, not a directory");
+    }
     if (parent == null || !Files.isDirectory(parent)) {
       throw new UsageException(option + " " + p + ": directory " + parent + " does not exist");
     }
