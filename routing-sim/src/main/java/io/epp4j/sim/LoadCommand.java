@@ -151,6 +151,7 @@ final class LoadCommand {
     int warmup = 0;
     boolean scenarioGiven = false;
     List<String> rest = new ArrayList<>();
+    java.util.Set<String> given = new java.util.HashSet<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
       if (a.equals("--help") || a.equals("-h")) {
@@ -191,6 +192,10 @@ final class LoadCommand {
             "--warmup" -> true;
         default -> false;
       };
+      if (ours && !given.add(name)) {
+        // the last one would win silently
+        throw new Main.UsageException(name + " is given twice; give it once");
+      }
       if (!ours) {
         scenarioGiven |= name.equals("--scenario");
         rest.add(name);
@@ -225,6 +230,7 @@ final class LoadCommand {
     Main.Options sim = Main.Options.parse(rest.toArray(String[]::new));
     Main.checkOutput("--json", sim.json);
     Main.checkOutput("--chart", sim.chart);
+    Main.checkDistinctOutputs(sim);
     List<Workload> workloads = new ArrayList<>();
     for (String scenario : sim.scenarios) {
       workloads.add(sim.workload(scenario, sim.profile));

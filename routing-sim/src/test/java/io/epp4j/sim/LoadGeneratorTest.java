@@ -440,6 +440,26 @@ class LoadGeneratorTest {
         .contains("unknown option '--bogus'");
   }
 
+  @Test
+  void loadRefusesAnOptionGivenTwiceAndTwoReportsInOneFile(@TempDir Path dir) {
+    // http://127.0.0.1:1 refuses connections: were these accepted, the run would end with
+    // exit code 1, not 2
+    for (String option : List.of("--label", "--model", "--speed", "--max-requests",
+        "--timeout-s", "--warmup")) {
+      assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--max-requests", "1",
+          option, "2", option + "=3")).as(option).contains(option + " is given twice");
+    }
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--target",
+        "http://127.0.0.1:2")).contains("--target is given twice");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--seed", "1",
+        "--seed", "2")).contains("--seed is given twice");
+    Path f = dir.resolve("report");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--max-requests", "1",
+        "--json", f.toString(), "--chart", f.toString()))
+        .contains("--json and --chart name the same file");
+    assertThat(f).doesNotExist();
+  }
+
   private static String usageError(String... args) {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     int code = Main.run(args, new PrintStream(new ByteArrayOutputStream(), true,
