@@ -37,7 +37,7 @@ import org.zeromq.ZMQException;
  * produces them.
  *
  * <p>The sockets belong to one thread of their own; the engine hands batches over through a
- * bounded queue and never blocks. A batch is numbered when the engine hands it over, so one
+ * queue bounded in batches and in bytes ({@link #QUEUE_BYTES}) and never blocks. A batch is numbered when the engine hands it over, so one
  * that a full queue drops (the socket thread stalled or gone) leaves a gap in the sequence: a
  * subscriber sees it, finds it missing from the replay too, and resyncs the replica. Drops are
  * counted ({@link #dropped()}) and reported on standard error, the first and then every
@@ -60,6 +60,11 @@ final class KvEventPublisher implements AutoCloseable {
    * steps of about 6.7 KB each, or a hundred or so steps that each store a 100,000-token prompt.
    */
   static final long DEFAULT_REPLAY_BUFFER_BYTES = 64L << 20;
+  /**
+   * Bytes of events the queue to the socket thread holds at most (besides its 4,096 batches):
+   * while the thread is stalled, a replica storing long prompts would otherwise queue gigabytes.
+   */
+  static final long QUEUE_BYTES = 256L << 20;
   private static final byte[] END_SEQ = ByteBuffer.allocate(8).putLong(-1).array();
 
   private final byte[] topic;
@@ -69,6 +74,8 @@ final class KvEventPublisher implements AutoCloseable {
   private final CountDownLatch bound = new CountDownLatch(1);
   private final AtomicLong nextSeq = new AtomicLong();
   private final AtomicLong dropped = new AtomicLong();
+  // what the batches waiting in the queue hold, by heapBytes
+  private final AtomicLong queuedBytes = new AtomicLong();
   private final long replayBufferBytes;
   // the replay buffer's size in bytes; written by the socket thread, read by tests
   private volatile long bufferedBytes;
@@ -134,12 +141,20 @@ final class KvEventPublisher implements AutoCloseable {
   }
 
   /**
-   * Numbers one engine step's events and queues them; never blocks. When the queue is full the
-   * batch is dropped, its number skipped.
+   * Numbers one engine step's events and queues them; never blocks. When the queue is full (in
+   * batches, or in the bytes its events hold: {@link #QUEUE_BYTES}) the batch is dropped, its
+   * number skipped.
    */
   void publish(List<KvEvent> events) {
     long seq = nextSeq.getAndIncrement();
-    if (!queue.offer(new Numbered(seq, events))) {
+    long size = heapBytes(events);
+    boolean queued = false;
+    if (queuedBytes.addAndGet(size) <= QUEUE_BYTES || queue.isEmpty()) {
+      // a batch alone larger than the bound still goes when nothing else waits
+      queued = queue.offer(new Numbered(seq, events, size));
+    }
+    if (!queued) {
+      queuedBytes.addAndGet(-size);
       long n = dropped.incrementAndGet();
       if (n == 1 || n % 1_000 == 0) {
         System.err.println("warning: KV event publisher " + new String(topic, StandardCharsets.UTF_8)
@@ -164,7 +179,20 @@ final class KvEventPublisher implements AutoCloseable {
     return bufferedBatches;
   }
 
-  private record Numbered(long seq, List<KvEvent> events) {}
+  private record Numbered(long seq, List<KvEvent> events, long heapBytes) {}
+
+  /** About what a batch's events hold on the heap: their token IDs and hashes. */
+  static long heapBytes(List<KvEvent> events) {
+    long n = 16L * events.size();
+    for (KvEvent e : events) {
+      if (e instanceof KvEvent.BlockStored s) {
+        n += 4L * s.tokenIds().length + 8L * s.blockHashes().length + 64;
+      } else if (e instanceof KvEvent.BlockRemoved r) {
+        n += 8L * r.blockHashes().length + 32;
+      }
+    }
+    return n;
+  }
 
   private static long size(byte[][] m) {
     return (long) m[0].length + m[1].length;
@@ -198,6 +226,7 @@ final class KvEventPublisher implements AutoCloseable {
       while (!stop) {
         Numbered batch = queue.poll(5, TimeUnit.MILLISECONDS);
         while (batch != null) {
+          queuedBytes.addAndGet(-batch.heapBytes());
           byte[] seqBytes = ByteBuffer.allocate(8).putLong(batch.seq()).array();
           byte[] payload = encode(System.currentTimeMillis() / 1000.0, batch.events(),
               mapEncoding);

@@ -128,6 +128,32 @@ class KvEventPublisherTest {
     }
   }
 
+  @Test
+  void theQueueToTheSocketThreadIsBoundedInBytesToo() throws Exception {
+    // one step storing a 16M-token prompt (the same arrays each time: the test holds them once)
+    int[] tokens = new int[1 << 24];
+    long[] hashes = new long[tokens.length / 16];
+    List<KvEvent> step = List.of(KvEvent.BlockStored.of(hashes, null, tokens, 16));
+    long size = KvEventPublisher.heapBytes(step);
+    assertThat(size).isGreaterThan(72L << 20);
+    int fit = (int) (KvEventPublisher.QUEUE_BYTES / size);
+    CountDownLatch gate = new CountDownLatch(1);
+    int port = freePair();
+    try (ZContext ctx = new ZContext(1)) {
+      try (KvEventPublisher pub = new KvEventPublisher(ctx, "kv@test", port, port + 1, false,
+          10_000, gate)) {
+        for (int i = 0; i < fit + 5; i++) {
+          pub.publish(step);
+        }
+        // far below the 10,000 batches the queue could take
+        assertThat(pub.dropped()).isEqualTo(5);
+      } finally {
+        // the socket thread, held so far, sees the publisher closed and ends without sending
+        gate.countDown();
+      }
+    }
+  }
+
   /** The replay's sequence numbers once it holds at least {@code n} batches. */
   private static List<Long> replayed(ZContext ctx, int replayPort, int n) throws Exception {
     long deadline = System.nanoTime() + 20_000_000_000L;
