@@ -103,7 +103,7 @@ public class Epp4jAutoConfiguration {
     if (maxBody > parserLimit) {
       // an application's own router keeps its parser's limit: a body between the two would be
       // let through by the filter and answered 400 by the router
-      throw new IllegalStateException("epp4j.max-body-size (" + maxBody + " bytes) is above the "
+      throw new Epp4jConfigurationException("epp4j.max-body-size (" + maxBody + " bytes) is above the "
           + "request parser limit of the application's Router bean (" + parserLimit + " bytes):"
           + " build that router with requestParser(OpenAiRequestParser.of(" + maxBody
           + ", ...)) or lower epp4j.max-body-size");

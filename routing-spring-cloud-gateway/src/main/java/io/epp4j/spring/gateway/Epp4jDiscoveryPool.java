@@ -46,7 +46,7 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
   Epp4jDiscoveryPool(Router router, DiscoveryClient discovery, String serviceId,
       Duration interval, String intervalProperty, String threadName) {
     if (interval.isNegative() || interval.isZero()) {
-      throw new IllegalArgumentException(
+      throw new Epp4jConfigurationException(
           intervalProperty + " must be positive, got " + interval);
     }
     this.router = router;

@@ -49,7 +49,7 @@ public class Epp4jGatewayFilterFactory
       Epp4jPools pools) {
     super(Config.class);
     if (!scheme.equals("http") && !scheme.equals("https")) {
-      throw new IllegalArgumentException("epp4j.scheme must be http or https, got '" + scheme + "'");
+      throw new Epp4jConfigurationException("epp4j.scheme must be http or https, got '" + scheme + "'");
     }
     this.router = router;
     this.scheme = scheme;
@@ -86,7 +86,7 @@ public class Epp4jGatewayFilterFactory
     try {
       pools.pool(pool); // a name no pool has is a mistake in the route: say so now
     } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("Epp4j filter: " + e.getMessage(), e);
+      throw new Epp4jConfigurationException("Epp4j filter: " + e.getMessage(), e);
     }
     return new OrderedGatewayFilter(new NamedPoolFilter(pools, pool), ORDER);
   }

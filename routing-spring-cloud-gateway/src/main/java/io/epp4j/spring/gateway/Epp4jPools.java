@@ -215,7 +215,7 @@ public final class Epp4jPools implements AutoCloseable {
     Map<String, Pool> now = pools;
     Pool p = now.get(name);
     if (p == null) {
-      throw new IllegalArgumentException("epp4j: unknown pool '" + name + "'; known pools: "
+      throw new Epp4jConfigurationException("epp4j: unknown pool '" + name + "'; known pools: "
           + (now.isEmpty() ? "none (define them under epp4j.pools.<name>.*)"
               : String.join(", ", now.keySet())));
     }

@@ -110,7 +110,7 @@ final class PoolSettings {
 
   static void checkName(String name) {
     if (!NAME.matcher(name).matches()) {
-      throw new IllegalArgumentException(POOLS_PREFIX + name + ": a pool name is letters, digits,"
+      throw new Epp4jConfigurationException(POOLS_PREFIX + name + ": a pool name is letters, digits,"
           + " '-' and '_', got '" + name + "'");
     }
   }
@@ -146,7 +146,7 @@ final class PoolSettings {
     checkedScheme();
     positive(metricsInterval, "metrics.interval");
     if (metricsPath != null && (metricsPath.isBlank() || !metricsPath.startsWith("/"))) {
-      throw new IllegalArgumentException(property("metrics.path") + " must start with '/', got '"
+      throw new Epp4jConfigurationException(property("metrics.path") + " must start with '/', got '"
           + metricsPath + "'");
     }
   }
@@ -158,7 +158,7 @@ final class PoolSettings {
   void checkSessionHeaders() {
     for (String h : sessionHeaders) {
       if (h == null || !HEADER_NAME.matcher(h).matches()) {
-        throw new IllegalArgumentException(sessionHeadersProperty + ": '" + h
+        throw new Epp4jConfigurationException(sessionHeadersProperty + ": '" + h
             + "' is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~, nothing else)");
       }
     }
@@ -178,7 +178,7 @@ final class PoolSettings {
       try {
         out.add(Endpoint.parse(s));
       } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException(
+        throw new Epp4jConfigurationException(
             property("endpoints") + ": '" + s + "' is not host:port (" + e.getMessage() + ")", e);
       }
     }
@@ -188,7 +188,7 @@ final class PoolSettings {
   int maxBodyBytes() {
     long bytes = maxBodySize.toBytes();
     if (bytes <= 0 || bytes > Integer.MAX_VALUE) {
-      throw new IllegalArgumentException(property("max-body-size")
+      throw new Epp4jConfigurationException(property("max-body-size")
           + " must be between 1 byte and 2 GB, got " + maxBodySize);
     }
     return (int) bytes;
@@ -196,7 +196,7 @@ final class PoolSettings {
 
   String checkedScheme() {
     if (!scheme.equals("http") && !scheme.equals("https")) {
-      throw new IllegalArgumentException(
+      throw new Epp4jConfigurationException(
           property("scheme") + " must be http or https, got '" + scheme + "'");
     }
     return scheme;
@@ -221,7 +221,7 @@ final class PoolSettings {
     if (Epp4jPreset.NAME.equals(name)) {
       return Epp4jPreset.yaml();
     }
-    throw new IllegalArgumentException(property("preset") + ": unknown preset '" + name
+    throw new Epp4jConfigurationException(property("preset") + ": unknown preset '" + name
         + "'; known: " + Epp4jPreset.NAME + " (or set " + property("config-file") + ")");
   }
 
@@ -258,13 +258,13 @@ final class PoolSettings {
     } catch (RuntimeException e) {
       String where = configPath() != null ? property("config-file")
           : presetName() != null ? property("preset") : prefix;
-      throw new IllegalArgumentException(where + ": " + e.getMessage(), e);
+      throw new Epp4jConfigurationException(where + ": " + e.getMessage(), e);
     }
   }
 
   private void positive(Duration d, String key) {
     if (d.isNegative() || d.isZero()) {
-      throw new IllegalArgumentException(property(key) + " must be positive, got " + d);
+      throw new Epp4jConfigurationException(property(key) + " must be positive, got " + d);
     }
   }
 
