@@ -20,6 +20,7 @@ import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
 import org.zeromq.ZMQException;
+import zmq.ZError;
 
 /**
  * One replica's KV events as vLLM's {@code ZmqEventPublisher} sends them: a PUB socket carrying
@@ -295,8 +296,10 @@ final class KvEventPublisher implements AutoCloseable {
           + " is another server using it?");
     } catch (ZMQException e) {
       s.close();
+      // JeroMQ's message is its errno ("Errno 48"), which says nothing to a reader
+      String why = e.getErrorCode() == ZError.EADDRINUSE ? "already in use" : e.getMessage();
       throw new IllegalStateException(what + " port " + port + " on 127.0.0.1 cannot be bound ("
-          + e.getMessage() + "); is another server using it?", e);
+          + why + "); is another server using it?", e);
     }
   }
 

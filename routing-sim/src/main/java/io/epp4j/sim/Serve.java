@@ -202,6 +202,21 @@ final class Serve implements AutoCloseable {
     }
   }
 
+  /**
+   * The option that moves a port that could not be bound, for the command line's message (the
+   * ports are derived from two base options, so the port alone does not say which to change).
+   */
+  static String portHint(String message) {
+    if (message.startsWith("HTTP port")) {
+      return " (replica i serves HTTP on --port P + i: give --port another base)";
+    }
+    if (message.startsWith("KV event")) {
+      return " (replica i publishes KV events on --kv-events-port K + 2i and replays on K + 2i + 1:"
+          + " give --kv-events-port another base)";
+    }
+    return "";
+  }
+
   EmulatedCluster cluster() {
     return cluster;
   }
@@ -321,7 +336,7 @@ final class Serve implements AutoCloseable {
     try {
       serve = new Serve(o);
     } catch (IllegalStateException e) {
-      err.println("error: " + e.getMessage());
+      err.println("error: " + e.getMessage() + portHint(String.valueOf(e.getMessage())));
       return 1;
     }
     CountDownLatch stopped = new CountDownLatch(1);

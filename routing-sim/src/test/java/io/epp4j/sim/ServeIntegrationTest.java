@@ -1207,7 +1207,8 @@ class ServeIntegrationTest {
           new PrintStream(err, true, StandardCharsets.UTF_8));
       assertThat(code).isEqualTo(1);
       assertThat(err.toString(StandardCharsets.UTF_8))
-          .contains("HTTP port " + p + " on 127.0.0.1 is already in use");
+          .contains("HTTP port " + p + " on 127.0.0.1 is already in use")
+          .contains("give --port another base");
 
       ByteArrayOutputStream err2 = new ByteArrayOutputStream();
       int code2 = Main.run(new String[] {"serve", "--replicas", "1", "--port",
@@ -1216,7 +1217,9 @@ class ServeIntegrationTest {
           new PrintStream(err2, true, StandardCharsets.UTF_8));
       assertThat(code2).isEqualTo(1);
       assertThat(err2.toString(StandardCharsets.UTF_8))
-          .contains("KV events port " + p + " on 127.0.0.1 cannot be bound");
+          .contains("KV events port " + p + " on 127.0.0.1 cannot be bound (already in use)")
+          .contains("give --kv-events-port another base")
+          .doesNotContain("Errno");
     }
   }
 
