@@ -25,6 +25,9 @@ public abstract class FilterContract<F extends Filter> extends PluginContract<F>
   }
 
   private static void assertOrderedSubset(PluginContract.Case c, List<Candidate> kept) {
+    // the router reads every element: a null list or element is a fault of the filter's, to be
+    // reported as such rather than as a NullPointerException from this check
+    assertThat(kept).as("%s: filter result (not null, no null candidate)", c.name()).isNotNull().doesNotContainNull();
     int last = -1;
     for (Candidate k : kept) {
       int at = -1;

@@ -2,6 +2,7 @@ package io.epp4j.testkit;
 
 import static io.epp4j.testkit.ContractRuns.assertFailsExactly;
 import static io.epp4j.testkit.ContractRuns.assertPasses;
+import static org.assertj.core.api.Assertions.assertThat;
 
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
@@ -10,6 +11,7 @@ import io.epp4j.api.InferenceRequest;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -169,6 +171,30 @@ class FilterContractMetaTest {
     }
   }
 
+  /** Adds a null after what it keeps, as a filter with an unset slot in its result would. */
+  @Tag(ContractRuns.FIXTURE_TAG)
+  static class ReturnsANullCandidate extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return (request, state, candidates) -> {
+        List<Candidate> out = good(candidates);
+        if (!candidates.isEmpty()) {
+          out.add(null);
+        }
+        return out;
+      };
+    }
+  }
+
+  /** Returns null instead of a list for a non-empty pool. */
+  @Tag(ContractRuns.FIXTURE_TAG)
+  static class ReturnsNull extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return (request, state, candidates) -> candidates.isEmpty() ? List.of() : null;
+    }
+  }
+
   @Test
   void aCorrectFilterPassesEveryCheck() {
     assertPasses(Good.class);
@@ -207,5 +233,20 @@ class FilterContractMetaTest {
   @Test
   void aSharedScratchListFailsTheConcurrencyCheck() {
     ContractRuns.assertCaughtByForcedInterleaving(SharedScratch.class, CONCURRENT);
+  }
+
+  @Test
+  void aNullCandidateFailsTheSubsetCheckWithAnAssertionNamingIt() {
+    // before: a NullPointerException from inside the contract ("k" is null)
+    Map<String, ContractRuns.Outcome> outcomes =
+        assertFailsExactly(ReturnsANullCandidate.class, SUBSET, CONCURRENT);
+    assertThat(outcomes.get(SUBSET).message()).startsWith("AssertionError").contains("null");
+  }
+
+  @Test
+  void aNullResultFailsTheSubsetCheckWithAnAssertionNamingIt() {
+    Map<String, ContractRuns.Outcome> outcomes =
+        assertFailsExactly(ReturnsNull.class, SUBSET, CONCURRENT);
+    assertThat(outcomes.get(SUBSET).message()).startsWith("AssertionError").contains("null");
   }
 }
