@@ -53,6 +53,10 @@ final class LoadCommand {
       """;
 
   /** Simulator options that make no sense against a server. */
+  /** The options {@code load} reads itself; the others go to the simulator's parser. */
+  private static final Set<String> LOAD_OPTIONS = Set.of("--target", "--label", "--model",
+      "--speed", "--max-requests", "--timeout-s", "--warmup");
+
   private static final Set<String> NOT_FOR_LOAD = Set.of("--policies", "--config", "--replicas",
       "--profile", "--scrape-interval", "--max-num-seqs", "--max-num-batched-tokens", "--csv",
       "--load-levels", "--dominance", "--gateways", "--shared-state", "--replication-delay-ms",
@@ -179,19 +183,24 @@ final class LoadCommand {
         }
       } else {
         if (i + 1 >= args.length) {
-          throw new Main.UsageException(a + " needs a value");
+          if (!LOAD_OPTIONS.contains(a) && !NOT_FOR_LOAD.contains(a)) {
+            // a workload option, or none: the simulator's parser says which
+            rest.add(a);
+            continue;
+          }
+          if (LOAD_OPTIONS.contains(a)) {
+            throw new Main.UsageException(a + " needs a value");
+          }
+          v = "";
+        } else {
+          v = args[++i];
         }
-        v = args[++i];
       }
       if (NOT_FOR_LOAD.contains(name)) {
         throw new Main.UsageException(name + " does not apply to load (it measures a server;"
             + " load --help lists the options)");
       }
-      boolean ours = switch (name) {
-        case "--target", "--label", "--model", "--speed", "--max-requests", "--timeout-s",
-            "--warmup" -> true;
-        default -> false;
-      };
+      boolean ours = LOAD_OPTIONS.contains(name);
       if (ours && !given.add(name)) {
         // the last one would win silently
         throw new Main.UsageException(name + " is given twice; give it once");
@@ -224,8 +233,9 @@ final class LoadCommand {
           + " http://127.0.0.1:8100)");
     }
     if (!scenarioGiven) {
-      rest.add("--scenario");
-      rest.add(SharedPrefixWorkload.NAME);
+      // in front, so that an option left without a value stays the last argument
+      rest.add(0, "--scenario");
+      rest.add(1, SharedPrefixWorkload.NAME);
     }
     Main.Options sim = Main.Options.parse(rest.toArray(String[]::new));
     Main.checkOutput("--json", sim.json);

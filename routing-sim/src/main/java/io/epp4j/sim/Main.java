@@ -569,6 +569,7 @@ public final class Main {
       Options o = new Options();
       Map<String, String> kv = new LinkedHashMap<>();
       List<Path> configs = new ArrayList<>();
+      @Nullable String missingValue = null;
       for (int i = 0; i < args.length; i++) {
         String a = args[i];
         if (a.equals("--help") || a.equals("-h")) {
@@ -597,7 +598,9 @@ public final class Main {
           }
         } else {
           if (i + 1 >= args.length) {
-            throw new UsageException(a + " needs a value");
+            // the last argument: an option that needs a value, or a misspelt one (--quite)
+            missingValue = a;
+            break;
           }
           value = args[++i];
         }
@@ -613,17 +616,22 @@ public final class Main {
           }
         }
       }
-      o.apply(kv, configs);
+      o.apply(kv, configs, missingValue);
       return o;
     }
 
-    private void apply(Map<String, String> kv, List<Path> configs) throws UsageException {
+    private void apply(Map<String, String> kv, List<Path> configs, @Nullable String missingValue)
+        throws UsageException {
       WorkloadOptions w = new WorkloadOptions(shared, multi);
       // options apply in command-line order, so the first bad one is the one reported
       for (Map.Entry<String, String> e : kv.entrySet()) {
         if (!applyRunOption(e.getKey(), e.getValue()) && !w.apply(e.getKey(), e.getValue())) {
           throw new UsageException("unknown option '" + e.getKey() + "'");
         }
+      }
+      if (missingValue != null) {
+        throw new UsageException(isOption(missingValue, w) ? missingValue + " needs a value"
+            : "unknown option '" + missingValue + "'");
       }
       if (maxSeqs > 0 || maxBatched > 0) {
         profile = profile.withEngineLimits(maxBatched > 0 ? maxBatched : profile.maxNumBatchedTokens(),
@@ -693,6 +701,22 @@ public final class Main {
         case "--requests" -> List.of(SharedPrefixWorkload.NAME, MooncakeTraceWorkload.NAME);
         default -> List.of();
       };
+    }
+
+    /**
+     * Whether {@code name} is an option that takes a value: it is tried with an empty value,
+     * which such an option takes or refuses; neither part knows an unknown one. Only called when
+     * the command line is about to be refused anyway, so what the try sets does not matter.
+     */
+    private boolean isOption(String name, WorkloadOptions w) {
+      if (name.equals("--config")) {
+        return true;
+      }
+      try {
+        return applyRunOption(name, "") || w.apply(name, "");
+      } catch (UsageException | RuntimeException e) {
+        return true;
+      }
     }
 
     /**

@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import org.jspecify.annotations.Nullable;
@@ -364,6 +365,11 @@ final class Serve implements AutoCloseable {
     return 0;
   }
 
+  /** The options of {@code serve}, each taking a value (the cases of {@link #parse}). */
+  static final Set<String> OPTIONS = Set.of("--replicas", "--port", "--kv-events-port",
+      "--kv-events-encoding", "--speed", "--profile", "--lora-adapters", "--seed", "--tokenizer",
+      "--max-loras", "--keep-alive-timeout");
+
   /** Parses the options after {@code serve}; null when help was asked for. */
   static @Nullable Options parse(String[] args) {
     int replicas = -1;
@@ -395,7 +401,8 @@ final class Serve implements AutoCloseable {
         v = a.substring(eq + 1);
       } else {
         if (i + 1 >= args.length) {
-          throw new IllegalArgumentException(a + " needs a value");
+          throw new IllegalArgumentException(OPTIONS.contains(a) ? a + " needs a value"
+              : "unknown option " + a);
         }
         v = args[++i];
       }

@@ -460,6 +460,31 @@ class LoadGeneratorTest {
     assertThat(f).doesNotExist();
   }
 
+  /**
+   * A misspelt flag as the last argument ({@code --quite} for {@code --quiet}) is an unknown
+   * option, not an option that "needs a value"; a real option left without its value still is.
+   */
+  @Test
+  void aMisspeltLastArgumentIsAnUnknownOption() {
+    assertThat(usageError("--quite")).contains("unknown option '--quite'")
+        .doesNotContain("needs a value");
+    assertThat(usageError("--seed", "2", "--polices")).contains("unknown option '--polices'");
+    assertThat(usageError("--seed")).contains("--seed needs a value");
+    assertThat(usageError("--groups")).contains("--groups needs a value");
+    assertThat(usageError("--config")).contains("--config needs a value");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--quite"))
+        .contains("unknown option '--quite'").doesNotContain("needs a value");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--groups"))
+        .contains("--groups needs a value");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--warmup"))
+        .contains("--warmup needs a value");
+    assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--policies"))
+        .contains("--policies does not apply to load");
+    assertThat(usageError("serve", "--replicas", "1", "--port", "8000", "--speeed"))
+        .contains("unknown option --speeed").doesNotContain("needs a value");
+    assertThat(usageError("serve", "--replicas", "1", "--port")).contains("--port needs a value");
+  }
+
   private static String usageError(String... args) {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     int code = Main.run(args, new PrintStream(new ByteArrayOutputStream(), true,
