@@ -20,22 +20,7 @@ class TokenCostPickerPdTest {
         Endpoint.parse("10.0.1.1:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
         Endpoint.parse("10.0.1.2:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
         Endpoint.parse("10.0.1.3:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")));
-    String yaml = """
-        plugins:
-        - type: pd-profile-handler
-        - type: decode-filter
-        - type: prefill-filter
-        - type: prefix-cache-scorer
-        - type: token-cost-picker
-        schedulingProfiles:
-        - name: decode
-          plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-scorer},
-                    {pluginRef: token-cost-picker}]
-        - name: prefill
-          plugins: [{pluginRef: prefill-filter}, {pluginRef: prefix-cache-scorer},
-                    {pluginRef: token-cost-picker}]
-        """;
-    try (Router r = Router.builder().endpoints(eps).randomSeed(1).configYaml(yaml, "pd.yaml")
+    try (Router r = Router.builder().endpoints(eps).randomSeed(1).configYaml(PD_YAML, "pd.yaml")
         .build()) {
       TokenCostPicker picker = (TokenCostPicker) r.config().profiles().get("decode").picker();
       InferenceRequest req = InferenceRequest.builder().model("m").tokenIds(new int[320])

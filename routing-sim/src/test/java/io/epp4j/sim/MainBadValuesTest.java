@@ -2,9 +2,6 @@ package io.epp4j.sim;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
@@ -17,22 +14,12 @@ import org.junit.jupiter.params.provider.CsvSource;
  * exit code 2 and the short usage, before anything runs; never a stack trace, never a default.
  */
 class MainBadValuesTest {
-  private final ByteArrayOutputStream out = new ByteArrayOutputStream();
-  private final ByteArrayOutputStream err = new ByteArrayOutputStream();
-
-  private int run(String... args) {
-    return Main.run(args, new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8));
-  }
-
-  private String stderr() {
-    return err.toString(StandardCharsets.UTF_8);
-  }
+  private final CapturedMain cli = new CapturedMain();
 
   private void assertUsageError(String option, String... args) {
-    assertThat(run(args)).as(stderr()).isEqualTo(2);
-    assertThat(stderr()).contains("error: ", option, "Usage:").doesNotContain("Exception", "\tat ");
-    assertThat(out.toString(StandardCharsets.UTF_8)).isEmpty();
+    assertThat(cli.run(args)).as(cli.stderr()).isEqualTo(2);
+    assertThat(cli.stderr()).contains("error: ", option, "Usage:").doesNotContain("Exception", "\tat ");
+    assertThat(cli.stdout()).isEmpty();
   }
 
   @ParameterizedTest(name = "{0} {1}")
@@ -65,9 +52,9 @@ class MainBadValuesTest {
   @Test
   void anOptionGivenTwiceIsAUsageErrorNotALastOneWins() {
     assertUsageError("--replicas", "--replicas", "3", "--replicas", "4");
-    assertThat(stderr()).contains("--replicas is given twice ('3' and '4')");
+    assertThat(cli.stderr()).contains("--replicas is given twice ('3' and '4')");
     assertUsageError("--policies", "--policies", "sticky", "--policies=round-robin");
-    assertThat(stderr()).contains("comma-separated list");
+    assertThat(cli.stderr()).contains("comma-separated list");
   }
 
   @Test
@@ -93,10 +80,10 @@ class MainBadValuesTest {
     Path b = Files.writeString(dir.resolve("b/round-robin.yaml"), yaml);
     assertUsageError("--config " + a + ": its policy is named 'round-robin'",
         "--policies", "round-robin", "--config", a.toString());
-    assertThat(stderr()).contains("the preset given with --policies");
+    assertThat(cli.stderr()).contains("the preset given with --policies");
     assertUsageError("--config " + b + ": its policy is named 'round-robin'",
         "--config", a.toString(), "--config", b.toString());
-    assertThat(stderr()).contains("as is that of --config " + a);
+    assertThat(cli.stderr()).contains("as is that of --config " + a);
     assertUsageError("--config", "--config", a.toString(), "--config", a.toString());
   }
 

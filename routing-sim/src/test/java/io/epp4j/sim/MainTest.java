@@ -4,9 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -18,21 +15,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 class MainTest {
-  private final ByteArrayOutputStream out = new ByteArrayOutputStream();
-  private final ByteArrayOutputStream err = new ByteArrayOutputStream();
-
-  private int run(String... args) {
-    return Main.run(args, new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8));
-  }
-
-  private String stdout() {
-    return out.toString(StandardCharsets.UTF_8);
-  }
-
-  private String stderr() {
-    return err.toString(StandardCharsets.UTF_8);
-  }
+  private final CapturedMain cli = new CapturedMain();
 
   private static final String[] SMALL = {
       "--requests", "120", "--groups", "6", "--users-per-group", "3", "--system-prompt-len", "2000",
@@ -56,10 +39,10 @@ class MainTest {
   void optionsOfAScenarioTheRunLeavesOutAreNamedNotIgnoredSilently() {
     // SMALL sets both seed workloads; only shared-prefix runs, so the multi-turn knobs and the
     // trace file do nothing and each is named (even with --quiet), while shared-prefix's are not
-    int code = run(with("--quiet", "--scenario", "shared-prefix", "--policies", "round-robin",
+    int code = cli.run(with("--quiet", "--scenario", "shared-prefix", "--policies", "round-robin",
         "--trace", "mooncake:/no/such/trace.jsonl"));
     assertThat(code).isZero();
-    assertThat(stderr())
+    assertThat(cli.stderr())
         .contains("warning: --dialogs has no effect: it sets the multi-turn scenario")
         .contains("warning: --turns has no effect", "warning: --reply-len has no effect")
         .contains("warning: --trace has no effect: it sets the trace scenario")
@@ -71,10 +54,10 @@ class MainTest {
   @Test
   void requestsIsNamedWhenNeitherSharedPrefixNorTheTraceRuns() {
     // --requests sizes shared-prefix and caps the trace: with multi-turn alone it does nothing
-    int code = run("--quiet", "--scenario", "multi-turn", "--policies", "round-robin",
+    int code = cli.run("--quiet", "--scenario", "multi-turn", "--policies", "round-robin",
         "--requests", "50", "--dialogs", "4", "--turns", "2", "--reply-len", "20");
-    assertThat(code).as(stderr()).isZero();
-    assertThat(stderr())
+    assertThat(code).as(cli.stderr()).isZero();
+    assertThat(cli.stderr())
         .contains("warning: --requests has no effect: it sets the shared-prefix and trace"
             + " scenarios, which this run does not include")
         .contains("scenarios: multi-turn; add one with --scenario");
@@ -88,49 +71,49 @@ class MainTest {
         {"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [1, 2]}
         {"timestamp": 5, "input_length": 600, "output_length": 8, "hash_ids": [1, 3]}
         """);
-    int code = run("--quiet", "--scenario", "trace", "--policies", "round-robin",
+    int code = cli.run("--quiet", "--scenario", "trace", "--policies", "round-robin",
         "--requests", "1", "--trace", "mooncake:" + trace);
-    assertThat(code).as(stderr()).isZero();
-    assertThat(stderr()).doesNotContain("--requests has no effect");
+    assertThat(code).as(cli.stderr()).isZero();
+    assertThat(cli.stderr()).doesNotContain("--requests has no effect");
   }
 
   @Test
   void optionsOfTheScenariosRunGiveNoWarning() {
-    int code = run(with("--quiet", "--policies", "round-robin"));
+    int code = cli.run(with("--quiet", "--policies", "round-robin"));
     assertThat(code).isZero();
-    assertThat(stderr()).doesNotContain("warning:");
+    assertThat(cli.stderr()).doesNotContain("warning:");
   }
 
   @Test
   void badFlagsPrintUsageAndExitWith2() {
-    assertThat(run("--no-such-flag", "1")).isEqualTo(2);
-    assertThat(stderr()).contains("unknown option '--no-such-flag'", "Usage:");
-    assertThat(run("--replicas", "zero")).isEqualTo(2);
-    assertThat(run("--scenario", "chess")).isEqualTo(2);
-    assertThat(run("--policies", "epp-exact")).isEqualTo(2);
-    assertThat(stderr()).contains("unknown policy 'epp-exact'", "epp-precise-hybrid");
-    assertThat(run("--question-len", "9-3")).isEqualTo(2);
-    assertThat(run("--replicas")).isEqualTo(2);
-    assertThat(stdout()).isEmpty();
+    assertThat(cli.run("--no-such-flag", "1")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("unknown option '--no-such-flag'", "Usage:");
+    assertThat(cli.run("--replicas", "zero")).isEqualTo(2);
+    assertThat(cli.run("--scenario", "chess")).isEqualTo(2);
+    assertThat(cli.run("--policies", "epp-exact")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("unknown policy 'epp-exact'", "epp-precise-hybrid");
+    assertThat(cli.run("--question-len", "9-3")).isEqualTo(2);
+    assertThat(cli.run("--replicas")).isEqualTo(2);
+    assertThat(cli.stdout()).isEmpty();
   }
 
   @Test
   void usageErrorsPrintAShortUsageNotTheWholeHelp() {
-    assertThat(run("--no-such-flag", "1")).isEqualTo(2);
-    assertThat(stderr()).contains("Usage:", "--help")
+    assertThat(cli.run("--no-such-flag", "1")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("Usage:", "--help")
         .doesNotContain("--max-num-batched-tokens", "--mt-system-len");
-    assertThat(stderr().lines().count()).isLessThanOrEqualTo(4);
+    assertThat(cli.stderr().lines().count()).isLessThanOrEqualTo(4);
   }
 
   @Test
   void theDialogsStartWithinTheStartSpread(@TempDir Path dir) throws Exception {
-    assertThat(run("--start-spread", "-1")).isEqualTo(2);
-    assertThat(stderr()).contains("--start-spread");
+    assertThat(cli.run("--start-spread", "-1")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--start-spread");
     Path json = dir.resolve("r.json");
     Path csv = dir.resolve("requests.csv");
-    int code = run(with("--scenario", "multi-turn", "--policies", "round-robin", "--start-spread",
+    int code = cli.run(with("--scenario", "multi-turn", "--policies", "round-robin", "--start-spread",
         "30", "--json", json.toString(), "--requests-csv", csv.toString()));
-    assertThat(code).as(stderr()).isZero();
+    assertThat(code).as(cli.stderr()).isZero();
     JsonNode load = new ObjectMapper().readTree(json.toFile()).get("scenarios").get(0).get("load");
     assertThat(load.get("startSpreadSeconds").asDouble()).isEqualTo(30.0);
     // the first turns of the six dialogs: with a 30 s spread they do not all start in 2 s
@@ -155,34 +138,33 @@ class MainTest {
 
   @Test
   void aMalformedLengthNamesTheOptionAndTheExpectedForm() {
-    assertThat(run("--question-len", "5-")).isEqualTo(2);
-    assertThat(stderr()).contains("--question-len", "'5-'", "A-B")
+    assertThat(cli.run("--question-len", "5-")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--question-len", "'5-'", "A-B")
         .doesNotContain("For input string", "NumberFormatException");
-    assertThat(run("--reply-len", "exp:x")).isEqualTo(2);
-    assertThat(stderr()).contains("--reply-len", "exp:MEAN").doesNotContain("For input string");
+    assertThat(cli.run("--reply-len", "exp:x")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--reply-len", "exp:MEAN").doesNotContain("For input string");
   }
 
   @Test
   void unwritableOutputPathsAreRejectedBeforeAnythingRuns(@TempDir Path dir) {
-    assertThat(run("--json", "/proc/x.json")).isEqualTo(2);
-    assertThat(stderr()).contains("--json", "/proc/x.json").doesNotContain("trace", "\tat ");
-    out.reset();
-    err.reset();
-    assertThat(run("--chart", "/nonexistent/dir/c.png")).isEqualTo(2);
-    assertThat(stderr()).contains("--chart", "/nonexistent/dir", "does not exist")
+    assertThat(cli.run("--json", "/proc/x.json")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--json", "/proc/x.json").doesNotContain("trace", "\tat ");
+    cli.reset();
+    assertThat(cli.run("--chart", "/nonexistent/dir/c.png")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--chart", "/nonexistent/dir", "does not exist")
         .doesNotContain("\tat ", "Exception");
-    err.reset();
-    assertThat(run("--csv", dir.toString())).isEqualTo(2);
-    assertThat(stderr()).contains("--csv", "is a directory");
+    cli.reset();
+    assertThat(cli.run("--csv", dir.toString())).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--csv", "is a directory");
     // nothing was simulated: no progress line, no table
-    assertThat(stderr()).doesNotContain("running");
-    assertThat(stdout()).isEmpty();
+    assertThat(cli.stderr()).doesNotContain("running");
+    assertThat(cli.stdout()).isEmpty();
   }
 
   @Test
   void helpListsEveryPresetAndExplainsClipped() {
-    assertThat(run("--help")).isZero();
-    assertThat(stdout()).contains(Policy.presets().keySet()).contains("clipped");
+    assertThat(cli.run("--help")).isZero();
+    assertThat(cli.stdout()).contains(Policy.presets().keySet()).contains("clipped");
   }
 
   @Test
@@ -215,19 +197,19 @@ class MainTest {
     Logger root = Logger.getLogger("");
     root.addHandler(spy);
     try {
-      int code = run(sharedOnly("--quiet", "--scenario", "shared-prefix", "--policies",
+      int code = cli.run(sharedOnly("--quiet", "--scenario", "shared-prefix", "--policies",
           "round-robin", "--config", cfg.toString()));
       assertThat(code).isEqualTo(1);
     } finally {
       root.removeHandler(spy);
     }
     assertThat(leaked).as("router warnings reaching the console").isEmpty();
-    assertThat(stderr()).contains("broken-plugin", "shared-prefix", "no request",
+    assertThat(cli.stderr()).contains("broken-plugin", "shared-prefix", "no request",
         "the router rejected").doesNotContain("\tat ", "round-robin");
-    assertThat(stderr().lines().count()).as(stderr()).isLessThanOrEqualTo(3);
+    assertThat(cli.stderr().lines().count()).as(cli.stderr()).isLessThanOrEqualTo(3);
     // the table still shows what happened (a closed-loop client whose request was refused sends
     // no next one, so only the first wave of 12 reached the router)
-    assertThat(stdout()).contains("broken-plugin", "12 rejected (12 by the router");
+    assertThat(cli.stdout()).contains("broken-plugin", "12 rejected (12 by the router");
   }
 
   @Test
@@ -242,11 +224,11 @@ class MainTest {
           plugins:
           - pluginRef: throwing-scorer
         """);
-    assertThat(run(with("--scenario", "shared-prefix", "--config", cfg.toString()))).isEqualTo(1);
+    assertThat(cli.run(with("--scenario", "shared-prefix", "--config", cfg.toString()))).isEqualTo(1);
     // the router logged every one of the 12 failures; one stack trace at most reaches stderr
-    assertThat(stderr().split("\tat io.epp4j.core.Router.route", -1).length - 1)
-        .as(stderr()).isLessThanOrEqualTo(1);
-    assertThat(stderr()).contains("shared-prefix / broken-plugin: 12 requests rejected by the"
+    assertThat(cli.stderr().split("\tat io.epp4j.core.Router.route", -1).length - 1)
+        .as(cli.stderr()).isLessThanOrEqualTo(1);
+    assertThat(cli.stderr()).contains("shared-prefix / broken-plugin: 12 requests rejected by the"
         + " router");
   }
 
@@ -266,19 +248,19 @@ class MainTest {
 
   @Test
   void aMissingTraceFileIsAUsageErrorNamingTheOption(@TempDir Path dir) {
-    assertThat(run("--quiet", "--scenario", "trace", "--trace", "mooncake:/no/such/trace.jsonl"))
+    assertThat(cli.run("--quiet", "--scenario", "trace", "--trace", "mooncake:/no/such/trace.jsonl"))
         .isEqualTo(2);
-    assertThat(stderr()).contains("--trace mooncake:/no/such/trace.jsonl: file not found",
+    assertThat(cli.stderr()).contains("--trace mooncake:/no/such/trace.jsonl: file not found",
         "Usage:");
-    assertThat(run("--quiet", "--scenario", "trace", "--trace", "mooncake:" + dir)).isEqualTo(2);
-    assertThat(stderr()).contains("--trace mooncake:" + dir + ": is a directory");
-    assertThat(stdout()).isEmpty();
+    assertThat(cli.run("--quiet", "--scenario", "trace", "--trace", "mooncake:" + dir)).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--trace mooncake:" + dir + ": is a directory");
+    assertThat(cli.stdout()).isEmpty();
   }
 
   @Test
   void helpPrintsUsage() {
-    assertThat(run("--help")).isZero();
-    assertThat(stdout()).contains("--scenario", "--policies", "--trace mooncake:PATH");
+    assertThat(cli.run("--help")).isZero();
+    assertThat(cli.stdout()).contains("--scenario", "--policies", "--trace mooncake:PATH");
   }
 
   @Test
@@ -292,8 +274,8 @@ class MainTest {
           plugins:
           - pluginRef: no-such-scorer
         """);
-    assertThat(run(with("--quiet", "--config", cfg.toString()))).isEqualTo(1);
-    assertThat(stderr()).contains("no-such-scorer");
+    assertThat(cli.run(with("--quiet", "--config", cfg.toString()))).isEqualTo(1);
+    assertThat(cli.stderr()).contains("no-such-scorer");
   }
 
   @Test
@@ -312,12 +294,12 @@ class MainTest {
           - pluginRef: queue-scorer
           - pluginRef: max-score-picker
         """);
-    int code = run(with("--policies", "round-robin,epp-approximate", "--config", cfg.toString(),
+    int code = cli.run(with("--policies", "round-robin,epp-approximate", "--config", cfg.toString(),
         "--json", json.toString(), "--csv", csv.toString(), "--chart", png.toString()));
-    assertThat(code).as(stderr()).isZero();
-    assertThat(stdout()).contains("== shared-prefix", "== multi-turn", "round-robin",
+    assertThat(code).as(cli.stderr()).isZero();
+    assertThat(cli.stdout()).contains("== shared-prefix", "== multi-turn", "round-robin",
         "epp-approximate", "queue-only", "simulated requests per wall second");
-    assertThat(stderr()).contains("running shared-prefix / round-robin");
+    assertThat(cli.stderr()).contains("running shared-prefix / round-robin");
 
     JsonNode root = new ObjectMapper().readTree(json.toFile());
     JsonNode run = root.get("run");
@@ -354,9 +336,9 @@ class MainTest {
       throws Exception {
     Path json = dir.resolve("r.json");
     Path requests = dir.resolve("requests.csv");
-    int code = run(with("--policies", "round-robin,epp4j", "--load-levels", "1,2", "--json",
+    int code = cli.run(with("--policies", "round-robin,epp4j", "--load-levels", "1,2", "--json",
         json.toString(), "--requests-csv", requests.toString()));
-    assertThat(code).as(stderr()).isZero();
+    assertThat(code).as(cli.stderr()).isZero();
     List<String> rows = Files.readAllLines(requests);
     assertThat(rows.get(0)).isEqualTo(RequestsCsv.HEADER);
     java.util.Map<String, List<Double>> ttfts = new java.util.HashMap<>();
@@ -388,8 +370,8 @@ class MainTest {
     assertThat(runs).isEqualTo(2 * 2 * 2);
     assertThat(ttfts).hasSize(runs);
 
-    assertThat(run("--dominance", "--requests-csv", requests.toString())).isEqualTo(2);
-    assertThat(stderr()).contains("--requests-csv");
+    assertThat(cli.run("--dominance", "--requests-csv", requests.toString())).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--requests-csv");
   }
 
   /** How the requests CSV writes a load level. */
@@ -405,12 +387,12 @@ class MainTest {
     Path json = dir.resolve("r.json");
     Path csv = dir.resolve("r.csv");
     Path png = dir.resolve("r.png");
-    int code = run(with("--policies", "round-robin,sticky", "--load-levels", "1,2",
+    int code = cli.run(with("--policies", "round-robin,sticky", "--load-levels", "1,2",
         "--json", json.toString(), "--csv", csv.toString(), "--chart", png.toString()));
-    assertThat(code).as(stderr()).isZero();
-    assertThat(stdout()).contains("== shared-prefix\n", "== shared-prefix (load level 2)",
+    assertThat(code).as(cli.stderr()).isZero();
+    assertThat(cli.stdout()).contains("== shared-prefix\n", "== shared-prefix (load level 2)",
         "== multi-turn (load level 2)", "hit-rate ceiling", "KV capacity crossover at load level");
-    assertThat(stderr()).contains("running multi-turn ×2 / sticky");
+    assertThat(cli.stderr()).contains("running multi-turn ×2 / sticky");
 
     JsonNode scenarios = new ObjectMapper().readTree(json.toFile()).get("scenarios");
     assertThat(scenarios).hasSize(4);
@@ -439,19 +421,19 @@ class MainTest {
 
   @Test
   void badLoadLevelsAndOptionsTheDominanceRunDoesNotTakeAreUsageErrors() {
-    assertThat(run("--load-levels", "1,x")).isEqualTo(2);
-    assertThat(stderr()).contains("--load-levels needs a number, got 'x'");
-    assertThat(run("--load-levels", "0")).isEqualTo(2);
-    assertThat(run("--load-levels", "1,1.0")).isEqualTo(2);
-    assertThat(stderr()).contains("twice");
-    assertThat(run("--dominance", "--replicas", "3")).isEqualTo(2);
-    assertThat(stderr()).contains("--dominance runs a fixed experiment; --replicas does not apply");
-    assertThat(stdout()).isEmpty();
+    assertThat(cli.run("--load-levels", "1,x")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--load-levels needs a number, got 'x'");
+    assertThat(cli.run("--load-levels", "0")).isEqualTo(2);
+    assertThat(cli.run("--load-levels", "1,1.0")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("twice");
+    assertThat(cli.run("--dominance", "--replicas", "3")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--dominance runs a fixed experiment; --replicas does not apply");
+    assertThat(cli.stdout()).isEmpty();
   }
 
   @Test
   void helpDescribesLoadLevelsAndDominance() {
-    assertThat(run("--help")).isZero();
-    assertThat(stdout()).contains("--load-levels LIST", "--dominance");
+    assertThat(cli.run("--help")).isZero();
+    assertThat(cli.stdout()).contains("--load-levels LIST", "--dominance");
   }
 }

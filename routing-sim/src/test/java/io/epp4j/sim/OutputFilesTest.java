@@ -2,9 +2,6 @@ package io.epp4j.sim;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -27,27 +24,17 @@ class OutputFilesTest {
         - pluginRef: max-score-picker
       """;
 
-  private final ByteArrayOutputStream out = new ByteArrayOutputStream();
-  private final ByteArrayOutputStream err = new ByteArrayOutputStream();
-
-  private int run(String... args) {
-    return Main.run(args, new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8));
-  }
-
-  private String stderr() {
-    return err.toString(StandardCharsets.UTF_8);
-  }
+  private final CapturedMain cli = new CapturedMain();
 
   @Test
   void aReportNamingTheTraceFileIsRefusedAndTheTraceKept(@TempDir Path dir) throws Exception {
     Path trace = Files.writeString(dir.resolve("t.jsonl"), TRACE_LINE);
     for (String option : List.of("--json", "--csv", "--chart", "--requests-csv")) {
-      err.reset();
-      assertThat(run("--quiet", "--scenario", "trace", "--policies", "round-robin", "--trace",
+      cli.reset();
+      assertThat(cli.run("--quiet", "--scenario", "trace", "--policies", "round-robin", "--trace",
           "mooncake:" + trace, option, dir.resolve("./t.jsonl").toString())).as(option)
           .isEqualTo(2);
-      assertThat(stderr()).contains(option + " ", "is the file of --trace mooncake:" + trace,
+      assertThat(cli.stderr()).contains(option + " ", "is the file of --trace mooncake:" + trace,
           "would overwrite its input");
       assertThat(Files.readString(trace)).isEqualTo(TRACE_LINE);
     }
@@ -57,17 +44,17 @@ class OutputFilesTest {
   void aReportNamingAConfigFileIsRefusedAndTheConfigKept(@TempDir Path dir) throws Exception {
     Path cfg = Files.writeString(dir.resolve("queue-only.yaml"), CONFIG);
     Path link = Files.createSymbolicLink(dir.resolve("link.yaml"), cfg);
-    assertThat(run("--quiet", "--scenario", "multi-turn", "--dialogs", "2", "--turns", "1",
+    assertThat(cli.run("--quiet", "--scenario", "multi-turn", "--dialogs", "2", "--turns", "1",
         "--config", cfg.toString(), "--csv", link.toString())).isEqualTo(2);
-    assertThat(stderr()).contains("--csv " + link + " is the file of --config " + cfg);
+    assertThat(cli.stderr()).contains("--csv " + link + " is the file of --config " + cfg);
     assertThat(Files.readString(cfg)).isEqualTo(CONFIG);
   }
 
   @Test
   void aParentThatIsAFileIsCalledSo(@TempDir Path dir) throws Exception {
     Path file = Files.writeString(dir.resolve("plain"), "x");
-    assertThat(run("--json", file.resolve("r.json").toString())).isEqualTo(2);
-    assertThat(stderr()).contains("--json " + file.resolve("r.json") + ": " + file
+    assertThat(cli.run("--json", file.resolve("r.json").toString())).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--json " + file.resolve("r.json") + ": " + file
         + " is a file, not a directory");
   }
 
@@ -78,9 +65,9 @@ class OutputFilesTest {
     Path cfg = Files.writeString(dir.resolve(name + ".yaml"), CONFIG);
     Path csv = dir.resolve("r.csv");
     Path requests = dir.resolve("req.csv");
-    assertThat(run("--quiet", "--scenario", "multi-turn", "--dialogs", "2", "--turns", "1",
+    assertThat(cli.run("--quiet", "--scenario", "multi-turn", "--dialogs", "2", "--turns", "1",
         "--config", cfg.toString(), "--csv", csv.toString(), "--requests-csv",
-        requests.toString())).as(stderr()).isZero();
+        requests.toString())).as(cli.stderr()).isZero();
     for (Path p : List.of(csv, requests)) {
       List<List<String>> rows = parse(Files.readString(p));
       assertThat(rows).as(p.toString()).hasSizeGreaterThan(1);
