@@ -39,6 +39,8 @@ final class WireRecorder {
   private final Map<Channel, StringBuffer> read = new ConcurrentHashMap<>();
   private final Map<Channel, StringBuffer> written = new ConcurrentHashMap<>();
   private final Map<String, Channel[]> channels = new ConcurrentHashMap<>();
+  /** The replica connection's inbound (Reactor Netty's receiver) of each tagged stream. */
+  private final Map<String, Object> inbounds = new ConcurrentHashMap<>();
 
   /** Records the bytes each connection to a replica reads. */
   HttpClientCustomizer clientCustomizer() {
@@ -72,13 +74,23 @@ final class WireRecorder {
     Channel[] ch = channels.get(tag);
     return "gateway: " + (s == null ? "nothing recorded" : s)
         + (ch == null ? "" : " now: replica read [" + tail(read, ch[0]) + "], client written ["
-            + tail(written, ch[1]) + "]");
+            + tail(written, ch[1]) + "], replica inbound " + inbound(tag));
   }
 
   /** Drops what was recorded for a tag whose answer came whole (long stress runs). */
   void forget(String tag) {
     steps.remove(tag);
     channels.remove(tag);
+    inbounds.remove(tag);
+  }
+
+  /**
+   * Reactor Netty's state of the replica connection's inbound for a tag: whether it ended, was
+   * cancelled (discarded: its queued content dropped), and how much content it still queues.
+   */
+  private String inbound(String tag) {
+    Object in = inbounds.get(tag);
+    return in == null ? "?" : in.toString();
   }
 
   private void step(String tag, String what) {
@@ -167,6 +179,9 @@ final class WireRecorder {
           Object down = ServerHttpRequestDecorator.getNativeRequest(exchange.getRequest());
           Channel client = down instanceof Connection c ? c.channel() : null;
           channels.put(tag, new Channel[] {up, client});
+          if (conn instanceof Connection c) {
+            inbounds.put(tag, c.inbound().receiveObject());
+          }
           step(tag, "writeAndFlushWith");
           // the writer may ask for chunks ahead of writing them: "handed" counts what the
           // routing filter's body gave, "chunk of" what the writer took up
@@ -186,7 +201,7 @@ final class WireRecorder {
                       // what the replica's connection had read when the body ended: a stream
                       // whose last chunk never reached the write says here whether it was read
                       step(tag, "chunks " + s.getType() + " (replica read by then ["
-                          + tail(read, up) + "])");
+                          + tail(read, up) + "], inbound " + inbound(tag) + ")");
                     }
                   })
                   .doOnCancel(() -> step(tag, "chunks cancelled")))
