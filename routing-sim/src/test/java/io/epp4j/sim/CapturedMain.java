@@ -6,6 +6,18 @@ import java.nio.charset.StandardCharsets;
 
 /** {@link Main#run} with what it prints on standard output and error kept for the test. */
 final class CapturedMain {
+  /** A policy file: one profile, queue-scorer and max-score-picker. */
+  static final String QUEUE_ONLY_CONFIG = """
+      plugins:
+      - type: queue-scorer
+      - type: max-score-picker
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: queue-scorer
+        - pluginRef: max-score-picker
+      """;
+
   private final ByteArrayOutputStream out = new ByteArrayOutputStream();
   private final ByteArrayOutputStream err = new ByteArrayOutputStream();
 

@@ -64,16 +64,7 @@ class MainBadValuesTest {
 
   @Test
   void twoPoliciesOfTheSameNameAreAUsageError(@TempDir Path dir) throws Exception {
-    String yaml = """
-        plugins:
-        - type: queue-scorer
-        - type: max-score-picker
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: queue-scorer
-          - pluginRef: max-score-picker
-        """;
+    String yaml = CapturedMain.QUEUE_ONLY_CONFIG;
     Files.createDirectories(dir.resolve("a"));
     Files.createDirectories(dir.resolve("b"));
     Path a = Files.writeString(dir.resolve("a/round-robin.yaml"), yaml);

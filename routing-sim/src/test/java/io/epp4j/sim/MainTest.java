@@ -284,16 +284,7 @@ class MainTest {
     Path csv = dir.resolve("r.csv");
     Path png = dir.resolve("r.png");
     Path cfg = dir.resolve("queue-only.yaml");
-    Files.writeString(cfg, """
-        plugins:
-        - type: queue-scorer
-        - type: max-score-picker
-        schedulingProfiles:
-        - name: default
-          plugins:
-          - pluginRef: queue-scorer
-          - pluginRef: max-score-picker
-        """);
+    Files.writeString(cfg, CapturedMain.QUEUE_ONLY_CONFIG);
     int code = cli.run(with("--policies", "round-robin,epp-approximate", "--config", cfg.toString(),
         "--json", json.toString(), "--csv", csv.toString(), "--chart", png.toString()));
     assertThat(code).as(cli.stderr()).isZero();

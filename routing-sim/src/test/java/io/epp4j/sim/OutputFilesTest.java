@@ -13,16 +13,7 @@ import org.junit.jupiter.api.io.TempDir;
 class OutputFilesTest {
   private static final String TRACE_LINE =
       "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 8, \"hash_ids\": [1, 2]}\n";
-  private static final String CONFIG = """
-      plugins:
-      - type: queue-scorer
-      - type: max-score-picker
-      schedulingProfiles:
-      - name: default
-        plugins:
-        - pluginRef: queue-scorer
-        - pluginRef: max-score-picker
-      """;
+  private static final String CONFIG = CapturedMain.QUEUE_ONLY_CONFIG;
 
   private final CapturedMain cli = new CapturedMain();
 
