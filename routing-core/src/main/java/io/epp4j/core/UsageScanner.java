@@ -40,7 +40,8 @@ import org.jspecify.annotations.Nullable;
  * prompt_token_details} (without the s, as some servers spell it) is read too. Not thread-safe:
  * one answer, one thread at a time. Gateways feed it the answer's buffers as they pass (the
  * Spring Cloud Gateway filter, the Envoy ext_proc server) and report {@link #finish()} to the
- * decision's {@code onComplete}.
+ * decision's {@code onComplete}. A {@code gzip} or {@code deflate} answer is decoded first (see
+ * {@link #UsageScanner(String, String)}).
  */
 public final class UsageScanner {
   /** Most bytes of an answer kept at once: one SSE line, or a JSON body (or its tail). */
@@ -79,14 +80,36 @@ public final class UsageScanner {
   private int bomMatched;
   private @Nullable Usage usage;
 
+  /** Decodes a compressed answer before the scan; null for an uncompressed one. */
+  private @Nullable ContentDecoder decoder;
+  /** The answer's content coding is one this scanner cannot undo: nothing is read. */
+  private final boolean unreadable;
+
   /** {@code contentType}: the answer's {@code content-type}, or null to tell by its first byte. */
   public UsageScanner(@Nullable String contentType) {
+    this(contentType, null);
+  }
+
+  /**
+   * {@code contentType} as above; {@code contentEncoding}: the answer's {@code content-encoding},
+   * or null without one. A {@code gzip} (or {@code x-gzip}) or {@code deflate} answer is decoded
+   * as it passes and its usage read from the decoded bytes (decoding stops, and the usage seen
+   * so far stands, if the data is corrupt or expands more than 100 times beyond its first MiB);
+   * an answer in any other coding, or in several, is not read: its usage is {@link Usage#NONE}
+   * and {@link #sawDone()} stays false.
+   */
+  public UsageScanner(@Nullable String contentType, @Nullable String contentEncoding) {
     if (contentType == null || contentType.isBlank()) {
       format = Format.UNKNOWN;
     } else {
       format = contentType.toLowerCase(java.util.Locale.ROOT).contains("text/event-stream")
           ? Format.SSE : Format.JSON;
     }
+    ContentDecoder.Encoding encoding = ContentDecoder.encoding(contentEncoding);
+    unreadable = encoding == ContentDecoder.Encoding.UNSUPPORTED;
+    decoder = encoding == ContentDecoder.Encoding.GZIP
+        || encoding == ContentDecoder.Encoding.DEFLATE
+        ? ContentDecoder.of(encoding, this::feedDecoded) : null;
   }
 
   /**
@@ -94,6 +117,19 @@ public final class UsageScanner {
    * buffer's position is left where it was.
    */
   public void feed(ByteBuffer chunk) {
+    if (finished || unreadable || !chunk.hasRemaining()) {
+      return;
+    }
+    ContentDecoder d = decoder;
+    if (d != null) {
+      d.feed(chunk);
+    } else {
+      feedDecoded(chunk);
+    }
+  }
+
+  /** The answer's next bytes as the server wrote them before any content coding. */
+  private void feedDecoded(ByteBuffer chunk) {
     int n = chunk.remaining();
     if (n == 0 || finished) {
       return;
@@ -160,6 +196,11 @@ public final class UsageScanner {
     if (finished) {
       Usage u = usage;
       return u == null ? Usage.NONE : u;
+    }
+    ContentDecoder d = decoder;
+    if (d != null) {
+      d.end(); // frees the inflater's native memory now rather than at collection
+      decoder = null;
     }
     if (!started && bomMatched > 0) {
       started = true;

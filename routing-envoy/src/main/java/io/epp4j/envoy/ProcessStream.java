@@ -325,6 +325,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     noteServed(msg.getMetadataContext());
     HeaderMap map = msg.getResponseHeaders().getHeaders();
     String contentType = null;
+    String contentEncoding = null;
     String statusText = null;
     String length = null;
     for (int i = 0; i < map.getHeadersCount(); i++) {
@@ -334,6 +335,10 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
         statusText = ExtProcMessages.headerValue(hv);
       } else if (name.equals("content-type") && contentType == null) {
         contentType = ExtProcMessages.headerValue(hv);
+      } else if (name.equals("content-encoding")) {
+        // two header lines are a list of codings, applied one after another
+        String v = ExtProcMessages.headerValue(hv);
+        contentEncoding = contentEncoding == null ? v : contentEncoding + ", " + v;
       } else if (name.equals("content-length") && length == null) {
         length = ExtProcMessages.headerValue(hv);
       }
@@ -346,7 +351,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       d.onFailure(new IOException((served != null ? served : "the endpoint") + " answered "
           + (status == 0 ? "without a valid :status" : String.valueOf(status))));
     }
-    usage = success() && d != null ? new UsageScanner(contentType) : null;
+    usage = success() && d != null ? new UsageScanner(contentType, contentEncoding) : null;
     phase = Phase.RESPONSE_BODY;
     if (msg.getResponseHeaders().getEndOfStream()) {
       finishResponse();

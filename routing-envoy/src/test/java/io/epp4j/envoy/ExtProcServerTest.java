@@ -208,6 +208,39 @@ class ExtProcServerTest {
   }
 
   @Test
+  void theUsageOfAGzipCompressedAnswerIsRead() throws Exception {
+    // Envoy hands ext_proc the answer as the replica sent it; without a decompressor filter
+    // before ext_proc that is the compressed body
+    start(List.of(A, B));
+    FakeEnvoy envoy = routedFullDuplex(completion("hello"));
+    envoy.send(ProcessingRequest.newBuilder().setResponseHeaders(
+        io.envoyproxy.envoy.service.ext_proc.v3.HttpHeaders.newBuilder()
+            .setHeaders(FakeEnvoy.headerMap(Map.of(":status", "200",
+                "content-type", "text/event-stream", "content-encoding", "gzip")))).build());
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    String sse = "data: {\"choices\":[{\"text\":\" lorem\"}]}\n\n"
+        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3,"
+        + "\"prompt_tokens_details\":{\"cached_tokens\":8}}}\n\ndata: [DONE]\n\n";
+    java.io.ByteArrayOutputStream packed = new java.io.ByteArrayOutputStream();
+    try (java.util.zip.GZIPOutputStream z = new java.util.zip.GZIPOutputStream(packed)) {
+      z.write(sse.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    }
+    byte[] bytes = packed.toByteArray();
+    int half = bytes.length / 2;
+    byte[][] chunks = {java.util.Arrays.copyOfRange(bytes, 0, half),
+        java.util.Arrays.copyOfRange(bytes, half, bytes.length)};
+    for (int i = 0; i < chunks.length; i++) {
+      envoy.send(FakeEnvoy.responseBody(chunks[i], i == chunks.length - 1));
+      envoy.next();
+    }
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(12, 8, 3));
+    assertThat(inFlight()).isZero();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed).isEmpty();
+  }
+
+  @Test
   void bufferedModeAnswersHeadersAtOnceAndPutsThePickOnTheBodyAnswer() throws Exception {
     start(List.of(A));
     FakeEnvoy envoy = FakeEnvoy.open(channel);

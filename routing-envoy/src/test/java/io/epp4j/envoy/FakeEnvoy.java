@@ -149,6 +149,11 @@ final class FakeEnvoy implements ClientResponseObserver<ProcessingRequest, Proce
         .setBody(ByteString.copyFromUtf8(text)).setEndOfStream(eos)).build();
   }
 
+  static ProcessingRequest responseBody(byte[] bytes, boolean eos) {
+    return ProcessingRequest.newBuilder().setResponseBody(HttpBody.newBuilder()
+        .setBody(ByteString.copyFrom(bytes)).setEndOfStream(eos)).build();
+  }
+
   static Metadata subsetHint(List<String> endpoints) {
     ListValue.Builder list = ListValue.newBuilder();
     endpoints.forEach(e -> list.addValues(Value.newBuilder().setStringValue(e)));

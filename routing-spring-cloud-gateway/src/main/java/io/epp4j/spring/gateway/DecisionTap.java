@@ -10,6 +10,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpStatusCode;
 import org.springframework.http.MediaType;
 import org.springframework.http.server.reactive.ServerHttpResponse;
@@ -149,7 +150,8 @@ final class DecisionTap {
       success = status == null || status.is2xxSuccessful();
       if (success) {
         MediaType type = response.getHeaders().getContentType();
-        usage = new UsageScanner(type == null ? null : type.toString());
+        usage = new UsageScanner(type == null ? null : type.toString(),
+            response.getHeaders().getFirst(HttpHeaders.CONTENT_ENCODING));
       }
       answered = true;
     }

@@ -147,4 +147,43 @@ class DecisionTapTest {
     assertThat(completed).containsExactly(new Usage(11, 0, 3));
     assertThat(inFlight()).isZero();
   }
+
+  @Test
+  void theUsageOfAGzipCompressedStreamIsRead() throws java.io.IOException {
+    // a replica (or a proxy before it) that compresses its answers: the client gets the
+    // compressed bytes as they came, the decision the usage inside them
+    RoutingDecision d = router.route("/v1/completions", Map.of(),
+        "{\"model\":\"m\",\"prompt\":\"hi\",\"stream\":true}".getBytes(StandardCharsets.UTF_8));
+    MockServerHttpResponse response = new MockServerHttpResponse();
+    response.setStatusCode(HttpStatus.OK);
+    response.getHeaders().setContentType(MediaType.TEXT_EVENT_STREAM);
+    response.getHeaders().set("Content-Encoding", "gzip");
+    DecisionTap tap = new DecisionTap(response, d);
+    String stream = "data: {\"choices\":[{\"text\":\"a\"}],\"usage\":null}\n\n"
+        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":3}}\n\n"
+        + "data: [DONE]\n\n";
+    java.io.ByteArrayOutputStream packed = new java.io.ByteArrayOutputStream();
+    try (java.util.zip.GZIPOutputStream z = new java.util.zip.GZIPOutputStream(packed, true)) {
+      z.write(stream.getBytes(StandardCharsets.UTF_8));
+    }
+    byte[] bytes = packed.toByteArray();
+    int third = bytes.length / 3;
+    Flux<DataBuffer> body = Flux.just(
+        DefaultDataBufferFactory.sharedInstance.wrap(java.util.Arrays.copyOfRange(bytes, 0, third)),
+        DefaultDataBufferFactory.sharedInstance.wrap(
+            java.util.Arrays.copyOfRange(bytes, third, 2 * third)),
+        DefaultDataBufferFactory.sharedInstance.wrap(
+            java.util.Arrays.copyOfRange(bytes, 2 * third, bytes.length)));
+    java.io.ByteArrayOutputStream client = new java.io.ByteArrayOutputStream();
+    tap.watch(body).doOnNext(b -> {
+      byte[] c = new byte[b.readableByteCount()];
+      b.read(c);
+      client.writeBytes(c);
+      DataBufferUtils.release(b);
+    }).blockLast();
+    assertThat(client.toByteArray()).isEqualTo(bytes);
+    assertThat(failed).isEmpty();
+    assertThat(completed).containsExactly(new Usage(11, 0, 3));
+    assertThat(inFlight()).isZero();
+  }
 }
