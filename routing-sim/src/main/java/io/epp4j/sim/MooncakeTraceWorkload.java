@@ -66,12 +66,21 @@ public final class MooncakeTraceWorkload implements Workload {
     List<Entry> list = new ArrayList<>();
     int blank = 0;
     try (BufferedReader in = Files.newBufferedReader(path, StandardCharsets.UTF_8)) {
+      LineReader lines = new LineReader(in, MAX_LINE_CHARS);
       String line;
       int lineNo = 0;
       long previous = 0;
       int previousLine = 0;
-      while ((line = in.readLine()) != null && (limit <= 0 || list.size() < limit)) {
+      while ((limit <= 0 || list.size() < limit)) {
+        line = lines.next();
+        if (line == null) {
+          break;
+        }
         lineNo++;
+        if (lines.overlong()) {
+          throw new IllegalArgumentException(path + ":" + lineNo + ": line longer than "
+              + MAX_LINE_CHARS + " characters; a trace line is one request's JSON object");
+        }
         if (line.isBlank()) {
           blank++;
           continue;
@@ -129,6 +138,78 @@ public final class MooncakeTraceWorkload implements Workload {
           + " blank lines)");
     }
     return new MooncakeTraceWorkload(path, List.copyOf(list), timeScale, maxModelLen, blank);
+  }
+
+  /**
+   * Longest line read, in characters: a request of the longest context any model serves (a few
+   * million tokens) names a few thousand 512-token blocks, some tens of KB of JSON. A longer line
+   * (a file that is not a trace, one without line ends) stops the run instead of being held whole.
+   */
+  static final int MAX_LINE_CHARS = 4 << 20;
+
+  /**
+   * Lines of a reader, each held only up to a bound: a longer line is skipped to its end and
+   * reported by {@link #overlong()}. Lines end at LF, CRLF or CR, as {@link BufferedReader}'s do.
+   */
+  static final class LineReader {
+    private final java.io.Reader in;
+    private final int max;
+    private final char[] buf = new char[8192];
+    private int pos;
+    private int lim;
+    private boolean overlong;
+    private boolean afterCr;
+
+    LineReader(java.io.Reader in, int max) {
+      this.in = in;
+      this.max = max;
+    }
+
+    /** Whether the line {@link #next()} returned last was longer than the bound (and cut). */
+    boolean overlong() {
+      return overlong;
+    }
+
+    /** The next line without its line end (cut at the bound), or null at the end. */
+    @Nullable String next() throws IOException {
+      StringBuilder line = new StringBuilder();
+      overlong = false;
+      boolean any = false;
+      while (true) {
+        if (pos == lim) {
+          lim = in.read(buf, 0, buf.length);
+          pos = 0;
+          if (lim <= 0) {
+            lim = 0;
+            return any ? line.toString() : null;
+          }
+        }
+        if (afterCr) {
+          afterCr = false;
+          if (buf[pos] == '\n') {
+            pos++; // the LF of a CRLF
+            continue;
+          }
+        }
+        any = true;
+        int start = pos;
+        while (pos < lim && buf[pos] != '\n' && buf[pos] != '\r') {
+          pos++;
+        }
+        int room = max - line.length();
+        int n = pos - start;
+        if (n > room) {
+          overlong = true;
+          n = Math.max(0, room);
+        }
+        line.append(buf, start, n);
+        if (pos < lim) {
+          afterCr = buf[pos] == '\r';
+          pos++;
+          return line.toString();
+        }
+      }
+    }
   }
 
   /** A required whole-number field in {@code [min, max]}. */

@@ -132,4 +132,97 @@ class MooncakeTraceInputTest {
     assertThat(code).as(err.toString(StandardCharsets.UTF_8)).isZero();
     assertThat(err.toString(StandardCharsets.UTF_8)).contains("trace: 1 blank line skipped");
   }
+
+  @Test
+  void aLineLongerThanTheBoundStopsTheRunNamingIt() throws Exception {
+    // valid JSON, but padded far past any request's line: held whole before, now refused
+    String padded = " ".repeat(MooncakeTraceWorkload.MAX_LINE_CHARS) + GOOD.replace("10", "20");
+    Path t = trace(GOOD, padded, GOOD.replace("10", "30"));
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(t, 0, 1.0, 32_768))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage(t + ":2: line longer than " + MooncakeTraceWorkload.MAX_LINE_CHARS
+            + " characters; a trace line is one request's JSON object");
+  }
+
+  /** A reader of {@code count} characters {@code c}, then {@code tail}, made up as read. */
+  private static java.io.Reader endless(char c, long count, String tail) {
+    return new java.io.Reader() {
+      long left = count;
+      int tailAt;
+
+      @Override
+      public int read(char[] cbuf, int off, int len) {
+        if (left > 0) {
+          int n = (int) Math.min(len, left);
+          java.util.Arrays.fill(cbuf, off, off + n, c);
+          left -= n;
+          return n;
+        }
+        if (tailAt == tail.length()) {
+          return -1;
+        }
+        int n = Math.min(len, tail.length() - tailAt);
+        tail.getChars(tailAt, tailAt + n, cbuf, off);
+        tailAt += n;
+        return n;
+      }
+
+      @Override
+      public void close() {}
+    };
+  }
+
+  @Test
+  void theLineReaderHoldsAnOverlongLineOnlyUpToItsBoundAndGoesOnAfterIt() throws Exception {
+    // 3 GiB of characters without a line end: more than a String can hold
+    MooncakeTraceWorkload.LineReader r = new MooncakeTraceWorkload.LineReader(
+        endless('x', 3L << 30, "\nnext\n"), 1000);
+    String first = r.next();
+    assertThat(r.overlong()).isTrue();
+    assertThat(first).hasSize(1000);
+    assertThat(r.next()).isEqualTo("next");
+    assertThat(r.overlong()).isFalse();
+    assertThat(r.next()).isNull();
+  }
+
+  @Test
+  void theLineReaderEndsLinesAsBufferedReaderDoes() throws Exception {
+    String text = "a\nb\r\nc\rd\n\n\r\ne" + "y".repeat(8190) + "\r\nlast";
+    for (int bound : new int[] {100_000, 8191}) {
+      // chunks of one character and of many: a CRLF split between two reads is one line end
+      for (int chunk : new int[] {1, 3, 8192}) {
+        MooncakeTraceWorkload.LineReader r = new MooncakeTraceWorkload.LineReader(
+            new java.io.Reader() {
+              int at;
+
+              @Override
+              public int read(char[] cbuf, int off, int len) {
+                if (at == text.length()) {
+                  return -1;
+                }
+                int n = Math.min(Math.min(len, chunk), text.length() - at);
+                text.getChars(at, at + n, cbuf, off);
+                at += n;
+                return n;
+              }
+
+              @Override
+              public void close() {}
+            }, bound);
+        java.io.BufferedReader b = new java.io.BufferedReader(new java.io.StringReader(text));
+        String want;
+        while ((want = b.readLine()) != null) {
+          String got = r.next();
+          if (want.length() > bound) {
+            assertThat(r.overlong()).isTrue();
+            assertThat(got).isEqualTo(want.substring(0, bound));
+          } else {
+            assertThat(r.overlong()).isFalse();
+            assertThat(got).as("bound %d chunk %d", bound, chunk).isEqualTo(want);
+          }
+        }
+        assertThat(r.next()).isNull();
+      }
+    }
+  }
 }
