@@ -60,7 +60,7 @@ final class LoadCommand {
   private static final Set<String> NOT_FOR_LOAD = Set.of("--policies", "--config", "--replicas",
       "--profile", "--scrape-interval", "--max-num-seqs", "--max-num-batched-tokens", "--csv",
       "--load-levels", "--dominance", "--gateways", "--shared-state", "--replication-delay-ms",
-      "--requests-csv");
+      "--requests-csv", "--pd", "--kv-link");
 
   /** Parsed {@code load} options. */
   record Options(URI target, String label, @Nullable String model, double speed, int maxRequests,

@@ -52,6 +52,11 @@ public final class Main {
         --config FILE.yaml     also run an EndpointPickerConfig file (repeatable); with
                                --config and no --policies only the files run
         --replicas N           replicas (default 6)
+        --pd P:D               prefill/decode roles: P prefill and D decode replicas (P+D
+                               replicas) for a policy with a prefill profile (%s);
+                               every other policy sees the P+D replicas as role both
+        --kv-link NAME         the link a P/D request's KV crosses (default %s; known:
+                               %s)
         --gateways N           gateways in front, each with its own router; requests go
                                round-robin (default 1)
         --shared-state MODE    none (each gateway knows its own traffic) or replicated (the
@@ -103,7 +108,8 @@ public final class Main {
       reports share, or that is the --trace or a --config file), or a --trace or --config
       file that does not exist.
       """.formatted(String.join(", ", SCENARIOS), String.join(", ", Policy.presets().keySet()),
-        Options.DEFAULT_REPLICATION_DELAY_MS, String.join(", ", HardwareProfile.builtIns().keySet()),
+        String.join(", ", Policy.pdPresets().keySet()), KvLink.RDMA_400G,
+        String.join(", ", KvLink.builtIns().keySet()), Options.DEFAULT_REPLICATION_DELAY_MS, String.join(", ", HardwareProfile.builtIns().keySet()),
         SHARED_TRACE);
   }
 
@@ -432,7 +438,10 @@ public final class Main {
               progress.printf("running %s / %s ...%n", label, p.name());
             }
             Simulation sim = new Simulation(settings, w, p, null).gateways(o.gateways,
-                o.replicated, Math.round(o.replicationDelayMs * 1e6));
+                o.replicated, Math.round(o.replicationDelayMs * 1e6)).kvLink(o.kvLink);
+            if (o.pdPrefill > 0) {
+              sim.pd(o.pdPrefill, o.pdDecode);
+            }
             if (requests != null) {
               sim.requestLog(requests.rowsOf(w.name(), level, o.seed, p.name()));
             }
@@ -524,6 +533,12 @@ public final class Main {
     List<String> scenarios = List.of(SharedPrefixWorkload.NAME, MultiTurnWorkload.NAME);
     List<Policy> policies = new ArrayList<>(Policy.presets().values());
     int replicas = 6;
+    private boolean replicasGiven;
+    /** {@code --pd P:D}: prefill and decode replicas; 0 and 0 without roles. */
+    int pdPrefill;
+    int pdDecode;
+    KvLink kvLink = KvLink.rdma400g();
+    private boolean kvLinkGiven;
     /**
      * Median delay from a route on one router to its hint applied on another through a local
      * redis-server (routing-redis RedisReplicationTest#replicationDelay, see its README).
@@ -633,6 +648,16 @@ public final class Main {
         throw new UsageException(isOption(missingValue, w) ? missingValue + " needs a value"
             : "unknown option '" + missingValue + "'");
       }
+      if (pdPrefill > 0) {
+        int n = pdPrefill + pdDecode;
+        if (replicasGiven && replicas != n) {
+          throw new UsageException("--pd " + pdPrefill + ":" + pdDecode + " makes " + n
+              + " replicas, but --replicas gives " + replicas + "; give --pd alone");
+        }
+        replicas = n;
+      } else if (kvLinkGiven) {
+        warnings.add("--kv-link has no effect: only a --pd cluster moves KV between replicas");
+      }
       if (maxSeqs > 0 || maxBatched > 0) {
         profile = profile.withEngineLimits(maxBatched > 0 ? maxBatched : profile.maxNumBatchedTokens(),
             maxSeqs > 0 ? maxSeqs : profile.maxNumSeqs());
@@ -730,7 +755,24 @@ public final class Main {
           policiesGiven = true;
           policies = policyList(v);
         }
-        case "--replicas" -> replicas = intArg(name, v, 1, 4096);
+        case "--replicas" -> {
+          replicas = intArg(name, v, 1, 4096);
+          replicasGiven = true;
+        }
+        case "--pd" -> {
+          int[] pd = pdArg(v);
+          pdPrefill = pd[0];
+          pdDecode = pd[1];
+        }
+        case "--kv-link" -> {
+          KvLink l = KvLink.named(v.trim());
+          if (l == null) {
+            throw new UsageException("--kv-link: unknown link '" + v + "' (known: "
+                + String.join(", ", KvLink.builtIns().keySet()) + ")");
+          }
+          kvLink = l;
+          kvLinkGiven = true;
+        }
         case "--gateways" -> gateways = intArg(name, v, 1, 1024);
         case "--shared-state" -> {
           if (!v.equals("none") && !v.equals("replicated")) {
@@ -793,6 +835,30 @@ public final class Main {
       return out;
     }
 
+    /** {@code P:D}, each at least 1, together at most 4096 replicas as {@code --replicas}. */
+    static int[] pdArg(String v) throws UsageException {
+      String form = "--pd must be P:D, the prefill and decode replicas (each at least 1),";
+      String[] parts = v.split(":", -1);
+      if (parts.length != 2) {
+        throw new UsageException(form + " got '" + v + "'");
+      }
+      int[] out = new int[2];
+      for (int i = 0; i < 2; i++) {
+        try {
+          out[i] = Integer.parseInt(parts[i].trim());
+        } catch (NumberFormatException e) {
+          throw new UsageException(form + " got '" + v + "'");
+        }
+        if (out[i] < 1) {
+          throw new UsageException(form + " got '" + v + "'");
+        }
+      }
+      if ((long) out[0] + out[1] > 4096) {
+        throw new UsageException("--pd " + v + " makes more than 4096 replicas");
+      }
+      return out;
+    }
+
     private static List<Double> levelList(String v) throws UsageException {
       List<Double> list = new ArrayList<>();
       for (String s : listArg("--load-levels", v)) {
@@ -828,10 +894,10 @@ public final class Main {
       List<Policy> list = new ArrayList<>();
       for (String s : listArg("--policies", v)) {
         String t = s.toLowerCase(Locale.ROOT);
-        Policy p = Policy.presets().get(t);
+        Policy p = Policy.allPresets().get(t);
         if (p == null) {
           throw new UsageException("--policies: unknown policy '" + s + "' (presets: "
-              + String.join(", ", Policy.presets().keySet()) + ")");
+              + String.join(", ", Policy.allPresets().keySet()) + ")");
         }
         if (list.contains(p)) {
           throw new UsageException("--policies lists " + t + " twice");

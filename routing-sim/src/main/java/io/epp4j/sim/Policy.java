@@ -92,6 +92,124 @@ public record Policy(String name, @Nullable String yaml, @Nullable Path file, bo
   public static final Policy EPP4J_PRECISE = new Policy(KvEventsPresets.EPP4J_PRECISE,
       KvEventsPresets.yaml(KvEventsPresets.EPP4J_PRECISE), null, true);
 
+  /**
+   * Prefill/decode disaggregation with the EPP's approximate scoring in both profiles (the EPP
+   * default weights: prefix-cache 3, queue 2, KV utilisation 2, max-score picker), llm-d's
+   * {@code disagg-profile-handler} and {@code prefix-based-pd-decider} with the 16 uncached
+   * tokens of llm-d's sample P/D configuration ({@code deploy/config/pd-epp-config.yaml}).
+   */
+  public static final Policy PD_EPP_APPROXIMATE = new Policy("pd-epp-approximate", """
+      apiVersion: inference.networking.x-k8s.io/v1alpha1
+      kind: EndpointPickerConfig
+      plugins:
+      - type: prefill-filter
+      - type: decode-filter
+      - type: prefix-cache-scorer
+      - type: queue-scorer
+      - type: kv-cache-utilization-scorer
+      - type: max-score-picker
+      - type: prefix-based-pd-decider
+        parameters: {nonCachedTokens: 16}
+      - type: disagg-profile-handler
+        parameters:
+          deciders: {prefill: prefix-based-pd-decider}
+      schedulingProfiles:
+      - name: decode
+        plugins:
+        - pluginRef: decode-filter
+        - {pluginRef: prefix-cache-scorer, weight: 3}
+        - {pluginRef: queue-scorer, weight: 2}
+        - {pluginRef: kv-cache-utilization-scorer, weight: 2}
+        - pluginRef: max-score-picker
+      - name: prefill
+        plugins:
+        - pluginRef: prefill-filter
+        - {pluginRef: prefix-cache-scorer, weight: 3}
+        - {pluginRef: queue-scorer, weight: 2}
+        - {pluginRef: kv-cache-utilization-scorer, weight: 2}
+        - pluginRef: max-score-picker
+      """, null);
+
+  /**
+   * Prefill/decode disaggregation with {@code token-cost-picker} (epp4j's defaults) in both
+   * profiles, one picker shared by them, so that the prompt a prefill pick must compute is
+   * pending on the prefill endpoint until the first token; the same handler and decider as
+   * {@link #PD_EPP_APPROXIMATE}.
+   */
+  public static final Policy PD_EPP4J = new Policy("pd-epp4j", """
+      apiVersion: inference.networking.x-k8s.io/v1alpha1
+      kind: EndpointPickerConfig
+      plugins:
+      - type: prefill-filter
+      - type: decode-filter
+      - type: prefix-cache-scorer
+      - type: token-cost-picker
+      - type: prefix-based-pd-decider
+        parameters: {nonCachedTokens: 16}
+      - type: disagg-profile-handler
+        parameters:
+          deciders: {prefill: prefix-based-pd-decider}
+      schedulingProfiles:
+      - name: decode
+        plugins:
+        - pluginRef: decode-filter
+        - {pluginRef: prefix-cache-scorer, weight: 1}
+        - pluginRef: token-cost-picker
+      - name: prefill
+        plugins:
+        - pluginRef: prefill-filter
+        - {pluginRef: prefix-cache-scorer, weight: 1}
+        - pluginRef: token-cost-picker
+      """, null);
+
+  /**
+   * Presets that only make sense on a cluster with prefill/decode roles ({@code --pd}): named
+   * with {@code --policies}, not run by default.
+   */
+  public static Map<String, Policy> pdPresets() {
+    Map<String, Policy> m = new LinkedHashMap<>();
+    m.put(PD_EPP_APPROXIMATE.name(), PD_EPP_APPROXIMATE);
+    m.put(PD_EPP4J.name(), PD_EPP4J);
+    return m;
+  }
+
+  /** Every preset {@code --policies} knows: the default ones, then the P/D ones. */
+  public static Map<String, Policy> allPresets() {
+    Map<String, Policy> m = presets();
+    m.putAll(pdPresets());
+    return m;
+  }
+
+  /**
+   * Whether the configuration has a scheduling profile named {@code prefill}: on a
+   * {@code --pd} cluster it then sees prefill and decode replicas, any other policy sees every
+   * replica as {@code both}. A file that cannot be read does not (the router reports it).
+   */
+  public boolean disaggregates() {
+    Object root;
+    try {
+      com.fasterxml.jackson.databind.ObjectMapper m = new com.fasterxml.jackson.databind
+          .ObjectMapper(new com.fasterxml.jackson.dataformat.yaml.YAMLFactory());
+      if (file != null) {
+        root = m.readValue(file.toFile(), Object.class);
+      } else if (yaml != null) {
+        root = m.readValue(yaml, Object.class);
+      } else {
+        return false;
+      }
+    } catch (IOException | RuntimeException e) {
+      return false;
+    }
+    if (root instanceof Map<?, ?> top && top.get("schedulingProfiles") instanceof List<?> ps) {
+      for (Object o : ps) {
+        if (o instanceof Map<?, ?> profile && "prefill".equals(profile.get("name"))) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
   /** Presets by name, in report order. */
   public static Map<String, Policy> presets() {
     Map<String, Policy> m = new LinkedHashMap<>();

@@ -16,6 +16,7 @@ package io.epp4j.sim;
  *     run's decisions (past the JIT's warm-up; {@code routingMeanMicros} covers every decision)
  * @param routingWarmP99Micros the 99th percentile of the same decisions
  * @param ttftCdfMs sorted TTFT samples for the chart (not written to JSON)
+ * @param pd what prefill/decode disaggregation did ({@link PdStats#NONE} without it)
  */
 public record PolicyResult(
     String policy,
@@ -45,7 +46,26 @@ public record PolicyResult(
     double simulatedSeconds,
     double wallSeconds,
     double simulatedRequestsPerWallSecond,
-    double[] ttftCdfMs) {
+    double[] ttftCdfMs,
+    PdStats pd) {
+
+  /** A result without prefill/decode disaggregation. */
+  public PolicyResult(String policy, double prefixCacheHitRate, double ttftP50Ms,
+      double ttftP95Ms, double ttftP99Ms, double itlP50Ms, double e2eP50Ms, double e2eP95Ms,
+      double outputTokensPerSec, int requests, long preemptions, long evictions,
+      int maxRequestsPerReplica, double meanRequestsPerReplica, int maxSessionsPerReplica,
+      double meanSessionsPerReplica, double routingMeanMicros, double routingP99Micros,
+      double routingWarmMeanMicros, double routingWarmP99Micros, int clippedRequests,
+      int rejectedRequests, int routerRejectedRequests, String firstRouterRejection,
+      double simulatedSeconds, double wallSeconds, double simulatedRequestsPerWallSecond,
+      double[] ttftCdfMs) {
+    this(policy, prefixCacheHitRate, ttftP50Ms, ttftP95Ms, ttftP99Ms, itlP50Ms, e2eP50Ms,
+        e2eP95Ms, outputTokensPerSec, requests, preemptions, evictions, maxRequestsPerReplica,
+        meanRequestsPerReplica, maxSessionsPerReplica, meanSessionsPerReplica, routingMeanMicros,
+        routingP99Micros, routingWarmMeanMicros, routingWarmP99Micros, clippedRequests,
+        rejectedRequests, routerRejectedRequests, firstRouterRejection, simulatedSeconds,
+        wallSeconds, simulatedRequestsPerWallSecond, ttftCdfMs, PdStats.NONE);
+  }
 
   /** A result without separate warm routing times (they equal the whole run's). */
   public PolicyResult(String policy, double prefixCacheHitRate, double ttftP50Ms,
@@ -80,7 +100,7 @@ public record PolicyResult(
         && meanSessionsPerReplica == other.meanSessionsPerReplica
         && clippedRequests == other.clippedRequests && rejectedRequests == other.rejectedRequests
         && routerRejectedRequests == other.routerRejectedRequests
-        && simulatedSeconds == other.simulatedSeconds
+        && simulatedSeconds == other.simulatedSeconds && pd.equals(other.pd)
         && java.util.Arrays.equals(ttftCdfMs, other.ttftCdfMs);
   }
 }

@@ -35,6 +35,10 @@ final class Replica {
   private final HardwareProfile hw;
   private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
   private final List<SimRequest> running = new ArrayList<>();
+  /** Decode requests admitted with blocks for their prompt, waiting for its KV to arrive. */
+  private final List<SimRequest> awaitingKv = new ArrayList<>();
+  /** Decode requests admitted since the last {@link #drainKvTransfers()}. */
+  private final List<SimRequest> kvTransfers = new ArrayList<>();
 
   private SimRequest[] stepRequests = new SimRequest[64];
   private int[] stepTokens = new int[64];
@@ -120,8 +124,9 @@ final class Replica {
 
   /** What a scrape of this replica would show now. */
   EndpointMetrics metrics(long nowNanos) {
+    // a request waiting for its KV stays in vLLM's waiting queue (WAITING_FOR_REMOTE_KVS)
     return EndpointMetrics.builder()
-        .waitingRequests(waiting.size())
+        .waitingRequests(waiting.size() + awaitingKv.size())
         .runningRequests(running.size())
         .kvCacheUsage(kv.usage())
         .kvCapacityBlocks(kv.numBlocks())
@@ -176,6 +181,20 @@ final class Replica {
       java.util.Iterator<SimRequest> queue = waiting.iterator();
       while (queue.hasNext() && budget > 0 && running.size() < hw.maxNumSeqs()) {
         SimRequest r = queue.next();
+        if (r.remotePrefill) {
+          // vLLM's KV connector: blocks for the whole prompt now (its local prefix hit first),
+          // the rest is read from the prefill replica; no compute, so no token budget
+          int hit = kv.cachedPrefixBlocks(r);
+          if (!kv.allocateForAdmission(r, hit, r.numTokens() - hit * kv.blockSize())) {
+            break;
+          }
+          queue.remove();
+          r.numComputed = hit * kv.blockSize();
+          r.localHitTokens = r.numComputed;
+          awaitingKv.add(r);
+          kvTransfers.add(r);
+          continue;
+        }
         if (loras != null && r.loraId >= 0 && loras.size() >= maxLoras
             && !loras.contains(r.loraId)) {
           continue; // as vLLM: another adapter would exceed max_loras; it keeps its place
@@ -229,12 +248,53 @@ final class Replica {
         sink.onToken(this, r, nowNanos, first);
         if (r.isFinished()) {
           running.remove(r);
-          kv.free(r);
+          if (!r.isPrefillOnly()) {
+            kv.free(r); // a prefill request keeps its blocks until its KV has been read
+          }
           sink.onFinished(this, r, nowNanos);
         }
       }
     }
     stepSize = 0;
+  }
+
+  /**
+   * The decode requests admitted since the last call, each holding blocks for its prompt and
+   * waiting for the KV it lacks ({@link SimRequest#localHitTokens} were cached here).
+   */
+  List<SimRequest> drainKvTransfers() {
+    if (kvTransfers.isEmpty()) {
+      return List.of();
+    }
+    List<SimRequest> out = new ArrayList<>(kvTransfers);
+    kvTransfers.clear();
+    return out;
+  }
+
+  /**
+   * The prompt KV of {@code r} has arrived: as vLLM, its prompt counts as computed but for the
+   * last token (recomputed for the logits of the first output token), its full blocks enter the
+   * prefix cache, and it runs from the next step.
+   */
+  void kvArrived(SimRequest r) {
+    if (!awaitingKv.remove(r)) {
+      throw new IllegalStateException("replica " + index + " is not waiting for the KV of " + r);
+    }
+    r.remotePrefill = false;
+    r.numComputed = Math.min(r.numBlocks * kv.blockSize(), r.numTokens());
+    if (r.numComputed == r.numTokens()) {
+      r.numComputed--;
+    }
+    kv.cacheFullBlocks(r);
+    running.add(r);
+  }
+
+  /** Frees the blocks a finished prefill request kept for the transfer of its KV. */
+  void releasePrefilled(SimRequest r) {
+    if (!r.isPrefillOnly() || !r.isFinished()) {
+      throw new IllegalStateException("not a finished prefill request: " + r);
+    }
+    kv.free(r);
   }
 
   /**

@@ -60,6 +60,29 @@ public final class Report {
           r.policy(), r.simulatedSeconds(), r.wallSeconds(), r.simulatedRequestsPerWallSecond(),
           rejectedNote(r)));
     }
+    for (PolicyResult r : s.results()) {
+      if (r.pd().reported()) {
+        out.println(pdLine(r));
+      }
+    }
+  }
+
+  /**
+   * The prefill/decode figures of one run: requests prefilled elsewhere than they decoded, the KV
+   * moved, the transfer times, and the inter-token latency tail (decode interference).
+   */
+  static String pdLine(PolicyResult r) {
+    PdStats pd = r.pd();
+    if (pd.disaggregated() == 0) {
+      return String.format(Locale.ROOT, "   %s: P/D none (every replica prefills and decodes);"
+          + " itl p95 %s", r.policy(), ms(pd.itlP95Ms()));
+    }
+    long prompt = pd.transferredTokens() + pd.decodeHitTokens();
+    return String.format(Locale.ROOT, "   %s: P/D %d of %d requests prefilled on another"
+        + " replica; KV moved for %.1f%% of their prompt tokens (the rest cached at decode),"
+        + " transfer mean %s p95 %s; itl p95 %s", r.policy(), pd.disaggregated(),
+        r.requests(), prompt == 0 ? 0 : 100.0 * pd.transferredTokens() / prompt,
+        ms(pd.transferMeanMs()), ms(pd.transferP95Ms()), ms(pd.itlP95Ms()));
   }
 
   /**
@@ -239,6 +262,17 @@ public final class Report {
         o.put("rejectedRequests", r.rejectedRequests());
         o.put("routerRejectedRequests", r.routerRejectedRequests());
         o.put("simulatedSeconds", round(r.simulatedSeconds(), 3));
+        PdStats pd = r.pd();
+        if (pd.reported()) {
+          ObjectNode pn = o.putObject("pd");
+          pn.put("roles", pd.cluster());
+          pn.put("disaggregatedRequests", pd.disaggregated());
+          pn.put("transferredTokens", pd.transferredTokens());
+          pn.put("decodeHitTokens", pd.decodeHitTokens());
+          pn.put("transferMeanMs", round(pd.transferMeanMs(), 3));
+          pn.put("transferP95Ms", round(pd.transferP95Ms(), 3));
+          pn.put("itlP95Ms", round(pd.itlP95Ms(), 2));
+        }
       }
     }
     if (dominance != null) {

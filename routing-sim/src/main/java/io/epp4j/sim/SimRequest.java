@@ -44,6 +44,30 @@ final class SimRequest {
   long firstTokenNanos = -1;
   long lastTokenNanos = -1;
 
+  /*
+   * Prefill/decode disaggregation. A request routed with a prefill pick is two of these: the
+   * prefill request on the prefill replica (its prompt and one output token, as the P/D proxy
+   * sends it with max_tokens 1), which names the decode request and its replica, and the decode
+   * request, queued on the decode replica once the prefill is done, which takes its prompt's KV
+   * over the link instead of computing it.
+   */
+  /** For a prefill request: the decode request waiting for its KV; null otherwise. */
+  @Nullable SimRequest decodeRequest;
+  /** For a prefill request: the replica that decodes. */
+  int decodeReplica = -1;
+  /** For a decode request: the prefill request whose KV it receives; null otherwise. */
+  @Nullable SimRequest prefillRequest;
+  /** For a decode request: the replica that prefilled it. */
+  int prefillReplica = -1;
+  /**
+   * A decode request whose prompt KV is to come from its prefill replica: admitted with blocks
+   * for the whole prompt, then waiting for the transfer. Cleared when the KV has arrived (a later
+   * preemption recomputes it locally, as vLLM does).
+   */
+  boolean remotePrefill;
+  /** For a decode request: prompt tokens its own replica had cached when it was admitted. */
+  int localHitTokens = -1;
+
   private long[] hashes;
   private int hashesComputed;
 
@@ -85,6 +109,11 @@ final class SimRequest {
       blocks = java.util.Arrays.copyOf(blocks, blocks.length * 2);
     }
     blocks[numBlocks++] = id;
+  }
+
+  /** Whether this is the prefill half of a disaggregated request (it produces no output). */
+  boolean isPrefillOnly() {
+    return decodeRequest != null;
   }
 
   boolean isFinished() {

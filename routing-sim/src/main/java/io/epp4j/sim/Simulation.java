@@ -10,6 +10,7 @@ import io.epp4j.core.Router;
 import io.epp4j.kvevents.KvBlockIndex;
 import io.epp4j.kvevents.KvEvent;
 import io.epp4j.kvevents.KvEventBatch;
+import io.epp4j.scorers.PdProfileHandler;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -55,6 +56,13 @@ public final class Simulation {
   private static final int DELIVER = 4;
   /** The gateways' routers publish their in-flight figures ({@link HintBus}). */
   private static final int FLUSH = 5;
+  /** A disaggregated request's prompt KV has reached its decode replica. */
+  private static final int KV_ARRIVED = 6;
+
+  /** The role label's values a {@code --pd} cluster gives its replicas. */
+  static final String PREFILL_ROLE = "prefill";
+  static final String DECODE_ROLE = "decode";
+  static final String BOTH_ROLE = "both";
 
   private static final class Event {
     final long time;
@@ -92,6 +100,11 @@ public final class Simulation {
   private long nextGateway;
   /** Events that are not periodic (scrapes, flushes): while there are some, time goes on. */
   private long pendingWork;
+  /** {@code --pd P:D}: prefill and decode replicas; 0 and 0 for a cluster without roles. */
+  private int prefillReplicas;
+  private int decodeReplicas;
+  /** The link the KV of a disaggregated request crosses. */
+  private KvLink kvLink = KvLink.rdma400g();
 
   private final PriorityQueue<Event> events = new PriorityQueue<>(
       (a, b) -> a.time != b.time ? Long.compare(a.time, b.time) : Long.compare(a.seq, b.seq));
@@ -107,9 +120,16 @@ public final class Simulation {
 
   private final Samples ttft = new Samples();
   private @Nullable Consumer<RequestRecord> requestLog;
+  /** For tests: sees each router once built, and again when the last request is done. */
+  private @Nullable Consumer<Router> routerBuilt;
+  private @Nullable Consumer<Router> routerDone;
   private final Samples itl = new Samples();
   private final Samples e2e = new Samples();
   private final Samples routing = new Samples();
+  private final Samples transferMs = new Samples();
+  private int disaggregated;
+  private long transferredTokens;
+  private long decodeHitTokens;
   /** Routing times of the decisions made in the second half of the run; see {@link #arrive}. */
   private final Samples routingWarm = new Samples();
   private List<Set<String>> sessionsPerReplica = List.of();
@@ -172,9 +192,56 @@ public final class Simulation {
     return this;
   }
 
+  /**
+   * Gives the replicas prefill/decode roles (label {@value Endpoint#ROLE_LABEL}): for a policy
+   * that disaggregates ({@link Policy#disaggregates()}), the first {@code prefill} replicas are
+   * {@code prefill} and the next {@code decode} ones {@code decode}; for any other policy all of
+   * them are {@code both}, the aggregated cluster on the same GPUs. The settings' replica count
+   * must be {@code prefill + decode}.
+   */
+  public Simulation pd(int prefill, int decode) {
+    if (prefill < 1 || decode < 1) {
+      throw new IllegalArgumentException("a P/D cluster needs at least one prefill and one"
+          + " decode replica, got " + prefill + ":" + decode);
+    }
+    if (prefill + decode != settings.replicas()) {
+      throw new IllegalArgumentException("P/D " + prefill + ":" + decode + " is not the "
+          + settings.replicas() + " replicas of the settings");
+    }
+    this.prefillReplicas = prefill;
+    this.decodeReplicas = decode;
+    return this;
+  }
+
+  /** The link disaggregated requests move their KV over (default {@link KvLink#rdma400g()}). */
+  public Simulation kvLink(KvLink link) {
+    this.kvLink = Objects.requireNonNull(link, "link");
+    return this;
+  }
+
   /** The endpoint of replica {@code i}: {@code 10.0.0.(i+1):8000}. */
   public static Endpoint endpoint(int i) {
     return Endpoint.parse("10.0." + (i / 250) + "." + (i % 250 + 1) + ":8000");
+  }
+
+  /** The endpoint of replica {@code i} with a prefill/decode role, or without one when null. */
+  static Endpoint endpoint(int i, @Nullable String role) {
+    Endpoint e = endpoint(i);
+    return role == null ? e : Endpoint.parse(e.id(), Map.of(Endpoint.ROLE_LABEL, role));
+  }
+
+  /**
+   * The role of replica {@code i} in this run, or null in a cluster without roles;
+   * {@code disaggregates}: whether the policy runs a prefill profile.
+   */
+  private @Nullable String roleOf(int i, boolean disaggregates) {
+    if (prefillReplicas == 0) {
+      return null;
+    }
+    if (!disaggregates) {
+      return BOTH_ROLE;
+    }
+    return i < prefillReplicas ? PREFILL_ROLE : DECODE_ROLE;
   }
 
   /**
@@ -201,6 +268,16 @@ public final class Simulation {
     return this;
   }
 
+  /**
+   * Hands each router to {@code built} once it is built and to {@code done} when the run is over,
+   * before it is closed: for tests that read a plugin's own accounts.
+   */
+  Simulation observeRouters(Consumer<Router> built, Consumer<Router> done) {
+    this.routerBuilt = built;
+    this.routerDone = done;
+    return this;
+  }
+
   public PolicyResult run() {
     createKvIndexes();
     List<Endpoint> endpoints = createReplicas();
@@ -224,6 +301,9 @@ public final class Simulation {
           rb.listener(b.capture(g));
         }
         routers[g] = rb.build();
+        if (routerBuilt != null) {
+          routerBuilt.accept(routers[g]);
+        }
         if (b != null) {
           b.register(routers[g].hints());
         }
@@ -238,6 +318,11 @@ public final class Simulation {
       }
       run.begin(submitter);
       processEvents(routers, new Sink(run, submitter));
+      if (routerDone != null) {
+        for (Router r : routers) {
+          routerDone.accept(r);
+        }
+      }
       reportUnserved();
       double wall = (System.nanoTime() - wallStart) / 1e9;
       return result(run, wall);
@@ -280,8 +365,9 @@ public final class Simulation {
       gpus[g] = new GpuShare();
     }
     boolean events = kvListener != null || kvIndexes.length > 0;
+    boolean disaggregates = prefillReplicas > 0 && policy.disaggregates();
     for (int i = 0; i < n; i++) {
-      Endpoint e = endpoint(i);
+      Endpoint e = endpoint(i, roleOf(i, disaggregates));
       endpoints.add(e);
       replicas[i] = new Replica(i, e, hw, blocks);
       if (events) {
@@ -326,6 +412,7 @@ public final class Simulation {
             Objects.requireNonNull(ev.spec, "arrival without a request"));
         case SCRAPE -> scrapeAndReschedule(routers);
         case DELIVER -> Objects.requireNonNull(ev.action, "delivery without a hint").run();
+        case KV_ARRIVED -> Objects.requireNonNull(ev.action, "transfer without a request").run();
         case FLUSH -> {
           long next = Objects.requireNonNull(b, "flush without a hint bus").flushInFlight(now);
           if (completed + rejected < total && pendingWork > 0) {
@@ -424,10 +511,84 @@ public final class Simulation {
     }
     Replica r = replicas[idx];
     sessionsPerReplica.get(idx).add(spec.sessionKey());
-    r.enqueue(new SimRequest(spec, tokens, now, d, blockSeed, settings.profile().blockSize()));
+    SimRequest served = new SimRequest(spec, tokens, now, d, blockSeed,
+        settings.profile().blockSize());
+    // a gateway reads the prefill pick as PdProfileHandler names it and hands it to the decode
+    // side (x-prefiller-host-port); a pick equal to the decode endpoint means no disaggregation
+    Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+    if (prefill != null && !prefill.id().equals(d.primary().id())) {
+      Integer p = replicaById.get(prefill.id());
+      if (p == null) {
+        throw new IllegalStateException("router picked an unknown prefill endpoint " + prefill);
+      }
+      startPrefill(served, idx, replicas[p], tokens);
+      return;
+    }
+    r.enqueue(served);
     if (!r.isStepping()) {
       startStep(r);
     }
+  }
+
+  /**
+   * The prefill half of a disaggregated request, as vLLM's P/D proxy sends it to the prefill
+   * server: the prompt with {@code max_tokens} 1. Its replica computes the prompt's KV (taking
+   * what its prefix cache holds) and keeps the blocks until the decode replica has read them;
+   * the decode request joins the decode replica's queue when the prefill is done.
+   */
+  private void startPrefill(SimRequest decode, int decodeIdx, Replica prefill, int[] tokens) {
+    RequestSpec spec = decode.spec;
+    int[] prefillTokens = Arrays.copyOf(tokens, spec.promptLength() + 1);
+    RequestSpec prefillSpec = new RequestSpec(spec.id() + "/prefill", spec.sessionKey(),
+        spec.promptLength(), 1, () -> prefillTokens, spec.clipped(), spec.tag());
+    SimRequest pr = new SimRequest(prefillSpec, prefillTokens, now, null, blockSeed,
+        settings.profile().blockSize());
+    pr.decodeRequest = decode;
+    pr.decodeReplica = decodeIdx;
+    decode.remotePrefill = true;
+    decode.prefillRequest = pr;
+    decode.prefillReplica = prefill.index;
+    disaggregated++;
+    prefill.enqueue(pr);
+    if (!prefill.isStepping()) {
+      startStep(prefill);
+    }
+  }
+
+  /** The prefill of {@code pr} is done: its decode request goes to the decode replica's queue. */
+  private void prefillDone(SimRequest pr) {
+    SimRequest decode = Objects.requireNonNull(pr.decodeRequest, "not a prefill request");
+    decode.cachedAtFirstAdmission = pr.cachedAtFirstAdmission;
+    decode.preemptions += pr.preemptions;
+    Replica d = replicas[pr.decodeReplica];
+    d.enqueue(decode);
+    if (!d.isStepping()) {
+      startStep(d);
+    }
+  }
+
+  /**
+   * Starts the transfers of the decode requests {@code r} admitted: each moves the KV of the
+   * prompt tokens {@code r} had not cached, {@code bytes / bandwidth + latency}.
+   */
+  private void startTransfers(Replica r) {
+    for (SimRequest decode : r.drainKvTransfers()) {
+      long tokens = decode.promptLength - decode.localHitTokens;
+      long nanos = kvLink.transferNanos(tokens, settings.profile().kvBytesPerToken());
+      transferredTokens += tokens;
+      decodeHitTokens += decode.localHitTokens;
+      transferMs.add(nanos / 1e6);
+      push(now + nanos, KV_ARRIVED, () -> kvArrived(r, decode));
+    }
+  }
+
+  /** The KV is on the decode replica: the prefill replica frees its copy, both go on. */
+  private void kvArrived(Replica decodeReplica, SimRequest decode) {
+    decodeReplica.kvArrived(decode);
+    Replica prefill = replicas[decode.prefillReplica];
+    prefill.releasePrefilled(Objects.requireNonNull(decode.prefillRequest, "no prefill"));
+    startStep(prefill);
+    startStep(decodeReplica);
   }
 
   private void startStep(Replica r) {
@@ -435,6 +596,7 @@ public final class Simulation {
       return;
     }
     double work = r.scheduleStep();
+    startTransfers(r);
     if (work < 0) {
       return;
     }
@@ -499,6 +661,9 @@ public final class Simulation {
 
     @Override
     public void onToken(Replica replica, SimRequest r, long nowNanos, boolean first) {
+      if (r.isPrefillOnly()) {
+        return; // the prefill server's token goes back to the proxy, not to the client
+      }
       outputTokens++;
       if (first) {
         r.firstTokenNanos = nowNanos;
@@ -514,6 +679,10 @@ public final class Simulation {
 
     @Override
     public void onFinished(Replica replica, SimRequest r, long nowNanos) {
+      if (r.isPrefillOnly()) {
+        prefillDone(r);
+        return;
+      }
       completed++;
       lastFinish = Math.max(lastFinish, nowNanos);
       e2e.add((nowNanos - r.arrivalNanos) / 1e6);
@@ -579,6 +748,9 @@ public final class Simulation {
         lastFinish / 1e9,
         wallSeconds,
         wallSeconds > 0 ? (completed + rejected) / wallSeconds : 0,
-        ttft.sortedValues());
+        ttft.sortedValues(),
+        prefillReplicas == 0 && disaggregated == 0 ? PdStats.NONE
+            : new PdStats(prefillReplicas > 0, disaggregated, transferredTokens, decodeHitTokens,
+                transferMs.mean(), transferMs.percentile(95), itl.percentile(95)));
   }
 }

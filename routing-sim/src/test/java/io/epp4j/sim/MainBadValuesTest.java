@@ -44,7 +44,9 @@ class MainBadValuesTest {
       "--system-prompt-len|0", "--question-len|9-3", "--output-len|exp:0", "--user-len|-4",
       "--reply-len|abc",
       "--trace|mooncake:", "--trace|other:/x",
-      "--config|/no/such/config.yaml"})
+      "--config|/no/such/config.yaml",
+      "--pd|0:4", "--pd|2", "--pd|2:x", "--pd|-1:3", "--pd|''", "--pd|1:2:3", "--pd|2:",
+      "--pd|4000:100", "--kv-link|infiniband", "--kv-link|''"})
   void aBadValueIsAUsageErrorNamingTheOption(String option, String value) {
     assertUsageError(option, option, value);
   }
@@ -55,6 +57,17 @@ class MainBadValuesTest {
     assertThat(cli.stderr()).contains("--replicas is given twice ('3' and '4')");
     assertUsageError("--policies", "--policies", "sticky", "--policies=round-robin");
     assertThat(cli.stderr()).contains("comma-separated list");
+  }
+
+  @Test
+  void pdAndADifferentReplicaCountAreAUsageError() {
+    assertUsageError("--pd 2:4 makes 6 replicas, but --replicas gives 8", "--pd", "2:4",
+        "--replicas", "8");
+  }
+
+  @Test
+  void pdDoesNotApplyToTheDominanceExperiment() {
+    assertUsageError("--pd", "--dominance", "--pd", "2:4");
   }
 
   @Test
