@@ -52,9 +52,9 @@ public final class Main {
         --config FILE.yaml     also run an EndpointPickerConfig file (repeatable); with
                                --config and no --policies only the files run
         --replicas N           replicas (default 6)
-        --pd P:D               prefill/decode roles: P prefill and D decode replicas (P+D
-                               replicas) for a policy with a prefill profile (%s);
-                               every other policy sees the P+D replicas as role both
+        --pd P:D               P prefill and D decode replicas (P+D in all) for a policy
+                               with a prefill profile (P/D presets, named in --policies:
+                               %s); other policies see all as role both
         --kv-link NAME         the link a P/D request's KV crosses (default %s; known:
                                %s)
         --gateways N           gateways in front, each with its own router; requests go
