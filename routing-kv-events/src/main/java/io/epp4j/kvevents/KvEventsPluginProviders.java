@@ -347,8 +347,7 @@ public final class KvEventsPluginProviders {
         base = new VllmTokenizer(java.util.Objects.requireNonNull(url),
             java.util.Objects.requireNonNull(model), Duration.ofMillis(timeoutMs));
       } catch (IllegalArgumentException e) {
-        return Result.error("parameter 'tokenizer': parameter 'url' is not a valid URL: "
-            + e.getMessage());
+        return Result.error("parameter 'tokenizer': parameter 'url' " + e.getMessage());
       }
     } else {
       try {

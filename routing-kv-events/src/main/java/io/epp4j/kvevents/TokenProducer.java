@@ -56,6 +56,13 @@ final class TokenProducer implements Plugin {
       }
       Parameters v = p.getNested("vllm");
       String url = v.getString("http", "http://localhost:8000");
+      if (url != null) {
+        try {
+          VllmTokenizer.tokenizeUri(url);
+        } catch (IllegalArgumentException e) {
+          v.error("http", String.valueOf(e.getMessage()));
+        }
+      }
       Duration timeout = v.getDuration("timeout", Duration.ofSeconds(5));
       if (v.has("mmTimeout")) {
         v.getDuration("mmTimeout", Duration.ofSeconds(30));

@@ -63,18 +63,44 @@ public final class VllmTokenizer implements Tokenizer {
 
   /**
    * @param baseUrl e.g. {@code http://10.0.0.1:8000}
+   * @throws IllegalArgumentException when {@code baseUrl} is not an http(s) URL with a host
    * @param model   the served model name
    * @param timeout per-call timeout: the whole call, from connecting to the answer's last byte
    */
   public VllmTokenizer(String baseUrl, String model, Duration timeout) {
-    String base = baseUrl.endsWith("/") ? baseUrl.substring(0, baseUrl.length() - 1) : baseUrl;
-    this.uri = URI.create(base + "/tokenize");
+    this.uri = tokenizeUri(baseUrl);
     this.model = Objects.requireNonNull(model, "model");
     this.timeout = Objects.requireNonNull(timeout, "timeout");
     // HTTP/1.1: the JDK's default (HTTP/2) asks a plain-http server to upgrade with h2c on
     // every new connection, which some engine servers refuse
     this.client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
         .connectTimeout(timeout).build();
+  }
+
+  /**
+   * {@code <baseUrl>/tokenize}, checked as the HTTP client will take it: a base URL without a
+   * scheme ({@code vllm:8000} reads as scheme {@code vllm}), with another scheme or without a
+   * host would otherwise be accepted here and fail every call before anything is sent.
+   *
+   * @throws IllegalArgumentException naming {@code baseUrl} when it is not such a URL
+   */
+  static URI tokenizeUri(String baseUrl) {
+    String base = baseUrl.endsWith("/") ? baseUrl.substring(0, baseUrl.length() - 1) : baseUrl;
+    URI u;
+    try {
+      u = URI.create(base); // checked without the path added: "http://" must not gain a host
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("'" + baseUrl + "' is not a valid URL ("
+          + (e.getCause() instanceof java.net.URISyntaxException x ? x.getReason() : e.getMessage())
+          + ")", e);
+    }
+    String scheme = u.getScheme();
+    if (scheme == null || !(scheme.equalsIgnoreCase("http") || scheme.equalsIgnoreCase("https"))
+        || u.getHost() == null) {
+      throw new IllegalArgumentException("'" + baseUrl + "' is not an http:// or https:// URL"
+          + " with a host (e.g. http://10.0.0.1:8000)");
+    }
+    return URI.create(base + "/tokenize");
   }
 
   @Override

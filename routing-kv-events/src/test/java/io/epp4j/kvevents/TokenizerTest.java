@@ -422,6 +422,37 @@ class TokenizerTest {
         .hasMessageContaining("'tokenizer' field 'path' has no effect with type vllm");
   }
 
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"vllm-svc:8000", "localhost:8000",
+      "ftp://127.0.0.1:8000", "http:///v1", "http://"})
+  void aTokenizerUrlThatIsNotAnHttpUrlIsRefusedByName(String url) {
+    // such a URL used to load: every call then threw before sending anything, the scorer took
+    // the failure for a tokenizer outage, and every request scored 0 everywhere, unseen
+    assertRefused("{type: vllm, url: \"" + url + "\", model: m}")
+        .hasMessageContaining("'url'").hasMessageContaining(url);
+  }
+
+  @Test
+  void aTokenProducerUrlThatIsNotAnHttpUrlIsRefusedByName() {
+    String yaml = """
+        plugins:
+        - type: token-producer
+          parameters:
+            modelName: m
+            vllm: {http: "vllm-svc:8000"}
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEvents: {mode: none}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """;
+    assertThatThrownBy(() -> io.epp4j.core.Router.builder().configYaml(yaml, "t").build())
+        .isInstanceOf(io.epp4j.core.ConfigException.class)
+        .hasMessageContaining("vllm-svc:8000").hasMessageContaining("http");
+  }
+
   /**
    * Builds a router from a configuration whose only plugin is a precise scorer reading no KV
    * events and tokenizing with {@code tokenizer}, a YAML mapping; the build must be refused.
