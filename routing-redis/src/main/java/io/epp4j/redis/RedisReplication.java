@@ -1320,6 +1320,16 @@ public final class RedisReplication implements Plugin, RequestListener {
         transports = custom.get();
       } else {
         RedisURI redis = redisUri(p, uri, verifyPeer);
+        if (redis != null && !redis.isSsl()) {
+          // without TLS both would be ignored: a file meant to make the connection TLS would
+          // leave it, and the password in the URI, in plaintext
+          for (String tlsOnly : List.of("trustCertFile", "verifyPeer")) {
+            if (p.has(tlsOnly)) {
+              p.error(tlsOnly, "has no effect without TLS: the uri is not rediss://"
+                  + " (use rediss://host:port to connect over TLS)");
+            }
+          }
+        }
         if (redis == null || !p.errors().isEmpty()) {
           // nothing to connect to: the errors become the result before any thread starts
           throw new IllegalArgumentException("parameter 'uri' is invalid");

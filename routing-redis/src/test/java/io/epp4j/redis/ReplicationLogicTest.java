@@ -951,6 +951,40 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void tlsParametersWithAPlainRedisUriAreRefusedByName() throws Exception {
+    // with redis:// they used to be ignored: a file meant to make the connection TLS left it in
+    // plaintext, the password in the URI included
+    Path ca = Files.createTempFile("epp4j-ca", ".pem");
+    try {
+      Files.writeString(ca, anyCertificatePem());
+      Result<?> trust = create(Map.of("uri", "redis://user:s3cret@127.0.0.1:1",
+          "trustCertFile", ca.toString()));
+      assertThat(trust.isOk()).isFalse();
+      assertThat(trust.errors()).anyMatch(e -> e.contains("trustCertFile")
+          && e.contains("rediss://")).noneMatch(e -> e.contains("s3cret"));
+      Result<?> verify = create(Map.of("uri", "redis://127.0.0.1:1", "verifyPeer", false));
+      assertThat(verify.isOk()).isFalse();
+      assertThat(verify.errors()).anyMatch(e -> e.contains("verifyPeer")
+          && e.contains("rediss://"));
+    } finally {
+      Files.delete(ca);
+    }
+  }
+
+  /** A CA certificate of the JDK's own trust store, as PEM: a valid file for trustCertFile. */
+  private static String anyCertificatePem() throws Exception {
+    java.security.KeyStore cacerts = java.security.KeyStore.getInstance(
+        Path.of(System.getProperty("java.home"), "lib", "security", "cacerts").toFile(),
+        "changeit".toCharArray());
+    java.security.cert.Certificate c =
+        cacerts.getCertificate(cacerts.aliases().nextElement());
+    return "-----BEGIN CERTIFICATE-----\n"
+        + java.util.Base64.getMimeEncoder(64, "\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII))
+            .encodeToString(c.getEncoded())
+        + "\n-----END CERTIFICATE-----\n";
+  }
+
+  @Test
   void aValidRedisUriBuildsAPluginThatDoesNotNeedRedisToStart() {
     // nothing listens on port 1: the plugin is created and keeps trying in the background
     Result<?> ok = create(Map.of("uri", "rediss://user:pw@127.0.0.1:1", "connectTimeoutMillis",
