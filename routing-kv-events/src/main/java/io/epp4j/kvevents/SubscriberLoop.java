@@ -60,15 +60,21 @@ final class SubscriberLoop {
     this.thread.setDaemon(true);
   }
 
-  /** Starts the thread and waits until it has bound; throws what binding threw. */
+  /**
+   * Starts the thread and waits until it has bound; throws what binding threw. A caller that
+   * stops waiting (interrupted, or the thread took too long) gets no subscriber to close, so the
+   * thread is told to end: it closes its sockets and gives up the address as soon as it can.
+   */
   void start() {
     thread.start();
     // sockets belong to the subscriber thread: it binds, the caller waits for the outcome
     try {
       if (!started.await(10, TimeUnit.SECONDS)) {
+        closed = true;
         throw new IllegalStateException("KV-event subscriber did not start in time");
       }
     } catch (InterruptedException e) {
+      closed = true;
       Thread.currentThread().interrupt();
       throw new IllegalStateException("interrupted while starting the KV-event subscriber", e);
     }

@@ -283,6 +283,42 @@ class KvEventSubscriberReliabilityTest {
   }
 
   @Test
+  void aBuildThatGivesUpWaitingLeavesNoThreadHoldingTheAddress() throws Exception {
+    int free;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      free = s.getLocalPort();
+    }
+    String address = "tcp://127.0.0.1:" + free;
+    KvBlockIndex index = KvBlockIndex.create();
+    // a caller interrupted while it waits for the subscriber thread to bind (a reload on a thread
+    // being stopped) gets an exception and no subscriber to close: the thread must not go on
+    // without it, holding the address and its sockets for the life of the JVM
+    Thread.currentThread().interrupt();
+    try {
+      org.assertj.core.api.Assertions.assertThatThrownBy(
+          () -> KvEventSubscriber.central(index, address).build())
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("interrupted");
+    } finally {
+      Thread.interrupted();
+    }
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket probe = ctx.createSocket(SocketType.SUB);
+      await(() -> {
+        try {
+          return probe.bind(address);
+        } catch (org.zeromq.ZMQException inUse) {
+          return false;
+        }
+      }, "the address given up by the abandoned subscriber");
+    }
+    // and a subscriber built later binds it as the only one
+    try (KvEventSubscriber again = KvEventSubscriber.central(index, address).build()) {
+      assertThat(again.boundEndpoint()).isEqualTo(address);
+    }
+  }
+
+  @Test
   void aReplayPortWithNothingListeningEndsInAResyncAndTheStreamGoesOn() throws Exception {
     int free;
     try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
