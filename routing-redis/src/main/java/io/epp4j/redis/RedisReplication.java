@@ -1278,6 +1278,11 @@ public final class RedisReplication implements Plugin, RequestListener {
         prefix = "epp4j:";
       }
       String stream = p.getString("stream", prefix + pool + ":hints");
+      if (p.has("stream") && p.has("keyPrefix")) {
+        // the stream key is then the stream parameter as written: the prefix would be ignored
+        p.error("keyPrefix", "has no effect beside 'stream', which is the whole stream key;"
+            + " keep one (the key is <keyPrefix><pool>:hints without 'stream')");
+      }
       if (stream == null || stream.isBlank()) {
         p.error("stream", "must not be empty");
         stream = prefix + pool + ":hints";

@@ -951,6 +951,22 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aKeyPrefixBesideAnExplicitStreamIsRefusedByName() {
+    // the stream key is the stream parameter as written: a keyPrefix beside it used to be read
+    // and ignored, so routers configured with another prefix shared one stream unawares
+    Result<?> both = create(Map.of("uri", "redis://127.0.0.1:1", "stream", "hints",
+        "keyPrefix", "tenant-a:"));
+    assertThat(both.isOk()).isFalse();
+    assertThat(both.errors()).anyMatch(e -> e.contains("keyPrefix") && e.contains("stream"));
+    Result<?> prefixOnly = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis",
+        200, "keyPrefix", "tenant-a:"));
+    assertThat(prefixOnly.isOk()).as(String.valueOf(prefixOnly.errors())).isTrue();
+    RedisReplication r = (RedisReplication) prefixOnly.value();
+    assertThat(r.settings().streamKey()).isEqualTo("tenant-a:default:hints");
+    r.close();
+  }
+
+  @Test
   void tlsParametersWithAPlainRedisUriAreRefusedByName() throws Exception {
     // with redis:// they used to be ignored: a file meant to make the connection TLS left it in
     // plaintext, the password in the URI included
