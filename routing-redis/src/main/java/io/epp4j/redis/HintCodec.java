@@ -79,6 +79,11 @@ final class HintCodec {
       return records;
     }
 
+    /** Bytes the batch holds so far (its header's room included). */
+    int bytes() {
+      return pos;
+    }
+
     void reset() {
       pos = headerRoom;
       records = 0;

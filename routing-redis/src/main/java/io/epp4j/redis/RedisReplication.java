@@ -74,6 +74,13 @@ public final class RedisReplication implements Plugin, RequestListener {
   /** Silence after which an origin's in-flight figures are dropped, in heartbeats. */
   static final int SILENT_HEARTBEATS = 5;
   static final int MAX_ORIGINS = 1024;
+  /**
+   * Bytes after which a batch takes no further hint (16 MiB), whatever {@code batchSize} says:
+   * a backlog of long prompts must not become one entry as large as itself, which Redis refuses
+   * past its {@code proto-max-bulk-len} (512 MiB by default) and which past 2 GiB cannot even
+   * be built. A batch may pass it by the one hint that crossed it.
+   */
+  static final int MAX_BATCH_BYTES = 16 << 20;
   static final Duration READ_WAIT = Duration.ofMillis(200);
   static final int READ_BATCHES = 256;
   static final long INITIAL_BACKOFF_NANOS = 100_000_000L;
@@ -353,6 +360,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
       int figureRecords = w.records();
       int hintsTaken = drain(w, s.batchSize());
+      boolean full = hintsTaken >= s.batchSize() || w.bytes() >= MAX_BATCH_BYTES;
       first = false;
       if (w.records() == 0) {
         return true;
@@ -377,8 +385,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         }
       });
       figures = Map.of();
-      if (hintsTaken < s.batchSize()
-          || System.nanoTime() - started >= s.flushIntervalNanos()) {
+      if (!full || System.nanoTime() - started >= s.flushIntervalNanos()) {
         // a backlog that never empties (hints come faster than batches go) must not keep the
         // in-flight figures from going out: the caller sends their changes with the next batch
         return true;
@@ -423,7 +430,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     long nowMicros = epochMicros();
     int n = 0;
     for (RedisReplication m : seat.members()) {
-      if (n >= max) {
+      if (n >= max || w.bytes() >= MAX_BATCH_BYTES) {
         break;
       }
       n += drain(m.queue, w, max - n, nowNanos, nowMicros);
@@ -434,7 +441,8 @@ public final class RedisReplication implements Plugin, RequestListener {
   private int drain(HintQueue queue, HintCodec.Writer w, int max, long nowNanos, long nowMicros) {
     int n = 0;
     long taken = 0;
-    while (n < max) {
+    // a batch full by its bytes takes no more: the first hint always fits, so the queue moves
+    while (n < max && w.bytes() < MAX_BATCH_BYTES) {
       Hint h = queue.poll();
       if (h == null) {
         break;

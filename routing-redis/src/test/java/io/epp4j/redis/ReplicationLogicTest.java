@@ -951,6 +951,62 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aBacklogOfLongPromptsIsSentInBatchesOfBoundedSize() throws Exception {
+    // batchSize bounds the hints of a batch, not its bytes: a backlog of long prompts (an outage,
+    // queueMaxBlocks raised) went out as one entry as large as the backlog, which Redis refuses
+    // past its proto-max-bulk-len (512 MiB) and which, past 2 GiB, overflowed the batch buffer
+    // and ended the publisher thread
+    InMemoryLog log = new InMemoryLog();
+    log.down();
+    PluginContext ctx = new PluginContext() {
+      @Override
+      public String pluginName() {
+        return RedisReplication.TYPE;
+      }
+
+      @Override
+      public Ticker ticker() {
+        return Ticker.system();
+      }
+
+      @Override
+      public <T> Optional<T> service(Class<T> type) {
+        return Optional.empty();
+      }
+    };
+    Result<?> made = new RedisReplication.Provider(log::factory).create(ctx, Parameters.of(Map.of(
+        "pool", "p", "routerId", "x", "flushIntervalMillis", 1, "queueMaxBlocks", 1L << 26)));
+    assertThat(made.isOk()).as(String.valueOf(made.errors())).isTrue();
+    RedisReplication r = (RedisReplication) made.value();
+    try {
+      // three hints of 2^20 blocks each (8 MiB of hashes; one array, held by reference)
+      int perHint = 1 << 20;
+      long[] hashes = new long[perHint];
+      for (int i = 0; i < perHint; i++) {
+        hashes[i] = i * 0x9E3779B97F4A7C15L;
+      }
+      Endpoint e = eightEndpoints().get(0);
+      InferenceRequest request = InferenceRequest.builder().model("m").prompt("p").build();
+      for (int i = 0; i < 3; i++) {
+        io.epp4j.api.CycleState state = new io.epp4j.api.CycleState(System.nanoTime(),
+            new Random(i));
+        state.put(io.epp4j.api.PrefixBlocks.KEY, io.epp4j.api.PrefixBlocks.of(16, hashes));
+        r.afterRouting(request, state, RoutingDecision.routed("default",
+            Map.of("default", new io.epp4j.api.ProfileResult("default", List.of(e)))));
+      }
+      assertThat(r.queued()).isEqualTo(3);
+      log.up();
+      await("every hint published", () -> r.published() == 3);
+      List<Integer> sizes = log.batches().stream().map(b -> b.length).toList();
+      long oneHint = 8L * perHint + 1024;
+      assertThat(sizes).hasSizeGreaterThan(1)
+          .allMatch(n -> n <= RedisReplication.MAX_BATCH_BYTES + oneHint);
+    } finally {
+      r.close();
+    }
+  }
+
+  @Test
   void aKeyPrefixBesideAnExplicitStreamIsRefusedByName() {
     // the stream key is the stream parameter as written: a keyPrefix beside it used to be read
     // and ignored, so routers configured with another prefix shared one stream unawares
