@@ -21,6 +21,7 @@ import io.envoyproxy.envoy.service.ext_proc.v3.TrailersResponse;
 import io.envoyproxy.envoy.type.v3.HttpStatus;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
+import io.epp4j.scorers.PdProfileHandler;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashSet;
 import java.util.Set;
@@ -86,12 +87,23 @@ final class ExtProcMessages {
   /**
    * The pick: the destination header on the request (replacing any the client sent), the same
    * value as dynamic metadata, and a cleared route cache so that routes matching on the header see
-   * it. {@code onBody}: as the answer to a body message (BUFFERED), else to the headers.
+   * it. With prefill/decode disaggregation, {@code prefiller} (the prefill pick, {@code ip:port})
+   * goes in {@link PdProfileHandler#PREFILLER_HEADER} for the decode server's sidecar; without
+   * one a header of that name the client sent is removed, so that no client picks where its
+   * request is prefilled. {@code onBody}: as the answer to a body message (BUFFERED), else to the
+   * headers.
    */
-  static ProcessingResponse routed(String destination, boolean onBody) {
+  static ProcessingResponse routed(String destination, @Nullable String prefiller,
+      boolean onBody) {
+    HeaderMutation.Builder headers = HeaderMutation.newBuilder()
+        .addSetHeaders(header(RoutingDecision.DESTINATION_HEADER, destination));
+    if (prefiller != null) {
+      headers.addSetHeaders(header(PdProfileHandler.PREFILLER_HEADER, prefiller));
+    } else {
+      headers.addRemoveHeaders(PdProfileHandler.PREFILLER_HEADER);
+    }
     CommonResponse common = CommonResponse.newBuilder()
-        .setHeaderMutation(HeaderMutation.newBuilder()
-            .addSetHeaders(header(RoutingDecision.DESTINATION_HEADER, destination)))
+        .setHeaderMutation(headers)
         .setClearRouteCache(true)
         .build();
     ProcessingResponse.Builder b = ProcessingResponse.newBuilder()

@@ -16,6 +16,7 @@ import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
 import io.epp4j.core.UsageScanner;
+import io.epp4j.scorers.PdProfileHandler;
 import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
@@ -425,7 +426,9 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     String dest = d.destinationHeaderValue();
     destination = dest;
     phase = Phase.AWAIT_RESPONSE;
-    send(ExtProcMessages.routed(dest, answer == Answer.BUFFERED_BODY));
+    Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+    send(ExtProcMessages.routed(dest, prefill == null ? null : prefill.id(),
+        answer == Answer.BUFFERED_BODY));
     if (answer != Answer.AFTER_BODY) {
       return; // the body, if any, passes through as Envoy holds it
     }

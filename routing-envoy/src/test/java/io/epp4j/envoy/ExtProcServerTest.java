@@ -178,6 +178,91 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aPrefillPickIsNamedToTheDecodeServerAndAClientsOwnPrefillerIsDropped() throws Exception {
+    // prefill/decode disaggregation: the decode server's sidecar learns where to prefill from
+    // x-prefiller-host-port, which only the gateway can write from the decision; the server
+    // wrote none, so every request was prefilled where it was decoded while the router counted
+    // it on the prefill pick too, and a client's own header went through
+    String pd = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: pd-profile-handler
+        - type: prefill-header-handler
+        - type: queue-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: decode
+          plugins: [{pluginRef: queue-scorer}, {pluginRef: max-score-picker}]
+        - name: prefill
+          plugins: [{pluginRef: queue-scorer}, {pluginRef: max-score-picker}]
+        """;
+    List<io.epp4j.api.RoutingDecision> decisions = new CopyOnWriteArrayList<>();
+    router = Router.builder().endpoints(List.of(A, B, C).stream().map(Endpoint::parse).toList())
+        .configYaml(pd, "pd").listener(new RequestListener() {
+          @Override
+          public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+              io.epp4j.api.RoutingDecision decision) {
+            decisions.add(decision);
+          }
+        }).build();
+    String name = InProcessServerBuilder.generateName();
+    server = ExtProcServer.builder(router).drainTimeout(Duration.ofSeconds(2))
+        .transport(InProcessServerBuilder.forName(name)).start();
+    channel = InProcessChannelBuilder.forName(name).build();
+
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("POST", "/v1/completions", false,
+        Map.of(io.epp4j.scorers.PdProfileHandler.PREFILLER_HEADER, "10.9.9.9:1"))
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    envoy.send(requestBody(completion("tell me a story"), true));
+    ProcessingResponse headers = envoy.next();
+    assertThat(decisions).hasSize(1);
+    Endpoint prefill = io.epp4j.scorers.PdProfileHandler.prefillEndpoint(decisions.get(0));
+    assertThat(prefill).isNotNull();
+    List<HeaderValueOption> set = headers.getRequestHeaders().getResponse().getHeaderMutation()
+        .getSetHeadersList();
+    assertThat(set).filteredOn(o -> o.getHeader().getKey()
+        .equals(io.epp4j.scorers.PdProfileHandler.PREFILLER_HEADER))
+        .singleElement().satisfies(o -> {
+          assertThat(utf8(o.getHeader().getRawValue())).isEqualTo(prefill.id());
+          assertThat(o.getAppendAction())
+              .isEqualTo(HeaderValueOption.HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD);
+        });
+    envoy.next(); // the body, sent back
+    envoy.send(responseHeaders(200, "application/json", true));
+    envoy.next();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().isOk()).isTrue();
+
+    // without a prefill pick the client's header must not reach the decode server either
+    String single = TWO_PICKS;
+    router.close();
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).configYaml(single, "one")
+        .build();
+    server.close();
+    channel.shutdownNow();
+    String other = InProcessServerBuilder.generateName();
+    server = ExtProcServer.builder(router).drainTimeout(Duration.ofSeconds(2))
+        .transport(InProcessServerBuilder.forName(other)).start();
+    channel = InProcessChannelBuilder.forName(other).build();
+    FakeEnvoy plain = FakeEnvoy.open(channel);
+    plain.send(requestHeaders("POST", "/v1/completions", false,
+        Map.of(io.epp4j.scorers.PdProfileHandler.PREFILLER_HEADER, "10.9.9.9:1"))
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    plain.send(requestBody(completion("tell me a story"), true));
+    CommonResponse routed = plain.next().getRequestHeaders().getResponse();
+    assertThat(destinationHeader(routed)).isEqualTo(A);
+    assertThat(routed.getHeaderMutation().getRemoveHeadersList())
+        .contains(io.epp4j.scorers.PdProfileHandler.PREFILLER_HEADER);
+    plain.next();
+    plain.send(responseHeaders(200, "application/json", true));
+    plain.next();
+    plain.halfClose();
+    assertThat(plain.awaitClosed().isOk()).isTrue();
+  }
+
+  @Test
   void aStreamedAnswerReportsFirstTokenAndItsUsageChunkThenNothingStaysInFlight()
       throws Exception {
     start(List.of(A, B));
