@@ -233,7 +233,12 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       String name = hv.getKey().toLowerCase(Locale.ROOT);
       String value = ExtProcMessages.headerValue(hv);
       switch (name) {
-        case ":path" -> path = pathOnly(value);
+        case ":path" -> {
+          path = pathOnly(value);
+          // as sent, query included: hash keys and session keys may come from a query parameter
+          // (query:<name>), which the plugins read from this header
+          named.putIfAbsent(name, value);
+        }
         case ":method" -> method = value;
         default -> {
           if (!name.startsWith(":")) {

@@ -178,6 +178,48 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aHashKeyFromTheQueryStringIsFoundInTheRequestPath() throws Exception {
+    // hashOn / sessionKeyFrom query:<name> read the :path header, which the server kept to
+    // itself without its query: every request hashed as one without a key (at random), so
+    // stickiness by a query parameter did nothing behind Envoy
+    String ring = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: ring-hash-picker
+          parameters: {hashOn: "query:user"}
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: ring-hash-picker}]
+        """;
+    router = Router.builder().endpoints(List.of(A, B, C).stream().map(Endpoint::parse).toList())
+        .configYaml(ring, "ring").build();
+    String name = InProcessServerBuilder.generateName();
+    server = ExtProcServer.builder(router).drainTimeout(Duration.ofSeconds(2))
+        .transport(InProcessServerBuilder.forName(name)).start();
+    channel = InProcessChannelBuilder.forName(name).build();
+    String path = "/v1/completions?api-version=1&user=alice";
+    // where the ring puts alice: the picker's own answer for a request that carries the key
+    io.epp4j.api.RoutingDecision direct = router.route(InferenceRequest.builder().model("m")
+        .prompt("hi").headers(Map.of(":path", path)).build());
+    String home = direct.primary().id();
+    direct.onComplete(Usage.NONE);
+    for (int i = 0; i < 20; i++) {
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      envoy.send(requestHeaders("POST", path, false, Map.of())
+          .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+      envoy.send(requestBody(completion("request " + i), true));
+      assertThat(destinationHeader(envoy.next().getRequestHeaders().getResponse()))
+          .as("request %d", i).isEqualTo(home);
+      envoy.next();
+      envoy.send(responseHeaders(200, "application/json", true));
+      envoy.next();
+      envoy.halfClose();
+      assertThat(envoy.awaitClosed().isOk()).isTrue();
+    }
+  }
+
+  @Test
   void aPrefillPickIsNamedToTheDecodeServerAndAClientsOwnPrefillerIsDropped() throws Exception {
     // prefill/decode disaggregation: the decode server's sidecar learns where to prefill from
     // x-prefiller-host-port, which only the gateway can write from the decision; the server
