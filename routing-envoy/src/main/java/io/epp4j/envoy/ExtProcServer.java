@@ -121,6 +121,18 @@ public final class ExtProcServer implements AutoCloseable {
     }
   }
 
+  /** How long a routed request may stream before its decision hears it is still served. */
+  static final long MIN_RENEWAL_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+
+  /**
+   * A quarter of the router's {@code inFlightMaxAge} (at least 100 ms): an answer that streams
+   * longer than that age renews its decision ({@code RoutingDecision.onActivity()}) at least
+   * every quarter of it, so the router does not release a request that is still being served.
+   */
+  static long renewEveryNanos(Duration inFlightMaxAge) {
+    return Math.max(MIN_RENEWAL_NANOS, TimeUnit.NANOSECONDS.convert(inFlightMaxAge) / 4);
+  }
+
   /**
    * Builds an {@link ExtProcServer}. Defaults: port {@value #DEFAULT_PORT} on every interface,
    * request bodies up to 16 MiB, a 30 s drain, callbacks on the transport's threads, and FULL_DUPLEX_STREAMED
@@ -268,7 +280,8 @@ public final class ExtProcServer implements AutoCloseable {
           : (int) Math.min(Integer.MAX_VALUE, Math.max(DEFAULT_MAX_MESSAGE_BYTES, bodyMessage));
       LiveStreams live = new LiveStreams();
       ProcessStream.Settings settings =
-          new ProcessStream.Settings(router, maxBodyBytes, requestMode, responseMode);
+          new ProcessStream.Settings(router, maxBodyBytes, requestMode, responseMode,
+              renewEveryNanos(router.inFlightMaxAge()));
       HealthStatusManager health = new HealthStatusManager();
       ServerBuilder<?> b = transport;
       if (b == null) {

@@ -104,10 +104,15 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private long declaredLength = -1;
   /** Answer body bytes Envoy has shown so far. */
   private long responseBytes;
+  /** The router's time when the decision was made or last renewed. */
+  private long activityAt;
 
-  /** What every stream of one server shares. */
+  /**
+   * What every stream of one server shares. {@code renewNanos}: how long on the router's ticker a
+   * routed request goes before its decision is told it is still served.
+   */
   record Settings(Router router, int maxBodyBytes, BodySendMode assumedRequestMode,
-      BodySendMode assumedResponseMode) {}
+      BodySendMode assumedResponseMode, long renewNanos) {}
 
   ProcessStream(Settings settings, ServerCallStreamObserver<ProcessingResponse> out,
       Runnable onEnd) {
@@ -328,6 +333,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     } else if (phase != Phase.AWAIT_RESPONSE) {
       throw unexpected("response_headers");
     }
+    renewIfDue();
     noteServed(msg.getMetadataContext());
     HeaderMap map = msg.getResponseHeaders().getHeaders();
     String contentType = null;
@@ -368,6 +374,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     if (phase != Phase.RESPONSE_BODY) {
       throw unexpected("response_body");
     }
+    renewIfDue();
     noteServed(msg.getMetadataContext());
     HttpBody chunk = msg.getResponseBody();
     ByteString bytes = chunk.getBody();
@@ -428,6 +435,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       return;
     }
     decision = d;
+    activityAt = settings.router.ticker().nanos();
     String dest = d.destinationHeaderValue();
     destination = dest;
     phase = Phase.AWAIT_RESPONSE;
@@ -505,6 +513,23 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
     u.finish(); // asked when the stream has ended: its last line ends here, line end or not
     return u.sawDone();
+  }
+
+  /**
+   * An answer that streams for longer than the router's {@code inFlightMaxAge} is still being
+   * served: its decision hears so every {@link Settings#renewNanos}, so that the router does not
+   * release it as a decision nobody finished and count its replica idler than it is.
+   */
+  private void renewIfDue() {
+    RoutingDecision d = decision;
+    if (d == null) {
+      return;
+    }
+    long now = settings.router.ticker().nanos();
+    if (now - activityAt >= settings.renewNanos) {
+      activityAt = now;
+      d.onActivity(); // ignored once the decision is finished
+    }
   }
 
   private void finishResponse() {

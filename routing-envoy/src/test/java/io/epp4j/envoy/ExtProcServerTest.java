@@ -178,6 +178,40 @@ class ExtProcServerTest {
   }
 
   @Test
+  void anAnswerStillStreamingPastInFlightMaxAgeKeepsCountingOnItsEndpoint() throws Exception {
+    // inFlightMaxAge is the net for decisions nobody finishes; a generation that streams for
+    // longer (a long reasoning answer) is not one, and the server sees its chunks go by, but it
+    // never said so (RoutingDecision.onActivity): its request was released half-way through and
+    // its replica looked idler than it was for the rest of the answer
+    long[] now = {0};
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A)))
+        .ticker(() -> now[0]).inFlightMaxAge(Duration.ofMinutes(10)).listener(outcomes).build();
+    String name = InProcessServerBuilder.generateName();
+    server = ExtProcServer.builder(router).drainTimeout(Duration.ofSeconds(2))
+        .transport(InProcessServerBuilder.forName(name)).start();
+    channel = InProcessChannelBuilder.forName(name).build();
+    FakeEnvoy envoy = routedFullDuplex(completion("think hard"));
+    envoy.send(responseHeaders(200, "text/event-stream", false));
+    envoy.next();
+    for (int minute = 1; minute <= 30; minute++) {
+      now[0] += Duration.ofMinutes(1).toNanos();
+      envoy.send(responseBody("data: {\"choices\":[{\"text\":\" hm\"}]}\n\n", false));
+      envoy.next();
+      // another request's route sweeps the leases older than inFlightMaxAge
+      io.epp4j.api.RoutingDecision other = router.route(InferenceRequest.builder().model("m")
+          .prompt("x").build());
+      assertThat(inFlightOn(A)).as("minute %d", minute).isEqualTo(2);
+      other.onComplete(Usage.NONE);
+    }
+    envoy.send(responseBody("data: [DONE]\n\n", true));
+    envoy.next();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isNotNull();
+    assertThat(inFlightOn(A)).isZero();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().isOk()).isTrue();
+  }
+
+  @Test
   void aHashKeyFromTheQueryStringIsFoundInTheRequestPath() throws Exception {
     // hashOn / sessionKeyFrom query:<name> read the :path header, which the server kept to
     // itself without its query: every request hashed as one without a key (at random), so
