@@ -162,6 +162,11 @@ public final class KvEventSubscriber implements AutoCloseable {
     return streams.connectedEndpoints();
   }
 
+  /** Endpoints whose central-mode port-label warning is remembered; for tests. */
+  int portLabelWarningsKept() {
+    return streams.portLabelWarningsKept();
+  }
+
   /** Sockets open in this subscriber's ZeroMQ context; for tests. */
   int openSockets() {
     return sockets.openSockets();

@@ -45,8 +45,26 @@ final class StreamTable {
   private final AtomicInteger connected = new AtomicInteger();
   /** Central mode: whether a port label is warned about (no per-endpoint subscriber reads it). */
   private final boolean warnPortLabel;
-  /** Central mode: endpoints whose port label was warned about; subscriber thread only. */
-  private final java.util.Set<String> portLabelWarned = new java.util.HashSet<>();
+  /**
+   * Most endpoints whose port-label warning is remembered, so that one that rejoins is not warned
+   * about again.
+   */
+  static final int MAX_PORT_LABEL_WARNINGS_KEPT = 4096;
+  /**
+   * Central mode: endpoints whose port label was warned about, the most recently warned or
+   * rejoined {@value #MAX_PORT_LABEL_WARNINGS_KEPT} of them (pods that come and go at every rollout
+   * must not grow it for ever; one forgotten is warned about again should it rejoin); subscriber
+   * thread only.
+   */
+  private final java.util.Set<String> portLabelWarned = java.util.Collections.newSetFromMap(
+      new java.util.LinkedHashMap<String, Boolean>(16, 0.75f, true) {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+          return size() > MAX_PORT_LABEL_WARNINGS_KEPT;
+        }
+      });
 
   /**
    * @param central whether messages are routed by topic (one bound socket) rather than by socket
@@ -78,6 +96,11 @@ final class StreamTable {
     this.dataParallelFirstPort = dataParallelFirstPort;
     this.sockets = shared.sockets();
     this.shared = shared;
+  }
+
+  /** Endpoints whose port-label warning is remembered; read after the warnings, for tests. */
+  int portLabelWarningsKept() {
+    return portLabelWarned.size();
   }
 
   /** Every SUB socket to poll, in the order they were opened. */

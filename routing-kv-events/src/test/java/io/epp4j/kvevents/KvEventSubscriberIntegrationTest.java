@@ -427,6 +427,60 @@ class KvEventSubscriberIntegrationTest {
     }
   }
 
+  /**
+   * The endpoints warned about are remembered so that one rejoining is not warned about again;
+   * with pods that come and go (new addresses at every rollout) that memory must not grow with
+   * every endpoint ever seen.
+   */
+  @Test
+  void centralModeRemembersABoundedNumberOfWarnedEndpoints() throws Exception {
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(KvEventSubscriber.class.getName());
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler h = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        warnings.add(r.getMessage());
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    boolean parents = log.getUseParentHandlers();
+    log.setUseParentHandlers(false); // thousands of warnings: kept here, not printed
+    log.addHandler(h);
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build()) {
+      int churned = StreamTable.MAX_PORT_LABEL_WARNINGS_KEPT + 1000;
+      List<Endpoint> gone = new java.util.ArrayList<>();
+      for (int i = 0; i < churned; i++) {
+        gone.add(Endpoint.of("10.7." + (i >> 8) + "." + (i & 255), 8000,
+            Map.of(KvEventSubscriber.PORT_LABEL, "6000")));
+      }
+      gone.forEach(sub::addEndpoint);
+      String last = gone.get(churned - 1).id();
+      await(() -> warnings.stream().anyMatch(w -> w.contains(last)),
+          () -> "the warning about the last endpoint");
+      assertThat(warnings).filteredOn(w -> w.contains("no effect in central mode"))
+          .hasSize(churned);
+      // all of them leave (a rollout); the pool changes are handled in order, so once a newcomer's
+      // warning is there the removals have been handled
+      gone.forEach(sub::removeEndpoint);
+      Endpoint next = Endpoint.of("10.8.0.1", 8000, Map.of(KvEventSubscriber.PORT_LABEL, "6000"));
+      sub.addEndpoint(next);
+      await(() -> warnings.stream().anyMatch(w -> w.contains(next.id())),
+          () -> "the warning about the newcomer");
+      assertThat(sub.portLabelWarningsKept())
+          .isLessThanOrEqualTo(StreamTable.MAX_PORT_LABEL_WARNINGS_KEPT);
+    } finally {
+      log.removeHandler(h);
+      log.setUseParentHandlers(parents);
+    }
+  }
+
   /** An XPUB connected to {@code address}, returned once the subscription has arrived. */
   static ZMQ.Socket connectedPublisher(ZContext ctx, String address) {
     ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
