@@ -87,6 +87,31 @@ class EnvoyConfigTest {
         .isEqualTo("envoy.service.ext_proc.v3.ExternalProcessor");
   }
 
+  /** Envoy's default for each circuit breaker threshold of a cluster. */
+  static final int ENVOY_DEFAULT_THRESHOLD = 1024;
+
+  @Test
+  void bothClustersTakeMoreConcurrentRequestsThanEnvoysDefaultCircuitBreakers() throws Exception {
+    // every request through the gateway holds one ext_proc stream on the epp4j cluster and one
+    // request on the replicas cluster for its whole answer (minutes for a long generation);
+    // Envoy's default thresholds (1024 connections, pending requests and requests per cluster)
+    // would fail the 1025th concurrent request (the ext_proc stream overflows: a 500 with
+    // failure_mode_allow false), far below what a pool of replicas serves at once
+    Bootstrap boot = parse(Files.readString(CONFIG));
+    for (Cluster c : boot.getStaticResources().getClustersList()) {
+      assertThat(c.getCircuitBreakers().getThresholdsList()).as(c.getName()).isNotEmpty();
+      io.envoyproxy.envoy.config.cluster.v3.CircuitBreakers.Thresholds t = c.getCircuitBreakers().getThresholds(0);
+      assertThat(t.getPriority()).as(c.getName())
+          .isEqualTo(io.envoyproxy.envoy.config.core.v3.RoutingPriority.DEFAULT);
+      assertThat(t.getMaxConnections().getValue()).as(c.getName() + " max_connections")
+          .isGreaterThan(ENVOY_DEFAULT_THRESHOLD);
+      assertThat(t.getMaxPendingRequests().getValue()).as(c.getName() + " max_pending_requests")
+          .isGreaterThan(ENVOY_DEFAULT_THRESHOLD);
+      assertThat(t.getMaxRequests().getValue()).as(c.getName() + " max_requests")
+          .isGreaterThan(ENVOY_DEFAULT_THRESHOLD);
+    }
+  }
+
   @Test
   void theReadmeShowsTheSameConfig() throws Exception {
     String readme = Files.readString(Path.of("README.md"), StandardCharsets.UTF_8);
