@@ -105,6 +105,11 @@ final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolList
     return precise.index();
   }
 
+  /** See {@link PrecisePrefixCacheScorer#lendTokenizer}. */
+  void lendTokenizer(Tokenizer lent) {
+    precise.lendTokenizer(lent);
+  }
+
   @Override
   public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
       double[] scores) {

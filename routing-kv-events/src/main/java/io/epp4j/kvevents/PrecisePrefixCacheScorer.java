@@ -45,7 +45,12 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
   private static final Logger LOG = Logger.getLogger(PrecisePrefixCacheScorer.class.getName());
 
   private final KvBlockIndex index;
-  private final @Nullable Tokenizer tokenizer;
+  /**
+   * Its own, a {@link Tokenizer} service's, one a {@code token-producer} listed before it lent,
+   * or one a {@code token-producer} listed after it lends once built ({@link #lendTokenizer});
+   * null: requests without token IDs score 0.
+   */
+  private volatile @Nullable Tokenizer tokenizer;
   /** The subscribers feeding the index: none, one, or per-endpoint and central together. */
   private final List<KvEventSubscriber> subscribers;
   private final int maxPromptBlocks;
@@ -105,6 +110,18 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
       }
     }
     return false;
+  }
+
+  /**
+   * A {@code token-producer} listed after this scorer lends it its tokenizer, as llm-d's
+   * tokenizes for every scorer whatever the order of the file; kept only when this scorer has
+   * none (neither its own {@code tokenizer}, a {@link Tokenizer} service, nor an earlier
+   * producer's). Called while the configuration is built, before it routes.
+   */
+  void lendTokenizer(Tokenizer lent) {
+    if (tokenizer == null) {
+      tokenizer = lent;
+    }
   }
 
   /** The tokenizer in use, or null; for tests. */
@@ -467,13 +484,14 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     if (t != null) {
       return t;
     }
-    if (tokenizer == null) {
+    Tokenizer tk = tokenizer;
+    if (tk == null) {
       return null;
     }
     try {
       return request.kind() == InferenceRequest.Kind.CHAT
-          ? tokenizer.encodeChat(request.messages(), request.toolsJson())
-          : tokenizer.encodePrompt(request.prompt() == null ? "" : request.prompt());
+          ? tk.encodeChat(request.messages(), request.toolsJson())
+          : tk.encodePrompt(request.prompt() == null ? "" : request.prompt());
     } catch (RuntimeException e) {
       LOG.log(Level.FINE, "tokenization failed; scoring request as uncached", e);
       return null;
@@ -549,8 +567,9 @@ final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolLis
     for (KvEventSubscriber s : subscribers) {
       s.close();
     }
-    if (ownsTokenizer && tokenizer != null) {
-      tokenizer.close();
+    Tokenizer tk = tokenizer;
+    if (ownsTokenizer && tk != null) {
+      tk.close();
     }
   }
 }

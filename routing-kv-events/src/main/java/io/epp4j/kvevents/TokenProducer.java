@@ -9,8 +9,9 @@ import java.time.Duration;
 /**
  * {@code token-producer} (llm-d; formerly {@code tokenizer}): tokenizes prompts for the plugins
  * that need token IDs. In epp4j it provides a {@link Tokenizer} to the precise and hybrid scorers
- * defined after it in the same file (unless the router was given a {@code Tokenizer} service or
- * the scorer names its own {@code tokenizer}): {@code vllm.http} becomes a {@link VllmTokenizer}
+ * of the same file, defined before or after it, as llm-d's tokenizes for every scorer whatever the
+ * order (unless the router was given a {@code Tokenizer} service or the scorer names its own
+ * {@code tokenizer}): {@code vllm.http} becomes a {@link VllmTokenizer}
  * that asks {@code <http>/tokenize} for model {@code modelName}, chats sent whole so that the
  * server renders them with the model's own template. The upstream UDS tokenizer sidecar speaks a protocol epp4j does not, so
  * {@code udsTokenizerConfig} is refused; {@code vllm.mmTimeout} gets a notice, as epp4j does not
@@ -84,7 +85,18 @@ final class TokenProducer implements Plugin {
       if (!r.isOk()) {
         throw new IllegalArgumentException(String.join("; ", r.errors()));
       }
-      return new TokenProducer(r.value());
+      Tokenizer lent = r.value();
+      // llm-d's token-producer tokenizes for every scorer, wherever the file lists it: a precise
+      // or hybrid scorer listed before this one, without a tokenizer of its own, gets it too
+      // (those listed after it find it among their earlier plugins)
+      for (Plugin earlier : c.earlierPlugins()) {
+        if (earlier instanceof PrecisePrefixCacheScorer precise) {
+          precise.lendTokenizer(lent);
+        } else if (earlier instanceof HybridPrefixCacheScorer hybrid) {
+          hybrid.lendTokenizer(lent);
+        }
+      }
+      return new TokenProducer(lent);
     }
   }
 }

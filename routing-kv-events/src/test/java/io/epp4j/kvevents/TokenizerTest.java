@@ -393,6 +393,49 @@ class TokenizerTest {
     }
   }
 
+  @Test
+  void aTokenProducerListedAfterTheScorerStillTokenizesForIt() {
+    // llm-d's token-producer tokenizes for every scorer whatever the order of the file; here it
+    // was lent only to scorers listed after it, so one listed before had no tokenizer, scored 0
+    // everywhere and said nothing
+    String prompt = "Summarize the following report. ".repeat(4);
+    List<Integer> engine = pairTokens(prompt);
+    engine.add(0, BOS);
+    int[] withBos = ints(engine);
+    int blocks = withBos.length / 4;
+    long[] hashes = new long[blocks];
+    for (int i = 0; i < blocks; i++) {
+      hashes[i] = 1000 + i;
+    }
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(4).build();
+    index.apply("10.0.0.2:8000", KvEvent.BlockStored.of(hashes, null,
+        java.util.Arrays.copyOf(withBos, blocks * 4), 4));
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters: {speculative: false}
+        - type: max-score-picker
+        - type: token-producer
+          parameters:
+            modelName: m
+            vllm: {http: "http://127.0.0.1:%d", timeout: 5s}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """.formatted(server.getAddress().getPort());
+    try (io.epp4j.core.Router router = io.epp4j.core.Router.builder()
+        .endpoints(PrecisePrefixCacheScorerTest.EPS).service(KvBlockIndex.class, index)
+        .configYaml(yaml, "t").build()) {
+      for (int i = 0; i < 5; i++) {
+        assertThat(router.route(io.epp4j.api.InferenceRequest.completion("m", prompt)).primary()
+            .id()).isEqualTo("10.0.0.2:8000");
+      }
+      assertThat(calls.get()).isPositive();
+    }
+  }
+
   /**
    * A router over {@link PrecisePrefixCacheScorerTest#EPS} whose precise scorer reads
    * {@code index} and tokenizes with this test's vLLM stand-in.
