@@ -54,6 +54,8 @@ final class RoutingMemory {
   private static final ThreadLocal<Ring[]> FOUND = ThreadLocal.withInitial(() -> new Ring[8]);
   private static final int MIN_FIRST_COUNTERS = 256;
   private static final int MAX_FIRST_COUNTERS = 1 << 14;
+  /** Entries a ring has room for before it first grows (towards the capacity). */
+  static final int INITIAL_RING = 64;
 
   private final ConcurrentHashMap<String, Ring> rings = new ConcurrentHashMap<>();
   private final int capacity;
@@ -82,10 +84,12 @@ final class RoutingMemory {
     final int number;
     final long[] dirWords;
     final long dirBit;
-    final long[] keys;
-    final long[] times;
+    // grown by doubling up to the capacity, as entries come: a capacity of millions must not be
+    // allocated for every endpoint before anything is routed there
+    long[] keys;
+    long[] times;
     /** Bit per ring position: the entry there is counted in {@link #firsts}. */
-    final long[] firstBits;
+    long[] firstBits;
     /** Replaced on clear, so a reader sees the old contents or none, never a half-emptied table. */
     volatile HolderTable latest = new HolderTable();
     /** Counts per slot of the entries that were a chain's first key; replaced on clear. */
@@ -101,9 +105,10 @@ final class RoutingMemory {
       this.number = number;
       this.dirWords = dirWords;
       this.dirBit = 1L << (number & 63);
-      this.keys = new long[capacity];
-      this.times = new long[capacity];
-      this.firstBits = new long[(capacity + 63) >>> 6];
+      int length = Math.min(capacity, INITIAL_RING);
+      this.keys = new long[length];
+      this.times = new long[length];
+      this.firstBits = new long[(length + 63) >>> 6];
       this.firsts = new byte[counters];
       this.firstsMask = counters - 1;
     }
@@ -115,6 +120,30 @@ final class RoutingMemory {
     /** Whether a chain starting with {@code key} may be remembered; false is certain. */
     boolean mayHoldFirst(long key) {
       return (byte) COUNT.getAcquire(firsts, firstSlot(key)) != 0;
+    }
+
+    /**
+     * Makes room for one more entry, up to {@code capacity}: the entries move to the start of
+     * arrays twice as long, in order. Ring lock held; called only when the ring is full.
+     */
+    void grow(int capacity) {
+      int length = keys.length;
+      int grown = (int) Math.min(capacity, 2L * length);
+      long[] k = new long[grown];
+      long[] t = new long[grown];
+      long[] f = new long[(grown + 63) >>> 6];
+      for (int i = 0; i < size; i++) {
+        int at = head + i < length ? head + i : head + i - length;
+        k[i] = keys[at];
+        t[i] = times[at];
+        if ((firstBits[at >>> 6] & (1L << at)) != 0) {
+          f[i >>> 6] |= 1L << i;
+        }
+      }
+      keys = k;
+      times = t;
+      firstBits = f;
+      head = 0;
     }
 
     /** Adds (+1) or removes (-1) {@code key} from the counts. Ring lock held. */
@@ -304,6 +333,9 @@ final class RoutingMemory {
     while (r.size == capacity) {
       evictOrRequeue(r, latest);
     }
+    if (r.size == r.keys.length) {
+      r.grow(capacity);
+    }
     push(r, key, now, first);
   }
 
@@ -317,7 +349,7 @@ final class RoutingMemory {
     long time = r.times[at];
     boolean first = (r.firstBits[at >>> 6] & (1L << at)) != 0;
     r.firstBits[at >>> 6] &= ~(1L << at);
-    r.head = at + 1 == capacity ? 0 : at + 1;
+    r.head = at + 1 == r.keys.length ? 0 : at + 1;
     r.size--;
     // one probe: the key goes if it was forgotten or not routed since this entry was written
     // (stored words order as unsigned numbers the way times order as signed ones, and
@@ -341,8 +373,8 @@ final class RoutingMemory {
 
   private void pushCounted(Ring r, long key, long time, boolean first) {
     int at = r.head + r.size;
-    if (at >= capacity) {
-      at -= capacity;
+    if (at >= r.keys.length) {
+      at -= r.keys.length;
     }
     r.keys[at] = key;
     r.times[at] = time;
@@ -426,6 +458,17 @@ final class RoutingMemory {
 
   int endpoints() {
     return rings.size();
+  }
+
+  /** Entries {@code endpointId}'s ring has room for now (it grows up to the capacity); for tests. */
+  int allocated(String endpointId) {
+    Ring r = rings.get(endpointId);
+    if (r == null) {
+      return 0;
+    }
+    synchronized (r) {
+      return r.keys.length;
+    }
   }
 
   /** Forgets everything sent to {@code endpointId} but keeps remembering new routes to it. */

@@ -28,6 +28,38 @@ class RoutingMemoryTest {
     againstReference(100, 60, RoutingMemoryTest::spreadChain);
   }
 
+  /**
+   * The same with capacities past the room a ring starts with, and enough distinct keys to fill
+   * them: rings grow while they fill, then evict as before.
+   */
+  @Test
+  void answersAsTheReferenceModelWhileRingsGrowToTheirCapacity() {
+    againstReference(200, 5 * RoutingMemory.INITIAL_RING, RoutingMemoryTest::wideChain);
+  }
+
+  /**
+   * memoryBlocksPerEndpoint takes up to 2^24: a ring allocated at its capacity from the start
+   * held 256 MiB per endpoint (two longs per entry) before anything was routed there, so a pool
+   * of a few dozen endpoints ran the JVM out of memory when the endpoints were added. Room comes
+   * as entries do.
+   */
+  @Test
+  void aRingTakesRoomAsEntriesComeNotItsWholeCapacityAtOnce() {
+    int capacity = 1 << 20;
+    RoutingMemory memory = new RoutingMemory(capacity, Long.MAX_VALUE);
+    memory.addEndpoint("a");
+    assertThat(memory.allocated("a")).isLessThan(capacity);
+    int n = 3_000;
+    for (int i = 0; i < n; i++) {
+      memory.record("a", new long[] {1_000_000L + i}, i);
+    }
+    assertThat(memory.size("a")).isEqualTo(n);
+    assertThat(memory.allocated("a")).isBetween(n, 2 * n);
+    for (int i = 0; i < n; i++) {
+      assertThat(memory.prefixLength("a", new long[] {1_000_000L + i}, n)).isEqualTo(1);
+    }
+  }
+
   private static void againstReference(int seedBase, int maxCapacity,
       java.util.function.Function<Random, long[]> chains) {
     for (int seed = seedBase; seed < seedBase + 10; seed++) {
@@ -183,6 +215,16 @@ class RoutingMemoryTest {
    * A chain of 1-12 keys of one of 12 families, each with its own first key; keys are mixed so
    * that their high bits, which pick a filter slot, differ.
    */
+  private static long[] wideChain(Random r) {
+    int family = r.nextInt(60);
+    long[] keys = new long[1 + r.nextInt(12)];
+    for (int i = 0; i < keys.length; i++) {
+      long x = (family * 16L + i + 1) * 0x9E3779B97F4A7C15L;
+      keys[i] = x ^ (x >>> 29);
+    }
+    return keys;
+  }
+
   private static long[] spreadChain(Random r) {
     int family = r.nextInt(12);
     long[] keys = new long[1 + r.nextInt(12)];
