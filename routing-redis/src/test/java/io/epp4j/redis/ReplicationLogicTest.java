@@ -1069,6 +1069,46 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void theReadmesMetricsTableListsEveryInstrument() throws Exception {
+    io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader metrics =
+        io.opentelemetry.sdk.testing.exporter.InMemoryMetricReader.create();
+    io.opentelemetry.sdk.OpenTelemetrySdk otel = io.opentelemetry.sdk.OpenTelemetrySdk.builder()
+        .setMeterProvider(io.opentelemetry.sdk.metrics.SdkMeterProvider.builder()
+            .registerMetricReader(metrics).build())
+        .build();
+    InMemoryLog log = new InMemoryLog();
+    Router a = router(log, "a", configYaml("prefix-cache-scorer",
+        "pool: p, routerId: a, flushIntervalMillis: 1", ""));
+    Router b = Router.builder().endpoints(eightEndpoints())
+        .registry(PluginRegistry.fromServiceLoader()
+            .with(new RedisReplication.Provider(log::factory)))
+        .configYaml(configYaml("prefix-cache-scorer",
+            "pool: p, routerId: b, flushIntervalMillis: 1", ""), "b")
+        .openTelemetry(otel).build();
+    routers.add(b);
+    a.route(InferenceRequest.builder().model("m").prompt("hello ".repeat(100)).maxTokens(4)
+        .build()).onComplete(new Usage(1, 0, 1));
+    await("b applied a's prefix", () -> replication(b).appliedPrefixes() >= 1);
+    List<String> instruments = metrics.collectAllMetrics().stream().map(m -> m.getName())
+        .filter(n -> n.startsWith("epp4j.replication.")).distinct().toList();
+    assertThat(instruments).contains("epp4j.replication.lag", "epp4j.replication.resyncs");
+    // the table under "### Metrics": its consecutive lines starting with '|'
+    List<String> lines = Files.readAllLines(Path.of("README.md"));
+    int at = lines.indexOf("### Metrics");
+    assertThat(at).isNotNegative();
+    while (!lines.get(at).startsWith("| instrument")) {
+      at++;
+    }
+    StringBuilder table = new StringBuilder();
+    for (; at < lines.size() && lines.get(at).startsWith("|"); at++) {
+      table.append(lines.get(at)).append('\n');
+    }
+    for (String name : instruments) {
+      assertThat(table.toString()).as(name).contains("| `" + name + "` |");
+    }
+  }
+
+  @Test
   void theReadmeDocumentsTheTypeAndEveryParameter() throws Exception {
     String readme = Files.readString(Path.of("README.md"));
     assertThat(readme).contains("## " + RedisReplication.TYPE);
