@@ -55,6 +55,8 @@ final class SubscriberSockets implements AutoCloseable {
     try {
       d.setLinger(0);
       d.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
+      // a replay's answer comes as fast as the engine sends it: room for as many as the SUB has
+      d.setRcvHWM(receiveHighWaterMark);
       d.setHandshakeIvl(HANDSHAKE_MILLIS);
       d.setReconnectIVL(100);
       d.connect(address);
