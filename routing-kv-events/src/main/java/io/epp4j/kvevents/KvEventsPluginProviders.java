@@ -312,11 +312,13 @@ public final class KvEventsPluginProviders {
    */
   static Result<Tokenizer> createTokenizer(Parameters t) {
     String type = t.getEnum("type", "vllm", Set.of("vllm", "huggingface"));
-    long cacheTokens = t.getLong("cacheTokens", 4_000_000);
+    boolean vllm = type.equals("vllm");
+    // a vllm tokenizer caches nothing (each chat goes whole to the server): left unread there,
+    // a cacheTokens is refused below as a field of the other type
+    long cacheTokens = vllm ? 0 : t.getLong("cacheTokens", 4_000_000);
     if (cacheTokens < 0) {
       t.error("cacheTokens", "must be >= 0, got " + cacheTokens);
     }
-    boolean vllm = type.equals("vllm");
     String url = vllm ? t.getString("url", null) : null;
     String model = vllm ? t.getString("model", null) : null;
     int timeoutMs = vllm ? t.getInt("timeoutMs", 200, 1, 600_000) : 0;
@@ -333,7 +335,7 @@ public final class KvEventsPluginProviders {
       errs.add("parameter 'tokenizer': " + e);
     }
     for (String name : t.unreadNames()) {
-      boolean otherType = vllm ? name.equals("path")
+      boolean otherType = vllm ? name.equals("path") || name.equals("cacheTokens")
           : Set.of("url", "model", "timeoutMs").contains(name);
       errs.add(otherType ? "parameter 'tokenizer' field '" + name + "' has no effect with type "
           + type : "parameter 'tokenizer' has unknown parameter '" + name + "'");

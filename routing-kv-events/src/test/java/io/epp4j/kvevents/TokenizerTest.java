@@ -456,6 +456,15 @@ class TokenizerTest {
   }
 
   @Test
+  void aChatCacheSizeForAVllmTokenizerIsRefusedByName() {
+    // a vllm tokenizer sends each chat whole to the server, which renders its own template, so
+    // it caches nothing: cacheTokens was read and ignored, and a file that sized the cache (as
+    // it did when vllm chats were cut into ChatML messages) loaded as if it took effect
+    assertRefused("{type: vllm, url: \"http://127.0.0.1:1\", model: m, cacheTokens: 100000}")
+        .hasMessageContaining("'tokenizer' field 'cacheTokens' has no effect with type vllm");
+  }
+
+  @Test
   void aTokenizerFieldThatIsNotReadIsReportedByName() {
     // a misspelt field used to be ignored, so the tokenizer ran with the default (200 ms
     // here), and a field of the other type (a vllm tokenizer given a path) did nothing
