@@ -9,6 +9,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.core.Router;
+import io.epp4j.scorers.PdProfileHandler;
 import java.net.ConnectException;
 import java.net.URI;
 import java.nio.ByteBuffer;
@@ -111,6 +112,13 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     Map<String, String> headers = new HashMap<>();
     request.getHeaders().forEach((name, values) ->
         headers.put(name.toLowerCase(Locale.ROOT), values.isEmpty() ? "" : values.get(0)));
+    // the request target as sent, query included, as Envoy hands it over: hash and session keys
+    // may come from a query parameter (query:<name>), which the plugins read from :path
+    URI target = request.getURI();
+    String rawPath = target.getRawPath();
+    String rawQuery = target.getRawQuery();
+    headers.put(":path", (rawPath == null || rawPath.isEmpty() ? "/" : rawPath)
+        + (rawQuery == null ? "" : "?" + rawQuery));
     RoutingDecision d = body == null ? router.routeHeaders(headers)
         : router.route(request.getURI().getPath(), headers, body);
     Rejection rejected = d.rejection();
@@ -120,8 +128,19 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     }
     URI url = exchange.getAttribute(GATEWAY_REQUEST_URL_ATTR);
     URI base = url != null ? url : request.getURI();
+    // with prefill/decode disaggregation the decode server's sidecar learns where to prefill
+    // from this header; without a prefill pick, a value the client sent is dropped, so that no
+    // client chooses where its request is prefilled
+    Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
     ServerHttpRequest forwarded = request.mutate()
-        .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue()).build();
+        .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
+        .headers(h -> {
+          if (prefill != null) {
+            h.set(PdProfileHandler.PREFILLER_HEADER, prefill.id());
+          } else {
+            h.remove(PdProfileHandler.PREFILLER_HEADER);
+          }
+        }).build();
     DecisionTap tap = new DecisionTap(exchange.getResponse(), d, router.inFlightMaxAge());
     ServerWebExchange routed = exchange.mutate().request(forwarded).build();
     routed.getAttributes().put(DecisionTap.ATTRIBUTE, tap);
