@@ -17,6 +17,14 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
   /** The label that tells the role of an endpoint in prefill/decode disaggregation. */
   public static final String ROLE_LABEL = "llm-d.ai/role";
 
+  /**
+   * The values of {@value #ROLE_LABEL} llm-d defines and the role filters read: {@code prefill},
+   * {@code decode}, {@code both}, {@code prefill-decode}, {@code encode}, {@code encode-prefill}
+   * and {@code encode-prefill-decode}.
+   */
+  public static final java.util.Set<String> ROLES = java.util.Set.of("prefill", "decode", "both",
+      "prefill-decode", "encode", "encode-prefill", "encode-prefill-decode");
+
   public Endpoint {
     Objects.requireNonNull(id, "id");
     Objects.requireNonNull(host, "host");
@@ -56,6 +64,28 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
    */
   public static Endpoint parse(String hostPort) {
     return parse(hostPort, Map.of());
+  }
+
+  /**
+   * Parses {@code host:port} or {@code host:port=role}, the form gateways take endpoint lists in:
+   * the role, one of {@link #ROLES}, becomes the {@value #ROLE_LABEL} label (for prefill/decode
+   * disaggregation: {@code 10.0.0.1:8000=prefill}).
+   *
+   * @throws IllegalArgumentException naming the text when the address is not {@code host:port}
+   *     (see {@link #parse(String)}) or the role is not one of {@link #ROLES}
+   */
+  public static Endpoint parseWithRole(String spec) {
+    Objects.requireNonNull(spec, "spec");
+    int eq = spec.indexOf('=');
+    if (eq < 0) {
+      return parse(spec);
+    }
+    String role = spec.substring(eq + 1).strip();
+    if (!ROLES.contains(role)) {
+      throw new IllegalArgumentException("endpoint role must be one of "
+          + new java.util.TreeSet<>(ROLES) + ", got '" + role + "' in '" + spec + "'");
+    }
+    return parse(spec.substring(0, eq).strip(), Map.of(ROLE_LABEL, role));
   }
 
   /** Parses {@code host:port} (see {@link #parse(String)}) and attaches labels. */

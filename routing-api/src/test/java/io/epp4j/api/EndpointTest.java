@@ -66,4 +66,31 @@ class EndpointTest {
         .isEqualTo(Endpoint.parse("[fd00::1]:8000"));
     assertThat(Endpoint.parse(e.id())).isEqualTo(e);
   }
+
+  @Test
+  void aRoleAfterTheAddressBecomesTheRoleLabel() {
+    Endpoint p = Endpoint.parseWithRole("10.0.0.1:8000=prefill");
+    assertThat(p.id()).isEqualTo("10.0.0.1:8000");
+    assertThat(p.labels()).containsExactly(java.util.Map.entry(Endpoint.ROLE_LABEL, "prefill"));
+    assertThat(Endpoint.parseWithRole(" [fd00::1]:8000 = decode ").labels())
+        .containsEntry(Endpoint.ROLE_LABEL, "decode");
+    assertThat(Endpoint.parseWithRole("[fd00::1]:8000=decode").host()).isEqualTo("fd00::1");
+    assertThat(Endpoint.parseWithRole("10.0.0.2:8000").labels()).isEmpty();
+    for (String role : Endpoint.ROLES) {
+      assertThat(Endpoint.parseWithRole("h:1=" + role).labels())
+          .containsEntry(Endpoint.ROLE_LABEL, role);
+    }
+  }
+
+  @Test
+  void anUnknownOrEmptyRoleIsRejectedNamingIt() {
+    assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=prefil"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("'prefil'").hasMessageContaining("10.0.0.1:8000=prefil")
+        .hasMessageContaining("prefill");
+    assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000="))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("''");
+    assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1=prefill"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("host:port");
+  }
 }

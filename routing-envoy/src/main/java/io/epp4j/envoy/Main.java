@@ -35,7 +35,7 @@ import org.jspecify.annotations.Nullable;
  * properties, so both read alike.
  */
 public final class Main {
-  static final String USAGE = "usage: routing-envoy --endpoints IP:PORT[,IP:PORT...] "
+  static final String USAGE = "usage: routing-envoy --endpoints IP:PORT[=ROLE][,...] "
       + "[--port N] [--host ADDR] [--config FILE | --preset NAME] [--max-body-size SIZE] "
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
@@ -48,7 +48,9 @@ public final class Main {
       protocol: x-gateway-destination-endpoint header and envoy.lb metadata).
 
         --endpoints IP:PORT,...     the replicas' IP addresses (IPv6 as [addr]:port; Envoy's
-                                    ORIGINAL_DST cluster takes no host names); required
+                                    ORIGINAL_DST cluster takes no host names); required. For
+                                    prefill/decode disaggregation give each its role:
+                                    IP:PORT=prefill, =decode, =both, ...; label llm-d.ai/role
         --port N                    ext_proc and gRPC health port (0: any free one); default 9002
         --host ADDR                 address to listen on; default every interface
         --config FILE               an EndpointPickerConfig YAML file (alias --config-file);
@@ -322,10 +324,10 @@ public final class Main {
     for (String s : list(text)) {
       Endpoint e;
       try {
-        e = Endpoint.parse(s);
+        e = Endpoint.parseWithRole(s);
       } catch (IllegalArgumentException x) {
-        throw new IllegalArgumentException("--endpoints: '" + s + "' is not host:port ("
-            + x.getMessage() + ")", x);
+        throw new IllegalArgumentException("--endpoints: '" + s + "' is not host:port or"
+            + " host:port=role (" + x.getMessage() + ")", x);
       }
       if (!isIpLiteral(e.host())) {
         // the pick goes out as x-gateway-destination-endpoint, which Envoy's ORIGINAL_DST

@@ -3,6 +3,7 @@ package io.epp4j.envoy;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.epp4j.api.Endpoint;
 import io.grpc.ManagedChannel;
 import io.grpc.health.v1.HealthCheckRequest;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
@@ -14,6 +15,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -93,6 +95,29 @@ class MainTest {
     } catch (Main.Exit e) {
       throw new AssertionError("IP endpoints refused: " + err(), e);
     }
+  }
+
+  @Test
+  void anEndpointsRoleBecomesItsRoleLabelAndAnUnknownRoleIsAUsageError() throws Exception {
+    // prefill/decode disaggregation needs the replicas' roles: without a way to give them on the
+    // command line every replica was unlabelled, prefill-filter kept none, and nothing split
+    try (Main.Running r = Main.start(new String[] {"--endpoints",
+        "10.0.0.1:8000=prefill,10.0.0.2:8000=decode,10.0.0.3:8000", "--port=0",
+        "--host=127.0.0.1", "--metrics-enabled=false", "--drain-timeout=1s"},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8))) {
+      Map<String, Map<String, String>> labels = new java.util.TreeMap<>();
+      r.router.endpoints().forEach(c -> labels.put(c.id(), c.endpoint().labels()));
+      assertThat(labels).containsExactly(
+          Map.entry("10.0.0.1:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")),
+          Map.entry("10.0.0.2:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
+          Map.entry("10.0.0.3:8000", Map.of()));
+    } catch (Main.Exit e) {
+      throw new AssertionError("roles refused: " + err(), e);
+    }
+    err.reset();
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000=prefil", "--port=0")).isEqualTo(2);
+    assertThat(err()).contains("--endpoints: '10.0.0.1:8000=prefil'").contains("'prefil'");
   }
 
   @Test

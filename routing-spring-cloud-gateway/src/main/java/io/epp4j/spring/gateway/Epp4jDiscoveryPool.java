@@ -78,8 +78,9 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
     List<String> unusable = new ArrayList<>();
     for (ServiceInstance i : instances) {
       try {
-        // host and port only: the pool's scheme, not isSecure(), says how the replica is called
-        pool.add(Endpoint.of(i.getHost(), i.getPort()));
+        // host and port, and the prefill/decode role from the instance's metadata: the pool's
+        // scheme, not isSecure(), says how the replica is called
+        pool.add(Endpoint.of(i.getHost(), i.getPort(), roleOf(i)));
       } catch (RuntimeException e) { // no host, or a port outside 1..65535
         unusable.add("'" + i.getInstanceId() + "' (" + i.getHost() + ":" + i.getPort() + ": "
             + e.getMessage() + ")");
@@ -102,5 +103,23 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
   @Override
   public void close() {
     timer.shutdownNow();
+  }
+
+  /**
+   * The instance's {@value Endpoint#ROLE_LABEL} metadata (Kubernetes discovery copies a pod's
+   * labels there) as its label; none when absent. A value that is not one of
+   * {@link Endpoint#ROLES} is an error for this instance alone.
+   */
+  static java.util.Map<String, String> roleOf(ServiceInstance i) {
+    java.util.Map<String, String> metadata = i.getMetadata();
+    String role = metadata == null ? null : metadata.get(Endpoint.ROLE_LABEL);
+    if (role == null) {
+      return java.util.Map.of();
+    }
+    if (!Endpoint.ROLES.contains(role.strip())) {
+      throw new IllegalArgumentException("metadata " + Endpoint.ROLE_LABEL + " must be one of "
+          + new java.util.TreeSet<>(Endpoint.ROLES) + ", got '" + role + "'");
+    }
+    return java.util.Map.of(Endpoint.ROLE_LABEL, role.strip());
   }
 }

@@ -176,10 +176,10 @@ final class PoolSettings {
         continue;
       }
       try {
-        out.add(Endpoint.parse(s));
+        out.add(Endpoint.parseWithRole(s));
       } catch (IllegalArgumentException e) {
-        throw new Epp4jConfigurationException(
-            property("endpoints") + ": '" + s + "' is not host:port (" + e.getMessage() + ")", e);
+        throw new Epp4jConfigurationException(property("endpoints") + ": '" + s
+            + "' is not host:port or host:port=role (" + e.getMessage() + ")", e);
       }
     }
     return out;

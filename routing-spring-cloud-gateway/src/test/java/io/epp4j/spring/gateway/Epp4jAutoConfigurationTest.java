@@ -366,6 +366,48 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void prefillAndDecodeRolesComeFromTheEndpointListAndFromDiscoveryMetadata() {
+    // the role filters read llm-d.ai/role: without a way to give it, every SCG endpoint was
+    // unlabelled, prefill-filter kept none and prefill/decode disaggregation never split
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001=prefill, 127.0.0.1:9002=decode,"
+        + " 127.0.0.1:9003").run(ctx -> {
+          assertThat(roles(ctx.getBean(Router.class))).containsExactly(
+              Map.entry("127.0.0.1:9001", "prefill"), Map.entry("127.0.0.1:9002", "decode"),
+              Map.entry("127.0.0.1:9003", "-"));
+        });
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001=prefil")
+        .run(ctx -> assertThat(ctx).hasFailed().getFailure()
+            .hasStackTraceContaining("epp4j.endpoints: '127.0.0.1:9001=prefil'")
+            .hasStackTraceContaining("'prefil'"));
+
+    DefaultServiceInstance p = new DefaultServiceInstance("p", "llm", "10.0.0.1", 8000, false,
+        Map.of(Endpoint.ROLE_LABEL, "prefill", "zone", "a"));
+    DefaultServiceInstance d = new DefaultServiceInstance("d", "llm", "10.0.0.2", 8000, false,
+        Map.of(Endpoint.ROLE_LABEL, "decode"));
+    DefaultServiceInstance plain = new DefaultServiceInstance("x", "llm", "10.0.0.3", 8000,
+        false);
+    DefaultServiceInstance bad = new DefaultServiceInstance("bad", "llm", "10.0.0.4", 8000,
+        false, Map.of(Endpoint.ROLE_LABEL, "prefil"));
+    runner.withBean(DiscoveryClient.class, () -> registry(List.of(p, d, plain, bad)))
+        .withPropertyValues("epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=1h")
+        .run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          awaitPool(router, Set.of("10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"));
+          assertThat(roles(router)).containsExactly(Map.entry("10.0.0.1:8000", "prefill"),
+              Map.entry("10.0.0.2:8000", "decode"), Map.entry("10.0.0.3:8000", "-"));
+        });
+  }
+
+  /** Each endpoint's role label, {@code -} without one, by id. */
+  private static Map<String, String> roles(Router router) {
+    Map<String, String> out = new java.util.TreeMap<>();
+    router.endpoints().forEach(c -> out.put(c.id(),
+        c.endpoint().labels().getOrDefault(Endpoint.ROLE_LABEL, "-")));
+    return out;
+  }
+
+  @Test
   void anInstanceWithoutAUsablePortIsSkippedAndTheRegistryIsStillFollowed() {
     // e.g. an instance registered before its port was known; Endpoint refuses port 0
     java.util.concurrent.CopyOnWriteArrayList<org.springframework.cloud.client.ServiceInstance>

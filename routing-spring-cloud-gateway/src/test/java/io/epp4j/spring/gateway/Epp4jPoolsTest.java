@@ -335,7 +335,7 @@ class Epp4jPoolsTest {
     runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
             "epp4j.pools.x.endpoints=not-an-endpoint")
         .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
-            "epp4j.pools.x.endpoints: 'not-an-endpoint' is not host:port ("));
+            "epp4j.pools.x.endpoints: 'not-an-endpoint' is not host:port or host:port=role ("));
     runner.withPropertyValues("epp4j.pools.x.preset=nope").run(ctx -> assertThat(ctx)
         .getFailure().hasStackTraceContaining("epp4j.pools.x.preset: unknown preset 'nope'"));
     runner.withPropertyValues("epp4j.pools.x.scheme=ftp").run(ctx -> assertThat(ctx)
