@@ -8,11 +8,18 @@ import org.jspecify.annotations.Nullable;
  * Where a sticky picker or session scorer takes its key from, as Istio's {@code consistentHash}
  * offers it: {@code session} (the request's session key), {@code header:<name>},
  * {@code cookie:<name>}, {@code query:<name>} (from the {@code :path} or
- * {@code x-envoy-original-path} header) or {@code source-ip} (first entry of
+ * {@code x-envoy-original-path} header) or {@code source-ip} (the {@code :source-ip}
+ * pseudo-header a gateway sets from the connection, else the first entry of
  * {@code x-forwarded-for}).
  */
 final class HashKeySource {
   enum Kind { SESSION, HEADER, COOKIE, QUERY, SOURCE_IP }
+
+  /**
+   * The pseudo-header in which a gateway hands the router the client's address as its connection
+   * shows it (the Spring Cloud Gateway filter does); {@code source-ip} keys read it first.
+   */
+  static final String SOURCE_IP_HEADER = ":source-ip";
 
   final Kind kind;
   final String name;
@@ -84,6 +91,13 @@ final class HashKeySource {
         return query(path, name);
       }
       case SOURCE_IP: {
+        // the client's address as the gateway saw the connection (a pseudo-header no client can
+        // send); without it, the first x-forwarded-for entry, which whoever sent the request
+        // wrote unless a proxy in front replaced the header
+        String peer = nonEmpty(r.header(SOURCE_IP_HEADER));
+        if (peer != null) {
+          return peer;
+        }
         String xff = r.header("x-forwarded-for");
         if (xff == null) {
           return null;

@@ -306,6 +306,20 @@ class ConsistentHashPickerTest {
   }
 
   @Test
+  void aSourceIpKeyTakesTheConnectionsAddressOverAForwardedForTheClientWrote() {
+    List<Candidate> hosts = TestCandidates.pool(5);
+    RingHashPicker p = RingHashPicker.create("source-ip", 1024, 8_388_608, 0, 1);
+    Candidate real = hosts.get(naiveRingHost(hosts, 1024, Xxh64.hash("192.0.2.7", 0)));
+    for (String forged : List.of("u1", "u2", "203.0.113.9", "anything")) {
+      InferenceRequest r = InferenceRequest.builder().model("m").prompt("p")
+          .headers(Map.of(":source-ip", "192.0.2.7",
+              "x-forwarded-for", forged + ", 10.0.0.9"))
+          .build();
+      assertThat(p.pick(r, state(), hosts, zeros(5)).get(0)).as(forged).isSameAs(real);
+    }
+  }
+
+  @Test
   void fallbacksAreDistinctAndPrimaryUnchanged() {
     List<Candidate> hosts = TestCandidates.pool(5);
     RingHashPicker one = RingHashPicker.create();

@@ -119,6 +119,13 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     String rawQuery = target.getRawQuery();
     headers.put(":path", (rawPath == null || rawPath.isEmpty() ? "/" : rawPath)
         + (rawQuery == null ? "" : "?" + rawQuery));
+    // the client's address as the connection shows it (after Spring's ForwardedHeaderTransformer
+    // when the application trusts its proxies' forwarded headers), for source-ip keys: the first
+    // x-forwarded-for entry is whatever the client wrote
+    java.net.InetSocketAddress remote = request.getRemoteAddress();
+    if (remote != null && remote.getAddress() != null) {
+      headers.put(":source-ip", remote.getAddress().getHostAddress());
+    }
     RoutingDecision d = body == null ? router.routeHeaders(headers)
         : router.route(request.getURI().getPath(), headers, body);
     Rejection rejected = d.rejection();

@@ -90,6 +90,30 @@ class Epp4jGatewayFilterHeadersTest {
     }
   }
 
+  @Test
+  void aSourceIpKeyIsTheClientsAddressNotTheForwardedForItWrote() {
+    // source-ip keys read the first x-forwarded-for entry, which a client writes as it likes:
+    // each request naming another "client" landed somewhere else
+    Router router = router("""
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: ring-hash-picker
+          parameters: {hashOn: source-ip}
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: ring-hash-picker}]
+        """);
+    java.util.Set<String> places = new java.util.HashSet<>();
+    for (int i = 0; i < 12; i++) {
+      places.add(destination(send(router, MockServerHttpRequest.post("/v1/completions")
+          .remoteAddress(new java.net.InetSocketAddress("192.0.2.7", 40000 + i))
+          .header("x-forwarded-for", "198.51.100." + i)
+          .contentType(MediaType.APPLICATION_JSON).body(BODY))));
+    }
+    assertThat(places).hasSize(1);
+  }
+
   static final String PD = """
       apiVersion: inference.networking.x-k8s.io/v1alpha1
       kind: EndpointPickerConfig
