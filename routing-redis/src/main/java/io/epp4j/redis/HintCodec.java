@@ -89,6 +89,16 @@ final class HintCodec {
       records = 0;
     }
 
+    /**
+     * Takes the batch back to what it held when it had {@code bytes} bytes and {@code records}
+     * records (as {@link #bytes} and {@link #records} said then): drops a record left half
+     * written by a failure.
+     */
+    void rewind(int bytes, int records) {
+      pos = bytes;
+      this.records = records;
+    }
+
     void prefix(long capturedEpochMicros, String endpointId, int blockSize, long[] hashes) {
       prefix(capturedEpochMicros, endpointId, PrefixBlocks.of(blockSize, hashes));
     }

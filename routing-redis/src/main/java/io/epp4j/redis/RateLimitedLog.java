@@ -4,6 +4,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * At most one record a minute per kind of trouble, saying how many were left out: Redis being
@@ -23,6 +24,11 @@ final class RateLimitedLog {
   }
 
   void report(Level level, String kind, String message) {
+    report(level, kind, message, null);
+  }
+
+  /** The same, with the stack trace of {@code thrown} when the record is written. */
+  void report(Level level, String kind, String message, @Nullable Throwable thrown) {
     long now = System.nanoTime();
     long[] s = last.computeIfAbsent(kind, k -> new long[] {now - INTERVAL_NANOS - 1, 0});
     long suppressed;
@@ -37,7 +43,7 @@ final class RateLimitedLog {
     }
     records.incrementAndGet();
     log.log(level, prefix + message + (suppressed > 0
-        ? " (" + suppressed + " similar messages left out in the last minute)" : ""));
+        ? " (" + suppressed + " similar messages left out in the last minute)" : ""), thrown);
   }
 
   /** Records written so far; for tests. */

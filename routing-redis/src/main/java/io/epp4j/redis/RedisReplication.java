@@ -89,6 +89,7 @@ public final class RedisReplication implements Plugin, RequestListener {
   private static final Logger LOG = Logger.getLogger(RedisReplication.class.getName());
   private static final AttributeKey<String> POOL = AttributeKey.stringKey("pool");
   private static final AttributeKey<String> REASON = AttributeKey.stringKey("reason");
+  private static final AttributeKey<String> THREAD = AttributeKey.stringKey("thread");
 
   /** What a configuration sets. */
   record Settings(String pool, String streamKey, String routerId, int batchSize,
@@ -100,6 +101,10 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final HintQueue queue;
   private final LongAdder droppedQueueFull = new LongAdder();
   private final AtomicLong droppedUnpublished = new AtomicLong();
+  /** Records of hints the publisher failed on unexpectedly (a faulty plugin's blocks, a bug). */
+  private final AtomicLong droppedFailed = new AtomicLong();
+  private final AtomicLong publisherErrors = new AtomicLong();
+  private final AtomicLong readerErrors = new AtomicLong();
   private final AtomicLong malformed = new AtomicLong();
   private final AtomicLong entriesRead = new AtomicLong();
   private final AtomicLong published = new AtomicLong();
@@ -235,53 +240,59 @@ public final class RedisReplication implements Plugin, RequestListener {
     boolean holding = false;
     try {
       while (running) {
-        if (!holding) {
-          if (seat.owner() != this || !seat.takePublishing(this)) {
-            // a reload replaced this instance (or it waits for the one it replaced to let go)
-            RouterSeat.idle(s.heartbeatNanos());
+        try {
+          if (!holding) {
+            if (seat.owner() != this || !seat.takePublishing(this)) {
+              // a reload replaced this instance (or it waits for the one it replaced to let go)
+              RouterSeat.idle(s.heartbeatNanos());
+              continue;
+            }
+            holding = true;
+            if (!publishIdentity.equals(seat.sentAs)) {
+              // the figures were sent under another routerId or to another stream
+              seat.sent.clear();
+              seat.sentAs = publishIdentity;
+            }
+            // every figure at once: the same as the previous holder's under the same id
+            nextHeartbeat = System.nanoTime();
+          } else if (seat.owner() != this) {
+            handOverPublishing(t);
+            holding = false;
             continue;
           }
-          holding = true;
-          if (!publishIdentity.equals(seat.sentAs)) {
-            // the figures were sent under another routerId or to another stream
-            seat.sent.clear();
-            seat.sentAs = publishIdentity;
+          if (!publisherUp) {
+            if (!connect(t, backoff, "publisher")) {
+              continue;
+            }
+            // the others may have forgotten this router, or kept a figure that has changed
+            // since: the next flush sends every figure, zeros of those that ended included
+            nextHeartbeat = System.nanoTime();
+            publisherUp = true;
           }
-          // every figure at once: the same as the previous holder's under the same id
-          nextHeartbeat = System.nanoTime();
-        } else if (seat.owner() != this) {
-          handOverPublishing(t);
-          holding = false;
-          continue;
-        }
-        if (!publisherUp) {
-          if (!connect(t, backoff, "publisher")) {
-            continue;
+          if (queuedForPublishing() < s.batchSize()) {
+            // never past the next heartbeat: with a flush interval longer than the heartbeat, the
+            // others (which drop a router silent for five of their heartbeats) would forget this
+            // router's figures between two flushes
+            LockSupport.parkNanos(Math.min(s.flushIntervalNanos(),
+                Math.max(0, nextHeartbeat - System.nanoTime())));
           }
-          // the others may have forgotten this router, or kept a figure that has changed
-          // since: the next flush sends every figure, zeros of those that ended included
-          nextHeartbeat = System.nanoTime();
-          publisherUp = true;
-        }
-        if (queuedForPublishing() < s.batchSize()) {
-          // never past the next heartbeat: with a flush interval longer than the heartbeat, the
-          // others (which drop a router silent for five of their heartbeats) would forget this
-          // router's figures between two flushes
-          LockSupport.parkNanos(Math.min(s.flushIntervalNanos(),
-              Math.max(0, nextHeartbeat - System.nanoTime())));
-        }
-        if (seat.owner() != this) {
-          continue; // woken to hand over
-        }
-        long now = System.nanoTime();
-        boolean heartbeat = now - nextHeartbeat >= 0;
-        if (heartbeat) {
-          nextHeartbeat = now + s.heartbeatNanos();
-        }
-        if (!flush(t, seat.sent, heartbeat, backoff)) {
-          publisherUp = false;
-          t.close();
-          pause(backoff);
+          if (seat.owner() != this) {
+            continue; // woken to hand over
+          }
+          long now = System.nanoTime();
+          boolean heartbeat = now - nextHeartbeat >= 0;
+          if (heartbeat) {
+            nextHeartbeat = now + s.heartbeatNanos();
+          }
+          if (!flush(t, seat.sent, heartbeat, backoff)) {
+            publisherUp = false;
+            t.close();
+            pause(backoff);
+          }
+        } catch (RuntimeException | Error e) {
+          // not the transport's (its failures are handled where it is called): a bug, a
+          // plugin's blocks that throw, or an Error such as OutOfMemoryError
+          unexpected("publisher", e, backoff);
         }
       }
     } finally {
@@ -359,7 +370,15 @@ public final class RedisReplication implements Plugin, RequestListener {
         figures.forEach((ep, v) -> w.inFlight(ep, (int) v[0], v[1]));
       }
       int figureRecords = w.records();
-      int hintsTaken = drain(w, s.batchSize());
+      int hintsTaken;
+      try {
+        hintsTaken = drain(w, s.batchSize());
+      } catch (Error e) {
+        // the batch is given up: the hints already in it are lost (its in-flight figures are
+        // not: sent stays as it was, so the next batch carries them again)
+        droppedFailed.addAndGet(w.records() - figureRecords);
+        throw e;
+      }
       boolean full = hintsTaken >= s.batchSize() || w.bytes() >= MAX_BATCH_BYTES;
       first = false;
       if (w.records() == 0) {
@@ -441,37 +460,59 @@ public final class RedisReplication implements Plugin, RequestListener {
   private int drain(HintQueue queue, HintCodec.Writer w, int max, long nowNanos, long nowMicros) {
     int n = 0;
     long taken = 0;
-    // a batch full by its bytes takes no more: the first hint always fits, so the queue moves
-    while (n < max && w.bytes() < MAX_BATCH_BYTES) {
-      Hint h = queue.poll();
-      if (h == null) {
-        break;
-      }
-      n++;
-      taken += HintQueue.blocksOf(h);
-      long at = nowMicros - (nowNanos - h.capturedNanos) / 1000;
-      PrefixBlocks blocks = h.blocks;
-      if (blocks != null) {
-        w.prefix(at, h.endpointId, blocks);
-        String prefill = h.prefillEndpointId;
-        if (prefill != null && !prefill.equals(h.endpointId)) {
-          w.prefix(at, prefill, blocks);
+    try {
+      // a batch full by its bytes takes no more: the first hint always fits, so the queue moves
+      while (n < max && w.bytes() < MAX_BATCH_BYTES) {
+        Hint h = queue.poll();
+        if (h == null) {
+          break;
+        }
+        n++;
+        taken += HintQueue.blocksOf(h);
+        int bytesBefore = w.bytes();
+        int recordsBefore = w.records();
+        try {
+          encode(h, w, nowNanos, nowMicros);
+        } catch (RuntimeException | Error e) {
+          // this hint only (a plugin's blocks that throw, a bug): its half-written records
+          // leave the batch, the others go out
+          w.rewind(bytesBefore, recordsBefore);
+          droppedFailed.addAndGet(records(h));
+          if (e instanceof Error) {
+            throw e; // the publisher pauses: see unexpected
+          }
+          unexpected("publisher", e, null);
         }
       }
-      if (h.sessionKey != null) {
-        w.session(at, h.sessionKey, h.endpointId);
-        int seen = sessionTimes.local(h.sessionKey, at, nowMicros);
-        RouterHints target = hints;
-        if (seen == SessionTimes.OVERRIDDEN && target != null) {
-          // an older move of another router, read while this hint waited (an outage), replaced
-          // this router's newer binding here: put it back
-          target.sessionBound(h.sessionKey, h.endpointId);
-        }
+    } finally {
+      // once per batch: the routing threads increment the same counter. Also after a failure,
+      // or the hints taken would hold their room in the queue for good
+      queue.taken(n, taken);
+    }
+    return n;
+  }
+
+  /** Writes one hint's records into the batch. */
+  private void encode(Hint h, HintCodec.Writer w, long nowNanos, long nowMicros) {
+    long at = nowMicros - (nowNanos - h.capturedNanos) / 1000;
+    PrefixBlocks blocks = h.blocks;
+    if (blocks != null) {
+      w.prefix(at, h.endpointId, blocks);
+      String prefill = h.prefillEndpointId;
+      if (prefill != null && !prefill.equals(h.endpointId)) {
+        w.prefix(at, prefill, blocks);
       }
     }
-    // once per batch: the routing threads increment the same counter
-    queue.taken(n, taken);
-    return n;
+    if (h.sessionKey != null) {
+      w.session(at, h.sessionKey, h.endpointId);
+      int seen = sessionTimes.local(h.sessionKey, at, nowMicros);
+      RouterHints target = hints;
+      if (seen == SessionTimes.OVERRIDDEN && target != null) {
+        // an older move of another router, read while this hint waited (an outage), replaced
+        // this router's newer binding here: put it back
+        target.sessionBound(h.sessionKey, h.endpointId);
+      }
+    }
   }
 
   // --------------------------------------------------------------------------------- reading
@@ -488,76 +529,102 @@ public final class RedisReplication implements Plugin, RequestListener {
     boolean holding = false;
     try {
       while (running) {
-        if (!holding) {
-          if (seat.owner() != this || !seat.takeReading(this)) {
-            // a reload replaced this instance (or it waits for the one it replaced to let go)
-            RouterSeat.idle(s.heartbeatNanos());
-            continue;
-          }
-          holding = true;
-          if (target.equals(seat.readFrom)) {
-            // the instance a reload replaced read this stream: on from where it stopped, with
-            // the origins it heard from (a reconnection, as far as the stream is concerned)
-            lastId = seat.lastId;
-            staleBeforeMillis = seat.staleBeforeMillis;
-          } else {
-            seat.readFrom = target;
-            seat.ownCountedTo = null;
-          }
-          if (!s.routerId().equals(seat.ownId)) {
-            seat.ownId = s.routerId();
-            seat.ownSinceMillis = -1;
-            seat.ownSeen = 0;
-          }
-        } else if (seat.owner() != this) {
-          seat.lastId = lastId;
-          seat.staleBeforeMillis = staleBeforeMillis;
-          handOverReading(t);
-          holding = false;
-          continue;
-        }
-        forgetSilentOrigins(System.nanoTime());
-        if (!readerUp) {
-          if (!connect(t, backoff, "reader")) {
-            continue;
-          }
-          try {
-            long now = t.nowMillis();
-            if (seat.ownSinceMillis < 0) {
-              seat.ownSinceMillis = now;
+        try {
+          if (!holding) {
+            if (seat.owner() != this || !seat.takeReading(this)) {
+              // a reload replaced this instance (or it waits for the one it replaced to let go)
+              RouterSeat.idle(s.heartbeatNanos());
+              continue;
             }
-            if (lastId == null) {
-              staleBeforeMillis = staleBefore(now);
-              lastId = HintTransport.OLDEST; // a new router learns what the stream holds
-            } else if (!lastId.equals(HintTransport.OLDEST) && !t.holdsAfter(lastId)) {
-              // a reader that has applied nothing since it started from the oldest batch loses
-              // nothing reading from it again, and holdsAfter takes an id read from the log
+            holding = true;
+            if (target.equals(seat.readFrom)) {
+              // the instance a reload replaced read this stream: on from where it stopped, with
+              // the origins it heard from (a reconnection, as far as the stream is concerned)
+              lastId = seat.lastId;
+              staleBeforeMillis = seat.staleBeforeMillis;
+            } else {
+              seat.readFrom = target;
+              seat.ownCountedTo = null;
+            }
+            if (!s.routerId().equals(seat.ownId)) {
+              seat.ownId = s.routerId();
+              seat.ownSinceMillis = -1;
+              seat.ownSeen = 0;
+            }
+          } else if (seat.owner() != this) {
+            seat.lastId = lastId;
+            seat.staleBeforeMillis = staleBeforeMillis;
+            handOverReading(t);
+            holding = false;
+            continue;
+          }
+          forgetSilentOrigins(System.nanoTime());
+          if (!readerUp) {
+            if (!connect(t, backoff, "reader")) {
+              continue;
+            }
+            try {
+              long now = t.nowMillis();
+              if (seat.ownSinceMillis < 0) {
+                seat.ownSinceMillis = now;
+              }
+              if (lastId == null) {
+                staleBeforeMillis = staleBefore(now);
+                lastId = HintTransport.OLDEST; // a new router learns what the stream holds
+              } else if (!lastId.equals(HintTransport.OLDEST) && !t.holdsAfter(lastId)) {
+                // a reader that has applied nothing since it started from the oldest batch loses
+                // nothing reading from it again, and holdsAfter takes an id read from the log
+                staleBeforeMillis = startOver(t);
+                lastId = HintTransport.OLDEST;
+              } else {
+                // catching up on what was written while this reader was away: batches older than
+                // the silence limit are history as at start, whatever the limit was before
+                staleBeforeMillis = staleBefore(now);
+              }
+            } catch (Exception e) {
+              readerLost(t, e, backoff);
+              continue;
+            }
+            readerUp = true;
+            nextGapCheck = System.nanoTime() + s.heartbeatNanos();
+          } else if (lastId != null && !lastId.equals(HintTransport.OLDEST)
+              && System.nanoTime() - nextGapCheck >= 0) {
+            // a reader that stays connected can fall behind the trim too (maxLen batches written
+            // faster than it reads): a read after a trimmed id returns what follows it without
+            // saying what was lost, so the stream's oldest batch is checked once a heartbeat
+            nextGapCheck = System.nanoTime() + s.heartbeatNanos();
+            try {
+              if (!t.holdsAfter(lastId)) {
+                staleBeforeMillis = startOver(t);
+                lastId = HintTransport.OLDEST;
+              } else {
+                // a connected reader can fall behind too: what it reads late is history alike
+                staleBeforeMillis = staleBefore(t.nowMillis());
+              }
+            } catch (Exception e) {
+              if (!running) {
+                break;
+              }
+              readerLost(t, e, backoff);
+              continue;
+            }
+          }
+          String after = lastId == null ? HintTransport.OLDEST : lastId;
+          List<HintTransport.Entry> got;
+          try {
+            got = t.read(after, READ_BATCHES, READ_WAIT);
+            // a full read: the reader may be behind by more than the stream keeps. A read after a
+            // trimmed id returns what follows without saying what was lost, and a reader catching
+            // up is back inside the stream by the next heartbeat's check, so the stream is asked
+            // now whether it still holds everything after the id this read started from. A reader
+            // that lost batches to the trim finds a full read whenever maxLen is at least
+            // READ_BATCHES: the stream keeps at least maxLen batches, all after its cursor (with a
+            // smaller maxLen the heartbeat's check is the one left)
+            if (got.size() >= READ_BATCHES && !after.equals(HintTransport.OLDEST)
+                && !t.holdsAfter(after)) {
               staleBeforeMillis = startOver(t);
               lastId = HintTransport.OLDEST;
-            } else {
-              // catching up on what was written while this reader was away: batches older than
-              // the silence limit are history as at start, whatever the limit was before
-              staleBeforeMillis = staleBefore(now);
-            }
-          } catch (Exception e) {
-            readerLost(t, e, backoff);
-            continue;
-          }
-          readerUp = true;
-          nextGapCheck = System.nanoTime() + s.heartbeatNanos();
-        } else if (lastId != null && !lastId.equals(HintTransport.OLDEST)
-            && System.nanoTime() - nextGapCheck >= 0) {
-          // a reader that stays connected can fall behind the trim too (maxLen batches written
-          // faster than it reads): a read after a trimmed id returns what follows it without
-          // saying what was lost, so the stream's oldest batch is checked once a heartbeat
-          nextGapCheck = System.nanoTime() + s.heartbeatNanos();
-          try {
-            if (!t.holdsAfter(lastId)) {
-              staleBeforeMillis = startOver(t);
-              lastId = HintTransport.OLDEST;
-            } else {
-              // a connected reader can fall behind too: what it reads late is history alike
-              staleBeforeMillis = staleBefore(t.nowMillis());
+              continue;
             }
           } catch (Exception e) {
             if (!running) {
@@ -566,36 +633,22 @@ public final class RedisReplication implements Plugin, RequestListener {
             readerLost(t, e, backoff);
             continue;
           }
-        }
-        String after = lastId == null ? HintTransport.OLDEST : lastId;
-        List<HintTransport.Entry> got;
-        try {
-          got = t.read(after, READ_BATCHES, READ_WAIT);
-          // a full read: the reader may be behind by more than the stream keeps. A read after a
-          // trimmed id returns what follows without saying what was lost, and a reader catching
-          // up is back inside the stream by the next heartbeat's check, so the stream is asked
-          // now whether it still holds everything after the id this read started from. A reader
-          // that lost batches to the trim finds a full read whenever maxLen is at least
-          // READ_BATCHES: the stream keeps at least maxLen batches, all after its cursor (with a
-          // smaller maxLen the heartbeat's check is the one left)
-          if (got.size() >= READ_BATCHES && !after.equals(HintTransport.OLDEST)
-              && !t.holdsAfter(after)) {
-            staleBeforeMillis = startOver(t);
-            lastId = HintTransport.OLDEST;
-            continue;
+          backoff.reset();
+          long newest = got.isEmpty() ? -1 : StreamIds.millis(got.get(got.size() - 1).id());
+          for (HintTransport.Entry e : got) {
+            // first: a batch that fails is not read again (after an Error, the next ones are)
+            lastId = e.id();
+            try {
+              apply(e, newest, staleBeforeMillis);
+            } catch (RuntimeException ex) {
+              // this batch only (a bug, or the router threw while a hint was applied)
+              unexpected("reader", ex, null);
+            }
           }
-        } catch (Exception e) {
-          if (!running) {
-            break;
-          }
-          readerLost(t, e, backoff);
-          continue;
-        }
-        backoff.reset();
-        long newest = got.isEmpty() ? -1 : StreamIds.millis(got.get(got.size() - 1).id());
-        for (HintTransport.Entry e : got) {
-          apply(e, newest, staleBeforeMillis);
-          lastId = e.id();
+        } catch (RuntimeException | Error e) {
+          // not the transport's (its failures are handled where it is called): a bug, or an
+          // Error such as OutOfMemoryError
+          unexpected("reader", e, backoff);
         }
       }
     } finally {
@@ -698,6 +751,27 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (isReader) {
         forgetSilentOrigins(System.nanoTime());
       }
+    }
+  }
+
+  /**
+   * A failure of the publisher or the reader that no transport call threw: logged (at most once a
+   * minute, with its stack trace) and counted, and the thread goes on with the next hint or
+   * batch, the one it failed on being lost. A failure of the loop itself, and every
+   * {@link Error}, also makes the thread wait out a {@code backoff} step (100 ms, doubling to 5 s
+   * while they repeat; reset by the next command that succeeds): an {@link OutOfMemoryError}
+   * is not driven into a loop of failures, and replication resumes once memory is back instead
+   * of stopping for the rest of the JVM's life.
+   */
+  private void unexpected(String who, Throwable e, @Nullable Backoff backoff) {
+    (who.equals("publisher") ? publisherErrors : readerErrors).incrementAndGet();
+    if (running) {
+      log.report(e instanceof Error ? Level.SEVERE : Level.WARNING, "unexpected-" + who,
+          "the " + who + " failed unexpectedly (" + e.getClass().getName() + "); it goes on"
+              + " with the next " + (who.equals("publisher") ? "hint" : "batch"), e);
+    }
+    if (backoff != null) {
+      pause(backoff);
     }
   }
 
@@ -967,11 +1041,12 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   /**
    * Records dropped (the unit of {@link #published()}): those of hints that found the queue full,
-   * and those lost with a batch that could not be sent (not its in-flight figures, which go out
-   * again). Malformed batches of other routers are counted apart, in batches.
+   * those lost with a batch that could not be sent (not its in-flight figures, which go out
+   * again), and those of hints the publisher failed on unexpectedly. Malformed batches of other
+   * routers are counted apart, in batches.
    */
   public long dropped() {
-    return droppedQueueFull.sum() + droppedUnpublished.get();
+    return droppedQueueFull.sum() + droppedUnpublished.get() + droppedFailed.get();
   }
 
   /** Times the reader found the stream trimmed past where it had read and started over. */
@@ -1000,6 +1075,14 @@ public final class RedisReplication implements Plugin, RequestListener {
   /** Stream entries the reader has handled, applied or not (another pool's, its own); for tests. */
   long entriesRead() {
     return entriesRead.get();
+  }
+
+  /**
+   * Unexpected failures (not of a transport call) of the {@code "publisher"} or {@code "reader"}
+   * thread, each logged and survived; for tests.
+   */
+  long errors(String who) {
+    return (who.equals("publisher") ? publisherErrors : readerErrors).get();
   }
 
   /** Batches skipped as malformed. */
@@ -1162,6 +1245,9 @@ public final class RedisReplication implements Plugin, RequestListener {
       attrs = Attributes.of(POOL, s.pool());
       Attributes full = Attributes.of(POOL, s.pool(), REASON, "queue_full");
       Attributes unpublished = Attributes.of(POOL, s.pool(), REASON, "publish_failed");
+      Attributes failed = Attributes.of(POOL, s.pool(), REASON, "error");
+      Attributes publisherThread = Attributes.of(POOL, s.pool(), THREAD, "publisher");
+      Attributes readerThread = Attributes.of(POOL, s.pool(), THREAD, "reader");
       lag = m.histogramBuilder("epp4j.replication.lag")
           .setDescription("Time from a hint's capture on another router to its application here")
           .setUnit("s")
@@ -1184,8 +1270,8 @@ public final class RedisReplication implements Plugin, RequestListener {
             }
           }));
       callbacks.add(m.counterBuilder("epp4j.replication.hints_dropped")
-          .setDescription("Records this router did not send: its hints found the queue full, or"
-              + " were lost with a batch Redis did not take")
+          .setDescription("Records this router did not send: its hints found the queue full,"
+              + " were lost with a batch Redis did not take, or failed unexpectedly")
           .setUnit("{record}")
           .buildWithCallback(r -> {
             if (!owns()) {
@@ -1193,6 +1279,17 @@ public final class RedisReplication implements Plugin, RequestListener {
             }
             r.record(droppedQueueFull.sum(), full);
             r.record(droppedUnpublished.get(), unpublished);
+            r.record(droppedFailed.get(), failed);
+          }));
+      callbacks.add(m.counterBuilder("epp4j.replication.errors")
+          .setDescription("Unexpected failures of the publisher or the reader (not Redis'),"
+              + " each logged and survived")
+          .setUnit("{error}")
+          .buildWithCallback(r -> {
+            if (owns()) {
+              r.record(publisherErrors.get(), publisherThread);
+              r.record(readerErrors.get(), readerThread);
+            }
           }));
       callbacks.add(m.counterBuilder("epp4j.replication.batches_malformed")
           .setDescription("Batches of other routers skipped whole as malformed")
