@@ -40,17 +40,27 @@ public interface RouterHints {
 
   /**
    * Says that this router shares its routing state with other routers of its pool; a replication
-   * plugin calls it once when it starts. From then on the router breaks exact ties between
-   * endpoints by the prompt's first block (rendezvous hashing) instead of at random, so that
-   * routers deciding on the same unknown prefix before any hint can reach them (a burst that
-   * arrives at all gateways at once) still choose the same endpoint and the prefix is not
-   * prefilled and cached once per router. A router that shares nothing keeps the random
-   * tie-break. It stays set for the router's life, also when a reload drops the plugin that
-   * set it: the agreement costs nothing in balance. The default does nothing.
+   * plugin calls it once when it starts, and {@link #stopSharingState} once when it closes. While
+   * it is set the router breaks exact ties between endpoints by the prompt's first block
+   * (rendezvous hashing) instead of at random, so that routers deciding on the same unknown
+   * prefix before any hint can reach them (a burst that arrives at all gateways at once) still
+   * choose the same endpoint and the prefix is not prefilled and cached once per router. A router
+   * that shares nothing keeps the random tie-break. The calls are counted: the router shares
+   * while more calls of this method than of {@link #stopSharingState} were made, so that the two
+   * instances of a plugin that a reload runs side by side hand over without a gap. The default
+   * does nothing.
    */
   default void shareState() {}
 
-  /** Whether {@link #shareState} was called. */
+  /**
+   * Undoes one call of {@link #shareState}: a plugin that called it calls this once when it closes
+   * (also when its construction fails after the call), so that a reload that drops it gives the
+   * router its random tie-break back. A call without a matching {@link #shareState} is ignored.
+   * The default does nothing.
+   */
+  default void stopSharingState() {}
+
+  /** Whether more calls of {@link #shareState} than of {@link #stopSharingState} were made. */
   default boolean sharesState() {
     return false;
   }

@@ -9,6 +9,7 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
@@ -72,7 +73,8 @@ final class HintApplier implements RouterHints {
   /** A configuration's hint listeners, and which of them the router closes. */
   private record Listeners(ActiveConfig active, HintListener[] listeners, boolean[] owned) {}
 
-  private volatile boolean shared;
+  /** Calls of shareState not undone by stopSharingState: the plugins that share state. */
+  private final AtomicInteger sharing = new AtomicInteger();
   private volatile @Nullable Bound bound;
   private volatile @Nullable Listeners listeners;
   private final Object lock = new Object();
@@ -87,12 +89,18 @@ final class HintApplier implements RouterHints {
 
   @Override
   public void shareState() {
-    shared = true;
+    sharing.incrementAndGet();
+  }
+
+  @Override
+  public void stopSharingState() {
+    // never below zero: an unmatched call must not cancel a later shareState
+    sharing.getAndUpdate(n -> n > 0 ? n - 1 : 0);
   }
 
   @Override
   public boolean sharesState() {
-    return shared;
+    return sharing.get() > 0;
   }
 
   @Override

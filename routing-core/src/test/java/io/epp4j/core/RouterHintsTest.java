@@ -219,4 +219,22 @@ class RouterHintsTest {
       assertThat(requests(r, e.id())).isZero();
     }
   }
+
+  /**
+   * Sharing state is counted per call: two plugins (or the two instances of one across a reload)
+   * each undo their own share, and the router shares until the last one is undone.
+   */
+  @Test
+  void sharingStateLastsUntilEveryShareIsUndone() {
+    RouterHints h = router().hints();
+    assertThat(h.sharesState()).isFalse();
+    h.stopSharingState(); // unmatched: ignored, it must not cancel a later share
+    h.shareState();
+    h.shareState();
+    assertThat(h.sharesState()).isTrue();
+    h.stopSharingState();
+    assertThat(h.sharesState()).as("one share left").isTrue();
+    h.stopSharingState();
+    assertThat(h.sharesState()).isFalse();
+  }
 }

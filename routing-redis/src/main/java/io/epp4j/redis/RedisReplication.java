@@ -986,7 +986,8 @@ public final class RedisReplication implements Plugin, RequestListener {
    * Stops both threads. When an instance of the same router and pool that a reload created
    * earlier is still open (a reload that failed), it takes over; otherwise the publisher first
    * tells the others this router's load is gone, unless the instance that replaced this one goes
-   * on under the same routerId.
+   * on under the same routerId. Undoes this instance's {@link RouterHints#shareState}: the router
+   * keeps the shared-state tie-break only while an instance is open.
    */
   @Override
   public void close() {
@@ -995,6 +996,11 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
     seat.leave(this);
     running = false;
+    if (hints != null) {
+      // this instance's share: a reload that drops the plugin gives the router its random
+      // tie-break back, one that replaces it keeps the new instance's
+      hints.stopSharingState();
+    }
     LockSupport.unpark(publisher);
     reader.interrupt();
     try {

@@ -258,4 +258,43 @@ class ReloadHandoverTest {
     }
     return m;
   }
+
+  /**
+   * The shared-state tie-break belongs to the plugin that asked for it: a reload that drops
+   * redis-replication gives the router its own random tie-break back once the retired instance
+   * is closed, while a reload that replaces the instance keeps it throughout.
+   */
+  @Test
+  void aReloadThatDropsTheReplicationEndsTheSharedStateTieBreak() throws Exception {
+    Router a = router("a", prefixYaml("pool: p, routerId: a, flushIntervalMillis: 1"),
+        Duration.ZERO);
+    assertThat(a.hints().sharesState()).isTrue();
+    // another instance for changed parameters: the router still shares, before and after the
+    // old instance closes
+    RedisReplication first = replication(a);
+    reload(a, prefixYaml("pool: p, routerId: a, flushIntervalMillis: 2"));
+    assertThat(a.hints().sharesState()).isTrue();
+    await("the replaced instance closed", first::closed);
+    assertThat(a.hints().sharesState()).isTrue();
+    RedisReplication second = replication(a);
+    Result<RouterConfig> done = a.reconfigure("""
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """, "without replication");
+    assertThat(done.isOk()).as(String.valueOf(done.errors())).isTrue();
+    await("the dropped instance closed", second::closed);
+    assertThat(a.hints().sharesState()).as("after the plugin that shared state left").isFalse();
+    // and back: the plugin shares again
+    done = a.reconfigure(prefixYaml("pool: p, routerId: a, flushIntervalMillis: 1"), "again");
+    assertThat(done.isOk()).as(String.valueOf(done.errors())).isTrue();
+    assertThat(a.hints().sharesState()).isTrue();
+  }
 }
