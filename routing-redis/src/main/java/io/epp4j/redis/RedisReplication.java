@@ -146,32 +146,84 @@ public final class RedisReplication implements Plugin, RequestListener {
   RedisReplication(Settings settings, String target, @Nullable RouterHints hints,
       HintTransport.Factory transports, OpenTelemetry otel, io.epp4j.api.Ticker ticker) {
     this.seat = RouterSeat.of(hints, settings.pool());
-    this.s = !settings.routerId().isEmpty() ? settings : new Settings(settings.pool(),
-        settings.streamKey(), seat.defaultRouterId, settings.batchSize(),
-        settings.flushIntervalNanos(), settings.queueCapacity(), settings.queueMaxBlocks(),
-        settings.heartbeatNanos());
-    this.target = target;
-    this.publishIdentity = s.routerId() + "\n" + target;
-    this.sessionTimes = seat.sessionTimes;
-    this.ticker = ticker;
-    this.queue = new HintQueue(settings.queueCapacity(), settings.queueMaxBlocks());
-    this.hints = hints;
-    if (hints != null) {
-      // from the first route on, even before any hint arrives: a burst at start is when the
-      // routers most need to agree without having heard of each other
-      hints.shareState();
+    // what a failure below must undo: a constructor that throws leaves nothing behind
+    boolean shared = false;
+    @Nullable Telemetry instruments = null;
+    @Nullable Thread publishing = null;
+    @Nullable Thread reading = null;
+    boolean joined = false;
+    try {
+      this.s = !settings.routerId().isEmpty() ? settings : new Settings(settings.pool(),
+          settings.streamKey(), seat.defaultRouterId, settings.batchSize(),
+          settings.flushIntervalNanos(), settings.queueCapacity(), settings.queueMaxBlocks(),
+          settings.heartbeatNanos());
+      this.target = target;
+      this.publishIdentity = s.routerId() + "\n" + target;
+      this.sessionTimes = seat.sessionTimes;
+      this.ticker = ticker;
+      this.queue = new HintQueue(settings.queueCapacity(), settings.queueMaxBlocks());
+      this.hints = hints;
+      if (hints != null) {
+        // from the first route on, even before any hint arrives: a burst at start is when the
+        // routers most need to agree without having heard of each other
+        hints.shareState();
+        shared = true;
+      }
+      this.transports = transports;
+      this.log = new RateLimitedLog(LOG, "redis-replication (pool " + settings.pool() + "): ");
+      instruments = new Telemetry(otel);
+      this.telemetry = instruments;
+      publishing = new Thread(this::publishLoop, "epp4j-redis-replication-publish");
+      reading = new Thread(this::readLoop, "epp4j-redis-replication-read");
+      this.publisher = publishing;
+      this.reader = reading;
+      publishing.setDaemon(true);
+      reading.setDaemon(true);
+      // last: from here on the previous instance of this router (a reload) hands over to this one
+      seat.join(this);
+      joined = true;
+      publishing.start();
+      reading.start();
+    } catch (RuntimeException | Error e) {
+      abandon(e, hints, shared, instruments, joined, publishing, reading);
+      throw e;
     }
-    this.transports = transports;
-    this.log = new RateLimitedLog(LOG, "redis-replication (pool " + settings.pool() + "): ");
-    this.telemetry = new Telemetry(otel);
-    this.publisher = new Thread(this::publishLoop, "epp4j-redis-replication-publish");
-    this.reader = new Thread(this::readLoop, "epp4j-redis-replication-read");
-    publisher.setDaemon(true);
-    reader.setDaemon(true);
-    // last: from here on the previous instance of this router (a reload) hands over to this one
-    seat.join(this);
-    publisher.start();
-    reader.start();
+  }
+
+  /**
+   * Undoes what a constructor that failed had done: the seat (given up when no other instance
+   * holds it, else handed back to the instance that owned it), the shared-state tie-break, the
+   * instruments and the threads. The transports are the caller's to close.
+   */
+  private void abandon(Throwable failure, @Nullable RouterHints hints, boolean shared,
+      @Nullable Telemetry instruments, boolean joined, @Nullable Thread publishing,
+      @Nullable Thread reading) {
+    running = false;
+    try {
+      if (joined) {
+        seat.leave(this);
+      } else {
+        seat.abandon();
+      }
+      for (Thread t : new @Nullable Thread[] {publishing, reading}) {
+        if (t != null && t.getState() != Thread.State.NEW) {
+          LockSupport.unpark(t);
+          t.interrupt();
+          t.join(3_000);
+        }
+      }
+      if (instruments != null) {
+        instruments.close();
+      }
+      if (shared && hints != null) {
+        hints.stopSharingState();
+      }
+    } catch (InterruptedException ie) {
+      Thread.currentThread().interrupt();
+      failure.addSuppressed(ie);
+    } catch (RuntimeException | Error cleanup) {
+      failure.addSuppressed(cleanup);
+    }
   }
 
   // ------------------------------------------------------------------------- routing thread
@@ -1462,8 +1514,14 @@ public final class RedisReplication implements Plugin, RequestListener {
       // a reload that keeps the URI and the stream continues the old instance's figures and
       // place in the stream; the URI is compared, never logged
       String target = (custom != null ? "" : String.valueOf(uri).trim()) + "\n" + stream;
-      return new RedisReplication(settings, target, c.service(RouterHints.class).orElse(null),
-          transports, c.service(OpenTelemetry.class).orElse(OpenTelemetry.noop()), c.ticker());
+      try {
+        return new RedisReplication(settings, target, c.service(RouterHints.class).orElse(null),
+            transports, c.service(OpenTelemetry.class).orElse(OpenTelemetry.noop()), c.ticker());
+      } catch (RuntimeException | Error e) {
+        // no plugin to close them with: the client's event loops and threads go now
+        transports.close();
+        throw e;
+      }
     }
 
     private static @Nullable RedisURI redisUri(Parameters p, @Nullable String uri,

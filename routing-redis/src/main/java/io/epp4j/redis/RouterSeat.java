@@ -111,16 +111,39 @@ final class RouterSeat {
           .toArray(RedisReplication[]::new);
       members = m;
       owner = m.length == 0 ? null : m[m.length - 1];
-      if (m.length == 0 && router != null) {
-        Map<String, RouterSeat> pools = SEATS.get(router);
-        if (pools != null && pools.get(pool) == this) {
-          pools.remove(pool);
-          if (pools.isEmpty()) {
-            SEATS.remove(router);
-          }
+      forgetIfEmpty();
+      wakeAll();
+    }
+  }
+
+  /**
+   * The instance that asked for this seat failed before it joined: the seat goes when no member
+   * holds it, so that a failed construction leaves no seat (and no reference to the router).
+   */
+  void abandon() {
+    synchronized (SEATS) {
+      forgetIfEmpty();
+    }
+  }
+
+  // under SEATS
+  private void forgetIfEmpty() {
+    if (members.length == 0 && router != null) {
+      Map<String, RouterSeat> pools = SEATS.get(router);
+      if (pools != null && pools.get(pool) == this) {
+        pools.remove(pool);
+        if (pools.isEmpty()) {
+          SEATS.remove(router);
         }
       }
-      wakeAll();
+    }
+  }
+
+  /** Whether {@code router} has a seat in {@code pool}; for tests. */
+  static boolean registered(RouterHints router, String pool) {
+    synchronized (SEATS) {
+      Map<String, RouterSeat> pools = SEATS.get(router);
+      return pools != null && pools.containsKey(pool);
     }
   }
 
