@@ -1088,7 +1088,9 @@ class ReplicationLogicTest {
     routers.add(b);
     a.route(InferenceRequest.builder().model("m").prompt("hello ".repeat(100)).maxTokens(4)
         .build()).onComplete(new Usage(1, 0, 1));
-    await("b applied a's prefix", () -> replication(b).appliedPrefixes() >= 1);
+    // the lag is recorded just after the prefix is counted as applied: wait for the histogram
+    await("b recorded the lag of a's prefix", () -> metrics.collectAllMetrics().stream()
+        .anyMatch(m -> m.getName().equals("epp4j.replication.lag")));
     List<String> instruments = metrics.collectAllMetrics().stream().map(m -> m.getName())
         .filter(n -> n.startsWith("epp4j.replication.")).distinct().toList();
     assertThat(instruments).contains("epp4j.replication.lag", "epp4j.replication.resyncs");
