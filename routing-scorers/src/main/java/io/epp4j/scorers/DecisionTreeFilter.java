@@ -109,6 +109,13 @@ final class DecisionTreeFilter implements Filter {
         top.error(at, "must be a mapping with 'pluginRef' or 'decisionTree'");
         return null;
       }
+      // a branch written inside the node (one level too deep) would otherwise be dropped unread
+      for (Object k : m.keySet()) {
+        if (!"pluginRef".equals(k) && !"decisionTree".equals(k)) {
+          top.error(at + "." + k, "is not a field of a decision tree node; expected pluginRef or"
+              + " decisionTree");
+        }
+      }
       Object ref = m.get("pluginRef");
       Object sub = m.get("decisionTree");
       if ((ref == null) == (sub == null)) {
