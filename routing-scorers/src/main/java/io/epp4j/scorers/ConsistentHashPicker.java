@@ -29,7 +29,10 @@ import org.jspecify.annotations.Nullable;
  * without a key gets a random hash from the cycle's random source, as Envoy does.
  */
 abstract class ConsistentHashPicker implements Picker, PoolListener {
-  /** Label holding an endpoint's integer weight (default 1). */
+  /**
+   * Label holding an endpoint's integer weight, 1 to {@link Integer#MAX_VALUE}; absent, or not
+   * such an integer, it is 1.
+   */
   static final String WEIGHT_LABEL = "epp4j.io/weight";
 
   /** A placement table built for one candidate list. */
@@ -228,7 +231,9 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     }
     try {
       int v = Integer.parseInt(w.trim());
-      return v >= 1 && v <= 1_000_000 ? v : 1;
+      // any weight Envoy takes for one endpoint that an int holds; the sums are longs and the
+      // ring's size is bounded by maximumRingSize whatever the spread
+      return v >= 1 ? v : 1;
     } catch (NumberFormatException ex) {
       return 1;
     }
