@@ -569,8 +569,15 @@ final class ConfigLoader {
         return;
       }
       Object nameNode = spec.get("name");
+      if (nameNode != null && !(nameNode instanceof String)) {
+        // as upstream, which reads names as strings: taken as its text, a number or a list
+        // named a plugin no pluginRef (which must be a string) could refer to
+        errors.add(where + " (type " + quote(typeName) + "): field 'name' must be a string, got "
+            + describe(nameNode));
+        return;
+      }
       // upstream names a plugin after its type when the name is missing or empty
-      String name = nameNode == null || "".equals(nameNode) ? typeName : String.valueOf(nameNode);
+      String name = nameNode == null || "".equals(nameNode) ? typeName : (String) nameNode;
       where = where + " (name " + quote(name) + ", type " + quote(typeName) + ")";
       Integer first = definedAt.putIfAbsent(name, i);
       if (first != null) {
@@ -647,6 +654,10 @@ final class ConfigLoader {
         return;
       }
       Object pn = spec.get("name");
+      if (pn != null && !(pn instanceof String)) {
+        errors.add(where + ": field 'name' must be a string, got " + describe(pn));
+        return;
+      }
       if (!(pn instanceof String profileName) || profileName.isBlank()) {
         errors.add(where + ": field 'name' is required");
         return;
@@ -712,6 +723,11 @@ final class ConfigLoader {
         }
       }
       Object r = ref.get("pluginRef");
+      if (r != null && !(r instanceof String)) {
+        errors.add(refWhere + ": field 'pluginRef' must be a string (a plugin's name), got "
+            + describe(r));
+        return pickerRef;
+      }
       if (!(r instanceof String refName)) {
         errors.add(refWhere + ": field 'pluginRef' is required");
         return pickerRef;
