@@ -760,6 +760,10 @@ final class ConfigLoader {
         used = true;
       }
       if (plugin instanceof Scorer sc) {
+        if (b.hasScorer(sc)) {
+          warnings.add(refWhere + ": the profile names scorer " + quote(refName) + " twice; it"
+              + " runs twice and its weights add up");
+        }
         b.scorer(refName, sc, weight == null ? 1.0 : weight);
         used = true;
       } else if (weight != null) {

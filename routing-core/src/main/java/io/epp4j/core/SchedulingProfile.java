@@ -97,6 +97,16 @@ public final class SchedulingProfile {
       return this;
     }
 
+    /** Whether {@code scorer} (the same instance) was added already. */
+    boolean hasScorer(Scorer scorer) {
+      for (WeightedScorer ws : scorers) {
+        if (ws.scorer() == scorer) {
+          return true;
+        }
+      }
+      return false;
+    }
+
     public Builder picker(Picker picker) {
       this.picker = Objects.requireNonNull(picker, "picker");
       return this;
