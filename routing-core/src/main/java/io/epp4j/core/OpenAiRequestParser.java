@@ -96,7 +96,8 @@ public final class OpenAiRequestParser {
   }
 
   /**
-   * Parses a body. {@code path} selects the shape ({@code ...chat/completions} is chat,
+   * Parses a body. {@code path} (a query string or fragment on it is ignored) selects the shape
+   * ({@code ...chat/completions} is chat,
    * {@code ...completions} completions, anything else takes an {@code input} when it has no
    * {@code prompt} or {@code messages}), but a body with {@code messages} is read as chat either
    * way.
@@ -109,17 +110,33 @@ public final class OpenAiRequestParser {
     }
     InferenceRequest.Builder b = InferenceRequest.builder();
     PromptFields prompt = new PromptFields();
+    // the shape is the path's, not its query's: "/v1/chat/completions?api-version=1" is chat
+    @Nullable String shape = withoutQuery(path);
     // the engine reads "input" (and "instructions", "max_output_tokens") on every path but the
     // two completions ones; there such fields are not the request's and are skipped unread
-    prompt.takesInput = path == null || !path.endsWith("completions");
+    prompt.takesInput = shape == null || !shape.endsWith("completions");
     error = readBody(body, b, prompt);
     if (error == null) {
-      error = prompt.checkAndApply(path, b);
+      error = prompt.checkAndApply(shape, b);
     }
     if (error == null) {
       error = readHeaders(headers, b);
     }
     return error != null ? Result.error(error) : Result.ok(b.build());
+  }
+
+  /** {@code path} up to its query or fragment, if it has one. */
+  private static @Nullable String withoutQuery(@Nullable String path) {
+    if (path == null) {
+      return null;
+    }
+    for (int i = 0, n = path.length(); i < n; i++) {
+      char c = path.charAt(i);
+      if (c == '?' || c == '#') {
+        return path.substring(0, i);
+      }
+    }
+    return path;
   }
 
   /**
