@@ -408,6 +408,7 @@ final class ConfigLoader {
       if (node == null) {
         return;
       }
+      refOnly(node, "parser");
       Plugin p = sectionRef(node, "parser", "openai-parser");
       if (p != null && !(p instanceof OpenAiParserPlugin)) {
         errors.add(source + ": parser: field 'pluginRef' must name an openai-parser plugin;"
@@ -426,6 +427,7 @@ final class ConfigLoader {
         return null;
       }
       if (node instanceof Map<?, ?> m && m.containsKey("pluginRef")) {
+        refOnly(node, "saturationDetector");
         Plugin p = sectionRef(node, "saturationDetector", "utilization-detector");
         if (p == null) {
           return null;
@@ -500,11 +502,29 @@ final class ConfigLoader {
         }
         List<?> extractors = asList(sm.get("extractors"), sw + ": field 'extractors'", errors);
         for (int j = 0; j < extractors.size(); j++) {
-          sectionRef(extractors.get(j), "dataLayer: sources[" + i + "]: extractors[" + j + "]");
+          String ew = "dataLayer: sources[" + i + "]: extractors[" + j + "]";
+          refOnly(extractors.get(j), ew);
+          sectionRef(extractors.get(j), ew);
         }
         for (Object k : sm.keySet()) {
           if (!k.equals("pluginRef") && !k.equals("extractors")) {
             errors.add(sw + ": unknown field " + quote(k) + "; expected pluginRef, extractors");
+          }
+        }
+      }
+    }
+
+    /**
+     * Reports the fields of a reference other than {@code pluginRef}: read by nobody, they would
+     * look as if they set something (thresholds beside a detector's reference, say) while the
+     * plugin's own parameters apply.
+     */
+    private void refOnly(@Nullable Object node, String section) {
+      if (node instanceof Map<?, ?> m) {
+        for (Object k : m.keySet()) {
+          if (!"pluginRef".equals(k)) {
+            errors.add(source + ": " + section + ": unknown field " + quote(k) + " beside"
+                + " 'pluginRef'; set it in the parameters of the plugin it names");
           }
         }
       }
