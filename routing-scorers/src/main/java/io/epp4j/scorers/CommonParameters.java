@@ -13,14 +13,23 @@ final class CommonParameters {
     return p.getInt("maxNumOfEndpoints", 1, 1, MAX_ENDPOINTS_LIMIT);
   }
 
-  /** The first of several accepted names that is present, else the first name. */
+  /**
+   * The first of several accepted names of one setting that is present, else the first name. A
+   * second name present beside it is an error naming it: one of the two values would be dropped.
+   */
   static String alias(Parameters p, String... names) {
+    String found = null;
     for (String n : names) {
       if (p.has(n)) {
-        return n;
+        if (found == null) {
+          found = n;
+        } else {
+          p.raw(n);
+          p.error(n, "names the same setting as '" + found + "', which is given too; give one");
+        }
       }
     }
-    return names[0];
+    return found != null ? found : names[0];
   }
 
   /** {@code balanceFactor} (multiplier, 0 = off) or Envoy's {@code hashBalanceFactor} (percent). */
