@@ -107,7 +107,8 @@ final class PluginReuse {
         if (spec.get("parameters") instanceof Map<?, ?> pm) {
           pm.forEach((k, v) -> params.put(String.valueOf(k), v));
         }
-        out.put(n == null ? type : String.valueOf(n), params);
+        // named as the loader names it: after its type when the name is missing or empty
+        out.put(n == null || "".equals(n) ? type : String.valueOf(n), params);
       }
     }
     return out;
