@@ -584,6 +584,11 @@ final class ConfigLoader {
         }
       }
       Object type = spec.get("type");
+      if (type != null && !(type instanceof String)) {
+        errors.add(where + ": field 'type' must be a string (a plugin type), got "
+            + describe(type));
+        return;
+      }
       if (!(type instanceof String typeName) || typeName.isBlank()) {
         errors.add(where + ": field 'type' is required");
         return;

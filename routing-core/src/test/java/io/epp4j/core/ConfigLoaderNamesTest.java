@@ -60,4 +60,15 @@ class ConfigLoaderNamesTest {
         .contains("schedulingProfiles[0]").contains("field 'name' must be a string")
         .doesNotContain("required"));
   }
+
+  @Test
+  void aPluginTypeThatIsNotAStringIsReportedAsSuchNotAsMissing() {
+    Result<RouterConfig> r = loader.load("""
+        plugins:
+        - type: [max-score-picker]
+        """, "c.yaml");
+    assertThat(r.errors()).anySatisfy(e -> assertThat(e)
+        .contains("plugins[0]").contains("field 'type' must be a string")
+        .doesNotContain("required"));
+  }
 }
