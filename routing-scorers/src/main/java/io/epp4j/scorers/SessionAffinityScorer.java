@@ -2,6 +2,8 @@ package io.epp4j.scorers;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
+import com.dynatrace.hash4j.hashing.HashValue128;
+import com.dynatrace.hash4j.hashing.Hashing;
 import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
@@ -39,6 +41,9 @@ import org.jspecify.annotations.Nullable;
  */
 final class SessionAffinityScorer implements Scorer, RequestListener, PoolListener,
     HintListener {
+  /** Longest session key a binding holds as it is; longer ones are held as a digest. */
+  static final int MAX_KEY_CHARS = 64;
+
   private final HashKeySource keySource;
   private final @Nullable String endpointHeader;
   private final Cache<String, String> bindings;
@@ -84,7 +89,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     }
     String key = keySource.key(request);
     if (key != null) {
-      mark(bindings.getIfPresent(key), candidates, scores);
+      mark(bindings.getIfPresent(bounded(key)), candidates, scores);
     }
   }
 
@@ -119,10 +124,11 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
 
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
-    String key = keySource.key(request);
-    if (key == null) {
+    String raw = keySource.key(request);
+    if (raw == null) {
       return;
     }
+    String key = bounded(raw);
     String id = decision.primary().id();
     // written only when the session moves: a rewrite would restart maxAge
     if (!id.equals(bindings.asMap().get(key))) {
@@ -140,10 +146,11 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
   /** The gateway forwards the request to a fallback: the session is bound there if it was bound to {@code from}. */
   @Override
   public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
-    String key = keySource.key(request);
-    if (key == null || !members.contains(to.id())) {
+    String raw = keySource.key(request);
+    if (raw == null || !members.contains(to.id())) {
       return;
     }
+    String key = bounded(raw);
     if (bindings.asMap().replace(key, from.id(), to.id()) && !members.contains(to.id())) {
       bindings.asMap().remove(key, to.id()); // removed meanwhile, as in afterRouting
     }
@@ -155,10 +162,11 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
    * carry) and the endpoint is in the pool.
    */
   @Override
-  public void onRemoteSession(String sessionKey, String endpointId, long nowNanos) {
+  public void onRemoteSession(String remoteKey, String endpointId, long nowNanos) {
     if (keySource.kind != HashKeySource.Kind.SESSION || !members.contains(endpointId)) {
       return;
     }
+    String sessionKey = bounded(remoteKey);
     // as in afterRouting: written only when the session moves (a peer sends this hint for every
     // request it routes, and a rewrite would restart maxAge); reading it counts as a use
     if (!endpointId.equals(bindings.asMap().get(sessionKey))) {
@@ -169,6 +177,21 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     if (!members.contains(endpointId)) {
       bindings.asMap().remove(sessionKey, endpointId);
     }
+  }
+
+  /**
+   * The key a binding is held under: the session key itself, or for one longer than
+   * {@link #MAX_KEY_CHARS} a 128-bit digest of it behind a NUL (which no header value holds, so
+   * it cannot equal a short key). Clients choose their keys, and kept whole, 100,000 bindings of
+   * the 8 KB a header line may hold would fill 800 MB.
+   */
+  static String bounded(String key) {
+    if (key.length() <= MAX_KEY_CHARS) {
+      return key;
+    }
+    HashValue128 h = Hashing.xxh3_128().hashCharsTo128Bits(key);
+    return "\0" + Long.toHexString(h.getMostSignificantBits())
+        + Long.toHexString(h.getLeastSignificantBits());
   }
 
   /** Drops the least recently used bindings beyond {@code maxSessions}. */
@@ -196,9 +219,18 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     bindings.asMap().values().removeIf(id::equals);
   }
 
+  /** Characters of every session key the bindings hold; for tests. */
+  long storedKeyChars() {
+    long n = 0;
+    for (String k : bindings.asMap().keySet()) {
+      n += k.length();
+    }
+    return n;
+  }
+
   /** The endpoint id a session is bound to, or {@code null}; for tests. */
   @Nullable String binding(String sessionKey) {
-    return bindings.getIfPresent(sessionKey);
+    return bindings.getIfPresent(bounded(sessionKey));
   }
 
   @Override
