@@ -2,8 +2,6 @@ package io.epp4j.scorers;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
-import com.dynatrace.hash4j.hashing.HashValue128;
-import com.dynatrace.hash4j.hashing.Hashing;
 import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
@@ -41,9 +39,6 @@ import org.jspecify.annotations.Nullable;
  */
 final class SessionAffinityScorer implements Scorer, RequestListener, PoolListener,
     HintListener {
-  /** Longest session key a binding holds as it is; longer ones are held as a digest. */
-  static final int MAX_KEY_CHARS = 64;
-
   private final HashKeySource keySource;
   private final @Nullable String endpointHeader;
   private final Cache<String, String> bindings;
@@ -179,19 +174,9 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     }
   }
 
-  /**
-   * The key a binding is held under: the session key itself, or for one longer than
-   * {@link #MAX_KEY_CHARS} a 128-bit digest of it behind a NUL (which no header value holds, so
-   * it cannot equal a short key). Clients choose their keys, and kept whole, 100,000 bindings of
-   * the 8 KB a header line may hold would fill 800 MB.
-   */
-  static String bounded(String key) {
-    if (key.length() <= MAX_KEY_CHARS) {
-      return key;
-    }
-    HashValue128 h = Hashing.xxh3_128().hashCharsTo128Bits(key);
-    return "\0" + Long.toHexString(h.getMostSignificantBits())
-        + Long.toHexString(h.getLeastSignificantBits());
+  /** The key a binding is held under (see {@link SessionKeys}). */
+  private static String bounded(String key) {
+    return SessionKeys.bounded(key);
   }
 
   /** Drops the least recently used bindings beyond {@code maxSessions}. */

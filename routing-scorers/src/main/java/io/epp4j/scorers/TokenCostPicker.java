@@ -366,7 +366,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
     Load[] byPosition = loadsByPosition(candidates);
     FreshMean mean = freshMean(candidates, state.nowNanos());
-    String session = request.sessionKey();
+    String session = sessionOf(request);
     int sessionCap = Integer.MAX_VALUE;
     int homeIndex = -1;
     if (session != null && sessionBalanceFactor > 0) {
@@ -670,10 +670,11 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    * arrives as in-flight figures and scraped metrics.
    */
   @Override
-  public void onRemoteSession(String session, String endpointId, long nowNanos) {
+  public void onRemoteSession(String remoteSession, String endpointId, long nowNanos) {
     if (sessionBalanceFactor <= 0) {
       return;
     }
+    String session = SessionKeys.bounded(remoteSession);
     Load l = loads.get(endpointId);
     if (l == null) {
       return;
@@ -730,7 +731,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         return;
       }
     }
-    String session = request.sessionKey();
+    String session = sessionOf(request);
     Load source = loads.get(from.id());
     if (session != null && target != null && source != null) {
       homes.computeIfPresent(session, (k, old) -> {
@@ -757,7 +758,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     }
     long now = ticker.nanos();
     p.startNanos = now;
-    String session = request.sessionKey();
+    String session = sessionOf(request);
     if (session != null) {
       Home h = homes.get(session);
       if (h != null && h.load == p.load) {
@@ -891,6 +892,21 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     return pending.size();
   }
 
+  /** The request's session key as the sessions are held (see {@link SessionKeys}). */
+  private static @Nullable String sessionOf(InferenceRequest request) {
+    String key = request.sessionKey();
+    return key == null ? null : SessionKeys.bounded(key);
+  }
+
+  /** Characters of every session key remembered now; for tests. */
+  long sessionKeyChars() {
+    long n = 0;
+    for (String k : homes.keySet()) {
+      n += k.length();
+    }
+    return n;
+  }
+
   /** Sessions remembered now. */
   int trackedSessions() {
     return homes.size();
@@ -898,7 +914,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   /** The endpoint {@code session}'s last request went to, or null when it is not remembered. */
   @Nullable String homeOf(String session) {
-    Home h = homes.get(session);
+    Home h = homes.get(SessionKeys.bounded(session));
     return h == null ? null : h.endpointId;
   }
 

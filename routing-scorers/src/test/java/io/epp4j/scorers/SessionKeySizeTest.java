@@ -26,7 +26,7 @@ class SessionKeySizeTest {
     s.afterRouting(AffinityScorersTest.session(longKey), state(),
         AffinityScorersTest.decision(pool.get(2)));
     assertThat(s.storedKeyChars()).as("characters held for the binding")
-        .isLessThanOrEqualTo(SessionAffinityScorer.MAX_KEY_CHARS + 1);
+        .isLessThanOrEqualTo(SessionKeys.MAX_KEY_CHARS);
     double[] scores = new double[3];
     s.score(AffinityScorersTest.session(longKey), state(), pool, scores);
     assertThat(scores).containsExactly(0.0, 0.0, 1.0);
@@ -46,5 +46,19 @@ class SessionKeySizeTest {
         AffinityScorersTest.decision(pool.get(1)));
     assertThat(s.storedKeyChars()).isEqualTo(5);
     assertThat(s.binding("alice")).isEqualTo(pool.get(1).id());
+  }
+
+  /** token-cost-picker remembers each session's endpoint too: the same bound holds there. */
+  @Test
+  void tokenCostPickerHoldsALongSessionKeyAsADigestAndStillKnowsItsHome() {
+    List<Candidate> pool = TokenCostPickerTest.POOL;
+    TokenCostPicker p = TestCandidates.joined(
+        new TokenCostPicker(1.0, 0.1, 0.0, 0, 1.25, 60), pool);
+    String longKey = "k".repeat(8 * 1024);
+    Candidate home = TokenCostPickerTest.route(p, TokenCostPickerTest.request(64, 4, longKey),
+        TestCandidates.state(), pool);
+    assertThat(p.sessionKeyChars()).as("characters held for the session")
+        .isLessThanOrEqualTo(SessionKeys.MAX_KEY_CHARS);
+    assertThat(p.homeOf(longKey)).isEqualTo(home.id());
   }
 }
