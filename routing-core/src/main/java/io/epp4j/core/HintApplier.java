@@ -77,6 +77,7 @@ final class HintApplier implements RouterHints {
   private final AtomicInteger sharing = new AtomicInteger();
   private volatile @Nullable Bound bound;
   private volatile @Nullable Listeners listeners;
+  private final Object listenersLock = new Object();
   private final Object lock = new Object();
   // origin -> endpoint id -> figure; guarded by lock
   private final Map<String, Map<String, Remote>> remote = new HashMap<>();
@@ -165,8 +166,22 @@ final class HintApplier implements RouterHints {
       owned[i] = a.closesWithRouter(arr[i]);
     }
     c = new Listeners(a, arr, owned);
-    listeners = c;
+    synchronized (listenersLock) {
+      // kept only while it is the running configuration: a configuration a reload replaced must
+      // not stay reachable through this cache, with the plugins it dropped, until the next hint
+      Bound b = bound;
+      if (b != null && b.active.get() == a) {
+        listeners = c;
+      }
+    }
     return c;
+  }
+
+  /** Called once a reload has published a new configuration: forgets the old one's listeners. */
+  void configReplaced() {
+    synchronized (listenersLock) {
+      listeners = null;
+    }
   }
 
   @Override

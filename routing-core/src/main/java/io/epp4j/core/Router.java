@@ -582,6 +582,7 @@ public final class Router implements AutoCloseable {
     synchronized (stateLock) {
       state = new State(state.pool, next);
     }
+    hints.configReplaced();
     Set<Object> dropped = ActiveConfig.difference(old.members, next.members);
     old.supersede();
     for (String w : loaded.config().warnings()) {

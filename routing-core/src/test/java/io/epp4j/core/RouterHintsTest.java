@@ -237,4 +237,32 @@ class RouterHintsTest {
     h.stopSharingState();
     assertThat(h.sharesState()).isFalse();
   }
+
+  /**
+   * A reload that drops a hint listener leaves nothing of the old configuration reachable through
+   * the hint path, even when no hint arrives after the reload (replication was the dropped plugin).
+   */
+  @Test
+  void aReloadDoesNotKeepTheDroppedConfigurationReachableThroughTheHintPath() throws Exception {
+    ClosableHintScorer plugin = new ClosableHintScorer();
+    Router r = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").scorer("s", plugin, 1).build())
+        .ticker(now::get)
+        .retiredPluginCloseDelay(Duration.ZERO)
+        .endpoints(List.of(ep(E1, Map.of()), ep(E2, Map.of()))).build();
+    r.hints().sessionBound("s1", E2); // the hint path now knows the configuration's listeners
+    java.lang.ref.WeakReference<ClosableHintScorer> dropped =
+        new java.lang.ref.WeakReference<>(plugin);
+    plugin = null;
+    assertThat(r.reconfigure(RouterConfig.of(SchedulingProfile.builder("default").build()))
+        .isOk()).isTrue();
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+    while (dropped.get() != null && System.nanoTime() < deadline) {
+      System.gc();
+      Thread.sleep(20);
+    }
+    assertThat(dropped.get()).as("the dropped plugin is still reachable").isNull();
+    r.route(REQ).onComplete(Usage.NONE); // the router is still usable and reachable here
+    r.close();
+  }
 }
