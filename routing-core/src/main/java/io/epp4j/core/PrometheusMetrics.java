@@ -198,12 +198,11 @@ public final class PrometheusMetrics {
     if (s == null) {
       return 0;
     }
-    double v;
-    try {
-      v = Double.parseDouble(s.strip());
-    } catch (NumberFormatException e) {
+    Double parsed = value(s.strip());
+    if (parsed == null) {
       return 0;
     }
+    double v = parsed;
     return v > 0 ? Math.min(max, (long) v) : 0; // NaN too is 0
   }
 
@@ -302,10 +301,24 @@ public final class PrometheusMetrics {
     if (v.equalsIgnoreCase("nan")) {
       return Double.NaN;
     }
+    if (v.isEmpty() || javaOnly(v)) {
+      return null;
+    }
     try {
       return Double.parseDouble(v);
     } catch (NumberFormatException e) {
       return null;
     }
+  }
+
+  /**
+   * Whether Java would read {@code v} as a number where Go does not: with a type suffix
+   * ({@code 5d}, {@code 1.5F}) or with the control characters and blanks around it that {@link
+   * Double#parseDouble} trims.
+   */
+  private static boolean javaOnly(String v) {
+    char last = v.charAt(v.length() - 1);
+    return last == 'd' || last == 'D' || last == 'f' || last == 'F'
+        || v.charAt(0) <= ' ' || last <= ' ';
   }
 }

@@ -93,6 +93,24 @@ class MetricsScraperTest {
   }
 
   @Test
+  void numbersOnlyJavaReadsAreNotNumbers() {
+    // Double.parseDouble takes a type suffix and surrounding control characters; the text format
+    // reads values as Go's ParseFloat does, which refuses both
+    for (String v : List.of("5d", "5D", "1.5f", "2F")) {
+      Result<EndpointMetrics> r = PrometheusMetrics.parse("vllm:num_requests_waiting " + v + "\n");
+      assertThat(r.isOk()).as(v).isFalse();
+      assertThat(r.errors().get(0)).as(v).contains("line 1");
+    }
+    assertThat(PrometheusMetrics.parse("vllm:num_requests_waiting 1\n"
+        + "vllm:lora_requests_info{max_lora=\"4d\"} 1\n").value().maxLoras()).isZero();
+    assertThat(PrometheusMetrics.parse("vllm:num_requests_waiting 1\n"
+        + "vllm:lora_requests_info{max_lora=\" 4 \"} 1\n").value().maxLoras())
+        .as("blanks around a label value are stripped, as before").isEqualTo(4);
+    assertThat(PrometheusMetrics.parse("vllm:num_requests_waiting 0x1p3\n").value()
+        .waitingRequests()).as("a hexadecimal float, which Go reads too").isEqualTo(8);
+  }
+
+  @Test
   void aNegativeCountInOneSeriesDoesNotHideTheOtherSeriesWork() {
     // a count below zero is a broken gauge (a decrement without its increment); summed as it was,
     // engine 1's -6 cancelled the 6 requests engine 0 really has waiting, and the endpoint looked
