@@ -72,7 +72,8 @@ public final class Main {
         --json PATH --csv PATH --chart PATH.png   write the report (checked before the run)
         --requests-csv PATH    also write every completed request: scenario, load, policy,
                                replica, arrival, TTFT, E2E, prompt, cached, preemptions and
-                               what its replica held when it arrived (not with --dominance)
+                               what its replica held when it arrived; with --pd, where it
+                               was prefilled and its KV transfer (not with --dominance)
         --load-levels LIST     multipliers of every scenario's offered load, e.g. 1,1.5,2
                                (shared-prefix: concurrency or --rate × level; multi-turn:
                                dialogs × level; trace: timestamps ÷ level; counts rounded to

@@ -14,12 +14,14 @@ import org.jspecify.annotations.Nullable;
 /**
  * {@code --requests-csv}: one row per completed request of every run of a comparison, so that a
  * tail can be traced to the requests that form it (which turn, which replica, how much of the
- * prompt was cached, how crowded the replica was when the request arrived).
+ * prompt was cached, how crowded the replica was when the request arrived, and for a request
+ * prefilled elsewhere, where and how long its KV took to arrive).
  */
 final class RequestsCsv implements Closeable {
   static final String HEADER = "scenario,load_level,seed,policy,id,session,replica,arrival_s,"
       + "ttft_ms,e2e_ms,prompt_tokens,cached_tokens,output_tokens,preemptions,"
-      + "waiting_at_arrival,running_at_arrival,kv_usage_at_arrival";
+      + "waiting_at_arrival,running_at_arrival,kv_usage_at_arrival,prefill_replica,"
+      + "decode_cached_tokens,transfer_ms";
 
   private final BufferedWriter out;
 
@@ -50,7 +52,9 @@ final class RequestsCsv implements Closeable {
                 r.ttftMs(), r.e2eMs())
             + "," + r.promptTokens() + "," + r.cachedTokens() + "," + r.outputTokens() + ","
             + r.preemptions() + "," + r.waitingAtArrival() + "," + r.runningAtArrival() + ","
-            + String.format(Locale.ROOT, "%.4f", r.kvUsageAtArrival()));
+            + String.format(Locale.ROOT, "%.4f", r.kvUsageAtArrival()) + ","
+            + (r.disaggregated() ? r.prefillReplica() + "," + r.decodeCachedTokens() + ","
+                + String.format(Locale.ROOT, "%.3f", r.transferMs()) : ",,"));
         out.newLine();
       } catch (IOException e) {
         throw new UncheckedIOException(e);

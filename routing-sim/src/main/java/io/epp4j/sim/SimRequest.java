@@ -67,6 +67,8 @@ final class SimRequest {
   boolean remotePrefill;
   /** For a decode request: prompt tokens its own replica had cached when it was admitted. */
   int localHitTokens = -1;
+  /** For a decode request: how long its KV took to cross the link; -1 before the transfer. */
+  long transferNanos = -1;
 
   private long[] hashes;
   private int hashesComputed;

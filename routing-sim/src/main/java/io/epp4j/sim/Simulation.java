@@ -253,11 +253,21 @@ public final class Simulation {
    * One served request, as {@code --requests-csv} writes it: where it went, when it arrived
    * (simulated seconds), its time to first token and end to end, its prompt, the part of it the
    * replica had cached when it was first admitted, its output, how often it was preempted, and
-   * what the replica held when it arrived (waiting and running requests, KV usage 0..1).
+   * what the replica held when it arrived (waiting and running requests, KV usage 0..1). For a
+   * request prefilled on another replica: that replica ({@code prefillReplica}, -1 for one that
+   * was not), the prompt tokens its decode replica ({@code replica}) held already, which did not
+   * cross the link, and how long the rest took to cross it (0 for a request that was not).
    */
   public record RequestRecord(String id, String session, int replica, double arrivalSeconds,
       double ttftMs, double e2eMs, int promptTokens, int cachedTokens, int outputTokens,
-      int preemptions, int waitingAtArrival, int runningAtArrival, double kvUsageAtArrival) {}
+      int preemptions, int waitingAtArrival, int runningAtArrival, double kvUsageAtArrival,
+      int prefillReplica, int decodeCachedTokens, double transferMs) {
+
+    /** Whether another replica computed the prompt (prefill/decode disaggregation). */
+    public boolean disaggregated() {
+      return prefillReplica >= 0;
+    }
+  }
 
   /**
    * Hands every request that completes to {@code log}, in simulated time order, on the thread
@@ -578,6 +588,7 @@ public final class Simulation {
       transferredTokens += tokens;
       decodeHitTokens += decode.localHitTokens;
       transferMs.add(nanos / 1e6);
+      decode.transferNanos = nanos;
       push(now + nanos, KV_ARRIVED, () -> kvArrived(r, decode));
     }
   }
@@ -692,7 +703,10 @@ public final class Simulation {
             r.arrivalNanos / 1e9, (r.firstTokenNanos - r.arrivalNanos) / 1e6,
             (nowNanos - r.arrivalNanos) / 1e6, r.promptLength,
             Math.max(0, r.cachedAtFirstAdmission), r.outputLength, r.preemptions,
-            r.waitingAtArrival, r.runningAtArrival, r.kvUsageAtArrival));
+            r.waitingAtArrival, r.runningAtArrival, r.kvUsageAtArrival,
+            r.prefillRequest != null ? r.prefillReplica : -1,
+            r.prefillRequest != null ? Math.max(0, r.localHitTokens) : 0,
+            r.prefillRequest != null && r.transferNanos >= 0 ? r.transferNanos / 1e6 : 0));
       }
       if (r.decision != null) {
         r.decision.onComplete(new Usage(r.promptLength, Math.max(0, r.cachedAtFirstAdmission),

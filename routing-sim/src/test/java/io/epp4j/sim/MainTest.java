@@ -334,8 +334,9 @@ class MainTest {
     assertThat(rows.get(0)).isEqualTo(RequestsCsv.HEADER);
     java.util.Map<String, List<Double>> ttfts = new java.util.HashMap<>();
     for (String row : rows.subList(1, rows.size())) {
-      String[] f = row.split(",");
-      assertThat(f).hasSize(17);
+      String[] f = row.split(",", -1);
+      assertThat(f).hasSize(20);
+      assertThat(f[17] + f[18] + f[19]).as("no P/D: the P/D columns are empty").isEmpty();
       ttfts.computeIfAbsent(f[0] + "|" + f[1] + "|" + f[3], k -> new ArrayList<>())
           .add(Double.parseDouble(f[8]));
       assertThat(Integer.parseInt(f[11])).isBetween(0, Integer.parseInt(f[10]));
@@ -363,6 +364,35 @@ class MainTest {
 
     assertThat(cli.run("--dominance", "--requests-csv", requests.toString())).isEqualTo(2);
     assertThat(cli.stderr()).contains("--requests-csv");
+  }
+
+  @Test
+  void requestsCsvOfAPdRunSaysWhereEachRequestWasPrefilledAndHowLongItsKvTookToArrive(
+      @TempDir Path dir) throws Exception {
+    Path requests = dir.resolve("requests.csv");
+    int code = cli.run(sharedOnly("--quiet", "--scenario", "shared-prefix", "--replicas", "4",
+        "--pd", "2:2", "--policies", "epp4j,pd-epp4j", "--requests-csv", requests.toString()));
+    assertThat(code).as(cli.stderr()).isZero();
+    List<String> rows = Files.readAllLines(requests);
+    int split = 0;
+    for (String row : rows.subList(1, rows.size())) {
+      String[] f = row.split(",", -1);
+      assertThat(f).hasSize(20);
+      if (f[3].equals("epp4j")) {
+        assertThat(f[17] + f[18] + f[19]).as("aggregated: %s", row).isEmpty();
+        continue;
+      }
+      if (f[17].isEmpty()) {
+        continue; // served where it was routed (no prefill pick)
+      }
+      split++;
+      // replicas 0-1 prefill, 2-3 decode; what the decode replica held is part of the prompt
+      assertThat(Integer.parseInt(f[17])).as(row).isBetween(0, 1);
+      assertThat(Integer.parseInt(f[6])).as(row).isBetween(2, 3);
+      assertThat(Integer.parseInt(f[18])).as(row).isBetween(0, Integer.parseInt(f[10]));
+      assertThat(Double.parseDouble(f[19])).as(row).isPositive();
+    }
+    assertThat(split).as("requests prefilled on another replica").isPositive();
   }
 
   /** How the requests CSV writes a load level. */

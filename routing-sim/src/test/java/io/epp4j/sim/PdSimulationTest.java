@@ -69,6 +69,13 @@ class PdSimulationTest {
     // the request is served, and its first token and end reported, on the decode replica
     assertThat(served).singleElement().extracting(Simulation.RequestRecord::replica)
         .isEqualTo(1);
+    // and its record names the replica that prefilled it and how long its KV took to arrive
+    Simulation.RequestRecord rec = served.get(0);
+    assertThat(rec.disaggregated()).isTrue();
+    assertThat(rec.prefillReplica()).isZero();
+    assertThat(rec.decodeCachedTokens()).isZero();
+    assertThat(rec.transferMs())
+        .isEqualTo(KvLink.rdma400g().transferNanos(2200, HW.kvBytesPerToken()) / 1e6);
     assertThat(lifecycle.firstTokens).containsExactly(DECODE);
     assertThat(lifecycle.completions).containsExactly(DECODE);
 
@@ -118,13 +125,19 @@ class PdSimulationTest {
 
   @Test
   void theDecodeReplicaKeepsTheTransferredPrefixForTheNextRequest() {
+    List<Simulation.RequestRecord> served = new ArrayList<>();
     PolicyResult r = new Simulation(settings(2), sequential(2), Policy.PD_EPP4J, null)
-        .pd(1, 1).run();
+        .pd(1, 1).requestLog(served::add).run();
     assertThat(r.pd().disaggregated()).isEqualTo(2);
     // the second request shares the 2,000-token system prompt: its full blocks were on the
     // decode replica already and did not move again
     assertThat(r.pd().decodeHitTokens()).isEqualTo(2000 / HW.blockSize() * HW.blockSize());
     assertThat(r.pd().transferredTokens()).isEqualTo(2 * 2200 - r.pd().decodeHitTokens());
+    // per request: the first moved everything, the second only what the decode replica lacked
+    assertThat(served).extracting(Simulation.RequestRecord::decodeCachedTokens)
+        .containsExactly(0, (int) r.pd().decodeHitTokens());
+    assertThat(served.get(1).transferMs()).isEqualTo(KvLink.rdma400g()
+        .transferNanos(2200 - r.pd().decodeHitTokens(), HW.kvBytesPerToken()) / 1e6);
   }
 
   @Test
