@@ -83,6 +83,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private String method = "";
   private Map<String, String> headers = Map.of();
   private @Nullable Set<String> subset;
+  /**
+   * The client's address from the {@code source.address} request attribute, when Envoy sends it;
+   * handed to the router as {@link SourceAddress#HEADER}.
+   */
+  private @Nullable String sourceIp;
   private @Nullable BodyCollector body;
   /** STREAMED: body chunks received and not answered yet (they are answered after the pick). */
   private int unansweredChunks;
@@ -212,6 +217,12 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       throw new Unsupported("observability_mode is on: Envoy would ignore the endpoint pick; "
           + "turn it off for the epp4j ext_proc filter");
     }
+    if (sourceIp == null && decision == null && isRequestMessage(msg)) {
+      // Envoy sends the request attributes with its first request message (the headers when it
+      // sends them); any request message before the pick is looked at. Response messages carry
+      // the response attributes, under the same key
+      sourceIp = SourceAddress.of(msg);
+    }
     switch (msg.getRequestCase()) {
       case REQUEST_HEADERS -> requestHeaders(msg);
       case REQUEST_BODY -> requestBody(msg.getRequestBody());
@@ -246,6 +257,8 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
         }
         case ":method" -> method = value;
         default -> {
+          // pseudo-headers other than :path are dropped, :source-ip among them: the client's
+          // address comes from Envoy's source.address attribute only, never from the client
           if (!name.startsWith(":")) {
             named.putIfAbsent(name, value); // the first of repeated headers, as the SCG filter
           }
@@ -469,6 +482,10 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   private RoutingDecision decide(ByteString bodyBytes) {
     Router router = settings.router;
+    String ip = sourceIp;
+    if (ip != null) {
+      headers.put(SourceAddress.HEADER, ip); // read by source-ip keys before x-forwarded-for
+    }
     if (!"POST".equals(method) || bodyBytes.isEmpty()) {
       // GET /v1/models and the like carry no prompt, nor do POSTs without a body (vLLM's
       // /reset_prefix_cache, /sleep): any replica can answer, picked by load; no body is parsed,
@@ -636,6 +653,13 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private ExtProcMessages.MalformedMessage unexpected(String what) {
     return new ExtProcMessages.MalformedMessage(what + " is not expected in phase " + phase
         + " (request body mode " + requestMode + ")");
+  }
+
+  private static boolean isRequestMessage(ProcessingRequest msg) {
+    return switch (msg.getRequestCase()) {
+      case REQUEST_HEADERS, REQUEST_BODY, REQUEST_TRAILERS -> true;
+      default -> false;
+    };
   }
 
   private static boolean buffered(BodySendMode mode) {

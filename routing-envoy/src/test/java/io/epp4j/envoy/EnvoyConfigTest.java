@@ -68,6 +68,10 @@ class EnvoyConfigTest {
         .contains(ExtProcMessages.SUBSET_HINT_NAMESPACE, ExtProcMessages.LB_NAMESPACE);
     assertThat(extProc.getMetadataOptions().getReceivingNamespaces().getUntypedList())
         .contains(ExtProcMessages.LB_NAMESPACE);
+    // source-ip keys: the client's address as Envoy's connection shows it, which is the
+    // connection's own peer only when Envoy does not take it from x-forwarded-for
+    assertThat(extProc.getRequestAttributesList()).contains(SourceAddress.ATTRIBUTE);
+    assertThat(hcm.getUseRemoteAddress().getValue()).isTrue();
 
     Cluster replicas = boot.getStaticResources().getClusters(0);
     assertThat(replicas.getType()).isEqualTo(Cluster.DiscoveryType.ORIGINAL_DST);

@@ -17,7 +17,8 @@ final class HashKeySource {
 
   /**
    * The pseudo-header in which a gateway hands the router the client's address as its connection
-   * shows it (the Spring Cloud Gateway filter does); {@code source-ip} keys read it first.
+   * shows it (the Spring Cloud Gateway filter does, and the Envoy ext_proc server from Envoy's
+   * {@code source.address} attribute); {@code source-ip} keys read it first.
    */
   static final String SOURCE_IP_HEADER = ":source-ip";
 
