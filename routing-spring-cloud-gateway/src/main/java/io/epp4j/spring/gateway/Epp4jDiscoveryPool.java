@@ -32,6 +32,11 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
   private final String serviceId;
   private final ScheduledExecutorService timer;
   private String lastSkipped = ""; // only the timer's thread reads and writes it
+  // set by close(), under the lock, which a lookup takes to apply its instances: once close()
+  // returned, no lookup still in progress (one blocked in the registry's client, which need not
+  // heed the interrupt) can set the endpoints of a router that is being closed after it
+  private final Object applyLock = new Object();
+  private boolean closed;
 
   public Epp4jDiscoveryPool(Router router, DiscoveryClient discovery, String serviceId,
       Duration interval) {
@@ -92,16 +97,28 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
           + " port, left out of the pool: " + skipped);
     }
     lastSkipped = skipped;
-    try {
-      router.setEndpoints(pool);
-    } catch (RuntimeException e) { // a pool listener that threw, for example
-      LOG.log(Level.WARNING, "epp4j: applying the instances of service '" + serviceId
-          + "' failed", e);
+    synchronized (applyLock) {
+      if (closed) {
+        return;
+      }
+      try {
+        router.setEndpoints(pool);
+      } catch (RuntimeException e) { // a pool listener that threw, for example
+        LOG.log(Level.WARNING, "epp4j: applying the instances of service '" + serviceId
+            + "' failed", e);
+      }
     }
   }
 
+  /**
+   * Stops the lookups. A lookup still waiting for the registry when this returns does not apply
+   * its answer, so the router may be closed right after.
+   */
   @Override
   public void close() {
+    synchronized (applyLock) {
+      closed = true;
+    }
     timer.shutdownNow();
   }
 
