@@ -88,7 +88,7 @@ public class Epp4jGatewayFilterFactory
     } catch (IllegalArgumentException e) {
       throw new Epp4jConfigurationException("Epp4j filter: " + e.getMessage(), e);
     }
-    return new OrderedGatewayFilter(new NamedPoolFilter(pools, pool), ORDER);
+    return new OrderedGatewayFilter(new NamedPoolFilter(pools, pool, maxBodyBytes), ORDER);
   }
 
   /**
@@ -99,10 +99,13 @@ public class Epp4jGatewayFilterFactory
   private static final class NamedPoolFilter implements Epp4jRouting {
     private final Epp4jPools pools;
     private final String name;
+    // the top-level epp4j.max-body-size, which pools inherit: the limit while the pool is gone
+    private final int topLevelLimit;
 
-    NamedPoolFilter(Epp4jPools pools, String name) {
+    NamedPoolFilter(Epp4jPools pools, String name, int topLevelLimit) {
       this.pools = pools;
       this.name = name;
+      this.topLevelLimit = topLevelLimit;
     }
 
     @Override
@@ -118,10 +121,15 @@ public class Epp4jGatewayFilterFactory
           "epp4j pool '" + name + "' is not configured");
     }
 
+    /**
+     * The pool's limit; while the pool is gone, the top-level one: the route answers 503 then,
+     * and SCG's body cache (behind a {@code Retry} filter) must not read a body of any length
+     * first.
+     */
     @Override
     public int maxBodyBytes() {
       Epp4jPools.@Nullable Pool pool = pools.find(name);
-      return pool == null ? -1 : pool.filter.maxBodyBytes();
+      return pool == null ? topLevelLimit : pool.filter.maxBodyBytes();
     }
 
     @Override

@@ -12,8 +12,8 @@ import org.springframework.cloud.gateway.route.Route;
 interface Epp4jRouting extends GatewayFilter {
 
   /**
-   * The request body size limit of the router this filter routes with now; -1 when it has none
-   * (a named pool that is not configured at the moment).
+   * The request body size limit of the router this filter routes with now; for a named pool that
+   * is not configured at the moment, the top-level {@code epp4j.max-body-size}; -1 for none.
    */
   int maxBodyBytes();
 

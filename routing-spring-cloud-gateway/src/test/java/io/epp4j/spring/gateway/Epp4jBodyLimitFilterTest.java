@@ -81,6 +81,21 @@ class Epp4jBodyLimitFilterTest {
   }
 
   @Test
+  void aRouteWhosePoolWasRemovedKeepsTheTopLevelLimitOnTheCachedBody() {
+    runner.run(ctx -> {
+      Epp4jBodyLimitFilter limit = ctx.getBean(Epp4jBodyLimitFilter.class);
+      GatewayFilter llama = ctx.getBean(Epp4jGatewayFilterFactory.class).filter("llama");
+      assertThat(ctx.getBean(Epp4jPools.class).remove("llama")).isTrue();
+      for (boolean declared : new boolean[] {true, false}) {
+        // the route answers 503 now; its body is not cached whole, whatever its length, first
+        assertThat(post(limit, llama, 4096, declared)).isNull();
+        assertThat(post(limit, llama, 1 << 20, declared)).isEqualTo(413);
+      }
+      assertThat(reached).hasValue(2);
+    });
+  }
+
+  @Test
   void routesWithoutAnEpp4jFilterInTheirListAreLeftAlone() {
     runner.run(ctx -> {
       Epp4jBodyLimitFilter limit = ctx.getBean(Epp4jBodyLimitFilter.class);
