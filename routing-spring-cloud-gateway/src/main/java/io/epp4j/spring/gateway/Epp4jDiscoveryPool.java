@@ -62,7 +62,8 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
       t.setDaemon(true);
       return t;
     });
-    timer.scheduleWithFixedDelay(this::refresh, 0, interval.toMillis(), TimeUnit.MILLISECONDS);
+    // in nanoseconds: a positive interval under a millisecond is 0 ms, which the executor refuses
+    timer.scheduleWithFixedDelay(this::refresh, 0, nanos(interval), TimeUnit.NANOSECONDS);
   }
 
   /**
@@ -114,6 +115,15 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
    * Stops the lookups. A lookup still waiting for the registry when this returns does not apply
    * its answer, so the router may be closed right after.
    */
+  /** {@code d} in nanoseconds; a duration beyond {@code Long.MAX_VALUE} of them is that many. */
+  private static long nanos(Duration d) {
+    try {
+      return d.toNanos();
+    } catch (ArithmeticException e) {
+      return Long.MAX_VALUE;
+    }
+  }
+
   @Override
   public void close() {
     synchronized (applyLock) {

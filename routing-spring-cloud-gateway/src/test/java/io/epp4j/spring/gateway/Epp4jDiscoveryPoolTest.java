@@ -67,4 +67,33 @@ class Epp4jDiscoveryPoolTest {
       assertThat(router.endpoints()).isEmpty();
     }
   }
+
+  /** An interval under a millisecond is positive, as the property check says, and is used. */
+  @Test
+  void anIntervalUnderAMillisecondLooksTheServiceUp() throws Exception {
+    CountDownLatch looked = new CountDownLatch(2);
+    DiscoveryClient registry = new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "counting";
+      }
+
+      @Override
+      public List<ServiceInstance> getInstances(String serviceId) {
+        looked.countDown();
+        return List.of(new DefaultServiceInstance("a", serviceId, "10.0.0.1", 8000, false));
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of("llm");
+      }
+    };
+    try (Router router = Router.builder().build();
+        Epp4jDiscoveryPool pool =
+            new Epp4jDiscoveryPool(router, registry, "llm", Duration.ofNanos(500_000))) {
+      assertThat(looked.await(10, TimeUnit.SECONDS)).isTrue();
+      assertThat(router.endpoints()).hasSize(1);
+    }
+  }
 }
