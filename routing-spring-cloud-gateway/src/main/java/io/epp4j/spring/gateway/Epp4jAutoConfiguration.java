@@ -10,6 +10,7 @@ import java.util.LinkedHashSet;
 import java.util.Set;
 import java.util.List;
 import java.util.Objects;
+import java.util.logging.Logger;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -45,6 +46,7 @@ import org.springframework.web.reactive.socket.server.WebSocketService;
 @ConditionalOnClass(GatewayFilterFactory.class)
 @EnableConfigurationProperties(Epp4jProperties.class)
 public class Epp4jAutoConfiguration {
+  private static final Logger LOG = Logger.getLogger(Epp4jAutoConfiguration.class.getName());
 
   /**
    * The router; closed with the context. The application's {@link OpenTelemetry} bean, when there
@@ -54,9 +56,15 @@ public class Epp4jAutoConfiguration {
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
   public Router epp4jRouter(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
-      ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners) {
+      ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners,
+      ObjectProvider<DiscoveryClient> discovery) {
     PoolSettings settings = PoolSettings.of(properties);
     settings.validate(); // fails naming the property, as for the named pools
+    if (settings.hasServiceId() && discovery.getIfAvailable() == null) {
+      // no Epp4jDiscoveryPool then: said, as for a named pool, rather than left unexplained
+      LOG.warning("epp4j: " + settings.property("discovery.service-id") + " is set but there is"
+          + " no DiscoveryClient; the default pool keeps " + settings.property("endpoints"));
+    }
     Router.Builder b = settings.routerBuilder();
     listeners(requestListeners, poolListeners).forEach(b::listener);
     OpenTelemetry telemetry = otel.getIfAvailable();
