@@ -42,6 +42,10 @@ final class DecisionTap {
   private volatile boolean answered;
   private volatile boolean finished;
   private boolean success;
+  // the 5xx status the response had when the chain after the Epp4j filter ended, set by the
+  // replica's answer: a filter in front (SCG's CircuitBreaker with statusCodes and a fallbackUri)
+  // may clear it and write an answer of its own, which the replica did not serve
+  private volatile @Nullable HttpStatusCode replicaFailure;
   // created with the first buffer of a 2xx answer, from its content type
   private @Nullable UsageScanner usage;
 
@@ -76,6 +80,17 @@ final class DecisionTap {
   /** Whether any byte of an answer reached this response. */
   boolean answered() {
     return answered;
+  }
+
+  /**
+   * The chain after the {@code Epp4j} filter ended well: the response's status is the replica's
+   * (or the filter's own error). A 5xx fails the decision whatever is written after it.
+   */
+  void routed() {
+    HttpStatusCode status = response.getStatusCode();
+    if (status != null && status.is5xxServerError()) {
+      replicaFailure = status;
+    }
   }
 
   /** The body of a {@code writeWith}, watched. */
@@ -147,7 +162,7 @@ final class DecisionTap {
   private void seen(DataBuffer buffer) {
     if (!answered) {
       HttpStatusCode status = response.getStatusCode();
-      success = status == null || status.is2xxSuccessful();
+      success = replicaFailure == null && (status == null || status.is2xxSuccessful());
       if (success) {
         MediaType type = response.getHeaders().getContentType();
         usage = new UsageScanner(type == null ? null : type.toString(),
@@ -241,7 +256,8 @@ final class DecisionTap {
       return;
     }
     finished = true;
-    HttpStatusCode status = response.getStatusCode();
+    HttpStatusCode failure = replicaFailure;
+    HttpStatusCode status = failure != null ? failure : response.getStatusCode();
     if (status != null && status.is5xxServerError()) {
       decision.onFailure(new IOException("upstream answered " + status.value()));
     } else {

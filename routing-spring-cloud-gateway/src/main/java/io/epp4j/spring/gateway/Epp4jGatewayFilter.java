@@ -162,6 +162,8 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     // after it and watched by the tap
     AtomicBoolean ended = new AtomicBoolean();
     return sent
+        // the status the replica answered, which a circuit breaker's fallback may replace
+        .doOnSuccess(v -> tap.routed())
         .onErrorResume(e -> connectionFailure(e) && !tap.answered()
             && !exchange.getResponse().isCommitted(), e -> {
           d.onFailure(e);

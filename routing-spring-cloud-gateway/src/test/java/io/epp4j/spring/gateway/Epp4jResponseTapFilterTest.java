@@ -84,6 +84,61 @@ class Epp4jResponseTapFilterTest {
     assertThat(inFlight()).isZero();
   }
 
+  @Test
+  void aReplicas5xxThatACircuitBreakerFallbackReplacesFailsTheDecision() {
+    // SCG's CircuitBreaker filter with statusCodes and a fallbackUri: once the chain behind it
+    // ends with such a status, it clears the status and forwards the request to its fallback,
+    // which writes an answer of its own to the same response; that 200 completed the decision
+    // of the replica that had answered 503
+    java.util.List<Throwable> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.List<io.epp4j.api.Usage> completions =
+        new java.util.concurrent.CopyOnWriteArrayList<>();
+    try (Router r = Router.builder().endpoint(Endpoint.of("10.0.0.1", 8000))
+        .listener(new io.epp4j.api.RequestListener() {
+          @Override
+          public void onComplete(io.epp4j.api.InferenceRequest request, Endpoint endpoint,
+              io.epp4j.api.Usage usage) {
+            completions.add(usage);
+          }
+
+          @Override
+          public void onFailure(io.epp4j.api.InferenceRequest request, Endpoint endpoint,
+              Throwable cause) {
+            failures.add(cause);
+          }
+        }).build()) {
+      GatewayFilter epp4j = new Epp4jGatewayFilterFactory(r, "http", 1024).filter();
+      GatewayFilter breaker = (exchange, chain) -> chain.filter(exchange).then(Mono.defer(() -> {
+        if (!HttpStatus.SERVICE_UNAVAILABLE.equals(exchange.getResponse().getStatusCode())) {
+          return Mono.empty();
+        }
+        exchange.getResponse().setStatusCode(null);
+        // the fallback's own answer
+        exchange.getResponse().setStatusCode(HttpStatus.OK);
+        exchange.getResponse().getHeaders().setContentType(MediaType.APPLICATION_JSON);
+        return exchange.getResponse().writeWith(Mono.just(exchange.getResponse().bufferFactory()
+            .wrap("{\"fallback\":true}".getBytes(StandardCharsets.UTF_8))));
+      }));
+      Route route = Route.async().id("llm").uri(URI.create("http://replica.invalid"))
+          .predicate(e -> true).filter(breaker).filter(epp4j).build();
+      MockServerWebExchange exchange = MockServerWebExchange.from(
+          MockServerHttpRequest.post("http://gateway/v1/completions")
+              .body("{\"model\":\"m\",\"prompt\":\"hi\"}"));
+      exchange.getAttributes().put(GATEWAY_ROUTE_ATTR, route);
+      // the replica answers 503; the gateway's writer would write its body after the chain
+      GatewayFilterChain replica = e -> {
+        e.getResponse().setStatusCode(HttpStatus.SERVICE_UNAVAILABLE);
+        return Mono.empty();
+      };
+      new Epp4jResponseTapFilter().filter(exchange,
+          e -> breaker.filter(e, e2 -> epp4j.filter(e2, replica))).block(Duration.ofSeconds(10));
+      assertThat(exchange.getResponse().getStatusCode()).isEqualTo(HttpStatus.OK);
+      assertThat(completions).isEmpty();
+      assertThat(failures).singleElement().asString().contains("503");
+      assertThat(r.endpoints().stream().mapToInt(Candidate::inFlightRequests).sum()).isZero();
+    }
+  }
+
   /** An application's filter around another one (timing, logging, ...). */
   record Delegating(GatewayFilter delegate) implements GatewayFilter {
     @Override
