@@ -3,6 +3,7 @@ package io.epp4j.spring.gateway;
 import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.CACHED_REQUEST_BODY_ATTR;
 import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.GATEWAY_ROUTE_ATTR;
 
+import java.util.Set;
 import org.springframework.cloud.gateway.filter.AdaptCachedBodyGlobalFilter;
 import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.filter.GlobalFilter;
@@ -24,13 +25,19 @@ import reactor.core.publisher.Mono;
  * the read stops with a 413 once its bytes pass the limit, closing the connection, as the
  * {@code Epp4j} filter's own 413 does.
  *
- * <p>Only {@code POST}s (the only requests whose body the {@code Epp4j} filter reads) of routes
- * whose filter list shows the {@code Epp4j} filter ({@link Epp4jRouting#on}) are touched. The limit is
- * that of the router the filter routes with, a named pool's own when it has one.
+ * <p>Only {@code POST}s, {@code PUT}s and {@code PATCH}es of routes whose filter list shows the
+ * {@code Epp4j} filter ({@link Epp4jRouting#on}) are touched: the cache reads a {@code PUT}'s
+ * body as it does a {@code POST}'s, although the {@code Epp4j} filter reads only a
+ * {@code POST}'s. The limit is that of the router the filter routes with, a named pool's own
+ * when it has one.
  */
 public class Epp4jBodyLimitFilter implements GlobalFilter, Ordered {
   /** Just ahead of {@link AdaptCachedBodyGlobalFilter} ({@code HIGHEST_PRECEDENCE + 1000}). */
   public static final int ORDER = Ordered.HIGHEST_PRECEDENCE + 999;
+
+  /** The methods whose requests carry a body (a GET's, a websocket upgrade's, is left alone). */
+  private static final Set<HttpMethod> WITH_BODY =
+      Set.of(HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH);
 
   @Override
   public int getOrder() {
@@ -40,7 +47,9 @@ public class Epp4jBodyLimitFilter implements GlobalFilter, Ordered {
   @Override
   public Mono<Void> filter(ServerWebExchange exchange, GatewayFilterChain chain) {
     ServerHttpRequest request = exchange.getRequest();
-    if (!HttpMethod.POST.equals(request.getMethod())
+    // a PUT's or a PATCH's body too: the body cache reads it whole, though the Epp4j filter
+    // routes those by their headers
+    if (!WITH_BODY.contains(request.getMethod())
         || exchange.getAttribute(CACHED_REQUEST_BODY_ATTR) != null) {
       return chain.filter(exchange);
     }

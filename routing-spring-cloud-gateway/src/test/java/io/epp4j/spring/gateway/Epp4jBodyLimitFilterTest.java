@@ -17,6 +17,7 @@ import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.route.Route;
 import org.springframework.core.io.buffer.DataBuffer;
 import org.springframework.core.io.buffer.DefaultDataBufferFactory;
+import org.springframework.http.HttpMethod;
 import org.springframework.mock.http.server.reactive.MockServerHttpRequest;
 import org.springframework.mock.web.server.MockServerWebExchange;
 import org.springframework.web.server.ServerWebExchange;
@@ -42,6 +43,12 @@ class Epp4jBodyLimitFilterTest {
    * limit filter, then SCG's body cache for the route, then the rest of the chain; its status.
    */
   Integer post(Epp4jBodyLimitFilter limit, GatewayFilter filter, int size, boolean declared) {
+    return send(HttpMethod.POST, limit, filter, size, declared);
+  }
+
+  /** As {@link #post}, with another method. */
+  Integer send(HttpMethod method, Epp4jBodyLimitFilter limit, GatewayFilter filter, int size,
+      boolean declared) {
     Route route = Route.async().id("llm").uri(URI.create("http://replica.invalid"))
         .predicate(e -> true).filter(filter).build();
     AdaptCachedBodyGlobalFilter cache = new AdaptCachedBodyGlobalFilter();
@@ -49,7 +56,8 @@ class Epp4jBodyLimitFilterTest {
     Flux<DataBuffer> body = Flux.range(0, (size + 255) / 256).map(i -> DefaultDataBufferFactory
         .sharedInstance.wrap("x".repeat(Math.min(256, size - i * 256))
             .getBytes(StandardCharsets.US_ASCII)));
-    MockServerHttpRequest.BodyBuilder request = MockServerHttpRequest.post("/v1/completions");
+    MockServerHttpRequest.BodyBuilder request =
+        MockServerHttpRequest.method(method, "/v1/completions");
     if (declared) {
       request.contentLength(size);
     }
@@ -92,6 +100,22 @@ class Epp4jBodyLimitFilterTest {
         assertThat(post(limit, llama, 1 << 20, declared)).isEqualTo(413);
       }
       assertThat(reached).hasValue(2);
+    });
+  }
+
+  @Test
+  void aPutOrPatchBodyAboveTheLimitIsRefusedBeforeTheCacheHasItAll() {
+    // the Epp4j filter routes them by their headers, but the cache reads their bodies whole
+    runner.run(ctx -> {
+      Epp4jBodyLimitFilter limit = ctx.getBean(Epp4jBodyLimitFilter.class);
+      GatewayFilter epp4j = ctx.getBean(Epp4jGatewayFilterFactory.class).filter();
+      for (HttpMethod method : new HttpMethod[] {HttpMethod.PUT, HttpMethod.PATCH}) {
+        for (boolean declared : new boolean[] {true, false}) {
+          assertThat(send(method, limit, epp4j, 4096, declared)).isNull();
+          assertThat(send(method, limit, epp4j, 1 << 20, declared)).isEqualTo(413);
+        }
+      }
+      assertThat(reached).hasValue(4);
     });
   }
 
