@@ -367,8 +367,8 @@ final class Serve implements AutoCloseable {
 
   /** The options of {@code serve}, each taking a value (the cases of {@link #parse}). */
   static final Set<String> OPTIONS = Set.of("--replicas", "--port", "--kv-events-port",
-      "--kv-events-encoding", "--speed", "--profile", "--lora-adapters", "--seed", "--tokenizer",
-      "--max-loras", "--keep-alive-timeout");
+      "--kv-events-encoding", "--kv-events-replay-bytes", "--speed", "--profile",
+      "--lora-adapters", "--seed", "--tokenizer", "--max-loras", "--keep-alive-timeout");
 
   /** Parses the options after {@code serve}; null when help was asked for. */
   static @Nullable Options parse(String[] args) {

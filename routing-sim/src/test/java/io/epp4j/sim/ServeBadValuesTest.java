@@ -90,6 +90,29 @@ class ServeBadValuesTest {
   }
 
   @Test
+  void everyOptionOfTheUsageGivenLastWithoutAValueIsSaidToNeedOne() {
+    // the options are read from the usage itself, so that one added there is covered here
+    List<String> options = new ArrayList<>();
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile("(?m)^\\s+(--[a-z-]+) ")
+        .matcher(Serve.USAGE);
+    while (m.find()) {
+      options.add(m.group(1));
+    }
+    assertThat(options).contains("--replicas", "--kv-events-replay-bytes", "--keep-alive-timeout");
+    for (String option : options) {
+      err.reset();
+      List<String> args = new ArrayList<>(List.of("--replicas", "1", "--port", TAKEN));
+      if (!args.contains(option)) {
+        args.add(option);
+      } else {
+        args.subList(args.indexOf(option), args.indexOf(option) + 2).clear();
+        args.add(option);
+      }
+      assertUsageError(option + " needs a value", args.toArray(new String[0]));
+    }
+  }
+
+  @Test
   void anArgumentThatIsNoOptionIsNamedAsSuch() {
     assertUsageError("unexpected argument 'extra'", "--replicas", "1", "--port", TAKEN, "extra");
   }
