@@ -470,7 +470,12 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     String salt = saltNode == null || saltNode.isNull() ? null : saltNode.asText();
-    boolean stream = body.path("stream").asBoolean(false);
+    Boolean streamValue = laxBool(body.path("stream"));
+    if (streamValue == null) {
+      error(ex, 400, "BadRequestError", "field 'stream' must be a boolean");
+      return;
+    }
+    boolean stream = streamValue;
     JsonNode streamOptions = body.path("stream_options");
     if (!streamOptions.isMissingNode() && !streamOptions.isNull() && !streamOptions.isObject()) {
       error(ex, 400, "BadRequestError", "field 'stream_options' must be an object");
@@ -531,13 +536,28 @@ final class EmulatedServer implements AutoCloseable {
     // vLLM's StreamOptions.include_usage defaults to true: stream_options without it (e.g. {} or
     // {"continuous_usage_stats": true}) asks for the usage chunk; an explicit null does not
     JsonNode includeUsageNode = streamOptions.path("include_usage");
-    boolean includeUsage = streamOptions.isObject()
-        && (includeUsageNode.isMissingNode() || includeUsageNode.asBoolean(false));
+    Boolean includeUsageValue = includeUsageNode.isMissingNode() ? Boolean.TRUE
+        : laxBool(includeUsageNode);
+    if (includeUsageValue == null) {
+      error(ex, 400, "BadRequestError", "field 'stream_options.include_usage' must be a boolean");
+      return;
+    }
+    boolean includeUsage = streamOptions.isObject() && includeUsageValue;
     // and with continuous_usage_stats, every chunk carries the usage so far
-    boolean continuousUsage = includeUsage
-        && streamOptions.path("continuous_usage_stats").asBoolean(false);
+    Boolean continuousValue = laxBool(streamOptions.path("continuous_usage_stats"));
+    if (continuousValue == null) {
+      error(ex, 400, "BadRequestError",
+          "field 'stream_options.continuous_usage_stats' must be a boolean");
+      return;
+    }
+    boolean continuousUsage = includeUsage && continuousValue;
     // vLLM (0.10.2 and later) names the generated token IDs in each choice when asked to
-    boolean returnTokenIds = body.path("return_token_ids").asBoolean(false);
+    Boolean returnTokenIdsValue = laxBool(body.path("return_token_ids"));
+    if (returnTokenIdsValue == null) {
+      error(ex, 400, "BadRequestError", "field 'return_token_ids' must be a boolean");
+      return;
+    }
+    boolean returnTokenIds = returnTokenIdsValue;
 
     LinkedBlockingQueue<int[]> out = new LinkedBlockingQueue<>();
     // {token} for a token, {-1, prompt, cached, completion} when done, {-2, 0} when aborted:
@@ -606,6 +626,33 @@ final class EmulatedServer implements AutoCloseable {
     if (v.isTextual() && v.asText().matches("[+-]?[0-9]{1,10}")) {
       long l = Long.parseLong(v.asText());
       return l >= Integer.MIN_VALUE && l <= Integer.MAX_VALUE ? (int) l : null;
+    }
+    return null;
+  }
+
+  /**
+   * A boolean field's value as vLLM's request models (pydantic, lax mode) take it: a boolean,
+   * 0 or 1, or one of the strings pydantic reads as one ({@code "true"}, {@code "yes"},
+   * {@code "off"}, ..., any case); false for a missing field or null, as for the fields' default;
+   * null for anything else, which vLLM refuses with a 400 rather than reading it as false.
+   */
+  static @Nullable Boolean laxBool(JsonNode v) {
+    if (v.isMissingNode() || v.isNull()) {
+      return Boolean.FALSE;
+    }
+    if (v.isBoolean()) {
+      return v.booleanValue();
+    }
+    if (v.isNumber()) {
+      double d = v.asDouble();
+      return d == 1 ? Boolean.TRUE : d == 0 ? Boolean.FALSE : null;
+    }
+    if (v.isTextual()) {
+      return switch (v.asText().toLowerCase(java.util.Locale.ROOT)) {
+        case "1", "on", "t", "true", "y", "yes" -> Boolean.TRUE;
+        case "0", "off", "f", "false", "n", "no" -> Boolean.FALSE;
+        default -> null;
+      };
     }
     return null;
   }

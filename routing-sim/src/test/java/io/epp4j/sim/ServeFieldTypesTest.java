@@ -12,7 +12,11 @@ import org.junit.jupiter.api.Timeout;
  * Request fields as vLLM's request models (pydantic, lax mode) take them: an integer field takes
  * a float without a fractional part or a string of digits ({@code "max_tokens": 8.0} from a
  * Python client that computed it), and {@code model}, a string field, takes no number (a 400
- * from the request's validation, not a 404 for a model that does not exist).
+ * from the request's validation, not a 404 for a model that does not exist). A boolean field
+ * ({@code stream}, {@code return_token_ids}, {@code stream_options.include_usage} and
+ * {@code continuous_usage_stats}) takes what pydantic's lax bool takes ({@code 0}, {@code 1},
+ * {@code "true"}, {@code "yes"}, {@code "off"}, ...) and refuses anything else with a 400 naming
+ * the field, instead of reading it as false.
  */
 @Timeout(60)
 class ServeFieldTypesTest {
@@ -46,5 +50,41 @@ class ServeFieldTypesTest {
         "{\"model\":7,\"prompt\":[1,2,3],\"max_tokens\":1}");
     assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
     assertThat(JSON.readTree(res.body()).at("/error/message").asText()).contains("model");
+  }
+
+  @Test
+  void booleanFieldsTakeWhatVllmsValidationTakesAndRefuseTheRest() throws Exception {
+    int port = replica.start();
+    for (String yes : new String[] {"true", "1", "\"true\"", "\"yes\"", "\"On\""}) {
+      HttpResponse<String> res = replica.post(port, "/v1/completions",
+          "{\"prompt\":[1,2,3],\"max_tokens\":2,\"stream\":" + yes
+              + ",\"stream_options\":{\"include_usage\":" + yes + "}}");
+      assertThat(res.statusCode()).as(yes + ": " + res.body()).isEqualTo(200);
+      assertThat(res.headers().firstValue("content-type")).as(yes)
+          .hasValueSatisfying(t -> assertThat(t).startsWith("text/event-stream"));
+      assertThat(res.body()).as(yes).contains("\"prompt_tokens\":3").endsWith("data: [DONE]\n\n");
+    }
+    for (String no : new String[] {"false", "0", "\"false\"", "\"off\"", "null"}) {
+      HttpResponse<String> res = replica.post(port, "/v1/completions",
+          "{\"prompt\":[1,2,3],\"max_tokens\":2,\"stream\":" + no + "}");
+      assertThat(res.statusCode()).as(no + ": " + res.body()).isEqualTo(200);
+      assertThat(JSON.readTree(res.body()).at("/usage/completion_tokens").asInt()).as(no)
+          .isEqualTo(2);
+    }
+    String[][] bad = {
+        {"\"stream\":\"maybe\"", "stream"},
+        {"\"stream\":2", "stream"},
+        {"\"stream\":{}", "stream"},
+        {"\"return_token_ids\":\"please\"", "return_token_ids"},
+        {"\"stream\":true,\"stream_options\":{\"include_usage\":\"sure\"}", "stream_options.include_usage"},
+        {"\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":[]}",
+            "stream_options.continuous_usage_stats"}};
+    for (String[] b : bad) {
+      HttpResponse<String> res = replica.post(port, "/v1/completions",
+          "{\"prompt\":[1,2,3],\"max_tokens\":2," + b[0] + "}");
+      assertThat(res.statusCode()).as(b[0] + ": " + res.body()).isEqualTo(400);
+      assertThat(JSON.readTree(res.body()).at("/error/message").asText()).as(b[0])
+          .contains("'" + b[1] + "'");
+    }
   }
 }
