@@ -502,13 +502,14 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     int[] prompt = (int[]) parsed;
-    JsonNode maxNode = chat && body.hasNonNull("max_completion_tokens")
-        ? body.get("max_completion_tokens") : body.get("max_tokens");
+    String maxField = chat && body.hasNonNull("max_completion_tokens")
+        ? "max_completion_tokens" : "max_tokens";
+    JsonNode maxNode = body.get(maxField);
     int maxTokens = DEFAULT_MAX_TOKENS;
     if (maxNode != null && !maxNode.isNull()) {
       Integer max = laxInt(maxNode);
       if (max == null || max < 1) {
-        error(ex, 400, "BadRequestError", "field 'max_tokens' must be an integer >= 1");
+        error(ex, 400, "BadRequestError", "field '" + maxField + "' must be an integer >= 1");
         return;
       }
       maxTokens = max;

@@ -87,4 +87,19 @@ class ServeFieldTypesTest {
           .contains("'" + b[1] + "'");
     }
   }
+
+  @Test
+  void aBadMaxCompletionTokensIsNamedAsSuch() throws Exception {
+    int port = replica.start();
+    String chat = "\"messages\":[{\"role\":\"user\",\"content\":\"a b c\"}]";
+    HttpResponse<String> res = replica.post(port, "/v1/chat/completions",
+        "{" + chat + ",\"max_completion_tokens\":0}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
+    assertThat(JSON.readTree(res.body()).at("/error/message").asText())
+        .contains("'max_completion_tokens'");
+    res = replica.post(port, "/v1/chat/completions", "{" + chat + ",\"max_tokens\":-1}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
+    assertThat(JSON.readTree(res.body()).at("/error/message").asText())
+        .contains("'max_tokens'").doesNotContain("max_completion_tokens");
+  }
 }
