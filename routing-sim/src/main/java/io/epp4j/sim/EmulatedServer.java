@@ -1,5 +1,7 @@
 package io.epp4j.sim;
 
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -80,8 +82,13 @@ import org.jspecify.annotations.Nullable;
 final class EmulatedServer implements AutoCloseable {
   /** Output tokens when the request names none (vLLM's default for completions). */
   static final int DEFAULT_MAX_TOKENS = 16;
-  // content after the JSON object is an error, as vLLM's JSON reader makes it
-  private static final ObjectMapper JSON = new ObjectMapper()
+  // content after the JSON object is an error, as vLLM's JSON reader makes it; and a string
+  // may be as long as a body may be (Jackson's default bound, 20 million characters, made a
+  // longer text prompt "not valid JSON" where vLLM reads it)
+  private static final ObjectMapper JSON = new ObjectMapper(JsonFactory.builder()
+      .streamReadConstraints(StreamReadConstraints.builder()
+          .maxStringLength(EmulatedServer.MAX_BODY_BYTES).build())
+      .build())
       .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
   private static final String FILLER = " lorem";
   private static final AtomicLong IDS = new AtomicLong();
