@@ -76,7 +76,8 @@ class ServeFieldTypesTest {
         {"\"stream\":2", "stream"},
         {"\"stream\":{}", "stream"},
         {"\"return_token_ids\":\"please\"", "return_token_ids"},
-        {"\"stream\":true,\"stream_options\":{\"include_usage\":\"sure\"}", "stream_options.include_usage"},
+        {"\"stream\":true,\"stream_options\":{\"include_usage\":\"sure\"}",
+            "stream_options.include_usage"},
         {"\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":[]}",
             "stream_options.continuous_usage_stats"}};
     for (String[] b : bad) {
