@@ -600,12 +600,14 @@ final class EmulatedServer implements AutoCloseable {
     connectionClosed.addListener(clientGone);
     String id = (chat ? "chatcmpl-" : "cmpl-") + Long.toHexString(IDS.incrementAndGet());
     long created = System.currentTimeMillis() / 1000;
+    // as vLLM's answers: the adapter the request ran on, else the base model
+    String served = adapter < 0 ? model : requested;
     try {
       if (stream) {
-        stream(ex, out, chat, id, created, includeUsage, continuousUsage ? prompt.length : -1,
-            maxTokens, returnTokenIds);
+        stream(ex, out, chat, id, created, served, includeUsage,
+            continuousUsage ? prompt.length : -1, maxTokens, returnTokenIds);
       } else {
-        whole(ex, out, chat, id, created, returnTokenIds);
+        whole(ex, out, chat, id, created, served, returnTokenIds);
       }
     } catch (IOException interrupted) {
       if (submitted != null) {
@@ -675,7 +677,7 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   private void whole(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, boolean returnTokenIds) throws IOException {
+      long created, String served, boolean returnTokenIds) throws IOException {
     StringBuilder text = new StringBuilder();
     ArrayNode ids = JSON.createArrayNode();
     int[] m;
@@ -690,7 +692,7 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 503, "ServiceUnavailableError", "the server stopped before the request finished");
       return;
     }
-    ObjectNode root = base(id, chat ? "chat.completion" : "text_completion", created);
+    ObjectNode root = base(id, chat ? "chat.completion" : "text_completion", created, served);
     ObjectNode choice = root.putArray("choices").addObject();
     choice.put("index", 0);
     if (chat) {
@@ -710,12 +712,12 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   private void stream(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, boolean includeUsage, int continuousPromptTokens, int maxTokens,
+      long created, String served, boolean includeUsage, int continuousPromptTokens, int maxTokens,
       boolean returnTokenIds) throws IOException {
     ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
     if (chat) {
-      ObjectNode first = base(id, object, created);
+      ObjectNode first = base(id, object, created, served);
       ObjectNode c = first.putArray("choices").addObject();
       c.put("index", 0);
       c.putObject("delta").put("role", "assistant").put("content", "");
@@ -732,7 +734,7 @@ final class EmulatedServer implements AutoCloseable {
     int[] m;
     while ((m = take(out)).length == 1) {
       sent++;
-      ObjectNode chunk = base(id, object, created);
+      ObjectNode chunk = base(id, object, created, served);
       ObjectNode c = chunk.putArray("choices").addObject();
       c.put("index", 0);
       if (chat) {
@@ -768,7 +770,7 @@ final class EmulatedServer implements AutoCloseable {
       e.put("code", 503);
       event(ex, JSON.writeValueAsString(err));
     } else if (includeUsage) {
-      ObjectNode last = base(id, object, created);
+      ObjectNode last = base(id, object, created, served);
       last.putArray("choices");
       last.set("usage", usage(m[1], m[2], m[3]));
       event(ex, JSON.writeValueAsString(last));
@@ -782,12 +784,12 @@ final class EmulatedServer implements AutoCloseable {
     ex.chunk(("data: " + data + "\n\n").getBytes(StandardCharsets.UTF_8));
   }
 
-  private ObjectNode base(String id, String object, long created) {
+  private static ObjectNode base(String id, String object, long created, String served) {
     ObjectNode n = JSON.createObjectNode();
     n.put("id", id);
     n.put("object", object);
     n.put("created", created);
-    n.put("model", model);
+    n.put("model", served);
     return n;
   }
 
