@@ -463,7 +463,9 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field 'model' must be a string");
       return;
     }
-    String requested = modelNode == null || modelNode.isNull() ? model : modelNode.asText();
+    // as vLLM's model check: a name left out, null or empty is the base model
+    String requested = modelNode == null || modelNode.isNull() || modelNode.asText().isEmpty()
+        ? model : modelNode.asText();
     int adapter = loraAdapters.indexOf(requested);
     if (!model.equals(requested) && adapter < 0) {
       error(ex, 404, "NotFoundError", "the model in field 'model' does not exist; this server"

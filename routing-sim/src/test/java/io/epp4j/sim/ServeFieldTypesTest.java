@@ -103,4 +103,15 @@ class ServeFieldTypesTest {
     assertThat(JSON.readTree(res.body()).at("/error/message").asText())
         .contains("'max_tokens'").doesNotContain("max_completion_tokens");
   }
+
+  @Test
+  void anEmptyModelIsTheBaseModelAsInVllm() throws Exception {
+    // vLLM's _is_model_supported: a model name that is empty (or left out) is the base model
+    int port = replica.start();
+    HttpResponse<String> res = replica.post(port, "/v1/completions",
+        "{\"model\":\"\",\"prompt\":[1,2,3],\"max_tokens\":1}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    assertThat(JSON.readTree(res.body()).get("model").asText())
+        .isEqualTo(HardwareProfile.qwen3H100Mps6().model());
+  }
 }
