@@ -501,8 +501,10 @@ final class EmulatedServer implements AutoCloseable {
     JsonNode nNode = body.get("n");
     Integer n = nNode == null ? null : laxInt(nNode);
     if (nNode != null && !nNode.isNull() && !(n != null && n == 1)) {
+      // a number is quoted; anything else (a string of any length) only named by its type
       error(ex, 400, "BadRequestError", "field 'n' must be 1: the emulated replica generates one"
-          + " choice per request, got " + nNode);
+          + " choice per request, got " + (nNode.isNumber() ? nNode.toString()
+              : "a " + nNode.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
       return;
     }
     Object parsed = promptTokens(body, chat);

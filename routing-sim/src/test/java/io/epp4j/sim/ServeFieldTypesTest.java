@@ -114,4 +114,17 @@ class ServeFieldTypesTest {
     assertThat(JSON.readTree(res.body()).get("model").asText())
         .isEqualTo(HardwareProfile.qwen3H100Mps6().model());
   }
+
+  @Test
+  void aBadNIsNamedWithoutEchoingWhatTheClientSentInItsPlace() throws Exception {
+    int port = replica.start();
+    String sent = "x".repeat(10_000);
+    HttpResponse<String> res = replica.post(port, "/v1/completions",
+        "{\"prompt\":[1,2,3],\"max_tokens\":1,\"n\":\"" + sent + "\"}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
+    assertThat(res.body()).contains("'n'").doesNotContain("xxxxxxxx").hasSizeLessThan(500);
+    res = replica.post(port, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":1,\"n\":3}");
+    assertThat(res.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(res.body()).at("/error/message").asText()).contains("got 3");
+  }
 }
