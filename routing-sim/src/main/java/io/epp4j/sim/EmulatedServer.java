@@ -1097,29 +1097,37 @@ final class EmulatedServer implements AutoCloseable {
    * tokenizer and its counts are not the model's.
    */
   static int[] tokenize(String text) {
-    List<Integer> ids = new ArrayList<>();
-    int i = 0;
+    // two passes, the first counting the words, so that the IDs are all that is allocated: a
+    // body may hold tens of millions of words, and a boxed ID apiece ran the heap out of memory
     int n = text.length();
-    while (i < n) {
+    int count = 0;
+    for (int i = 0; i < n; ) {
+      while (i < n && Character.isWhitespace(text.charAt(i))) {
+        i++;
+      }
+      if (i < n) {
+        count++;
+      }
+      while (i < n && !Character.isWhitespace(text.charAt(i))) {
+        i++;
+      }
+    }
+    int[] ids = new int[count];
+    int k = 0;
+    for (int i = 0; i < n; ) {
       while (i < n && Character.isWhitespace(text.charAt(i))) {
         i++;
       }
       int start = i;
+      long h = 0xcbf29ce484222325L;
       while (i < n && !Character.isWhitespace(text.charAt(i))) {
+        h = (h ^ text.charAt(i)) * 0x100000001b3L;
         i++;
       }
       if (i > start) {
-        long h = 0xcbf29ce484222325L;
-        for (int k = start; k < i; k++) {
-          h = (h ^ text.charAt(k)) * 0x100000001b3L;
-        }
-        ids.add((int) Math.floorMod(ChainedBlockHash.mix(h), (long) SyntheticTokens.VOCAB));
+        ids[k++] = (int) Math.floorMod(ChainedBlockHash.mix(h), (long) SyntheticTokens.VOCAB);
       }
     }
-    int[] out = new int[ids.size()];
-    for (int k = 0; k < out.length; k++) {
-      out[k] = ids.get(k);
-    }
-    return out;
+    return ids;
   }
 }
