@@ -16,6 +16,7 @@ import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOutboundHandlerAdapter;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
@@ -101,7 +102,9 @@ final class EmulatedServer implements AutoCloseable {
    * Requests of one connection read and not yet answered in full at which the server stops
    * reading it, until one is answered: a client that pipelines thousands of requests is held back
    * by TCP's flow control instead of having them all queued in memory. Past this, at most what
-   * one read of the socket had already fetched (64 KiB at most) is decoded.
+   * one read of the socket had already fetched (64 KiB at most) is decoded. Reading also stops
+   * while the bodies of those requests hold {@link #MAX_BODY_BYTES} or more, so that a connection
+   * holds about one largest body's worth, not sixteen.
    */
   static final int MAX_PIPELINED = 16;
 
@@ -177,10 +180,12 @@ final class EmulatedServer implements AutoCloseable {
               ch.pipeline().addLast(
                   new IdleStateHandler(true, 0, 0, keepAliveNanos, TimeUnit.NANOSECONDS));
             }
+            ReadGate gate = new ReadGate();
             ch.pipeline()
+                .addLast(gate)
                 .addLast(new HttpServerCodec(16 * 1024, 64 * 1024, 64 * 1024))
                 .addLast(new BodyLimit())
-                .addLast(new Connection());
+                .addLast(new Connection(gate));
           }
         });
     try {
@@ -259,24 +264,51 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   /**
+   * Holds back the reads asked for while its connection is paused. Turning auto-read off alone
+   * does not stop them: the aggregator asks for the rest of a request it has begun, and when one
+   * read ends one body and begins the next, it goes on asking, request after request.
+   */
+  private static final class ReadGate extends ChannelOutboundHandlerAdapter {
+    // only the I/O thread touches it
+    private boolean paused;
+
+    @Override
+    public void read(ChannelHandlerContext ctx) {
+      if (!paused) {
+        ctx.read();
+      }
+    }
+  }
+
+  /**
    * A connection's requests, read on the I/O thread and handled on the executor one after
    * another, so that pipelined requests are answered in order. While {@link #MAX_PIPELINED} of
    * them are unanswered the connection is not read (its client's further requests wait in the
    * socket buffers, then in the client), so that its memory stays bounded.
    */
   private final class Connection extends SimpleChannelInboundHandler<FullHttpRequest> {
+    private final ReadGate gate;
     private CompletableFuture<Void> previous = CompletableFuture.completedFuture(null);
-    // requests read and not yet answered in full; only the I/O thread touches it
+    // requests read and not yet answered in full, and their bodies' bytes; only the I/O thread
+    // touches them
     private int unanswered;
+    private long unansweredBytes;
+
+    Connection(ReadGate gate) {
+      this.gate = gate;
+    }
 
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
       Exchange ex = new Exchange(ctx.channel(), req);
       requestsRead.incrementAndGet();
       unanswered++;
-      if (unanswered >= MAX_PIPELINED) {
+      long bodyBytes = ex.body.length;
+      unansweredBytes += bodyBytes;
+      if (unanswered >= MAX_PIPELINED || unansweredBytes >= MAX_BODY_BYTES) {
         // the read under way stops after the bytes it holds; none is asked for until one of
         // these is answered
+        gate.paused = true;
         ctx.channel().config().setAutoRead(false);
       }
       // a request that could not be handled (the server is closing) closes its connection;
@@ -289,7 +321,10 @@ final class EmulatedServer implements AutoCloseable {
           // before it returned: the count drops only once they are under way
           ctx.executor().execute(() -> {
             unanswered--;
-            if (unanswered < MAX_PIPELINED && !ctx.channel().config().isAutoRead()) {
+            unansweredBytes -= bodyBytes;
+            if (unanswered < MAX_PIPELINED && unansweredBytes < MAX_BODY_BYTES
+                && !ctx.channel().config().isAutoRead()) {
+              gate.paused = false;
               ctx.channel().config().setAutoRead(true);
             }
           }));

@@ -24,12 +24,20 @@ final class OneReplica implements AutoCloseable {
 
   /** Starts the replica serving LoRA adapters {@code loraAdapters}; returns its HTTP port. */
   int start(List<String> loraAdapters) {
+    return start(loraAdapters, 20);
+  }
+
+  /**
+   * Starts the replica serving LoRA adapters {@code loraAdapters} at {@code speed} emulated
+   * seconds per wall second; returns its HTTP port.
+   */
+  int start(List<String> loraAdapters, double speed) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 20; attempt++) {
       // below the kernel's ephemeral range, so no client socket of another process holds them
       int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
       try {
-        serve = new Serve(new Serve.Options(1, base, base + 1_000, false, 20,
+        serve = new Serve(new Serve.Options(1, base, base + 1_000, false, speed,
             HardwareProfile.qwen3H100Mps6(), 1, loraAdapters, null));
         return base;
       } catch (IllegalStateException e) {

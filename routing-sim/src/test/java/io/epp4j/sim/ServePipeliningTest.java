@@ -104,4 +104,49 @@ class ServePipeliningTest {
       }
     }
   }
+
+  @Test
+  void largePipelinedBodiesAreNotReadAheadBeyondOneBodysLimitOfBytes() throws Exception {
+    // six bodies of 40 MiB behind a long answer: under MAX_PIPELINED by count, but reading them
+    // all would hold 240 MiB for one connection (a GiB at 16 bodies of the largest size)
+    int bodyBytes = 40 << 20;
+    String head = "{\"prompt\":[1,2,3],\"max_tokens\":1,\"pad\":\"";
+    byte[] body = new byte[bodyBytes];
+    java.util.Arrays.fill(body, (byte) 'p');
+    System.arraycopy(head.getBytes(StandardCharsets.US_ASCII), 0, body, 0, head.length());
+    body[bodyBytes - 2] = '"';
+    body[bodyBytes - 1] = '}';
+    byte[] request = ("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+        + "Content-Type: application/json\r\nContent-Length: " + bodyBytes + "\r\n\r\n")
+        .getBytes(StandardCharsets.US_ASCII);
+    try (OneReplica replica = new OneReplica()) {
+      // real time: the first answer's 30,000 tokens take far longer than the test
+      int port = replica.start(java.util.List.of(), 1);
+      try (Socket socket = new Socket(InetAddress.getLoopbackAddress(), port)) {
+        OutputStream out = socket.getOutputStream();
+        out.write(completion(30_000).getBytes(StandardCharsets.US_ASCII));
+        out.flush();
+        Thread writer = new Thread(() -> {
+          try {
+            for (int i = 0; i < 6; i++) {
+              out.write(request);
+              out.write(body);
+            }
+            out.flush();
+          } catch (IOException closed) {
+            // the socket is closed at the end of the test while this waits to write
+          }
+        }, "pipelining-client");
+        writer.setDaemon(true);
+        writer.start();
+        writer.join(TimeUnit.SECONDS.toMillis(5));
+        Thread.sleep(500);
+        // the long answer, then bodies until their bytes reach MAX_BODY_BYTES (two of 40 MiB);
+        // the next is not read to its end while the first is still being answered (Netty's
+        // aggregator asks for the rest of a request it has begun: that read is held back too)
+        assertThat(replica.serve().requestsRead(0)).as("requests read of 7 pipelined")
+            .isLessThanOrEqualTo(3);
+      }
+    }
+  }
 }
