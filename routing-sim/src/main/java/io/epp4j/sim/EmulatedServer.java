@@ -363,7 +363,11 @@ final class EmulatedServer implements AutoCloseable {
       }
       String path;
       try {
-        path = URI.create(ex.uri).getPath();
+        // origin-form ("/v1/models?x") is read after a scheme and host of its own, so that a
+        // path starting with "//" stays a path instead of naming a host ("//v1/models" was path
+        // "/models" of host "v1")
+        path = URI.create(ex.uri.startsWith("/") ? "http://localhost" + ex.uri : ex.uri)
+            .getPath();
       } catch (IllegalArgumentException e) {
         error(ex, 400, "BadRequestError", "the request target is not a valid URI");
         return;
