@@ -469,6 +469,12 @@ final class EmulatedServer implements AutoCloseable {
     if (prompt == null) {
       return "field 'prompt' is required";
     }
+    if (prompt.isArray() && prompt.size() > 1
+        && (prompt.get(0).isTextual() || prompt.get(0).isArray())) {
+      // vLLM answers a batch with one choice per prompt; like n > 1, not modelled
+      return "field 'prompt' is a batch of " + prompt.size() + " prompts: the emulated replica"
+          + " serves one prompt per request";
+    }
     if (prompt.isTextual()) {
       return tokenizeText(prompt.asText());
     }

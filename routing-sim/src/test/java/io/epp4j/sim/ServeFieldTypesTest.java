@@ -127,4 +127,18 @@ class ServeFieldTypesTest {
     assertThat(res.statusCode()).isEqualTo(400);
     assertThat(JSON.readTree(res.body()).at("/error/message").asText()).contains("got 3");
   }
+
+  @Test
+  void aBatchOfPromptsIsRefusedAsABatch() throws Exception {
+    // vLLM answers a batch with a choice per prompt; the emulator serves one prompt per request
+    // and says so, instead of calling the batch a bad prompt
+    int port = replica.start();
+    for (String batch : new String[] {"[\"alpha beta\",\"gamma delta\"]", "[[1,2],[3,4]]"}) {
+      HttpResponse<String> res = replica.post(port, "/v1/completions",
+          "{\"prompt\":" + batch + ",\"max_tokens\":1}");
+      assertThat(res.statusCode()).as(batch + ": " + res.body()).isEqualTo(400);
+      assertThat(JSON.readTree(res.body()).at("/error/message").asText()).as(batch)
+          .contains("batch of 2 prompts").doesNotContain("alpha");
+    }
+  }
 }
