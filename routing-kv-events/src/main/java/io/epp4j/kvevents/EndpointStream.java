@@ -1,6 +1,7 @@
 package io.epp4j.kvevents;
 
 import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -32,7 +33,8 @@ import org.zeromq.ZMQ;
 final class EndpointStream {
   /** What every stream of one subscriber shares. */
   record Shared(Membership membership, KvEventMetrics metrics, DropReports reports,
-      SubscriberSockets sockets, long replayTimeoutMillis, BooleanSupplier closing) {}
+      SubscriberSockets sockets, long replayTimeoutMillis, long readAheadBytes,
+      BooleanSupplier closing) {}
 
   /**
    * Longest a replay waits for a reply before looking whether the subscriber is closing: the
@@ -40,6 +42,8 @@ final class EndpointStream {
    * bound central address behind for that long.
    */
   private static final int CLOSE_CHECK_MILLIS = 50;
+  /** The seq of a replay answer's end marker, −1. */
+  private static final byte[] END_SEQ = ByteBuffer.allocate(8).putLong(-1).array();
 
   final String endpointId;
   /** The membership this stream belongs to; its batches apply only while it is current. */
@@ -310,6 +314,7 @@ final class EndpointStream {
     if (d == null) {
       return ReplayOutcome.FAILED; // the replay socket could not be opened
     }
+    ReadAhead readAhead = new ReadAhead(shared.readAheadBytes());
     long deadline = System.nanoTime() + shared.replayTimeoutMillis() * 1_000_000L;
     for (;;) {
       long left = (deadline - System.nanoTime()) / 1_000_000L;
@@ -318,10 +323,16 @@ final class EndpointStream {
         dropReplaySocket(d);
         return ended(anchor, resynced, upTo);
       }
-      d.setReceiveTimeOut((int) Math.min(CLOSE_CHECK_MILLIS, left));
-      List<byte[]> frames = receiveReply(d);
+      // while the answer flows it is read before anything is applied: ZeroMQ's queue here is
+      // small, and the engine's ROUTER drops what does not fit rather than wait for the applying
+      readAhead.fill(d);
+      List<byte[]> frames = readAhead.poll();
       if (frames == null) {
-        continue;
+        d.setReceiveTimeOut((int) Math.min(CLOSE_CHECK_MILLIS, left));
+        frames = receiveReply(d, 0);
+        if (frames == null) {
+          continue;
+        }
       }
       if (frames.isEmpty() || frames.get(0).length != 8) {
         shared.reports().dropped(endpointId, "replay reply without an 8-byte seq", null);
@@ -405,9 +416,12 @@ final class EndpointStream {
     return d;
   }
 
-  /** The frames of one reply without the envelope delimiter; null when none came in time. */
-  private static @Nullable List<byte[]> receiveReply(ZMQ.Socket d) {
-    byte[] first = d.recv();
+  /**
+   * The frames of one reply without the envelope delimiter; null when none came in time, or
+   * none was waiting with {@link ZMQ#DONTWAIT}.
+   */
+  private static @Nullable List<byte[]> receiveReply(ZMQ.Socket d, int flags) {
+    byte[] first = d.recv(flags);
     if (first == null) {
       return null;
     }
@@ -420,5 +434,69 @@ final class EndpointStream {
       frames.remove(0); // envelope delimiter
     }
     return frames;
+  }
+
+  /**
+   * The replies of one replay taken off its socket ahead of applying them, bounded in bytes. The
+   * engine sends its whole answer (up to its buffer, thousands of batches) as fast as it can, and
+   * its ROUTER drops what its own queue cannot take; ZeroMQ's queue here holds only as many
+   * messages as the byte bound allows at the largest size ({@link SubscriberSockets}). So while
+   * the answer flows it is read rather than applied, up to the bytes allowed, and applied when
+   * it pauses, ends or fills them. Past that the rest waits in ZeroMQ, the kernel and the engine
+   * while the batches here are applied; what the engine drops meanwhile shows as a hole in the
+   * answer, which resyncs the endpoint as any hole does.
+   */
+  private static final class ReadAhead {
+    /** How long a flowing answer may pause before the replies read so far are applied. */
+    private static final int PAUSE_MILLIS = 1;
+
+    private final ArrayDeque<List<byte[]>> replies = new ArrayDeque<>();
+    private final long maxBytes;
+    private long bytes;
+    private boolean endRead;
+
+    ReadAhead(long maxBytes) {
+      this.maxBytes = maxBytes;
+    }
+
+    /**
+     * Reads the replies waiting on {@code d} and, once one came, those that follow, until the
+     * answer's end marker, a pause, or until one of the largest size would no longer fit: the
+     * frames held never pass {@code maxBytes} by more than a reply's seq frame.
+     */
+    void fill(ZMQ.Socket d) {
+      boolean flowing = false;
+      while (!endRead && bytes <= maxBytes - KvEventDecoder.MAX_PAYLOAD_BYTES) {
+        List<byte[]> reply = receiveReply(d, ZMQ.DONTWAIT);
+        if (reply == null && flowing) {
+          d.setReceiveTimeOut(PAUSE_MILLIS); // the next one is probably on its way
+          reply = receiveReply(d, 0);
+        }
+        if (reply == null) {
+          return;
+        }
+        flowing = true;
+        replies.add(reply);
+        bytes += size(reply);
+        endRead = !reply.isEmpty() && Arrays.equals(reply.get(0), END_SEQ);
+      }
+    }
+
+    /** The oldest reply read ahead, or null when none is. */
+    @Nullable List<byte[]> poll() {
+      List<byte[]> reply = replies.poll();
+      if (reply != null) {
+        bytes -= size(reply);
+      }
+      return reply;
+    }
+
+    private static long size(List<byte[]> reply) {
+      long n = 0;
+      for (byte[] f : reply) {
+        n += f.length;
+      }
+      return n;
+    }
   }
 }

@@ -56,6 +56,13 @@ public final class KvEventSubscriber implements AutoCloseable {
   /** The most data-parallel ranks per engine {@link Builder#dataParallel} accepts. */
   public static final int MAX_DATA_PARALLEL_SIZE = 1024;
 
+  /**
+   * Default of {@link Builder#receiveBufferBytes} (256 MiB): room for 16 messages of the largest
+   * size accepted per connection, and for thousands of the few-kilobyte batches an engine step
+   * usually publishes in a replay's read-ahead.
+   */
+  public static final long DEFAULT_RECEIVE_BUFFER_BYTES = 256L << 20;
+
   /** vLLM's default KV-events port. */
   public static final int DEFAULT_PORT = 5557;
 
@@ -79,10 +86,11 @@ public final class KvEventSubscriber implements AutoCloseable {
     this.central = b.bindAddress != null;
     this.membership = new Membership(b.index);
     this.sockets = new SubscriberSockets(
-        b.topicFilter.getBytes(StandardCharsets.UTF_8), b.receiveHighWaterMark);
+        b.topicFilter.getBytes(StandardCharsets.UTF_8), b.receiveHighWaterMark,
+        b.receiveBufferBytes);
     DropReports reports = new DropReports(metrics);
     EndpointStream.Shared shared = new EndpointStream.Shared(membership, metrics, reports, sockets,
-        b.replayTimeout.toMillis(), this::isClosing);
+        b.replayTimeout.toMillis(), b.receiveBufferBytes, this::isClosing);
     this.streams = new StreamTable(central, b.port, b.replayPort, b.dataParallelSize,
         b.dataParallelFirstPort, shared, !b.portLabelFollowedElsewhere);
     this.loop = new SubscriberLoop(b.bindAddress, sockets, streams, reports);
@@ -201,6 +209,7 @@ public final class KvEventSubscriber implements AutoCloseable {
     private String topicFilter = "kv@";
     private Duration replayTimeout = Duration.ofSeconds(1);
     private int receiveHighWaterMark = 10_000;
+    private long receiveBufferBytes = DEFAULT_RECEIVE_BUFFER_BYTES;
     private int dataParallelSize = 1;
     private int dataParallelFirstPort;
     private boolean portLabelFollowedElsewhere;
@@ -252,12 +261,33 @@ public final class KvEventSubscriber implements AutoCloseable {
       return this;
     }
 
-    /** Messages queued per socket before ZeroMQ drops new ones (default 10,000). */
+    /**
+     * Messages queued per connection before ZeroMQ stops taking new ones (default 10,000); the
+     * {@link #receiveBufferBytes} bound may allow fewer.
+     */
     public Builder receiveHighWaterMark(int v) {
       if (v < 1) {
         throw new IllegalArgumentException("receiveHighWaterMark must be >= 1, got " + v);
       }
       receiveHighWaterMark = v;
+      return this;
+    }
+
+    /**
+     * The most bytes of received but not yet applied messages held for one connection (default
+     * {@link #DEFAULT_RECEIVE_BUFFER_BYTES}, 256 MiB). ZeroMQ counts its queue in messages only,
+     * so each socket queues at most this divided by {@link KvEventDecoder#MAX_PAYLOAD_BYTES}
+     * messages (16 by default), fewer when {@link #receiveHighWaterMark} says so; a replay in
+     * progress reads its answer ahead of applying it up to this many bytes more. Must be at
+     * least {@link KvEventDecoder#MAX_PAYLOAD_BYTES} (one message of the largest size).
+     */
+    public Builder receiveBufferBytes(long v) {
+      if (v < KvEventDecoder.MAX_PAYLOAD_BYTES) {
+        throw new IllegalArgumentException("receiveBufferBytes must be >= "
+            + KvEventDecoder.MAX_PAYLOAD_BYTES + " (one message of the largest size accepted),"
+            + " got " + v);
+      }
+      receiveBufferBytes = v;
       return this;
     }
 

@@ -119,6 +119,12 @@ public final class KvEventsPluginProviders {
     String bind = ev.getString("bindAddress", "tcp://*:" + KvEventSubscriber.DEFAULT_PORT);
     int replayTimeoutMs = ev.getInt("replayTimeoutMs", 1_000, 1, 600_000);
     int hwm = ev.getInt("receiveHighWaterMark", 10_000, 1, Integer.MAX_VALUE);
+    long receiveBufferBytes = ev.getLong("receiveBufferBytes",
+        KvEventSubscriber.DEFAULT_RECEIVE_BUFFER_BYTES);
+    if (receiveBufferBytes < KvEventDecoder.MAX_PAYLOAD_BYTES) {
+      ev.error("receiveBufferBytes", "must be at least " + KvEventDecoder.MAX_PAYLOAD_BYTES
+          + " (one message of the largest size accepted, 16 MiB), got " + receiveBufferBytes);
+    }
     int dpSize = ev.getInt("dataParallelSize", 1, 1, KvEventSubscriber.MAX_DATA_PARALLEL_SIZE);
     int dpFirstPort = ev.getInt("dataParallelFirstPort", 0, 1, 65535);
     if (dpSize > 1) {
@@ -170,7 +176,8 @@ public final class KvEventsPluginProviders {
             : KvEventSubscriber.perEndpoint(index);
         b.port(port).replayPort(replayPort)
             .topicFilter(topicFilter == null ? "" : topicFilter)
-            .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm);
+            .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm)
+            .receiveBufferBytes(receiveBufferBytes);
         if (dpSize > 1) {
           b.dataParallel(dpSize, dpFirstPort);
         }
@@ -191,7 +198,7 @@ public final class KvEventsPluginProviders {
         subscribers.add(KvEventSubscriber.central(index, alsoBind).portLabelFollowedElsewhere()
             .topicFilter(topicFilter == null ? "" : topicFilter)
             .replayTimeout(Duration.ofMillis(replayTimeoutMs)).receiveHighWaterMark(hwm)
-            .build());
+            .receiveBufferBytes(receiveBufferBytes).build());
       } catch (RuntimeException e) {
         subscribers.forEach(KvEventSubscriber::close);
         return Result.error("parameter 'kvEventsConfig' field 'zmqEndpoint': " + e.getMessage());
@@ -282,7 +289,7 @@ public final class KvEventsPluginProviders {
    */
   private static void unusedInMode(Parameters ev, String mode) {
     for (String field : List.of("port", "bindAddress", "replayPort", "topicFilter",
-        "replayTimeoutMs", "receiveHighWaterMark", "dataParallelSize")) {
+        "replayTimeoutMs", "receiveHighWaterMark", "receiveBufferBytes", "dataParallelSize")) {
       if (!ev.has(field)) {
         continue;
       }

@@ -9,6 +9,17 @@ import org.zeromq.ZMQ;
  * needs: a frame larger than {@link KvEventDecoder#MAX_PAYLOAD_BYTES} is refused by ZeroMQ
  * before it is assembled, stalled handshakes are retried quickly, and reconnects back off.
  *
+ * <p>Memory: ZeroMQ bounds a socket's receive queue in messages only (there is no byte
+ * high-water mark), and one message may be as large as that frame cap. Each socket therefore
+ * queues at most {@link #queuedMessages} = min(receive high-water mark, receive buffer bytes /
+ * {@link KvEventDecoder#MAX_PAYLOAD_BYTES}) messages per connection, so the payloads of the
+ * messages it holds never add up to more than the receive buffer bytes, whatever their size. A small
+ * queue loses nothing on a SUB socket: over TCP a full queue makes ZeroMQ stop reading the
+ * connection, and the backlog waits in the kernel's buffers and the engine's PUB queue (vLLM:
+ * 100,000 messages), which drops beyond that, and the drop shows up as a sequence gap. A replay's
+ * answer, which the engine's ROUTER drops rather than holds, is read ahead of applying it into a
+ * buffer bounded in bytes too (see {@link EndpointStream}).
+ *
  * <p>Threading: ZeroMQ sockets are not thread-safe; every socket made here is made, used and
  * closed on the subscriber thread, which also closes the context when it ends.
  */
@@ -22,12 +33,28 @@ final class SubscriberSockets implements AutoCloseable {
 
   private final ZContext context = new ZContext(1);
   private final byte[] topicFilter;
-  private final int receiveHighWaterMark;
+  private final int queuedMessages;
 
-  SubscriberSockets(byte[] topicFilter, int receiveHighWaterMark) {
+  /**
+   * @param receiveHighWaterMark the most messages a socket queues per connection
+   * @param receiveBufferBytes the most payload bytes a socket queues per connection; at least
+   *     {@link KvEventDecoder#MAX_PAYLOAD_BYTES}
+   */
+  SubscriberSockets(byte[] topicFilter, int receiveHighWaterMark, long receiveBufferBytes) {
     this.topicFilter = topicFilter;
-    this.receiveHighWaterMark = receiveHighWaterMark;
+    this.queuedMessages = queuedMessages(receiveHighWaterMark, receiveBufferBytes);
   }
+
+  /**
+   * The ZeroMQ receive high-water mark that keeps a socket's queue within both bounds: at most
+   * {@code receiveHighWaterMark} messages, and no more messages than {@code receiveBufferBytes}
+   * holds at the largest size ZeroMQ lets through. At least 1.
+   */
+  static int queuedMessages(int receiveHighWaterMark, long receiveBufferBytes) {
+    long fit = receiveBufferBytes / KvEventDecoder.MAX_PAYLOAD_BYTES;
+    return (int) Math.max(1, Math.min(receiveHighWaterMark, fit));
+  }
+
 
   /** A SUB socket subscribed to the topic filter, neither bound nor connected. */
   ZMQ.Socket newSub() {
@@ -36,7 +63,7 @@ final class SubscriberSockets implements AutoCloseable {
     // a larger frame could not be decoded anyway; refusing it in ZeroMQ means it is never
     // assembled in memory (the connection is dropped and the loss shows up as a gap)
     s.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
-    s.setRcvHWM(receiveHighWaterMark);
+    s.setRcvHWM(queuedMessages);
     s.setReconnectIVL(100);
     s.setReconnectIVLMax(5_000);
     s.setHandshakeIvl(HANDSHAKE_MILLIS);
@@ -55,8 +82,9 @@ final class SubscriberSockets implements AutoCloseable {
     try {
       d.setLinger(0);
       d.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
-      // a replay's answer comes as fast as the engine sends it: room for as many as the SUB has
-      d.setRcvHWM(receiveHighWaterMark);
+      // the same bound as the SUB's: a replay's answer, which comes as fast as the engine sends
+      // it, is read ahead into a buffer bounded in bytes rather than left queued here
+      d.setRcvHWM(queuedMessages);
       d.setHandshakeIvl(HANDSHAKE_MILLIS);
       d.setReconnectIVL(100);
       d.connect(address);

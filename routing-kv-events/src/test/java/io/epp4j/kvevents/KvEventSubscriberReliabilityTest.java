@@ -714,6 +714,87 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  /**
+   * With kvEvents.receiveBufferBytes bounding ZeroMQ's queue at the largest message size, a
+   * replay socket queues only a few messages (4 here), while a replay's answer is thousands of
+   * batches sent at once. The answer goes through the subscriber's read-ahead, bounded in bytes:
+   * every batch is applied in order, the end marker read there ends the replay, and the gap is
+   * filled without a resync. (The engine's ROUTER here never drops, so that a hole can only come
+   * from the subscriber.)
+   */
+  @Test
+  void aLongReplayAnswerArrivesWholeThroughAQueueBoundedInBytes() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    int missed = 10_000;
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
+      router.setLinger(0);
+      router.setSndHWM(0);
+      router.bind("tcp://127.0.0.1:*");
+      router.setReceiveTimeOut(20);
+      List<byte[]> buffer = new ArrayList<>();
+      for (int seq = 0; seq <= missed; seq++) {
+        buffer.add(storeOf(seq + 1, 300));
+      }
+      java.util.concurrent.atomic.AtomicBoolean stop =
+          new java.util.concurrent.atomic.AtomicBoolean();
+      Thread server = new Thread(() -> {
+        while (!stop.get()) {
+          byte[] id = router.recv();
+          if (id == null) {
+            continue;
+          }
+          byte[] last = null;
+          while (router.hasReceiveMore()) {
+            last = router.recv();
+          }
+          long start = java.nio.ByteBuffer.wrap(last).getLong();
+          for (int seq = (int) start; seq < buffer.size(); seq++) {
+            router.sendMore(id);
+            router.sendMore(new byte[0]);
+            router.sendMore(KvEventSubscriberIntegrationTest.seqBytes(seq));
+            router.send(buffer.get(seq));
+          }
+          router.sendMore(id);
+          router.sendMore(new byte[0]);
+          router.sendMore(KvEventSubscriberIntegrationTest.END);
+          router.send(new byte[0]);
+        }
+        router.close();
+      }, "test-long-replay");
+      server.start();
+      ZMQ.Socket pub = boundPublisher(ctx);
+      long bytes = 4L * KvEventDecoder.MAX_PAYLOAD_BYTES;
+      try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).replayPort(port(router))
+          .replayTimeout(Duration.ofSeconds(60)).receiveBufferBytes(bytes).build()) {
+        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
+            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
+        pub.setReceiveTimeOut(20_000);
+        assertThat(pub.recv()).as("subscription").isNotNull();
+        String topic = "kv@127.0.0.1:8000@m";
+        KvEventMetrics m = index.metrics();
+        publish(pub, topic, 0, buffer.get(0));
+        await(() -> m.batches() == 1, "first batch");
+        publish(pub, topic, missed + 1, storeOf(missed + 2, 0)); // 1..missed to be replayed
+        await(() -> m.batches() == missed + 2 || m.replayFailures() > 0,
+            () -> "the replay over and the live message applied: " + m);
+        assertThat(m.replayFailures()).as(m.toString()).isZero();
+        assertThat(m.resyncs()).isZero();
+        assertThat(m.replayedBatches()).isEqualTo(missed);
+        assertThat(m.batches()).isEqualTo(missed + 2);
+        for (int first : new int[] {1, missed / 2, missed + 1, missed + 2}) {
+          long[] keys = BlockKeys.chain(BlockKeys.seed("", null, null), tokens(first, 16), 16, 1);
+          assertThat(index.prefixWeight("127.0.0.1:8000", keys, 0)).as("block " + first)
+              .isPositive();
+        }
+      } finally {
+        stop.set(true);
+        server.join(5_000);
+        pub.close();
+      }
+    }
+  }
+
   /** Tokens {@code first, first+1, ...}: distinct prefixes for distinct {@code first}. */
   private static int[] tokens(int first, int n) {
     int[] t = new int[n];

@@ -728,6 +728,35 @@ class PrecisePrefixCacheScorerTest {
   }
 
   /**
+   * kvEvents.receiveBufferBytes bounds the bytes of messages received and not yet applied; one
+   * that cannot hold a message of the largest size accepted, or is not a number, is refused by
+   * name, and so is one in mode none, which opens no socket.
+   */
+  @Test
+  void aReceiveBufferThatCannotHoldOneMessageIsRefusedByName() {
+    String[][] cases = {
+        {"{receiveBufferBytes: 0}", "'receiveBufferBytes' must be at least 16777216"},
+        {"{receiveBufferBytes: 16777215}", "'receiveBufferBytes' must be at least 16777216"},
+        {"{receiveBufferBytes: -1}", "'receiveBufferBytes' must be at least 16777216"},
+        {"{receiveBufferBytes: 256MiB}", "'receiveBufferBytes' must be an integer"},
+        {"{mode: none, receiveBufferBytes: 268435456}",
+            "'receiveBufferBytes' has no effect in mode none"},
+    };
+    for (String[] c : cases) {
+      String yaml = preciseOnly("kvEvents: " + c[0]);
+      assertThatThrownBy(() -> Router.builder().endpoints(EPS).configYaml(yaml, "t").build())
+          .as(c[0]).isInstanceOf(ConfigException.class).hasMessageContaining("kvEvents")
+          .hasMessageContaining(c[1]);
+    }
+    for (String ok : List.of("{receiveBufferBytes: 16777216}",
+        "{mode: central, bindAddress: \"tcp://127.0.0.1:*\", receiveBufferBytes: 1073741824}")) {
+      org.assertj.core.api.Assertions.assertThatCode(() -> Router.builder().endpoints(EPS)
+          .configYaml(preciseOnly("kvEvents: " + ok), "t").build().close())
+          .as(ok).doesNotThrowAnyException();
+    }
+  }
+
+  /**
    * With a {@code KvBlockIndex} service the index was built by the application, so a file's
    * index-shaping field that says something else cannot take effect: each is refused by name,
    * for the precise and the hybrid scorer alike. A field that says what the index already does,

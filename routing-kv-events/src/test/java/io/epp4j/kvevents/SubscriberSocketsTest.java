@@ -1,12 +1,14 @@
 package io.epp4j.kvevents;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 import org.zeromq.ZMQ;
 
 class SubscriberSocketsTest {
+  private static final byte[] FILTER = "kv@".getBytes(StandardCharsets.UTF_8);
 
   /**
    * kvEvents.receiveHighWaterMark is "messages ZeroMQ queues per socket": the replay socket, which
@@ -17,12 +19,51 @@ class SubscriberSocketsTest {
   @Test
   void theReplaySocketQueuesAsManyMessagesAsTheSubSocket() {
     int hwm = 25_000;
-    try (SubscriberSockets sockets =
-        new SubscriberSockets("kv@".getBytes(StandardCharsets.UTF_8), hwm)) {
+    long room = (long) hwm * KvEventDecoder.MAX_PAYLOAD_BYTES;
+    try (SubscriberSockets sockets = new SubscriberSockets(FILTER, hwm, room)) {
       ZMQ.Socket sub = sockets.newSub();
       ZMQ.Socket replay = sockets.newReplaySocket("tcp://127.0.0.1:1");
       assertThat(sub.getRcvHWM()).isEqualTo(hwm);
       assertThat(replay.getRcvHWM()).isEqualTo(hwm);
     }
+  }
+
+  /**
+   * ZeroMQ bounds its queue in messages only, and a message may be as large as the frame cap:
+   * with the defaults (10,000 messages) one socket could hold 10,000 × 16 MiB. The queue is now
+   * cut to what the byte bound holds at the largest size, on the SUB and the replay socket.
+   */
+  @Test
+  void theDefaultsBoundEachSocketsQueueInBytesNotJustInMessages() {
+    long bytes = KvEventSubscriber.DEFAULT_RECEIVE_BUFFER_BYTES;
+    try (SubscriberSockets sockets = new SubscriberSockets(FILTER, 10_000, bytes)) {
+      ZMQ.Socket sub = sockets.newSub();
+      ZMQ.Socket replay = sockets.newReplaySocket("tcp://127.0.0.1:1");
+      for (ZMQ.Socket s : new ZMQ.Socket[] {sub, replay}) {
+        assertThat((long) s.getRcvHWM() * s.getMaxMsgSize()).isLessThanOrEqualTo(bytes);
+        assertThat(s.getRcvHWM()).isEqualTo(16);
+      }
+    }
+  }
+
+  @Test
+  void theSmallerOfTheTwoBoundsWins() {
+    int max = KvEventDecoder.MAX_PAYLOAD_BYTES;
+    assertThat(SubscriberSockets.queuedMessages(5, 256L << 20)).isEqualTo(5);
+    assertThat(SubscriberSockets.queuedMessages(10_000, max)).isEqualTo(1);
+    assertThat(SubscriberSockets.queuedMessages(10_000, 2L * max - 1)).isEqualTo(1);
+    assertThat(SubscriberSockets.queuedMessages(10_000, 3L * max)).isEqualTo(3);
+    assertThat(SubscriberSockets.queuedMessages(Integer.MAX_VALUE, Long.MAX_VALUE))
+        .isEqualTo(Integer.MAX_VALUE);
+  }
+
+  @Test
+  void aBufferThatCannotHoldOneMessageOfTheLargestSizeIsRefused() {
+    KvEventSubscriber.Builder b = KvEventSubscriber.perEndpoint(KvBlockIndex.create());
+    assertThatThrownBy(() -> b.receiveBufferBytes(KvEventDecoder.MAX_PAYLOAD_BYTES - 1))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("receiveBufferBytes must be >= "
+            + KvEventDecoder.MAX_PAYLOAD_BYTES);
+    assertThat(b.receiveBufferBytes(KvEventDecoder.MAX_PAYLOAD_BYTES)).isSameAs(b);
   }
 }
