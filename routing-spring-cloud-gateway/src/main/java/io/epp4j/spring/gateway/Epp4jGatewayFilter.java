@@ -112,8 +112,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     Map<String, String> headers = new HashMap<>();
     request.getHeaders().forEach((name, values) ->
         headers.put(name.toLowerCase(Locale.ROOT), values.isEmpty() ? "" : values.get(0)));
-    // the request target as sent, query included, as Envoy hands it over: hash and session keys
-    // may come from a query parameter (query:<name>), which the plugins read from :path
+    // the request target, query included, as Envoy hands it over: hash and session keys may come
+    // from a query parameter (query:<name>), which the plugins read from :path; the path is the
+    // one route filters before this one (StripPrefix, RewritePath) left, which the replica gets
     URI target = request.getURI();
     String rawPath = target.getRawPath();
     String rawQuery = target.getRawQuery();
