@@ -341,6 +341,7 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     @Nullable Result<RouterConfig> result = null;
     String preset = s.presetName();
     if (file != null) {
+      s.warnIfPresetIgnored();
       result = router.reconfigure(file);
     } else if (preset != null && presetYaml != null) {
       result = router.reconfigure(presetYaml, preset);

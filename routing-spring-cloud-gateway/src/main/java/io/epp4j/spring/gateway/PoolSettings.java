@@ -8,6 +8,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.logging.Logger;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.util.unit.DataSize;
@@ -18,6 +19,7 @@ import org.springframework.util.unit.DataSize;
  * and checking code both share. Every error message starts with the full property name.
  */
 final class PoolSettings {
+  private static final Logger LOG = Logger.getLogger(PoolSettings.class.getName());
   static final String PREFIX = "epp4j";
   static final String POOLS_PREFIX = PREFIX + ".pools.";
   static final String DEFAULT_SCHEME = "http";
@@ -212,6 +214,17 @@ final class PoolSettings {
     return configPath() == null && preset != null && !preset.isBlank() ? preset : null;
   }
 
+  /**
+   * Logs a warning when both a config file and a preset are set: the file is the configuration
+   * and the preset is ignored, which the setting alone would not show.
+   */
+  void warnIfPresetIgnored() {
+    if (configPath() != null && preset != null && !preset.isBlank()) {
+      LOG.warning("epp4j: " + property("preset") + " '" + preset + "' is ignored: "
+          + property("config-file") + " is set, and the file is the configuration");
+    }
+  }
+
   /** The YAML of the preset in use, {@code null} without one; fails on an unknown name. */
   @Nullable String presetYaml() {
     String name = presetName();
@@ -236,6 +249,7 @@ final class PoolSettings {
     Path file = configPath();
     String yaml = presetYaml();
     String name = presetName();
+    warnIfPresetIgnored();
     if (file != null) {
       b.configFile(file);
     } else if (yaml != null && name != null) {

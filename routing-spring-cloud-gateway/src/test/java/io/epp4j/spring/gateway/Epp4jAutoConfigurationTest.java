@@ -137,6 +137,44 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void aPresetBesideAConfigFileIsAWarningNamingBoth(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+    java.nio.file.Path file = dir.resolve("epp.yaml");
+    java.nio.file.Files.writeString(file, io.epp4j.scorers.Epp4jPreset.yaml());
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(PoolSettings.class.getName());
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(capture);
+    try {
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file,
+              "epp4j.preset=epp4j")
+          .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Router.class));
+      assertThat(warnings).singleElement().asString()
+          .contains("epp4j.preset", "'epp4j'", "ignored", "epp4j.config-file");
+      warnings.clear();
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file)
+          .run(ctx -> assertThat(ctx).hasNotFailed());
+      assertThat(warnings).as("a config file alone").isEmpty();
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  @Test
   void badDurationsAndMetricsPathFailStartupNamingTheProperty() {
     runner.withPropertyValues("epp4j.metrics.interval=0s").run(ctx -> assertThat(ctx)
         .getFailure().hasStackTraceContaining("epp4j.metrics.interval must be positive"));
