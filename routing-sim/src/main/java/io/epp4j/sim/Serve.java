@@ -69,6 +69,7 @@ final class Serve implements AutoCloseable {
                                being read or answered) before the server closes it, on the
                                wall clock whatever --speed is; vLLM's default (5), 0 to
                                keep idle connections open until the client closes them
+                               (a positive value is at least 0.001)
       """;
 
   /**
@@ -93,6 +94,11 @@ final class Serve implements AutoCloseable {
       if (!(keepAliveSeconds >= 0) || keepAliveSeconds > MAX_KEEP_ALIVE_SECONDS) {
         throw new IllegalArgumentException("--keep-alive-timeout must be in [0, "
             + (long) MAX_KEEP_ALIVE_SECONDS + "] seconds, got " + keepAliveSeconds);
+      }
+      if (keepAliveSeconds > 0 && keepAliveSeconds < MIN_KEEP_ALIVE_SECONDS) {
+        // a timeout this short would round to 0 ns, which means "never close"
+        throw new IllegalArgumentException("--keep-alive-timeout must be 0 (never close) or at"
+            + " least " + MIN_KEEP_ALIVE_SECONDS + " seconds, got " + keepAliveSeconds);
       }
       if (maxLoras < 1 || maxLoras > MAX_LORAS) {
         throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
@@ -149,6 +155,9 @@ final class Serve implements AutoCloseable {
 
   /** Largest {@code --kv-events-replay-bytes}: 1 TiB. */
   static final long MAX_REPLAY_BUFFER_BYTES = 1L << 40;
+
+  /** Smallest positive {@code --keep-alive-timeout}: a millisecond. */
+  static final double MIN_KEEP_ALIVE_SECONDS = 0.001;
 
   /** Largest {@code --keep-alive-timeout}: a day. */
   static final double MAX_KEEP_ALIVE_SECONDS = 86_400;

@@ -1253,7 +1253,8 @@ class ServeIntegrationTest {
         .keepAliveSeconds()).isEqualTo(5);
     assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000",
         "--keep-alive-timeout", "0.5"}).keepAliveSeconds()).isEqualTo(0.5);
-    for (String bad : new String[] {"-1", "abc", "NaN", "100000"}) {
+    // 1e-10 s rounded to 0 ns, which the server takes as "never close": the opposite of asked
+    for (String bad : new String[] {"-1", "abc", "NaN", "100000", "1e-10", "0.0009"}) {
       org.assertj.core.api.Assertions.assertThatThrownBy(() -> Serve.parse(new String[] {
           "--replicas", "1", "--port", "9000", "--keep-alive-timeout", bad}))
           .as(bad).hasMessageContaining("--keep-alive-timeout");
