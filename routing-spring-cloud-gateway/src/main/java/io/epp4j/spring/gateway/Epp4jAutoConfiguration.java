@@ -53,6 +53,9 @@ public class Epp4jAutoConfiguration {
    * is one, receives the router's metrics; {@link RequestListener} and {@link PoolListener} beans
    * are registered with it.
    */
+  /** The name of the default pool's router bean when this configuration builds it. */
+  static final String ROUTER_BEAN = "epp4jRouter";
+
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
   public Router epp4jRouter(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
@@ -105,7 +108,18 @@ public class Epp4jAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean
   public Epp4jGatewayFilterFactory epp4jGatewayFilterFactory(Router router,
-      Epp4jProperties properties, ObjectProvider<Epp4jPools> pools) {
+      Epp4jProperties properties, ObjectProvider<Epp4jPools> pools,
+      org.springframework.beans.factory.ListableBeanFactory beans) {
+    if (!beans.containsBean(ROUTER_BEAN)) {
+      // the application's own Router bean: the properties that build ours do nothing to it at
+      // startup (a refresh changing endpoints, config file or preset does apply those)
+      List<String> ignored = PoolSettings.of(properties).routerPropertiesSet();
+      if (!ignored.isEmpty()) {
+        LOG.warning("epp4j: the application's own Router bean routes the default pool; "
+            + String.join(", ", ignored) + " did not build it and are not applied to it at"
+            + " startup");
+      }
+    }
     int maxBody = maxBodyBytes(properties);
     int parserLimit = router.requestParser().maxBodyBytes();
     if (maxBody > parserLimit) {

@@ -215,6 +215,30 @@ final class PoolSettings {
   }
 
   /**
+   * The properties set that only build a router ({@link #routerBuilder}): a router the
+   * application built itself takes none of them at startup.
+   */
+  List<String> routerPropertiesSet() {
+    List<String> set = new ArrayList<>();
+    if (!endpoints.isEmpty()) {
+      set.add(property("endpoints"));
+    }
+    if (configPath() != null) {
+      set.add(property("config-file"));
+    }
+    if (preset != null && !preset.isBlank()) {
+      set.add(property("preset"));
+    }
+    if (inFlightMaxAge != null) {
+      set.add(property("in-flight-max-age"));
+    }
+    if (!sessionHeaders.equals(OpenAiRequestParser.DEFAULT_SESSION_HEADERS)) {
+      set.add(sessionHeadersProperty);
+    }
+    return set;
+  }
+
+  /**
    * Logs a warning when both a config file and a preset are set: the file is the configuration
    * and the preset is ignored, which the setting alone would not show.
    */

@@ -86,6 +86,27 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void propertiesThatOnlyBuildOurRouterAreAWarningBesideTheApplicationsOwn() {
+    // the application's Router bean takes none of them; before, they were ignored silently
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(Router.class, () -> own)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.preset=epp4j",
+            "epp4j.session-headers=x-user")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("own Router bean", "epp4j.endpoints",
+        "epp4j.preset", "epp4j.session-headers").doesNotContain("in-flight-max-age");
+    List<String> none = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(Router.class, () -> own).run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(none).as("nothing set").isEmpty();
+    List<String> ours = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.preset=epp4j")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(ours).as("our router took them").isEmpty();
+    own.close();
+  }
+
+  @Test
   void aBodyLimitAboveTheApplicationRoutersParserFailsStartupNamingBoth() {
     // the filter would let a 20 MB body through and the router (16 MiB parser) answer it 400
     Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
@@ -141,37 +162,16 @@ class Epp4jAutoConfigurationTest {
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
     java.nio.file.Path file = dir.resolve("epp.yaml");
     java.nio.file.Files.writeString(file, io.epp4j.scorers.Epp4jPreset.yaml());
-    java.util.logging.Logger log =
-        java.util.logging.Logger.getLogger(PoolSettings.class.getName());
-    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
-          warnings.add(r.getMessage());
-        }
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    log.addHandler(capture);
-    try {
-      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file,
-              "epp4j.preset=epp4j")
-          .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Router.class));
-      assertThat(warnings).singleElement().asString()
-          .contains("epp4j.preset", "'epp4j'", "ignored", "epp4j.config-file");
-      warnings.clear();
-      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file)
-          .run(ctx -> assertThat(ctx).hasNotFailed());
-      assertThat(warnings).as("a config file alone").isEmpty();
-    } finally {
-      log.removeHandler(capture);
-    }
+    List<String> both = warningsOf(PoolSettings.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file,
+            "epp4j.preset=epp4j")
+        .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Router.class)));
+    assertThat(both).singleElement().asString()
+        .contains("epp4j.preset", "'epp4j'", "ignored", "epp4j.config-file");
+    List<String> fileAlone = warningsOf(PoolSettings.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file)
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(fileAlone).isEmpty();
   }
 
   @Test
@@ -601,5 +601,32 @@ class Epp4jAutoConfigurationTest {
       n += c.inFlightRequests();
     }
     return n;
+  }
+
+  /** The warnings {@code logger} logs while {@code run} runs. */
+  private static List<String> warningsOf(Class<?> logger, Runnable run) {
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(logger.getName());
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(capture);
+    try {
+      run.run();
+    } finally {
+      log.removeHandler(capture);
+    }
+    return warnings;
   }
 }
