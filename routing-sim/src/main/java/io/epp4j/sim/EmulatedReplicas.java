@@ -27,9 +27,13 @@ public final class EmulatedReplicas implements AutoCloseable {
    * @param speed       emulated seconds per wall second
    * @param seed        seed of the filler output tokens
    * @throws IllegalStateException naming a port that is taken (nothing is left running)
+   * @throws IllegalArgumentException when the HTTP ports ({@code httpPort} and the next {@code
+   *     replicas − 1}) and the KV-event ports (two per replica from {@code kvEventsPort}) overlap
+   *     or pass 65535
    */
   public static EmulatedReplicas start(int replicas, int httpPort, int kvEventsPort,
       boolean mapEncoding, double speed, long seed) {
+    Serve.checkPorts(replicas, httpPort, kvEventsPort, "httpPort", "kvEventsPort");
     return new EmulatedReplicas(new Serve(new Serve.Options(replicas, httpPort, kvEventsPort,
         mapEncoding, speed, HardwareProfile.qwen3H100Mps6(), seed)));
   }

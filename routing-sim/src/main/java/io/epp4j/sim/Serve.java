@@ -156,6 +156,28 @@ final class Serve implements AutoCloseable {
   /** Largest {@code --kv-events-replay-bytes}: 1 TiB. */
   static final long MAX_REPLAY_BUFFER_BYTES = 1L << 40;
 
+  /**
+   * Refuses HTTP and KV-event port ranges of {@code replicas} replicas that leave 65535 or that
+   * overlap (the emulator's own KV sockets would take an HTTP port first, and the start would fail
+   * as if another process held it), naming the two settings as the caller calls them.
+   */
+  static void checkPorts(int replicas, int port, int kvPort, String portName, String kvName) {
+    if (port + replicas - 1 > 65535) {
+      throw new IllegalArgumentException(portName + " " + port + " leaves no room for " + replicas
+          + " replicas");
+    }
+    if (kvPort + 2 * replicas - 1 > 65535) {
+      throw new IllegalArgumentException(kvName + " " + kvPort + " leaves no room for "
+          + replicas + " replicas");
+    }
+    if (port <= kvPort + 2 * replicas - 1 && kvPort <= port + replicas - 1) {
+      throw new IllegalArgumentException(portName + " " + port + " and " + kvName + " " + kvPort
+          + " overlap: " + replicas + " replicas use HTTP ports " + port + ".."
+          + (port + replicas - 1) + " and KV event ports " + kvPort + ".."
+          + (kvPort + 2 * replicas - 1));
+    }
+  }
+
   /** Smallest positive {@code --keep-alive-timeout}: a millisecond. */
   static final double MIN_KEEP_ALIVE_SECONDS = 0.001;
 
@@ -504,22 +526,7 @@ final class Serve implements AutoCloseable {
     if (port < 0) {
       throw new IllegalArgumentException("--port is required");
     }
-    if (port + replicas - 1 > 65535) {
-      throw new IllegalArgumentException("--port " + port + " leaves no room for " + replicas
-          + " replicas");
-    }
-    if (kvPort + 2 * replicas - 1 > 65535) {
-      throw new IllegalArgumentException("--kv-events-port " + kvPort + " leaves no room for "
-          + replicas + " replicas");
-    }
-    // the emulator's own KV sockets would take an HTTP port first, and the start would fail
-    // as if another process held it
-    if (port <= kvPort + 2 * replicas - 1 && kvPort <= port + replicas - 1) {
-      throw new IllegalArgumentException("--port " + port + " and --kv-events-port " + kvPort
-          + " overlap: " + replicas + " replicas use HTTP ports " + port + ".."
-          + (port + replicas - 1) + " and KV event ports " + kvPort + ".."
-          + (kvPort + 2 * replicas - 1));
-    }
+    checkPorts(replicas, port, kvPort, "--port", "--kv-events-port");
     if (lora.contains(profile.model())) {
       // a request naming the base model would get the adapter, and the base model no replica
       throw new IllegalArgumentException("--lora-adapters: " + profile.model() + " is the base"
