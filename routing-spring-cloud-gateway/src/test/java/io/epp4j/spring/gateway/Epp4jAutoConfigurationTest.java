@@ -526,34 +526,12 @@ class Epp4jAutoConfigurationTest {
 
   @Test
   void aServiceIdWithoutADiscoveryClientIsAWarningNamingIt() {
-    java.util.logging.Logger log =
-        java.util.logging.Logger.getLogger(Epp4jAutoConfiguration.class.getName());
-    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
-          warnings.add(r.getMessage());
-        }
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    log.addHandler(capture);
-    try {
-      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
-              "epp4j.discovery.service-id=llm")
-          .run(ctx -> {
-            assertThat(ctx).hasNotFailed().doesNotHaveBean(Epp4jDiscoveryPool.class);
-            assertThat(poolIds(ctx.getBean(Router.class))).containsExactly("127.0.0.1:9001");
-          });
-    } finally {
-      log.removeHandler(capture);
-    }
+    List<String> warnings = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.discovery.service-id=llm")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed().doesNotHaveBean(Epp4jDiscoveryPool.class);
+          assertThat(poolIds(ctx.getBean(Router.class))).containsExactly("127.0.0.1:9001");
+        }));
     assertThat(warnings).singleElement().asString()
         .contains("epp4j.discovery.service-id", "no DiscoveryClient", "epp4j.endpoints");
   }
