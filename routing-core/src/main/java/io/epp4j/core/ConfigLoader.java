@@ -344,6 +344,8 @@ final class ConfigLoader {
     private final Map<String, Plugin> plugins = new LinkedHashMap<>();
     /** Every plugin name defined, loaded or not, and the index of its first definition. */
     private final Map<String, Integer> definedAt = new HashMap<>();
+    /** The name of every plugin the file lists, created or not. */
+    private final Set<String> fileNames = new HashSet<>();
     private final List<SchedulingProfile> profiles = new ArrayList<>();
     private boolean danglingReported;
     /** Former type names already reported in this file, so each is noticed once. */
@@ -550,7 +552,7 @@ final class ConfigLoader {
         return null;
       }
       if (ref.equals(defaultType) && !definedAt.containsKey(ref)) {
-        Result<? extends Plugin> created = registry.create(ref, context(ref, plugins),
+        Result<? extends Plugin> created = registry.create(ref, context(ref, plugins, null),
             Parameters.of(Map.of()));
         if (created.isOk()) {
           definedAt.put(ref, definedAt.size());
@@ -565,18 +567,72 @@ final class ConfigLoader {
       return p == null ? null : instance.apply(p);
     }
 
+    /**
+     * Creates the file's plugins in file order, except that data producers (types named
+     * {@code *-producer}, such as {@code token-producer} or {@code approx-prefix-cache-producer})
+     * come first, and a plugin that refers to one the file defines later (a profile handler
+     * naming its decider, a scorer naming its producer) is created after it, as upstream's loader
+     * orders plugins by their references. A reference that stays unresolved (a name the file
+     * does not define, a cycle) is reported by the plugin that makes it.
+     */
     void createPlugins(@Nullable Object pluginsNode) {
       List<?> pluginList = asList(pluginsNode, source + ": field 'plugins'", errors);
+      for (Object node : pluginList) {
+        if (node instanceof Map<?, ?> spec && spec.get("type") instanceof String type) {
+          Object n = spec.get("name");
+          fileNames.add(n == null || "".equals(n) ? type : String.valueOf(n));
+        }
+      }
+      List<Integer> order = new ArrayList<>();
       for (int i = 0; i < pluginList.size(); i++) {
-        createPlugin(i, pluginList.get(i));
+        if (isProducer(pluginList.get(i))) {
+          order.add(i);
+        }
+      }
+      for (int i = 0; i < pluginList.size(); i++) {
+        if (!isProducer(pluginList.get(i))) {
+          order.add(i);
+        }
+      }
+      while (!order.isEmpty()) {
+        List<Integer> deferred = new ArrayList<>();
+        for (int i : order) {
+          if (!createPlugin(i, pluginList.get(i), true)) {
+            deferred.add(i);
+          }
+        }
+        if (deferred.size() == order.size()) {
+          // no progress: what is still missing will not come; report it
+          for (int i : deferred) {
+            createPlugin(i, pluginList.get(i), false);
+          }
+          return;
+        }
+        order = deferred;
       }
     }
 
-    private void createPlugin(int i, @Nullable Object node) {
+    private boolean isProducer(@Nullable Object node) {
+      if (node instanceof Map<?, ?> spec && spec.get("type") instanceof String type) {
+        String current = registry.currentName(type);
+        return (current != null ? current : type).endsWith("-producer");
+      }
+      return false;
+    }
+
+    /**
+     * Creates plugin {@code i}; false when it was not created because it looked up a plugin the
+     * file defines but that was not created yet and {@code mayDefer}: then nothing of this
+     * attempt is kept (its messages, its name) and it is tried again later.
+     */
+    private boolean createPlugin(int i, @Nullable Object node, boolean mayDefer) {
+      long errorMark = errors.mark();
+      long warningMark = warnings.mark();
+      Set<String> missed = new HashSet<>();
       String where = source + ": plugins[" + i + "]";
       if (!(node instanceof Map<?, ?> spec)) {
         errors.add(where + ": must be a mapping with 'type', got " + describe(node));
-        return;
+        return true;
       }
       for (Object k : spec.keySet()) {
         if (!PLUGIN_FIELDS.contains(String.valueOf(k))) {
@@ -587,11 +643,11 @@ final class ConfigLoader {
       if (type != null && !(type instanceof String)) {
         errors.add(where + ": field 'type' must be a string (a plugin type), got "
             + describe(type));
-        return;
+        return true;
       }
       if (!(type instanceof String typeName) || typeName.isBlank()) {
         errors.add(where + ": field 'type' is required");
-        return;
+        return true;
       }
       Object nameNode = spec.get("name");
       if (nameNode != null && !(nameNode instanceof String)) {
@@ -599,7 +655,7 @@ final class ConfigLoader {
         // named a plugin no pluginRef (which must be a string) could refer to
         errors.add(where + " (type " + quote(typeName) + "): field 'name' must be a string, got "
             + describe(nameNode));
-        return;
+        return true;
       }
       // upstream names a plugin after its type when the name is missing or empty
       String name = nameNode == null || "".equals(nameNode) ? typeName : (String) nameNode;
@@ -608,7 +664,7 @@ final class ConfigLoader {
       if (first != null) {
         errors.add(where + ": field 'name': duplicate plugin name " + quote(name)
             + ", first defined at plugins[" + first + "]");
-        return;
+        return true;
       }
       Object paramsNode = spec.get("parameters");
       Map<String, Object> paramMap = new LinkedHashMap<>();
@@ -616,20 +672,35 @@ final class ConfigLoader {
         pm.forEach((k, v) -> paramMap.put(String.valueOf(k), v));
       } else if (paramsNode != null) {
         errors.add(where + ": field 'parameters' must be a mapping, got " + describe(paramsNode));
-        return;
+        return true;
       }
       Parameters params = Parameters.of(paramMap);
       String current = registry.currentName(typeName);
+      boolean aliasNoticed = false;
       if (current != null && aliasesNoticed.add(typeName)) {
+        aliasNoticed = true;
         warnings.add(where + ": type " + quote(typeName) + " is a former name of '" + current
             + "'; loaded as '" + current + "' (rename it to silence this notice)");
       }
-      Result<? extends Plugin> created = registry.create(typeName, context(name, plugins), params);
+      Result<? extends Plugin> created =
+          registry.create(typeName, context(name, plugins, missed), params);
+      missed.retainAll(fileNames);
+      if (!created.isOk() && mayDefer && !missed.isEmpty()) {
+        errors.rollBack(errorMark);
+        warnings.rollBack(warningMark);
+        if (first == null) {
+          definedAt.remove(name);
+        }
+        if (aliasNoticed) {
+          aliasesNoticed.remove(typeName);
+        }
+        return false;
+      }
       if (!created.isOk()) {
         for (String e : created.errors()) {
           errors.add(where + ": " + e);
         }
-        return;
+        return true;
       }
       for (String notice : params.notices()) {
         warnings.add(where + ": " + notice);
@@ -638,6 +709,7 @@ final class ConfigLoader {
         warnings.add(where + ": parameter " + quote(unread) + " is not used by epp4j");
       }
       plugins.put(name, created.value());
+      return true;
     }
 
     void buildProfiles(Map<?, ?> top) {
@@ -918,6 +990,18 @@ final class ConfigLoader {
       return kept.isEmpty();
     }
 
+    /** How many messages there are, for {@link #rollBack}. */
+    long mark() {
+      return ((long) dropped << 32) | kept.size();
+    }
+
+    /** Forgets the messages added since {@code mark}. */
+    void rollBack(long mark) {
+      int size = (int) mark;
+      kept.subList(size, kept.size()).clear();
+      dropped = (int) (mark >>> 32);
+    }
+
     List<String> toList(String source, String noun) {
       if (dropped > 0) {
         kept.add(source + ": ... and " + dropped + " more " + noun);
@@ -998,11 +1082,16 @@ final class ConfigLoader {
   }
 
   /** What a provider sees: its name, the clock, the services, and the plugins defined before it. */
-  private PluginContext context(String name, Map<String, Plugin> earlier) {
+  private PluginContext context(String name, Map<String, Plugin> earlier,
+      @Nullable Set<String> missed) {
     return new PluginContext() {
       @Override
       public Optional<Plugin> plugin(String other) {
-        return Optional.ofNullable(earlier.get(other)).map(instance);
+        Plugin p = earlier.get(other);
+        if (p == null && missed != null) {
+          missed.add(other); // may be a plugin the file defines further down
+        }
+        return Optional.ofNullable(p).map(instance);
       }
 
       @Override

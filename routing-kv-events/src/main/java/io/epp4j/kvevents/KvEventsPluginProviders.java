@@ -46,6 +46,24 @@ public final class KvEventsPluginProviders {
     }
   }
 
+  /**
+   * {@code precise-prefix-cache-producer}: llm-d's precise index split out of its scorer, with the
+   * precise scorer's parameters. It is the same plugin as a {@code precise-prefix-cache-scorer};
+   * the file's {@code prefix-cache-scorer} reads it when its {@code prefixMatchInfoProducerName}
+   * names it.
+   */
+  public static final class PrecisePrefixCacheProducerProvider implements PluginProvider {
+    @Override
+    public String type() {
+      return "precise-prefix-cache-producer";
+    }
+
+    @Override
+    public Result<? extends Plugin> create(PluginContext context, Parameters p) {
+      return AbstractPluginProvider.checked(p, createPrecise(context, p)).map(s -> (Plugin) s);
+    }
+  }
+
   /** {@code hybrid-prefix-cache-scorer}: see {@link HybridPrefixCacheScorer}. */
   public static final class HybridPrefixCacheScorerProvider implements PluginProvider {
     @Override

@@ -53,15 +53,20 @@ final class TokenProducer implements Plugin {
       if (p.has("udsTokenizerConfig")) {
         p.raw("udsTokenizerConfig");
         p.error("udsTokenizerConfig", "is not supported: epp4j cannot speak to the UDS tokenizer"
-            + " sidecar; use vllm.http with a vLLM server's base URL");
+            + " sidecar; use vllm.url with a vLLM server's base URL");
       }
       Parameters v = p.getNested("vllm");
-      String url = v.getString("http", "http://localhost:8000");
+      // llm-d names the server's base URL vllm.url now, vllm.http before
+      String urlField = v.has("url") || !v.has("http") ? "url" : "http";
+      String url = v.getString(urlField, "http://localhost:8000");
+      if (v.has("url") && v.has("http") && !java.util.Objects.equals(url, v.getString("http", null))) {
+        v.error("http", "and url name different servers; give one of them");
+      }
       if (url != null) {
         try {
           VllmTokenizer.tokenizeUri(url);
         } catch (IllegalArgumentException e) {
-          v.error("http", String.valueOf(e.getMessage()));
+          v.error(urlField, String.valueOf(e.getMessage()));
         }
       }
       Duration timeout = v.getDuration("timeout", Duration.ofSeconds(5));
@@ -73,7 +78,7 @@ final class TokenProducer implements Plugin {
         p.error("vllm", e);
       }
       for (String u : v.unreadNames()) {
-        p.error("vllm", "has unknown field '" + u + "'; expected http, timeout, mmTimeout");
+        p.error("vllm", "has unknown field '" + u + "'; expected url (or http), timeout, mmTimeout");
       }
       if (!p.errors().isEmpty()) {
         throw new IllegalArgumentException("token-producer not created");

@@ -116,6 +116,53 @@ class UpstreamConfigCompatibilityTest {
     assertThat(counts(r, completion("hello"), 30)).containsOnlyKeys(id(2));
   }
 
+  /**
+   * Upstream orders plugins by their references before creating them, so a file may list a
+   * plugin before the ones it names; its own P/D sample lists the handler before its decider.
+   */
+  @Test
+  void aTreeListedBeforeTheFiltersItNamesLoadsAndRoutesAsWhenListedAfter() throws Exception {
+    String yaml = java.nio.file.Files.readString(compat("gie-0.5-decision-tree.yaml"));
+    int tree = yaml.indexOf("- type: decision-tree-filter");
+    int picker = yaml.indexOf("- type: random-picker");
+    int plugins = yaml.indexOf("plugins:\n") + "plugins:\n".length();
+    String reordered = yaml.substring(0, plugins) + yaml.substring(tree, picker)
+        + yaml.substring(plugins, tree) + yaml.substring(picker);
+    assertThat(reordered.indexOf("decision-tree-filter"))
+        .isLessThan(reordered.indexOf("- type: low-queue-filter"));
+    Router r = Router.builder().endpoints(pool(3)).configYaml(reordered, "tree-first.yaml")
+        .ticker(now::get).randomSeed(7).build();
+    routers.add(r);
+    metrics(r, id(1), 200, 0.1);
+    metrics(r, id(2), 10, 0.5);
+    metrics(r, id(3), 50, 0.1);
+    assertThat(counts(r, completion("hello"), 30)).containsOnlyKeys(id(2));
+  }
+
+  @Test
+  void twoPluginsThatNameEachOtherAreRefusedNamingTheReference() {
+    String yaml = """
+        plugins:
+        - name: a
+          type: decision-tree-filter
+          parameters: {current: {pluginRef: b}}
+        - name: b
+          type: decision-tree-filter
+          parameters: {current: {pluginRef: a}}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: a
+          - pluginRef: max-score-picker
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(yaml, "cycle.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("(name 'a', type 'decision-tree-filter')")
+        .hasMessageContaining("(or one that refers back to this one): 'b'");
+  }
+
   @Test
   void gie05DecisionTreeOnASaturatedPoolTakesTheFailureBranch() {
     Router r = router("gie-0.5-decision-tree.yaml", pool(3));
@@ -815,5 +862,152 @@ class UpstreamConfigCompatibilityTest {
     assertThat(r.reconfigure(changed, "changed.yaml").errors()).isEmpty();
     // 200 uncached tokens are now far below the threshold: no prefill
     assertThat(PdProfileHandler.prefillEndpoint(r.route(completion(text(9, 800))))).isNull();
+  }
+
+  // -------------------------------------------- llm-d's producers: the index split off the scorer
+
+  @Test
+  void anApproxProducerListedLastIsTheIndexThePdScorersAndDeciderRead() {
+    Router r = router("llmd-router-approx-producer-pd.yaml", pdPool());
+    assertThat(r.config().plugins().get("approx-prefix-cache-producer")).hasToString(
+        "approx-prefix-cache-producer(blockSizeTokens=64)");
+    assertThat(r.config().plugins().get("prefix-cache-scorer")).hasToString(
+        "prefix-cache-scorer(reads approx-prefix-cache-producer(blockSizeTokens=64))");
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("prefixMatchInfoProducerName").contains("has no effect"));
+    // 200 tokens, none cached: at least the decider's 64 uncached, so prefill runs elsewhere
+    String prompt = text(3, 800);
+    RoutingDecision first = r.route(completion(prompt));
+    assertThat(PdProfileHandler.prefillEndpoint(first)).isNotNull();
+    first.onComplete(io.epp4j.api.Usage.NONE);
+    // the producer recorded the decode endpoint: three 64-token blocks there, 8 tokens uncached
+    RoutingDecision second = r.route(completion(prompt));
+    assertThat(second.primary()).isEqualTo(first.primary());
+    assertThat(PdProfileHandler.prefillEndpoint(second)).isNull();
+  }
+
+  @Test
+  void aNamedApproxProducerIsReadByTheScorerAndItsSmallBlockSizeIsRaisedTo64() {
+    Router r = router("llmd-router-approx-producer.yaml", pool(3));
+    assertThat(r.config().plugins().get("approx")).hasToString(
+        "approx-prefix-cache-producer(blockSizeTokens=64)");
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("blockSizeTokens").contains("raised to 64"));
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 0, 0.1);
+    }
+    String prompt = text(4, 1024);
+    String first = r.route(completion(prompt)).primary().id();
+    // two waiting requests there: the prefix (3 x 1) still outweighs the queue (1 x 1)
+    metrics(r, first, 2, 0.1);
+    for (int i = 0; i < 5; i++) {
+      assertThat(r.route(completion(prompt)).primary().id()).isEqualTo(first);
+    }
+    assertThat(r.route(completion(text(5, 1024))).primary().id()).isNotEqualTo(first);
+  }
+
+  @Test
+  void aPreciseProducerIsReadByThePrefixScorerThatNamesIt() {
+    KvBlockIndex index = KvBlockIndex.builder().ticker(now::get).defaultBlockSize(64).build();
+    Router r = Router.builder().endpoints(pool(3)).service(KvBlockIndex.class, index)
+        .configFile(compat("llmd-router-precise-producer.yaml")).ticker(now::get).randomSeed(3)
+        .build();
+    routers.add(r);
+    PrecisePrefixCacheScorer producer =
+        (PrecisePrefixCacheScorer) r.config().plugins().get("precise-prefix-cache-producer");
+    assertThat(producer.tokenizer()).as("lent by token-producer, listed before it")
+        .isSameAs(((TokenProducer) r.config().plugins().get("token-producer")).tokenizer());
+    for (int i = 1; i <= 3; i++) {
+      metrics(r, id(i), 0, 0.1);
+    }
+    int[] prompt = tokens(6, 64 * 4);
+    index.apply(id(2), KvEventBatch.of(0, List.of(KvEvent.BlockStored.of(
+        new long[] {61, 62, 63}, null, Arrays.copyOf(prompt, 64 * 3), 64))));
+    for (int i = 0; i < 3; i++) {
+      assertThat(r.route(tokenRequest(prompt)).primary().id()).isEqualTo(id(2));
+    }
+  }
+
+  @Test
+  void aScorerReadingAProducerRefusesIndexParametersAndANameThatIsNoProducer() {
+    String yaml = """
+        plugins:
+        - type: approx-prefix-cache-producer
+        - type: queue-scorer
+        - type: prefix-cache-scorer
+          parameters: {blockSizeTokens: 32}
+        - name: other
+          type: prefix-cache-scorer
+          parameters: {prefixMatchInfoProducerName: nowhere}
+        - name: third
+          type: prefix-cache-scorer
+          parameters: {prefixMatchInfoProducerName: max-score-picker}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: other
+          - pluginRef: third
+          - pluginRef: max-score-picker
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(yaml, "producers.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("parameter 'blockSizeTokens' cannot be set here")
+        .hasMessageContaining("names no plugin of the file (or one that refers back to this one): 'nowhere'")
+        .hasMessageContaining("which produces no prefix matches");
+  }
+
+  @Test
+  void theTokenProducerTakesTheServersAddressAsVllmUrlOrVllmHttpButNotTwoDifferentOnes() {
+    String yaml = """
+        plugins:
+        - type: token-producer
+          parameters:
+            modelName: m
+            vllm: {url: "http://127.0.0.1:1", http: "http://127.0.0.1:2"}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: max-score-picker
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(1)).configYaml(yaml, "tok.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("name different servers");
+    Router same = Router.builder().endpoints(pool(1))
+        .configYaml(yaml.replace("127.0.0.1:2", "127.0.0.1:1"), "tok.yaml").build();
+    routers.add(same);
+    assertThat(same.config().plugins().get("token-producer")).isInstanceOf(TokenProducer.class);
+  }
+
+  @Test
+  void thePdGuidesAffinityFilterKeepsAPromptOnThePrefillEndpointThatHoldsIt() {
+    List<Endpoint> pool = List.of(
+        Endpoint.of("10.0.1.1", 8000, Map.of(Endpoint.ROLE_LABEL, "prefill")),
+        Endpoint.of("10.0.1.2", 8000, Map.of(Endpoint.ROLE_LABEL, "prefill")),
+        Endpoint.of("10.0.1.3", 8000, Map.of(Endpoint.ROLE_LABEL, "prefill")),
+        Endpoint.of("10.0.2.1", 8000, Map.of(Endpoint.ROLE_LABEL, "decode")));
+    Router r = router("llmd-router-pd-affinity.yaml", pool);
+    assertThat(r.config().warnings()).noneSatisfy(w -> assertThat(w).contains("not used"));
+    Set<String> firstPrefills = new java.util.HashSet<>();
+    for (int p = 0; p < 6; p++) {
+      String prompt = text(20 + p, 2000);
+      RoutingDecision first = r.route(completion(prompt));
+      Endpoint prefill = PdProfileHandler.prefillEndpoint(first);
+      assertThat(prefill).isNotNull();
+      firstPrefills.add(prefill.id());
+      first.onComplete(io.epp4j.api.Usage.NONE);
+      // nothing in flight anywhere: without the filter the three prefill endpoints tie
+      for (int i = 0; i < 4; i++) {
+        RoutingDecision again = r.route(completion(prompt));
+        assertThat(PdProfileHandler.prefillEndpoint(again)).isEqualTo(prefill);
+        again.onComplete(io.epp4j.api.Usage.NONE);
+      }
+    }
+    assertThat(firstPrefills).as("new prompts are not held anywhere: they spread")
+        .hasSizeGreaterThan(1);
   }
 }

@@ -49,4 +49,12 @@ final class CommonParameters {
     }
     return f;
   }
+
+  /**
+   * What a reference to a plugin the configuration did not give says: the file defines no such
+   * plugin, or it does but that plugin refers back (a cycle the loader cannot order).
+   */
+  static String noSuchPlugin(String name) {
+    return "names no plugin of the file (or one that refers back to this one): '" + name + "'";
+  }
 }

@@ -125,7 +125,7 @@ final class DecisionTreeFilter implements Filter {
       if (ref != null) {
         Optional<Plugin> plugin = c.plugin(String.valueOf(ref));
         if (plugin.isEmpty()) {
-          top.error(at + ".pluginRef", "names no plugin defined before this one: '" + ref + "'");
+          top.error(at + ".pluginRef", CommonParameters.noSuchPlugin(String.valueOf(ref)));
           return null;
         }
         if (!(plugin.get() instanceof Filter f)) {

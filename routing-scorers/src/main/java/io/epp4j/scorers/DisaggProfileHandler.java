@@ -134,7 +134,7 @@ final class DisaggProfileHandler implements ProfileHandler {
       String name) {
     Optional<Plugin> plugin = c.plugin(name);
     if (plugin.isEmpty()) {
-      p.error(param, "names no plugin defined before this one: '" + name + "'");
+      p.error(param, CommonParameters.noSuchPlugin(name));
       return null;
     }
     if (!(plugin.get() instanceof PrefillDecider d)) {

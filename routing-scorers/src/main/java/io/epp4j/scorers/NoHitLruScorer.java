@@ -155,7 +155,8 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      for (String prefix : new String[] {"prefixPluginName", "prefixPluginType"}) {
+      for (String prefix : new String[] {"prefixPluginName", "prefixPluginType",
+          "prefixMatchInfoProducerName"}) {
         if (p.has(prefix)) {
           p.notice(prefix, "has no effect: a request is cold when no endpoint has a hit in the"
               + " prefix hits of whichever prefix-cache scorer ran before this one");

@@ -53,6 +53,10 @@ final class PrefixBasedPdDecider implements PrefillDecider {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
+      if (p.has("prefixMatchInfoProducerName")) {
+        p.notice("prefixMatchInfoProducerName", "has no effect: cached tokens come from the"
+            + " prefix hits whichever prefix-cache scorer of the decode profile publishes");
+      }
       return new PrefixBasedPdDecider(p.getInt("nonCachedTokens", 0, 0, Integer.MAX_VALUE));
     }
   }

@@ -66,12 +66,19 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
   public static final int DEFAULT_MAX_PREFIX_BLOCKS = 8192;
   /** Default per-endpoint capacity in blocks when {@code num_gpu_blocks} is unknown. */
   public static final int DEFAULT_LRU_CAPACITY_PER_SERVER = 31_250;
+  /**
+   * The least (and default) block size of an {@code approx-prefix-cache-producer}, as upstream's:
+   * one index entry per block and endpoint, so smaller blocks cost memory.
+   */
+  static final int PRODUCER_MIN_BLOCK_SIZE_TOKENS = 64;
 
   private final BlockHasher hasher;
   private final int blockSizeTokens;
   private final int defaultCapacity;
   private final boolean autoTune;
   private final boolean refreshOnLookup;
+  /** Built as {@code approx-prefix-cache-producer}: a file's prefix-cache-scorer may read it. */
+  private final boolean producer;
   private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
   /** Bumped on every pool change; a {@link Slots} built under another epoch is not used. */
   private final AtomicLong epoch = new AtomicLong();
@@ -86,6 +93,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     this.defaultCapacity = b.lruCapacityPerServer;
     this.autoTune = b.autoTune;
     this.refreshOnLookup = b.refreshOnLookup;
+    this.producer = b.producer;
     this.hasher = new BlockHasher(b.blockSizeTokens, b.maxPrefixBlocksToMatch);
   }
 
@@ -555,9 +563,15 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     return sum;
   }
 
+  /** Whether this index was declared as {@code approx-prefix-cache-producer}. */
+  boolean isProducer() {
+    return producer;
+  }
+
   @Override
   public String toString() {
-    return "prefix-cache-scorer(blockSizeTokens=" + blockSizeTokens + ")";
+    return (producer ? "approx-prefix-cache-producer" : "prefix-cache-scorer")
+        + "(blockSizeTokens=" + blockSizeTokens + ")";
   }
 
   /** Builds a {@link PrefixCacheScorer}; see {@code docs/plugins.md} for the parameters. */
@@ -567,6 +581,7 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     private int lruCapacityPerServer = DEFAULT_LRU_CAPACITY_PER_SERVER;
     private boolean autoTune = true;
     private boolean refreshOnLookup = true;
+    private boolean producer;
 
     private Builder() {}
 
@@ -615,6 +630,12 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       return this;
     }
 
+    /** Marks the index as an {@code approx-prefix-cache-producer} (see its provider). */
+    Builder producer(boolean v) {
+      this.producer = v;
+      return this;
+    }
+
     public PrefixCacheScorer build() {
       return new PrefixCacheScorer(this);
     }
@@ -625,6 +646,57 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
       }
       return v;
     }
+  }
+
+  /** The index parameters a {@code prefix-cache-scorer} and an approximate producer share. */
+  static final List<String> INDEX_PARAMETERS = List.of("blockSizeTokens", "hashBlockSize",
+      "blockSize", "maxPrefixBlocksToMatch", "maxPrefixTokensToMatch", "lruCapacityPerServer",
+      "autoTune", "refreshOnLookup");
+
+  /**
+   * Builds an index from {@link #INDEX_PARAMETERS}, read as a {@code prefix-cache-scorer} reads
+   * them or, with {@code producer}, as llm-d's {@code approx-prefix-cache-producer} does: there
+   * {@code blockSize} is a deprecated name of {@code blockSizeTokens} (GIE's scorer took it in
+   * characters, four a token), 0 means not set for the block size and the block limit, and the
+   * block size is at least 64 tokens.
+   */
+  static Builder index(Parameters p, boolean producer) {
+    int least = producer ? PRODUCER_MIN_BLOCK_SIZE_TOKENS : 1;
+    int block = producer ? PRODUCER_MIN_BLOCK_SIZE_TOKENS : DEFAULT_BLOCK_SIZE_TOKENS;
+    String chars = CommonParameters.alias(p, "hashBlockSize", "blockSize");
+    String blockName = "blockSizeTokens";
+    if (p.has(chars) && !p.has("blockSizeTokens")) {
+      blockName = chars;
+      int given = p.getInt(chars, 64, 1, 4 << 20);
+      block = producer ? Math.min(given, MAX_BLOCK_SIZE_TOKENS) : Math.max(1, given / 4);
+    } else {
+      int given = p.getInt("blockSizeTokens", block, producer ? 0 : 1, MAX_BLOCK_SIZE_TOKENS);
+      block = given == 0 ? block : given;
+    }
+    if (block < least) {
+      p.notice(blockName, "is " + block + " tokens; raised to " + least
+          + ", the least block size upstream's producer hashes by");
+      block = least;
+    }
+    int maxBlocks = p.getInt("maxPrefixBlocksToMatch", DEFAULT_MAX_PREFIX_BLOCKS,
+        producer ? 0 : 1, 1 << 22);
+    if (maxBlocks == 0) {
+      maxBlocks = DEFAULT_MAX_PREFIX_BLOCKS; // the producer's "no limit": this index's longest
+    }
+    // upstream: 0 (its default) leaves maxPrefixBlocksToMatch in force; a positive value
+    // takes precedence over it
+    int maxTokens = p.getInt("maxPrefixTokensToMatch", 0, 0, 1 << 30);
+    if (maxTokens > 0) {
+      maxBlocks = Math.max(1, maxTokens / block);
+    }
+    return builder()
+        .blockSizeTokens(block)
+        .maxPrefixBlocksToMatch(maxBlocks)
+        .lruCapacityPerServer(p.getInt("lruCapacityPerServer",
+            DEFAULT_LRU_CAPACITY_PER_SERVER, 1, EndpointBlocks.MAX_ENTRIES))
+        .autoTune(p.getBoolean("autoTune", true))
+        .refreshOnLookup(p.getBoolean("refreshOnLookup", true))
+        .producer(producer);
   }
 
   /** Provides {@code prefix-cache-scorer}; public only for {@link java.util.ServiceLoader}. */
@@ -641,30 +713,29 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
           return PreciseMode.create(c, p);
         }
       }
-      int block = DEFAULT_BLOCK_SIZE_TOKENS;
-      String chars = CommonParameters.alias(p, "hashBlockSize", "blockSize");
-      if (p.has(chars) && !p.has("blockSizeTokens")) {
-        // upstream sized blocks in characters (4 per token) under both names until
-        // blockSizeTokens replaced them
-        block = Math.max(1, p.getInt(chars, 64, 1, 4 << 20) / 4);
-      } else {
-        block = p.getInt("blockSizeTokens", block, 1, MAX_BLOCK_SIZE_TOKENS);
+      Scorer producer = PrefixMatchScorer.producerOf(c, p);
+      if (producer != null) {
+        return new PrefixMatchScorer(producer);
       }
-      int maxBlocks = p.getInt("maxPrefixBlocksToMatch", DEFAULT_MAX_PREFIX_BLOCKS, 1, 1 << 22);
-      // upstream: 0 (its default) leaves maxPrefixBlocksToMatch in force; a positive value
-      // takes precedence over it
-      int maxTokens = p.getInt("maxPrefixTokensToMatch", 0, 0, 1 << 30);
-      if (maxTokens > 0) {
-        maxBlocks = Math.max(1, maxTokens / block);
-      }
-      return builder()
-          .blockSizeTokens(block)
-          .maxPrefixBlocksToMatch(maxBlocks)
-          .lruCapacityPerServer(p.getInt("lruCapacityPerServer",
-              DEFAULT_LRU_CAPACITY_PER_SERVER, 1, EndpointBlocks.MAX_ENTRIES))
-          .autoTune(p.getBoolean("autoTune", true))
-          .refreshOnLookup(p.getBoolean("refreshOnLookup", true))
-          .build();
+      return index(p, false).build();
+    }
+  }
+
+  /**
+   * Provides {@code approx-prefix-cache-producer}, llm-d's approximate prefix index split out of
+   * its prefix-cache-scorer: the same index as a {@code prefix-cache-scorer}, which the file's
+   * {@code prefix-cache-scorer} then reads (see {@link PrefixMatchScorer}). As upstream's, it
+   * hashes in blocks of at least 64 tokens (default 64). Public only for
+   * {@link java.util.ServiceLoader}.
+   */
+  public static final class ApproxProducerProvider extends AbstractPluginProvider {
+    public ApproxProducerProvider() {
+      super("approx-prefix-cache-producer");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      return index(p, true).build();
     }
   }
 }

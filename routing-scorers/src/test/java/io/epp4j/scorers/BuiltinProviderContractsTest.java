@@ -36,6 +36,68 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class ApproxPrefixCacheProducerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new PrefixCacheScorer.ApproxProducerProvider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("blockSizeTokens", 64, "maxPrefixTokensToMatch", 16384, "autoTune", false);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("blockSizeTokens", Map.of("blockSizeTokens", -1),
+          "lruCapacityPerServer", Map.of("lruCapacityPerServer", 0));
+    }
+  }
+
+  @Nested
+  class InFlightLoadProducerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new InFlightLoadProducer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("addEstimatedOutputTokens", true, "outputRatio", 0.5,
+          "maxEstimatedOutputTokens", 256);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("outputRatio", Map.of("outputRatio", -1.0),
+          "maxEstimatedOutputTokens", Map.of("maxEstimatedOutputTokens", -1));
+    }
+  }
+
+  @Nested
+  class PrefixCacheAffinityFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new PrefixCacheAffinityFilter.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("affinityThreshold", 0.9, "explorationProbability", 0.01,
+          "maxTTFTPenaltyMs", 5000, "peakPrefillThroughput", 20000);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("affinityThreshold", Map.of("affinityThreshold", 1.5),
+          "explorationProbability", Map.of("explorationProbability", 2.0),
+          "maxTTFTPenaltyMs", Map.of("maxTTFTPenaltyMs", -1),
+          "ttftSource", Map.of("ttftSource", "latencyPredictor"),
+          "peakPrefillThroughput", Map.of("peakPrefillThroughput", 0));
+    }
+  }
+
+  @Nested
   class QueueScorerProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {

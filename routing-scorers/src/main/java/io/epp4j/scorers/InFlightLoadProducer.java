@@ -1,0 +1,282 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PoolListener;
+import io.epp4j.api.PrefixHits;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Ticker;
+import io.epp4j.api.Usage;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * {@code inflight-load-producer}, as llm-d's: per endpoint, the requests this router sent there
+ * and has not seen end, and the tokens they still cost it. A request adds its prompt tokens less
+ * those the endpoint was found to hold (the cycle's {@link PrefixHits}, when a prefix scorer or
+ * producer ran), released at its first token, when the prefill is done; with
+ * {@code addEstimatedOutputTokens}, also an estimate of its output,
+ * {@code min(round(prompt × outputRatio), max_tokens, maxEstimatedOutputTokens)}, released when it
+ * ends. {@code prefix-cache-affinity-filter} reads it for its TTFT gate.
+ *
+ * <p>A request the gateway never finishes is forgotten after the router's {@code inFlightMaxAge},
+ * counted from its route or its last {@code onActivity}; an endpoint that leaves the pool is
+ * forgotten with what counted on it. Thread-safe; nothing blocks.
+ */
+final class InFlightLoadProducer implements Plugin, RequestListener, PoolListener {
+  static final double DEFAULT_OUTPUT_RATIO = 1.5;
+
+  private final boolean addEstimatedOutputTokens;
+  private final double outputRatio;
+  private final long maxEstimatedOutputTokens;
+  private final Ticker ticker;
+  private final long maxAgeNanos;
+  private final ConcurrentHashMap<InferenceRequest, Held> held = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, Load> loads = new ConcurrentHashMap<>();
+  private final AtomicLong nextSweep;
+
+  /**
+   * @param maxEstimatedOutputTokens cap of the output estimate; negative: none
+   */
+  InFlightLoadProducer(boolean addEstimatedOutputTokens, double outputRatio,
+      long maxEstimatedOutputTokens, Ticker ticker, long maxAgeNanos) {
+    this.addEstimatedOutputTokens = addEstimatedOutputTokens;
+    this.outputRatio = outputRatio;
+    this.maxEstimatedOutputTokens = maxEstimatedOutputTokens;
+    this.ticker = ticker;
+    this.maxAgeNanos = maxAgeNanos;
+    this.nextSweep = new AtomicLong(ticker.nanos() + maxAgeNanos / 8);
+  }
+
+  /** Tokens in flight on {@code endpointId}: uncached prompts before their first token, estimates. */
+  long tokens(String endpointId) {
+    Load l = loads.get(endpointId);
+    return l == null ? 0 : Math.max(0, l.tokens.get());
+  }
+
+  /** Requests in flight on {@code endpointId}. */
+  long requests(String endpointId) {
+    Load l = loads.get(endpointId);
+    return l == null ? 0 : Math.max(0, l.requests.get());
+  }
+
+  @Override
+  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    long now = ticker.nanos();
+    sweepIfDue(now);
+    String id = decision.primary().id();
+    long prompt = Math.max(0, request.estimatedPromptTokens());
+    PrefixHits hits = state.get(PrefixHits.KEY);
+    long cached = hits == null ? 0 : Math.max(0, hits.cachedTokens(id));
+    long uncached = Math.max(0, prompt - cached);
+    long output = 0;
+    if (addEstimatedOutputTokens) {
+      // estimated from the whole prompt, not the uncached part, as upstream's estimator
+      output = Math.round(prompt * outputRatio);
+      if (request.maxTokens() > 0) {
+        output = Math.min(output, request.maxTokens());
+      }
+      if (maxEstimatedOutputTokens >= 0) {
+        output = Math.min(output, maxEstimatedOutputTokens);
+      }
+    }
+    Held h = new Held(id, uncached, output, now);
+    if (held.putIfAbsent(request, h) == null) {
+      load(id).add(uncached + output, 1);
+    }
+  }
+
+  @Override
+  public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
+    Held h = held.get(request);
+    if (h != null) {
+      h.move(to.id());
+    }
+  }
+
+  @Override
+  public void onActivity(InferenceRequest request, Endpoint endpoint) {
+    Held h = held.get(request);
+    if (h != null) {
+      h.touchedNanos = ticker.nanos();
+    }
+  }
+
+  @Override
+  public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
+    Held h = held.get(request);
+    if (h != null) {
+      h.releasePrompt();
+    }
+  }
+
+  @Override
+  public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+    end(request);
+  }
+
+  @Override
+  public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
+    end(request);
+  }
+
+  @Override
+  public void onEndpointRemoved(Endpoint endpoint) {
+    // requests still held there release into a load nobody reads any more
+    loads.remove(endpoint.id());
+  }
+
+  private void end(InferenceRequest request) {
+    Held h = held.remove(request);
+    if (h != null) {
+      h.releaseAll();
+    }
+  }
+
+  private Load load(String id) {
+    return loads.computeIfAbsent(id, k -> new Load());
+  }
+
+  /** Forgets requests the gateway never finished, at most once per eighth of the maximum age. */
+  private void sweepIfDue(long now) {
+    long due = nextSweep.get();
+    if (now - due < 0 || !nextSweep.compareAndSet(due, now + maxAgeNanos / 8)) {
+      return;
+    }
+    for (var it = held.entrySet().iterator(); it.hasNext(); ) {
+      var e = it.next();
+      if (now - e.getValue().touchedNanos > maxAgeNanos && held.remove(e.getKey(), e.getValue())) {
+        e.getValue().releaseAll();
+      }
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "inflight-load-producer(addEstimatedOutputTokens=" + addEstimatedOutputTokens + ")";
+  }
+
+  /** One endpoint's counters. */
+  private static final class Load {
+    final AtomicLong tokens = new AtomicLong();
+    final AtomicLong requests = new AtomicLong();
+
+    void add(long t, long r) {
+      tokens.addAndGet(t);
+      requests.addAndGet(r);
+    }
+  }
+
+  /** What one request holds, and where; every change under its own lock. */
+  private final class Held {
+    private String endpoint;
+    private long prompt;
+    private long output;
+    private boolean ended;
+    volatile long touchedNanos;
+
+    Held(String endpoint, long prompt, long output, long now) {
+      this.endpoint = endpoint;
+      this.prompt = prompt;
+      this.output = output;
+      this.touchedNanos = now;
+    }
+
+    synchronized void move(String to) {
+      if (ended || to.equals(endpoint)) {
+        return;
+      }
+      take(prompt + output, 1);
+      endpoint = to;
+      load(to).add(prompt + output, 1);
+    }
+
+    synchronized void releasePrompt() {
+      if (!ended && prompt > 0) {
+        take(prompt, 0);
+        prompt = 0;
+      }
+    }
+
+    synchronized void releaseAll() {
+      if (!ended) {
+        ended = true;
+        take(prompt + output, 1);
+        prompt = 0;
+        output = 0;
+      }
+    }
+
+    private void take(long tokens, long requests) {
+      Load l = loads.get(endpoint);
+      if (l != null) {
+        l.add(-tokens, -requests);
+      }
+    }
+  }
+
+  /** The plugin of a file that {@code name} names, or its only in-flight producer; else null. */
+  static @Nullable InFlightLoadProducer find(PluginContext c, Parameters p, String parameter) {
+    if (p.has(parameter)) {
+      String name = java.util.Objects.requireNonNullElse(p.getString(parameter, ""), "");
+      Plugin named = c.plugin(name).orElse(null);
+      if (named == null) {
+        p.error(parameter, CommonParameters.noSuchPlugin(name));
+      } else if (!(named instanceof InFlightLoadProducer l)) {
+        p.error(parameter, "names '" + name + "', " + named + ", not an inflight-load-producer");
+      } else {
+        return l;
+      }
+      return null;
+    }
+    InFlightLoadProducer only = null;
+    for (Plugin earlier : c.earlierPlugins()) {
+      if (earlier instanceof InFlightLoadProducer l) {
+        if (only != null) {
+          p.error(parameter, "is required: the file declares more than one"
+              + " inflight-load-producer");
+          return null;
+        }
+        only = l;
+      }
+    }
+    return only;
+  }
+
+  /** Provides {@code inflight-load-producer}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("inflight-load-producer");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      boolean add = p.getBoolean("addEstimatedOutputTokens", false);
+      double ratio = p.getDouble("outputRatio", DEFAULT_OUTPUT_RATIO, 0.0, 1e6);
+      long cap = -1;
+      if (p.has("maxEstimatedOutputTokens")) {
+        cap = p.getLong("maxEstimatedOutputTokens", -1);
+        if (cap < 0) {
+          p.error("maxEstimatedOutputTokens", "must be >= 0, got " + cap);
+        }
+      }
+      if (p.has("prefixMatchInfoProducerName")) {
+        p.notice("prefixMatchInfoProducerName", "has no effect: the cached tokens come from the"
+            + " prefix hits whichever prefix scorer or producer ran for the request");
+      }
+      if (p.has("syncCrossReplicaState")) {
+        p.notice("syncCrossReplicaState", "has no effect: each router counts the requests it"
+            + " routed itself");
+      }
+      return new InFlightLoadProducer(add, ratio, cap, c.ticker(),
+          Math.max(1, c.inFlightMaxAge().toNanos()));
+    }
+  }
+}
