@@ -171,6 +171,11 @@ public final class PluginRegistry {
   public Result<? extends Plugin> create(String type, PluginContext context, Parameters parameters) {
     PluginProvider p = provider(type);
     if (p == null) {
+      String why = UpstreamOnlyTypes.why(type);
+      if (why != null) {
+        return Result.error("plugin type '" + type + "' is upstream's and not in epp4j: " + why
+            + " (docs/plugins.md, Upstream compatibility)");
+      }
       return Result.error("unknown plugin type '" + type + "'; known types: " + types());
     }
     try {

@@ -41,6 +41,32 @@ class ConfigLoaderTest {
         - pluginRef: picker
       """;
 
+  /**
+   * A type upstream has and epp4j deliberately lacks is refused saying why, not listed among
+   * the known types as if misspelt; a type nobody has still gets the list.
+   */
+  @Test
+  void anUpstreamTypeEpp4jLacksIsRefusedWithTheReason() {
+    Result<RouterConfig> r = loader.load("""
+        plugins:
+        - type: latency-scorer
+        - type: fcfs-ordering-policy
+        - type: no-such-type
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: max-score-picker
+        """, "upstream-only.yaml");
+    assertThat(r.errors()).anySatisfy(e -> assertThat(e)
+        .contains("plugin type 'latency-scorer' is upstream's and not in epp4j")
+        .contains("latency predictor").doesNotContain("known types"));
+    assertThat(r.errors()).anySatisfy(e -> assertThat(e)
+        .contains("'fcfs-ordering-policy'").contains("flow control"));
+    assertThat(r.errors()).anySatisfy(e -> assertThat(e)
+        .contains("unknown plugin type 'no-such-type'; known types:"));
+  }
+
   @Test
   void loadsAnUpstreamStyleFile(@TempDir Path dir) throws Exception {
     Path f = dir.resolve("epp.yaml");
