@@ -7,6 +7,7 @@ import java.io.IOException;
 import java.time.Duration;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import org.springframework.core.io.buffer.DataBuffer;
@@ -30,6 +31,12 @@ import reactor.core.publisher.Flux;
  * <p>The {@code Epp4j} filter creates it and leaves it in the exchange attribute
  * {@link #ATTRIBUTE}; {@link Epp4jResponseTapFilter}, which runs before the gateway writes the
  * response, wraps the response so that the writes pass through {@link #watch}.
+ *
+ * <p>An answer the replica did not serve is no success of the replica's: a request that no
+ * routing filter sent (a filter after the {@code Epp4j} filter answered it, an authorization
+ * check's 401 say) fails its decision whatever its status, and an answer written after the chain
+ * failed (the gateway's own 504 when the replica is too slow) is the gateway's
+ * ({@link #servedByReplica}).
  */
 final class DecisionTap {
   /** Exchange attribute holding the tap of a routed request. */
@@ -39,6 +46,11 @@ final class DecisionTap {
   private final ServerHttpResponse response;
   private static final Duration MIN_RENEWAL = Duration.ofMillis(100);
   private final Duration renewEvery;
+  // whether a routing filter took the request (SCG's GATEWAY_ALREADY_ROUTED_ATTR)
+  private final BooleanSupplier sent;
+  // the chain after the Epp4j filter ended in an error, or was cancelled before its end: an
+  // answer written now is the gateway's (its error page, a circuit breaker's 504)
+  private volatile boolean chainFailed;
   private volatile boolean answered;
   private volatile boolean finished;
   private boolean success;
@@ -50,16 +62,19 @@ final class DecisionTap {
   private @Nullable UsageScanner usage;
 
   DecisionTap(ServerHttpResponse response, RoutingDecision decision) {
-    this(response, decision, Duration.ofMinutes(10));
+    this(response, decision, Duration.ofMinutes(10), () -> true);
   }
 
   /**
    * @param inFlightMaxAge the router's; a websocket session renews its decision every quarter
    *                       of it while it is open ({@link #renewEvery})
+   * @param sent           whether a routing filter has taken the request, towards the replica
    */
-  DecisionTap(ServerHttpResponse response, RoutingDecision decision, Duration inFlightMaxAge) {
+  DecisionTap(ServerHttpResponse response, RoutingDecision decision, Duration inFlightMaxAge,
+      BooleanSupplier sent) {
     this.response = response;
     this.decision = decision;
+    this.sent = sent;
     Duration quarter = inFlightMaxAge.dividedBy(4);
     this.renewEvery = quarter.compareTo(MIN_RENEWAL) < 0 ? MIN_RENEWAL : quarter;
   }
@@ -80,6 +95,24 @@ final class DecisionTap {
   /** Whether any byte of an answer reached this response. */
   boolean answered() {
     return answered;
+  }
+
+  /**
+   * Whether the answer being written is the replica's, which the response's
+   * {@value RoutingDecision#DESTINATION_HEADER} names: a routing filter sent the request and the
+   * chain after the {@code Epp4j} filter did not fail. A websocket upgrade counts once SCG's
+   * websocket routing filter took it, as its 101 is written before the replica's session opens.
+   */
+  boolean servedByReplica() {
+    return sent.getAsBoolean() && !chainFailed;
+  }
+
+  /**
+   * The chain after the {@code Epp4j} filter failed, or was cancelled before its end: whatever
+   * is written now (the gateway's 504, say) is not the replica's answer.
+   */
+  void chainFailed() {
+    chainFailed = true;
   }
 
   /**
@@ -162,7 +195,9 @@ final class DecisionTap {
   private void seen(DataBuffer buffer) {
     if (!answered) {
       HttpStatusCode status = response.getStatusCode();
-      success = replicaFailure == null && (status == null || status.is2xxSuccessful());
+      // a filter after the Epp4j filter answering by itself: no first token of the replica's
+      success = replicaFailure == null && sent.getAsBoolean()
+          && (status == null || status.is2xxSuccessful());
       if (success) {
         MediaType type = response.getHeaders().getContentType();
         usage = new UsageScanner(type == null ? null : type.toString(),
@@ -250,12 +285,25 @@ final class DecisionTap {
     finished();
   }
 
-  /** The answer ended (or the chain ended without one): completion unless the replica failed. */
+  /**
+   * The answer ended (or the chain ended without one): completion, unless the replica failed or
+   * the request never reached it.
+   */
   void finished() {
     if (finished) { // the end of the answer, then the end of the exchange: one report, one parse
       return;
     }
     finished = true;
+    if (!sent.getAsBoolean()) {
+      // a filter after the Epp4j filter answered without sending the request: the endpoint
+      // never received it, so it is not credited with a request served
+      usage = null;
+      HttpStatusCode status = response.getStatusCode();
+      decision.onFailure(new IOException("the request was answered"
+          + (status == null ? "" : " " + status.value())
+          + " by a filter after the Epp4j filter and never sent to the endpoint"));
+      return;
+    }
     HttpStatusCode failure = replicaFailure;
     HttpStatusCode status = failure != null ? failure : response.getStatusCode();
     if (status != null && status.is5xxServerError()) {

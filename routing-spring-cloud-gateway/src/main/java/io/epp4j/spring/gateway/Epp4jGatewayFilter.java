@@ -149,8 +149,12 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
             h.remove(PdProfileHandler.PREFILLER_HEADER);
           }
         }).build();
-    DecisionTap tap = new DecisionTap(exchange.getResponse(), d, router.inFlightMaxAge());
+    DecisionTap tap = new DecisionTap(exchange.getResponse(), d, router.inFlightMaxAge(),
+        () -> ServerWebExchangeUtils.isAlreadyRouted(exchange));
     ServerWebExchange routed = exchange.mutate().request(forwarded).build();
+    if (previous == null) { // once per exchange: it reads the tap of the attempt that answers
+      namesOnlyTheReplicasAnswers(exchange);
+    }
     routed.getAttributes().put(DecisionTap.ATTRIBUTE, tap);
     Mono<Void> sent;
     try {
@@ -174,14 +178,36 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
               "no replica of the decision could be reached");
         })
         .doOnTerminate(() -> ended.set(true))
-        .doOnError(d::onFailure)
+        .doOnError(e -> {
+          tap.chainFailed(); // what the client gets now is the gateway's error, a 504 say
+          d.onFailure(e);
+        })
         // a cancel after the end is no client leaving: SCG's Retry filter cancels the attempt it
         // is done with; the tap reports the answer that is still to be written
         .doOnCancel(() -> {
           if (!ended.get()) {
+            tap.chainFailed(); // a filter in front gave up waiting (a circuit breaker's timeout)
             d.onFailure(new CancellationException("client went away"));
           }
         });
+  }
+
+  /**
+   * Removes {@value RoutingDecision#DESTINATION_HEADER}, set for the replica's answer, from an
+   * answer the replica did not serve, as the response is committed: one a filter after this one
+   * wrote without sending the request (a 401), or the gateway's own error after the chain failed
+   * (its 504 when the replica does not answer within the response timeout). The header would tell
+   * the client that the replica answered.
+   */
+  private static void namesOnlyTheReplicasAnswers(ServerWebExchange exchange) {
+    ServerHttpResponse response = exchange.getResponse();
+    response.beforeCommit(() -> {
+      DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);
+      if (tap != null && !tap.servedByReplica()) {
+        response.getHeaders().remove(RoutingDecision.DESTINATION_HEADER);
+      }
+      return Mono.empty();
+    });
   }
 
   /**

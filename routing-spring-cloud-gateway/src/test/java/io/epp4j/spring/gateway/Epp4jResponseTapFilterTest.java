@@ -125,8 +125,10 @@ class Epp4jResponseTapFilterTest {
           MockServerHttpRequest.post("http://gateway/v1/completions")
               .body("{\"model\":\"m\",\"prompt\":\"hi\"}"));
       exchange.getAttributes().put(GATEWAY_ROUTE_ATTR, route);
-      // the replica answers 503; the gateway's writer would write its body after the chain
+      // the replica answers 503; the gateway's writer would write its body after the chain. The
+      // routing filter that sent the request marks the exchange routed, as SCG's do
       GatewayFilterChain replica = e -> {
+        org.springframework.cloud.gateway.support.ServerWebExchangeUtils.setAlreadyRouted(e);
         e.getResponse().setStatusCode(HttpStatus.SERVICE_UNAVAILABLE);
         return Mono.empty();
       };
