@@ -2,6 +2,7 @@ package io.epp4j.spring.gateway;
 
 import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.CACHED_REQUEST_BODY_ATTR;
 import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.GATEWAY_REQUEST_URL_ATTR;
+import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.GATEWAY_SCHEME_PREFIX_ATTR;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -48,6 +49,10 @@ import reactor.core.publisher.Mono;
  *
  * <p>When the connection to the picked replica fails before any byte of an answer (refused,
  * reset), the request is sent to the decision's next endpoint, in order.
+ *
+ * <p>The route's {@code uri} is never used, whatever its scheme: on a route
+ * {@code lb:ws://service} the gateway's load-balancer filter, which runs after this one, would
+ * otherwise take the request (see {@link #send}).
  */
 final class Epp4jGatewayFilter implements Epp4jRouting {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -222,6 +227,11 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       d.onFallback(target);
     }
     exchange.getAttributes().put(GATEWAY_REQUEST_URL_ATTR, retarget(base, target));
+    // a route uri lb:ws://service leaves the prefix lb noted, which makes the load-balancer
+    // filter (order 10150) take the request whatever its URL says: it would look the picked
+    // endpoint's host up as a service (SCG's NoLoadBalancerClientFilter, without
+    // spring-cloud-loadbalancer, answers 503). The URL names the replica already
+    exchange.getAttributes().remove(GATEWAY_SCHEME_PREFIX_ATTR);
     exchange.getResponse().getHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
     Mono<Void> attempt = chain.filter(exchange);
     if (i + 1 >= endpoints.size()) {
