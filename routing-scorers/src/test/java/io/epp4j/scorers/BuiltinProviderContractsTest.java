@@ -98,6 +98,24 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class ContextLengthAwareProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new ContextLengthAware.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("label", "llm-d.ai/context-length-range", "enableFiltering", true);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("label", Map.of("label", ""));
+    }
+  }
+
+  @Nested
   class QueueScorerProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {
