@@ -263,7 +263,8 @@ public record Policy(String name, @Nullable String yaml, @Nullable Path file, bo
   }
 
   private static final java.util.Set<String> PRECISE_TYPES = java.util.Set.of(
-      "precise-prefix-cache-scorer", "hybrid-prefix-cache-scorer", "kvcache-aware-scorer");
+      "precise-prefix-cache-scorer", "precise-prefix-cache-producer", "hybrid-prefix-cache-scorer",
+      "kvcache-aware-scorer");
 
   /** The block size a precise scorer's parameters name, in any of the upstream places. */
   private static @Nullable Integer preciseBlockSize(Map<?, ?> params) {

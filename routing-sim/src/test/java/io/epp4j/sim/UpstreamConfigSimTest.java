@@ -83,11 +83,40 @@ class UpstreamConfigSimTest {
         - pluginRef: random-picker
       """;
 
-  @Test
-  void aPreciseConfigNamesTheBlockSizeTheSimulatedEnginesPublish(@TempDir Path dir)
+  /** llm-d's current precise shape: the index is a producer the prefix scorer reads by name. */
+  static final String PRECISE_PRODUCER_64 = """
+      apiVersion: llm-d.ai/v1alpha1
+      kind: EndpointPickerConfig
+      plugins:
+      - type: decode-filter
+      - type: precise-prefix-cache-producer
+        parameters:
+          tokenProcessorConfig:
+            blockSize: 64
+          kvEventsConfig:
+            zmqEndpoint: tcp://*:5557
+      - type: prefix-cache-scorer
+        parameters:
+          prefixMatchInfoProducerName: precise-prefix-cache-producer
+      - type: queue-scorer
+      - type: max-score-picker
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: decode-filter
+        - pluginRef: prefix-cache-scorer
+          weight: 2.0
+        - pluginRef: queue-scorer
+          weight: 1.0
+        - pluginRef: max-score-picker
+      """;
+
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"scorer", "producer"})
+  void aPreciseConfigNamesTheBlockSizeTheSimulatedEnginesPublish(String shape, @TempDir Path dir)
       throws Exception {
     Path cfg = dir.resolve("precise-64.yaml");
-    Files.writeString(cfg, PRECISE_64);
+    Files.writeString(cfg, shape.equals("scorer") ? PRECISE_64 : PRECISE_PRODUCER_64);
     Policy p = Policy.fromFile(cfg);
     assertThat(p.kvEvents()).isTrue();
     assertThat(p.blockSize()).isEqualTo(64);
