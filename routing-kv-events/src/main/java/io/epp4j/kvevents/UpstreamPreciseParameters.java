@@ -12,7 +12,7 @@ import org.jspecify.annotations.Nullable;
  * notice that says why it does not apply. Shapes over the versions:
  *
  * <pre>
- * tokenProcessorConfig: {blockSize, hashSeed}                       # newer, top level
+ * tokenProcessorConfig: {blockSizeTokens | blockSize, hashSeed, hashAlgorithm}  # newer, top level
  * indexerConfig:
  *   tokenProcessorConfig: {blockSize, hashSeed}                     # older, nested
  *   kvBlockIndexConfig: {maxPrefixBlocksToMatch, enableMetrics, metricsLoggingInterval,
@@ -34,6 +34,8 @@ import org.jspecify.annotations.Nullable;
 record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer maxPromptBlocks,
     @Nullable Map<String, Object> kvEvents, @Nullable String alsoBind) {
 
+  private static final String TOKEN_PROCESSOR_FIELDS =
+      "blockSizeTokens, blockSize, hashSeed, hashAlgorithm";
   private static final String HASH_SEED_NOTICE = "has no effect: epp4j keys blocks by the token"
       + " IDs the engines report, not by their hashes, so the engines' hash seed does not change"
       + " which blocks match";
@@ -46,9 +48,9 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
     if (p.has("tokenProcessorConfig")) {
       Parameters tp = p.getNested("tokenProcessorConfig");
       blockSize = blockSize(p, tp, "tokenProcessorConfig");
-      blockFrom = "tokenProcessorConfig.blockSize";
+      blockFrom = "tokenProcessorConfig's block size";
       seed(p, tp, "tokenProcessorConfig");
-      unknown(p, tp, "tokenProcessorConfig", "blockSize, hashSeed");
+      unknown(p, tp, "tokenProcessorConfig", TOKEN_PROCESSOR_FIELDS);
     }
     if (p.has("indexerConfig")) {
       Parameters ic = p.getNested("indexerConfig");
@@ -56,13 +58,13 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
         Parameters tp = ic.getNested("tokenProcessorConfig");
         Integer nested = blockSize(p, tp, "indexerConfig.tokenProcessorConfig");
         if (blockSize != null && nested != null && !blockSize.equals(nested)) {
-          p.error("indexerConfig", "tokenProcessorConfig.blockSize " + nested + " differs from "
-              + blockFrom + " " + blockSize);
+          p.error("indexerConfig", "tokenProcessorConfig's block size " + nested + " differs"
+              + " from the top-level " + blockFrom + " " + blockSize);
         } else if (nested != null) {
           blockSize = nested;
         }
         seed(p, tp, "indexerConfig");
-        unknown(p, tp, "indexerConfig.tokenProcessorConfig", "blockSize, hashSeed");
+        unknown(p, tp, "indexerConfig.tokenProcessorConfig", TOKEN_PROCESSOR_FIELDS);
       }
       if (ic.has("kvBlockIndexConfig")) {
         Parameters bi = ic.getNested("kvBlockIndexConfig");
@@ -121,24 +123,48 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
     return new UpstreamPreciseParameters(blockSize, maxBlocks, kvEvents, alsoBind[0]);
   }
 
+  /**
+   * The block size of a {@code tokenProcessorConfig}: {@code blockSizeTokens}, llm-d's current
+   * name, or its deprecated {@code blockSize}; 0 in either means not set. Two that differ are
+   * refused.
+   */
   private static @Nullable Integer blockSize(Parameters p, Parameters tp, String where) {
-    if (!tp.has("blockSize")) {
+    Integer tokens = blockSizeField(p, tp, where, "blockSizeTokens");
+    Integer old = blockSizeField(p, tp, where, "blockSize");
+    if (tokens != null && old != null && !tokens.equals(old)) {
+      String top = where.contains(".") ? where.substring(0, where.indexOf('.')) : where;
+      p.error(top, where + ".blockSizeTokens " + tokens + " differs from its deprecated name "
+          + where + ".blockSize " + old);
+      return null;
+    }
+    return tokens != null ? tokens : old;
+  }
+
+  private static @Nullable Integer blockSizeField(Parameters p, Parameters tp, String where,
+      String field) {
+    if (!tp.has(field)) {
       return null;
     }
     String top = where.contains(".") ? where.substring(0, where.indexOf('.')) : where;
-    int b = tp.getInt("blockSize", 0);
-    if (!tp.errors().isEmpty() || b < 1 || b > 4096) {
-      p.error(top, where + ".blockSize must be an integer in [1, 4096], got '"
-          + tp.raw("blockSize") + "'");
+    int errorsBefore = tp.errors().size();
+    int b = tp.getInt(field, 0);
+    if (tp.errors().size() > errorsBefore || b < 0 || b > 4096) {
+      p.error(top, where + "." + field + " must be an integer in [1, 4096], got '"
+          + tp.raw(field) + "'");
       return null;
     }
-    return b;
+    return b == 0 ? null : b; // llm-d: 0 is "not set", the default
   }
 
   private static void seed(Parameters p, Parameters tp, String param) {
     if (tp.has("hashSeed")) {
       tp.raw("hashSeed");
       p.notice(param, "field hashSeed " + HASH_SEED_NOTICE);
+    }
+    if (tp.has("hashAlgorithm")) {
+      tp.raw("hashAlgorithm");
+      p.notice(param, "field hashAlgorithm has no effect: it chooses how upstream's index keys"
+          + " its blocks internally; epp4j keys them by the engines' token IDs");
     }
   }
 

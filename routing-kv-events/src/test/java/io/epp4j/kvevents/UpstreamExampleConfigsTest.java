@@ -301,7 +301,8 @@ class UpstreamExampleConfigsTest {
       assertThatThrownBy(() -> load(file)).as(file).isInstanceOf(ConfigException.class)
           .satisfies(e -> assertThat(((ConfigException) e).errors())
               .anySatisfy(m -> assertThat(m).contains("names an encode decider"))
-              .anySatisfy(m -> assertThat(m).contains("unknown plugin type 'encode-filter'")));
+              .anySatisfy(m -> assertThat(m).contains("plugin type 'encode-filter' is"
+                  + " upstream's and not in epp4j").contains("multimodal encode")));
     }
   }
 

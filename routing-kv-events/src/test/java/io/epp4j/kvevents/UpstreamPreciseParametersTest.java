@@ -181,4 +181,26 @@ class UpstreamPreciseParametersTest {
         .contains("unknown field 'chunking'"));
     assertThat(p.errors()).anySatisfy(e -> assertThat(e).contains("tokenizersPoolConfig"));
   }
+
+  /** llm-d-kv-cache renamed blockSize to blockSizeTokens and added the hash algorithm. */
+  @Test
+  void blockSizeTokensIsTheBlockSizeAndTheHashAlgorithmIsNoticed() {
+    Parameters p = Parameters.of(Map.of("tokenProcessorConfig",
+        Map.of("blockSizeTokens", 5, "hashAlgorithm", "xxh64")));
+    assertThat(UpstreamPreciseParameters.read(p, false).blockSize()).isEqualTo(5);
+    assertThat(p.errors()).isEmpty();
+    assertThat(p.notices()).anySatisfy(n -> assertThat(n).contains("hashAlgorithm"));
+
+    Parameters zero = Parameters.of(Map.of("tokenProcessorConfig",
+        Map.of("blockSizeTokens", 0, "blockSize", 32)));
+    assertThat(UpstreamPreciseParameters.read(zero, false).blockSize()).as("0 is not set")
+        .isEqualTo(32);
+    assertThat(zero.errors()).isEmpty();
+
+    Parameters both = Parameters.of(Map.of("tokenProcessorConfig",
+        Map.of("blockSizeTokens", 64, "blockSize", 16)));
+    UpstreamPreciseParameters.read(both, false);
+    assertThat(both.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("blockSizeTokens 64").contains("blockSize 16"));
+  }
 }
