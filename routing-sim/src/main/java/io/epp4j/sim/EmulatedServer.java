@@ -1,7 +1,5 @@
 package io.epp4j.sim;
 
-import com.fasterxml.jackson.core.JsonFactory;
-import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -15,6 +13,7 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOutboundHandlerAdapter;
 import io.netty.channel.ChannelOption;
@@ -36,6 +35,7 @@ import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpMessage;
 import io.netty.handler.codec.http.HttpObjectAggregator;
+import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponse;
 import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpServerCodec;
@@ -44,16 +44,17 @@ import io.netty.handler.codec.http.HttpVersion;
 import io.netty.handler.codec.http.LastHttpContent;
 import io.netty.handler.timeout.IdleStateEvent;
 import io.netty.handler.timeout.IdleStateHandler;
+import io.netty.util.ReferenceCountUtil;
 import io.netty.util.concurrent.DefaultThreadFactory;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 import io.netty.util.internal.logging.JdkLoggerFactory;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.net.BindException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Date;
 import java.util.List;
@@ -83,14 +84,8 @@ import org.jspecify.annotations.Nullable;
 final class EmulatedServer implements AutoCloseable {
   /** Output tokens when the request names none (vLLM's default for completions). */
   static final int DEFAULT_MAX_TOKENS = 16;
-  // content after the JSON object is an error, as vLLM's JSON reader makes it; and a string
-  // may be as long as a body may be (Jackson's default bound, 20 million characters, made a
-  // longer text prompt "not valid JSON" where vLLM reads it)
-  private static final ObjectMapper JSON = new ObjectMapper(JsonFactory.builder()
-      .streamReadConstraints(StreamReadConstraints.builder()
-          .maxStringLength(EmulatedServer.MAX_BODY_BYTES).build())
-      .build())
-      .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+  // writes the answers; request bodies are read by RequestBody
+  private static final ObjectMapper JSON = new ObjectMapper();
   private static final String FILLER = " lorem";
   private static final AtomicLong IDS = new AtomicLong();
   /** Largest request body read; a larger one is refused with 413 (vLLM's own server has none). */
@@ -98,6 +93,7 @@ final class EmulatedServer implements AutoCloseable {
   // what a request's queue hears when its client closed the connection; two elements, so that
   // the loops reading tokens (one element each) end on it
   private static final int[] CLIENT_GONE = {-3, 0};
+  private static final byte[] EMPTY = new byte[0];
   /**
    * Requests of one connection read and not yet answered in full at which the server stops
    * reading it, until one is answered: a client that pipelines thousands of requests is held back
@@ -124,6 +120,7 @@ final class EmulatedServer implements AutoCloseable {
   private final ChannelGroup connections;
   private final ExecutorService executor;
   private final @Nullable Tokenizer tokenizer;
+  private final BodyBudget budget;
   private final AtomicLong requestsRead = new AtomicLong();
   private volatile boolean stopping;
   private boolean closed;
@@ -138,6 +135,13 @@ final class EmulatedServer implements AutoCloseable {
         Math.round(Serve.DEFAULT_KEEP_ALIVE_SECONDS * 1e9));
   }
 
+  /** With a body budget of its own, of the default size. */
+  EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
+      @Nullable Tokenizer tokenizer, long keepAliveNanos) {
+    this(cluster, replica, port, loraAdapters, tokenizer, keepAliveNanos,
+        new BodyBudget(BodyBudget.DEFAULT_BYTES));
+  }
+
   /**
    * Binds {@code 127.0.0.1:port}, also serving the LoRA adapters {@code loraAdapters}: as with
    * vLLM's {@code --lora-modules}, a request names one in its {@code model} field.
@@ -146,10 +150,12 @@ final class EmulatedServer implements AutoCloseable {
    * @param keepAliveNanos how long a connection may stay idle (nothing read or written, no
    *     request being answered) before the server closes it, as vLLM's server does after 5 s;
    *     0 to keep it open until the client closes it
+   * @param budget the bytes of request bodies held at once, shared with the other replicas
    * @throws IllegalStateException naming the port when it is taken
    */
   EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
-      @Nullable Tokenizer tokenizer, long keepAliveNanos) {
+      @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget) {
+    this.budget = budget;
     this.loraAdapters = List.copyOf(loraAdapters);
     this.cluster = cluster;
     this.replica = replica;
@@ -181,11 +187,13 @@ final class EmulatedServer implements AutoCloseable {
                   new IdleStateHandler(true, 0, 0, keepAliveNanos, TimeUnit.NANOSECONDS));
             }
             ReadGate gate = new ReadGate();
+            BodyReservation reservation = new BodyReservation(gate);
             ch.pipeline()
                 .addLast(gate)
                 .addLast(new HttpServerCodec(16 * 1024, 64 * 1024, 64 * 1024))
+                .addLast(reservation)
                 .addLast(new BodyLimit())
-                .addLast(new Connection(gate));
+                .addLast(new Connection(gate, reservation));
           }
         });
     try {
@@ -269,15 +277,156 @@ final class EmulatedServer implements AutoCloseable {
    * read ends one body and begins the next, it goes on asking, request after request.
    */
   private static final class ReadGate extends ChannelOutboundHandlerAdapter {
-    // only the I/O thread touches it
-    private boolean paused;
+    // only the I/O thread touches them: too many requests unanswered, a body waiting for the
+    // budget
+    private boolean pipelineFull;
+    private boolean waitingForBudget;
 
     @Override
     public void read(ChannelHandlerContext ctx) {
-      if (!paused) {
+      if (!paused()) {
         ctx.read();
       }
     }
+
+    boolean paused() {
+      return pipelineFull || waitingForBudget;
+    }
+
+    /** Reads the connection again if nothing holds it back any more. */
+    void resumeIfFree(Channel channel) {
+      if (!paused() && !channel.config().isAutoRead()) {
+        channel.config().setAutoRead(true);
+      }
+    }
+  }
+
+  /**
+   * Reserves each request body's bytes in the {@link BodyBudget} before the body is read: its
+   * {@code Content-Length}, or the largest body when it comes in chunks (the surplus is given back
+   * once it has been read). A request that does not fit waits with its connection unread; what
+   * the codec had decoded of the connection meanwhile (one read's worth at most) is held here and
+   * passed on in order once the bytes are granted.
+   */
+  private final class BodyReservation extends ChannelInboundHandlerAdapter
+      implements BodyBudget.Waiter {
+    private final ReadGate gate;
+    private final ArrayDeque<Object> held = new ArrayDeque<>();
+    private @Nullable ChannelHandlerContext context;
+    // the I/O thread's alone: the bytes waited for (0 when not waiting), the reservation of the
+    // request being read and not yet handed to the connection, whether the connection closed
+    private long waitingFor;
+    private long reserved;
+    private boolean inactive;
+
+    BodyReservation(ReadGate gate) {
+      this.gate = gate;
+    }
+
+    @Override
+    public void handlerAdded(ChannelHandlerContext ctx) {
+      context = ctx;
+    }
+
+    /** Hands the reservation of the request just read over to its exchange. */
+    long takeReserved() {
+      long r = reserved;
+      reserved = 0;
+      return r;
+    }
+
+    @Override
+    public void channelRead(ChannelHandlerContext ctx, Object msg) {
+      if (waitingFor > 0) {
+        held.add(msg);
+        return;
+      }
+      pass(ctx, msg);
+    }
+
+    private void pass(ChannelHandlerContext ctx, Object msg) {
+      if (msg instanceof HttpRequest head) {
+        long need = bodyBytes(head);
+        if (need > 0) {
+          waitingFor = need;
+          if (!budget.reserveOrWait(this)) {
+            held.addFirst(msg);
+            gate.waitingForBudget = true;
+            ctx.channel().config().setAutoRead(false);
+            return;
+          }
+          waitingFor = 0;
+          reserved += need;
+        }
+      }
+      ctx.fireChannelRead(msg);
+    }
+
+    @Override
+    public long need() {
+      return waitingFor;
+    }
+
+    @Override
+    public void granted() {
+      ChannelHandlerContext ctx = context;
+      if (ctx != null) {
+        ctx.executor().execute(() -> resume(ctx));
+      }
+    }
+
+    private void resume(ChannelHandlerContext ctx) {
+      long granted = waitingFor;
+      waitingFor = 0;
+      if (inactive) {
+        budget.release(granted);
+        return;
+      }
+      reserved += granted;
+      gate.waitingForBudget = false;
+      ctx.fireChannelRead(held.poll());
+      while (waitingFor == 0 && !held.isEmpty()) {
+        pass(ctx, held.poll());
+      }
+      if (waitingFor == 0) {
+        ctx.fireChannelReadComplete();
+        gate.resumeIfFree(ctx.channel());
+      }
+    }
+
+    @Override
+    public void channelInactive(ChannelHandlerContext ctx) throws Exception {
+      inactive = true;
+      for (Object m; (m = held.poll()) != null; ) {
+        ReferenceCountUtil.release(m);
+      }
+      if (waitingFor > 0 && budget.cancel(this)) {
+        waitingFor = 0;
+      }
+      // a body cut short by the close (one granted and not yet resumed is released then)
+      budget.release(takeReserved());
+      super.channelInactive(ctx);
+    }
+  }
+
+  /**
+   * The bytes a request's body may hold: its Content-Length, the largest body when chunked, 0
+   * without a body or with one over the limit (refused before it is read).
+   */
+  private static long bodyBytes(HttpRequest head) {
+    if (!head.decoderResult().isSuccess()) {
+      return 0;
+    }
+    if (HttpUtil.isTransferEncodingChunked(head)) {
+      return MAX_BODY_BYTES;
+    }
+    long length;
+    try {
+      length = HttpUtil.getContentLength(head, 0L);
+    } catch (NumberFormatException e) {
+      return 0;
+    }
+    return length > MAX_BODY_BYTES || length < 0 ? 0 : length;
   }
 
   /**
@@ -288,19 +437,25 @@ final class EmulatedServer implements AutoCloseable {
    */
   private final class Connection extends SimpleChannelInboundHandler<FullHttpRequest> {
     private final ReadGate gate;
+    private final BodyReservation reservation;
     private CompletableFuture<Void> previous = CompletableFuture.completedFuture(null);
     // requests read and not yet answered in full, and their bodies' bytes; only the I/O thread
     // touches them
     private int unanswered;
     private long unansweredBytes;
 
-    Connection(ReadGate gate) {
+    Connection(ReadGate gate, BodyReservation reservation) {
       this.gate = gate;
+      this.reservation = reservation;
     }
 
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
-      Exchange ex = new Exchange(ctx.channel(), req);
+      Exchange ex = new Exchange(ctx.channel(), req, budget);
+      // the body read is held until it has been parsed; a chunked body's surplus goes back now
+      long reserved = reservation.takeReserved();
+      budget.release(reserved - ex.body.length);
+      ex.reserved = Math.min(reserved, ex.body.length);
       requestsRead.incrementAndGet();
       unanswered++;
       long bodyBytes = ex.body.length;
@@ -308,7 +463,7 @@ final class EmulatedServer implements AutoCloseable {
       if (unanswered >= MAX_PIPELINED || unansweredBytes >= MAX_BODY_BYTES) {
         // the read under way stops after the bytes it holds; none is asked for until one of
         // these is answered
-        gate.paused = true;
+        gate.pipelineFull = true;
         ctx.channel().config().setAutoRead(false);
       }
       // a request that could not be handled (the server is closing) closes its connection;
@@ -316,18 +471,19 @@ final class EmulatedServer implements AutoCloseable {
       previous = previous.thenRunAsync(() -> handle(ex), executor).exceptionally(notHandled -> {
         ctx.close();
         return null;
-      }).whenComplete((done, never) ->
-          // queued behind the answer's writes, which the request's thread handed to this loop
-          // before it returned: the count drops only once they are under way
-          ctx.executor().execute(() -> {
-            unanswered--;
-            unansweredBytes -= bodyBytes;
-            if (unanswered < MAX_PIPELINED && unansweredBytes < MAX_BODY_BYTES
-                && !ctx.channel().config().isAutoRead()) {
-              gate.paused = false;
-              ctx.channel().config().setAutoRead(true);
-            }
-          }));
+      }).whenComplete((done, never) -> {
+        ex.releaseBody();
+        // queued behind the answer's writes, which the request's thread handed to this loop
+        // before it returned: the count drops only once they are under way
+        ctx.executor().execute(() -> {
+          unanswered--;
+          unansweredBytes -= bodyBytes;
+          if (unanswered < MAX_PIPELINED && unansweredBytes < MAX_BODY_BYTES) {
+            gate.pipelineFull = false;
+            gate.resumeIfFree(ctx.channel());
+          }
+        });
+      });
     }
 
     @Override
@@ -390,16 +546,15 @@ final class EmulatedServer implements AutoCloseable {
             error(ex, 405, "MethodNotAllowed", "use POST");
             return;
           }
-          JsonNode body;
+          RequestBody body;
           try {
-            body = JSON.readTree(new ByteArrayInputStream(ex.body));
-          } catch (IOException e) {
-            error(ex, 400, "BadRequestError", "the request body is not valid JSON");
+            body = RequestBody.read(ex.body, vocab());
+          } catch (RequestBody.Malformed e) {
+            error(ex, 400, "BadRequestError", String.valueOf(e.getMessage()));
             return;
-          }
-          if (body == null || !body.isObject()) {
-            error(ex, 400, "BadRequestError", "the request body must be a JSON object");
-            return;
+          } finally {
+            // read: its bytes are no longer held
+            ex.releaseBody();
           }
           if (path.equals("/tokenize")) {
             tokenizeEndpoint(ex, body);
@@ -418,7 +573,7 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   /** The prompt's token IDs, or a message naming what is wrong (never the prompt itself). */
-  private Object promptTokens(JsonNode body, boolean chat) {
+  private Object promptTokens(RequestBody body, boolean chat) {
     Object parsed = parsePrompt(body, chat);
     if (parsed instanceof int[] ids && ids.length == 0) {
       return "the prompt is empty";
@@ -426,82 +581,39 @@ final class EmulatedServer implements AutoCloseable {
     return parsed;
   }
 
-  private Object parsePrompt(JsonNode body, boolean chat) {
+  private Object parsePrompt(RequestBody body, boolean chat) {
     if (chat) {
-      JsonNode messages = body.get("messages");
-      if (messages == null || !messages.isArray() || messages.isEmpty()) {
-        return "field 'messages' must be a non-empty array";
+      Object messages = body.messages();
+      if (messages instanceof String msg) {
+        return msg;
       }
-      List<ChatMessage> chatMessages = new ArrayList<>(messages.size());
-      for (JsonNode m : messages) {
-        JsonNode role = m.get("role");
-        JsonNode content = m.get("content");
-        if (role == null || !role.isTextual()) {
-          return "field 'messages[].role' must be a string";
-        }
-        StringBuilder text = new StringBuilder();
-        if (content != null && content.isTextual()) {
-          text.append(content.asText());
-        } else if (content != null && content.isArray()) {
-          // vLLM hands a template that takes string content the text parts joined with "\n"
-          boolean first = true;
-          for (JsonNode part : content) {
-            if (part.path("text").isTextual()) {
-              if (!first) {
-                text.append('\n');
-              }
-              text.append(part.get("text").asText());
-              first = false;
-            }
-          }
-        } else if (content != null && !content.isNull()) {
-          return "field 'messages[].content' must be a string or an array of parts";
-        }
-        chatMessages.add(new ChatMessage(role.asText(), text.toString()));
-      }
+      @SuppressWarnings("unchecked")
+      List<ChatMessage> chatMessages = (List<ChatMessage>) messages;
       return tokenizeChat(chatMessages);
     }
-    JsonNode prompt = body.get("prompt");
-    if (prompt != null && prompt.isArray() && prompt.size() == 1
-        && (prompt.get(0).isTextual() || prompt.get(0).isArray())) {
-      prompt = prompt.get(0); // a batch of one
-    }
+    RequestBody.Prompt prompt = body.prompt();
     if (prompt == null) {
       return "field 'prompt' is required";
     }
-    if (prompt.isArray() && prompt.size() > 1
-        && (prompt.get(0).isTextual() || prompt.get(0).isArray())) {
-      // vLLM answers a batch with one choice per prompt; like n > 1, not modelled
-      return "field 'prompt' is a batch of " + prompt.size() + " prompts: the emulated replica"
-          + " serves one prompt per request";
+    if (prompt instanceof RequestBody.Text t) {
+      return tokenizeText(t.text());
     }
-    if (prompt.isTextual()) {
-      return tokenizeText(prompt.asText());
+    if (prompt instanceof RequestBody.Ids ids) {
+      return ids.ids();
     }
-    if (prompt.isArray() && !prompt.isEmpty()) {
-      // the model's vocabulary, or the stand-in's own (the filler tokens and `load`'s prompts
-      // are drawn from Qwen3's, whatever the profile), whichever is larger
-      int vocab = Math.max(cluster.profile().vocab(), SyntheticTokens.VOCAB);
-      int[] ids = new int[prompt.size()];
-      for (int i = 0; i < ids.length; i++) {
-        JsonNode t = prompt.get(i);
-        if (!t.canConvertToInt() || !t.isIntegralNumber() || t.asInt() < 0) {
-          return "field 'prompt' must be a string or an array of token IDs (non-negative integers)";
-        }
-        if (t.asInt() >= vocab) {
-          // vLLM refuses an ID beyond its vocabulary before the engine sees it ("Token id N is
-          // out of vocabulary"); the ID is not quoted, as no part of a prompt is
-          return "field 'prompt' holds a token ID out of vocabulary (token IDs are 0 to "
-              + (vocab - 1) + ")";
-        }
-        ids[i] = t.asInt();
-      }
-      return ids;
-    }
-    return "field 'prompt' must be a string or a non-empty array of token IDs";
+    return ((RequestBody.Bad) prompt).message();
   }
 
-  private void complete(Exchange ex, JsonNode body, boolean chat) throws IOException {
+  /**
+   * Token IDs a prompt may hold: the model's vocabulary, or the stand-in's own (`load`'s prompts
+   * are drawn from Qwen3's, whatever the profile), whichever is larger.
+   */
+  private int vocab() {
+    return Math.max(cluster.profile().vocab(), SyntheticTokens.VOCAB);
+  }
+
+  private void complete(Exchange ex, RequestBody request, boolean chat) throws IOException {
+    JsonNode body = request.fields();
     JsonNode modelNode = body.get("model");
     if (modelNode != null && !modelNode.isNull() && !modelNode.isTextual()) {
       // vLLM's request validation refuses it before any model is looked up
@@ -552,7 +664,7 @@ final class EmulatedServer implements AutoCloseable {
               : "a " + nNode.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
       return;
     }
-    Object parsed = promptTokens(body, chat);
+    Object parsed = promptTokens(request, chat);
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
       return;
@@ -860,21 +972,25 @@ final class EmulatedServer implements AutoCloseable {
     return u;
   }
 
-  private void tokenizeEndpoint(Exchange ex, JsonNode body) throws IOException {
-    Object parsed = promptTokens(body, body.has("messages"));
+  private void tokenizeEndpoint(Exchange ex, RequestBody body) throws IOException {
+    Object parsed = promptTokens(body, body.hasMessages());
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
       return;
     }
     int[] ids = (int[]) parsed;
-    ObjectNode root = JSON.createObjectNode();
-    root.put("count", ids.length);
-    root.put("max_model_len", cluster.profile().maxModelLen());
-    ArrayNode tokens = root.putArray("tokens");
-    for (int t : ids) {
-      tokens.add(t);
+    // written as it goes: a tree of the answer was a node per token again
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream(
+        (int) Math.min(32 + 8L * ids.length, 1 << 30));
+    try (com.fasterxml.jackson.core.JsonGenerator g = JSON.createGenerator(bytes)) {
+      g.writeStartObject();
+      g.writeNumberField("count", ids.length);
+      g.writeNumberField("max_model_len", cluster.profile().maxModelLen());
+      g.writeFieldName("tokens");
+      g.writeArray(ids, 0, ids.length);
+      g.writeEndObject();
     }
-    send(ex, 200, "application/json", JSON.writeValueAsString(root));
+    ex.send(response(200, "application/json", bytes.toByteArray()));
   }
 
   /**
@@ -1020,7 +1136,10 @@ final class EmulatedServer implements AutoCloseable {
 
   /** A whole answer with its Content-Length (0 for an empty body). */
   private static FullHttpResponse response(int status, String type, String body) {
-    byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+    return response(status, type, body.getBytes(StandardCharsets.UTF_8));
+  }
+
+  private static FullHttpResponse response(int status, String type, byte[] bytes) {
     FullHttpResponse res = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1,
         HttpResponseStatus.valueOf(status), Unpooled.wrappedBuffer(bytes));
     res.headers().set(HttpHeaderNames.DATE, DateFormatter.format(new Date()));
@@ -1037,19 +1156,35 @@ final class EmulatedServer implements AutoCloseable {
     final Channel channel;
     final String method;
     final String uri;
-    final byte[] body;
+    // the request's body until it has been parsed
+    byte[] body;
+    // the body's bytes reserved in the budget, given back once
+    long reserved;
+    private final BodyBudget budget;
     final boolean malformed;
     final boolean http10;
     boolean keepAlive;
 
-    Exchange(Channel channel, FullHttpRequest req) {
+    Exchange(Channel channel, FullHttpRequest req, BodyBudget budget) {
       this.channel = channel;
+      this.budget = budget;
       this.method = req.method().name();
       this.uri = req.uri();
       this.body = ByteBufUtil.getBytes(req.content());
       this.malformed = !req.decoderResult().isSuccess();
       this.http10 = req.protocolVersion().equals(HttpVersion.HTTP_1_0);
       this.keepAlive = HttpUtil.isKeepAlive(req);
+    }
+
+    /** Drops the body (parsed, or never to be) and gives its bytes back to the budget. */
+    void releaseBody() {
+      long r;
+      synchronized (this) {
+        body = EMPTY;
+        r = reserved;
+        reserved = 0;
+      }
+      budget.release(r);
     }
 
     void send(FullHttpResponse res) {

@@ -70,6 +70,11 @@ final class Serve implements AutoCloseable {
                                wall clock whatever --speed is; vLLM's default (5), 0 to
                                keep idle connections open until the client closes them
                                (a positive value is at least 0.001)
+        --max-held-body-bytes B
+                               bytes of request bodies held at once over every replica and
+                               connection (default 256m, at least 64m; k, m, g suffixes): a
+                               request whose body does not fit waits, its connection unread,
+                               until bodies read before it have been parsed
       """;
 
   /**
@@ -81,12 +86,19 @@ final class Serve implements AutoCloseable {
    *                  0 for as long as its client keeps it
    * @param maxLoras  LoRA adapters one engine step may run (vLLM's {@code --max-loras})
    * @param replayBufferBytes bytes of KV event batches each replica keeps for replay
+   * @param maxHeldBodyBytes bytes of request bodies held at once over every replica and
+   *                  connection; a request that does not fit waits, its connection unread
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
       HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
-      double keepAliveSeconds, int maxLoras, long replayBufferBytes) {
+      double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
+      if (maxHeldBodyBytes < BodyBudget.MIN_BYTES || maxHeldBodyBytes > MAX_REPLAY_BUFFER_BYTES) {
+        throw new IllegalArgumentException("--max-held-body-bytes must be in ["
+            + BodyBudget.MIN_BYTES + " (the largest body, 64m), " + MAX_REPLAY_BUFFER_BYTES
+            + "] bytes, got " + maxHeldBodyBytes);
+      }
       if (replayBufferBytes < 0 || replayBufferBytes > MAX_REPLAY_BUFFER_BYTES) {
         throw new IllegalArgumentException("--kv-events-replay-bytes must be in [0, "
             + MAX_REPLAY_BUFFER_BYTES + "], got " + replayBufferBytes);
@@ -104,6 +116,14 @@ final class Serve implements AutoCloseable {
         throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
             + maxLoras);
       }
+    }
+
+    /** With the default bound of request bodies held at once. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+        double keepAliveSeconds, int maxLoras, long replayBufferBytes) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, keepAliveSeconds, maxLoras, replayBufferBytes, BodyBudget.DEFAULT_BYTES);
     }
 
     /** With the default replay buffer bound. */
@@ -219,6 +239,7 @@ final class Serve implements AutoCloseable {
     if (!o.loraAdapters().isEmpty()) {
       cluster.maxLoras(o.maxLoras());
     }
+    BodyBudget bodies = new BodyBudget(o.maxHeldBodyBytes());
     try {
       for (int i = 0; i < o.replicas(); i++) {
         int httpPort = o.port() + i;
@@ -226,7 +247,7 @@ final class Serve implements AutoCloseable {
         publishers.add(new KvEventPublisher(zmq, topic, o.kvEventsPort() + 2 * i,
             o.kvEventsPort() + 2 * i + 1, o.mapEncoding(), o.replayBufferBytes()));
         servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer,
-            Math.round(o.keepAliveSeconds() * 1e9)));
+            Math.round(o.keepAliveSeconds() * 1e9), bodies));
       }
     } catch (RuntimeException e) {
       close();
@@ -399,7 +420,8 @@ final class Serve implements AutoCloseable {
   /** The options of {@code serve}, each taking a value (the cases of {@link #parse}). */
   static final Set<String> OPTIONS = Set.of("--replicas", "--port", "--kv-events-port",
       "--kv-events-encoding", "--kv-events-replay-bytes", "--speed", "--profile",
-      "--lora-adapters", "--seed", "--tokenizer", "--max-loras", "--keep-alive-timeout");
+      "--lora-adapters", "--seed", "--tokenizer", "--max-loras", "--keep-alive-timeout",
+      "--max-held-body-bytes");
 
   /** Parses the options after {@code serve}; null when help was asked for. */
   static @Nullable Options parse(String[] args) {
@@ -415,6 +437,7 @@ final class Serve implements AutoCloseable {
     double keepAlive = DEFAULT_KEEP_ALIVE_SECONDS;
     Integer maxLoras = null;
     long replayBytes = KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES;
+    long heldBodyBytes = BodyBudget.DEFAULT_BYTES;
     java.util.Map<String, String> given = new java.util.HashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
@@ -508,6 +531,14 @@ final class Serve implements AutoCloseable {
         }
         case "--max-loras" -> maxLoras = intArg(name, v, 1, MAX_LORAS);
         case "--kv-events-replay-bytes" -> replayBytes = byteSize(name, v);
+        case "--max-held-body-bytes" -> {
+          heldBodyBytes = byteSize(name, v);
+          if (heldBodyBytes < BodyBudget.MIN_BYTES) {
+            // the largest body would wait for ever
+            throw new IllegalArgumentException(name + " must be at least 64m (the largest request"
+                + " body), got " + v);
+          }
+        }
         case "--keep-alive-timeout" -> {
           try {
             keepAlive = Double.parseDouble(v);
@@ -536,7 +567,7 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException("--max-loras needs --lora-adapters");
     }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
-        keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes);
+        keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes, heldBodyBytes);
   }
 
   /** A byte count: digits, optionally followed by k, m or g (KiB, MiB, GiB). */

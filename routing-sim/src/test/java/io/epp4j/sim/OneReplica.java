@@ -32,13 +32,21 @@ final class OneReplica implements AutoCloseable {
    * seconds per wall second; returns its HTTP port.
    */
   int start(List<String> loraAdapters, double speed) {
+    return start(base -> new Serve.Options(1, base, base + 1_000, false, speed,
+        HardwareProfile.qwen3H100Mps6(), 1, loraAdapters, null));
+  }
+
+  /**
+   * Starts the replica with the options {@code options} gives for an HTTP port; returns that
+   * port.
+   */
+  int start(java.util.function.IntFunction<Serve.Options> options) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 20; attempt++) {
       // below the kernel's ephemeral range, so no client socket of another process holds them
       int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
       try {
-        serve = new Serve(new Serve.Options(1, base, base + 1_000, false, speed,
-            HardwareProfile.qwen3H100Mps6(), 1, loraAdapters, null));
+        serve = new Serve(options.apply(base));
         return base;
       } catch (IllegalStateException e) {
         last = e;

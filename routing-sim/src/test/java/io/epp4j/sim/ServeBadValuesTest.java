@@ -61,6 +61,8 @@ class ServeBadValuesTest {
       "--kv-events-replay-bytes|1t", "--kv-events-replay-bytes|2000g",
       "--kv-events-replay-bytes|99999999999999999999",
       "--speed|0", "--speed|-1", "--speed|NaN", "--speed|fast",
+      "--max-held-body-bytes|1m", "--max-held-body-bytes|0", "--max-held-body-bytes|x",
+      "--max-held-body-bytes|2000g", "--max-held-body-bytes|''",
       "--profile|no-such-gpu", "--seed|1.5",
       "--lora-adapters|''", "--lora-adapters|a,,b", "--lora-adapters|sql,sql",
       "--lora-adapters|qwen3-1.7b",

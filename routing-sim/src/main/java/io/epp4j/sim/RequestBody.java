@@ -1,0 +1,314 @@
+package io.epp4j.sim;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.epp4j.api.ChatMessage;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The body of an OpenAI completions, chat or {@code /tokenize} request, read with Jackson's
+ * streaming parser. A prompt of token IDs goes straight into an {@code int[]} and the messages of
+ * a chat into their role and text: as a tree, a 64 MiB body of IDs was a {@code JsonNode} per ID,
+ * several hundred MB. The other fields the emulator reads are small and kept as a tree; fields it
+ * does not read are skipped without building anything (vLLM ignores them too).
+ */
+final class RequestBody {
+  /** Top-level fields kept as a tree: the ones the emulator reads, besides prompt and messages. */
+  private static final Set<String> KEPT = Set.of("model", "cache_salt", "stream",
+      "stream_options", "n", "max_tokens", "max_completion_tokens", "return_token_ids");
+  // a string may be as long as a body may be (Jackson's default bound, 20 million characters,
+  // made a longer text prompt "not valid JSON" where vLLM reads it)
+  private static final ObjectMapper JSON = new ObjectMapper(JsonFactory.builder()
+      .streamReadConstraints(StreamReadConstraints.builder()
+          .maxStringLength(EmulatedServer.MAX_BODY_BYTES).build())
+      .build());
+  private static final int CHUNK = 1 << 16;
+
+  /** A body that is not valid JSON, or valid JSON that is not an object. */
+  static final class Malformed extends Exception {
+    Malformed(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  /** What field {@code prompt} held. */
+  sealed interface Prompt permits Ids, Text, Bad {}
+
+  /** Token IDs, each checked: non-negative and within the vocabulary. */
+  record Ids(int[] ids) implements Prompt {}
+
+  /** A text prompt, to be tokenized. */
+  record Text(String text) implements Prompt {}
+
+  /** A prompt that cannot be served, and why (never quoting the prompt). */
+  record Bad(String message) implements Prompt {}
+
+  private final ObjectNode fields;
+  private @Nullable Prompt prompt;
+  private boolean hasMessages;
+  // a List<ChatMessage>, or a String naming what is wrong
+  private @Nullable Object messages;
+
+  private RequestBody(ObjectNode fields) {
+    this.fields = fields;
+  }
+
+  /** The small fields the emulator reads ({@code model}, {@code stream}, ...). */
+  JsonNode fields() {
+    return fields;
+  }
+
+  /** Field {@code prompt}, or null when the body has none. */
+  @Nullable Prompt prompt() {
+    return prompt;
+  }
+
+  /** Whether the body has a field {@code messages}, whatever its value. */
+  boolean hasMessages() {
+    return hasMessages;
+  }
+
+  /**
+   * The chat's messages (an array part's text parts joined with newlines), or a message naming
+   * what is wrong with field {@code messages}.
+   */
+  Object messages() {
+    Object m = messages;
+    return m == null ? "field 'messages' must be a non-empty array" : m;
+  }
+
+  /**
+   * Reads a body.
+   *
+   * @param vocab token IDs at or above it are out of vocabulary
+   * @throws Malformed when the body is not valid JSON or not a JSON object
+   */
+  static RequestBody read(byte[] body, int vocab) throws Malformed {
+    try (JsonParser p = JSON.getFactory().createParser(body)) {
+      JsonToken first = p.nextToken();
+      if (first != JsonToken.START_OBJECT) {
+        if (first != null) {
+          p.skipChildren();
+          if (p.nextToken() != null) {
+            throw new Malformed("the request body is not valid JSON");
+          }
+        }
+        throw new Malformed("the request body must be a JSON object");
+      }
+      RequestBody r = new RequestBody(JSON.createObjectNode());
+      for (JsonToken t = p.nextToken(); t != JsonToken.END_OBJECT; t = p.nextToken()) {
+        String name = p.currentName();
+        p.nextToken();
+        // as in a tree, a field given twice is its last value
+        switch (name) {
+          case "prompt" -> r.prompt = readPrompt(p, vocab);
+          case "messages" -> {
+            r.hasMessages = true;
+            r.messages = readMessages(p);
+          }
+          default -> {
+            if (KEPT.contains(name)) {
+              r.fields.set(name, p.<JsonNode>readValueAsTree());
+            } else {
+              p.skipChildren();
+            }
+          }
+        }
+      }
+      // content after the object is an error, as vLLM's JSON reader makes it
+      if (p.nextToken() != null) {
+        throw new Malformed("the request body is not valid JSON");
+      }
+      return r;
+    } catch (IOException e) {
+      throw new Malformed("the request body is not valid JSON");
+    }
+  }
+
+  /** Field {@code prompt}, the parser on its value. */
+  private static Prompt readPrompt(JsonParser p, int vocab) throws IOException {
+    JsonToken t = p.currentToken();
+    if (t == JsonToken.VALUE_STRING) {
+      return new Text(p.getText());
+    }
+    if (t != JsonToken.START_ARRAY) {
+      p.skipChildren();
+      return new Bad("field 'prompt' must be a string or a non-empty array of token IDs");
+    }
+    JsonToken first = p.nextToken();
+    if (first == JsonToken.END_ARRAY) {
+      return new Bad("field 'prompt' must be a string or a non-empty array of token IDs");
+    }
+    if (first == JsonToken.VALUE_STRING || first == JsonToken.START_ARRAY) {
+      // a batch: of one prompt (served as that prompt), or of several
+      Prompt one;
+      if (first == JsonToken.VALUE_STRING) {
+        one = new Text(p.getText());
+      } else {
+        p.nextToken();
+        one = p.currentToken() == JsonToken.END_ARRAY
+            ? new Bad("field 'prompt' must be a string or a non-empty array of token IDs")
+            : readIds(p, vocab);
+      }
+      int size = 1;
+      while (p.nextToken() != JsonToken.END_ARRAY) {
+        p.skipChildren();
+        size++;
+      }
+      if (size > 1) {
+        // vLLM answers a batch with one choice per prompt; like n > 1, not modelled
+        return new Bad("field 'prompt' is a batch of " + size + " prompts: the emulated replica"
+            + " serves one prompt per request");
+      }
+      return one;
+    }
+    return readIds(p, vocab);
+  }
+
+  /**
+   * Token IDs, the parser on the first element of their array; it ends on the array's end. The
+   * first element that is not a valid ID decides the answer, as when they are checked in order.
+   */
+  private static Prompt readIds(JsonParser p, int vocab) throws IOException {
+    // filled in chunks, then copied once: no array twice the final size while it grows
+    List<int[]> full = new ArrayList<>();
+    int[] chunk = new int[CHUNK];
+    int inChunk = 0;
+    @Nullable String bad = null;
+    for (JsonToken t = p.currentToken(); t != JsonToken.END_ARRAY; t = p.nextToken()) {
+      if (bad != null) {
+        p.skipChildren();
+        continue;
+      }
+      if (t != JsonToken.VALUE_NUMBER_INT || p.getNumberType() != JsonParser.NumberType.INT
+          || p.getIntValue() < 0) {
+        p.skipChildren();
+        bad = "field 'prompt' must be a string or an array of token IDs (non-negative integers)";
+        continue;
+      }
+      int id = p.getIntValue();
+      if (id >= vocab) {
+        // vLLM refuses an ID beyond its vocabulary before the engine sees it ("Token id N is
+        // out of vocabulary"); the ID is not quoted, as no part of a prompt is
+        bad = "field 'prompt' holds a token ID out of vocabulary (token IDs are 0 to "
+            + (vocab - 1) + ")";
+        continue;
+      }
+      if (inChunk == CHUNK) {
+        full.add(chunk);
+        chunk = new int[CHUNK];
+        inChunk = 0;
+      }
+      chunk[inChunk++] = id;
+    }
+    if (bad != null) {
+      return new Bad(bad);
+    }
+    int[] ids = new int[full.size() * CHUNK + inChunk];
+    int at = 0;
+    for (int[] c : full) {
+      System.arraycopy(c, 0, ids, at, CHUNK);
+      at += CHUNK;
+    }
+    System.arraycopy(chunk, 0, ids, at, inChunk);
+    return new Ids(ids);
+  }
+
+  /** Field {@code messages}, the parser on its value: a list of messages or what is wrong. */
+  private static Object readMessages(JsonParser p) throws IOException {
+    if (p.currentToken() != JsonToken.START_ARRAY) {
+      p.skipChildren();
+      return "field 'messages' must be a non-empty array";
+    }
+    List<ChatMessage> list = new ArrayList<>();
+    @Nullable String bad = null;
+    for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken()) {
+      if (bad != null) {
+        p.skipChildren();
+        continue;
+      }
+      @Nullable String role = null;
+      // the text of field content; null while it is not a string, an array or null
+      @Nullable String content = "";
+      if (t == JsonToken.START_OBJECT) {
+        for (JsonToken f = p.nextToken(); f != JsonToken.END_OBJECT; f = p.nextToken()) {
+          String name = p.currentName();
+          JsonToken v = p.nextToken();
+          if (name.equals("role")) {
+            role = v == JsonToken.VALUE_STRING ? p.getText() : null;
+            p.skipChildren();
+          } else if (name.equals("content")) {
+            content = readContent(p);
+          } else {
+            p.skipChildren();
+          }
+        }
+      } else {
+        p.skipChildren();
+      }
+      if (role == null) {
+        bad = "field 'messages[].role' must be a string";
+      } else if (content == null) {
+        bad = "field 'messages[].content' must be a string or an array of parts";
+      } else {
+        list.add(new ChatMessage(role, content));
+      }
+    }
+    if (bad != null) {
+      return bad;
+    }
+    return list.isEmpty() ? "field 'messages' must be a non-empty array" : list;
+  }
+
+  /**
+   * A message's content: a string, or an array of parts whose text parts vLLM hands a template
+   * that takes string content joined with newlines; "" for null; null for anything else.
+   */
+  private static @Nullable String readContent(JsonParser p) throws IOException {
+    JsonToken v = p.currentToken();
+    if (v == JsonToken.VALUE_STRING) {
+      return p.getText();
+    }
+    if (v == JsonToken.VALUE_NULL) {
+      return "";
+    }
+    if (v != JsonToken.START_ARRAY) {
+      p.skipChildren();
+      return null;
+    }
+    StringBuilder text = new StringBuilder();
+    boolean first = true;
+    for (JsonToken part = p.nextToken(); part != JsonToken.END_ARRAY; part = p.nextToken()) {
+      if (part != JsonToken.START_OBJECT) {
+        p.skipChildren();
+        continue;
+      }
+      @Nullable String partText = null;
+      for (JsonToken f = p.nextToken(); f != JsonToken.END_OBJECT; f = p.nextToken()) {
+        String name = p.currentName();
+        JsonToken pv = p.nextToken();
+        if (name.equals("text")) {
+          partText = pv == JsonToken.VALUE_STRING ? p.getText() : null;
+        }
+        p.skipChildren();
+      }
+      if (partText != null) {
+        if (!first) {
+          text.append('\n');
+        }
+        text.append(partText);
+        first = false;
+      }
+    }
+    return text.toString();
+  }
+}
