@@ -24,12 +24,12 @@ public final class EmulatedReplicas implements AutoCloseable {
    * Starts {@code replicas} replicas on the given base ports.
    *
    * @param mapEncoding KV events in msgspec's map encoding instead of vLLM's default array one
-   * @param speed       emulated seconds per wall second
+   * @param speed       emulated seconds per wall second, from 0.001 to 10000
    * @param seed        seed of the filler output tokens
    * @throws IllegalStateException naming a port that is taken (nothing is left running)
-   * @throws IllegalArgumentException when the HTTP ports ({@code httpPort} and the next {@code
-   *     replicas − 1}) and the KV-event ports (two per replica from {@code kvEventsPort}) overlap
-   *     or pass 65535
+   * @throws IllegalArgumentException when {@code speed} is out of its range, or when the HTTP
+   *     ports ({@code httpPort} and the next {@code replicas − 1}) and the KV-event ports (two per
+   *     replica from {@code kvEventsPort}) overlap or pass 65535
    */
   public static EmulatedReplicas start(int replicas, int httpPort, int kvEventsPort,
       boolean mapEncoding, double speed, long seed) {

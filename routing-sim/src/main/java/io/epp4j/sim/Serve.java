@@ -51,7 +51,8 @@ final class Serve implements AutoCloseable {
                                none), besides vLLM's bound of 10,000 batches: the oldest go
                                first, and a replay from a sequence no longer kept starts at
                                the oldest one kept, as vLLM's does
-        --speed X              emulated seconds per wall-clock second (default 1)
+        --speed X              emulated seconds per wall-clock second, 0.001 to 10000
+                               (default 1)
         --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
         --seed S               seed of the filler output tokens (default 1)
         --lora-adapters A,B    LoRA adapter names also served (a request names one in 'model');
@@ -94,6 +95,10 @@ final class Serve implements AutoCloseable {
       double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
+      if (!(speed >= MIN_SPEED && speed <= MAX_SPEED)) {
+        throw new IllegalArgumentException("--speed must be in [" + MIN_SPEED + ", "
+            + (long) MAX_SPEED + "], got " + speed);
+      }
       if (maxHeldBodyBytes < BodyBudget.MIN_BYTES || maxHeldBodyBytes > MAX_REPLAY_BUFFER_BYTES) {
         throw new IllegalArgumentException("--max-held-body-bytes must be in ["
             + BodyBudget.MIN_BYTES + " (the largest body, 64m), " + MAX_REPLAY_BUFFER_BYTES
@@ -172,6 +177,17 @@ final class Serve implements AutoCloseable {
   static final int DEFAULT_MAX_LORAS = 1;
   /** Largest {@code --max-loras}. */
   static final int MAX_LORAS = 1024;
+
+  /**
+   * Smallest {@code --speed}: a thousand wall seconds per emulated second. Slower, a step of
+   * milliseconds would take hours, and far below it wall times overflow.
+   */
+  static final double MIN_SPEED = 0.001;
+  /**
+   * Largest {@code --speed}: an emulated step of 2 ms is then 0.2 µs of wall time, below what the
+   * driver's clock and scheduling can keep to; far above it emulated times overflow.
+   */
+  static final double MAX_SPEED = 10_000;
 
   /** Largest {@code --kv-events-replay-bytes}: 1 TiB. */
   static final long MAX_REPLAY_BUFFER_BYTES = 1L << 40;
@@ -482,8 +498,9 @@ final class Serve implements AutoCloseable {
           } catch (NumberFormatException e) {
             throw new IllegalArgumentException("--speed must be a number, got " + v);
           }
-          if (!(speed > 0) || speed > 10_000) {
-            throw new IllegalArgumentException("--speed must be in (0, 10000], got " + v);
+          if (!(speed >= MIN_SPEED && speed <= MAX_SPEED)) {
+            throw new IllegalArgumentException("--speed must be in [" + MIN_SPEED + ", "
+                + (long) MAX_SPEED + "], got " + v);
           }
         }
         case "--profile" -> {
