@@ -225,6 +225,38 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   /**
+   * Waits, until {@code deadlineNanos} ({@link System#nanoTime()}) at the latest, for the
+   * requests read so far to be answered and for each connection's last answer to be written to
+   * its socket: after {@link EmulatedCluster#close()}, a stream in flight ends with its error
+   * event and {@code data: [DONE]}, and the close that follows must not cut them off (Netty drops
+   * what a channel has not yet written when it closes). A client that reads nothing is waited for
+   * until the deadline only.
+   */
+  void drain(long deadlineNanos) {
+    for (Channel ch : connections) {
+      Connection c = ch.pipeline().get(Connection.class);
+      if (c == null) {
+        continue;
+      }
+      try {
+        c.previous.get(Math.max(0, deadlineNanos - System.nanoTime()), TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+        // not answered in time: the close cuts it off
+        continue;
+      }
+      Exchange last = c.last;
+      ChannelFuture written = last == null ? null : last.lastWrite;
+      if (written != null) {
+        written.awaitUninterruptibly(Math.max(0, deadlineNanos - System.nanoTime()),
+            TimeUnit.NANOSECONDS);
+      }
+    }
+  }
+
+  /**
    * Stops listening and closes every connection (their requests in flight are aborted, as when
    * their clients leave), then stops the server's threads. Alone, this is a crash: a request read
    * meanwhile is served or cut off, never answered 503 (which would tell a gateway not to try
@@ -438,7 +470,9 @@ final class EmulatedServer implements AutoCloseable {
   private final class Connection extends SimpleChannelInboundHandler<FullHttpRequest> {
     private final ReadGate gate;
     private final BodyReservation reservation;
-    private CompletableFuture<Void> previous = CompletableFuture.completedFuture(null);
+    // written by the I/O thread, read by a stop's drain
+    private volatile CompletableFuture<Void> previous = CompletableFuture.completedFuture(null);
+    private volatile @Nullable Exchange last;
     // requests read and not yet answered in full, and their bodies' bytes; only the I/O thread
     // touches them
     private int unanswered;
@@ -452,6 +486,7 @@ final class EmulatedServer implements AutoCloseable {
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, FullHttpRequest req) {
       Exchange ex = new Exchange(ctx.channel(), req, budget);
+      last = ex;
       // the body read is held until it has been parsed; a chunked body's surplus goes back now
       long reserved = reservation.takeReserved();
       budget.release(reserved - ex.body.length);
@@ -1161,6 +1196,8 @@ final class EmulatedServer implements AutoCloseable {
     // the body's bytes reserved in the budget, given back once
     long reserved;
     private final BodyBudget budget;
+    // the answer's last write handed to the I/O thread, for a stop to wait for
+    volatile @Nullable ChannelFuture lastWrite;
     final boolean malformed;
     final boolean http10;
     boolean keepAlive;
@@ -1190,6 +1227,7 @@ final class EmulatedServer implements AutoCloseable {
     void send(FullHttpResponse res) {
       HttpUtil.setKeepAlive(res, keepAlive);
       ChannelFuture written = channel.writeAndFlush(res);
+      lastWrite = written;
       if (!keepAlive) {
         written.addListener(ChannelFutureListener.CLOSE);
       }
@@ -1207,15 +1245,16 @@ final class EmulatedServer implements AutoCloseable {
         HttpUtil.setTransferEncodingChunked(res, true);
       }
       HttpUtil.setKeepAlive(res, keepAlive);
-      channel.writeAndFlush(res);
+      lastWrite = channel.writeAndFlush(res);
     }
 
     void chunk(byte[] bytes) {
-      channel.writeAndFlush(new DefaultHttpContent(Unpooled.wrappedBuffer(bytes)));
+      lastWrite = channel.writeAndFlush(new DefaultHttpContent(Unpooled.wrappedBuffer(bytes)));
     }
 
     void endStream() {
       ChannelFuture written = channel.writeAndFlush(LastHttpContent.EMPTY_LAST_CONTENT);
+      lastWrite = written;
       if (!keepAlive) {
         written.addListener(ChannelFutureListener.CLOSE);
       }

@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
 import org.zeromq.ZContext;
 
@@ -189,6 +190,12 @@ final class Serve implements AutoCloseable {
    */
   static final double MAX_SPEED = 10_000;
 
+  /**
+   * Seconds a stop waits, over every replica, for the answers it ended to reach their sockets: a
+   * client that reads nothing does not hold the stop up longer.
+   */
+  static final long DRAIN_SECONDS = 5;
+
   /** Largest {@code --kv-events-replay-bytes}: 1 TiB. */
   static final long MAX_REPLAY_BUFFER_BYTES = 1L << 40;
 
@@ -326,12 +333,20 @@ final class Serve implements AutoCloseable {
     }
   }
 
-  /** New requests get 503 from now on; in-flight ones are aborted, then everything closes. */
+  /**
+   * New requests get 503 from now on; in-flight ones are aborted (a stream ends with an error
+   * event and {@code data: [DONE]}, written to its socket before the connection closes, for up to
+   * {@link #DRAIN_SECONDS} in all), then everything closes.
+   */
   @Override
   public void close() {
     closing = true;
     stopAccepting();
     cluster.close();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(DRAIN_SECONDS);
+    for (EmulatedServer s : servers) {
+      s.drain(deadline);
+    }
     for (EmulatedServer s : servers) {
       s.close();
     }
