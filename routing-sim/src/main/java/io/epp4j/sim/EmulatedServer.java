@@ -919,10 +919,10 @@ final class EmulatedServer implements AutoCloseable {
       c.putObject("delta").put("role", "assistant").put("content", "");
       c.putNull("logprobs");
       c.putNull("finish_reason");
+      // as vLLM's chunks, written without their unset fields: usage only with
+      // continuous_usage_stats, no "usage": null otherwise
       if (continuousPromptTokens >= 0) {
         first.set("usage", runningUsage(continuousPromptTokens, 0));
-      } else if (includeUsage) {
-        first.putNull("usage");
       }
       event(ex, JSON.writeValueAsString(first));
     }
@@ -949,8 +949,6 @@ final class EmulatedServer implements AutoCloseable {
       }
       if (continuousPromptTokens >= 0) {
         chunk.set("usage", runningUsage(continuousPromptTokens, sent));
-      } else if (includeUsage) {
-        chunk.putNull("usage");
       }
       event(ex, JSON.writeValueAsString(chunk));
     }
