@@ -155,7 +155,9 @@ final class EmulatedCluster implements AutoCloseable {
         return null;
       }
       long id = nextId++;
-      SyntheticTokens.fill(SyntheticTokens.key(id, 0x6f7574L), tokens, prompt.length, maxTokens);
+      // filler output in the model's ordinary vocabulary (Llama's is smaller than Qwen3's)
+      SyntheticTokens.fill(SyntheticTokens.key(id, 0x6f7574L), tokens, prompt.length, maxTokens,
+          hw.ordinaryTokens());
       RequestSpec spec = new RequestSpec("emu-" + id, "", prompt.length, maxTokens,
           () -> tokens, false, "");
       long now = now(); // one instant for arrival and step start, as in the simulation

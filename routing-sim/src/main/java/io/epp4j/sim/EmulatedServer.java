@@ -1265,7 +1265,7 @@ final class EmulatedServer implements AutoCloseable {
    */
   private Object tokenizeText(String text) {
     if (tokenizer == null) {
-      return tokenize(text);
+      return tokenize(text, cluster.profile().ordinaryTokens());
     }
     try {
       return tokenizer.encodePrompt(text);
@@ -1285,7 +1285,7 @@ final class EmulatedServer implements AutoCloseable {
       for (ChatMessage m : messages) {
         text.append(m.role()).append(": ").append(m.content()).append('\n');
       }
-      return tokenize(text.toString());
+      return tokenize(text.toString(), cluster.profile().ordinaryTokens());
     }
     try {
       return tokenizer.encodeChat(messages);
@@ -1314,6 +1314,11 @@ final class EmulatedServer implements AutoCloseable {
    * tokenizer and its counts are not the model's.
    */
   static int[] tokenize(String text) {
+    return tokenize(text, SyntheticTokens.VOCAB);
+  }
+
+  /** The stand-in tokenizer, into a vocabulary of {@code vocab} ordinary tokens. */
+  static int[] tokenize(String text, int vocab) {
     // two passes, the first counting the words, so that the IDs are all that is allocated: a
     // body may hold tens of millions of words, and a boxed ID apiece ran the heap out of memory
     int n = text.length();
@@ -1342,7 +1347,7 @@ final class EmulatedServer implements AutoCloseable {
         i++;
       }
       if (i > start) {
-        ids[k++] = (int) Math.floorMod(ChainedBlockHash.mix(h), (long) SyntheticTokens.VOCAB);
+        ids[k++] = (int) Math.floorMod(ChainedBlockHash.mix(h), (long) vocab);
       }
     }
     return ids;

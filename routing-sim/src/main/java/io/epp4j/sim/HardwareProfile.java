@@ -182,6 +182,17 @@ public record HardwareProfile(
     return Math.max(compute, memory);
   }
 
+  /**
+   * Token IDs of ordinary text in the model's vocabulary, {@code 0} to this less one: the IDs the
+   * emulator's stand-in tokenizer and filler output draw from. {@link #vocab()} counts the rows of
+   * the embedding table, which also hold the special tokens (and padding) after the ordinary ones:
+   * Llama 3.1 has 128,000 ordinary tokens and 256 special ones; Qwen3 151,643 ordinary tokens in
+   * 151,936 rows.
+   */
+  public int ordinaryTokens() {
+    return LLAMA3_1_8B_H100.equals(name) ? 128_000 : Math.min(vocab, SyntheticTokens.VOCAB);
+  }
+
   /** CPU-side time of a step that schedules {@code sequences} requests. */
   double stepOverheadSeconds(int sequences) {
     return stepOverheadSeconds + perSequenceOverheadSeconds * sequences;

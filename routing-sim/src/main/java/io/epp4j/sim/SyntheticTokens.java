@@ -12,14 +12,24 @@ final class SyntheticTokens {
   private SyntheticTokens() {}
 
   static int token(long key, int i) {
+    return token(key, i, VOCAB);
+  }
+
+  /** Token {@code i} of stream {@code key} in a vocabulary of {@code vocab} ordinary tokens. */
+  static int token(long key, int i, int vocab) {
     long h = ChainedBlockHash.mix(key * 0x9E3779B97F4A7C15L + i);
-    return (int) Math.floorMod(h, (long) VOCAB);
+    return (int) Math.floorMod(h, (long) vocab);
   }
 
   /** Fills {@code out[from, from + len)} with tokens {@code 0..len-1} of stream {@code key}. */
   static void fill(long key, int[] out, int from, int len) {
+    fill(key, out, from, len, VOCAB);
+  }
+
+  /** As {@link #fill(long, int[], int, int)}, in a vocabulary of {@code vocab} tokens. */
+  static void fill(long key, int[] out, int from, int len, int vocab) {
     for (int i = 0; i < len; i++) {
-      out[from + i] = token(key, i);
+      out[from + i] = token(key, i, vocab);
     }
   }
 
