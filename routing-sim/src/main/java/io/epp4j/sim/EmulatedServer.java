@@ -378,6 +378,9 @@ final class EmulatedServer implements AutoCloseable {
 
     private void pass(ChannelHandlerContext ctx, Object msg) {
       if (msg instanceof HttpRequest head) {
+        // a reservation still here belongs to a request the aggregator dropped unanswered
+        // (an expectation it refused): a new request means that body is over
+        budget.release(takeReserved());
         long need = bodyBytes(head);
         if (need > 0) {
           waitingFor = need;

@@ -1,0 +1,113 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.epp4j.api.ChatMessage;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** The streaming reader of request bodies: what it makes of prompts, chats and bad JSON. */
+class RequestBodyTest {
+  private static final int VOCAB = 151_643;
+
+  private static RequestBody read(String json) throws RequestBody.Malformed {
+    return RequestBody.read(json.getBytes(StandardCharsets.UTF_8), VOCAB);
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"{\"prompt\":[1,2", "{\"prompt\":[1,2]} x", "{\"prompt\":",
+      "{\"messages\":[{\"role\":\"user\"", "{\"a\":{\"b\":[1,{}]}", "[1,2", "{]"})
+  void invalidJsonIsSaidSo(String json) {
+    assertThatThrownBy(() -> read(json)).isInstanceOf(RequestBody.Malformed.class)
+        .hasMessage("the request body is not valid JSON");
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"", "[1,2]", "\"text\"", "3", "null"})
+  void jsonThatIsNoObjectIsSaidSo(String json) {
+    assertThatThrownBy(() -> read(json)).isInstanceOf(RequestBody.Malformed.class)
+        .hasMessage("the request body must be a JSON object");
+  }
+
+  @Test
+  void tokenIdsBecomeAnArrayAndABatchOfOneIsItsPrompt() throws Exception {
+    assertThat(((RequestBody.Ids) read("{\"prompt\":[1,2,151642]}").prompt()).ids())
+        .containsExactly(1, 2, 151_642);
+    assertThat(((RequestBody.Ids) read("{\"prompt\":[[7,8]]}").prompt()).ids())
+        .containsExactly(7, 8);
+    assertThat(((RequestBody.Text) read("{\"prompt\":[\"hi\"]}").prompt()).text())
+        .isEqualTo("hi");
+    // as in a tree, a field given twice is its last value
+    assertThat(read("{\"prompt\":\"a\",\"prompt\":[3]}").prompt())
+        .isInstanceOf(RequestBody.Ids.class);
+    assertThat(read("{\"model\":\"m\"}").prompt()).isNull();
+  }
+
+  @Test
+  void aLongPromptFillsSeveralChunks() throws Exception {
+    StringBuilder b = new StringBuilder("{\"prompt\":[");
+    int n = 200_000;
+    for (int i = 0; i < n; i++) {
+      b.append(i % 1000).append(i < n - 1 ? "," : "]}");
+    }
+    int[] ids = ((RequestBody.Ids) read(b.toString()).prompt()).ids();
+    assertThat(ids).hasSize(n);
+    for (int i = 0; i < n; i++) {
+      assertThat(ids[i]).isEqualTo(i % 1000);
+    }
+  }
+
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      "[1,\"a\"]|non-negative integers", "[1,-1]|non-negative integers",
+      "[1,2.0]|non-negative integers", "[1,3000000000]|non-negative integers",
+      "[1,{}]|non-negative integers", "[[\"a\"]]|non-negative integers",
+      "[5,151643]|out of vocabulary", "[151643,\"a\"]|out of vocabulary",
+      "[\"a\",\"b\"]|a batch of 2 prompts", "[[1],[2],[3]]|a batch of 3 prompts",
+      "[]|non-empty array", "[[]]|non-empty array", "null|non-empty array", "5|non-empty array"})
+  void aBadPromptIsNamedNotQuoted(String prompt, String expected) throws Exception {
+    RequestBody.Prompt p = read("{\"prompt\":" + prompt + "}").prompt();
+    assertThat(p).isInstanceOf(RequestBody.Bad.class);
+    assertThat(((RequestBody.Bad) p).message()).contains(expected).startsWith("field 'prompt'");
+  }
+
+  @Test
+  void messagesBecomeRolesAndTheirTextPartsJoined() throws Exception {
+    RequestBody r = read("{\"messages\":[{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        + "{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}},{\"text\":\"b\"},7],"
+        + "\"role\":\"user\",\"name\":\"n\"},{\"role\":\"assistant\",\"content\":null},"
+        + "{\"role\":\"system\"}]}");
+    assertThat(r.hasMessages()).isTrue();
+    assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb"),
+        new ChatMessage("assistant", ""), new ChatMessage("system", "")));
+  }
+
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      "[]|field 'messages' must be a non-empty array",
+      "{}|field 'messages' must be a non-empty array",
+      "[{\"role\":1,\"content\":\"x\"}]|field 'messages[].role' must be a string",
+      "[\"hi\"]|field 'messages[].role' must be a string",
+      "[{\"role\":\"user\",\"content\":5}]|field 'messages[].content' must be a string or an"
+          + " array of parts",
+      "[{\"role\":\"user\",\"content\":\"a\"},{\"content\":\"b\"}]|field 'messages[].role'"
+          + " must be a string"})
+  void badMessagesAreNamed(String messages, String expected) throws Exception {
+    assertThat(read("{\"messages\":" + messages + "}").messages()).isEqualTo(expected);
+  }
+
+  @Test
+  void fieldsNotReadAreSkippedAndTheOthersKept() throws Exception {
+    RequestBody r = read("{\"model\":\"m\",\"pad\":{\"a\":[1,2,{\"b\":null}]},\"stream\":true,"
+        + "\"stream_options\":{\"include_usage\":true},\"max_tokens\":4}");
+    assertThat(r.fields().fieldNames()).toIterable()
+        .containsExactly("model", "stream", "stream_options", "max_tokens");
+    assertThat(r.fields().get("stream_options").get("include_usage").asBoolean()).isTrue();
+    assertThat(r.hasMessages()).isFalse();
+  }
+}
