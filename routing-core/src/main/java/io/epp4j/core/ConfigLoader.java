@@ -568,9 +568,9 @@ final class ConfigLoader {
     }
 
     /**
-     * Creates the file's plugins in file order, except that data producers (types named
-     * {@code *-producer}, such as {@code token-producer} or {@code approx-prefix-cache-producer})
-     * come first, and a plugin that refers to one the file defines later (a profile handler
+     * Creates the file's plugins in file order, except that data producers and extractors (types
+     * named {@code *-producer} or {@code *-extractor}, such as {@code token-producer},
+     * {@code approx-prefix-cache-producer} or {@code topology-extractor}) come first, and a plugin that refers to one the file defines later (a profile handler
      * naming its decider, a scorer naming its producer) is created after it, as upstream's loader
      * orders plugins by their references. A reference that stays unresolved (a name the file
      * does not define, a cycle) is reported by the plugin that makes it.
@@ -615,7 +615,8 @@ final class ConfigLoader {
     private boolean isProducer(@Nullable Object node) {
       if (node instanceof Map<?, ?> spec && spec.get("type") instanceof String type) {
         String current = registry.currentName(type);
-        return (current != null ? current : type).endsWith("-producer");
+        String t = current != null ? current : type;
+        return t.endsWith("-producer") || t.endsWith("-extractor");
       }
       return false;
     }

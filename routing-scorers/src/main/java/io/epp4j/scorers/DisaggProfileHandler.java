@@ -44,6 +44,7 @@ final class DisaggProfileHandler implements ProfileHandler {
     if (d != null && decider != null
         && runner.profileNames().contains(PdProfileHandler.PREFILL_PROFILE)
         && decider.disaggregate(request, state, d)) {
+      state.put(PdProfileHandler.PEER_ENDPOINT, d);
       runner.run(PdProfileHandler.PREFILL_PROFILE);
     }
     return decodeName;

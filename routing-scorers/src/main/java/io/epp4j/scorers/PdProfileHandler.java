@@ -33,6 +33,12 @@ public final class PdProfileHandler implements ProfileHandler {
   public static final String DECODE_PROFILE = "decode";
   /** Name of the prefill profile, run when the decode pick lacks enough of the prompt. */
   public static final String PREFILL_PROFILE = "prefill";
+  /**
+   * The decode pick, put in the cycle state before the prefill profile runs, for plugins that
+   * place the prefill near it (upstream's {@code peer-endpoint} request attribute).
+   */
+  static final io.epp4j.api.AttributeKey<Endpoint> PEER_ENDPOINT =
+      io.epp4j.api.AttributeKey.of("epp4j.pd.peer-endpoint", Endpoint.class);
   /** Header that tells a decode server where its prefill ran. */
   public static final String PREFILLER_HEADER = "x-prefiller-host-port";
   static final String DECODE = DECODE_PROFILE;
@@ -62,6 +68,7 @@ public final class PdProfileHandler implements ProfileHandler {
     if (d == null || !runner.profileNames().contains(PREFILL_PROFILE)) {
       return DECODE;
     }
+    state.put(PEER_ENDPOINT, d);
     if (decider != null) {
       if (decider.disaggregate(request, state, d)) {
         runner.run(PREFILL_PROFILE);

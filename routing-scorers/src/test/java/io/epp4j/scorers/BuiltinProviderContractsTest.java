@@ -116,6 +116,45 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class TopologyAffinityFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new Topology.FilterProvider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("minAffinity", "zone");
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("minAffinity", Map.of("minAffinity", "planet"));
+    }
+  }
+
+  @Nested
+  class TopologyExtractorProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new Topology.ExtractorProvider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("hostname", "node", "zone", "z");
+    }
+  }
+
+  @Nested
+  class TopologyAffinityScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new Topology.ScorerProvider();
+    }
+  }
+
+  @Nested
   class QueueScorerProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {
