@@ -40,12 +40,16 @@ import org.jspecify.annotations.Nullable;
 final class PluginReuse {
   private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
 
-  /** How a configuration file declared a plugin, and the instance it got. */
+  /**
+   * How a configuration file declared a plugin, and the instance it got. {@code composite}: its
+   * provider looked through the plugins created before it ({@code earlierPlugins}); {@code
+   * lookups}: the plugins it asked for by name, each with what it got (null: none).
+   */
   record Declared(String type, Map<String, Object> parameters, Plugin instance,
-      Set<String> unreadParameters, boolean composite) {
+      Set<String> unreadParameters, boolean composite, Map<String, @Nullable Plugin> lookups) {
     Declared(String type, Map<String, Object> parameters, Plugin instance,
         Set<String> unreadParameters) {
-      this(type, parameters, instance, unreadParameters, false);
+      this(type, parameters, instance, unreadParameters, false, Map.of());
     }
   }
 
@@ -160,15 +164,28 @@ final class PluginReuse {
       return delegate.priority();
     }
 
+    /** Whether every plugin {@code before} asked for by name is, in this load, what it got. */
+    private static boolean sameLookups(Declared before, PluginContext context) {
+      for (Map.Entry<String, @Nullable Plugin> e : before.lookups().entrySet()) {
+        if (context.plugin(e.getKey()).orElse(null) != e.getValue()) {
+          return false;
+        }
+      }
+      return true;
+    }
+
     @Override
     public Result<? extends Plugin> create(PluginContext context, Parameters parameters) {
       String name = context.pluginName();
       Map<String, Object> params = parametersByName.get(name);
       Declared before = previous.get(name);
-      // a plugin that refers to plugins defined before it is kept only while they all are:
+      // a plugin that refers to other plugins is kept only while they are: one that asked for
+      // plugins by name while every name still gives what it gave (a producer named but absent
+      // stays absent), one that looked through the plugins before it while all of them are kept;
       // otherwise it would go on using an instance the new file replaced
       if (params != null && before != null && before.type().equals(type())
-          && before.parameters().equals(params) && !(before.composite() && createdAnew[0])) {
+          && before.parameters().equals(params) && !(before.composite() && createdAnew[0])
+          && sameLookups(before, context)) {
         Plugin view = closeShielded(before.instance());
         if (view != null) {
           // read what the first load read, so the loader warns about the same unread names
@@ -184,6 +201,7 @@ final class PluginReuse {
       }
       createdAnew[0] = true;
       boolean[] lookedUp = new boolean[1];
+      Map<String, @Nullable Plugin> lookups = new HashMap<>();
       PluginContext recording = new PluginContext() {
         @Override
         public String pluginName() {
@@ -207,8 +225,9 @@ final class PluginReuse {
 
         @Override
         public Optional<Plugin> plugin(String other) {
-          lookedUp[0] = true;
-          return context.plugin(other);
+          Optional<Plugin> found = context.plugin(other);
+          lookups.put(other, found.orElse(null));
+          return found;
         }
 
         @Override
@@ -220,7 +239,8 @@ final class PluginReuse {
       Result<? extends Plugin> r = delegate.create(recording, parameters);
       if (r != null && r.isOk() && params != null) {
         declared.put(name, new Declared(type(), params, r.value(),
-            Set.copyOf(parameters.unreadNames()), lookedUp[0]));
+            Set.copyOf(parameters.unreadNames()), lookedUp[0],
+            java.util.Collections.unmodifiableMap(lookups)));
       }
       return r;
     }

@@ -1010,4 +1010,39 @@ class UpstreamConfigCompatibilityTest {
     assertThat(firstPrefills).as("new prompts are not held anywhere: they spread")
         .hasSizeGreaterThan(1);
   }
+
+  static final String PLAIN_PREFIX = """
+      plugins:
+      - type: queue-scorer
+        parameters: {metricsStalenessMillis: %d}
+      - type: prefix-cache-scorer
+      - type: max-score-picker
+      %s
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: queue-scorer
+        - pluginRef: prefix-cache-scorer
+        - pluginRef: max-score-picker
+      """;
+
+  /**
+   * A prefix scorer asks for a producer by name; one that found none keeps its index through a
+   * reload that changes another plugin, and is built anew to read a producer the reload adds.
+   */
+  @Test
+  void aReloadKeepsAPrefixScorersIndexUnlessItBringsAProducerForIt() {
+    Router r = Router.builder().endpoints(pool(2))
+        .configYaml(PLAIN_PREFIX.formatted(2000, ""), "a.yaml").ticker(now::get).build();
+    routers.add(r);
+    Object index = r.config().plugins().get("prefix-cache-scorer");
+    assertThat(r.reconfigure(PLAIN_PREFIX.formatted(3000, ""), "b.yaml").errors()).isEmpty();
+    assertThat(r.config().plugins().get("queue-scorer")).as("changed").isNotNull();
+    assertThat(r.config().plugins().get("prefix-cache-scorer")).as("kept").isSameAs(index);
+
+    assertThat(r.reconfigure(PLAIN_PREFIX.formatted(3000,
+        "- type: approx-prefix-cache-producer"), "c.yaml").errors()).isEmpty();
+    assertThat(r.config().plugins().get("prefix-cache-scorer")).isNotSameAs(index)
+        .hasToString("prefix-cache-scorer(reads approx-prefix-cache-producer(blockSizeTokens=64))");
+  }
 }

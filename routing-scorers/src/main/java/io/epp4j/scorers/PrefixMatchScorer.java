@@ -7,7 +7,6 @@ import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import io.epp4j.api.Scorer;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import org.jspecify.annotations.Nullable;
@@ -48,7 +47,7 @@ final class PrefixMatchScorer implements Scorer {
     if (producer != null) {
       String source = p.has(PRODUCER_PARAMETER)
           ? "'" + p.getString(PRODUCER_PARAMETER, "") + "'"
-          : "the file's approx-prefix-cache-producer";
+          : "the file's " + DEFAULT_PRODUCER;
       for (String index : PrefixCacheScorer.INDEX_PARAMETERS) {
         if (p.has(index)) {
           p.error(index, "cannot be set here: this scorer reads " + source
@@ -61,9 +60,9 @@ final class PrefixMatchScorer implements Scorer {
 
   /**
    * The prefix-match producer a plugin declared by {@code c} and {@code p} reads: the plugin
-   * {@code prefixMatchInfoProducerName} names, else the file's {@code approx-prefix-cache-producer}
-   * (the one of that name, or the only one); {@code null} when there is none or after recording
-   * why the one named cannot be.
+   * {@code prefixMatchInfoProducerName} names, else the file's approximate producer named
+   * {@code approx-prefix-cache-producer} (upstream's default producer, which a name left out
+   * refers to); {@code null} when there is none or after recording why the one named cannot be.
    */
   static @Nullable Scorer fileProducer(PluginContext c, Parameters p) {
     if (p.has(PRODUCER_PARAMETER)) {
@@ -81,22 +80,12 @@ final class PrefixMatchScorer implements Scorer {
       }
       return s;
     }
+    // by name only, as upstream: a producer named otherwise is read by the plugins that name it
     Optional<Plugin> named = c.plugin(DEFAULT_PRODUCER);
     if (named.isPresent() && named.get() instanceof PrefixCacheScorer s && s.isProducer()) {
       return s;
     }
-    List<PrefixCacheScorer> producers = new ArrayList<>();
-    for (Plugin earlier : c.earlierPlugins()) {
-      if (earlier instanceof PrefixCacheScorer s && s.isProducer()) {
-        producers.add(s);
-      }
-    }
-    if (producers.size() > 1) {
-      p.error(PRODUCER_PARAMETER, "is required: the file declares " + producers.size()
-          + " approx-prefix-cache-producers and none is named '" + DEFAULT_PRODUCER + "'");
-      return null;
-    }
-    return producers.isEmpty() ? null : producers.get(0);
+    return null;
   }
 
   @Override
