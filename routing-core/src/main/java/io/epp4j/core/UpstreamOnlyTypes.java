@@ -42,6 +42,9 @@ final class UpstreamOnlyTypes {
         + " upstream's syncer", "cross-replica-publisher", "local-syncer");
     why("epp4j scrapes the model servers' /metrics only", "dcgm-data-source", "dcgm-extractor",
         "models-data-source", "models-data-extractor");
+    why("it holds each request for a batch window to place requests that share a prompt"
+        + " together; epp4j's router decides each request when it comes, without waiting",
+        "burst-prefix-cache-producer");
     why("it reports expressions over the answer's usage to Envoy; epp4j's Envoy server reports"
         + " the served endpoint only", "request-attribute-reporter");
   }
