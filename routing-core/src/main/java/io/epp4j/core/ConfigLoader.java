@@ -346,6 +346,8 @@ final class ConfigLoader {
     private final Map<String, Integer> definedAt = new HashMap<>();
     /** The name of every plugin the file lists, created or not. */
     private final Set<String> fileNames = new HashSet<>();
+    /** The names of the data producers and extractors created. */
+    private final Set<String> producers = new HashSet<>();
     private final List<SchedulingProfile> profiles = new ArrayList<>();
     private boolean danglingReported;
     /** Former type names already reported in this file, so each is noticed once. */
@@ -710,6 +712,9 @@ final class ConfigLoader {
         warnings.add(where + ": parameter " + quote(unread) + " is not used by epp4j");
       }
       plugins.put(name, created.value());
+      if (isProducer(node)) {
+        producers.add(name);
+      }
       return true;
     }
 
@@ -734,9 +739,14 @@ final class ConfigLoader {
     private void defaultProfile() {
       SchedulingProfile.Builder b = SchedulingProfile.builder("default");
       String pickerRef = null;
-      for (String name : plugins.keySet()) {
+      // in file order (producers were created first), producers left out: they are no filter,
+      // scorer or picker upstream
+      List<String> names = new ArrayList<>(plugins.keySet());
+      names.sort(java.util.Comparator.comparing(n -> definedAt.getOrDefault(n, Integer.MAX_VALUE)));
+      for (String name : names) {
         Plugin p = plugins.get(name);
-        if (p instanceof Filter || p instanceof Scorer || p instanceof Picker) {
+        if (!producers.contains(name)
+            && (p instanceof Filter || p instanceof Scorer || p instanceof Picker)) {
           pickerRef = addRef(b, source + ": schedulingProfiles (none given; profile 'default' runs"
               + " every filter, scorer and picker): plugins[" + name + "]",
               Map.of("pluginRef", name), pickerRef);
@@ -851,6 +861,13 @@ final class ConfigLoader {
           danglingReported = true;
         }
         return pickerRef; // otherwise the plugin failed to load: already reported
+      }
+      if (producers.contains(refName)) {
+        // a producer prepares data for the plugins that read it; upstream's profile passes over
+        // it (an approximate or precise producer is a scorer here, and would score twice)
+        warnings.add(refWhere + ": plugin is a data producer, not a filter, scorer or picker; it"
+            + " plays no part in the profile (as upstream, which passes over it)");
+        return pickerRef;
       }
       boolean used = false;
       if (plugin instanceof Filter f) {

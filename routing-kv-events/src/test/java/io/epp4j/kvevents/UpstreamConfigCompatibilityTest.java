@@ -1045,4 +1045,41 @@ class UpstreamConfigCompatibilityTest {
     assertThat(r.config().plugins().get("prefix-cache-scorer")).isNotSameAs(index)
         .hasToString("prefix-cache-scorer(reads approx-prefix-cache-producer(blockSizeTokens=64))");
   }
+
+  /**
+   * Upstream's producers are no scorers: a default profile leaves them out, and a profile that
+   * names one passes over it.
+   */
+  @Test
+  void aProducerIsNeverAScorerOfAProfile() {
+    Router implied = Router.builder().endpoints(pool(2)).configYaml("""
+        plugins:
+        - type: prefix-cache-scorer
+        - type: approx-prefix-cache-producer
+        - type: max-score-picker
+        """, "implied.yaml").build();
+    routers.add(implied);
+    assertThat(implied.config().profiles().get("default").scorers())
+        .extracting(io.epp4j.core.SchedulingProfile.WeightedScorer::name)
+        .containsExactly("prefix-cache-scorer");
+
+    Router named = Router.builder().endpoints(pool(2)).configYaml("""
+        plugins:
+        - type: approx-prefix-cache-producer
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: approx-prefix-cache-producer
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """, "named.yaml").build();
+    routers.add(named);
+    assertThat(named.config().profiles().get("default").scorers())
+        .extracting(io.epp4j.core.SchedulingProfile.WeightedScorer::name)
+        .containsExactly("prefix-cache-scorer");
+    assertThat(named.config().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("pluginRef 'approx-prefix-cache-producer'").contains("data producer"));
+  }
 }
