@@ -52,8 +52,40 @@ public class PolicyRouteBenchmark {
   private static final int BLOCKS_PER_ENDPOINT = 20_000;
   private static final long ENGINE_SEED = 0x5eed;
 
-  @Param({"epp-approximate", "epp-precise", "epp-precise-hybrid", "epp4j"})
+  /**
+   * The presets, and {@code llmd-affinity}: llm-d's current shape ({@link #LLMD_AFFINITY}), whose
+   * prefix index is a producer that the affinity filter asks before the prefix scorer does.
+   */
+  @Param({"epp-approximate", "epp-precise", "epp-precise-hybrid", "epp4j", "llmd-affinity"})
   public String policy;
+
+  /**
+   * llm-d's current aggregated shape: the approximate producer (its block size raised to 64, as
+   * upstream's), the in-flight producer, the affinity filter over both, then the prefix scorer
+   * reading the producer, the queue and KV-usage scorers.
+   */
+  static final String LLMD_AFFINITY = """
+      plugins:
+      - type: approx-prefix-cache-producer
+        parameters: {lruCapacityPerServer: 40000}
+      - type: inflight-load-producer
+      - type: prefix-cache-affinity-filter
+      - type: prefix-cache-scorer
+      - type: queue-scorer
+      - type: kv-cache-utilization-scorer
+      - type: max-score-picker
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: prefix-cache-affinity-filter
+        - pluginRef: prefix-cache-scorer
+          weight: 3
+        - pluginRef: queue-scorer
+          weight: 2
+        - pluginRef: kv-cache-utilization-scorer
+          weight: 2
+        - pluginRef: max-score-picker
+      """;
 
   @Param({"8", "64"})
   public int endpoints;
@@ -90,6 +122,7 @@ public class PolicyRouteBenchmark {
     switch (policy) {
       case "epp-approximate" -> { } // the router's default profile
       case "epp4j" -> b.configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME);
+      case "llmd-affinity" -> b.configYaml(LLMD_AFFINITY, policy);
       default -> b.configYaml(KvEventsPresets.yaml(policy), policy);
     }
     router = b.build();
