@@ -5,6 +5,7 @@ import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import java.time.Duration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * {@code token-producer} (llm-d; formerly {@code tokenizer}): tokenizes prompts for the plugins
@@ -18,24 +19,28 @@ import java.time.Duration;
  * tokenize images.
  */
 final class TokenProducer implements Plugin {
-  private final Tokenizer tokenizer;
+  /** Null for llm-d's {@code estimate} backend: no tokenizer is lent. */
+  private final @Nullable Tokenizer tokenizer;
 
-  TokenProducer(Tokenizer tokenizer) {
+  TokenProducer(@Nullable Tokenizer tokenizer) {
     this.tokenizer = tokenizer;
   }
 
-  Tokenizer tokenizer() {
+  @Nullable Tokenizer tokenizer() {
     return tokenizer;
   }
 
   @Override
   public void close() {
-    tokenizer.close();
+    Tokenizer t = tokenizer;
+    if (t != null) {
+      t.close();
+    }
   }
 
   @Override
   public String toString() {
-    return "token-producer";
+    return tokenizer == null ? "token-producer(estimate)" : "token-producer";
   }
 
   /** Provides {@code token-producer}; public only for {@link java.util.ServiceLoader}. */
@@ -46,6 +51,18 @@ final class TokenProducer implements Plugin {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
+      if (!p.has("vllm") && !p.has("modelName") && !p.has("udsTokenizerConfig")) {
+        // llm-d's default backend, "estimate": token boundaries guessed from the bytes
+        if (p.has("estimate")) {
+          p.raw("estimate");
+          p.notice("estimate", "has no effect: its settings size images and video, and epp4j"
+              + " routes text and token prompts");
+        }
+        p.notice("estimate", "(the backend without vllm or modelName) lends no tokenizer:"
+            + " epp4j's approximate prefix plugins read the prompt's text themselves, and the"
+            + " precise ones need the engine's own token IDs (give vllm.url and modelName)");
+        return new TokenProducer(null);
+      }
       String model = p.getString("modelName", null);
       if (model == null || model.isBlank()) {
         p.error("modelName", "is required: the model whose tokenizer the server applies");

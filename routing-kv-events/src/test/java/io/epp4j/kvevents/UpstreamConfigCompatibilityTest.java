@@ -1082,4 +1082,28 @@ class UpstreamConfigCompatibilityTest {
     assertThat(named.config().warnings()).anySatisfy(w -> assertThat(w)
         .contains("pluginRef 'approx-prefix-cache-producer'").contains("data producer"));
   }
+
+  /** llm-d's default token producer, the estimate backend, lends no tokenizer and says so. */
+  @Test
+  void theEstimateTokenProducerLoadsAndLendsNoTokenizer() {
+    Router r = Router.builder().endpoints(pool(2)).configYaml("""
+        plugins:
+        - type: token-producer
+          parameters:
+            estimate: {image: {mode: static, static: {staticToken: 256}}}
+        - type: approx-prefix-cache-producer
+        - type: prefix-cache-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """, "estimate.yaml").build();
+    routers.add(r);
+    assertThat(((TokenProducer) r.config().plugins().get("token-producer")).tokenizer()).isNull();
+    assertThat(r.config().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("lends no tokenizer").contains("vllm.url"));
+    assertThat(r.route(completion(text(1, 400))).isRouted()).isTrue();
+  }
 }
