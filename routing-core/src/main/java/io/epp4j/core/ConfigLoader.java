@@ -572,10 +572,11 @@ final class ConfigLoader {
     /**
      * Creates the file's plugins in file order, except that data producers and extractors (types
      * named {@code *-producer} or {@code *-extractor}, such as {@code token-producer},
-     * {@code approx-prefix-cache-producer} or {@code topology-extractor}) come first, and a plugin that refers to one the file defines later (a profile handler
-     * naming its decider, a scorer naming its producer) is created after it, as upstream's loader
-     * orders plugins by their references. A reference that stays unresolved (a name the file
-     * does not define, a cycle) is reported by the plugin that makes it.
+     * {@code approx-prefix-cache-producer} or {@code topology-extractor}) come first, and a
+     * plugin that refers to one the file defines later (a profile handler naming its decider, a
+     * scorer naming its producer) is created after it, as upstream's loader orders plugins by
+     * their references. A reference that stays unresolved (a name the file does not define, a
+     * cycle) is reported by the plugin that makes it.
      */
     void createPlugins(@Nullable Object pluginsNode) {
       List<?> pluginList = asList(pluginsNode, source + ": field 'plugins'", errors);
@@ -742,7 +743,8 @@ final class ConfigLoader {
       // in file order (producers were created first), producers left out: they are no filter,
       // scorer or picker upstream
       List<String> names = new ArrayList<>(plugins.keySet());
-      names.sort(java.util.Comparator.comparing(n -> definedAt.getOrDefault(n, Integer.MAX_VALUE)));
+      names.sort(java.util.Comparator.comparing(
+          n -> definedAt.getOrDefault(n, Integer.MAX_VALUE)));
       for (String name : names) {
         Plugin p = plugins.get(name);
         if (!producers.contains(name)

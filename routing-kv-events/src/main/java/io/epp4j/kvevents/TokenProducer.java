@@ -76,7 +76,8 @@ final class TokenProducer implements Plugin {
       // llm-d names the server's base URL vllm.url now, vllm.http before
       String urlField = v.has("url") || !v.has("http") ? "url" : "http";
       String url = v.getString(urlField, "http://localhost:8000");
-      if (v.has("url") && v.has("http") && !java.util.Objects.equals(url, v.getString("http", null))) {
+      if (v.has("url") && v.has("http")
+          && !java.util.Objects.equals(url, v.getString("http", null))) {
         v.error("http", "and url name different servers; give one of them");
       }
       if (url != null) {
@@ -95,7 +96,8 @@ final class TokenProducer implements Plugin {
         p.error("vllm", e);
       }
       for (String u : v.unreadNames()) {
-        p.error("vllm", "has unknown field '" + u + "'; expected url (or http), timeout, mmTimeout");
+        p.error("vllm", "has unknown field '" + u + "'; expected url (or http), timeout,"
+            + " mmTimeout");
       }
       if (!p.errors().isEmpty()) {
         throw new IllegalArgumentException("token-producer not created");

@@ -55,7 +55,7 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     this.nextSweep = new AtomicLong(ticker.nanos() + maxAgeNanos / 8);
   }
 
-  /** Tokens in flight on {@code endpointId}: uncached prompts before their first token, estimates. */
+  /** Tokens in flight on {@code endpointId}: uncached prompts not yet prefilled, estimates. */
   long tokens(String endpointId) {
     Load l = loads.get(endpointId);
     return l == null ? 0 : Math.max(0, l.tokens.get());

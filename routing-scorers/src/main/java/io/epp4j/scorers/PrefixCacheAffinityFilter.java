@@ -206,7 +206,7 @@ final class PrefixCacheAffinityFilter implements Filter, RequestListener, PoolLi
     return "prefix-cache-affinity-filter(affinityThreshold=" + affinityThreshold + ")";
   }
 
-  /** Provides {@code prefix-cache-affinity-filter}; public only for {@link java.util.ServiceLoader}. */
+  /** Provides {@code prefix-cache-affinity-filter}; public only for ServiceLoader. */
   public static final class Provider extends AbstractPluginProvider {
     public Provider() {
       super("prefix-cache-affinity-filter");
