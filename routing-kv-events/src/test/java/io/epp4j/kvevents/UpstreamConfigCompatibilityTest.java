@@ -1036,8 +1036,10 @@ class UpstreamConfigCompatibilityTest {
         .configYaml(PLAIN_PREFIX.formatted(2000, ""), "a.yaml").ticker(now::get).build();
     routers.add(r);
     Object index = r.config().plugins().get("prefix-cache-scorer");
+    Object queue = r.config().plugins().get("queue-scorer");
     assertThat(r.reconfigure(PLAIN_PREFIX.formatted(3000, ""), "b.yaml").errors()).isEmpty();
-    assertThat(r.config().plugins().get("queue-scorer")).as("changed").isNotNull();
+    assertThat(r.config().plugins().get("queue-scorer")).as("changed: built anew")
+        .isNotSameAs(queue);
     assertThat(r.config().plugins().get("prefix-cache-scorer")).as("kept").isSameAs(index);
 
     assertThat(r.reconfigure(PLAIN_PREFIX.formatted(3000,
