@@ -1,5 +1,8 @@
 package io.epp4j.api;
 
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Objects;
 import java.util.random.RandomGenerator;
 import org.jspecify.annotations.Nullable;
 
@@ -16,6 +19,7 @@ public final class CycleState {
   private AttributeKey<?>[] keys = new AttributeKey<?>[4];
   private Object[] values = new Object[4];
   private int size;
+  private @Nullable Map<String, String> requestAttributes;
 
   public CycleState(long nowNanos, RandomGenerator random) {
     this.nowNanos = nowNanos;
@@ -60,5 +64,26 @@ public final class CycleState {
       }
     }
     return null;
+  }
+
+  /**
+   * Publishes a request attribute under a name, replacing an earlier value: the upstream EPP's
+   * request attribute store, which its request-header processors and data producers fill before
+   * scheduling (for example {@code session-id-producer}) and which plugins read by name. Upstream
+   * names a key {@code dataType/producerName} ({@code SessionIDDataKey/session-id-producer},
+   * {@code agent-identity/}); epp4j's built-ins use the same names.
+   */
+  public void putRequestAttribute(String name, String value) {
+    Objects.requireNonNull(value, "value");
+    if (requestAttributes == null) {
+      requestAttributes = new HashMap<>(4);
+    }
+    requestAttributes.put(Objects.requireNonNull(name, "name"), value);
+  }
+
+  /** The request attribute published under {@code name}, or {@code null}. */
+  public @Nullable String requestAttribute(String name) {
+    Map<String, String> m = requestAttributes;
+    return m == null ? null : m.get(name);
   }
 }

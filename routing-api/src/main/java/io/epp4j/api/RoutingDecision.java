@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.function.Function;
 import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicReferenceFieldUpdater;
 import org.jspecify.annotations.Nullable;
@@ -92,6 +93,9 @@ public final class RoutingDecision {
   private static final AtomicReferenceFieldUpdater<RoutingDecision, Object> PENDING_END =
       AtomicReferenceFieldUpdater.newUpdater(RoutingDecision.class, Object.class, "pendingEnd");
   private volatile @Nullable Object pendingEnd;
+  // copied on write: set by plugins while the request is routed, read by the gateway once
+  private volatile Map<String, Function<RoutingDecision, @Nullable String>> responseHeaders =
+      Map.of();
 
   private RoutingDecision(@Nullable String primaryProfile, Map<String, ProfileResult> results,
       @Nullable Rejection rejection, Callbacks callbacks) {
@@ -198,6 +202,51 @@ public final class RoutingDecision {
   public @Nullable Endpoint secondaryEndpoint(String profile) {
     ProfileResult r = results.get(profile);
     return r == null || profile.equals(primaryProfile) ? null : r.primary();
+  }
+
+  /**
+   * Asks the gateway to set header {@code name} on its answer to the client, with the value
+   * {@code value} gives for this decision when the gateway reads {@link #responseHeaders()} (so a
+   * value can name the endpoint that {@link #servedBy() served} the request after a fallback); a
+   * null value sets nothing. For plugins, typically in {@code RequestListener.afterRouting}: the
+   * upstream EPP's response-header processors, such as the session token of
+   * {@code session-affinity-scorer}. A second call for the same name (compared ignoring case)
+   * replaces the first. Ignored on a rejection.
+   */
+  public void setResponseHeader(String name, Function<RoutingDecision, @Nullable String> value) {
+    String n = name.toLowerCase(java.util.Locale.ROOT);
+    Objects.requireNonNull(value, "value");
+    if (primaryProfile == null || n.isEmpty()) {
+      return;
+    }
+    synchronized (this) {
+      Map<String, Function<RoutingDecision, @Nullable String>> m =
+          new LinkedHashMap<>(responseHeaders);
+      m.put(n, value);
+      responseHeaders = Collections.unmodifiableMap(m);
+    }
+  }
+
+  /**
+   * The headers plugins asked the gateway to set on its answer to the client (see
+   * {@link #setResponseHeader}), names in lower case, values as they are for this decision now;
+   * empty when none (always for a rejection). A gateway reads them when it writes the answer's
+   * headers and sets them, replacing any of the same name the endpoint sent, on answers an
+   * endpoint served (not on its own error answers).
+   */
+  public Map<String, String> responseHeaders() {
+    Map<String, Function<RoutingDecision, @Nullable String>> m = responseHeaders;
+    if (m.isEmpty()) {
+      return Map.of();
+    }
+    Map<String, String> out = new LinkedHashMap<>();
+    m.forEach((name, f) -> {
+      String v = f.apply(this);
+      if (v != null) {
+        out.put(name, v);
+      }
+    });
+    return Collections.unmodifiableMap(out);
   }
 
   /** The {@value #DESTINATION_HEADER} value: {@code ip:port[,ip:port...]}; empty if rejected. */

@@ -40,6 +40,8 @@ final class ActiveConfig {
   final InFlightLedger ledger;
   /** The configuration's admitters, in order. */
   final io.epp4j.api.Admitter[] admitters;
+  /** The configuration's named plugins that prepare requests, in the configuration's order. */
+  final io.epp4j.api.RequestPreparer[] preparers;
   /** The configuration's saturation settings, or null to use the router's. */
   final @Nullable PoolSaturation saturation;
   private final Map<Object, ThrottledWarning> warnings;
@@ -66,6 +68,13 @@ final class ActiveConfig {
     this.declared = Map.copyOf(declared);
     this.routerWarning = routerWarning;
     this.admitters = config.admitters().toArray(new io.epp4j.api.Admitter[0]);
+    List<io.epp4j.api.RequestPreparer> prep = new ArrayList<>();
+    for (Plugin p : config.plugins().values()) {
+      if (p instanceof io.epp4j.api.RequestPreparer r && !prep.contains(r)) {
+        prep.add(r);
+      }
+    }
+    this.preparers = prep.toArray(new io.epp4j.api.RequestPreparer[0]);
     this.saturation = config.saturation().map(sat -> new PoolSaturation(sat.queueThreshold(),
         sat.kvCacheThreshold(), RouterSettings.nanos(sat.metricsStaleness()), ticker))
         .orElse(null);

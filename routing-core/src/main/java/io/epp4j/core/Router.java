@@ -288,6 +288,14 @@ public final class Router implements AutoCloseable {
           "pool is saturated and the request is sheddable (priority " + request.priority() + ")");
     }
     CycleState cycleState = new CycleState(now, tieBreaks.next());
+    io.epp4j.api.RequestPreparer[] preparers = active.preparers;
+    for (int i = 0; i < preparers.length; i++) {
+      try {
+        preparers[i].prepare(request, cycleState);
+      } catch (RuntimeException e) {
+        throw SchedulingCycle.failure(active, preparers[i], "prepare", e);
+      }
+    }
     io.epp4j.api.Admitter[] admitters = active.admitters;
     for (int i = 0; i < admitters.length; i++) {
       String refusal;

@@ -67,6 +67,21 @@ final class ExtProcMessages {
     return CONTINUE_RESPONSE_HEADERS;
   }
 
+  /**
+   * Lets the answer's headers through with {@code set} set on them, replacing the endpoint's own
+   * of the same names: the headers the routing plugins asked for
+   * ({@link RoutingDecision#responseHeaders()}).
+   */
+  static ProcessingResponse continueResponseHeaders(java.util.Map<String, String> set) {
+    if (set.isEmpty()) {
+      return CONTINUE_RESPONSE_HEADERS;
+    }
+    HeaderMutation.Builder headers = HeaderMutation.newBuilder();
+    set.forEach((name, value) -> headers.addSetHeaders(header(name, value)));
+    return ProcessingResponse.newBuilder().setResponseHeaders(HeadersResponse.newBuilder()
+        .setResponse(CommonResponse.newBuilder().setHeaderMutation(headers))).build();
+  }
+
   /** Lets a body chunk through unchanged (every mode but FULL_DUPLEX_STREAMED). */
   static ProcessingResponse continueRequestBody() {
     return CONTINUE_REQUEST_BODY;

@@ -370,8 +370,12 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
     declaredLength = parseLength(length);
     status = parseStatus(statusText);
-    send(ExtProcMessages.continueResponseHeaders());
     RoutingDecision d = decision;
+    // the headers the routing plugins asked for go on answers an endpoint served, not on
+    // Envoy's own replies
+    send(d != null && !answeredByEnvoy
+        ? ExtProcMessages.continueResponseHeaders(d.responseHeaders())
+        : ExtProcMessages.continueResponseHeaders());
     if (!success() && d != null) {
       d.onFailure(new IOException((served != null ? served : "the endpoint") + " answered "
           + (status == 0 ? "without a valid :status" : String.valueOf(status))));

@@ -76,6 +76,8 @@ class ExtProcServerTest {
       """;
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  /** The router's configuration for {@link #start}. */
+  String yaml = TWO_PICKS;
   final Outcomes outcomes = new Outcomes();
   final List<AutoCloseable> toClose = new ArrayList<>();
   Router router;
@@ -116,7 +118,7 @@ class ExtProcServerTest {
       java.util.function.@org.jspecify.annotations.Nullable Consumer<ExtProcServer.Builder> custom) throws Exception {
     router = Router.builder()
         .endpoints(endpoints.stream().map(Endpoint::parse).toList())
-        .configYaml(TWO_PICKS, "two-picks")
+        .configYaml(yaml, "two-picks")
         .listener(outcomes)
         .build();
     String name = InProcessServerBuilder.generateName();
@@ -148,6 +150,38 @@ class ExtProcServerTest {
   }
 
   // ------------------------------------------------------------------------------ the pick
+
+  @Test
+  void theAnswerCarriesTheHeadersTheRoutingPluginsAskForAndOnlyThose() throws Exception {
+    yaml = """
+        plugins:
+        - type: session-affinity-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: session-affinity-scorer
+          - pluginRef: max-score-picker
+        """;
+    start(List.of(A));
+    FakeEnvoy envoy = routedFullDuplex(completion("hello"));
+    envoy.send(responseHeaders(200, "application/json", false));
+    io.envoyproxy.envoy.config.core.v3.HeaderValueOption set = envoy.next().getResponseHeaders()
+        .getResponse().getHeaderMutation().getSetHeaders(0);
+    assertThat(set.getHeader().getKey()).isEqualTo("x-session-token");
+    assertThat(utf8(set.getHeader().getRawValue())).isEqualTo(java.util.Base64.getEncoder()
+        .encodeToString(A.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    envoy.halfClose();
+  }
+
+  @Test
+  void withoutSuchPluginsTheAnswersHeadersPassUnchanged() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = routedFullDuplex(completion("hello"));
+    envoy.send(responseHeaders(200, "application/json", false));
+    assertThat(envoy.next().getResponseHeaders().hasResponse()).isFalse();
+    envoy.halfClose();
+  }
 
   @Test
   void fullDuplexWaitsForTheWholeBodyThenSendsThePickAndTheBodyBack() throws Exception {

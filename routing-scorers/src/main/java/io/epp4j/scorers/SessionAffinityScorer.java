@@ -3,6 +3,7 @@ package io.epp4j.scorers;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.AttributeKey;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
@@ -20,31 +21,77 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Base64;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.jspecify.annotations.Nullable;
 
 /**
- * {@code session-affinity-scorer}: 1.0 for the endpoint a session is bound to, 0 elsewhere.
+ * {@code session-affinity-scorer}: 1.0 for the endpoint a session is bound to, 0 elsewhere; the
+ * hard form, {@code session-affinity-filter}, is {@link SessionAffinityFilter}.
  *
  * <p>Two sources, checked in order: (1) a header that names the endpoint itself (by default
  * {@code x-session-token}, base64 of {@code host:port}; plain {@code host:port} is accepted too;
- * llm-d writes base64 of the pod's {@code namespace/name} there, which names no endpoint), and,
- * when the header is absent or names none of the candidates, (2) a server-side binding from the
- * session key to the endpoint the last request of that session went to, kept for
- * {@code ttlSeconds} after its last use. The session key comes from {@code sessionKeyFrom}
- * (default the request's session key). Bindings to an endpoint that left
- * the pool are dropped, including one made by a route that read the pool before the removal and
- * finished after it; a route to an endpoint the pool has not announced yet binds nothing.
+ * llm-d writes base64 of the pod's {@code namespace/name} there, which names no endpoint), which
+ * the scorer also writes on the answer to the client ({@link RoutingDecision#setResponseHeader})
+ * so that a client that sends it back comes back to the same endpoint, and, when the header is
+ * absent or names none of the candidates, (2) a server-side binding from the session key to the
+ * endpoint the last request of that session went to, kept for {@code ttlSeconds} after its last
+ * use. The session key comes from {@code sessionKeyFrom} (default the request's session key).
+ * Bindings to an endpoint that left the pool are dropped, including one made by a route that
+ * read the pool before the removal and finished after it; a route to an endpoint the pool has
+ * not announced yet binds nothing.
+ *
+ * <p>llm-d's parameters select one of its two strategies instead ({@link Mode}): the header
+ * alone ({@code encoded_endpoint_header}), or a binding from a session identifier read from
+ * headers or request attributes that moves only when its endpoint is no longer a candidate
+ * ({@code session_id}).
  */
 final class SessionAffinityScorer implements Scorer, RequestListener, PoolListener,
     HintListener {
+  /** How sessions are recognised and bound. */
+  enum Mode {
+    /** epp4j's own: the endpoint header, then a binding that follows the session. */
+    EPP4J,
+    /** llm-d's {@code encoded_endpoint_header}: the endpoint header only, no binding. */
+    ENCODED_ENDPOINT_HEADER,
+    /**
+     * llm-d's {@code session_id}: a binding from an identifier the client supplies; it moves only
+     * when the bound endpoint was not among the candidates, and no header is written.
+     */
+    SESSION_ID
+  }
+
+  /** One place llm-d's {@code session_id} strategy reads the session identifier from. */
+  record IdSource(@Nullable String header, @Nullable String attribute) {
+    @Nullable String read(InferenceRequest request, @Nullable CycleState state) {
+      String v;
+      if (header != null) {
+        v = request.header(header);
+      } else {
+        v = state == null || attribute == null ? null : state.requestAttribute(attribute);
+      }
+      if (v == null) {
+        return null;
+      }
+      v = v.trim();
+      return v.isEmpty() ? null : v;
+    }
+  }
+
+  private final Mode mode;
   private final HashKeySource keySource;
+  private final List<IdSource> idSources;
   private final @Nullable String endpointHeader;
+  private final @Nullable String profileName;
   private final Cache<String, String> bindings;
   private final long maxSessions;
   /** Endpoints in the pool, as announced through {@link PoolListener}. */
   private final Set<String> members = ConcurrentHashMap.newKeySet();
+  /** The cycle-state key under which this instance records whether its bound endpoint showed. */
+  private final AttributeKey<Boolean> boundPresent =
+      AttributeKey.of("session-affinity bound endpoint among the candidates", Boolean.class);
 
   SessionAffinityScorer(HashKeySource keySource, @Nullable String endpointHeader, Duration ttl,
       long maxSessions, Ticker ticker) {
@@ -58,8 +105,18 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
    */
   SessionAffinityScorer(HashKeySource keySource, @Nullable String endpointHeader, Duration ttl,
       @Nullable Duration maxAge, long maxSessions, Ticker ticker) {
+    this(Mode.EPP4J, keySource, List.of(), endpointHeader, null, ttl, maxAge, maxSessions,
+        ticker);
+  }
+
+  SessionAffinityScorer(Mode mode, HashKeySource keySource, List<IdSource> idSources,
+      @Nullable String endpointHeader, @Nullable String profileName, Duration ttl,
+      @Nullable Duration maxAge, long maxSessions, Ticker ticker) {
+    this.mode = mode;
     this.keySource = keySource;
-    this.endpointHeader = endpointHeader;
+    this.idSources = List.copyOf(idSources);
+    this.endpointHeader = mode == Mode.SESSION_ID ? null : endpointHeader;
+    this.profileName = profileName;
     // the bound is kept by trimToBound, least recently used first: Caffeine's maximumSize
     // (W-TinyLFU) evicted the bindings of new sessions while idle frequent ones stayed
     this.maxSessions = maxSessions;
@@ -73,34 +130,79 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     this.bindings = b.build();
   }
 
-  @Override
-  public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
-      double[] scores) {
+  /**
+   * The id of the candidate the request's session is pinned to, or null when it has none among
+   * {@code candidates}; for the filter and the scorer alike.
+   */
+  @Nullable String target(InferenceRequest request, CycleState state,
+      List<Candidate> candidates) {
     // the header counts only when it names a candidate: an opaque session token (which the
     // request parser also takes as the session key) may decode as base64 to no endpoint at all
-    if (endpointHeader != null
-        && mark(decodeEndpoint(request.header(endpointHeader)), candidates, scores)) {
-      return;
+    if (endpointHeader != null) {
+      String named = decodeEndpoint(request.header(endpointHeader));
+      if (indexOf(named, candidates) >= 0) {
+        return named;
+      }
     }
-    String key = keySource.key(request);
-    if (key != null) {
-      mark(bindings.getIfPresent(bounded(key)), candidates, scores);
+    switch (mode) {
+      case ENCODED_ENDPOINT_HEADER:
+        return null;
+      case SESSION_ID: {
+        String id = sessionId(request, state);
+        if (id == null) {
+          return null;
+        }
+        // read without counting as a use: llm-d renews a binding only when a request is routed
+        // to its endpoint (afterRouting)
+        String bound = bindings.policy().getIfPresentQuietly(bounded(id));
+        if (bound == null) {
+          return null;
+        }
+        boolean present = indexOf(bound, candidates) >= 0;
+        state.put(boundPresent, present);
+        return present ? bound : null;
+      }
+      default: {
+        String key = keySource.key(request);
+        if (key == null) {
+          return null;
+        }
+        String bound = bindings.getIfPresent(bounded(key));
+        return indexOf(bound, candidates) >= 0 ? bound : null;
+      }
     }
   }
 
-  /** Scores {@code target} 1.0 if it is among the candidates; whether it was. */
-  private static boolean mark(@Nullable String target, List<Candidate> candidates,
-      double[] scores) {
-    if (target == null) {
-      return false;
-    }
-    for (int i = 0, n = candidates.size(); i < n; i++) {
-      if (candidates.get(i).id().equals(target)) {
-        scores[i] = 1.0;
-        return true;
+  private @Nullable String sessionId(InferenceRequest request, @Nullable CycleState state) {
+    for (int i = 0, n = idSources.size(); i < n; i++) {
+      String v = idSources.get(i).read(request, state);
+      if (v != null) {
+        return v;
       }
     }
-    return false;
+    return null;
+  }
+
+  @Override
+  public void score(InferenceRequest request, CycleState state, List<Candidate> candidates,
+      double[] scores) {
+    int i = indexOf(target(request, state, candidates), candidates);
+    if (i >= 0) {
+      scores[i] = 1.0;
+    }
+  }
+
+  /** The position of candidate {@code id} among {@code candidates}, or -1. */
+  static int indexOf(@Nullable String id, List<Candidate> candidates) {
+    if (id == null) {
+      return -1;
+    }
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      if (candidates.get(i).id().equals(id)) {
+        return i;
+      }
+    }
+    return -1;
   }
 
   static @Nullable String decodeEndpoint(@Nullable String value) {
@@ -119,6 +221,26 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
 
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    if (endpointHeader != null) {
+      // the token names the endpoint that serves the request (after a fallback, the fallback)
+      // or the pick of the profile this instance pins; nothing when that profile did not run
+      String profile = profileName;
+      decision.setResponseHeader(endpointHeader, profile == null
+          ? d -> encodeEndpoint(d.servedBy().id())
+          : d -> {
+            String id = profilePick(d, profile);
+            return id == null ? null : encodeEndpoint(id);
+          });
+    }
+    switch (mode) {
+      case ENCODED_ENDPOINT_HEADER:
+        return;
+      case SESSION_ID:
+        bindSessionId(request, state, decision);
+        return;
+      default:
+        break;
+    }
     String raw = keySource.key(request);
     if (raw == null) {
       return;
@@ -138,9 +260,60 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     }
   }
 
+  /**
+   * llm-d's {@code session_id} binding: a new session is bound where it was routed, a bound one
+   * is renewed when routed to its endpoint again, and moves only when its endpoint was not among
+   * the candidates this request was scored against (another scorer outweighing it moves
+   * nothing).
+   */
+  private void bindSessionId(InferenceRequest request, CycleState state,
+      RoutingDecision decision) {
+    String id = sessionId(request, state);
+    String picked = pickedId(decision);
+    if (id == null || picked == null || !members.contains(picked)) {
+      return;
+    }
+    String key = bounded(id);
+    Map<String, String> map = bindings.asMap();
+    String bound = map.putIfAbsent(key, picked);
+    if (bound == null) {
+      trimToBound();
+    } else if (bound.equals(picked)) {
+      bindings.put(key, picked); // a use: renews the binding's idle time
+    } else if (Boolean.FALSE.equals(state.get(boundPresent))) {
+      map.replace(key, bound, picked);
+    }
+    if (!members.contains(picked)) {
+      map.remove(key, picked); // removed meanwhile, as in afterRouting
+    }
+  }
+
+  /** The endpoint this instance pins: its profile's pick, or the primary one. */
+  private @Nullable String pickedId(RoutingDecision decision) {
+    if (profileName == null) {
+      return decision.primary().id();
+    }
+    return profilePick(decision, profileName);
+  }
+
+  /** The first endpoint {@code profile} picked, or null when it did not run or picked none. */
+  private static @Nullable String profilePick(RoutingDecision decision, String profile) {
+    io.epp4j.api.ProfileResult r = decision.profileResults().get(profile);
+    Endpoint e = r == null ? null : r.primary();
+    return e == null ? null : e.id();
+  }
+
+  /** The token {@link #decodeEndpoint} reads back: base64 of the endpoint id. */
+  static String encodeEndpoint(String endpointId) {
+    return Base64.getEncoder().encodeToString(endpointId.getBytes(StandardCharsets.UTF_8));
+  }
+
   /** The gateway forwards the request to a fallback: the session is bound there if it was bound to {@code from}. */
   @Override
   public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
+    if (mode != Mode.EPP4J) {
+      return; // llm-d binds where the request was routed
+    }
     String raw = keySource.key(request);
     if (raw == null || !members.contains(to.id())) {
       return;
@@ -158,7 +331,8 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
    */
   @Override
   public void onRemoteSession(String remoteKey, String endpointId, long nowNanos) {
-    if (keySource.kind != HashKeySource.Kind.SESSION || !members.contains(endpointId)) {
+    if (mode != Mode.EPP4J || keySource.kind != HashKeySource.Kind.SESSION
+        || !members.contains(endpointId)) {
       return;
     }
     String sessionKey = bounded(remoteKey);
@@ -231,33 +405,171 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      HashKeySource key = HashKeySource.parse(p, "sessionKeyFrom", "session");
-      String header = p.getString("endpointHeader", "x-session-token");
-      long ttl = p.getLong("ttlSeconds", 300);
-      if (ttl < 1) {
-        p.error("ttlSeconds", "must be >= 1, got " + ttl);
-        ttl = 300;
+      return fromParameters(c, p);
+    }
+  }
+
+  /** llm-d's parameters; any of them selects llm-d's strategies over epp4j's own. */
+  private static final List<String> UPSTREAM_PARAMETERS = List.of("strategy",
+      "encodedEndpointHeaderConfig", "sessionIdConfig", "profileName");
+  /** epp4j's own parameters that llm-d's strategies replace. */
+  private static final List<String> OWN_PARAMETERS = List.of("sessionKeyFrom",
+      "endpointHeader", "ttlSeconds", "maxAge");
+
+  /** Builds the scorer (or the filter's core) from either parameter set. */
+  static SessionAffinityScorer fromParameters(PluginContext c, Parameters p) {
+    long max = p.getLong("maxSessions", 100_000);
+    if (max < 1) {
+      p.error("maxSessions", "must be >= 1, got " + max);
+      max = 100_000;
+    }
+    for (String upstream : UPSTREAM_PARAMETERS) {
+      if (p.has(upstream)) {
+        return createUpstream(c, p, max);
       }
-      long max = p.getLong("maxSessions", 100_000);
-      if (max < 1) {
-        p.error("maxSessions", "must be >= 1, got " + max);
-        max = 100_000;
+    }
+    HashKeySource key = HashKeySource.parse(p, "sessionKeyFrom", "session");
+    String header = p.getString("endpointHeader", "x-session-token");
+    long ttl = p.getLong("ttlSeconds", 300);
+    if (ttl < 1) {
+      p.error("ttlSeconds", "must be >= 1, got " + ttl);
+      ttl = 300;
+    }
+    Duration maxAge = null;
+    if (p.has("maxAge")) {
+      // a cookie's Max-Age is in seconds; a duration with a unit is accepted too
+      maxAge = p.raw("maxAge") instanceof Number
+          ? Duration.ofSeconds(p.getLong("maxAge", 0))
+          : p.getDuration("maxAge", Duration.ZERO);
+      if (maxAge.isZero() || maxAge.isNegative()) {
+        p.error("maxAge", "must be > 0 (seconds, or a duration such as '30m'), got "
+            + p.raw("maxAge"));
+        maxAge = null;
       }
-      Duration maxAge = null;
-      if (p.has("maxAge")) {
-        // a cookie's Max-Age is in seconds; a duration with a unit is accepted too
-        maxAge = p.raw("maxAge") instanceof Number
-            ? Duration.ofSeconds(p.getLong("maxAge", 0))
-            : p.getDuration("maxAge", Duration.ZERO);
-        if (maxAge.isZero() || maxAge.isNegative()) {
-          p.error("maxAge", "must be > 0 (seconds, or a duration such as '30m'), got "
-              + p.raw("maxAge"));
-          maxAge = null;
+    }
+    return new SessionAffinityScorer(Mode.EPP4J, key, List.of(), header == null
+        || header.isBlank() ? null : header.trim().toLowerCase(Locale.ROOT), null,
+        Duration.ofSeconds(ttl), maxAge, max, c.ticker());
+  }
+
+  /** llm-d's {@code strategy} with its configuration blocks and {@code profileName}. */
+  private static SessionAffinityScorer createUpstream(PluginContext c, Parameters p, long max) {
+    for (String own : OWN_PARAMETERS) {
+      if (p.has(own)) {
+        p.raw(own);
+        p.error(own, "is epp4j's own parameter, which llm-d's strategy, encodedEndpointHeaderConfig,"
+            + " sessionIdConfig and profileName replace; give one set");
+      }
+    }
+    String strategy = p.getString("strategy", "encoded_endpoint_header");
+    Mode mode;
+    if ("encoded_endpoint_header".equals(strategy)) {
+      mode = Mode.ENCODED_ENDPOINT_HEADER;
+    } else if ("session_id".equals(strategy)) {
+      mode = Mode.SESSION_ID;
+    } else {
+      p.error("strategy", "must be encoded_endpoint_header or session_id, got '" + strategy + "'");
+      mode = Mode.ENCODED_ENDPOINT_HEADER;
+    }
+    String profile = p.getString("profileName", "");
+    profile = profile == null || profile.isBlank() ? null : profile.trim();
+    // llm-d reads only the block of the chosen strategy; the other is accepted and not used
+    String other = mode == Mode.SESSION_ID ? "encodedEndpointHeaderConfig" : "sessionIdConfig";
+    if (p.has(other)) {
+      p.notice(other, "is not used with strategy " + strategy + ", as in llm-d");
+    }
+    String header = "x-session-token";
+    if (mode == Mode.ENCODED_ENDPOINT_HEADER) {
+      Parameters encoded = p.getNested("encodedEndpointHeaderConfig");
+      String h = encoded.getString("header", "");
+      if (h != null && !h.isBlank()) {
+        header = h.trim().toLowerCase(Locale.ROOT);
+      }
+      nestedErrors(p, "encodedEndpointHeaderConfig", encoded, "header");
+    }
+    List<IdSource> sources = new java.util.ArrayList<>();
+    double ttlSeconds = 300;
+    if (mode == Mode.SESSION_ID) {
+      Parameters ids = p.getNested("sessionIdConfig");
+      Object raw = ids.raw("sources");
+      if (raw instanceof List<?> list && !list.isEmpty()) {
+        for (int i = 0; i < list.size(); i++) {
+          IdSource src = idSource(p, "sessionIdConfig.sources[" + i + "]", list.get(i));
+          if (src != null) {
+            sources.add(src);
+          }
         }
+      } else if (raw != null && !(raw instanceof List<?>)) {
+        p.error("sessionIdConfig", "field 'sources' must be a list of {header} or {attribute,"
+            + " producer} entries, got " + raw);
       }
-      return new SessionAffinityScorer(key, header == null || header.isBlank() ? null
-          : header.trim().toLowerCase(java.util.Locale.ROOT), Duration.ofSeconds(ttl), maxAge,
-          max, c.ticker());
+      if (sources.isEmpty()) {
+        sources.add(new IdSource("x-session-id", null));
+      }
+      // llm-d takes 0 as not set
+      ttlSeconds = ids.getDouble("evictionTtlSeconds", 0);
+      if (ttlSeconds == 0) {
+        ttlSeconds = 300;
+      } else if (!(ttlSeconds > 0) || ttlSeconds > 366 * 86_400.0) {
+        p.error("sessionIdConfig", "field 'evictionTtlSeconds' must be > 0 and at most a year,"
+            + " got " + ids.raw("evictionTtlSeconds"));
+        ttlSeconds = 300;
+      }
+      double sweep = ids.getDouble("evictionSweepSeconds", 0);
+      if (sweep < 0) {
+        p.error("sessionIdConfig", "field 'evictionSweepSeconds' must be > 0, got " + sweep);
+      } else if (ids.has("evictionSweepSeconds")) {
+        p.notice("sessionIdConfig", "field 'evictionSweepSeconds': a binding ends"
+            + " evictionTtlSeconds after its last use, checked whenever it is read, so no sweep"
+            + " is needed (llm-d's sweep lets one live up to a sweep interval longer)");
+      }
+      nestedErrors(p, "sessionIdConfig", ids, "sources, evictionTtlSeconds, evictionSweepSeconds");
+    }
+    return new SessionAffinityScorer(mode, HashKeySource.SESSION, sources,
+        mode == Mode.SESSION_ID ? null : header, profile,
+        Duration.ofNanos((long) (ttlSeconds * 1e9)), null, max, c.ticker());
+  }
+
+  /** One entry of {@code sessionIdConfig.sources}: exactly one of header and attribute. */
+  private static @Nullable IdSource idSource(Parameters p, String where, @Nullable Object entry) {
+    if (!(entry instanceof Map<?, ?> m)) {
+      p.error("sessionIdConfig", where + " must be an object with header or attribute, got "
+          + entry);
+      return null;
+    }
+    Object header = m.get("header");
+    Object attribute = m.get("attribute");
+    Object producer = m.get("producer");
+    for (Object k : m.keySet()) {
+      if (!"header".equals(k) && !"attribute".equals(k) && !"producer".equals(k)) {
+        p.error("sessionIdConfig", where + " has unknown field '" + k
+            + "'; expected header, attribute, producer");
+      }
+    }
+    String h = header == null ? "" : String.valueOf(header).trim();
+    String a = attribute == null ? "" : String.valueOf(attribute).trim();
+    if (h.isEmpty() == a.isEmpty()) {
+      p.error("sessionIdConfig", where + ": exactly one of header or attribute must be set");
+      return null;
+    }
+    if (!h.isEmpty()) {
+      if (producer != null) {
+        p.error("sessionIdConfig", where + ": producer goes with attribute, not header");
+      }
+      return new IdSource(h.toLowerCase(Locale.ROOT), null);
+    }
+    // upstream keys an attribute "dataType/producerName"; no producer is the empty name
+    String prod = producer == null ? "" : String.valueOf(producer).trim();
+    return new IdSource(null, a + "/" + prod);
+  }
+
+  /** Reports a nested block's errors and unknown fields under the block's name. */
+  static void nestedErrors(Parameters p, String block, Parameters nested, String expected) {
+    for (String e : nested.errors()) {
+      p.error(block, e.replaceFirst("^parameter ", "field "));
+    }
+    for (String unread : nested.unreadNames()) {
+      p.error(block, "has unknown field '" + unread + "'; expected " + expected);
     }
   }
 }

@@ -122,6 +122,14 @@ class BuiltinPluginContractsTest {
   }
 
   @Nested
+  class SessionAffinityFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new SessionAffinityFilter.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
   class NoHitLruScorerContract extends ScorerContract<Scorer> {
     @Override
     protected Scorer createPlugin() {

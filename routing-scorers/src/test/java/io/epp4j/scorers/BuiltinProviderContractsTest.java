@@ -295,6 +295,88 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class SessionAffinityScorerUpstreamProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new SessionAffinityScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("strategy", "session_id", "profileName", "prefill", "sessionIdConfig",
+          Map.of("sources", List.of(Map.of("header", "x-session-id"),
+              Map.of("attribute", "agent-identity")), "evictionTtlSeconds", 60));
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("strategy", Map.of("strategy", "cookie"),
+          "sessionIdConfig", Map.of("strategy", "session_id", "sessionIdConfig",
+              Map.of("sources", List.of(Map.of()))),
+          "sessionKeyFrom", Map.of("strategy", "session_id", "sessionKeyFrom", "session"));
+    }
+  }
+
+  @Nested
+  class SessionAffinityFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new SessionAffinityFilter.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("strategy", "encoded_endpoint_header", "encodedEndpointHeaderConfig",
+          Map.of("header", "x-session-token"));
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("strategy", Map.of("strategy", "sticky"),
+          "encodedEndpointHeaderConfig", Map.of("encodedEndpointHeaderConfig",
+              Map.of("headers", "x")));
+    }
+  }
+
+  @Nested
+  class SessionIdProducerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new SessionIdProducer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("cookieName", "llm-d-session");
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("headerName", Map.of(), "cookieName", Map.of("headerName", "a",
+          "cookieName", "b"));
+    }
+  }
+
+  @Nested
+  class AgentIdentityProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new AgentIdentity.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("additionalSessionHeaders", List.of("x-my-agent-session"));
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("additionalSessionHeaders", Map.of("additionalSessionHeaders",
+          Map.of("a", "b")));
+    }
+  }
+
+  @Nested
   class NoHitLruScorerProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {

@@ -107,6 +107,9 @@ class PluginContractTest {
     } else if (type.equals("by-label")) {
       // llm-d's filter has no default label
       params = Parameters.of(Map.of("label", "pool", "validValues", List.of("a")));
+    } else if (type.equals("session-id-producer")) {
+      // llm-d's producer has no default source
+      params = Parameters.of(Map.of("headerName", "x-session-id"));
     }
     Result<? extends Plugin> r = PluginRegistry.fromServiceLoader().create(type, ctx, params);
     assertThat(r.errors()).as(type).isEmpty();

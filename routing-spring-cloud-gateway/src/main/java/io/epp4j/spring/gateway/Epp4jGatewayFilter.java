@@ -202,7 +202,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
    * answer the replica did not serve, as the response is committed: one a filter after this one
    * wrote without sending the request (a 401), or the gateway's own error after the chain failed
    * (its 504 when the replica does not answer within the response timeout). The header would tell
-   * the client that the replica answered.
+   * the client that the replica answered. On an answer a replica served, sets the headers the
+   * routing plugins asked for ({@link RoutingDecision#responseHeaders()}, such as the session
+   * token of {@code session-affinity-scorer}), replacing the replica's own of the same name.
    */
   private static void namesOnlyTheReplicasAnswers(ServerWebExchange exchange) {
     ServerHttpResponse response = exchange.getResponse();
@@ -210,6 +212,8 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);
       if (tap != null && !tap.servedByReplica()) {
         response.getHeaders().remove(RoutingDecision.DESTINATION_HEADER);
+      } else if (tap != null) {
+        tap.decision().responseHeaders().forEach(response.getHeaders()::set);
       }
       return Mono.empty();
     });

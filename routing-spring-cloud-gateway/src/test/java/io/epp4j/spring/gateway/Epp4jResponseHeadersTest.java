@@ -1,0 +1,71 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.Router;
+import java.nio.charset.StandardCharsets;
+import java.util.Base64;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.cloud.gateway.support.ServerWebExchangeUtils;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.MediaType;
+import org.springframework.mock.http.server.reactive.MockServerHttpRequest;
+import org.springframework.mock.web.server.MockServerWebExchange;
+
+/**
+ * The headers routing plugins ask for on the answer ({@link RoutingDecision#responseHeaders()}):
+ * set on an answer the replica served, replacing the replica's own, and left off one it did not.
+ */
+class Epp4jResponseHeadersTest {
+  static final List<Endpoint> POOL = List.of(Endpoint.parse("10.0.0.1:8000"),
+      Endpoint.parse("10.0.0.2:8000"));
+  final Router router = Router.builder().endpoints(POOL).configYaml("""
+      plugins:
+      - type: session-affinity-scorer
+      - type: max-score-picker
+      schedulingProfiles:
+      - name: default
+        plugins: [{pluginRef: session-affinity-scorer}, {pluginRef: max-score-picker}]
+      """, "test").build();
+
+  @AfterEach
+  void close() {
+    router.close();
+  }
+
+  static MockServerWebExchange exchange() {
+    return MockServerWebExchange.from(MockServerHttpRequest.post("/v1/completions")
+        .contentType(MediaType.APPLICATION_JSON).body("{\"model\":\"m\",\"prompt\":\"hi\"}"));
+  }
+
+  @Test
+  void theSessionTokenNamesTheReplicaThatAnswered() {
+    MockServerWebExchange exchange = exchange();
+    new Epp4jGatewayFilter(router, "http", 1 << 20).filter(exchange, e -> {
+      ServerWebExchangeUtils.setAlreadyRouted(e);
+      e.getResponse().setStatusCode(HttpStatus.OK);
+      e.getResponse().getHeaders().set("x-session-token", "the replica's own");
+      return e.getResponse().setComplete();
+    }).block();
+    String destination = exchange.getResponse().getHeaders()
+        .getFirst(RoutingDecision.DESTINATION_HEADER);
+    assertThat(destination).isIn("10.0.0.1:8000", "10.0.0.2:8000");
+    assertThat(exchange.getResponse().getHeaders().get("x-session-token")).containsExactly(
+        Base64.getEncoder().encodeToString(destination.getBytes(StandardCharsets.UTF_8)));
+  }
+
+  @Test
+  void anAnswerNoReplicaServedGetsNoToken() {
+    MockServerWebExchange exchange = exchange();
+    new Epp4jGatewayFilter(router, "http", 1 << 20).filter(exchange, e -> {
+      e.getResponse().setStatusCode(HttpStatus.UNAUTHORIZED); // a filter that answers itself
+      return e.getResponse().setComplete();
+    }).block();
+    assertThat(exchange.getResponse().getStatusCode()).isEqualTo(HttpStatus.UNAUTHORIZED);
+    assertThat(exchange.getResponse().getHeaders().getFirst("x-session-token")).isNull();
+  }
+}
