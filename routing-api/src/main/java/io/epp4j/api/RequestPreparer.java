@@ -1,5 +1,7 @@
 package io.epp4j.api;
 
+import java.util.List;
+
 /**
  * Reads a request before it is scheduled and publishes what it finds for the plugins of the
  * cycle, as request attributes ({@link CycleState#putRequestAttribute}) or typed values
@@ -11,6 +13,11 @@ package io.epp4j.api;
  */
 public interface RequestPreparer extends Plugin {
 
-  /** Publishes what {@code request} carries into {@code state}. */
-  void prepare(InferenceRequest request, CycleState state);
+  /**
+   * Publishes what {@code request} carries into {@code state}.
+   *
+   * @param candidates the endpoints the request may go to (the pool, or the subset the gateway
+   *     allowed), with their latest metrics, before any filter
+   */
+  void prepare(InferenceRequest request, CycleState state, List<Candidate> candidates);
 }

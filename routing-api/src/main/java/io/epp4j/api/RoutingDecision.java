@@ -96,6 +96,7 @@ public final class RoutingDecision {
   // copied on write: set by plugins while the request is routed, read by the gateway once
   private volatile Map<String, Function<RoutingDecision, @Nullable String>> responseHeaders =
       Map.of();
+  private volatile Map<String, @Nullable String> requestHeaders = Map.of();
 
   private RoutingDecision(@Nullable String primaryProfile, Map<String, ProfileResult> results,
       @Nullable Rejection rejection, Callbacks callbacks) {
@@ -202,6 +203,62 @@ public final class RoutingDecision {
   public @Nullable Endpoint secondaryEndpoint(String profile) {
     ProfileResult r = results.get(profile);
     return r == null || profile.equals(primaryProfile) ? null : r.primary();
+  }
+
+  /**
+   * Asks the gateway to set header {@code name} to {@code value} on the request it forwards to
+   * the endpoint, replacing any the client sent, or, with a null value, to remove a header of
+   * that name the client sent (so that no client sets it): the upstream EPP's pre-request
+   * plugins, such as {@code p2p-source-producer}'s KV cache source. For plugins, in
+   * {@code RequestListener.afterRouting}, which runs before {@code route} returns. A second call
+   * for the same name (compared ignoring case) replaces the first. Ignored on a rejection.
+   */
+  public void setRequestHeader(String name, @Nullable String value) {
+    String n = name.toLowerCase(java.util.Locale.ROOT);
+    if (primaryProfile == null || n.isEmpty()) {
+      return;
+    }
+    synchronized (this) {
+      Map<String, @Nullable String> m = new LinkedHashMap<>(requestHeaders);
+      m.put(n, value);
+      requestHeaders = Collections.unmodifiableMap(m);
+    }
+  }
+
+  /**
+   * The headers plugins asked the gateway to set on the request it forwards (see
+   * {@link #setRequestHeader}), names in lower case; empty when none.
+   */
+  public Map<String, String> requestHeaders() {
+    Map<String, @Nullable String> m = requestHeaders;
+    if (m.isEmpty()) {
+      return Map.of();
+    }
+    Map<String, String> out = new LinkedHashMap<>();
+    m.forEach((name, v) -> {
+      if (v != null) {
+        out.put(name, v);
+      }
+    });
+    return Collections.unmodifiableMap(out);
+  }
+
+  /**
+   * The headers plugins asked the gateway to remove from the request it forwards, when the client
+   * sent them (see {@link #setRequestHeader}); names in lower case, empty when none.
+   */
+  public java.util.Set<String> removedRequestHeaders() {
+    Map<String, @Nullable String> m = requestHeaders;
+    if (m.isEmpty()) {
+      return java.util.Set.of();
+    }
+    java.util.Set<String> out = new java.util.LinkedHashSet<>();
+    m.forEach((name, v) -> {
+      if (v == null) {
+        out.add(name);
+      }
+    });
+    return Collections.unmodifiableSet(out);
   }
 
   /**

@@ -291,7 +291,7 @@ public final class Router implements AutoCloseable {
     io.epp4j.api.RequestPreparer[] preparers = active.preparers;
     for (int i = 0; i < preparers.length; i++) {
       try {
-        preparers[i].prepare(request, cycleState);
+        preparers[i].prepare(request, cycleState, candidates);
       } catch (RuntimeException e) {
         throw SchedulingCycle.failure(active, preparers[i], "prepare", e);
       }

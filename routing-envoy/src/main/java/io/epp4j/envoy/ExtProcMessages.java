@@ -105,11 +105,12 @@ final class ExtProcMessages {
    * it. With prefill/decode disaggregation, {@code prefiller} (the prefill pick, {@code ip:port})
    * goes in {@link PdProfileHandler#PREFILLER_HEADER} for the decode server's sidecar; without
    * one a header of that name the client sent is removed, so that no client picks where its
-   * request is prefilled. {@code onBody}: as the answer to a body message (BUFFERED), else to the
-   * headers.
+   * request is prefilled. {@code set} and {@code remove}: the headers the routing plugins asked
+   * for ({@link RoutingDecision#requestHeaders()}, {@link RoutingDecision#removedRequestHeaders()}).
+   * {@code onBody}: as the answer to a body message (BUFFERED), else to the headers.
    */
   static ProcessingResponse routed(String destination, @Nullable String prefiller,
-      boolean onBody) {
+      java.util.Map<String, String> set, java.util.Set<String> remove, boolean onBody) {
     HeaderMutation.Builder headers = HeaderMutation.newBuilder()
         .addSetHeaders(header(RoutingDecision.DESTINATION_HEADER, destination));
     if (prefiller != null) {
@@ -117,6 +118,8 @@ final class ExtProcMessages {
     } else {
       headers.addRemoveHeaders(PdProfileHandler.PREFILLER_HEADER);
     }
+    remove.forEach(headers::addRemoveHeaders);
+    set.forEach((name, value) -> headers.addSetHeaders(header(name, value)));
     CommonResponse common = CommonResponse.newBuilder()
         .setHeaderMutation(headers)
         .setClearRouteCache(true)

@@ -458,7 +458,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     phase = Phase.AWAIT_RESPONSE;
     Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
     send(ExtProcMessages.routed(dest, prefill == null ? null : prefill.id(),
-        answer == Answer.BUFFERED_BODY));
+        d.requestHeaders(), d.removedRequestHeaders(), answer == Answer.BUFFERED_BODY));
     if (answer != Answer.AFTER_BODY) {
       return; // the body, if any, passes through as Envoy holds it
     }

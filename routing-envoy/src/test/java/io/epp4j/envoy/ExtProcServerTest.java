@@ -78,6 +78,8 @@ class ExtProcServerTest {
 
   /** The router's configuration for {@link #start}. */
   String yaml = TWO_PICKS;
+  /** A further listener of the router {@link #start} builds. */
+  RequestListener extraListener = new RequestListener() { };
   final Outcomes outcomes = new Outcomes();
   final List<AutoCloseable> toClose = new ArrayList<>();
   Router router;
@@ -120,6 +122,7 @@ class ExtProcServerTest {
         .endpoints(endpoints.stream().map(Endpoint::parse).toList())
         .configYaml(yaml, "two-picks")
         .listener(outcomes)
+        .listener(extraListener)
         .build();
     String name = InProcessServerBuilder.generateName();
     ExtProcServer.Builder b = ExtProcServer.builder(router).maxBodyBytes(maxBody)
@@ -171,6 +174,30 @@ class ExtProcServerTest {
     assertThat(set.getHeader().getKey()).isEqualTo("x-session-token");
     assertThat(utf8(set.getHeader().getRawValue())).isEqualTo(java.util.Base64.getEncoder()
         .encodeToString(A.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    envoy.halfClose();
+  }
+
+  @Test
+  void theRequestHeadersThePluginsAskForAreSetAndRemovedWithThePick() throws Exception {
+    extraListener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setRequestHeader("x-kv-cache-source-host-port", B);
+        decision.setRequestHeader("x-drop-me", null);
+      }
+    };
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    envoy.send(requestBody(completion("hello"), true));
+    io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation m = envoy.next().getRequestHeaders()
+        .getResponse().getHeaderMutation();
+    assertThat(m.getRemoveHeadersList()).contains("x-drop-me");
+    assertThat(m.getSetHeadersList()).anySatisfy(h -> {
+      assertThat(h.getHeader().getKey()).isEqualTo("x-kv-cache-source-host-port");
+      assertThat(utf8(h.getHeader().getRawValue())).isEqualTo(B);
+    });
     envoy.halfClose();
   }
 

@@ -38,7 +38,8 @@ final class AgentIdentity implements RequestPreparer {
   }
 
   @Override
-  public void prepare(InferenceRequest request, CycleState state) {
+  public void prepare(InferenceRequest request, CycleState state,
+      java.util.List<io.epp4j.api.Candidate> candidates) {
     for (String h : headers) {
       String v = request.header(h);
       if (v != null && !v.isEmpty()) {

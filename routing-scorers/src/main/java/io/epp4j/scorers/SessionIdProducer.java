@@ -33,7 +33,8 @@ final class SessionIdProducer implements RequestPreparer {
   }
 
   @Override
-  public void prepare(InferenceRequest request, CycleState state) {
+  public void prepare(InferenceRequest request, CycleState state,
+      java.util.List<io.epp4j.api.Candidate> candidates) {
     String v = header != null ? request.header(header)
         : cookieValue(request.header("cookie"), cookie);
     if (v != null) {

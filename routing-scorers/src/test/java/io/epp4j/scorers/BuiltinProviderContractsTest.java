@@ -358,6 +358,34 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class P2pSourceProducerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new P2pSourceProducer.Provider();
+    }
+
+    @Override
+    protected io.epp4j.api.PluginContext context() {
+      Plugin producer = new PrefixCacheScorer.ApproxProducerProvider().create(
+          io.epp4j.testkit.ContractFixtures.context("approx-prefix-cache-producer"),
+          io.epp4j.api.Parameters.empty()).value();
+      return io.epp4j.testkit.ContractFixtures.context("p2p-source-producer",
+          Map.of("approx-prefix-cache-producer", producer));
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("minCachedTokenDelta", 64, "prefillProfileName", "prefill");
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("minCachedTokenDelta", Map.of("minCachedTokenDelta", 0),
+          "prefixMatchInfoProducerName", Map.of("prefixMatchInfoProducerName", "nowhere"));
+    }
+  }
+
+  @Nested
   class AgentIdentityProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {

@@ -107,6 +107,13 @@ class PluginContractTest {
     } else if (type.equals("by-label")) {
       // llm-d's filter has no default label
       params = Parameters.of(Map.of("label", "pool", "validValues", List.of("a")));
+    } else if (type.equals("p2p-source-producer")) {
+      // it reads the file's prefix-match producer
+      Plugin producer = PluginRegistry.fromServiceLoader().create("approx-prefix-cache-producer",
+          io.epp4j.testkit.ContractFixtures.context("approx-prefix-cache-producer"),
+          Parameters.empty()).value();
+      ctx = io.epp4j.testkit.ContractFixtures.context(type,
+          Map.of("approx-prefix-cache-producer", producer));
     } else if (type.equals("session-id-producer")) {
       // llm-d's producer has no default source
       params = Parameters.of(Map.of("headerName", "x-session-id"));

@@ -153,6 +153,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
           } else {
             h.remove(PdProfileHandler.PREFILLER_HEADER);
           }
+          // what the routing plugins asked for (p2p-source-producer's KV cache source)
+          d.removedRequestHeaders().forEach(h::remove);
+          d.requestHeaders().forEach(h::set);
         }).build();
     DecisionTap tap = new DecisionTap(exchange.getResponse(), d, router.inFlightMaxAge(),
         () -> ServerWebExchangeUtils.isAlreadyRouted(exchange));

@@ -68,4 +68,30 @@ class Epp4jResponseHeadersTest {
     assertThat(exchange.getResponse().getStatusCode()).isEqualTo(HttpStatus.UNAUTHORIZED);
     assertThat(exchange.getResponse().getHeaders().getFirst("x-session-token")).isNull();
   }
+
+  @Test
+  void theRequestHeadersThePluginsAskForAreSetAndRemovedOnTheForwardedRequest() {
+    io.epp4j.api.RequestListener asks = new io.epp4j.api.RequestListener() {
+      @Override
+      public void afterRouting(io.epp4j.api.InferenceRequest request,
+          io.epp4j.api.CycleState state, RoutingDecision decision) {
+        decision.setRequestHeader("x-kv-cache-source-host-port", "10.0.0.9:8000");
+        decision.setRequestHeader("x-drop-me", null);
+      }
+    };
+    try (Router r = Router.builder().endpoints(POOL).listener(asks).build()) {
+      MockServerWebExchange exchange = MockServerWebExchange.from(MockServerHttpRequest
+          .post("/v1/completions").header("x-kv-cache-source-host-port", "client's")
+          .header("x-drop-me", "client's").contentType(MediaType.APPLICATION_JSON)
+          .body("{\"model\":\"m\",\"prompt\":\"hi\"}"));
+      java.util.concurrent.atomic.AtomicReference<org.springframework.http.HttpHeaders> seen =
+          new java.util.concurrent.atomic.AtomicReference<>();
+      new Epp4jGatewayFilter(r, "http", 1 << 20).filter(exchange, e -> {
+        seen.set(e.getRequest().getHeaders());
+        return e.getResponse().setComplete();
+      }).block();
+      assertThat(seen.get().get("x-kv-cache-source-host-port")).containsExactly("10.0.0.9:8000");
+      assertThat(seen.get().getFirst("x-drop-me")).isNull();
+    }
+  }
 }

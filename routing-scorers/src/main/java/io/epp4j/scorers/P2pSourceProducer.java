@@ -1,0 +1,169 @@
+package io.epp4j.scorers;
+
+import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.AttributeKey;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.CycleState;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PrefixHits;
+import io.epp4j.api.ProfileResult;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RequestPreparer;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Scorer;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Objects;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * {@code p2p-source-producer}: llm-d's KV cache source for peer-to-peer pulls. Before the request
+ * is scheduled it asks the file's prefix-match producer what every candidate holds of the
+ * prompt and chooses a source among the endpoints within one block of the most cached tokens,
+ * drawn with weight {@code 1 / (1 + waiting requests)} at a point the request id fixes (FNV-1a),
+ * so that the pulls of a widely cached prefix spread over its holders and avoid queued ones.
+ * After routing it names that source in {@value #HEADER} on the request the gateway forwards,
+ * for the model server's sidecar to pull the blocks from, when the source holds at least
+ * {@code minCachedTokenDelta} tokens more than the endpoint that computes the prompt (the
+ * {@code prefillProfileName} profile's pick when that profile ran, else the primary pick). A
+ * value of that header the client sent is removed either way.
+ */
+final class P2pSourceProducer implements RequestPreparer, RequestListener {
+  /** The request header the routing sidecar reads. */
+  static final String HEADER = "x-kv-cache-source-host-port";
+
+  /** What {@link #prepare} found for one request. */
+  private record Source(String endpointId, long cachedTokens, PrefixHits hits) {}
+
+  private final Scorer producer;
+  private final long minCachedTokenDelta;
+  private final String prefillProfile;
+  private final AttributeKey<Source> key = AttributeKey.of("p2p-source", Source.class);
+
+  P2pSourceProducer(Scorer producer, long minCachedTokenDelta, String prefillProfile) {
+    this.producer = producer;
+    this.minCachedTokenDelta = minCachedTokenDelta;
+    this.prefillProfile = prefillProfile;
+  }
+
+  @Override
+  public void prepare(InferenceRequest request, CycleState state, List<Candidate> candidates) {
+    int n = candidates.size();
+    if (n == 0) {
+      return;
+    }
+    producer.score(request, state, candidates, new double[n]);
+    PrefixHits hits = state.get(PrefixHits.KEY);
+    if (hits == null) {
+      return;
+    }
+    long[] cached = new long[n];
+    long max = 0;
+    for (int i = 0; i < n; i++) {
+      cached[i] = hits.cachedTokens(candidates.get(i).id());
+      max = Math.max(max, cached[i]);
+    }
+    if (max == 0) {
+      return;
+    }
+    double[] weights = new double[n];
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+      if (cached[i] == 0) {
+        continue;
+      }
+      int at = hits.indexOf(candidates.get(i).id());
+      int block = at < 0 ? 0 : hits.blockSizeTokens(at);
+      if (cached[i] + block >= max) { // within one block of the most cached
+        weights[i] = 1.0 / (1.0 + Math.max(0, candidates.get(i).waitingRequests()));
+        total += weights[i];
+      }
+    }
+    double target = spread(request.requestId()) * total;
+    int chosen = -1;
+    for (int i = 0; i < n; i++) {
+      if (weights[i] == 0) {
+        continue;
+      }
+      chosen = i; // the last one in the band, should rounding leave the target past them all
+      if (target < weights[i]) {
+        break;
+      }
+      target -= weights[i];
+    }
+    if (chosen >= 0) {
+      state.put(key, new Source(candidates.get(chosen).id(), cached[chosen], hits));
+    }
+  }
+
+  /** A request id as a point of [0, 1): FNV-1a (32 bits) of its UTF-8 bytes over 2^32. */
+  static double spread(String requestId) {
+    int h = 0x811c9dc5;
+    for (byte b : requestId.getBytes(StandardCharsets.UTF_8)) {
+      h ^= b & 0xff;
+      h *= 0x01000193;
+    }
+    return (h & 0xffffffffL) / 4294967296.0;
+  }
+
+  @Override
+  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    Source best = state.get(key);
+    String value = null;
+    if (best != null) {
+      ProfileResult prefill = decision.profileResults().get(prefillProfile);
+      Endpoint computing = prefill != null && prefill.primary() != null
+          ? prefill.primary() : decision.primary();
+      String id = Objects.requireNonNull(computing).id();
+      if (!best.endpointId().equals(id)
+          && best.cachedTokens() - best.hits().cachedTokens(id) >= minCachedTokenDelta) {
+        value = best.endpointId();
+      }
+    }
+    decision.setRequestHeader(HEADER, value); // null: a value the client sent is removed
+  }
+
+  @Override
+  public String toString() {
+    return "p2p-source-producer(reads " + producer + ")";
+  }
+
+  /** Provides {@code p2p-source-producer}; public only for {@link java.util.ServiceLoader}. */
+  public static final class Provider extends AbstractPluginProvider {
+    public Provider() {
+      super("p2p-source-producer");
+    }
+
+    @Override
+    protected Plugin build(PluginContext c, Parameters p) {
+      long delta = p.getLong("minCachedTokenDelta", 1);
+      if (delta < 1) {
+        p.error("minCachedTokenDelta", "must be >= 1, got " + delta);
+      }
+      String profile = p.getString("prefillProfileName", "");
+      if (profile == null || profile.isBlank()) {
+        profile = PdProfileHandler.PREFILL_PROFILE;
+      }
+      Scorer producer = PrefixMatchScorer.fileProducer(c, p);
+      if (producer == null && !p.has(PrefixMatchScorer.PRODUCER_PARAMETER)) {
+        p.error(PrefixMatchScorer.PRODUCER_PARAMETER, "is needed: the file has no plugin named "
+            + PrefixMatchScorer.DEFAULT_PRODUCER + ", and this plugin reads what a prefix-match"
+            + " producer (approx-prefix-cache-producer, precise-prefix-cache-producer) found");
+      }
+      return new P2pSourceProducer(producer != null ? producer : NO_PRODUCER, delta, profile);
+    }
+  }
+
+  /** Stands in for a producer that could not be found; the provider has reported why. */
+  private static final Scorer NO_PRODUCER = (request, state, candidates, scores) -> { };
+
+  /** For tests: the source {@link #prepare} chose, or null. */
+  @Nullable String chosen(CycleState state) {
+    Source s = state.get(key);
+    return s == null ? null : s.endpointId();
+  }
+}
