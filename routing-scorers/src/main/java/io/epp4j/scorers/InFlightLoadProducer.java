@@ -67,26 +67,45 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     return l == null ? 0 : Math.max(0, l.requests.get());
   }
 
+  /**
+   * The tokens {@code request} would add on {@code endpointId} if routed there (upstream's
+   * uncached request tokens): its prompt tokens less those {@code hits} say the endpoint holds,
+   * plus the output estimate when {@code addEstimatedOutputTokens} is set.
+   */
+  long requestTokens(InferenceRequest request, @Nullable PrefixHits hits, String endpointId) {
+    return uncachedTokens(request, hits, endpointId) + outputTokens(request);
+  }
+
+  private static long uncachedTokens(InferenceRequest request, @Nullable PrefixHits hits,
+      String endpointId) {
+    long prompt = Math.max(0, request.estimatedPromptTokens());
+    long cached = hits == null ? 0 : Math.max(0, hits.cachedTokens(endpointId));
+    return Math.max(0, prompt - cached);
+  }
+
+  private long outputTokens(InferenceRequest request) {
+    if (!addEstimatedOutputTokens) {
+      return 0;
+    }
+    // estimated from the whole prompt, not the uncached part, as upstream's estimator
+    long output = Math.round(Math.max(0, request.estimatedPromptTokens()) * outputRatio);
+    if (request.maxTokens() > 0) {
+      output = Math.min(output, request.maxTokens());
+    }
+    if (maxEstimatedOutputTokens >= 0) {
+      output = Math.min(output, maxEstimatedOutputTokens);
+    }
+    return output;
+  }
+
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     long now = ticker.nanos();
     sweepIfDue(now);
     String id = decision.primary().id();
-    long prompt = Math.max(0, request.estimatedPromptTokens());
     PrefixHits hits = state.get(PrefixHits.KEY);
-    long cached = hits == null ? 0 : Math.max(0, hits.cachedTokens(id));
-    long uncached = Math.max(0, prompt - cached);
-    long output = 0;
-    if (addEstimatedOutputTokens) {
-      // estimated from the whole prompt, not the uncached part, as upstream's estimator
-      output = Math.round(prompt * outputRatio);
-      if (request.maxTokens() > 0) {
-        output = Math.min(output, request.maxTokens());
-      }
-      if (maxEstimatedOutputTokens >= 0) {
-        output = Math.min(output, maxEstimatedOutputTokens);
-      }
-    }
+    long uncached = uncachedTokens(request, hits, id);
+    long output = outputTokens(request);
     Held h = new Held(id, uncached, output, now);
     if (held.putIfAbsent(request, h) == null) {
       load(id).add(uncached + output, 1);
