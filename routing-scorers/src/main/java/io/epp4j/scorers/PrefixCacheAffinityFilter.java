@@ -86,21 +86,32 @@ final class PrefixCacheAffinityFilter implements Filter, RequestListener, PoolLi
     }
     double[] scores = new double[n];
     prefix.score(request, state, candidates, scores);
-    List<Candidate> sticky = new ArrayList<>(n);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+      if (scores[i] >= affinityThreshold) {
+        kept++;
+      }
+    }
+    if (kept == 0 || kept == n) {
+      return candidates; // no in-flight load is read: it could not change the answer
+    }
+    List<Candidate> sticky = new ArrayList<>(kept);
     double bestSticky = Double.MAX_VALUE;
     double bestOther = Double.MAX_VALUE;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
-      double ttft = ttftMillis(c.id());
-      if (scores[i] >= affinityThreshold) {
+      boolean cached = scores[i] >= affinityThreshold;
+      if (cached) {
         sticky.add(c);
-        bestSticky = Math.min(bestSticky, ttft);
-      } else {
-        bestOther = Math.min(bestOther, ttft);
       }
-    }
-    if (sticky.isEmpty() || sticky.size() == n) {
-      return candidates;
+      if (maxTtftPenaltyMs > 0) {
+        double ttft = ttftMillis(c.id());
+        if (cached) {
+          bestSticky = Math.min(bestSticky, ttft);
+        } else {
+          bestOther = Math.min(bestOther, ttft);
+        }
+      }
     }
     if (maxTtftPenaltyMs > 0 && bestSticky - bestOther > maxTtftPenaltyMs) {
       return candidates; // the cached endpoints are too far behind: stickiness breaks

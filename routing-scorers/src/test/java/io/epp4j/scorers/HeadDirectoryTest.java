@@ -113,6 +113,25 @@ class HeadDirectoryTest {
           assertThat(a.indexOf(pool.get(i).id())).as("seed %d step %d", seed, step).isEqualTo(i);
         }
         assertThat(a.indexOf("10.2.0.1:8000")).isEqualTo(-1);
+        // a subset scored later in the same cycle (after a filter kept it) reads the earlier
+        // match, and must score as a cycle that scores only the subset
+        List<Candidate> subset = new ArrayList<>();
+        for (Candidate c : pool) {
+          if (rnd.nextBoolean()) {
+            subset.add(c);
+          }
+        }
+        double[] reused = new double[subset.size()];
+        s.score(r, fast, subset, reused);
+        double[] alone = new double[subset.size()];
+        CycleState fresh = TestCandidates.state();
+        s.score(r, fresh, subset, alone);
+        assertThat(reused).as("seed %d step %d", seed, step).containsExactly(alone);
+        PrefixHits published = fast.get(PrefixHits.KEY);
+        for (int i = 0; i < subset.size(); i++) {
+          assertThat(published.cachedBlocks(published.indexOf(subset.get(i).id())))
+              .isEqualTo(fresh.get(PrefixHits.KEY).cachedBlocks(i));
+        }
         // the route goes somewhere and is recorded there, as after a real route
         Candidate to = ordered.get(rnd.nextInt(n));
         s.afterRouting(r, fast, PrefixCacheScorerTest.decision(to.endpoint()));
