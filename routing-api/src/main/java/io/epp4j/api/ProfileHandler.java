@@ -8,6 +8,15 @@ package io.epp4j.api;
 public interface ProfileHandler extends Plugin {
 
   /**
+   * Where a handler that runs no profile on purpose says why, in the cycle's state (for example
+   * a request that names a profile the configuration does not have). The router answers such a
+   * request with this rejection rather than with its general "no endpoint" one. A handler that
+   * ran its primary profile leaves it unset.
+   */
+  AttributeKey<Rejection> REJECTION = AttributeKey.of("profile-handler-rejection",
+      Rejection.class);
+
+  /**
    * Runs profiles through {@code runner} and returns the name of the primary profile, which
    * must have run.
    */

@@ -318,6 +318,10 @@ public final class Router implements AutoCloseable {
     } catch (RuntimeException e) {
       throw SchedulingCycle.failure(active, handler, "handle", e);
     }
+    Rejection refused = cycleState.get(ProfileHandler.REJECTION);
+    if (refused != null) {
+      return RoutingDecision.rejected(refused);
+    }
     ProfileResult pr = primary == null ? null : cycle.result(primary);
     if (pr == null || pr.isEmpty()) {
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS,
