@@ -138,6 +138,16 @@ class BuiltinPluginContractsTest {
   }
 
   @Nested
+  class HeaderLabelAffinityScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      // the fixtures' requests carry this header, their endpoints this label
+      return create(new HeaderLabelAffinityScorer.Provider(),
+          Map.of("headerName", "x-session-token", "labelKey", "zone"), Scorer.class);
+    }
+  }
+
+  @Nested
   class LabelSelectorFilterContract extends FilterContract<Filter> {
     @Override
     protected Filter createPlugin() {

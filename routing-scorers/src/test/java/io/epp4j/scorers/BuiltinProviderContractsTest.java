@@ -418,6 +418,25 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class HeaderLabelAffinityScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new HeaderLabelAffinityScorer.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("headerName", "x-disagg-slice", "labelKey", "disaggregatedset.x-k8s.io/slice");
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("headerName", Map.of("labelKey", "zone"),
+          "labelKey", Map.of("headerName", "x-zone", "labelKey", ""));
+    }
+  }
+
+  @Nested
   class LabelSelectorFilterProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {
@@ -607,6 +626,24 @@ class BuiltinProviderContractsTest {
     protected Map<String, Map<String, ?>> badParameters() {
       return Map.of("deciders", Map.of("deciders", Map.of("prefill", "missing-decider")),
           "profiles", Map.of("profiles", Map.of("prefill", "my-prefill")));
+    }
+  }
+
+  @Nested
+  class HeaderProfileHandlerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new HeaderProfileHandler.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("headerName", "EPP-Profile", "defaultProfile", "decode");
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("headerName", Map.of("headerName", "EPP Profile"));
     }
   }
 

@@ -104,6 +104,9 @@ class PluginContractTest {
       // a tree needs the filters it names, defined before it
       ctx = BuiltinPluginContractsTest.treeContext();
       params = Parameters.of(BuiltinPluginContractsTest.TREE);
+    } else if (type.equals("header-label-affinity-scorer")) {
+      // both are required, as upstream
+      params = Parameters.of(Map.of("headerName", "x-session-token", "labelKey", "zone"));
     } else if (type.equals("by-label")) {
       // llm-d's filter has no default label
       params = Parameters.of(Map.of("label", "pool", "validValues", List.of("a")));
