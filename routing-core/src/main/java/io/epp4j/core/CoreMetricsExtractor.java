@@ -3,8 +3,14 @@ package io.epp4j.core;
 import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
+import io.epp4j.api.MetricAttribute;
 import io.epp4j.api.PluginContext;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * {@code core-metrics-extractor} (upstream data layer): turns a scrape into queue, running,
@@ -12,9 +18,33 @@ import java.util.Set;
  * the vLLM and SGLang metric names itself, recognising each server's engine by the names it
  * exposes; so {@code engineLabelKey} (a pod label that would name the engine) is accepted with a
  * notice, {@code defaultEngine} must be {@code vllm} or {@code sglang}, and custom metric specs
- * ({@code engineConfigs}, {@code *Spec}) are refused, since the scrape parser cannot follow them.
+ * are refused, since the scrape parser cannot follow them.
+ *
+ * <p>One part of {@code engineConfigs} is honoured: an entry for {@code vllm} or {@code sglang}
+ * that repeats the engine's built-in specs may list {@code customMetrics} whose
+ * {@code metricSpec} is a family the scrape already reads (queue, running, KV usage); each is
+ * published under its {@code attributeKey} for the endpoint-attribute plugins
+ * ({@link io.epp4j.api.MetricAttributeSource}). An entry replaces the engine's built-in mapping
+ * upstream, so a spec it leaves out or changes would stop or change what upstream reads; such an
+ * entry is refused naming the spec.
  */
-final class CoreMetricsExtractor implements Plugin {
+final class CoreMetricsExtractor implements io.epp4j.api.MetricAttributeSource {
+  private final Map<String, MetricAttribute> attributes;
+
+  CoreMetricsExtractor(Map<String, MetricAttribute> attributes) {
+    this.attributes = Map.copyOf(attributes);
+  }
+
+  @Override
+  public @Nullable MetricAttribute attribute(String key) {
+    return attributes.get(key);
+  }
+
+  @Override
+  public Map<String, MetricAttribute> attributes() {
+    return attributes;
+  }
+
   @Override
   public String toString() {
     return "core-metrics-extractor";
@@ -24,7 +54,37 @@ final class CoreMetricsExtractor implements Plugin {
   public static final class Provider extends AbstractPluginProvider {
     private static final Set<String> SPECS = Set.of("queuedRequestsSpec", "runningRequestsSpec",
         "kvUsageSpec", "loraSpec", "cacheInfoSpec", "cacheBlockSizeSpec", "cacheNumBlocksSpec",
-        "cacheBlockSizeLabelName", "cacheNumBlocksLabelName", "engineConfigs");
+        "cacheBlockSizeLabelName", "cacheNumBlocksLabelName");
+
+    /**
+     * Upstream's built-in mapping of each engine epp4j reads, spec by spec (a spec not listed is
+     * empty, i.e. not read). An {@code engineConfigs} entry must repeat it.
+     */
+    private static final Map<String, Map<String, String>> BUILT_IN = Map.of(
+        "vllm", Map.of("queuedRequestsSpec", "vllm:num_requests_waiting",
+            "runningRequestsSpec", "vllm:num_requests_running",
+            "kvUsageSpec", "vllm:kv_cache_usage_perc",
+            "loraSpec", "vllm:lora_requests_info",
+            "cacheInfoSpec", "vllm:cache_config_info"),
+        "sglang", Map.of("queuedRequestsSpec", "sglang:num_queue_reqs",
+            "runningRequestsSpec", "sglang:num_running_reqs",
+            "kvUsageSpec", "sglang:token_usage",
+            "cacheInfoSpec", "sglang:cache_config_info",
+            "cacheBlockSizeLabelName", "page_size",
+            "cacheNumBlocksLabelName", "num_pages"));
+
+    /** What an empty label name means upstream. */
+    private static final Map<String, String> LABEL_DEFAULTS = Map.of(
+        "cacheBlockSizeLabelName", "block_size", "cacheNumBlocksLabelName", "num_gpu_blocks");
+
+    private static final Set<String> ENTRY_FIELDS = entryFields();
+
+    private static Set<String> entryFields() {
+      Set<String> s = new HashSet<>(SPECS);
+      s.add("name");
+      s.add("customMetrics");
+      return Set.copyOf(s);
+    }
 
     public Provider() {
       super("core-metrics-extractor");
@@ -44,7 +104,120 @@ final class CoreMetricsExtractor implements Plugin {
               + " (docs/plugins.md, data layer) and cannot map custom ones");
         }
       }
-      return new CoreMetricsExtractor();
+      Map<String, MetricAttribute> attributes = new LinkedHashMap<>();
+      Object configs = p.raw("engineConfigs");
+      if (configs instanceof List<?> list) {
+        Set<String> engines = new HashSet<>();
+        for (int i = 0; i < list.size(); i++) {
+          engineConfig(p, "engineConfigs[" + i + "]", list.get(i), engines, attributes);
+        }
+      } else if (configs != null) {
+        p.error("engineConfigs", "must be a list of engine configurations");
+      }
+      return new CoreMetricsExtractor(attributes);
+    }
+
+    private static void engineConfig(Parameters p, String where, @Nullable Object node,
+        Set<String> engines, Map<String, MetricAttribute> attributes) {
+      if (!(node instanceof Map<?, ?> entry)) {
+        p.error(where, "must be an engine configuration (a mapping with 'name')");
+        return;
+      }
+      for (Object k : entry.keySet()) {
+        if (!ENTRY_FIELDS.contains(String.valueOf(k))) {
+          p.error(where + "." + k, "is not a field of an engine configuration");
+        }
+      }
+      Object name = entry.get("name");
+      String engine = name instanceof String n ? n : "";
+      Map<String, String> builtIn = BUILT_IN.get(engine);
+      if (builtIn == null) {
+        p.error(where + ".name", "must be 'vllm' or 'sglang', got " + describe(name) + ": epp4j"
+            + " reads only those engines' metrics and recognises them by their metric names");
+        return;
+      }
+      if (!engines.add(engine)) {
+        p.error(where + ".name", "configures engine '" + engine + "' a second time");
+      }
+      for (String spec : new java.util.TreeSet<>(SPECS)) {
+        String expected = builtIn.getOrDefault(spec, "");
+        Object given = entry.get(spec);
+        String text = given == null ? "" : String.valueOf(given);
+        String dflt = LABEL_DEFAULTS.get(spec);
+        boolean same = text.equals(expected)
+            || dflt != null && (text.isEmpty() ? dflt : text)
+                .equals(expected.isEmpty() ? dflt : expected);
+        if (!same) {
+          p.error(where + "." + spec, "must be '" + expected + "', upstream's built-in value for"
+              + " " + engine + ", got '" + text + "': an engineConfigs entry replaces the built-in"
+              + " mapping, and epp4j cannot read " + engine + " servers otherwise"
+              + (text.isEmpty() ? " (left out, upstream would stop reading it)" : ""));
+        }
+      }
+      Object custom = entry.get("customMetrics");
+      if (custom instanceof List<?> metrics) {
+        Set<String> keys = new HashSet<>();
+        for (int j = 0; j < metrics.size(); j++) {
+          customMetric(p, where + ".customMetrics[" + j + "]", engine, metrics.get(j), keys,
+              attributes);
+        }
+      } else if (custom != null) {
+        p.error(where + ".customMetrics", "must be a list of {attributeKey, metricSpec}");
+      }
+    }
+
+    private static void customMetric(Parameters p, String where, String engine,
+        @Nullable Object node, Set<String> keys, Map<String, MetricAttribute> attributes) {
+      if (!(node instanceof Map<?, ?> m)) {
+        p.error(where, "must be a mapping with attributeKey and metricSpec");
+        return;
+      }
+      for (Object k : m.keySet()) {
+        if (!"attributeKey".equals(k) && !"metricSpec".equals(k)) {
+          p.error(where + "." + k, "is not a field of a custom metric");
+        }
+      }
+      Object key = m.get("attributeKey");
+      Object spec = m.get("metricSpec");
+      if (!(key instanceof String k) || k.isEmpty()) {
+        p.error(where + ".attributeKey", "is required: the attribute name the figure is"
+            + " published under");
+        return;
+      }
+      if (!keys.add(k)) {
+        p.error(where + ".attributeKey", "'" + k + "' is listed twice for " + engine);
+        return;
+      }
+      MetricAttribute figure =
+          spec instanceof String s ? MetricAttribute.ofFamily(engine, s.strip()) : null;
+      if (figure == null) {
+        p.error(where + ".metricSpec", "must be one of the " + engine + " metrics epp4j scrapes"
+            + " (" + families(engine) + "), without label selectors, got " + describe(spec)
+            + ": epp4j's scrape reads only those families, summed over their series");
+        return;
+      }
+      MetricAttribute before = attributes.putIfAbsent(k, figure);
+      if (before != null && before != figure) {
+        // which engine's entry applies to a server is decided upstream by a pod label; epp4j
+        // cannot tell, so one key must mean one figure for both
+        p.error(where + ".attributeKey", "'" + k + "' reads " + figure.family(engine)
+            + " here and " + before.family(engine) + "'s figure in another engine's entry;"
+            + " epp4j tells engines apart by their metric names, not by a label, so one key"
+            + " must read the same figure for every engine");
+      }
+    }
+
+    private static String families(String engine) {
+      StringBuilder b = new StringBuilder();
+      for (MetricAttribute a : MetricAttribute.values()) {
+        b.append(b.length() == 0 ? "" : ", ").append(a.family(engine));
+      }
+      return b.toString();
+    }
+
+    private static String describe(@Nullable Object v) {
+      return v == null ? "nothing" : v instanceof Map ? "an object" : v instanceof List ? "a list"
+          : "'" + v + "'";
     }
   }
 }

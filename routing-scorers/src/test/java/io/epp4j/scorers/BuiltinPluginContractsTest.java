@@ -148,6 +148,29 @@ class BuiltinPluginContractsTest {
   }
 
   @Nested
+  class EndpointAttributeScorerContract extends ScorerContract<Scorer> {
+    @Override
+    protected Scorer createPlugin() {
+      return Scorer.class.cast(new EndpointAttributeScorer.Provider().create(
+          EndpointAttributePluginsTest.context("endpoint-attribute-scorer"),
+          Parameters.of(Map.of("attributeKey", "queue",
+              "algorithm", Map.of("type", "linear_lower_is_better")))).value());
+    }
+  }
+
+  @Nested
+  class EndpointAttributeFilterContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return Filter.class.cast(new EndpointAttributeFilter.Provider().create(
+          EndpointAttributePluginsTest.context("endpoint-attribute-filter"),
+          Parameters.of(Map.of("attribute", "kv", "onMissing", "Fail", "algorithm",
+              Map.of("type", "threshold",
+                  "threshold", Map.of("operator", "LessThan", "value", 0.5))))).value());
+    }
+  }
+
+  @Nested
   class LabelSelectorFilterContract extends FilterContract<Filter> {
     @Override
     protected Filter createPlugin() {

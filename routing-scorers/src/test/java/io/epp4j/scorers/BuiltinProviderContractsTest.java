@@ -437,6 +437,62 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class EndpointAttributeFilterProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new EndpointAttributeFilter.Provider();
+    }
+
+    @Override
+    protected io.epp4j.api.PluginContext context() {
+      return EndpointAttributePluginsTest.context(provider().type());
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("attribute", "queue", "onMissing", "Pass", "fallbackOnEmpty", true,
+          "algorithm", Map.of("type", "threshold",
+              "threshold", Map.of("operator", "LessThan", "value", 10)));
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      Map<String, ?> algorithm = Map.of("type", "threshold",
+          "threshold", Map.of("operator", "LessThan", "value", 10));
+      return Map.of("attribute", Map.of("attribute", "nowhere", "algorithm", algorithm),
+          "producer", Map.of("attribute", "queue", "producer", "dcgm-extractor",
+              "algorithm", algorithm),
+          "onMissing", Map.of("attribute", "queue", "onMissing", "Drop", "algorithm", algorithm),
+          "algorithm", Map.of("attribute", "queue", "algorithm", Map.of("type", "topK")));
+    }
+  }
+
+  @Nested
+  class EndpointAttributeScorerProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new EndpointAttributeScorer.Provider();
+    }
+
+    @Override
+    protected io.epp4j.api.PluginContext context() {
+      return EndpointAttributePluginsTest.context(provider().type());
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("attributeKey", "kv", "algorithm", Map.of("type", "linear_lower_is_better",
+          "normalization", Map.of("fixedRange", Map.of("min", 0, "max", 1))));
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("attributeKey", Map.of("algorithm", Map.of("type", "linear_lower_is_better")),
+          "algorithm", Map.of("attributeKey", "kv", "algorithm", Map.of("type", "log")));
+    }
+  }
+
+  @Nested
   class LabelSelectorFilterProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {
@@ -951,7 +1007,8 @@ class BuiltinProviderContractsTest {
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
       return Map.of("defaultEngine", Map.of("defaultEngine", "trtllm"),
-          "kvUsageSpec", Map.of("kvUsageSpec", "my_kv_usage"));
+          "kvUsageSpec", Map.of("kvUsageSpec", "my_kv_usage"),
+          "engineConfigs", Map.of("engineConfigs", List.of(Map.of("name", "trtllm-serve"))));
     }
   }
 }

@@ -107,6 +107,15 @@ class PluginContractTest {
     } else if (type.equals("header-label-affinity-scorer")) {
       // both are required, as upstream
       params = Parameters.of(Map.of("headerName", "x-session-token", "labelKey", "zone"));
+    } else if (type.equals("endpoint-attribute-filter")) {
+      // the attribute must be one a core-metrics-extractor defined before it publishes
+      ctx = EndpointAttributePluginsTest.context(type);
+      params = Parameters.of(Map.of("attribute", "queue", "algorithm", Map.of("type",
+          "threshold", "threshold", Map.of("operator", "LessThan", "value", 10))));
+    } else if (type.equals("endpoint-attribute-scorer")) {
+      ctx = EndpointAttributePluginsTest.context(type);
+      params = Parameters.of(Map.of("attributeKey", "queue",
+          "algorithm", Map.of("type", "linear_lower_is_better")));
     } else if (type.equals("by-label")) {
       // llm-d's filter has no default label
       params = Parameters.of(Map.of("label", "pool", "validValues", List.of("a")));
