@@ -783,6 +783,238 @@ class UpstreamConfigCompatibilityTest {
         .hasMessageContaining("needs a profile named 'decode'");
   }
 
+  // ------------------------------------- header affinity, header profiles, endpoint attributes
+
+  Router routerYaml(String yaml, List<Endpoint> pool) {
+    Router r = Router.builder().endpoints(pool).configYaml(yaml, "upstream.yaml").ticker(now::get)
+        .randomSeed(7).build();
+    routers.add(r);
+    return r;
+  }
+
+  static InferenceRequest withHeaders(Map<String, String> headers) {
+    return InferenceRequest.builder().model(MODEL).prompt("p").headers(headers).build();
+  }
+
+  /** llm-d's README example: two header-to-label preferences, weighted 3 and 1. */
+  @Test
+  void headerLabelAffinityWeighsTheSliceAboveTheZoneAsTheReadmeExample() {
+    Router r = routerYaml("""
+        plugins:
+        - type: header-label-affinity-scorer
+          name: slice-affinity
+          parameters:
+            headerName: x-disagg-slice
+            labelKey: disaggregatedset.x-k8s.io/slice
+        - type: header-label-affinity-scorer
+          name: zone-affinity
+          parameters:
+            headerName: x-preferred-zone
+            labelKey: topology.kubernetes.io/zone
+        - type: weighted-random-picker
+          name: picker
+
+        schedulingProfiles:
+        - name: decode
+          plugins:
+          - pluginRef: slice-affinity
+            weight: 3
+          - pluginRef: zone-affinity
+            weight: 1
+          - pluginRef: picker
+        """, List.of(
+            Endpoint.of("10.0.0.1", 8000, Map.of("disaggregatedset.x-k8s.io/slice", "0",
+                "topology.kubernetes.io/zone", "a")),
+            Endpoint.of("10.0.0.2", 8000, Map.of("disaggregatedset.x-k8s.io/slice", "1",
+                "topology.kubernetes.io/zone", "a")),
+            Endpoint.of("10.0.0.3", 8000, Map.of("disaggregatedset.x-k8s.io/slice", "1",
+                "topology.kubernetes.io/zone", "b"))));
+    Map<String, Integer> seen = new HashMap<>();
+    for (int i = 0; i < 400; i++) {
+      RoutingDecision d = r.route(withHeaders(Map.of("x-disagg-slice", "1",
+          "x-preferred-zone", "b")));
+      seen.merge(d.primary().id(), 1, Integer::sum);
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+    // scores 0, 3 and 4: the endpoint of the other slice and zone is never picked, and the one
+    // matching both is picked more often than the one matching the slice alone
+    assertThat(seen).doesNotContainKey(id(1));
+    assertThat(seen.get(id(3))).isGreaterThan(seen.get(id(2)));
+    // without the headers every score is 0 and the picker chooses among all three
+    Set<String> any = new java.util.HashSet<>();
+    for (int i = 0; i < 60; i++) {
+      RoutingDecision d = r.route(withHeaders(Map.of()));
+      any.add(d.primary().id());
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+    assertThat(any).containsExactlyInAnyOrder(id(1), id(2), id(3));
+  }
+
+  /**
+   * llm-d's README example, with its encode stage left out (epp4j refuses the multimodal
+   * encode-filter): the EPP-Profile header picks the one profile that runs.
+   */
+  @Test
+  void headerProfileHandlerRunsTheProfileTheHeaderNamesAsTheReadmeExample() {
+    Router r = routerYaml("""
+        plugins:
+        - type: prefill-filter
+        - type: decode-filter
+        - type: header-profile-handler
+        schedulingProfiles:
+        - name: prefill
+          plugins:
+          - pluginRef: prefill-filter
+        - name: decode
+          plugins:
+          - pluginRef: decode-filter
+        """, List.of(Endpoint.parseWithRole("10.0.0.1:8000=prefill"),
+            Endpoint.parseWithRole("10.0.0.2:8000=decode")));
+    RoutingDecision prefill = r.route(withHeaders(Map.of("EPP-Profile", "prefill")));
+    assertThat(prefill.primaryProfile()).isEqualTo("prefill");
+    assertThat(prefill.profileResults()).containsOnlyKeys("prefill");
+    assertThat(prefill.primary().id()).isEqualTo(id(1));
+    // no header, e.g. GET /models: the default profile, decode
+    RoutingDecision models = r.routeHeaders(Map.of());
+    assertThat(models.primaryProfile()).isEqualTo("decode");
+    assertThat(models.primary().id()).isEqualTo(id(2));
+    // a stage the file does not configure: nothing runs, and the rejection says why
+    RoutingDecision encode = r.route(withHeaders(Map.of("epp-profile", "encode")));
+    assertThat(encode.isRouted()).isFalse();
+    assertThat(encode.rejection().reason()).isEqualTo(Rejection.Reason.INVALID_REQUEST);
+    assertThat(encode.rejection().message()).contains("'encode'").contains("[prefill, decode]");
+  }
+
+  static final String VLLM_RUNNING_AND_KV = """
+      - type: core-metrics-extractor
+        parameters:
+          engineConfigs:
+          - name: vllm
+            queuedRequestsSpec: vllm:num_requests_waiting
+            runningRequestsSpec: vllm:num_requests_running
+            kvUsageSpec: vllm:kv_cache_usage_perc
+            loraSpec: vllm:lora_requests_info
+            cacheInfoSpec: vllm:cache_config_info
+            customMetrics:
+            - attributeKey: num_requests_running
+              metricSpec: vllm:num_requests_running
+            - attributeKey: custom.queue_depth
+              metricSpec: vllm:num_requests_waiting
+            - attributeKey: custom.kv_cache_utilization
+              metricSpec: vllm:kv_cache_usage_perc
+      """;
+
+  static final String ATTRIBUTE_FILTER = """
+      plugins:
+        - type: endpoint-attribute-filter
+          name: drop-loaded-endpoints
+          parameters:
+            attribute: "num_requests_running"
+            onMissing: "Pass"
+            fallbackOnEmpty: true
+            algorithm:
+              type: "threshold"
+              threshold:
+                operator: "LessThan"
+                value: 10
+      schedulingProfiles:
+        - name: default
+          plugins:
+            - pluginRef: drop-loaded-endpoints
+      """;
+
+  /**
+   * llm-d's README example of the filter, with the core-metrics-extractor customMetrics entry
+   * that publishes its attribute (without one, upstream reads the attribute on no endpoint).
+   */
+  @Test
+  void endpointAttributeFilterDropsLoadedEndpointsAsTheReadmeExample() {
+    String yaml = ATTRIBUTE_FILTER.replace("schedulingProfiles:",
+        VLLM_RUNNING_AND_KV.indent(2) + "schedulingProfiles:");
+    Router r = routerYaml(yaml, pool(3));
+    metrics(r, id(1), EndpointMetrics.builder().runningRequests(12));
+    metrics(r, id(2), EndpointMetrics.builder().runningRequests(3));
+    // 10.0.0.3 is never scraped: it lacks the attribute and onMissing: Pass keeps it
+    Map<String, Integer> seen = new HashMap<>();
+    for (int i = 0; i < 60; i++) {
+      RoutingDecision d = r.route(completion("p" + i));
+      seen.merge(d.primary().id(), 1, Integer::sum);
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+    assertThat(seen).containsOnlyKeys(id(2), id(3));
+    // every endpoint loaded: fallbackOnEmpty gives all of them back instead of a 503
+    metrics(r, id(2), EndpointMetrics.builder().runningRequests(30));
+    metrics(r, id(3), EndpointMetrics.builder().runningRequests(10));
+    RoutingDecision loaded = r.route(completion("loaded"));
+    assertThat(loaded.isRouted()).isTrue();
+    // the README's file alone publishes no attribute: refused, naming it
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> routerYaml(ATTRIBUTE_FILTER,
+            pool(1)))
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("parameter 'attribute' 'num_requests_running' is published by no"
+            + " customMetrics entry");
+  }
+
+  /** llm-d's README examples of the scorer: queue depth adaptively, KV usage in [0, 1]. */
+  @Test
+  void endpointAttributeScorerPrefersTheShortQueueAndTheEmptierCacheAsTheReadmeExamples() {
+    Router r = routerYaml("""
+        plugins:
+          - type: endpoint-attribute-scorer
+            name: queue-depth-attribute
+            parameters:
+              attributeKey: "custom.queue_depth"
+              algorithm:
+                type: "linear_lower_is_better"
+          - type: endpoint-attribute-scorer
+            name: kv-cache-attribute
+            parameters:
+              attributeKey: "custom.kv_cache_utilization"
+              algorithm:
+                type: "linear_lower_is_better"
+                normalization:
+                  fixedRange:
+                    min: 0.0
+                    max: 1.0
+        %s
+        schedulingProfiles:
+          - name: default
+            plugins:
+              - pluginRef: queue-depth-attribute
+                weight: 1
+              - pluginRef: kv-cache-attribute
+                weight: 1
+        """.formatted(VLLM_RUNNING_AND_KV.indent(2).stripTrailing()), pool(3));
+    // queue scores 1, 0.5, 0; KV scores 0.1, 0.9, 0.5: totals 1.1, 1.4, 0.5
+    metrics(r, id(1), 0, 0.9);
+    metrics(r, id(2), 5, 0.1);
+    metrics(r, id(3), 10, 0.5);
+    for (int i = 0; i < 5; i++) {
+      RoutingDecision d = r.route(completion("q" + i));
+      assertThat(d.primary().id()).isEqualTo(id(2));
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+    // an endpoint never scraped scores 0 on both and does not widen the queue range
+    Router fresh = routerYaml("""
+        plugins:
+        - type: endpoint-attribute-scorer
+          parameters:
+            attributeKey: custom.queue_depth
+            algorithm: {type: linear_lower_is_better}
+        %s
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: endpoint-attribute-scorer
+        """.formatted(VLLM_RUNNING_AND_KV.stripTrailing()), pool(2));
+    metrics(fresh, id(1), 7, 0.0);
+    for (int i = 0; i < 5; i++) {
+      RoutingDecision d = fresh.route(completion("f" + i));
+      assertThat(d.primary().id()).isEqualTo(id(1));
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+  }
+
   // ------------------------------------------------------------------ admission control
 
   @Test
