@@ -1,9 +1,12 @@
 package io.epp4j.core;
 
 import io.epp4j.api.AbstractPluginProvider;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.MetricAttributeSource;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
-import io.epp4j.api.MetricAttribute;
 import io.epp4j.api.PluginContext;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -16,33 +19,74 @@ import org.jspecify.annotations.Nullable;
  * {@code core-metrics-extractor} (upstream data layer): turns a scrape into queue, running,
  * KV-usage, LoRA and cache-size figures. epp4j's {@link PrometheusMetrics} does this and knows
  * the vLLM and SGLang metric names itself, recognising each server's engine by the names it
- * exposes; so {@code engineLabelKey} (a pod label that would name the engine) is accepted with a
- * notice, {@code defaultEngine} must be {@code vllm} or {@code sglang}, and custom metric specs
- * are refused, since the scrape parser cannot follow them.
+ * exposes; so {@code defaultEngine} must be {@code vllm} or {@code sglang}, and custom metric
+ * specs are refused, since the scrape parser cannot follow them.
  *
  * <p>One part of {@code engineConfigs} is honoured: an entry for {@code vllm} or {@code sglang}
  * that repeats the engine's built-in specs may list {@code customMetrics} whose
  * {@code metricSpec} is a family the scrape already reads (queue, running, KV usage); each is
  * published under its {@code attributeKey} for the endpoint-attribute plugins
- * ({@link io.epp4j.api.MetricAttributeSource}). An entry replaces the engine's built-in mapping
- * upstream, so a spec it leaves out or changes would stop or change what upstream reads; such an
- * entry is refused naming the spec.
+ * ({@link MetricAttributeSource}). An entry replaces the engine's built-in mapping upstream, so
+ * a spec it leaves out or changes would stop or change what upstream reads; such an entry is
+ * refused naming the spec. As upstream, an endpoint has an engine's custom attributes when its
+ * {@code engineLabelKey} label (else the former GIE label) names that engine, or names no engine
+ * of the file and {@code defaultEngine} is that engine; that is all {@code engineLabelKey}
+ * decides in epp4j.
  */
-final class CoreMetricsExtractor implements io.epp4j.api.MetricAttributeSource {
-  private final Map<String, MetricAttribute> attributes;
+final class CoreMetricsExtractor implements MetricAttributeSource {
+  static final String ENGINE_LABEL = "llm-d.ai/engine-type";
+  /** The label upstream falls back to, from the Gateway API Inference Extension. */
+  static final String LEGACY_ENGINE_LABEL = "inference.networking.k8s.io/engine-type";
+  /** The engines whose entries may publish attributes. */
+  private static final Set<String> BUILT_IN_NAMES = Set.of("vllm", "sglang");
+  /** Engines upstream has built-in mappings for but epp4j does not read: no custom metrics. */
+  private static final Set<String> OTHER_ENGINES =
+      Set.of("trtllm-serve", "triton-tensorrt-llm", "triton");
 
-  CoreMetricsExtractor(Map<String, MetricAttribute> attributes) {
-    this.attributes = Map.copyOf(attributes);
+  private final String labelKey;
+  private final String defaultEngine;
+  /** Attribute key, then engine, then the figure that engine's entry publishes under it. */
+  private final Map<String, Map<String, ScrapedFigure>> published;
+
+  CoreMetricsExtractor(String labelKey, String defaultEngine,
+      Map<String, Map<String, ScrapedFigure>> published) {
+    this.labelKey = labelKey;
+    this.defaultEngine = defaultEngine;
+    Map<String, Map<String, ScrapedFigure>> copy = new LinkedHashMap<>();
+    published.forEach((k, v) -> copy.put(k, Map.copyOf(v)));
+    this.published = Map.copyOf(copy);
   }
 
   @Override
-  public @Nullable MetricAttribute attribute(String key) {
-    return attributes.get(key);
+  public @Nullable Reader attribute(String key) {
+    Map<String, ScrapedFigure> byEngine = published.get(key);
+    return byEngine == null ? null : c -> read(byEngine, c);
   }
 
   @Override
-  public Map<String, MetricAttribute> attributes() {
-    return attributes;
+  public Set<String> attributeKeys() {
+    return published.keySet();
+  }
+
+  private double read(Map<String, ScrapedFigure> byEngine, Candidate c) {
+    if (c.metricsScrapedAtNanos() == EndpointMetrics.UNSET_TIME) {
+      return Double.NaN; // upstream publishes the attribute at the first scrape
+    }
+    ScrapedFigure figure = byEngine.get(engine(c.endpoint()));
+    return figure == null ? Double.NaN : figure.value(c);
+  }
+
+  /** The engine whose mapping upstream applies to {@code e}. */
+  String engine(Endpoint e) {
+    String v = e.label(labelKey);
+    if (v == null || v.isEmpty()) {
+      v = e.label(LEGACY_ENGINE_LABEL);
+    }
+    if (v == null || v.isEmpty()) {
+      return defaultEngine;
+    }
+    // an engine the file has no mapping for gets the default engine's
+    return BUILT_IN_NAMES.contains(v) || OTHER_ENGINES.contains(v) ? v : defaultEngine;
   }
 
   @Override
@@ -92,11 +136,8 @@ final class CoreMetricsExtractor implements io.epp4j.api.MetricAttributeSource {
 
     @Override
     protected Plugin build(PluginContext context, Parameters p) {
-      if (p.has("engineLabelKey")) {
-        p.notice("engineLabelKey", "has no effect: epp4j recognises vLLM and SGLang servers by"
-            + " the metric names they expose, not by a pod label");
-      }
-      p.getEnum("defaultEngine", "vllm", Set.of("vllm", "sglang"));
+      String labelKey = p.getString("engineLabelKey", "");
+      String engine = p.getEnum("defaultEngine", "vllm", Set.of("vllm", "sglang"));
       for (String spec : new java.util.TreeSet<>(SPECS)) {
         if (p.has(spec)) {
           p.raw(spec);
@@ -104,21 +145,26 @@ final class CoreMetricsExtractor implements io.epp4j.api.MetricAttributeSource {
               + " (docs/plugins.md, data layer) and cannot map custom ones");
         }
       }
-      Map<String, MetricAttribute> attributes = new LinkedHashMap<>();
+      Map<String, Map<String, ScrapedFigure>> published = new LinkedHashMap<>();
       Object configs = p.raw("engineConfigs");
       if (configs instanceof List<?> list) {
         Set<String> engines = new HashSet<>();
         for (int i = 0; i < list.size(); i++) {
-          engineConfig(p, "engineConfigs[" + i + "]", list.get(i), engines, attributes);
+          engineConfig(p, "engineConfigs[" + i + "]", list.get(i), engines, published);
         }
       } else if (configs != null) {
         p.error("engineConfigs", "must be a list of engine configurations");
       }
-      return new CoreMetricsExtractor(attributes);
+      if (p.has("engineLabelKey") && published.isEmpty()) {
+        p.notice("engineLabelKey", "has no effect without customMetrics: epp4j recognises vLLM"
+            + " and SGLang servers by the metric names they expose, not by a pod label");
+      }
+      return new CoreMetricsExtractor(labelKey == null || labelKey.isEmpty() ? ENGINE_LABEL
+          : labelKey, engine, published);
     }
 
     private static void engineConfig(Parameters p, String where, @Nullable Object node,
-        Set<String> engines, Map<String, MetricAttribute> attributes) {
+        Set<String> engines, Map<String, Map<String, ScrapedFigure>> published) {
       if (!(node instanceof Map<?, ?> entry)) {
         p.error(where, "must be an engine configuration (a mapping with 'name')");
         return;
@@ -159,7 +205,7 @@ final class CoreMetricsExtractor implements io.epp4j.api.MetricAttributeSource {
         Set<String> keys = new HashSet<>();
         for (int j = 0; j < metrics.size(); j++) {
           customMetric(p, where + ".customMetrics[" + j + "]", engine, metrics.get(j), keys,
-              attributes);
+              published);
         }
       } else if (custom != null) {
         p.error(where + ".customMetrics", "must be a list of {attributeKey, metricSpec}");
@@ -167,7 +213,8 @@ final class CoreMetricsExtractor implements io.epp4j.api.MetricAttributeSource {
     }
 
     private static void customMetric(Parameters p, String where, String engine,
-        @Nullable Object node, Set<String> keys, Map<String, MetricAttribute> attributes) {
+        @Nullable Object node, Set<String> keys,
+        Map<String, Map<String, ScrapedFigure>> published) {
       if (!(node instanceof Map<?, ?> m)) {
         p.error(where, "must be a mapping with attributeKey and metricSpec");
         return;
@@ -188,28 +235,20 @@ final class CoreMetricsExtractor implements io.epp4j.api.MetricAttributeSource {
         p.error(where + ".attributeKey", "'" + k + "' is listed twice for " + engine);
         return;
       }
-      MetricAttribute figure =
-          spec instanceof String s ? MetricAttribute.ofFamily(engine, s.strip()) : null;
+      ScrapedFigure figure =
+          spec instanceof String s ? ScrapedFigure.ofFamily(engine, s.strip()) : null;
       if (figure == null) {
         p.error(where + ".metricSpec", "must be one of the " + engine + " metrics epp4j scrapes"
             + " (" + families(engine) + "), without label selectors, got " + describe(spec)
             + ": epp4j's scrape reads only those families, summed over their series");
         return;
       }
-      MetricAttribute before = attributes.putIfAbsent(k, figure);
-      if (before != null && before != figure) {
-        // which engine's entry applies to a server is decided upstream by a pod label; epp4j
-        // cannot tell, so one key must mean one figure for both
-        p.error(where + ".attributeKey", "'" + k + "' reads " + figure.family(engine)
-            + " here and " + before.family(engine) + "'s figure in another engine's entry;"
-            + " epp4j tells engines apart by their metric names, not by a label, so one key"
-            + " must read the same figure for every engine");
-      }
+      published.computeIfAbsent(k, x -> new LinkedHashMap<>()).put(engine, figure);
     }
 
     private static String families(String engine) {
       StringBuilder b = new StringBuilder();
-      for (MetricAttribute a : MetricAttribute.values()) {
+      for (ScrapedFigure a : ScrapedFigure.values()) {
         b.append(b.length() == 0 ? "" : ", ").append(a.family(engine));
       }
       return b.toString();

@@ -5,10 +5,10 @@ import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Filter;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.MetricAttributeSource;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
-import io.epp4j.api.MetricAttribute;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -45,14 +45,15 @@ final class EndpointAttributeFilter implements Filter {
     }
   }
 
-  private final MetricAttribute attribute;
+  private final MetricAttributeSource.Reader attribute;
   private final Operator operator;
   private final double threshold;
   private final boolean passOnMissing;
   private final boolean fallbackOnEmpty;
   private final Predicate<Candidate> keep = this::keeps;
 
-  EndpointAttributeFilter(MetricAttribute attribute, Operator operator, double threshold,
+  EndpointAttributeFilter(MetricAttributeSource.Reader attribute, Operator operator,
+      double threshold,
       boolean passOnMissing, boolean fallbackOnEmpty) {
     this.attribute = attribute;
     this.operator = operator;
@@ -62,8 +63,8 @@ final class EndpointAttributeFilter implements Filter {
   }
 
   private boolean keeps(Candidate c) {
-    return MetricAttribute.present(c) ? operator.test(attribute.value(c), threshold)
-        : passOnMissing;
+    double v = attribute.read(c);
+    return Double.isNaN(v) ? passOnMissing : operator.test(v, threshold);
   }
 
   @Override
@@ -75,7 +76,7 @@ final class EndpointAttributeFilter implements Filter {
 
   @Override
   public String toString() {
-    return "endpoint-attribute-filter(" + attribute + " " + operator + " " + threshold + ")";
+    return "endpoint-attribute-filter(" + operator + " " + threshold + ")";
   }
 
   /**
@@ -89,7 +90,7 @@ final class EndpointAttributeFilter implements Filter {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      MetricAttribute attribute = EndpointAttributes.resolve(c, p, "attribute",
+      MetricAttributeSource.Reader attribute = EndpointAttributes.resolve(c, p, "attribute",
           "keep or drop every endpoint by onMissing alone");
       String onMissing = p.getString("onMissing", "");
       if (onMissing != null && !onMissing.isEmpty() && !onMissing.equals("Pass")

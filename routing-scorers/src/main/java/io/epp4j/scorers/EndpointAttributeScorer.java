@@ -4,7 +4,7 @@ import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.InferenceRequest;
-import io.epp4j.api.MetricAttribute;
+import io.epp4j.api.MetricAttributeSource;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
@@ -24,15 +24,15 @@ import java.util.Set;
  * {@link EndpointAttributes}).
  */
 final class EndpointAttributeScorer implements Scorer {
-  private final MetricAttribute attribute;
+  private final MetricAttributeSource.Reader attribute;
   private final boolean lowerIsBetter;
   private final boolean fixed;
   private final double min;
   private final double max;
 
   /** A scorer with a fixed range when {@code fixed}, else with the candidates' own range. */
-  EndpointAttributeScorer(MetricAttribute attribute, boolean lowerIsBetter, boolean fixed,
-      double min, double max) {
+  EndpointAttributeScorer(MetricAttributeSource.Reader attribute, boolean lowerIsBetter,
+      boolean fixed, double min, double max) {
     this.attribute = attribute;
     this.lowerIsBetter = lowerIsBetter;
     this.fixed = fixed;
@@ -49,26 +49,31 @@ final class EndpointAttributeScorer implements Scorer {
     if (!fixed) {
       lo = Double.POSITIVE_INFINITY;
       hi = Double.NEGATIVE_INFINITY;
+      // the values go into the score array first: each is read once
       for (int i = 0; i < n; i++) {
-        Candidate c = candidates.get(i);
-        if (MetricAttribute.present(c)) {
-          double v = attribute.value(c);
+        double v = attribute.read(candidates.get(i));
+        scores[i] = v;
+        if (!Double.isNaN(v)) {
           lo = Math.min(lo, v);
           hi = Math.max(hi, v);
         }
       }
+    } else {
+      for (int i = 0; i < n; i++) {
+        scores[i] = attribute.read(candidates.get(i));
+      }
     }
     for (int i = 0; i < n; i++) {
-      Candidate c = candidates.get(i);
-      if (!MetricAttribute.present(c)) {
-        scores[i] = 0.0;
+      double v = scores[i];
+      if (Double.isNaN(v)) {
+        scores[i] = 0.0; // without the attribute
         continue;
       }
       if (!fixed && hi == lo) {
         scores[i] = 1.0; // every endpoint with the attribute has the same value
         continue;
       }
-      double s = (attribute.value(c) - lo) / (hi - lo);
+      double s = (v - lo) / (hi - lo);
       s = Math.max(0.0, Math.min(1.0, s));
       scores[i] = lowerIsBetter ? 1.0 - s : s;
     }
@@ -76,7 +81,7 @@ final class EndpointAttributeScorer implements Scorer {
 
   @Override
   public String toString() {
-    return "endpoint-attribute-scorer(" + attribute + (lowerIsBetter ? ", lower" : ", higher")
+    return "endpoint-attribute-scorer(" + (lowerIsBetter ? "lower" : "higher")
         + " is better" + (fixed ? ", range [" + min + ", " + max + "])" : ")");
   }
 
@@ -94,7 +99,7 @@ final class EndpointAttributeScorer implements Scorer {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      MetricAttribute attribute = EndpointAttributes.resolve(c, p, "attributeKey",
+      MetricAttributeSource.Reader attribute = EndpointAttributes.resolve(c, p, "attributeKey",
           "score every endpoint 0");
       boolean lower = true;
       boolean fixed = false;

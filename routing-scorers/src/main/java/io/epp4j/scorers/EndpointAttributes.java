@@ -1,14 +1,13 @@
 package io.epp4j.scorers;
 
+import io.epp4j.api.MetricAttributeSource;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
-import io.epp4j.api.MetricAttribute;
-import io.epp4j.api.MetricAttributeSource;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeMap;
+import java.util.TreeSet;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -26,12 +25,12 @@ final class EndpointAttributes {
   static final String CORE_EXTRACTOR = "core-metrics-extractor";
 
   /**
-   * The figure that attribute parameter {@code keyParam} and {@code producer} name, or null
+   * How to read the attribute that {@code keyParam} and {@code producer} name, or null
    * after recording why it cannot be read. {@code ifMissing} says what upstream would do with an
    * attribute missing everywhere, for the message.
    */
-  static @Nullable MetricAttribute resolve(PluginContext c, Parameters p, String keyParam,
-      String ifMissing) {
+  static MetricAttributeSource.@Nullable Reader resolve(PluginContext c, Parameters p,
+      String keyParam, String ifMissing) {
     String key = p.getString(keyParam, null);
     if (key == null || key.isEmpty()) {
       if (p.errors().stream().noneMatch(e -> e.startsWith("parameter '" + keyParam + "'"))) {
@@ -55,18 +54,18 @@ final class EndpointAttributes {
           + "': " + whyNotProducer(producer));
       return null;
     }
-    Map<String, MetricAttribute> published = new TreeMap<>();
+    Set<String> published = new TreeSet<>();
     for (Plugin earlier : c.earlierPlugins()) {
       if (earlier instanceof MetricAttributeSource source) {
-        MetricAttribute found = source.attribute(key);
+        MetricAttributeSource.Reader found = source.attribute(key);
         if (found != null) {
           return found;
         }
-        published.putAll(source.attributes());
+        published.addAll(source.attributeKeys());
       }
     }
     p.error(keyParam, "'" + key + "' is published by no customMetrics entry of a "
-        + CORE_EXTRACTOR + " in this configuration (published: " + published.keySet()
+        + CORE_EXTRACTOR + " in this configuration (published: " + published
         + "); upstream would find it missing on every endpoint and " + ifMissing
         + ". Publish it with engineConfigs: [{name: vllm, ..., customMetrics: [{attributeKey: '"
         + key + "', metricSpec: vllm:num_requests_waiting}]}] (docs/plugins.md,"

@@ -7,7 +7,6 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.Filter;
 import io.epp4j.api.InferenceRequest;
-import io.epp4j.api.MetricAttribute;
 import io.epp4j.api.MetricAttributeSource;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
@@ -16,12 +15,15 @@ import io.epp4j.api.PluginProvider;
 import io.epp4j.api.Result;
 import io.epp4j.api.Scorer;
 import io.epp4j.core.ConfigException;
+import io.epp4j.core.PluginRegistry;
 import io.epp4j.core.Router;
 import io.epp4j.testkit.ContractFixtures;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.function.ToDoubleFunction;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 
@@ -31,21 +33,25 @@ import org.junit.jupiter.api.Test;
  */
 class EndpointAttributePluginsTest {
 
-  /** A core-metrics-extractor as the plugins see it: three published attributes. */
+  /**
+   * A core-metrics-extractor as the plugins see it: three published attributes, present on every
+   * scraped endpoint.
+   */
   static final MetricAttributeSource SOURCE = new MetricAttributeSource() {
-    final Map<String, MetricAttribute> attributes = Map.of(
-        "queue", MetricAttribute.WAITING_REQUESTS,
-        "num_requests_running", MetricAttribute.RUNNING_REQUESTS,
-        "kv", MetricAttribute.KV_CACHE_USAGE);
+    final Map<String, ToDoubleFunction<Candidate>> attributes = Map.of(
+        "queue", Candidate::waitingRequests,
+        "num_requests_running", Candidate::runningRequests,
+        "kv", Candidate::kvCacheUsage);
 
     @Override
-    public @Nullable MetricAttribute attribute(String key) {
-      return attributes.get(key);
+    public @Nullable Reader attribute(String key) {
+      ToDoubleFunction<Candidate> f = attributes.get(key);
+      return f == null ? null : c -> c.metrics().isKnown() ? f.applyAsDouble(c) : Double.NaN;
     }
 
     @Override
-    public Map<String, MetricAttribute> attributes() {
-      return attributes;
+    public Set<String> attributeKeys() {
+      return attributes.keySet();
     }
   };
 
@@ -342,38 +348,78 @@ class EndpointAttributePluginsTest {
         """);
     assertThat(loadErrors(otherEngine)).anySatisfy(e -> assertThat(e)
         .contains("'engineConfigs[0].name' must be 'vllm' or 'sglang'"));
-    String conflicting = yaml(VLLM + """
-          customMetrics:
-          - {attributeKey: queue, metricSpec: vllm:num_requests_waiting}
-        - name: sglang
-          queuedRequestsSpec: sglang:num_queue_reqs
-          runningRequestsSpec: sglang:num_running_reqs
-          kvUsageSpec: sglang:token_usage
-          cacheInfoSpec: sglang:cache_config_info
-          cacheBlockSizeLabelName: page_size
-          cacheNumBlocksLabelName: num_pages
-          customMetrics:
-          - {attributeKey: queue, metricSpec: sglang:num_running_reqs}
-        """);
-    assertThat(loadErrors(conflicting)).anySatisfy(e -> assertThat(e)
-        .contains("'engineConfigs[1].customMetrics[0].attributeKey'"));
+  }
+
+  static final Map<String, ?> SGLANG = Map.of("name", "sglang",
+      "queuedRequestsSpec", "sglang:num_queue_reqs",
+      "runningRequestsSpec", "sglang:num_running_reqs", "kvUsageSpec", "sglang:token_usage",
+      "cacheInfoSpec", "sglang:cache_config_info", "cacheBlockSizeLabelName", "page_size",
+      "cacheNumBlocksLabelName", "num_pages");
+
+  static final Map<String, ?> VLLM_ENTRY = Map.of("name", "vllm",
+      "queuedRequestsSpec", "vllm:num_requests_waiting",
+      "runningRequestsSpec", "vllm:num_requests_running",
+      "kvUsageSpec", "vllm:kv_cache_usage_perc", "loraSpec", "vllm:lora_requests_info",
+      "cacheInfoSpec", "vllm:cache_config_info");
+
+  static Map<String, Object> entry(Map<String, ?> engine, String key, String spec) {
+    Map<String, Object> m = new LinkedHashMap<>(engine);
+    m.put("customMetrics", List.of(Map.of("attributeKey", key, "metricSpec", spec)));
+    return m;
+  }
+
+  static MetricAttributeSource extractor(Map<String, ?> params) {
+    Result<? extends Plugin> r = PluginRegistry.fromServiceLoader().create(
+        "core-metrics-extractor", ContractFixtures.context("core-metrics-extractor"),
+        Parameters.of(params));
+    assertThat(r.errors()).isEmpty();
+    return (MetricAttributeSource) r.value();
+  }
+
+  /** A scraped endpoint with queue 4, running 6 and the given labels. */
+  static Candidate labelled(Map<String, String> labels) {
+    return new TestCandidates.Cand(Endpoint.parse("10.0.0.9:8000", labels),
+        EndpointMetrics.builder().waitingRequests(4).runningRequests(6).scrapedAtNanos(0)
+            .build(), 0, 0);
   }
 
   @Test
-  void oneKeyOnTheSameFigureForBothEnginesIsAccepted() {
-    String both = yaml(VLLM + """
-          customMetrics:
-          - {attributeKey: queue, metricSpec: vllm:num_requests_waiting}
-        - name: sglang
-          queuedRequestsSpec: sglang:num_queue_reqs
-          runningRequestsSpec: sglang:num_running_reqs
-          kvUsageSpec: sglang:token_usage
-          cacheInfoSpec: sglang:cache_config_info
-          cacheBlockSizeLabelName: page_size
-          cacheNumBlocksLabelName: num_pages
-          customMetrics:
-          - {attributeKey: queue, metricSpec: sglang:num_queue_reqs}
-        """);
-    assertThat(loadErrors(both)).isEmpty();
+  void anEnginesAttributesApplyToTheEndpointsUpstreamGivesThatEngine() {
+    MetricAttributeSource.Reader queue = extractor(Map.of("engineConfigs",
+        List.of(entry(VLLM_ENTRY, "queue", "vllm:num_requests_waiting")))).attribute("queue");
+    assertThat(queue).isNotNull();
+    // no label, or a label naming no engine: the default engine, vllm
+    assertThat(queue.read(labelled(Map.of()))).isEqualTo(4.0);
+    assertThat(queue.read(labelled(Map.of("llm-d.ai/engine-type", "my-engine")))).isEqualTo(4.0);
+    assertThat(queue.read(labelled(Map.of("llm-d.ai/engine-type", "vllm")))).isEqualTo(4.0);
+    // another engine's mapping has no such attribute; the former GIE label counts too
+    assertThat(queue.read(labelled(Map.of("llm-d.ai/engine-type", "sglang")))).isNaN();
+    assertThat(queue.read(labelled(Map.of("llm-d.ai/engine-type", "trtllm-serve")))).isNaN();
+    assertThat(queue.read(labelled(Map.of("inference.networking.k8s.io/engine-type",
+        "sglang")))).isNaN();
+    // never scraped: not yet published
+    assertThat(queue.read(TestCandidates.cand("10.0.0.8:8000"))).isNaN();
+  }
+
+  @Test
+  void theDefaultEngineAndEngineLabelKeyDecideAsUpstream() {
+    MetricAttributeSource.Reader queue = extractor(Map.of("defaultEngine", "sglang",
+        "engineLabelKey", "engine", "engineConfigs",
+        List.of(entry(SGLANG, "queue", "sglang:num_queue_reqs")))).attribute("queue");
+    assertThat(queue).isNotNull();
+    assertThat(queue.read(labelled(Map.of()))).isEqualTo(4.0);
+    assertThat(queue.read(labelled(Map.of("engine", "vllm")))).isNaN();
+    // the configured label replaces llm-d's
+    assertThat(queue.read(labelled(Map.of("llm-d.ai/engine-type", "vllm")))).isEqualTo(4.0);
+  }
+
+  @Test
+  void oneKeyMayReadADifferentFigureForEachEngine() {
+    MetricAttributeSource.Reader load = extractor(Map.of("engineConfigs", List.of(
+        entry(VLLM_ENTRY, "load", "vllm:num_requests_waiting"),
+        entry(SGLANG, "load", "sglang:num_running_reqs")))).attribute("load");
+    assertThat(load).isNotNull();
+    assertThat(load.read(labelled(Map.of()))).isEqualTo(4.0);
+    assertThat(load.read(labelled(Map.of("llm-d.ai/engine-type", "sglang")))).isEqualTo(6.0);
   }
 }
