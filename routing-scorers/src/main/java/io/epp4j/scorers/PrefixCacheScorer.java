@@ -116,14 +116,6 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     Lookup lookup = lookup(request, state);
     long[] hashes = lookup.hashes;
     int total = hashes.length;
-    PrefixMatch earlier = lookup.match;
-    if (earlier != null && earlier.indexedById() && reuse(earlier, candidates, scores, total)) {
-      // scored earlier in this cycle over these candidates and more (the pool, before a filter
-      // such as prefix-cache-affinity-filter kept some): the index has not changed since
-      PrefixHits.publish(state, PrefixMatch.fromScores(total, blockSizeTokens, candidates,
-          scores));
-      return;
-    }
     Slots sl = slots;
     if (sl.epoch != epoch.get()) {
       sl = Slots.EMPTY;
@@ -153,22 +145,6 @@ public final class PrefixCacheScorer implements Scorer, RequestListener, PoolLis
     lookup.match = match;
     lookup.touched = refreshOnLookup;
     PrefixHits.publish(state, match);
-  }
-
-  /**
-   * Scores {@code candidates} from {@code earlier} when it describes every one of them; false,
-   * with {@code scores} to be overwritten, when it does not.
-   */
-  private static boolean reuse(PrefixMatch earlier, List<Candidate> candidates, double[] scores,
-      int total) {
-    for (int i = 0, n = candidates.size(); i < n; i++) {
-      int j = earlier.indexOf(candidates.get(i).id());
-      if (j < 0) {
-        return false;
-      }
-      scores[i] = total == 0 ? 0.0 : (double) earlier.matchedAt(j) / total;
-    }
-    return true;
   }
 
   /** Scores the endpoints the directory names; returns how many it named, in {@code found}. */

@@ -91,11 +91,6 @@ final class PrefixMatch implements PrefixHits {
     return i >= 0 && i < size && candidates.get(i).id().equals(endpointId) ? i : -1;
   }
 
-  /** Whether {@link #indexOf} finds a position without comparing ids (a list in pool order). */
-  boolean indexedById() {
-    return candidates instanceof PoolOrder;
-  }
-
   @Override
   public int size() {
     return size;

@@ -113,8 +113,8 @@ class HeadDirectoryTest {
           assertThat(a.indexOf(pool.get(i).id())).as("seed %d step %d", seed, step).isEqualTo(i);
         }
         assertThat(a.indexOf("10.2.0.1:8000")).isEqualTo(-1);
-        // a subset scored later in the same cycle (after a filter kept it) reads the earlier
-        // match, and must score as a cycle that scores only the subset
+        // a subset scored later in the same cycle (after a filter kept it) scores as a cycle
+        // that scores only the subset
         List<Candidate> subset = new ArrayList<>();
         for (Candidate c : pool) {
           if (rnd.nextBoolean()) {
