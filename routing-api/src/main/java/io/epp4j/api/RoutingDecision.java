@@ -277,8 +277,12 @@ public final class RoutingDecision {
       return;
     }
     synchronized (this) {
-      Map<String, Function<RoutingDecision, @Nullable String>> m =
-          new LinkedHashMap<>(responseHeaders);
+      Map<String, Function<RoutingDecision, @Nullable String>> now = responseHeaders;
+      if (now.isEmpty()) {
+        responseHeaders = Map.of(n, value); // the usual case: one plugin asks for one header
+        return;
+      }
+      Map<String, Function<RoutingDecision, @Nullable String>> m = new LinkedHashMap<>(now);
       m.put(n, value);
       responseHeaders = Collections.unmodifiableMap(m);
     }
