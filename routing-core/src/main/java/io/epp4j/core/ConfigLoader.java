@@ -61,7 +61,8 @@ import org.yaml.snakeyaml.error.MarkedYAMLException;
  */
 final class ConfigLoader {
   static final Set<String> KNOWN_TOP_LEVEL = Set.of("apiVersion", "kind", "plugins",
-      "schedulingProfiles", "featureGates", "saturationDetector", "parser", "dataLayer");
+      "schedulingProfiles", "featureGates", "saturationDetector", "parser", "dataLayer",
+      "requestHandler");
   static final Set<String> TOLERATED_TOP_LEVEL = Set.of("data", "metadata", "flowControl");
   /** The apiVersions upstream files carry: the Gateway API Inference Extension's and llm-d's. */
   static final Set<String> KNOWN_API_VERSIONS =
@@ -361,9 +362,16 @@ final class ConfigLoader {
       for (Object k : top.keySet()) {
         String key = String.valueOf(k);
         if (key.equals("flowControl")) {
-          // upstream reads the section only behind the flowControl gate, which is refused
-          warnings.add(source + ": section 'flowControl' has no effect: upstream applies it only"
-              + " with the flowControl feature gate, and epp4j has no request queueing");
+          // upstream reads the section only behind the flowControl gate, which is refused, but
+          // for its saturationDetector, which it honours either way (see saturation)
+          Object fc = top.get(k);
+          boolean other = !(fc instanceof Map<?, ?> m) || m.keySet().stream()
+              .anyMatch(f -> !"saturationDetector".equals(f));
+          if (other) {
+            warnings.add(source + ": section 'flowControl' has no effect but for its"
+                + " saturationDetector: upstream applies the rest only with the flowControl"
+                + " feature gate, and epp4j has no request queueing");
+          }
         } else if (TOLERATED_TOP_LEVEL.contains(key)) {
           warnings.add(source + ": section '" + key + "' is not used by epp4j and was ignored");
         } else if (!KNOWN_TOP_LEVEL.contains(key)) {
@@ -406,17 +414,60 @@ final class ConfigLoader {
       }
     }
 
-    /** {@code parser: {pluginRef: x}}: x must be the openai-parser, which epp4j always runs. */
+    /**
+     * {@code requestHandler: {parsers: [{pluginRef: x}, ...]}} (current upstream), else the
+     * former {@code parser: {pluginRef: x}}, which upstream reads only without the first: every x
+     * must be the openai-parser, which epp4j always runs.
+     */
     void checkParser(Map<?, ?> top) {
-      Object node = top.get("parser");
-      if (node == null) {
-        return;
+      Object handler = top.get("requestHandler");
+      List<?> parsers = List.of();
+      if (handler != null) {
+        if (!(handler instanceof Map<?, ?> h)) {
+          errors.add(source + ": field 'requestHandler' must be a mapping, got "
+              + describe(handler));
+          return;
+        }
+        for (Object k : h.keySet()) {
+          if (!"parsers".equals(k)) {
+            errors.add(source + ": requestHandler: unknown field " + quote(k)
+                + "; expected parsers");
+          }
+        }
+        if (h.get("parsers") != null) {
+          parsers = asList(h.get("parsers"), source + ": requestHandler: field 'parsers'",
+              errors);
+        }
       }
-      refOnly(node, "parser");
-      Plugin p = sectionRef(node, "parser", "openai-parser");
+      Object former = top.get("parser");
+      if (!parsers.isEmpty()) {
+        if (former != null) {
+          warnings.add(source + ": section 'parser' is not used: requestHandler.parsers is given,"
+              + " and upstream reads the former section only without it");
+        }
+        for (int i = 0; i < parsers.size(); i++) {
+          checkParserRef(parsers.get(i), "requestHandler: parsers[" + i + "]");
+        }
+      } else if (former != null) {
+        checkParserRef(former, "parser");
+      }
+    }
+
+    private void checkParserRef(@Nullable Object node, String section) {
+      refOnly(node, section);
+      if (node instanceof Map<?, ?> m && m.get("pluginRef") instanceof String ref
+          && !ref.equals("openai-parser") && !definedAt.containsKey(ref)) {
+        String why = UpstreamOnlyTypes.why(ref);
+        if (why != null) {
+          errors.add(source + ": " + section + ": field 'pluginRef' names upstream's " + quote(ref)
+              + ", which epp4j does not have: " + why);
+          return;
+        }
+      }
+      Plugin p = sectionRef(node, section, "openai-parser");
       if (p != null && !(p instanceof OpenAiParserPlugin)) {
-        errors.add(source + ": parser: field 'pluginRef' must name an openai-parser plugin;"
-            + " epp4j parses OpenAI requests only, got " + p);
+        errors.add(source + ": " + section + ": field 'pluginRef' must name an openai-parser"
+            + " plugin; epp4j parses OpenAI requests only, got " + p);
       }
     }
 
@@ -427,24 +478,40 @@ final class ConfigLoader {
      */
     RouterConfig.@Nullable Saturation saturation(Map<?, ?> top) {
       Object node = top.get("saturationDetector");
+      String section = "saturationDetector";
+      // current upstream's place for it, honoured without the flowControl gate; it wins over
+      // the former top-level section when both are given, as upstream's loader decides
+      if (top.get("flowControl") instanceof Map<?, ?> fc && fc.get("saturationDetector") != null) {
+        if (node != null) {
+          warnings.add(source + ": section 'saturationDetector' is not used:"
+              + " flowControl.saturationDetector is given, and upstream reads the former section"
+              + " only without it");
+        }
+        node = fc.get("saturationDetector");
+        section = "flowControl: saturationDetector";
+      }
       if (node == null) {
         return null;
       }
+      return saturation(node, section);
+    }
+
+    private RouterConfig.@Nullable Saturation saturation(Object node, String section) {
       if (node instanceof Map<?, ?> m && m.containsKey("pluginRef")) {
-        refOnly(node, "saturationDetector");
-        Plugin p = sectionRef(node, "saturationDetector", "utilization-detector");
+        refOnly(node, section);
+        Plugin p = sectionRef(node, section, "utilization-detector");
         if (p == null) {
           return null;
         }
         if (p instanceof UtilizationDetector d) {
           return d.saturation;
         }
-        errors.add(source + ": saturationDetector: field 'pluginRef' must name a"
+        errors.add(source + ": " + section + ": field 'pluginRef' must name a"
             + " utilization-detector plugin, got " + p);
         return null;
       }
       if (!(node instanceof Map<?, ?> m)) {
-        errors.add(source + ": field 'saturationDetector' must be a mapping, got " + describe(node));
+        errors.add(source + ": field '" + section + "' must be a mapping, got " + describe(node));
         return null;
       }
       Map<String, Object> fields = new LinkedHashMap<>();
@@ -452,10 +519,10 @@ final class ConfigLoader {
       Parameters p = Parameters.of(fields);
       RouterConfig.Saturation s = UtilizationDetector.fields(p);
       for (String e : p.errors()) {
-        errors.add(source + ": saturationDetector: " + e.replaceFirst("^parameter", "field"));
+        errors.add(source + ": " + section + ": " + e.replaceFirst("^parameter", "field"));
       }
       for (String unread : p.unreadNames()) {
-        errors.add(source + ": saturationDetector: unknown field " + quote(unread)
+        errors.add(source + ": " + section + ": unknown field " + quote(unread)
             + "; expected pluginRef, or queueDepthThreshold, kvCacheUtilThreshold,"
             + " metricsStalenessThreshold");
       }

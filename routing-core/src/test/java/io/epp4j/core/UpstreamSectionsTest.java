@@ -57,6 +57,59 @@ class UpstreamSectionsTest {
   }
 
   @Test
+  void requestHandlerParsersIsTheCurrentPlaceOfTheParserAndWinsOverTheFormerSection() {
+    assertThat(load("requestHandler:\n  parsers: [{pluginRef: openai-parser}]\nplugins:\n")
+        .errors()).isEmpty();
+    // as upstream, the former section is not read when the new one is given
+    Result<RouterConfig> both = load("parser: {pluginRef: s}\nrequestHandler:\n"
+        + "  parsers: [{pluginRef: p}]\nplugins:\n- {name: p, type: openai-parser}\n");
+    assertThat(both.errors()).isEmpty();
+    assertThat(both.value().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("section 'parser' is not used"));
+    assertThat(load("requestHandler:\n  parsers: [{pluginRef: s}]\nplugins:\n").errors())
+        .anySatisfy(e -> assertThat(e).contains("requestHandler: parsers[0]")
+            .contains("openai-parser"));
+    assertThat(load("requestHandler:\n  parsers: [{pluginRef: openai-parser},"
+        + " {pluginRef: passthrough-parser}]\nplugins:\n").errors())
+        .anySatisfy(e -> assertThat(e).contains("parsers[1]").contains("'passthrough-parser'")
+            .contains("OpenAI bodies only"));
+    assertThat(load("requestHandler: {parser: x}\nplugins:\n").errors())
+        .anySatisfy(e -> assertThat(e).contains("requestHandler: unknown field 'parser'"));
+  }
+
+  @Test
+  void flowControlSaturationDetectorIsHonouredWithoutTheGateAndWinsOverTheFormerSection() {
+    Result<RouterConfig> r = load("""
+        flowControl:
+          saturationDetector: {pluginRef: strict}
+        saturationDetector: {pluginRef: lax}
+        plugins:
+        - {name: strict, type: utilization-detector, parameters: {queueDepthThreshold: 3}}
+        - {name: lax, type: utilization-detector, parameters: {queueDepthThreshold: 300}}
+        """);
+    assertThat(r.errors()).isEmpty();
+    assertThat(r.value().saturation().orElseThrow().queueThreshold()).isEqualTo(3);
+    assertThat(r.value().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("section 'saturationDetector' is not used"));
+    // a flowControl section with only the detector has nothing else to ignore
+    assertThat(r.value().warnings()).noneSatisfy(w -> assertThat(w)
+        .contains("section 'flowControl' has no effect"));
+    Result<RouterConfig> more = load("""
+        flowControl:
+          saturationDetector: {pluginRef: strict}
+          maxBytes: 1Gi
+        plugins:
+        - {name: strict, type: utilization-detector, parameters: {queueDepthThreshold: 3}}
+        """);
+    assertThat(more.value().saturation().orElseThrow().queueThreshold()).isEqualTo(3);
+    assertThat(more.value().warnings()).anySatisfy(w -> assertThat(w)
+        .contains("section 'flowControl' has no effect but for its saturationDetector"));
+    assertThat(load("flowControl:\n  saturationDetector: {pluginRef: s}\nplugins:\n")
+        .errors()).anySatisfy(e -> assertThat(e).contains("flowControl: saturationDetector")
+            .contains("utilization-detector"));
+  }
+
+  @Test
   void aMetricsDataSourcePathThatIsNoUriPathIsAnError() {
     // before, only the leading '/' was checked: '/a b' loaded, then every scrape failed
     Result<RouterConfig> bad = load("""
