@@ -56,7 +56,8 @@ public class PolicyRouteBenchmark {
    * The presets, and {@code llmd-affinity}: llm-d's current shape ({@link #LLMD_AFFINITY}), whose
    * prefix index is a producer that the affinity filter asks before the prefix scorer does.
    */
-  @Param({"epp-approximate", "epp-precise", "epp-precise-hybrid", "epp4j", "llmd-affinity"})
+  @Param({"epp-approximate", "epp-precise", "epp-precise-hybrid", "epp4j", "llmd-affinity",
+      "llmd-request-control"})
   public String policy;
 
   /**
@@ -78,6 +79,69 @@ public class PolicyRouteBenchmark {
       - name: default
         plugins:
         - pluginRef: prefix-cache-affinity-filter
+        - pluginRef: prefix-cache-scorer
+          weight: 3
+        - pluginRef: queue-scorer
+          weight: 2
+        - pluginRef: kv-cache-utilization-scorer
+          weight: 2
+        - pluginRef: max-score-picker
+      """;
+
+  /**
+   * llm-d's request-control and attribute plugins on one route: the session identifier from a
+   * header or a coding agent's session header ({@code session-id-producer}, {@code agent-identity})
+   * pinning sessions by llm-d's {@code session_id} strategy, the peer-to-peer KV source
+   * ({@code p2p-source-producer}, which asks the producer about every endpoint before the
+   * profile runs), a threshold on a scraped figure published as an attribute
+   * ({@code endpoint-attribute-filter}) and a header-to-label preference
+   * ({@code header-label-affinity-scorer}), beside the prefix, queue and KV-usage scorers.
+   */
+  static final String LLMD_REQUEST_CONTROL = """
+      plugins:
+      - type: agent-identity
+      - type: session-id-producer
+        parameters: {headerName: x-session-id}
+      - type: approx-prefix-cache-producer
+        parameters: {lruCapacityPerServer: 40000}
+      - type: p2p-source-producer
+      - type: core-metrics-extractor
+        parameters:
+          engineConfigs:
+          - name: vllm
+            queuedRequestsSpec: vllm:num_requests_waiting
+            runningRequestsSpec: vllm:num_requests_running
+            kvUsageSpec: vllm:kv_cache_usage_perc
+            loraSpec: vllm:lora_requests_info
+            cacheInfoSpec: vllm:cache_config_info
+            customMetrics:
+            - {attributeKey: waiting, metricSpec: vllm:num_requests_waiting}
+      - type: endpoint-attribute-filter
+        parameters:
+          attribute: waiting
+          fallbackOnEmpty: true
+          algorithm: {type: threshold, threshold: {operator: LessThan, value: 1000}}
+      - type: session-affinity-scorer
+        parameters:
+          strategy: session_id
+          sessionIdConfig:
+            sources:
+            - {attribute: SessionIDDataKey, producer: session-id-producer}
+            - {attribute: agent-identity}
+      - type: header-label-affinity-scorer
+        parameters: {headerName: x-zone, labelKey: topology.kubernetes.io/zone}
+      - type: prefix-cache-scorer
+      - type: queue-scorer
+      - type: kv-cache-utilization-scorer
+      - type: max-score-picker
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: endpoint-attribute-filter
+        - pluginRef: session-affinity-scorer
+          weight: 1
+        - pluginRef: header-label-affinity-scorer
+          weight: 1
         - pluginRef: prefix-cache-scorer
           weight: 3
         - pluginRef: queue-scorer
@@ -123,6 +187,7 @@ public class PolicyRouteBenchmark {
       case "epp-approximate" -> { } // the router's default profile
       case "epp4j" -> b.configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME);
       case "llmd-affinity" -> b.configYaml(LLMD_AFFINITY, policy);
+      case "llmd-request-control" -> b.configYaml(LLMD_REQUEST_CONTROL, policy);
       default -> b.configYaml(KvEventsPresets.yaml(policy), policy);
     }
     router = b.build();
@@ -154,7 +219,10 @@ public class PolicyRouteBenchmark {
       System.arraycopy(KvEventsBenchmark.tokens(rnd, promptTokens - shared), 0, t, shared,
           promptTokens - shared);
       requests[i] = InferenceRequest.builder().model(BenchmarkPrompts.MODEL).tokenIds(t)
-          .requestId("r" + i).sessionKey("session-" + (i % 97)).maxTokens(128).build();
+          .requestId("r" + i).sessionKey("session-" + (i % 97)).maxTokens(128)
+          // what llm-d's session plugins read (the other policies key sessions as before)
+          .headers(java.util.Map.of("x-session-id", "session-" + (i % 97), "x-zone", "a"))
+          .build();
     }
     for (int round = 0; round < 2; round++) {
       for (InferenceRequest r : requests) {
