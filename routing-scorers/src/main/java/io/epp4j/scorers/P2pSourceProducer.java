@@ -39,6 +39,9 @@ final class P2pSourceProducer implements RequestPreparer, RequestListener {
   /** What {@link #prepare} found for one request. */
   private record Source(String endpointId, long cachedTokens, PrefixHits hits) {}
 
+  /** The producer's scores, which are not read: one array per routing thread. */
+  private static final ThreadLocal<double[]> SCRATCH = ThreadLocal.withInitial(() -> new double[0]);
+
   private final Scorer producer;
   private final long minCachedTokenDelta;
   private final String prefillProfile;
@@ -56,48 +59,62 @@ final class P2pSourceProducer implements RequestPreparer, RequestListener {
     if (n == 0) {
       return;
     }
-    producer.score(request, state, candidates, new double[n]);
+    double[] scratch = SCRATCH.get();
+    if (scratch.length < n) {
+      scratch = new double[n];
+      SCRATCH.set(scratch);
+    }
+    producer.score(request, state, candidates, scratch); // the scores themselves are not read
     PrefixHits hits = state.get(PrefixHits.KEY);
     if (hits == null) {
       return;
     }
-    long[] cached = new long[n];
+    // three passes over the hits instead of arrays per request: the most cached tokens, the
+    // band's total weight, the draw
     long max = 0;
     for (int i = 0; i < n; i++) {
-      cached[i] = hits.cachedTokens(candidates.get(i).id());
-      max = Math.max(max, cached[i]);
+      max = Math.max(max, hits.cachedTokens(candidates.get(i).id()));
     }
     if (max == 0) {
       return;
     }
-    double[] weights = new double[n];
     double total = 0;
     for (int i = 0; i < n; i++) {
-      if (cached[i] == 0) {
-        continue;
-      }
-      int at = hits.indexOf(candidates.get(i).id());
-      int block = at < 0 ? 0 : hits.blockSizeTokens(at);
-      if (cached[i] + block >= max) { // within one block of the most cached
-        weights[i] = 1.0 / (1.0 + Math.max(0, candidates.get(i).waitingRequests()));
-        total += weights[i];
-      }
+      total += weight(hits, candidates.get(i), max);
     }
     double target = spread(request.requestId()) * total;
     int chosen = -1;
     for (int i = 0; i < n; i++) {
-      if (weights[i] == 0) {
+      double w = weight(hits, candidates.get(i), max);
+      if (w == 0) {
         continue;
       }
       chosen = i; // the last one in the band, should rounding leave the target past them all
-      if (target < weights[i]) {
+      if (target < w) {
         break;
       }
-      target -= weights[i];
+      target -= w;
     }
     if (chosen >= 0) {
-      state.put(key, new Source(candidates.get(chosen).id(), cached[chosen], hits));
+      Candidate c = candidates.get(chosen);
+      state.put(key, new Source(c.id(), hits.cachedTokens(c.id()), hits));
     }
+  }
+
+  /**
+   * A candidate's weight in the draw: {@code 1 / (1 + waiting requests)} when it holds within one
+   * block of {@code max} cached tokens, else 0.
+   */
+  private static double weight(PrefixHits hits, Candidate c, long max) {
+    int at = hits.indexOf(c.id());
+    if (at < 0) {
+      return 0;
+    }
+    long cached = hits.cachedTokens(at);
+    if (cached == 0 || cached + hits.blockSizeTokens(at) < max) {
+      return 0;
+    }
+    return 1.0 / (1.0 + Math.max(0, c.waitingRequests()));
   }
 
   /** A request id as a point of [0, 1): FNV-1a (32 bits) of its UTF-8 bytes over 2^32. */
