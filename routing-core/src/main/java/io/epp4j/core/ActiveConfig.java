@@ -44,6 +44,8 @@ final class ActiveConfig {
   final io.epp4j.api.RequestPreparer[] preparers;
   /** The configuration's saturation settings, or null to use the router's. */
   final @Nullable PoolSaturation saturation;
+  /** The configuration's saturation detector plugin, which then decides instead; or null. */
+  final io.epp4j.api.@Nullable SaturationDetector saturationDetector;
   private final Map<Object, ThrottledWarning> warnings;
   private final ThrottledWarning routerWarning;
   /** The router's running configuration: a replaced one asks it who still hears its decisions. */
@@ -78,6 +80,7 @@ final class ActiveConfig {
     this.saturation = config.saturation().map(sat -> new PoolSaturation(sat.queueThreshold(),
         sat.kvCacheThreshold(), RouterSettings.nanos(sat.metricsStaleness()), ticker))
         .orElse(null);
+    this.saturationDetector = config.saturationDetector().orElse(null);
     Set<Object> all = Collections.newSetFromMap(new IdentityHashMap<>());
     all.addAll(plugins(config));
     all.addAll(extraListeners);

@@ -354,6 +354,9 @@ final class ConfigLoader {
     /** Former type names already reported in this file, so each is noticed once. */
     private final Set<String> aliasesNoticed = new HashSet<>();
 
+    /** A saturation section's detector plugin other than the utilization detector, if any. */
+    io.epp4j.api.@Nullable SaturationDetector detector;
+
     FileLoad(String source) {
       this.source = source;
     }
@@ -499,15 +502,22 @@ final class ConfigLoader {
     private RouterConfig.@Nullable Saturation saturation(Object node, String section) {
       if (node instanceof Map<?, ?> m && m.containsKey("pluginRef")) {
         refOnly(node, section);
-        Plugin p = sectionRef(node, section, "utilization-detector");
+        // a reference to either detector type that names no plugin of the file gets one with
+        // default parameters, as upstream's loader adds it
+        Plugin p = sectionRef(node, section, "concurrency-detector".equals(m.get("pluginRef"))
+            ? "concurrency-detector" : "utilization-detector");
         if (p == null) {
           return null;
         }
         if (p instanceof UtilizationDetector d) {
           return d.saturation;
         }
-        errors.add(source + ": " + section + ": field 'pluginRef' must name a"
-            + " utilization-detector plugin, got " + p);
+        if (p instanceof io.epp4j.api.SaturationDetector d) {
+          detector = d; // it decides the pool's saturation instead of the utilization rule
+          return null;
+        }
+        errors.add(source + ": " + section + ": field 'pluginRef' must name a saturation"
+            + " detector (utilization-detector, concurrency-detector), got " + p);
         return null;
       }
       if (!(node instanceof Map<?, ?> m)) {
@@ -1027,7 +1037,7 @@ final class ConfigLoader {
         }
       }
       return Result.ok(new RouterConfig(profiles, handler, plugins,
-          warnings.toList(source, "warnings"), admitters, saturation));
+          warnings.toList(source, "warnings"), admitters, saturation, detector));
     }
   }
 

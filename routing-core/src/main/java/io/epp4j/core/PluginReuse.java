@@ -305,8 +305,10 @@ final class PluginReuse {
     for (io.epp4j.api.Admitter a : c.admitters()) {
       admitters.add(real(a, views, io.epp4j.api.Admitter.class));
     }
+    io.epp4j.api.SaturationDetector detector = c.saturationDetector()
+        .map(d -> real(d, views, io.epp4j.api.SaturationDetector.class)).orElse(null);
     return new RouterConfig(profiles, real(c.profileHandler(), views, ProfileHandler.class),
-        plugins, c.warnings(), admitters, c.saturation().orElse(null));
+        plugins, c.warnings(), admitters, c.saturation().orElse(null), detector);
   }
 
   private static <T> T real(T plugin, Map<Object, Plugin> views, Class<T> role) {

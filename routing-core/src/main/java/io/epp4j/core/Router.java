@@ -126,7 +126,7 @@ public final class Router implements AutoCloseable {
         initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed,
         this::running));
     this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,
-        () -> saturation(state.active));
+        this::poolSaturation);
     this.hints = b.hints;
     hints.bind(() -> state.pool, () -> state.active, ticker, RouterSettings.nanos(inFlightMaxAge));
     this.retired = new RetiredPlugins(b.retiredPluginCloseDelay, this::inUse, membershipLock);
@@ -283,7 +283,7 @@ public final class Router implements AutoCloseable {
             : "none of the request's " + eligible.size() + " eligible endpoints is in the pool");
       }
     }
-    if (request.priority() < 0 && saturation(active).poolSaturation(pool, now) >= 1.0) {
+    if (request.priority() < 0 && poolSaturation(active, pool, now) >= 1.0) {
       return RoutingDecision.rejected(Rejection.Reason.SHED,
           "pool is saturated and the request is sheddable (priority " + request.priority() + ")");
     }
@@ -505,10 +505,21 @@ public final class Router implements AutoCloseable {
     return state.pool.candidates;
   }
 
-  /** The saturation rule in force: the configuration's, else the builder's. */
-  private PoolSaturation saturation(ActiveConfig active) {
+  /**
+   * The pool's saturation by the rule in force: the configuration's saturation detector plugin,
+   * else its utilization settings, else the builder's.
+   */
+  private double poolSaturation(ActiveConfig active, PoolSnapshot pool, long now) {
+    io.epp4j.api.SaturationDetector d = active.saturationDetector;
+    if (d != null) {
+      try {
+        return d.saturation(pool.candidates);
+      } catch (RuntimeException e) {
+        throw SchedulingCycle.failure(active, d, "saturation", e);
+      }
+    }
     PoolSaturation s = active.saturation;
-    return s != null ? s : saturation;
+    return (s != null ? s : saturation).poolSaturation(pool, now);
   }
 
   /**
@@ -527,7 +538,7 @@ public final class Router implements AutoCloseable {
    */
   public double poolSaturation() {
     State s = state;
-    return saturation(s.active).poolSaturation(s.pool);
+    return poolSaturation(s.active, s.pool, ticker.nanos());
   }
 
   // ------------------------------------------------------------------------- reconfiguration

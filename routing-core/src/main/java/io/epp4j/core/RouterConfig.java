@@ -23,6 +23,7 @@ public final class RouterConfig {
   private final List<String> warnings;
   private final List<Admitter> admitters;
   private final @Nullable Saturation saturation;
+  private final io.epp4j.api.@Nullable SaturationDetector saturationDetector;
 
   /**
    * When the pool counts as saturated for shedding, as a configuration's
@@ -59,6 +60,22 @@ public final class RouterConfig {
   public RouterConfig(List<SchedulingProfile> profiles, ProfileHandler profileHandler,
       Map<String, Plugin> plugins, List<String> warnings, List<Admitter> admitters,
       @Nullable Saturation saturation) {
+    this(profiles, profileHandler, plugins, warnings, admitters, saturation, null);
+  }
+
+  /**
+   * As above, with a saturation detector plugin ({@code concurrency-detector}, say) that, when
+   * not null, decides the pool's saturation instead of the utilization rule ({@code saturation}
+   * must then be null).
+   */
+  public RouterConfig(List<SchedulingProfile> profiles, ProfileHandler profileHandler,
+      Map<String, Plugin> plugins, List<String> warnings, List<Admitter> admitters,
+      @Nullable Saturation saturation,
+      io.epp4j.api.@Nullable SaturationDetector saturationDetector) {
+    if (saturation != null && saturationDetector != null) {
+      throw new IllegalArgumentException("a saturation rule and a saturation detector were both"
+          + " given; give one");
+    }
     if (profiles.isEmpty()) {
       throw new IllegalArgumentException("at least one scheduling profile is required");
     }
@@ -74,6 +91,7 @@ public final class RouterConfig {
     this.warnings = List.copyOf(warnings);
     this.admitters = List.copyOf(admitters);
     this.saturation = saturation;
+    this.saturationDetector = saturationDetector;
   }
 
   /** A config of one profile run by the single-profile handler. */
@@ -102,6 +120,11 @@ public final class RouterConfig {
   /** The saturation settings this configuration sets, if any. */
   public Optional<Saturation> saturation() {
     return Optional.ofNullable(saturation);
+  }
+
+  /** The saturation detector plugin this configuration names, if any (see the constructor). */
+  public Optional<io.epp4j.api.SaturationDetector> saturationDetector() {
+    return Optional.ofNullable(saturationDetector);
   }
 
   /** Non-fatal findings: unread parameters, ignored sections. */

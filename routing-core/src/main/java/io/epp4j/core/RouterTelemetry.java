@@ -27,7 +27,7 @@ final class RouterTelemetry implements AutoCloseable {
   private final List<AutoCloseable> gauges;
 
   RouterTelemetry(OpenTelemetry otel, Supplier<PoolSnapshot> pool,
-      Supplier<PoolSaturation> saturation) {
+      java.util.function.DoubleSupplier saturation) {
     Meter meter = otel.getMeter(INSTRUMENTATION);
     duration = meter.histogramBuilder("epp4j.routing.duration")
         .setDescription("Time spent deciding where to route one request")
@@ -66,7 +66,7 @@ final class RouterTelemetry implements AutoCloseable {
     ObservableDoubleGauge sat = meter.gaugeBuilder("epp4j.pool.saturation")
         .setDescription("Average endpoint saturation; at 1 or more sheddable requests are rejected")
         .setUnit("1")
-        .buildWithCallback(m -> m.record(saturation.get().poolSaturation(pool.get())));
+        .buildWithCallback(m -> m.record(saturation.getAsDouble()));
     gauges = List.of(size, inFlight, sat);
   }
 

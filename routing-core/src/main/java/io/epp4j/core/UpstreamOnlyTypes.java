@@ -18,7 +18,7 @@ final class UpstreamOnlyTypes {
         "latency-slo-admitter", "slo-headroom-tier-filter");
     why("it belongs to upstream's flow control, which queues requests; epp4j routes each request"
         + " when it comes (its saturation detector is utilization-detector)",
-        "concurrency-detector", "edf-ordering-policy", "fcfs-ordering-policy",
+        "edf-ordering-policy", "fcfs-ordering-policy",
         "global-strict-fairness-policy", "round-robin-fairness-policy",
         "static-usage-limit-policy", "priority-then-time-eviction-order-policy",
         "slo-deadline-ordering-policy", "sheddable-eviction-filter",

@@ -169,7 +169,7 @@ class UpstreamSectionsTest {
         .contains("field 'metricsStalenessThreshold' must be a duration"));
     assertThat(inline.errors()).anySatisfy(e -> assertThat(e).contains("unknown field 'color'"));
     assertThat(load("saturationDetector: {pluginRef: s}\nplugins:\n").errors())
-        .anySatisfy(e -> assertThat(e).contains("must name a utilization-detector"));
+        .anySatisfy(e -> assertThat(e).contains("must name a saturation detector (utilization-detector, concurrency-detector)"));
   }
 
   @Test

@@ -130,6 +130,14 @@ class BuiltinPluginContractsTest {
   }
 
   @Nested
+  class ConcurrencyDetectorContract extends FilterContract<Filter> {
+    @Override
+    protected Filter createPlugin() {
+      return create(new ConcurrencyDetector.Provider(), Map.of(), Filter.class);
+    }
+  }
+
+  @Nested
   class NoHitLruScorerContract extends ScorerContract<Scorer> {
     @Override
     protected Scorer createPlugin() {

@@ -386,6 +386,28 @@ class BuiltinProviderContractsTest {
   }
 
   @Nested
+  class ConcurrencyDetectorProviderContract extends ProviderContract {
+    @Override
+    protected PluginProvider provider() {
+      return new ConcurrencyDetector.Provider();
+    }
+
+    @Override
+    protected Map<String, ?> validParameters() {
+      return Map.of("concurrencyMode", "hybrid", "maxConcurrency", 64,
+          "maxTokenConcurrency", 500_000, "headroom", 0.2);
+    }
+
+    @Override
+    protected Map<String, Map<String, ?>> badParameters() {
+      return Map.of("maxConcurrency", Map.of("maxConcurrency", 0),
+          "maxTokenConcurrency", Map.of("maxTokenConcurrency", -5),
+          "headroom", Map.of("headroom", -1.0),
+          "concurrencyMode", Map.of("concurrencyMode", "bytes"));
+    }
+  }
+
+  @Nested
   class AgentIdentityProviderContract extends ProviderContract {
     @Override
     protected PluginProvider provider() {

@@ -1,0 +1,120 @@
+package io.epp4j.scorers;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.within;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Rejection;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.ConfigException;
+import io.epp4j.core.Router;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** {@code concurrency-detector}: llm-d's saturation detector and filter by in-flight counts. */
+class ConcurrencyDetectorTest {
+  static final List<Endpoint> POOL = List.of(Endpoint.parse("10.0.0.1:8000"),
+      Endpoint.parse("10.0.0.2:8000"));
+
+  static Router router(String detector, boolean asFilter) {
+    return Router.builder().endpoints(POOL).randomSeed(3).configYaml("""
+        flowControl:
+          saturationDetector: {pluginRef: concurrency-detector}
+        plugins:
+        - type: concurrency-detector
+          parameters: %s
+        - type: queue-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins: [%s{pluginRef: queue-scorer}, {pluginRef: max-score-picker}]
+        """.formatted(detector, asFilter ? "{pluginRef: concurrency-detector}, " : ""),
+        "c.yaml").build();
+  }
+
+  static InferenceRequest request(int priority, int tokens) {
+    return InferenceRequest.builder().model("m").tokenIds(new int[tokens]).priority(priority)
+        .build();
+  }
+
+  @Test
+  void thePoolIsSaturatedWhenItsRequestsInFlightReachTheCapacityAndSheddableOnesAreShed() {
+    try (Router r = router("{maxConcurrency: 2}", false)) {
+      List<RoutingDecision> open = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        open.add(r.route(request(0, 100)));
+      }
+      assertThat(r.poolSaturation()).isCloseTo(1.0, within(1e-12)); // 4 of 2 x 2
+      RoutingDecision shed = r.route(request(-1, 100));
+      assertThat(shed.rejection()).isNotNull();
+      assertThat(shed.rejection().reason()).isEqualTo(Rejection.Reason.SHED);
+      // a request that is not sheddable is routed all the same
+      RoutingDecision kept = r.route(request(0, 100));
+      assertThat(kept.isRouted()).isTrue();
+      kept.onComplete(Usage.NONE);
+      open.remove(0).onComplete(Usage.NONE);
+      assertThat(r.poolSaturation()).isCloseTo(0.75, within(1e-12));
+      assertThat(r.route(request(-1, 100)).isRouted()).isTrue();
+    }
+  }
+
+  @Test
+  void tokensModeCountsPromptsUntilTheirFirstToken() {
+    try (Router r = router("{concurrencyMode: tokens, maxTokenConcurrency: 1000}", false)) {
+      RoutingDecision d = r.route(request(0, 1000));
+      assertThat(r.poolSaturation()).isCloseTo(0.5, within(1e-12)); // 1,000 of 2 x 1,000
+      d.onFirstToken();
+      assertThat(r.poolSaturation()).isZero();
+    }
+  }
+
+  @Test
+  void hybridModeAveragesEachEndpointsLargerRatio() {
+    try (Router r = router("{concurrencyMode: hybrid, maxConcurrency: 4,"
+        + " maxTokenConcurrency: 1000}", false)) {
+      r.route(request(0, 800)); // one endpoint: 1/4 requests, 0.8 tokens
+      assertThat(r.poolSaturation()).isCloseTo(0.8 / 2, within(1e-12));
+    }
+  }
+
+  @Test
+  void asAFilterItDropsEndpointsAtTheirLimitWithHeadroom() {
+    try (Router r = router("{maxConcurrency: 2, headroom: 0.5}", true)) {
+      // limit 3 requests an endpoint; six fill both, the seventh finds none
+      for (int i = 0; i < 6; i++) {
+        assertThat(r.route(request(0, 10)).isRouted()).isTrue();
+      }
+      RoutingDecision none = r.route(request(0, 10));
+      assertThat(none.rejection()).isNotNull();
+      assertThat(none.rejection().reason()).isEqualTo(Rejection.Reason.NO_ENDPOINTS);
+    }
+  }
+
+  @Test
+  void aFileThatOnlyNamesItGetsOneWithTheDefaults() {
+    try (Router r = Router.builder().endpoints(POOL).configYaml("""
+        flowControl:
+          saturationDetector: {pluginRef: concurrency-detector}
+        plugins:
+        - type: queue-scorer
+        """, "c.yaml").build()) {
+      assertThat(r.config().plugins()).containsKey("concurrency-detector");
+      r.route(request(0, 10));
+      assertThat(r.poolSaturation()).isCloseTo(1 / 200.0, within(1e-12)); // 1 of 2 x 100
+    }
+  }
+
+  @Test
+  void badParametersAreRefusedByName() {
+    assertThatThrownBy(() -> router("{maxConcurrency: 0}", false))
+        .isInstanceOf(ConfigException.class).hasMessageContaining("'maxConcurrency'");
+    assertThatThrownBy(() -> router("{concurrencyMode: bytes}", false))
+        .isInstanceOf(ConfigException.class).hasMessageContaining("'concurrencyMode'");
+    assertThatThrownBy(() -> router("{headroom: -0.1}", false))
+        .isInstanceOf(ConfigException.class).hasMessageContaining("'headroom'");
+  }
+}
