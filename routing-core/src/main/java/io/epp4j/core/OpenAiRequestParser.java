@@ -45,8 +45,17 @@ public final class OpenAiRequestParser {
 
   /** Default body size limit: 16 MiB. */
   public static final int DEFAULT_MAX_BODY_BYTES = 16 << 20;
-  /** Default headers that carry the session key, tried in order. */
-  public static final List<String> DEFAULT_SESSION_HEADERS = List.of("x-session-id", "x-session-token");
+  /**
+   * Default headers that carry the session key, tried in order: {@code x-session-id}, the session
+   * headers coding agents send on every request of a session ({@code x-claude-code-session-id}
+   * from Claude Code, {@code x-session-affinity} from OpenCode, {@code session-id} and the
+   * earlier {@code session_id} from Codex, as llm-d's {@code agent-identity} lists them), then
+   * {@code x-session-token} (the endpoint token {@code session-affinity-scorer} writes on answers,
+   * which names an endpoint rather than one session).
+   */
+  public static final List<String> DEFAULT_SESSION_HEADERS = List.of("x-session-id",
+      "x-claude-code-session-id", "x-session-affinity", "session-id", "session_id",
+      "x-session-token");
   /** Header carrying the request priority (negative = sheddable). */
   public static final String PRIORITY_HEADER = "x-request-priority";
   /** Header carrying the request id. */

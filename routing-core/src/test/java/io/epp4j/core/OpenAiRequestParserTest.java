@@ -685,4 +685,19 @@ class OpenAiRequestParserTest {
     }
     assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"tools\":[{\"a\":1,]}").isOk()).isFalse();
   }
+
+  @Test
+  void codingAgentsSessionHeadersKeyTheSessionBeforeTheEndpointToken() {
+    byte[] body = "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8);
+    for (String header : List.of("X-Claude-Code-Session-Id", "x-session-affinity", "session-id",
+        "session_id")) {
+      InferenceRequest r = OpenAiRequestParser.defaults().parse("/v1/completions",
+          Map.of(header, "conv-1", "x-session-token", "MTAuMC4wLjE6ODAwMA=="), body).value();
+      assertThat(r.sessionKey()).as(header).isEqualTo("conv-1");
+    }
+    // x-session-id still comes first
+    assertThat(OpenAiRequestParser.defaults().parse("/v1/completions",
+        Map.of("x-session-id", "u-1", "session-id", "conv-1"), body).value().sessionKey())
+        .isEqualTo("u-1");
+  }
 }

@@ -62,7 +62,8 @@ public final class Main {
                                     BUFFERED answer Envoy buffers, and max-body-size + 1MB;
                                     default 64MB (or max-body-size + 1MB when larger)
         --session-headers LIST      headers carrying the session key, tried in order;
-                                    default x-session-id,x-session-token
+                                    default x-session-id,x-claude-code-session-id,
+                                    x-session-affinity,session-id,session_id,x-session-token
         --in-flight-max-age DUR     safety net for requests never finished; default 10m
         --scheme http|https         scheme of the replicas' metrics; default http, or the
                                     config's metrics-data-source scheme
