@@ -3,21 +3,17 @@ package io.epp4j.scorers;
 import io.epp4j.api.AbstractPluginProvider;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
-import io.epp4j.api.Endpoint;
 import io.epp4j.api.Filter;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
-import io.epp4j.api.PoolListener;
-import io.epp4j.api.RequestListener;
-import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.SaturationDetector;
-import io.epp4j.api.Usage;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * {@code concurrency-detector}: llm-d's saturation detector by in-flight accounting. As the
@@ -28,10 +24,10 @@ import java.util.Set;
  * are shed. As a filter it drops the endpoints whose own load has reached the limit times
  * {@code 1 + headroom} (it may keep none). The counts are the file's
  * {@code inflight-load-producer}'s (named by {@code inFlightLoadProducerName}, or the file's
- * only one), else a producer of its own with the default parameters, as upstream adds one.
+ * only one), else a producer of its own with the default parameters, as upstream adds one
+ * ({@link OwnsInFlightLoad}).
  */
-final class ConcurrencyDetector implements SaturationDetector, Filter, RequestListener,
-    PoolListener {
+final class ConcurrencyDetector implements SaturationDetector, Filter, OwnsInFlightLoad {
   enum Mode { REQUESTS, TOKENS, HYBRID }
 
   private final Mode mode;
@@ -110,56 +106,9 @@ final class ConcurrencyDetector implements SaturationDetector, Filter, RequestLi
     return kept == null ? candidates : kept;
   }
 
-  // the lifecycle reaches the counts only when they are this detector's own: a producer of the
-  // file hears it as a plugin of the file
-
   @Override
-  public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
-    if (ownLoad) {
-      load.afterRouting(request, state, decision);
-    }
-  }
-
-  @Override
-  public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
-    if (ownLoad) {
-      load.onFallback(request, from, to);
-    }
-  }
-
-  @Override
-  public void onActivity(InferenceRequest request, Endpoint endpoint) {
-    if (ownLoad) {
-      load.onActivity(request, endpoint);
-    }
-  }
-
-  @Override
-  public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
-    if (ownLoad) {
-      load.onFirstToken(request, endpoint);
-    }
-  }
-
-  @Override
-  public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
-    if (ownLoad) {
-      load.onComplete(request, endpoint, usage);
-    }
-  }
-
-  @Override
-  public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
-    if (ownLoad) {
-      load.onFailure(request, endpoint, cause);
-    }
-  }
-
-  @Override
-  public void onEndpointRemoved(Endpoint endpoint) {
-    if (ownLoad) {
-      load.onEndpointRemoved(endpoint);
-    }
+  public @Nullable InFlightLoadProducer ownLoad() {
+    return ownLoad ? load : null;
   }
 
   @Override

@@ -10,12 +10,9 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
-import io.epp4j.api.PoolListener;
 import io.epp4j.api.PrefixBlocks;
-import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
-import io.epp4j.api.Usage;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -36,8 +33,7 @@ import org.jspecify.annotations.Nullable;
  * producer. The in-flight tokens come from the file's {@code inflight-load-producer}, else from a
  * count of its own.
  */
-final class PrefixCacheAffinityFilter implements Filter, RequestListener, PoolListener,
-    HintListener {
+final class PrefixCacheAffinityFilter implements Filter, OwnsInFlightLoad, HintListener {
   static final double DEFAULT_AFFINITY_THRESHOLD = 0.80;
   static final double DEFAULT_MAX_TTFT_PENALTY_MS = 18_000;
   /** Upstream's default: Qwen3-32B on two H100s (TP 2) with vLLM 0.19, tokens per second. */
@@ -128,14 +124,17 @@ final class PrefixCacheAffinityFilter implements Filter, RequestListener, PoolLi
   // producer of the file hears it as a plugin of the file
 
   @Override
+  public @Nullable InFlightLoadProducer ownLoad() {
+    return ownLoad ? load : null;
+  }
+
+  @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     PrefixCacheScorer own = ownIndex;
     if (own != null) {
       own.afterRouting(request, state, decision);
     }
-    if (ownLoad) {
-      load.afterRouting(request, state, decision);
-    }
+    OwnsInFlightLoad.super.afterRouting(request, state, decision);
   }
 
   @Override
@@ -144,37 +143,7 @@ final class PrefixCacheAffinityFilter implements Filter, RequestListener, PoolLi
     if (own != null) {
       own.onFallback(request, from, to);
     }
-    if (ownLoad) {
-      load.onFallback(request, from, to);
-    }
-  }
-
-  @Override
-  public void onActivity(InferenceRequest request, Endpoint endpoint) {
-    if (ownLoad) {
-      load.onActivity(request, endpoint);
-    }
-  }
-
-  @Override
-  public void onFirstToken(InferenceRequest request, Endpoint endpoint) {
-    if (ownLoad) {
-      load.onFirstToken(request, endpoint);
-    }
-  }
-
-  @Override
-  public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
-    if (ownLoad) {
-      load.onComplete(request, endpoint, usage);
-    }
-  }
-
-  @Override
-  public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
-    if (ownLoad) {
-      load.onFailure(request, endpoint, cause);
-    }
+    OwnsInFlightLoad.super.onFallback(request, from, to);
   }
 
   @Override
@@ -191,9 +160,7 @@ final class PrefixCacheAffinityFilter implements Filter, RequestListener, PoolLi
     if (own != null) {
       own.onEndpointRemoved(endpoint);
     }
-    if (ownLoad) {
-      load.onEndpointRemoved(endpoint);
-    }
+    OwnsInFlightLoad.super.onEndpointRemoved(endpoint);
   }
 
   @Override
