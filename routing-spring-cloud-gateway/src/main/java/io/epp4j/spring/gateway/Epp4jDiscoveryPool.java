@@ -84,9 +84,9 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
     List<String> unusable = new ArrayList<>();
     for (ServiceInstance i : instances) {
       try {
-        // host and port, and the prefill/decode role from the instance's metadata: the pool's
-        // scheme, not isSecure(), says how the replica is called
-        pool.add(Endpoint.of(i.getHost(), i.getPort(), roleOf(i)));
+        // host and port, and the labels (the prefill/decode role among them) from the instance's
+        // metadata: the pool's scheme, not isSecure(), says how the replica is called
+        pool.add(Endpoint.of(i.getHost(), i.getPort(), labelsOf(i)));
       } catch (RuntimeException e) { // no host, or a port outside 1..65535
         unusable.add("'" + i.getInstanceId() + "' (" + i.getHost() + ":" + i.getPort() + ": "
             + e.getMessage() + ")");
@@ -133,20 +133,31 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
   }
 
   /**
-   * The instance's {@value Endpoint#ROLE_LABEL} metadata (Kubernetes discovery copies a pod's
-   * labels there) as its label; none when absent. A value that is not one of
+   * The instance's metadata as its labels: Kubernetes discovery copies a pod's labels there, and
+   * the label plugins (label selectors, topology, context length, header-label affinity, the
+   * engine of the endpoint-attribute plugins) read them as upstream reads the pod's. Entries
+   * without a name or a value are left out. A {@value Endpoint#ROLE_LABEL} that is not one of
    * {@link Endpoint#ROLES} is an error for this instance alone.
    */
-  static java.util.Map<String, String> roleOf(ServiceInstance i) {
+  static java.util.Map<String, String> labelsOf(ServiceInstance i) {
     java.util.Map<String, String> metadata = i.getMetadata();
-    String role = metadata == null ? null : metadata.get(Endpoint.ROLE_LABEL);
-    if (role == null) {
+    if (metadata == null || metadata.isEmpty()) {
       return java.util.Map.of();
     }
-    if (!Endpoint.ROLES.contains(role.strip())) {
-      throw new IllegalArgumentException("metadata " + Endpoint.ROLE_LABEL + " must be one of "
-          + new java.util.TreeSet<>(Endpoint.ROLES) + ", got '" + role + "'");
+    java.util.Map<String, String> labels = new java.util.HashMap<>();
+    metadata.forEach((k, v) -> {
+      if (k != null && v != null) {
+        labels.put(k, v);
+      }
+    });
+    String role = labels.get(Endpoint.ROLE_LABEL);
+    if (role != null) {
+      if (!Endpoint.ROLES.contains(role.strip())) {
+        throw new IllegalArgumentException("metadata " + Endpoint.ROLE_LABEL + " must be one of "
+            + new java.util.TreeSet<>(Endpoint.ROLES) + ", got '" + role + "'");
+      }
+      labels.put(Endpoint.ROLE_LABEL, role.strip());
     }
-    return java.util.Map.of(Endpoint.ROLE_LABEL, role.strip());
+    return labels;
   }
 }

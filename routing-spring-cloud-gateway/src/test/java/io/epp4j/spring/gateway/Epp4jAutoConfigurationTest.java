@@ -434,6 +434,12 @@ class Epp4jAutoConfigurationTest {
           awaitPool(router, Set.of("10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"));
           assertThat(roles(router)).containsExactly(Map.entry("10.0.0.1:8000", "prefill"),
               Map.entry("10.0.0.2:8000", "decode"), Map.entry("10.0.0.3:8000", "-"));
+          // the rest of the metadata (a pod's labels) is the endpoint's labels too, for the
+          // label plugins; before, only the role was kept
+          assertThat(router.endpoints().stream().filter(c -> c.id().equals("10.0.0.1:8000"))
+              .findFirst().orElseThrow().endpoint().labels())
+              .containsExactlyInAnyOrderEntriesOf(Map.of(Endpoint.ROLE_LABEL, "prefill",
+                  "zone", "a"));
         });
   }
 
