@@ -67,12 +67,15 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
   }
 
   /**
-   * Parses {@code host:port} or {@code host:port=role}, the form gateways take endpoint lists in:
-   * the role, one of {@link #ROLES}, becomes the {@value #ROLE_LABEL} label (for prefill/decode
-   * disaggregation: {@code 10.0.0.1:8000=prefill}).
+   * Parses {@code host:port}, optionally followed by {@code =} and items separated by {@code ;},
+   * the form gateways take endpoint lists in: an item without {@code =} is the role, one of
+   * {@link #ROLES}, which becomes the {@value #ROLE_LABEL} label (for prefill/decode
+   * disaggregation: {@code 10.0.0.1:8000=prefill}); an item {@code name=value} is a label (for
+   * the label plugins: {@code 10.0.0.1:8000=decode;topology.kubernetes.io/zone=a}).
    *
    * @throws IllegalArgumentException naming the text when the address is not {@code host:port}
-   *     (see {@link #parse(String)}) or the role is not one of {@link #ROLES}
+   *     (see {@link #parse(String)}), the role is not one of {@link #ROLES}, two roles are given,
+   *     or an item is empty or has an empty name or value
    */
   public static Endpoint parseWithRole(String spec) {
     Objects.requireNonNull(spec, "spec");
@@ -80,12 +83,41 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
     if (eq < 0) {
       return parse(spec);
     }
-    String role = spec.substring(eq + 1).strip();
-    if (!ROLES.contains(role)) {
-      throw new IllegalArgumentException("endpoint role must be one of "
-          + new java.util.TreeSet<>(ROLES) + ", got '" + role + "' in '" + spec + "'");
+    Map<String, String> labels = new java.util.LinkedHashMap<>();
+    String role = null;
+    for (String item : spec.substring(eq + 1).split(";", -1)) {
+      int at = item.indexOf('=');
+      if (at < 0) {
+        String r = item.strip();
+        if (role != null) {
+          throw new IllegalArgumentException("endpoint has two roles, '" + role + "' and '" + r
+              + "', in '" + spec + "'");
+        }
+        role = r;
+        continue;
+      }
+      String name = item.substring(0, at).strip();
+      String value = item.substring(at + 1).strip();
+      if (name.isEmpty() || value.isEmpty()) {
+        throw new IllegalArgumentException("endpoint label '" + item.strip() + "' needs a name"
+            + " and a value (name=value) in '" + spec + "'");
+      }
+      labels.put(name, value);
     }
-    return parse(spec.substring(0, eq).strip(), Map.of(ROLE_LABEL, role));
+    if (role == null) {
+      role = labels.get(ROLE_LABEL);
+    } else if (labels.containsKey(ROLE_LABEL) && !labels.get(ROLE_LABEL).equals(role)) {
+      throw new IllegalArgumentException("endpoint has two roles, '" + role + "' and '"
+          + labels.get(ROLE_LABEL) + "', in '" + spec + "'");
+    }
+    if (role != null) {
+      if (!ROLES.contains(role)) {
+        throw new IllegalArgumentException("endpoint role must be one of "
+            + new java.util.TreeSet<>(ROLES) + ", got '" + role + "' in '" + spec + "'");
+      }
+      labels.put(ROLE_LABEL, role);
+    }
+    return parse(spec.substring(0, eq).strip(), labels);
   }
 
   /** Parses {@code host:port} (see {@link #parse(String)}) and attaches labels. */

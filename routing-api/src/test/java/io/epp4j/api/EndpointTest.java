@@ -83,6 +83,29 @@ class EndpointTest {
   }
 
   @Test
+  void labelsAfterTheAddressBecomeLabelsBesideTheRole() {
+    Endpoint e = Endpoint.parseWithRole(
+        "10.0.0.1:8000=decode; topology.kubernetes.io/zone = a;"
+        + "llm-d.ai/context-length-range=0-2048");
+    assertThat(e.id()).isEqualTo("10.0.0.1:8000");
+    assertThat(e.labels()).containsExactlyInAnyOrderEntriesOf(java.util.Map.of(
+        Endpoint.ROLE_LABEL, "decode", "topology.kubernetes.io/zone", "a",
+        "llm-d.ai/context-length-range", "0-2048"));
+    assertThat(Endpoint.parseWithRole("10.0.0.2:8000=zone=b").labels())
+        .containsExactly(java.util.Map.entry("zone", "b"));
+    assertThat(Endpoint.parseWithRole("10.0.0.3:8000=llm-d.ai/role=prefill").labels())
+        .containsExactly(java.util.Map.entry(Endpoint.ROLE_LABEL, "prefill"));
+    assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=prefill;decode"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("two roles");
+    assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=zone=a;"))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=zone="))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'zone='");
+    assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=llm-d.ai/role=prefil"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'prefil'");
+  }
+
+  @Test
   void anUnknownOrEmptyRoleIsRejectedNamingIt() {
     assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=prefil"))
         .isInstanceOf(IllegalArgumentException.class)

@@ -50,7 +50,9 @@ public final class Main {
         --endpoints IP:PORT,...     the replicas' IP addresses (IPv6 as [addr]:port; Envoy's
                                     ORIGINAL_DST cluster takes no host names); required. For
                                     prefill/decode disaggregation give each its role:
-                                    IP:PORT=prefill, =decode, =both, ...; label llm-d.ai/role
+                                    IP:PORT=prefill, =decode, =both, ...; label llm-d.ai/role;
+                                    other labels for the label plugins as ;name=value items:
+                                    IP:PORT=decode;topology.kubernetes.io/zone=a
         --port N                    ext_proc and gRPC health port (0: any free one); default 9002
         --host ADDR                 address to listen on; default every interface
         --config FILE               an EndpointPickerConfig YAML file (alias --config-file);

@@ -102,7 +102,7 @@ class MainTest {
     // prefill/decode disaggregation needs the replicas' roles: without a way to give them on the
     // command line every replica was unlabelled, prefill-filter kept none, and nothing split
     try (Main.Running r = Main.start(new String[] {"--endpoints",
-        "10.0.0.1:8000=prefill,10.0.0.2:8000=decode,10.0.0.3:8000", "--port=0",
+        "10.0.0.1:8000=prefill,10.0.0.2:8000=decode;zone=b,10.0.0.3:8000", "--port=0",
         "--host=127.0.0.1", "--metrics-enabled=false", "--drain-timeout=1s"},
         new PrintStream(out, true, StandardCharsets.UTF_8),
         new PrintStream(err, true, StandardCharsets.UTF_8))) {
@@ -110,7 +110,7 @@ class MainTest {
       r.router.endpoints().forEach(c -> labels.put(c.id(), c.endpoint().labels()));
       assertThat(labels).containsExactly(
           Map.entry("10.0.0.1:8000", Map.of(Endpoint.ROLE_LABEL, "prefill")),
-          Map.entry("10.0.0.2:8000", Map.of(Endpoint.ROLE_LABEL, "decode")),
+          Map.entry("10.0.0.2:8000", Map.of(Endpoint.ROLE_LABEL, "decode", "zone", "b")),
           Map.entry("10.0.0.3:8000", Map.of()));
     } catch (Main.Exit e) {
       throw new AssertionError("roles refused: " + err(), e);

@@ -408,10 +408,15 @@ class Epp4jAutoConfigurationTest {
     // the role filters read llm-d.ai/role: without a way to give it, every SCG endpoint was
     // unlabelled, prefill-filter kept none and prefill/decode disaggregation never split
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001=prefill, 127.0.0.1:9002=decode,"
-        + " 127.0.0.1:9003").run(ctx -> {
-          assertThat(roles(ctx.getBean(Router.class))).containsExactly(
+        + " 127.0.0.1:9003, 127.0.0.1:9004=zone=a").run(ctx -> {
+          Router router = ctx.getBean(Router.class);
+          assertThat(roles(router)).containsExactly(
               Map.entry("127.0.0.1:9001", "prefill"), Map.entry("127.0.0.1:9002", "decode"),
-              Map.entry("127.0.0.1:9003", "-"));
+              Map.entry("127.0.0.1:9003", "-"), Map.entry("127.0.0.1:9004", "-"));
+          // other labels, for the label plugins, as name=value items
+          assertThat(router.endpoints().stream().filter(c -> c.id().equals("127.0.0.1:9004"))
+              .findFirst().orElseThrow().endpoint().labels()).containsExactly(
+                  Map.entry("zone", "a"));
         });
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001=prefil")
         .run(ctx -> assertThat(ctx).hasFailed().getFailure()
