@@ -114,15 +114,18 @@ public interface PrefixHits {
   /**
    * Publishes {@code hits} under {@link #KEY}. When the cycle already has hits (a prefix scorer
    * in an earlier profile, or a second one in the same profile), the result describes every
-   * endpoint of both; an endpoint described by both keeps the earlier figures. Allocates only in
-   * that case.
+   * endpoint of both; an endpoint described by both keeps the earlier figures. Allocates only when
+   * the new hits describe an endpoint the earlier ones do not.
    */
   static void publish(CycleState state, PrefixHits hits) {
     PrefixHits earlier = state.get(KEY);
     if (earlier == null) {
       state.put(KEY, hits);
     } else if (earlier != hits) {
-      state.put(KEY, PrefixHitsValue.combine(earlier, hits));
+      PrefixHits both = PrefixHitsValue.combine(earlier, hits);
+      if (both != earlier) {
+        state.put(KEY, both);
+      }
     }
   }
 }

@@ -1,7 +1,5 @@
 package io.epp4j.api;
 
-import java.util.Arrays;
-
 /** Array-backed {@link PrefixHits}, built by {@link PrefixHits#of} and by combining two. */
 final class PrefixHitsValue implements PrefixHits {
   private final String[] ids;
@@ -16,9 +14,25 @@ final class PrefixHitsValue implements PrefixHits {
     this.blockSizes = blockSizes;
   }
 
+  /**
+   * Every endpoint of {@code first}, then those of {@code second} that {@code first} does not
+   * describe. {@code first} itself when {@code second} adds none: a second prefix-aware plugin
+   * over the same or fewer candidates (an affinity filter's match, then the scorer's over what
+   * the filter kept) allocates nothing.
+   */
   static PrefixHits combine(PrefixHits first, PrefixHits second) {
+    int m = second.size();
+    int extra = 0;
+    for (int i = 0; i < m; i++) {
+      if (first.indexOf(second.endpointId(i)) < 0) {
+        extra++;
+      }
+    }
+    if (extra == 0) {
+      return first;
+    }
     int a = first.size();
-    int n = a + second.size();
+    int n = a + extra;
     String[] ids = new String[n];
     int[] totals = new int[n];
     double[] cached = new double[n];
@@ -30,7 +44,7 @@ final class PrefixHitsValue implements PrefixHits {
       sizes[i] = first.blockSizeTokens(i);
     }
     int k = a;
-    for (int i = 0; i < second.size(); i++) {
+    for (int i = 0; i < m && k < n; i++) {
       String id = second.endpointId(i);
       if (first.indexOf(id) >= 0) {
         continue;
@@ -41,9 +55,7 @@ final class PrefixHitsValue implements PrefixHits {
       sizes[k] = second.blockSizeTokens(i);
       k++;
     }
-    return k == n ? new PrefixHitsValue(ids, totals, cached, sizes)
-        : new PrefixHitsValue(Arrays.copyOf(ids, k), Arrays.copyOf(totals, k),
-            Arrays.copyOf(cached, k), Arrays.copyOf(sizes, k));
+    return new PrefixHitsValue(ids, totals, cached, sizes);
   }
 
   @Override

@@ -16,6 +16,7 @@ import io.epp4j.api.RequestPreparer;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
@@ -63,6 +64,8 @@ final class P2pSourceProducer implements RequestPreparer, RequestListener {
     if (scratch.length < n) {
       scratch = new double[n];
       SCRATCH.set(scratch);
+    } else {
+      Arrays.fill(scratch, 0, n, 0.0); // a scorer is handed a zeroed array
     }
     producer.score(request, state, candidates, scratch); // the scores themselves are not read
     PrefixHits hits = state.get(PrefixHits.KEY);

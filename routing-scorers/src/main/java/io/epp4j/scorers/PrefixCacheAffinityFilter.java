@@ -14,6 +14,7 @@ import io.epp4j.api.PrefixBlocks;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import org.jspecify.annotations.Nullable;
@@ -38,6 +39,9 @@ final class PrefixCacheAffinityFilter implements Filter, OwnsInFlightLoad, HintL
   static final double DEFAULT_MAX_TTFT_PENALTY_MS = 18_000;
   /** Upstream's default: Qwen3-32B on two H100s (TP 2) with vLLM 0.19, tokens per second. */
   static final double DEFAULT_PEAK_PREFILL_THROUGHPUT = 15_928;
+
+  /** The producer's scores, read only within {@link #filter}: an array per thread, not per route. */
+  private static final ThreadLocal<double[]> SCORES = ThreadLocal.withInitial(() -> new double[0]);
 
   private final double affinityThreshold;
   private final double explorationProbability;
@@ -80,7 +84,13 @@ final class PrefixCacheAffinityFilter implements Filter, OwnsInFlightLoad, HintL
     if (explorationProbability > 0 && state.random().nextDouble() < explorationProbability) {
       return candidates;
     }
-    double[] scores = new double[n];
+    double[] scores = SCORES.get();
+    if (scores.length < n) {
+      scores = new double[n];
+      SCORES.set(scores);
+    } else {
+      Arrays.fill(scores, 0, n, 0.0); // a scorer is handed a zeroed array
+    }
     prefix.score(request, state, candidates, scores);
     int kept = 0;
     for (int i = 0; i < n; i++) {

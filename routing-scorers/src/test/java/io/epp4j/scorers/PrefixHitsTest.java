@@ -59,4 +59,20 @@ class PrefixHitsTest {
     assertThat(both.totalBlocks(p)).isEqualTo(4);
     assertThat(both.blockSizeTokens(p)).isEqualTo(32);
   }
+
+  @Test
+  void aLaterMatchOverTheSameOrFewerEndpointsKeepsTheEarlierHits() {
+    // an affinity filter's match of every candidate, then the scorer's over those it kept
+    CycleState st = TestCandidates.state();
+    PrefixHits all = PrefixHits.of(new String[] {"a:1", "b:1", "c:1"}, new int[] {8, 8, 8},
+        new double[] {8, 2, 0}, 16);
+    PrefixHits kept = PrefixHits.of(new String[] {"a:1"}, new int[] {8}, new double[] {7}, 16);
+    PrefixHits.publish(st, all);
+    PrefixHits.publish(st, kept);
+    assertThat(st.get(PrefixHits.KEY)).isSameAs(all);
+    PrefixHits.publish(st, PrefixHits.of(new String[] {"c:1", "b:1", "a:1"},
+        new int[] {8, 8, 8}, new double[] {1, 1, 1}, 16));
+    assertThat(st.get(PrefixHits.KEY)).isSameAs(all);
+    assertThat(st.get(PrefixHits.KEY).cachedTokens("a:1")).isEqualTo(128);
+  }
 }
