@@ -40,7 +40,7 @@ final class P2pSourceProducer implements RequestPreparer, RequestListener {
   /** What {@link #prepare} found for one request. */
   private record Source(String endpointId, long cachedTokens, PrefixHits hits) {}
 
-  /** The producer's scores, which are not read: one array per routing thread. */
+  /** The producer's scores (not read), then what each candidate holds: one array per thread. */
   private static final ThreadLocal<double[]> SCRATCH = ThreadLocal.withInitial(() -> new double[0]);
 
   private final Scorer producer;
@@ -61,8 +61,8 @@ final class P2pSourceProducer implements RequestPreparer, RequestListener {
       return;
     }
     double[] scratch = SCRATCH.get();
-    if (scratch.length < n) {
-      scratch = new double[n];
+    if (scratch.length < 2 * n) {
+      scratch = new double[2 * n];
       SCRATCH.set(scratch);
     } else {
       Arrays.fill(scratch, 0, n, 0.0); // a scorer is handed a zeroed array
@@ -72,23 +72,30 @@ final class P2pSourceProducer implements RequestPreparer, RequestListener {
     if (hits == null) {
       return;
     }
-    // three passes over the hits instead of arrays per request: the most cached tokens, the
-    // band's total weight, the draw
+    // one look-up of each candidate in the hits, into the scratch: [i] the tokens it holds,
+    // [n + i] those plus one of its blocks (0 when it holds none); then the band's total weight
+    // and the draw read the scratch
+    boolean aligned = hits.size() == n; // the producer's own match names the candidates in order
     long max = 0;
     for (int i = 0; i < n; i++) {
-      max = Math.max(max, hits.cachedTokens(candidates.get(i).id()));
+      String id = candidates.get(i).id();
+      int at = aligned && hits.endpointId(i) == id ? i : hits.indexOf(id);
+      long cached = at < 0 ? 0 : hits.cachedTokens(at);
+      scratch[i] = cached;
+      scratch[n + i] = cached == 0 ? 0 : cached + hits.blockSizeTokens(at);
+      max = Math.max(max, cached);
     }
     if (max == 0) {
       return;
     }
     double total = 0;
     for (int i = 0; i < n; i++) {
-      total += weight(hits, candidates.get(i), max);
+      total += weight(scratch[n + i], candidates.get(i), max);
     }
     double target = spread(request.requestId()) * total;
     int chosen = -1;
     for (int i = 0; i < n; i++) {
-      double w = weight(hits, candidates.get(i), max);
+      double w = weight(scratch[n + i], candidates.get(i), max);
       if (w == 0) {
         continue;
       }
@@ -99,22 +106,17 @@ final class P2pSourceProducer implements RequestPreparer, RequestListener {
       target -= w;
     }
     if (chosen >= 0) {
-      Candidate c = candidates.get(chosen);
-      state.put(key, new Source(c.id(), hits.cachedTokens(c.id()), hits));
+      state.put(key, new Source(candidates.get(chosen).id(), (long) scratch[chosen], hits));
     }
   }
 
   /**
    * A candidate's weight in the draw: {@code 1 / (1 + waiting requests)} when it holds within one
-   * block of {@code max} cached tokens, else 0.
+   * block of {@code max} cached tokens ({@code reach}: the tokens it holds plus one of its
+   * blocks, 0 when it holds none), else 0.
    */
-  private static double weight(PrefixHits hits, Candidate c, long max) {
-    int at = hits.indexOf(c.id());
-    if (at < 0) {
-      return 0;
-    }
-    long cached = hits.cachedTokens(at);
-    if (cached == 0 || cached + hits.blockSizeTokens(at) < max) {
+  private static double weight(double reach, Candidate c, long max) {
+    if (reach == 0 || reach < max) {
       return 0;
     }
     return 1.0 / (1.0 + Math.max(0, c.waitingRequests()));
