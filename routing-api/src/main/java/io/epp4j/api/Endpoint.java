@@ -85,7 +85,13 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
     }
     Map<String, String> labels = new java.util.LinkedHashMap<>();
     String role = null;
-    for (String item : spec.substring(eq + 1).split(";", -1)) {
+    String[] items = spec.substring(eq + 1).split(";", -1);
+    for (String item : items) {
+      if (items.length > 1 && item.isBlank()) {
+        // "=decode;" or "=;zone=a": reported as an empty item, not as a role
+        throw new IllegalArgumentException("endpoint has an empty item between ';' (a ';' too"
+            + " many?) in '" + spec + "'");
+      }
       int at = item.indexOf('=');
       if (at < 0) {
         String r = item.strip();

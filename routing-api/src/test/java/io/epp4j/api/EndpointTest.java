@@ -99,6 +99,18 @@ class EndpointTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("two roles");
     assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=zone=a;"))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void anEmptyItemIsReportedAsSuchNotAsARole() {
+    // a stray ';' is not a second role, nor an empty one
+    for (String spec : java.util.List.of("10.0.0.1:8000=decode;", "10.0.0.1:8000=zone=a;",
+        "10.0.0.1:8000=;decode", "10.0.0.1:8000=decode;;zone=a", "10.0.0.1:8000=decode; ")) {
+      assertThatThrownBy(() -> Endpoint.parseWithRole(spec))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("empty item").hasMessageContaining("'" + spec + "'")
+          .hasMessageNotContaining("two roles").hasMessageNotContaining("role must be");
+    }
     assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=zone="))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'zone='");
     assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=llm-d.ai/role=prefil"))
