@@ -163,7 +163,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
         return present ? bound : null;
       }
       default: {
-        String key = keySource.key(request);
+        String key = sessionKey(request);
         if (key == null) {
           return null;
         }
@@ -241,7 +241,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
       default:
         break;
     }
-    String raw = keySource.key(request);
+    String raw = sessionKey(request);
     if (raw == null) {
       return;
     }
@@ -314,7 +314,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     if (mode != Mode.EPP4J) {
       return; // llm-d binds where the request was routed
     }
-    String raw = keySource.key(request);
+    String raw = sessionKey(request);
     if (raw == null || !members.contains(to.id())) {
       return;
     }
@@ -332,7 +332,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
   @Override
   public void onRemoteSession(String remoteKey, String endpointId, long nowNanos) {
     if (mode != Mode.EPP4J || keySource.kind != HashKeySource.Kind.SESSION
-        || !members.contains(endpointId)) {
+        || !members.contains(endpointId) || isEndpointToken(remoteKey)) {
       return;
     }
     String sessionKey = bounded(remoteKey);
@@ -345,6 +345,46 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     // the same race with a removal as in afterRouting, undone the same way
     if (!members.contains(endpointId)) {
       bindings.asMap().remove(sessionKey, endpointId);
+    }
+  }
+
+  /**
+   * The request's session key for epp4j's bindings, or null when it has none or when it is an
+   * endpoint token this scorer writes: every client an endpoint served carries that same token,
+   * and the request parser takes it as the session key when the client sends no other session
+   * header, so bound like one session's key it would pin all of them to wherever the first went
+   * once the endpoint left the pool.
+   */
+  private @Nullable String sessionKey(InferenceRequest request) {
+    String key = keySource.key(request);
+    return key == null || isEndpointToken(key) ? null : key;
+  }
+
+  /**
+   * Whether a request's session key is the token {@link #encodeEndpoint} writes (base64 of an
+   * endpoint id), when the key is the request's session key and the endpoint header is on.
+   */
+  private boolean isEndpointToken(String key) {
+    if (endpointHeader == null || keySource.kind != HashKeySource.Kind.SESSION
+        || key.isEmpty() || key.length() > 400 || key.length() % 4 != 0) {
+      return false;
+    }
+    for (int i = 0, n = key.length(); i < n; i++) {
+      char ch = key.charAt(i);
+      boolean base64 = ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9'
+          || ch == '+' || ch == '/' || ch == '=';
+      if (!base64) {
+        return false; // not base64 (a UUID, say): no decoding, no exception
+      }
+    }
+    String named = decodeEndpoint(key);
+    if (named == null || named.indexOf(':') < 0) {
+      return false;
+    }
+    try {
+      return Endpoint.parse(named).id().equals(named);
+    } catch (IllegalArgumentException e) {
+      return false;
     }
   }
 
