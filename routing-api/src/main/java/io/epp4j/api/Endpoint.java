@@ -75,7 +75,7 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
    *
    * @throws IllegalArgumentException naming the text when the address is not {@code host:port}
    *     (see {@link #parse(String)}), the role is not one of {@link #ROLES}, two roles are given,
-   *     or an item is empty or has an empty name or value
+   *     a label is given twice, or an item is empty or has an empty name or value
    */
   public static Endpoint parseWithRole(String spec) {
     Objects.requireNonNull(spec, "spec");
@@ -108,7 +108,11 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
         throw new IllegalArgumentException("endpoint label '" + item.strip() + "' needs a name"
             + " and a value (name=value) in '" + spec + "'");
       }
-      labels.put(name, value);
+      String before = labels.put(name, value);
+      if (before != null) {
+        throw new IllegalArgumentException("endpoint gives label '" + name + "' twice, '"
+            + before + "' and '" + value + "', in '" + spec + "'");
+      }
     }
     if (role == null) {
       role = labels.get(ROLE_LABEL);

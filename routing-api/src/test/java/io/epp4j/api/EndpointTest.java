@@ -102,6 +102,14 @@ class EndpointTest {
   }
 
   @Test
+  void aLabelGivenTwiceIsRejectedNotOverwritten() {
+    assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1:8000=decode;zone=a;zone=b"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("label 'zone' twice").hasMessageContaining("'a'")
+        .hasMessageContaining("'b'");
+  }
+
+  @Test
   void anEmptyItemIsReportedAsSuchNotAsARole() {
     // a stray ';' is not a second role, nor an empty one
     for (String spec : java.util.List.of("10.0.0.1:8000=decode;", "10.0.0.1:8000=zone=a;",
