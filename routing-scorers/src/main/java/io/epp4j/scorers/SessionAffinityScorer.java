@@ -275,11 +275,17 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     }
     String key = bounded(id);
     Map<String, String> map = bindings.asMap();
-    String bound = map.putIfAbsent(key, picked);
+    // read without counting as a use: only a request routed to the bound endpoint renews the
+    // binding (putIfAbsent on a bound session would renew it whichever way the request went)
+    String bound = bindings.policy().getIfPresentQuietly(key);
+    if (bound == null) {
+      bound = map.putIfAbsent(key, picked);
+    }
     if (bound == null) {
       trimToBound();
     } else if (bound.equals(picked)) {
-      bindings.put(key, picked); // a use: renews the binding's idle time
+      // a use: renews the binding's idle time, unless another request moved it meanwhile
+      map.replace(key, picked, picked);
     } else if (Boolean.FALSE.equals(state.get(boundPresent))) {
       map.replace(key, bound, picked);
     }
@@ -427,9 +433,9 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     return n;
   }
 
-  /** The endpoint id a session is bound to, or {@code null}; for tests. */
+  /** The endpoint id a session is bound to, or {@code null}, read without renewing it; tests. */
   @Nullable String binding(String sessionKey) {
-    return bindings.getIfPresent(bounded(sessionKey));
+    return bindings.policy().getIfPresentQuietly(bounded(sessionKey));
   }
 
   @Override

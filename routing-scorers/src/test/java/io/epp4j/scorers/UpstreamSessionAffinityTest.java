@@ -145,6 +145,46 @@ class UpstreamSessionAffinityTest {
     }
   }
 
+  /**
+   * llm-d renews a {@code session_id} binding only when a request is routed to its endpoint: one
+   * routed elsewhere while that endpoint was a candidate leaves it as it was, its idle time
+   * included, so it ends {@code evictionTtlSeconds} after the last request that went there.
+   */
+  @Test
+  void aRequestRoutedElsewhereDoesNotRenewTheBinding() {
+    try (Router r = router("""
+        - type: session-affinity-scorer
+          parameters:
+            strategy: session_id
+            sessionIdConfig: {evictionTtlSeconds: 60}
+        """, "  - pluginRef: session-affinity-scorer\n    weight: 1\n")) {
+      SessionAffinityScorer s = (SessionAffinityScorer) r.config().plugins()
+          .get("session-affinity-scorer");
+      InferenceRequest req = request(Map.of("x-session-id", "s-9"));
+      queues(r, A, B, C);
+      assertThat(pinned(r, req)).isEqualTo(A);
+      // requests routed to A renew it: 80 s after it was made, 40 s after its last use, it holds
+      for (int i = 0; i < 2; i++) {
+        now.addAndGet(40_000_000_000L);
+        queues(r, A, B, C);
+        assertThat(pinned(r, req)).isEqualTo(A);
+      }
+      assertThat(s.binding("s-9")).isEqualTo(A);
+      // the queue (weight 2) outweighs the binding (weight 1): the session's next request goes
+      // to B while A is a candidate, and the binding stays as it was
+      now.addAndGet(40_000_000_000L);
+      queues(r, B, C, A);
+      assertThat(pinned(r, req)).isEqualTo(B);
+      assertThat(s.binding("s-9")).isEqualTo(A);
+      // 80 s after the last request routed to A the binding has ended, renewed by nothing since:
+      // the next request binds the session where it goes
+      now.addAndGet(40_000_000_000L);
+      queues(r, B, C, A);
+      assertThat(pinned(r, req)).isEqualTo(B);
+      assertThat(s.binding("s-9")).isEqualTo(B);
+    }
+  }
+
   @Test
   void theFilterPinsHardThroughACookieTheProducerPublishes() {
     try (Router r = router("""
