@@ -212,6 +212,9 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     if (value.indexOf(':') > 0) {
       return value;
     }
+    if (!mayBeEndpointToken(value)) {
+      return null; // an opaque token (a UUID, llm-d's long ones): no decoding, no exception
+    }
     try {
       return new String(Base64.getDecoder().decode(value), StandardCharsets.UTF_8);
     } catch (IllegalArgumentException e) {
@@ -309,6 +312,27 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     return e == null ? null : e.id();
   }
 
+  /**
+   * Whether {@code value} could be a token {@link #encodeEndpoint} wrote: not empty, at most 400
+   * characters (an endpoint id is a host and a port), and only base64's characters. Checked
+   * before decoding, so that a client's opaque token costs no exception per request.
+   */
+  static boolean mayBeEndpointToken(String value) {
+    int n = value.length();
+    if (n == 0 || n > 400) {
+      return false;
+    }
+    for (int i = 0; i < n; i++) {
+      char ch = value.charAt(i);
+      boolean base64 = ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9'
+          || ch == '+' || ch == '/' || ch == '=';
+      if (!base64) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   /** The token {@link #decodeEndpoint} reads back: base64 of the endpoint id. */
   static String encodeEndpoint(String endpointId) {
     return Base64.getEncoder().encodeToString(endpointId.getBytes(StandardCharsets.UTF_8));
@@ -372,16 +396,8 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
    */
   private boolean isEndpointToken(String key) {
     if (endpointHeader == null || keySource.kind != HashKeySource.Kind.SESSION
-        || key.isEmpty() || key.length() > 400 || key.length() % 4 != 0) {
+        || key.length() % 4 != 0 || !mayBeEndpointToken(key)) {
       return false;
-    }
-    for (int i = 0, n = key.length(); i < n; i++) {
-      char ch = key.charAt(i);
-      boolean base64 = ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9'
-          || ch == '+' || ch == '/' || ch == '=';
-      if (!base64) {
-        return false; // not base64 (a UUID, say): no decoding, no exception
-      }
     }
     String named = decodeEndpoint(key);
     if (named == null || named.indexOf(':') < 0) {

@@ -81,4 +81,21 @@ class SessionTokenOfAnEndpointTest {
       assertThat(served(r, withToken(tokenOfB))).isEqualTo(C);
     }
   }
+
+  @Test
+  void onlyWhatCouldBeAnEndpointTokenIsDecoded() {
+    String token = SessionAffinityScorer.encodeEndpoint(A);
+    assertThat(SessionAffinityScorer.decodeEndpoint(token)).isEqualTo(A);
+    assertThat(SessionAffinityScorer.decodeEndpoint(A)).as("a plain id").isEqualTo(A);
+    // opaque tokens: a UUID, text with a space, a base64 value longer than any endpoint id
+    assertThat(SessionAffinityScorer.decodeEndpoint("3f2b8c1e-9d4a-4e6f-8a7b-1c2d3e4f5a6b"))
+        .isNull();
+    assertThat(SessionAffinityScorer.decodeEndpoint("not a token")).isNull();
+    String longOne = Base64.getEncoder().encodeToString(
+        ("10.0.0.1:8000" + "x".repeat(400)).getBytes(StandardCharsets.UTF_8));
+    assertThat(SessionAffinityScorer.mayBeEndpointToken(longOne)).isFalse();
+    assertThat(SessionAffinityScorer.decodeEndpoint(longOne)).isNull();
+    assertThat(SessionAffinityScorer.mayBeEndpointToken(token)).isTrue();
+    assertThat(SessionAffinityScorer.decodeEndpoint("")).isNull();
+  }
 }
