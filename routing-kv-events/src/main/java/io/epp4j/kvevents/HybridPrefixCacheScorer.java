@@ -7,6 +7,7 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
 import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixHits;
+import io.epp4j.api.PrefixHitsProducer;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
@@ -49,7 +50,7 @@ import java.util.List;
  * announced and has not removed since; a route that outlives its endpoint's removal records
  * nothing.
  */
-final class HybridPrefixCacheScorer implements Scorer, RequestListener, PoolListener,
+final class HybridPrefixCacheScorer implements PrefixHitsProducer, RequestListener, PoolListener,
     KvBlockIndex.DropListener {
 
   // PdProfileHandler.PREFILL_PROFILE: spelled out because this module does not compile against

@@ -7,6 +7,7 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PoolListener;
 import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixHits;
+import io.epp4j.api.PrefixHitsProducer;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
@@ -30,7 +31,7 @@ import org.jspecify.annotations.Nullable;
  * since: recording one would otherwise make the index learn an endpoint again after its removal
  * forgot it, and a replaced pod's address never returns to clear it.
  */
-final class PrecisePrefixCacheScorer implements Scorer, RequestListener, PoolListener {
+final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListener, PoolListener {
 
   // PdProfileHandler.PREFILL_PROFILE: spelled out because this module does not compile against
   // routing-scorers, where the prefill/decode handler lives

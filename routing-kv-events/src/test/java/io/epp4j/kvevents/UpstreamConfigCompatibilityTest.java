@@ -1192,6 +1192,42 @@ class UpstreamConfigCompatibilityTest {
   }
 
   @Test
+  void aScorerThatPublishesNoPrefixHitsIsRefusedAsTheProducerOfEveryReader() {
+    // a queue scorer is a scorer, but it publishes no prefix matches: the readers would route
+    // without any (the P2P source never set, the affinity filter never sticky)
+    String yaml = """
+        plugins:
+        - type: queue-scorer
+        - type: prefix-cache-scorer
+          parameters: {prefixMatchInfoProducerName: queue-scorer}
+        - type: prefix-cache-affinity-filter
+          parameters: {prefixMatchInfoProducerName: queue-scorer}
+        - type: p2p-source-producer
+          parameters: {prefixMatchInfoProducerName: queue-scorer}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: prefix-cache-affinity-filter
+          - pluginRef: prefix-cache-scorer
+          - pluginRef: max-score-picker
+        """;
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Router.builder()
+            .endpoints(pool(2)).configYaml(yaml, "producers.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("plugins[1]")
+        .hasMessageContaining("plugins[2]")
+        .hasMessageContaining("plugins[3]")
+        .hasMessageContaining("names 'queue-scorer'");
+    // the same readers over a real producer load
+    Router r = Router.builder().endpoints(pool(2)).configYaml(yaml.replace(
+        "- type: queue-scorer\n", "- type: queue-scorer\n- type: approx-prefix-cache-producer\n")
+        .replace("prefixMatchInfoProducerName: queue-scorer",
+            "prefixMatchInfoProducerName: approx-prefix-cache-producer"), "producers.yaml").build();
+    r.close();
+  }
+
+  @Test
   void theTokenProducerTakesTheServersAddressAsVllmUrlOrVllmHttpButNotTwoDifferentOnes() {
     String yaml = """
         plugins:

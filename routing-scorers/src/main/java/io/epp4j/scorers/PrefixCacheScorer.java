@@ -15,6 +15,7 @@ import io.epp4j.api.PoolListener;
 import io.epp4j.api.PoolOrder;
 import io.epp4j.api.PrefixBlocks;
 import io.epp4j.api.PrefixHits;
+import io.epp4j.api.PrefixHitsProducer;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
@@ -56,7 +57,7 @@ import org.jspecify.annotations.Nullable;
  * endpoints, found in one row of the directory. A cycle hashes the prompt once for every prefix
  * scorer with the same block settings.
  */
-public final class PrefixCacheScorer implements Scorer, RequestListener, PoolListener,
+public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListener, PoolListener,
     HintListener {
   /** Default tokens per block (vLLM's default block size). */
   public static final int DEFAULT_BLOCK_SIZE_TOKENS = 16;

@@ -6,6 +6,7 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
+import io.epp4j.api.PrefixHitsProducer;
 import io.epp4j.api.Scorer;
 import java.util.List;
 import java.util.Optional;
@@ -20,7 +21,7 @@ import org.jspecify.annotations.Nullable;
  * file, records routed requests and follows the pool itself; this scorer only asks it, so a
  * prompt is hashed once per request however many profiles score it.
  */
-final class PrefixMatchScorer implements Scorer {
+final class PrefixMatchScorer implements PrefixHitsProducer {
   static final String PRODUCER_PARAMETER = "prefixMatchInfoProducerName";
   /** The name upstream gives its default producer, the one a scorer naming none reads. */
   static final String DEFAULT_PRODUCER = "approx-prefix-cache-producer";
@@ -72,10 +73,10 @@ final class PrefixMatchScorer implements Scorer {
         p.error(PRODUCER_PARAMETER, CommonParameters.noSuchPlugin(name));
         return null;
       }
-      if (!(named.get() instanceof Scorer s)) {
+      if (!(named.get() instanceof PrefixHitsProducer s)) {
         p.error(PRODUCER_PARAMETER, "names '" + name + "', " + named.get()
-            + ", which produces no prefix matches (an approx-prefix-cache-producer or a"
-            + " precise-prefix-cache-producer does)");
+            + ", which produces no prefix matches (an approx-prefix-cache-producer, a"
+            + " precise-prefix-cache-producer or another prefix-cache scorer does)");
         return null;
       }
       return s;
