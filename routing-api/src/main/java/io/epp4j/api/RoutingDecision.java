@@ -96,7 +96,8 @@ public final class RoutingDecision {
   // copied on write: set by plugins while the request is routed, read by the gateway once
   private volatile Map<String, Function<RoutingDecision, @Nullable String>> responseHeaders =
       Map.of();
-  private volatile Map<String, @Nullable String> requestHeaders = Map.of();
+  private volatile Map<String, Function<RoutingDecision, @Nullable String>> requestHeaders =
+      Map.of();
 
   private RoutingDecision(@Nullable String primaryProfile, Map<String, ProfileResult> results,
       @Nullable Rejection rejection, Callbacks callbacks) {
@@ -214,12 +215,32 @@ public final class RoutingDecision {
    * for the same name (compared ignoring case) replaces the first. Ignored on a rejection.
    */
   public void setRequestHeader(String name, @Nullable String value) {
+    setRequestHeaderFor(name, value == null ? NO_VALUE : d -> value);
+  }
+
+  private static final Function<RoutingDecision, @Nullable String> NO_VALUE = d -> null;
+
+  /**
+   * {@link #setRequestHeader} with a value that depends on the endpoint the request is forwarded
+   * to: {@code value} is asked for this decision when the gateway reads {@link #requestHeaders()}
+   * and {@link #removedRequestHeaders()}, for the primary pick and again, after
+   * {@link #onFallback}, for a fallback ({@link #servedBy()} names the endpoint of the attempt).
+   * A null value removes a header of that name the client sent. A gateway whose fallbacks are
+   * made by its proxy, after the request's headers were set (Envoy), sends the primary's values.
+   */
+  public void setRequestHeaderFor(String name, Function<RoutingDecision, @Nullable String> value) {
     String n = name.toLowerCase(java.util.Locale.ROOT);
+    Objects.requireNonNull(value, "value");
     if (primaryProfile == null || n.isEmpty()) {
       return;
     }
     synchronized (this) {
-      Map<String, @Nullable String> m = new LinkedHashMap<>(requestHeaders);
+      Map<String, Function<RoutingDecision, @Nullable String>> now = requestHeaders;
+      if (now.isEmpty()) {
+        requestHeaders = Map.of(n, value); // the usual case: one plugin asks for one header
+        return;
+      }
+      Map<String, Function<RoutingDecision, @Nullable String>> m = new LinkedHashMap<>(now);
       m.put(n, value);
       requestHeaders = Collections.unmodifiableMap(m);
     }
@@ -227,15 +248,17 @@ public final class RoutingDecision {
 
   /**
    * The headers plugins asked the gateway to set on the request it forwards (see
-   * {@link #setRequestHeader}), names in lower case; empty when none.
+   * {@link #setRequestHeader}), names in lower case, values as they are for this decision now;
+   * empty when none.
    */
   public Map<String, String> requestHeaders() {
-    Map<String, @Nullable String> m = requestHeaders;
+    Map<String, Function<RoutingDecision, @Nullable String>> m = requestHeaders;
     if (m.isEmpty()) {
       return Map.of();
     }
     Map<String, String> out = new LinkedHashMap<>();
-    m.forEach((name, v) -> {
+    m.forEach((name, f) -> {
+      String v = f.apply(this);
       if (v != null) {
         out.put(name, v);
       }
@@ -248,13 +271,13 @@ public final class RoutingDecision {
    * sent them (see {@link #setRequestHeader}); names in lower case, empty when none.
    */
   public java.util.Set<String> removedRequestHeaders() {
-    Map<String, @Nullable String> m = requestHeaders;
+    Map<String, Function<RoutingDecision, @Nullable String>> m = requestHeaders;
     if (m.isEmpty()) {
       return java.util.Set.of();
     }
     java.util.Set<String> out = new java.util.LinkedHashSet<>();
-    m.forEach((name, v) -> {
-      if (v == null) {
+    m.forEach((name, f) -> {
+      if (f.apply(this) == null) {
         out.add(name);
       }
     });

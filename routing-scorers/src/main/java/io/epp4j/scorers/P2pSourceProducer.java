@@ -135,18 +135,51 @@ final class P2pSourceProducer implements RequestPreparer, RequestListener {
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     Source best = state.get(key);
-    String value = null;
-    if (best != null) {
-      ProfileResult prefill = decision.profileResults().get(prefillProfile);
-      Endpoint computing = prefill != null && prefill.primary() != null
-          ? prefill.primary() : decision.primary();
-      String id = Objects.requireNonNull(computing).id();
-      if (!best.endpointId().equals(id)
-          && best.cachedTokens() - best.hits().cachedTokens(id) >= minCachedTokenDelta) {
-        value = best.endpointId();
-      }
+    if (best == null) {
+      decision.setRequestHeader(HEADER, null); // a value the client sent is removed
+      return;
     }
-    decision.setRequestHeader(HEADER, value); // null: a value the client sent is removed
+    ProfileResult prefill = decision.profileResults().get(prefillProfile);
+    Endpoint prefillPick = prefill != null ? prefill.primary() : null;
+    if (prefillPick != null) {
+      // the prefill endpoint computes the prompt wherever the decode endpoint ends up
+      decision.setRequestHeader(HEADER, source(best.endpointId(), best.cachedTokens(),
+          prefillPick.id(), best.hits().cachedTokens(prefillPick.id())));
+      return;
+    }
+    // the endpoint that computes the prompt is the one the gateway forwards to: the primary
+    // pick, or after a fallback that fallback. What each of them holds is read now (the hits
+    // belong to this cycle); the header's value is chosen for the endpoint of each attempt.
+    List<Endpoint> endpoints = decision.endpoints();
+    String[] ids = new String[endpoints.size()];
+    long[] cached = new long[ids.length];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = endpoints.get(i).id();
+      cached[i] = best.hits().cachedTokens(ids[i]);
+    }
+    String bestId = best.endpointId();
+    long bestCached = best.cachedTokens();
+    decision.setRequestHeaderFor(HEADER, d -> {
+      String computing = d.servedBy().id();
+      for (int i = 0; i < ids.length; i++) {
+        if (ids[i].equals(computing)) {
+          return source(bestId, bestCached, computing, cached[i]);
+        }
+      }
+      return null;
+    });
+  }
+
+  /**
+   * The source to name when {@code computing}, which holds {@code computingCached} tokens of
+   * the prompt, computes it: the chosen one ({@code bestId}, holding {@code bestCached}) when it
+   * is another endpoint and holds at least {@code minCachedTokenDelta} tokens more; else null
+   * (no header).
+   */
+  private @Nullable String source(String bestId, long bestCached, String computing,
+      long computingCached) {
+    return !bestId.equals(computing) && bestCached - computingCached >= minCachedTokenDelta
+        ? bestId : null;
   }
 
   @Override

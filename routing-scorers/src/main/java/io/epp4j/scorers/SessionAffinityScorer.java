@@ -287,8 +287,9 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     if (bound == null) {
       trimToBound();
     } else if (bound.equals(picked)) {
-      // a use: renews the binding's idle time, unless another request moved it meanwhile
-      map.replace(key, picked, picked);
+      // a use: renews the binding's idle time (a read, which writes nothing: a move another
+      // request made meanwhile stays)
+      bindings.getIfPresent(key);
     } else if (Boolean.FALSE.equals(state.get(boundPresent))) {
       map.replace(key, bound, picked);
     }

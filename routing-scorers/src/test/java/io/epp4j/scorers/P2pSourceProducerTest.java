@@ -83,6 +83,41 @@ class P2pSourceProducerTest {
   }
 
   @Test
+  void afterAFallbackTheSourceIsChosenForTheEndpointThatComputesThePrompt() {
+    try (Router r = Router.builder().endpoints(List.of(Endpoint.parse(A), Endpoint.parse(B),
+        Endpoint.parse(C))).ticker(now::get).randomSeed(5).configYaml("""
+        plugins:
+        - type: approx-prefix-cache-producer
+        - type: p2p-source-producer
+        - type: queue-scorer
+        - type: max-score-picker
+          parameters: {maxNumOfEndpoints: 2}
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: queue-scorer}, {pluginRef: max-score-picker}]
+        """, "p2p.yaml").build()) {
+      waiting(r, 0, 3, 6);
+      done(r.route(request("r1", PROMPT + "first question", Map.of())));
+      // B first, A behind it: A holds the prompt
+      waiting(r, 3, 0, 6);
+      RoutingDecision d = r.route(request("r2", PROMPT + "second question", Map.of()));
+      assertThat(d.endpoints()).extracting(Endpoint::id).containsExactly(B, A);
+      assertThat(d.requestHeaders()).containsExactly(Map.entry(P2pSourceProducer.HEADER, A));
+      d.onFallback(d.endpoints().get(1)); // B could not be reached: A computes the prompt
+      assertThat(d.requestHeaders()).isEmpty();
+      assertThat(d.removedRequestHeaders()).containsExactly(P2pSourceProducer.HEADER);
+      done(d);
+      // C behind B: the source stays A after the fallback
+      waiting(r, 6, 0, 3);
+      RoutingDecision e = r.route(request("r3", PROMPT + "third question", Map.of()));
+      assertThat(e.endpoints()).extracting(Endpoint::id).containsExactly(B, C);
+      e.onFallback(e.endpoints().get(1));
+      assertThat(e.requestHeaders()).containsExactly(Map.entry(P2pSourceProducer.HEADER, A));
+      done(e);
+    }
+  }
+
+  @Test
   void aDeltaBelowTheMinimumSetsNoHeader() {
     try (Router r = router("{minCachedTokenDelta: 1000000}")) {
       waiting(r, 0, 3, 6);

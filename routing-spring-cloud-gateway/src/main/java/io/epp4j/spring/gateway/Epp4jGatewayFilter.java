@@ -226,13 +226,11 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
    * Sends to the decision's endpoint {@code i}; on a connection failure before any answer, to
    * the next, telling the decision, so the router counts the request where it is served.
    */
-  private Mono<Void> send(ServerWebExchange exchange, GatewayFilterChain chain, URI base,
+  private Mono<Void> send(ServerWebExchange attempted, GatewayFilterChain chain, URI base,
       RoutingDecision d, int i, DecisionTap tap) {
     List<Endpoint> endpoints = d.endpoints();
     Endpoint target = endpoints.get(i);
-    if (i > 0) {
-      d.onFallback(target);
-    }
+    ServerWebExchange exchange = i > 0 ? fallingBack(attempted, d, target) : attempted;
     exchange.getAttributes().put(GATEWAY_REQUEST_URL_ATTR, retarget(base, target));
     // a route uri lb:ws://service leaves the prefix lb noted, which makes the load-balancer
     // filter (order 10150) take the request whatever its URL says: it would look the picked
@@ -254,6 +252,27 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
           exchange.getAttributes().remove(ServerWebExchangeUtils.CLIENT_RESPONSE_CONN_ATTR);
           return send(exchange, chain, base, d, i + 1, tap);
         });
+  }
+
+  /**
+   * Tells the decision that the request goes to {@code target} now, and sets the request headers
+   * the plugins asked for again: a value may depend on the endpoint of the attempt
+   * ({@code p2p-source-producer} never names the endpoint that computes the prompt as its
+   * source).
+   */
+  private static ServerWebExchange fallingBack(ServerWebExchange exchange, RoutingDecision d,
+      Endpoint target) {
+    d.onFallback(target);
+    java.util.Set<String> removed = d.removedRequestHeaders();
+    java.util.Map<String, String> set = d.requestHeaders();
+    if (removed.isEmpty() && set.isEmpty()) {
+      return exchange;
+    }
+    ServerHttpRequest again = exchange.getRequest().mutate().headers(h -> {
+      removed.forEach(h::remove);
+      set.forEach(h::set);
+    }).build();
+    return exchange.mutate().request(again).build();
   }
 
   /**

@@ -94,4 +94,50 @@ class Epp4jResponseHeadersTest {
       assertThat(seen.get().getFirst("x-drop-me")).isNull();
     }
   }
+
+  @Test
+  void aFallbackIsForwardedWithTheHeadersAskedForItsEndpoint() {
+    io.epp4j.api.RequestListener asks = new io.epp4j.api.RequestListener() {
+      @Override
+      public void afterRouting(io.epp4j.api.InferenceRequest request,
+          io.epp4j.api.CycleState state, RoutingDecision decision) {
+        // as p2p-source-producer's source, a value chosen for the endpoint of each attempt
+        decision.setRequestHeaderFor("x-attempt", d -> d.servedBy().id());
+        decision.setRequestHeaderFor("x-primary-only",
+            d -> d.servedBy().equals(d.primary()) ? "yes" : null);
+      }
+    };
+    try (Router r = Router.builder().endpoints(POOL).listener(asks).configYaml("""
+        plugins:
+        - type: queue-scorer
+        - type: max-score-picker
+          parameters: {maxNumOfEndpoints: 2}
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: queue-scorer}, {pluginRef: max-score-picker}]
+        """, "two-picks").build()) {
+      MockServerWebExchange exchange = exchange();
+      List<org.springframework.http.HttpHeaders> attempts = new java.util.ArrayList<>();
+      List<String> targets = new java.util.ArrayList<>();
+      new Epp4jGatewayFilter(r, "http", 1 << 20).filter(exchange, e -> {
+        attempts.add(e.getRequest().getHeaders());
+        targets.add(String.valueOf(e.getAttributes()
+            .get(ServerWebExchangeUtils.GATEWAY_REQUEST_URL_ATTR)));
+        if (attempts.size() == 1) {
+          return reactor.core.publisher.Mono.error(new java.net.ConnectException("refused"));
+        }
+        ServerWebExchangeUtils.setAlreadyRouted(e);
+        e.getResponse().setStatusCode(HttpStatus.OK);
+        return e.getResponse().setComplete();
+      }).block();
+      assertThat(attempts).hasSize(2);
+      String primary = attempts.get(0).getFirst("x-attempt");
+      String fallback = attempts.get(1).getFirst("x-attempt");
+      assertThat(primary).isIn("10.0.0.1:8000", "10.0.0.2:8000");
+      assertThat(fallback).isIn("10.0.0.1:8000", "10.0.0.2:8000").isNotEqualTo(primary);
+      assertThat(targets.get(1)).contains(fallback);
+      assertThat(attempts.get(0).getFirst("x-primary-only")).isEqualTo("yes");
+      assertThat(attempts.get(1).getFirst("x-primary-only")).isNull();
+    }
+  }
 }
