@@ -1487,7 +1487,16 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (custom != null) {
         transports = custom.get();
       } else {
-        RedisURI redis = redisUri(p, uri, verifyPeer);
+        RedisURI redis = redisUri(p, uri);
+        if (redis != null && redis.isSsl() && p.has("verifyPeer")) {
+          if (setsVerifyPeer(uri)) {
+            // one of the two would be silently ignored
+            p.error("verifyPeer", "is also set by the query of parameter 'uri' (verifyPeer=...);"
+                + " keep one");
+          } else {
+            redis.setVerifyPeer(verifyPeer);
+          }
+        }
         if (redis != null && !redis.isSsl()) {
           // without TLS both would be ignored: a file meant to make the connection TLS would
           // leave it, and the password in the URI, in plaintext
@@ -1524,23 +1533,41 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
     }
 
-    private static @Nullable RedisURI redisUri(Parameters p, @Nullable String uri,
-        boolean verifyPeer) {
+    /**
+     * The URI, with what its query sets (Lettuce reads {@code verifyPeer=NONE|CA|FULL} there);
+     * {@code verifyPeer}, when given, is applied by the caller.
+     */
+    private static @Nullable RedisURI redisUri(Parameters p, @Nullable String uri) {
       if (uri == null || uri.isBlank()) {
         p.error("uri", "is required, e.g. redis://host:6379 or rediss://user:password@host:6380");
         return null;
       }
       try {
-        RedisURI r = RedisURI.create(uri.trim());
-        if (r.isSsl()) {
-          r.setVerifyPeer(verifyPeer);
-        }
-        return r;
+        return RedisURI.create(uri.trim());
       } catch (RuntimeException e) {
         // the URI may carry a password: the message names the parameter, not its value
         p.error("uri", "is not a redis:// or rediss:// URI");
         return null;
       }
+    }
+
+    /** Whether the query of {@code uri}, a URI Lettuce accepted, sets {@code verifyPeer}. */
+    private static boolean setsVerifyPeer(@Nullable String uri) {
+      String query;
+      try {
+        query = java.net.URI.create(String.valueOf(uri).trim()).getRawQuery();
+      } catch (RuntimeException e) {
+        return false;
+      }
+      if (query == null) {
+        return false;
+      }
+      for (String option : query.split("&")) {
+        if (option.toLowerCase(java.util.Locale.ROOT).startsWith("verifypeer=")) {
+          return true;
+        }
+      }
+      return false;
     }
 
     /**

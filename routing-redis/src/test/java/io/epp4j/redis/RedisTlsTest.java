@@ -157,6 +157,14 @@ class RedisTlsTest {
   }
 
   @Test
+  void theUrisOwnVerifyPeerOptionIsKeptWhenTheParameterIsNotGiven() throws Exception {
+    // Lettuce's URI syntax: the parameter's default used to replace it with full verification,
+    // so this router never connected and only said that Redis was unreachable
+    Router r = router("q", REDIS.uri() + "?verifyPeer=NONE", null, Router.builder());
+    await("connected without verifying the server", () -> replication(r).connected());
+  }
+
+  @Test
   void aTrustCertFileThatIsNoCertificateIsAConfigurationErrorNamingTheParameter()
       throws Exception {
     java.nio.file.Path junk = java.nio.file.Files.createTempFile("epp4j-not-a-cert", ".pem");

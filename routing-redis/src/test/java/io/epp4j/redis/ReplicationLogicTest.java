@@ -1043,6 +1043,15 @@ class ReplicationLogicTest {
     }
   }
 
+  @Test
+  void verifyPeerGivenBothInTheUriAndAsAParameterIsRefusedByName() {
+    // one of the two would be ignored without a word
+    Result<?> both = create(Map.of("uri", "rediss://127.0.0.1:1?verifyPeer=CA", "verifyPeer",
+        true));
+    assertThat(both.isOk()).isFalse();
+    assertThat(both.errors()).anyMatch(e -> e.contains("'verifyPeer'") && e.contains("'uri'"));
+  }
+
   /** A CA certificate of the JDK's own trust store, as PEM: a valid file for trustCertFile. */
   private static String anyCertificatePem() throws Exception {
     java.security.KeyStore cacerts = java.security.KeyStore.getInstance(
