@@ -1489,13 +1489,19 @@ public final class RedisReplication implements Plugin, RequestListener {
       } else {
         RedisURI redis = redisUri(p, uri);
         if (redis != null && redis.isSsl() && p.has("verifyPeer")) {
-          if (setsVerifyPeer(uri)) {
+          if (setsQueryOption(uri, "verifyPeer")) {
             // one of the two would be silently ignored
             p.error("verifyPeer", "is also set by the query of parameter 'uri' (verifyPeer=...);"
                 + " keep one");
           } else {
             redis.setVerifyPeer(verifyPeer);
           }
+        }
+        if (redis != null && setsQueryOption(uri, "timeout")) {
+          // the Factory sets the connection's timeout from connectTimeoutMillis: the URI's would
+          // be replaced without a word
+          p.error("uri", "sets 'timeout' in its query; give it as 'connectTimeoutMillis'"
+              + " instead");
         }
         if (redis != null && !redis.isSsl()) {
           // without TLS both would be ignored: a file meant to make the connection TLS would
@@ -1546,13 +1552,14 @@ public final class RedisReplication implements Plugin, RequestListener {
         return RedisURI.create(uri.trim());
       } catch (RuntimeException e) {
         // the URI may carry a password: the message names the parameter, not its value
-        p.error("uri", "is not a redis:// or rediss:// URI");
+        p.error("uri", "is not a valid redis:// or rediss:// URI (check its scheme, host, port,"
+            + " database and query options, e.g. verifyPeer=NONE|CA|FULL)");
         return null;
       }
     }
 
-    /** Whether the query of {@code uri}, a URI Lettuce accepted, sets {@code verifyPeer}. */
-    private static boolean setsVerifyPeer(@Nullable String uri) {
+    /** Whether the query of {@code uri}, a URI Lettuce accepted, sets {@code option}. */
+    private static boolean setsQueryOption(@Nullable String uri, String option) {
       String query;
       try {
         query = java.net.URI.create(String.valueOf(uri).trim()).getRawQuery();
@@ -1562,8 +1569,9 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (query == null) {
         return false;
       }
-      for (String option : query.split("&")) {
-        if (option.toLowerCase(java.util.Locale.ROOT).startsWith("verifypeer=")) {
+      String name = option.toLowerCase(java.util.Locale.ROOT) + "=";
+      for (String given : query.split("&")) {
+        if (given.toLowerCase(java.util.Locale.ROOT).startsWith(name)) {
           return true;
         }
       }

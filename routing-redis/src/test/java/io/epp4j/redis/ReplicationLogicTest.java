@@ -1052,6 +1052,15 @@ class ReplicationLogicTest {
     assertThat(both.errors()).anyMatch(e -> e.contains("'verifyPeer'") && e.contains("'uri'"));
   }
 
+  @Test
+  void aTimeoutInTheUriIsRefusedNamingTheParameterThatSetsIt() {
+    // it used to be replaced by connectTimeoutMillis (2 s by default) without a word
+    Result<?> timeout = create(Map.of("uri", "redis://127.0.0.1:1?timeout=30s"));
+    assertThat(timeout.isOk()).isFalse();
+    assertThat(timeout.errors()).anyMatch(e -> e.contains("'uri'")
+        && e.contains("'connectTimeoutMillis'"));
+  }
+
   /** A CA certificate of the JDK's own trust store, as PEM: a valid file for trustCertFile. */
   private static String anyCertificatePem() throws Exception {
     java.security.KeyStore cacerts = java.security.KeyStore.getInstance(
