@@ -312,6 +312,7 @@ public final class RedisReplication implements Plugin, RequestListener {
             holding = false;
             continue;
           }
+          takeLeftovers();
           if (!publisherUp) {
             if (!connect(t, backoff, "publisher")) {
               continue;
@@ -395,6 +396,42 @@ public final class RedisReplication implements Plugin, RequestListener {
       t.close();
       seat.releasePublishing(this);
     }
+  }
+
+  /**
+   * Moves the hints that closed instances of this seat left queued into this instance's queue,
+   * whose bounds they then count against (those that do not fit are dropped and counted, as a
+   * route's hint is): a reload during an outage closes the replaced instance before they could
+   * go out. Copies, since a hint is its own queue node. Publishing holder only: it is the one
+   * consumer of every queue of the seat.
+   */
+  private void takeLeftovers() {
+    for (HintQueue left : seat.leftovers()) {
+      if (left == queue) {
+        continue; // this instance closed while it held the role: the next holder takes them
+      }
+      int n = 0;
+      long blocks = 0;
+      try {
+        for (Hint h = left.poll(); h != null; h = left.poll()) {
+          n++;
+          blocks += HintQueue.blocksOf(h);
+          Hint copy = new Hint(h.capturedNanos, h.endpointId, h.prefillEndpointId, h.blocks,
+              h.sessionKey);
+          if (!queue.offer(copy)) {
+            droppedQueueFull.add(records(copy));
+          }
+        }
+      } finally {
+        left.taken(n, blocks);
+      }
+      seat.leftoverEmptied(left);
+    }
+  }
+
+  /** The queue of hints this instance's routes captured; for its seat. */
+  HintQueue hintQueue() {
+    return queue;
   }
 
   /** Hints waiting on every instance of this router's seat; the publishing holder sends them. */

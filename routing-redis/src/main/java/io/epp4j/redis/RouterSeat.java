@@ -45,6 +45,13 @@ final class RouterSeat {
   // written under SEATS; oldest first
   private volatile RedisReplication[] members = new RedisReplication[0];
   private volatile @Nullable RedisReplication owner;
+  /**
+   * Queues of members that closed with hints still queued (a reload during an outage: the
+   * replaced instance closes after its retirement delay, before the hints could go out); oldest
+   * first, written under SEATS. The publishing holder, the one consumer of every queue of this
+   * seat, moves their hints into its own queue.
+   */
+  private volatile HintQueue[] leftovers = new HintQueue[0];
   private final AtomicReference<@Nullable RedisReplication> publishing = new AtomicReference<>();
   private final AtomicReference<@Nullable RedisReplication> reading = new AtomicReference<>();
 
@@ -109,6 +116,12 @@ final class RouterSeat {
     synchronized (SEATS) {
       RedisReplication[] m = Arrays.stream(members).filter(x -> x != member)
           .toArray(RedisReplication[]::new);
+      if (m.length < members.length && m.length > 0 && member.hintQueue().size() > 0) {
+        // the members that go on send what it queued: the next publishing holder takes them
+        HintQueue[] l = Arrays.copyOf(leftovers, leftovers.length + 1);
+        l[l.length - 1] = member.hintQueue();
+        leftovers = l;
+      }
       members = m;
       owner = m.length == 0 ? null : m[m.length - 1];
       forgetIfEmpty();
@@ -150,6 +163,18 @@ final class RouterSeat {
   /** The instance whose threads publish and read; null once every member closed. */
   @Nullable RedisReplication owner() {
     return owner;
+  }
+
+  /** Queues closed members left hints in, oldest first; see {@link #leftovers}. */
+  HintQueue[] leftovers() {
+    return leftovers;
+  }
+
+  /** {@code q}, a queue of {@link #leftovers()}, has been emptied by the publishing holder. */
+  void leftoverEmptied(HintQueue q) {
+    synchronized (SEATS) {
+      leftovers = Arrays.stream(leftovers).filter(x -> x != q).toArray(HintQueue[]::new);
+    }
   }
 
   /** The members, oldest first: the publishing holder takes the hints queued on each. */

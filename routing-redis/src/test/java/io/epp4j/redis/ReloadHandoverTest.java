@@ -201,6 +201,41 @@ class ReloadHandoverTest {
     await("b no longer counts a's requests", () -> countsOf(b, Map.of()));
   }
 
+  /**
+   * Hints queued on an instance while Redis is away stay queued through a reload: the instance
+   * that replaces it sends them, also once the replaced one has closed (the end of its
+   * retirement delay, before Redis came back), rather than losing them without a count.
+   */
+  @Test
+  void hintsQueuedBeforeAReloadDuringAnOutageAreSentAfterTheReplacedInstanceClosed()
+      throws Exception {
+    Router a = router("a", prefixYaml("pool: p, flushIntervalMillis: 1"), Duration.ofMillis(50));
+    Router b = routerB("");
+    await("a is connected", () -> replication(a).connected());
+    log.down();
+    RedisReplication old = replication(a);
+    // the publisher notices the outage when it sends: the batch of a probe's in-flight figure
+    // (perhaps with its prefix) fails, and from then on nothing is taken from the queue until
+    // the log is back (b, which routes nothing, sends nothing)
+    open.add(a.route(prompt(999)));
+    await("a's publisher tried to send", () -> log.appendsTried() > 0);
+    Thread.sleep(100);
+    long lost = old.dropped();
+    int queued = old.queued();
+    int n = 20;
+    for (int i = 0; i < n; i++) {
+      open.add(a.route(prompt(1_000 + i)));
+    }
+    assertThat(old.queued()).as("hints queued while the log is down").isEqualTo(queued + n);
+    reload(a, prefixYaml("pool: p, flushIntervalMillis: 1, batchSize: 128"));
+    await("the replaced instance is closed", old::closed);
+    log.up();
+    await("b applied the prefixes a routed before its reload",
+        () -> replication(b).appliedPrefixes() >= queued + n);
+    assertThat(replication(a).dropped()).isZero();
+    assertThat(old.dropped()).isEqualTo(lost);
+  }
+
   /** A reload that fails closes the instance it created: the running one must go on publishing. */
   @Test
   void aFailedReloadLeavesTheRunningInstancePublishing() throws Exception {
