@@ -132,6 +132,8 @@ public final class RedisReplication implements Plugin, RequestListener {
   private volatile boolean publisherUp;
   private volatile boolean readerUp;
   private volatile boolean running = true;
+  private final java.util.concurrent.atomic.AtomicBoolean closeCalled =
+      new java.util.concurrent.atomic.AtomicBoolean();
   private final LagSamples lag = new LagSamples(4096);
   private final RateLimitedLog log;
   private final Telemetry telemetry;
@@ -1080,7 +1082,9 @@ public final class RedisReplication implements Plugin, RequestListener {
    */
   @Override
   public void close() {
-    if (!running) {
+    if (!closeCalled.compareAndSet(false, true)) {
+      // a second close, perhaps on another thread while the first runs: undoing twice would
+      // undo the shareState of the instance that replaced this one
       return;
     }
     seat.leave(this);
