@@ -75,14 +75,20 @@ public final class RedisReplication implements Plugin, RequestListener {
   static final int SILENT_HEARTBEATS = 5;
   static final int MAX_ORIGINS = 1024;
   /**
-   * Bytes after which a batch takes no further hint (16 MiB), whatever {@code batchSize} says:
+   * Bytes after which a batch takes no further hint (1 MiB), whatever {@code batchSize} says:
    * a backlog of long prompts must not become one entry as large as itself, which Redis refuses
    * past its {@code proto-max-bulk-len} (512 MiB by default) and which past 2 GiB cannot even
-   * be built. A batch may pass it by the one hint that crossed it.
+   * be built; and every reader holds a whole read, {@link #READ_BATCHES} entries, at once. A
+   * batch may pass it by the one hint that crossed it (a prompt's hashes, 64 KiB at the default
+   * 8,192 blocks).
    */
-  static final int MAX_BATCH_BYTES = 16 << 20;
+  static final int MAX_BATCH_BYTES = 1 << 20;
   static final Duration READ_WAIT = Duration.ofMillis(200);
-  static final int READ_BATCHES = 256;
+  /**
+   * Entries one read asks for: with {@link #MAX_BATCH_BYTES}, a reader catching up on a backlog
+   * of long prompts holds about 64 MiB at most (at 16 MiB entries and 256 a read it was 4 GiB).
+   */
+  static final int READ_BATCHES = 64;
   static final long INITIAL_BACKOFF_NANOS = 100_000_000L;
   static final long MAX_BACKOFF_NANOS = 5_000_000_000L;
 
