@@ -334,7 +334,14 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   }
 
   private void responseHeaders(ProcessingRequest msg) {
-    if (phase == Phase.REQUEST_BODY) {
+    if (phase == Phase.REQUEST_HEADERS) {
+      // Envoy replied itself before the request reached this filter (a filter ahead of it refused
+      // it: a rate limit's 429, an authorization's 403; or Envoy could not read the request): the
+      // reply runs through every filter's response path, this one's too, so its headers open the
+      // stream, with the body modes. Let through as below
+      modes(msg);
+      answeredByEnvoy = true;
+    } else if (phase == Phase.REQUEST_BODY) {
       // Envoy replied itself while the body was still coming (its 413 when a BUFFERED body passes
       // its buffer limit, a 408, another filter's reply): the reply runs through this filter's
       // response path like any answer. Nothing was routed, so nothing is reported; the answer is

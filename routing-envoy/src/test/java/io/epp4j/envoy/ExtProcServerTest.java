@@ -1124,6 +1124,47 @@ class ExtProcServerTest {
   }
 
   @Test
+  void envoysOwnReplyBeforeTheRequestReachedThisFilterIsAnsweredUnchanged() throws Exception {
+    // A filter ahead of ext_proc that refuses the request (a local rate limit's 429, RBAC's 403),
+    // or Envoy failing to read the request, sends a local reply that runs through the response
+    // path of every filter, ext_proc's too, although its request path never ran: the stream
+    // opens with the reply's headers. Before, those were "not expected in phase
+    // REQUEST_HEADERS": the stream ended with INVALID_ARGUMENT and, with failure_mode_allow:
+    // false, Envoy replaced its 429 with a 500
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(responseHeaders(429, "text/plain", false).toBuilder()
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    ProcessingResponse h = envoy.next();
+    assertThat(h.hasResponseHeaders()).as("answer to the local reply's headers: %s", h).isTrue();
+    assertThat(h.getResponseHeaders()).isEqualTo(
+        io.envoyproxy.envoy.service.ext_proc.v3.HeadersResponse.getDefaultInstance());
+    envoy.send(responseBody("local_rate_limited", true));
+    StreamedBodyResponse back = envoy.next().getResponseBody().getResponse().getBodyMutation()
+        .getStreamedResponse();
+    assertThat(utf8(back.getBody())).isEqualTo("local_rate_limited");
+    assertThat(back.getEndOfStream()).isTrue();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+
+    // BUFFERED answers: the body is answered unchanged
+    FakeEnvoy buffered = FakeEnvoy.open(channel);
+    buffered.send(responseHeaders(403, "text/plain", false).toBuilder()
+        .setProtocolConfig(modes(BUFFERED, BUFFERED)).build());
+    assertThat(buffered.next().hasResponseHeaders()).isTrue();
+    buffered.send(responseBody("RBAC: access denied", true));
+    ProcessingResponse b = buffered.next();
+    assertThat(b.getResponseBody()).isEqualTo(
+        io.envoyproxy.envoy.service.ext_proc.v3.BodyResponse.getDefaultInstance());
+    buffered.halfClose();
+    assertThat(buffered.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+
+    assertThat(outcomes.events).isEmpty(); // nothing was routed, so nothing is reported
+    assertThat(inFlight()).isZero();
+    await(() -> server.openStreams() == 0);
+  }
+
+  @Test
   void observabilityModeIsRefused() throws Exception {
     start(List.of(A));
     FakeEnvoy envoy = FakeEnvoy.open(channel);
