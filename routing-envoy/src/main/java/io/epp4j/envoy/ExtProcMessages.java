@@ -22,6 +22,8 @@ import io.envoyproxy.envoy.type.v3.HttpStatus;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.scorers.PdProfileHandler;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashSet;
 import java.util.Set;
@@ -253,6 +255,27 @@ final class ExtProcMessages {
       ids.add(Endpoint.parse(s).id()); // the router's spelling, e.g. of an IPv6 address
     } catch (IllegalArgumentException e) {
       ids.add(s); // matches no endpoint: the request is limited to nothing it can reach
+    }
+  }
+
+  /**
+   * A key under which two spellings of one endpoint id are equal: an IPv6 address in brackets is
+   * written as the JDK writes it, so that {@code [2001:DB8::1]:8000} and
+   * {@code [2001:db8:0:0:0:0:0:1]:8000} (the router's endpoints as configured) and
+   * {@code [2001:db8::1]:8000} (as the proxy writes an address) are one endpoint. Any other id is
+   * its own key.
+   */
+  static String addressKey(String id) {
+    int close = id.indexOf(']');
+    if (id.isEmpty() || id.charAt(0) != '[' || close < 0) {
+      return id;
+    }
+    try {
+      // in brackets the JDK takes the text as an IPv6 literal or refuses it, never looking it up
+      return "[" + InetAddress.getByName(id.substring(0, close + 1)).getHostAddress() + "]"
+          + id.substring(close + 1);
+    } catch (UnknownHostException e) {
+      return id;
     }
   }
 

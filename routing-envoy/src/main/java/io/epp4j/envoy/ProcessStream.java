@@ -22,6 +22,7 @@ import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import java.io.IOException;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
@@ -269,7 +270,8 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       throw new ExtProcMessages.MalformedMessage("request_headers.headers has no :path");
     }
     headers = named;
-    subset = ExtProcMessages.subsetHint(msg.getMetadataContext());
+    Set<String> hint = ExtProcMessages.subsetHint(msg.getMetadataContext());
+    subset = hint == null ? null : inRouterSpelling(hint);
     if (h.getEndOfStream()) {
       route(ByteString.EMPTY, Answer.HEADERS_ONLY);
       return;
@@ -282,6 +284,30 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
     // STREAMED (the body is sent without waiting for this answer) and FULL_DUPLEX_STREAMED:
     // the headers are answered with the pick once the whole body is in
+  }
+
+  /**
+   * The subset hint's endpoint ids as the router spells them: the proxy writes an IPv6 address
+   * compressed and in lower case, which the endpoints list may spell otherwise.
+   */
+  private Set<String> inRouterSpelling(Set<String> ids) {
+    Map<String, String> byAddress = null;
+    Set<String> out = new LinkedHashSet<>();
+    for (String id : ids) {
+      if (!id.startsWith("[")) {
+        out.add(id);
+        continue;
+      }
+      if (byAddress == null) {
+        byAddress = new HashMap<>();
+        for (io.epp4j.api.Candidate c : settings.router.endpoints()) {
+          String known = c.endpoint().id();
+          byAddress.putIfAbsent(ExtProcMessages.addressKey(known), known);
+        }
+      }
+      out.add(byAddress.getOrDefault(ExtProcMessages.addressKey(id), id));
+    }
+    return out;
   }
 
   private void requestBody(HttpBody chunk) {
@@ -584,11 +610,12 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
     served = s;
     RoutingDecision d = decision;
-    if (d == null || !d.isRouted() || d.servedBy().id().equals(s)) {
+    String key = ExtProcMessages.addressKey(s); // an IPv6 address may be spelled otherwise
+    if (d == null || !d.isRouted() || ExtProcMessages.addressKey(d.servedBy().id()).equals(key)) {
       return;
     }
     for (Endpoint e : d.endpoints()) {
-      if (e.id().equals(s)) {
+      if (ExtProcMessages.addressKey(e.id()).equals(key)) {
         d.onFallback(e); // ignored once the first token has come
         return;
       }

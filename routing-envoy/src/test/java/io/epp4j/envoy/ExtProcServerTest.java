@@ -712,6 +712,35 @@ class ExtProcServerTest {
   }
 
   @Test
+  void anIpv6EndpointSpelledOtherwiseThanByTheProxyIsStillHintedAndServed() throws Exception {
+    // the endpoints list writes IPv6 addresses as configured (here upper case, and in the JDK's
+    // uncompressed form); the proxy writes them compressed and in lower case. Before, the hint
+    // named no endpoint of the pool (a 503) and the served fallback went unheard
+    String one = "[2001:DB8::1]:8000";
+    String two = "[2001:db8:0:0:0:0:0:2]:8000";
+    start(List.of(one, two));
+    FakeEnvoy hinted = FakeEnvoy.open(channel);
+    hinted.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).toBuilder()
+        .setMetadataContext(FakeEnvoy.subsetHint(List.of("[2001:db8::2]:8000"))).build());
+    hinted.send(requestBody(completion("p"), true));
+    ProcessingResponse h = hinted.next();
+    assertThat(h.hasRequestHeaders()).as("the pick, not a local reply: %s", h).isTrue();
+    assertThat(destinationHeader(h.getRequestHeaders().getResponse())).isEqualTo(two);
+    hinted.cancel();
+    await(() -> inFlight() == 0);
+
+    FakeEnvoy envoy = routedFullDuplex(completion("x"));
+    String primary = inFlightOn(one) == 1 ? one : two;
+    String fallback = primary.equals(one) ? two : one;
+    String proxySpelling = fallback.equals(one) ? "[2001:db8::1]:8000" : "[2001:db8::2]:8000";
+    envoy.send(responseHeaders(200, "application/json", false).toBuilder()
+        .setMetadataContext(FakeEnvoy.served(proxySpelling)).build());
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    assertThat(inFlightOn(primary)).isZero();
+    assertThat(inFlightOn(fallback)).isEqualTo(1);
+  }
+
+  @Test
   void anEmptyOrForeignSubsetIs503WithRetryAfter() throws Exception {
     start(List.of(A, B));
     for (List<String> subset : List.of(List.<String>of(), List.of("10.9.9.9:1"))) {
