@@ -17,6 +17,7 @@ import java.util.Objects;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -59,6 +60,7 @@ public final class ExtProcServer implements AutoCloseable {
 
   /** How long health watches may take to hear NOT_SERVING at close before they are cut off. */
   private static final long WATCH_GRACE_MILLIS = 500;
+  private static final Logger LOG = Logger.getLogger(ExtProcServer.class.getName());
 
   private final Server server;
   private final HealthStatusManager health;
@@ -109,7 +111,14 @@ public final class ExtProcServer implements AutoCloseable {
     server.shutdown();
     try {
       // saturated: a timeout too long for nanoseconds (toNanos() would throw) waits that long
-      live.awaitNone(TimeUnit.NANOSECONDS.convert(drainTimeout));
+      if (!live.awaitNone(TimeUnit.NANOSECONDS.convert(drainTimeout))) {
+        int open = live.open();
+        if (open > 0) {
+          // the requests these streams carry lose their answers: say so, and how many
+          LOG.warning(open + " ext_proc stream(s) still open after the drain timeout of "
+              + drainTimeout + ": cancelling them, their requests fail");
+        }
+      }
       // health watches never end by themselves: a moment for the NOT_SERVING just sent to reach
       // their clients, then they and the streams the drain did not see end are cut off
       server.awaitTermination(WATCH_GRACE_MILLIS, TimeUnit.MILLISECONDS);

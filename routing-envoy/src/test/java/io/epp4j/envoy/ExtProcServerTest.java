@@ -1250,6 +1250,39 @@ class ExtProcServerTest {
   }
 
   @Test
+  void streamsCutAtTheEndOfTheDrainAreLoggedWithTheirCount() throws Exception {
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(ExtProcServer.class.getName());
+    List<java.util.logging.LogRecord> records = new CopyOnWriteArrayList<>();
+    java.util.logging.Handler handler = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        records.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(handler);
+    try {
+      start(List.of(A), ExtProcServer.DEFAULT_MAX_BODY_BYTES,
+          b -> b.drainTimeout(Duration.ofMillis(200)));
+      routedFullDuplex(completion("x"));
+      routedFullDuplex(completion("y"));
+      server.close();
+      assertThat(records).as("a warning that the drain cut open streams")
+          .anySatisfy(r -> {
+            assertThat(r.getLevel()).isEqualTo(java.util.logging.Level.WARNING);
+            assertThat(r.getMessage()).startsWith("2 ext_proc stream(s) still open");
+          });
+    } finally {
+      log.removeHandler(handler);
+    }
+  }
+
+  @Test
   void aDrainTimeoutBeyondNanosecondsWaitsForTheOpenStreamThenStops() throws Exception {
     start(List.of(A), ExtProcServer.DEFAULT_MAX_BODY_BYTES,
         b -> b.drainTimeout(Duration.ofSeconds(Long.MAX_VALUE))); // "as long as it takes"
