@@ -67,6 +67,8 @@ public final class ExtProcServer implements AutoCloseable {
   private final LiveStreams live;
   private final Duration drainTimeout;
   private final AtomicBoolean closed = new AtomicBoolean();
+  /** {@code Process} streams still open when the drain timeout passed, cancelled by close(). */
+  private volatile int cutAtClose;
 
   private ExtProcServer(Server server, HealthStatusManager health, LiveStreams live,
       Duration drainTimeout) {
@@ -91,6 +93,11 @@ public final class ExtProcServer implements AutoCloseable {
     return live.open();
   }
 
+  /** How many {@code Process} streams {@link #close()} cancelled when the drain timeout passed. */
+  int streamsCutAtClose() {
+    return cutAtClose;
+  }
+
   /** Blocks until the server has stopped (after {@link #close()}, from another thread). */
   public void awaitTermination() throws InterruptedException {
     server.awaitTermination();
@@ -113,6 +120,7 @@ public final class ExtProcServer implements AutoCloseable {
       // saturated: a timeout too long for nanoseconds (toNanos() would throw) waits that long
       if (!live.awaitNone(TimeUnit.NANOSECONDS.convert(drainTimeout))) {
         int open = live.open();
+        cutAtClose = open;
         if (open > 0) {
           // the requests these streams carry lose their answers: say so, and how many
           LOG.warning(open + " ext_proc stream(s) still open after the drain timeout of "

@@ -107,16 +107,26 @@ public final class Main {
     final ExtProcServer server;
     final Router router;
     final @Nullable MetricsScraper scraper;
+    private final PrintStream err;
 
-    Running(ExtProcServer server, Router router, @Nullable MetricsScraper scraper) {
+    Running(ExtProcServer server, Router router, @Nullable MetricsScraper scraper,
+        PrintStream err) {
       this.server = server;
       this.router = router;
       this.scraper = scraper;
+      this.err = err;
     }
 
     @Override
     public void close() {
       server.close();
+      int cut = server.streamsCutAtClose();
+      if (cut > 0) {
+        // printed, not logged: on SIGTERM the JDK's logging shuts down with the first shutdown
+        // hook, long before a drain timeout passes, and would drop the server's own warning
+        err.println("routing-envoy: " + cut + " ext_proc stream(s) still open after the drain "
+            + "timeout were cancelled; their requests failed");
+      }
       if (scraper != null) {
         scraper.close();
       }
@@ -259,7 +269,7 @@ public final class Main {
             : o.containsKey("preset") ? "the " + o.get("preset") + " preset"
             : "the EPP default profile")
         + (scraper == null ? "; metrics scraping off" : ""));
-    return new Running(server, router, scraper);
+    return new Running(server, router, scraper, err);
   }
 
   private static void closeQuietly(@Nullable MetricsScraper scraper, Router router) {

@@ -274,6 +274,31 @@ class MainTest {
   }
 
   @Test
+  void streamsTheDrainTimeoutCutArePrintedWithTheirCount() throws Exception {
+    // on SIGTERM the JDK's logging is shut down by its own shutdown hook well before a drain
+    // timeout passes, so the program says it on stderr
+    Main.Running r = Main.start(new String[] {"--endpoints", "10.0.0.1:8000", "--port", "0",
+        "--host", "127.0.0.1", "--metrics-enabled=false", "--drain-timeout", "200ms"},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    ManagedChannel ch = NettyChannelBuilder.forAddress("127.0.0.1", r.server.port())
+        .usePlaintext().build();
+    try {
+      FakeEnvoy envoy = FakeEnvoy.open(ch);
+      envoy.send(FakeEnvoy.postHeaders(FakeEnvoy.modes(
+          io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.BUFFERED,
+          io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode.NONE)));
+      envoy.next();
+      assertThat(r.server.openStreams()).isEqualTo(1);
+    } finally {
+      r.close();
+      ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+    assertThat(err()).contains("routing-envoy: 1 ext_proc stream(s) still open after the drain "
+        + "timeout were cancelled");
+  }
+
+  @Test
   void sizesAndDurationsReadLikeSpringProperties() {
     assertThat(Main.size("x", "16MB")).isEqualTo(16 << 20);
     assertThat(Main.size("x", "512kb")).isEqualTo(512 << 10);
