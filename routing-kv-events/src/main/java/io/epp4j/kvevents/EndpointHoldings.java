@@ -21,7 +21,16 @@ final class EndpointHoldings {
   volatile HolderTable own = new HolderTable();
   /** engine hash → request key; guarded by the index's write lock. */
   LongLongMap engineToKey = new LongLongMap(1024);
+  /**
+   * engine hash → the KV-cache groups (vLLM's {@code group_idx}, bit {@code min(group, 63)})
+   * holding it on GPU, for the hashes of {@link #engineToKey} that a group other than 0 stored;
+   * a hash not in it is held by group 0 alone. Null until a group other than 0 stores a block
+   * (a model with one KV-cache group never has one), and again after a clear. Guarded by the
+   * index's write lock.
+   */
+  @org.jspecify.annotations.Nullable LongLongMap groupsOf;
   final long[] scratch = new long[1];
+  final long[] groupScratch = new long[1];
   /** Keys of the event being applied. */
   private long[] keys = new long[64];
   /** Receives the prefetch reads so they are not optimised away. */

@@ -230,12 +230,17 @@ public final class KvBlockIndex {
       touched += holders.table.touch(keys[i]) + e.engineToKey.touch(hashes[i]) + own.touch(keys[i]);
     }
     e.sink = touched;
+    // a hybrid model stores each block once per KV-cache group, under the same engine hash
+    boolean groups = bit == Medium.GPU.bit() && (s.group() != 0 || e.groupsOf != null);
     for (int i = 0; i < hashes.length; i++) {
       if (e.engineToKey.size() >= maxBlocksPerEndpoint) {
         metrics.overflows.increment();
         loseTrackLocked(e);
       }
       long key = keys[i];
+      if (groups && !joinGroup(e, hashes[i], key, s.group())) {
+        continue; // another group's block with other content under this hash: keep that one
+      }
       if (e.engineToKey.put(hashes[i], key, e.scratch) && e.scratch[0] != key) {
         // The engine hash named other content here before (a malformed event, a block naming
         // itself as parent, a hash collision): that content is gone from this endpoint, and
@@ -267,12 +272,29 @@ public final class KvBlockIndex {
       e.sink = touched;
     }
     int removed = 0;
+    boolean groups = bit == Medium.GPU.bit() && (r.group() != 0 || e.groupsOf != null);
     for (long h : hashes) {
       if (!e.engineToKey.get(h, e.scratch)) {
         metrics.unknownRemovals.increment();
         continue;
       }
       long key = e.scratch[0];
+      if (groups) {
+        long held = groupsHolding(e, h);
+        long rest = held & ~groupBit(r.group());
+        if (rest == held) {
+          metrics.unknownRemovals.increment(); // this group's copy was never seen stored
+          continue;
+        }
+        if (rest != 0) {
+          setGroups(e, h, rest); // another KV-cache group still holds the block
+          removed++;
+          continue;
+        }
+        if (e.groupsOf != null) {
+          e.groupsOf.remove(h);
+        }
+      }
       int left = holders.remove(key, e.slot, bit);
       e.own.andNot(key, bit);
       if (left == 0) {
@@ -284,6 +306,55 @@ public final class KvBlockIndex {
       removed++;
     }
     metrics.blocksRemoved.add(removed);
+  }
+
+  /** The bit of a KV-cache group in {@link EndpointHoldings#groupsOf}. */
+  private static long groupBit(int group) {
+    return 1L << Math.min(group, 63);
+  }
+
+  /** The KV-cache groups holding engine hash {@code h} (known to {@code e}) on GPU. */
+  private static long groupsHolding(EndpointHoldings e, long h) {
+    LongLongMap g = e.groupsOf;
+    return g != null && g.get(h, e.groupScratch) ? e.groupScratch[0] : groupBit(0);
+  }
+
+  private static void setGroups(EndpointHoldings e, long h, long groups) {
+    LongLongMap g = e.groupsOf;
+    if (groups == groupBit(0)) {
+      if (g != null) {
+        g.remove(h); // group 0 alone is what no entry means
+      }
+      return;
+    }
+    if (g == null) {
+      g = new LongLongMap(1024);
+      e.groupsOf = g;
+    }
+    g.put(h, groups);
+  }
+
+  /**
+   * Records that KV-cache group {@code group} stored engine hash {@code h} as {@code key} on GPU.
+   * False when other groups hold the hash with other content (groups whose blocks have other
+   * sizes): their block is kept, and this one is not stored.
+   */
+  private static boolean joinGroup(EndpointHoldings e, long h, long key, int group) {
+    long bit = groupBit(group);
+    if (!e.engineToKey.get(h, e.scratch)) {
+      setGroups(e, h, bit);
+      return true;
+    }
+    long held = groupsHolding(e, h);
+    if (e.scratch[0] == key) {
+      setGroups(e, h, held | bit);
+      return true;
+    }
+    if ((held & ~bit) != 0) {
+      return false;
+    }
+    setGroups(e, h, bit); // this group's hash names other content now: replaced below
+    return true;
   }
 
   /** Drops {@code key} from every tier of {@code e}, as a removal by the engine would. */
@@ -300,6 +371,7 @@ public final class KvBlockIndex {
     int slot = e.slot;
     e.engineToKey.forEachValue(key -> holders.remove(key, slot, 3));
     e.engineToKey = new LongLongMap(1024);
+    e.groupsOf = null;
     e.own = new HolderTable();
   }
 

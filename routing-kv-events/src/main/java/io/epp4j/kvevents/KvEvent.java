@@ -26,10 +26,23 @@ public sealed interface KvEvent {
    * @param loraName    the LoRA adapter name, or {@code null}
    * @param cacheSalt   the cache salt found in the first block's extra keys (root blocks only),
    *                    or {@code null}
+   * @param group       vLLM's {@code group_idx}: the KV-cache group that stored the blocks (0 when
+   *                    absent). A hybrid model (full and sliding-window attention, e.g. gpt-oss or
+   *                    Gemma 3) caches each block once per group under the same engine hash, and
+   *                    each group evicts its copy on its own: a block stays held while any group
+   *                    holds it
    */
   record BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
       int blockSize, int loraId, Medium medium, @Nullable String loraName,
-      @Nullable String cacheSalt) implements KvEvent {
+      @Nullable String cacheSalt, int group) implements KvEvent {
+
+    /** A store of KV-cache group 0 (a model with one group, or an engine that names none). */
+    public BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
+        int blockSize, int loraId, Medium medium, @Nullable String loraName,
+        @Nullable String cacheSalt) {
+      this(blockHashes, hasParent, parentHash, tokenIds, blockSize, loraId, medium, loraName,
+          cacheSalt, 0);
+    }
 
     public BlockStored {
       Objects.requireNonNull(blockHashes, "blockHashes");
@@ -41,6 +54,9 @@ public sealed interface KvEvent {
       if ((long) blockHashes.length * blockSize != tokenIds.length) {
         throw new IllegalArgumentException("expected " + blockHashes.length + " blocks of "
             + blockSize + " tokens, got " + tokenIds.length + " tokens");
+      }
+      if (group < 0) {
+        throw new IllegalArgumentException("group must be >= 0, got " + group);
       }
     }
 
@@ -57,7 +73,7 @@ public sealed interface KvEvent {
           && hasParent == b.hasParent && (!hasParent || parentHash == b.parentHash)
           && Arrays.equals(tokenIds, b.tokenIds) && blockSize == b.blockSize
           && loraId == b.loraId && medium == b.medium && Objects.equals(loraName, b.loraName)
-          && Objects.equals(cacheSalt, b.cacheSalt);
+          && Objects.equals(cacheSalt, b.cacheSalt) && group == b.group;
     }
 
     @Override
@@ -69,7 +85,8 @@ public sealed interface KvEvent {
     public String toString() {
       return "BlockStored{blocks=" + blockHashes.length + ", parent="
           + (hasParent ? Long.toUnsignedString(parentHash) : "none") + ", blockSize=" + blockSize
-          + ", medium=" + medium + ", lora=" + loraName + "}";
+          + ", medium=" + medium + ", lora=" + loraName + (group != 0 ? ", group=" + group : "")
+          + "}";
     }
   }
 
@@ -78,11 +95,21 @@ public sealed interface KvEvent {
    *
    * @param blockHashes engine hashes of the removed blocks
    * @param medium      the tier they left
+   * @param group       vLLM's {@code group_idx}: the KV-cache group whose copies left (0 when
+   *                    absent); the blocks stay held while another group holds them
    */
-  record BlockRemoved(long[] blockHashes, Medium medium) implements KvEvent {
+  record BlockRemoved(long[] blockHashes, Medium medium, int group) implements KvEvent {
     public BlockRemoved {
       Objects.requireNonNull(blockHashes, "blockHashes");
       Objects.requireNonNull(medium, "medium");
+      if (group < 0) {
+        throw new IllegalArgumentException("group must be >= 0, got " + group);
+      }
+    }
+
+    /** A removal from KV-cache group 0 (a model with one group, or an engine that names none). */
+    public BlockRemoved(long[] blockHashes, Medium medium) {
+      this(blockHashes, medium, 0);
     }
 
     /** A GPU removal. */
@@ -93,7 +120,7 @@ public sealed interface KvEvent {
     @Override
     public boolean equals(Object o) {
       return o instanceof BlockRemoved b && Arrays.equals(blockHashes, b.blockHashes)
-          && medium == b.medium;
+          && medium == b.medium && group == b.group;
     }
 
     @Override
@@ -103,7 +130,8 @@ public sealed interface KvEvent {
 
     @Override
     public String toString() {
-      return "BlockRemoved{blocks=" + blockHashes.length + ", medium=" + medium + "}";
+      return "BlockRemoved{blocks=" + blockHashes.length + ", medium=" + medium
+          + (group != 0 ? ", group=" + group : "") + "}";
     }
   }
 

@@ -170,6 +170,7 @@ public final class KvEventDecoder {
     @Nullable String medium;
     @Nullable String loraName;
     @Nullable List<String> firstBlockExtraKeys;
+    int group;
   }
 
   /** {@code [tag, fields by position...]}; null for a kind this decoder does not know. */
@@ -201,9 +202,9 @@ public final class KvEventDecoder {
 
   /** BlockStored's fields after the tag, in vLLM's order; later ones are not needed here. */
   private static final String[] STORED_FIELDS = {"block_hashes", "parent_block_hash",
-      "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys"};
+      "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys", "group_idx"};
   /** BlockRemoved's fields after the tag. */
-  private static final String[] REMOVED_FIELDS = {"block_hashes", "medium"};
+  private static final String[] REMOVED_FIELDS = {"block_hashes", "medium", "group_idx"};
 
   /** Reads the {@code n - 1} values after the tag, naming each by {@code names}. */
   private static void readPositionalFields(PayloadUnpacker u, int n, String[] names, Fields f,
@@ -264,6 +265,8 @@ public final class KvEventDecoder {
       case "medium" -> f.medium = u.readOptionalString(where(index, name));
       case "lora_name" -> f.loraName = u.readOptionalString(where(index, name));
       case "extra_keys" -> f.firstBlockExtraKeys = readFirstBlockExtraKeys(u, where(index, name));
+      // vLLM sends a group's index or nil; anything below 0 is read as "no group named"
+      case "group_idx" -> f.group = Math.max(0, u.readOptionalInt(where(index, name), 0));
       default -> u.skipValue();
     }
   }
@@ -364,7 +367,7 @@ public final class KvEventDecoder {
           + f.tokens.length + " token_ids for " + blocks + " blocks of " + bs);
     }
     return new KvEvent.BlockStored(f.hashes, f.hasParent, f.parent, f.tokens, bs, f.loraId,
-        Medium.of(f.medium), f.loraName, cacheSalt(f));
+        Medium.of(f.medium), f.loraName, cacheSalt(f), f.group);
   }
 
   /**
@@ -391,7 +394,7 @@ public final class KvEventDecoder {
     if (f.hashes == null) {
       throw new MalformedKvEventException("event " + index + " (BlockRemoved) lacks block_hashes");
     }
-    return new KvEvent.BlockRemoved(f.hashes, Medium.of(f.medium));
+    return new KvEvent.BlockRemoved(f.hashes, Medium.of(f.medium), f.group);
   }
 
   private static String where(int index, String name) {
