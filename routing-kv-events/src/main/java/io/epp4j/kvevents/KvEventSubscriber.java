@@ -63,6 +63,12 @@ public final class KvEventSubscriber implements AutoCloseable {
    */
   public static final long DEFAULT_RECEIVE_BUFFER_BYTES = 256L << 20;
 
+  /**
+   * The longest {@link Builder#replayTimeout} accepted (365 days). A close() abandons a replay
+   * whatever its timeout, so a longer one would gain nothing.
+   */
+  public static final Duration MAX_REPLAY_TIMEOUT = Duration.ofDays(365);
+
   /** vLLM's default KV-events port. */
   public static final int DEFAULT_PORT = 5557;
 
@@ -252,10 +258,18 @@ public final class KvEventSubscriber implements AutoCloseable {
       return this;
     }
 
-    /** How long to wait for a replay to finish (default 1 s). */
+    /**
+     * How long to wait for a replay to finish (default 1 s; at most
+     * {@link #MAX_REPLAY_TIMEOUT}, 365 days: the wait is timed in nanoseconds, and a longer one
+     * could not be).
+     */
     public Builder replayTimeout(Duration v) {
       if (v.isNegative() || v.isZero()) {
         throw new IllegalArgumentException("replayTimeout must be > 0, got " + v);
+      }
+      if (v.compareTo(MAX_REPLAY_TIMEOUT) > 0) {
+        throw new IllegalArgumentException("replayTimeout must be at most "
+            + MAX_REPLAY_TIMEOUT.toDays() + " days, got " + v);
       }
       replayTimeout = v;
       return this;

@@ -58,6 +58,23 @@ class SubscriberSocketsTest {
   }
 
   @Test
+  void aReplayTimeoutTooLongToBeTimedIsRefusedNamingIt() {
+    // ChronoUnit.FOREVER's duration, a natural "no timeout", failed in build() with a bare
+    // "long overflow"; a thousand years was taken, and its deadline overflowed into the past,
+    // so every replay timed out at once and every gap resynchronised
+    for (java.time.Duration d : new java.time.Duration[] {
+        java.time.temporal.ChronoUnit.FOREVER.getDuration(),
+        java.time.Duration.ofDays(365L * 1000)}) {
+      KvEventSubscriber.Builder b = KvEventSubscriber.perEndpoint(KvBlockIndex.create());
+      assertThatThrownBy(() -> b.replayTimeout(d).build())
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("replayTimeout must be at most 365 days");
+    }
+    KvEventSubscriber.Builder b = KvEventSubscriber.perEndpoint(KvBlockIndex.create());
+    assertThat(b.replayTimeout(KvEventSubscriber.MAX_REPLAY_TIMEOUT)).isSameAs(b);
+  }
+
+  @Test
   void aBufferThatCannotHoldOneMessageOfTheLargestSizeIsRefused() {
     KvEventSubscriber.Builder b = KvEventSubscriber.perEndpoint(KvBlockIndex.create());
     assertThatThrownBy(() -> b.receiveBufferBytes(KvEventDecoder.MAX_PAYLOAD_BYTES - 1))
