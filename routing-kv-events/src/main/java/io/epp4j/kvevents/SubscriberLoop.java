@@ -189,6 +189,9 @@ final class SubscriberLoop {
   private void bindOnce(String address) {
     ZMQ.Socket s = sockets.newSub();
     try {
+      if (SubscriberSockets.ipv6Literal(address)) {
+        s.setIPv6(true); // ZeroMQ refuses tcp://[::]:5557 otherwise
+      }
       s.bind(address);
     } catch (RuntimeException e) {
       s.close();

@@ -81,6 +81,9 @@ final class SubscriberSockets implements AutoCloseable {
     ZMQ.Socket d = context.createSocket(SocketType.DEALER);
     try {
       d.setLinger(0);
+      if (ipv6Literal(address)) {
+        d.setIPv6(true); // as the SUB socket of the same host: without it ZeroMQ refuses [::1]
+      }
       d.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
       // the same bound as the SUB's: a replay's answer, which comes as fast as the engine sends
       // it, is read ahead into a buffer bounded in bytes rather than left queued here
@@ -105,6 +108,11 @@ final class SubscriberSockets implements AutoCloseable {
   }
 
   /** {@code tcp://host:port}, with an IPv6 host in brackets. */
+  /** Whether a ZeroMQ address names an IPv6 host literally ({@code tcp://[::1]:5557}). */
+  static boolean ipv6Literal(String address) {
+    return address.contains("://[");
+  }
+
   static String address(String host, int port) {
     return host.indexOf(':') >= 0 ? "tcp://[" + host + "]:" + port : "tcp://" + host + ":" + port;
   }

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
 
 class SubscriberSocketsTest {
@@ -43,6 +45,42 @@ class SubscriberSocketsTest {
         assertThat((long) s.getRcvHWM() * s.getMaxMsgSize()).isLessThanOrEqualTo(bytes);
         assertThat(s.getRcvHWM()).isEqualTo(16);
       }
+    }
+  }
+
+  /**
+   * An endpoint whose host is an IPv6 address: its SUB socket was opened with IPv6 on, its
+   * replay socket without, which ZeroMQ then cannot connect to the address, so in an IPv6 pool
+   * no gap was ever replayed (each resynchronised the endpoint instead).
+   */
+  @Test
+  void theReplaySocketReachesAnIpv6Engine() {
+    try (SubscriberSockets sockets = new SubscriberSockets(FILTER, 10, 256L << 20);
+        ZContext engine = new ZContext(1)) {
+      ZMQ.Socket router = engine.createSocket(SocketType.ROUTER);
+      router.setIPv6(true);
+      router.setLinger(0);
+      int port = router.bindToRandomPort("tcp://[::1]");
+      ZMQ.Socket dealer = sockets.newReplaySocket(SubscriberSockets.address("::1", port));
+      dealer.sendMore(new byte[0]);
+      dealer.send(new byte[] {0, 0, 0, 0, 0, 0, 0, 7});
+      router.setReceiveTimeOut(5_000);
+      byte[] identity = router.recv();
+      assertThat(identity).as("the replay request reached the engine").isNotNull();
+      assertThat(router.recv()).isEmpty();
+      assertThat(router.recv()).containsExactly(0, 0, 0, 0, 0, 0, 0, 7);
+    }
+  }
+
+  /**
+   * Central mode bound at an IPv6 address (an IPv6-only cluster): ZeroMQ refused the address
+   * ("::1 not found matching IPv4/IPv6 settings"), so the scorer could not be configured.
+   */
+  @Test
+  void centralModeBindsAnIpv6Address() {
+    try (KvEventSubscriber sub =
+        KvEventSubscriber.central(KvBlockIndex.create(), "tcp://[::1]:*").build()) {
+      assertThat(sub.boundEndpoint()).startsWith("tcp://[");
     }
   }
 
