@@ -62,9 +62,16 @@ public final class KvBlockIndex {
   /** When a block size mismatch was last logged ({@code Long.MIN_VALUE}: never). */
   private final java.util.concurrent.atomic.AtomicLong lastMismatchReport =
       new java.util.concurrent.atomic.AtomicLong(Long.MIN_VALUE);
-  /** Whether {@link KvEventTelemetry} exports this index's metrics already. */
+  /**
+   * Whether {@link KvEventTelemetry} exports this index's metrics; also the lock of the two
+   * fields below.
+   */
   final java.util.concurrent.atomic.AtomicBoolean telemetryRegistered =
       new java.util.concurrent.atomic.AtomicBoolean();
+  /** Open {@link KvEventTelemetry} leases; guarded by {@link #telemetryRegistered}. */
+  int telemetryLeases;
+  /** The export's instruments while a lease is open; guarded by {@link #telemetryRegistered}. */
+  java.util.@Nullable List<AutoCloseable> telemetryInstruments;
 
   /** Serialises every writer: the holder table packs all endpoints' bits of a key in one word. */
   private final Object writeLock = new Object();

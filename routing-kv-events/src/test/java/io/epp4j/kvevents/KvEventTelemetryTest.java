@@ -50,4 +50,49 @@ class KvEventTelemetryTest {
     }
     assertThat(index.telemetryRegistered.get()).as("closing the router ends the export").isFalse();
   }
+
+  /**
+   * A reconfiguration with a shared index builds the new scorer while the old one still exports
+   * the index's metrics, so the new one found them exported and registered nothing; closing the
+   * old one then ended the export for good.
+   */
+  @Test
+  void theExportOutlivesAReconfigurationThatRetiresTheScorerWhichStartedIt() {
+    InMemoryMetricReader reader = InMemoryMetricReader.create();
+    OpenTelemetrySdk sdk = OpenTelemetrySdk.builder()
+        .setMeterProvider(SdkMeterProvider.builder().registerMetricReader(reader).build()).build();
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] tokens = new int[32];
+    String yaml = """
+        plugins:
+        - type: precise-prefix-cache-scorer
+          parameters: {maxPromptBlocks: %d}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - {pluginRef: precise-prefix-cache-scorer}
+          - {pluginRef: max-score-picker}
+        """;
+    try (Router router = Router.builder()
+        .endpoints(List.of(Endpoint.parse("10.0.0.1:8000")))
+        .openTelemetry(sdk)
+        .service(KvBlockIndex.class, index)
+        .retiredPluginCloseDelay(java.time.Duration.ZERO)
+        .configYaml(yaml.formatted(100), "first")
+        .build()) {
+      assertThat(router.reconfigure(yaml.formatted(200), "second").errors()).isEmpty();
+      // the retired scorer is closed on a timer thread, at once with no delay
+      try {
+        Thread.sleep(500);
+      } catch (InterruptedException e) {
+        throw new AssertionError(e);
+      }
+      index.apply("10.0.0.1:8000", KvEventBatch.of(0.0, List.of(
+          KvEvent.BlockStored.of(new long[] {11, 12}, null, tokens, 16))));
+      assertThat(sum(reader.collectAllMetrics(), "epp4j.kv_events.blocks_stored"))
+          .isEqualTo(2);
+    }
+    assertThat(index.telemetryRegistered.get()).as("closing the router ends the export").isFalse();
+  }
 }
