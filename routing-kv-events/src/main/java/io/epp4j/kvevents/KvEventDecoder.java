@@ -170,6 +170,8 @@ public final class KvEventDecoder {
     @Nullable String medium;
     @Nullable String loraName;
     @Nullable List<String> firstBlockExtraKeys;
+    /** SGLang's {@code metadata.cache_salt}. */
+    @Nullable String metadataSalt;
     int group;
   }
 
@@ -263,7 +265,16 @@ public final class KvEventDecoder {
       case "block_size" -> f.blockSize = u.readOptionalInt(where(index, name), 0);
       case "lora_id" -> f.loraId = u.readOptionalInt(where(index, name), -1);
       case "medium" -> f.medium = u.readOptionalString(where(index, name));
-      case "lora_name" -> f.loraName = u.readOptionalString(where(index, name));
+      case "lora_name" -> {
+        // SGLang's BlockStored has vLLM's fields up to medium, and then, where vLLM has
+        // lora_name, a map {cache_salt} when the request was salted (BlockStoredWithMetadata)
+        if (u.getNextFormat().getValueType() == ValueType.MAP) {
+          f.metadataSalt = readSglangMetadata(u, where(index, name));
+        } else {
+          f.loraName = u.readOptionalString(where(index, name));
+        }
+      }
+      case "metadata" -> f.metadataSalt = readSglangMetadata(u, where(index, name));
       case "extra_keys" -> f.firstBlockExtraKeys = readFirstBlockExtraKeys(u, where(index, name));
       // vLLM sends a group's index or nil; anything below 0 is read as "no group named"
       case "group_idx" -> f.group = Math.max(0, u.readOptionalInt(where(index, name), 0));
@@ -339,6 +350,29 @@ public final class KvEventDecoder {
   }
 
   /**
+   * The {@code cache_salt} of SGLang's {@code BlockStoredMetadata} map; null for nil, a map
+   * without one, or another value (skipped).
+   */
+  private static @Nullable String readSglangMetadata(PayloadUnpacker u, String where)
+      throws IOException, MalformedKvEventException {
+    if (u.getNextFormat().getValueType() != ValueType.MAP) {
+      u.skipValue();
+      return null;
+    }
+    int n = u.mapHeader(-1, where);
+    String salt = null;
+    for (int i = 0; i < n; i++) {
+      String k = u.readKey();
+      if (k.equals("cache_salt") && u.getNextFormat().getValueType() == ValueType.STRING) {
+        salt = u.string(where);
+      } else {
+        u.skipValue();
+      }
+    }
+    return salt;
+  }
+
+  /**
    * The store, or null for one that names blocks without their tokens: vLLM's
    * OffloadingConnector reports the blocks it offloaded that way ({@code token_ids=[]}, no
    * parent, hashes of its own), in the same batch as the engine's GPU events. Nothing can be
@@ -372,11 +406,15 @@ public final class KvEventDecoder {
 
   /**
    * The cache salt of a root block: the string extra keys of its first block other than the
-   * LoRA name, joined by NUL; null when there are none or the block has a parent.
+   * LoRA name, joined by NUL (vLLM), or SGLang's {@code metadata.cache_salt}; null when there
+   * are none or the block has a parent.
    */
   private static @Nullable String cacheSalt(Fields f) {
-    if (f.hasParent || f.firstBlockExtraKeys == null) {
+    if (f.hasParent) {
       return null;
+    }
+    if (f.firstBlockExtraKeys == null) {
+      return f.metadataSalt;
     }
     StringBuilder sb = new StringBuilder();
     for (String s : f.firstBlockExtraKeys) {
