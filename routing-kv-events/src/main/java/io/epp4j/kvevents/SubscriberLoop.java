@@ -341,6 +341,13 @@ final class SubscriberLoop {
         return true;
       }
       long seq = ByteBuffer.wrap(seqFrame).getLong();
+      if (seq < 0) {
+        // engines number their batches from 0 as unsigned 8-byte integers: taken as a signed
+        // seq it would look like a seq going back, a restart, and wipe the endpoint's blocks
+        reports.dropped(streams.source(s, topic), "seq " + Long.toUnsignedString(seq)
+            + " is beyond the signed 64-bit range", null);
+        return true;
+      }
       st = streams.route(s, topic);
       if (st != null) {
         st.onLive(seq, payload);

@@ -371,6 +371,41 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  /**
+   * vLLM numbers its batches from 0 and sends the seq as an unsigned 8-byte integer, so a seq
+   * with the top bit set (below 0 as a {@code long}) is malformed. It was taken for a seq going
+   * back, a restart: the endpoint's blocks were dropped, and the next real batch was then a gap
+   * that dropped them again.
+   */
+  @Test
+  void aSeqAboveTheSignedRangeIsMalformedNotARestart() {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
+        ZContext ctx = new ZContext(1)) {
+      sub.addEndpoint(ENDPOINT_A);
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      FakeEngine engine = new FakeEngine(8, 16);
+      KvBlockIndex expected = KvBlockIndex.create();
+      for (long seq = 0; seq < 10; seq++) {
+        KvEventBatch b = engine.nextBatch(0);
+        expected.apply(ID_A, b);
+        publish(pub, TOPIC_A, seq, ENCODER.encode(b));
+        if (seq == 4) {
+          publish(pub, TOPIC_A, -1, ENCODER.encode(new FakeEngine(9, 16).nextBatch(0)));
+        }
+      }
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() + m.decodeErrors() >= 11, () -> "messages handled: " + m);
+      assertThat(m.decodeErrors()).isEqualTo(1);
+      assertThat(m.batches()).isEqualTo(10);
+      assertThat(m.restarts()).isZero();
+      assertThat(m.resyncs()).isZero();
+      assertThat(m.gaps()).isZero();
+      assertSameContents(index, expected, ID_A, engine);
+      pub.close();
+    }
+  }
+
   @Test
   void aRestartSeenPastItsFirstBatchesReplaysThemFromTheNewEngine() throws Exception {
     // a restarted engine numbers from 0 again; the SUB reconnects only after its back-off, so
