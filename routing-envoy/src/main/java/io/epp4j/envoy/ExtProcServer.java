@@ -58,6 +58,10 @@ public final class ExtProcServer implements AutoCloseable {
    */
   public static final List<String> PROBE_SERVICES = List.of("liveness", "readiness");
 
+  /** Idle time after which the server pings Envoy's connection (HTTP/2 PING). */
+  static final long KEEPALIVE_SECONDS = 60;
+  /** How long a ping may go unanswered before the connection and its streams are closed. */
+  static final long KEEPALIVE_TIMEOUT_SECONDS = 20;
   /** How long health watches may take to hear NOT_SERVING at close before they are cut off. */
   private static final long WATCH_GRACE_MILLIS = 500;
   private static final Logger LOG = Logger.getLogger(ExtProcServer.class.getName());
@@ -69,13 +73,36 @@ public final class ExtProcServer implements AutoCloseable {
   private final AtomicBoolean closed = new AtomicBoolean();
   /** {@code Process} streams still open when the drain timeout passed, cancelled by close(). */
   private volatile int cutAtClose;
+  /** Renews the decisions of the open streams (see {@link #renewOpenStreams}). */
+  private final java.util.concurrent.ScheduledExecutorService renewal;
 
   private ExtProcServer(Server server, HealthStatusManager health, LiveStreams live,
-      Duration drainTimeout) {
+      Duration drainTimeout, long renewNanos) {
     this.server = server;
     this.health = health;
     this.live = live;
     this.drainTimeout = drainTimeout;
+    this.renewal = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "epp4j-ext-proc-renewal");
+      t.setDaemon(true);
+      return t;
+    });
+    renewal.scheduleAtFixedRate(this::renewOpenStreams, renewNanos, renewNanos,
+        TimeUnit.NANOSECONDS);
+  }
+
+  /**
+   * Tells the decision of every request whose stream is open that it is still being served: an
+   * answer that is not streamed shows Envoy nothing until it is done, and without this its
+   * decision would be released at the router's {@code inFlightMaxAge} while the replica still
+   * works on it. Run every quarter of that age.
+   */
+  void renewOpenStreams() {
+    try {
+      live.renewOpen();
+    } catch (RuntimeException e) {
+      LOG.log(java.util.logging.Level.WARNING, "renewing the open streams' decisions failed", e);
+    }
   }
 
   /** A builder serving {@code router}'s picks. */
@@ -135,6 +162,8 @@ public final class ExtProcServer implements AutoCloseable {
     } catch (InterruptedException e) {
       server.shutdownNow();
       Thread.currentThread().interrupt();
+    } finally {
+      renewal.shutdownNow(); // after the drain: a draining request is still being served
     }
   }
 
@@ -307,7 +336,12 @@ public final class ExtProcServer implements AutoCloseable {
         b = NettyServerBuilder.forAddress(address, InsecureServerCredentials.create())
             // Envoy may be set to ping idle connections; tolerate any sane interval
             .permitKeepAliveTime(10, TimeUnit.SECONDS)
-            .permitKeepAliveWithoutCalls(true);
+            .permitKeepAliveWithoutCalls(true)
+            // and find a connection that died silently: its streams end (failing their
+            // decisions) instead of counting as requests still served, which the renewal timer
+            // would otherwise keep renewing
+            .keepAliveTime(KEEPALIVE_SECONDS, TimeUnit.SECONDS)
+            .keepAliveTimeout(KEEPALIVE_TIMEOUT_SECONDS, TimeUnit.SECONDS);
       }
       b.maxInboundMessageSize(messageLimit)
           .addService(new ExtProcService(settings, live))
@@ -329,7 +363,7 @@ public final class ExtProcServer implements AutoCloseable {
       for (String probe : PROBE_SERVICES) {
         health.setStatus(probe, ServingStatus.SERVING);
       }
-      return new ExtProcServer(server, health, live, drainTimeout);
+      return new ExtProcServer(server, health, live, drainTimeout, settings.renewNanos());
     }
   }
 }

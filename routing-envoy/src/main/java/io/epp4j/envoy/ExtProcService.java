@@ -27,8 +27,10 @@ final class ExtProcService extends ExternalProcessorGrpc.ExternalProcessorImplBa
         (ServerCallStreamObserver<ProcessingResponse>) responseObserver;
     // inbound messages are requested by the stream itself, one at a time (flow control)
     out.disableAutoRequest();
-    live.opened();
-    ProcessStream stream = new ProcessStream(settings, out, live::closed);
+    ProcessStream[] self = new ProcessStream[1];
+    ProcessStream stream = new ProcessStream(settings, out, () -> live.closed(self[0]));
+    self[0] = stream;
+    live.opened(stream);
     stream.start();
     return stream;
   }

@@ -7,15 +7,30 @@ package io.epp4j.envoy;
  */
 final class LiveStreams {
   private int open;
+  /** The streams open now, for the renewal of their decisions. */
+  private final java.util.Set<ProcessStream> streams =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-  synchronized void opened() {
+  synchronized void opened(ProcessStream stream) {
     open++;
+    streams.add(stream);
   }
 
   /** Called exactly once per opened stream. */
-  synchronized void closed() {
+  synchronized void closed(ProcessStream stream) {
+    streams.remove(stream);
     if (--open == 0) {
       notifyAll();
+    }
+  }
+
+  /**
+   * Tells the decision of every open stream that its request is still being served (see
+   * {@link ProcessStream#renewWhileOpen}).
+   */
+  void renewOpen() {
+    for (ProcessStream s : streams) {
+      s.renewWhileOpen();
     }
   }
 

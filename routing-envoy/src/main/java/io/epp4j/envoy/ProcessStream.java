@@ -112,6 +112,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private long responseBytes;
   /** The router's time when the decision was made or last renewed. */
   private long activityAt;
+  /**
+   * The decision while its request waits for or streams its answer, for the server's renewal
+   * timer ({@link #renewWhileOpen}); null before routing and once the answer or stream ended.
+   */
+  private volatile @Nullable RoutingDecision awaiting;
 
   /**
    * What every stream of one server shares. {@code renewNanos}: how long on the router's ticker a
@@ -485,6 +490,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       return;
     }
     decision = d;
+    awaiting = d;
     activityAt = settings.router.ticker().nanos();
     String dest = d.destinationHeaderValue();
     destination = dest;
@@ -586,11 +592,26 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
   }
 
+  /**
+   * Called by the server's timer every {@link Settings#renewNanos} of wall time: a request whose
+   * stream is open is still being served, though Envoy shows nothing of an answer that is not
+   * streamed (a completion with {@code stream: false} arrives whole at its end, a BUFFERED
+   * answer too), so the router must not release its decision at {@code inFlightMaxAge}. Any
+   * thread; a decision already finished ignores it.
+   */
+  void renewWhileOpen() {
+    RoutingDecision d = awaiting;
+    if (d != null) {
+      d.onActivity();
+    }
+  }
+
   private void finishResponse() {
     if (phase == Phase.RESPONSE_DONE) {
       return;
     }
     phase = Phase.RESPONSE_DONE;
+    awaiting = null;
     RoutingDecision d = decision;
     UsageScanner u = usage;
     usage = null;
@@ -685,6 +706,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       // a finished decision ignores this; an open one must not stay in flight
       d.onFailure(cause != null ? cause : new IOException("ext_proc stream ended before the answer"));
     }
+    awaiting = null;
     onEnd.run();
   }
 

@@ -239,6 +239,42 @@ class ExtProcServerTest {
   }
 
   @Test
+  void anAnswerNotStreamedPastInFlightMaxAgeKeepsCountingWhileItsStreamIsOpen() throws Exception {
+    // a completion with stream: false shows Envoy nothing until it is done: no chunk renews its
+    // decision, so the router released it at inFlightMaxAge while the replica still worked on
+    // it. The server's timer renews the decisions of the open streams.
+    long[] now = {0};
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A)))
+        .ticker(() -> now[0]).inFlightMaxAge(Duration.ofMinutes(10)).listener(outcomes).build();
+    String name = InProcessServerBuilder.generateName();
+    server = ExtProcServer.builder(router).drainTimeout(Duration.ofSeconds(2))
+        .transport(InProcessServerBuilder.forName(name)).start();
+    channel = InProcessChannelBuilder.forName(name).build();
+    FakeEnvoy envoy = routedFullDuplex(completion("think hard"));
+    for (int minute = 1; minute <= 30; minute++) {
+      now[0] += Duration.ofMinutes(1).toNanos();
+      if (minute % 2 == 0) {
+        server.renewOpenStreams(); // what the timer does every quarter of inFlightMaxAge
+      }
+      io.epp4j.api.RoutingDecision other = router.route(InferenceRequest.builder().model("m")
+          .prompt("x").build());
+      assertThat(inFlightOn(A)).as("minute %d", minute).isEqualTo(2);
+      other.onComplete(Usage.NONE);
+    }
+    envoy.send(responseHeaders(200, "application/json", false));
+    envoy.next();
+    envoy.send(responseBody("{\"choices\":[{\"text\":\" done\"}]}", true));
+    envoy.next();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isNotNull();
+    assertThat(inFlightOn(A)).isZero();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().isOk()).isTrue();
+    // a stream that ended renews nothing: a decision it finished stays finished
+    server.renewOpenStreams();
+    assertThat(inFlightOn(A)).isZero();
+  }
+
+  @Test
   void anAnswerStillStreamingPastInFlightMaxAgeKeepsCountingOnItsEndpoint() throws Exception {
     // inFlightMaxAge is the net for decisions nobody finishes; a generation that streams for
     // longer (a long reasoning answer) is not one, and the server sees its chunks go by, but it
