@@ -417,6 +417,15 @@ public final class RoutingDecision {
   }
 
   /**
+   * Whether the decision is finished: its completion or failure was reported (a rejection is
+   * never finished). A gateway that renews a decision on a timer ({@link #onActivity}) stops
+   * when it is.
+   */
+  public boolean isFinished() {
+    return primaryProfile != null && (lifecycle & TERMINATED) != 0;
+  }
+
+  /**
    * Reports that the request is still being served, for a request that legitimately lasts long,
    * such as a websocket session (vLLM's {@code /v1/realtime}): the router's
    * {@code inFlightMaxAge}, which releases a decision never finished, then counts from now, so

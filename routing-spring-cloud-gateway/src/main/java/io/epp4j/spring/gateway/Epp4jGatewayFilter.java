@@ -159,6 +159,11 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
         }).build();
     DecisionTap tap = new DecisionTap(exchange.getResponse(), d, router.inFlightMaxAge(),
         () -> ServerWebExchangeUtils.isAlreadyRouted(exchange));
+    // a request is served until its decision is finished: an answer that is not streamed shows
+    // nothing until its end, and one that streams may last longer than the router's
+    // inFlightMaxAge, which would otherwise release the decision while the replica works on it
+    Flux.interval(tap.renewEvery()).takeWhile(tick -> !d.isFinished())
+        .subscribe(tick -> d.onActivity());
     ServerWebExchange routed = exchange.mutate().request(forwarded).build();
     if (previous == null) { // once per exchange: it reads the tap of the attempt that answers
       namesOnlyTheReplicasAnswers(exchange);
