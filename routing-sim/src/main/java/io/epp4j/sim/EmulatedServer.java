@@ -915,23 +915,27 @@ final class EmulatedServer implements AutoCloseable {
       boolean returnTokenIds) throws IOException {
     ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
-    if (chat) {
-      ObjectNode first = base(id, object, created, served);
-      ObjectNode c = first.putArray("choices").addObject();
-      c.put("index", 0);
-      c.putObject("delta").put("role", "assistant").put("content", "");
-      c.putNull("logprobs");
-      c.putNull("finish_reason");
-      // as vLLM's chunks, written without their unset fields: usage only with
-      // continuous_usage_stats, no "usage": null otherwise
-      if (continuousPromptTokens >= 0) {
-        first.set("usage", runningUsage(continuousPromptTokens, 0));
-      }
-      event(ex, JSON.writeValueAsString(first));
-    }
     int sent = 0;
     int[] m;
     while ((m = take(out)).length == 1) {
+      if (chat && sent == 0) {
+        // as vLLM's chat stream: the role chunk goes out with the first output of the engine,
+        // just before the first token's chunk, not when the request is queued (a client timing
+        // the first event would see no prefill at all), and a request that fails before its
+        // first token gets the error event alone
+        ObjectNode first = base(id, object, created, served);
+        ObjectNode c = first.putArray("choices").addObject();
+        c.put("index", 0);
+        c.putObject("delta").put("role", "assistant").put("content", "");
+        c.putNull("logprobs");
+        c.putNull("finish_reason");
+        // as vLLM's chunks, written without their unset fields: usage only with
+        // continuous_usage_stats, no "usage": null otherwise
+        if (continuousPromptTokens >= 0) {
+          first.set("usage", runningUsage(continuousPromptTokens, 0));
+        }
+        event(ex, JSON.writeValueAsString(first));
+      }
       sent++;
       ObjectNode chunk = base(id, object, created, served);
       ObjectNode c = chunk.putArray("choices").addObject();
