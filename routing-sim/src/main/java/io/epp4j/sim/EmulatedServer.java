@@ -296,10 +296,39 @@ final class EmulatedServer implements AutoCloseable {
     @Override
     protected void handleOversizedMessage(ChannelHandlerContext ctx, HttpMessage oversized) {
       // the rest of the body is not read: the connection closes after the answer
+      ctx.writeAndFlush(tooLarge()).addListener(ChannelFutureListener.CLOSE);
+    }
+
+    /**
+     * A request that expects 100-continue (curl sends the header with any body over 1 MiB) and
+     * declares a body over the limit is answered with the same 413 as one that sends it, not
+     * Netty's own 413 without a body (which left the connection open, waiting for a body the
+     * client would not send).
+     */
+    @Override
+    protected @Nullable Object newContinueResponse(HttpMessage start, int maxContentLength,
+        io.netty.channel.ChannelPipeline pipeline) {
+      Object res = super.newContinueResponse(start, maxContentLength, pipeline);
+      if (res instanceof HttpResponse r
+          && r.status().equals(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE)) {
+        ReferenceCountUtil.release(res);
+        return tooLarge();
+      }
+      return res;
+    }
+
+    @Override
+    protected boolean closeAfterContinueResponse(Object msg) {
+      return msg instanceof HttpResponse r
+          && r.status().equals(HttpResponseStatus.REQUEST_ENTITY_TOO_LARGE)
+          || super.closeAfterContinueResponse(msg);
+    }
+
+    private static FullHttpResponse tooLarge() {
       FullHttpResponse res = response(413, "application/json", errorBody(413,
           "BadRequestError", "the request body is larger than " + MAX_BODY_BYTES + " bytes"));
       HttpUtil.setKeepAlive(res, false);
-      ctx.writeAndFlush(res).addListener(ChannelFutureListener.CLOSE);
+      return res;
     }
   }
 

@@ -827,6 +827,23 @@ class ServeIntegrationTest {
       assertThat(JSON.readTree(tooLarge.body()).at("/error/code").asInt()).isEqualTo(413);
       assertThat(in.read()).as("the server closed the connection").isEqualTo(-1);
     }
+
+    // and so is one that expects 100-continue (curl's way with any body over 1 MiB): the same
+    // OpenAI-shaped 413 and close, not an empty 413 on a connection left waiting for the body
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), p)) {
+      socket.setSoTimeout(20_000);
+      java.io.OutputStream out = socket.getOutputStream();
+      java.io.InputStream in = new java.io.BufferedInputStream(socket.getInputStream());
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+          + "Content-Type: application/json\r\nContent-Length: "
+          + (EmulatedServer.MAX_BODY_BYTES + 1) + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      RawResponse tooLarge = RawResponse.read(in);
+      assertThat(tooLarge.status()).isEqualTo(413);
+      assertThat(JSON.readTree(tooLarge.body()).at("/error/message").asText())
+          .contains(String.valueOf(EmulatedServer.MAX_BODY_BYTES));
+      assertThat(in.read()).as("the server closed the connection").isEqualTo(-1);
+    }
   }
 
   @Test
