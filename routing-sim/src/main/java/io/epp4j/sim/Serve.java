@@ -508,11 +508,10 @@ final class Serve implements AutoCloseable {
           map = v.equals("map");
         }
         case "--speed" -> {
-          try {
-            speed = Double.parseDouble(v);
-          } catch (NumberFormatException e) {
+          if (!isDecimal(v)) {
             throw new IllegalArgumentException("--speed must be a number, got " + v);
           }
+          speed = Double.parseDouble(v);
           if (!(speed >= MIN_SPEED && speed <= MAX_SPEED)) {
             throw new IllegalArgumentException("--speed must be in [" + MIN_SPEED + ", "
                 + (long) MAX_SPEED + "], got " + v);
@@ -572,12 +571,11 @@ final class Serve implements AutoCloseable {
           }
         }
         case "--keep-alive-timeout" -> {
-          try {
-            keepAlive = Double.parseDouble(v);
-          } catch (NumberFormatException e) {
+          if (!isDecimal(v)) {
             throw new IllegalArgumentException("--keep-alive-timeout must be a number of"
                 + " seconds, got " + v);
           }
+          keepAlive = Double.parseDouble(v);
           // the range is checked with the other fields, by Options
         }
         default -> throw new IllegalArgumentException("unknown option " + name);
@@ -600,6 +598,15 @@ final class Serve implements AutoCloseable {
     }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
         keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes, heldBodyBytes);
+  }
+
+  /**
+   * Whether {@code v} is a plain decimal number ({@code 20}, {@code 0.5}, {@code 1e-3}): Java's
+   * parseDouble also takes a type suffix ({@code 2d}, {@code 5f}) and hexadecimal, so
+   * {@code --keep-alive-timeout 1d} (a day?) was one second.
+   */
+  static boolean isDecimal(String v) {
+    return v.matches("[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?");
   }
 
   /** A byte count: digits, optionally followed by k, m or g (KiB, MiB, GiB). */

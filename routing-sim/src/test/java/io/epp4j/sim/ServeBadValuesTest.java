@@ -62,6 +62,9 @@ class ServeBadValuesTest {
       "--kv-events-replay-bytes|99999999999999999999",
       "--speed|0", "--speed|-1", "--speed|NaN", "--speed|fast", "--speed|1e-300",
       "--speed|0.0009", "--speed|1e300", "--speed|10001", "--speed|Infinity",
+      // Java's parseDouble takes a type suffix and hex: 2d was 2, 0x1p3 was 8
+      "--speed|2d", "--speed|2f", "--speed|0x1p3",
+      "--keep-alive-timeout|1d", "--keep-alive-timeout|5F", "--keep-alive-timeout|0x1p3",
       "--max-held-body-bytes|1m", "--max-held-body-bytes|0", "--max-held-body-bytes|x",
       "--max-held-body-bytes|2000g", "--max-held-body-bytes|''",
       "--profile|no-such-gpu", "--seed|1.5",
