@@ -815,6 +815,13 @@ final class EmulatedServer implements AutoCloseable {
         out.add(new int[] {-2, 0});
       }
     });
+    if (submitted == null) {
+      // the engine has stopped (a defect, or a stop under way): a 503 at once, streamed or not,
+      // as vLLM checks for a dead engine before it begins a stream; a stream's 200 and an error
+      // event would tell a gateway that this replica took the request
+      error(ex, 503, "ServiceUnavailableError", "the server stopped before the request finished");
+      return;
+    }
     // As vLLM does when its client disconnects, streaming or not: the request stops generating
     // and frees its slot and blocks instead of running to max_tokens for nobody. The close is
     // heard on the I/O thread (which reads the connection all along), within moments of it.

@@ -146,6 +146,15 @@ class EmulatedClusterTest {
       assertThat(completion.statusCode()).isEqualTo(503);
       assertThat(http.send(HttpRequest.newBuilder(base.resolve("/health")).build(),
           HttpResponse.BodyHandlers.ofString()).statusCode()).isEqualTo(503);
+      // a new request asking for a stream gets the 503 too, not a 200 and an error event
+      HttpResponse<String> stream = http.send(HttpRequest.newBuilder(
+          base.resolve("/v1/chat/completions")).timeout(Duration.ofSeconds(10))
+          .header("Content-Type", "application/json")
+          .POST(HttpRequest.BodyPublishers.ofString("{\"messages\":[{\"role\":\"user\","
+              + "\"content\":\"a b\"}],\"max_tokens\":2,\"stream\":true}")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertThat(stream.statusCode()).as(stream.body()).isEqualTo(503);
+      assertThat(stream.body()).contains("\"code\":503").doesNotContain("data:");
     }
   }
 
