@@ -389,6 +389,11 @@ final class EmulatedServer implements AutoCloseable {
       context = ctx;
     }
 
+    /** Whether a request is waiting for its body's bytes, its connection unread meanwhile. */
+    boolean waiting() {
+      return waitingFor > 0;
+    }
+
     /** Hands the reservation of the request just read over to its exchange. */
     long takeReserved() {
       long r = reserved;
@@ -557,8 +562,10 @@ final class EmulatedServer implements AutoCloseable {
     public void userEventTriggered(ChannelHandlerContext ctx, Object evt) throws Exception {
       if (evt instanceof IdleStateEvent) {
         // the keep-alive timeout: close a connection that waits for its client's next request,
-        // not one whose request is still being computed without a byte to send yet
-        if (unanswered == 0) {
+        // not one whose request is still being computed without a byte to send yet, nor one
+        // left unread while its request waits for the body budget (the server paused it: its
+        // client would see a close instead of the slower upload the budget promises)
+        if (unanswered == 0 && !reservation.waiting()) {
           ctx.close();
         }
         return;
