@@ -52,12 +52,10 @@ public record LengthDist(String text, int min, int max, double expMean) {
     return Long.parseLong(t);
   }
 
+  /** A plain decimal number, else NaN (no type suffix or hexadecimal, which parseDouble takes). */
   private static double number(String s) {
-    try {
-      return Double.parseDouble(s.trim());
-    } catch (NumberFormatException e) {
-      return Double.NaN;
-    }
+    String t = s.trim();
+    return Serve.isDecimal(t) ? Double.parseDouble(t) : Double.NaN;
   }
 
   /** A fixed length. */

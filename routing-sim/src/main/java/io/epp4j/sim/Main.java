@@ -988,12 +988,11 @@ public final class Main {
 
     static double doubleArg(String name, String v, double min, double max)
         throws UsageException {
-      double x;
-      try {
-        x = Double.parseDouble(v.trim());
-      } catch (NumberFormatException e) {
+      // plain decimals only: parseDouble also takes a type suffix and hexadecimal ("2d", "0x1p3")
+      if (!Serve.isDecimal(v.trim())) {
         throw new UsageException(name + " needs a number, got '" + v + "'");
       }
+      double x = Double.parseDouble(v.trim());
       if (!(x >= min && x <= max)) {
         throw new UsageException(name + " must be in [" + min + ", " + max + "], got " + v);
       }

@@ -444,6 +444,11 @@ class MainTest {
   void badLoadLevelsAndOptionsTheDominanceRunDoesNotTakeAreUsageErrors() {
     assertThat(cli.run("--load-levels", "1,x")).isEqualTo(2);
     assertThat(cli.stderr()).contains("--load-levels needs a number, got 'x'");
+    // Java's own number forms are not numbers here: "2d" is no level 2, "0x1p1" no level 2
+    assertThat(cli.run("--load-levels", "1,2d")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--load-levels needs a number, got '2d'");
+    assertThat(cli.run("--time-scale", "0x1p1")).isEqualTo(2);
+    assertThat(cli.stderr()).contains("--time-scale needs a number, got '0x1p1'");
     assertThat(cli.run("--load-levels", "0")).isEqualTo(2);
     assertThat(cli.run("--load-levels", "1,1.0")).isEqualTo(2);
     assertThat(cli.stderr()).contains("twice");
