@@ -229,20 +229,11 @@ public final class RoutingDecision {
    * made by its proxy, after the request's headers were set (Envoy), sends the primary's values.
    */
   public void setRequestHeaderFor(String name, Function<RoutingDecision, @Nullable String> value) {
-    String n = name.toLowerCase(java.util.Locale.ROOT);
-    Objects.requireNonNull(value, "value");
-    if (primaryProfile == null || n.isEmpty()) {
-      return;
-    }
-    synchronized (this) {
-      Map<String, Function<RoutingDecision, @Nullable String>> now = requestHeaders;
-      if (now.isEmpty()) {
-        requestHeaders = Map.of(n, value); // the usual case: one plugin asks for one header
-        return;
+    String n = askable(name, value);
+    if (n != null) {
+      synchronized (this) {
+        requestHeaders = withHeader(requestHeaders, n, value);
       }
-      Map<String, Function<RoutingDecision, @Nullable String>> m = new LinkedHashMap<>(now);
-      m.put(n, value);
-      requestHeaders = Collections.unmodifiableMap(m);
     }
   }
 
@@ -252,18 +243,7 @@ public final class RoutingDecision {
    * empty when none.
    */
   public Map<String, String> requestHeaders() {
-    Map<String, Function<RoutingDecision, @Nullable String>> m = requestHeaders;
-    if (m.isEmpty()) {
-      return Map.of();
-    }
-    Map<String, String> out = new LinkedHashMap<>();
-    m.forEach((name, f) -> {
-      String v = f.apply(this);
-      if (v != null) {
-        out.put(name, v);
-      }
-    });
-    return Collections.unmodifiableMap(out);
+    return valuesNow(requestHeaders);
   }
 
   /**
@@ -294,21 +274,47 @@ public final class RoutingDecision {
    * replaces the first. Ignored on a rejection.
    */
   public void setResponseHeader(String name, Function<RoutingDecision, @Nullable String> value) {
-    String n = name.toLowerCase(java.util.Locale.ROOT);
-    Objects.requireNonNull(value, "value");
-    if (primaryProfile == null || n.isEmpty()) {
-      return;
-    }
-    synchronized (this) {
-      Map<String, Function<RoutingDecision, @Nullable String>> now = responseHeaders;
-      if (now.isEmpty()) {
-        responseHeaders = Map.of(n, value); // the usual case: one plugin asks for one header
-        return;
+    String n = askable(name, value);
+    if (n != null) {
+      synchronized (this) {
+        responseHeaders = withHeader(responseHeaders, n, value);
       }
-      Map<String, Function<RoutingDecision, @Nullable String>> m = new LinkedHashMap<>(now);
-      m.put(n, value);
-      responseHeaders = Collections.unmodifiableMap(m);
     }
+  }
+
+  /** The header name a plugin's ask is kept under (lower case); null when it is ignored. */
+  private @Nullable String askable(String name, Function<RoutingDecision, @Nullable String> value) {
+    Objects.requireNonNull(value, "value");
+    String n = name.toLowerCase(java.util.Locale.ROOT);
+    return primaryProfile == null || n.isEmpty() ? null : n;
+  }
+
+  /** {@code now} with {@code name} asked for as {@code value}, replacing an earlier ask. */
+  private static Map<String, Function<RoutingDecision, @Nullable String>> withHeader(
+      Map<String, Function<RoutingDecision, @Nullable String>> now, String name,
+      Function<RoutingDecision, @Nullable String> value) {
+    if (now.isEmpty()) {
+      return Map.of(name, value); // the usual case: one plugin asks for one header
+    }
+    Map<String, Function<RoutingDecision, @Nullable String>> m = new LinkedHashMap<>(now);
+    m.put(name, value);
+    return Collections.unmodifiableMap(m);
+  }
+
+  /** The values the asks give for this decision now, those without one left out. */
+  private Map<String, String> valuesNow(
+      Map<String, Function<RoutingDecision, @Nullable String>> asked) {
+    if (asked.isEmpty()) {
+      return Map.of();
+    }
+    Map<String, String> out = new LinkedHashMap<>();
+    asked.forEach((name, f) -> {
+      String v = f.apply(this);
+      if (v != null) {
+        out.put(name, v);
+      }
+    });
+    return Collections.unmodifiableMap(out);
   }
 
   /**
@@ -319,18 +325,7 @@ public final class RoutingDecision {
    * endpoint served (not on its own error answers).
    */
   public Map<String, String> responseHeaders() {
-    Map<String, Function<RoutingDecision, @Nullable String>> m = responseHeaders;
-    if (m.isEmpty()) {
-      return Map.of();
-    }
-    Map<String, String> out = new LinkedHashMap<>();
-    m.forEach((name, f) -> {
-      String v = f.apply(this);
-      if (v != null) {
-        out.put(name, v);
-      }
-    });
-    return Collections.unmodifiableMap(out);
+    return valuesNow(responseHeaders);
   }
 
   /** The {@value #DESTINATION_HEADER} value: {@code ip:port[,ip:port...]}; empty if rejected. */
