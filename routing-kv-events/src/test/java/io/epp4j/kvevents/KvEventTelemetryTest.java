@@ -20,6 +20,12 @@ class KvEventTelemetryTest {
         .orElseThrow(() -> new AssertionError("no metric " + name));
   }
 
+  static int leases(KvBlockIndex index) {
+    synchronized (index.telemetryRegistered) {
+      return index.telemetryLeases;
+    }
+  }
+
   @Test
   void indexMetricsAreExportedThroughTheRoutersOpenTelemetryOnce() {
     InMemoryMetricReader reader = InMemoryMetricReader.create();
@@ -82,11 +88,12 @@ class KvEventTelemetryTest {
         .configYaml(yaml.formatted(100), "first")
         .build()) {
       assertThat(router.reconfigure(yaml.formatted(200), "second").errors()).isEmpty();
-      // the retired scorer is closed on a timer thread, at once with no delay
-      try {
-        Thread.sleep(500);
-      } catch (InterruptedException e) {
-        throw new AssertionError(e);
+      // the retired scorer is closed on a timer thread, at once with no delay: wait until it has
+      // given its lease back (the new scorer's alone is left), so the export is read after it
+      long deadline = System.nanoTime() + 10_000_000_000L;
+      while (leases(index) != 1) {
+        assertThat(System.nanoTime() < deadline).as("the retired scorer was closed").isTrue();
+        Thread.onSpinWait();
       }
       index.apply("10.0.0.1:8000", KvEventBatch.of(0.0, List.of(
           KvEvent.BlockStored.of(new long[] {11, 12}, null, tokens, 16))));

@@ -219,7 +219,8 @@ class ReloadHandoverTest {
     // the log is back (b, which routes nothing, sends nothing)
     open.add(a.route(prompt(999)));
     await("a's publisher tried to send", () -> log.appendsTried() > 0);
-    Thread.sleep(100);
+    // its failure noticed: the publisher takes nothing more from the queue until the log is back
+    await("a's publisher found the log down", () -> !old.connected());
     long lost = old.dropped();
     int queued = old.queued();
     int n = 20;
