@@ -312,9 +312,19 @@ class KvEventSubscriberReliabilityTest {
         }
       }, "the address given up by the abandoned subscriber");
     }
-    // and a subscriber built later binds it as the only one
-    try (KvEventSubscriber again = KvEventSubscriber.central(index, address).build()) {
-      assertThat(again.boundEndpoint()).isEqualTo(address);
+    // and a subscriber built later binds it as the only one, once the probe's context has let
+    // it go (ZeroMQ closes a listener on its I/O thread, after close() returns)
+    KvEventSubscriber[] again = new KvEventSubscriber[1];
+    await(() -> {
+      try {
+        again[0] = KvEventSubscriber.central(index, address).build();
+        return true;
+      } catch (IllegalStateException inUse) {
+        return false;
+      }
+    }, "a later subscriber binding the address");
+    try (KvEventSubscriber later = again[0]) {
+      assertThat(later.boundEndpoint()).isEqualTo(address);
     }
   }
 
