@@ -1006,13 +1006,10 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     if (m[0] == -2) {
-      // vLLM reports an engine failure mid-stream as an error event
-      ObjectNode err = JSON.createObjectNode();
-      ObjectNode e = err.putObject("error");
-      e.put("message", "the server stopped before the request finished");
-      e.put("type", "ServiceUnavailableError");
-      e.put("code", 503);
-      event(ex, JSON.writeValueAsString(err));
+      // vLLM reports an engine failure mid-stream as an error event, the same error object as
+      // a whole answer's (its create_streaming_error_response dumps that model, param and all)
+      event(ex, errorBody(503, "ServiceUnavailableError",
+          "the server stopped before the request finished"));
     } else if (includeUsage) {
       ObjectNode last = base(id, object, created, served);
       last.putArray("choices");
@@ -1198,7 +1195,10 @@ final class EmulatedServer implements AutoCloseable {
     ex.send(response(status, type, body));
   }
 
-  /** An OpenAI-shaped error: {@code {"error": {"message", "type", "param", "code"}}}. */
+  /**
+   * An OpenAI-shaped error: {@code {"error": {"message", "type", "param", "code"}}}, vLLM's
+   * ErrorResponse, whose {@code param} is null here.
+   */
   private static void error(Exchange ex, int status, String type, String message) {
     send(ex, status, "application/json", errorBody(status, type, message));
   }
