@@ -794,7 +794,7 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     boolean continuousUsage = includeUsage && continuousValue;
-    // vLLM (0.10.2 and later) names the generated token IDs in each choice when asked to
+    // vLLM (0.10.2 and later) names the prompt's and the generated token IDs when asked to
     Boolean returnTokenIdsValue = laxBool(body.path("return_token_ids"));
     if (returnTokenIdsValue == null) {
       error(ex, 400, "BadRequestError", "field 'return_token_ids' must be a boolean");
@@ -847,9 +847,9 @@ final class EmulatedServer implements AutoCloseable {
     try {
       if (stream) {
         stream(ex, out, chat, id, created, served, includeUsage,
-            continuousUsage ? prompt.length : -1, maxTokens, returnTokenIds);
+            continuousUsage ? prompt.length : -1, maxTokens, returnTokenIds ? prompt : null);
       } else {
-        whole(ex, out, chat, id, created, served, returnTokenIds);
+        whole(ex, out, chat, id, created, served, returnTokenIds ? prompt : null);
       }
     } catch (IOException interrupted) {
       if (submitted != null) {
@@ -918,8 +918,14 @@ final class EmulatedServer implements AutoCloseable {
     }
   }
 
+  /**
+   * The whole answer.
+   *
+   * @param promptIds the prompt's token IDs when the request asked for {@code return_token_ids},
+   *     else null
+   */
   private void whole(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, String served, boolean returnTokenIds) throws IOException {
+      long created, String served, int @Nullable [] promptIds) throws IOException {
     StringBuilder text = new StringBuilder();
     ArrayNode ids = JSON.createArrayNode();
     int[] m;
@@ -946,16 +952,24 @@ final class EmulatedServer implements AutoCloseable {
     }
     choice.putNull("logprobs");
     choice.put("finish_reason", "length");
-    if (returnTokenIds) {
+    if (promptIds != null) {
+      // as vLLM's answers: a completion names the prompt's IDs in its choice, a chat in the answer
+      (chat ? root : choice).putRawValue("prompt_token_ids", idsJson(promptIds));
       choice.set("token_ids", ids);
     }
     root.set("usage", usage(m[1], m[2], m[3]));
     send(ex, 200, "application/json", JSON.writeValueAsString(root));
   }
 
+  /**
+   * The answer as SSE events.
+   *
+   * @param promptIds the prompt's token IDs when the request asked for {@code return_token_ids},
+   *     else null
+   */
   private void stream(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
       long created, String served, boolean includeUsage, int continuousPromptTokens, int maxTokens,
-      boolean returnTokenIds) throws IOException {
+      int @Nullable [] promptIds) throws IOException {
     ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
     int sent = 0;
@@ -977,6 +991,10 @@ final class EmulatedServer implements AutoCloseable {
         if (continuousPromptTokens >= 0) {
           first.set("usage", runningUsage(continuousPromptTokens, 0));
         }
+        if (promptIds != null) {
+          // vLLM's chat stream names the prompt's IDs once, in its first chunk
+          first.putRawValue("prompt_token_ids", idsJson(promptIds));
+        }
         event(ex, JSON.writeValueAsString(first));
       }
       sent++;
@@ -989,7 +1007,11 @@ final class EmulatedServer implements AutoCloseable {
         c.put("text", FILLER);
       }
       c.putNull("logprobs");
-      if (returnTokenIds) {
+      if (promptIds != null) {
+        if (!chat && sent == 1) {
+          // vLLM's completion stream names the prompt's IDs once, in the first token's choice
+          c.putRawValue("prompt_token_ids", idsJson(promptIds));
+        }
         c.putArray("token_ids").add(m[0]);
       }
       if (sent == maxTokens) {
@@ -1018,6 +1040,22 @@ final class EmulatedServer implements AutoCloseable {
     }
     event(ex, "[DONE]");
     ex.endStream();
+  }
+
+  /**
+   * Token IDs as a JSON array written straight into the answer: as a tree, a long prompt's IDs
+   * were a node apiece.
+   */
+  private static com.fasterxml.jackson.databind.util.RawValue idsJson(int[] ids) {
+    StringBuilder b = new StringBuilder(2 + 7 * ids.length);
+    b.append('[');
+    for (int i = 0; i < ids.length; i++) {
+      if (i > 0) {
+        b.append(',');
+      }
+      b.append(ids[i]);
+    }
+    return new com.fasterxml.jackson.databind.util.RawValue(b.append(']').toString());
   }
 
   /** One SSE event, sent at once. */
