@@ -27,7 +27,8 @@ public final class EmulatedReplicas implements AutoCloseable {
    * @param speed       emulated seconds per wall second, from 0.001 to 10000
    * @param seed        seed of the filler output tokens
    * @throws IllegalStateException naming a port that is taken (nothing is left running)
-   * @throws IllegalArgumentException when {@code speed} is out of its range, or when the HTTP
+   * @throws IllegalArgumentException before anything is started, when {@code replicas} is below
+   *     1 or {@code speed} is out of its range, or when the HTTP
    *     ports ({@code httpPort} and the next {@code replicas − 1}) and the KV-event ports (two per
    *     replica from {@code kvEventsPort}) overlap or pass 65535
    */

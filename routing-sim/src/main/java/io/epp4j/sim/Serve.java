@@ -96,6 +96,11 @@ final class Serve implements AutoCloseable {
       double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
+      // here, before anything is made: the cluster's own check came after the ZeroMQ context,
+      // which stayed open (four file descriptors per refused start)
+      if (replicas < 1) {
+        throw new IllegalArgumentException("--replicas must be at least 1, got " + replicas);
+      }
       if (!(speed >= MIN_SPEED && speed <= MAX_SPEED)) {
         throw new IllegalArgumentException("--speed must be in [" + MIN_SPEED + ", "
             + (long) MAX_SPEED + "], got " + speed);
@@ -245,8 +250,10 @@ final class Serve implements AutoCloseable {
   Serve(Options o) {
     this.options = o;
     // first, so that a bad tokenizer path fails before any port is taken
-    this.tokenizer = o.tokenizer() == null ? null : loadTokenizer(o.tokenizer());
-    this.zmq = new ZContext(1);
+    Tokenizer tok = o.tokenizer() == null ? null : loadTokenizer(o.tokenizer());
+    this.tokenizer = tok;
+    ZContext context = new ZContext(1);
+    this.zmq = context;
     // A listener socket may still be finishing on JeroMQ's I/O thread when the context is
     // terminated; what it throws then belongs to the shutdown. Anything else is reported.
     Thread.UncaughtExceptionHandler zmqErrors = (t, e) -> {
@@ -257,8 +264,17 @@ final class Serve implements AutoCloseable {
     zmq.setUncaughtExceptionHandler(zmqErrors);
     zmq.setNotificationExceptionHandler(zmqErrors);
     List<KvEventPublisher> pubs = publishers;
-    this.cluster = new EmulatedCluster(o.profile(), o.replicas(), o.speed(), o.seed(),
-        (i, events) -> pubs.get(i).publish(events));
+    try {
+      this.cluster = new EmulatedCluster(o.profile(), o.replicas(), o.speed(), o.seed(),
+          (i, events) -> pubs.get(i).publish(events));
+    } catch (RuntimeException e) {
+      // nothing else is running yet: what was made so far goes with the failure
+      context.close();
+      if (tok != null) {
+        tok.close();
+      }
+      throw e;
+    }
     if (!o.loraAdapters().isEmpty()) {
       cluster.maxLoras(o.maxLoras());
     }
