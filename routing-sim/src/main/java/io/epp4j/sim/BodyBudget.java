@@ -6,7 +6,8 @@ import java.util.ArrayDeque;
  * Bytes of request bodies the emulator may hold at once, over every connection of every replica
  * of one {@code serve}. A request reserves its body's bytes (its {@code Content-Length}, or the
  * largest body for a chunked one) before the body is read, and gives them back once the body has
- * been parsed. A request that does not fit waits, first come first served, its connection not
+ * been parsed (a request pipelined behind others on its connection is parsed as soon as it is
+ * read, not when its turn comes). A request that does not fit waits, first come first served, its connection not
  * read meanwhile (TCP's flow control then holds its client back): vLLM's server reads any body
  * and refuses none for this, so waiting is the answer closest to it, and the heap stays bounded
  * however many clients send large bodies at once.

@@ -538,13 +538,23 @@ final class EmulatedServer implements AutoCloseable {
         gate.pipelineFull = true;
         ctx.channel().config().setAutoRead(false);
       }
+      if (!previous.isDone() && readsBody(ex)) {
+        // it waits behind an earlier request of this connection, maybe for a long generation:
+        // its body is parsed now, so that the bytes it holds in the budget (which other
+        // connections' bodies may be waiting for) go back at once, not when its turn comes
+        try {
+          executor.execute(() -> ex.parse(vocab()));
+        } catch (java.util.concurrent.RejectedExecutionException closing) {
+          // the server is closing: the request is never handled, its body released below
+        }
+      }
       // a request that could not be handled (the server is closing) closes its connection;
       // the chain goes on for the next one
       previous = previous.thenRunAsync(() -> handle(ex), executor).exceptionally(notHandled -> {
         ctx.close();
         return null;
       }).whenComplete((done, never) -> {
-        ex.releaseBody();
+        ex.answered();
         // queued behind the answer's writes, which the request's thread handed to this loop
         // before it returned: the count drops only once they are under way
         ctx.executor().execute(() -> {
@@ -591,19 +601,10 @@ final class EmulatedServer implements AutoCloseable {
         error(ex, 400, "BadRequestError", "the request is not valid HTTP/1.1");
         return;
       }
-      String path;
-      try {
-        // origin-form ("/v1/models?x") is read after a scheme and host of its own, so that a
-        // path starting with "//" stays a path instead of naming a host ("//v1/models" was path
-        // "/models" of host "v1")
-        path = URI.create(ex.uri.startsWith("/") ? "http://localhost" + ex.uri : ex.uri)
-            .getPath();
-      } catch (IllegalArgumentException e) {
+      String path = path(ex.uri);
+      if (path == null) {
         error(ex, 400, "BadRequestError", "the request target is not a valid URI");
         return;
-      }
-      if (path == null) {
-        path = "";
       }
       String method = ex.method;
       if (stopping) {
@@ -620,16 +621,12 @@ final class EmulatedServer implements AutoCloseable {
             error(ex, 405, "MethodNotAllowed", "use POST");
             return;
           }
-          RequestBody body;
-          try {
-            body = RequestBody.read(ex.body, vocab());
-          } catch (RequestBody.Malformed e) {
-            error(ex, 400, "BadRequestError", String.valueOf(e.getMessage()));
+          Object parsed = ex.parse(vocab());
+          if (parsed instanceof String malformed) {
+            error(ex, 400, "BadRequestError", malformed);
             return;
-          } finally {
-            // read: its bytes are no longer held
-            ex.releaseBody();
           }
+          RequestBody body = (RequestBody) parsed;
           if (path.equals("/tokenize")) {
             tokenizeEndpoint(ex, body);
           } else {
@@ -644,6 +641,30 @@ final class EmulatedServer implements AutoCloseable {
       // a bug answers no request: the connection closes, as the JDK's server closed it
       ex.channel.close();
     }
+  }
+
+  /**
+   * The path of a request target, or null when the target is not a valid URI. Origin-form
+   * ("/v1/models?x") is read after a scheme and host of its own, so that a path starting with
+   * "//" stays a path instead of naming a host ("//v1/models" was path "/models" of host "v1").
+   */
+  private static @Nullable String path(String uri) {
+    try {
+      String path = URI.create(uri.startsWith("/") ? "http://localhost" + uri : uri).getPath();
+      return path == null ? "" : path;
+    } catch (IllegalArgumentException e) {
+      return null;
+    }
+  }
+
+  /** Whether {@link #handle} parses the request's body (a POST to an endpoint that has one). */
+  private static boolean readsBody(Exchange ex) {
+    if (ex.malformed || !ex.method.equals("POST")) {
+      return false;
+    }
+    String path = path(ex.uri);
+    return "/v1/completions".equals(path) || "/v1/chat/completions".equals(path)
+        || "/tokenize".equals(path);
   }
 
   /** The prompt's token IDs, or a message naming what is wrong (never the prompt itself). */
@@ -1281,6 +1302,8 @@ final class EmulatedServer implements AutoCloseable {
     byte[] body;
     // the body's bytes reserved in the budget, given back once
     long reserved;
+    // the body once parsed (a RequestBody, or why it is malformed)
+    private @Nullable Object parsed;
     private final BodyBudget budget;
     // the answer's last write handed to the I/O thread, for a stop to wait for
     volatile @Nullable ChannelFuture lastWrite;
@@ -1297,6 +1320,35 @@ final class EmulatedServer implements AutoCloseable {
       this.malformed = !req.decoderResult().isSuccess();
       this.http10 = req.protocolVersion().equals(HttpVersion.HTTP_1_0);
       this.keepAlive = HttpUtil.isKeepAlive(req);
+    }
+
+    /**
+     * The body parsed: a {@link RequestBody}, or the message naming why it is not valid JSON.
+     * Parsed once, by whichever thread comes first (a pipelined request's is parsed as soon as it
+     * is read; its turn finds it done), its bytes given back to the budget then.
+     */
+    synchronized Object parse(int vocab) {
+      Object p = parsed;
+      if (p == null) {
+        try {
+          p = RequestBody.read(body, vocab);
+        } catch (RequestBody.Malformed e) {
+          p = String.valueOf(e.getMessage());
+        } finally {
+          releaseBody();
+        }
+        parsed = p;
+      }
+      return p;
+    }
+
+    /**
+     * The request is answered: neither its body nor what was parsed of it is held any more (the
+     * connection keeps its last exchange until the next request).
+     */
+    synchronized void answered() {
+      parsed = null;
+      releaseBody();
     }
 
     /** Drops the body (parsed, or never to be) and gives its bytes back to the budget. */
