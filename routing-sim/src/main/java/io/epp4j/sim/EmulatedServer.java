@@ -94,6 +94,7 @@ final class EmulatedServer implements AutoCloseable {
   // the loops reading tokens (one element each) end on it
   private static final int[] CLIENT_GONE = {-3, 0};
   private static final byte[] EMPTY = new byte[0];
+  private static final String PROMPT_REQUIRED = "field 'prompt' is required";
   /**
    * Requests of one connection read and not yet answered in full at which the server stops
    * reading it, until one is answered: a client that pipelines thousands of requests is held back
@@ -688,7 +689,7 @@ final class EmulatedServer implements AutoCloseable {
     }
     RequestBody.Prompt prompt = body.prompt();
     if (prompt == null) {
-      return "field 'prompt' is required";
+      return PROMPT_REQUIRED;
     }
     if (prompt instanceof RequestBody.Text t) {
       return tokenizeText(t.text());
@@ -709,19 +710,13 @@ final class EmulatedServer implements AutoCloseable {
 
   private void complete(Exchange ex, RequestBody request, boolean chat) throws IOException {
     JsonNode body = request.fields();
+    // First what vLLM's request model (pydantic) refuses, before any model is looked up or any
+    // prompt tokenized: a field of the wrong type, a missing prompt, stream options without a
+    // stream. Then the model (404), then the prompt's tokens and the lengths, as vLLM's serving
+    // code checks them. A request wrong in several ways is told what vLLM would tell it first.
     JsonNode modelNode = body.get("model");
     if (modelNode != null && !modelNode.isNull() && !modelNode.isTextual()) {
-      // vLLM's request validation refuses it before any model is looked up
       error(ex, 400, "BadRequestError", "field 'model' must be a string");
-      return;
-    }
-    // as vLLM's model check: a name left out, null or empty is the base model
-    String requested = modelNode == null || modelNode.isNull() || modelNode.asText().isEmpty()
-        ? model : modelNode.asText();
-    int adapter = loraAdapters.indexOf(requested);
-    if (!model.equals(requested) && adapter < 0) {
-      error(ex, 404, "NotFoundError", "the model in field 'model' does not exist; this server"
-          + " serves " + model + (loraAdapters.isEmpty() ? "" : " and its LoRA adapters"));
       return;
     }
     JsonNode saltNode = body.get("cache_salt");
@@ -759,42 +754,12 @@ final class EmulatedServer implements AutoCloseable {
               : "a " + nNode.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
       return;
     }
-    Object parsed = promptTokens(request, chat);
-    if (parsed instanceof String msg) {
-      error(ex, 400, "BadRequestError", msg);
-      return;
-    }
-    int[] prompt = (int[]) parsed;
     String maxField = chat && body.hasNonNull("max_completion_tokens")
         ? "max_completion_tokens" : "max_tokens";
     JsonNode maxNode = body.get(maxField);
-    int maxTokens = DEFAULT_MAX_TOKENS;
-    if (maxNode != null && !maxNode.isNull()) {
-      Integer max = laxInt(maxNode);
-      if (max == null || max < 1) {
-        error(ex, 400, "BadRequestError", "field '" + maxField + "' must be an integer >= 1");
-        return;
-      }
-      maxTokens = max;
-    }
-    int maxLen = cluster.profile().maxModelLen();
-    if ((chat && maxNode == null) || (maxNode != null && maxNode.isNull())) {
-      // vLLM's chat default, and a completion's explicit null (its field default of 16 applies
-      // only when the field is left out), is the rest of the context: only a prompt that fills
-      // it is refused
-      if (prompt.length >= maxLen) {
-        error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
-            + " tokens. However, your request has " + prompt.length + " input tokens. Please"
-            + " reduce the length of the input messages.");
-        return;
-      }
-      maxTokens = Math.min(maxTokens, maxLen - prompt.length);
-    }
-    if ((long) prompt.length + maxTokens > maxLen) {
-      error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
-          + " tokens. However, you requested " + ((long) prompt.length + maxTokens)
-          + " tokens (" + prompt.length + " in the messages, " + maxTokens
-          + " in the completion). Please reduce the length of the messages or completion.");
+    Integer max = maxNode == null || maxNode.isNull() ? null : laxInt(maxNode);
+    if (maxNode != null && !maxNode.isNull() && max == null) {
+      error(ex, 400, "BadRequestError", "field '" + maxField + "' must be an integer >= 1");
       return;
     }
     // vLLM's StreamOptions.include_usage defaults to true: stream_options without it (e.g. {} or
@@ -822,6 +787,59 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     boolean returnTokenIds = returnTokenIdsValue;
+    // a chat's messages and a completion's prompt left out are the request model's errors too
+    // (a prompt's bad token IDs are the engine's, after the model: they wait for the tokens)
+    if (chat && request.messages() instanceof String bad) {
+      error(ex, 400, "BadRequestError", bad);
+      return;
+    }
+    if (!chat && request.prompt() == null) {
+      error(ex, 400, "BadRequestError", PROMPT_REQUIRED);
+      return;
+    }
+    // as vLLM's model check: a name left out, null or empty is the base model
+    String requested = modelNode == null || modelNode.isNull() || modelNode.asText().isEmpty()
+        ? model : modelNode.asText();
+    int adapter = loraAdapters.indexOf(requested);
+    if (!model.equals(requested) && adapter < 0) {
+      error(ex, 404, "NotFoundError", "the model in field 'model' does not exist; this server"
+          + " serves " + model + (loraAdapters.isEmpty() ? "" : " and its LoRA adapters"));
+      return;
+    }
+    Object parsed = promptTokens(request, chat);
+    if (parsed instanceof String msg) {
+      error(ex, 400, "BadRequestError", msg);
+      return;
+    }
+    int[] prompt = (int[]) parsed;
+    int maxTokens = DEFAULT_MAX_TOKENS;
+    if (max != null) {
+      if (max < 1) {
+        error(ex, 400, "BadRequestError", "field '" + maxField + "' must be an integer >= 1");
+        return;
+      }
+      maxTokens = max;
+    }
+    int maxLen = cluster.profile().maxModelLen();
+    if ((chat && maxNode == null) || (maxNode != null && maxNode.isNull())) {
+      // vLLM's chat default, and a completion's explicit null (its field default of 16 applies
+      // only when the field is left out), is the rest of the context: only a prompt that fills
+      // it is refused
+      if (prompt.length >= maxLen) {
+        error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
+            + " tokens. However, your request has " + prompt.length + " input tokens. Please"
+            + " reduce the length of the input messages.");
+        return;
+      }
+      maxTokens = Math.min(maxTokens, maxLen - prompt.length);
+    }
+    if ((long) prompt.length + maxTokens > maxLen) {
+      error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
+          + " tokens. However, you requested " + ((long) prompt.length + maxTokens)
+          + " tokens (" + prompt.length + " in the messages, " + maxTokens
+          + " in the completion). Please reduce the length of the messages or completion.");
+      return;
+    }
 
     LinkedBlockingQueue<int[]> out = new LinkedBlockingQueue<>();
     // {token} for a token, {-1, prompt, cached, completion} when done, {-2, 0} when aborted:

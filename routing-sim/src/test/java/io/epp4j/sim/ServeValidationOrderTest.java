@@ -1,0 +1,89 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.net.http.HttpResponse;
+import java.util.StringJoiner;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A request wrong in several ways is told first what vLLM tells it first: a body that is not
+ * JSON, then what its request model (pydantic) refuses (a field of the wrong type, a missing
+ * prompt or chat), then a model it does not serve (404), then what needs the prompt's tokens (an
+ * ID out of vocabulary, the context length) and {@code max_tokens} below 1.
+ */
+@Timeout(60)
+class ServeValidationOrderTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final String UNKNOWN = "\"model\":\"no-such-model\"";
+  private final OneReplica replica = new OneReplica();
+
+  @AfterEach
+  void close() {
+    replica.close();
+  }
+
+  @Test
+  void aBodyThatIsNotJsonIsSaidSoBeforeAnythingElse() throws Exception {
+    int port = replica.start();
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"stream\":\"maybe\"", 400,
+        "not valid JSON");
+  }
+
+  @Test
+  void aFieldOfTheWrongTypeIsNamedBeforeAnUnknownModel() throws Exception {
+    int port = replica.start();
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"prompt\":[1,2,3],"
+        + "\"stream\":\"maybe\"}", 400, "'stream'");
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"prompt\":[1,2,3],"
+        + "\"max_tokens\":\"lots\"}", 400, "'max_tokens'");
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"prompt\":[1,2,3],"
+        + "\"return_token_ids\":\"please\"}", 400, "'return_token_ids'");
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"prompt\":[1,2,3],"
+        + "\"cache_salt\":\"\"}", 400, "'cache_salt'");
+  }
+
+  @Test
+  void aMissingPromptOrChatIsNamedBeforeAnUnknownModel() throws Exception {
+    int port = replica.start();
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"max_tokens\":1}", 400, "'prompt'");
+    assertError(port, "/v1/chat/completions", "{" + UNKNOWN + ",\"max_tokens\":1}", 400,
+        "'messages'");
+  }
+
+  @Test
+  void whatNeedsThePromptsTokensComesAfterTheModel() throws Exception {
+    int port = replica.start();
+    int vocab = HardwareProfile.qwen3H100Mps6().vocab();
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"prompt\":[1," + vocab + "]}", 404,
+        "model");
+    // vLLM checks max_tokens >= 1 in its sampling parameters, after the model
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"prompt\":[1,2,3],"
+        + "\"max_tokens\":0}", 404, "model");
+  }
+
+  @Test
+  void aFieldOfTheWrongTypeIsNamedBeforeAPromptOverTheContext() throws Exception {
+    int port = replica.start();
+    StringJoiner ids = new StringJoiner(",", "[", "]");
+    for (int i = 0; i <= HardwareProfile.qwen3H100Mps6().maxModelLen(); i++) {
+      ids.add("7");
+    }
+    assertError(port, "/v1/completions", "{\"prompt\":" + ids + ",\"max_tokens\":1,"
+        + "\"return_token_ids\":\"please\"}", 400, "'return_token_ids'");
+    assertError(port, "/v1/completions", "{\"prompt\":" + ids + ",\"max_tokens\":1,"
+        + "\"stream\":true,\"stream_options\":{\"include_usage\":\"sure\"}}", 400,
+        "'stream_options.include_usage'");
+  }
+
+  private void assertError(int port, String path, String body, int status, String named)
+      throws Exception {
+    HttpResponse<String> res = replica.post(port, path, body);
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(status);
+    assertThat(JSON.readTree(res.body()).at("/error/message").asText()).as(body.length() > 200
+        ? body.substring(0, 200) : body).contains(named);
+  }
+}
