@@ -106,9 +106,9 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     PrefixHits hits = state.get(PrefixHits.KEY);
     long uncached = uncachedTokens(request, hits, id);
     long output = outputTokens(request);
-    Held h = new Held(id, uncached, output, now);
+    Held h = new Held(id, load(id), uncached, output, now);
     if (held.putIfAbsent(request, h) == null) {
-      load(id).add(uncached + output, 1);
+      h.load.add(uncached + output, 1);
     }
   }
 
@@ -148,7 +148,8 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
-    // requests still held there release into a load nobody reads any more
+    // requests still held there release into the removed load, which nobody reads any more: not
+    // into the one the endpoint gets if it comes back, which counts only the requests after that
     loads.remove(endpoint.id());
   }
 
@@ -193,16 +194,21 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     }
   }
 
-  /** What one request holds, and where; every change under its own lock. */
+  /**
+   * What one request holds, and where; every change under its own lock. It gives back to the
+   * counters it added to, even after its endpoint left the pool and came back with new ones.
+   */
   private final class Held {
     private String endpoint;
+    private Load load;
     private long prompt;
     private long output;
     private boolean ended;
     volatile long touchedNanos;
 
-    Held(String endpoint, long prompt, long output, long now) {
+    Held(String endpoint, Load load, long prompt, long output, long now) {
       this.endpoint = endpoint;
+      this.load = load;
       this.prompt = prompt;
       this.output = output;
       this.touchedNanos = now;
@@ -214,7 +220,8 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
       }
       take(prompt + output, 1);
       endpoint = to;
-      load(to).add(prompt + output, 1);
+      load = load(to);
+      load.add(prompt + output, 1);
     }
 
     synchronized void releasePrompt() {
@@ -234,10 +241,7 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     }
 
     private void take(long tokens, long requests) {
-      Load l = loads.get(endpoint);
-      if (l != null) {
-        l.add(-tokens, -requests);
-      }
+      load.add(-tokens, -requests);
     }
   }
 

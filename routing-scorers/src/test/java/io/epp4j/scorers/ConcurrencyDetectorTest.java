@@ -95,6 +95,36 @@ class ConcurrencyDetectorTest {
   }
 
   @Test
+  void requestsThatOutliveTheirEndpointsLeavingDoNotUncountTheRequestsAfterItsReturn() {
+    try (Router r = router("{maxConcurrency: 2}", true)) {
+      List<RoutingDecision> before = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        before.add(r.route(request(0, 10)));
+      }
+      // both endpoints leave (a discovery blip) and come back while those four are served
+      r.setEndpoints(List.of());
+      r.setEndpoints(POOL);
+      List<RoutingDecision> after = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        RoutingDecision d = r.route(request(0, 10));
+        assertThat(d.isRouted()).isTrue();
+        after.add(d);
+      }
+      // the four from before the blip end: they were counted on the endpoints that left
+      for (RoutingDecision d : before) {
+        d.onComplete(Usage.NONE);
+      }
+      // the four routed since still fill both endpoints to their limit of two
+      assertThat(r.poolSaturation()).isCloseTo(1.0, within(1e-12));
+      RoutingDecision none = r.route(request(0, 10));
+      assertThat(none.rejection()).isNotNull();
+      assertThat(none.rejection().reason()).isEqualTo(Rejection.Reason.NO_ENDPOINTS);
+      after.forEach(d -> d.onComplete(Usage.NONE));
+      assertThat(r.poolSaturation()).isZero();
+    }
+  }
+
+  @Test
   void aFileThatOnlyNamesItGetsOneWithTheDefaults() {
     try (Router r = Router.builder().endpoints(POOL).configYaml("""
         flowControl:
