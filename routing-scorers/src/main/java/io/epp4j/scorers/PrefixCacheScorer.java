@@ -673,6 +673,19 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
     } else {
       int given = p.getInt("blockSizeTokens", block, producer ? 0 : 1, MAX_BLOCK_SIZE_TOKENS);
       block = given == 0 ? block : given;
+      if (p.has(chars)) {
+        // the same setting under its earlier name: read, so that a second value is not
+        // reported as a parameter epp4j does not use, and refused when it says otherwise
+        int before = p.errors().size();
+        int other = p.getInt(chars, 64, 1, 4 << 20);
+        int otherTokens = producer ? Math.min(other, MAX_BLOCK_SIZE_TOKENS)
+            : Math.max(1, other / 4);
+        if (p.errors().size() == before && otherTokens != block) {
+          p.error(chars, "names the same setting as 'blockSizeTokens', which is given too: "
+              + other + (producer ? " tokens" : " characters (" + otherTokens + " tokens)")
+              + " against " + block + " tokens; give one");
+        }
+      }
     }
     if (block < least) {
       p.notice(blockName, "is " + block + " tokens; raised to " + least

@@ -1,5 +1,6 @@
 package io.epp4j.scorers;
 
+import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.epp4j.api.Endpoint;
@@ -39,5 +40,29 @@ class ParameterAliasesTest {
   @Test
   void bothNamesOfThePrefixBlockSizeInCharactersAreRefused() {
     refused("prefix-cache-scorer", "{hashBlockSize: 64, blockSize: 128}", "blockSize");
+  }
+
+  @Test
+  void aBlockSizeInCharactersBesideAnotherInTokensIsRefused() {
+    // 256 characters are 64 tokens, not the 16 blockSizeTokens says: one would be dropped
+    refused("prefix-cache-scorer", "{blockSizeTokens: 16, hashBlockSize: 256}", "hashBlockSize");
+    refused("prefix-cache-scorer", "{blockSizeTokens: 16, blockSize: 256}", "blockSize");
+    // the producer reads its deprecated blockSize in tokens
+    refused("approx-prefix-cache-producer", "{blockSizeTokens: 64, blockSize: 128}", "blockSize");
+  }
+
+  @Test
+  void aBlockSizeInCharactersThatAgreesWithTheOneInTokensLoadsWithoutAWarning() {
+    String yaml = """
+        plugins:
+        - type: prefix-cache-scorer
+          parameters: {blockSizeTokens: 16, hashBlockSize: 64}
+        - type: random-picker
+        """;
+    try (Router r = Router.builder().endpoints(POOL).configYaml(yaml, "t.yaml").build()) {
+      assertThat(r.config().warnings()).noneMatch(w -> w.contains("hashBlockSize"));
+      assertThat(r.config().plugins().get("prefix-cache-scorer").toString())
+          .contains("blockSizeTokens=16");
+    }
   }
 }
