@@ -106,9 +106,21 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     PrefixHits hits = state.get(PrefixHits.KEY);
     long uncached = uncachedTokens(request, hits, id);
     long output = outputTokens(request);
-    Held h = new Held(id, load(id), uncached, output, now);
+    // a disaggregated request's prompt is computed on its prefill pick, which holds it until the
+    // first token, as upstream counts every profile's pick
+    Endpoint prefill = decision.secondaryEndpoint(PdProfileHandler.PREFILL_PROFILE);
+    Load prefillLoad = null;
+    long prefillTokens = 0;
+    if (prefill != null && !prefill.id().equals(id)) {
+      prefillLoad = load(prefill.id());
+      prefillTokens = uncachedTokens(request, hits, prefill.id());
+    }
+    Held h = new Held(id, load(id), uncached, output, prefillLoad, prefillTokens, now);
     if (held.putIfAbsent(request, h) == null) {
       h.load.add(uncached + output, 1);
+      if (prefillLoad != null) {
+        prefillLoad.add(prefillTokens, 1);
+      }
     }
   }
 
@@ -203,12 +215,18 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     private Load load;
     private long prompt;
     private long output;
+    /** The prefill pick's counters while it computes the prompt, else null. */
+    private @Nullable Load prefillLoad;
+    private long prefillPrompt;
     private boolean ended;
     volatile long touchedNanos;
 
-    Held(String endpoint, Load load, long prompt, long output, long now) {
+    Held(String endpoint, Load load, long prompt, long output, @Nullable Load prefillLoad,
+        long prefillPrompt, long now) {
       this.endpoint = endpoint;
       this.load = load;
+      this.prefillLoad = prefillLoad;
+      this.prefillPrompt = prefillPrompt;
       this.prompt = prompt;
       this.output = output;
       this.touchedNanos = now;
@@ -229,6 +247,9 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
         take(prompt, 0);
         prompt = 0;
       }
+      if (!ended) {
+        releasePrefill();
+      }
     }
 
     synchronized void releaseAll() {
@@ -237,6 +258,17 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
         take(prompt + output, 1);
         prompt = 0;
         output = 0;
+        releasePrefill();
+      }
+    }
+
+    /** The prefill pick is done with the request (its first token came, or it ended). */
+    private void releasePrefill() {
+      Load l = prefillLoad;
+      if (l != null) {
+        l.add(-prefillPrompt, -1);
+        prefillLoad = null;
+        prefillPrompt = 0;
       }
     }
 

@@ -50,6 +50,70 @@ class InFlightLoadReadersTest {
     assertThat(scores[0]).isCloseTo(1 - 400 / 4000.0, within(1e-12));
   }
 
+  static InferenceRequest distinct(String id, int n, int seed) {
+    int[] ids = new int[n];
+    for (int i = 0; i < n; i++) {
+      ids[i] = seed * 1_000_003 + i;
+    }
+    return InferenceRequest.builder().requestId(id).model("m").tokenIds(ids).maxTokens(10)
+        .build();
+  }
+
+  @Test
+  void aDisaggregatedRequestCountsOnItsPrefillEndpointUntilTheFirstToken() {
+    // llm-d's P/D guide in shape: the prefill profile takes the least token load
+    String yaml = """
+        plugins:
+        - type: always-disagg-pd-decider
+        - type: disagg-profile-handler
+          parameters: {deciders: {prefill: always-disagg-pd-decider}}
+        - type: prefill-filter
+        - type: decode-filter
+        - type: inflight-load-producer
+        - type: token-load-scorer
+        - type: active-request-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: prefill
+          plugins: [{pluginRef: prefill-filter}, {pluginRef: token-load-scorer},
+            {pluginRef: max-score-picker}]
+        - name: decode
+          plugins: [{pluginRef: decode-filter}, {pluginRef: active-request-scorer},
+            {pluginRef: max-score-picker}]
+        """;
+    List<Endpoint> pool = List.of(Endpoint.parseWithRole("10.0.1.1:8000=prefill"),
+        Endpoint.parseWithRole("10.0.1.2:8000=prefill"),
+        Endpoint.parseWithRole("10.0.2.1:8000=decode"));
+    try (Router r = Router.builder().endpoints(pool).configYaml(yaml, "pd.yaml").randomSeed(5)
+        .build()) {
+      InFlightLoadProducer load =
+          (InFlightLoadProducer) r.config().plugins().get("inflight-load-producer");
+      RoutingDecision first = r.route(distinct("a", 4000, 1));
+      Endpoint prefill = PdProfileHandler.prefillEndpoint(first);
+      assertThat(prefill).isNotNull();
+      String decode = first.primary().id();
+      // the prompt is computed on the prefill endpoint: it holds the request until then
+      assertThat(load.requests(prefill.id())).isEqualTo(1);
+      assertThat(load.tokens(prefill.id())).isEqualTo(4000);
+      assertThat(load.requests(decode)).isEqualTo(1);
+      // so the next prompt's prefill goes to the idle prefill endpoint
+      RoutingDecision second = r.route(distinct("b", 4000, 2));
+      assertThat(PdProfileHandler.prefillEndpoint(second)).isNotNull()
+          .isNotEqualTo(prefill);
+      // the first token ends the prefill; the decode endpoint holds the request until its end
+      first.onFirstToken();
+      assertThat(load.requests(prefill.id())).isZero();
+      assertThat(load.tokens(prefill.id())).isZero();
+      assertThat(load.requests(decode)).isEqualTo(2);
+      first.onComplete(Usage.NONE);
+      second.onFailure(new java.io.IOException("reset"));
+      for (Endpoint e : pool) {
+        assertThat(load.requests(e.id())).as(e.id()).isZero();
+        assertThat(load.tokens(e.id())).as(e.id()).isZero();
+      }
+    }
+  }
+
   @Test
   void throughTheRouterTheScorersFindTheFilesProducer() {
     String yaml = """
