@@ -588,8 +588,11 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     int overloadedCount = 0;
     int distinct = 0;
     int size = t.size();
+    // a stand-in read from another candidate list's table places only the candidates that list
+    // had: the walk stops once it has met them all instead of going round the whole table
+    int placed = t instanceof Restricted r ? r.present : n;
     // walk clockwise from the hashed position; the first distinct hosts are primary then fallbacks
-    for (int step = 0; step < size && chosenCount < k && distinct < n; step++) {
+    for (int step = 0; step < size && chosenCount < k && distinct < placed; step++) {
       int p = pos + step;
       if (p >= size) {
         p -= size;
@@ -605,6 +608,21 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
         overloaded[overloadedCount++] = host;
       } else {
         chosen[chosenCount++] = host;
+      }
+    }
+    // candidates the table has no position for (newcomers while their table is being built, hosts
+    // a table too small left out) complete the fallbacks after those it placed, in their order
+    for (int i = 0; i < n && chosenCount < k && distinct < n; i++) {
+      if (seen[i]) {
+        continue;
+      }
+      seen[i] = true;
+      distinct++;
+      if (balanceFactor != 0
+          && isOverloaded(candidates.get(i), t.normalizedWeights[i], totalInFlight)) {
+        overloaded[overloadedCount++] = i;
+      } else {
+        chosen[chosenCount++] = i;
       }
     }
     // every host overloaded (or too few left): take overloaded ones in clockwise order

@@ -113,6 +113,38 @@ class RingHashOffRouteTest {
     }
   }
 
+  /**
+   * While a joined endpoint's ring is being built, routes read the previous ring, which has no
+   * place for it: it still completes the fallbacks a picker of maxNumOfEndpoints returns, after
+   * the endpoints the previous ring places.
+   */
+  @Test
+  void aNewcomerWithoutAPlaceInTheStandInStillCompletesTheFallbacks() throws Exception {
+    // a ring of 131,072 entries for even weights: built off the routing thread
+    RingHashPicker picker = RingHashPicker.create("session", 1 << 17,
+        RingHashPicker.DEFAULT_MAXIMUM_RING_SIZE, 0, 3);
+    try {
+      List<Endpoint> two = List.of(Endpoint.parse("10.4.1.1:8000"),
+          Endpoint.parse("10.4.1.2:8000"));
+      TestCandidates.joined(picker, candidates(two));
+      assertThat(picker.awaitBuilds(60, TimeUnit.SECONDS)).as("ring of two built").isTrue();
+      CountDownLatch hold = MaglevOffRouteTest.holdBuilder(picker);
+      Endpoint newcomer = Endpoint.parse("10.4.1.3:8000");
+      picker.onEndpointAdded(newcomer);
+      List<Endpoint> three = List.of(two.get(0), two.get(1), newcomer);
+      for (int i = 0; i < 20; i++) {
+        List<Candidate> picked = picker.pick(session("user-" + i), state(), candidates(three),
+            new double[3]);
+        assertThat(picked).extracting(Candidate::id).as("user-" + i)
+            .containsExactlyInAnyOrder("10.4.1.1:8000", "10.4.1.2:8000", "10.4.1.3:8000");
+        assertThat(picked.get(2).id()).as("placed by no ring yet: last").isEqualTo(newcomer.id());
+      }
+      hold.countDown();
+    } finally {
+      picker.close();
+    }
+  }
+
   static List<Candidate> candidates(List<Endpoint> endpoints) {
     List<Candidate> out = new ArrayList<>();
     for (Endpoint e : endpoints) {
