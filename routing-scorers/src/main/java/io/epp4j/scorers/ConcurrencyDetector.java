@@ -54,6 +54,8 @@ final class ConcurrencyDetector implements SaturationDetector, Filter, OwnsInFli
     if (n == 0) {
       return 1.0;
     }
+    // a saturated pool sheds, and a route that is shed sweeps nothing: sweep here
+    load.expireOverdue();
     long requests = 0;
     long tokens = 0;
     double hybrid = 0;
@@ -78,6 +80,8 @@ final class ConcurrencyDetector implements SaturationDetector, Filter, OwnsInFli
   @Override
   public List<Candidate> filter(InferenceRequest request, CycleState state,
       List<Candidate> candidates) {
+    // a route this filter leaves without endpoints sweeps nothing either
+    load.expireOverdue();
     long requestLimit = (long) (maxConcurrency * (1.0 + headroom));
     long tokenLimit = (long) (maxTokenConcurrency * (1.0 + headroom));
     int n = candidates.size();

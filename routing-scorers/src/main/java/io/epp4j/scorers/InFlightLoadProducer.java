@@ -176,6 +176,15 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     return loads.computeIfAbsent(id, k -> new Load());
   }
 
+  /**
+   * Forgets the requests the gateway never finished that are past the maximum age, if a sweep is
+   * due: for a reader that may refuse every route (a full pool's detector), after which no
+   * {@link #afterRouting} would come to sweep them, and the refusals would last for good.
+   */
+  void expireOverdue() {
+    sweepIfDue(ticker.nanos());
+  }
+
   /** Forgets requests the gateway never finished, at most once per eighth of the maximum age. */
   private void sweepIfDue(long now) {
     long due = nextSweep.get();

@@ -125,6 +125,35 @@ class ConcurrencyDetectorTest {
   }
 
   @Test
+  void requestsTheGatewayNeverFinishesStopFillingTheEndpointsAfterTheMaximumAge() {
+    java.util.concurrent.atomic.AtomicLong now = new java.util.concurrent.atomic.AtomicLong();
+    try (Router r = Router.builder().endpoints(POOL).randomSeed(3).ticker(now::get)
+        .inFlightMaxAge(java.time.Duration.ofSeconds(60)).configYaml("""
+            flowControl:
+              saturationDetector: {pluginRef: concurrency-detector}
+            plugins:
+            - type: concurrency-detector
+              parameters: {maxConcurrency: 1}
+            - type: max-score-picker
+            schedulingProfiles:
+            - name: default
+              plugins: [{pluginRef: concurrency-detector}, {pluginRef: max-score-picker}]
+            """, "c.yaml").build()) {
+      // two requests whose end the gateway never reports fill both endpoints
+      assertThat(r.route(request(0, 10)).isRouted()).isTrue();
+      assertThat(r.route(request(0, 10)).isRouted()).isTrue();
+      assertThat(r.route(request(0, 10)).rejection()).isNotNull();
+      assertThat(r.route(request(-1, 10)).rejection()).isNotNull();
+      // past the maximum age they are forgotten, though no route has succeeded since
+      now.addAndGet(java.time.Duration.ofSeconds(61).toNanos());
+      assertThat(r.poolSaturation()).isZero();
+      RoutingDecision d = r.route(request(-1, 10));
+      assertThat(d.isRouted()).isTrue();
+      d.onComplete(Usage.NONE);
+    }
+  }
+
+  @Test
   void aFileThatOnlyNamesItGetsOneWithTheDefaults() {
     try (Router r = Router.builder().endpoints(POOL).configYaml("""
         flowControl:
