@@ -291,7 +291,12 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
       }
     }
     if (stopgap != null) {
-      return stopgap; // its exact table is being built
+      // its exact table is being built, or was built and has since left the cache while this
+      // stand-in stayed (two routes that missed at once each installed one, and the exact table
+      // replaced only one of them): asked for again, it is built once more in the second case
+      // and the request is dropped as a duplicate in the first
+      buildLater(stopgap.endpoints);
+      return stopgap;
     }
     Endpoint[] eps = endpointsOf(candidates);
     if (plannedSize(eps) <= routeBuildLimit()) {
@@ -331,8 +336,11 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     }
   }
 
-  /** Caches {@code t}, in place of a stand-in for the same endpoints if there is one. */
-  private void install(Table t) {
+  /**
+   * Caches {@code t}, in place of a stand-in for the same endpoints if there is one
+   * (package-private for tests, which install a second stand-in as two racing routes would).
+   */
+  void install(Table t) {
     if (!t.provisional()) {
       latest = t;
       for (int i = 0; i < CACHED_TABLES; i++) {

@@ -145,6 +145,53 @@ class RingHashOffRouteTest {
     }
   }
 
+  /**
+   * Two routes that miss at once each install a stand-in, and the exact ring replaces only one.
+   * Once the exact ring has left the cache (other candidate lists took its slot), the stand-in
+   * that stayed must not answer for good: the route it answers asks for the exact ring again.
+   */
+  @Test
+  void aStandInThatOutlivesItsExactRingIsReplacedAgain() throws Exception {
+    int minRing = 1 << 17; // every ring here is built off the routing thread
+    RingHashPicker picker = RingHashPicker.create("session", minRing,
+        RingHashPicker.DEFAULT_MAXIMUM_RING_SIZE, 0, 1);
+    try {
+      List<Endpoint> three = List.of(Endpoint.parse("10.4.2.1:8000"),
+          Endpoint.parse("10.4.2.2:8000"), Endpoint.parse("10.4.2.3:8000"));
+      Endpoint[] eps = three.toArray(new Endpoint[0]);
+      List<Candidate> all = candidates(three);
+      CountDownLatch hold = MaglevOffRouteTest.holdBuilder(picker);
+      picker.pick(session("first"), state(), all, new double[3]); // a stand-in, build queued
+      RingHashPicker.Ring second = picker.provisional(eps);
+      picker.install(second); // the racing route's stand-in
+      hold.countDown();
+      assertThat(picker.awaitBuilds(60, TimeUnit.SECONDS)).isTrue();
+      // three other candidate lists' tables push the exact ring out; the second stand-in stays
+      for (int i = 0; i < 3; i++) {
+        picker.install(picker.provisional(new Endpoint[] {
+            Endpoint.parse("10.4.3." + (i + 1) + ":8000"), Endpoint.parse("10.4.4.1:8000")}));
+      }
+      picker.pick(session("again"), state(), all, new double[3]);
+      assertThat(picker.awaitBuilds(60, TimeUnit.SECONDS)).isTrue();
+      RingHashPicker.Ring exact = new RingHashPicker.Ring(eps, minRing,
+          RingHashPicker.DEFAULT_MAXIMUM_RING_SIZE, false);
+      int standInDiffers = 0;
+      for (int i = 0; i < 500; i++) {
+        String key = "user-" + i;
+        long hash = Xxh64.hash(key, 0);
+        String expected = three.get(exact.hostAt(exact.position(hash))).id();
+        if (!three.get(second.hostAt(second.position(hash))).id().equals(expected)) {
+          standInDiffers++;
+        }
+        assertThat(picker.pick(session(key), state(), all, new double[3]).get(0).id()).as(key)
+            .isEqualTo(expected);
+      }
+      assertThat(standInDiffers).as("keys the stand-in places elsewhere").isPositive();
+    } finally {
+      picker.close();
+    }
+  }
+
   static List<Candidate> candidates(List<Endpoint> endpoints) {
     List<Candidate> out = new ArrayList<>();
     for (Endpoint e : endpoints) {
