@@ -172,8 +172,12 @@ final class ConfigLoader {
     return load.finish(handler, saturation);
   }
 
-  /** The YAML text as a mapping, or the one error that stops the load before any plugin exists. */
-  private static Result<Map<?, ?>> readDocument(String yaml, String source) {
+  /**
+   * The YAML text as a mapping, or the one error that stops the load before any plugin exists.
+   * Anchors, aliases and merge keys are resolved here, so whatever else reads the file (a reload
+   * comparing each plugin's parameters with the running ones) must read it through this too.
+   */
+  static Result<Map<?, ?>> readDocument(String yaml, String source) {
     Object root;
     try (JsonParser p = YAML.getFactory().createParser(yaml)) {
       root = p.nextToken() == null ? null : new YamlReader(p, yaml).read();

@@ -1,7 +1,5 @@
 package io.epp4j.core;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.epp4j.api.Filter;
 import io.epp4j.api.Parameters;
 import io.epp4j.api.Picker;
@@ -38,8 +36,6 @@ import org.jspecify.annotations.Nullable;
  * routing never goes through a view.
  */
 final class PluginReuse {
-  private static final ObjectMapper YAML = new ObjectMapper(new YAMLFactory());
-
   /**
    * How a configuration file declared a plugin, and the instance it got. {@code composite}: its
    * provider looked through the plugins created before it ({@code earlierPlugins}); {@code
@@ -90,18 +86,17 @@ final class PluginReuse {
   }
 
   /**
-   * Each plugin's parameters as the loader will see them, by plugin name. Anything malformed is
-   * skipped here: the loader reports it, and a plugin missing here is simply created anew.
+   * Each plugin's parameters as the loader will see them, by plugin name: read by the loader's
+   * own reader, which resolves anchors, aliases and merge keys. Read as plain YAML, parameters
+   * given by an alias ({@code parameters: *shared}, {@code label: *name}, {@code <<: *base})
+   * were the alias's name, the same in every file, so a reload that changed the anchored values
+   * kept such a plugin running with the old ones. Anything malformed is skipped here: the loader
+   * reports it, and a plugin missing here is simply created anew.
    */
   private static Map<String, Map<String, Object>> declaredParameters(String yaml) {
     Map<String, Map<String, Object>> out = new HashMap<>();
-    Object root;
-    try {
-      root = YAML.readValue(yaml, Object.class);
-    } catch (java.io.IOException e) {
-      return out;
-    }
-    if (!(root instanceof Map<?, ?> top) || !(top.get("plugins") instanceof List<?> list)) {
+    Result<Map<?, ?>> document = ConfigLoader.readDocument(yaml, "");
+    if (!document.isOk() || !(document.value().get("plugins") instanceof List<?> list)) {
       return out;
     }
     for (Object o : list) {
