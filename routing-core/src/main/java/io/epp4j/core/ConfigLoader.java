@@ -129,6 +129,16 @@ final class ConfigLoader {
 
   /** Loads a file; all errors are in the result, none thrown. The file must be UTF-8. */
   Result<RouterConfig> load(Path file) {
+    Result<String> text = readFile(file);
+    return text.isOk() ? load(text.value(), file.toString()) : Result.errors(text.errors());
+  }
+
+  /**
+   * A configuration file's text, or the one error naming the file and why it cannot be read: a
+   * directory, no such file, no permission, or bytes that are not UTF-8 (with where). The router
+   * reads its files through this, at startup and on every reload.
+   */
+  static Result<String> readFile(Path file) {
     byte[] bytes;
     try {
       if (Files.isDirectory(file)) {
@@ -148,7 +158,7 @@ final class ConfigLoader {
       return Result.error(file + ": not valid UTF-8: " + Utf8Validator.problem(bytes, bad) + " at "
           + Utf8Validator.position(bytes, bad));
     }
-    return load(new String(bytes, StandardCharsets.UTF_8), file.toString());
+    return Result.ok(new String(bytes, StandardCharsets.UTF_8));
   }
 
   /**

@@ -113,15 +113,6 @@ final class PluginReuse {
     return out;
   }
 
-  /** A configuration file's text, or an error naming the file. */
-  static Result<String> read(java.nio.file.Path file) {
-    try {
-      return Result.ok(java.nio.file.Files.readString(file, java.nio.charset.StandardCharsets.UTF_8));
-    } catch (java.io.IOException e) {
-      return Result.error(file + ": cannot read: " + e.getMessage());
-    }
-  }
-
   /** A provider that returns the running instance for an unchanged declaration. */
   private static final class Reusing implements PluginProvider {
     private final PluginProvider delegate;

@@ -551,7 +551,7 @@ public final class Router implements AutoCloseable {
    * @return the new configuration, or every problem found (the running one stays in place)
    */
   public Result<RouterConfig> reconfigure(Path file) {
-    Result<String> text = PluginReuse.read(file);
+    Result<String> text = ConfigLoader.readFile(file);
     return text.isOk() ? reconfigure(text.value(), file.toString()) : Result.errors(text.errors());
   }
 

@@ -92,7 +92,7 @@ final class RouterSettings {
     }
     Result<PluginReuse.Loaded> r;
     if (configFile != null) {
-      Result<String> text = PluginReuse.read(configFile);
+      Result<String> text = ConfigLoader.readFile(configFile);
       r = text.isOk() ? load(text.value(), configFile.toString()) : Result.errors(text.errors());
     } else if (configYaml != null) {
       r = load(configYaml, configSource);
