@@ -36,7 +36,8 @@ import org.jspecify.annotations.Nullable;
  * {@code tools}, {@code cache_salt}, {@code stream}, {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
  * it; when both are given, a chat request counts {@code max_completion_tokens} and a completion
- * request {@code max_tokens}, as the engines do); other fields are skipped. Errors are values naming the field
+ * request {@code max_tokens}, as the engines do); other fields are skipped, and a top-level field
+ * other than {@code model} that is {@code null} counts as absent. Errors are values naming the field
  * and, for malformed JSON or UTF-8 or a value of the wrong type, the position; nothing is thrown
  * and no byte of the body is quoted in a message (Jackson's own messages quote the offending
  * token, so they are never passed on). Header entries with a null name or value count as absent.
@@ -282,6 +283,11 @@ public final class OpenAiRequestParser {
         // a field given twice: the last one counts, as the engine's JSON reader takes it
         prompt.prompt = null;
         prompt.tokens = null;
+        if (t == JsonToken.VALUE_NULL) {
+          // absent, as a null tools or max_tokens is: a client writing every field of one
+          // request type for both APIs sends it with its chat messages, which the engine serves
+          return null;
+        }
         if (t == JsonToken.VALUE_STRING) {
           prompt.prompt = p.getText();
         } else if (t == JsonToken.START_ARRAY) {
@@ -299,6 +305,10 @@ public final class OpenAiRequestParser {
         }
       }
       case "messages" -> {
+        if (t == JsonToken.VALUE_NULL) {
+          prompt.messages = null; // absent, as a null prompt is
+          return null;
+        }
         if (t != JsonToken.START_ARRAY) {
           return "field 'messages' must be an array" + at(p);
         }
