@@ -237,7 +237,14 @@ public class Epp4jAutoConfiguration {
   static MetricsScraper scraper(Router router, PoolSettings pool) {
     MetricsScraper.Builder b = MetricsScraper.builder(router).interval(pool.metricsInterval);
     if (pool.metricsPath != null) {
-      b.path(pool.metricsPath);
+      try {
+        b.path(pool.metricsPath);
+      } catch (IllegalArgumentException e) {
+        // starts with '/' (validateScraper) but is no URI path as written: the builder's own
+        // message names no property, and no pool
+        throw new Epp4jConfigurationException(pool.property("metrics.path")
+            + " is not a usable metrics path: " + e.getMessage());
+      }
     }
     if (pool.schemeSet != null) {
       b.scheme(pool.schemeSet);

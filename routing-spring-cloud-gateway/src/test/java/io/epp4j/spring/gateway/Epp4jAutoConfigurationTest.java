@@ -184,6 +184,27 @@ class Epp4jAutoConfigurationTest {
         .getFailure().hasStackTraceContaining("epp4j.in-flight-max-age must be positive"));
   }
 
+  /**
+   * A metrics path that starts with '/' but is no valid URI path as written (a space, a stray
+   * '%', a '#') passed the property check and failed startup in the scraper's builder, with a
+   * message that names no property and, for a named pool, not even the pool.
+   */
+  @Test
+  void aMetricsPathThatIsNoUriPathFailsStartupNamingTheProperty() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.path=/my metrics")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .rootCause().isInstanceOf(Epp4jConfigurationException.class)
+            .hasMessageStartingWith("epp4j.metrics.path ")
+            .hasMessageContaining("'/my metrics'"));
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9002",
+            "epp4j.pools.llama.metrics.path=/metrics#all")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .rootCause().isInstanceOf(Epp4jConfigurationException.class)
+            .hasMessageStartingWith("epp4j.pools.llama.metrics.path ")
+            .hasMessageContaining("'/metrics#all'"));
+  }
+
   @Test
   void theScrapersPropertiesAreNamedWhenTheApplicationBringsItsOwnRouter() {
     // the scraper bean took them unchecked next to an application's own router: a bad path or
