@@ -7,7 +7,9 @@ import io.epp4j.scorers.Epp4jPreset;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.logging.Logger;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
@@ -170,19 +172,35 @@ final class PoolSettings {
     return serviceId != null && !serviceId.isBlank();
   }
 
+  /**
+   * The endpoint list, each entry parsed. An address listed twice fails, naming both entries: the
+   * router keeps one endpoint per address, with the labels of its last entry, so
+   * {@code a:1=prefill,a:1=decode} would silently be a decode server only.
+   */
   List<Endpoint> parsedEndpoints() {
     List<Endpoint> out = new ArrayList<>(endpoints.size());
+    Map<String, Integer> entryOf = new HashMap<>();
+    int entry = 0;
     for (String hp : endpoints) {
+      entry++;
       String s = hp.strip();
       if (s.isEmpty()) {
         continue;
       }
+      Endpoint e;
       try {
-        out.add(Endpoint.parseWithRole(s));
-      } catch (IllegalArgumentException e) {
+        e = Endpoint.parseWithRole(s);
+      } catch (IllegalArgumentException x) {
         throw new Epp4jConfigurationException(property("endpoints") + ": '" + s
-            + "' is not host:port or host:port=role (" + e.getMessage() + ")", e);
+            + "' is not host:port or host:port=role (" + x.getMessage() + ")", x);
       }
+      Integer first = entryOf.putIfAbsent(e.id(), entry);
+      if (first != null) {
+        throw new Epp4jConfigurationException(property("endpoints") + ": '" + e.id()
+            + "' is listed twice (entries " + first + " and " + entry + "); list each endpoint"
+            + " once");
+      }
+      out.add(e);
     }
     return out;
   }

@@ -185,6 +185,26 @@ class Epp4jAutoConfigurationTest {
   }
 
   /**
+   * An address listed twice in an endpoint list was one endpoint, with the labels of its last
+   * entry: {@code 10.0.0.1:8000=prefill,10.0.0.1:8000=decode} silently became a decode server
+   * only. A repeated address is a mistake in the list and fails startup naming the property.
+   */
+  @Test
+  void anEndpointListedTwiceFailsStartupNamingThePropertyAndTheAddress() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001=prefill, 127.0.0.1:9002,"
+            + " 127.0.0.1:9001=decode")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .rootCause().isInstanceOf(Epp4jConfigurationException.class)
+            .hasMessage("epp4j.endpoints: '127.0.0.1:9001' is listed twice (entries 1 and 3);"
+                + " list each endpoint once"));
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.endpoints=[::1]:9002,[::1]:9002")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .rootCause().isInstanceOf(Epp4jConfigurationException.class)
+            .hasMessageStartingWith("epp4j.pools.llama.endpoints: '[::1]:9002' is listed twice"));
+  }
+
+  /**
    * A metrics path that starts with '/' but is no valid URI path as written (a space, a stray
    * '%', a '#') passed the property check and failed startup in the scraper's builder, with a
    * message that names no property and, for a named pool, not even the pool.
