@@ -15,6 +15,7 @@ import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpStatusCode;
 import org.springframework.http.MediaType;
 import org.springframework.http.server.reactive.ServerHttpResponse;
+import reactor.core.Disposable;
 import reactor.core.Fuseable;
 import reactor.core.publisher.Flux;
 
@@ -77,6 +78,32 @@ final class DecisionTap {
     this.sent = sent;
     Duration quarter = inFlightMaxAge.dividedBy(4);
     this.renewEvery = quarter.compareTo(MIN_RENEWAL) < 0 ? MIN_RENEWAL : quarter;
+  }
+
+  // the timer of renewWhileServed: it holds the decision, and through it the request with its
+  // prompt, so it must end with the exchange, not at its first tick after the decision finished
+  private volatile @Nullable Disposable renewals;
+
+  /**
+   * Renews the decision every {@link #renewEvery} until it is finished or {@link #stopRenewing}
+   * is called, whichever comes first: a request is served until its decision is finished, and an
+   * answer may take longer than the router's {@code inFlightMaxAge}.
+   */
+  void renewWhileServed() {
+    renewals = Flux.interval(renewEvery).takeWhile(tick -> !decision.isFinished())
+        .subscribe(tick -> decision.onActivity());
+  }
+
+  /**
+   * Ends the renewals of {@link #renewWhileServed}: the exchange has ended (its answer is
+   * written, or it failed or was cancelled), so the decision is finished, or, for a websocket
+   * session, renewed by the session's own timer.
+   */
+  void stopRenewing() {
+    Disposable r = renewals;
+    if (r != null) {
+      r.dispose();
+    }
   }
 
   /**
@@ -225,6 +252,7 @@ final class DecisionTap {
    * discards, a 5xx say): this attempt's answer never reaches the client, so its decision fails.
    */
   void superseded() {
+    stopRenewing();
     if (finished) {
       return;
     }
@@ -240,6 +268,7 @@ final class DecisionTap {
    * refused or could not take, which the gateway reports only by closing the client's session.
    */
   void failed(Throwable cause) {
+    stopRenewing();
     if (finished) {
       return;
     }
@@ -290,6 +319,7 @@ final class DecisionTap {
    * the request never reached it.
    */
   void finished() {
+    stopRenewing();
     if (finished) { // the end of the answer, then the end of the exchange: one report, one parse
       return;
     }

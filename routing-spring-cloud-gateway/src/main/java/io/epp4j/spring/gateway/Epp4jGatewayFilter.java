@@ -161,9 +161,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
         () -> ServerWebExchangeUtils.isAlreadyRouted(exchange));
     // a request is served until its decision is finished: an answer that is not streamed shows
     // nothing until its end, and one that streams may last longer than the router's
-    // inFlightMaxAge, which would otherwise release the decision while the replica works on it
-    Flux.interval(tap.renewEvery()).takeWhile(tick -> !d.isFinished())
-        .subscribe(tick -> d.onActivity());
+    // inFlightMaxAge, which would otherwise release the decision while the replica works on it;
+    // the renewals end with the exchange (Epp4jResponseTapFilter) or the decision
+    tap.renewWhileServed();
     ServerWebExchange routed = exchange.mutate().request(forwarded).build();
     if (previous == null) { // once per exchange: it reads the tap of the attempt that answers
       namesOnlyTheReplicasAnswers(exchange);

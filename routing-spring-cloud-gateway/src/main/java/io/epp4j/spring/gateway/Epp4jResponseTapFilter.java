@@ -76,6 +76,15 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
           if (tap != null) {
             tap.decision().onFailure(new CancellationException("client went away"));
           }
+        })
+        // the exchange is over: its decision is finished (a websocket session's has a timer of
+        // its own, from finishAtClose), and the renewal timer would hold it, with its prompt,
+        // until its next tick
+        .doFinally(signal -> {
+          DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);
+          if (tap != null) {
+            tap.stopRenewing();
+          }
         });
   }
 
