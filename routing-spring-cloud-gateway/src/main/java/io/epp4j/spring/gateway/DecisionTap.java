@@ -46,6 +46,12 @@ final class DecisionTap {
   private final RoutingDecision decision;
   private final ServerHttpResponse response;
   private static final Duration MIN_RENEWAL = Duration.ofMillis(100);
+  /**
+   * The longest period Reactor's interval takes (it counts in nanoseconds): a router whose
+   * {@code inFlightMaxAge} is longer than that (its safety net off, as with
+   * {@code ChronoUnit.FOREVER}) would otherwise fail every request it routes.
+   */
+  private static final Duration MAX_RENEWAL = Duration.ofNanos(Long.MAX_VALUE);
   private final Duration renewEvery;
   // whether a routing filter took the request (SCG's GATEWAY_ALREADY_ROUTED_ATTR)
   private final BooleanSupplier sent;
@@ -77,7 +83,8 @@ final class DecisionTap {
     this.decision = decision;
     this.sent = sent;
     Duration quarter = inFlightMaxAge.dividedBy(4);
-    this.renewEvery = quarter.compareTo(MIN_RENEWAL) < 0 ? MIN_RENEWAL : quarter;
+    this.renewEvery = quarter.compareTo(MIN_RENEWAL) < 0 ? MIN_RENEWAL
+        : quarter.compareTo(MAX_RENEWAL) > 0 ? MAX_RENEWAL : quarter;
   }
 
   // the timer of renewWhileServed: it holds the decision, and through it the request with its

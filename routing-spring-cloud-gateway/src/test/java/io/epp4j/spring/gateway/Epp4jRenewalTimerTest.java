@@ -92,4 +92,23 @@ class Epp4jRenewalTimerTest {
           + " the renewal timer's next tick").isNull();
     }
   }
+
+  /**
+   * An {@code inFlightMaxAge} too long to count in nanoseconds turns the router's safety net off
+   * (see {@code Router.Builder.inFlightMaxAge}); the renewal timer took a quarter of it, which
+   * Reactor's interval could not count either: every routed request failed with an
+   * ArithmeticException, its decision left in flight for good.
+   */
+  @Test
+  void aRouterWhoseInFlightMaxAgeIsForeverServesItsRequests() {
+    Watch watch = new Watch();
+    try (Router router = Router.builder().endpoints(List.of(Endpoint.parse("10.0.0.1:8000")))
+        .configYaml(CONFIG, "test.yaml").listener(watch)
+        .inFlightMaxAge(java.time.temporal.ChronoUnit.FOREVER.getDuration()).build()) {
+      serve(router);
+
+      assertThat(watch.completed.get()).isEqualTo(1);
+      assertThat(router.endpoints().get(0).inFlightRequests()).isZero();
+    }
+  }
 }
