@@ -3,6 +3,7 @@ package io.epp4j.core;
 import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
 import io.epp4j.api.Filter;
@@ -166,12 +167,19 @@ final class ConfigLoader {
    * last entry then counting the rest; warnings likewise.
    */
   Result<RouterConfig> load(String yaml, String source) {
-    Result<Map<?, ?>> document = readDocument(yaml, source);
+    Result<Document> document = readDocuments(yaml, source);
     if (!document.isOk()) {
       return Result.errors(document.errors());
     }
-    Map<?, ?> top = document.value();
+    Map<?, ?> top = document.value().top();
     FileLoad load = new FileLoad(source);
+    int later = document.value().laterDocumentLine();
+    if (later > 0) {
+      // as upstream, which reads the first document only; said, since a configuration pasted
+      // below a '---' would otherwise seem loaded
+      load.warnings.add(source + ": the file holds more than one YAML document; only the first"
+          + " is read, and the one at line " + later + " (and any after it) is ignored");
+    }
     load.checkTopLevel(top);
     load.createPlugins(top.get("plugins"));
     load.buildProfiles(top);
@@ -188,9 +196,22 @@ final class ConfigLoader {
    * comparing each plugin's parameters with the running ones) must read it through this too.
    */
   static Result<Map<?, ?>> readDocument(String yaml, String source) {
+    return readDocuments(yaml, source).map(Document::top);
+  }
+
+  /**
+   * The first document of a file, and the line where a later document with content starts (0
+   * when there is none: empty documents, such as a trailing {@code ---}, do not count).
+   */
+  record Document(Map<?, ?> top, int laterDocumentLine) {}
+
+  /** {@link #readDocument}, also telling whether the text holds a later document with content. */
+  static Result<Document> readDocuments(String yaml, String source) {
     Object root;
+    int later = 0;
     try (JsonParser p = YAML.getFactory().createParser(yaml)) {
       root = p.nextToken() == null ? null : new YamlReader(p, yaml).read();
+      later = laterDocumentLine(p);
     } catch (JsonProcessingException e) {
       return Result.error(shorten(source + ": not valid YAML" + yamlProblem(e)));
     } catch (IOException | RuntimeException e) {
@@ -205,8 +226,27 @@ final class ConfigLoader {
       return Result.error(source + ": the document must be " + MAPPING_EXPECTED + ", got "
           + describe(root));
     }
-    return Result.ok(top);
+    return Result.ok(new Document(top, later));
   }
+
+  /**
+   * The line of the first later document with content, the parser being past the first one; 0
+   * when there is none. A later document that is not valid YAML counts as content: it is not
+   * read, so it cannot fail the load.
+   */
+  private static int laterDocumentLine(JsonParser p) {
+    try {
+      for (JsonToken t = p.nextToken(); t != null; t = p.nextToken()) {
+        if (t != JsonToken.VALUE_NULL) {
+          return Math.max(1, p.currentTokenLocation().getLineNr());
+        }
+      }
+      return 0;
+    } catch (IOException | RuntimeException e) {
+      return Math.max(1, p.currentLocation().getLineNr());
+    }
+  }
+
 
   /**
    * The document as maps, lists and scalars, as Jackson's untyped reading gives them, with what
