@@ -22,6 +22,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -679,12 +680,17 @@ public final class Router implements AutoCloseable {
 
     private Builder() {}
 
-    /** Initial endpoints. */
+    /**
+     * Initial endpoints, each address ({@link Endpoint#id()}) once over every call:
+     * {@link #build()} refuses an address listed twice, since the pool holds one endpoint per
+     * address and would keep only the last entry's labels (a prefill role, say).
+     */
     public Builder endpoints(Collection<Endpoint> eps) {
       s.endpoints.addAll(eps);
       return this;
     }
 
+    /** One initial endpoint; see {@link #endpoints(Collection)}. */
     public Builder endpoint(Endpoint e) {
       s.endpoints.add(e);
       return this;
@@ -828,6 +834,16 @@ public final class Router implements AutoCloseable {
      *     ships it as {@link #DEFAULT_CONFIG_RESOURCE})
      */
     public Router build() {
+      Map<String, Endpoint> seen = new HashMap<>();
+      for (Endpoint e : s.endpoints) {
+        Endpoint before = seen.putIfAbsent(e.id(), e);
+        if (before != null) {
+          throw new IllegalArgumentException("endpoint " + e.id() + " is listed twice"
+              + (before.labels().equals(e.labels()) ? ""
+                  : ", with labels " + before.labels() + " and " + e.labels())
+              + ": the pool holds one endpoint per address");
+        }
+      }
       s.resolveDefaults();
       return new Router(s, s.loadConfig());
     }

@@ -44,6 +44,31 @@ class RouterTest {
         .profile(SchedulingProfile.builder("default").build());
   }
 
+  /**
+   * The pool holds one endpoint per address: an address given twice to the builder would keep
+   * only the last entry's labels (a prefill server taken for a decode one), so it is refused.
+   */
+  @Test
+  void anEndpointListedTwiceIsRefusedNamingIt() {
+    Endpoint prefill = Endpoint.parse("10.0.0.1:8000", Map.of("llm-d.ai/role", "prefill"));
+    Endpoint decode = Endpoint.parse("10.0.0.1:8000", Map.of("llm-d.ai/role", "decode"));
+    assertThatThrownBy(() -> Router.builder().endpoints(List.of(prefill, Endpoint.parse("10.0.0.2:8000")))
+        .endpoint(decode).build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("10.0.0.1:8000 is listed twice")
+        .hasMessageContaining("prefill").hasMessageContaining("decode");
+    assertThatThrownBy(() -> Router.builder().endpoint(Endpoint.parse("10.0.0.3:8000"))
+        .endpoint(Endpoint.parse("10.0.0.3:8000")).build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("endpoint 10.0.0.3:8000 is listed twice: the pool holds one endpoint per"
+            + " address");
+    try (Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(1)).build())
+        .endpoint(prefill).endpoint(Endpoint.parse("10.0.0.2:8000")).build()) {
+      assertThat(router.endpoints()).hasSize(2);
+    }
+  }
+
   @Test
   void inFlightCountersFollowTheLifecycleExactlyOnce() {
     Router r = base().endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
