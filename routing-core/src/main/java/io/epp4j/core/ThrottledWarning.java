@@ -12,6 +12,8 @@ import org.jspecify.annotations.Nullable;
  * gateway that keeps dropping decisions). The first occurrence is logged, then at most one
  * record per {@link #INTERVAL_NANOS} saying how many were left out since the last one, so a
  * broken plugin on a busy router costs a stack trace a minute instead of one per request.
+ * The cause is logged as a {@link RedactedException}: its class and stack frames, not its message,
+ * which a plugin may have written from the request (a prompt).
  * Lock-free: losers of the race to log only bump a counter.
  */
 final class ThrottledWarning {
@@ -47,7 +49,7 @@ final class ThrottledWarning {
       long left = suppressed.getAndSet(0);
       String msg = source + " " + what
           + (left == 0 ? "" : " (" + left + " more since the last report were not logged)");
-      log.log(Level.WARNING, msg, cause);
+      log.log(Level.WARNING, msg, cause == null ? null : RedactedException.of(cause));
     } else {
       suppressed.incrementAndGet();
     }

@@ -317,11 +317,49 @@ class SchedulingTest {
       }
       assertThat(records).as("one record for the first failure, the rest suppressed").hasSize(1);
       assertThat(records.get(0).getMessage()).contains("'boom'");
-      assertThat(records.get(0).getThrown()).isInstanceOf(IllegalStateException.class);
+      assertThat(records.get(0).getThrown()).isInstanceOf(RedactedException.class);
+      assertThat(((RedactedException) records.get(0).getThrown()).exceptionClass())
+          .isEqualTo(IllegalStateException.class.getName());
       now.addAndGet(TimeUnit.SECONDS.toNanos(11)); // a minute since the first record
       r.route(REQ);
       assertThat(records).hasSize(2);
       assertThat(records.get(1).getMessage()).contains("'boom'").contains("999");
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  @Test
+  void aThrowingPluginsMessageQuotingThePromptNeverReachesTheLogOrTheRejection() {
+    String secret = "my-bank-password-is-hunter2";
+    java.util.logging.SimpleFormatter format = new java.util.logging.SimpleFormatter();
+    List<String> logged = new CopyOnWriteArrayList<>();
+    Handler capture = new Handler() {
+      @Override public void publish(LogRecord r) { logged.add(format.format(r)); }
+      @Override public void flush() {}
+      @Override public void close() {}
+    };
+    Logger log = Logger.getLogger("io.epp4j");
+    log.addHandler(capture);
+    try {
+      List<Endpoint> eps = List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()));
+      SchedulingProfile p = SchedulingProfile.builder("default")
+          .scorer("nosy", (req, st, c, s) -> {
+            throw new IllegalStateException("cannot score '" + req.prompt() + "'",
+                new IllegalArgumentException(String.valueOf(req.prompt())));
+          }, 1)
+          .build();
+      Router r = router(eps, p);
+      RoutingDecision d = r.route(InferenceRequest.completion("m", "please remember " + secret));
+      assertThat(d.rejection().httpStatus()).isEqualTo(503);
+      assertThat(d.rejection().message()).contains("IllegalStateException").contains("'nosy'")
+          .doesNotContain(secret);
+      assertThat(logged).hasSize(1);
+      assertThat(logged.get(0)).doesNotContain(secret)
+          .contains("'nosy'")
+          .contains("java.lang.IllegalStateException")
+          .contains("Caused by: java.lang.IllegalArgumentException")
+          .contains("SchedulingTest"); // the frame that threw
     } finally {
       log.removeHandler(capture);
     }
@@ -356,8 +394,9 @@ class SchedulingTest {
         assertThat(b.route(REQ).isRouted()).isFalse();
       }
       assertThat(records).hasSize(2);
-      assertThat(records).extracting(rec -> rec.getThrown().getClass().getSimpleName())
-          .containsExactlyInAnyOrder("IllegalArgumentException", "UnsupportedOperationException");
+      assertThat(records).extracting(rec -> ((RedactedException) rec.getThrown()).exceptionClass())
+          .containsExactlyInAnyOrder(IllegalArgumentException.class.getName(),
+              UnsupportedOperationException.class.getName());
       assertThat(a.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
       assertThat(b.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
     } finally {

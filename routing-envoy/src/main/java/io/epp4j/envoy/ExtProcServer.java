@@ -101,7 +101,8 @@ public final class ExtProcServer implements AutoCloseable {
     try {
       live.renewOpen();
     } catch (RuntimeException e) {
-      LOG.log(java.util.logging.Level.WARNING, "renewing the open streams' decisions failed", e);
+      LOG.log(java.util.logging.Level.WARNING, "renewing the open streams' decisions failed: "
+          + e.getClass().getName(), io.epp4j.core.RedactedException.of(e));
     }
   }
 

@@ -14,6 +14,7 @@ import io.epp4j.api.Rejection;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
+import io.epp4j.core.RedactedException;
 import io.epp4j.core.Router;
 import io.epp4j.core.UsageScanner;
 import io.epp4j.scorers.PdProfileHandler;
@@ -160,7 +161,10 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     } catch (Unsupported e) {
       fail(Status.FAILED_PRECONDITION.withDescription(e.getMessage()));
     } catch (RuntimeException e) {
-      LOG.log(Level.WARNING, "ext_proc stream failed on " + msg.getRequestCase(), e);
+      // the message may quote the request (a plugin's header ask that threw, say): the class
+      // and the frames are logged, not the message
+      LOG.log(Level.WARNING, "ext_proc stream failed on " + msg.getRequestCase() + ": "
+          + e.getClass().getName(), RedactedException.of(e));
       fail(Status.INTERNAL.withDescription("epp4j failed on " + msg.getRequestCase() + ": "
           + e.getClass().getSimpleName()));
     }

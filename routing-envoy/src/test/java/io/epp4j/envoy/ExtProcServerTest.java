@@ -202,6 +202,61 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aPluginExceptionQuotingThePromptIsLoggedWithItsTypeAndFramesButNotItsMessage()
+      throws Exception {
+    String secret = "my-bank-password-is-hunter2";
+    extraListener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        String prompt = String.valueOf(request.prompt());
+        decision.setRequestHeaderFor("x-broken", d -> {
+          IllegalStateException e = new IllegalStateException("cannot tag '" + prompt + "'",
+              new IllegalArgumentException("bad prompt " + prompt));
+          e.addSuppressed(new UnsupportedOperationException(prompt));
+          throw e;
+        });
+      }
+    };
+    // everything the log would show, formatted as a log file would: messages, causes, frames
+    java.util.logging.SimpleFormatter format = new java.util.logging.SimpleFormatter();
+    List<String> logged = new CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(format.format(r));
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger("io.epp4j");
+    log.addHandler(capture);
+    try {
+      start(List.of(A));
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+      envoy.send(requestBody(completion("please remember " + secret), true));
+      Status s = envoy.awaitClosed();
+      assertThat(s.getCode()).isEqualTo(Status.Code.INTERNAL);
+      assertThat(s.getDescription()).contains("IllegalStateException").doesNotContain(secret);
+      await(() -> logged.stream().anyMatch(l -> l.contains("ext_proc stream failed")));
+      String all = String.join("\n", logged);
+      assertThat(all).doesNotContain(secret)
+          .contains("java.lang.IllegalStateException")
+          .contains("Caused by: java.lang.IllegalArgumentException")
+          .contains("Suppressed: java.lang.UnsupportedOperationException")
+          // the frame that threw, for the operator to find the bug
+          .contains("ExtProcServerTest");
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  @Test
   void withoutSuchPluginsTheAnswersHeadersPassUnchanged() throws Exception {
     start(List.of(A));
     FakeEnvoy envoy = routedFullDuplex(completion("hello"));
