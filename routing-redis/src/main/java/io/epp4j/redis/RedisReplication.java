@@ -91,6 +91,11 @@ public final class RedisReplication implements Plugin, RequestListener {
   static final int READ_BATCHES = 64;
   static final long INITIAL_BACKOFF_NANOS = 100_000_000L;
   static final long MAX_BACKOFF_NANOS = 5_000_000_000L;
+  /**
+   * How long the last instance of a router spends on close sending the hints still queued: well
+   * within the {@code close()} wait for the publisher thread (3 s).
+   */
+  static final long CLOSE_FLUSH_NANOS = 1_000_000_000L;
 
   private static final Logger LOG = Logger.getLogger(RedisReplication.class.getName());
   private static final AttributeKey<String> POOL = AttributeKey.stringKey("pool");
@@ -289,6 +294,12 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   // publisher thread only: one buffer for every batch
   private final HintCodec.Writer writer = new HintCodec.Writer();
+  /**
+   * Publisher thread only: the attempt to send the queue on close found Redis away, so the
+   * farewell makes no second attempt (close waits a few seconds for the thread, not two
+   * connection timeouts).
+   */
+  private boolean closingConnectFailed;
 
   private final io.epp4j.api.Ticker ticker;
 
@@ -365,11 +376,78 @@ public final class RedisReplication implements Plugin, RequestListener {
         // another order: one connection attempt for the farewell
         holding = true;
       }
+      if (holding && seat.owner() == null) {
+        // no instance of this router goes on to send what this one queued
+        flushOnClose(t);
+      }
       if (holding) {
         handOverPublishing(t);
       }
       t.close();
     }
+  }
+
+  /**
+   * The last instance of this router closes: the hints its routes queued since the last flush
+   * (those of the last {@code flushIntervalMillis}, or of an outage) go out now, within
+   * {@link #CLOSE_FLUSH_NANOS} and with one connection attempt when the publisher is down; those
+   * that cannot are counted dropped (unpublished). Before this, they were lost without a count.
+   */
+  private void flushOnClose(HintTransport t) {
+    takeLeftovers(); // those of instances a reload replaced, which no one else will send now
+    if (queue.size() == 0) {
+      return;
+    }
+    long deadline = System.nanoTime() + CLOSE_FLUSH_NANOS;
+    try {
+      if (!publisherUp) {
+        try {
+          t.connect();
+          publisherUp = true;
+        } catch (Exception e) {
+          closingConnectFailed = true; // the farewell does not try again
+          t.close();
+          return;
+        }
+      }
+      HintCodec.Writer w = writer;
+      while (queue.size() > 0 && System.nanoTime() - deadline < 0) {
+        w.reset();
+        drain(queue, w, s.batchSize(), ticker.nanos(), epochMicros());
+        if (w.records() == 0) {
+          continue; // hints that failed to encode, counted
+        }
+        try {
+          seat.appendsAttempted.incrementAndGet();
+          t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
+        } catch (Exception e) {
+          droppedUnpublished.addAndGet(w.records());
+          publisherUp = false;
+          closingConnectFailed = true;
+          t.close();
+          return;
+        }
+        published.addAndGet(w.records());
+      }
+    } catch (RuntimeException | Error e) {
+      // closing must go on: what is left is counted below
+    } finally {
+      dropQueued();
+    }
+  }
+
+  /** Counts what is still queued on this instance as dropped (unpublished) and frees it. */
+  private void dropQueued() {
+    int n = 0;
+    long blocks = 0;
+    long lost = 0;
+    for (Hint h = queue.poll(); h != null; h = queue.poll()) {
+      n++;
+      blocks += HintQueue.blocksOf(h);
+      lost += records(h);
+    }
+    queue.taken(n, blocks);
+    droppedUnpublished.addAndGet(lost);
   }
 
   /**
@@ -385,7 +463,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       RedisReplication next = seat.owner();
       boolean continued = next != null && next.publishIdentity.equals(publishIdentity);
       if (!continued && !seat.sent.isEmpty()) {
-        if (!publisherUp && !running) {
+        if (!publisherUp && !running && !closingConnectFailed) {
           t.connect(); // one attempt, for the farewell of a closing router
           publisherUp = true;
         }
@@ -1118,6 +1196,11 @@ public final class RedisReplication implements Plugin, RequestListener {
   void wake() {
     LockSupport.unpark(publisher);
     LockSupport.unpark(reader);
+  }
+
+  /** The state of the publisher thread; for tests. */
+  Thread.State publisherState() {
+    return publisher.getState();
   }
 
   /** Whether {@link #close} was called; for tests. */

@@ -196,6 +196,49 @@ class RedisReplicationTest {
   }
 
   @Test
+  void aHintQueuedRightBeforeCloseStillReachesTheOtherRouters() throws Exception {
+    Router b = router("b");
+    // a publishes once a minute: whatever it routes now is still queued when it closes
+    String yaml = """
+        plugins:
+        - type: session-affinity-scorer
+        - type: max-score-picker
+        - type: redis-replication
+          parameters:
+            uri: %s
+            pool: %s
+            routerId: a
+            flushIntervalMillis: 60000
+            heartbeatMillis: 600000
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: session-affinity-scorer
+          - pluginRef: max-score-picker
+        """.formatted(REDIS.uri(), pool);
+    Router a = Router.builder().endpoints(endpoints()).configYaml(yaml, "router a").build();
+    try {
+      awaitConnected(a, b);
+      RedisReplication ra = replication(a);
+      // the first flush after connecting is done (it had nothing to send): the next is a minute away
+      await("a's publisher waits for its next flush",
+          () -> ra.publisherState() == Thread.State.TIMED_WAITING);
+      RoutingDecision d = a.route(prompt(42, 4, "closing-session"));
+      d.onComplete(DONE);
+      a.close();
+      await("b applied the session a routed right before closing",
+          () -> replication(b).appliedSessions() >= 1);
+      assertThat(ra.dropped()).isZero();
+      assertThat(ra.published()).isEqualTo(1);
+      RoutingDecision there = b.route(prompt(43, 4, "closing-session"));
+      assertThat(there.primary().id()).isEqualTo(d.primary().id());
+      there.onComplete(DONE);
+    } finally {
+      a.close();
+    }
+  }
+
+  @Test
   void inFlightLoadOfOneRouterShowsOnTheOthersUntilItFinishes() throws Exception {
     Router a = router("a");
     Router b = router("b");

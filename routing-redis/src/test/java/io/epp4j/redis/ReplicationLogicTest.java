@@ -126,6 +126,24 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void hintsQueuedWhileRedisIsAwayAtCloseAreCountedDropped() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    Router a = sessionRouter(log, "a");
+    await("a is connected", () -> replication(a).connected());
+    log.down();
+    await("a noticed the outage", () -> !replication(a).connected());
+    for (int i = 0; i < 3; i++) {
+      a.route(InferenceRequest.builder().model("m").prompt("hi").sessionKey("s" + i)
+          .maxTokens(4).build()).onComplete(new Usage(1, 0, 1));
+    }
+    RedisReplication ra = replication(a);
+    a.close();
+    // one session record each, which no instance of this router will send now
+    assertThat(ra.dropped()).isEqualTo(3);
+    assertThat(ra.published()).isZero();
+  }
+
+  @Test
   void aSessionMoveThatReachesTheStreamLateDoesNotUndoANewerOne() throws Exception {
     InMemoryLog log = new InMemoryLog();
     Router b = sessionRouter(log, "b");
