@@ -1588,8 +1588,11 @@ public final class RedisReplication implements Plugin, RequestListener {
       for (String[] named : new String[][] {{"pool", pool}, {"routerId", routerId}}) {
         long bytes = HintCodec.encodedLength(named[1]);
         if (bytes > HintCodec.MAX_STRING_BYTES) {
+          // counted as the batch encodes it: modified UTF-8, where a character outside the BMP
+          // takes 6 bytes (4 in UTF-8) and NUL 2, so a UTF-8 count would mislead
           p.error(named[0], "must be at most " + HintCodec.MAX_STRING_BYTES
-              + " bytes in UTF-8, got " + bytes);
+              + " bytes in modified UTF-8 (Java's DataOutput.writeUTF: 6 bytes for a character"
+              + " outside the BMP such as an emoji, 2 for NUL), got " + bytes);
         }
       }
       int batch = p.getInt("batchSize", DEFAULT_BATCH_SIZE, 1, 100_000);

@@ -969,6 +969,31 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aRouterIdsLimitIsCountedAndNamedInTheEncodingTheBatchesUse() throws Exception {
+    // 12,000 emoji: 48,000 bytes in UTF-8, 72,000 in the modified UTF-8 a batch holds
+    String emoji = "\uD83D\uDE00".repeat(12_000);
+    assertThat(emoji.getBytes(java.nio.charset.StandardCharsets.UTF_8)).hasSize(48_000);
+    Result<?> bad = create(Map.of("uri", "redis://127.0.0.1:1", "routerId", emoji));
+    assertThat(bad.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("routerId").contains("modified UTF-8").contains("72000")
+        .doesNotContain(emoji));
+    // what passes is what a batch can hold: 10,922 emoji are 65,532 bytes encoded
+    String fits = "\uD83D\uDE00".repeat(10_922);
+    Result<?> ok = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis", 200,
+        "routerId", fits));
+    assertThat(ok.isOk()).as(String.valueOf(ok.errors())).isTrue();
+    ((RedisReplication) ok.value()).close();
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.inFlight("10.2.0.1:8000", 1, 1);
+    byte[] batch = w.finish("p", fits, 1);
+    java.io.DataInputStream in = new java.io.DataInputStream(
+        new java.io.ByteArrayInputStream(batch));
+    in.readUnsignedByte(); // the version
+    assertThat(in.readUTF()).isEqualTo("p");
+    assertThat(in.readUTF()).isEqualTo(fits);
+  }
+
+  @Test
   void aBacklogOfLongPromptsIsSentInBatchesOfBoundedSize() throws Exception {
     // batchSize bounds the hints of a batch, not its bytes: a backlog of long prompts (an outage,
     // queueMaxBlocks raised) went out as one entry as large as the backlog, which Redis refuses
