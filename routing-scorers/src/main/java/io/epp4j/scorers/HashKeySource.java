@@ -79,7 +79,8 @@ final class HashKeySource {
   @Nullable String key(InferenceRequest r) {
     switch (kind) {
       case SESSION:
-        return nonEmpty(r.sessionKey());
+        // an endpoint token is no session's key: see SessionKeys.sessionKey
+        return SessionKeys.sessionKey(r);
       case HEADER:
         return nonEmpty(r.header(name));
       case COOKIE:

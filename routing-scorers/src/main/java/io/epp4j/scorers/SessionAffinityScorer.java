@@ -396,19 +396,8 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
    * endpoint id), when the key is the request's session key and the endpoint header is on.
    */
   private boolean isEndpointToken(String key) {
-    if (endpointHeader == null || keySource.kind != HashKeySource.Kind.SESSION
-        || key.length() % 4 != 0 || !mayBeEndpointToken(key)) {
-      return false;
-    }
-    String named = decodeEndpoint(key);
-    if (named == null || named.indexOf(':') < 0) {
-      return false;
-    }
-    try {
-      return Endpoint.parse(named).id().equals(named);
-    } catch (IllegalArgumentException e) {
-      return false;
-    }
+    return endpointHeader != null && keySource.kind == HashKeySource.Kind.SESSION
+        && SessionKeys.isEndpointToken(key);
   }
 
   /** The key a binding is held under (see {@link SessionKeys}). */

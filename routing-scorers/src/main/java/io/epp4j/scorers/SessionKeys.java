@@ -2,6 +2,9 @@ package io.epp4j.scorers;
 
 import com.dynatrace.hash4j.hashing.HashValue128;
 import com.dynatrace.hash4j.hashing.Hashing;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How the plugins that remember sessions ({@code session-affinity-scorer},
@@ -10,6 +13,39 @@ import com.dynatrace.hash4j.hashing.Hashing;
  */
 final class SessionKeys {
   private SessionKeys() {}
+
+  /**
+   * The request's session key as the plugins that key by session use it: null when it has none,
+   * and null when it is an endpoint token ({@link #isEndpointToken}). The request parser takes
+   * {@code x-session-token} as the session key of a client that sends no other session header,
+   * and the token {@code session-affinity-scorer} writes there names an endpoint, not a session:
+   * every client that endpoint served carries the same one, so keyed by it they would all count
+   * as one session (token-cost-picker's bound on sessions per endpoint) or hash to one place
+   * (ring-hash-picker, maglev-picker).
+   */
+  static @Nullable String sessionKey(InferenceRequest request) {
+    String key = request.sessionKey();
+    return key == null || key.isEmpty() || isEndpointToken(key) ? null : key;
+  }
+
+  /**
+   * Whether {@code key} is the token {@code session-affinity-scorer} writes: base64 of an
+   * endpoint id ({@code host:port}, as {@link Endpoint#parse} spells it).
+   */
+  static boolean isEndpointToken(String key) {
+    if (key.length() % 4 != 0 || !SessionAffinityScorer.mayBeEndpointToken(key)) {
+      return false; // a UUID, llm-d's namespace/name token: no decoding
+    }
+    String named = SessionAffinityScorer.decodeEndpoint(key);
+    if (named == null || named.indexOf(':') < 0) {
+      return false;
+    }
+    try {
+      return Endpoint.parse(named).id().equals(named);
+    } catch (IllegalArgumentException e) {
+      return false;
+    }
+  }
 
   /** Longest session key held as it is; longer ones are held as a digest. */
   static final int MAX_KEY_CHARS = 64;

@@ -671,8 +671,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    */
   @Override
   public void onRemoteSession(String remoteSession, String endpointId, long nowNanos) {
-    if (sessionBalanceFactor <= 0) {
-      return;
+    if (sessionBalanceFactor <= 0 || SessionKeys.isEndpointToken(remoteSession)) {
+      return; // an endpoint token is no session's key (see sessionOf)
     }
     String session = SessionKeys.bounded(remoteSession);
     Load l = loads.get(endpointId);
@@ -892,9 +892,12 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     return pending.size();
   }
 
-  /** The request's session key as the sessions are held (see {@link SessionKeys}). */
+  /**
+   * The request's session key as the sessions are held (see {@link SessionKeys}); null for an
+   * endpoint token, which every client of one endpoint carries ({@link SessionKeys#sessionKey}).
+   */
   private static @Nullable String sessionOf(InferenceRequest request) {
-    String key = request.sessionKey();
+    String key = SessionKeys.sessionKey(request);
     return key == null ? null : SessionKeys.bounded(key);
   }
 
