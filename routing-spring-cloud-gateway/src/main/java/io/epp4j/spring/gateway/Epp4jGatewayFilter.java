@@ -9,6 +9,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
+import io.epp4j.core.RedactedException;
 import io.epp4j.core.Router;
 import io.epp4j.scorers.PdProfileHandler;
 import java.net.ConnectException;
@@ -23,6 +24,8 @@ import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
 import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.support.ServerWebExchangeUtils;
@@ -55,6 +58,7 @@ import reactor.core.publisher.Mono;
  * otherwise take the request (see {@link #send}).
  */
 final class Epp4jGatewayFilter implements Epp4jRouting {
+  private static final Logger LOG = Logger.getLogger(Epp4jGatewayFilter.class.getName());
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private final Router router;
@@ -145,6 +149,14 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     // from this header; without a prefill pick, a value the client sent is dropped, so that no
     // client chooses where its request is prefilled
     Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+    java.util.Set<String> removed;
+    Map<String, String> set;
+    try {
+      removed = d.removedRequestHeaders();
+      set = d.requestHeaders();
+    } catch (RuntimeException e) {
+      return headerAskFailed(exchange, d, e);
+    }
     ServerHttpRequest forwarded = request.mutate()
         .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
         .headers(h -> {
@@ -154,8 +166,8 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
             h.remove(PdProfileHandler.PREFILLER_HEADER);
           }
           // what the routing plugins asked for (p2p-source-producer's KV cache source)
-          d.removedRequestHeaders().forEach(h::remove);
-          d.requestHeaders().forEach(h::set);
+          removed.forEach(h::remove);
+          set.forEach(h::set);
         }).build();
     DecisionTap tap = new DecisionTap(exchange.getResponse(), d, router.inFlightMaxAge(),
         () -> ServerWebExchangeUtils.isAlreadyRouted(exchange));
@@ -221,7 +233,17 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       if (tap != null && !tap.servedByReplica()) {
         response.getHeaders().remove(RoutingDecision.DESTINATION_HEADER);
       } else if (tap != null) {
-        tap.decision().responseHeaders().forEach(response.getHeaders()::set);
+        Map<String, String> asked;
+        try {
+          asked = tap.decision().responseHeaders();
+        } catch (RuntimeException e) {
+          // the replica's answer goes out as it is, without the plugins' headers
+          LOG.log(Level.WARNING, "epp4j: a response header a routing plugin asked for threw "
+              + e.getClass().getName() + "; the answer goes out without the plugins' headers",
+              RedactedException.of(e));
+          return Mono.empty();
+        }
+        asked.forEach(response.getHeaders()::set);
       }
       return Mono.empty();
     });
@@ -268,8 +290,16 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
   private static ServerWebExchange fallingBack(ServerWebExchange exchange, RoutingDecision d,
       Endpoint target) {
     d.onFallback(target);
-    java.util.Set<String> removed = d.removedRequestHeaders();
-    java.util.Map<String, String> set = d.requestHeaders();
+    java.util.Set<String> removed;
+    java.util.Map<String, String> set;
+    try {
+      removed = d.removedRequestHeaders();
+      set = d.requestHeaders();
+    } catch (RuntimeException e) {
+      // ends this attempt with an error whoever logs it (Spring's error handler) cannot quote
+      // the prompt from: the class and the frames, not the message
+      throw RedactedException.of(e);
+    }
     if (removed.isEmpty() && set.isEmpty()) {
       return exchange;
     }
@@ -368,6 +398,21 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
   }
 
   /** An error in the OpenAI shape, which OpenAI client libraries turn into their exceptions. */
+  /**
+   * A header a routing plugin asked to set on the request threw: the request is not forwarded, its
+   * decision fails, and the client gets a 500 naming the exception's class. The exception is
+   * logged with its class and frames but not its message, which may quote the prompt.
+   */
+  private static Mono<Void> headerAskFailed(ServerWebExchange exchange, RoutingDecision d,
+      RuntimeException e) {
+    RedactedException redacted = RedactedException.of(e);
+    LOG.log(Level.WARNING, "epp4j: a request header a routing plugin asked for threw "
+        + e.getClass().getName() + "; the request got a 500", redacted);
+    d.onFailure(redacted);
+    return error(exchange, 500, "routing_error", "routing failed: "
+        + e.getClass().getSimpleName() + " in a header a routing plugin asked for");
+  }
+
   static Mono<Void> error(ServerWebExchange exchange, int status, String type, String message) {
     ServerHttpResponse response = exchange.getResponse();
     ObjectNode body = JSON.createObjectNode();

@@ -63,6 +63,70 @@ class Epp4jGatewayFilterHeadersTest {
   }
 
   @Test
+  void aHeaderAskThatThrowsQuotingThePromptIsA500AndIsLoggedWithoutItsMessage() {
+    String secret = "my-bank-password-is-hunter2";
+    Router router = router("""
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        plugins:
+        - type: queue-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: queue-scorer}, {pluginRef: max-score-picker}]
+        """, new io.epp4j.api.RequestListener() {
+          @Override
+          public void afterRouting(io.epp4j.api.InferenceRequest request,
+              io.epp4j.api.CycleState state, RoutingDecision decision) {
+            String prompt = String.valueOf(request.prompt());
+            decision.setRequestHeaderFor("x-broken", d -> {
+              throw new IllegalStateException("cannot tag '" + prompt + "'",
+                  new IllegalArgumentException(prompt));
+            });
+          }
+        });
+    java.util.logging.SimpleFormatter format = new java.util.logging.SimpleFormatter();
+    List<String> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(format.format(r));
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger("io.epp4j");
+    log.addHandler(capture);
+    try {
+      MockServerWebExchange exchange = MockServerWebExchange.from(MockServerHttpRequest
+          .post("/v1/completions").contentType(MediaType.APPLICATION_JSON)
+          .body("{\"model\":\"m\",\"prompt\":\"please remember " + secret + "\"}"));
+      AtomicReference<ServerWebExchange> forwarded = new AtomicReference<>();
+      new Epp4jGatewayFilter(router, "http", 1 << 20).filter(exchange, e -> {
+        forwarded.set(e);
+        return Mono.empty();
+      }).block(java.time.Duration.ofSeconds(10));
+      assertThat(forwarded.get()).as("nothing was forwarded").isNull();
+      assertThat(exchange.getResponse().getStatusCode().value()).isEqualTo(500);
+      String body = exchange.getResponse().getBodyAsString().block(java.time.Duration.ofSeconds(10));
+      assertThat(body).contains("IllegalStateException").doesNotContain(secret);
+      // the decision is over: the request no longer counts in flight
+      assertThat(router.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
+      String all = String.join("\n", logged);
+      assertThat(all).doesNotContain(secret)
+          .contains("java.lang.IllegalStateException")
+          .contains("Caused by: java.lang.IllegalArgumentException")
+          .contains("Epp4jGatewayFilterHeadersTest"); // the frame that threw
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  @Test
   void aHashKeyFromTheQueryStringKeepsARequestOnItsPlace() {
     // ring-hash-picker on query:user reads the key from :path; the filter gave the router the
     // headers only, so every request was hashed without a key, to a random place
