@@ -1,5 +1,6 @@
 package io.epp4j.core;
 
+import io.epp4j.api.RedactedException;
 import io.epp4j.api.Ticker;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;

@@ -9,6 +9,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.ProfileHandler;
 import io.epp4j.api.ProfileRunner;
+import io.epp4j.api.RedactedException;
 import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;

@@ -102,7 +102,7 @@ public final class ExtProcServer implements AutoCloseable {
       live.renewOpen();
     } catch (RuntimeException e) {
       LOG.log(java.util.logging.Level.WARNING, "renewing the open streams' decisions failed: "
-          + e.getClass().getName(), io.epp4j.core.RedactedException.of(e));
+          + e.getClass().getName(), io.epp4j.api.RedactedException.of(e));
     }
   }
 

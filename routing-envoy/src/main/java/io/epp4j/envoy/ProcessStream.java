@@ -14,7 +14,7 @@ import io.epp4j.api.Rejection;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
-import io.epp4j.core.RedactedException;
+import io.epp4j.api.RedactedException;
 import io.epp4j.core.Router;
 import io.epp4j.core.UsageScanner;
 import io.epp4j.scorers.PdProfileHandler;

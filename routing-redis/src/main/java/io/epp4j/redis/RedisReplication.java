@@ -8,6 +8,7 @@ import io.epp4j.api.Parameters;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PluginContext;
 import io.epp4j.api.PrefixBlocks;
+import io.epp4j.api.RedactedException;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RouterHints;
 import io.epp4j.api.RoutingDecision;
@@ -943,7 +944,9 @@ public final class RedisReplication implements Plugin, RequestListener {
     if (running) {
       log.report(e instanceof Error ? Level.SEVERE : Level.WARNING, "unexpected-" + who,
           "the " + who + " failed unexpectedly (" + e.getClass().getName() + "); it goes on"
-              + " with the next " + (who.equals("publisher") ? "hint" : "batch"), e);
+              + " with the next " + (who.equals("publisher") ? "hint" : "batch"),
+          // a plugin's exception (its PrefixBlocks) may quote the prompt: class and frames only
+          RedactedException.of(e));
     }
     if (backoff != null) {
       pause(backoff);

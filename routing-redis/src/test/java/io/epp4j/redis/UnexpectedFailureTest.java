@@ -108,6 +108,39 @@ class UnexpectedFailureTest {
   }
 
   @Test
+  void aPluginsFailureIsLoggedWithItsClassButNotItsMessage() throws Exception {
+    String secret = "my-bank-password-is-hunter2";
+    java.util.logging.SimpleFormatter format = new java.util.logging.SimpleFormatter();
+    List<String> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(format.format(r));
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger jul = java.util.logging.Logger.getLogger("io.epp4j");
+    jul.addHandler(capture);
+    try {
+      InMemoryLog log = new InMemoryLog();
+      Router a = router(log, "a");
+      queueBrokenHint(a, throwing(new IllegalStateException("cannot hash '" + secret + "'")));
+      await("the publisher failed on the broken hint",
+          () -> logged.stream().anyMatch(l -> l.contains("failed unexpectedly")));
+      String all = String.join("\n", logged);
+      assertThat(all).doesNotContain(secret).contains("java.lang.IllegalStateException")
+          .contains("UnexpectedFailureTest"); // the frame that threw
+    } finally {
+      jul.removeHandler(capture);
+    }
+  }
+
+  @Test
   void anErrorOnThePublisherIsSurvivedAfterABackoff() throws Exception {
     InMemoryLog log = new InMemoryLog();
     Router a = router(log, "a");

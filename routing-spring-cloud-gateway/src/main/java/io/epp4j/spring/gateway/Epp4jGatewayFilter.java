@@ -9,7 +9,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
-import io.epp4j.core.RedactedException;
+import io.epp4j.api.RedactedException;
 import io.epp4j.core.Router;
 import io.epp4j.scorers.PdProfileHandler;
 import java.net.ConnectException;

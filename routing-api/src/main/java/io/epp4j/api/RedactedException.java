@@ -1,4 +1,4 @@
-package io.epp4j.core;
+package io.epp4j.api;
 
 import java.util.IdentityHashMap;
 import java.util.Map;
@@ -9,8 +9,9 @@ import org.jspecify.annotations.Nullable;
  * causes and suppressed exceptions, but none of their messages. A plugin's exception message may
  * quote the request it was working on (a prompt, a session key), and prompts must never reach a
  * log; the class and the frames are what an operator needs to find the bug. The router logs the
- * exceptions of plugins this way, and so do the gateway integrations; a gateway of your own that
- * logs an exception from routing or from a decision's header asks should log
+ * exceptions of plugins this way, and so do the gateway integrations and the built-in plugins
+ * that call other plugins' code; a gateway or plugin of your own that logs an exception from
+ * routing, from another plugin or from a decision's header asks should log
  * {@code RedactedException.of(e)} instead of {@code e}.
  *
  * <p>{@link #toString()} (which {@link #printStackTrace()} and every log formatter print) reads
