@@ -34,6 +34,7 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
+import io.epp4j.testkit.CapturedLog;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.health.v1.HealthCheckRequest;
@@ -219,23 +220,7 @@ class ExtProcServerTest {
       }
     };
     // everything the log would show, formatted as a log file would: messages, causes, frames
-    java.util.logging.SimpleFormatter format = new java.util.logging.SimpleFormatter();
-    List<String> logged = new CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(format.format(r));
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger log = java.util.logging.Logger.getLogger("io.epp4j");
-    log.addHandler(capture);
-    try {
+    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
       start(List.of(A));
       FakeEnvoy envoy = FakeEnvoy.open(channel);
       envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
@@ -243,16 +228,14 @@ class ExtProcServerTest {
       Status s = envoy.awaitClosed();
       assertThat(s.getCode()).isEqualTo(Status.Code.INTERNAL);
       assertThat(s.getDescription()).contains("IllegalStateException").doesNotContain(secret);
-      await(() -> logged.stream().anyMatch(l -> l.contains("ext_proc stream failed")));
-      String all = String.join("\n", logged);
+      await(() -> logged.records().stream().anyMatch(l -> l.contains("ext_proc stream failed")));
+      String all = logged.text();
       assertThat(all).doesNotContain(secret)
           .contains("java.lang.IllegalStateException")
           .contains("Caused by: java.lang.IllegalArgumentException")
           .contains("Suppressed: java.lang.UnsupportedOperationException")
           // the frame that threw, for the operator to find the bug
           .contains("ExtProcServerTest");
-    } finally {
-      log.removeHandler(capture);
     }
   }
 

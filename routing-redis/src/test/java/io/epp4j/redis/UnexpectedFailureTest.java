@@ -13,6 +13,7 @@ import io.epp4j.api.Ticker;
 import io.epp4j.api.Usage;
 import io.epp4j.core.PluginRegistry;
 import io.epp4j.core.Router;
+import io.epp4j.testkit.CapturedLog;
 import io.opentelemetry.api.OpenTelemetry;
 import java.util.ArrayList;
 import java.util.List;
@@ -110,33 +111,16 @@ class UnexpectedFailureTest {
   @Test
   void aPluginsFailureIsLoggedWithItsClassButNotItsMessage() throws Exception {
     String secret = "my-bank-password-is-hunter2";
-    java.util.logging.SimpleFormatter format = new java.util.logging.SimpleFormatter();
-    List<String> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(format.format(r));
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger jul = java.util.logging.Logger.getLogger("io.epp4j");
-    jul.addHandler(capture);
-    try {
+    // everything the log would show, formatted as a log file would: messages, causes, frames
+    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
       InMemoryLog log = new InMemoryLog();
       Router a = router(log, "a");
       queueBrokenHint(a, throwing(new IllegalStateException("cannot hash '" + secret + "'")));
       await("the publisher failed on the broken hint",
-          () -> logged.stream().anyMatch(l -> l.contains("failed unexpectedly")));
-      String all = String.join("\n", logged);
+          () -> logged.records().stream().anyMatch(l -> l.contains("failed unexpectedly")));
+      String all = logged.text();
       assertThat(all).doesNotContain(secret).contains("java.lang.IllegalStateException")
           .contains("UnexpectedFailureTest"); // the frame that threw
-    } finally {
-      jul.removeHandler(capture);
     }
   }
 

@@ -6,6 +6,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.core.Router;
 import io.epp4j.scorers.PdProfileHandler;
+import io.epp4j.testkit.CapturedLog;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
@@ -85,23 +86,8 @@ class Epp4jGatewayFilterHeadersTest {
             });
           }
         });
-    java.util.logging.SimpleFormatter format = new java.util.logging.SimpleFormatter();
-    List<String> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(format.format(r));
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger log = java.util.logging.Logger.getLogger("io.epp4j");
-    log.addHandler(capture);
-    try {
+    // everything the log would show, formatted as a log file would: messages, causes, frames
+    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
       MockServerWebExchange exchange = MockServerWebExchange.from(MockServerHttpRequest
           .post("/v1/completions").contentType(MediaType.APPLICATION_JSON)
           .body("{\"model\":\"m\",\"prompt\":\"please remember " + secret + "\"}"));
@@ -116,13 +102,11 @@ class Epp4jGatewayFilterHeadersTest {
       assertThat(body).contains("IllegalStateException").doesNotContain(secret);
       // the decision is over: the request no longer counts in flight
       assertThat(router.endpoints()).allSatisfy(c -> assertThat(c.inFlightRequests()).isZero());
-      String all = String.join("\n", logged);
+      String all = logged.text();
       assertThat(all).doesNotContain(secret)
           .contains("java.lang.IllegalStateException")
           .contains("Caused by: java.lang.IllegalArgumentException")
           .contains("Epp4jGatewayFilterHeadersTest"); // the frame that threw
-    } finally {
-      log.removeHandler(capture);
     }
   }
 
