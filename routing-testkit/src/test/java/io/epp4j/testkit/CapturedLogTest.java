@@ -19,7 +19,7 @@ class CapturedLogTest {
       Thread t = new Thread(() -> below.log(Level.WARNING, "from another thread",
           new IllegalStateException("why", new IllegalArgumentException("cause"))));
       t.start();
-      t.join();
+      t.join(10_000);
       assertThat(log.records()).hasSize(2);
       assertThat(log.records().get(0)).contains("WARNING").contains("first");
       assertThat(log.text()).contains("from another thread")
