@@ -11,7 +11,8 @@ import java.util.Set;
  * eviction, to sending a request where its prefix is not, or to a prefix still being computed.
  * Hits follow the simulator's (and vLLM's) rules: whole blocks of the chained block hash, at most
  * {@code promptLength - 1} tokens, and every full block of the prompt and of the generated answer
- * cached once the request has run.
+ * cached once the request has run. A request longer than the context is rejected as the simulator
+ * rejects it: it looks nothing up and its client (a dialog, a closed-loop user) does not go on.
  */
 final class InfiniteCache {
   private InfiniteCache() {}
@@ -19,6 +20,17 @@ final class InfiniteCache {
   private record Arrival(long atNanos, long seq, RequestSpec spec) {}
 
   static double hitRate(Workload workload, long seed, int blockSize) {
+    return hitRate(workload, seed, blockSize, Integer.MAX_VALUE);
+  }
+
+  /**
+   * The ceiling on a model with a context of {@code maxModelLen} tokens. The rejected requests
+   * must end their clients here as they do in the simulation: otherwise a dialog that outgrows
+   * the context goes on through every remaining turn, each longer than the last (with
+   * {@code --turns 10000} that is billions of tokens to hash), and its prompts count against a
+   * ceiling the served requests are measured by.
+   */
+  static double hitRate(Workload workload, long seed, int blockSize, int maxModelLen) {
     Workload.Run run = workload.start(seed);
     PriorityQueue<Arrival> queue = new PriorityQueue<>((a, b) -> a.atNanos != b.atNanos
         ? Long.compare(a.atNanos, b.atNanos) : Long.compare(a.seq, b.seq));
@@ -32,6 +44,9 @@ final class InfiniteCache {
     while (!queue.isEmpty()) {
       Arrival a = queue.poll();
       RequestSpec spec = a.spec();
+      if ((long) spec.promptLength() + spec.outputLength() > maxModelLen) {
+        continue;
+      }
       int[] tokens = spec.tokens().get();
       int prompt = spec.promptLength();
       int maxHitBlocks = (prompt - 1) / blockSize;

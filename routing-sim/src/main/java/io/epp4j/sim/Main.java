@@ -514,7 +514,7 @@ public final class Main {
   static ScenarioResult scenarioResult(Workload base, double level, HardwareProfile hw,
       int replicas, long seed, List<PolicyResult> rs, Map<String, Object> load) {
     Workload w = base.atLoad(level);
-    double ceiling = w.hitRateCeiling(seed, hw.blockSize());
+    double ceiling = w.hitRateCeiling(seed, hw.blockSize(), hw.maxModelLen());
     double crossover = base.capacityCrossover(hw, replicas);
     String description = w.describe(hw, replicas) + String.format(Locale.ROOT,
         "%nLoad level %s; hit-rate ceiling %.1f%% (an infinite cache, every request on one"

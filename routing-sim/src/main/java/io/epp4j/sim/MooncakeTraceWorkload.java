@@ -278,10 +278,11 @@ public final class MooncakeTraceWorkload implements Workload {
    * the prompt). vLLM's rules are approximated on the sum: rounded down to whole
    * {@code blockSize}-token blocks and at most {@code prompt - 1} tokens, with prompts clipped to
    * the context as the replay clips them. Output blocks are not counted (Mooncake ids cover the
-   * input only).
+   * input only). The context is the one the trace was loaded with ({@code contextTokens} is not
+   * read): the replay clips to it.
    */
   @Override
-  public double hitRateCeiling(long seed, int blockSize) {
+  public double hitRateCeiling(long seed, int blockSize, int contextTokens) {
     java.util.Set<Long> seen = new java.util.HashSet<>();
     long queried = 0;
     long hit = 0;

@@ -36,7 +36,16 @@ public interface Workload {
    * by replaying the workload with zero service time ({@link InfiniteCache}).
    */
   default double hitRateCeiling(long seed, int blockSize) {
-    return InfiniteCache.hitRate(this, seed, blockSize);
+    return hitRateCeiling(seed, blockSize, Integer.MAX_VALUE);
+  }
+
+  /**
+   * The hit-rate ceiling on a model whose context holds {@code maxModelLen} tokens: a request
+   * longer than that is rejected, as the simulator rejects it (it looks nothing up and its client
+   * does not go on).
+   */
+  default double hitRateCeiling(long seed, int blockSize, int maxModelLen) {
+    return InfiniteCache.hitRate(this, seed, blockSize, maxModelLen);
   }
 
   /**

@@ -37,6 +37,22 @@ class WorkloadFactsTest {
   }
 
   @Test
+  void aDialogThatOutgrowsTheContextEndsInTheCeilingAsItDoesInTheSimulation() {
+    // turn t is 240 + 80 t tokens (prompt and reply): with a context of 500 turns 0-3 fit and
+    // turn 4 is rejected, which ends its dialog; the ceiling is that of the same dialogs with
+    // 4 turns, not one that also looks up the prompts of the rejected turns 4-9
+    MultiTurnWorkload outgrowing = new MultiTurnWorkload(3, 10, 160, LengthDist.fixed(32),
+        LengthDist.fixed(48), 0.5, 1.0);
+    MultiTurnWorkload fitting = new MultiTurnWorkload(3, 4, 160, LengthDist.fixed(32),
+        LengthDist.fixed(48), 0.5, 1.0);
+    assertThat(outgrowing.hitRateCeiling(1, BLOCK, 500))
+        .isCloseTo(fitting.hitRateCeiling(1, BLOCK), within(1e-12));
+    // a context that holds every turn changes nothing
+    assertThat(outgrowing.hitRateCeiling(1, BLOCK, 1040))
+        .isEqualTo(outgrowing.hitRateCeiling(1, BLOCK));
+  }
+
+  @Test
   void sharedPrefixCeilingIsBoundedByTheSystemPromptsShare() {
     // a request can hit at most its group's system prompt, and only after the group's first one
     int groups = 4;
