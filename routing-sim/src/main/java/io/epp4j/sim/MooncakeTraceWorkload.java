@@ -48,7 +48,8 @@ public final class MooncakeTraceWorkload implements Workload {
    * milliseconds, at least 0 and not before the previous line's), {@code input_length} (at least
    * 1), {@code output_length} (at least 1) and {@code hash_ids} (integers, at most one per
    * {@value #TRACE_BLOCK_TOKENS}-token block of the prompt); other fields are ignored. Blank lines
-   * are skipped and counted ({@link #blankLines()}).
+   * are skipped and counted ({@link #blankLines()}); a UTF-8 byte order mark that begins the file
+   * is skipped.
    *
    * @param limit at most this many requests (0 = all)
    * @throws IOException when the file cannot be read
@@ -77,6 +78,10 @@ public final class MooncakeTraceWorkload implements Workload {
           break;
         }
         lineNo++;
+        if (lineNo == 1 && line.startsWith(BYTE_ORDER_MARK)) {
+          // editors and PowerShell on Windows start UTF-8 files with one; it is not the JSON's
+          line = line.substring(1);
+        }
         if (lines.overlong()) {
           throw new IllegalArgumentException(path + ":" + lineNo + ": line longer than "
               + MAX_LINE_CHARS + " characters; a trace line is one request's JSON object");
@@ -139,6 +144,9 @@ public final class MooncakeTraceWorkload implements Workload {
     }
     return new MooncakeTraceWorkload(path, List.copyOf(list), timeScale, maxModelLen, blank);
   }
+
+  /** U+FEFF, which a UTF-8 file may begin with; skipped there. */
+  private static final String BYTE_ORDER_MARK = "\uFEFF";
 
   /**
    * Longest line read, in characters: a request of the longest context any model serves (a few

@@ -103,6 +103,27 @@ class MooncakeTraceInputTest {
   }
 
   @Test
+  void aByteOrderMarkThatBeginsTheFileIsSkipped() throws Exception {
+    // what Notepad and PowerShell's Out-File -Encoding utf8 write first
+    byte[] bom = {(byte) 0xEF, (byte) 0xBB, (byte) 0xBF};
+    byte[] body = (GOOD + "\r\n" + GOOD.replace("10", "30") + "\r\n")
+        .getBytes(StandardCharsets.UTF_8);
+    byte[] file = new byte[bom.length + body.length];
+    System.arraycopy(bom, 0, file, 0, bom.length);
+    System.arraycopy(body, 0, file, bom.length, body.length);
+    Path t = Files.write(dir.resolve("bom.jsonl"), file);
+    MooncakeTraceWorkload w = MooncakeTraceWorkload.load(t, 0, 1.0, 32_768);
+    assertThat(w.size()).isEqualTo(2);
+    assertThat(w.hitRateCeiling(1, 16))
+        .isEqualTo(MooncakeTraceWorkload.load(trace(GOOD, GOOD.replace("10", "30")), 0, 1.0,
+            32_768).hitRateCeiling(1, 16));
+    // past the file's start it is a character in the line, not an encoding mark
+    Path inside = trace(GOOD, "\uFEFF" + GOOD.replace("10", "30"));
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(inside, 0, 1.0, 32_768))
+        .hasMessageStartingWith(inside + ":2: not a JSON object");
+  }
+
+  @Test
   void equalTimestampsAreInOrder() throws Exception {
     Path t = trace(GOOD, GOOD, GOOD.replace("10", "11"));
     assertThat(MooncakeTraceWorkload.load(t, 0, 1.0, 32_768).size()).isEqualTo(3);
