@@ -959,8 +959,12 @@ public final class Main {
                 + " give a trace with --trace mooncake:PATH"));
       }
       try {
-        return MooncakeTraceWorkload.load(path, Math.max(0, requests), timeScale,
-            hw.maxModelLen());
+        MooncakeTraceWorkload w = MooncakeTraceWorkload.load(path, Math.max(0, requests),
+            timeScale, hw.maxModelLen());
+        for (double level : loadLevels) {
+          w.atLoad(level); // a level below 1 slows the trace: its last arrival must still fit
+        }
+        return w;
       } catch (java.nio.file.NoSuchFileException e) {
         throw new RunFailure("trace file not found: " + path);
       } catch (IOException e) {

@@ -33,15 +33,41 @@ public final class MooncakeTraceWorkload implements Workload {
   private final double timeScale;
   private final int maxModelLen;
   private final int blankLines;
+  /** The line of the last request, the latest arrival (a trace is in time order). */
+  private final int lastLine;
 
   private MooncakeTraceWorkload(Path path, List<Entry> entries, double timeScale, int maxModelLen,
-      int blankLines) {
+      int blankLines, int lastLine) {
     this.path = path;
     this.entries = entries;
     this.timeScale = timeScale;
     this.maxModelLen = maxModelLen;
     this.blankLines = blankLines;
+    this.lastLine = lastLine;
   }
+
+  /**
+   * Latest arrival, in simulated nanoseconds: half the clock's range (146 years), so that what
+   * follows the last arrival (its service, the scrapes until then) still counts forward. A later
+   * arrival would be clamped to the clock's end, and the run would scrape idle replicas every
+   * interval until then, for ever as far as a user can tell.
+   */
+  static final long MAX_ARRIVAL_NANOS = Long.MAX_VALUE / 2;
+
+  /** Refuses a timestamp that, at this time scale, arrives past {@link #MAX_ARRIVAL_NANOS}. */
+  private static void checkArrival(Path path, int line, long timestampMs, double timeScale) {
+    double nanos = timestampMs * timeScale * 1e6;
+    if (nanos > MAX_ARRIVAL_NANOS) {
+      throw new IllegalArgumentException(String.format(Locale.ROOT,
+          "%s:%d: field 'timestamp' is %d ms, which at time scale %s arrives after %.3g years;"
+              + " the simulated clock holds arrivals up to %.0f years (timestamps are"
+              + " milliseconds from the trace's start)",
+          path, line, timestampMs, timeScale, nanos / 1e9 / SECONDS_PER_YEAR,
+          MAX_ARRIVAL_NANOS / 1e9 / SECONDS_PER_YEAR));
+    }
+  }
+
+  private static final double SECONDS_PER_YEAR = 365.25 * 86_400;
 
   /**
    * Reads a trace. Each non-blank line must be one JSON object with {@code timestamp} (whole
@@ -66,12 +92,12 @@ public final class MooncakeTraceWorkload implements Workload {
         .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     List<Entry> list = new ArrayList<>();
     int blank = 0;
+    int previousLine = 0; // the last request's line, once all are read
     try (BufferedReader in = Files.newBufferedReader(path, StandardCharsets.UTF_8)) {
       LineReader lines = new LineReader(in, MAX_LINE_CHARS);
       String line;
       int lineNo = 0;
       long previous = 0;
-      int previousLine = 0;
       while ((limit <= 0 || list.size() < limit)) {
         line = lines.next();
         if (line == null) {
@@ -107,6 +133,7 @@ public final class MooncakeTraceWorkload implements Workload {
               + ", before line " + previousLine + "'s " + previous
               + "; a trace must be in time order");
         }
+        checkArrival(path, lineNo, timestamp, timeScale);
         int input = (int) longField(n, "input_length", 1, Integer.MAX_VALUE, where);
         int output = (int) longField(n, "output_length", 1, Integer.MAX_VALUE, where);
         JsonNode ids = n.get("hash_ids");
@@ -142,7 +169,8 @@ public final class MooncakeTraceWorkload implements Workload {
       throw new IllegalArgumentException(path + ": no requests (the file is empty or holds only"
           + " blank lines)");
     }
-    return new MooncakeTraceWorkload(path, List.copyOf(list), timeScale, maxModelLen, blank);
+    return new MooncakeTraceWorkload(path, List.copyOf(list), timeScale, maxModelLen, blank,
+        previousLine);
   }
 
   /** U+FEFF, which a UTF-8 file may begin with; skipped there. */
@@ -274,10 +302,16 @@ public final class MooncakeTraceWorkload implements Workload {
   /**
    * The same requests arriving {@code level} times as fast: timestamps divided by
    * {@code level}.
+   *
+   * @throws IllegalArgumentException naming the last line when, that much slower, it would arrive
+   *     past the simulated clock's range ({@link #MAX_ARRIVAL_NANOS})
    */
   @Override
   public MooncakeTraceWorkload atLoad(double level) {
-    return new MooncakeTraceWorkload(path, entries, timeScale / level, maxModelLen, blankLines);
+    checkArrival(path, lastLine, entries.get(entries.size() - 1).timestampMs(),
+        timeScale / level);
+    return new MooncakeTraceWorkload(path, entries, timeScale / level, maxModelLen, blankLines,
+        lastLine);
   }
 
   /**

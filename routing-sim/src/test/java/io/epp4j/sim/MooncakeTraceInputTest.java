@@ -124,6 +124,45 @@ class MooncakeTraceInputTest {
   }
 
   @Test
+  void aTimestampPastTheSimulatedClocksRangeIsRefusedNamingItsLine() throws Exception {
+    // 1e17 ms is 3.2 million years: as nanoseconds it overflowed to the clock's end, and the run
+    // scraped idle replicas every 50 ms until then
+    Path t = trace(GOOD, "{\"timestamp\": 100000000000000000, \"input_length\": 600,"
+        + " \"output_length\": 8, \"hash_ids\": [1]}");
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(t, 0, 1.0, 32_768))
+        .hasMessageStartingWith(t + ":2: field 'timestamp' is 100000000000000000 ms, which at"
+            + " time scale 1.0 arrives after 3.17e+06 years; the simulated clock holds arrivals"
+            + " up to 146 years");
+    // the bound is the clock's: 1e11 ms (3.2 years) fits at scale 1, not 100 times slower
+    Path late = trace(GOOD, "{\"timestamp\": 100000000000, \"input_length\": 600,"
+        + " \"output_length\": 8, \"hash_ids\": [1]}");
+    MooncakeTraceWorkload w = MooncakeTraceWorkload.load(late, 0, 1.0, 32_768);
+    assertThat(w.atLoad(2).size()).isEqualTo(2);
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(late, 0, 100.0, 32_768))
+        .hasMessageStartingWith(late + ":2: field 'timestamp' is 100000000000 ms");
+    assertThatThrownBy(() -> w.atLoad(0.01))
+        .hasMessageStartingWith(late + ":2: field 'timestamp' is 100000000000 ms, which at"
+            + " time scale 100.0 arrives after");
+  }
+
+  @Test
+  void aLoadLevelThatSlowsTheTracePastTheClockStopsTheRunBeforeItStarts() throws Exception {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    Path late = trace(GOOD, "{\"timestamp\": 100000000000, \"input_length\": 600,"
+        + " \"output_length\": 8, \"hash_ids\": [1]}");
+    int code = Main.run(new String[] {"--quiet", "--scenario", "trace", "--policies",
+        "round-robin", "--trace", "mooncake:" + late, "--load-levels", "0.01"},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertThat(code).isEqualTo(1);
+    assertThat(err.toString(StandardCharsets.UTF_8))
+        .startsWith("error: trace " + late + ":2: field 'timestamp' is 100000000000 ms")
+        .doesNotContain("\tat ");
+    assertThat(out.toString(StandardCharsets.UTF_8)).isEmpty();
+  }
+
+  @Test
   void equalTimestampsAreInOrder() throws Exception {
     Path t = trace(GOOD, GOOD, GOOD.replace("10", "11"));
     assertThat(MooncakeTraceWorkload.load(t, 0, 1.0, 32_768).size()).isEqualTo(3);
