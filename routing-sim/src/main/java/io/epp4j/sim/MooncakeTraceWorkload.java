@@ -87,9 +87,11 @@ public final class MooncakeTraceWorkload implements Workload {
     if (!(timeScale > 0)) {
       throw new IllegalArgumentException("time scale must be > 0, got " + timeScale);
     }
-    // a second value after the object is an error, not ignored
+    // a second value after the object is an error, not ignored; so is a field given twice (the
+    // last one would win silently)
     ObjectMapper json = new ObjectMapper()
-        .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+        .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+        .enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
     List<Entry> list = new ArrayList<>();
     int blank = 0;
     int previousLine = 0; // the last request's line, once all are read

@@ -31,6 +31,8 @@ class MooncakeTraceInputTest {
       "trailing content|" + "`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
           + " \"hash_ids\": [1]} {\"x\": 1}`|not a JSON object",
       "an array|[1, 2, 3]|not a JSON object",
+      "a field twice|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1], \"timestamp\": 5}`|Duplicate field 'timestamp'",
       "missing timestamp|`{\"input_length\": 600, \"output_length\": 8, \"hash_ids\": [1]}`"
           + "|field 'timestamp' is missing",
       "missing input_length|`{\"timestamp\": 20, \"output_length\": 8, \"hash_ids\": [1]}`"
