@@ -5,9 +5,18 @@ import java.util.random.RandomGenerator;
 
 /**
  * A token-length distribution given on the command line: {@code N} (fixed), {@code A-B}
- * (uniform integers in [A, B]) or {@code exp:M} (exponential with mean M, at least 1).
+ * (uniform integers in [A, B]) or {@code exp:M} (exponential with mean M, at least 1); every
+ * length at most {@value #MAX_TOKENS}.
  */
 public record LengthDist(String text, int min, int max, double expMean) {
+
+  /**
+   * Longest length, in tokens: as {@code --mt-system-len} allows, far past any model's context
+   * (a request longer than the context is rejected anyway). A length near {@code int}'s range
+   * overflowed the sum of a prompt's parts, and a multi-turn request's tokens are held in one
+   * array: two billion of them do not fit in a heap.
+   */
+  public static final int MAX_TOKENS = 10_000_000;
 
   /**
    * Parses a distribution.
@@ -19,24 +28,27 @@ public record LengthDist(String text, int min, int max, double expMean) {
     String problem;
     if (t.startsWith("exp:")) {
       double m = number(t.substring(4));
-      if (m >= 1 && Double.isFinite(m)) {
-        return new LengthDist(text, 1, Integer.MAX_VALUE, m);
+      if (m >= 1 && m <= MAX_TOKENS) {
+        return new LengthDist(text, 1, MAX_TOKENS, m);
       }
-      problem = Double.isNaN(m) ? "MEAN must be a number" : "MEAN must be >= 1";
+      problem = Double.isNaN(m) ? "MEAN must be a number"
+          : m < 1 ? "MEAN must be >= 1" : "MEAN must be at most " + MAX_TOKENS;
     } else if (t.indexOf('-') > 0) {
       int dash = t.indexOf('-');
       long a = integer(t.substring(0, dash));
       long b = integer(t.substring(dash + 1));
-      if (a >= 1 && b >= a && b <= Integer.MAX_VALUE) {
+      if (a >= 1 && b >= a && b <= MAX_TOKENS) {
         return new LengthDist(text, (int) a, (int) b, 0);
       }
-      problem = a < 0 || b < 0 ? "A and B must be whole numbers" : "need 1 <= A <= B";
+      problem = a < 0 || b < 0 ? "A and B must be whole numbers"
+          : a < 1 || b < a ? "need 1 <= A <= B" : "B must be at most " + MAX_TOKENS;
     } else {
       long v = integer(t);
-      if (v >= 1 && v <= Integer.MAX_VALUE) {
+      if (v >= 1 && v <= MAX_TOKENS) {
         return new LengthDist(text, (int) v, (int) v, 0);
       }
-      problem = v < 0 ? "N must be a whole number" : "N must be >= 1";
+      problem = v < 0 ? "N must be a whole number"
+          : v < 1 ? "N must be >= 1" : "N must be at most " + MAX_TOKENS;
     }
     // the parser's own wording (for example "For input string") would not say what to type
     throw new IllegalArgumentException("'" + text + "' is not a length: use N, A-B (uniform"
@@ -63,11 +75,11 @@ public record LengthDist(String text, int min, int max, double expMean) {
     return parse(Integer.toString(n));
   }
 
-  /** Draws one length. */
+  /** Draws one length (an exponential's tail is cut at {@link #MAX_TOKENS}). */
   public int sample(RandomGenerator rng) {
     if (expMean > 0) {
       double u = rng.nextDouble();
-      return (int) Math.max(1, Math.round(-Math.log(1 - u) * expMean));
+      return (int) Math.min(MAX_TOKENS, Math.max(1, Math.round(-Math.log(1 - u) * expMean)));
     }
     return min == max ? min : min + rng.nextInt(max - min + 1);
   }

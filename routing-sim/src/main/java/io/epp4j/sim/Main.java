@@ -98,7 +98,7 @@ public final class Main {
                                holds this jar's repository (beside it, not part of it)
         --time-scale X         multiply trace timestamps by X (default 1.0)
 
-      Lengths L: N, A-B (uniform) or exp:MEAN.
+      Lengths L: N, A-B (uniform) or exp:MEAN, at most 10000000 tokens.
       Columns: hit%% prefix-cache hits / prompt tokens looked up; req/rep and sess/rep max/mean per
       replica; route µs mean/p99 wall time per decision; clipped: trace requests longer than the
       model's context, replayed with the prompt cut to fit.

@@ -146,6 +146,36 @@ class MainTest {
   }
 
   @Test
+  void aLengthPastTheBoundIsAUsageErrorNotACrashInsideTheRun() {
+    // each once ran and died: the prompt's parts overflowed an int (shared-prefix), a sample of
+    // exp:1e308 wrapped to -1, a two-billion-token reply did not fit in the heap (multi-turn)
+    String sp = "--scenario=shared-prefix";
+    String[][] runs = {
+        {"--question-len", "2147483647", sp},
+        {"--output-len", "exp:1e308", sp},
+        {"--system-prompt-len", "1-2000000000", sp},
+        {"--reply-len", "2000000000", "--scenario=multi-turn"}};
+    for (String[] r : runs) {
+      cli.reset();
+      String what = r[0] + " " + r[1];
+      assertThat(cli.run("--quiet", "--policies", "round-robin", r[2], r[0], r[1]))
+          .as(what).isEqualTo(2);
+      assertThat(cli.stderr()).as(what)
+          .contains(r[0], "'" + r[1] + "'", "at most " + LengthDist.MAX_TOKENS)
+          .doesNotContain("\tat ", "Exception");
+      assertThat(cli.stdout()).as(what).isEmpty();
+    }
+    // the bound itself is a length
+    assertThat(LengthDist.parse("10000000").max()).isEqualTo(LengthDist.MAX_TOKENS);
+    // an exponential's tail is cut there, never wrapped past it
+    LengthDist huge = LengthDist.parse("exp:10000000");
+    java.util.SplittableRandom rng = new java.util.SplittableRandom(1);
+    for (int i = 0; i < 10_000; i++) {
+      assertThat(huge.sample(rng)).isBetween(1, LengthDist.MAX_TOKENS);
+    }
+  }
+
+  @Test
   void unwritableOutputPathsAreRejectedBeforeAnythingRuns(@TempDir Path dir) {
     assertThat(cli.run("--json", "/proc/x.json")).isEqualTo(2);
     assertThat(cli.stderr()).contains("--json", "/proc/x.json").doesNotContain("trace", "\tat ");
