@@ -75,7 +75,8 @@ public final class MooncakeTraceWorkload implements Workload {
    * 1), {@code output_length} (at least 1) and {@code hash_ids} (integers, at most one per
    * {@value #TRACE_BLOCK_TOKENS}-token block of the prompt); other fields are ignored. Blank lines
    * are skipped and counted ({@link #blankLines()}); a UTF-8 byte order mark that begins the file
-   * is skipped.
+   * is skipped; bytes that are not UTF-8 are read as U+FFFD (harmless in a field that is ignored,
+   * an error naming the line in one that is read).
    *
    * @param limit at most this many requests (0 = all)
    * @throws IOException when the file cannot be read
@@ -95,7 +96,11 @@ public final class MooncakeTraceWorkload implements Workload {
     List<Entry> list = new ArrayList<>();
     int blank = 0;
     int previousLine = 0; // the last request's line, once all are read
-    try (BufferedReader in = Files.newBufferedReader(path, StandardCharsets.UTF_8)) {
+    // bytes that are not UTF-8 decode to U+FFFD instead of failing the whole read ahead of the
+    // line that holds them (Files.newBufferedReader reports them with no line): in a field the
+    // replay ignores they do no harm, anywhere else the line's JSON is refused with its number
+    try (BufferedReader in = new BufferedReader(new java.io.InputStreamReader(
+        Files.newInputStream(path), StandardCharsets.UTF_8))) {
       LineReader lines = new LineReader(in, MAX_LINE_CHARS);
       String line;
       int lineNo = 0;

@@ -165,6 +165,38 @@ class MooncakeTraceInputTest {
   }
 
   @Test
+  void bytesThatAreNotUtf8AreHarmlessInAnIgnoredFieldAndNamedWithTheirLineElsewhere()
+      throws Exception {
+    // "café" in Latin-1: E9 is not UTF-8; the JDK's strict reader refused the whole file, with
+    // "Input length = 1" and no line
+    byte[] latin1 = {'c', 'a', 'f', (byte) 0xE9};
+    Path ignored = Files.write(dir.resolve("ignored.jsonl"), concat(GOOD + "\n"
+        + GOOD.replace("10", "30").replace("}", ", \"note\": \""), latin1, "\"}\n"));
+    MooncakeTraceWorkload w = MooncakeTraceWorkload.load(ignored, 0, 1.0, 32_768);
+    assertThat(w.size()).isEqualTo(2);
+    // past the read-ahead buffer, in a field that is read: the line is named
+    StringBuilder many = new StringBuilder();
+    for (int i = 0; i < 200; i++) {
+      many.append(GOOD).append('\n');
+    }
+    Path read = Files.write(dir.resolve("read.jsonl"), concat(many
+        + "{\"timestamp\": 30, \"input_length\": 600, \"output_length\": 8, \"hash_ids\": [1",
+        new byte[] {(byte) 0xE9}, "]}\n"));
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(read, 0, 1.0, 32_768))
+        .hasMessageStartingWith(read + ":201: not a JSON object");
+  }
+
+  private static byte[] concat(String head, byte[] middle, String tail) {
+    byte[] h = head.getBytes(StandardCharsets.UTF_8);
+    byte[] t = tail.getBytes(StandardCharsets.UTF_8);
+    byte[] all = new byte[h.length + middle.length + t.length];
+    System.arraycopy(h, 0, all, 0, h.length);
+    System.arraycopy(middle, 0, all, h.length, middle.length);
+    System.arraycopy(t, 0, all, h.length + middle.length, t.length);
+    return all;
+  }
+
+  @Test
   void equalTimestampsAreInOrder() throws Exception {
     Path t = trace(GOOD, GOOD, GOOD.replace("10", "11"));
     assertThat(MooncakeTraceWorkload.load(t, 0, 1.0, 32_768).size()).isEqualTo(3);
