@@ -494,7 +494,9 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
           ? tk.encodeChat(request.messages(), request.toolsJson())
           : tk.encodePrompt(request.prompt() == null ? "" : request.prompt());
     } catch (RuntimeException e) {
-      LOG.log(Level.FINE, "tokenization failed; scoring request as uncached", e);
+      // redacted: a tokenizer's message may quote the prompt or a chat template's rendering
+      LOG.log(Level.FINE, "tokenization failed; scoring request as uncached",
+          io.epp4j.api.RedactedException.of(e));
       return null;
     }
   }
