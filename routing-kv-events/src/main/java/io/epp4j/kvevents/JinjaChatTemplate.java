@@ -73,6 +73,9 @@ final class JinjaChatTemplate {
         .withLstripBlocks(true)
         .withElResolver(resolver)
         .withFailOnUnknownTokens(false)
+        // jinja2 prints a value as it is; jinjava would render a value that contains {{ }} or
+        // {% %} as a template, so a chat's text could run template code and change its tokens
+        .withNestedInterpretationEnabled(false)
         .withMaxOutputSize(64L << 20)
         .withLegacyOverrides(LegacyOverrides.newBuilder()
             .withUseNaturalOperatorPrecedence(true)

@@ -211,6 +211,17 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void textOfTheChatAndToolsIsPrintedAsItIsNeverRenderedAsATemplate() {
+    // jinja2 prints a value as it is; code prompts are full of {{ }} and {% %}
+    String content = "a {{ 7*7 }} b {% if true %}X{% endif %} {{ raise_exception('no') }}";
+    String template = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+        + "{{ tools|tojson }}{{ tools[0].d }}";
+    String tools = "[{\"d\":\"{{ bos_token }}\"}]";
+    assertThat(render(template, List.of(ChatMessage.user(content)), tools))
+        .isEqualTo("[user]" + content + "[{\"d\": \"{{ bos_token }}\"}]{{ bos_token }}");
+  }
+
+  @Test
   void rewritesOnlyThePythonFormsJinjavaReadsDifferently() {
     assertThat(JinjaChatTemplate.pythonCompatible(
         "{% for m in messages[::-1] %}{% set ns = namespace(a=x|length - 1, b='(,)') %}"
