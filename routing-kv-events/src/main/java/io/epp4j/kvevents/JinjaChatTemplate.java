@@ -8,6 +8,7 @@ import com.hubspot.jinjava.LegacyOverrides;
 import com.hubspot.jinjava.el.JinjavaInterpreterResolver;
 import com.hubspot.jinjava.interpret.JinjavaInterpreter;
 import com.hubspot.jinjava.interpret.TemplateError;
+import com.hubspot.jinjava.interpret.errorcategory.BasicTemplateErrorCategory;
 import com.hubspot.jinjava.lib.filter.Filter;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
 import com.hubspot.jinjava.tree.Node;
@@ -39,6 +40,8 @@ import org.jspecify.annotations.Nullable;
  */
 final class JinjaChatTemplate {
   private static final ObjectMapper JSON = new ObjectMapper();
+  /** How deep a macro may call itself: about where Python's recursion limit stops jinja2. */
+  static final int MAX_MACRO_DEPTH = 150;
 
   private final Jinjava jinjava;
   private final Node root;
@@ -76,6 +79,11 @@ final class JinjaChatTemplate {
         // jinja2 prints a value as it is; jinjava would render a value that contains {{ }} or
         // {% %} as a template, so a chat's text could run template code and change its tokens
         .withNestedInterpretationEnabled(false)
+        // jinja2 lets a macro call itself (tool templates recurse into nested JSON schemas);
+        // jinjava's default renders such a call as nothing, without an error. Python stops
+        // recursion at 150 to 200 levels; past this depth the render fails
+        .withEnableRecursiveMacroCalls(true)
+        .withMaxMacroRecursionDepth(MAX_MACRO_DEPTH)
         .withMaxOutputSize(64L << 20)
         .withLegacyOverrides(LegacyOverrides.newBuilder()
             .withUseNaturalOperatorPrecedence(true)
@@ -220,9 +228,13 @@ final class JinjaChatTemplate {
       return new Outcome("", raised);
     }
     for (TemplateError e : interpreter.getErrors()) {
-      if (e.getSeverity() == TemplateError.ErrorType.FATAL) {
+      // jinjava reports a macro past its recursion depth as a warning and renders the call as
+      // nothing; jinja2 fails (RecursionError), and a rendering with a hole is wrong tokens
+      boolean cycle = e.getCategory() == BasicTemplateErrorCategory.CYCLE_DETECTED;
+      if (e.getSeverity() == TemplateError.ErrorType.FATAL || cycle) {
         throw new Tokenizer.TokenizationException("the chat template of " + origin
-            + " failed at line " + e.getLineno() + ": " + e.getReason()
+            + " failed at line " + e.getLineno() + ": "
+            + (cycle ? "a macro recursed deeper than " + MAX_MACRO_DEPTH : e.getReason())
             + (detailed ? " (" + e.getMessage() + ")" : ""));
       }
     }

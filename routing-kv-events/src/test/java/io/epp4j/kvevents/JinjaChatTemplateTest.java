@@ -222,6 +222,40 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void aMacroMayCallItselfAsInJinja2AndEndlessRecursionIsAnError() {
+    // the shape of Hermes 2 Pro's tool_use template: json_to_python_type calls itself for the
+    // items of an array parameter
+    String template = "{% macro ty(s) %}{% if s.type == 'array' %}{{ 'list[' + ty(s['items'])"
+        + " + ']' }}{% else %}{{ s.type }}{% endif %}{% endmacro %}"
+        + "{% for t in tools %}{{ ty(t.parameters) }};{% endfor %}";
+    String tools = "[{\"parameters\":{\"type\":\"string\"}},"
+        + "{\"parameters\":{\"type\":\"array\",\"items\":{\"type\":\"array\","
+        + "\"items\":{\"type\":\"integer\"}}}}]";
+    // python3-jinja2 3.1 prints string;list[list[integer]];
+    assertThat(render(template, CHAT, tools)).isEqualTo("string;list[list[integer]];");
+    JinjaChatTemplate endless = JinjaChatTemplate.compile("{% macro f(n) %}{{ f(n) }}"
+        + "{% endmacro %}{% if messages|length > 4 %}{{ f(1) }}{% endif %}x", SPECIAL, "test");
+    // longer than the probe conversations, which it renders
+    List<ChatMessage> five = List.of(ChatMessage.user("1"), ChatMessage.user("2"),
+        ChatMessage.user("3"), ChatMessage.user("4"), ChatMessage.user("5"));
+    // on a thread with the default stack, as a routing thread has
+    java.util.concurrent.CompletableFuture<Throwable> failure =
+        new java.util.concurrent.CompletableFuture<>();
+    new Thread(() -> {
+      try {
+        endless.render(five, null, true);
+        failure.complete(new AssertionError("rendered"));
+      } catch (Throwable t) {
+        failure.complete(t);
+      }
+    }).start();
+    assertThat(failure).succeedsWithin(java.time.Duration.ofSeconds(60))
+        .isInstanceOf(Tokenizer.TokenizationException.class)
+        .extracting(Throwable::getMessage).asString()
+        .contains("the chat template of test failed at line 1: a macro recursed deeper than 150");
+  }
+
+  @Test
   void rewritesOnlyThePythonFormsJinjavaReadsDifferently() {
     assertThat(JinjaChatTemplate.pythonCompatible(
         "{% for m in messages[::-1] %}{% set ns = namespace(a=x|length - 1, b='(,)') %}"
