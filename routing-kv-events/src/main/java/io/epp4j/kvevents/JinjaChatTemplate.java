@@ -104,6 +104,11 @@ final class JinjaChatTemplate {
       raise.setAccessible(true);
       Method now = JinjaChatTemplate.class.getDeclaredMethod("strftimeNow", String.class);
       now.setAccessible(true);
+      Method range = JinjaChatTemplate.class.getDeclaredMethod("range", Object.class,
+          Object[].class);
+      range.setAccessible(true);
+      // replaces jinjava's range, which stops at 1,000 numbers without a word
+      jinjava.getGlobalContext().registerFunction(new ELFunctionDefinition("", "range", range));
       jinjava.getGlobalContext().registerFunction(
           new ELFunctionDefinition("", "raise_exception", raise));
       jinjava.getGlobalContext().registerFunction(new ELFunctionDefinition("", "strftime_now", now));
@@ -347,6 +352,75 @@ final class JinjaChatTemplate {
       RAISED.set(m);
     }
     throw new TemplateRaised(m);
+  }
+
+  /**
+   * Python's {@code range(stop)}, {@code range(start, stop[, step])}, computed as it is walked.
+   * jinjava's own stops at 1,000 numbers without an error, so a template that walks the chat
+   * with {@code range(messages|length)} (gpt-oss, Gemma) dropped every message after the
+   * 1,000th.
+   *
+   * @throws IllegalArgumentException for arguments that are not integers, a step of 0, or more
+   *     than {@link #MAX_RANGE} numbers (a render that could not end in reasonable time)
+   */
+  public static List<Long> range(Object first, Object... more) {
+    if (more.length > 2) {
+      throw new IllegalArgumentException("range expected at most 3 arguments");
+    }
+    long start = more.length == 0 ? 0 : integer(first);
+    long stop = more.length == 0 ? integer(first) : integer(more[0]);
+    long step = more.length == 2 ? integer(more[1]) : 1;
+    if (step == 0) {
+      throw new IllegalArgumentException("range() arg 3 must not be zero");
+    }
+    java.math.BigInteger span = java.math.BigInteger.valueOf(stop)
+        .subtract(java.math.BigInteger.valueOf(start));
+    java.math.BigInteger s = java.math.BigInteger.valueOf(step);
+    // ceil(span / step) when it has the step's sign, else empty
+    java.math.BigInteger[] qr = span.divideAndRemainder(s);
+    java.math.BigInteger count = qr[0].add(qr[1].signum() == 0 ? java.math.BigInteger.ZERO
+        : java.math.BigInteger.ONE).max(java.math.BigInteger.ZERO);
+    if (count.compareTo(java.math.BigInteger.valueOf(MAX_RANGE)) > 0) {
+      throw new IllegalArgumentException("range of more than " + MAX_RANGE + " numbers");
+    }
+    int size = count.intValue();
+    return new RangeList(start, step, size);
+  }
+
+  /** How many numbers a template's {@code range} may give. */
+  static final int MAX_RANGE = 1_000_000;
+
+  private static long integer(@Nullable Object o) {
+    if (o instanceof Number n && n.doubleValue() == Math.rint(n.doubleValue())
+        && !(o instanceof Double d && d.isInfinite())) {
+      return n.longValue();
+    }
+    throw new IllegalArgumentException("range() arguments must be integers");
+  }
+
+  /** The numbers of a range, computed when read. */
+  private static final class RangeList extends java.util.AbstractList<Long>
+      implements java.util.RandomAccess {
+    private final long start;
+    private final long step;
+    private final int size;
+
+    RangeList(long start, long step, int size) {
+      this.start = start;
+      this.step = step;
+      this.size = size;
+    }
+
+    @Override
+    public Long get(int index) {
+      Objects.checkIndex(index, size);
+      return start + step * index;
+    }
+
+    @Override
+    public int size() {
+      return size;
+    }
   }
 
   /** {@code strftime_now(format)}: the current local time in a Python strftime format. */

@@ -256,6 +256,26 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void rangeCoversAChatOfAnyLengthAndARangeTooLongToWalkIsAnError() {
+    // gpt-oss's and Gemma's templates walk the chat with range(messages|length)
+    List<ChatMessage> chat = new java.util.ArrayList<>();
+    StringBuilder forward = new StringBuilder();
+    for (int i = 0; i < 1500; i++) {
+      chat.add(i % 2 == 0 ? ChatMessage.user("u" + i) : ChatMessage.assistant("a" + i));
+      forward.append(chat.get(i).content()).append(',');
+    }
+    assertThat(render("{% for i in range(messages|length) %}{{ messages[i].content }},"
+        + "{% endfor %}", chat, null)).isEqualTo(forward.toString());
+    assertThat(render("{% for i in range(messages|length - 1, -1, -1) %}{% if loop.first %}"
+        + "{{ messages[i].content }}{% endif %}{% endfor %}|{{ range(2, 9, 3)|list }}"
+        + "|{{ range(3, 0)|length }}", chat, null)).isEqualTo("a1499|[2, 5, 8]|0");
+    assertThatThrownBy(() -> render("{% if messages|length > 4 %}{% for i in range(10**12) %}"
+        + "{% break %}{% endfor %}{% endif %}x", chat, null))
+        .isInstanceOf(Tokenizer.TokenizationException.class)
+        .hasMessageContaining("the chat template of test failed at line 1");
+  }
+
+  @Test
   void rewritesOnlyThePythonFormsJinjavaReadsDifferently() {
     assertThat(JinjaChatTemplate.pythonCompatible(
         "{% for m in messages[::-1] %}{% set ns = namespace(a=x|length - 1, b='(,)') %}"
