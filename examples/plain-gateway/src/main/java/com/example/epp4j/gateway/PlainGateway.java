@@ -413,8 +413,13 @@ public final class PlainGateway implements AutoCloseable {
     int start = Math.floorMod(modelsTurn.getAndIncrement(), Math.max(1, pool.size()));
     for (int i = 0; i < pool.size(); i++) {
       Endpoint e = pool.get((start + i) % pool.size()).endpoint();
-      HttpRequest.Builder req = HttpRequest.newBuilder(URI.create("http://" + e.id() + target))
-          .timeout(Duration.ofSeconds(5)).GET();
+      HttpRequest.Builder req;
+      try {
+        req = HttpRequest.newBuilder(URI.create("http://" + e.id() + target));
+      } catch (IllegalArgumentException unaddressable) {
+        continue; // a host the JDK's HTTP client takes no request for (see proxy): as unreachable
+      }
+      req.timeout(Duration.ofSeconds(5)).GET();
       if (auth != null) { // a replica started with --api-key checks /v1/models too
         req.header("authorization", auth);
       }

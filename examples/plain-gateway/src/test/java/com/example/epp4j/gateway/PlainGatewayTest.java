@@ -611,6 +611,22 @@ class PlainGatewayTest {
   }
 
   @Test
+  void modelsSkipAReplicaTheHttpClientCannotAddress() throws Exception {
+    // a host name with '_' (a compose service, say): no request can be built for it, so the
+    // models request goes to the next replica, as for one that cannot be reached
+    StandInVllm a = standIn();
+    startGateway(outcomes, Endpoint.of("replica_a", 8000), at(a.port()));
+    for (int turn = 0; turn < 2; turn++) { // each turn starts at the other replica
+      HttpResponse<String> r = get("/v1/models");
+      assertThat(r.statusCode()).as("turn %d: %s", turn, r.body()).isEqualTo(200);
+      assertThat(r.headers().firstValue("x-gateway-destination-endpoint"))
+          .hasValue(at(a.port()).id());
+      assertThat(JSON.readTree(r.body()).path("data").get(0).path("id").asText())
+          .isEqualTo("qwen3");
+    }
+  }
+
+  @Test
   void modelsCarryTheClientsAuthorizationToTheReplica() throws Exception {
     // a replica started with --api-key checks every /v1 path, /v1/models too
     int port = fakeReplica(ex -> {
