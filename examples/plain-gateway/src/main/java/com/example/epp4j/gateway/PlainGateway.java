@@ -211,6 +211,20 @@ public final class PlainGateway implements AutoCloseable {
   }
 
   /**
+   * Whether {@code value} is an HTTP field value the JDK's HTTP client forwards: spaces, tabs,
+   * visible ASCII and bytes from 0x80 (RFC 9110's field-vchar), no other control character.
+   */
+  static boolean isFieldValue(String value) {
+    for (int i = 0, n = value.length(); i < n; i++) {
+      char c = value.charAt(i);
+      if (c > 0xff || (c < 0x20 && c != '\t') || c == 0x7f) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
    * The request body, or null when it is above {@value #MAX_BODY_BYTES} bytes: a declared length
    * is checked before anything is read, a chunked body is read only up to the limit.
    */
@@ -277,12 +291,18 @@ public final class PlainGateway implements AutoCloseable {
           .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
           .POST(HttpRequest.BodyPublishers.ofByteArray(body));
       String auth = headers.get("Authorization");
-      if (auth != null) { // a replica started with --api-key checks it
-        fwd.header("authorization", auth);
+      // what the routing plugins asked for (p2p-source-producer's KV cache source), read for
+      // this attempt: after a fallback a value may name the endpoint now tried
+      Map<String, String> asked = d.requestHeaders();
+      if (auth != null && !d.removedRequestHeaders().contains("authorization")) {
+        fwd.header("authorization", auth); // a replica started with --api-key checks it
       }
       Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
       if (prefill != null) {
         fwd.header(PdProfileHandler.PREFILLER_HEADER, prefill.id());
+      }
+      for (Map.Entry<String, String> h : asked.entrySet()) {
+        setIfAllowed(fwd, h.getKey(), h.getValue());
       }
       sentNanos = System.nanoTime();
       try {
@@ -315,6 +335,19 @@ public final class PlainGateway implements AutoCloseable {
   }
 
   /**
+   * Sets a header a routing plugin asked for on the forwarded request, replacing the gateway's
+   * own of that name; one the JDK's HTTP client does not let a caller set ({@code host},
+   * {@code content-length}, {@code connection}, …) or a value it refuses is left out.
+   */
+  private static void setIfAllowed(HttpRequest.Builder fwd, String name, String value) {
+    try {
+      fwd.setHeader(name, value);
+    } catch (IllegalArgumentException refused) {
+      // the HTTP client manages it or cannot send it: the request goes without it
+    }
+  }
+
+  /**
    * Whether a send failed without the replica having answered anything, so that the request can
    * go to another replica: refused or timed-out connections, and connections that closed before
    * the status line (a replica that crashed, or a pooled connection it had already dropped). A
@@ -329,6 +362,13 @@ public final class PlainGateway implements AutoCloseable {
       throws IOException {
     ex.getResponseHeaders().set("content-type", contentType.orElse("application/json"));
     ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
+    // what the routing plugins asked to set on an answer a replica served (the session token of
+    // session-affinity-scorer, naming the endpoint that served it)
+    d.responseHeaders().forEach((name, value) -> {
+      if (isFieldValue(value)) {
+        ex.getResponseHeaders().set(name, value);
+      }
+    });
     OutputStream out;
     try {
       ex.sendResponseHeaders(status, 0);

@@ -546,6 +546,93 @@ class PlainGatewayTest {
   }
 
   @Test
+  void theSessionTokenAPluginAsksForReachesTheClientAndBringsItBackToItsReplica()
+      throws Exception {
+    // session-affinity-scorer writes the endpoint that served a request on the answer
+    // (x-session-token); a client that sends it back, to any gateway replica, returns there
+    StandInVllm a = standIn();
+    StandInVllm b = standIn();
+    Router router = Router.builder().endpoints(List.of(at(a.port()), at(b.port())))
+        .listener(outcomes).configYaml("""
+            plugins:
+            - type: session-affinity-scorer
+            - type: max-score-picker
+            schedulingProfiles:
+            - name: default
+              plugins:
+              - pluginRef: session-affinity-scorer
+              - pluginRef: max-score-picker
+            """, "affinity").build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+    HttpResponse<String> first = post("/v1/completions", completion("q0"));
+    assertThat(first.statusCode()).isEqualTo(200);
+    String servedBy = first.headers().firstValue("x-gateway-destination-endpoint").orElseThrow();
+    String token = first.headers().firstValue("x-session-token").orElse(null);
+    assertThat(token).as("the session token on the answer").isNotNull();
+    assertThat(new String(java.util.Base64.getDecoder().decode(token), StandardCharsets.UTF_8))
+        .isEqualTo(servedBy);
+    for (int i = 1; i <= 6; i++) {
+      HttpResponse<String> r = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+          .timeout(DEADLINE).header("x-session-token", token)
+          .POST(HttpRequest.BodyPublishers.ofString(completion("q" + i))).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.headers().firstValue("x-gateway-destination-endpoint")).as("request %d", i)
+          .hasValue(servedBy);
+    }
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void requestHeadersAPluginAsksForReachTheReplicaThatServesTheRequest() throws Exception {
+    // p2p-source-producer's way: a header per attempt, naming the endpoint it goes to; and a
+    // header the client sent that a plugin asked to remove does not travel on
+    List<String> received = new CopyOnWriteArrayList<>();
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      received.add(ex.getRequestHeaders().getFirst("x-kv-source") + " auth="
+          + ex.getRequestHeaders().getFirst("authorization"));
+      byte[] ok = "{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}"
+          .getBytes(StandardCharsets.UTF_8);
+      ex.getResponseHeaders().set("content-type", "application/json");
+      ex.sendResponseHeaders(200, ok.length);
+      ex.getResponseBody().write(ok);
+      ex.close();
+    });
+    RequestListener asker = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setRequestHeaderFor("x-kv-source", d -> "source-for-" + d.servedBy().id());
+        decision.setRequestHeader("authorization", null);
+      }
+    };
+    Endpoint dead = at(portWithNothingListening());
+    Router router = Router.builder().endpoints(List.of(dead, at(port))).listener(outcomes)
+        .listener(asker).configYaml("""
+            plugins:
+            - type: round-robin-picker
+              parameters: {maxNumOfEndpoints: 2}
+            schedulingProfiles:
+            - name: default
+              plugins:
+              - pluginRef: round-robin-picker
+            """, "fallback").build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+    for (int i = 0; i < 2; i++) { // one of them is sent to the dead endpoint first
+      HttpResponse<String> r = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+          .timeout(DEADLINE).header("authorization", "Bearer sk-client")
+          .POST(HttpRequest.BodyPublishers.ofString(completion("q" + i))).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertThat(r.statusCode()).isEqualTo(200);
+    }
+    assertThat(outcomes.fallbacks).hasSize(1);
+    assertThat(received).containsExactly("source-for-" + at(port).id() + " auth=null",
+        "source-for-" + at(port).id() + " auth=null");
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void badBodyIs400AndDeadReplicaIs502() throws Exception {
     startGateway(outcomes, at(portWithNothingListening()));
     HttpResponse<String> bad = post("/v1/completions", "{\"model\":");
