@@ -164,6 +164,14 @@ public final class PlainGateway implements AutoCloseable {
   private void serve(HttpExchange ex, long receivedNanos) throws IOException {
     String path = ex.getRequestURI().getPath();
     String method = ex.getRequestMethod();
+    String auth = ex.getRequestHeaders().getFirst("authorization");
+    if (auth != null && !isFieldValue(auth)) {
+      // the JDK's server takes such a value, its HTTP client refuses to forward it and quotes it
+      // in its refusal: answered here, without the credential, before any routing
+      replyError(ex, 400, "invalid_request_error",
+          "header 'authorization' holds a character a header value may not carry");
+      return;
+    }
     if (path.equals("/v1/models") || path.startsWith("/v1/models/")) {
       if ("GET".equals(method) || "HEAD".equals(method)) {
         models(ex);

@@ -492,16 +492,27 @@ class PlainGatewayTest {
 
   @Test
   void somethingThatThrowsBeforeTheAnswerBeganIsAnOpenAiError() throws Exception {
-    // a control character in Authorization: the JDK's HTTP server takes it, its HTTP client
-    // refuses to send it, so the gateway throws before anything went to the client
+    // a plugin whose header value throws when the gateway reads it to build the forwarded
+    // request: the gateway throws before anything went to the client
+    RequestListener asker = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setRequestHeaderFor("x-kv-source", d -> {
+          throw new IllegalStateException("plugin bug");
+        });
+      }
+    };
     StandInVllm replica = standIn();
-    startGateway(outcomes, at(replica.port()));
+    Router router = Router.builder().endpoints(List.of(at(replica.port()))).listener(outcomes)
+        .listener(asker).build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
     String body = completion("hi");
     try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
         gateway.port())) {
       socket.setSoTimeout((int) DEADLINE.toMillis());
       socket.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
-          + "Content-Type: application/json\r\nAuthorization: Bearer a\u0001b\r\n"
+          + "Content-Type: application/json\r\n"
           + "Connection: close\r\nContent-Length: " + body.length() + "\r\n\r\n" + body)
           .getBytes(StandardCharsets.ISO_8859_1));
       String answer = new String(socket.getInputStream().readAllBytes(),
@@ -810,6 +821,57 @@ class PlainGatewayTest {
       assertThat(body.path("data").get(0).path("id").asText()).isEqualTo("qwen3");
     }
     assertThat(a.finishedRequests()).isZero();
+  }
+
+  @Test
+  void anAuthorizationTheHttpClientCannotForwardIsA400ThatQuotesAndLogsNoneOfIt() throws Exception {
+    // the JDK's server takes a header value with a control character, its HTTP client refuses
+    // to send one, and its refusal quotes the value: the client's credential
+    StandInVllm a = standIn();
+    startGateway(outcomes, at(a.port()));
+    List<String> logged = new CopyOnWriteArrayList<>();
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(PlainGateway.class.getName());
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(r.getMessage() + " " + (r.getThrown() == null ? "" : r.getThrown()));
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(capture);
+    try {
+      for (String request : List.of(
+          "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+              + "Authorization: Bearer sk-secret\u0001xyz\r\nContent-Length: "
+              + completion("hi").length() + "\r\n\r\n" + completion("hi"),
+          "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+              + "Authorization: Bearer sk-secret\u0001xyz\r\n\r\n")) {
+        try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+            gateway.port())) {
+          socket.setSoTimeout((int) DEADLINE.toMillis());
+          String head = exchange(socket.getOutputStream(), socket.getInputStream(), request);
+          String body = new String(socket.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+          assertThat(head).as(request).startsWith("HTTP/1.1 400");
+          JsonNode error = JSON.readTree(body).path("error");
+          assertThat(error.path("type").asText()).isEqualTo("invalid_request_error");
+          assertThat(error.path("message").asText()).contains("authorization")
+              .doesNotContain("sk-secret");
+        }
+      }
+    } finally {
+      log.removeHandler(capture);
+    }
+    assertThat(logged).noneMatch(m -> m.contains("sk-secret"));
+    // refused before routing: no decision was made, none is in flight, the replica saw nothing
+    assertThat(outcomes.failures).isEmpty();
+    assertThat(outcomes.completions).isEmpty();
+    assertThat(inFlight()).isZero();
+    assertThat(a.finishedRequests() + a.abortedRequests()).isZero();
   }
 
   @Test
