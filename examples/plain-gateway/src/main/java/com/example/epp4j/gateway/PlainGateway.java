@@ -67,6 +67,8 @@ public final class PlainGateway implements AutoCloseable {
   private final HttpClient client = HttpClient.newBuilder()
       .connectTimeout(Duration.ofSeconds(2)).version(HttpClient.Version.HTTP_1_1).build();
   private volatile @Nullable OwnTimeListener ownTime;
+  /** How often a relayed answer renews its decision: a quarter of the router's in-flight age. */
+  private final long renewEveryNanos;
 
   static {
     // The JDK server leaves Nagle's algorithm on, which holds a relayed SSE chunk back until the
@@ -118,6 +120,13 @@ public final class PlainGateway implements AutoCloseable {
       throw e;
     }
     this.router = router;
+    long maxAge;
+    try {
+      maxAge = router.inFlightMaxAge().toNanos();
+    } catch (ArithmeticException forever) { // no age limit: nothing to renew
+      maxAge = Long.MAX_VALUE;
+    }
+    this.renewEveryNanos = Math.max(1, maxAge / 4);
     this.scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
     server.createContext("/v1/", this::handle);
     // every other path: the JDK server's own 404 is an HTML page
@@ -392,6 +401,7 @@ public final class PlainGateway implements AutoCloseable {
     UsageScanner usage = status < 300 ? new UsageScanner(contentType.orElse(null)) : null;
     byte[] buf = new byte[8192];
     boolean first = true;
+    long renewedNanos = receivedNanos;
     for (;;) {
       int n;
       try {
@@ -414,6 +424,12 @@ public final class PlainGateway implements AutoCloseable {
       long readNanos = System.nanoTime();
       if (status < 300) {
         d.onFirstToken(); // only the first call counts; an error body is not a token
+      }
+      if (readNanos - renewedNanos >= renewEveryNanos) {
+        // the router releases a decision older than its inFlightMaxAge as one the gateway lost;
+        // a stream that is still relaying (a long generation) is not lost
+        d.onActivity();
+        renewedNanos = readNanos;
       }
       if (usage != null) {
         usage.feed(ByteBuffer.wrap(buf, 0, n));

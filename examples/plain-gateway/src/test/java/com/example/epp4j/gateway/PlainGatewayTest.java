@@ -282,6 +282,39 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aStreamThatOutlastsTheRoutersInFlightMaxAgeKeepsCountingInFlight() throws Exception {
+    // the router releases a decision older than inFlightMaxAge as one the gateway lost; a stream
+    // still relaying tokens is not lost: the gateway renews it while tokens arrive
+    Duration maxAge = Duration.ofSeconds(1);
+    StandInVllm a = standIn(Duration.ZERO, Duration.ofMillis(20)); // 200 tokens: 4 s
+    Router router = Router.builder().endpoints(List.of(at(a.port()))).listener(outcomes)
+        .inFlightMaxAge(maxAge).build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+    long start = System.nanoTime();
+    HttpResponse<InputStream> r = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(DEADLINE).POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\","
+            + "\"prompt\":\"hi\",\"max_tokens\":200,\"stream\":true}")).build(),
+        HttpResponse.BodyHandlers.ofInputStream());
+    assertThat(r.statusCode()).isEqualTo(200);
+    boolean checked = false;
+    try (java.io.BufferedReader lines = new java.io.BufferedReader(
+        new java.io.InputStreamReader(r.body(), StandardCharsets.UTF_8))) {
+      for (String line = lines.readLine(); line != null; line = lines.readLine()) {
+        // well past the age (the scraper's metrics updates check it every 50 ms), stream open
+        if (!checked && System.nanoTime() - start > maxAge.multipliedBy(5).dividedBy(2).toNanos()
+            && !line.contains("[DONE]")) {
+          assertThat(inFlight()).as("in flight %s into the stream",
+              Duration.ofNanos(System.nanoTime() - start)).isEqualTo(1);
+          checked = true;
+        }
+      }
+    }
+    assertThat(checked).as("the stream lasted past 2.5 x inFlightMaxAge").isTrue();
+    assertThat(outcomes.completions).hasSize(1);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void streamedAnswerIsRelayedAndItsUsageChunkReported() throws Exception {
     StandInVllm a = standIn();
     startGateway(outcomes, at(a.port()));
