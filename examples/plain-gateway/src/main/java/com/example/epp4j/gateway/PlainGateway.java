@@ -221,7 +221,9 @@ public final class PlainGateway implements AutoCloseable {
       // terminal call after its first, so a failure already reported is not counted twice.
       d.onFailure(t);
       if (!(t instanceof ResponseCut)) {
-        LOG.log(Level.WARNING, "forwarding to " + d.primary().id() + " failed unexpectedly", t);
+        // redacted: a plugin's or listener's message may quote the request's prompt
+        LOG.log(Level.WARNING, "forwarding to " + d.primary().id() + " failed unexpectedly",
+            io.epp4j.api.RedactedException.of(t));
       }
       throw t;
     }

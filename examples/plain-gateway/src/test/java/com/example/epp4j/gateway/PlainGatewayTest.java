@@ -532,7 +532,7 @@ class PlainGatewayTest {
       public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
           io.epp4j.api.RoutingDecision decision) {
         decision.setRequestHeaderFor("x-kv-source", d -> {
-          throw new IllegalStateException("plugin bug");
+          throw new IllegalStateException("plugin bug on '" + request.prompt() + "'");
         });
       }
     };
@@ -540,8 +540,9 @@ class PlainGatewayTest {
     Router router = Router.builder().endpoints(List.of(at(replica.port()))).listener(outcomes)
         .listener(asker).build();
     gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
-    String body = completion("hi");
-    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+    String body = completion("my-bank-password-is-hunter2");
+    try (io.epp4j.testkit.CapturedLog log = io.epp4j.testkit.CapturedLog.of("com.example");
+        java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
         gateway.port())) {
       socket.setSoTimeout((int) DEADLINE.toMillis());
       socket.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
@@ -557,6 +558,11 @@ class PlainGatewayTest {
           .path("error");
       assertThat(error.path("type").asText()).isEqualTo("internal_error");
       assertThat(error.path("code").asInt()).isEqualTo(500);
+      assertThat(answer).doesNotContain("hunter2");
+      // the gateway's warning names the failure and the frame, not the prompt it quoted
+      assertThat(log.text()).contains("failed unexpectedly")
+          .contains("java.lang.IllegalStateException").contains("PlainGatewayTest")
+          .doesNotContain("hunter2");
     }
     assertThat(outcomes.failures).hasSize(1);
     assertThat(inFlight()).isZero();
