@@ -40,7 +40,7 @@ class ServePipelinedBodyBudgetTest {
       OutputStream out = pipelining.getOutputStream();
       out.write(request("{\"prompt\":[1,2,3],\"max_tokens\":20000}"
           .getBytes(StandardCharsets.UTF_8)));
-      out.write(request(paddedBody(pipelinedBytes)));
+      out.write(request(ServeRequestMemoryTest.paddedBody(pipelinedBytes)));
       out.flush();
       // both requests read: the second waits for the first's answer
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
@@ -50,7 +50,7 @@ class ServePipelinedBodyBudgetTest {
       assertThat(replica.serve().requestsRead(0)).as("requests read").isEqualTo(2);
 
       other.connect(new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), port));
-      byte[] otherRequest = request(paddedBody(otherBytes));
+      byte[] otherRequest = request(ServeRequestMemoryTest.paddedBody(otherBytes));
       Thread writer = new Thread(() -> {
         try {
           other.getOutputStream().write(otherRequest);
@@ -77,16 +77,5 @@ class ServePipelinedBodyBudgetTest {
     byte[] all = Arrays.copyOf(head, head.length + body.length);
     System.arraycopy(body, 0, all, head.length, body.length);
     return all;
-  }
-
-  /** {@code {"prompt":[1,2,3],"max_tokens":1,"pad":"ppp..."}} of {@code bytes} bytes. */
-  private static byte[] paddedBody(int bytes) {
-    String head = "{\"prompt\":[1,2,3],\"max_tokens\":1,\"pad\":\"";
-    byte[] b = new byte[bytes];
-    Arrays.fill(b, (byte) 'p');
-    System.arraycopy(head.getBytes(StandardCharsets.US_ASCII), 0, b, 0, head.length());
-    b[bytes - 2] = '"';
-    b[bytes - 1] = '}';
-    return b;
   }
 }

@@ -145,8 +145,11 @@ class ServeRequestMemoryTest {
     return b;
   }
 
-  /** A small completion padded with a field the emulator ignores to {@code bytes} bytes. */
-  private static byte[] paddedBody(int bytes) {
+  /**
+   * A small completion padded with a field the emulator ignores to {@code bytes} bytes
+   * ({@code {"prompt":[1,2,3],"max_tokens":1,"pad":"ppp..."}}).
+   */
+  static byte[] paddedBody(int bytes) {
     String head = "{\"prompt\":[1,2,3],\"max_tokens\":1,\"pad\":\"";
     byte[] b = new byte[bytes];
     Arrays.fill(b, (byte) 'p');
