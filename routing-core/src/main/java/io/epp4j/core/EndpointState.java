@@ -7,8 +7,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * Immutable pairing of an endpoint with its latest metrics, plus in-flight counters that live as
- * long as the endpoint stays in the pool (shared by every snapshot that contains it).
+ * Immutable pairing of an endpoint with its latest metrics, plus in-flight counters shared by
+ * every snapshot that contains it. The counters live as long as the endpoint stays in the pool,
+ * and beyond while requests counted on them run: an endpoint that comes back at the same address
+ * meanwhile takes them up again (see {@code Router}'s pool changes).
  */
 final class EndpointState implements Candidate {
   final Endpoint endpoint;
@@ -95,6 +97,11 @@ final class EndpointState implements Candidate {
 
     InFlight(String endpointId) {
       this.endpointId = endpointId;
+    }
+
+    /** Whether nothing is counted here: no request of this router's nor another's. */
+    boolean idle() {
+      return requests.get() == 0 && tokens.get() == 0;
     }
   }
 }

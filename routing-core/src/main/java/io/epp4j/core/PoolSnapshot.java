@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
 /** An immutable view of the endpoint pool, swapped atomically on every change. */
@@ -54,10 +55,13 @@ final class PoolSnapshot {
 
   /** This pool plus a new endpoint with unknown metrics and nothing in flight. */
   PoolSnapshot with(Endpoint endpoint) {
+    return with(endpoint, new EndpointState.InFlight(endpoint.id()));
+  }
+
+  /** This pool plus a new endpoint with unknown metrics, counting in flight on {@code inFlight}. */
+  PoolSnapshot with(Endpoint endpoint, EndpointState.InFlight inFlight) {
     EndpointState[] next = Arrays.copyOf(states, states.length + 1);
-    next[states.length] =
-        new EndpointState(endpoint, EndpointMetrics.UNKNOWN,
-            new EndpointState.InFlight(endpoint.id()));
+    next[states.length] = new EndpointState(endpoint, EndpointMetrics.UNKNOWN, inFlight);
     return new PoolSnapshot(next);
   }
 
@@ -79,6 +83,16 @@ final class PoolSnapshot {
    */
   PoolSnapshot reconciled(Collection<Endpoint> endpoints, List<Endpoint> added,
       List<Endpoint> removed, List<Relabel> relabelled) {
+    return reconciled(endpoints, added, removed, relabelled, EndpointState.InFlight::new);
+  }
+
+  /**
+   * As {@link #reconciled(Collection, List, List, List)}, with the in-flight counters of a new
+   * member taken from {@code counters} (by id).
+   */
+  PoolSnapshot reconciled(Collection<Endpoint> endpoints, List<Endpoint> added,
+      List<Endpoint> removed, List<Relabel> relabelled,
+      Function<String, EndpointState.InFlight> counters) {
     Map<String, Endpoint> wanted = new LinkedHashMap<>();
     for (Endpoint e : endpoints) {
       wanted.put(e.id(), e);
@@ -96,8 +110,7 @@ final class PoolSnapshot {
       }
     }
     for (Endpoint e : wanted.values()) {
-      next.add(new EndpointState(e, EndpointMetrics.UNKNOWN,
-          new EndpointState.InFlight(e.id())));
+      next.add(new EndpointState(e, EndpointMetrics.UNKNOWN, counters.apply(e.id())));
       added.add(e);
     }
     return new PoolSnapshot(next.toArray(new EndpointState[0]));

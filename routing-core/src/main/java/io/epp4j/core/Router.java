@@ -101,6 +101,16 @@ public final class Router implements AutoCloseable {
    */
   private final Object membershipLock = new Object();
   private final Object stateLock = new Object();
+  /**
+   * The in-flight counters of endpoints that left the pool while requests counted on them were
+   * still running, by id. An endpoint that comes back at the same address (a readiness probe
+   * that failed under load, a discovery blip) takes its counters up again, so the requests it
+   * still serves go on counting against it, and their end takes off only what they added. An
+   * entry is dropped at the next membership change once its requests have ended or expired, so
+   * there are never more entries than requests in flight, plus the one leaving. Guarded by
+   * {@link #stateLock}.
+   */
+  private final Map<String, EndpointState.InFlight> departed = new HashMap<>();
   private volatile State state;
   private volatile boolean closed;
 
@@ -386,7 +396,7 @@ public final class Router implements AutoCloseable {
         State cur = state;
         int i = cur.pool.indexOf(endpoint.id());
         if (i < 0) {
-          state = cur.withPool(cur.pool.with(endpoint));
+          state = cur.withPool(cur.pool.with(endpoint, counters(endpoint.id())));
           known = null;
         } else {
           known = cur.pool;
@@ -410,7 +420,12 @@ public final class Router implements AutoCloseable {
     }
   }
 
-  /** Removes an endpoint by id; returns whether it was present. */
+  /**
+   * Removes an endpoint by id; returns whether it was present. Requests routed there that are
+   * still running keep their count: if the endpoint comes back at the same address before they
+   * end (a readiness probe that failed under load, a discovery blip), they count against it again
+   * until they end or expire, as if it had never left.
+   */
   public boolean removeEndpoint(String endpointId) {
     synchronized (membershipLock) {
       EndpointState removed;
@@ -422,6 +437,7 @@ public final class Router implements AutoCloseable {
         }
         removed = cur.pool.states[i];
         state = cur.withPool(cur.pool.without(i));
+        departing(List.of(removed));
       }
       notifyPoolListeners(List.of(removed.endpoint), List.of());
     }
@@ -430,7 +446,9 @@ public final class Router implements AutoCloseable {
 
   /**
    * Makes the pool exactly {@code endpoints}: adds the new ones, removes the missing ones, keeps
-   * metrics and in-flight counters of the ones that stay.
+   * metrics and in-flight counters of the ones that stay. An endpoint that comes back while
+   * requests routed to it before it left still run counts them again (see
+   * {@link #removeEndpoint}); its metrics start unknown.
    */
   public void setEndpoints(Collection<Endpoint> endpoints) {
     synchronized (membershipLock) {
@@ -439,9 +457,47 @@ public final class Router implements AutoCloseable {
       List<PoolSnapshot.Relabel> relabelled = new ArrayList<>();
       synchronized (stateLock) {
         State cur = state;
-        state = cur.withPool(cur.pool.reconciled(endpoints, added, removed, relabelled));
+        state = cur.withPool(
+            cur.pool.reconciled(endpoints, added, removed, relabelled, this::counters));
+        if (!removed.isEmpty()) {
+          List<EndpointState> left = new ArrayList<>(removed.size());
+          for (Endpoint e : removed) {
+            left.add(Objects.requireNonNull(cur.pool.get(e.id())));
+          }
+          departing(left);
+        }
       }
       state.active.notifyPool(removed, relabelled, added);
+    }
+  }
+
+  /**
+   * The in-flight counters for an endpoint joining the pool: those it left with, while requests
+   * counted on them still run, else new ones. Called under {@link #stateLock}.
+   */
+  private EndpointState.InFlight counters(String endpointId) {
+    EndpointState.InFlight f = departed.remove(endpointId);
+    return f != null ? f : new EndpointState.InFlight(endpointId);
+  }
+
+  /**
+   * Keeps the counters of endpoints leaving the pool while something is counted on them, and
+   * drops those of endpoints that left before whose requests have all ended. Called under
+   * {@link #stateLock}.
+   */
+  private void departing(List<EndpointState> leaving) {
+    departed.values().removeIf(EndpointState.InFlight::idle);
+    for (EndpointState s : leaving) {
+      if (!s.inFlight.idle()) {
+        departed.put(s.endpoint.id(), s.inFlight);
+      }
+    }
+  }
+
+  /** Counters of endpoints that left the pool and are kept for their return; for tests. */
+  int departedCounters() {
+    synchronized (stateLock) {
+      return departed.size();
     }
   }
 

@@ -1,0 +1,118 @@
+package io.epp4j.core;
+
+import static io.epp4j.core.TestPlugins.ep;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+/**
+ * An endpoint that leaves the pool and comes back at the same address (a readiness probe that
+ * failed under load, a discovery blip) while requests run there: the router's in-flight count for
+ * it must go on counting those requests until they end, and their end must take off only what
+ * they added.
+ */
+class EndpointFlapInFlightTest {
+  private static final InferenceRequest REQ =
+      InferenceRequest.builder().model("m").prompt("hello").maxTokens(10).build();
+  private static final long TOKENS = REQ.estimatedPromptTokens() + 10L;
+  private static final Endpoint A = ep("10.0.0.1:80", Map.of());
+
+  private static Router router(AtomicLong now) {
+    return Router.builder().registry(TestPlugins.registry()).ticker(now::get)
+        .profile(SchedulingProfile.builder("default").build()).endpoint(A).build();
+  }
+
+  private static Candidate a(Router r) {
+    return r.endpoints().stream().filter(c -> c.id().equals(A.id())).findFirst().orElseThrow();
+  }
+
+  @Test
+  void requestsRunningThroughARemoveAndAddStayCountedUntilTheyEnd() {
+    for (boolean bySet : new boolean[] {false, true}) {
+      Router r = router(new AtomicLong(1));
+      RoutingDecision before1 = r.route(REQ);
+      RoutingDecision before2 = r.route(REQ);
+      if (bySet) {
+        r.setEndpoints(List.of());
+        r.setEndpoints(List.of(A));
+      } else {
+        assertThat(r.removeEndpoint(A.id())).isTrue();
+        assertThat(r.addEndpoint(A)).isTrue();
+      }
+      assertThat(a(r).inFlightRequests()).as("still running there, by set: " + bySet)
+          .isEqualTo(2);
+      assertThat(a(r).inFlightTokens()).isEqualTo(2 * TOKENS);
+      RoutingDecision after = r.route(REQ);
+      assertThat(a(r).inFlightRequests()).isEqualTo(3);
+      before1.onComplete(Usage.NONE);
+      before2.onFailure(new IllegalStateException("reset"));
+      assertThat(a(r).inFlightRequests()).as("the one routed after the return").isEqualTo(1);
+      assertThat(a(r).inFlightTokens()).isEqualTo(TOKENS);
+      after.onComplete(Usage.NONE);
+      assertThat(a(r).inFlightRequests()).isZero();
+      assertThat(a(r).inFlightTokens()).isZero();
+      r.close();
+    }
+  }
+
+  @Test
+  void requestsThatEndWhileTheEndpointIsAwayAreNotCountedWhenItReturns() {
+    Router r = router(new AtomicLong(1));
+    RoutingDecision d = r.route(REQ);
+    r.removeEndpoint(A.id());
+    d.onComplete(Usage.NONE);
+    r.addEndpoint(A);
+    assertThat(a(r).inFlightRequests()).isZero();
+    assertThat(a(r).inFlightTokens()).isZero();
+    r.close();
+  }
+
+  @Test
+  void requestsNeverFinishedExpireFromTheCountTheEndpointCameBackWith() {
+    AtomicLong now = new AtomicLong(1);
+    Router r = router(now);
+    r.route(REQ); // dropped by the gateway
+    r.removeEndpoint(A.id());
+    r.addEndpoint(A);
+    assertThat(a(r).inFlightRequests()).isEqualTo(1);
+    now.addAndGet(r.inFlightMaxAge().toNanos() + TimeUnit.SECONDS.toNanos(1));
+    r.updateMetrics(A.id(), EndpointMetrics.UNKNOWN);
+    assertThat(a(r).inFlightRequests()).isZero();
+    assertThat(a(r).inFlightTokens()).isZero();
+    r.close();
+  }
+
+  @Test
+  void theCountsOfEndpointsThatLeftAreKeptOnlyWhileTheirRequestsRun() {
+    Router r = router(new AtomicLong(1));
+    List<RoutingDecision> running = new ArrayList<>();
+    for (int i = 0; i < 1000; i++) {
+      Endpoint e = ep("10.1." + (i / 250) + "." + (i % 250) + ":80", Map.of());
+      r.setEndpoints(List.of(e));
+      RoutingDecision d = r.route(REQ);
+      assertThat(d.primary()).isEqualTo(e);
+      running.add(d);
+      r.setEndpoints(List.of(A)); // e leaves with its request running
+      if (i >= 2) {
+        running.remove(0).onComplete(Usage.NONE); // at most two are running at a time
+      }
+    }
+    assertThat(r.departedCounters()).as("only those of the two endpoints still serving")
+        .isLessThanOrEqualTo(3);
+    running.forEach(d -> d.onComplete(Usage.NONE));
+    r.removeEndpoint(A.id());
+    assertThat(r.departedCounters()).isZero();
+    r.close();
+  }
+}
