@@ -73,13 +73,13 @@ final class DecisionTreeFilter implements Filter {
         top.error(path + "current", "nests decision trees deeper than " + MAX_DEPTH);
         return null;
       }
+      // upstream's tree has these four fields and no other, so any other name, at the top as
+      // below, is a misspelt or misplaced branch: loaded, the tree would route without it
       for (String name : level.names()) {
         if (!List.of("current", "nextOnSuccess", "nextOnFailure", "nextOnSuccessOrFailure")
             .contains(name)) {
-          if (!path.isEmpty()) {
-            top.error(path + name, "is not a decision tree field; expected current, nextOnSuccess,"
-                + " nextOnFailure, nextOnSuccessOrFailure");
-          }
+          top.error(path + name, "is not a decision tree field; expected current, nextOnSuccess,"
+              + " nextOnFailure, nextOnSuccessOrFailure");
         }
       }
       if (!level.has("current")) {

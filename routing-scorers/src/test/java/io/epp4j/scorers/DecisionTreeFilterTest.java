@@ -42,6 +42,22 @@ class DecisionTreeFilterTest {
         .hasMessageContaining("current.nextOnFailure");
   }
 
+  /**
+   * The tree's own fields are all it has, at the top as at any depth: a misspelt branch
+   * ({@code nextOnFailur}) would leave the tree without it, so requests the failure branch should
+   * have routed would get nothing from the filter, and the file would load with a warning only.
+   */
+  @Test
+  void aTopLevelFieldThatIsNotATreeFieldIsRefusedNamingIt() {
+    String yaml = file("""
+        {pluginRef: low-queue-filter}
+            nextOnFailur: {pluginRef: least-queue-filter}""");
+    assertThatThrownBy(() -> Router.builder().endpoints(POOL).configYaml(yaml, "t.yaml").build())
+        .isInstanceOf(ConfigException.class)
+        .hasMessageContaining("parameter 'nextOnFailur' is not a decision tree field; expected"
+            + " current, nextOnSuccess, nextOnFailure, nextOnSuccessOrFailure");
+  }
+
   @Test
   void aNodeWithOnlyItsFilterLoads() {
     String yaml = file("{pluginRef: low-queue-filter}");
