@@ -35,10 +35,17 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
    */
   static final String WEIGHT_LABEL = "epp4j.io/weight";
 
-  /** A placement table built for one candidate list. */
+  /**
+   * A placement table built for one candidate list. It reads each endpoint's address
+   * ({@link Endpoint#id()}) and weight and nothing else, so it serves any list with the same
+   * addresses and weights in the same order, whatever their other labels: a discovery that
+   * relabels a member (its zone, its version) costs no rebuild. Picks return the candidates
+   * given, never {@link #endpoints}, which keep the labels of the list the table was built for.
+   */
   abstract static class Table {
     final Endpoint[] endpoints;
     final double[] normalizedWeights;
+    private final int[] weights;
 
     Table(List<Candidate> candidates) {
       this(endpointsOf(candidates));
@@ -48,14 +55,22 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
       int n = endpoints.length;
       this.endpoints = endpoints;
       normalizedWeights = new double[n];
+      weights = new int[n];
       long sum = 0;
       for (int i = 0; i < n; i++) {
-        sum += weight(endpoints[i]);
+        weights[i] = weight(endpoints[i]);
+        sum += weights[i];
       }
       for (int i = 0; i < n; i++) {
         // same arithmetic as Envoy: weight * locality weight (1.0) / sum, in double
-        normalizedWeights[i] = weight(endpoints[i]) * 1.0 / sum;
+        normalizedWeights[i] = weights[i] * 1.0 / sum;
       }
+    }
+
+    /** Whether {@code e} takes the place of the {@code i}-th endpoint: same address and weight. */
+    private boolean samePlace(Endpoint e, int i) {
+      Endpoint mine = endpoints[i];
+      return e == mine || (e.id().equals(mine.id()) && weight(e) == weights[i]);
     }
 
     /**
@@ -71,7 +86,7 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
         return false;
       }
       for (int i = 0; i < endpoints.length; i++) {
-        if (others[i] != endpoints[i] && !others[i].equals(endpoints[i])) {
+        if (!samePlace(others[i], i)) {
           return false;
         }
       }
@@ -83,8 +98,7 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
         return false;
       }
       for (int i = 0; i < endpoints.length; i++) {
-        Endpoint e = candidates.get(i).endpoint();
-        if (e != endpoints[i] && !e.equals(endpoints[i])) {
+        if (!samePlace(candidates.get(i).endpoint(), i)) {
           return false;
         }
       }
