@@ -13,6 +13,7 @@ import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Ticker;
 import io.epp4j.api.Usage;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
@@ -27,8 +28,11 @@ import org.jspecify.annotations.Nullable;
  * ends. {@code prefix-cache-affinity-filter} reads it for its TTFT gate.
  *
  * <p>A request the gateway never finishes is forgotten after the router's {@code inFlightMaxAge},
- * counted from its route or its last {@code onActivity}; an endpoint that leaves the pool is
- * forgotten with what counted on it. Thread-safe; nothing blocks.
+ * counted from its route or its last {@code onActivity}. An endpoint that leaves the pool while
+ * requests counted on it run keeps its counters until they end: if it comes back meanwhile (a
+ * readiness probe that failed under load, a discovery blip) they still count there, as the
+ * router's own in-flight counts do; once they have ended, it is forgotten. Thread-safe; nothing
+ * blocks.
  */
 final class InFlightLoadProducer implements Plugin, RequestListener, PoolListener {
   static final double DEFAULT_OUTPUT_RATIO = 1.5;
@@ -40,6 +44,11 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
   private final long maxAgeNanos;
   private final ConcurrentHashMap<InferenceRequest, Held> held = new ConcurrentHashMap<>();
   private final ConcurrentHashMap<String, Load> loads = new ConcurrentHashMap<>();
+  /**
+   * Endpoints that left the pool with requests counted on them: their loads stay for a return,
+   * and a sweep drops each once idle, so there are no more of them than requests in flight.
+   */
+  private final Set<String> departed = ConcurrentHashMap.newKeySet();
   private final AtomicLong nextSweep;
 
   /**
@@ -159,10 +168,28 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
   }
 
   @Override
+  public void onEndpointAdded(Endpoint endpoint) {
+    // back while requests routed before it left still run: they go on counting on its load
+    departed.remove(endpoint.id());
+  }
+
+  @Override
   public void onEndpointRemoved(Endpoint endpoint) {
-    // requests still held there release into the removed load, which nobody reads any more: not
-    // into the one the endpoint gets if it comes back, which counts only the requests after that
-    loads.remove(endpoint.id());
+    String id = endpoint.id();
+    departed.add(id);
+    dropIfIdle(id);
+  }
+
+  /**
+   * Forgets the load of a departed endpoint once nothing counts on it. Under the map's lock for
+   * the id, and only while the endpoint is still away: a route that took the load after the
+   * endpoint came back keeps adding to the load the map holds.
+   */
+  private void dropIfIdle(String id) {
+    if (loads.computeIfPresent(id, (k, l) -> l.idle() && departed.contains(k) ? null : l)
+        == null) {
+      departed.remove(id);
+    }
   }
 
   private void end(InferenceRequest request) {
@@ -197,6 +224,14 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
         e.getValue().releaseAll();
       }
     }
+    for (String id : departed) {
+      dropIfIdle(id);
+    }
+  }
+
+  /** Endpoints that left the pool and whose loads are kept for their return (for tests). */
+  int departedLoads() {
+    return departed.size();
   }
 
   @Override
@@ -213,11 +248,16 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
       tokens.addAndGet(t);
       requests.addAndGet(r);
     }
+
+    boolean idle() {
+      return tokens.get() == 0 && requests.get() == 0;
+    }
   }
 
   /**
    * What one request holds, and where; every change under its own lock. It gives back to the
-   * counters it added to, even after its endpoint left the pool and came back with new ones.
+   * counters it added to, which are its endpoint's as long as the endpoint is in the pool or the
+   * request runs.
    */
   private final class Held {
     private String endpoint;

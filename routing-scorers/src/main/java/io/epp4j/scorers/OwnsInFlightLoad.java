@@ -12,7 +12,7 @@ import org.jspecify.annotations.Nullable;
 /**
  * A plugin that reads in-flight counts from an {@link InFlightLoadProducer} and, when the file
  * has none, keeps one of its own, as upstream adds a default producer: the request lifecycle and
- * the pool's removals reach that own producer through these default methods. A producer of the
+ * the pool's changes reach that own producer through these default methods. A producer of the
  * file hears them as a plugin of the file, so they reach nothing then.
  */
 interface OwnsInFlightLoad extends RequestListener, PoolListener {
@@ -65,6 +65,14 @@ interface OwnsInFlightLoad extends RequestListener, PoolListener {
     InFlightLoadProducer l = ownLoad();
     if (l != null) {
       l.onFailure(request, endpoint, cause);
+    }
+  }
+
+  @Override
+  default void onEndpointAdded(Endpoint endpoint) {
+    InFlightLoadProducer l = ownLoad();
+    if (l != null) {
+      l.onEndpointAdded(endpoint);
     }
   }
 

@@ -162,6 +162,7 @@ final class PrefixCacheAffinityFilter implements Filter, OwnsInFlightLoad, HintL
     if (own != null) {
       own.onEndpointAdded(endpoint);
     }
+    OwnsInFlightLoad.super.onEndpointAdded(endpoint);
   }
 
   @Override

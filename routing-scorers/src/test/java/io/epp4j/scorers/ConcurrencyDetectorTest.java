@@ -94,33 +94,73 @@ class ConcurrencyDetectorTest {
     }
   }
 
+  /**
+   * Both endpoints leave and come back (a discovery blip, readiness probes failing under load)
+   * while four requests run there: those still fill the endpoints, so nothing more is let in
+   * until they end, and their end takes off only what they added.
+   */
   @Test
-  void requestsThatOutliveTheirEndpointsLeavingDoNotUncountTheRequestsAfterItsReturn() {
+  void requestsRunningThroughTheirEndpointsLeaveAndReturnStillCountThere() {
     try (Router r = router("{maxConcurrency: 2}", true)) {
       List<RoutingDecision> before = new ArrayList<>();
       for (int i = 0; i < 4; i++) {
         before.add(r.route(request(0, 10)));
       }
-      // both endpoints leave (a discovery blip) and come back while those four are served
       r.setEndpoints(List.of());
       r.setEndpoints(POOL);
+      assertThat(r.poolSaturation()).as("the four are still served").isCloseTo(1.0, within(1e-12));
+      RoutingDecision full = r.route(request(0, 10));
+      assertThat(full.rejection()).isNotNull();
+      assertThat(full.rejection().reason()).isEqualTo(Rejection.Reason.NO_ENDPOINTS);
+      // two of them end, two are routed in their place, then the other two end
+      before.remove(0).onComplete(Usage.NONE);
+      before.remove(0).onComplete(Usage.NONE);
       List<RoutingDecision> after = new ArrayList<>();
-      for (int i = 0; i < 4; i++) {
+      for (int i = 0; i < 2; i++) {
         RoutingDecision d = r.route(request(0, 10));
         assertThat(d.isRouted()).isTrue();
         after.add(d);
       }
-      // the four from before the blip end: they were counted on the endpoints that left
-      for (RoutingDecision d : before) {
-        d.onComplete(Usage.NONE);
+      before.forEach(d -> d.onComplete(Usage.NONE));
+      assertThat(r.poolSaturation()).as("the two routed since, of 2 x 2")
+          .isCloseTo(0.5, within(1e-12));
+      for (int i = 0; i < 2; i++) {
+        RoutingDecision d = r.route(request(0, 10));
+        assertThat(d.isRouted()).isTrue();
+        after.add(d);
       }
-      // the four routed since still fill both endpoints to their limit of two
       assertThat(r.poolSaturation()).isCloseTo(1.0, within(1e-12));
-      RoutingDecision none = r.route(request(0, 10));
-      assertThat(none.rejection()).isNotNull();
-      assertThat(none.rejection().reason()).isEqualTo(Rejection.Reason.NO_ENDPOINTS);
+      assertThat(r.route(request(0, 10)).isRouted()).isFalse();
       after.forEach(d -> d.onComplete(Usage.NONE));
       assertThat(r.poolSaturation()).isZero();
+    }
+  }
+
+  /**
+   * An endpoint that leaves for good is forgotten once the requests it was serving end: the
+   * producer keeps no counters for endpoints that are gone and idle.
+   */
+  @Test
+  void anEndpointThatLeftIsForgottenOnceItsRequestsEnd() {
+    java.util.concurrent.atomic.AtomicLong now = new java.util.concurrent.atomic.AtomicLong();
+    InFlightLoadProducer load = new InFlightLoadProducer(false,
+        InFlightLoadProducer.DEFAULT_OUTPUT_RATIO, -1, now::get, 8_000);
+    try (Router r = Router.builder().endpoints(POOL).ticker(now::get)
+        .profile(io.epp4j.core.SchedulingProfile.builder("default").build())
+        .listener(load).build()) {
+      List<RoutingDecision> open = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        open.add(r.route(request(0, 10)));
+      }
+      String gone = open.get(0).primary().id();
+      r.removeEndpoint(gone);
+      assertThat(load.departedLoads()).isEqualTo(1);
+      assertThat(load.requests(gone)).as("still served there").isPositive();
+      open.forEach(d -> d.onComplete(Usage.NONE));
+      now.addAndGet(1_000); // a sweep is due
+      r.route(request(0, 10));
+      assertThat(load.departedLoads()).isZero();
+      assertThat(load.requests(gone)).isZero();
     }
   }
 
