@@ -11,9 +11,11 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Predicate;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Closes the plugins a reload dropped, once no route can still be using them.
@@ -40,6 +42,12 @@ final class RetiredPlugins {
   private final Map<Object, Long> pending = new IdentityHashMap<>();
   /** Numbers the calls of {@link #closeLater}; guarded by {@link #lock}. */
   private long drops;
+  /**
+   * What a timer reaches this through, until the router closes: a timer outlives the router when
+   * the delay is long (the JDK's shared delay thread holds it until due), and must then hold
+   * neither the router nor the plugins it was to close.
+   */
+  private final AtomicReference<@Nullable RetiredPlugins> handle = new AtomicReference<>(this);
 
   /**
    * @param inUse whether the running configuration uses a plugin; false once the router closed
@@ -62,27 +70,41 @@ final class RetiredPlugins {
     if (dropped.isEmpty()) {
       return;
     }
-    List<Object> batch = new ArrayList<>(dropped);
     long drop;
     synchronized (lock) {
       drop = ++drops;
-      for (Object o : batch) {
+      for (Object o : dropped) {
         pending.put(o, drop);
       }
     }
-    timer.execute(() -> closeUnused(batch, drop));
+    timer.execute(timerTask(handle, drop));
   }
 
-  private void closeUnused(List<Object> batch, long drop) {
+  /** The timer of drop {@code drop}: it holds the handle and the drop's number, nothing else. */
+  private static Runnable timerTask(AtomicReference<@Nullable RetiredPlugins> handle, long drop) {
+    return () -> {
+      RetiredPlugins r = handle.get();
+      if (r != null) {
+        r.closeUnused(drop);
+      }
+    };
+  }
+
+  private void closeUnused(long drop) {
     synchronized (lock) {
+      // the plugins of this drop; a later drop of the same plugin (dropped, taken back, dropped
+      // again) owns it now
+      List<Object> batch = new ArrayList<>();
+      for (Iterator<Map.Entry<Object, Long>> it = pending.entrySet().iterator(); it.hasNext(); ) {
+        Map.Entry<Object, Long> e = it.next();
+        if (e.getValue() == drop) {
+          batch.add(e.getKey()); // before the removal, which invalidates an IdentityHashMap entry
+          it.remove();
+        }
+      }
       for (Object o : batch) {
-        // a later drop of the same plugin (dropped, taken back, dropped again) owns it now
-        Long latest = pending.get(o);
-        if (latest != null && latest == drop) {
-          pending.remove(o);
-          if (!inUse.test(o)) {
-            close(o);
-          }
+        if (!inUse.test(o)) {
+          close(o);
         }
       }
     }
@@ -100,9 +122,11 @@ final class RetiredPlugins {
 
   /**
    * Closes every plugin still waiting for its delay, now, except those in {@code running} (a
-   * reload took them back), which the caller closes next through {@link #closeNow}.
+   * reload took them back), which the caller closes next through {@link #closeNow}. The router
+   * calls it as it closes: timers still waiting from then on reach nothing.
    */
   void closePending(Set<Object> running) {
+    handle.set(null);
     synchronized (lock) {
       List<Object> retiredOnly = new ArrayList<>();
       for (Iterator<Object> it = pending.keySet().iterator(); it.hasNext(); ) {

@@ -68,4 +68,36 @@ class RetiredPluginsTest {
     assertThat(p.closes.get()).isEqualTo(1);
     assertThat(back.closes.get()).isEqualTo(1);
   }
+
+  /**
+   * With a long grace delay (or one too long to count, which means never), a reload's timer
+   * outlives the router that set it: the JDK's shared delay thread holds it until it is due. Once
+   * the router has closed, that timer must reach neither the plugins it was to close (closed by
+   * then) nor the router, or every router closed after a reload would stay in memory.
+   */
+  @Test
+  void aTimerStillWaitingWhenTheRouterClosesHoldsNeitherItsPluginsNorTheRouter() throws Exception {
+    List<Runnable> waiting = new ArrayList<>(); // the delay thread's queue: never due
+    List<java.lang.ref.WeakReference<Object>> refs = retireAndClose(waiting);
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(20);
+    while (refs.stream().anyMatch(r -> r.get() != null) && System.nanoTime() < deadline) {
+      System.gc();
+      Thread.sleep(20);
+    }
+    assertThat(waiting).hasSize(1);
+    assertThat(refs.get(0).get()).as("the retired plugin").isNull();
+    assertThat(refs.get(1).get()).as("the retired plugins' keeper (and the router it reaches)")
+        .isNull();
+    waiting.get(0).run(); // due at last: nothing to do
+  }
+
+  /** Retires a plugin, then closes as the router does; returns weak references to both. */
+  private static List<java.lang.ref.WeakReference<Object>> retireAndClose(List<Runnable> timer) {
+    Counted p = new Counted();
+    RetiredPlugins keeper = new RetiredPlugins(timer::add, o -> false, new Object());
+    keeper.closeLater(Set.of(p));
+    keeper.closePending(Set.of());
+    assertThat(p.closes.get()).isEqualTo(1);
+    return List.of(new java.lang.ref.WeakReference<>(p), new java.lang.ref.WeakReference<>(keeper));
+  }
 }
