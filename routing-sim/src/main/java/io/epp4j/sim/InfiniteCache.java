@@ -12,7 +12,9 @@ import java.util.Set;
  * Hits follow the simulator's (and vLLM's) rules: whole blocks of the chained block hash, at most
  * {@code promptLength - 1} tokens, and every full block of the prompt and of the generated answer
  * cached once the request has run. A request longer than the context is rejected as the simulator
- * rejects it: it looks nothing up and its client (a dialog, a closed-loop user) does not go on.
+ * rejects it: it looks nothing up, and its client goes on or gives up as
+ * {@link Workload.Run#onRejected} says (a closed-loop client sends its next request, a dialog
+ * ends).
  */
 final class InfiniteCache {
   private InfiniteCache() {}
@@ -25,10 +27,11 @@ final class InfiniteCache {
 
   /**
    * The ceiling on a model with a context of {@code maxModelLen} tokens. The rejected requests
-   * must end their clients here as they do in the simulation: otherwise a dialog that outgrows
-   * the context goes on through every remaining turn, each longer than the last (with
-   * {@code --turns 10000} that is billions of tokens to hash), and its prompts count against a
-   * ceiling the served requests are measured by.
+   * must go to their clients here as they do in the simulation, so that both replay the same
+   * requests: a dialog that outgrew the context ends (otherwise it goes on through every
+   * remaining turn, each longer than the last: with {@code --turns 10000} that is billions of
+   * tokens to hash, and its prompts count against a ceiling the served requests are measured
+   * by), a closed-loop client sends its next request.
    */
   static double hitRate(Workload workload, long seed, int blockSize, int maxModelLen) {
     Workload.Run run = workload.start(seed);
@@ -45,6 +48,7 @@ final class InfiniteCache {
       Arrival a = queue.poll();
       RequestSpec spec = a.spec();
       if ((long) spec.promptLength() + spec.outputLength() > maxModelLen) {
+        run.onRejected(spec, true, a.atNanos(), submitter);
         continue;
       }
       int[] tokens = spec.tokens().get();

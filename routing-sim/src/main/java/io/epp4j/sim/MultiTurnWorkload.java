@@ -171,6 +171,26 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
       }
     }
 
+    /**
+     * A turn longer than the context ends its dialog: every later turn carries it and is longer
+     * still, so all of them are given up. A turn the router refused leaves the history as it was
+     * (no reply came); the user thinks and sends the next turn.
+     */
+    @Override
+    public int onRejected(RequestSpec spec, boolean tooLong, long nowNanos,
+        Submitter submitter) {
+      Turn t = (Turn) spec.tag();
+      int later = turns - t.turn() - 1;
+      if (tooLong) {
+        return later;
+      }
+      if (later > 0) {
+        double think = -Math.log(1 - rng.nextDouble()) * thinkTimeSeconds;
+        submitter.submit(nowNanos + Math.round(think * 1e9), turn(t.dialog(), t.turn() + 1));
+      }
+      return 0;
+    }
+
     private RequestSpec turn(int d, int t) {
       int[] past = history[d];
       int user = userLength.sample(rng);

@@ -8,7 +8,8 @@ package io.epp4j.sim;
  * {@code maxSessionsPerReplica}, {@code routingP99Micros}, {@code clippedRequests}) are stable.
  *
  * @param rejectedRequests requests that were never served: refused by the router, or longer than
- *     the model's context (refused before routing, as vLLM answers 400)
+ *     the model's context (refused before routing, as vLLM answers 400), including the later
+ *     turns of a dialog that outgrew it; with {@code requests}, every request of the run
  * @param routerRejectedRequests the part of {@code rejectedRequests} the router refused
  * @param firstRouterRejection the router's message for the first request it refused, or an empty
  *     string (it names the cause, for example a plugin's exception class; never prompt text)

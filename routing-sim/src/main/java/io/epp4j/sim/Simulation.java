@@ -403,7 +403,7 @@ public final class Simulation {
   }
 
   /** The discrete-event loop: runs until no event is left, printing progress now and then. */
-  private void processEvents(Router[] routers, Replica.StepSink sink) {
+  private void processEvents(Router[] routers, Sink sink) {
     int[] finished = new int[replicas.length];
     long nextProgress = System.nanoTime() + 2_000_000_000L;
     long processed = 0;
@@ -419,7 +419,7 @@ public final class Simulation {
       }
       switch (ev.type) {
         case ARRIVAL -> arrive(routers[(int) (nextGateway++ % routers.length)],
-            Objects.requireNonNull(ev.spec, "arrival without a request"));
+            Objects.requireNonNull(ev.spec, "arrival without a request"), sink);
         case SCRAPE -> scrapeAndReschedule(routers);
         case DELIVER -> Objects.requireNonNull(ev.action, "delivery without a hint").run();
         case KV_ARRIVED -> Objects.requireNonNull(ev.action, "transfer without a request").run();
@@ -480,8 +480,14 @@ public final class Simulation {
     }
   }
 
-  private void arrive(Router router, RequestSpec spec) {
+  private void arrive(Router router, RequestSpec spec, Sink sink) {
     firstArrival = Math.min(firstArrival, now);
+    if (spec.promptLength() + spec.outputLength() > settings.profile().maxModelLen()) {
+      // vLLM answers 400 for a request longer than max_model_len; it never reaches a replica
+      rejected++;
+      rejected += sink.run.onRejected(spec, true, now, sink.submitter);
+      return;
+    }
     int[] tokens = spec.tokens().get();
     InferenceRequest req = InferenceRequest.builder()
         .requestId(spec.id())
@@ -491,11 +497,6 @@ public final class Simulation {
         .maxTokens(spec.outputLength())
         .stream(true)
         .build();
-    if (spec.promptLength() + spec.outputLength() > settings.profile().maxModelLen()) {
-      // vLLM answers 400 for a request longer than max_model_len; it never reaches a replica
-      rejected++;
-      return;
-    }
     long t0 = System.nanoTime();
     RoutingDecision d = router.route(req);
     double micros = (System.nanoTime() - t0) / 1e3;
@@ -513,6 +514,8 @@ public final class Simulation {
       if (firstRouterRejection == null) {
         firstRouterRejection = Objects.requireNonNull(d.rejection()).message();
       }
+      // the gateway answers an error; the client counts it and goes on
+      rejected += sink.run.onRejected(spec, false, now, sink.submitter);
       return;
     }
     Integer idx = replicaById.get(d.primary().id());

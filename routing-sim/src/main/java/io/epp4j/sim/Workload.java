@@ -41,8 +41,8 @@ public interface Workload {
 
   /**
    * The hit-rate ceiling on a model whose context holds {@code maxModelLen} tokens: a request
-   * longer than that is rejected, as the simulator rejects it (it looks nothing up and its client
-   * does not go on).
+   * longer than that is rejected, as the simulator rejects it: it looks nothing up, and its client
+   * goes on or gives up as {@link Run#onRejected} says.
    */
   default double hitRateCeiling(long seed, int blockSize, int maxModelLen) {
     return InfiniteCache.hitRate(this, seed, blockSize, maxModelLen);
@@ -86,6 +86,22 @@ public interface Workload {
     default void onFinished(RequestSpec spec, int[] generated, long nowNanos,
         Submitter submitter) {
       onFinished(spec, nowNanos, submitter);
+    }
+
+    /**
+     * Called instead of {@code onFinished} for a request that was not served: the router refused
+     * it ({@code tooLong} false; a gateway answers an error status) or it is longer than the
+     * model's context ({@code tooLong}; vLLM answers 400). The client counts the failure and goes
+     * on, as a benchmark client does: a closed-loop client sends its next request, a dialog its
+     * next turn. Returns how many of this client's later requests it gives up instead (a dialog
+     * that outgrew the context ends, its later turns being longer still); the caller counts them
+     * as rejected too, so that every request of {@link #totalRequests} is counted once. By
+     * default the client goes on as after {@link #onFinished(RequestSpec, long, Submitter)}.
+     */
+    default int onRejected(RequestSpec spec, boolean tooLong, long nowNanos,
+        Submitter submitter) {
+      onFinished(spec, nowNanos, submitter);
+      return 0;
     }
 
     /** Requests whose prompt was clipped to the model's context. */

@@ -256,9 +256,58 @@ class SimulationTest {
     MultiTurnWorkload w = new MultiTurnWorkload(2, 10, 30_000, LengthDist.fixed(500),
         LengthDist.fixed(300), 0.1, 0.1);
     PolicyResult r = new Simulation(settings(1), w, Policy.ROUND_ROBIN, null).run();
-    // turns 1-3 fit in 32,768 tokens (30,800 / 31,600 / 32,400 with the reply); turn 4 does not
+    // turns 1-3 fit in 32,768 tokens (30,800 / 31,600 / 32,400 with the reply); turn 4 does not,
+    // and turns 5-10 would carry it: the dialog ends and all seven count as rejected
     assertThat(r.requests()).isEqualTo(6);
-    assertThat(r.rejectedRequests()).isEqualTo(2);
+    assertThat(r.rejectedRequests()).isEqualTo(14);
+  }
+
+  /** A policy whose only filter keeps no replica: the router refuses every request. */
+  private static final Policy REFUSES_ALL = new Policy("refuses-all", """
+      apiVersion: inference.networking.x-k8s.io/v1alpha1
+      kind: EndpointPickerConfig
+      plugins:
+      - type: label-selector-filter
+        parameters:
+          matchLabels:
+            zone: nowhere
+      - type: round-robin-picker
+      schedulingProfiles:
+      - name: default
+        plugins:
+        - pluginRef: label-selector-filter
+        - pluginRef: round-robin-picker
+      """, null);
+
+  @Test
+  void closedLoopClientsGoOnAfterTheRouterRefusesThem() {
+    SharedPrefixWorkload w = new SharedPrefixWorkload(2, 2, LengthDist.fixed(500),
+        LengthDist.fixed(100), LengthDist.fixed(20), 40, 4, 0);
+    PolicyResult r = new Simulation(settings(1), w, REFUSES_ALL, null).run();
+    // a refused client sends its next request, as a benchmark client does: all 40 are offered
+    assertThat(r.requests()).isZero();
+    assertThat(r.rejectedRequests()).isEqualTo(40);
+    assertThat(r.routerRejectedRequests()).isEqualTo(40);
+  }
+
+  @Test
+  void dialogsGoOnAfterTheRouterRefusesATurn() {
+    MultiTurnWorkload w = new MultiTurnWorkload(3, 4, 500, LengthDist.fixed(100),
+        LengthDist.fixed(50), 0.5, 1.0);
+    PolicyResult r = new Simulation(settings(1), w, REFUSES_ALL, null).run();
+    assertThat(r.rejectedRequests()).isEqualTo(12);
+    assertThat(r.routerRejectedRequests()).isEqualTo(12);
+  }
+
+  @Test
+  void closedLoopClientsGoOnAfterARequestLongerThanTheContext() {
+    // questions of 1-60,000 tokens: about half of the requests exceed the 32,768-token context
+    SharedPrefixWorkload w = new SharedPrefixWorkload(2, 2, LengthDist.fixed(500),
+        LengthDist.parse("1-60000"), LengthDist.fixed(10), 60, 3, 0);
+    PolicyResult r = new Simulation(settings(1), w, Policy.ROUND_ROBIN, null).run();
+    assertThat(r.rejectedRequests()).isPositive();
+    assertThat(r.routerRejectedRequests()).isZero();
+    assertThat(r.requests() + r.rejectedRequests()).isEqualTo(60);
   }
 
   @Test
