@@ -134,6 +134,9 @@ public final class Simulation {
   private final Samples routingWarm = new Samples();
   private List<Set<String>> sessionsPerReplica = List.of();
   private int completed;
+  /** Scrapes made; idle stretches are skipped unless a test turns that off. */
+  private long scrapes;
+  private boolean skipIdleScrapes = true;
   private int rejected;
   private int routerRejected;
   private @Nullable String firstRouterRejection;
@@ -286,6 +289,17 @@ public final class Simulation {
     this.routerBuilt = built;
     this.routerDone = done;
     return this;
+  }
+
+  /** For tests: scrape at every tick even while nothing happens (the outcome must not change). */
+  Simulation scrapeEveryTick() {
+    this.skipIdleScrapes = false;
+    return this;
+  }
+
+  /** Scrapes the last {@link #run} made. */
+  long scrapes() {
+    return scrapes;
   }
 
   public PolicyResult run() {
@@ -446,10 +460,30 @@ public final class Simulation {
     for (Router r : routers) {
       scrape(r);
     }
+    scrapes++;
     // keep scraping while anything else can still happen
     if (completed + rejected < total && pendingWork > 0) {
-      push(now + settings.scrapeIntervalNanos(), SCRAPE, 0, 0, null);
+      push(nextScrape(), SCRAPE, 0, 0, null);
     }
+  }
+
+  /**
+   * When the next scrape is due. A replica's figures change only in an event, so the scrapes
+   * between now and the next event would all publish what this one did: while nothing happens
+   * for more than two intervals, the next scrape is the last tick before that event. The router
+   * then holds the same figures, stamped with the same time, as if every tick had run (a tick
+   * at the event's own time came after the event, and still does), and idle simulated time (a
+   * trace's gaps, slow Poisson arrivals, long think times) costs no wall time. Not with a hint
+   * bus, whose flushes are periodic events of their own that may schedule deliveries.
+   */
+  private long nextScrape() {
+    long interval = settings.scrapeIntervalNanos();
+    Event next = events.peek();
+    if (!skipIdleScrapes || bus != null || next == null) {
+      return now + interval;
+    }
+    long ticks = Math.max(1, (next.time - now - 1) / interval);
+    return now + ticks * interval;
   }
 
   /** A GPU finished some replicas' work: their steps end after each one's step overhead. */
