@@ -343,7 +343,10 @@ public final class LoadGenerator {
               .add(x.spec.sessionKey());
         }
         // a failed request ends too: closed loops and dialogs go on, as a benchmark client does
-        if (error == null && x.generatedCount == x.spec.outputLength()) {
+        // (a dialog without the failed exchange in its history: no reply came)
+        if (error != null) {
+          run.onRejected(x.spec, false, nowWorkloadNanos(), this);
+        } else if (x.generatedCount == x.spec.outputLength()) {
           run.onFinished(x.spec, x.generated, nowWorkloadNanos(), this);
         } else {
           run.onFinished(x.spec, nowWorkloadNanos(), this);

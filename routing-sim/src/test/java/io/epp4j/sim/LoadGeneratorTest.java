@@ -304,6 +304,30 @@ class LoadGeneratorTest {
   }
 
   @Test
+  void aDialogWhoseTurnFailedGoesOnWithoutTheReplyItNeverGot() throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    List<Integer> prompts = java.util.Collections.synchronizedList(new ArrayList<>());
+    server.createContext("/v1/completions", ex -> {
+      prompts.add(JSON.readTree(ex.getRequestBody()).get("prompt").size());
+      byte[] b = "{\"error\":{\"message\":\"busy\",\"code\":503}}"
+          .getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(503, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+    open.add(() -> server.stop(0));
+    MultiTurnWorkload mt = new MultiTurnWorkload(1, 3, 160, LengthDist.fixed(32),
+        LengthDist.fixed(48), 0.01, 0);
+    LoadGenerator.Result res = generator(url(server.getAddress().getPort()),
+        Duration.ofSeconds(5), Integer.MAX_VALUE).run(mt, "refused dialog");
+    assertThat(res.failed()).isEqualTo(3);
+    // every turn is the system prompt and its own message: no reply ever joined the history
+    assertThat(prompts).containsExactly(192, 192, 192);
+  }
+
+  @Test
   void aStreamThatStaysOpenAfterDoneCountsAsCompletedNotAsATimeout() throws Exception {
     // the answer ends with [DONE] but the body never closes (chunked, no last chunk)
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
