@@ -215,7 +215,7 @@ public final class Main {
         err.println("  - " + m);
       }
       return 1;
-    } catch (RunFailure e) {
+    } catch (RunFailure | Workload.ArrivalTooLate e) {
       err.println("error: " + e.getMessage());
       return 1;
     }

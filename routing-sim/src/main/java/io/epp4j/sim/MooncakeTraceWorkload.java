@@ -46,13 +46,8 @@ public final class MooncakeTraceWorkload implements Workload {
     this.lastLine = lastLine;
   }
 
-  /**
-   * Latest arrival, in simulated nanoseconds: half the clock's range (146 years), so that what
-   * follows the last arrival (its service, the scrapes until then) still counts forward. A later
-   * arrival would be clamped to the clock's end, and the run would scrape idle replicas every
-   * interval until then, for ever as far as a user can tell.
-   */
-  static final long MAX_ARRIVAL_NANOS = Long.MAX_VALUE / 2;
+  /** Latest arrival, in simulated nanoseconds: {@link Workload#MAX_ARRIVAL_NANOS}. */
+  static final long MAX_ARRIVAL_NANOS = Workload.MAX_ARRIVAL_NANOS;
 
   /** Refuses a timestamp that, at this time scale, arrives past {@link #MAX_ARRIVAL_NANOS}. */
   private static void checkArrival(Path path, int line, long timestampMs, double timeScale) {

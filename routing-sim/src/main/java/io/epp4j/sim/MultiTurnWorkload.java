@@ -166,9 +166,22 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
       }
       history[t.dialog()] = turn;
       if (t.turn() + 1 < turns) {
-        double think = -Math.log(1 - rng.nextDouble()) * thinkTimeSeconds;
-        submitter.submit(nowNanos + Math.round(think * 1e9), turn(t.dialog(), t.turn() + 1));
+        submitNext(t, nowNanos, submitter);
       }
+    }
+
+    /** The dialog's next turn, after an exponential think time. */
+    private void submitNext(Turn t, long nowNanos, Submitter submitter) {
+      double think = -Math.log(1 - rng.nextDouble()) * thinkTimeSeconds;
+      double at = nowNanos + think * 1e9;
+      if (at > MAX_ARRIVAL_NANOS) {
+        // past the clock's range nowNanos + the think time in nanoseconds overflows a long
+        throw new ArrivalTooLate(String.format(Locale.ROOT, "dialog %d's turn %d of %d arrives"
+            + " after %.3g years (think time %s s mean); the simulated clock holds arrivals up to"
+            + " %.0f years (lower --think-time or --turns)", t.dialog() + 1, t.turn() + 2, turns,
+            at / 1e9 / (365.25 * 86_400), thinkTimeSeconds, MAX_ARRIVAL_YEARS));
+      }
+      submitter.submit(nowNanos + Math.round(think * 1e9), turn(t.dialog(), t.turn() + 1));
     }
 
     /**
@@ -185,8 +198,7 @@ public record MultiTurnWorkload(int dialogs, int turns, int systemPromptLength,
         return later;
       }
       if (later > 0) {
-        double think = -Math.log(1 - rng.nextDouble()) * thinkTimeSeconds;
-        submitter.submit(nowNanos + Math.round(think * 1e9), turn(t.dialog(), t.turn() + 1));
+        submitNext(t, nowNanos, submitter);
       }
       return 0;
     }

@@ -150,6 +150,13 @@ public record SharedPrefixWorkload(int groups, int usersPerGroup, LengthDist sys
         double t = 0;
         for (int i = 0; i < requests; i++) {
           t += -Math.log(1 - rng.nextDouble()) / rate;
+          if (t * 1e9 > MAX_ARRIVAL_NANOS) {
+            throw new ArrivalTooLate(String.format(java.util.Locale.ROOT,
+                "Poisson arrivals at %.3g requests/s (--rate × the load level): request %d of"
+                    + " %d arrives after %.3g years; the simulated clock holds arrivals up to"
+                    + " %.0f years (raise --rate or lower --requests)", rate, i + 1, requests,
+                t / (365.25 * 86_400), MAX_ARRIVAL_YEARS));
+          }
           submitter.submit(Math.round(t * 1e9), next());
         }
       } else {

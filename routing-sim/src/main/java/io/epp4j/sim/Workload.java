@@ -8,6 +8,28 @@ package io.epp4j.sim;
  */
 public interface Workload {
 
+  /**
+   * Latest arrival, in simulated nanoseconds: half the clock's range (146 years), so that what
+   * follows the last arrival (its service, the scrapes until then) still counts forward. A later
+   * one would overflow the clock, and the run would never end.
+   */
+  long MAX_ARRIVAL_NANOS = Long.MAX_VALUE / 2;
+
+  /** Years of simulated time {@link #MAX_ARRIVAL_NANOS} holds, for messages. */
+  double MAX_ARRIVAL_YEARS = MAX_ARRIVAL_NANOS / 1e9 / (365.25 * 86_400);
+
+  /**
+   * A request the workload would submit past {@link #MAX_ARRIVAL_NANOS}; the message names the
+   * options that set the workload's times.
+   */
+  final class ArrivalTooLate extends IllegalArgumentException {
+    private static final long serialVersionUID = 1L;
+
+    ArrivalTooLate(String message) {
+      super(message);
+    }
+  }
+
   /** Scenario name as used on the command line and in reports. */
   String name();
 

@@ -52,6 +52,30 @@ class MainTest {
   }
 
   @Test
+  @org.junit.jupiter.api.Timeout(value = 60,
+      threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
+  void poissonArrivalsPastTheSimulatedClockStopTheRunNamingTheRate() {
+    // 200 requests at 0.000001 × 0.01 requests/s: about 3 years apart, so about 600 years for
+    // all, past the 146 the clock holds; before, the clock overflowed and the run never ended
+    int code = cli.run("--quiet", "--scenario", "shared-prefix", "--policies", "round-robin",
+        "--rate", "0.000001", "--load-levels", "0.01", "--requests", "200", "--output-len", "10");
+    assertThat(code).as(cli.stderr()).isEqualTo(1);
+    assertThat(cli.stderr()).contains("error: Poisson arrivals", "--rate", "146 years");
+  }
+
+  @Test
+  @org.junit.jupiter.api.Timeout(value = 60,
+      threadMode = org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD)
+  void thinkTimesPastTheSimulatedClockStopTheRunNamingTheThinkTime() {
+    // 10,000 turns of 1,000,000 s mean think time: about 317 years for the dialog
+    int code = cli.run("--quiet", "--scenario", "multi-turn", "--policies", "round-robin",
+        "--dialogs", "1", "--turns", "10000", "--think-time", "1000000", "--mt-system-len", "1",
+        "--user-len", "1", "--reply-len", "1");
+    assertThat(code).as(cli.stderr()).isEqualTo(1);
+    assertThat(cli.stderr()).contains("error: dialog 1's turn", "--think-time", "146 years");
+  }
+
+  @Test
   void requestsIsNamedWhenNeitherSharedPrefixNorTheTraceRuns() {
     // --requests sizes shared-prefix and caps the trace: with multi-turn alone it does nothing
     int code = cli.run("--quiet", "--scenario", "multi-turn", "--policies", "round-robin",
