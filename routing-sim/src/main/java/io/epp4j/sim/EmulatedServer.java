@@ -1177,6 +1177,13 @@ final class EmulatedServer implements AutoCloseable {
     return m;
   }
 
+  /**
+   * vLLM's {@code finished_reason} label values, one per member of its {@code FinishReason} enum
+   * ({@code FINISH_REASON_STRINGS} in {@code vllm/v1/engine/__init__.py}), in its order.
+   */
+  static final List<String> FINISH_REASONS =
+      List.of("stop", "length", "abort", "error", "repetition");
+
   /** vLLM's Prometheus exposition for this replica (engine 0). */
   String metrics() {
     EmulatedCluster.Stats s = cluster.stats(replica);
@@ -1196,8 +1203,18 @@ final class EmulatedServer implements AutoCloseable {
         s.promptTokens());
     counter(b, "vllm:generation_tokens", "Number of generation tokens processed.", labels,
         s.generationTokens());
-    counter(b, "vllm:request_success", "Count of successfully processed requests.",
-        labels + ",finished_reason=\"length\"", s.requestsFinished());
+    // vLLM creates this counter's series for every finish reason when it starts, so a scraper or
+    // an alert finds each one at zero before the first request ending that way. Every answer here
+    // ends on its length; a request whose client left is counted under none, as vLLM's abort path
+    // records no finished-request stats
+    String success = "vllm:request_success_total";
+    b.append("# HELP ").append(success).append(" Count of successfully processed requests.\n")
+        .append("# TYPE ").append(success).append(" counter\n");
+    for (String reason : FINISH_REASONS) {
+      b.append(success).append('{').append(labels).append(",finished_reason=\"").append(reason)
+          .append("\"} ").append(reason.equals("length") ? (double) s.requestsFinished() : 0.0)
+          .append('\n');
+    }
     b.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n")
         .append("# TYPE vllm:cache_config_info gauge\n")
         .append("vllm:cache_config_info{block_size=\"").append(s.blockSize())

@@ -454,6 +454,28 @@ class ServeIntegrationTest {
   }
 
   @Test
+  void everyFinishReasonHasASuccessSeriesFromTheStartAsInVllm() throws Exception {
+    Serve s = start(1);
+    int p = port(s, 0);
+    String labels = "{engine=\"0\",model_name=\"" + HardwareProfile.qwen3H100Mps6().model()
+        + "\",finished_reason=\"";
+    String before = get(p, "/metrics").body();
+    for (String reason : List.of("stop", "length", "abort", "error", "repetition")) {
+      assertThat(before).as("before any request").contains(
+          "vllm:request_success_total" + labels + reason + "\"} 0.0\n");
+    }
+    assertThat(before).containsOnlyOnce("# TYPE vllm:request_success_total counter\n");
+
+    post(p, "/v1/completions", "{\"prompt\":" + tokens(5, 20) + ",\"max_tokens\":2}");
+    String after = get(p, "/metrics").body();
+    assertThat(after).contains("vllm:request_success_total" + labels + "length\"} 1.0\n");
+    for (String reason : List.of("stop", "abort", "error", "repetition")) {
+      assertThat(after).contains("vllm:request_success_total" + labels + reason + "\"} 0.0\n");
+    }
+    assertThat(PrometheusMetrics.parse(after).isOk()).as(after).isTrue();
+  }
+
+  @Test
   void preciseModePicksUpTheEmulatorsKvEvents() throws Exception {
     Serve s = start(2);
     List<Endpoint> eps = new ArrayList<>();
