@@ -137,10 +137,11 @@ final class StreamTable {
         replayPort > 0 ? replayPort + rank : 0);
     ZMQ.Socket s = sockets.newSub();
     try {
-      if (e.host().indexOf(':') >= 0) {
+      String address = SubscriberSockets.address(e.host(), p);
+      if (SubscriberSockets.needsIpv6(address)) {
         s.setIPv6(true);
       }
-      s.connect(SubscriberSockets.address(e.host(), p));
+      s.connect(address);
     } catch (RuntimeException ex) {
       s.close();
       throw ex;

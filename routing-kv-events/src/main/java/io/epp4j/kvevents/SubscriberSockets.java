@@ -1,5 +1,9 @@
 package io.epp4j.kvevents;
 
+import java.net.Inet4Address;
+import java.net.Inet6Address;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
@@ -81,7 +85,7 @@ final class SubscriberSockets implements AutoCloseable {
     ZMQ.Socket d = context.createSocket(SocketType.DEALER);
     try {
       d.setLinger(0);
-      if (ipv6Literal(address)) {
+      if (needsIpv6(address)) {
         d.setIPv6(true); // as the SUB socket of the same host: without it ZeroMQ refuses [::1]
       }
       d.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
@@ -107,12 +111,65 @@ final class SubscriberSockets implements AutoCloseable {
     return context.createPoller(1);
   }
 
-  /** {@code tcp://host:port}, with an IPv6 host in brackets. */
   /** Whether a ZeroMQ address names an IPv6 host literally ({@code tcp://[::1]:5557}). */
   static boolean ipv6Literal(String address) {
     return address.contains("://[");
   }
 
+  /**
+   * Whether a socket connecting to {@code address} ({@code tcp://host:port}) must have ZeroMQ's
+   * IPv6 option on: for an IPv6 literal, and for a host name with IPv6 addresses only (an
+   * IPv6-only cluster's DNS). Without the option ZeroMQ considers only IPv4 addresses, so it
+   * refused such a name ("not found matching IPv4/IPv6 settings") and the endpoint was never
+   * followed. A name with an IPv4 address keeps the option off and is reached over IPv4, where
+   * vLLM's default {@code tcp://*:5557} listens; a name that does not resolve is left to ZeroMQ,
+   * which reports it. Resolving here costs no second query: the JVM caches the answer ZeroMQ
+   * asks for next.
+   */
+  static boolean needsIpv6(String address) {
+    if (ipv6Literal(address)) {
+      return true;
+    }
+    int start = address.indexOf("://");
+    int colon = address.lastIndexOf(':');
+    if (start < 0 || colon <= start + 3) {
+      return false;
+    }
+    String host = address.substring(start + 3, colon);
+    if (host.equals("*") || host.isEmpty() || isIpv4Literal(host)) {
+      return false;
+    }
+    InetAddress[] all;
+    try {
+      all = InetAddress.getAllByName(host);
+    } catch (UnknownHostException | SecurityException e) {
+      return false;
+    }
+    boolean v6 = false;
+    for (InetAddress a : all) {
+      if (a instanceof Inet4Address) {
+        return false;
+      }
+      v6 |= a instanceof Inet6Address;
+    }
+    return v6;
+  }
+
+  /** Four dot-separated decimal numbers: resolving one needs no lookup and yields IPv4. */
+  private static boolean isIpv4Literal(String host) {
+    int dots = 0;
+    for (int i = 0; i < host.length(); i++) {
+      char c = host.charAt(i);
+      if (c == '.') {
+        dots++;
+      } else if (c < '0' || c > '9') {
+        return false;
+      }
+    }
+    return dots == 3;
+  }
+
+  /** {@code tcp://host:port}, with an IPv6 host in brackets. */
   static String address(String host, int port) {
     return host.indexOf(':') >= 0 ? "tcp://[" + host + "]:" + port : "tcp://" + host + ":" + port;
   }

@@ -67,6 +67,7 @@ class KvEventSubscriberIntegrationTest {
         ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
         router.setLinger(0);
         router.setHandshakeIvl(1_000);
+        router.setIPv6(address.contains("://["));
         try {
           router.bind(address);
         } catch (RuntimeException e) {
