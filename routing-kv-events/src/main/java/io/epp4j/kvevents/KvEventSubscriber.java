@@ -52,6 +52,16 @@ public final class KvEventSubscriber implements AutoCloseable {
    * value that is not a port number is logged as a warning and the configured port used.
    */
   public static final String REPLAY_PORT_LABEL = "epp4j.io/kv-events-replay-port";
+  /**
+   * Endpoint label naming the data-parallel rank one endpoint serves (per-endpoint mode), for
+   * ranks whose serving ports do not follow {@link Builder#dataParallel}'s first port + rank:
+   * vLLM run with {@code --data-parallel-rank} on several nodes, each node's ranks serving on
+   * the same ports while rank r publishes on the configured port + r. The endpoint is followed on
+   * the configured port + rank and replay port + rank, and applies only batches of that rank
+   * (with or without {@link Builder#dataParallel}). The port labels still override both ports.
+   * A value that is not a rank is logged as a warning naming the endpoint and ignored.
+   */
+  public static final String RANK_LABEL = "epp4j.io/data-parallel-rank";
 
   /** The most data-parallel ranks per engine {@link Builder#dataParallel} accepts. */
   public static final int MAX_DATA_PARALLEL_SIZE = 1024;
@@ -153,16 +163,17 @@ public final class KvEventSubscriber implements AutoCloseable {
 
   /**
    * An endpoint of the pool whose labels changed (see
-   * {@link io.epp4j.api.PoolListener#onEndpointChanged}). When its {@link #PORT_LABEL} or
-   * {@link #REPLAY_PORT_LABEL} changed, per-endpoint mode closes its SUB socket and connects to
-   * the publisher at the new port (asynchronously, as {@link #addEndpoint}); both modes take the
+   * {@link io.epp4j.api.PoolListener#onEndpointChanged}). When its {@link #PORT_LABEL},
+   * {@link #REPLAY_PORT_LABEL} or {@link #RANK_LABEL} changed, per-endpoint mode closes its SUB
+   * socket and connects to the publisher at the new port (asynchronously, as {@link #addEndpoint}); both modes take the
    * replay address again. The endpoint's blocks in the index are kept: the address, and so the
    * engine, is the same. Does nothing when neither label changed or the endpoint is not in the
    * pool.
    */
   public void changeEndpoint(Endpoint previous, Endpoint current) {
     if (Objects.equals(previous.label(PORT_LABEL), current.label(PORT_LABEL))
-        && Objects.equals(previous.label(REPLAY_PORT_LABEL), current.label(REPLAY_PORT_LABEL))) {
+        && Objects.equals(previous.label(REPLAY_PORT_LABEL), current.label(REPLAY_PORT_LABEL))
+        && Objects.equals(previous.label(RANK_LABEL), current.label(RANK_LABEL))) {
       return;
     }
     Object member = membership.current(current.id());

@@ -131,7 +131,8 @@ final class StreamTable {
     if (earlier != null) {
       disconnect(e.id(), earlier.member); // an earlier membership's, not yet closed
     }
-    int rank = dataParallelRank(e);
+    int checked = checkedRank(e);
+    int rank = Math.max(0, checked);
     int p = labelPort(e, KvEventSubscriber.PORT_LABEL, port + rank);
     int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL,
         replayPort > 0 ? replayPort + rank : 0);
@@ -147,7 +148,7 @@ final class StreamTable {
       throw ex;
     }
     EndpointStream st = new EndpointStream(e.id(), member, s,
-        rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, checkedRank(e), shared);
+        rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, checked, shared);
     st.openReplay(); // never throws: a refused replay address costs only the replays
     subSockets.add(s);
     byId.put(e.id(), st);
@@ -176,23 +177,56 @@ final class StreamTable {
   }
 
   /**
-   * The data-parallel rank an endpoint serves: its port's distance from the first rank's, when
-   * that lies within the engine's ranks; 0 otherwise (an endpoint outside the engine's ports is
-   * followed as without data parallelism).
+   * The data-parallel rank an endpoint serves: its {@link KvEventSubscriber#RANK_LABEL} when it
+   * has one; else its port's distance from the first rank's, when that lies within the engine's
+   * ranks; 0 otherwise (an endpoint outside the engine's ports is followed as without data
+   * parallelism).
    */
   int dataParallelRank(Endpoint e) {
-    int r = e.port() - dataParallelFirstPort;
-    return dataParallelSize > 1 && r >= 0 && r < dataParallelSize ? r : 0;
+    return Math.max(0, checkedRank(e));
   }
 
   /**
-   * The rank whose batches an endpoint's stream applies: its rank when it is one of a
-   * data-parallel engine's ranks, whatever its port labels say (vLLM stamps each batch with the
-   * rank of the engine core that made it); -1 (any rank) otherwise.
+   * The rank whose batches an endpoint's stream applies: the rank its
+   * {@link KvEventSubscriber#RANK_LABEL} names, or its rank when it is one of a data-parallel
+   * engine's ranks by its serving port, whatever its port labels say (vLLM stamps each batch with
+   * the rank of the engine core that made it); -1 (any rank) otherwise.
    */
   int checkedRank(Endpoint e) {
+    int labelled = labelRank(e);
+    if (labelled >= 0) {
+      return labelled;
+    }
     int r = e.port() - dataParallelFirstPort;
     return dataParallelSize > 1 && r >= 0 && r < dataParallelSize ? r : -1;
+  }
+
+  /**
+   * The rank an endpoint's {@link KvEventSubscriber#RANK_LABEL} names, or -1 when it has none. A
+   * value that is not a rank (not an integer, negative, not below
+   * {@link KvEventSubscriber#MAX_DATA_PARALLEL_SIZE}, or one that would put the publisher or
+   * replay port past 65535) is logged as a warning naming the endpoint, the label and the value,
+   * and -1 returned: the rank then comes from the serving port, as without the label.
+   */
+  private int labelRank(Endpoint e) {
+    String v = e.label(KvEventSubscriber.RANK_LABEL);
+    if (v == null) {
+      return -1;
+    }
+    int r;
+    try {
+      r = Integer.parseInt(v.trim());
+    } catch (NumberFormatException ex) {
+      r = -1;
+    }
+    if (r < 0 || r >= KvEventSubscriber.MAX_DATA_PARALLEL_SIZE || port + r > 65_535
+        || (replayPort > 0 && replayPort + r > 65_535)) {
+      LOG.warning("endpoint " + e.id() + ": label " + KvEventSubscriber.RANK_LABEL + " = '" + v
+          + "' is not a data-parallel rank (0-" + (KvEventSubscriber.MAX_DATA_PARALLEL_SIZE - 1)
+          + ", with port + rank at most 65535); taking the rank from the serving port");
+      return -1;
+    }
+    return r;
   }
 
   /**

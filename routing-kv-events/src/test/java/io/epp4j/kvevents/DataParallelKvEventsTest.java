@@ -157,6 +157,81 @@ class DataParallelKvEventsTest {
     }
   }
 
+  @Test
+  void aRankOnAnotherNodeIsFollowedAtTheRankItsLabelNames() throws Exception {
+    // vLLM's multi-node external load balancing: every node serves its ranks on the same ports,
+    // while rank r publishes on K + r and replays on R + r. Node A (127.0.0.1) holds ranks 0
+    // and 1 on 8000 and 8001; node B ("localhost", the same loopback under another name) holds
+    // rank 2 on 8000. Before, node B's endpoint was taken for rank 0 by its port: it followed
+    // K on node B, where no rank publishes, and rank 2's blocks were heard by nobody
+    KvBlockIndex index = KvBlockIndex.create();
+    Endpoint nodeBRank2 = Endpoint.of("localhost", 8000,
+        java.util.Map.of(KvEventSubscriber.RANK_LABEL, "2"));
+    List<Endpoint> ranks = List.of(Endpoint.of("127.0.0.1", 8000), Endpoint.of("127.0.0.1", 8001),
+        nodeBRank2);
+    try (KvEventSubscriberReliabilityTest.LogCapture log =
+            new KvEventSubscriberReliabilityTest.LogCapture();
+        ZContext ctx = new ZContext(1)) {
+      List<ZMQ.Socket> pubs = consecutivePublishers(ctx, 3);
+      List<KvEventSubscriberIntegrationTest.ReplayServer> replays =
+          consecutiveReplayServers(ctx, 3);
+      try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).port(port(pubs.get(0)))
+          .replayPort(replays.get(0).port).dataParallel(4, 8000).build()) {
+        ranks.forEach(sub::addEndpoint);
+        for (ZMQ.Socket pub : pubs) {
+          pub.setReceiveTimeOut(20_000);
+          assertThat(pub.recv()).as("subscription of each rank's publisher").isNotNull();
+        }
+        for (int r = 0; r < 3; r++) {
+          for (long seq = 0; seq < 3; seq++) {
+            byte[] payload = ENCODER.encode(rootBlock(100L * r + seq, 1000 * r + 20 * (int) seq,
+                r));
+            replays.get(r).buffer.put(seq, payload);
+            if (!(r == 2 && seq == 1)) { // lost: rank 2's own replay socket has it
+              publish(pubs.get(r), "kv@x@m", seq, payload);
+            }
+          }
+        }
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == 9, () -> "every rank's batches: " + m);
+        assertThat(m.wrongRankBatches()).isZero();
+        assertThat(m.replayFailures()).isZero();
+        for (int seq = 0; seq < 3; seq++) {
+          assertThat(holds(index, nodeBRank2.id(), 2000 + 20 * seq)).as("rank 2's " + seq)
+              .isTrue();
+          assertThat(holds(index, ranks.get(0).id(), 2000 + 20 * seq)).isFalse();
+        }
+        assertThat(index.blockCount(nodeBRank2.id())).isEqualTo(3);
+
+        // the label changes to rank 1: the endpoint follows rank 1's publisher from then on
+        // (sent until it arrives: the new connection may not be up yet)
+        sub.changeEndpoint(nodeBRank2, Endpoint.of("localhost", 8000,
+            java.util.Map.of(KvEventSubscriber.RANK_LABEL, "1")));
+        byte[] later = ENCODER.encode(rootBlock(999, 5000, 1));
+        await(() -> {
+          if (!holds(index, nodeBRank2.id(), 5000)) {
+            publish(pubs.get(1), "kv@x@m", 3, later);
+            return false;
+          }
+          return true;
+        }, () -> "rank 1's batch on the relabelled endpoint: " + m);
+
+        // a label that is not a rank is reported, naming the endpoint, and the port decides
+        Endpoint bad = Endpoint.of("localhost", 8001,
+            java.util.Map.of(KvEventSubscriber.RANK_LABEL, "two"));
+        sub.addEndpoint(bad);
+        await(() -> log.records.stream().anyMatch(r -> r.getMessage().contains(bad.id())
+            && r.getMessage().contains(KvEventSubscriber.RANK_LABEL)
+            && r.getMessage().contains("'two'")), "the bad label reported");
+      } finally {
+        for (var s : replays) {
+          s.close();
+        }
+        pubs.forEach(ZMQ.Socket::close);
+      }
+    }
+  }
+
   /** A batch storing one root block of 16 tokens starting at {@code first}, from {@code rank}. */
   private static KvEventBatch rootBlock(long hash, int first, int rank) {
     int[] tokens = new int[16];
