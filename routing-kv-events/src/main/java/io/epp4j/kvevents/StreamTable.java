@@ -7,6 +7,7 @@ import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import org.zeromq.ZMQ;
@@ -43,6 +44,18 @@ final class StreamTable {
   private final Map<ZMQ.Socket, EndpointStream> bySocket = new IdentityHashMap<>();
   private final List<ZMQ.Socket> subSockets = new ArrayList<>();
   private final AtomicInteger connected = new AtomicInteger();
+  /** First wait before connecting again to a publisher whose address ZeroMQ refused. */
+  static final long RETRY_FIRST_NANOS = 100_000_000L;
+  /** Longest wait between such attempts, as the SUB socket's own reconnection backs off. */
+  static final long RETRY_MAX_NANOS = 5_000_000_000L;
+  /**
+   * Per-endpoint mode: pool members whose SUB socket ZeroMQ refused to connect (JeroMQ resolves
+   * a host name when asked to connect, so a name that does not resolve yet, a pod or container
+   * whose DNS entry comes after it joined the pool, fails there, where libzmq would go on
+   * trying). Each is tried again with backoff until it connects or leaves the pool; one entry
+   * per member at most. Subscriber thread only.
+   */
+  private final Map<String, PendingConnect> pending = new HashMap<>();
   /** Central mode: whether a port label is warned about (no per-endpoint subscriber reads it). */
   private final boolean warnPortLabel;
   /**
@@ -131,21 +144,34 @@ final class StreamTable {
     if (earlier != null) {
       disconnect(e.id(), earlier.member); // an earlier membership's, not yet closed
     }
+    PendingConnect retrying = pending.remove(e.id());
     int checked = checkedRank(e);
     int rank = Math.max(0, checked);
     int p = labelPort(e, KvEventSubscriber.PORT_LABEL, port + rank);
     int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL,
         replayPort > 0 ? replayPort + rank : 0);
+    String address = SubscriberSockets.address(e.host(), p);
     ZMQ.Socket s = sockets.newSub();
     try {
-      String address = SubscriberSockets.address(e.host(), p);
       if (SubscriberSockets.needsIpv6(address)) {
         s.setIPv6(true);
       }
       s.connect(address);
     } catch (RuntimeException ex) {
       s.close();
-      throw ex;
+      boolean again = retrying != null && retrying.member() == member;
+      long wait = again ? Math.min(RETRY_MAX_NANOS, retrying.waitNanos() * 2) : RETRY_FIRST_NANOS;
+      pending.put(e.id(), new PendingConnect(e, member, System.nanoTime() + wait, wait));
+      if (!again) {
+        // once per membership: the attempts after it are quiet, the one that succeeds is logged
+        LOG.log(java.util.logging.Level.WARNING, "endpoint " + e.id() + ": cannot connect to its"
+            + " KV-event publisher at " + address + "; trying again, backing off up to "
+            + TimeUnit.NANOSECONDS.toSeconds(RETRY_MAX_NANOS) + " s", ex);
+      }
+      return;
+    }
+    if (retrying != null && retrying.member() == member) {
+      LOG.info("endpoint " + e.id() + ": connected to its KV-event publisher at " + address);
     }
     EndpointStream st = new EndpointStream(e.id(), member, s,
         rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, checked, shared);
@@ -156,8 +182,39 @@ final class StreamTable {
     connected.incrementAndGet();
   }
 
+  /**
+   * Connects again, on the subscriber thread, each endpoint whose publisher address ZeroMQ
+   * refused and whose wait is over; forgets those that left the pool meanwhile.
+   */
+  void retryPending() {
+    if (pending.isEmpty()) {
+      return;
+    }
+    long now = System.nanoTime();
+    for (PendingConnect pc : new ArrayList<>(pending.values())) {
+      if (!shared.membership().isCurrent(pc.endpoint().id(), pc.member())) {
+        pending.remove(pc.endpoint().id(), pc);
+      } else if (now - pc.dueNanos() >= 0) {
+        connect(pc.endpoint(), pc.member());
+      }
+    }
+  }
+
+  /** Endpoints waiting to connect again to their publisher; subscriber thread, for tests. */
+  int pendingConnects() {
+    return pending.size();
+  }
+
+  /** An endpoint to connect again at {@code dueNanos}, after waiting {@code waitNanos}. */
+  private record PendingConnect(Endpoint endpoint, Object member, long dueNanos,
+      long waitNanos) {}
+
   /** Closes the stream of {@code id} if it still belongs to {@code member}. */
   void disconnect(String id, Object member) {
+    PendingConnect pc = pending.get(id);
+    if (pc != null && pc.member() == member) {
+      pending.remove(id);
+    }
     ReplayAddress ra = replayAddresses.get(id);
     if (ra != null && ra.member() == member) {
       replayAddresses.remove(id);

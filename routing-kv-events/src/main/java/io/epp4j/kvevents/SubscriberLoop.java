@@ -278,6 +278,12 @@ final class SubscriberLoop {
         LOG.log(Level.WARNING, "KV-event subscriber could not follow a pool change", e);
       }
     }
+    try {
+      streams.retryPending();
+    } catch (RuntimeException | Error e) {
+      DropReports.rethrowIfFatal(e);
+      LOG.log(Level.WARNING, "KV-event subscriber could not follow a pool change", e);
+    }
   }
 
   /** Registers the SUB sockets with the poller again when the set has changed. */
