@@ -26,6 +26,7 @@ public final class InferenceRequest {
   private final @Nullable String prompt;
   private final List<ChatMessage> messages;
   private final @Nullable String toolsJson;
+  private final ChatTemplateArgs chatTemplateArgs;
   private final int @Nullable [] tokenIds;
   private final Map<String, String> headers;
   private final @Nullable String sessionKey;
@@ -42,6 +43,7 @@ public final class InferenceRequest {
     this.prompt = b.prompt;
     this.messages = List.copyOf(b.messages);
     this.toolsJson = b.toolsJson;
+    this.chatTemplateArgs = b.chatTemplateArgs;
     this.tokenIds = b.tokenIds;
     this.headers = Map.copyOf(b.headers);
     this.sessionKey = b.sessionKey;
@@ -79,6 +81,12 @@ public final class InferenceRequest {
   public List<ChatMessage> messages() { return messages; }
   /** The {@code tools} array as compact JSON, or {@code null}. */
   public @Nullable String toolsJson() { return toolsJson; }
+  /**
+   * How a chat's template is to be rendered ({@code add_generation_prompt},
+   * {@code continue_final_message}, {@code chat_template_kwargs});
+   * {@link ChatTemplateArgs#DEFAULTS} unless the request sets them.
+   */
+  public ChatTemplateArgs chatTemplateArgs() { return chatTemplateArgs; }
   /** Token IDs, for {@link Kind#TOKENS}; do not modify the returned array. */
   public int @Nullable [] tokenIds() { return tokenIds; }
   /** Request headers with lower-case names. */
@@ -119,7 +127,7 @@ public final class InferenceRequest {
   public Builder toBuilder() {
     Builder b = new Builder()
         .requestId(requestId).model(model).targetModel(targetModel)
-        .toolsJson(toolsJson).headers(headers).sessionKey(sessionKey).priority(priority)
+        .toolsJson(toolsJson).chatTemplateArgs(chatTemplateArgs).headers(headers).sessionKey(sessionKey).priority(priority)
         .cacheSalt(cacheSalt).loraAdapter(loraAdapter).maxTokens(maxTokens).stream(stream);
     b.prompt = prompt;
     b.messages = new ArrayList<>(messages);
@@ -142,6 +150,7 @@ public final class InferenceRequest {
     private @Nullable String prompt;
     private List<ChatMessage> messages = new ArrayList<>();
     private @Nullable String toolsJson;
+    private ChatTemplateArgs chatTemplateArgs = ChatTemplateArgs.DEFAULTS;
     private int @Nullable [] tokenIds;
     private Map<String, String> headers = Map.of();
     private @Nullable String sessionKey;
@@ -160,6 +169,11 @@ public final class InferenceRequest {
     public Builder messages(List<ChatMessage> v) { this.messages = new ArrayList<>(v); return this; }
     public Builder addMessage(ChatMessage m) { this.messages.add(m); return this; }
     public Builder toolsJson(@Nullable String v) { this.toolsJson = v; return this; }
+    /** How a chat's template is rendered; {@link ChatTemplateArgs#DEFAULTS} unless set. */
+    public Builder chatTemplateArgs(ChatTemplateArgs v) {
+      this.chatTemplateArgs = Objects.requireNonNull(v, "chatTemplateArgs");
+      return this;
+    }
     /** Token IDs; the array is kept, not copied. */
     public Builder tokenIds(int @Nullable [] v) { this.tokenIds = v; return this; }
     /** Headers; names are lower-cased. */

@@ -7,9 +7,11 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Result;
 import java.io.IOException;
@@ -33,7 +35,10 @@ import org.jspecify.annotations.Nullable;
  * {@code max_output_tokens} the token limit. Reads {@code model}, {@code prompt}
  * (text, or token IDs; a batch of prompts, which the engine takes, as its strings joined with
  * U+001E or its token lists concatenated), {@code messages} (content as a string or an array of parts),
- * {@code tools}, {@code cache_salt}, {@code stream}, {@code max_tokens} /
+ * {@code tools}, the chat template's fields {@code add_generation_prompt},
+ * {@code continue_final_message} and {@code chat_template_kwargs} (an object; on a chat only,
+ * where the engine reads them, and never both booleans true), {@code cache_salt}, {@code stream},
+ * {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
  * it; when both are given, a chat request counts {@code max_completion_tokens} and a completion
  * request {@code max_tokens}, as the engines do); other fields are skipped, and a top-level field
@@ -195,6 +200,13 @@ public final class OpenAiRequestParser {
     int maxOutputTokens = -1;
     /** Whether the path takes an {@code input} (set before the body is read). */
     boolean takesInput;
+    // the chat template's fields: null while absent (or null); checked only for a chat, as the
+    // engine reads them only there (a completion request's are unknown fields it ignores)
+    @Nullable Boolean addGenerationPrompt;
+    @Nullable Boolean continueFinalMessage;
+    @Nullable String chatTemplateKwargs;
+    /** The first of these fields with a bad value, reported if the request is a chat. */
+    @Nullable String chatFieldError;
 
     @Nullable String checkAndApply(@Nullable String path, InferenceRequest.Builder b) {
       if (model == null || model.isEmpty()) {
@@ -230,7 +242,17 @@ public final class OpenAiRequestParser {
       }
       b.model(model).prompt(prompt).tokenIds(tokens);
       if (messages != null) {
+        if (chatFieldError != null) {
+          return chatFieldError;
+        }
+        // the engine's request model refuses the two together when the body sets both
+        if (Boolean.TRUE.equals(addGenerationPrompt) && Boolean.TRUE.equals(continueFinalMessage)) {
+          return "fields 'add_generation_prompt' and 'continue_final_message' must not both be"
+              + " true";
+        }
         b.messages(messages);
+        b.chatTemplateArgs(new ChatTemplateArgs(!Boolean.FALSE.equals(addGenerationPrompt),
+            Boolean.TRUE.equals(continueFinalMessage), chatTemplateKwargs));
       }
       int first = messages != null ? maxCompletionTokens : maxTokens;
       int limit = first >= 0 ? first : messages != null ? maxTokens : maxCompletionTokens;
@@ -356,6 +378,46 @@ public final class OpenAiRequestParser {
         } else {
           prompt.maxOutputTokens = limit;
         }
+      }
+      case "add_generation_prompt", "continue_final_message" -> {
+        Boolean v = laxBoolean(p, t);
+        if (v == null && t != JsonToken.VALUE_NULL) {
+          String where = at(p);
+          p.skipChildren();
+          if (prompt.chatFieldError == null) {
+            prompt.chatFieldError = "field '" + field + "' must be true or false" + where;
+          }
+          return null;
+        }
+        if (field.equals("add_generation_prompt")) {
+          prompt.addGenerationPrompt = v;
+        } else {
+          prompt.continueFinalMessage = v;
+        }
+      }
+      case "chat_template_kwargs" -> {
+        prompt.chatTemplateKwargs = null;
+        if (t == JsonToken.VALUE_NULL) {
+          return null;
+        }
+        if (t != JsonToken.START_OBJECT) {
+          String where = at(p);
+          p.skipChildren();
+          if (prompt.chatFieldError == null) {
+            prompt.chatFieldError = "field 'chat_template_kwargs' must be an object" + where;
+          }
+          return null;
+        }
+        JsonNode kwargs = CanonicalJson.readTree(p);
+        for (String reserved : new String[] {"chat_template", "tokenize"}) {
+          // vLLM refuses these: the template is the model's, and the answer is not tokens
+          if (kwargs.has(reserved) && prompt.chatFieldError == null) {
+            prompt.chatFieldError = "field 'chat_template_kwargs' must not set '" + reserved
+                + "'";
+          }
+        }
+        // in the body's key order, which a template that walks the dict sees
+        prompt.chatTemplateKwargs = kwargs.toString();
       }
       case "input" -> {
         if (!prompt.takesInput) {

@@ -54,7 +54,8 @@ final class RequestBodyErrors {
   private static final Set<String> KNOWN_FIELDS = Set.of("model", "prompt",
       "messages", "role", "content", "type", "text", "tools", "cache_salt", "stream", "max_tokens",
       "max_completion_tokens", "tool_calls", "name", "tool_call_id", "input", "instructions",
-      "max_output_tokens");
+      "max_output_tokens", "add_generation_prompt", "continue_final_message",
+      "chat_template_kwargs");
   private static final int MAX_PATH_SEGMENTS = 8;
 
   /**

@@ -3,6 +3,7 @@ package io.epp4j.kvevents;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.atomic.LongAdder;
@@ -98,9 +99,23 @@ public final class CachingChatTokenizer implements Tokenizer {
 
   @Override
   public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
+    return encodeChat(messages, toolsJson, ChatTemplateArgs.DEFAULTS);
+  }
+
+  /**
+   * With the model's rendered template, every field as {@link HuggingFaceTokenizer} renders it.
+   * With a per-message {@link ChatTemplate}: {@code add_generation_prompt} false leaves the
+   * generation prompt out, {@code continue_final_message} ends the last message just after its
+   * text (as transformers cuts it); {@code chat_template_kwargs} cannot be rendered by such a
+   * template and fail the call, as does {@code continue_final_message} with
+   * {@code add_generation_prompt}.
+   */
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args) {
     HuggingFaceTokenizer r = renderer;
     if (r != null) {
-      List<String> chunks = r.chunks(r.renderChat(messages, toolsJson, true));
+      List<String> chunks = r.chunks(r.renderChat(messages, toolsJson, args));
       int[][] parts = new int[chunks.size()][];
       for (int i = 0; i < parts.length; i++) {
         parts[i] = cached(chunks.get(i));
@@ -108,16 +123,31 @@ public final class CachingChatTokenizer implements Tokenizer {
       return concat(parts);
     }
     ChatTemplate tpl = Objects.requireNonNull(template);
-    int[][] parts = new int[messages.size() + 1][];
-    for (int i = 0; i < messages.size(); i++) {
-      parts[i] = cached(tpl.renderMessage(messages.get(i)));
+    if (args.kwargsJson() != null) {
+      throw new TokenizationException("a per-message chat template has no variables to give"
+          + " the request's chat_template_kwargs; render the model's own template instead");
     }
-    int[] gp = generationPrompt;
-    if (gp == null) {
-      gp = delegate.encode(tpl.generationPrompt());
-      generationPrompt = gp;
+    if (args.continueFinalMessage() && args.addGenerationPrompt()) {
+      throw new TokenizationException("continue_final_message needs add_generation_prompt"
+          + " false: the template cannot both continue the last message and open a new one");
     }
-    parts[messages.size()] = gp;
+    int n = messages.size();
+    int[][] parts = new int[n + (args.addGenerationPrompt() ? 1 : 0)][];
+    for (int i = 0; i < n; i++) {
+      String piece = tpl.renderMessage(messages.get(i));
+      if (i == n - 1 && args.continueFinalMessage()) {
+        piece = ChatTemplate.cutAfterFinalMessage(piece, messages.subList(i, n));
+      }
+      parts[i] = cached(piece);
+    }
+    if (args.addGenerationPrompt()) {
+      int[] gp = generationPrompt;
+      if (gp == null) {
+        gp = delegate.encode(tpl.generationPrompt());
+        generationPrompt = gp;
+      }
+      parts[n] = gp;
+    }
     return concat(parts);
   }
 

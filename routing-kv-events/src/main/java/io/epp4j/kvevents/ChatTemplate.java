@@ -30,6 +30,46 @@ public record ChatTemplate(String messagePrefix, String messageSuffix, String ge
     return messagePrefix.replace("{role}", m.role()) + m.content() + messageSuffix;
   }
 
+  /**
+   * The rendering up to the end of the last message's text, as transformers cuts it for
+   * {@code continue_final_message}: after the last occurrence of the text without surrounding
+   * whitespace (Python's), keeping the text's trailing whitespace when the rendering has the
+   * text verbatim. Plain Java, so that per-message caching works without jinjava.
+   *
+   * @throws Tokenizer.TokenizationException when there is no message or the rendering does not
+   *     hold the last one's text
+   */
+  static String cutAfterFinalMessage(String rendered, List<ChatMessage> messages) {
+    if (messages.isEmpty()) {
+      throw new Tokenizer.TokenizationException("continue_final_message needs a message");
+    }
+    String last = messages.get(messages.size() - 1).content();
+    int from = 0;
+    int to = last.length();
+    while (from < to && pythonSpace(last.charAt(from))) {
+      from++;
+    }
+    while (to > from && pythonSpace(last.charAt(to - 1))) {
+      to--;
+    }
+    String stripped = last.substring(from, to);
+    int at = rendered.lastIndexOf(stripped);
+    if (at < 0) {
+      throw new Tokenizer.TokenizationException("continue_final_message is set but the chat"
+          + " template's rendering does not hold the last message's text");
+    }
+    // verbatim (no leading whitespace, trailing kept): up to the end of the whole text
+    int end = rendered.startsWith(last, at) ? at + last.length() : at + stripped.length();
+    return rendered.substring(0, end);
+  }
+
+  /** Python's {@code str.isspace} set, which its {@code strip()} uses. */
+  static boolean pythonSpace(int c) {
+    return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85
+        || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028
+        || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+  }
+
   /** The whole chat with the generation prompt. */
   public String render(List<ChatMessage> messages) {
     StringBuilder sb = new StringBuilder();

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -192,6 +193,33 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     return encode(renderChat(messages, toolsJson, true));
   }
 
+  /** Renders the request's template fields as vLLM does ({@link JinjaChatTemplate}). */
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args) {
+    return encode(renderChat(messages, toolsJson, args));
+  }
+
+  /**
+   * The chat as the model's template renders it with a request's template fields.
+   *
+   * @throws TokenizationException when the model has no chat template, the template refuses
+   *     the chat, or the fields cannot be rendered ({@code continue_final_message} with
+   *     {@code add_generation_prompt}, as transformers refuses it)
+   */
+  public String renderChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args) {
+    return template(toolsJson).render(messages, toolsJson, args);
+  }
+
+  private JinjaChatTemplate template(@Nullable String toolsJson) {
+    JinjaChatTemplate t = toolsJson != null && toolTemplate != null ? toolTemplate : template;
+    if (t == null) {
+      throw new TokenizationException(noTemplate);
+    }
+    return t;
+  }
+
   /**
    * The chat as the model's template renders it.
    *
@@ -200,11 +228,7 @@ public final class HuggingFaceTokenizer implements Tokenizer {
    */
   public String renderChat(List<ChatMessage> messages, @Nullable String toolsJson,
       boolean addGenerationPrompt) {
-    JinjaChatTemplate t = toolsJson != null && toolTemplate != null ? toolTemplate : template;
-    if (t == null) {
-      throw new TokenizationException(noTemplate);
-    }
-    return t.render(messages, toolsJson, addGenerationPrompt);
+    return template(toolsJson).render(messages, toolsJson, addGenerationPrompt);
   }
 
   /** Whether the model has a chat template, so that {@link #encodeChat} can work. */

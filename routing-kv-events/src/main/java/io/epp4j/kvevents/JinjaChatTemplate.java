@@ -13,6 +13,7 @@ import com.hubspot.jinjava.lib.filter.Filter;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
 import com.hubspot.jinjava.tree.Node;
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
 import java.lang.reflect.Method;
 import java.time.ZonedDateTime;
 import java.util.ArrayList;
@@ -153,7 +154,7 @@ final class JinjaChatTemplate {
       List<ChatMessage> chat = (List<ChatMessage>) probe[0];
       Outcome o;
       try {
-        o = attempt(chat, (String) probe[1], true, true);
+        o = attempt(chat, (String) probe[1], ChatTemplateArgs.DEFAULTS, true);
       } catch (Tokenizer.TokenizationException e) {
         throw new IllegalArgumentException("the chat template of " + origin
             + " cannot render a plain conversation: " + e.getMessage(), e);
@@ -182,13 +183,38 @@ final class JinjaChatTemplate {
    */
   String render(List<ChatMessage> messages, @Nullable String toolsJson,
       boolean addGenerationPrompt) {
-    return render(messages, toolsJson, addGenerationPrompt, false);
+    return render(messages, toolsJson,
+        new ChatTemplateArgs(addGenerationPrompt, false, null));
+  }
+
+  /**
+   * The chat as the model sees it, rendered as {@code transformers}' {@code apply_chat_template}
+   * renders it for vLLM with the request's {@code add_generation_prompt},
+   * {@code chat_template_kwargs} (variables of the template, over the special tokens) and
+   * {@code continue_final_message} (the rendering cut just after the last message's text).
+   *
+   * @throws Tokenizer.TokenizationException as {@link #render(List, String, boolean)}, and
+   *     where transformers refuses the arguments: {@code continue_final_message} with
+   *     {@code add_generation_prompt}, a last message whose text the rendering does not hold,
+   *     kwargs that are not a JSON object or that set {@code messages}, {@code tools} or
+   *     {@code documents}
+   */
+  String render(List<ChatMessage> messages, @Nullable String toolsJson, ChatTemplateArgs args) {
+    if (args.continueFinalMessage() && args.addGenerationPrompt()) {
+      // transformers refuses the pair (vLLM's default add_generation_prompt is true, so a
+      // request must turn it off to continue its last message)
+      throw new Tokenizer.TokenizationException("continue_final_message needs"
+          + " add_generation_prompt false: the template cannot both continue the last message"
+          + " and open a new one");
+    }
+    String out = render(messages, toolsJson, args, false);
+    return args.continueFinalMessage() ? ChatTemplate.cutAfterFinalMessage(out, messages) : out;
   }
 
   /** {@code detailed}: the engine's message, which may quote the chat, only for the probe. */
   private String render(List<ChatMessage> messages, @Nullable String toolsJson,
-      boolean addGenerationPrompt, boolean detailed) {
-    Outcome o = attempt(messages, toolsJson, addGenerationPrompt, detailed);
+      ChatTemplateArgs args, boolean detailed) {
+    Outcome o = attempt(messages, toolsJson, args, detailed);
     if (o.refusal() != null) {
       // the template's own words, written by the model's authors (not the chat's text)
       throw new Tokenizer.TokenizationException("the chat template of " + origin
@@ -197,8 +223,12 @@ final class JinjaChatTemplate {
     return o.text();
   }
 
+  /** Variables the renderer sets itself; kwargs naming them are refused, as transformers does. */
+  private static final java.util.Set<String> RENDER_ARGUMENTS =
+      java.util.Set.of("messages", "tools", "documents");
+
   private Outcome attempt(List<ChatMessage> messages, @Nullable String toolsJson,
-      boolean addGenerationPrompt, boolean detailed) {
+      ChatTemplateArgs args, boolean detailed) {
     List<Map<String, Object>> msgs = new ArrayList<>(messages.size());
     for (ChatMessage m : messages) {
       Map<String, Object> msg = new LinkedHashMap<>(4);
@@ -209,8 +239,28 @@ final class JinjaChatTemplate {
     JinjavaInterpreter interpreter = jinjava.newInterpreter();
     var context = interpreter.getContext();
     context.putAll(globals);
+    String kwargsJson = args.kwargsJson();
+    if (kwargsJson != null) {
+      Map<?, ?> kwargs;
+      try {
+        kwargs = JSON.readValue(kwargsJson, Map.class);
+      } catch (JsonProcessingException e) {
+        throw new Tokenizer.TokenizationException("the request's chat_template_kwargs are not a"
+            + " JSON object");
+      }
+      for (Map.Entry<?, ?> kw : kwargs.entrySet()) {
+        String name = String.valueOf(kw.getKey());
+        if (RENDER_ARGUMENTS.contains(name)) {
+          throw new Tokenizer.TokenizationException("the request's chat_template_kwargs set '"
+              + name + "', which the chat template is given by the request itself");
+        }
+        // over the special tokens, as transformers merges them; add_generation_prompt is the
+        // request's own field, set below
+        context.put(name, kw.getValue());
+      }
+    }
     context.put("messages", msgs);
-    context.put("add_generation_prompt", addGenerationPrompt);
+    context.put("add_generation_prompt", args.addGenerationPrompt());
     if (toolsJson != null) {
       try {
         context.put("tools", JSON.readValue(toolsJson, List.class));

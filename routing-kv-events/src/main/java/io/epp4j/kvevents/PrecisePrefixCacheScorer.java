@@ -491,7 +491,7 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
     }
     try {
       return request.kind() == InferenceRequest.Kind.CHAT
-          ? tk.encodeChat(request.messages(), request.toolsJson())
+          ? tk.encodeChat(request.messages(), request.toolsJson(), request.chatTemplateArgs())
           : tk.encodePrompt(request.prompt() == null ? "" : request.prompt());
     } catch (RuntimeException e) {
       // redacted: a tokenizer's message may quote the prompt or a chat template's rendering

@@ -117,9 +117,7 @@ final class PythonMethods extends ELResolver {
 
   /** Python's {@code str.isspace} set, which {@code strip()} and {@code split()} use. */
   static boolean isSpace(int c) {
-    return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85
-        || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028
-        || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+    return ChatTemplate.pythonSpace(c);
   }
 
   /** Python's {@code isdecimal}: the general category Nd, as Java's {@code isDigit}. */

@@ -1,6 +1,7 @@
 package io.epp4j.kvevents;
 
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
 
@@ -52,6 +53,26 @@ public interface Tokenizer extends AutoCloseable {
    */
   default int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
     return encodeChat(messages);
+  }
+
+  /**
+   * As {@link #encodeChat(List, String)}, for a request that also sets the chat template's
+   * fields ({@code add_generation_prompt}, {@code continue_final_message},
+   * {@code chat_template_kwargs}), which change the rendered prompt. The default serves
+   * {@link ChatTemplateArgs#DEFAULTS} through {@link #encodeChat(List, String)} and refuses
+   * anything else, since a tokenizer that does not render them would give other tokens than the
+   * engine's (and the scorer then counts the request as uncached, rather than looking up keys no
+   * engine holds); the tokenizers of this package override it.
+   *
+   * @throws TokenizationException when the arguments cannot be rendered
+   */
+  default int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args) {
+    if (args.isDefault()) {
+      return encodeChat(messages, toolsJson);
+    }
+    throw new TokenizationException(getClass().getName() + " does not render a chat's"
+        + " add_generation_prompt, continue_final_message or chat_template_kwargs");
   }
 
   @Override

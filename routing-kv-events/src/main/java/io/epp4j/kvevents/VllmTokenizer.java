@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.net.URI;
@@ -27,8 +28,9 @@ import org.jspecify.annotations.Nullable;
  * A {@link Tokenizer} that asks a vLLM server: {@code POST <baseUrl>/tokenize} with
  * {@code {"model", "prompt", "add_special_tokens": false}} for text ({@code true} for a
  * completion request's prompt, as {@code /v1/completions} tokenizes it), and with
- * {@code "messages"} (and {@code "tools"}) and {@code "add_generation_prompt": true} for chats
- * (the server renders its own template). The answer's {@code "tokens"} array is the result; an
+ * {@code "messages"} (and {@code "tools"}) and the request's {@code "add_generation_prompt"}
+ * (true unless the request turned it off), {@code "continue_final_message"} and
+ * {@code "chat_template_kwargs"} for chats (the server renders its own template). The answer's {@code "tokens"} array is the result; an
  * answer whose array holds anything but non-negative integers that fit an {@code int} is
  * malformed, and fails the call as an answer that is not JSON does. Blocking; give it a short
  * timeout.
@@ -128,6 +130,13 @@ public final class VllmTokenizer implements Tokenizer {
 
   @Override
   public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
+    return encodeChat(messages, toolsJson, ChatTemplateArgs.DEFAULTS);
+  }
+
+  /** Sends the template fields along, so that the server renders them as for the request. */
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args) {
     ObjectNode body = JSON.createObjectNode();
     body.put("model", model);
     ArrayNode arr = body.putArray("messages");
@@ -141,7 +150,18 @@ public final class VllmTokenizer implements Tokenizer {
         throw new TokenizationException("the request's tools are not JSON", e);
       }
     }
-    body.put("add_generation_prompt", true);
+    body.put("add_generation_prompt", args.addGenerationPrompt());
+    if (args.continueFinalMessage()) {
+      body.put("continue_final_message", true);
+    }
+    String kwargs = args.kwargsJson();
+    if (kwargs != null) {
+      try {
+        body.set("chat_template_kwargs", JSON.readTree(kwargs));
+      } catch (IOException e) {
+        throw new TokenizationException("the request's chat_template_kwargs are not JSON", e);
+      }
+    }
     body.put("add_special_tokens", false);
     return call(body);
   }

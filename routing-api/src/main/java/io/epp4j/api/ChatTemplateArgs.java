@@ -1,0 +1,39 @@
+package io.epp4j.api;
+
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The fields of a chat request that change how the model's chat template renders the messages,
+ * as vLLM's {@code /v1/chat/completions} reads them. A tokenizer that renders the template needs
+ * them to produce the prompt the engine sees; without them a request that sets any of them gets
+ * other tokens than the engine, and so other KV block keys.
+ *
+ * @param addGenerationPrompt  {@code add_generation_prompt}: end the prompt with the opening of
+ *     the assistant's reply (vLLM's default: true)
+ * @param continueFinalMessage {@code continue_final_message}: end the prompt inside the last
+ *     message, so that the model continues it (default false); never with
+ *     {@code addGenerationPrompt}
+ * @param kwargsJson           {@code chat_template_kwargs} as a compact JSON object, or
+ *     {@code null}: extra variables for the template ({@code {"enable_thinking":false}} for
+ *     Qwen3). Its {@code add_generation_prompt} and {@code continue_final_message} keys, if any,
+ *     give way to the two fields above, as in vLLM
+ */
+public record ChatTemplateArgs(boolean addGenerationPrompt, boolean continueFinalMessage,
+    @Nullable String kwargsJson) {
+
+  /** What a request that sets none of the fields gets. */
+  public static final ChatTemplateArgs DEFAULTS = new ChatTemplateArgs(true, false, null);
+
+  /** Whether these are the {@link #DEFAULTS}. */
+  public boolean isDefault() {
+    return addGenerationPrompt && !continueFinalMessage && kwargsJson == null;
+  }
+
+  @Override
+  public String toString() {
+    // the kwargs are client text: their size only
+    return "ChatTemplateArgs{addGenerationPrompt=" + addGenerationPrompt
+        + ", continueFinalMessage=" + continueFinalMessage
+        + (kwargsJson == null ? "" : ", kwargs=" + kwargsJson.length() + " chars") + "}";
+  }
+}

@@ -1,0 +1,72 @@
+package io.epp4j.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.ChatTemplateArgs;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.Result;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The chat fields that change how vLLM renders the model's chat template
+ * ({@code add_generation_prompt}, {@code continue_final_message}, {@code chat_template_kwargs})
+ * are carried to the request, so a tokenizer renders the prompt the engine renders; bad values
+ * are 400s naming the field, as the engine refuses them.
+ */
+class OpenAiRequestParserChatTemplateTest {
+  private final OpenAiRequestParser parser = OpenAiRequestParser.defaults();
+  private static final String CHAT = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      + "\"content\":\"hi\"}]";
+
+  private Result<InferenceRequest> chat(String fields) {
+    return parser.parse("/v1/chat/completions", Map.of(),
+        (CHAT + fields + "}").getBytes(StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void theTemplateFieldsReachTheRequest() {
+    InferenceRequest r = chat(",\"chat_template_kwargs\":{\"enable_thinking\":false,\"b\":[1,"
+        + "{\"z\":1,\"a\":2}]},\"add_generation_prompt\":false,\"continue_final_message\":true")
+        .value();
+    // in the body's key order: a template that walks the dict sees that order
+    assertThat(r.chatTemplateArgs()).isEqualTo(new ChatTemplateArgs(false, true,
+        "{\"enable_thinking\":false,\"b\":[1,{\"z\":1,\"a\":2}]}"));
+  }
+
+  @Test
+  void absentOrNullFieldsAreTheEnginesDefaults() {
+    assertThat(chat("").value().chatTemplateArgs()).isEqualTo(ChatTemplateArgs.DEFAULTS);
+    assertThat(chat(",\"chat_template_kwargs\":null,\"add_generation_prompt\":null,"
+        + "\"continue_final_message\":null").value().chatTemplateArgs())
+        .isEqualTo(ChatTemplateArgs.DEFAULTS);
+    // continue_final_message alone is accepted here, as by vLLM's request model
+    assertThat(chat(",\"continue_final_message\":true").value().chatTemplateArgs())
+        .isEqualTo(new ChatTemplateArgs(true, true, null));
+  }
+
+  @Test
+  void badValuesAreRefusedByName() {
+    assertThat(chat(",\"add_generation_prompt\":\"maybe\"").errors()).singleElement()
+        .asString().startsWith("field 'add_generation_prompt' must be true or false");
+    assertThat(chat(",\"continue_final_message\":[true]").errors()).singleElement()
+        .asString().startsWith("field 'continue_final_message' must be true or false");
+    assertThat(chat(",\"chat_template_kwargs\":\"enable_thinking\"").errors()).singleElement()
+        .asString().startsWith("field 'chat_template_kwargs' must be an object");
+    assertThat(chat(",\"chat_template_kwargs\":{\"tokenize\":true}").errors()).singleElement()
+        .asString().isEqualTo("field 'chat_template_kwargs' must not set 'tokenize'");
+    assertThat(chat(",\"add_generation_prompt\":true,\"continue_final_message\":true").errors())
+        .singleElement().asString().isEqualTo(
+            "fields 'add_generation_prompt' and 'continue_final_message' must not both be true");
+  }
+
+  @Test
+  void onACompletionRequestTheyAreUnknownFieldsAndIgnored() {
+    Result<InferenceRequest> r = parser.parse("/v1/completions", Map.of(),
+        ("{\"model\":\"m\",\"prompt\":\"x\",\"add_generation_prompt\":\"maybe\","
+            + "\"chat_template_kwargs\":7}").getBytes(StandardCharsets.UTF_8));
+    assertThat(r.isOk()).isTrue();
+    assertThat(r.value().chatTemplateArgs()).isEqualTo(ChatTemplateArgs.DEFAULTS);
+  }
+}
