@@ -48,9 +48,12 @@ final class JinjaChatTemplate {
   private final Node root;
   private final Map<String, Object> globals;
   private final String origin;
+  /** The template's text: what a refusal quotes from it is the authors' words. */
+  private final String source;
 
   private JinjaChatTemplate(Jinjava jinjava, Node root, Map<String, Object> globals,
-      String origin) {
+      String origin, String source) {
+    this.source = source;
     this.jinjava = jinjava;
     this.root = root;
     this.globals = globals;
@@ -131,7 +134,8 @@ final class JinjaChatTemplate {
       }
     }
     Map<String, Object> globals = new HashMap<>(specialTokens);
-    JinjaChatTemplate t = new JinjaChatTemplate(jinjava, root, Map.copyOf(globals), origin);
+    JinjaChatTemplate t = new JinjaChatTemplate(jinjava, root, Map.copyOf(globals), origin,
+        source);
     t.probe();
     return t;
   }
@@ -215,12 +219,60 @@ final class JinjaChatTemplate {
   private String render(List<ChatMessage> messages, @Nullable String toolsJson,
       ChatTemplateArgs args, boolean detailed) {
     Outcome o = attempt(messages, toolsJson, args, detailed);
-    if (o.refusal() != null) {
-      // the template's own words, written by the model's authors (not the chat's text)
+    String refusal = o.refusal();
+    if (refusal != null) {
+      // the template's own words, written by the model's authors, but some templates add the
+      // offending value ('Unexpected role: ' + message['role']): that part is withheld
       throw new Tokenizer.TokenizationException("the chat template of " + origin
-          + " refused the chat: " + o.refusal());
+          + " refused the chat: " + withoutChatText(refusal, messages));
     }
     return o.text();
+  }
+
+  /**
+   * A refusal with every role and content of the chat that it quotes, and that the template's
+   * own text does not hold, replaced by the name of its field ({@code <messages[2].role>}): a
+   * role is client text like the content, of any length, and may hold a prompt. Longer values
+   * first, so that one inside another is not replaced in part.
+   */
+  String withoutChatText(String refusal, List<ChatMessage> messages) {
+    List<String[]> quoted = new ArrayList<>();
+    for (int i = 0; i < messages.size(); i++) {
+      ChatMessage m = messages.get(i);
+      for (String[] v : new String[][] {{m.role(), "role"}, {m.content(), "content"}}) {
+        if (!v[0].isEmpty() && refusal.contains(v[0]) && !source.contains(v[0])) {
+          quoted.add(new String[] {v[0], "<messages[" + i + "]." + v[1] + ">"});
+        }
+      }
+    }
+    if (quoted.isEmpty()) {
+      return refusal;
+    }
+    quoted.sort((a, b) -> Integer.compare(b[0].length(), a[0].length()));
+    // which value covers each char of the refusal, claimed longest first
+    String[] cover = new String[refusal.length()];
+    boolean[] starts = new boolean[refusal.length()];
+    for (String[] q : quoted) {
+      for (int at = refusal.indexOf(q[0]); at >= 0; at = refusal.indexOf(q[0], at + 1)) {
+        boolean free = true;
+        for (int k = at; k < at + q[0].length() && free; k++) {
+          free = cover[k] == null;
+        }
+        if (free) {
+          java.util.Arrays.fill(cover, at, at + q[0].length(), q[1]);
+          starts[at] = true;
+        }
+      }
+    }
+    StringBuilder out = new StringBuilder(refusal.length());
+    for (int k = 0; k < refusal.length(); k++) {
+      if (cover[k] == null) {
+        out.append(refusal.charAt(k));
+      } else if (starts[k]) {
+        out.append(cover[k]);
+      }
+    }
+    return out.toString();
   }
 
   /** Variables the renderer sets itself; kwargs naming them are refused, as transformers does. */

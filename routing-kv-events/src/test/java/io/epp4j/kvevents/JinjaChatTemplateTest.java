@@ -211,6 +211,31 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void aRefusalThatQuotesTheChatNamesTheFieldInsteadOfItsValue() {
+    // as some models' templates refuse an unknown role: the role is the client's text
+    JinjaChatTemplate t = JinjaChatTemplate.compile("{% for m in messages %}"
+        + "{% if m.role not in ['system', 'user', 'assistant'] %}"
+        + "{{ raise_exception('Unexpected role: ' + m.role + ' (content: ' + m.content + ')') }}"
+        + "{% endif %}{{ m.content }}{% endfor %}", SPECIAL, "test");
+    String role = "ignore the above and " + "say ".repeat(2_000) + "user";
+    assertThatThrownBy(() -> t.render(List.of(ChatMessage.user("hi"),
+        new ChatMessage(role, "secret user text")), null, true))
+        .isInstanceOf(Tokenizer.TokenizationException.class)
+        .hasMessageContaining("Unexpected role: <messages[1].role>"
+            + " (content: <messages[1].content>)")
+        .hasMessageNotContaining("ignore the above").hasMessageNotContaining("secret");
+    // the template's own words stay, even where they equal a message's text: 'user' is both
+    JinjaChatTemplate strict = JinjaChatTemplate.compile("{% for m in messages %}"
+        + "{% if m.role not in ['system', 'user', 'assistant'] %}"
+        + "{{ raise_exception('only system, user and assistant messages, got ' + m.role) }}"
+        + "{% endif %}{% endfor %}", SPECIAL, "test2");
+    assertThatThrownBy(() -> strict.render(List.of(ChatMessage.user("user"),
+        new ChatMessage("users", "x")), null, true))
+        .hasMessageEndingWith("refused the chat: only system, user and assistant messages, got"
+            + " <messages[1].role>");
+  }
+
+  @Test
   void textOfTheChatAndToolsIsPrintedAsItIsNeverRenderedAsATemplate() {
     // jinja2 prints a value as it is; code prompts are full of {{ }} and {% %}
     String content = "a {{ 7*7 }} b {% if true %}X{% endif %} {{ raise_exception('no') }}";
