@@ -1,20 +1,31 @@
 package io.epp4j.api;
 
+import java.util.List;
 import java.util.Objects;
 
 /**
  * One chat message. When the OpenAI body gives {@code content} as an array of parts, the parts
  * are joined with {@code "\n"} between them, as vLLM joins them for a chat template that takes
  * string content; a text part gives its text and every other part its compact JSON, so two
- * requests with different images never look identical to the prefix index.
+ * requests with different images never look identical to the prefix index. The parts are also
+ * kept one by one in {@link #parts()}, for a chat template that iterates over a message's
+ * content, to which vLLM hands them as a list.
  *
  * @param role    {@code system}, {@code user}, {@code assistant}, {@code tool}, ...
  * @param content the message text
+ * @param parts   the parts of an array content as a chat template sees them, in order; empty
+ *     when the content was a string (or absent)
  */
-public record ChatMessage(String role, String content) {
+public record ChatMessage(String role, String content, List<Part> parts) {
   public ChatMessage {
     Objects.requireNonNull(role, "role");
     Objects.requireNonNull(content, "content");
+    parts = List.copyOf(parts);
+  }
+
+  /** A message whose content is a string. */
+  public ChatMessage(String role, String content) {
+    this(role, content, List.of());
   }
 
   public static ChatMessage system(String content) {
@@ -27,5 +38,31 @@ public record ChatMessage(String role, String content) {
 
   public static ChatMessage assistant(String content) {
     return new ChatMessage("assistant", content);
+  }
+
+  /**
+   * One part of an array content as vLLM hands it to a chat template that iterates over the
+   * content: {@code {"type": "text", "text": ...}} for a text part, {@code {"type": "image"}}
+   * (or {@code audio}, {@code video}) for media, whose data the template never sees.
+   *
+   * @param type {@code text}, {@code image}, {@code audio}, {@code video}, or the part's own
+   *     type for one vLLM does not know
+   * @param text the text of a {@code text} part; empty for any other
+   */
+  public record Part(String type, String text) {
+    public Part {
+      Objects.requireNonNull(type, "type");
+      Objects.requireNonNull(text, "text");
+    }
+
+    /** A text part. */
+    public static Part text(String text) {
+      return new Part("text", text);
+    }
+
+    /** Whether this is a text part. */
+    public boolean isText() {
+      return type.equals("text");
+    }
   }
 }

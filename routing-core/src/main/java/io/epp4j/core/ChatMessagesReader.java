@@ -10,6 +10,7 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
 
@@ -36,6 +37,8 @@ final class ChatMessagesReader {
       // the common case, one string content, is kept as parsed; a builder only for parts
       String text = null;
       StringBuilder content = null;
+      // an array content's parts one by one, for templates that iterate over them
+      List<ChatMessage.Part> parts = null;
       // name, tool_calls, tool_call_id as canonical JSON, always in that order whatever order
       // the body gives them (the engine's template reads them by name); a key given twice keeps
       // its last value, as everywhere in the body
@@ -54,11 +57,13 @@ final class ChatMessagesReader {
             // given twice, the last one counts, as the engine's JSON reader takes it
             text = null;
             content = null;
+            parts = null;
             if (v == JsonToken.VALUE_STRING) {
               text = p.getText();
             } else if (v == JsonToken.START_ARRAY) {
               content = new StringBuilder();
-              String err = readParts(p, content, index);
+              parts = new ArrayList<>();
+              String err = readParts(p, content, parts, index);
               if (err != null) {
                 return err;
               }
@@ -96,7 +101,9 @@ final class ChatMessagesReader {
           }
         }
       }
-      out.add(new ChatMessage(role, text != null ? text : content != null ? content.toString() : ""));
+      out.add(new ChatMessage(role,
+          text != null ? text : content != null ? content.toString() : "",
+          parts == null ? List.of() : parts));
     }
     return null;
   }
@@ -115,8 +122,8 @@ final class ChatMessagesReader {
    * Reads a content array. Text parts ({@code type} and {@code text} strings only) are read from
    * the stream; any other part is read as a tree and kept as canonical JSON.
    */
-  private static @Nullable String readParts(JsonParser p, StringBuilder content, int message)
-      throws IOException {
+  private static @Nullable String readParts(JsonParser p, StringBuilder content,
+      List<ChatMessage.Part> parts, int message) throws IOException {
     int i = 0;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
       if (t != JsonToken.START_OBJECT) {
@@ -160,6 +167,7 @@ final class ChatMessagesReader {
             return partField(message, i, ".text") + "' must be a string";
           }
           content.append(text);
+          parts.add(ChatMessage.Part.text(text));
           continue;
         }
         other = JsonNodeFactory.instance.objectNode();
@@ -168,7 +176,7 @@ final class ChatMessagesReader {
           other.put("text", text);
         }
       }
-      String err = appendPart(other, content, message, i);
+      String err = appendPart(other, content, parts, message, i);
       if (err != null) {
         return err;
       }
@@ -176,8 +184,8 @@ final class ChatMessagesReader {
     return null;
   }
 
-  private static @Nullable String appendPart(JsonNode part, StringBuilder content, int message,
-      int i) throws JsonProcessingException {
+  private static @Nullable String appendPart(JsonNode part, StringBuilder content,
+      List<ChatMessage.Part> parts, int message, int i) throws JsonProcessingException {
     JsonNode type = part.get("type");
     if (type == null || !type.isTextual()) {
       return partField(message, i, ".type") + "' is required";
@@ -188,11 +196,23 @@ final class ChatMessagesReader {
         return partField(message, i, ".text") + "' must be a string";
       }
       content.append(text.asText());
+      parts.add(ChatMessage.Part.text(text.asText()));
     } else {
       // images, audio, files: keep their identity so distinct media never look alike
       content.append(CanonicalJson.canonical(part));
+      parts.add(new ChatMessage.Part(modality(type.asText()), ""));
     }
     return null;
+  }
+
+  /** The placeholder type vLLM gives a template for a media part of this type. */
+  private static String modality(String type) {
+    return switch (type) {
+      case "image_url", "input_image", "image_embeds", "image_pil" -> "image";
+      case "audio_url", "input_audio", "audio_embeds" -> "audio";
+      case "video_url" -> "video";
+      default -> type;
+    };
   }
 
   private static String partField(int message, int part, String suffix) {

@@ -2,6 +2,7 @@ package io.epp4j.core;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.epp4j.api.ChatMessage;
 import io.epp4j.api.ChatTemplateArgs;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Result;
@@ -68,5 +69,20 @@ class OpenAiRequestParserChatTemplateTest {
             + "\"chat_template_kwargs\":7}").getBytes(StandardCharsets.UTF_8));
     assertThat(r.isOk()).isTrue();
     assertThat(r.value().chatTemplateArgs()).isEqualTo(ChatTemplateArgs.DEFAULTS);
+  }
+
+  @Test
+  void anArrayContentKeepsItsPartsForTemplatesThatIterateOverThem() {
+    InferenceRequest r = parser.parse("/v1/chat/completions", Map.of(), ("{\"model\":\"m\","
+        + "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        + "{\"type\":\"image_url\",\"image_url\":{\"url\":\"u\"}},{\"text\":\"b\",\"type\":\"text\","
+        + "\"cache_control\":{}}]},{\"role\":\"assistant\",\"content\":\"c\"}]}")
+        .getBytes(StandardCharsets.UTF_8)).value();
+    assertThat(r.messages().get(0).parts()).containsExactly(ChatMessage.Part.text("a"),
+        new ChatMessage.Part("image", ""), ChatMessage.Part.text("b"));
+    // the joined text the prefix index reads is as before
+    assertThat(r.messages().get(0).content())
+        .isEqualTo("a\n{\"image_url\":{\"url\":\"u\"},\"type\":\"image_url\"}\nb");
+    assertThat(r.messages().get(1).parts()).isEmpty();
   }
 }

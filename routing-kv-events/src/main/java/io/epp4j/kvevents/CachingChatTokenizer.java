@@ -136,7 +136,7 @@ public final class CachingChatTokenizer implements Tokenizer {
     for (int i = 0; i < n; i++) {
       String piece = tpl.renderMessage(messages.get(i));
       if (i == n - 1 && args.continueFinalMessage()) {
-        piece = ChatTemplate.cutAfterFinalMessage(piece, messages.subList(i, n));
+        piece = ChatTemplate.cutAfterFinalMessage(piece, messages.subList(i, n), false);
       }
       parts[i] = cached(piece);
     }

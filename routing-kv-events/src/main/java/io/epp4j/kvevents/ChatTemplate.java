@@ -36,14 +36,30 @@ public record ChatTemplate(String messagePrefix, String messageSuffix, String ge
    * whitespace (Python's), keeping the text's trailing whitespace when the rendering has the
    * text verbatim. Plain Java, so that per-message caching works without jinjava.
    *
+   * @param contentAsParts whether the template was given the messages' parts (the last text
+   *     part is then the text continued)
    * @throws Tokenizer.TokenizationException when there is no message or the rendering does not
    *     hold the last one's text
    */
-  static String cutAfterFinalMessage(String rendered, List<ChatMessage> messages) {
+  static String cutAfterFinalMessage(String rendered, List<ChatMessage> messages,
+      boolean contentAsParts) {
     if (messages.isEmpty()) {
       throw new Tokenizer.TokenizationException("continue_final_message needs a message");
     }
-    String last = messages.get(messages.size() - 1).content();
+    ChatMessage finalMessage = messages.get(messages.size() - 1);
+    String last = finalMessage.content();
+    if (contentAsParts && !finalMessage.parts().isEmpty()) {
+      // a template given the parts: transformers continues the last part that has text
+      String text = null;
+      for (ChatMessage.Part p : finalMessage.parts()) {
+        text = p.isText() ? p.text() : text;
+      }
+      if (text == null) {
+        throw new Tokenizer.TokenizationException("continue_final_message is set but the last"
+            + " message has no text to continue");
+      }
+      last = text;
+    }
     int from = 0;
     int to = last.length();
     while (from < to && pythonSpace(last.charAt(from))) {

@@ -50,10 +50,16 @@ final class JinjaChatTemplate {
   private final String origin;
   /** The template's text: what a refusal quotes from it is the authors' words. */
   private final String source;
+  /**
+   * Whether the template iterates over a message's content, so that vLLM hands it each
+   * message's content as a list of parts ("openai" format) instead of one string.
+   */
+  private final boolean contentAsParts;
 
   private JinjaChatTemplate(Jinjava jinjava, Node root, Map<String, Object> globals,
       String origin, String source) {
     this.source = source;
+    this.contentAsParts = iteratesOverContent(source);
     this.jinjava = jinjava;
     this.root = root;
     this.globals = globals;
@@ -212,7 +218,8 @@ final class JinjaChatTemplate {
           + " and open a new one");
     }
     String out = render(messages, toolsJson, args, false);
-    return args.continueFinalMessage() ? ChatTemplate.cutAfterFinalMessage(out, messages) : out;
+    return args.continueFinalMessage()
+        ? ChatTemplate.cutAfterFinalMessage(out, messages, contentAsParts) : out;
   }
 
   /** {@code detailed}: the engine's message, which may quote the chat, only for the probe. */
@@ -275,6 +282,110 @@ final class JinjaChatTemplate {
     return out.toString();
   }
 
+  /**
+   * A message's content as vLLM gives it to a template that iterates over content: a list of
+   * {@code {"type": "text", "text": ...}} and {@code {"type": "image"}} (audio, video) maps, a
+   * string content as one text part; but a tool message whose parts are all text gets them
+   * joined with newlines, as vLLM hands tool results to templates as strings.
+   */
+  private static Object partsOf(ChatMessage m) {
+    List<ChatMessage.Part> parts = m.parts();
+    if (parts.isEmpty()) {
+      return m.role().equals("tool") ? m.content()
+          : List.of(Map.of("type", "text", "text", m.content()));
+    }
+    boolean allText = true;
+    for (ChatMessage.Part p : parts) {
+      allText &= p.isText();
+    }
+    if (allText && m.role().equals("tool")) {
+      StringBuilder sb = new StringBuilder();
+      for (int i = 0; i < parts.size(); i++) {
+        sb.append(i == 0 ? "" : "\n").append(parts.get(i).text());
+      }
+      return sb.toString();
+    }
+    List<Map<String, Object>> out = new ArrayList<>(parts.size());
+    for (ChatMessage.Part p : parts) {
+      Map<String, Object> part = new LinkedHashMap<>(4);
+      part.put("type", p.type());
+      if (p.isText()) {
+        part.put("text", p.text());
+      }
+      out.add(part);
+    }
+    return out;
+  }
+
+  private static final Pattern STATEMENT = Pattern.compile("\\{%[-+]?\\s*(.*?)\\s*[-+]?%\\}",
+      Pattern.DOTALL);
+  private static final Pattern FOR = Pattern.compile(
+      "for\\s+([A-Za-z_]\\w*)\\s+in\\s+(.+?)(?:\\s+if\\s.*|\\s+recursive)?", Pattern.DOTALL);
+  private static final Pattern SET = Pattern.compile("set\\s+([A-Za-z_]\\w*)\\s*=\\s*(.+)",
+      Pattern.DOTALL);
+
+  /**
+   * vLLM's detection of the "openai" content format: the template has a loop over the
+   * {@code content} of a message, where a message is the target of a loop over
+   * {@code messages} or over a variable set from it (through slices, filters or tests, as
+   * {@code loop_messages = messages[1:]}). Read from the template's statements as vLLM reads
+   * its syntax tree.
+   */
+  static boolean iteratesOverContent(String source) {
+    List<String[]> fors = new ArrayList<>();
+    List<String[]> sets = new ArrayList<>();
+    Matcher st = STATEMENT.matcher(source);
+    while (st.find()) {
+      String body = st.group(1);
+      Matcher f = FOR.matcher(body);
+      Matcher set = SET.matcher(body);
+      if (f.matches()) {
+        fors.add(new String[] {f.group(1), f.group(2).strip()});
+      } else if (set.matches()) {
+        sets.add(new String[] {set.group(1), set.group(2).strip()});
+      }
+    }
+    java.util.Set<String> messageLists = new java.util.LinkedHashSet<>(List.of("messages"));
+    for (boolean grew = true; grew; ) {
+      grew = false;
+      for (String[] set : sets) {
+        for (String v : List.copyOf(messageLists)) {
+          if (accesses(set[1], v, false) && messageLists.add(set[0])) {
+            grew = true;
+          }
+        }
+      }
+    }
+    java.util.Set<String> messageVars = new java.util.HashSet<>();
+    for (String[] f : fors) {
+      for (String v : messageLists) {
+        if (accesses(f[1], v, false)) {
+          messageVars.add(f[0]);
+        }
+      }
+    }
+    for (String[] f : fors) {
+      for (String v : messageVars) {
+        if (accesses(f[1], v, true)) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Whether {@code expr} is {@code name} (or its {@code content}), possibly sliced, filtered
+   * or tested: {@code messages}, {@code messages[1:]}, {@code message['content']|list}.
+   */
+  private static boolean accesses(String expr, String name, boolean content) {
+    String key = content
+        ? "(?:\\[\\s*(['\"])content\\1\\s*\\]|\\s*\\.\\s*content\\b)" : "";
+    return Pattern.compile(Pattern.quote(name) + "\\b" + key
+        + "(?:\\s*\\[[^\\[\\]]*:[^\\[\\]]*\\])*\\s*(?:\\|.*|\\bis\\b.*)?", Pattern.DOTALL)
+        .matcher(expr).matches();
+  }
+
   /** Variables the renderer sets itself; kwargs naming them are refused, as transformers does. */
   private static final java.util.Set<String> RENDER_ARGUMENTS =
       java.util.Set.of("messages", "tools", "documents");
@@ -285,7 +396,7 @@ final class JinjaChatTemplate {
     for (ChatMessage m : messages) {
       Map<String, Object> msg = new LinkedHashMap<>(4);
       msg.put("role", m.role());
-      msg.put("content", m.content());
+      msg.put("content", contentAsParts ? partsOf(m) : m.content());
       msgs.add(msg);
     }
     JinjavaInterpreter interpreter = jinjava.newInterpreter();

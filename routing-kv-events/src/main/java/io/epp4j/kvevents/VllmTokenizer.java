@@ -141,7 +141,16 @@ public final class VllmTokenizer implements Tokenizer {
     body.put("model", model);
     ArrayNode arr = body.putArray("messages");
     for (ChatMessage m : messages) {
-      arr.addObject().put("role", m.role()).put("content", m.content());
+      ObjectNode msg = arr.addObject().put("role", m.role());
+      if (!m.parts().isEmpty() && allText(m.parts())) {
+        // as the client sent them: the server's template may take them one by one
+        ArrayNode parts = msg.putArray("content");
+        for (ChatMessage.Part p : m.parts()) {
+          parts.addObject().put("type", "text").put("text", p.text());
+        }
+      } else {
+        msg.put("content", m.content());
+      }
     }
     if (toolsJson != null) {
       try {
@@ -164,6 +173,15 @@ public final class VllmTokenizer implements Tokenizer {
     }
     body.put("add_special_tokens", false);
     return call(body);
+  }
+
+  private static boolean allText(List<ChatMessage.Part> parts) {
+    for (ChatMessage.Part p : parts) {
+      if (!p.isText()) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** The longest answer {@link #call} reads for a request of {@code requestBytes} bytes. */
