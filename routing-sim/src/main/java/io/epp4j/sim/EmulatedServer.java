@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
 import io.epp4j.kvevents.Tokenizer;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBufUtil;
@@ -685,7 +686,11 @@ final class EmulatedServer implements AutoCloseable {
       }
       @SuppressWarnings("unchecked")
       List<ChatMessage> chatMessages = (List<ChatMessage>) messages;
-      return tokenizeChat(chatMessages);
+      Object args = chatTemplateArgs(body.fields());
+      if (args instanceof String bad) {
+        return bad;
+      }
+      return tokenizeChat(chatMessages, (ChatTemplateArgs) args);
     }
     RequestBody.Prompt prompt = body.prompt();
     if (prompt == null) {
@@ -1454,7 +1459,33 @@ final class EmulatedServer implements AutoCloseable {
    * template it cannot render is the request's error, as in vLLM, not the server's), else the
    * stand-in over {@code role: content} lines.
    */
-  private Object tokenizeChat(List<ChatMessage> messages) {
+  /**
+   * The chat template's fields of a chat or {@code /tokenize} body as vLLM's request models read
+   * them ({@code add_generation_prompt} true unless set, {@code continue_final_message},
+   * {@code chat_template_kwargs} an object), or a message naming the field that is wrong; both
+   * booleans set true is refused, as vLLM refuses it.
+   */
+  static Object chatTemplateArgs(JsonNode body) {
+    JsonNode agpNode = body.path("add_generation_prompt");
+    Boolean agp = agpNode.isMissingNode() || agpNode.isNull() ? Boolean.TRUE : laxBool(agpNode);
+    if (agp == null) {
+      return "field 'add_generation_prompt' must be a boolean";
+    }
+    Boolean cfm = laxBool(body.path("continue_final_message"));
+    if (cfm == null) {
+      return "field 'continue_final_message' must be a boolean";
+    }
+    if (cfm && agp && !agpNode.isMissingNode() && !agpNode.isNull()) {
+      return "fields 'add_generation_prompt' and 'continue_final_message' must not both be true";
+    }
+    JsonNode kwargs = body.path("chat_template_kwargs");
+    if (!kwargs.isMissingNode() && !kwargs.isNull() && !kwargs.isObject()) {
+      return "field 'chat_template_kwargs' must be an object";
+    }
+    return new ChatTemplateArgs(agp, cfm, kwargs.isObject() ? kwargs.toString() : null);
+  }
+
+  private Object tokenizeChat(List<ChatMessage> messages, ChatTemplateArgs args) {
     if (tokenizer == null) {
       StringBuilder text = new StringBuilder();
       for (ChatMessage m : messages) {
@@ -1463,7 +1494,7 @@ final class EmulatedServer implements AutoCloseable {
       return tokenize(text.toString(), cluster.profile().ordinaryTokens());
     }
     try {
-      return tokenizer.encodeChat(messages);
+      return tokenizer.encodeChat(messages, null, args);
     } catch (RuntimeException e) {
       return "the chat template of the tokenizer given with --tokenizer cannot render this chat: "
           + reason(e);

@@ -222,6 +222,44 @@ class ServeTokenizerTest {
   }
 
   @Test
+  void aChatsTemplateFieldsAreRenderedAsVllmRendersThem(@TempDir Path dir) throws Exception {
+    // ChatML whose generation prompt says "hello" when thinking is turned off, as Qwen3's
+    // template adds an empty think block
+    String template = CHATML.replace("<|im_start|>assistant\n{% endif %}",
+        "<|im_start|>assistant\n{% if enable_thinking is defined and enable_thinking is false %}"
+            + "hello{% endif %}{% endif %}");
+    Serve s = start(1, writeTokenizer(dir, template));
+    int p = port(s, 0);
+    String chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"world\"}]";
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + "}").body()).get("tokens")))
+        .containsExactly(0, 4, 9, 1, 0, 5);
+    assertThat(ints(JSON.readTree(post(p, "/tokenize",
+        chat + ",\"chat_template_kwargs\":{\"enable_thinking\":false}}").body()).get("tokens")))
+        .containsExactly(0, 4, 9, 1, 0, 5, 8);
+    assertThat(ints(JSON.readTree(post(p, "/tokenize",
+        chat + ",\"add_generation_prompt\":false}").body()).get("tokens")))
+        .containsExactly(0, 4, 9, 1);
+    // the chat completion's prompt is the same rendering
+    HttpResponse<String> completion = post(p, "/v1/chat/completions",
+        chat + ",\"chat_template_kwargs\":{\"enable_thinking\":false},\"max_tokens\":1}");
+    assertThat(JSON.readTree(completion.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(7);
+    String[][] bad = {
+        {",\"add_generation_prompt\":true,\"continue_final_message\":true",
+            "fields 'add_generation_prompt' and 'continue_final_message' must not both be true"},
+        {",\"add_generation_prompt\":\"maybe\"", "field 'add_generation_prompt'"},
+        {",\"chat_template_kwargs\":[1]", "field 'chat_template_kwargs' must be an object"},
+    };
+    for (String[] b : bad) {
+      for (String path : List.of("/tokenize", "/v1/chat/completions")) {
+        HttpResponse<String> r = post(p, path, chat + b[0] + "}");
+        assertThat(r.statusCode()).as(path + b[0]).isEqualTo(400);
+        assertThat(JSON.readTree(r.body()).at("/error/message").asText()).as(path + b[0])
+            .contains(b[1]);
+      }
+    }
+  }
+
+  @Test
   void aRouterWithTheSameTokenizerFindsTextPromptsInTheReplicasKvEvents(@TempDir Path dir)
       throws Exception {
     Path model = writeTokenizer(dir, CHATML);
