@@ -240,6 +240,7 @@ final class RequestBody {
       @Nullable String role = null;
       // the text of field content; null while it is not a string, an array or null
       @Nullable String content = "";
+      List<ChatMessage.Part> parts = new ArrayList<>();
       if (t == JsonToken.START_OBJECT) {
         for (JsonToken f = p.nextToken(); f != JsonToken.END_OBJECT; f = p.nextToken()) {
           String name = p.currentName();
@@ -248,7 +249,8 @@ final class RequestBody {
             role = v == JsonToken.VALUE_STRING ? p.getText() : null;
             p.skipChildren();
           } else if (name.equals("content")) {
-            content = readContent(p);
+            parts = new ArrayList<>();
+            content = readContent(p, parts);
           } else {
             p.skipChildren();
           }
@@ -261,7 +263,7 @@ final class RequestBody {
       } else if (content == null) {
         bad = "field 'messages[].content' must be a string or an array of parts";
       } else {
-        list.add(new ChatMessage(role, content));
+        list.add(new ChatMessage(role, content, parts));
       }
     }
     if (bad != null) {
@@ -274,7 +276,8 @@ final class RequestBody {
    * A message's content: a string, or an array of parts whose text parts vLLM hands a template
    * that takes string content joined with newlines; "" for null; null for anything else.
    */
-  private static @Nullable String readContent(JsonParser p) throws IOException {
+  private static @Nullable String readContent(JsonParser p, List<ChatMessage.Part> parts)
+      throws IOException {
     JsonToken v = p.currentToken();
     if (v == JsonToken.VALUE_STRING) {
       return p.getText();
@@ -294,13 +297,24 @@ final class RequestBody {
         continue;
       }
       @Nullable String partText = null;
+      @Nullable String type = null;
       for (JsonToken f = p.nextToken(); f != JsonToken.END_OBJECT; f = p.nextToken()) {
         String name = p.currentName();
         JsonToken pv = p.nextToken();
         if (name.equals("text")) {
           partText = pv == JsonToken.VALUE_STRING ? p.getText() : null;
+        } else if (name.equals("type")) {
+          type = pv == JsonToken.VALUE_STRING ? p.getText() : null;
         }
         p.skipChildren();
+      }
+      // each part as vLLM hands it to a template that iterates over content
+      if (partText != null) {
+        parts.add(ChatMessage.Part.text(partText));
+      } else if (type != null && !type.equals("text")) {
+        parts.add(new ChatMessage.Part(type.startsWith("image") || type.equals("input_image")
+            ? "image" : type.contains("audio") ? "audio" : type.startsWith("video") ? "video"
+            : type, ""));
       }
       if (partText != null) {
         if (!first) {

@@ -83,7 +83,10 @@ class RequestBodyTest {
         + "\"role\":\"user\",\"name\":\"n\"},{\"role\":\"assistant\",\"content\":null},"
         + "{\"role\":\"system\"}]}");
     assertThat(r.hasMessages()).isTrue();
-    assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb"),
+    // the parts one by one too, as a template that iterates over content gets them
+    assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb",
+            List.of(ChatMessage.Part.text("a"), new ChatMessage.Part("image", ""),
+                ChatMessage.Part.text("b"))),
         new ChatMessage("assistant", ""), new ChatMessage("system", "")));
   }
 
