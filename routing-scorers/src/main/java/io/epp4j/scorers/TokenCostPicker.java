@@ -85,7 +85,12 @@ import org.jspecify.annotations.Nullable;
  * scorers are ignored; put a prefix-cache scorer before this picker so hits are known.
  *
  * <p>Thread-safe and lock-free: per-endpoint counters are atomics, created when the pool
- * announces an endpoint and dropped when it leaves. A request counts as pending from
+ * announces an endpoint. An endpoint that leaves the pool while requests this picker sent there
+ * still run, or while sessions are at home there, keeps its counters: if it comes back at the
+ * same address (a readiness probe that failed under load, a discovery blip) those requests go on
+ * counting there until they end or expire, their end takes off only what they added, and the
+ * sessions still have their home there. Once nothing counts on them, the counters of an endpoint
+ * that stays away are dropped. A request counts as pending from
  * {@code afterRouting} until its first token, completion or failure; one the gateway never
  * finishes is released after the router's {@code inFlightMaxAge} (10 minutes by default),
  * counted from the gateway's last {@link RoutingDecision#onActivity()} when it renews one.
@@ -154,6 +159,13 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   private final int maxSessions;
   private final AtomicBoolean trimming = new AtomicBoolean();
   private final ConcurrentHashMap<String, Load> loads = new ConcurrentHashMap<>();
+  /**
+   * The counters of endpoints that left the pool while requests counted on them still ran or
+   * sessions had their home there, by id: an endpoint that comes back takes them up again. Each
+   * is dropped once nothing counts on it (see {@link #settle}), so there are never more of them
+   * than requests in flight plus sessions remembered.
+   */
+  private final ConcurrentHashMap<String, Load> departed = new ConcurrentHashMap<>();
   private volatile LoadSlots loadSlots = new LoadSlots(null, new Load[0]);
   // identity keys: InferenceRequest does not override equals
   private final ConcurrentHashMap<InferenceRequest, Pending> pending = new ConcurrentHashMap<>();
@@ -640,16 +652,19 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   }
 
   /**
-   * Undoes what was just recorded against {@code l} when its endpoint left the pool (or left
-   * and came back) after {@code l} was looked up: the removal may have swept the maps before
-   * the entries were in them, which would keep a request and a session on a departed endpoint.
-   * Either the removal's sweep sees the entries or this check sees the removal: each side
-   * writes its map before it reads the other's, with a full fence in between.
+   * Undoes what was just recorded against {@code l} when its endpoint left the pool after
+   * {@code l} was looked up and its counters were dropped as idle (or it came back with new
+   * ones): they are nobody's, and what counts on them counts nowhere. Counters kept for the
+   * endpoint's return keep what was recorded, as they keep the requests sent before it left.
+   * The removal drops counters only under the departed map's lock and only when nothing counts
+   * on them, and this check takes the same lock after recording: either the removal sees what
+   * was recorded and keeps them, or this check sees them gone.
    */
   private void forgetIfLeft(String endpointId, Load l, @Nullable InferenceRequest request,
       @Nullable String session) {
     VarHandle.fullFence();
-    if (loads.get(endpointId) == l) {
+    if (loads.get(endpointId) == l
+        || departed.computeIfPresent(endpointId, (k, v) -> v) == l) {
       return;
     }
     if (request != null) {
@@ -659,7 +674,13 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       }
     }
     if (session != null) {
-      homes.computeIfPresent(session, (k, h) -> h.load == l ? null : h);
+      homes.computeIfPresent(session, (k, h) -> {
+        if (h.load != l) {
+          return h;
+        }
+        l.addSessions(-1);
+        return null;
+      });
     }
   }
 
@@ -732,7 +753,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       }
     }
     String session = sessionOf(request);
-    Load source = loads.get(from.id());
+    Load source = loadOf(from.id()); // the endpoint that failed may have left the pool
     if (session != null && target != null && source != null) {
       homes.computeIfPresent(session, (k, old) -> {
         if (old.load != source) {
@@ -807,6 +828,9 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
           e.getValue())) {
         e.getValue().release();
       }
+    }
+    for (Load l : departed.values()) {
+      settle(l);
     }
   }
 
@@ -940,32 +964,60 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
 
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
-    loads.putIfAbsent(endpoint.id(), new Load());
+    String id = endpoint.id();
+    Load back = departed.get(id);
+    if (back == null) {
+      loads.putIfAbsent(id, new Load(id));
+      return;
+    }
+    // back while requests sent before it left still run, or sessions are at home there: they
+    // go on counting on the counters they were counted on. In the pool before it leaves the
+    // departed map, so a request recorded meanwhile finds it in one of them (see forgetIfLeft)
+    if (loads.putIfAbsent(id, back) == null) {
+      back.away = false;
+    }
+    departed.remove(id, back);
   }
 
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
-    Load l = loads.remove(endpoint.id());
+    String id = endpoint.id();
+    Load l = loads.remove(id);
     if (l != null) {
-      VarHandle.fullFence(); // see forgetIfLeft
-      pending.values().removeIf(p -> {
-        if (p.load != l) {
-          return false;
-        }
-        if (p.prefillElsewhere != null) {
-          p.prefillElsewhere.prefillDone(); // the request is gone with its serving endpoint
-        }
-        return true;
-      });
-      homes.values().removeIf(h -> h.load == l);
+      // requests sent there may still be served there, and its sessions' history may still be
+      // in its cache: kept for a return, until nothing counts on it any more
+      l.away = true;
+      departed.put(id, l);
+      settle(l);
     }
+  }
+
+  /**
+   * Drops the counters of an endpoint that left the pool once nothing counts on them. The check
+   * runs under the departed map's lock for the id, as does the check of {@link #forgetIfLeft},
+   * so a request or session recorded against them at the same time either is seen here or sees
+   * them gone.
+   */
+  private void settle(Load l) {
+    departed.computeIfPresent(l.id, (k, v) -> v == l && v.idle() ? null : v);
+  }
+
+  /** The counters of {@code endpointId}, in the pool or kept after it left; null when neither. */
+  private @Nullable Load loadOf(String endpointId) {
+    Load l = loads.get(endpointId);
+    return l != null ? l : departed.get(endpointId);
+  }
+
+  /** Endpoints that left the pool and whose counters are kept for their return; for tests. */
+  int departedLoads() {
+    return departed.size();
   }
 
   /**
    * One endpoint's counters, as fields of one object: a route reads all of them for every
    * candidate, and separate atomic objects would be separate cache lines.
    */
-  private static final class Load {
+  private final class Load {
     private static final AtomicLongFieldUpdater<Load> PREFILL_TOKENS =
         AtomicLongFieldUpdater.newUpdater(Load.class, "prefillTokens");
     private static final AtomicIntegerFieldUpdater<Load> PREFILL_REQUESTS =
@@ -974,10 +1026,29 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         AtomicLongFieldUpdater.newUpdater(Load.class, "decodeTokens");
     private static final AtomicIntegerFieldUpdater<Load> SESSIONS =
         AtomicIntegerFieldUpdater.newUpdater(Load.class, "sessions");
+    final String id;
+    /** Whether the endpoint has left the pool: then a count going down may free the counters. */
+    volatile boolean away;
     private volatile long prefillTokens;
     private volatile int prefillRequests;
     private volatile long decodeTokens;
     private volatile int sessions;
+
+    Load(String id) {
+      this.id = id;
+    }
+
+    /** Whether nothing counts here: no request's work, no session. */
+    boolean idle() {
+      return prefillTokens == 0 && prefillRequests == 0 && decodeTokens == 0 && sessions == 0;
+    }
+
+    /** After a count went down: drops these counters once idle if the endpoint is away. */
+    private void wentDown() {
+      if (away) {
+        settle(this);
+      }
+    }
 
     long prefillTokens() {
       return prefillTokens;
@@ -998,14 +1069,23 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     void addPrefill(long tokens, int requests) {
       PREFILL_TOKENS.addAndGet(this, tokens);
       PREFILL_REQUESTS.addAndGet(this, requests);
+      if (tokens < 0 || requests < 0) {
+        wentDown();
+      }
     }
 
     void addDecode(long tokens) {
       DECODE_TOKENS.addAndGet(this, tokens);
+      if (tokens < 0) {
+        wentDown();
+      }
     }
 
     void addSessions(int delta) {
       SESSIONS.addAndGet(this, delta);
+      if (delta < 0) {
+        wentDown();
+      }
     }
   }
 

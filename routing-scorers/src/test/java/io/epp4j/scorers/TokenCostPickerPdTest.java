@@ -108,7 +108,7 @@ class TokenCostPickerPdTest {
   }
 
   @Test
-  void aServingEndpointThatLeavesGivesBackThePrefillCountedElsewhere() {
+  void aServingEndpointThatLeavesKeepsThePrefillCountedElsewhereUntilTheRequestEnds() {
     List<Endpoint> eps = twoAndTwo();
     try (Router r = Router.builder().endpoints(eps).randomSeed(1)
         .configYaml(PD_YAML, "pd.yaml").build()) {
@@ -120,7 +120,13 @@ class TokenCostPickerPdTest {
 
       Endpoint decode = d.primary();
       r.setEndpoints(eps.stream().filter(e -> !e.id().equals(decode.id())).toList());
+      // the request is still served (its endpoint left the pool, not the gateway's connection),
+      // so its prompt is still being prefilled there
+      assertThat(picker.pendingTokens(prefill.id())).isEqualTo(320);
+      d.onFirstToken();
       assertThat(picker.pendingTokens(prefill.id())).isZero();
+      d.onComplete(Usage.NONE);
+      assertThat(picker.departedLoads()).isZero();
     }
   }
 }

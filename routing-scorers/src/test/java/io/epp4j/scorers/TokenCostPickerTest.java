@@ -260,9 +260,11 @@ class TokenCostPickerTest {
     route(p, request(100, 10, "b"), TestCandidates.state(2 + ttl + 1, 4), List.of(POOL.get(2)));
     assertThat(p.sessions(POOL.get(1).id())).isZero();
     assertThat(p.sessions(POOL.get(2).id())).isEqualTo(1);
+    // its endpoint leaves and comes back within the TTL: the session is still at home there
     p.onEndpointRemoved(POOL.get(2).endpoint());
     p.onEndpointAdded(POOL.get(2).endpoint());
-    assertThat(p.sessions(POOL.get(2).id())).isZero();
+    assertThat(p.sessions(POOL.get(2).id())).isEqualTo(1);
+    assertThat(p.homeOf("b")).isEqualTo(POOL.get(2).id());
   }
 
   @Test
@@ -353,7 +355,7 @@ class TokenCostPickerTest {
   }
 
   @Test
-  void accountsOnlyWhatItChoseAndForgetsEndpointsThatLeft() {
+  void accountsOnlyWhatItChoseAndKeepsItThroughItsEndpointsLeaveAndReturn() {
     TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0), POOL);
     InferenceRequest r = request(500, 50, "a");
     CycleState s = TestCandidates.state();
@@ -368,8 +370,9 @@ class TokenCostPickerTest {
     assertThat(p.pendingTokens(chosen.id())).isEqualTo(500);
     p.onEndpointRemoved(chosen.endpoint());
     p.onEndpointAdded(chosen.endpoint());
-    assertThat(p.pendingTokens(chosen.id())).isZero();
-    p.onComplete(r, chosen.endpoint(), new Usage(500, 0, 50)); // the old account, not the new
+    assertThat(p.pendingTokens(chosen.id())).as("still running there").isEqualTo(500);
+    assertThat(p.decodeTokens(chosen.id())).isEqualTo(50);
+    p.onComplete(r, chosen.endpoint(), new Usage(500, 0, 50));
     assertThat(p.pendingTokens(chosen.id())).isZero();
     assertThat(p.decodeTokens(chosen.id())).isZero();
   }
@@ -441,13 +444,23 @@ class TokenCostPickerTest {
     assertThat(p.homeOf("t")).isEqualTo(b.id());
     assertThat(p.sessions(b.id())).isEqualTo(1);
 
-    // another router's session placed on an endpoint that leaves meanwhile is not remembered
-    p.lookupHook = () -> p.onEndpointRemoved(b.endpoint());
-    p.onRemoteSession("u", b.id(), 1);
+    // another router's session placed on an endpoint that leaves idle meanwhile is not
+    // remembered
+    p.lookupHook = () -> p.onEndpointRemoved(a.endpoint());
+    p.onRemoteSession("u", a.id(), 1);
     p.lookupHook = null;
     assertThat(p.homeOf("u")).isNull();
-    assertThat(p.homeOf("t")).isNull(); // b's own sessions went with it
-    assertThat(p.trackedSessions()).isZero();
+    assertThat(p.departedLoads()).isZero();
+    // one placed on an endpoint that leaves with a session at home there is kept for its
+    // return, as that session is
+    p.lookupHook = () -> p.onEndpointRemoved(b.endpoint());
+    p.onRemoteSession("v", b.id(), 1);
+    p.lookupHook = null;
+    assertThat(p.homeOf("v")).isEqualTo(b.id());
+    assertThat(p.homeOf("t")).isEqualTo(b.id());
+    p.onEndpointAdded(b.endpoint());
+    assertThat(p.sessions(b.id())).isEqualTo(2);
+    assertThat(p.trackedSessions()).isEqualTo(2);
   }
 
   @Test

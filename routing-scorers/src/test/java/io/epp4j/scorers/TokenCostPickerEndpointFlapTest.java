@@ -1,0 +1,212 @@
+package io.epp4j.scorers;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.Test;
+
+/**
+ * An endpoint that leaves the pool and comes back at the same address (a readiness probe that
+ * failed under load, a discovery blip) while requests the picker sent there still run: they go
+ * on counting there until they end, their end takes off only what they added, the sessions at
+ * home there keep their home, and the counters of an endpoint that stays away are dropped once
+ * nothing counts on them.
+ */
+class TokenCostPickerEndpointFlapTest {
+  private static final Endpoint A = Endpoint.of("10.0.0.1", 8000);
+  private static final Endpoint B = Endpoint.of("10.0.0.2", 8000);
+
+  /** A prompt of {@code tokens} tokens that shares no prefix with another {@code fill}'s. */
+  private static InferenceRequest request(int fill, int tokens, int maxTokens,
+      @Nullable String session) {
+    int[] ids = new int[tokens];
+    Arrays.fill(ids, fill);
+    return InferenceRequest.builder().model("m").tokenIds(ids).maxTokens(maxTokens)
+        .sessionKey(session).build();
+  }
+
+  private static Router epp4j(List<Endpoint> pool, AtomicLong now) {
+    return Router.builder().endpoints(pool).randomSeed(1).ticker(now::get)
+        .configYaml(Epp4jPreset.yaml(), Epp4jPreset.NAME).build();
+  }
+
+  private static TokenCostPicker picker(Router r) {
+    return (TokenCostPicker) r.config().plugins().get(TokenCostPicker.TYPE);
+  }
+
+  @Test
+  void requestsRunningThroughTheirEndpointsLeaveAndReturnStillCountThere() {
+    AtomicLong now = new AtomicLong();
+    try (Router r = epp4j(List.of(A), now)) {
+      TokenCostPicker p = picker(r);
+      RoutingDecision before = r.route(request(1, 700, 50, "s"));
+      assertThat(before.primary()).isEqualTo(A);
+      assertThat(p.pendingTokens(A.id())).isEqualTo(700);
+
+      r.removeEndpoint(A.id());
+      assertThat(p.departedLoads()).isEqualTo(1);
+      r.addEndpoint(A);
+      assertThat(p.pendingTokens(A.id())).as("still prefilling there").isEqualTo(700);
+      assertThat(p.decodeTokens(A.id())).isEqualTo(50);
+      assertThat(p.homeOf("s")).as("back within the session's TTL").isEqualTo(A.id());
+      assertThat(p.sessions(A.id())).isEqualTo(1);
+      assertThat(p.departedLoads()).isZero();
+
+      // one routed after the return adds to the same counters
+      RoutingDecision after = r.route(request(2, 300, 20, "t"));
+      assertThat(after.primary()).isEqualTo(A);
+      assertThat(p.pendingTokens(A.id())).isEqualTo(1000);
+      assertThat(p.decodeTokens(A.id())).isEqualTo(70);
+
+      // the one from before ends: it takes off only what it added
+      before.onFirstToken();
+      assertThat(p.pendingTokens(A.id())).isEqualTo(300);
+      before.onComplete(Usage.NONE);
+      assertThat(p.decodeTokens(A.id())).isEqualTo(20);
+
+      // a setEndpoints round trip does the same
+      r.setEndpoints(List.of());
+      r.setEndpoints(List.of(A));
+      assertThat(p.pendingTokens(A.id())).isEqualTo(300);
+      assertThat(p.decodeTokens(A.id())).isEqualTo(20);
+      after.onComplete(Usage.NONE);
+      assertThat(p.pendingTokens(A.id())).isZero();
+      assertThat(p.decodeTokens(A.id())).isZero();
+      assertThat(p.sessions(A.id())).isEqualTo(2);
+      assertThat(p.pendingRequests()).isZero();
+    }
+  }
+
+  @Test
+  void requestsThatEndWhileTheirEndpointIsAwayTakeNothingOffTheOnesAfterItsReturn() {
+    AtomicLong now = new AtomicLong();
+    try (Router r = epp4j(List.of(A), now)) {
+      TokenCostPicker p = picker(r);
+      RoutingDecision early = r.route(request(1, 400, 40, null));
+      r.removeEndpoint(A.id());
+      early.onComplete(Usage.NONE); // ends while A is away: nothing kept for it
+      assertThat(p.departedLoads()).isZero();
+      r.addEndpoint(A);
+      RoutingDecision late = r.route(request(2, 300, 30, null));
+      assertThat(p.pendingTokens(A.id())).isEqualTo(300);
+      early.onComplete(Usage.NONE); // a second end reaches nothing
+      assertThat(p.pendingTokens(A.id())).isEqualTo(300);
+      assertThat(p.decodeTokens(A.id())).isEqualTo(30);
+      late.onComplete(Usage.NONE);
+      assertThat(p.pendingTokens(A.id())).isZero();
+      assertThat(p.decodeTokens(A.id())).isZero();
+    }
+  }
+
+  @Test
+  void anEndpointThatLeavesForGoodIsForgottenOnceNothingCountsOnIt() {
+    AtomicLong now = new AtomicLong();
+    try (Router r = epp4j(List.of(A), now)) {
+      TokenCostPicker p = picker(r);
+      RoutingDecision running = r.route(request(1, 500, 10, null));
+      RoutingDecision session = r.route(request(3, 100, 5, "s"));
+      r.addEndpoint(B);
+      r.removeEndpoint(A.id());
+      assertThat(p.departedLoads()).isEqualTo(1);
+      running.onComplete(Usage.NONE);
+      session.onComplete(Usage.NONE);
+      // a session still at home there keeps the counters until it is idle for its TTL (120 s)
+      assertThat(p.departedLoads()).isEqualTo(1);
+      assertThat(p.homeOf("s")).isEqualTo(A.id());
+      now.set(TimeUnit.SECONDS.toNanos(121));
+      r.route(request(4, 100, 5, "u")).onComplete(Usage.NONE); // sweeps idle sessions
+      assertThat(p.homeOf("s")).isNull();
+      assertThat(p.departedLoads()).isZero();
+      assertThat(p.pendingRequests()).isZero();
+
+      // many endpoints leave for good while serving: none is kept once its requests end
+      for (int i = 0; i < 200; i++) {
+        Endpoint e = Endpoint.of("10.1.0." + (i + 1), 8000);
+        r.setEndpoints(List.of(e));
+        RoutingDecision d = r.route(request(10 + i, 100, 5, null));
+        r.setEndpoints(List.of(B));
+        assertThat(p.departedLoads()).as("kept while it serves").isEqualTo(1);
+        d.onComplete(Usage.NONE);
+      }
+      assertThat(p.departedLoads()).isZero();
+    }
+  }
+
+  /**
+   * The gateway falls back from an endpoint that has just left the pool (it failed its readiness
+   * probe, and now refuses the connection): the request's work and its session's home move to
+   * the fallback, and nothing is kept for the endpoint that left.
+   */
+  @Test
+  void aFallbackAwayFromAnEndpointThatLeftTakesTheSessionAlong() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(2);
+    TokenCostPicker p = TestCandidates.joined(TokenCostPicker.create(), pool);
+    io.epp4j.api.Candidate a = pool.get(0);
+    io.epp4j.api.Candidate b = pool.get(1);
+    InferenceRequest r = TokenCostPickerTest.request(300, 30, "s");
+    TokenCostPickerTest.route(p, r, TestCandidates.state(), List.of(a));
+    p.onEndpointRemoved(a.endpoint());
+    assertThat(p.departedLoads()).isEqualTo(1);
+    p.onFallback(r, a.endpoint(), b.endpoint());
+    assertThat(p.pendingTokens(b.id())).isEqualTo(300);
+    assertThat(p.homeOf("s")).isEqualTo(b.id());
+    assertThat(p.sessions(b.id())).isEqualTo(1);
+    assertThat(p.departedLoads()).as("nothing counts on the one that left").isZero();
+    p.onComplete(r, b.endpoint(), Usage.NONE);
+    assertThat(p.pendingTokens(b.id())).isZero();
+  }
+
+  /**
+   * Routes and ends on four threads while one endpoint leaves and comes back over and over on
+   * another: once everything has ended, no counter is off or negative, no session counts twice
+   * and nothing is kept for a departure.
+   */
+  @Test
+  void flappingWhileRoutingLeavesEveryCounterExact() throws Exception {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(3);
+    TokenCostPicker p = TestCandidates.joined(TokenCostPicker.create(), pool);
+    Endpoint flapping = pool.get(0).endpoint();
+    java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+    Thread flapper = new Thread(() -> {
+      while (!done.get()) {
+        p.onEndpointRemoved(flapping);
+        Thread.onSpinWait();
+        p.onEndpointAdded(flapping);
+      }
+    });
+    flapper.start();
+    try {
+      TokenCostPickerTest.onThreads(4, 3000, (seed, k, rnd) -> {
+        InferenceRequest r = TokenCostPickerTest.request(64, 4, "s" + rnd.nextInt(40));
+        io.epp4j.api.Candidate c = TokenCostPickerTest.route(p, r,
+            TestCandidates.state(k, seed * 100_000L + k), pool);
+        if (rnd.nextBoolean()) {
+          p.onFirstToken(r, c.endpoint());
+        }
+        p.onComplete(r, c.endpoint(), new Usage(64, 0, 4));
+      });
+    } finally {
+      done.set(true);
+      flapper.join();
+    }
+    int counted = 0;
+    for (io.epp4j.api.Candidate c : pool) {
+      assertThat(p.pendingTokens(c.id())).isZero();
+      assertThat(p.decodeTokens(c.id())).isZero();
+      assertThat(p.sessions(c.id())).isNotNegative();
+      counted += p.sessions(c.id());
+    }
+    assertThat(counted).isEqualTo(p.trackedSessions());
+    assertThat(p.pendingRequests()).isZero();
+    assertThat(p.departedLoads()).isZero();
+  }
+}
