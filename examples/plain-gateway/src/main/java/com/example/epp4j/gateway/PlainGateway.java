@@ -21,6 +21,7 @@ import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpHeaders;
 import java.net.http.HttpTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -348,8 +349,7 @@ public final class PlainGateway implements AutoCloseable {
     // closing the answer's stream early (client gone) closes the replica's connection, which
     // makes vLLM abort the request instead of generating for nobody
     try (InputStream in = resp.body()) {
-      relay(ex, d, target, resp.statusCode(), resp.headers().firstValue("content-type"), in,
-          receivedNanos, sentNanos);
+      relay(ex, d, target, resp.statusCode(), resp.headers(), in, receivedNanos, sentNanos);
     }
   }
 
@@ -377,8 +377,10 @@ public final class PlainGateway implements AutoCloseable {
   }
 
   private void relay(HttpExchange ex, RoutingDecision d, Endpoint target, int status,
-      java.util.Optional<String> contentType, InputStream in, long receivedNanos, long sentNanos)
+      HttpHeaders replica, InputStream in, long receivedNanos, long sentNanos)
       throws IOException {
+    java.util.Optional<String> contentType = replica.firstValue("content-type");
+    relayHeaders(replica, ex);
     ex.getResponseHeaders().set("content-type", contentType.orElse("application/json"));
     ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
     // what the routing plugins asked to set on an answer a replica served (the session token of
@@ -459,6 +461,40 @@ public final class PlainGateway implements AutoCloseable {
     }
   }
 
+  /**
+   * Headers of a replica's answer that are not passed to the client: hop-by-hop ones (RFC 9110
+   * section 7.6.1), which describe the replica's connection to the gateway, not the answer, and
+   * the framing and date the gateway's server writes for its own connection.
+   */
+  private static final java.util.Set<String> NOT_RELAYED = java.util.Set.of("connection",
+      "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+      "content-length", "date");
+
+  /**
+   * Copies the end-to-end headers of a replica's answer ({@code Retry-After} on a 429 or 503,
+   * {@code Content-Encoding}, a request ID, …) onto the client's answer. Hop-by-hop headers, those
+   * the replica's {@code Connection} header names, and values the gateway's server could not
+   * write are left out.
+   */
+  static void relayHeaders(HttpHeaders replica, HttpExchange ex) {
+    java.util.Set<String> hopByHop = new java.util.HashSet<>(NOT_RELAYED);
+    for (String named : replica.allValues("connection")) {
+      for (String token : named.split(",")) {
+        hopByHop.add(token.strip().toLowerCase(java.util.Locale.ROOT));
+      }
+    }
+    replica.map().forEach((name, values) -> {
+      String lower = name.toLowerCase(java.util.Locale.ROOT);
+      if (lower.startsWith(":") || hopByHop.contains(lower)) {
+        return;
+      }
+      List<String> kept = values.stream().filter(PlainGateway::isFieldValue).toList();
+      if (!kept.isEmpty()) {
+        ex.getResponseHeaders().put(name, new java.util.ArrayList<>(kept));
+      }
+    });
+  }
+
   /** Thrown after the status line went out, to make the server drop the client's connection. */
   private static final class ResponseCut extends IOException {
     ResponseCut(String message, Throwable cause) {
@@ -468,7 +504,8 @@ public final class PlainGateway implements AutoCloseable {
 
   /**
    * Passes {@code GET /v1/models} to one replica (taking turns), trying the next when one cannot
-   * be reached; OpenAI clients call it before anything else. {@code Authorization} goes with it,
+   * be reached or answers 5xx; when every one that answered gave a 5xx, the last such answer is
+   * relayed. OpenAI clients call it before anything else. {@code Authorization} goes with it,
    * as with routed requests.
    */
   private void models(HttpExchange ex) throws IOException {
@@ -477,6 +514,8 @@ public final class PlainGateway implements AutoCloseable {
     String auth = ex.getRequestHeaders().getFirst("authorization");
     List<Candidate> pool = router.endpoints();
     int start = Math.floorMod(modelsTurn.getAndIncrement(), Math.max(1, pool.size()));
+    HttpResponse<byte[]> refused = null;
+    Endpoint refusedBy = null;
     for (int i = 0; i < pool.size(); i++) {
       Endpoint e = pool.get((start + i) % pool.size()).endpoint();
       HttpRequest.Builder req;
@@ -499,15 +538,29 @@ public final class PlainGateway implements AutoCloseable {
         break;
       }
       if (r.statusCode() >= 500) {
+        refused = r; // the next replica may answer; if none does, the client sees this answer
+        refusedBy = e;
         continue;
       }
-      ex.getResponseHeaders().set("content-type",
-          r.headers().firstValue("content-type").orElse("application/json"));
-      ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, e.id());
-      send(ex, r.statusCode(), r.body());
+      relayModels(ex, r, e);
+      return;
+    }
+    if (refused != null && refusedBy != null) {
+      // every replica that answered refused (503 while loading, with its Retry-After): the
+      // client learns that and when to come back, rather than a 502 saying nobody answered
+      relayModels(ex, refused, refusedBy);
       return;
     }
     replyError(ex, 502, "upstream_unavailable", "no replica answered /v1/models");
+  }
+
+  private static void relayModels(HttpExchange ex, HttpResponse<byte[]> r, Endpoint from)
+      throws IOException {
+    relayHeaders(r.headers(), ex);
+    ex.getResponseHeaders().set("content-type",
+        r.headers().firstValue("content-type").orElse("application/json"));
+    ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, from.id());
+    send(ex, r.statusCode(), r.body());
   }
 
   /**

@@ -485,6 +485,53 @@ class PlainGatewayTest {
     assertThat(bad.headers().firstValue("retry-after")).isEmpty();
   }
 
+  /** A replica that refuses every request with {@code status} and {@code Retry-After: 7}. */
+  int refusingReplica(int status) throws IOException {
+    return fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      byte[] b = ("{\"error\":{\"message\":\"busy\",\"code\":" + status + "}}")
+          .getBytes(StandardCharsets.UTF_8);
+      ex.getResponseHeaders().set("retry-after", "7");
+      ex.getResponseHeaders().set("x-request-id", "req-1");
+      ex.getResponseHeaders().set("connection", "x-replica-hop");
+      ex.getResponseHeaders().set("x-replica-hop", "for the gateway's connection only");
+      ex.sendResponseHeaders(status, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+  }
+
+  @Test
+  void aReplicasRefusalReachesTheClientWithItsRetryAfter() throws Exception {
+    // a replica behind its own rate limiter says when to come back; the client's retry logic
+    // (OpenAI's libraries read Retry-After) must hear the replica, not a gateway that dropped it
+    for (int status : new int[] {429, 503}) {
+      int port = refusingReplica(status);
+      startGateway(outcomes, at(port));
+      HttpResponse<String> r = post("/v1/completions", completion("hi"));
+      assertThat(r.statusCode()).isEqualTo(status);
+      assertThat(r.headers().firstValue("retry-after")).as("status %d", status).hasValue("7");
+      assertThat(r.headers().firstValue("x-request-id")).hasValue("req-1");
+      assertThat(r.headers().firstValue("x-replica-hop"))
+          .as("a header the replica's Connection names is hop-by-hop").isEmpty();
+      assertThat(r.body()).contains("busy");
+      assertThat(inFlight()).isZero();
+      gateway.close();
+      gateway = null;
+    }
+  }
+
+  @Test
+  void modelsRefusedByEveryReplicaRelayTheRefusalAndItsRetryAfter() throws Exception {
+    // replicas still loading answer 503: the client is told that, and when to come back,
+    // rather than a 502 saying no replica answered
+    startGateway(outcomes, at(refusingReplica(503)), at(refusingReplica(503)));
+    HttpResponse<String> r = get("/v1/models");
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.headers().firstValue("retry-after")).hasValue("7");
+    assertThat(r.body()).contains("busy");
+  }
+
   @Test
   void replicaErrorIsRelayedAndCountsAsFailure() throws Exception {
     int port = fakeReplica(ex -> {
