@@ -58,6 +58,13 @@ public final class PlainGateway implements AutoCloseable {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Larger request bodies get 413: the default request parser's limit, enforced while reading. */
   public static final int MAX_BODY_BYTES = OpenAiRequestParser.DEFAULT_MAX_BODY_BYTES;
+  /** The JDK server's limit on receiving a request's headers and body, in seconds. */
+  static final String MAX_REQUEST_TIME_PROPERTY = "sun.net.httpserver.maxReqTime";
+  /**
+   * How long a client has to send a whole request (headers and body) unless the JDK property
+   * {@code sun.net.httpserver.maxReqTime} says otherwise; then the connection is closed.
+   */
+  public static final long MAX_REQUEST_SECONDS = 60;
 
   private final Router router;
   private final MetricsScraper scraper;
@@ -84,6 +91,14 @@ public final class PlainGateway implements AutoCloseable {
     // first HTTP client pools a connection; a value the user set wins.
     if (System.getProperty("jdk.httpclient.keepalive.timeout") == null) {
       System.setProperty("jdk.httpclient.keepalive.timeout", "4");
+    }
+    // The JDK server reads a request's headers and body on a handler thread and by default waits
+    // for them forever: a client that stops sending (a body shorter than its Content-Length,
+    // headers that never end) would hold a thread, and its connection, for good. With a limit the
+    // server closes such a connection and the blocked read fails. Seconds, despite the JDK's
+    // documentation saying milliseconds; it covers the request only, not a streamed answer.
+    if (System.getProperty(MAX_REQUEST_TIME_PROPERTY) == null) {
+      System.setProperty(MAX_REQUEST_TIME_PROPERTY, Long.toString(MAX_REQUEST_SECONDS));
     }
   }
 

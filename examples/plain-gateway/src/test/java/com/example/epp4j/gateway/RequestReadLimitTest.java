@@ -1,0 +1,109 @@
+package com.example.epp4j.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A client that stops sending its request: the gateway must not wait for it forever. The JDK
+ * server reads its limit once per JVM, so the gateway runs in a process of its own.
+ */
+class RequestReadLimitTest {
+
+  @Test
+  void theGatewaySetsALimitOnReceivingARequest() throws Exception {
+    // without one the JDK server waits for a request's headers and body forever
+    try (PlainGateway g = new PlainGateway(0, List.of(io.epp4j.api.Endpoint.of("127.0.0.1", 1)))) {
+      assertThat(System.getProperty("sun.net.httpserver.maxReqTime")).as("seconds")
+          .isEqualTo("60");
+      assertThat(g.port()).isPositive();
+    }
+  }
+
+  @Test
+  @Timeout(60)
+  void aClientThatStopsSendingIsCutOffAndTheGatewayKeepsServing() throws Exception {
+    int replica;
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      replica = s.getLocalPort(); // nothing listens there: /v1/models gets 502
+    }
+    Process p = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java")
+        .toString(), "-Xmx128m", "-Dsun.net.httpserver.maxReqTime=1",
+        "-cp", System.getProperty("java.class.path"), Main.class.getName(),
+        "--port", "0", "--endpoints", "127.0.0.1:" + replica)
+        .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+    try {
+      BufferedReader out = new BufferedReader(
+          new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+      String line = out.readLine();
+      assertThat(line).contains("listening on :");
+      int port = Integer.parseInt(line.replaceAll(".*listening on :(\\d+).*", "$1"));
+
+      // a body shorter than its Content-Length: the request cannot be routed
+      assertThat(closedAfter(port, "POST /v1/completions HTTP/1.1\r\nHost: gw\r\n"
+          + "Content-Length: 100\r\n\r\n{\"model\":")).isEmpty();
+      // headers that never end
+      assertThat(closedAfter(port, "POST /v1/completions HTTP/1.1\r\nHost: gw\r\n")).isEmpty();
+      // /v1/models reads no body, but the server drains what was declared before it takes the
+      // connection's next request: the answer goes out, then the connection is closed
+      assertThat(new String(closedAfter(port, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n"
+          + "Content-Length: 100\r\n\r\n{"), StandardCharsets.US_ASCII)).startsWith("HTTP/1.1 502");
+
+      try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+        s.setSoTimeout(10_000);
+        s.getOutputStream().write("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n"
+            .getBytes(StandardCharsets.US_ASCII));
+        String status = new BufferedReader(new InputStreamReader(s.getInputStream(),
+            StandardCharsets.US_ASCII)).readLine();
+        assertThat(status).as("the gateway still answers").startsWith("HTTP/1.1 502");
+      }
+    } finally {
+      p.destroy();
+      if (!p.waitFor(10, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+      }
+    }
+  }
+
+  /**
+   * Sends {@code partial}, expects the gateway to close the connection within 10 s and returns
+   * what it answered before.
+   */
+  static byte[] closedAfter(int port, String partial) throws IOException {
+    String first = partial.lines().findFirst().orElse("");
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream o = s.getOutputStream();
+      o.write(partial.getBytes(StandardCharsets.US_ASCII));
+      o.flush();
+      InputStream in = s.getInputStream();
+      java.io.ByteArrayOutputStream answer = new java.io.ByteArrayOutputStream();
+      byte[] buf = new byte[4096];
+      try {
+        for (int n; (n = in.read(buf)) >= 0; ) {
+          answer.write(buf, 0, n);
+        }
+      } catch (SocketTimeoutException stillOpen) {
+        throw new AssertionError("after 10 s the gateway still waits for the rest of: " + first,
+            stillOpen);
+      } catch (IOException reset) {
+        // closed with a reset: cut off as well
+      }
+      return answer.toByteArray();
+    }
+  }
+}
