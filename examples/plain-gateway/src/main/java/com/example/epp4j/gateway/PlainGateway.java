@@ -523,6 +523,9 @@ public final class PlainGateway implements AutoCloseable {
    * relayed. OpenAI clients call it before anything else. {@code Authorization} goes with it,
    * as with routed requests.
    */
+  /** How long a replica has to answer {@code /v1/models} in full before the next one is asked. */
+  private static final Duration MODELS_TIMEOUT = Duration.ofSeconds(5);
+
   private void models(HttpExchange ex) throws IOException {
     URI asked = ex.getRequestURI();
     String target = asked.getRawPath() + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery());
@@ -539,16 +542,25 @@ public final class PlainGateway implements AutoCloseable {
       } catch (IllegalArgumentException unaddressable) {
         continue; // a host the JDK's HTTP client takes no request for (see proxy): as unreachable
       }
-      req.timeout(Duration.ofSeconds(5)).GET();
+      req.timeout(MODELS_TIMEOUT).GET();
       if (auth != null) { // a replica started with --api-key checks /v1/models too
         req.header("authorization", auth);
       }
+      // the request's timeout ends when the status line arrives (on Java 17): a replica that
+      // then stops sending its body would hold this thread for good, so the whole answer gets
+      // the same time, and one that overruns it is treated as unreachable
+      java.util.concurrent.CompletableFuture<HttpResponse<byte[]>> answer =
+          client.sendAsync(req.build(), HttpResponse.BodyHandlers.ofByteArray());
       HttpResponse<byte[]> r;
       try {
-        r = client.send(req.build(), HttpResponse.BodyHandlers.ofByteArray());
-      } catch (IOException unreachable) {
+        r = answer.get(MODELS_TIMEOUT.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS);
+      } catch (java.util.concurrent.ExecutionException unreachable) {
+        continue;
+      } catch (java.util.concurrent.TimeoutException slow) {
+        answer.cancel(true); // closes the connection to the replica
         continue;
       } catch (InterruptedException stopping) {
+        answer.cancel(true);
         Thread.currentThread().interrupt();
         break;
       }

@@ -795,6 +795,45 @@ class PlainGatewayTest {
   }
 
   @Test
+  void modelsSkipAReplicaThatStopsSendingItsAnswer() throws Exception {
+    // a replica that sends its status line and part of the body, then nothing: the client is
+    // answered by the next replica instead of waiting with a gateway thread for good
+    ServerSocket stalling = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    open.add(stalling);
+    List<java.net.Socket> held = new CopyOnWriteArrayList<>();
+    open.add(() -> {
+      for (java.net.Socket s : held) {
+        s.close();
+      }
+    });
+    Thread acceptor = new Thread(() -> {
+      try {
+        for (;;) {
+          java.net.Socket s = stalling.accept();
+          held.add(s);
+          s.getInputStream().read(new byte[8192]);
+          s.getOutputStream().write(("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+              + "content-length: 1000\r\n\r\n{\"object\":").getBytes(StandardCharsets.US_ASCII));
+          s.getOutputStream().flush();
+        }
+      } catch (IOException closed) {
+        // the test is over
+      }
+    });
+    acceptor.setDaemon(true);
+    acceptor.start();
+    StandInVllm a = standIn();
+    startGateway(outcomes, at(stalling.getLocalPort()), at(a.port()));
+    for (int turn = 0; turn < 2; turn++) { // each turn starts at the other replica
+      HttpResponse<String> r = get("/v1/models");
+      assertThat(r.statusCode()).as("turn %d: %s", turn, r.body()).isEqualTo(200);
+      assertThat(r.headers().firstValue("x-gateway-destination-endpoint"))
+          .hasValue(at(a.port()).id());
+    }
+    assertThat(held).as("the stalling replica was asked").isNotEmpty();
+  }
+
+  @Test
   void modelsSkipAReplicaTheHttpClientCannotAddress() throws Exception {
     // a host name with '_' (a compose service, say): no request can be built for it, so the
     // models request goes to the next replica, as for one that cannot be reached
