@@ -550,7 +550,7 @@ public final class PlainGateway implements AutoCloseable {
       // then stops sending its body would hold this thread for good, so the whole answer gets
       // the same time, and one that overruns it is treated as unreachable
       java.util.concurrent.CompletableFuture<HttpResponse<byte[]>> answer =
-          client.sendAsync(req.build(), HttpResponse.BodyHandlers.ofByteArray());
+          client.sendAsync(req.build(), info -> new AtMost(MAX_BODY_BYTES));
       HttpResponse<byte[]> r;
       try {
         r = answer.get(MODELS_TIMEOUT.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS);
@@ -579,6 +579,69 @@ public final class PlainGateway implements AutoCloseable {
       return;
     }
     replyError(ex, 502, "upstream_unavailable", "no replica answered /v1/models");
+  }
+
+  /**
+   * Collects an answer of at most {@code max} bytes and fails a longer one as soon as it passes
+   * the limit (cancelling it, which closes the connection): a replica that answers without end
+   * cannot make the gateway hold more than that for one request.
+   */
+  static final class AtMost implements HttpResponse.BodySubscriber<byte[]> {
+    private final HttpResponse.BodySubscriber<byte[]> whole =
+        HttpResponse.BodySubscribers.ofByteArray();
+    private final long max;
+    private long seen;
+    private boolean over;
+    private java.util.concurrent.Flow.@Nullable Subscription subscription;
+
+    AtMost(long max) {
+      this.max = max;
+    }
+
+    @Override
+    public java.util.concurrent.CompletionStage<byte[]> getBody() {
+      return whole.getBody();
+    }
+
+    @Override
+    public void onSubscribe(java.util.concurrent.Flow.Subscription s) {
+      subscription = s;
+      whole.onSubscribe(s);
+    }
+
+    @Override
+    public void onNext(List<ByteBuffer> item) {
+      if (over) {
+        return; // cancelled: what was already on its way is dropped
+      }
+      for (ByteBuffer b : item) {
+        seen += b.remaining();
+      }
+      if (seen > max) {
+        over = true;
+        java.util.concurrent.Flow.Subscription s = subscription;
+        if (s != null) {
+          s.cancel();
+        }
+        whole.onError(new IOException("answer above " + max + " bytes"));
+        return;
+      }
+      whole.onNext(item);
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      if (!over) {
+        whole.onError(t);
+      }
+    }
+
+    @Override
+    public void onComplete() {
+      if (!over) {
+        whole.onComplete();
+      }
+    }
   }
 
   private static void relayModels(HttpExchange ex, HttpResponse<byte[]> r, Endpoint from)

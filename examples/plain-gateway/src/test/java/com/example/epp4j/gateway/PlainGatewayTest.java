@@ -834,6 +834,29 @@ class PlainGatewayTest {
   }
 
   @Test
+  void modelsAnswerAboveTheBodyLimitIsNotHeldOrRelayed() throws Exception {
+    // a replica that answers /v1/models without end (a wrong port, a broken proxy) must not make
+    // the gateway collect it all in memory: above the limit it counts as no answer
+    byte[] chunk = new byte[64 * 1024];
+    java.util.Arrays.fill(chunk, (byte) ' ');
+    int port = fakeReplica(ex -> {
+      ex.getResponseHeaders().set("content-type", "application/json");
+      ex.sendResponseHeaders(200, 0); // chunked: no length says how much will come
+      try (var out = ex.getResponseBody()) {
+        for (long sent = 0; sent <= PlainGateway.MAX_BODY_BYTES; sent += chunk.length) {
+          out.write(chunk);
+        }
+      } catch (IOException cutOff) {
+        // the gateway stopped reading: what the test expects
+      }
+    });
+    startGateway(outcomes, at(port));
+    HttpResponse<String> r = get("/v1/models");
+    assertThat(r.statusCode()).isEqualTo(502);
+    assertThat(r.body().length()).isLessThan(1024);
+  }
+
+  @Test
   void modelsSkipAReplicaTheHttpClientCannotAddress() throws Exception {
     // a host name with '_' (a compose service, say): no request can be built for it, so the
     // models request goes to the next replica, as for one that cannot be reached
