@@ -291,9 +291,10 @@ public final class PlainGateway implements AutoCloseable {
 
   /**
    * Forwards a routed request and relays the answer; reports the outcome to {@code d}. When a
-   * replica answers nothing (refused or broken connection, see {@link #beforeAnyAnswer}) the
-   * request goes to the decision's next endpoint, in order (pickers name fallbacks with
-   * {@code maxNumOfEndpoints} > 1); the client gets 502 when none answers.
+   * replica answers nothing (refused or broken connection, see {@link #beforeAnyAnswer}) or
+   * turns the request away with 429 or 503, the request goes to the decision's next endpoint, in
+   * order (pickers name fallbacks with {@code maxNumOfEndpoints} > 1); the client gets 502 when
+   * none answers, and the last endpoint's refusal when every one refused.
    */
   private void proxy(HttpExchange ex, RoutingDecision d, String path, Map<String, String> headers,
       byte[] body, long receivedNanos) throws IOException {
@@ -355,6 +356,17 @@ public final class PlainGateway implements AutoCloseable {
         replyError(ex, 503, "gateway_stopping", "gateway is stopping");
         return;
       }
+      if (i + 1 < targets.size() && refused(resp.statusCode())) {
+        // the replica turned the request away without serving it (its rate limit, or not
+        // ready): the next endpoint may take it. The last endpoint's answer is relayed whatever
+        // it is, so when every one refused, the client sees a refusal and its Retry-After.
+        try {
+          resp.body().close(); // drops the connection: its unread answer is of no use
+        } catch (IOException alreadyBroken) {
+          // nothing more is read from it either way
+        }
+        resp = null;
+      }
     }
     if (resp == null) { // a decision always names an endpoint; this only keeps the compiler sure
       d.onFailure(new IOException("no endpoint to forward to"));
@@ -366,6 +378,11 @@ public final class PlainGateway implements AutoCloseable {
     try (InputStream in = resp.body()) {
       relay(ex, d, target, resp.statusCode(), resp.headers(), in, receivedNanos, sentNanos);
     }
+  }
+
+  /** A replica's status that says it did not serve the request and another may: 429, 503. */
+  private static boolean refused(int status) {
+    return status == 429 || status == 503;
   }
 
   /**

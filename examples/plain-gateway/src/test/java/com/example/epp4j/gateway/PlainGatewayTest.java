@@ -522,6 +522,33 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aReplicaThatTurnsTheRequestAwayHandsItToTheDecisionsNextEndpoint() throws Exception {
+    StandInVllm alive = standIn();
+    Endpoint refusing = at(refusingReplica(429));
+    startFallbackGateway(refusing, at(alive.port()));
+    for (int i = 0; i < 4; i++) { // half of them name the refusing replica first
+      HttpResponse<String> r = post("/v1/completions", completion("question " + i));
+      assertThat(r.statusCode()).as("request %d", i).isEqualTo(200);
+      assertThat(r.headers().firstValue("x-gateway-destination-endpoint"))
+          .hasValue(at(alive.port()).id());
+    }
+    assertThat(outcomes.completedOn).hasSize(4).containsOnly(at(alive.port()).id());
+    assertThat(outcomes.fallbacks).hasSize(2);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void whenEveryEndpointRefusesTheClientSeesTheRefusalAndItsRetryAfter() throws Exception {
+    startFallbackGateway(at(refusingReplica(503)), at(refusingReplica(503)));
+    HttpResponse<String> r = post("/v1/completions", completion("hi"));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.headers().firstValue("retry-after")).hasValue("7");
+    assertThat(outcomes.fallbacks).hasSize(1);
+    assertThat(outcomes.failures).hasSize(1);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void modelsRefusedByEveryReplicaRelayTheRefusalAndItsRetryAfter() throws Exception {
     // replicas still loading answer 503: the client is told that, and when to come back,
     // rather than a 502 saying no replica answered
