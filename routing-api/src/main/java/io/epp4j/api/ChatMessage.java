@@ -15,17 +15,34 @@ import java.util.Objects;
  * @param content the message text
  * @param parts   the parts of an array content as a chat template sees them, in order; empty
  *     when the content was a string (or absent)
+ * @param fields  the message's other fields that a chat template reads, as one compact JSON
+ *     object holding those the client gave with a non-null value, each value as given:
+ *     {@code name}, {@code tool_calls}, {@code tool_call_id}, {@code reasoning},
+ *     {@code reasoning_content}; empty when there is none. Kept apart from the content because
+ *     the engine hands them to the template as fields of the message ({@code message.tool_calls}),
+ *     which renders them in its own way
  */
-public record ChatMessage(String role, String content, List<Part> parts) {
+public record ChatMessage(String role, String content, List<Part> parts, String fields) {
   public ChatMessage {
     Objects.requireNonNull(role, "role");
     Objects.requireNonNull(content, "content");
+    Objects.requireNonNull(fields, "fields");
     parts = List.copyOf(parts);
+  }
+
+  /** A message without fields other than its role and content. */
+  public ChatMessage(String role, String content, List<Part> parts) {
+    this(role, content, parts, "");
   }
 
   /** A message whose content is a string. */
   public ChatMessage(String role, String content) {
     this(role, content, List.of());
+  }
+
+  /** Whether the message has fields other than its role and content. */
+  public boolean hasFields() {
+    return !fields.isEmpty();
   }
 
   public static ChatMessage system(String content) {

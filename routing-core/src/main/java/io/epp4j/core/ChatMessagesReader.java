@@ -6,6 +6,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
@@ -17,9 +18,11 @@ import org.jspecify.annotations.Nullable;
 /**
  * Reads a chat {@code messages} array from the request parser's stream into {@link ChatMessage}s:
  * string content kept as parsed, content parts joined (text as is, media as canonical JSON so
- * distinct media never look alike), and the tool-call fields appended as canonical JSON so they
- * count towards the prompt's identity (a {@code null} one is absent, and a field given twice
- * counts with its last value, as the engine reads them).
+ * distinct media never look alike), and the fields a chat template reads besides the content
+ * ({@code name}, {@code tool_calls}, {@code tool_call_id}, {@code reasoning},
+ * {@code reasoning_content}) kept apart as {@link ChatMessage#fields()}, each value as given (a
+ * {@code null} one is absent, and a field given twice counts with its last value, as the engine
+ * reads them), so that the template renders them as the engine's does.
  * Errors are returned as values naming the message and part.
  */
 final class ChatMessagesReader {
@@ -39,9 +42,9 @@ final class ChatMessagesReader {
       StringBuilder content = null;
       // an array content's parts one by one, for templates that iterate over them
       List<ChatMessage.Part> parts = null;
-      // name, tool_calls, tool_call_id as canonical JSON, always in that order whatever order
-      // the body gives them (the engine's template reads them by name); a key given twice keeps
-      // its last value, as everywhere in the body
+      // the fields of FIELDS as compact JSON, always in that order whatever order the body
+      // gives them (the engine's template reads them by name); a key given twice keeps its
+      // last value, as everywhere in the body
       String @Nullable [] extra = null;
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String f = p.currentName();
@@ -71,8 +74,8 @@ final class ChatMessagesReader {
               return messageField(index, ".content") + "' must be a string or an array of parts" + at(p);
             }
           }
-          case "tool_calls", "name", "tool_call_id" -> {
-            int slot = f.equals("name") ? 0 : f.equals("tool_calls") ? 1 : 2;
+          case "name", "tool_calls", "tool_call_id", "reasoning", "reasoning_content" -> {
+            int slot = FIELDS.indexOf(f);
             if (v == JsonToken.VALUE_NULL) {
               // what clients that write every field of their message type send: the engine
               // renders the message as without the field, so it adds nothing to the identity
@@ -82,9 +85,11 @@ final class ChatMessagesReader {
               continue;
             }
             if (extra == null) {
-              extra = new String[3];
+              extra = new String[FIELDS.size()];
             }
-            extra[slot] = f + "=" + CanonicalJson.canonical(CanonicalJson.readTree(p));
+            // as given, key order kept: a template prints a tool call's arguments object as
+            // the client wrote it
+            extra[slot] = AS_GIVEN.writeValueAsString(CanonicalJson.readTree(p));
           }
           default -> p.skipChildren();
         }
@@ -92,25 +97,30 @@ final class ChatMessagesReader {
       if (role == null) {
         return messageField(index, ".role") + "' is required";
       }
-      if (extra != null && (extra[0] != null || extra[1] != null || extra[2] != null)) {
-        content = append(content, text);
-        text = null;
-        for (String json : extra) {
-          if (json != null) {
-            content.append('\n').append(json);
-          }
-        }
-      }
       out.add(new ChatMessage(role,
           text != null ? text : content != null ? content.toString() : "",
-          parts == null ? List.of() : parts));
+          parts == null ? List.of() : parts, extra == null ? "" : fields(extra)));
     }
     return null;
   }
 
-  private static StringBuilder append(@Nullable StringBuilder sb, @Nullable String text) {
-    StringBuilder out = sb != null ? sb : new StringBuilder();
-    return text != null ? out.append(text) : out;
+  /** The fields besides role and content that the engine hands a chat template, in order. */
+  private static final List<String> FIELDS =
+      List.of("name", "tool_calls", "tool_call_id", "reasoning", "reasoning_content");
+
+  /** Compact JSON in the order given. */
+  private static final ObjectMapper AS_GIVEN = new ObjectMapper();
+
+  /** {@code {"name":...,...}} of the non-null values, or empty when all are null. */
+  private static String fields(String[] values) throws JsonProcessingException {
+    StringBuilder sb = null;
+    for (int i = 0; i < values.length; i++) {
+      if (values[i] != null) {
+        sb = sb == null ? new StringBuilder("{") : sb.append(',');
+        sb.append(AS_GIVEN.writeValueAsString(FIELDS.get(i))).append(':').append(values[i]);
+      }
+    }
+    return sb == null ? "" : sb.append('}').toString();
   }
 
   /** {@code field 'messages[i]<suffix>}, built only when an error is reported. */

@@ -53,7 +53,8 @@ final class RequestBodyErrors {
   /** Field names the parser reads; any other name in an error's path is shown as {@code *}. */
   private static final Set<String> KNOWN_FIELDS = Set.of("model", "prompt",
       "messages", "role", "content", "type", "text", "tools", "cache_salt", "stream", "max_tokens",
-      "max_completion_tokens", "tool_calls", "name", "tool_call_id", "input", "instructions",
+      "max_completion_tokens", "tool_calls", "name", "tool_call_id", "reasoning",
+      "reasoning_content", "input", "instructions",
       "max_output_tokens", "add_generation_prompt", "continue_final_message",
       "chat_template_kwargs");
   private static final int MAX_PATH_SEGMENTS = 8;

@@ -2,6 +2,7 @@ package io.epp4j.core;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.epp4j.api.ChatMessage;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Result;
@@ -95,13 +96,14 @@ class OpenAiRequestParserAuditTest {
   void aMessagesNameAndToolCallIdCountTheSameWhateverTheirKeyOrder() {
     // a tool result carries both; clients write them in either order, the engine's template
     // reads them by name, so the same conversation must give the same prompt identity
-    String a = parse("/v1/chat/completions", """
+    ChatMessage a = parse("/v1/chat/completions", """
         {"model":"m","messages":[{"role":"tool","tool_call_id":"c1","name":"get_weather","content":"20C"}]}
-        """).value().messages().get(0).content();
-    String b = parse("/v1/chat/completions", """
+        """).value().messages().get(0);
+    ChatMessage b = parse("/v1/chat/completions", """
         {"model":"m","messages":[{"role":"tool","name":"get_weather","content":"20C","tool_call_id":"c1"}]}
-        """).value().messages().get(0).content();
+        """).value().messages().get(0);
     assertThat(a).isEqualTo(b);
+    assertThat(a.fields()).isEqualTo("{\"name\":\"get_weather\",\"tool_call_id\":\"c1\"}");
   }
 
   @Test

@@ -619,7 +619,7 @@ class OpenAiRequestParserTest {
     // a value that is there still counts
     assertThat(parse("/v1/chat/completions", """
         {"model":"m","messages":[{"role":"user","content":"hi","name":"ann"}]}
-        """).value().messages().get(0).content()).isEqualTo("hi\nname=\"ann\"");
+        """).value().messages().get(0).fields()).isEqualTo("{\"name\":\"ann\"}");
   }
 
   @Test
@@ -638,7 +638,9 @@ class OpenAiRequestParserTest {
           {"role":"assistant","content":"x","tool_calls":[{"id":"1"}],"tool_calls":[{"id":"2"}]}]}
         """).value().messages();
     assertThat(m).extracting(ChatMessage::content).containsExactly("d", "p\nq", "d", "",
-        "x\ntool_call_id=\"t\"", "x\ntool_calls=[{\"id\":\"2\"}]");
+        "x", "x");
+    assertThat(m).extracting(ChatMessage::fields).containsExactly("", "", "", "",
+        "{\"tool_call_id\":\"t\"}", "{\"tool_calls\":[{\"id\":\"2\"}]}");
   }
 
   @Test

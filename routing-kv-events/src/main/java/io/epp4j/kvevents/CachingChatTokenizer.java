@@ -107,8 +107,8 @@ public final class CachingChatTokenizer implements Tokenizer {
    * With a per-message {@link ChatTemplate}: {@code add_generation_prompt} false leaves the
    * generation prompt out, {@code continue_final_message} ends the last message just after its
    * text (as transformers cuts it); {@code chat_template_kwargs} cannot be rendered by such a
-   * template and fail the call, as does {@code continue_final_message} with
-   * {@code add_generation_prompt}.
+   * template and fail the call, as do messages with fields besides role and content (tool
+   * calls, ...) and {@code continue_final_message} with {@code add_generation_prompt}.
    */
   @Override
   public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
@@ -132,6 +132,14 @@ public final class CachingChatTokenizer implements Tokenizer {
           + " false: the template cannot both continue the last message and open a new one");
     }
     int n = messages.size();
+    for (ChatMessage m : messages) {
+      if (m.hasFields()) {
+        // it would render the message without them: the tokens of a chat the engine never sees
+        throw new TokenizationException("a per-message chat template cannot render a message's"
+            + " tool calls, tool_call_id, name or reasoning; render the model's own template"
+            + " instead");
+      }
+    }
     int[][] parts = new int[n + (args.addGenerationPrompt() ? 1 : 0)][];
     for (int i = 0; i < n; i++) {
       String piece = tpl.renderMessage(messages.get(i));

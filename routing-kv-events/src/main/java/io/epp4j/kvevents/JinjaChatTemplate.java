@@ -317,6 +317,88 @@ final class JinjaChatTemplate {
     return out;
   }
 
+  /** Reads a tool call's arguments as Python's {@code json.loads}: one value, nothing after. */
+  private static final com.fasterxml.jackson.databind.ObjectReader ARGUMENTS = JSON
+      .readerFor(Object.class)
+      .with(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+
+  /**
+   * A message's fields besides role and content as vLLM hands them to the template: an
+   * assistant's {@code tool_calls} (dropped when empty), each call's {@code function.arguments}
+   * a JSON object ({@code {}} for an absent, empty or malformed JSON string, or JSON that is not
+   * an object), and its {@code reasoning} as both {@code reasoning} and
+   * {@code reasoning_content}; a tool message's {@code tool_call_id}; any message's string
+   * {@code name}. vLLM reads no {@code reasoning_content} from the request, nor tool calls or
+   * reasoning of other roles.
+   *
+   * @throws Tokenizer.TokenizationException where vLLM refuses the chat: tool calls that are not
+   *     a list of objects of type {@code function} with a {@code function} object
+   */
+  private static void putFields(ChatMessage m, Map<String, Object> msg) {
+    Map<?, ?> fields;
+    try {
+      fields = JSON.readValue(m.fields(), Map.class);
+    } catch (JsonProcessingException e) {
+      throw new Tokenizer.TokenizationException("a message's fields are not a JSON object");
+    }
+    if (m.role().equals("assistant")) {
+      Object calls = fields.get("tool_calls");
+      if (calls != null) {
+        if (!(calls instanceof List<?> list)) {
+          throw new Tokenizer.TokenizationException("an assistant message's tool_calls must be"
+              + " an array");
+        }
+        if (!list.isEmpty()) {
+          msg.put("tool_calls", toolCalls(list));
+        }
+      }
+      Object reasoning = fields.get("reasoning");
+      if (reasoning != null) {
+        msg.put("reasoning", reasoning);
+        msg.put("reasoning_content", reasoning);
+      }
+    } else if (m.role().equals("tool") && fields.containsKey("tool_call_id")) {
+      msg.put("tool_call_id", fields.get("tool_call_id"));
+    }
+    if (fields.get("name") instanceof String name) {
+      msg.put("name", name);
+    }
+  }
+
+  /** The tool calls with each one's arguments made an object, as vLLM does before rendering. */
+  private static List<Object> toolCalls(List<?> calls) {
+    List<Object> out = new ArrayList<>(calls.size());
+    for (Object call : calls) {
+      if (!(call instanceof Map<?, ?> c)) {
+        throw new Tokenizer.TokenizationException("an assistant message's tool_calls entries"
+            + " must be objects");
+      }
+      Object type = c.containsKey("type") ? c.get("type") : "function";
+      if (!"function".equals(type) || !(c.get("function") instanceof Map<?, ?> function)) {
+        throw new Tokenizer.TokenizationException("only tool calls of type 'function' can be"
+            + " rendered");
+      }
+      @SuppressWarnings("unchecked")
+      Map<Object, Object> f = (Map<Object, Object>) function;
+      f.put("arguments", argumentsObject(f.get("arguments")));
+      out.add(call);
+    }
+    return out;
+  }
+
+  /** {@code arguments} as vLLM makes them: an object, else {@code {}}. */
+  private static Object argumentsObject(@Nullable Object arguments) {
+    Object parsed = arguments;
+    if (arguments instanceof String text && !text.isEmpty()) {
+      try {
+        parsed = ARGUMENTS.readValue(text);
+      } catch (java.io.IOException e) {
+        parsed = null;
+      }
+    }
+    return parsed instanceof Map<?, ?> ? parsed : new LinkedHashMap<>();
+  }
+
   private static final Pattern STATEMENT = Pattern.compile("\\{%[-+]?\\s*(.*?)\\s*[-+]?%\\}",
       Pattern.DOTALL);
   private static final Pattern FOR = Pattern.compile(
@@ -397,6 +479,9 @@ final class JinjaChatTemplate {
       Map<String, Object> msg = new LinkedHashMap<>(4);
       msg.put("role", m.role());
       msg.put("content", contentAsParts ? partsOf(m) : m.content());
+      if (m.hasFields()) {
+        putFields(m, msg);
+      }
       msgs.add(msg);
     }
     JinjavaInterpreter interpreter = jinjava.newInterpreter();

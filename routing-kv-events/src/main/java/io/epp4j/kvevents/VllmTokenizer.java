@@ -151,6 +151,19 @@ public final class VllmTokenizer implements Tokenizer {
       } else {
         msg.put("content", m.content());
       }
+      if (m.hasFields()) {
+        // tool calls, tool_call_id, name, reasoning: as the client sent them, for the server to
+        // hand its template as it does for the request
+        try {
+          JsonNode fields = JSON.readTree(m.fields());
+          if (!(fields instanceof ObjectNode o)) {
+            throw new TokenizationException("a message's fields are not a JSON object");
+          }
+          msg.setAll(o);
+        } catch (IOException e) {
+          throw new TokenizationException("a message's fields are not JSON", e);
+        }
+      }
     }
     if (toolsJson != null) {
       try {

@@ -369,6 +369,33 @@ class TokenizerTest {
   }
 
   @Test
+  void aVllmTokenizerSendsAMessagesToolCallsAsFieldsOfTheMessage() throws Exception {
+    // the server's template reads message.tool_calls, tool_call_id, name and reasoning: they
+    // go as the client wrote them, beside the content, not inside it
+    String calls = "{\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+        + "{\"name\":\"f\",\"arguments\":\"{\\\"x\\\":1}\"}}],\"reasoning\":\"r\"}";
+    tokenizer().encodeChat(List.of(ChatMessage.user("go"),
+        new ChatMessage("assistant", "", List.of(), calls),
+        new ChatMessage("tool", "1", List.of(), "{\"tool_call_id\":\"c1\",\"name\":\"f\"}")));
+    JsonNode sent = lastBody.get().get("messages");
+    assertThat(sent.get(0)).isEqualTo(JSON.readTree("{\"role\":\"user\",\"content\":\"go\"}"));
+    assertThat(sent.get(1)).isEqualTo(JSON.readTree("{\"role\":\"assistant\",\"content\":\"\","
+        + calls.substring(1)));
+    assertThat(sent.get(2)).isEqualTo(JSON.readTree(
+        "{\"role\":\"tool\",\"content\":\"1\",\"tool_call_id\":\"c1\",\"name\":\"f\"}"));
+  }
+
+  @Test
+  void aPerMessageTemplateRefusesAChatWithToolCallsItCannotRender() {
+    // ChatML per message would drop them: tokens of a chat the engine never renders
+    CachingChatTokenizer t = new CachingChatTokenizer(tokenizer(), ChatTemplate.CHATML, 1000);
+    assertThatThrownBy(() -> t.encodeChat(List.of(ChatMessage.user("go"),
+        new ChatMessage("assistant", "", List.of(), "{\"tool_calls\":[]}"))))
+        .isInstanceOf(Tokenizer.TokenizationException.class)
+        .hasMessageContaining("tool calls");
+  }
+
+  @Test
   void completionPromptsAreTokenizedWithTheSpecialTokensVllmAddsToThem() {
     // vLLM's /v1/completions adds the tokenizer's special tokens (BOS for Llama, Gemma, ...) to
     // a text prompt, so the engine's first block starts with BOS: the router's keys must too

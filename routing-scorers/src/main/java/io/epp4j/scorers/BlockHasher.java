@@ -27,7 +27,8 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Chat requests are hashed in a canonical form, not as raw JSON: the tools JSON (already
  * canonical with sorted keys) first, then for each message its role, a unit separator (U+001F),
- * its content and a record separator (U+001E). Two clients that send the same conversation with
+ * its content, its other template fields (tool calls, tool result ids, reasoning) after a unit
+ * separator when it has any, and a record separator (U+001E). Two clients that send the same conversation with
  * different JSON field order, whitespace or escaping therefore hash alike, and a conversation
  * extended by one turn keeps every earlier block, since the form of a message never depends on
  * what follows it.
@@ -218,7 +219,8 @@ final class BlockHasher {
     List<ChatMessage> messages = request.messages();
     for (int i = 0, size = messages.size(); i < size; i++) {
       ChatMessage m = messages.get(i);
-      n += m.role().length() + m.content().length() + 2;
+      n += m.role().length() + m.content().length() + 2
+          + (m.hasFields() ? m.fields().length() + 1 : 0);
     }
     return n;
   }
@@ -265,17 +267,23 @@ final class BlockHasher {
         }
         k -= 4;
       }
-      int m = k >> 2;
+      // role, content and the other fields a template reads (tool calls, ...), the last with
+      // its separator only when there are some, so a chat without them hashes as it always did
+      int m = k / 6;
       if (m >= messages.size()) {
         return null;
       }
-      switch (k & 3) {
+      switch (k % 6) {
         case 0:
           return messages.get(m).role();
         case 1:
           return UNIT_SEP;
         case 2:
           return messages.get(m).content();
+        case 3:
+          return messages.get(m).hasFields() ? UNIT_SEP : "";
+        case 4:
+          return messages.get(m).fields();
         default:
           return RECORD_SEP;
       }

@@ -130,6 +130,41 @@ class BlockHasherTest {
     }
   }
 
+  @Test
+  void aMessagesToolCallsCountTowardsTheChatsIdentity() {
+    // a message's tool calls (kept apart from its content, for the template) follow its
+    // content after a unit separator; a message without them hashes as before
+    SplittableRandom rnd = new SplittableRandom(3);
+    BlockHasher hasher = new BlockHasher(16, 8192);
+    for (int r = 0; r < 20; r++) {
+      List<ChatMessage> messages = new ArrayList<>();
+      StringBuilder canonical = new StringBuilder();
+      for (int m = 0, count = 1 + rnd.nextInt(6); m < count; m++) {
+        String fields = m % 2 == 1 ? "{\"tool_calls\":[{\"id\":\"" + text(rnd, rnd.nextInt(300))
+            + "\"}]}" : "";
+        ChatMessage msg = new ChatMessage(m % 2 == 0 ? "user" : "assistant",
+            text(rnd, rnd.nextInt(600)), List.of(), fields);
+        messages.add(msg);
+        canonical.append(msg.role()).append('\u001f').append(msg.content());
+        if (!fields.isEmpty()) {
+          canonical.append('\u001f').append(fields);
+        }
+        canonical.append('\u001e');
+      }
+      InferenceRequest req = InferenceRequest.builder().model("m").messages(messages).build();
+      assertThat(hasher.hash(req))
+          .containsExactly(reference(BlockHasher.namespace(req), canonical.toString(), 16, 8192));
+    }
+    // two chats that differ only in an assistant's tool call hash apart
+    String calls = "{\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}";
+    String text = "x".repeat(200);
+    InferenceRequest a = InferenceRequest.builder().model("m").messages(List.of(
+        new ChatMessage("assistant", text, List.of(), calls), ChatMessage.user(text))).build();
+    InferenceRequest b = InferenceRequest.builder().model("m").messages(List.of(
+        new ChatMessage("assistant", text), ChatMessage.user(text))).build();
+    assertThat(hasher.hash(a)[3]).isNotEqualTo(hasher.hash(b)[3]);
+  }
+
   /** Only characters up to U+00FF: a string the JDK stores one byte per character. */
   static String latin1Text(SplittableRandom rnd, int length) {
     StringBuilder sb = new StringBuilder(length);
