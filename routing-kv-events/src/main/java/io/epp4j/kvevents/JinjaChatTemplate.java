@@ -239,14 +239,30 @@ final class JinjaChatTemplate {
   /**
    * A refusal with every role and content of the chat that it quotes, and that the template's
    * own text does not hold, replaced by the name of its field ({@code <messages[2].role>}): a
-   * role is client text like the content, of any length, and may hold a prompt. Longer values
+   * role is client text like the content, of any length, and may hold a prompt. So are the
+   * strings of a message's other fields (a tool call's name and arguments, its reasoning), the
+   * arguments' own strings included, replaced by {@code <messages[2].fields>}. Longer values
    * first, so that one inside another is not replaced in part.
    */
   String withoutChatText(String refusal, List<ChatMessage> messages) {
     List<String[]> quoted = new ArrayList<>();
     for (int i = 0; i < messages.size(); i++) {
       ChatMessage m = messages.get(i);
-      for (String[] v : new String[][] {{m.role(), "role"}, {m.content(), "content"}}) {
+      List<String[]> values = new ArrayList<>();
+      values.add(new String[] {m.role(), "role"});
+      values.add(new String[] {m.content(), "content"});
+      if (m.hasFields()) {
+        List<String> strings = new ArrayList<>();
+        try {
+          strings(JSON.readTree(m.fields()), strings, true);
+        } catch (JsonProcessingException e) {
+          // not produced by the reader; nothing of it was rendered either
+        }
+        for (String v : strings) {
+          values.add(new String[] {v, "fields"});
+        }
+      }
+      for (String[] v : values) {
         if (!v[0].isEmpty() && refusal.contains(v[0]) && !source.contains(v[0])) {
           quoted.add(new String[] {v[0], "<messages[" + i + "]." + v[1] + ">"});
         }
@@ -280,6 +296,29 @@ final class JinjaChatTemplate {
       }
     }
     return out.toString();
+  }
+
+  /**
+   * The strings of a JSON value and, with {@code parse}, of the JSON its strings hold (a tool
+   * call's arguments are rendered parsed).
+   */
+  private static void strings(com.fasterxml.jackson.databind.JsonNode node, List<String> out,
+      boolean parse) {
+    if (node.isTextual()) {
+      out.add(node.textValue());
+      if (parse) {
+        try {
+          strings(JSON.readTree(node.textValue()), out, false);
+        } catch (JsonProcessingException e) {
+          // plain text: kept as it is
+        }
+      }
+    } else {
+      // keys and numbers are left: short, they would blot out the template's own words
+      for (com.fasterxml.jackson.databind.JsonNode child : node) {
+        strings(child, out, parse);
+      }
+    }
   }
 
   /**

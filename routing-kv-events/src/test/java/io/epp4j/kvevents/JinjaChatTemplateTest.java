@@ -236,6 +236,24 @@ class JinjaChatTemplateTest {
   }
 
   @Test
+  void aRefusalQuotesNoneOfAMessagesToolCallsOrReasoning() {
+    // tool call names and arguments, tool_call_id and reasoning are the client's text too
+    JinjaChatTemplate t = JinjaChatTemplate.compile("{% for m in messages %}"
+        + "{% if m.tool_calls %}{{ raise_exception('Unknown tool ' + m.tool_calls[0].function.name"
+        + " + ' with ' + m.tool_calls[0].function.arguments.q + ' after ' + m.reasoning) }}"
+        + "{% endif %}{{ m.content }}{% endfor %}", SPECIAL, "test");
+    String fields = "{\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":"
+        + "\"secret_tool\",\"arguments\":\"{\\\"q\\\":\\\"secret query\\\"}\"}}],"
+        + "\"reasoning\":\"secret thoughts\"}";
+    assertThatThrownBy(() -> t.render(List.of(ChatMessage.user("hi"),
+        new ChatMessage("assistant", "", List.of(), fields)), null, true))
+        .isInstanceOf(Tokenizer.TokenizationException.class)
+        .hasMessageEndingWith("Unknown tool <messages[1].fields> with <messages[1].fields>"
+            + " after <messages[1].fields>")
+        .hasMessageNotContaining("secret");
+  }
+
+  @Test
   void textOfTheChatAndToolsIsPrintedAsItIsNeverRenderedAsATemplate() {
     // jinja2 prints a value as it is; code prompts are full of {{ }} and {% %}
     String content = "a {{ 7*7 }} b {% if true %}X{% endif %} {{ raise_exception('no') }}";
