@@ -471,37 +471,6 @@ class PlainGatewayTest {
   }
 
   @Test
-  void aClosingGatewayTurnsNewRequestsAwayWhileItsStreamEnds() throws Exception {
-    StandInVllm a = standIn(Duration.ZERO, Duration.ofMillis(50)); // 20 tokens: about 1 s
-    startGateway(outcomes, at(a.port()));
-    HttpResponse<InputStream> stream = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
-        .timeout(DEADLINE).POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\","
-            + "\"prompt\":\"hi\",\"max_tokens\":20,\"stream\":true}")).build(),
-        HttpResponse.BodyHandlers.ofInputStream());
-    Thread closing = new Thread(() -> gateway.close(DEADLINE));
-    closing.start();
-    await("the gateway is draining", () -> {
-      try {
-        HttpResponse<String> r = post("/v1/completions", completion("late"));
-        return r.statusCode() == 503;
-      } catch (Exception e) {
-        throw new AssertionError(e);
-      }
-    });
-    HttpResponse<String> late = post("/v1/completions", completion("late"));
-    assertThat(late.headers().firstValue("retry-after")).hasValue("1");
-    assertThat(JSON.readTree(late.body()).path("error").path("type").asText())
-        .isEqualTo("gateway_stopping");
-    try (InputStream in = stream.body()) {
-      assertThat(new String(in.readAllBytes(), StandardCharsets.UTF_8)).endsWith("data: [DONE]\n\n");
-    }
-    closing.join(DEADLINE.toMillis());
-    assertThat(closing.isAlive()).as("closed once the stream ended").isFalse();
-    assertThat(outcomes.completions).hasSize(1);
-    assertThat(outcomes.failures).isEmpty();
-  }
-
-  @Test
   void aRejectionTheClientMayRetryCarriesRetryAfter() throws Exception {
     // 503 (no endpoint) and 429 (shed) tell the client to come back; the Spring and Envoy
     // gateways say when (Retry-After: 1), this one said nothing, and a 400 must not say it
