@@ -59,9 +59,11 @@ class RequestReadLimitTest {
       // headers that never end
       assertThat(closedAfter(port, "POST /v1/completions HTTP/1.1\r\nHost: gw\r\n")).isEmpty();
       // /v1/models reads no body, but the server drains what was declared before it takes the
-      // connection's next request: the answer goes out, then the connection is closed
+      // connection's next request, and the connection is closed when that stalls. Whether the
+      // answer goes out first depends on the JDK: Java 17 sends it, Java 25 closes without it
       assertThat(new String(closedAfter(port, "GET /v1/models HTTP/1.1\r\nHost: gw\r\n"
-          + "Content-Length: 100\r\n\r\n{"), StandardCharsets.US_ASCII)).startsWith("HTTP/1.1 502");
+          + "Content-Length: 100\r\n\r\n{"), StandardCharsets.US_ASCII))
+          .satisfiesAnyOf(a -> assertThat(a).isEmpty(), a -> assertThat(a).startsWith("HTTP/1.1 502"));
 
       try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
         s.setSoTimeout(10_000);
