@@ -160,6 +160,13 @@ final class PoolSettings {
    * or other separators would be taken and never match a request's header.
    */
   void checkSessionHeaders() {
+    if (sessionHeaders.isEmpty()) {
+      // an empty value (an unset variable behind the property, say) would turn session keys off
+      // unseen; nothing documents that as a switch, so it is taken for the slip it most likely is
+      throw new Epp4jConfigurationException(sessionHeadersProperty + " names no header; give one"
+          + " or more header names (e.g. x-session-id), or leave the property unset for the"
+          + " defaults");
+    }
     for (String h : sessionHeaders) {
       if (h == null || !HEADER_NAME.matcher(h).matches()) {
         throw new Epp4jConfigurationException(sessionHeadersProperty + ": '" + h

@@ -304,6 +304,19 @@ class Epp4jPoolsTest {
   }
 
   @Test
+  void sessionHeadersNamingNoHeaderFailStartupNamingTheProperty() {
+    // an empty list (an unset environment variable behind the property, say) turned session
+    // keys off without a word
+    runner.withPropertyValues("epp4j.session-headers=")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.session-headers names no header"));
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.session-headers=")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.pools.llama.session-headers names no header"));
+  }
+
+  @Test
   void relaxedFormsOfThePropertiesStillBind() {
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.maxBodySize=1MB",
             "epp4j.in_flight_max_age=1m", "epp4j.pools.llama.endpoints=127.0.0.1:9002",
