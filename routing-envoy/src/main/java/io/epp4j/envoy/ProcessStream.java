@@ -416,7 +416,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     // the headers the routing plugins asked for go on answers an endpoint served, not on
     // Envoy's own replies
     send(d != null && !answeredByEnvoy
-        ? ExtProcMessages.continueResponseHeaders(d.responseHeaders())
+        ? ExtProcMessages.continueResponseHeaders(askedResponseHeaders(d))
         : ExtProcMessages.continueResponseHeaders());
     if (!success() && d != null) {
       d.onFailure(new IOException((served != null ? served : "the endpoint") + " answered "
@@ -426,6 +426,24 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     phase = Phase.RESPONSE_BODY;
     if (msg.getResponseHeaders().getEndOfStream()) {
       finishResponse();
+    }
+  }
+
+  /**
+   * The headers the routing plugins asked for on the answer; none when asking throws. The
+   * endpoint has served the request by now: failing the stream over a plugin's header would
+   * throw its answer away (Envoy replies 500 instead), so the answer goes out without them, as
+   * the Spring Cloud Gateway filter sends it. Logged with the exception's class and frames, not
+   * its message, which may quote the prompt.
+   */
+  private static Map<String, String> askedResponseHeaders(RoutingDecision d) {
+    try {
+      return d.responseHeaders();
+    } catch (RuntimeException e) {
+      LOG.log(Level.WARNING, "a response header a routing plugin asked for threw "
+          + e.getClass().getName() + "; the answer goes out without the plugins' headers",
+          RedactedException.of(e));
+      return Map.of();
     }
   }
 

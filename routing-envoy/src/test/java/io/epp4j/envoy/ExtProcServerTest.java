@@ -240,6 +240,41 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aResponseHeaderAskThatThrowsLetsTheAnswerThroughWithoutItAndLogsNoPrompt()
+      throws Exception {
+    String secret = "my-bank-password-is-hunter2";
+    extraListener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        String prompt = String.valueOf(request.prompt());
+        decision.setResponseHeader("x-broken", d -> {
+          throw new IllegalStateException("cannot tag '" + prompt + "'");
+        });
+      }
+    };
+    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
+      start(List.of(A));
+      FakeEnvoy envoy = routedFullDuplex(completion("please remember " + secret));
+      envoy.send(responseHeaders(200, "application/json", false));
+      // the endpoint served the request: its answer goes on, without the plugin's header,
+      // rather than the stream failing and Envoy replying 500 in its place
+      ProcessingResponse headers = envoy.next();
+      assertThat(headers.hasResponseHeaders()).isTrue();
+      assertThat(headers.getResponseHeaders().hasResponse()).isFalse();
+      envoy.send(responseBody("{\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}",
+          true));
+      assertThat(envoy.next().hasResponseBody()).isTrue();
+      assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(3, 0, 1));
+      envoy.halfClose();
+      assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+      assertThat(outcomes.failed).isEmpty();
+      assertThat(logged.text()).contains("java.lang.IllegalStateException")
+          .doesNotContain(secret);
+    }
+  }
+
+  @Test
   void withoutSuchPluginsTheAnswersHeadersPassUnchanged() throws Exception {
     start(List.of(A));
     FakeEnvoy envoy = routedFullDuplex(completion("hello"));
