@@ -91,6 +91,27 @@ class EnvoyConfigTest {
         .isEqualTo("envoy.service.ext_proc.v3.ExternalProcessor");
   }
 
+  @Test
+  void theRouteLetsALongAnswerThatIsNotStreamedFinish() throws Exception {
+    // a completion with stream: false sends no byte until it ends, minutes later for a long one;
+    // without a route idle_timeout the connection manager's stream_idle_timeout applies, 5
+    // minutes when unset, and Envoy answers 408 in the middle of the generation
+    Bootstrap boot = parse(Files.readString(CONFIG));
+    HttpConnectionManager hcm = boot.getStaticResources().getListeners(0).getFilterChains(0)
+        .getFilters(0).getTypedConfig().unpack(HttpConnectionManager.class);
+    io.envoyproxy.envoy.config.route.v3.RouteAction route = hcm.getRouteConfig()
+        .getVirtualHosts(0).getRoutes(0).getRoute();
+    assertThat(route.hasTimeout()).as("route timeout set").isTrue();
+    assertThat(route.getTimeout().getSeconds()).as("route timeout, 0 = none").isZero();
+    boolean routeIdleOff = route.hasIdleTimeout() && route.getIdleTimeout().getSeconds() == 0
+        && route.getIdleTimeout().getNanos() == 0;
+    boolean streamIdleOff = hcm.hasStreamIdleTimeout()
+        && hcm.getStreamIdleTimeout().getSeconds() == 0 && hcm.getStreamIdleTimeout().getNanos() == 0;
+    assertThat(routeIdleOff || streamIdleOff)
+        .as("the route's idle_timeout (or the connection manager's stream_idle_timeout) is 0s")
+        .isTrue();
+  }
+
   /** Envoy's default for each circuit breaker threshold of a cluster. */
   static final int ENVOY_DEFAULT_THRESHOLD = 1024;
 
