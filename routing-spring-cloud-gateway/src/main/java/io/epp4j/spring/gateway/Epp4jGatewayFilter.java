@@ -422,6 +422,13 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     // the header names the endpoint that served the answer: none served this one (an earlier
     // attempt behind SCG's Retry filter may have set it)
     response.getHeaders().remove(RoutingDecision.DESTINATION_HEADER);
+    DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);
+    if (tap != null) {
+      // nor do the headers the routing plugins ask for on an endpoint's answer (a session token
+      // naming the endpoint that could not be reached, or an earlier attempt's behind SCG's
+      // Retry filter): this answer is the gateway's own
+      tap.chainFailed();
+    }
     response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
     response.getHeaders().setContentLength(b.length);
     if (status == 429 || status == 503) {

@@ -82,6 +82,9 @@ class Epp4jFallbackTest {
 
     @Override
     public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision d) {
+      // a header a routing plugin asks for on the answer (session-affinity-scorer's token),
+      // naming the endpoint that served it
+      d.setResponseHeader("x-served-token", decision -> decision.servedBy().id());
       if (d.primary().id().equals(DEAD)) {
         count.incrementAndGet();
       }
@@ -113,6 +116,7 @@ class Epp4jFallbackTest {
       assertThat(r.statusCode()).as("request %d", i).isEqualTo(200);
       assertThat(r.headers().firstValue("x-replica")).contains("live");
       assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER)).contains(LIVE.id());
+      assertThat(r.headers().firstValue("x-served-token")).contains(LIVE.id());
       // the body read once by the filter is sent again, whole, on the second attempt
       assertThat(LIVE.lastBody.get()).isEqualTo("{\"model\":\"m\",\"prompt\":\"p" + i + "\"}");
     }
@@ -145,6 +149,9 @@ class Epp4jFallbackTest {
       // the header names the endpoint that served the answer; none did (it named the dead one)
       assertThat(r.headers().firstValue(io.epp4j.api.RoutingDecision.DESTINATION_HEADER))
           .isEmpty();
+      // nor do the headers the routing plugins ask for on an endpoint's answer: this one is the
+      // gateway's own (a session token would bind the client to the endpoint that was down)
+      assertThat(r.headers().firstValue("x-served-token")).isEmpty();
       assertThat(inFlight()).isZero();
     } finally {
       router.setEndpoints(pool);

@@ -133,6 +133,13 @@ class Epp4jGatewayFilterTest {
     }
 
     @Override
+    public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+        RoutingDecision d) {
+      // a header a routing plugin asks for on the endpoint's answer, as a session token is
+      d.setResponseHeader("x-served-token", decision -> decision.servedBy().id());
+    }
+
+    @Override
     public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
       completed.add(usage);
     }
@@ -412,6 +419,9 @@ class Epp4jGatewayFilterTest {
       assertThat(answer).contains("routing_no_endpoints");
       assertThat(headers).noneMatch(h -> h.startsWith(
           RoutingDecision.DESTINATION_HEADER.toLowerCase(java.util.Locale.ROOT) + ":"));
+      // nor the headers the plugins asked for on the earlier attempt's answer
+      assertThat(headers).noneMatch(h -> h.toLowerCase(java.util.Locale.ROOT)
+          .startsWith("x-served-token:"));
       // Retry repeats after that 503 too: the repeat must leave the written answer alone (its
       // reset removed the first attempt's upstream headers from the committed, read-only
       // response, and the gateway closed the connection)
