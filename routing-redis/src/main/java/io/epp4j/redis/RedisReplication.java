@@ -14,6 +14,7 @@ import io.epp4j.api.RouterHints;
 import io.epp4j.api.RoutingDecision;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SslOptions;
+import io.lettuce.core.resource.ClientResources;
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
@@ -1546,6 +1547,12 @@ public final class RedisReplication implements Plugin, RequestListener {
    * Provides {@code redis-replication}; public for {@link java.util.ServiceLoader}. The no-argument
    * form talks to Redis at the configured {@code uri}; {@link #Provider(Supplier)} puts another
    * {@link HintTransport} in its place (an in-memory log for tests and benchmarks).
+   *
+   * <p>Each plugin's Redis client starts its own Lettuce threads (event loops, computation
+   * threads, a timer) unless the router offers a Lettuce {@link ClientResources} as a service
+   * ({@code Router.builder().service(ClientResources.class, resources)}): then the client runs on
+   * those, so the routers (and reloads) of an application that share one add no such threads,
+   * and closing a plugin leaves them to the application, which shuts them down after its routers.
    */
   public static final class Provider extends AbstractPluginProvider {
     private final @Nullable Supplier<HintTransport.Factory> custom;
@@ -1653,8 +1660,11 @@ public final class RedisReplication implements Plugin, RequestListener {
           // nothing to connect to: the errors become the result before any thread starts
           throw new IllegalArgumentException("parameter 'uri' is invalid");
         }
+        // the application's Lettuce resources when it shares them between its routers
+        // (Router.Builder.service(ClientResources.class, ...)): no threads of this plugin's own
         transports = new RedisStreamTransport.Factory(redis, stream, maxLen,
-            Duration.ofMillis(connectTimeout), sslOptions(p, trustCertFile));
+            Duration.ofMillis(connectTimeout), sslOptions(p, trustCertFile),
+            c.service(ClientResources.class).orElse(null));
       }
       if (!p.errors().isEmpty()) {
         // no instance for a configuration that is refused: it would take over from the running

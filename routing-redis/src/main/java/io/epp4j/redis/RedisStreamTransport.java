@@ -45,15 +45,20 @@ final class RedisStreamTransport implements HintTransport {
   private static final byte[] FIELD = "b".getBytes(StandardCharsets.US_ASCII);
 
   /**
-   * One client and its Netty threads for the two connections of one plugin. {@link #close}
-   * returns once those threads have ended (or after {@link #CLOSE_TIMEOUT_NANOS}, with a
-   * warning): a router closed in a JVM that goes on must not leave them running.
+   * One client for the two connections of one plugin, with Netty threads of its own or those of
+   * {@link ClientResources} the application shares between its routers. {@link #close} returns
+   * once the client's own threads have ended (or after {@link #CLOSE_TIMEOUT_NANOS}, with a
+   * warning): a router closed in a JVM that goes on must not leave them running. Shared
+   * resources are the application's: close releases this client's connections and leaves them
+   * running for the other routers.
    */
   static final class Factory implements HintTransport.Factory {
     /** How long close waits for the client's threads after the client itself shut down. */
     static final long CLOSE_TIMEOUT_NANOS = 2_000_000_000L;
 
     private final ClientResources resources;
+    /** Whether {@link #resources} were made here, and so are shut down with the client. */
+    private final boolean ownsResources;
     /** Every thread the resources started: the shutdown's future completes before they end. */
     private final Set<Thread> threads = ConcurrentHashMap.newKeySet();
     private final RedisClient client;
@@ -63,7 +68,17 @@ final class RedisStreamTransport implements HintTransport {
 
     Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout,
         @Nullable SslOptions ssl) {
-      this.resources = DefaultClientResources.builder()
+      this(uri, streamKey, maxLen, connectTimeout, ssl, null);
+    }
+
+    /**
+     * @param shared resources (event loops, computation threads, timer) the application shares
+     *     between its routers, or null for resources of this client's own
+     */
+    Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout,
+        @Nullable SslOptions ssl, @Nullable ClientResources shared) {
+      this.ownsResources = shared == null;
+      this.resources = shared != null ? shared : DefaultClientResources.builder()
           .ioThreadPoolSize(2)
           .computationThreadPoolSize(2)
           .threadFactoryProvider(pool -> {
@@ -107,8 +122,14 @@ final class RedisStreamTransport implements HintTransport {
 
     @Override
     public void close() {
-      // waits for the client's connections and its I/O threads
+      // waits for the client's connections and its I/O threads. With shared resources the I/O
+      // threads stay while another client still uses them (Lettuce counts the users of its
+      // event loops), and the resources are not shut down: a client made on given resources
+      // leaves them to their owner
       client.shutdown(0, 2, TimeUnit.SECONDS);
+      if (!ownsResources) {
+        return;
+      }
       long deadline = System.nanoTime() + CLOSE_TIMEOUT_NANOS;
       // the computation threads and the timer; a thread still ends after completing the future
       Future<Boolean> done = resources.shutdown(0, 2, TimeUnit.SECONDS);

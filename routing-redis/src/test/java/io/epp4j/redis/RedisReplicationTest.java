@@ -8,6 +8,9 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
+import io.lettuce.core.resource.ClientResources;
+import io.lettuce.core.resource.DefaultClientResources;
+import io.netty.util.concurrent.DefaultThreadFactory;
 import io.opentelemetry.sdk.OpenTelemetrySdk;
 import io.opentelemetry.sdk.metrics.SdkMeterProvider;
 import io.opentelemetry.sdk.metrics.data.MetricData;
@@ -19,9 +22,12 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -168,6 +174,65 @@ class RedisReplicationTest {
       }
     }
     assertThat(replication(a).dropped()).isZero();
+  }
+
+  /**
+   * An application with several routers gives them one Lettuce {@code ClientResources}: their
+   * clients run on its threads and start none of their own (each router otherwise adds up to five
+   * Lettuce threads, and every reload as many again for a while), and closing one router leaves
+   * the resources, and the other routers on them, working.
+   */
+  @Test
+  void routersGivenOneClientResourcesStartNoLettuceThreadsOfTheirOwn() throws Exception {
+    Set<Thread> sharedThreads = ConcurrentHashMap.newKeySet();
+    ClientResources shared = DefaultClientResources.builder()
+        .threadFactoryProvider(name -> {
+          ThreadFactory netty = new DefaultThreadFactory(name, true);
+          return r -> {
+            Thread t = netty.newThread(r);
+            sharedThreads.add(t);
+            return t;
+          };
+        })
+        .build();
+    try {
+      Set<Thread> before = Set.copyOf(Thread.getAllStackTraces().keySet());
+      Router a = router("a", 65_536, Router.builder().service(ClientResources.class, shared));
+      Router b = router("b", 65_536, Router.builder().service(ClientResources.class, shared));
+      Router c = router("c", 65_536, Router.builder().service(ClientResources.class, shared));
+      awaitConnected(a, b, c);
+      RoutingDecision first = a.route(prompt(7000, 1024, null));
+      first.onComplete(DONE);
+      await("b and c applied a's prefix", () -> replication(b).appliedPrefixes() >= 1
+          && replication(c).appliedPrefixes() >= 1);
+      List<String> ownThreads = new ArrayList<>();
+      for (Thread t : Thread.getAllStackTraces().keySet()) {
+        if (!before.contains(t) && t.getName().startsWith("lettuce-")
+            && !sharedThreads.contains(t)) {
+          ownThreads.add(t.getName());
+        }
+      }
+      assertThat(sharedThreads).as("threads of the shared resources").isNotEmpty();
+      assertThat(ownThreads).as("Lettuce threads the routers started beside the shared ones")
+          .isEmpty();
+
+      routers.remove(a);
+      a.close();
+      assertThat(shared.eventExecutorGroup().isShuttingDown())
+          .as("the shared resources after closing one router").isFalse();
+      long appliedBefore = replication(c).appliedPrefixes();
+      RoutingDecision d = b.route(prompt(7001, 1024, null));
+      d.onComplete(DONE);
+      await("c applied b's prefix after a closed",
+          () -> replication(c).appliedPrefixes() > appliedBefore);
+      RoutingDecision there = c.route(prompt(7001, 1024, null));
+      assertThat(there.primary().id()).isEqualTo(d.primary().id());
+      there.onComplete(DONE);
+    } finally {
+      routers.forEach(Router::close);
+      routers.clear();
+      shared.shutdown(0, 2, TimeUnit.SECONDS).get(10, TimeUnit.SECONDS);
+    }
   }
 
   @Test
