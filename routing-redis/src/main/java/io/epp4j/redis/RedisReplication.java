@@ -72,6 +72,13 @@ public final class RedisReplication implements Plugin, RequestListener {
   /** Block hashes the queued hints may hold in all: 32 MiB of hashes. */
   static final long DEFAULT_QUEUE_MAX_BLOCKS = 4L << 20;
   static final int DEFAULT_HEARTBEAT_MILLIS = 1_000;
+  /**
+   * The stream key lives this long after the last batch written to it: a day. A pool whose
+   * routers are all gone (renamed, retired) no longer leaves its stream in Redis for good.
+   */
+  static final long DEFAULT_STREAM_TTL_SECONDS = 86_400;
+  /** Ten years: any longer is no TTL, which 0 says. */
+  static final long MAX_STREAM_TTL_SECONDS = 10L * 365 * 86_400;
   static final int DEFAULT_CONNECT_TIMEOUT_MILLIS = 2_000;
   /** Silence after which an origin's in-flight figures are dropped, in heartbeats. */
   static final int SILENT_HEARTBEATS = 5;
@@ -1619,6 +1626,12 @@ public final class RedisReplication implements Plugin, RequestListener {
             + queueBlocks);
         queueBlocks = DEFAULT_QUEUE_MAX_BLOCKS;
       }
+      long ttl = p.getLong("streamTtlSeconds", DEFAULT_STREAM_TTL_SECONDS);
+      if (ttl != 0 && (ttl < 60 || ttl > MAX_STREAM_TTL_SECONDS)) {
+        p.error("streamTtlSeconds", "must be 0 (no TTL) or between 60 and "
+            + MAX_STREAM_TTL_SECONDS + ", got " + ttl);
+        ttl = DEFAULT_STREAM_TTL_SECONDS;
+      }
       int heartbeat = p.getInt("heartbeatMillis", DEFAULT_HEARTBEAT_MILLIS, 10, 600_000);
       int connectTimeout = p.getInt("connectTimeoutMillis", DEFAULT_CONNECT_TIMEOUT_MILLIS, 10,
           600_000);
@@ -1664,7 +1677,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         // (Router.Builder.service(ClientResources.class, ...)): no threads of this plugin's own
         transports = new RedisStreamTransport.Factory(redis, stream, maxLen,
             Duration.ofMillis(connectTimeout), sslOptions(p, trustCertFile),
-            c.service(ClientResources.class).orElse(null));
+            c.service(ClientResources.class).orElse(null), Duration.ofSeconds(ttl));
       }
       if (!p.errors().isEmpty()) {
         // no instance for a configuration that is refused: it would take over from the running

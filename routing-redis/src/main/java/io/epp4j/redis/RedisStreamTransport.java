@@ -63,20 +63,34 @@ final class RedisStreamTransport implements HintTransport {
     private final Set<Thread> threads = ConcurrentHashMap.newKeySet();
     private final RedisClient client;
     private final byte[] key;
+    private final String streamKey;
     private final long maxLen;
     private final Duration commandTimeout;
+    /** The stream key's time to live after the last batch written, in ms; 0: none. */
+    private final long ttlMillis;
+    /** How often a publishing connection sets the TTL again: a tenth of it, at most a minute. */
+    private final long ttlRefreshNanos;
+    private final RateLimitedLog log;
 
     Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout,
         @Nullable SslOptions ssl) {
-      this(uri, streamKey, maxLen, connectTimeout, ssl, null);
+      this(uri, streamKey, maxLen, connectTimeout, ssl, null, Duration.ZERO);
     }
 
     /**
      * @param shared resources (event loops, computation threads, timer) the application shares
      *     between its routers, or null for resources of this client's own
+     * @param streamTtl how long the stream key lives after the last batch written to it (at
+     *     least nine tenths of it), so that the stream of a pool no router writes to any more
+     *     leaves Redis; zero for no TTL
      */
     Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout,
-        @Nullable SslOptions ssl, @Nullable ClientResources shared) {
+        @Nullable SslOptions ssl, @Nullable ClientResources shared, Duration streamTtl) {
+      this.streamKey = streamKey;
+      this.ttlMillis = streamTtl.toMillis();
+      this.ttlRefreshNanos = Math.min(TimeUnit.MILLISECONDS.toNanos(ttlMillis) / 10,
+          TimeUnit.MINUTES.toNanos(1));
+      this.log = new RateLimitedLog(LOG, "redis-replication: ");
       this.ownsResources = shared == null;
       this.resources = shared != null ? shared : DefaultClientResources.builder()
           .ioThreadPoolSize(2)
@@ -158,6 +172,8 @@ final class RedisStreamTransport implements HintTransport {
 
   private final Factory f;
   private @Nullable StatefulRedisConnection<byte[], byte[]> connection;
+  /** When this transport next sets the stream's TTL after an append; every connection at once. */
+  private long ttlDueNanos;
 
   private RedisStreamTransport(Factory f) {
     this.f = f;
@@ -169,6 +185,8 @@ final class RedisStreamTransport implements HintTransport {
     StatefulRedisConnection<byte[], byte[]> c = f.client.connect(ByteArrayCodec.INSTANCE);
     c.setTimeout(f.commandTimeout);
     connection = c;
+    // a stream that expired, or was written without a TTL, gets one with the first batch
+    ttlDueNanos = System.nanoTime();
   }
 
   private StatefulRedisConnection<byte[], byte[]> connection() {
@@ -181,9 +199,41 @@ final class RedisStreamTransport implements HintTransport {
 
   @Override
   public String append(byte[] batch) {
-    String id = connection().sync().xadd(f.key,
+    var sync = connection().sync();
+    String id = sync.xadd(f.key,
         XAddArgs.Builder.maxlen(f.maxLen).approximateTrimming(), Map.of(FIELD, batch));
+    refreshTtl(sync);
     return id == null ? "" : id;
+  }
+
+  /**
+   * Sets the stream key's TTL again when a tenth of it (a minute at most) has passed since this
+   * transport last did: the key then outlives the last batch any router writes by nine tenths of
+   * the TTL at least, and the stream of a pool whose routers are all gone (renamed, retired)
+   * leaves Redis instead of holding up to {@code maxLen} batches for good. A refusal (an ACL
+   * without {@code PEXPIRE}) is logged, naming the key, and leaves the stream without a TTL; it
+   * fails neither the batch, which Redis took, nor the connection. A timeout here is left to the
+   * next command to find.
+   */
+  private void refreshTtl(io.lettuce.core.api.sync.RedisCommands<byte[], byte[]> sync) {
+    if (f.ttlMillis <= 0) {
+      return;
+    }
+    long now = System.nanoTime();
+    if (now - ttlDueNanos < 0) {
+      return;
+    }
+    ttlDueNanos = now + f.ttlRefreshNanos;
+    try {
+      sync.pexpire(f.key, f.ttlMillis);
+    } catch (RedisCommandExecutionException e) {
+      String code = RedisReplication.refusalCode(e);
+      f.log.report(java.util.logging.Level.WARNING, "ttl", "Redis refused PEXPIRE (" + code
+          + ") on stream '" + f.streamKey + "': it keeps no TTL and outlives the routers of its"
+          + " pool (allow +pexpire on the key, or set streamTtlSeconds: 0)");
+    } catch (RuntimeException e) {
+      // the connection's trouble, if any, shows on the next command
+    }
   }
 
   @Override

@@ -8,6 +8,8 @@ import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.Router;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.resource.ClientResources;
 import io.lettuce.core.resource.DefaultClientResources;
 import io.netty.util.concurrent.DefaultThreadFactory;
@@ -233,6 +235,53 @@ class RedisReplicationTest {
       routers.clear();
       shared.shutdown(0, 2, TimeUnit.SECONDS).get(10, TimeUnit.SECONDS);
     }
+  }
+
+  /** The remaining time to live of {@code key} in ms (-1: none, -2: no such key). */
+  static long pttl(String uri, String key) {
+    RedisClient admin = RedisClient.create(uri);
+    try (StatefulRedisConnection<String, String> c = admin.connect()) {
+      return c.sync().pttl(key);
+    } finally {
+      admin.shutdown();
+    }
+  }
+
+  /**
+   * The stream of a pool whose routers are all gone (a pool renamed or retired) must not stay in
+   * Redis for good with up to maxLen batches: the routers give its key a TTL, a day by default,
+   * which every batch they write renews.
+   */
+  @Test
+  void theStreamKeyExpiresADayAfterTheLastBatchByDefault() throws Exception {
+    Router a = router("a");
+    awaitConnected(a);
+    a.route(prompt(8000, 256, null)).onComplete(DONE);
+    await("a published its prefix", () -> replication(a).published() >= 1);
+    String key = "epp4j:" + pool + ":hints";
+    assertThat(pttl(REDIS.uri(), key)).as("the TTL of %s", key)
+        .isGreaterThan(86_400_000L - DEADLINE.toMillis()).isLessThanOrEqualTo(86_400_000L);
+  }
+
+  @Test
+  void theStreamTtlIsConfigurableAndZeroMeansNone() throws Exception {
+    String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+        "uri: '%s', pool: %s, routerId: a, streamTtlSeconds: 120".formatted(REDIS.uri(), pool), "");
+    Router a = Router.builder().endpoints(endpoints()).configYaml(yaml, "router a").build();
+    routers.add(a);
+    String other = pool + "-no-ttl";
+    String none = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+        "uri: '%s', pool: %s, routerId: b, streamTtlSeconds: 0".formatted(REDIS.uri(), other), "");
+    Router b = Router.builder().endpoints(endpoints()).configYaml(none, "router b").build();
+    routers.add(b);
+    awaitConnected(a, b);
+    a.route(prompt(8001, 256, null)).onComplete(DONE);
+    b.route(prompt(8002, 256, null)).onComplete(DONE);
+    await("both published", () -> replication(a).published() >= 1
+        && replication(b).published() >= 1);
+    assertThat(pttl(REDIS.uri(), "epp4j:" + pool + ":hints")).isGreaterThan(0)
+        .isLessThanOrEqualTo(120_000L);
+    assertThat(pttl(REDIS.uri(), "epp4j:" + other + ":hints")).as("no TTL").isEqualTo(-1);
   }
 
   @Test

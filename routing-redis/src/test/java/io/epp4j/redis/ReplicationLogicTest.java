@@ -954,6 +954,20 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aStreamTtlTooShortIsNamed() {
+    Result<?> bad = create(Map.of("uri", "redis://127.0.0.1:1", "streamTtlSeconds", 5));
+    assertThat(bad.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("streamTtlSeconds").contains("60"));
+    Result<?> negative = create(Map.of("uri", "redis://127.0.0.1:1", "streamTtlSeconds", -1));
+    assertThat(negative.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("streamTtlSeconds"));
+    Result<?> none = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis", 200,
+        "streamTtlSeconds", 0));
+    assertThat(none.isOk()).as(String.valueOf(none.errors())).isTrue();
+    ((RedisReplication) none.value()).close();
+  }
+
+  @Test
   void aPoolOrRouterIdTooLongForABatchIsNamed() {
     String longName = "x".repeat(65_536);
     Result<?> bad = create(Map.of("uri", "redis://127.0.0.1:1", "pool", longName,
@@ -1177,7 +1191,7 @@ class ReplicationLogicTest {
     assertThat(readme).contains("## " + RedisReplication.TYPE);
     for (String p : List.of("uri", "pool", "keyPrefix", "stream", "routerId", "batchSize",
         "flushIntervalMillis", "maxLen", "queueCapacity", "queueMaxBlocks", "heartbeatMillis",
-        "connectTimeoutMillis", "verifyPeer", "trustCertFile")) {
+        "connectTimeoutMillis", "verifyPeer", "trustCertFile", "streamTtlSeconds")) {
       assertThat(readme).as("parameter " + p).contains("`" + p + "`");
     }
   }
