@@ -1026,7 +1026,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     try {
       h = HintCodec.header(in);
     } catch (HintCodec.MalformedBatchException e) {
-      rejectMalformed(e);
+      rejectMalformed(entry.id(), e);
       return;
     }
     if (!h.pool().equals(s.pool())) {
@@ -1092,7 +1092,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         }
       });
     } catch (HintCodec.MalformedBatchException e) {
-      rejectMalformed(e);
+      rejectMalformed(entry.id(), e);
     }
   }
 
@@ -1136,9 +1136,16 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
   }
 
-  private void rejectMalformed(HintCodec.MalformedBatchException e) {
+  /**
+   * Counts and logs an entry skipped whole as malformed (corrupt, foreign, of another version),
+   * naming the stream key and the entry's id, so that an operator can find it ({@code XRANGE key
+   * id id}) and whoever wrote it. What it holds is never quoted: another router's entry carries
+   * session keys, and a foreign one anything.
+   */
+  private void rejectMalformed(String entryId, HintCodec.MalformedBatchException e) {
     malformed.incrementAndGet();
-    log.report(Level.WARNING, "malformed", "skipped a malformed batch: " + e.getMessage());
+    log.report(Level.WARNING, "malformed", "skipped malformed entry " + entryId + " of stream '"
+        + s.streamKey() + "' (" + e.getMessage() + "): none of it applied");
   }
 
   private void forgetAllOrigins() {

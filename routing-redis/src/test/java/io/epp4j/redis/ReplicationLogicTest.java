@@ -875,6 +875,44 @@ class ReplicationLogicTest {
   }
 
   /**
+   * A foreign entry in the stream (another application writing to the key, a hand-made entry):
+   * the warning names the stream key and the entry's id, so it can be found, and quotes nothing
+   * of what the entry holds.
+   */
+  @Test
+  void aMalformedEntryIsNamedByKeyAndIdWithoutQuotingIt() throws Exception {
+    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
+    log.addHandler(capture);
+    try {
+      InMemoryLog stream = new InMemoryLog();
+      Router b = router(stream, "p", "b", 1000);
+      stream.append(prefixBatch("a", "10.2.0.3:8000"));
+      String foreign = "{\"prompt\": \"my secret question\"}";
+      stream.append(foreign.getBytes(StandardCharsets.UTF_8));
+      await("the foreign entry skipped", () -> replication(b).malformed() == 1);
+      assertThat(logged).map(java.util.logging.LogRecord::getMessage)
+          .anyMatch(m -> m.contains("entry 2-0") && m.contains("'epp4j:p:hints'"))
+          .noneMatch(m -> m.contains("secret"));
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  /**
    * A session key longer than any router sends (a foreign or hand-written entry): kept, each
    * would hold up to 64 KiB in the bounded map of sessions' capture times and in the scorers.
    */
