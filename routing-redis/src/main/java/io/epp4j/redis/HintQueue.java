@@ -122,6 +122,16 @@ final class HintQueue {
     }
   }
 
+  /** Most hints the queue holds. */
+  int capacity() {
+    return capacity;
+  }
+
+  /** Most block hashes the queued hints may hold in all. */
+  long maxBlocks() {
+    return maxBlocks;
+  }
+
   /** Hints queued. */
   int size() {
     return (int) (size.get() >>> COUNT_SHIFT);

@@ -368,7 +368,7 @@ public final class RedisReplication implements Plugin, RequestListener {
           if (!flush(t, seat.sent, heartbeat, backoff)) {
             publisherUp = false;
             t.close();
-            pause(backoff);
+            pause(backoff, true);
           }
         } catch (RuntimeException | Error e) {
           // not the transport's (its failures are handled where it is called): a bug, a
@@ -912,20 +912,30 @@ public final class RedisReplication implements Plugin, RequestListener {
     } catch (Exception e) {
       t.close();
       connectionLost(who, e);
-      pause(backoff);
+      // the publisher calls this holding the publishing role: it may take from the queues
+      pause(backoff, who.equals("publisher"));
       return false;
     }
+  }
+
+  private void pause(Backoff backoff) {
+    pause(backoff, false);
   }
 
   /**
    * Waits out the next backoff step before the next connection attempt, the whole step: a wait
    * capped at a heartbeat would make a short {@code heartbeatMillis} a reconnection loop. The
    * reader wakes at least once a heartbeat meanwhile, so that silent origins are still forgotten
-   * on time while Redis is away; both threads stop waiting when closed or replaced.
+   * on time while Redis is away; both threads stop waiting when closed or replaced. The
+   * publisher, when it holds the publishing role ({@code makeRoom}), wakes as often and makes
+   * room in a queue that turned hints away for the newer ones.
    */
-  private void pause(Backoff backoff) {
+  private void pause(Backoff backoff, boolean makeRoom) {
     long until = System.nanoTime() + backoff.next();
     boolean isReader = Thread.currentThread() == reader;
+    if (makeRoom) {
+      makeRoomForNewest();
+    }
     while (running && seat.owner() == this) {
       long left = until - System.nanoTime();
       if (left <= 0) {
@@ -935,7 +945,54 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (isReader) {
         forgetSilentOrigins(System.nanoTime());
       }
+      if (makeRoom) {
+        makeRoomForNewest();
+      }
     }
+  }
+
+  /** Publisher thread only: hints turned away by a full queue when it last made room. */
+  private long turnedAwaySeen;
+
+  /**
+   * While Redis is away the queue fills and, full, turns away every newer hint: what went out
+   * once Redis came back were the hints of the outage's first seconds, the ones least likely to
+   * still be in the engines' caches, and none of the last ones. So once a queue has turned a hint
+   * away, the publisher drops its oldest hints until a quarter of its room (hints and block
+   * hashes) is free for the newest, counting them as {@code queue_full} as the hints turned away
+   * are. Publishing holder only: it is the one consumer of every member's queue.
+   */
+  private void makeRoomForNewest() {
+    long turnedAway = 0;
+    for (RedisReplication m : seat.members()) {
+      turnedAway += m.droppedQueueFull.sum();
+    }
+    if (turnedAway == turnedAwaySeen) {
+      return;
+    }
+    long lost = 0;
+    for (RedisReplication m : seat.members()) {
+      HintQueue q = m.queue;
+      int keepHints = q.capacity() - Math.max(1, q.capacity() / 4);
+      long keepBlocks = q.maxBlocks() - Math.max(1, q.maxBlocks() / 4);
+      int n = 0;
+      long blocks = 0;
+      try {
+        while (q.size() - n > keepHints || q.blocks() - blocks > keepBlocks) {
+          Hint h = q.poll();
+          if (h == null) {
+            break;
+          }
+          n++;
+          blocks += HintQueue.blocksOf(h);
+          lost += records(h);
+        }
+      } finally {
+        q.taken(n, blocks);
+      }
+    }
+    droppedQueueFull.add(lost);
+    turnedAwaySeen = turnedAway + lost;
   }
 
   /**
