@@ -60,6 +60,9 @@ public final class Main {
               + "replicas, this gateway with each policy in turn and a load generator: the "
               + "comparison over real sockets)."})
   static final class GatewayCommand implements Callable<Integer> {
+    /** How long a stopping gateway lets requests in progress finish: under Kubernetes' 30 s. */
+    static final Duration SHUTDOWN_GRACE = Duration.ofSeconds(25);
+
     @Spec CommandSpec spec;
 
     @Option(names = "--port", defaultValue = "8080", converter = PortConverter.class,
@@ -109,7 +112,10 @@ public final class Main {
             "plain-gateway: cannot listen on --port " + port + ": " + e.getMessage());
         return 1;
       }
-      Runtime.getRuntime().addShutdownHook(new Thread(gateway::close, "plain-gateway-stop"));
+      PlainGateway started = gateway;
+      // a stop (SIGTERM, as in a rolling update) lets the answers being relayed finish first
+      Runtime.getRuntime().addShutdownHook(new Thread(() -> started.close(SHUTDOWN_GRACE),
+          "plain-gateway-stop"));
       spec.commandLine().getOut().println("plain-gateway listening on :" + gateway.port()
           + ", routing to " + endpoints.stream().map(Endpoint::id).collect(Collectors.joining(", "))
           + " with " + (config == null ? "the EPP default profile" : config));

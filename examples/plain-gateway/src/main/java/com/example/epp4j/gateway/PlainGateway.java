@@ -72,6 +72,10 @@ public final class PlainGateway implements AutoCloseable {
   private final ExecutorService executor;
   private final AtomicInteger modelsTurn = new AtomicInteger();
   private final AtomicBoolean closed = new AtomicBoolean();
+  /** Requests being handled, each until its answer has ended. */
+  private final AtomicInteger active = new AtomicInteger();
+  /** Set by {@link #close(Duration)}: new requests are turned away while those in progress end. */
+  private volatile boolean stopping;
   private final HttpClient client = HttpClient.newBuilder()
       .connectTimeout(Duration.ofSeconds(2)).version(HttpClient.Version.HTTP_1_1).build();
   private volatile @Nullable OwnTimeListener ownTime;
@@ -175,15 +179,27 @@ public final class PlainGateway implements AutoCloseable {
    * a connection dropped without an answer would tell the client nothing.
    */
   private void handle(HttpExchange ex) throws IOException {
+    active.incrementAndGet(); // before reading stopping: close(grace) then waits for this one
     try {
-      serve(ex, System.nanoTime());
-    } catch (RuntimeException e) {
-      if (ex.getResponseCode() != -1) { // the answer began
-        throw e;
+      if (stopping) {
+        // the gateway is draining: this client should try another replica of the gateway
+        ex.getResponseHeaders().set("connection", "close");
+        replyError(ex, 503, "gateway_stopping", "gateway is stopping");
+        ex.close();
+        return;
       }
-      replyError(ex, 500, "internal_error", "the gateway failed to handle the request");
+      try {
+        serve(ex, System.nanoTime());
+      } catch (RuntimeException e) {
+        if (ex.getResponseCode() != -1) { // the answer began
+          throw e;
+        }
+        replyError(ex, 500, "internal_error", "the gateway failed to handle the request");
+      }
+      ex.close();
+    } finally {
+      active.decrementAndGet();
     }
-    ex.close();
   }
 
   private void serve(HttpExchange ex, long receivedNanos) throws IOException {
@@ -713,10 +729,39 @@ public final class PlainGateway implements AutoCloseable {
     ex.getResponseBody().write(body);
   }
 
+  /** Stops at once: requests in progress are cut off (see {@link #close(Duration)}). */
   @Override
   public void close() {
+    close(Duration.ZERO);
+  }
+
+  /**
+   * Lets the requests in progress finish for up to {@code grace}, then cuts off what is left and
+   * closes the router. Requests that arrive meanwhile get 503 {@code gateway_stopping} with
+   * {@code Retry-After} and {@code Connection: close}, so that clients go to another replica of
+   * the gateway. A stream being relayed when the process is asked to stop (a rolling update)
+   * then ends whole instead of being cut off and reported as failed.
+   */
+  public void close(Duration grace) {
     if (closed.getAndSet(true)) {
       return;
+    }
+    stopping = true;
+    // waited here rather than with the JDK server's stop(delay), which on Java 17 waits the whole
+    // delay even when nothing is in progress
+    long graceNanos;
+    try {
+      graceNanos = Math.max(0, grace.toNanos());
+    } catch (ArithmeticException forever) { // ChronoUnit.FOREVER and the like: no limit
+      graceNanos = Long.MAX_VALUE;
+    }
+    long end = System.nanoTime() + graceNanos;
+    try {
+      while (active.get() > 0 && System.nanoTime() - end < 0) {
+        Thread.sleep(10);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt(); // stop now
     }
     server.stop(0);
     executor.shutdownNow();

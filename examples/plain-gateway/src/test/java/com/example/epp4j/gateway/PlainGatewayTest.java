@@ -471,6 +471,50 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aClosingGatewayTurnsNewRequestsAwayWhileItsStreamEnds() throws Exception {
+    StandInVllm a = standIn(Duration.ZERO, Duration.ofMillis(50)); // 40 tokens: about 2 s
+    startGateway(outcomes, at(a.port()));
+    HttpResponse<InputStream> stream = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(DEADLINE).POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\","
+            + "\"prompt\":\"hi\",\"max_tokens\":40,\"stream\":true,"
+            + "\"stream_options\":{\"include_usage\":true}}")).build(),
+        HttpResponse.BodyHandlers.ofInputStream());
+    Thread closing = new Thread(() -> gateway.close(DEADLINE));
+    closing.start();
+    // A request that reaches the gateway before close() has begun is one in progress: it is
+    // routed and served like any other. How many do depends on when the closing thread runs,
+    // so they are counted rather than assumed to be none.
+    AtomicInteger servedBeforeTheStop = new AtomicInteger();
+    await("the gateway is draining", () -> {
+      try {
+        HttpResponse<String> r = post("/v1/completions", completion("late"));
+        if (r.statusCode() == 200) {
+          servedBeforeTheStop.incrementAndGet();
+          return false;
+        }
+        assertThat(r.statusCode()).as("a request during the stop").isEqualTo(503);
+        return true;
+      } catch (Exception e) {
+        throw new AssertionError(e);
+      }
+    });
+    HttpResponse<String> late = post("/v1/completions", completion("late"));
+    assertThat(late.statusCode()).isEqualTo(503);
+    assertThat(late.headers().firstValue("retry-after")).hasValue("1");
+    assertThat(JSON.readTree(late.body()).path("error").path("type").asText())
+        .isEqualTo("gateway_stopping");
+    try (InputStream in = stream.body()) {
+      assertThat(new String(in.readAllBytes(), StandardCharsets.UTF_8)).endsWith("data: [DONE]\n\n");
+    }
+    closing.join(DEADLINE.toMillis());
+    assertThat(closing.isAlive()).as("closed once the stream ended").isFalse();
+    assertThat(outcomes.failures).isEmpty();
+    // the stream completed with its usage; requests turned away were never routed
+    assertThat(outcomes.completions).hasSize(1 + servedBeforeTheStop.get())
+        .anySatisfy(u -> assertThat(u.completionTokens()).isEqualTo(40));
+  }
+
+  @Test
   void aRejectionTheClientMayRetryCarriesRetryAfter() throws Exception {
     // 503 (no endpoint) and 429 (shed) tell the client to come back; the Spring and Envoy
     // gateways say when (Retry-After: 1), this one said nothing, and a 400 must not say it

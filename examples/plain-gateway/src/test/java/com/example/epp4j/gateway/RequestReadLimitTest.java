@@ -12,9 +12,7 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -41,17 +39,9 @@ class RequestReadLimitTest {
     try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       replica = s.getLocalPort(); // nothing listens there: /v1/models gets 502
     }
-    Process p = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java")
-        .toString(), "-Xmx128m", "-Dsun.net.httpserver.maxReqTime=1",
-        "-cp", System.getProperty("java.class.path"), Main.class.getName(),
-        "--port", "0", "--endpoints", "127.0.0.1:" + replica)
-        .redirectError(ProcessBuilder.Redirect.DISCARD).start();
-    try {
-      BufferedReader out = new BufferedReader(
-          new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
-      String line = out.readLine();
-      assertThat(line).contains("listening on :");
-      int port = Integer.parseInt(line.replaceAll(".*listening on :(\\d+).*", "$1"));
+    try (GatewayProcess g = GatewayProcess.start(List.of("-Dsun.net.httpserver.maxReqTime=1"),
+        "--port", "0", "--endpoints", "127.0.0.1:" + replica)) {
+      int port = g.port;
 
       // a body shorter than its Content-Length: the request cannot be routed
       assertThat(closedAfter(port, "POST /v1/completions HTTP/1.1\r\nHost: gw\r\n"
@@ -72,11 +62,6 @@ class RequestReadLimitTest {
         String status = new BufferedReader(new InputStreamReader(s.getInputStream(),
             StandardCharsets.US_ASCII)).readLine();
         assertThat(status).as("the gateway still answers").startsWith("HTTP/1.1 502");
-      }
-    } finally {
-      p.destroy();
-      if (!p.waitFor(10, TimeUnit.SECONDS)) {
-        p.destroyForcibly();
       }
     }
   }
