@@ -62,6 +62,8 @@ public final class Main {
   static final class GatewayCommand implements Callable<Integer> {
     /** How long a stopping gateway lets requests in progress finish: under Kubernetes' 30 s. */
     static final Duration SHUTDOWN_GRACE = Duration.ofSeconds(25);
+    /** {@link PlainGateway.Options#DEFAULT_STREAM_IDLE_TIMEOUT}, as an annotation can hold it. */
+    static final int DEFAULT_STREAM_IDLE_SECONDS = 300;
 
     @Spec CommandSpec spec;
 
@@ -77,6 +79,13 @@ public final class Main {
     @Option(names = "--config", paramLabel = "FILE",
         description = "an EndpointPickerConfig YAML file; default: the EPP default profile")
     @Nullable Path config;
+
+    @Option(names = "--stream-idle-timeout-s", paramLabel = "N",
+        defaultValue = "" + DEFAULT_STREAM_IDLE_SECONDS, converter = PositiveConverter.class,
+        description = "seconds a replica may send nothing while its answer is relayed; then the "
+            + "client's answer is cut off and the request counts as failed; default "
+            + "${DEFAULT-VALUE}")
+    int streamIdleSeconds;
 
     /** The running gateway, once started. */
     @Nullable PlainGateway gateway;
@@ -106,7 +115,8 @@ public final class Main {
         return 2;
       }
       try {
-        gateway = new PlainGateway(new InetSocketAddress(port), router);
+        gateway = new PlainGateway(new InetSocketAddress(port), router, PlainGateway.Options
+            .defaults().withStreamIdleTimeout(Duration.ofSeconds(streamIdleSeconds)));
       } catch (IOException e) { // the gateway has closed the router
         spec.commandLine().getErr().println(
             "plain-gateway: cannot listen on --port " + port + ": " + e.getMessage());

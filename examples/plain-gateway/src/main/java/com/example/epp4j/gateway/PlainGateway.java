@@ -49,7 +49,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Every routed request reports exactly one outcome to its {@link RoutingDecision}: completion
  * when the replica's answer ended (reported before the client sees the end, so a client's next
  * request finds the counters released), failure when the replica could not be reached, answered
- * 5xx or broke off, when the client went away, or when anything in between threw.
+ * 5xx, broke off or sent nothing for {@link Options#streamIdleTimeout()} mid-answer, when the
+ * client went away, or when anything in between threw.
  *
  * <p>Run it with {@link Main}; see the module's README.
  */
@@ -66,10 +67,47 @@ public final class PlainGateway implements AutoCloseable {
    */
   public static final long MAX_REQUEST_SECONDS = 60;
 
+  /**
+   * The gateway's own settings; {@link #defaults()} gives the documented defaults.
+   *
+   * @param streamIdleTimeout how long a replica may send nothing while its answer is relayed,
+   *     from its status line to the answer's end, before the gateway gives up on it: the client's
+   *     connection is dropped (a cut-off answer) and the decision fails. Default
+   *     {@link #DEFAULT_STREAM_IDLE_TIMEOUT}.
+   */
+  public record Options(Duration streamIdleTimeout) {
+    /**
+     * Five minutes, Envoy's default {@code stream_idle_timeout}: a replica streams tokens every
+     * few milliseconds, but the first one may come only after the request has queued and been
+     * prefilled, which under load legitimately takes long.
+     */
+    public static final Duration DEFAULT_STREAM_IDLE_TIMEOUT = Duration.ofMinutes(5);
+
+    public Options {
+      java.util.Objects.requireNonNull(streamIdleTimeout, "streamIdleTimeout");
+      if (streamIdleTimeout.isNegative() || streamIdleTimeout.isZero()) {
+        throw new IllegalArgumentException(
+            "streamIdleTimeout must be above zero, was " + streamIdleTimeout);
+      }
+    }
+
+    /** Every setting at its default. */
+    public static Options defaults() {
+      return new Options(DEFAULT_STREAM_IDLE_TIMEOUT);
+    }
+
+    public Options withStreamIdleTimeout(Duration timeout) {
+      return new Options(timeout);
+    }
+  }
+
   private final Router router;
+  private final Options options;
   private final MetricsScraper scraper;
   private final HttpServer server;
   private final ExecutorService executor;
+  /** Runs the stream idle checks ({@link IdleWatch}). */
+  private final java.util.concurrent.ScheduledExecutorService idleTimer;
   private final AtomicInteger modelsTurn = new AtomicInteger();
   private final AtomicBoolean closed = new AtomicBoolean();
   /** Requests being handled, each until its answer has ended. */
@@ -129,10 +167,20 @@ public final class PlainGateway implements AutoCloseable {
 
   /**
    * A gateway on {@code address} routing with a router you built (a config file, listeners,
-   * knobs). The gateway takes the router over: it closes it in {@link #close()}, or at once when
-   * it cannot listen on {@code address}.
+   * knobs), with {@link Options#defaults()}. The gateway takes the router over: it closes it in
+   * {@link #close()}, or at once when it cannot listen on {@code address}.
    */
   public PlainGateway(InetSocketAddress address, Router router) throws IOException {
+    this(address, router, Options.defaults());
+  }
+
+  /**
+   * A gateway on {@code address} routing with a router you built and with {@code options}. The
+   * gateway takes the router over, as {@link #PlainGateway(InetSocketAddress, Router)} does.
+   */
+  public PlainGateway(InetSocketAddress address, Router router, Options options)
+      throws IOException {
+    java.util.Objects.requireNonNull(options, "options");
     try {
       this.server = HttpServer.create(address, 0); // before any thread starts
     } catch (IOException e) {
@@ -140,6 +188,7 @@ public final class PlainGateway implements AutoCloseable {
       throw e;
     }
     this.router = router;
+    this.options = options;
     long maxAge;
     try {
       maxAge = router.inFlightMaxAge().toNanos();
@@ -148,6 +197,16 @@ public final class PlainGateway implements AutoCloseable {
     }
     this.renewEveryNanos = Math.max(1, maxAge / 4);
     this.scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
+    java.util.concurrent.ScheduledThreadPoolExecutor timer =
+        new java.util.concurrent.ScheduledThreadPoolExecutor(1, r -> {
+          Thread t = new Thread(r, "plain-gateway-stream-idle");
+          t.setDaemon(true);
+          return t;
+        });
+    // every relayed answer cancels its check when it ends, mostly long before it was due: a
+    // cancelled check leaves the queue at once instead of piling up for the whole timeout
+    timer.setRemoveOnCancelPolicy(true);
+    this.idleTimer = timer;
     server.createContext("/v1/", this::handle);
     // every other path: the JDK server's own 404 is an HTML page
     server.createContext("/", PlainGateway::unknownPath);
@@ -169,6 +228,11 @@ public final class PlainGateway implements AutoCloseable {
 
   public Router router() {
     return router;
+  }
+
+  /** The settings the gateway was built with. */
+  public Options options() {
+    return options;
   }
 
   /**
@@ -392,7 +456,98 @@ public final class PlainGateway implements AutoCloseable {
     // closing the answer's stream early (client gone) closes the replica's connection, which
     // makes vLLM abort the request instead of generating for nobody
     try (InputStream in = resp.body()) {
-      relay(ex, d, target, resp.statusCode(), resp.headers(), in, receivedNanos, sentNanos);
+      IdleWatch idle = new IdleWatch(in, options.streamIdleTimeout(), idleTimer);
+      try {
+        relay(ex, d, target, resp.statusCode(), resp.headers(), in, idle, receivedNanos,
+            sentNanos);
+      } finally {
+        idle.end();
+      }
+    }
+  }
+
+  /**
+   * Closes a relayed answer's stream when the replica has sent nothing for the stream idle
+   * timeout: the relaying thread's blocked read then fails, instead of waiting (with the client)
+   * for as long as the replica keeps its connection open. One check is pending per answer,
+   * due when the timeout would run out, and put off again while bytes keep arriving.
+   */
+  private static final class IdleWatch implements Runnable {
+    private final InputStream in;
+    private final long limitNanos;
+    private final java.util.concurrent.ScheduledExecutorService timer;
+    private volatile long lastNanos = System.nanoTime();
+    private volatile boolean fired;
+    private boolean ended; // guarded by this
+    private java.util.concurrent.@Nullable ScheduledFuture<?> pending; // guarded by this
+
+    IdleWatch(InputStream in, Duration limit,
+        java.util.concurrent.ScheduledExecutorService timer) {
+      this.in = in;
+      long nanos;
+      try {
+        nanos = limit.toNanos();
+      } catch (ArithmeticException forever) {
+        nanos = Long.MAX_VALUE / 2; // no limit in practice, and no overflow below
+      }
+      this.limitNanos = nanos;
+      this.timer = timer;
+      schedule(limitNanos);
+    }
+
+    /** Bytes of the answer arrived at {@code nanos}. */
+    void arrived(long nanos) {
+      lastNanos = nanos;
+    }
+
+    /** Whether the timeout ran out and the stream was closed for it. */
+    boolean fired() {
+      return fired;
+    }
+
+    /** The timeout, as an error message says it: {@code 300 s}, {@code 250 ms}. */
+    String limit() {
+      long ms = java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(limitNanos);
+      return ms % 1000 == 0 ? ms / 1000 + " s" : ms + " ms";
+    }
+
+    @Override
+    public void run() {
+      long idle = System.nanoTime() - lastNanos;
+      if (idle < limitNanos) {
+        schedule(limitNanos - idle); // bytes came meanwhile: check again when it could run out
+        return;
+      }
+      synchronized (this) {
+        if (ended) {
+          return;
+        }
+        fired = true;
+      }
+      try {
+        in.close(); // cancels the replica's answer and closes its connection
+      } catch (IOException alreadyBroken) {
+        // the read fails either way
+      }
+    }
+
+    private synchronized void schedule(long delayNanos) {
+      if (ended) {
+        return;
+      }
+      try {
+        pending = timer.schedule(this, delayNanos, java.util.concurrent.TimeUnit.NANOSECONDS);
+      } catch (java.util.concurrent.RejectedExecutionException closing) {
+        // the gateway is closing, which stops the relaying threads itself
+      }
+    }
+
+    /** The answer has ended: no more checks. */
+    synchronized void end() {
+      ended = true;
+      if (pending != null) {
+        pending.cancel(false);
+      }
     }
   }
 
@@ -425,7 +580,7 @@ public final class PlainGateway implements AutoCloseable {
   }
 
   private void relay(HttpExchange ex, RoutingDecision d, Endpoint target, int status,
-      HttpHeaders replica, InputStream in, long receivedNanos, long sentNanos)
+      HttpHeaders replica, InputStream in, IdleWatch idle, long receivedNanos, long sentNanos)
       throws IOException {
     java.util.Optional<String> contentType = replica.firstValue("content-type");
     relayHeaders(replica, ex);
@@ -456,9 +611,20 @@ public final class PlainGateway implements AutoCloseable {
     long renewedNanos = receivedNanos;
     for (;;) {
       int n;
+      IOException broken = null;
       try {
         n = in.read(buf);
       } catch (IOException e) {
+        n = -1;
+        broken = e;
+      }
+      if (n < 0 && idle.fired()) {
+        // the stream was closed for being idle: however the read ended, the answer is not whole
+        broken = new IOException("upstream " + target.id() + " sent nothing for "
+            + idle.limit() + " (stream idle timeout)", broken);
+      }
+      if (broken != null) {
+        IOException e = broken;
         if (usage != null) {
           usage.finish(); // the stream has ended: its last line ends here, line end or not
           if (usage.sawDone()) {
@@ -474,6 +640,7 @@ public final class PlainGateway implements AutoCloseable {
         break;
       }
       long readNanos = System.nanoTime();
+      idle.arrived(readNanos);
       if (status < 300) {
         d.onFirstToken(); // only the first call counts; an error body is not a token
       }
@@ -765,6 +932,7 @@ public final class PlainGateway implements AutoCloseable {
     }
     server.stop(0);
     executor.shutdownNow();
+    idleTimer.shutdownNow();
     scraper.close();
     router.close();
   }

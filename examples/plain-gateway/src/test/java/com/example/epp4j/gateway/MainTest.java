@@ -36,6 +36,8 @@ class MainTest {
       "--endpoints 127.0.0.1:x                  | --endpoints",
       "--endpoints 127.0.0.1:8001 --config /no/such/file.yaml | --config",
       "--endpoints 127.0.0.1:8001 --bogus       | --bogus",
+      "--endpoints 127.0.0.1:8001 --stream-idle-timeout-s 0 | --stream-idle-timeout-s",
+      "--endpoints 127.0.0.1:8001 --stream-idle-timeout-s x | --stream-idle-timeout-s",
       "stand-in --ttft-ms -1                    | --ttft-ms",
       "stand-in --kv-blocks 0                   | --kv-blocks",
       "stand-in --max-threads 0                 | --max-threads",
@@ -72,6 +74,16 @@ class MainTest {
   }
 
   @Test
+  void theStreamIdleTimeoutReachesTheGateway() {
+    CommandLine gatewayCli = commandLine();
+    assertThat(gatewayCli.execute("--port", "0", "--endpoints", "127.0.0.1:8001",
+        "--stream-idle-timeout-s", "7")).isZero();
+    try (PlainGateway gateway = ((Main.GatewayCommand) gatewayCli.getCommand()).gateway) {
+      assertThat(gateway.options().streamIdleTimeout()).isEqualTo(Duration.ofSeconds(7));
+    }
+  }
+
+  @Test
   void startsTheStandInAndTheGatewayInFrontOfIt() throws Exception {
     CommandLine standInCli = commandLine();
     assertThat(standInCli.execute("stand-in", "--port", "0", "--model", "qwen3", "--ttft-ms", "0",
@@ -84,6 +96,8 @@ class MainTest {
           .isZero();
       try (PlainGateway gateway = ((Main.GatewayCommand) gatewayCli.getCommand()).gateway) {
         assertThat(out.toString()).contains("listening on :" + gateway.port());
+        assertThat(gateway.options().streamIdleTimeout())
+            .isEqualTo(PlainGateway.Options.DEFAULT_STREAM_IDLE_TIMEOUT);
         HttpClient client = HttpClient.newHttpClient();
         URI base = URI.create("http://127.0.0.1:" + gateway.port());
         HttpResponse<String> models = client.send(HttpRequest.newBuilder(base.resolve("/v1/models"))

@@ -448,6 +448,52 @@ class PlainGatewayTest {
   }
 
   @Test
+  void replicaThatGoesSilentMidStreamIsGivenUpAfterTheStreamIdleTimeout() throws Exception {
+    // a replica that sends a token, then nothing, and keeps its connection open: the client and
+    // a gateway thread waited as long as the connection stayed open, the decision in flight
+    CountDownLatch testOver = new CountDownLatch(1);
+    open.add(testOver::countDown); // before the replica stops: its handler is waiting on this
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("content-type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      ex.getResponseBody().write("data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
+          .getBytes(StandardCharsets.UTF_8));
+      ex.getResponseBody().flush();
+      try {
+        testOver.await();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      ex.close();
+    });
+    Router router = Router.builder().endpoints(List.of(at(port))).listener(outcomes).build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router,
+        PlainGateway.Options.defaults().withStreamIdleTimeout(Duration.ofMillis(300)));
+    HttpResponse<InputStream> r = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(DEADLINE).POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"qwen3\","
+            + "\"prompt\":\"hi\",\"stream\":true}")).build(),
+        HttpResponse.BodyHandlers.ofInputStream());
+    assertThat(r.statusCode()).isEqualTo(200);
+    java.util.concurrent.CompletableFuture<Throwable> end =
+        java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+          try (InputStream in = r.body()) {
+            in.readAllBytes();
+            return new AssertionError("the answer ended cleanly, as if whole");
+          } catch (IOException cutOff) {
+            return cutOff;
+          }
+        });
+    assertThat(end.get(DEADLINE.toMillis(), TimeUnit.MILLISECONDS))
+        .as("the client's answer is cut off").isInstanceOf(IOException.class);
+    await("the gateway reports the request failed", () -> outcomes.failures.size() == 1);
+    assertThat(outcomes.failures.get(0)).hasMessageContaining("stream idle timeout")
+        .hasMessageContaining(at(port).id());
+    assertThat(outcomes.completions).isEmpty();
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void replicaThatBreaksOffAfterDataDoneCompletesTheDecisionAndTheAnswer() throws Exception {
     // a server-sent stream is whole at data: [DONE] (clients stop reading there); a replica whose
     // connection broke after it had sent the whole answer was counted as a failed request, and
