@@ -310,7 +310,7 @@ public final class PlainGateway implements AutoCloseable {
       URI asked = ex.getRequestURI();
       String target = asked.getRawPath()
           + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery());
-      proxy(ex, d, target, headers, body, receivedNanos);
+      proxy(ex, d, target, forwardable(ex.getRequestHeaders()), body, receivedNanos);
     } catch (Throwable t) {
       // proxy reports every outcome it foresees; this catches what it does not (a listener or
       // a bug that threw) so that the decision never stays in flight. A decision ignores every
@@ -376,8 +376,9 @@ public final class PlainGateway implements AutoCloseable {
    * order (pickers name fallbacks with {@code maxNumOfEndpoints} > 1); the client gets 502 when
    * none answers, and the last endpoint's refusal when every one refused.
    */
-  private void proxy(HttpExchange ex, RoutingDecision d, String path, Map<String, String> headers,
-      byte[] body, long receivedNanos) throws IOException {
+  private void proxy(HttpExchange ex, RoutingDecision d, String path,
+      Map<String, List<String>> clientHeaders, byte[] body, long receivedNanos)
+      throws IOException {
     List<Endpoint> targets = d.endpoints();
     HttpResponse<InputStream> resp = null;
     Endpoint target = targets.get(0);
@@ -403,16 +404,22 @@ public final class PlainGateway implements AutoCloseable {
         return;
       }
       fwd.timeout(Duration.ofMinutes(10)) // until the status line: a long prefill is legitimate
-          .header("content-type", "application/json")
-          .header(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue())
           .POST(HttpRequest.BodyPublishers.ofByteArray(body));
-      String auth = headers.get("Authorization");
+      // the client's end-to-end headers: Authorization (a replica started with --api-key checks
+      // it), trace context, request IDs, ...; not those a routing plugin asked to remove
+      java.util.Set<String> removed = d.removedRequestHeaders();
+      for (Map.Entry<String, List<String>> h : clientHeaders.entrySet()) {
+        if (!removed.contains(h.getKey())) {
+          for (String v : h.getValue()) {
+            addIfAllowed(fwd, h.getKey(), v);
+          }
+        }
+      }
+      fwd.setHeader("content-type", "application/json")
+          .setHeader(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue());
       // what the routing plugins asked for (p2p-source-producer's KV cache source), read for
       // this attempt: after a fallback a value may name the endpoint now tried
       Map<String, String> asked = d.requestHeaders();
-      if (auth != null && !d.removedRequestHeaders().contains("authorization")) {
-        fwd.header("authorization", auth); // a replica started with --api-key checks it
-      }
       Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
       if (prefill != null) {
         fwd.header(PdProfileHandler.PREFILLER_HEADER, prefill.id());
@@ -554,6 +561,62 @@ public final class PlainGateway implements AutoCloseable {
   /** A replica's status that says it did not serve the request and another may: 429, 503. */
   private static boolean refused(int status) {
     return status == 429 || status == 503;
+  }
+
+  /**
+   * Request headers of the client's that the gateway does not forward: hop-by-hop ones (RFC 9110
+   * section 7.6.1, with {@code http2-settings} of an h2c upgrade, and
+   * {@code proxy-authorization}, meant for the gateway), those the HTTP client writes for its own
+   * connection ({@code host}, {@code content-length}, {@code expect}), and {@code content-type},
+   * which the gateway sets to {@code application/json} itself. {@code accept-encoding} is not
+   * forwarded either: the gateway reads each answer's usage as it passes, which it could not in
+   * a compressed answer.
+   */
+  private static final java.util.Set<String> NOT_FORWARDED = java.util.Set.of("connection",
+      "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+      "http2-settings", "proxy-authorization", "host", "content-length", "expect",
+      "content-type", "accept-encoding");
+
+  /**
+   * The client's request headers that go on to the replica, names in lower case: its end-to-end
+   * headers ({@code authorization}, {@code traceparent} and {@code tracestate},
+   * {@code x-request-id}, {@code user-agent}, ...) without those in {@link #NOT_FORWARDED}, those
+   * the client's {@code Connection} header names, the gateway's own routing headers
+   * ({@code x-gateway-destination-endpoint*} and {@code x-prefiller-host-port}, which only the
+   * gateway may set), and values the HTTP client could not send.
+   */
+  static Map<String, List<String>> forwardable(com.sun.net.httpserver.Headers client) {
+    java.util.Set<String> hopByHop = new java.util.HashSet<>(NOT_FORWARDED);
+    List<String> connection = client.get("Connection");
+    if (connection != null) {
+      for (String named : connection) {
+        for (String token : named.split(",")) {
+          hopByHop.add(token.strip().toLowerCase(java.util.Locale.ROOT));
+        }
+      }
+    }
+    Map<String, List<String>> out = new java.util.LinkedHashMap<>();
+    client.forEach((name, values) -> {
+      String lower = name.toLowerCase(java.util.Locale.ROOT);
+      if (hopByHop.contains(lower) || lower.startsWith(RoutingDecision.DESTINATION_HEADER)
+          || lower.equals(PdProfileHandler.PREFILLER_HEADER)) {
+        return;
+      }
+      List<String> kept = values.stream().filter(PlainGateway::isFieldValue).toList();
+      if (!kept.isEmpty()) {
+        out.put(lower, kept);
+      }
+    });
+    return out;
+  }
+
+  /** Adds a client's header to the forwarded request, or leaves it out as the HTTP client asks. */
+  private static void addIfAllowed(HttpRequest.Builder fwd, String name, String value) {
+    try {
+      fwd.header(name, value);
+    } catch (IllegalArgumentException refused) {
+      // a name the HTTP client manages or cannot send: the request goes without it
+    }
   }
 
   /**
@@ -720,8 +783,8 @@ public final class PlainGateway implements AutoCloseable {
   /**
    * Passes {@code GET /v1/models} to one replica (taking turns), trying the next when one cannot
    * be reached or answers 5xx; when every one that answered gave a 5xx, the last such answer is
-   * relayed. OpenAI clients call it before anything else. {@code Authorization} goes with it,
-   * as with routed requests.
+   * relayed. OpenAI clients call it before anything else. The client's end-to-end headers go
+   * with it ({@link #forwardable}), {@code Authorization} among them, as with routed requests.
    */
   /** How long a replica has to answer {@code /v1/models} in full before the next one is asked. */
   private static final Duration MODELS_TIMEOUT = Duration.ofSeconds(5);
@@ -729,7 +792,8 @@ public final class PlainGateway implements AutoCloseable {
   private void models(HttpExchange ex) throws IOException {
     URI asked = ex.getRequestURI();
     String target = asked.getRawPath() + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery());
-    String auth = ex.getRequestHeaders().getFirst("authorization");
+    // Authorization among them: a replica started with --api-key checks /v1/models too
+    Map<String, List<String>> clientHeaders = forwardable(ex.getRequestHeaders());
     List<Candidate> pool = router.endpoints();
     int start = Math.floorMod(modelsTurn.getAndIncrement(), Math.max(1, pool.size()));
     HttpResponse<byte[]> refused = null;
@@ -743,8 +807,10 @@ public final class PlainGateway implements AutoCloseable {
         continue; // a host the JDK's HTTP client takes no request for (see proxy): as unreachable
       }
       req.timeout(MODELS_TIMEOUT).GET();
-      if (auth != null) { // a replica started with --api-key checks /v1/models too
-        req.header("authorization", auth);
+      for (Map.Entry<String, List<String>> h : clientHeaders.entrySet()) {
+        for (String v : h.getValue()) {
+          addIfAllowed(req, h.getKey(), v);
+        }
       }
       // the request's timeout ends when the status line arrives (on Java 17): a replica that
       // then stops sending its body would hold this thread for good, so the whole answer gets

@@ -847,6 +847,74 @@ class PlainGatewayTest {
   }
 
   @Test
+  void theClientsEndToEndHeadersReachTheReplicaAndItsHopByHopOnesDoNot() throws Exception {
+    // trace context and request IDs went no further than the gateway: a replica's logs and
+    // traces could not be tied to the client's request
+    java.util.Map<String, com.sun.net.httpserver.Headers> received =
+        new java.util.concurrent.ConcurrentHashMap<>();
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      com.sun.net.httpserver.Headers copy = new com.sun.net.httpserver.Headers();
+      copy.putAll(ex.getRequestHeaders());
+      received.put(ex.getRequestURI().getPath(), copy);
+      byte[] ok = (ex.getRequestURI().getPath().equals("/v1/models")
+          ? "{\"object\":\"list\",\"data\":[]}"
+          : "{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}")
+          .getBytes(StandardCharsets.UTF_8);
+      ex.getResponseHeaders().set("content-type", "application/json");
+      ex.sendResponseHeaders(200, ok.length);
+      ex.getResponseBody().write(ok);
+      ex.close();
+    });
+    startGateway(outcomes, at(port));
+    String body = completion("hi");
+    String traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    String endToEnd = "Traceparent: " + traceparent + "\r\n"
+        + "Tracestate: congo=t61rcWkgMzE\r\n"
+        + "X-Request-Id: req-42\r\n"
+        + "X-Multi: one\r\nX-Multi: two\r\n"
+        + "Authorization: Bearer sk-client\r\n";
+    String notForwarded = "Connection: keep-alive, X-Hop\r\n"
+        + "X-Hop: for-the-gateway\r\n"
+        + "Keep-Alive: timeout=5\r\n"
+        + "Proxy-Authorization: Basic Z3c6Z3c=\r\n"
+        + "Accept-Encoding: gzip\r\n"
+        // the gateway's own routing headers: a client must not pick the endpoint or KV source
+        + "X-Gateway-Destination-Endpoint: 10.0.0.1:1\r\n"
+        + "X-Prefiller-Host-Port: 10.0.0.9:1\r\n";
+    for (String request : List.of(
+        "POST /v1/completions HTTP/1.1\r\nHost: gw.example\r\nContent-Type: text/plain\r\n"
+            + "Content-Length: " + body.length() + "\r\n" + endToEnd + notForwarded + "\r\n"
+            + body,
+        "GET /v1/models HTTP/1.1\r\nHost: gw.example\r\n" + endToEnd + notForwarded + "\r\n")) {
+      try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+          gateway.port())) {
+        socket.setSoTimeout((int) DEADLINE.toMillis());
+        assertThat(exchange(socket.getOutputStream(), socket.getInputStream(), request))
+            .startsWith("HTTP/1.1 200");
+      }
+    }
+    for (String path : List.of("/v1/completions", "/v1/models")) {
+      com.sun.net.httpserver.Headers h = received.get(path);
+      assertThat(h).as(path).isNotNull();
+      assertThat(h.getFirst("traceparent")).as(path).isEqualTo(traceparent);
+      assertThat(h.getFirst("tracestate")).as(path).isEqualTo("congo=t61rcWkgMzE");
+      assertThat(h.getFirst("x-request-id")).as(path).isEqualTo("req-42");
+      assertThat(h.get("x-multi")).as(path).containsExactly("one", "two");
+      assertThat(h.getFirst("authorization")).as(path).isEqualTo("Bearer sk-client");
+      assertThat(h.getFirst("host")).as(path).isEqualTo(at(port).id());
+      for (String dropped : List.of("x-hop", "keep-alive", "proxy-authorization",
+          "accept-encoding", "x-prefiller-host-port")) {
+        assertThat(h.containsKey(dropped)).as("%s: %s", path, dropped).isFalse();
+      }
+    }
+    com.sun.net.httpserver.Headers routed = received.get("/v1/completions");
+    assertThat(routed.getFirst("content-type")).isEqualTo("application/json");
+    assertThat(routed.get("x-gateway-destination-endpoint")).containsExactly(at(port).id());
+    assertThat(received.get("/v1/models").containsKey("x-gateway-destination-endpoint")).isFalse();
+  }
+
+  @Test
   void badBodyIs400AndDeadReplicaIs502() throws Exception {
     startGateway(outcomes, at(portWithNothingListening()));
     HttpResponse<String> bad = post("/v1/completions", "{\"model\":");
