@@ -87,6 +87,13 @@ public final class Main {
             + "${DEFAULT-VALUE}")
     int streamIdleSeconds;
 
+    @Option(names = "--max-concurrent-requests", paramLabel = "N",
+        defaultValue = "" + PlainGateway.Options.DEFAULT_MAX_CONCURRENT_REQUESTS,
+        converter = PositiveConverter.class,
+        description = "requests handled at once, each on a thread of its own until its answer "
+            + "ends; more get 503 gateway_overloaded with Retry-After; default ${DEFAULT-VALUE}")
+    int maxConcurrentRequests;
+
     /** The running gateway, once started. */
     @Nullable PlainGateway gateway;
 
@@ -115,8 +122,8 @@ public final class Main {
         return 2;
       }
       try {
-        gateway = new PlainGateway(new InetSocketAddress(port), router, PlainGateway.Options
-            .defaults().withStreamIdleTimeout(Duration.ofSeconds(streamIdleSeconds)));
+        gateway = new PlainGateway(new InetSocketAddress(port), router,
+            new PlainGateway.Options(Duration.ofSeconds(streamIdleSeconds), maxConcurrentRequests));
       } catch (IOException e) { // the gateway has closed the router
         spec.commandLine().getErr().println(
             "plain-gateway: cannot listen on --port " + port + ": " + e.getMessage());

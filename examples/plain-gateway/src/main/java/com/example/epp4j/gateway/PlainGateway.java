@@ -32,7 +32,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Level;
@@ -74,8 +73,13 @@ public final class PlainGateway implements AutoCloseable {
    *     from its status line to the answer's end, before the gateway gives up on it: the client's
    *     connection is dropped (a cut-off answer) and the decision fails. Default
    *     {@link #DEFAULT_STREAM_IDLE_TIMEOUT}.
+   * @param maxConcurrentRequests how many requests the gateway handles at once, each on a thread
+   *     of its own from reading it to the end of its answer (a stream holds its thread until it
+   *     ends); a request beyond them gets 503 {@code gateway_overloaded} with
+   *     {@code Retry-After}. Idle keep-alive connections hold no thread. Default
+   *     {@link #DEFAULT_MAX_CONCURRENT_REQUESTS}.
    */
-  public record Options(Duration streamIdleTimeout) {
+  public record Options(Duration streamIdleTimeout, int maxConcurrentRequests) {
     /**
      * Five minutes, Envoy's default {@code stream_idle_timeout}: a replica streams tokens every
      * few milliseconds, but the first one may come only after the request has queued and been
@@ -83,21 +87,35 @@ public final class PlainGateway implements AutoCloseable {
      */
     public static final Duration DEFAULT_STREAM_IDLE_TIMEOUT = Duration.ofMinutes(5);
 
+    /**
+     * 1,024, as many as the stand-in's threads: four vLLM replicas' worth of full batches at
+     * vLLM's default {@code max_num_seqs} of 256, with the threads' stacks still bounded.
+     */
+    public static final int DEFAULT_MAX_CONCURRENT_REQUESTS = 1024;
+
     public Options {
       java.util.Objects.requireNonNull(streamIdleTimeout, "streamIdleTimeout");
       if (streamIdleTimeout.isNegative() || streamIdleTimeout.isZero()) {
         throw new IllegalArgumentException(
             "streamIdleTimeout must be above zero, was " + streamIdleTimeout);
       }
+      if (maxConcurrentRequests < 1) {
+        throw new IllegalArgumentException(
+            "maxConcurrentRequests must be 1 or more, was " + maxConcurrentRequests);
+      }
     }
 
     /** Every setting at its default. */
     public static Options defaults() {
-      return new Options(DEFAULT_STREAM_IDLE_TIMEOUT);
+      return new Options(DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS);
     }
 
     public Options withStreamIdleTimeout(Duration timeout) {
-      return new Options(timeout);
+      return new Options(timeout, maxConcurrentRequests);
+    }
+
+    public Options withMaxConcurrentRequests(int max) {
+      return new Options(streamIdleTimeout, max);
     }
   }
 
@@ -106,6 +124,16 @@ public final class PlainGateway implements AutoCloseable {
   private final MetricsScraper scraper;
   private final HttpServer server;
   private final ExecutorService executor;
+  /**
+   * Answers the requests beyond {@link Options#maxConcurrentRequests()} with 503: a few threads
+   * and a bounded queue, so that a flood of requests starts no more threads than that. When it
+   * is full too, the JDK server closes the connection without an answer.
+   */
+  private final java.util.concurrent.ThreadPoolExecutor overflow;
+  /** Threads of the overflow executor, and only those, turn their requests away. */
+  private static final int OVERFLOW_THREADS = 4;
+  private static final int OVERFLOW_QUEUE = 1024;
+  private static final ThreadLocal<Boolean> TURNED_AWAY = ThreadLocal.withInitial(() -> false);
   /** Runs the stream idle checks ({@link IdleWatch}). */
   private final java.util.concurrent.ScheduledExecutorService idleTimer;
   private final AtomicInteger modelsTurn = new AtomicInteger();
@@ -210,10 +238,43 @@ public final class PlainGateway implements AutoCloseable {
     server.createContext("/v1/", this::handle);
     // every other path: the JDK server's own 404 is an HTML page
     server.createContext("/", PlainGateway::unknownPath);
-    // one thread per open request: a streamed answer holds its thread until it ends
-    this.executor = Executors.newCachedThreadPool();
-    server.setExecutor(executor);
+    // one thread per open request, up to the limit: a streamed answer holds its thread until it
+    // ends. No queue: a request beyond the limit is handed to the overflow threads at once.
+    java.util.concurrent.ThreadPoolExecutor handlers = new java.util.concurrent.ThreadPoolExecutor(
+        0, options.maxConcurrentRequests(), 60, java.util.concurrent.TimeUnit.SECONDS,
+        new java.util.concurrent.SynchronousQueue<>(), named("plain-gateway-", false));
+    this.executor = handlers;
+    this.overflow = new java.util.concurrent.ThreadPoolExecutor(OVERFLOW_THREADS,
+        OVERFLOW_THREADS, 60, java.util.concurrent.TimeUnit.SECONDS,
+        new java.util.concurrent.ArrayBlockingQueue<>(OVERFLOW_QUEUE),
+        named("plain-gateway-overflow-", true));
+    overflow.allowCoreThreadTimeOut(true);
+    server.setExecutor(exchange -> {
+      try {
+        handlers.execute(exchange);
+      } catch (java.util.concurrent.RejectedExecutionException full) {
+        // every handler thread is busy: answered 503 by an overflow thread; when that is full
+        // too (or the gateway is closing), the exception makes the server close the connection
+        overflow.execute(() -> {
+          TURNED_AWAY.set(true);
+          try {
+            exchange.run();
+          } finally {
+            TURNED_AWAY.set(false);
+          }
+        });
+      }
+    });
     server.start();
+  }
+
+  private static java.util.concurrent.ThreadFactory named(String prefix, boolean daemon) {
+    AtomicInteger n = new AtomicInteger();
+    return r -> {
+      Thread t = new Thread(r, prefix + n.incrementAndGet());
+      t.setDaemon(daemon);
+      return t;
+    };
   }
 
   /** Reports each routed request's own time to {@code listener} (replacing any earlier one). */
@@ -249,6 +310,13 @@ public final class PlainGateway implements AutoCloseable {
         // the gateway is draining: this client should try another replica of the gateway
         ex.getResponseHeaders().set("connection", "close");
         replyError(ex, 503, "gateway_stopping", "gateway is stopping");
+        ex.close();
+        return;
+      }
+      if (TURNED_AWAY.get()) {
+        // every handler thread is busy; the body is not read (the server drains or drops it)
+        replyError(ex, 503, "gateway_overloaded", "the gateway is handling "
+            + options.maxConcurrentRequests() + " requests, its limit; try again shortly");
         ex.close();
         return;
       }
@@ -998,6 +1066,7 @@ public final class PlainGateway implements AutoCloseable {
     }
     server.stop(0);
     executor.shutdownNow();
+    overflow.shutdownNow();
     idleTimer.shutdownNow();
     scraper.close();
     router.close();

@@ -38,6 +38,7 @@ class MainTest {
       "--endpoints 127.0.0.1:8001 --bogus       | --bogus",
       "--endpoints 127.0.0.1:8001 --stream-idle-timeout-s 0 | --stream-idle-timeout-s",
       "--endpoints 127.0.0.1:8001 --stream-idle-timeout-s x | --stream-idle-timeout-s",
+      "--endpoints 127.0.0.1:8001 --max-concurrent-requests 0 | --max-concurrent-requests",
       "stand-in --ttft-ms -1                    | --ttft-ms",
       "stand-in --kv-blocks 0                   | --kv-blocks",
       "stand-in --max-threads 0                 | --max-threads",
@@ -74,12 +75,12 @@ class MainTest {
   }
 
   @Test
-  void theStreamIdleTimeoutReachesTheGateway() {
+  void theGatewaysOptionsReachTheGateway() {
     CommandLine gatewayCli = commandLine();
     assertThat(gatewayCli.execute("--port", "0", "--endpoints", "127.0.0.1:8001",
-        "--stream-idle-timeout-s", "7")).isZero();
+        "--stream-idle-timeout-s", "7", "--max-concurrent-requests", "3")).isZero();
     try (PlainGateway gateway = ((Main.GatewayCommand) gatewayCli.getCommand()).gateway) {
-      assertThat(gateway.options().streamIdleTimeout()).isEqualTo(Duration.ofSeconds(7));
+      assertThat(gateway.options()).isEqualTo(new PlainGateway.Options(Duration.ofSeconds(7), 3));
     }
   }
 
@@ -96,8 +97,7 @@ class MainTest {
           .isZero();
       try (PlainGateway gateway = ((Main.GatewayCommand) gatewayCli.getCommand()).gateway) {
         assertThat(out.toString()).contains("listening on :" + gateway.port());
-        assertThat(gateway.options().streamIdleTimeout())
-            .isEqualTo(PlainGateway.Options.DEFAULT_STREAM_IDLE_TIMEOUT);
+        assertThat(gateway.options()).isEqualTo(PlainGateway.Options.defaults());
         HttpClient client = HttpClient.newHttpClient();
         URI base = URI.create("http://127.0.0.1:" + gateway.port());
         HttpResponse<String> models = client.send(HttpRequest.newBuilder(base.resolve("/v1/models"))

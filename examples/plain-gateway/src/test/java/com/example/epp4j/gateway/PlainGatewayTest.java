@@ -494,6 +494,60 @@ class PlainGatewayTest {
   }
 
   @Test
+  void requestsBeyondTheLimitAreTurnedAwayWith503UntilAThreadIsFree() throws Exception {
+    // the gateway started a thread for every request it was sent, without limit: a flood of
+    // requests (or of slow streams) made it start threads until memory ran out
+    CountDownLatch release = new CountDownLatch(1);
+    open.add(release::countDown); // before the replica stops: its handler is waiting on this
+    AtomicInteger asked = new AtomicInteger();
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("content-type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      ex.getResponseBody().write(TOKEN_AND_USAGE.getBytes(StandardCharsets.UTF_8));
+      ex.getResponseBody().flush();
+      if (asked.incrementAndGet() == 1) { // the first stream goes on until the test says
+        try {
+          release.await();
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+      ex.getResponseBody().write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
+      ex.close();
+    });
+    Router router = Router.builder().endpoints(List.of(at(port))).listener(outcomes).build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router,
+        PlainGateway.Options.defaults().withMaxConcurrentRequests(1));
+    HttpResponse<InputStream> held = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(DEADLINE).POST(HttpRequest.BodyPublishers.ofString(completion("first")))
+        .build(), HttpResponse.BodyHandlers.ofInputStream());
+    assertThat(held.statusCode()).isEqualTo(200);
+
+    HttpResponse<String> over = post("/v1/completions", completion("second"));
+    assertThat(over.statusCode()).isEqualTo(503);
+    assertThat(over.headers().firstValue("retry-after")).hasValue("1");
+    assertThat(JSON.readTree(over.body()).path("error").path("type").asText())
+        .isEqualTo("gateway_overloaded");
+    assertThat(asked).as("the request turned away was not forwarded").hasValue(1);
+
+    release.countDown();
+    try (InputStream in = held.body()) {
+      assertThat(new String(in.readAllBytes(), StandardCharsets.UTF_8)).endsWith("[DONE]\n\n");
+    }
+    // the thread is free again once the first answer has ended
+    await("a request is served again", () -> {
+      try {
+        return post("/v1/completions", completion("third")).statusCode() == 200;
+      } catch (Exception e) {
+        throw new AssertionError(e);
+      }
+    });
+    assertThat(outcomes.failures).isEmpty();
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void replicaThatBreaksOffAfterDataDoneCompletesTheDecisionAndTheAnswer() throws Exception {
     // a server-sent stream is whole at data: [DONE] (clients stop reading there); a replica whose
     // connection broke after it had sent the whole answer was counted as a failed request, and
