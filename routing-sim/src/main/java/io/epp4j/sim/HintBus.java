@@ -24,8 +24,14 @@ import org.jspecify.annotations.Nullable;
 final class HintBus {
   /** The publisher's flush interval of {@code redis-replication}'s defaults. */
   static final long FLUSH_INTERVAL_NANOS = 2_000_000L;
-  /** {@code redis-replication}'s default heartbeat. */
+  /** {@code redis-replication}'s default heartbeat; a whole number of flush intervals. */
   static final long HEARTBEAT_NANOS = 1_000_000_000L;
+
+  static {
+    if (HEARTBEAT_NANOS % FLUSH_INTERVAL_NANOS != 0) {
+      throw new AssertionError("the heartbeat must fall on a flush");
+    }
+  }
 
   /** Schedules a delivery in simulated time. */
   interface Scheduler {
@@ -140,5 +146,40 @@ final class HintBus {
       });
     }
     return nowNanos + FLUSH_INTERVAL_NANOS;
+  }
+
+  /**
+   * Whether the last flush left nothing to send: every router's own in-flight figures were 0
+   * (and the others were told so). Until one of them routes a request, every flush, heartbeats
+   * included, sends nothing.
+   */
+  boolean quiet() {
+    for (Map<String, long[]> m : sent) {
+      if (!m.isEmpty()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Leaves out the flushes due at {@code due}, {@code due + FLUSH_INTERVAL_NANOS}, ... before
+   * {@code later} (a later flush time on the same grid), which a {@link #quiet} bus would run
+   * for nothing: the heartbeats among them would have sent nothing but moved the next heartbeat
+   * on, so it is moved as they would have moved it, and the flushes that follow are the ones
+   * that would have run.
+   */
+  void skipFlushes(long due, long later) {
+    if (!quiet()) {
+      throw new IllegalStateException("flushes skipped while figures are in flight");
+    }
+    // the first skipped flush at or after the next heartbeat is one; every heartbeat after it
+    // falls on a flush, HEARTBEAT_NANOS later
+    long first = nextHeartbeat - due <= 0 ? due
+        : due + (nextHeartbeat - due + FLUSH_INTERVAL_NANOS - 1) / FLUSH_INTERVAL_NANOS
+            * FLUSH_INTERVAL_NANOS;
+    if (first - later < 0) {
+      nextHeartbeat = first + ((later - 1 - first) / HEARTBEAT_NANOS + 1) * HEARTBEAT_NANOS;
+    }
   }
 }

@@ -106,8 +106,16 @@ public final class Simulation {
   /** The link the KV of a disaggregated request crosses. */
   private KvLink kvLink = KvLink.rdma400g();
 
-  private final PriorityQueue<Event> events = new PriorityQueue<>(
-      (a, b) -> a.time != b.time ? Long.compare(a.time, b.time) : Long.compare(a.seq, b.seq));
+  private static final java.util.Comparator<Event> ORDER =
+      (a, b) -> a.time != b.time ? Long.compare(a.time, b.time) : Long.compare(a.seq, b.seq);
+  /** Events that are not periodic: arrivals, steps, deliveries, transfers. */
+  private final PriorityQueue<Event> events = new PriorityQueue<>(ORDER);
+  /**
+   * The periodic events (the next scrape, the next flush), apart so that the next event of
+   * {@link #events} is the next thing that can change what a scrape or a flush sees. The loop
+   * takes both queues in one (time, sequence) order.
+   */
+  private final PriorityQueue<Event> ticks = new PriorityQueue<>(ORDER);
   private long seq;
   private long now;
 
@@ -134,8 +142,9 @@ public final class Simulation {
   private final Samples routingWarm = new Samples();
   private List<Set<String>> sessionsPerReplica = List.of();
   private int completed;
-  /** Scrapes made; idle stretches are skipped unless a test turns that off. */
+  /** Scrapes and hint flushes made; idle stretches are skipped unless a test turns that off. */
   private long scrapes;
+  private long flushes;
   private boolean skipIdleScrapes = true;
   private int rejected;
   private int routerRejected;
@@ -291,7 +300,10 @@ public final class Simulation {
     return this;
   }
 
-  /** For tests: scrape at every tick even while nothing happens (the outcome must not change). */
+  /**
+   * For tests: scrape (and flush the hint bus) at every tick even while nothing happens (the
+   * outcome must not change).
+   */
   Simulation scrapeEveryTick() {
     this.skipIdleScrapes = false;
     return this;
@@ -300,6 +312,11 @@ public final class Simulation {
   /** Scrapes the last {@link #run} made. */
   long scrapes() {
     return scrapes;
+  }
+
+  /** Hint bus flushes the last {@link #run} made (0 without a replicated bus). */
+  long flushes() {
+    return flushes;
   }
 
   public PolicyResult run() {
@@ -421,8 +438,10 @@ public final class Simulation {
     int[] finished = new int[replicas.length];
     long nextProgress = System.nanoTime() + 2_000_000_000L;
     long processed = 0;
-    while (!events.isEmpty()) {
-      Event ev = events.poll();
+    while (!events.isEmpty() || !ticks.isEmpty()) {
+      Event ev = ticks.isEmpty()
+          || (!events.isEmpty() && ORDER.compare(events.peek(), ticks.peek()) < 0)
+          ? events.poll() : ticks.poll();
       now = ev.time;
       if (ev.type != SCRAPE && ev.type != FLUSH) {
         pendingWork--;
@@ -439,8 +458,9 @@ public final class Simulation {
         case KV_ARRIVED -> Objects.requireNonNull(ev.action, "transfer without a request").run();
         case FLUSH -> {
           long next = Objects.requireNonNull(b, "flush without a hint bus").flushInFlight(now);
+          flushes++;
           if (completed + rejected < total && pendingWork > 0) {
-            push(next, FLUSH, 0, 0, null);
+            push(nextFlush(b, next), FLUSH, 0, 0, null);
           }
         }
         case GPU_DONE -> gpuDone(ev, finished);
@@ -473,17 +493,42 @@ public final class Simulation {
    * for more than two intervals, the next scrape is the last tick before that event. The router
    * then holds the same figures, stamped with the same time, as if every tick had run (a tick
    * at the event's own time came after the event, and still does), and idle simulated time (a
-   * trace's gaps, slow Poisson arrivals, long think times) costs no wall time. Not with a hint
-   * bus, whose flushes are periodic events of their own that may schedule deliveries.
+   * trace's gaps, slow Poisson arrivals, long think times) costs no wall time. A hint bus's
+   * flushes are periodic too and change no replica's figures; its deliveries are events.
    */
   private long nextScrape() {
-    long interval = settings.scrapeIntervalNanos();
+    return lastTickBeforeNextEvent(settings.scrapeIntervalNanos());
+  }
+
+  /**
+   * When the hint bus's next flush is due, {@code due} unless it is {@link HintBus#quiet}: then
+   * no router has anything in flight, and until an event routes or finishes a request every
+   * flush would send nothing, so the next one is the last tick before that event, as for
+   * scrapes. The heartbeats of the flushes left out are accounted for by the bus.
+   */
+  private long nextFlush(HintBus b, long due) {
+    if (!b.quiet()) {
+      return due;
+    }
+    long at = lastTickBeforeNextEvent(HintBus.FLUSH_INTERVAL_NANOS);
+    if (at - due > 0) {
+      b.skipFlushes(due, at);
+    }
+    return at;
+  }
+
+  /**
+   * {@code now} plus the whole number of {@code interval}s (at least one) that ends last before
+   * the next event that is not periodic; {@code now + interval} when none is pending or idle
+   * time is not skipped.
+   */
+  private long lastTickBeforeNextEvent(long interval) {
     Event next = events.peek();
-    if (!skipIdleScrapes || bus != null || next == null) {
+    if (!skipIdleScrapes || next == null) {
       return now + interval;
     }
-    long ticks = Math.max(1, (next.time - now - 1) / interval);
-    return now + ticks * interval;
+    long n = Math.max(1, (next.time - now - 1) / interval);
+    return now + n * interval;
   }
 
   /** A GPU finished some replicas' work: their steps end after each one's step overhead. */
@@ -687,10 +732,13 @@ public final class Simulation {
   }
 
   private void push(long time, int type, int index, long version, @Nullable RequestSpec spec) {
-    if (type != SCRAPE && type != FLUSH) {
+    Event e = new Event(time, seq++, type, index, version, spec, null);
+    if (type == SCRAPE || type == FLUSH) {
+      ticks.add(e);
+    } else {
       pendingWork++;
+      events.add(e);
     }
-    events.add(new Event(time, seq++, type, index, version, spec, null));
   }
 
   private void push(long time, int type, Runnable action) {
