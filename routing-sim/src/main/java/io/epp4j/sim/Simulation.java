@@ -257,11 +257,6 @@ public final class Simulation {
   }
 
   /**
-   * Runs the simulation to the last request.
-   *
-   * @throws io.epp4j.core.ConfigException when the policy's configuration cannot be loaded
-   */
-  /**
    * One served request, as {@code --requests-csv} writes it: where it went, when it arrived
    * (simulated seconds), its time to first token and end to end, its prompt, the part of it the
    * replica had cached when it was first admitted, its output, how often it was preempted, and
@@ -319,6 +314,13 @@ public final class Simulation {
     return flushes;
   }
 
+  /**
+   * Runs the simulation to the last request.
+   *
+   * @throws io.epp4j.core.ConfigException when the policy's configuration cannot be loaded
+   * @throws Workload.ArrivalTooLate when the workload would submit a request later than the
+   *     simulated clock holds ({@link Workload#MAX_ARRIVAL_NANOS})
+   */
   public PolicyResult run() {
     createKvIndexes();
     List<Endpoint> endpoints = createReplicas();
