@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.net.ConnectException;
@@ -13,9 +14,12 @@ import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
@@ -50,6 +54,10 @@ public final class LoadGenerator {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Latencies are recorded in microseconds up to an hour, three significant digits. */
   private static final long MAX_MICROS = TimeUnit.HOURS.toMicros(1);
+  /** The failure kind of a dialog's turns left unsent after a turn too long for the context. */
+  static final String GIVEN_UP = "given up";
+  /** The bytes of a 400's body read to tell a context-length refusal from other bad requests. */
+  private static final int ERROR_BODY_BYTES = 8192;
 
   static {
     // vLLM closes a keep-alive connection after 5 s idle; the JDK's client keeps idle connections
@@ -101,7 +109,8 @@ public final class LoadGenerator {
    * @param errors       failed requests by kind: {@code http <status>}, {@code connect},
    *     {@code timeout}, {@code stream cut} (the connection ended before {@code [DONE]}),
    *     {@code stream error} (an error event in the stream, or a line longer than 1 MiB, which
-   *     is not buffered further), {@code io} (any other I/O error)
+   *     is not buffered further), {@code io} (any other I/O error), {@code given up} (the later
+   *     turns of a dialog ended by a 400 for a turn longer than the model's context: not sent)
    * @param itlP95Ms     inter-token latency p95 (target time)
    */
   public record Result(PolicyResult result, int sent, Map<String, Integer> errors,
@@ -227,6 +236,8 @@ public final class LoadGenerator {
     // guarded by lock
     private int pending;
     private int sent;
+    /** Later turns of dialogs that outgrew the context: counted as failed, never sent. */
+    private int givenUp;
     private int finished;
     private long lastFinishNanos;
     private long promptTokens;
@@ -270,7 +281,7 @@ public final class LoadGenerator {
     /** Called with {@code lock} held (from begin or onFinished). */
     @Override
     public void submit(long atNanos, RequestSpec spec) {
-      if (sent >= settings.maxRequests()) {
+      if (sent + givenUp >= settings.maxRequests()) {
         return; // the cap: the workload's later requests are not sent
       }
       sent++;
@@ -343,9 +354,18 @@ public final class LoadGenerator {
               .add(x.spec.sessionKey());
         }
         // a failed request ends too: closed loops and dialogs go on, as a benchmark client does
-        // (a dialog without the failed exchange in its history: no reply came)
+        // (a dialog without the failed exchange in its history: no reply came), but a dialog
+        // whose turn the server refused as longer than the context ends, as in the simulator:
+        // every later turn carries that one and is longer still
         if (error != null) {
-          run.onRejected(x.spec, false, nowWorkloadNanos(), this);
+          int later = run.onRejected(x.spec, x.tooLong, nowWorkloadNanos(), this);
+          // within the cap, as if they had been sent and refused
+          int counted = Math.min(later, Math.max(0, settings.maxRequests() - sent - givenUp));
+          if (counted > 0) {
+            givenUp += counted;
+            finished += counted;
+            errors.merge(GIVEN_UP, counted, Integer::sum);
+          }
         } else if (x.generatedCount == x.spec.outputLength()) {
           run.onFinished(x.spec, x.generated, nowWorkloadNanos(), this);
         } else {
@@ -441,6 +461,59 @@ public final class LoadGenerator {
   }
 
   /**
+   * Whether a 400's body says that the request is longer than the model's context: vLLM's
+   * "This model's maximum context length is ..." (prompt, or prompt and {@code max_tokens},
+   * too long), its V1 engine's "... longer than the maximum model length of ...", or the
+   * {@code context_length_exceeded} code of OpenAI's API.
+   */
+  static boolean contextLengthExceeded(String body) {
+    String b = body.toLowerCase(Locale.ROOT);
+    return b.contains("maximum context length") || b.contains("maximum model length")
+        || b.contains("context_length_exceeded");
+  }
+
+  /**
+   * The body of a 400: keeps its first {@link #ERROR_BODY_BYTES} bytes and fails the request
+   * as {@code http 400} when it ends, marked {@link Exchange#tooLong} when it says so.
+   */
+  private static final class ErrorBody implements Flow.Subscriber<List<ByteBuffer>> {
+    private final Exchange x;
+    private final ByteArrayOutputStream kept = new ByteArrayOutputStream();
+
+    ErrorBody(Exchange x) {
+      this.x = x;
+    }
+
+    @Override
+    public void onSubscribe(Flow.Subscription s) {
+      s.request(Long.MAX_VALUE);
+    }
+
+    @Override
+    public void onNext(List<ByteBuffer> buffers) {
+      for (ByteBuffer b : buffers) {
+        int n = Math.min(b.remaining(), ERROR_BODY_BYTES - kept.size());
+        if (n > 0) {
+          byte[] bytes = new byte[n];
+          b.get(bytes);
+          kept.write(bytes, 0, n);
+        }
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      x.fail("http 400");
+    }
+
+    @Override
+    public void onComplete() {
+      x.tooLong = contextLengthExceeded(kept.toString(StandardCharsets.UTF_8));
+      x.fail("http 400");
+    }
+  }
+
+  /**
    * One request on the wire: reads the SSE lines as they arrive and finishes exactly once, on
    * the end of the stream, an error, or the timer.
    */
@@ -463,6 +536,8 @@ public final class LoadGenerator {
     boolean sawDone;
     @Nullable String streamError;
     @Nullable String destination;
+    /** A 400 that says the request is longer than the model's context. */
+    volatile boolean tooLong;
     private volatile Flow.@Nullable Subscription subscription;
     private volatile java.util.concurrent.@Nullable ScheduledFuture<?> deadline;
 
@@ -488,6 +563,10 @@ public final class LoadGenerator {
 
     HttpResponse.BodySubscriber<Void> bodySubscriber(HttpResponse.ResponseInfo info) {
       destination = info.headers().firstValue("x-gateway-destination-endpoint").orElse(null);
+      if (info.statusCode() == 400) {
+        // a 400 says why in its body: read its start to know whether the turn was too long
+        return HttpResponse.BodySubscribers.fromSubscriber(new ErrorBody(this));
+      }
       if (info.statusCode() != 200) {
         fail("http " + info.statusCode());
         return HttpResponse.BodySubscribers.replacing(null);

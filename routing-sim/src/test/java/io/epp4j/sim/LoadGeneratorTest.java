@@ -327,6 +327,75 @@ class LoadGeneratorTest {
     assertThat(prompts).containsExactly(192, 192, 192);
   }
 
+  /**
+   * A dialog that outgrows the model's context ends there, over HTTP as in process: the turn the
+   * server refuses with vLLM's context-length 400 is a failure, the turns after it (which would
+   * carry it and be longer still) are not sent and count as given up, so completed + failed is
+   * the workload's total, as requests + rejected is in the simulator.
+   */
+  @Test
+  void aDialogWhoseTurnIsTooLongForTheContextEndsThere() throws Exception {
+    int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
+    // turns of 20,000 + 5,100 tokens each: the second ends at 30,200, the third would at 35,300
+    MultiTurnWorkload mt = new MultiTurnWorkload(1, 5, 20_000, LengthDist.fixed(5_000),
+        LengthDist.fixed(100), 0.01, 0);
+    assertThat(maxLen).isBetween(30_200, 35_299);
+    EmulatedReplicas r = replicas(1);
+    LoadGenerator g = generator(url(r.httpPort(0)), Duration.ofSeconds(20), Integer.MAX_VALUE);
+    LoadGenerator.Result res = g.run(mt, "outgrown");
+    assertThat(res.sent()).isEqualTo(3);
+    assertThat(res.result().requests()).isEqualTo(2);
+    assertThat(res.errors()).isEqualTo(Map.of("http 400", 1, LoadGenerator.GIVEN_UP, 2));
+    assertThat(res.result().requests() + res.failed()).isEqualTo(mt.dialogs() * mt.turns());
+
+    PolicyResult inProcess = new Simulation(new Simulation.Settings(
+        HardwareProfile.qwen3H100Mps6(), 1, 1, 50_000_000, null), mt, Policy.ROUND_ROBIN, null)
+        .run();
+    assertThat(inProcess.requests()).isEqualTo(res.result().requests());
+    assertThat(inProcess.rejectedRequests()).isEqualTo(res.failed());
+
+    // with --max-requests the turns given up count within the cap
+    LoadGenerator.Result capped = generator(url(r.httpPort(0)), Duration.ofSeconds(20), 4)
+        .run(mt, "outgrown, capped");
+    assertThat(capped.sent()).isEqualTo(3);
+    assertThat(capped.errors()).isEqualTo(Map.of("http 400", 1, LoadGenerator.GIVEN_UP, 1));
+  }
+
+  /** Only a 400 that says the context is exceeded ends a dialog; any other goes on. */
+  @Test
+  void aContextLengthRefusalIsToldFromOtherBadRequests() throws Exception {
+    assertThat(LoadGenerator.contextLengthExceeded("{\"error\":{\"message\":\"This model's"
+        + " maximum context length is 32768 tokens. However, you requested 35300 tokens\"}}"))
+        .isTrue();
+    assertThat(LoadGenerator.contextLengthExceeded("{\"error\":{\"message\":\"The decoder"
+        + " prompt (length 40000) is longer than the maximum model length of 32768.\"}}"))
+        .isTrue();
+    assertThat(LoadGenerator.contextLengthExceeded(
+        "{\"error\":{\"code\":\"context_length_exceeded\"}}")).isTrue();
+    assertThat(LoadGenerator.contextLengthExceeded(
+        "{\"error\":{\"message\":\"field 'stream' must be a boolean\"}}")).isFalse();
+
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    List<Integer> prompts = java.util.Collections.synchronizedList(new ArrayList<>());
+    server.createContext("/v1/completions", ex -> {
+      prompts.add(JSON.readTree(ex.getRequestBody()).get("prompt").size());
+      byte[] b = "{\"error\":{\"message\":\"field 'ignore_eos' is not known\",\"code\":400}}"
+          .getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(400, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+    open.add(() -> server.stop(0));
+    MultiTurnWorkload mt = new MultiTurnWorkload(1, 3, 160, LengthDist.fixed(32),
+        LengthDist.fixed(48), 0.01, 0);
+    LoadGenerator.Result res = generator(url(server.getAddress().getPort()),
+        Duration.ofSeconds(5), Integer.MAX_VALUE).run(mt, "bad requests");
+    assertThat(res.errors()).isEqualTo(Map.of("http 400", 3));
+    assertThat(prompts).hasSize(3);
+  }
+
   @Test
   void aStreamThatStaysOpenAfterDoneCountsAsCompletedNotAsATimeout() throws Exception {
     // the answer ends with [DONE] but the body never closes (chunked, no last chunk)
