@@ -548,6 +548,7 @@ public final class Main {
     int gateways = 1;
     boolean replicated;
     double replicationDelayMs = DEFAULT_REPLICATION_DELAY_MS;
+    private boolean replicationDelayGiven;
     long seed = 1;
     int requests = -1;
     double scrapeIntervalMs = 50;
@@ -658,6 +659,14 @@ public final class Main {
         replicas = n;
       } else if (kvLinkGiven) {
         warnings.add("--kv-link has no effect: only a --pd cluster moves KV between replicas");
+      }
+      // hints are shared only between the routers of several gateways
+      if (replicated && gateways == 1) {
+        warnings.add("--shared-state replicated has no effect: one gateway has no other router"
+            + " to share hints with (add --gateways N, N at least 2)");
+      } else if (replicationDelayGiven && !(replicated && gateways > 1)) {
+        warnings.add("--replication-delay-ms has no effect: only the routers of --gateways N"
+            + " with --shared-state replicated share hints");
       }
       if (maxSeqs > 0 || maxBatched > 0) {
         profile = profile.withEngineLimits(maxBatched > 0 ? maxBatched : profile.maxNumBatchedTokens(),
@@ -781,7 +790,10 @@ public final class Main {
           }
           replicated = v.equals("replicated");
         }
-        case "--replication-delay-ms" -> replicationDelayMs = doubleArg(name, v, 0, 3_600_000);
+        case "--replication-delay-ms" -> {
+          replicationDelayMs = doubleArg(name, v, 0, 3_600_000);
+          replicationDelayGiven = true;
+        }
         case "--seed" -> seed = longArg(name, v);
         case "--requests" -> requests = intArg(name, v, 1, 10_000_000);
         case "--scrape-interval" -> scrapeIntervalMs = doubleArg(name, v, 0.001, 3_600_000);

@@ -101,6 +101,33 @@ class MainTest {
     assertThat(cli.stderr()).doesNotContain("--requests has no effect");
   }
 
+  /**
+   * Hint sharing needs several gateways: --shared-state replicated or --replication-delay-ms on
+   * a run that has no routers to share between changed nothing, without a word.
+   */
+  @Test
+  void hintSharingOptionsWithoutSeveralGatewaysAreNamed() throws Exception {
+    assertThat(Main.Options.parse(new String[] {"--shared-state", "replicated"}).warnings)
+        .containsExactly("--shared-state replicated has no effect: one gateway has no other"
+            + " router to share hints with (add --gateways N, N at least 2)");
+    assertThat(Main.Options.parse(new String[] {"--gateways", "3",
+        "--replication-delay-ms", "5"}).warnings)
+        .containsExactly("--replication-delay-ms has no effect: only the routers of --gateways"
+            + " N with --shared-state replicated share hints");
+    assertThat(Main.Options.parse(new String[] {"--replication-delay-ms", "5"}).warnings)
+        .hasSize(1);
+    assertThat(Main.Options.parse(new String[] {"--gateways", "2", "--shared-state",
+        "replicated", "--replication-delay-ms", "5"}).warnings).isEmpty();
+    assertThat(Main.Options.parse(new String[] {"--gateways", "2", "--shared-state", "none"})
+        .warnings).isEmpty();
+
+    // on stderr, even with --quiet, and the run goes on
+    int code = cli.run("--quiet", "--scenario", "multi-turn", "--policies", "round-robin",
+        "--dialogs", "2", "--turns", "1", "--shared-state", "replicated");
+    assertThat(code).as(cli.stderr()).isZero();
+    assertThat(cli.stderr()).contains("warning: --shared-state replicated has no effect");
+  }
+
   @Test
   void optionsOfTheScenariosRunGiveNoWarning() {
     int code = cli.run(with("--quiet", "--policies", "round-robin"));
