@@ -428,8 +428,9 @@ public final class LoadGenerator {
     }
   }
 
+  /** NaN without samples, as {@link Samples#percentile}. */
   private static double ms(Histogram h, double percentile) {
-    return h.getTotalCount() == 0 ? 0 : h.getValueAtPercentile(percentile) / 1e3;
+    return h.getTotalCount() == 0 ? Double.NaN : h.getValueAtPercentile(percentile) / 1e3;
   }
 
   /** The recorded TTFTs as sorted milliseconds, for the chart (HdrHistogram's precision). */

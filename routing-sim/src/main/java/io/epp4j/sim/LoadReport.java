@@ -117,7 +117,11 @@ public final class LoadReport {
           o.put("failedRequests", r.failed());
           o.set("errors", m.valueToTree(r.errors()));
           o.put("wallSeconds", Math.round(r.result().wallSeconds() * 1000) / 1000.0);
-          o.put("itlP95Ms", Math.round(r.itlP95Ms() * 100) / 100.0);
+          if (Double.isNaN(r.itlP95Ms())) {
+            o.putNull("itlP95Ms"); // no inter-token gap was measured
+          } else {
+            o.put("itlP95Ms", Math.round(r.itlP95Ms() * 100) / 100.0);
+          }
         }
       }
       for (Map.Entry<String, Object> e : extra.entrySet()) {

@@ -7,6 +7,10 @@ package io.epp4j.sim;
  * {@code outputTokensPerSec}, {@code requests}, {@code preemptions},
  * {@code maxSessionsPerReplica}, {@code routingP99Micros}, {@code clippedRequests}) are stable.
  *
+ * <p>A latency figure (TTFT, ITL, E2E percentiles, routing times, P/D transfer times) is NaN
+ * when the run has no sample of it: ITL when every output is one token, all of them when no
+ * request was served. The table prints {@code –}, the JSON {@code null}, the CSV an empty field.
+ *
  * @param rejectedRequests requests that were never served: refused by the router, or longer than
  *     the model's context (refused before routing, as vLLM answers 400), including the later
  *     turns of a dialog that outgrew it; with {@code requests}, every request of the run
@@ -90,10 +94,12 @@ public record PolicyResult(
    * wall-clock ones (routing times, wall seconds), the TTFT samples included.
    */
   public boolean sameOutcomeAs(PolicyResult other) {
-    return prefixCacheHitRate == other.prefixCacheHitRate && ttftP50Ms == other.ttftP50Ms
-        && ttftP95Ms == other.ttftP95Ms && ttftP99Ms == other.ttftP99Ms
-        && itlP50Ms == other.itlP50Ms && e2eP50Ms == other.e2eP50Ms && e2eP95Ms == other.e2eP95Ms
-        && outputTokensPerSec == other.outputTokensPerSec && requests == other.requests
+    // figures without samples are NaN, which == never finds equal
+    return same(prefixCacheHitRate, other.prefixCacheHitRate) && same(ttftP50Ms, other.ttftP50Ms)
+        && same(ttftP95Ms, other.ttftP95Ms) && same(ttftP99Ms, other.ttftP99Ms)
+        && same(itlP50Ms, other.itlP50Ms) && same(e2eP50Ms, other.e2eP50Ms)
+        && same(e2eP95Ms, other.e2eP95Ms)
+        && same(outputTokensPerSec, other.outputTokensPerSec) && requests == other.requests
         && preemptions == other.preemptions && evictions == other.evictions
         && maxRequestsPerReplica == other.maxRequestsPerReplica
         && meanRequestsPerReplica == other.meanRequestsPerReplica
@@ -103,5 +109,9 @@ public record PolicyResult(
         && routerRejectedRequests == other.routerRejectedRequests
         && simulatedSeconds == other.simulatedSeconds && pd.equals(other.pd)
         && java.util.Arrays.equals(ttftCdfMs, other.ttftCdfMs);
+  }
+
+  private static boolean same(double a, double b) {
+    return Double.compare(a, b) == 0 || a == b;
   }
 }

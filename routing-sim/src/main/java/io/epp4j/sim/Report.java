@@ -110,9 +110,8 @@ public final class Report {
               r.meanRequestsPerReplica()),
           String.format(Locale.ROOT, "%d/%.1f", r.maxSessionsPerReplica(),
               r.meanSessionsPerReplica()),
-          String.format(Locale.ROOT, "%.0f/%.0f", r.routingMeanMicros(), r.routingP99Micros()),
-          String.format(Locale.ROOT, "%.0f/%.0f", r.routingWarmMeanMicros(),
-              r.routingWarmP99Micros()),
+          micros(r.routingMeanMicros()) + "/" + micros(r.routingP99Micros()),
+          micros(r.routingWarmMeanMicros()) + "/" + micros(r.routingWarmP99Micros()),
           Integer.toString(r.clippedRequests())});
     }
     alignPairs(rows);
@@ -186,8 +185,16 @@ public final class Report {
     return note;
   }
 
+  /** A figure without samples (NaN): none printed. */
+  static final String NO_FIGURE = "–";
+
+  private static String micros(double v) {
+    return Double.isNaN(v) ? NO_FIGURE : String.format(Locale.ROOT, "%.0f", v);
+  }
+
   static String ms(double v) {
-    return v >= 10_000 ? String.format(Locale.ROOT, "%.1fs", v / 1000)
+    return Double.isNaN(v) ? NO_FIGURE
+        : v >= 10_000 ? String.format(Locale.ROOT, "%.1fs", v / 1000)
         : v >= 100 ? String.format(Locale.ROOT, "%.0fms", v)
         : String.format(Locale.ROOT, "%.1fms", v);
   }
@@ -240,12 +247,12 @@ public final class Report {
         ObjectNode o = rs.addObject();
         o.put("policy", r.policy());
         o.put("prefixCacheHitRate", round(r.prefixCacheHitRate(), 4));
-        o.put("ttftP50Ms", round(r.ttftP50Ms(), 2));
-        o.put("ttftP95Ms", round(r.ttftP95Ms(), 2));
-        o.put("ttftP99Ms", round(r.ttftP99Ms(), 2));
-        o.put("itlP50Ms", round(r.itlP50Ms(), 2));
-        o.put("e2eP50Ms", round(r.e2eP50Ms(), 2));
-        o.put("e2eP95Ms", round(r.e2eP95Ms(), 2));
+        putNumber(o, "ttftP50Ms", round(r.ttftP50Ms(), 2));
+        putNumber(o, "ttftP95Ms", round(r.ttftP95Ms(), 2));
+        putNumber(o, "ttftP99Ms", round(r.ttftP99Ms(), 2));
+        putNumber(o, "itlP50Ms", round(r.itlP50Ms(), 2));
+        putNumber(o, "e2eP50Ms", round(r.e2eP50Ms(), 2));
+        putNumber(o, "e2eP95Ms", round(r.e2eP95Ms(), 2));
         o.put("outputTokensPerSec", round(r.outputTokensPerSec(), 1));
         o.put("requests", r.requests());
         o.put("preemptions", r.preemptions());
@@ -254,10 +261,10 @@ public final class Report {
         o.put("meanRequestsPerReplica", round(r.meanRequestsPerReplica(), 2));
         o.put("maxSessionsPerReplica", r.maxSessionsPerReplica());
         o.put("meanSessionsPerReplica", round(r.meanSessionsPerReplica(), 2));
-        o.put("routingMeanMicros", round(r.routingMeanMicros(), 1));
-        o.put("routingP99Micros", round(r.routingP99Micros(), 1));
-        o.put("routingWarmMeanMicros", round(r.routingWarmMeanMicros(), 1));
-        o.put("routingWarmP99Micros", round(r.routingWarmP99Micros(), 1));
+        putNumber(o, "routingMeanMicros", round(r.routingMeanMicros(), 1));
+        putNumber(o, "routingP99Micros", round(r.routingP99Micros(), 1));
+        putNumber(o, "routingWarmMeanMicros", round(r.routingWarmMeanMicros(), 1));
+        putNumber(o, "routingWarmP99Micros", round(r.routingWarmP99Micros(), 1));
         o.put("clippedRequests", r.clippedRequests());
         o.put("rejectedRequests", r.rejectedRequests());
         o.put("routerRejectedRequests", r.routerRejectedRequests());
@@ -269,9 +276,9 @@ public final class Report {
           pn.put("disaggregatedRequests", pd.disaggregated());
           pn.put("transferredTokens", pd.transferredTokens());
           pn.put("decodeHitTokens", pd.decodeHitTokens());
-          pn.put("transferMeanMs", round(pd.transferMeanMs(), 3));
-          pn.put("transferP95Ms", round(pd.transferP95Ms(), 3));
-          pn.put("itlP95Ms", round(pd.itlP95Ms(), 2));
+          putNumber(pn, "transferMeanMs", round(pd.transferMeanMs(), 3));
+          putNumber(pn, "transferP95Ms", round(pd.transferP95Ms(), 3));
+          putNumber(pn, "itlP95Ms", round(pd.itlP95Ms(), 2));
         }
       }
     }
@@ -365,13 +372,14 @@ public final class Report {
     for (ScenarioResult s : scenarios) {
       for (PolicyResult r : s.results()) {
         sb.append(String.format(Locale.ROOT,
-            "%s,%s,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.1f,%d,%d,%d,%d,%.2f,%d,%.2f,%.1f,%.1f,%d,%d,%.3f",
-            s.scenario(), csvField(r.policy()), r.prefixCacheHitRate(), r.ttftP50Ms(), r.ttftP95Ms(),
-            r.ttftP99Ms(), r.itlP50Ms(), r.e2eP50Ms(), r.e2eP95Ms(), r.outputTokensPerSec(),
+            "%s,%s,%.4f,%s,%s,%s,%s,%s,%s,%.1f,%d,%d,%d,%d,%.2f,%d,%.2f,%s,%s,%d,%d,%.3f",
+            s.scenario(), csvField(r.policy()), r.prefixCacheHitRate(), csvNumber(r.ttftP50Ms(), 2),
+            csvNumber(r.ttftP95Ms(), 2), csvNumber(r.ttftP99Ms(), 2), csvNumber(r.itlP50Ms(), 2),
+            csvNumber(r.e2eP50Ms(), 2), csvNumber(r.e2eP95Ms(), 2), r.outputTokensPerSec(),
             r.requests(), r.preemptions(), r.evictions(), r.maxRequestsPerReplica(),
             r.meanRequestsPerReplica(), r.maxSessionsPerReplica(), r.meanSessionsPerReplica(),
-            r.routingMeanMicros(), r.routingP99Micros(), r.clippedRequests(),
-            r.rejectedRequests(), r.simulatedSeconds()));
+            csvNumber(r.routingMeanMicros(), 1), csvNumber(r.routingP99Micros(), 1),
+            r.clippedRequests(), r.rejectedRequests(), r.simulatedSeconds()));
         sb.append(',').append(s.loadLevel());
         if (run != null) {
           StringBuilder load = new StringBuilder();
@@ -381,12 +389,17 @@ public final class Report {
               csvField(run.profile()), run.scrapeIntervalMs(), csvField(run.version()),
               csvField(load.toString())));
         }
-        sb.append(String.format(Locale.ROOT, ",%.1f,%.1f", r.routingWarmMeanMicros(),
-            r.routingWarmP99Micros()));
+        sb.append(',').append(csvNumber(r.routingWarmMeanMicros(), 1))
+            .append(',').append(csvNumber(r.routingWarmP99Micros(), 1));
         sb.append('\n');
       }
     }
     return sb.toString();
+  }
+
+  /** A number with {@code digits} decimals, or an empty field for a figure without samples. */
+  static String csvNumber(double v, int digits) {
+    return Double.isNaN(v) ? "" : String.format(Locale.ROOT, "%." + digits + "f", v);
   }
 
   /** Quotes a field when it holds a comma, quote or line break (RFC 4180). */

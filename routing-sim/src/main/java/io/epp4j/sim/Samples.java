@@ -20,19 +20,24 @@ final class Samples {
     return size;
   }
 
-  /** The p-th percentile (0..100), or 0 when empty. */
+  /**
+   * The p-th percentile (0..100); NaN when empty: a run without the samples (an inter-token
+   * latency when every output is one token, anything when nothing was served) has no figure,
+   * and reports print none rather than a 0 that reads as measured.
+   */
   double percentile(double p) {
     if (size == 0) {
-      return 0;
+      return Double.NaN;
     }
     sort();
     int rank = (int) Math.ceil(p / 100.0 * size);
     return values[Math.min(size - 1, Math.max(0, rank - 1))];
   }
 
+  /** The mean; NaN when empty, as {@link #percentile}. */
   double mean() {
     if (size == 0) {
-      return 0;
+      return Double.NaN;
     }
     double s = 0;
     for (int i = 0; i < size; i++) {

@@ -49,6 +49,41 @@ class ReportTest {
     assertThat(lines).allSatisfy(l -> assertThat(l).hasSameSizeAs(header));
   }
 
+  /**
+   * One-token outputs have no time between tokens: the ITL figure has no sample, and the table,
+   * the JSON and the CSV say so instead of reporting a measured 0 ms.
+   */
+  @Test
+  void aFigureWithoutSamplesIsReportedAsNoneNotAsZero() throws Exception {
+    SharedPrefixWorkload oneToken = new SharedPrefixWorkload(2, 2, LengthDist.fixed(500),
+        LengthDist.fixed(100), LengthDist.fixed(1), 8, 2, 0);
+    Simulation.Settings settings = new Simulation.Settings(HardwareProfile.qwen3H100Mps6(), 2, 1,
+        50_000_000L, null);
+    PolicyResult r = new Simulation(settings, oneToken, Policy.ROUND_ROBIN, null).run();
+    assertThat(r.requests()).isEqualTo(8);
+    assertThat(r.ttftP50Ms()).isPositive();
+    assertThat(r.itlP50Ms()).isNaN();
+    // a run is still the same outcome as itself
+    assertThat(r.sameOutcomeAs(new Simulation(settings, oneToken, Policy.ROUND_ROBIN, null)
+        .run())).isTrue();
+
+    ScenarioResult s = new ScenarioResult("s", "a scenario", List.of(r));
+    String row = table(r).lines().filter(l -> l.startsWith("round-robin")).findFirst()
+        .orElseThrow();
+    String[] cells = row.trim().split(" +");
+    // policy, hit%, ttft p50/p95/p99, then itl p50
+    assertThat(cells[5]).isEqualTo("–");
+    com.fasterxml.jackson.databind.JsonNode json = new com.fasterxml.jackson.databind.ObjectMapper()
+        .readTree(Report.toJson(List.of(s))).path("scenarios").path(0).path("results").path(0);
+    assertThat(json.get("itlP50Ms").isNull()).isTrue();
+    assertThat(json.get("ttftP50Ms").isNumber()).isTrue();
+    List<String> csv = Report.toCsv(List.of(s)).lines().toList();
+    List<String> header = List.of(csv.get(0).split(","));
+    String[] values = csv.get(1).split(",", -1);
+    assertThat(values[header.indexOf("itlP50Ms")]).isEmpty();
+    assertThat(Double.parseDouble(values[header.indexOf("ttftP50Ms")])).isPositive();
+  }
+
   @Test
   void rowsThatDifferOnlyInRoutingTimeAreNamed() {
     String t = table(result("epp-approximate", 0.898, 57, 366, 54_557, 0),
