@@ -708,6 +708,11 @@ public final class Main {
       if (policies.isEmpty()) {
         throw new UsageException("no policy to run");
       }
+      if (kv.containsKey("--rate") && kv.containsKey("--concurrency")) {
+        // Poisson arrivals are an open loop: no client waits for an answer
+        warnings.add("--concurrency has no effect: --rate sends Poisson arrivals, which wait"
+            + " for no client (give one of them)");
+      }
       if (!dominance) {
         for (String k : kv.keySet()) {
           List<String> owners = scenariosOf(k);

@@ -128,6 +128,16 @@ class MainTest {
     assertThat(cli.stderr()).contains("warning: --shared-state replicated has no effect");
   }
 
+  /** --rate makes arrivals Poisson: a --concurrency given with it used to be dropped silently. */
+  @Test
+  void concurrencyWithRateIsNamed() throws Exception {
+    assertThat(Main.Options.parse(new String[] {"--rate", "5", "--concurrency", "8"}).warnings)
+        .containsExactly("--concurrency has no effect: --rate sends Poisson arrivals, which"
+            + " wait for no client (give one of them)");
+    assertThat(Main.Options.parse(new String[] {"--rate", "5"}).warnings).isEmpty();
+    assertThat(Main.Options.parse(new String[] {"--concurrency", "8"}).warnings).isEmpty();
+  }
+
   @Test
   void optionsOfTheScenariosRunGiveNoWarning() {
     int code = cli.run(with("--quiet", "--policies", "round-robin"));
