@@ -52,11 +52,11 @@ final class LoadCommand {
       report cannot be written; 2 bad usage.
       """;
 
-  /** Simulator options that make no sense against a server. */
   /** The options {@code load} reads itself; the others go to the simulator's parser. */
   private static final Set<String> LOAD_OPTIONS = Set.of("--target", "--label", "--model",
       "--speed", "--max-requests", "--timeout-s", "--warmup");
 
+  /** Simulator options that make no sense against a server. */
   private static final Set<String> NOT_FOR_LOAD = Set.of("--policies", "--config", "--replicas",
       "--profile", "--scrape-interval", "--max-num-seqs", "--max-num-batched-tokens", "--csv",
       "--load-levels", "--dominance", "--gateways", "--shared-state", "--replication-delay-ms",
