@@ -591,9 +591,13 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     if (c == null || primary == null || !primary.id().equals(c.endpointId)) {
       return; // this picker did not choose the endpoint that serves the request
     }
-    Load l = loads.get(c.endpointId);
+    // the endpoint may have left the pool since the pick: while its counters are kept for its
+    // return (requests sent there before still run), the request counts there too, as the
+    // router counts it on the counters it keeps, so it is counted if the endpoint comes back and
+    // its end takes off what it added; counters dropped already count nothing
+    Load l = loadOf(c.endpointId);
     if (l == null) {
-      return; // the endpoint left the pool while the request was routed
+      return;
     }
     afterLookup();
     long now = state.nowNanos();
@@ -643,7 +647,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       }
       for (Choice x = state.get(choiceKey); x != null; x = x.earlier) {
         if (x != served && x.endpointId.equals(id)) {
-          Load l = loads.get(id);
+          Load l = loadOf(id); // as the served endpoint: kept counters count too
           return l == null ? null : new Pending(l, x.uncached, 0, state.nowNanos(), null);
         }
       }

@@ -142,6 +142,53 @@ class TokenCostPickerEndpointFlapTest {
   }
 
   /**
+   * The endpoint leaves between the pick and {@code afterRouting} while an earlier request of
+   * its is still running: the router counts the new request on the counters it keeps for the
+   * endpoint's return, and so does the picker, so after the return both requests count there and
+   * their ends leave nothing behind. When nothing counted on the endpoint as it left, the request
+   * counts nowhere and its end takes nothing off.
+   */
+  @Test
+  void aRouteRecordedAfterItsEndpointLeftCountsOnTheCountersKeptForItsReturn() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(2);
+    TokenCostPicker p = TestCandidates.joined(TokenCostPicker.create(), pool);
+    io.epp4j.api.Candidate a = pool.get(0);
+    InferenceRequest earlier = TokenCostPickerTest.request(400, 40, null);
+    TokenCostPickerTest.route(p, earlier, TestCandidates.state(), List.of(a));
+
+    InferenceRequest late = TokenCostPickerTest.request(300, 30, "s");
+    io.epp4j.api.CycleState s = TestCandidates.state();
+    assertThat(p.pick(late, s, List.of(a), new double[1]).get(0)).isEqualTo(a);
+    p.onEndpointRemoved(a.endpoint());
+    p.afterRouting(late, s, TokenCostPickerTest.decision(a.endpoint()));
+    p.onEndpointAdded(a.endpoint());
+    assertThat(p.pendingTokens(a.id())).as("both still prefill there").isEqualTo(700);
+    assertThat(p.decodeTokens(a.id())).isEqualTo(70);
+    assertThat(p.homeOf("s")).isEqualTo(a.id());
+
+    p.onComplete(earlier, a.endpoint(), Usage.NONE);
+    p.onComplete(late, a.endpoint(), Usage.NONE);
+    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
+    assertThat(p.pendingRequests()).isZero();
+
+    // nothing counts on it as it leaves: its counters go, and the late request counts nowhere
+    TokenCostPicker fresh = TestCandidates.joined(TokenCostPicker.create(), pool);
+    InferenceRequest alone = TokenCostPickerTest.request(200, 20, null);
+    io.epp4j.api.CycleState s2 = TestCandidates.state();
+    fresh.pick(alone, s2, List.of(a), new double[1]);
+    fresh.onEndpointRemoved(a.endpoint());
+    assertThat(fresh.departedLoads()).isZero();
+    fresh.afterRouting(alone, s2, TokenCostPickerTest.decision(a.endpoint()));
+    assertThat(fresh.pendingRequests()).isZero();
+    fresh.onEndpointAdded(a.endpoint());
+    fresh.onComplete(alone, a.endpoint(), Usage.NONE);
+    assertThat(fresh.pendingTokens(a.id())).isZero();
+    assertThat(fresh.decodeTokens(a.id())).isZero();
+    assertThat(fresh.departedLoads()).isZero();
+  }
+
+  /**
    * The gateway falls back from an endpoint that has just left the pool (it failed its readiness
    * probe, and now refuses the connection): the request's work and its session's home move to
    * the fallback, and nothing is kept for the endpoint that left.
