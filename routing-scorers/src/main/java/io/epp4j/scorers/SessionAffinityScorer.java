@@ -39,9 +39,10 @@ import org.jspecify.annotations.Nullable;
  * absent or names none of the candidates, (2) a server-side binding from the session key to the
  * endpoint the last request of that session went to, kept for {@code ttlSeconds} after its last
  * use. The session key comes from {@code sessionKeyFrom} (default the request's session key).
- * Bindings to an endpoint that left the pool are dropped, including one made by a route that
- * read the pool before the removal and finished after it; a route to an endpoint the pool has
- * not announced yet binds nothing.
+ * Bindings to an endpoint that left the pool are kept until they expire: they bind nothing while
+ * it is away and hold again if it comes back at the same address (see
+ * {@link #onEndpointRemoved}); a route to an endpoint that is not in the pool (not announced yet,
+ * or gone since the route read the pool) binds nothing.
  *
  * <p>llm-d's parameters select one of its two strategies instead ({@link Mode}): the header
  * alone ({@code encoded_endpoint_header}), or a binding from a session identifier read from
@@ -250,16 +251,15 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     }
     String key = bounded(raw);
     String id = decision.primary().id();
+    if (!members.contains(id)) {
+      // not announced yet, or gone since the route read the pool: the session keeps the
+      // binding it had, which may still name this endpoint if it is only briefly away
+      return;
+    }
     // written only when the session moves: a rewrite would restart maxAge
     if (!id.equals(bindings.asMap().get(key))) {
       bindings.put(key, id);
       trimToBound();
-    }
-    // A removal takes the id out of the members before it sweeps the bindings. If the id is
-    // still a member here, that sweep starts after the put and removes it; if not, the sweep
-    // may have run already, so the binding is undone here.
-    if (!members.contains(id)) {
-      bindings.asMap().remove(key, id);
     }
   }
 
@@ -292,9 +292,6 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
       bindings.getIfPresent(key);
     } else if (Boolean.FALSE.equals(state.get(boundPresent))) {
       map.replace(key, bound, picked);
-    }
-    if (!members.contains(picked)) {
-      map.remove(key, picked); // removed meanwhile, as in afterRouting
     }
   }
 
@@ -349,10 +346,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     if (raw == null || !members.contains(to.id())) {
       return;
     }
-    String key = bounded(raw);
-    if (bindings.asMap().replace(key, from.id(), to.id()) && !members.contains(to.id())) {
-      bindings.asMap().remove(key, to.id()); // removed meanwhile, as in afterRouting
-    }
+    bindings.asMap().replace(bounded(raw), from.id(), to.id());
   }
 
   /**
@@ -372,10 +366,6 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     if (!endpointId.equals(bindings.asMap().get(sessionKey))) {
       bindings.put(sessionKey, endpointId);
       trimToBound();
-    }
-    // the same race with a removal as in afterRouting, undone the same way
-    if (!members.contains(endpointId)) {
-      bindings.asMap().remove(sessionKey, endpointId);
     }
   }
 
@@ -423,11 +413,24 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     members.add(endpoint.id());
   }
 
+  /**
+   * The endpoint stops being bound to. Its bindings stay until they expire ({@code ttlSeconds}
+   * unused, {@code maxAge}) or the bound on sessions drops them, like any other: while it is
+   * away they name no candidate and bind nothing (a request of such a session is placed by the
+   * other scorers and bound where it goes), and if it comes back at the same address (a
+   * readiness probe that failed under load, a discovery blip) the sessions that waited return to
+   * the cache that holds their history. Memory stays within {@code maxSessions} however many
+   * endpoints leave.
+   */
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
-    String id = endpoint.id();
-    members.remove(id);
-    bindings.asMap().values().removeIf(id::equals);
+    members.remove(endpoint.id());
+  }
+
+  /** Bindings held now, after dropping the expired ones; for tests. */
+  long boundSessions() {
+    bindings.cleanUp();
+    return bindings.estimatedSize();
   }
 
   /** Characters of every session key the bindings hold; for tests. */

@@ -92,7 +92,7 @@ class AffinityScorersTest {
   }
 
   @Test
-  void endpointHeaderWinsAndRemovalDropsBindings() {
+  void endpointHeaderWinsAndABindingToAnEndpointThatLeftBindsNothing() {
     SessionAffinityScorer s = new SessionAffinityScorer(HashKeySource.SESSION, "x-session-token",
         Duration.ofSeconds(300), 1000, System::nanoTime);
     List<Candidate> pool = TestCandidates.pool(3);
@@ -106,9 +106,8 @@ class AffinityScorersTest {
     s.afterRouting(session("u2"), state(), decision(pool.get(0)));
     assertThat(s.binding("u2")).isEqualTo(pool.get(0).id());
     s.onEndpointRemoved(pool.get(0).endpoint());
-    assertThat(s.binding("u2")).isNull();
-    scores = new double[3];
-    s.score(session("u2"), state(), pool, scores);
+    scores = new double[2];
+    s.score(session("u2"), state(), pool.subList(1, 3), scores);
     assertThat(scores).containsOnly(0.0);
   }
 
