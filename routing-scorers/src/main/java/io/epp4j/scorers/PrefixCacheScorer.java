@@ -19,13 +19,17 @@ import io.epp4j.api.PrefixHitsProducer;
 import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Scorer;
+import io.epp4j.api.Ticker;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.IdentityHashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
@@ -42,11 +46,13 @@ import org.jspecify.annotations.Nullable;
  * {@code prefill} are recorded as holding the prompt.
  *
  * <p>State exists only for endpoints in the pool: a block store is created when the pool
- * announces an endpoint ({@link #onEndpointAdded}) and dropped when it leaves. Scoring and
- * recording never create one, so a route that read the pool before an endpoint's removal and
- * records after it writes into the detached store (reclaimed with the route) instead of bringing
- * the endpoint back for good; replaced pods, which return under new addresses, would otherwise
- * accumulate. An endpoint scores 0 and is not recorded until it has been announced (the router
+ * announces an endpoint ({@link #onEndpointAdded}) and leaves the index when it leaves. Scoring
+ * and recording never create one, so a route that read the pool before an endpoint's removal and
+ * records after it records nothing instead of bringing the endpoint back for good; replaced
+ * pods, which return under new addresses, would otherwise accumulate. The store of an endpoint
+ * that left is kept aside for {@link #KEEP_DEPARTED_SECONDS} seconds, for an endpoint that comes
+ * back at the same address (a readiness probe that failed under load: its engine still holds
+ * the cache), and never more of them than the pool has held endpoints at once. An endpoint scores 0 and is not recorded until it has been announced (the router
  * announces it right after adding it); used outside a router, announce the endpoints yourself.
  *
  * <p>Memory: 24–32 bytes per (block, endpoint) entry, at most the endpoint's capacity entries per
@@ -72,6 +78,14 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
    * one index entry per block and endpoint, so smaller blocks cost memory.
    */
   static final int PRODUCER_MIN_BLOCK_SIZE_TOKENS = 64;
+  /**
+   * How long the store of an endpoint that left the pool is kept for its return. A readiness
+   * flap (Kubernetes marks a pod unready after three failed probes ten seconds apart, and ready
+   * again after one success) keeps an engine's cache; an engine that restarted comes back with
+   * an empty one after loading its weights, which takes longer.
+   */
+  static final long KEEP_DEPARTED_SECONDS = 60;
+  private static final long KEEP_DEPARTED_NANOS = TimeUnit.SECONDS.toNanos(KEEP_DEPARTED_SECONDS);
 
   private final BlockHasher hasher;
   private final int blockSizeTokens;
@@ -81,6 +95,17 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
   /** Built as {@code approx-prefix-cache-producer}: a file's prefix-cache-scorer may read it. */
   private final boolean producer;
   private final ConcurrentHashMap<String, EndpointBlocks> endpoints = new ConcurrentHashMap<>();
+  private final Ticker ticker;
+  /**
+   * Stores of endpoints that left the pool, kept for their return, earliest departure first; at
+   * most {@link #peakEndpoints} of them, each for {@link #KEEP_DEPARTED_NANOS}. Guarded by
+   * itself.
+   */
+  private final LinkedHashMap<String, Departed> departed = new LinkedHashMap<>();
+  /** The most endpoints the pool has held at once; guarded by {@link #departed}. */
+  private int peakEndpoints;
+  /** When the earliest kept store expires, or {@link Long#MAX_VALUE} when none is kept. */
+  private volatile long departedExpiry = Long.MAX_VALUE;
   /** Bumped on every pool change; a {@link Slots} built under another epoch is not used. */
   private final AtomicLong epoch = new AtomicLong();
   private volatile Slots slots = Slots.EMPTY;
@@ -95,6 +120,7 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
     this.autoTune = b.autoTune;
     this.refreshOnLookup = b.refreshOnLookup;
     this.producer = b.producer;
+    this.ticker = b.ticker;
     this.hasher = new BlockHasher(b.blockSizeTokens, b.maxPrefixBlocksToMatch);
   }
 
@@ -398,6 +424,7 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
 
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
+    expireDepartedIfDue();
     Lookup lookup = lookup(request, state);
     if (lookup.hashes.length == 0) {
       return;
@@ -468,20 +495,97 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
     }
   }
 
+  /**
+   * Gives the endpoint a store: the one it left with when it comes back within
+   * {@link #KEEP_DEPARTED_SECONDS} (its engine likely still holds those blocks), else a new one.
+   */
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
+    String id = endpoint.id();
+    EndpointBlocks back = null;
+    synchronized (departed) {
+      long now = ticker.nanos();
+      Departed d = departed.remove(id);
+      if (d != null && now - d.leftNanos <= KEEP_DEPARTED_NANOS) {
+        back = d.blocks;
+      }
+      dropExpiredDeparted(now);
+    }
+    EndpointBlocks kept = back;
     // keeps the store of an endpoint announced twice; the capacity follows its metrics once
     // it is scored
-    endpoints.computeIfAbsent(endpoint.id(), k -> new EndpointBlocks(defaultCapacity));
+    endpoints.computeIfAbsent(id, k -> kept != null ? kept : new EndpointBlocks(defaultCapacity));
+    synchronized (departed) {
+      peakEndpoints = Math.max(peakEndpoints, endpoints.size());
+    }
     epoch.incrementAndGet();
     dropSlots();
   }
 
+  /**
+   * Takes the endpoint's store out of the index and keeps it aside for a return, dropping the
+   * stores kept longest when more are kept than the pool has held endpoints at once.
+   */
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
-    endpoints.remove(endpoint.id());
+    String id = endpoint.id();
+    EndpointBlocks b = endpoints.remove(id);
     epoch.incrementAndGet();
     dropSlots();
+    if (b == null) {
+      return;
+    }
+    synchronized (departed) {
+      long now = ticker.nanos();
+      departed.remove(id);
+      departed.put(id, new Departed(b, now));
+      dropExpiredDeparted(now);
+      for (Iterator<Departed> it = departed.values().iterator();
+          it.hasNext() && departed.size() > Math.max(1, peakEndpoints); ) {
+        it.next();
+        it.remove();
+      }
+      departedExpiry = nextExpiry();
+    }
+  }
+
+  /** A store kept for its endpoint's return, and when the endpoint left. */
+  private record Departed(EndpointBlocks blocks, long leftNanos) {}
+
+  /** Drops the kept stores older than the grace period; under {@link #departed}. */
+  private void dropExpiredDeparted(long now) {
+    for (Iterator<Departed> it = departed.values().iterator(); it.hasNext(); ) {
+      if (now - it.next().leftNanos <= KEEP_DEPARTED_NANOS) {
+        break; // earliest departure first: the rest are younger
+      }
+      it.remove();
+    }
+    departedExpiry = nextExpiry();
+  }
+
+  private long nextExpiry() {
+    Iterator<Departed> it = departed.values().iterator();
+    return it.hasNext() ? it.next().leftNanos + KEEP_DEPARTED_NANOS : Long.MAX_VALUE;
+  }
+
+  /**
+   * Lets go of kept stores whose grace period is over, so they do not wait for the next pool
+   * change; one volatile read when none is due.
+   */
+  private void expireDepartedIfDue() {
+    long due = departedExpiry;
+    if (due != Long.MAX_VALUE && ticker.nanos() - due > 0) {
+      synchronized (departed) {
+        dropExpiredDeparted(ticker.nanos());
+      }
+    }
+  }
+
+  /** Stores kept for the return of endpoints that left; for tests. */
+  int departedStores() {
+    synchronized (departed) {
+      return departed.size();
+    }
   }
 
   /**
@@ -532,10 +636,18 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
     return endpoints.size();
   }
 
-  /** Every block store this scorer references, by the map or by the table; for tests. */
+  /**
+   * Every block store this scorer references, by the map, the table or kept for a return; for
+   * tests.
+   */
   Set<EndpointBlocks> heldStores() {
     Set<EndpointBlocks> held = Collections.newSetFromMap(new IdentityHashMap<>());
     held.addAll(endpoints.values());
+    synchronized (departed) {
+      for (Departed d : departed.values()) {
+        held.add(d.blocks);
+      }
+    }
     for (EndpointBlocks b : slots.blocks) {
       if (b != null) {
         held.add(b);
@@ -583,8 +695,18 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
     private boolean autoTune = true;
     private boolean refreshOnLookup = true;
     private boolean producer;
+    private Ticker ticker = Ticker.system();
 
     private Builder() {}
+
+    /**
+     * The clock that times how long the store of an endpoint that left is kept for its return;
+     * default {@link Ticker#system()}. The providers pass the router's.
+     */
+    public Builder ticker(Ticker t) {
+      this.ticker = java.util.Objects.requireNonNull(t, "ticker");
+      return this;
+    }
 
     /** Tokens per block (text: four characters per token), 1 to 1,048,576. */
     public Builder blockSizeTokens(int v) {
@@ -731,7 +853,7 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
       if (producer != null) {
         return new PrefixMatchScorer(producer);
       }
-      return index(p, false).build();
+      return index(p, false).ticker(c.ticker()).build();
     }
   }
 
@@ -749,7 +871,7 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      return index(p, true).build();
+      return index(p, true).ticker(c.ticker()).build();
     }
   }
 }

@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -346,7 +347,8 @@ class PrefixCacheScorerTest {
 
   @Test
   void anEndpointRemovedAndAddedAgainIsScoredOnItsNewStoreEvenThroughTheSameCandidateList() {
-    PrefixCacheScorer s = PrefixCacheScorer.create();
+    AtomicLong now = new AtomicLong();
+    PrefixCacheScorer s = PrefixCacheScorer.builder().ticker(now::get).build();
     List<Candidate> pool = TestCandidates.pool(3);
     TestCandidates.joined(s, pool);
     InferenceRequest r = tok(tokens(64, 0));
@@ -354,6 +356,8 @@ class PrefixCacheScorerTest {
     route(s, r, pool, pool.get(1));
     assertThat(route(s, r, pool, pool.get(1))).containsExactly(0, 1, 0);
     s.onEndpointRemoved(pool.get(1).endpoint());
+    // back after the store it left with was let go of
+    now.addAndGet(TimeUnit.SECONDS.toNanos(PrefixCacheScorer.KEEP_DEPARTED_SECONDS + 1));
     s.onEndpointAdded(pool.get(1).endpoint()); // the same Endpoint object, a new empty store
     double[] scores = new double[3];
     s.score(r, state(), pool, scores);
@@ -455,7 +459,8 @@ class PrefixCacheScorerTest {
    */
   @Test
   void endpointsThatLeaveAPoolRoutedOnlyThroughFiltersKeepNoStoreInTheScorer() {
-    PrefixCacheScorer s = PrefixCacheScorer.create();
+    AtomicLong now = new AtomicLong();
+    PrefixCacheScorer s = PrefixCacheScorer.builder().ticker(now::get).build();
     List<Candidate> pool = TestCandidates.pool(4);
     TestCandidates.joined(s, pool);
     InferenceRequest r = tok(tokens(64, 0));
@@ -470,6 +475,8 @@ class PrefixCacheScorerTest {
 
     s.onEndpointRemoved(pool.get(2).endpoint());
     s.onEndpointRemoved(pool.get(3).endpoint());
+    // kept for a return for a while, then let go of by a route
+    now.addAndGet(TimeUnit.SECONDS.toNanos(PrefixCacheScorer.KEEP_DEPARTED_SECONDS + 1));
     for (int i = 0; i < 10; i++) {
       Candidate c = live.get(i % 2);
       route(s, tok(tokens(64, 100 * i)), List.of(c), c); // filtered: never the whole pool
@@ -505,10 +512,12 @@ class PrefixCacheScorerTest {
 
   @Test
   void nothingOfEndpointsThatLeftIsReachableFromTheScorerUnderFilteredRouting() {
-    PrefixCacheScorer s = PrefixCacheScorer.create();
+    AtomicLong now = new AtomicLong();
+    PrefixCacheScorer s = PrefixCacheScorer.builder().ticker(now::get).build();
     List<Candidate> live = TestCandidates.pool(2);
     TestCandidates.joined(s, live);
     List<WeakReference<Object>> departed = joinRouteAndRemove(s, live);
+    now.addAndGet(TimeUnit.SECONDS.toNanos(PrefixCacheScorer.KEEP_DEPARTED_SECONDS + 1));
     for (int i = 0; i < 10; i++) {
       Candidate c = live.get(i % 2);
       route(s, tok(tokens(64, 100 * i)), List.of(c), c);
@@ -619,14 +628,16 @@ class PrefixCacheScorerTest {
       for (String id : inPool) {
         assertThat(s.blocks(id)).as(id).isNotNull();
       }
-      // memory: at most one full store per endpoint in the pool
+      // memory: at most one full store per endpoint in the pool, and as many again kept for
+      // the return of endpoints that left
+      assertThat(s.departedStores()).isLessThanOrEqualTo(poolSize);
       EndpointBlocks full = new EndpointBlocks(capacity);
       long[] chain = new long[4 * capacity];
       for (int i = 0; i < chain.length; i++) {
         chain[i] = 0x9E3779B97F4A7C15L * (i + 1);
       }
       full.record(chain, chain.length);
-      assertThat(s.footprintBytes()).isLessThanOrEqualTo(poolSize * full.footprintBytes());
+      assertThat(s.footprintBytes()).isLessThanOrEqualTo(2L * poolSize * full.footprintBytes());
     }
   }
 
