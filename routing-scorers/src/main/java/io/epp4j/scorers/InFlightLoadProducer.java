@@ -49,6 +49,8 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
    * and a sweep drops each once idle, so there are no more of them than requests in flight.
    */
   private final Set<String> departed = ConcurrentHashMap.newKeySet();
+  /** Endpoints in the pool, as announced through {@link #onEndpointAdded}. */
+  private final Set<String> members = ConcurrentHashMap.newKeySet();
   private final AtomicLong nextSweep;
 
   /**
@@ -169,6 +171,8 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
 
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
+    // a member before it stops being away: see load
+    members.add(endpoint.id());
     // back while requests routed before it left still run: they go on counting on its load
     departed.remove(endpoint.id());
   }
@@ -176,6 +180,7 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     String id = endpoint.id();
+    members.remove(id);
     departed.add(id);
     dropIfIdle(id);
   }
@@ -199,8 +204,28 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     }
   }
 
+  /**
+   * The counters of {@code id}. An endpoint not in the pool (gone since the route read the pool,
+   * or a fallback the gateway took outside it) gets them too, since the request runs there, but
+   * marked as away, so that they are dropped once idle like those of an endpoint that left:
+   * created and never marked, they stayed for good once its requests ended, one entry for every
+   * such late route of a replaced pod.
+   */
   private Load load(String id) {
-    return loads.computeIfAbsent(id, k -> new Load());
+    Load l = loads.computeIfAbsent(id, k -> new Load());
+    if (!members.contains(id)) {
+      departed.add(id);
+      if (members.contains(id)) {
+        // announced meanwhile: its announcement may have run before the mark above
+        departed.remove(id);
+      }
+    }
+    return l;
+  }
+
+  /** Endpoints with counters, in the pool or kept after they left; for tests. */
+  int trackedLoads() {
+    return loads.size();
   }
 
   /**
