@@ -231,6 +231,14 @@ final class InFlightLedger {
       }
     }
 
+    /** The counters the lease holds its request on now. */
+    synchronized EndpointState.InFlight[] held() {
+      if (counter != null) {
+        return new EndpointState.InFlight[] {counter};
+      }
+      return counters == null ? new EndpointState.InFlight[0] : counters.clone();
+    }
+
     private static int indexOf(EndpointState.InFlight[] a, String endpointId) {
       for (int i = 0; i < a.length; i++) {
         if (a[i].endpointId.equals(endpointId)) {

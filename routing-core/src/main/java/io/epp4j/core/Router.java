@@ -345,6 +345,9 @@ public final class Router implements AutoCloseable {
     // counted before the listeners run, so a listener that finishes the decision at once releases
     // what was counted; from here on nothing may leave this method without the decision
     ledger.acquire(lease);
+    if (state.pool != pool) {
+      keepCountedIfLeft(lease);
+    }
     try {
       active.afterRouting(request, cycleState, decision);
     } catch (Error e) {
@@ -490,6 +493,37 @@ public final class Router implements AutoCloseable {
     for (EndpointState s : leaving) {
       if (!s.inFlight.idle()) {
         departed.put(s.endpoint.id(), s.inFlight);
+      }
+    }
+  }
+
+  /**
+   * Makes the counts a request just took findable by a return of its endpoint when the pool
+   * changed while it was routed. A removal keeps only counters something counts on: one that
+   * found the endpoint's counters idle and dropped them before this request counted there left
+   * the request counted on counters nobody would take up again, so an endpoint back at the same
+   * address (a readiness flap) did not count a request it was serving. Such counters are kept
+   * now as the removal would have kept them, or the request moves to the counters the endpoint
+   * has meanwhile (back in the pool, or kept after it left again). Off the common path: only
+   * when the pool snapshot changed during the route, and the lock only when an endpoint the
+   * request counts on is no longer in the pool with the same counters.
+   */
+  private void keepCountedIfLeft(InFlightLedger.Lease lease) {
+    for (EndpointState.InFlight f : lease.held()) {
+      EndpointState s = state.pool.get(f.endpointId);
+      if (s != null && s.inFlight == f) {
+        continue;
+      }
+      synchronized (stateLock) {
+        EndpointState now = state.pool.get(f.endpointId);
+        EndpointState.InFlight home = now != null ? now.inFlight : departed.get(f.endpointId);
+        if (home == null) {
+          if (!f.idle()) {
+            departed.put(f.endpointId, f);
+          }
+        } else if (home != f) {
+          lease.move(f.endpointId, home);
+        }
       }
     }
   }

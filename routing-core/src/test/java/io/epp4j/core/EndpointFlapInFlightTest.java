@@ -93,6 +93,63 @@ class EndpointFlapInFlightTest {
     r.close();
   }
 
+  /**
+   * The endpoint leaves while a request is routed to it, with nothing else running there (so the
+   * removal finds its counters idle), and comes back while that request runs: the request counts
+   * there until it ends, as one routed before the removal does.
+   */
+  @Test
+  void aRequestRoutedWhileItsIdleEndpointLeftCountsThereWhenItReturns() {
+    for (int variant = 0; variant < 3; variant++) {
+      int v = variant;
+      Router[] self = new Router[1];
+      io.epp4j.api.Filter leaving = (request, cycle, candidates) -> {
+        self[0].removeEndpoint(A.id()); // the route read the pool before this
+        if (v >= 1) {
+          self[0].addEndpoint(A); // back, with new counters, before the request counts
+        }
+        if (v == 2) {
+          RoutingDecision other = self[0].route(REQ); // counted on those new counters ...
+          assertThat(other.isRouted()).isTrue();
+          self[0].removeEndpoint(A.id()); // ... which are kept when A leaves again
+        }
+        return candidates;
+      };
+      AtomicLong now = new AtomicLong(1);
+      Router r = Router.builder().registry(TestPlugins.registry()).ticker(now::get)
+          .profile(SchedulingProfile.builder("default").filter(new io.epp4j.api.Filter() {
+            boolean busy;
+
+            @Override
+            public List<Candidate> filter(InferenceRequest request, io.epp4j.api.CycleState c,
+                List<Candidate> candidates) {
+              if (busy) {
+                return candidates;
+              }
+              busy = true;
+              try {
+                return leaving.filter(request, c, candidates);
+              } finally {
+                busy = false;
+              }
+            }
+          }).build()).endpoint(A).build();
+      self[0] = r;
+      RoutingDecision d = r.route(REQ);
+      assertThat(d.primary()).isEqualTo(A);
+      if (v != 1) {
+        r.addEndpoint(A);
+      }
+      int others = v == 2 ? 1 : 0;
+      assertThat(a(r).inFlightRequests()).as("variant " + v).isEqualTo(1 + others);
+      assertThat(a(r).inFlightTokens()).isEqualTo((1 + others) * TOKENS);
+      d.onComplete(Usage.NONE);
+      assertThat(a(r).inFlightRequests()).isEqualTo(others);
+      assertThat(a(r).inFlightTokens()).isEqualTo(others * TOKENS);
+      r.close();
+    }
+  }
+
   @Test
   void theCountsOfEndpointsThatLeftAreKeptOnlyWhileTheirRequestsRun() {
     Router r = router(new AtomicLong(1));
