@@ -152,10 +152,25 @@ final class ActiveConfig {
    * Tells this configuration's pool listeners that {@code old} did not have about every member
    * of {@code pool}, so they know the pool before any route uses them.
    */
-  void introducePool(ActiveConfig old, PoolSnapshot pool) {
+  void introducePool(ActiveConfig old, PoolSnapshot pool,
+      java.util.function.Function<PoolListener, @Nullable List<Endpoint>> heardBefore) {
     for (PoolListener l : poolListeners) {
       if (old.members.contains(l)) {
         continue;
+      }
+      // a listener an earlier reload dropped and this one takes back heard nothing meanwhile:
+      // the endpoints that left since then are gone for it too
+      List<Endpoint> heard = heardBefore.apply(l);
+      if (heard != null) {
+        for (Endpoint e : heard) {
+          if (pool.get(e.id()) == null) {
+            try {
+              l.onEndpointRemoved(e);
+            } catch (RuntimeException x) {
+              warning(l).report("threw " + x.getClass().getName() + " in onEndpointRemoved", x);
+            }
+          }
+        }
       }
       for (EndpointState s : pool.states) {
         try {

@@ -65,6 +65,13 @@ final class RetiredPlugins {
     this.lock = lock;
   }
 
+  /** Whether {@code plugin} was dropped by a reload and is not closed yet. */
+  boolean pending(Object plugin) {
+    synchronized (lock) {
+      return pending.containsKey(plugin);
+    }
+  }
+
   /** Closes {@code dropped} after the grace delay, skipping any back in use by then. */
   void closeLater(Set<Object> dropped) {
     if (dropped.isEmpty()) {

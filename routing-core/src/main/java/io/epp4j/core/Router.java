@@ -111,6 +111,13 @@ public final class Router implements AutoCloseable {
    * {@link #stateLock}.
    */
   private final Map<String, EndpointState.InFlight> departed = new HashMap<>();
+  /**
+   * The pool as the pool listeners a reload dropped last heard it, until they are closed: one
+   * that a later reload takes back (the same instance, as a configuration built in code can
+   * give) missed the removals made meanwhile and hears them then, or it kept state for endpoints
+   * gone for good. Guarded by {@link #membershipLock}.
+   */
+  private final Map<PoolListener, List<Endpoint>> lastHeard = new IdentityHashMap<>();
   private volatile State state;
   private volatile boolean closed;
 
@@ -666,7 +673,8 @@ public final class Router implements AutoCloseable {
    * Replaces the configuration. Decisions already made keep their in-flight counts until they
    * finish or expire, as before. Plugin instances the new configuration still uses (the same
    * objects) keep running with their state; new {@link PoolListener}s hear every current
-   * endpoint before any route uses them; plugins it no longer uses stop hearing about requests
+   * endpoint before any route uses them (one an earlier reload dropped and this one takes back,
+   * before it is closed, first hears the removal of every endpoint that left meanwhile); plugins it no longer uses stop hearing about requests
    * and pool changes at once and are closed, exactly once, after
    * {@link Builder#retiredPluginCloseDelay}, so that a route that read the old configuration just
    * before the switch can finish with them.
@@ -692,12 +700,23 @@ public final class Router implements AutoCloseable {
       return Result.error("router is closed");
     }
     // membershipLock keeps the pool's members fixed until the new configuration is published
-    next.introducePool(old, state.pool);
+    next.introducePool(old, state.pool, lastHeard::remove);
     synchronized (stateLock) {
       state = new State(state.pool, next);
     }
     hints.configReplaced();
     Set<Object> dropped = ActiveConfig.difference(old.members, next.members);
+    // what a dropped pool listener knows of the pool, should a later reload take it back
+    lastHeard.keySet().removeIf(l -> !retired.pending(l));
+    List<Endpoint> members = new ArrayList<>(state.pool.states.length);
+    for (EndpointState s : state.pool.states) {
+      members.add(s.endpoint);
+    }
+    for (Object o : dropped) {
+      if (o instanceof PoolListener l) {
+        lastHeard.put(l, members);
+      }
+    }
     old.supersede();
     for (String w : loaded.config().warnings()) {
       LOG.warning(w);

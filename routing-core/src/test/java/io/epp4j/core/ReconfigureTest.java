@@ -354,6 +354,34 @@ class ReconfigureTest {
         "first");
   }
 
+  /**
+   * A configuration built in code can give a reload back a plugin instance an earlier reload
+   * dropped: it heard no pool change meanwhile, so it must hear then that the endpoints which
+   * left since are gone, or it keeps their state for good.
+   */
+  @Test
+  void aListenerTakenBackByAReloadHearsTheRemovalsMadeWhileItWasDropped() {
+    TagScorer p = new TagScorer("p");
+    TagScorer other = new TagScorer("o");
+    Endpoint a = ep("10.0.0.1:80", Map.of());
+    Endpoint b = ep("10.0.0.2:80", Map.of());
+    Endpoint c = ep("10.0.0.3:80", Map.of());
+    Router router = Router.builder()
+        .profile(SchedulingProfile.builder("default").scorer(p).build())
+        .retiredPluginCloseDelay(Duration.ofMinutes(10))
+        .endpoints(List.of(a, b))
+        .build();
+    assertThat(p.pool).containsExactlyInAnyOrder(a.id(), b.id());
+    assertThat(router.reconfigure(RouterConfig.of(
+        SchedulingProfile.builder("default").scorer(other).build())).isOk()).isTrue();
+    router.removeEndpoint(b.id());
+    router.addEndpoint(c);
+    assertThat(router.reconfigure(RouterConfig.of(
+        SchedulingProfile.builder("default").scorer(p).build())).isOk()).isTrue();
+    assertThat(p.pool).as("what the pool holds now").containsExactlyInAnyOrder(a.id(), c.id());
+    router.close();
+  }
+
   /** A scorer that counts the lifecycle calls it hears after it was closed. */
   static final class ClosingListener extends TagScorer {
     final AtomicInteger heardClosed = new AtomicInteger();
