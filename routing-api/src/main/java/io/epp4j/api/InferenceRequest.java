@@ -79,7 +79,10 @@ public final class InferenceRequest {
   public @Nullable String prompt() { return prompt; }
   /** Chat messages, for {@link Kind#CHAT}; empty otherwise. */
   public List<ChatMessage> messages() { return messages; }
-  /** The {@code tools} array as compact JSON, or {@code null}. */
+  /**
+   * The {@code tools} array as compact JSON, object keys in the order the client wrote them
+   * (which the model's chat template prints), or {@code null}.
+   */
   public @Nullable String toolsJson() { return toolsJson; }
   /**
    * How a chat's template is to be rendered ({@code add_generation_prompt},

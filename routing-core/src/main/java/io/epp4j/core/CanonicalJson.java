@@ -18,18 +18,22 @@ import java.util.Iterator;
 
 /**
  * Canonical JSON for the parts of a request whose identity matters but whose spelling does not
- * ({@code tools}, media parts, tool calls): compact, object keys sorted, so the same value from
- * two clients serialises identically. Written by hand rather than through an {@link ObjectMapper}
+ * (media parts, Responses items): compact, object keys sorted, so the same value from two
+ * clients serialises identically; and compact JSON in the order given, for the parts a chat
+ * template prints as the client wrote them ({@code tools}). Written by hand rather than through an {@link ObjectMapper}
  * call, whose per-call lookups dominated the parse of small bodies; the mapper stays as the
  * fallback for node types the hand-written path does not handle.
  */
 final class CanonicalJson {
 
-  // sorted keys, compact: the same tools or media part from two clients serialises identically
+  // sorted keys, compact: the same media part from two clients serialises identically
   private static final ObjectMapper CANONICAL = JsonMapper.builder()
       .configure(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true)
       .configure(JsonNodeFeature.WRITE_PROPERTIES_SORTED, true)
       .build();
+
+  // compact, keys in the order read: JSON a template prints as the client wrote it
+  private static final ObjectMapper AS_GIVEN = new ObjectMapper();
 
   private CanonicalJson() {}
 
@@ -93,14 +97,27 @@ final class CanonicalJson {
    */
   static String canonical(JsonNode node) throws JsonProcessingException {
     StringBuilder sb = new StringBuilder(64);
-    if (!writeCanonical(node, sb)) {
+    if (!write(node, sb, true)) {
       return CANONICAL.writeValueAsString(node);
     }
     return sb.toString();
   }
 
-  /** Appends the canonical form; false for node types it does not handle (binary, POJO). */
-  private static boolean writeCanonical(JsonNode node, StringBuilder sb) {
+  /**
+   * Compact JSON with object keys in the order the tree holds them (the order read, a key given
+   * twice where it first appeared with its last value, as Python's {@code json.loads} keeps it):
+   * the same text as Jackson writes by default, without the per-call lookups.
+   */
+  static String compact(JsonNode node) throws JsonProcessingException {
+    StringBuilder sb = new StringBuilder(64);
+    if (!write(node, sb, false)) {
+      return AS_GIVEN.writeValueAsString(node);
+    }
+    return sb.toString();
+  }
+
+  /** Appends the compact form; false for node types it does not handle (binary, POJO). */
+  private static boolean write(JsonNode node, StringBuilder sb, boolean sortKeys) {
     switch (node.getNodeType()) {
       case OBJECT -> {
         int n = node.size();
@@ -109,7 +126,9 @@ final class CanonicalJson {
         for (Iterator<String> it = node.fieldNames(); it.hasNext(); ) {
           names[k++] = it.next();
         }
-        Arrays.sort(names, 0, k);
+        if (sortKeys) {
+          Arrays.sort(names, 0, k);
+        }
         sb.append('{');
         for (int i = 0; i < k; i++) {
           if (i > 0) {
@@ -117,7 +136,7 @@ final class CanonicalJson {
           }
           appendString(names[i], sb);
           sb.append(':');
-          if (!writeCanonical(node.get(names[i]), sb)) {
+          if (!write(node.get(names[i]), sb, sortKeys)) {
             return false;
           }
         }
@@ -130,7 +149,7 @@ final class CanonicalJson {
           if (i > 0) {
             sb.append(',');
           }
-          if (!writeCanonical(node.get(i), sb)) {
+          if (!write(node.get(i), sb, sortKeys)) {
             return false;
           }
         }

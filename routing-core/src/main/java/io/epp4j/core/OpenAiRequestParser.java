@@ -70,7 +70,7 @@ public final class OpenAiRequestParser {
   private final int maxBodyBytes;
   private final List<String> sessionHeaders;
   private final JsonFactory factory;
-  private final ToolsCanonicaliser tools;
+  private final ToolsReader tools;
 
   private OpenAiRequestParser(int maxBodyBytes, List<String> sessionHeaders) {
     this.maxBodyBytes = maxBodyBytes;
@@ -81,7 +81,7 @@ public final class OpenAiRequestParser {
             .maxNestingDepth(64)
             .build())
         .build();
-    this.tools = new ToolsCanonicaliser(factory);
+    this.tools = new ToolsReader(factory);
   }
 
   /** A parser with the default size limit and session headers. */

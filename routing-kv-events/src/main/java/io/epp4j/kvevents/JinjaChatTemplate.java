@@ -356,6 +356,51 @@ final class JinjaChatTemplate {
     return out;
   }
 
+  /**
+   * The request's tools as vLLM hands them to the template: each one read into its request
+   * model and dumped back ({@code tool.model_dump()}), so a tool object's keys come in the
+   * model's order, {@code type} then {@code function}, and a function's {@code name},
+   * {@code description} and {@code parameters} (the latter two {@code null} when absent), each
+   * followed by the object's other keys in the order given; the parameter schema keeps the
+   * order given. Templates print a tool with {@code tojson}, so this order is the prompt's.
+   * A tool that is not such an object is left as given (the engine refuses the request).
+   */
+  static List<Object> toolsAsTheEngineHandsThem(List<?> tools) {
+    List<Object> out = new ArrayList<>(tools.size());
+    for (Object tool : tools) {
+      if (tool instanceof Map<?, ?> t && t.get("function") instanceof Map<?, ?> f
+          && f.get("name") instanceof String) {
+        Map<Object, Object> function = inModelOrder(f, "name", "description", "parameters");
+        Map<Object, Object> dumped = new LinkedHashMap<>();
+        dumped.put("type", t.containsKey("type") ? t.get("type") : "function");
+        dumped.put("function", function);
+        for (Map.Entry<?, ?> e : t.entrySet()) {
+          if (!dumped.containsKey(e.getKey())) {
+            dumped.put(e.getKey(), e.getValue());
+          }
+        }
+        out.add(dumped);
+      } else {
+        out.add(tool);
+      }
+    }
+    return out;
+  }
+
+  /** The declared fields first, in order ({@code null} when absent), then the others as given. */
+  private static Map<Object, Object> inModelOrder(Map<?, ?> given, String... fields) {
+    Map<Object, Object> out = new LinkedHashMap<>();
+    for (String f : fields) {
+      out.put(f, given.get(f));
+    }
+    for (Map.Entry<?, ?> e : given.entrySet()) {
+      if (!out.containsKey(e.getKey())) {
+        out.put(e.getKey(), e.getValue());
+      }
+    }
+    return out;
+  }
+
   /** Reads a tool call's arguments as Python's {@code json.loads}: one value, nothing after. */
   private static final com.fasterxml.jackson.databind.ObjectReader ARGUMENTS = JSON
       .readerFor(Object.class)
@@ -550,7 +595,7 @@ final class JinjaChatTemplate {
     context.put("add_generation_prompt", args.addGenerationPrompt());
     if (toolsJson != null) {
       try {
-        context.put("tools", JSON.readValue(toolsJson, List.class));
+        context.put("tools", toolsAsTheEngineHandsThem(JSON.readValue(toolsJson, List.class)));
       } catch (JsonProcessingException | ClassCastException e) {
         throw new Tokenizer.TokenizationException("the request's tools are not a JSON array");
       }

@@ -39,14 +39,11 @@ class ChatToolCallsTest {
     return r.value();
   }
 
-  /**
-   * Keys in sorted order: the request reader keeps tools with sorted keys, which is not this
-   * test's subject.
-   */
+  /** Keys in vLLM's order for a tool, which is not this test's subject (see ChatToolsOrderTest). */
   private static final String TOOLS = """
-      [{"function":{"description":"Current weather","name":"get_weather",
+      [{"type":"function","function":{"name":"get_weather","description":"Current weather",
         "parameters":{"properties":{"city":{"type":"string"},"unit":{"type":"string"}},
-        "required":["city"],"type":"object"}},"type":"function"}]""";
+        "required":["city"],"type":"object"}}}]""";
 
   @Test
   void toolCallsReasoningAndToolResultsRenderAsTheEngineRendersThem() {
@@ -67,11 +64,10 @@ class ChatToolCallsTest {
     // messages as vLLM builds them: arguments json.loads-ed, reasoning as reasoning_content
     String expected = "<|im_start|>system\nYou are terse.\n\n# Tools\n\nYou may call one or more"
         + " functions to assist with the user query.\n\nYou are provided with function"
-        + " signatures within <tools></tools> XML tags:\n<tools>\n{\"function\":"
-        + " {\"description\": \"Current weather\", \"name\": \"get_weather\", \"parameters\":"
-        + " {\"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": {\"type\":"
-        + " \"string\"}}, \"required\": [\"city\"], \"type\": \"object\"}},"
-        + " \"type\": \"function\"}\n"
+        + " signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\","
+        + " \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather\","
+        + " \"parameters\": {\"properties\": {\"city\": {\"type\": \"string\"}, \"unit\":"
+        + " {\"type\": \"string\"}}, \"required\": [\"city\"], \"type\": \"object\"}}}\n"
         + "</tools>\n\nFor each function call, return a json object with function name and"
         + " arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\":"
         + " <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"

@@ -25,11 +25,12 @@ import org.jspecify.annotations.Nullable;
  * UTF-16LE. The two forms differ in length, so they never collide, and a block's bytes depend on
  * that block alone. Only full blocks count, as in vLLM.
  *
- * <p>Chat requests are hashed in a canonical form, not as raw JSON: the tools JSON (already
- * canonical with sorted keys) first, then for each message its role, a unit separator (U+001F),
- * its content, its other template fields (tool calls, tool result ids, reasoning) after a unit
- * separator when it has any, and a record separator (U+001E). Two clients that send the same conversation with
- * different JSON field order, whitespace or escaping therefore hash alike, and a conversation
+ * <p>Chat requests are hashed in a canonical form, not as raw JSON: the tools JSON (compact, keys
+ * in the order given, since the model's template prints them in that order) first, then for each
+ * message its role, a unit separator (U+001F), its content, its other template fields (tool
+ * calls, tool result ids, reasoning) after a unit separator when it has any, and a record
+ * separator (U+001E). Two clients that send the same conversation with different message field
+ * order, whitespace or escaping therefore hash alike, and a conversation
  * extended by one turn keeps every earlier block, since the form of a message never depends on
  * what follows it.
  *
