@@ -9,6 +9,7 @@ import io.epp4j.api.Result;
 import io.opentelemetry.api.OpenTelemetry;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import org.jspecify.annotations.Nullable;
@@ -120,6 +121,7 @@ public final class KvEventsPluginProviders {
     double cpuWeight = p.getDouble("cpuWeight", 0.8, 0.0, 1.0);
     int maxBlocks = p.getInt("maxBlocksPerEndpoint", 1 << 18, 1, Integer.MAX_VALUE);
     String model = p.getString("model", "");
+    DefaultChatTemplateKwargs defaultKwargs = defaultChatTemplateKwargs(p);
     if (p.has("speculativeIndexing") && p.has("speculative")) {
       p.error("speculativeIndexing", "and speculative name the same switch; keep one");
     }
@@ -243,10 +245,32 @@ public final class KvEventsPluginProviders {
       ownsTokenizer = true;
     }
     PrecisePrefixCacheScorer scorer = PrecisePrefixCacheScorer.following(index, tokenizer,
-        subscribers, maxPromptBlocks, speculative, true, ownsTokenizer);
+        subscribers, maxPromptBlocks, speculative, true, ownsTokenizer, defaultKwargs);
     context.service(OpenTelemetry.class)
         .ifPresent(otel -> scorer.ownTelemetry(KvEventTelemetry.register(index, otel)));
     return Result.ok(scorer);
+  }
+
+  /**
+   * {@code defaultChatTemplateKwargs}: the engines' {@code --default-chat-template-kwargs}, an
+   * object; null when absent (or on an error, which is recorded under the field's name).
+   */
+  private static @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs(Parameters p) {
+    Object raw = p.raw("defaultChatTemplateKwargs");
+    if (raw == null) {
+      return null;
+    }
+    if (!(raw instanceof Map<?, ?> map)) {
+      p.error("defaultChatTemplateKwargs", "must be an object (vLLM's"
+          + " --default-chat-template-kwargs, e.g. {enable_thinking: false})");
+      return null;
+    }
+    try {
+      return DefaultChatTemplateKwargs.of(map);
+    } catch (IllegalArgumentException e) {
+      p.error("defaultChatTemplateKwargs", String.valueOf(e.getMessage()));
+      return null;
+    }
   }
 
   /**

@@ -1,6 +1,7 @@
 package io.epp4j.kvevents;
 
 import io.epp4j.api.Candidate;
+import io.epp4j.api.ChatTemplateArgs;
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
@@ -58,6 +59,8 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
   private final boolean speculative;
   private final boolean forgetRemovedEndpoints;
   private final boolean ownsTokenizer;
+  /** The engines' {@code --default-chat-template-kwargs}, or null for none. */
+  private final @Nullable DefaultChatTemplateKwargs defaultKwargs;
   /** Endpoints in the pool, as announced through {@link PoolListener}. */
   private final Set<String> members = ConcurrentHashMap.newKeySet();
 
@@ -65,21 +68,35 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
       @Nullable KvEventSubscriber subscriber, int maxPromptBlocks, boolean speculative,
       boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
     this(index, tokenizer, subscriber == null ? List.of() : List.of(subscriber), maxPromptBlocks,
-        speculative, forgetRemovedEndpoints, ownsTokenizer);
+        speculative, forgetRemovedEndpoints, ownsTokenizer, null);
   }
 
   /** A scorer fed by every one of {@code subscribers}, which it tells of pool changes and closes. */
   static PrecisePrefixCacheScorer following(KvBlockIndex index, @Nullable Tokenizer tokenizer,
       List<KvEventSubscriber> subscribers, int maxPromptBlocks, boolean speculative,
       boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
+    return following(index, tokenizer, subscribers, maxPromptBlocks, speculative,
+        forgetRemovedEndpoints, ownsTokenizer, null);
+  }
+
+  /**
+   * As above, rendering chats with the engines' default {@code chat_template_kwargs} under each
+   * request's own ({@code null}: none).
+   */
+  static PrecisePrefixCacheScorer following(KvBlockIndex index, @Nullable Tokenizer tokenizer,
+      List<KvEventSubscriber> subscribers, int maxPromptBlocks, boolean speculative,
+      boolean forgetRemovedEndpoints, boolean ownsTokenizer,
+      @Nullable DefaultChatTemplateKwargs defaultKwargs) {
     return new PrecisePrefixCacheScorer(index, tokenizer, subscribers, maxPromptBlocks,
-        speculative, forgetRemovedEndpoints, ownsTokenizer);
+        speculative, forgetRemovedEndpoints, ownsTokenizer, defaultKwargs);
   }
 
   private PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
       List<KvEventSubscriber> subscribers, int maxPromptBlocks, boolean speculative,
-      boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
+      boolean forgetRemovedEndpoints, boolean ownsTokenizer,
+      @Nullable DefaultChatTemplateKwargs defaultKwargs) {
     this.ownsTokenizer = ownsTokenizer;
+    this.defaultKwargs = defaultKwargs == null || defaultKwargs.isEmpty() ? null : defaultKwargs;
     this.index = index;
     this.tokenizer = tokenizer;
     this.subscribers = List.copyOf(subscribers);
@@ -490,9 +507,13 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
       return null;
     }
     try {
-      return request.kind() == InferenceRequest.Kind.CHAT
-          ? tk.encodeChat(request.messages(), request.toolsJson(), request.chatTemplateArgs())
-          : tk.encodePrompt(request.prompt() == null ? "" : request.prompt());
+      if (request.kind() == InferenceRequest.Kind.CHAT) {
+        DefaultChatTemplateKwargs d = defaultKwargs;
+        ChatTemplateArgs args = d == null ? request.chatTemplateArgs()
+            : d.applyTo(request.chatTemplateArgs());
+        return tk.encodeChat(request.messages(), request.toolsJson(), args);
+      }
+      return tk.encodePrompt(request.prompt() == null ? "" : request.prompt());
     } catch (RuntimeException e) {
       // redacted: a tokenizer's message may quote the prompt or a chat template's rendering
       LOG.log(Level.FINE, "tokenization failed; scoring request as uncached",
