@@ -65,11 +65,21 @@ public record ChatMessage(String role, String content, List<Part> parts, String 
    * @param type {@code text}, {@code image}, {@code audio}, {@code video}, or the part's own
    *     type for one vLLM does not know
    * @param text the text of a {@code text} part; empty for any other
+   * @param json a part other than text as the client sent it (compact JSON, its type and data,
+   *     e.g. {@code {"image_url":{"url":"..."},"type":"image_url"}}), for a tokenizer that hands
+   *     the chat to the engine, which reads the media itself; empty for a text part, or when
+   *     unknown
    */
-  public record Part(String type, String text) {
+  public record Part(String type, String text, String json) {
     public Part {
       Objects.requireNonNull(type, "type");
       Objects.requireNonNull(text, "text");
+      Objects.requireNonNull(json, "json");
+    }
+
+    /** A part without its JSON. */
+    public Part(String type, String text) {
+      this(type, text, "");
     }
 
     /** A text part. */

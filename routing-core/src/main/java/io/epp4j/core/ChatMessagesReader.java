@@ -208,9 +208,11 @@ final class ChatMessagesReader {
       content.append(text.asText());
       parts.add(ChatMessage.Part.text(text.asText()));
     } else {
-      // images, audio, files: keep their identity so distinct media never look alike
-      content.append(CanonicalJson.canonical(part));
-      parts.add(new ChatMessage.Part(modality(type.asText()), ""));
+      // images, audio, files: keep their identity so distinct media never look alike, and the
+      // part itself for a tokenizer that sends the chat to the engine
+      String json = CanonicalJson.canonical(part);
+      content.append(json);
+      parts.add(new ChatMessage.Part(modality(type.asText()), "", json));
     }
     return null;
   }

@@ -79,7 +79,8 @@ class OpenAiRequestParserChatTemplateTest {
         + "\"cache_control\":{}}]},{\"role\":\"assistant\",\"content\":\"c\"}]}")
         .getBytes(StandardCharsets.UTF_8)).value();
     assertThat(r.messages().get(0).parts()).containsExactly(ChatMessage.Part.text("a"),
-        new ChatMessage.Part("image", ""), ChatMessage.Part.text("b"));
+        new ChatMessage.Part("image", "", "{\"image_url\":{\"url\":\"u\"},\"type\":\"image_url\"}"),
+        ChatMessage.Part.text("b"));
     // the joined text the prefix index reads is as before
     assertThat(r.messages().get(0).content())
         .isEqualTo("a\n{\"image_url\":{\"url\":\"u\"},\"type\":\"image_url\"}\nb");

@@ -30,7 +30,10 @@ import org.jspecify.annotations.Nullable;
  * completion request's prompt, as {@code /v1/completions} tokenizes it), and with
  * {@code "messages"} (and {@code "tools"}) and the request's {@code "add_generation_prompt"}
  * (true unless the request turned it off), {@code "continue_final_message"} and
- * {@code "chat_template_kwargs"} for chats (the server renders its own template). The answer's {@code "tokens"} array is the result; an
+ * {@code "chat_template_kwargs"} for chats (the server renders its own template). Each message
+ * goes as the client sent it: a string content as that string, an array content as its parts,
+ * media included (the server reads them and renders the model's placeholder tokens), and its
+ * tool calls, tool result id, name and reasoning as fields. The answer's {@code "tokens"} array is the result; an
  * answer whose array holds anything but non-negative integers that fit an {@code int} is
  * malformed, and fails the call as an answer that is not JSON does. Blocking; give it a short
  * timeout.
@@ -142,11 +145,24 @@ public final class VllmTokenizer implements Tokenizer {
     ArrayNode arr = body.putArray("messages");
     for (ChatMessage m : messages) {
       ObjectNode msg = arr.addObject().put("role", m.role());
-      if (!m.parts().isEmpty() && allText(m.parts())) {
-        // as the client sent them: the server's template may take them one by one
+      if (!m.parts().isEmpty()) {
+        // as the client sent them: the server joins text parts or hands them to its template
+        // one by one, and reads media parts itself (their placeholder tokens are the model's)
         ArrayNode parts = msg.putArray("content");
         for (ChatMessage.Part p : m.parts()) {
-          parts.addObject().put("type", "text").put("text", p.text());
+          if (p.isText()) {
+            parts.addObject().put("type", "text").put("text", p.text());
+          } else if (!p.json().isEmpty()) {
+            try {
+              parts.add(JSON.readTree(p.json()));
+            } catch (IOException e) {
+              throw new TokenizationException("a message's content part is not JSON", e);
+            }
+          } else {
+            // a part built without its JSON: the request cannot be sent as the client sent it
+            throw new TokenizationException("a message's " + p.type() + " part has no JSON to"
+                + " send");
+          }
         }
       } else {
         msg.put("content", m.content());
@@ -186,15 +202,6 @@ public final class VllmTokenizer implements Tokenizer {
     }
     body.put("add_special_tokens", false);
     return call(body);
-  }
-
-  private static boolean allText(List<ChatMessage.Part> parts) {
-    for (ChatMessage.Part p : parts) {
-      if (!p.isText()) {
-        return false;
-      }
-    }
-    return true;
   }
 
   /** The longest answer {@link #call} reads for a request of {@code requestBytes} bytes. */

@@ -386,6 +386,22 @@ class TokenizerTest {
   }
 
   @Test
+  void aVllmTokenizerSendsContentPartsAsTheClientSentThemMediaIncluded() throws Exception {
+    // vLLM reads an image part itself and renders the model's placeholder tokens for it; the
+    // part's JSON as text (what the parts joined into one string hold) is other tokens
+    String content = "[{\"type\":\"text\",\"text\":\"Look at\"},"
+        + "{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://x/1.png\"}},"
+        + "{\"type\":\"text\",\"text\":\"this\"}]";
+    var parsed = io.epp4j.core.OpenAiRequestParser.defaults().parse("/v1/chat/completions",
+        java.util.Map.of(), ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+            + content + "}]}").getBytes(StandardCharsets.UTF_8)).value();
+    tokenizer().encodeChat(parsed.messages(), null, parsed.chatTemplateArgs());
+    JsonNode sent = lastBody.get().get("messages");
+    assertThat(sent).hasSize(1);
+    assertThat(sent.get(0).get("content")).isEqualTo(JSON.readTree(content));
+  }
+
+  @Test
   void aPerMessageTemplateRefusesAChatWithToolCallsItCannotRender() {
     // ChatML per message would drop them: tokens of a chat the engine never renders
     CachingChatTokenizer t = new CachingChatTokenizer(tokenizer(), ChatTemplate.CHATML, 1000);
