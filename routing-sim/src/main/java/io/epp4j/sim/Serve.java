@@ -1,5 +1,8 @@
 package io.epp4j.sim;
 
+import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
+import io.epp4j.kvevents.DefaultChatTemplateKwargs;
 import io.epp4j.kvevents.HuggingFaceTokenizer;
 import io.epp4j.kvevents.Tokenizer;
 import java.io.IOException;
@@ -67,6 +70,11 @@ final class Serve implements AutoCloseable {
                                Jinja chat template renders chats): text prompts, chats and /tokenize use it, so
                                token counts, block hashes and KV events are the model's. Without
                                it, a deterministic stand-in gives one token per word.
+        --default-chat-template-kwargs JSON
+                               as vLLM's flag: a JSON object of chat template variables
+                               (e.g. '{"enable_thinking": false}') every chat is rendered
+                               with, under the request's own chat_template_kwargs (a request
+                               key wins unless its value is null or "auto"); needs --tokenizer
         --keep-alive-timeout S seconds a keep-alive connection may stay idle (no request
                                being read or answered) before the server closes it, on the
                                wall clock whatever --speed is; vLLM's default (5), 0 to
@@ -90,10 +98,14 @@ final class Serve implements AutoCloseable {
    * @param replayBufferBytes bytes of KV event batches each replica keeps for replay
    * @param maxHeldBodyBytes bytes of request bodies held at once over every replica and
    *                  connection; a request that does not fit waits, its connection unread
+   * @param defaultChatTemplateKwargs vLLM's {@code --default-chat-template-kwargs}: chats are
+   *                  rendered with these under each request's own {@code chat_template_kwargs};
+   *                  {@code null} for none
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
       HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
-      double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes) {
+      double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
+      @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
       // here, before anything is made: the cluster's own check came after the ZeroMQ context,
@@ -123,10 +135,23 @@ final class Serve implements AutoCloseable {
         throw new IllegalArgumentException("--keep-alive-timeout must be 0 (never close) or at"
             + " least " + MIN_KEEP_ALIVE_SECONDS + " seconds, got " + keepAliveSeconds);
       }
+      if (defaultChatTemplateKwargs != null && tokenizer == null) {
+        // the stand-in renders no template: the defaults would change nothing
+        throw new IllegalArgumentException("--default-chat-template-kwargs needs --tokenizer,"
+            + " whose chat template reads them");
+      }
       if (maxLoras < 1 || maxLoras > MAX_LORAS) {
         throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
             + maxLoras);
       }
+    }
+
+    /** Without default chat template kwargs. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+        double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, keepAliveSeconds, maxLoras, replayBufferBytes, maxHeldBodyBytes, null);
     }
 
     /** With the default bound of request bodies held at once. */
@@ -251,6 +276,10 @@ final class Serve implements AutoCloseable {
     this.options = o;
     // first, so that a bad tokenizer path fails before any port is taken
     Tokenizer tok = o.tokenizer() == null ? null : loadTokenizer(o.tokenizer());
+    DefaultChatTemplateKwargs defaults = o.defaultChatTemplateKwargs();
+    if (tok != null && defaults != null) {
+      tok = new WithDefaultKwargs(tok, defaults);
+    }
     this.tokenizer = tok;
     ZContext context = new ZContext(1);
     this.zmq = context;
@@ -468,7 +497,7 @@ final class Serve implements AutoCloseable {
   static final Set<String> OPTIONS = Set.of("--replicas", "--port", "--kv-events-port",
       "--kv-events-encoding", "--kv-events-replay-bytes", "--speed", "--profile",
       "--lora-adapters", "--seed", "--tokenizer", "--max-loras", "--keep-alive-timeout",
-      "--max-held-body-bytes");
+      "--max-held-body-bytes", "--default-chat-template-kwargs");
 
   /** Parses the options after {@code serve}; null when help was asked for. */
   static @Nullable Options parse(String[] args) {
@@ -485,6 +514,7 @@ final class Serve implements AutoCloseable {
     Integer maxLoras = null;
     long replayBytes = KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES;
     long heldBodyBytes = BodyBudget.DEFAULT_BYTES;
+    DefaultChatTemplateKwargs defaultKwargs = null;
     java.util.Map<String, String> given = new java.util.HashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
@@ -576,6 +606,13 @@ final class Serve implements AutoCloseable {
             throw new IllegalArgumentException("--tokenizer " + v + ": no such file or directory");
           }
         }
+        case "--default-chat-template-kwargs" -> {
+          try {
+            defaultKwargs = DefaultChatTemplateKwargs.parse(v);
+          } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(name + " " + e.getMessage());
+          }
+        }
         case "--max-loras" -> maxLoras = intArg(name, v, 1, MAX_LORAS);
         case "--kv-events-replay-bytes" -> replayBytes = byteSize(name, v);
         case "--max-held-body-bytes" -> {
@@ -613,7 +650,8 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException("--max-loras needs --lora-adapters");
     }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
-        keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes, heldBodyBytes);
+        keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes, heldBodyBytes,
+        defaultKwargs);
   }
 
   /**
@@ -661,5 +699,42 @@ final class Serve implements AutoCloseable {
       throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], got " + v);
     }
     return n;
+  }
+  /**
+   * The tokenizer of {@code --tokenizer} rendering chats with
+   * {@code --default-chat-template-kwargs} under each request's own, as vLLM renders them.
+   */
+  private record WithDefaultKwargs(Tokenizer tokenizer, DefaultChatTemplateKwargs defaults)
+      implements Tokenizer {
+    @Override
+    public int[] encode(String text) {
+      return tokenizer.encode(text);
+    }
+
+    @Override
+    public int[] encodePrompt(String prompt) {
+      return tokenizer.encodePrompt(prompt);
+    }
+
+    @Override
+    public int[] encodeChat(List<ChatMessage> messages) {
+      return encodeChat(messages, null, ChatTemplateArgs.DEFAULTS);
+    }
+
+    @Override
+    public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson) {
+      return encodeChat(messages, toolsJson, ChatTemplateArgs.DEFAULTS);
+    }
+
+    @Override
+    public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+        ChatTemplateArgs args) {
+      return tokenizer.encodeChat(messages, toolsJson, defaults.applyTo(args));
+    }
+
+    @Override
+    public void close() {
+      tokenizer.close();
+    }
   }
 }

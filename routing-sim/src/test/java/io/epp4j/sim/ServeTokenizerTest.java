@@ -130,11 +130,18 @@ class ServeTokenizerTest {
   }
 
   private Serve start(int replicas, Path tokenizer) {
+    return start(replicas, tokenizer, null);
+  }
+
+  private Serve start(int replicas, Path tokenizer,
+      io.epp4j.kvevents.@org.jspecify.annotations.Nullable DefaultChatTemplateKwargs defaults) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 20; attempt++) {
       int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
       Serve.Options o = new Serve.Options(replicas, base, base + 1_000, false, 20,
-          HardwareProfile.qwen3H100Mps6(), 1, tokenizer);
+          HardwareProfile.qwen3H100Mps6(), 1, List.of(), tokenizer,
+          Serve.DEFAULT_KEEP_ALIVE_SECONDS, Serve.DEFAULT_MAX_LORAS,
+          KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES, BodyBudget.DEFAULT_BYTES, defaults);
       try {
         Serve s = new Serve(o);
         open.add(s);
@@ -219,6 +226,44 @@ class ServeTokenizerTest {
     // <|im_start|> user hello world <|im_end|> <|im_start|> assistant
     assertThat(JSON.readTree(chatCompletion.body()).at("/usage/prompt_tokens").asInt())
         .isEqualTo(7);
+  }
+
+  @Test
+  void defaultChatTemplateKwargsRenderUnderTheRequestsOwnAsVllmsFlag(@TempDir Path dir)
+      throws Exception {
+    // ChatML whose generation prompt says "hello" when thinking is turned off
+    String template = CHATML.replace("<|im_start|>assistant\n{% endif %}",
+        "<|im_start|>assistant\n{% if enable_thinking is defined and enable_thinking is false %}"
+            + "hello{% endif %}{% endif %}");
+    String[] args = {"--replicas", "1", "--port", "20000", "--tokenizer",
+        writeTokenizer(dir, template).toString(),
+        "--default-chat-template-kwargs", "{\"enable_thinking\": false}"};
+    Serve.Options parsed = Serve.parse(args);
+    assertThat(parsed.defaultChatTemplateKwargs())
+        .isEqualTo(io.epp4j.kvevents.DefaultChatTemplateKwargs.parse("{\"enable_thinking\":false}"));
+    Serve s = start(1, parsed.tokenizer(), parsed.defaultChatTemplateKwargs());
+    int p = port(s, 0);
+    String chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"world\"}]";
+    // the server's default, then the request's own value, then a null one that leaves the default
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + "}").body()).get("tokens")))
+        .containsExactly(0, 4, 9, 1, 0, 5, 8);
+    assertThat(ints(JSON.readTree(post(p, "/tokenize",
+        chat + ",\"chat_template_kwargs\":{\"enable_thinking\":true}}").body()).get("tokens")))
+        .containsExactly(0, 4, 9, 1, 0, 5);
+    assertThat(ints(JSON.readTree(post(p, "/tokenize",
+        chat + ",\"chat_template_kwargs\":{\"enable_thinking\":null}}").body()).get("tokens")))
+        .containsExactly(0, 4, 9, 1, 0, 5, 8);
+    HttpResponse<String> completion = post(p, "/v1/chat/completions",
+        chat + ",\"max_tokens\":1}");
+    assertThat(JSON.readTree(completion.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(7);
+    // not an object, or without a template to read it: refused naming the option
+    String[] notObject = args.clone();
+    notObject[7] = "[1]";
+    assertThatThrownBy(() -> Serve.parse(notObject)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("--default-chat-template-kwargs must be a JSON object");
+    assertThatThrownBy(() -> Serve.parse(new String[] {"--replicas", "1", "--port", "20000",
+        "--default-chat-template-kwargs", "{}"})).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("--default-chat-template-kwargs needs --tokenizer");
   }
 
   @Test
