@@ -690,7 +690,10 @@ final class EmulatedServer implements AutoCloseable {
       if (args instanceof String bad) {
         return bad;
       }
-      return tokenizeChat(chatMessages, (ChatTemplateArgs) args);
+      // the request's tools, which the model's template renders into the prompt as vLLM's does
+      JsonNode tools = body.fields().path("tools");
+      return tokenizeChat(chatMessages, tools.isArray() ? tools.toString() : null,
+          (ChatTemplateArgs) args);
     }
     RequestBody.Prompt prompt = body.prompt();
     if (prompt == null) {
@@ -1485,7 +1488,8 @@ final class EmulatedServer implements AutoCloseable {
     return new ChatTemplateArgs(agp, cfm, kwargs.isObject() ? kwargs.toString() : null);
   }
 
-  private Object tokenizeChat(List<ChatMessage> messages, ChatTemplateArgs args) {
+  private Object tokenizeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args) {
     if (tokenizer == null) {
       StringBuilder text = new StringBuilder();
       for (ChatMessage m : messages) {
@@ -1494,7 +1498,7 @@ final class EmulatedServer implements AutoCloseable {
       return tokenize(text.toString(), cluster.profile().ordinaryTokens());
     }
     try {
-      return tokenizer.encodeChat(messages, null, args);
+      return tokenizer.encodeChat(messages, toolsJson, args);
     } catch (RuntimeException e) {
       return "the chat template of the tokenizer given with --tokenizer cannot render this chat: "
           + reason(e);

@@ -267,6 +267,25 @@ class ServeTokenizerTest {
   }
 
   @Test
+  void aChatsToolsAreRenderedByTheTemplateAsVllmRendersThem(@TempDir Path dir) throws Exception {
+    // ChatML that lists the tools' names first, as tool-calling templates put their schemas in
+    // front of the conversation
+    String template = "{% if tools %}{% for t in tools %}{{ t.function.name }} {% endfor %}"
+        + "{% endif %}" + CHATML;
+    Serve s = start(1, writeTokenizer(dir, template));
+    int p = port(s, 0);
+    String chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"world\"}]";
+    String tools = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"hello\"}}]";
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + "}").body()).get("tokens")))
+        .containsExactly(0, 4, 9, 1, 0, 5);
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + tools + "}").body()).get("tokens")))
+        .containsExactly(8, 0, 4, 9, 1, 0, 5);
+    HttpResponse<String> completion = post(p, "/v1/chat/completions",
+        chat + tools + ",\"max_tokens\":1}");
+    assertThat(JSON.readTree(completion.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(7);
+  }
+
+  @Test
   void aChatsTemplateFieldsAreRenderedAsVllmRendersThem(@TempDir Path dir) throws Exception {
     // ChatML whose generation prompt says "hello" when thinking is turned off, as Qwen3's
     // template adds an empty think block
