@@ -452,6 +452,20 @@ public final class RoutingDecision {
     }
   }
 
+  /**
+   * Whether an answer with HTTP status {@code status} from the endpoint ends its decision with
+   * {@link #onFailure} rather than {@link #onComplete}: a 5xx (the endpoint failed), a 429 (the
+   * endpoint refused the request under load) or a status that is not one (below 100, above 599).
+   * Any other answer, a 400 for a bad prompt or a 404 for an unknown model among them, is the
+   * endpoint serving the request: the fault is the client's, so it completes. Every gateway
+   * integration here ends decisions by this rule, so that request listeners that count an
+   * endpoint's failures (a circuit breaker, a health signal) hear the same thing whichever
+   * gateway runs the router.
+   */
+  public static boolean endpointFailed(int status) {
+    return status < 100 || status > 599 || status >= 500 || status == 429;
+  }
+
   /** Reports completion; only the first terminal call ({@code onComplete}/{@code onFailure}) counts. */
   public void onComplete(Usage usage) {
     end(Objects.requireNonNull(usage, "usage"));

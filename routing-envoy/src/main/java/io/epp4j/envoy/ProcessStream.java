@@ -418,7 +418,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     send(d != null && !answeredByEnvoy
         ? ExtProcMessages.continueResponseHeaders(askedResponseHeaders(d))
         : ExtProcMessages.continueResponseHeaders());
-    if (!success() && d != null) {
+    if (RoutingDecision.endpointFailed(status) && d != null) {
       d.onFailure(new IOException((served != null ? served : "the endpoint") + " answered "
           + (status == 0 ? "without a valid :status" : String.valueOf(status))));
     }
@@ -637,7 +637,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     RoutingDecision d = decision;
     UsageScanner u = usage;
     usage = null;
-    if (d != null && success()) {
+    if (d != null && !RoutingDecision.endpointFailed(status)) {
       d.onComplete(u == null ? Usage.NONE : u.finish());
     }
   }

@@ -1150,6 +1150,37 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aClientErrorCompletesTheDecisionWithoutUsageOrFirstToken() throws Exception {
+    // a 400 for a bad prompt is the client's fault: the endpoint served the request
+    start(List.of(A, B));
+    FakeEnvoy envoy = routedFullDuplex(completion("x"));
+    envoy.send(responseHeaders(400, "application/json", false).toBuilder()
+        .setMetadataContext(FakeEnvoy.served(B)).build());
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    envoy.send(responseBody("{\"error\":{},\"usage\":{\"prompt_tokens\":5}}", true));
+    envoy.next();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertThat(outcomes.events).containsExactly("complete:" + B);
+    assertThat(outcomes.failed).isEmpty();
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void aTooManyRequestsAnswerFailsTheDecision() throws Exception {
+    // a 429 is the endpoint refusing under load, as a 503 is
+    start(List.of(A, B));
+    FakeEnvoy envoy = routedFullDuplex(completion("x"));
+    envoy.send(responseHeaders(429, "application/json", false).toBuilder()
+        .setMetadataContext(FakeEnvoy.served(B)).build());
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).hasMessage(B + " answered 429");
+    envoy.send(responseBody("{\"error\":{}}", true));
+    envoy.next();
+    assertThat(outcomes.events).containsExactly("failure:" + B);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
   void aFallbackEnvoyReportsAsServedTakesTheRequestsCountsAndLifecycle() throws Exception {
     start(List.of(A, B));
     FakeEnvoy envoy = routedFullDuplex(completion("x"));

@@ -151,11 +151,12 @@ final class DecisionTap {
 
   /**
    * The chain after the {@code Epp4j} filter ended well: the response's status is the replica's
-   * (or the filter's own error). A 5xx fails the decision whatever is written after it.
+   * (or the filter's own error). A 5xx or a 429 fails the decision whatever is written after it
+   * (see {@link RoutingDecision#endpointFailed}).
    */
   void routed() {
     HttpStatusCode status = response.getStatusCode();
-    if (status != null && status.is5xxServerError()) {
+    if (status != null && RoutingDecision.endpointFailed(status.value())) {
       replicaFailure = status;
     }
   }
@@ -343,7 +344,7 @@ final class DecisionTap {
     }
     HttpStatusCode failure = replicaFailure;
     HttpStatusCode status = failure != null ? failure : response.getStatusCode();
-    if (status != null && status.is5xxServerError()) {
+    if (status != null && RoutingDecision.endpointFailed(status.value())) {
       decision.onFailure(new IOException("upstream answered " + status.value()));
     } else {
       UsageScanner u = usage;

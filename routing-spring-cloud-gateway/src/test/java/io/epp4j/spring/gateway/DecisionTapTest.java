@@ -186,4 +186,36 @@ class DecisionTapTest {
     assertThat(completed).containsExactly(new Usage(11, 0, 3));
     assertThat(inFlight()).isZero();
   }
+  /** Routes one request and writes the replica's answer {@code status} through the tap. */
+  private void answer(HttpStatus status) {
+    RoutingDecision d = router.route("/v1/completions", Map.of(),
+        "{\"model\":\"m\",\"prompt\":\"hi\"}".getBytes(StandardCharsets.UTF_8));
+    MockServerHttpResponse response = new MockServerHttpResponse();
+    response.setStatusCode(status);
+    response.getHeaders().setContentType(MediaType.APPLICATION_JSON);
+    DecisionTap tap = new DecisionTap(response, d);
+    tap.routed();
+    tap.watch(Flux.just(DefaultDataBufferFactory.sharedInstance.wrap(
+        "{\"error\":{}}".getBytes(StandardCharsets.UTF_8))))
+        .doOnNext(DataBufferUtils::release).blockLast();
+  }
+
+  @Test
+  void aClientErrorCompletesTheDecision() {
+    // a 400 for a bad prompt is the client's fault: the replica served the request
+    answer(HttpStatus.BAD_REQUEST);
+    assertThat(failed).isEmpty();
+    assertThat(completed).containsExactly(Usage.NONE);
+    assertThat(inFlight()).isZero();
+  }
+
+  @Test
+  void aTooManyRequestsAnswerFailsTheDecision() {
+    // a 429 is the replica refusing under load, as a 503 is
+    answer(HttpStatus.TOO_MANY_REQUESTS);
+    assertThat(completed).isEmpty();
+    assertThat(failed).singleElement().satisfies(
+        e -> assertThat(e).hasMessage("upstream answered 429"));
+    assertThat(inFlight()).isZero();
+  }
 }

@@ -800,7 +800,7 @@ public final class PlainGateway implements AutoCloseable {
     }
     // The replica has finished; the client sees the end only when handle() closes the exchange,
     // after this report.
-    if (status >= 500) {
+    if (RoutingDecision.endpointFailed(status)) {
       d.onFailure(new IOException("upstream " + target.id() + " answered " + status));
     } else {
       d.onComplete(usage == null ? Usage.NONE : usage.finish());

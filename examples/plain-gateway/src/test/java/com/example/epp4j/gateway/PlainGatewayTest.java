@@ -723,6 +723,38 @@ class PlainGatewayTest {
     assertThat(outcomes.firstTokens).as("an error body is not a first token").hasValue(0);
   }
 
+  /** A replica that answers every request with {@code status} and a JSON error body. */
+  int erringReplica(int status) throws IOException {
+    return fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      byte[] b = "{\"error\":{\"message\":\"no\"}}".getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(status, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+  }
+
+  @Test
+  void aClientErrorCountsAsCompletion() throws Exception {
+    // a 400 for a bad prompt is the client's fault: the replica served the request
+    startGateway(outcomes, at(erringReplica(400)));
+    assertThat(post("/v1/completions", completion("hi")).statusCode()).isEqualTo(400);
+    assertThat(inFlight()).isZero();
+    assertThat(outcomes.failures).isEmpty();
+    assertThat(outcomes.completions).containsExactly(Usage.NONE);
+  }
+
+  @Test
+  void aTooManyRequestsAnswerCountsAsFailure() throws Exception {
+    // a 429 is the replica refusing under load, as a 503 is
+    startGateway(outcomes, at(erringReplica(429)));
+    assertThat(post("/v1/completions", completion("hi")).statusCode()).isEqualTo(429);
+    assertThat(inFlight()).isZero();
+    assertThat(outcomes.completions).isEmpty();
+    assertThat(outcomes.failures).singleElement().satisfies(
+        e -> assertThat(e).hasMessageEndingWith(" answered 429"));
+  }
+
   @Test
   void aListenerThatThrowsDoesNotLeaveTheRequestInFlight() throws Exception {
     StandInVllm a = standIn();
