@@ -32,6 +32,19 @@ public final class RoutingDecision {
   /** Header that carries the destination list to a proxy, as the upstream EPP writes it. */
   public static final String DESTINATION_HEADER = "x-gateway-destination-endpoint";
   /**
+   * Header that tells a decode server where its prefill ran, set by the gateway from the
+   * decision's prefill pick (see {@code PdProfileHandler}).
+   */
+  public static final String PREFILLER_HEADER = "x-prefiller-host-port";
+  /**
+   * The request headers the gateway sets from the decision itself ({@link #DESTINATION_HEADER},
+   * {@link #PREFILLER_HEADER}): a plugin's {@link #setRequestHeader} for one of them is ignored,
+   * since the request would otherwise go, or be prefilled, elsewhere than the decision (and the
+   * router's in-flight counts, and Envoy's dynamic metadata) says.
+   */
+  public static final java.util.Set<String> RESERVED_REQUEST_HEADERS =
+      java.util.Set.of(DESTINATION_HEADER, PREFILLER_HEADER);
+  /**
    * Router-side receiver of a decision's lifecycle calls: for routers only. Gateways call
    * {@link #onFirstToken()}, {@link #onComplete} and {@link #onFailure} on the decision, never
    * this; plugins and their tests never need it ({@link #routed(String, Map)} builds a decision
@@ -96,6 +109,8 @@ public final class RoutingDecision {
   // copied on write: set by plugins while the request is routed, read by the gateway once
   private volatile Map<String, Function<RoutingDecision, @Nullable String>> responseHeaders =
       Map.of();
+  // the reserved request headers plugins asked for, which were ignored; null when none
+  private volatile @Nullable List<String> refusedRequestHeaders;
   private volatile Map<String, Function<RoutingDecision, @Nullable String>> requestHeaders =
       Map.of();
 
@@ -212,7 +227,8 @@ public final class RoutingDecision {
    * that name the client sent (so that no client sets it): the upstream EPP's pre-request
    * plugins, such as {@code p2p-source-producer}'s KV cache source. For plugins, in
    * {@code RequestListener.afterRouting}, which runs before {@code route} returns. A second call
-   * for the same name (compared ignoring case) replaces the first. Ignored on a rejection.
+   * for the same name (compared ignoring case) replaces the first. Ignored on a rejection, and
+   * for the {@link #RESERVED_REQUEST_HEADERS} (see {@link #refusedRequestHeaders()}).
    */
   public void setRequestHeader(String name, @Nullable String value) {
     setRequestHeaderFor(name, value == null ? NO_VALUE : d -> value);
@@ -232,9 +248,26 @@ public final class RoutingDecision {
     String n = askable(name, value);
     if (n != null) {
       synchronized (this) {
-        requestHeaders = withHeader(requestHeaders, n, value);
+        if (RESERVED_REQUEST_HEADERS.contains(n)) {
+          List<String> r = refusedRequestHeaders;
+          List<String> more = new java.util.ArrayList<>(r == null ? List.of() : r);
+          more.add(n);
+          refusedRequestHeaders = List.copyOf(more);
+        } else {
+          requestHeaders = withHeader(requestHeaders, n, value);
+        }
       }
     }
+  }
+
+  /**
+   * The {@link #RESERVED_REQUEST_HEADERS} plugins asked to set or remove, in the order asked,
+   * names in lower case; each ask was ignored. Empty when none. For routers, to name the plugin
+   * that asked.
+   */
+  public List<String> refusedRequestHeaders() {
+    List<String> r = refusedRequestHeaders;
+    return r == null ? List.of() : r;
   }
 
   /**

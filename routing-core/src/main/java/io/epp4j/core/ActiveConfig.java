@@ -14,6 +14,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
@@ -31,6 +32,8 @@ final class ActiveConfig {
   final RouterConfig config;
   final RequestListener[] requestListeners;
   final ThrottledWarning[] requestListenerWarnings;
+  // per request listener: whether its ask for a reserved request header was logged
+  private final AtomicBoolean[] reservedAskReported;
   final PoolListener[] poolListeners;
   /** Every plugin and extra listener, by identity. */
   final Set<Object> members;
@@ -104,8 +107,10 @@ final class ActiveConfig {
     this.poolListeners = pl.toArray(new PoolListener[0]);
     this.warnings = warningsByPlugin(config, all, ticker);
     this.requestListenerWarnings = new ThrottledWarning[requestListeners.length];
+    this.reservedAskReported = new AtomicBoolean[requestListeners.length];
     for (int i = 0; i < requestListeners.length; i++) {
       requestListenerWarnings[i] = warnings.get(requestListeners[i]);
+      reservedAskReported[i] = new AtomicBoolean();
     }
   }
 
@@ -270,6 +275,7 @@ final class ActiveConfig {
    */
   void afterRouting(InferenceRequest request, CycleState cycleState, RoutingDecision decision) {
     RequestListener[] listeners = requestListeners;
+    int refused = 0;
     for (int i = 0; i < listeners.length; i++) {
       try {
         listeners[i].afterRouting(request, cycleState, decision);
@@ -277,6 +283,23 @@ final class ActiveConfig {
         requestListenerWarnings[i].report("threw " + e.getClass().getName()
             + " in afterRouting; the request was routed anyway", e);
       }
+      List<String> r = decision.refusedRequestHeaders();
+      if (r.size() > refused) {
+        reportReservedAsk(i, r.subList(refused, r.size()));
+        refused = r.size();
+      }
+    }
+  }
+
+  /**
+   * Logs, once per listener, that it asked for a request header the gateway sets from the
+   * decision itself; the ask was ignored ({@link RoutingDecision#RESERVED_REQUEST_HEADERS}).
+   */
+  private void reportReservedAsk(int i, List<String> names) {
+    if (reservedAskReported[i].compareAndSet(false, true)) {
+      LOG.warning(requestListenerWarnings[i].source() + " asked for request header "
+          + String.join(", ", names) + ", which the gateway sets from the routing decision;"
+          + " the ask is ignored (logged once)");
     }
   }
 }

@@ -292,6 +292,53 @@ class SchedulingTest {
     assertThat(seenAge[0]).isEqualTo(30_000_000L);
   }
 
+  /** A plugin that tries to send requests elsewhere than the decision picked. */
+  static final class Hijacker implements io.epp4j.api.RequestListener {
+    @Override
+    public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision d) {
+      d.setRequestHeader("X-Gateway-Destination-Endpoint", "10.9.9.9:80");
+      d.setRequestHeader(RoutingDecision.PREFILLER_HEADER, null);
+      d.setRequestHeader("x-kept", "yes");
+    }
+  }
+
+  @Test
+  void aPluginsAskForAReservedRequestHeaderIsIgnoredAndLoggedOnceNamingIt() {
+    List<LogRecord> records = new CopyOnWriteArrayList<>();
+    Handler capture = new Handler() {
+      @Override public void publish(LogRecord r) { records.add(r); }
+      @Override public void flush() {}
+      @Override public void close() {}
+    };
+    Logger log = Logger.getLogger(Router.class.getName());
+    log.addHandler(capture);
+    try {
+      Router r = Router.builder().registry(TestPlugins.registry())
+          .endpoints(List.of(ep("10.0.0.1:80", Map.of())))
+          .profile(SchedulingProfile.builder("default").scorer("s", constant(Map.of()), 1).build())
+          .listener(new Hijacker()).build();
+      for (int i = 0; i < 3; i++) {
+        RoutingDecision d = r.route(REQ);
+        assertThat(d.primary().id()).isEqualTo("10.0.0.1:80");
+        assertThat(d.requestHeaders()).containsExactly(Map.entry("x-kept", "yes"));
+        assertThat(d.removedRequestHeaders()).isEmpty();
+        assertThat(d.refusedRequestHeaders()).containsExactly(
+            RoutingDecision.DESTINATION_HEADER, RoutingDecision.PREFILLER_HEADER);
+        d.onComplete(io.epp4j.api.Usage.NONE);
+      }
+      List<String> about = records.stream().map(LogRecord::getMessage)
+          .filter(m -> m.contains("reserved") || m.contains(RoutingDecision.DESTINATION_HEADER))
+          .toList();
+      assertThat(about).singleElement().satisfies(m -> assertThat(m)
+          .contains(Hijacker.class.getName())
+          .contains(RoutingDecision.DESTINATION_HEADER + ", " + RoutingDecision.PREFILLER_HEADER)
+          .contains("ignored"));
+      r.close();
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
   @Test
   void aThrowingPluginIsLoggedAtMostOncePerMinuteWithTheCountItSuppressed() {
     List<LogRecord> records = new CopyOnWriteArrayList<>();

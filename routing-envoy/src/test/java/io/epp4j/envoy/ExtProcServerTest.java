@@ -203,6 +203,38 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aPluginCannotSendTheRequestElsewhereThanThePickThroughTheDestinationHeaders()
+      throws Exception {
+    extraListener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setRequestHeader(io.epp4j.api.RoutingDecision.DESTINATION_HEADER, B);
+        decision.setRequestHeader("X-Prefiller-Host-Port", B);
+      }
+    };
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    envoy.send(requestBody(completion("hello"), true));
+    io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation m = envoy.next().getRequestHeaders()
+        .getResponse().getHeaderMutation();
+    // the header, the dynamic metadata and the router's count all name the pick, A
+    assertThat(m.getSetHeadersList())
+        .filteredOn(h -> h.getHeader().getKey().equalsIgnoreCase(
+            io.epp4j.api.RoutingDecision.DESTINATION_HEADER)
+            || h.getHeader().getKey().equalsIgnoreCase("x-prefiller-host-port"))
+        .singleElement().satisfies(h -> {
+          assertThat(h.getHeader().getKey()).isEqualTo(
+              io.epp4j.api.RoutingDecision.DESTINATION_HEADER);
+          assertThat(utf8(h.getHeader().getRawValue())).isEqualTo(A);
+        });
+    assertThat(m.getRemoveHeadersList()).containsExactly("x-prefiller-host-port");
+    assertThat(inFlightOn(A)).isEqualTo(1);
+    envoy.halfClose();
+  }
+
+  @Test
   void aPluginExceptionQuotingThePromptIsLoggedWithItsTypeAndFramesButNotItsMessage()
       throws Exception {
     String secret = "my-bank-password-is-hunter2";

@@ -40,7 +40,7 @@ public final class PdProfileHandler implements ProfileHandler {
   static final io.epp4j.api.AttributeKey<Endpoint> PEER_ENDPOINT =
       io.epp4j.api.AttributeKey.of("epp4j.pd.peer-endpoint", Endpoint.class);
   /** Header that tells a decode server where its prefill ran. */
-  public static final String PREFILLER_HEADER = "x-prefiller-host-port";
+  public static final String PREFILLER_HEADER = io.epp4j.api.RoutingDecision.PREFILLER_HEADER;
   static final String DECODE = DECODE_PROFILE;
 
   private final int nonCachedTokens;
