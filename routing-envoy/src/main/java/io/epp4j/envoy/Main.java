@@ -57,7 +57,7 @@ public final class Main {
         --host ADDR                 address to listen on; default every interface
         --config FILE               an EndpointPickerConfig YAML file (alias --config-file);
                                     default the EPP default profile
-        --preset NAME               a shipped configuration: epp4j; ignored with --config
+        --preset NAME               a shipped configuration: epp4j; not with --config
         --max-body-size SIZE        larger request bodies get 413 (B, KB, MB, GB: 1024-based);
                                     default 16MB
         --max-message-size SIZE     largest gRPC message taken from Envoy: must hold the largest
@@ -210,6 +210,11 @@ public final class Main {
       }
       String config = o.get("config");
       String preset = o.get("preset");
+      if (config != null && preset != null) {
+        // each is the whole routing configuration: which one was meant cannot be told
+        throw new IllegalArgumentException("--config and --preset are both given; each is a whole"
+            + " routing configuration: give one of them");
+      }
       if (config != null) {
         Path file = Path.of(config);
         if (!Files.isReadable(file)) {

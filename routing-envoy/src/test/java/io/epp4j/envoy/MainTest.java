@@ -61,6 +61,10 @@ class MainTest {
     assertThat(exitOf("--endpoints=10.0.0.1:80", "--preset", "fastest")).isEqualTo(2);
     assertThat(err()).contains("--preset: unknown preset 'fastest'");
     err.reset();
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--config", "epp.yaml", "--preset", "epp4j"))
+        .isEqualTo(2);
+    assertThat(err()).contains("--config and --preset are both given");
+    err.reset();
     assertThat(exitOf("--endpoints=10.0.0.1:80", "--drain-timeout", "-1s")).isEqualTo(2);
     assertThat(err()).contains("--drain-timeout");
   }

@@ -341,7 +341,6 @@ public class Epp4jRefresher implements ApplicationListener<EnvironmentChangeEven
     @Nullable Result<RouterConfig> result = null;
     String preset = s.presetName();
     if (file != null) {
-      s.warnIfPresetIgnored();
       result = router.reconfigure(file);
     } else if (preset != null && presetYaml != null) {
       result = router.reconfigure(presetYaml, preset);

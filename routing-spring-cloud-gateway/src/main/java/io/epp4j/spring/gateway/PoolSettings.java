@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.logging.Logger;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.util.unit.DataSize;
@@ -21,7 +20,6 @@ import org.springframework.util.unit.DataSize;
  * and checking code both share. Every error message starts with the full property name.
  */
 final class PoolSettings {
-  private static final Logger LOG = Logger.getLogger(PoolSettings.class.getName());
   static final String PREFIX = "epp4j";
   static final String POOLS_PREFIX = PREFIX + ".pools.";
   static final String DEFAULT_SCHEME = "http";
@@ -264,18 +262,23 @@ final class PoolSettings {
   }
 
   /**
-   * Logs a warning when both a config file and a preset are set: the file is the configuration
-   * and the preset is ignored, which the setting alone would not show.
+   * Fails when both a config file and a preset are set: each names the whole routing
+   * configuration, and which one was meant cannot be told (routing-envoy refuses
+   * {@code --config} with {@code --preset} alike).
    */
-  void warnIfPresetIgnored() {
+  void checkConfigChoice() {
     if (configPath() != null && preset != null && !preset.isBlank()) {
-      LOG.warning("epp4j: " + property("preset") + " '" + preset + "' is ignored: "
-          + property("config-file") + " is set, and the file is the configuration");
+      throw new Epp4jConfigurationException(property("config-file") + " and " + property("preset")
+          + " are both set; each is a whole routing configuration: set one of them");
     }
   }
 
-  /** The YAML of the preset in use, {@code null} without one; fails on an unknown name. */
+  /**
+   * The YAML of the preset in use, {@code null} without one; fails on an unknown name, and when
+   * a config file is set too ({@link #checkConfigChoice}).
+   */
   @Nullable String presetYaml() {
+    checkConfigChoice();
     String name = presetName();
     if (name == null) {
       return null;
@@ -298,7 +301,6 @@ final class PoolSettings {
     Path file = configPath();
     String yaml = presetYaml();
     String name = presetName();
-    warnIfPresetIgnored();
     if (file != null) {
       b.configFile(file);
     } else if (yaml != null && name != null) {

@@ -158,20 +158,21 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
-  void aPresetBesideAConfigFileIsAWarningNamingBoth(
+  void aPresetBesideAConfigFileFailsStartupNamingBoth(
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
     java.nio.file.Path file = dir.resolve("epp.yaml");
     java.nio.file.Files.writeString(file, io.epp4j.scorers.Epp4jPreset.yaml());
-    List<String> both = warningsOf(PoolSettings.class, () -> runner
-        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file,
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file,
             "epp4j.preset=epp4j")
-        .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Router.class)));
-    assertThat(both).singleElement().asString()
-        .contains("epp4j.preset", "'epp4j'", "ignored", "epp4j.config-file");
-    List<String> fileAlone = warningsOf(PoolSettings.class, () -> runner
-        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file)
-        .run(ctx -> assertThat(ctx).hasNotFailed()));
-    assertThat(fileAlone).isEmpty();
+        .run(ctx -> assertThat(ctx).getFailure()
+            .rootCause().isInstanceOf(Epp4jConfigurationException.class)
+            .hasMessageContaining("epp4j.config-file and epp4j.preset are both set"));
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.pools.a.endpoints=127.0.0.1:9002",
+            "epp4j.pools.a.config-file=" + file, "epp4j.pools.a.preset=epp4j")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.pools.a.config-file and epp4j.pools.a.preset"));
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.config-file=" + file)
+        .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Router.class));
   }
 
   @Test
