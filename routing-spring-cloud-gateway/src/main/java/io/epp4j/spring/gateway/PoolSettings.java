@@ -135,9 +135,9 @@ final class PoolSettings {
     if (hasServiceId()) {
       positive(refreshInterval, "discovery.refresh-interval");
     }
-    if (metricsEnabled) {
-      validateScraper();
-    }
+    // checked with scraping off too, as routing-envoy checks its options: a mistake there would
+    // otherwise surface only when scraping is switched on
+    validateScraper();
   }
 
   /**

@@ -176,6 +176,16 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void metricsSettingsAreCheckedWithScrapingOff() {
+    runner.withPropertyValues("epp4j.metrics.enabled=false", "epp4j.metrics.interval=0s")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.metrics.interval must be positive"));
+    runner.withPropertyValues("epp4j.metrics.enabled=false", "epp4j.metrics.path=metrics")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.metrics.path must start with '/'"));
+  }
+
+  @Test
   void badDurationsAndMetricsPathFailStartupNamingTheProperty() {
     runner.withPropertyValues("epp4j.metrics.interval=0s").run(ctx -> assertThat(ctx)
         .getFailure().hasStackTraceContaining("epp4j.metrics.interval must be positive"));
