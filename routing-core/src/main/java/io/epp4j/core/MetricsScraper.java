@@ -74,6 +74,7 @@ public final class MetricsScraper implements AutoCloseable {
   private final ConcurrentHashMap<String, Boolean> repeating = new ConcurrentHashMap<>();
   private final AtomicLong scrapes = new AtomicLong();
   private final AtomicLong failures = new AtomicLong();
+  private final AtomicLong rounds = new AtomicLong();
   // scrapes under way, so that close() can end them
   private final Set<CompletableFuture<?>> responses = ConcurrentHashMap.newKeySet();
   private volatile boolean closed;
@@ -127,6 +128,8 @@ public final class MetricsScraper implements AutoCloseable {
       }
     } catch (RuntimeException e) {
       LOG.log(Level.WARNING, "a round of metrics scrapes failed", e);
+    } finally {
+      rounds.incrementAndGet();
     }
   }
 
@@ -278,6 +281,11 @@ public final class MetricsScraper implements AutoCloseable {
     if (failing.putIfAbsent(id, Boolean.TRUE) == null) {
       LOG.log(Level.WARNING, "scraping metrics of " + id + " failed: " + why);
     }
+  }
+
+  /** Completed rounds of scrapes (each started, not necessarily answered); tests wait on it. */
+  long rounds() {
+    return rounds.get();
   }
 
   /** Completed scrape attempts. */

@@ -426,8 +426,10 @@ class MetricsScraperTest {
       awaitCount(() -> scraper.failures(), 3);
       assertThat(warnings).hasSize(1); // once while it keeps failing
       router.removeEndpoint(dead);
-      // rounds pass without it (the scrape in flight at the removal may still fail once)
-      java.util.concurrent.locks.LockSupport.parkNanos(Duration.ofMillis(200).toNanos());
+      // a round that began after the removal has ended: the one under way at the removal may
+      // still have seen the endpoint, the next one cannot (a fixed wait is not enough on a busy
+      // machine, where the scraper's thread may not run at all meanwhile)
+      awaitCount(scraper::rounds, scraper.rounds() + 2);
       router.addEndpoint(Endpoint.of("127.0.0.1", deadPort));
       long failuresBack = scraper.failures();
       awaitCount(() -> scraper.failures(), failuresBack + 2);
