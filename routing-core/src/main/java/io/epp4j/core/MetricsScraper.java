@@ -224,7 +224,7 @@ public final class MetricsScraper implements AutoCloseable {
         return;
       }
       String series = repeated.get();
-      if (series != null && repeating.putIfAbsent(id, Boolean.TRUE) == null) {
+      if (series != null && mark(repeating, id)) {
         LOG.log(Level.WARNING, "metrics of " + id + " repeat series " + series
             + " (and maybe others); the last sample of each counts");
       }
@@ -278,9 +278,29 @@ public final class MetricsScraper implements AutoCloseable {
 
   private void fail(String id, String why) {
     failures.incrementAndGet();
-    if (failing.putIfAbsent(id, Boolean.TRUE) == null) {
+    if (mark(failing, id)) {
       LOG.log(Level.WARNING, "scraping metrics of " + id + " failed: " + why);
     }
+  }
+
+  /**
+   * Marks {@code id} in {@code marks}; true when it was not marked and is still in the pool. A
+   * scrape that was under way when its endpoint left can end after the round that dropped the
+   * endpoint's marks: marked then, the endpoint would carry the mark back into the pool, and its
+   * failures there would go unreported. So the pool is checked after marking (a removal after the
+   * check is seen by the next round), and the mark of an endpoint that left is taken back.
+   */
+  private boolean mark(ConcurrentHashMap<String, Boolean> marks, String id) {
+    if (marks.putIfAbsent(id, Boolean.TRUE) != null) {
+      return false;
+    }
+    for (Candidate c : router.endpoints()) {
+      if (c.id().equals(id)) {
+        return true;
+      }
+    }
+    marks.remove(id);
+    return false;
   }
 
   /** Completed rounds of scrapes (each started, not necessarily answered); tests wait on it. */

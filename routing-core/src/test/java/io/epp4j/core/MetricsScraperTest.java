@@ -441,6 +441,57 @@ class MetricsScraperTest {
     }
   }
 
+  @Test
+  void aScrapeUnderWayWhenItsEndpointLeftFailsWithoutMarkingItSoItsReturnIsWarnedAbout()
+      throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    java.util.concurrent.ExecutorService handlers = java.util.concurrent.Executors.newCachedThreadPool();
+    server.setExecutor(handlers);
+    java.util.concurrent.atomic.AtomicInteger requests = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    // every answer is a 500; the second waits until the test releases it
+    server.createContext("/metrics", ex -> {
+      try {
+        if (requests.incrementAndGet() == 2) {
+          release.await(20, java.util.concurrent.TimeUnit.SECONDS);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } finally {
+        ex.sendResponseHeaders(500, -1);
+        ex.close();
+      }
+    });
+    server.start();
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    ScraperLog log = new ScraperLog(m -> m.startsWith("scraping metrics of " + id + " failed"));
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.of("127.0.0.1", server.getAddress().getPort())))
+        .build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(Duration.ofSeconds(30)).start()) {
+      awaitCount(scraper::failures, 1);
+      awaitCount(requests::get, 2); // the second scrape is under way
+      router.removeEndpoint(id);
+      // rounds that dropped the endpoint's mark have ended; only then does the held scrape fail
+      awaitCount(scraper::rounds, scraper.rounds() + 2);
+      release.countDown();
+      awaitCount(scraper::failures, 2);
+      // before, that late failure marked the departed endpoint again (and warned about it): back
+      // in the pool before the next round, its failures went unreported
+      assertThat(log.messages).hasSize(1);
+      router.addEndpoint(Endpoint.of("127.0.0.1", server.getAddress().getPort()));
+      awaitCount(scraper::failures, 3);
+      assertThat(log.messages).hasSize(2);
+    } finally {
+      release.countDown();
+      log.close();
+      server.stop(0);
+      handlers.shutdownNow();
+    }
+  }
+
   /** The messages the scraper logs that {@code wanted} accepts, from creation to close. */
   private static final class ScraperLog extends java.util.logging.Handler {
     final java.util.List<String> messages = new java.util.concurrent.CopyOnWriteArrayList<>();
