@@ -19,6 +19,10 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 class MetricsScraperTest {
+  // for tests that count any failed scrape of a healthy server: the default 1 s can run out on a
+  // loaded machine without anything being wrong
+  static final Duration UNHURRIED = Duration.ofSeconds(30);
+
   static final String VLLM = """
       # HELP vllm:num_requests_waiting Number of requests waiting to be processed.
       # TYPE vllm:num_requests_waiting gauge
@@ -281,7 +285,8 @@ class MetricsScraperTest {
     Router router = Router.builder().registry(TestPlugins.registry())
         .profile(SchedulingProfile.builder("default").build())
         .endpoints(List.of(Endpoint.parse(id))).build();
-    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20)).start()) {
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(UNHURRIED).start()) {
       awaitMetrics(router, id, m -> m.waitingRequests() == 3);
       long seen = scraper.scrapes();
       awaitCount(() -> scraper.scrapes(), seen + 3);

@@ -241,7 +241,7 @@ class UpstreamSectionsTest {
             - {name: s, type: label-scorer, parameters: {label: x}}
             """ + PROFILE, "f.yaml").build();
         MetricsScraper scraper = MetricsScraper.builder(router)
-            .interval(Duration.ofMillis(20)).start()) {
+            .interval(Duration.ofMillis(20)).timeout(MetricsScraperTest.UNHURRIED).start()) {
       long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
       while (router.endpoints().get(0).metrics().waitingRequests() != 3) {
         assertThat(System.nanoTime()).as("scraped /custom/metrics in time").isLessThan(deadline);
@@ -272,7 +272,7 @@ class UpstreamSectionsTest {
         .configYaml("plugins:\n- {name: src, type: metrics-data-source, parameters: {path: /a/metrics}}\n"
             + body, "f.yaml").build()) {
       try (MetricsScraper scraper = MetricsScraper.builder(router)
-          .interval(Duration.ofMillis(20)).start()) {
+          .interval(Duration.ofMillis(20)).timeout(MetricsScraperTest.UNHURRIED).start()) {
         awaitWaiting(router, 3);
         assertThat(router.reconfigure("plugins:\n"
             + "- {name: src, type: metrics-data-source, parameters: {path: /b/metrics}}\n" + body,
@@ -285,7 +285,7 @@ class UpstreamSectionsTest {
           + "- {name: src, type: metrics-data-source, parameters: {path: /a/metrics}}\n" + body,
           "f.yaml");
       try (MetricsScraper scraper = MetricsScraper.builder(router).path("/b/metrics")
-          .interval(Duration.ofMillis(20)).start()) {
+          .interval(Duration.ofMillis(20)).timeout(MetricsScraperTest.UNHURRIED).start()) {
         long before = hitsOnB.get();
         long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
         while (hitsOnB.get() < before + 3) {
