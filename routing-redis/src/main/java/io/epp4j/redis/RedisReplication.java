@@ -92,6 +92,15 @@ public final class RedisReplication implements Plugin, RequestListener {
    * 8,192 blocks).
    */
   static final int MAX_BATCH_BYTES = 1 << 20;
+  /**
+   * Largest entry decoded: no router writes a longer one (a batch under {@link #MAX_BATCH_BYTES},
+   * the one hint that crossed it, a prefix of at most {@link HintCodec#MAX_BLOCKS} hashes, and
+   * strings of at most 64 KiB each). Decoding turns an entry's records into objects several times
+   * its size; a longer entry, which only a foreign writer makes (Redis takes entries up to 512 MiB
+   * by default), is skipped unread instead, so it costs its bytes and no more.
+   */
+  static final int MAX_ENTRY_BYTES = MAX_BATCH_BYTES + 8 * HintCodec.MAX_BLOCKS
+      + 4 * (HintCodec.MAX_STRING_BYTES + 2) + 64;
   static final Duration READ_WAIT = Duration.ofMillis(200);
   /**
    * Entries one read asks for: with {@link #MAX_BATCH_BYTES}, a reader catching up on a backlog
@@ -1078,6 +1087,11 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   private void apply(HintTransport.Entry entry, long newestMillis, long staleBeforeMillis) {
     entriesRead.incrementAndGet();
+    if (entry.batch().length > MAX_ENTRY_BYTES) {
+      rejectMalformed(entry.id(), new HintCodec.MalformedBatchException(entry.batch().length
+          + " bytes, above the " + MAX_ENTRY_BYTES + " bytes of the longest entry a router writes"));
+      return;
+    }
     HintCodec.Input in = HintCodec.input(entry.batch());
     HintCodec.Header h;
     try {

@@ -957,6 +957,54 @@ class ReplicationLogicTest {
   }
 
   /**
+   * A well-formed entry longer than any router writes (a foreign writer's): decoded, its records
+   * would become objects several times its size on the reader's thread. Skipped unread, named by
+   * key and id with its size, and the next entries still apply.
+   */
+  @Test
+  void anEntryLongerThanAnyRouterWritesIsSkippedUnreadAndNamedByKeyAndId() throws Exception {
+    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
+    log.addHandler(capture);
+    try {
+      InMemoryLog stream = new InMemoryLog();
+      Router b = router(stream, "p", "b", 1000);
+      // in-flight records under the longest endpoint id a batch holds, until past the limit
+      HintCodec.Writer w = new HintCodec.Writer();
+      String longId = "e".repeat(HintCodec.MAX_STRING_BYTES);
+      int records = RedisReplication.MAX_ENTRY_BYTES / HintCodec.MAX_STRING_BYTES + 1;
+      for (int i = 0; i < records; i++) {
+        w.inFlight(longId, 1, 1);
+      }
+      byte[] oversized = w.finish("p", "a", RedisReplication.epochMicros());
+      assertThat(oversized.length).isGreaterThan(RedisReplication.MAX_ENTRY_BYTES);
+      stream.append(oversized);
+      stream.append(prefixBatch("a", "10.2.0.3:8000"));
+      await("the batch after it applied", () -> replication(b).appliedPrefixes() == 1);
+      assertThat(replication(b).malformed()).isEqualTo(1);
+      assertThat(logged).map(java.util.logging.LogRecord::getMessage)
+          .anyMatch(m -> m.contains("entry 1-0") && m.contains("'epp4j:p:hints'")
+              && m.contains(oversized.length + " bytes"))
+          .noneMatch(m -> m.contains("eeee"));
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  /**
    * A session key longer than any router sends (a foreign or hand-written entry): kept, each
    * would hold up to 64 KiB in the bounded map of sessions' capture times and in the scorers.
    */
