@@ -11,6 +11,7 @@ import java.util.Set;
 import java.util.List;
 import java.util.Objects;
 import java.util.logging.Logger;
+import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -51,7 +52,8 @@ public class Epp4jAutoConfiguration {
   /**
    * The router; closed with the context. The application's {@link OpenTelemetry} bean, when there
    * is one, receives the router's metrics; {@link RequestListener} and {@link PoolListener} beans
-   * are registered with it.
+   * are registered with it; a Lettuce {@code ClientResources} bean is its router service (see
+   * {@link SharedRouterServices}).
    */
   /** The name of the default pool's router bean when this configuration builds it. */
   static final String ROUTER_BEAN = "epp4jRouter";
@@ -60,7 +62,7 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   public Router epp4jRouter(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
       ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners,
-      ObjectProvider<DiscoveryClient> discovery) {
+      ObjectProvider<DiscoveryClient> discovery, BeanFactory beans) {
     PoolSettings settings = PoolSettings.of(properties);
     settings.validate(); // fails naming the property, as for the named pools
     if (settings.hasServiceId() && discovery.getIfAvailable() == null) {
@@ -69,6 +71,7 @@ public class Epp4jAutoConfiguration {
           + " no DiscoveryClient; the default pool keeps " + settings.property("endpoints"));
     }
     Router.Builder b = settings.routerBuilder();
+    SharedRouterServices.of(beans).accept(b);
     listeners(requestListeners, poolListeners).forEach(b::listener);
     OpenTelemetry telemetry = otel.getIfAvailable();
     if (telemetry != null) {
@@ -92,16 +95,17 @@ public class Epp4jAutoConfiguration {
    * The named pools of {@code epp4j.pools.<name>.*}, each with its own router, scraper and
    * discovery; closed with the context. The {@link RequestListener} and {@link PoolListener} beans
    * are registered with every pool's router; the {@link OpenTelemetry} bean receives every pool's
-   * router metrics, with the attribute {@code pool=<name>}.
+   * router metrics, with the attribute {@code pool=<name>}; a Lettuce {@code ClientResources}
+   * bean is every pool's router service, so that their Redis clients share its threads.
    */
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
   public Epp4jPools epp4jPools(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
       ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners,
-      ObjectProvider<DiscoveryClient> discovery) {
+      ObjectProvider<DiscoveryClient> discovery, BeanFactory beans) {
     // built even without pools: pools may be added at runtime
     return Epp4jPools.build(properties, listeners(requestListeners, poolListeners),
-        otel.getIfAvailable(), discovery.getIfAvailable());
+        otel.getIfAvailable(), discovery.getIfAvailable(), SharedRouterServices.of(beans));
   }
 
   /** The {@code Epp4j} filter of route definitions and the Java DSL. */

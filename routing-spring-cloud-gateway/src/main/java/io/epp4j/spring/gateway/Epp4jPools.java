@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.function.Consumer;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.jspecify.annotations.Nullable;
@@ -57,7 +58,7 @@ public final class Epp4jPools implements AutoCloseable {
 
   /** What building a pool needs besides its settings. */
   private record Context(List<Object> listeners, @Nullable OpenTelemetry otel,
-      @Nullable DiscoveryClient discoveryClient) {}
+      @Nullable DiscoveryClient discoveryClient, Consumer<Router.Builder> services) {}
 
   // replaced whole, under the lock, by add and remove; read without it
   private volatile Map<String, Pool> pools;
@@ -84,18 +85,29 @@ public final class Epp4jPools implements AutoCloseable {
    */
   static Epp4jPools build(Epp4jProperties properties, List<Object> listeners,
       @Nullable OpenTelemetry otel, @Nullable DiscoveryClient discoveryClient) {
+    return build(properties, listeners, otel, discoveryClient, b -> {});
+  }
+
+  /**
+   * As {@link #build(Epp4jProperties, List, OpenTelemetry, DiscoveryClient)}, with
+   * {@code services} applied to every pool's router builder, for the pools built now and those
+   * added later (the router services the application shares, see {@link SharedRouterServices}).
+   */
+  static Epp4jPools build(Epp4jProperties properties, List<Object> listeners,
+      @Nullable OpenTelemetry otel, @Nullable DiscoveryClient discoveryClient,
+      Consumer<Router.Builder> services) {
     List<PoolSettings> all = new ArrayList<>();
     for (Map.Entry<String, Epp4jProperties.Pool> e : properties.getPools().entrySet()) {
       PoolSettings s = PoolSettings.of(properties, e.getKey(), e.getValue());
       s.validate();
       all.add(s);
     }
-    Context context = new Context(List.copyOf(listeners), otel, discoveryClient);
+    Context context = new Context(List.copyOf(listeners), otel, discoveryClient, services);
     Map<String, Pool> built = new LinkedHashMap<>();
     try {
       for (PoolSettings s : all) {
         String name = Objects.requireNonNull(s.name);
-        built.put(name, buildOne(s, listeners, otel, discoveryClient));
+        built.put(name, buildOne(s, context));
       }
     } catch (RuntimeException e) {
       new Epp4jPools(built, null).close();
@@ -126,7 +138,7 @@ public final class Epp4jPools implements AutoCloseable {
         throw new IllegalArgumentException("epp4j: pool '" + name + "' exists already");
       }
       s.validate();
-      Pool built = buildOne(s, c.listeners(), c.otel(), c.discoveryClient());
+      Pool built = buildOne(s, c);
       Map<String, Pool> next = new LinkedHashMap<>(pools);
       next.put(name, built);
       pools = Collections.unmodifiableMap(next);
@@ -154,11 +166,13 @@ public final class Epp4jPools implements AutoCloseable {
     return true;
   }
 
-  private static Pool buildOne(PoolSettings s, List<Object> listeners,
-      @Nullable OpenTelemetry otel, @Nullable DiscoveryClient discoveryClient) {
+  private static Pool buildOne(PoolSettings s, Context c) {
     String name = Objects.requireNonNull(s.name);
+    OpenTelemetry otel = c.otel();
+    DiscoveryClient discoveryClient = c.discoveryClient();
     Router.Builder b = s.routerBuilder();
-    listeners.forEach(b::listener);
+    c.services().accept(b);
+    c.listeners().forEach(b::listener);
     if (otel != null) {
       b.openTelemetry(PoolTelemetry.withPool(otel, name));
     }
