@@ -211,6 +211,9 @@ class ReconfigureTest {
     }
     int reloads = 200;
     try {
+      // reloads under traffic: on a busy machine the 200 could all be done before a routing
+      // thread first ran, leaving nothing tested and routed at zero
+      await(() -> routed.get() > 0, "a routing thread routed");
       for (int i = 0; i < reloads; i++) {
         Result<RouterConfig> r = router.reconfigure(config(i % 2 == 0 ? "b" : "a"), "reload");
         assertThat(r.isOk()).as("%s", r).isTrue();
