@@ -22,6 +22,10 @@ package io.epp4j.sim;
  * @param routingWarmP99Micros the 99th percentile of the same decisions
  * @param ttftCdfMs sorted TTFT samples for the chart (not written to JSON)
  * @param pd what prefill/decode disaggregation did ({@link PdStats#NONE} without it)
+ * @param unservedRequests requests of the run that were neither served nor rejected: still
+ *     waiting in a replica's queue when nothing else could happen (a prompt too large for the
+ *     replica's KV cache), or never submitted because the dialog turn before them was not
+ *     served; {@code requests + rejectedRequests + unservedRequests} is every request of the run
  */
 public record PolicyResult(
     String policy,
@@ -52,7 +56,26 @@ public record PolicyResult(
     double wallSeconds,
     double simulatedRequestsPerWallSecond,
     double[] ttftCdfMs,
-    PdStats pd) {
+    PdStats pd,
+    int unservedRequests) {
+
+  /** A result in which every request was served or rejected. */
+  public PolicyResult(String policy, double prefixCacheHitRate, double ttftP50Ms,
+      double ttftP95Ms, double ttftP99Ms, double itlP50Ms, double e2eP50Ms, double e2eP95Ms,
+      double outputTokensPerSec, int requests, long preemptions, long evictions,
+      int maxRequestsPerReplica, double meanRequestsPerReplica, int maxSessionsPerReplica,
+      double meanSessionsPerReplica, double routingMeanMicros, double routingP99Micros,
+      double routingWarmMeanMicros, double routingWarmP99Micros, int clippedRequests,
+      int rejectedRequests, int routerRejectedRequests, String firstRouterRejection,
+      double simulatedSeconds, double wallSeconds, double simulatedRequestsPerWallSecond,
+      double[] ttftCdfMs, PdStats pd) {
+    this(policy, prefixCacheHitRate, ttftP50Ms, ttftP95Ms, ttftP99Ms, itlP50Ms, e2eP50Ms,
+        e2eP95Ms, outputTokensPerSec, requests, preemptions, evictions, maxRequestsPerReplica,
+        meanRequestsPerReplica, maxSessionsPerReplica, meanSessionsPerReplica, routingMeanMicros,
+        routingP99Micros, routingWarmMeanMicros, routingWarmP99Micros, clippedRequests,
+        rejectedRequests, routerRejectedRequests, firstRouterRejection, simulatedSeconds,
+        wallSeconds, simulatedRequestsPerWallSecond, ttftCdfMs, pd, 0);
+  }
 
   /** A result without prefill/decode disaggregation. */
   public PolicyResult(String policy, double prefixCacheHitRate, double ttftP50Ms,
@@ -107,6 +130,7 @@ public record PolicyResult(
         && meanSessionsPerReplica == other.meanSessionsPerReplica
         && clippedRequests == other.clippedRequests && rejectedRequests == other.rejectedRequests
         && routerRejectedRequests == other.routerRejectedRequests
+        && unservedRequests == other.unservedRequests
         && simulatedSeconds == other.simulatedSeconds && pd.equals(other.pd)
         && java.util.Arrays.equals(ttftCdfMs, other.ttftCdfMs);
   }

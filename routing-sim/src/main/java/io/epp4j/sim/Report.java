@@ -65,6 +65,22 @@ public final class Report {
         out.println(pdLine(r));
       }
     }
+    for (PolicyResult r : s.results()) {
+      if (r.unservedRequests() > 0) {
+        out.println(unservedLine(r));
+      }
+    }
+  }
+
+  /**
+   * Why {@code reqs} and the rejected count fall short of the run's requests: some were still
+   * queued when nothing else could happen, or never sent because their dialog stalled.
+   */
+  static String unservedLine(PolicyResult r) {
+    return String.format(Locale.ROOT, "   %s: %d requests never served: still queued when the run"
+        + " ended (too large for a replica's KV cache) or never sent (later turns of a stalled"
+        + " dialog)",
+        r.policy(), r.unservedRequests());
   }
 
   /**
@@ -268,6 +284,7 @@ public final class Report {
         o.put("clippedRequests", r.clippedRequests());
         o.put("rejectedRequests", r.rejectedRequests());
         o.put("routerRejectedRequests", r.routerRejectedRequests());
+        o.put("unservedRequests", r.unservedRequests());
         o.put("simulatedSeconds", round(r.simulatedSeconds(), 3));
         PdStats pd = r.pd();
         if (pd.reported()) {
@@ -368,7 +385,7 @@ public final class Report {
         + "rejectedRequests,simulatedSeconds,loadLevel");
     // columns added later go last, so that readers of the earlier layout keep their positions
     sb.append(run == null ? "" : ",seed,replicas,profile,scrapeIntervalMs,version,load");
-    sb.append(",routingWarmMeanMicros,routingWarmP99Micros\n");
+    sb.append(",routingWarmMeanMicros,routingWarmP99Micros,unservedRequests\n");
     for (ScenarioResult s : scenarios) {
       for (PolicyResult r : s.results()) {
         sb.append(String.format(Locale.ROOT,
@@ -390,7 +407,8 @@ public final class Report {
               csvField(load.toString())));
         }
         sb.append(',').append(csvNumber(r.routingWarmMeanMicros(), 1))
-            .append(',').append(csvNumber(r.routingWarmP99Micros(), 1));
+            .append(',').append(csvNumber(r.routingWarmP99Micros(), 1))
+            .append(',').append(r.unservedRequests());
         sb.append('\n');
       }
     }

@@ -852,6 +852,7 @@ public final class Simulation {
         ttft.sortedValues(),
         prefillReplicas == 0 && disaggregated == 0 ? PdStats.NONE
             : new PdStats(prefillReplicas > 0, disaggregated, transferredTokens, decodeHitTokens,
-                transferMs.mean(), transferMs.percentile(95), itl.percentile(95)));
+                transferMs.mean(), transferMs.percentile(95), itl.percentile(95)),
+        total - completed - rejected);
   }
 }

@@ -55,6 +55,60 @@ class SimulationTest {
     return Report.toDeterministicJson(out);
   }
 
+  /**
+   * A replica whose KV cache holds 2,048 tokens cannot start a prompt longer than that, which
+   * vLLM's context limit (far larger) lets through: such requests wait in the queue for ever, and
+   * the closed-loop clients behind them never send their next request.
+   */
+  @Test
+  void requestsStillQueuedAtTheEndAreCountedAndReported() throws Exception {
+    HardwareProfile tiny = new HardwareProfile(HW.name(), HW.model(), HW.nonEmbeddingParams(),
+        HW.weightBytes(), HW.kvBytesPerToken(), HW.layers(), HW.queryWidth(), HW.hidden(),
+        HW.vocab(), HW.maxModelLen(),
+        (HW.weightBytes() + HW.runtimeOverheadBytes() + 2048.0 * HW.kvBytesPerToken())
+            / HW.gpuMemoryUtilization(),
+        HW.gpuMemoryUtilization(), HW.runtimeOverheadBytes(), HW.peakFlops(),
+        HW.peakBandwidth(), HW.computeEfficiency(), HW.bandwidthEfficiency(),
+        HW.replicasPerGpu(), HW.blockSize(), HW.maxNumBatchedTokens(), HW.maxNumSeqs(),
+        HW.stepOverheadSeconds(), HW.perSequenceOverheadSeconds());
+    assertThat(tiny.kvTokensPerReplica()).isLessThan(3000);
+    assertThat(tiny.maxModelLen()).isGreaterThan(3000 + 300 + 60);
+    SharedPrefixWorkload w = new SharedPrefixWorkload(12, 4, LengthDist.fixed(3000),
+        LengthDist.parse("100-300"), LengthDist.parse("20-60"), 300, 24, 0);
+    int total = w.start(3).totalRequests();
+    PolicyResult r = new Simulation(new Simulation.Settings(tiny, 6, 3, 50_000_000L, null), w,
+        Policy.ROUND_ROBIN, null).run();
+
+    assertThat(r.requests()).isZero();
+    assertThat(r.rejectedRequests()).isZero();
+    assertThat(r.unservedRequests()).isEqualTo(total);
+    ScenarioResult s = new ScenarioResult(w.name(), "tiny caches", List.of(r));
+    java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream();
+    Report.printTable(s, new java.io.PrintStream(b, true, java.nio.charset.StandardCharsets.UTF_8));
+    assertThat(b.toString(java.nio.charset.StandardCharsets.UTF_8))
+        .contains("round-robin: " + total + " requests never served");
+    assertThat(new com.fasterxml.jackson.databind.ObjectMapper().readTree(Report.toJson(List.of(s)))
+        .path("scenarios").path(0).path("results").path(0).path("unservedRequests").asInt(-1))
+        .isEqualTo(total);
+    List<String> csv = Report.toCsv(List.of(s)).lines().toList();
+    int column = List.of(csv.get(0).split(",")).indexOf("unservedRequests");
+    assertThat(column).isNotNegative();
+    assertThat(csv.get(1).split(",", -1)[column]).isEqualTo(Integer.toString(total));
+  }
+
+  @Test
+  void aRunThatServesEveryRequestReportsNoneUnserved() {
+    PolicyResult r = new Simulation(settings(3), smallSharedPrefix(), Policy.ROUND_ROBIN, null)
+        .run();
+    assertThat(r.unservedRequests()).isZero();
+    assertThat(r.requests() + r.rejectedRequests())
+        .isEqualTo(smallSharedPrefix().start(3).totalRequests());
+    java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream();
+    Report.printTable(new ScenarioResult("s", "d", List.of(r)),
+        new java.io.PrintStream(b, true, java.nio.charset.StandardCharsets.UTF_8));
+    assertThat(b.toString(java.nio.charset.StandardCharsets.UTF_8)).doesNotContain("never served");
+  }
+
   @Test
   void theSameSeedGivesTheSameReport() {
     String a = runJson(7);
