@@ -374,7 +374,9 @@ public final class Report {
   /**
    * CSV, one row per scenario and policy. With {@code run}, every row ends with the run's
    * metadata and the scenario's load parameters ({@code load}: {@code name=value} pairs joined
-   * by spaces), so that any row read alone says what produced it.
+   * by spaces), so that any row read alone says what produced it. Every figure of a JSON result
+   * has a column, named as in the JSON; those of its {@code pd} object are prefixed with
+   * {@code pd} ({@code pdTransferMeanMs}) and empty for a run the JSON gives no {@code pd}.
    */
   public static String toCsv(@Nullable RunInfo run, List<ScenarioResult> scenarios) {
     StringBuilder sb = new StringBuilder();
@@ -385,7 +387,9 @@ public final class Report {
         + "rejectedRequests,simulatedSeconds,loadLevel");
     // columns added later go last, so that readers of the earlier layout keep their positions
     sb.append(run == null ? "" : ",seed,replicas,profile,scrapeIntervalMs,version,load");
-    sb.append(",routingWarmMeanMicros,routingWarmP99Micros,unservedRequests\n");
+    sb.append(",routingWarmMeanMicros,routingWarmP99Micros,unservedRequests,"
+        + "routerRejectedRequests,pdRoles,pdDisaggregatedRequests,pdTransferredTokens,"
+        + "pdDecodeHitTokens,pdTransferMeanMs,pdTransferP95Ms,pdItlP95Ms\n");
     for (ScenarioResult s : scenarios) {
       for (PolicyResult r : s.results()) {
         sb.append(String.format(Locale.ROOT,
@@ -408,7 +412,19 @@ public final class Report {
         }
         sb.append(',').append(csvNumber(r.routingWarmMeanMicros(), 1))
             .append(',').append(csvNumber(r.routingWarmP99Micros(), 1))
-            .append(',').append(r.unservedRequests());
+            .append(',').append(r.unservedRequests())
+            .append(',').append(r.routerRejectedRequests());
+        PdStats pd = r.pd();
+        if (pd.reported()) {
+          sb.append(',').append(pd.cluster()).append(',').append(pd.disaggregated())
+              .append(',').append(pd.transferredTokens()).append(',').append(pd.decodeHitTokens())
+              .append(',').append(csvNumber(pd.transferMeanMs(), 3))
+              .append(',').append(csvNumber(pd.transferP95Ms(), 3))
+              .append(',').append(csvNumber(pd.itlP95Ms(), 2));
+        } else {
+          // the JSON has no pd object for such a run: no P/D figure applies
+          sb.append(",,,,,,,");
+        }
         sb.append('\n');
       }
     }

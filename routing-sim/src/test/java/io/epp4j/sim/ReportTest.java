@@ -84,6 +84,64 @@ class ReportTest {
     assertThat(Double.parseDouble(values[header.indexOf("ttftP50Ms")])).isPositive();
   }
 
+  /**
+   * Every figure the JSON gives a policy has a CSV column of the same name (a nested object's
+   * fields prefixed with the object's name) holding the same value, so that a field added to one
+   * report cannot be left out of the other unnoticed.
+   */
+  @Test
+  void everyScalarFieldOfAJsonResultHasACsvColumnWithTheSameValue() throws Exception {
+    PolicyResult plain = result("round-robin", 0.311, 7, 38, 421_055, 3);
+    PolicyResult pd = new PolicyResult("epp4j-pd", 0.8, 39.5, 87.3, 1609, 21.2, 4307, 8263, 2075,
+        1500, 2, 10, 311, 256.0, 55, 44.3, 70, 631, 27, 72, 0, 36, 20, "no endpoints", 148.2,
+        0.23, 6726, new double[] {1, 2, 3},
+        new PdStats(true, 400, 123_456, 7_890, 12.345, 45.678, 30.12), 5);
+    PolicyResult noItl = new PolicyResult("sticky", 0.5, 10, 20, 30, Double.NaN, 100, 200, 50,
+        10, 0, 0, 2, 1.5, 2, 1.5, Double.NaN, Double.NaN, Double.NaN, Double.NaN, 0, 0, 0, "",
+        1.0, 0.1, 100, new double[] {10});
+    List<ScenarioResult> s = List.of(new ScenarioResult("s", "a scenario",
+        List.of(plain, pd, noItl)));
+    com.fasterxml.jackson.databind.JsonNode results = new com.fasterxml.jackson.databind
+        .ObjectMapper().readTree(Report.toJson(s)).path("scenarios").path(0).path("results");
+    List<String> csv = Report.toCsv(s).lines().toList();
+    List<String> header = List.of(csv.get(0).split(","));
+    assertThat(csv).hasSize(1 + results.size());
+    java.util.Set<String> checked = new java.util.HashSet<>();
+    for (int i = 0; i < results.size(); i++) {
+      String[] row = csv.get(i + 1).split(",", -1);
+      assertThat(row).as("row %d has a field per column", i).hasSize(header.size());
+      java.util.Map<String, com.fasterxml.jackson.databind.JsonNode> fields =
+          new java.util.LinkedHashMap<>();
+      results.get(i).fields().forEachRemaining(f -> {
+        if (f.getValue().isObject()) {
+          f.getValue().fields().forEachRemaining(g -> fields.put(f.getKey()
+              + Character.toUpperCase(g.getKey().charAt(0)) + g.getKey().substring(1),
+              g.getValue()));
+        } else {
+          fields.put(f.getKey(), f.getValue());
+        }
+      });
+      for (var f : fields.entrySet()) {
+        assertThat(f.getValue().isValueNode()).as(f.getKey()).isTrue();
+        int c = header.indexOf(f.getKey());
+        assertThat(c).as("CSV column for JSON field %s", f.getKey()).isNotNegative();
+        String cell = row[c];
+        com.fasterxml.jackson.databind.JsonNode v = f.getValue();
+        if (v.isNull()) {
+          assertThat(cell).as(f.getKey()).isEmpty();
+        } else if (v.isNumber()) {
+          assertThat(Double.parseDouble(cell)).as(f.getKey()).isEqualTo(v.asDouble());
+        } else {
+          assertThat(cell).as(f.getKey()).isEqualTo(v.asText());
+        }
+        checked.add(f.getKey());
+      }
+    }
+    // the P/D result's pd object was walked too
+    assertThat(checked).contains("policy", "routerRejectedRequests", "pdRoles",
+        "pdTransferMeanMs", "pdItlP95Ms");
+  }
+
   @Test
   void rowsThatDifferOnlyInRoutingTimeAreNamed() {
     String t = table(result("epp-approximate", 0.898, 57, 366, 54_557, 0),
