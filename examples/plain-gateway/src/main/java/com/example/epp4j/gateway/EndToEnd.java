@@ -121,7 +121,8 @@ public final class EndToEnd {
       KvBlockIndex kvIndex = policy.kvEvents() ? KvBlockIndex.create() : null;
       Router router = router(policy, emu.endpoints(), kvIndex);
       try (PlainGateway gateway = new PlainGateway(
-          new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router)) {
+          new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router,
+          gatewayOptions(workload))) {
         if (kvIndex != null) {
           prime(emu, kvIndex);
         }
@@ -136,6 +137,22 @@ public final class EndToEnd {
         }
       }
     }
+  }
+
+  /**
+   * The gateway's settings for {@code workload}: its limit on requests handled at once never
+   * binds, so that every failure in the report is the policy's and the replicas', not the
+   * gateway under test turning the generator's own requests away with 503. The limit is at least
+   * the workload's requests, all of which could be in flight at once: Poisson arrivals do not wait
+   * for answers, and in a closed loop a request the generator gave up on (its timeout) may still
+   * hold a gateway thread while its client's next request arrives. Threads start only as
+   * requests need them, so a high limit costs nothing until it is used.
+   */
+  static PlainGateway.Options gatewayOptions(SharedPrefixWorkload workload) {
+    PlainGateway.Options d = PlainGateway.Options.defaults();
+    int inFlight = Math.max(workload.requests(),
+        workload.rate() > 0 ? 0 : workload.concurrency());
+    return d.withMaxConcurrentRequests(Math.max(d.maxConcurrentRequests(), inFlight));
   }
 
   /**

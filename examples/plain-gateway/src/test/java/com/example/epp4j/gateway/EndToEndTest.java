@@ -331,6 +331,27 @@ class EndToEndTest {
   }
 
   @Test
+  void e2eSizesTheGatewaysRequestLimitForItsWorkloadSoTheGatewayTurnsNoneOfItAway() {
+    // closed loop above the gateway's default limit of 1,024: every client's request is taken
+    SharedPrefixWorkload closed = EndToEnd.defaultWorkload(2400, 2000);
+    assertThat(EndToEnd.gatewayOptions(closed).maxConcurrentRequests())
+        .isGreaterThanOrEqualTo(2400);
+    // more clients than requests: no more than the requests are ever in flight, still at least
+    // the concurrency
+    assertThat(EndToEnd.gatewayOptions(EndToEnd.defaultWorkload(240, 2000))
+        .maxConcurrentRequests()).isGreaterThanOrEqualTo(2000);
+    // Poisson arrivals do not wait for answers: every request may be in flight at once
+    SharedPrefixWorkload d = EndToEnd.defaultWorkload(5000, 1);
+    SharedPrefixWorkload open = new SharedPrefixWorkload(d.groups(), d.usersPerGroup(),
+        d.systemPromptLength(), d.questionLength(), d.outputLength(), 5000, 1, 800);
+    assertThat(EndToEnd.gatewayOptions(open).maxConcurrentRequests())
+        .isGreaterThanOrEqualTo(5000);
+    // the small default run keeps the gateway's defaults
+    assertThat(EndToEnd.gatewayOptions(EndToEnd.defaultWorkload(240, 24)))
+        .isEqualTo(PlainGateway.Options.defaults());
+  }
+
+  @Test
   void theE2eCommandRejectsAnUnknownPolicy() {
     StringWriter err = new StringWriter();
     int code = Main.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(err))
