@@ -83,7 +83,8 @@ public final class Main {
     @Option(names = "--stream-idle-timeout-s", paramLabel = "N",
         defaultValue = "" + DEFAULT_STREAM_IDLE_SECONDS, converter = PositiveConverter.class,
         description = "seconds a replica may send nothing while its answer is relayed; then the "
-            + "client's answer is cut off and the request counts as failed; default "
+            + "client's answer is cut off and the request counts as failed; also how long a "
+            + "write to a client that stopped reading may block; default "
             + "${DEFAULT-VALUE}")
     int streamIdleSeconds;
 

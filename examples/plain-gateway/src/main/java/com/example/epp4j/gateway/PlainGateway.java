@@ -49,7 +49,7 @@ import org.jspecify.annotations.Nullable;
  * when the replica's answer ended (reported before the client sees the end, so a client's next
  * request finds the counters released), failure when the replica could not be reached, answered
  * 5xx, broke off or sent nothing for {@link Options#streamIdleTimeout()} mid-answer, when the
- * client went away, or when anything in between threw.
+ * client went away or read nothing for that long, or when anything in between threw.
  *
  * <p>Run it with {@link Main}; see the module's README.
  */
@@ -71,7 +71,9 @@ public final class PlainGateway implements AutoCloseable {
    *
    * @param streamIdleTimeout how long a replica may send nothing while its answer is relayed,
    *     from its status line to the answer's end, before the gateway gives up on it: the client's
-   *     connection is dropped (a cut-off answer) and the decision fails. Default
+   *     connection is dropped (a cut-off answer) and the decision fails. It also bounds a write
+   *     to a client that stopped reading (the JDK's HTTP server has no write timeout): the write
+   *     is broken off, the connection dropped and the decision fails. Default
    *     {@link #DEFAULT_STREAM_IDLE_TIMEOUT}.
    * @param maxConcurrentRequests how many requests the gateway handles at once, each on a thread
    *     of its own from reading it to the end of its answer (a stream holds its thread until it
@@ -546,6 +548,13 @@ public final class PlainGateway implements AutoCloseable {
    * timeout: the relaying thread's blocked read then fails, instead of waiting (with the client)
    * for as long as the replica keeps its connection open. One check is pending per answer,
    * due when the timeout would run out, and put off again while bytes keep arriving.
+   *
+   * <p>It watches the other direction too: a write to the client that has not returned after the
+   * same timeout (a client that stopped reading, whose receive window stays full) would block
+   * for good, since the JDK's HTTP server has no write timeout. The watch interrupts the writing
+   * thread, which closes the connection's channel (an interruptible channel) and fails the
+   * write. While the gateway writes to the client it reads nothing from the replica, so that
+   * time does not count as the replica's silence.
    */
   private static final class IdleWatch implements Runnable {
     private final InputStream in;
@@ -555,6 +564,10 @@ public final class PlainGateway implements AutoCloseable {
     private volatile boolean fired;
     private boolean ended; // guarded by this
     private java.util.concurrent.@Nullable ScheduledFuture<?> pending; // guarded by this
+    /** When the write to the client in progress began; 0 when none is. */
+    private volatile long writingSinceNanos;
+    private @Nullable Thread writer; // guarded by this
+    private boolean writeBrokenOff; // guarded by this
 
     IdleWatch(InputStream in, Duration limit,
         java.util.concurrent.ScheduledExecutorService timer) {
@@ -586,15 +599,49 @@ public final class PlainGateway implements AutoCloseable {
       return ms % 1000 == 0 ? ms / 1000 + " s" : ms + " ms";
     }
 
+    /** The calling thread starts a write to the client. */
+    synchronized void writing() {
+      writer = Thread.currentThread();
+      long now = System.nanoTime();
+      writingSinceNanos = now == 0 ? 1 : now;
+    }
+
+    /**
+     * The write to the client has returned (or thrown); false when it was broken off for making
+     * no progress, and then the thread's interrupt is cleared.
+     */
+    synchronized boolean written() {
+      writer = null;
+      writingSinceNanos = 0;
+      lastNanos = System.nanoTime(); // the replica's silence is counted from here
+      if (writeBrokenOff) {
+        Thread.interrupted();
+        return false;
+      }
+      return true;
+    }
+
     @Override
     public void run() {
-      long idle = System.nanoTime() - lastNanos;
-      if (idle < limitNanos) {
-        schedule(limitNanos - idle); // bytes came meanwhile: check again when it could run out
-        return;
-      }
       synchronized (this) {
         if (ended) {
+          return;
+        }
+        long now = System.nanoTime();
+        long since = writingSinceNanos;
+        if (since != 0) {
+          Thread w = writer;
+          if (now - since >= limitNanos && w != null) {
+            writeBrokenOff = true;
+            w.interrupt(); // closes the client's channel: the blocked write fails
+          } else {
+            schedule(limitNanos - (now - since));
+          }
+          return;
+        }
+        long idle = now - lastNanos;
+        if (idle < limitNanos) {
+          schedule(limitNanos - idle); // bytes came meanwhile: check again when it could run out
           return;
         }
         fired = true;
@@ -724,15 +771,22 @@ public final class PlainGateway implements AutoCloseable {
         ex.getResponseHeaders().set(name, value);
       }
     });
-    OutputStream out;
+    OutputStream out = ex.getResponseBody();
+    IOException notSent = null;
+    idle.writing();
     try {
       ex.sendResponseHeaders(status, 0);
-      out = ex.getResponseBody();
       // the status line goes out now, not with the first chunk: a replica that breaks off before
       // its first chunk then reaches the client as a cut-off answer, not as no answer at all
       out.flush();
     } catch (IOException clientGone) {
-      d.onFailure(new IOException("client disconnected", clientGone));
+      notSent = clientGone;
+    }
+    if (!idle.written()) {
+      throw clientStalled(d, idle, notSent);
+    }
+    if (notSent != null) {
+      d.onFailure(new IOException("client disconnected", notSent));
       return;
     }
     // the answer's usage, read by the library's scanner as the bytes pass (at most 64 KiB held)
@@ -784,11 +838,18 @@ public final class PlainGateway implements AutoCloseable {
       if (usage != null) {
         usage.feed(ByteBuffer.wrap(buf, 0, n));
       }
+      idle.writing();
       try {
         out.write(buf, 0, n);
         out.flush();
       } catch (IOException clientGone) {
-        d.onFailure(new IOException("client disconnected", clientGone));
+        notSent = clientGone;
+      }
+      if (!idle.written()) {
+        throw clientStalled(d, idle, notSent);
+      }
+      if (notSent != null) {
+        d.onFailure(new IOException("client disconnected", notSent));
         return;
       }
       OwnTimeListener l = ownTime;
@@ -805,6 +866,27 @@ public final class PlainGateway implements AutoCloseable {
     } else {
       d.onComplete(usage == null ? Usage.NONE : usage.finish());
     }
+    // the answer's end (the last chunk) goes out under the same watch: a client that stopped
+    // reading just before it would otherwise hold this thread in handle()'s close
+    idle.writing();
+    out.close();
+    if (!idle.written()) {
+      throw new ResponseCut("client " + ex.getRemoteAddress() + " read nothing for "
+          + idle.limit() + " (stream idle timeout)", null);
+    }
+  }
+
+  /**
+   * A write to the client made no progress for the stream idle timeout (its receive window stayed
+   * full: it stopped reading) and was broken off: the decision fails and the connection is
+   * dropped.
+   */
+  private static ResponseCut clientStalled(RoutingDecision d, IdleWatch idle,
+      @Nullable IOException cause) {
+    IOException e = new IOException("client read nothing for " + idle.limit()
+        + " (stream idle timeout)", cause);
+    d.onFailure(e);
+    return new ResponseCut("client stopped reading the answer", e);
   }
 
   /**
@@ -843,7 +925,7 @@ public final class PlainGateway implements AutoCloseable {
 
   /** Thrown after the status line went out, to make the server drop the client's connection. */
   private static final class ResponseCut extends IOException {
-    ResponseCut(String message, Throwable cause) {
+    ResponseCut(String message, @Nullable Throwable cause) {
       super(message, cause);
     }
   }

@@ -494,6 +494,67 @@ class PlainGatewayTest {
   }
 
   @Test
+  void aClientThatStopsReadingAStreamIsCutOffAfterTheStreamIdleTimeoutAndItsThreadFreed()
+      throws Exception {
+    // the JDK's HTTP server has no write timeout: a write to a client that stopped reading (its
+    // receive window full) blocked for good, holding the only handler thread and the decision
+    AtomicBoolean testOver = new AtomicBoolean();
+    open.add(() -> testOver.set(true)); // before the replica stops: its handler loops until then
+    AtomicInteger asked = new AtomicInteger();
+    byte[] chunk = ("data: {\"choices\":[{\"text\":\"" + "a".repeat(16_000) + "\"}]}\n\n")
+        .getBytes(StandardCharsets.UTF_8);
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("content-type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      if (asked.incrementAndGet() == 1) {
+        // streams without end, far more than the sockets' buffers hold, until the gateway
+        // drops the connection
+        try {
+          while (!testOver.get()) {
+            ex.getResponseBody().write(chunk);
+          }
+        } catch (IOException dropped) {
+          // the gateway gave up on the answer
+        }
+      } else {
+        ex.getResponseBody().write((TOKEN_AND_USAGE + "data: [DONE]\n\n")
+            .getBytes(StandardCharsets.UTF_8));
+      }
+      ex.close();
+    });
+    Router router = Router.builder().endpoints(List.of(at(port))).listener(outcomes).build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router,
+        PlainGateway.Options.defaults().withStreamIdleTimeout(Duration.ofMillis(500))
+            .withMaxConcurrentRequests(1));
+    java.net.Socket stalled = new java.net.Socket();
+    open.add(stalled);
+    stalled.setReceiveBufferSize(4096);
+    stalled.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), gateway.port()));
+    String body = "{\"model\":\"qwen3\",\"prompt\":\"hi\",\"stream\":true}";
+    stalled.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nhost: gateway\r\n"
+        + "content-type: application/json\r\ncontent-length: " + body.length() + "\r\n\r\n"
+        + body).getBytes(StandardCharsets.US_ASCII));
+    stalled.getOutputStream().flush();
+    // ... and never reads a byte of the answer
+
+    await("the gateway reports the request failed", () -> outcomes.failures.size() == 1);
+    assertThat(outcomes.failures.get(0)).hasMessageContaining("client read nothing")
+        .hasMessageContaining("stream idle timeout");
+    assertThat(outcomes.completions).isEmpty();
+    assertThat(inFlight()).isZero();
+    // the only handler thread is free again: the next request is served, not turned away
+    await("a request is served again", () -> {
+      try {
+        return post("/v1/completions", completion("next")).statusCode() == 200;
+      } catch (Exception e) {
+        throw new AssertionError(e);
+      }
+    });
+    assertThat(outcomes.completions).hasSize(1);
+  }
+
+  @Test
   void requestsBeyondTheLimitAreTurnedAwayWith503UntilAThreadIsFree() throws Exception {
     // the gateway started a thread for every request it was sent, without limit: a flood of
     // requests (or of slow streams) made it start threads until memory ran out
