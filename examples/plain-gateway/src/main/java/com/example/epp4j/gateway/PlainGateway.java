@@ -1124,6 +1124,10 @@ public final class PlainGateway implements AutoCloseable {
    * {@code Retry-After} and {@code Connection: close}, so that clients go to another replica of
    * the gateway. A stream being relayed when the process is asked to stop (a rolling update)
    * then ends whole instead of being cut off and reported as failed.
+   *
+   * <p>Only requests being handled are waited for: one the server has taken whose handling has
+   * not begun (its headers still arriving, or queued for the overflow threads) is cut off without
+   * an answer when the last one being handled ends or the grace runs out.
    */
   public void close(Duration grace) {
     if (closed.getAndSet(true)) {
