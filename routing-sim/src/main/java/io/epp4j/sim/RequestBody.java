@@ -17,7 +17,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * The body of an OpenAI completions, chat or {@code /tokenize} request, read with Jackson's
  * streaming parser. A prompt of token IDs goes straight into an {@code int[]} and the messages of
- * a chat into their role and text: as a tree, a 64 MiB body of IDs was a {@code JsonNode} per ID,
+ * a chat into their role, text and the fields a chat template reads ({@code tool_calls}, ...): as
+ * a tree, a 64 MiB body of IDs was a {@code JsonNode} per ID,
  * several hundred MB. The other fields the emulator reads are small and kept as a tree; fields it
  * does not read are skipped without building anything (vLLM ignores them too).
  */
@@ -241,6 +242,8 @@ final class RequestBody {
       // the text of field content; null while it is not a string, an array or null
       @Nullable String content = "";
       List<ChatMessage.Part> parts = new ArrayList<>();
+      // the fields of FIELDS the message gives with a non-null value, as compact JSON
+      @Nullable String[] extra = new String[FIELDS.size()];
       if (t == JsonToken.START_OBJECT) {
         for (JsonToken f = p.nextToken(); f != JsonToken.END_OBJECT; f = p.nextToken()) {
           String name = p.currentName();
@@ -251,6 +254,11 @@ final class RequestBody {
           } else if (name.equals("content")) {
             parts = new ArrayList<>();
             content = readContent(p, parts);
+          } else if (FIELDS.contains(name)) {
+            // vLLM hands these to the template as fields of the message, which renders them
+            // itself (Qwen3's <tool_call> blocks); null is as if absent, the last one counts
+            extra[FIELDS.indexOf(name)] = v == JsonToken.VALUE_NULL ? null
+                : JSON.writeValueAsString(JSON.readTree(p));
           } else {
             p.skipChildren();
           }
@@ -263,13 +271,32 @@ final class RequestBody {
       } else if (content == null) {
         bad = "field 'messages[].content' must be a string or an array of parts";
       } else {
-        list.add(new ChatMessage(role, content, parts));
+        list.add(new ChatMessage(role, content, parts, fields(extra)));
       }
     }
     if (bad != null) {
       return bad;
     }
     return list.isEmpty() ? "field 'messages' must be a non-empty array" : list;
+  }
+
+  /**
+   * The fields besides role and content that vLLM hands a chat template, in the order the router
+   * keeps them in {@link ChatMessage#fields()}.
+   */
+  private static final List<String> FIELDS =
+      List.of("name", "tool_calls", "tool_call_id", "reasoning", "reasoning_content");
+
+  /** {@code {"name":...,...}} of the given values, or empty when there is none. */
+  private static String fields(@Nullable String[] values) throws IOException {
+    StringBuilder sb = null;
+    for (int i = 0; i < values.length; i++) {
+      if (values[i] != null) {
+        sb = sb == null ? new StringBuilder("{") : sb.append(',');
+        sb.append(JSON.writeValueAsString(FIELDS.get(i))).append(':').append(values[i]);
+      }
+    }
+    return sb == null ? "" : sb.append('}').toString();
   }
 
   /**

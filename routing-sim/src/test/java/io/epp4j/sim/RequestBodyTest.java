@@ -83,10 +83,11 @@ class RequestBodyTest {
         + "\"role\":\"user\",\"name\":\"n\"},{\"role\":\"assistant\",\"content\":null},"
         + "{\"role\":\"system\"}]}");
     assertThat(r.hasMessages()).isTrue();
-    // the parts one by one too, as a template that iterates over content gets them
+    // the parts one by one too, as a template that iterates over content gets them, and the
+    // fields a template reads besides the content, as the router keeps them
     assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb",
             List.of(ChatMessage.Part.text("a"), new ChatMessage.Part("image", ""),
-                ChatMessage.Part.text("b"))),
+                ChatMessage.Part.text("b")), "{\"name\":\"n\"}"),
         new ChatMessage("assistant", ""), new ChatMessage("system", "")));
   }
 

@@ -285,6 +285,70 @@ class ServeTokenizerTest {
     assertThat(JSON.readTree(completion.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(7);
   }
 
+  /**
+   * The real Qwen3 tokenizer of {@code routing-kv-events/scripts/fetch-tokenizers.sh}; the test
+   * is skipped without it, and fails in CI, which fetches it.
+   */
+  private static Path qwen3() {
+    String root = System.getenv("EPP4J_TOKENIZERS");
+    Path dir = (root != null && !root.isEmpty() ? Path.of(root)
+        : Path.of(System.getProperty("user.home"), ".cache", "epp4j-tokenizers")).resolve("qwen3");
+    boolean present = Files.isRegularFile(dir.resolve("tokenizer.json"))
+        && Files.isRegularFile(dir.resolve("tokenizer_config.json"));
+    String ci = System.getenv("CI");
+    if (!present && ci != null && !ci.isEmpty() && !ci.equals("false")) {
+      throw new AssertionError("CI is set but Qwen3's tokenizer files are not in " + dir);
+    }
+    org.junit.jupiter.api.Assumptions.assumeTrue(present, "no tokenizer files in " + dir);
+    return dir;
+  }
+
+  @Test
+  void aToolCallingChatRendersAsTheRouterRendersIt() throws Exception {
+    Path qwen3 = qwen3();
+    // an assistant's reasoning and tool calls and the tool results' id and name, which Qwen3's
+    // template renders itself (<think>, <tool_call> and <tool_response> blocks)
+    String body = """
+        {"tools":[{"type":"function","function":{"name":"get_weather",
+          "description":"Current weather","parameters":{"type":"object",
+          "properties":{"city":{"type":"string"}},"required":["city"]}}}],
+         "messages":[
+          {"role":"user","content":"Weather in Paris and Tokyo?"},
+          {"role":"assistant","content":null,"reasoning":"Two cities: call twice.",
+           "tool_calls":[
+            {"id":"c1","type":"function","function":{"name":"get_weather",
+             "arguments":"{\\"city\\":\\"Paris\\"}"}},
+            {"id":"c2","type":"function","function":{"name":"get_weather",
+             "arguments":"{\\"city\\": \\"Tokyo\\"}"}}]},
+          {"role":"tool","tool_call_id":"c1","name":"get_weather","content":"20C"},
+          {"role":"tool","content":"25C","tool_call_id":"c2","name":"get_weather"}]}
+        """;
+    InferenceRequest r = io.epp4j.core.OpenAiRequestParser.defaults().parse(
+        "/v1/chat/completions", Map.of(),
+        ("{\"model\":\"m\"," + body.strip().substring(1)).getBytes(StandardCharsets.UTF_8))
+        .value();
+    int[] routed;
+    int[] withoutFields;
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(qwen3)) {
+      routed = t.encodeChat(r.messages(), r.toolsJson(), r.chatTemplateArgs());
+      withoutFields = t.encodeChat(r.messages().stream()
+          .map(m -> new io.epp4j.api.ChatMessage(m.role(), m.content())).toList(),
+          r.toolsJson(), r.chatTemplateArgs());
+    }
+    // the fields change the prompt, so that a rendering without them cannot pass
+    assertThat(routed).isNotEqualTo(withoutFields);
+    Serve s = start(1, qwen3);
+    List<Integer> served = ints(JSON.readTree(post(port(s, 0), "/tokenize", body).body())
+        .get("tokens"));
+    assertThat(served).containsExactlyElementsOf(
+        java.util.Arrays.stream(routed).boxed().toList());
+    HttpResponse<String> completion = post(port(s, 0), "/v1/chat/completions",
+        body.substring(0, body.lastIndexOf('}')) + ",\"max_tokens\":1}");
+    assertThat(completion.statusCode()).as(completion.body()).isEqualTo(200);
+    assertThat(JSON.readTree(completion.body()).at("/usage/prompt_tokens").asInt())
+        .isEqualTo(routed.length);
+  }
+
   @Test
   void aChatsTemplateFieldsAreRenderedAsVllmRendersThem(@TempDir Path dir) throws Exception {
     // ChatML whose generation prompt says "hello" when thinking is turned off, as Qwen3's
