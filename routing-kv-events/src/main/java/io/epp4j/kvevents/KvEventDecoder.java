@@ -373,10 +373,20 @@ public final class KvEventDecoder {
   }
 
   /**
-   * The store, or null for one that names blocks without their tokens: vLLM's
-   * OffloadingConnector reports the blocks it offloaded that way ({@code token_ids=[]}, no
-   * parent, hashes of its own), in the same batch as the engine's GPU events. Nothing can be
-   * keyed from it, so it is skipped like an event of an unknown kind, not the batch refused.
+   * The store, or null for one whose blocks cannot be keyed, which is skipped like an event of
+   * an unknown kind rather than the batch refused (the batch also carries the step's other
+   * events):
+   *
+   * <ul>
+   *   <li>blocks without their tokens: vLLM's OffloadingConnector reports the blocks it
+   *       offloaded that way ({@code token_ids=[]}, no parent, hashes of its own);
+   *   <li>fewer hashes than the tokens fill blocks: a KV-cache group that keeps only some blocks
+   *       of a sequence (sliding-window attention, Mamba layers with prefix caching in
+   *       {@code align} mode) holds null blocks elsewhere, and vLLM's {@code cache_full_blocks}
+   *       leaves them out of {@code block_hashes} while {@code token_ids} still covers every
+   *       block from the first one stored. Which blocks the hashes name is not said, so none can
+   *       be keyed; the groups that hold every block report the same hashes in full.
+   * </ul>
    */
   private static @Nullable KvEvent stored(Fields f, int index) throws MalformedKvEventException {
     if (f.hashes == null) {
@@ -386,6 +396,10 @@ public final class KvEventDecoder {
       throw new MalformedKvEventException("event " + index + " (BlockStored) lacks token_ids");
     }
     if (f.tokens.length == 0 && f.hashes.length > 0 && f.blockSize > 0) {
+      return null;
+    }
+    if (f.blockSize > 0 && f.tokens.length % f.blockSize == 0
+        && f.hashes.length < f.tokens.length / f.blockSize) {
       return null;
     }
     int blocks = f.hashes.length;

@@ -150,4 +150,52 @@ class KvCacheGroupsTest {
     index.apply(EP, KvEventDecoder.decode(batch(removed(11, 0))));
     assertThat(index.prefixWeight(EP, keys(BS), 0)).isZero();
   }
+
+  /**
+   * vLLM's {@code cache_full_blocks} leaves a group's null blocks (outside a sliding window, or
+   * between a Mamba group's kept blocks) out of {@code block_hashes}, while {@code token_ids}
+   * still spans every block from the first stored: here the full-attention group stores three
+   * blocks, and in the same step the sliding-window group stores only the last of them.
+   */
+  @Test
+  void aGroupThatStoresFewerBlocksThanItsTokensFillDoesNotCostTheStep() throws Exception {
+    int[] tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    long[] keys = BlockKeys.chain(BlockKeys.seed("", null, null), tokens, BS, 1 << 10);
+    byte[] mapShaped = batch(stored(new long[] {11, 12, 13}, tokens, BS, 0),
+        stored(new long[] {13}, tokens, BS, 1), stored(new long[0], tokens, BS, 1));
+    byte[] tagged;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(3).packDouble(1.7e9).packArrayHeader(2);
+      for (long[] hashes : new long[][] {{11, 12, 13}, {13}}) {
+        p.packArrayHeader(12).packString("BlockStored").packArrayHeader(hashes.length);
+        for (long h : hashes) {
+          p.packLong(h);
+        }
+        p.packNil().packArrayHeader(tokens.length);
+        for (int t : tokens) {
+          p.packInt(t);
+        }
+        boolean window = hashes.length == 1;
+        p.packInt(BS).packNil().packString("GPU").packNil().packNil().packInt(window ? 1 : 0)
+            .packString(window ? "sliding_window" : "full_attention");
+        if (window) {
+          p.packInt(8);
+        } else {
+          p.packNil();
+        }
+      }
+      p.packInt(0);
+      tagged = p.toByteArray();
+    }
+    for (byte[] payload : new byte[][] {mapShaped, tagged}) {
+      KvEventBatch b = KvEventDecoder.decode(payload);
+      assertThat(b.events()).hasSize(1);
+      KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(BS).build();
+      index.apply(EP, b);
+      assertThat(index.prefixWeight(EP, keys, 0)).isEqualTo(3.0);
+      // the group's later removal of a block it was not seen storing changes nothing
+      index.apply(EP, KvEventDecoder.decode(batch(removed(13, 1))));
+      assertThat(index.prefixWeight(EP, keys, 0)).isEqualTo(3.0);
+    }
+  }
 }
