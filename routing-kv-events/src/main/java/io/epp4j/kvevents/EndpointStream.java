@@ -417,21 +417,29 @@ final class EndpointStream {
   }
 
   /**
-   * The frames of one reply without the envelope delimiter; null when none came in time, or
-   * none was waiting with {@link ZMQ#DONTWAIT}.
+   * The frames of one reply as {@code [seq, payload]}, without the envelope delimiter and the
+   * topic; null when none came in time, or none was waiting with {@link ZMQ#DONTWAIT}.
+   *
+   * <p>vLLM answers {@code [topic, seq, payload]} and ends with {@code ["", -1, ""]} since
+   * vllm-project/vllm#45177 (the live stream's layout); older vLLM and SGLang answer
+   * {@code [seq, payload]} and end with {@code [-1, ""]}. The frame count tells them apart. The
+   * topic is not needed: the replay socket is the endpoint's own.
    */
   private static @Nullable List<byte[]> receiveReply(ZMQ.Socket d, int flags) {
     byte[] first = d.recv(flags);
     if (first == null) {
       return null;
     }
-    List<byte[]> frames = new ArrayList<>(3);
+    List<byte[]> frames = new ArrayList<>(4);
     frames.add(first);
     while (d.hasReceiveMore()) {
       frames.add(d.recv());
     }
     if (frames.get(0).length == 0) {
       frames.remove(0); // envelope delimiter
+    }
+    if (frames.size() == 3) {
+      frames.remove(0); // the topic
     }
     return frames;
   }

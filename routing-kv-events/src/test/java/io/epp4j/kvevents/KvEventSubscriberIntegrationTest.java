@@ -54,6 +54,13 @@ class KvEventSubscriberIntegrationTest {
     final Thread thread;
     volatile int port;
 
+    /**
+     * The topic frame vLLM puts before the seq of each reply (and, empty, before the end
+     * marker's) since vllm-project/vllm#45177; null answers as older vLLM and SGLang do, without
+     * it.
+     */
+    volatile byte @org.jspecify.annotations.Nullable [] topic;
+
     /** Set when binding failed (an address given by the test and already in use). */
     volatile @org.jspecify.annotations.Nullable RuntimeException bindFailure;
 
@@ -87,16 +94,23 @@ class KvEventSubscriberIntegrationTest {
             frames.add(router.recv());
           }
           long start = ByteBuffer.wrap(frames.get(frames.size() - 1)).getLong();
+          byte[] t = topic;
           for (Map.Entry<Long, byte[]> e : buffer.entrySet()) {
             if (e.getKey() >= start) {
               router.sendMore(id);
               router.sendMore(new byte[0]);
+              if (t != null) {
+                router.sendMore(t);
+              }
               router.sendMore(seqBytes(e.getKey()));
               router.send(e.getValue());
             }
           }
           router.sendMore(id);
           router.sendMore(new byte[0]);
+          if (t != null) {
+            router.sendMore(new byte[0]);
+          }
           router.sendMore(END);
           router.send(new byte[0]);
         }
@@ -212,6 +226,65 @@ class KvEventSubscriberIntegrationTest {
         // the endpoint leaves the pool: its socket closes and its blocks are forgotten
         router.removeEndpoint(ep.id());
         assertThat(index.blockCount(ep.id())).isZero();
+      }
+      pub.close();
+    }
+  }
+
+  /**
+   * vLLM's replay ROUTER answers {@code [topic, seq, payload]} after the envelope delimiter and
+   * ends with {@code ["", -1, ""]} (vllm/distributed/kv_events.py, {@code _service_replay}),
+   * as its live messages carry the topic; a gap is filled from such an answer.
+   */
+  @Test
+  void aGapIsFilledFromAReplayWhoseRepliesCarryTheTopic() throws Exception {
+    String topic = "kv@127.0.0.1:8000@qwen3-1.7b";
+    try (ZContext ctx = new ZContext(1); ReplayServer replay = new ReplayServer(ctx)) {
+      replay.topic = topic.getBytes(StandardCharsets.UTF_8);
+      ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
+      pub.setLinger(0);
+      pub.setHandshakeIvl(1_000);
+      pub.bind("tcp://127.0.0.1:*");
+      Endpoint ep = Endpoint.of("127.0.0.1", 8000, Map.of(
+          KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)),
+          KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replay.port)));
+      KvBlockIndex index = KvBlockIndex.create();
+      String yaml = """
+          plugins:
+          - type: precise-prefix-cache-scorer
+            parameters:
+              kvEvents: {mode: per-endpoint, replayTimeoutMs: 10000}
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - pluginRef: precise-prefix-cache-scorer
+          """;
+      try (Router router = Router.builder().endpoint(ep).service(KvBlockIndex.class, index)
+          .configYaml(yaml, "it").build()) {
+        pub.setReceiveTimeOut(20_000);
+        assertThat(pub.recv()).isNotNull(); // the subscriber is connected and subscribed
+
+        FakeEngine engine = new FakeEngine(3, 16);
+        KvBlockIndex expected = KvBlockIndex.create();
+        int total = 12;
+        for (long seq = 0; seq < total; seq++) {
+          KvEventBatch batch = engine.nextBatch(System.currentTimeMillis() / 1000.0);
+          expected.apply(ep.id(), batch);
+          byte[] payload = new VllmEventEncoder(VllmEventEncoder.Shape.MAP, false).encode(batch);
+          replay.buffer.put(seq, payload);
+          if (seq != 5 && seq != 6) {
+            publish(pub, topic, seq, payload);
+          }
+        }
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == total, () -> "all batches applied: " + m);
+        assertThat(m.gaps()).isEqualTo(1);
+        assertThat(m.replays()).isEqualTo(1);
+        assertThat(m.replayedBatches()).isGreaterThanOrEqualTo(2);
+        assertThat(m.replayFailures()).isZero();
+        assertThat(m.resyncs()).isZero();
+        assertThat(m.decodeErrors()).isZero();
+        assertSameContents(index, expected, ep.id(), engine);
       }
       pub.close();
     }
