@@ -398,6 +398,9 @@ public final class KvEventDecoder {
     if (f.tokens.length == 0 && f.hashes.length > 0 && f.blockSize > 0) {
       return null;
     }
+    if (untrackedTier(f.medium)) {
+      return null;
+    }
     if (f.blockSize > 0 && f.tokens.length % f.blockSize == 0
         && f.hashes.length < f.tokens.length / f.blockSize) {
       return null;
@@ -442,11 +445,29 @@ public final class KvEventDecoder {
     return sb.length() == 0 ? null : sb.toString();
   }
 
-  private static KvEvent removed(Fields f, int index) throws MalformedKvEventException {
+  private static @Nullable KvEvent removed(Fields f, int index)
+      throws MalformedKvEventException {
     if (f.hashes == null) {
       throw new MalformedKvEventException("event " + index + " (BlockRemoved) lacks block_hashes");
     }
+    if (untrackedTier(f.medium)) {
+      return null;
+    }
     return new KvEvent.BlockRemoved(f.hashes, Medium.of(f.medium), f.group);
+  }
+
+  /**
+   * Whether {@code medium} names a tier the index does not keep: one other than the engine's own
+   * cache ({@code "GPU"}, or none) and host memory ({@code "CPU"}; SGLang's
+   * {@code "CPU_PINNED"}). The index keeps one offload tier, so the events of a further one
+   * (vLLM's {@code "STORAGE"}, the file-system and object-store tiers behind the CPU tier;
+   * SGLang's {@code "DISK"} and {@code "EXTERNAL"}) are skipped: read as the CPU tier, a
+   * removal from that tier would drop the copy the CPU tier still holds. vLLM's storage tiers
+   * report their stores by hash only, so no store that could be keyed is lost.
+   */
+  private static boolean untrackedTier(@Nullable String medium) {
+    return medium != null && !medium.equalsIgnoreCase("GPU") && !medium.equalsIgnoreCase("CPU")
+        && !medium.equalsIgnoreCase("CPU_PINNED");
   }
 
   private static String where(int index, String name) {

@@ -4,8 +4,11 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Where a cached block lives on a replica. vLLM reports {@code "GPU"} for its own KV cache and
- * {@code "CPU"} for blocks offloaded to host memory; any other medium is treated as an offload
- * tier too, because a hit there still has to be copied back before use.
+ * {@code "CPU"} for blocks offloaded to host memory; {@link #of} reads any other medium as an
+ * offload tier too, because a hit there still has to be copied back before use.
+ * {@link KvEventDecoder} skips the events of media other than GPU and CPU (vLLM's
+ * {@code "STORAGE"}): the index keeps one offload tier, and a removal from a further tier must
+ * not drop the copy the CPU tier still holds.
  */
 public enum Medium {
   /** The engine's own KV cache: a hit is free. */

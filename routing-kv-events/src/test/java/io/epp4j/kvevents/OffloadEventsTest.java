@@ -89,4 +89,64 @@ class OffloadEventsTest {
         KvEvent.BlockStored.of(new long[] {11}, null, new int[] {1, 2}, 2));
     assertThat(b.dataParallelRank()).isZero();
   }
+
+  /** A vLLM BlockStored map of two blocks (hashes 11, 12, tokens 1..4, block size 2). */
+  private static void packStored(MessageBufferPacker p, String medium, boolean withTokens)
+      throws Exception {
+    p.packMapHeader(8).packString("type").packString("BlockStored")
+        .packString("block_hashes").packArrayHeader(2).packLong(11).packLong(12)
+        .packString("parent_block_hash").packNil()
+        .packString("token_ids").packArrayHeader(withTokens ? 4 : 0);
+    if (withTokens) {
+      p.packInt(1).packInt(2).packInt(3).packInt(4);
+    }
+    p.packString("block_size").packInt(2)
+        .packString("lora_id").packNil()
+        .packString("medium").packString(medium)
+        .packString("lora_name").packNil();
+  }
+
+  private static void packRemoved(MessageBufferPacker p, String medium, long hash)
+      throws Exception {
+    p.packMapHeader(3).packString("type").packString("BlockRemoved")
+        .packString("block_hashes").packArrayHeader(1).packLong(hash)
+        .packString("medium").packString(medium);
+  }
+
+  /**
+   * vLLM's tiered offloading keeps a block in host memory (medium {@code "CPU"}, stores with
+   * their tokens) and behind it in a file-system or object-store tier (medium
+   * {@code "STORAGE"}, stores by hash only). The storage tier evicting its copy leaves the CPU
+   * tier's, from which the engine still loads the prefix.
+   */
+  @Test
+  void aRemovalFromTheStorageTierLeavesTheCpuTiersCopy() throws Exception {
+    byte[] stores;
+    byte[] removals;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(3).packDouble(1.7e9).packArrayHeader(3);
+      packStored(p, "GPU", true);
+      packStored(p, "CPU", true);
+      packStored(p, "STORAGE", false);
+      p.packInt(0);
+      stores = p.toByteArray();
+    }
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(3).packDouble(1.7e9 + 1).packArrayHeader(3);
+      packRemoved(p, "GPU", 11);
+      packRemoved(p, "GPU", 12);
+      packRemoved(p, "STORAGE", 11);
+      p.packInt(0);
+      removals = p.toByteArray();
+    }
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(2).build();
+    long[] keys = BlockKeys.chain(BlockKeys.seed("", null, null), new int[] {1, 2, 3, 4}, 2, 16);
+    index.apply("10.0.0.1:8000", KvEventDecoder.decode(stores));
+    assertThat(index.prefixWeight("10.0.0.1:8000", keys, 0)).isEqualTo(2.0);
+    index.apply("10.0.0.1:8000", KvEventDecoder.decode(removals));
+    // both blocks are left in host memory only: each weighs cpuWeight
+    assertThat(index.prefixWeight("10.0.0.1:8000", keys, 0)).isCloseTo(1.6,
+        org.assertj.core.data.Offset.offset(1e-9));
+    assertThat(index.tiers("10.0.0.1:8000", keys[0])).containsExactly(Medium.CPU);
+  }
 }
