@@ -20,7 +20,9 @@ import org.jspecify.annotations.Nullable;
  * {@code sglang:num_running_reqs}, {@code sglang:token_usage}). When a family has several series
  * (several models or data-parallel engines) request counts are summed and KV usage takes the
  * maximum, so a hot engine is never averaged away; a negative count (a broken gauge) counts as 0,
- * so it cannot cancel another series' work. A series (a metric name with one label set, labels
+ * so it cannot cancel another series' work. SGLang's per-priority series of a queue (a non-empty
+ * {@code priority} label) break down the total it writes under {@code priority=""}, so they count
+ * only on a page without that total. A series (a metric name with one label set, labels
  * in any order) that the exposition repeats counts once, with the value of its last line, as a
  * later sample of the same series: Prometheus refuses such an exposition, and summed, a repeated
  * queue would double the endpoint's load.
@@ -119,6 +121,11 @@ public final class PrometheusMetrics {
     }
     double waiting = 0;
     double running = 0;
+    // SGLang's per-priority breakdown of a queue whose total it also writes (under priority="")
+    double waitingByPriority = 0;
+    double runningByPriority = 0;
+    boolean waitingTotal = false;
+    boolean runningTotal = false;
     double kv = -1;
     long blocks = 0;
     int blockSize = 0;
@@ -135,11 +142,21 @@ public final class PrometheusMetrics {
       double count = nan || s.value < 0 ? 0 : s.value;
       switch (s.name) {
         case "vllm:num_requests_waiting", "sglang:num_queue_reqs" -> {
-          waiting += count;
+          if (priorityBreakdown(s)) {
+            waitingByPriority += count;
+          } else {
+            waiting += count;
+            waitingTotal = true;
+          }
           any = true;
         }
         case "vllm:num_requests_running", "sglang:num_running_reqs" -> {
-          running += count;
+          if (priorityBreakdown(s)) {
+            runningByPriority += count;
+          } else {
+            running += count;
+            runningTotal = true;
+          }
           any = true;
         }
         case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage" -> {
@@ -165,6 +182,9 @@ public final class PrometheusMetrics {
     if (!any) {
       return Result.error("no vLLM or SGLang queue/KV metrics found in the exposition");
     }
+    // the breakdown stands in for a total only where the page has no total series
+    waiting = waitingTotal ? waiting : waitingByPriority;
+    running = runningTotal ? running : runningByPriority;
     double usage = kv < 0 ? 0 : Math.min(1.0, Math.max(0.0, kv));
     return Result.ok(EndpointMetrics.builder()
         .waitingRequests((int) Math.min(Integer.MAX_VALUE, Math.max(0, waiting)))
@@ -176,6 +196,20 @@ public final class PrometheusMetrics {
         .waitingLoraAdapters(waitingLoras)
         .maxLoras(maxLoras)
         .build());
+  }
+
+  /**
+   * Whether {@code s} is one priority's share of an SGLang queue: with priority scheduling on,
+   * SGLang writes each queue's total with an empty {@code priority} label and, beside it, the
+   * same requests once more per priority ({@code priority="0"}, ...). Added to the total, they
+   * would count every request twice.
+   */
+  private static boolean priorityBreakdown(Sample s) {
+    if (!s.name.startsWith("sglang:")) {
+      return false;
+    }
+    String priority = s.labels.get("priority");
+    return priority != null && !priority.isEmpty();
   }
 
   private static Set<String> split(@Nullable String csv) {

@@ -180,6 +180,28 @@ class MetricsScraperTest {
   }
 
   @Test
+  void sglangPerPriorityBreakdownsAreNotAddedToTheQueueTotals() {
+    // with --enable-priority-scheduling SGLang writes each queue's total under priority="" and,
+    // beside it, the same requests broken down under priority="<n>"; summed with the total,
+    // every queued and running request counted twice
+    EndpointMetrics m = PrometheusMetrics.parse("""
+        sglang:num_queue_reqs{model_name="m",priority="",tp_rank="0"} 5
+        sglang:num_queue_reqs{model_name="m",priority="0",tp_rank="0"} 2
+        sglang:num_queue_reqs{model_name="m",priority="1",tp_rank="0"} 3
+        sglang:num_running_reqs{dp_rank="0",model_name="m",priority=""} 4
+        sglang:num_running_reqs{dp_rank="0",model_name="m",priority="1"} 4
+        sglang:num_running_reqs{dp_rank="1",model_name="m",priority=""} 6
+        sglang:num_running_reqs{dp_rank="1",model_name="m",priority="-2"} 6
+        sglang:token_usage{model_name="m",priority=""} 0.2
+        """).value();
+    assertThat(m.waitingRequests()).isEqualTo(5);
+    assertThat(m.runningRequests()).as("the totals of both data-parallel ranks").isEqualTo(4 + 6);
+    // a page with only the breakdown (no total series) still counts its requests
+    assertThat(PrometheusMetrics.parse("sglang:num_queue_reqs{priority=\"0\"} 2\n"
+        + "sglang:num_queue_reqs{priority=\"1\"} 3\n").value().waitingRequests()).isEqualTo(5);
+  }
+
+  @Test
   void aLabelValueHoldingQuotesIsNotTakenForTwoLabels() {
     // a="x\",b=\"y" is one label; a series key that did not escape it would equal {a="x",b="y"}
     // and the second line would replace the first as a repeat
