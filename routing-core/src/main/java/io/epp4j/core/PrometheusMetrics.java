@@ -17,7 +17,9 @@ import org.jspecify.annotations.Nullable;
  * {@code vllm:num_requests_running}, {@code vllm:kv_cache_usage_perc} or the older
  * {@code vllm:gpu_cache_usage_perc}, {@code vllm:cache_config_info{block_size,num_gpu_blocks}},
  * {@code vllm:lora_requests_info}) and SGLang ({@code sglang:num_queue_reqs},
- * {@code sglang:num_running_reqs}, {@code sglang:token_usage}). When a family has several series
+ * {@code sglang:num_running_reqs}, {@code sglang:token_usage}, and the KV cache size from
+ * {@code sglang:cache_config_info{page_size,num_pages}} or the later gauges
+ * {@code sglang:page_size} and {@code sglang:num_pages}). When a family has several series
  * (several models or data-parallel engines) request counts are summed and KV usage takes the
  * maximum, so a hot engine is never averaged away; a negative count (a broken gauge) counts as 0,
  * so it cannot cancel another series' work. SGLang's per-priority series of a queue (a non-empty
@@ -34,7 +36,8 @@ public final class PrometheusMetrics {
   private static final Set<String> FAMILIES = Set.of("vllm:num_requests_waiting",
       "sglang:num_queue_reqs", "vllm:num_requests_running", "sglang:num_running_reqs",
       "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
-      "vllm:cache_config_info", "vllm:lora_requests_info");
+      "vllm:cache_config_info", "vllm:lora_requests_info", "sglang:cache_config_info",
+      "sglang:page_size", "sglang:num_pages");
 
   /** One parsed sample. */
   record Sample(String name, Map<String, String> labels, double value) {}
@@ -167,6 +170,15 @@ public final class PrometheusMetrics {
           blocks = Math.max(blocks, labelCount(s.labels.get("num_gpu_blocks"), Long.MAX_VALUE));
           blockSize = (int) Math.max(blockSize, labelCount(s.labels.get("block_size"), Integer.MAX_VALUE));
         }
+        // SGLang's KV cache size: labels of an info gauge up to 0.5.10 (what upstream reads),
+        // gauges of their own since; a page is SGLang's block (1 token unless --page-size)
+        case "sglang:cache_config_info" -> {
+          blocks = Math.max(blocks, labelCount(s.labels.get("num_pages"), Long.MAX_VALUE));
+          blockSize = (int) Math.max(blockSize, labelCount(s.labels.get("page_size"), Integer.MAX_VALUE));
+        }
+        case "sglang:num_pages" -> blocks = Math.max(blocks, count(s.value, Long.MAX_VALUE));
+        case "sglang:page_size" ->
+            blockSize = (int) Math.max(blockSize, count(s.value, Integer.MAX_VALUE));
         case "vllm:lora_requests_info" -> {
           // one series per change; the value is the time it was set: keep the newest
           if (s.value >= loraStamp) {
@@ -233,11 +245,12 @@ public final class PrometheusMetrics {
       return 0;
     }
     Double parsed = value(s.strip());
-    if (parsed == null) {
-      return 0;
-    }
-    double v = parsed;
-    return v > 0 ? Math.min(max, (long) v) : 0; // NaN too is 0
+    return parsed == null ? 0 : count(parsed, max);
+  }
+
+  /** A count within {@code [0, max]} from a sample or label value; NaN is 0. */
+  private static long count(double v, long max) {
+    return v > 0 ? Math.min(max, (long) v) : 0;
   }
 
   /** Where the metric name of a sample line ends: at its labels or the first blank or tab. */

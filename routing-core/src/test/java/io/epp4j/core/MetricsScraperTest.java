@@ -202,6 +202,29 @@ class MetricsScraperTest {
   }
 
   @Test
+  void sglangKvCacheSizeIsReadFromItsCacheConfigInfoAndFromItsPageGauges() {
+    // SGLang up to 0.5.10 carries the KV cache size as labels of sglang:cache_config_info (what
+    // upstream's built-in SGLang mapping reads), later versions as the gauges sglang:page_size and
+    // sglang:num_pages; neither was read, so an SGLang server's capacity stayed unknown and the
+    // prefix-cache scorer and token-cost picker fell back to their configured defaults
+    EndpointMetrics info = PrometheusMetrics.parse("""
+        sglang:num_queue_reqs{model_name="m"} 1
+        sglang:cache_config_info{num_pages="8192",page_size="64"} 1.0
+        """).value();
+    assertThat(info.blockSizeTokens()).isEqualTo(64);
+    assertThat(info.kvCapacityBlocks()).isEqualTo(8192);
+    EndpointMetrics gauges = PrometheusMetrics.parse("""
+        sglang:num_queue_reqs{model_name="m"} 1
+        sglang:page_size{dp_rank="0",model_name="m"} 1.0
+        sglang:num_pages{dp_rank="0",model_name="m"} 524288.0
+        sglang:page_size{dp_rank="1",model_name="m"} 1.0
+        sglang:num_pages{dp_rank="1",model_name="m"} 500000.0
+        """).value();
+    assertThat(gauges.blockSizeTokens()).isEqualTo(1);
+    assertThat(gauges.kvCapacityBlocks()).isEqualTo(524288);
+  }
+
+  @Test
   void aLabelValueHoldingQuotesIsNotTakenForTwoLabels() {
     // a="x\",b=\"y" is one label; a series key that did not escape it would equal {a="x",b="y"}
     // and the second line would replace the first as a repeat
