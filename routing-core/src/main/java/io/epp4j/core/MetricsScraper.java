@@ -38,7 +38,9 @@ import org.jspecify.annotations.Nullable;
  * result with {@link Router#updateMetrics}. Runs on its own daemon thread, off the request path;
  * follows the pool as it changes. A failed scrape leaves the previous metrics in place, so they
  * age and count as stale (see {@code Router.Builder.metricsStaleness}); failures are counted and
- * logged once per endpoint until it recovers. A scrape ends within its {@link Builder#timeout}
+ * logged once per endpoint until it recovers. A page that lacks the metric of one of the figures
+ * (waiting, running, KV usage) is used, reading 0 for that figure, and the metric is named in a
+ * warning, once per endpoint. A scrape ends within its {@link Builder#timeout}
  * and reads at most {@link Builder#maxResponseBytes} bytes, so a server that never finishes its
  * answer (or sends an endless one) costs one failed scrape, not the endpoint's metrics for good
  * nor unbounded memory.
@@ -72,6 +74,8 @@ public final class MetricsScraper implements AutoCloseable {
   private final ConcurrentHashMap<String, Boolean> failing = new ConcurrentHashMap<>();
   // endpoints already warned about for repeating a series in their exposition
   private final ConcurrentHashMap<String, Boolean> repeating = new ConcurrentHashMap<>();
+  // endpoints already warned about for a page without the metric of a figure
+  private final ConcurrentHashMap<String, Boolean> lacking = new ConcurrentHashMap<>();
   private final AtomicLong scrapes = new AtomicLong();
   private final AtomicLong failures = new AtomicLong();
   private final AtomicLong rounds = new AtomicLong();
@@ -123,7 +127,7 @@ public final class MetricsScraper implements AutoCloseable {
       for (Candidate c : pool) {
         scrape(c.id());
       }
-      if (!failing.isEmpty() || !repeating.isEmpty()) {
+      if (!failing.isEmpty() || !repeating.isEmpty() || !lacking.isEmpty()) {
         forgetDeparted(pool);
       }
     } catch (RuntimeException e) {
@@ -218,7 +222,9 @@ public final class MetricsScraper implements AutoCloseable {
     }
     try {
       AtomicReference<@Nullable String> repeated = new AtomicReference<>();
-      Result<EndpointMetrics> m = PrometheusMetrics.parse(resp.body(), repeated::set);
+      AtomicReference<@Nullable String> missing = new AtomicReference<>();
+      Result<EndpointMetrics> m =
+          PrometheusMetrics.parse(resp.body(), repeated::set, missing::set);
       if (!m.isOk()) {
         fail(id, m.errors().get(0));
         return;
@@ -227,6 +233,12 @@ public final class MetricsScraper implements AutoCloseable {
       if (series != null && mark(repeating, id)) {
         LOG.log(Level.WARNING, "metrics of " + id + " repeat series " + series
             + " (and maybe others); the last sample of each counts");
+      }
+      String absent = missing.get();
+      if (absent != null && mark(lacking, id)) {
+        LOG.log(Level.WARNING, "metrics of " + id + " have no sample of " + absent
+            + ": the router reads 0 for each such figure while it is missing (a server version"
+            + " that renamed or hid the metric?)");
       }
       if (failing.remove(id) != null) {
         LOG.info("metrics of " + id + " are back");
@@ -263,7 +275,7 @@ public final class MetricsScraper implements AutoCloseable {
   }
 
   /**
-   * Drops the failure and repeated-series marks of endpoints that left the pool: the marks stay
+   * Drops the failure, repeated-series and missing-metric marks of endpoints that left the pool: the marks stay
    * bounded by the pool with pods coming and going, and an endpoint that comes back and fails
    * again is logged again.
    */
@@ -274,6 +286,7 @@ public final class MetricsScraper implements AutoCloseable {
     }
     failing.keySet().retainAll(ids);
     repeating.keySet().retainAll(ids);
+    lacking.keySet().retainAll(ids);
   }
 
   private void fail(String id, String why) {

@@ -39,6 +39,27 @@ public final class PrometheusMetrics {
       "vllm:cache_config_info", "vllm:lora_requests_info", "sglang:cache_config_info",
       "sglang:page_size", "sglang:num_pages");
 
+  // the families of the figures every page should carry, by figure: waiting, running, KV usage
+  private static final Set<String> WAITING =
+      Set.of("vllm:num_requests_waiting", "sglang:num_queue_reqs");
+  private static final Set<String> RUNNING =
+      Set.of("vllm:num_requests_running", "sglang:num_running_reqs");
+  private static final Set<String> KV_USAGE =
+      Set.of("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage");
+  private static final Set<String> SGLANG_FIGURES =
+      Set.of("sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage");
+  private static final Set<String> VLLM_FIGURES = Set.of("vllm:num_requests_waiting",
+      "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc");
+
+  private static boolean hasAny(Map<String, Sample> samples, Set<String> families) {
+    for (Sample s : samples.values()) {
+      if (families.contains(s.name)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** One parsed sample. */
   record Sample(String name, Map<String, String> labels, double value) {}
 
@@ -85,14 +106,18 @@ public final class PrometheusMetrics {
    * the text repeats counts once, with its last value.
    */
   public static Result<EndpointMetrics> parse(String text) {
-    return parse(text, repeated -> { });
+    return parse(text, repeated -> { }, missing -> { });
   }
 
   /**
    * {@link #parse(String)}, telling {@code repeated} of the first series the text repeats (as
-   * {@code name{labels}}), if any, so the caller can warn about a server that breaks the format.
+   * {@code name{labels}}), if any, so the caller can warn about a server that breaks the format;
+   * and telling {@code missing} of the figures (waiting, running, KV usage) a parsed page has no
+   * sample of, by the metric names that were looked for (in the names of the engine the page is
+   * from), so the caller can say why a figure reads 0.
    */
-  static Result<EndpointMetrics> parse(String text, Consumer<String> repeated) {
+  static Result<EndpointMetrics> parse(String text, Consumer<String> repeated,
+      Consumer<String> missing) {
     // by series, in the order of their last lines: a repeated series keeps its last sample
     Map<String, Sample> samples = new LinkedHashMap<>();
     @Nullable String firstRepeated = null;
@@ -193,6 +218,24 @@ public final class PrometheusMetrics {
     }
     if (!any) {
       return Result.error("no vLLM or SGLang queue/KV metrics found in the exposition");
+    }
+    // a family with only NaN samples is there; one without a sample is not, and its figure
+    // reads 0: named, so that a server which renamed or hid a metric does not go unnoticed
+    boolean asSglang = hasAny(samples, SGLANG_FIGURES) && !hasAny(samples, VLLM_FIGURES);
+    StringBuilder lacking = new StringBuilder();
+    if (!hasAny(samples, WAITING)) {
+      lacking.append(asSglang ? "sglang:num_queue_reqs" : "vllm:num_requests_waiting");
+    }
+    if (!hasAny(samples, RUNNING)) {
+      lacking.append(lacking.length() == 0 ? "" : ", ")
+          .append(asSglang ? "sglang:num_running_reqs" : "vllm:num_requests_running");
+    }
+    if (!hasAny(samples, KV_USAGE)) {
+      lacking.append(lacking.length() == 0 ? "" : ", ").append(asSglang ? "sglang:token_usage"
+          : "vllm:kv_cache_usage_perc (nor the older vllm:gpu_cache_usage_perc)");
+    }
+    if (lacking.length() > 0) {
+      missing.accept(lacking.toString());
     }
     // the breakdown stands in for a total only where the page has no total series
     waiting = waitingTotal ? waiting : waitingByPriority;

@@ -344,6 +344,53 @@ class MetricsScraperTest {
     }
   }
 
+  @Test
+  void aFigureWhoseMetricIsMissingIsLoggedOncePerEndpointNamingTheMetric() throws Exception {
+    // a page with the queue but no KV-usage family (a server that renamed or hid it) read as
+    // 0 % KV usage for good, and nothing said so: the endpoint looked empty to the KV scorer
+    // and to shedding
+    AtomicReference<String> partial = new AtomicReference<>("""
+        vllm:num_requests_waiting{engine="0",model_name="m"} 3
+        vllm:num_requests_running{engine="0",model_name="m"} 2
+        """);
+    AtomicReference<String> sglang = new AtomicReference<>("sglang:num_queue_reqs 1\n");
+    AtomicReference<String> complete = new AtomicReference<>(VLLM);
+    HttpServer partialServer = metricsServer(partial);
+    HttpServer sglangServer = metricsServer(sglang);
+    HttpServer completeServer = metricsServer(complete);
+    String partialId = "127.0.0.1:" + partialServer.getAddress().getPort();
+    String sglangId = "127.0.0.1:" + sglangServer.getAddress().getPort();
+    String completeId = "127.0.0.1:" + completeServer.getAddress().getPort();
+    ScraperLog log = new ScraperLog(m -> m.contains("127.0.0.1:"));
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(partialId), Endpoint.parse(sglangId),
+            Endpoint.parse(completeId))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(UNHURRIED).start()) {
+      awaitMetrics(router, partialId, m -> m.waitingRequests() == 3);
+      awaitMetrics(router, sglangId, m -> m.waitingRequests() == 1);
+      awaitMetrics(router, completeId, m -> m.waitingRequests() == 5);
+      long seen = scraper.scrapes();
+      awaitCount(scraper::scrapes, seen + 9);
+      assertThat(scraper.failures()).as("the figures that are there are used").isZero();
+      List<String> aboutPartial = log.messages.stream().filter(m -> m.contains(partialId)).toList();
+      assertThat(aboutPartial).hasSize(1);
+      assertThat(aboutPartial.get(0)).contains("vllm:kv_cache_usage_perc")
+          .contains("vllm:gpu_cache_usage_perc").doesNotContain("vllm:num_requests");
+      List<String> aboutSglang = log.messages.stream().filter(m -> m.contains(sglangId)).toList();
+      assertThat(aboutSglang).hasSize(1);
+      assertThat(aboutSglang.get(0)).contains("sglang:num_running_reqs")
+          .contains("sglang:token_usage").doesNotContain("vllm:");
+      assertThat(log.messages).noneMatch(m -> m.contains(completeId));
+    } finally {
+      log.close();
+      partialServer.stop(0);
+      sglangServer.stop(0);
+      completeServer.stop(0);
+    }
+  }
+
   /** A started loopback server whose {@code /metrics} answers {@code body}'s current text. */
   static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
