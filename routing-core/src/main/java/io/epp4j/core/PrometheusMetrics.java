@@ -161,6 +161,7 @@ public final class PrometheusMetrics {
     Set<String> waitingLoras = new LinkedHashSet<>();
     int maxLoras = 0;
     double loraStamp = Double.NEGATIVE_INFINITY;
+    boolean loraNamed = false; // whether the LoRA series kept names an adapter
     boolean any = false;
     for (Sample s : samples.values()) {
       // NaN: a gauge with no value yet; the family is there, but summed or compared the sample
@@ -205,11 +206,18 @@ public final class PrometheusMetrics {
         case "sglang:page_size" ->
             blockSize = (int) Math.max(blockSize, count(s.value, Integer.MAX_VALUE));
         case "vllm:lora_requests_info" -> {
-          // one series per change; the value is the time it was set: keep the newest
-          if (s.value >= loraStamp) {
+          // one series per change; the value is the time it was set: keep the newest that names
+          // an adapter. vLLM writes one with both lists empty whenever it has no adapter request;
+          // the adapters it last served are still loaded, which is what affinity is about (so
+          // upstream skips such series too). Only a server that never named one has none.
+          Set<String> run = split(s.labels.get("running_lora_adapters"));
+          Set<String> wait = split(s.labels.get("waiting_lora_adapters"));
+          boolean names = !run.isEmpty() || !wait.isEmpty();
+          if (!nan && (names ? !loraNamed || s.value >= loraStamp : !loraNamed && s.value >= loraStamp)) {
+            loraNamed = names;
             loraStamp = s.value;
-            runningLoras = split(s.labels.get("running_lora_adapters"));
-            waitingLoras = split(s.labels.get("waiting_lora_adapters"));
+            runningLoras = run;
+            waitingLoras = wait;
             maxLoras = (int) labelCount(s.labels.get("max_lora"), Integer.MAX_VALUE);
           }
         }

@@ -225,6 +225,31 @@ class MetricsScraperTest {
   }
 
   @Test
+  void anIdleLoraServerKeepsTheAdaptersItLastServed() {
+    // vLLM writes a lora_requests_info series with both lists empty whenever it has no request
+    // of any adapter; as the newest, it wiped out the adapters the server had just served (and
+    // still holds), so lora-affinity-scorer saw every idle server alike and sent the next request
+    // for an adapter anywhere, loading it again. Upstream skips such series for that reason.
+    EndpointMetrics idle = PrometheusMetrics.parse("""
+        vllm:num_requests_waiting 0
+        vllm:lora_requests_info{max_lora="4",running_lora_adapters="",waiting_lora_adapters=""} 1.71e9
+        vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql",waiting_lora_adapters="math"} 1.70e9
+        vllm:lora_requests_info{max_lora="4",running_lora_adapters="chat",waiting_lora_adapters=""} 1.60e9
+        """).value();
+    assertThat(idle.runningLoraAdapters()).containsExactly("sql");
+    assertThat(idle.waitingLoraAdapters()).containsExactly("math");
+    assertThat(idle.maxLoras()).isEqualTo(4);
+    // a server that has served no adapter yet has none, and still tells its slots
+    EndpointMetrics fresh = PrometheusMetrics.parse("""
+        vllm:num_requests_waiting 0
+        vllm:lora_requests_info{max_lora="2",running_lora_adapters="",waiting_lora_adapters=""} 1.71e9
+        """).value();
+    assertThat(fresh.runningLoraAdapters()).isEmpty();
+    assertThat(fresh.waitingLoraAdapters()).isEmpty();
+    assertThat(fresh.maxLoras()).isEqualTo(2);
+  }
+
+  @Test
   void aLabelValueHoldingQuotesIsNotTakenForTwoLabels() {
     // a="x\",b=\"y" is one label; a series key that did not escape it would equal {a="x",b="y"}
     // and the second line would replace the first as a repeat
