@@ -24,7 +24,9 @@ import org.jspecify.annotations.Nullable;
  * maximum, so a hot engine is never averaged away; a negative count (a broken gauge) counts as 0,
  * so it cannot cancel another series' work. SGLang's per-priority series of a queue (a non-empty
  * {@code priority} label) break down the total it writes under {@code priority=""}, so they count
- * only on a page without that total. A series (a metric name with one label set, labels
+ * only on a page without that total; series of one SGLang queue that differ only in the
+ * tensor-parallel rank ({@code tp_rank}, {@code moe_ep_rank}) are copies of one schedule and count
+ * once, the largest. A series (a metric name with one label set, labels
  * in any order) that the exposition repeats counts once, with the value of its last line, as a
  * later sample of the same series: Prometheus refuses such an exposition, and summed, a repeated
  * queue would double the endpoint's load.
@@ -59,6 +61,9 @@ public final class PrometheusMetrics {
     }
     return false;
   }
+
+  /** An SGLang queue series: running or waiting, a priority's share or a total, its count. */
+  private record SglangQueue(boolean running, boolean breakdown, double count) {}
 
   /** One parsed sample. */
   record Sample(String name, Map<String, String> labels, double value) {}
@@ -154,6 +159,8 @@ public final class PrometheusMetrics {
     double runningByPriority = 0;
     boolean waitingTotal = false;
     boolean runningTotal = false;
+    // SGLang's queue series by what they count, apart from the rank that wrote them
+    Map<String, SglangQueue> sglangQueues = new HashMap<>();
     double kv = -1;
     long blocks = 0;
     int blockSize = 0;
@@ -170,22 +177,27 @@ public final class PrometheusMetrics {
       // a count below zero is a broken gauge: summed, it would cancel other series' real work
       double count = nan || s.value < 0 ? 0 : s.value;
       switch (s.name) {
-        case "vllm:num_requests_waiting", "sglang:num_queue_reqs" -> {
-          if (priorityBreakdown(s)) {
-            waitingByPriority += count;
-          } else {
-            waiting += count;
-            waitingTotal = true;
-          }
+        case "vllm:num_requests_waiting" -> {
+          waiting += count;
+          waitingTotal = true;
           any = true;
         }
-        case "vllm:num_requests_running", "sglang:num_running_reqs" -> {
-          if (priorityBreakdown(s)) {
-            runningByPriority += count;
-          } else {
-            running += count;
-            runningTotal = true;
-          }
+        case "vllm:num_requests_running" -> {
+          running += count;
+          runningTotal = true;
+          any = true;
+        }
+        case "sglang:num_queue_reqs", "sglang:num_running_reqs" -> {
+          // the ranks of one tensor-parallel group run one schedule: each rank that reports
+          // (all of them with --enable-metrics-for-all-schedulers) writes the same queues under
+          // its own tp_rank and moe_ep_rank; they count once, the largest (ranks read a step
+          // apart), while data-parallel ranks (dp_rank) hold queues of their own
+          Map<String, String> group = new HashMap<>(s.labels);
+          group.remove("tp_rank");
+          group.remove("moe_ep_rank");
+          sglangQueues.merge(seriesKey(s.name, group),
+              new SglangQueue(s.name.equals("sglang:num_running_reqs"), priorityBreakdown(s), count),
+              (a, b) -> a.count >= b.count ? a : b);
           any = true;
         }
         case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage" -> {
@@ -244,6 +256,19 @@ public final class PrometheusMetrics {
     }
     if (lacking.length() > 0) {
       missing.accept(lacking.toString());
+    }
+    for (SglangQueue q : sglangQueues.values()) {
+      if (q.running && q.breakdown) {
+        runningByPriority += q.count;
+      } else if (q.running) {
+        running += q.count;
+        runningTotal = true;
+      } else if (q.breakdown) {
+        waitingByPriority += q.count;
+      } else {
+        waiting += q.count;
+        waitingTotal = true;
+      }
     }
     // the breakdown stands in for a total only where the page has no total series
     waiting = waitingTotal ? waiting : waitingByPriority;

@@ -202,6 +202,25 @@ class MetricsScraperTest {
   }
 
   @Test
+  void sglangTensorParallelRanksReportingOneQueueCountItOnce() {
+    // with --enable-metrics-for-all-schedulers every tensor-parallel rank of SGLang writes the
+    // queues it shares with the others, under its own tp_rank (and moe_ep_rank); summed, a
+    // server with TP 4 had four times its queue. Data-parallel ranks hold queues of their own.
+    EndpointMetrics m = PrometheusMetrics.parse("""
+        sglang:num_queue_reqs{dp_rank="0",model_name="m",moe_ep_rank="0",tp_rank="0"} 3
+        sglang:num_queue_reqs{dp_rank="0",model_name="m",moe_ep_rank="1",tp_rank="1"} 3
+        sglang:num_queue_reqs{dp_rank="0",model_name="m",moe_ep_rank="2",tp_rank="2"} 3
+        sglang:num_queue_reqs{dp_rank="1",model_name="m",moe_ep_rank="0",tp_rank="0"} 5
+        sglang:num_queue_reqs{dp_rank="1",model_name="m",moe_ep_rank="1",tp_rank="1"} 5
+        sglang:num_running_reqs{model_name="m",tp_rank="0"} 7
+        sglang:num_running_reqs{model_name="m",tp_rank="1"} 6
+        sglang:token_usage{model_name="m",tp_rank="0"} 0.4
+        """).value();
+    assertThat(m.waitingRequests()).isEqualTo(3 + 5);
+    assertThat(m.runningRequests()).as("ranks caught a step apart: the larger").isEqualTo(7);
+  }
+
+  @Test
   void sglangKvCacheSizeIsReadFromItsCacheConfigInfoAndFromItsPageGauges() {
     // SGLang up to 0.5.10 carries the KV cache size as labels of sglang:cache_config_info (what
     // upstream's built-in SGLang mapping reads), later versions as the gauges sglang:page_size and
