@@ -829,23 +829,25 @@ final class EmulatedServer implements AutoCloseable {
       maxTokens = max;
     }
     int maxLen = cluster.profile().maxModelLen();
+    // vLLM's two refusals, in its order and words (clients parse them for the room left): a
+    // prompt that fills the context on its own, whatever max_tokens says, then a max_tokens the
+    // prompt leaves no room for
+    if (prompt.length >= maxLen) {
+      error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
+          + " tokens. However, your request has " + prompt.length + " input tokens. Please"
+          + " reduce the length of the input messages.");
+      return;
+    }
     if ((chat && maxNode == null) || (maxNode != null && maxNode.isNull())) {
       // vLLM's chat default, and a completion's explicit null (its field default of 16 applies
-      // only when the field is left out), is the rest of the context: only a prompt that fills
-      // it is refused
-      if (prompt.length >= maxLen) {
-        error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
-            + " tokens. However, your request has " + prompt.length + " input tokens. Please"
-            + " reduce the length of the input messages.");
-        return;
-      }
+      // only when the field is left out), is the rest of the context
       maxTokens = Math.min(maxTokens, maxLen - prompt.length);
     }
     if ((long) prompt.length + maxTokens > maxLen) {
-      error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
-          + " tokens. However, you requested " + ((long) prompt.length + maxTokens)
-          + " tokens (" + prompt.length + " in the messages, " + maxTokens
-          + " in the completion). Please reduce the length of the messages or completion.");
+      error(ex, 400, "BadRequestError", "'max_tokens' or 'max_completion_tokens' is too large: "
+          + maxTokens + ". This model's maximum context length is " + maxLen + " tokens and your"
+          + " request has " + prompt.length + " input tokens (" + maxTokens + " > " + maxLen
+          + " - " + prompt.length + ").");
       return;
     }
 
