@@ -810,8 +810,9 @@ final class EmulatedServer implements AutoCloseable {
         ? model : modelNode.asText();
     int adapter = loraAdapters.indexOf(requested);
     if (!model.equals(requested) && adapter < 0) {
-      error(ex, 404, "NotFoundError", "the model in field 'model' does not exist; this server"
-          + " serves " + model + (loraAdapters.isEmpty() ? "" : " and its LoRA adapters"));
+      // vLLM's words, which clients and gateways match on (the name is the request's own, not
+      // its prompt)
+      error(ex, 404, "NotFoundError", "The model `" + requested + "` does not exist.");
       return;
     }
     Object parsed = promptTokens(request, chat);
