@@ -70,7 +70,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * One emulated replica's OpenAI-compatible HTTP API on a loopback port, in vLLM's shapes:
  * {@code /v1/completions}, {@code /v1/chat/completions} (streaming and not), {@code /v1/models},
- * {@code /health}, {@code /tokenize} and {@code /metrics} (vLLM's Prometheus names).
+ * {@code /health} (and {@code /ping}), {@code /tokenize} and {@code /metrics} (vLLM's Prometheus
+ * names), each on the methods vLLM's route takes.
  *
  * <p>Text is tokenized by the {@link Tokenizer} given (the model's own, loaded from its
  * {@code tokenizer.json}), or else by {@link #tokenize(String)}, a deterministic stand-in that is
@@ -613,16 +614,24 @@ final class EmulatedServer implements AutoCloseable {
         error(ex, 503, "ServiceUnavailableError", "the server is shutting down");
         return;
       }
+      String allowed = allowedMethods(path);
+      if (allowed == null) {
+        // as vLLM's web framework answers a path it has no route for, not an OpenAI error
+        frameworkError(ex, 404, "Not Found", null);
+        return;
+      }
+      if (!allowed.isEmpty() && !List.of(allowed.split(", ")).contains(method)) {
+        frameworkError(ex, 405, "Method Not Allowed", allowed);
+        return;
+      }
       switch (path) {
-        // as vLLM's /health answers once its engine has died (EngineDeadError)
-        case "/health" -> send(ex, cluster.failure() == null ? 200 : 503, "text/plain", "");
+        // as vLLM's /health answers once its engine has died (EngineDeadError); /ping is
+        // vLLM's alias of it (for SageMaker), on GET and POST
+        case "/health", "/ping" ->
+            send(ex, cluster.failure() == null ? 200 : 503, "text/plain", "");
         case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4", metrics());
         case "/v1/models" -> send(ex, 200, "application/json", models());
         case "/v1/completions", "/v1/chat/completions", "/tokenize" -> {
-          if (!method.equals("POST")) {
-            error(ex, 405, "MethodNotAllowed", "use POST");
-            return;
-          }
           Object parsed = ex.parse(vocab());
           if (parsed instanceof String malformed) {
             error(ex, 400, "BadRequestError", malformed);
@@ -635,7 +644,7 @@ final class EmulatedServer implements AutoCloseable {
             complete(ex, body, path.equals("/v1/chat/completions"));
           }
         }
-        default -> error(ex, 404, "NotFoundError", "no route " + path);
+        default -> throw new IllegalStateException("a route without a handler: " + path);
       }
     } catch (IOException e) {
       // interrupted by close(); the connection is closed with the server
@@ -643,6 +652,38 @@ final class EmulatedServer implements AutoCloseable {
       // a bug answers no request: the connection closes, as the JDK's server closed it
       ex.channel.close();
     }
+  }
+
+  /**
+   * The methods a path is served on, as vLLM's routes declare them ({@code "POST"},
+   * {@code "GET, POST"}: the {@code Allow} header of a 405); empty for any method ({@code /metrics},
+   * which vLLM mounts as an ASGI app); null for a path without a route. vLLM's routes take no
+   * {@code HEAD} of their own.
+   */
+  private static @Nullable String allowedMethods(String path) {
+    return switch (path) {
+      case "/v1/completions", "/v1/chat/completions", "/tokenize" -> "POST";
+      case "/health", "/v1/models" -> "GET";
+      case "/ping" -> "GET, POST";
+      case "/metrics" -> "";
+      default -> null;
+    };
+  }
+
+  /**
+   * The answer of vLLM's web framework (FastAPI) to a path without a route (404) or a method the
+   * route does not take (405, with {@code Allow}): {@code {"detail": "Not Found"}}, not vLLM's
+   * OpenAI-shaped error object, which only its own handlers write.
+   */
+  private static void frameworkError(Exchange ex, int status, String detail,
+      @Nullable String allow) {
+    ObjectNode root = JSON.createObjectNode();
+    root.put("detail", detail);
+    FullHttpResponse res = response(status, "application/json", root.toString());
+    if (allow != null) {
+      res.headers().set(HttpHeaderNames.ALLOW, allow);
+    }
+    ex.send(res);
   }
 
   /**

@@ -800,11 +800,11 @@ class ServeIntegrationTest {
       assertThat(health.body()).isEmpty();
       RawResponse wrongMethod = RawResponse.read(in);
       assertThat(wrongMethod.status()).isEqualTo(405);
-      assertThat(JSON.readTree(wrongMethod.body()).at("/error/code").asInt()).isEqualTo(405);
+      assertThat(JSON.readTree(wrongMethod.body()).at("/detail").asText())
+          .isEqualTo("Method Not Allowed");
       RawResponse noRoute = RawResponse.read(in);
       assertThat(noRoute.status()).isEqualTo(404);
-      assertThat(JSON.readTree(noRoute.body()).at("/error/message").asText())
-          .isEqualTo("no route /nowhere");
+      assertThat(JSON.readTree(noRoute.body()).at("/detail").asText()).isEqualTo("Not Found");
 
       // Connection: close is honoured after the answer
       out.write(("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
