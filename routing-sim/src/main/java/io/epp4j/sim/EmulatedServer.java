@@ -846,14 +846,10 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", PROMPT_REQUIRED);
       return;
     }
-    // as vLLM's model check: a name left out, null or empty is the base model
-    String requested = modelNode == null || modelNode.isNull() || modelNode.asText().isEmpty()
-        ? model : modelNode.asText();
+    String requested = requestedModel(modelNode);
     int adapter = loraAdapters.indexOf(requested);
     if (!model.equals(requested) && adapter < 0) {
-      // vLLM's words, which clients and gateways match on (the name is the request's own, not
-      // its prompt)
-      error(ex, 404, "NotFoundError", "The model `" + requested + "` does not exist.");
+      modelNotFound(ex, requested);
       return;
     }
     Object parsed = promptTokens(request, chat);
@@ -1181,7 +1177,33 @@ final class EmulatedServer implements AutoCloseable {
     return u;
   }
 
+  /** As vLLM's model check: a name left out, null or empty is the base model. */
+  private String requestedModel(@Nullable JsonNode modelNode) {
+    return modelNode == null || modelNode.isNull() || modelNode.asText().isEmpty()
+        ? model : modelNode.asText();
+  }
+
+  /**
+   * vLLM's 404 for a model it does not serve, in its words, which clients and gateways match on
+   * (the name is the request's own, not its prompt).
+   */
+  private static void modelNotFound(Exchange ex, String requested) {
+    error(ex, 404, "NotFoundError", "The model `" + requested + "` does not exist.");
+  }
+
   private void tokenizeEndpoint(Exchange ex, RequestBody body) throws IOException {
+    // vLLM's /tokenize checks the model as its generation endpoints do: a count from the base
+    // model's tokenizer for a model it does not serve would be a wrong answer, not an error
+    JsonNode modelNode = body.fields().get("model");
+    if (modelNode != null && !modelNode.isNull() && !modelNode.isTextual()) {
+      error(ex, 400, "BadRequestError", "field 'model' must be a string");
+      return;
+    }
+    String requested = requestedModel(modelNode);
+    if (!model.equals(requested) && !loraAdapters.contains(requested)) {
+      modelNotFound(ex, requested);
+      return;
+    }
     Object parsed = promptTokens(body, body.hasMessages());
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
