@@ -803,6 +803,14 @@ final class EmulatedServer implements AutoCloseable {
               : "a " + nNode.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
       return;
     }
+    // vLLM answers log probabilities when asked; this replica's filler output has none, and a
+    // client that asked for them would read "logprobs": null as a broken answer: refused, as n is
+    String logprobsField = logprobsAsked(body, chat);
+    if (logprobsField != null) {
+      error(ex, 400, "BadRequestError", "field '" + logprobsField + "' asks for log"
+          + " probabilities, which the emulated replica does not compute; leave it out");
+      return;
+    }
     String maxField = chat && body.hasNonNull("max_completion_tokens")
         ? "max_completion_tokens" : "max_tokens";
     JsonNode maxNode = body.get(maxField);
@@ -946,6 +954,32 @@ final class EmulatedServer implements AutoCloseable {
     } finally {
       connectionClosed.removeListener(clientGone);
     }
+  }
+
+  /**
+   * The field of a request that asks for log probabilities, or null when none does: a chat's
+   * {@code logprobs} (a boolean) or a positive {@code top_logprobs}, a completion's
+   * {@code logprobs} (the number of top tokens, 0 for the sampled one alone), and either's
+   * {@code prompt_logprobs}, as vLLM reads them (null or left out asks for none).
+   */
+  static @Nullable String logprobsAsked(JsonNode body, boolean chat) {
+    JsonNode logprobs = body.path("logprobs");
+    if (chat) {
+      if (!Boolean.FALSE.equals(laxBool(logprobs))) {
+        return "logprobs";
+      }
+      JsonNode top = body.path("top_logprobs");
+      if (!top.isMissingNode() && !top.isNull()) {
+        Integer n = laxInt(top);
+        if (n == null || n != 0) {
+          return "top_logprobs";
+        }
+      }
+    } else if (!logprobs.isMissingNode() && !logprobs.isNull()) {
+      return "logprobs";
+    }
+    JsonNode prompt = body.path("prompt_logprobs");
+    return prompt.isMissingNode() || prompt.isNull() ? null : "prompt_logprobs";
   }
 
   /**
