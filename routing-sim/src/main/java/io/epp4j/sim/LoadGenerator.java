@@ -239,6 +239,8 @@ public final class LoadGenerator {
     /** Later turns of dialogs that outgrew the context: counted as failed, never sent. */
     private int givenUp;
     private int finished;
+    /** When the first request went out: output tokens/s counts from there, as the simulator's. */
+    private long firstSendNanos = Long.MAX_VALUE;
     private long lastFinishNanos;
     private long promptTokens;
     private long cachedTokens;
@@ -335,6 +337,9 @@ public final class LoadGenerator {
       synchronized (lock) {
         finished++;
         lastFinishNanos = Math.max(lastFinishNanos, now);
+        if (x.started) {
+          firstSendNanos = Math.min(firstSendNanos, x.sentNanos);
+        }
         if (error == null) {
           completed++;
           promptTokens += x.promptTokens;
@@ -400,6 +405,10 @@ public final class LoadGenerator {
       synchronized (lock) {
         double wallSeconds = Math.max(1e-9, (lastFinishNanos - startNanos) / 1e9);
         double targetSeconds = wallSeconds * settings.speed();
+        // the simulator's output rate runs from the first arrival, not from the start: a first
+        // request due late (a trace's first timestamp, a Poisson arrival) adds no idle time
+        double sendingSeconds = firstSendNanos == Long.MAX_VALUE ? targetSeconds
+            : Math.max(1e-9, (lastFinishNanos - firstSendNanos) / 1e9) * settings.speed();
         int maxReq = 0;
         double meanReq = 0;
         int maxSess = 0;
@@ -420,7 +429,7 @@ public final class LoadGenerator {
         PolicyResult r = new PolicyResult(label,
             promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens,
             ms(ttft, 50), ms(ttft, 95), ms(ttft, 99), ms(itl, 50), ms(e2e, 50), ms(e2e, 95),
-            outputTokens / targetSeconds, completed, 0, 0, maxReq, meanReq, maxSess, meanSess,
+            outputTokens / sendingSeconds, completed, 0, 0, maxReq, meanReq, maxSess, meanSess,
             0, 0, run.clippedRequests(), failed, 0, "", targetSeconds, wallSeconds,
             completed / wallSeconds, cdf(ttft));
         return new Result(r, sent, errors, ms(itl, 95));
@@ -523,6 +532,8 @@ public final class LoadGenerator {
     final RequestSpec spec;
     private final AtomicBoolean over = new AtomicBoolean();
     long sentNanos;
+    /** Whether it went out ({@link #sentNanos} set): a body that could not be built never did. */
+    boolean started;
     long firstTokenNanos = -1;
     long lastTokenNanos;
     long[] itl = new long[16];
@@ -550,6 +561,7 @@ public final class LoadGenerator {
 
     void start() {
       sentNanos = System.nanoTime();
+      started = true;
       // bounds the body too: the client's own timeout ends when the status line arrives
       deadline = timer.schedule(() -> {
         // finish first: on Java 25 cancelling calls onError at once, which would otherwise

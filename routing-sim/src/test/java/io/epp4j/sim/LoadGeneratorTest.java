@@ -424,6 +424,49 @@ class LoadGeneratorTest {
     held.forEach(HttpExchange::close);
   }
 
+  /**
+   * Output tokens/s counts from the first send, as the simulator counts from the first arrival:
+   * a workload whose first request is due 3 s in (a trace's first timestamp, a Poisson arrival)
+   * does not spread its tokens over the idle start. Both requests are due together and answered
+   * at once, so from the first send they take far less than the 3 s of waiting before it.
+   */
+  @Test
+  void outputTokensPerSecondCountsFromTheFirstSendNotFromTheStart(@TempDir Path dir)
+      throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    server.createContext("/v1/completions", ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      try (OutputStream os = ex.getResponseBody()) {
+        os.write(("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
+            + "data: {\"choices\":[{\"index\":0,\"text\":\" b\"}]}\n\n"
+            + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":2}}"
+            + "\n\ndata: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
+      }
+    });
+    server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
+    server.start();
+    open.add(() -> server.stop(0));
+    Path trace = dir.resolve("late.jsonl");
+    java.nio.file.Files.writeString(trace,
+        "{\"timestamp\": 3000, \"input_length\": 16, \"output_length\": 2, \"hash_ids\": [1]}\n"
+        + "{\"timestamp\": 3000, \"input_length\": 16, \"output_length\": 2, \"hash_ids\": [2]}\n");
+    LoadGenerator g = new LoadGenerator(new LoadGenerator.Settings(
+        url(server.getAddress().getPort()), "m", Duration.ofSeconds(20), Integer.MAX_VALUE, 1, 1,
+        null));
+    open.add(g::close);
+    LoadGenerator.Result res = g.run(MooncakeTraceWorkload.load(trace, Integer.MAX_VALUE, 1,
+        32_768), "late start");
+    assertThat(res.errors()).isEmpty();
+    PolicyResult r = res.result();
+    assertThat(r.requests()).isEqualTo(2);
+    assertThat(r.simulatedSeconds()).as("the run, from its start").isGreaterThanOrEqualTo(3);
+    // from the start, 4 tokens over at least 3 s; from the first send, over far less
+    assertThat(r.outputTokensPerSec()).isGreaterThan(2 * 4 / r.simulatedSeconds());
+  }
+
   @Test
   void aBodyWithoutLineEndsIsCutAtTheLineLimitNotBufferedUntilTheTimeout() throws Exception {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
