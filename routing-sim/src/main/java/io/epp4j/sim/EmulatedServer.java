@@ -125,6 +125,9 @@ final class EmulatedServer implements AutoCloseable {
   private final @Nullable Tokenizer tokenizer;
   private final BodyBudget budget;
   private final AtomicLong requestsRead = new AtomicLong();
+  // requests whose answer ended with finish_reason "stop" (the rest of those the engine finished
+  // ended on "length")
+  private final AtomicLong finishedOnStop = new AtomicLong();
   private volatile boolean stopping;
   private boolean closed;
 
@@ -884,9 +887,16 @@ final class EmulatedServer implements AutoCloseable {
           + " reduce the length of the input messages.");
       return;
     }
+    // "length" when the answer ends on a limit, "stop" when the model ends it itself
+    String finishReason = "length";
     if ((chat && maxNode == null) || (maxNode != null && maxNode.isNull())) {
       // vLLM's chat default, and a completion's explicit null (its field default of 16 applies
-      // only when the field is left out), is the rest of the context
+      // only when the field is left out), is the rest of the context: there vLLM generates until
+      // the model ends its answer ("stop"), which the emulated model does after 16 tokens, unless
+      // the context ends first
+      if (maxTokens < maxLen - prompt.length) {
+        finishReason = "stop";
+      }
       maxTokens = Math.min(maxTokens, maxLen - prompt.length);
     }
     if ((long) prompt.length + maxTokens > maxLen) {
@@ -942,9 +952,10 @@ final class EmulatedServer implements AutoCloseable {
     try {
       if (stream) {
         stream(ex, out, chat, id, created, served, includeUsage,
-            continuousUsage ? prompt.length : -1, maxTokens, returnTokenIds ? prompt : null);
+            continuousUsage ? prompt.length : -1, maxTokens, returnTokenIds ? prompt : null,
+            finishReason);
       } else {
-        whole(ex, out, chat, id, created, served, returnTokenIds ? prompt : null);
+        whole(ex, out, chat, id, created, served, returnTokenIds ? prompt : null, finishReason);
       }
     } catch (IOException interrupted) {
       if (submitted != null) {
@@ -1046,7 +1057,8 @@ final class EmulatedServer implements AutoCloseable {
    *     else null
    */
   private void whole(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, String served, int @Nullable [] promptIds) throws IOException {
+      long created, String served, int @Nullable [] promptIds, String finishReason)
+      throws IOException {
     StringBuilder text = new StringBuilder();
     ArrayNode ids = JSON.createArrayNode();
     int[] m;
@@ -1072,7 +1084,8 @@ final class EmulatedServer implements AutoCloseable {
       choice.put("text", text.toString());
     }
     choice.putNull("logprobs");
-    choice.put("finish_reason", "length");
+    choice.put("finish_reason", finishReason);
+    countFinished(finishReason);
     if (promptIds != null) {
       // as vLLM's answers: a completion names the prompt's IDs in its choice, a chat in the answer
       (chat ? root : choice).putRawValue("prompt_token_ids", idsJson(promptIds));
@@ -1090,7 +1103,7 @@ final class EmulatedServer implements AutoCloseable {
    */
   private void stream(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
       long created, String served, boolean includeUsage, int continuousPromptTokens, int maxTokens,
-      int @Nullable [] promptIds) throws IOException {
+      int @Nullable [] promptIds, String finishReason) throws IOException {
     ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
     int sent = 0;
@@ -1136,7 +1149,7 @@ final class EmulatedServer implements AutoCloseable {
         c.putArray("token_ids").add(m[0]);
       }
       if (sent == maxTokens) {
-        c.put("finish_reason", "length");
+        c.put("finish_reason", finishReason);
       } else {
         c.putNull("finish_reason");
       }
@@ -1153,14 +1166,24 @@ final class EmulatedServer implements AutoCloseable {
       // a whole answer's (its create_streaming_error_response dumps that model, param and all)
       event(ex, errorBody(503, "ServiceUnavailableError",
           "the server stopped before the request finished"));
-    } else if (includeUsage) {
-      ObjectNode last = base(id, object, created, served);
-      last.putArray("choices");
-      last.set("usage", usage(m[1], m[2], m[3]));
-      event(ex, JSON.writeValueAsString(last));
+    } else {
+      countFinished(finishReason);
+      if (includeUsage) {
+        ObjectNode last = base(id, object, created, served);
+        last.putArray("choices");
+        last.set("usage", usage(m[1], m[2], m[3]));
+        event(ex, JSON.writeValueAsString(last));
+      }
     }
     event(ex, "[DONE]");
     ex.endStream();
+  }
+
+  /** Counts a finished answer under its finish reason, for {@code vllm:request_success_total}. */
+  private void countFinished(String finishReason) {
+    if (finishReason.equals("stop")) {
+      finishedOnStop.incrementAndGet();
+    }
   }
 
   /**
@@ -1312,15 +1335,18 @@ final class EmulatedServer implements AutoCloseable {
     counter(b, "vllm:generation_tokens", "Number of generation tokens processed.", labels,
         s.generationTokens());
     // vLLM creates this counter's series for every finish reason when it starts, so a scraper or
-    // an alert finds each one at zero before the first request ending that way. Every answer here
-    // ends on its length; a request whose client left is counted under none, as vLLM's abort path
-    // records no finished-request stats
+    // an alert finds each one at zero before the first request ending that way. An answer here
+    // ends on its length, or on "stop" where the emulated model ended it itself; a request whose
+    // client left is counted under none, as vLLM's abort path records no finished-request stats
+    long finished = s.requestsFinished();
+    long stopped = Math.min(finished, finishedOnStop.get());
     String success = "vllm:request_success_total";
     b.append("# HELP ").append(success).append(" Count of successfully processed requests.\n")
         .append("# TYPE ").append(success).append(" counter\n");
     for (String reason : FINISH_REASONS) {
       b.append(success).append('{').append(labels).append(",finished_reason=\"").append(reason)
-          .append("\"} ").append(reason.equals("length") ? (double) s.requestsFinished() : 0.0)
+          .append("\"} ").append(reason.equals("length") ? (double) (finished - stopped)
+              : reason.equals("stop") ? (double) stopped : 0.0)
           .append('\n');
     }
     b.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n")

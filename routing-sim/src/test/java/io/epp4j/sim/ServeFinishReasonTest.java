@@ -1,0 +1,107 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Without a limit from the client (a chat without {@code max_tokens}, a completion whose
+ * {@code max_tokens} is null) vLLM generates until the model ends its answer, and says
+ * {@code "stop"}; the emulated model ends it after 16 tokens, and says so too. A limit the client
+ * set, the completions' default of 16, or the context's end is {@code "length"}. Clients act on
+ * the difference: the OpenAI SDK's {@code parse()} raises on {@code "length"} as a cut answer.
+ */
+@Timeout(60)
+class ServeFinishReasonTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final String CHAT = "\"messages\":[{\"role\":\"user\",\"content\":\"hi there\"}]";
+  private final OneReplica replica = new OneReplica();
+
+  @AfterEach
+  void close() {
+    replica.close();
+  }
+
+  private JsonNode whole(int port, String path, String body) throws Exception {
+    HttpResponse<String> res = replica.post(port, path, body);
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    return JSON.readTree(res.body());
+  }
+
+  /** The stream's events before {@code [DONE]}. */
+  private List<JsonNode> streamed(int port, String path, String body) throws Exception {
+    HttpResponse<String> res = replica.post(port, path, body);
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    List<JsonNode> events = new ArrayList<>();
+    for (String line : res.body().split("\n")) {
+      if (line.startsWith("data: ") && !line.equals("data: [DONE]")) {
+        events.add(JSON.readTree(line.substring(6)));
+      }
+    }
+    return events;
+  }
+
+  @Test
+  void anAnswerTheModelEndedItselfIsStopAndOneCutByALimitIsLength() throws Exception {
+    int port = replica.start();
+    String chats = "/v1/chat/completions";
+    String completions = "/v1/completions";
+
+    JsonNode own = whole(port, chats, "{" + CHAT + "}");
+    assertThat(own.at("/choices/0/finish_reason").asText()).isEqualTo("stop");
+    assertThat(own.at("/usage/completion_tokens").asInt())
+        .isEqualTo(EmulatedServer.DEFAULT_MAX_TOKENS);
+    assertThat(whole(port, chats, "{" + CHAT + ",\"max_tokens\":null}")
+        .at("/choices/0/finish_reason").asText()).isEqualTo("stop");
+    assertThat(whole(port, completions, "{\"prompt\":[1,2,3],\"max_tokens\":null}")
+        .at("/choices/0/finish_reason").asText()).isEqualTo("stop");
+    List<JsonNode> ownStream = streamed(port, chats, "{" + CHAT + ",\"stream\":true}");
+    assertThat(ownStream.get(ownStream.size() - 1).at("/choices/0/finish_reason").asText())
+        .isEqualTo("stop");
+    for (int i = 0; i < ownStream.size() - 1; i++) {
+      assertThat(ownStream.get(i).at("/choices/0/finish_reason").isNull()).isTrue();
+    }
+
+    // a limit the client set, even one of 16, and the completions' default of 16
+    assertThat(whole(port, chats, "{" + CHAT + ",\"max_tokens\":16}")
+        .at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    assertThat(whole(port, chats, "{" + CHAT + ",\"max_completion_tokens\":3}")
+        .at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    assertThat(whole(port, completions, "{\"prompt\":[1,2,3]}")
+        .at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    List<JsonNode> limited = streamed(port, completions,
+        "{\"prompt\":[1,2,3],\"max_tokens\":2,\"stream\":true}");
+    assertThat(limited.get(limited.size() - 1).at("/choices/0/finish_reason").asText())
+        .isEqualTo("length");
+
+    // no limit, but the context ends before the model would have
+    int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
+    StringBuilder ids = new StringBuilder("[");
+    for (int i = 0; i < maxLen - 3; i++) {
+      ids.append(i == 0 ? "" : ",").append(i % 1000);
+    }
+    JsonNode atTheEnd = whole(port, completions, "{\"prompt\":" + ids + "],\"max_tokens\":null}");
+    assertThat(atTheEnd.at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    assertThat(atTheEnd.at("/usage/completion_tokens").asInt()).isEqualTo(3);
+
+    // /metrics counts each answer under its reason: 4 stopped, 5 cut
+    HttpResponse<String> metrics = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+        URI.create("http://127.0.0.1:" + port + "/metrics")).GET().build(),
+        HttpResponse.BodyHandlers.ofString());
+    String labels = "{engine=\"0\",model_name=\"" + HardwareProfile.qwen3H100Mps6().model()
+        + "\",finished_reason=\"";
+    assertThat(metrics.body())
+        .contains("vllm:request_success_total" + labels + "stop\"} 4.0\n")
+        .contains("vllm:request_success_total" + labels + "length\"} 5.0\n");
+  }
+}
