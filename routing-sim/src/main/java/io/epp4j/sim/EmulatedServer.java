@@ -822,6 +822,13 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field '" + maxField + "' must be an integer >= 1");
       return;
     }
+    JsonNode minNode = body.get("min_tokens");
+    Integer minValue = minNode == null || minNode.isNull() ? Integer.valueOf(0) : laxInt(minNode);
+    if (minValue == null) {
+      error(ex, 400, "BadRequestError", "field 'min_tokens' must be an integer");
+      return;
+    }
+    int minTokens = minValue;
     // vLLM's StreamOptions.include_usage defaults to true: stream_options without it (e.g. {} or
     // {"continuous_usage_stats": true}) asks for the usage chunk; an explicit null does not
     JsonNode includeUsageNode = streamOptions.path("include_usage");
@@ -892,18 +899,31 @@ final class EmulatedServer implements AutoCloseable {
     if ((chat && maxNode == null) || (maxNode != null && maxNode.isNull())) {
       // vLLM's chat default, and a completion's explicit null (its field default of 16 applies
       // only when the field is left out), is the rest of the context: there vLLM generates until
-      // the model ends its answer ("stop"), which the emulated model does after 16 tokens, unless
-      // the context ends first
-      if (maxTokens < maxLen - prompt.length) {
+      // the model ends its answer ("stop"), which the emulated model does after 16 tokens, or
+      // after min_tokens (which vLLM makes the model generate before it may end), unless the
+      // context ends first
+      int ownEnd = Math.max(maxTokens, minTokens);
+      if (ownEnd < maxLen - prompt.length) {
         finishReason = "stop";
       }
-      maxTokens = Math.min(maxTokens, maxLen - prompt.length);
+      maxTokens = Math.min(ownEnd, maxLen - prompt.length);
     }
     if ((long) prompt.length + maxTokens > maxLen) {
       error(ex, 400, "BadRequestError", "'max_tokens' or 'max_completion_tokens' is too large: "
           + maxTokens + ". This model's maximum context length is " + maxLen + " tokens and your"
           + " request has " + prompt.length + " input tokens (" + maxTokens + " > " + maxLen
           + " - " + prompt.length + ").");
+      return;
+    }
+    // as vLLM's sampling parameters check them, after the model and the context's length
+    if (minTokens < 0) {
+      error(ex, 400, "BadRequestError", "min_tokens must be greater than or equal to 0, got "
+          + minTokens + ".");
+      return;
+    }
+    if (minTokens > maxTokens) {
+      error(ex, 400, "BadRequestError", "min_tokens must be less than or equal to max_tokens="
+          + maxTokens + ", got " + minTokens + ".");
       return;
     }
 
