@@ -24,6 +24,7 @@ final class DropReports {
   private final Report unknownTopics = new Report();
   private final Report replaysUnavailable = new Report();
   private final Report wrongRanks = new Report();
+  private final Report foreignTopics = new Report();
 
   DropReports(KvEventMetrics metrics) {
     this.metrics = metrics;
@@ -78,6 +79,28 @@ final class DropReports {
         + " report whose topic names an endpoint not in the pool (the total is the"
         + " unknownEndpointMessages metric); the latest for " + printable(endpointId);
     unknownTopics.sinceReport = 0;
+    LOG.warning(msg);
+  }
+
+  /**
+   * Counts a message whose topic does not start with the topic filter, in
+   * {@link KvEventMetrics#foreignTopicMessages()}; reported like {@link #dropped}, naming the
+   * topic (an engine's setting, never request content) and what to change. The usual cause is an
+   * engine left on vLLM's default empty topic.
+   */
+  void foreignTopic(String source, String topic, String topicFilter) {
+    metrics.foreignTopicMessages.increment();
+    if (!foreignTopics.due()) {
+      return;
+    }
+    String msg = "dropped " + foreignTopics.sinceReport + " KV-event message(s) since the last"
+        + " report whose topic does not start with the topic filter '" + printable(topicFilter)
+        + "' (the total is the foreignTopicMessages metric); the latest, from "
+        + printable(source) + ", had the topic '" + printable(topic) + "'. vLLM publishes with"
+        + " an empty topic unless its --kv-events-config sets \"topic\" (kv@<ip:port>@<model>);"
+        + " set that, or set kvEvents.topicFilter to the engines' topic prefix (\"\" accepts"
+        + " every topic; central mode needs kv@<ip:port>@<model> to tell engines apart)";
+    foreignTopics.sinceReport = 0;
     LOG.warning(msg);
   }
 

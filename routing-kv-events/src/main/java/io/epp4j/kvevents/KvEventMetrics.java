@@ -30,6 +30,7 @@ public final class KvEventMetrics {
   final LongAdder unknownEndpointMessages = new LongAdder();
   final LongAdder blockSizeMismatches = new LongAdder();
   final LongAdder wrongRankBatches = new LongAdder();
+  final LongAdder foreignTopicMessages = new LongAdder();
   final AtomicLong lagMillis = new AtomicLong();
   private final Object sampleLock = new Object();
   private long lastSampleNanos = Long.MIN_VALUE;
@@ -100,6 +101,13 @@ public final class KvEventMetrics {
    * engine's ranks); see {@link KvEventSubscriber.Builder#dataParallel}.
    */
   public long wrongRankBatches() { return wrongRankBatches.sum(); }
+  /**
+   * Messages dropped because their topic does not start with the subscriber's topic filter
+   * ({@link KvEventSubscriber.Builder#topicFilter}): an engine that publishes under another topic
+   * than the filter expects, such as vLLM's default empty topic when {@code --kv-events-config}
+   * sets no {@code topic}.
+   */
+  public long foreignTopicMessages() { return foreignTopicMessages.sum(); }
   /** Wall-clock delay between the engine stamping the latest batch and its application. */
   public long lagMillis() { return lagMillis.get(); }
 
@@ -137,6 +145,7 @@ public final class KvEventMetrics {
         + restarts() + ", unknownEndpointMessages=" + unknownEndpointMessages()
         + ", blockSizeMismatches=" + blockSizeMismatches()
         + ", wrongRankBatches=" + wrongRankBatches()
+        + ", foreignTopicMessages=" + foreignTopicMessages()
         + ", lagMillis=" + lagMillis() + "}";
   }
 }

@@ -340,6 +340,13 @@ final class SubscriberLoop {
     }
     EndpointStream st = null;
     try {
+      if (!sockets.passesFilter(topic)) {
+        // central mode: the topic names the engine, and this one's names none we can trust
+        reports.foreignTopic(bindAddress != null ? "an engine publishing to " + bindAddress
+            : streams.source(s, topic),
+            new String(topic, java.nio.charset.StandardCharsets.UTF_8), sockets.topicFilter());
+        return true;
+      }
       if (frames != 3 || seqFrame == null || payload == null || seqFrame.length != 8) {
         reports.dropped(streams.source(s, topic), "expected [topic, 8-byte seq, payload], got "
             + frames + " frame(s)" + (seqFrame == null ? "" : " with a " + seqFrame.length

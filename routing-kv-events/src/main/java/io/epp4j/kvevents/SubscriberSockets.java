@@ -60,7 +60,23 @@ final class SubscriberSockets implements AutoCloseable {
   }
 
 
-  /** A SUB socket subscribed to the topic filter, neither bound nor connected. */
+  /**
+   * Whether a message with {@code topic} passes the topic filter. The sockets subscribe to every
+   * topic and the filter is applied here, so that a message the filter turns away is counted and
+   * reported rather than discarded by ZeroMQ unseen: an engine on vLLM's default empty topic
+   * would otherwise leave the index empty without a word.
+   */
+  boolean passesFilter(byte[] topic) {
+    return topic.length >= topicFilter.length
+        && java.util.Arrays.equals(topic, 0, topicFilter.length, topicFilter, 0, topicFilter.length);
+  }
+
+  /** The topic filter, for reports. */
+  String topicFilter() {
+    return new String(topicFilter, java.nio.charset.StandardCharsets.UTF_8);
+  }
+
+  /** A SUB socket subscribed to every topic ({@link #passesFilter}), neither bound nor connected. */
   ZMQ.Socket newSub() {
     ZMQ.Socket s = context.createSocket(SocketType.SUB);
     s.setLinger(0);
@@ -71,7 +87,7 @@ final class SubscriberSockets implements AutoCloseable {
     s.setReconnectIVL(100);
     s.setReconnectIVLMax(5_000);
     s.setHandshakeIvl(HANDSHAKE_MILLIS);
-    s.subscribe(topicFilter);
+    s.subscribe(new byte[0]);
     return s;
   }
 

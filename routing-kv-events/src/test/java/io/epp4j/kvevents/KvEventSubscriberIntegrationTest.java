@@ -172,8 +172,8 @@ class KvEventSubscriberIntegrationTest {
         pub.setReceiveTimeOut(20_000);
         byte[] subscription = pub.recv(); // the subscriber is connected and subscribed
         assertThat(subscription).isNotNull();
-        assertThat(new String(subscription, 1, subscription.length - 1, StandardCharsets.UTF_8))
-            .isEqualTo("kv@");
+        // every topic: the subscriber applies the topic filter itself, to report what it turns away
+        assertThat(subscription).containsExactly(1);
 
         FakeEngine engine = new FakeEngine(1, 16);
         KvBlockIndex expected = KvBlockIndex.create();
@@ -453,6 +453,75 @@ class KvEventSubscriberIntegrationTest {
    * it is logged, once per endpoint, as a warning naming the endpoint and the label. The replay
    * label, which central mode does use, is not.
    */
+  /**
+   * vLLM publishes with an empty topic unless {@code --kv-events-config} sets one. Such messages
+   * do not pass the default topic filter {@code kv@}; they used to be discarded inside ZeroMQ
+   * (the subscription named the filter), so precise mode saw nothing and said nothing. Now they
+   * are counted and reported, naming the topic and the setting to change.
+   */
+  @Test
+  void messagesOnATopicTheFilterTurnsAwayAreCountedAndReported() throws Exception {
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(KvEventSubscriber.class.getName());
+    List<String> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler h = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel() == java.util.logging.Level.WARNING) {
+          warnings.add(r.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(h);
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
+      pub.setLinger(0);
+      pub.setHandshakeIvl(1_000);
+      pub.bind("tcp://127.0.0.1:*");
+      Endpoint ep = Endpoint.of("127.0.0.1", 8000,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub))));
+      KvBlockIndex index = KvBlockIndex.create();
+      try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).build()) {
+        sub.addEndpoint(ep);
+        pub.setReceiveTimeOut(20_000);
+        assertThat(pub.recv()).as("subscription").isNotNull();
+        VllmEventEncoder enc = new VllmEventEncoder(VllmEventEncoder.Shape.TAGGED_ARRAY, false);
+        FakeEngine engine = new FakeEngine(5, 16);
+        for (long seq = 0; seq < 3; seq++) {
+          publish(pub, "", seq, enc.encode(engine.nextBatch(0))); // vLLM's default topic
+        }
+        KvEventMetrics m = index.metrics();
+        await(() -> m.foreignTopicMessages() == 3, () -> "foreign-topic messages counted: " + m);
+        assertThat(m.batches()).isZero();
+        assertThat(index.blockCount(ep.id())).isZero();
+        assertThat(warnings).anySatisfy(w -> assertThat(w)
+            .contains("topic filter 'kv@'").contains("from 127.0.0.1:8000")
+            .contains("topic ''").contains("--kv-events-config"));
+
+        // the same engine, once its topic is set, is applied as before
+        FakeEngine fixed = new FakeEngine(6, 16);
+        KvBlockIndex expected = KvBlockIndex.create();
+        for (long seq = 0; seq < 2; seq++) {
+          KvEventBatch batch = fixed.nextBatch(0);
+          expected.apply(ep.id(), batch);
+          publish(pub, "kv@127.0.0.1:8000@m", seq, enc.encode(batch));
+        }
+        await(() -> m.batches() == 2, () -> "batches on the kv@ topic applied: " + m);
+        assertThat(m.foreignTopicMessages()).isEqualTo(3);
+        assertSameContents(index, expected, ep.id(), fixed);
+      }
+      pub.close();
+    } finally {
+      log.removeHandler(h);
+    }
+  }
+
   @Test
   void centralModeWarnsOncePerEndpointThatItsPortLabelHasNoEffect() throws Exception {
     java.util.logging.Logger log =

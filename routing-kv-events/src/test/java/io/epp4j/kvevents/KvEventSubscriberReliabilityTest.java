@@ -949,8 +949,8 @@ class KvEventSubscriberReliabilityTest {
         pubB.setReceiveTimeOut(20_000);
         byte[] subscription = pubB.recv();
         assertThat(subscription).as("subscription to the endpoint added later").isNotNull();
-        assertThat(new String(subscription, 1, subscription.length - 1, StandardCharsets.UTF_8))
-            .isEqualTo("kv@");
+        // every topic: the subscriber applies the topic filter itself, to report what it turns away
+        assertThat(subscription).containsExactly(1);
         FakeEngine engineB = new FakeEngine(11, 16);
         KvBlockIndex expectedB = KvBlockIndex.create();
         publishBatches(pubB, b.id(), engineB, expectedB, 0, 5);
