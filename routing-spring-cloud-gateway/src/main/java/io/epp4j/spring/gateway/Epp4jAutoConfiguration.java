@@ -244,8 +244,8 @@ public class Epp4jAutoConfiguration {
       try {
         b.path(pool.metricsPath);
       } catch (IllegalArgumentException e) {
-        // starts with '/' (validateScraper) but is no URI path as written: the builder's own
-        // message names no property, and no pool
+        // validateScraper has checked the path as the builder does; should the builder ever
+        // refuse more, its own message names no property, and no pool
         throw new Epp4jConfigurationException(pool.property("metrics.path")
             + " is not a usable metrics path: " + e.getMessage());
       }

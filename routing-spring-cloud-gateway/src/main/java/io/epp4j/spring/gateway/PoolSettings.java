@@ -4,6 +4,8 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.core.OpenAiRequestParser;
 import io.epp4j.core.Router;
 import io.epp4j.scorers.Epp4jPreset;
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -150,6 +152,28 @@ final class PoolSettings {
     if (metricsPath != null && (metricsPath.isBlank() || !metricsPath.startsWith("/"))) {
       throw new Epp4jConfigurationException(property("metrics.path") + " must start with '/', got '"
           + metricsPath + "'");
+    }
+    if (metricsPath != null) {
+      checkMetricsPathIsUriPath(metricsPath);
+    }
+  }
+
+  /**
+   * The path is appended to {@code scheme://ip:port} for every scrape, so it must be valid in a
+   * URI as written, as the scraper's builder requires; checked here, where the property can be
+   * named, and with scraping off too, so that the mistake does not wait for scraping to be on.
+   */
+  private void checkMetricsPathIsUriPath(String path) {
+    String base = "http://127.0.0.1:1";
+    try {
+      if (new URI(base + path).getRawFragment() != null) {
+        throw new Epp4jConfigurationException(property("metrics.path") + " must not have a"
+            + " fragment ('#'), which is never sent, got '" + path + "'");
+      }
+    } catch (URISyntaxException e) {
+      throw new Epp4jConfigurationException(property("metrics.path") + " is not valid in a URI ("
+          + e.getReason() + " at index " + (e.getIndex() - base.length())
+          + "; percent-encode such characters, a space is %20), got '" + path + "'");
     }
   }
 

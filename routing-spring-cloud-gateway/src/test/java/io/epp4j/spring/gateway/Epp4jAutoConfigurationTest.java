@@ -236,6 +236,29 @@ class Epp4jAutoConfigurationTest {
             .hasMessageContaining("'/metrics#all'"));
   }
 
+  /**
+   * A metrics path with characters invalid in a URI was caught only when the scraper was built:
+   * with scraping off, startup went through and the mistake surfaced only once scraping was
+   * switched on, unlike a path without a leading '/' or a zero interval, checked either way.
+   */
+  @Test
+  void aMetricsPathThatIsNoUriPathFailsStartupWithScrapingOffToo() {
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false",
+            "epp4j.metrics.path=/my metrics")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .rootCause().isInstanceOf(Epp4jConfigurationException.class)
+            .hasMessageStartingWith("epp4j.metrics.path ")
+            .hasMessageContaining("'/my metrics'"));
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9002",
+            "epp4j.pools.llama.metrics.enabled=false",
+            "epp4j.pools.llama.metrics.path=/metrics%zz")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .rootCause().isInstanceOf(Epp4jConfigurationException.class)
+            .hasMessageStartingWith("epp4j.pools.llama.metrics.path ")
+            .hasMessageContaining("'/metrics%zz'"));
+  }
+
   @Test
   void theScrapersPropertiesAreNamedWhenTheApplicationBringsItsOwnRouter() {
     // the scraper bean took them unchecked next to an application's own router: a bad path or
