@@ -140,8 +140,12 @@ public final class PlainGateway implements AutoCloseable {
   private final java.util.concurrent.ScheduledExecutorService idleTimer;
   private final AtomicInteger modelsTurn = new AtomicInteger();
   private final AtomicBoolean closed = new AtomicBoolean();
-  /** Requests being handled, each until its answer has ended. */
-  private final AtomicInteger active = new AtomicInteger();
+  /**
+   * Requests the server has handed over, each from the moment its connection had bytes to read
+   * (its headers are read on the handler thread) until its answer has ended, including those
+   * waiting for an overflow thread: what {@link #close(Duration)} waits for.
+   */
+  private final AtomicInteger taken = new AtomicInteger();
   /** Set by {@link #close(Duration)}: new requests are turned away while those in progress end. */
   private volatile boolean stopping;
   private final HttpClient client = HttpClient.newBuilder()
@@ -252,19 +256,34 @@ public final class PlainGateway implements AutoCloseable {
         named("plain-gateway-overflow-", true));
     overflow.allowCoreThreadTimeOut(true);
     server.setExecutor(exchange -> {
+      // counted from here, before its headers are read: a stop that begins while they arrive
+      // waits for the request and answers it, rather than closing its connection under it
+      taken.incrementAndGet();
+      Runnable counted = () -> {
+        try {
+          exchange.run();
+        } finally {
+          taken.decrementAndGet();
+        }
+      };
       try {
-        handlers.execute(exchange);
+        handlers.execute(counted);
       } catch (java.util.concurrent.RejectedExecutionException full) {
         // every handler thread is busy: answered 503 by an overflow thread; when that is full
         // too (or the gateway is closing), the exception makes the server close the connection
-        overflow.execute(() -> {
-          TURNED_AWAY.set(true);
-          try {
-            exchange.run();
-          } finally {
-            TURNED_AWAY.set(false);
-          }
-        });
+        try {
+          overflow.execute(() -> {
+            TURNED_AWAY.set(true);
+            try {
+              counted.run();
+            } finally {
+              TURNED_AWAY.set(false);
+            }
+          });
+        } catch (java.util.concurrent.RejectedExecutionException none) {
+          taken.decrementAndGet();
+          throw none;
+        }
       }
     });
     server.start();
@@ -306,34 +325,29 @@ public final class PlainGateway implements AutoCloseable {
    * a connection dropped without an answer would tell the client nothing.
    */
   private void handle(HttpExchange ex) throws IOException {
-    active.incrementAndGet(); // before reading stopping: close(grace) then waits for this one
-    try {
-      if (stopping) {
-        // the gateway is draining: this client should try another replica of the gateway
-        ex.getResponseHeaders().set("connection", "close");
-        replyError(ex, 503, "gateway_stopping", "gateway is stopping");
-        ex.close();
-        return;
-      }
-      if (TURNED_AWAY.get()) {
-        // every handler thread is busy; the body is not read (the server drains or drops it)
-        replyError(ex, 503, "gateway_overloaded", "the gateway is handling "
-            + options.maxConcurrentRequests() + " requests, its limit; try again shortly");
-        ex.close();
-        return;
-      }
-      try {
-        serve(ex, System.nanoTime());
-      } catch (RuntimeException e) {
-        if (ex.getResponseCode() != -1) { // the answer began
-          throw e;
-        }
-        replyError(ex, 500, "internal_error", "the gateway failed to handle the request");
-      }
+    if (stopping) {
+      // the gateway is draining: this client should try another replica of the gateway
+      ex.getResponseHeaders().set("connection", "close");
+      replyError(ex, 503, "gateway_stopping", "gateway is stopping");
       ex.close();
-    } finally {
-      active.decrementAndGet();
+      return;
     }
+    if (TURNED_AWAY.get()) {
+      // every handler thread is busy; the body is not read (the server drains or drops it)
+      replyError(ex, 503, "gateway_overloaded", "the gateway is handling "
+          + options.maxConcurrentRequests() + " requests, its limit; try again shortly");
+      ex.close();
+      return;
+    }
+    try {
+      serve(ex, System.nanoTime());
+    } catch (RuntimeException e) {
+      if (ex.getResponseCode() != -1) { // the answer began
+        throw e;
+      }
+      replyError(ex, 500, "internal_error", "the gateway failed to handle the request");
+    }
+    ex.close();
   }
 
   private void serve(HttpExchange ex, long receivedNanos) throws IOException {
@@ -1125,9 +1139,13 @@ public final class PlainGateway implements AutoCloseable {
    * the gateway. A stream being relayed when the process is asked to stop (a rolling update)
    * then ends whole instead of being cut off and reported as failed.
    *
-   * <p>Only requests being handled are waited for: one the server has taken whose handling has
-   * not begun (its headers still arriving, or queued for the overflow threads) is cut off without
-   * an answer when the last one being handled ends or the grace runs out.
+   * <p>The wait covers every request the server has taken, from its first bytes: one whose
+   * headers are still arriving, or one queued for the threads that turn requests beyond
+   * {@link Options#maxConcurrentRequests()} away, is answered 503 {@code gateway_stopping} once
+   * it has been read. The JDK server cannot stop listening without closing every connection, so
+   * it accepts connections until the wait ends, and a connection whose first bytes have not
+   * reached it when the wait ends (or any request, when the grace runs out) is closed without an
+   * answer.
    */
   public void close(Duration grace) {
     if (closed.getAndSet(true)) {
@@ -1144,7 +1162,7 @@ public final class PlainGateway implements AutoCloseable {
     }
     long end = System.nanoTime() + graceNanos;
     try {
-      while (active.get() > 0 && System.nanoTime() - end < 0) {
+      while (taken.get() > 0 && System.nanoTime() - end < 0) {
         Thread.sleep(10);
       }
     } catch (InterruptedException e) {

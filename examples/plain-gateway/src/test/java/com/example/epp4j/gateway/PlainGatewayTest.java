@@ -675,6 +675,77 @@ class PlainGatewayTest {
         .anySatisfy(u -> assertThat(u.completionTokens()).isEqualTo(40));
   }
 
+  /**
+   * The stop waited only for requests whose handling had begun: one whose headers were still
+   * arriving (its connection already on a handler thread, reading them), or one waiting for the
+   * threads that turn requests beyond the limit away, was cut off without an answer as soon as
+   * nothing else was in progress. Each is now waited for and, once it can be read, answered 503
+   * gateway_stopping.
+   */
+  @Test
+  void aStopAnswersTheRequestsWhoseHeadersAreStillArrivingOrThatWaitForAThread() throws Exception {
+    Router router = Router.builder().endpoints(List.of(at(standIn().port()))).listener(outcomes)
+        .build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router,
+        PlainGateway.Options.defaults().withMaxConcurrentRequests(1));
+    // one request on the only handler thread, four on the threads that turn requests away, and
+    // one queued for those: all six are reading (or waiting to read) their headers
+    List<java.net.Socket> partial = new ArrayList<>();
+    try {
+      for (int i = 0; i < 6; i++) {
+        java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+            gateway.port());
+        socket.setSoTimeout((int) DEADLINE.toMillis());
+        partial.add(socket);
+        socket.getOutputStream().write("POST /v1/completions HTTP/1.1\r\nHost: gw\r\n"
+            .getBytes(StandardCharsets.US_ASCII));
+        socket.getOutputStream().flush();
+      }
+      await("five gateway threads are reading request headers",
+          () -> threadsReadingRequestHeaders() == 5);
+
+      Thread closing = new Thread(() -> gateway.close(DEADLINE));
+      closing.start();
+      // every thread is taken, so no request could tell that the stop has begun: the closing
+      // thread can, by sleeping in its wait (or by having stopped the gateway already)
+      await("the stop has begun", () -> closing.getState() == Thread.State.TIMED_WAITING
+          || !closing.isAlive());
+
+      String body = completion("held");
+      for (java.net.Socket socket : partial) {
+        socket.getOutputStream().write(("Content-Type: application/json\r\nContent-Length: "
+            + body.length() + "\r\n\r\n" + body).getBytes(StandardCharsets.US_ASCII));
+        socket.getOutputStream().flush();
+      }
+      for (java.net.Socket socket : partial) {
+        String answer;
+        try {
+          answer = new String(socket.getInputStream().readAllBytes(), StandardCharsets.US_ASCII);
+        } catch (IOException cut) {
+          answer = "cut off: " + cut;
+        }
+        assertThat(answer).as("the answer to a request whose headers were arriving")
+            .startsWith("HTTP/1.1 503").contains("gateway_stopping");
+      }
+      closing.join(DEADLINE.toMillis());
+      assertThat(closing.isAlive()).as("closed once they were answered").isFalse();
+      assertThat(outcomes.completions).as("none of them was routed").isEmpty();
+    } finally {
+      for (java.net.Socket socket : partial) {
+        socket.close();
+      }
+    }
+  }
+
+  /** This gateway's threads blocked in the JDK server's reading of a request's headers. */
+  static long threadsReadingRequestHeaders() {
+    return Thread.getAllStackTraces().entrySet().stream()
+        .filter(e -> e.getKey().getName().startsWith("plain-gateway-"))
+        .filter(e -> java.util.Arrays.stream(e.getValue())
+            .anyMatch(f -> f.getClassName().equals("sun.net.httpserver.Request")))
+        .count();
+  }
+
   @Test
   void aRejectionTheClientMayRetryCarriesRetryAfter() throws Exception {
     // 503 (no endpoint) and 429 (shed) tell the client to come back; the Spring and Envoy
