@@ -154,11 +154,22 @@ public final class PlainGateway implements AutoCloseable {
   /** How often a relayed answer renews its decision: a quarter of the router's in-flight age. */
   private final long renewEveryNanos;
 
+  /**
+   * The thread a JDK server starts when it enforces {@code maxReqTime} (or {@code maxRspTime}),
+   * one per server; the name is the same on Java 17 and 25.
+   */
+  static final String REQUEST_TIMER_THREAD = "req-rsp-timeout-task";
+  /** Warned once per JVM: the JDK server read its settings before this class set them. */
+  private static final AtomicBoolean WARNED_SETTINGS_MISSED = new AtomicBoolean();
+  /** Whether {@code sun.net.httpserver.nodelay} was set here rather than by the user. */
+  private static final boolean NODELAY_SET_HERE;
+
   static {
     // The JDK server leaves Nagle's algorithm on, which holds a relayed SSE chunk back until the
     // client acknowledges the previous one (up to 40 ms with delayed ACKs): streamed tokens would
     // arrive in bursts. Read once, when the first server starts; a value the user set wins.
-    if (System.getProperty("sun.net.httpserver.nodelay") == null) {
+    NODELAY_SET_HERE = System.getProperty("sun.net.httpserver.nodelay") == null;
+    if (NODELAY_SET_HERE) {
       System.setProperty("sun.net.httpserver.nodelay", "true");
     }
     // vLLM closes a keep-alive connection after 5 s idle; the JDK's client keeps idle connections
@@ -215,12 +226,14 @@ public final class PlainGateway implements AutoCloseable {
   public PlainGateway(InetSocketAddress address, Router router, Options options)
       throws IOException {
     java.util.Objects.requireNonNull(options, "options");
+    java.util.Set<Thread> timersBefore = requestTimers();
     try {
       this.server = HttpServer.create(address, 0); // before any thread starts
     } catch (IOException e) {
       router.close();
       throw e;
     }
+    warnIfServerSettingsMissed(timersBefore);
     this.router = router;
     this.options = options;
     long maxAge;
@@ -287,6 +300,49 @@ public final class PlainGateway implements AutoCloseable {
       }
     });
     server.start();
+  }
+
+  /**
+   * The JDK server reads its settings once per JVM, when its first server is created: an
+   * application that created one before this class loaded (its own server, a library's) has
+   * them without the values set above, whatever the properties say now. That cannot be read
+   * back, but it shows: a server created with a request time limit starts a timer thread of its
+   * own, and none started for this one although the property asks for a limit.
+   */
+  private static void warnIfServerSettingsMissed(java.util.Set<Thread> timersBefore) {
+    if (!asksForRequestLimit() || !requestTimers().equals(timersBefore)
+        || WARNED_SETTINGS_MISSED.getAndSet(true)) {
+      return;
+    }
+    // nodelay cannot be seen; it was missed with maxReqTime unless the user had set it already
+    LOG.warning("the JDK's HTTP server was set up in this JVM before the gateway set its"
+        + " properties, so sun.net.httpserver.maxReqTime (a client has "
+        + System.getProperty(MAX_REQUEST_TIME_PROPERTY) + " s to send a request)"
+        + (NODELAY_SET_HERE ? " and sun.net.httpserver.nodelay (streamed chunks go out at once)"
+            + " are" : " is")
+        + " not in effect: a client that stops sending holds a gateway thread until it"
+        + " disconnects. Give them on the java command line (-Dsun.net.httpserver.maxReqTime="
+        + MAX_REQUEST_SECONDS + " -Dsun.net.httpserver.nodelay=true), or create the gateway"
+        + " before any other JDK HTTP server");
+  }
+
+  private static boolean asksForRequestLimit() {
+    try {
+      return Long.parseLong(System.getProperty(MAX_REQUEST_TIME_PROPERTY, "-1").strip()) > 0;
+    } catch (NumberFormatException e) {
+      return false; // the JDK takes it for no limit as well
+    }
+  }
+
+  /** The request time limit threads of every JDK server in this JVM. */
+  private static java.util.Set<Thread> requestTimers() {
+    java.util.Set<Thread> timers = new java.util.HashSet<>();
+    for (Thread t : Thread.getAllStackTraces().keySet()) {
+      if (REQUEST_TIMER_THREAD.equals(t.getName())) {
+        timers.add(t);
+      }
+    }
+    return timers;
   }
 
   private static java.util.concurrent.ThreadFactory named(String prefix, boolean daemon) {

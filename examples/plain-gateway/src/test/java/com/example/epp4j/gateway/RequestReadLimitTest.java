@@ -67,6 +67,49 @@ class RequestReadLimitTest {
   }
 
   /**
+   * The JDK server reads its settings once, when its first server is created: in an application
+   * that had started a JDK server of its own before the gateway's class loaded, the gateway's
+   * limit on receiving a request was silently not in effect, and a client that stopped sending
+   * held a gateway thread for good. The gateway now says so when it starts.
+   */
+  @Test
+  @Timeout(60)
+  void aGatewayStartedAfterAnotherJdkServerWarnsThatItsServerSettingsAreNotInEffect()
+      throws Exception {
+    String warned = runEmbedding(true);
+    assertThat(warned).contains("sun.net.httpserver.maxReqTime")
+        .contains("sun.net.httpserver.nodelay").contains("embedded: started");
+    assertThat(runEmbedding(false)).as("the gateway's class loaded first: its settings apply")
+        .doesNotContain("sun.net.httpserver.maxReqTime").contains("embedded: started");
+  }
+
+  /** Runs {@link Embedding} in a JVM of its own; returns what it printed, stderr included. */
+  static String runEmbedding(boolean serverFirst) throws Exception {
+    List<String> cmd = List.of(
+        java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx128m", "-cp", System.getProperty("java.class.path"), Embedding.class.getName(),
+        Boolean.toString(serverFirst));
+    Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    byte[] out = p.getInputStream().readAllBytes();
+    assertThat(p.waitFor(30, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    return new String(out, StandardCharsets.UTF_8);
+  }
+
+  /** An application that embeds the gateway, maybe after starting a JDK server of its own. */
+  static final class Embedding {
+    public static void main(String[] args) throws Exception {
+      if (Boolean.parseBoolean(args[0])) {
+        com.sun.net.httpserver.HttpServer own = com.sun.net.httpserver.HttpServer.create(
+            new java.net.InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+        own.stop(0);
+      }
+      try (PlainGateway g = new PlainGateway(0, List.of(io.epp4j.api.Endpoint.of("127.0.0.1", 1)))) {
+        System.out.println("embedded: started on " + g.port());
+      }
+    }
+  }
+
+  /**
    * Sends {@code partial}, expects the gateway to close the connection within 10 s and returns
    * what it answered before.
    */
