@@ -60,6 +60,16 @@ import reactor.core.publisher.Mono;
 final class Epp4jGatewayFilter implements Epp4jRouting {
   private static final Logger LOG = Logger.getLogger(Epp4jGatewayFilter.class.getName());
   private static final ObjectMapper JSON = new ObjectMapper();
+  /**
+   * Set while an {@code Epp4j} filter's part of the chain runs, from its routing to the end of the
+   * rest of the chain: another {@code Epp4j} filter further along that chain (a route listing two)
+   * finds the request routed. Cleared before the end reaches SCG's {@code Retry} filter, which
+   * then runs the chain again to be routed anew.
+   */
+  static final String ROUTING_ATTRIBUTE = Epp4jGatewayFilter.class.getName() + ".routing";
+  /** Routes already warned about for listing more than one {@code Epp4j} filter. */
+  private static final java.util.Set<String> WARNED_ROUTES =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   private final Router router;
   private final String scheme;
@@ -83,6 +93,13 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       // SCG's Retry filter repeats after a 5xx this filter answered itself (502, 503): that
       // answer is written and final, so the request is not routed again
       return Mono.empty();
+    }
+    if (exchange.getAttribute(ROUTING_ATTRIBUTE) != null) {
+      // an Epp4j filter earlier in this chain routed the request: routing it again would fail
+      // that decision as replaced and send the request to this filter's pool instead, while the
+      // body limit applied was the first filter's
+      warnSecondFilter(exchange);
+      return chain.filter(exchange);
     }
     if (!HttpMethod.POST.equals(request.getMethod())) {
       // GET /v1/models and the like carry no prompt: routed by load, their headers read as a
@@ -181,10 +198,13 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       namesOnlyTheReplicasAnswers(exchange);
     }
     routed.getAttributes().put(DecisionTap.ATTRIBUTE, tap);
+    Map<String, Object> attributes = exchange.getAttributes();
+    attributes.put(ROUTING_ATTRIBUTE, tap);
     Mono<Void> sent;
     try {
       sent = send(routed, chain, base, d, 0, tap);
     } catch (RuntimeException e) {
+      attributes.remove(ROUTING_ATTRIBUTE, tap);
       d.onFailure(e);
       throw e;
     }
@@ -202,7 +222,10 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
           return error(exchange, 502, "upstream_unavailable",
               "no replica of the decision could be reached");
         })
-        .doOnTerminate(() -> ended.set(true))
+        .doOnTerminate(() -> {
+          ended.set(true);
+          attributes.remove(ROUTING_ATTRIBUTE, tap);
+        })
         .doOnError(e -> {
           tap.chainFailed(); // what the client gets now is the gateway's error, a 504 say
           d.onFailure(e);
@@ -210,11 +233,23 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
         // a cancel after the end is no client leaving: SCG's Retry filter cancels the attempt it
         // is done with; the tap reports the answer that is still to be written
         .doOnCancel(() -> {
+          attributes.remove(ROUTING_ATTRIBUTE, tap);
           if (!ended.get()) {
             tap.chainFailed(); // a filter in front gave up waiting (a circuit breaker's timeout)
             d.onFailure(new CancellationException("client went away"));
           }
         });
+  }
+
+  /** Once per route: a route whose chain holds two {@code Epp4j} filters is routed by the first. */
+  private static void warnSecondFilter(ServerWebExchange exchange) {
+    org.springframework.cloud.gateway.route.Route route =
+        exchange.getAttribute(ServerWebExchangeUtils.GATEWAY_ROUTE_ATTR);
+    String id = route == null ? "?" : route.getId();
+    if (WARNED_ROUTES.add(id)) {
+      LOG.warning("epp4j: route '" + id + "' has more than one Epp4j filter; the first routes"
+          + " its requests and the others do nothing: give the route one Epp4j filter");
+    }
   }
 
   /**

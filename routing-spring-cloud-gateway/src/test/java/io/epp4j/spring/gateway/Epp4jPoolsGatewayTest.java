@@ -68,6 +68,13 @@ import org.springframework.test.context.DynamicPropertySource;
         "spring.cloud.gateway.server.webflux.routes[2].filters[0]=StripPrefix=1",
         "spring.cloud.gateway.server.webflux.routes[2].filters[1].name=Epp4j",
         "spring.cloud.gateway.server.webflux.routes[2].filters[1].args.pool=qwen",
+        // a route that names two pools: the first one routes
+        "spring.cloud.gateway.server.webflux.routes[3].id=both",
+        "spring.cloud.gateway.server.webflux.routes[3].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[3].predicates[0]=Path=/both/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[3].filters[0]=StripPrefix=1",
+        "spring.cloud.gateway.server.webflux.routes[3].filters[1]=Epp4j=llama",
+        "spring.cloud.gateway.server.webflux.routes[3].filters[2]=Epp4j=qwen",
         "epp4j.metrics.enabled=false",
         "management.endpoint.health.show-details=always",
         "epp4j.max-body-size=32KB",
@@ -112,11 +119,17 @@ class Epp4jPoolsGatewayTest {
   static final class Completions implements RequestListener {
     final List<String> endpoints = new CopyOnWriteArrayList<>();
     final List<Usage> usages = new CopyOnWriteArrayList<>();
+    final List<String> failedOn = new CopyOnWriteArrayList<>();
 
     @Override
     public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
       endpoints.add(endpoint.id());
       usages.add(usage);
+    }
+
+    @Override
+    public void onFailure(InferenceRequest request, Endpoint endpoint, Throwable cause) {
+      failedOn.add(endpoint.id());
     }
   }
 
@@ -176,6 +189,29 @@ class Epp4jPoolsGatewayTest {
         .isEqualTo(16);
     assertThat(completions.usages.subList(completed, completed + 32))
         .allSatisfy(u -> assertThat(u.cachedTokens()).isEqualTo(StandInReplica.CACHED));
+  }
+
+  /**
+   * A route with two {@code Epp4j} filters: the second routed the request the first had routed
+   * already, which failed the first pool's decision as if a retry had replaced it, and the
+   * request went to the second pool, while the body limit was the first pool's. The first filter
+   * routes now, as its body limit says; the second leaves the request as it is.
+   */
+  @Test
+  void aRouteWithTwoEpp4jFiltersIsRoutedByTheFirstAndNoDecisionFails() throws Exception {
+    int q = Q.served.get();
+    int failed = completions.failedOn.size();
+    Set<String> served = new HashSet<>();
+    for (int i = 0; i < 4; i++) {
+      HttpResponse<String> r = post("/both/v1/completions", prompt("both " + i));
+      assertThat(r.statusCode()).isEqualTo(200);
+      served.add(replica(r));
+    }
+    assertThat(served).as("the first filter's pool, llama").isNotEmpty().isSubsetOf("l1", "l2");
+    assertThat(Q.served.get()).as("nothing reached qwen").isEqualTo(q);
+    await(() -> inFlight(pools.router("llama")) == 0 && inFlight(pools.router("qwen")) == 0);
+    assertThat(completions.failedOn.subList(failed, completions.failedOn.size()))
+        .as("decisions failed").isEmpty();
   }
 
   @Test
