@@ -1051,7 +1051,7 @@ final class ConfigLoader {
           errors.add(source + ": " + profiles.size()
               + " profiles need a profile handler plugin (e.g. pd-profile-handler)");
         }
-        handler = new SingleProfileHandler();
+        return new SingleProfileHandler(); // its check would repeat the error above
       }
       if (!profiles.isEmpty()) {
         java.util.Set<String> names = new java.util.LinkedHashSet<>();
