@@ -57,14 +57,14 @@ import org.yaml.snakeyaml.error.MarkedYAMLException;
  * long. Loading takes time linear in the size of the file. The other upstream sections are read
  * too: {@code featureGates} (harmless gates noticed, others refused), {@code parser} (must name
  * the openai-parser), {@code saturationDetector} (replaces the router's shedding rule) and
- * {@code dataLayer} (references checked); {@code data}, {@code metadata} and {@code flowControl}
- * are accepted with a warning. Former type names load the current type with one notice per file.
+ * {@code dataLayer} (references checked; {@code data} is its name in upstream 1.3 and 1.4);
+ * {@code metadata} and {@code flowControl} are accepted with a warning. Former type names load the current type with one notice per file.
  */
 final class ConfigLoader {
   static final Set<String> KNOWN_TOP_LEVEL = Set.of("apiVersion", "kind", "plugins",
       "schedulingProfiles", "featureGates", "saturationDetector", "parser", "dataLayer",
-      "requestHandler");
-  static final Set<String> TOLERATED_TOP_LEVEL = Set.of("data", "metadata", "flowControl");
+      "requestHandler", "data");
+  static final Set<String> TOLERATED_TOP_LEVEL = Set.of("metadata", "flowControl");
   /** The apiVersions upstream files carry: the Gateway API Inference Extension's and llm-d's. */
   static final Set<String> KNOWN_API_VERSIONS =
       Set.of("inference.networking.x-k8s.io/v1alpha1", "llm-d.ai/v1alpha1");
@@ -599,11 +599,23 @@ final class ConfigLoader {
      * own (docs/plugins.md, data layer); endpoint discovery is the application's.
      */
     void checkDataLayer(Map<?, ?> top) {
+      String section = "dataLayer";
       Object node = top.get("dataLayer");
+      if (top.get("data") != null) {
+        // the Gateway API Inference Extension 1.3 and 1.4 name the section 'data'; no upstream
+        // version reads both, so a file giving both is one whose intent is unclear
+        if (node != null) {
+          errors.add(source + ": field 'data' is the former name of 'dataLayer' (Gateway API"
+              + " Inference Extension 1.3 and 1.4); give one of them, not both");
+          return;
+        }
+        section = "data";
+        node = top.get("data");
+      }
       if (node == null) {
         return;
       }
-      String where = source + ": field 'dataLayer'";
+      String where = source + ": field '" + section + "'";
       if (!(node instanceof Map<?, ?> m)) {
         errors.add(where + " must be a mapping, got " + describe(node));
         return;
@@ -629,7 +641,7 @@ final class ConfigLoader {
           errors.add(sw + ": field 'pluginRef' is required; got " + describe(sn));
           continue;
         }
-        Plugin p = sectionRef(sn, "dataLayer: sources[" + i + "]");
+        Plugin p = sectionRef(sn, section + ": sources[" + i + "]");
         if (p != null
             && !(p instanceof MetricsDataSource || p instanceof EndpointNotificationSource)) {
           errors.add(sw + ": field 'pluginRef' must name a metrics-data-source or an"
@@ -637,7 +649,7 @@ final class ConfigLoader {
         }
         List<?> extractors = asList(sm.get("extractors"), sw + ": field 'extractors'", errors);
         for (int j = 0; j < extractors.size(); j++) {
-          String ew = "dataLayer: sources[" + i + "]: extractors[" + j + "]";
+          String ew = section + ": sources[" + i + "]: extractors[" + j + "]";
           refOnly(extractors.get(j), ew);
           sectionRef(extractors.get(j), ew);
         }

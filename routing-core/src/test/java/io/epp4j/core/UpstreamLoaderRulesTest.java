@@ -72,4 +72,50 @@ class UpstreamLoaderRulesTest {
     assertThat(r.value().profileHandler()).isInstanceOf(SingleProfileHandler.class);
     assertThat(r.value().profiles()).containsOnlyKeys("default");
   }
+  /**
+   * The Gateway API Inference Extension 1.3 and 1.4 name the data layer section {@code data}
+   * ({@code Data *DataLayerConfig `json:"data"`} in apix/config/v1alpha1), with the sources and
+   * extractors that 1.5 and llm-d put under {@code dataLayer}; its loader refuses a source that is
+   * not a data source ("the plugin %s is not a datalayer.Source").
+   */
+  @Test
+  void theDataSectionOfGie13And14IsReadAsTheDataLayer() {
+    ConfigLoader all = new ConfigLoader(PluginRegistry.fromServiceLoader());
+    String file = """
+        apiVersion: inference.networking.x-k8s.io/v1alpha1
+        kind: EndpointPickerConfig
+        featureGates:
+        - dataLayer
+        plugins:
+        - type: metrics-data-source
+        - type: core-metrics-extractor
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: max-score-picker
+        data:
+          sources:
+          - pluginRef: metrics-data-source
+            extractors:
+            - pluginRef: core-metrics-extractor
+        """;
+    Result<RouterConfig> ok = all.load(file, "d.yaml");
+    assertThat(ok.errors()).isEmpty();
+    assertThat(ok.value().warnings()).noneSatisfy(w -> assertThat(w).contains("'data'"));
+
+    Result<RouterConfig> wrong = all.load(
+        file.replace("- pluginRef: metrics-data-source", "- pluginRef: max-score-picker"), "d.yaml");
+    assertThat(wrong.errors()).singleElement().asString().startsWith(
+        "d.yaml: field 'data': sources[0]: field 'pluginRef' must name a metrics-data-source");
+
+    Result<RouterConfig> dangling = all.load(
+        file.replace("- pluginRef: core-metrics-extractor", "- pluginRef: nowhere"), "d.yaml");
+    assertThat(dangling.errors()).containsExactly(
+        "d.yaml: data: sources[0]: extractors[0]: field 'pluginRef' 'nowhere' names no plugin");
+
+    Result<RouterConfig> both = all.load(file + "dataLayer: {sources: []}\n", "d.yaml");
+    assertThat(both.errors()).containsExactly("d.yaml: field 'data' is the former name of"
+        + " 'dataLayer' (Gateway API Inference Extension 1.3 and 1.4); give one of them, not both");
+  }
 }
