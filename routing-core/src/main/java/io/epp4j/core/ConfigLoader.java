@@ -405,6 +405,8 @@ final class ConfigLoader {
     private final Set<String> producers = new HashSet<>();
     private final List<SchedulingProfile> profiles = new ArrayList<>();
     private boolean danglingReported;
+    /** Whether an unknown plugin type's error left the list of known types to the report's end. */
+    private boolean knownTypesListedAtEnd;
     /** Former type names already reported in this file, so each is noticed once. */
     private final Set<String> aliasesNoticed = new HashSet<>();
 
@@ -821,6 +823,10 @@ final class ConfigLoader {
         errors.add(where + ": field 'parameters' must be a mapping, got " + describe(paramsNode));
         return true;
       }
+      if (registry.provider(typeName) == null) {
+        unknownType(where, typeName);
+        return true;
+      }
       Parameters params = Parameters.of(paramMap);
       String current = registry.currentName(typeName);
       boolean aliasNoticed = false;
@@ -860,6 +866,68 @@ final class ConfigLoader {
         producers.add(name);
       }
       return true;
+    }
+
+    /**
+     * The error for a type no provider makes: why, when it is upstream's and epp4j lacks it, the
+     * closest known names, and the known types. A message is at most 500 characters, and the list
+     * of a full class path is longer: then it follows, once, at the end of the report.
+     */
+    private void unknownType(String where, String type) {
+      String why = UpstreamOnlyTypes.why(type);
+      String head = where + ": " + (why != null
+          ? "plugin type " + quote(type) + " is upstream's and not in epp4j: " + why
+              + " (docs/plugins.md, Upstream compatibility)"
+          : "unknown plugin type " + quote(type) + closest(type));
+      Set<String> known = registry.types();
+      String inline = head + "; known types: " + known;
+      if (inline.length() <= MAX_MESSAGE_CHARS) {
+        errors.add(inline);
+      } else {
+        errors.add(head + "; the " + known.size() + " known types are listed at the end");
+        knownTypesListedAtEnd = true;
+      }
+    }
+
+    /** " (did you mean 'x'?)" for the known types at most a few edits away, else nothing. */
+    private String closest(String type) {
+      List<String> near = new ArrayList<>();
+      int best = Integer.MAX_VALUE;
+      int limit = Math.max(2, type.length() / 5);
+      for (String t : registry.types()) {
+        int d = editDistance(type, t, limit);
+        if (d > limit || d > best) {
+          continue;
+        }
+        if (d < best) {
+          near.clear();
+          best = d;
+        }
+        near.add(quote(t));
+      }
+      return near.isEmpty() || near.size() > 3 ? ""
+          : " (did you mean " + String.join(" or ", near) + "?)";
+    }
+
+    /** The known types in messages of at most 500 characters, after the other errors. */
+    private void listKnownTypes() {
+      List<String> parts = new ArrayList<>();
+      StringBuilder part = new StringBuilder();
+      // room for the longest prefix, "<source>: known plugin types (part 99 of 99): "
+      int room = MAX_MESSAGE_CHARS - (source.length() + 46);
+      for (String t : registry.types()) {
+        String name = cut(t, MAX_QUOTED_CHARS);
+        if (part.length() > 0 && part.length() + 2 + name.length() > room) {
+          parts.add(part.toString());
+          part.setLength(0);
+        }
+        part.append(part.length() > 0 ? ", " : "").append(name);
+      }
+      parts.add(part.toString());
+      for (int i = 0; i < parts.size(); i++) {
+        errors.add(source + ": known plugin types" + (parts.size() == 1 ? ""
+            : " (part " + (i + 1) + " of " + parts.size() + ")") + ": " + parts.get(i));
+      }
     }
 
     void buildProfiles(Map<?, ?> top) {
@@ -1084,6 +1152,9 @@ final class ConfigLoader {
       if (profiles.isEmpty() && errors.isEmpty()) {
         errors.add(source + ": field 'schedulingProfiles' is required");
       }
+      if (knownTypesListedAtEnd) {
+        listKnownTypes();
+      }
       if (!errors.isEmpty()) {
         // every plugin is closed, and none may throw out of the load: the errors are the answer
         plugins.forEach((name, p) -> {
@@ -1199,6 +1270,34 @@ final class ConfigLoader {
       }
     }
     return out;
+  }
+
+  /** Levenshtein distance of {@code a} and {@code b}, or {@code limit + 1} once it exceeds it. */
+  static int editDistance(String a, String b, int limit) {
+    if (Math.abs(a.length() - b.length()) > limit) {
+      return limit + 1;
+    }
+    int[] prev = new int[b.length() + 1];
+    int[] cur = new int[b.length() + 1];
+    for (int j = 0; j <= b.length(); j++) {
+      prev[j] = j;
+    }
+    for (int i = 1; i <= a.length(); i++) {
+      cur[0] = i;
+      int rowMin = cur[0];
+      for (int j = 1; j <= b.length(); j++) {
+        int cost = a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1;
+        cur[j] = Math.min(Math.min(cur[j - 1] + 1, prev[j] + 1), prev[j - 1] + cost);
+        rowMin = Math.min(rowMin, cur[j]);
+      }
+      if (rowMin > limit) {
+        return limit + 1;
+      }
+      int[] t = prev;
+      prev = cur;
+      cur = t;
+    }
+    return prev[b.length()];
   }
 
   private static String listNames(Set<String> names) {

@@ -60,7 +60,8 @@ class ConfigLoaderTest {
         """, "upstream-only.yaml");
     assertThat(r.errors()).anySatisfy(e -> assertThat(e)
         .contains("plugin type 'latency-scorer' is upstream's and not in epp4j")
-        .contains("latency predictor").doesNotContain("known types"));
+        .contains("latency predictor").endsWith("; known types: [label-filter, label-scorer,"
+            + " max-score-picker, single-profile-handler]"));
     assertThat(r.errors()).anySatisfy(e -> assertThat(e)
         .contains("'fcfs-ordering-policy'").contains("flow control"));
     assertThat(r.errors()).anySatisfy(e -> assertThat(e)

@@ -2,7 +2,13 @@ package io.epp4j.core;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.epp4j.api.Parameters;
+import io.epp4j.api.Plugin;
+import io.epp4j.api.PluginContext;
+import io.epp4j.api.PluginProvider;
 import io.epp4j.api.Result;
+import java.util.ArrayList;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -117,5 +123,74 @@ class UpstreamLoaderRulesTest {
     Result<RouterConfig> both = all.load(file + "dataLayer: {sources: []}\n", "d.yaml");
     assertThat(both.errors()).containsExactly("d.yaml: field 'data' is the former name of"
         + " 'dataLayer' (Gateway API Inference Extension 1.3 and 1.4); give one of them, not both");
+  }
+  static PluginProvider provider(String type) {
+    return new PluginProvider() {
+      @Override
+      public String type() {
+        return type;
+      }
+
+      @Override
+      public Result<? extends Plugin> create(PluginContext context, Parameters p) {
+        return Result.ok(new TestPlugins.LabelScorer("x"));
+      }
+    };
+  }
+
+  /**
+   * A class path with as many plugin types as epp4j's modules bring (over sixty): the list of
+   * known types is longer than one message may be, and was cut after the first few, so a file
+   * naming a type epp4j lacks was not told which ones exist. The error now names the type (and
+   * the closest known one), and every known type follows at the end of the report, once.
+   */
+  @Test
+  void anUnknownTypeIsNamedAndEveryKnownTypeIsListedOnce() {
+    List<PluginProvider> providers = new ArrayList<>(List.of(
+        new CorePluginProviders.MaxScorePickerProvider(), provider("queue-scorer")));
+    for (int i = 0; i < 60; i++) {
+      providers.add(provider("example-plugin-type-number-" + i));
+    }
+    PluginRegistry registry = PluginRegistry.of(providers);
+    Result<RouterConfig> r = new ConfigLoader(registry).load("""
+        plugins:
+        - type: quue-scorer
+        - type: encode-filter
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: max-score-picker}]
+        """, "c.yaml");
+    List<String> errors = r.errors();
+    assertThat(errors).allSatisfy(e -> assertThat(e).hasSizeLessThanOrEqualTo(500));
+    assertThat(errors.get(0)).isEqualTo("c.yaml: plugins[0] (name 'quue-scorer', type"
+        + " 'quue-scorer'): unknown plugin type 'quue-scorer' (did you mean 'queue-scorer'?); the"
+        + " 62 known types are listed at the end");
+    assertThat(errors.get(1)).startsWith("c.yaml: plugins[1] (name 'encode-filter', type"
+        + " 'encode-filter'): plugin type 'encode-filter' is upstream's and not in epp4j:")
+        .endsWith("; the 62 known types are listed at the end");
+    List<String> list = errors.subList(2, errors.size());
+    assertThat(list).isNotEmpty().allSatisfy(e -> assertThat(e)
+        .startsWith("c.yaml: known plugin types (part "));
+    String listed = String.join(", ", list.stream()
+        .map(e -> e.substring(e.indexOf("): ") + 3)).toList());
+    assertThat(listed.split(", ")).containsExactlyElementsOf(registry.types());
+  }
+
+  /** A short list stays in the error itself, as before. */
+  @Test
+  void aShortListOfKnownTypesStaysInTheError() {
+    Result<RouterConfig> r = loader.load("""
+        plugins:
+        - type: label-scorr
+          parameters: {label: x}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: max-score-picker}]
+        """, "c.yaml");
+    assertThat(r.errors()).containsExactly("c.yaml: plugins[0] (name 'label-scorr', type"
+        + " 'label-scorr'): unknown plugin type 'label-scorr' (did you mean 'label-scorer'?);"
+        + " known types: [label-filter, label-scorer, max-score-picker, single-profile-handler]");
   }
 }
