@@ -556,6 +556,14 @@ final class ConfigLoader {
     }
 
     private RouterConfig.@Nullable Saturation saturation(Object node, String section) {
+      if (node instanceof Map<?, ?> given && given.containsKey("pluginRef")
+          && (given.get("pluginRef") == null || "".equals(given.get("pluginRef")))) {
+        // upstream's ensureSaturationDetector reads an empty reference (as a chart renders an
+        // unset value) as the utilization detector's
+        Map<Object, @Nullable Object> named = new LinkedHashMap<>(given);
+        named.put("pluginRef", "utilization-detector");
+        node = named;
+      }
       if (node instanceof Map<?, ?> m && m.containsKey("pluginRef")) {
         refOnly(node, section);
         // a reference to either detector type that names no plugin of the file gets one with

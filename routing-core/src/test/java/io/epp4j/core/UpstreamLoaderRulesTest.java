@@ -193,4 +193,42 @@ class UpstreamLoaderRulesTest {
         + " 'label-scorr'): unknown plugin type 'label-scorr' (did you mean 'label-scorer'?);"
         + " known types: [label-filter, label-scorer, max-score-picker, single-profile-handler]");
   }
+  /**
+   * Upstream's ensureSaturationDetector (llm-d-inference-scheduler, GIE 1.5) sets an empty
+   * {@code saturationDetector.pluginRef} to {@code utilization-detector} and adds that plugin
+   * with its defaults, as a chart that leaves the value unset renders it; such a file loads.
+   */
+  @Test
+  void anEmptySaturationDetectorRefIsTheUtilizationDetector() {
+    ConfigLoader all = new ConfigLoader(PluginRegistry.fromServiceLoader());
+    for (String ref : List.of("\"\"", "null", "")) {
+      for (String section : List.of("saturationDetector:\n  pluginRef: " + ref,
+          "flowControl:\n  saturationDetector:\n    pluginRef: " + ref)) {
+        Result<RouterConfig> r = all.load("""
+            plugins:
+            - type: max-score-picker
+            schedulingProfiles:
+            - name: default
+              plugins: [{pluginRef: max-score-picker}]
+            """ + section + "\n", "s.yaml");
+        assertThat(r.errors()).as(section).isEmpty();
+        assertThat(r.value().saturation()).as(section).contains(new RouterConfig.Saturation(5, 0.8, java.time.Duration.ofMillis(200)));
+        assertThat(r.value().plugins()).as(section).containsKey("utilization-detector");
+      }
+    }
+    // a utilization-detector the file defines is the one used, with its parameters
+    Result<RouterConfig> r = all.load("""
+        plugins:
+        - type: utilization-detector
+          parameters: {queueDepthThreshold: 9}
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: max-score-picker}]
+        saturationDetector:
+          pluginRef: ""
+        """, "s.yaml");
+    assertThat(r.errors()).isEmpty();
+    assertThat(r.value().saturation().orElseThrow().queueThreshold()).isEqualTo(9);
+  }
 }
