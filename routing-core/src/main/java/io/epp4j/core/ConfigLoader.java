@@ -1136,8 +1136,16 @@ final class ConfigLoader {
       }
       if (handler == null) {
         if (profiles.size() > 1) {
+          // a handler the file defines may be among the plugins that failed to load: said, so
+          // that the error does not read as if the file had none
+          List<String> failed = new ArrayList<>();
+          definedAt.entrySet().stream().sorted(Map.Entry.comparingByValue())
+              .filter(e -> !plugins.containsKey(e.getKey()))
+              .forEach(e -> failed.add(cut(e.getKey(), MAX_QUOTED_CHARS)));
           errors.add(source + ": " + profiles.size()
-              + " profiles need a profile handler plugin (e.g. pd-profile-handler)");
+              + " profiles need a profile handler plugin (e.g. pd-profile-handler)"
+              + (failed.isEmpty() ? "" : "; of the file's plugins, " + listed(failed)
+                  + " did not load (see above)"));
         }
         return new SingleProfileHandler(); // its check would repeat the error above
       }
@@ -1306,6 +1314,13 @@ final class ConfigLoader {
       cur = t;
     }
     return prev[b.length()];
+  }
+
+  /** Names in the given order, at most {@link #MAX_LISTED_NAMES} of them, in brackets. */
+  private static String listed(List<String> names) {
+    List<String> shown = names.subList(0, Math.min(names.size(), MAX_LISTED_NAMES));
+    return shown + (names.size() > shown.size()
+        ? " and " + (names.size() - shown.size()) + " more" : "");
   }
 
   private static String listNames(Set<String> names) {

@@ -231,4 +231,30 @@ class UpstreamLoaderRulesTest {
     assertThat(r.errors()).isEmpty();
     assertThat(r.value().saturation().orElseThrow().queueThreshold()).isEqualTo(9);
   }
+  /**
+   * llm-d's e2e epdConfig (test/e2e/configs_test.go) defines its disagg-profile-handler, which
+   * epp4j refuses for its encode decider: the error about the profiles lacking a handler says
+   * that the file's handler is among the plugins that did not load, rather than reading as if the
+   * file had none.
+   */
+  @Test
+  void profilesWithoutALoadedHandlerNameThePluginsThatDidNotLoad() {
+    Result<RouterConfig> r = loader.load("""
+        plugins:
+        - type: max-score-picker
+        - type: disagg-profile-handler
+          parameters: {deciders: {encode: x}}
+        schedulingProfiles:
+        - name: prefill
+          plugins: [{pluginRef: max-score-picker}]
+        - name: decode
+          plugins: [{pluginRef: max-score-picker}]
+        """, "c.yaml");
+    assertThat(r.errors()).hasSize(2);
+    assertThat(r.errors().get(0)).startsWith("c.yaml: plugins[1] (name 'disagg-profile-handler',"
+        + " type 'disagg-profile-handler'): unknown plugin type 'disagg-profile-handler'");
+    assertThat(r.errors().get(1)).isEqualTo("c.yaml: 2 profiles need a profile handler plugin"
+        + " (e.g. pd-profile-handler); of the file's plugins, [disagg-profile-handler] did not"
+        + " load (see above)");
+  }
 }
