@@ -591,17 +591,15 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     if (c == null || primary == null || !primary.id().equals(c.endpointId)) {
       return; // this picker did not choose the endpoint that serves the request
     }
-    // the endpoint may have left the pool since the pick: while its counters are kept for its
-    // return (requests sent there before still run), the request counts there too, as the
-    // router counts it on the counters it keeps, so it is counted if the endpoint comes back and
-    // its end takes off what it added; counters dropped already count nothing
-    Load l = loadOf(c.endpointId);
-    if (l == null) {
-      return;
-    }
-    afterLookup();
+    // the endpoint may have left the pool since the pick: the request counts on the counters
+    // kept for its return (made now if nothing counted there as it left), as the router counts
+    // it, so it is counted if the endpoint comes back while it runs and its end takes off what
+    // it added
     long now = state.nowNanos();
-    sweepIfDue(now);
+    sweepIfDue(now); // first: a sweep drops idle kept counters, as the ones made here are yet
+    Load found = loadOf(c.endpointId);
+    Load l = found != null ? found : keptFor(c.endpointId);
+    afterLookup();
     String session = c.session;
     if (session != null) {
       sweepSessionsIfDue(now);
@@ -648,7 +646,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       for (Choice x = state.get(choiceKey); x != null; x = x.earlier) {
         if (x != served && x.endpointId.equals(id)) {
           Load l = loadOf(id); // as the served endpoint: kept counters count too
-          return l == null ? null : new Pending(l, x.uncached, 0, state.nowNanos(), null);
+          return new Pending(l != null ? l : keptFor(id), x.uncached, 0, state.nowNanos(), null);
         }
       }
     }
@@ -969,18 +967,21 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
     String id = endpoint.id();
-    Load back = departed.get(id);
-    if (back == null) {
-      loads.putIfAbsent(id, new Load(id));
-      return;
-    }
-    // back while requests sent before it left still run, or sessions are at home there: they
-    // go on counting on the counters they were counted on. In the pool before it leaves the
-    // departed map, so a request recorded meanwhile finds it in one of them (see forgetIfLeft)
-    if (loads.putIfAbsent(id, back) == null) {
-      back.away = false;
-    }
-    departed.remove(id, back);
+    // under the departed map's lock for the id, as keptFor: counters made for a request recorded
+    // while the endpoint was away are either taken up here or never made
+    departed.compute(id, (k, back) -> {
+      if (back == null) {
+        loads.putIfAbsent(id, new Load(id));
+        return null;
+      }
+      // back while requests sent before it left still run, or sessions are at home there: they
+      // go on counting on the counters they were counted on. In the pool before it leaves the
+      // departed map, so a request recorded meanwhile finds it in one of them (see forgetIfLeft)
+      if (loads.putIfAbsent(id, back) == null) {
+        back.away = false;
+      }
+      return null;
+    });
   }
 
   @Override
@@ -1004,6 +1005,34 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    */
   private void settle(Load l) {
     departed.computeIfPresent(l.id, (k, v) -> v == l && v.idle() ? null : v);
+  }
+
+  /**
+   * The counters a request picked for {@code endpointId} counts on when the endpoint is neither
+   * in the pool nor kept for its return: it left with nothing counted on it, between the pick
+   * and the record. The gateway may still be forwarding there, and the router keeps its own
+   * count of the request for the endpoint's return, so counters are kept here too, marked away:
+   * a return takes them up, and they are dropped once the request ends. The counters the
+   * endpoint has when it came back meanwhile, if it did.
+   */
+  private Load keptFor(String endpointId) {
+    Load[] found = new Load[1];
+    departed.compute(endpointId, (k, v) -> {
+      if (v != null) {
+        found[0] = v;
+        return v;
+      }
+      Load in = loads.get(endpointId);
+      if (in != null) {
+        found[0] = in;
+        return null;
+      }
+      Load kept = new Load(endpointId);
+      kept.away = true;
+      found[0] = kept;
+      return kept;
+    });
+    return found[0];
   }
 
   /** The counters of {@code endpointId}, in the pool or kept after it left; null when neither. */

@@ -145,8 +145,9 @@ class TokenCostPickerEndpointFlapTest {
    * The endpoint leaves between the pick and {@code afterRouting} while an earlier request of
    * its is still running: the router counts the new request on the counters it keeps for the
    * endpoint's return, and so does the picker, so after the return both requests count there and
-   * their ends leave nothing behind. When nothing counted on the endpoint as it left, the request
-   * counts nowhere and its end takes nothing off.
+   * their ends leave nothing behind. When nothing counted on the endpoint as it left, counters are
+   * kept for the request alone: it counts there if the endpoint comes back while it runs, and
+   * they go when it ends.
    */
   @Test
   void aRouteRecordedAfterItsEndpointLeftCountsOnTheCountersKeptForItsReturn() {
@@ -172,7 +173,8 @@ class TokenCostPickerEndpointFlapTest {
     assertThat(p.decodeTokens(a.id())).isZero();
     assertThat(p.pendingRequests()).isZero();
 
-    // nothing counts on it as it leaves: its counters go, and the late request counts nowhere
+    // nothing counts on it as it leaves: its counters go, and the late request is kept on
+    // counters made for the endpoint's return, as the router keeps its count of it
     TokenCostPicker fresh = TestCandidates.joined(TokenCostPicker.create(), pool);
     InferenceRequest alone = TokenCostPickerTest.request(200, 20, null);
     io.epp4j.api.CycleState s2 = TestCandidates.state();
@@ -180,12 +182,28 @@ class TokenCostPickerEndpointFlapTest {
     fresh.onEndpointRemoved(a.endpoint());
     assertThat(fresh.departedLoads()).isZero();
     fresh.afterRouting(alone, s2, TokenCostPickerTest.decision(a.endpoint()));
-    assertThat(fresh.pendingRequests()).isZero();
+    assertThat(fresh.pendingRequests()).isOne();
+    assertThat(fresh.departedLoads()).isOne();
     fresh.onEndpointAdded(a.endpoint());
+    assertThat(fresh.pendingTokens(a.id())).as("prefilling there after its return").isEqualTo(200);
+    assertThat(fresh.decodeTokens(a.id())).isEqualTo(20);
+    assertThat(fresh.departedLoads()).isZero();
     fresh.onComplete(alone, a.endpoint(), Usage.NONE);
     assertThat(fresh.pendingTokens(a.id())).isZero();
     assertThat(fresh.decodeTokens(a.id())).isZero();
+    assertThat(fresh.pendingRequests()).isZero();
+
+    // and when it stays away, those counters go once the request ends
+    InferenceRequest gone = TokenCostPickerTest.request(100, 10, null);
+    io.epp4j.api.CycleState s3 = TestCandidates.state();
+    fresh.pick(gone, s3, List.of(a), new double[1]);
+    fresh.onEndpointRemoved(a.endpoint());
     assertThat(fresh.departedLoads()).isZero();
+    fresh.afterRouting(gone, s3, TokenCostPickerTest.decision(a.endpoint()));
+    assertThat(fresh.departedLoads()).isOne();
+    fresh.onFailure(gone, a.endpoint(), new RuntimeException("refused"));
+    assertThat(fresh.departedLoads()).isZero();
+    assertThat(fresh.pendingRequests()).isZero();
   }
 
   /**
