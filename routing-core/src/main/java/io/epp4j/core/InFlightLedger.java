@@ -231,6 +231,39 @@ final class InFlightLedger {
       }
     }
 
+    /**
+     * Counts on {@code to} every count the lease holds on {@code from} (compared by identity),
+     * while it is held: the endpoint of those counters came back with others. Unlike
+     * {@link #move}, which moves one profile's count to a fallback, this moves them all: when
+     * several profiles picked the endpoint (P/D on one replica), the request counts there once
+     * per profile, and all of them are where the endpoint counts now.
+     */
+    synchronized void reattach(EndpointState.InFlight from, EndpointState.InFlight to) {
+      if (state != HELD || from == to) {
+        return;
+      }
+      int n = 0;
+      if (counter == from) {
+        counter = to;
+        n = 1;
+      } else if (counters != null) {
+        EndpointState.InFlight[] c = counters.clone();
+        for (int i = 0; i < c.length; i++) {
+          if (c[i] == from) {
+            c[i] = to;
+            n++;
+          }
+        }
+        counters = c;
+      }
+      if (n > 0) {
+        from.requests.addAndGet(-n);
+        from.tokens.addAndGet(-n * tokens);
+        to.requests.addAndGet(n);
+        to.tokens.addAndGet(n * tokens);
+      }
+    }
+
     /** The counters the lease holds its request on now. */
     synchronized EndpointState.InFlight[] held() {
       if (counter != null) {

@@ -529,7 +529,7 @@ public final class Router implements AutoCloseable {
             departed.put(f.endpointId, f);
           }
         } else if (home != f) {
-          lease.move(f.endpointId, home);
+          lease.reattach(f, home); // every profile's count there, not only the first
         }
       }
     }

@@ -150,6 +150,59 @@ class EndpointFlapInFlightTest {
     }
   }
 
+  /**
+   * P/D with both profiles picking the same endpoint: the request counts there once per profile.
+   * The endpoint leaves while the request is routed and comes back (during the route, with new
+   * counters, or after it): both counts are where the endpoint counts after its return, not
+   * one there and one on counters nobody reads, and the request's end takes both off.
+   */
+  @Test
+  void bothProfileCountsOfARequestFollowItsEndpointThroughALeaveAndReturn() {
+    for (int variant = 0; variant < 3; variant++) {
+      int v = variant; // 0: no flap; 1: leaves and returns during the route; 2: returns after it
+      Router[] self = new Router[1];
+      boolean[] busy = new boolean[1];
+      io.epp4j.api.Filter leaving = (request, c, candidates) -> {
+        if (v == 0 || busy[0]) {
+          return candidates;
+        }
+        busy[0] = true;
+        try {
+          self[0].removeEndpoint(A.id()); // the route read the pool before this
+          if (v == 1) {
+            self[0].addEndpoint(A); // back, with new counters, before the request counts
+          }
+        } finally {
+          busy[0] = false;
+        }
+        return candidates;
+      };
+      io.epp4j.api.ProfileHandler pd = (request, state, runner) -> {
+        runner.run("decode");
+        runner.run("prefill");
+        return "decode";
+      };
+      SchedulingProfile decode = SchedulingProfile.builder("decode").filter(leaving).build();
+      SchedulingProfile prefill = SchedulingProfile.builder("prefill").build();
+      Router r = Router.builder().registry(TestPlugins.registry()).ticker(new AtomicLong(1)::get)
+          .config(new RouterConfig(List.of(prefill, decode), pd, Map.of(), List.of()))
+          .endpoint(A).build();
+      self[0] = r;
+      RoutingDecision d = r.route(REQ);
+      assertThat(d.primary()).isEqualTo(A);
+      assertThat(d.secondaryEndpoint("prefill")).isEqualTo(A);
+      if (v == 2) {
+        r.addEndpoint(A);
+      }
+      assertThat(a(r).inFlightRequests()).as("variant " + v).isEqualTo(2);
+      assertThat(a(r).inFlightTokens()).as("variant " + v).isEqualTo(2 * TOKENS);
+      d.onComplete(Usage.NONE);
+      assertThat(a(r).inFlightRequests()).as("variant " + v).isZero();
+      assertThat(a(r).inFlightTokens()).as("variant " + v).isZero();
+      r.close();
+    }
+  }
+
   @Test
   void theCountsOfEndpointsThatLeftAreKeptOnlyWhileTheirRequestsRun() {
     Router r = router(new AtomicLong(1));
