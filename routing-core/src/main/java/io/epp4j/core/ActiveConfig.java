@@ -53,6 +53,8 @@ final class ActiveConfig {
   private final ThrottledWarning routerWarning;
   /** The router's running configuration: a replaced one asks it who still hears its decisions. */
   private final Supplier<ActiveConfig> running;
+  /** Whether a plugin a reload dropped is still open, waiting for its close. */
+  private final java.util.function.Predicate<Object> awaitingClose;
   /** Whether a reload replaced this configuration. */
   private volatile boolean superseded;
   /** Whether the router has closed (and with it every plugin of every configuration). */
@@ -65,8 +67,9 @@ final class ActiveConfig {
   ActiveConfig(RouterConfig config, Map<String, PluginReuse.Declared> declared,
       List<Object> extraListeners, InFlightLedger ledger, Ticker ticker,
       ThrottledWarning routerWarning, java.util.function.BooleanSupplier routerClosed,
-      Supplier<ActiveConfig> running) {
+      Supplier<ActiveConfig> running, java.util.function.Predicate<Object> awaitingClose) {
     this.config = config;
+    this.awaitingClose = awaitingClose;
     this.running = running;
     this.routerClosed = routerClosed;
     this.ledger = ledger;
@@ -259,12 +262,16 @@ final class ActiveConfig {
   }
 
   /**
-   * Whether request listener {@code i} is no longer used by the running configuration (a reload
-   * dropped it), or was closed with the router: a decision finished after either must not call
-   * into a closed plugin.
+   * Whether request listener {@code i} has been closed, or is about to be: a reload dropped it
+   * and its close has begun, or the router closed. A decision finished after that must not call
+   * into it. Until then it hears how the requests it saw routed end, even once a reload dropped
+   * it: a listener that a later reload takes back would otherwise count them in flight until
+   * they expire, and one that holds something per request (a permit, a buffer) would hold it
+   * until it is closed.
    */
   boolean isRetired(int i) {
     return superseded && !running.get().members.contains(requestListeners[i])
+        && !awaitingClose.test(requestListeners[i])
         || closedWithRouter[i] && routerClosed.getAsBoolean();
   }
 

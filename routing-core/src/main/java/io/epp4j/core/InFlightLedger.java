@@ -298,7 +298,8 @@ final class InFlightLedger {
   /**
    * Feeds the lifecycle of one decision into its lease and into the request listeners of the
    * configuration it was routed under, so a listener hears about a request's end only if it saw
-   * the request routed. Listeners a reload dropped are skipped: they may be closed by then.
+   * the request routed. Listeners a reload dropped still hear it until their close begins (see
+   * {@link ActiveConfig#isRetired}), and are skipped from then on.
    */
   static final class Tracker implements RoutingDecision.Callbacks {
     // three fields, as few as the lifecycle needs: one is allocated per routed request

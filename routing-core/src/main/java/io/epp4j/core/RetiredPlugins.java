@@ -3,6 +3,7 @@ package io.epp4j.core;
 import io.epp4j.api.Plugin;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -40,6 +41,13 @@ final class RetiredPlugins {
    * by {@link #lock}.
    */
   private final Map<Object, Long> pending = new IdentityHashMap<>();
+  /**
+   * A copy of {@link #pending}'s keys, published after every change, so that the lifecycle of a
+   * decision can ask whether a plugin is still open without the lock: reloads are rare, decisions
+   * finish all the time. Updated before a plugin is closed, so a check made after the close
+   * started sees it gone.
+   */
+  private volatile Set<Object> awaiting = Set.of();
   /** Numbers the calls of {@link #closeLater}; guarded by {@link #lock}. */
   private long drops;
   /**
@@ -65,6 +73,21 @@ final class RetiredPlugins {
     this.lock = lock;
   }
 
+  /**
+   * Whether {@code plugin} was dropped by a reload and is not closed yet, without the lock: a
+   * decision routed while it was in use still tells it how the request ends until then.
+   */
+  boolean awaitingClose(Object plugin) {
+    return awaiting.contains(plugin);
+  }
+
+  /** Publishes {@link #pending}'s keys; called under {@link #lock} after each change. */
+  private void publish() {
+    Set<Object> copy = Collections.newSetFromMap(new IdentityHashMap<>());
+    copy.addAll(pending.keySet());
+    awaiting = copy;
+  }
+
   /** Whether {@code plugin} was dropped by a reload and is not closed yet. */
   boolean pending(Object plugin) {
     synchronized (lock) {
@@ -83,6 +106,7 @@ final class RetiredPlugins {
       for (Object o : dropped) {
         pending.put(o, drop);
       }
+      publish();
     }
     timer.execute(timerTask(handle, drop));
   }
@@ -109,6 +133,7 @@ final class RetiredPlugins {
           it.remove();
         }
       }
+      publish();
       for (Object o : batch) {
         if (!inUse.test(o)) {
           close(o);
@@ -122,6 +147,9 @@ final class RetiredPlugins {
     synchronized (lock) {
       for (Object o : plugins) {
         pending.remove(o);
+      }
+      publish();
+      for (Object o : plugins) {
         close(o);
       }
     }
@@ -143,6 +171,7 @@ final class RetiredPlugins {
           retiredOnly.add(o);
         }
       }
+      publish();
       retiredOnly.forEach(RetiredPlugins::close);
     }
   }

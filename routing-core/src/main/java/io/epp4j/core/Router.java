@@ -142,7 +142,7 @@ public final class Router implements AutoCloseable {
         }, ticker::nanos);
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
         initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed,
-        this::running));
+        this::running, this::awaitingClose));
     this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,
         this::poolSaturation);
     this.hints = b.hints;
@@ -674,8 +674,10 @@ public final class Router implements AutoCloseable {
    * finish or expire, as before. Plugin instances the new configuration still uses (the same
    * objects) keep running with their state; new {@link PoolListener}s hear every current
    * endpoint before any route uses them (one an earlier reload dropped and this one takes back,
-   * before it is closed, first hears the removal of every endpoint that left meanwhile); plugins it no longer uses stop hearing about requests
-   * and pool changes at once and are closed, exactly once, after
+   * before it is closed, first hears the removal of every endpoint that left meanwhile); plugins it no longer uses stop hearing about new requests
+   * and pool changes at once, hear how the requests routed while they were in use end until they
+   * are closed (so one a later reload takes back does not count them in flight for good), and
+   * are closed, exactly once, after
    * {@link Builder#retiredPluginCloseDelay}, so that a route that read the old configuration just
    * before the switch can finish with them.
    *
@@ -692,7 +694,7 @@ public final class Router implements AutoCloseable {
   private Result<RouterConfig> install(PluginReuse.Loaded loaded, boolean created) {
     ActiveConfig old = state.active;
     ActiveConfig next = new ActiveConfig(loaded.config(), loaded.declared(), extraListeners,
-        ledger, ticker, routerWarning, this::isClosed, this::running);
+        ledger, ticker, routerWarning, this::isClosed, this::running, this::awaitingClose);
     if (closed) {
       if (created) {
         retired.closeNow(ActiveConfig.difference(next.members, old.members));
@@ -731,6 +733,11 @@ public final class Router implements AutoCloseable {
 
   private ActiveConfig running() {
     return state.active;
+  }
+
+  /** Whether a reload dropped {@code plugin} and has not closed it yet. */
+  private boolean awaitingClose(Object plugin) {
+    return retired.awaitingClose(plugin);
   }
 
   /** Whether the running configuration uses {@code plugin} (a reload may have taken it back). */

@@ -424,6 +424,72 @@ class ReconfigureTest {
     }
   }
 
+  /** A scorer that counts the requests it saw routed and has not heard end. */
+  static final class InFlightCounter extends TagScorer {
+    final AtomicInteger open = new AtomicInteger();
+
+    InFlightCounter(String tag) {
+      super(tag);
+    }
+
+    @Override
+    public void afterRouting(InferenceRequest r, CycleState state, RoutingDecision d) {
+      open.incrementAndGet();
+    }
+
+    @Override
+    public void onComplete(InferenceRequest r, Endpoint e, Usage u) {
+      open.decrementAndGet();
+    }
+
+    @Override
+    public void onFailure(InferenceRequest r, Endpoint e, Throwable cause) {
+      open.decrementAndGet();
+    }
+  }
+
+  /**
+   * A plugin a reload drops hears how the requests it saw routed end until it is closed: one a
+   * later reload takes back counts none of them in flight any more, and one never taken back
+   * hears nothing once closed.
+   */
+  @Test
+  void aDroppedPluginHearsTheEndsOfItsRequestsUntilItIsClosed() throws Exception {
+    InFlightCounter p = new InFlightCounter("p");
+    TagScorer other = new TagScorer("other");
+    try (Router router = Router.builder()
+        .profile(SchedulingProfile.builder("default").scorer(p).build())
+        .retiredPluginCloseDelay(Duration.ofMinutes(10))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of())))
+        .build()) {
+      RoutingDecision completed = router.route(REQ);
+      RoutingDecision failed = router.route(REQ);
+      assertThat(p.open.get()).isEqualTo(2);
+      assertThat(router.reconfigure(RouterConfig.of(
+          SchedulingProfile.builder("default").scorer(other).build())).isOk()).isTrue();
+      completed.onComplete(Usage.NONE);
+      failed.onFailure(new IllegalStateException("reset"));
+      assertThat(p.open.get()).as("ends heard while dropped").isZero();
+      assertThat(router.reconfigure(RouterConfig.of(
+          SchedulingProfile.builder("default").scorer(p).build())).isOk()).isTrue();
+      assertThat(p.open.get()).as("taken back: nothing left in flight").isZero();
+    }
+
+    ClosingListener q = new ClosingListener("q");
+    try (Router router = Router.builder()
+        .profile(SchedulingProfile.builder("default").scorer(q).build())
+        .retiredPluginCloseDelay(Duration.ZERO)
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of())))
+        .build()) {
+      RoutingDecision d = router.route(REQ);
+      assertThat(router.reconfigure(RouterConfig.of(
+          SchedulingProfile.builder("default").scorer(other).build())).isOk()).isTrue();
+      await(() -> q.closes.get() == 1, "the dropped scorer is closed");
+      d.onComplete(Usage.NONE);
+      assertThat(q.heardClosed.get()).as("lifecycle calls into the closed plugin").isZero();
+    }
+  }
+
   @Test
   void aKeptPluginIsWarnedAboutTheSameUnreadParametersAsWhenItWasCreated() {
     TagProvider tags = new TagProvider();
