@@ -15,6 +15,7 @@ import io.envoyproxy.envoy.service.ext_proc.v3.CommonResponse;
 import io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation;
 import io.envoyproxy.envoy.service.ext_proc.v3.HeadersResponse;
 import io.envoyproxy.envoy.service.ext_proc.v3.ImmediateResponse;
+import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingRequest;
 import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse;
 import io.envoyproxy.envoy.service.ext_proc.v3.StreamedBodyResponse;
 import io.envoyproxy.envoy.service.ext_proc.v3.TrailersResponse;
@@ -277,6 +278,39 @@ final class ExtProcMessages {
     } catch (UnknownHostException e) {
       return id;
     }
+  }
+
+  /**
+   * The response attribute that tells a replica's answer from Envoy's own reply
+   * ({@code response_attributes: [response.code_details]}): {@link #VIA_UPSTREAM} when the
+   * upstream produced the response headers, Envoy's reason otherwise (a local reply such as
+   * {@code upstream_reset_before_response_started{connection_failure}} for a 503 after a
+   * connect failure, {@code no_healthy_upstream}, {@code upstream_response_timeout}).
+   */
+  static final String CODE_DETAILS = "response.code_details";
+  /** {@link #CODE_DETAILS} of a response the upstream produced. */
+  static final String VIA_UPSTREAM = "via_upstream";
+  /** Longest code details quoted in a failure's message; Envoy's own are far shorter. */
+  private static final int MAX_DETAILS = 128;
+
+  /**
+   * The {@code response.code_details} attribute a response message carries (Envoy sends the
+   * response attributes with its first response message, under the filter's name; every entry
+   * is looked at, as for {@code source.address}), at most {@value #MAX_DETAILS} characters;
+   * {@code null} when none is there (the filter does not ask for it).
+   */
+  static @Nullable String codeDetails(ProcessingRequest msg) {
+    if (msg.getAttributesCount() == 0) {
+      return null;
+    }
+    for (Struct s : msg.getAttributesMap().values()) {
+      Value v = s.getFieldsMap().get(CODE_DETAILS);
+      if (v != null && v.getKindCase() == Value.KindCase.STRING_VALUE) {
+        String d = v.getStringValue().strip();
+        return d.length() > MAX_DETAILS ? d.substring(0, MAX_DETAILS) : d;
+      }
+    }
+    return null;
   }
 
   /** The endpoint the proxy reports as having served the request, or {@code null}. */

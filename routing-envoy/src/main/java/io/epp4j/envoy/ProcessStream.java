@@ -96,8 +96,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   /** Request trailers arrived while the body was collected; answered after the body. */
   private boolean trailersPending;
   /**
-   * Envoy answered the request itself before it was routed (a local reply such as its 413 past a
-   * BUFFERED limit or a 408): the answer passes through, request messages are no longer answered.
+   * Envoy answered the request itself: before it was routed (a local reply such as its 413 past a
+   * BUFFERED limit or a 408), or after the pick instead of the endpoint (its 503 after a failed
+   * connect, told by {@code response.code_details}). The answer passes through without the
+   * plugins' headers, nothing of it counts as the endpoint's, and request messages are no longer
+   * answered.
    */
   private boolean answeredByEnvoy;
 
@@ -388,6 +391,14 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     } else if (phase != Phase.AWAIT_RESPONSE) {
       throw unexpected("response_headers");
     }
+    String details = ExtProcMessages.codeDetails(msg);
+    // after the pick, Envoy may still answer itself (a 503 when the connection to the endpoint
+    // failed, a 504 when it timed out, another filter's reply): the answer's attributes tell,
+    // when the filter asks for response.code_details. Such a reply is not the endpoint's answer
+    boolean envoysReply = details != null && !details.equals(ExtProcMessages.VIA_UPSTREAM);
+    if (envoysReply) {
+      answeredByEnvoy = true;
+    }
     renewIfDue();
     noteServed(msg.getMetadataContext());
     HeaderMap map = msg.getResponseHeaders().getHeaders();
@@ -418,11 +429,17 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     send(d != null && !answeredByEnvoy
         ? ExtProcMessages.continueResponseHeaders(askedResponseHeaders(d))
         : ExtProcMessages.continueResponseHeaders());
-    if (RoutingDecision.endpointFailed(status) && d != null) {
+    if (envoysReply && d != null) {
+      // the endpoint did not serve the request, whatever the status: the decision fails
+      d.onFailure(new IOException("Envoy replied " + (status == 0 ? "without a valid :status"
+          : String.valueOf(status)) + " itself (" + details + ") instead of an answer from "
+          + (served != null ? served : destination)));
+    } else if (RoutingDecision.endpointFailed(status) && d != null) {
       d.onFailure(new IOException((served != null ? served : "the endpoint") + " answered "
           + (status == 0 ? "without a valid :status" : String.valueOf(status))));
     }
-    usage = success() && d != null ? new UsageScanner(contentType, contentEncoding) : null;
+    usage = success() && d != null && !answeredByEnvoy
+        ? new UsageScanner(contentType, contentEncoding) : null;
     phase = Phase.RESPONSE_BODY;
     if (msg.getResponseHeaders().getEndOfStream()) {
       finishResponse();
@@ -462,7 +479,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       send(ExtProcMessages.continueResponseBody());
     }
     RoutingDecision d = decision;
-    if (success() && !bytes.isEmpty() && d != null) {
+    if (success() && !bytes.isEmpty() && d != null && !answeredByEnvoy) {
       d.onFirstToken(); // counts once
     }
     UsageScanner u = usage;

@@ -1324,6 +1324,74 @@ class ExtProcServerTest {
     await(() -> server.openStreams() == 0);
   }
 
+  /** Response headers with the {@code response.code_details} attribute Envoy sends with them. */
+  static ProcessingRequest withCodeDetails(ProcessingRequest headers, String details) {
+    return headers.toBuilder().putAttributes("envoy.filters.http.ext_proc", Struct.newBuilder()
+        .putFields("response.code_details", Value.newBuilder().setStringValue(details).build())
+        .build()).build();
+  }
+
+  @Test
+  void envoysOwnReplyAfterThePickFailsTheDecisionAndCarriesNoPluginHeaders() throws Exception {
+    // the pick was made, but the connection to the endpoint failed (a replica that went down):
+    // Envoy replies 503 itself, and that reply runs through this filter's response path. Its
+    // code details tell it from the replica's answer: the decision fails naming Envoy's reason,
+    // and the session token a plugin asked for (naming the replica that was down) is not set
+    yaml = """
+        plugins:
+        - type: session-affinity-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: session-affinity-scorer
+          - pluginRef: max-score-picker
+        """;
+    start(List.of(A));
+    FakeEnvoy envoy = routedFullDuplex(completion("hello"));
+    envoy.send(withCodeDetails(responseHeaders(503, "text/plain", false),
+        "upstream_reset_before_response_started{connection_failure}"));
+    ProcessingResponse h = envoy.next();
+    assertThat(h.getResponseHeaders()).as("answered unchanged: %s", h).isEqualTo(
+        io.envoyproxy.envoy.service.ext_proc.v3.HeadersResponse.getDefaultInstance());
+    Throwable cause = outcomes.failed.poll(5, TimeUnit.SECONDS);
+    assertThat(cause).hasMessage("Envoy replied 503 itself "
+        + "(upstream_reset_before_response_started{connection_failure}) instead of an answer from "
+        + A);
+    envoy.send(responseBody("upstream connect error", true));
+    assertThat(envoy.next().hasResponseBody()).isTrue();
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.events).containsExactly("failure:" + A);
+    assertThat(inFlight()).isZero();
+
+    // a local reply whose status alone would complete the decision (a filter's 200 or 404) is
+    // no answer of the endpoint either: it fails, with no first token and no usage
+    FakeEnvoy local = routedFullDuplex(completion("hello"));
+    local.send(withCodeDetails(responseHeaders(200, "application/json", false),
+        "direct_response"));
+    assertThat(local.next().getResponseHeaders()).isEqualTo(
+        io.envoyproxy.envoy.service.ext_proc.v3.HeadersResponse.getDefaultInstance());
+    local.send(responseBody("{\"usage\":{\"prompt_tokens\":5}}", true));
+    local.next();
+    local.halfClose();
+    assertThat(local.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).hasMessageContaining("(direct_response)");
+    assertThat(outcomes.events).containsExactly("failure:" + A, "failure:" + A);
+    assertThat(outcomes.completed).isEmpty();
+
+    // the replica's own answer says via_upstream: served as before, token set
+    FakeEnvoy served = routedFullDuplex(completion("hello"));
+    served.send(withCodeDetails(responseHeaders(200, "application/json", false), "via_upstream"));
+    assertThat(served.next().getResponseHeaders().getResponse().getHeaderMutation()
+        .getSetHeaders(0).getHeader().getKey()).isEqualTo("x-session-token");
+    served.send(responseBody("{}", true));
+    served.next();
+    served.halfClose();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isNotNull();
+    assertThat(inFlight()).isZero();
+  }
+
   @Test
   void envoysOwnReplyBeforeTheRequestReachedThisFilterIsAnsweredUnchanged() throws Exception {
     // A filter ahead of ext_proc that refuses the request (a local rate limit's 429, RBAC's 403),
