@@ -37,6 +37,8 @@ final class InFlightLedger {
   private final LongSupplier clock;
   // the current pool's counters of an endpoint, for a request a fallback serves
   private final Function<String, EndpointState.@Nullable InFlight> counters;
+  // after a move: makes the counts the lease holds findable by a return of their endpoints
+  private final java.util.function.Consumer<Lease> moved;
   // the lease itself is the key: identity equality, and no per-request id to generate
   private final Set<Lease> live = ConcurrentHashMap.newKeySet();
   private final AtomicLong nextSweep;
@@ -56,7 +58,21 @@ final class InFlightLedger {
    */
   InFlightLedger(long maxAgeNanos, long nowNanos, LongConsumer onExpired,
       Function<String, EndpointState.@Nullable InFlight> counters, LongSupplier clock) {
+    this(maxAgeNanos, nowNanos, onExpired, counters, clock, lease -> { });
+  }
+
+  /**
+   * @param counters  the in-flight counters of an endpoint, those of the current pool or those
+   *                  kept for its return; null when it has none: where {@link #move} counts a
+   *                  request a fallback serves
+   * @param moved     called after {@link #move} with the lease, so that counts it now holds on
+   *                  counters a pool change dropped meanwhile are kept for their endpoint
+   */
+  InFlightLedger(long maxAgeNanos, long nowNanos, LongConsumer onExpired,
+      Function<String, EndpointState.@Nullable InFlight> counters, LongSupplier clock,
+      java.util.function.Consumer<Lease> moved) {
     this.counters = counters;
+    this.moved = moved;
     this.clock = clock;
     this.maxAgeNanos = maxAgeNanos;
     this.sweepEveryNanos = Math.max(1, maxAgeNanos / 8);
@@ -114,12 +130,14 @@ final class InFlightLedger {
   /**
    * Moves the lease's counts from {@code fromId} to {@code toId}, when it still holds them: the
    * request went to a fallback. Counts held on another profile's endpoint stay where they are;
-   * when {@code toId} has left the pool the counts are only taken off {@code fromId}. The counts
-   * are found by endpoint id, so they move also when {@code fromId} has left the pool (or left
-   * and came back) since the request was routed.
+   * when {@code toId} has left the pool they go to the counters kept for its return, as those of
+   * a request routed there before it left, so that it counts there if it comes back while the
+   * request runs. The counts are found by endpoint id, so they move also when {@code fromId}
+   * has left the pool (or left and came back) since the request was routed.
    */
   void move(Lease lease, String fromId, String toId) {
     lease.move(fromId, counters.apply(toId));
+    moved.accept(lease);
   }
 
   /** Sweeps when one is due; cheap otherwise. */

@@ -138,8 +138,8 @@ public final class Router implements AutoCloseable {
     this.ledger = new InFlightLedger(RouterSettings.nanos(inFlightMaxAge), ticker.nanos(), this::expired,
         id -> {
           EndpointState s = state.pool.get(id);
-          return s == null ? null : s.inFlight;
-        }, ticker::nanos);
+          return s != null ? s.inFlight : keptCounters(id);
+        }, ticker::nanos, this::keepCountedIfLeft);
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
         initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed,
         this::running, this::awaitingClose));
@@ -532,6 +532,21 @@ public final class Router implements AutoCloseable {
           lease.reattach(f, home); // every profile's count there, not only the first
         }
       }
+    }
+  }
+
+  /**
+   * The in-flight counters a request a fallback serves counts on when that endpoint has left the
+   * pool: those kept for its return, else new ones kept the same way (the gateway still reaches
+   * it, and it may come back while the request runs); the pool's when it came back meanwhile.
+   * Counters made here are idle until the request counts on them, so a pool change could drop
+   * them first: {@link #keepCountedIfLeft} runs after the move and keeps them then.
+   */
+  private EndpointState.InFlight keptCounters(String endpointId) {
+    synchronized (stateLock) {
+      EndpointState now = state.pool.get(endpointId);
+      return now != null ? now.inFlight
+          : departed.computeIfAbsent(endpointId, EndpointState.InFlight::new);
     }
   }
 

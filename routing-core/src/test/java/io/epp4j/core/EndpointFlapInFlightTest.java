@@ -203,6 +203,50 @@ class EndpointFlapInFlightTest {
     }
   }
 
+  /**
+   * The gateway falls back to an endpoint that left the pool after the route (it was the
+   * decision's fallback, and is still reachable): the request counts there, as a request routed
+   * there before it left does, so an endpoint that comes back while the request runs counts it;
+   * and once the request ends, nothing is kept for it.
+   */
+  @Test
+  void aFallbackToAnEndpointThatLeftCountsThereWhenItReturns() {
+    Endpoint b = ep("10.0.0.2:80", Map.of());
+    for (boolean idle : new boolean[] {true, false}) {
+      Router r = Router.builder().registry(TestPlugins.registry()).ticker(new AtomicLong(1)::get)
+          .profile(SchedulingProfile.builder("default").picker(new MaxScorePicker(2)).build())
+          .endpoints(List.of(A, b)).build();
+      RoutingDecision d = r.route(REQ);
+      assertThat(d.endpoints()).hasSize(2);
+      Endpoint primary = d.primary();
+      Endpoint fallback = d.endpoints().get(1);
+      RoutingDecision other = null;
+      if (!idle) {
+        other = r.route(REQ, java.util.Set.of(fallback.id())); // still running there as it leaves
+      }
+      r.removeEndpoint(fallback.id());
+      d.onFallback(fallback);
+      r.addEndpoint(fallback);
+      Candidate back = r.endpoints().stream().filter(c -> c.id().equals(fallback.id()))
+          .findFirst().orElseThrow();
+      Candidate first = r.endpoints().stream().filter(c -> c.id().equals(primary.id()))
+          .findFirst().orElseThrow();
+      int others = idle ? 0 : 1;
+      assertThat(back.inFlightRequests()).as("idle: " + idle).isEqualTo(1 + others);
+      assertThat(back.inFlightTokens()).isEqualTo((1 + others) * TOKENS);
+      assertThat(first.inFlightRequests()).isZero();
+      d.onComplete(Usage.NONE);
+      if (other != null) {
+        other.onComplete(Usage.NONE);
+      }
+      assertThat(back.inFlightRequests()).isZero();
+      assertThat(back.inFlightTokens()).isZero();
+      r.removeEndpoint(fallback.id());
+      assertThat(r.departedCounters()).isZero();
+      r.close();
+    }
+  }
+
   @Test
   void theCountsOfEndpointsThatLeftAreKeptOnlyWhileTheirRequestsRun() {
     Router r = router(new AtomicLong(1));
