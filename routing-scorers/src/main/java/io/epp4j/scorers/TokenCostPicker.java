@@ -726,37 +726,37 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    */
   @Override
   public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
-    Load target = loads.get(to.id());
-    afterLookup();
+    // a fallback that left the pool after the route may still be reached, and may come back
+    // while the request runs: the work counts on the counters kept for its return (made now if
+    // nothing counted there as it left), as the router counts it there
     Pending p = pending.get(request);
+    Load found = loadOf(to.id());
+    Load target = found != null || p == null ? found : keptFor(to.id());
+    afterLookup();
+    if (target == null) {
+      return; // no work of this picker's to move, and no counters there to move a session to
+    }
     if (p != null && p.load != target) {
-      if (target == null) {
-        if (pending.remove(request, p)) {
-          p.release(); // the fallback left the pool: counted nowhere
-        }
+      Pending moved = new Pending(target, Math.max(p.prefill, request.estimatedPromptTokens()),
+          p.decode, p.startNanos, p.prefillElsewhere);
+      moved.addHere(1);
+      if (pending.replace(request, p, moved)) {
+        p.releaseHere();
       } else {
-        Pending moved = new Pending(target, Math.max(p.prefill, request.estimatedPromptTokens()),
-            p.decode, p.startNanos, p.prefillElsewhere);
-        moved.addHere(1);
-        if (pending.replace(request, p, moved)) {
-          p.releaseHere();
-        } else {
-          moved.addHere(-1); // released meanwhile
-        }
+        moved.addHere(-1); // released meanwhile
       }
     }
-    if (target != null) {
-      VarHandle.fullFence(); // see forgetIfLeft
-      if (loads.get(to.id()) != target) {
-        // the fallback left the pool after it was looked up: counted nowhere, as above, and
-        // the session stays where it was
-        forgetIfLeft(to.id(), target, request, null);
-        return;
-      }
+    VarHandle.fullFence(); // see forgetIfLeft
+    if (loads.get(to.id()) != target) {
+      // the fallback is away: the work stays on the counters kept for its return unless a
+      // removal dropped them after they were looked up (then it counts nowhere), and the
+      // session stays where it was
+      forgetIfLeft(to.id(), target, request, null);
+      return;
     }
     String session = sessionOf(request);
     Load source = loadOf(from.id()); // the endpoint that failed may have left the pool
-    if (session != null && target != null && source != null) {
+    if (session != null && source != null) {
       homes.computeIfPresent(session, (k, old) -> {
         if (old.load != source) {
           return old;

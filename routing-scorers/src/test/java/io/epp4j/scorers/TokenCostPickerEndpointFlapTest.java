@@ -231,6 +231,45 @@ class TokenCostPickerEndpointFlapTest {
   }
 
   /**
+   * The gateway falls back to an endpoint that left the pool after the route (a readiness flap:
+   * still reachable): the request's work counts on the counters kept for that endpoint's
+   * return, as the router counts it there, so it counts if the endpoint comes back while the
+   * request runs; the session stays where it was, and nothing is kept once the request ends.
+   */
+  @Test
+  void aFallbackToAnEndpointThatLeftCountsThereWhenItReturns() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(2);
+    TokenCostPicker p = TestCandidates.joined(TokenCostPicker.create(), pool);
+    io.epp4j.api.Candidate a = pool.get(0);
+    io.epp4j.api.Candidate b = pool.get(1);
+    InferenceRequest r = TokenCostPickerTest.request(300, 30, "s");
+    TokenCostPickerTest.route(p, r, TestCandidates.state(), List.of(a));
+    p.onEndpointRemoved(b.endpoint());
+    assertThat(p.departedLoads()).as("nothing counted on it as it left").isZero();
+    p.onFallback(r, a.endpoint(), b.endpoint());
+    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p.decodeTokens(a.id())).isZero();
+    assertThat(p.homeOf("s")).as("a session is not placed on an endpoint away").isEqualTo(a.id());
+    p.onEndpointAdded(b.endpoint());
+    assertThat(p.pendingTokens(b.id())).as("prefilling there after its return").isEqualTo(300);
+    assertThat(p.decodeTokens(b.id())).isEqualTo(30);
+    p.onComplete(r, b.endpoint(), Usage.NONE);
+    assertThat(p.pendingTokens(b.id())).isZero();
+    assertThat(p.decodeTokens(b.id())).isZero();
+    assertThat(p.pendingRequests()).isZero();
+
+    // when it stays away, its counters go once the request ends
+    InferenceRequest gone = TokenCostPickerTest.request(200, 20, null);
+    TokenCostPickerTest.route(p, gone, TestCandidates.state(), List.of(a));
+    p.onEndpointRemoved(b.endpoint());
+    p.onFallback(gone, a.endpoint(), b.endpoint());
+    assertThat(p.departedLoads()).isOne();
+    p.onFailure(gone, b.endpoint(), new RuntimeException("reset"));
+    assertThat(p.departedLoads()).isZero();
+    assertThat(p.pendingTokens(a.id())).isZero();
+  }
+
+  /**
    * Routes and ends on four threads while one endpoint leaves and comes back over and over on
    * another: once everything has ended, no counter is off or negative, no session counts twice
    * and nothing is kept for a departure.
