@@ -987,13 +987,22 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
   @Override
   public void onEndpointRemoved(Endpoint endpoint) {
     String id = endpoint.id();
-    Load l = loads.remove(id);
-    if (l != null) {
+    Load[] left = new Load[1];
+    // under the departed map's lock for the id, as keptFor: a request recorded meanwhile finds
+    // these counters, in the pool or kept, and never makes others that this would replace
+    departed.compute(id, (k, kept) -> {
+      Load l = loads.remove(id);
+      if (l == null) {
+        return kept;
+      }
       // requests sent there may still be served there, and its sessions' history may still be
       // in its cache: kept for a return, until nothing counts on it any more
       l.away = true;
-      departed.put(id, l);
-      settle(l);
+      left[0] = l;
+      return l;
+    });
+    if (left[0] != null) {
+      settle(left[0]);
     }
   }
 
