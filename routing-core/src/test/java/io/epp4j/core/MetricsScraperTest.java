@@ -613,6 +613,8 @@ class MetricsScraperTest {
     try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
         .timeout(Duration.ofSeconds(30)).start()) {
       awaitCount(scraper::failures, 1);
+      // the failure is counted just before it is logged
+      awaitCount(() -> log.messages.size(), 1);
       awaitCount(requests::get, 2); // the second scrape is under way
       router.removeEndpoint(id);
       // rounds that dropped the endpoint's mark have ended; only then does the held scrape fail
@@ -624,6 +626,7 @@ class MetricsScraperTest {
       assertThat(log.messages).hasSize(1);
       router.addEndpoint(Endpoint.of("127.0.0.1", server.getAddress().getPort()));
       awaitCount(scraper::failures, 3);
+      awaitCount(() -> log.messages.size(), 2); // counted just before it is logged
       assertThat(log.messages).hasSize(2);
     } finally {
       release.countDown();
