@@ -2,6 +2,7 @@ package io.epp4j.core;
 
 import io.epp4j.api.CycleState;
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.Plugin;
 import io.epp4j.api.PoolListener;
@@ -49,6 +50,8 @@ final class ActiveConfig {
   final @Nullable PoolSaturation saturation;
   /** The configuration's saturation detector plugin, which then decides instead; or null. */
   final io.epp4j.api.@Nullable SaturationDetector saturationDetector;
+  /** Extractors that turn figures off for some engine ({@code loraSpec: ""}), else empty. */
+  private final CoreMetricsExtractor[] metricMasks;
   private final Map<Object, ThrottledWarning> warnings;
   private final ThrottledWarning routerWarning;
   /** The router's running configuration: a replaced one asks it who still hears its decisions. */
@@ -83,6 +86,13 @@ final class ActiveConfig {
       }
     }
     this.preparers = prep.toArray(new io.epp4j.api.RequestPreparer[0]);
+    List<CoreMetricsExtractor> masks = new ArrayList<>();
+    for (Plugin p : config.plugins().values()) {
+      if (p instanceof CoreMetricsExtractor x && x.masks() && !masks.contains(x)) {
+        masks.add(x);
+      }
+    }
+    this.metricMasks = masks.toArray(new CoreMetricsExtractor[0]);
     this.saturation = config.saturation().map(sat -> new PoolSaturation(sat.queueThreshold(),
         sat.kvCacheThreshold(), RouterSettings.nanos(sat.metricsStaleness()), ticker))
         .orElse(null);
@@ -115,6 +125,17 @@ final class ActiveConfig {
       requestListenerWarnings[i] = warnings.get(requestListeners[i]);
       reservedAskReported[i] = new AtomicBoolean();
     }
+  }
+
+  /**
+   * {@code m} as this configuration publishes it for {@code e}: without the figures a
+   * {@code core-metrics-extractor} turns off for its engine. Runs as metrics are published.
+   */
+  EndpointMetrics published(Endpoint e, EndpointMetrics m) {
+    for (CoreMetricsExtractor x : metricMasks) {
+      m = x.mask(e, m);
+    }
+    return m;
   }
 
   /** Every plugin instance the configuration uses: named ones, profile members, the handler. */

@@ -30,8 +30,16 @@ import org.jspecify.annotations.Nullable;
  * a spec it leaves out or changes would stop or change what upstream reads; such an entry is
  * refused naming the spec. As upstream, an endpoint has an engine's custom attributes when its
  * {@code engineLabelKey} label (else the former GIE label) names that engine, or names no engine
- * of the file and {@code defaultEngine} is that engine; that is all {@code engineLabelKey}
- * decides in epp4j.
+ * of the file and {@code defaultEngine} is that engine; that, and which endpoints the figures
+ * turned off below apply to, is all {@code engineLabelKey} decides in epp4j.
+ *
+ * <p>As upstream, an entry may set {@code loraSpec} or {@code cacheInfoSpec} to the empty string
+ * (or leave it out) to stop reading that figure for its engine: the router then publishes the
+ * metrics of each endpoint of that engine without LoRA adapters ({@code maxLoras} 0) or without
+ * KV-cache size (block size and block count 0, i.e. unknown), which is what upstream's plugins
+ * see. The masking runs when metrics are published ({@link #mask}, from
+ * {@code Router.updateMetrics}), not on the request path. Empty queue, running and KV-usage
+ * specs, which would give every endpoint of the engine a load of 0, are refused.
  */
 final class CoreMetricsExtractor implements MetricAttributeSource {
   static final String ENGINE_LABEL = "llm-d.ai/engine-type";
@@ -47,11 +55,23 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
   private final String defaultEngine;
   /** Attribute key, then engine, then the figure that engine's entry publishes under it. */
   private final Map<String, Map<String, ScrapedFigure>> published;
+  /** Engines whose entry sets {@code loraSpec: ""}: their endpoints publish no adapters. */
+  private final Set<String> loraOff;
+  /** Engines whose entry sets {@code cacheInfoSpec: ""}: their endpoints' cache size unknown. */
+  private final Set<String> cacheInfoOff;
 
   CoreMetricsExtractor(String labelKey, String defaultEngine,
       Map<String, Map<String, ScrapedFigure>> published) {
+    this(labelKey, defaultEngine, published, Set.of(), Set.of());
+  }
+
+  CoreMetricsExtractor(String labelKey, String defaultEngine,
+      Map<String, Map<String, ScrapedFigure>> published, Set<String> loraOff,
+      Set<String> cacheInfoOff) {
     this.labelKey = labelKey;
     this.defaultEngine = defaultEngine;
+    this.loraOff = Set.copyOf(loraOff);
+    this.cacheInfoOff = Set.copyOf(cacheInfoOff);
     Map<String, Map<String, ScrapedFigure>> copy = new LinkedHashMap<>();
     published.forEach((k, v) -> copy.put(k, Map.copyOf(v)));
     this.published = Map.copyOf(copy);
@@ -74,6 +94,32 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
     }
     ScrapedFigure figure = byEngine.get(engine(c.endpoint()));
     return figure == null ? Double.NaN : figure.value(c);
+  }
+
+  /** Whether an entry turns off a figure, so that {@link #mask} may change metrics. */
+  boolean masks() {
+    return !loraOff.isEmpty() || !cacheInfoOff.isEmpty();
+  }
+
+  /**
+   * {@code m} without the figures the entry of {@code e}'s engine turns off (an empty
+   * {@code loraSpec} or {@code cacheInfoSpec}); {@code m} itself when it turns none off. Called
+   * by the router as metrics are published, off the request path.
+   */
+  EndpointMetrics mask(Endpoint e, EndpointMetrics m) {
+    String engine = engine(e);
+    boolean lora = loraOff.contains(engine)
+        && (m.maxLoras() != 0 || !m.runningLoraAdapters().isEmpty()
+            || !m.waitingLoraAdapters().isEmpty());
+    boolean cache = cacheInfoOff.contains(engine)
+        && (m.kvCapacityBlocks() != 0 || m.blockSizeTokens() != 0);
+    if (!lora && !cache) {
+      return m;
+    }
+    return new EndpointMetrics(m.waitingRequests(), m.runningRequests(), m.kvCacheUsage(),
+        cache ? 0 : m.kvCapacityBlocks(), cache ? 0 : m.blockSizeTokens(),
+        lora ? Set.of() : m.runningLoraAdapters(), lora ? Set.of() : m.waitingLoraAdapters(),
+        lora ? 0 : m.maxLoras(), m.scrapedAtNanos());
   }
 
   /** The engine whose mapping upstream applies to {@code e}. */
@@ -117,6 +163,13 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
             "cacheBlockSizeLabelName", "page_size",
             "cacheNumBlocksLabelName", "num_pages"));
 
+    /** Specs an entry may set to "" to stop reading the figure, as upstream. */
+    private static final Set<String> MAY_BE_OFF = Set.of("loraSpec", "cacheInfoSpec");
+
+    /** Specs that only say how to read {@code cacheInfoSpec}'s family. */
+    private static final Set<String> CACHE_LABELS =
+        Set.of("cacheBlockSizeLabelName", "cacheNumBlocksLabelName");
+
     /** What an empty label name means upstream. */
     private static final Map<String, String> LABEL_DEFAULTS = Map.of(
         "cacheBlockSizeLabelName", "block_size", "cacheNumBlocksLabelName", "num_gpu_blocks");
@@ -146,25 +199,31 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
         }
       }
       Map<String, Map<String, ScrapedFigure>> published = new LinkedHashMap<>();
+      Set<String> loraOff = new HashSet<>();
+      Set<String> cacheInfoOff = new HashSet<>();
       Object configs = p.raw("engineConfigs");
       if (configs instanceof List<?> list) {
         Set<String> engines = new HashSet<>();
         for (int i = 0; i < list.size(); i++) {
-          engineConfig(p, "engineConfigs[" + i + "]", list.get(i), engines, published);
+          engineConfig(p, "engineConfigs[" + i + "]", list.get(i), engines, published, loraOff,
+              cacheInfoOff);
         }
       } else if (configs != null) {
         p.error("engineConfigs", "must be a list of engine configurations");
       }
-      if (p.has("engineLabelKey") && published.isEmpty()) {
-        p.notice("engineLabelKey", "has no effect without customMetrics: epp4j recognises vLLM"
+      if (p.has("engineLabelKey") && published.isEmpty() && loraOff.isEmpty()
+          && cacheInfoOff.isEmpty()) {
+        p.notice("engineLabelKey", "has no effect without customMetrics or an empty loraSpec or"
+            + " cacheInfoSpec: epp4j recognises vLLM"
             + " and SGLang servers by the metric names they expose, not by a pod label");
       }
       return new CoreMetricsExtractor(labelKey == null || labelKey.isEmpty() ? ENGINE_LABEL
-          : labelKey, engine, published);
+          : labelKey, engine, published, loraOff, cacheInfoOff);
     }
 
     private static void engineConfig(Parameters p, String where, @Nullable Object node,
-        Set<String> engines, Map<String, Map<String, ScrapedFigure>> published) {
+        Set<String> engines, Map<String, Map<String, ScrapedFigure>> published,
+        Set<String> loraOff, Set<String> cacheInfoOff) {
       if (!(node instanceof Map<?, ?> entry)) {
         p.error(where, "must be an engine configuration (a mapping with 'name')");
         return;
@@ -185,10 +244,28 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
       if (!engines.add(engine)) {
         p.error(where + ".name", "configures engine '" + engine + "' a second time");
       }
+      // upstream: a spec written as "" (or left out) is not read for this engine
+      boolean cacheOff = isEmpty(entry.get("cacheInfoSpec"));
+      if (isEmpty(entry.get("loraSpec")) && builtIn.containsKey("loraSpec")) {
+        loraOff.add(engine);
+      }
+      if (cacheOff && builtIn.containsKey("cacheInfoSpec")) {
+        cacheInfoOff.add(engine);
+      }
       for (String spec : new java.util.TreeSet<>(SPECS)) {
         String expected = builtIn.getOrDefault(spec, "");
         Object given = entry.get(spec);
         String text = given == null ? "" : String.valueOf(given);
+        if (MAY_BE_OFF.contains(spec) && text.isEmpty()
+            || cacheOff && CACHE_LABELS.contains(spec)) {
+          continue; // turned off, or describes a family that is no longer read
+        }
+        if ("".equals(given) && !expected.isEmpty()) {
+          p.error(where + "." + spec, "may not be empty: upstream would then read 0 for every "
+              + engine + " endpoint, which the load-aware plugins would take for an idle server;"
+              + " write '" + expected + "', or leave the engine out of engineConfigs");
+          continue;
+        }
         String dflt = LABEL_DEFAULTS.get(spec);
         boolean same = text.equals(expected)
             || dflt != null && (text.isEmpty() ? dflt : text)
@@ -244,6 +321,10 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
         return;
       }
       published.computeIfAbsent(k, x -> new LinkedHashMap<>()).put(engine, figure);
+    }
+
+    private static boolean isEmpty(@Nullable Object spec) {
+      return spec == null || "".equals(spec);
     }
 
     private static String families(String engine) {

@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
@@ -120,21 +121,23 @@ final class PoolSnapshot {
    * This pool with new metrics for the members named in {@code metricsById}; metrics without a
    * scrape time, or with one after {@code now}, are stamped {@code now}.
    */
-  PoolSnapshot withMetrics(Map<String, EndpointMetrics> metricsById, long now) {
+  PoolSnapshot withMetrics(Map<String, EndpointMetrics> metricsById, long now,
+      BiFunction<Endpoint, EndpointMetrics, EndpointMetrics> published) {
     EndpointState[] next = states.clone();
     for (int i = 0; i < next.length; i++) {
       EndpointMetrics m = metricsById.get(next[i].endpoint.id());
       if (m != null) {
-        next[i] = next[i].withMetrics(stamped(m, now));
+        next[i] = next[i].withMetrics(stamped(published.apply(next[i].endpoint, m), now));
       }
     }
     return new PoolSnapshot(next, order, this);
   }
 
   /** This pool with new metrics for the member at index {@code i}. */
-  PoolSnapshot withMetrics(int i, EndpointMetrics m, long now) {
+  PoolSnapshot withMetrics(int i, EndpointMetrics m, long now,
+      BiFunction<Endpoint, EndpointMetrics, EndpointMetrics> published) {
     EndpointState[] next = states.clone();
-    next[i] = next[i].withMetrics(stamped(m, now));
+    next[i] = next[i].withMetrics(stamped(published.apply(next[i].endpoint, m), now));
     return new PoolSnapshot(next, order, this);
   }
 

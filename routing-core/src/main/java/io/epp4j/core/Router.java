@@ -583,7 +583,7 @@ public final class Router implements AutoCloseable {
       if (i < 0) {
         return false;
       }
-      state = cur.withPool(cur.pool.withMetrics(i, metrics, now));
+      state = cur.withPool(cur.pool.withMetrics(i, metrics, now, cur.active::published));
       return true;
     }
   }
@@ -602,7 +602,7 @@ public final class Router implements AutoCloseable {
     hints.expireIfDue(now);
     synchronized (stateLock) {
       State cur = state;
-      state = cur.withPool(cur.pool.withMetrics(metricsById, now));
+      state = cur.withPool(cur.pool.withMetrics(metricsById, now, cur.active::published));
     }
   }
 

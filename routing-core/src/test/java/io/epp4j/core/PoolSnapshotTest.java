@@ -15,6 +15,10 @@ import java.util.RandomAccess;
 import org.junit.jupiter.api.Test;
 
 class PoolSnapshotTest {
+  /** Publishes metrics as scraped (no extractor turns a figure off). */
+  private static final java.util.function.BiFunction<Endpoint, EndpointMetrics, EndpointMetrics>
+      AS_SCRAPED = (e, m) -> m;
+
   private static EndpointState state(String host) {
     return new EndpointState(Endpoint.of(host, 8000), EndpointMetrics.UNKNOWN,
         new EndpointState.InFlight(host + ":8000"));
@@ -57,9 +61,9 @@ class PoolSnapshotTest {
     assertThat(never.metricsScrapedAtNanos()).isEqualTo(EndpointMetrics.UNSET_TIME);
     assertThat(never.waitingRequests()).isZero();
     PoolSnapshot scraped = pool.withMetrics(0, EndpointMetrics.builder().waitingRequests(3)
-        .runningRequests(17).kvCacheUsage(0.625).build(), 42);
+        .runningRequests(17).kvCacheUsage(0.625).build(), 42, AS_SCRAPED);
     PoolSnapshot again = scraped.withMetrics(Map.of("a:8000", EndpointMetrics.builder()
-        .waitingRequests(5).runningRequests(2).kvCacheUsage(0.25).scrapedAtNanos(7).build()), 99);
+        .waitingRequests(5).runningRequests(2).kvCacheUsage(0.25).scrapedAtNanos(7).build()), 99, AS_SCRAPED);
     for (PoolSnapshot p : List.of(pool, scraped, again)) {
       for (Candidate c : p.candidates) {
         EndpointMetrics m = c.metrics();
@@ -81,8 +85,8 @@ class PoolSnapshotTest {
     PoolSnapshot pool = new PoolSnapshot(new EndpointState[] {state("a"), state("b")});
     EndpointMetrics m = EndpointMetrics.builder().waitingRequests(3).build();
 
-    PoolSnapshot scraped = pool.withMetrics(1, m, 5);
-    PoolSnapshot scrapedAll = scraped.withMetrics(Map.of("a:8000", m), 6);
+    PoolSnapshot scraped = pool.withMetrics(1, m, 5, AS_SCRAPED);
+    PoolSnapshot scrapedAll = scraped.withMetrics(Map.of("a:8000", m), 6, AS_SCRAPED);
     assertThat(order(scraped)).isSameAs(order(pool));
     assertThat(order(scrapedAll)).isSameAs(order(pool));
     assertThat(scrapedAll.candidates.get(0).metrics().waitingRequests()).isEqualTo(3);
@@ -104,7 +108,8 @@ class PoolSnapshotTest {
   @Test
   void aListInThePoolsOrderKnowsEachEndpointsPositionThroughEveryKindOfChange() {
     PoolSnapshot pool = new PoolSnapshot(new EndpointState[] {state("a"), state("b"), state("c")});
-    PoolSnapshot scraped = pool.withMetrics(2, EndpointMetrics.builder().waitingRequests(1).build(), 5);
+    PoolSnapshot scraped = pool.withMetrics(2, EndpointMetrics.builder().waitingRequests(1).build(), 5,
+        AS_SCRAPED);
     PoolSnapshot grown = scraped.with(Endpoint.of("d", 8000));
     PoolSnapshot shrunk = grown.without(0);
     for (PoolSnapshot p : List.of(pool, scraped, grown, shrunk)) {

@@ -422,4 +422,64 @@ class EndpointAttributePluginsTest {
     assertThat(load.read(labelled(Map.of()))).isEqualTo(4.0);
     assertThat(load.read(labelled(Map.of("llm-d.ai/engine-type", "sglang")))).isEqualTo(6.0);
   }
+
+  /** Upstream's shape for turning LoRA off: the vLLM entry with {@code loraSpec: ""}. */
+  static String loraYaml(String loraSpec) {
+    return """
+        plugins:
+        - type: core-metrics-extractor
+          parameters:
+            defaultEngine: vllm
+            engineConfigs:
+            - name: vllm
+              queuedRequestsSpec: vllm:num_requests_waiting
+              runningRequestsSpec: vllm:num_requests_running
+              kvUsageSpec: vllm:kv_cache_usage_perc
+              loraSpec: %s
+              cacheInfoSpec: vllm:cache_config_info
+        - type: lora-affinity-scorer
+        - type: queue-scorer
+        - type: max-score-picker
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - {pluginRef: lora-affinity-scorer, weight: 10}
+          - {pluginRef: queue-scorer, weight: 1}
+          - pluginRef: max-score-picker
+        """.formatted(loraSpec);
+  }
+
+  /**
+   * Where the server serving adapter {@code sql} has a queue and the other none: the adapter's
+   * affinity (10 x 1.0 against 10 x 0.8) outweighs the queue (1 x 0 against 1 x 1) only while the
+   * LoRA plugins see the adapter.
+   */
+  static String routeSql(String loraSpec) {
+    List<Endpoint> pool = List.of(Endpoint.parse("10.0.0.1:8000"),
+        Endpoint.parse("10.0.0.2:8000"));
+    try (Router r = Router.builder().endpoints(pool).configYaml(loraYaml(loraSpec), "t.yaml")
+        .build()) {
+      r.updateMetrics("10.0.0.1:8000", EndpointMetrics.builder().waitingRequests(5)
+          .runningLoraAdapters(Set.of("sql")).maxLoras(4).build());
+      r.updateMetrics("10.0.0.2:8000", EndpointMetrics.builder().maxLoras(4).build());
+      var d = r.route(InferenceRequest.completion("sql", "p"));
+      d.onComplete(io.epp4j.api.Usage.NONE);
+      return d.primary().id();
+    }
+  }
+
+  @Test
+  void anEmptyLoraSpecLoadsAndHidesTheServersAdaptersFromTheLoraPlugins() {
+    assertThat(loadErrors(loraYaml("\"\""))).isEmpty();
+    assertThat(routeSql("vllm:lora_requests_info")).isEqualTo("10.0.0.1:8000");
+    assertThat(routeSql("\"\"")).isEqualTo("10.0.0.2:8000");
+  }
+
+  @Test
+  void anEmptyLoadSpecIsRefusedNamingTheField() {
+    String noQueue = loraYaml("vllm:lora_requests_info")
+        .replace("queuedRequestsSpec: vllm:num_requests_waiting", "queuedRequestsSpec: ''");
+    assertThat(loadErrors(noQueue)).anySatisfy(e -> assertThat(e)
+        .contains("'engineConfigs[0].queuedRequestsSpec' may not be empty"));
+  }
 }
