@@ -21,13 +21,35 @@ import java.util.Objects;
  *     {@code reasoning_content}; empty when there is none. Kept apart from the content because
  *     the engine hands them to the template as fields of the message ({@code message.tool_calls}),
  *     which renders them in its own way
+ * @param contentAbsent whether the client gave no content: {@code content} {@code null} (as an
+ *     assistant message with {@code tool_calls} sends it) or no {@code content} at all. The
+ *     message's {@code content} is then empty and it has no parts; kept apart from an empty
+ *     string because vLLM hands a chat template that iterates over content an empty list for it
+ *     (one empty text part for {@code ""}), and a template may tell the two apart
  */
-public record ChatMessage(String role, String content, List<Part> parts, String fields) {
+public record ChatMessage(String role, String content, List<Part> parts, String fields,
+    boolean contentAbsent) {
   public ChatMessage {
     Objects.requireNonNull(role, "role");
     Objects.requireNonNull(content, "content");
     Objects.requireNonNull(fields, "fields");
     parts = List.copyOf(parts);
+    if (contentAbsent && (!content.isEmpty() || !parts.isEmpty())) {
+      throw new IllegalArgumentException("a message without content has no text or parts");
+    }
+  }
+
+  /** A message whose content the client gave (a string, or an array of parts). */
+  public ChatMessage(String role, String content, List<Part> parts, String fields) {
+    this(role, content, parts, fields, false);
+  }
+
+  /**
+   * A message whose content is {@code null} or absent, with its other fields (compact JSON, as
+   * {@link #fields()}; empty for none).
+   */
+  public static ChatMessage withoutContent(String role, String fields) {
+    return new ChatMessage(role, "", List.of(), fields, true);
   }
 
   /** A message without fields other than its role and content. */

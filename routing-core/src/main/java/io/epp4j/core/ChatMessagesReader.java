@@ -18,7 +18,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * Reads a chat {@code messages} array from the request parser's stream into {@link ChatMessage}s:
  * string content kept as parsed, content parts joined (text as is, media as canonical JSON so
- * distinct media never look alike), and the fields a chat template reads besides the content
+ * distinct media never look alike), a {@code null} or absent content marked as such
+ * ({@link ChatMessage#contentAbsent()}), and the fields a chat template reads besides the content
  * ({@code name}, {@code tool_calls}, {@code tool_call_id}, {@code reasoning},
  * {@code reasoning_content}) kept apart as {@link ChatMessage#fields()}, each value as given (a
  * {@code null} one is absent, and a field given twice counts with its last value, as the engine
@@ -97,9 +98,15 @@ final class ChatMessagesReader {
       if (role == null) {
         return messageField(index, ".role") + "' is required";
       }
-      out.add(new ChatMessage(role,
-          text != null ? text : content != null ? content.toString() : "",
-          parts == null ? List.of() : parts, extra == null ? "" : fields(extra)));
+      String given = extra == null ? "" : fields(extra);
+      // null or absent content stays apart from "": vLLM gives a template that iterates over
+      // content an empty list for it, and one empty text part for ""
+      if (text == null && content == null) {
+        out.add(ChatMessage.withoutContent(role, given));
+      } else {
+        out.add(new ChatMessage(role, text != null ? text : String.valueOf(content),
+            parts == null ? List.of() : parts, given));
+      }
     }
     return null;
   }

@@ -616,11 +616,28 @@ class OpenAiRequestParserTest {
     assertThat(parse("/v1/chat/completions", withNulls).value().messages())
         .isEqualTo(parse("/v1/chat/completions", without).value().messages())
         .containsExactly(ChatMessage.system("You are terse."), new ChatMessage("user", "hi"),
-            new ChatMessage("assistant", ""), new ChatMessage("tool", "42"));
+            ChatMessage.withoutContent("assistant", ""), new ChatMessage("tool", "42"));
     // a value that is there still counts
     assertThat(parse("/v1/chat/completions", """
         {"model":"m","messages":[{"role":"user","content":"hi","name":"ann"}]}
         """).value().messages().get(0).fields()).isEqualTo("{\"name\":\"ann\"}");
+  }
+
+  @Test
+  void aNullOrAbsentContentIsKeptApartFromAnEmptyOne() {
+    // vLLM gives a template that iterates over content an empty list for a null or absent
+    // content, and one empty text part for "": the tokenizers need to know which it was
+    List<ChatMessage> m = parse("/v1/chat/completions", """
+        {"model":"m","messages":[
+          {"role":"assistant","content":null,"tool_calls":[{"id":"1"}]},
+          {"role":"assistant","tool_calls":[{"id":"2"}]},
+          {"role":"assistant","content":""},
+          {"role":"user","content":null,"content":"q"}]}
+        """).value().messages();
+    assertThat(m).extracting(ChatMessage::contentAbsent).containsExactly(true, true, false,
+        false);
+    assertThat(m).extracting(ChatMessage::content).containsExactly("", "", "", "q");
+    assertThat(m.get(0).fields()).isEqualTo("{\"tool_calls\":[{\"id\":\"1\"}]}");
   }
 
   @Test

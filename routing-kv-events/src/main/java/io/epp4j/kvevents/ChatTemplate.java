@@ -48,6 +48,11 @@ public record ChatTemplate(String messagePrefix, String messageSuffix, String ge
     }
     ChatMessage finalMessage = messages.get(messages.size() - 1);
     String last = finalMessage.content();
+    if (contentAsParts && finalMessage.contentAbsent() && !finalMessage.role().equals("tool")) {
+      // the template was given an empty list of parts, in which transformers finds no text
+      throw new Tokenizer.TokenizationException("continue_final_message is set but the last"
+          + " message has no text to continue");
+    }
     if (contentAsParts && !finalMessage.parts().isEmpty()) {
       // a template given the parts: transformers continues the last part that has text
       String text = null;

@@ -324,13 +324,15 @@ final class JinjaChatTemplate {
   /**
    * A message's content as vLLM gives it to a template that iterates over content: a list of
    * {@code {"type": "text", "text": ...}} and {@code {"type": "image"}} (audio, video) maps, a
-   * string content as one text part; but a tool message whose parts are all text gets them
-   * joined with newlines, as vLLM hands tool results to templates as strings.
+   * string content as one text part, a {@code null} or absent one as no part at all; but a tool
+   * message whose parts are all text gets them joined with newlines (none: {@code ""}), as vLLM
+   * hands tool results to templates as strings.
    */
   private static Object partsOf(ChatMessage m) {
     List<ChatMessage.Part> parts = m.parts();
     if (parts.isEmpty()) {
       return m.role().equals("tool") ? m.content()
+          : m.contentAbsent() ? new ArrayList<>(0)
           : List.of(Map.of("type", "text", "text", m.content()));
     }
     boolean allText = true;

@@ -31,7 +31,8 @@ import org.jspecify.annotations.Nullable;
  * {@code "messages"} (and {@code "tools"}) and the request's {@code "add_generation_prompt"}
  * (true unless the request turned it off), {@code "continue_final_message"} and
  * {@code "chat_template_kwargs"} for chats (the server renders its own template). Each message
- * goes as the client sent it: a string content as that string, an array content as its parts,
+ * goes as the client sent it: a string content as that string (a {@code null} one left out), an
+ * array content as its parts,
  * media included (the server reads them and renders the model's placeholder tokens), and its
  * tool calls, tool result id, name and reasoning as fields. The answer's {@code "tokens"} array is the result; an
  * answer whose array holds anything but non-negative integers that fit an {@code int} is
@@ -164,9 +165,11 @@ public final class VllmTokenizer implements Tokenizer {
                 + " send");
           }
         }
-      } else {
+      } else if (!m.contentAbsent()) {
         msg.put("content", m.content());
       }
+      // a content the client gave as null, or left out, is left out: the server reads the two
+      // alike, and takes a message without content for every role
       if (m.hasFields()) {
         // tool calls, tool_call_id, name, reasoning: as the client sent them, for the server to
         // hand its template as it does for the request

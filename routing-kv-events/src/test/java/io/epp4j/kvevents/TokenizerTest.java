@@ -78,7 +78,7 @@ class TokenizerTest {
       if (body.has("messages")) {
         List<ChatMessage> msgs = new ArrayList<>();
         body.get("messages").forEach(m -> msgs.add(
-            new ChatMessage(m.get("role").asText(), m.get("content").asText())));
+            new ChatMessage(m.get("role").asText(), m.path("content").asText())));
         text = serverTemplate.render(msgs);
       } else {
         text = body.get("prompt").asText();
@@ -383,6 +383,23 @@ class TokenizerTest {
         + calls.substring(1)));
     assertThat(sent.get(2)).isEqualTo(JSON.readTree(
         "{\"role\":\"tool\",\"content\":\"1\",\"tool_call_id\":\"c1\",\"name\":\"f\"}"));
+  }
+
+  @Test
+  void aVllmTokenizerLeavesOutAContentTheClientGaveAsNull() throws Exception {
+    // the server gives a template that iterates over content no parts for a null content, and
+    // one empty text part for "": sending "" would render another prompt than the request's
+    var parsed = io.epp4j.core.OpenAiRequestParser.defaults().parse("/v1/chat/completions",
+        java.util.Map.of(), ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+            + "\"content\":\"go\"},{\"role\":\"assistant\",\"content\":null,"
+            + "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+            + "{\"name\":\"f\",\"arguments\":\"{}\"}}]},{\"role\":\"assistant\","
+            + "\"content\":\"\"}]}").getBytes(StandardCharsets.UTF_8)).value();
+    tokenizer().encodeChat(parsed.messages(), null, parsed.chatTemplateArgs());
+    JsonNode sent = lastBody.get().get("messages");
+    assertThat(sent.get(1).has("content")).isFalse();
+    assertThat(sent.get(1).get("tool_calls")).hasSize(1);
+    assertThat(sent.get(2).get("content").textValue()).isEmpty();
   }
 
   @Test

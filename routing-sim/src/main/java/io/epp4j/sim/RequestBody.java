@@ -242,6 +242,8 @@ final class RequestBody {
       @Nullable String role = null;
       // the text of field content; null while it is not a string, an array or null
       @Nullable String content = "";
+      // whether content is given and not null: vLLM renders a message without one apart from ""
+      boolean contentGiven = false;
       List<ChatMessage.Part> parts = new ArrayList<>();
       // the fields of FIELDS the message gives with a non-null value, as compact JSON
       @Nullable String[] extra = new String[FIELDS.size()];
@@ -254,6 +256,7 @@ final class RequestBody {
             p.skipChildren();
           } else if (name.equals("content")) {
             parts = new ArrayList<>();
+            contentGiven = v != JsonToken.VALUE_NULL;
             content = readContent(p, parts);
           } else if (FIELDS.contains(name)) {
             // vLLM hands these to the template as fields of the message, which renders them
@@ -271,6 +274,8 @@ final class RequestBody {
         bad = "field 'messages[].role' must be a string";
       } else if (content == null) {
         bad = "field 'messages[].content' must be a string or an array of parts";
+      } else if (!contentGiven) {
+        list.add(ChatMessage.withoutContent(role, fields(extra)));
       } else {
         list.add(new ChatMessage(role, content, parts, fields(extra)));
       }
@@ -302,7 +307,8 @@ final class RequestBody {
 
   /**
    * A message's content: a string, or an array of parts whose text parts vLLM hands a template
-   * that takes string content joined with newlines; "" for null; null for anything else.
+   * that takes string content joined with newlines; "" for null (the caller marks the message
+   * as without content); null for anything else.
    */
   private static @Nullable String readContent(JsonParser p, List<ChatMessage.Part> parts)
       throws IOException {

@@ -88,7 +88,11 @@ class RequestBodyTest {
     assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb",
             List.of(ChatMessage.Part.text("a"), new ChatMessage.Part("image", ""),
                 ChatMessage.Part.text("b")), "{\"name\":\"n\"}"),
-        new ChatMessage("assistant", ""), new ChatMessage("system", "")));
+        ChatMessage.withoutContent("assistant", ""), ChatMessage.withoutContent("system", "")));
+    // an empty string is content given, which a template that iterates over content gets as
+    // one empty text part, where it gets none for a null or absent content (as the router)
+    assertThat(read("{\"messages\":[{\"role\":\"user\",\"content\":\"\"}]}").messages())
+        .isEqualTo(List.of(new ChatMessage("user", "")));
   }
 
   @ParameterizedTest
