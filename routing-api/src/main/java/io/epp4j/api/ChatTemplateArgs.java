@@ -16,7 +16,9 @@ import org.jspecify.annotations.Nullable;
  * @param kwargsJson           {@code chat_template_kwargs} as a compact JSON object, or
  *     {@code null}: extra variables for the template ({@code {"enable_thinking":false}} for
  *     Qwen3). Its {@code add_generation_prompt} and {@code continue_final_message} keys, if any,
- *     give way to the two fields above, as in vLLM
+ *     give way to the two fields above, as in vLLM. The request parser merges the request's
+ *     other template fields into it as vLLM's {@code build_chat_params} does:
+ *     {@code documents} over a key of that name
  */
 public record ChatTemplateArgs(boolean addGenerationPrompt, boolean continueFinalMessage,
     @Nullable String kwargsJson) {

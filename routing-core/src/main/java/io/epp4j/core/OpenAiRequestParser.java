@@ -10,6 +10,7 @@ import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.ChatTemplateArgs;
 import io.epp4j.api.InferenceRequest;
@@ -36,8 +37,9 @@ import org.jspecify.annotations.Nullable;
  * (text, or token IDs; a batch of prompts, which the engine takes, as its strings joined with
  * U+001E or its token lists concatenated), {@code messages} (content as a string or an array of parts),
  * {@code tools}, the chat template's fields {@code add_generation_prompt},
- * {@code continue_final_message} and {@code chat_template_kwargs} (an object; on a chat only,
- * where the engine reads them, and never both booleans true), {@code cache_salt}, {@code stream},
+ * {@code continue_final_message}, {@code chat_template_kwargs} (an object) and
+ * {@code documents} (an array of objects of strings, which joins the kwargs as vLLM merges it;
+ * all on a chat only, where the engine reads them, and never both booleans true), {@code cache_salt}, {@code stream},
  * {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
  * it; when both are given, a chat request counts {@code max_completion_tokens} and a completion
@@ -204,7 +206,9 @@ public final class OpenAiRequestParser {
     // engine reads them only there (a completion request's are unknown fields it ignores)
     @Nullable Boolean addGenerationPrompt;
     @Nullable Boolean continueFinalMessage;
-    @Nullable String chatTemplateKwargs;
+    @Nullable ObjectNode chatTemplateKwargs;
+    /** Field {@code documents}, an array of objects of strings, or null while absent. */
+    @Nullable JsonNode documents;
     /** The first of these fields with a bad value, reported if the request is a chat. */
     @Nullable String chatFieldError;
 
@@ -252,7 +256,7 @@ public final class OpenAiRequestParser {
         }
         b.messages(messages);
         b.chatTemplateArgs(new ChatTemplateArgs(!Boolean.FALSE.equals(addGenerationPrompt),
-            Boolean.TRUE.equals(continueFinalMessage), chatTemplateKwargs));
+            Boolean.TRUE.equals(continueFinalMessage), templateKwargs()));
       }
       int first = messages != null ? maxCompletionTokens : maxTokens;
       int limit = first >= 0 ? first : messages != null ? maxTokens : maxCompletionTokens;
@@ -261,6 +265,44 @@ public final class OpenAiRequestParser {
       }
       return null;
     }
+
+    /**
+     * The template's variables as vLLM's {@code ChatCompletionRequest.build_chat_params} merges
+     * them: the request's {@code chat_template_kwargs}, with {@code documents} over them when the
+     * request gives it (vLLM hands both to {@code apply_chat_template} as its
+     * {@code documents}); compact JSON in the body's key order, a key added last.
+     */
+    private @Nullable String templateKwargs() {
+      ObjectNode kwargs = chatTemplateKwargs;
+      if (documents != null) {
+        kwargs = kwargs == null ? JsonNodeFactory.instance.objectNode() : kwargs;
+        kwargs.set("documents", documents);
+      }
+      return kwargs == null ? null : kwargs.toString();
+    }
+  }
+
+  /**
+   * Field {@code documents} as vLLM's request model takes it ({@code list[dict[str, str]]}): an
+   * array of objects whose values are strings; an error message naming the element, or null.
+   */
+  private static @Nullable String checkDocuments(JsonNode documents) {
+    if (!documents.isArray()) {
+      return "field 'documents' must be an array of objects";
+    }
+    for (int i = 0; i < documents.size(); i++) {
+      JsonNode d = documents.get(i);
+      if (!d.isObject()) {
+        return "field 'documents[" + i + "]' must be an object";
+      }
+      for (JsonNode v : d) {
+        if (!v.isTextual()) {
+          // the key is client text: not quoted
+          return "field 'documents[" + i + "]' must have only string values";
+        }
+      }
+    }
+    return null;
   }
 
   /** The single streaming pass: every top-level field into {@code b} or {@code prompt}. */
@@ -417,7 +459,24 @@ public final class OpenAiRequestParser {
           }
         }
         // in the body's key order, which a template that walks the dict sees
-        prompt.chatTemplateKwargs = kwargs.toString();
+        prompt.chatTemplateKwargs = (ObjectNode) kwargs;
+      }
+      case "documents" -> {
+        // documents for retrieval-augmented templates (Granite, Command-R); on a chat only
+        prompt.documents = null;
+        if (t == JsonToken.VALUE_NULL) {
+          return null;
+        }
+        String where = at(p);
+        JsonNode documents = CanonicalJson.readTree(p);
+        String err = checkDocuments(documents);
+        if (err != null) {
+          if (prompt.chatFieldError == null) {
+            prompt.chatFieldError = err + where;
+          }
+          return null;
+        }
+        prompt.documents = documents;
       }
       case "input" -> {
         if (!prompt.takesInput) {

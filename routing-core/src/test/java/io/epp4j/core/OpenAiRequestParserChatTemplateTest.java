@@ -63,10 +63,31 @@ class OpenAiRequestParserChatTemplateTest {
   }
 
   @Test
+  void documentsJoinTheKwargsAsVllmMergesThem() {
+    // build_chat_params: the request's kwargs, then documents over a key of that name
+    String docs = "[{\"title\":\"T\",\"text\":\"x\"}]";
+    assertThat(chat(",\"documents\":" + docs).value().chatTemplateArgs())
+        .isEqualTo(new ChatTemplateArgs(true, false, "{\"documents\":" + docs + "}"));
+    assertThat(chat(",\"chat_template_kwargs\":{\"documents\":[],\"a\":1},\"documents\":"
+        + docs).value().chatTemplateArgs().kwargsJson())
+        .isEqualTo("{\"documents\":" + docs + ",\"a\":1}");
+    assertThat(chat(",\"documents\":null").value().chatTemplateArgs())
+        .isEqualTo(ChatTemplateArgs.DEFAULTS);
+    // the engine's request model takes a list of objects of strings
+    assertThat(chat(",\"documents\":{\"text\":\"x\"}").errors()).singleElement().asString()
+        .startsWith("field 'documents' must be an array of objects");
+    assertThat(chat(",\"documents\":[{\"text\":\"x\"},\"y\"]").errors()).singleElement()
+        .asString().startsWith("field 'documents[1]' must be an object");
+    assertThat(chat(",\"documents\":[{\"secret-key\":7}]").errors()).singleElement()
+        .asString().startsWith("field 'documents[0]' must have only string values")
+        .doesNotContain("secret-key");
+  }
+
+  @Test
   void onACompletionRequestTheyAreUnknownFieldsAndIgnored() {
     Result<InferenceRequest> r = parser.parse("/v1/completions", Map.of(),
         ("{\"model\":\"m\",\"prompt\":\"x\",\"add_generation_prompt\":\"maybe\","
-            + "\"chat_template_kwargs\":7}").getBytes(StandardCharsets.UTF_8));
+            + "\"chat_template_kwargs\":7,\"documents\":7}").getBytes(StandardCharsets.UTF_8));
     assertThat(r.isOk()).isTrue();
     assertThat(r.value().chatTemplateArgs()).isEqualTo(ChatTemplateArgs.DEFAULTS);
   }

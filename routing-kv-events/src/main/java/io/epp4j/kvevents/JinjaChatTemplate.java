@@ -200,14 +200,14 @@ final class JinjaChatTemplate {
   /**
    * The chat as the model sees it, rendered as {@code transformers}' {@code apply_chat_template}
    * renders it for vLLM with the request's {@code add_generation_prompt},
-   * {@code chat_template_kwargs} (variables of the template, over the special tokens) and
+   * {@code chat_template_kwargs} (variables of the template, over the special tokens; the
+   * request's {@code documents} among them, as the parser merges them) and
    * {@code continue_final_message} (the rendering cut just after the last message's text).
    *
    * @throws Tokenizer.TokenizationException as {@link #render(List, String, boolean)}, and
    *     where transformers refuses the arguments: {@code continue_final_message} with
    *     {@code add_generation_prompt}, a last message whose text the rendering does not hold,
-   *     kwargs that are not a JSON object or that set {@code messages}, {@code tools} or
-   *     {@code documents}
+   *     kwargs that are not a JSON object or that set {@code messages} or {@code tools}
    */
   String render(List<ChatMessage> messages, @Nullable String toolsJson, ChatTemplateArgs args) {
     if (args.continueFinalMessage() && args.addGenerationPrompt()) {
@@ -554,9 +554,14 @@ final class JinjaChatTemplate {
         .matcher(expr).matches();
   }
 
-  /** Variables the renderer sets itself; kwargs naming them are refused, as transformers does. */
+  /**
+   * Variables the renderer sets itself; kwargs naming them are refused, as transformers does.
+   * Not {@code documents}: vLLM merges the request's {@code documents} into the kwargs, and hands
+   * a {@code documents} kwarg to {@code apply_chat_template} as its argument of that name, so it
+   * reaches the template as the variable {@code documents} either way.
+   */
   private static final java.util.Set<String> RENDER_ARGUMENTS =
-      java.util.Set.of("messages", "tools", "documents");
+      java.util.Set.of("messages", "tools");
 
   private Outcome attempt(List<ChatMessage> messages, @Nullable String toolsJson,
       ChatTemplateArgs args, boolean detailed) {

@@ -3,6 +3,7 @@ package io.epp4j.sim;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.ChatTemplateArgs;
@@ -1611,7 +1612,7 @@ final class EmulatedServer implements AutoCloseable {
   /**
    * The chat template's fields of a chat or {@code /tokenize} body as vLLM's request models read
    * them ({@code add_generation_prompt} true unless set, {@code continue_final_message},
-   * {@code chat_template_kwargs} an object), or a message naming the field that is wrong; both
+   * {@code chat_template_kwargs} an object, {@code documents} merged into the kwargs), or a message naming the field that is wrong; both
    * booleans set true is refused, as vLLM refuses it.
    */
   static Object chatTemplateArgs(JsonNode body) {
@@ -1630,6 +1631,24 @@ final class EmulatedServer implements AutoCloseable {
     JsonNode kwargs = body.path("chat_template_kwargs");
     if (!kwargs.isMissingNode() && !kwargs.isNull() && !kwargs.isObject()) {
       return "field 'chat_template_kwargs' must be an object";
+    }
+    // vLLM's build_chat_params merges documents into the template's kwargs, over a key of
+    // that name; its request model takes a list of objects of strings
+    JsonNode documents = body.path("documents");
+    if (!documents.isMissingNode() && !documents.isNull()) {
+      boolean valid = documents.isArray();
+      for (JsonNode d : documents) {
+        valid &= d.isObject();
+        for (JsonNode v : d) {
+          valid &= v.isTextual();
+        }
+      }
+      if (!valid) {
+        return "field 'documents' must be an array of objects of strings";
+      }
+      ObjectNode merged = kwargs.isObject() ? ((ObjectNode) kwargs).deepCopy()
+          : JsonNodeFactory.instance.objectNode();
+      kwargs = merged.set("documents", documents);
     }
     return new ChatTemplateArgs(agp, cfm, kwargs.isObject() ? kwargs.toString() : null);
   }
