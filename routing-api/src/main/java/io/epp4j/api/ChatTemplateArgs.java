@@ -18,7 +18,9 @@ import org.jspecify.annotations.Nullable;
  *     Qwen3). Its {@code add_generation_prompt} and {@code continue_final_message} keys, if any,
  *     give way to the two fields above, as in vLLM. The request parser merges the request's
  *     other template fields into it as vLLM's {@code build_chat_params} does:
- *     {@code documents} over a key of that name
+ *     {@code documents} over a key of that name, then {@code reasoning_effort} and, unless
+ *     the request's kwargs set it, {@code enable_thinking} ({@code false} for effort
+ *     {@code "none"}, else {@code true})
  */
 public record ChatTemplateArgs(boolean addGenerationPrompt, boolean continueFinalMessage,
     @Nullable String kwargsJson) {

@@ -37,9 +37,10 @@ import org.jspecify.annotations.Nullable;
  * (text, or token IDs; a batch of prompts, which the engine takes, as its strings joined with
  * U+001E or its token lists concatenated), {@code messages} (content as a string or an array of parts),
  * {@code tools}, the chat template's fields {@code add_generation_prompt},
- * {@code continue_final_message}, {@code chat_template_kwargs} (an object) and
- * {@code documents} (an array of objects of strings, which joins the kwargs as vLLM merges it;
- * all on a chat only, where the engine reads them, and never both booleans true), {@code cache_salt}, {@code stream},
+ * {@code continue_final_message}, {@code chat_template_kwargs} (an object),
+ * {@code documents} (an array of objects of strings) and {@code reasoning_effort} (a string),
+ * the last two joining the kwargs as vLLM merges them (all on a chat only, where the engine
+ * reads them, and never both booleans true), {@code cache_salt}, {@code stream},
  * {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
  * it; when both are given, a chat request counts {@code max_completion_tokens} and a completion
@@ -209,6 +210,8 @@ public final class OpenAiRequestParser {
     @Nullable ObjectNode chatTemplateKwargs;
     /** Field {@code documents}, an array of objects of strings, or null while absent. */
     @Nullable JsonNode documents;
+    /** Field {@code reasoning_effort}, or null while absent. */
+    @Nullable String reasoningEffort;
     /** The first of these fields with a bad value, reported if the request is a chat. */
     @Nullable String chatFieldError;
 
@@ -270,15 +273,30 @@ public final class OpenAiRequestParser {
      * The template's variables as vLLM's {@code ChatCompletionRequest.build_chat_params} merges
      * them: the request's {@code chat_template_kwargs}, with {@code documents} over them when the
      * request gives it (vLLM hands both to {@code apply_chat_template} as its
-     * {@code documents}); compact JSON in the body's key order, a key added last.
+     * {@code documents}), then {@code reasoning_effort}, and with it {@code enable_thinking}
+     * (false for {@code "none"}, else true) unless the request's kwargs set that key, which
+     * turns thinking on or off in templates that read it (Qwen3, Gemma 4); compact JSON in the
+     * body's key order, a key added last.
      */
     private @Nullable String templateKwargs() {
-      ObjectNode kwargs = chatTemplateKwargs;
-      if (documents != null) {
-        kwargs = kwargs == null ? JsonNodeFactory.instance.objectNode() : kwargs;
-        kwargs.set("documents", documents);
+      ObjectNode given = chatTemplateKwargs;
+      if (documents == null && reasoningEffort == null) {
+        return given == null ? null : given.toString();
       }
-      return kwargs == null ? null : kwargs.toString();
+      ObjectNode kwargs = given == null ? JsonNodeFactory.instance.objectNode() : given;
+      boolean userSetsThinking = kwargs.has("enable_thinking");
+      JsonNode docs = documents;
+      if (docs != null) {
+        kwargs.set("documents", docs);
+      }
+      String effort = reasoningEffort;
+      if (effort != null) {
+        kwargs.put("reasoning_effort", effort);
+        if (!userSetsThinking) {
+          kwargs.put("enable_thinking", !effort.equals("none"));
+        }
+      }
+      return kwargs.toString();
     }
   }
 
@@ -460,6 +478,19 @@ public final class OpenAiRequestParser {
         }
         // in the body's key order, which a template that walks the dict sees
         prompt.chatTemplateKwargs = (ObjectNode) kwargs;
+      }
+      case "reasoning_effort" -> {
+        // on a chat only; vLLM's set of values grows with its versions, so any string is taken
+        prompt.reasoningEffort = null;
+        if (t == JsonToken.VALUE_STRING) {
+          prompt.reasoningEffort = p.getText();
+        } else if (t != JsonToken.VALUE_NULL) {
+          String where = at(p);
+          p.skipChildren();
+          if (prompt.chatFieldError == null) {
+            prompt.chatFieldError = "field 'reasoning_effort' must be a string" + where;
+          }
+        }
       }
       case "documents" -> {
         // documents for retrieval-augmented templates (Granite, Command-R); on a chat only

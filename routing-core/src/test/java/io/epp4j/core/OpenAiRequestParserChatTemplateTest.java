@@ -84,10 +84,29 @@ class OpenAiRequestParserChatTemplateTest {
   }
 
   @Test
+  void reasoningEffortJoinsTheKwargsWithTheThinkingItImplies() {
+    assertThat(chat(",\"reasoning_effort\":\"low\"").value().chatTemplateArgs().kwargsJson())
+        .isEqualTo("{\"reasoning_effort\":\"low\",\"enable_thinking\":true}");
+    assertThat(chat(",\"reasoning_effort\":\"none\",\"documents\":[]").value()
+        .chatTemplateArgs().kwargsJson())
+        .isEqualTo("{\"documents\":[],\"reasoning_effort\":\"none\",\"enable_thinking\":false}");
+    // a request's own enable_thinking stays, even null (a server default then applies)
+    assertThat(chat(",\"chat_template_kwargs\":{\"enable_thinking\":null,"
+        + "\"reasoning_effort\":\"x\"},\"reasoning_effort\":\"none\"").value()
+        .chatTemplateArgs().kwargsJson())
+        .isEqualTo("{\"enable_thinking\":null,\"reasoning_effort\":\"none\"}");
+    assertThat(chat(",\"reasoning_effort\":null").value().chatTemplateArgs())
+        .isEqualTo(ChatTemplateArgs.DEFAULTS);
+    assertThat(chat(",\"reasoning_effort\":{\"effort\":\"low\"}").errors()).singleElement()
+        .asString().startsWith("field 'reasoning_effort' must be a string");
+  }
+
+  @Test
   void onACompletionRequestTheyAreUnknownFieldsAndIgnored() {
     Result<InferenceRequest> r = parser.parse("/v1/completions", Map.of(),
         ("{\"model\":\"m\",\"prompt\":\"x\",\"add_generation_prompt\":\"maybe\","
-            + "\"chat_template_kwargs\":7,\"documents\":7}").getBytes(StandardCharsets.UTF_8));
+            + "\"chat_template_kwargs\":7,\"documents\":7,\"reasoning_effort\":7}")
+            .getBytes(StandardCharsets.UTF_8));
     assertThat(r.isOk()).isTrue();
     assertThat(r.value().chatTemplateArgs()).isEqualTo(ChatTemplateArgs.DEFAULTS);
   }

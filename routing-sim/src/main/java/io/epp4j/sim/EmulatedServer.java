@@ -1612,7 +1612,8 @@ final class EmulatedServer implements AutoCloseable {
   /**
    * The chat template's fields of a chat or {@code /tokenize} body as vLLM's request models read
    * them ({@code add_generation_prompt} true unless set, {@code continue_final_message},
-   * {@code chat_template_kwargs} an object, {@code documents} merged into the kwargs), or a message naming the field that is wrong; both
+   * {@code chat_template_kwargs} an object, {@code documents} and {@code reasoning_effort}
+   * merged into the kwargs), or a message naming the field that is wrong; both
    * booleans set true is refused, as vLLM refuses it.
    */
   static Object chatTemplateArgs(JsonNode body) {
@@ -1633,7 +1634,13 @@ final class EmulatedServer implements AutoCloseable {
       return "field 'chat_template_kwargs' must be an object";
     }
     // vLLM's build_chat_params merges documents into the template's kwargs, over a key of
-    // that name; its request model takes a list of objects of strings
+    // that name (its request model takes a list of objects of strings), then reasoning_effort,
+    // and enable_thinking from it unless the request's kwargs set that key
+    boolean userSetsThinking = kwargs.has("enable_thinking");
+    JsonNode effort = body.path("reasoning_effort");
+    if (!effort.isMissingNode() && !effort.isNull() && !effort.isTextual()) {
+      return "field 'reasoning_effort' must be a string";
+    }
     JsonNode documents = body.path("documents");
     if (!documents.isMissingNode() && !documents.isNull()) {
       boolean valid = documents.isArray();
@@ -1649,6 +1656,15 @@ final class EmulatedServer implements AutoCloseable {
       ObjectNode merged = kwargs.isObject() ? ((ObjectNode) kwargs).deepCopy()
           : JsonNodeFactory.instance.objectNode();
       kwargs = merged.set("documents", documents);
+    }
+    if (effort.isTextual()) {
+      ObjectNode merged = kwargs.isObject() ? ((ObjectNode) kwargs).deepCopy()
+          : JsonNodeFactory.instance.objectNode();
+      merged.set("reasoning_effort", effort);
+      if (!userSetsThinking) {
+        merged.put("enable_thinking", !effort.textValue().equals("none"));
+      }
+      kwargs = merged;
     }
     return new ChatTemplateArgs(agp, cfm, kwargs.isObject() ? kwargs.toString() : null);
   }

@@ -32,4 +32,13 @@ class ServeChatTemplateFieldsTest {
     assertThat(EmulatedServer.chatTemplateArgs(JSON.readTree("{\"documents\":[{\"t\":1}]}")))
         .isEqualTo("field 'documents' must be an array of objects of strings");
   }
+
+  @Test
+  void reasoningEffortJoinsTheKwargsAsInTheRouter() throws Exception {
+    sameAsTheRouter(",\"reasoning_effort\":\"none\"");
+    sameAsTheRouter(",\"reasoning_effort\":\"high\",\"documents\":[],"
+        + "\"chat_template_kwargs\":{\"a\":1}");
+    sameAsTheRouter(",\"reasoning_effort\":\"none\","
+        + "\"chat_template_kwargs\":{\"enable_thinking\":true}");
+  }
 }
