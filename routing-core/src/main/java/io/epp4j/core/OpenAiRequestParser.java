@@ -39,8 +39,9 @@ import org.jspecify.annotations.Nullable;
  * {@code tools}, the chat template's fields {@code add_generation_prompt},
  * {@code continue_final_message}, {@code chat_template_kwargs} (an object),
  * {@code documents} (an array of objects of strings) and {@code reasoning_effort} (a string),
- * the last two joining the kwargs as vLLM merges them (all on a chat only, where the engine
- * reads them, and never both booleans true), {@code cache_salt}, {@code stream},
+ * the last two joining the kwargs as vLLM merges them, and {@code chat_template} (a string, the
+ * request's own template; all on a chat only, where the engine reads them, and never both
+ * booleans true), {@code cache_salt}, {@code stream},
  * {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
  * it; when both are given, a chat request counts {@code max_completion_tokens} and a completion
@@ -212,6 +213,8 @@ public final class OpenAiRequestParser {
     @Nullable JsonNode documents;
     /** Field {@code reasoning_effort}, or null while absent. */
     @Nullable String reasoningEffort;
+    /** Field {@code chat_template}, the request's own template, or null while absent. */
+    @Nullable String chatTemplate;
     /** The first of these fields with a bad value, reported if the request is a chat. */
     @Nullable String chatFieldError;
 
@@ -259,7 +262,7 @@ public final class OpenAiRequestParser {
         }
         b.messages(messages);
         b.chatTemplateArgs(new ChatTemplateArgs(!Boolean.FALSE.equals(addGenerationPrompt),
-            Boolean.TRUE.equals(continueFinalMessage), templateKwargs()));
+            Boolean.TRUE.equals(continueFinalMessage), templateKwargs(), chatTemplate));
       }
       int first = messages != null ? maxCompletionTokens : maxTokens;
       int limit = first >= 0 ? first : messages != null ? maxTokens : maxCompletionTokens;
@@ -478,6 +481,20 @@ public final class OpenAiRequestParser {
         }
         // in the body's key order, which a template that walks the dict sees
         prompt.chatTemplateKwargs = (ObjectNode) kwargs;
+      }
+      case "chat_template" -> {
+        // the request's own template, which vLLM renders only when trusted: kept, so that a
+        // tokenizer does not render the model's template in its place; on a chat only
+        prompt.chatTemplate = null;
+        if (t == JsonToken.VALUE_STRING) {
+          prompt.chatTemplate = p.getText();
+        } else if (t != JsonToken.VALUE_NULL) {
+          String where = at(p);
+          p.skipChildren();
+          if (prompt.chatFieldError == null) {
+            prompt.chatFieldError = "field 'chat_template' must be a string" + where;
+          }
+        }
       }
       case "reasoning_effort" -> {
         // on a chat only; vLLM's set of values grows with its versions, so any string is taken

@@ -102,10 +102,23 @@ class OpenAiRequestParserChatTemplateTest {
   }
 
   @Test
+  void theRequestsOwnChatTemplateIsKeptSoThatTheModelsIsNotRenderedInItsPlace() {
+    ChatTemplateArgs args = chat(",\"chat_template\":\"{{ messages }}\"").value()
+        .chatTemplateArgs();
+    assertThat(args).isEqualTo(new ChatTemplateArgs(true, false, null, "{{ messages }}"));
+    assertThat(args.isDefault()).isFalse();
+    assertThat(args.toString()).doesNotContain("messages");
+    assertThat(chat(",\"chat_template\":null").value().chatTemplateArgs())
+        .isEqualTo(ChatTemplateArgs.DEFAULTS);
+    assertThat(chat(",\"chat_template\":[\"x\"]").errors()).singleElement().asString()
+        .startsWith("field 'chat_template' must be a string");
+  }
+
+  @Test
   void onACompletionRequestTheyAreUnknownFieldsAndIgnored() {
     Result<InferenceRequest> r = parser.parse("/v1/completions", Map.of(),
         ("{\"model\":\"m\",\"prompt\":\"x\",\"add_generation_prompt\":\"maybe\","
-            + "\"chat_template_kwargs\":7,\"documents\":7,\"reasoning_effort\":7}")
+            + "\"chat_template_kwargs\":7,\"documents\":7,\"reasoning_effort\":7,\"chat_template\":7}")
             .getBytes(StandardCharsets.UTF_8));
     assertThat(r.isOk()).isTrue();
     assertThat(r.value().chatTemplateArgs()).isEqualTo(ChatTemplateArgs.DEFAULTS);

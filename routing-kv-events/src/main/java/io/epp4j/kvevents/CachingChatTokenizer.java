@@ -123,6 +123,9 @@ public final class CachingChatTokenizer implements Tokenizer {
       return concat(parts);
     }
     ChatTemplate tpl = Objects.requireNonNull(template);
+    if (args.requestTemplate() != null) {
+      throw new TokenizationException(JinjaChatTemplate.REQUEST_TEMPLATE);
+    }
     if (args.kwargsJson() != null) {
       throw new TokenizationException("a per-message chat template has no variables to give"
           + " the request's chat_template_kwargs; render the model's own template instead");

@@ -110,7 +110,7 @@ public final class DefaultChatTemplateKwargs {
     }
     String given = args.kwargsJson();
     if (given == null) {
-      return new ChatTemplateArgs(args.addGenerationPrompt(), args.continueFinalMessage(), json);
+      return args.withKwargs(json);
     }
     JsonNode request;
     try {
@@ -131,8 +131,7 @@ public final class DefaultChatTemplateKwargs {
       }
       merged.set(e.getKey(), v);
     }
-    return new ChatTemplateArgs(args.addGenerationPrompt(), args.continueFinalMessage(),
-        merged.toString());
+    return args.withKwargs(merged.toString());
   }
 
   @Override

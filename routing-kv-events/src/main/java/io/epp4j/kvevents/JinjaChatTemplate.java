@@ -204,12 +204,16 @@ final class JinjaChatTemplate {
    * request's {@code documents} among them, as the parser merges them) and
    * {@code continue_final_message} (the rendering cut just after the last message's text).
    *
-   * @throws Tokenizer.TokenizationException as {@link #render(List, String, boolean)}, and
-   *     where transformers refuses the arguments: {@code continue_final_message} with
+   * @throws Tokenizer.TokenizationException as {@link #render(List, String, boolean)}, for a
+   *     request with its own {@code chat_template}, and where transformers refuses the
+   *     arguments: {@code continue_final_message} with
    *     {@code add_generation_prompt}, a last message whose text the rendering does not hold,
    *     kwargs that are not a JSON object or that set {@code messages} or {@code tools}
    */
   String render(List<ChatMessage> messages, @Nullable String toolsJson, ChatTemplateArgs args) {
+    if (args.requestTemplate() != null) {
+      throw new Tokenizer.TokenizationException(REQUEST_TEMPLATE);
+    }
     if (args.continueFinalMessage() && args.addGenerationPrompt()) {
       // transformers refuses the pair (vLLM's default add_generation_prompt is true, so a
       // request must turn it off to continue its last message)
@@ -221,6 +225,15 @@ final class JinjaChatTemplate {
     return args.continueFinalMessage()
         ? ChatTemplate.cutAfterFinalMessage(out, messages, contentAsParts) : out;
   }
+
+  /**
+   * Why a request with its own {@code chat_template} is not rendered: vLLM refuses it unless
+   * started with {@code --trust-request-chat-template}, and then renders that template, not the
+   * model's; rendering the model's would give tokens no engine holds.
+   */
+  static final String REQUEST_TEMPLATE = "the request brings its own chat_template, which the"
+      + " engine renders in place of the model's (with --trust-request-chat-template) or"
+      + " refuses; it is not rendered here, and the request is scored as uncached";
 
   /** {@code detailed}: the engine's message, which may quote the chat, only for the probe. */
   private String render(List<ChatMessage> messages, @Nullable String toolsJson,

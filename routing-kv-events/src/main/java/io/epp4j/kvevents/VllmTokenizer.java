@@ -30,7 +30,8 @@ import org.jspecify.annotations.Nullable;
  * completion request's prompt, as {@code /v1/completions} tokenizes it), and with
  * {@code "messages"} (and {@code "tools"}) and the request's {@code "add_generation_prompt"}
  * (true unless the request turned it off), {@code "continue_final_message"} and
- * {@code "chat_template_kwargs"} for chats (the server renders its own template). Each message
+ * {@code "chat_template_kwargs"} for chats (the server renders its own template, or the
+ * request's {@code "chat_template"}, which is sent along when it has one). Each message
  * goes as the client sent it: a string content as that string (a {@code null} one left out), an
  * array content as its parts,
  * media included (the server reads them and renders the model's placeholder tokens), and its
@@ -202,6 +203,12 @@ public final class VllmTokenizer implements Tokenizer {
       } catch (IOException e) {
         throw new TokenizationException("the request's chat_template_kwargs are not JSON", e);
       }
+    }
+    String own = args.requestTemplate();
+    if (own != null) {
+      // the server renders it as for the request when it trusts request templates, and refuses
+      // it (the request then scored as uncached) as it refuses the request otherwise
+      body.put("chat_template", own);
     }
     body.put("add_special_tokens", false);
     return call(body);

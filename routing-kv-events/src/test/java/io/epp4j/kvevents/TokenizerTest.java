@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.HttpServer;
 import io.epp4j.api.ChatMessage;
+import io.epp4j.api.ChatTemplateArgs;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -400,6 +401,18 @@ class TokenizerTest {
     assertThat(sent.get(1).has("content")).isFalse();
     assertThat(sent.get(1).get("tool_calls")).hasSize(1);
     assertThat(sent.get(2).get("content").textValue()).isEmpty();
+  }
+
+  @Test
+  void aVllmTokenizerSendsTheRequestsOwnChatTemplate() throws Exception {
+    // the server renders it as for the request when it trusts request templates (else refuses
+    // it, as it refuses the request): its model's template would be other tokens
+    String own = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    tokenizer().encodeChat(List.of(ChatMessage.user("go")), null,
+        new ChatTemplateArgs(true, false, null, own));
+    assertThat(lastBody.get().path("chat_template").textValue()).isEqualTo(own);
+    tokenizer().encodeChat(List.of(ChatMessage.user("go")), null, ChatTemplateArgs.DEFAULTS);
+    assertThat(lastBody.get().has("chat_template")).isFalse();
   }
 
   @Test

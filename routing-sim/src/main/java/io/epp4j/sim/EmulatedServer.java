@@ -1633,6 +1633,13 @@ final class EmulatedServer implements AutoCloseable {
     if (!kwargs.isMissingNode() && !kwargs.isNull() && !kwargs.isObject()) {
       return "field 'chat_template_kwargs' must be an object";
     }
+    JsonNode own = body.path("chat_template");
+    if (!own.isMissingNode() && !own.isNull()) {
+      // vLLM without --trust-request-chat-template, its default (the router does not render
+      // such a request either)
+      return "Chat template is passed with request, but --trust-request-chat-template is not"
+          + " set. Refused request with untrusted chat template.";
+    }
     // vLLM's build_chat_params merges documents into the template's kwargs, over a key of
     // that name (its request model takes a list of objects of strings), then reasoning_effort,
     // and enable_thinking from it unless the request's kwargs set that key

@@ -34,6 +34,14 @@ class ServeChatTemplateFieldsTest {
   }
 
   @Test
+  void aRequestsOwnChatTemplateIsRefusedAsVllmRefusesItByDefault() throws Exception {
+    assertThat(EmulatedServer.chatTemplateArgs(JSON.readTree(
+        "{\"chat_template\":\"{{ messages }}\"}")).toString())
+        .contains("--trust-request-chat-template");
+    sameAsTheRouter(",\"chat_template\":null");
+  }
+
+  @Test
   void reasoningEffortJoinsTheKwargsAsInTheRouter() throws Exception {
     sameAsTheRouter(",\"reasoning_effort\":\"none\"");
     sameAsTheRouter(",\"reasoning_effort\":\"high\",\"documents\":[],"
