@@ -425,10 +425,10 @@ final class JinjaChatTemplate {
    * A message's fields besides role and content as vLLM hands them to the template: an
    * assistant's {@code tool_calls} (dropped when empty), each call's {@code function.arguments}
    * a JSON object ({@code {}} for an absent, empty or malformed JSON string, or JSON that is not
-   * an object), and its {@code reasoning} as both {@code reasoning} and
+   * an object), and its {@code reasoning} (else its {@code reasoning_content}, which vLLM's
+   * request model renames to {@code reasoning}) as both {@code reasoning} and
    * {@code reasoning_content}; a tool message's {@code tool_call_id}; any message's string
-   * {@code name}. vLLM reads no {@code reasoning_content} from the request, nor tool calls or
-   * reasoning of other roles.
+   * {@code name}. vLLM reads no tool calls or reasoning of other roles.
    *
    * @throws Tokenizer.TokenizationException where vLLM refuses the chat: tool calls that are not
    *     a list of objects of type {@code function} with a {@code function} object
@@ -452,6 +452,11 @@ final class JinjaChatTemplate {
         }
       }
       Object reasoning = fields.get("reasoning");
+      if (reasoning == null) {
+        // vLLM's request model renames the deprecated reasoning_content to reasoning when the
+        // message has no reasoning (DeepSeek-style clients send it back so)
+        reasoning = fields.get("reasoning_content");
+      }
       if (reasoning != null) {
         msg.put("reasoning", reasoning);
         msg.put("reasoning_content", reasoning);

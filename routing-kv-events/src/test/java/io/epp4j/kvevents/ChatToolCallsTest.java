@@ -87,6 +87,26 @@ class ChatToolCallsTest {
   }
 
   @Test
+  void reasoningContentIsTheReasoningAsVllmRenamesIt() {
+    // vLLM's ChatCompletionRequest renames a message's deprecated reasoning_content to
+    // reasoning when it has none, so Qwen3 renders the <think> block for either
+    String chat = """
+        {"model":"m","messages":[{"role":"user","content":"Weather in Paris?"},
+          {"role":"assistant","content":null,%s,"tool_calls":[{"id":"c1","type":"function",
+           "function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},
+          {"role":"tool","tool_call_id":"c1","content":"20C"}]}
+        """;
+    String viaReasoning = qwen3.renderChat(parse(chat.formatted("\"reasoning\":\"One city.\""))
+        .messages(), null, true);
+    assertThat(viaReasoning).contains("<think>\nOne city.\n</think>");
+    assertThat(qwen3.renderChat(parse(chat.formatted("\"reasoning_content\":\"One city.\""))
+        .messages(), null, true)).isEqualTo(viaReasoning);
+    // reasoning, when given, is the one kept
+    assertThat(qwen3.renderChat(parse(chat.formatted("\"reasoning_content\":\"Other.\","
+        + "\"reasoning\":\"One city.\"")).messages(), null, true)).isEqualTo(viaReasoning);
+  }
+
+  @Test
   void argumentsThatAreNotAJsonObjectRenderAsAnEmptyObjectAsTheEngineMakesThem() {
     // vLLM replaces absent, empty, malformed or non-object arguments with {} before rendering
     InferenceRequest r = parse("""
