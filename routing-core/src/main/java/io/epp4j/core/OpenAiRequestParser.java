@@ -485,29 +485,11 @@ public final class OpenAiRequestParser {
       case "chat_template" -> {
         // the request's own template, which vLLM renders only when trusted: kept, so that a
         // tokenizer does not render the model's template in its place; on a chat only
-        prompt.chatTemplate = null;
-        if (t == JsonToken.VALUE_STRING) {
-          prompt.chatTemplate = p.getText();
-        } else if (t != JsonToken.VALUE_NULL) {
-          String where = at(p);
-          p.skipChildren();
-          if (prompt.chatFieldError == null) {
-            prompt.chatFieldError = "field 'chat_template' must be a string" + where;
-          }
-        }
+        prompt.chatTemplate = chatString(p, t, "chat_template", prompt);
       }
       case "reasoning_effort" -> {
         // on a chat only; vLLM's set of values grows with its versions, so any string is taken
-        prompt.reasoningEffort = null;
-        if (t == JsonToken.VALUE_STRING) {
-          prompt.reasoningEffort = p.getText();
-        } else if (t != JsonToken.VALUE_NULL) {
-          String where = at(p);
-          p.skipChildren();
-          if (prompt.chatFieldError == null) {
-            prompt.chatFieldError = "field 'reasoning_effort' must be a string" + where;
-          }
-        }
+        prompt.reasoningEffort = chatString(p, t, "reasoning_effort", prompt);
       }
       case "documents" -> {
         // documents for retrieval-augmented templates (Granite, Command-R); on a chat only
@@ -674,6 +656,25 @@ public final class OpenAiRequestParser {
       default:
         return null;
     }
+  }
+
+  /**
+   * A chat-only string field at {@code t}: its text, or null for {@code null}; any other value is
+   * skipped and noted as the chat's field error (reported only if the request is a chat).
+   */
+  private static @Nullable String chatString(JsonParser p, JsonToken t, String field,
+      PromptFields prompt) throws IOException {
+    if (t == JsonToken.VALUE_STRING) {
+      return p.getText();
+    }
+    if (t != JsonToken.VALUE_NULL) {
+      String where = at(p);
+      p.skipChildren();
+      if (prompt.chatFieldError == null) {
+        prompt.chatFieldError = "field '" + field + "' must be a string" + where;
+      }
+    }
+    return null;
   }
 
   private static int tokenLimit(JsonParser p, JsonToken t) throws IOException {
