@@ -19,6 +19,11 @@ import java.util.Set;
  *                            later than the router's ticker reads on update is taken as the
  *                            time of the update (so the metrics still age and go stale), and
  *                            logged as a warning
+ * @param asleep              whether the server says its engine sleeps (vLLM's sleep mode,
+ *                            {@code vllm:engine_sleep_state{sleep_state="awake"} 0}): it then
+ *                            answers inference requests with 503 while its queue and KV figures
+ *                            read 0, so the router routes to it only when no endpoint of the
+ *                            pool is awake
  */
 public record EndpointMetrics(
     int waitingRequests,
@@ -29,14 +34,23 @@ public record EndpointMetrics(
     Set<String> runningLoraAdapters,
     Set<String> waitingLoraAdapters,
     int maxLoras,
-    long scrapedAtNanos) {
+    long scrapedAtNanos,
+    boolean asleep) {
 
   /** Marker for "no scrape time given". */
   public static final long UNSET_TIME = Long.MIN_VALUE;
 
   /** Metrics of an endpoint that has never been scraped. */
   public static final EndpointMetrics UNKNOWN =
-      new EndpointMetrics(0, 0, 0.0, 0, 0, Set.of(), Set.of(), 0, UNSET_TIME);
+      new EndpointMetrics(0, 0, 0.0, 0, 0, Set.of(), Set.of(), 0, UNSET_TIME, false);
+
+  /** Metrics of an awake server: the components above but {@code asleep}, which is false. */
+  public EndpointMetrics(int waitingRequests, int runningRequests, double kvCacheUsage,
+      long kvCapacityBlocks, int blockSizeTokens, Set<String> runningLoraAdapters,
+      Set<String> waitingLoraAdapters, int maxLoras, long scrapedAtNanos) {
+    this(waitingRequests, runningRequests, kvCacheUsage, kvCapacityBlocks, blockSizeTokens,
+        runningLoraAdapters, waitingLoraAdapters, maxLoras, scrapedAtNanos, false);
+  }
 
   public EndpointMetrics {
     if (waitingRequests < 0) {
@@ -69,7 +83,7 @@ public record EndpointMetrics(
   /** Same metrics stamped with a scrape time. */
   public EndpointMetrics withScrapedAtNanos(long nanos) {
     return new EndpointMetrics(waitingRequests, runningRequests, kvCacheUsage, kvCapacityBlocks,
-        blockSizeTokens, runningLoraAdapters, waitingLoraAdapters, maxLoras, nanos);
+        blockSizeTokens, runningLoraAdapters, waitingLoraAdapters, maxLoras, nanos, asleep);
   }
 
   /** A builder starting from empty metrics. */
@@ -88,6 +102,7 @@ public record EndpointMetrics(
     private Set<String> waitingLoras = Set.of();
     private int maxLoras;
     private long scrapedAt = UNSET_TIME;
+    private boolean asleep;
 
     private Builder() {}
 
@@ -100,10 +115,11 @@ public record EndpointMetrics(
     public Builder waitingLoraAdapters(Set<String> v) { this.waitingLoras = v; return this; }
     public Builder maxLoras(int v) { this.maxLoras = v; return this; }
     public Builder scrapedAtNanos(long v) { this.scrapedAt = v; return this; }
+    public Builder asleep(boolean v) { this.asleep = v; return this; }
 
     public EndpointMetrics build() {
       return new EndpointMetrics(waiting, running, kv, capacity, blockSize, runningLoras,
-          waitingLoras, maxLoras, scrapedAt);
+          waitingLoras, maxLoras, scrapedAt, asleep);
     }
   }
 }

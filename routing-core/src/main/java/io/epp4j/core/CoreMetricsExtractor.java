@@ -119,7 +119,7 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
     return new EndpointMetrics(m.waitingRequests(), m.runningRequests(), m.kvCacheUsage(),
         cache ? 0 : m.kvCapacityBlocks(), cache ? 0 : m.blockSizeTokens(),
         lora ? Set.of() : m.runningLoraAdapters(), lora ? Set.of() : m.waitingLoraAdapters(),
-        lora ? 0 : m.maxLoras(), m.scrapedAtNanos());
+        lora ? 0 : m.maxLoras(), m.scrapedAtNanos(), m.asleep());
   }
 
   /** The engine whose mapping upstream applies to {@code e}. */

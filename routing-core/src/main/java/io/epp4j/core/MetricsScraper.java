@@ -40,7 +40,9 @@ import org.jspecify.annotations.Nullable;
  * age and count as stale (see {@code Router.Builder.metricsStaleness}); failures are counted and
  * logged once per endpoint until it recovers. A page that lacks the metric of one of the figures
  * (waiting, running, KV usage) is used, reading 0 for that figure, and the metric is named in a
- * warning, once per endpoint. A scrape ends within its {@link Builder#timeout}
+ * warning, once per endpoint. A vLLM server put to sleep ({@code POST /sleep}) is published
+ * {@link EndpointMetrics#asleep() asleep}, and the router routes to it only while no endpoint is
+ * awake; falling asleep and waking up are logged. A scrape ends within its {@link Builder#timeout}
  * and reads at most {@link Builder#maxResponseBytes} bytes, so a server that never finishes its
  * answer (or sends an endless one) costs one failed scrape, not the endpoint's metrics for good
  * nor unbounded memory.
@@ -76,6 +78,8 @@ public final class MetricsScraper implements AutoCloseable {
   private final ConcurrentHashMap<String, Boolean> repeating = new ConcurrentHashMap<>();
   // endpoints already warned about for a page without the metric of a figure
   private final ConcurrentHashMap<String, Boolean> lacking = new ConcurrentHashMap<>();
+  // endpoints whose last page said their engine sleeps, so that waking up is logged once
+  private final ConcurrentHashMap<String, Boolean> sleeping = new ConcurrentHashMap<>();
   private final AtomicLong scrapes = new AtomicLong();
   private final AtomicLong failures = new AtomicLong();
   private final AtomicLong rounds = new AtomicLong();
@@ -127,7 +131,8 @@ public final class MetricsScraper implements AutoCloseable {
       for (Candidate c : pool) {
         scrape(c.id());
       }
-      if (!failing.isEmpty() || !repeating.isEmpty() || !lacking.isEmpty()) {
+      if (!failing.isEmpty() || !repeating.isEmpty() || !lacking.isEmpty()
+          || !sleeping.isEmpty()) {
         forgetDeparted(pool);
       }
     } catch (RuntimeException e) {
@@ -243,6 +248,14 @@ public final class MetricsScraper implements AutoCloseable {
       if (failing.remove(id) != null) {
         LOG.info("metrics of " + id + " are back");
       }
+      if (m.value().asleep()) {
+        if (mark(sleeping, id)) {
+          LOG.info("metrics of " + id + " say its engine is asleep (vllm:engine_sleep_state):"
+              + " requests go to it only while no endpoint of the pool is awake");
+        }
+      } else if (sleeping.remove(id) != null) {
+        LOG.info("metrics of " + id + " say its engine is awake again");
+      }
       router.updateMetrics(id, m.value());
     } catch (RuntimeException e) {
       // the future would keep the exception to itself: count and log it as any failure
@@ -275,7 +288,7 @@ public final class MetricsScraper implements AutoCloseable {
   }
 
   /**
-   * Drops the failure, repeated-series and missing-metric marks of endpoints that left the pool: the marks stay
+   * Drops the failure, repeated-series, missing-metric and sleep marks of endpoints that left the pool: the marks stay
    * bounded by the pool with pods coming and going, and an endpoint that comes back and fails
    * again is logged again.
    */
@@ -287,6 +300,7 @@ public final class MetricsScraper implements AutoCloseable {
     failing.keySet().retainAll(ids);
     repeating.keySet().retainAll(ids);
     lacking.keySet().retainAll(ids);
+    sleeping.keySet().retainAll(ids);
   }
 
   private void fail(String id, String why) {

@@ -5,7 +5,8 @@ import io.epp4j.api.Ticker;
 /**
  * Saturation as the upstream EPP defines it: per endpoint {@code max(waiting / queueThreshold,
  * kvUsage / kvThreshold)}, and 1 for an endpoint whose metrics are missing or older than the
- * staleness limit; the pool's saturation is the average. Sheddable requests are rejected when
+ * staleness limit, or whose engine sleeps (it serves nothing, whatever its idle queue says); the
+ * pool's saturation is the average. Sheddable requests are rejected when
  * it reaches 1.
  */
 final class PoolSaturation {
@@ -33,7 +34,7 @@ final class PoolSaturation {
     }
     double sum = 0;
     for (EndpointState e : s) {
-      if (e.metricsAgeNanos(now) > stalenessNanos) {
+      if (e.metricsAgeNanos(now) > stalenessNanos || e.metrics.asleep()) {
         sum += 1.0;
       } else {
         sum += Math.max(e.metrics.waitingRequests() / (double) queueThreshold,

@@ -6,6 +6,7 @@ import io.epp4j.api.EndpointMetrics;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -20,6 +21,14 @@ final class PoolSnapshot {
 
   final EndpointState[] states;
   final List<Candidate> candidates;
+  /**
+   * The candidates a request may go to: those whose server is awake, or all of them when none
+   * is (a pool that only sleeps still routes, and the servers' 503s say why). The same list as
+   * {@link #candidates}, with its {@link io.epp4j.api.PoolOrder}, while no endpoint sleeps.
+   */
+  final List<Candidate> awake;
+  /** How many endpoints report their engine asleep. */
+  final int asleep;
   /** The {@link io.epp4j.api.PoolOrder} token: the same while only metrics change. */
   private final Object order;
   private final Map<String, Integer> index;
@@ -42,6 +51,32 @@ final class PoolSnapshot {
       this.index = m;
     }
     this.candidates = new CandidateList(states, order, index);
+    int sleeping = 0;
+    for (EndpointState st : states) {
+      if (st.metrics.asleep()) {
+        sleeping++;
+      }
+    }
+    this.asleep = sleeping;
+    this.awake = sleeping == 0 ? candidates : awakeOf(candidates);
+  }
+
+  /**
+   * {@code list} without the endpoints that report their engine asleep, or {@code list} itself
+   * when that would leave none, or when none sleeps.
+   */
+  static List<Candidate> awakeOf(List<Candidate> list) {
+    List<Candidate> kept = null;
+    for (int i = 0, n = list.size(); i < n; i++) {
+      Candidate c = list.get(i);
+      boolean up = !c.metrics().asleep();
+      if (!up && kept == null) {
+        kept = new ArrayList<>(list.subList(0, i));
+      } else if (up && kept != null) {
+        kept.add(c);
+      }
+    }
+    return kept == null || kept.isEmpty() ? list : Collections.unmodifiableList(kept);
   }
 
   int indexOf(String id) {

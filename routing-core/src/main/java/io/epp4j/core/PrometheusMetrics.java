@@ -29,7 +29,10 @@ import org.jspecify.annotations.Nullable;
  * once, the largest. A series (a metric name with one label set, labels
  * in any order) that the exposition repeats counts once, with the value of its last line, as a
  * later sample of the same series: Prometheus refuses such an exposition, and summed, a repeated
- * queue would double the endpoint's load.
+ * queue would double the endpoint's load. A vLLM server whose every engine reads 0 in
+ * {@code vllm:engine_sleep_state{sleep_state="awake"}} (put to sleep with {@code POST /sleep})
+ * is {@link EndpointMetrics#asleep() asleep}: it answers inference requests with 503, while its
+ * queues and KV usage read 0.
  */
 public final class PrometheusMetrics {
   private PrometheusMetrics() {}
@@ -39,7 +42,7 @@ public final class PrometheusMetrics {
       "sglang:num_queue_reqs", "vllm:num_requests_running", "sglang:num_running_reqs",
       "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
       "vllm:cache_config_info", "vllm:lora_requests_info", "sglang:cache_config_info",
-      "sglang:page_size", "sglang:num_pages");
+      "sglang:page_size", "sglang:num_pages", "vllm:engine_sleep_state");
 
   // the families of the figures every page should carry, by figure: waiting, running, KV usage
   private static final Set<String> WAITING =
@@ -170,6 +173,9 @@ public final class PrometheusMetrics {
     double loraStamp = Double.NEGATIVE_INFINITY;
     boolean loraNamed = false; // whether the LoRA series kept names an adapter
     boolean any = false;
+    // vLLM's sleep state: one "awake" series per engine, 1 awake, 0 asleep (level 1 or 2)
+    boolean sleepStateSeen = false;
+    boolean awake = false;
     for (Sample s : samples.values()) {
       // NaN: a gauge with no value yet; the family is there, but summed or compared the sample
       // would wipe out the other series
@@ -213,6 +219,12 @@ public final class PrometheusMetrics {
         case "sglang:cache_config_info" -> {
           blocks = Math.max(blocks, labelCount(s.labels.get("num_pages"), Long.MAX_VALUE));
           blockSize = (int) Math.max(blockSize, labelCount(s.labels.get("page_size"), Integer.MAX_VALUE));
+        }
+        case "vllm:engine_sleep_state" -> {
+          if (!nan && "awake".equals(s.labels.get("sleep_state"))) {
+            sleepStateSeen = true;
+            awake |= s.value != 0;
+          }
         }
         case "sglang:num_pages" -> blocks = Math.max(blocks, count(s.value, Long.MAX_VALUE));
         case "sglang:page_size" ->
@@ -283,6 +295,7 @@ public final class PrometheusMetrics {
         .runningLoraAdapters(runningLoras)
         .waitingLoraAdapters(waitingLoras)
         .maxLoras(maxLoras)
+        .asleep(sleepStateSeen && !awake)
         .build());
   }
 

@@ -292,13 +292,17 @@ public final class Router implements AutoCloseable {
     if (pool.states.length == 0) {
       return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, "no endpoints in the pool");
     }
-    List<Candidate> candidates = pool.candidates;
+    // an endpoint whose engine sleeps answers 503: routed to only when none is awake
+    List<Candidate> candidates = pool.awake;
     if (eligible != null) {
       candidates = eligibleCandidates(pool, eligible);
       if (candidates.isEmpty()) {
         return RoutingDecision.rejected(Rejection.Reason.NO_ENDPOINTS, eligible.isEmpty()
             ? "the request's endpoint subset is empty"
             : "none of the request's " + eligible.size() + " eligible endpoints is in the pool");
+      }
+      if (pool.asleep > 0) {
+        candidates = PoolSnapshot.awakeOf(candidates);
       }
     }
     if (request.priority() < 0 && poolSaturation(active, pool, now) >= 1.0) {

@@ -435,6 +435,65 @@ class MetricsScraperTest {
     }
   }
 
+  @Test
+  void aVllmEngineWhoseAwakeGaugeReadsZeroIsAsleep() {
+    String figures = "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 0\n"
+        + "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0\n"
+        + "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0\n";
+    String level1 = figures
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"awake\"} 0.0\n"
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"weights_offloaded\"} 1.0\n"
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"discard_all\"} 0.0\n";
+    assertThat(PrometheusMetrics.parse(level1).value().asleep()).isTrue();
+    String level2 = level1.replace("weights_offloaded\"} 1.0", "weights_offloaded\"} 0.0")
+        .replace("discard_all\"} 0.0", "discard_all\"} 1.0");
+    assertThat(PrometheusMetrics.parse(level2).value().asleep()).isTrue();
+    String awake = figures
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"awake\"} 1.0\n"
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"weights_offloaded\"} 0.0\n"
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"discard_all\"} 0.0\n";
+    assertThat(PrometheusMetrics.parse(awake).value().asleep()).isFalse();
+    // a data-parallel engine still awake serves requests
+    String oneOfTwo = level1
+        + "vllm:engine_sleep_state{engine=\"1\",model_name=\"m\",sleep_state=\"awake\"} 1.0\n";
+    assertThat(PrometheusMetrics.parse(oneOfTwo).value().asleep()).isFalse();
+    // a server without the gauge (an older vLLM, SGLang) is taken as awake
+    assertThat(PrometheusMetrics.parse(figures).value().asleep()).isFalse();
+    assertThat(PrometheusMetrics.parse(VLLM).value().asleep()).isFalse();
+  }
+
+  @Test
+  void anEngineFallingAsleepAndWakingUpIsPublishedAndLoggedOnceEach() throws Exception {
+    String asleep = VLLM
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"awake\"} 0.0\n"
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"weights_offloaded\"} 1.0\n";
+    AtomicReference<String> body = new AtomicReference<>(asleep);
+    HttpServer server = metricsServer(body);
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    ScraperLog log = new ScraperLog(m -> m.contains(id));
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(UNHURRIED).start()) {
+      awaitMetrics(router, id, EndpointMetrics::asleep);
+      long seen = scraper.scrapes();
+      awaitCount(scraper::scrapes, seen + 3);
+      assertThat(log.messages).hasSize(1);
+      assertThat(log.messages.get(0)).contains("asleep");
+      body.set(asleep.replace("sleep_state=\"awake\"} 0.0", "sleep_state=\"awake\"} 1.0"));
+      awaitMetrics(router, id, m -> !m.asleep());
+      seen = scraper.scrapes();
+      awaitCount(scraper::scrapes, seen + 3);
+      assertThat(log.messages).hasSize(2);
+      assertThat(log.messages.get(1)).contains("awake again");
+      assertThat(scraper.failures()).isZero();
+    } finally {
+      log.close();
+      server.stop(0);
+    }
+  }
+
   /** A started loopback server whose {@code /metrics} answers {@code body}'s current text. */
   static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);

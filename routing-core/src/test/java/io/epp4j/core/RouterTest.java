@@ -539,6 +539,39 @@ class RouterTest {
     assertThat(r.updateMetrics("10.0.0.2:80", EndpointMetrics.UNKNOWN)).isFalse();
   }
 
+  /**
+   * A vLLM server put to sleep answers inference requests with 503 while its queue and KV figures
+   * read 0: taken at its word, it was the idlest endpoint, and every load-aware choice sent
+   * requests there. It is routed to only when no endpoint is awake, and counts as saturated.
+   */
+  @Test
+  void anEndpointWhoseEngineSleepsGetsRequestsOnlyWhenNoneIsAwake() {
+    long[] now = {0};
+    Router r = base().ticker(() -> now[0])
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().asleep(true).build());
+    r.updateMetrics("10.0.0.2:80", EndpointMetrics.builder().waitingRequests(2).build());
+    for (int i = 0; i < 20; i++) {
+      RoutingDecision d = r.route(REQ);
+      assertThat(d.endpoints()).extracting(Endpoint::id).containsExactly("10.0.0.2:80");
+      d.onComplete(Usage.NONE);
+      RoutingDecision sub = r.route(REQ, java.util.Set.of("10.0.0.1:80", "10.0.0.2:80"));
+      assertThat(sub.endpoints()).extracting(Endpoint::id).containsExactly("10.0.0.2:80");
+      sub.onComplete(Usage.NONE);
+    }
+    // a subset holding only the sleeping endpoint, or a pool that only sleeps, still routes
+    assertThat(r.route(REQ, java.util.Set.of("10.0.0.1:80")).primary().id())
+        .isEqualTo("10.0.0.1:80");
+    InferenceRequest sheddable = REQ.toBuilder().priority(-1).build();
+    assertThat(r.route(sheddable).isRouted()).as("one endpoint of two serves").isTrue();
+    r.updateMetrics("10.0.0.2:80", EndpointMetrics.builder().asleep(true).build());
+    RoutingDecision d = r.route(REQ);
+    assertThat(d.isRouted()).isTrue();
+    d.onComplete(Usage.NONE);
+    assertThat(r.route(sheddable).rejection().reason())
+        .as("a pool that only sleeps is saturated").isEqualTo(Rejection.Reason.SHED);
+  }
+
   @Test
   void sheddableRequestsAreRejectedWith429OnlyWhenSaturated() {
     long[] now = {0};
