@@ -55,6 +55,20 @@ public final class PrometheusMetrics {
       Set.of("sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage");
   private static final Set<String> VLLM_FIGURES = Set.of("vllm:num_requests_waiting",
       "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc");
+  private static final Set<String> FIGURES = union(SGLANG_FIGURES, VLLM_FIGURES);
+
+  private static Set<String> union(Set<String> a, Set<String> b) {
+    Set<String> u = new java.util.HashSet<>(a);
+    u.addAll(b);
+    return Set.copyOf(u);
+  }
+
+  /** The family a {@code # HELP name ...} or {@code # TYPE name ...} line is about, or null. */
+  private static @Nullable String declaredFamily(String comment) {
+    String[] words = comment.substring(1).strip().split("[ \t]+", 3);
+    return words.length >= 2 && (words[0].equals("HELP") || words[0].equals("TYPE"))
+        ? words[1] : null;
+  }
 
   private static boolean hasAny(Map<String, Sample> samples, Set<String> families) {
     for (Sample s : samples.values()) {
@@ -108,8 +122,11 @@ public final class PrometheusMetrics {
 
   /**
    * Parses an exposition. Fails (naming the line) only on malformed sample lines of the families
-   * above; unknown families are skipped. A body with none of the known families is an error, so
-   * a wrong URL is noticed instead of reading as an idle server. Never throws: {@code NaN}
+   * above; unknown families are skipped. A body whose samples are all of other families is an
+   * error, so a wrong URL is noticed instead of reading as an idle server; but a body with no
+   * sample at all, or whose {@code # HELP}/{@code # TYPE} lines declare a queue or KV family it
+   * has no sample of, is a server that has not written its gauges yet (SGLang before its first
+   * batch) and reads as idle, each figure named as missing. Never throws: {@code NaN}
    * samples are skipped, and counts read from labels are kept within {@code [0, 2^31)}. A series
    * the text repeats counts once, with its last value.
    */
@@ -129,12 +146,25 @@ public final class PrometheusMetrics {
     // by series, in the order of their last lines: a repeated series keeps its last sample
     Map<String, Sample> samples = new LinkedHashMap<>();
     @Nullable String firstRepeated = null;
+    // whether the page has a sample line at all, and which figure families its HELP/TYPE lines
+    // declare: a server that has not written its gauges yet shows them without samples, or
+    // (prometheus_client's multiprocess mode, SGLang's) shows an empty page
+    boolean anySample = false;
+    Set<String> declared = new java.util.HashSet<>();
     String[] lines = text.split("\n");
     for (int i = 0; i < lines.length; i++) {
       String line = lines[i].strip();
-      if (line.isEmpty() || line.charAt(0) == '#') {
+      if (line.isEmpty()) {
         continue;
       }
+      if (line.charAt(0) == '#') {
+        String family = declaredFamily(line);
+        if (family != null) {
+          declared.add(family);
+        }
+        continue;
+      }
+      anySample = true;
       // only the families read below may fail the scrape: an odd line of another one (a
       // histogram, a metric a newer server adds) must not cost the queue and KV figures
       if (!(line.startsWith("vllm:") || line.startsWith("sglang:"))
@@ -248,12 +278,19 @@ public final class PrometheusMetrics {
         default -> { }
       }
     }
-    if (!any) {
+    // a page without a sample (SGLang in multiprocess mode before its scheduler first logs its
+    // stats) or that declares a figure family without a sample of it (the same in single-process
+    // mode) is a server that has not reported yet: an idle one, as upstream reads it. A page
+    // whose samples are all of other families is something else (a wrong path or port)
+    boolean fresh = !anySample || !java.util.Collections.disjoint(declared, FIGURES);
+    if (!any && !fresh) {
       return Result.error("no vLLM or SGLang queue/KV metrics found in the exposition");
     }
     // a family with only NaN samples is there; one without a sample is not, and its figure
     // reads 0: named, so that a server which renamed or hid a metric does not go unnoticed
-    boolean asSglang = hasAny(samples, SGLANG_FIGURES) && !hasAny(samples, VLLM_FIGURES);
+    boolean asSglang = hasAny(samples, SGLANG_FIGURES) && !hasAny(samples, VLLM_FIGURES)
+        || !any && !java.util.Collections.disjoint(declared, SGLANG_FIGURES)
+            && java.util.Collections.disjoint(declared, VLLM_FIGURES);
     StringBuilder lacking = new StringBuilder();
     if (!hasAny(samples, WAITING)) {
       lacking.append(asSglang ? "sglang:num_queue_reqs" : "vllm:num_requests_waiting");
@@ -266,7 +303,9 @@ public final class PrometheusMetrics {
       lacking.append(lacking.length() == 0 ? "" : ", ").append(asSglang ? "sglang:token_usage"
           : "vllm:kv_cache_usage_perc (nor the older vllm:gpu_cache_usage_perc)");
     }
-    if (lacking.length() > 0) {
+    if (!anySample) {
+      missing.accept("any metric (the page is empty; SGLang writes none before its first batch)");
+    } else if (lacking.length() > 0) {
       missing.accept(lacking.toString());
     }
     for (SglangQueue q : sglangQueues.values()) {

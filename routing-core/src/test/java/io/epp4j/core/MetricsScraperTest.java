@@ -68,6 +68,66 @@ class MetricsScraperTest {
     assertThat(bad.errors().get(0)).contains("line 1");
   }
 
+  /**
+   * SGLang writes its scheduler gauges at its first batch. Before that its /metrics, served by
+   * prometheus_client in multiprocess mode, is empty, and in single-process mode declares the
+   * families without a sample. Both failed the scrape, so a fresh replica counted as saturated
+   * for shedding until a request reached it; upstream reads it as idle. A page whose samples are
+   * all of other families is still refused.
+   */
+  @Test
+  void aServerThatHasNotWrittenItsGaugesYetReadsIdleNotFailed() {
+    java.util.List<String> missing = new java.util.ArrayList<>();
+    Result<EndpointMetrics> empty = PrometheusMetrics.parse("", s -> { }, missing::add);
+    assertThat(empty.isOk()).isTrue();
+    assertThat(empty.value().waitingRequests()).isZero();
+    assertThat(empty.value().kvCacheUsage()).isZero();
+    assertThat(missing).singleElement().asString().contains("empty");
+
+    missing.clear();
+    String declaredOnly = """
+        # HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+        # TYPE sglang:num_queue_reqs gauge
+        # HELP sglang:num_running_reqs The number of running requests.
+        # TYPE sglang:num_running_reqs gauge
+        # HELP sglang:token_usage The token usage.
+        # TYPE sglang:token_usage gauge
+        # HELP python_gc_objects_collected_total Objects collected during gc
+        # TYPE python_gc_objects_collected_total counter
+        python_gc_objects_collected_total{generation="0"} 312.0
+        """;
+    Result<EndpointMetrics> fresh = PrometheusMetrics.parse(declaredOnly, s -> { }, missing::add);
+    assertThat(fresh.isOk()).isTrue();
+    assertThat(fresh.value().runningRequests()).isZero();
+    assertThat(missing).singleElement().asString().contains("sglang:num_queue_reqs")
+        .contains("sglang:token_usage").doesNotContain("vllm:");
+
+    // samples of other families only, nothing of a model server declared: a wrong target
+    assertThat(PrometheusMetrics.parse("# TYPE node_load1 gauge\nnode_load1 0.5\n").isOk())
+        .isFalse();
+    assertThat(PrometheusMetrics.parse("<html><body>Not here</body></html>\n").isOk()).isFalse();
+  }
+
+  @Test
+  void anEmptyMetricsPageIsPublishedAsAnIdleServer() throws Exception {
+    AtomicReference<String> body = new AtomicReference<>("");
+    HttpServer server = metricsServer(body);
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(UNHURRIED).start()) {
+      Candidate c = awaitMetrics(router, id, EndpointMetrics::isKnown);
+      assertThat(c.metrics().waitingRequests()).isZero();
+      assertThat(scraper.failures()).isZero();
+      body.set("sglang:num_queue_reqs{model_name=\"m\"} 4\n");
+      awaitMetrics(router, id, m -> m.waitingRequests() == 4);
+    } finally {
+      server.stop(0);
+    }
+  }
+
   @Test
   void nanSamplesAndOutOfRangeLabelCountsGiveMetricsNotAnException() {
     // NaN is a valid sample value (a gauge with nothing to report yet); before, a NaN KV usage
