@@ -616,9 +616,10 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       });
       trimSessionsIfFull();
     }
+    // the prefill elsewhere is counted (and checked) as it is looked up
     Pending p = new Pending(l, c.uncached, c.decode, now, prefillElsewhere(state, decision, c));
     // counted before it can be found, so a release racing in never takes more than was added
-    p.add(1);
+    p.addHere(1);
     if (pending.putIfAbsent(request, p) != null) {
       p.add(-1); // the same request object routed again while in flight: counted once
     }
@@ -630,7 +631,10 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    * it also picked for a secondary profile of the cycle (the prefill profile of a P/D
    * configuration), that endpoint prefills the prompt's uncached tokens there, and they are
    * pending on it until the request's first token (the serving endpoint decodes only after the
-   * prefill is done) or its end. Null when no such pick was made, or its endpoint left the pool.
+   * prefill is done) or its end. Null when no such pick was made. Counted here already, on the
+   * counters the endpoint has (in the pool or kept for its return) once counted: a removal or a
+   * sweep that dropped the counters looked up, idle, before the count reached them leaves them
+   * nobody's, and the count is made again on the endpoint's counters as they are now.
    */
   private @Nullable Pending prefillElsewhere(CycleState state, RoutingDecision decision,
       Choice served) {
@@ -645,8 +649,17 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       }
       for (Choice x = state.get(choiceKey); x != null; x = x.earlier) {
         if (x != served && x.endpointId.equals(id)) {
-          Load l = loadOf(id); // as the served endpoint: kept counters count too
-          return new Pending(l != null ? l : keptFor(id), x.uncached, 0, state.nowNanos(), null);
+          while (true) {
+            Load found = loadOf(id); // as the served endpoint: kept counters count too
+            Load l = found != null ? found : keptFor(id);
+            afterLookup();
+            Pending prefill = new Pending(l, x.uncached, 0, state.nowNanos(), null);
+            prefill.addHere(1);
+            if (countsFor(id, l)) {
+              return prefill;
+            }
+            prefill.addHere(-1); // on counters nobody reads: counted again on the endpoint's
+          }
         }
       }
     }
@@ -664,9 +677,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    */
   private void forgetIfLeft(String endpointId, Load l, @Nullable InferenceRequest request,
       @Nullable String session) {
-    VarHandle.fullFence();
-    if (loads.get(endpointId) == l
-        || departed.computeIfPresent(endpointId, (k, v) -> v) == l) {
+    if (countsFor(endpointId, l)) {
       return;
     }
     if (request != null) {
@@ -684,6 +695,18 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         return null;
       });
     }
+  }
+
+  /**
+   * Whether {@code l}, just counted on, is still {@code endpointId}'s counters, in the pool or
+   * kept for its return. Counters are dropped only under the departed map's lock for the id and
+   * only when idle, and the check of the kept ones takes that lock after the count: either the
+   * drop saw the count and kept them, or this sees them gone.
+   */
+  private boolean countsFor(String endpointId, Load l) {
+    VarHandle.fullFence();
+    return loads.get(endpointId) == l
+        || departed.computeIfPresent(endpointId, (k, v) -> v) == l;
   }
 
   /**

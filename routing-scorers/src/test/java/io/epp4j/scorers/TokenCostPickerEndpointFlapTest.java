@@ -313,4 +313,89 @@ class TokenCostPickerEndpointFlapTest {
     assertThat(p.pendingRequests()).isZero();
     assertThat(p.departedLoads()).isZero();
   }
+  /** A P/D decision: decode on {@code decode}, prefill on {@code prefill}. */
+  private static RoutingDecision pd(Endpoint decode, Endpoint prefill) {
+    return RoutingDecision.routed("decode", java.util.Map.of(
+        "decode", new io.epp4j.api.ProfileResult("decode", List.of(decode)),
+        PdProfileHandler.PREFILL_PROFILE,
+        new io.epp4j.api.ProfileResult(PdProfileHandler.PREFILL_PROFILE, List.of(prefill))));
+  }
+
+  /**
+   * P/D: the prefill endpoint's counters are dropped, idle, between their lookup and the count of
+   * the request's prefill on them (the hook runs a pool change or another route's sweep in
+   * exactly that gap, as another thread can). Before, the prefill was counted on counters nobody
+   * read: when the prefill endpoint came back while it computed the prompt, the picker saw no
+   * pending prefill there. Now the count is made again on the endpoint's counters as they are.
+   */
+  @Test
+  void thePrefillOfARequestCountsOnItsEndpointWhenItsCountersAreDroppedAsTheyAreLookedUp() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(2);
+    io.epp4j.api.Candidate a = pool.get(0);
+    io.epp4j.api.Candidate b = pool.get(1);
+
+    // the prefill endpoint leaves, idle, right after its counters were looked up
+    TokenCostPicker p = TestCandidates.joined(TokenCostPicker.create(), pool);
+    InferenceRequest r = TokenCostPickerTest.request(300, 30, null);
+    io.epp4j.api.CycleState s = TestCandidates.state();
+    p.pick(r, s, List.of(b), new double[1]); // prefill profile
+    p.pick(r, s, List.of(a), new double[1]); // decode profile
+    int[] lookups = new int[1];
+    p.lookupHook = () -> {
+      if (++lookups[0] == 2) { // the first is the decode endpoint's
+        p.onEndpointRemoved(b.endpoint());
+      }
+    };
+    p.afterRouting(r, s, pd(a.endpoint(), b.endpoint()));
+    p.lookupHook = null;
+    assertThat(lookups[0]).as("the prefill endpoint was looked up").isGreaterThanOrEqualTo(2);
+    p.onEndpointAdded(b.endpoint());
+    assertThat(p.pendingTokens(b.id())).as("prefilling there after its return").isEqualTo(300);
+    p.onFirstToken(r, a.endpoint());
+    assertThat(p.pendingTokens(b.id())).isZero();
+    p.onComplete(r, a.endpoint(), Usage.NONE);
+    assertThat(p.pendingRequests()).isZero();
+  }
+
+  /**
+   * The same when the prefill endpoint left idle before the route: counters are made for its
+   * return, and another route's sweep drops them, idle still, before the prefill is counted on
+   * them.
+   */
+  @Test
+  void thePrefillOfARequestCountsOnCountersKeptForItsEndpointWhenASweepDropsThemAsTheyAreMade() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(2);
+    io.epp4j.api.Candidate a = pool.get(0);
+    io.epp4j.api.Candidate b = pool.get(1);
+    TokenCostPicker q = TestCandidates.joined(TokenCostPicker.create(), pool);
+    q.onEndpointRemoved(b.endpoint());
+    assertThat(q.departedLoads()).isZero();
+    InferenceRequest first = TokenCostPickerTest.request(100, 10, null);
+    TokenCostPickerTest.route(q, first, TestCandidates.state(0, 1), List.of(a)); // starts sweeps
+    // r2's own sweep runs at late, before its lookups; the other route's is due an eighth of
+    // the maximum age after that
+    long late = q.pendingMaxAgeNanos;
+    InferenceRequest other = TokenCostPickerTest.request(100, 10, null);
+    io.epp4j.api.CycleState os = TestCandidates.state(2 * late, 2);
+    q.pick(other, os, List.of(a), new double[1]);
+    InferenceRequest r2 = TokenCostPickerTest.request(300, 30, null);
+    io.epp4j.api.CycleState s2 = TestCandidates.state(late, 3);
+    q.pick(r2, s2, List.of(b), new double[1]);
+    q.pick(r2, s2, List.of(a), new double[1]);
+    int[] calls = new int[1];
+    q.lookupHook = () -> {
+      if (++calls[0] == 2) {
+        q.lookupHook = null;
+        q.afterRouting(other, os, TokenCostPickerTest.decision(a.endpoint()));
+      }
+    };
+    q.afterRouting(r2, s2, pd(a.endpoint(), b.endpoint()));
+    q.lookupHook = null;
+    assertThat(calls[0]).isEqualTo(2);
+    assertThat(q.departedLoads()).as("kept for the prefill endpoint's return").isOne();
+    q.onEndpointAdded(b.endpoint());
+    assertThat(q.pendingTokens(b.id())).as("prefilling there after its return").isEqualTo(300);
+    q.onComplete(r2, a.endpoint(), Usage.NONE);
+    assertThat(q.pendingTokens(b.id())).isZero();
+  }
 }
