@@ -13,6 +13,7 @@ import io.epp4j.api.RequestListener;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Ticker;
 import io.epp4j.api.Usage;
+import java.lang.invoke.VarHandle;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -52,6 +53,11 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
   /** Endpoints in the pool, as announced through {@link #onEndpointAdded}. */
   private final Set<String> members = ConcurrentHashMap.newKeySet();
   private final AtomicLong nextSweep;
+  /**
+   * Tests only: runs where an endpoint's counters have been found and nothing is recorded against
+   * them yet, the gap a pool change or a sweep on another thread can fall into.
+   */
+  @Nullable Runnable lookupHook;
 
   /**
    * @param maxEstimatedOutputTokens cap of the output estimate; negative: none
@@ -120,17 +126,25 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     // a disaggregated request's prompt is computed on its prefill pick, which holds it until the
     // first token, as upstream counts every profile's pick
     Endpoint prefill = decision.secondaryEndpoint(PdProfileHandler.PREFILL_PROFILE);
+    String prefillId = "";
     Load prefillLoad = null;
     long prefillTokens = 0;
     if (prefill != null && !prefill.id().equals(id)) {
-      prefillLoad = load(prefill.id());
-      prefillTokens = uncachedTokens(request, hits, prefill.id());
+      prefillId = prefill.id();
+      prefillLoad = load(prefillId);
+      prefillTokens = uncachedTokens(request, hits, prefillId);
     }
-    Held h = new Held(id, load(id), uncached, output, prefillLoad, prefillTokens, now);
+    Load load = load(id);
+    Held h = new Held(id, load, uncached, output, prefillId, prefillLoad, prefillTokens, now);
     if (held.putIfAbsent(request, h) == null) {
-      h.load.add(uncached + output, 1);
+      load.add(uncached + output, 1);
       if (prefillLoad != null) {
         prefillLoad.add(prefillTokens, 1);
+      }
+      // the counters may have been dropped, idle, between their lookup and the counts above (the
+      // endpoint left, or a sweep ran): then the request counts again on the endpoint's own
+      if (!countsFor(id, load) || prefillLoad != null && !countsFor(prefillId, prefillLoad)) {
+        h.recount();
       }
     }
   }
@@ -171,10 +185,37 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
 
   @Override
   public void onEndpointAdded(Endpoint endpoint) {
+    String id = endpoint.id();
     // a member before it stops being away: see load
-    members.add(endpoint.id());
+    members.add(id);
     // back while requests routed before it left still run: they go on counting on its load
-    departed.remove(endpoint.id());
+    unmark(id);
+  }
+
+  /**
+   * Ends the endpoint's away mark. Under the map's lock for the id, as the check of
+   * {@link #dropIfIdle}: a drop decided while it was away has removed the load before the mark
+   * goes, which {@link #countsFor} relies on.
+   */
+  private void unmark(String id) {
+    loads.compute(id, (k, l) -> {
+      departed.remove(k);
+      return l;
+    });
+  }
+
+  /**
+   * Whether {@code l}, just counted on, is still {@code id}'s load. Loads are dropped only under
+   * the map's lock for the id, only while idle and marked away: an endpoint not marked away after
+   * the count keeps the load it has; one marked away is checked under that lock, so either the
+   * drop saw the count and kept the load, or this sees it gone.
+   */
+  private boolean countsFor(String id, Load l) {
+    VarHandle.fullFence();
+    if (!departed.contains(id)) {
+      return loads.get(id) == l;
+    }
+    return loads.computeIfPresent(id, (k, v) -> v) == l;
   }
 
   @Override
@@ -188,13 +229,17 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
   /**
    * Forgets the load of a departed endpoint once nothing counts on it. Under the map's lock for
    * the id, and only while the endpoint is still away: a route that took the load after the
-   * endpoint came back keeps adding to the load the map holds.
+   * endpoint came back keeps adding to the load the map holds. The mark goes with the load, under
+   * the same lock (see {@link #countsFor}).
    */
   private void dropIfIdle(String id) {
-    if (loads.computeIfPresent(id, (k, l) -> l.idle() && departed.contains(k) ? null : l)
-        == null) {
-      departed.remove(id);
-    }
+    loads.compute(id, (k, l) -> {
+      if (l == null || l.idle() && departed.contains(k)) {
+        departed.remove(k);
+        return null;
+      }
+      return l;
+    });
   }
 
   private void end(InferenceRequest request) {
@@ -217,8 +262,12 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
       departed.add(id);
       if (members.contains(id)) {
         // announced meanwhile: its announcement may have run before the mark above
-        departed.remove(id);
+        unmark(id);
       }
+    }
+    Runnable hook = lookupHook;
+    if (hook != null) {
+      hook.run();
     }
     return l;
   }
@@ -289,16 +338,19 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     private Load load;
     private long prompt;
     private long output;
+    /** The prefill pick; "" without one. */
+    private final String prefillEndpoint;
     /** The prefill pick's counters while it computes the prompt, else null. */
     private @Nullable Load prefillLoad;
     private long prefillPrompt;
     private boolean ended;
     volatile long touchedNanos;
 
-    Held(String endpoint, Load load, long prompt, long output, @Nullable Load prefillLoad,
-        long prefillPrompt, long now) {
+    Held(String endpoint, Load load, long prompt, long output, String prefillEndpoint,
+        @Nullable Load prefillLoad, long prefillPrompt, long now) {
       this.endpoint = endpoint;
       this.load = load;
+      this.prefillEndpoint = prefillEndpoint;
       this.prefillLoad = prefillLoad;
       this.prefillPrompt = prefillPrompt;
       this.prompt = prompt;
@@ -314,6 +366,26 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
       endpoint = to;
       load = load(to);
       load.add(prompt + output, 1);
+      recount();
+    }
+
+    /**
+     * Moves what this request counts to its endpoints' loads where the loads it counted on were
+     * dropped, idle, before the counts reached them: nobody reads those any more.
+     */
+    synchronized void recount() {
+      while (!ended && !countsFor(endpoint, load)) {
+        take(prompt + output, 1);
+        load = load(endpoint);
+        load.add(prompt + output, 1);
+      }
+      Load pl;
+      while (!ended && (pl = prefillLoad) != null && !countsFor(prefillEndpoint, pl)) {
+        pl.add(-prefillPrompt, -1);
+        Load l = load(prefillEndpoint);
+        l.add(prefillPrompt, 1);
+        prefillLoad = l;
+      }
     }
 
     synchronized void releasePrompt() {

@@ -65,4 +65,86 @@ class InFlightLoadProducerEndpointFlapTest {
     assertThat(p.requests(a.id())).isEqualTo(1);
     assertThat(p.departedLoads()).isZero();
   }
+  /**
+   * The endpoint leaves, idle, after {@code afterRouting} found its counters and before it counted
+   * the request on them (the hook runs the removal in exactly that gap, as the pool's thread
+   * can): before, the request counted on counters the removal had dropped, so when the endpoint
+   * came back while the request ran it showed no request and none of its tokens.
+   */
+  @Test
+  void aRouteRecordedAsItsIdleEndpointLeavesCountsThereWhenItComesBack() {
+    AtomicLong now = new AtomicLong();
+    InFlightLoadProducer p = new InFlightLoadProducer(false, 1.5, -1, now::get, MAX_AGE);
+    List<Candidate> pool = TestCandidates.pool(2);
+    TestCandidates.joined(p, pool);
+    Candidate a = pool.get(0);
+    InferenceRequest r = TokenCostPickerTest.request(100, 10, null);
+    p.lookupHook = () -> {
+      p.lookupHook = null;
+      p.onEndpointRemoved(a.endpoint());
+    };
+    p.afterRouting(r, TestCandidates.state(), TokenCostPickerTest.decision(a.endpoint()));
+    assertThat(p.lookupHook).as("the removal ran in the gap").isNull();
+    assertThat(p.departedLoads()).as("kept for its return").isOne();
+    p.onEndpointAdded(a.endpoint());
+    assertThat(p.requests(a.id())).as("counted there after its return").isEqualTo(1);
+    assertThat(p.tokens(a.id())).isEqualTo(100);
+    p.onComplete(r, a.endpoint(), Usage.NONE);
+    assertThat(p.requests(a.id())).isZero();
+    assertThat(p.tokens(a.id())).isZero();
+
+    // the same for a P/D request's prefill pick
+    Candidate b = pool.get(1);
+    InferenceRequest pd = TokenCostPickerTest.request(200, 10, null);
+    p.lookupHook = () -> {
+      p.lookupHook = null;
+      p.onEndpointRemoved(b.endpoint()); // the prefill pick, looked up first
+    };
+    p.afterRouting(pd, TestCandidates.state(), pdDecision(a, b));
+    assertThat(p.lookupHook).isNull();
+    p.onEndpointAdded(b.endpoint());
+    assertThat(p.requests(b.id())).as("prefilling there after its return").isEqualTo(1);
+    assertThat(p.tokens(b.id())).isEqualTo(200);
+    p.onFirstToken(pd, a.endpoint());
+    assertThat(p.requests(b.id())).isZero();
+    p.onComplete(pd, a.endpoint(), Usage.NONE);
+    assertThat(p.requests(a.id())).isZero();
+  }
+
+  /**
+   * A route recorded for an endpoint that left, idle, before it: its counters are made, marked
+   * away, and another thread's sweep drops them, idle still, before the request counts on them.
+   * Before, the request counted on counters nobody reads; now on the endpoint's kept ones.
+   */
+  @Test
+  void aRouteRecordedForAnEndpointThatLeftCountsThereWhenASweepRunsAsItsCountersAreMade() {
+    AtomicLong now = new AtomicLong();
+    InFlightLoadProducer p = new InFlightLoadProducer(false, 1.5, -1, now::get, MAX_AGE);
+    List<Candidate> pool = TestCandidates.pool(1);
+    TestCandidates.joined(p, pool);
+    Candidate a = pool.get(0);
+    p.onEndpointRemoved(a.endpoint());
+    assertThat(p.trackedLoads()).isZero();
+    InferenceRequest r = TokenCostPickerTest.request(100, 10, null);
+    p.lookupHook = () -> {
+      p.lookupHook = null;
+      now.addAndGet(MAX_AGE); // a sweep is due, and runs on another thread
+      p.expireOverdue();
+    };
+    p.afterRouting(r, TestCandidates.state(), TokenCostPickerTest.decision(a.endpoint()));
+    assertThat(p.lookupHook).isNull();
+    assertThat(p.requests(a.id())).as("counted while it runs").isEqualTo(1);
+    p.onEndpointAdded(a.endpoint());
+    assertThat(p.requests(a.id())).as("counted there after its return").isEqualTo(1);
+    p.onComplete(r, a.endpoint(), Usage.NONE);
+    assertThat(p.requests(a.id())).isZero();
+  }
+
+  /** A P/D decision: decode on {@code decode}, prefill on {@code prefill}. */
+  private static io.epp4j.api.RoutingDecision pdDecision(Candidate decode, Candidate prefill) {
+    return io.epp4j.api.RoutingDecision.routed("decode", java.util.Map.of(
+        "decode", new io.epp4j.api.ProfileResult("decode", List.of(decode.endpoint())),
+        PdProfileHandler.PREFILL_PROFILE, new io.epp4j.api.ProfileResult(
+            PdProfileHandler.PREFILL_PROFILE, List.of(prefill.endpoint()))));
+  }
 }
