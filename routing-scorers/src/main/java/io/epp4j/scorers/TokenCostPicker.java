@@ -597,29 +597,42 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     // it added
     long now = state.nowNanos();
     sweepIfDue(now); // first: a sweep drops idle kept counters, as the ones made here are yet
-    Load found = loadOf(c.endpointId);
-    Load l = found != null ? found : keptFor(c.endpointId);
-    afterLookup();
+    // the prefill elsewhere is counted (and checked) as it is looked up
+    Pending prefill = prefillElsewhere(state, decision, c);
+    Load l;
+    Pending p;
+    while (true) {
+      Load found = loadOf(c.endpointId);
+      l = found != null ? found : keptFor(c.endpointId);
+      afterLookup();
+      p = new Pending(l, c.uncached, c.decode, now, prefill);
+      // counted before it can be found, so a release racing in never takes more than was added
+      p.addHere(1);
+      // counters dropped, idle, between the lookup and the count (the endpoint left, or another
+      // route's sweep dropped the kept ones just made) are nobody's: counted again on the
+      // endpoint's as they are now. Counted on, these are not dropped while the request runs
+      if (countsFor(c.endpointId, l)) {
+        break;
+      }
+      p.addHere(-1);
+    }
+    Load home = l;
     String session = c.session;
     if (session != null) {
       sweepSessionsIfDue(now);
       homes.compute(session, (k, old) -> {
-        if (old != null && old.load == l) {
+        if (old != null && old.load == home) {
           old.lastNanos = now;
           return old;
         }
         if (old != null) {
           old.load.addSessions(-1);
         }
-        l.addSessions(1);
-        return new Home(l, c.endpointId, now);
+        home.addSessions(1);
+        return new Home(home, c.endpointId, now);
       });
       trimSessionsIfFull();
     }
-    // the prefill elsewhere is counted (and checked) as it is looked up
-    Pending p = new Pending(l, c.uncached, c.decode, now, prefillElsewhere(state, decision, c));
-    // counted before it can be found, so a release racing in never takes more than was added
-    p.addHere(1);
     if (pending.putIfAbsent(request, p) != null) {
       p.add(-1); // the same request object routed again while in flight: counted once
     }

@@ -408,27 +408,45 @@ class TokenCostPickerTest {
   }
 
   @Test
-  void anEndpointThatLeavesWhileARequestIsRecordedKeepsNoStateForIt() {
+  void anEndpointThatLeavesWhileARouteIsRecordedKeepsItForTheEndpointsReturn() {
     // the pool drops an endpoint (on its own thread) after a listener method found the
     // endpoint's counters and before it recorded the request against them: the hook runs the
-    // removal in exactly that gap. Before, the request's pending entry and its session's home
-    // were recorded after the removal had swept both, and stayed, naming the departed endpoint
-    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0, 1.25, 60), POOL);
+    // removal in exactly that gap. The request counts on counters kept for the endpoint's
+    // return, as when it left before the lookup; before, it counted nowhere (earlier still, its
+    // pending entry and its session's home stayed for good, naming the departed endpoint)
+    TokenCostPicker p0 = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0, 1.25, 60), POOL);
     Candidate a = POOL.get(0);
     Candidate b = POOL.get(1);
     Candidate c = POOL.get(2);
     InferenceRequest r = request(500, 50, "s");
     CycleState s = TestCandidates.state();
-    assertThat(p.pick(r, s, List.of(a), new double[1]).get(0)).isSameAs(a);
-    p.lookupHook = () -> p.onEndpointRemoved(a.endpoint());
-    p.afterRouting(r, s, decision(a.endpoint()));
-    p.lookupHook = null;
-    assertThat(p.homeOf("s")).isNull();
-    assertThat(p.trackedSessions()).isZero();
-    assertThat(p.pendingRequests()).isZero();
-    p.onEndpointAdded(a.endpoint()); // back at the same address: it starts with nothing
-    assertThat(p.sessions(a.id())).isZero();
-    assertThat(p.pendingTokens(a.id())).isZero();
+    assertThat(p0.pick(r, s, List.of(a), new double[1]).get(0)).isSameAs(a);
+    p0.lookupHook = () -> p0.onEndpointRemoved(a.endpoint());
+    p0.afterRouting(r, s, decision(a.endpoint()));
+    p0.lookupHook = null;
+    assertThat(p0.homeOf("s")).isEqualTo(a.id());
+    assertThat(p0.pendingRequests()).isOne();
+    assertThat(p0.departedLoads()).as("kept for its return").isOne();
+    p0.onEndpointAdded(a.endpoint()); // back at the same address: the request counts there
+    assertThat(p0.sessions(a.id())).isOne();
+    assertThat(p0.pendingTokens(a.id())).isEqualTo(500);
+    assertThat(p0.decodeTokens(a.id())).isEqualTo(50);
+    p0.onComplete(r, a.endpoint(), Usage.NONE);
+    assertThat(p0.pendingTokens(a.id())).isZero();
+    assertThat(p0.decodeTokens(a.id())).isZero();
+    // and when it stays away, its kept counters go once the request ends and the session moves
+    InferenceRequest r2 = request(500, 50, "s2");
+    CycleState s2 = TestCandidates.state();
+    p0.pick(r2, s2, List.of(b), new double[1]);
+    p0.lookupHook = () -> p0.onEndpointRemoved(b.endpoint());
+    p0.afterRouting(r2, s2, decision(b.endpoint()));
+    p0.lookupHook = null;
+    assertThat(p0.departedLoads()).isOne();
+    p0.onComplete(r2, b.endpoint(), Usage.NONE);
+    route(p0, request(100, 10, "s2"), TestCandidates.state(), List.of(c));
+    assertThat(p0.departedLoads()).isZero();
+
+    TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0, 1.25, 60), POOL);
 
     // a fallback whose endpoint leaves while the work moves there: counted nowhere, the session
     // stays where it was, as when the fallback had left before
