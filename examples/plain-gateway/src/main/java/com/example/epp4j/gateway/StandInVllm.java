@@ -839,23 +839,25 @@ public final class StandInVllm implements AutoCloseable {
       }
       maxTokens = max.asInt();
     }
+    // vLLM's two refusals, in its order and words (clients parse them for the room left): a
+    // prompt that fills the context on its own, whatever max_tokens says, then a max_tokens the
+    // prompt leaves no room for
+    if (promptTokens >= options.maxModelLen()) {
+      throw new BadRequest("This model's maximum context length is " + options.maxModelLen()
+          + " tokens. However, your request has " + promptTokens + " input tokens. Please"
+          + " reduce the length of the input messages.");
+    }
     if ((chat && max == null) || (max != null && max.isNull())) {
       // vLLM's default for a chat, and for a completion's explicit null (its 16 applies only
-      // when the field is left out), is the rest of the context: only a prompt that fills it is
-      // refused
-      if (promptTokens >= options.maxModelLen()) {
-        throw new BadRequest("This model's maximum context length is " + options.maxModelLen()
-            + " tokens. However, your request has " + promptTokens + " input tokens. Please"
-            + " reduce the length of the input messages.");
-      }
+      // when the field is left out), is the rest of the context
       maxTokens = Math.min(maxTokens, options.maxModelLen() - promptTokens);
     }
     long requested = (long) promptTokens + maxTokens; // an int sum wraps for a huge max_tokens
     if (requested > options.maxModelLen()) {
-      throw new BadRequest("This model's maximum context length is " + options.maxModelLen()
-          + " tokens. However, you requested " + requested + " tokens ("
-          + promptTokens + " in the messages, " + maxTokens + " in the completion). "
-          + "Please reduce the length of the messages or completion.");
+      throw new BadRequest("'max_tokens' or 'max_completion_tokens' is too large: " + maxTokens
+          + ". This model's maximum context length is " + options.maxModelLen() + " tokens and"
+          + " your request has " + promptTokens + " input tokens (" + maxTokens + " > "
+          + options.maxModelLen() + " - " + promptTokens + ").");
     }
     boolean stream = root.path("stream").asBoolean(false);
     // vLLM's StreamOptions.include_usage defaults to true: stream_options that leave it out

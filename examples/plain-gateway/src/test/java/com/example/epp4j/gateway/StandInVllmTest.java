@@ -328,9 +328,39 @@ class StandInVllmTest {
       HttpResponse<String> r = post(s, path, body);
       assertThat(r.statusCode()).as(path).isEqualTo(400);
       assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
-          .contains("maximum context length is 32768 tokens")
-          .contains("2147483647 in the completion");
+          .contains("is too large: 2147483647. This model's maximum context length is 32768"
+              + " tokens");
     }
+    assertThat(s.runningRequests()).isZero();
+  }
+
+  @Test
+  void aRequestLongerThanTheContextIsRefusedInCurrentVllmsWordsAndOrder() throws Exception {
+    StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ZERO, 4000,
+        64, 100, false));
+    StringBuilder ids = new StringBuilder("[");
+    for (int i = 0; i < 105; i++) {
+      ids.append(i == 0 ? "" : ",").append(i);
+    }
+    String full = ids.append(']').toString();
+    String fills = "This model's maximum context length is 100 tokens. However, your request has"
+        + " 105 input tokens. Please reduce the length of the input messages.";
+    // a prompt that fills the context is refused for its length, whatever max_tokens says
+    for (String max : new String[] {"1", "null"}) {
+      HttpResponse<String> r = post(s, "/v1/completions",
+          "{\"prompt\":" + full + ",\"max_tokens\":" + max + "}");
+      assertThat(r.statusCode()).as(max).isEqualTo(400);
+      assertThat(JSON.readTree(r.body()).path("error").path("message").asText()).as(max)
+          .isEqualTo(fills);
+    }
+    // a max_tokens the prompt leaves no room for: clients read the room left from this message
+    HttpResponse<String> r = post(s, "/v1/completions",
+        "{\"prompt\":[1,2,3,4,5,6,7,8,9,10],\"max_tokens\":95}");
+    assertThat(r.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
+        .isEqualTo("'max_tokens' or 'max_completion_tokens' is too large: 95. This model's"
+            + " maximum context length is 100 tokens and your request has 10 input tokens"
+            + " (95 > 100 - 10).");
     assertThat(s.runningRequests()).isZero();
   }
 
