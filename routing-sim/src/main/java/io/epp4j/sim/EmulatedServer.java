@@ -1162,17 +1162,31 @@ final class EmulatedServer implements AutoCloseable {
         c.put("text", FILLER);
       }
       c.putNull("logprobs");
-      if (promptIds != null) {
-        if (!chat && sent == 1) {
-          // vLLM's completion stream names the prompt's IDs once, in the first token's choice
-          c.putRawValue("prompt_token_ids", idsJson(promptIds));
-        }
-        c.putArray("token_ids").add(m[0]);
-      }
       if (sent == maxTokens) {
         c.put("finish_reason", finishReason);
       } else {
         c.putNull("finish_reason");
+      }
+      if (chat) {
+        if (promptIds != null) {
+          c.putArray("token_ids").add(m[0]);
+        }
+      } else {
+        // vLLM builds each completion chunk's choice with every field of its model, so even
+        // those it has no value for are written, as null: stop_reason (the filler never stops
+        // on a stop string or token), and the IDs a request without return_token_ids does not
+        // get; the prompt's IDs go out once, in the first token's choice
+        c.putNull("stop_reason");
+        if (promptIds != null && sent == 1) {
+          c.putRawValue("prompt_token_ids", idsJson(promptIds));
+        } else {
+          c.putNull("prompt_token_ids");
+        }
+        if (promptIds != null) {
+          c.putArray("token_ids").add(m[0]);
+        } else {
+          c.putNull("token_ids");
+        }
       }
       if (continuousPromptTokens >= 0) {
         chunk.set("usage", runningUsage(continuousPromptTokens, sent));
