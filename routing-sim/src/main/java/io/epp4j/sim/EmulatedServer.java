@@ -1094,6 +1094,9 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 503, "ServiceUnavailableError", "the server stopped before the request finished");
       return;
     }
+    // vLLM writes a whole answer with every field of its response model (model_dump() with
+    // nothing left out), in the model's order, null or empty where it has no value: the filler
+    // has no stop string, tool call, reasoning, fingerprint or KV transfer to name
     ObjectNode root = base(id, chat ? "chat.completion" : "text_completion", created, served);
     ObjectNode choice = root.putArray("choices").addObject();
     choice.put("index", 0);
@@ -1101,18 +1104,46 @@ final class EmulatedServer implements AutoCloseable {
       ObjectNode msg = choice.putObject("message");
       msg.put("role", "assistant");
       msg.put("content", text.toString());
+      msg.putNull("refusal");
+      msg.putNull("annotations");
+      msg.putNull("audio");
+      msg.putNull("function_call");
+      msg.putArray("tool_calls");
+      msg.putNull("reasoning");
+      msg.putNull("reasoning_content");
     } else {
       choice.put("text", text.toString());
     }
     choice.putNull("logprobs");
     choice.put("finish_reason", finishReason);
     countFinished(finishReason);
+    choice.putNull("stop_reason");
+    // return_token_ids: a completion names the prompt's IDs in its choice, a chat at the top
     if (promptIds != null) {
-      // as vLLM's answers: a completion names the prompt's IDs in its choice, a chat in the answer
-      (chat ? root : choice).putRawValue("prompt_token_ids", idsJson(promptIds));
       choice.set("token_ids", ids);
+    } else {
+      choice.putNull("token_ids");
     }
+    if (!chat) {
+      choice.putNull("prompt_logprobs");
+      if (promptIds != null) {
+        choice.putRawValue("prompt_token_ids", idsJson(promptIds));
+      } else {
+        choice.putNull("prompt_token_ids");
+      }
+    }
+    root.putNull("service_tier");
+    root.putNull("system_fingerprint");
     root.set("usage", usage(m[1], m[2], m[3]));
+    if (chat) {
+      root.putNull("prompt_logprobs");
+      if (promptIds != null) {
+        root.putRawValue("prompt_token_ids", idsJson(promptIds));
+      } else {
+        root.putNull("prompt_token_ids");
+      }
+    }
+    root.putNull("kv_transfer_params");
     send(ex, 200, "application/json", JSON.writeValueAsString(root));
   }
 

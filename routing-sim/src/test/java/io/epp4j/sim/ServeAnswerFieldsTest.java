@@ -66,4 +66,57 @@ class ServeAnswerFieldsTest {
     assertThat(names(chat.get(1).at("/choices/0")))
         .containsExactly("index", "delta", "logprobs", "finish_reason");
   }
+
+  private JsonNode whole(int port, String path, String body) throws Exception {
+    HttpResponse<String> res = replica.post(port, path, body);
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    return JSON.readTree(res.body());
+  }
+
+  @Test
+  void aWholeCompletionCarriesEveryFieldOfVllmsResponseModel() throws Exception {
+    int port = replica.start();
+    JsonNode answer = whole(port, "/v1/completions", "{\"prompt\":[5,6,7],\"max_tokens\":2}");
+    assertThat(names(answer)).containsExactly("id", "object", "created", "model", "choices",
+        "service_tier", "system_fingerprint", "usage", "kv_transfer_params");
+    JsonNode choice = answer.at("/choices/0");
+    assertThat(names(choice)).containsExactly("index", "text", "logprobs", "finish_reason",
+        "stop_reason", "token_ids", "prompt_logprobs", "prompt_token_ids");
+    for (String nullField : new String[] {"stop_reason", "token_ids", "prompt_logprobs",
+        "prompt_token_ids"}) {
+      assertThat(choice.get(nullField).isNull()).as(nullField).isTrue();
+    }
+    for (String nullField : new String[] {"service_tier", "system_fingerprint",
+        "kv_transfer_params"}) {
+      assertThat(answer.get(nullField).isNull()).as(nullField).isTrue();
+    }
+  }
+
+  @Test
+  void aWholeChatCarriesEveryFieldOfVllmsResponseModel() throws Exception {
+    int port = replica.start();
+    JsonNode answer = whole(port, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}");
+    assertThat(names(answer)).containsExactly("id", "object", "created", "model", "choices",
+        "service_tier", "system_fingerprint", "usage", "prompt_logprobs", "prompt_token_ids",
+        "kv_transfer_params");
+    JsonNode choice = answer.at("/choices/0");
+    assertThat(names(choice)).containsExactly("index", "message", "logprobs", "finish_reason",
+        "stop_reason", "token_ids");
+    JsonNode message = choice.get("message");
+    assertThat(names(message)).containsExactly("role", "content", "refusal", "annotations",
+        "audio", "function_call", "tool_calls", "reasoning", "reasoning_content");
+    // tool_calls is an empty list, not null, as vLLM's default
+    assertThat(message.get("tool_calls").isArray()).isTrue();
+    assertThat(message.get("tool_calls")).isEmpty();
+    assertThat(message.get("reasoning_content").isNull()).isTrue();
+    assertThat(answer.get("prompt_token_ids").isNull()).isTrue();
+
+    // return_token_ids fills the same fields instead of adding new ones
+    JsonNode withIds = whole(port, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\","
+        + "\"content\":\"hi\"}],\"max_tokens\":2,\"return_token_ids\":true}");
+    assertThat(names(withIds)).isEqualTo(names(answer));
+    assertThat(withIds.get("prompt_token_ids").isArray()).isTrue();
+    assertThat(withIds.at("/choices/0/token_ids")).hasSize(2);
+  }
 }
