@@ -865,10 +865,21 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", PROMPT_REQUIRED);
       return;
     }
+    // a completion's suffix (fill in the middle): vLLM's request model takes a string or null,
+    // and its serving code then refuses any string, once the model is found
+    JsonNode suffix = chat ? null : body.get("suffix");
+    if (suffix != null && !suffix.isNull() && !suffix.isTextual()) {
+      error(ex, 400, "BadRequestError", "field 'suffix' must be a string");
+      return;
+    }
     String requested = requestedModel(modelNode);
     int adapter = loraAdapters.indexOf(requested);
     if (!model.equals(requested) && adapter < 0) {
       modelNotFound(ex, requested);
+      return;
+    }
+    if (suffix != null && !suffix.isNull()) {
+      error(ex, 400, "BadRequestError", "suffix is not currently supported");
       return;
     }
     Object parsed = promptTokens(request, chat);
