@@ -48,7 +48,7 @@ import org.yaml.snakeyaml.error.MarkedYAMLException;
  * - name: default
  *   plugins:
  *   - pluginRef: q
- *     weight: 2            # scorers only; default 1
+ *     weight: 2            # scorers only; any finite number (negative: a penalty); default 1
  * </pre>
  *
  * <p>Every problem in a file is collected and reported together, up to 50 messages and a
@@ -1065,10 +1065,13 @@ final class ConfigLoader {
       Double weight = null;
       Object w = ref.get("weight");
       if (w != null) {
-        if (w instanceof Number num && num.doubleValue() >= 0 && Double.isFinite(num.doubleValue())) {
+        // any finite number, as upstream's float64 weight: a negative one makes the scorer a
+        // penalty, 0 makes it count for nothing
+        if (w instanceof Number num && Double.isFinite(num.doubleValue())) {
           weight = num.doubleValue();
         } else {
-          errors.add(refWhere + ": field 'weight' must be a number >= 0, got " + quote(w));
+          errors.add(refWhere + ": field 'weight' must be a finite number (negative for a"
+              + " penalty), got " + quote(w));
           return pickerRef;
         }
       }

@@ -188,9 +188,11 @@ final class SchedulingCycle implements ProfileRunner {
   }
 
   /**
-   * Whether a total is NaN: the totals are sums of terms ≥ 0 (weights are finite and ≥ 0), so
-   * their sum is NaN exactly when one of them is. Four sums, so that the adds do not wait on
-   * each other.
+   * Whether a total may be NaN: every term of a total is finite unless a score is NaN (weights
+   * are finite, scores clamped), so a total is NaN only when a score is, and then so is their
+   * sum. The sum may also be NaN when totals overflowed to both infinities under huge weights of
+   * both signs; the exact pass then only computes the same totals again. Four sums, so that the
+   * adds do not wait on each other.
    */
   private static boolean maybeNaN(double[] total, int n) {
     double a = 0;

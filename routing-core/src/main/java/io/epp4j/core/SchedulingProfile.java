@@ -15,13 +15,16 @@ import org.jspecify.annotations.Nullable;
  */
 public final class SchedulingProfile {
 
-  /** A scorer with its weight and the name it was configured under. */
+  /**
+   * A scorer with its weight and the name it was configured under. The weight is any finite
+   * number: a negative one makes the scorer a penalty, as upstream's weighted scorer allows.
+   */
   public record WeightedScorer(String name, Scorer scorer, double weight) {
     public WeightedScorer {
       Objects.requireNonNull(name, "name");
       Objects.requireNonNull(scorer, "scorer");
-      if (!(weight >= 0) || Double.isInfinite(weight)) {
-        throw new IllegalArgumentException("weight of scorer '" + name + "' must be a finite number >= 0, got " + weight);
+      if (!Double.isFinite(weight)) {
+        throw new IllegalArgumentException("weight of scorer '" + name + "' must be a finite number, got " + weight);
       }
     }
   }

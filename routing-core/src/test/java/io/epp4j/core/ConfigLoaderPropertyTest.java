@@ -86,7 +86,7 @@ class ConfigLoaderPropertyTest {
       "{type: max-score-picker, parameters: {maxNumOfEndpoints: zero}}", "{type: label-scorer, extra: 1}",
       "{type: label-scorer, parameters: [1]}", "{name: ok, type: label-scorer, parameters: {label: l, u: 1}}");
   /** Profile plugin references, most of them mistaken in some way. */
-  static final List<String> REF_ENTRIES = List.of("{pluginRef: missing}", "{pluginRef: d, weight: -1}",
+  static final List<String> REF_ENTRIES = List.of("{pluginRef: missing}", "{pluginRef: d, weight: 1e400}",
       "{weight: 2}", "{pluginRef: ok, weight: x}", "{pluginRef: d}", "[]", "{pluginRef: ok, w: 1}");
 
   @Property(tries = 200)

@@ -161,7 +161,7 @@ class ConfigLoaderTest {
           plugins:
           - pluginRef: nowhere
           - pluginRef: f
-            weight: -2
+            weight: heavy
         """, "broken.yaml");
     assertThat(r.isOk()).isFalse();
     List<String> errs = r.errors();
@@ -176,7 +176,7 @@ class ConfigLoaderTest {
         .contains("name 'p'").contains("parameter 'maxNumOfEndpoints' must be an integer"));
     assertThat(errs).anySatisfy(e -> assertThat(e)
         .contains("schedulingProfiles[0] (profile 'default')").contains("pluginRef 'nowhere'"));
-    assertThat(errs).anySatisfy(e -> assertThat(e).contains("field 'weight' must be a number >= 0"));
+    assertThat(errs).anySatisfy(e -> assertThat(e).contains("field 'weight' must be a finite number"));
     assertThat(errs).hasSize(6);
   }
 

@@ -152,6 +152,22 @@ class FiltersAndPickersTest {
     assertThat(zeros).hasSize(3);
   }
 
+  /**
+   * A scorer with a negative weight can make totals negative: as upstream's picker, a total at or
+   * below 0 is never drawn while one is positive, and none positive is uniform.
+   */
+  @Test
+  void weightedRandomTreatsNegativeTotalsAsZero() {
+    List<Candidate> c = TestCandidates.pool(3);
+    Map<String, Integer> h =
+        histogram(new WeightedRandomPicker(1), c, new double[] {-2.0, 0.5, -0.1}, 2000);
+    assertThat(h).containsOnlyKeys(c.get(1).id());
+    Map<String, Integer> negatives =
+        histogram(new WeightedRandomPicker(1), c, new double[] {-2.0, -0.5, -0.1}, 3000);
+    assertThat(negatives).hasSize(3);
+    assertThat(negatives.values()).allSatisfy(n -> assertThat(n).isBetween(800, 1200));
+  }
+
   @Test
   void roundRobinCycles() {
     List<Candidate> c = TestCandidates.pool(3);
