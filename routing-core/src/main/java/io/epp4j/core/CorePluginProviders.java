@@ -17,8 +17,26 @@ public final class CorePluginProviders {
 
     @Override
     protected Plugin build(PluginContext context, Parameters p) {
-      return new MaxScorePicker(p.getInt("maxNumOfEndpoints", 1, 1, 1024),
+      return new MaxScorePicker(maxNumOfEndpoints(p),
           context.service(io.epp4j.api.RouterHints.class).orElse(null));
+    }
+
+    /**
+     * {@code maxNumOfEndpoints}, default 1, at most 1024. Upstream's pickers read 0 or below as
+     * not set (one endpoint), so such a file loads here too, with a notice rather than an error.
+     */
+    static int maxNumOfEndpoints(Parameters p) {
+      int v = p.getInt("maxNumOfEndpoints", 1);
+      if (v > 1024) {
+        p.error("maxNumOfEndpoints", "must be in [1, 1024], got " + v);
+        return 1;
+      }
+      if (v < 1) {
+        p.notice("maxNumOfEndpoints", "is " + v + ": as upstream, a value below 1 means the"
+            + " default, 1 endpoint");
+        return 1;
+      }
+      return v;
     }
   }
 

@@ -8,9 +8,23 @@ final class CommonParameters {
 
   static final int MAX_ENDPOINTS_LIMIT = 1024;
 
-  /** {@code maxNumOfEndpoints} of the pickers: the primary plus fallbacks, default 1. */
+  /**
+   * {@code maxNumOfEndpoints} of the pickers: the primary plus fallbacks, default 1. Upstream's
+   * pickers read 0 or below as not set (one endpoint), so such a file loads here too, with a
+   * notice rather than an error.
+   */
   static int maxEndpoints(Parameters p) {
-    return p.getInt("maxNumOfEndpoints", 1, 1, MAX_ENDPOINTS_LIMIT);
+    int v = p.getInt("maxNumOfEndpoints", 1);
+    if (v > MAX_ENDPOINTS_LIMIT) {
+      p.error("maxNumOfEndpoints", "must be in [1, " + MAX_ENDPOINTS_LIMIT + "], got " + v);
+      return 1;
+    }
+    if (v < 1) {
+      p.notice("maxNumOfEndpoints", "is " + v + ": as upstream, a value below 1 means the"
+          + " default, 1 endpoint");
+      return 1;
+    }
+    return v;
   }
 
   /**

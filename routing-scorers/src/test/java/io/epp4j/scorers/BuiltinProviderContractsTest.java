@@ -790,7 +790,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 0));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
     }
   }
 
@@ -808,7 +808,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 0));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
     }
   }
 
@@ -864,7 +864,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", -1));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
     }
   }
 
@@ -936,7 +936,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 0));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
     }
   }
 
