@@ -29,6 +29,11 @@ final class EndpointHoldings {
    * index's write lock.
    */
   @org.jspecify.annotations.Nullable LongLongMap groupsOf;
+  /**
+   * Whether {@link #blockSize} came from this endpoint's own {@code BlockStored} events (rather
+   * than the configured default or {@code setEndpointBlockSize}). Guarded by the write lock.
+   */
+  boolean sizeFromEvents;
   final long[] scratch = new long[1];
   final long[] groupScratch = new long[1];
   /** Keys of the event being applied. */

@@ -204,6 +204,27 @@ public final class KvBlockIndex {
   }
 
   private boolean store(EndpointHoldings e, KvEvent.BlockStored s) {
+    int bs = s.blockSize();
+    if (bs != e.blockSize) {
+      int current = e.blockSize;
+      // KV-cache groups of other block sizes: vLLM hashes requests at the smallest size (its
+      // hash_block_size), publishes a larger group's blocks under the hash at their end and a
+      // prefix ending inside one as a partial entry of the smallest size. Keys stay at that size.
+      boolean groups = s.group() != 0 || e.groupsOf != null;
+      if (groups && e.sizeFromEvents && bs > current && bs % current == 0) {
+        metrics.otherSizeBlocks.add(s.blockHashes().length);
+        return true;
+      }
+      if (groups && e.sizeFromEvents && bs < current && current % bs == 0) {
+        // what was keyed at the larger size no request will match any more
+        clearLocked(e);
+        for (DropListener l : dropListeners) {
+          l.cleared(e.id);
+        }
+      }
+      learnBlockSize(e, bs);
+    }
+    e.sizeFromEvents = true;
     long[] hashes = s.blockHashes();
     long parentKey;
     if (s.hasParent()) {
@@ -216,10 +237,6 @@ public final class KvBlockIndex {
       String lora = s.loraName() != null ? s.loraName()
           : s.loraId() >= 0 ? "#" + s.loraId() : null;
       parentKey = BlockKeys.seed(e.model, lora, s.cacheSalt());
-    }
-    int bs = s.blockSize();
-    if (bs != e.blockSize) {
-      learnBlockSize(e, bs);
     }
     int bit = s.medium().bit();
     int[] tokens = s.tokenIds();

@@ -29,6 +29,7 @@ public final class KvEventMetrics {
   final LongAdder speculativeBlocks = new LongAdder();
   final LongAdder unknownEndpointMessages = new LongAdder();
   final LongAdder blockSizeMismatches = new LongAdder();
+  final LongAdder otherSizeBlocks = new LongAdder();
   final LongAdder wrongRankBatches = new LongAdder();
   final LongAdder foreignTopicMessages = new LongAdder();
   final AtomicLong lagMillis = new AtomicLong();
@@ -95,6 +96,12 @@ public final class KvEventMetrics {
    * known, and components configured with the same wrong size, use the wrong blocks.
    */
   public long blockSizeMismatches() { return blockSizeMismatches.sum(); }
+  /**
+   * Stored blocks not indexed because a KV-cache group of a hybrid model published them at a
+   * multiple of the block size the endpoint's requests are keyed with (the smallest size its
+   * events carry, vLLM's {@code hash_block_size}).
+   */
+  public long otherSizeBlocks() { return otherSizeBlocks.sum(); }
   /**
    * Batches dropped because the {@code data_parallel_rank} they carry is not the rank of the
    * endpoint whose stream delivered them (data parallelism with ports that do not match the
