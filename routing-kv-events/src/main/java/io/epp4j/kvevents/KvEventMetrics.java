@@ -30,6 +30,7 @@ public final class KvEventMetrics {
   final LongAdder unknownEndpointMessages = new LongAdder();
   final LongAdder blockSizeMismatches = new LongAdder();
   final LongAdder otherSizeBlocks = new LongAdder();
+  final LongAdder untokenizedRequests = new LongAdder();
   final LongAdder wrongRankBatches = new LongAdder();
   final LongAdder foreignTopicMessages = new LongAdder();
   final AtomicLong lagMillis = new AtomicLong();
@@ -103,6 +104,12 @@ public final class KvEventMetrics {
    */
   public long otherSizeBlocks() { return otherSizeBlocks.sum(); }
   /**
+   * Requests a precise scorer of this index scored as uncached because its tokenizer failed on
+   * them, among them chats with their own {@code chat_template}, which the in-process tokenizers
+   * refuse (they render only the model's template).
+   */
+  public long untokenizedRequests() { return untokenizedRequests.sum(); }
+  /**
    * Batches dropped because the {@code data_parallel_rank} they carry is not the rank of the
    * endpoint whose stream delivered them (data parallelism with ports that do not match the
    * engine's ranks); see {@link KvEventSubscriber.Builder#dataParallel}.
@@ -151,6 +158,7 @@ public final class KvEventMetrics {
         + ", replayFailures=" + replayFailures() + ", resyncs=" + resyncs() + ", restarts="
         + restarts() + ", unknownEndpointMessages=" + unknownEndpointMessages()
         + ", blockSizeMismatches=" + blockSizeMismatches()
+        + ", untokenizedRequests=" + untokenizedRequests()
         + ", wrongRankBatches=" + wrongRankBatches()
         + ", foreignTopicMessages=" + foreignTopicMessages()
         + ", lagMillis=" + lagMillis() + "}";

@@ -60,6 +60,7 @@ final class KvEventTelemetry implements AutoCloseable {
     counter(t, meter, "unknown_endpoint_messages", "{message}", "messages dropped because their endpoint is not in the pool", KvEventMetrics::unknownEndpointMessages, m);
     counter(t, meter, "block_size_mismatches", "{change}", "endpoints found using another block size than the configured one", KvEventMetrics::blockSizeMismatches, m);
     counter(t, meter, "wrong_rank_batches", "{batch}", "batches dropped for naming another data-parallel rank than their endpoint's", KvEventMetrics::wrongRankBatches, m);
+    counter(t, meter, "untokenized_requests", "{request}", "requests scored as uncached because the precise scorer's tokenizer failed on them", KvEventMetrics::untokenizedRequests, m);
     counter(t, meter, "foreign_topic_messages", "{message}", "messages dropped because their topic does not start with the topic filter", KvEventMetrics::foreignTopicMessages, m);
     t.add(meter.gaugeBuilder("epp4j.kv_events.lag")
         .setDescription("Age of the newest applied batch when it was applied")

@@ -63,6 +63,9 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
   private final @Nullable DefaultChatTemplateKwargs defaultKwargs;
   /** Endpoints in the pool, as announced through {@link PoolListener}. */
   private final Set<String> members = ConcurrentHashMap.newKeySet();
+  /** When a request with its own chat template was last reported; MIN_VALUE for never. */
+  private final java.util.concurrent.atomic.AtomicLong lastRequestTemplateReport =
+      new java.util.concurrent.atomic.AtomicLong(Long.MIN_VALUE);
 
   PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
       @Nullable KvEventSubscriber subscriber, int maxPromptBlocks, boolean speculative,
@@ -515,10 +518,33 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
       }
       return tk.encodePrompt(request.prompt() == null ? "" : request.prompt());
     } catch (RuntimeException e) {
+      index.metrics().untokenizedRequests.increment();
+      if (request.kind() == InferenceRequest.Kind.CHAT
+          && request.chatTemplateArgs().requestTemplate() != null) {
+        reportRequestTemplate();
+      }
       // redacted: a tokenizer's message may quote the prompt or a chat template's rendering
       LOG.log(Level.FINE, "tokenization failed; scoring request as uncached",
           io.epp4j.api.RedactedException.of(e));
       return null;
+    }
+  }
+
+  /**
+   * A chat with its own {@code chat_template} was refused by the tokenizer (the in-process ones
+   * render only the model's template): logged at most once per
+   * {@link KvEventSubscriber#REPORT_INTERVAL}, without the template, which is client text.
+   */
+  private void reportRequestTemplate() {
+    long now = System.nanoTime();
+    long last = lastRequestTemplateReport.get();
+    if ((last == Long.MIN_VALUE || now - last >= KvEventSubscriber.REPORT_INTERVAL.toNanos())
+        && lastRequestTemplateReport.compareAndSet(last, now)) {
+      LOG.warning("chat requests with their own chat_template are scored as uncached: the"
+          + " tokenizer renders only the model's template (the engine renders the request's"
+          + " with --trust-request-chat-template, or refuses it); a tokenizer of type vllm"
+          + " asks the engine instead (" + index.metrics().untokenizedRequests()
+          + " untokenizable request(s) so far, the untokenizedRequests metric)");
     }
   }
 

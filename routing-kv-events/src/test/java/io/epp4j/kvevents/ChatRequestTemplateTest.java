@@ -6,8 +6,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.epp4j.api.ChatTemplateArgs;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.core.OpenAiRequestParser;
+import io.epp4j.api.CycleState;
+import io.epp4j.testkit.CapturedLog;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -52,5 +55,31 @@ class ChatRequestTemplateTest {
     assertThatThrownBy(() -> t.encodeChat(r.messages(), null, r.chatTemplateArgs()))
         .isInstanceOf(Tokenizer.TokenizationException.class)
         .hasMessageContaining("its own chat_template");
+  }
+
+  /**
+   * Scored as uncached, such a request is not silent: the index's metrics count it and the
+   * scorer warns (at most once per report interval), without the template.
+   */
+  @Test
+  void theScorerCountsAndWarnsOfARequestItCannotRender() throws Exception {
+    KvBlockIndex index = KvBlockIndex.builder().build();
+    CachingChatTokenizer t = new CachingChatTokenizer(text -> new int[text.length()],
+        ChatTemplate.CHATML, 1 << 20);
+    try (CapturedLog log = CapturedLog.of(PrecisePrefixCacheScorer.class.getName());
+        PrecisePrefixCacheScorer scorer =
+            new PrecisePrefixCacheScorer(index, t, null, 1024, false, true, false)) {
+      for (int i = 0; i < 3; i++) {
+        double[] scores = new double[PrecisePrefixCacheScorerTest.EPS.size()];
+        scorer.score(chat(), new CycleState(0, new SplittableRandom(1)),
+            PrecisePrefixCacheScorerTest.candidates(PrecisePrefixCacheScorerTest.EPS), scores);
+        assertThat(scores).as("scored as uncached").containsOnly(0.0);
+      }
+      assertThat(index.metrics().untokenizedRequests()).isEqualTo(3);
+      String text = log.text();
+      assertThat(text).contains("WARNING").contains("chat_template")
+          .contains("untokenizedRequests").doesNotContain("OWN");
+      assertThat(text.split("WARNING", -1)).as("one warning for the three").hasSize(2);
+    }
   }
 }
