@@ -209,11 +209,13 @@ public final class HuggingFaceTokenizer implements Tokenizer {
    */
   public String renderChat(List<ChatMessage> messages, @Nullable String toolsJson,
       ChatTemplateArgs args) {
-    return template(toolsJson).render(messages, toolsJson, args);
+    // the tools the template gets (the kwargs' over the request's) pick the tool-use template
+    boolean tools = toolsJson != null || JinjaChatTemplate.kwargsTools(args) != null;
+    return template(tools).render(messages, toolsJson, args);
   }
 
-  private JinjaChatTemplate template(@Nullable String toolsJson) {
-    JinjaChatTemplate t = toolsJson != null && toolTemplate != null ? toolTemplate : template;
+  private JinjaChatTemplate template(boolean tools) {
+    JinjaChatTemplate t = tools && toolTemplate != null ? toolTemplate : template;
     if (t == null) {
       throw new TokenizationException(noTemplate);
     }
@@ -228,7 +230,7 @@ public final class HuggingFaceTokenizer implements Tokenizer {
    */
   public String renderChat(List<ChatMessage> messages, @Nullable String toolsJson,
       boolean addGenerationPrompt) {
-    return template(toolsJson).render(messages, toolsJson, addGenerationPrompt);
+    return template(toolsJson != null).render(messages, toolsJson, addGenerationPrompt);
   }
 
   /** Whether the model has a chat template, so that {@link #encodeChat} can work. */

@@ -208,7 +208,8 @@ final class JinjaChatTemplate {
    *     request with its own {@code chat_template}, and where transformers refuses the
    *     arguments: {@code continue_final_message} with
    *     {@code add_generation_prompt}, a last message whose text the rendering does not hold,
-   *     kwargs that are not a JSON object or that set {@code messages} or {@code tools}
+   *     kwargs that are not a JSON object or that set {@code messages} (kwargs that set
+   *     {@code tools} replace the request's, as in vLLM)
    */
   String render(List<ChatMessage> messages, @Nullable String toolsJson, ChatTemplateArgs args) {
     if (args.requestTemplate() != null) {
@@ -576,10 +577,38 @@ final class JinjaChatTemplate {
    * Variables the renderer sets itself; kwargs naming them are refused, as transformers does.
    * Not {@code documents}: vLLM merges the request's {@code documents} into the kwargs, and hands
    * a {@code documents} kwarg to {@code apply_chat_template} as its argument of that name, so it
-   * reaches the template as the variable {@code documents} either way.
+   * reaches the template as the variable {@code documents} either way. Not {@code tools} either:
+   * see {@link #kwargsTools}.
    */
-  private static final java.util.Set<String> RENDER_ARGUMENTS =
-      java.util.Set.of("messages", "tools");
+  private static final java.util.Set<String> RENDER_ARGUMENTS = java.util.Set.of("messages");
+
+  /**
+   * The {@code tools} of the request's {@code chat_template_kwargs} where they replace the
+   * request's own, else null. vLLM puts the request's {@code tools} among the defaults of the
+   * kwargs and merges the request's kwargs over them ({@code ChatParams.with_defaults}, where a
+   * value of {@code null} or {@code "auto"} leaves the default), then hands the merged
+   * {@code tools} to {@code apply_chat_template} as its argument of that name: as given, without
+   * the request model's reading of the {@code tools} field.
+   *
+   * @throws Tokenizer.TokenizationException when the kwargs are not a JSON object
+   */
+  static @Nullable Object kwargsTools(ChatTemplateArgs args) {
+    String kwargsJson = args.kwargsJson();
+    if (kwargsJson == null || !kwargsJson.contains("\"tools\"")) {
+      return null;
+    }
+    Object tools = readKwargs(kwargsJson).get("tools");
+    return tools == null || "auto".equals(tools) ? null : tools;
+  }
+
+  private static Map<?, ?> readKwargs(String kwargsJson) {
+    try {
+      return JSON.readValue(kwargsJson, Map.class);
+    } catch (JsonProcessingException e) {
+      throw new Tokenizer.TokenizationException("the request's chat_template_kwargs are not a"
+          + " JSON object");
+    }
+  }
 
   private Outcome attempt(List<ChatMessage> messages, @Nullable String toolsJson,
       ChatTemplateArgs args, boolean detailed) {
@@ -597,16 +626,17 @@ final class JinjaChatTemplate {
     var context = interpreter.getContext();
     context.putAll(globals);
     String kwargsJson = args.kwargsJson();
+    Object kwargsTools = null;
     if (kwargsJson != null) {
-      Map<?, ?> kwargs;
-      try {
-        kwargs = JSON.readValue(kwargsJson, Map.class);
-      } catch (JsonProcessingException e) {
-        throw new Tokenizer.TokenizationException("the request's chat_template_kwargs are not a"
-            + " JSON object");
-      }
+      Map<?, ?> kwargs = readKwargs(kwargsJson);
       for (Map.Entry<?, ?> kw : kwargs.entrySet()) {
         String name = String.valueOf(kw.getKey());
+        if (name.equals("tools")) {
+          // over the request's tools, unless null or "auto" (see kwargsTools)
+          Object v = kw.getValue();
+          kwargsTools = v == null || "auto".equals(v) ? null : v;
+          continue;
+        }
         if (RENDER_ARGUMENTS.contains(name)) {
           throw new Tokenizer.TokenizationException("the request's chat_template_kwargs set '"
               + name + "', which the chat template is given by the request itself");
@@ -618,7 +648,9 @@ final class JinjaChatTemplate {
     }
     context.put("messages", msgs);
     context.put("add_generation_prompt", args.addGenerationPrompt());
-    if (toolsJson != null) {
+    if (kwargsTools != null) {
+      context.put("tools", kwargsTools);
+    } else if (toolsJson != null) {
       try {
         context.put("tools", toolsAsTheEngineHandsThem(JSON.readValue(toolsJson, List.class)));
       } catch (JsonProcessingException | ClassCastException e) {
