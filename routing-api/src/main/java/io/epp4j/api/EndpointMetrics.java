@@ -19,11 +19,13 @@ import java.util.Set;
  *                            later than the router's ticker reads on update is taken as the
  *                            time of the update (so the metrics still age and go stale), and
  *                            logged as a warning
- * @param asleep              whether the server says its engine sleeps (vLLM's sleep mode,
- *                            {@code vllm:engine_sleep_state{sleep_state="awake"} 0}): it then
- *                            answers inference requests with 503 while its queue and KV figures
- *                            read 0, so the router routes to it only when no endpoint of the
- *                            pool is awake
+ * @param asleep              whether the server says its engine sleeps (vLLM's sleep mode:
+ *                            {@code vllm:engine_sleep_state{sleep_state="awake"} 0} or
+ *                            {@code vllm:engine_fully_awake 0} on every engine, also while it is
+ *                            paused or woken up only in part): it then serves no inference
+ *                            request while its queue and KV figures read 0, so the router routes
+ *                            to it only when no endpoint of the pool is awake, and counts it as
+ *                            saturated
  */
 public record EndpointMetrics(
     int waitingRequests,

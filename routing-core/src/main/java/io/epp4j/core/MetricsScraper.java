@@ -250,7 +250,8 @@ public final class MetricsScraper implements AutoCloseable {
       }
       if (m.value().asleep()) {
         if (mark(sleeping, id)) {
-          LOG.info("metrics of " + id + " say its engine is asleep (vllm:engine_sleep_state):"
+          LOG.info("metrics of " + id + " say its engine is asleep or not fully awake (vLLM's"
+              + " engine_sleep_state, engine_fully_awake or engine_sleep_resource_state):"
               + " requests go to it only while no endpoint of the pool is awake");
         }
       } else if (sleeping.remove(id) != null) {

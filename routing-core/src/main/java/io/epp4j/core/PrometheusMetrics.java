@@ -29,10 +29,13 @@ import org.jspecify.annotations.Nullable;
  * once, the largest. A series (a metric name with one label set, labels
  * in any order) that the exposition repeats counts once, with the value of its last line, as a
  * later sample of the same series: Prometheus refuses such an exposition, and summed, a repeated
- * queue would double the endpoint's load. A vLLM server whose every engine reads 0 in
- * {@code vllm:engine_sleep_state{sleep_state="awake"}} (put to sleep with {@code POST /sleep})
- * is {@link EndpointMetrics#asleep() asleep}: it answers inference requests with 503, while its
- * queues and KV usage read 0.
+ * queue would double the endpoint's load. A vLLM server none of whose engines is fully awake is
+ * {@link EndpointMetrics#asleep() asleep} (put to sleep with {@code POST /sleep}, paused, or woken
+ * up in part, weights without KV cache): it serves no inference request, while its queues and KV
+ * usage read 0. An engine is not fully awake when {@code
+ * vllm:engine_sleep_state{sleep_state="awake"}} or {@code vllm:engine_fully_awake} reads 0, or
+ * when {@code vllm:engine_sleep_resource_state} puts its scheduler or a memory resource in a
+ * state other than {@code running} or {@code resident}; a page without any of them is awake.
  */
 public final class PrometheusMetrics {
   private PrometheusMetrics() {}
@@ -42,7 +45,13 @@ public final class PrometheusMetrics {
       "sglang:num_queue_reqs", "vllm:num_requests_running", "sglang:num_running_reqs",
       "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
       "vllm:cache_config_info", "vllm:lora_requests_info", "sglang:cache_config_info",
-      "sglang:page_size", "sglang:num_pages", "vllm:engine_sleep_state");
+      "sglang:page_size", "sglang:num_pages", "vllm:engine_sleep_state",
+      "vllm:engine_fully_awake", "vllm:engine_sleep_resource_state");
+
+  /** Labels that tell vLLM's sleep series of one engine apart; the rest identify the engine. */
+  private static final Set<String> SLEEP_LABELS = Set.of("sleep_state", "resource", "state");
+  /** The resources of {@code vllm:engine_sleep_resource_state} an engine serves only with. */
+  private static final Set<String> SERVING_RESOURCES = Set.of("scheduler", "weights", "kv_cache");
 
   // the families of the figures every page should carry, by figure: waiting, running, KV usage
   private static final Set<String> WAITING =
@@ -203,9 +212,8 @@ public final class PrometheusMetrics {
     double loraStamp = Double.NEGATIVE_INFINITY;
     boolean loraNamed = false; // whether the LoRA series kept names an adapter
     boolean any = false;
-    // vLLM's sleep state: one "awake" series per engine, 1 awake, 0 asleep (level 1 or 2)
-    boolean sleepStateSeen = false;
-    boolean awake = false;
+    // vLLM's sleep state by engine: whether every sleep series of the engine says it serves
+    Map<String, Boolean> engineAwake = new HashMap<>();
     for (Sample s : samples.values()) {
       // NaN: a gauge with no value yet; the family is there, but summed or compared the sample
       // would wipe out the other series
@@ -250,10 +258,13 @@ public final class PrometheusMetrics {
           blocks = Math.max(blocks, labelCount(s.labels.get("num_pages"), Long.MAX_VALUE));
           blockSize = (int) Math.max(blockSize, labelCount(s.labels.get("page_size"), Integer.MAX_VALUE));
         }
-        case "vllm:engine_sleep_state" -> {
-          if (!nan && "awake".equals(s.labels.get("sleep_state"))) {
-            sleepStateSeen = true;
-            awake |= s.value != 0;
+        case "vllm:engine_sleep_state", "vllm:engine_fully_awake",
+            "vllm:engine_sleep_resource_state" -> {
+          Boolean serves = nan ? null : servesBySleepSeries(s);
+          if (serves != null) {
+            Map<String, String> engine = new HashMap<>(s.labels);
+            engine.keySet().removeAll(SLEEP_LABELS);
+            engineAwake.merge(seriesKey("", engine), serves, Boolean::logicalAnd);
           }
         }
         case "sglang:num_pages" -> blocks = Math.max(blocks, count(s.value, Long.MAX_VALUE));
@@ -334,8 +345,40 @@ public final class PrometheusMetrics {
         .runningLoraAdapters(runningLoras)
         .waitingLoraAdapters(waitingLoras)
         .maxLoras(maxLoras)
-        .asleep(sleepStateSeen && !awake)
+        .asleep(!engineAwake.isEmpty() && !engineAwake.containsValue(Boolean.TRUE))
         .build());
+  }
+
+  /**
+   * What one of vLLM's sleep series says of its engine: true that it serves, false that it does
+   * not, null nothing. vLLM writes three forms. {@code vllm:engine_sleep_state{sleep_state}}: 1
+   * under {@code awake} for an engine that serves, else 0 (with 1 under {@code weights_offloaded}
+   * or {@code discard_all} for sleep levels 1 and 2); since vLLM tracks the scheduler and each
+   * memory resource apart, {@code awake} reads 0 also while the scheduler is paused or after a
+   * partial wake-up (weights back, KV cache not). {@code vllm:engine_fully_awake}: 1 only while the
+   * scheduler runs and weights and KV cache are resident. {@code
+   * vllm:engine_sleep_resource_state{resource,state}}: 1 under each resource's current state
+   * ({@code running} or {@code paused} for the scheduler; {@code resident}, {@code offloaded},
+   * {@code discarded}, {@code released} or {@code unknown} for weights and KV cache). A frontend
+   * may write only the two later forms, so each is read on its own.
+   */
+  private static @Nullable Boolean servesBySleepSeries(Sample s) {
+    switch (s.name) {
+      case "vllm:engine_sleep_state":
+        // weights_offloaded and discard_all only tell a sleeping engine's level: awake says it
+        return "awake".equals(s.labels.get("sleep_state")) ? s.value != 0 : null;
+      case "vllm:engine_fully_awake":
+        return s.value != 0;
+      default: {
+        // a state a resource is not in (0) says nothing; the one it is in says whether it serves.
+        // Only the resources a served request needs count, not one a later version may add
+        String state = s.labels.get("state");
+        if (s.value == 0 || state == null || !SERVING_RESOURCES.contains(s.labels.get("resource"))) {
+          return null;
+        }
+        return state.equals("running") || state.equals("resident");
+      }
+    }
   }
 
   /**

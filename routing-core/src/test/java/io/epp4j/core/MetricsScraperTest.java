@@ -523,6 +523,61 @@ class MetricsScraperTest {
   }
 
   @Test
+  void aVllmEngineNotFullyAwakeByItsNewerSleepGaugesIsAsleep() {
+    // vLLM tracks the scheduler and each memory resource apart and writes
+    // vllm:engine_fully_awake and vllm:engine_sleep_resource_state; a frontend may write them
+    // without the older vllm:engine_sleep_state, and such a sleeping engine read as awake
+    String figures = "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 0\n"
+        + "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0\n"
+        + "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0\n";
+    String fullyAwake0 = "vllm:engine_fully_awake{engine=\"0\",model_name=\"m\"} %s\n";
+    assertThat(PrometheusMetrics.parse(figures + fullyAwake0.formatted("0.0")).value().asleep())
+        .isTrue();
+    assertThat(PrometheusMetrics.parse(figures + fullyAwake0.formatted("1.0")).value().asleep())
+        .isFalse();
+    // woken up in part: weights back, KV cache not yet, scheduler still paused
+    String partial = figures + resources("0", "paused", "resident", "released");
+    assertThat(PrometheusMetrics.parse(partial).value().asleep()).isTrue();
+    // the KV cache alone released (release_kv_cache_memory), the rest as when serving
+    assertThat(PrometheusMetrics.parse(figures + resources("0", "running", "resident", "released"))
+        .value().asleep()).isTrue();
+    assertThat(PrometheusMetrics.parse(figures + resources("0", "running", "unknown", "resident"))
+        .value().asleep()).isTrue();
+    assertThat(PrometheusMetrics.parse(figures + resources("0", "running", "resident", "resident"))
+        .value().asleep()).isFalse();
+    // the three forms together, as vLLM's Python frontend writes them after a partial wake-up:
+    // every legacy flag 0
+    String allForms = partial + fullyAwake0.formatted("0.0")
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"awake\"} 0.0\n"
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"weights_offloaded\"} 0.0\n"
+        + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"discard_all\"} 0.0\n";
+    assertThat(PrometheusMetrics.parse(allForms).value().asleep()).isTrue();
+    // a data-parallel engine that is fully awake still serves the endpoint's requests
+    String oneOfTwo = partial + fullyAwake0.formatted("0.0")
+        + resources("1", "running", "resident", "resident")
+        + "vllm:engine_fully_awake{engine=\"1\",model_name=\"m\"} 1.0\n";
+    assertThat(PrometheusMetrics.parse(oneOfTwo).value().asleep()).isFalse();
+  }
+
+  /** vLLM's {@code vllm:engine_sleep_resource_state} series of one engine, 1 under each state. */
+  private static String resources(String engine, String scheduler, String weights, String kv) {
+    StringBuilder b = new StringBuilder();
+    String[][] all = {{"scheduler", "running", "paused"},
+        {"weights", "resident", "offloaded", "discarded", "unknown"},
+        {"kv_cache", "resident", "released", "unknown"}};
+    String[] current = {scheduler, weights, kv};
+    for (int r = 0; r < all.length; r++) {
+      for (int i = 1; i < all[r].length; i++) {
+        b.append("vllm:engine_sleep_resource_state{engine=\"").append(engine)
+            .append("\",model_name=\"m\",resource=\"").append(all[r][0])
+            .append("\",state=\"").append(all[r][i]).append("\"} ")
+            .append(all[r][i].equals(current[r]) ? "1.0" : "0.0").append('\n');
+      }
+    }
+    return b.toString();
+  }
+
+  @Test
   void anEngineFallingAsleepAndWakingUpIsPublishedAndLoggedOnceEach() throws Exception {
     String asleep = VLLM
         + "vllm:engine_sleep_state{engine=\"0\",model_name=\"m\",sleep_state=\"awake\"} 0.0\n"
