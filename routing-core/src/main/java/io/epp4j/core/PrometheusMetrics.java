@@ -25,9 +25,10 @@ import org.jspecify.annotations.Nullable;
  * so it cannot cancel another series' work. SGLang's per-priority series of a queue (a non-empty
  * {@code priority} label) break down the total it writes under {@code priority=""}, so they count
  * only on a page without that total; series of one SGLang queue that differ only in the
- * tensor-parallel rank ({@code tp_rank}, {@code moe_ep_rank}) are copies of one schedule and count
- * once, the largest. A series (a metric name with one label set, labels
- * in any order) that the exposition repeats counts once, with the value of its last line, as a
+ * tensor-parallel rank ({@code tp_rank}, {@code moe_ep_rank}) or the pipeline stage
+ * ({@code pp_rank}) are copies of one schedule and count once, the largest. A series (a metric
+ * name with one label set, labels in any order) that the exposition repeats counts once, with the
+ * value of its last line, as a
  * later sample of the same series: Prometheus refuses such an exposition, and summed, a repeated
  * queue would double the endpoint's load. A vLLM server none of whose engines is fully awake is
  * {@link EndpointMetrics#asleep() asleep} (put to sleep with {@code POST /sleep}, paused, or woken
@@ -234,11 +235,15 @@ public final class PrometheusMetrics {
         case "sglang:num_queue_reqs", "sglang:num_running_reqs" -> {
           // the ranks of one tensor-parallel group run one schedule: each rank that reports
           // (all of them with --enable-metrics-for-all-schedulers) writes the same queues under
-          // its own tp_rank and moe_ep_rank; they count once, the largest (ranks read a step
-          // apart), while data-parallel ranks (dp_rank) hold queues of their own
+          // its own tp_rank and moe_ep_rank. So do the stages of a pipeline, even by default
+          // (each stage's first tensor-parallel rank reports): every stage receives each request
+          // from the one before and schedules the same queue, under its own pp_rank. Copies
+          // count once, the largest (ranks read a step apart), while data-parallel ranks
+          // (dp_rank) hold queues of their own
           Map<String, String> group = new HashMap<>(s.labels);
           group.remove("tp_rank");
           group.remove("moe_ep_rank");
+          group.remove("pp_rank");
           sglangQueues.merge(seriesKey(s.name, group),
               new SglangQueue(s.name.equals("sglang:num_running_reqs"), priorityBreakdown(s), count),
               (a, b) -> a.count >= b.count ? a : b);

@@ -281,6 +281,32 @@ class MetricsScraperTest {
   }
 
   @Test
+  void sglangPipelineStagesReportingOneQueueCountItOnce() {
+    // with pipeline parallelism every stage's scheduler receives each request from the stage
+    // before and schedules the same queue; its first tensor-parallel rank reports it, by default,
+    // under its own pp_rank: summed, a server with PP 2 had twice its queue
+    EndpointMetrics m = PrometheusMetrics.parse("""
+        sglang:num_queue_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 4
+        sglang:num_queue_reqs{engine_type="unified",model_name="m",pp_rank="1",tp_rank="0"} 4
+        sglang:num_running_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 6
+        sglang:num_running_reqs{engine_type="unified",model_name="m",pp_rank="1",tp_rank="0"} 5
+        sglang:token_usage{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 0.3
+        sglang:token_usage{engine_type="unified",model_name="m",pp_rank="1",tp_rank="0"} 0.5
+        """).value();
+    assertThat(m.waitingRequests()).isEqualTo(4);
+    assertThat(m.runningRequests()).as("stages caught a step apart: the larger").isEqualTo(6);
+    assertThat(m.kvCacheUsage()).as("each stage's own KV pool: the fuller").isEqualTo(0.5);
+    // data-parallel ranks, each a pipeline of two stages, still add up
+    EndpointMetrics dp = PrometheusMetrics.parse("""
+        sglang:num_queue_reqs{dp_rank="0",model_name="m",pp_rank="0",tp_rank="0"} 4
+        sglang:num_queue_reqs{dp_rank="0",model_name="m",pp_rank="1",tp_rank="0"} 4
+        sglang:num_queue_reqs{dp_rank="1",model_name="m",pp_rank="0",tp_rank="0"} 2
+        sglang:num_queue_reqs{dp_rank="1",model_name="m",pp_rank="1",tp_rank="0"} 2
+        """).value();
+    assertThat(dp.waitingRequests()).isEqualTo(4 + 2);
+  }
+
+  @Test
   void sglangKvCacheSizeIsReadFromItsCacheConfigInfoAndFromItsPageGauges() {
     // SGLang up to 0.5.10 carries the KV cache size as labels of sglang:cache_config_info (what
     // upstream's built-in SGLang mapping reads), later versions as the gauges sglang:page_size and
