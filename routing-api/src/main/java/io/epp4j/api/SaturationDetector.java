@@ -16,7 +16,11 @@ public interface SaturationDetector extends Plugin {
    * The pool's saturation: 0 idle, 1 or more saturated.
    *
    * @param pool every endpoint of the pool (the whole pool, whatever subset the request may go
-   *     to), with its latest metrics and the router's in-flight counts
+   *     to), with its latest metrics and the router's in-flight counts; also the endpoints whose
+   *     engine sleeps ({@link EndpointMetrics#asleep()}), which serve nothing while the requests
+   *     go to the others: the router's built-in rule and {@code concurrency-detector} count each
+   *     as saturated, and a detector that took one for idle capacity would hide the load of the
+   *     awake endpoints
    */
   double saturation(List<Candidate> pool);
 }

@@ -21,7 +21,8 @@ import org.jspecify.annotations.Nullable;
  * {@code maxConcurrency} per endpoint ({@code concurrencyMode: requests}), the tokens in flight
  * over {@code maxTokenConcurrency} per endpoint ({@code tokens}), or the average over the
  * endpoints of the larger of each endpoint's two ratios ({@code hybrid}); at 1 sheddable requests
- * are shed. As a filter it drops the endpoints whose own load has reached the limit times
+ * are shed. An endpoint whose engine sleeps ({@link io.epp4j.api.EndpointMetrics#asleep()})
+ * counts as full, as in the router's built-in rule: it serves none of the requests. As a filter it drops the endpoints whose own load has reached the limit times
  * {@code 1 + headroom} (it may keep none). The counts are the file's
  * {@code inflight-load-producer}'s (named by {@code inFlightLoadProducerName}, or the file's
  * only one), else a producer of its own with the default parameters, as upstream adds one
@@ -60,7 +61,16 @@ final class ConcurrencyDetector implements SaturationDetector, Filter, OwnsInFli
     long tokens = 0;
     double hybrid = 0;
     for (int i = 0; i < n; i++) {
-      String id = pool.get(i).id();
+      Candidate c = pool.get(i);
+      if (c.metrics().asleep()) {
+        // an engine that sleeps serves nothing: counted as free capacity, it hid the load of
+        // the awake endpoints that take all the requests (the router's own rule counts it full)
+        requests += maxConcurrency;
+        tokens += maxTokenConcurrency;
+        hybrid += 1.0;
+        continue;
+      }
+      String id = c.id();
       long r = load.requests(id);
       long t = load.tokens(id);
       requests += r;

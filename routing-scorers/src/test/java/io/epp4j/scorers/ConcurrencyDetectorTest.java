@@ -63,6 +63,29 @@ class ConcurrencyDetectorTest {
   }
 
   @Test
+  void anEndpointWhoseEngineSleepsCountsAsFullNotAsIdleCapacity() {
+    // the sleeping endpoint takes no request, so both go to the awake one, which is then full;
+    // counted as two free slots, the sleeping one kept the pool at half and sheddable requests
+    // kept piling onto the full endpoint
+    for (String mode : List.of("{maxConcurrency: 2}",
+        "{concurrencyMode: tokens, maxTokenConcurrency: 200}",
+        "{concurrencyMode: hybrid, maxConcurrency: 2, maxTokenConcurrency: 200}")) {
+      try (Router r = router(mode, false)) {
+        r.updateMetrics(java.util.Map.of(POOL.get(1).id(),
+            io.epp4j.api.EndpointMetrics.builder().asleep(true).build()));
+        assertThat(r.poolSaturation()).as(mode).isCloseTo(0.5, within(1e-12));
+        RoutingDecision a = r.route(request(0, 100));
+        RoutingDecision b = r.route(request(0, 100));
+        assertThat(a.primary().id()).isEqualTo(b.primary().id()).isEqualTo(POOL.get(0).id());
+        assertThat(r.poolSaturation()).as(mode).isCloseTo(1.0, within(1e-12));
+        RoutingDecision shed = r.route(request(-1, 100));
+        assertThat(shed.rejection()).as(mode).isNotNull();
+        assertThat(shed.rejection().reason()).isEqualTo(Rejection.Reason.SHED);
+      }
+    }
+  }
+
+  @Test
   void tokensModeCountsPromptsUntilTheirFirstToken() {
     try (Router r = router("{concurrencyMode: tokens, maxTokenConcurrency: 1000}", false)) {
       RoutingDecision d = r.route(request(0, 1000));
