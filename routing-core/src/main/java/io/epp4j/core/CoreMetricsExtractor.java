@@ -18,8 +18,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * {@code core-metrics-extractor} (upstream data layer): turns a scrape into queue, running,
  * KV-usage, LoRA and cache-size figures. epp4j's {@link PrometheusMetrics} does this and knows
- * the vLLM and SGLang metric names itself, recognising each server's engine by the names it
- * exposes; so {@code defaultEngine} must be {@code vllm} or {@code sglang}, and custom metric
+ * the vLLM, SGLang and TensorRT-LLM (trtllm-serve, Triton) metric names itself, recognising each
+ * server's engine by the names it exposes; so {@code defaultEngine} must be {@code vllm} or {@code sglang}, and custom metric
  * specs are refused, since the scrape parser cannot follow them.
  *
  * <p>One part of {@code engineConfigs} is honoured: an entry for {@code vllm} or {@code sglang}
@@ -194,8 +194,9 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
       for (String spec : new java.util.TreeSet<>(SPECS)) {
         if (p.has(spec)) {
           p.raw(spec);
-          p.error(spec, "is not supported: epp4j reads the standard vLLM and SGLang metric names"
-              + " (docs/plugins.md, data layer) and cannot map custom ones");
+          p.error(spec, "is not supported: epp4j reads the standard vLLM, SGLang and"
+              + " TensorRT-LLM metric names (docs/plugins.md, data layer) and cannot map custom"
+              + " ones");
         }
       }
       Map<String, Map<String, ScrapedFigure>> published = new LinkedHashMap<>();
@@ -214,8 +215,8 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
       if (p.has("engineLabelKey") && published.isEmpty() && loraOff.isEmpty()
           && cacheInfoOff.isEmpty()) {
         p.notice("engineLabelKey", "has no effect without customMetrics or an empty loraSpec or"
-            + " cacheInfoSpec: epp4j recognises vLLM"
-            + " and SGLang servers by the metric names they expose, not by a pod label");
+            + " cacheInfoSpec: epp4j recognises vLLM, SGLang"
+            + " and TensorRT-LLM servers by the metric names they expose, not by a pod label");
       }
       return new CoreMetricsExtractor(labelKey == null || labelKey.isEmpty() ? ENGINE_LABEL
           : labelKey, engine, published, loraOff, cacheInfoOff);
@@ -238,7 +239,9 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
       Map<String, String> builtIn = BUILT_IN.get(engine);
       if (builtIn == null) {
         p.error(where + ".name", "must be 'vllm' or 'sglang', got " + describe(name) + ": epp4j"
-            + " reads only those engines' metrics and recognises them by their metric names");
+            + " recognises each engine by its metric names and takes entries (custom metrics,"
+            + " figures turned off) only for those two; trtllm-serve and Triton TensorRT-LLM"
+            + " pages are read with upstream's built-in mappings");
         return;
       }
       if (!engines.add(engine)) {

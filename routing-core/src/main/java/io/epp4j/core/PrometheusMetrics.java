@@ -19,7 +19,13 @@ import org.jspecify.annotations.Nullable;
  * {@code vllm:lora_requests_info}) and SGLang ({@code sglang:num_queue_reqs},
  * {@code sglang:num_running_reqs}, {@code sglang:token_usage}, and the KV cache size from
  * {@code sglang:cache_config_info{page_size,num_pages}} or the later gauges
- * {@code sglang:page_size} and {@code sglang:num_pages}). When a family has several series
+ * {@code sglang:page_size} and {@code sglang:num_pages}), and TensorRT-LLM with upstream's
+ * built-in mappings: {@code trtllm-serve} ({@code trtllm_num_requests_waiting},
+ * {@code trtllm_num_requests_running}, {@code trtllm_kv_cache_utilization},
+ * {@code trtllm_kv_cache_tokens_per_block}, {@code trtllm_kv_cache_max_blocks}) and Triton's
+ * TensorRT-LLM backend ({@code nv_trt_llm_request_metrics{request_type}} {@code waiting} and
+ * {@code scheduled}; {@code nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type}}
+ * {@code fraction}, {@code tokens_per} and {@code max}). When a family has several series
  * (several models or data-parallel engines) request counts are summed and KV usage takes the
  * maximum, so a hot engine is never averaged away; a negative count (a broken gauge) counts as 0,
  * so it cannot cancel another series' work. SGLang's per-priority series of a queue (a non-empty
@@ -47,30 +53,105 @@ public final class PrometheusMetrics {
       "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
       "vllm:cache_config_info", "vllm:lora_requests_info", "sglang:cache_config_info",
       "sglang:page_size", "sglang:num_pages", "vllm:engine_sleep_state",
-      "vllm:engine_fully_awake", "vllm:engine_sleep_resource_state");
+      "vllm:engine_fully_awake", "vllm:engine_sleep_resource_state",
+      "trtllm_num_requests_waiting", "trtllm_num_requests_running", "trtllm_kv_cache_utilization",
+      "trtllm_kv_cache_tokens_per_block", "trtllm_kv_cache_max_blocks",
+      "nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics");
 
   /** Labels that tell vLLM's sleep series of one engine apart; the rest identify the engine. */
   private static final Set<String> SLEEP_LABELS = Set.of("sleep_state", "resource", "state");
   /** The resources of {@code vllm:engine_sleep_resource_state} an engine serves only with. */
   private static final Set<String> SERVING_RESOURCES = Set.of("scheduler", "weights", "kv_cache");
 
-  // the families of the figures every page should carry, by figure: waiting, running, KV usage
-  private static final Set<String> WAITING =
-      Set.of("vllm:num_requests_waiting", "sglang:num_queue_reqs");
-  private static final Set<String> RUNNING =
-      Set.of("vllm:num_requests_running", "sglang:num_running_reqs");
-  private static final Set<String> KV_USAGE =
-      Set.of("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage");
-  private static final Set<String> SGLANG_FIGURES =
-      Set.of("sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage");
-  private static final Set<String> VLLM_FIGURES = Set.of("vllm:num_requests_waiting",
-      "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc");
-  private static final Set<String> FIGURES = union(SGLANG_FIGURES, VLLM_FIGURES);
+  /**
+   * The engines whose figures every page should carry (waiting, running, KV usage), with the
+   * names a missing figure is reported by and the families that carry them. Triton's TensorRT-LLM
+   * backend writes all three figures in two families, told apart by a label.
+   */
+  private enum Engine {
+    VLLM("vllm:num_requests_waiting", "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc (nor the older vllm:gpu_cache_usage_perc)",
+        Set.of("vllm:num_requests_waiting", "vllm:num_requests_running",
+            "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
+    SGLANG("sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage",
+        Set.of("sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage")),
+    TRTLLM_SERVE("trtllm_num_requests_waiting", "trtllm_num_requests_running",
+        "trtllm_kv_cache_utilization", Set.of("trtllm_num_requests_waiting",
+            "trtllm_num_requests_running", "trtllm_kv_cache_utilization")),
+    TRITON_TRTLLM("nv_trt_llm_request_metrics{request_type=\"waiting\"}",
+        "nv_trt_llm_request_metrics{request_type=\"scheduled\"}",
+        "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\"}",
+        Set.of("nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics"));
 
-  private static Set<String> union(Set<String> a, Set<String> b) {
-    Set<String> u = new java.util.HashSet<>(a);
-    u.addAll(b);
+    final String waiting;
+    final String running;
+    final String kvUsage;
+    final Set<String> figureFamilies;
+
+    Engine(String waiting, String running, String kvUsage, Set<String> figureFamilies) {
+      this.waiting = waiting;
+      this.running = running;
+      this.kvUsage = kvUsage;
+      this.figureFamilies = figureFamilies;
+    }
+  }
+
+  /** The families of the figures of every engine. */
+  private static final Set<String> FIGURES = figures();
+
+  private static Set<String> figures() {
+    Set<String> u = new java.util.HashSet<>();
+    for (Engine e : Engine.values()) {
+      u.addAll(e.figureFamilies);
+    }
     return Set.copyOf(u);
+  }
+
+  /** What a sample is a figure of: 'w' waiting, 'r' running, 'k' KV usage, or 0 none. */
+  private static char figureOf(Sample s) {
+    switch (s.name) {
+      case "vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting":
+        return 'w';
+      case "vllm:num_requests_running", "sglang:num_running_reqs", "trtllm_num_requests_running":
+        return 'r';
+      case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+          "trtllm_kv_cache_utilization":
+        return 'k';
+      case "nv_trt_llm_request_metrics": {
+        String type = s.labels.get("request_type");
+        return "waiting".equals(type) ? 'w' : "scheduled".equals(type) ? 'r' : 0;
+      }
+      case "nv_trt_llm_kv_cache_block_metrics":
+        return "fraction".equals(s.labels.get("kv_cache_block_type")) ? 'k' : 0;
+      default:
+        return 0;
+    }
+  }
+
+  private static boolean hasFigure(Map<String, Sample> samples, char figure) {
+    for (Sample s : samples.values()) {
+      if (figureOf(s) == figure) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * The engine the page is from, to name a missing figure in its words: an engine other than
+   * vLLM whose figures the page has and vLLM's not, or, on a page without any figure, whose
+   * families it declares and vLLM's not; else vLLM.
+   */
+  private static Engine engineOf(Map<String, Sample> samples, Set<String> declared, boolean any) {
+    for (Engine e : Engine.values()) {
+      if (e != Engine.VLLM && (any ? hasAny(samples, e.figureFamilies)
+              && !hasAny(samples, Engine.VLLM.figureFamilies)
+          : !java.util.Collections.disjoint(declared, e.figureFamilies)
+              && java.util.Collections.disjoint(declared, Engine.VLLM.figureFamilies))) {
+        return e;
+      }
+    }
+    return Engine.VLLM;
   }
 
   /** The family a {@code # HELP name ...} or {@code # TYPE name ...} line is about, or null. */
@@ -177,7 +258,8 @@ public final class PrometheusMetrics {
       anySample = true;
       // only the families read below may fail the scrape: an odd line of another one (a
       // histogram, a metric a newer server adds) must not cost the queue and KV figures
-      if (!(line.startsWith("vllm:") || line.startsWith("sglang:"))
+      if (!(line.startsWith("vllm:") || line.startsWith("sglang:")
+              || line.startsWith("trtllm_") || line.startsWith("nv_trt_llm_"))
           || !FAMILIES.contains(line.substring(0, nameEnd(line)))) {
         continue;
       }
@@ -222,15 +304,40 @@ public final class PrometheusMetrics {
       // a count below zero is a broken gauge: summed, it would cancel other series' real work
       double count = nan || s.value < 0 ? 0 : s.value;
       switch (s.name) {
-        case "vllm:num_requests_waiting" -> {
+        case "vllm:num_requests_waiting", "trtllm_num_requests_waiting" -> {
           waiting += count;
           waitingTotal = true;
           any = true;
         }
-        case "vllm:num_requests_running" -> {
+        case "vllm:num_requests_running", "trtllm_num_requests_running" -> {
           running += count;
           runningTotal = true;
           any = true;
+        }
+        // Triton's TensorRT-LLM backend: requests by request_type (also active, max, context)
+        case "nv_trt_llm_request_metrics" -> {
+          char figure = figureOf(s);
+          if (figure == 'w') {
+            waiting += count;
+            waitingTotal = true;
+            any = true;
+          } else if (figure == 'r') {
+            running += count;
+            runningTotal = true;
+            any = true;
+          }
+        }
+        // its KV cache blocks by kv_cache_block_type (also used and free)
+        case "nv_trt_llm_kv_cache_block_metrics" -> {
+          String type = s.labels.get("kv_cache_block_type");
+          if ("fraction".equals(type)) {
+            kv = nan ? kv : Math.max(kv, s.value);
+            any = true;
+          } else if ("max".equals(type)) {
+            blocks = Math.max(blocks, count(s.value, Long.MAX_VALUE));
+          } else if ("tokens_per".equals(type)) {
+            blockSize = (int) Math.max(blockSize, count(s.value, Integer.MAX_VALUE));
+          }
         }
         case "sglang:num_queue_reqs", "sglang:num_running_reqs" -> {
           // the ranks of one tensor-parallel group run one schedule: each rank that reports
@@ -249,7 +356,8 @@ public final class PrometheusMetrics {
               (a, b) -> a.count >= b.count ? a : b);
           any = true;
         }
-        case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage" -> {
+        case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+            "trtllm_kv_cache_utilization" -> {
           kv = nan ? kv : Math.max(kv, s.value);
           any = true;
         }
@@ -272,8 +380,9 @@ public final class PrometheusMetrics {
             engineAwake.merge(seriesKey("", engine), serves, Boolean::logicalAnd);
           }
         }
-        case "sglang:num_pages" -> blocks = Math.max(blocks, count(s.value, Long.MAX_VALUE));
-        case "sglang:page_size" ->
+        case "sglang:num_pages", "trtllm_kv_cache_max_blocks" ->
+            blocks = Math.max(blocks, count(s.value, Long.MAX_VALUE));
+        case "sglang:page_size", "trtllm_kv_cache_tokens_per_block" ->
             blockSize = (int) Math.max(blockSize, count(s.value, Integer.MAX_VALUE));
         case "vllm:lora_requests_info" -> {
           // one series per change; the value is the time it was set: keep the newest that names
@@ -300,24 +409,21 @@ public final class PrometheusMetrics {
     // whose samples are all of other families is something else (a wrong path or port)
     boolean fresh = !anySample || !java.util.Collections.disjoint(declared, FIGURES);
     if (!any && !fresh) {
-      return Result.error("no vLLM or SGLang queue/KV metrics found in the exposition");
+      return Result.error(
+          "no vLLM or SGLang (nor TensorRT-LLM) queue/KV metrics found in the exposition");
     }
     // a family with only NaN samples is there; one without a sample is not, and its figure
     // reads 0: named, so that a server which renamed or hid a metric does not go unnoticed
-    boolean asSglang = hasAny(samples, SGLANG_FIGURES) && !hasAny(samples, VLLM_FIGURES)
-        || !any && !java.util.Collections.disjoint(declared, SGLANG_FIGURES)
-            && java.util.Collections.disjoint(declared, VLLM_FIGURES);
+    Engine engine = engineOf(samples, declared, any);
     StringBuilder lacking = new StringBuilder();
-    if (!hasAny(samples, WAITING)) {
-      lacking.append(asSglang ? "sglang:num_queue_reqs" : "vllm:num_requests_waiting");
+    if (!hasFigure(samples, 'w')) {
+      lacking.append(engine.waiting);
     }
-    if (!hasAny(samples, RUNNING)) {
-      lacking.append(lacking.length() == 0 ? "" : ", ")
-          .append(asSglang ? "sglang:num_running_reqs" : "vllm:num_requests_running");
+    if (!hasFigure(samples, 'r')) {
+      lacking.append(lacking.length() == 0 ? "" : ", ").append(engine.running);
     }
-    if (!hasAny(samples, KV_USAGE)) {
-      lacking.append(lacking.length() == 0 ? "" : ", ").append(asSglang ? "sglang:token_usage"
-          : "vllm:kv_cache_usage_perc (nor the older vllm:gpu_cache_usage_perc)");
+    if (!hasFigure(samples, 'k')) {
+      lacking.append(lacking.length() == 0 ? "" : ", ").append(engine.kvUsage);
     }
     if (!anySample) {
       missing.accept("any metric (the page is empty; SGLang writes none before its first batch)");

@@ -307,6 +307,52 @@ class MetricsScraperTest {
   }
 
   @Test
+  void tensorRtLlmPagesAreReadWithUpstreamsBuiltInMappings() {
+    // upstream's core-metrics-extractor has built-in mappings for trtllm-serve and Triton's
+    // TensorRT-LLM backend; their pages failed to parse here ("no vLLM or SGLang metrics"), so
+    // such an endpoint only ever had stale metrics
+    EndpointMetrics serve = PrometheusMetrics.parse("""
+        # TYPE trtllm_num_requests_waiting gauge
+        trtllm_num_requests_waiting{engine_type="trtllm",model_name="m"} 3.0
+        trtllm_num_requests_running{engine_type="trtllm",model_name="m"} 7.0
+        trtllm_kv_cache_utilization{engine_type="trtllm",model_name="m"} 0.42
+        trtllm_kv_cache_tokens_per_block{engine_type="trtllm",model_name="m"} 32.0
+        trtllm_kv_cache_max_blocks{engine_type="trtllm",model_name="m"} 4096.0
+        trtllm_kv_cache_hit_rate{engine_type="trtllm",model_name="m"} 0.9
+        """).value();
+    assertThat(serve.waitingRequests()).isEqualTo(3);
+    assertThat(serve.runningRequests()).isEqualTo(7);
+    assertThat(serve.kvCacheUsage()).isEqualTo(0.42);
+    assertThat(serve.blockSizeTokens()).isEqualTo(32);
+    assertThat(serve.kvCapacityBlocks()).isEqualTo(4096);
+    EndpointMetrics triton = PrometheusMetrics.parse("""
+        nv_trt_llm_request_metrics{model="ensemble",request_type="active",version="1"} 9
+        nv_trt_llm_request_metrics{model="ensemble",request_type="max",version="1"} 64
+        nv_trt_llm_request_metrics{model="ensemble",request_type="scheduled",version="1"} 5
+        nv_trt_llm_request_metrics{model="ensemble",request_type="context",version="1"} 1
+        nv_trt_llm_request_metrics{model="ensemble",request_type="waiting",version="1"} 4
+        nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max",model="ensemble",version="1"} 2048
+        nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="free",model="ensemble",version="1"} 1024
+        nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used",model="ensemble",version="1"} 1024
+        nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="tokens_per",model="ensemble",version="1"} 64
+        nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="ensemble",version="1"} 0.5
+        """).value();
+    assertThat(triton.waitingRequests()).isEqualTo(4);
+    assertThat(triton.runningRequests()).isEqualTo(5);
+    assertThat(triton.kvCacheUsage()).isEqualTo(0.5);
+    assertThat(triton.blockSizeTokens()).isEqualTo(64);
+    assertThat(triton.kvCapacityBlocks()).isEqualTo(2048);
+    // a figure such a page lacks is named in its engine's words
+    AtomicReference<String> missing = new AtomicReference<>();
+    PrometheusMetrics.parse("trtllm_num_requests_waiting 1\n", r -> { }, missing::set);
+    assertThat(missing.get()).isEqualTo("trtllm_num_requests_running, trtllm_kv_cache_utilization");
+    PrometheusMetrics.parse(
+        "nv_trt_llm_request_metrics{request_type=\"waiting\"} 1\n", r -> { }, missing::set);
+    assertThat(missing.get()).contains("request_type=\"scheduled\"")
+        .contains("kv_cache_block_type=\"fraction\"").doesNotContain("vllm:");
+  }
+
+  @Test
   void sglangKvCacheSizeIsReadFromItsCacheConfigInfoAndFromItsPageGauges() {
     // SGLang up to 0.5.10 carries the KV cache size as labels of sglang:cache_config_info (what
     // upstream's built-in SGLang mapping reads), later versions as the gauges sglang:page_size and
