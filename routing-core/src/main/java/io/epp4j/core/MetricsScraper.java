@@ -40,7 +40,7 @@ import org.jspecify.annotations.Nullable;
  * age and count as stale (see {@code Router.Builder.metricsStaleness}); failures are counted and
  * logged once per endpoint until it recovers. A page that lacks the metric of one of the figures
  * (waiting, running, KV usage) is used, reading 0 for that figure, and the metric is named in a
- * warning, once per endpoint. A vLLM server put to sleep ({@code POST /sleep}) is published
+ * warning, once per endpoint until a page of it carries every figure again. A vLLM server put to sleep ({@code POST /sleep}) is published
  * {@link EndpointMetrics#asleep() asleep}, and the router routes to it only while no endpoint is
  * awake; falling asleep and waking up are logged. A scrape ends within its {@link Builder#timeout}
  * and reads at most {@link Builder#maxResponseBytes} bytes, so a server that never finishes its
@@ -240,7 +240,12 @@ public final class MetricsScraper implements AutoCloseable {
             + " (and maybe others); the last sample of each counts");
       }
       String absent = missing.get();
-      if (absent != null && mark(lacking, id)) {
+      if (absent == null) {
+        // a page with every figure ends the warning: a server that restarts writes an empty or
+        // partial page for a moment, and that must not use up the one warning for a metric
+        // this endpoint goes without later (a version that renamed it)
+        lacking.remove(id);
+      } else if (mark(lacking, id)) {
         LOG.log(Level.WARNING, "metrics of " + id + " have no sample of " + absent
             + ": the router reads 0 for each such figure while it is missing (a server version"
             + " that renamed or hid the metric?)");

@@ -521,6 +521,40 @@ class MetricsScraperTest {
   }
 
   @Test
+  void aMissingFigureIsWarnedOfAgainAfterPagesThatCarriedEveryFigure() throws Exception {
+    // a restarting server writes an empty page for a moment (SGLang before its first batch):
+    // that warning used up the endpoint's only one, so a metric the restarted server went
+    // without for good (a version that renamed it) was never named
+    AtomicReference<String> body = new AtomicReference<>("");
+    HttpServer server = metricsServer(body);
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    ScraperLog log = new ScraperLog(m -> m.contains(id) && m.contains("no sample of"));
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(UNHURRIED).start()) {
+      awaitMetrics(router, id, EndpointMetrics::isKnown);
+      body.set(VLLM);
+      awaitMetrics(router, id, m -> m.waitingRequests() == 5);
+      long seen = scraper.scrapes();
+      awaitCount(scraper::scrapes, seen + 3);
+      assertThat(log.messages).hasSize(1);
+      assertThat(log.messages.get(0)).contains("the page is empty");
+      body.set("vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 2\n"
+          + "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 1\n");
+      awaitMetrics(router, id, m -> m.waitingRequests() == 2);
+      seen = scraper.scrapes();
+      awaitCount(scraper::scrapes, seen + 3);
+      assertThat(log.messages).hasSize(2);
+      assertThat(log.messages.get(1)).contains("vllm:kv_cache_usage_perc");
+    } finally {
+      log.close();
+      server.stop(0);
+    }
+  }
+
+  @Test
   void aFigureWhoseMetricIsMissingIsLoggedOncePerEndpointNamingTheMetric() throws Exception {
     // a page with the queue but no KV-usage family (a server that renamed or hid it) read as
     // 0 % KV usage for good, and nothing said so: the endpoint looked empty to the KV scorer
