@@ -888,14 +888,7 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     int[] prompt = (int[]) parsed;
-    int maxTokens = DEFAULT_MAX_TOKENS;
-    if (max != null) {
-      if (max < 1) {
-        error(ex, 400, "BadRequestError", "field '" + maxField + "' must be an integer >= 1");
-        return;
-      }
-      maxTokens = max;
-    }
+    int maxTokens = max != null ? max : DEFAULT_MAX_TOKENS;
     int maxLen = cluster.profile().maxModelLen();
     // vLLM's two refusals, in its order and words (clients parse them for the room left): a
     // prompt that fills the context on its own, whatever max_tokens says, then a max_tokens the
@@ -927,7 +920,15 @@ final class EmulatedServer implements AutoCloseable {
           + " - " + prompt.length + ").");
       return;
     }
-    // as vLLM's sampling parameters check them, after the model and the context's length
+    // as vLLM's sampling parameters check them, after the model and the context's length: a
+    // limit below 1 first, in its words (clients match them), then min_tokens. Its sampling
+    // field is max_tokens whichever request field set it, so a chat's max_completion_tokens is
+    // named max_tokens here too, as vLLM names it
+    if (maxTokens < 1) {
+      error(ex, 400, "BadRequestError", "max_tokens must be at least 1, got " + maxTokens
+          + ". (parameter=max_tokens, value=" + maxTokens + ")", "max_tokens");
+      return;
+    }
     if (minTokens < 0) {
       error(ex, 400, "BadRequestError", "min_tokens must be greater than or equal to 0, got "
           + minTokens + ".");
@@ -1505,15 +1506,29 @@ final class EmulatedServer implements AutoCloseable {
    * ErrorResponse, whose {@code param} is null here.
    */
   private static void error(Exchange ex, int status, String type, String message) {
-    send(ex, status, "application/json", errorBody(status, type, message));
+    error(ex, status, type, message, null);
+  }
+
+  /**
+   * The same, naming in {@code param} the request field that is wrong, as vLLM names the
+   * parameter of its own validation errors ({@code VLLMValidationError}).
+   */
+  private static void error(Exchange ex, int status, String type, String message,
+      @Nullable String param) {
+    send(ex, status, "application/json", errorBody(status, type, message, param));
   }
 
   private static String errorBody(int status, String type, String message) {
+    return errorBody(status, type, message, null);
+  }
+
+  private static String errorBody(int status, String type, String message,
+      @Nullable String param) {
     ObjectNode root = JSON.createObjectNode();
     ObjectNode e = root.putObject("error");
     e.put("message", message);
     e.put("type", type);
-    e.putNull("param");
+    e.put("param", param);
     e.put("code", status);
     try {
       return JSON.writeValueAsString(root);

@@ -94,11 +94,11 @@ class ServeFieldTypesTest {
     int port = replica.start();
     String chat = "\"messages\":[{\"role\":\"user\",\"content\":\"a b c\"}]";
     HttpResponse<String> res = replica.post(port, "/v1/chat/completions",
-        "{" + chat + ",\"max_completion_tokens\":0}");
+        "{" + chat + ",\"max_completion_tokens\":\"lots\"}");
     assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
     assertThat(JSON.readTree(res.body()).at("/error/message").asText())
         .contains("'max_completion_tokens'");
-    res = replica.post(port, "/v1/chat/completions", "{" + chat + ",\"max_tokens\":-1}");
+    res = replica.post(port, "/v1/chat/completions", "{" + chat + ",\"max_tokens\":1.5}");
     assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
     assertThat(JSON.readTree(res.body()).at("/error/message").asText())
         .contains("'max_tokens'").doesNotContain("max_completion_tokens");
