@@ -174,6 +174,27 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     return encode(prompt, true);
   }
 
+  /**
+   * The text of token IDs, special tokens included, as a Hugging Face tokenizer's
+   * {@code decode(ids)} gives it (vLLM's {@code /detokenize}, and the prompt it echoes back for a
+   * completion sent as token IDs).
+   *
+   * @throws TokenizationException when an ID is not in the vocabulary or cannot be decoded
+   */
+  public String decode(int[] ids) {
+    long[] longs = new long[ids.length];
+    for (int i = 0; i < ids.length; i++) {
+      longs[i] = ids[i];
+    }
+    try {
+      return tokenizer.decode(longs, false);
+    } catch (RuntimeException e) {
+      // the native library's message names the failure, never text of the request
+      throw new TokenizationException(source + " cannot decode these token IDs: "
+          + e.getClass().getSimpleName(), e);
+    }
+  }
+
   private int[] encode(String text, boolean addSpecialTokens) {
     long[] ids = tokenizer.encode(text, addSpecialTokens, false).getIds();
     int[] out = new int[ids.length];

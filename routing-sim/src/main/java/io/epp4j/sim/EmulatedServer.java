@@ -855,6 +855,14 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     boolean returnTokenIds = returnTokenIdsValue;
+    // vLLM's echo: a completion's answer starts with its prompt's text, a chat's with the content
+    // of its last message when that message is the answer's own role
+    Boolean echoValue = laxBool(body.path("echo"));
+    if (echoValue == null) {
+      error(ex, 400, "BadRequestError", "field 'echo' must be a boolean");
+      return;
+    }
+    boolean echo = echoValue;
     // a chat's messages and a completion's prompt left out are the request model's errors too
     // (a prompt's bad token IDs are the engine's, after the model: they wait for the tokens)
     if (chat && request.messages() instanceof String bad) {
@@ -889,6 +897,18 @@ final class EmulatedServer implements AutoCloseable {
     }
     int[] prompt = (int[]) parsed;
     int maxTokens = max != null ? max : DEFAULT_MAX_TOKENS;
+    String echoText = "";
+    if (echo) {
+      Object text = echoText(request, chat, prompt, returnTokenIds);
+      if (text instanceof String[] refused) {
+        error(ex, 400, "BadRequestError", refused[0], "echo");
+        return;
+      }
+      echoText = (String) text;
+    }
+    // a completion's echo with max_tokens 0 answers the prompt alone: vLLM runs the request for
+    // one token (counted in its usage) and leaves that token out of the text
+    boolean echoOnly = echo && !chat && max != null && max == 0;
     int maxLen = cluster.profile().maxModelLen();
     // vLLM's two refusals, in its order and words (clients parse them for the room left): a
     // prompt that fills the context on its own, whatever max_tokens says, then a max_tokens the
@@ -924,6 +944,9 @@ final class EmulatedServer implements AutoCloseable {
     // limit below 1 first, in its words (clients match them), then min_tokens. Its sampling
     // field is max_tokens whichever request field set it, so a chat's max_completion_tokens is
     // named max_tokens here too, as vLLM names it
+    if (echoOnly) {
+      maxTokens = 1;
+    }
     if (maxTokens < 1) {
       error(ex, 400, "BadRequestError", "max_tokens must be at least 1, got " + maxTokens
           + ". (parameter=max_tokens, value=" + maxTokens + ")", "max_tokens");
@@ -986,9 +1009,10 @@ final class EmulatedServer implements AutoCloseable {
       if (stream) {
         stream(ex, out, chat, id, created, served, includeUsage,
             continuousUsage ? prompt.length : -1, maxTokens, returnTokenIds ? prompt : null,
-            finishReason);
+            finishReason, new Echo(echoText, echoOnly, echo ? prompt : null));
       } else {
-        whole(ex, out, chat, id, created, served, returnTokenIds ? prompt : null, finishReason);
+        whole(ex, out, chat, id, created, served, returnTokenIds ? prompt : null, finishReason,
+            new Echo(echoText, echoOnly, null));
       }
     } catch (IOException interrupted) {
       if (submitted != null) {
@@ -998,6 +1022,61 @@ final class EmulatedServer implements AutoCloseable {
     } finally {
       connectionClosed.removeListener(clientGone);
     }
+  }
+
+  /**
+   * What an answer echoes: {@code text} before the generated text (empty for none), {@code only}
+   * when the generated text is left out (a completion's echo with max_tokens 0), and the prompt's
+   * IDs a completion stream names with its echo (null without one).
+   */
+  private record Echo(String text, boolean only, int @Nullable [] promptIds) {}
+
+  /**
+   * The text a request's echo puts before the answer: a completion's prompt (empty with
+   * {@code return_token_ids}, as vLLM then leaves the text out), a chat's last message's content
+   * when that message has the role of the answer (the assistant's, or with
+   * {@code add_generation_prompt} false the last message's own); a {@code String[]} holding
+   * why not when a prompt of token IDs cannot be turned back into text.
+   */
+  private Object echoText(RequestBody request, boolean chat, int[] prompt,
+      boolean returnTokenIds) {
+    if (chat) {
+      @SuppressWarnings("unchecked")
+      List<ChatMessage> messages = (List<ChatMessage>) request.messages();
+      ChatMessage last = messages.get(messages.size() - 1);
+      Object args = chatTemplateArgs(request.fields());
+      boolean addGenerationPrompt = args instanceof ChatTemplateArgs a && a.addGenerationPrompt();
+      String role = addGenerationPrompt ? "assistant" : last.role();
+      return last.role().equals(role) ? last.content() : "";
+    }
+    if (returnTokenIds) {
+      return "";
+    }
+    if (request.prompt() instanceof RequestBody.Text t) {
+      return t.text();
+    }
+    String text;
+    try {
+      text = decode(prompt);
+    } catch (RuntimeException e) {
+      return new String[] {"field 'echo' needs the text of the prompt, which the tokenizer given"
+          + " with --tokenizer cannot decode: " + reason(e)};
+    }
+    return text != null ? text : new String[] {"field 'echo' needs the text of a prompt given as"
+        + " token IDs, which the stand-in tokenizer cannot give back: start serve with"
+        + " --tokenizer, or set return_token_ids"};
+  }
+
+  /**
+   * The text of token IDs through the tokenizer of {@code --tokenizer}; null with the stand-in,
+   * whose IDs are hashes of words and cannot be turned back into them.
+   */
+  private @Nullable String decode(int[] ids) {
+    Tokenizer t = tokenizer;
+    if (t instanceof Serve.WithDefaultKwargs w) {
+      t = w.tokenizer();
+    }
+    return t instanceof io.epp4j.kvevents.HuggingFaceTokenizer hf ? hf.decode(ids) : null;
   }
 
   /**
@@ -1090,13 +1169,15 @@ final class EmulatedServer implements AutoCloseable {
    *     else null
    */
   private void whole(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, String served, int @Nullable [] promptIds, String finishReason)
+      long created, String served, int @Nullable [] promptIds, String finishReason, Echo echo)
       throws IOException {
-    StringBuilder text = new StringBuilder();
+    StringBuilder text = new StringBuilder(echo.text());
     ArrayNode ids = JSON.createArrayNode();
     int[] m;
     while ((m = take(out)).length == 1) {
-      text.append(FILLER);
+      if (!echo.only()) {
+        text.append(FILLER);
+      }
       ids.add(m[0]);
     }
     if (m == CLIENT_GONE) {
@@ -1167,7 +1248,7 @@ final class EmulatedServer implements AutoCloseable {
    */
   private void stream(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
       long created, String served, boolean includeUsage, int continuousPromptTokens, int maxTokens,
-      int @Nullable [] promptIds, String finishReason) throws IOException {
+      int @Nullable [] promptIds, String finishReason, Echo echo) throws IOException {
     ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
     int sent = 0;
@@ -1194,6 +1275,19 @@ final class EmulatedServer implements AutoCloseable {
           first.putRawValue("prompt_token_ids", idsJson(promptIds));
         }
         event(ex, JSON.writeValueAsString(first));
+        if (!echo.text().isEmpty()) {
+          // vLLM's chat echo: the last message's content in a chunk of its own, after the role
+          ObjectNode echoed = base(id, object, created, served);
+          ObjectNode e = echoed.putArray("choices").addObject();
+          e.put("index", 0);
+          e.putObject("delta").put("content", echo.text());
+          e.putNull("logprobs");
+          e.putNull("finish_reason");
+          if (continuousPromptTokens >= 0) {
+            echoed.set("usage", runningUsage(continuousPromptTokens, 0));
+          }
+          event(ex, JSON.writeValueAsString(echoed));
+        }
       }
       sent++;
       ObjectNode chunk = base(id, object, created, served);
@@ -1202,7 +1296,9 @@ final class EmulatedServer implements AutoCloseable {
       if (chat) {
         c.putObject("delta").put("content", FILLER);
       } else {
-        c.put("text", FILLER);
+        // a completion's echo goes out with the first token (alone, for max_tokens 0)
+        String prefix = sent == 1 ? echo.text() : "";
+        c.put("text", echo.only() ? prefix : prefix + FILLER);
       }
       c.putNull("logprobs");
       if (sent == maxTokens) {
@@ -1220,8 +1316,11 @@ final class EmulatedServer implements AutoCloseable {
         // on a stop string or token), and the IDs a request without return_token_ids does not
         // get; the prompt's IDs go out once, in the first token's choice
         c.putNull("stop_reason");
-        if (promptIds != null && sent == 1) {
-          c.putRawValue("prompt_token_ids", idsJson(promptIds));
+        // the prompt's IDs go with the first token's chunk when asked for, and always with an
+        // echo (vLLM returns them with the echoed prompt whether or not return_token_ids is set)
+        int[] firstIds = promptIds != null ? promptIds : echo.promptIds();
+        if (firstIds != null && sent == 1) {
+          c.putRawValue("prompt_token_ids", idsJson(firstIds));
         } else {
           c.putNull("prompt_token_ids");
         }

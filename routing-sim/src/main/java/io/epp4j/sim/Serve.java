@@ -704,7 +704,7 @@ final class Serve implements AutoCloseable {
    * The tokenizer of {@code --tokenizer} rendering chats with
    * {@code --default-chat-template-kwargs} under each request's own, as vLLM renders them.
    */
-  private record WithDefaultKwargs(Tokenizer tokenizer, DefaultChatTemplateKwargs defaults)
+  record WithDefaultKwargs(Tokenizer tokenizer, DefaultChatTemplateKwargs defaults)
       implements Tokenizer {
     @Override
     public int[] encode(String text) {

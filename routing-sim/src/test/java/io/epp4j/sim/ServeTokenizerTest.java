@@ -229,6 +229,18 @@ class ServeTokenizerTest {
   }
 
   @Test
+  void anEchoedPromptOfTokenIdsIsDecodedByTheGivenTokenizer(@TempDir Path dir) throws Exception {
+    Serve s = start(1, writeTokenizer(dir, CHATML));
+    int p = port(s, 0);
+    HttpResponse<String> res = post(p, "/v1/completions",
+        "{\"prompt\":[8,9],\"max_tokens\":1,\"echo\":true}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    // the word-level vocabulary decodes its words joined by spaces
+    assertThat(JSON.readTree(res.body()).at("/choices/0/text").asText())
+        .startsWith("hello world").endsWith(" lorem");
+  }
+
+  @Test
   void defaultChatTemplateKwargsRenderUnderTheRequestsOwnAsVllmsFlag(@TempDir Path dir)
       throws Exception {
     // ChatML whose generation prompt says "hello" when thinking is turned off
