@@ -71,8 +71,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * One emulated replica's OpenAI-compatible HTTP API on a loopback port, in vLLM's shapes:
  * {@code /v1/completions}, {@code /v1/chat/completions} (streaming and not), {@code /v1/models},
- * {@code /health} (and {@code /ping}), {@code /tokenize} and {@code /metrics} (vLLM's Prometheus
- * names), each on the methods vLLM's route takes.
+ * {@code /health} (and {@code /ping}), {@code /tokenize}, {@code /detokenize} and
+ * {@code /metrics} (vLLM's Prometheus names), each on the methods vLLM's route takes.
  *
  * <p>Text is tokenized by the {@link Tokenizer} given (the model's own, loaded from its
  * {@code tokenizer.json}), or else by {@link #tokenize(String)}, a deterministic stand-in that is
@@ -635,7 +635,7 @@ final class EmulatedServer implements AutoCloseable {
             send(ex, cluster.failure() == null ? 200 : 503, "text/plain", "");
         case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4", metrics());
         case "/v1/models" -> send(ex, 200, "application/json", models());
-        case "/v1/completions", "/v1/chat/completions", "/tokenize" -> {
+        case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize" -> {
           Object parsed = ex.parse(vocab());
           if (parsed instanceof String malformed) {
             error(ex, 400, "BadRequestError", malformed);
@@ -644,6 +644,8 @@ final class EmulatedServer implements AutoCloseable {
           RequestBody body = (RequestBody) parsed;
           if (path.equals("/tokenize")) {
             tokenizeEndpoint(ex, body);
+          } else if (path.equals("/detokenize")) {
+            detokenizeEndpoint(ex, body);
           } else {
             complete(ex, body, path.equals("/v1/chat/completions"));
           }
@@ -666,7 +668,7 @@ final class EmulatedServer implements AutoCloseable {
    */
   private static @Nullable String allowedMethods(String path) {
     return switch (path) {
-      case "/v1/completions", "/v1/chat/completions", "/tokenize" -> "POST";
+      case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize" -> "POST";
       case "/health", "/v1/models" -> "GET";
       case "/ping" -> "GET, POST";
       case "/metrics" -> "";
@@ -711,7 +713,7 @@ final class EmulatedServer implements AutoCloseable {
     }
     String path = path(ex.uri);
     return "/v1/completions".equals(path) || "/v1/chat/completions".equals(path)
-        || "/tokenize".equals(path);
+        || "/tokenize".equals(path) || "/detokenize".equals(path);
   }
 
   /** The prompt's token IDs, or a message naming what is wrong (never the prompt itself). */
@@ -1456,6 +1458,51 @@ final class EmulatedServer implements AutoCloseable {
       g.writeEndObject();
     }
     ex.send(response(200, "application/json", bytes.toByteArray()));
+  }
+
+  /**
+   * vLLM's {@code /detokenize}: {@code {"model", "tokens"}} answered {@code {"prompt": text}},
+   * the model checked as {@code /tokenize} checks it. The text comes from the tokenizer of
+   * {@code --tokenizer}; the stand-in's IDs are hashes of words that cannot be turned back, so
+   * without one the request is refused (an answer with made-up text would be a wrong answer).
+   */
+  private void detokenizeEndpoint(Exchange ex, RequestBody body) throws IOException {
+    JsonNode modelNode = body.fields().get("model");
+    if (modelNode != null && !modelNode.isNull() && !modelNode.isTextual()) {
+      error(ex, 400, "BadRequestError", "field 'model' must be a string", "model");
+      return;
+    }
+    RequestBody.Prompt tokens = body.tokens();
+    if (tokens == null) {
+      error(ex, 400, "BadRequestError", "field 'tokens' is required", "tokens");
+      return;
+    }
+    if (tokens instanceof RequestBody.Bad bad) {
+      error(ex, 400, "BadRequestError", bad.message(), "tokens");
+      return;
+    }
+    String requested = requestedModel(modelNode);
+    if (!model.equals(requested) && !loraAdapters.contains(requested)) {
+      modelNotFound(ex, requested);
+      return;
+    }
+    String text;
+    try {
+      text = decode(((RequestBody.Ids) tokens).ids());
+    } catch (RuntimeException e) {
+      error(ex, 400, "BadRequestError", "the tokenizer given with --tokenizer cannot decode"
+          + " field 'tokens': " + reason(e), "tokens");
+      return;
+    }
+    if (text == null) {
+      error(ex, 400, "BadRequestError", "/detokenize needs the model's tokenizer: the stand-in"
+          + " tokenizer's IDs are hashes of words and cannot be turned back into text; start"
+          + " serve with --tokenizer", "tokens");
+      return;
+    }
+    ObjectNode root = JSON.createObjectNode();
+    root.put("prompt", text);
+    send(ex, 200, "application/json", JSON.writeValueAsString(root));
   }
 
   /**

@@ -58,6 +58,7 @@ final class RequestBody {
 
   private final ObjectNode fields;
   private @Nullable Prompt prompt;
+  private @Nullable Prompt tokens;
   private boolean hasMessages;
   // a List<ChatMessage>, or a String naming what is wrong
   private @Nullable Object messages;
@@ -74,6 +75,11 @@ final class RequestBody {
   /** Field {@code prompt}, or null when the body has none. */
   @Nullable Prompt prompt() {
     return prompt;
+  }
+
+  /** Field {@code tokens} ({@code /detokenize}), never a text; null when the body has none. */
+  @Nullable Prompt tokens() {
+    return tokens;
   }
 
   /** Whether the body has a field {@code messages}, whatever its value. */
@@ -115,6 +121,7 @@ final class RequestBody {
         // as in a tree, a field given twice is its last value
         switch (name) {
           case "prompt" -> r.prompt = readPrompt(p, vocab);
+          case "tokens" -> r.tokens = readTokens(p, vocab);
           case "messages" -> {
             r.hasMessages = true;
             r.messages = readMessages(p);
@@ -161,7 +168,7 @@ final class RequestBody {
         p.nextToken();
         one = p.currentToken() == JsonToken.END_ARRAY
             ? new Bad("field 'prompt' must be a string or a non-empty array of token IDs")
-            : readIds(p, vocab);
+            : readIds(p, vocab, "prompt");
       }
       int size = 1;
       while (p.nextToken() != JsonToken.END_ARRAY) {
@@ -175,14 +182,29 @@ final class RequestBody {
       }
       return one;
     }
-    return readIds(p, vocab);
+    return readIds(p, vocab, "prompt");
+  }
+
+  /**
+   * Field {@code tokens} of a {@code /detokenize} body, the parser on its value: token IDs (an
+   * empty array too, as vLLM takes it), or what is wrong.
+   */
+  private static Prompt readTokens(JsonParser p, int vocab) throws IOException {
+    if (p.currentToken() != JsonToken.START_ARRAY) {
+      p.skipChildren();
+      return new Bad("field 'tokens' must be an array of token IDs");
+    }
+    if (p.nextToken() == JsonToken.END_ARRAY) {
+      return new Ids(new int[0]);
+    }
+    return readIds(p, vocab, "tokens");
   }
 
   /**
    * Token IDs, the parser on the first element of their array; it ends on the array's end. The
    * first element that is not a valid ID decides the answer, as when they are checked in order.
    */
-  private static Prompt readIds(JsonParser p, int vocab) throws IOException {
+  private static Prompt readIds(JsonParser p, int vocab, String field) throws IOException {
     // filled in chunks, then copied once: no array twice the final size while it grows
     List<int[]> full = new ArrayList<>();
     int[] chunk = new int[CHUNK];
@@ -196,14 +218,16 @@ final class RequestBody {
       if (t != JsonToken.VALUE_NUMBER_INT || p.getNumberType() != JsonParser.NumberType.INT
           || p.getIntValue() < 0) {
         p.skipChildren();
-        bad = "field 'prompt' must be a string or an array of token IDs (non-negative integers)";
+        bad = field.equals("prompt")
+            ? "field 'prompt' must be a string or an array of token IDs (non-negative integers)"
+            : "field '" + field + "' must be an array of token IDs (non-negative integers)";
         continue;
       }
       int id = p.getIntValue();
       if (id >= vocab) {
         // vLLM refuses an ID beyond its vocabulary before the engine sees it ("Token id N is
         // out of vocabulary"); the ID is not quoted, as no part of a prompt is
-        bad = "field 'prompt' holds a token ID out of vocabulary (token IDs are 0 to "
+        bad = "field '" + field + "' holds a token ID out of vocabulary (token IDs are 0 to "
             + (vocab - 1) + ")";
         continue;
       }

@@ -62,6 +62,7 @@ class ServeRoutesTest {
     assertMethodNotAllowed(port, "GET", "/v1/completions", "POST");
     assertMethodNotAllowed(port, "PUT", "/v1/chat/completions", "POST");
     assertMethodNotAllowed(port, "GET", "/tokenize", "POST");
+    assertMethodNotAllowed(port, "GET", "/detokenize", "POST");
     assertMethodNotAllowed(port, "POST", "/v1/models", "GET");
     assertMethodNotAllowed(port, "POST", "/health", "GET");
     assertMethodNotAllowed(port, "DELETE", "/health", "GET");

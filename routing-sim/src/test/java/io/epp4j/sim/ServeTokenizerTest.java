@@ -229,6 +229,25 @@ class ServeTokenizerTest {
   }
 
   @Test
+  void detokenizeGivesBackTheTextTokenizeCounted(@TempDir Path dir) throws Exception {
+    Serve s = start(1, writeTokenizer(dir, CHATML));
+    int p = port(s, 0);
+    JsonNode tokens = JSON.readTree(post(p, "/tokenize", "{\"prompt\":\"hello w5 world\"}")
+        .body()).get("tokens");
+    HttpResponse<String> res = post(p, "/detokenize", "{\"tokens\":" + tokens + "}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    JsonNode answer = JSON.readTree(res.body());
+    // vLLM's DetokenizeResponse: the text, under "prompt", and nothing else
+    assertThat(answer.get("prompt").asText()).isEqualTo("hello w5 world");
+    assertThat(answer.size()).isEqualTo(1);
+    // special tokens are decoded too, as the Hugging Face tokenizer's decode does by default
+    assertThat(JSON.readTree(post(p, "/detokenize", "{\"tokens\":[0,8]}").body())
+        .get("prompt").asText()).contains("<|im_start|>").contains("hello");
+    assertThat(JSON.readTree(post(p, "/detokenize", "{\"tokens\":[]}").body())
+        .get("prompt").asText()).isEmpty();
+  }
+
+  @Test
   void anEchoedPromptOfTokenIdsIsDecodedByTheGivenTokenizer(@TempDir Path dir) throws Exception {
     Serve s = start(1, writeTokenizer(dir, CHATML));
     int p = port(s, 0);
