@@ -1272,9 +1272,12 @@ final class EmulatedServer implements AutoCloseable {
         if (continuousPromptTokens >= 0) {
           first.set("usage", runningUsage(continuousPromptTokens, 0));
         }
+        // vLLM's chat stream names the prompt's IDs once, in its first chunk, and builds that
+        // chunk with the field set either way: null without return_token_ids
         if (promptIds != null) {
-          // vLLM's chat stream names the prompt's IDs once, in its first chunk
           first.putRawValue("prompt_token_ids", idsJson(promptIds));
+        } else {
+          first.putNull("prompt_token_ids");
         }
         event(ex, JSON.writeValueAsString(first));
         if (!echo.text().isEmpty()) {
@@ -1309,8 +1312,16 @@ final class EmulatedServer implements AutoCloseable {
         c.putNull("finish_reason");
       }
       if (chat) {
+        // as vLLM builds a chat token chunk's choice: token_ids always set (null unless asked
+        // for), stop_reason set on the chunk that finishes (null: no stop string or token ends
+        // the filler), both written as null since set fields are written even when null
+        if (sent == maxTokens) {
+          c.putNull("stop_reason");
+        }
         if (promptIds != null) {
           c.putArray("token_ids").add(m[0]);
+        } else {
+          c.putNull("token_ids");
         }
       } else {
         // vLLM builds each completion chunk's choice with every field of its model, so even

@@ -60,11 +60,32 @@ class ServeAnswerFieldsTest {
     }
     assertThat(chunks.get(2).at("/choices/0/finish_reason").asText()).isEqualTo("length");
 
-    // a chat chunk is written without its unset fields, as vLLM writes it
+  }
+
+  @Test
+  void aChatChunkCarriesTheFieldsVllmSetsOnIt() throws Exception {
+    int port = replica.start();
+    // vLLM writes a chat chunk without its unset fields, but sets token_ids on every token's
+    // choice, stop_reason on the finishing one and prompt_token_ids on the role chunk: those are
+    // written, null when there is nothing to name
     List<JsonNode> chat = events(port, "/v1/chat/completions",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,\"stream\":true}");
-    assertThat(names(chat.get(1).at("/choices/0")))
+    assertThat(chat).hasSize(3);
+    assertThat(names(chat.get(0))).containsExactly("id", "object", "created", "model", "choices",
+        "prompt_token_ids");
+    assertThat(chat.get(0).get("prompt_token_ids").isNull()).isTrue();
+    assertThat(names(chat.get(0).at("/choices/0")))
         .containsExactly("index", "delta", "logprobs", "finish_reason");
+    assertThat(names(chat.get(1))).containsExactly("id", "object", "created", "model", "choices");
+    assertThat(names(chat.get(1).at("/choices/0")))
+        .containsExactly("index", "delta", "logprobs", "finish_reason", "token_ids");
+    assertThat(chat.get(1).at("/choices/0/token_ids").isNull()).isTrue();
+    JsonNode last = chat.get(2).at("/choices/0");
+    assertThat(names(last)).containsExactly("index", "delta", "logprobs", "finish_reason",
+        "stop_reason", "token_ids");
+    assertThat(last.get("finish_reason").asText()).isEqualTo("length");
+    assertThat(last.get("stop_reason").isNull()).isTrue();
+    assertThat(last.get("token_ids").isNull()).isTrue();
   }
 
   private JsonNode whole(int port, String path, String body) throws Exception {
