@@ -1004,6 +1004,7 @@ final class EmulatedServer implements AutoCloseable {
     ChannelFuture connectionClosed = ex.channel.closeFuture();
     connectionClosed.addListener(clientGone);
     String id = (chat ? "chatcmpl-" : "cmpl-") + Long.toHexString(IDS.incrementAndGet());
+    String role = chat ? responseRole(request) : "";
     long created = System.currentTimeMillis() / 1000;
     // as vLLM's answers: the adapter the request ran on, else the base model
     String served = adapter < 0 ? model : requested;
@@ -1011,10 +1012,10 @@ final class EmulatedServer implements AutoCloseable {
       if (stream) {
         stream(ex, out, chat, id, created, served, includeUsage,
             continuousUsage ? prompt.length : -1, maxTokens, returnTokenIds ? prompt : null,
-            finishReason, new Echo(echoText, echoOnly, echo ? prompt : null));
+            finishReason, new Echo(echoText, echoOnly, echo ? prompt : null), role);
       } else {
         whole(ex, out, chat, id, created, served, returnTokenIds ? prompt : null, finishReason,
-            new Echo(echoText, echoOnly, null));
+            new Echo(echoText, echoOnly, null), role);
       }
     } catch (IOException interrupted) {
       if (submitted != null) {
@@ -1046,10 +1047,7 @@ final class EmulatedServer implements AutoCloseable {
       @SuppressWarnings("unchecked")
       List<ChatMessage> messages = (List<ChatMessage>) request.messages();
       ChatMessage last = messages.get(messages.size() - 1);
-      Object args = chatTemplateArgs(request.fields());
-      boolean addGenerationPrompt = args instanceof ChatTemplateArgs a && a.addGenerationPrompt();
-      String role = addGenerationPrompt ? "assistant" : last.role();
-      return last.role().equals(role) ? last.content() : "";
+      return last.role().equals(responseRole(request)) ? last.content() : "";
     }
     if (returnTokenIds) {
       return "";
@@ -1067,6 +1065,20 @@ final class EmulatedServer implements AutoCloseable {
     return text != null ? text : new String[] {"field 'echo' needs the text of a prompt given as"
         + " token IDs, which the stand-in tokenizer cannot give back: start serve with"
         + " --tokenizer, or set return_token_ids"};
+  }
+
+  /**
+   * The role of a chat's answer, as vLLM's {@code get_chat_request_role}: the assistant's, or with
+   * {@code add_generation_prompt} false (the answer continues the last message) that message's
+   * role. Called once the messages and template fields have been checked.
+   */
+  private static String responseRole(RequestBody request) {
+    Object args = chatTemplateArgs(request.fields());
+    if (args instanceof ChatTemplateArgs a && !a.addGenerationPrompt()
+        && request.messages() instanceof List<?> messages && !messages.isEmpty()) {
+      return ((ChatMessage) messages.get(messages.size() - 1)).role();
+    }
+    return "assistant";
   }
 
   /**
@@ -1171,8 +1183,8 @@ final class EmulatedServer implements AutoCloseable {
    *     else null
    */
   private void whole(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, String served, int @Nullable [] promptIds, String finishReason, Echo echo)
-      throws IOException {
+      long created, String served, int @Nullable [] promptIds, String finishReason, Echo echo,
+      String role) throws IOException {
     StringBuilder text = new StringBuilder(echo.text());
     ArrayNode ids = JSON.createArrayNode();
     int[] m;
@@ -1197,7 +1209,7 @@ final class EmulatedServer implements AutoCloseable {
     choice.put("index", 0);
     if (chat) {
       ObjectNode msg = choice.putObject("message");
-      msg.put("role", "assistant");
+      msg.put("role", role);
       msg.put("content", text.toString());
       msg.putNull("refusal");
       msg.putNull("annotations");
@@ -1250,7 +1262,8 @@ final class EmulatedServer implements AutoCloseable {
    */
   private void stream(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
       long created, String served, boolean includeUsage, int continuousPromptTokens, int maxTokens,
-      int @Nullable [] promptIds, String finishReason, Echo echo) throws IOException {
+      int @Nullable [] promptIds, String finishReason, Echo echo, String role)
+      throws IOException {
     ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
     int sent = 0;
@@ -1264,7 +1277,7 @@ final class EmulatedServer implements AutoCloseable {
         ObjectNode first = base(id, object, created, served);
         ObjectNode c = first.putArray("choices").addObject();
         c.put("index", 0);
-        c.putObject("delta").put("role", "assistant").put("content", "");
+        c.putObject("delta").put("role", role).put("content", "");
         c.putNull("logprobs");
         c.putNull("finish_reason");
         // as vLLM's chunks, written without their unset fields: usage only with
