@@ -865,6 +865,21 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     boolean echo = echoValue;
+    // the sampling parameters the filler does not use, read as vLLM's request model types them
+    // (a number, or a string of one): a value of another type is refused here, one out of
+    // range once the prompt has been checked, as vLLM's sampling parameters refuse it
+    double[] sampling = new double[SAMPLING.length];
+    for (int i = 0; i < SAMPLING.length; i++) {
+      JsonNode v = body.path(SAMPLING[i]);
+      Double d = v.isMissingNode() || v.isNull() ? Double.valueOf(SAMPLING_DEFAULTS[i])
+          : laxFloat(v);
+      if (d == null) {
+        error(ex, 400, "BadRequestError", "field '" + SAMPLING[i] + "' must be a number",
+            SAMPLING[i]);
+        return;
+      }
+      sampling[i] = d;
+    }
     // a chat's messages and a completion's prompt left out are the request model's errors too
     // (a prompt's bad token IDs are the engine's, after the model: they wait for the tokens)
     if (chat && request.messages() instanceof String bad) {
@@ -942,12 +957,17 @@ final class EmulatedServer implements AutoCloseable {
           + " - " + prompt.length + ").");
       return;
     }
-    // as vLLM's sampling parameters check them, after the model and the context's length: a
-    // limit below 1 first, in its words (clients match them), then min_tokens. Its sampling
-    // field is max_tokens whichever request field set it, so a chat's max_completion_tokens is
-    // named max_tokens here too, as vLLM names it
+    // as vLLM's sampling parameters check them, after the model and the context's length, in
+    // their order and words (clients match them): the penalties, temperature and top_p, then a
+    // limit below 1, then min_tokens. Its sampling field is max_tokens whichever request field
+    // set it, so a chat's max_completion_tokens is named max_tokens here too, as vLLM names it
     if (echoOnly) {
       maxTokens = 1;
+    }
+    String outOfRange = samplingOutOfRange(sampling);
+    if (outOfRange != null) {
+      error(ex, 400, "BadRequestError", outOfRange, null);
+      return;
     }
     if (maxTokens < 1) {
       error(ex, 400, "BadRequestError", "max_tokens must be at least 1, got " + maxTokens
@@ -1117,6 +1137,101 @@ final class EmulatedServer implements AutoCloseable {
     }
     JsonNode prompt = body.path("prompt_logprobs");
     return prompt.isMissingNode() || prompt.isNull() ? null : "prompt_logprobs";
+  }
+
+  /**
+   * The sampling fields checked, in the order of vLLM's {@code SamplingParams._verify_args}, and
+   * the value each takes when left out or null.
+   */
+  private static final String[] SAMPLING = {"presence_penalty", "frequency_penalty",
+      "repetition_penalty", "temperature", "top_p"};
+  private static final double[] SAMPLING_DEFAULTS = {0, 0, 1, 1, 1};
+
+  /**
+   * The first of {@link #SAMPLING} out of vLLM's range, in its words, or null when all are in
+   * range.
+   */
+  static @Nullable String samplingOutOfRange(double[] v) {
+    for (int i = 0; i < 2; i++) {
+      if (!(v[i] >= -2 && v[i] <= 2)) {
+        return SAMPLING[i] + " must be in [-2, 2], got " + pyFloat(v[i]) + ".";
+      }
+    }
+    if (!Double.isFinite(v[2])) {
+      return "repetition_penalty must be a finite number, got " + pyFloat(v[2]) + ".";
+    }
+    if (v[2] <= 0) {
+      return "repetition_penalty must be greater than zero, got " + pyFloat(v[2]) + ".";
+    }
+    String t = pyFloat(v[3]);
+    String param = " (parameter=temperature, value=" + t + ")";
+    if (!Double.isFinite(v[3])) {
+      return "temperature must be a finite number, got " + t + "." + param;
+    }
+    if (v[3] < 0) {
+      return "temperature must be non-negative, got " + t + "." + param;
+    }
+    if (v[3] > 2) {
+      return "temperature must be in [0, 2], got " + t + "." + param;
+    }
+    if (!(v[4] > 0 && v[4] <= 1)) {
+      String p = pyFloat(v[4]);
+      return "top_p must be in (0, 1], got " + p + ". (parameter=top_p, value=" + p + ")";
+    }
+    return null;
+  }
+
+  /** A float as Python's {@code str} writes it ({@code 3.0}, {@code 2.5}, {@code 1e-05}). */
+  static String pyFloat(double d) {
+    if (Double.isNaN(d)) {
+      return "nan";
+    }
+    if (Double.isInfinite(d)) {
+      return d > 0 ? "inf" : "-inf";
+    }
+    double a = Math.abs(d);
+    if (a == 0 || (a >= 1e-4 && a < 1e16)) {
+      String plain = new java.math.BigDecimal(Double.toString(d)).toPlainString();
+      return plain.contains(".") ? plain : plain + ".0";
+    }
+    // Python's exponent form: shortest digits, "e", a sign and at least two exponent digits
+    String[] parts = Double.toString(d).split("E");
+    String mantissa = parts[0].endsWith(".0")
+        ? parts[0].substring(0, parts[0].length() - 2) : parts[0];
+    int exp = parts.length > 1 ? Integer.parseInt(parts[1]) : 0;
+    return mantissa + "e" + (exp < 0 ? "-" : "+") + String.format(java.util.Locale.ROOT, "%02d",
+        Math.abs(exp));
+  }
+
+  /**
+   * A float field's value as vLLM's request models (pydantic, lax mode) take it: a number or a
+   * string holding one ({@code "inf"} and {@code "nan"} too); null for anything else.
+   */
+  static @Nullable Double laxFloat(JsonNode v) {
+    if (v.isNumber()) {
+      return v.asDouble();
+    }
+    if (v.isTextual()) {
+      String t = v.asText().strip().toLowerCase(java.util.Locale.ROOT);
+      switch (t) {
+        case "inf", "+inf", "infinity", "+infinity" -> {
+          return Double.POSITIVE_INFINITY;
+        }
+        case "-inf", "-infinity" -> {
+          return Double.NEGATIVE_INFINITY;
+        }
+        case "nan" -> {
+          return Double.NaN;
+        }
+        default -> {
+          if (t.matches("[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)(e[+-]?[0-9]+)?")) {
+            return Double.parseDouble(t);
+          }
+          return null;
+        }
+      }
+    }
+    return null;
   }
 
   /**

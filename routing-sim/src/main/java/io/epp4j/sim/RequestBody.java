@@ -28,7 +28,8 @@ final class RequestBody {
       "stream_options", "n", "max_tokens", "max_completion_tokens", "return_token_ids",
       "add_generation_prompt", "continue_final_message", "chat_template_kwargs", "tools",
       "logprobs", "top_logprobs", "prompt_logprobs", "min_tokens", "documents", "reasoning_effort",
-      "chat_template", "suffix", "echo");
+      "chat_template", "suffix", "echo", "temperature", "top_p", "presence_penalty",
+      "frequency_penalty", "repetition_penalty");
   // a string may be as long as a body may be (Jackson's default bound, 20 million characters,
   // made a longer text prompt "not valid JSON" where vLLM reads it)
   private static final ObjectMapper JSON = new ObjectMapper(JsonFactory.builder()
