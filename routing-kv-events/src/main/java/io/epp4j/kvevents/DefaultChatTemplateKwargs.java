@@ -9,6 +9,7 @@ import java.util.Iterator;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A server's default {@code chat_template_kwargs}, vLLM's {@code --default-chat-template-kwargs}
@@ -22,17 +23,21 @@ import java.util.Set;
  * except one whose value is {@code null} or {@code "auto"}, which leaves the default in force;
  * a key keeps the place it has in the defaults, and the request's other keys follow in its
  * order. The request's {@code add_generation_prompt} and {@code continue_final_message} fields
- * stay over both, as in vLLM. Immutable.
+ * stay over both, as in vLLM. A default {@code tools} or {@code documents} serves a request that
+ * gives none of its own: vLLM merges the request's {@code tools} over the defaults before the
+ * request's kwargs, and the request's {@code documents} with its kwargs. Immutable.
  */
 public final class DefaultChatTemplateKwargs {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   /**
    * Keys a default cannot set: the request's own fields always win over them, and the rest are
-   * what the renderer passes itself (or refuses as kwargs).
+   * what the renderer passes itself (or refuses as kwargs). Not {@code tools} and
+   * {@code documents}: vLLM renders a request that gives none with the defaults' (see
+   * {@link #applyTo(ChatTemplateArgs, String)}).
    */
   private static final Set<String> NOT_DEFAULTS = Set.of("add_generation_prompt",
-      "continue_final_message", "messages", "tools", "documents", "chat_template", "tokenize");
+      "continue_final_message", "messages", "chat_template", "tokenize");
 
   private final ObjectNode defaults;
   private final String json;
@@ -47,8 +52,8 @@ public final class DefaultChatTemplateKwargs {
    *
    * @throws IllegalArgumentException when {@code json} is not a JSON object, or sets a key that
    *     cannot be a default ({@code add_generation_prompt}, {@code continue_final_message},
-   *     {@code messages}, {@code tools}, {@code documents}, {@code chat_template},
-   *     {@code tokenize}); the message names the key, never a value
+   *     {@code messages}, {@code chat_template}, {@code tokenize}); the message names the key,
+   *     never a value
    */
   public static DefaultChatTemplateKwargs parse(String json) {
     Objects.requireNonNull(json, "json");
@@ -99,18 +104,41 @@ public final class DefaultChatTemplateKwargs {
   }
 
   /**
-   * The request's template fields with these defaults under its {@code chat_template_kwargs}.
+   * The template fields of a request without {@code tools} with these defaults under its
+   * {@code chat_template_kwargs}: {@link #applyTo(ChatTemplateArgs, String)} with no tools.
    *
    * @throws Tokenizer.TokenizationException when the request's kwargs are not a JSON object
    */
   public ChatTemplateArgs applyTo(ChatTemplateArgs args) {
+    return applyTo(args, null);
+  }
+
+  /**
+   * The request's template fields with these defaults under its {@code chat_template_kwargs}.
+   * A request that gives {@code tools} ({@code toolsJson} not null) is rendered with its own
+   * rather than a default's: vLLM merges the request's tools over the defaults
+   * ({@code merge_kwargs(default_chat_template_kwargs, {tools: tool_dicts})}, where no tools
+   * leave the default) and then the request's kwargs over both, whose {@code tools} key, if any,
+   * wins over either.
+   *
+   * @param toolsJson the request's {@code tools} array as JSON, or {@code null} when it has none
+   * @throws Tokenizer.TokenizationException when the request's kwargs are not a JSON object
+   */
+  public ChatTemplateArgs applyTo(ChatTemplateArgs args, @Nullable String toolsJson) {
     if (defaults.isEmpty()) {
       // vLLM leaves the request's kwargs untouched (null values included) without defaults
       return args;
     }
+    ObjectNode base = defaults;
+    String baseJson = json;
+    if (toolsJson != null && defaults.has("tools")) {
+      base = defaults.deepCopy();
+      base.remove("tools");
+      baseJson = base.toString();
+    }
     String given = args.kwargsJson();
     if (given == null) {
-      return args.withKwargs(json);
+      return args.withKwargs(baseJson);
     }
     JsonNode request;
     try {
@@ -122,7 +150,7 @@ public final class DefaultChatTemplateKwargs {
       throw new Tokenizer.TokenizationException("the request's chat_template_kwargs are not a"
           + " JSON object");
     }
-    ObjectNode merged = defaults.deepCopy();
+    ObjectNode merged = base.deepCopy();
     for (Iterator<Map.Entry<String, JsonNode>> it = r.fields(); it.hasNext(); ) {
       Map.Entry<String, JsonNode> e = it.next();
       JsonNode v = e.getValue();

@@ -513,7 +513,7 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
       if (request.kind() == InferenceRequest.Kind.CHAT) {
         DefaultChatTemplateKwargs d = defaultKwargs;
         ChatTemplateArgs args = d == null ? request.chatTemplateArgs()
-            : d.applyTo(request.chatTemplateArgs());
+            : d.applyTo(request.chatTemplateArgs(), request.toolsJson());
         return tk.encodeChat(request.messages(), request.toolsJson(), args);
       }
       return tk.encodePrompt(request.prompt() == null ? "" : request.prompt());

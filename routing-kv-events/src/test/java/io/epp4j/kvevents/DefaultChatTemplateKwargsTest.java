@@ -85,7 +85,7 @@ class DefaultChatTemplateKwargsTest {
         {"defaultChatTemplateKwargs: [1]", "must be an object"},
         {"defaultChatTemplateKwargs: {add_generation_prompt: false}",
             "must not set 'add_generation_prompt'"},
-        {"defaultChatTemplateKwargs: {tools: []}", "must not set 'tools'"}}) {
+        {"defaultChatTemplateKwargs: {messages: []}", "must not set 'messages'"}}) {
       String yaml = PrecisePrefixCacheScorerTest.preciseOnly("kvEvents: {mode: none}, " + c[0]);
       assertThatThrownBy(() -> Router.builder().endpoints(PrecisePrefixCacheScorerTest.EPS)
           .configYaml(yaml, "t").build()).as(c[0]).isInstanceOf(ConfigException.class)
