@@ -30,6 +30,12 @@ final class EndpointHoldings {
    */
   @org.jspecify.annotations.Nullable LongLongMap groupsOf;
   /**
+   * The sliding-window KV-cache groups this endpoint's events declared, or null (a model without
+   * them, an engine that does not name them, and again after a clear). Written under the index's
+   * write lock, read lock-free.
+   */
+  volatile @org.jspecify.annotations.Nullable WindowGroups windows;
+  /**
    * Whether {@link #blockSize} came from this endpoint's own {@code BlockStored} events (rather
    * than the configured default or {@code setEndpointBlockSize}). Guarded by the write lock.
    */

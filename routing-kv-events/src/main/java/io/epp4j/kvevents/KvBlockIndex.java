@@ -256,6 +256,8 @@ public final class KvBlockIndex {
     e.sink = touched;
     // a hybrid model stores each block once per KV-cache group, under the same engine hash
     boolean groups = bit == Medium.GPU.bit() && (s.group() != 0 || e.groupsOf != null);
+    // a sliding-window group's copies are tracked on their own: a hit needs its window
+    int window = bit == Medium.GPU.bit() ? s.slidingWindow() : 0;
     for (int i = 0; i < hashes.length; i++) {
       if (e.engineToKey.size() >= maxBlocksPerEndpoint) {
         metrics.overflows.increment();
@@ -273,6 +275,9 @@ public final class KvBlockIndex {
       }
       holders.add(key, e.slot, bit);
       e.own.or(key, bit);
+      if (window > 0) {
+        windowTable(e, s.group(), window).or(key, 1);
+      }
     }
     if (anySpeculative) {
       speculative.confirm(e.slot, keys, hashes.length);
@@ -310,6 +315,11 @@ public final class KvBlockIndex {
           metrics.unknownRemovals.increment(); // this group's copy was never seen stored
           continue;
         }
+        WindowGroups w = e.windows;
+        int wi = w == null ? -1 : w.indexOf(r.group());
+        if (w != null && wi >= 0) {
+          w.held[wi].andNot(key, 1);
+        }
         if (rest != 0) {
           setGroups(e, h, rest); // another KV-cache group still holds the block
           removed++;
@@ -330,6 +340,21 @@ public final class KvBlockIndex {
       removed++;
     }
     metrics.blocksRemoved.add(removed);
+  }
+
+  /**
+   * The table of the keys sliding-window group {@code group} of {@code e} holds on GPU, the group
+   * declared with {@code window} tokens first if it was not (or was with another window).
+   */
+  private static HolderTable windowTable(EndpointHoldings e, int group, int window) {
+    WindowGroups w = e.windows;
+    int i = w == null ? -1 : w.indexOf(group);
+    if (w == null || i < 0 || w.windows[i] != window) {
+      w = WindowGroups.with(w, group, window);
+      e.windows = w;
+      i = w.indexOf(group);
+    }
+    return w.held[i];
   }
 
   /** The bit of a KV-cache group in {@link EndpointHoldings#groupsOf}. */
@@ -396,6 +421,7 @@ public final class KvBlockIndex {
     e.engineToKey.forEachValue(key -> holders.remove(key, slot, 3));
     e.engineToKey = new LongLongMap(1024);
     e.groupsOf = null;
+    e.windows = null;
     e.own = new HolderTable();
   }
 
@@ -568,11 +594,13 @@ public final class KvBlockIndex {
     EndpointHoldings e = endpoint(endpointId);
     int slot = e.slot;
     int to = Math.min(keys.length, maxSpeculativeEntries);
-    int from = Math.max(0, Math.min(knownReal, to));
+    WindowGroups w = e.windows;
+    // with window groups, a block held for real may still lack their copies: look at each
+    int from = w != null ? 0 : Math.max(0, Math.min(knownReal, to));
     if (from == to) {
       return;
     }
-    speculative.record(e.own, slot, keys, from, to, nowNanos);
+    speculative.record(e.own, w, slot, keys, from, to, nowNanos);
   }
 
   /** Drops speculative entries whose TTL has passed. */
@@ -701,14 +729,110 @@ public final class KvBlockIndex {
       return 0;
     }
     double sum = 0;
+    int run = 0;
     for (long key : keys) {
       double w = holdWeight(key, e.slot, nowNanos);
       if (w == 0) {
         break;
       }
       sum += w;
+      run++;
+    }
+    WindowGroups wg = e.windows;
+    if (wg != null && run > 0) {
+      int hit = windowHit(e, wg, keys, run, nowNanos);
+      if (hit < run) {
+        sum = 0;
+        for (int b = 0; b < hit; b++) {
+          sum += holdWeight(keys[b], e.slot, nowNanos);
+        }
+      }
     }
     return sum;
+  }
+
+  /**
+   * The prefix hit, in blocks, vLLM's {@code HybridKVCacheCoordinator} finds for an endpoint
+   * whose groups hold {@code run} blocks from block 0 and which has the window groups {@code w}:
+   * each window of {@code W} tokens needs its {@code ceil((W - 1) / blockSize)} blocks before
+   * the hit's end held by every group of that window (a shorter run from block 0 is a hit too),
+   * searched from the end; repeated until no window shortens it. Blocks recorded speculatively
+   * count for every group, since the engine computes them all.
+   */
+  private int windowHit(EndpointHoldings e, WindowGroups w, long[] keys, int run,
+      long nowNanos) {
+    int bs = Math.max(1, e.blockSize);
+    boolean anySpeculative = speculative.any();
+    int hit = run;
+    while (true) {
+      int before = hit;
+      for (int g = 0; g < w.groups.length && hit > 0; g++) {
+        int window = w.windows[g];
+        boolean seen = false;
+        for (int h = 0; h < g && !seen; h++) {
+          seen = w.windows[h] == window;
+        }
+        if (seen) {
+          continue; // groups of one window are looked up together
+        }
+        int needed = Math.max(1, (window - 1 + bs - 1) / bs);
+        int count = 0;
+        int found = -1;
+        for (int b = hit - 1; b >= 0; b--) {
+          long key = keys[b];
+          boolean held = true;
+          for (int h = g; h < w.groups.length && held; h++) {
+            held = w.windows[h] != window || (w.held[h].get(key) & 1) != 0;
+          }
+          if (!held && anySpeculative && speculative.mayHold(key)) {
+            held = speculative.holds(key, e.slot, nowNanos);
+          }
+          if (!held) {
+            count = 0;
+          } else if (++count >= needed) {
+            found = b + count;
+            break;
+          }
+        }
+        hit = found >= 0 ? found : count;
+      }
+      if (hit >= before) {
+        return hit;
+      }
+    }
+  }
+
+  /**
+   * Cuts candidate {@code i}'s weight (and its run of real holdings) back to the hit its
+   * endpoint's window groups allow, if it has any ({@link #windowHit}).
+   */
+  private void capToWindows(long[] keys, int slot, int i, long nowNanos, double[] out,
+      int @Nullable [] realRun) {
+    if (out[i] == 0 || slot < 0) {
+      return;
+    }
+    EndpointHoldings[] bs = bySlot;
+    EndpointHoldings e = slot < bs.length ? bs[slot] : null;
+    WindowGroups w = e == null ? null : e.windows;
+    if (e == null || w == null) {
+      return;
+    }
+    int run = 0;
+    while (run < keys.length && holdWeight(keys[run], slot, nowNanos) != 0) {
+      run++;
+    }
+    int hit = windowHit(e, w, keys, run, nowNanos);
+    if (hit >= run) {
+      return;
+    }
+    double sum = 0;
+    for (int b = 0; b < hit; b++) {
+      sum += holdWeight(keys[b], slot, nowNanos);
+    }
+    out[i] = sum;
+    if (realRun != null && realRun[i] > hit) {
+      realRun[i] = hit;
+    }
   }
 
   /** Per thread: the live candidates and each candidate's plane of one walk. */
@@ -746,6 +870,11 @@ public final class KvBlockIndex {
       }
     }
     walk(keys, slots, cand, count, nowNanos, out, realRun);
+    for (int i = 0; i < n; i++) {
+      if (use[i]) {
+        capToWindows(keys, slots[i], i, nowNanos, out, realRun);
+      }
+    }
   }
 
   private static int[][] walkScratch(int n) {
@@ -1013,6 +1142,9 @@ public final class KvBlockIndex {
     }
     if (count > 0) {
       walk(keys, plan.slots, cand, count, nowNanos, out, realRun);
+      for (int m : plan.members) {
+        capToWindows(keys, plan.slots[m], m, nowNanos, out, realRun);
+      }
     }
   }
 

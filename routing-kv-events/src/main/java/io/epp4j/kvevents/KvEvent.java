@@ -31,10 +31,24 @@ public sealed interface KvEvent {
    *                    Gemma 3) caches each block once per group under the same engine hash, and
    *                    each group evicts its copy on its own: a block stays held while any group
    *                    holds it
+   * @param slidingWindow the window in tokens of a sliding-window group (vLLM's
+   *                    {@code kv_cache_spec_sliding_window} of a store whose
+   *                    {@code kv_cache_spec_kind} is {@code sliding_window} or
+   *                    {@code sliding_window_mla}), or 0 for any other group or an engine that
+   *                    does not say. vLLM serves a prefix hit only where such a group holds the
+   *                    blocks of the window before the hit's end
    */
   record BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
       int blockSize, int loraId, Medium medium, @Nullable String loraName,
-      @Nullable String cacheSalt, int group) implements KvEvent {
+      @Nullable String cacheSalt, int group, int slidingWindow) implements KvEvent {
+
+    /** A store of KV-cache group {@code group}, which is not a sliding-window group. */
+    public BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
+        int blockSize, int loraId, Medium medium, @Nullable String loraName,
+        @Nullable String cacheSalt, int group) {
+      this(blockHashes, hasParent, parentHash, tokenIds, blockSize, loraId, medium, loraName,
+          cacheSalt, group, 0);
+    }
 
     /** A store of KV-cache group 0 (a model with one group, or an engine that names none). */
     public BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
@@ -58,6 +72,9 @@ public sealed interface KvEvent {
       if (group < 0) {
         throw new IllegalArgumentException("group must be >= 0, got " + group);
       }
+      if (slidingWindow < 0) {
+        throw new IllegalArgumentException("slidingWindow must be >= 0, got " + slidingWindow);
+      }
     }
 
     /** A GPU store of a chain of blocks without LoRA or salt (convenient for producers). */
@@ -73,7 +90,8 @@ public sealed interface KvEvent {
           && hasParent == b.hasParent && (!hasParent || parentHash == b.parentHash)
           && Arrays.equals(tokenIds, b.tokenIds) && blockSize == b.blockSize
           && loraId == b.loraId && medium == b.medium && Objects.equals(loraName, b.loraName)
-          && Objects.equals(cacheSalt, b.cacheSalt) && group == b.group;
+          && Objects.equals(cacheSalt, b.cacheSalt) && group == b.group
+          && slidingWindow == b.slidingWindow;
     }
 
     @Override
@@ -86,7 +104,7 @@ public sealed interface KvEvent {
       return "BlockStored{blocks=" + blockHashes.length + ", parent="
           + (hasParent ? Long.toUnsignedString(parentHash) : "none") + ", blockSize=" + blockSize
           + ", medium=" + medium + ", lora=" + loraName + (group != 0 ? ", group=" + group : "")
-          + "}";
+          + (slidingWindow != 0 ? ", slidingWindow=" + slidingWindow : "") + "}";
     }
   }
 

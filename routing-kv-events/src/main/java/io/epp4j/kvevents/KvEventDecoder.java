@@ -173,6 +173,9 @@ public final class KvEventDecoder {
     /** SGLang's {@code metadata.cache_salt}. */
     @Nullable String metadataSalt;
     int group;
+    /** vLLM's {@code kv_cache_spec_kind} and {@code kv_cache_spec_sliding_window}. */
+    @Nullable String specKind;
+    int specWindow;
   }
 
   /** {@code [tag, fields by position...]}; null for a kind this decoder does not know. */
@@ -204,7 +207,8 @@ public final class KvEventDecoder {
 
   /** BlockStored's fields after the tag, in vLLM's order; later ones are not needed here. */
   private static final String[] STORED_FIELDS = {"block_hashes", "parent_block_hash",
-      "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys", "group_idx"};
+      "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys", "group_idx",
+      "kv_cache_spec_kind", "kv_cache_spec_sliding_window"};
   /** BlockRemoved's fields after the tag. */
   private static final String[] REMOVED_FIELDS = {"block_hashes", "medium", "group_idx"};
 
@@ -278,6 +282,9 @@ public final class KvEventDecoder {
       case "extra_keys" -> f.firstBlockExtraKeys = readFirstBlockExtraKeys(u, where(index, name));
       // vLLM sends a group's index or nil; anything below 0 is read as "no group named"
       case "group_idx" -> f.group = Math.max(0, u.readOptionalInt(where(index, name), 0));
+      case "kv_cache_spec_kind" -> f.specKind = u.readOptionalString(where(index, name));
+      case "kv_cache_spec_sliding_window" ->
+          f.specWindow = Math.max(0, u.readOptionalInt(where(index, name), 0));
       default -> u.skipValue();
     }
   }
@@ -418,7 +425,14 @@ public final class KvEventDecoder {
           + f.tokens.length + " token_ids for " + blocks + " blocks of " + bs);
     }
     return new KvEvent.BlockStored(f.hashes, f.hasParent, f.parent, f.tokens, bs, f.loraId,
-        Medium.of(f.medium), f.loraName, cacheSalt(f), f.group);
+        Medium.of(f.medium), f.loraName, cacheSalt(f), f.group, slidingWindow(f));
+  }
+
+  /** The window of a sliding-window group's store, else 0 (see KvEvent.BlockStored). */
+  private static int slidingWindow(Fields f) {
+    String kind = f.specKind;
+    return kind != null && (kind.equals("sliding_window") || kind.equals("sliding_window_mla"))
+        ? f.specWindow : 0;
   }
 
   /**

@@ -80,6 +80,15 @@ final class SpeculativeHolds {
    * the oldest entries beyond the cap.
    */
   void record(HolderTable own, int slot, long[] keys, int from, int to, long nowNanos) {
+    record(own, null, slot, keys, from, to, nowNanos);
+  }
+
+  /**
+   * {@link #record(HolderTable, int, long[], int, int, long)} for an endpoint with window groups
+   * ({@code windows}, or null): a key it holds for real is recorded unless they all hold it too.
+   */
+  void record(HolderTable own, @Nullable WindowGroups windows, int slot, long[] keys, int from,
+      int to, long nowNanos) {
     long expiry = nowNanos + ttlNanos;
     long stored = stored(expiry);
     int recorded = 0;
@@ -88,8 +97,8 @@ final class SpeculativeHolds {
       HolderTable t = tableForWrite(slot);
       for (int i = from; i < to; i++) {
         long key = keys[i];
-        if (own.get(key) != 0) {
-          continue; // already known for real
+        if (own.get(key) != 0 && (windows == null || windows.allHold(key))) {
+          continue; // already known for real, by the window groups too
         }
         if (size == maxEntries) {
           popLocked(); // the oldest goes, expired or not
