@@ -35,6 +35,7 @@ public final class InferenceRequest {
   private final @Nullable String loraAdapter;
   private final int maxTokens;
   private final boolean stream;
+  private final boolean addSpecialTokens;
 
   private InferenceRequest(Builder b) {
     this.requestId = b.requestId;
@@ -58,6 +59,8 @@ public final class InferenceRequest {
           "exactly one of prompt, messages or tokenIds must be set, got " + forms);
     }
     this.kind = prompt != null ? Kind.COMPLETION : tokenIds != null ? Kind.TOKENS : Kind.CHAT;
+    Boolean special = b.addSpecialTokens;
+    this.addSpecialTokens = special != null ? special : kind == Kind.COMPLETION;
   }
 
   public static Builder builder() {
@@ -107,6 +110,14 @@ public final class InferenceRequest {
   /** {@code max_tokens}, or 0 when absent. */
   public int maxTokens() { return maxTokens; }
   public boolean stream() { return stream; }
+  /**
+   * {@code add_special_tokens}: whether the engine tokenizes the prompt text (a completion's
+   * prompt, a chat's rendered template) with the special tokens its tokenizer adds to a sequence
+   * (the BOS of Llama, Gemma, DeepSeek), which then start the first KV block. As vLLM defaults
+   * it unless the request sets it: true for a completion, false for a chat (whose template writes
+   * them itself). Token IDs are never added to.
+   */
+  public boolean addSpecialTokens() { return addSpecialTokens; }
 
   /**
    * A cheap estimate of the prompt length in tokens: the token count when known, else characters
@@ -131,7 +142,8 @@ public final class InferenceRequest {
     Builder b = new Builder()
         .requestId(requestId).model(model).targetModel(targetModel)
         .toolsJson(toolsJson).chatTemplateArgs(chatTemplateArgs).headers(headers).sessionKey(sessionKey).priority(priority)
-        .cacheSalt(cacheSalt).loraAdapter(loraAdapter).maxTokens(maxTokens).stream(stream);
+        .cacheSalt(cacheSalt).loraAdapter(loraAdapter).maxTokens(maxTokens).stream(stream)
+        .addSpecialTokens(addSpecialTokens);
     b.prompt = prompt;
     b.messages = new ArrayList<>(messages);
     b.tokenIds = tokenIds;
@@ -162,6 +174,7 @@ public final class InferenceRequest {
     private @Nullable String loraAdapter;
     private int maxTokens;
     private boolean stream;
+    private @Nullable Boolean addSpecialTokens;
 
     private Builder() {}
 
@@ -209,6 +222,11 @@ public final class InferenceRequest {
       return this;
     }
     public Builder stream(boolean v) { this.stream = v; return this; }
+    /**
+     * The request's {@code add_special_tokens}, or {@code null} (the default) for the engine's
+     * default of the request's kind: true for a completion, false for a chat.
+     */
+    public Builder addSpecialTokens(@Nullable Boolean v) { this.addSpecialTokens = v; return this; }
 
     /** @throws IllegalArgumentException unless exactly one prompt form is set */
     public InferenceRequest build() {

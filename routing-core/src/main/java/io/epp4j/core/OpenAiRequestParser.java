@@ -41,7 +41,8 @@ import org.jspecify.annotations.Nullable;
  * {@code documents} (an array of objects of strings) and {@code reasoning_effort} (a string),
  * the last two joining the kwargs as vLLM merges them, and {@code chat_template} (a string, the
  * request's own template; all on a chat only, where the engine reads them, and never both
- * booleans true), {@code cache_salt}, {@code stream},
+ * booleans true), {@code add_special_tokens} (vLLM's default when absent: true for a
+ * completion, false for a chat), {@code cache_salt}, {@code stream},
  * {@code max_tokens} /
  * {@code max_completion_tokens} (an integer, or a whole number written as a float, as vLLM reads
  * it; when both are given, a chat request counts {@code max_completion_tokens} and a completion
@@ -417,6 +418,16 @@ public final class OpenAiRequestParser {
           return "field 'cache_salt' must be a string" + at(p);
         }
         b.cacheSalt(p.getText());
+      }
+      case "add_special_tokens" -> {
+        // vLLM tokenizes the prompt text (a chat's rendered template too) with the special
+        // tokens of the tokenizer when true; its default is true for a completion, false for a
+        // chat
+        Boolean special = laxBoolean(p, t);
+        if (special == null && t != JsonToken.VALUE_NULL) {
+          return "field 'add_special_tokens' must be true or false" + at(p);
+        }
+        b.addSpecialTokens(special);
       }
       case "stream" -> {
         Boolean stream = laxBoolean(p, t);

@@ -103,6 +103,23 @@ public final class CachingChatTokenizer implements Tokenizer {
   }
 
   /**
+   * With {@code add_special_tokens}: the rendered chat tokenized whole by the model's tokenizer,
+   * whose special tokens wrap the whole sequence rather than any one chunk (so the cache is not
+   * used); a per-message {@link ChatTemplate} refuses it, as {@link Tokenizer} does.
+   */
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args, boolean addSpecialTokens) {
+    HuggingFaceTokenizer r = renderer;
+    if (!addSpecialTokens || r == null) {
+      return Tokenizer.super.encodeChat(messages, toolsJson, args, addSpecialTokens);
+    }
+    int[] t = r.encodeChat(messages, toolsJson, args, true);
+    encoded.add(t.length);
+    return t;
+  }
+
+  /**
    * With the model's rendered template, every field as {@link HuggingFaceTokenizer} renders it.
    * With a per-message {@link ChatTemplate}: {@code add_generation_prompt} false leaves the
    * generation prompt out, {@code continue_final_message} ends the last message just after its

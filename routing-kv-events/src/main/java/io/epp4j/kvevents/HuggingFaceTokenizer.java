@@ -221,6 +221,13 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     return encode(renderChat(messages, toolsJson, args));
   }
 
+  /** With the post-processor's special tokens when {@code addSpecialTokens}, as vLLM adds them. */
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args, boolean addSpecialTokens) {
+    return encode(renderChat(messages, toolsJson, args), addSpecialTokens);
+  }
+
   /**
    * The chat as the model's template renders it with a request's template fields.
    *

@@ -514,9 +514,13 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
         DefaultChatTemplateKwargs d = defaultKwargs;
         ChatTemplateArgs args = d == null ? request.chatTemplateArgs()
             : d.applyTo(request.chatTemplateArgs(), request.toolsJson());
-        return tk.encodeChat(request.messages(), request.toolsJson(), args);
+        return request.addSpecialTokens()
+            ? tk.encodeChat(request.messages(), request.toolsJson(), args, true)
+            : tk.encodeChat(request.messages(), request.toolsJson(), args);
       }
-      return tk.encodePrompt(request.prompt() == null ? "" : request.prompt());
+      String prompt = request.prompt() == null ? "" : request.prompt();
+      // vLLM adds the special tokens to a completion's prompt unless it turns them off
+      return request.addSpecialTokens() ? tk.encodePrompt(prompt) : tk.encode(prompt);
     } catch (RuntimeException e) {
       index.metrics().untokenizedRequests.increment();
       if (request.kind() == InferenceRequest.Kind.CHAT

@@ -75,6 +75,24 @@ public interface Tokenizer extends AutoCloseable {
         + " add_generation_prompt, continue_final_message or chat_template_kwargs");
   }
 
+  /**
+   * As {@link #encodeChat(List, String, ChatTemplateArgs)}, for a request that sets
+   * {@code add_special_tokens}: vLLM tokenizes the rendered chat with the special tokens its
+   * tokenizer adds to a sequence when it is true (a Llama 3 prompt then starts with two BOS
+   * tokens). The default serves {@code false} through the three-argument form and refuses
+   * {@code true}, which it cannot render; the tokenizers of this package override it.
+   *
+   * @throws TokenizationException when the arguments cannot be rendered
+   */
+  default int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args, boolean addSpecialTokens) {
+    if (!addSpecialTokens) {
+      return encodeChat(messages, toolsJson, args);
+    }
+    throw new TokenizationException(getClass().getName() + " does not tokenize a chat with"
+        + " add_special_tokens");
+  }
+
   @Override
   default void close() {}
 

@@ -142,6 +142,13 @@ public final class VllmTokenizer implements Tokenizer {
   @Override
   public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
       ChatTemplateArgs args) {
+    return encodeChat(messages, toolsJson, args, false);
+  }
+
+  /** Asks with the request's {@code add_special_tokens}, for the server to tokenize alike. */
+  @Override
+  public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+      ChatTemplateArgs args, boolean addSpecialTokens) {
     ObjectNode body = JSON.createObjectNode();
     body.put("model", model);
     ArrayNode arr = body.putArray("messages");
@@ -210,7 +217,7 @@ public final class VllmTokenizer implements Tokenizer {
       // it (the request then scored as uncached) as it refuses the request otherwise
       body.put("chat_template", own);
     }
-    body.put("add_special_tokens", false);
+    body.put("add_special_tokens", addSpecialTokens);
     return call(body);
   }
 
