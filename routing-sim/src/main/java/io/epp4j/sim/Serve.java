@@ -729,7 +729,8 @@ final class Serve implements AutoCloseable {
     @Override
     public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
         ChatTemplateArgs args) {
-      return tokenizer.encodeChat(messages, toolsJson, defaults.applyTo(args));
+      // a default tools gives way to the request's own, as in vLLM
+      return tokenizer.encodeChat(messages, toolsJson, defaults.applyTo(args, toolsJson));
     }
 
     @Override

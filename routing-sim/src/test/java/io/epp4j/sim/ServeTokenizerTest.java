@@ -316,6 +316,24 @@ class ServeTokenizerTest {
     assertThat(JSON.readTree(completion.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(7);
   }
 
+  @Test
+  void defaultToolsRenderAChatWithoutToolsOfItsOwnAsVllmsFlag(@TempDir Path dir)
+      throws Exception {
+    // vLLM merges a request's tools over --default-chat-template-kwargs: the default tools
+    // render a chat that has none, and give way to a chat's own
+    String template = "{% if tools %}{% for t in tools %}{{ t.function.name }} {% endfor %}"
+        + "{% endif %}" + CHATML;
+    Serve s = start(1, writeTokenizer(dir, template), io.epp4j.kvevents.DefaultChatTemplateKwargs
+        .parse("{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"system\"}}]}"));
+    int p = port(s, 0);
+    String chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"world\"}]";
+    String tools = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"hello\"}}]";
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + "}").body()).get("tokens")))
+        .containsExactly(3, 0, 4, 9, 1, 0, 5);
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + tools + "}").body()).get("tokens")))
+        .containsExactly(8, 0, 4, 9, 1, 0, 5);
+  }
+
   /**
    * The real Qwen3 tokenizer of {@code routing-kv-events/scripts/fetch-tokenizers.sh}; the test
    * is skipped without it, and fails in CI, which fetches it.
