@@ -256,7 +256,7 @@ public final class PlainGateway implements AutoCloseable {
     this.idleTimer = timer;
     server.createContext("/v1/", this::handle);
     // every other path: the JDK server's own 404 is an HTML page
-    server.createContext("/", PlainGateway::unknownPath);
+    server.createContext("/", this::unknownPath);
     // one thread per open request, up to the limit: a streamed answer holds its thread until it
     // ends. No queue: a request beyond the limit is handed to the overflow threads at once.
     java.util.concurrent.ThreadPoolExecutor handlers = new java.util.concurrent.ThreadPoolExecutor(
@@ -502,7 +502,7 @@ public final class PlainGateway implements AutoCloseable {
    * Answers 413 and drops the connection: the rest of the body is not read (the server drains a
    * little of it, then closes). The answer is flushed first, so a client still sending sees it.
    */
-  private static void tooLarge(HttpExchange ex) throws IOException {
+  private void tooLarge(HttpExchange ex) throws IOException {
     ex.getResponseHeaders().set("connection", "close");
     replyError(ex, 413, "request_too_large",
         "request body is above the limit of " + MAX_BODY_BYTES + " bytes");
@@ -841,6 +841,7 @@ public final class PlainGateway implements AutoCloseable {
         ex.getResponseHeaders().set(name, value);
       }
     });
+    closeAfterIfStopping(ex);
     OutputStream out = ex.getResponseBody();
     IOException notSent = null;
     idle.writing();
@@ -1130,7 +1131,7 @@ public final class PlainGateway implements AutoCloseable {
     }
   }
 
-  private static void relayModels(HttpExchange ex, HttpResponse<byte[]> r, Endpoint from)
+  private void relayModels(HttpExchange ex, HttpResponse<byte[]> r, Endpoint from)
       throws IOException {
     relayHeaders(r.headers(), ex);
     ex.getResponseHeaders().set("content-type",
@@ -1143,7 +1144,7 @@ public final class PlainGateway implements AutoCloseable {
    * A path outside {@code /v1/} (a client whose base URL lacks {@code /v1}, say): 404 in the
    * OpenAI shape, worded as OpenAI words it.
    */
-  private static void unknownPath(HttpExchange ex) throws IOException {
+  private void unknownPath(HttpExchange ex) throws IOException {
     try (ex) {
       replyError(ex, 404, "invalid_request_error",
           "Invalid URL (" + ex.getRequestMethod() + " " + ex.getRequestURI().getPath() + ")");
@@ -1155,7 +1156,7 @@ public final class PlainGateway implements AutoCloseable {
    * and 503 (shed, no endpoint, stopping) say when to try again, {@code Retry-After: 1}, as the
    * Spring Cloud Gateway filter and the Envoy server do.
    */
-  private static void replyError(HttpExchange ex, int status, String type, String message)
+  private void replyError(HttpExchange ex, int status, String type, String message)
       throws IOException {
     ObjectNode body = JSON.createObjectNode();
     body.putObject("error").put("message", message).put("type", type).put("code", status);
@@ -1172,7 +1173,8 @@ public final class PlainGateway implements AutoCloseable {
    * {@code content-length} too, and no body: the JDK's server takes no length for a HEAD answer
    * (it would log a warning) and fails a body written after it, which dropped the connection.
    */
-  private static void send(HttpExchange ex, int status, byte[] body) throws IOException {
+  private void send(HttpExchange ex, int status, byte[] body) throws IOException {
+    closeAfterIfStopping(ex);
     if ("HEAD".equals(ex.getRequestMethod())) {
       ex.getResponseHeaders().set("content-length", Integer.toString(body.length));
       ex.sendResponseHeaders(status, -1);
@@ -1180,6 +1182,21 @@ public final class PlainGateway implements AutoCloseable {
     }
     ex.sendResponseHeaders(status, body.length == 0 ? -1 : body.length);
     ex.getResponseBody().write(body);
+  }
+
+  /**
+   * An answer that goes out once a stop has begun says {@code Connection: close}, and the server
+   * closes the connection after it. Left open, the connection would go back to the client's pool
+   * and the stop would close it later, when the last request in progress ends: a client that
+   * sent its next request on it at that moment would lose it to a reset, with no answer to tell
+   * whether it was served (HTTP clients do not resend a POST). Told to close, the client sends
+   * its next request on a new connection, which is answered 503 {@code gateway_stopping} while
+   * the stop lasts and refused after it.
+   */
+  private void closeAfterIfStopping(HttpExchange ex) {
+    if (stopping) {
+      ex.getResponseHeaders().set("connection", "close");
+    }
   }
 
   /** Stops at once: requests in progress are cut off (see {@link #close(Duration)}). */
@@ -1193,7 +1210,11 @@ public final class PlainGateway implements AutoCloseable {
    * closes the router. Requests that arrive meanwhile get 503 {@code gateway_stopping} with
    * {@code Retry-After} and {@code Connection: close}, so that clients go to another replica of
    * the gateway. A stream being relayed when the process is asked to stop (a rolling update)
-   * then ends whole instead of being cut off and reported as failed.
+   * then ends whole instead of being cut off and reported as failed. Every answer that goes out
+   * once the stop has begun says {@code Connection: close} and its connection is closed after it,
+   * so that no client sends its next request on a connection the stop is about to close (a
+   * stream whose status line went out before cannot say it; its connection stays open until the
+   * stop ends).
    *
    * <p>The wait covers every request the server has taken, from its first bytes: one whose
    * headers are still arriving, or one queued for the threads that turn requests beyond

@@ -737,6 +737,92 @@ class PlainGatewayTest {
     }
   }
 
+  /**
+   * An answer that went out during a stop kept its connection open (keep-alive), and the stop
+   * closed that connection only when the last request in progress ended: a client that sent its
+   * next request on it then lost it to a reset, not knowing whether it had been served. Such an
+   * answer now says Connection: close and its connection is closed after it, while the stop
+   * still waits for the other request.
+   */
+  @Test
+  void anAnswerGivenDuringAStopClosesItsConnection() throws Exception {
+    CountDownLatch arrived = new CountDownLatch(2);
+    CountDownLatch releaseFirst = new CountDownLatch(1);
+    CountDownLatch releaseSecond = new CountDownLatch(1);
+    // a thread per request: both are held at once
+    HttpServer replica = HttpServer.create(
+        new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    java.util.concurrent.ExecutorService threads =
+        java.util.concurrent.Executors.newCachedThreadPool();
+    replica.setExecutor(threads);
+    open.add(threads::shutdownNow);
+    replica.createContext("/v1/", ex -> {
+      String asked = new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+      arrived.countDown();
+      try {
+        (asked.contains("first") ? releaseFirst : releaseSecond).await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      byte[] b = "{\"object\":\"text_completion\",\"choices\":[]}"
+          .getBytes(StandardCharsets.UTF_8);
+      ex.getResponseHeaders().set("content-type", "application/json");
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    replica.start();
+    open.add(() -> replica.stop(0));
+    startGateway(outcomes, at(replica.getAddress().getPort()));
+    List<java.net.Socket> sockets = new ArrayList<>();
+    try {
+      for (String prompt : List.of("first", "second")) {
+        java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+            gateway.port());
+        socket.setSoTimeout((int) DEADLINE.toMillis());
+        sockets.add(socket);
+        String body = completion(prompt);
+        socket.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: gw\r\n"
+            + "Content-Type: application/json\r\nContent-Length: " + body.length() + "\r\n\r\n"
+            + body).getBytes(StandardCharsets.US_ASCII));
+        socket.getOutputStream().flush();
+      }
+      assertThat(arrived.await(DEADLINE.toSeconds(), TimeUnit.SECONDS))
+          .as("both requests reached the replica").isTrue();
+      Thread closing = new Thread(() -> gateway.close(DEADLINE));
+      closing.start();
+      await("the stop has begun", () -> closing.getState() == Thread.State.TIMED_WAITING);
+
+      releaseFirst.countDown();
+      String first;
+      try {
+        // to its end: the gateway closes the connection after the answer
+        first = new String(sockets.get(0).getInputStream().readAllBytes(),
+            StandardCharsets.US_ASCII);
+      } catch (java.net.SocketTimeoutException keptOpen) {
+        throw new AssertionError("the connection of an answer given during the stop was kept"
+            + " open for the client's next request", keptOpen);
+      }
+      assertThat(first).startsWith("HTTP/1.1 200").containsIgnoringCase("connection: close")
+          .contains("text_completion").endsWith("0\r\n\r\n");
+      assertThat(closing.isAlive()).as("the stop still waits for the second request").isTrue();
+
+      releaseSecond.countDown();
+      String second = new String(sockets.get(1).getInputStream().readAllBytes(),
+          StandardCharsets.US_ASCII);
+      assertThat(second).startsWith("HTTP/1.1 200").containsIgnoringCase("connection: close");
+      closing.join(DEADLINE.toMillis());
+      assertThat(closing.isAlive()).as("closed once both were answered").isFalse();
+      assertThat(outcomes.completions).hasSize(2);
+    } finally {
+      releaseFirst.countDown();
+      releaseSecond.countDown();
+      for (java.net.Socket socket : sockets) {
+        socket.close();
+      }
+    }
+  }
+
   /** This gateway's threads blocked in the JDK server's reading of a request's headers. */
   static long threadsReadingRequestHeaders() {
     return Thread.getAllStackTraces().entrySet().stream()
