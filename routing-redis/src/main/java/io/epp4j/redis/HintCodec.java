@@ -275,6 +275,58 @@ final class HintCodec {
     }
   }
 
+  /**
+   * The header's length in {@code stored} (from its position) when the batch is of a pool other
+   * than the one {@code poolUtf} encodes, or written by the router {@code originUtf} encodes
+   * (each as {@link java.io.DataOutput#writeUTF} writes it, length first): the reader needs no
+   * more of it. -1 when it is one to read whole, or its header cannot be read (it is then read
+   * whole and found malformed).
+   */
+  static int headerLengthIfSkipped(java.nio.ByteBuffer stored, byte[] poolUtf, byte[] originUtf) {
+    int start = stored.position();
+    int end = stored.limit();
+    int p = start + 1; // the version
+    if (p + 2 > end) {
+      return -1;
+    }
+    int poolEnd = p + 2 + (((stored.get(p) & 0xFF) << 8) | (stored.get(p + 1) & 0xFF));
+    if (poolEnd + 2 > end) {
+      return -1;
+    }
+    int originEnd = poolEnd + 2
+        + (((stored.get(poolEnd) & 0xFF) << 8) | (stored.get(poolEnd + 1) & 0xFF));
+    int headerEnd = originEnd + 8 + 4;
+    if (headerEnd > end) {
+      return -1;
+    }
+    boolean otherPool = !sameBytes(stored, p, poolEnd, poolUtf);
+    boolean own = !otherPool && sameBytes(stored, poolEnd, originEnd, originUtf);
+    return otherPool || own ? headerEnd - start : -1;
+  }
+
+  private static boolean sameBytes(java.nio.ByteBuffer b, int from, int to, byte[] expected) {
+    if (to - from != expected.length) {
+      return false;
+    }
+    for (int i = 0; i < expected.length; i++) {
+      if (b.get(from + i) != expected[i]) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** {@code s} as {@link java.io.DataOutput#writeUTF} writes it: its length, then its bytes. */
+  static byte[] utf(String s) {
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    try {
+      new java.io.DataOutputStream(out).writeUTF(s);
+    } catch (IOException e) {
+      throw new IllegalArgumentException("longer than a batch can hold", e);
+    }
+    return out.toByteArray();
+  }
+
   static Input input(byte[] batch) {
     return new Input(batch);
   }

@@ -32,6 +32,28 @@ public interface HintTransport extends AutoCloseable {
   List<Entry> read(String afterId, int max, Duration maxWait) throws Exception;
 
   /**
+   * As {@link #read(String, int, Duration)}, but an entry need only come back with as many of its
+   * leading bytes as {@code wanted} asks for, so that a reader does not hold entries it will not
+   * apply (its own, another pool's, one larger than any router writes). A transport that cannot
+   * cut entries short returns them whole, as the default does; {@link Entry#size()} is always
+   * the stored length.
+   */
+  default List<Entry> read(String afterId, int max, Duration maxWait, Wanted wanted)
+      throws Exception {
+    return read(afterId, max, maxWait);
+  }
+
+  /** How much of an entry its reader needs. */
+  @FunctionalInterface
+  interface Wanted {
+    /**
+     * How many of the entry's leading bytes to keep, from 0 to all of them; {@code stored} holds
+     * the whole entry from its position to its limit and is only read, never kept.
+     */
+    int bytes(java.nio.ByteBuffer stored);
+  }
+
+  /**
    * Whether the log still holds everything after {@code afterId}, an id read from it: false when
    * older batches were trimmed (or the log was lost) so that some after {@code afterId} may be
    * gone, and false when the log's newest batch is older than {@code afterId} (another log took
@@ -52,8 +74,16 @@ public interface HintTransport extends AutoCloseable {
   @Override
   void close();
 
-  /** One batch as stored: its id and its bytes. */
-  record Entry(String id, byte[] batch) {}
+  /**
+   * One batch as stored: its id, its bytes (or their first ones only, see
+   * {@link #read(String, int, Duration, Wanted)}) and its stored length.
+   */
+  record Entry(String id, byte[] batch, int size) {
+    /** A whole entry. */
+    public Entry(String id, byte[] batch) {
+      this(id, batch, batch.length);
+    }
+  }
 
   /** Makes transports for one replication plugin, which closes the factory with itself. */
   interface Factory extends AutoCloseable {

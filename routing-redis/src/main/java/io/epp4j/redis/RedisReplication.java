@@ -107,6 +107,13 @@ public final class RedisReplication implements Plugin, RequestListener {
    * of long prompts holds about 64 MiB at most (at 16 MiB entries and 256 a read it was 4 GiB).
    */
   static final int READ_BATCHES = 64;
+  /**
+   * Bytes of entries one read keeps at most, past its first entry: {@link #READ_BATCHES} entries
+   * of {@link #MAX_BATCH_BYTES}. An entry may be up to {@link #MAX_ENTRY_BYTES} (a batch that a
+   * hint of {@link HintCodec#MAX_BLOCKS} hashes crossed, about 33 MiB), and 64 of those would be
+   * 2 GiB; the entries past the limit are read by the next read instead.
+   */
+  static final long READ_BYTES = (long) READ_BATCHES * MAX_BATCH_BYTES;
   static final long INITIAL_BACKOFF_NANOS = 100_000_000L;
   static final long MAX_BACKOFF_NANOS = 5_000_000_000L;
   /**
@@ -712,6 +719,7 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   private void readLoop() {
     HintTransport t = transports.create();
+    Wanted wanted = new Wanted(s.pool(), s.routerId());
     Backoff backoff = new Backoff();
     @Nullable String lastId = null;
     // ids older than this (the log's clock when the reader started over from the oldest batch,
@@ -805,7 +813,7 @@ public final class RedisReplication implements Plugin, RequestListener {
           String after = lastId == null ? HintTransport.OLDEST : lastId;
           List<HintTransport.Entry> got;
           try {
-            got = t.read(after, READ_BATCHES, READ_WAIT);
+            got = t.read(after, READ_BATCHES, READ_WAIT, wanted.reset());
             // a full read: the reader may be behind by more than the stream keeps. A read after a
             // trimmed id returns what follows without saying what was lost, and a reader catching
             // up is back inside the stream by the next heartbeat's check, so the stream is asked
@@ -829,6 +837,9 @@ public final class RedisReplication implements Plugin, RequestListener {
           backoff.reset();
           long newest = got.isEmpty() ? -1 : StreamIds.millis(got.get(got.size() - 1).id());
           for (HintTransport.Entry e : got) {
+            if (Wanted.leftForNextRead(e)) {
+              break; // the read held all it may: this one and those after it come next time
+            }
             // first: a batch that fails is not read again (after an Error, the next ones are)
             lastId = e.id();
             try {
@@ -1085,10 +1096,61 @@ public final class RedisReplication implements Plugin, RequestListener {
     return false;
   }
 
+  /**
+   * What the reader keeps of an entry as it is read: nothing of one longer than any router
+   * writes, the header only of another pool's or this router's own (all it looks at), the whole
+   * of the others, up to {@link #READ_BYTES} in all: an entry past them (after the first one
+   * kept) comes back empty and is read again, first, by the next read. A read then holds at most
+   * {@link #READ_BYTES} and one entry of {@link #MAX_ENTRY_BYTES}, whatever the stream holds.
+   * Used on the thread that decodes the read's answer, one read at a time.
+   */
+  static final class Wanted implements HintTransport.Wanted {
+    private final byte[] pool;
+    private final byte[] own;
+    /** Bytes kept whole by the read in progress. */
+    private long kept;
+
+    Wanted(String pool, String routerId) {
+      this.pool = HintCodec.utf(pool);
+      this.own = HintCodec.utf(routerId);
+    }
+
+    /** A new read begins. */
+    Wanted reset() {
+      kept = 0;
+      return this;
+    }
+
+    @Override
+    public int bytes(java.nio.ByteBuffer stored) {
+      int n = stored.remaining();
+      if (n > MAX_ENTRY_BYTES) {
+        return 0;
+      }
+      int header = HintCodec.headerLengthIfSkipped(stored, pool, own);
+      if (header >= 0) {
+        return header;
+      }
+      if (kept > 0 && kept + n > READ_BYTES) {
+        return 0; // left for the next read, which starts with it
+      }
+      kept += n;
+      return n;
+    }
+
+    /**
+     * Whether {@code e} came back without its bytes to be read again by the next read: only
+     * such an entry is empty although shorter than an oversized one.
+     */
+    static boolean leftForNextRead(HintTransport.Entry e) {
+      return e.batch().length == 0 && e.size() > 0 && e.size() <= MAX_ENTRY_BYTES;
+    }
+  }
+
   private void apply(HintTransport.Entry entry, long newestMillis, long staleBeforeMillis) {
     entriesRead.incrementAndGet();
-    if (entry.batch().length > MAX_ENTRY_BYTES) {
-      rejectMalformed(entry.id(), new HintCodec.MalformedBatchException(entry.batch().length
+    if (entry.size() > MAX_ENTRY_BYTES) {
+      rejectMalformed(entry.id(), new HintCodec.MalformedBatchException(entry.size()
           + " bytes, above the " + MAX_ENTRY_BYTES + " bytes of the longest entry a router writes"));
       return;
     }

@@ -171,6 +171,7 @@ final class RedisStreamTransport implements HintTransport {
   }
 
   private final Factory f;
+  private final TrimmingCodec codec = new TrimmingCodec();
   private @Nullable StatefulRedisConnection<byte[], byte[]> connection;
   /** When this transport next sets the stream's TTL after an append; every connection at once. */
   private long ttlDueNanos;
@@ -182,7 +183,7 @@ final class RedisStreamTransport implements HintTransport {
   @Override
   public void connect() {
     close();
-    StatefulRedisConnection<byte[], byte[]> c = f.client.connect(ByteArrayCodec.INSTANCE);
+    StatefulRedisConnection<byte[], byte[]> c = f.client.connect(codec);
     c.setTimeout(f.commandTimeout);
     connection = c;
     // a stream that expired, or was written without a TTL, gets one with the first batch
@@ -238,18 +239,31 @@ final class RedisStreamTransport implements HintTransport {
 
   @Override
   public List<Entry> read(String afterId, int max, Duration maxWait) {
+    return read(afterId, max, maxWait, stored -> stored.remaining());
+  }
+
+  /**
+   * Reads with {@code XREAD}, which returns entries whole: what {@code wanted} leaves out of an
+   * entry is dropped as the answer is decoded, one entry at a time, so that a read holds at most
+   * what its reader keeps (and the one entry being decoded), however large the entries it skips.
+   */
+  @Override
+  public List<Entry> read(String afterId, int max, Duration maxWait, Wanted wanted) {
     StatefulRedisConnection<byte[], byte[]> c = connection();
     // the blocking read must not trip the command timeout; the commands after it (the gap
     // check, TIME) keep the configured one, so a server that stops answering is noticed as soon
     List<StreamMessage<byte[], byte[]>> got;
     c.setTimeout(f.commandTimeout.plus(maxWait));
+    codec.trim(wanted);
     try {
       got = c.sync().xread(XReadArgs.Builder.count(max).block(maxWait),
           XReadArgs.StreamOffset.from(f.key, afterId));
     } finally {
+      codec.trim(null);
       c.setTimeout(f.commandTimeout);
     }
     if (got == null || got.isEmpty()) {
+      codec.cut.clear();
       return List.of();
     }
     List<Entry> out = new ArrayList<>(got.size());
@@ -260,9 +274,73 @@ final class RedisStreamTransport implements HintTransport {
           body = e.getValue();
         }
       }
-      out.add(new Entry(m.getId(), body == null ? new byte[0] : body));
+      if (body == null) {
+        out.add(new Entry(m.getId(), new byte[0]));
+      } else {
+        Integer stored = codec.cut.get(body);
+        out.add(new Entry(m.getId(), body, stored == null ? body.length : stored));
+      }
     }
+    codec.cut.clear();
     return out;
+  }
+
+  /**
+   * Byte arrays as they are, except while a read is cutting entries short: then a value of the
+   * batch field keeps the bytes the reader wants (the stored length of a value cut short is
+   * remembered) and every other field's value none, since the reader reads no other field.
+   * Lettuce decodes an answer on one thread, each field's name just before its value.
+   */
+  private static final class TrimmingCodec implements io.lettuce.core.codec.RedisCodec<byte[], byte[]> {
+    private static final byte[] NONE = new byte[0];
+    private volatile @Nullable Wanted wanted;
+    /** Values cut short by the read in progress, by identity, with their stored length. */
+    final Map<byte[], Integer> cut =
+        java.util.Collections.synchronizedMap(new java.util.IdentityHashMap<>());
+    /** Whether the field name decoded last is the batch field. */
+    private boolean batchField;
+
+    void trim(@Nullable Wanted w) {
+      wanted = w;
+    }
+
+    @Override
+    public byte[] decodeKey(java.nio.ByteBuffer bytes) {
+      byte[] key = ByteArrayCodec.INSTANCE.decodeKey(bytes);
+      batchField = java.util.Arrays.equals(key, FIELD);
+      return key;
+    }
+
+    @Override
+    public byte[] decodeValue(java.nio.ByteBuffer bytes) {
+      Wanted w = wanted;
+      if (w == null || bytes == null) {
+        return ByteArrayCodec.INSTANCE.decodeValue(bytes);
+      }
+      if (!batchField) {
+        return NONE;
+      }
+      batchField = false;
+      int stored = bytes.remaining();
+      int keep = Math.max(0, Math.min(stored, w.bytes(bytes.duplicate())));
+      if (keep == stored) {
+        return ByteArrayCodec.INSTANCE.decodeValue(bytes);
+      }
+      byte[] kept = new byte[keep]; // a new array even when empty: the map tells them apart
+      bytes.duplicate().get(kept);
+      cut.put(kept, stored);
+      return kept;
+    }
+
+    @Override
+    public java.nio.ByteBuffer encodeKey(byte[] key) {
+      return ByteArrayCodec.INSTANCE.encodeKey(key);
+    }
+
+    @Override
+    public java.nio.ByteBuffer encodeValue(byte[] value) {
+      return ByteArrayCodec.INSTANCE.encodeValue(value);
+    }
   }
 
   @Override
@@ -271,6 +349,18 @@ final class RedisStreamTransport implements HintTransport {
       return true;
     }
     var sync = connection().sync();
+    // only the entries' ids are needed: their bytes (of any size) are dropped as they arrive
+    codec.trim(stored -> 0);
+    try {
+      return holdsAfter(sync, afterId);
+    } finally {
+      codec.trim(null);
+      codec.cut.clear();
+    }
+  }
+
+  private boolean holdsAfter(io.lettuce.core.api.sync.RedisCommands<byte[], byte[]> sync,
+      String afterId) {
     List<StreamMessage<byte[], byte[]>> first = sync.xrange(f.key, Range.unbounded(),
         Limit.from(1));
     if (first == null || first.isEmpty()) {

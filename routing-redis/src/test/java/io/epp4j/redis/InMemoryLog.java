@@ -18,6 +18,8 @@ final class InMemoryLog {
   private volatile int generation;
   private volatile boolean up = true;
   private volatile boolean readsHeld;
+  /** Whether reads cut entries to what the reader wants of them, as the Redis transport does. */
+  private volatile boolean cutsEntries;
   /** Connections are accepted but every command fails, as a server that refuses writes does. */
   private volatile boolean refusing;
   /** Whether the log answers {@link HintTransport#nowMillis} (its ids are a sequence number). */
@@ -34,6 +36,19 @@ final class InMemoryLog {
   synchronized void append(byte[] batch) {
     entries.add(new HintTransport.Entry((lostBefore + entries.size() + 1) + "-0", batch));
     notifyAll();
+  }
+
+  /** Reads cut each entry to what the reader wants of it, as the Redis transport does. */
+  void cutEntries() {
+    cutsEntries = true;
+  }
+
+  private final java.util.concurrent.atomic.AtomicLong mostKeptByARead =
+      new java.util.concurrent.atomic.AtomicLong();
+
+  /** The most bytes of entries one read has kept, with {@link #cutEntries}. */
+  long mostKeptByARead() {
+    return mostKeptByARead.get();
   }
 
   /** Appends wait until {@link #releaseAppends} (a publisher stuck in a slow write). */
@@ -202,6 +217,26 @@ final class InMemoryLog {
         check();
         InMemoryLog.this.append(batch);
         return "";
+      }
+
+      @Override
+      public List<Entry> read(String afterId, int max, Duration maxWait, Wanted wanted)
+          throws Exception {
+        List<Entry> whole = read(afterId, max, maxWait);
+        if (!cutsEntries) {
+          return whole;
+        }
+        // as the Redis transport does: each entry cut to what the reader wants of it
+        List<Entry> cut = new ArrayList<>(whole.size());
+        long kept = 0;
+        for (Entry e : whole) {
+          int keep = Math.max(0, Math.min(e.size(),
+              wanted.bytes(java.nio.ByteBuffer.wrap(e.batch()).asReadOnlyBuffer())));
+          cut.add(new Entry(e.id(), java.util.Arrays.copyOf(e.batch(), keep), e.size()));
+          kept += keep;
+        }
+        mostKeptByARead.accumulateAndGet(kept, Math::max);
+        return cut;
       }
 
       @Override

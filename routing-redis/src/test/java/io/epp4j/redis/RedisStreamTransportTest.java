@@ -103,4 +103,60 @@ class RedisStreamTransportTest {
       t.close();
     }
   }
+  /** A batch of {@code pool} from {@code origin} whose prefix records hold {@code blocks} hashes. */
+  private static byte[] batch(String pool, String origin, int blocks) {
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(1, "10.0.0.1:8000", 16, new long[blocks]);
+    return w.finish(pool, origin, 1);
+  }
+
+  /**
+   * XREAD returns entries whole, and the reader kept every entry of a read whole before looking
+   * at any: its own batches and another pool's, of which it reads only the header, were held in
+   * full. What the reader does not want is now dropped as the answer is decoded, one entry at a
+   * time; each entry keeps its stored length.
+   */
+  @Test
+  void aReadKeepsOnlyWhatTheReaderWants() throws Exception {
+    RedisStreamTransport.Factory f = factory(Duration.ofSeconds(2));
+    try (HintTransport t = f.create()) {
+      t.connect();
+      byte[] wanted = batch("p", "other", 1000);
+      byte[] own = batch("p", "me", 100_000);
+      byte[] otherPool = batch("q", "other", 100_000);
+      for (byte[] b : List.of(wanted, own, otherPool)) {
+        t.append(b);
+      }
+      int ownHeader = 1 + 2 + 1 + 2 + 2 + 8 + 4;
+      int otherPoolHeader = 1 + 2 + 1 + 2 + 5 + 8 + 4;
+
+      List<HintTransport.Entry> got = t.read(HintTransport.OLDEST, 10, Duration.ofMillis(100),
+          new RedisReplication.Wanted("p", "me"));
+
+      assertThat(got).extracting(HintTransport.Entry::size).as("stored lengths")
+          .containsExactly(wanted.length, own.length, otherPool.length);
+      assertThat(got.get(0).batch()).as("another router's batch of the pool").isEqualTo(wanted);
+      assertThat(got.get(1).batch()).as("the reader's own")
+          .isEqualTo(java.util.Arrays.copyOf(own, ownHeader));
+      assertThat(got.get(2).batch()).as("another pool's")
+          .isEqualTo(java.util.Arrays.copyOf(otherPool, otherPoolHeader));
+      // the header is what the reader decides by
+      assertThat(HintCodec.header(HintCodec.input(got.get(1).batch())).origin()).isEqualTo("me");
+      assertThat(HintCodec.header(HintCodec.input(got.get(2).batch())).pool()).isEqualTo("q");
+
+      // nothing at all of an entry the reader wants none of
+      assertThat(t.read(HintTransport.OLDEST, 10, Duration.ofMillis(100), stored -> 0))
+          .allSatisfy(e -> assertThat(e.batch()).isEmpty())
+          .extracting(HintTransport.Entry::size)
+          .containsExactly(wanted.length, own.length, otherPool.length);
+      // the gap check, which keeps no entry, and a read without a wish, which keeps them whole
+      assertThat(t.holdsAfter(got.get(0).id())).isTrue();
+      assertThat(t.nowMillis()).isPositive();
+      assertThat(t.read(HintTransport.OLDEST, 10, Duration.ofMillis(100)))
+          .extracting(e -> e.batch().length)
+          .containsExactly(wanted.length, own.length, otherPool.length);
+    } finally {
+      f.close();
+    }
+  }
 }

@@ -957,6 +957,41 @@ class ReplicationLogicTest {
   }
 
   /**
+   * Entries may each be up to MAX_ENTRY_BYTES (about 33 MiB), and a read of 64 of them held them
+   * all at once, 2 GiB. A read now keeps entries up to READ_BYTES (past its first); the entries
+   * past them come back empty and are read again, first, by the next read: none is lost, none is
+   * taken for malformed.
+   */
+  @Test
+  void entriesPastAReadsByteLimitAreLeftForTheNextRead() throws Exception {
+    InMemoryLog stream = new InMemoryLog();
+    stream.cutEntries();
+    Router b = router(stream, "p", "b", 1000);
+    // three entries of well over a third of the limit each: a read keeps two of them
+    String longId = "e".repeat(HintCodec.MAX_STRING_BYTES);
+    int records = (int) (RedisReplication.READ_BYTES * 3 / 8 / HintCodec.MAX_STRING_BYTES);
+    HintCodec.Writer w = new HintCodec.Writer();
+    for (int i = 0; i < records; i++) {
+      w.inFlight(longId, 0, 0);
+    }
+    byte[] large = w.finish("p", "a", RedisReplication.epochMicros());
+    assertThat(large.length).isLessThanOrEqualTo(RedisReplication.MAX_ENTRY_BYTES)
+        .isGreaterThan((int) (RedisReplication.READ_BYTES / 3));
+    // all of them there for the reader's next read (one that catches up on a backlog)
+    stream.holdReads();
+    for (int i = 0; i < 3; i++) {
+      stream.append(large);
+    }
+    stream.append(prefixBatch("a", "10.2.0.3:8000"));
+    stream.releaseReads();
+    await("the batch after them applied", () -> replication(b).appliedPrefixes() == 1);
+    assertThat(replication(b).malformed()).as("entries taken for malformed").isZero();
+    assertThat(replication(b).entriesRead()).as("entries read, each once").isEqualTo(4);
+    assertThat(stream.mostKeptByARead()).as("bytes one read kept")
+        .isLessThanOrEqualTo(RedisReplication.READ_BYTES);
+  }
+
+  /**
    * A well-formed entry longer than any router writes (a foreign writer's): decoded, its records
    * would become objects several times its size on the reader's thread. Skipped unread, named by
    * key and id with its size, and the next entries still apply.
@@ -981,6 +1016,7 @@ class ReplicationLogicTest {
     log.addHandler(capture);
     try {
       InMemoryLog stream = new InMemoryLog();
+      stream.cutEntries(); // as Redis does: the reader keeps nothing of it, its size is told
       Router b = router(stream, "p", "b", 1000);
       // in-flight records under the longest endpoint id a batch holds, until past the limit
       HintCodec.Writer w = new HintCodec.Writer();
