@@ -40,7 +40,8 @@ class Epp4jHealthIndicatorTest {
           Health h = ctx.getBean(Epp4jHealthIndicator.class).health();
           assertThat(h.getStatus()).isEqualTo(Status.UP);
           Map<String, Object> def = (Map<String, Object>) h.getDetails().get("default");
-          assertThat(def).containsEntry("endpoints", 2).containsEntry("withoutMetrics", 1)
+          assertThat(def).containsEntry("endpoints", 2).containsEntry("asleep", 0)
+              .containsEntry("withoutMetrics", 1)
               .containsEntry("inFlight", 0L).doesNotContainKey("scrapeFailures");
           assertThat((Long) def.get("oldestMetricsMillis")).isBetween(0L, 60_000L);
           Map<String, Object> llama = (Map<String, Object>)
@@ -65,6 +66,42 @@ class Epp4jHealthIndicatorTest {
     runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9011").run(ctx ->
         assertThat(ctx.getBean(Epp4jHealthIndicator.class).health().getStatus())
             .isEqualTo(Status.UP));
+  }
+
+  @Test
+  @SuppressWarnings("unchecked")
+  void sleepingEnginesAreCountedApartAndOutOfServiceWhenNoneIsAwake() {
+    EndpointMetrics asleep = EndpointMetrics.builder().asleep(true).build();
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9000,127.0.0.1:9001",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011")
+        .run(ctx -> {
+          Router dflt = ctx.getBean(Router.class);
+          Router llama = ctx.getBean(Epp4jPools.class).router("llama");
+          Epp4jHealthIndicator indicator = ctx.getBean(Epp4jHealthIndicator.class);
+          dflt.updateMetrics("127.0.0.1:9000", asleep);
+          dflt.updateMetrics("127.0.0.1:9001", asleep);
+
+          // the named pool's engine is awake: the gateway still routes to an awake engine
+          Health h = indicator.health();
+          assertThat(h.getStatus()).isEqualTo(Status.UP);
+          assertThat((Map<String, Object>) h.getDetails().get("default"))
+              .containsEntry("endpoints", 2).containsEntry("asleep", 2);
+          assertThat((Map<String, Object>) ((Map<String, Object>) h.getDetails().get("pools"))
+              .get("llama")).containsEntry("endpoints", 1).containsEntry("asleep", 0);
+
+          // every engine sleeps: routed requests go to sleeping engines, which answer 503
+          llama.updateMetrics("127.0.0.1:9011", asleep);
+          h = indicator.health();
+          assertThat(h.getStatus()).isEqualTo(Status.OUT_OF_SERVICE);
+          assertThat((String) h.getDetails().get("reason")).contains("asleep");
+
+          // one wakes up
+          dflt.updateMetrics("127.0.0.1:9001", EndpointMetrics.builder().build());
+          h = indicator.health();
+          assertThat(h.getStatus()).isEqualTo(Status.UP);
+          assertThat((Map<String, Object>) h.getDetails().get("default"))
+              .containsEntry("asleep", 1);
+        });
   }
 
   @Test
