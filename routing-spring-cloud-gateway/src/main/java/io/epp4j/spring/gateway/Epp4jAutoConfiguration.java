@@ -115,9 +115,15 @@ public class Epp4jAutoConfiguration {
       Epp4jProperties properties, ObjectProvider<Epp4jPools> pools,
       org.springframework.beans.factory.ListableBeanFactory beans) {
     if (!beans.containsBean(ROUTER_BEAN)) {
-      // the application's own Router bean: the properties that build ours do nothing to it at
-      // startup (a refresh changing endpoints, config file or preset does apply those)
-      List<String> ignored = PoolSettings.of(properties).routerPropertiesSet();
+      PoolSettings settings = PoolSettings.of(properties);
+      // the application's own Router bean: epp4jRouter, which checks every value, was not
+      // built, nor, with scraping off, the scraper, which checks its own; a refresh applies
+      // endpoints, config file and preset to that router, and switching scraping on uses the
+      // metrics settings, so a mistake in them fails now, naming the property, as with ours
+      settings.validate();
+      // the properties that build ours do nothing to it at startup (a refresh changing
+      // endpoints, config file or preset does apply those)
+      List<String> ignored = settings.routerPropertiesSet();
       if (!ignored.isEmpty()) {
         LOG.warning("epp4j: the application's own Router bean routes the default pool; "
             + String.join(", ", ignored) + " did not build it and are not applied to it at"

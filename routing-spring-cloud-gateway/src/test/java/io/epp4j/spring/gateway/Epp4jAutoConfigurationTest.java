@@ -186,6 +186,28 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void settingsAreCheckedBesideTheApplicationsOwnRouterWithScrapingOff() {
+    // neither our router nor our scraper is built then, and both checks were skipped: a bad
+    // value started silently and failed only once scraping was switched on
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    for (String[] bad : List.of(
+        new String[] {"epp4j.metrics.path=metrics", "epp4j.metrics.path must start with '/'"},
+        new String[] {"epp4j.metrics.interval=0s", "epp4j.metrics.interval must be positive"},
+        new String[] {"epp4j.in-flight-max-age=0s", "epp4j.in-flight-max-age must be positive"},
+        new String[] {"epp4j.preset=nope", "epp4j.preset: unknown preset"},
+        new String[] {"epp4j.endpoints=not-an-endpoint", "epp4j.endpoints: 'not-an-endpoint'"})) {
+      runner.withBean(Router.class, () -> own)
+          .withPropertyValues("epp4j.metrics.enabled=false", bad[0])
+          .run(ctx -> assertThat(ctx).as(bad[0]).getFailure()
+              .hasStackTraceContaining(bad[1]));
+    }
+    runner.withBean(Router.class, () -> own)
+        .withPropertyValues("epp4j.metrics.enabled=false", "epp4j.metrics.path=/metrics")
+        .run(ctx -> assertThat(ctx).hasNotFailed().doesNotHaveBean(MetricsScraper.class));
+    own.close();
+  }
+
+  @Test
   void badDurationsAndMetricsPathFailStartupNamingTheProperty() {
     runner.withPropertyValues("epp4j.metrics.interval=0s").run(ctx -> assertThat(ctx)
         .getFailure().hasStackTraceContaining("epp4j.metrics.interval must be positive"));
