@@ -113,7 +113,13 @@ public class Epp4jAutoConfiguration {
   @ConditionalOnMissingBean
   public Epp4jGatewayFilterFactory epp4jGatewayFilterFactory(Router router,
       Epp4jProperties properties, ObjectProvider<Epp4jPools> pools,
-      org.springframework.beans.factory.ListableBeanFactory beans) {
+      org.springframework.beans.factory.ListableBeanFactory beans, Environment environment) {
+    List<String> unused = metricsPropertiesUnused(properties, Binder.get(environment));
+    if (!unused.isEmpty()) {
+      LOG.warning("epp4j: " + String.join(", ", unused) + " set, but no scraper uses them:"
+          + " scraping is off where they apply (epp4j.metrics.enabled or the pool's"
+          + " metrics.enabled is false)");
+    }
     if (!beans.containsBean(ROUTER_BEAN)) {
       PoolSettings settings = PoolSettings.of(properties);
       // the application's own Router bean: epp4jRouter, which checks every value, was not
@@ -296,6 +302,48 @@ public class Epp4jAutoConfiguration {
           .bind(PoolSettings.PREFIX + ".discovery.service-id", String.class)
           .map(id -> !id.isBlank()).orElse(false);
     }
+  }
+
+  /**
+   * The {@code metrics.interval} and {@code metrics.path} properties that are set where scraping
+   * is off, so that no scraper reads them: the top-level ones when the default pool does not
+   * scrape and no named pool that scrapes inherits them, a named pool's own when that pool does
+   * not scrape.
+   */
+  static List<String> metricsPropertiesUnused(Epp4jProperties properties, Binder binder) {
+    List<String> ofPools = new ArrayList<>();
+    Epp4jProperties.Metrics top = properties.getMetrics();
+    boolean intervalInherited = false;
+    boolean pathInherited = false;
+    for (var e : properties.getPools().entrySet()) {
+      Epp4jProperties.PoolMetrics m = e.getValue().getMetrics();
+      boolean scrapes = m.getEnabled() != null ? m.getEnabled() : top.isEnabled();
+      String prefix = PoolSettings.POOLS_PREFIX + e.getKey() + ".metrics.";
+      if (scrapes) {
+        intervalInherited |= m.getInterval() == null;
+        pathInherited |= m.getPath() == null;
+      } else {
+        if (m.getInterval() != null) {
+          ofPools.add(prefix + "interval");
+        }
+        if (m.getPath() != null) {
+          ofPools.add(prefix + "path");
+        }
+      }
+    }
+    List<String> unused = new ArrayList<>();
+    if (!top.isEnabled()) {
+      String prefix = PoolSettings.PREFIX + ".metrics.";
+      // the interval has a default: set is what the environment gives
+      if (!intervalInherited && binder.bind(prefix + "interval", String.class).isBound()) {
+        unused.add(prefix + "interval");
+      }
+      if (!pathInherited && top.getPath() != null) {
+        unused.add(prefix + "path");
+      }
+    }
+    unused.addAll(ofPools);
+    return unused;
   }
 
   static int maxBodyBytes(Epp4jProperties properties) {

@@ -208,6 +208,41 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void metricsSettingsThatNoScraperUsesAreAWarningNamingThem() {
+    // scraping off: the interval and path were checked, then ignored without a word
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(Router.class, () -> own)
+        .withPropertyValues("epp4j.metrics.enabled=false", "epp4j.metrics.interval=1s",
+            "epp4j.metrics.path=/stats")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("epp4j.metrics.interval",
+        "epp4j.metrics.path", "no scraper uses them");
+    // our router, and a named pool that does not scrape with its own interval
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false",
+            "epp4j.metrics.interval=1s", "epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools.llama.metrics.interval=2s")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("epp4j.metrics.interval",
+        "epp4j.pools.llama.metrics.interval").doesNotContain("metrics.path");
+    // a named pool that scrapes inherits the top-level values: they are used
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false",
+            "epp4j.metrics.interval=1s", "epp4j.metrics.path=/stats",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools.llama.metrics.enabled=true")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).noneMatch(w -> w.contains("no scraper uses them"));
+    // scraping on: nothing to say
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.interval=1s")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).isEmpty();
+    own.close();
+  }
+
+  @Test
   void badDurationsAndMetricsPathFailStartupNamingTheProperty() {
     runner.withPropertyValues("epp4j.metrics.interval=0s").run(ctx -> assertThat(ctx)
         .getFailure().hasStackTraceContaining("epp4j.metrics.interval must be positive"));
