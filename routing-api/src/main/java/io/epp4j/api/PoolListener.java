@@ -26,4 +26,16 @@ public interface PoolListener {
    * endpoint is added keeps the old ones until the endpoint is removed and added again.
    */
   default void onEndpointChanged(Endpoint previous, Endpoint current) {}
+
+  /**
+   * The member's engine has dropped its prefix cache while the endpoint stayed in the pool: its
+   * metrics now say it sleeps ({@link EndpointMetrics#asleep()}; vLLM's sleep mode discards the
+   * KV cache at every level, and an engine woken up starts with an empty one). A listener that
+   * models what the engine holds from the requests it routed should forget the endpoint's blocks,
+   * or it would draw prompts to a cache that is no longer there once the engine wakes up. Called
+   * once per transition from awake to asleep, on the thread that published the metrics, after
+   * routes can see the endpoint asleep; not ordered with pool changes, so the endpoint may have
+   * left meanwhile (there is then nothing left to forget). The default does nothing.
+   */
+  default void onEndpointCacheDropped(Endpoint endpoint) {}
 }

@@ -251,6 +251,26 @@ final class ActiveConfig {
     }
   }
 
+  /**
+   * Tells every pool listener that the engines of {@code endpoints} dropped their prefix caches
+   * (they fell asleep); a listener that throws is logged and skipped, as in {@link #notifyPool}.
+   */
+  void notifyCacheDropped(List<Endpoint> endpoints) {
+    boolean closed = routerClosed.getAsBoolean();
+    for (PoolListener l : poolListeners) {
+      if (closed && owned.contains(l)) {
+        continue;
+      }
+      for (Endpoint e : endpoints) {
+        try {
+          l.onEndpointCacheDropped(e);
+        } catch (RuntimeException x) {
+          warning(l).report("threw " + x.getClass().getName() + " in onEndpointCacheDropped", x);
+        }
+      }
+    }
+  }
+
   /** The members of {@code a} not in {@code b}, by identity. */
   static Set<Object> difference(Set<Object> a, Set<Object> b) {
     Set<Object> d = Collections.newSetFromMap(new IdentityHashMap<>());

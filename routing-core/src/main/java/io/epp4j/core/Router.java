@@ -581,15 +581,22 @@ public final class Router implements AutoCloseable {
     // off the request path and called steadily by a scraper: a good place to expire
     ledger.expireIfDue(now);
     hints.expireIfDue(now);
+    State next;
+    List<Endpoint> fellAsleep;
     synchronized (stateLock) {
       State cur = state;
       int i = cur.pool.indexOf(endpointId);
       if (i < 0) {
         return false;
       }
-      state = cur.withPool(cur.pool.withMetrics(i, metrics, now, cur.active::published));
-      return true;
+      next = cur.withPool(cur.pool.withMetrics(i, metrics, now, cur.active::published));
+      state = next;
+      fellAsleep = fellAsleep(cur.pool, next.pool);
     }
+    if (!fellAsleep.isEmpty()) {
+      next.active.notifyCacheDropped(fellAsleep);
+    }
+    return true;
   }
 
   /**
@@ -604,10 +611,36 @@ public final class Router implements AutoCloseable {
     }
     ledger.expireIfDue(now);
     hints.expireIfDue(now);
+    State next;
+    List<Endpoint> fellAsleep;
     synchronized (stateLock) {
       State cur = state;
-      state = cur.withPool(cur.pool.withMetrics(metricsById, now, cur.active::published));
+      next = cur.withPool(cur.pool.withMetrics(metricsById, now, cur.active::published));
+      state = next;
+      fellAsleep = fellAsleep(cur.pool, next.pool);
     }
+    if (!fellAsleep.isEmpty()) {
+      next.active.notifyCacheDropped(fellAsleep);
+    }
+  }
+
+  /**
+   * The endpoints asleep in {@code after} that were awake in {@code before}, a snapshot of the
+   * same members (a metrics update); compared under {@link #stateLock}, so each transition is
+   * found by one update only. Costs nothing while no endpoint sleeps.
+   */
+  private static List<Endpoint> fellAsleep(PoolSnapshot before, PoolSnapshot after) {
+    if (after.asleep == 0) {
+      return List.of();
+    }
+    List<Endpoint> fell = new ArrayList<>(1);
+    for (int i = 0; i < after.states.length; i++) {
+      EndpointState now = after.states[i];
+      if (now.metrics.asleep() && !before.states[i].metrics.asleep()) {
+        fell.add(now.endpoint);
+      }
+    }
+    return fell;
   }
 
   private void warnIfInFuture(String endpointId, EndpointMetrics m, long now) {

@@ -572,6 +572,36 @@ class RouterTest {
         .as("a pool that only sleeps is saturated").isEqualTo(Rejection.Reason.SHED);
   }
 
+  /**
+   * An engine put to sleep drops its KV cache: listeners hear it once per fall, from either form
+   * of the metrics update, and not again while it sleeps or when it wakes up.
+   */
+  @Test
+  void poolListenersHearOnceThatAnEndpointFellAsleepAndDroppedItsCache() {
+    List<String> dropped = new java.util.concurrent.CopyOnWriteArrayList<>();
+    PoolListener listener = new PoolListener() {
+      @Override
+      public void onEndpointCacheDropped(Endpoint endpoint) {
+        dropped.add(endpoint.id());
+      }
+    };
+    Router r = base().listener(listener)
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    EndpointMetrics awake = EndpointMetrics.builder().waitingRequests(1).build();
+    EndpointMetrics asleep = EndpointMetrics.builder().asleep(true).build();
+    r.updateMetrics("10.0.0.1:80", awake);
+    r.updateMetrics(Map.of("10.0.0.2:80", awake));
+    assertThat(dropped).isEmpty();
+    r.updateMetrics("10.0.0.1:80", asleep);
+    r.updateMetrics("10.0.0.1:80", asleep);
+    assertThat(dropped).containsExactly("10.0.0.1:80");
+    r.updateMetrics(Map.of("10.0.0.1:80", awake, "10.0.0.2:80", asleep));
+    r.updateMetrics(Map.of("10.0.0.2:80", asleep));
+    assertThat(dropped).containsExactly("10.0.0.1:80", "10.0.0.2:80");
+    r.updateMetrics("10.0.0.1:80", asleep);
+    assertThat(dropped).containsExactly("10.0.0.1:80", "10.0.0.2:80", "10.0.0.1:80");
+  }
+
   @Test
   void sheddableRequestsAreRejectedWith429OnlyWhenSaturated() {
     long[] now = {0};

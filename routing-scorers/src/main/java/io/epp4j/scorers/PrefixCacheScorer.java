@@ -523,6 +523,21 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
   }
 
   /**
+   * Forgets what the endpoint was believed to hold: its engine fell asleep, which discards the KV
+   * cache, so it wakes up with none of the prefixes routed to it before. It keeps its place in the
+   * pool with an empty store of the same capacity.
+   */
+  @Override
+  public void onEndpointCacheDropped(Endpoint endpoint) {
+    EndpointBlocks emptied = endpoints.computeIfPresent(endpoint.id(),
+        (id, b) -> new EndpointBlocks(b.capacity()));
+    if (emptied != null) {
+      epoch.incrementAndGet();
+      dropSlots();
+    }
+  }
+
+  /**
    * Takes the endpoint's store out of the index and keeps it aside for a return, dropping the
    * stores kept longest when more are kept than the pool has held endpoints at once.
    */

@@ -365,6 +365,35 @@ class PrefixCacheScorerTest {
     assertThat(s.blocks(pool.get(1).id()).size()).isZero();
   }
 
+  /**
+   * An engine put to sleep discards its KV cache: what was routed to it before is forgotten, both
+   * by a lookup over the stores found by position and by one through the directory, while the
+   * other endpoints keep theirs and the emptied store keeps its capacity and fills again.
+   */
+  @Test
+  void anEndpointWhoseEngineFellAsleepIsBelievedToHoldNothing() {
+    PrefixCacheScorer s = PrefixCacheScorer.builder().lruCapacityPerServer(1000).build();
+    List<Candidate> pool = TestCandidates.pool(3);
+    TestCandidates.joined(s, pool);
+    InferenceRequest r = tok(tokens(64, 0));
+    route(s, r, pool, pool.get(1));
+    route(s, r, pool, pool.get(2));
+    assertThat(route(s, r, pool, pool.get(1))).containsExactly(0, 1, 1);
+    s.onEndpointCacheDropped(pool.get(1).endpoint());
+    double[] scores = new double[3];
+    s.score(r, state(), pool, scores);
+    assertThat(scores).containsExactly(0, 0, 1);
+    s.score(r, state(), pool, scores); // the slots rebuilt by the lookup before
+    assertThat(scores).containsExactly(0, 0, 1);
+    assertThat(s.blocks(pool.get(1).id()).size()).isZero();
+    assertThat(s.blocks(pool.get(1).id()).capacity()).isEqualTo(1000);
+    route(s, r, pool, pool.get(1));
+    s.score(r, state(), pool, scores);
+    assertThat(scores).containsExactly(0, 1, 1);
+    s.onEndpointCacheDropped(Endpoint.parse("10.9.9.9:80")); // not in the pool: nothing to drop
+    assertThat(s.trackedEndpoints()).isEqualTo(3);
+  }
+
   @Test
   void lookupRefreshCanBeLimitedToRoutedEndpoints() {
     for (boolean refresh : new boolean[] {true, false}) {
