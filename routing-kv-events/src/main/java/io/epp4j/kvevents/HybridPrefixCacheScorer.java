@@ -331,6 +331,16 @@ final class HybridPrefixCacheScorer implements PrefixHitsProducer, RequestListen
     memory.removeEndpoint(endpoint.id());
   }
 
+  /**
+   * The engine fell asleep and discarded its KV cache: the memory of what was routed there goes
+   * too. The index learns the same from the engine's {@code AllBlocksCleared}.
+   */
+  @Override
+  public void onEndpointCacheDropped(Endpoint endpoint) {
+    memory.clear(endpoint.id());
+    precise.onEndpointCacheDropped(endpoint);
+  }
+
   /** Distinct keys the routing memory holds for {@code endpointId}; for tests. */
   int rememberedKeys(String endpointId) {
     return memory.size(endpointId);

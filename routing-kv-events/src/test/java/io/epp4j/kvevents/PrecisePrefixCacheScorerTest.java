@@ -596,6 +596,26 @@ class PrecisePrefixCacheScorerTest {
   }
 
   /**
+   * An engine that falls asleep discards its cache: the router says so even when the engine's own
+   * AllBlocksCleared never arrived (a subscriber that was down), and the hybrid's memory of what
+   * was routed there is forgotten, while it goes on remembering new routes.
+   */
+  @Test
+  void theHybridForgetsItsMemoryOfAnEndpointWhoseEngineFellAsleep() {
+    HybridPrefixCacheScorer hybrid = hybridOnEps();
+    List<io.epp4j.api.Candidate> pool = candidates(EPS);
+    int[] p = prompt(23, 160);
+    Endpoint home = EPS.get(1);
+    routeWhereTheEngineHolds(hybrid, pool, p, home, 4, 750);
+    assertThat(hybrid.rememberedKeys(home.id())).isEqualTo(7);
+    hybrid.onEndpointCacheDropped(home);
+    assertThat(hybrid.rememberedKeys(home.id())).isZero();
+    routeTo(hybrid, pool, p, home);
+    assertThat(hybrid.rememberedKeys(home.id())).as("new routes are remembered").isPositive();
+    hybrid.close();
+  }
+
+  /**
    * Where the index loses track of an endpoint without the engine's word (a resync after a
    * sequence gap), the memory vouches for what the index knew there, although it recorded only
    * the first key of the prompt the engine had already reported.
