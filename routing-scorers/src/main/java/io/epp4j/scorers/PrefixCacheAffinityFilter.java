@@ -183,6 +183,14 @@ final class PrefixCacheAffinityFilter implements Filter, OwnsInFlightLoad, HintL
   }
 
   @Override
+  public void onEndpointCacheDropped(Endpoint endpoint) {
+    PrefixCacheScorer own = ownIndex;
+    if (own != null) {
+      own.onEndpointCacheDropped(endpoint);
+    }
+  }
+
+  @Override
   public void onRemotePrefix(String endpointId, PrefixBlocks blocks) {
     PrefixCacheScorer own = ownIndex;
     if (own != null) {

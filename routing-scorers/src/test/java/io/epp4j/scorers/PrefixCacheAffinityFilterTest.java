@@ -98,6 +98,30 @@ class PrefixCacheAffinityFilterTest {
   }
 
   /**
+   * An engine put to sleep discards its cache, so once it wakes up the prompt it held is cached
+   * nowhere and follows the queue: through the file's producer and through the filter's own index.
+   */
+  @Test
+  void aPromptWhoseEngineSleptSinceFollowsTheQueueAgain() {
+    String[][] files = {
+        {"- type: approx-prefix-cache-producer\n- type: prefix-cache-affinity-filter\n"
+            + "  parameters: {maxTTFTPenaltyMs: 0}", "- pluginRef: prefix-cache-affinity-filter"},
+        {"- type: prefix-cache-affinity-filter", "- pluginRef: prefix-cache-affinity-filter"}};
+    for (String[] f : files) {
+      Router r = router(f[0], f[1]);
+      RoutingDecision first = r.route(prompt(4));
+      String home = first.primary().id();
+      first.onComplete(Usage.NONE);
+      assertThat(r.updateMetrics(home, EndpointMetrics.builder().asleep(true)
+          .scrapedAtNanos(now.get()).build())).isTrue();
+      queue(r, home, 20); // awake again, with a queue
+      RoutingDecision d = r.route(prompt(4));
+      assertThat(d.primary().id()).as("%s: the cache it held is gone", f[0]).isNotEqualTo(home);
+      d.onComplete(Usage.NONE);
+    }
+  }
+
+  /**
    * 40 uncached tokens in flight at 100 tokens a second are an estimated 400 ms on the cached
    * endpoint against 0 elsewhere, past a 100 ms penalty: stickiness breaks until the first token.
    */
