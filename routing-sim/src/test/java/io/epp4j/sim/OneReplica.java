@@ -71,6 +71,14 @@ final class OneReplica implements AutoCloseable {
         HttpResponse.BodyHandlers.ofString());
   }
 
+  /** Posts {@code body}, checks that the answer is a 400 and returns its {@code error} object. */
+  com.fasterxml.jackson.databind.JsonNode refusal(int port, String path, String body)
+      throws Exception {
+    HttpResponse<String> res = post(port, path, body);
+    org.assertj.core.api.Assertions.assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
+    return new com.fasterxml.jackson.databind.ObjectMapper().readTree(res.body()).get("error");
+  }
+
   @Override
   public void close() {
     if (serve != null) {

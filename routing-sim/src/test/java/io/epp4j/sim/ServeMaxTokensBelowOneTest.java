@@ -3,8 +3,6 @@ package io.epp4j.sim;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import java.net.http.HttpResponse;
 import java.util.StringJoiner;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -18,7 +16,6 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(60)
 class ServeMaxTokensBelowOneTest {
-  private static final ObjectMapper JSON = new ObjectMapper();
   private static final String CHAT = "\"messages\":[{\"role\":\"user\",\"content\":\"a b c\"}]";
   private final OneReplica replica = new OneReplica();
 
@@ -27,30 +24,24 @@ class ServeMaxTokensBelowOneTest {
     replica.close();
   }
 
-  private JsonNode refusal(int port, String path, String body) throws Exception {
-    HttpResponse<String> res = replica.post(port, path, body);
-    assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
-    return JSON.readTree(res.body()).get("error");
-  }
-
   @Test
   void zeroAndNegativeLimitsGetVllmsMessageAndParam() throws Exception {
     int port = replica.start();
-    JsonNode zero = refusal(port, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":0}");
+    JsonNode zero = replica.refusal(port, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":0}");
     assertThat(zero.get("message").asText())
         .isEqualTo("max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)");
     assertThat(zero.get("param").asText()).isEqualTo("max_tokens");
     assertThat(zero.get("type").asText()).isEqualTo("BadRequestError");
-    assertThat(refusal(port, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":-7}")
+    assertThat(replica.refusal(port, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":-7}")
         .get("message").asText())
         .isEqualTo("max_tokens must be at least 1, got -7. (parameter=max_tokens, value=-7)");
     // a chat's max_completion_tokens becomes vLLM's sampling max_tokens, and is named so
-    JsonNode chat = refusal(port, "/v1/chat/completions",
+    JsonNode chat = replica.refusal(port, "/v1/chat/completions",
         "{" + CHAT + ",\"max_completion_tokens\":0}");
     assertThat(chat.get("message").asText())
         .isEqualTo("max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)");
     assertThat(chat.get("param").asText()).isEqualTo("max_tokens");
-    assertThat(refusal(port, "/v1/chat/completions", "{" + CHAT + ",\"max_tokens\":-1,"
+    assertThat(replica.refusal(port, "/v1/chat/completions", "{" + CHAT + ",\"max_tokens\":-1,"
         + "\"stream\":true}").get("message").asText())
         .startsWith("max_tokens must be at least 1, got -1.");
   }
@@ -62,7 +53,7 @@ class ServeMaxTokensBelowOneTest {
     for (int i = 0; i < HardwareProfile.qwen3H100Mps6().maxModelLen(); i++) {
       ids.add("7");
     }
-    assertThat(refusal(port, "/v1/completions", "{\"prompt\":" + ids + ",\"max_tokens\":0}")
+    assertThat(replica.refusal(port, "/v1/completions", "{\"prompt\":" + ids + ",\"max_tokens\":0}")
         .get("message").asText()).startsWith("This model's maximum context length is");
   }
 }

@@ -3,7 +3,6 @@ package io.epp4j.sim;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import java.net.http.HttpResponse;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -16,7 +15,6 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(60)
 class ServeSamplingRangesTest {
-  private static final ObjectMapper JSON = new ObjectMapper();
   private static final String CHAT = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
   private final OneReplica replica = new OneReplica();
 
@@ -25,33 +23,27 @@ class ServeSamplingRangesTest {
     replica.close();
   }
 
-  private JsonNode refusal(int port, String path, String body) throws Exception {
-    HttpResponse<String> res = replica.post(port, path, body);
-    assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
-    return JSON.readTree(res.body()).get("error");
-  }
-
   @Test
   void valuesOutOfVllmsRangesAreRefusedInItsWords() throws Exception {
     int port = replica.start();
     String c = "/v1/completions";
     String p = "{\"prompt\":[1,2,3],\"max_tokens\":2,";
-    assertThat(refusal(port, c, p + "\"temperature\":3}").get("message").asText())
+    assertThat(replica.refusal(port, c, p + "\"temperature\":3}").get("message").asText())
         .isEqualTo("temperature must be in [0, 2], got 3.0. (parameter=temperature, value=3.0)");
-    assertThat(refusal(port, c, p + "\"temperature\":-0.5}").get("message").asText())
+    assertThat(replica.refusal(port, c, p + "\"temperature\":-0.5}").get("message").asText())
         .isEqualTo("temperature must be non-negative, got -0.5."
             + " (parameter=temperature, value=-0.5)");
-    assertThat(refusal(port, "/v1/chat/completions", "{" + CHAT + ",\"top_p\":0}")
+    assertThat(replica.refusal(port, "/v1/chat/completions", "{" + CHAT + ",\"top_p\":0}")
         .get("message").asText())
         .isEqualTo("top_p must be in (0, 1], got 0.0. (parameter=top_p, value=0.0)");
-    assertThat(refusal(port, c, p + "\"presence_penalty\":2.5}").get("message").asText())
+    assertThat(replica.refusal(port, c, p + "\"presence_penalty\":2.5}").get("message").asText())
         .isEqualTo("presence_penalty must be in [-2, 2], got 2.5.");
-    assertThat(refusal(port, c, p + "\"frequency_penalty\":-3}").get("message").asText())
+    assertThat(replica.refusal(port, c, p + "\"frequency_penalty\":-3}").get("message").asText())
         .isEqualTo("frequency_penalty must be in [-2, 2], got -3.0.");
-    assertThat(refusal(port, c, p + "\"repetition_penalty\":0}").get("message").asText())
+    assertThat(replica.refusal(port, c, p + "\"repetition_penalty\":0}").get("message").asText())
         .isEqualTo("repetition_penalty must be greater than zero, got 0.0.");
     // in vLLM's order: the penalties before the temperature
-    assertThat(refusal(port, c, p + "\"temperature\":9,\"presence_penalty\":9}")
+    assertThat(replica.refusal(port, c, p + "\"temperature\":9,\"presence_penalty\":9}")
         .get("message").asText()).startsWith("presence_penalty");
   }
 
@@ -70,7 +62,7 @@ class ServeSamplingRangesTest {
   @Test
   void aValueThatIsNotANumberIsNamed() throws Exception {
     int port = replica.start();
-    JsonNode e = refusal(port, "/v1/completions",
+    JsonNode e = replica.refusal(port, "/v1/completions",
         "{\"prompt\":[1,2,3],\"max_tokens\":1,\"temperature\":\"warm\"}");
     assertThat(e.get("message").asText()).contains("'temperature'").doesNotContain("warm");
     assertThat(e.get("param").asText()).isEqualTo("temperature");
