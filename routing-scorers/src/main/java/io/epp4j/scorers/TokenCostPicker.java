@@ -726,7 +726,10 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
    * Another router sent a request of {@code session} to {@code endpointId}: the session's home
    * moves there as it would after a local route, so the bound on sessions per endpoint counts
    * the sessions every router placed. Nothing is counted as pending: the other router's load
-   * arrives as in-flight figures and scraped metrics.
+   * arrives as in-flight figures and scraped metrics. Placed only on an endpoint in the pool;
+   * the home is recorded on the counters looked up and checked after (see {@link #countsFor}):
+   * counters dropped meanwhile (the endpoint left idle, and may be back with new ones) get it
+   * taken off, and it is placed again on the endpoint's counters as they are now.
    */
   @Override
   public void onRemoteSession(String remoteSession, String endpointId, long nowNanos) {
@@ -734,74 +737,121 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       return; // an endpoint token is no session's key (see sessionOf)
     }
     String session = SessionKeys.bounded(remoteSession);
-    Load l = loads.get(endpointId);
-    if (l == null) {
-      return;
-    }
-    afterLookup();
     sweepSessionsIfDue(nowNanos);
-    homes.compute(session, (k, old) -> {
-      if (old != null && old.load == l) {
-        old.lastNanos = Math.max(old.lastNanos, nowNanos);
-        return old;
+    while (true) {
+      Load l = loads.get(endpointId);
+      if (l == null) {
+        return; // away: not placed there, as a local route would not place it there
       }
-      if (old != null) {
-        old.load.addSessions(-1);
+      afterLookup();
+      homes.compute(session, (k, old) -> {
+        if (old != null && old.load == l) {
+          old.lastNanos = Math.max(old.lastNanos, nowNanos);
+          return old;
+        }
+        if (old != null) {
+          old.load.addSessions(-1);
+        }
+        l.addSessions(1);
+        return new Home(l, endpointId, nowNanos);
+      });
+      if (countsFor(endpointId, l)) {
+        break;
       }
-      l.addSessions(1);
-      return new Home(l, endpointId, nowNanos);
-    });
-    forgetIfLeft(endpointId, l, null, session);
+      forgetIfLeft(endpointId, l, null, session); // on counters nobody reads: placed again
+    }
     trimSessionsIfFull();
   }
 
   /**
    * The gateway forwards the request to {@code to}, a fallback: its pending work moves there,
    * counted as the whole prompt (what {@code to} holds of it was not looked up, and a fallback
-   * seldom holds the prefix); the session's home moves with it when it was {@code from}.
+   * seldom holds the prefix); the session's home moves with it when it was {@code from} and
+   * {@code to} is in the pool.
    */
   @Override
   public void onFallback(InferenceRequest request, Endpoint from, Endpoint to) {
-    // a fallback that left the pool after the route may still be reached, and may come back
-    // while the request runs: the work counts on the counters kept for its return (made now if
-    // nothing counted there as it left), as the router counts it there
     Pending p = pending.get(request);
-    Load found = loadOf(to.id());
-    Load target = found != null || p == null ? found : keptFor(to.id());
-    afterLookup();
-    if (target == null) {
-      return; // no work of this picker's to move, and no counters there to move a session to
+    if (p != null) {
+      moveWork(request, p, to.id());
     }
-    if (p != null && p.load != target) {
+    String session = sessionOf(request);
+    if (session != null) {
+      moveHome(session, from.id(), to.id());
+    }
+  }
+
+  /**
+   * Moves a request's work to {@code toId}'s counters. A fallback that left the pool after the
+   * route may still be reached, and may come back while the request runs: the work counts on
+   * the counters kept for its return (made now if nothing counted there as it left), as the
+   * router counts it there. The work is counted on the counters looked up and checked before it
+   * is published (see {@link #countsFor}): counters dropped meanwhile, idle (the endpoint left,
+   * or a sweep dropped the kept ones just made), get the count taken off, and it is made again
+   * on the endpoint's counters as they are now; counted on, they are not dropped while it runs.
+   */
+  private void moveWork(InferenceRequest request, Pending p, String toId) {
+    while (true) {
+      Load found = loadOf(toId);
+      Load target = found != null ? found : keptFor(toId);
+      afterLookup();
+      if (p.load == target) {
+        return;
+      }
       Pending moved = new Pending(target, Math.max(p.prefill, request.estimatedPromptTokens()),
           p.decode, p.startNanos, p.prefillElsewhere);
       moved.addHere(1);
+      if (!countsFor(toId, target)) {
+        moved.addHere(-1); // on counters nobody reads: counted again on the endpoint's
+        continue;
+      }
       if (pending.replace(request, p, moved)) {
         p.releaseHere();
       } else {
         moved.addHere(-1); // released meanwhile
       }
-    }
-    VarHandle.fullFence(); // see forgetIfLeft
-    if (loads.get(to.id()) != target) {
-      // the fallback is away: the work stays on the counters kept for its return unless a
-      // removal dropped them after they were looked up (then it counts nowhere), and the
-      // session stays where it was
-      forgetIfLeft(to.id(), target, request, null);
       return;
     }
-    String session = sessionOf(request);
-    Load source = loadOf(from.id()); // the endpoint that failed may have left the pool
-    if (session != null && source != null) {
+  }
+
+  /**
+   * Moves {@code session}'s home from {@code fromId} (in the pool or kept after it left) to
+   * {@code toId} when it is there and {@code toId} is in the pool; a session is not placed on an
+   * endpoint away, it stays where it was. The move is checked after it is made, as a route's
+   * record is: when {@code toId}'s counters were dropped meanwhile, idle, the session goes back
+   * and the move is made again against the counters as they are now.
+   */
+  private void moveHome(String session, String fromId, String toId) {
+    while (true) {
+      Load source = loadOf(fromId); // the endpoint that failed may have left the pool
+      Load target = loads.get(toId);
+      if (source == null || target == null || source == target) {
+        return;
+      }
+      afterLookup();
+      boolean[] moved = new boolean[1];
       homes.computeIfPresent(session, (k, old) -> {
         if (old.load != source) {
           return old;
         }
         source.addSessions(-1);
         target.addSessions(1);
-        return new Home(target, to.id(), old.lastNanos);
+        moved[0] = true;
+        return new Home(target, toId, old.lastNanos);
       });
-      forgetIfLeft(to.id(), target, null, session);
+      if (!moved[0] || countsFor(toId, target)) {
+        return;
+      }
+      homes.computeIfPresent(session, (k, h) -> {
+        if (h.load != target) {
+          return h;
+        }
+        target.addSessions(-1);
+        source.addSessions(1);
+        return new Home(source, fromId, h.lastNanos);
+      });
+      // the source's counters may have been dropped as the session left them: then it has none
+      forgetIfLeft(fromId, source, null, session);
     }
   }
 

@@ -398,4 +398,179 @@ class TokenCostPickerEndpointFlapTest {
     q.onComplete(r2, a.endpoint(), Usage.NONE);
     assertThat(q.pendingTokens(b.id())).isZero();
   }
+
+  /**
+   * The gateway falls back to an endpoint whose counters are dropped, idle, between their lookup
+   * and the move of the request's work onto them (the hook runs the pool change in exactly that
+   * gap, as another thread can). Before, the work was moved onto counters nobody read and then
+   * taken off altogether: the request counted nowhere although the fallback served it, and its
+   * session stayed on the endpoint that had failed. Now the move is made again on the
+   * fallback's counters as they are.
+   */
+  @Test
+  void aFallbackCountsOnItsEndpointWhenItsCountersAreDroppedAsTheyAreLookedUp() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(3);
+    io.epp4j.api.Candidate a = pool.get(0);
+    io.epp4j.api.Candidate b = pool.get(1);
+    io.epp4j.api.Candidate c = pool.get(2);
+
+    // the fallback flaps (leaves idle and comes back with new counters) in the gap
+    TokenCostPicker p = TestCandidates.joined(TokenCostPicker.create(), pool);
+    InferenceRequest r = TokenCostPickerTest.request(300, 30, "t");
+    TokenCostPickerTest.route(p, r, TestCandidates.state(), List.of(b));
+    int[] lookups = new int[1];
+    p.lookupHook = () -> {
+      if (++lookups[0] == 1) {
+        p.onEndpointRemoved(c.endpoint());
+        p.onEndpointAdded(c.endpoint());
+      }
+    };
+    p.onFallback(r, b.endpoint(), c.endpoint());
+    p.lookupHook = null;
+    assertThat(lookups[0]).as("the fallback's counters were looked up").isPositive();
+    assertThat(p.pendingTokens(c.id())).as("prefilling on the fallback").isEqualTo(300);
+    assertThat(p.decodeTokens(c.id())).isEqualTo(30);
+    assertThat(p.pendingTokens(b.id())).isZero();
+    assertThat(p.decodeTokens(b.id())).isZero();
+    assertThat(p.homeOf("t")).as("the session goes with it").isEqualTo(c.id());
+    assertThat(p.sessions(c.id())).isOne();
+    assertThat(p.sessions(b.id())).isZero();
+    p.onFirstToken(r, c.endpoint());
+    assertThat(p.pendingTokens(c.id())).isZero();
+    p.onComplete(r, c.endpoint(), Usage.NONE);
+    assertThat(p.decodeTokens(c.id())).isZero();
+    assertThat(p.pendingRequests()).isZero();
+    assertThat(p.departedLoads()).isZero();
+
+    // the fallback leaves idle in the gap and stays away: counters are kept for its return
+    TokenCostPicker q = TestCandidates.joined(TokenCostPicker.create(), pool);
+    InferenceRequest r2 = TokenCostPickerTest.request(200, 20, "u");
+    TokenCostPickerTest.route(q, r2, TestCandidates.state(), List.of(a));
+    q.lookupHook = () -> q.onEndpointRemoved(c.endpoint());
+    q.onFallback(r2, a.endpoint(), c.endpoint());
+    q.lookupHook = null;
+    assertThat(q.pendingRequests()).isOne();
+    assertThat(q.pendingTokens(a.id())).isZero();
+    assertThat(q.departedLoads()).as("kept for the fallback's return").isOne();
+    assertThat(q.homeOf("u")).as("not placed on an endpoint away").isEqualTo(a.id());
+    q.onEndpointAdded(c.endpoint());
+    assertThat(q.pendingTokens(c.id())).as("prefilling there after its return").isEqualTo(200);
+    assertThat(q.decodeTokens(c.id())).isEqualTo(20);
+    q.onComplete(r2, c.endpoint(), Usage.NONE);
+    assertThat(q.pendingTokens(c.id())).isZero();
+    assertThat(q.decodeTokens(c.id())).isZero();
+  }
+
+  /**
+   * The same when the fallback left idle before: counters are made for its return, and another
+   * route's sweep drops them, idle still, before the work is moved onto them.
+   */
+  @Test
+  void aFallbackCountsOnCountersKeptForItsEndpointWhenASweepDropsThemAsTheyAreMade() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(3);
+    io.epp4j.api.Candidate a = pool.get(0);
+    io.epp4j.api.Candidate b = pool.get(1);
+    io.epp4j.api.Candidate c = pool.get(2);
+    TokenCostPicker q = TestCandidates.joined(TokenCostPicker.create(), pool);
+    q.onEndpointRemoved(c.endpoint());
+    assertThat(q.departedLoads()).isZero();
+    // the first route arms the sweeps; the other route's is due an eighth of the maximum age on
+    long late = q.pendingMaxAgeNanos;
+    InferenceRequest r = TokenCostPickerTest.request(300, 30, null);
+    TokenCostPickerTest.route(q, r, TestCandidates.state(0, 1), List.of(b));
+    InferenceRequest other = TokenCostPickerTest.request(100, 10, null);
+    io.epp4j.api.CycleState os = TestCandidates.state(late, 2);
+    q.pick(other, os, List.of(a), new double[1]);
+    int[] calls = new int[1];
+    q.lookupHook = () -> {
+      if (++calls[0] == 1) {
+        q.afterRouting(other, os, TokenCostPickerTest.decision(a.endpoint()));
+      }
+    };
+    q.onFallback(r, b.endpoint(), c.endpoint());
+    q.lookupHook = null;
+    assertThat(calls[0]).isPositive();
+    assertThat(q.pendingTokens(b.id())).isZero();
+    assertThat(q.departedLoads()).as("kept for the fallback's return").isOne();
+    q.onEndpointAdded(c.endpoint());
+    assertThat(q.pendingTokens(c.id())).as("prefilling there after its return").isEqualTo(300);
+    assertThat(q.decodeTokens(c.id())).isEqualTo(30);
+    q.onComplete(r, c.endpoint(), Usage.NONE);
+    assertThat(q.pendingTokens(c.id())).isZero();
+    assertThat(q.pendingRequests()).as("the other route's still runs").isOne();
+  }
+
+  /**
+   * Another router places a session on an endpoint that leaves idle and comes back with new
+   * counters between their lookup and the record (the hook runs the flap in exactly that gap).
+   * Before, the session was recorded on the dropped counters and then forgotten, although its
+   * endpoint was in the pool; now it is placed on the endpoint's counters as they are.
+   */
+  @Test
+  void aRemoteSessionIsPlacedOnItsEndpointWhenItsCountersAreDroppedAsTheyAreLookedUp() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(2);
+    io.epp4j.api.Candidate a = pool.get(0);
+    io.epp4j.api.Candidate b = pool.get(1);
+    TokenCostPicker p = TestCandidates.joined(TokenCostPicker.create(), pool);
+    // the session's home was b: it moves to a, and is counted once
+    TokenCostPickerTest.route(p, TokenCostPickerTest.request(100, 10, "w"),
+        TestCandidates.state(), List.of(b));
+    assertThat(p.homeOf("w")).isEqualTo(b.id());
+    int[] lookups = new int[1];
+    p.lookupHook = () -> {
+      if (++lookups[0] == 1) {
+        p.onEndpointRemoved(a.endpoint());
+        p.onEndpointAdded(a.endpoint());
+      }
+    };
+    p.onRemoteSession("w", a.id(), 1);
+    p.lookupHook = null;
+    assertThat(lookups[0]).isPositive();
+    assertThat(p.homeOf("w")).isEqualTo(a.id());
+    assertThat(p.sessions(a.id())).isOne();
+    assertThat(p.sessions(b.id())).isZero();
+    assertThat(p.trackedSessions()).isOne();
+  }
+
+  /**
+   * A fallback of a request this picker holds no work for (it ended, or another picker chose)
+   * still takes the session's home along; the fallback flaps in the gap between the lookup of
+   * its counters and the move. Before, the session stayed on the endpoint that had failed,
+   * although the fallback was back in the pool; it now moves to the fallback's counters as they
+   * are, and stays where it was when the fallback stays away.
+   */
+  @Test
+  void aSessionFollowsAFallbackWhoseCountersAreDroppedAsTheyAreLookedUp() {
+    List<io.epp4j.api.Candidate> pool = TestCandidates.pool(3);
+    io.epp4j.api.Candidate a = pool.get(0);
+    io.epp4j.api.Candidate c = pool.get(2);
+    TokenCostPicker p = TestCandidates.joined(TokenCostPicker.create(), pool);
+    InferenceRequest first = TokenCostPickerTest.request(100, 10, "s");
+    TokenCostPickerTest.route(p, first, TestCandidates.state(), List.of(a));
+    p.onComplete(first, a.endpoint(), Usage.NONE);
+    InferenceRequest next = TokenCostPickerTest.request(100, 10, "s");
+    int[] lookups = new int[1];
+    p.lookupHook = () -> {
+      if (++lookups[0] == 1) {
+        p.onEndpointRemoved(c.endpoint());
+        p.onEndpointAdded(c.endpoint());
+      }
+    };
+    p.onFallback(next, a.endpoint(), c.endpoint());
+    p.lookupHook = null;
+    assertThat(lookups[0]).isPositive();
+    assertThat(p.homeOf("s")).isEqualTo(c.id());
+    assertThat(p.sessions(c.id())).isOne();
+    assertThat(p.sessions(a.id())).isZero();
+    assertThat(p.pendingRequests()).isZero();
+
+    // the fallback leaves in the gap and stays away: the session stays where it was
+    p.lookupHook = () -> p.onEndpointRemoved(a.endpoint());
+    p.onFallback(next, c.endpoint(), a.endpoint());
+    p.lookupHook = null;
+    assertThat(p.homeOf("s")).isEqualTo(c.id());
+    assertThat(p.sessions(c.id())).isOne();
+    assertThat(p.trackedSessions()).isOne();
+    assertThat(p.departedLoads()).isZero();
+  }
 }

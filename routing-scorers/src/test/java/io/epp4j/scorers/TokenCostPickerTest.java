@@ -448,8 +448,9 @@ class TokenCostPickerTest {
 
     TokenCostPicker p = joined(new TokenCostPicker(1.0, 0.1, 0.0, 0, 1.25, 60), POOL);
 
-    // a fallback whose endpoint leaves while the work moves there: counted nowhere, the session
-    // stays where it was, as when the fallback had left before
+    // a fallback whose endpoint leaves idle while the work moves there: the work counts on
+    // counters kept for its return and the session stays where it was, as when the fallback had
+    // left before
     InferenceRequest moving = request(300, 30, "t");
     route(p, moving, TestCandidates.state(), List.of(b));
     assertThat(p.pendingTokens(b.id())).isEqualTo(300);
@@ -458,9 +459,12 @@ class TokenCostPickerTest {
     p.lookupHook = null;
     assertThat(p.pendingTokens(b.id())).isZero();
     assertThat(p.decodeTokens(b.id())).isZero();
-    assertThat(p.pendingRequests()).isZero();
+    assertThat(p.pendingRequests()).isOne();
+    assertThat(p.departedLoads()).as("kept for the fallback's return").isOne();
     assertThat(p.homeOf("t")).isEqualTo(b.id());
     assertThat(p.sessions(b.id())).isEqualTo(1);
+    p.onFailure(moving, c.endpoint(), new RuntimeException("reset"));
+    assertThat(p.departedLoads()).isZero();
 
     // another router's session placed on an endpoint that leaves idle meanwhile is not
     // remembered
