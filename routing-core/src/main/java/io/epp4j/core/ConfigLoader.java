@@ -351,11 +351,32 @@ final class ConfigLoader {
       return switch (t) {
         case VALUE_STRING -> p.getText();
         case VALUE_NUMBER_INT -> p.getNumberValue();
-        case VALUE_NUMBER_FLOAT -> p.getDoubleValue();
+        case VALUE_NUMBER_FLOAT -> floatValue();
         case VALUE_TRUE -> Boolean.TRUE;
         case VALUE_FALSE -> Boolean.FALSE;
         case VALUE_EMBEDDED_OBJECT -> p.getEmbeddedObject();
         default -> null;
+      };
+    }
+
+    /**
+     * A float scalar. YAML's {@code .nan}, {@code .inf} and {@code -.inf} (in any of their
+     * spellings) are typed as floats by the YAML parser, which then cannot read them as a number,
+     * so the whole file failed as "not valid YAML" with no field named. They are kept as their
+     * text: no field takes a value that is not a finite number (upstream cannot hand one on
+     * either), and the field holding one refuses it by name, as it refuses any other text.
+     */
+    private Object floatValue() throws IOException {
+      String text = p.getText();
+      return isNonFinite(text) ? text : p.getDoubleValue();
+    }
+
+    /** Whether {@code s} is one of YAML's spellings of NaN or an infinity. */
+    static boolean isNonFinite(String s) {
+      String t = s.startsWith("+") || s.startsWith("-") ? s.substring(1) : s;
+      return switch (t) {
+        case ".inf", ".Inf", ".INF", ".nan", ".NaN", ".NAN" -> true;
+        default -> false;
       };
     }
 
