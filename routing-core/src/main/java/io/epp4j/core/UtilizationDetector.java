@@ -67,7 +67,14 @@ final class UtilizationDetector implements Filter {
 
     @Override
     protected Plugin build(PluginContext context, Parameters p) {
-      return new UtilizationDetector(fields(p), p.getDouble("headroom", 0.0, 0.0, 100.0));
+      RouterConfig.Saturation saturation = fields(p);
+      // upstream takes any headroom >= 0: a large one turns the filter off, and costs nothing
+      double headroom = p.getDouble("headroom", 0.0);
+      if (!(headroom >= 0) || Double.isInfinite(headroom)) {
+        p.error("headroom", "must be a finite fraction >= 0 (0.2 for 20 %), got " + headroom);
+        headroom = 0;
+      }
+      return new UtilizationDetector(saturation, headroom);
     }
   }
 
