@@ -22,21 +22,20 @@ public final class CorePluginProviders {
     }
 
     /**
-     * {@code maxNumOfEndpoints}, default 1, at most 1024. Upstream's pickers read 0 or below as
-     * not set (one endpoint), so such a file loads here too, with a notice rather than an error.
+     * {@code maxNumOfEndpoints}, default 1. Upstream's pickers read 0 or below as not set (one
+     * endpoint), so such a file loads here too, with a notice rather than an error. Upstream sets
+     * no upper bound, and a pick returns at most the candidates there are whatever the value, so
+     * any larger value loads as given (one beyond a 32-bit integer as the largest, which picks
+     * the same endpoints).
      */
     static int maxNumOfEndpoints(Parameters p) {
-      int v = p.getInt("maxNumOfEndpoints", 1);
-      if (v > 1024) {
-        p.error("maxNumOfEndpoints", "must be in [1, 1024], got " + v);
-        return 1;
-      }
+      long v = p.getLong("maxNumOfEndpoints", 1);
       if (v < 1) {
         p.notice("maxNumOfEndpoints", "is " + v + ": as upstream, a value below 1 means the"
             + " default, 1 endpoint");
         return 1;
       }
-      return v;
+      return (int) Math.min(v, Integer.MAX_VALUE);
     }
   }
 

@@ -6,25 +6,21 @@ import io.epp4j.api.Parameters;
 final class CommonParameters {
   private CommonParameters() {}
 
-  static final int MAX_ENDPOINTS_LIMIT = 1024;
-
   /**
    * {@code maxNumOfEndpoints} of the pickers: the primary plus fallbacks, default 1. Upstream's
    * pickers read 0 or below as not set (one endpoint), so such a file loads here too, with a
-   * notice rather than an error.
+   * notice rather than an error. Upstream sets no upper bound, and a pick returns at most the
+   * candidates there are whatever the value, so any larger value loads as given (one beyond a
+   * 32-bit integer as the largest, which picks the same endpoints).
    */
   static int maxEndpoints(Parameters p) {
-    int v = p.getInt("maxNumOfEndpoints", 1);
-    if (v > MAX_ENDPOINTS_LIMIT) {
-      p.error("maxNumOfEndpoints", "must be in [1, " + MAX_ENDPOINTS_LIMIT + "], got " + v);
-      return 1;
-    }
+    long v = p.getLong("maxNumOfEndpoints", 1);
     if (v < 1) {
       p.notice("maxNumOfEndpoints", "is " + v + ": as upstream, a value below 1 means the"
           + " default, 1 endpoint");
       return 1;
     }
-    return v;
+    return (int) Math.min(v, Integer.MAX_VALUE);
   }
 
   /**

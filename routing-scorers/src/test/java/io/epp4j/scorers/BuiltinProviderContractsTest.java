@@ -790,7 +790,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", "many"));
     }
   }
 
@@ -808,7 +808,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", "many"));
     }
   }
 
@@ -826,7 +826,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", "many"));
     }
   }
 
@@ -864,7 +864,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", "many"));
     }
   }
 
@@ -936,7 +936,7 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", 2000));
+      return Map.of("maxNumOfEndpoints", Map.of("maxNumOfEndpoints", "many"));
     }
   }
 

@@ -38,4 +38,30 @@ class PickerMaxEndpointsBelowOneTest {
       }
     }
   }
+
+  /**
+   * Upstream sets no upper bound on {@code maxNumOfEndpoints}; every built-in picker refused a
+   * value above 1024 ("must be in [1, 1024]"), so such a file did not build a router. It now
+   * loads as given, without a notice, and a pick returns every candidate there is.
+   */
+  @Test
+  void aValueAboveTheFormerLimitLoadsAndPicksEveryCandidate() {
+    for (String type : List.of("random-picker", "weighted-random-picker", "round-robin-picker",
+        "power-of-two-picker", "ring-hash-picker", "maglev-picker")) {
+      String yaml = """
+          plugins:
+          - type: %s
+            parameters: {maxNumOfEndpoints: 2000}
+          schedulingProfiles:
+          - name: default
+            plugins: [{pluginRef: %s}]
+          """.formatted(type, type);
+      List<Endpoint> pool = List.of(Endpoint.parse("10.0.0.1:80"), Endpoint.parse("10.0.0.2:80"),
+          Endpoint.parse("10.0.0.3:80"));
+      try (Router router = Router.builder().configYaml(yaml, "c.yaml").endpoints(pool).build()) {
+        assertThat(router.config().warnings()).as(type).isEmpty();
+        assertThat(router.route(REQ).endpoints()).as(type).containsExactlyInAnyOrderElementsOf(pool);
+      }
+    }
+  }
 }
