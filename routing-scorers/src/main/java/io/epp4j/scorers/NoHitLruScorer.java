@@ -37,8 +37,11 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
    */
   private final int lruSize;
 
+  /** Upstream's default {@code lruSize}. */
+  static final int DEFAULT_LRU_SIZE = 1024;
+
   NoHitLruScorer() {
-    this(1024);
+    this(DEFAULT_LRU_SIZE);
   }
 
   NoHitLruScorer(int lruSize) {
@@ -147,6 +150,22 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
     return "no-hit-lru-scorer";
   }
 
+  /**
+   * {@code lruSize}, default 1024, as upstream reads it: 0 or below means the default (with a
+   * notice here), and there is no upper bound. The remembered endpoints are never more than the
+   * endpoints the scorer has seen, whatever the size, so a large one costs nothing; one beyond a
+   * 32-bit integer is read as the largest, which remembers the same endpoints.
+   */
+  static int lruSize(Parameters p) {
+    long v = p.getLong("lruSize", DEFAULT_LRU_SIZE);
+    if (v < 1) {
+      p.notice("lruSize", "is " + v + ": as upstream, a value below 1 means the default, "
+          + DEFAULT_LRU_SIZE + " endpoints");
+      return DEFAULT_LRU_SIZE;
+    }
+    return (int) Math.min(v, Integer.MAX_VALUE);
+  }
+
   /** Provides {@code no-hit-lru-scorer}; public only for {@link java.util.ServiceLoader}. */
   public static final class Provider extends AbstractPluginProvider {
     public Provider() {
@@ -162,7 +181,7 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
               + " prefix hits of whichever prefix-cache scorer ran before this one");
         }
       }
-      return new NoHitLruScorer(p.getInt("lruSize", 1024, 1, 1 << 24));
+      return new NoHitLruScorer(lruSize(p));
     }
   }
 }
