@@ -69,8 +69,20 @@ final class ActiveRequestScorer implements Scorer {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      return new ActiveRequestScorer(p.getInt("idleThreshold", 0, 0, Integer.MAX_VALUE),
-          p.getDouble("maxBusyScore", 1.0, 0.0, 1.0),
+      // as llm-d's NewActiveRequest: a value out of range is not set, and the default holds
+      int idle = p.getInt("idleThreshold", 0);
+      if (idle < 0) {
+        p.notice("idleThreshold", "is " + idle + ": as upstream, a value below 0 means the"
+            + " default, 0");
+        idle = 0;
+      }
+      double busy = p.getDouble("maxBusyScore", 1.0);
+      if (!(busy >= 0 && busy <= 1.0)) {
+        p.notice("maxBusyScore", "is " + busy + ": as upstream, a value outside [0, 1] means"
+            + " the default, 1.0");
+        busy = 1.0;
+      }
+      return new ActiveRequestScorer(idle, busy,
           InFlightLoadProducer.find(c, p, "inFlightLoadProducerName"));
     }
   }

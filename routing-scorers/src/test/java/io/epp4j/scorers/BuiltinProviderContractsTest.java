@@ -240,8 +240,8 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("idleThreshold", Map.of("idleThreshold", -1),
-          "maxBusyScore", Map.of("maxBusyScore", 1.5));
+      return Map.of("idleThreshold", Map.of("idleThreshold", "none"),
+          "maxBusyScore", Map.of("maxBusyScore", "high"));
     }
   }
 

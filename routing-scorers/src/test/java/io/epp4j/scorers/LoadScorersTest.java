@@ -123,12 +123,28 @@ class LoadScorersTest {
     List<Candidate> c = List.of(inFlight("a:1", 1, 0), inFlight("b:1", 2, 0), inFlight("c:1", 8, 0));
     // idle stays 1.0; busy: (8 - 2) / 8 × 0.5 and (8 - 8) / 8 × 0.5
     assertThat(score(s, c, 0)).containsExactly(1.0, 0.375, 0.0);
+  }
+
+  /**
+   * llm-d's NewActiveRequest keeps its defaults for a negative {@code idleThreshold} and a
+   * {@code maxBusyScore} outside [0, 1], so such a file loads there. epp4j refused both, and the
+   * router did not build; they now load with the defaults and a notice naming the parameter.
+   */
+  @Test
+  void activeRequestValuesOutOfRangeMeanTheDefaultsWithANotice() {
+    List<Candidate> c = List.of(inFlight("a:1", 0, 0), inFlight("b:1", 2, 0), inFlight("c:1", 8, 0));
     for (double bad : new double[] {-0.1, 1.5}) {
-      var refused = new ActiveRequestScorer.Provider().create(
-          io.epp4j.testkit.ContractFixtures.context("active"),
-          io.epp4j.api.Parameters.of(java.util.Map.of("maxBusyScore", bad)));
-      assertThat(refused.isOk()).as("maxBusyScore %s", bad).isFalse();
-      assertThat(refused.errors()).anyMatch(e -> e.contains("maxBusyScore"));
+      var params = io.epp4j.api.Parameters.of(java.util.Map.of("idleThreshold", -3,
+          "maxBusyScore", bad));
+      var created = new ActiveRequestScorer.Provider().create(
+          io.epp4j.testkit.ContractFixtures.context("active"), params);
+      assertThat(created.errors()).as("maxBusyScore %s", bad).isEmpty();
+      assertThat(params.notices()).as("maxBusyScore %s", bad).hasSize(2)
+          .anyMatch(n -> n.contains("idleThreshold") && n.contains("-3"))
+          .anyMatch(n -> n.contains("maxBusyScore") && n.contains(String.valueOf(bad)));
+      // the defaults: idle at 0 in flight, busy (8 - count) / 8 × 1.0
+      assertThat(score((Scorer) created.value(), c, 0)).as("maxBusyScore %s", bad)
+          .containsExactly(1.0, 0.75, 0.0);
     }
   }
 
