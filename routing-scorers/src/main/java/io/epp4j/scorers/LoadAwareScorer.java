@@ -52,8 +52,13 @@ final class LoadAwareScorer implements Scorer {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      int t = p.getInt(CommonParameters.alias(p, "queueThreshold", "threshold"), 128, 1,
-          Integer.MAX_VALUE);
+      String name = CommonParameters.alias(p, "queueThreshold", "threshold");
+      int t = p.getInt(name, 128);
+      if (t < 1) {
+        // as llm-d's NewLoadAware, which logs and keeps its default
+        p.notice(name, "is " + t + ", not positive: the default 128 is used, as upstream does");
+        t = 128;
+      }
       return new LoadAwareScorer(t, Staleness.from(p));
     }
   }

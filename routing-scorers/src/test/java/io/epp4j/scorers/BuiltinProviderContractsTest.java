@@ -222,7 +222,8 @@ class BuiltinProviderContractsTest {
 
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
-      return Map.of("queueThreshold", Map.of("queueThreshold", 0), "threshold", Map.of("threshold", -3));
+      return Map.of("queueThreshold", Map.of("queueThreshold", "deep"),
+          "threshold", Map.of("threshold", 1.5));
     }
   }
 

@@ -99,6 +99,28 @@ class LoadScorersTest {
     assertThat(score(s, c, 0)).containsExactly(0.5, 0.25, 0.0, 0.25);
   }
 
+  /**
+   * llm-d's NewLoadAware keeps its default threshold, 128, for one that is not positive, so a
+   * file with {@code threshold: 0} loads there; epp4j refused it and the router did not build.
+   */
+  @Test
+  void loadAwareThresholdNotPositiveMeansTheDefaultWithANotice() {
+    List<Candidate> c = List.of(withMetrics("a:1", metrics(0, 0, 0)),
+        withMetrics("b:1", metrics(64, 0, 0)), withMetrics("c:1", metrics(500, 0, 0)));
+    for (String name : new String[] {"threshold", "queueThreshold"}) {
+      for (int bad : new int[] {0, -3}) {
+        var params = io.epp4j.api.Parameters.of(java.util.Map.of(name, bad));
+        var created = new LoadAwareScorer.Provider().create(
+            io.epp4j.testkit.ContractFixtures.context("load"), params);
+        assertThat(created.errors()).as("%s %s", name, bad).isEmpty();
+        assertThat(params.notices()).as("%s %s", name, bad).singleElement().asString()
+            .contains(name).contains(String.valueOf(bad)).contains("128");
+        assertThat(score((Scorer) created.value(), c, 0)).as("%s %s", name, bad)
+            .containsExactly(0.5, 0.25, 0.0);
+      }
+    }
+  }
+
   @Test
   void activeRequestAndTokenLoadUseRouterCounters() {
     List<Candidate> c = List.of(inFlight("a:1", 0, 0), inFlight("b:1", 2, 500), inFlight("c:1", 8, 1000));
