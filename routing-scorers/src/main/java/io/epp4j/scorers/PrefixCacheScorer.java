@@ -829,14 +829,14 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
           + ", the least block size upstream's producer hashes by");
       block = least;
     }
-    int maxBlocks = p.getInt("maxPrefixBlocksToMatch", DEFAULT_MAX_PREFIX_BLOCKS,
-        producer ? 0 : 1, 1 << 22);
+    int maxBlocks = noUpperBound(p, "maxPrefixBlocksToMatch", DEFAULT_MAX_PREFIX_BLOCKS,
+        producer ? 0 : 1);
     if (maxBlocks == 0) {
       maxBlocks = DEFAULT_MAX_PREFIX_BLOCKS; // the producer's "no limit": this index's longest
     }
     // upstream: 0 (its default) leaves maxPrefixBlocksToMatch in force; a positive value
     // takes precedence over it
-    int maxTokens = p.getInt("maxPrefixTokensToMatch", 0, 0, 1 << 30);
+    int maxTokens = noUpperBound(p, "maxPrefixTokensToMatch", 0, 0);
     if (maxTokens > 0) {
       maxBlocks = Math.max(1, maxTokens / block);
     }
@@ -848,6 +848,25 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
         .autoTune(p.getBoolean("autoTune", true))
         .refreshOnLookup(p.getBoolean("refreshOnLookup", true))
         .producer(producer);
+  }
+
+  /**
+   * A limit of at least {@code min} with no upper bound, as upstream reads the prefix limits: a
+   * prompt's blocks are hashed up to the limit, and nothing is allocated by the limit itself, so
+   * a large one only means "the whole prompt". One beyond a 32-bit integer is read as the
+   * largest, which no prompt reaches either.
+   */
+  private static int noUpperBound(Parameters p, String name, int defaultValue, int min) {
+    int before = p.errors().size();
+    long v = p.getLong(name, defaultValue);
+    if (p.errors().size() > before) {
+      return defaultValue;
+    }
+    if (v < min) {
+      p.error(name, "must be >= " + min + ", got " + v);
+      return defaultValue;
+    }
+    return (int) Math.min(v, Integer.MAX_VALUE);
   }
 
   /** Provides {@code prefix-cache-scorer}; public only for {@link java.util.ServiceLoader}. */

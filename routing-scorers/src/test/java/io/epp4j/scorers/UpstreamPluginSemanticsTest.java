@@ -103,6 +103,25 @@ class UpstreamPluginSemanticsTest {
         "maxPrefixBlocksToMatch", 10, "blockSizeTokens", 16))).isEqualTo(64);
   }
 
+  /**
+   * Upstream sets no upper bound on either prefix limit: a file with {@code
+   * maxPrefixTokensToMatch: 2147483647} ("the whole prompt") loads there. epp4j refused a
+   * token limit above 2^30 and a block limit above 2^22, though nothing is allocated by them;
+   * both now load, for the scorer and the producer, and a prompt is matched whole.
+   */
+  @Test
+  void prefixLimitsAboveTheFormerCapsLoadAndMatchTheWholePrompt() {
+    assertThat(blocksConsidered(Map.of("maxPrefixTokensToMatch", Integer.MAX_VALUE)))
+        .isEqualTo(100);
+    assertThat(blocksConsidered(Map.of("maxPrefixTokensToMatch", 10_000_000_000L)))
+        .isEqualTo(100);
+    assertThat(blocksConsidered(Map.of("maxPrefixBlocksToMatch", 50_000_000))).isEqualTo(100);
+    var producer = new PrefixCacheScorer.ApproxProducerProvider().create(ContractFixtures.context("p"),
+        Parameters.of(Map.of("maxPrefixBlocksToMatch", 50_000_000,
+            "maxPrefixTokensToMatch", Integer.MAX_VALUE)));
+    assertThat(producer.errors()).isEmpty();
+  }
+
   @Test
   void prefixScorerRefusesANegativeMaxPrefixTokensToMatchNamingIt() {
     var r = new PrefixCacheScorer.Provider().create(ContractFixtures.context("p"),
