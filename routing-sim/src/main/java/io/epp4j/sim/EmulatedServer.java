@@ -726,6 +726,14 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   private Object parsePrompt(RequestBody body, boolean chat) {
+    // vLLM adds the tokenizer's special tokens to a completion's prompt and not to a chat's
+    // (whose template writes them), unless the request says otherwise
+    JsonNode specialNode = body.fields().path("add_special_tokens");
+    boolean specialGiven = !specialNode.isMissingNode() && !specialNode.isNull();
+    Boolean special = specialGiven ? laxBool(specialNode) : Boolean.valueOf(!chat);
+    if (special == null) {
+      return "field 'add_special_tokens' must be a boolean";
+    }
     if (chat) {
       Object messages = body.messages();
       if (messages instanceof String msg) {
@@ -740,14 +748,14 @@ final class EmulatedServer implements AutoCloseable {
       // the request's tools, which the model's template renders into the prompt as vLLM's does
       JsonNode tools = body.fields().path("tools");
       return tokenizeChat(chatMessages, tools.isArray() ? tools.toString() : null,
-          (ChatTemplateArgs) args);
+          (ChatTemplateArgs) args, special);
     }
     RequestBody.Prompt prompt = body.prompt();
     if (prompt == null) {
       return PROMPT_REQUIRED;
     }
     if (prompt instanceof RequestBody.Text t) {
-      return tokenizeText(t.text());
+      return tokenizeText(t.text(), special);
     }
     if (prompt instanceof RequestBody.Ids ids) {
       return ids.ids();
@@ -1949,12 +1957,12 @@ final class EmulatedServer implements AutoCloseable {
    * Token IDs of a text prompt, with the tokenizer's special tokens added as vLLM's completions
    * endpoint adds them, or a message naming why the tokenizer could not produce them.
    */
-  private Object tokenizeText(String text) {
+  private Object tokenizeText(String text, boolean addSpecialTokens) {
     if (tokenizer == null) {
       return tokenize(text, cluster.profile().ordinaryTokens());
     }
     try {
-      return tokenizer.encodePrompt(text);
+      return addSpecialTokens ? tokenizer.encodePrompt(text) : tokenizer.encode(text);
     } catch (RuntimeException e) {
       return "the tokenizer given with --tokenizer cannot tokenize this prompt: " + reason(e);
     }
@@ -2033,7 +2041,7 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   private Object tokenizeChat(List<ChatMessage> messages, @Nullable String toolsJson,
-      ChatTemplateArgs args) {
+      ChatTemplateArgs args, boolean addSpecialTokens) {
     if (tokenizer == null) {
       StringBuilder text = new StringBuilder();
       for (ChatMessage m : messages) {
@@ -2042,7 +2050,7 @@ final class EmulatedServer implements AutoCloseable {
       return tokenize(text.toString(), cluster.profile().ordinaryTokens());
     }
     try {
-      return tokenizer.encodeChat(messages, toolsJson, args);
+      return tokenizer.encodeChat(messages, toolsJson, args, addSpecialTokens);
     } catch (RuntimeException e) {
       return "the chat template of the tokenizer given with --tokenizer cannot render this chat: "
           + reason(e);

@@ -734,6 +734,13 @@ final class Serve implements AutoCloseable {
     }
 
     @Override
+    public int[] encodeChat(List<ChatMessage> messages, @Nullable String toolsJson,
+        ChatTemplateArgs args, boolean addSpecialTokens) {
+      return tokenizer.encodeChat(messages, toolsJson, defaults.applyTo(args, toolsJson),
+          addSpecialTokens);
+    }
+
+    @Override
     public void close() {
       tokenizer.close();
     }

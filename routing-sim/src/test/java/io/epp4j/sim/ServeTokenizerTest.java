@@ -316,6 +316,55 @@ class ServeTokenizerTest {
     assertThat(JSON.readTree(completion.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(7);
   }
 
+  /**
+   * vLLM adds the tokenizer's special tokens (here a post-processor's leading {@code <|im_start|>},
+   * 0) to a completion's prompt and not to a chat's, unless the request's
+   * {@code add_special_tokens} says otherwise; the router tokenizes by the same rule, so the
+   * blocks the replica publishes are the ones it looks up.
+   */
+  @Test
+  void addSpecialTokensIsFollowedAsVllmFollowsIt(@TempDir Path dir) throws Exception {
+    Path tok = writeTokenizer(dir, CHATML);
+    ObjectNode root = (ObjectNode) JSON.readTree(tok.resolve("tokenizer.json").toFile());
+    ObjectNode post = root.putObject("post_processor").put("type", "TemplateProcessing");
+    post.putArray("single").addObject().putObject("SpecialToken").put("id", "<|im_start|>")
+        .put("type_id", 0);
+    ((ArrayNode) post.get("single")).addObject().putObject("Sequence").put("id", "A")
+        .put("type_id", 0);
+    post.putArray("pair").addAll((ArrayNode) post.get("single"));
+    ((ArrayNode) post.get("pair")).addObject().putObject("Sequence").put("id", "B")
+        .put("type_id", 1);
+    ObjectNode bos = post.putObject("special_tokens").putObject("<|im_start|>");
+    bos.put("id", "<|im_start|>");
+    bos.putArray("ids").add(0);
+    bos.putArray("tokens").add("<|im_start|>");
+    Files.writeString(tok.resolve("tokenizer.json"), JSON.writeValueAsString(root));
+    int p = port(start(1, tok), 0);
+    String text = "{\"prompt\":\"hello world\"";
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", text + "}").body()).get("tokens")))
+        .containsExactly(0, 8, 9);
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", text + ",\"add_special_tokens\":false}")
+        .body()).get("tokens"))).containsExactly(8, 9);
+    String chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"world\"}]";
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + "}").body()).get("tokens")))
+        .containsExactly(0, 4, 9, 1, 0, 5);
+    assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + ",\"add_special_tokens\":true}")
+        .body()).get("tokens"))).containsExactly(0, 0, 4, 9, 1, 0, 5);
+    // a completion's prompt tokens, and so the blocks the replica caches, follow the flag too
+    JsonNode served = JSON.readTree(post(p, "/v1/completions",
+        text + ",\"add_special_tokens\":false,\"max_tokens\":1}").body());
+    assertThat(served.at("/usage/prompt_tokens").asInt()).isEqualTo(2);
+    // through --default-chat-template-kwargs too
+    int withDefaults = port(start(1, tok, io.epp4j.kvevents.DefaultChatTemplateKwargs
+        .parse("{\"unused\":1}")), 0);
+    assertThat(ints(JSON.readTree(post(withDefaults, "/tokenize",
+        chat + ",\"add_special_tokens\":true}").body()).get("tokens")))
+        .containsExactly(0, 0, 4, 9, 1, 0, 5);
+    HttpResponse<String> bad = post(p, "/v1/completions", text + ",\"add_special_tokens\":\"x\"}");
+    assertThat(bad.statusCode()).isEqualTo(400);
+    assertThat(bad.body()).contains("add_special_tokens");
+  }
+
   @Test
   void defaultToolsRenderAChatWithoutToolsOfItsOwnAsVllmsFlag(@TempDir Path dir)
       throws Exception {
