@@ -205,6 +205,8 @@ public final class OpenAiRequestParser {
     int maxOutputTokens = -1;
     /** Whether the path takes an {@code input} (set before the body is read). */
     boolean takesInput;
+    /** Whether field {@code prompt_embeds} holds embeddings (a completion's, vLLM). */
+    boolean embeds;
     // the chat template's fields: null while absent (or null); checked only for a chat, as the
     // engine reads them only there (a completion request's are unknown fields it ignores)
     @Nullable Boolean addGenerationPrompt;
@@ -240,6 +242,12 @@ public final class OpenAiRequestParser {
           b.maxTokens(limit);
         }
         return null;
+      }
+      if (forms == 0 && embeds && !chatPath && !inputPath) {
+        // a completion of prompt embeddings alone (vLLM started with --enable-prompt-embeds):
+        // no token a prefix plugin could hash, so it is routed as a prompt cached nowhere
+        tokens = new int[0];
+        forms = 1;
       }
       if (forms == 0) {
         return inputPath ? "field 'input' is required"
@@ -389,6 +397,19 @@ public final class OpenAiRequestParser {
         } else {
           return "field 'prompt' must be a string, an array of strings or of token IDs" + at(p);
         }
+      }
+      case "prompt_embeds" -> {
+        // base64 tensors, read by the engine only: skipped, not copied
+        prompt.embeds = false;
+        if (t == JsonToken.VALUE_NULL) {
+          return null;
+        }
+        if (t == JsonToken.START_ARRAY) {
+          p.skipChildren();
+        } else if (t != JsonToken.VALUE_STRING) {
+          return "field 'prompt_embeds' must be a string or an array of strings" + at(p);
+        }
+        prompt.embeds = true;
       }
       case "messages" -> {
         if (t == JsonToken.VALUE_NULL) {
