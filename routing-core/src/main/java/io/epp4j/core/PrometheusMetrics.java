@@ -31,8 +31,10 @@ import org.jspecify.annotations.Nullable;
  * so it cannot cancel another series' work. SGLang's per-priority series of a queue (a non-empty
  * {@code priority} label) break down the total it writes under {@code priority=""}, so they count
  * only on a page without that total; series of one SGLang queue that differ only in the
- * tensor-parallel rank ({@code tp_rank}, {@code moe_ep_rank}) or the pipeline stage
- * ({@code pp_rank}) are copies of one schedule and count once, the largest. A series (a metric
+ * tensor-parallel rank ({@code tp_rank}, {@code moe_ep_rank}), or waiting-queue series that
+ * differ only in the pipeline stage ({@code pp_rank}), are copies of one schedule and count
+ * once, the largest, while the stages' running series, each the count of the micro-batch the
+ * stage last ran, are added. A series (a metric
  * name with one label set, labels in any order) that the exposition repeats counts once, with the
  * value of its last line, as a
  * later sample of the same series: Prometheus refuses such an exposition, and summed, a repeated
@@ -342,17 +344,23 @@ public final class PrometheusMetrics {
         case "sglang:num_queue_reqs", "sglang:num_running_reqs" -> {
           // the ranks of one tensor-parallel group run one schedule: each rank that reports
           // (all of them with --enable-metrics-for-all-schedulers) writes the same queues under
-          // its own tp_rank and moe_ep_rank. So do the stages of a pipeline, even by default
-          // (each stage's first tensor-parallel rank reports): every stage receives each request
-          // from the one before and schedules the same queue, under its own pp_rank. Copies
-          // count once, the largest (ranks read a step apart), while data-parallel ranks
-          // (dp_rank) hold queues of their own
+          // its own tp_rank and moe_ep_rank; copies count once, the largest (ranks read a step
+          // apart), while data-parallel ranks (dp_rank) hold queues of their own. The stages of
+          // a pipeline (pp_rank; each stage's first tensor-parallel rank reports by default)
+          // differ by figure: every stage receives each request from the one before and keeps
+          // the same waiting queue, a copy; but a stage runs its requests in micro-batches (as
+          // many as stages, by default), each with its own running batch, and writes the running
+          // count of the micro-batch it just ran. The stages' running series are therefore
+          // added: one stage's would show a share of the running requests
+          boolean runningSeries = s.name.equals("sglang:num_running_reqs");
           Map<String, String> group = new HashMap<>(s.labels);
           group.remove("tp_rank");
           group.remove("moe_ep_rank");
-          group.remove("pp_rank");
+          if (!runningSeries) {
+            group.remove("pp_rank");
+          }
           sglangQueues.merge(seriesKey(s.name, group),
-              new SglangQueue(s.name.equals("sglang:num_running_reqs"), priorityBreakdown(s), count),
+              new SglangQueue(runningSeries, priorityBreakdown(s), count),
               (a, b) -> a.count >= b.count ? a : b);
           any = true;
         }

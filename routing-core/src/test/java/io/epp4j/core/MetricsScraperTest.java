@@ -288,13 +288,10 @@ class MetricsScraperTest {
     EndpointMetrics m = PrometheusMetrics.parse("""
         sglang:num_queue_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 4
         sglang:num_queue_reqs{engine_type="unified",model_name="m",pp_rank="1",tp_rank="0"} 4
-        sglang:num_running_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 6
-        sglang:num_running_reqs{engine_type="unified",model_name="m",pp_rank="1",tp_rank="0"} 5
         sglang:token_usage{engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 0.3
         sglang:token_usage{engine_type="unified",model_name="m",pp_rank="1",tp_rank="0"} 0.5
         """).value();
     assertThat(m.waitingRequests()).isEqualTo(4);
-    assertThat(m.runningRequests()).as("stages caught a step apart: the larger").isEqualTo(6);
     assertThat(m.kvCacheUsage()).as("each stage's own KV pool: the fuller").isEqualTo(0.5);
     // data-parallel ranks, each a pipeline of two stages, still add up
     EndpointMetrics dp = PrometheusMetrics.parse("""
@@ -304,6 +301,33 @@ class MetricsScraperTest {
         sglang:num_queue_reqs{dp_rank="1",model_name="m",pp_rank="1",tp_rank="0"} 2
         """).value();
     assertThat(dp.waitingRequests()).isEqualTo(4 + 2);
+  }
+
+  @Test
+  void sglangPipelineStagesEachReportingTheMicroBatchTheyRanAddUpTheirRunningRequests() {
+    // a stage runs its requests in micro-batches (as many as stages by default), each with its
+    // own running batch, and writes the running count of the micro-batch it just ran: taken
+    // once, a server with PP 2 showed half the requests it was running
+    EndpointMetrics m = PrometheusMetrics.parse("""
+        sglang:num_queue_reqs{model_name="m",pp_rank="0",tp_rank="0"} 4
+        sglang:num_queue_reqs{model_name="m",pp_rank="1",tp_rank="0"} 4
+        sglang:num_running_reqs{model_name="m",pp_rank="0",tp_rank="0"} 6
+        sglang:num_running_reqs{model_name="m",pp_rank="0",tp_rank="1"} 6
+        sglang:num_running_reqs{model_name="m",pp_rank="1",tp_rank="0"} 5
+        sglang:num_running_reqs{model_name="m",pp_rank="1",tp_rank="1"} 5
+        """).value();
+    assertThat(m.waitingRequests()).as("the queue every stage keeps: once").isEqualTo(4);
+    assertThat(m.runningRequests())
+        .as("each stage's micro-batch added; a stage's tensor-parallel copies once")
+        .isEqualTo(6 + 5);
+    // data-parallel ranks, each a pipeline of two stages, add up too
+    EndpointMetrics dp = PrometheusMetrics.parse("""
+        sglang:num_running_reqs{dp_rank="0",model_name="m",pp_rank="0",tp_rank="0"} 3
+        sglang:num_running_reqs{dp_rank="0",model_name="m",pp_rank="1",tp_rank="0"} 2
+        sglang:num_running_reqs{dp_rank="1",model_name="m",pp_rank="0",tp_rank="0"} 1
+        sglang:num_running_reqs{dp_rank="1",model_name="m",pp_rank="1",tp_rank="0"} 1
+        """).value();
+    assertThat(dp.runningRequests()).isEqualTo(3 + 2 + 1 + 1);
   }
 
   @Test
