@@ -26,6 +26,19 @@ import java.util.Set;
  *                            request while its queue and KV figures read 0, so the router routes
  *                            to it only when no endpoint of the pool is awake, and counts it as
  *                            saturated
+ * @param processStartTimeSeconds when the server process started, in seconds since the Unix
+ *                            epoch (Prometheus's {@code process_start_time_seconds}, which vLLM
+ *                            writes when it serves its page from one process), or 0 when
+ *                            unknown. Where two updates of an endpoint both carry it and it
+ *                            differs, the server restarted at the same address: its engine came
+ *                            back with an empty KV cache
+ * @param promptTokensTotal   prompt tokens the server counted since it started (its counter
+ *                            {@code vllm:prompt_tokens_total} or
+ *                            {@code sglang:prompt_tokens_total}, summed over series), or
+ *                            {@link #NO_COUNT} when unknown. A counter that went back (below the
+ *                            last value known for the endpoint) means the server restarted, as
+ *                            Prometheus reads a counter reset; it is the sign used where the
+ *                            start time is not known on both sides
  */
 public record EndpointMetrics(
     int waitingRequests,
@@ -37,14 +50,30 @@ public record EndpointMetrics(
     Set<String> waitingLoraAdapters,
     int maxLoras,
     long scrapedAtNanos,
-    boolean asleep) {
+    boolean asleep,
+    double processStartTimeSeconds,
+    long promptTokensTotal) {
 
   /** Marker for "no scrape time given". */
   public static final long UNSET_TIME = Long.MIN_VALUE;
 
+  /** {@link #promptTokensTotal()} of metrics that carry no such counter. */
+  public static final long NO_COUNT = -1;
+
   /** Metrics of an endpoint that has never been scraped. */
   public static final EndpointMetrics UNKNOWN =
-      new EndpointMetrics(0, 0, 0.0, 0, 0, Set.of(), Set.of(), 0, UNSET_TIME, false);
+      new EndpointMetrics(0, 0, 0.0, 0, 0, Set.of(), Set.of(), 0, UNSET_TIME, false, 0, NO_COUNT);
+
+  /**
+   * Metrics without the server's start time or prompt-token counter: the components above but
+   * those two, which are 0 (unknown) and {@link #NO_COUNT}.
+   */
+  public EndpointMetrics(int waitingRequests, int runningRequests, double kvCacheUsage,
+      long kvCapacityBlocks, int blockSizeTokens, Set<String> runningLoraAdapters,
+      Set<String> waitingLoraAdapters, int maxLoras, long scrapedAtNanos, boolean asleep) {
+    this(waitingRequests, runningRequests, kvCacheUsage, kvCapacityBlocks, blockSizeTokens,
+        runningLoraAdapters, waitingLoraAdapters, maxLoras, scrapedAtNanos, asleep, 0, NO_COUNT);
+  }
 
   /** Metrics of an awake server: the components above but {@code asleep}, which is false. */
   public EndpointMetrics(int waitingRequests, int runningRequests, double kvCacheUsage,
@@ -73,6 +102,14 @@ public record EndpointMetrics(
     if (maxLoras < 0) {
       throw new IllegalArgumentException("maxLoras must be >= 0, got " + maxLoras);
     }
+    if (!(processStartTimeSeconds >= 0 && processStartTimeSeconds < Double.POSITIVE_INFINITY)) {
+      throw new IllegalArgumentException("processStartTimeSeconds must be finite and >= 0, got "
+          + processStartTimeSeconds);
+    }
+    if (promptTokensTotal < NO_COUNT) {
+      throw new IllegalArgumentException("promptTokensTotal must be >= 0, or NO_COUNT (-1), got "
+          + promptTokensTotal);
+    }
     runningLoraAdapters = Set.copyOf(runningLoraAdapters);
     waitingLoraAdapters = Set.copyOf(waitingLoraAdapters);
   }
@@ -85,7 +122,8 @@ public record EndpointMetrics(
   /** Same metrics stamped with a scrape time. */
   public EndpointMetrics withScrapedAtNanos(long nanos) {
     return new EndpointMetrics(waitingRequests, runningRequests, kvCacheUsage, kvCapacityBlocks,
-        blockSizeTokens, runningLoraAdapters, waitingLoraAdapters, maxLoras, nanos, asleep);
+        blockSizeTokens, runningLoraAdapters, waitingLoraAdapters, maxLoras, nanos, asleep,
+        processStartTimeSeconds, promptTokensTotal);
   }
 
   /** A builder starting from empty metrics. */
@@ -105,6 +143,8 @@ public record EndpointMetrics(
     private int maxLoras;
     private long scrapedAt = UNSET_TIME;
     private boolean asleep;
+    private double startTime;
+    private long promptTokens = NO_COUNT;
 
     private Builder() {}
 
@@ -118,10 +158,12 @@ public record EndpointMetrics(
     public Builder maxLoras(int v) { this.maxLoras = v; return this; }
     public Builder scrapedAtNanos(long v) { this.scrapedAt = v; return this; }
     public Builder asleep(boolean v) { this.asleep = v; return this; }
+    public Builder processStartTimeSeconds(double v) { this.startTime = v; return this; }
+    public Builder promptTokensTotal(long v) { this.promptTokens = v; return this; }
 
     public EndpointMetrics build() {
       return new EndpointMetrics(waiting, running, kv, capacity, blockSize, runningLoras,
-          waitingLoras, maxLoras, scrapedAt, asleep);
+          waitingLoras, maxLoras, scrapedAt, asleep, startTime, promptTokens);
     }
   }
 }

@@ -30,11 +30,14 @@ public interface PoolListener {
   /**
    * The member's engine has dropped its prefix cache while the endpoint stayed in the pool: its
    * metrics now say it sleeps ({@link EndpointMetrics#asleep()}; vLLM's sleep mode discards the
-   * KV cache at every level, and an engine woken up starts with an empty one). A listener that
-   * models what the engine holds from the requests it routed should forget the endpoint's blocks,
-   * or it would draw prompts to a cache that is no longer there once the engine wakes up. Called
-   * once per transition from awake to asleep, on the thread that published the metrics, after
-   * routes can see the endpoint asleep; not ordered with pool changes, so the endpoint may have
+   * KV cache at every level, and an engine woken up starts with an empty one), or that its server
+   * restarted at the same address (its {@link EndpointMetrics#processStartTimeSeconds() start
+   * time} changed, or its {@link EndpointMetrics#promptTokensTotal() prompt-token counter} went
+   * back; a scrape that failed meanwhile is no restart). A listener that models what the engine
+   * holds from the requests it routed should forget the endpoint's blocks, or it would draw
+   * prompts to a cache that is no longer there. Called once per transition from awake to asleep
+   * and once per restart (once when an update shows both), on the thread that published the
+   * metrics, after routes can see them; not ordered with pool changes, so the endpoint may have
    * left meanwhile (there is then nothing left to forget). The default does nothing.
    */
   default void onEndpointCacheDropped(Endpoint endpoint) {}

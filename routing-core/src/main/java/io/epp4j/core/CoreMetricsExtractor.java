@@ -119,7 +119,8 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
     return new EndpointMetrics(m.waitingRequests(), m.runningRequests(), m.kvCacheUsage(),
         cache ? 0 : m.kvCapacityBlocks(), cache ? 0 : m.blockSizeTokens(),
         lora ? Set.of() : m.runningLoraAdapters(), lora ? Set.of() : m.waitingLoraAdapters(),
-        lora ? 0 : m.maxLoras(), m.scrapedAtNanos(), m.asleep());
+        lora ? 0 : m.maxLoras(), m.scrapedAtNanos(), m.asleep(), m.processStartTimeSeconds(),
+        m.promptTokensTotal());
   }
 
   /** The engine whose mapping upstream applies to {@code e}. */

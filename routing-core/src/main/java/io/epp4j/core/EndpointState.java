@@ -5,6 +5,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.EndpointMetrics;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Immutable pairing of an endpoint with its latest metrics, plus in-flight counters shared by
@@ -21,8 +22,19 @@ final class EndpointState implements Candidate {
   private final int running;
   private final double kvUsage;
   private final long scrapedAt;
+  // the server's start time and prompt-token counter as last known, kept across metrics that
+  // lack them (SGLang writes its counter only once it has served a request, a failed scrape
+  // publishes nothing), so that a restart is told by comparing with the last known values
+  private final double knownStartTime;
+  private final long knownPromptTokens;
 
   EndpointState(Endpoint endpoint, EndpointMetrics metrics, InFlight inFlight) {
+    this(endpoint, metrics, inFlight, metrics.processStartTimeSeconds(),
+        metrics.promptTokensTotal());
+  }
+
+  private EndpointState(Endpoint endpoint, EndpointMetrics metrics, InFlight inFlight,
+      double knownStartTime, long knownPromptTokens) {
     this.endpoint = endpoint;
     this.metrics = metrics;
     this.inFlight = inFlight;
@@ -30,10 +42,37 @@ final class EndpointState implements Candidate {
     this.running = metrics.runningRequests();
     this.kvUsage = metrics.kvCacheUsage();
     this.scrapedAt = metrics.scrapedAtNanos();
+    this.knownStartTime = knownStartTime;
+    this.knownPromptTokens = knownPromptTokens;
   }
 
   EndpointState withMetrics(EndpointMetrics m) {
-    return new EndpointState(endpoint, m, inFlight);
+    return new EndpointState(endpoint, m, inFlight,
+        m.processStartTimeSeconds() > 0 ? m.processStartTimeSeconds() : knownStartTime,
+        m.promptTokensTotal() != EndpointMetrics.NO_COUNT ? m.promptTokensTotal()
+            : knownPromptTokens);
+  }
+
+  /** This member under new labels, with everything else it had. */
+  EndpointState relabelled(Endpoint e) {
+    return new EndpointState(e, metrics, inFlight, knownStartTime, knownPromptTokens);
+  }
+
+  /**
+   * Why {@code next}, this member's next state, shows that its server restarted since this one
+   * (the start time known on both sides differs; else the prompt-token counter known on both
+   * sides went back, a counter reset as Prometheus reads it), or null when it does not. A scrape
+   * that failed in between changes nothing here: the server that answers again with the same
+   * start time and a counter no lower is the same process, with its cache.
+   */
+  @Nullable String restartIn(EndpointState next) {
+    double start = next.metrics.processStartTimeSeconds();
+    if (start > 0 && knownStartTime > 0) {
+      return start != knownStartTime ? "its process start time changed" : null;
+    }
+    long tokens = next.metrics.promptTokensTotal();
+    return tokens != EndpointMetrics.NO_COUNT && knownPromptTokens != EndpointMetrics.NO_COUNT
+        && tokens < knownPromptTokens ? "its prompt-token counter went back" : null;
   }
 
   @Override

@@ -141,7 +141,7 @@ final class PoolSnapshot {
       } else if (w.equals(s.endpoint)) {
         next.add(s);
       } else {
-        next.add(new EndpointState(w, s.metrics, s.inFlight)); // labels changed
+        next.add(s.relabelled(w)); // labels changed
         relabelled.add(new Relabel(s.endpoint, w));
       }
     }

@@ -45,9 +45,17 @@ import org.jspecify.annotations.Nullable;
  * vllm:engine_sleep_state{sleep_state="awake"}} or {@code vllm:engine_fully_awake} reads 0, or
  * when {@code vllm:engine_sleep_resource_state} puts its scheduler or a memory resource in a
  * state other than {@code running} or {@code resident}; a page without any of them is awake.
+ * What tells a restart is read too: {@code process_start_time_seconds}, which a page served by
+ * one process carries (vLLM with one API server), and the counter {@code
+ * vllm:prompt_tokens_total} or {@code sglang:prompt_tokens_total}, summed over its series, which
+ * a restarted server starts again from 0 (see {@link EndpointMetrics#processStartTimeSeconds()}
+ * and {@link EndpointMetrics#promptTokensTotal()}).
  */
 public final class PrometheusMetrics {
   private PrometheusMetrics() {}
+
+  /** Prometheus's standard start time of the process that serves the page. */
+  private static final String PROCESS_START = "process_start_time_seconds";
 
   /** The families {@link #parse} reads; lines of any other family are skipped unparsed. */
   private static final Set<String> FAMILIES = Set.of("vllm:num_requests_waiting",
@@ -58,7 +66,8 @@ public final class PrometheusMetrics {
       "vllm:engine_fully_awake", "vllm:engine_sleep_resource_state",
       "trtllm_num_requests_waiting", "trtllm_num_requests_running", "trtllm_kv_cache_utilization",
       "trtllm_kv_cache_tokens_per_block", "trtllm_kv_cache_max_blocks",
-      "nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics");
+      "nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics",
+      PROCESS_START, "vllm:prompt_tokens_total", "sglang:prompt_tokens_total");
 
   /** Labels that tell vLLM's sleep series of one engine apart; the rest identify the engine. */
   private static final Set<String> SLEEP_LABELS = Set.of("sleep_state", "resource", "state");
@@ -261,7 +270,8 @@ public final class PrometheusMetrics {
       // only the families read below may fail the scrape: an odd line of another one (a
       // histogram, a metric a newer server adds) must not cost the queue and KV figures
       if (!(line.startsWith("vllm:") || line.startsWith("sglang:")
-              || line.startsWith("trtllm_") || line.startsWith("nv_trt_llm_"))
+              || line.startsWith("trtllm_") || line.startsWith("nv_trt_llm_")
+              || line.startsWith(PROCESS_START))
           || !FAMILIES.contains(line.substring(0, nameEnd(line)))) {
         continue;
       }
@@ -297,6 +307,10 @@ public final class PrometheusMetrics {
     double loraStamp = Double.NEGATIVE_INFINITY;
     boolean loraNamed = false; // whether the LoRA series kept names an adapter
     boolean any = false;
+    // what tells a restart: the serving process's start time, the prompt tokens counted since
+    double startTime = 0;
+    double promptTokens = 0;
+    boolean promptTokensCounted = false;
     // vLLM's sleep state by engine: whether every sleep series of the engine says it serves
     Map<String, Boolean> engineAwake = new HashMap<>();
     for (Sample s : samples.values()) {
@@ -388,6 +402,13 @@ public final class PrometheusMetrics {
             engineAwake.merge(seriesKey("", engine), serves, Boolean::logicalAnd);
           }
         }
+        // a page served by one process (vLLM with one API server) carries its start time;
+        // prometheus_client's multiprocess mode (SGLang, vLLM with several API servers) does not
+        case PROCESS_START -> startTime = nan ? startTime : Math.max(startTime, s.value);
+        case "vllm:prompt_tokens_total", "sglang:prompt_tokens_total" -> {
+          promptTokens += count;
+          promptTokensCounted |= !nan;
+        }
         case "sglang:num_pages", "trtllm_kv_cache_max_blocks" ->
             blocks = Math.max(blocks, count(s.value, Long.MAX_VALUE));
         case "sglang:page_size", "trtllm_kv_cache_tokens_per_block" ->
@@ -465,6 +486,9 @@ public final class PrometheusMetrics {
         .waitingLoraAdapters(waitingLoras)
         .maxLoras(maxLoras)
         .asleep(!engineAwake.isEmpty() && !engineAwake.containsValue(Boolean.TRUE))
+        .processStartTimeSeconds(startTime < Double.POSITIVE_INFINITY ? startTime : 0)
+        .promptTokensTotal(promptTokensCounted ? count(promptTokens, Long.MAX_VALUE)
+            : EndpointMetrics.NO_COUNT)
         .build());
   }
 

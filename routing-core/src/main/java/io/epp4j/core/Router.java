@@ -582,7 +582,7 @@ public final class Router implements AutoCloseable {
     ledger.expireIfDue(now);
     hints.expireIfDue(now);
     State next;
-    List<Endpoint> fellAsleep;
+    List<Endpoint> dropped;
     synchronized (stateLock) {
       State cur = state;
       int i = cur.pool.indexOf(endpointId);
@@ -591,10 +591,10 @@ public final class Router implements AutoCloseable {
       }
       next = cur.withPool(cur.pool.withMetrics(i, metrics, now, cur.active::published));
       state = next;
-      fellAsleep = fellAsleep(cur.pool, next.pool);
+      dropped = cacheDropped(cur.pool.states[i], next.pool.states[i], null);
     }
-    if (!fellAsleep.isEmpty()) {
-      next.active.notifyCacheDropped(fellAsleep);
+    if (!dropped.isEmpty()) {
+      next.active.notifyCacheDropped(dropped);
     }
     return true;
   }
@@ -612,35 +612,45 @@ public final class Router implements AutoCloseable {
     ledger.expireIfDue(now);
     hints.expireIfDue(now);
     State next;
-    List<Endpoint> fellAsleep;
+    List<Endpoint> dropped = List.of();
     synchronized (stateLock) {
       State cur = state;
       next = cur.withPool(cur.pool.withMetrics(metricsById, now, cur.active::published));
       state = next;
-      fellAsleep = fellAsleep(cur.pool, next.pool);
+      for (int i = 0; i < next.pool.states.length; i++) {
+        if (next.pool.states[i] != cur.pool.states[i]) {
+          dropped = cacheDropped(cur.pool.states[i], next.pool.states[i], dropped);
+        }
+      }
     }
-    if (!fellAsleep.isEmpty()) {
-      next.active.notifyCacheDropped(fellAsleep);
+    if (!dropped.isEmpty()) {
+      next.active.notifyCacheDropped(dropped);
     }
   }
 
   /**
-   * The endpoints asleep in {@code after} that were awake in {@code before}, a snapshot of the
-   * same members (a metrics update); compared under {@link #stateLock}, so each transition is
-   * found by one update only. Costs nothing while no endpoint sleeps.
+   * {@code found} (null for none yet) with the member whose state went from {@code before} to
+   * {@code after} by a metrics update, if its engine dropped its prefix cache meanwhile: it fell
+   * asleep (was awake before, sleeps now), or its server restarted at the same address (its
+   * start time changed, or its prompt-token counter went back: see
+   * {@link EndpointState#restartIn}). Compared under {@link #stateLock}, so each transition is
+   * found by one update only; a restart is logged.
    */
-  private static List<Endpoint> fellAsleep(PoolSnapshot before, PoolSnapshot after) {
-    if (after.asleep == 0) {
-      return List.of();
+  private static List<Endpoint> cacheDropped(EndpointState before, EndpointState after,
+      @Nullable List<Endpoint> found) {
+    boolean fellAsleep = after.metrics.asleep() && !before.metrics.asleep();
+    String restart = before.restartIn(after);
+    if (!fellAsleep && restart == null) {
+      return found == null ? List.of() : found;
     }
-    List<Endpoint> fell = new ArrayList<>(1);
-    for (int i = 0; i < after.states.length; i++) {
-      EndpointState now = after.states[i];
-      if (now.metrics.asleep() && !before.states[i].metrics.asleep()) {
-        fell.add(now.endpoint);
-      }
+    if (restart != null) {
+      LOG.info("metrics of " + after.endpoint.id() + " show that its server restarted ("
+          + restart + "): its engine starts with an empty KV cache, so the prefixes routed"
+          + " to it before are forgotten");
     }
-    return fell;
+    List<Endpoint> out = found == null || found.isEmpty() ? new ArrayList<>(1) : found;
+    out.add(after.endpoint);
+    return out;
   }
 
   private void warnIfInFuture(String endpointId, EndpointMetrics m, long now) {

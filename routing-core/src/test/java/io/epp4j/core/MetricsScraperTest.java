@@ -739,6 +739,89 @@ class MetricsScraperTest {
     }
   }
 
+  @Test
+  void theServersStartTimeAndPromptTokenCounterAreReadToTellARestart() {
+    // vLLM serving its page from one process: prometheus_client's default registry adds the
+    // process collector, so the page has process_start_time_seconds
+    EndpointMetrics vllm = PrometheusMetrics.parse(VLLM + """
+        # HELP process_start_time_seconds Start time of the process since unix epoch in seconds.
+        # TYPE process_start_time_seconds gauge
+        process_start_time_seconds 1.76543210123e+09
+        vllm:prompt_tokens_total{engine="0",model_name="qwen3"} 4096.0
+        vllm:prompt_tokens_total{engine="1",model_name="qwen3"} 1024.0
+        vllm:prompt_tokens_created{engine="0",model_name="qwen3"} 1.7654321e+09
+        """).value();
+    assertThat(vllm.processStartTimeSeconds()).isEqualTo(1.76543210123e9);
+    assertThat(vllm.promptTokensTotal()).isEqualTo(4096 + 1024);
+    // SGLang (multiprocess mode): no process metrics, its counter once it has served
+    EndpointMetrics sglang = PrometheusMetrics.parse("""
+        sglang:num_queue_reqs{model_name="m"} 0
+        sglang:prompt_tokens_total{model_name="m"} 8.128902e+06
+        """).value();
+    assertThat(sglang.processStartTimeSeconds()).isZero();
+    assertThat(sglang.promptTokensTotal()).isEqualTo(8_128_902);
+    EndpointMetrics none = PrometheusMetrics.parse(VLLM).value();
+    assertThat(none.processStartTimeSeconds()).isZero();
+    assertThat(none.promptTokensTotal()).isEqualTo(EndpointMetrics.NO_COUNT);
+    // neither makes a page of something else a model server's
+    assertThat(PrometheusMetrics.parse("process_start_time_seconds 1.7e9\n").isOk()).isFalse();
+  }
+
+  /**
+   * A server that stops answering for a while and then answers again as the same process keeps
+   * its cache: listeners hear nothing. One that comes back restarted (another start time) is
+   * heard once, however often it is scraped after.
+   */
+  @Test
+  void aScrapeThatFailsForAWhileIsNoRestartButANewProcessStartTimeIs() throws Exception {
+    String page = VLLM + "process_start_time_seconds 1.76e+09\n"
+        + "vllm:prompt_tokens_total{engine=\"0\",model_name=\"qwen3\"} 5000.0\n";
+    AtomicReference<String> body = new AtomicReference<>(page);
+    java.util.concurrent.atomic.AtomicBoolean down =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    server.createContext("/metrics", ex -> {
+      byte[] b = body.get().getBytes(StandardCharsets.UTF_8);
+      if (down.get()) {
+        ex.sendResponseHeaders(503, -1);
+      } else {
+        ex.sendResponseHeaders(200, b.length);
+        ex.getResponseBody().write(b);
+      }
+      ex.close();
+    });
+    server.start();
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    List<String> dropped = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .listener(new io.epp4j.api.PoolListener() {
+          @Override
+          public void onEndpointCacheDropped(Endpoint endpoint) {
+            dropped.add(endpoint.id());
+          }
+        })
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(UNHURRIED).start()) {
+      awaitMetrics(router, id, m -> m.processStartTimeSeconds() == 1.76e9);
+      down.set(true);
+      awaitCount(scraper::failures, 3);
+      down.set(false);
+      body.set(page.replace("5000.0", "5600.0"));
+      awaitMetrics(router, id, m -> m.promptTokensTotal() == 5600);
+      assertThat(dropped).as("the same process, answering again").isEmpty();
+      // restarted: another start time, a counter back near 0
+      body.set(page.replace("1.76e+09", "1.7600009e+09").replace("5000.0", "0.0"));
+      awaitMetrics(router, id, m -> m.processStartTimeSeconds() == 1.7600009e9);
+      long seen = scraper.scrapes();
+      awaitCount(scraper::scrapes, seen + 3);
+      assertThat(dropped).containsExactly(id);
+    } finally {
+      server.stop(0);
+    }
+  }
+
   /** A started loopback server whose {@code /metrics} answers {@code body}'s current text. */
   static HttpServer metricsServer(AtomicReference<String> body) throws java.io.IOException {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);

@@ -602,6 +602,77 @@ class RouterTest {
     assertThat(dropped).containsExactly("10.0.0.1:80", "10.0.0.2:80", "10.0.0.1:80");
   }
 
+  /** A pool listener that records the endpoints whose cache it hears was dropped. */
+  private static PoolListener cacheDrops(List<String> dropped) {
+    return new PoolListener() {
+      @Override
+      public void onEndpointCacheDropped(Endpoint endpoint) {
+        dropped.add(endpoint.id());
+      }
+    };
+  }
+
+  /**
+   * A server that restarts at the same address (a crash, a rolling update keeping the pod) comes
+   * back with an empty KV cache: listeners hear it once per restart when the process start time
+   * changes, from either form of the update, and not while it stays the same.
+   */
+  @Test
+  void poolListenersHearOnceThatAnEndpointsServerRestartedByItsStartTime() {
+    List<String> dropped = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Router r = base().listener(cacheDrops(dropped))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()), ep("10.0.0.2:80", Map.of()))).build();
+    EndpointMetrics first = EndpointMetrics.builder().processStartTimeSeconds(1.7e9 + 0.25)
+        .promptTokensTotal(5000).build();
+    EndpointMetrics second = EndpointMetrics.builder().processStartTimeSeconds(1.7e9 + 600.5)
+        .promptTokensTotal(9000).build();
+    r.updateMetrics("10.0.0.1:80", first);
+    r.updateMetrics(Map.of("10.0.0.2:80", first));
+    r.updateMetrics("10.0.0.1:80", first);
+    assertThat(dropped).as("the same process").isEmpty();
+    r.updateMetrics("10.0.0.1:80", second);
+    r.updateMetrics("10.0.0.1:80", second);
+    assertThat(dropped).containsExactly("10.0.0.1:80");
+    r.updateMetrics(Map.of("10.0.0.1:80", second, "10.0.0.2:80", second));
+    assertThat(dropped).containsExactly("10.0.0.1:80", "10.0.0.2:80");
+    // a start time known on both sides decides: the counter of the same process cannot go back
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder()
+        .processStartTimeSeconds(1.7e9 + 600.5).promptTokensTotal(10).build());
+    assertThat(dropped).hasSize(2);
+    // metrics without a start time in between (a caller's own) do not hide the next change
+    r.updateMetrics("10.0.0.2:80", EndpointMetrics.builder().waitingRequests(3).build());
+    r.updateMetrics("10.0.0.2:80", first);
+    assertThat(dropped).containsExactly("10.0.0.1:80", "10.0.0.2:80", "10.0.0.2:80");
+  }
+
+  /**
+   * Where the page carries no start time (SGLang and vLLM with several API servers serve it in
+   * prometheus_client's multiprocess mode), a prompt-token counter that went back tells the
+   * restart, compared with the last value known even across pages without it (SGLang writes it
+   * once it has served a request); a counter that only grows is the same server.
+   */
+  @Test
+  void poolListenersHearOnceThatAnEndpointsServerRestartedByItsCounterGoingBack() {
+    List<String> dropped = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Router r = base().listener(cacheDrops(dropped))
+        .endpoints(List.of(ep("10.0.0.1:80", Map.of()))).build();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().promptTokensTotal(800).build());
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().promptTokensTotal(800).build());
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().promptTokensTotal(1200).build());
+    assertThat(dropped).isEmpty();
+    // the restarted server's first pages have no counter yet, then a small one
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.UNKNOWN);
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().waitingRequests(1).build());
+    assertThat(dropped).isEmpty();
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().promptTokensTotal(40).build());
+    r.updateMetrics("10.0.0.1:80", EndpointMetrics.builder().promptTokensTotal(90).build());
+    assertThat(dropped).containsExactly("10.0.0.1:80");
+    // a restart that is also a fall asleep is heard once
+    r.updateMetrics("10.0.0.1:80",
+        EndpointMetrics.builder().promptTokensTotal(0).asleep(true).build());
+    assertThat(dropped).containsExactly("10.0.0.1:80", "10.0.0.1:80");
+  }
+
   @Test
   void sheddableRequestsAreRejectedWith429OnlyWhenSaturated() {
     long[] now = {0};
