@@ -19,12 +19,14 @@ import org.jspecify.annotations.Nullable;
  * {@code core-metrics-extractor} (upstream data layer): turns a scrape into queue, running,
  * KV-usage, LoRA and cache-size figures. epp4j's {@link PrometheusMetrics} does this and knows
  * the vLLM, SGLang and TensorRT-LLM (trtllm-serve, Triton) metric names itself, recognising each
- * server's engine by the names it exposes; so {@code defaultEngine} must be {@code vllm} or {@code sglang}, and custom metric
- * specs are refused, since the scrape parser cannot follow them.
+ * server's engine by the names it exposes; so {@code defaultEngine} must name one of upstream's
+ * built-in engines ({@code vllm}, {@code sglang}, {@code trtllm-serve},
+ * {@code triton-tensorrt-llm}), and custom metric specs are refused, since the scrape parser
+ * cannot follow them.
  *
- * <p>One part of {@code engineConfigs} is honoured: an entry for {@code vllm} or {@code sglang}
- * that repeats the engine's built-in specs may list {@code customMetrics} whose
- * {@code metricSpec} is a family the scrape already reads (queue, running, KV usage); each is
+ * <p>One part of {@code engineConfigs} is honoured: an entry for a built-in engine that repeats
+ * its built-in specs may list {@code customMetrics} whose
+ * {@code metricSpec} is a figure the scrape already reads (queue, running, KV usage); each is
  * published under its {@code attributeKey} for the endpoint-attribute plugins
  * ({@link MetricAttributeSource}). An entry replaces the engine's built-in mapping upstream, so
  * a spec it leaves out or changes would stop or change what upstream reads; such an entry is
@@ -37,7 +39,9 @@ import org.jspecify.annotations.Nullable;
  * (or leave it out) to stop reading that figure for its engine: the router then publishes the
  * metrics of each endpoint of that engine without LoRA adapters ({@code maxLoras} 0) or without
  * KV-cache size (block size and block count 0, i.e. unknown), which is what upstream's plugins
- * see. The masking runs when metrics are published ({@link #mask}, from
+ * see. The TensorRT-LLM engines read the cache size from two gauges instead,
+ * {@code cacheBlockSizeSpec} and {@code cacheNumBlocksSpec}, each of which may be left empty to
+ * leave its figure unknown. The masking runs when metrics are published ({@link #mask}, from
  * {@code Router.updateMetrics}), not on the request path. Empty queue, running and KV-usage
  * specs, which would give every endpoint of the engine a load of 0, are refused.
  */
@@ -45,11 +49,9 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
   static final String ENGINE_LABEL = "llm-d.ai/engine-type";
   /** The label upstream falls back to, from the Gateway API Inference Extension. */
   static final String LEGACY_ENGINE_LABEL = "inference.networking.k8s.io/engine-type";
-  /** The engines whose entries may publish attributes. */
-  private static final Set<String> BUILT_IN_NAMES = Set.of("vllm", "sglang");
-  /** Engines upstream has built-in mappings for but epp4j does not read: no custom metrics. */
-  private static final Set<String> OTHER_ENGINES =
-      Set.of("trtllm-serve", "triton-tensorrt-llm", "triton");
+  /** The engines upstream has built-in mappings for, each of which epp4j reads. */
+  static final Set<String> BUILT_IN_NAMES =
+      Set.of("vllm", "sglang", "trtllm-serve", "triton-tensorrt-llm");
 
   private final String labelKey;
   private final String defaultEngine;
@@ -57,21 +59,24 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
   private final Map<String, Map<String, ScrapedFigure>> published;
   /** Engines whose entry sets {@code loraSpec: ""}: their endpoints publish no adapters. */
   private final Set<String> loraOff;
-  /** Engines whose entry sets {@code cacheInfoSpec: ""}: their endpoints' cache size unknown. */
-  private final Set<String> cacheInfoOff;
+  /** Engines whose entry does not read the block size: their endpoints' is unknown. */
+  private final Set<String> blockSizeOff;
+  /** Engines whose entry does not read the block count: their endpoints' is unknown. */
+  private final Set<String> blockCountOff;
 
   CoreMetricsExtractor(String labelKey, String defaultEngine,
       Map<String, Map<String, ScrapedFigure>> published) {
-    this(labelKey, defaultEngine, published, Set.of(), Set.of());
+    this(labelKey, defaultEngine, published, Set.of(), Set.of(), Set.of());
   }
 
   CoreMetricsExtractor(String labelKey, String defaultEngine,
       Map<String, Map<String, ScrapedFigure>> published, Set<String> loraOff,
-      Set<String> cacheInfoOff) {
+      Set<String> blockSizeOff, Set<String> blockCountOff) {
     this.labelKey = labelKey;
     this.defaultEngine = defaultEngine;
     this.loraOff = Set.copyOf(loraOff);
-    this.cacheInfoOff = Set.copyOf(cacheInfoOff);
+    this.blockSizeOff = Set.copyOf(blockSizeOff);
+    this.blockCountOff = Set.copyOf(blockCountOff);
     Map<String, Map<String, ScrapedFigure>> copy = new LinkedHashMap<>();
     published.forEach((k, v) -> copy.put(k, Map.copyOf(v)));
     this.published = Map.copyOf(copy);
@@ -98,12 +103,13 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
 
   /** Whether an entry turns off a figure, so that {@link #mask} may change metrics. */
   boolean masks() {
-    return !loraOff.isEmpty() || !cacheInfoOff.isEmpty();
+    return !loraOff.isEmpty() || !blockSizeOff.isEmpty() || !blockCountOff.isEmpty();
   }
 
   /**
    * {@code m} without the figures the entry of {@code e}'s engine turns off (an empty
-   * {@code loraSpec} or {@code cacheInfoSpec}); {@code m} itself when it turns none off. Called
+   * {@code loraSpec}, {@code cacheInfoSpec}, {@code cacheBlockSizeSpec} or
+   * {@code cacheNumBlocksSpec}); {@code m} itself when it turns none off. Called
    * by the router as metrics are published, off the request path.
    */
   EndpointMetrics mask(Endpoint e, EndpointMetrics m) {
@@ -111,13 +117,13 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
     boolean lora = loraOff.contains(engine)
         && (m.maxLoras() != 0 || !m.runningLoraAdapters().isEmpty()
             || !m.waitingLoraAdapters().isEmpty());
-    boolean cache = cacheInfoOff.contains(engine)
-        && (m.kvCapacityBlocks() != 0 || m.blockSizeTokens() != 0);
-    if (!lora && !cache) {
+    boolean blocks = blockCountOff.contains(engine) && m.kvCapacityBlocks() != 0;
+    boolean blockSize = blockSizeOff.contains(engine) && m.blockSizeTokens() != 0;
+    if (!lora && !blocks && !blockSize) {
       return m;
     }
     return new EndpointMetrics(m.waitingRequests(), m.runningRequests(), m.kvCacheUsage(),
-        cache ? 0 : m.kvCapacityBlocks(), cache ? 0 : m.blockSizeTokens(),
+        blocks ? 0 : m.kvCapacityBlocks(), blockSize ? 0 : m.blockSizeTokens(),
         lora ? Set.of() : m.runningLoraAdapters(), lora ? Set.of() : m.waitingLoraAdapters(),
         lora ? 0 : m.maxLoras(), m.scrapedAtNanos(), m.asleep(), m.processStartTimeSeconds(),
         m.promptTokensTotal());
@@ -133,7 +139,7 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
       return defaultEngine;
     }
     // an engine the file has no mapping for gets the default engine's
-    return BUILT_IN_NAMES.contains(v) || OTHER_ENGINES.contains(v) ? v : defaultEngine;
+    return BUILT_IN_NAMES.contains(v) ? v : defaultEngine;
   }
 
   @Override
@@ -151,7 +157,7 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
      * Upstream's built-in mapping of each engine epp4j reads, spec by spec (a spec not listed is
      * empty, i.e. not read). An {@code engineConfigs} entry must repeat it.
      */
-    private static final Map<String, Map<String, String>> BUILT_IN = Map.of(
+    static final Map<String, Map<String, String>> BUILT_IN = Map.of(
         "vllm", Map.of("queuedRequestsSpec", "vllm:num_requests_waiting",
             "runningRequestsSpec", "vllm:num_requests_running",
             "kvUsageSpec", "vllm:kv_cache_usage_perc",
@@ -162,10 +168,23 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
             "kvUsageSpec", "sglang:token_usage",
             "cacheInfoSpec", "sglang:cache_config_info",
             "cacheBlockSizeLabelName", "page_size",
-            "cacheNumBlocksLabelName", "num_pages"));
+            "cacheNumBlocksLabelName", "num_pages"),
+        "trtllm-serve", Map.of("queuedRequestsSpec", "trtllm_num_requests_waiting",
+            "runningRequestsSpec", "trtllm_num_requests_running",
+            "kvUsageSpec", "trtllm_kv_cache_utilization",
+            "cacheBlockSizeSpec", "trtllm_kv_cache_tokens_per_block",
+            "cacheNumBlocksSpec", "trtllm_kv_cache_max_blocks"),
+        "triton-tensorrt-llm", Map.of(
+            "queuedRequestsSpec", "nv_trt_llm_request_metrics{request_type=waiting}",
+            "runningRequestsSpec", "nv_trt_llm_request_metrics{request_type=scheduled}",
+            "kvUsageSpec", "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}",
+            "cacheBlockSizeSpec",
+            "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=tokens_per}",
+            "cacheNumBlocksSpec", "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=max}"));
 
     /** Specs an entry may set to "" to stop reading the figure, as upstream. */
-    private static final Set<String> MAY_BE_OFF = Set.of("loraSpec", "cacheInfoSpec");
+    private static final Set<String> MAY_BE_OFF =
+        Set.of("loraSpec", "cacheInfoSpec", "cacheBlockSizeSpec", "cacheNumBlocksSpec");
 
     /** Specs that only say how to read {@code cacheInfoSpec}'s family. */
     private static final Set<String> CACHE_LABELS =
@@ -191,7 +210,7 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
     @Override
     protected Plugin build(PluginContext context, Parameters p) {
       String labelKey = p.getString("engineLabelKey", "");
-      String engine = p.getEnum("defaultEngine", "vllm", Set.of("vllm", "sglang"));
+      String engine = p.getEnum("defaultEngine", "vllm", BUILT_IN_NAMES);
       for (String spec : new java.util.TreeSet<>(SPECS)) {
         if (p.has(spec)) {
           p.raw(spec);
@@ -202,30 +221,31 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
       }
       Map<String, Map<String, ScrapedFigure>> published = new LinkedHashMap<>();
       Set<String> loraOff = new HashSet<>();
-      Set<String> cacheInfoOff = new HashSet<>();
+      Set<String> blockSizeOff = new HashSet<>();
+      Set<String> blockCountOff = new HashSet<>();
       Object configs = p.raw("engineConfigs");
       if (configs instanceof List<?> list) {
         Set<String> engines = new HashSet<>();
         for (int i = 0; i < list.size(); i++) {
           engineConfig(p, "engineConfigs[" + i + "]", list.get(i), engines, published, loraOff,
-              cacheInfoOff);
+              blockSizeOff, blockCountOff);
         }
       } else if (configs != null) {
         p.error("engineConfigs", "must be a list of engine configurations");
       }
       if (p.has("engineLabelKey") && published.isEmpty() && loraOff.isEmpty()
-          && cacheInfoOff.isEmpty()) {
+          && blockSizeOff.isEmpty() && blockCountOff.isEmpty()) {
         p.notice("engineLabelKey", "has no effect without customMetrics or an empty loraSpec or"
-            + " cacheInfoSpec: epp4j recognises vLLM, SGLang"
+            + " cache spec: epp4j recognises vLLM, SGLang"
             + " and TensorRT-LLM servers by the metric names they expose, not by a pod label");
       }
       return new CoreMetricsExtractor(labelKey == null || labelKey.isEmpty() ? ENGINE_LABEL
-          : labelKey, engine, published, loraOff, cacheInfoOff);
+          : labelKey, engine, published, loraOff, blockSizeOff, blockCountOff);
     }
 
     private static void engineConfig(Parameters p, String where, @Nullable Object node,
         Set<String> engines, Map<String, Map<String, ScrapedFigure>> published,
-        Set<String> loraOff, Set<String> cacheInfoOff) {
+        Set<String> loraOff, Set<String> blockSizeOff, Set<String> blockCountOff) {
       if (!(node instanceof Map<?, ?> entry)) {
         p.error(where, "must be an engine configuration (a mapping with 'name')");
         return;
@@ -239,10 +259,10 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
       String engine = name instanceof String n ? n : "";
       Map<String, String> builtIn = BUILT_IN.get(engine);
       if (builtIn == null) {
-        p.error(where + ".name", "must be 'vllm' or 'sglang', got " + describe(name) + ": epp4j"
-            + " recognises each engine by its metric names and takes entries (custom metrics,"
-            + " figures turned off) only for those two; trtllm-serve and Triton TensorRT-LLM"
-            + " pages are read with upstream's built-in mappings");
+        p.error(where + ".name", "must be one of " + new java.util.TreeSet<>(BUILT_IN_NAMES)
+            + ", got " + describe(name) + ": epp4j recognises each engine by its metric names"
+            + " and takes entries (custom metrics, figures turned off) only for upstream's"
+            + " built-in engines, not for an engine of custom specs");
         return;
       }
       if (!engines.add(engine)) {
@@ -254,7 +274,15 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
         loraOff.add(engine);
       }
       if (cacheOff && builtIn.containsKey("cacheInfoSpec")) {
-        cacheInfoOff.add(engine);
+        blockSizeOff.add(engine);
+        blockCountOff.add(engine);
+      }
+      // the TensorRT-LLM engines: the cache size from two gauges, each read or not on its own
+      if (isEmpty(entry.get("cacheBlockSizeSpec")) && builtIn.containsKey("cacheBlockSizeSpec")) {
+        blockSizeOff.add(engine);
+      }
+      if (isEmpty(entry.get("cacheNumBlocksSpec")) && builtIn.containsKey("cacheNumBlocksSpec")) {
+        blockCountOff.add(engine);
       }
       for (String spec : new java.util.TreeSet<>(SPECS)) {
         String expected = builtIn.getOrDefault(spec, "");
@@ -271,10 +299,14 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
           continue;
         }
         String dflt = LABEL_DEFAULTS.get(spec);
-        boolean same = text.equals(expected)
+        boolean same = sameSpec(text, expected)
             || dflt != null && (text.isEmpty() ? dflt : text)
                 .equals(expected.isEmpty() ? dflt : expected);
-        if (!same) {
+        if (!same && expected.isEmpty()) {
+          p.error(where + "." + spec, "is not read for " + engine + " (upstream's built-in"
+              + " mapping leaves it empty), got '" + text + "': epp4j reads " + engine
+              + " servers by its built-in names and cannot map custom ones; leave it out");
+        } else if (!same) {
           p.error(where + "." + spec, "must be '" + expected + "', upstream's built-in value for"
               + " " + engine + ", got '" + text + "': an engineConfigs entry replaces the built-in"
               + " mapping, and epp4j cannot read " + engine + " servers otherwise"
@@ -316,15 +348,35 @@ final class CoreMetricsExtractor implements MetricAttributeSource {
         p.error(where + ".attributeKey", "'" + k + "' is listed twice for " + engine);
         return;
       }
-      ScrapedFigure figure =
-          spec instanceof String s ? ScrapedFigure.ofFamily(engine, s.strip()) : null;
+      ScrapedFigure figure = spec instanceof String s ? ScrapedFigure.ofSpec(engine, s) : null;
       if (figure == null) {
         p.error(where + ".metricSpec", "must be one of the " + engine + " metrics epp4j scrapes"
-            + " (" + families(engine) + "), without label selectors, got " + describe(spec)
-            + ": epp4j's scrape reads only those families, summed over their series");
+            + " (" + families(engine) + "), got " + describe(spec)
+            + ": epp4j's scrape reads only those, summed over their series");
         return;
       }
       published.computeIfAbsent(k, x -> new LinkedHashMap<>()).put(engine, figure);
+    }
+
+    /**
+     * Whether a spec names the same metric and label values as upstream's built-in one: upstream
+     * reads a spec as a PromQL selector and takes a label value with or without its quotes, and
+     * blanks around the parts.
+     */
+    static boolean sameSpec(String given, String builtIn) {
+      return normalSpec(given).equals(normalSpec(builtIn));
+    }
+
+    /** A spec without blanks and without the quotes around its label values. */
+    static String normalSpec(String spec) {
+      StringBuilder b = new StringBuilder(spec.length());
+      for (int i = 0; i < spec.length(); i++) {
+        char c = spec.charAt(i);
+        if (c != '"' && c != ' ' && c != '\t') {
+          b.append(c);
+        }
+      }
+      return b.toString();
     }
 
     private static boolean isEmpty(@Nullable Object spec) {
