@@ -146,6 +146,15 @@ public final class PlainGateway implements AutoCloseable {
    * waiting for an overflow thread: what {@link #close(Duration)} waits for.
    */
   private final AtomicInteger taken = new AtomicInteger();
+  /**
+   * Added to {@link #taken} when the stop ends its wait, making it negative: from then on the
+   * executor refuses what the server hands over, so that the server closes that connection
+   * without reading from it, instead of a handler beginning to read a request that closing the
+   * server then cuts off.
+   */
+  private static final int SHUT = Integer.MIN_VALUE;
+  /** Runs when the stop's wait has ended, just before the server closes; for tests. */
+  volatile @Nullable Runnable stopWaitEnded;
   /** Set by {@link #close(Duration)}: new requests are turned away while those in progress end. */
   private volatile boolean stopping;
   private final HttpClient client = HttpClient.newBuilder()
@@ -270,8 +279,11 @@ public final class PlainGateway implements AutoCloseable {
     overflow.allowCoreThreadTimeOut(true);
     server.setExecutor(exchange -> {
       // counted from here, before its headers are read: a stop that begins while they arrive
-      // waits for the request and answers it, rather than closing its connection under it
-      taken.incrementAndGet();
+      // waits for the request and answers it, rather than closing its connection under it. Once
+      // the stop's wait has ended, nothing is read any more: the server closes the connection
+      if (!enter()) {
+        throw new java.util.concurrent.RejectedExecutionException("the gateway has stopped");
+      }
       Runnable counted = () -> {
         try {
           exchange.run();
@@ -300,6 +312,21 @@ public final class PlainGateway implements AutoCloseable {
       }
     });
     server.start();
+  }
+
+  /**
+   * Counts a request the server hands over, unless the stop's wait has ended: one read from then
+   * on would be cut off by the server's closing, with no answer, although it had been received.
+   */
+  private boolean enter() {
+    for (int n = taken.get(); ; n = taken.get()) {
+      if (n < 0) {
+        return false;
+      }
+      if (taken.compareAndSet(n, n + 1)) {
+        return true;
+      }
+    }
   }
 
   /**
@@ -1222,7 +1249,9 @@ public final class PlainGateway implements AutoCloseable {
    * it has been read. The JDK server cannot stop listening without closing every connection, so
    * it accepts connections until the wait ends, and a connection whose first bytes have not
    * reached it when the wait ends (or any request, when the grace runs out) is closed without an
-   * answer.
+   * answer. The wait ends when nothing is in progress, at the same instant as the gateway stops
+   * taking what the server hands over: a request whose bytes arrive after that is closed unread,
+   * not read in part and then cut off by the server's closing.
    */
   public void close(Duration grace) {
     if (closed.getAndSet(true)) {
@@ -1238,12 +1267,23 @@ public final class PlainGateway implements AutoCloseable {
       graceNanos = Long.MAX_VALUE;
     }
     long end = System.nanoTime() + graceNanos;
+    // the wait ends when nothing is in progress, atomically with refusing whatever the server
+    // hands over after it: a request whose bytes arrive between the last look and the server's
+    // closing is then never read, rather than read and cut off without an answer
+    boolean shut = false;
     try {
-      while (taken.get() > 0 && System.nanoTime() - end < 0) {
+      while (!(shut = taken.compareAndSet(0, SHUT)) && System.nanoTime() - end < 0) {
         Thread.sleep(10);
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt(); // stop now
+    }
+    if (!shut) {
+      taken.addAndGet(SHUT); // the grace ran out: those in progress are cut off below
+    }
+    Runnable hook = stopWaitEnded;
+    if (hook != null) {
+      hook.run();
     }
     server.stop(0);
     executor.shutdownNow();

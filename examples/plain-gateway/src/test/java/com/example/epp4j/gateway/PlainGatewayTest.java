@@ -823,6 +823,63 @@ class PlainGatewayTest {
     }
   }
 
+  /**
+   * The stop looked once more for requests in progress and, finding none, closed the server: a
+   * request whose first bytes came in between was handed to a gateway thread, which began to
+   * read it, and the closing cut it off without an answer. The wait now ends atomically with
+   * refusing what the server hands over: such a request is never read (its connection is closed
+   * unread), and the stop still closes.
+   */
+  @Test
+  void aRequestArrivingAsTheStopEndsItsWaitIsNeverReadAndCutOff() throws Exception {
+    startGateway(outcomes, at(standIn().port()));
+    java.net.Socket socket = new java.net.Socket();
+    open.add(socket);
+    AtomicBoolean closedByGateway = new AtomicBoolean();
+    AtomicBoolean readBegun = new AtomicBoolean();
+    java.io.ByteArrayOutputStream answer = new java.io.ByteArrayOutputStream();
+    List<Throwable> hookFailed = new CopyOnWriteArrayList<>();
+    Thread reader = new Thread(() -> {
+      try {
+        socket.getInputStream().transferTo(answer);
+      } catch (IOException reset) {
+        // a reset is a close too
+      }
+      closedByGateway.set(true);
+    });
+    gateway.stopWaitEnded = () -> {
+      try {
+        // the stop found nothing in progress; a request's first bytes arrive now, before the
+        // server closes
+        socket.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), gateway.port()));
+        socket.setSoTimeout((int) DEADLINE.toMillis());
+        socket.getOutputStream().write("POST /v1/completions HTTP/1.1\r\nHost: gw\r\n"
+            .getBytes(StandardCharsets.US_ASCII));
+        socket.getOutputStream().flush();
+        reader.start();
+        // the server either hands it to a thread, which reads its headers, or closes it unread
+        await("the request was taken or turned away",
+            () -> threadsReadingRequestHeaders() > 0 || closedByGateway.get());
+        readBegun.set(threadsReadingRequestHeaders() > 0);
+      } catch (Throwable t) {
+        hookFailed.add(t);
+      }
+    };
+
+    gateway.close(DEADLINE);
+    reader.join(DEADLINE.toMillis());
+
+    assertThat(hookFailed).isEmpty();
+    assertThat(reader.isAlive()).as("the connection is closed once the gateway stopped").isFalse();
+    assertThat(readBegun.get())
+        .as("a gateway thread began reading a request that the stop then cut off; answer: '%s'",
+            answer.toString(StandardCharsets.US_ASCII))
+        .isFalse();
+    assertThat(answer.size()).as("nothing was answered to a request that was never read")
+        .isZero();
+    assertThat(outcomes.completions).isEmpty();
+  }
+
   /** This gateway's threads blocked in the JDK server's reading of a request's headers. */
   static long threadsReadingRequestHeaders() {
     return Thread.getAllStackTraces().entrySet().stream()
