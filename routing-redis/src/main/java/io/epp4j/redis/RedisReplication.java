@@ -721,6 +721,8 @@ public final class RedisReplication implements Plugin, RequestListener {
     HintTransport t = transports.create();
     Wanted wanted = new Wanted(s.pool(), s.routerId());
     Backoff backoff = new Backoff();
+    // entries the next read asks for: fewer after a read that ran out of time (see readTimedOut)
+    int readCount = READ_BATCHES;
     @Nullable String lastId = null;
     // ids older than this (the log's clock when the reader started over from the oldest batch,
     // less the silence limit) are history: -1 when the log has no clock
@@ -811,9 +813,9 @@ public final class RedisReplication implements Plugin, RequestListener {
             }
           }
           String after = lastId == null ? HintTransport.OLDEST : lastId;
-          List<HintTransport.Entry> got;
+          @Nullable List<HintTransport.Entry> got = null;
           try {
-            got = t.read(after, READ_BATCHES, READ_WAIT, wanted.reset());
+            got = t.read(after, readCount, READ_WAIT, wanted.reset());
             // a full read: the reader may be behind by more than the stream keeps. A read after a
             // trimmed id returns what follows without saying what was lost, and a reader catching
             // up is back inside the stream by the next heartbeat's check, so the stream is asked
@@ -831,10 +833,19 @@ public final class RedisReplication implements Plugin, RequestListener {
             if (!running) {
               break;
             }
+            if (got == null && timedOut(e)) {
+              readTimedOut(t, after, readCount, backoff);
+              readCount = Math.max(1, readCount / 2);
+              continue;
+            }
             readerLost(t, e, backoff);
             continue;
           }
           backoff.reset();
+          // back towards the full count: at once when caught up (what comes now is what routers
+          // write live), else doubling, so that a reader that a server's stall brought down to
+          // small reads does not stay behind a stream that grows faster than it reads
+          readCount = got.size() < readCount ? READ_BATCHES : Math.min(READ_BATCHES, readCount * 2);
           long newest = got.isEmpty() ? -1 : StreamIds.millis(got.get(got.size() - 1).id());
           for (HintTransport.Entry e : got) {
             if (Wanted.leftForNextRead(e)) {
@@ -881,6 +892,38 @@ public final class RedisReplication implements Plugin, RequestListener {
       t.close();
       seat.releaseReading(this);
     }
+  }
+
+  /**
+   * A read's answer did not arrive within its timeout ({@code connectTimeoutMillis} past the
+   * read's wait). {@code XREAD} sends entries whole, so a read of many large entries (a backlog
+   * of long prompts, up to {@link #MAX_ENTRY_BYTES} each, or a foreign writer's larger ones) can
+   * take longer on a slow link than the timeout allows, and reading the same entries again would
+   * run out of time again, for good. The connection is dropped (its answer is still arriving)
+   * and the caller asks for half as many entries next time, without waiting, down to one (and
+   * back up as reads succeed); a read of one entry that runs out of time names the entry it is
+   * stuck behind and the setting to raise, and waits out the backoff, as does any other failure
+   * of the reader.
+   */
+  private void readTimedOut(HintTransport t, String after, int count, Backoff backoff) {
+    readerUp = false;
+    t.close();
+    if (count > 1) {
+      return;
+    }
+    log.report(Level.WARNING, "read-timeout", "the entry after id " + after + " of stream '"
+        + s.streamKey() + "' did not arrive within connectTimeoutMillis past the read's wait of "
+        + READ_WAIT.toMillis() + " ms: Redis is not answering, or the entry is larger than the"
+        + " connection carries in that time (a router writes entries of at most "
+        + MAX_ENTRY_BYTES + " bytes; a larger one is another writer's). Raise"
+        + " connectTimeoutMillis, or delete the entry; retrying with backoff");
+    pause(backoff);
+  }
+
+  /** Whether {@code e} says that a command's answer did not come in time. */
+  static boolean timedOut(Throwable e) {
+    return e instanceof io.lettuce.core.RedisCommandTimeoutException
+        || e instanceof java.util.concurrent.TimeoutException;
   }
 
   /** The reader's connection failed: closed, and the next attempt waits out the backoff. */

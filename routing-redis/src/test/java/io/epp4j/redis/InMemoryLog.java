@@ -38,6 +38,25 @@ final class InMemoryLog {
     notifyAll();
   }
 
+  /**
+   * Bytes of entries (as stored: {@code XREAD} sends them whole) that one read's answer can carry
+   * before its timeout; a read of more fails with a {@link java.util.concurrent.TimeoutException},
+   * as over a link too slow for them. 0: no limit.
+   */
+  private volatile long carriesAtMost;
+  /** Entries the latest read asked for. */
+  private volatile int lastAsked;
+
+  /** Reads of more than {@code bytes} of entries run out of time (0: none does). */
+  void carriesAtMost(long bytes) {
+    carriesAtMost = bytes;
+  }
+
+  /** How many entries the latest read asked for. */
+  int lastAsked() {
+    return lastAsked;
+  }
+
   /** Reads cut each entry to what the reader wants of it, as the Redis transport does. */
   void cutEntries() {
     cutsEntries = true;
@@ -259,8 +278,15 @@ final class InMemoryLog {
                   return List.of(); // held while it waited
                 }
               }
-              return new ArrayList<>(entries.subList(Math.min(from, entries.size()),
-                  Math.min(entries.size(), from + max)));
+              lastAsked = max;
+              List<HintTransport.Entry> got = new ArrayList<>(entries.subList(
+                  Math.min(from, entries.size()), Math.min(entries.size(), from + max)));
+              long limit = carriesAtMost;
+              if (limit > 0 && got.stream().mapToLong(HintTransport.Entry::size).sum() > limit) {
+                throw new java.util.concurrent.TimeoutException("answer of " + got.size()
+                    + " entries not in within the command timeout");
+              }
+              return got;
             }
           }
         }

@@ -992,6 +992,78 @@ class ReplicationLogicTest {
   }
 
   /**
+   * XREAD sends a read's entries whole: a backlog of entries larger than the connection carries
+   * within the read's timeout made every read of it run out of time, and the reader asked for the
+   * same 64 entries again after each reconnection, for good, applying nothing more of the stream.
+   * A read that runs out of time is now followed by one of half as many entries, and reads that
+   * succeed bring the count back up to the full one.
+   */
+  @Test
+  void aBacklogThatCannotArriveInOneReadsTimeIsReadInSmallerReads() throws Exception {
+    InMemoryLog stream = new InMemoryLog();
+    stream.cutEntries();
+    Router b = router(stream, "p", "b", 1000);
+    byte[] batch = prefixBatch("a", "10.2.0.3:8000");
+    // ten entries waiting; the connection carries three of them within a read's time
+    stream.holdReads();
+    for (int i = 0; i < 10; i++) {
+      stream.append(batch);
+    }
+    stream.carriesAtMost(3L * batch.length);
+    stream.releaseReads();
+    await("the whole backlog applied", () -> replication(b).appliedPrefixes() == 10);
+    assertThat(replication(b).malformed()).isZero();
+    stream.append(batch);
+    await("the entry written after it applied", () -> replication(b).appliedPrefixes() == 11);
+    await("a read asks for the full count again",
+        () -> stream.lastAsked() == RedisReplication.READ_BATCHES);
+  }
+
+  /**
+   * One entry that cannot arrive within a read's time (a foreign writer's, as large as Redis
+   * takes, over a slow link) holds the reader back for as long as it is there: the warning names
+   * the stream, the id the reader is stuck after and the setting that bounds the read.
+   */
+  @Test
+  void anEntryThatCannotArriveInAReadsTimeIsNamedWithTheSettingToRaise() throws Exception {
+    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
+    log.addHandler(capture);
+    try {
+      InMemoryLog stream = new InMemoryLog();
+      stream.cutEntries();
+      byte[] batch = prefixBatch("a", "10.2.0.3:8000");
+      stream.append(batch);
+      stream.carriesAtMost(batch.length - 1);
+      Router b = router(stream, "p", "b", 1000);
+      await("the reader says what holds it back", () -> logged.stream()
+          .map(java.util.logging.LogRecord::getMessage)
+          .anyMatch(m -> m.contains("connectTimeoutMillis")));
+      assertThat(logged).map(java.util.logging.LogRecord::getMessage)
+          .filteredOn(m -> m.contains("connectTimeoutMillis"))
+          .allMatch(m -> m.contains("after id " + HintTransport.OLDEST)
+              && m.contains("'epp4j:p:hints'"));
+      assertThat(stream.lastAsked()).as("entries the stuck read asks for").isEqualTo(1);
+      assertThat(replication(b).appliedPrefixes()).isZero();
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
+
+  /**
    * A well-formed entry longer than any router writes (a foreign writer's): decoded, its records
    * would become objects several times its size on the reader's thread. Skipped unread, named by
    * key and id with its size, and the next entries still apply.
