@@ -236,6 +236,15 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       // the response attributes, under the same key
       sourceIp = SourceAddress.of(msg);
     }
+    if (phase == Phase.REQUEST_HEADERS && msg.hasProtocolConfig()
+        && (msg.hasRequestBody() || msg.hasRequestTrailers())) {
+      // Envoy puts protocol_config on a stream's first message: a request body or trailers
+      // carrying it came first, so Envoy skips the request headers, which the pick is set on
+      // and the body is parsed by (:path)
+      throw new Unsupported("request_header_mode SKIP: Envoy sent " + fieldName(msg)
+          + " without the request headers, which the pick is set on; set request_header_mode:"
+          + " SEND for the epp4j ext_proc filter");
+    }
     switch (msg.getRequestCase()) {
       case REQUEST_HEADERS -> requestHeaders(msg);
       case REQUEST_BODY -> requestBody(msg.getRequestBody());
@@ -752,6 +761,14 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private ExtProcMessages.MalformedMessage unexpected(String what) {
     return new ExtProcMessages.MalformedMessage(what + " is not expected in phase " + phase
         + " (request body mode " + requestMode + ")");
+  }
+
+  private static String fieldName(ProcessingRequest msg) {
+    return switch (msg.getRequestCase()) {
+      case REQUEST_BODY -> "request_body";
+      case REQUEST_TRAILERS -> "request_trailers";
+      default -> msg.getRequestCase().name().toLowerCase(Locale.ROOT);
+    };
   }
 
   private static boolean isRequestMessage(ProcessingRequest msg) {

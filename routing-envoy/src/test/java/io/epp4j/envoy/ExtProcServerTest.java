@@ -1433,6 +1433,31 @@ class ExtProcServerTest {
     await(() -> server.openStreams() == 0);
   }
 
+  /**
+   * With request_header_mode SKIP, Envoy's first message is the request body, carrying the
+   * protocol_config Envoy puts on a stream's first message. The stream ended with
+   * INVALID_ARGUMENT "request_body is not expected in phase REQUEST_HEADERS (request body mode
+   * NONE)", naming a body mode that was not the one configured and not the setting at fault.
+   */
+  @Test
+  void requestHeadersSkippedAreRefusedNamingTheSetting() throws Exception {
+    start(List.of(A));
+    for (boolean trailersFirst : List.of(false, true)) {
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      ProcessingRequest.Builder first = trailersFirst
+          ? ProcessingRequest.newBuilder().setRequestTrailers(
+              io.envoyproxy.envoy.service.ext_proc.v3.HttpTrailers.getDefaultInstance())
+          : requestBody(completion("x"), true).toBuilder();
+      envoy.send(first.setProtocolConfig(modes(BUFFERED, BUFFERED)).build());
+      Status s = envoy.awaitClosed();
+      assertThat(s.getCode()).isEqualTo(Status.Code.FAILED_PRECONDITION);
+      assertThat(s.getDescription()).contains("request_header_mode")
+          .contains(trailersFirst ? "request_trailers" : "request_body");
+    }
+    assertThat(outcomes.events).isEmpty();
+    await(() -> server.openStreams() == 0);
+  }
+
   @Test
   void observabilityModeIsRefused() throws Exception {
     start(List.of(A));
