@@ -147,6 +147,17 @@ final class EmulatedCluster implements AutoCloseable {
    */
   @Nullable SimRequest submit(int replica, int[] prompt, int maxTokens, int loraId,
       @Nullable String loraName, @Nullable String cacheSalt, Listener listener) {
+    return submit(replica, prompt, maxTokens, loraId, loraName, cacheSalt, null, listener);
+  }
+
+  /**
+   * As {@link #submit(int, int[], int, int, String, String, Listener)} with a request's
+   * {@code seed}: as with vLLM's, the same prompt with the same seed generates the same token
+   * IDs; without one, each request draws its own.
+   */
+  @Nullable SimRequest submit(int replica, int[] prompt, int maxTokens, int loraId,
+      @Nullable String loraName, @Nullable String cacheSalt, @Nullable Long outputSeed,
+      Listener listener) {
     int[] tokens = Arrays.copyOf(prompt, prompt.length + maxTokens);
     lock.lock();
     try {
@@ -156,8 +167,9 @@ final class EmulatedCluster implements AutoCloseable {
       }
       long id = nextId++;
       // filler output in the model's ordinary vocabulary (Llama's is smaller than Qwen3's)
-      SyntheticTokens.fill(SyntheticTokens.key(id, 0x6f7574L), tokens, prompt.length, maxTokens,
-          hw.ordinaryTokens());
+      long outputKey = outputSeed == null ? SyntheticTokens.key(id, 0x6f7574L)
+          : SyntheticTokens.key(outputSeed, 0x73656564L, Arrays.hashCode(prompt));
+      SyntheticTokens.fill(outputKey, tokens, prompt.length, maxTokens, hw.ordinaryTokens());
       RequestSpec spec = new RequestSpec("emu-" + id, "", prompt.length, maxTokens,
           () -> tokens, false, "");
       long now = now(); // one instant for arrival and step start, as in the simulation

@@ -810,7 +810,8 @@ final class EmulatedServer implements AutoCloseable {
     // more is refused rather than answered with one choice and a fraction of the work asked for
     JsonNode nNode = body.get("n");
     Integer n = nNode == null ? null : laxInt(nNode);
-    if (nNode != null && !nNode.isNull() && !(n != null && n == 1)) {
+    // (n below 1 is vLLM's own refusal, in its words with the other sampling checks below)
+    if (nNode != null && !nNode.isNull() && !(n != null && n <= 1)) {
       // a number is quoted; anything else (a string of any length) only named by its type
       error(ex, 400, "BadRequestError", "field 'n' must be 1: the emulated replica generates one"
           + " choice per request, got " + (nNode.isNumber() ? nNode.toString()
@@ -887,6 +888,35 @@ final class EmulatedServer implements AutoCloseable {
         return;
       }
       sampling[i] = d;
+    }
+    // top_k, min_p and seed, typed as vLLM's request model types them: the filler does not
+    // sample, so top_k and min_p only have their ranges checked, as vLLM checks them; a seed makes
+    // the same prompt generate the same token IDs, as it does in vLLM
+    JsonNode topKNode = body.path("top_k");
+    Integer topK = topKNode.isMissingNode() || topKNode.isNull() ? Integer.valueOf(0)
+        : laxInt(topKNode);
+    if (topK == null) {
+      error(ex, 400, "BadRequestError", "field 'top_k' must be an integer", "top_k");
+      return;
+    }
+    JsonNode minPNode = body.path("min_p");
+    Double minP = minPNode.isMissingNode() || minPNode.isNull() ? Double.valueOf(0)
+        : laxFloat(minPNode);
+    if (minP == null) {
+      error(ex, 400, "BadRequestError", "field 'min_p' must be a number", "min_p");
+      return;
+    }
+    JsonNode seedNode = body.path("seed");
+    if (!seedNode.isMissingNode() && !seedNode.isNull() && !isInt64(seedNode)) {
+      error(ex, 400, "BadRequestError", "field 'seed' must be an integer from -2^63 to 2^63 - 1",
+          "seed");
+      return;
+    }
+    // vLLM takes a seed of -1 as none
+    Long seed = seedNode.isMissingNode() || seedNode.isNull() ? null
+        : Long.valueOf(new java.math.BigDecimal(seedNode.asText()).longValueExact());
+    if (seed != null && seed == -1) {
+      seed = null;
     }
     // a chat's messages and a completion's prompt left out are the request model's errors too
     // (a prompt's bad token IDs are the engine's, after the model: they wait for the tokens)
@@ -972,7 +1002,7 @@ final class EmulatedServer implements AutoCloseable {
     if (echoOnly) {
       maxTokens = 1;
     }
-    String outOfRange = samplingOutOfRange(sampling);
+    String outOfRange = samplingOutOfRange(n == null ? 1 : n, sampling, topK, minP);
     if (outOfRange != null) {
       error(ex, 400, "BadRequestError", outOfRange, null);
       return;
@@ -997,7 +1027,7 @@ final class EmulatedServer implements AutoCloseable {
     // {token} for a token, {-1, prompt, cached, completion} when done, {-2, 0} when aborted:
     // only a token has one element
     SimRequest submitted = cluster.submit(replica, prompt, maxTokens, adapter + 1,
-        adapter < 0 ? null : requested, salt, new EmulatedCluster.Listener() {
+        adapter < 0 ? null : requested, salt, seed, new EmulatedCluster.Listener() {
       @Override
       public void onToken(int tokenId, boolean first) {
         out.add(new int[] {tokenId});
@@ -1156,10 +1186,14 @@ final class EmulatedServer implements AutoCloseable {
   private static final double[] SAMPLING_DEFAULTS = {0, 0, 1, 1, 1};
 
   /**
-   * The first of {@link #SAMPLING} out of vLLM's range, in its words, or null when all are in
-   * range.
+   * The first sampling value out of vLLM's range, in the order and words of its
+   * {@code SamplingParams._verify_args}: {@code n}, {@link #SAMPLING}, then {@code top_k} and
+   * {@code min_p}; null when all are in range.
    */
-  static @Nullable String samplingOutOfRange(double[] v) {
+  static @Nullable String samplingOutOfRange(int n, double[] v, int topK, double minP) {
+    if (n < 1) {
+      return "n must be at least 1, got " + n + ".";
+    }
     for (int i = 0; i < 2; i++) {
       if (!(v[i] >= -2 && v[i] <= 2)) {
         return SAMPLING[i] + " must be in [-2, 2], got " + pyFloat(v[i]) + ".";
@@ -1186,7 +1220,33 @@ final class EmulatedServer implements AutoCloseable {
       String p = pyFloat(v[4]);
       return "top_p must be in (0, 1], got " + p + ". (parameter=top_p, value=" + p + ")";
     }
+    // -1 is taken as 0 (no top-k), as vLLM quietly takes it
+    if (topK < -1) {
+      return "top_k must be 0 (disable), or at least 1, got " + topK + ".";
+    }
+    if (!(minP >= 0 && minP <= 1)) {
+      return "min_p must be in [0, 1], got " + pyFloat(minP) + ".";
+    }
     return null;
+  }
+
+  /**
+   * Whether a value is an integer vLLM's request model takes for a 64-bit field such as
+   * {@code seed}: an integer, a float without a fractional part, or a string of decimal digits,
+   * from -2^63 to 2^63 - 1.
+   */
+  static boolean isInt64(JsonNode v) {
+    if (v.isIntegralNumber()) {
+      return v.canConvertToLong();
+    }
+    if (v.isFloatingPointNumber()) {
+      double d = v.asDouble();
+      return d == Math.rint(d) && d >= -0x1p63 && d < 0x1p63;
+    }
+    if (v.isTextual() && v.asText().matches("[+-]?[0-9]{1,19}")) {
+      return new java.math.BigInteger(v.asText()).bitLength() < 64;
+    }
+    return false;
   }
 
   /** A float as Python's {@code str} writes it ({@code 3.0}, {@code 2.5}, {@code 1e-05}). */

@@ -300,13 +300,21 @@ class ServeIntegrationTest {
     int p = port(s, 0);
     for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
       String request = promptField(path);
-      for (String n : List.of("2", "0", "-1", "1.5", "\"2\"")) {
+      for (String n : List.of("2", "1.5", "\"2\"")) {
         HttpResponse<String> refused = post(p, path, "{" + request + ",\"max_tokens\":2,\"n\":"
             + n + "}");
         assertThat(refused.statusCode()).as(path + " n=" + n).isEqualTo(400);
         JsonNode error = JSON.readTree(refused.body()).get("error");
         assertThat(error.get("type").asText()).isEqualTo("BadRequestError");
         assertThat(error.get("message").asText()).as(path + " n=" + n).contains("'n'");
+      }
+      // below 1, in vLLM's words
+      for (String n : List.of("0", "-1")) {
+        HttpResponse<String> refused = post(p, path, "{" + request + ",\"max_tokens\":2,\"n\":"
+            + n + "}");
+        assertThat(refused.statusCode()).as(path + " n=" + n).isEqualTo(400);
+        assertThat(JSON.readTree(refused.body()).at("/error/message").asText())
+            .isEqualTo("n must be at least 1, got " + n + ".");
       }
       for (String n : List.of("1", "null")) {
         HttpResponse<String> one = post(p, path, "{" + request + ",\"max_tokens\":2,\"n\":" + n
