@@ -874,6 +874,62 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     boolean echo = echoValue;
+    // vLLM's stop strings: a string or a list of them, each cutting the answer where it is generated
+    JsonNode stopNode = body.path("stop");
+    @Nullable List<String> stops = new ArrayList<>();
+    if (stopNode.isTextual()) {
+      stops.add(stopNode.asText());
+    } else if (stopNode.isArray()) {
+      for (JsonNode e : stopNode) {
+        if (!e.isTextual()) {
+          stops = null;
+          break;
+        }
+        stops.add(e.asText());
+      }
+    } else if (!stopNode.isMissingNode() && !stopNode.isNull()) {
+      stops = null;
+    }
+    if (stops == null) {
+      error(ex, 400, "BadRequestError", "field 'stop' must be a string or an array of strings",
+          "stop");
+      return;
+    }
+    Boolean includeStopValue = laxBool(body.path("include_stop_str_in_output"));
+    if (includeStopValue == null) {
+      error(ex, 400, "BadRequestError", "field 'include_stop_str_in_output' must be a boolean",
+          "include_stop_str_in_output");
+      return;
+    }
+    boolean includeStop = includeStopValue;
+    // stop_token_ids: the filler is drawn from the model's ordinary tokens, so an ID beyond them
+    // (a special token such as an end of turn, what clients send here) is never generated and the
+    // answer is as vLLM's would be; an ordinary ID the filler may generate but does not stop on
+    // is refused rather than ignored
+    JsonNode stopIdsNode = body.path("stop_token_ids");
+    if (!stopIdsNode.isMissingNode() && !stopIdsNode.isNull()) {
+      int ordinary = cluster.profile().ordinaryTokens();
+      if (!stopIdsNode.isArray()) {
+        error(ex, 400, "BadRequestError", "field 'stop_token_ids' must be an array of integers",
+            "stop_token_ids");
+        return;
+      }
+      for (JsonNode e : stopIdsNode) {
+        Integer stopId = laxInt(e);
+        if (stopId == null) {
+          error(ex, 400, "BadRequestError", "field 'stop_token_ids' must be an array of integers",
+              "stop_token_ids");
+          return;
+        }
+        if (stopId >= 0 && stopId < ordinary) {
+          error(ex, 400, "BadRequestError", "field 'stop_token_ids' holds " + stopId + ", an"
+              + " ordinary token the emulated replica's filler output may generate without"
+              + " stopping on it; only IDs from " + ordinary + " up (special tokens) are taken",
+              "stop_token_ids");
+          return;
+        }
+      }
+    }
     // the sampling parameters the filler does not use, read as vLLM's request model types them
     // (a number, or a string of one): a value of another type is refused here, one out of
     // range once the prompt has been checked, as vLLM's sampling parameters refuse it
@@ -1022,6 +1078,19 @@ final class EmulatedServer implements AutoCloseable {
           + maxTokens + ", got " + minTokens + ".");
       return;
     }
+    for (String stop : stops) {
+      if (stop.isEmpty()) {
+        error(ex, 400, "BadRequestError", "stop cannot contain an empty string.");
+        return;
+      }
+    }
+    // where a stop string ends the answer: the engine generates up to that token and no further,
+    // as vLLM's does, and the answer ends with finish_reason "stop" naming the string
+    StopPlan plan = StopPlan.of(stops, includeStop, minTokens, maxTokens);
+    maxTokens = plan.tokens();
+    if (plan.stopString() != null) {
+      finishReason = "stop";
+    }
 
     LinkedBlockingQueue<int[]> out = new LinkedBlockingQueue<>();
     // {token} for a token, {-1, prompt, cached, completion} when done, {-2, 0} when aborted:
@@ -1069,11 +1138,11 @@ final class EmulatedServer implements AutoCloseable {
     try {
       if (stream) {
         stream(ex, out, chat, id, created, served, includeUsage,
-            continuousUsage ? prompt.length : -1, maxTokens, returnTokenIds ? prompt : null,
+            continuousUsage ? prompt.length : -1, plan, returnTokenIds ? prompt : null,
             finishReason, new Echo(echoText, echoOnly, echo ? prompt : null), role);
       } else {
         whole(ex, out, chat, id, created, served, returnTokenIds ? prompt : null, finishReason,
-            new Echo(echoText, echoOnly, null), role);
+            new Echo(echoText, echoOnly, null), role, plan);
       }
     } catch (IOException interrupted) {
       if (submitted != null) {
@@ -1083,6 +1152,60 @@ final class EmulatedServer implements AutoCloseable {
     } finally {
       connectionClosed.removeListener(clientGone);
     }
+  }
+
+  /**
+   * How a request's answer ends under its stop strings: the tokens the engine generates
+   * ({@code max_tokens}, or the one that completed a stop string), the stop string that ended it
+   * (null for none), the length of the answer's text (a prefix of the filler: cut before the stop
+   * string, or after it with {@code include_stop_str_in_output}), and the characters a stream
+   * holds back until the end (the longest stop string's length less one, none when stop strings
+   * are kept in the output), as vLLM's detokenizer holds them back.
+   */
+  record StopPlan(int tokens, @Nullable String stopString, int textLength, int hold) {
+    /**
+     * As vLLM's detokenizer checks stop strings: after each token past {@code min_tokens}, each
+     * stop string in the request's order is looked for where the token's new characters could
+     * complete it; the first found ends the answer.
+     */
+    static StopPlan of(List<String> stops, boolean include, int minTokens, int maxTokens) {
+      if (stops.isEmpty()) {
+        return new StopPlan(maxTokens, null, maxTokens * FILLER.length(), 0);
+      }
+      int longest = 0;
+      for (String s : stops) {
+        longest = Math.max(longest, s.length());
+      }
+      int hold = include ? 0 : longest - 1;
+      // the filler repeats every token, so a stop string it can ever complete is completed
+      // within a few tokens of the first one checked
+      int last = (int) Math.min(maxTokens,
+          Math.max(minTokens, 0) + 2L + (longest + FILLER.length() - 1) / FILLER.length());
+      StringBuilder text = new StringBuilder();
+      for (int k = 1; k <= last; k++) {
+        text.append(FILLER);
+        if (k <= minTokens) {
+          continue;
+        }
+        for (String s : stops) {
+          int at = text.indexOf(s, Math.max(0, text.length() + 1 - FILLER.length() - s.length()));
+          if (at >= 0) {
+            int end = include ? Math.min(at + s.length(), text.length()) : at;
+            return new StopPlan(k, s, end, hold);
+          }
+        }
+      }
+      return new StopPlan(maxTokens, null, maxTokens * FILLER.length(), hold);
+    }
+  }
+
+  /** Characters {@code from} to {@code to} of the filler repeated without end. */
+  static String filler(int from, int to) {
+    StringBuilder b = new StringBuilder(Math.max(0, to - from));
+    for (int i = from; i < to; i++) {
+      b.append(FILLER.charAt(i % FILLER.length()));
+    }
+    return b.toString();
   }
 
   /**
@@ -1367,15 +1490,15 @@ final class EmulatedServer implements AutoCloseable {
    */
   private void whole(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
       long created, String served, int @Nullable [] promptIds, String finishReason, Echo echo,
-      String role) throws IOException {
+      String role, StopPlan plan) throws IOException {
     StringBuilder text = new StringBuilder(echo.text());
     ArrayNode ids = JSON.createArrayNode();
     int[] m;
     while ((m = take(out)).length == 1) {
-      if (!echo.only()) {
-        text.append(FILLER);
-      }
       ids.add(m[0]);
+    }
+    if (!echo.only()) {
+      text.append(filler(0, plan.textLength()));
     }
     if (m == CLIENT_GONE) {
       return;
@@ -1386,7 +1509,8 @@ final class EmulatedServer implements AutoCloseable {
     }
     // vLLM writes a whole answer with every field of its response model (model_dump() with
     // nothing left out), in the model's order, null or empty where it has no value: the filler
-    // has no stop string, tool call, reasoning, fingerprint or KV transfer to name
+    // has no tool call, reasoning, fingerprint or KV transfer to name, and a stop string only
+    // when one ended it
     ObjectNode root = base(id, chat ? "chat.completion" : "text_completion", created, served);
     ObjectNode choice = root.putArray("choices").addObject();
     choice.put("index", 0);
@@ -1407,7 +1531,11 @@ final class EmulatedServer implements AutoCloseable {
     choice.putNull("logprobs");
     choice.put("finish_reason", finishReason);
     countFinished(finishReason);
-    choice.putNull("stop_reason");
+    if (plan.stopString() != null) {
+      choice.put("stop_reason", plan.stopString());
+    } else {
+      choice.putNull("stop_reason");
+    }
     // return_token_ids: a completion names the prompt's IDs in its choice, a chat at the top
     if (promptIds != null) {
       choice.set("token_ids", ids);
@@ -1444,9 +1572,13 @@ final class EmulatedServer implements AutoCloseable {
    *     else null
    */
   private void stream(Exchange ex, LinkedBlockingQueue<int[]> out, boolean chat, String id,
-      long created, String served, boolean includeUsage, int continuousPromptTokens, int maxTokens,
-      int @Nullable [] promptIds, String finishReason, Echo echo, String role)
+      long created, String served, boolean includeUsage, int continuousPromptTokens,
+      StopPlan plan, int @Nullable [] promptIds, String finishReason, Echo echo, String role)
       throws IOException {
+    int maxTokens = plan.tokens();
+    // the text sent so far: vLLM holds back the last characters a stop string could begin with
+    // until the answer ends, so each chunk carries what became certain with its token
+    int shown = 0;
     ex.startStream("text/event-stream; charset=utf-8");
     String object = chat ? "chat.completion.chunk" : "text_completion";
     int sent = 0;
@@ -1491,15 +1623,19 @@ final class EmulatedServer implements AutoCloseable {
         }
       }
       sent++;
+      int visible = sent == maxTokens ? plan.textLength()
+          : Math.max(shown, Math.min(plan.textLength(), sent * FILLER.length() - plan.hold()));
+      String delta = filler(shown, visible);
+      shown = visible;
       ObjectNode chunk = base(id, object, created, served);
       ObjectNode c = chunk.putArray("choices").addObject();
       c.put("index", 0);
       if (chat) {
-        c.putObject("delta").put("content", FILLER);
+        c.putObject("delta").put("content", delta);
       } else {
         // a completion's echo goes out with the first token (alone, for max_tokens 0)
         String prefix = sent == 1 ? echo.text() : "";
-        c.put("text", echo.only() ? prefix : prefix + FILLER);
+        c.put("text", echo.only() ? prefix : prefix + delta);
       }
       c.putNull("logprobs");
       if (sent == maxTokens) {
@@ -1509,10 +1645,14 @@ final class EmulatedServer implements AutoCloseable {
       }
       if (chat) {
         // as vLLM builds a chat token chunk's choice: token_ids always set (null unless asked
-        // for), stop_reason set on the chunk that finishes (null: no stop string or token ends
-        // the filler), both written as null since set fields are written even when null
+        // for), stop_reason set on the chunk that finishes (null unless a stop string ended the
+        // answer), both written as null since set fields are written even when null
         if (sent == maxTokens) {
-          c.putNull("stop_reason");
+          if (plan.stopString() != null) {
+            c.put("stop_reason", plan.stopString());
+          } else {
+            c.putNull("stop_reason");
+          }
         }
         if (promptIds != null) {
           c.putArray("token_ids").add(m[0]);
@@ -1521,10 +1661,14 @@ final class EmulatedServer implements AutoCloseable {
         }
       } else {
         // vLLM builds each completion chunk's choice with every field of its model, so even
-        // those it has no value for are written, as null: stop_reason (the filler never stops
-        // on a stop string or token), and the IDs a request without return_token_ids does not
-        // get; the prompt's IDs go out once, in the first token's choice
-        c.putNull("stop_reason");
+        // those it has no value for are written, as null: stop_reason (but on the last chunk of
+        // an answer a stop string ended), and the IDs a request without return_token_ids does
+        // not get; the prompt's IDs go out once, in the first token's choice
+        if (sent == maxTokens && plan.stopString() != null) {
+          c.put("stop_reason", plan.stopString());
+        } else {
+          c.putNull("stop_reason");
+        }
         // the prompt's IDs go with the first token's chunk when asked for, and always with an
         // echo (vLLM returns them with the echoed prompt whether or not return_token_ids is set)
         int[] firstIds = promptIds != null ? promptIds : echo.promptIds();
