@@ -1021,13 +1021,21 @@ final class EmulatedServer implements AutoCloseable {
     // one token (counted in its usage) and leaves that token out of the text
     boolean echoOnly = echo && !chat && max != null && max == 0;
     int maxLen = cluster.profile().maxModelLen();
-    // vLLM's two refusals, in its order and words (clients parse them for the room left): a
-    // prompt that fills the context on its own, whatever max_tokens says, then a max_tokens the
-    // prompt leaves no room for
-    if (prompt.length >= maxLen) {
+    // vLLM's refusal of a request longer than the context, in its words (clients parse them for
+    // the room left): the prompt and the output tokens asked for (none without a limit) over the
+    // context. vLLM tokenizes a text prompt (a chat's too) to at most one token past the room
+    // left, so it names that many "at least"; a prompt of token IDs is counted whole.
+    int asked = (chat && maxNode == null) || (maxNode != null && maxNode.isNull()) ? 0
+        : maxTokens;
+    if ((long) prompt.length + asked > maxLen) {
+      boolean atLeast = (chat || request.prompt() instanceof RequestBody.Text) && asked <= maxLen;
+      long counted = atLeast ? Math.min(prompt.length, (long) maxLen - asked + 1) : prompt.length;
+      String bound = atLeast ? "at least " : "";
       error(ex, 400, "BadRequestError", "This model's maximum context length is " + maxLen
-          + " tokens. However, your request has " + prompt.length + " input tokens. Please"
-          + " reduce the length of the input messages.");
+          + " tokens. However, you requested " + asked + " output tokens and your prompt contains "
+          + bound + counted + " input tokens, for a total of " + bound + (counted + asked)
+          + " tokens. Please reduce the length of the input prompt or the number of requested"
+          + " output tokens. (parameter=input_tokens, value=" + counted + ")", "input_tokens");
       return;
     }
     // "length" when the answer ends on a limit, "stop" when the model ends it itself
@@ -1037,19 +1045,12 @@ final class EmulatedServer implements AutoCloseable {
       // only when the field is left out), is the rest of the context: there vLLM generates until
       // the model ends its answer ("stop"), which the emulated model does after 16 tokens, or
       // after min_tokens (which vLLM makes the model generate before it may end), unless the
-      // context ends first
+      // context ends first (a prompt that fills it leaves 0, refused below as vLLM refuses it)
       int ownEnd = Math.max(maxTokens, minTokens);
       if (ownEnd < maxLen - prompt.length) {
         finishReason = "stop";
       }
       maxTokens = Math.min(ownEnd, maxLen - prompt.length);
-    }
-    if ((long) prompt.length + maxTokens > maxLen) {
-      error(ex, 400, "BadRequestError", "'max_tokens' or 'max_completion_tokens' is too large: "
-          + maxTokens + ". This model's maximum context length is " + maxLen + " tokens and your"
-          + " request has " + prompt.length + " input tokens (" + maxTokens + " > " + maxLen
-          + " - " + prompt.length + ").");
-      return;
     }
     // as vLLM's sampling parameters check them, after the model and the context's length, in
     // their order and words (clients match them): the penalties, temperature and top_p, then a

@@ -48,10 +48,15 @@ class ServeChatContextTest {
     assertThat(usage.get("prompt_tokens").asInt()).isEqualTo(maxLen - 4);
     assertThat(usage.get("completion_tokens").asInt()).isEqualTo(4);
 
-    // a prompt that fills the context is refused, as vLLM refuses it
+    // a prompt that fills the context leaves no token to generate, refused as vLLM refuses it
     HttpResponse<String> full = replica.post(port, "/v1/chat/completions", chat(maxLen) + "}");
     assertThat(full.statusCode()).isEqualTo(400);
     assertThat(JSON.readTree(full.body()).at("/error/message").asText())
+        .startsWith("max_tokens must be at least 1, got 0.");
+    // and one past it is longer than the context
+    HttpResponse<String> over = replica.post(port, "/v1/chat/completions", chat(maxLen + 1) + "}");
+    assertThat(over.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(over.body()).at("/error/message").asText())
         .contains("maximum context length is " + maxLen);
   }
 

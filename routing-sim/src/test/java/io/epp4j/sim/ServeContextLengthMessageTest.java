@@ -10,10 +10,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * A request longer than the context is refused in vLLM's words, which clients parse to find the
- * room left ({@code max_model_len - input tokens}): first a prompt that fills the context on its
- * own, whatever {@code max_tokens} says, then a {@code max_tokens} the prompt leaves no room for,
- * naming the field's value, the context, the prompt's tokens and the subtraction.
+ * A request longer than the context is refused in current vLLM's words, which clients parse to
+ * find the room left: the context, the output tokens asked for, the prompt's tokens (a text
+ * prompt's counted to one past the room left, "at least", as vLLM tokenizes it no further) and
+ * the total, with {@code "param": "input_tokens"}.
  */
 @Timeout(60)
 class ServeContextLengthMessageTest {
@@ -43,40 +43,60 @@ class ServeContextLengthMessageTest {
   }
 
   @Test
-  void maxTokensBeyondTheRoomLeftIsRefusedInVllmsWords() throws Exception {
+  void aPromptOfTokenIdsAndMaxTokensOverTheContextAreCountedWhole() throws Exception {
     int port = replica.start();
     int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
     int prompt = maxLen - 10;
     JsonNode error = refusal(port, "/v1/completions",
         "{\"prompt\":" + ids(prompt) + ",\"max_tokens\":20}");
-    assertThat(error.get("message").asText()).isEqualTo("'max_tokens' or 'max_completion_tokens'"
-        + " is too large: 20. This model's maximum context length is " + maxLen + " tokens and"
-        + " your request has " + prompt + " input tokens (20 > " + maxLen + " - " + prompt + ").");
+    assertThat(error.get("message").asText()).isEqualTo("This model's maximum context length is "
+        + maxLen + " tokens. However, you requested 20 output tokens and your prompt contains "
+        + prompt + " input tokens, for a total of " + (prompt + 20) + " tokens. Please reduce the"
+        + " length of the input prompt or the number of requested output tokens."
+        + " (parameter=input_tokens, value=" + prompt + ")");
+    assertThat(error.get("param").asText()).isEqualTo("input_tokens");
 
-    // a chat's max_completion_tokens is told the same way
+    // a prompt over the context alone is told the same way, whatever max_tokens says; without a
+    // limit (null) no output tokens are asked for
+    assertThat(refusal(port, "/v1/completions", "{\"prompt\":" + ids(maxLen + 5)
+        + ",\"max_tokens\":null}").get("message").asText()).startsWith("This model's maximum"
+        + " context length is " + maxLen + " tokens. However, you requested 0 output tokens and"
+        + " your prompt contains " + (maxLen + 5) + " input tokens, for a total of "
+        + (maxLen + 5) + " tokens.");
+  }
+
+  @Test
+  void aTextPromptIsCountedToOnePastTheRoomLeftAsVllmTokenizesIt() throws Exception {
+    int port = replica.start();
+    int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
     StringBuilder words = new StringBuilder();
     for (int i = 0; i < 99; i++) {
       words.append(i == 0 ? "" : " ").append('w').append(i);
     }
+    // a chat's max_completion_tokens is the output asked for; the prompt is 100 tokens
+    int asked = maxLen - 60;
     JsonNode chat = refusal(port, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\","
-        + "\"content\":\"" + words + "\"}],\"max_completion_tokens\":" + maxLen + "}");
-    assertThat(chat.get("message").asText()).startsWith("'max_tokens' or"
-        + " 'max_completion_tokens' is too large: " + maxLen + ". This model's maximum context"
-        + " length is " + maxLen + " tokens and your request has 100 input tokens");
+        + "\"content\":\"" + words + "\"}],\"max_completion_tokens\":" + asked + "}");
+    assertThat(chat.get("message").asText()).isEqualTo("This model's maximum context length is "
+        + maxLen + " tokens. However, you requested " + asked + " output tokens and your prompt"
+        + " contains at least 61 input tokens, for a total of at least " + (maxLen + 1)
+        + " tokens. Please reduce the length of the input prompt or the number of requested"
+        + " output tokens. (parameter=input_tokens, value=61)");
+
+    // a completion's text prompt the same way; left out, max_tokens is 16
+    String text = "x ".repeat(maxLen - 10);
+    assertThat(refusal(port, "/v1/completions", "{\"prompt\":\"" + text + "\"}")
+        .get("message").asText()).contains("you requested 16 output tokens and your prompt"
+        + " contains at least " + (maxLen - 15) + " input tokens, for a total of at least "
+        + (maxLen + 1) + " tokens.");
   }
 
   @Test
-  void aPromptThatFillsTheContextIsRefusedForItsLengthWhateverMaxTokensSays() throws Exception {
+  void aRequestThatFitsTheContextExactlyIsServed() throws Exception {
     int port = replica.start();
     int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
-    String expected = "This model's maximum context length is " + maxLen + " tokens. However,"
-        + " your request has " + (maxLen + 5) + " input tokens. Please reduce the length of the"
-        + " input messages.";
-    assertThat(refusal(port, "/v1/completions",
-        "{\"prompt\":" + ids(maxLen + 5) + ",\"max_tokens\":1}").get("message").asText())
-        .isEqualTo(expected);
-    assertThat(refusal(port, "/v1/completions",
-        "{\"prompt\":" + ids(maxLen + 5) + ",\"max_tokens\":null}").get("message").asText())
-        .isEqualTo(expected);
+    HttpResponse<String> res = replica.post(port, "/v1/completions",
+        "{\"prompt\":" + ids(maxLen - 4) + ",\"max_tokens\":4}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
   }
 }

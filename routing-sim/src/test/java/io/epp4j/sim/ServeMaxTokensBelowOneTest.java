@@ -47,12 +47,16 @@ class ServeMaxTokensBelowOneTest {
   }
 
   @Test
-  void aPromptThatFillsTheContextIsRefusedForThatFirst() throws Exception {
+  void aPromptOverTheContextIsRefusedForThatFirst() throws Exception {
     int port = replica.start();
     StringJoiner ids = new StringJoiner(",", "[", "]");
     for (int i = 0; i < HardwareProfile.qwen3H100Mps6().maxModelLen(); i++) {
       ids.add("7");
     }
+    // a prompt that fills the context exactly, with no output asked for, fits: then the limit
+    assertThat(replica.refusal(port, "/v1/completions", "{\"prompt\":" + ids + ",\"max_tokens\":0}")
+        .get("message").asText()).startsWith("max_tokens must be at least 1, got 0.");
+    ids.add("7");
     assertThat(replica.refusal(port, "/v1/completions", "{\"prompt\":" + ids + ",\"max_tokens\":0}")
         .get("message").asText()).startsWith("This model's maximum context length is");
   }
