@@ -839,25 +839,33 @@ public final class StandInVllm implements AutoCloseable {
       }
       maxTokens = max.asInt();
     }
-    // vLLM's two refusals, in its order and words (clients parse them for the room left): a
-    // prompt that fills the context on its own, whatever max_tokens says, then a max_tokens the
-    // prompt leaves no room for
-    if (promptTokens >= options.maxModelLen()) {
-      throw new BadRequest("This model's maximum context length is " + options.maxModelLen()
-          + " tokens. However, your request has " + promptTokens + " input tokens. Please"
-          + " reduce the length of the input messages.");
+    // vLLM's refusal of a request longer than the context, in current vLLM's words (clients
+    // parse them for the room left): the prompt and the output tokens asked for (none without a
+    // limit) over the context. vLLM tokenizes a text prompt no further than one token past the
+    // room left, so it names that many "at least"; a prompt of token IDs is counted whole.
+    int maxLen = options.maxModelLen();
+    boolean noLimit = (chat && max == null) || (max != null && max.isNull());
+    long asked = noLimit ? 0 : maxTokens;
+    if (promptTokens + asked > maxLen) {
+      boolean atLeast = tokenIds == null && asked <= maxLen;
+      long counted = atLeast ? Math.min(promptTokens, maxLen - asked + 1) : promptTokens;
+      String bound = atLeast ? "at least " : "";
+      throw new BadRequest(400, "BadRequestError", "This model's maximum context length is "
+          + maxLen + " tokens. However, you requested " + asked + " output tokens and your prompt"
+          + " contains " + bound + counted + " input tokens, for a total of " + bound
+          + (counted + asked) + " tokens. Please reduce the length of the input prompt or the"
+          + " number of requested output tokens. (parameter=input_tokens, value=" + counted + ")",
+          "input_tokens");
     }
-    if ((chat && max == null) || (max != null && max.isNull())) {
+    if (noLimit) {
       // vLLM's default for a chat, and for a completion's explicit null (its 16 applies only
       // when the field is left out), is the rest of the context
-      maxTokens = Math.min(maxTokens, options.maxModelLen() - promptTokens);
-    }
-    long requested = (long) promptTokens + maxTokens; // an int sum wraps for a huge max_tokens
-    if (requested > options.maxModelLen()) {
-      throw new BadRequest("'max_tokens' or 'max_completion_tokens' is too large: " + maxTokens
-          + ". This model's maximum context length is " + options.maxModelLen() + " tokens and"
-          + " your request has " + promptTokens + " input tokens (" + maxTokens + " > "
-          + options.maxModelLen() + " - " + promptTokens + ").");
+      maxTokens = Math.min(maxTokens, maxLen - promptTokens);
+      if (maxTokens < 1) {
+        // a prompt that fills the context leaves no token, as vLLM then refuses
+        throw new BadRequest(400, "BadRequestError", "max_tokens must be at least 1, got "
+            + maxTokens + ". (parameter=max_tokens, value=" + maxTokens + ")", "max_tokens");
+      }
     }
     boolean stream = root.path("stream").asBoolean(false);
     // vLLM's StreamOptions.include_usage defaults to true: stream_options that leave it out

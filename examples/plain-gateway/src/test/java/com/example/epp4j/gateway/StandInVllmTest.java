@@ -328,8 +328,8 @@ class StandInVllmTest {
       HttpResponse<String> r = post(s, path, body);
       assertThat(r.statusCode()).as(path).isEqualTo(400);
       assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
-          .contains("is too large: 2147483647. This model's maximum context length is 32768"
-              + " tokens");
+          .contains("This model's maximum context length is 32768 tokens. However, you requested"
+              + " 2147483647 output tokens");
     }
     assertThat(s.runningRequests()).isZero();
   }
@@ -343,24 +343,25 @@ class StandInVllmTest {
       ids.append(i == 0 ? "" : ",").append(i);
     }
     String full = ids.append(']').toString();
-    String fills = "This model's maximum context length is 100 tokens. However, your request has"
-        + " 105 input tokens. Please reduce the length of the input messages.";
-    // a prompt that fills the context is refused for its length, whatever max_tokens says
-    for (String max : new String[] {"1", "null"}) {
-      HttpResponse<String> r = post(s, "/v1/completions",
-          "{\"prompt\":" + full + ",\"max_tokens\":" + max + "}");
-      assertThat(r.statusCode()).as(max).isEqualTo(400);
-      assertThat(JSON.readTree(r.body()).path("error").path("message").asText()).as(max)
-          .isEqualTo(fills);
-    }
-    // a max_tokens the prompt leaves no room for: clients read the room left from this message
-    HttpResponse<String> r = post(s, "/v1/completions",
-        "{\"prompt\":[1,2,3,4,5,6,7,8,9,10],\"max_tokens\":95}");
+    // the prompt and the output asked for over the context, told in one message with the counts
+    HttpResponse<String> r = post(s, "/v1/completions", "{\"prompt\":" + full
+        + ",\"max_tokens\":1}");
     assertThat(r.statusCode()).isEqualTo(400);
+    JsonNode e = JSON.readTree(r.body()).path("error");
+    assertThat(e.path("message").asText()).isEqualTo("This model's maximum context length is 100"
+        + " tokens. However, you requested 1 output tokens and your prompt contains 105 input"
+        + " tokens, for a total of 106 tokens. Please reduce the length of the input prompt or the"
+        + " number of requested output tokens. (parameter=input_tokens, value=105)");
+    assertThat(e.path("param").asText()).isEqualTo("input_tokens");
+    // without a limit, no output is asked for
+    r = post(s, "/v1/completions", "{\"prompt\":" + full + ",\"max_tokens\":null}");
     assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
-        .isEqualTo("'max_tokens' or 'max_completion_tokens' is too large: 95. This model's"
-            + " maximum context length is 100 tokens and your request has 10 input tokens"
-            + " (95 > 100 - 10).");
+        .contains("you requested 0 output tokens and your prompt contains 105 input tokens");
+    // a text prompt is counted to one token past the room left, "at least", as vLLM counts it
+    r = post(s, "/v1/completions", "{\"prompt\":\"" + "abcd".repeat(20) + "\",\"max_tokens\":95}");
+    assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
+        .contains("you requested 95 output tokens and your prompt contains at least 6 input"
+            + " tokens, for a total of at least 101 tokens.");
     assertThat(s.runningRequests()).isZero();
   }
 
