@@ -16,6 +16,7 @@ import java.nio.channels.SocketChannel;
 import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ExecutorService;
@@ -717,6 +718,16 @@ public final class StandInVllm implements AutoCloseable {
     }
   }
 
+  /**
+   * Request fields the stand-in does not honour: given (not null, false or empty), they are
+   * refused. {@code ignore_eos} is not among them: the stand-in always generates up to its limit.
+   */
+  static final List<String> NOT_HONOURED = List.of("echo", "suffix", "stop",
+      "stop_token_ids", "include_stop_str_in_output", "logprobs", "top_logprobs",
+      "prompt_logprobs", "best_of", "use_beam_search", "temperature", "top_p", "top_k", "min_p",
+      "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "min_tokens",
+      "logit_bias", "bad_words", "allowed_token_ids", "response_format", "structured_outputs");
+
   private Ask read(byte[] body, boolean chat) throws BadRequest {
     JsonNode root;
     try {
@@ -753,6 +764,18 @@ public final class StandInVllm implements AutoCloseable {
       if (n.asInt() > 1) {
         throw new BadRequest(400, "BadRequestError",
             "'n' above 1 is not supported by the stand-in (it answers one choice)", "n");
+      }
+    }
+    // the stand-in answers canned words: a field that would change the answer, or that vLLM
+    // would check, is refused naming it rather than ignored (routing-sim's serve honours or
+    // checks them as vLLM does)
+    for (String field : NOT_HONOURED) {
+      JsonNode v = root.get(field);
+      if (v != null && !v.isNull() && !(v.isBoolean() && !v.booleanValue())
+          && !(v.isContainerNode() && v.isEmpty())) {
+        throw new BadRequest(400, "BadRequestError", "'" + field + "' is not supported by the"
+            + " stand-in (it answers canned words); leave it out, or try routing-sim's serve",
+            field);
       }
     }
     StringBuilder text = new StringBuilder();

@@ -475,6 +475,31 @@ class StandInVllmTest {
   }
 
   @Test
+  void fieldsTheStandInDoesNotHonourAreRefusedNamingThemInsteadOfIgnored() throws Exception {
+    StandInVllm s = start();
+    for (String path : new String[] {"/v1/completions", "/v1/chat/completions"}) {
+      String ask = path.contains("chat")
+          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":\"hi\"";
+      for (String[] f : new String[][] {{"echo", "true"}, {"stop", "\"\\n\""},
+          {"stop", "[\"lorem\"]"}, {"temperature", "0.7"}, {"top_p", "0.9"}, {"seed", "42"},
+          {"logprobs", "true"}, {"top_k", "5"}, {"presence_penalty", "1"}}) {
+        HttpResponse<String> r = post(s, path, "{" + ask + ",\"max_tokens\":1,\"" + f[0] + "\":"
+            + f[1] + "}");
+        assertThat(r.statusCode()).as(path + " " + f[0]).isEqualTo(400);
+        JsonNode e = JSON.readTree(r.body()).path("error");
+        assertThat(e.path("param").asText()).isEqualTo(f[0]);
+        assertThat(e.path("message").asText()).contains("'" + f[0] + "'");
+      }
+      // left at what asks for nothing, they are served
+      for (String neutral : new String[] {"\"echo\":false", "\"stop\":[]", "\"seed\":null",
+          "\"ignore_eos\":true"}) {
+        assertThat(post(s, path, "{" + ask + ",\"max_tokens\":1," + neutral + "}").statusCode())
+            .as(path + " " + neutral).isEqualTo(200);
+      }
+    }
+  }
+
+  @Test
   void moreThanOneChoiceIsRefusedNamingN() throws Exception {
     StandInVllm s = start();
     // the stand-in answers one choice; n > 1 is refused rather than silently answered with one
