@@ -26,6 +26,7 @@ public final class InferenceRequest {
   private final @Nullable String prompt;
   private final List<ChatMessage> messages;
   private final @Nullable String toolsJson;
+  private final @Nullable String toolChoice;
   private final ChatTemplateArgs chatTemplateArgs;
   private final int @Nullable [] tokenIds;
   private final Map<String, String> headers;
@@ -44,6 +45,7 @@ public final class InferenceRequest {
     this.prompt = b.prompt;
     this.messages = List.copyOf(b.messages);
     this.toolsJson = b.toolsJson;
+    this.toolChoice = b.toolChoice;
     this.chatTemplateArgs = b.chatTemplateArgs;
     this.tokenIds = b.tokenIds;
     this.headers = Map.copyOf(b.headers);
@@ -87,6 +89,14 @@ public final class InferenceRequest {
    * (which the model's chat template prints), or {@code null}.
    */
   public @Nullable String toolsJson() { return toolsJson; }
+  /**
+   * The request's {@code tool_choice} when it is a string ({@code "none"}, {@code "auto"},
+   * {@code "required"}), or {@code null} when it is absent, {@code null} or names a tool (an
+   * object). vLLM started with {@code --exclude-tools-when-tool-choice-none} renders a chat whose
+   * {@code tool_choice} is {@code "none"} without its tools, so a tokenizer rendering for such an
+   * engine needs it.
+   */
+  public @Nullable String toolChoice() { return toolChoice; }
   /**
    * How a chat's template is to be rendered ({@code add_generation_prompt},
    * {@code continue_final_message}, {@code chat_template_kwargs});
@@ -141,7 +151,7 @@ public final class InferenceRequest {
   public Builder toBuilder() {
     Builder b = new Builder()
         .requestId(requestId).model(model).targetModel(targetModel)
-        .toolsJson(toolsJson).chatTemplateArgs(chatTemplateArgs).headers(headers).sessionKey(sessionKey).priority(priority)
+        .toolsJson(toolsJson).toolChoice(toolChoice).chatTemplateArgs(chatTemplateArgs).headers(headers).sessionKey(sessionKey).priority(priority)
         .cacheSalt(cacheSalt).loraAdapter(loraAdapter).maxTokens(maxTokens).stream(stream)
         .addSpecialTokens(addSpecialTokens);
     b.prompt = prompt;
@@ -165,6 +175,7 @@ public final class InferenceRequest {
     private @Nullable String prompt;
     private List<ChatMessage> messages = new ArrayList<>();
     private @Nullable String toolsJson;
+    private @Nullable String toolChoice;
     private ChatTemplateArgs chatTemplateArgs = ChatTemplateArgs.DEFAULTS;
     private int @Nullable [] tokenIds;
     private Map<String, String> headers = Map.of();
@@ -185,6 +196,8 @@ public final class InferenceRequest {
     public Builder messages(List<ChatMessage> v) { this.messages = new ArrayList<>(v); return this; }
     public Builder addMessage(ChatMessage m) { this.messages.add(m); return this; }
     public Builder toolsJson(@Nullable String v) { this.toolsJson = v; return this; }
+    /** The request's {@code tool_choice} when a string, else {@code null} (the default). */
+    public Builder toolChoice(@Nullable String v) { this.toolChoice = v; return this; }
     /** How a chat's template is rendered; {@link ChatTemplateArgs#DEFAULTS} unless set. */
     public Builder chatTemplateArgs(ChatTemplateArgs v) {
       this.chatTemplateArgs = Objects.requireNonNull(v, "chatTemplateArgs");

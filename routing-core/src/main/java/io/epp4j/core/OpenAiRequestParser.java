@@ -36,7 +36,8 @@ import org.jspecify.annotations.Nullable;
  * {@code max_output_tokens} the token limit. Reads {@code model}, {@code prompt}
  * (text, or token IDs; a batch of prompts, which the engine takes, as its strings joined with
  * U+001E or its token lists concatenated), {@code messages} (content as a string or an array of parts),
- * {@code tools}, the chat template's fields {@code add_generation_prompt},
+ * {@code tools}, {@code tool_choice} (a string kept, a named tool skipped; on a chat only),
+ * the chat template's fields {@code add_generation_prompt},
  * {@code continue_final_message}, {@code chat_template_kwargs} (an object),
  * {@code documents} (an array of objects of strings) and {@code reasoning_effort} (a string),
  * the last two joining the kwargs as vLLM merges them, and {@code chat_template} (a string, the
@@ -218,6 +219,8 @@ public final class OpenAiRequestParser {
     @Nullable String reasoningEffort;
     /** Field {@code chat_template}, the request's own template, or null while absent. */
     @Nullable String chatTemplate;
+    /** Field {@code tool_choice} when a string; null while absent, null or a named tool. */
+    @Nullable String toolChoice;
     /** The first of these fields with a bad value, reported if the request is a chat. */
     @Nullable String chatFieldError;
 
@@ -269,7 +272,7 @@ public final class OpenAiRequestParser {
           return "fields 'add_generation_prompt' and 'continue_final_message' must not both be"
               + " true";
         }
-        b.messages(messages);
+        b.messages(messages).toolChoice(toolChoice);
         b.chatTemplateArgs(new ChatTemplateArgs(!Boolean.FALSE.equals(addGenerationPrompt),
             Boolean.TRUE.equals(continueFinalMessage), templateKwargs(), chatTemplate));
       }
@@ -430,6 +433,22 @@ public final class OpenAiRequestParser {
           return "field 'tools' must be an array" + at(p);
         }
         b.toolsJson(tools.toolsJson(p, body));
+      }
+      case "tool_choice" -> {
+        // "none", "auto", "required" or a named tool ({"type": "function", ...}); on a chat only,
+        // where vLLM's --exclude-tools-when-tool-choice-none makes "none" render without tools
+        prompt.toolChoice = null;
+        if (t == JsonToken.VALUE_STRING) {
+          prompt.toolChoice = p.getText();
+        } else if (t == JsonToken.START_OBJECT) {
+          p.skipChildren();
+        } else if (t != JsonToken.VALUE_NULL) {
+          String where = at(p);
+          p.skipChildren();
+          if (prompt.chatFieldError == null) {
+            prompt.chatFieldError = "field 'tool_choice' must be a string or an object" + where;
+          }
+        }
       }
       case "cache_salt" -> {
         if (t == JsonToken.VALUE_NULL) {

@@ -122,6 +122,7 @@ public final class KvEventsPluginProviders {
     int maxBlocks = p.getInt("maxBlocksPerEndpoint", 1 << 18, 1, Integer.MAX_VALUE);
     String model = p.getString("model", "");
     DefaultChatTemplateKwargs defaultKwargs = defaultChatTemplateKwargs(p);
+    boolean excludeToolsWhenToolChoiceNone = p.getBoolean("excludeToolsWhenToolChoiceNone", false);
     if (p.has("speculativeIndexing") && p.has("speculative")) {
       p.error("speculativeIndexing", "and speculative name the same switch; keep one");
     }
@@ -245,7 +246,8 @@ public final class KvEventsPluginProviders {
       ownsTokenizer = true;
     }
     PrecisePrefixCacheScorer scorer = PrecisePrefixCacheScorer.following(index, tokenizer,
-        subscribers, maxPromptBlocks, speculative, true, ownsTokenizer, defaultKwargs);
+        subscribers, maxPromptBlocks, speculative, true, ownsTokenizer, defaultKwargs,
+        excludeToolsWhenToolChoiceNone);
     context.service(OpenTelemetry.class)
         .ifPresent(otel -> scorer.ownTelemetry(KvEventTelemetry.register(index, otel)));
     return Result.ok(scorer);

@@ -61,6 +61,11 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
   private final boolean ownsTokenizer;
   /** The engines' {@code --default-chat-template-kwargs}, or null for none. */
   private final @Nullable DefaultChatTemplateKwargs defaultKwargs;
+  /**
+   * The engines' {@code --exclude-tools-when-tool-choice-none}: a chat whose {@code tool_choice}
+   * is {@code "none"} is rendered without its tools.
+   */
+  private final boolean excludeToolsWhenToolChoiceNone;
   /** Endpoints in the pool, as announced through {@link PoolListener}. */
   private final Set<String> members = ConcurrentHashMap.newKeySet();
   /** When a request with its own chat template was last reported; MIN_VALUE for never. */
@@ -71,7 +76,7 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
       @Nullable KvEventSubscriber subscriber, int maxPromptBlocks, boolean speculative,
       boolean forgetRemovedEndpoints, boolean ownsTokenizer) {
     this(index, tokenizer, subscriber == null ? List.of() : List.of(subscriber), maxPromptBlocks,
-        speculative, forgetRemovedEndpoints, ownsTokenizer, null);
+        speculative, forgetRemovedEndpoints, ownsTokenizer, null, false);
   }
 
   /** A scorer fed by every one of {@code subscribers}, which it tells of pool changes and closes. */
@@ -90,15 +95,29 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
       List<KvEventSubscriber> subscribers, int maxPromptBlocks, boolean speculative,
       boolean forgetRemovedEndpoints, boolean ownsTokenizer,
       @Nullable DefaultChatTemplateKwargs defaultKwargs) {
+    return following(index, tokenizer, subscribers, maxPromptBlocks, speculative,
+        forgetRemovedEndpoints, ownsTokenizer, defaultKwargs, false);
+  }
+
+  /**
+   * As above; with {@code excludeToolsWhenToolChoiceNone} a chat whose {@code tool_choice} is
+   * {@code "none"} is rendered without its tools, as vLLM's flag of that name has it.
+   */
+  static PrecisePrefixCacheScorer following(KvBlockIndex index, @Nullable Tokenizer tokenizer,
+      List<KvEventSubscriber> subscribers, int maxPromptBlocks, boolean speculative,
+      boolean forgetRemovedEndpoints, boolean ownsTokenizer,
+      @Nullable DefaultChatTemplateKwargs defaultKwargs, boolean excludeToolsWhenToolChoiceNone) {
     return new PrecisePrefixCacheScorer(index, tokenizer, subscribers, maxPromptBlocks,
-        speculative, forgetRemovedEndpoints, ownsTokenizer, defaultKwargs);
+        speculative, forgetRemovedEndpoints, ownsTokenizer, defaultKwargs,
+        excludeToolsWhenToolChoiceNone);
   }
 
   private PrecisePrefixCacheScorer(KvBlockIndex index, @Nullable Tokenizer tokenizer,
       List<KvEventSubscriber> subscribers, int maxPromptBlocks, boolean speculative,
       boolean forgetRemovedEndpoints, boolean ownsTokenizer,
-      @Nullable DefaultChatTemplateKwargs defaultKwargs) {
+      @Nullable DefaultChatTemplateKwargs defaultKwargs, boolean excludeToolsWhenToolChoiceNone) {
     this.ownsTokenizer = ownsTokenizer;
+    this.excludeToolsWhenToolChoiceNone = excludeToolsWhenToolChoiceNone;
     this.defaultKwargs = defaultKwargs == null || defaultKwargs.isEmpty() ? null : defaultKwargs;
     this.index = index;
     this.tokenizer = tokenizer;
@@ -511,12 +530,17 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
     }
     try {
       if (request.kind() == InferenceRequest.Kind.CHAT) {
+        // vLLM with --exclude-tools-when-tool-choice-none hands the template no tools for
+        // tool_choice "none", as for a request without any (default tools and a tools key of
+        // chat_template_kwargs still apply)
+        String tools = excludeToolsWhenToolChoiceNone && "none".equals(request.toolChoice())
+            ? null : request.toolsJson();
         DefaultChatTemplateKwargs d = defaultKwargs;
         ChatTemplateArgs args = d == null ? request.chatTemplateArgs()
-            : d.applyTo(request.chatTemplateArgs(), request.toolsJson());
+            : d.applyTo(request.chatTemplateArgs(), tools);
         return request.addSpecialTokens()
-            ? tk.encodeChat(request.messages(), request.toolsJson(), args, true)
-            : tk.encodeChat(request.messages(), request.toolsJson(), args);
+            ? tk.encodeChat(request.messages(), tools, args, true)
+            : tk.encodeChat(request.messages(), tools, args);
       }
       String prompt = request.prompt() == null ? "" : request.prompt();
       // vLLM adds the special tokens to a completion's prompt unless it turns them off
