@@ -386,7 +386,10 @@ public final class KvEventDecoder {
    *
    * <ul>
    *   <li>blocks without their tokens: vLLM's OffloadingConnector reports the blocks it
-   *       offloaded that way ({@code token_ids=[]}, no parent, hashes of its own);
+   *       offloaded that way ({@code token_ids=[]}, no parent, hashes of its own), with the
+   *       offloaded block size or, in current vLLM's placeholder for a store it cannot describe
+   *       (a sliding-window or Mamba group's, or any without {@code self_describing_kv_events}),
+   *       {@code block_size=0};
    *   <li>fewer hashes than the tokens fill blocks: a KV-cache group that keeps only some blocks
    *       of a sequence (sliding-window attention, Mamba layers with prefix caching in
    *       {@code align} mode) holds null blocks elsewhere, and vLLM's {@code cache_full_blocks}
@@ -402,7 +405,7 @@ public final class KvEventDecoder {
     if (f.tokens == null) {
       throw new MalformedKvEventException("event " + index + " (BlockStored) lacks token_ids");
     }
-    if (f.tokens.length == 0 && f.hashes.length > 0 && f.blockSize > 0) {
+    if (f.tokens.length == 0 && f.hashes.length > 0) {
       return null;
     }
     if (untrackedTier(f.medium)) {

@@ -149,4 +149,46 @@ class OffloadEventsTest {
         org.assertj.core.data.Offset.offset(1e-9));
     assertThat(index.tiers("10.0.0.1:8000", keys[0])).containsExactly(Medium.CPU);
   }
+
+  /**
+   * Current vLLM's offloading connector sends the stores it cannot describe (sliding-window and
+   * Mamba groups, or every store unless {@code self_describing_kv_events} is on) as a placeholder:
+   * one hash, {@code token_ids=[]}, {@code block_size=0} (offloading/events.py,
+   * {@code _placeholder_stored}), with the newer fields {@code group_idx} and {@code locality}.
+   * Such a store cannot be keyed and is skipped; the step's GPU events still apply.
+   */
+  @Test
+  void aPlaceholderStoreOfBlockSizeZeroLeavesTheStepsGpuEventsApplied() throws Exception {
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(3).packDouble(1.7e9).packArrayHeader(2);
+      packStored(p, "GPU", true);
+      p.packMapHeader(10).packString("type").packString("BlockStored")
+          .packString("block_hashes").packArrayHeader(1).packLong(12)
+          .packString("parent_block_hash").packNil()
+          .packString("token_ids").packArrayHeader(0)
+          .packString("lora_id").packNil()
+          .packString("block_size").packInt(0)
+          .packString("medium").packString("CPU")
+          .packString("lora_name").packNil()
+          .packString("group_idx").packInt(1)
+          .packString("locality").packString("LOCAL");
+      p.packInt(0);
+      payload = p.toByteArray();
+    }
+    KvEventBatch b = KvEventDecoder.decode(payload);
+    assertThat(b.events()).containsExactly(
+        KvEvent.BlockStored.of(new long[] {11, 12}, null, new int[] {1, 2, 3, 4}, 2));
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(2).build();
+    index.apply("10.0.0.1:8000", b);
+    long[] keys = BlockKeys.chain(BlockKeys.seed("", null, null), new int[] {1, 2, 3, 4}, 2, 16);
+    assertThat(index.prefixWeight("10.0.0.1:8000", keys, 0)).isEqualTo(2.0);
+    // the same placeholder in the array shape: [tag, hashes, parent, tokens, 0, lora_id, medium]
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.7e9).packArrayHeader(1);
+      p.packArrayHeader(7).packString("BlockStored").packArrayHeader(1).packLong(12).packNil()
+          .packArrayHeader(0).packInt(0).packNil().packString("CPU");
+      assertThat(KvEventDecoder.decode(p.toByteArray()).events()).isEmpty();
+    }
+  }
 }
