@@ -757,11 +757,14 @@ public final class KvBlockIndex {
    * each window of {@code W} tokens needs its {@code ceil((W - 1) / blockSize)} blocks before
    * the hit's end held by every group of that window (a shorter run from block 0 is a hit too),
    * searched from the end; repeated until no window shortens it. Blocks recorded speculatively
-   * count for every group, since the engine computes them all.
+   * count for every group, since the engine computes them all, and so do blocks held in host
+   * memory: vLLM's offloading connector looks up the blocks after the engine's own hit there and
+   * loads them back for every group.
    */
   private int windowHit(EndpointHoldings e, WindowGroups w, long[] keys, int run,
       long nowNanos) {
     int bs = Math.max(1, e.blockSize);
+    HolderTable own = e.own;
     boolean anySpeculative = speculative.any();
     int hit = run;
     while (true) {
@@ -783,6 +786,10 @@ public final class KvBlockIndex {
           boolean held = true;
           for (int h = g; h < w.groups.length && held; h++) {
             held = w.windows[h] != window || (w.held[h].get(key) & 1) != 0;
+          }
+          if (!held) {
+            // offloaded: vLLM's connector loads the block back for every group
+            held = (own.get(key) & Medium.CPU.bit()) != 0;
           }
           if (!held && anySpeculative && speculative.mayHold(key)) {
             held = speculative.holds(key, e.slot, nowNanos);

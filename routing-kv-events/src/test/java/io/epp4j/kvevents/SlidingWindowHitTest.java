@@ -1,6 +1,7 @@
 package io.epp4j.kvevents;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
 
 import io.epp4j.core.Router;
 import java.io.IOException;
@@ -160,6 +161,44 @@ class SlidingWindowHitTest {
     index.recordSpeculative(EP, Arrays.copyOf(k, 4), 0);
     // routed there a moment ago: the engine computes those blocks for every group
     assertThat(index.prefixWeight(EP, k, 0)).isEqualTo(4.0);
+  }
+
+  /**
+   * The offloading connector's store of the full-attention group's blocks {@code 0..to} in host
+   * memory (vLLM's self-describing offload events carry the tokens of that group only).
+   */
+  private static KvEvent.BlockStored offloaded(int to) {
+    return new KvEvent.BlockStored(hashes(0, to), false, 0, Arrays.copyOf(TOKENS, to * BS), BS,
+        -1, Medium.CPU, null, null, 0, 0);
+  }
+
+  /**
+   * vLLM's offloading connector looks up the blocks after the engine's own hit in host memory
+   * and loads them back for every KV-cache group (its hybrid chunks hold each group's data), so
+   * an offloaded block serves a window group's need as it serves the full-attention run. The
+   * window check looked at the window group's GPU copies only, so an offloaded prefix whose GPU
+   * copies were gone scored nothing on a hybrid model while the same blocks scored cpuWeight
+   * each on a model without window groups.
+   */
+  @Test
+  void anOffloadedBlockServesTheWindowGroupsToo() throws Exception {
+    double cpu = 0.8;
+    KvBlockIndex index = conversationHeld();
+    index.apply(EP, offloaded(8));
+    index.apply(EP, new KvEvent.BlockRemoved(hashes(0, 8), Medium.GPU, 1));
+    index.apply(EP, new KvEvent.BlockRemoved(hashes(0, 8), Medium.GPU, 0));
+    // held in host memory only: each block weighs cpuWeight, as without window groups
+    assertThat(index.prefixWeight(EP, keys(sharing(4)), 0)).isCloseTo(4 * cpu, within(1e-9));
+    assertThat(walked(index, keys(sharing(4)))).isCloseTo(4 * cpu, within(1e-9));
+    assertThat(walked(index, keys(TOKENS))).isCloseTo(8 * cpu, within(1e-9));
+
+    // the full-attention group still holds every block on GPU, the window group none, and
+    // host memory the first three: the engine loads those three back for the window group
+    KvBlockIndex partly = conversationHeld();
+    partly.apply(EP, offloaded(3));
+    windowEvicts(partly, 0, 8);
+    assertThat(partly.prefixWeight(EP, keys(sharing(6)), 0)).isEqualTo(3.0);
+    assertThat(walked(partly, keys(sharing(6)))).isEqualTo(3.0);
   }
 
   @Test
