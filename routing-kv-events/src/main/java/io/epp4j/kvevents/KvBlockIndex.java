@@ -244,8 +244,17 @@ public final class KvBlockIndex {
     // compute the keys, then touch the cells the last pass will write in a loop small enough
     // that the cache misses of all blocks overlap instead of being paid one after another
     long[] keys = e.keys(hashes.length);
+    // An offload tier stores copies of blocks the engine stored on GPU, under the same engine
+    // hashes; vLLM's offloading connector leaves their extra keys out (the salt of a root
+    // block), so a hash the endpoint already keyed keeps that key rather than one computed
+    // without the salt
+    boolean copies = bit != Medium.GPU.bit();
     for (int i = 0; i < hashes.length; i++) {
-      parentKey = BlockKeys.next(parentKey, tokens, i * bs, bs);
+      if (copies && e.engineToKey.get(hashes[i], e.scratch)) {
+        parentKey = e.scratch[0];
+      } else {
+        parentKey = BlockKeys.next(parentKey, tokens, i * bs, bs);
+      }
       keys[i] = parentKey;
     }
     long touched = 0;

@@ -191,4 +191,31 @@ class OffloadEventsTest {
       assertThat(KvEventDecoder.decode(p.toByteArray()).events()).isEmpty();
     }
   }
+
+  /**
+   * vLLM's self-describing offload stores leave {@code extra_keys} out (offloading/events.py:
+   * "Deferred"), so the host-memory store of a salted request's first blocks names no salt. The
+   * engine hashes are the ones the GPU store named with it: those blocks are the salted ones.
+   * Keyed again without the salt, they replaced the GPU entries (as other content under a known
+   * hash), so the salted prompt stopped matching and an unsalted prompt of the same tokens
+   * matched the salted blocks.
+   */
+  @Test
+  void anOffloadStoreWithoutTheSaltKeepsTheKeysTheGpuStoreGaveItsHashes() {
+    int[] tokens = {1, 2, 3, 4};
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(2).build();
+    index.apply("10.0.0.1:8000", new KvEvent.BlockStored(new long[] {11, 12}, false, 0, tokens,
+        2, -1, Medium.GPU, null, "salt", 0, 0));
+    index.apply("10.0.0.1:8000", new KvEvent.BlockStored(new long[] {11, 12}, false, 0, tokens,
+        2, -1, Medium.CPU, null, null, 0, 0));
+    long[] salted = BlockKeys.chain(BlockKeys.seed("", null, "salt"), tokens, 2, 16);
+    long[] unsalted = BlockKeys.chain(BlockKeys.seed("", null, null), tokens, 2, 16);
+    assertThat(index.prefixWeight("10.0.0.1:8000", salted, 0)).isEqualTo(2.0);
+    assertThat(index.prefixWeight("10.0.0.1:8000", unsalted, 0)).isZero();
+    index.apply("10.0.0.1:8000", new KvEvent.BlockRemoved(new long[] {11, 12}, Medium.GPU, 0));
+    // left in host memory, still under the salted keys
+    assertThat(index.prefixWeight("10.0.0.1:8000", salted, 0)).isCloseTo(1.6,
+        org.assertj.core.data.Offset.offset(1e-9));
+    assertThat(index.prefixWeight("10.0.0.1:8000", unsalted, 0)).isZero();
+  }
 }
