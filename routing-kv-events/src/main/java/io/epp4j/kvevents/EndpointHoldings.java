@@ -40,6 +40,14 @@ final class EndpointHoldings {
    * than the configured default or {@code setEndpointBlockSize}). Guarded by the write lock.
    */
   boolean sizeFromEvents;
+  /**
+   * The KV-cache groups (bit {@code min(group, 63)}) whose stores of an offload tier this
+   * endpoint's events carried, kept across clears. vLLM's offloading connector describes the
+   * copies of full-attention groups only, and removes a window group's copy (stored as a
+   * placeholder, which is skipped) under an engine hash the described copy shares: a removal from
+   * a group never seen storing there is not this index's copy. Guarded by the write lock.
+   */
+  long offloadGroups;
   final long[] scratch = new long[1];
   final long[] groupScratch = new long[1];
   /** Keys of the event being applied. */

@@ -249,6 +249,9 @@ public final class KvBlockIndex {
     // block), so a hash the endpoint already keyed keeps that key rather than one computed
     // without the salt
     boolean copies = bit != Medium.GPU.bit();
+    if (copies) {
+      e.offloadGroups |= groupBit(s.group());
+    }
     for (int i = 0; i < hashes.length; i++) {
       if (copies && e.engineToKey.get(hashes[i], e.scratch)) {
         parentKey = e.scratch[0];
@@ -299,6 +302,12 @@ public final class KvBlockIndex {
     int bit = r.medium().bit();
     DropListener[] listeners = dropListeners;
     long[] hashes = r.blockHashes();
+    if (bit != Medium.GPU.bit() && (e.offloadGroups & groupBit(r.group())) == 0) {
+      // an offload copy of a group that never stored one here (vLLM's placeholder for a
+      // window group's copy): the copy the index holds under these hashes is another group's
+      metrics.unknownRemovals.add(hashes.length);
+      return;
+    }
     if (hashes.length > 1) {
       // touch first, as in store: the lookups below then hit the caches
       long touched = 0;

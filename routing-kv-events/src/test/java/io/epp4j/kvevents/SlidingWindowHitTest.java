@@ -201,6 +201,28 @@ class SlidingWindowHitTest {
     assertThat(walked(partly, keys(sharing(6)))).isEqualTo(3.0);
   }
 
+  /**
+   * vLLM's offloading connector describes the host-memory copies of full-attention groups only:
+   * a sliding-window group's copy is stored as a placeholder (no tokens, skipped), and when it
+   * goes, its removal names the chunk's last engine hash with the window group's
+   * {@code group_idx} (offloading/events.py, {@code _take_removed_event}). That removal cleared
+   * the host-memory copy the full-attention group still holds, and cut the offloaded prefix
+   * there.
+   */
+  @Test
+  void aRemovalFromAGroupThatStoredNothingOffloadedLeavesTheOffloadedCopy() throws Exception {
+    KvBlockIndex index = conversationHeld();
+    index.apply(EP, offloaded(8));
+    index.apply(EP, new KvEvent.BlockRemoved(hashes(0, 8), Medium.GPU, 1));
+    index.apply(EP, new KvEvent.BlockRemoved(hashes(0, 8), Medium.GPU, 0));
+    index.apply(EP, new KvEvent.BlockRemoved(hashes(3, 4), Medium.CPU, 1));
+    assertThat(index.prefixWeight(EP, keys(TOKENS), 0)).isCloseTo(8 * 0.8, within(1e-9));
+    assertThat(index.metrics().unknownRemovals()).isEqualTo(1);
+    // the full-attention group's own removal still takes its copy away
+    index.apply(EP, new KvEvent.BlockRemoved(hashes(3, 4), Medium.CPU, 0));
+    assertThat(index.prefixWeight(EP, keys(TOKENS), 0)).isCloseTo(3 * 0.8, within(1e-9));
+  }
+
   @Test
   void theKindAndWindowAreDecodedFromTheArrayShapeToo() throws Exception {
     try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
