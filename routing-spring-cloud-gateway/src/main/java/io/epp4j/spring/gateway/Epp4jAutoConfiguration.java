@@ -12,7 +12,11 @@ import java.util.List;
 import java.util.Objects;
 import java.util.logging.Logger;
 import org.springframework.beans.factory.BeanFactory;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.beans.factory.annotation.AnnotatedBeanDefinition;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -55,21 +59,13 @@ public class Epp4jAutoConfiguration {
    * are registered with it; a Lettuce {@code ClientResources} bean is its router service (see
    * {@link SharedRouterServices}).
    */
-  /** The name of the default pool's router bean when this configuration builds it. */
-  static final String ROUTER_BEAN = "epp4jRouter";
-
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
   public Router epp4jRouter(Epp4jProperties properties, ObjectProvider<OpenTelemetry> otel,
       ObjectProvider<RequestListener> requestListeners, ObjectProvider<PoolListener> poolListeners,
-      ObjectProvider<DiscoveryClient> discovery, BeanFactory beans) {
+      BeanFactory beans) {
     PoolSettings settings = PoolSettings.of(properties);
     settings.validate(); // fails naming the property, as for the named pools
-    if (settings.hasServiceId() && discovery.getIfAvailable() == null) {
-      // no Epp4jDiscoveryPool then: said, as for a named pool, rather than left unexplained
-      LOG.warning("epp4j: " + settings.property("discovery.service-id") + " is set but there is"
-          + " no DiscoveryClient; the default pool keeps " + settings.property("endpoints"));
-    }
     Router.Builder b = settings.routerBuilder();
     SharedRouterServices.of(beans).accept(b);
     listeners(requestListeners, poolListeners).forEach(b::listener);
@@ -112,16 +108,40 @@ public class Epp4jAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean
   public Epp4jGatewayFilterFactory epp4jGatewayFilterFactory(Router router,
-      Epp4jProperties properties, ObjectProvider<Epp4jPools> pools,
-      org.springframework.beans.factory.ListableBeanFactory beans, Environment environment) {
-    List<String> unused = metricsPropertiesUnused(properties, Binder.get(environment));
-    if (!unused.isEmpty()) {
-      LOG.warning("epp4j: " + String.join(", ", unused) + " set, but no scraper uses them:"
-          + " scraping is off where they apply (epp4j.metrics.enabled or the pool's"
-          + " metrics.enabled is false)");
+      Epp4jProperties properties, ObjectProvider<Epp4jPools> pools) {
+    int maxBody = maxBodyBytes(properties);
+    int parserLimit = router.requestParser().maxBodyBytes();
+    if (maxBody > parserLimit) {
+      // an application's own router keeps its parser's limit: a body between the two would be
+      // let through by the filter and answered 400 by the router
+      throw new Epp4jConfigurationException("epp4j.max-body-size (" + maxBody + " bytes) is above the "
+          + "request parser limit of the application's Router bean (" + parserLimit + " bytes):"
+          + " build that router with requestParser(OpenAiRequestParser.of(" + maxBody
+          + ", ...)) or lower epp4j.max-body-size");
     }
-    if (!beans.containsBean(ROUTER_BEAN)) {
-      PoolSettings settings = PoolSettings.of(properties);
+    return new Epp4jGatewayFilterFactory(router, PoolSettings.of(properties).scheme,
+        maxBody, pools.getIfAvailable(Epp4jPools::none));
+  }
+
+  /**
+   * Checks the {@code epp4j.*} properties against the beans the context ended up with, once all
+   * are built: every bean above yields to the application's own, and a property that built the
+   * bean replaced would otherwise be ignored without a word. Not replaceable itself.
+   */
+  @Bean
+  static SmartInitializingSingleton epp4jPropertyCheck(ObjectProvider<Epp4jProperties> properties,
+      ListableBeanFactory beans, Environment environment) {
+    return () -> checkProperties(properties.getObject(), beans, Binder.get(environment));
+  }
+
+  /**
+   * The checks of {@link #epp4jPropertyCheck}: a bad value fails naming the property, a value
+   * that the application's own bean does not take is a warning naming the property and the bean.
+   */
+  static void checkProperties(Epp4jProperties properties, ListableBeanFactory beans,
+      Binder binder) {
+    PoolSettings settings = PoolSettings.of(properties);
+    if (!builtHere(beans, Router.class)) {
       // the application's own Router bean: epp4jRouter, which checks every value, was not
       // built, nor, with scraping off, the scraper, which checks its own; a refresh applies
       // endpoints, config file and preset to that router, and switching scraping on uses the
@@ -136,18 +156,87 @@ public class Epp4jAutoConfiguration {
             + " startup");
       }
     }
-    int maxBody = maxBodyBytes(properties);
-    int parserLimit = router.requestParser().maxBodyBytes();
-    if (maxBody > parserLimit) {
-      // an application's own router keeps its parser's limit: a body between the two would be
-      // let through by the filter and answered 400 by the router
-      throw new Epp4jConfigurationException("epp4j.max-body-size (" + maxBody + " bytes) is above the "
-          + "request parser limit of the application's Router bean (" + parserLimit + " bytes):"
-          + " build that router with requestParser(OpenAiRequestParser.of(" + maxBody
-          + ", ...)) or lower epp4j.max-body-size");
+    boolean ownScraper = beans.getBeanNamesForType(MetricsScraper.class).length > 0
+        && !builtHere(beans, MetricsScraper.class);
+    List<String> unused = metricsPropertiesUnused(properties, binder, !ownScraper);
+    if (!unused.isEmpty()) {
+      LOG.warning("epp4j: " + String.join(", ", unused) + " set, but no scraper uses them:"
+          + " scraping is off where they apply (epp4j.metrics.enabled or the pool's"
+          + " metrics.enabled is false)");
     }
-    return new Epp4jGatewayFilterFactory(router, PoolSettings.of(properties).scheme,
-        maxBody, pools.getIfAvailable(Epp4jPools::none));
+    if (ownScraper) {
+      List<String> notTaken = new ArrayList<>();
+      if (!properties.getMetrics().isEnabled()) {
+        notTaken.add(settings.property("metrics.enabled")); // it does not stop that scraper
+      }
+      notTaken.addAll(topMetricsPropertiesNotInherited(properties, binder));
+      if (!notTaken.isEmpty()) {
+        LOG.warning("epp4j: the application's own MetricsScraper bean scrapes the default pool; "
+            + String.join(", ", notTaken) + " did not build it and do not apply to it");
+      }
+    }
+    if (!builtHere(beans, Epp4jGatewayFilterFactory.class)) {
+      Epp4jGatewayFilterFactory factory =
+          beans.getBeanProvider(Epp4jGatewayFilterFactory.class).getIfUnique();
+      List<String> notTaken = new ArrayList<>();
+      if (factory != null && settings.schemeSet != null
+          && !settings.schemeSet.equals(factory.scheme())) {
+        notTaken.add(settings.property("scheme") + " (" + settings.schemeSet + "; it routes with "
+            + factory.scheme() + ")");
+      }
+      if (factory != null && binder.bind(settings.property("max-body-size"), String.class)
+          .isBound() && settings.maxBodyBytes() != factory.maxBodyBytes()) {
+        notTaken.add(settings.property("max-body-size") + " (" + settings.maxBodyBytes()
+            + " bytes; it limits bodies to " + factory.maxBodyBytes() + " bytes)");
+      }
+      if (!notTaken.isEmpty()) {
+        LOG.warning("epp4j: the application's own Epp4jGatewayFilterFactory bean makes the Epp4j"
+            + " filter of the default pool; " + String.join(", ", notTaken)
+            + " did not build it and do not apply to it");
+      }
+    }
+    if (settings.hasServiceId()) {
+      String[] pools = beans.getBeanNamesForType(Epp4jDiscoveryPool.class);
+      if (pools.length == 0) {
+        // said, as for a named pool, rather than left unexplained
+        LOG.warning("epp4j: " + settings.property("discovery.service-id") + " is set but there is"
+            + " no DiscoveryClient; the default pool keeps " + settings.property("endpoints"));
+      } else if (!builtHere(beans, Epp4jDiscoveryPool.class)) {
+        Epp4jDiscoveryPool own = beans.getBeanProvider(Epp4jDiscoveryPool.class).getIfUnique();
+        List<String> notTaken = new ArrayList<>();
+        if (own != null && !own.serviceId().equals(settings.serviceId)) {
+          notTaken.add(settings.property("discovery.service-id") + " (" + settings.serviceId
+              + "; it looks up " + own.serviceId() + ")");
+        }
+        if (own != null && binder.bind(settings.property("discovery.refresh-interval"),
+            String.class).isBound() && !own.interval().equals(settings.refreshInterval)) {
+          notTaken.add(settings.property("discovery.refresh-interval") + " ("
+              + settings.refreshInterval + "; it looks up every " + own.interval() + ")");
+        }
+        if (!notTaken.isEmpty()) {
+          LOG.warning("epp4j: the application's own Epp4jDiscoveryPool bean gives the default"
+              + " pool; " + String.join(", ", notTaken) + " did not build it and do not apply"
+              + " to it");
+        }
+      }
+    }
+  }
+
+  /**
+   * The one bean of {@code type} comes from a bean method of this configuration, not from the
+   * application: told by where it is defined, since an application's bean may have our name
+   * (a method {@code epp4jRouter} of its own, a bean registered under its class's short name).
+   */
+  static boolean builtHere(ListableBeanFactory beans, Class<?> type) {
+    String[] names = beans.getBeanNamesForType(type, true, false);
+    if (names.length != 1 || !(beans instanceof ConfigurableListableBeanFactory f)
+        || !f.containsBeanDefinition(names[0])) {
+      return false;
+    }
+    return f.getBeanDefinition(names[0]) instanceof AnnotatedBeanDefinition d
+        && d.getFactoryMethodMetadata() != null
+        && Epp4jAutoConfiguration.class.getName()
+            .equals(d.getFactoryMethodMetadata().getDeclaringClassName());
   }
 
   /**
@@ -311,6 +400,16 @@ public class Epp4jAutoConfiguration {
    * not scrape.
    */
   static List<String> metricsPropertiesUnused(Epp4jProperties properties, Binder binder) {
+    return metricsPropertiesUnused(properties, binder, true);
+  }
+
+  /**
+   * As {@link #metricsPropertiesUnused(Epp4jProperties, Binder)}; without {@code ourScraper}
+   * (the application's own scraper bean scrapes the default pool) the top-level ones are left
+   * out: {@link #topMetricsPropertiesNotInherited} names them.
+   */
+  static List<String> metricsPropertiesUnused(Epp4jProperties properties, Binder binder,
+      boolean ourScraper) {
     List<String> ofPools = new ArrayList<>();
     Epp4jProperties.Metrics top = properties.getMetrics();
     boolean intervalInherited = false;
@@ -332,7 +431,7 @@ public class Epp4jAutoConfiguration {
       }
     }
     List<String> unused = new ArrayList<>();
-    if (!top.isEnabled()) {
+    if (!top.isEnabled() && ourScraper) {
       String prefix = PoolSettings.PREFIX + ".metrics.";
       // the interval has a default: set is what the environment gives
       if (!intervalInherited && binder.bind(prefix + "interval", String.class).isBound()) {
@@ -344,6 +443,33 @@ public class Epp4jAutoConfiguration {
     }
     unused.addAll(ofPools);
     return unused;
+  }
+
+  /**
+   * The top-level {@code metrics.interval} and {@code metrics.path} that are set and that no
+   * named pool that scrapes inherits.
+   */
+  static List<String> topMetricsPropertiesNotInherited(Epp4jProperties properties,
+      Binder binder) {
+    Epp4jProperties.Metrics top = properties.getMetrics();
+    boolean intervalInherited = false;
+    boolean pathInherited = false;
+    for (Epp4jProperties.Pool p : properties.getPools().values()) {
+      Epp4jProperties.PoolMetrics m = p.getMetrics();
+      if (m.getEnabled() != null ? m.getEnabled() : top.isEnabled()) {
+        intervalInherited |= m.getInterval() == null;
+        pathInherited |= m.getPath() == null;
+      }
+    }
+    List<String> set = new ArrayList<>();
+    String prefix = PoolSettings.PREFIX + ".metrics.";
+    if (!intervalInherited && binder.bind(prefix + "interval", String.class).isBound()) {
+      set.add(prefix + "interval");
+    }
+    if (!pathInherited && top.getPath() != null) {
+      set.add(prefix + "path");
+    }
+    return set;
   }
 
   static int maxBodyBytes(Epp4jProperties properties) {

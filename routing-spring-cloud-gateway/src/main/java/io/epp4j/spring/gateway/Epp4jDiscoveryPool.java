@@ -30,6 +30,7 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
   private final Router router;
   private final DiscoveryClient discovery;
   private final String serviceId;
+  private final Duration interval;
   private final ScheduledExecutorService timer;
   private String lastSkipped = ""; // only the timer's thread reads and writes it
   // set by close(), under the lock, which a lookup takes to apply its instances: once close()
@@ -57,6 +58,7 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
     this.router = router;
     this.discovery = discovery;
     this.serviceId = serviceId;
+    this.interval = interval;
     this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, threadName);
       t.setDaemon(true);
@@ -64,6 +66,16 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
     });
     // in nanoseconds: a positive interval under a millisecond is 0 ms, which the executor refuses
     timer.scheduleWithFixedDelay(this::refresh, 0, nanos(interval), TimeUnit.NANOSECONDS);
+  }
+
+  /** The service whose instances are the pool. */
+  String serviceId() {
+    return serviceId;
+  }
+
+  /** The time between two lookups. */
+  Duration interval() {
+    return interval;
   }
 
   /**

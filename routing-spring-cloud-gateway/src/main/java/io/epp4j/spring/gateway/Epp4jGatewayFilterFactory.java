@@ -57,6 +57,16 @@ public class Epp4jGatewayFilterFactory
     this.pools = pools;
   }
 
+  /** The scheme of the default router's replicas. */
+  String scheme() {
+    return scheme;
+  }
+
+  /** The body size limit of the default router's routes. */
+  int maxBodyBytes() {
+    return maxBodyBytes;
+  }
+
   /** The filter with the default router, for the Java DSL. */
   public GatewayFilter filter() {
     return apply(new Config());

@@ -242,6 +242,94 @@ class Epp4jAutoConfigurationTest {
     own.close();
   }
 
+  /**
+   * Every bean of the auto-configuration yields to the application's own, and the property
+   * checks ran in our filter factory's bean method: an application's own factory skipped them
+   * all, and a property that built a bean the application replaced was ignored without a word.
+   */
+  @Test
+  void theApplicationsOwnFilterFactoryKeepsThePropertyChecks() {
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    Epp4jGatewayFilterFactory factory = new Epp4jGatewayFilterFactory(own, "http", 1 << 20);
+    ApplicationContextRunner withOwn = runner.withBean(Router.class, () -> own)
+        .withBean(Epp4jGatewayFilterFactory.class, () -> factory);
+    withOwn.withPropertyValues("epp4j.metrics.enabled=false", "epp4j.metrics.path=metrics")
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("epp4j.metrics.path must start with '/'"));
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> withOwn
+        .withPropertyValues("epp4j.metrics.enabled=false", "epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.scheme=https", "epp4j.max-body-size=2MB")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).hasSize(3)
+        .anySatisfy(w -> assertThat(w).contains("epp4j.metrics.interval", "no scraper uses"))
+        .anySatisfy(w -> assertThat(w).contains("own Router bean", "epp4j.endpoints"))
+        .anySatisfy(w -> assertThat(w).contains("own Epp4jGatewayFilterFactory bean",
+            "epp4j.scheme (https; it routes with http)",
+            "epp4j.max-body-size (2097152 bytes; it limits bodies to 1048576 bytes)"));
+    // values the factory was built with are no warning
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> withOwn
+        .withPropertyValues("epp4j.scheme=http", "epp4j.max-body-size=1MB")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).isEmpty();
+    own.close();
+  }
+
+  @Test
+  void metricsSettingsTheApplicationsOwnScraperDoesNotTakeAreAWarning() {
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    MetricsScraper scraper = MetricsScraper.builder(own)
+        .interval(java.time.Duration.ofHours(1)).start();
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(MetricsScraper.class, () -> scraper)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.path=/stats")
+        .run(ctx -> assertThat(ctx).hasNotFailed().getBean(MetricsScraper.class)
+            .isSameAs(scraper)));
+    assertThat(set).singleElement().asString().contains("own MetricsScraper bean",
+        "epp4j.metrics.interval", "epp4j.metrics.path");
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(MetricsScraper.class, () -> scraper)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("own MetricsScraper bean",
+        "epp4j.metrics.enabled", "epp4j.metrics.interval");
+    // a named pool that scrapes inherits the interval: it is used
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(MetricsScraper.class, () -> scraper)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).isEmpty();
+    scraper.close();
+    own.close();
+  }
+
+  @Test
+  void discoverySettingsTheApplicationsOwnDiscoveryPoolDoesNotTakeAreAWarning() {
+    DiscoveryClient registry = registry(List.of());
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    Epp4jDiscoveryPool pool = new Epp4jDiscoveryPool(own, registry, "llm",
+        java.time.Duration.ofHours(1));
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(Router.class, () -> own)
+        .withBean(DiscoveryClient.class, () -> registry)
+        .withBean(Epp4jDiscoveryPool.class, () -> pool)
+        .withPropertyValues("epp4j.discovery.service-id=qwen",
+            "epp4j.discovery.refresh-interval=1s")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("own Epp4jDiscoveryPool bean",
+        "epp4j.discovery.service-id (qwen; it looks up llm)",
+        "epp4j.discovery.refresh-interval (PT1S; it looks up every PT1H)");
+    // without a DiscoveryClient, beside the application's own Router too
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(Router.class, () -> own)
+        .withPropertyValues("epp4j.discovery.service-id=llm")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString()
+        .contains("epp4j.discovery.service-id", "no DiscoveryClient");
+    pool.close();
+    own.close();
+  }
+
   @Test
   void badDurationsAndMetricsPathFailStartupNamingTheProperty() {
     runner.withPropertyValues("epp4j.metrics.interval=0s").run(ctx -> assertThat(ctx)
