@@ -417,7 +417,7 @@ public class Epp4jAutoConfiguration {
     for (var e : properties.getPools().entrySet()) {
       Epp4jProperties.PoolMetrics m = e.getValue().getMetrics();
       boolean scrapes = m.getEnabled() != null ? m.getEnabled() : top.isEnabled();
-      String prefix = PoolSettings.POOLS_PREFIX + e.getKey() + ".metrics.";
+      String prefix = PoolSettings.poolPrefix(e.getKey()) + ".metrics.";
       if (scrapes) {
         intervalInherited |= m.getInterval() == null;
         pathInherited |= m.getPath() == null;

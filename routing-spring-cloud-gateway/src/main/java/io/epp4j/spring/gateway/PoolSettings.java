@@ -26,6 +26,12 @@ final class PoolSettings {
   static final String POOLS_PREFIX = PREFIX + ".pools.";
   static final String DEFAULT_SCHEME = "http";
   private static final Pattern NAME = Pattern.compile("[A-Za-z0-9_-]+");
+  /**
+   * A map key Spring binds as written without brackets: its property names' own elements (lower
+   * case letters and digits, '-' after the first). Outside brackets Spring drops other
+   * characters and splits at dots, so {@code my_pool} is written {@code epp4j.pools[my_pool]}.
+   */
+  private static final Pattern PLAIN_KEY = Pattern.compile("[a-z0-9][a-z0-9-]*");
   /** An HTTP field name: a token of RFC 9110 (section 5.1). */
   private static final Pattern HEADER_NAME = Pattern.compile("[!#$%&'*+.^_`|~0-9A-Za-z-]+");
 
@@ -64,7 +70,7 @@ final class PoolSettings {
       String sessionHeadersProperty, DataSize maxBodySize, @Nullable String scheme, boolean metricsEnabled, Duration metricsInterval,
       @Nullable String metricsPath) {
     this.name = name;
-    this.prefix = name == null ? PREFIX : POOLS_PREFIX + name;
+    this.prefix = name == null ? PREFIX : poolPrefix(name);
     this.endpoints = endpoints;
     this.configFile = configFile;
     this.preset = preset;
@@ -103,7 +109,7 @@ final class PoolSettings {
         or(d.getRefreshInterval(), top.getDiscovery().getRefreshInterval()),
         p.getInFlightMaxAge() != null ? p.getInFlightMaxAge() : top.getInFlightMaxAge(),
         or(p.getSessionHeaders(), top.getSessionHeaders()),
-        p.getSessionHeaders() != null ? POOLS_PREFIX + name + ".session-headers"
+        p.getSessionHeaders() != null ? poolPrefix(name) + ".session-headers"
             : PREFIX + ".session-headers",
         or(p.getMaxBodySize(), top.getMaxBodySize()),
         p.getScheme() != null ? p.getScheme() : top.getScheme(),
@@ -114,9 +120,19 @@ final class PoolSettings {
 
   static void checkName(String name) {
     if (!NAME.matcher(name).matches()) {
-      throw new Epp4jConfigurationException(POOLS_PREFIX + name + ": a pool name is letters, digits,"
+      throw new Epp4jConfigurationException(poolPrefix(name) + ": a pool name is letters, digits,"
           + " '-' and '_', got '" + name + "'");
     }
+  }
+
+  /**
+   * The named pool's property prefix as the user writes it, so that a property named in a message
+   * can be pasted back: {@code epp4j.pools.llama}, or in Spring's bracket notation
+   * {@code epp4j.pools[my_pool]} for a name that needs it.
+   */
+  static String poolPrefix(String name) {
+    return PLAIN_KEY.matcher(name).matches() ? POOLS_PREFIX + name
+        : PREFIX + ".pools[" + name + "]";
   }
 
   /** The full name of one of this pool's properties, e.g. {@code epp4j.pools.llama.endpoints}. */

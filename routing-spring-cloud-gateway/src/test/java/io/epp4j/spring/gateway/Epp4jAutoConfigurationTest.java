@@ -330,6 +330,34 @@ class Epp4jAutoConfigurationTest {
     own.close();
   }
 
+  /**
+   * A pool name Spring binds only in bracket notation ({@code _}, upper case, a dot) was printed
+   * dotted, {@code epp4j.pools.my_pool.metrics.path}, which binds another pool ({@code mypool})
+   * when pasted back.
+   */
+  @Test
+  void poolPropertiesAreNamedAsTheyAreWrittenInBracketNotation() {
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.pools[my_pool].endpoints=127.0.0.1:9011",
+            "epp4j.pools[my_pool].metrics.enabled=false",
+            "epp4j.pools[my_pool].metrics.path=/stats",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9012",
+            "epp4j.pools.llama.metrics.enabled=false",
+            "epp4j.pools.llama.metrics.path=/stats")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString()
+        .contains("epp4j.pools[my_pool].metrics.path", "epp4j.pools.llama.metrics.path");
+    runner.withPropertyValues("epp4j.pools[Qwen].endpoints=127.0.0.1:9011",
+            "epp4j.pools[Qwen].metrics.interval=0s")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.pools[Qwen].metrics.interval must be positive"));
+    runner.withPropertyValues("epp4j.pools[my_pool].endpoints=127.0.0.1:9011",
+            "epp4j.pools[my_pool].session-headers=x user")
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.pools[my_pool].session-headers: 'x user' is not an HTTP header name"));
+  }
+
   @Test
   void badDurationsAndMetricsPathFailStartupNamingTheProperty() {
     runner.withPropertyValues("epp4j.metrics.interval=0s").run(ctx -> assertThat(ctx)

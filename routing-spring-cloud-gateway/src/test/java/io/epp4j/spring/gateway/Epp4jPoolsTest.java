@@ -361,7 +361,7 @@ class Epp4jPoolsTest {
             .hasStackTraceContaining("epp4j.pools.x.metrics.interval must be positive"));
     runner.withPropertyValues("epp4j.pools[a.b].endpoints=127.0.0.1:9001").run(ctx ->
         assertThat(ctx).getFailure().hasStackTraceContaining(
-            "epp4j.pools.a.b: a pool name is letters, digits, '-' and '_'"));
+            "epp4j.pools[a.b]: a pool name is letters, digits, '-' and '_'"));
   }
 
   @Test
