@@ -1,0 +1,185 @@
+package io.epp4j.spring.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RequestListener;
+import io.epp4j.api.RoutingDecision;
+import io.epp4j.api.Usage;
+import io.epp4j.core.Router;
+import io.netty.buffer.Unpooled;
+import io.netty.handler.codec.http.HttpHeaders;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.reactivestreams.Publisher;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.netty.http.HttpProtocol;
+import reactor.netty.http.client.HttpClient;
+
+/**
+ * The gateway serving HTTP/2 over cleartext ({@code server.http2.enabled} without TLS: h2c, here
+ * with prior knowledge) in front of HTTP/1.1 replicas: the {@code Epp4j} filter reads the body,
+ * streams the answer and answers a body above the limit 413 on an HTTP/2 stream as it does on an
+ * HTTP/1.1 connection.
+ */
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+    classes = Epp4jH2cTest.App.class,
+    properties = {
+        "server.http2.enabled=true",
+        "spring.cloud.gateway.server.webflux.routes[0].id=llm",
+        "spring.cloud.gateway.server.webflux.routes[0].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[0].filters[0]=Epp4j",
+        "epp4j.metrics.enabled=false",
+        "epp4j.max-body-size=32KB"})
+@Timeout(60)
+class Epp4jH2cTest {
+  static final StandInReplica A = StandInReplica.start("a");
+  static final ObjectMapper JSON = new ObjectMapper();
+  static final HttpClient H2C = HttpClient.create().protocol(HttpProtocol.H2C)
+      .responseTimeout(Duration.ofSeconds(20));
+
+  @DynamicPropertySource
+  static void replicas(DynamicPropertyRegistry registry) {
+    registry.add("epp4j.endpoints", A::id);
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class App {
+    @Bean
+    Completed completed() {
+      return new Completed();
+    }
+  }
+
+  /** The usage of each completed decision. */
+  static final class Completed implements RequestListener {
+    final List<Usage> usages = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void onComplete(InferenceRequest request, Endpoint endpoint, Usage usage) {
+      usages.add(usage);
+    }
+  }
+
+  record Answer(int status, String version, HttpHeaders headers, String body) {}
+
+  @Value("${local.server.port}")
+  int port;
+  @Autowired
+  Router router;
+  @Autowired
+  Completed completed;
+
+  @AfterAll
+  static void stopReplica() {
+    A.close();
+  }
+
+  @Test
+  void aCompletionIsRoutedOverH2cAndItsUsageReported() throws Exception {
+    int before = completed.usages.size();
+    Answer a = post("/v1/completions", "{\"model\":\"m\",\"prompt\":\"over h2c\"}", true);
+    assertThat(a.version()).isEqualTo("HTTP/2.0");
+    assertThat(a.status()).isEqualTo(200);
+    assertThat(a.headers().get("x-replica")).isEqualTo("a");
+    assertThat(a.headers().get(RoutingDecision.DESTINATION_HEADER)).isEqualTo(A.id());
+    assertThat(A.lastBody.get()).isEqualTo("{\"model\":\"m\",\"prompt\":\"over h2c\"}");
+    await(() -> completed.usages.size() > before);
+    assertThat(completed.usages.get(completed.usages.size() - 1).cachedTokens())
+        .isEqualTo(StandInReplica.CACHED);
+    awaitNoneInFlight();
+  }
+
+  @Test
+  void aStreamedAnswerReachesTheClientWholeOverH2c() throws Exception {
+    int before = completed.usages.size();
+    Answer a = post("/v1/completions", "{\"model\":\"m\",\"stream\":true,"
+        + "\"stream_options\":{\"include_usage\":true},\"prompt\":\"stream over h2c\"}", true);
+    assertThat(a.version()).isEqualTo("HTTP/2.0");
+    assertThat(a.status()).isEqualTo(200);
+    assertThat(a.headers().get("content-type")).startsWith("text/event-stream");
+    assertThat(a.body()).contains("\"text\":\"a\"", "\"text\":\"b\"", "\"usage\":{")
+        .endsWith("data: [DONE]\n\n");
+    await(() -> completed.usages.size() > before);
+    assertThat(completed.usages.get(completed.usages.size() - 1).completionTokens()).isEqualTo(2);
+    awaitNoneInFlight();
+  }
+
+  @Test
+  void the413ArrivesOverH2cAndTheConnectionServesTheNextRequest() throws Exception {
+    String big = "{\"model\":\"m\",\"prompt\":\"" + "x".repeat(40 << 10) + "\"}";
+    // a body above the limit, its length declared, then streamed without a declared length
+    for (boolean declared : List.of(true, false)) {
+      Answer a = post("/v1/completions", big, declared);
+      assertThat(a.version()).as("declared %s", declared).isEqualTo("HTTP/2.0");
+      assertThat(a.status()).as("declared %s", declared).isEqualTo(413);
+      assertThat(JSON.readTree(a.body()).path("error").path("type").asText())
+          .isEqualTo("request_too_large");
+    }
+    // the connection is still good for the next request
+    assertThat(post("/v1/completions", "{\"model\":\"m\",\"prompt\":\"after\"}", true).status())
+        .isEqualTo(200);
+    awaitNoneInFlight();
+  }
+
+  private Answer post(String path, String body, boolean declareLength) {
+    byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+    // in 8 KiB pieces, so that a body without a declared length arrives in several frames
+    Publisher<io.netty.buffer.ByteBuf> content = declareLength
+        ? Mono.fromSupplier(() -> Unpooled.wrappedBuffer(bytes))
+        : Flux.range(0, (bytes.length + 8191) / 8192).map(i -> Unpooled.wrappedBuffer(bytes,
+            i * 8192, Math.min(8192, bytes.length - i * 8192)));
+    return H2C.headers(h -> {
+          h.set("content-type", "application/json");
+          if (declareLength) {
+            h.set("content-length", bytes.length);
+          }
+        })
+        .post().uri("http://127.0.0.1:" + port + path)
+        .send(content)
+        .responseSingle((r, b) -> b.asString(StandardCharsets.UTF_8).defaultIfEmpty("")
+            .map(s -> new Answer(r.status().code(), r.version().text(), r.responseHeaders(), s)))
+        .block(Duration.ofSeconds(20));
+  }
+
+  private void awaitNoneInFlight() throws InterruptedException {
+    await(() -> {
+      int n = 0;
+      for (Candidate c : router.endpoints()) {
+        n += c.inFlightRequests();
+      }
+      return n == 0;
+    });
+  }
+
+  private static void await(BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("condition not met within 10 s");
+      }
+      Thread.sleep(10);
+    }
+  }
+}
