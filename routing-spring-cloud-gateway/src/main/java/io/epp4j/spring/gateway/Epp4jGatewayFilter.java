@@ -477,7 +477,19 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     return response.writeWith(Mono.just(response.bufferFactory().wrap(b)));
   }
 
-  /** Fails the body read as soon as more than the limit arrived, before all of it is joined. */
+  /**
+   * Fails the body read as soon as more than the limit arrived, before all of it is joined; and
+   * hands on each piece as a copy of its own, releasing the server's.
+   *
+   * <p>The copy is for the body cache: SCG's {@code RemoveCachedBodyFilter}
+   * ({@code ServerWebExchangeUtils.clearCachedRequestBody}) releases the cached body at the end
+   * of the exchange until it is freed, not once. Over HTTP/2 a body that is one DATA frame is
+   * cached as that frame's content, a slice sharing the reference count of the connection's read
+   * buffer; when the exchange ended while that frame was still being decoded (a 400 or a shed
+   * request, answered at once), the loop freed the connection's buffer under Netty's HTTP/2
+   * decoder, which failed ({@code IllegalReferenceCountException}) and closed the connection,
+   * with the client's other requests on it. A copy is the cache's alone to free.
+   */
   static final class LimitedBody extends ServerHttpRequestDecorator {
     private final int limit;
 
@@ -494,7 +506,16 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
           DataBufferUtils.release(buffer);
           sink.error(new BodyTooLarge());
         } else {
-          sink.next(buffer);
+          DataBuffer copy = buffer.factory().allocateBuffer(buffer.readableByteCount());
+          try {
+            copy.write(buffer);
+          } catch (RuntimeException e) {
+            DataBufferUtils.release(copy);
+            throw e;
+          } finally {
+            DataBufferUtils.release(buffer);
+          }
+          sink.next(copy);
         }
       });
     }

@@ -49,6 +49,16 @@ import reactor.netty.http.client.HttpClient;
         "spring.cloud.gateway.server.webflux.routes[0].uri=http://replica.invalid",
         "spring.cloud.gateway.server.webflux.routes[0].predicates[0]=Path=/v1/**",
         "spring.cloud.gateway.server.webflux.routes[0].filters[0]=Epp4j",
+        // SCG's Retry filter has the body cached before any route filter runs
+        "spring.cloud.gateway.server.webflux.routes[1].id=retried",
+        "spring.cloud.gateway.server.webflux.routes[1].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[1].predicates[0]=Path=/retried/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[0]=StripPrefix=1",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1].name=Retry",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1].args.retries=2",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1].args.methods=POST",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[1].args.series=SERVER_ERROR",
+        "spring.cloud.gateway.server.webflux.routes[1].filters[2]=Epp4j",
         "epp4j.metrics.enabled=false",
         "epp4j.max-body-size=32KB"})
 @Timeout(60)
@@ -140,6 +150,28 @@ class Epp4jH2cTest {
     // the connection is still good for the next request
     assertThat(post("/v1/completions", "{\"model\":\"m\",\"prompt\":\"after\"}", true).status())
         .isEqualTo(200);
+    awaitNoneInFlight();
+  }
+
+  @Test
+  void aMalformedBodyIs400OverH2cAndTheConnectionServesTheNextRequest() throws Exception {
+    // the 400 is written while the body's only DATA frame is still being decoded: the body cache
+    // freeing that frame's buffer at the exchange's end failed the connection under the decoder
+    for (String prefix : List.of("", "/retried")) {
+      for (boolean declared : List.of(true, false)) {
+        String as = prefix + " declared " + declared;
+        Answer a = post(prefix + "/v1/chat/completions", "{\"model\":", declared);
+        assertThat(a.version()).as(as).isEqualTo("HTTP/2.0");
+        assertThat(a.status()).as(as).isEqualTo(400);
+        assertThat(JSON.readTree(a.body()).path("error").path("type").asText()).as(as)
+            .isEqualTo("routing_invalid_request");
+        // the same connection (the client's pool holds one) serves the next request
+        Answer next = post(prefix + "/v1/completions",
+            "{\"model\":\"m\",\"prompt\":\"next\"}", declared);
+        assertThat(next.status()).as(as).isEqualTo(200);
+        assertThat(A.lastBody.get()).as(as).isEqualTo("{\"model\":\"m\",\"prompt\":\"next\"}");
+      }
+    }
     awaitNoneInFlight();
   }
 
