@@ -363,7 +363,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       // instead of a body message, so the pick can no longer be put on the request; let through,
       // it would go wherever the client's own x-gateway-destination-endpoint points
       reject(400, "routing_invalid_request", "a request with trailers and no body cannot be "
-          + "routed with request_body_mode " + requestMode);
+          + "routed with request_body_mode: " + requestMode);
       return;
     }
     if (phase == Phase.REQUEST_BODY) {
@@ -705,10 +705,14 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private void modes(ProcessingRequest first) {
     if (first.hasProtocolConfig()) {
       ProtocolConfiguration pc = first.getProtocolConfig();
-      requestMode = pc.getRequestBodyMode();
-      responseMode = pc.getResponseBodyMode();
+      // by number: a mode newer than this server's Envoy API (GRPC, say) reads as UNRECOGNIZED,
+      // and the refusal must name it as the filter's configuration spells it
+      int requestValue = pc.getRequestBodyModeValue();
+      int responseValue = pc.getResponseBodyModeValue();
+      requestMode = known(requestValue, "request_body_mode", REQUEST_MODES);
+      responseMode = known(responseValue, "response_body_mode", RESPONSE_MODES);
       if (requestMode == BodySendMode.STREAMED && !pc.getSendBodyWithoutWaitingForHeaderResponse()) {
-        throw new Unsupported("request_body_mode STREAMED needs "
+        throw new Unsupported("request_body_mode: STREAMED needs "
             + "send_body_without_waiting_for_header_response: true (the pick depends on the body, "
             + "so the headers are answered after it); or use FULL_DUPLEX_STREAMED or BUFFERED");
       }
@@ -716,14 +720,36 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       requestMode = settings.assumedRequestMode;
       responseMode = settings.assumedResponseMode;
     }
-    if (requestMode == BodySendMode.NONE || requestMode == BodySendMode.UNRECOGNIZED) {
-      throw new Unsupported("request_body_mode " + requestMode + ": the pick depends on the "
-          + "request body; use FULL_DUPLEX_STREAMED, BUFFERED or STREAMED");
+    if (requestMode == BodySendMode.NONE) {
+      throw new Unsupported("request_body_mode: NONE (Envoy's default when the setting is "
+          + "absent): the pick depends on the request body; use FULL_DUPLEX_STREAMED, BUFFERED or "
+          + "STREAMED");
     }
-    if (responseMode == BodySendMode.UNRECOGNIZED) {
-      throw new Unsupported("response_body_mode " + first.getProtocolConfig().getResponseBodyModeValue()
-          + " is unknown to this server");
+  }
+
+  private static final String REQUEST_MODES = "FULL_DUPLEX_STREAMED, BUFFERED or STREAMED";
+  private static final String RESPONSE_MODES =
+      "FULL_DUPLEX_STREAMED, STREAMED, BUFFERED, BUFFERED_PARTIAL or NONE";
+
+  /** Upstream's GRPC body mode (Envoy 1.37), newer than the Envoy API classes in use here. */
+  static final int GRPC_BODY_MODE = 5;
+
+  /**
+   * The body mode of {@code value}, one this server serves; otherwise the stream is refused
+   * naming {@code setting} and the mode as Envoy's configuration spells it.
+   */
+  private static BodySendMode known(int value, String setting, String served) {
+    BodySendMode mode = BodySendMode.forNumber(value);
+    if (mode != null) {
+      return mode;
     }
+    if (value == GRPC_BODY_MODE) {
+      // the body as gRPC messages of the proxied call: an OpenAI request is JSON over HTTP
+      throw new Unsupported(setting + ": GRPC is not supported: the server reads the body as "
+          + "the HTTP request's JSON; use " + served);
+    }
+    throw new Unsupported(setting + ": the mode numbered " + value + " is unknown to this "
+        + "server; use " + served);
   }
 
   private void send(ProcessingResponse r) {

@@ -1458,6 +1458,34 @@ class ExtProcServerTest {
     await(() -> server.openStreams() == 0);
   }
 
+  /**
+   * A body mode newer than the Envoy API classes here (Envoy 1.37's GRPC is 5) reads as
+   * UNRECOGNIZED: the refusal said "request_body_mode UNRECOGNIZED", and a response mode was
+   * named by its number alone.
+   */
+  @Test
+  void bodyModesTheServerCannotServeAreRefusedNamedAsEnvoysConfigurationSpellsThem()
+      throws Exception {
+    start(List.of(A));
+    record Case(int request, int response, String named) {}
+    for (Case c : List.of(
+        new Case(5, FULL_DUPLEX_STREAMED.getNumber(), "request_body_mode: GRPC"),
+        new Case(FULL_DUPLEX_STREAMED.getNumber(), 5, "response_body_mode: GRPC"),
+        new Case(9, FULL_DUPLEX_STREAMED.getNumber(), "request_body_mode: the mode numbered 9"),
+        new Case(BUFFERED.getNumber(), 9, "response_body_mode: the mode numbered 9"),
+        new Case(NONE.getNumber(), FULL_DUPLEX_STREAMED.getNumber(), "request_body_mode: NONE"))) {
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      envoy.send(postHeaders(ProtocolConfiguration.newBuilder()
+          .setRequestBodyModeValue(c.request()).setResponseBodyModeValue(c.response()).build()));
+      Status s = envoy.awaitClosed();
+      assertThat(s.getCode()).as(c.named()).isEqualTo(Status.Code.FAILED_PRECONDITION);
+      assertThat(s.getDescription()).as(c.named()).contains(c.named())
+          .doesNotContain("UNRECOGNIZED");
+    }
+    assertThat(outcomes.events).isEmpty();
+    await(() -> server.openStreams() == 0);
+  }
+
   @Test
   void observabilityModeIsRefused() throws Exception {
     start(List.of(A));
