@@ -134,8 +134,9 @@ public final class ExtProcServer implements AutoCloseable {
   /**
    * Stops gracefully: every health status turns NOT_SERVING (watchers hear it at once), new
    * streams are refused, open {@code Process} streams get up to the drain timeout to end; those
-   * still open then are cancelled, failing their decisions. Idempotent; blocks for at most the
-   * drain timeout plus a few seconds.
+   * still open then are cancelled, failing their decisions before this returns (whatever runs
+   * the callbacks), so that no pick of theirs stays counted in flight. Idempotent; blocks for at
+   * most the drain timeout plus a few seconds.
    */
   @Override
   public void close() {
@@ -164,6 +165,10 @@ public final class ExtProcServer implements AutoCloseable {
       server.shutdownNow();
       Thread.currentThread().interrupt();
     } finally {
+      // the cut streams' cancellations run on the callbacks' executor: a user's pool runs them
+      // after this returns, or never once it is shut down. Their requests can get no answer
+      // through this server any more: their picks are released now, not at inFlightMaxAge
+      live.abandonOpen();
       renewal.shutdownNow(); // after the drain: a draining request is still being served
     }
   }

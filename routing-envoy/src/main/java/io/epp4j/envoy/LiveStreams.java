@@ -34,6 +34,16 @@ final class LiveStreams {
     }
   }
 
+  /**
+   * Fails the decision of every stream still open (see {@link ProcessStream#abandon}): the
+   * server has stopped and their answers cannot come through it.
+   */
+  void abandonOpen() {
+    for (ProcessStream s : streams) {
+      s.abandon();
+    }
+  }
+
   synchronized int open() {
     return open;
   }

@@ -654,6 +654,19 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
   }
 
+  /**
+   * Called by the server's {@code close()} for a stream it cut that has not ended yet (its
+   * cancellation waits for the callbacks' executor): fails the decision while the request waits
+   * for or streams its answer. Any thread; the stream's own end later finds it finished.
+   */
+  void abandon() {
+    RoutingDecision d = awaiting;
+    if (d != null) {
+      d.onFailure(new CancellationException(
+          "the ext_proc server stopped before the answer ended"));
+    }
+  }
+
   private void finishResponse() {
     if (phase == Phase.RESPONSE_DONE) {
       return;

@@ -1542,6 +1542,54 @@ class ExtProcServerTest {
     assertThat(outcomes.failed).hasSize(1);
   }
 
+  /**
+   * With the server on an executor of the user's, the cancellations that end the streams still
+   * open after the drain are run by that executor, after close() has returned; an application
+   * that then shuts its pool down (or a pool that is busy) never runs them. The decisions of
+   * those streams stayed in flight on their replicas until inFlightMaxAge, although the server
+   * had stopped and no answer could come back through it.
+   */
+  @Test
+  void closeReleasesThePicksOfTheStreamsItCutsBeforeItReturns() throws Exception {
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newSingleThreadExecutor();
+    java.util.concurrent.CountDownLatch hold = new java.util.concurrent.CountDownLatch(1);
+    try {
+      start(List.of(A, B), ExtProcServer.DEFAULT_MAX_BODY_BYTES,
+          b -> b.executor(pool).drainTimeout(Duration.ofMillis(200)));
+      FakeEnvoy streaming = routedFullDuplex(completion("x"));
+      streaming.send(responseHeaders(200, "text/event-stream", false));
+      streaming.next();
+      FakeEnvoy waiting = routedFullDuplex(completion("y"));
+      FakeEnvoy collecting = FakeEnvoy.open(channel); // still sending its body: nothing picked
+      collecting.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+      collecting.send(requestBody("{\"model\":", false));
+      await(() -> server.openStreams() == 3);
+      assertThat(inFlight()).isEqualTo(2);
+      pool.execute(() -> {
+        try {
+          hold.await(30, TimeUnit.SECONDS); // the pool is busy while the server stops
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      });
+      server.close();
+      assertThat(server.streamsCutAtClose()).isEqualTo(3);
+      assertThat(inFlight()).as("picks of the streams close() cut, once it has returned").isZero();
+      assertThat(outcomes.failed).hasSize(2);
+      hold.countDown();
+      for (FakeEnvoy e : List.of(streaming, waiting, collecting)) {
+        assertThat(e.awaitClosed().getCode()).isEqualTo(Status.Code.UNAVAILABLE);
+      }
+      await(() -> server.openStreams() == 0);
+      assertThat(outcomes.failed).as("each decision failed once").hasSize(2);
+      assertThat(inFlight()).isZero();
+    } finally {
+      hold.countDown();
+      pool.shutdownNow();
+      pool.awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
   @Test
   void streamsCutAtTheEndOfTheDrainAreLoggedWithTheirCount() throws Exception {
     java.util.logging.Logger log = java.util.logging.Logger.getLogger(ExtProcServer.class.getName());
