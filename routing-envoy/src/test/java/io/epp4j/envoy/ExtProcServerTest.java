@@ -1249,6 +1249,40 @@ class ExtProcServerTest {
     assertThat(outcomes.events).containsExactly("first:" + A, "failure:" + A);
   }
 
+  /**
+   * The client goes away while its body is still coming: Envoy ends the ext_proc stream after
+   * some body chunks, in every body mode. Nothing was picked, so nothing is reported and no
+   * in-flight count moves (another request's stays), and the stream is let go with the body it
+   * held.
+   */
+  @Test
+  void aStreamCancelledMidBodyReportsNothingAndLeavesOtherPicksCounted() throws Exception {
+    start(List.of(A));
+    FakeEnvoy routed = routedFullDuplex(completion("kept"));
+    String body = completion("y".repeat(10_000));
+    for (BodySendMode mode : List.of(FULL_DUPLEX_STREAMED, STREAMED, BUFFERED)) {
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      envoy.send(requestHeaders("POST", "/v1/completions", false, Map.of())
+          .setProtocolConfig(modes(mode, FULL_DUPLEX_STREAMED).toBuilder()
+              .setSendBodyWithoutWaitingForHeaderResponse(true)).build());
+      if (mode == BUFFERED) {
+        assertThat(envoy.next().hasRequestHeaders()).isTrue(); // Envoy buffers, then resets
+      } else {
+        envoy.send(requestBody(body.substring(0, 4_000), false));
+        envoy.send(requestBody(body.substring(4_000, 8_000), false));
+      }
+      await(() -> server.openStreams() == 2);
+      envoy.cancel();
+      await(() -> server.openStreams() == 1);
+      assertThat(inFlight()).as(mode.name()).isEqualTo(1);
+    }
+    assertThat(outcomes.events).isEmpty();
+    routed.send(responseHeaders(200, "application/json", true));
+    assertThat(routed.next().hasResponseHeaders()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertThat(inFlight()).isZero();
+  }
+
   @Test
   void aStreamClosedBeforeTheAnswerFailsItsDecision() throws Exception {
     start(List.of(A));
