@@ -798,8 +798,10 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   }
 
   private ExtProcMessages.MalformedMessage unexpected(String what) {
+    // before the request headers the body modes are not known yet (they come with the first
+    // message): naming one would name a mode nobody configured
     return new ExtProcMessages.MalformedMessage(what + " is not expected in phase " + phase
-        + " (request body mode " + requestMode + ")");
+        + (phase == Phase.REQUEST_HEADERS ? "" : " (request_body_mode: " + requestMode + ")"));
   }
 
   private static String fieldName(ProcessingRequest msg) {
