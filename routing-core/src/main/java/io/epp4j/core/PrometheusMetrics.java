@@ -33,8 +33,10 @@ import org.jspecify.annotations.Nullable;
  * only on a page without that total; series of one SGLang queue that differ only in the
  * tensor-parallel rank ({@code tp_rank}, {@code moe_ep_rank}), or waiting-queue series that
  * differ only in the pipeline stage ({@code pp_rank}), are copies of one schedule and count
- * once, the largest, while the stages' running series, each the count of the micro-batch the
- * stage last ran, are added. A series (a metric
+ * once, the largest, while the stages' running series are added: each is the count of one
+ * micro-batch of {@code pp_size + pp_async_batch_depth}, so their sum estimates the running total
+ * with the default depth 0 and shows about {@code pp_size / (pp_size + depth)} of it above; the
+ * page carries nothing that would make it exact. A series (a metric
  * name with one label set, labels in any order) that the exposition repeats counts once, with the
  * value of its last line, as a
  * later sample of the same series: Prometheus refuses such an exposition, and summed, a repeated
@@ -362,10 +364,14 @@ public final class PrometheusMetrics {
           // apart), while data-parallel ranks (dp_rank) hold queues of their own. The stages of
           // a pipeline (pp_rank; each stage's first tensor-parallel rank reports by default)
           // differ by figure: every stage receives each request from the one before and keeps
-          // the same waiting queue, a copy; but a stage runs its requests in micro-batches (as
-          // many as stages, by default), each with its own running batch, and writes the running
-          // count of the micro-batch it just ran. The stages' running series are therefore
-          // added: one stage's would show a share of the running requests
+          // the same waiting queue, a copy; but a stage runs its requests in micro-batches
+          // (pp_size + pp_async_batch_depth of them), each with its own running batch, and
+          // writes the running count of one: the micro-batch whose decode step it logged last
+          // (every decode_log_interval steps). The stages run one schedule a step apart, so they
+          // mostly write the same micro-batch, and pp_size of them added make pp_size times one
+          // micro-batch: the running total when micro-batches are even and the depth is 0 (the
+          // default), about pp_size / (pp_size + depth) of it otherwise. One stage's series would
+          // show a single micro-batch; the depth is on no series, so nothing here can scale up
           boolean runningSeries = s.name.equals("sglang:num_running_reqs");
           Map<String, String> group = new HashMap<>(s.labels);
           group.remove("tp_rank");
