@@ -450,6 +450,7 @@ public final class MetricsScraper implements AutoCloseable {
      * nanoseconds (about 292 years) scrapes once, at start.
      */
     public Builder interval(Duration d) {
+      Objects.requireNonNull(d, "interval");
       if (d.isNegative() || d.isZero()) {
         throw new IllegalArgumentException("interval must be positive, got " + d);
       }
@@ -464,6 +465,7 @@ public final class MetricsScraper implements AutoCloseable {
      * limit: the endpoint is scraped again only after its scrape ends.
      */
     public Builder timeout(Duration d) {
+      Objects.requireNonNull(d, "timeout");
       if (d.isNegative() || d.isZero()) {
         throw new IllegalArgumentException("timeout must be positive, got " + d);
       }
@@ -509,7 +511,7 @@ public final class MetricsScraper implements AutoCloseable {
      * stays, whatever the configuration says.
      */
     public Builder scheme(String s) {
-      if (!s.equals("http") && !s.equals("https")) {
+      if (!"http".equals(s) && !"https".equals(s)) {
         throw new IllegalArgumentException("scheme must be http or https, got '" + s + "'");
       }
       this.scheme = s;

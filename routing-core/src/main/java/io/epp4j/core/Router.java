@@ -864,19 +864,27 @@ public final class Router implements AutoCloseable {
      * address and would keep only the last entry's labels (a prefill role, say).
      */
     public Builder endpoints(Collection<Endpoint> eps) {
+      Objects.requireNonNull(eps, "endpoints");
+      int i = 0;
+      for (Endpoint e : eps) {
+        // found now, naming the setting, rather than by build() as a bare NullPointerException
+        int at = i++;
+        Objects.requireNonNull(e, () -> "endpoints: the entry at index " + at + " is null");
+      }
       s.endpoints.addAll(eps);
       return this;
     }
 
     /** One initial endpoint; see {@link #endpoints(Collection)}. */
     public Builder endpoint(Endpoint e) {
-      s.endpoints.add(e);
+      s.endpoints.add(Objects.requireNonNull(e, "endpoint"));
       return this;
     }
 
     /** A configuration built in code; replaces any file or YAML given before. */
     public Builder config(RouterConfig c) {
-      s.config = c;
+      // null would fall back to the default profile without a word
+      s.config = Objects.requireNonNull(c, "config");
       s.configFile = null;
       s.configYaml = null;
       return this;
@@ -884,12 +892,12 @@ public final class Router implements AutoCloseable {
 
     /** A single profile built in code, run by the single-profile handler. */
     public Builder profile(SchedulingProfile p) {
-      return config(RouterConfig.of(p));
+      return config(RouterConfig.of(Objects.requireNonNull(p, "profile")));
     }
 
     /** An {@code EndpointPickerConfig} YAML file. */
     public Builder configFile(Path file) {
-      s.configFile = file;
+      s.configFile = Objects.requireNonNull(file, "configFile");
       s.config = null;
       s.configYaml = null;
       return this;
@@ -897,8 +905,8 @@ public final class Router implements AutoCloseable {
 
     /** {@code EndpointPickerConfig} YAML text; {@code source} names it in error messages. */
     public Builder configYaml(String yaml, String source) {
-      s.configYaml = yaml;
-      s.configSource = source;
+      s.configYaml = Objects.requireNonNull(yaml, "configYaml");
+      s.configSource = Objects.requireNonNull(source, "configYaml source");
       s.config = null;
       s.configFile = null;
       return this;
@@ -906,19 +914,20 @@ public final class Router implements AutoCloseable {
 
     /** The plugin types to resolve config files against; default: ServiceLoader discovery. */
     public Builder registry(PluginRegistry r) {
-      s.registry = r;
+      // null would fall back to ServiceLoader discovery without a word
+      s.registry = Objects.requireNonNull(r, "registry");
       return this;
     }
 
     /** The clock for metrics ages, TTLs and cycle time; default {@link Ticker#system()}. */
     public Builder ticker(Ticker t) {
-      s.ticker = Objects.requireNonNull(t);
+      s.ticker = Objects.requireNonNull(t, "ticker");
       return this;
     }
 
     /** Where metrics go; default {@code GlobalOpenTelemetry.getOrNoop()}. */
     public Builder openTelemetry(OpenTelemetry otel) {
-      s.openTelemetry = Objects.requireNonNull(otel);
+      s.openTelemetry = Objects.requireNonNull(otel, "openTelemetry");
       return this;
     }
 
@@ -933,7 +942,7 @@ public final class Router implements AutoCloseable {
 
     /** The body parser used by {@link Router#route(String, Map, byte[])}. */
     public Builder requestParser(OpenAiRequestParser p) {
-      s.parser = Objects.requireNonNull(p);
+      s.parser = Objects.requireNonNull(p, "requestParser");
       return this;
     }
 
@@ -987,6 +996,8 @@ public final class Router implements AutoCloseable {
 
     /** A service plugins can ask for through {@code PluginContext.service(type)}. */
     public <T> Builder service(Class<T> type, T instance) {
+      Objects.requireNonNull(type, "service type");
+      Objects.requireNonNull(instance, () -> "service " + type.getName() + ": instance is null");
       s.services.put(type, type.cast(instance));
       return this;
     }

@@ -160,6 +160,7 @@ final class RouterSettings {
   }
 
   static Duration positive(Duration d, String name) {
+    java.util.Objects.requireNonNull(d, name);
     if (d.isNegative() || d.isZero()) {
       throw new IllegalArgumentException(name + " must be positive, got " + d);
     }
@@ -167,6 +168,7 @@ final class RouterSettings {
   }
 
   static Duration notNegative(Duration d, String name) {
+    java.util.Objects.requireNonNull(d, name);
     if (d.isNegative()) {
       throw new IllegalArgumentException(name + " must be >= 0, got " + d);
     }
