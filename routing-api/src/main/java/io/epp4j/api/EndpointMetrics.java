@@ -110,8 +110,17 @@ public record EndpointMetrics(
       throw new IllegalArgumentException("promptTokensTotal must be >= 0, or NO_COUNT (-1), got "
           + promptTokensTotal);
     }
-    runningLoraAdapters = Set.copyOf(runningLoraAdapters);
-    waitingLoraAdapters = Set.copyOf(waitingLoraAdapters);
+    runningLoraAdapters = adapters(runningLoraAdapters, "runningLoraAdapters");
+    waitingLoraAdapters = adapters(waitingLoraAdapters, "waitingLoraAdapters");
+  }
+
+  /** An immutable copy; a null set or a null name is refused naming the field. */
+  private static Set<String> adapters(Set<String> names, String field) {
+    java.util.Objects.requireNonNull(names, field);
+    for (String n : names) {
+      java.util.Objects.requireNonNull(n, () -> field + " holds null");
+    }
+    return Set.copyOf(names);
   }
 
   /** Whether these metrics come from a scrape (as opposed to {@link #UNKNOWN}). */

@@ -189,12 +189,26 @@ public final class InferenceRequest {
 
     private Builder() {}
 
-    public Builder requestId(String v) { this.requestId = Objects.requireNonNull(v); return this; }
-    public Builder model(String v) { this.model = Objects.requireNonNull(v); return this; }
+    public Builder requestId(String v) {
+      this.requestId = Objects.requireNonNull(v, "requestId");
+      return this;
+    }
+    public Builder model(String v) { this.model = Objects.requireNonNull(v, "model"); return this; }
     public Builder targetModel(@Nullable String v) { this.targetModel = v; return this; }
     public Builder prompt(@Nullable String v) { this.prompt = v; return this; }
-    public Builder messages(List<ChatMessage> v) { this.messages = new ArrayList<>(v); return this; }
-    public Builder addMessage(ChatMessage m) { this.messages.add(m); return this; }
+    public Builder messages(List<ChatMessage> v) {
+      Objects.requireNonNull(v, "messages");
+      for (int i = 0; i < v.size(); i++) {
+        int at = i;
+        Objects.requireNonNull(v.get(i), () -> "messages: the entry at index " + at + " is null");
+      }
+      this.messages = new ArrayList<>(v);
+      return this;
+    }
+    public Builder addMessage(ChatMessage m) {
+      this.messages.add(Objects.requireNonNull(m, "message"));
+      return this;
+    }
     public Builder toolsJson(@Nullable String v) { this.toolsJson = v; return this; }
     /** The request's {@code tool_choice} when a string, else {@code null} (the default). */
     public Builder toolChoice(@Nullable String v) { this.toolChoice = v; return this; }
@@ -207,6 +221,7 @@ public final class InferenceRequest {
     public Builder tokenIds(int @Nullable [] v) { this.tokenIds = v; return this; }
     /** Headers; names are lower-cased. */
     public Builder headers(Map<String, String> v) {
+      Objects.requireNonNull(v, "headers");
       boolean lowerCase = true;
       for (String k : v.keySet()) {
         if (!k.equals(k.toLowerCase(Locale.ROOT))) {
