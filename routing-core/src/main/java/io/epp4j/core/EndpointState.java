@@ -27,14 +27,22 @@ final class EndpointState implements Candidate {
   // publishes nothing), so that a restart is told by comparing with the last known values
   private final double knownStartTime;
   private final long knownPromptTokens;
+  /**
+   * One stay of the endpoint in the pool: made when it joins, kept by its metrics updates and
+   * relabelling, new when it leaves and comes back at the same address. A metrics scrape begun
+   * during an earlier stay read the server that was there then, so its answer is dropped (see
+   * {@link Router#isMember}).
+   */
+  final Object membership;
 
   EndpointState(Endpoint endpoint, EndpointMetrics metrics, InFlight inFlight) {
     this(endpoint, metrics, inFlight, metrics.processStartTimeSeconds(),
-        metrics.promptTokensTotal());
+        metrics.promptTokensTotal(), new Object());
   }
 
   private EndpointState(Endpoint endpoint, EndpointMetrics metrics, InFlight inFlight,
-      double knownStartTime, long knownPromptTokens) {
+      double knownStartTime, long knownPromptTokens, Object membership) {
+    this.membership = membership;
     this.endpoint = endpoint;
     this.metrics = metrics;
     this.inFlight = inFlight;
@@ -50,12 +58,12 @@ final class EndpointState implements Candidate {
     return new EndpointState(endpoint, m, inFlight,
         m.processStartTimeSeconds() > 0 ? m.processStartTimeSeconds() : knownStartTime,
         m.promptTokensTotal() != EndpointMetrics.NO_COUNT ? m.promptTokensTotal()
-            : knownPromptTokens);
+            : knownPromptTokens, membership);
   }
 
   /** This member under new labels, with everything else it had. */
   EndpointState relabelled(Endpoint e) {
-    return new EndpointState(e, metrics, inFlight, knownStartTime, knownPromptTokens);
+    return new EndpointState(e, metrics, inFlight, knownStartTime, knownPromptTokens, membership);
   }
 
   /**

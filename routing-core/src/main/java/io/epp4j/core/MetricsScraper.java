@@ -45,7 +45,9 @@ import org.jspecify.annotations.Nullable;
  * awake; falling asleep and waking up are logged. A scrape ends within its {@link Builder#timeout}
  * and reads at most {@link Builder#maxResponseBytes} bytes, so a server that never finishes its
  * answer (or sends an endless one) costs one failed scrape, not the endpoint's metrics for good
- * nor unbounded memory.
+ * nor unbounded memory. The answer to a scrape begun before its endpoint left the pool is
+ * dropped, even when the endpoint came back at the same address meanwhile: it is the page of the
+ * server that was there then.
  *
  * <pre>{@code
  * MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
@@ -129,7 +131,8 @@ public final class MetricsScraper implements AutoCloseable {
       followConfig();
       List<Candidate> pool = router.endpoints();
       for (Candidate c : pool) {
-        scrape(c.id());
+        // the pool's own candidates: each knows its stay in the pool
+        scrape(c.id(), c instanceof EndpointState s ? s.membership : null);
       }
       if (!failing.isEmpty() || !repeating.isEmpty() || !lacking.isEmpty()
           || !sleeping.isEmpty()) {
@@ -164,7 +167,7 @@ public final class MetricsScraper implements AutoCloseable {
     return null;
   }
 
-  private void scrape(String id) {
+  private void scrape(String id, @Nullable Object membership) {
     if (inFlight.putIfAbsent(id, Boolean.TRUE) != null) {
       return; // the previous scrape of this endpoint is still running
     }
@@ -203,7 +206,7 @@ public final class MetricsScraper implements AutoCloseable {
       deadline.cancel(false);
       responses.remove(response);
       try {
-        publish(id, resp, err);
+        publish(id, membership, resp, err);
       } finally {
         // only now: cleared before the body was parsed, a slow parse (a huge exposition) was
         // started again at every interval while the earlier ones still ran
@@ -213,7 +216,8 @@ public final class MetricsScraper implements AutoCloseable {
   }
 
   /** Handles one finished scrape of {@code id}: publishes its figures or counts a failure. */
-  private void publish(String id, @Nullable HttpResponse<String> resp, @Nullable Throwable err) {
+  private void publish(String id, @Nullable Object membership,
+      @Nullable HttpResponse<String> resp, @Nullable Throwable err) {
     if (closed) {
       // an answer that ends after close() is neither published (the router may be closed or
       // reconfigured meanwhile) nor a failure: a replica that stops with the gateway answers
@@ -221,6 +225,16 @@ public final class MetricsScraper implements AutoCloseable {
       return;
     }
     scrapes.incrementAndGet();
+    if (membership != null && !router.isMember(id, membership)) {
+      // the endpoint left the pool while this scrape ran: an answer from the server that was
+      // at the address then (a replaced pod, a restarted one) is not the figures, the failure
+      // to mark, the sleep or the missing metrics of an endpoint back at the same address since;
+      // a failed attempt is still counted
+      if (err != null || resp == null || resp.statusCode() != 200) {
+        failures.incrementAndGet();
+      }
+      return;
+    }
     if (err != null || resp == null || resp.statusCode() != 200) {
       fail(id, err != null ? err.toString() : resp == null ? "no response" : "HTTP " + resp.statusCode());
       return;
@@ -262,7 +276,7 @@ public final class MetricsScraper implements AutoCloseable {
       } else if (sleeping.remove(id) != null) {
         LOG.info("metrics of " + id + " say its engine is awake again");
       }
-      router.updateMetrics(id, m.value());
+      router.updateMetrics(id, m.value(), membership);
     } catch (RuntimeException e) {
       // the future would keep the exception to itself: count and log it as any failure
       fail(id, e.toString());

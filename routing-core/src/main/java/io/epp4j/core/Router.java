@@ -576,6 +576,26 @@ public final class Router implements AutoCloseable {
    * the pool.
    */
   public boolean updateMetrics(String endpointId, EndpointMetrics metrics) {
+    return updateMetrics(endpointId, metrics, null);
+  }
+
+  /**
+   * Whether {@code membership} is the current stay of {@code endpointId} in the pool (see
+   * {@link EndpointState#membership}): false once the endpoint left, also when it came back.
+   */
+  boolean isMember(String endpointId, Object membership) {
+    EndpointState s = state.pool.get(endpointId);
+    return s != null && s.membership == membership;
+  }
+
+  /**
+   * {@link #updateMetrics(String, EndpointMetrics)} for a scrape begun during the stay
+   * {@code membership} of the endpoint (null: whichever): false, publishing nothing, when the
+   * endpoint left the pool since, even if it came back at the same address, as the page read
+   * then belongs to the server that was there before.
+   */
+  boolean updateMetrics(String endpointId, EndpointMetrics metrics,
+      @Nullable Object membership) {
     long now = ticker.nanos();
     warnIfInFuture(endpointId, metrics, now);
     // off the request path and called steadily by a scraper: a good place to expire
@@ -586,7 +606,7 @@ public final class Router implements AutoCloseable {
     synchronized (stateLock) {
       State cur = state;
       int i = cur.pool.indexOf(endpointId);
-      if (i < 0) {
+      if (i < 0 || membership != null && cur.pool.states[i].membership != membership) {
         return false;
       }
       next = cur.withPool(cur.pool.withMetrics(i, metrics, now, cur.active::published));
