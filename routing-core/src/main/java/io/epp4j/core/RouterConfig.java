@@ -30,7 +30,9 @@ public final class RouterConfig {
    * {@code saturationDetector} section sets it; it replaces the router builder's settings while
    * the configuration is active. An endpoint's saturation is
    * {@code max(waiting / queueThreshold, kvUsage / kvCacheThreshold)}, or 1 when its metrics are
-   * older than {@code metricsStaleness}; the pool's is the average.
+   * older than {@code metricsStaleness}; the pool's is the average. {@code queueThreshold} is at
+   * least 1, {@code kvCacheThreshold} in (0, 1] (as the router builder's and the file's),
+   * {@code metricsStaleness} positive; other values are refused naming the field.
    */
   public record Saturation(int queueThreshold, double kvCacheThreshold,
       java.time.Duration metricsStaleness) {
@@ -38,8 +40,12 @@ public final class RouterConfig {
       if (queueThreshold < 1) {
         throw new IllegalArgumentException("queueThreshold must be >= 1, got " + queueThreshold);
       }
-      if (!(kvCacheThreshold > 0)) {
-        throw new IllegalArgumentException("kvCacheThreshold must be > 0, got " + kvCacheThreshold);
+      // in (0, 1] as the router builder's saturationKvThreshold and the file's
+      // kvCacheUtilThreshold: KV usage is a fraction, so a threshold above 1 (or infinite)
+      // would silently take KV usage out of the rule
+      if (!(kvCacheThreshold > 0 && kvCacheThreshold <= 1)) {
+        throw new IllegalArgumentException("kvCacheThreshold must be in (0, 1], got "
+            + kvCacheThreshold);
       }
       if (metricsStaleness.isNegative() || metricsStaleness.isZero()) {
         throw new IllegalArgumentException("metricsStaleness must be > 0, got " + metricsStaleness);
