@@ -48,6 +48,20 @@ final class EndpointHoldings {
    * a group never seen storing there is not this index's copy. Guarded by the write lock.
    */
   long offloadGroups;
+  /**
+   * Copies of an engine hash stored beyond the first and not yet removed, per tier and KV-cache
+   * group: engine hash → how many more removals the copy takes before it is gone. Index
+   * {@code min(group, 63)} counts GPU copies of that group; {@link #OFFLOAD_COPIES} counts copies
+   * on the offload tier. vLLM does not de-duplicate its GPU blocks (two requests that fill a block
+   * of the same tokens each cache one under the same hash), and its offloading connector
+   * re-announces the hashes of a shared prefix once per chunk; each copy is removed on its own.
+   * Null until a hash is stored again while held (most engines never do), and again after a
+   * clear; a map is created for a tier and group when it first needs one. Guarded by the write
+   * lock.
+   */
+  LongLongMap @org.jspecify.annotations.Nullable [] extraCopies;
+  /** The index of {@link #extraCopies} that counts offload-tier copies. */
+  static final int OFFLOAD_COPIES = 64;
   final long[] scratch = new long[1];
   final long[] groupScratch = new long[1];
   /** Keys of the event being applied. */

@@ -276,6 +276,8 @@ public final class KvBlockIndex {
         loseTrackLocked(e);
       }
       long key = keys[i];
+      // another copy of a block this tier and group already hold: each copy is removed on its own
+      boolean again = heldAlready(e, hashes[i], key, bit, s.group());
       if (groups && !joinGroup(e, hashes[i], key, s.group())) {
         continue; // another group's block with other content under this hash: keep that one
       }
@@ -283,7 +285,11 @@ public final class KvBlockIndex {
         // The engine hash named other content here before (a malformed event, a block naming
         // itself as parent, a hash collision): that content is gone from this endpoint, and
         // nothing could remove it later, since only its hash led to it.
+        dropCopies(e, hashes[i]);
         forget(e, e.scratch[0]);
+      }
+      if (again) {
+        addCopy(e, copyIndex(bit, s.group()), hashes[i]);
       }
       holders.add(key, e.slot, bit);
       e.own.or(key, bit);
@@ -326,6 +332,10 @@ public final class KvBlockIndex {
         continue;
       }
       long key = e.scratch[0];
+      if (takeCopy(e, copyIndex(bit, r.group()), h)) {
+        removed++; // one of several copies: the others still hold the block
+        continue;
+      }
       if (groups) {
         long held = groupsHolding(e, h);
         long rest = held & ~groupBit(r.group());
@@ -351,6 +361,7 @@ public final class KvBlockIndex {
       e.own.andNot(key, bit);
       if (left == 0) {
         e.engineToKey.remove(h);
+        dropCopies(e, h);
         for (DropListener l : listeners) {
           l.dropped(e.id, key);
         }
@@ -373,6 +384,71 @@ public final class KvBlockIndex {
       i = w.indexOf(group);
     }
     return w.held[i];
+  }
+
+  /**
+   * Whether {@code e} already holds engine hash {@code h} as {@code key} on tier {@code bit} for
+   * KV-cache group {@code group}, so that a store of it is another copy. The offload tier keeps
+   * no groups per hash: its copies are counted only while one group is known to offload there
+   * (with several, a removal still takes the copy, as a prefix needs every group's).
+   */
+  private static boolean heldAlready(EndpointHoldings e, long h, long key, int bit, int group) {
+    if (!e.engineToKey.get(h, e.scratch) || e.scratch[0] != key
+        || (e.own.get(key) & bit) == 0) {
+      return false;
+    }
+    if (bit != Medium.GPU.bit()) {
+      return Long.bitCount(e.offloadGroups) == 1;
+    }
+    return (groupsHolding(e, h) & groupBit(group)) != 0;
+  }
+
+  /** The index of {@link EndpointHoldings#extraCopies} for a tier and KV-cache group. */
+  private static int copyIndex(int bit, int group) {
+    return bit == Medium.GPU.bit() ? Math.min(group, 63) : EndpointHoldings.OFFLOAD_COPIES;
+  }
+
+  private static void addCopy(EndpointHoldings e, int index, long h) {
+    LongLongMap[] all = e.extraCopies;
+    if (all == null) {
+      all = new LongLongMap[EndpointHoldings.OFFLOAD_COPIES + 1];
+      e.extraCopies = all;
+    }
+    LongLongMap m = all[index];
+    if (m == null) {
+      m = new LongLongMap(64);
+      all[index] = m;
+    }
+    long n = m.get(h, e.scratch) ? e.scratch[0] : 0;
+    m.put(h, n + 1);
+  }
+
+  /** Takes one extra copy of {@code h} away; false when none is left (the last copy goes). */
+  private static boolean takeCopy(EndpointHoldings e, int index, long h) {
+    LongLongMap[] all = e.extraCopies;
+    LongLongMap m = all == null ? null : all[index];
+    if (m == null || !m.get(h, e.groupScratch)) {
+      return false;
+    }
+    long n = e.groupScratch[0];
+    if (n <= 1) {
+      m.remove(h);
+    } else {
+      m.put(h, n - 1);
+    }
+    return true;
+  }
+
+  /** Forgets every extra copy of {@code h}: the hash left the endpoint, or names other content. */
+  private static void dropCopies(EndpointHoldings e, long h) {
+    LongLongMap[] all = e.extraCopies;
+    if (all != null) {
+      for (LongLongMap m : all) {
+        if (m != null) {
+          m.remove(h);
+        }
+      }
+    }
   }
 
   /** The bit of a KV-cache group in {@link EndpointHoldings#groupsOf}. */
@@ -439,6 +515,7 @@ public final class KvBlockIndex {
     e.engineToKey.forEachValue(key -> holders.remove(key, slot, 3));
     e.engineToKey = new LongLongMap(1024);
     e.groupsOf = null;
+    e.extraCopies = null;
     e.windows = null;
     e.own = new HolderTable();
   }
