@@ -205,6 +205,15 @@ public final class KvBlockIndex {
 
   private boolean store(EndpointHoldings e, KvEvent.BlockStored s) {
     int bs = s.blockSize();
+    boolean gpu = s.medium() == Medium.GPU;
+    if (!gpu && bs != (e.blockSize > 0 ? e.blockSize : defaultBlockSize)) {
+      // The engine's block size is its GPU blocks'. An offload tier's store of another size
+      // (vLLM's LMCache connector forwards LMCache's chunks of 256 tokens, and a prompt's
+      // shorter last chunk) cannot be keyed at it, and must not change it: requests would be
+      // keyed at the chunk size until the next GPU store, and miss everything the engine holds.
+      metrics.otherSizeBlocks.add(s.blockHashes().length);
+      return true;
+    }
     if (bs != e.blockSize) {
       int current = e.blockSize;
       // KV-cache groups of other block sizes: vLLM hashes requests at the smallest size (its
@@ -224,7 +233,9 @@ public final class KvBlockIndex {
       }
       learnBlockSize(e, bs);
     }
-    e.sizeFromEvents = true;
+    if (gpu) {
+      e.sizeFromEvents = true;
+    }
     long[] hashes = s.blockHashes();
     long parentKey;
     if (s.hasParent()) {

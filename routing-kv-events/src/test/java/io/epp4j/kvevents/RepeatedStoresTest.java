@@ -136,7 +136,8 @@ class RepeatedStoresTest {
 
   @Test
   void anOffloadedBlockAnnouncedByTwoChunksStaysUntilBothChunksAreEvicted() throws Exception {
-    KvBlockIndex index = KvBlockIndex.create();
+    // the engine's block size is known (an offload store does not teach it)
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(BS).build();
     int[] other = {1, 2, 3, 4, 9, 9, 9, 9};
     long[] k = keys(TOKENS);
     long[] ko = keys(other);
