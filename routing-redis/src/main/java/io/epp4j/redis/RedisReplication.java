@@ -493,10 +493,18 @@ public final class RedisReplication implements Plugin, RequestListener {
           publisherUp = true;
         }
         if (publisherUp) {
+          // in batches of MAX_BATCH_BYTES, as every flush: a pool of many endpoints must not
+          // make one entry longer than the readers accept
           HintCodec.Writer w = new HintCodec.Writer();
-          seat.sent.forEach((ep, v) -> w.inFlight(ep, 0, 0));
-          seat.appendsAttempted.incrementAndGet();
-          t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
+          Iterator<String> endpoints = seat.sent.keySet().iterator();
+          while (endpoints.hasNext()) {
+            w.reset();
+            while (endpoints.hasNext() && w.bytes() < MAX_BATCH_BYTES) {
+              w.inFlight(endpoints.next(), 0, 0);
+            }
+            seat.appendsAttempted.incrementAndGet();
+            t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
+          }
           seat.sent.clear();
         }
       }
@@ -555,19 +563,28 @@ public final class RedisReplication implements Plugin, RequestListener {
   }
 
   /**
-   * Sends every queued hint, with the in-flight changes in the first batch; false on failure.
-   * A batch Redis took resets the backoff.
+   * Sends every queued hint, with the in-flight changes in the first batches; false on failure.
+   * The figures take as many batches as their bytes need (a batch takes no further figure once it
+   * holds {@link #MAX_BATCH_BYTES}), all of them sent whatever the time: there is one per endpoint
+   * of the pool, and a pool of thousands of endpoints, or long endpoint ids, in one entry would
+   * make it longer than the readers accept ({@link #MAX_ENTRY_BYTES}), and every router would skip
+   * this one's load. A batch Redis took resets the backoff.
    */
   private boolean flush(HintTransport t, Map<String, long[]> sent, boolean heartbeat,
       Backoff backoff) {
-    Map<String, long[]> figures = inFlightChanges(sent, heartbeat);
+    Iterator<Map.Entry<String, long[]>> figures =
+        inFlightChanges(sent, heartbeat).entrySet().iterator();
+    List<Map.Entry<String, long[]>> inBatch = new ArrayList<>();
     long started = System.nanoTime();
     boolean first = true;
     HintCodec.Writer w = writer;
-    while (first || queuedForPublishing() > 0) {
+    while (first || figures.hasNext() || queuedForPublishing() > 0) {
       w.reset();
-      if (first) {
-        figures.forEach((ep, v) -> w.inFlight(ep, (int) v[0], v[1]));
+      inBatch.clear();
+      while (figures.hasNext() && w.bytes() < MAX_BATCH_BYTES) {
+        Map.Entry<String, long[]> f = figures.next();
+        w.inFlight(f.getKey(), (int) f.getValue()[0], f.getValue()[1]);
+        inBatch.add(f);
       }
       int figureRecords = w.records();
       int hintsTaken;
@@ -589,21 +606,24 @@ public final class RedisReplication implements Plugin, RequestListener {
         t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
       } catch (Exception e) {
         // the hints taken from the queue are lost, counted in records; the in-flight figures
-        // are not: sent stays as it was, so the next batch carries them again
+        // are not: sent stays as it was for those not sent yet, so the next batch carries them
         droppedUnpublished.addAndGet(w.records() - figureRecords);
         connectionLost("publisher", e);
         return false;
       }
       backoff.reset();
       published.addAndGet(w.records());
-      figures.forEach((ep, v) -> {
+      for (Map.Entry<String, long[]> f : inBatch) {
+        long[] v = f.getValue();
         if (v[0] == 0 && v[1] == 0) {
-          sent.remove(ep);
+          sent.remove(f.getKey());
         } else {
-          sent.put(ep, v);
+          sent.put(f.getKey(), v);
         }
-      });
-      figures = Map.of();
+      }
+      if (figures.hasNext()) {
+        continue;
+      }
       if (!full || System.nanoTime() - started >= s.flushIntervalNanos()) {
         // a backlog that never empties (hints come faster than batches go) must not keep the
         // in-flight figures from going out: the caller sends their changes with the next batch
