@@ -725,7 +725,8 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
     if (h.sessionKey != null) {
       w.session(at, h.sessionKey, h.endpointId);
-      int seen = sessionTimes.local(h.sessionKey, at, nowMicros);
+      int seen = sessionTimes.local(h.sessionKey, sessionTimes.toLogClock(at),
+          sessionTimes.toLogClock(nowMicros));
       RouterHints target = hints;
       if (seen == SessionTimes.OVERRIDDEN && target != null) {
         // an older move of another router, read while this hint waited (an outage), replaced
@@ -787,7 +788,7 @@ public final class RedisReplication implements Plugin, RequestListener {
               continue;
             }
             try {
-              long now = t.nowMillis();
+              long now = logNow(t);
               if (seat.ownSinceMillis < 0) {
                 seat.ownSinceMillis = now;
               }
@@ -822,7 +823,7 @@ public final class RedisReplication implements Plugin, RequestListener {
                 lastId = HintTransport.OLDEST;
               } else {
                 // a connected reader can fall behind too: what it reads late is history alike
-                staleBeforeMillis = staleBefore(t.nowMillis());
+                staleBeforeMillis = staleBefore(logNow(t));
               }
             } catch (Exception e) {
               if (!running) {
@@ -962,12 +963,23 @@ public final class RedisReplication implements Plugin, RequestListener {
    * applies the stream from its oldest batch; returns the id time before which those are history.
    */
   private long startOver(HintTransport t) throws Exception {
-    long stale = staleBefore(t.nowMillis());
+    long stale = staleBefore(logNow(t));
     resyncs.incrementAndGet();
     log.report(Level.INFO, "resync", "the stream no longer holds every batch since"
         + " the last one applied; applying everything it holds");
     forgetAllOrigins();
     return stale;
+  }
+
+  /**
+   * The log's clock now ({@link HintTransport#nowMillis}), also taken as the offset of this
+   * router's clock from it, in which the sessions' binding times are compared.
+   */
+  private long logNow(HintTransport t) throws Exception {
+    long before = epochMicros();
+    long now = t.nowMillis();
+    sessionTimes.logClockRead(now, before, epochMicros());
+    return now;
   }
 
   /**
@@ -1254,6 +1266,14 @@ public final class RedisReplication implements Plugin, RequestListener {
       return;
     }
     long nowMicros = epochMicros();
+    // the sessions' capture times, on the origin's clock, are compared on the log's: the entry's
+    // id is the log's time when the origin appended it, just after stamping its send time, so
+    // their difference is how far the origin's clock is behind the log's (and the append's
+    // latency). A router whose clock is minutes behind then no longer sees its moves of a session
+    // ignored by every other router as older than one made before them
+    long originToLog = sessionTimes.knowsLogClock() && entryMillis >= 0
+        ? entryMillis * 1000 - h.sentEpochMicros() : 0;
+    long nowOnLog = sessionTimes.toLogClock(nowMicros);
     try {
       HintCodec.records(in, h, new HintCodec.Visitor() {
         @Override
@@ -1265,10 +1285,11 @@ public final class RedisReplication implements Plugin, RequestListener {
 
         @Override
         public void session(long at, String sessionKey, String endpointId) {
-          // a capture time ahead of this router's clock (a clock far ahead, an entry written by
-          // hand or in another unit) counts as now: kept as it is, it would outrank every later
-          // move of the session for as long as the session stays in use
-          if (!sessionTimes.remote(sessionKey, Math.min(at, nowMicros), nowMicros)) {
+          // a capture time ahead of the log's clock now (an entry written by hand or in another
+          // unit) counts as now: kept as it is, it would outrank every later move of the session
+          // for as long as the session stays in use
+          long atOnLog = Math.min(at + originToLog, nowOnLog);
+          if (!sessionTimes.remote(sessionKey, atOnLog, nowOnLog)) {
             // captured before a move of the session already known here (a router that kept
             // it through an outage publishes it late): applying it would undo the newer one
             staleSessions.incrementAndGet();
@@ -1527,9 +1548,18 @@ public final class RedisReplication implements Plugin, RequestListener {
     /** {@link #local}: a later binding is known. */
     static final int STALE = -1;
 
+    /** {@link #shiftMicros} before the log's clock was read, and when the log has none. */
+    private static final long UNKNOWN = Long.MIN_VALUE;
+
     private final int max;
-    // {capture µs, effective µs}
+    // {capture µs, effective µs}, on the log's clock when it has one
     private final Map<String, long[]> newest;
+    /**
+     * What to add to this router's clock to get the log's (the Redis server's, which stream ids
+     * are made of): the times of every router's bindings are compared on that one clock, not on
+     * each router's own, so that routers whose clocks disagree still order them as they happened.
+     */
+    private volatile long shiftMicros = UNKNOWN;
 
     SessionTimes(int max) {
       this.max = max;
@@ -1574,6 +1604,27 @@ public final class RedisReplication implements Plugin, RequestListener {
 
     synchronized int size() {
       return newest.size();
+    }
+
+    /**
+     * The log's clock read {@code logMillis} (-1: it has none) between {@code beforeMicros} and
+     * {@code afterMicros} on this router's clock.
+     */
+    void logClockRead(long logMillis, long beforeMicros, long afterMicros) {
+      if (logMillis >= 0) {
+        shiftMicros = logMillis * 1000 + 500 - (beforeMicros + afterMicros) / 2;
+      }
+    }
+
+    /** Whether the log's clock is known, so that times are compared on it. */
+    boolean knowsLogClock() {
+      return shiftMicros != UNKNOWN;
+    }
+
+    /** A time of this router's clock on the log's, when it is known; else as it is. */
+    long toLogClock(long localMicros) {
+      long shift = shiftMicros;
+      return shift == UNKNOWN ? localMicros : localMicros + shift;
     }
   }
 

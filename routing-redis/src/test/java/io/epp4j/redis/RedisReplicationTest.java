@@ -566,6 +566,41 @@ class RedisReplicationTest {
   }
 
   /**
+   * Router y moved session s1 a second ago; router x, whose clock is ten minutes behind, moves it
+   * now. Compared on each router's own clock, x's move looked ten minutes older than y's and every
+   * other router ignored it as stale, so s1 stayed where x had moved it from for as long as the
+   * clocks disagreed. The times are compared on the server's clock (the entry id is the server's
+   * time when x appended the batch it stamped just before): x's move is the newer and applies.
+   */
+  @Test
+  void aSessionMoveOfARouterWhoseClockIsBehindIsNotTakenForAnOldOne() throws Exception {
+    Router b = router("b");
+    awaitConnected(b);
+    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    long now = RedisReplication.epochMicros();
+    HintCodec.Writer y = new HintCodec.Writer();
+    y.session(now - 1_000_000L, "s1", "10.1.0.2:8000");
+    long behind = now - 600_000_000L; // x's clock
+    HintCodec.Writer x = new HintCodec.Writer();
+    x.session(behind, "s1", "10.1.0.1:8000");
+    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
+    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+      c.sync().xadd(key, Map.of(field, y.finish(pool, "y", RedisReplication.epochMicros())));
+      await("b applied y's move", () -> replication(b).appliedSessions() == 1);
+      c.sync().xadd(key, Map.of(field, x.finish(pool, "x", behind)));
+    } finally {
+      client.shutdown();
+    }
+    await("b read x's move", () -> replication(b).appliedSessions()
+        + replication(b).staleSessions() == 2);
+    assertThat(replication(b).staleSessions()).as("moves b ignored as stale").isZero();
+    RoutingDecision d = b.route(prompt(6_000_000L, 64, "s1"));
+    d.onComplete(DONE);
+    assertThat(d.primary().id()).isEqualTo("10.1.0.1:8000");
+  }
+
+  /**
    * After a failover to a replica that lacks the newest entries, the reader starts over and reads
    * again the batches it had read, its own among them: counted twice, they made it warn that
    * another router writes under its routerId.
