@@ -278,11 +278,13 @@ final class HintCodec {
   /**
    * The header's length in {@code stored} (from its position) when the batch is of a pool other
    * than the one {@code poolUtf} encodes, or written by the router {@code originUtf} encodes
-   * (each as {@link java.io.DataOutput#writeUTF} writes it, length first): the reader needs no
-   * more of it. -1 when it is one to read whole, or its header cannot be read (it is then read
+   * (each as {@link java.io.DataOutput#writeUTF} writes it, length first) and sent at or after
+   * {@code ownSentFrom}: the reader needs no more of it. -1 when it is one to read whole (an
+   * earlier run's under the same id among them), or its header cannot be read (it is then read
    * whole and found malformed).
    */
-  static int headerLengthIfSkipped(java.nio.ByteBuffer stored, byte[] poolUtf, byte[] originUtf) {
+  static int headerLengthIfSkipped(java.nio.ByteBuffer stored, byte[] poolUtf, byte[] originUtf,
+      long ownSentFrom) {
     int start = stored.position();
     int end = stored.limit();
     int p = start + 1; // the version
@@ -300,8 +302,18 @@ final class HintCodec {
       return -1;
     }
     boolean otherPool = !sameBytes(stored, p, poolEnd, poolUtf);
-    boolean own = !otherPool && sameBytes(stored, poolEnd, originEnd, originUtf);
+    boolean own = !otherPool && sameBytes(stored, poolEnd, originEnd, originUtf)
+        && sentMicros(stored, originEnd) >= ownSentFrom;
     return otherPool || own ? headerEnd - start : -1;
+  }
+
+  /** The header's send time, at {@code at} in {@code b}, big-endian whatever the buffer's order. */
+  private static long sentMicros(java.nio.ByteBuffer b, int at) {
+    long v = 0;
+    for (int i = 0; i < 8; i++) {
+      v = (v << 8) | (b.get(at + i) & 0xFF);
+    }
+    return v;
   }
 
   private static boolean sameBytes(java.nio.ByteBuffer b, int from, int to, byte[] expected) {

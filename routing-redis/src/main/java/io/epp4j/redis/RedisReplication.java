@@ -572,6 +572,11 @@ public final class RedisReplication implements Plugin, RequestListener {
    */
   private boolean flush(HintTransport t, Map<String, long[]> sent, boolean heartbeat,
       Backoff backoff) {
+    for (Iterator<String> it = seat.earlierRunFigures.iterator(); it.hasNext(); ) {
+      // a figure no one was told of by this run: whatever this run has there differs from it
+      sent.putIfAbsent(it.next(), new long[] {-1, -1});
+      it.remove();
+    }
     Iterator<Map.Entry<String, long[]>> figures =
         inFlightChanges(sent, heartbeat).entrySet().iterator();
     List<Map.Entry<String, long[]>> inBatch = new ArrayList<>();
@@ -740,7 +745,7 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   private void readLoop() {
     HintTransport t = transports.create();
-    Wanted wanted = new Wanted(s.pool(), s.routerId());
+    Wanted wanted = new Wanted(s.pool(), s.routerId(), seat.startedMicros);
     Backoff backoff = new Backoff();
     // entries the next read asks for: fewer after a read that ran out of time (see readTimedOut)
     int readCount = READ_BATCHES;
@@ -1182,12 +1187,20 @@ public final class RedisReplication implements Plugin, RequestListener {
   static final class Wanted implements HintTransport.Wanted {
     private final byte[] pool;
     private final byte[] own;
+    /** Own batches sent before this (an earlier run's) are read whole. */
+    private final long ownSentFrom;
     /** Bytes kept whole by the read in progress. */
     private long kept;
 
+    /** Every own batch skipped but for its header. */
     Wanted(String pool, String routerId) {
+      this(pool, routerId, Long.MIN_VALUE);
+    }
+
+    Wanted(String pool, String routerId, long ownSentFrom) {
       this.pool = HintCodec.utf(pool);
       this.own = HintCodec.utf(routerId);
+      this.ownSentFrom = ownSentFrom;
     }
 
     /** A new read begins. */
@@ -1202,7 +1215,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (n > MAX_ENTRY_BYTES) {
         return 0;
       }
-      int header = HintCodec.headerLengthIfSkipped(stored, pool, own);
+      int header = HintCodec.headerLengthIfSkipped(stored, pool, own, ownSentFrom);
       if (header >= 0) {
         return header;
       }
@@ -1241,15 +1254,18 @@ public final class RedisReplication implements Plugin, RequestListener {
       return; // another pool's hints never reach this router
     }
     long entryMillis = StreamIds.millis(entry.id());
-    if (h.origin().equals(s.routerId())) {
-      noteOwn(entry.id(), entryMillis);
-      return; // its own it knows already
-    }
     // batches from before a catch-up window (a new router reading the stream's history) teach
     // prefixes and sessions; their in-flight figures and send times are long out of date
     boolean fresh = newestMillis < 0 || entryMillis < 0
         || (newestMillis - entryMillis <= s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000
             && entryMillis >= staleBeforeMillis);
+    if (h.origin().equals(s.routerId())) {
+      noteOwn(entry.id(), entryMillis);
+      if (fresh && h.sentEpochMicros() < seat.startedMicros) {
+        earlierRunFigures(entry.id(), in, h);
+      }
+      return; // its own it knows already
+    }
     // the bound on origins bounds the in-flight figures kept per origin; prefixes and sessions
     // keep no state per origin, so a router past it still teaches this one those
     Map<String, Long> origins = seat.originsSeen;
@@ -1310,6 +1326,46 @@ public final class RedisReplication implements Plugin, RequestListener {
       });
     } catch (HintCodec.MalformedBatchException e) {
       rejectMalformed(entry.id(), e);
+    }
+  }
+
+  /**
+   * A recent batch of an earlier run of this router under the same routerId (a router restarted
+   * under a fixed id). The others still count the figures it sent, under this router's id, when
+   * it crashed without a farewell and this run began within their silence limit: this run's
+   * heartbeats keep the id alive, and it sends no figure for an endpoint it has nothing on, so
+   * they kept that load (until the router's {@code inFlightMaxAge}, 10 minutes by default). The
+   * endpoints it last had figures on are noted for the publisher, which sends this run's figure
+   * for each, zeros included.
+   */
+  private void earlierRunFigures(String entryId, HintCodec.Input in, HintCodec.Header h) {
+    Map<String, Boolean> figures = new HashMap<>();
+    try {
+      HintCodec.records(in, h, new HintCodec.Visitor() {
+        @Override
+        public void prefix(long at, String endpointId, int blockSize, long[] hashes) {}
+
+        @Override
+        public void session(long at, String sessionKey, String endpointId) {}
+
+        @Override
+        public void inFlight(String endpointId, int requests, long tokens) {
+          figures.put(endpointId, requests != 0 || tokens != 0);
+        }
+      });
+    } catch (HintCodec.MalformedBatchException e) {
+      rejectMalformed(entryId, e);
+      return;
+    }
+    figures.forEach((ep, held) -> {
+      if (held) {
+        seat.earlierRunFigures.add(ep);
+      } else {
+        seat.earlierRunFigures.remove(ep);
+      }
+    });
+    if (!figures.isEmpty()) {
+      LockSupport.unpark(publisher);
     }
   }
 

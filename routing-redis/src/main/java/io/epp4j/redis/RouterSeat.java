@@ -39,6 +39,19 @@ final class RouterSeat {
   final String defaultRouterId = defaultRouterId();
   final RedisReplication.SessionTimes sessionTimes =
       new RedisReplication.SessionTimes(RedisReplication.MAX_SESSION_TIMES);
+  /**
+   * When this seat was made (this router's clock, as batches stamp their send time): a batch
+   * under its routerId sent before it is an earlier run's (a router restarted under a fixed id).
+   */
+  final long startedMicros = RedisReplication.epochMicros();
+  /**
+   * Endpoints on which the other routers may still hold the in-flight figure of an earlier run
+   * of this routerId (one that crashed, so that no farewell cleared them, and restarted within
+   * their silence limit, so that they never forgot it): the reader adds them, the publisher sends
+   * this run's figure for each, zero included, and takes them out.
+   */
+  final java.util.Set<String> earlierRunFigures =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
   /** Batches the instances of this seat tried to append: the reader's own-id check counts all. */
   final AtomicLong appendsAttempted = new AtomicLong();
 

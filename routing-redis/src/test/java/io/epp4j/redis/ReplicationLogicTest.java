@@ -673,6 +673,34 @@ class ReplicationLogicTest {
         .filter(b -> b.inFlight().contains(ep + " " + requests)).count();
   }
 
+  /**
+   * A router that crashed with requests in flight (no farewell) and restarted under the same
+   * routerId before the others found it silent: its new run's heartbeats keep the id alive, and
+   * it sent nothing for the endpoints it has nothing on, so the others went on counting the
+   * crashed run's load there until their inFlightMaxAge (10 minutes). The new run reads its
+   * earlier run's last figures in the stream and sends its own for those endpoints, zeros
+   * included.
+   */
+  @Test
+  void aRouterRestartedUnderTheSameIdClearsTheLoadItsCrashedRunLeft() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.withClock();
+    Router b = router(log, "p", "b", 1000);
+    String ep = "10.2.0.3:8000";
+    // the crashed run's last heartbeat
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.inFlight(ep, 5, 5_000);
+    log.append(w.finish("p", "x", RedisReplication.epochMicros()));
+    await("b counts the crashed run's load", () -> inFlight(b, ep) == 5);
+    Router x = router(log, "p", "x", 1000);
+    // a request of the new run, so that it heartbeats and the others keep hearing from x
+    RoutingDecision open = x.route(prompt(1));
+    int expected = open.primary().id().equals(ep) ? 1 : 0;
+    await("b counts only what the new run of x has on " + ep,
+        () -> inFlight(b, ep) == expected);
+    open.onComplete(new Usage(1, 0, 1));
+  }
+
   @Test
   void twoRoutersWritingUnderOneRouterIdAreToldSo() throws Exception {
     InMemoryLog log = new InMemoryLog();
