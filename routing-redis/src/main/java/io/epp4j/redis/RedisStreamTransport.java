@@ -359,25 +359,21 @@ final class RedisStreamTransport implements HintTransport {
     }
   }
 
+  /**
+   * Whether the entry {@code afterId} is still in the stream. Trimming ({@code MAXLEN}) removes
+   * entries oldest first, so while it is there every entry after it is too; gone, either the
+   * trim passed it (the entries after it may be gone as well) or another stream took this one's
+   * place (a failover to a replica that lacks the newest entries, a stream deleted and written
+   * again), whose ids after {@code afterId} a read would wait for. Asked for that one entry, not
+   * the stream's oldest: {@code XRANGE} sends entries whole, and the oldest may be one far longer
+   * than any router writes (another writer's, up to Redis' {@code proto-max-bulk-len}), which the
+   * client would receive and buffer at every check, once a heartbeat, for as long as the stream
+   * keeps it. The entry asked for is the last one the reader read, sent once more per check.
+   */
   private boolean holdsAfter(io.lettuce.core.api.sync.RedisCommands<byte[], byte[]> sync,
       String afterId) {
-    List<StreamMessage<byte[], byte[]>> first = sync.xrange(f.key, Range.unbounded(),
-        Limit.from(1));
-    if (first == null || first.isEmpty()) {
-      // the last entry read is never trimmed away by MAXLEN: an empty stream was lost
-      return false;
-    }
-    if (StreamIds.compare(first.get(0).getId(), afterId) > 0) {
-      return false; // trimmed past the last entry read
-    }
-    // ids only grow in one stream, so a newest entry older than the last one read means another
-    // stream is in its place (a failover to a replica that lacks the newest entries and whose
-    // clock is behind, or a stream deleted and written again): a read after afterId would
-    // return nothing until the new ids pass it
-    // asked with XRANGE from afterId, not XREVRANGE: the one range command the README names, so
-    // that an ACL of the documented commands does not refuse every gap check
     List<StreamMessage<byte[], byte[]>> last = sync.xrange(f.key,
-        Range.from(Range.Boundary.including(afterId), Range.Boundary.unbounded()), Limit.from(1));
+        Range.create(afterId, afterId), Limit.from(1));
     return last != null && !last.isEmpty();
   }
 

@@ -566,6 +566,61 @@ class RedisReplicationTest {
   }
 
   /**
+   * The stream's oldest entry is one far longer than any router writes (another writer's). The
+   * reader's gap check, once a heartbeat, asked Redis for the stream's oldest entry, which Redis
+   * sends whole (the client buffers all of it before the reader sees its id): 16 MiB crossed the
+   * connection at every check for as long as the stream kept the entry. It asks for the last
+   * entry it read instead, which tells the same (the trim takes the oldest first): over several
+   * checks, Redis sends less than that one entry once.
+   */
+  @Test
+  void theGapCheckDoesNotFetchALongEntryAtTheStreamsHead() throws Exception {
+    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    int headBytes = 16 << 20;
+    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
+    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+      var sync = c.sync();
+      sync.xadd(key, Map.of(field, new byte[headBytes]));
+      Router b = router("b");
+      awaitConnected(b);
+      sync.xadd(key, Map.of(field, prefixBatch("a", "10.1.0.3:8000", 1, 2, 3)));
+      await("b read past the long entry", () -> replication(b).appliedPrefixes() == 1);
+      long sentBefore = info(sync, "stats", "total_net_output_bytes");
+      long checksBefore = xrangeCalls(sync);
+      // b's heartbeat is 200 ms: a check at least every 200 ms, one XRANGE or more each
+      await("four more XRANGE calls", () -> xrangeCalls(sync) >= checksBefore + 4);
+      long sent = info(sync, "stats", "total_net_output_bytes") - sentBefore;
+      assertThat(sent).as("bytes Redis sent over four gap checks").isLessThan(headBytes);
+      assertThat(replication(b).resyncs()).isZero();
+    } finally {
+      client.shutdown();
+    }
+  }
+
+  /** A number of {@code INFO section}, e.g. total_net_output_bytes of stats. */
+  private static long info(io.lettuce.core.api.sync.RedisCommands<byte[], byte[]> sync,
+      String section, String name) {
+    for (String line : sync.info(section).split("\r?\n")) {
+      if (line.startsWith(name + ":")) {
+        return Long.parseLong(line.substring(name.length() + 1).trim());
+      }
+    }
+    throw new AssertionError("no " + name + " in INFO " + section);
+  }
+
+  /** XRANGE calls the server has answered, from INFO commandstats. */
+  private static long xrangeCalls(io.lettuce.core.api.sync.RedisCommands<byte[], byte[]> sync) {
+    for (String line : sync.info("commandstats").split("\r?\n")) {
+      if (line.startsWith("cmdstat_xrange:calls=")) {
+        String calls = line.substring("cmdstat_xrange:calls=".length());
+        return Long.parseLong(calls.substring(0, calls.indexOf(',')));
+      }
+    }
+    return 0;
+  }
+
+  /**
    * Router y moved session s1 a second ago; router x, whose clock is ten minutes behind, moves it
    * now. Compared on each router's own clock, x's move looked ten minutes older than y's and every
    * other router ignored it as stale, so s1 stayed where x had moved it from for as long as the
