@@ -110,12 +110,27 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     if (declared > maxBodyBytes) {
       return declaredTooLarge(exchange, maxBodyBytes, declared);
     }
-    DataBuffer cached = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
-    if (cached != null) {
+    Object cached = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
+    if (cached instanceof DataBuffer buffer) {
       // SCG read it already: the Retry filter's body cache, through Epp4jBodyLimitFilter's limit,
       // or a predicate reading the body (ReadBody), before any filter, whole
-      return cached.readableByteCount() > maxBodyBytes
-          ? tooLarge(exchange, false) : route(exchange, chain, request, bodyOrNone(cached));
+      return buffer.readableByteCount() > maxBodyBytes
+          ? tooLarge(exchange, false) : route(exchange, chain, request, bodyOrNone(buffer));
+    }
+    if (cached != null) {
+      // SCG's CacheRequestBody filter leaves the body decoded (a String, a Map) in the attribute,
+      // and the request replaying the bytes it read: those are what the replica gets
+      return DataBufferUtils.join(request.getBody())
+          .map(joined -> {
+            try {
+              return bytes(joined);
+            } finally {
+              DataBufferUtils.release(joined);
+            }
+          })
+          .defaultIfEmpty(new byte[0])
+          .flatMap(body -> body.length > maxBodyBytes ? tooLarge(exchange, false)
+              : route(exchange, chain, request, body.length == 0 ? null : body));
     }
     ServerWebExchange limited = exchange.mutate()
         .request(new LimitedBody(request, maxBodyBytes)).build();
