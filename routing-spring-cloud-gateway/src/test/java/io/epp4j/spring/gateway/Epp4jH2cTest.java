@@ -14,7 +14,9 @@ import io.netty.buffer.Unpooled;
 import io.netty.handler.codec.http.HttpHeaders;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
@@ -38,8 +40,9 @@ import reactor.netty.http.client.HttpClient;
 /**
  * The gateway serving HTTP/2 over cleartext ({@code server.http2.enabled} without TLS: h2c, here
  * with prior knowledge) in front of HTTP/1.1 replicas: the {@code Epp4j} filter reads the body,
- * streams the answer and answers a body above the limit 413 on an HTTP/2 stream as it does on an
- * HTTP/1.1 connection.
+ * streams the answer and answers a body above the limit 413, a malformed one 400, a shed request
+ * 429 and a request no replica can take 503 on an HTTP/2 stream as it does on an HTTP/1.1
+ * connection.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     classes = Epp4jH2cTest.App.class,
@@ -175,7 +178,58 @@ class Epp4jH2cTest {
     awaitNoneInFlight();
   }
 
+  @Test
+  void a429And503AreAnsweredOverH2cAndTheConnectionServesTheNextRequest() throws Exception {
+    // answered as soon as the body is read, as the 400 is, on both routes
+    for (String prefix : List.of("", "/retried")) {
+      for (boolean declared : List.of(true, false)) {
+        String as = prefix + " declared " + declared;
+        int served = A.served.get();
+        // no metrics are scraped here, and an endpoint without metrics counts as full
+        Answer shed = post(prefix + "/v1/completions", "{\"model\":\"m\",\"prompt\":\"shed\"}",
+            Map.of("x-request-priority", "-1"), declared);
+        assertThat(shed.version()).as(as).isEqualTo("HTTP/2.0");
+        assertThat(shed.status()).as(as).isEqualTo(429);
+        assertThat(shed.headers().get("Retry-After")).as(as).isEqualTo("1");
+        assertThat(JSON.readTree(shed.body()).path("error").path("type").asText()).as(as)
+            .isEqualTo("routing_shed");
+
+        List<Endpoint> pool = new ArrayList<>();
+        for (Candidate c : router.endpoints()) {
+          pool.add(c.endpoint());
+        }
+        router.setEndpoints(List.of());
+        Answer none;
+        try {
+          none = post(prefix + "/v1/completions", "{\"model\":\"m\",\"prompt\":\"none\"}",
+              Map.of(), declared);
+        } finally {
+          router.setEndpoints(pool);
+        }
+        assertThat(none.version()).as(as).isEqualTo("HTTP/2.0");
+        assertThat(none.status()).as(as).isEqualTo(503);
+        assertThat(none.headers().get("Retry-After")).as(as).isEqualTo("1");
+        assertThat(JSON.readTree(none.body()).path("error").path("type").asText()).as(as)
+            .isEqualTo("routing_no_endpoints");
+        assertThat(A.served.get()).as(as).isEqualTo(served);
+
+        // the same connection (the client's pool holds one) serves the next request
+        Answer next = post(prefix + "/v1/completions",
+            "{\"model\":\"m\",\"prompt\":\"after " + as + "\"}", declared);
+        assertThat(next.status()).as(as).isEqualTo(200);
+        assertThat(A.lastBody.get()).as(as)
+            .isEqualTo("{\"model\":\"m\",\"prompt\":\"after " + as + "\"}");
+      }
+    }
+    awaitNoneInFlight();
+  }
+
   private Answer post(String path, String body, boolean declareLength) {
+    return post(path, body, Map.of(), declareLength);
+  }
+
+  private Answer post(String path, String body, Map<String, String> headers,
+      boolean declareLength) {
     byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
     // in 8 KiB pieces, so that a body without a declared length arrives in several frames
     Publisher<io.netty.buffer.ByteBuf> content = declareLength
@@ -184,6 +238,7 @@ class Epp4jH2cTest {
             i * 8192, Math.min(8192, bytes.length - i * 8192)));
     return H2C.headers(h -> {
           h.set("content-type", "application/json");
+          headers.forEach(h::set);
           if (declareLength) {
             h.set("content-length", bytes.length);
           }
