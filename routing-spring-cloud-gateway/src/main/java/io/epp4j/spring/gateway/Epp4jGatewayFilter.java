@@ -114,6 +114,7 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     if (cached instanceof DataBuffer buffer) {
       // SCG read it already: the Retry filter's body cache, through Epp4jBodyLimitFilter's limit,
       // or a predicate reading the body (ReadBody), before any filter, whole
+      keepCachedBodyApart(exchange, buffer);
       return buffer.readableByteCount() > maxBodyBytes
           ? tooLarge(exchange, false) : route(exchange, chain, request, bodyOrNone(buffer));
     }
@@ -141,6 +142,34 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     }).onErrorResume(BodyTooLarge.class,
         e -> tooLarge(exchange, true).then(Mono.just(Boolean.TRUE)))
         .then();
+  }
+
+  /**
+   * Exchange attribute holding the body buffer SCG cached before this filter ran, once the cache
+   * attribute holds a copy instead ({@link #keepCachedBodyApart}); {@link Epp4jResponseTapFilter}
+   * releases it, once, when the exchange ends.
+   */
+  static final String SCG_CACHED_BODY_ATTRIBUTE = Epp4jGatewayFilter.class.getName() + ".scgBody";
+
+  /**
+   * Puts a copy of a body SCG cached before this filter ran (the {@code ReadBody} predicate's, or
+   * the body cache of {@code Retry} ahead of an {@code Epp4j} filter hidden in an application
+   * filter) into the cache attribute, and keeps the buffer SCG cached, which its cached request
+   * replays, for release once when the exchange ends. SCG's {@code RemoveCachedBodyFilter}
+   * releases whatever the cache attribute holds until it is freed; over HTTP/2 a body of one DATA
+   * frame is cached as that frame's content, sharing the reference count of the connection's read
+   * buffer, so an answer written at once (a 400, a 429) had that buffer freed under Netty's HTTP/2
+   * decoder, which failed and closed the connection with the client's other requests on it. The
+   * copy is the cache's alone to free. Once per exchange: a repeat behind {@code Retry} finds it.
+   */
+  private static void keepCachedBodyApart(ServerWebExchange exchange, DataBuffer cached) {
+    Map<String, Object> attributes = exchange.getAttributes();
+    if (attributes.containsKey(SCG_CACHED_BODY_ATTRIBUTE)) {
+      return;
+    }
+    DataBuffer copy = cached.factory().wrap(bytes(cached));
+    attributes.put(SCG_CACHED_BODY_ATTRIBUTE, cached);
+    attributes.put(CACHED_REQUEST_BODY_ATTR, copy);
   }
 
   /** Routes the request with its {@code body}, or by its headers alone when it has none. */

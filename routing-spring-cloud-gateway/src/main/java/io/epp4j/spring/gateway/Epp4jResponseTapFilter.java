@@ -7,6 +7,7 @@ import org.springframework.cloud.gateway.filter.GlobalFilter;
 import org.springframework.cloud.gateway.filter.NettyWriteResponseFilter;
 import org.springframework.core.Ordered;
 import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DataBufferUtils;
 import org.springframework.http.server.reactive.ServerHttpRequestDecorator;
 import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
@@ -84,6 +85,13 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
           DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);
           if (tap != null) {
             tap.stopRenewing();
+          }
+          // the body buffer SCG cached before the Epp4j filter, whose cache attribute holds a
+          // copy now: this exchange's one reference to it, released once
+          Object scgBody = exchange.getAttributes()
+              .remove(Epp4jGatewayFilter.SCG_CACHED_BODY_ATTRIBUTE);
+          if (scgBody instanceof DataBuffer buffer) {
+            DataBufferUtils.release(buffer);
           }
         });
   }

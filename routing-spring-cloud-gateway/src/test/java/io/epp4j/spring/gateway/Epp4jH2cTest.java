@@ -42,7 +42,8 @@ import reactor.netty.http.client.HttpClient;
  * with prior knowledge) in front of HTTP/1.1 replicas: the {@code Epp4j} filter reads the body,
  * streams the answer and answers a body above the limit 413, a malformed one 400, a shed request
  * 429 and a request no replica can take 503 on an HTTP/2 stream as it does on an HTTP/1.1
- * connection.
+ * connection. A third route, {@code /read/v1/**}, has SCG's {@code ReadBody} predicate read (and
+ * cache) the body before any filter.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     classes = Epp4jH2cTest.App.class,
@@ -82,6 +83,17 @@ class Epp4jH2cTest {
     @Bean
     Completed completed() {
       return new Completed();
+    }
+
+    /** SCG's own body cache, filled by a predicate before the route's filters run. */
+    @Bean
+    org.springframework.cloud.gateway.route.RouteLocator readRoute(
+        org.springframework.cloud.gateway.route.builder.RouteLocatorBuilder routes,
+        Epp4jGatewayFilterFactory epp4j) {
+      return routes.routes().route("read", r -> r.path("/read/v1/**").and()
+          .readBody(String.class, b -> true)
+          .filters(f -> f.stripPrefix(1).filter(epp4j.filter())).uri("http://replica.invalid"))
+          .build();
     }
   }
 
@@ -159,8 +171,9 @@ class Epp4jH2cTest {
   @Test
   void aMalformedBodyIs400OverH2cAndTheConnectionServesTheNextRequest() throws Exception {
     // the 400 is written while the body's only DATA frame is still being decoded: the body cache
-    // freeing that frame's buffer at the exchange's end failed the connection under the decoder
-    for (String prefix : List.of("", "/retried")) {
+    // freeing that frame's buffer at the exchange's end failed the connection under the decoder;
+    // on the ReadBody route the buffer cached is SCG's own
+    for (String prefix : List.of("/read", "", "/retried")) {
       for (boolean declared : List.of(true, false)) {
         String as = prefix + " declared " + declared;
         Answer a = post(prefix + "/v1/chat/completions", "{\"model\":", declared);
