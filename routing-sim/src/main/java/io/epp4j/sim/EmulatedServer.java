@@ -834,6 +834,10 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field '" + maxField + "' must be an integer >= 1");
       return;
     }
+    // a chat without a limit (left out or null, max_completion_tokens too) runs to the rest of
+    // the context; a completion's max_tokens left out or null is its field default of 16, as
+    // current vLLM reads it (its request model turns an explicit null into the default)
+    boolean noLimit = chat && max == null;
     JsonNode minNode = body.get("min_tokens");
     Integer minValue = minNode == null || minNode.isNull() ? Integer.valueOf(0) : laxInt(minNode);
     if (minValue == null) {
@@ -1025,8 +1029,7 @@ final class EmulatedServer implements AutoCloseable {
     // the room left): the prompt and the output tokens asked for (none without a limit) over the
     // context. vLLM tokenizes a text prompt (a chat's too) to at most one token past the room
     // left, so it names that many "at least"; a prompt of token IDs is counted whole.
-    int asked = (chat && maxNode == null) || (maxNode != null && maxNode.isNull()) ? 0
-        : maxTokens;
+    int asked = noLimit ? 0 : maxTokens;
     if ((long) prompt.length + asked > maxLen) {
       boolean atLeast = (chat || request.prompt() instanceof RequestBody.Text) && asked <= maxLen;
       long counted = atLeast ? Math.min(prompt.length, (long) maxLen - asked + 1) : prompt.length;
@@ -1040,12 +1043,11 @@ final class EmulatedServer implements AutoCloseable {
     }
     // "length" when the answer ends on a limit, "stop" when the model ends it itself
     String finishReason = "length";
-    if ((chat && maxNode == null) || (maxNode != null && maxNode.isNull())) {
-      // vLLM's chat default, and a completion's explicit null (its field default of 16 applies
-      // only when the field is left out), is the rest of the context: there vLLM generates until
-      // the model ends its answer ("stop"), which the emulated model does after 16 tokens, or
-      // after min_tokens (which vLLM makes the model generate before it may end), unless the
-      // context ends first (a prompt that fills it leaves 0, refused below as vLLM refuses it)
+    if (noLimit) {
+      // vLLM's chat default is the rest of the context: there vLLM generates until the model
+      // ends its answer ("stop"), which the emulated model does after 16 tokens, or after
+      // min_tokens (which vLLM makes the model generate before it may end), unless the context
+      // ends first (a prompt that fills it leaves 0, refused below as vLLM refuses it)
       int ownEnd = Math.max(maxTokens, minTokens);
       if (ownEnd < maxLen - prompt.length) {
         finishReason = "stop";

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.net.http.HttpResponse;
+import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -61,12 +62,13 @@ class ServeChatContextTest {
   }
 
   /**
-   * A completion whose {@code max_tokens} is an explicit {@code null}: vLLM's field default (16)
-   * applies only when the field is left out; {@code null} is "no limit", the rest of the context,
-   * so a prompt near the context end is answered, not refused.
+   * A completion whose {@code max_tokens} is an explicit {@code null} gets the field's default of
+   * 16, as current vLLM's request model reads it (it turns the null into the default), not the
+   * rest of the context: a prompt that leaves room for fewer than 16 tokens is refused as it is
+   * with the field left out, and a short one is answered with 16 tokens ending on "length".
    */
   @Test
-  void aCompletionWithMaxTokensNullNearTheContextEndIsAnswered() throws Exception {
+  void aCompletionWithMaxTokensNullGetsTheDefaultOf16() throws Exception {
     int port = replica.start();
     int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
     StringBuilder ids = new StringBuilder("[");
@@ -74,12 +76,18 @@ class ServeChatContextTest {
       ids.append(i == 0 ? "" : ",").append(i % 1000);
     }
     ids.append(']');
-    HttpResponse<String> res = replica.post(port, "/v1/completions",
-        "{\"prompt\":" + ids + ",\"max_tokens\":null}");
-    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
-    assertThat(JSON.readTree(res.body()).at("/usage/completion_tokens").asInt()).isEqualTo(3);
-    // left out, the field's default of 16 applies, and the prompt leaves no room for it
-    HttpResponse<String> absent = replica.post(port, "/v1/completions", "{\"prompt\":" + ids + "}");
-    assertThat(absent.statusCode()).isEqualTo(400);
+    for (String body : List.of("{\"prompt\":" + ids + ",\"max_tokens\":null}",
+        "{\"prompt\":" + ids + "}")) {
+      HttpResponse<String> res = replica.post(port, "/v1/completions", body);
+      assertThat(res.statusCode()).isEqualTo(400);
+      assertThat(JSON.readTree(res.body()).at("/error/message").asText())
+          .contains("you requested 16 output tokens");
+    }
+    HttpResponse<String> shortOne = replica.post(port, "/v1/completions",
+        "{\"prompt\":[1,2,3],\"max_tokens\":null}");
+    assertThat(shortOne.statusCode()).as(shortOne.body()).isEqualTo(200);
+    JsonNode answer = JSON.readTree(shortOne.body());
+    assertThat(answer.at("/usage/completion_tokens").asInt()).isEqualTo(16);
+    assertThat(answer.at("/choices/0/finish_reason").asText()).isEqualTo("length");
   }
 }

@@ -56,13 +56,13 @@ class ServeContextLengthMessageTest {
         + " (parameter=input_tokens, value=" + prompt + ")");
     assertThat(error.get("param").asText()).isEqualTo("input_tokens");
 
-    // a prompt over the context alone is told the same way, whatever max_tokens says; without a
-    // limit (null) no output tokens are asked for
+    // a prompt over the context alone is told the same way, whatever max_tokens says; a null
+    // asks for the field's default of 16, as current vLLM reads it
     assertThat(refusal(port, "/v1/completions", "{\"prompt\":" + ids(maxLen + 5)
         + ",\"max_tokens\":null}").get("message").asText()).startsWith("This model's maximum"
-        + " context length is " + maxLen + " tokens. However, you requested 0 output tokens and"
+        + " context length is " + maxLen + " tokens. However, you requested 16 output tokens and"
         + " your prompt contains " + (maxLen + 5) + " input tokens, for a total of "
-        + (maxLen + 5) + " tokens.");
+        + (maxLen + 21) + " tokens.");
   }
 
   @Test

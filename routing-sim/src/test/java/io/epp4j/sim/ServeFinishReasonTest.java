@@ -15,10 +15,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Without a limit from the client (a chat without {@code max_tokens}, a completion whose
- * {@code max_tokens} is null) vLLM generates until the model ends its answer, and says
- * {@code "stop"}; the emulated model ends it after 16 tokens, and says so too. A limit the client
- * set, the completions' default of 16, or the context's end is {@code "length"}. Clients act on
+ * Without a limit from the client (a chat without {@code max_tokens}, or with it null) vLLM
+ * generates until the model ends its answer, and says {@code "stop"}; the emulated model ends it
+ * after 16 tokens, and says so too. A limit the client set, the completions' default of 16 (left
+ * out or null), or the context's end is {@code "length"}. Clients act on
  * the difference: the OpenAI SDK's {@code parse()} raises on {@code "length"} as a cut answer.
  */
 @Timeout(60)
@@ -63,8 +63,6 @@ class ServeFinishReasonTest {
         .isEqualTo(EmulatedServer.DEFAULT_MAX_TOKENS);
     assertThat(whole(port, chats, "{" + CHAT + ",\"max_tokens\":null}")
         .at("/choices/0/finish_reason").asText()).isEqualTo("stop");
-    assertThat(whole(port, completions, "{\"prompt\":[1,2,3],\"max_tokens\":null}")
-        .at("/choices/0/finish_reason").asText()).isEqualTo("stop");
     List<JsonNode> ownStream = streamed(port, chats, "{" + CHAT + ",\"stream\":true}");
     assertThat(ownStream.get(ownStream.size() - 1).at("/choices/0/finish_reason").asText())
         .isEqualTo("stop");
@@ -79,29 +77,33 @@ class ServeFinishReasonTest {
         .at("/choices/0/finish_reason").asText()).isEqualTo("length");
     assertThat(whole(port, completions, "{\"prompt\":[1,2,3]}")
         .at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    assertThat(whole(port, completions, "{\"prompt\":[1,2,3],\"max_tokens\":null}")
+        .at("/choices/0/finish_reason").asText()).isEqualTo("length");
     List<JsonNode> limited = streamed(port, completions,
         "{\"prompt\":[1,2,3],\"max_tokens\":2,\"stream\":true}");
     assertThat(limited.get(limited.size() - 1).at("/choices/0/finish_reason").asText())
         .isEqualTo("length");
 
-    // no limit, but the context ends before the model would have
+    // no limit, but the context ends before the model would have: a chat of maxLen - 3 stand-in
+    // tokens ("user:" and one per word)
     int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
-    StringBuilder ids = new StringBuilder("[");
-    for (int i = 0; i < maxLen - 3; i++) {
-      ids.append(i == 0 ? "" : ",").append(i % 1000);
+    StringBuilder words = new StringBuilder();
+    for (int i = 0; i < maxLen - 4; i++) {
+      words.append(i == 0 ? "" : " ").append('w').append(i);
     }
-    JsonNode atTheEnd = whole(port, completions, "{\"prompt\":" + ids + "],\"max_tokens\":null}");
+    JsonNode atTheEnd = whole(port, chats, "{\"messages\":[{\"role\":\"user\",\"content\":\""
+        + words + "\"}],\"max_tokens\":null}");
     assertThat(atTheEnd.at("/choices/0/finish_reason").asText()).isEqualTo("length");
     assertThat(atTheEnd.at("/usage/completion_tokens").asInt()).isEqualTo(3);
 
-    // /metrics counts each answer under its reason: 4 stopped, 5 cut
+    // /metrics counts each answer under its reason: 3 stopped, 6 cut
     HttpResponse<String> metrics = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
         URI.create("http://127.0.0.1:" + port + "/metrics")).GET().build(),
         HttpResponse.BodyHandlers.ofString());
     String labels = "{engine=\"0\",model_name=\"" + HardwareProfile.qwen3H100Mps6().model()
         + "\",finished_reason=\"";
     assertThat(metrics.body())
-        .contains("vllm:request_success_total" + labels + "stop\"} 4.0\n")
-        .contains("vllm:request_success_total" + labels + "length\"} 5.0\n");
+        .contains("vllm:request_success_total" + labels + "stop\"} 3.0\n")
+        .contains("vllm:request_success_total" + labels + "length\"} 6.0\n");
   }
 }
