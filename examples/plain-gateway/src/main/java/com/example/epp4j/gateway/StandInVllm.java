@@ -867,7 +867,10 @@ public final class StandInVllm implements AutoCloseable {
     // limit) over the context. vLLM tokenizes a text prompt no further than one token past the
     // room left, so it names that many "at least"; a prompt of token IDs is counted whole.
     int maxLen = options.maxModelLen();
-    boolean noLimit = (chat && max == null) || (max != null && max.isNull());
+    // a chat without a limit (left out or null) runs to the rest of the context; a completion's
+    // max_tokens left out or null is its default of 16 (current vLLM's request model turns an
+    // explicit null into the field's default)
+    boolean noLimit = chat && (max == null || max.isNull());
     long asked = noLimit ? 0 : maxTokens;
     if (promptTokens + asked > maxLen) {
       boolean atLeast = tokenIds == null && asked <= maxLen;
@@ -881,8 +884,7 @@ public final class StandInVllm implements AutoCloseable {
           "input_tokens");
     }
     if (noLimit) {
-      // vLLM's default for a chat, and for a completion's explicit null (its 16 applies only
-      // when the field is left out), is the rest of the context
+      // vLLM's default for a chat is the rest of the context
       maxTokens = Math.min(maxTokens, maxLen - promptTokens);
       if (maxTokens < 1) {
         // a prompt that fills the context leaves no token, as vLLM then refuses

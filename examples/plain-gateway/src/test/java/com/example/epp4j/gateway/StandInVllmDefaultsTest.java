@@ -66,19 +66,28 @@ class StandInVllmDefaultsTest {
     assertThat(h.post(full, "/v1/chat/completions", chat + "}").statusCode()).isEqualTo(400);
   }
 
-  /** A completion's {@code max_tokens: null} is vLLM's "rest of the context", not 16. */
+  /**
+   * A completion's {@code max_tokens: null} is the field's default of 16, as current vLLM's
+   * request model reads it, not the rest of the context.
+   */
   @Test
-  void aCompletionWithMaxTokensNullNearTheContextEndIsAnswered() throws Exception {
+  void aCompletionWithMaxTokensNullGetsTheDefaultOf16() throws Exception {
     StandInVllm.Options d = StandInVllm.Options.defaults();
     StandInVllm s = h.start(new StandInVllm.Options(d.model(), Duration.ZERO, Duration.ZERO,
         d.kvBlocks(), d.maxNumSeqs(), 10, false));
-    var res = h.post(s, "/v1/completions", "{\"prompt\":[1,2,3,4,5,6,7,8],\"max_tokens\":null}");
+    for (String body : List.of("{\"prompt\":[1,2,3,4,5,6,7,8],\"max_tokens\":null}",
+        "{\"prompt\":[1,2,3,4,5,6,7,8]}")) {
+      var res = h.post(s, "/v1/completions", body);
+      assertThat(res.statusCode()).as(body).isEqualTo(400);
+      assertThat(StandInVllmTest.JSON.readTree(res.body()).at("/error/message").asText())
+          .contains("you requested 16 output tokens");
+    }
+    StandInVllm roomy = h.start();
+    var res = h.post(roomy, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":null}");
     assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
-    assertThat(StandInVllmTest.JSON.readTree(res.body()).at("/usage/completion_tokens").asInt())
-        .isEqualTo(2);
-    // left out, the field's default of 16 applies and does not fit
-    assertThat(h.post(s, "/v1/completions", "{\"prompt\":[1,2,3,4,5,6,7,8]}").statusCode())
-        .isEqualTo(400);
+    JsonNode answer = StandInVllmTest.JSON.readTree(res.body());
+    assertThat(answer.at("/usage/completion_tokens").asInt()).isEqualTo(16);
+    assertThat(answer.at("/choices/0/finish_reason").asText()).isEqualTo("length");
   }
 
   /**

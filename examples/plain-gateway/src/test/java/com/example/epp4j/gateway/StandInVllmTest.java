@@ -353,10 +353,10 @@ class StandInVllmTest {
         + " tokens, for a total of 106 tokens. Please reduce the length of the input prompt or the"
         + " number of requested output tokens. (parameter=input_tokens, value=105)");
     assertThat(e.path("param").asText()).isEqualTo("input_tokens");
-    // without a limit, no output is asked for
+    // a null asks for the field's default of 16, as current vLLM reads it
     r = post(s, "/v1/completions", "{\"prompt\":" + full + ",\"max_tokens\":null}");
     assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
-        .contains("you requested 0 output tokens and your prompt contains 105 input tokens");
+        .contains("you requested 16 output tokens and your prompt contains 105 input tokens");
     // a text prompt is counted to one token past the room left, "at least", as vLLM counts it
     r = post(s, "/v1/completions", "{\"prompt\":\"" + "abcd".repeat(20) + "\",\"max_tokens\":95}");
     assertThat(JSON.readTree(r.body()).path("error").path("message").asText())
