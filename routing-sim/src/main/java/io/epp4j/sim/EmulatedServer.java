@@ -818,12 +818,11 @@ final class EmulatedServer implements AutoCloseable {
               : "a " + nNode.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
       return;
     }
-    // vLLM answers log probabilities when asked; this replica's filler output has none, and a
-    // client that asked for them would read "logprobs": null as a broken answer: refused, as n is
-    String logprobsField = logprobsAsked(body, chat);
-    if (logprobsField != null) {
-      error(ex, 400, "BadRequestError", "field '" + logprobsField + "' asks for log"
-          + " probabilities, which the emulated replica does not compute; leave it out");
+    // the log probability fields as vLLM's request model checks them, in its words: a value of
+    // the wrong type or sign, top_logprobs without logprobs, prompt_logprobs in a stream
+    String[] badLogprobs = logprobsInvalid(body, chat);
+    if (badLogprobs != null) {
+      error(ex, 400, "BadRequestError", badLogprobs[0], badLogprobs[1]);
       return;
     }
     String maxField = chat && body.hasNonNull("max_completion_tokens")
@@ -1087,6 +1086,22 @@ final class EmulatedServer implements AutoCloseable {
         return;
       }
     }
+    // then, as vLLM's engine checks them once the sampling parameters are made, counts above its
+    // --max-logprobs (20 by default; -1 asks for the whole vocabulary)
+    String[] tooMany = logprobsOverMax(body, chat, cluster.profile().vocab());
+    if (tooMany != null) {
+      error(ex, 400, "BadRequestError", tooMany[0], tooMany[1]);
+      return;
+    }
+    // vLLM answers log probabilities when asked; this replica's filler output has none, and a
+    // client that asked for them would read "logprobs": null as a broken answer: refused, as n is
+    String logprobsField = logprobsAsked(body, chat);
+    if (logprobsField != null) {
+      error(ex, 400, "BadRequestError", "field '" + logprobsField + "' asks for log"
+          + " probabilities, which the emulated replica does not compute; leave it out",
+          logprobsField);
+      return;
+    }
     // where a stop string ends the answer: the engine generates up to that token and no further,
     // as vLLM's does, and the answer ends with finish_reason "stop" naming the string
     StopPlan plan = StopPlan.of(stops, includeStop, minTokens, maxTokens);
@@ -1277,6 +1292,128 @@ final class EmulatedServer implements AutoCloseable {
     return t instanceof io.epp4j.kvevents.HuggingFaceTokenizer hf ? hf.decode(ids) : null;
   }
 
+  /** vLLM's {@code --max-logprobs} default: the most log probabilities a request may ask for. */
+  static final int MAX_LOGPROBS = 20;
+
+  /**
+   * What vLLM's request model ({@code check_logprobs}, then its field types) refuses in the log
+   * probability fields, as {message, field}, or null: {@code prompt_logprobs} and the count
+   * field (a chat's {@code top_logprobs}, a completion's {@code logprobs}) must be numbers,
+   * neither below 0 but for -1, {@code prompt_logprobs} above 0 or -1 not in a stream
+   * ({@code stream} read as Python reads a value's truth, as vLLM's check reads it), a chat's
+   * {@code top_logprobs} above 0 or -1 only with {@code logprobs} true; then a chat's
+   * {@code logprobs} must be a boolean and the counts integers. A value that is not a number is
+   * named by the field only, not quoted.
+   */
+  static String @Nullable [] logprobsInvalid(JsonNode body, boolean chat) {
+    String countField = chat ? "top_logprobs" : "logprobs";
+    for (String f : List.of("prompt_logprobs", countField)) {
+      JsonNode v = body.path(f);
+      if (!v.isMissingNode() && !v.isNull() && !v.isNumber() && !v.isBoolean()) {
+        return new String[] {"`" + f + "` must be an integer.", f};
+      }
+    }
+    JsonNode prompt = body.path("prompt_logprobs");
+    if (prompt.isNumber() || prompt.isBoolean()) {
+      double p = prompt.isBoolean() ? (prompt.booleanValue() ? 1 : 0) : prompt.asDouble();
+      if (pyTruthy(body.path("stream")) && (p > 0 || p == -1)) {
+        return new String[] {"`prompt_logprobs` are not available when `stream=True`."
+            + " (parameter=prompt_logprobs)", "prompt_logprobs"};
+      }
+      if (p < 0 && p != -1) {
+        return new String[] {"`prompt_logprobs` must be a positive value or -1."
+            + " (parameter=prompt_logprobs, value=" + pyNumber(prompt) + ")", "prompt_logprobs"};
+      }
+    }
+    JsonNode count = body.path(countField);
+    if (count.isNumber() || count.isBoolean()) {
+      double c = count.isBoolean() ? (count.booleanValue() ? 1 : 0) : count.asDouble();
+      if (c < 0 && c != -1) {
+        return new String[] {"`" + countField + "` must be a positive value or -1. (parameter="
+            + countField + ", value=" + pyNumber(count) + ")", countField};
+      }
+      if (chat && (c == -1 || c > 0) && !pyTruthy(body.path("logprobs"))) {
+        return new String[] {"when using `top_logprobs`, `logprobs` must be set to true."
+            + " (parameter=top_logprobs)", "top_logprobs"};
+      }
+    }
+    if (chat && laxBool(body.path("logprobs")) == null) {
+      return new String[] {"field 'logprobs' must be a boolean", "logprobs"};
+    }
+    for (String f : List.of("prompt_logprobs", countField)) {
+      JsonNode v = body.path(f);
+      if (v.isNumber() && logprobsCount(v) == null) {
+        return new String[] {"field '" + f + "' must be an integer", f};
+      }
+    }
+    return null;
+  }
+
+  /**
+   * A count of log probabilities that {@link #logprobsInvalid} let through above vLLM's
+   * {@code --max-logprobs}, as {message, field} in the words of vLLM's engine, or null: the
+   * sampled tokens' count (a chat's {@code top_logprobs} with {@code logprobs} true, a
+   * completion's {@code logprobs}), then the prompt's ({@code prompt_logprobs}; an echo's, which
+   * vLLM takes from the sampled count, is checked with it), -1 counting as the whole vocabulary.
+   */
+  static String @Nullable [] logprobsOverMax(JsonNode body, boolean chat, int vocab) {
+    JsonNode countNode = body.path(chat ? "top_logprobs" : "logprobs");
+    Integer count = logprobsCount(countNode);
+    Integer sample = chat && !Boolean.TRUE.equals(laxBool(body.path("logprobs"))) ? null : count;
+    Integer prompt = logprobsCount(body.path("prompt_logprobs"));
+    String[] kinds = {"sample", "prompt"};
+    String[] params = {"logprobs", "prompt_logprobs"};
+    Integer[] asked = {sample, prompt};
+    for (int i = 0; i < 2; i++) {
+      if (asked[i] == null || asked[i] == 0) {
+        continue;
+      }
+      long n = asked[i] == -1 ? vocab : asked[i];
+      if (n > MAX_LOGPROBS) {
+        return new String[] {"Requested " + kinds[i] + " logprobs of " + n + ", which is greater"
+            + " than max allowed: " + MAX_LOGPROBS + " (parameter=" + params[i] + ", value=" + n
+            + ")", params[i]};
+      }
+    }
+    return null;
+  }
+
+  /**
+   * A log probability count as vLLM's request model takes it: an integer, a float without a
+   * fractional part, or a boolean (Python's bool is an int); null for anything else, or absent.
+   */
+  private static @Nullable Integer logprobsCount(JsonNode v) {
+    if (v.isBoolean()) {
+      return v.booleanValue() ? 1 : 0;
+    }
+    return v.isNumber() ? laxInt(v) : null;
+  }
+
+  /** Python's truth of a JSON value: null, false, 0, "" and empty containers are false. */
+  static boolean pyTruthy(JsonNode v) {
+    if (v.isMissingNode() || v.isNull()) {
+      return false;
+    }
+    if (v.isBoolean()) {
+      return v.booleanValue();
+    }
+    if (v.isNumber()) {
+      return v.asDouble() != 0;
+    }
+    if (v.isTextual()) {
+      return !v.textValue().isEmpty();
+    }
+    return !v.isEmpty();
+  }
+
+  /** A JSON number or boolean as Python's {@code str} writes the value it parses to. */
+  private static String pyNumber(JsonNode v) {
+    if (v.isBoolean()) {
+      return v.booleanValue() ? "True" : "False";
+    }
+    return v.isIntegralNumber() ? v.bigIntegerValue().toString() : pyFloat(v.asDouble());
+  }
+
   /**
    * The field of a request that asks for log probabilities, or null when none does: a chat's
    * {@code logprobs} (a boolean) or a positive {@code top_logprobs}, a completion's
@@ -1291,7 +1428,7 @@ final class EmulatedServer implements AutoCloseable {
       }
       JsonNode top = body.path("top_logprobs");
       if (!top.isMissingNode() && !top.isNull()) {
-        Integer n = laxInt(top);
+        Integer n = logprobsCount(top);
         if (n == null || n != 0) {
           return "top_logprobs";
         }

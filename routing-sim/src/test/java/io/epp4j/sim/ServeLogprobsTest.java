@@ -46,7 +46,8 @@ class ServeLogprobsTest {
     String path = "/v1/chat/completions";
     assertRefused(port, path, "{" + CHAT + ",\"logprobs\":true}", "logprobs");
     assertRefused(port, path, "{" + CHAT + ",\"logprobs\":true,\"stream\":true}", "logprobs");
-    assertRefused(port, path, "{" + CHAT + ",\"top_logprobs\":3}", "top_logprobs");
+    assertRefused(port, path, "{" + CHAT + ",\"logprobs\":true,\"top_logprobs\":3}",
+        "logprobs");
     assertRefused(port, path, "{" + CHAT + ",\"prompt_logprobs\":1}", "prompt_logprobs");
     assertServed(port, path, "{" + CHAT + ",\"logprobs\":false,\"top_logprobs\":0}");
     assertServed(port, path, "{" + CHAT + ",\"logprobs\":null,\"prompt_logprobs\":null}");
@@ -61,5 +62,63 @@ class ServeLogprobsTest {
     assertRefused(port, path, "{" + COMPLETION + ",\"prompt_logprobs\":0}", "prompt_logprobs");
     assertServed(port, path, "{" + COMPLETION + ",\"logprobs\":null}");
     assertServed(port, path, "{" + COMPLETION + "}");
+  }
+  /** A refusal's message and param, checking that it is a 400. */
+  private com.fasterxml.jackson.databind.JsonNode vllmRefusal(int port, String path, String body)
+      throws Exception {
+    HttpResponse<String> res = replica.post(port, path, body);
+    assertThat(res.statusCode()).as(body).isEqualTo(400);
+    return JSON.readTree(res.body()).path("error");
+  }
+
+  private void assertVllmRefusal(int port, String path, String body, String message,
+      String param) throws Exception {
+    com.fasterxml.jackson.databind.JsonNode e = vllmRefusal(port, path, body);
+    assertThat(e.path("message").asText()).as(body).isEqualTo(message);
+    assertThat(e.path("param").asText()).as(body).isEqualTo(param);
+  }
+
+  /**
+   * Values vLLM itself refuses are refused in its words and with its param, not as a request the
+   * emulator does not serve: counts below 0 but for -1, a chat's top_logprobs without logprobs,
+   * prompt_logprobs in a stream, a count that is not a number, and counts above vLLM's
+   * --max-logprobs default of 20 (-1 being the whole vocabulary).
+   */
+  @Test
+  void valuesVllmRefusesAreRefusedInItsWords() throws Exception {
+    int port = replica.start();
+    String chat = "/v1/chat/completions";
+    String completion = "/v1/completions";
+    assertVllmRefusal(port, chat, "{" + CHAT + ",\"logprobs\":true,\"top_logprobs\":-2}",
+        "`top_logprobs` must be a positive value or -1. (parameter=top_logprobs, value=-2)",
+        "top_logprobs");
+    assertVllmRefusal(port, chat, "{" + CHAT + ",\"top_logprobs\":3}",
+        "when using `top_logprobs`, `logprobs` must be set to true. (parameter=top_logprobs)",
+        "top_logprobs");
+    assertVllmRefusal(port, chat, "{" + CHAT + ",\"logprobs\":true,\"top_logprobs\":\"3\"}",
+        "`top_logprobs` must be an integer.", "top_logprobs");
+    assertVllmRefusal(port, chat, "{" + CHAT + ",\"logprobs\":true,\"top_logprobs\":21}",
+        "Requested sample logprobs of 21, which is greater than max allowed: 20"
+            + " (parameter=logprobs, value=21)", "logprobs");
+    int vocab = HardwareProfile.qwen3H100Mps6().vocab();
+    assertVllmRefusal(port, chat, "{" + CHAT + ",\"logprobs\":true,\"top_logprobs\":-1}",
+        "Requested sample logprobs of " + vocab + ", which is greater than max allowed: 20"
+            + " (parameter=logprobs, value=" + vocab + ")", "logprobs");
+    assertVllmRefusal(port, chat, "{" + CHAT + ",\"prompt_logprobs\":2,\"stream\":true}",
+        "`prompt_logprobs` are not available when `stream=True`. (parameter=prompt_logprobs)",
+        "prompt_logprobs");
+    assertVllmRefusal(port, completion, "{" + COMPLETION + ",\"logprobs\":-3}",
+        "`logprobs` must be a positive value or -1. (parameter=logprobs, value=-3)", "logprobs");
+    assertVllmRefusal(port, completion, "{" + COMPLETION + ",\"logprobs\":\"five\"}",
+        "`logprobs` must be an integer.", "logprobs");
+    assertVllmRefusal(port, completion, "{" + COMPLETION + ",\"prompt_logprobs\":-2.0}",
+        "`prompt_logprobs` must be a positive value or -1. (parameter=prompt_logprobs,"
+            + " value=-2.0)", "prompt_logprobs");
+    assertVllmRefusal(port, completion, "{" + COMPLETION + ",\"prompt_logprobs\":25}",
+        "Requested prompt logprobs of 25, which is greater than max allowed: 20"
+            + " (parameter=prompt_logprobs, value=25)", "prompt_logprobs");
+    // within vLLM's bounds, the emulator's own refusal, naming the field
+    assertThat(vllmRefusal(port, completion, "{" + COMPLETION + ",\"logprobs\":20}")
+        .path("param").asText()).isEqualTo("logprobs");
   }
 }
