@@ -118,6 +118,8 @@ final class EmulatedServer implements AutoCloseable {
   private final EmulatedCluster cluster;
   private final int replica;
   private final String model;
+  // what every answer names in system_fingerprint
+  private final String systemFingerprint;
   private final List<String> loraAdapters;
   private final EventLoopGroup io;
   private final Channel serverChannel;
@@ -168,6 +170,7 @@ final class EmulatedServer implements AutoCloseable {
     this.replica = replica;
     this.tokenizer = tokenizer;
     this.model = cluster.profile().model();
+    this.systemFingerprint = systemFingerprint(cluster.profile(), loraAdapters, tokenizer != null);
     io = new MultiThreadIoEventLoopGroup(1,
         new DefaultThreadFactory("epp4j-emulator-io-" + port, true), NioIoHandler.newFactory());
     connections = new DefaultChannelGroup(io.next());
@@ -214,6 +217,27 @@ final class EmulatedServer implements AutoCloseable {
       }
       throw new IllegalStateException("HTTP port " + port + " on 127.0.0.1 cannot be bound: "
           + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * The {@code system_fingerprint} of this configuration's answers. Current vLLM writes one by
+   * default ({@code --fingerprint-mode full}: {@code vllm-<version>-<hash8>}, the hash of its
+   * configuration); the emulator writes {@code epp4j-serve-<hash8>}, not naming a vLLM release
+   * it is not, its hash covering the hardware profile (model, context, KV cache, step times),
+   * the LoRA adapters served and whether the model's tokenizer is used: replicas of one
+   * configuration answer with the same fingerprint, and a change of it changes the fingerprint.
+   */
+  static String systemFingerprint(HardwareProfile profile, List<String> loraAdapters,
+      boolean modelTokenizer) {
+    String config = profile + "|" + loraAdapters + "|"
+        + (modelTokenizer ? "tokenizer" : "stand-in");
+    try {
+      byte[] hash = java.security.MessageDigest.getInstance("SHA-256")
+          .digest(config.getBytes(StandardCharsets.UTF_8));
+      return "epp4j-serve-" + java.util.HexFormat.of().formatHex(hash, 0, 4);
+    } catch (java.security.NoSuchAlgorithmException impossible) {
+      throw new IllegalStateException(impossible);
     }
   }
 
@@ -1649,8 +1673,8 @@ final class EmulatedServer implements AutoCloseable {
     }
     // vLLM writes a whole answer with every field of its response model (model_dump() with
     // nothing left out), in the model's order, null or empty where it has no value: the filler
-    // has no tool call, reasoning, fingerprint or KV transfer to name, and a stop string only
-    // when one ended it
+    // has no tool call, reasoning or KV transfer to name, and a stop string only when one ended
+    // it; the fingerprint is current vLLM's default, a string
     ObjectNode root = base(id, chat ? "chat.completion" : "text_completion", created, served);
     ObjectNode choice = root.putArray("choices").addObject();
     choice.put("index", 0);
@@ -1691,7 +1715,7 @@ final class EmulatedServer implements AutoCloseable {
       }
     }
     root.putNull("service_tier");
-    root.putNull("system_fingerprint");
+    root.put("system_fingerprint", systemFingerprint);
     root.set("usage", usage(m[1], m[2], m[3]));
     if (chat) {
       root.putNull("prompt_logprobs");
@@ -1826,6 +1850,11 @@ final class EmulatedServer implements AutoCloseable {
       if (continuousPromptTokens >= 0) {
         chunk.set("usage", runningUsage(continuousPromptTokens, sent));
       }
+      // as current vLLM: the fingerprint on the chunk that finishes the answer, unless a usage
+      // chunk follows, which then carries it as the stream's last message
+      if (sent == maxTokens && !includeUsage) {
+        chunk.put("system_fingerprint", systemFingerprint);
+      }
       event(ex, JSON.writeValueAsString(chunk));
     }
     if (m == CLIENT_GONE) {
@@ -1842,6 +1871,7 @@ final class EmulatedServer implements AutoCloseable {
         ObjectNode last = base(id, object, created, served);
         last.putArray("choices");
         last.set("usage", usage(m[1], m[2], m[3]));
+        last.put("system_fingerprint", systemFingerprint);
         event(ex, JSON.writeValueAsString(last));
       }
     }

@@ -59,7 +59,10 @@ class ServeAnswerFieldsTest {
       assertThat(choice.get("token_ids").isNull()).isTrue();
     }
     assertThat(chunks.get(2).at("/choices/0/finish_reason").asText()).isEqualTo("length");
-
+    // the finishing chunk carries the fingerprint, the others do not
+    assertThat(names(chunks.get(2))).containsExactly("id", "object", "created", "model",
+        "choices", "system_fingerprint");
+    assertThat(names(chunks.get(0))).doesNotContain("system_fingerprint");
   }
 
   @Test
@@ -77,6 +80,8 @@ class ServeAnswerFieldsTest {
     assertThat(names(chat.get(0).at("/choices/0")))
         .containsExactly("index", "delta", "logprobs", "finish_reason");
     assertThat(names(chat.get(1))).containsExactly("id", "object", "created", "model", "choices");
+    assertThat(names(chat.get(2))).containsExactly("id", "object", "created", "model", "choices",
+        "system_fingerprint");
     assertThat(names(chat.get(1).at("/choices/0")))
         .containsExactly("index", "delta", "logprobs", "finish_reason", "token_ids");
     assertThat(chat.get(1).at("/choices/0/token_ids").isNull()).isTrue();
@@ -107,9 +112,43 @@ class ServeAnswerFieldsTest {
         "prompt_token_ids"}) {
       assertThat(choice.get(nullField).isNull()).as(nullField).isTrue();
     }
-    for (String nullField : new String[] {"service_tier", "system_fingerprint",
-        "kv_transfer_params"}) {
+    for (String nullField : new String[] {"service_tier", "kv_transfer_params"}) {
       assertThat(answer.get(nullField).isNull()).as(nullField).isTrue();
+    }
+    assertThat(answer.get("system_fingerprint").asText()).matches("epp4j-serve-[0-9a-f]{8}");
+  }
+
+  /**
+   * As current vLLM (its default --fingerprint-mode): the fingerprint is a string, the same on
+   * every answer of a configuration, on a whole answer and on a stream's last message: the
+   * finishing chunk, or the usage chunk when one follows it.
+   */
+  @Test
+  void theFingerprintIsAStringOnTheWholeAnswerAndTheStreamsLastMessage() throws Exception {
+    int port = replica.start();
+    String fingerprint = whole(port, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}")
+        .get("system_fingerprint").asText();
+    assertThat(fingerprint).matches("epp4j-serve-[0-9a-f]{8}")
+        .isEqualTo(EmulatedServer.systemFingerprint(HardwareProfile.qwen3H100Mps6(), List.of(),
+            false));
+    assertThat(whole(port, "/v1/completions", "{\"prompt\":[5,6,7],\"max_tokens\":2}")
+        .get("system_fingerprint").asText()).isEqualTo(fingerprint);
+    // another configuration, another fingerprint
+    assertThat(EmulatedServer.systemFingerprint(HardwareProfile.qwen3H100Mps6(), List.of("a"),
+        false)).isNotEqualTo(fingerprint);
+    for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
+      String prompt = path.endsWith("chat/completions")
+          ? "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]" : "\"prompt\":[5,6,7]";
+      List<JsonNode> chunks = events(port, path, "{" + prompt + ",\"max_tokens\":2,"
+          + "\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+      JsonNode usage = chunks.get(chunks.size() - 1);
+      assertThat(names(usage)).as(path).containsExactly("id", "object", "created", "model",
+          "choices", "usage", "system_fingerprint");
+      assertThat(usage.get("system_fingerprint").asText()).isEqualTo(fingerprint);
+      for (int i = 0; i < chunks.size() - 1; i++) {
+        assertThat(names(chunks.get(i))).as(path).doesNotContain("system_fingerprint");
+      }
     }
   }
 
