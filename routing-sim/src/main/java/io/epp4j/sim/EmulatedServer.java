@@ -126,6 +126,8 @@ final class EmulatedServer implements AutoCloseable {
   private final ChannelGroup connections;
   private final ExecutorService executor;
   private final @Nullable Tokenizer tokenizer;
+  // vLLM's --exclude-tools-when-tool-choice-none
+  private final boolean excludeToolsWhenToolChoiceNone;
   private final BodyBudget budget;
   private final AtomicLong requestsRead = new AtomicLong();
   // requests whose answer ended with finish_reason "stop" (the rest of those the engine finished
@@ -164,6 +166,19 @@ final class EmulatedServer implements AutoCloseable {
    */
   EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
       @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget) {
+    this(cluster, replica, port, loraAdapters, tokenizer, keepAliveNanos, budget, false);
+  }
+
+  /**
+   * As above; with {@code excludeToolsWhenToolChoiceNone} (vLLM's
+   * {@code --exclude-tools-when-tool-choice-none}) a chat completion whose {@code tool_choice}
+   * is {@code "none"} is rendered without its {@code tools}. {@code /tokenize} renders the tools
+   * it is given either way, as vLLM's does.
+   */
+  EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
+      @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget,
+      boolean excludeToolsWhenToolChoiceNone) {
+    this.excludeToolsWhenToolChoiceNone = excludeToolsWhenToolChoiceNone;
     this.budget = budget;
     this.loraAdapters = List.copyOf(loraAdapters);
     this.cluster = cluster;
@@ -742,14 +757,23 @@ final class EmulatedServer implements AutoCloseable {
 
   /** The prompt's token IDs, or a message naming what is wrong (never the prompt itself). */
   private Object promptTokens(RequestBody body, boolean chat) {
-    Object parsed = parsePrompt(body, chat);
+    return promptTokens(body, chat, false);
+  }
+
+  /**
+   * As above; {@code generating} for a chat completion (not {@code /tokenize}), whose tools
+   * vLLM's {@code --exclude-tools-when-tool-choice-none} leaves out for {@code tool_choice}
+   * {@code "none"}.
+   */
+  private Object promptTokens(RequestBody body, boolean chat, boolean generating) {
+    Object parsed = parsePrompt(body, chat, generating);
     if (parsed instanceof int[] ids && ids.length == 0) {
       return "the prompt is empty";
     }
     return parsed;
   }
 
-  private Object parsePrompt(RequestBody body, boolean chat) {
+  private Object parsePrompt(RequestBody body, boolean chat, boolean generating) {
     // vLLM adds the tokenizer's special tokens to a completion's prompt and not to a chat's
     // (whose template writes them), unless the request says otherwise
     JsonNode specialNode = body.fields().path("add_special_tokens");
@@ -769,9 +793,14 @@ final class EmulatedServer implements AutoCloseable {
       if (args instanceof String bad) {
         return bad;
       }
-      // the request's tools, which the model's template renders into the prompt as vLLM's does
+      // the request's tools, which the model's template renders into the prompt as vLLM's does,
+      // unless vLLM's --exclude-tools-when-tool-choice-none leaves them out: for a chat
+      // completion whose tool_choice is "none" the template is handed no tools, as for a chat
+      // without any (default tools and a tools key of chat_template_kwargs still apply)
       JsonNode tools = body.fields().path("tools");
-      return tokenizeChat(chatMessages, tools.isArray() ? tools.toString() : null,
+      boolean excluded = generating && excludeToolsWhenToolChoiceNone
+          && "none".equals(body.fields().path("tool_choice").textValue());
+      return tokenizeChat(chatMessages, tools.isArray() && !excluded ? tools.toString() : null,
           (ChatTemplateArgs) args, special);
     }
     RequestBody.Prompt prompt = body.prompt();
@@ -1028,7 +1057,7 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "suffix is not currently supported");
       return;
     }
-    Object parsed = promptTokens(request, chat);
+    Object parsed = promptTokens(request, chat, true);
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
       return;

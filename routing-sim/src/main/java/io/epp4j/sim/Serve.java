@@ -75,6 +75,9 @@ final class Serve implements AutoCloseable {
                                (e.g. '{"enable_thinking": false}') every chat is rendered
                                with, under the request's own chat_template_kwargs (a request
                                key wins unless its value is null or "auto"); needs --tokenizer
+        --exclude-tools-when-tool-choice-none
+                               as vLLM's flag (no value): a chat whose tool_choice is "none" is
+                               rendered without its tools; needs --tokenizer
         --keep-alive-timeout S seconds a keep-alive connection may stay idle (no request
                                being read or answered) before the server closes it, on the
                                wall clock whatever --speed is; vLLM's default (5), 0 to
@@ -101,11 +104,15 @@ final class Serve implements AutoCloseable {
    * @param defaultChatTemplateKwargs vLLM's {@code --default-chat-template-kwargs}: chats are
    *                  rendered with these under each request's own {@code chat_template_kwargs};
    *                  {@code null} for none
+   * @param excludeToolsWhenToolChoiceNone vLLM's {@code --exclude-tools-when-tool-choice-none}:
+   *                  a chat whose {@code tool_choice} is {@code "none"} is rendered without its
+   *                  {@code tools}
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
       HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
       double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
-      @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs) {
+      @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs,
+      boolean excludeToolsWhenToolChoiceNone) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
       // here, before anything is made: the cluster's own check came after the ZeroMQ context,
@@ -140,10 +147,25 @@ final class Serve implements AutoCloseable {
         throw new IllegalArgumentException("--default-chat-template-kwargs needs --tokenizer,"
             + " whose chat template reads them");
       }
+      if (excludeToolsWhenToolChoiceNone && tokenizer == null) {
+        // the stand-in renders no tools: the flag would change nothing
+        throw new IllegalArgumentException("--exclude-tools-when-tool-choice-none needs"
+            + " --tokenizer, whose chat template renders the tools");
+      }
       if (maxLoras < 1 || maxLoras > MAX_LORAS) {
         throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
             + maxLoras);
       }
+    }
+
+    /** Rendering a chat's tools whatever its tool_choice, as vLLM does by default. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+        double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
+        @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, keepAliveSeconds, maxLoras, replayBufferBytes, maxHeldBodyBytes,
+          defaultChatTemplateKwargs, false);
     }
 
     /** Without default chat template kwargs. */
@@ -315,7 +337,7 @@ final class Serve implements AutoCloseable {
         publishers.add(new KvEventPublisher(zmq, topic, o.kvEventsPort() + 2 * i,
             o.kvEventsPort() + 2 * i + 1, o.mapEncoding(), o.replayBufferBytes()));
         servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer,
-            Math.round(o.keepAliveSeconds() * 1e9), bodies));
+            Math.round(o.keepAliveSeconds() * 1e9), bodies, o.excludeToolsWhenToolChoiceNone()));
       }
     } catch (RuntimeException e) {
       close();
@@ -493,6 +515,9 @@ final class Serve implements AutoCloseable {
     return 0;
   }
 
+  /** vLLM's flag of that name: the one option of {@code serve} that takes no value. */
+  static final String EXCLUDE_TOOLS = "--exclude-tools-when-tool-choice-none";
+
   /** The options of {@code serve}, each taking a value (the cases of {@link #parse}). */
   static final Set<String> OPTIONS = Set.of("--replicas", "--port", "--kv-events-port",
       "--kv-events-encoding", "--kv-events-replay-bytes", "--speed", "--profile",
@@ -515,6 +540,7 @@ final class Serve implements AutoCloseable {
     long replayBytes = KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES;
     long heldBodyBytes = BodyBudget.DEFAULT_BYTES;
     DefaultChatTemplateKwargs defaultKwargs = null;
+    boolean excludeTools = false;
     java.util.Map<String, String> given = new java.util.HashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
@@ -527,7 +553,12 @@ final class Serve implements AutoCloseable {
       String name = a;
       String v;
       int eq = a.indexOf('=');
-      if (a.startsWith("--") && eq > 0) {
+      if (a.equals(EXCLUDE_TOOLS)) {
+        // vLLM's flag takes no value
+        v = "";
+      } else if (a.startsWith(EXCLUDE_TOOLS + "=")) {
+        throw new IllegalArgumentException(EXCLUDE_TOOLS + " takes no value, got " + a);
+      } else if (a.startsWith("--") && eq > 0) {
         name = a.substring(0, eq);
         v = a.substring(eq + 1);
       } else {
@@ -613,6 +644,7 @@ final class Serve implements AutoCloseable {
             throw new IllegalArgumentException(name + " " + e.getMessage());
           }
         }
+        case EXCLUDE_TOOLS -> excludeTools = true;
         case "--max-loras" -> maxLoras = intArg(name, v, 1, MAX_LORAS);
         case "--kv-events-replay-bytes" -> replayBytes = byteSize(name, v);
         case "--max-held-body-bytes" -> {
@@ -651,7 +683,7 @@ final class Serve implements AutoCloseable {
     }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
         keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes, heldBodyBytes,
-        defaultKwargs);
+        defaultKwargs, excludeTools);
   }
 
   /**

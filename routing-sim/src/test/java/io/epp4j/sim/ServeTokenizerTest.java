@@ -135,13 +135,20 @@ class ServeTokenizerTest {
 
   private Serve start(int replicas, Path tokenizer,
       io.epp4j.kvevents.@org.jspecify.annotations.Nullable DefaultChatTemplateKwargs defaults) {
+    return start(replicas, tokenizer, defaults, false);
+  }
+
+  private Serve start(int replicas, Path tokenizer,
+      io.epp4j.kvevents.@org.jspecify.annotations.Nullable DefaultChatTemplateKwargs defaults,
+      boolean excludeToolsWhenToolChoiceNone) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 20; attempt++) {
       int base = ThreadLocalRandom.current().nextInt(20_000, 30_000);
       Serve.Options o = new Serve.Options(replicas, base, base + 1_000, false, 20,
           HardwareProfile.qwen3H100Mps6(), 1, List.of(), tokenizer,
           Serve.DEFAULT_KEEP_ALIVE_SECONDS, Serve.DEFAULT_MAX_LORAS,
-          KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES, BodyBudget.DEFAULT_BYTES, defaults);
+          KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES, BodyBudget.DEFAULT_BYTES, defaults,
+          excludeToolsWhenToolChoiceNone);
       try {
         Serve s = new Serve(o);
         open.add(s);
@@ -381,6 +388,50 @@ class ServeTokenizerTest {
         .containsExactly(3, 0, 4, 9, 1, 0, 5);
     assertThat(ints(JSON.readTree(post(p, "/tokenize", chat + tools + "}").body()).get("tokens")))
         .containsExactly(8, 0, 4, 9, 1, 0, 5);
+  }
+
+  /**
+   * vLLM's {@code --exclude-tools-when-tool-choice-none}: a chat completion whose
+   * {@code tool_choice} is {@code "none"} is rendered without its tools (a default tools then
+   * applies, as for a chat without any); another tool_choice keeps them, as does {@code /tokenize},
+   * which renders the tools it is given whatever the flag says. Without the flag, tool_choice
+   * "none" keeps them too.
+   */
+  @Test
+  void toolChoiceNoneLeavesTheToolsOutWithVllmsFlag(@TempDir Path dir) throws Exception {
+    String template = "{% if tools %}{% for t in tools %}{{ t.function.name }} {% endfor %}"
+        + "{% endif %}" + CHATML;
+    Path tok = writeTokenizer(dir, template);
+    String chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"world\"}],\"max_tokens\":1"
+        + ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"hello\"}}]";
+    int flagged = port(start(1, tok, null, true), 0);
+    int plain = port(start(1, tok, null, false), 0);
+    java.util.function.BiFunction<Integer, String, Integer> promptTokens = (p, body) -> {
+      try {
+        HttpResponse<String> res = post(p, "/v1/chat/completions", body);
+        assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+        return JSON.readTree(res.body()).at("/usage/prompt_tokens").asInt();
+      } catch (Exception e) {
+        throw new AssertionError(e);
+      }
+    };
+    // ChatML alone is 6 tokens; the tool's name adds 1
+    assertThat(promptTokens.apply(flagged, chat + ",\"tool_choice\":\"none\"}")).isEqualTo(6);
+    assertThat(promptTokens.apply(flagged, chat + ",\"tool_choice\":\"auto\"}")).isEqualTo(7);
+    assertThat(promptTokens.apply(flagged, chat + "}")).isEqualTo(7);
+    assertThat(promptTokens.apply(plain, chat + ",\"tool_choice\":\"none\"}")).isEqualTo(7);
+    assertThat(ints(JSON.readTree(post(flagged, "/tokenize",
+        chat + ",\"tool_choice\":\"none\"}").body()).get("tokens"))).hasSize(7);
+
+    // the flag takes no value, and needs a template to leave the tools out of
+    assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "20000", "--tokenizer",
+        tok.toString(), Serve.EXCLUDE_TOOLS}).excludeToolsWhenToolChoiceNone()).isTrue();
+    assertThatThrownBy(() -> Serve.parse(new String[] {"--replicas", "1", "--port", "20000",
+        Serve.EXCLUDE_TOOLS})).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining(Serve.EXCLUDE_TOOLS + " needs --tokenizer");
+    assertThatThrownBy(() -> Serve.parse(new String[] {"--replicas", "1", "--port", "20000",
+        "--tokenizer", tok.toString(), Serve.EXCLUDE_TOOLS + "=true"}))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("takes no value");
   }
 
   /**
