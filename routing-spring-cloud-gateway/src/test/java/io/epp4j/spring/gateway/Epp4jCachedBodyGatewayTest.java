@@ -1,9 +1,9 @@
 package io.epp4j.spring.gateway;
 
+import static io.epp4j.spring.gateway.Http2Requests.await;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.RequestListener;
@@ -23,8 +23,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -260,22 +258,6 @@ class Epp4jCachedBodyGatewayTest {
   }
 
   private void awaitNoneInFlight() throws InterruptedException {
-    await(() -> {
-      int n = 0;
-      for (Candidate c : router.endpoints()) {
-        n += c.inFlightRequests();
-      }
-      return n == 0;
-    });
-  }
-
-  private static void await(BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("condition not met within 10 s");
-      }
-      Thread.sleep(10);
-    }
+    Http2Requests.awaitNoneInFlight(router);
   }
 }

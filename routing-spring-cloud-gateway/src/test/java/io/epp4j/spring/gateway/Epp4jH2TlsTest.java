@@ -4,24 +4,19 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.epp4j.api.Candidate;
+import io.epp4j.spring.gateway.Http2Requests.Answer;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.core.Router;
-import io.netty.buffer.Unpooled;
-import io.netty.handler.codec.http.HttpHeaders;
 import io.netty.handler.ssl.util.SelfSignedCertificate;
-import java.nio.charset.StandardCharsets;
 import java.security.cert.CertificateException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
-import org.reactivestreams.Publisher;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringBootConfiguration;
@@ -29,8 +24,6 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
-import reactor.core.publisher.Flux;
-import reactor.core.publisher.Mono;
 import reactor.netty.http.Http2SslContextSpec;
 import reactor.netty.http.HttpProtocol;
 import reactor.netty.http.client.HttpClient;
@@ -91,8 +84,6 @@ class Epp4jH2TlsTest {
   @SpringBootConfiguration
   @EnableAutoConfiguration
   static class App {}
-
-  record Answer(int status, String version, HttpHeaders headers, String body) {}
 
   @Value("${local.server.port}")
   int port;
@@ -202,43 +193,10 @@ class Epp4jH2TlsTest {
 
   private Answer post(String path, String body, Map<String, String> headers,
       boolean declareLength) {
-    byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
-    // in 8 KiB pieces, so that a body without a declared length arrives in several frames
-    Publisher<io.netty.buffer.ByteBuf> content = declareLength
-        ? Mono.fromSupplier(() -> Unpooled.wrappedBuffer(bytes))
-        : Flux.range(0, (bytes.length + 8191) / 8192).map(i -> Unpooled.wrappedBuffer(bytes,
-            i * 8192, Math.min(8192, bytes.length - i * 8192)));
-    return H2.headers(h -> {
-          h.set("content-type", "application/json");
-          headers.forEach(h::set);
-          if (declareLength) {
-            h.set("content-length", bytes.length);
-          }
-        })
-        .post().uri("https://localhost:" + port + path)
-        .send(content)
-        .responseSingle((r, b) -> b.asString(StandardCharsets.UTF_8).defaultIfEmpty("")
-            .map(s -> new Answer(r.status().code(), r.version().text(), r.responseHeaders(), s)))
-        .block(Duration.ofSeconds(20));
+    return Http2Requests.post(H2, "https://localhost:" + port + path, body, headers, declareLength);
   }
 
   private void awaitNoneInFlight() throws InterruptedException {
-    await(() -> {
-      int n = 0;
-      for (Candidate c : router.endpoints()) {
-        n += c.inFlightRequests();
-      }
-      return n == 0;
-    });
-  }
-
-  private static void await(BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("condition not met within 10 s");
-      }
-      Thread.sleep(10);
-    }
+    Http2Requests.awaitNoneInFlight(router);
   }
 }
