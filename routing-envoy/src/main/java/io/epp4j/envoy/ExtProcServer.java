@@ -268,10 +268,18 @@ public final class ExtProcServer implements AutoCloseable {
       return this;
     }
 
-    private static BodySendMode check(String which, BodySendMode mode) {
-      Objects.requireNonNull(mode, which);
-      if (mode == BodySendMode.UNRECOGNIZED || (which.equals("request") && mode == BodySendMode.NONE)) {
-        throw new IllegalArgumentException(which + " body mode " + mode + " cannot be served");
+    /** Refusals name the setting and its argument as the caller wrote them. */
+    private static BodySendMode check(String argument, BodySendMode mode) {
+      String knob = "assumedBodyModes(request, response): " + argument;
+      Objects.requireNonNull(mode, () -> knob + " is null");
+      boolean request = argument.equals("request");
+      if (mode == BodySendMode.UNRECOGNIZED) {
+        throw new IllegalArgumentException(knob + " is UNRECOGNIZED, which is no body mode; use "
+            + (request ? ProcessStream.REQUEST_MODES : ProcessStream.RESPONSE_MODES));
+      }
+      if (request && mode == BodySendMode.NONE) {
+        throw new IllegalArgumentException(knob + " is NONE, which cannot be served: the pick "
+            + "depends on the request body; use " + ProcessStream.REQUEST_MODES);
       }
       return mode;
     }

@@ -740,8 +740,9 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     }
   }
 
-  private static final String REQUEST_MODES = "FULL_DUPLEX_STREAMED, BUFFERED or STREAMED";
-  private static final String RESPONSE_MODES =
+  /** The body modes served, as Envoy's configuration spells them. */
+  static final String REQUEST_MODES = "FULL_DUPLEX_STREAMED, BUFFERED or STREAMED";
+  static final String RESPONSE_MODES =
       "FULL_DUPLEX_STREAMED, STREAMED, BUFFERED, BUFFERED_PARTIAL or NONE";
 
   /** Upstream's GRPC body mode (Envoy 1.37), newer than the Envoy API classes in use here. */

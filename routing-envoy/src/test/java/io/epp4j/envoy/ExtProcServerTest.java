@@ -1744,6 +1744,37 @@ class ExtProcServerTest {
   }
 
   @Test
+  void assumedBodyModesRefusalsNameTheSettingAndItsArgument() {
+    // before, they said "request body mode NONE cannot be served" (or only "request" for null):
+    // nothing pointed at assumedBodyModes, and "request body mode" reads like Envoy's
+    // request_body_mode, which the server reports for a filter's own configuration
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).build();
+    ExtProcServer.Builder b = ExtProcServer.builder(router);
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> b.assumedBodyModes(NONE, BUFFERED))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith("assumedBodyModes(request, response): request is NONE")
+        .hasMessageContaining("FULL_DUPLEX_STREAMED, BUFFERED or STREAMED")
+        .hasMessageNotContaining("request_body_mode");
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+        () -> b.assumedBodyModes(BodySendMode.UNRECOGNIZED, BUFFERED))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith("assumedBodyModes(request, response): request is UNRECOGNIZED");
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+        () -> b.assumedBodyModes(BUFFERED, BodySendMode.UNRECOGNIZED))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith("assumedBodyModes(request, response): response is UNRECOGNIZED")
+        .hasMessageContaining("BUFFERED_PARTIAL or NONE");
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> b.assumedBodyModes(null, BUFFERED))
+        .isInstanceOf(NullPointerException.class)
+        .hasMessage("assumedBodyModes(request, response): request is null");
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> b.assumedBodyModes(BUFFERED, null))
+        .isInstanceOf(NullPointerException.class)
+        .hasMessage("assumedBodyModes(request, response): response is null");
+    // NONE is a response mode that is served: Envoy then sends no answer body
+    assertThat(b.assumedBodyModes(BUFFERED, NONE)).isSameAs(b);
+  }
+
+  @Test
   void maxMessageBytesBoundsWhatIsTakenAndMustLeaveRoomForARequestBody() throws Exception {
     router = Router.builder().endpoints(List.of(Endpoint.parse(A))).listener(outcomes).build();
     ExtProcServer.Builder tooSmall = ExtProcServer.builder(router).port(0).host("127.0.0.1")
