@@ -142,6 +142,8 @@ public final class StandInVllm implements AutoCloseable {
   private final AtomicLong prefixQueries = new AtomicLong();
   private final AtomicLong prefixHits = new AtomicLong();
   private final AtomicLong finished = new AtomicLong();
+  /** Of {@link #finished}, the answers that ended with finish_reason "stop". */
+  private final AtomicLong stopped = new AtomicLong();
   private final AtomicLong aborted = new AtomicLong();
   private final AtomicBoolean closed = new AtomicBoolean();
 
@@ -277,8 +279,11 @@ public final class StandInVllm implements AutoCloseable {
 
   // ----------------------------------------------------------------------------- generation
 
-  /** What one request asks for, read from its body. */
-  private record Ask(int promptTokens, long[] blocks, int maxTokens,
+  /**
+   * What one request asks for, read from its body; {@code finishReason} is how its answer ends:
+   * "length" on a limit, "stop" where the stand-in ends it itself.
+   */
+  private record Ask(int promptTokens, long[] blocks, int maxTokens, String finishReason,
       boolean stream, boolean includeUsage, boolean continuousUsage) {}
 
   private void generate(HttpExchange ex, boolean chat) throws IOException {
@@ -320,6 +325,9 @@ public final class StandInVllm implements AutoCloseable {
       answer = new Answer(chat, "cmpl-" + ids.incrementAndGet(), ask, cached);
       boolean complete = ask.stream() ? stream(ex, answer, watch) : whole(ex, answer, watch);
       (complete ? finished : aborted).incrementAndGet();
+      if (complete && ask.finishReason().equals("stop")) {
+        stopped.incrementAndGet(); // after finished, so that a scrape never counts more stops
+      }
     } finally {
       if (answer != null) {
         answer.releaseBlocks();
@@ -582,7 +590,7 @@ public final class StandInVllm implements AutoCloseable {
       choice.put("text", text.toString());
     }
     choice.putNull("logprobs");
-    choice.put("finish_reason", "length");
+    choice.put("finish_reason", a.ask.finishReason());
     body.set("usage", a.usage());
     try {
       send(ex, 200, "application/json", body.toString());
@@ -632,7 +640,7 @@ public final class StandInVllm implements AutoCloseable {
         }
         c.putNull("logprobs");
         if (i == a.ask.maxTokens() - 1) {
-          c.put("finish_reason", "length");
+          c.put("finish_reason", a.ask.finishReason());
         } else {
           c.putNull("finish_reason");
         }
@@ -720,7 +728,8 @@ public final class StandInVllm implements AutoCloseable {
 
   /**
    * Request fields the stand-in does not honour: given (not null, false or empty), they are
-   * refused. {@code ignore_eos} is not among them: the stand-in always generates up to its limit.
+   * refused. {@code ignore_eos} is not among them: the stand-in always generates up to its limit,
+   * and with it a chat without a limit runs to the context's end.
    */
   static final List<String> NOT_HONOURED = List.of("echo", "suffix", "stop",
       "stop_token_ids", "include_stop_str_in_output", "logprobs", "top_logprobs",
@@ -883,8 +892,19 @@ public final class StandInVllm implements AutoCloseable {
           + " number of requested output tokens. (parameter=input_tokens, value=" + counted + ")",
           "input_tokens");
     }
+    // as vLLM: "length" when the answer ends on a limit (max_tokens, a completion's default, the
+    // context's end), "stop" when the model ends it itself
+    String finishReason = "length";
     if (noLimit) {
-      // vLLM's default for a chat is the rest of the context
+      // vLLM's default for a chat is the rest of the context: there vLLM generates until the
+      // model ends its answer ("stop"), which the stand-in does after its 16 canned tokens,
+      // unless the context ends first; with ignore_eos the model never ends it, so vLLM
+      // generates to the context's end
+      if (truthy(root.get("ignore_eos"))) {
+        maxTokens = maxLen - promptTokens;
+      } else if (maxTokens < maxLen - promptTokens) {
+        finishReason = "stop";
+      }
       maxTokens = Math.min(maxTokens, maxLen - promptTokens);
       if (maxTokens < 1) {
         // a prompt that fills the context leaves no token, as vLLM then refuses
@@ -901,7 +921,8 @@ public final class StandInVllm implements AutoCloseable {
         && (includeUsageNode.isMissingNode() || includeUsageNode.asBoolean(false));
     long[] blocks = tokenIds != null ? blockHashes(tokenIds) : blockHashes(utf8);
     boolean continuousUsage = streamOptions.path("continuous_usage_stats").asBoolean(false);
-    return new Ask(promptTokens, blocks, maxTokens, stream, includeUsage, continuousUsage);
+    return new Ask(promptTokens, blocks, maxTokens, finishReason, stream, includeUsage,
+        continuousUsage);
   }
 
   /** Python's truth of a JSON value: null, false, 0, "" and empty containers are false. */
@@ -1033,16 +1054,19 @@ public final class StandInVllm implements AutoCloseable {
         promptTokens.get());
     counter(sb, "vllm:generation_tokens_total", "Number of generation tokens processed.", l,
         generationTokens.get());
-    // a series per finish reason, as vLLM creates them; the stand-in's answers all end on length.
-    // A request whose client left is not counted under any: vLLM's abort path ends it without
-    // recording finished-request stats
+    // a series per finish reason, as vLLM creates them: the stand-in's answers end on stop or
+    // length. A request whose client left is not counted under any: vLLM's abort path ends it
+    // without recording finished-request stats
     String success = "vllm:request_success_total";
     sb.append("# HELP ").append(success).append(" Count of successfully processed requests.\n")
         .append("# TYPE ").append(success).append(" counter\n");
+    long stops = stopped.get(); // before finished, which is counted first
+    long lengths = finished.get() - stops;
     for (String reason : new String[] {"stop", "length", "abort"}) {
       sb.append(success).append("{engine=\"0\",finished_reason=\"").append(reason)
           .append("\",model_name=\"").append(model).append("\"} ")
-          .append(reason.equals("length") ? (double) finished.get() : 0.0).append('\n');
+          .append(reason.equals("length") ? (double) lengths
+              : reason.equals("stop") ? (double) stops : 0.0).append('\n');
     }
     gauge(sb, "vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
         "{block_size=\"" + BLOCK_TOKENS + "\",enable_prefix_caching=\"True\",engine=\"0\","

@@ -67,6 +67,56 @@ class StandInVllmDefaultsTest {
   }
 
   /**
+   * A chat without a limit runs, in vLLM, until the model ends its answer: finish_reason "stop",
+   * which the stand-in's answer of 16 canned tokens now reports (it said "length" for every
+   * answer). A limit that ends the answer, the context's end, or {@code ignore_eos} (the model
+   * never ends it, so it runs to the context's end) still give "length".
+   */
+  @Test
+  void finishReasonIsStopWhenTheAnswerEndsBeforeAnyLimit() throws Exception {
+    String messages = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    StandInVllm.Options d = StandInVllm.Options.defaults();
+    StandInVllm s = h.start(new StandInVllm.Options(d.model(), Duration.ZERO, Duration.ZERO,
+        d.kvBlocks(), d.maxNumSeqs(), 64, false));
+    for (String limit : List.of("", ",\"max_tokens\":null", ",\"max_completion_tokens\":null")) {
+      JsonNode whole = StandInVllmTest.JSON.readTree(
+          h.post(s, "/v1/chat/completions", "{" + messages + limit + "}").body());
+      assertThat(whole.at("/choices/0/finish_reason").asText()).as(limit).isEqualTo("stop");
+      assertThat(whole.at("/usage/completion_tokens").asInt()).isEqualTo(16);
+      List<JsonNode> events = StandInVllmTest.events(h.post(s, "/v1/chat/completions",
+          "{" + messages + limit + ",\"stream\":true}").body());
+      assertThat(events.get(events.size() - 1).at("/choices/0/finish_reason").asText())
+          .as(limit).isEqualTo("stop");
+    }
+    for (String limit : List.of(",\"max_tokens\":16", ",\"max_completion_tokens\":16")) {
+      JsonNode whole = StandInVllmTest.JSON.readTree(
+          h.post(s, "/v1/chat/completions", "{" + messages + limit + "}").body());
+      assertThat(whole.at("/choices/0/finish_reason").asText()).as(limit).isEqualTo("length");
+    }
+    JsonNode ignoreEos = StandInVllmTest.JSON.readTree(h.post(s, "/v1/chat/completions",
+        "{" + messages + ",\"ignore_eos\":true}").body());
+    assertThat(ignoreEos.at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    int prompt = ignoreEos.at("/usage/prompt_tokens").asInt();
+    assertThat(ignoreEos.at("/usage/completion_tokens").asInt()).isEqualTo(64 - prompt);
+    // the context's end before the 16th token
+    StandInVllm tight = h.start(new StandInVllm.Options(d.model(), Duration.ZERO, Duration.ZERO,
+        d.kvBlocks(), d.maxNumSeqs(), prompt + 3, false));
+    JsonNode cut = StandInVllmTest.JSON.readTree(
+        h.post(tight, "/v1/chat/completions", "{" + messages + "}").body());
+    assertThat(cut.at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    assertThat(cut.at("/usage/completion_tokens").asInt()).isEqualTo(3);
+    // vLLM's success counter has a series per reason (an answer is counted just after it is sent)
+    String stops = "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\","
+        + "model_name=\"stand-in\"} 6.0";
+    StandInVllmTest.await("6 stops counted", () -> s.metricsText().contains(stops));
+    assertThat(h.get(s, "/metrics").body())
+        .contains("vllm:request_success_total{engine=\"0\",finished_reason=\"stop\","
+            + "model_name=\"stand-in\"} 6.0")
+        .contains("vllm:request_success_total{engine=\"0\",finished_reason=\"length\","
+            + "model_name=\"stand-in\"} 3.0");
+  }
+
+  /**
    * A completion's {@code max_tokens: null} is the field's default of 16, as current vLLM's
    * request model reads it, not the rest of the context.
    */
