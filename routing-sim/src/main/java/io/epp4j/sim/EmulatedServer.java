@@ -878,6 +878,11 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", badLogprobs[0], badLogprobs[1]);
       return;
     }
+    String[] badTools = chat ? toolUsageInvalid(body) : null;
+    if (badTools != null) {
+      error(ex, 400, "BadRequestError", badTools[0], badTools[1]);
+      return;
+    }
     String maxField = chat && body.hasNonNull("max_completion_tokens")
         ? "max_completion_tokens" : "max_tokens";
     JsonNode maxNode = body.get(maxField);
@@ -1343,6 +1348,26 @@ final class EmulatedServer implements AutoCloseable {
       t = w.tokenizer();
     }
     return t instanceof io.epp4j.kvevents.HuggingFaceTokenizer hf ? hf.decode(ids) : null;
+  }
+
+  /**
+   * What vLLM's chat request model ({@code check_tool_usage}) refuses in {@code tools} and
+   * {@code tool_choice}, as {message, field}, or null: an empty {@code tools} array, and a
+   * {@code tool_choice} other than "none" (or null) without {@code tools} (left out or null).
+   */
+  static String @Nullable [] toolUsageInvalid(JsonNode body) {
+    JsonNode tools = body.path("tools");
+    if (tools.isArray() && tools.isEmpty()) {
+      return new String[] {"`tools` must not be an empty array. Either provide at least one"
+          + " tool or omit the field entirely. (parameter=tools)", "tools"};
+    }
+    JsonNode choice = body.path("tool_choice");
+    if (!choice.isMissingNode() && !choice.isNull() && !"none".equals(choice.textValue())
+        && (tools.isMissingNode() || tools.isNull())) {
+      return new String[] {"When using `tool_choice`, `tools` must be set."
+          + " (parameter=tool_choice)", "tool_choice"};
+    }
+    return null;
   }
 
   /** vLLM's {@code --max-logprobs} default: the most log probabilities a request may ask for. */

@@ -1,0 +1,80 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.net.http.HttpResponse;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A chat's {@code tools} and {@code tool_choice} as vLLM's request model checks them: an empty
+ * {@code tools} array, and a {@code tool_choice} without {@code tools}, are refused with vLLM's
+ * 400, its words and its param. Before, serve answered both.
+ */
+@Timeout(60)
+class ServeToolUsageTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final String CHAT = "/v1/chat/completions";
+  private static final String MESSAGES =
+      "\"messages\":[{\"role\":\"user\",\"content\":\"hi there\"}],\"max_tokens\":2";
+  private static final String TOOL = "{\"type\":\"function\",\"function\":{\"name\":\"f\","
+      + "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}";
+  private static final String EMPTY = "`tools` must not be an empty array. Either provide at"
+      + " least one tool or omit the field entirely. (parameter=tools)";
+  private static final String NO_TOOLS =
+      "When using `tool_choice`, `tools` must be set. (parameter=tool_choice)";
+  private final OneReplica replica = new OneReplica();
+
+  @AfterEach
+  void close() {
+    replica.close();
+  }
+
+  private void assertRefused(int port, String fields, String message, String param)
+      throws Exception {
+    String body = "{" + MESSAGES + fields + "}";
+    HttpResponse<String> res = replica.post(port, CHAT, body);
+    assertThat(res.statusCode()).as(body).isEqualTo(400);
+    JsonNode e = JSON.readTree(res.body()).path("error");
+    assertThat(e.path("message").asText()).as(body).isEqualTo(message);
+    assertThat(e.path("param").asText()).as(body).isEqualTo(param);
+    assertThat(e.path("type").asText()).isEqualTo("BadRequestError");
+  }
+
+  private void assertServed(int port, String path, String body) throws Exception {
+    HttpResponse<String> res = replica.post(port, path, body);
+    assertThat(res.statusCode()).as(body + ": " + res.body()).isEqualTo(200);
+  }
+
+  @Test
+  void anEmptyToolsArrayIsRefusedAsVllmRefusesIt() throws Exception {
+    int port = replica.start();
+    assertRefused(port, ",\"tools\":[]", EMPTY, "tools");
+    // checked before tool_choice, whatever it says
+    assertRefused(port, ",\"tools\":[],\"tool_choice\":\"none\"", EMPTY, "tools");
+    assertRefused(port, ",\"tools\":[],\"tool_choice\":\"auto\"", EMPTY, "tools");
+    assertServed(port, CHAT, "{" + MESSAGES + ",\"tools\":[" + TOOL + "]}");
+    assertServed(port, CHAT, "{" + MESSAGES + ",\"tools\":null}");
+    // a completion request has no tools field: vLLM ignores it there
+    assertServed(port, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":2,\"tools\":[]}");
+  }
+
+  @Test
+  void aToolChoiceWithoutToolsIsRefusedAsVllmRefusesIt() throws Exception {
+    int port = replica.start();
+    for (String choice : new String[] {"\"auto\"", "\"required\"",
+        "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"}) {
+      assertRefused(port, ",\"tool_choice\":" + choice, NO_TOOLS, "tool_choice");
+      assertRefused(port, ",\"tool_choice\":" + choice + ",\"tools\":null", NO_TOOLS,
+          "tool_choice");
+    }
+    // "none" and null need no tools
+    assertServed(port, CHAT, "{" + MESSAGES + ",\"tool_choice\":\"none\"}");
+    assertServed(port, CHAT, "{" + MESSAGES + ",\"tool_choice\":null}");
+    assertServed(port, CHAT, "{" + MESSAGES + ",\"tool_choice\":\"auto\",\"tools\":[" + TOOL
+        + "]}");
+  }
+}
