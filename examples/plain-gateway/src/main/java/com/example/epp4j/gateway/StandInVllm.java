@@ -754,6 +754,20 @@ public final class StandInVllm implements AutoCloseable {
       throw new BadRequest(400, "BadRequestError",
           "Stream options can only be defined when `stream=True`.", "stream_options");
     }
+    // a chat's tools as vLLM's request model checks them (check_tool_usage), in its words: an
+    // empty tools array, and a tool_choice other than "none" without tools. A completion request
+    // has no tools field, and vLLM ignores one there
+    JsonNode tools = root.path("tools");
+    if (chat && tools.isArray() && tools.isEmpty()) {
+      throw new BadRequest(400, "BadRequestError", "`tools` must not be an empty array. Either"
+          + " provide at least one tool or omit the field entirely. (parameter=tools)", "tools");
+    }
+    JsonNode toolChoice = root.path("tool_choice");
+    if (chat && !toolChoice.isMissingNode() && !toolChoice.isNull()
+        && !"none".equals(toolChoice.textValue()) && (tools.isMissingNode() || tools.isNull())) {
+      throw new BadRequest(400, "BadRequestError", "When using `tool_choice`, `tools` must be"
+          + " set. (parameter=tool_choice)", "tool_choice");
+    }
     JsonNode model = root.get("model");
     if (model != null && !model.isNull() && !model.isTextual()) {
       // vLLM's request model declares model an optional string: anything else fails validation

@@ -232,6 +232,45 @@ class StandInVllmTest {
         .statusCode()).isEqualTo(400);
   }
 
+  /**
+   * vLLM's chat request model refuses an empty {@code tools} array and a {@code tool_choice}
+   * other than "none" without {@code tools}; the stand-in answered both.
+   */
+  @Test
+  void emptyToolsAndToolChoiceWithoutToolsAreRefusedAsVllmRefusesThem() throws Exception {
+    StandInVllm s = start();
+    String messages = "\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    String empty = "`tools` must not be an empty array. Either provide at least one tool or omit"
+        + " the field entirely. (parameter=tools)";
+    String noTools = "When using `tool_choice`, `tools` must be set. (parameter=tool_choice)";
+    String[][] refused = {
+        {",\"tools\":[]", empty, "tools"},
+        {",\"tools\":[],\"tool_choice\":\"none\"", empty, "tools"},
+        {",\"tool_choice\":\"auto\"", noTools, "tool_choice"},
+        {",\"tool_choice\":\"required\",\"tools\":null", noTools, "tool_choice"},
+        {",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", noTools,
+            "tool_choice"}};
+    for (String[] r : refused) {
+      String body = "{" + messages + r[0] + "}";
+      HttpResponse<String> res = post(s, "/v1/chat/completions", body);
+      assertThat(res.statusCode()).as(body).isEqualTo(400);
+      JsonNode error = JSON.readTree(res.body()).path("error");
+      assertThat(error.path("type").asText()).isEqualTo("BadRequestError");
+      assertThat(error.path("message").asText()).as(body).isEqualTo(r[1]);
+      assertThat(error.path("param").asText()).as(body).isEqualTo(r[2]);
+    }
+    String tool = "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}";
+    for (String served : new String[] {",\"tool_choice\":\"none\"", ",\"tool_choice\":null",
+        ",\"tools\":null", ",\"tools\":[" + tool + "]",
+        ",\"tools\":[" + tool + "],\"tool_choice\":\"auto\""}) {
+      String body = "{" + messages + served + "}";
+      assertThat(post(s, "/v1/chat/completions", body).statusCode()).as(body).isEqualTo(200);
+    }
+    // a completion request has no tools field: vLLM ignores it there
+    assertThat(post(s, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":1,\"tools\":[],"
+        + "\"tool_choice\":\"auto\"}").statusCode()).isEqualTo(200);
+  }
+
   @Test
   void streamOptionsWithoutStreamIsRefusedAsVllmRefusesIt() throws Exception {
     StandInVllm s = start();
