@@ -47,7 +47,9 @@ import org.jspecify.annotations.Nullable;
  * answer (or sends an endless one) costs one failed scrape, not the endpoint's metrics for good
  * nor unbounded memory. The answer to a scrape begun before its endpoint left the pool is
  * dropped, even when the endpoint came back at the same address meanwhile: it is the page of the
- * server that was there then.
+ * server that was there then. An endpoint that came back is scraped at once: the scrape of its
+ * earlier stay still under way is cancelled then (neither counted nor logged as a failure), so
+ * each address has at most one scrape under way.
  *
  * <pre>{@code
  * MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
@@ -74,7 +76,8 @@ public final class MetricsScraper implements AutoCloseable {
   private String scheme = DEFAULT_SCHEME;
   private final HttpClient client;
   private final ScheduledExecutorService scheduler;
-  private final ConcurrentHashMap<String, Boolean> inFlight = new ConcurrentHashMap<>();
+  // the scrape under way per endpoint address, with the stay in the pool it began in
+  private final ConcurrentHashMap<String, Scrape> inFlight = new ConcurrentHashMap<>();
   private final ConcurrentHashMap<String, Boolean> failing = new ConcurrentHashMap<>();
   // endpoints already warned about for repeating a series in their exposition
   private final ConcurrentHashMap<String, Boolean> repeating = new ConcurrentHashMap<>();
@@ -167,11 +170,48 @@ public final class MetricsScraper implements AutoCloseable {
     return null;
   }
 
+  /**
+   * One scrape under way: the stay it began in, and how to end it early. {@code response} is
+   * set once the request is sent; {@code superseded} once a scrape of a later stay replaced it.
+   */
+  private static final class Scrape {
+    final @Nullable Object membership;
+    final BoundedBody body;
+    volatile @Nullable CompletableFuture<?> response;
+    volatile boolean superseded;
+
+    Scrape(@Nullable Object membership, BoundedBody body) {
+      this.membership = membership;
+      this.body = body;
+    }
+
+    /** Ends this scrape at once: its answer is of no use to anyone any more. */
+    void supersede() {
+      superseded = true;
+      body.abort(new java.util.concurrent.CancellationException(
+          "the endpoint left the pool and came back"));
+      CompletableFuture<?> r = response;
+      if (r != null) {
+        r.cancel(true);
+      }
+    }
+  }
+
+  // runs on the scheduler thread only, so no two calls race to start a scrape of one address
   private void scrape(String id, @Nullable Object membership) {
-    if (inFlight.putIfAbsent(id, Boolean.TRUE) != null) {
-      return; // the previous scrape of this endpoint is still running
+    Scrape running = inFlight.get(id);
+    if (running != null) {
+      if (running.membership == membership) {
+        return; // the previous scrape of this stay is still running
+      }
+      // begun during an earlier stay at this address, its answer would be dropped anyway (see
+      // publish): waiting for it left the returning endpoint without figures for up to a timeout.
+      // Ended here, it leaves one scrape per address under way, as before
+      running.supersede();
     }
     BoundedBody body = new BoundedBody(maxResponseBytes);
+    Scrape current = new Scrape(membership, body);
+    inFlight.put(id, current);
     CompletableFuture<HttpResponse<String>> response;
     try {
       HttpRequest.Builder req = HttpRequest.newBuilder(URI.create(scheme + "://" + id + path)).GET();
@@ -182,11 +222,12 @@ public final class MetricsScraper implements AutoCloseable {
     } catch (RuntimeException e) {
       // an id that makes no URL the client accepts (a host name with '_', an IPv6 zone): this
       // endpoint cannot be scraped, the others still are
-      inFlight.remove(id);
+      inFlight.remove(id, current);
       scrapes.incrementAndGet();
       fail(id, "no metrics request can be made for it: " + e);
       return;
     }
+    current.response = response;
     // the request timeout ends at the response headers; this one covers the body too
     ScheduledFuture<?> deadline;
     try {
@@ -196,6 +237,7 @@ public final class MetricsScraper implements AutoCloseable {
       }, RouterSettings.nanos(timeout), TimeUnit.NANOSECONDS);
     } catch (RejectedExecutionException e) {
       response.cancel(true); // closed meanwhile
+      inFlight.remove(id, current);
       return;
     }
     responses.add(response);
@@ -206,11 +248,15 @@ public final class MetricsScraper implements AutoCloseable {
       deadline.cancel(false);
       responses.remove(response);
       try {
-        publish(id, membership, resp, err);
+        if (!current.superseded) {
+          // a superseded scrape was ended on purpose: neither a result nor a failure
+          publish(id, membership, resp, err);
+        }
       } finally {
         // only now: cleared before the body was parsed, a slow parse (a huge exposition) was
-        // started again at every interval while the earlier ones still ran
-        inFlight.remove(id);
+        // started again at every interval while the earlier ones still ran. Only this scrape's
+        // entry: a scrape of the endpoint's later stay may have taken its place
+        inFlight.remove(id, current);
       }
     });
   }

@@ -74,8 +74,8 @@ class ScrapeAcrossEndpointReturnTest {
       assertThat(router.removeEndpoint(a.id())).isTrue();
       assertThat(router.addEndpoint(a)).isTrue();
       releaseFirst.countDown();
-      // the scraper starts no second scrape of an address before the first one's answer has
-      // been handled, so once the second arrives the first answer has been dealt with
+      // the scrape of the returning endpoint's stay ends the earlier one before it starts, so
+      // once the second arrives the first answer can no longer be published
       assertThat(secondArrived.await(30, TimeUnit.SECONDS)).as("second scrape sent").isTrue();
       Candidate back = candidate(router, a);
       assertThat(back.metrics().isKnown())
@@ -96,6 +96,64 @@ class ScrapeAcrossEndpointReturnTest {
     } finally {
       releaseFirst.countDown();
       releaseLater.countDown();
+      server.stop(0);
+    }
+  }
+
+  /**
+   * The returning endpoint's first scrape starts at once, not after the scrape of its earlier
+   * stay ends: before, it waited for that one (up to the scrape timeout) and the endpoint went
+   * without figures all that while.
+   */
+  @Test
+  void theReturningEndpointIsScrapedWhileTheEarlierStaysScrapeHangs() throws Exception {
+    CountDownLatch firstArrived = new CountDownLatch(1);
+    CountDownLatch releaseFirst = new CountDownLatch(1);
+    CountDownLatch laterArrived = new CountDownLatch(1);
+    AtomicInteger requests = new AtomicInteger();
+    HttpServer server = HttpServer.create(
+        new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
+    server.createContext("/metrics", ex -> {
+      try {
+        if (requests.incrementAndGet() == 1) {
+          firstArrived.countDown();
+          releaseFirst.await(60, TimeUnit.SECONDS); // the old server hangs
+          answer(ex, "vllm:num_requests_waiting 7\nvllm:num_requests_running 9\n"
+              + "vllm:kv_cache_usage_perc 0.9\n");
+        } else {
+          laterArrived.countDown();
+          answer(ex, "vllm:num_requests_waiting 1\nvllm:num_requests_running 2\n"
+              + "vllm:kv_cache_usage_perc 0.1\n");
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    server.start();
+    Endpoint a = Endpoint.of("127.0.0.1", server.getAddress().getPort());
+    try (Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build()).endpoints(List.of(a)).build();
+        MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(10))
+            .timeout(Duration.ofMinutes(10)).start()) {
+      assertThat(firstArrived.await(30, TimeUnit.SECONDS)).as("first scrape sent").isTrue();
+      assertThat(router.removeEndpoint(a.id())).isTrue();
+      assertThat(router.addEndpoint(a)).isTrue();
+      // the first scrape still hangs (its server answers only when released below) and its
+      // timeout is minutes away: only a scrape started beside it can arrive now
+      assertThat(laterArrived.await(20, TimeUnit.SECONDS))
+          .as("the returning endpoint is scraped while the earlier stay's scrape hangs").isTrue();
+      long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+      while (candidate(router, a).waitingRequests() != 1) {
+        assertThat(System.nanoTime()).as("published the returning endpoint's figures in time")
+            .isLessThan(deadline);
+        Thread.sleep(5);
+      }
+      assertThat(candidate(router, a).runningRequests()).isEqualTo(2);
+      assertThat(scraper.failures())
+          .as("the earlier stay's scrape, ended on purpose, is no failure").isZero();
+    } finally {
+      releaseFirst.countDown();
       server.stop(0);
     }
   }
