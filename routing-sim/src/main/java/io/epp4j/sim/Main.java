@@ -68,7 +68,8 @@ public final class Main {
         --requests N           requests (shared-prefix total, trace: first N lines)
         --scrape-interval MS   metrics publication interval in ms (default 50)
         --max-num-seqs N       override the profile's max_num_seqs
-        --max-num-batched-tokens N  override the profile's max_num_batched_tokens
+        --max-num-batched-tokens N  override the profile's max_num_batched_tokens (at
+                               least max_num_seqs, as vLLM requires)
         --json PATH --csv PATH --chart PATH.png   write the report (checked before the run)
         --requests-csv PATH    also write every completed request: scenario, load, policy,
                                replica, arrival, TTFT, E2E, prompt, cached, preemptions and
@@ -669,8 +670,18 @@ public final class Main {
             + " with --shared-state replicated share hints");
       }
       if (maxSeqs > 0 || maxBatched > 0) {
-        profile = profile.withEngineLimits(maxBatched > 0 ? maxBatched : profile.maxNumBatchedTokens(),
-            maxSeqs > 0 ? maxSeqs : profile.maxNumSeqs());
+        int batched = maxBatched > 0 ? maxBatched : profile.maxNumBatchedTokens();
+        int seqs = maxSeqs > 0 ? maxSeqs : profile.maxNumSeqs();
+        if (batched < seqs) {
+          // vLLM refuses to start so (SchedulerConfig): every sequence of a step needs a token
+          // of the step's budget, so the run would model an engine that cannot exist
+          String option = maxBatched > 0 ? "--max-num-batched-tokens" : "--max-num-seqs";
+          throw new UsageException(option + ": max_num_batched_tokens (" + batched
+              + (maxBatched > 0 ? "" : ", the profile's") + ") must be greater than or equal to"
+              + " max_num_seqs (" + seqs + (maxSeqs > 0 ? "" : ", the profile's")
+              + "), as vLLM requires; raise --max-num-batched-tokens or lower --max-num-seqs");
+        }
+        profile = profile.withEngineLimits(batched, seqs);
       }
       shared = new SharedPrefixWorkload(w.groups, w.users, w.system, w.question, w.output,
           requests > 0 ? requests : shared.requests(), w.concurrency, w.rate);

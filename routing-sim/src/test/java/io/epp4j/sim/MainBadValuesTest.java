@@ -59,6 +59,26 @@ class MainBadValuesTest {
     assertThat(cli.stderr()).contains("comma-separated list");
   }
 
+  /**
+   * vLLM refuses to start with {@code max_num_batched_tokens} below {@code max_num_seqs}; the
+   * simulator ran such an engine, which no one can deploy, without a word.
+   */
+  @Test
+  void aStepBudgetBelowTheSequenceLimitIsAUsageErrorAsInVllm() throws Exception {
+    // the default profile allows 1024 sequences and 8192 batched tokens
+    assertUsageError("--max-num-batched-tokens: max_num_batched_tokens (512) must be greater"
+        + " than or equal to max_num_seqs (1024, the profile's)", "--max-num-batched-tokens", "512");
+    assertUsageError("--max-num-seqs: max_num_batched_tokens (8192, the profile's) must be"
+        + " greater than or equal to max_num_seqs (9000)", "--max-num-seqs", "9000");
+    assertUsageError("--max-num-batched-tokens: max_num_batched_tokens (63) must be greater"
+        + " than or equal to max_num_seqs (64)", "--max-num-seqs", "64",
+        "--max-num-batched-tokens", "63");
+    Main.Options ok = Main.Options.parse(
+        new String[] {"--max-num-seqs", "64", "--max-num-batched-tokens", "64"});
+    assertThat(ok.profile.maxNumSeqs()).isEqualTo(64);
+    assertThat(ok.profile.maxNumBatchedTokens()).isEqualTo(64);
+  }
+
   @Test
   void pdAndADifferentReplicaCountAreAUsageError() {
     assertUsageError("--pd 2:4 makes 6 replicas, but --replicas gives 8", "--pd", "2:4",
