@@ -260,17 +260,50 @@ public final class ExtProcServer implements AutoCloseable {
     /**
      * The body modes to assume when Envoy's first message carries no {@code protocol_config}
      * (Envoy releases before it sent one): they must match the filter's {@code processing_mode}.
-     * Envoy that announces its modes is followed whatever these say.
+     * Envoy that announces its modes is followed whatever these say. A STREAMED request body is
+     * refused here: it needs {@code send_body_without_waiting_for_header_response: true}, which
+     * only {@link #assumedBodyModes(BodySendMode, BodySendMode, boolean)} can state.
      */
     public Builder assumedBodyModes(BodySendMode request, BodySendMode response) {
-      this.requestMode = check("request", request);
-      this.responseMode = check("response", response);
+      return assumed("assumedBodyModes(request, response): ", request, response, false);
+    }
+
+    /**
+     * The body modes to assume when Envoy's first message carries no {@code protocol_config},
+     * with the filter's {@code send_body_without_waiting_for_header_response}, the three things
+     * that message would announce. A STREAMED request body is served only when that setting is
+     * true: the pick depends on the body, so the request headers are answered after it, and
+     * without the setting Envoy holds the body back until they are answered, so every request
+     * would wait for Envoy's {@code message_timeout}. Envoy ignores the setting in the other
+     * modes.
+     */
+    public Builder assumedBodyModes(BodySendMode request, BodySendMode response,
+        boolean sendBodyWithoutWaitingForHeaderResponse) {
+      return assumed(
+          "assumedBodyModes(request, response, sendBodyWithoutWaitingForHeaderResponse): ",
+          request, response, sendBodyWithoutWaitingForHeaderResponse);
+    }
+
+    private Builder assumed(String knob, BodySendMode request, BodySendMode response,
+        boolean sendBodyWithoutWaiting) {
+      BodySendMode requestChecked = check(knob, "request", request);
+      BodySendMode responseChecked = check(knob, "response", response);
+      if (requestChecked == BodySendMode.STREAMED && !sendBodyWithoutWaiting) {
+        // the check ProcessStream makes of an announced protocol_config, made of the assumed one
+        throw new IllegalArgumentException(knob + "request is STREAMED, which needs the filter's "
+            + "send_body_without_waiting_for_header_response: true (the pick depends on the body, "
+            + "so the headers are answered after it, and without that setting Envoy holds the "
+            + "body back until they are answered); with it set, say so: assumedBodyModes(STREAMED, "
+            + response + ", true); or use FULL_DUPLEX_STREAMED or BUFFERED");
+      }
+      this.requestMode = requestChecked;
+      this.responseMode = responseChecked;
       return this;
     }
 
     /** Refusals name the setting and its argument as the caller wrote them. */
-    private static BodySendMode check(String argument, BodySendMode mode) {
-      String knob = "assumedBodyModes(request, response): " + argument;
+    private static BodySendMode check(String setting, String argument, BodySendMode mode) {
+      String knob = setting + argument;
       Objects.requireNonNull(mode, () -> knob + " is null");
       boolean request = argument.equals("request");
       if (mode == BodySendMode.UNRECOGNIZED) {

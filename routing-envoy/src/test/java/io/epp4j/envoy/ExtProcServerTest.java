@@ -750,6 +750,56 @@ class ExtProcServerTest {
     assertThat(inFlight()).isZero();
   }
 
+  /**
+   * Envoy sends a STREAMED body before the headers are answered only with
+   * send_body_without_waiting_for_header_response: true; without it Envoy holds the body until
+   * the headers are answered, and this server answers them after the body, so the request waited
+   * for message_timeout and failed. protocol_config says whether it is set, and the server refuses
+   * STREAMED without it; an assumed STREAMED was taken as if it were set, unchecked.
+   */
+  @Test
+  void anAssumedStreamedRequestBodyNeedsTheSettingThatSendsTheBodyEarly() throws Exception {
+    try (Router plain = Router.builder().endpoints(List.of(Endpoint.parse(A))).build()) {
+      ExtProcServer.Builder b = ExtProcServer.builder(plain);
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> b.assumedBodyModes(STREAMED, NONE))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageStartingWith("assumedBodyModes(request, response): request is STREAMED")
+          .hasMessageContaining("send_body_without_waiting_for_header_response: true")
+          .hasMessageContaining("assumedBodyModes(STREAMED, NONE, true)");
+      org.assertj.core.api.Assertions.assertThatThrownBy(
+          () -> b.assumedBodyModes(STREAMED, STREAMED, false))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageStartingWith("assumedBodyModes(request, response, "
+              + "sendBodyWithoutWaitingForHeaderResponse): request is STREAMED");
+      // the setting changes nothing in the other modes (Envoy ignores it there)
+      assertThat(b.assumedBodyModes(BUFFERED, STREAMED)).isSameAs(b);
+      assertThat(b.assumedBodyModes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED, false))
+          .isSameAs(b);
+    }
+
+    // stated, it is served as an announced one is: the body comes before the headers' answer
+    start(List.of(A), ExtProcServer.DEFAULT_MAX_BODY_BYTES,
+        c -> c.assumedBodyModes(STREAMED, STREAMED, true));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    envoy.send(requestHeaders("POST", "/v1/completions", false, Map.of()).build());
+    String body = completion("early");
+    envoy.send(requestBody(body.substring(0, 7), false));
+    envoy.expectNothingFor(100);
+    envoy.send(requestBody(body.substring(7), true));
+    assertThat(destinationHeader(envoy.next().getRequestHeaders().getResponse())).isEqualTo(A);
+    for (int i = 0; i < 2; i++) {
+      assertThat(envoy.next().getRequestBody().getResponse())
+          .as("answer to chunk " + i).isEqualTo(CommonResponse.getDefaultInstance());
+    }
+    envoy.send(responseHeaders(200, "application/json", false));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    envoy.send(responseBody("{}", true));
+    assertThat(envoy.next().getResponseBody().getResponse())
+        .isEqualTo(CommonResponse.getDefaultInstance()); // STREAMED answer: unchanged
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isNotNull();
+    assertThat(inFlight()).isZero();
+  }
+
   @Test
   void aRequestWithoutBodyIsRoutedOnItsHeaders() throws Exception {
     start(List.of(A));
