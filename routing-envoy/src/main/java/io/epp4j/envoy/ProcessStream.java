@@ -236,14 +236,16 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       // the response attributes, under the same key
       sourceIp = SourceAddress.of(msg);
     }
-    if (phase == Phase.REQUEST_HEADERS && msg.hasProtocolConfig()
-        && (msg.hasRequestBody() || msg.hasRequestTrailers())) {
-      // Envoy puts protocol_config on a stream's first message: a request body or trailers
-      // carrying it came first, so Envoy skips the request headers, which the pick is set on
-      // and the body is parsed by (:path)
+    if (phase == Phase.REQUEST_HEADERS && (msg.hasRequestBody() || msg.hasRequestTrailers())) {
+      // a request body or trailers opening the stream: Envoy's filter sends the request headers
+      // first unless request_header_mode is SKIP, and then passes them on to the router, which
+      // picks the upstream from them before the body is seen, so no answer could carry the pick.
+      // An Envoy that sends protocol_config puts it on this message; one that sends none skips
+      // the headers the same way
       throw new Unsupported("request_header_mode SKIP: Envoy sent " + fieldName(msg)
           + " without the request headers, which the pick is set on; set request_header_mode:"
-          + " SEND for the epp4j ext_proc filter");
+          + " SEND for the epp4j ext_proc filter (in its processing_mode and any route's"
+          + " override of it)");
     }
     switch (msg.getRequestCase()) {
       case REQUEST_HEADERS -> requestHeaders(msg);

@@ -1348,11 +1348,11 @@ class ExtProcServerTest {
   void messagesOutOfOrderAreInvalidArgumentAndFreeTheDecision() throws Exception {
     start(List.of(A));
     FakeEnvoy first = FakeEnvoy.open(channel);
-    first.send(requestBody(completion("x"), true));
+    first.send(responseBody("data: x\n", false)); // before any request or response headers
     Status s = first.awaitClosed();
     assertThat(s.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
-    assertThat(s.getDescription()).contains("request_body").contains("REQUEST_HEADERS")
-        // the modes come with the request headers: none is known yet, and NONE was named
+    assertThat(s.getDescription()).contains("response_body").contains("REQUEST_HEADERS")
+        // the modes come with the stream's first message: none is known yet, and NONE was named
         .doesNotContain("NONE");
 
     FakeEnvoy second = routedFullDuplex(completion("y"));
@@ -1530,16 +1530,27 @@ class ExtProcServerTest {
   void requestHeadersSkippedAreRefusedNamingTheSetting() throws Exception {
     start(List.of(A));
     for (boolean trailersFirst : List.of(false, true)) {
-      FakeEnvoy envoy = FakeEnvoy.open(channel);
-      ProcessingRequest.Builder first = trailersFirst
-          ? ProcessingRequest.newBuilder().setRequestTrailers(
-              io.envoyproxy.envoy.service.ext_proc.v3.HttpTrailers.getDefaultInstance())
-          : requestBody(completion("x"), true).toBuilder();
-      envoy.send(first.setProtocolConfig(modes(BUFFERED, BUFFERED)).build());
-      Status s = envoy.awaitClosed();
-      assertThat(s.getCode()).isEqualTo(Status.Code.FAILED_PRECONDITION);
-      assertThat(s.getDescription()).contains("request_header_mode")
-          .contains(trailersFirst ? "request_trailers" : "request_body");
+      // an Envoy that sends no protocol_config skips the headers the same way; its stream was
+      // INVALID_ARGUMENT "request_body is not expected in phase REQUEST_HEADERS", which named
+      // nothing to change
+      for (boolean announced : List.of(true, false)) {
+        FakeEnvoy envoy = FakeEnvoy.open(channel);
+        ProcessingRequest.Builder first = trailersFirst
+            ? ProcessingRequest.newBuilder().setRequestTrailers(
+                io.envoyproxy.envoy.service.ext_proc.v3.HttpTrailers.getDefaultInstance())
+            : requestBody(completion("x"), true).toBuilder();
+        if (announced) {
+          first.setProtocolConfig(modes(BUFFERED, BUFFERED));
+        }
+        envoy.send(first.build());
+        Status s = envoy.awaitClosed();
+        assertThat(s.getCode()).as("announced: " + announced)
+            .isEqualTo(Status.Code.FAILED_PRECONDITION);
+        assertThat(s.getDescription()).contains("request_header_mode SKIP")
+            .contains("request_header_mode: SEND")
+            .contains(trailersFirst ? "request_trailers" : "request_body")
+            .doesNotContain("\"prompt\"");
+      }
     }
     assertThat(outcomes.events).isEmpty();
     await(() -> server.openStreams() == 0);
