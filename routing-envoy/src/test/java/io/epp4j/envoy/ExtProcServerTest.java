@@ -1282,6 +1282,112 @@ class ExtProcServerTest {
     assertThat(inFlight()).isZero();
   }
 
+  static ProcessingRequest responseTrailers() {
+    return ProcessingRequest.newBuilder().setResponseTrailers(
+        io.envoyproxy.envoy.service.ext_proc.v3.HttpTrailers.getDefaultInstance()).build();
+  }
+
+  /** The router's listener heard exactly {@code events}, and nothing else comes within 200 ms. */
+  void assertEventsSettleAs(String... events) throws Exception {
+    await(() -> outcomes.events.size() >= events.length);
+    Thread.sleep(200); // a second end would be reported by now: callbacks run on the transport
+    assertThat(outcomes.events).containsExactly(events);
+  }
+
+  /**
+   * Trailers end an answer in FULL_DUPLEX_STREAMED (its last chunk then has no end_of_stream), a
+   * failed answer's trailers and the stream's end come after its decision already failed, an
+   * answer may have trailers and no body, or no body at all: each decision ends exactly once, as
+   * what the answer was, and the stream's end afterwards adds nothing.
+   */
+  @Test
+  void answersEndedByTrailersOrWithoutABodyEndTheirDecisionOnce() throws Exception {
+    start(List.of(A));
+    // a streamed answer ended by its trailers: completed with the usage its chunks carried
+    FakeEnvoy trailed = routedFullDuplex(completion("t"));
+    trailed.send(responseHeaders(200, "text/event-stream", false));
+    trailed.next();
+    trailed.send(responseBody("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,"
+        + "\"completion_tokens\":4}}\n\n", false));
+    assertThat(trailed.next().getResponseBody().getResponse().getBodyMutation()
+        .getStreamedResponse().getEndOfStream()).isFalse();
+    trailed.send(responseTrailers());
+    assertThat(trailed.next().hasResponseTrailers()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(3, 0, 4));
+    trailed.halfClose();
+    assertThat(trailed.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertEventsSettleAs("first:" + A, "complete:" + A);
+    assertThat(inFlight()).isZero();
+
+    // a 503 with a body and trailers: failed at its headers, and only then
+    outcomes.events.clear();
+    FakeEnvoy failed = routedFullDuplex(completion("f"));
+    failed.send(responseHeaders(503, "application/json", false));
+    failed.next();
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).hasMessageContaining("503");
+    failed.send(responseBody("{\"error\":\"overloaded\"}", false));
+    failed.next();
+    failed.send(responseTrailers());
+    assertThat(failed.next().hasResponseTrailers()).isTrue();
+    failed.halfClose();
+    assertThat(failed.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertEventsSettleAs("failure:" + A);
+    assertThat(outcomes.completed).isEmpty();
+    assertThat(inFlight()).isZero();
+
+    // trailers and no body: completed, no first token, usage unknown
+    outcomes.events.clear();
+    FakeEnvoy bare = routedFullDuplex(completion("b"));
+    bare.send(responseHeaders(200, "application/json", false));
+    bare.next();
+    bare.send(responseTrailers());
+    assertThat(bare.next().hasResponseTrailers()).isTrue();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    bare.halfClose();
+    assertThat(bare.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertEventsSettleAs("complete:" + A);
+
+    // trailers after an answer that ended with its last chunk: answered, nothing more reported
+    outcomes.events.clear();
+    FakeEnvoy late = routedFullDuplex(completion("l"));
+    late.send(responseHeaders(200, "application/json", false));
+    late.next();
+    late.send(responseBody("{}", true));
+    late.next();
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    late.send(responseTrailers());
+    assertThat(late.next().hasResponseTrailers()).isTrue();
+    late.halfClose();
+    assertThat(late.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertEventsSettleAs("first:" + A, "complete:" + A);
+
+    // the stream ends after headers that announce an empty body, none sent: the answer is whole
+    outcomes.events.clear();
+    FakeEnvoy empty = routedFullDuplex(completion("e"));
+    empty.send(ProcessingRequest.newBuilder().setResponseHeaders(
+        io.envoyproxy.envoy.service.ext_proc.v3.HttpHeaders.newBuilder().setHeaders(
+            FakeEnvoy.headerMap(Map.of(":status", "200", "content-length", "0")))).build());
+    empty.next();
+    empty.halfClose();
+    assertThat(empty.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+    assertEventsSettleAs("complete:" + A);
+
+    // and after headers of an answer of unknown length with no body seen: cut short, failed once
+    outcomes.events.clear();
+    FakeEnvoy cut = routedFullDuplex(completion("c"));
+    cut.send(responseHeaders(200, "application/json", false));
+    cut.next();
+    cut.halfClose();
+    assertThat(cut.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessageContaining("before the answer ended");
+    assertEventsSettleAs("failure:" + A);
+    assertThat(outcomes.failed).isEmpty();
+    assertThat(inFlight()).isZero();
+    await(() -> server.openStreams() == 0);
+  }
+
   @Test
   void aCancelledStreamFailsItsDecisionOnce() throws Exception {
     start(List.of(A));
