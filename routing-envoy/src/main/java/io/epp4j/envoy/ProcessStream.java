@@ -476,6 +476,9 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   }
 
   private void responseBody(ProcessingRequest msg) {
+    if (beforeResponseHeaders()) {
+      throw responseHeadersSkipped("response_body");
+    }
     if (phase != Phase.RESPONSE_BODY) {
       throw unexpected("response_body");
     }
@@ -507,6 +510,9 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   }
 
   private void responseTrailers(ProcessingRequest msg) {
+    if (beforeResponseHeaders()) {
+      throw responseHeadersSkipped("response_trailers");
+    }
     if (phase != Phase.RESPONSE_BODY && phase != Phase.RESPONSE_DONE) {
       throw unexpected("response_trailers");
     }
@@ -805,6 +811,24 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     // message): naming one would name a mode nobody configured
     return new ExtProcMessages.MalformedMessage(what + " is not expected in phase " + phase
         + (phase == Phase.REQUEST_HEADERS ? "" : " (request_body_mode: " + requestMode + ")"));
+  }
+
+  /** No response headers came yet: a response message now means Envoy skips them. */
+  private boolean beforeResponseHeaders() {
+    return phase == Phase.REQUEST_HEADERS || phase == Phase.REQUEST_BODY
+        || phase == Phase.AWAIT_RESPONSE;
+  }
+
+  /**
+   * Envoy's filter sends an answer's body or trailers without its headers only with
+   * response_header_mode SKIP (it then closes the stream after the request when it sends no body
+   * either, which cannot be told from an answer cut short). Without the headers the answer's
+   * status is unknown, so the decision cannot be ended as what the answer was.
+   */
+  private static Unsupported responseHeadersSkipped(String what) {
+    return new Unsupported("response_header_mode SKIP: Envoy sent " + what + " without the "
+        + "response headers, whose status ends the pick (a 2xx completes it, a 5xx or 429 fails "
+        + "it); set response_header_mode: SEND for the epp4j ext_proc filter");
   }
 
   private static String fieldName(ProcessingRequest msg) {

@@ -1453,19 +1453,11 @@ class ExtProcServerTest {
   @Test
   void messagesOutOfOrderAreInvalidArgumentAndFreeTheDecision() throws Exception {
     start(List.of(A));
-    FakeEnvoy first = FakeEnvoy.open(channel);
-    first.send(responseBody("data: x\n", false)); // before any request or response headers
-    Status s = first.awaitClosed();
-    assertThat(s.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
-    assertThat(s.getDescription()).contains("response_body").contains("REQUEST_HEADERS")
-        // the modes come with the stream's first message: none is known yet, and NONE was named
-        .doesNotContain("NONE");
-
     FakeEnvoy second = routedFullDuplex(completion("y"));
-    second.send(responseBody("data: x\n", false)); // a body before the response headers
+    second.send(requestBody("more", true)); // a request body after the request ended
     Status s2 = second.awaitClosed();
     assertThat(s2.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
-    assertThat(s2.getDescription()).contains("response_body")
+    assertThat(s2.getDescription()).contains("request_body").contains("AWAIT_RESPONSE")
         .contains("request_body_mode: FULL_DUPLEX_STREAMED");
     assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).isNotNull();
     assertThat(inFlight()).isZero();
@@ -1687,6 +1679,39 @@ class ExtProcServerTest {
           .doesNotContain("UNRECOGNIZED");
     }
     assertThat(outcomes.events).isEmpty();
+    await(() -> server.openStreams() == 0);
+  }
+
+  /**
+   * With response_header_mode SKIP and a response body mode, Envoy sends the answer's body (or
+   * trailers) without its headers. The stream ended with INVALID_ARGUMENT "response_body is not
+   * expected in phase AWAIT_RESPONSE (request_body_mode: FULL_DUPLEX_STREAMED)", which named a
+   * setting that was not at fault, and the README said the server could not tell this setup
+   * apart.
+   */
+  @Test
+  void responseHeadersSkippedAreRefusedNamingTheSetting() throws Exception {
+    start(List.of(A));
+    for (boolean trailers : List.of(false, true)) {
+      FakeEnvoy envoy = routedFullDuplex(completion("r"));
+      envoy.send(trailers ? responseTrailers() : responseBody("data: x\n", false));
+      Status s = envoy.awaitClosed();
+      assertThat(s.getCode()).isEqualTo(Status.Code.FAILED_PRECONDITION);
+      assertThat(s.getDescription()).contains("response_header_mode SKIP")
+          .contains("response_header_mode: SEND")
+          .contains(trailers ? "response_trailers" : "response_body");
+      assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).isNotNull();
+      assertThat(inFlight()).isZero();
+    }
+    assertThat(outcomes.events).containsExactly("failure:" + A, "failure:" + A);
+    // Envoy's own reply before the request reached the filter, its headers skipped: the body
+    // opens the stream, before any body mode is known, and none is named
+    FakeEnvoy first = FakeEnvoy.open(channel);
+    first.send(responseBody("local_rate_limited", true));
+    Status s = first.awaitClosed();
+    assertThat(s.getCode()).isEqualTo(Status.Code.FAILED_PRECONDITION);
+    assertThat(s.getDescription()).contains("response_header_mode SKIP").doesNotContain("NONE");
+    assertThat(outcomes.events).hasSize(2);
     await(() -> server.openStreams() == 0);
   }
 
