@@ -30,11 +30,19 @@ final class EndpointHoldings {
    */
   @org.jspecify.annotations.Nullable LongLongMap groupsOf;
   /**
-   * The sliding-window KV-cache groups this endpoint's events declared, or null (a model without
-   * them, an engine that does not name them, and again after a clear). Written under the index's
+   * The sliding-window KV-cache groups this endpoint's events declared, and its Mamba groups
+   * (window 0) once a state of theirs was matched to a block, or null (a model without them, an
+   * engine that does not name them, and again after a clear). Written under the index's
    * write lock, read lock-free.
    */
   volatile @org.jspecify.annotations.Nullable WindowGroups windows;
+  /**
+   * Engine hashes a Mamba group named as holding a state before any group stored the block →
+   * those groups' bits; vLLM caches each group's blocks of a step in turn, and a Mamba group that
+   * leaves out the blocks it keeps no state for is matched by hash to the blocks the others store.
+   * Null until needed, and again after a clear. Guarded by the write lock.
+   */
+  @org.jspecify.annotations.Nullable LongLongMap pendingStates;
   /**
    * Whether {@link #blockSize} came from this endpoint's own {@code BlockStored} events (rather
    * than the configured default or {@code setEndpointBlockSize}). Guarded by the write lock.

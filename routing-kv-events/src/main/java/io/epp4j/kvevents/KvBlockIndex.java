@@ -77,6 +77,11 @@ public final class KvBlockIndex {
   private final Object writeLock = new Object();
   /** Blocks whose cells the precise walk pulls into the cache at a time. A power of two. */
   private static final int TOUCH_AHEAD = 32;
+  /**
+   * Mamba states named before their blocks were stored, kept per endpoint; more are dropped (the
+   * blocks of a step's states are stored in the same step).
+   */
+  private static final int MAX_PENDING_STATES = 1 << 14;
   private static final long TOUCH_SINK_MARK = 0x5EED_5EED_5EED_5EEDL;
   /** Written only when the touched words sum to a value no walk is expected to produce. */
   @SuppressWarnings("unused")
@@ -206,6 +211,14 @@ public final class KvBlockIndex {
   private boolean store(EndpointHoldings e, KvEvent.BlockStored s) {
     int bs = s.blockSize();
     boolean gpu = s.medium() == Medium.GPU;
+    if (s.recurrentState() && s.tokenIds().length == 0) {
+      // a Mamba group's states, named by the hashes of blocks the other groups stored
+      if (gpu) {
+        markStates(e, s.blockHashes(), s.group());
+      }
+      metrics.blocksStored.add(s.blockHashes().length);
+      return true;
+    }
     if (!gpu && bs != (e.blockSize > 0 ? e.blockSize : defaultBlockSize)) {
       // The engine's block size is its GPU blocks'. An offload tier's store of another size
       // (vLLM's LMCache connector forwards LMCache's chunks of 256 tokens, and a prompt's
@@ -221,6 +234,11 @@ public final class KvBlockIndex {
       // prefix ending inside one as a partial entry of the smallest size. Keys stay at that size.
       boolean groups = s.group() != 0 || e.groupsOf != null;
       if (groups && e.sizeFromEvents && bs > current && bs % current == 0) {
+        if (s.recurrentState() && gpu) {
+          // a Mamba group's block spans several keyed blocks; vLLM names it by the hash of the
+          // last, the block whose end holds the state
+          markStates(e, s.blockHashes(), s.group());
+        }
         metrics.otherSizeBlocks.add(s.blockHashes().length);
         return true;
       }
@@ -304,8 +322,11 @@ public final class KvBlockIndex {
       }
       holders.add(key, e.slot, bit);
       e.own.or(key, bit);
-      if (window > 0) {
+      if (window > 0 || (s.recurrentState() && bit == Medium.GPU.bit())) {
         windowTable(e, s.group(), window).or(key, 1);
+      }
+      if (e.pendingStates != null) {
+        resolvePendingState(e, hashes[i], key);
       }
     }
     if (anySpeculative) {
@@ -380,6 +401,53 @@ public final class KvBlockIndex {
       removed++;
     }
     metrics.blocksRemoved.add(removed);
+  }
+
+  /**
+   * Records that Mamba group {@code group} of {@code e} holds the state at the end of the blocks
+   * stored under {@code hashes}: blocks another group stored with their tokens, or will store
+   * later in the step (vLLM caches each group's blocks in turn, and a model's Mamba layers often
+   * come first), which {@link #resolvePendingState} then completes.
+   */
+  private static void markStates(EndpointHoldings e, long[] hashes, int group) {
+    long bit = groupBit(group);
+    for (long h : hashes) {
+      if (e.engineToKey.get(h, e.scratch)) {
+        long key = e.scratch[0];
+        long held = groupsHolding(e, h);
+        if ((held & bit) != 0) {
+          continue; // this group's state there is known already
+        }
+        setGroups(e, h, held | bit);
+        windowTable(e, group, 0).or(key, 1);
+        continue;
+      }
+      LongLongMap p = e.pendingStates;
+      if (p == null || p.size() >= MAX_PENDING_STATES) {
+        // a step's states wait for the store of their blocks; more than that were never stored
+        p = new LongLongMap(64);
+        e.pendingStates = p;
+      }
+      long waiting = p.get(h, e.scratch) ? e.scratch[0] : 0;
+      p.put(h, waiting | bit);
+    }
+  }
+
+  /** Completes the states of Mamba groups that named {@code h} before its block was stored. */
+  private static void resolvePendingState(EndpointHoldings e, long h, long key) {
+    LongLongMap p = e.pendingStates;
+    if (p == null || !p.get(h, e.scratch)) {
+      return;
+    }
+    long waiting = e.scratch[0];
+    p.remove(h);
+    long held = groupsHolding(e, h);
+    setGroups(e, h, held | waiting);
+    for (int g = 0; g < 64; g++) {
+      if ((waiting & (1L << g)) != 0) {
+        windowTable(e, g, 0).or(key, 1);
+      }
+    }
   }
 
   /**
@@ -528,6 +596,7 @@ public final class KvBlockIndex {
     e.groupsOf = null;
     e.extraCopies = null;
     e.windows = null;
+    e.pendingStates = null;
     e.own = new HolderTable();
   }
 
@@ -862,7 +931,8 @@ public final class KvBlockIndex {
    * whose groups hold {@code run} blocks from block 0 and which has the window groups {@code w}:
    * each window of {@code W} tokens needs its {@code ceil((W - 1) / blockSize)} blocks before
    * the hit's end held by every group of that window (a shorter run from block 0 is a hit too),
-   * searched from the end; repeated until no window shortens it. Blocks recorded speculatively
+   * searched from the end, and each set of Mamba groups a state at the hit's end
+   * ({@link #stateHit}); repeated until no group shortens it. Blocks recorded speculatively
    * count for every group, since the engine computes them all, and so do blocks held in host
    * memory: vLLM's offloading connector looks up the blocks after the engine's own hit there and
    * loads them back for every group.
@@ -883,6 +953,10 @@ public final class KvBlockIndex {
         }
         if (seen) {
           continue; // groups of one window are looked up together
+        }
+        if (window == 0) {
+          hit = stateHit(e, w, keys, hit, nowNanos, anySpeculative);
+          continue;
         }
         int needed = Math.max(1, (window - 1 + bs - 1) / bs);
         int count = 0;
@@ -913,6 +987,32 @@ public final class KvBlockIndex {
         return hit;
       }
     }
+  }
+
+  /**
+   * The longest hit of at most {@code hit} blocks that ends where every Mamba group of {@code w}
+   * (window 0) holds a state, or 0: vLLM's {@code MambaManager} looks for the last cached block
+   * before the end and serves the prefix up to it, since the layers' state there sums up all
+   * that came before and nothing in between can be restored. Blocks recorded speculatively count,
+   * as for the window groups; blocks held in host memory alone do not, since the offload tier's
+   * events do not say which of its blocks carry a Mamba state.
+   */
+  private int stateHit(EndpointHoldings e, WindowGroups w, long[] keys, int hit, long nowNanos,
+      boolean anySpeculative) {
+    for (int b = hit; b > 0; b--) {
+      long key = keys[b - 1];
+      boolean held = true;
+      for (int g = 0; g < w.groups.length && held; g++) {
+        held = w.windows[g] != 0 || (w.held[g].get(key) & 1) != 0;
+      }
+      if (!held && anySpeculative && speculative.mayHold(key)) {
+        held = speculative.holds(key, e.slot, nowNanos);
+      }
+      if (held) {
+        return b;
+      }
+    }
+    return 0;
   }
 
   /**

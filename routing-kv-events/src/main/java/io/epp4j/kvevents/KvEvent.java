@@ -37,10 +37,27 @@ public sealed interface KvEvent {
    *                    {@code sliding_window_mla}), or 0 for any other group or an engine that
    *                    does not say. vLLM serves a prefix hit only where such a group holds the
    *                    blocks of the window before the hit's end
+   * @param recurrentState whether the group keeps a recurrent state rather than keys and values
+   *                    (vLLM's {@code kv_cache_spec_kind} {@code mamba}: Mamba and linear-attention
+   *                    layers). Such a group holds the state at the end of each block it names, and
+   *                    vLLM serves a prefix hit only up to the end of a block whose state it holds.
+   *                    Its blocks may be named by hash alone ({@code tokenIds} empty): vLLM leaves
+   *                    the blocks it keeps no state for out of {@code blockHashes} without saying
+   *                    which they were, and the hashes are those the other groups stored with their
+   *                    tokens
    */
   record BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
       int blockSize, int loraId, Medium medium, @Nullable String loraName,
-      @Nullable String cacheSalt, int group, int slidingWindow) implements KvEvent {
+      @Nullable String cacheSalt, int group, int slidingWindow, boolean recurrentState)
+      implements KvEvent {
+
+    /** A store of KV-cache group {@code group}, which keeps keys and values. */
+    public BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
+        int blockSize, int loraId, Medium medium, @Nullable String loraName,
+        @Nullable String cacheSalt, int group, int slidingWindow) {
+      this(blockHashes, hasParent, parentHash, tokenIds, blockSize, loraId, medium, loraName,
+          cacheSalt, group, slidingWindow, false);
+    }
 
     /** A store of KV-cache group {@code group}, which is not a sliding-window group. */
     public BlockStored(long[] blockHashes, boolean hasParent, long parentHash, int[] tokenIds,
@@ -65,7 +82,8 @@ public sealed interface KvEvent {
       if (blockSize < 1) {
         throw new IllegalArgumentException("blockSize must be >= 1, got " + blockSize);
       }
-      if ((long) blockHashes.length * blockSize != tokenIds.length) {
+      if ((long) blockHashes.length * blockSize != tokenIds.length
+          && !(recurrentState && tokenIds.length == 0)) {
         throw new IllegalArgumentException("expected " + blockHashes.length + " blocks of "
             + blockSize + " tokens, got " + tokenIds.length + " tokens");
       }
@@ -74,6 +92,10 @@ public sealed interface KvEvent {
       }
       if (slidingWindow < 0) {
         throw new IllegalArgumentException("slidingWindow must be >= 0, got " + slidingWindow);
+      }
+      if (recurrentState && slidingWindow != 0) {
+        throw new IllegalArgumentException("a recurrentState group has no slidingWindow, got "
+            + slidingWindow);
       }
     }
 
@@ -91,7 +113,7 @@ public sealed interface KvEvent {
           && Arrays.equals(tokenIds, b.tokenIds) && blockSize == b.blockSize
           && loraId == b.loraId && medium == b.medium && Objects.equals(loraName, b.loraName)
           && Objects.equals(cacheSalt, b.cacheSalt) && group == b.group
-          && slidingWindow == b.slidingWindow;
+          && slidingWindow == b.slidingWindow && recurrentState == b.recurrentState;
     }
 
     @Override
@@ -104,7 +126,8 @@ public sealed interface KvEvent {
       return "BlockStored{blocks=" + blockHashes.length + ", parent="
           + (hasParent ? Long.toUnsignedString(parentHash) : "none") + ", blockSize=" + blockSize
           + ", medium=" + medium + ", lora=" + loraName + (group != 0 ? ", group=" + group : "")
-          + (slidingWindow != 0 ? ", slidingWindow=" + slidingWindow : "") + "}";
+          + (slidingWindow != 0 ? ", slidingWindow=" + slidingWindow : "")
+          + (recurrentState ? ", recurrentState" : "") + "}";
     }
   }
 

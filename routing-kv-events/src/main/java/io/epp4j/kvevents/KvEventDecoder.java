@@ -395,7 +395,11 @@ public final class KvEventDecoder {
    *       {@code align} mode) holds null blocks elsewhere, and vLLM's {@code cache_full_blocks}
    *       leaves them out of {@code block_hashes} while {@code token_ids} still covers every
    *       block from the first one stored. Which blocks the hashes name is not said, so none can
-   *       be keyed; the groups that hold every block report the same hashes in full.
+   *       be keyed; the groups that hold every block report the same hashes in full. A Mamba
+   *       group's such store ({@code kv_cache_spec_kind} {@code mamba}) is kept, as a store of
+   *       hashes without tokens ({@link KvEvent.BlockStored#recurrentState}): the index finds
+   *       its blocks under the hashes the other groups stored, since a hit needs the state it
+   *       names.
    * </ul>
    */
   private static @Nullable KvEvent stored(Fields f, int index) throws MalformedKvEventException {
@@ -410,6 +414,14 @@ public final class KvEventDecoder {
     }
     if (untrackedTier(f.medium)) {
       return null;
+    }
+    boolean recurrent = "mamba".equals(f.specKind) && Medium.of(f.medium) == Medium.GPU;
+    if (recurrent && f.blockSize > 0
+        && (long) f.hashes.length * f.blockSize != f.tokens.length) {
+      // a Mamba group's store that leaves out the blocks it keeps no state for: its hashes are
+      // matched to the blocks the other groups stored under them
+      return new KvEvent.BlockStored(f.hashes, f.hasParent, f.parent, new int[0], f.blockSize,
+          f.loraId, Medium.GPU, f.loraName, cacheSalt(f), f.group, 0, true);
     }
     if (f.blockSize > 0 && f.tokens.length % f.blockSize == 0
         && f.hashes.length < f.tokens.length / f.blockSize) {
@@ -428,7 +440,7 @@ public final class KvEventDecoder {
           + f.tokens.length + " token_ids for " + blocks + " blocks of " + bs);
     }
     return new KvEvent.BlockStored(f.hashes, f.hasParent, f.parent, f.tokens, bs, f.loraId,
-        Medium.of(f.medium), f.loraName, cacheSalt(f), f.group, slidingWindow(f));
+        Medium.of(f.medium), f.loraName, cacheSalt(f), f.group, slidingWindow(f), recurrent);
   }
 
   /** The window of a sliding-window group's store, else 0 (see KvEvent.BlockStored). */

@@ -1,0 +1,202 @@
+package io.epp4j.kvevents;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.IOException;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
+
+/**
+ * A hybrid model with Mamba (or linear-attention) layers keeps, in their KV-cache group, only the
+ * recurrent state at the end of some blocks: with prefix caching in {@code align} mode, the block
+ * at the end of each scheduled chunk. vLLM's {@code cache_full_blocks} leaves the other blocks
+ * (null blocks) out of the group's {@code BlockStored}, whose {@code token_ids} still cover every
+ * block of the step, and its {@code MambaManager} serves a hit only up to the last block whose
+ * state it holds. The full-attention group stores every block under the same engine hashes. A
+ * prompt that shares part of a cached conversation but not up to one of its states is computed
+ * from the start; the index counted the full-attention run and promised the shared part.
+ */
+class MambaStateHitTest {
+  private static final String EP = "10.0.0.1:8000";
+  private static final int BS = 4;
+  private static final int[] TOKENS = new int[8 * BS];
+
+  static {
+    for (int i = 0; i < TOKENS.length; i++) {
+      TOKENS[i] = 100 + i;
+    }
+  }
+
+  private static long[] keys(int[] tokens) {
+    return BlockKeys.chain(BlockKeys.seed("", null, null), tokens, BS, 1 << 10);
+  }
+
+  /** The first {@code n} blocks of the conversation, then other tokens. */
+  private static int[] sharing(int n) {
+    int[] t = Arrays.copyOf(TOKENS, TOKENS.length);
+    for (int i = n * BS; i < t.length; i++) {
+      t[i] = 7;
+    }
+    return t;
+  }
+
+  /** The engine hash of block {@code i} of the conversation (at the attention block size). */
+  private static long hash(int i) {
+    return 1000 + i;
+  }
+
+  private static long[] hashes(int from, int to) {
+    long[] h = new long[to - from];
+    for (int i = from; i < to; i++) {
+      h[i - from] = hash(i);
+    }
+    return h;
+  }
+
+  /**
+   * A vLLM store map of blocks {@code from} to {@code to} (exclusive, of {@code blockSize}
+   * tokens) of the conversation, naming {@code named} hashes.
+   */
+  private static void store(MessageBufferPacker p, String kind, int group, int blockSize,
+      int from, int to, long[] named) throws IOException {
+    p.packMapHeader(12).packString("type").packString("BlockStored")
+        .packString("block_hashes").packArrayHeader(named.length);
+    for (long h : named) {
+      p.packLong(h);
+    }
+    p.packString("parent_block_hash");
+    if (from == 0) {
+      p.packNil();
+    } else {
+      p.packLong(hash(from * blockSize / BS - 1));
+    }
+    p.packString("token_ids").packArrayHeader((to - from) * blockSize);
+    for (int i = from * blockSize; i < to * blockSize; i++) {
+      p.packInt(TOKENS[i]);
+    }
+    p.packString("block_size").packInt(blockSize).packString("lora_id").packNil()
+        .packString("medium").packString("GPU").packString("lora_name").packNil()
+        .packString("group_idx").packInt(group).packString("kv_cache_spec_kind")
+        .packString(kind).packString("kv_cache_spec_sliding_window").packNil()
+        .packString("extra_keys").packNil();
+  }
+
+  /**
+   * One engine step that caches attention blocks {@code from} to {@code to}: the Mamba group 0
+   * first (as vLLM caches groups in order, and the model's first layers are Mamba layers), keeping
+   * the state at the end of the step's last block only, then the full-attention group 1.
+   */
+  private static KvEventBatch step(int from, int to) throws Exception {
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packMapHeader(2).packString("ts").packDouble(1.7e9).packString("events")
+          .packArrayHeader(2);
+      store(p, "mamba", 0, BS, from, to, new long[] {hash(to - 1)});
+      store(p, "full_attention", 1, BS, from, to, hashes(from, to));
+      return KvEventDecoder.decode(p.toByteArray());
+    }
+  }
+
+  private static double walked(KvBlockIndex index, long[] keys) {
+    double[] out = new double[1];
+    index.prefixWeights(keys, new int[] {index.endpointView(EP).slot}, new boolean[] {true}, 0,
+        out);
+    return out[0];
+  }
+
+  private static void assertHit(KvBlockIndex index, int[] prompt, int blocks) {
+    long[] k = keys(prompt);
+    assertThat(index.prefixWeight(EP, k, 0)).isEqualTo(blocks);
+    assertThat(walked(index, k)).isEqualTo(blocks);
+  }
+
+  private static KvBlockIndex index() {
+    return KvBlockIndex.builder().defaultBlockSize(BS).build();
+  }
+
+  @Test
+  void aPromptThatStopsShortOfEveryStateIsNoHit() throws Exception {
+    KvBlockIndex index = index();
+    index.apply(EP, step(0, 8));
+
+    // the full-attention group holds blocks 0-5 of this prompt, but the only Mamba state is at
+    // the end of block 7: vLLM computes the whole prompt
+    assertHit(index, sharing(6), 0);
+    assertHit(index, TOKENS, 8);
+    assertThat(index.blockCount(EP)).isEqualTo(8);
+  }
+
+  @Test
+  void theHitEndsAtTheLastStateBeforeTheSharedPartEnds() throws Exception {
+    KvBlockIndex index = index();
+    // a prefill in two chunks keeps a state at the end of each
+    index.apply(EP, step(0, 4));
+    index.apply(EP, step(4, 8));
+
+    assertHit(index, sharing(6), 4);
+    assertHit(index, sharing(3), 0);
+    assertHit(index, TOKENS, 8);
+  }
+
+  @Test
+  void aStateTheMambaGroupEvictedNoLongerServesAHit() throws Exception {
+    KvBlockIndex index = index();
+    index.apply(EP, step(0, 4));
+    index.apply(EP, step(4, 8));
+
+    index.apply(EP, new KvEvent.BlockRemoved(new long[] {hash(7)}, Medium.GPU, 0));
+
+    assertHit(index, TOKENS, 4);
+    assertThat(index.blockCount(EP)).isEqualTo(8); // the attention group still holds block 7
+  }
+
+  @Test
+  void statesAreFoundWhenTheAttentionGroupStoresFirst() throws Exception {
+    KvBlockIndex index = index();
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packMapHeader(2).packString("ts").packDouble(1.7e9).packString("events")
+          .packArrayHeader(2);
+      store(p, "full_attention", 0, BS, 0, 8, hashes(0, 8));
+      store(p, "mamba", 1, BS, 0, 8, new long[] {hash(3), hash(7)});
+      index.apply(EP, KvEventDecoder.decode(p.toByteArray()));
+    }
+
+    assertHit(index, sharing(6), 4);
+    assertHit(index, TOKENS, 8);
+  }
+
+  @Test
+  void aMambaGroupOfLargerBlocksNamesTheHashAtItsBlocksEnd() throws Exception {
+    // Mamba blocks of 2 attention blocks: vLLM hashes requests at the attention size and names
+    // a larger block by the (integer) hash of its last part
+    KvBlockIndex index = index();
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packMapHeader(2).packString("ts").packDouble(1.7e9).packString("events")
+          .packArrayHeader(2);
+      store(p, "mamba", 0, 2 * BS, 0, 4, new long[] {hash(3), hash(7)});
+      store(p, "full_attention", 1, BS, 0, 8, hashes(0, 8));
+      index.apply(EP, KvEventDecoder.decode(p.toByteArray()));
+    }
+
+    assertHit(index, sharing(6), 4);
+    assertHit(index, TOKENS, 8);
+    assertThat(index.endpointBlockSize(EP)).isEqualTo(BS);
+  }
+
+  @Test
+  void aMambaGroupThatKeepsEveryBlocksStateCutsNothing() throws Exception {
+    // mamba_cache_mode "all": the group's store names every block, like the attention group's
+    KvBlockIndex index = index();
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packMapHeader(2).packString("ts").packDouble(1.7e9).packString("events")
+          .packArrayHeader(2);
+      store(p, "mamba", 0, BS, 0, 8, hashes(0, 8));
+      store(p, "full_attention", 1, BS, 0, 8, hashes(0, 8));
+      index.apply(EP, KvEventDecoder.decode(p.toByteArray()));
+    }
+
+    assertHit(index, sharing(6), 6);
+    assertHit(index, sharing(3), 3);
+  }
+}
