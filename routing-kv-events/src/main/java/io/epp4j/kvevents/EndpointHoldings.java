@@ -59,8 +59,8 @@ final class EndpointHoldings {
   /**
    * Copies of an engine hash stored beyond the first and not yet removed, per tier and KV-cache
    * group: engine hash → how many more removals the copy takes before it is gone. Index
-   * {@code min(group, 63)} counts GPU copies of that group; {@link #OFFLOAD_COPIES} counts copies
-   * on the offload tier. vLLM does not de-duplicate its GPU blocks (two requests that fill a block
+   * {@code min(group, 63)} counts GPU copies of that group; {@link #OFFLOAD_COPIES} plus
+   * {@code min(group, 63)} counts that group's copies on the offload tier. vLLM does not de-duplicate its GPU blocks (two requests that fill a block
    * of the same tokens each cache one under the same hash), and its offloading connector
    * re-announces the hashes of a shared prefix once per chunk; each copy is removed on its own.
    * Null until a hash is stored again while held (most engines never do), and again after a
@@ -70,6 +70,17 @@ final class EndpointHoldings {
   LongLongMap @org.jspecify.annotations.Nullable [] extraCopies;
   /** The index of {@link #extraCopies} that counts offload-tier copies. */
   static final int OFFLOAD_COPIES = 64;
+  /**
+   * engine hash → the KV-cache groups (bit {@code min(group, 63)}) holding a copy of it on the
+   * offload tier, once more than one group has stored there (before, the one group of
+   * {@link #offloadGroups} holds every offloaded block); a hash the tier holds without an entry
+   * is held by the groups of {@link #offloadSingleGroup}. vLLM's offloading connector describes
+   * each full-attention group's copies under the same engine hashes with its own
+   * {@code group_idx}, and removes each group's copies on their own. Guarded by the write lock.
+   */
+  @org.jspecify.annotations.Nullable LongLongMap offloadGroupsOf;
+  /** The group that offloaded alone before {@link #offloadGroupsOf} was made, or 0 bits. */
+  long offloadSingleGroup;
   final long[] scratch = new long[1];
   final long[] groupScratch = new long[1];
   /** Keys of the event being applied. */

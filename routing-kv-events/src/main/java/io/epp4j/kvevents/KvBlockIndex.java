@@ -279,7 +279,13 @@ public final class KvBlockIndex {
     // without the salt
     boolean copies = bit != Medium.GPU.bit();
     if (copies) {
+      long before = e.offloadGroups;
       e.offloadGroups |= groupBit(s.group());
+      if (e.offloadGroups != before && before != 0 && e.offloadGroupsOf == null) {
+        // a second group offloads: which groups hold each offloaded hash is kept from now on
+        e.offloadGroupsOf = new LongLongMap(1024);
+        e.offloadSingleGroup = before;
+      }
     }
     for (int i = 0; i < hashes.length; i++) {
       if (copies && e.engineToKey.get(hashes[i], e.scratch)) {
@@ -306,7 +312,9 @@ public final class KvBlockIndex {
       }
       long key = keys[i];
       // another copy of a block this tier and group already hold: each copy is removed on its own
-      boolean again = heldAlready(e, hashes[i], key, bit, s.group());
+      long offloadedBy = copies ? offloadHolders(e, hashes[i], key) : 0;
+      boolean again = copies ? (offloadedBy & groupBit(s.group())) != 0
+          : heldAlready(e, hashes[i], key, bit, s.group());
       if (groups && !joinGroup(e, hashes[i], key, s.group())) {
         continue; // another group's block with other content under this hash: keep that one
       }
@@ -322,6 +330,9 @@ public final class KvBlockIndex {
       }
       holders.add(key, e.slot, bit);
       e.own.or(key, bit);
+      if (copies && e.offloadGroupsOf != null) {
+        e.offloadGroupsOf.put(hashes[i], offloadedBy | groupBit(s.group()));
+      }
       if (window > 0 || (s.recurrentState() && bit == Medium.GPU.bit())) {
         windowTable(e, s.group(), window).or(key, 1);
       }
@@ -367,6 +378,22 @@ public final class KvBlockIndex {
       if (takeCopy(e, copyIndex(bit, r.group()), h)) {
         removed++; // one of several copies: the others still hold the block
         continue;
+      }
+      LongLongMap offloaded = e.offloadGroupsOf;
+      if (bit != Medium.GPU.bit() && offloaded != null) {
+        long held = offloadHolders(e, h, key);
+        if ((held & groupBit(r.group())) == 0) {
+          metrics.unknownRemovals.increment(); // this group's copy was never seen stored
+          continue;
+        }
+        long rest = held & ~groupBit(r.group());
+        if (rest != 0) {
+          // the other groups' copies are counted on, but a prefix needs every group's: the
+          // engine can no longer load this block from the tier
+          offloaded.put(h, rest);
+        } else {
+          offloaded.remove(h);
+        }
       }
       if (groups) {
         long held = groupsHolding(e, h);
@@ -466,31 +493,46 @@ public final class KvBlockIndex {
   }
 
   /**
-   * Whether {@code e} already holds engine hash {@code h} as {@code key} on tier {@code bit} for
-   * KV-cache group {@code group}, so that a store of it is another copy. The offload tier keeps
-   * no groups per hash: its copies are counted only while one group is known to offload there
-   * (with several, a removal still takes the copy, as a prefix needs every group's).
+   * Whether {@code e} already holds engine hash {@code h} as {@code key} on GPU for KV-cache group
+   * {@code group}, so that a store of it is another copy.
    */
   private static boolean heldAlready(EndpointHoldings e, long h, long key, int bit, int group) {
     if (!e.engineToKey.get(h, e.scratch) || e.scratch[0] != key
         || (e.own.get(key) & bit) == 0) {
       return false;
     }
-    if (bit != Medium.GPU.bit()) {
-      return Long.bitCount(e.offloadGroups) == 1;
-    }
     return (groupsHolding(e, h) & groupBit(group)) != 0;
+  }
+
+  /**
+   * The KV-cache groups (bits) holding a copy of engine hash {@code h}, as {@code key}, on the
+   * offload tier of {@code e}; 0 when none does. Groups whose copies remain after another
+   * group's last one left are still counted, though the tier no longer serves the block.
+   */
+  private static long offloadHolders(EndpointHoldings e, long h, long key) {
+    if (!e.engineToKey.get(h, e.scratch) || e.scratch[0] != key) {
+      return 0;
+    }
+    LongLongMap m = e.offloadGroupsOf;
+    if (m != null && m.get(h, e.groupScratch)) {
+      return e.groupScratch[0];
+    }
+    if ((e.own.get(key) & Medium.CPU.bit()) == 0) {
+      return 0;
+    }
+    return m == null ? e.offloadGroups : e.offloadSingleGroup;
   }
 
   /** The index of {@link EndpointHoldings#extraCopies} for a tier and KV-cache group. */
   private static int copyIndex(int bit, int group) {
-    return bit == Medium.GPU.bit() ? Math.min(group, 63) : EndpointHoldings.OFFLOAD_COPIES;
+    return bit == Medium.GPU.bit() ? Math.min(group, 63)
+        : EndpointHoldings.OFFLOAD_COPIES + Math.min(group, 63);
   }
 
   private static void addCopy(EndpointHoldings e, int index, long h) {
     LongLongMap[] all = e.extraCopies;
     if (all == null) {
-      all = new LongLongMap[EndpointHoldings.OFFLOAD_COPIES + 1];
+      all = new LongLongMap[EndpointHoldings.OFFLOAD_COPIES + 64];
       e.extraCopies = all;
     }
     LongLongMap m = all[index];
@@ -520,6 +562,10 @@ public final class KvBlockIndex {
 
   /** Forgets every extra copy of {@code h}: the hash left the endpoint, or names other content. */
   private static void dropCopies(EndpointHoldings e, long h) {
+    LongLongMap offloaded = e.offloadGroupsOf;
+    if (offloaded != null) {
+      offloaded.remove(h);
+    }
     LongLongMap[] all = e.extraCopies;
     if (all != null) {
       for (LongLongMap m : all) {
@@ -597,6 +643,11 @@ public final class KvBlockIndex {
     e.extraCopies = null;
     e.windows = null;
     e.pendingStates = null;
+    if (e.offloadGroupsOf != null) {
+      // the groups that offload are kept across clears, and with them the per-hash record
+      e.offloadGroupsOf = new LongLongMap(1024);
+      e.offloadSingleGroup = 0;
+    }
     e.own = new HolderTable();
   }
 

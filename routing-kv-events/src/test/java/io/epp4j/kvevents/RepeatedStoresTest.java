@@ -53,6 +53,12 @@ class RepeatedStoresTest {
 
   /** Group 0 full attention, any other group sliding-window attention of 8 tokens. */
   private static Event storedBy(int group, String medium, int[] tokens, long... hashes) {
+    return storedBy(group, group == 0 ? "full_attention" : "sliding_window", medium, tokens,
+        hashes);
+  }
+
+  private static Event storedBy(int group, String kind, String medium, int[] tokens,
+      long... hashes) {
     return p -> {
       p.packMapHeader(11).packString("type").packString("BlockStored")
           .packString("block_hashes").packArrayHeader(hashes.length);
@@ -69,9 +75,13 @@ class RepeatedStoresTest {
           .packString("medium").packString(medium)
           .packString("lora_name").packNil()
           .packString("group_idx").packInt(group)
-          .packString("kv_cache_spec_kind")
-          .packString(group == 0 ? "full_attention" : "sliding_window")
-          .packString("kv_cache_spec_sliding_window").packInt(8);
+          .packString("kv_cache_spec_kind").packString(kind)
+          .packString("kv_cache_spec_sliding_window");
+      if (kind.equals("sliding_window")) {
+        p.packInt(8);
+      } else {
+        p.packNil();
+      }
     };
   }
 
@@ -153,6 +163,41 @@ class RepeatedStoresTest {
     assertThat(index.prefixWeight(EP, ko, 0)).isEqualTo(2 * 0.8);
 
     index.apply(EP, batch(removed("CPU", 11, 22)));
+    assertThat(index.tiers(EP, ko[0])).isEmpty();
+    assertThat(index.blockCount(EP)).isZero();
+  }
+
+  @Test
+  void eachFullAttentionGroupsOffloadedCopiesAreCountedOnTheirOwn() throws Exception {
+    // A model with two full-attention KV-cache groups: vLLM's offloading connector offloads each
+    // group's chunks under its own keys and describes them with the group's group_idx, under the
+    // same engine hashes; each group's chunk eviction fans out to the hashes with that group_idx.
+    KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(BS).build();
+    int[] other = {1, 2, 3, 4, 9, 9, 9, 9};
+    long[] k = keys(TOKENS);
+    long[] ko = keys(other);
+    // two chunks share their first block (hash 11), and both groups offload both chunks
+    for (int group = 0; group < 2; group++) {
+      index.apply(EP, batch(storedBy(group, "full_attention", "CPU", TOKENS, 11, 12),
+          storedBy(group, "full_attention", "CPU", other, 11, 22)));
+    }
+    assertThat(index.prefixWeight(EP, ko, 0)).isEqualTo(2 * 0.8);
+
+    // group 0 evicts its first chunk: its second chunk and group 1 still hold block 11
+    index.apply(EP, batch(removedBy(0, "CPU", 11, 12)));
+    assertThat(index.tiers(EP, k[1])).isEmpty();
+    assertThat(index.tiers(EP, ko[0])).containsExactly(Medium.CPU);
+    assertThat(index.prefixWeight(EP, ko, 0)).isEqualTo(2 * 0.8);
+
+    // group 1 evicts its second chunk: its first chunk and group 0 still hold block 11, but the
+    // tier now lacks group 1's copy of block 22, so a prefix stops there
+    index.apply(EP, batch(removedBy(1, "CPU", 11, 22)));
+    assertThat(index.tiers(EP, ko[0])).containsExactly(Medium.CPU);
+    assertThat(index.tiers(EP, ko[1])).isEmpty();
+    assertThat(index.prefixWeight(EP, ko, 0)).isEqualTo(0.8);
+
+    // group 0 evicts its last copy of block 11: the engine can no longer load it
+    index.apply(EP, batch(removedBy(0, "CPU", 11, 22)));
     assertThat(index.tiers(EP, ko[0])).isEmpty();
     assertThat(index.blockCount(EP)).isZero();
   }
