@@ -841,7 +841,7 @@ public final class RedisReplication implements Plugin, RequestListener {
           String after = lastId == null ? HintTransport.OLDEST : lastId;
           @Nullable List<HintTransport.Entry> got = null;
           try {
-            got = t.read(after, readCount, READ_WAIT, wanted.reset());
+            got = t.read(after, readCount, READ_WAIT, wanted.reset(ownWholeUpTo(after)));
             // a full read: the reader may be behind by more than the stream keeps. A read after a
             // trimmed id returns what follows without saying what was lost, and a reader catching
             // up is back inside the stream by the next heartbeat's check, so the stream is asked
@@ -1187,8 +1187,8 @@ public final class RedisReplication implements Plugin, RequestListener {
   static final class Wanted implements HintTransport.Wanted {
     private final byte[] pool;
     private final byte[] own;
-    /** Own batches sent before this (an earlier run's) are read whole. */
-    private final long ownSentFrom;
+    /** Own batches sent before this (an earlier run's) are read whole; set by each read. */
+    private long ownSentFrom;
     /** Bytes kept whole by the read in progress. */
     private long kept;
 
@@ -1207,6 +1207,12 @@ public final class RedisReplication implements Plugin, RequestListener {
     Wanted reset() {
       kept = 0;
       return this;
+    }
+
+    /** A new read begins, which reads whole the own entries sent before {@code ownSentFrom}. */
+    Wanted reset(long ownSentFrom) {
+      this.ownSentFrom = ownSentFrom;
+      return reset();
     }
 
     @Override
@@ -1261,7 +1267,7 @@ public final class RedisReplication implements Plugin, RequestListener {
             && entryMillis >= staleBeforeMillis);
     if (h.origin().equals(s.routerId())) {
       noteOwn(entry.id(), entryMillis);
-      if (fresh && h.sentEpochMicros() < seat.startedMicros) {
+      if (fresh && earlierRun(entryMillis, h.sentEpochMicros())) {
         earlierRunFigures(entry.id(), in, h);
       }
       return; // its own it knows already
@@ -1327,6 +1333,36 @@ public final class RedisReplication implements Plugin, RequestListener {
     } catch (HintCodec.MalformedBatchException e) {
       rejectMalformed(entry.id(), e);
     }
+  }
+
+  /**
+   * Whether a batch under this router's id, appended at {@code entryMillis} (its id's time) and
+   * stamped {@code sentMicros} by its router, is an earlier run's. On the log's clock when it has
+   * one: appended no later than the log's time when this run's reader first connected. The send
+   * time is the earlier run's clock, which may be ahead of this run's (a pod restarted on another
+   * node): compared with this run's start, a crashed run's last figures looked like this run's and
+   * were skipped, and the others kept its load. The send time decides only when the log has no
+   * clock. A batch of this run appended before its reader's first connection counts as an
+   * earlier run's: that costs no more than sending this run's figures for its endpoints again.
+   */
+  private boolean earlierRun(long entryMillis, long sentMicros) {
+    long since = seat.ownSinceMillis;
+    return since >= 0 && entryMillis >= 0 ? entryMillis <= since : sentMicros < seat.startedMicros;
+  }
+
+  /**
+   * For {@link Wanted}: the send times of the own entries a read after {@code after} reads whole.
+   * On the log's clock, the whole of each until the reader is past the time this run's reader
+   * first connected (after it they are this run's, header only); without it, those sent before
+   * this run started. See {@link #earlierRun}.
+   */
+  private long ownWholeUpTo(String after) {
+    long since = seat.ownSinceMillis;
+    if (since < 0) {
+      return seat.startedMicros;
+    }
+    long afterMillis = StreamIds.millis(after);
+    return afterMillis >= 0 && afterMillis > since ? Long.MIN_VALUE : Long.MAX_VALUE;
   }
 
   /**

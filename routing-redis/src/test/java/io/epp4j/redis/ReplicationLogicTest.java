@@ -701,6 +701,32 @@ class ReplicationLogicTest {
     open.onComplete(new Usage(1, 0, 1));
   }
 
+  /**
+   * The same, with the crashed run's clock a minute ahead of the restarted one's (a pod restarted
+   * on another node). Its last figures were stamped after the new run started by the new run's
+   * clock, so they were taken for the new run's own, read header only and skipped: the others
+   * kept counting the crashed run's load. Which run a batch is of is told on the log's clock.
+   */
+  @Test
+  void aRouterRestartedUnderTheSameIdWithItsClockBehindClearsTheLoadItsCrashedRunLeft()
+      throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.withClock();
+    log.cutEntries();
+    Router b = router(log, "p", "b", 1000);
+    String ep = "10.2.0.3:8000";
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.inFlight(ep, 5, 5_000);
+    log.append(w.finish("p", "x", RedisReplication.epochMicros() + 60_000_000L));
+    await("b counts the crashed run's load", () -> inFlight(b, ep) == 5);
+    Router x = router(log, "p", "x", 1000);
+    RoutingDecision open = x.route(prompt(1));
+    int expected = open.primary().id().equals(ep) ? 1 : 0;
+    await("b counts only what the new run of x has on " + ep,
+        () -> inFlight(b, ep) == expected);
+    open.onComplete(new Usage(1, 0, 1));
+  }
+
   @Test
   void twoRoutersWritingUnderOneRouterIdAreToldSo() throws Exception {
     InMemoryLog log = new InMemoryLog();
