@@ -774,6 +774,8 @@ public final class RedisReplication implements Plugin, RequestListener {
             } else {
               seat.readFrom = target;
               seat.ownCountedTo = null;
+              // another stream, perhaps on another server: its ids are another clock's
+              seat.originOffsets.clear();
             }
             if (!s.routerId().equals(seat.ownId)) {
               seat.ownId = s.routerId();
@@ -1290,11 +1292,16 @@ public final class RedisReplication implements Plugin, RequestListener {
     long nowMicros = epochMicros();
     // the sessions' capture times, on the origin's clock, are compared on the log's: the entry's
     // id is the log's time when the origin appended it, just after stamping its send time, so
-    // their difference is how far the origin's clock is behind the log's (and the append's
-    // latency). A router whose clock is minutes behind then no longer sees its moves of a session
-    // ignored by every other router as older than one made before them
+    // their difference is how far the origin's clock is behind the log's, plus the append's
+    // latency. A router whose clock is minutes behind then no longer sees its moves of a session
+    // ignored by every other router as older than one made before them. The smallest difference
+    // of the origin's recent batches is taken, not this batch's: an append held up after its
+    // stamp (a pause of the origin's JVM, its CPU throttled) would make its moves look that much
+    // later, newer than moves made after them
     long originToLog = sessionTimes.knowsLogClock() && entryMillis >= 0
-        ? entryMillis * 1000 - h.sentEpochMicros() : 0;
+        ? seat.originOffsets.offset(h.origin(), entryMillis, h.sentEpochMicros(),
+            s.heartbeatNanos() * OriginOffsets.WINDOW_HEARTBEATS / 1_000_000)
+        : 0;
     long nowOnLog = sessionTimes.toLogClock(nowMicros);
     try {
       HintCodec.records(in, h, new HintCodec.Visitor() {
@@ -1717,6 +1724,62 @@ public final class RedisReplication implements Plugin, RequestListener {
     long toLogClock(long localMicros) {
       long shift = shiftMicros;
       return shift == UNKNOWN ? localMicros : localMicros + shift;
+    }
+  }
+
+  /**
+   * For each other router (the last {@link #MAX_ORIGINS} heard from): how far its clock is behind
+   * the log's, in µs, from its batches: the log's time in a batch's id (when the batch was
+   * appended; the middle of its millisecond) less the send time its router stamped just before
+   * the append. Each such difference also holds the append's latency, which is small for most
+   * batches and large for one held up between its stamp and the server (a pause of the origin's
+   * JVM, its CPU throttled, a slow link): taken as it is, a held-up batch's moves look that much
+   * later, and may outrank moves made after them on every router but their own, which records its
+   * moves with the offset it reads with {@code TIME}. So the smallest difference of the origin's
+   * batches in the current and the previous window of {@link #WINDOW_HEARTBEATS} heartbeats (log
+   * time) is taken: an origin whose clock steps back (the difference grows) is followed within
+   * two windows, one whose clock steps forward at once. Reader thread only.
+   */
+  static final class OriginOffsets {
+    /** Length of a window, in heartbeats. */
+    static final long WINDOW_HEARTBEATS = 10;
+
+    // {window start (log ms), smallest of this window, smallest of the previous one}
+    private final Map<String, long[]> byOrigin =
+        new java.util.LinkedHashMap<>(16, 0.75f, true) {
+          private static final long serialVersionUID = 1L;
+
+          @Override
+          protected boolean removeEldestEntry(Map.Entry<String, long[]> eldest) {
+            return size() > MAX_ORIGINS;
+          }
+        };
+
+    /**
+     * The offset of {@code origin}'s clock from the log's, with a batch appended at
+     * {@code entryMillis} (log time) and stamped {@code sentMicros} (the origin's clock).
+     */
+    long offset(String origin, long entryMillis, long sentMicros, long windowMillis) {
+      long sample = entryMillis * 1000 + 500 - sentMicros;
+      long[] o = byOrigin.get(origin);
+      if (o == null) {
+        byOrigin.put(origin, new long[] {entryMillis, sample, sample});
+        return sample;
+      }
+      if (entryMillis - o[0] >= windowMillis || entryMillis < o[0]) {
+        // a new window; ids going back (another stream in this one's place) start one too
+        o[2] = entryMillis < o[0] ? sample : o[1];
+        o[1] = sample;
+        o[0] = entryMillis;
+      } else {
+        o[1] = Math.min(o[1], sample);
+      }
+      return Math.min(o[1], o[2]);
+    }
+
+    /** Forgets every origin's offset: the log's clock may be another one now. */
+    void clear() {
+      byOrigin.clear();
     }
   }
 

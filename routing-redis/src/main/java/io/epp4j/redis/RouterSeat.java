@@ -81,6 +81,8 @@ final class RouterSeat {
   long staleBeforeMillis = -1;
   /** Other routers whose in-flight figures were applied, and when they were last heard from. */
   final Map<String, Long> originsSeen = new HashMap<>();
+  /** How far each other router's clock is behind the log's, as its batches show. */
+  final RedisReplication.OriginOffsets originOffsets = new RedisReplication.OriginOffsets();
   /** The routerId the three fields below count batches of. */
   @Nullable String ownId;
   long ownSinceMillis = -1;

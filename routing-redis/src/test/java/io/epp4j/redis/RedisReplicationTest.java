@@ -656,6 +656,45 @@ class RedisReplicationTest {
   }
 
   /**
+   * Router x moved session s1 ten seconds ago, but the batch reached the server only now (x's
+   * process paused between stamping the batch and appending it); router y moved s1 five seconds
+   * ago. The offset of x's clock was taken from that batch alone, the ten seconds of delay
+   * included, so x's move looked a moment old, newer than y's, and b kept s1 where x had put it
+   * (y's move counted stale) while y, which records its own move on the server's clock, kept it
+   * on its own choice. The offset is the smallest of x's recent batches: x's move stays the older.
+   */
+  @Test
+  void aSessionMoveWhoseAppendWasHeldUpDoesNotOutrankALaterOne() throws Exception {
+    Router b = router("b");
+    awaitConnected(b);
+    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
+    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+      // an earlier batch of x, appended as soon as stamped: how far x's clock is from the server's
+      HintCodec.Writer x0 = new HintCodec.Writer();
+      x0.session(RedisReplication.epochMicros(), "s0", "10.1.0.1:8000");
+      c.sync().xadd(key, Map.of(field, x0.finish(pool, "x", RedisReplication.epochMicros())));
+      long stamped = RedisReplication.epochMicros() - 10_000_000L;
+      HintCodec.Writer x1 = new HintCodec.Writer();
+      x1.session(stamped - 1_000L, "s1", "10.1.0.1:8000");
+      c.sync().xadd(key, Map.of(field, x1.finish(pool, "x", stamped)));
+      long yNow = RedisReplication.epochMicros();
+      HintCodec.Writer y = new HintCodec.Writer();
+      y.session(yNow - 5_000_000L, "s1", "10.1.0.2:8000");
+      c.sync().xadd(key, Map.of(field, y.finish(pool, "y", yNow)));
+    } finally {
+      client.shutdown();
+    }
+    await("b read the three moves", () -> replication(b).appliedSessions()
+        + replication(b).staleSessions() == 3);
+    assertThat(replication(b).staleSessions()).as("moves b ignored as stale").isZero();
+    RoutingDecision d = b.route(prompt(6_000_000L, 64, "s1"));
+    d.onComplete(DONE);
+    assertThat(d.primary().id()).isEqualTo("10.1.0.2:8000");
+  }
+
+  /**
    * After a failover to a replica that lacks the newest entries, the reader starts over and reads
    * again the batches it had read, its own among them: counted twice, they made it warn that
    * another router writes under its routerId.
