@@ -1298,18 +1298,22 @@ public final class RedisReplication implements Plugin, RequestListener {
     // of the origin's recent batches is taken, not this batch's: an append held up after its
     // stamp (a pause of the origin's JVM, its CPU throttled) would make its moves look that much
     // later, newer than moves made after them
-    long originToLog = sessionTimes.knowsLogClock() && entryMillis >= 0
+    boolean onLog = sessionTimes.knowsLogClock() && entryMillis >= 0;
+    long originToLog = onLog
         ? seat.originOffsets.offset(h.origin(), entryMillis, h.sentEpochMicros(),
             s.heartbeatNanos() * OriginOffsets.WINDOW_HEARTBEATS / 1_000_000)
         : 0;
     long nowOnLog = sessionTimes.toLogClock(nowMicros);
+    // the lag on the log's clock too: on the routers' own, a router whose clock is behind
+    // reported minutes of lag, one ahead none at all
+    long lagFrom = onLog ? nowOnLog - originToLog : nowMicros;
     try {
       HintCodec.records(in, h, new HintCodec.Visitor() {
         @Override
         public void prefix(long at, String endpointId, int blockSize, long[] hashes) {
           target.prefixSent(endpointId, PrefixBlocks.of(blockSize, hashes));
           appliedPrefixes.incrementAndGet();
-          applied(fresh, nowMicros - at);
+          applied(fresh, lagFrom - at);
         }
 
         @Override
@@ -1326,7 +1330,7 @@ public final class RedisReplication implements Plugin, RequestListener {
           }
           target.sessionBound(sessionKey, endpointId);
           appliedSessions.incrementAndGet();
-          applied(fresh, nowMicros - at);
+          applied(fresh, lagFrom - at);
         }
 
         @Override

@@ -695,6 +695,37 @@ class RedisReplicationTest {
   }
 
   /**
+   * Routers x, whose clock is ten minutes behind, and z, ten minutes ahead, each send a session
+   * move they made ten milliseconds before. The lag was taken on the routers' own clocks: b recorded
+   * ten minutes for x's move and minus ten for z's (none at all in the histogram). It is taken on
+   * the server's clock, onto which the moves' times are moved as for ordering them.
+   */
+  @Test
+  void theLagOfRoutersWhoseClocksAreSkewedIsTakenOnTheServersClock() throws Exception {
+    Router b = router("b");
+    awaitConnected(b);
+    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
+    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+      for (long skew : new long[] {-600_000_000L, 600_000_000L}) {
+        long stamped = RedisReplication.epochMicros() + skew;
+        HintCodec.Writer w = new HintCodec.Writer();
+        w.session(stamped - 10_000L, "lag-" + skew, "10.1.0.1:8000");
+        c.sync().xadd(key, Map.of(field, w.finish(pool, skew < 0 ? "x" : "z", stamped)));
+      }
+    } finally {
+      client.shutdown();
+    }
+    await("b applied both moves", () -> replication(b).appliedSessions() == 2);
+    long[] lags = replication(b).lagMicros();
+    assertThat(lags).as("lags recorded (µs)").hasSize(2);
+    assertThat(Arrays.stream(lags).boxed().toList()).as("lags recorded (µs)")
+        .allSatisfy(l -> assertThat(l)
+        .isGreaterThanOrEqualTo(0).isLessThan(60_000_000L));
+  }
+
+  /**
    * After a failover to a replica that lacks the newest entries, the reader starts over and reads
    * again the batches it had read, its own among them: counted twice, they made it warn that
    * another router writes under its routerId.
