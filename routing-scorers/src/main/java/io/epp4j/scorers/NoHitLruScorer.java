@@ -48,6 +48,11 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
     this.lruSize = lruSize;
   }
   private final ConcurrentHashMap<String, AtomicLong> lastColdUse = new ConcurrentHashMap<>();
+  /**
+   * Tests only: runs between a route's tick of the clock and its write of the stamp, the gap in
+   * which another thread's route can stamp.
+   */
+  @org.jspecify.annotations.Nullable Runnable stampHook;
 
   static boolean isCold(CycleState state) {
     PrefixHits hits = state.get(PrefixHits.KEY);
@@ -126,7 +131,14 @@ final class NoHitLruScorer implements Scorer, RequestListener, PoolListener {
   private void stamp(String id) {
     AtomicLong stamp = lastColdUse.get(id);
     if (stamp != null) {
-      stamp.set(clock.incrementAndGet());
+      long now = clock.incrementAndGet();
+      Runnable hook = stampHook;
+      if (hook != null) {
+        hook.run();
+      }
+      // never back: a route that took its tick before another route to the same endpoint, and
+      // writes after it, would otherwise set the endpoint's use to before those in between
+      stamp.accumulateAndGet(now, Math::max);
     }
   }
 
