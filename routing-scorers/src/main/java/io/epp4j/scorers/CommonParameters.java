@@ -42,9 +42,17 @@ final class CommonParameters {
     return found != null ? found : names[0];
   }
 
-  /** {@code balanceFactor} (multiplier, 0 = off) or Envoy's {@code hashBalanceFactor} (percent). */
+  /**
+   * {@code balanceFactor} (multiplier, 0 = off) or Envoy's {@code hashBalanceFactor} (percent).
+   * The two name one setting in different units: with both, {@code hashBalanceFactor} is refused
+   * by name, as a second name of any setting is, rather than one of the two values dropped.
+   */
   static double balanceFactor(Parameters p) {
-    if (p.has("hashBalanceFactor") && !p.has("balanceFactor")) {
+    if (p.has("hashBalanceFactor") && p.has("balanceFactor")) {
+      p.raw("hashBalanceFactor");
+      p.error("hashBalanceFactor", "names the same setting as 'balanceFactor' (in percent of the"
+          + " mean rather than as a multiplier), which is given too; give one");
+    } else if (p.has("hashBalanceFactor")) {
       int pct = p.getInt("hashBalanceFactor", 0, 0, 100_000);
       if (pct != 0 && pct < 100) {
         p.error("hashBalanceFactor", "must be 0 (off) or >= 100 (percent of the mean), got " + pct);
