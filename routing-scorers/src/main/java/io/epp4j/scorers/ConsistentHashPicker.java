@@ -212,6 +212,14 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
   private final AtomicBoolean poolBuildQueued = new AtomicBoolean();
   /** Candidate lists whose exact table is queued or being built. */
   private final Set<List<Endpoint>> requested = ConcurrentHashMap.newKeySet();
+  /**
+   * Builds for candidate lists queued or under way, at most {@link #CACHED_TABLES}: the cache
+   * keeps no more tables than that, so building further ones ahead would only evict the first
+   * ones, and filters that give each request another subset of the pool would queue builds
+   * faster than one thread makes them, without bound. A list asked for while the queue is full
+   * is asked for again by its next route (its stand-in stays in the cache, or is made anew).
+   */
+  private final AtomicInteger queuedBuilds = new AtomicInteger();
   private volatile @Nullable ThreadPoolExecutor builder;
   /** Set under {@code pool}; read without it by the builds, which stop once it is set. */
   private volatile boolean closed;
@@ -412,6 +420,10 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     if (!requested.add(key)) {
       return;
     }
+    if (queuedBuilds.incrementAndGet() > CACHED_TABLES) {
+      buildDone(key); // full: the list's next route asks again
+      return;
+    }
     try {
       builder().execute(() -> {
         try {
@@ -421,12 +433,22 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
         } catch (BuildStopped closedMeanwhile) {
           // nothing to install
         } finally {
-          requested.remove(key);
+          buildDone(key);
         }
       });
     } catch (RejectedExecutionException closedMeanwhile) {
-      requested.remove(key);
+      buildDone(key);
     }
+  }
+
+  private void buildDone(List<Endpoint> key) {
+    requested.remove(key);
+    queuedBuilds.decrementAndGet();
+  }
+
+  /** Builds for candidate lists queued or under way (for tests). */
+  int queuedListBuilds() {
+    return requested.size();
   }
 
   @Override
