@@ -69,25 +69,28 @@ final class DisaggProfileHandler implements ProfileHandler {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
-      boolean nested = p.has("profiles") || p.has("deciders");
-      boolean flat = p.has("decodeProfile") || p.has("prefillProfile") || p.has("encodeProfile")
-          || p.has("prefillDeciderPluginName") || p.has("deciderPluginName")
-          || p.has("encodeDeciderPluginName");
+      Parameters profiles = p.getNested("profiles");
+      Parameters deciders = p.getNested("deciders");
+      // as upstream, whose fields are Go strings: an empty one is not set (a chart that renders
+      // an unset value gives one), so it takes the default and counts for neither format
+      boolean nested = set(profiles, "decode") || set(profiles, "prefill")
+          || set(profiles, "encode") || set(deciders, "prefill") || set(deciders, "encode");
+      boolean flat = set(p, "decodeProfile") || set(p, "prefillProfile") || set(p, "encodeProfile")
+          || set(p, "prefillDeciderPluginName") || set(p, "deciderPluginName")
+          || set(p, "encodeDeciderPluginName");
       if (nested && flat) {
         p.error(p.has("profiles") ? "profiles" : "deciders", "cannot be mixed with the former flat"
             + " parameters (decodeProfile, prefillProfile, prefillDeciderPluginName, ...)");
       }
-      Parameters profiles = p.getNested("profiles");
-      Parameters deciders = p.getNested("deciders");
       profileName(p, profiles, "decode", "decodeProfile", PdProfileHandler.DECODE_PROFILE);
       profileName(p, profiles, "prefill", "prefillProfile", PdProfileHandler.PREFILL_PROFILE);
       profileName(p, profiles, "encode", "encodeProfile", "encode");
-      String deciderName = deciders.getString("prefill", null);
+      String deciderName = orNull(deciders.getString("prefill", null));
       if (deciderName == null) {
-        deciderName = p.getString(CommonParameters.alias(p, "prefillDeciderPluginName",
-            "deciderPluginName"), null);
+        deciderName = orNull(p.getString(CommonParameters.alias(p, "prefillDeciderPluginName",
+            "deciderPluginName"), null));
       }
-      if (deciders.has("encode") || p.has("encodeDeciderPluginName")) {
+      if (set(deciders, "encode") || set(p, "encodeDeciderPluginName")) {
         deciders.raw("encode");
         p.getString("encodeDeciderPluginName", null);
         p.error(deciders.has("encode") ? "deciders" : "encodeDeciderPluginName",
@@ -108,18 +111,27 @@ final class DisaggProfileHandler implements ProfileHandler {
         p.error("deciders", "has unknown field '" + unread + "'; expected prefill");
       }
       PrefillDecider decider = deciderName == null ? null
-          : decider(c, p, deciders.has("prefill") ? "deciders" : "prefillDeciderPluginName",
+          : decider(c, p, set(deciders, "prefill") ? "deciders" : "prefillDeciderPluginName",
               deciderName);
       return new DisaggProfileHandler(decider);
+    }
+
+    /** Whether {@code name} is given with a value other than the empty string. */
+    private static boolean set(Parameters p, String name) {
+      return p.has(name) && !"".equals(p.raw(name));
+    }
+
+    private static @Nullable String orNull(@Nullable String value) {
+      return value == null || value.isEmpty() ? null : value;
     }
 
     /** Only the standard names are accepted (see the class comment); others are refused. */
     private static void profileName(Parameters p, Parameters profiles, String field,
         String flatField, String standard) {
-      String given = profiles.getString(field, null);
+      String given = orNull(profiles.getString(field, null));
       String where = "profiles";
       if (given == null) {
-        given = p.getString(flatField, null);
+        given = orNull(p.getString(flatField, null));
         where = flatField;
       }
       if (given != null && !given.equals(standard)) {
