@@ -65,6 +65,8 @@ public class Epp4jBodyLimitFilter implements GlobalFilter, Ordered {
     }
     ServerWebExchange limited = exchange.mutate()
         .request(new Epp4jGatewayFilter.LimitedBody(request, limit)).build();
+    // the pieces read now are copies under the limit: the Epp4j filter takes them as they are
+    exchange.getAttributes().put(Epp4jGatewayFilter.BODY_COPIED_ATTRIBUTE, limit);
     return chain.filter(limited).onErrorResume(Epp4jGatewayFilter.BodyTooLarge.class,
         e -> exchange.getResponse().isCommitted()
             ? Mono.error(e) : Epp4jGatewayFilter.tooLarge(exchange, limit, true));

@@ -110,11 +110,16 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     if (declared > maxBodyBytes) {
       return declaredTooLarge(exchange, maxBodyBytes, declared);
     }
+    // Epp4jBodyLimitFilter read the body's pieces as copies under this filter's limit already
+    boolean copied = Integer.valueOf(maxBodyBytes)
+        .equals(exchange.getAttribute(BODY_COPIED_ATTRIBUTE));
     Object cached = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
     if (cached instanceof DataBuffer buffer) {
       // SCG read it already: the Retry filter's body cache, through Epp4jBodyLimitFilter's limit,
       // or a predicate reading the body (ReadBody), before any filter, whole
-      keepCachedBodyApart(exchange, buffer);
+      if (!copied) {
+        keepCachedBodyApart(exchange, buffer);
+      }
       return buffer.readableByteCount() > maxBodyBytes
           ? tooLarge(exchange, false) : route(exchange, chain, request, bodyOrNone(buffer));
     }
@@ -133,7 +138,7 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
           .flatMap(body -> body.length > maxBodyBytes ? tooLarge(exchange, false)
               : route(exchange, chain, request, body.length == 0 ? null : body));
     }
-    ServerWebExchange limited = exchange.mutate()
+    ServerWebExchange limited = copied ? exchange : exchange.mutate()
         .request(new LimitedBody(request, maxBodyBytes)).build();
     return ServerWebExchangeUtils.cacheRequestBody(limited, replaying -> {
       DataBuffer body = exchange.getAttribute(CACHED_REQUEST_BODY_ATTR);
@@ -150,6 +155,15 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
    * releases it, once, when the exchange ends.
    */
   static final String SCG_CACHED_BODY_ATTRIBUTE = Epp4jGatewayFilter.class.getName() + ".scgBody";
+
+  /**
+   * Exchange attribute {@link Epp4jBodyLimitFilter} sets, to the limit it put on the body, when it
+   * made the request's body a {@link LimitedBody}: the pieces read from it are copies of their
+   * own under that limit, whether SCG's body cache (behind {@code Retry}) or this filter reads
+   * them, so this filter, when its limit is the same, neither copies them again nor puts a copy
+   * of the cached body in the cache ({@link #keepCachedBodyApart}).
+   */
+  static final String BODY_COPIED_ATTRIBUTE = Epp4jGatewayFilter.class.getName() + ".bodyCopied";
 
   /**
    * Puts a copy of a body SCG cached before this filter ran (the {@code ReadBody} predicate's, or

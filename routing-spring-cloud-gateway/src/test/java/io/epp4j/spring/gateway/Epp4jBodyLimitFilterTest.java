@@ -16,6 +16,8 @@ import org.springframework.cloud.gateway.filter.GatewayFilter;
 import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.route.Route;
 import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.core.io.buffer.DataBufferUtils;
+import org.springframework.core.io.buffer.DefaultDataBuffer;
 import org.springframework.core.io.buffer.DefaultDataBufferFactory;
 import org.springframework.http.HttpMethod;
 import org.springframework.mock.http.server.reactive.MockServerHttpRequest;
@@ -131,6 +133,101 @@ class Epp4jBodyLimitFilterTest {
       assertThat(post(limit, other, 8192, false)).isNull();
       assertThat(post(limit, wrapper, 8192, false)).isNull();
       assertThat(reached).hasValue(2);
+    });
+  }
+
+  /** Counts the buffers made by the factory the request's body pieces come from. */
+  static final class CountingFactory extends DefaultDataBufferFactory {
+    final AtomicInteger made = new AtomicInteger();
+
+    @Override
+    public DefaultDataBuffer allocateBuffer(int initialCapacity) {
+      made.incrementAndGet();
+      return super.allocateBuffer(initialCapacity);
+    }
+
+    @Override
+    public DefaultDataBuffer wrap(byte[] bytes) {
+      made.incrementAndGet();
+      return super.wrap(bytes);
+    }
+
+    @Override
+    public DefaultDataBuffer wrap(java.nio.ByteBuffer byteBuffer) {
+      made.incrementAndGet();
+      return super.wrap(byteBuffer);
+    }
+  }
+
+  /**
+   * The buffers made while a completion request (four body pieces) goes through the chain: the
+   * limit filter when {@code limited}, SCG's body cache (enabled for the route, as Retry's
+   * factory does, when {@code cached}), the {@code Epp4j} filter, then a stand-in for the routing
+   * filter that reads the body it would send, which the request must reach. Two counts: in all,
+   * and those made from the {@code Epp4j} filter's start to the stand-in's.
+   */
+  int[] buffersMade(Epp4jBodyLimitFilter limit, GatewayFilter epp4j, boolean limited,
+      boolean cached) {
+    Route route = Route.async().id("llm").uri(URI.create("http://replica.invalid"))
+        .predicate(e -> true).filter(epp4j).build();
+    AdaptCachedBodyGlobalFilter cache = new AdaptCachedBodyGlobalFilter();
+    if (cached) {
+      cache.onApplicationEvent(new EnableBodyCachingEvent(this, "llm"));
+    }
+    CountingFactory factory = new CountingFactory();
+    String json = "{\"model\":\"m\",\"prompt\":\"" + "x".repeat(900) + "\"}";
+    byte[] bytes = json.getBytes(StandardCharsets.US_ASCII);
+    java.util.List<DataBuffer> pieces = new java.util.ArrayList<>();
+    for (int at = 0; at < bytes.length; at += 256) {
+      pieces.add(factory.wrap(java.util.Arrays.copyOfRange(bytes, at,
+          Math.min(bytes.length, at + 256))));
+    }
+    assertThat(pieces).hasSize(4);
+    factory.made.set(0);
+    MockServerWebExchange exchange = MockServerWebExchange.from(MockServerHttpRequest
+        .post("/v1/completions").contentLength(bytes.length)
+        .header("content-type", "application/json").body(Flux.fromIterable(pieces)));
+    exchange.getAttributes().put(GATEWAY_ROUTE_ATTR, route);
+    int[] byFilter = new int[1];
+    GatewayFilterChain send = e -> {
+      byFilter[0] += factory.made.get();
+      return DataBufferUtils.join(e.getRequest().getBody()).map(body -> {
+        try {
+          assertThat(body.toString(StandardCharsets.US_ASCII)).isEqualTo(json);
+        } finally {
+          DataBufferUtils.release(body);
+        }
+        reached.incrementAndGet();
+        return body;
+      }).then();
+    };
+    GatewayFilterChain routeFilters = e -> {
+      byFilter[0] -= factory.made.get();
+      return epp4j.filter(e, send);
+    };
+    GatewayFilterChain cacheAndRoute = e -> cache.filter(e, routeFilters);
+    (limited ? limit.filter(exchange, cacheAndRoute) : cacheAndRoute.filter(exchange))
+        .block(Duration.ofSeconds(10));
+    return new int[] {factory.made.get(), byFilter[0]};
+  }
+
+  @Test
+  void theBodyIsCopiedOnceBetweenTheLimitAndTheEpp4jFilter() {
+    runner.run(ctx -> {
+      Epp4jBodyLimitFilter limit = ctx.getBean(Epp4jBodyLimitFilter.class);
+      GatewayFilter epp4j = ctx.getBean(Epp4jGatewayFilterFactory.class).filter();
+      // a plain route: the limit filter's copies of the pieces are the ones the Epp4j filter
+      // caches, as many buffers in all as the Epp4j filter makes alone
+      assertThat(buffersMade(limit, epp4j, true, false)[0])
+          .isEqualTo(buffersMade(limit, epp4j, false, false)[0]);
+      // behind Retry's body cache, filled with the limit filter's copies: the Epp4j filter
+      // makes none
+      assertThat(buffersMade(limit, epp4j, true, true)[1]).isZero();
+      // a body SCG cached without the limit filter (a ReadBody predicate, an Epp4j filter hidden
+      // in an application filter) holds the server's own buffers: the Epp4j filter still puts a
+      // copy of its own in the cache for SCG to free
+      assertThat(buffersMade(limit, epp4j, false, true)[1]).isEqualTo(1);
+      assertThat(reached).hasValue(4);
     });
   }
 

@@ -42,9 +42,10 @@ import org.springframework.test.context.DynamicPropertySource;
  * Routes where the application has the body read before the {@code Epp4j} filter: SCG's
  * {@code ReadBody} predicate, its {@code CacheRequestBody} filter (which leaves the decoded body,
  * a {@code String} here, in the exchange's cached-body attribute), each with and without the
- * {@code Retry} filter in front. The replica must get the client's body, streamed answers must
- * arrive whole, a body above the limit is a 413 and a malformed one a 400, and no buffer may be
- * released twice or leak (Netty's leak detector, at its paranoid level, watches every buffer).
+ * {@code Retry} filter in front; and a route with {@code Retry} alone, whose body cache holds
+ * the copies {@link Epp4jBodyLimitFilter} made, kept as they are. The replica must get the
+ * client's body, streamed answers must arrive whole, a body above the limit is a 413 and a
+ * malformed one a 400, and no buffer may be released twice or leak (Netty's leak detector, at its paranoid level, watches every buffer).
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
     classes = Epp4jCachedBodyGatewayTest.App.class,
@@ -67,6 +68,15 @@ import org.springframework.test.context.DynamicPropertySource;
         "spring.cloud.gateway.server.webflux.routes[1].filters[2].args.methods=POST",
         "spring.cloud.gateway.server.webflux.routes[1].filters[2].args.series=SERVER_ERROR",
         "spring.cloud.gateway.server.webflux.routes[1].filters[3]=Epp4j",
+        "spring.cloud.gateway.server.webflux.routes[2].id=retried",
+        "spring.cloud.gateway.server.webflux.routes[2].uri=http://replica.invalid",
+        "spring.cloud.gateway.server.webflux.routes[2].predicates[0]=Path=/retried/v1/**",
+        "spring.cloud.gateway.server.webflux.routes[2].filters[0]=StripPrefix=1",
+        "spring.cloud.gateway.server.webflux.routes[2].filters[1].name=Retry",
+        "spring.cloud.gateway.server.webflux.routes[2].filters[1].args.retries=2",
+        "spring.cloud.gateway.server.webflux.routes[2].filters[1].args.methods=POST",
+        "spring.cloud.gateway.server.webflux.routes[2].filters[1].args.series=SERVER_ERROR",
+        "spring.cloud.gateway.server.webflux.routes[2].filters[2]=Epp4j",
         "epp4j.metrics.enabled=false",
         "epp4j.max-body-size=32KB"})
 @Timeout(90)
@@ -77,7 +87,7 @@ class Epp4jCachedBodyGatewayTest {
       .version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5)).build();
   /** Every route of the test: the prefix its requests take. */
   static final List<String> ROUTES = List.of("/cached", "/cached-retried", "/read",
-      "/read-retried");
+      "/read-retried", "/retried");
   /** The leaks Netty's detector reported while the test ran. */
   static final List<String> LEAKS = new CopyOnWriteArrayList<>();
   private static ResourceLeakDetector.Level levelBefore;
@@ -208,7 +218,7 @@ class Epp4jCachedBodyGatewayTest {
 
   @Test
   void behindTheRetryFilterAnAttemptThatFailedIsRepeatedWithTheSameBody() throws Exception {
-    for (String route : List.of("/cached-retried", "/read-retried")) {
+    for (String route : List.of("/cached-retried", "/read-retried", "/retried")) {
       A.failNext.set(1); // the first attempt is a 500, the Retry filter sends the body again
       int served = A.served.get();
       String body = "{\"model\":\"m\",\"prompt\":\"again " + route + "\"}";
