@@ -187,7 +187,8 @@ class Epp4jReloadUnderTrafficTest {
     assertThat(replicaSteps("0-0")).contains(
         "received, a flushed, b flushed, usage flushed, [DONE] flushed, closed");
     assertThat(WIRE.report("0-0")).contains("writeAndFlushWith", "chunks onComplete",
-        "write onComplete", "chain onComplete");
+        "write onComplete", "chain onComplete", "concatMap[terminated=true",
+        "sendMany[terminated=true");
     assertThat(answers).hasSize(sent.get());
     // a request sent after a reload finished is routed by the new pool, never the old one
     assertThat(answers).filteredOn(a -> a.sentAfterReload() == 1).hasSizeGreaterThanOrEqualTo(

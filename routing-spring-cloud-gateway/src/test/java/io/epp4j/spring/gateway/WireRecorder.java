@@ -20,8 +20,10 @@ import org.springframework.http.server.reactive.ServerHttpRequestDecorator;
 import org.springframework.http.server.reactive.ServerHttpResponse;
 import org.springframework.http.server.reactive.ServerHttpResponseDecorator;
 import org.springframework.web.server.ServerWebExchange;
+import reactor.core.Scannable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
+import reactor.core.publisher.Operators;
 import reactor.netty.Connection;
 
 /**
@@ -39,6 +41,8 @@ final class WireRecorder {
   private final Map<Channel, StringBuffer> read = new ConcurrentHashMap<>();
   private final Map<Channel, StringBuffer> written = new ConcurrentHashMap<>();
   private final Map<String, Channel[]> channels = new ConcurrentHashMap<>();
+  /** The subscriber the response write put on the latest chunk of each tagged stream. */
+  private final Map<String, Object> writers = new ConcurrentHashMap<>();
   /** The replica connection's inbound (Reactor Netty's receiver) of each tagged stream. */
   private final Map<String, Object> inbounds = new ConcurrentHashMap<>();
 
@@ -74,12 +78,28 @@ final class WireRecorder {
     Channel[] ch = channels.get(tag);
     return "gateway: " + (s == null ? "nothing recorded" : s)
         + (ch == null ? "" : " now: replica read [" + tail(read, ch[0]) + "], client written ["
-            + tail(written, ch[1]) + "], replica inbound " + inbound(tag));
+            + tail(written, ch[1]) + "], replica inbound " + inbound(tag))
+        + (writers.containsKey(tag) ? ", writer " + writer(tag) : "");
+  }
+
+  /**
+   * The state of each subscriber from the latest chunk down the response write (Reactor's
+   * {@link Scannable} attributes): whether it ended or was cancelled, what it holds and what was
+   * asked of it.
+   */
+  private String writer(String tag) {
+    Object sub = writers.get(tag);
+    return Scannable.from(sub).actuals().map(s -> s.name() + "[terminated="
+        + s.scan(Scannable.Attr.TERMINATED) + ", cancelled=" + s.scan(Scannable.Attr.CANCELLED)
+        + ", buffered=" + s.scan(Scannable.Attr.BUFFERED) + ", requested="
+        + s.scan(Scannable.Attr.REQUESTED_FROM_DOWNSTREAM) + "]")
+        .collect(java.util.stream.Collectors.joining(" > ", "[", "]"));
   }
 
   /** Drops what was recorded for a tag whose answer came whole (long stress runs). */
   void forget(String tag) {
     steps.remove(tag);
+    writers.remove(tag);
     channels.remove(tag);
     inbounds.remove(tag);
   }
@@ -189,13 +209,19 @@ final class WireRecorder {
               new java.util.concurrent.atomic.AtomicInteger();
           return super.writeAndFlushWith(Flux.from(body)
                   .doOnNext(chunk -> step(tag, "handed " + handed.incrementAndGet()))
-                  .map(chunk -> Flux.from(chunk).doOnNext(b -> step(tag, "chunk of "
-                      + b.readableByteCount() + " bytes"))
+                  .map(chunk -> Flux.from(Operators.<DataBuffer, DataBuffer>lift(
+                      // the writer's subscribers of the latest chunk, down to Reactor Netty's
+                      // MonoSendMany: their state tells which one holds an end that never came
+                      (scannable, sub) -> {
+                        writers.put(tag, sub);
+                        return sub;
+                      }).apply(Flux.<DataBuffer>from(chunk).doOnNext(b -> step(tag, "chunk of "
+                          + b.readableByteCount() + " bytes"))
                       .doOnEach(s -> {
                         if (!s.isOnNext()) {
                           step(tag, "chunk " + s.getType());
                         }
-                      }))
+                      }))))
                   .doOnEach(s -> {
                     if (!s.isOnNext()) {
                       // what the replica's connection had read when the body ended: a stream
