@@ -11,7 +11,9 @@ import java.util.concurrent.ThreadLocalRandom;
  * Emulated vLLM replicas on loopback, for programs and tests that start them in process: what the
  * {@code serve} command starts, behind a small API. Replica {@code i} serves HTTP on
  * {@code httpPort + i} and publishes KV events on {@code kvEventsPort + 2i} (replay on the port
- * after it), with the profile {@code qwen3-1.7b-h100-mps6}.
+ * after it), with the profile {@code qwen3-1.7b-h100-mps6}. They run as {@code serve} does with
+ * {@code --enable-prompt-tokens-details}: usage names the prompt tokens found in the prefix cache
+ * ({@code prompt_tokens_details.cached_tokens}), which {@code load}'s hit rate is read from.
  */
 public final class EmulatedReplicas implements AutoCloseable {
   private final Serve serve;
@@ -36,7 +38,10 @@ public final class EmulatedReplicas implements AutoCloseable {
       boolean mapEncoding, double speed, long seed) {
     Serve.checkPorts(replicas, httpPort, kvEventsPort, "httpPort", "kvEventsPort");
     return new EmulatedReplicas(new Serve(new Serve.Options(replicas, httpPort, kvEventsPort,
-        mapEncoding, speed, HardwareProfile.qwen3H100Mps6(), seed)));
+        mapEncoding, speed, HardwareProfile.qwen3H100Mps6(), seed, List.of(), null,
+        Serve.DEFAULT_KEEP_ALIVE_SECONDS, Serve.DEFAULT_MAX_LORAS,
+        KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES, BodyBudget.DEFAULT_BYTES, null, false,
+        true)));
   }
 
   /**

@@ -128,6 +128,8 @@ final class EmulatedServer implements AutoCloseable {
   private final @Nullable Tokenizer tokenizer;
   // vLLM's --exclude-tools-when-tool-choice-none
   private final boolean excludeToolsWhenToolChoiceNone;
+  // vLLM's --enable-prompt-tokens-details: usage names the prompt's cached tokens
+  private final boolean promptTokensDetails;
   private final BodyBudget budget;
   private final AtomicLong requestsRead = new AtomicLong();
   // requests whose answer ended with finish_reason "stop" (the rest of those the engine finished
@@ -178,7 +180,21 @@ final class EmulatedServer implements AutoCloseable {
   EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
       @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget,
       boolean excludeToolsWhenToolChoiceNone) {
+    this(cluster, replica, port, loraAdapters, tokenizer, keepAliveNanos, budget,
+        excludeToolsWhenToolChoiceNone, false);
+  }
+
+  /**
+   * As above; with {@code promptTokensDetails} (vLLM's {@code --enable-prompt-tokens-details})
+   * an answer's usage names the prompt tokens found in the prefix cache in
+   * {@code prompt_tokens_details.cached_tokens}. Without it, as vLLM by default, a whole answer's
+   * usage has {@code "prompt_tokens_details": null} and a stream's usage chunk no such key.
+   */
+  EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
+      @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget,
+      boolean excludeToolsWhenToolChoiceNone, boolean promptTokensDetails) {
     this.excludeToolsWhenToolChoiceNone = excludeToolsWhenToolChoiceNone;
+    this.promptTokensDetails = promptTokensDetails;
     this.budget = budget;
     this.loraAdapters = List.copyOf(loraAdapters);
     this.cluster = cluster;
@@ -1770,7 +1786,7 @@ final class EmulatedServer implements AutoCloseable {
     }
     root.putNull("service_tier");
     root.put("system_fingerprint", systemFingerprint);
-    root.set("usage", usage(m[1], m[2], m[3]));
+    root.set("usage", usage(m[1], m[2], m[3], true));
     if (chat) {
       root.putNull("prompt_logprobs");
       if (promptIds != null) {
@@ -1924,7 +1940,7 @@ final class EmulatedServer implements AutoCloseable {
       if (includeUsage) {
         ObjectNode last = base(id, object, created, served);
         last.putArray("choices");
-        last.set("usage", usage(m[1], m[2], m[3]));
+        last.set("usage", usage(m[1], m[2], m[3], false));
         last.put("system_fingerprint", systemFingerprint);
         event(ex, JSON.writeValueAsString(last));
       }
@@ -1979,12 +1995,24 @@ final class EmulatedServer implements AutoCloseable {
     return u;
   }
 
-  private static ObjectNode usage(int prompt, int cached, int completion) {
+  /**
+   * An answer's usage, as vLLM's: {@code prompt_tokens_details.cached_tokens} (0 when nothing was
+   * cached) only with {@code --enable-prompt-tokens-details}; without it the whole answer, which
+   * vLLM writes with every field of its model, has {@code "prompt_tokens_details": null}, and the
+   * stream's usage chunk, written without its null fields, has no such key.
+   *
+   * @param whole for a whole answer, not a stream's usage chunk
+   */
+  private ObjectNode usage(int prompt, int cached, int completion, boolean whole) {
     ObjectNode u = JSON.createObjectNode();
     u.put("prompt_tokens", prompt);
     u.put("total_tokens", prompt + completion);
     u.put("completion_tokens", completion);
-    u.putObject("prompt_tokens_details").put("cached_tokens", cached);
+    if (promptTokensDetails) {
+      u.putObject("prompt_tokens_details").put("cached_tokens", cached);
+    } else if (whole) {
+      u.putNull("prompt_tokens_details");
+    }
     return u;
   }
 

@@ -78,6 +78,11 @@ final class Serve implements AutoCloseable {
         --exclude-tools-when-tool-choice-none
                                as vLLM's flag (no value): a chat whose tool_choice is "none" is
                                rendered without its tools; needs --tokenizer
+        --enable-prompt-tokens-details
+                               as vLLM's flag (no value): usage names the prompt tokens found
+                               in the prefix cache, prompt_tokens_details.cached_tokens; off,
+                               as in vLLM, a whole answer's usage has "prompt_tokens_details":
+                               null and a stream's usage chunk no such key (load's hit% needs it)
         --keep-alive-timeout S seconds a keep-alive connection may stay idle (no request
                                being read or answered) before the server closes it, on the
                                wall clock whatever --speed is; vLLM's default (5), 0 to
@@ -107,12 +112,15 @@ final class Serve implements AutoCloseable {
    * @param excludeToolsWhenToolChoiceNone vLLM's {@code --exclude-tools-when-tool-choice-none}:
    *                  a chat whose {@code tool_choice} is {@code "none"} is rendered without its
    *                  {@code tools}
+   * @param enablePromptTokensDetails vLLM's {@code --enable-prompt-tokens-details}: usage names
+   *                  the prompt tokens found in the prefix cache
+   *                  ({@code prompt_tokens_details.cached_tokens})
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
       HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
       double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
       @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs,
-      boolean excludeToolsWhenToolChoiceNone) {
+      boolean excludeToolsWhenToolChoiceNone, boolean enablePromptTokensDetails) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
       // here, before anything is made: the cluster's own check came after the ZeroMQ context,
@@ -156,6 +164,17 @@ final class Serve implements AutoCloseable {
         throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
             + maxLoras);
       }
+    }
+
+    /** Usage without prompt_tokens_details, as vLLM's by default. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+        double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
+        @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs,
+        boolean excludeToolsWhenToolChoiceNone) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, keepAliveSeconds, maxLoras, replayBufferBytes, maxHeldBodyBytes,
+          defaultChatTemplateKwargs, excludeToolsWhenToolChoiceNone, false);
     }
 
     /** Rendering a chat's tools whatever its tool_choice, as vLLM does by default. */
@@ -337,7 +356,8 @@ final class Serve implements AutoCloseable {
         publishers.add(new KvEventPublisher(zmq, topic, o.kvEventsPort() + 2 * i,
             o.kvEventsPort() + 2 * i + 1, o.mapEncoding(), o.replayBufferBytes()));
         servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer,
-            Math.round(o.keepAliveSeconds() * 1e9), bodies, o.excludeToolsWhenToolChoiceNone()));
+            Math.round(o.keepAliveSeconds() * 1e9), bodies, o.excludeToolsWhenToolChoiceNone(),
+            o.enablePromptTokensDetails()));
       }
     } catch (RuntimeException e) {
       close();
@@ -515,8 +535,12 @@ final class Serve implements AutoCloseable {
     return 0;
   }
 
-  /** vLLM's flag of that name: the one option of {@code serve} that takes no value. */
+  /** vLLM's flag of that name, which takes no value. */
   static final String EXCLUDE_TOOLS = "--exclude-tools-when-tool-choice-none";
+  /** vLLM's flag of that name, which takes no value. */
+  static final String PROMPT_TOKENS_DETAILS = "--enable-prompt-tokens-details";
+  /** The options of {@code serve} that take no value, as vLLM's flags of those names. */
+  static final Set<String> FLAGS = Set.of(EXCLUDE_TOOLS, PROMPT_TOKENS_DETAILS);
 
   /** The options of {@code serve}, each taking a value (the cases of {@link #parse}). */
   static final Set<String> OPTIONS = Set.of("--replicas", "--port", "--kv-events-port",
@@ -541,6 +565,7 @@ final class Serve implements AutoCloseable {
     long heldBodyBytes = BodyBudget.DEFAULT_BYTES;
     DefaultChatTemplateKwargs defaultKwargs = null;
     boolean excludeTools = false;
+    boolean promptTokensDetails = false;
     java.util.Map<String, String> given = new java.util.HashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
@@ -553,11 +578,11 @@ final class Serve implements AutoCloseable {
       String name = a;
       String v;
       int eq = a.indexOf('=');
-      if (a.equals(EXCLUDE_TOOLS)) {
-        // vLLM's flag takes no value
+      if (FLAGS.contains(a)) {
+        // vLLM's flags take no value
         v = "";
-      } else if (a.startsWith(EXCLUDE_TOOLS + "=")) {
-        throw new IllegalArgumentException(EXCLUDE_TOOLS + " takes no value, got " + a);
+      } else if (eq > 0 && FLAGS.contains(a.substring(0, eq))) {
+        throw new IllegalArgumentException(a.substring(0, eq) + " takes no value, got " + a);
       } else if (a.startsWith("--") && eq > 0) {
         name = a.substring(0, eq);
         v = a.substring(eq + 1);
@@ -645,6 +670,7 @@ final class Serve implements AutoCloseable {
           }
         }
         case EXCLUDE_TOOLS -> excludeTools = true;
+        case PROMPT_TOKENS_DETAILS -> promptTokensDetails = true;
         case "--max-loras" -> maxLoras = intArg(name, v, 1, MAX_LORAS);
         case "--kv-events-replay-bytes" -> replayBytes = byteSize(name, v);
         case "--max-held-body-bytes" -> {
@@ -683,7 +709,7 @@ final class Serve implements AutoCloseable {
     }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
         keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes, heldBodyBytes,
-        defaultKwargs, excludeTools);
+        defaultKwargs, excludeTools, promptTokensDetails);
   }
 
   /**

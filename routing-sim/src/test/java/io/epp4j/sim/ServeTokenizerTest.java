@@ -148,7 +148,7 @@ class ServeTokenizerTest {
           HardwareProfile.qwen3H100Mps6(), 1, List.of(), tokenizer,
           Serve.DEFAULT_KEEP_ALIVE_SECONDS, Serve.DEFAULT_MAX_LORAS,
           KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES, BodyBudget.DEFAULT_BYTES, defaults,
-          excludeToolsWhenToolChoiceNone);
+          excludeToolsWhenToolChoiceNone, true); // usage names the cached tokens, read here
       try {
         Serve s = new Serve(o);
         open.add(s);
