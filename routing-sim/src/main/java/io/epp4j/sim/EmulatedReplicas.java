@@ -41,7 +41,7 @@ public final class EmulatedReplicas implements AutoCloseable {
         mapEncoding, speed, HardwareProfile.qwen3H100Mps6(), seed, List.of(), null,
         Serve.DEFAULT_KEEP_ALIVE_SECONDS, Serve.DEFAULT_MAX_LORAS,
         KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES, BodyBudget.DEFAULT_BYTES, null, false,
-        true)));
+        true, false)));
   }
 
   /**

@@ -130,6 +130,8 @@ final class EmulatedServer implements AutoCloseable {
   private final boolean excludeToolsWhenToolChoiceNone;
   // vLLM's --enable-prompt-tokens-details: usage names the prompt's cached tokens
   private final boolean promptTokensDetails;
+  // vLLM's --enable-force-include-usage: every stream ends with the usage chunk
+  private final boolean forceIncludeUsage;
   private final BodyBudget budget;
   private final AtomicLong requestsRead = new AtomicLong();
   // requests whose answer ended with finish_reason "stop" (the rest of those the engine finished
@@ -193,8 +195,22 @@ final class EmulatedServer implements AutoCloseable {
   EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
       @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget,
       boolean excludeToolsWhenToolChoiceNone, boolean promptTokensDetails) {
+    this(cluster, replica, port, loraAdapters, tokenizer, keepAliveNanos, budget,
+        excludeToolsWhenToolChoiceNone, promptTokensDetails, false);
+  }
+
+  /**
+   * As above; with {@code forceIncludeUsage} (vLLM's {@code --enable-force-include-usage}) every
+   * stream ends with the usage chunk, whether or not the request asked for it with
+   * {@code stream_options}, as if its {@code include_usage} were true.
+   */
+  EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
+      @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget,
+      boolean excludeToolsWhenToolChoiceNone, boolean promptTokensDetails,
+      boolean forceIncludeUsage) {
     this.excludeToolsWhenToolChoiceNone = excludeToolsWhenToolChoiceNone;
     this.promptTokensDetails = promptTokensDetails;
+    this.forceIncludeUsage = forceIncludeUsage;
     this.budget = budget;
     this.loraAdapters = List.copyOf(loraAdapters);
     this.cluster = cluster;
@@ -927,7 +943,9 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field 'stream_options.include_usage' must be a boolean");
       return;
     }
-    boolean includeUsage = streamOptions.isObject() && includeUsageValue;
+    // vLLM's --enable-force-include-usage asks for it on every stream, with stream_options or
+    // without, whatever their include_usage says
+    boolean includeUsage = streamOptions.isObject() && includeUsageValue || forceIncludeUsage;
     // and with continuous_usage_stats, every chunk carries the usage so far
     Boolean continuousValue = laxBool(streamOptions.path("continuous_usage_stats"));
     if (continuousValue == null) {

@@ -83,6 +83,10 @@ final class Serve implements AutoCloseable {
                                in the prefix cache, prompt_tokens_details.cached_tokens; off,
                                as in vLLM, a whole answer's usage has "prompt_tokens_details":
                                null and a stream's usage chunk no such key (load's hit% needs it)
+        --enable-force-include-usage
+                               as vLLM's flag (no value): every stream ends with the usage
+                               chunk, with or without stream_options, whatever their
+                               include_usage says
         --keep-alive-timeout S seconds a keep-alive connection may stay idle (no request
                                being read or answered) before the server closes it, on the
                                wall clock whatever --speed is; vLLM's default (5), 0 to
@@ -115,12 +119,15 @@ final class Serve implements AutoCloseable {
    * @param enablePromptTokensDetails vLLM's {@code --enable-prompt-tokens-details}: usage names
    *                  the prompt tokens found in the prefix cache
    *                  ({@code prompt_tokens_details.cached_tokens})
+   * @param enableForceIncludeUsage vLLM's {@code --enable-force-include-usage}: every stream
+   *                  ends with the usage chunk, asked for or not
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
       HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
       double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
       @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs,
-      boolean excludeToolsWhenToolChoiceNone, boolean enablePromptTokensDetails) {
+      boolean excludeToolsWhenToolChoiceNone, boolean enablePromptTokensDetails,
+      boolean enableForceIncludeUsage) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
       // here, before anything is made: the cluster's own check came after the ZeroMQ context,
@@ -164,6 +171,18 @@ final class Serve implements AutoCloseable {
         throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
             + maxLoras);
       }
+    }
+
+    /** A stream's usage chunk only when the request asks for it, as vLLM's by default. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+        double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
+        @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs,
+        boolean excludeToolsWhenToolChoiceNone, boolean enablePromptTokensDetails) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, keepAliveSeconds, maxLoras, replayBufferBytes, maxHeldBodyBytes,
+          defaultChatTemplateKwargs, excludeToolsWhenToolChoiceNone, enablePromptTokensDetails,
+          false);
     }
 
     /** Usage without prompt_tokens_details, as vLLM's by default. */
@@ -357,7 +376,7 @@ final class Serve implements AutoCloseable {
             o.kvEventsPort() + 2 * i + 1, o.mapEncoding(), o.replayBufferBytes()));
         servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer,
             Math.round(o.keepAliveSeconds() * 1e9), bodies, o.excludeToolsWhenToolChoiceNone(),
-            o.enablePromptTokensDetails()));
+            o.enablePromptTokensDetails(), o.enableForceIncludeUsage()));
       }
     } catch (RuntimeException e) {
       close();
@@ -539,8 +558,11 @@ final class Serve implements AutoCloseable {
   static final String EXCLUDE_TOOLS = "--exclude-tools-when-tool-choice-none";
   /** vLLM's flag of that name, which takes no value. */
   static final String PROMPT_TOKENS_DETAILS = "--enable-prompt-tokens-details";
+  /** vLLM's flag of that name, which takes no value. */
+  static final String FORCE_INCLUDE_USAGE = "--enable-force-include-usage";
   /** The options of {@code serve} that take no value, as vLLM's flags of those names. */
-  static final Set<String> FLAGS = Set.of(EXCLUDE_TOOLS, PROMPT_TOKENS_DETAILS);
+  static final Set<String> FLAGS = Set.of(EXCLUDE_TOOLS, PROMPT_TOKENS_DETAILS,
+      FORCE_INCLUDE_USAGE);
 
   /** The options of {@code serve}, each taking a value (the cases of {@link #parse}). */
   static final Set<String> OPTIONS = Set.of("--replicas", "--port", "--kv-events-port",
@@ -566,6 +588,7 @@ final class Serve implements AutoCloseable {
     DefaultChatTemplateKwargs defaultKwargs = null;
     boolean excludeTools = false;
     boolean promptTokensDetails = false;
+    boolean forceIncludeUsage = false;
     java.util.Map<String, String> given = new java.util.HashMap<>();
     for (int i = 0; i < args.length; i++) {
       String a = args[i];
@@ -671,6 +694,7 @@ final class Serve implements AutoCloseable {
         }
         case EXCLUDE_TOOLS -> excludeTools = true;
         case PROMPT_TOKENS_DETAILS -> promptTokensDetails = true;
+        case FORCE_INCLUDE_USAGE -> forceIncludeUsage = true;
         case "--max-loras" -> maxLoras = intArg(name, v, 1, MAX_LORAS);
         case "--kv-events-replay-bytes" -> replayBytes = byteSize(name, v);
         case "--max-held-body-bytes" -> {
@@ -709,7 +733,7 @@ final class Serve implements AutoCloseable {
     }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
         keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes, heldBodyBytes,
-        defaultKwargs, excludeTools, promptTokensDetails);
+        defaultKwargs, excludeTools, promptTokensDetails, forceIncludeUsage);
   }
 
   /**
