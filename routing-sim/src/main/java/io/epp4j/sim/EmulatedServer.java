@@ -969,6 +969,13 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     boolean echo = echoValue;
+    // vLLM's ignore_eos: the model's end of answer is ignored, so generation runs to the limit
+    Boolean ignoreEosValue = laxBool(body.path("ignore_eos"));
+    if (ignoreEosValue == null) {
+      error(ex, 400, "BadRequestError", "field 'ignore_eos' must be a boolean", "ignore_eos");
+      return;
+    }
+    boolean ignoreEos = ignoreEosValue;
     // vLLM's stop strings: a string or a list of them, each cutting the answer where it is generated
     JsonNode stopNode = body.path("stop");
     @Nullable List<String> stops = new ArrayList<>();
@@ -1138,8 +1145,9 @@ final class EmulatedServer implements AutoCloseable {
       // vLLM's chat default is the rest of the context: there vLLM generates until the model
       // ends its answer ("stop"), which the emulated model does after 16 tokens, or after
       // min_tokens (which vLLM makes the model generate before it may end), unless the context
-      // ends first (a prompt that fills it leaves 0, refused below as vLLM refuses it)
-      int ownEnd = Math.max(maxTokens, minTokens);
+      // ends first (a prompt that fills it leaves 0, refused below as vLLM refuses it); with
+      // ignore_eos the model's end is ignored and vLLM generates to the context's end
+      int ownEnd = ignoreEos ? maxLen - prompt.length : Math.max(maxTokens, minTokens);
       if (ownEnd < maxLen - prompt.length) {
         finishReason = "stop";
       }

@@ -106,4 +106,54 @@ class ServeFinishReasonTest {
         .contains("vllm:request_success_total" + labels + "stop\"} 3.0\n")
         .contains("vllm:request_success_total" + labels + "length\"} 6.0\n");
   }
+
+  /**
+   * With {@code ignore_eos} vLLM ignores the model's end of answer: a chat without a limit runs
+   * to the context's end and says {@code "length"}, where without it the model ends the answer
+   * after 16 tokens. A limit the client set is generated in full either way.
+   */
+  @Test
+  void ignoreEosRunsAChatWithoutALimitToTheContextsEnd() throws Exception {
+    int port = replica.start();
+    String chats = "/v1/chat/completions";
+    // a chat of maxLen - 40 stand-in tokens ("user:" and one per word): 40 left in the context
+    int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
+    StringBuilder words = new StringBuilder();
+    for (int i = 0; i < maxLen - 41; i++) {
+      words.append(i == 0 ? "" : " ").append('w').append(i);
+    }
+    String messages = "\"messages\":[{\"role\":\"user\",\"content\":\"" + words + "\"}]";
+
+    JsonNode own = whole(port, chats, "{" + messages + "}");
+    assertThat(own.at("/choices/0/finish_reason").asText()).isEqualTo("stop");
+    assertThat(own.at("/usage/completion_tokens").asInt())
+        .isEqualTo(EmulatedServer.DEFAULT_MAX_TOKENS);
+
+    for (String limitless : List.of("", ",\"max_tokens\":null",
+        ",\"max_completion_tokens\":null")) {
+      JsonNode ignored = whole(port, chats, "{" + messages + limitless + ",\"ignore_eos\":true}");
+      assertThat(ignored.at("/choices/0/finish_reason").asText()).as(limitless)
+          .isEqualTo("length");
+      assertThat(ignored.at("/usage/completion_tokens").asInt()).as(limitless).isEqualTo(40);
+      assertThat(ignored.at("/usage/prompt_tokens").asInt()).as(limitless).isEqualTo(maxLen - 40);
+    }
+    List<JsonNode> stream = streamed(port, chats, "{" + messages + ",\"ignore_eos\":true,"
+        + "\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+    JsonNode usage = stream.get(stream.size() - 1);
+    assertThat(usage.at("/usage/completion_tokens").asInt()).isEqualTo(40);
+    assertThat(stream.get(stream.size() - 2).at("/choices/0/finish_reason").asText())
+        .isEqualTo("length");
+
+    // a short chat with a limit: the limit, as without ignore_eos
+    JsonNode limited = whole(port, chats, "{" + CHAT + ",\"max_tokens\":3,\"ignore_eos\":true}");
+    assertThat(limited.at("/usage/completion_tokens").asInt()).isEqualTo(3);
+    assertThat(limited.at("/choices/0/finish_reason").asText()).isEqualTo("length");
+    // false is the default
+    assertThat(whole(port, chats, "{" + CHAT + ",\"ignore_eos\":false}")
+        .at("/choices/0/finish_reason").asText()).isEqualTo("stop");
+    // a value that is not a boolean is named, as vLLM's request model refuses it
+    JsonNode refused = replica.refusal(port, chats, "{" + CHAT + ",\"ignore_eos\":\"maybe\"}");
+    assertThat(refused.get("param").asText()).isEqualTo("ignore_eos");
+    assertThat(refused.get("message").asText()).contains("ignore_eos");
+  }
 }
