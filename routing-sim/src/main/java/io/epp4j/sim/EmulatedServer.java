@@ -859,9 +859,18 @@ final class EmulatedServer implements AutoCloseable {
   private void complete(Exchange ex, RequestBody request, boolean chat) throws IOException {
     JsonNode body = request.fields();
     // First what vLLM's request model (pydantic) refuses, before any model is looked up or any
-    // prompt tokenized: a field of the wrong type, a missing prompt, stream options without a
-    // stream. Then the model (404), then the prompt's tokens and the lengths, as vLLM's serving
-    // code checks them. A request wrong in several ways is told what vLLM would tell it first.
+    // prompt tokenized: its validators on the raw body (stream options without a stream), then a
+    // field of the wrong type, a missing prompt. Then the model (404), then the prompt's tokens
+    // and the lengths, as vLLM's serving code checks them. A request wrong in several ways is
+    // told what vLLM would tell it first.
+    // vLLM's validate_stream_options: stream options need a stream, both tested for Python truth
+    // on the raw body before any field's type is checked (an empty object passes, and so does a
+    // stream of "false", which the field then reads as false), refused in its words
+    if (pyTruthy(body.path("stream_options")) && !pyTruthy(body.path("stream"))) {
+      error(ex, 400, "BadRequestError", "Stream options can only be defined when `stream=True`."
+          + " (parameter=stream_options)", "stream_options");
+      return;
+    }
     JsonNode modelNode = body.get("model");
     if (modelNode != null && !modelNode.isNull() && !modelNode.isTextual()) {
       error(ex, 400, "BadRequestError", "field 'model' must be a string");
@@ -883,12 +892,6 @@ final class EmulatedServer implements AutoCloseable {
     JsonNode streamOptions = body.path("stream_options");
     if (!streamOptions.isMissingNode() && !streamOptions.isNull() && !streamOptions.isObject()) {
       error(ex, 400, "BadRequestError", "field 'stream_options' must be an object");
-      return;
-    }
-    // as vLLM's request validators: stream options that name anything need a stream
-    if (!streamOptions.isEmpty() && !stream) {
-      error(ex, 400, "BadRequestError",
-          "Stream options can only be defined when `stream=True`.");
       return;
     }
     // vLLM generates n choices; this replica models one sequence per request, so a request for
