@@ -749,10 +749,11 @@ public final class StandInVllm implements AutoCloseable {
       throw new BadRequest("request body must be a JSON object");
     }
     // vLLM's request validator, which runs before the model is looked at, tests both values
-    // for Python truth: an empty stream_options object passes
+    // for Python truth: an empty stream_options object passes. Its error names the parameter,
+    // in the message as in param
     if (truthy(root.get("stream_options")) && !truthy(root.get("stream"))) {
-      throw new BadRequest(400, "BadRequestError",
-          "Stream options can only be defined when `stream=True`.", "stream_options");
+      throw new BadRequest(400, "BadRequestError", "Stream options can only be defined when"
+          + " `stream=True`. (parameter=stream_options)", "stream_options");
     }
     // a chat's tools as vLLM's request model checks them (check_tool_usage), in its words: an
     // empty tools array, and a tool_choice other than "none" without tools. A completion request

@@ -284,7 +284,8 @@ class StandInVllmTest {
       assertThat(r.statusCode()).as(body).isEqualTo(400);
       JsonNode error = JSON.readTree(r.body()).path("error");
       assertThat(error.path("type").asText()).isEqualTo("BadRequestError");
-      assertThat(error.path("message").asText()).contains("stream=True");
+      assertThat(error.path("message").asText()).isEqualTo("Stream options can only be defined"
+          + " when `stream=True`. (parameter=stream_options)");
       assertThat(error.path("param").asText()).isEqualTo("stream_options");
     }
     HttpResponse<String> chat = post(s, "/v1/chat/completions", "{\"max_tokens\":1,"
