@@ -863,12 +863,19 @@ final class EmulatedServer implements AutoCloseable {
     // field of the wrong type, a missing prompt. Then the model (404), then the prompt's tokens
     // and the lengths, as vLLM's serving code checks them. A request wrong in several ways is
     // told what vLLM would tell it first.
-    // vLLM's validate_stream_options: stream options need a stream, both tested for Python truth
-    // on the raw body before any field's type is checked (an empty object passes, and so does a
-    // stream of "false", which the field then reads as false), refused in its words
-    if (pyTruthy(body.path("stream_options")) && !pyTruthy(body.path("stream"))) {
-      error(ex, 400, "BadRequestError", "Stream options can only be defined when `stream=True`."
-          + " (parameter=stream_options)", "stream_options");
+    // vLLM's request model runs its validators on the raw body before any field's type is
+    // checked, the one defined last first: for a chat check_tool_usage, then check_logprobs,
+    // then validate_stream_options; for a completion validate_stream_options, then
+    // check_logprobs (each refused in vLLM's words, naming the field)
+    String[] invalid = chat ? toolUsageInvalid(body) : streamOptionsInvalid(body);
+    if (invalid == null) {
+      invalid = logprobsInvalid(body, chat);
+    }
+    if (invalid == null && chat) {
+      invalid = streamOptionsInvalid(body);
+    }
+    if (invalid != null) {
+      error(ex, 400, "BadRequestError", invalid[0], invalid[1]);
       return;
     }
     JsonNode modelNode = body.get("model");
@@ -904,18 +911,6 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field 'n' must be 1: the emulated replica generates one"
           + " choice per request, got " + (nNode.isNumber() ? nNode.toString()
               : "a " + nNode.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
-      return;
-    }
-    // the log probability fields as vLLM's request model checks them, in its words: a value of
-    // the wrong type or sign, top_logprobs without logprobs, prompt_logprobs in a stream
-    String[] badLogprobs = logprobsInvalid(body, chat);
-    if (badLogprobs != null) {
-      error(ex, 400, "BadRequestError", badLogprobs[0], badLogprobs[1]);
-      return;
-    }
-    String[] badTools = chat ? toolUsageInvalid(body) : null;
-    if (badTools != null) {
-      error(ex, 400, "BadRequestError", badTools[0], badTools[1]);
       return;
     }
     String maxField = chat && body.hasNonNull("max_completion_tokens")
@@ -1393,6 +1388,19 @@ final class EmulatedServer implements AutoCloseable {
       t = w.tokenizer();
     }
     return t instanceof io.epp4j.kvevents.HuggingFaceTokenizer hf ? hf.decode(ids) : null;
+  }
+
+  /**
+   * What vLLM's {@code validate_stream_options} refuses, as {message, field}, or null: stream
+   * options without a stream, both tested for Python truth on the raw body (an empty object
+   * passes, and so does a stream of "false", which the field then reads as false).
+   */
+  static String @Nullable [] streamOptionsInvalid(JsonNode body) {
+    if (pyTruthy(body.path("stream_options")) && !pyTruthy(body.path("stream"))) {
+      return new String[] {"Stream options can only be defined when `stream=True`."
+          + " (parameter=stream_options)", "stream_options"};
+    }
+    return null;
   }
 
   /**
