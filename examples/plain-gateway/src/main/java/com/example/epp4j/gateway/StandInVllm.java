@@ -748,13 +748,6 @@ public final class StandInVllm implements AutoCloseable {
     if (root == null || !root.isObject()) {
       throw new BadRequest("request body must be a JSON object");
     }
-    // vLLM's request validator, which runs before the model is looked at, tests both values
-    // for Python truth: an empty stream_options object passes. Its error names the parameter,
-    // in the message as in param
-    if (truthy(root.get("stream_options")) && !truthy(root.get("stream"))) {
-      throw new BadRequest(400, "BadRequestError", "Stream options can only be defined when"
-          + " `stream=True`. (parameter=stream_options)", "stream_options");
-    }
     // a chat's tools as vLLM's request model checks them (check_tool_usage), in its words: an
     // empty tools array, and a tool_choice other than "none" without tools. A completion request
     // has no tools field, and vLLM ignores one there
@@ -768,6 +761,14 @@ public final class StandInVllm implements AutoCloseable {
         && !"none".equals(toolChoice.textValue()) && (tools.isMissingNode() || tools.isNull())) {
       throw new BadRequest(400, "BadRequestError", "When using `tool_choice`, `tools` must be"
           + " set. (parameter=tool_choice)", "tool_choice");
+    }
+    // vLLM's stream options validator, which runs before the model is looked at (for a chat
+    // after its tools check, as vLLM's validators run the one defined last first), tests both
+    // values for Python truth: an empty stream_options object passes. Its error names the
+    // parameter, in the message as in param
+    if (truthy(root.get("stream_options")) && !truthy(root.get("stream"))) {
+      throw new BadRequest(400, "BadRequestError", "Stream options can only be defined when"
+          + " `stream=True`. (parameter=stream_options)", "stream_options");
     }
     JsonNode model = root.get("model");
     if (model != null && !model.isNull() && !model.isTextual()) {

@@ -272,6 +272,21 @@ class StandInVllmTest {
   }
 
   @Test
+  void aChatsToolsAreCheckedBeforeItsStreamOptionsAsVllmsValidatorsRun() throws Exception {
+    StandInVllm s = start();
+    // vLLM runs a chat's check_tool_usage before validate_stream_options (its validators run
+    // the one defined last first): a chat wrong both ways is told about its tools
+    for (String tools : new String[] {"\"tools\":[]", "\"tool_choice\":\"auto\""}) {
+      HttpResponse<String> r = post(s, "/v1/chat/completions", "{\"max_tokens\":1,"
+          + "\"stream_options\":{\"include_usage\":true}," + tools + ","
+          + "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+      assertThat(r.statusCode()).as(tools).isEqualTo(400);
+      assertThat(JSON.readTree(r.body()).path("error").path("param").asText()).as(tools)
+          .isEqualTo(tools.startsWith("\"tools") ? "tools" : "tool_choice");
+    }
+  }
+
+  @Test
   void streamOptionsWithoutStreamIsRefusedAsVllmRefusesIt() throws Exception {
     StandInVllm s = start();
     // vLLM's request validator: stream_options set while stream is false or absent is a 400, so
