@@ -36,12 +36,21 @@ public final class EmulatedReplicas implements AutoCloseable {
    */
   public static EmulatedReplicas start(int replicas, int httpPort, int kvEventsPort,
       boolean mapEncoding, double speed, long seed) {
+    return start(replicas, httpPort, kvEventsPort, mapEncoding, speed, seed, true);
+  }
+
+  /**
+   * As above; {@code promptTokensDetails} is {@code serve}'s (and vLLM's)
+   * {@code --enable-prompt-tokens-details}, on for the replicas the public methods start.
+   */
+  static EmulatedReplicas start(int replicas, int httpPort, int kvEventsPort,
+      boolean mapEncoding, double speed, long seed, boolean promptTokensDetails) {
     Serve.checkPorts(replicas, httpPort, kvEventsPort, "httpPort", "kvEventsPort");
     return new EmulatedReplicas(new Serve(new Serve.Options(replicas, httpPort, kvEventsPort,
         mapEncoding, speed, HardwareProfile.qwen3H100Mps6(), seed, List.of(), null,
         Serve.DEFAULT_KEEP_ALIVE_SECONDS, Serve.DEFAULT_MAX_LORAS,
         KvEventPublisher.DEFAULT_REPLAY_BUFFER_BYTES, BodyBudget.DEFAULT_BYTES, null, false,
-        true, false)));
+        promptTokensDetails, false)));
   }
 
   /**
@@ -51,12 +60,18 @@ public final class EmulatedReplicas implements AutoCloseable {
    */
   public static EmulatedReplicas startOnFreePorts(int replicas, boolean mapEncoding, double speed,
       long seed) {
+    return startOnFreePorts(replicas, mapEncoding, speed, seed, true);
+  }
+
+  /** As above, with {@code --enable-prompt-tokens-details} as given. */
+  static EmulatedReplicas startOnFreePorts(int replicas, boolean mapEncoding, double speed,
+      long seed, boolean promptTokensDetails) {
     IllegalStateException last = null;
     for (int attempt = 0; attempt < 30; attempt++) {
       int http = ThreadLocalRandom.current().nextInt(20_000, 25_000 - replicas);
       int kv = ThreadLocalRandom.current().nextInt(25_000, 32_768 - 2 * replicas);
       try {
-        return start(replicas, http, kv, mapEncoding, speed, seed);
+        return start(replicas, http, kv, mapEncoding, speed, seed, promptTokensDetails);
       } catch (IllegalStateException e) {
         last = e;
       }

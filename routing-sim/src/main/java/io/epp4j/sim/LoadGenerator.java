@@ -243,6 +243,9 @@ public final class LoadGenerator {
     private long firstSendNanos = Long.MAX_VALUE;
     private long lastFinishNanos;
     private long promptTokens;
+    // prompt tokens of the completed requests whose usage named cached_tokens, and those cached
+    private long promptTokensWithDetails;
+    private int completedWithDetails;
     private long cachedTokens;
     private long outputTokens;
     private int completed;
@@ -343,7 +346,11 @@ public final class LoadGenerator {
         if (error == null) {
           completed++;
           promptTokens += x.promptTokens;
-          cachedTokens += x.cachedTokens;
+          if (x.reportedCachedTokens) {
+            completedWithDetails++;
+            promptTokensWithDetails += x.promptTokens;
+            cachedTokens += x.cachedTokens;
+          }
           outputTokens += x.outputTokens;
           record(ttft, x.firstTokenNanos - x.sentNanos);
           record(e2e, now - x.sentNanos);
@@ -427,7 +434,7 @@ public final class LoadGenerator {
         }
         int failed = errors.values().stream().mapToInt(Integer::intValue).sum();
         PolicyResult r = new PolicyResult(label,
-            promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens,
+            hitRate(completedWithDetails, cachedTokens, promptTokensWithDetails),
             ms(ttft, 50), ms(ttft, 95), ms(ttft, 99), ms(itl, 50), ms(e2e, 50), ms(e2e, 95),
             outputTokens / sendingSeconds, completed, 0, 0, maxReq, meanReq, maxSess, meanSess,
             0, 0, run.clippedRequests(), failed, 0, "", targetSeconds, wallSeconds,
@@ -435,6 +442,16 @@ public final class LoadGenerator {
         return new Result(r, sent, errors, ms(itl, 95));
       }
     }
+  }
+
+  /**
+   * Cached ÷ prompt tokens of the completed requests whose usage named {@code cached_tokens};
+   * NaN when none did (a vLLM started without {@code --enable-prompt-tokens-details}), so the
+   * report shows no figure rather than 0% hits; 0 when those requests had no prompt tokens.
+   */
+  static double hitRate(int requests, long cachedTokens, long promptTokens) {
+    return requests == 0 ? Double.NaN
+        : promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens;
   }
 
   /** NaN without samples, as {@link Samples#percentile}. */
@@ -543,6 +560,8 @@ public final class LoadGenerator {
     int generatedCount;
     int promptTokens;
     int cachedTokens;
+    /** Whether the usage named {@code prompt_tokens_details.cached_tokens}. */
+    boolean reportedCachedTokens;
     int outputTokens;
     boolean sawUsage;
     boolean sawDone;
@@ -674,7 +693,10 @@ public final class LoadGenerator {
       if (u.isObject()) {
         sawUsage = true;
         promptTokens = u.path("prompt_tokens").asInt(0);
-        cachedTokens = u.path("prompt_tokens_details").path("cached_tokens").asInt(0);
+        JsonNode cached = u.path("prompt_tokens_details").path("cached_tokens");
+        // vLLM writes prompt_tokens_details only with --enable-prompt-tokens-details
+        reportedCachedTokens = cached.isNumber();
+        cachedTokens = cached.asInt(0);
         outputTokens = u.path("completion_tokens").asInt(0);
       }
     }
@@ -695,6 +717,7 @@ public final class LoadGenerator {
           // a server that ignores include_usage: count what arrived, no cache figures
           promptTokens = 0;
           cachedTokens = 0;
+          reportedCachedTokens = false;
           outputTokens = itlCount + 1;
         }
         succeed();

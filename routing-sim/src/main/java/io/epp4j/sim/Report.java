@@ -116,7 +116,8 @@ public final class Report {
     for (PolicyResult r : s.results()) {
       rows.add(new String[] {
           r.policy(),
-          String.format(Locale.ROOT, "%.1f%%", r.prefixCacheHitRate() * 100),
+          Double.isNaN(r.prefixCacheHitRate()) ? NO_FIGURE
+              : String.format(Locale.ROOT, "%.1f%%", r.prefixCacheHitRate() * 100),
           ms(r.ttftP50Ms()), ms(r.ttftP95Ms()), ms(r.ttftP99Ms()), ms(r.itlP50Ms()),
           ms(r.e2eP50Ms()), ms(r.e2eP95Ms()),
           String.format(Locale.ROOT, "%.0f", r.outputTokensPerSec()),
@@ -262,7 +263,7 @@ public final class Report {
       for (PolicyResult r : s.results()) {
         ObjectNode o = rs.addObject();
         o.put("policy", r.policy());
-        o.put("prefixCacheHitRate", round(r.prefixCacheHitRate(), 4));
+        putNumber(o, "prefixCacheHitRate", round(r.prefixCacheHitRate(), 4));
         putNumber(o, "ttftP50Ms", round(r.ttftP50Ms(), 2));
         putNumber(o, "ttftP95Ms", round(r.ttftP95Ms(), 2));
         putNumber(o, "ttftP99Ms", round(r.ttftP99Ms(), 2));
@@ -393,8 +394,9 @@ public final class Report {
     for (ScenarioResult s : scenarios) {
       for (PolicyResult r : s.results()) {
         sb.append(String.format(Locale.ROOT,
-            "%s,%s,%.4f,%s,%s,%s,%s,%s,%s,%.1f,%d,%d,%d,%d,%.2f,%d,%.2f,%s,%s,%d,%d,%.3f",
-            s.scenario(), csvField(r.policy()), r.prefixCacheHitRate(), csvNumber(r.ttftP50Ms(), 2),
+            "%s,%s,%s,%s,%s,%s,%s,%s,%s,%.1f,%d,%d,%d,%d,%.2f,%d,%.2f,%s,%s,%d,%d,%.3f",
+            s.scenario(), csvField(r.policy()), csvNumber(r.prefixCacheHitRate(), 4),
+            csvNumber(r.ttftP50Ms(), 2),
             csvNumber(r.ttftP95Ms(), 2), csvNumber(r.ttftP99Ms(), 2), csvNumber(r.itlP50Ms(), 2),
             csvNumber(r.e2eP50Ms(), 2), csvNumber(r.e2eP95Ms(), 2), r.outputTokensPerSec(),
             r.requests(), r.preemptions(), r.evictions(), r.maxRequestsPerReplica(),

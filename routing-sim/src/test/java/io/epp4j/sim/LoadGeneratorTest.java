@@ -68,6 +68,30 @@ class LoadGeneratorTest {
   }
 
   @Test
+  void aServerThatNamesNoCachedTokensGivesNoHitRateRatherThanZero() throws Exception {
+    // vLLM's default: usage without prompt_tokens_details (--enable-prompt-tokens-details off)
+    EmulatedReplicas r = EmulatedReplicas.startOnFreePorts(1, false, SPEED, 1, false);
+    open.add(r);
+    SharedPrefixWorkload w = small(12, 1);
+    LoadGenerator.Result res = generator(url(r.httpPort(0)), Duration.ofSeconds(20),
+        Integer.MAX_VALUE).run(w, "direct");
+
+    assertThat(res.errors()).isEmpty();
+    assertThat(res.result().requests()).isEqualTo(12);
+    // the same run with the details has hits (the test below): 0 here would be a false figure
+    assertThat(res.result().prefixCacheHitRate()).isNaN();
+    LoadReport.Scenario s = LoadReport.Scenario.of(w, "http://127.0.0.1", SPEED, List.of(res));
+    ByteArrayOutputStream table = new ByteArrayOutputStream();
+    LoadReport.print(s, new PrintStream(table, true, StandardCharsets.UTF_8));
+    String row = table.toString(StandardCharsets.UTF_8).lines()
+        .map(String::trim).filter(l -> l.startsWith("direct ")).findFirst().orElseThrow();
+    assertThat(row.split("\\s+")[1]).isEqualTo(Report.NO_FIGURE);
+    JsonNode json = new ObjectMapper().readTree(LoadReport.toJson(
+        LoadReport.runInfo(1, 1, true, 50, List.of()), List.of(s), Map.of()));
+    assertThat(json.at("/scenarios/0/results/0/prefixCacheHitRate").isNull()).isTrue();
+  }
+
+  @Test
   void oneClientOnOneReplicaHitsExactlyTheWorkloadsCeiling() throws Exception {
     EmulatedReplicas r = replicas(1);
     SharedPrefixWorkload w = small(24, 1);
