@@ -84,12 +84,7 @@ class ScrapeAcrossEndpointReturnTest {
       assertThat(back.waitingRequests()).isZero();
       assertThat(scraper.failures()).isZero();
       releaseLater.countDown();
-      long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
-      while (candidate(router, a).waitingRequests() != 1) {
-        assertThat(System.nanoTime()).as("scraped the returned endpoint in time")
-            .isLessThan(deadline);
-        Thread.sleep(5);
-      }
+      awaitNewServersFigures(router, a, "scraped the returned endpoint in time");
       assertThat(candidate(router, a).runningRequests()).isEqualTo(2);
       assertThat(cacheDropped).as("the new server's first page is no restart of the old one's")
           .hasValue(0);
@@ -143,18 +138,23 @@ class ScrapeAcrossEndpointReturnTest {
       // timeout is minutes away: only a scrape started beside it can arrive now
       assertThat(laterArrived.await(20, TimeUnit.SECONDS))
           .as("the returning endpoint is scraped while the earlier stay's scrape hangs").isTrue();
-      long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
-      while (candidate(router, a).waitingRequests() != 1) {
-        assertThat(System.nanoTime()).as("published the returning endpoint's figures in time")
-            .isLessThan(deadline);
-        Thread.sleep(5);
-      }
+      awaitNewServersFigures(router, a, "published the returning endpoint's figures in time");
       assertThat(candidate(router, a).runningRequests()).isEqualTo(2);
       assertThat(scraper.failures())
           .as("the earlier stay's scrape, ended on purpose, is no failure").isZero();
     } finally {
       releaseFirst.countDown();
       server.stop(0);
+    }
+  }
+
+  /** Waits up to 30 s for the page of the server that came back (1 waiting request). */
+  private static void awaitNewServersFigures(Router router, Endpoint a, String what)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+    while (candidate(router, a).waitingRequests() != 1) {
+      assertThat(System.nanoTime()).as(what).isLessThan(deadline);
+      Thread.sleep(5);
     }
   }
 

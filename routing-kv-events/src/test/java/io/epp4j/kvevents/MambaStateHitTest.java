@@ -1,9 +1,14 @@
 package io.epp4j.kvevents;
 
+import static io.epp4j.kvevents.HybridConversation.BS;
+import static io.epp4j.kvevents.HybridConversation.TOKENS;
+import static io.epp4j.kvevents.HybridConversation.hash;
+import static io.epp4j.kvevents.HybridConversation.hashes;
+import static io.epp4j.kvevents.HybridConversation.keys;
+import static io.epp4j.kvevents.HybridConversation.sharing;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.IOException;
-import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
@@ -20,41 +25,6 @@ import org.msgpack.core.MessagePack;
  */
 class MambaStateHitTest {
   private static final String EP = "10.0.0.1:8000";
-  private static final int BS = 4;
-  private static final int[] TOKENS = new int[8 * BS];
-
-  static {
-    for (int i = 0; i < TOKENS.length; i++) {
-      TOKENS[i] = 100 + i;
-    }
-  }
-
-  private static long[] keys(int[] tokens) {
-    return BlockKeys.chain(BlockKeys.seed("", null, null), tokens, BS, 1 << 10);
-  }
-
-  /** The first {@code n} blocks of the conversation, then other tokens. */
-  private static int[] sharing(int n) {
-    int[] t = Arrays.copyOf(TOKENS, TOKENS.length);
-    for (int i = n * BS; i < t.length; i++) {
-      t[i] = 7;
-    }
-    return t;
-  }
-
-  /** The engine hash of block {@code i} of the conversation (at the attention block size). */
-  private static long hash(int i) {
-    return 1000 + i;
-  }
-
-  private static long[] hashes(int from, int to) {
-    long[] h = new long[to - from];
-    for (int i = from; i < to; i++) {
-      h[i - from] = hash(i);
-    }
-    return h;
-  }
-
   /**
    * A vLLM store map of blocks {@code from} to {@code to} (exclusive, of {@code blockSize}
    * tokens) of the conversation, naming {@code named} hashes.

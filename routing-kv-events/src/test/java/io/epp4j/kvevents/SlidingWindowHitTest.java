@@ -1,5 +1,10 @@
 package io.epp4j.kvevents;
 
+import static io.epp4j.kvevents.HybridConversation.BS;
+import static io.epp4j.kvevents.HybridConversation.TOKENS;
+import static io.epp4j.kvevents.HybridConversation.hashes;
+import static io.epp4j.kvevents.HybridConversation.keys;
+import static io.epp4j.kvevents.HybridConversation.sharing;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
@@ -26,38 +31,8 @@ import org.msgpack.core.MessagePack;
  */
 class SlidingWindowHitTest {
   private static final String EP = "10.0.0.1:8000";
-  private static final int BS = 4;
   /** A window of 9 tokens: a hit needs the 2 blocks before its end in the window group. */
   private static final int WINDOW = 9;
-  private static final int[] TOKENS = new int[8 * BS];
-
-  static {
-    for (int i = 0; i < TOKENS.length; i++) {
-      TOKENS[i] = 100 + i;
-    }
-  }
-
-  private static long[] keys(int[] tokens) {
-    return BlockKeys.chain(BlockKeys.seed("", null, null), tokens, BS, 1 << 10);
-  }
-
-  /** The first {@code n} blocks of the conversation, then other tokens. */
-  private static int[] sharing(int n) {
-    int[] t = Arrays.copyOf(TOKENS, TOKENS.length);
-    for (int i = n * BS; i < t.length; i++) {
-      t[i] = 7;
-    }
-    return t;
-  }
-
-  private static long[] hashes(int from, int to) {
-    long[] h = new long[to - from];
-    for (int i = from; i < to; i++) {
-      h[i - from] = 1000 + i;
-    }
-    return h;
-  }
-
   /** {@code {ts, events}} with vLLM's store maps, which name the group's kind and window. */
   private static byte[] stores(String kind, int group, Integer window) throws IOException {
     try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
