@@ -621,6 +621,30 @@ class RedisReplicationTest {
   }
 
   /**
+   * A connection that appends batches to the pool's hint stream as other routers' publishers do
+   * (each under its own router id, written into the batch).
+   */
+  private final class OtherRouters implements AutoCloseable {
+    private final byte[] key =
+        ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    private final byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    private final io.lettuce.core.RedisClient client =
+        io.lettuce.core.RedisClient.create(REDIS.uri());
+    private final io.lettuce.core.api.StatefulRedisConnection<byte[], byte[]> connection =
+        client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE);
+
+    void append(byte[] batch) {
+      connection.sync().xadd(key, Map.of(field, batch));
+    }
+
+    @Override
+    public void close() {
+      connection.close();
+      client.shutdown();
+    }
+  }
+
+  /**
    * Router y moved session s1 a second ago; router x, whose clock is ten minutes behind, moves it
    * now. Compared on each router's own clock, x's move looked ten minutes older than y's and every
    * other router ignored it as stale, so s1 stayed where x had moved it from for as long as the
@@ -631,21 +655,16 @@ class RedisReplicationTest {
   void aSessionMoveOfARouterWhoseClockIsBehindIsNotTakenForAnOldOne() throws Exception {
     Router b = router("b");
     awaitConnected(b);
-    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
-    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
     long now = RedisReplication.epochMicros();
     HintCodec.Writer y = new HintCodec.Writer();
     y.session(now - 1_000_000L, "s1", "10.1.0.2:8000");
     long behind = now - 600_000_000L; // x's clock
     HintCodec.Writer x = new HintCodec.Writer();
     x.session(behind, "s1", "10.1.0.1:8000");
-    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
-    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
-      c.sync().xadd(key, Map.of(field, y.finish(pool, "y", RedisReplication.epochMicros())));
+    try (OtherRouters others = new OtherRouters()) {
+      others.append(y.finish(pool, "y", RedisReplication.epochMicros()));
       await("b applied y's move", () -> replication(b).appliedSessions() == 1);
-      c.sync().xadd(key, Map.of(field, x.finish(pool, "x", behind)));
-    } finally {
-      client.shutdown();
+      others.append(x.finish(pool, "x", behind));
     }
     await("b read x's move", () -> replication(b).appliedSessions()
         + replication(b).staleSessions() == 2);
@@ -667,24 +686,19 @@ class RedisReplicationTest {
   void aSessionMoveWhoseAppendWasHeldUpDoesNotOutrankALaterOne() throws Exception {
     Router b = router("b");
     awaitConnected(b);
-    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
-    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
-    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
-    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+    try (OtherRouters others = new OtherRouters()) {
       // an earlier batch of x, appended as soon as stamped: how far x's clock is from the server's
       HintCodec.Writer x0 = new HintCodec.Writer();
       x0.session(RedisReplication.epochMicros(), "s0", "10.1.0.1:8000");
-      c.sync().xadd(key, Map.of(field, x0.finish(pool, "x", RedisReplication.epochMicros())));
+      others.append(x0.finish(pool, "x", RedisReplication.epochMicros()));
       long stamped = RedisReplication.epochMicros() - 10_000_000L;
       HintCodec.Writer x1 = new HintCodec.Writer();
       x1.session(stamped - 1_000L, "s1", "10.1.0.1:8000");
-      c.sync().xadd(key, Map.of(field, x1.finish(pool, "x", stamped)));
+      others.append(x1.finish(pool, "x", stamped));
       long yNow = RedisReplication.epochMicros();
       HintCodec.Writer y = new HintCodec.Writer();
       y.session(yNow - 5_000_000L, "s1", "10.1.0.2:8000");
-      c.sync().xadd(key, Map.of(field, y.finish(pool, "y", yNow)));
-    } finally {
-      client.shutdown();
+      others.append(y.finish(pool, "y", yNow));
     }
     await("b read the three moves", () -> replication(b).appliedSessions()
         + replication(b).staleSessions() == 3);
@@ -704,18 +718,13 @@ class RedisReplicationTest {
   void theLagOfRoutersWhoseClocksAreSkewedIsTakenOnTheServersClock() throws Exception {
     Router b = router("b");
     awaitConnected(b);
-    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
-    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
-    io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(REDIS.uri());
-    try (var c = client.connect(io.lettuce.core.codec.ByteArrayCodec.INSTANCE)) {
+    try (OtherRouters others = new OtherRouters()) {
       for (long skew : new long[] {-600_000_000L, 600_000_000L}) {
         long stamped = RedisReplication.epochMicros() + skew;
         HintCodec.Writer w = new HintCodec.Writer();
         w.session(stamped - 10_000L, "lag-" + skew, "10.1.0.1:8000");
-        c.sync().xadd(key, Map.of(field, w.finish(pool, skew < 0 ? "x" : "z", stamped)));
+        others.append(w.finish(pool, skew < 0 ? "x" : "z", stamped));
       }
-    } finally {
-      client.shutdown();
     }
     await("b applied both moves", () -> replication(b).appliedSessions() == 2);
     long[] lags = replication(b).lagMicros();
