@@ -806,11 +806,16 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     onEnd.run();
   }
 
+  /**
+   * A message that breaks the order of the protocol. Only called once the stream's first message
+   * set the body modes: a request body or trailers opening the stream are refused as
+   * request_header_mode SKIP, a response body or trailers before the response headers as
+   * response_header_mode SKIP, and request or response headers are taken in that phase, so the
+   * mode named is always one Envoy announced or the server assumed.
+   */
   private ExtProcMessages.MalformedMessage unexpected(String what) {
-    // before the request headers the body modes are not known yet (they come with the first
-    // message): naming one would name a mode nobody configured
     return new ExtProcMessages.MalformedMessage(what + " is not expected in phase " + phase
-        + (phase == Phase.REQUEST_HEADERS ? "" : " (request_body_mode: " + requestMode + ")"));
+        + " (request_body_mode: " + requestMode + ")");
   }
 
   /** No response headers came yet: a response message now means Envoy skips them. */
