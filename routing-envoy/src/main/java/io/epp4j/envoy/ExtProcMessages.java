@@ -43,6 +43,8 @@ final class ExtProcMessages {
   static final String SUBSET_KEY = "x-gateway-destination-endpoint-subset";
   /** Key under {@link #LB_NAMESPACE} naming the endpoint that served the request. */
   static final String SERVED_KEY = "x-gateway-destination-endpoint-served";
+  /** The request header the body's length is restored in after Envoy removed it. */
+  static final String CONTENT_LENGTH = "content-length";
   /** Largest body piece sent back in one message, as the protocol recommends (64 KiB). */
   static final int MAX_BODY_PIECE = 64 * 1024;
 
@@ -111,11 +113,18 @@ final class ExtProcMessages {
    * request is prefilled. {@code set} and {@code remove}: the headers the routing plugins asked
    * for ({@link RoutingDecision#requestHeaders()}, {@link RoutingDecision#removedRequestHeaders()}).
    * {@code onBody}: as the answer to a body message (BUFFERED), else to the headers.
+   * {@code contentLength}: the request body's length, set as {@code content-length} when not
+   * negative; Envoy removes that header in the FULL_DUPLEX_STREAMED and STREAMED body modes (the
+   * processor could change the body), so without it an HTTP/1.1 replica gets the request chunked.
    */
   static ProcessingResponse routed(String destination, @Nullable String prefiller,
-      java.util.Map<String, String> set, java.util.Set<String> remove, boolean onBody) {
+      java.util.Map<String, String> set, java.util.Set<String> remove, boolean onBody,
+      long contentLength) {
     HeaderMutation.Builder headers = HeaderMutation.newBuilder()
         .addSetHeaders(header(RoutingDecision.DESTINATION_HEADER, destination));
+    if (contentLength >= 0) {
+      headers.addSetHeaders(header(CONTENT_LENGTH, Long.toString(contentLength)));
+    }
     if (prefiller != null) {
       headers.addSetHeaders(header(PdProfileHandler.PREFILLER_HEADER, prefiller));
     } else {

@@ -552,8 +552,14 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     destination = dest;
     phase = Phase.AWAIT_RESPONSE;
     Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+    // FULL_DUPLEX_STREAMED and STREAMED: Envoy removed the request's content-length when it sent
+    // the headers, as the processor might change the body; the body goes on whole and unchanged,
+    // so its length is set again, as upstream's endpoint picker does, and an HTTP/1.1 replica
+    // gets the request as the client sent it instead of chunked. Not with trailers, which need
+    // chunked transfer on HTTP/1.1; BUFFERED keeps the header and a request without body has none
+    long length = answer == Answer.AFTER_BODY && !trailersPending ? bodyBytes.size() : -1;
     send(ExtProcMessages.routed(dest, prefill == null ? null : prefill.id(),
-        d.requestHeaders(), d.removedRequestHeaders(), answer == Answer.BUFFERED_BODY));
+        d.requestHeaders(), d.removedRequestHeaders(), answer == Answer.BUFFERED_BODY, length));
     if (answer != Answer.AFTER_BODY) {
       return; // the body, if any, passes through as Envoy holds it
     }

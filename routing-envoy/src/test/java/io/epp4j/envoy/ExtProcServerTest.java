@@ -343,6 +343,67 @@ class ExtProcServerTest {
     assertThat(inFlight()).isEqualTo(1); // the fallback is listed, not counted
   }
 
+  /**
+   * In FULL_DUPLEX_STREAMED and STREAMED body modes Envoy removes the request's content-length
+   * when it sends the headers to the processor, since the processor could change the body. The
+   * pick came without it, so a replica behind HTTP/1.1 got every request with chunked transfer
+   * encoding instead of the length the client sent; upstream's endpoint picker sets it again.
+   * The body goes on unchanged, so its length in bytes is set with the pick; not with trailers
+   * (chunked on HTTP/1.1), nor in BUFFERED mode (Envoy keeps the header) or without a body.
+   */
+  @Test
+  void theBodysLengthEnvoyRemovedIsSetAgainWithThePick() throws Exception {
+    start(List.of(A));
+    String body = completion("caf\u00e9 \u00fcber na\u00efve"); // more bytes than characters
+    String bytes = Integer.toString(body.getBytes(java.nio.charset.StandardCharsets.UTF_8).length);
+    assertThat(Integer.parseInt(bytes)).isGreaterThan(body.length());
+
+    FakeEnvoy duplex = FakeEnvoy.open(channel);
+    duplex.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    duplex.send(requestBody(body.substring(0, 9), false));
+    duplex.send(requestBody(body.substring(9), true));
+    CommonResponse d = duplex.next().getRequestHeaders().getResponse();
+    assertThat(destinationHeader(d)).isEqualTo(A);
+    assertThat(setHeader(d, "content-length")).isEqualTo(bytes);
+    duplex.halfClose();
+
+    FakeEnvoy streamed = FakeEnvoy.open(channel);
+    streamed.send(requestHeaders("POST", "/v1/completions", false, Map.of())
+        .setProtocolConfig(modes(STREAMED, STREAMED).toBuilder()
+            .setSendBodyWithoutWaitingForHeaderResponse(true)).build());
+    streamed.send(requestBody(body.substring(0, 9), false));
+    streamed.send(requestBody(body.substring(9), true));
+    assertThat(setHeader(streamed.next().getRequestHeaders().getResponse(), "content-length"))
+        .isEqualTo(bytes);
+    streamed.halfClose();
+
+    FakeEnvoy trailers = FakeEnvoy.open(channel);
+    trailers.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+    trailers.send(requestBody(body, false));
+    trailers.send(FakeEnvoy.requestTrailers());
+    CommonResponse t = trailers.next().getRequestHeaders().getResponse();
+    assertThat(destinationHeader(t)).isEqualTo(A);
+    assertThat(setHeader(t, "content-length")).isNull();
+    trailers.halfClose();
+
+    FakeEnvoy buffered = FakeEnvoy.open(channel);
+    buffered.send(postHeaders(modes(BUFFERED, FULL_DUPLEX_STREAMED)));
+    buffered.next(); // the headers, answered at once
+    buffered.send(requestBody(body, true));
+    CommonResponse b = buffered.next().getRequestBody().getResponse();
+    assertThat(destinationHeader(b)).isEqualTo(A);
+    assertThat(setHeader(b, "content-length")).isNull();
+    buffered.halfClose();
+
+    FakeEnvoy bodiless = FakeEnvoy.open(channel);
+    bodiless.send(requestHeaders("GET", "/v1/models", true, Map.of())
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)).build());
+    CommonResponse g = bodiless.next().getRequestHeaders().getResponse();
+    assertThat(destinationHeader(g)).isEqualTo(A);
+    assertThat(setHeader(g, "content-length")).isNull();
+    bodiless.halfClose();
+  }
+
   @Test
   void anAnswerNotStreamedPastInFlightMaxAgeKeepsCountingWhileItsStreamIsOpen() throws Exception {
     // a completion with stream: false shows Envoy nothing until it is done: no chunk renews its
@@ -2032,14 +2093,33 @@ class ExtProcServerTest {
     return envoy;
   }
 
+  /**
+   * The pick's header, which must be set once, replacing the client's; beside it only the
+   * restored {@code content-length} may be set (no plugin here asks for a header).
+   */
   static String destinationHeader(CommonResponse common) {
     List<HeaderValueOption> set = common.getHeaderMutation().getSetHeadersList();
-    assertThat(set).hasSize(1);
+    assertThat(set).extracting(o -> o.getHeader().getKey())
+        .containsOnlyOnce("x-gateway-destination-endpoint")
+        .allMatch(k -> k.equals("x-gateway-destination-endpoint") || k.equals("content-length"));
     HeaderValueOption o = set.get(0);
     assertThat(o.getHeader().getKey()).isEqualTo("x-gateway-destination-endpoint");
     assertThat(o.getAppendAction())
         .isEqualTo(HeaderValueOption.HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD);
     return utf8(o.getHeader().getRawValue());
+  }
+
+  /** The value {@code common} sets {@code name} to, replacing any; null when it sets none. */
+  static @org.jspecify.annotations.Nullable String setHeader(CommonResponse common, String name) {
+    List<HeaderValueOption> set = common.getHeaderMutation().getSetHeadersList().stream()
+        .filter(o -> o.getHeader().getKey().equals(name)).toList();
+    if (set.isEmpty()) {
+      return null;
+    }
+    assertThat(set).hasSize(1);
+    assertThat(set.get(0).getAppendAction())
+        .isEqualTo(HeaderValueOption.HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD);
+    return utf8(set.get(0).getHeader().getRawValue());
   }
 
   static String metadataDestination(ProcessingResponse r) {
