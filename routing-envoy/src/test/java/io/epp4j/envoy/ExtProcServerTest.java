@@ -664,6 +664,75 @@ class ExtProcServerTest {
     assertThat(outcomes.failed).isEmpty();
   }
 
+  /**
+   * Envoy cuts an answer's body wherever its buffers do: inside {@code data:}, inside a JSON
+   * number, between the bytes of one UTF-8 character, inside a gzip header. Sent one byte per
+   * message, a streamed answer, a gzip-compressed JSON answer and a stream that carries no usage
+   * each end their decision once, with the usage the whole answer holds (zero counts without it)
+   * and one first token.
+   */
+  @Test
+  void anAnswerCutIntoSingleBytesIsReadAsAWholeAndEndsItsDecisionOnce() throws Exception {
+    start(List.of(A));
+    String sse = "data: {\"choices\":[{\"text\":\" caf\u00e9 \u2603\"}]}\n\n"
+        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":125,\"completion_tokens\":37,"
+        + "\"prompt_tokens_details\":{\"cached_tokens\":64}}}\n\ndata: [DONE]\n\n";
+    sendByteByByte(routedFullDuplex(completion("s")), "text/event-stream", null,
+        sse.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(125, 64, 37));
+
+    String json = "{\"id\":\"c\",\"object\":\"chat.completion\",\"choices\":[{\"message\":"
+        + "{\"content\":\"\u00fcber\"}}],\"usage\":{\"prompt_tokens\":42,"
+        + "\"completion_tokens\":7,\"total_tokens\":49}}";
+    java.io.ByteArrayOutputStream packed = new java.io.ByteArrayOutputStream();
+    try (java.util.zip.GZIPOutputStream z = new java.util.zip.GZIPOutputStream(packed)) {
+      z.write(json.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    }
+    sendByteByByte(routedFullDuplex(completion("j")), "application/json", "gzip",
+        packed.toByteArray());
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(42, 0, 7));
+
+    // a stream that did not ask for include_usage: no usage chunk before [DONE]
+    String bare = "data: {\"choices\":[{\"text\":\"x\"}]}\n\ndata: [DONE]\n\n";
+    sendByteByByte(routedFullDuplex(completion("b")), "text/event-stream", null,
+        bare.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(Usage.NONE);
+
+    await(() -> server.openStreams() == 0);
+    assertThat(outcomes.failed).isEmpty();
+    assertThat(outcomes.completed).isEmpty(); // each decision ended once
+    assertThat(outcomes.events).containsExactly("first:" + A, "complete:" + A,
+        "first:" + A, "complete:" + A, "first:" + A, "complete:" + A);
+    assertThat(inFlight()).isZero();
+  }
+
+  /**
+   * Sends a 200 answer of {@code body} one byte per message, the last with end_of_stream,
+   * checks that every byte is sent back as it came, and closes the stream.
+   */
+  static void sendByteByByte(FakeEnvoy envoy, String contentType,
+      @org.jspecify.annotations.Nullable String encoding, byte[] body) throws Exception {
+    Map<String, String> h = new java.util.HashMap<>(Map.of(":status", "200",
+        "content-type", contentType));
+    if (encoding != null) {
+      h.put("content-encoding", encoding);
+    }
+    envoy.send(ProcessingRequest.newBuilder().setResponseHeaders(
+        io.envoyproxy.envoy.service.ext_proc.v3.HttpHeaders.newBuilder()
+            .setHeaders(FakeEnvoy.headerMap(h))).build());
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    for (int i = 0; i < body.length; i++) {
+      boolean last = i == body.length - 1;
+      envoy.send(FakeEnvoy.responseBody(new byte[] {body[i]}, last));
+      StreamedBodyResponse back = envoy.next().getResponseBody().getResponse().getBodyMutation()
+          .getStreamedResponse();
+      assertThat(back.getBody().toByteArray()).containsExactly(body[i]);
+      assertThat(back.getEndOfStream()).isEqualTo(last);
+    }
+    envoy.halfClose();
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+  }
+
   @Test
   void bufferedModeAnswersHeadersAtOnceAndPutsThePickOnTheBodyAnswer() throws Exception {
     start(List.of(A));
