@@ -347,7 +347,7 @@ public class Epp4jAutoConfiguration {
       } catch (IllegalArgumentException e) {
         // validateScraper has checked the path as the builder does; should the builder ever
         // refuse more, its own message names no property, and no pool
-        throw new Epp4jConfigurationException(pool.property("metrics.path")
+        throw new Epp4jConfigurationException(pool.source("metrics.path")
             + " is not a usable metrics path: " + e.getMessage());
       }
     }

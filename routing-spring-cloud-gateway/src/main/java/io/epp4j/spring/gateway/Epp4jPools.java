@@ -186,7 +186,7 @@ public final class Epp4jPools implements AutoCloseable {
       if (s.hasServiceId() && discoveryClient != null) {
         discovery = new Epp4jDiscoveryPool(router, discoveryClient,
             Objects.requireNonNull(s.serviceId), s.refreshInterval,
-            s.property("discovery.refresh-interval"), "epp4j-discovery-" + name);
+            s.source("discovery.refresh-interval"), "epp4j-discovery-" + name);
       } else if (s.hasServiceId()) {
         LOG.warning("epp4j: " + s.property("discovery.service-id") + " is set but there is no"
             + " DiscoveryClient; pool '" + name + "' keeps " + s.property("endpoints"));

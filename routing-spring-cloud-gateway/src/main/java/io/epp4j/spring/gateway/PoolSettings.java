@@ -46,6 +46,12 @@ final class PoolSettings {
   final Duration refreshInterval;
   final @Nullable Duration inFlightMaxAge;
   final List<String> sessionHeaders;
+  /**
+   * The keys ({@code scheme}, {@code metrics.interval}, ...) whose value a named pool leaves
+   * unset and takes from the top-level {@code epp4j.*} property: a bad value is named by that
+   * property ({@link #source}), the one the user set.
+   */
+  private final java.util.Set<String> inherited;
   /** The property the session headers came from: the pool's own or the inherited one. */
   final String sessionHeadersProperty;
   final DataSize maxBodySize;
@@ -66,11 +72,12 @@ final class PoolSettings {
 
   private PoolSettings(@Nullable String name, List<String> endpoints, @Nullable String configFile,
       @Nullable String preset, @Nullable String serviceId, Duration refreshInterval,
-      @Nullable Duration inFlightMaxAge, List<String> sessionHeaders,
-      String sessionHeadersProperty, DataSize maxBodySize, @Nullable String scheme, boolean metricsEnabled, Duration metricsInterval,
-      @Nullable String metricsPath) {
+      @Nullable Duration inFlightMaxAge, List<String> sessionHeaders, DataSize maxBodySize,
+      @Nullable String scheme, boolean metricsEnabled, Duration metricsInterval,
+      @Nullable String metricsPath, java.util.Set<String> inherited) {
     this.name = name;
     this.prefix = name == null ? PREFIX : poolPrefix(name);
+    this.inherited = java.util.Set.copyOf(inherited);
     this.endpoints = endpoints;
     this.configFile = configFile;
     this.preset = preset;
@@ -78,7 +85,7 @@ final class PoolSettings {
     this.refreshInterval = refreshInterval;
     this.inFlightMaxAge = inFlightMaxAge;
     this.sessionHeaders = sessionHeaders;
-    this.sessionHeadersProperty = sessionHeadersProperty;
+    this.sessionHeadersProperty = source("session-headers");
     this.maxBodySize = maxBodySize;
     this.schemeSet = scheme;
     this.scheme = scheme != null ? scheme : DEFAULT_SCHEME;
@@ -91,9 +98,9 @@ final class PoolSettings {
   static PoolSettings of(Epp4jProperties p) {
     return new PoolSettings(null, p.getEndpoints(), p.getConfigFile(), p.getPreset(),
         p.getDiscovery().getServiceId(), p.getDiscovery().getRefreshInterval(),
-        p.getInFlightMaxAge(), p.getSessionHeaders(), PREFIX + ".session-headers",
-        p.getMaxBodySize(), p.getScheme(),
-        p.getMetrics().isEnabled(), p.getMetrics().getInterval(), p.getMetrics().getPath());
+        p.getInFlightMaxAge(), p.getSessionHeaders(), p.getMaxBodySize(), p.getScheme(),
+        p.getMetrics().isEnabled(), p.getMetrics().getInterval(), p.getMetrics().getPath(),
+        java.util.Set.of());
   }
 
   /**
@@ -104,18 +111,19 @@ final class PoolSettings {
     checkName(name);
     Epp4jProperties.PoolMetrics m = p.getMetrics();
     Epp4jProperties.PoolDiscovery d = p.getDiscovery();
+    java.util.Set<String> inherited = new java.util.HashSet<>();
     return new PoolSettings(name, p.getEndpoints(), p.getConfigFile(), p.getPreset(),
         d.getServiceId(),
-        or(d.getRefreshInterval(), top.getDiscovery().getRefreshInterval()),
-        p.getInFlightMaxAge() != null ? p.getInFlightMaxAge() : top.getInFlightMaxAge(),
-        or(p.getSessionHeaders(), top.getSessionHeaders()),
-        p.getSessionHeaders() != null ? poolPrefix(name) + ".session-headers"
-            : PREFIX + ".session-headers",
-        or(p.getMaxBodySize(), top.getMaxBodySize()),
-        p.getScheme() != null ? p.getScheme() : top.getScheme(),
-        or(m.getEnabled(), top.getMetrics().isEnabled()),
-        or(m.getInterval(), top.getMetrics().getInterval()),
-        m.getPath() != null ? m.getPath() : top.getMetrics().getPath());
+        or(d.getRefreshInterval(), top.getDiscovery().getRefreshInterval(),
+            "discovery.refresh-interval", inherited),
+        orUnset(p.getInFlightMaxAge(), top.getInFlightMaxAge(), "in-flight-max-age", inherited),
+        or(p.getSessionHeaders(), top.getSessionHeaders(), "session-headers", inherited),
+        or(p.getMaxBodySize(), top.getMaxBodySize(), "max-body-size", inherited),
+        orUnset(p.getScheme(), top.getScheme(), "scheme", inherited),
+        or(m.getEnabled(), top.getMetrics().isEnabled(), "metrics.enabled", inherited),
+        or(m.getInterval(), top.getMetrics().getInterval(), "metrics.interval", inherited),
+        orUnset(m.getPath(), top.getMetrics().getPath(), "metrics.path", inherited),
+        inherited);
   }
 
   static void checkName(String name) {
@@ -138,6 +146,16 @@ final class PoolSettings {
   /** The full name of one of this pool's properties, e.g. {@code epp4j.pools.llama.endpoints}. */
   String property(String key) {
     return prefix + "." + key;
+  }
+
+  /**
+   * The property this pool's value for {@code key} came from: the pool's own
+   * ({@code epp4j.pools.llama.scheme}), or the top-level one ({@code epp4j.scheme}) a named pool
+   * inherits when it leaves its own unset. Messages about a bad value name this one, which the
+   * user set: the pool's property may not be set at all.
+   */
+  String source(String key) {
+    return inherited.contains(key) ? PREFIX + "." + key : property(key);
   }
 
   /** Checks every value, as the pool's router, scraper and filter would when built. */
@@ -166,7 +184,7 @@ final class PoolSettings {
     checkedScheme();
     positive(metricsInterval, "metrics.interval");
     if (metricsPath != null && (metricsPath.isBlank() || !metricsPath.startsWith("/"))) {
-      throw new Epp4jConfigurationException(property("metrics.path") + " must start with '/', got '"
+      throw new Epp4jConfigurationException(source("metrics.path") + " must start with '/', got '"
           + metricsPath + "'");
     }
     if (metricsPath != null) {
@@ -183,11 +201,11 @@ final class PoolSettings {
     String base = "http://127.0.0.1:1";
     try {
       if (new URI(base + path).getRawFragment() != null) {
-        throw new Epp4jConfigurationException(property("metrics.path") + " must not have a"
+        throw new Epp4jConfigurationException(source("metrics.path") + " must not have a"
             + " fragment ('#'), which is never sent, got '" + path + "'");
       }
     } catch (URISyntaxException e) {
-      throw new Epp4jConfigurationException(property("metrics.path") + " is not valid in a URI ("
+      throw new Epp4jConfigurationException(source("metrics.path") + " is not valid in a URI ("
           + e.getReason() + " at index " + (e.getIndex() - base.length())
           + "; percent-encode such characters, a space is %20), got '" + path + "'");
     }
@@ -253,7 +271,7 @@ final class PoolSettings {
   int maxBodyBytes() {
     long bytes = maxBodySize.toBytes();
     if (bytes <= 0 || bytes > Integer.MAX_VALUE) {
-      throw new Epp4jConfigurationException(property("max-body-size")
+      throw new Epp4jConfigurationException(source("max-body-size")
           + " must be between 1 byte and 2 GB, got " + maxBodySize);
     }
     return (int) bytes;
@@ -262,7 +280,7 @@ final class PoolSettings {
   String checkedScheme() {
     if (!scheme.equals("http") && !scheme.equals("https")) {
       throw new Epp4jConfigurationException(
-          property("scheme") + " must be http or https, got '" + scheme + "'");
+          source("scheme") + " must be http or https, got '" + scheme + "'");
     }
     return scheme;
   }
@@ -369,11 +387,26 @@ final class PoolSettings {
 
   private void positive(Duration d, String key) {
     if (d.isNegative() || d.isZero()) {
-      throw new Epp4jConfigurationException(property(key) + " must be positive, got " + d);
+      throw new Epp4jConfigurationException(source(key) + " must be positive, got " + d);
     }
   }
 
-  private static <T> T or(@Nullable T value, T inherited) {
-    return value != null ? value : inherited;
+  /** The pool's own {@code value}, else the top-level one, noting {@code key} as inherited. */
+  private static <T> T or(@Nullable T value, T top, String key, java.util.Set<String> inherited) {
+    if (value != null) {
+      return value;
+    }
+    inherited.add(key);
+    return top;
+  }
+
+  /** As {@link #or}, for a value the top level may leave unset too. */
+  private static <T> @Nullable T orUnset(@Nullable T value, @Nullable T top, String key,
+      java.util.Set<String> inherited) {
+    if (value != null) {
+      return value;
+    }
+    inherited.add(key);
+    return top;
   }
 }

@@ -365,6 +365,39 @@ class Epp4jPoolsTest {
   }
 
   @Test
+  void aBadTopLevelValueAPoolInheritsFailsStartupNamingTheTopLevelProperty() {
+    // the pool's own property was named (epp4j.pools.llama.scheme), which is not set: with the
+    // application's own Router bean the pools are checked before the top-level values, and a
+    // pool with a discovery service is the only one to check the refresh interval
+    String[][] cases = {
+        {"epp4j.in-flight-max-age=-5s", "epp4j.in-flight-max-age must be positive"},
+        {"epp4j.metrics.interval=0s", "epp4j.metrics.interval must be positive"},
+        {"epp4j.scheme=ftp", "epp4j.scheme must be http or https"},
+        {"epp4j.max-body-size=0B", "epp4j.max-body-size must be between"},
+        {"epp4j.metrics.path=metrics", "epp4j.metrics.path must start with '/'"},
+        {"epp4j.metrics.path=/a b", "epp4j.metrics.path is not valid in a URI"},
+        {"epp4j.discovery.refresh-interval=-1s",
+            "epp4j.discovery.refresh-interval must be positive"}};
+    for (String[] c : cases) {
+      ApplicationContextRunner inheriting = runner.withPropertyValues(c[0],
+          "epp4j.pools.llama.endpoints=127.0.0.1:9001",
+          "epp4j.pools.llama.discovery.service-id=llm");
+      inheriting.withBean(Router.class, () -> Router.builder().build())
+          .run(ctx -> assertThat(ctx).as(c[0]).getFailure().hasStackTraceContaining(c[1])
+              .rootCause().message().doesNotContain("epp4j.pools."));
+      inheriting.run(ctx -> assertThat(ctx).as(c[0]).getFailure().hasStackTraceContaining(c[1])
+          .rootCause().message().doesNotContain("epp4j.pools."));
+    }
+    // a pool's own bad value is still named as the pool's
+    runner.withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.discovery.service-id=llm",
+            "epp4j.pools.llama.discovery.refresh-interval=0s")
+        .withBean(Router.class, () -> Router.builder().build())
+        .run(ctx -> assertThat(ctx).getFailure().hasStackTraceContaining(
+            "epp4j.pools.llama.discovery.refresh-interval must be positive"));
+  }
+
+  @Test
   void unsetValuesComeFromTheTopLevelAndSetOnesWin() {
     Epp4jProperties top = new Epp4jProperties();
     top.setScheme("https");
