@@ -10,6 +10,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 import org.springframework.cloud.client.ServiceInstance;
 import org.springframework.cloud.client.discovery.DiscoveryClient;
 
@@ -84,7 +85,7 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
    * following the registry for good.
    */
   void refresh() {
-    List<ServiceInstance> instances;
+    @Nullable List<ServiceInstance> instances;
     try {
       instances = discovery.getInstances(serviceId);
     } catch (RuntimeException e) {
@@ -92,9 +93,20 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
           + " current pool", e);
       return;
     }
+    if (instances == null) {
+      // no list is no answer (the contract has none for null): taken as a failed lookup, where a
+      // NullPointerException would have ended the lookups for good
+      LOG.warning("epp4j: looking up service '" + serviceId + "' gave no list; keeping the"
+          + " current pool");
+      return;
+    }
     List<Endpoint> pool = new ArrayList<>(instances.size());
     List<String> unusable = new ArrayList<>();
     for (ServiceInstance i : instances) {
+      if (i == null) {
+        unusable.add("null");
+        continue;
+      }
       try {
         // host and port, and the labels (the prefill/decode role among them) from the instance's
         // metadata: the pool's scheme, not isSecure(), says how the replica is called
@@ -123,10 +135,6 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
     }
   }
 
-  /**
-   * Stops the lookups. A lookup still waiting for the registry when this returns does not apply
-   * its answer, so the router may be closed right after.
-   */
   /** {@code d} in nanoseconds; a duration beyond {@code Long.MAX_VALUE} of them is that many. */
   private static long nanos(Duration d) {
     try {
@@ -136,6 +144,10 @@ public class Epp4jDiscoveryPool implements AutoCloseable {
     }
   }
 
+  /**
+   * Stops the lookups. A lookup still waiting for the registry when this returns does not apply
+   * its answer, so the router may be closed right after.
+   */
   @Override
   public void close() {
     synchronized (applyLock) {

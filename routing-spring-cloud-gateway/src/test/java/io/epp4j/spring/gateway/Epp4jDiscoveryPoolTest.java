@@ -68,6 +68,73 @@ class Epp4jDiscoveryPoolTest {
     }
   }
 
+  /**
+   * A registry client that answers no list, or a list with a null entry, is a lookup that gave
+   * nothing usable: the pool is kept (or the entry left out), and the lookups go on. A
+   * NullPointerException out of the lookup's task cancelled every later lookup of the executor,
+   * silently, and the pool stopped following the registry for good.
+   */
+  @Test
+  void aRegistryAnsweringNoListOrANullInstanceDoesNotStopTheLookups() throws Exception {
+    java.util.concurrent.atomic.AtomicInteger lookups = new java.util.concurrent.atomic.AtomicInteger();
+    CountDownLatch fourth = new CountDownLatch(1);
+    ServiceInstance a = new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false);
+    ServiceInstance b = new DefaultServiceInstance("b", "llm", "10.0.0.2", 8000, false);
+    DiscoveryClient registry = new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "answering null";
+      }
+
+      @Override
+      public List<ServiceInstance> getInstances(String serviceId) {
+        int n = lookups.incrementAndGet();
+        if (n >= 4) {
+          fourth.countDown();
+        }
+        return switch (n) {
+          case 1 -> List.of(a);
+          case 2 -> null; // keeps a
+          case 3 -> java.util.Arrays.asList(b, null); // b, the null entry left out
+          default -> List.of(a, b);
+        };
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of("llm");
+      }
+    };
+    try (Router router = Router.builder().build();
+        Epp4jDiscoveryPool pool =
+            new Epp4jDiscoveryPool(router, registry, "llm", Duration.ofMillis(1))) {
+      assertThat(fourth.await(10, TimeUnit.SECONDS)).as("lookups after the null answers")
+          .isTrue();
+      pool.close();
+      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
+          .containsExactlyInAnyOrder("10.0.0.1:8000", "10.0.0.2:8000");
+    }
+    // step by step, by hand (the pool's own next lookup is a day away): no list keeps the pool,
+    // a null entry is left out
+    lookups.set(0);
+    try (Router router = Router.builder().build();
+        Epp4jDiscoveryPool pool =
+            new Epp4jDiscoveryPool(router, registry, "llm", Duration.ofDays(1))) {
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (router.endpoints().isEmpty() && System.nanoTime() < deadline) {
+        Thread.sleep(5); // the first lookup, made at once on the pool's thread
+      }
+      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
+          .containsExactly("10.0.0.1:8000");
+      pool.refresh();
+      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
+          .containsExactly("10.0.0.1:8000");
+      pool.refresh();
+      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
+          .containsExactly("10.0.0.2:8000");
+    }
+  }
+
   /** An interval under a millisecond is positive, as the property check says, and is used. */
   @Test
   void anIntervalUnderAMillisecondLooksTheServiceUp() throws Exception {
