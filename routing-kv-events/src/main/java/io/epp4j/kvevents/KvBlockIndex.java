@@ -947,9 +947,30 @@ public final class KvBlockIndex {
 
   /**
    * Weighted length of the run of consecutive blocks from block 0 that {@code endpointId} holds
-   * (GPU and speculative 1.0 per block, offloaded {@code cpuWeight}). Lock-free.
+   * (GPU and speculative 1.0 per block, offloaded {@code cpuWeight}). Lock-free. The keys are
+   * taken as the full blocks of a prompt that goes on past the last of them; for a prompt that
+   * ends exactly at a block's end see {@link #prefixWeight(String, long[], int, long)}.
    */
   public double prefixWeight(String endpointId, long[] keys, long nowNanos) {
+    return prefixWeight(endpointId, keys, keys.length, nowNanos);
+  }
+
+  /**
+   * The number of {@code keys}' blocks, those of a prompt of {@code promptTokens} tokens at
+   * {@code blockSize}, that vLLM may take from its cache: it computes a prompt's last token
+   * whatever it holds ({@code max_cache_hit_length = num_tokens - 1}), so a prompt that ends
+   * exactly at a block's end can be served at most the blocks before that one.
+   */
+  static int servableBlocks(long[] keys, int promptTokens, int blockSize) {
+    return Math.min(keys.length, Math.max(0, promptTokens - 1) / Math.max(1, blockSize));
+  }
+
+  /**
+   * {@link #prefixWeight(String, long[], long)} for a prompt of which vLLM may serve only the
+   * first {@code servable} of {@code keys}' blocks from its cache ({@link #servableBlocks}):
+   * an endpoint with Mamba groups is then credited only up to the last state among those.
+   */
+  double prefixWeight(String endpointId, long[] keys, int servable, long nowNanos) {
     EndpointHoldings e = endpoints.get(endpointId);
     if (e == null) {
       return 0;
@@ -966,7 +987,7 @@ public final class KvBlockIndex {
     }
     WindowGroups wg = e.windows;
     if (wg != null && run > 0) {
-      int hit = windowHit(e, wg, keys, run, nowNanos);
+      int hit = windowHit(e, wg, keys, run, servable, nowNanos);
       if (hit < run) {
         sum = 0;
         for (int b = 0; b < hit; b++) {
@@ -982,13 +1003,13 @@ public final class KvBlockIndex {
    * whose groups hold {@code run} blocks from block 0 and which has the window groups {@code w}:
    * each window of {@code W} tokens needs its {@code ceil((W - 1) / blockSize)} blocks before
    * the hit's end held by every group of that window (a shorter run from block 0 is a hit too),
-   * searched from the end, and each set of Mamba groups a state at the hit's end
-   * ({@link #stateHit}); repeated until no group shortens it. Blocks recorded speculatively
+   * searched from the end, and each set of Mamba groups a state at the hit's end within the
+   * first {@code servable} blocks ({@link #stateHit}); repeated until no group shortens it. Blocks recorded speculatively
    * count for every group, since the engine computes them all, and so do blocks held in host
    * memory: vLLM's offloading connector looks up the blocks after the engine's own hit there and
    * loads them back for every group.
    */
-  private int windowHit(EndpointHoldings e, WindowGroups w, long[] keys, int run,
+  private int windowHit(EndpointHoldings e, WindowGroups w, long[] keys, int run, int servable,
       long nowNanos) {
     int bs = Math.max(1, e.blockSize);
     HolderTable own = e.own;
@@ -1006,7 +1027,7 @@ public final class KvBlockIndex {
           continue; // groups of one window are looked up together
         }
         if (window == 0) {
-          hit = stateHit(e, w, keys, hit, nowNanos, anySpeculative);
+          hit = stateHit(e, w, keys, Math.min(hit, servable), nowNanos, anySpeculative);
           continue;
         }
         int needed = Math.max(1, (window - 1 + bs - 1) / bs);
@@ -1043,7 +1064,9 @@ public final class KvBlockIndex {
   /**
    * The longest hit of at most {@code hit} blocks that ends where every Mamba group of {@code w}
    * (window 0) holds a state, or 0: vLLM's {@code MambaManager} looks for the last cached block
-   * before the end and serves the prefix up to it, since the layers' state there sums up all
+   * before the end and serves the prefix up to it (the caller passes at most the blocks vLLM may
+   * serve: for a prompt that ends at a block's end, a state there does not count, as vLLM
+   * computes the last token anyway), since the layers' state there sums up all
    * that came before and nothing in between can be restored. Blocks recorded speculatively count,
    * as for the window groups; blocks held in host memory alone do not, since the offload tier's
    * events do not say which of its blocks carry a Mamba state.
@@ -1070,8 +1093,8 @@ public final class KvBlockIndex {
    * Cuts candidate {@code i}'s weight (and its run of real holdings) back to the hit its
    * endpoint's window groups allow, if it has any ({@link #windowHit}).
    */
-  private void capToWindows(long[] keys, int slot, int i, long nowNanos, double[] out,
-      int @Nullable [] realRun) {
+  private void capToWindows(long[] keys, int servable, int slot, int i, long nowNanos,
+      double[] out, int @Nullable [] realRun) {
     if (out[i] == 0 || slot < 0) {
       return;
     }
@@ -1085,7 +1108,7 @@ public final class KvBlockIndex {
     while (run < keys.length && holdWeight(keys[run], slot, nowNanos) != 0) {
       run++;
     }
-    int hit = windowHit(e, w, keys, run, nowNanos);
+    int hit = windowHit(e, w, keys, run, servable, nowNanos);
     if (hit >= run) {
       return;
     }
@@ -1121,6 +1144,16 @@ public final class KvBlockIndex {
    */
   void prefixWeights(long[] keys, int[] slots, boolean[] use, long nowNanos, double[] out,
       int @Nullable [] realRun) {
+    prefixWeights(keys, keys.length, slots, use, nowNanos, out, realRun);
+  }
+
+  /**
+   * {@link #prefixWeights(long[], int[], boolean[], long, double[], int[])} for a prompt of
+   * which vLLM may serve only the first {@code servable} of {@code keys}' blocks from its cache
+   * ({@link #servableBlocks}).
+   */
+  void prefixWeights(long[] keys, int servable, int[] slots, boolean[] use, long nowNanos,
+      double[] out, int @Nullable [] realRun) {
     int n = slots.length;
     int[] cand = walkScratch(n)[0];
     int count = 0;
@@ -1136,7 +1169,7 @@ public final class KvBlockIndex {
     walk(keys, slots, cand, count, nowNanos, out, realRun);
     for (int i = 0; i < n; i++) {
       if (use[i]) {
-        capToWindows(keys, slots[i], i, nowNanos, out, realRun);
+        capToWindows(keys, servable, slots[i], i, nowNanos, out, realRun);
       }
     }
   }
@@ -1377,6 +1410,16 @@ public final class KvBlockIndex {
    */
   void prefixWeights(long[] keys, FirstBlockPlan plan, long nowNanos, double[] out,
       int[] realRun) {
+    prefixWeights(keys, keys.length, plan, nowNanos, out, realRun);
+  }
+
+  /**
+   * {@link #prefixWeights(long[], FirstBlockPlan, long, double[], int[])} for a prompt of which
+   * vLLM may serve only the first {@code servable} of {@code keys}' blocks from its cache
+   * ({@link #servableBlocks}).
+   */
+  void prefixWeights(long[] keys, int servable, FirstBlockPlan plan, long nowNanos,
+      double[] out, int[] realRun) {
     if (keys.length == 0 || plan.members.length == 0) {
       return;
     }
@@ -1407,7 +1450,7 @@ public final class KvBlockIndex {
     if (count > 0) {
       walk(keys, plan.slots, cand, count, nowNanos, out, realRun);
       for (int m : plan.members) {
-        capToWindows(keys, plan.slots[m], m, nowNanos, out, realRun);
+        capToWindows(keys, servable, plan.slots[m], m, nowNanos, out, realRun);
       }
     }
   }

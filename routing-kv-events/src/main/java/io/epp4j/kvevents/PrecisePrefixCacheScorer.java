@@ -294,11 +294,13 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
       for (int i = 0; i < n; i++) {
         use[i] = variantOf[i] == v;
       }
-      index.prefixWeights(vKeys[v], slots, use, now, weights, knownReal);
+      index.prefixWeights(vKeys[v], KvBlockIndex.servableBlocks(vKeys[v], tokens.length,
+          vBlockSize[v]), slots, use, now, weights, knownReal);
     }
     for (int i = 0; i < n; i++) {
       if (variantOf[i] == -2) {
-        weights[i] = index.prefixWeight(ids[i], keys[i], now);
+        weights[i] = index.prefixWeight(ids[i], keys[i],
+            KvBlockIndex.servableBlocks(keys[i], tokens.length, blockSizes[i]), now);
       }
     }
     PreciseMatch m = new PreciseMatch(ids, keys, weights, blockSizes, knownReal,
@@ -325,7 +327,8 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
     for (int v = 0; v < variants; v++) {
       long seed = BlockKeys.seed(layout.vModel[v], request.loraAdapter(), request.cacheSalt());
       vKeys[v] = BlockKeys.chain(seed, tokens, layout.vBlockSize[v], maxPromptBlocks);
-      index.prefixWeights(vKeys[v], layout.plans[v], now, weights, knownReal);
+      index.prefixWeights(vKeys[v], KvBlockIndex.servableBlocks(vKeys[v], tokens.length,
+          layout.vBlockSize[v]), layout.plans[v], now, weights, knownReal);
     }
     return new PreciseMatch(layout.ids, vKeys, layout.variantOf, weights, layout.blockSizes,
         knownReal, order);

@@ -8,7 +8,10 @@ import static io.epp4j.kvevents.HybridConversation.keys;
 import static io.epp4j.kvevents.HybridConversation.sharing;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.epp4j.core.Router;
 import java.io.IOException;
+import java.util.Arrays;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.msgpack.core.MessageBufferPacker;
 import org.msgpack.core.MessagePack;
@@ -68,17 +71,25 @@ class MambaStateHitTest {
     }
   }
 
-  private static double walked(KvBlockIndex index, long[] keys) {
+  private static double walked(KvBlockIndex index, long[] keys, int servable) {
     double[] out = new double[1];
-    index.prefixWeights(keys, new int[] {index.endpointView(EP).slot}, new boolean[] {true}, 0,
-        out);
+    index.prefixWeights(keys, servable, new int[] {index.endpointView(EP).slot},
+        new boolean[] {true}, 0, out, null);
     return out[0];
   }
 
   private static void assertHit(KvBlockIndex index, int[] prompt, int blocks) {
     long[] k = keys(prompt);
-    assertThat(index.prefixWeight(EP, k, 0)).isEqualTo(blocks);
-    assertThat(walked(index, k)).isEqualTo(blocks);
+    int servable = KvBlockIndex.servableBlocks(k, prompt.length, BS);
+    assertThat(index.prefixWeight(EP, k, servable, 0)).isEqualTo(blocks);
+    assertThat(walked(index, k, servable)).isEqualTo(blocks);
+  }
+
+  /** The whole conversation and the first token of the next turn. */
+  private static int[] continued() {
+    int[] t = Arrays.copyOf(TOKENS, TOKENS.length + 1);
+    t[TOKENS.length] = 9;
+    return t;
   }
 
   private static KvBlockIndex index() {
@@ -93,7 +104,7 @@ class MambaStateHitTest {
     // the full-attention group holds blocks 0-5 of this prompt, but the only Mamba state is at
     // the end of block 7: vLLM computes the whole prompt
     assertHit(index, sharing(6), 0);
-    assertHit(index, TOKENS, 8);
+    assertHit(index, continued(), 8);
     assertThat(index.blockCount(EP)).isEqualTo(8);
   }
 
@@ -106,7 +117,7 @@ class MambaStateHitTest {
 
     assertHit(index, sharing(6), 4);
     assertHit(index, sharing(3), 0);
-    assertHit(index, TOKENS, 8);
+    assertHit(index, continued(), 8);
   }
 
   @Test
@@ -117,7 +128,7 @@ class MambaStateHitTest {
 
     index.apply(EP, new KvEvent.BlockRemoved(new long[] {hash(7)}, Medium.GPU, 0));
 
-    assertHit(index, TOKENS, 4);
+    assertHit(index, continued(), 4);
     assertThat(index.blockCount(EP)).isEqualTo(8); // the attention group still holds block 7
   }
 
@@ -133,7 +144,7 @@ class MambaStateHitTest {
     }
 
     assertHit(index, sharing(6), 4);
-    assertHit(index, TOKENS, 8);
+    assertHit(index, continued(), 8);
   }
 
   @Test
@@ -150,7 +161,7 @@ class MambaStateHitTest {
     }
 
     assertHit(index, sharing(6), 4);
-    assertHit(index, TOKENS, 8);
+    assertHit(index, continued(), 8);
     assertThat(index.endpointBlockSize(EP)).isEqualTo(BS);
   }
 
@@ -168,5 +179,61 @@ class MambaStateHitTest {
 
     assertHit(index, sharing(6), 6);
     assertHit(index, sharing(3), 3);
+  }
+
+  @Test
+  void aPromptEndingAtAStatesBlockEndIsServedOnlyUpToTheStateBefore() throws Exception {
+    // vLLM computes a prompt's last token whatever it holds (max_cache_hit_length =
+    // num_tokens - 1), so for a prompt of exactly 8 blocks its MambaManager looks for a state
+    // among the first 7: the one at the end of block 7 serves only a prompt that goes on past it
+    KvBlockIndex index = index();
+    index.apply(EP, step(0, 4));
+    index.apply(EP, step(4, 8));
+    assertHit(index, TOKENS, 4);
+    assertHit(index, continued(), 8);
+
+    KvBlockIndex onlyAtTheEnd = index();
+    onlyAtTheEnd.apply(EP, step(0, 8));
+    assertHit(onlyAtTheEnd, TOKENS, 0);
+    assertHit(onlyAtTheEnd, Arrays.copyOf(TOKENS, TOKENS.length - 1), 0);
+    assertHit(onlyAtTheEnd, continued(), 8);
+  }
+
+  @Test
+  void theScorerSendsAPromptEndingAtAStatesBlockEndWhereAnEarlierStateServesIt() {
+    // a prompt of exactly 8 blocks of 16 tokens: "whole" holds them all with the only state at
+    // the end of the last, which vLLM cannot use for it (0 blocks served); "half" holds the
+    // first 4 with a state at their end (4 blocks served)
+    int[] p = PrecisePrefixCacheScorerTest.prompt(11, 8 * 16);
+    String whole = "10.0.0.1:8000";
+    String half = "10.0.0.2:8000";
+    KvBlockIndex index = KvBlockIndex.builder().build();
+    index.apply(whole, KvEventBatch.of(0, List.of(mambaStore16(p, 8, 100), attentionStore16(p, 8,
+        100))));
+    index.apply(half, KvEventBatch.of(0, List.of(mambaStore16(p, 4, 200), attentionStore16(p, 4,
+        200))));
+    try (Router router = Router.builder().endpoints(PrecisePrefixCacheScorerTest.EPS)
+        .service(KvBlockIndex.class, index)
+        .configYaml(PrecisePrefixCacheScorerTest.yaml("precise-prefix-cache-scorer"), "t")
+        .randomSeed(5).build()) {
+      assertThat(router.route(PrecisePrefixCacheScorerTest.request(p)).primary().id())
+          .isEqualTo(half);
+    }
+  }
+
+  /** Mamba group 0's store of {@code blocks} blocks of 16 tokens: a state at the last one's end. */
+  private static KvEvent.BlockStored mambaStore16(int[] tokens, int blocks, long firstHash) {
+    return new KvEvent.BlockStored(new long[] {firstHash + blocks - 1}, false, 0, new int[0], 16,
+        -1, Medium.GPU, null, null, 0, 0, true);
+  }
+
+  /** Full-attention group 1's store of the first {@code blocks} blocks of 16 tokens. */
+  private static KvEvent.BlockStored attentionStore16(int[] tokens, int blocks, long firstHash) {
+    long[] h = new long[blocks];
+    for (int i = 0; i < blocks; i++) {
+      h[i] = firstHash + i;
+    }
+    return new KvEvent.BlockStored(h, false, 0, Arrays.copyOf(tokens, blocks * 16), 16, -1,
+        Medium.GPU, null, null, 1, 0);
   }
 }
