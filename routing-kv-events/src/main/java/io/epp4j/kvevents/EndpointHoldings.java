@@ -19,6 +19,12 @@ final class EndpointHoldings {
    * read lock-free; replaced, never emptied, when the endpoint is cleared.
    */
   volatile HolderTable own = new HolderTable();
+  /**
+   * Whether exceeding the index's block budget was logged for this endpoint: once, since a
+   * publisher that overflows it does so again with every budget's worth of stores. Guarded by
+   * the index's write lock.
+   */
+  boolean overflowReported;
   /** engine hash → request key; guarded by the index's write lock. */
   LongLongMap engineToKey = new LongLongMap(1024);
   /**

@@ -308,6 +308,17 @@ public final class KvBlockIndex {
     for (int i = 0; i < hashes.length; i++) {
       if (e.engineToKey.size() >= maxBlocksPerEndpoint) {
         metrics.overflows.increment();
+        if (!e.overflowReported) {
+          // an engine in sync never holds more than its cache: this one's cache is larger than
+          // the budget, or its publisher does not report what it evicts; every later overflow
+          // of it is the same story, told by the counter alone
+          e.overflowReported = true;
+          LOG.warning("endpoint " + e.id + " holds more than maxBlocksPerEndpoint ("
+              + maxBlocksPerEndpoint + ") blocks by its KV events: its entries were dropped and"
+              + " are rebuilt from new events. Its engine's cache (num_gpu_blocks and any"
+              + " offload tier) is larger than that budget, or its engine does not publish the"
+              + " blocks it evicts. Counted in overflows; not logged again for this endpoint");
+        }
         loseTrackLocked(e);
       }
       long key = keys[i];

@@ -224,6 +224,46 @@ class KvBlockIndexTest {
     assertThat(index.blockCount("a")).isEqualTo(1);
   }
 
+  @Test
+  void aPublisherStoringFarMoreThanTheBudgetStaysBoundedCountedAndIsLoggedOnce() {
+    // an engine that stores without ever reporting evictions (or a cache larger than the
+    // budget): each time it passes the budget its entries are dropped, counted every time,
+    // and the operator is told once which endpoint and which knob
+    List<java.util.logging.LogRecord> records = new ArrayList<>();
+    java.util.logging.Handler handler = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        records.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(KvBlockIndex.class.getName());
+    log.addHandler(handler);
+    try {
+      KvBlockIndex index = KvBlockIndex.builder().maxBlocksPerEndpoint(4).build();
+      for (int i = 0; i < 40; i++) {
+        index.apply("a", KvEvent.BlockStored.of(new long[] {i + 1}, null, tokens(i * 100, 16),
+            16));
+        assertThat(index.blockCount("a")).isLessThanOrEqualTo(4);
+      }
+      index.apply("b", KvEvent.BlockStored.of(new long[] {1}, null, tokens(0, 16), 16));
+
+      assertThat(index.metrics().overflows()).isEqualTo(9); // at stores 5, 9, ..., 37
+      List<String> warnings = records.stream()
+          .filter(r -> r.getLevel() == java.util.logging.Level.WARNING)
+          .map(java.util.logging.LogRecord::getMessage).toList();
+      assertThat(warnings).hasSize(1);
+      assertThat(warnings.get(0)).contains("endpoint a ").contains("maxBlocksPerEndpoint (4)");
+    } finally {
+      log.removeHandler(handler);
+    }
+  }
+
   // ------------------------------------------------------------------ randomized vs a model
 
   /** Reference: per endpoint, engine hash → (full token prefix, tiers). */
