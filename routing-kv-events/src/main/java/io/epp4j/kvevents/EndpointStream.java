@@ -23,10 +23,11 @@ import org.zeromq.ZMQ;
  * the endpoint is resynced. A replay starts at the last batch applied and compares it: another
  * batch under that seq means a restarted engine whose numbering passed the old one's, handled
  * as a restart. A buffer that no longer holds that batch, or the first ones missed, resyncs
- * the endpoint and then applies what it does hold. Every batch goes through {@link Membership#applyIfCurrent}, so a
- * stream whose endpoint has left writes nothing. A batch that fails to decode or to apply costs
- * only that batch (a failed apply also resyncs, since the index's state for the endpoint is no
- * longer known).
+ * the endpoint and then applies what it does hold. Every batch goes through
+ * {@link Membership#applyIfCurrent}, so a stream whose endpoint has left writes nothing, and a
+ * replay it waits for is given up. A batch that fails to decode or to apply costs only that
+ * batch (a failed apply also resyncs, since the index's state for the endpoint is no longer
+ * known).
  *
  * <p>Threading: owned by the subscriber thread, like its sockets.
  */
@@ -226,8 +227,11 @@ final class EndpointStream {
         return;
       }
       if (outcome != ReplayOutcome.CLOSED) {
-        if (shared.closing().getAsBoolean()) {
-          return; // cut short by close(): not the engine's failure, and no reason to resync
+        if (abandoned()) {
+          // cut short by close() or by the endpoint leaving the pool: not the engine's failure,
+          // and nothing left to resync (the batch in hand, if not closing, is then counted as
+          // one of an endpoint that left)
+          return;
         }
         metrics.replayFailures.increment();
         startOverAt(seq);
@@ -277,6 +281,15 @@ final class EndpointStream {
     }
   }
 
+  /**
+   * Whether a replay is to be given up whatever the engine answers: the subscriber is closing,
+   * or the endpoint left the pool (its batches would not be applied, and the wait, up to the
+   * replay timeout, holds up every other endpoint's stream and the pool change itself).
+   */
+  private boolean abandoned() {
+    return shared.closing().getAsBoolean() || !shared.membership().isCurrent(endpointId, member);
+  }
+
   /** Drops the endpoint's entries to start over, unless it has left the pool. */
   private void resync() {
     shared.membership().resyncIfCurrent(endpointId, member);
@@ -318,7 +331,7 @@ final class EndpointStream {
     long deadline = System.nanoTime() + shared.replayTimeoutMillis() * 1_000_000L;
     for (;;) {
       long left = (deadline - System.nanoTime()) / 1_000_000L;
-      if (left <= 0 || shared.closing().getAsBoolean()) {
+      if (left <= 0 || abandoned()) {
         // late replies would confuse the next replay: start over with a fresh socket
         dropReplaySocket(d);
         return ended(anchor, resynced, upTo);

@@ -1208,6 +1208,36 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  @Test
+  void anEndpointThatLeavesDuringItsReplayNoLongerHoldsUpTheOthers() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1); HeldReplay replay = new HeldReplay(ctx);
+        // a replay timeout well beyond the wait for the other endpoint's batch below
+        KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*")
+            .replayTimeout(Duration.ofSeconds(60)).build()) {
+      Endpoint a = Endpoint.of("127.0.0.1", 8000, Map.of(
+          KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replay.port)));
+      Endpoint b = Endpoint.of("127.0.0.1", 8001);
+      sub.addEndpoint(a);
+      ZMQ.Socket pub = connectedPublisher(ctx, sub.boundEndpoint());
+      publish(pub, "kv@" + a.id() + "@m", 0, storeOf(1, 0));
+      await(() -> index.metrics().batches() == 1, "the first batch");
+      publish(pub, "kv@" + a.id() + "@m", 2, storeOf(2, 0)); // seq 1 lost: a replay is asked for
+      assertThat(replay.requested.await(20, TimeUnit.SECONDS)).as("replay requested").isTrue();
+
+      // the engine is gone (its pod deleted) and will never answer; another one joins
+      sub.removeEndpoint(a);
+      sub.addEndpoint(b);
+      publish(pub, "kv@" + b.id() + "@m", 0, storeOf(3, 0));
+      await(() -> index.blockCount(b.id()) == 1, () -> "the new endpoint's batch while the"
+          + " departed one's replay waits: " + index.metrics());
+      assertThat(index.blockCount(a.id())).isZero();
+      assertThat(index.metrics().replayFailures()).as("not the engine's failure").isZero();
+      pub.close();
+      replay.release.countDown();
+    }
+  }
+
   private static String freeLoopbackAddress() throws java.io.IOException {
     try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
         java.net.InetAddress.getLoopbackAddress())) {
