@@ -43,6 +43,19 @@ import org.jspecify.annotations.Nullable;
 final class RedisStreamTransport implements HintTransport {
   private static final Logger LOG = Logger.getLogger(RedisReplication.class.getName());
   private static final byte[] FIELD = "b".getBytes(StandardCharsets.US_ASCII);
+  /**
+   * Longest value (or field name) a connection may receive and go on: past it the connection is
+   * closed after the command and opened again for the next one. Lettuce gathers each value whole
+   * in its connection's read buffer, which grows to the value's size and is released only when
+   * the connection closes: its {@code decodeBufferPolicy} only moves unread bytes to the front
+   * ({@code discardReadBytes}), and a smaller capacity set on the buffer keeps the memory with
+   * Netty 4.2's default (adaptive) allocator. So one entry as long as Redis takes (another
+   * writer's, up to its {@code proto-max-bulk-len}) pinned that much memory per router for as
+   * long as the connection lasted. Routers write entries of 1 MiB and the one hint that crossed
+   * it (64 KiB at the default 8,192 blocks), so their reads stay under this and keep their
+   * connection.
+   */
+  static final int RECYCLE_ABOVE_BYTES = 4 << 20;
 
   /**
    * One client for the two connections of one plugin, with Netty threads of its own or those of
@@ -173,6 +186,11 @@ final class RedisStreamTransport implements HintTransport {
   private final Factory f;
   private final TrimmingCodec codec = new TrimmingCodec();
   private @Nullable StatefulRedisConnection<byte[], byte[]> connection;
+  /**
+   * Whether {@link #connection} was closed for the read buffer a long value grew (see
+   * {@link #RECYCLE_ABOVE_BYTES}): the next command opens a new one.
+   */
+  private boolean reopen;
   /** When this transport next sets the stream's TTL after an append; every connection at once. */
   private long ttlDueNanos;
 
@@ -191,6 +209,9 @@ final class RedisStreamTransport implements HintTransport {
   }
 
   private StatefulRedisConnection<byte[], byte[]> connection() {
+    if (connection == null && reopen) {
+      connect(); // a failure is the command's, as a connection lost would be
+    }
     StatefulRedisConnection<byte[], byte[]> c = connection;
     if (c == null || !c.isOpen()) {
       throw new IllegalStateException("not connected");
@@ -201,10 +222,29 @@ final class RedisStreamTransport implements HintTransport {
   @Override
   public String append(byte[] batch) {
     var sync = connection().sync();
-    String id = sync.xadd(f.key,
-        XAddArgs.Builder.maxlen(f.maxLen).approximateTrimming(), Map.of(FIELD, batch));
-    refreshTtl(sync);
-    return id == null ? "" : id;
+    try {
+      String id = sync.xadd(f.key,
+          XAddArgs.Builder.maxlen(f.maxLen).approximateTrimming(), Map.of(FIELD, batch));
+      refreshTtl(sync);
+      return id == null ? "" : id;
+    } finally {
+      releaseGrownBuffer();
+    }
+  }
+
+  /**
+   * Closes the connection when a command's answer held a value longer than
+   * {@link #RECYCLE_ABOVE_BYTES}, so that its read buffer, which grew to that value and never
+   * shrinks, is released now rather than when the connection happens to close; the next command
+   * opens a new connection. Called after every command, once its answer is decoded (the values
+   * it returns are copies, not views of the buffer).
+   */
+  private void releaseGrownBuffer() {
+    if (codec.longest <= RECYCLE_ABOVE_BYTES) {
+      return;
+    }
+    close();
+    reopen = true;
   }
 
   /**
@@ -261,6 +301,7 @@ final class RedisStreamTransport implements HintTransport {
     } finally {
       codec.trim(null);
       c.setTimeout(f.commandTimeout);
+      releaseGrownBuffer();
     }
     if (got == null || got.isEmpty()) {
       codec.cut.clear();
@@ -299,6 +340,14 @@ final class RedisStreamTransport implements HintTransport {
         java.util.Collections.synchronizedMap(new java.util.IdentityHashMap<>());
     /** Whether the field name decoded last is the batch field. */
     private boolean batchField;
+    /** Length of the longest key or value decoded since the connection opened. */
+    volatile int longest;
+
+    private void measure(java.nio.ByteBuffer bytes) {
+      if (bytes != null && bytes.remaining() > longest) {
+        longest = bytes.remaining();
+      }
+    }
 
     void trim(@Nullable Wanted w) {
       wanted = w;
@@ -306,6 +355,7 @@ final class RedisStreamTransport implements HintTransport {
 
     @Override
     public byte[] decodeKey(java.nio.ByteBuffer bytes) {
+      measure(bytes);
       byte[] key = ByteArrayCodec.INSTANCE.decodeKey(bytes);
       batchField = java.util.Arrays.equals(key, FIELD);
       return key;
@@ -313,6 +363,7 @@ final class RedisStreamTransport implements HintTransport {
 
     @Override
     public byte[] decodeValue(java.nio.ByteBuffer bytes) {
+      measure(bytes);
       Wanted w = wanted;
       if (w == null || bytes == null) {
         return ByteArrayCodec.INSTANCE.decodeValue(bytes);
@@ -356,6 +407,7 @@ final class RedisStreamTransport implements HintTransport {
     } finally {
       codec.trim(null);
       codec.cut.clear();
+      releaseGrownBuffer();
     }
   }
 
@@ -388,6 +440,8 @@ final class RedisStreamTransport implements HintTransport {
       time = connection().sync().time();
     } catch (RedisCommandExecutionException e) {
       return -1;
+    } finally {
+      releaseGrownBuffer();
     }
     if (time == null || time.size() < 2) {
       return -1;
@@ -401,6 +455,8 @@ final class RedisStreamTransport implements HintTransport {
   public void close() {
     StatefulRedisConnection<byte[], byte[]> c = connection;
     connection = null;
+    reopen = false;
+    codec.longest = 0;
     if (c != null) {
       try {
         c.close();

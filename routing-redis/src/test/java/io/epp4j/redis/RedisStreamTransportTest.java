@@ -3,11 +3,16 @@ package io.epp4j.redis;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisCommandTimeoutException;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.sync.RedisCommands;
+import io.lettuce.core.codec.ByteArrayCodec;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -23,10 +28,27 @@ class RedisStreamTransportTest {
   private static final AtomicInteger STREAMS = new AtomicInteger();
 
   private static RedisStreamTransport.Factory factory(Duration commandTimeout) {
-    String key = "epp4j:transport-test-" + ProcessHandle.current().pid() + "-"
+    return factory(commandTimeout, newKey());
+  }
+
+  private static String newKey() {
+    return "epp4j:transport-test-" + ProcessHandle.current().pid() + "-"
         + STREAMS.incrementAndGet();
+  }
+
+  private static RedisStreamTransport.Factory factory(Duration commandTimeout, String key) {
     return new RedisStreamTransport.Factory(RedisURI.create(REDIS.uri()), key, 1000,
         commandTimeout, null);
+  }
+
+  /** A number of {@code INFO section}, e.g. total_connections_received of stats. */
+  private static long info(RedisCommands<byte[], byte[]> sync, String section, String name) {
+    for (String line : sync.info(section).split("\r?\n")) {
+      if (line.startsWith(name + ":")) {
+        return Long.parseLong(line.substring(name.length() + 1).trim());
+      }
+    }
+    throw new AssertionError("no " + name + " in INFO " + section);
   }
 
   private static List<Thread> startedSince(Set<Thread> before) {
@@ -156,6 +178,65 @@ class RedisStreamTransportTest {
           .extracting(e -> e.batch().length)
           .containsExactly(wanted.length, own.length, otherPool.length);
     } finally {
+      f.close();
+    }
+  }
+
+  /**
+   * Lettuce gathers a value whole in its connection's read buffer, which grows to the value and
+   * is released only when the connection closes (its decode-buffer policies only move unread
+   * bytes to the front). One entry as long as Redis takes, another writer's, pinned that much
+   * memory per router for as long as the reader's connection lasted. A command whose answer held
+   * a value (or field name) longer than {@link RedisStreamTransport#RECYCLE_ABOVE_BYTES} now
+   * closes its connection, and the next command opens another; an entry as long as a router
+   * writes keeps it.
+   */
+  @Test
+  void aConnectionThatReceivedAValueLongerThanRoutersWriteIsReplacedAfterwards() throws Exception {
+    String key = newKey();
+    byte[] k = key.getBytes(StandardCharsets.UTF_8);
+    RedisStreamTransport.Factory f = factory(Duration.ofSeconds(10), key);
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (HintTransport t = f.create(); var a = admin.connect(ByteArrayCodec.INSTANCE)) {
+      RedisCommands<byte[], byte[]> sync = a.sync();
+      t.connect();
+      // the longest entry a router writes at the default prefix length: 1 MiB and one hint
+      String routers = t.append(new byte[RedisReplication.MAX_BATCH_BYTES + (64 << 10)]);
+      long opened = info(sync, "stats", "total_connections_received");
+      assertThat(t.read(HintTransport.OLDEST, 10, Duration.ofMillis(100), stored -> 0))
+          .extracting(HintTransport.Entry::id).containsExactly(routers);
+      assertThat(t.holdsAfter(routers)).isTrue();
+      assertThat(info(sync, "stats", "total_connections_received"))
+          .as("connections opened after reading a router's longest entry").isEqualTo(opened);
+
+      int longBytes = RedisStreamTransport.RECYCLE_ABOVE_BYTES + 1;
+      String batchField = sync.xadd(k, Map.of("b".getBytes(StandardCharsets.US_ASCII),
+          new byte[longBytes]));
+      String otherField = sync.xadd(k, Map.of("x".getBytes(StandardCharsets.US_ASCII),
+          new byte[longBytes]));
+      // skipped unread, as the reader does with an entry longer than any router writes
+      assertThat(t.read(routers, 1, Duration.ofMillis(100), stored -> 0))
+          .extracting(HintTransport.Entry::id, HintTransport.Entry::size)
+          .containsExactly(org.assertj.core.groups.Tuple.tuple(batchField, longBytes));
+      // the gap check asks for that entry again: a new connection, replaced in turn
+      assertThat(t.holdsAfter(batchField)).isTrue();
+      // a long value of another field (the reader keeps none of it) grows the buffer alike
+      assertThat(t.read(batchField, 1, Duration.ofMillis(100), stored -> 0))
+          .extracting(HintTransport.Entry::id).containsExactly(otherField);
+      // short answers: the connection this one opens stays
+      assertThat(t.nowMillis()).isPositive();
+      assertThat(t.read(otherField, 10, Duration.ofMillis(100), stored -> 0)).isEmpty();
+      assertThat(info(sync, "stats", "total_connections_received") - opened)
+          .as("connections opened: one after each command that received a long value")
+          .isEqualTo(3);
+      // and the ones replaced were closed: the admin's and the transport's are left
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (info(sync, "clients", "connected_clients") != 2 && System.nanoTime() < deadline) {
+        Thread.sleep(20);
+      }
+      assertThat(info(sync, "clients", "connected_clients")).isEqualTo(2);
+    } finally {
+      admin.shutdown();
       f.close();
     }
   }
