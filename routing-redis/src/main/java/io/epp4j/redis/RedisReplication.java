@@ -1741,14 +1741,29 @@ public final class RedisReplication implements Plugin, RequestListener {
    * later, and may outrank moves made after them on every router but their own, which records its
    * moves with the offset it reads with {@code TIME}. So the smallest difference of the origin's
    * batches in the current and the previous window of {@link #WINDOW_HEARTBEATS} heartbeats (log
-   * time) is taken: an origin whose clock steps back (the difference grows) is followed within
-   * two windows, one whose clock steps forward at once. Reader thread only.
+   * time) is taken: an origin whose clock steps forward (the difference shrinks) is followed at
+   * once. One whose clock steps back (the difference grows) was followed only within two windows,
+   * 20 s at the default heartbeat, and meanwhile its moves looked older by the step, so that a
+   * move it made within the step after another router's move of the same session lost to it on
+   * every router but its own. A difference that stays more than {@link #STEP_MICROS} above the
+   * offset for every batch of half a heartbeat (an origin sends one a heartbeat at least) is now
+   * taken as such a step and becomes the offset: a held-up append holds up that batch alone, and
+   * the next one, appended as soon as stamped, is back at the offset. Reader thread only.
    */
   static final class OriginOffsets {
     /** Length of a window, in heartbeats. */
     static final long WINDOW_HEARTBEATS = 10;
+    /**
+     * How far above the offset (µs) every batch of half a heartbeat must be for the origin's clock
+     * to count as stepped back: more than an append's latency on a loaded but working server. A
+     * smaller step is followed within two windows, as any step was before.
+     */
+    static final long STEP_MICROS = 500_000;
+    private static final long NONE = Long.MIN_VALUE;
 
-    // {window start (log ms), smallest of this window, smallest of the previous one}
+    // {window start (log ms), smallest of this window, smallest of the previous one, log ms of
+    // the first of the batches in a row above the offset by more than STEP_MICROS (NONE: the
+    // last one was not), smallest of those batches}
     private final Map<String, long[]> byOrigin =
         new java.util.LinkedHashMap<>(16, 0.75f, true) {
           private static final long serialVersionUID = 1L;
@@ -1767,8 +1782,26 @@ public final class RedisReplication implements Plugin, RequestListener {
       long sample = entryMillis * 1000 + 500 - sentMicros;
       long[] o = byOrigin.get(origin);
       if (o == null) {
-        byOrigin.put(origin, new long[] {entryMillis, sample, sample});
+        byOrigin.put(origin, new long[] {entryMillis, sample, sample, NONE, 0});
         return sample;
+      }
+      if (entryMillis >= o[0] && sample - Math.min(o[1], o[2]) > STEP_MICROS) {
+        if (o[3] == NONE) {
+          o[3] = entryMillis;
+          o[4] = sample;
+        } else {
+          o[4] = Math.min(o[4], sample);
+          if (entryMillis - o[3] >= windowMillis / WINDOW_HEARTBEATS / 2) {
+            // every batch for half a heartbeat, not one held-up append: the clock stepped back
+            o[0] = entryMillis;
+            o[1] = o[4];
+            o[2] = o[4];
+            o[3] = NONE;
+            return o[1];
+          }
+        }
+      } else {
+        o[3] = NONE;
       }
       if (entryMillis - o[0] >= windowMillis || entryMillis < o[0]) {
         // a new window; ids going back (another stream in this one's place) start one too

@@ -709,6 +709,48 @@ class RedisReplicationTest {
   }
 
   /**
+   * Router x's clock steps back 3 s (an NTP step) after b learnt its offset. Router y moved
+   * session s1 two seconds ago, x moved it one second ago, after y. x's moves looked 3 s older
+   * than they were for up to two windows of ten heartbeats, so b counted x's move stale and kept
+   * s1 on y's endpoint while x, which records its own move on the server's clock, kept it on its
+   * own: the routers disagreed on where s1 lives. b follows the step once x's batches of half a
+   * heartbeat (b's is 200 ms) all show it.
+   */
+  @Test
+  void aSessionMoveOfARouterWhoseClockSteppedBackIsNotTakenForAnOldOne() throws Exception {
+    Router b = router("b");
+    awaitConnected(b);
+    long step = 3_000_000L;
+    try (OtherRouters others = new OtherRouters()) {
+      // x's batches before the step: b learns x's clock is the server's
+      for (int i = 0; i < 3; i++) {
+        HintCodec.Writer x = new HintCodec.Writer();
+        x.session(RedisReplication.epochMicros(), "s0-" + i, "10.1.0.1:8000");
+        others.append(x.finish(pool, "x", RedisReplication.epochMicros()));
+      }
+      // after the step: x's heartbeats, 150 ms apart on the server's clock (the ids' times)
+      for (int i = 0; i < 3; i++) {
+        HintCodec.Writer x = new HintCodec.Writer();
+        others.append(x.finish(pool, "x", RedisReplication.epochMicros() - step));
+        Thread.sleep(150);
+      }
+      long now = RedisReplication.epochMicros();
+      HintCodec.Writer y = new HintCodec.Writer();
+      y.session(now - 2_000_000L, "s1", "10.1.0.2:8000");
+      others.append(y.finish(pool, "y", now));
+      HintCodec.Writer x = new HintCodec.Writer();
+      x.session(now - 1_000_000L - step, "s1", "10.1.0.1:8000");
+      others.append(x.finish(pool, "x", RedisReplication.epochMicros() - step));
+    }
+    await("b read the moves", () -> replication(b).appliedSessions()
+        + replication(b).staleSessions() == 5);
+    assertThat(replication(b).staleSessions()).as("moves b ignored as stale").isZero();
+    RoutingDecision d = b.route(prompt(6_100_000L, 64, "s1"));
+    d.onComplete(DONE);
+    assertThat(d.primary().id()).isEqualTo("10.1.0.1:8000");
+  }
+
+  /**
    * Routers x, whose clock is ten minutes behind, and z, ten minutes ahead, each send a session
    * move they made ten milliseconds before. The lag was taken on the routers' own clocks: b recorded
    * ten minutes for x's move and minus ten for z's (none at all in the histogram). It is taken on

@@ -1487,4 +1487,44 @@ class ReplicationLogicTest {
       assertThat(readme).as("parameter " + p).contains("`" + p + "`");
     }
   }
+
+  /**
+   * An origin's clock steps back 3 s (an NTP step): the difference between its batches' ids and
+   * send times grows by 3 s and stays there. The offset, the smallest difference of two windows
+   * of ten heartbeats, kept the old value for up to 20 s, and the origin's moves looked 3 s older
+   * than they were meanwhile. Every batch of half a heartbeat that far above the offset is now a
+   * step: followed within a heartbeat. A batch held up alone between its stamp and the server
+   * still leaves the offset where it is.
+   */
+  @Test
+  void anOriginWhoseClockStepsBackIsFollowedWithinAHeartbeat() {
+    RedisReplication.OriginOffsets offsets = new RedisReplication.OriginOffsets();
+    long window = 10 * 1000; // ten heartbeats of 1 s
+    long[] t = {1_800_000_000_000L}; // log ms
+    long offset = 2_000; // the origin's clock is 2 ms behind the server's
+    // the origin's batch appended now, stamped `behind` µs behind the log's clock
+    java.util.function.LongUnaryOperator batch = behind -> {
+      t[0] += 100;
+      return offsets.offset("x", t[0], t[0] * 1000 + 500 - behind, window);
+    };
+    for (int i = 0; i < 20; i++) {
+      assertThat(batch.applyAsLong(offset)).isEqualTo(offset);
+    }
+    // one batch held up 10 s between its stamp and the server, then 400 ms of slow appends
+    assertThat(batch.applyAsLong(offset + 10_000_000)).isEqualTo(offset);
+    for (int i = 0; i < 4; i++) {
+      assertThat(batch.applyAsLong(offset + 700_000)).as("slow append %d", i).isEqualTo(offset);
+    }
+    assertThat(batch.applyAsLong(offset)).isEqualTo(offset);
+
+    long stepped = offset + 3_000_000;
+    List<Long> seen = new ArrayList<>();
+    for (int i = 0; i < 10; i++) { // a heartbeat of batches after the step
+      seen.add(batch.applyAsLong(stepped));
+    }
+    assertThat(seen.get(0)).as("the first batch after the step").isEqualTo(offset);
+    assertThat(seen.get(seen.size() - 1)).as("a heartbeat after the step").isEqualTo(stepped);
+    // and a step forward is followed at once, as before
+    assertThat(batch.applyAsLong(offset)).isEqualTo(offset);
+  }
 }
