@@ -1575,6 +1575,11 @@ public final class RedisReplication implements Plugin, RequestListener {
     return droppedQueueFull.sum() + droppedUnpublished.get() + droppedFailed.get();
   }
 
+  /** Records dropped because the queue was full (or made room while Redis was away); for tests. */
+  long droppedQueueFull() {
+    return droppedQueueFull.sum();
+  }
+
   /** Times the reader found the stream trimmed past where it had read and started over. */
   public long resyncs() {
     return resyncs.get();

@@ -49,6 +49,13 @@ class RedisReplicationTest {
   static final RedisServer REDIS = new RedisServer();
 
   static final Duration DEADLINE = Duration.ofSeconds(20);
+  /**
+   * How long a router may take to connect: on a starved machine an attempt can run out of
+   * connectTimeoutMillis (2 s) in its handshake, and the next one waits out a backoff of up to
+   * 5 s, so three failed attempts already take about 20 s. Connecting is what is waited for, so
+   * a longer bound only makes a router that never connects fail later.
+   */
+  static final Duration CONNECT_DEADLINE = Duration.ofSeconds(60);
   static final int ENDPOINTS = 8;
   static final AtomicInteger POOLS = new AtomicInteger();
 
@@ -126,10 +133,43 @@ class RedisReplicationTest {
   }
 
   static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + DEADLINE.toNanos();
+    await(what, condition, DEADLINE);
+  }
+
+  static void await(String what, BooleanSupplier condition, Duration bound)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + bound.toNanos();
     while (!condition.getAsBoolean()) {
       if (System.nanoTime() - deadline > 0) {
-        throw new AssertionError("timed out after " + DEADLINE + " waiting until " + what);
+        throw new AssertionError("timed out after " + bound + " waiting until " + what);
+      }
+      Thread.sleep(1);
+    }
+  }
+
+  /**
+   * Waits until {@code condition} holds, for as long as {@code progress} grows: for a state that
+   * takes work on the machine's CPU (so many routes), whose time a loaded machine stretches.
+   * Fails when {@code progress} stands still for {@link #DEADLINE}, or after five of them in all.
+   */
+  static void awaitWhileProgressing(String what, BooleanSupplier condition,
+      java.util.function.LongSupplier progress) throws InterruptedException {
+    long start = System.nanoTime();
+    long last = progress.getAsLong();
+    long lastMoved = start;
+    while (!condition.getAsBoolean()) {
+      long now = System.nanoTime();
+      long p = progress.getAsLong();
+      if (p != last) {
+        last = p;
+        lastMoved = now;
+      }
+      if (now - lastMoved > DEADLINE.toNanos()) {
+        throw new AssertionError("no progress for " + DEADLINE + " waiting until " + what);
+      }
+      if (now - start > 5 * DEADLINE.toNanos()) {
+        throw new AssertionError("timed out after " + DEADLINE.multipliedBy(5)
+            + " waiting until " + what);
       }
       Thread.sleep(1);
     }
@@ -137,7 +177,7 @@ class RedisReplicationTest {
 
   static void awaitConnected(Router... rs) throws InterruptedException {
     for (Router r : rs) {
-      await("the replication is connected", () -> replication(r).connected());
+      await("the replication is connected", () -> replication(r).connected(), CONNECT_DEADLINE);
     }
   }
 
@@ -418,15 +458,25 @@ class RedisReplicationTest {
       }));
     }
     try {
-      await("traffic flows", () -> routed.get() > 3000);
+      // each router routes and applies the others' hints: replication works before the outage
+      awaitWhileProgressing("every router applied prefixes and sessions of the others",
+          () -> List.of(a, b, c).stream().allMatch(r -> replication(r).appliedPrefixes() > 0
+              && replication(r).appliedSessions() > 0),
+          routed::get);
       REDIS.stop();
       for (Router r : List.of(a, b, c)) {
         await("the replication notices Redis is gone", () -> !replication(r).connected());
       }
       assertThat(gauge(metrics, "epp4j.replication.connected")).isZero();
       long before = routed.get();
-      // well past the queue's capacity while nothing can be published
-      await("routing goes on while Redis is down", () -> routed.get() > before + 20 * capacity);
+      // past the queue's capacity on every router while nothing can be published: the queues
+      // turn hints away (and make room for the newest). Routing is what this waits for, so the
+      // wait lasts as long as routes complete: a loaded machine routes slower, a route that waited
+      // on Redis would stop the progress
+      awaitWhileProgressing("routing goes on while Redis is down and every queue turned hints away",
+          () -> routed.get() > before + 3 * capacity
+              && List.of(a, b, c).stream().allMatch(r -> replication(r).droppedQueueFull() > 0),
+          routed::get);
       for (Router r : List.of(a, b, c)) {
         assertThat(replication(r).queued()).isLessThanOrEqualTo(capacity);
         assertThat(replication(r).dropped()).isPositive();
