@@ -77,4 +77,66 @@ class RedisRefusalLogTest {
         .allMatch(m -> m.contains("WRONGTYPE"))
         .noneMatch(m -> m.contains("unreachable"));
   }
+
+  /**
+   * Redis at its {@code maxmemory} under {@code noeviction} answers every XADD with {@code OOM}
+   * and still serves reads. The publisher says so once (the warning names the code, not Redis
+   * unreachable), counts the hints it could not send, the connection gauge drops, routing goes
+   * on, and once memory is allowed again the hints flow to the other routers as before.
+   */
+  @Test
+  void aServerOutOfMemoryIsReportedOnceAndReplicationResumesWhenItClears() throws Exception {
+    String pool = "oom-" + ProcessHandle.current().pid();
+    String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+        "uri: '%s', pool: %s, heartbeatMillis: 200".formatted(REDIS.uri(), pool), "");
+    List<Router> both = new ArrayList<>();
+    for (String id : List.of("a", "b")) {
+      Router r = Router.builder().endpoints(RedisReplicationTest.endpoints())
+          .configYaml(yaml, "router " + id).build();
+      routers.add(r);
+      both.add(r);
+    }
+    Router a = both.get(0);
+    Router b = both.get(1);
+    RedisReplicationTest.awaitConnected(a, b);
+    RedisReplication ra = RedisReplicationTest.replication(a);
+    RedisReplication rb = RedisReplicationTest.replication(b);
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (StatefulRedisConnection<String, String> c = admin.connect()) {
+      c.sync().configSet("maxmemory-policy", "noeviction");
+      c.sync().configSet("maxmemory", "1");
+      try {
+        long droppedBefore = ra.dropped();
+        int routed = 0;
+        long deadline = System.nanoTime() + RedisReplicationTest.DEADLINE.toNanos();
+        while (ra.dropped() == droppedBefore && System.nanoTime() - deadline < 0) {
+          a.route(RedisReplicationTest.prompt(1_000 + routed++, 64, null))
+              .onComplete(RedisReplicationTest.DONE);
+          Thread.sleep(5);
+        }
+        assertThat(ra.dropped()).as("records a could not send").isGreaterThan(droppedBefore);
+        RedisReplicationTest.await("a's publisher is counted down", () -> !ra.connected());
+        // a few more attempts of the backoff (100 ms, doubling) while routing goes on
+        long until = System.nanoTime() + 1_500_000_000L;
+        while (System.nanoTime() - until < 0) {
+          assertThat(a.route(RedisReplicationTest.prompt(2_000 + routed++, 64, null)).isRouted())
+              .isTrue();
+          Thread.sleep(20);
+        }
+        List<String> oom = logged.stream().filter(r -> r.getLevel() == Level.WARNING)
+            .map(LogRecord::getMessage).filter(m -> m.contains("OOM")).toList();
+        assertThat(oom).as("warnings naming OOM").hasSize(1);
+        assertThat(oom.get(0)).contains("publisher").doesNotContain("unreachable");
+      } finally {
+        c.sync().configSet("maxmemory", "0");
+      }
+    } finally {
+      admin.shutdown();
+    }
+    RedisReplicationTest.awaitConnected(a);
+    long applied = rb.appliedPrefixes();
+    a.route(RedisReplicationTest.prompt(3_000, 64, null)).onComplete(RedisReplicationTest.DONE);
+    RedisReplicationTest.await("b applied a prefix a routed once Redis took writes again",
+        () -> rb.appliedPrefixes() > applied);
+  }
 }
