@@ -30,7 +30,8 @@ final class LoadCommand {
 
         --target URL           base URL, e.g. http://127.0.0.1:8100 (required)
         --label NAME           the row's name in the table (default: load)
-        --model NAME           model field of the requests (default: the first of GET /v1/models)
+        --model NAME           model field of the requests, not empty (default: the first of
+                               GET /v1/models)
         --speed X              the target's emulated seconds per wall second (serve --speed):
                                the workload's clock runs X times faster and measured times are
                                multiplied by X (default 1)
@@ -219,7 +220,14 @@ final class LoadCommand {
           }
           label = v;
         }
-        case "--model" -> model = v;
+        case "--model" -> {
+          if (v.isBlank()) {
+            // an empty model field names no model: every request would be refused
+            throw new Main.UsageException("--model must not be empty (leave it out to use the"
+                + " first model GET /v1/models names)");
+          }
+          model = v;
+        }
         case "--speed" -> speed = Main.Options.doubleArg(name, v, 0.001, 10_000);
         case "--max-requests" -> maxRequests = Main.Options.intArg(name, v, 1, 100_000_000);
         case "--warmup" -> warmup = Main.Options.intArg(name, v, 0, 100_000);

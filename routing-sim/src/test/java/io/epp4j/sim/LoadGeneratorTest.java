@@ -600,6 +600,20 @@ class LoadGeneratorTest {
         .contains("unknown option '--bogus'");
   }
 
+  /**
+   * An empty {@code --model} (a shell variable left unset) would send {@code "model": ""}, which
+   * epp4j's gateway refuses as a missing model: every request of the run would fail.
+   */
+  @Test
+  void anEmptyModelIsRefusedNamingTheOption() {
+    for (String empty : List.of("", " ")) {
+      assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--model", empty))
+          .contains("--model must not be empty");
+      assertThat(usageError("load", "--target", "http://127.0.0.1:1", "--model=" + empty))
+          .contains("--model must not be empty");
+    }
+  }
+
   @Test
   void loadRefusesAnOptionGivenTwiceAndTwoReportsInOneFile(@TempDir Path dir) {
     // http://127.0.0.1:1 refuses connections: were these accepted, the run would end with
