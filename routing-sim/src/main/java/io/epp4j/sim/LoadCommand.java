@@ -250,11 +250,17 @@ final class LoadCommand {
     Main.checkOutput("--chart", sim.chart);
     Main.checkDistinctOutputs(sim);
     List<Workload> workloads = new ArrayList<>();
+    List<String> warnings = new ArrayList<>(sim.warnings);
     for (String scenario : sim.scenarios) {
-      workloads.add(sim.workload(scenario, sim.profile));
+      Workload w = sim.workload(scenario, sim.profile);
+      String shortfall = sim.requestsShortfall(w);
+      if (shortfall != null) {
+        warnings.add(shortfall);
+      }
+      workloads.add(w);
     }
     return new Options(target, label, model, speed, maxRequests, timeout, warmup, sim.json,
-        sim.chart, sim.quiet, workloads, sim.seed, List.of(args), List.copyOf(sim.warnings));
+        sim.chart, sim.quiet, workloads, sim.seed, List.of(args), List.copyOf(warnings));
   }
 
   private static URI targetArg(String v) throws Main.UsageException {

@@ -65,7 +65,8 @@ public final class Main {
         --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
                                known: %s
         --seed N               random seed (default 1)
-        --requests N           requests (shared-prefix total, trace: first N lines)
+        --requests N           requests (shared-prefix total, trace: first N; a shorter
+                               trace is replayed whole, with a warning)
         --scrape-interval MS   metrics publication interval in ms (default 50)
         --max-num-seqs N       override the profile's max_num_seqs
         --max-num-batched-tokens N  override the profile's max_num_batched_tokens (at
@@ -187,7 +188,7 @@ public final class Main {
             results.size() * Dominance.policies().size(), (System.nanoTime() - start) / 1e9,
             Dominance.THREADS);
       } else {
-        results = compare(o, o.quiet ? null : err);
+        results = compare(o, o.quiet ? null : err, err);
         for (ScenarioResult s : results) {
           Report.printTable(s, out);
           out.println();
@@ -414,8 +415,8 @@ public final class Main {
   }
 
   /** Runs every scenario × load level × policy of the options. */
-  static List<ScenarioResult> compare(Options o, @Nullable PrintStream progress)
-      throws RunFailure {
+  static List<ScenarioResult> compare(Options o, @Nullable PrintStream progress,
+      PrintStream err) throws RunFailure {
     HardwareProfile hw = o.profile;
     Simulation.Settings settings = new Simulation.Settings(hw, o.replicas, o.seed,
         Math.round(o.scrapeIntervalMs * 1e6), progress);
@@ -423,6 +424,11 @@ public final class Main {
     List<Workload> workloads = new ArrayList<>();
     for (String scenario : o.scenarios) {
       Workload w = o.workload(scenario, hw);
+      String shortfall = o.requestsShortfall(w);
+      if (shortfall != null) {
+        // even with --quiet, as the options that have no effect
+        err.println("warning: " + shortfall);
+      }
       noteBlankLines(w, progress);
       workloads.add(w);
     }
@@ -963,6 +969,19 @@ public final class Main {
         }
         policies.add(p);
       }
+    }
+
+    /**
+     * The warning for a {@code --requests N} that {@code w} cannot reach (a trace of fewer
+     * lines, which is replayed whole), or null.
+     */
+    @Nullable String requestsShortfall(Workload w) {
+      if (requests > 0 && w instanceof MooncakeTraceWorkload t && t.size() < requests) {
+        return String.format(Locale.ROOT, "--requests %d: the trace holds only %d request%s;"
+            + " all of them are replayed, %d fewer than asked for", requests, t.size(),
+            t.size() == 1 ? "" : "s", requests - t.size());
+      }
+      return null;
     }
 
     Workload workload(String scenario, HardwareProfile hw) throws RunFailure {

@@ -102,6 +102,39 @@ class MainTest {
   }
 
   /**
+   * {@code --requests N} replays a trace's first N requests; a trace of fewer is replayed
+   * whole, and the run says how many fewer than asked for (even with --quiet) instead of
+   * reporting fewer requests without a word.
+   */
+  @Test
+  void requestsBeyondTheTracesLengthIsNamed(@TempDir Path dir) throws Exception {
+    Path trace = dir.resolve("t.jsonl");
+    Files.writeString(trace, """
+        {"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [1, 2]}
+        {"timestamp": 5, "input_length": 600, "output_length": 8, "hash_ids": [1, 3]}
+        """);
+    int code = cli.run("--quiet", "--scenario", "trace", "--policies", "round-robin",
+        "--requests", "5", "--trace", "mooncake:" + trace);
+    assertThat(code).as(cli.stderr()).isZero();
+    assertThat(cli.stderr()).contains("warning: --requests 5: the trace holds only 2 requests;"
+        + " all of them are replayed, 3 fewer than asked for");
+    assertThat(cli.stdout()).contains("round-robin");
+
+    // as many as the trace holds, or fewer: nothing to say
+    cli.reset();
+    assertThat(cli.run("--quiet", "--scenario", "trace", "--policies", "round-robin",
+        "--requests", "2", "--trace", "mooncake:" + trace)).as(cli.stderr()).isZero();
+    assertThat(cli.stderr()).doesNotContain("--requests");
+
+    // the load command reads the trace before it sends anything, and says the same
+    LoadCommand.Options o = LoadCommand.parse(new String[] {"--target", "http://127.0.0.1:1",
+        "--scenario", "trace", "--requests", "3", "--trace", "mooncake:" + trace});
+    assertThat(o).isNotNull();
+    assertThat(o.warnings()).containsExactly("--requests 3: the trace holds only 2 requests;"
+        + " all of them are replayed, 1 fewer than asked for");
+  }
+
+  /**
    * Hint sharing needs several gateways: --shared-state replicated or --replication-delay-ms on
    * a run that has no routers to share between changed nothing, without a word.
    */
