@@ -104,7 +104,7 @@ public final class LoadGenerator {
    * @param result       the table row; latencies in the target's time (wall × speed),
    *     {@code requests} the completed ones, {@code rejectedRequests} the failed ones,
    *     per-replica counts from the {@code x-gateway-destination-endpoint} header (0 without
-   *     it), preemptions, evictions and routing times 0 (a client cannot see them)
+   *     it), preemptions and evictions 0 and routing times NaN (a client cannot see them)
    * @param sent         requests sent
    * @param errors       failed requests by kind: {@code http <status>}, {@code connect},
    *     {@code timeout}, {@code stream cut} (the connection ended before {@code [DONE]}),
@@ -437,7 +437,9 @@ public final class LoadGenerator {
             hitRate(completedWithDetails, cachedTokens, promptTokensWithDetails),
             ms(ttft, 50), ms(ttft, 95), ms(ttft, 99), ms(itl, 50), ms(e2e, 50), ms(e2e, 95),
             outputTokens / sendingSeconds, completed, 0, 0, maxReq, meanReq, maxSess, meanSess,
-            0, 0, run.clippedRequests(), failed, 0, "", targetSeconds, wallSeconds,
+            // no routing decision is timed here: no figure (null in the JSON), not 0 µs
+            Double.NaN, Double.NaN, run.clippedRequests(), failed, 0, "", targetSeconds,
+            wallSeconds,
             completed / wallSeconds, cdf(ttft));
         return new Result(r, sent, errors, ms(itl, 95));
       }

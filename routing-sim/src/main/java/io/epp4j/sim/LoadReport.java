@@ -65,7 +65,7 @@ public final class LoadReport {
   }
 
   static final String LEGEND = "   (over the network: preempt, evict and route µs are not visible"
-      + " to a client and show 0;\n    req/rep and sess/rep: max/mean per replica named by the"
+      + " to a client: preempt and evict show 0, route µs –;\n    req/rep and sess/rep: max/mean per replica named by the"
       + " x-gateway-destination-endpoint header, 0/0 without it;\n    hit%: usage cached_tokens ÷"
       + " prompt_tokens of the completed requests whose usage names\n    cached_tokens, – when"
       + " none does (vLLM names it only with --enable-prompt-tokens-details))";

@@ -449,6 +449,47 @@ class LoadGeneratorTest {
   }
 
   /**
+   * A client times no routing decision: the routing times are no figure (– in the table, null
+   * in the JSON), not 0 µs, which reads as a router that costs nothing.
+   */
+  @Test
+  void routingTimesAreNoFigureOverTheNetworkNotZero() throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    server.createContext("/v1/completions", ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      try (OutputStream os = ex.getResponseBody()) {
+        os.write(("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
+            + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":300,"
+            + "\"completion_tokens\":1}}\n\n"
+            + "data: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
+      }
+    });
+    server.start();
+    open.add(() -> server.stop(0));
+    LoadGenerator.Result res = generator(url(server.getAddress().getPort()),
+        Duration.ofSeconds(5), Integer.MAX_VALUE).run(small(2, 1), "stub");
+    assertThat(res.result().requests()).isEqualTo(2);
+    LoadReport.Scenario s = LoadReport.Scenario.of(small(2, 1), "http://stub", SPEED,
+        List.of(res));
+    JsonNode r = JSON.readTree(LoadReport.toJson(LoadReport.runInfo(1, 0, false, 0, List.of()),
+        List.of(s), Map.of())).at("/scenarios/0/results/0");
+    for (String f : List.of("routingMeanMicros", "routingP99Micros", "routingWarmMeanMicros",
+        "routingWarmP99Micros")) {
+      assertThat(r.get(f)).as(f).isNotNull();
+      assertThat(r.get(f).isNull()).as(f + " is " + r.get(f)).isTrue();
+    }
+    ByteArrayOutputStream table = new ByteArrayOutputStream();
+    LoadReport.print(s, new PrintStream(table, true, StandardCharsets.UTF_8));
+    String row = table.toString(StandardCharsets.UTF_8).lines()
+        .filter(l -> l.startsWith("stub ")).findFirst().orElseThrow();
+    // route µs and warm µs, then clipped
+    assertThat(row).containsPattern("–/\\s*–\\s+–/\\s*–\\s+0$");
+  }
+
+  /**
    * Output tokens/s counts from the first send, as the simulator counts from the first arrival:
    * a workload whose first request is due 3 s in (a trace's first timestamp, a Poisson arrival)
    * does not spread its tokens over the idle start. Both requests are due together and answered
