@@ -35,7 +35,8 @@ final class LoadCommand {
         --speed X              the target's emulated seconds per wall second (serve --speed):
                                the workload's clock runs X times faster and measured times are
                                multiplied by X (default 1)
-        --max-requests N       send at most N requests (default: all the workload's)
+        --max-requests N       send at most N measured requests, the warm-up aside
+                               (default: all the workload's)
         --timeout-s S          per request, sending to the end of its answer (default 60)
         --warmup N             N unmeasured requests first (1,024-token prompts of their own,
                                four at a time), so the JIT has compiled the request path of

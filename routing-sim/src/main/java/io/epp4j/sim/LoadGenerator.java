@@ -78,7 +78,8 @@ public final class LoadGenerator {
    * @param model       the {@code model} field; null to ask {@code GET /v1/models} and use the
    *     first model (none when that fails)
    * @param timeout     per request, from sending it to the end of its answer
-   * @param maxRequests at most this many requests are sent (the workload may want fewer)
+   * @param maxRequests at most this many requests of a run are sent (the workload may want
+   *     fewer); the warm-up is not capped
    * @param speed       the target's emulated seconds per wall second (1 for a real server)
    * @param seed        the workload's seed
    * @param progress    where progress lines go, or null
@@ -257,14 +258,17 @@ public final class LoadGenerator {
     private final Map<String, Set<String>> sessionsPerDestination = new HashMap<>();
     private long nextProgressNanos;
     private final boolean showProgress;
+    /** The most requests sent: {@code maxRequests} for a measured run; a warm-up sends all. */
+    private final int cap;
 
     RunState(Workload workload, String label, @Nullable String model, long seed,
-        boolean showProgress) {
+        boolean measured) {
       this.workload = workload;
       this.label = label;
       this.model = model;
       this.run = workload.start(seed);
-      this.showProgress = showProgress;
+      this.showProgress = measured;
+      this.cap = measured ? settings.maxRequests() : Integer.MAX_VALUE;
     }
 
     Result execute() throws InterruptedException {
@@ -286,7 +290,7 @@ public final class LoadGenerator {
     /** Called with {@code lock} held (from begin or onFinished). */
     @Override
     public void submit(long atNanos, RequestSpec spec) {
-      if (sent + givenUp >= settings.maxRequests()) {
+      if (sent + givenUp >= cap) {
         return; // the cap: the workload's later requests are not sent
       }
       sent++;
@@ -372,7 +376,7 @@ public final class LoadGenerator {
         if (error != null) {
           int later = run.onRejected(x.spec, x.tooLong, nowWorkloadNanos(), this);
           // within the cap, as if they had been sent and refused
-          int counted = Math.min(later, Math.max(0, settings.maxRequests() - sent - givenUp));
+          int counted = Math.min(later, Math.max(0, cap - sent - givenUp));
           if (counted > 0) {
             givenUp += counted;
             finished += counted;
@@ -404,7 +408,7 @@ public final class LoadGenerator {
       nextProgressNanos = now + TimeUnit.SECONDS.toNanos(2);
       int failed = errors.values().stream().mapToInt(Integer::intValue).sum();
       p.printf(Locale.ROOT, "  %s / %s: %d of %d requests done (%d failed), %.1f wall s%n",
-          workload.name(), label, finished, Math.min(run.totalRequests(), settings.maxRequests()),
+          workload.name(), label, finished, Math.min(run.totalRequests(), cap),
           failed, (now - startNanos) / 1e9);
     }
 

@@ -173,6 +173,36 @@ class LoadGeneratorTest {
         .isCloseTo(w.hitRateCeiling(1, 16), within(1e-9));
   }
 
+  /**
+   * {@code --max-requests} caps the measured run, not the warm-up: {@code --warmup 5
+   * --max-requests 2} sends five warm-up requests, then at most two measured ones.
+   */
+  @Test
+  void maxRequestsDoesNotCutTheWarmUpShort() throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    java.util.concurrent.atomic.AtomicInteger calls =
+        new java.util.concurrent.atomic.AtomicInteger();
+    server.createContext("/v1/completions", ex -> {
+      ex.getRequestBody().readAllBytes();
+      calls.incrementAndGet();
+      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      try (OutputStream os = ex.getResponseBody()) {
+        os.write(("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
+            + "data: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
+      }
+    });
+    server.start();
+    open.add(() -> server.stop(0));
+    LoadGenerator g = generator(url(server.getAddress().getPort()), Duration.ofSeconds(5), 2);
+    assertThat(g.warmUp(5)).isEmpty();
+    assertThat(calls.get()).isEqualTo(5);
+    LoadGenerator.Result res = g.run(small(6, 1), "capped");
+    assertThat(res.sent()).isEqualTo(2);
+    assertThat(calls.get()).isEqualTo(7);
+  }
+
   @Test
   void maxRequestsCapsTheRun() throws Exception {
     EmulatedReplicas r = replicas(1);
