@@ -56,6 +56,8 @@ public final class LoadGenerator {
   private static final long MAX_MICROS = TimeUnit.HOURS.toMicros(1);
   /** The failure kind of a dialog's turns left unsent after a turn too long for the context. */
   static final String GIVEN_UP = "given up";
+  /** The failure kind of a 200 whose whole body held no {@code data:} line. */
+  static final String NOT_A_STREAM = "not a stream";
   /** The bytes of a 400's body read to tell a context-length refusal from other bad requests. */
   private static final int ERROR_BODY_BYTES = 8192;
 
@@ -110,7 +112,8 @@ public final class LoadGenerator {
    * @param errors       failed requests by kind: {@code http <status>}, {@code connect},
    *     {@code timeout}, {@code stream cut} (the connection ended before {@code [DONE]}),
    *     {@code stream error} (an error event in the stream, or a line longer than 1 MiB, which
-   *     is not buffered further), {@code io} (any other I/O error), {@code given up} (the later
+   *     is not buffered further), {@code not a stream} (a 200 whose body ended without a
+   *     {@code data:} line), {@code io} (any other I/O error), {@code given up} (the later
    *     turns of a dialog ended by a 400 for a turn longer than the model's context: not sent)
    * @param itlP95Ms     inter-token latency p95 (target time)
    */
@@ -571,6 +574,8 @@ public final class LoadGenerator {
     int outputTokens;
     boolean sawUsage;
     boolean sawDone;
+    /** Whether any {@code data:} line came: a body without one is no event stream. */
+    boolean sawData;
     @Nullable String streamError;
     @Nullable String destination;
     /** A 400 that says the request is longer than the model's context. */
@@ -649,6 +654,7 @@ public final class LoadGenerator {
       if (over.get() || !line.startsWith("data:")) {
         return;
       }
+      sawData = true;
       String data = line.substring(5).strip();
       if (data.equals("[DONE]")) {
         // the answer is over: a server that keeps the connection open after it (a proxy that
@@ -716,6 +722,10 @@ public final class LoadGenerator {
     public void onComplete() {
       if (streamError != null) {
         fail(streamError);
+      } else if (!sawData) {
+        // a whole JSON answer to a streamed request (a server or proxy that ignores stream),
+        // or an empty body: the server never streamed, which a cut connection does not say
+        fail(NOT_A_STREAM);
       } else if (!sawDone || firstTokenNanos < 0) {
         fail("stream cut");
       } else {

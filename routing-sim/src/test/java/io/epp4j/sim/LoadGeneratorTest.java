@@ -357,6 +357,33 @@ class LoadGeneratorTest {
     assertThat(res.failed()).isEqualTo(6);
   }
 
+  /**
+   * A server (or a proxy) that ignores {@code stream} answers a whole JSON completion: no event
+   * ever came, which is counted as its own kind rather than as a cut connection.
+   */
+  @Test
+  void aWholeJsonAnswerToAStreamedRequestIsNotAStream() throws Exception {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    server.createContext("/v1/completions", ex -> {
+      ex.getRequestBody().readAllBytes();
+      byte[] b = ("{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,"
+          + "\"text\":\" a b\",\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":300,"
+          + "\"completion_tokens\":2,\"total_tokens\":302}}\n").getBytes(StandardCharsets.UTF_8);
+      ex.getResponseHeaders().set("Content-Type", "application/json");
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+    open.add(() -> server.stop(0));
+    LoadGenerator.Result res = generator(url(server.getAddress().getPort()),
+        Duration.ofSeconds(5), Integer.MAX_VALUE).run(small(3, 1), "json");
+    assertThat(res.errors()).isEqualTo(Map.of("not a stream", 3));
+    assertThat(res.result().requests()).isZero();
+    assertThat(res.sent()).isEqualTo(3);
+  }
+
   @Test
   void aDialogWhoseTurnFailedGoesOnWithoutTheReplyItNeverGot() throws Exception {
     HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
