@@ -11,6 +11,7 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.protobuf.services.HealthStatusManager;
 import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
@@ -201,6 +202,7 @@ public final class ExtProcServer implements AutoCloseable {
     private Duration drainTimeout = DEFAULT_DRAIN_TIMEOUT;
     private @Nullable Executor executor;
     private @Nullable ServerBuilder<?> transport;
+    private @Nullable ServerTls tls;
 
     private Builder(Router router) {
       this.router = Objects.requireNonNull(router, "router");
@@ -341,6 +343,31 @@ public final class ExtProcServer implements AutoCloseable {
       return this;
     }
 
+    /**
+     * Serves TLS with the PEM certificate chain (the server's certificate first) and its
+     * unencrypted PKCS#8 PEM private key ({@code -----BEGIN PRIVATE KEY-----}), as the upstream
+     * endpoint picker serves {@code tls.crt} and {@code tls.key}; ext_proc and health share the
+     * port. Default: plaintext. The files are read now, once.
+     *
+     * @throws IllegalArgumentException naming the file, when one is missing or unreadable, holds
+     *     no certificate or key, or the key is not the certificate's
+     */
+    public Builder tls(Path certificateChain, Path privateKey) {
+      this.tls = ServerTls.fromPem(Objects.requireNonNull(certificateChain, "certificateChain"),
+          Objects.requireNonNull(privateKey, "privateKey"));
+      return this;
+    }
+
+    /**
+     * Serves TLS with a certificate made now: a new EC P-256 key, self-signed, for Envoy clusters
+     * that encrypt without validating the picker's certificate (the upstream endpoint picker's
+     * behaviour without a cert path). Default: plaintext.
+     */
+    public Builder selfSignedTls() {
+      this.tls = ServerTls.selfSigned();
+      return this;
+    }
+
     /** A transport other than Netty TCP (tests use gRPC's in-process one). */
     Builder transport(ServerBuilder<?> serverBuilder) {
       this.transport = serverBuilder;
@@ -380,7 +407,8 @@ public final class ExtProcServer implements AutoCloseable {
       if (b == null) {
         InetSocketAddress address = host == null ? new InetSocketAddress(port)
             : new InetSocketAddress(host, port);
-        b = NettyServerBuilder.forAddress(address, InsecureServerCredentials.create())
+        b = NettyServerBuilder.forAddress(address,
+                tls == null ? InsecureServerCredentials.create() : tls.credentials())
             // Envoy may be set to ping idle connections; tolerate any sane interval
             .permitKeepAliveTime(10, TimeUnit.SECONDS)
             .permitKeepAliveWithoutCalls(true)

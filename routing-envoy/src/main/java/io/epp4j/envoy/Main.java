@@ -40,7 +40,7 @@ public final class Main {
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
       + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
-      + "[--drain-timeout DURATION]";
+      + "[--drain-timeout DURATION] [--secure-serving[=true|false]] [--cert-path DIR]";
 
   static final String HELP = """
       routing-envoy: an Envoy ext_proc server that picks the model-server replica of each
@@ -75,6 +75,11 @@ public final class Main {
                                     config's metrics-data-source path
         --drain-timeout DUR         wait for open streams when stopping (0: cancel them at
                                     once); default 30s
+        --secure-serving[=BOOL]     serve TLS (ext_proc and health, same port); default
+                                    false: plaintext (the upstream picker's default is true)
+        --cert-path DIR             with --secure-serving: DIR/tls.crt (PEM certificate chain)
+                                    and DIR/tls.key (PEM PKCS#8 key); without it a self-signed
+                                    certificate is made at start
         --help, -h                  this text
 
       Durations: 200ms, 30s, 10m, 1h, 2d (a bare number is milliseconds) or ISO-8601 (PT30S).
@@ -169,6 +174,7 @@ public final class Main {
     Duration drain;
     boolean metrics;
     Duration metricsInterval;
+    boolean secure;
     try {
       List<Endpoint> endpoints = endpoints(o.get("endpoints"));
       b.endpoints(endpoints);
@@ -207,6 +213,18 @@ public final class Main {
       }
       if (o.containsKey("host")) {
         host(o.get("host"));
+      }
+      secure = bool("secure-serving", o.getOrDefault("secure-serving", "false"));
+      if (o.containsKey("cert-path") && o.get("cert-path").isBlank()) {
+        throw new IllegalArgumentException("--cert-path: '" + o.get("cert-path") + "' names no "
+            + "directory (one holding tls.crt and tls.key)");
+      }
+      if (o.containsKey("cert-path") && !secure) {
+        // plaintext while a certificate was handed over is never what was meant: say so, rather
+        // than serve a port Envoy's TLS cluster cannot talk to
+        throw new IllegalArgumentException("--cert-path is given but --secure-serving is "
+            + (o.containsKey("secure-serving") ? "false" : "off (plaintext is the default)")
+            + ": add --secure-serving=true to serve TLS");
       }
       String config = o.get("config");
       String preset = o.get("preset");
@@ -259,6 +277,18 @@ public final class Main {
       if (o.containsKey("host")) {
         sb.host(o.get("host"));
       }
+      if (secure) {
+        String dir = o.get("cert-path");
+        if (dir == null) {
+          sb.selfSignedTls();
+        } else {
+          try {
+            sb.tls(Path.of(dir, "tls.crt"), Path.of(dir, "tls.key"));
+          } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("--cert-path: " + e.getMessage(), e);
+          }
+        }
+      }
       server = sb.start();
     } catch (IllegalArgumentException e) {
       closeQuietly(scraper, router);
@@ -268,7 +298,11 @@ public final class Main {
       err.println("routing-envoy: " + e.getMessage());
       throw new Exit(1);
     }
-    out.println("routing-envoy: ext_proc and gRPC health on :" + server.port() + ", routing to "
+    out.println("routing-envoy: ext_proc and gRPC health on :" + server.port()
+        + (!secure ? " (plaintext)" : o.containsKey("cert-path")
+            ? " (TLS, " + Path.of(o.get("cert-path"), "tls.crt") + ")"
+            : " (TLS, self-signed certificate)")
+        + ", routing to "
         + String.join(", ", router.endpoints().stream().map(c -> c.id()).toList()) + " with "
         + (o.containsKey("config") ? o.get("config")
             : o.containsKey("preset") ? "the " + o.get("preset") + " preset"
@@ -293,7 +327,10 @@ public final class Main {
 
   private static final List<String> OPTIONS = List.of("endpoints", "port", "host", "config",
       "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
-      "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout");
+      "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout", "secure-serving",
+      "cert-path");
+  /** Options that alone mean true, as Go's boolean flags: {@code --secure-serving}. */
+  private static final Set<String> FLAGS = Set.of("secure-serving");
 
   /** {@code --name value} and {@code --name=value}; {@code --config-file} is {@code --config}. */
   static Map<String, String> parse(String[] args) {
@@ -319,6 +356,9 @@ public final class Main {
       }
       if (!OPTIONS.contains(name)) {
         throw new IllegalArgumentException("unknown option '--" + name + "'");
+      }
+      if (value == null && FLAGS.contains(name)) {
+        value = "true"; // a following word is not its value: --secure-serving false is an error
       }
       if (value == null) {
         if (i + 1 >= args.length) {

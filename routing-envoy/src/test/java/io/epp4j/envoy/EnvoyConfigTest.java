@@ -34,6 +34,8 @@ class EnvoyConfigTest {
       .add(ExternalProcessor.getDescriptor())
       .add(Router.getDescriptor())
       .add(HttpProtocolOptions.getDescriptor())
+      .add(io.envoyproxy.envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+          .getDescriptor())
       .build();
 
   static Bootstrap parse(String yaml) throws Exception {
@@ -135,6 +137,34 @@ class EnvoyConfigTest {
       assertThat(t.getMaxRequests().getValue()).as(c.getName() + " max_requests")
           .isGreaterThan(ENVOY_DEFAULT_THRESHOLD);
     }
+  }
+
+  @Test
+  void theCommentedTlsTransportSocketParsesOnTheExtProcCluster() throws Exception {
+    // the lines a user uncomments for --secure-serving: they must be what the Envoy API takes
+    String text = Files.readString(CONFIG, StandardCharsets.UTF_8);
+    StringBuilder tls = new StringBuilder();
+    boolean inBlock = false;
+    for (String line : text.split("\n", -1)) {
+      if (line.equals("    # transport_socket:")) {
+        inBlock = true;
+      } else if (!line.startsWith("    #   ")) {
+        inBlock = false;
+      }
+      tls.append(inBlock ? "    " + line.substring(6) : line).append('\n');
+    }
+    assertThat(tls.toString()).isNotEqualTo(text + "\n");
+    io.envoyproxy.envoy.config.cluster.v3.Cluster epp4j = parse(tls.toString())
+        .getStaticResources().getClustersList().stream()
+        .filter(c -> c.getName().equals("epp4j")).findFirst().orElseThrow();
+    assertThat(epp4j.getTransportSocket().getName()).isEqualTo("envoy.transport_sockets.tls");
+    assertThat(epp4j.getTransportSocket().getTypedConfig().unpack(
+        io.envoyproxy.envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext.class)
+        .hasCommonTlsContext()).isTrue();
+    // as shipped, the cluster stays plaintext, as the server's default is
+    assertThat(parse(text).getStaticResources().getClustersList().stream()
+        .filter(c -> c.getName().equals("epp4j")).findFirst().orElseThrow()
+        .hasTransportSocket()).isFalse();
   }
 
   @Test
