@@ -202,7 +202,7 @@ public final class ExtProcServer implements AutoCloseable {
     private Duration drainTimeout = DEFAULT_DRAIN_TIMEOUT;
     private @Nullable Executor executor;
     private @Nullable ServerBuilder<?> transport;
-    private @Nullable ServerTls tls;
+    private io.grpc.@Nullable ServerCredentials tls;
 
     private Builder(Router router) {
       this.router = Objects.requireNonNull(router, "router");
@@ -353,8 +353,22 @@ public final class ExtProcServer implements AutoCloseable {
      *     no certificate or key, or the key is not the certificate's
      */
     public Builder tls(Path certificateChain, Path privateKey) {
-      this.tls = ServerTls.fromPem(Objects.requireNonNull(certificateChain, "certificateChain"),
-          Objects.requireNonNull(privateKey, "privateKey"));
+      return tls(certificateChain, privateKey, false);
+    }
+
+    /**
+     * As {@link #tls(Path, Path)}; with {@code reloadWhenChanged} the files are read again when
+     * their modification time or size changes (looked at on a handshake, at most once a second),
+     * as the upstream endpoint picker's {@code --enable-cert-reload}: new connections get the new
+     * certificate, open ones keep theirs. New files that cannot be read or do not match are
+     * logged and the certificate in use stays.
+     */
+    public Builder tls(Path certificateChain, Path privateKey, boolean reloadWhenChanged) {
+      Objects.requireNonNull(certificateChain, "certificateChain");
+      Objects.requireNonNull(privateKey, "privateKey");
+      this.tls = reloadWhenChanged
+          ? new ReloadingKeyManager(certificateChain, privateKey).credentials()
+          : ServerTls.fromPem(certificateChain, privateKey).credentials();
       return this;
     }
 
@@ -364,7 +378,7 @@ public final class ExtProcServer implements AutoCloseable {
      * behaviour without a cert path). Default: plaintext.
      */
     public Builder selfSignedTls() {
-      this.tls = ServerTls.selfSigned();
+      this.tls = ServerTls.selfSigned().credentials();
       return this;
     }
 
@@ -408,7 +422,7 @@ public final class ExtProcServer implements AutoCloseable {
         InetSocketAddress address = host == null ? new InetSocketAddress(port)
             : new InetSocketAddress(host, port);
         b = NettyServerBuilder.forAddress(address,
-                tls == null ? InsecureServerCredentials.create() : tls.credentials())
+                tls == null ? InsecureServerCredentials.create() : tls)
             // Envoy may be set to ping idle connections; tolerate any sane interval
             .permitKeepAliveTime(10, TimeUnit.SECONDS)
             .permitKeepAliveWithoutCalls(true)

@@ -40,7 +40,8 @@ public final class Main {
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
       + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
-      + "[--drain-timeout DURATION] [--secure-serving[=true|false]] [--cert-path DIR]";
+      + "[--drain-timeout DURATION] [--secure-serving[=true|false]] [--cert-path DIR] "
+      + "[--enable-cert-reload[=true|false]]";
 
   static final String HELP = """
       routing-envoy: an Envoy ext_proc server that picks the model-server replica of each
@@ -80,6 +81,8 @@ public final class Main {
         --cert-path DIR             with --secure-serving: DIR/tls.crt (PEM certificate chain)
                                     and DIR/tls.key (PEM PKCS#8 key); without it a self-signed
                                     certificate is made at start
+        --enable-cert-reload[=BOOL] read --cert-path's files again when they change; default
+                                    false
         --help, -h                  this text
 
       Durations: 200ms, 30s, 10m, 1h, 2d (a bare number is milliseconds) or ISO-8601 (PT30S).
@@ -219,6 +222,11 @@ public final class Main {
         throw new IllegalArgumentException("--cert-path: '" + o.get("cert-path") + "' names no "
             + "directory (one holding tls.crt and tls.key)");
       }
+      if (bool("enable-cert-reload", o.getOrDefault("enable-cert-reload", "false"))
+          && !o.containsKey("cert-path")) {
+        throw new IllegalArgumentException("--enable-cert-reload needs --cert-path: it reloads "
+            + "that directory's tls.crt and tls.key");
+      }
       if (o.containsKey("cert-path") && !secure) {
         // plaintext while a certificate was handed over is never what was meant: say so, rather
         // than serve a port Envoy's TLS cluster cannot talk to
@@ -283,7 +291,8 @@ public final class Main {
           sb.selfSignedTls();
         } else {
           try {
-            sb.tls(Path.of(dir, "tls.crt"), Path.of(dir, "tls.key"));
+            sb.tls(Path.of(dir, "tls.crt"), Path.of(dir, "tls.key"),
+                bool("enable-cert-reload", o.getOrDefault("enable-cert-reload", "false")));
           } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("--cert-path: " + e.getMessage(), e);
           }
@@ -300,7 +309,9 @@ public final class Main {
     }
     out.println("routing-envoy: ext_proc and gRPC health on :" + server.port()
         + (!secure ? " (plaintext)" : o.containsKey("cert-path")
-            ? " (TLS, " + Path.of(o.get("cert-path"), "tls.crt") + ")"
+            ? " (TLS, " + Path.of(o.get("cert-path"), "tls.crt")
+                + (o.containsKey("enable-cert-reload") && bool("enable-cert-reload",
+                    o.get("enable-cert-reload")) ? ", reloaded when changed" : "") + ")"
             : " (TLS, self-signed certificate)")
         + ", routing to "
         + String.join(", ", router.endpoints().stream().map(c -> c.id()).toList()) + " with "
@@ -328,9 +339,9 @@ public final class Main {
   private static final List<String> OPTIONS = List.of("endpoints", "port", "host", "config",
       "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
       "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout", "secure-serving",
-      "cert-path");
+      "cert-path", "enable-cert-reload");
   /** Options that alone mean true, as Go's boolean flags: {@code --secure-serving}. */
-  private static final Set<String> FLAGS = Set.of("secure-serving");
+  private static final Set<String> FLAGS = Set.of("secure-serving", "enable-cert-reload");
 
   /** {@code --name value} and {@code --name=value}; {@code --config-file} is {@code --config}. */
   static Map<String, String> parse(String[] args) {

@@ -245,6 +245,57 @@ class TlsServingTest {
   }
 
   @Test
+  void enableCertReloadServesTheNewCertificateOnceTheFilesChange() throws Exception {
+    Path certs = dir.resolve("certs");
+    Path first = write(ServerTls.selfSigned(), certs);
+    Path firstCopy = Files.copy(first, dir.resolve("first.crt"));
+    Main.Running r = main("--secure-serving", "--cert-path", certs.toString(),
+        "--enable-cert-reload");
+    assertThat(out.toString(StandardCharsets.UTF_8)).contains("reloaded when changed");
+    assertThat(health(channel(r.server.port(),
+        TlsChannelCredentials.newBuilder().trustManager(firstCopy.toFile()).build())))
+        .isEqualTo(ServingStatus.SERVING);
+
+    // a rotation: new files, with a modification time of their own
+    Path second = write(ServerTls.selfSigned(), dir.resolve("second"));
+    Files.copy(dir.resolve("second").resolve("tls.key"), certs.resolve("tls.key"),
+        java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+    Files.copy(second, certs.resolve("tls.crt"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+    java.nio.file.attribute.FileTime later = java.nio.file.attribute.FileTime.fromMillis(
+        System.currentTimeMillis() + 5_000);
+    Files.setLastModifiedTime(certs.resolve("tls.crt"), later);
+    Files.setLastModifiedTime(certs.resolve("tls.key"), later);
+
+    // the files are looked at on a handshake at most once a second: new connections until one
+    // sees the new certificate (10 s at most), each a fresh channel trusting only that one
+    StatusRuntimeException last = null;
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    boolean served = false;
+    while (!served && System.nanoTime() < deadline) {
+      ManagedChannel ch = channel(r.server.port(),
+          TlsChannelCredentials.newBuilder().trustManager(second.toFile()).build());
+      try {
+        served = health(ch) == ServingStatus.SERVING;
+      } catch (StatusRuntimeException e) {
+        last = e;
+        Thread.sleep(200);
+      }
+    }
+    assertThat(served).as("the new certificate is served; last failure: %s", last).isTrue();
+    // and the old one no longer
+    ManagedChannel old = channel(r.server.port(),
+        TlsChannelCredentials.newBuilder().trustManager(firstCopy.toFile()).build());
+    assertThatThrownBy(() -> health(old)).isInstanceOf(StatusRuntimeException.class);
+  }
+
+  @Test
+  void enableCertReloadWithoutCertPathIsAUsageError() {
+    assertThat(exitOf("--secure-serving", "--enable-cert-reload")).isEqualTo(2);
+    assertThat(err.toString(StandardCharsets.UTF_8))
+        .contains("--enable-cert-reload needs --cert-path");
+  }
+
+  @Test
   void secureServingTakesItsValueOnlyAfterAnEqualsSign() {
     // as Go's boolean flags: a following word is an argument of its own, not the value
     assertThat(exitOf("--secure-serving", "false")).isEqualTo(2);
