@@ -185,6 +185,12 @@ public final class Main {
             + "--enable-force-include-usage); otherwise only when stream_options.include_usage")
     boolean forceIncludeUsage;
 
+    @Option(names = "--enable-prompt-tokens-details",
+        description = "usage names the prompt tokens found in the prefix cache, "
+            + "prompt_tokens_details.cached_tokens, as vLLM's flag of that name; off, as in vLLM, "
+            + "it does not")
+    boolean promptTokensDetails;
+
     @Option(names = "--max-threads", defaultValue = "" + StandInVllm.Options.DEFAULT_MAX_THREADS,
         converter = PositiveConverter.class,
         description = "threads handling connections; more connections wait their turn; "
@@ -197,7 +203,7 @@ public final class Main {
     @Override
     public Integer call() {
       StandInVllm.Options o = new StandInVllm.Options(model, ttft, itl, kvBlocks, maxNumSeqs,
-          maxModelLen, forceIncludeUsage, maxThreads);
+          maxModelLen, forceIncludeUsage, maxThreads, promptTokensDetails);
       try {
         server = StandInVllm.start(new InetSocketAddress(port), o);
       } catch (IOException e) {

@@ -37,9 +37,10 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>It is not a model and not an emulator of vLLM's performance: it answers with canned words,
  * counts about four bytes of prompt as one token, waits a fixed time to first token and between
- * tokens, and keeps a prefix cache of chained 16-token blocks so that
- * {@code usage.prompt_tokens_details.cached_tokens} and the prefix-cache counters show whether a
- * router sends a shared prefix to the same replica.
+ * tokens, and keeps a prefix cache of chained 16-token blocks so that the prefix-cache counters
+ * (and, with {@link Options#promptTokensDetails}, as vLLM's {@code --enable-prompt-tokens-details},
+ * {@code usage.prompt_tokens_details.cached_tokens}) show whether a router sends a shared prefix
+ * to the same replica.
  */
 public final class StandInVllm implements AutoCloseable {
   /** vLLM's default KV block size. */
@@ -79,17 +80,30 @@ public final class StandInVllm implements AutoCloseable {
    *                          requests cannot make the server start a thread for each. /health,
    *                          /metrics and /v1/models are answered by the server's own few
    *                          threads, at once however many completions wait
+   * @param promptTokensDetails usage names the prompt tokens found in the prefix cache,
+   *                          {@code prompt_tokens_details.cached_tokens} (0 included), as vLLM's
+   *                          {@code --enable-prompt-tokens-details}; off, as in vLLM, a whole
+   *                          answer's usage has {@code "prompt_tokens_details": null} and a
+   *                          stream's usage chunk no such key
    */
   public record Options(String model, Duration ttft, Duration interTokenLatency, int kvBlocks,
-      int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage, int maxThreads) {
+      int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage, int maxThreads,
+      boolean promptTokensDetails) {
     /** Default for {@link #maxThreads}. */
     public static final int DEFAULT_MAX_THREADS = 1024;
 
-    /** With {@link #DEFAULT_MAX_THREADS} threads. */
+    /** With {@link #DEFAULT_MAX_THREADS} threads and no prompt tokens details. */
     public Options(String model, Duration ttft, Duration interTokenLatency, int kvBlocks,
         int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage) {
       this(model, ttft, interTokenLatency, kvBlocks, maxNumSeqs, maxModelLen, forceIncludeUsage,
           DEFAULT_MAX_THREADS);
+    }
+
+    /** Without prompt tokens details, as vLLM by default. */
+    public Options(String model, Duration ttft, Duration interTokenLatency, int kvBlocks,
+        int maxNumSeqs, int maxModelLen, boolean forceIncludeUsage, int maxThreads) {
+      this(model, ttft, interTokenLatency, kvBlocks, maxNumSeqs, maxModelLen, forceIncludeUsage,
+          maxThreads, false);
     }
 
     public Options {
@@ -111,12 +125,18 @@ public final class StandInVllm implements AutoCloseable {
 
     public Options withModel(String m) {
       return new Options(m, ttft, interTokenLatency, kvBlocks, maxNumSeqs, maxModelLen,
-          forceIncludeUsage, maxThreads);
+          forceIncludeUsage, maxThreads, promptTokensDetails);
     }
 
     public Options withLatency(Duration firstToken, Duration perToken) {
       return new Options(model, firstToken, perToken, kvBlocks, maxNumSeqs, maxModelLen,
-          forceIncludeUsage, maxThreads);
+          forceIncludeUsage, maxThreads, promptTokensDetails);
+    }
+
+    /** As vLLM's {@code --enable-prompt-tokens-details}: see {@link #promptTokensDetails}. */
+    public Options withPromptTokensDetails(boolean on) {
+      return new Options(model, ttft, interTokenLatency, kvBlocks, maxNumSeqs, maxModelLen,
+          forceIncludeUsage, maxThreads, on);
     }
   }
 
@@ -174,6 +194,11 @@ public final class StandInVllm implements AutoCloseable {
   /** Starts a stand-in server on {@code address} (port 0 picks a free port). */
   public static StandInVllm start(InetSocketAddress address, Options options) throws IOException {
     return new StandInVllm(address, options);
+  }
+
+  /** What the server was started with. */
+  public Options options() {
+    return options;
   }
 
   /** The port it listens on. */
@@ -561,12 +586,24 @@ public final class StandInVllm implements AutoCloseable {
           .put("model", options.model());
     }
 
-    ObjectNode usage() {
+    /**
+     * The answer's usage, as vLLM's: the cached prompt tokens only with
+     * {@link Options#promptTokensDetails}; without it a whole answer, which vLLM writes with every
+     * field of its usage model, has {@code "prompt_tokens_details": null}, and a stream's usage
+     * chunk, written without its unset fields, has no such key.
+     *
+     * @param whole for a whole answer, not a stream's usage chunk
+     */
+    ObjectNode usage(boolean whole) {
       ObjectNode u = JSON.createObjectNode()
           .put("prompt_tokens", ask.promptTokens())
           .put("total_tokens", ask.promptTokens() + ask.maxTokens())
           .put("completion_tokens", ask.maxTokens());
-      u.putObject("prompt_tokens_details").put("cached_tokens", cachedTokens);
+      if (options.promptTokensDetails()) {
+        u.putObject("prompt_tokens_details").put("cached_tokens", cachedTokens);
+      } else if (whole) {
+        u.putNull("prompt_tokens_details");
+      }
       return u;
     }
   }
@@ -591,7 +628,7 @@ public final class StandInVllm implements AutoCloseable {
     }
     choice.putNull("logprobs");
     choice.put("finish_reason", a.ask.finishReason());
-    body.set("usage", a.usage());
+    body.set("usage", a.usage(true));
     try {
       send(ex, 200, "application/json", body.toString());
       return true;
@@ -653,7 +690,7 @@ public final class StandInVllm implements AutoCloseable {
       if (a.ask.includeUsage() || options.forceIncludeUsage()) {
         ObjectNode last = a.envelope(true);
         last.putArray("choices");
-        last.set("usage", a.usage());
+        last.set("usage", a.usage(false));
         event(out, last.toString());
       }
       event(out, "[DONE]");

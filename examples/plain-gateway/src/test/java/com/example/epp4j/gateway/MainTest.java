@@ -85,6 +85,21 @@ class MainTest {
   }
 
   @Test
+  void theStandInNamesCachedTokensOnlyWithEnablePromptTokensDetails() {
+    for (boolean on : new boolean[] {false, true}) {
+      CommandLine cli = commandLine();
+      String[] args = on
+          ? new String[] {"stand-in", "--port", "0", "--enable-prompt-tokens-details"}
+          : new String[] {"stand-in", "--port", "0"};
+      assertThat(cli.execute(args)).isZero();
+      try (StandInVllm s = ((Main.StandInCommand) cli.getSubcommands().get("stand-in")
+          .getCommand()).server) {
+        assertThat(s.options().promptTokensDetails()).as("flag given: %s", on).isEqualTo(on);
+      }
+    }
+  }
+
+  @Test
   void startsTheStandInAndTheGatewayInFrontOfIt() throws Exception {
     CommandLine standInCli = commandLine();
     assertThat(standInCli.execute("stand-in", "--port", "0", "--model", "qwen3", "--ttft-ms", "0",

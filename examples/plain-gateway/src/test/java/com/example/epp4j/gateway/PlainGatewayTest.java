@@ -76,7 +76,8 @@ class PlainGatewayTest {
 
   StandInVllm standIn(Duration ttft, Duration itl) throws IOException {
     StandInVllm s = StandInVllm.start(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
-        StandInVllm.Options.defaults().withModel("qwen3").withLatency(ttft, itl));
+        StandInVllm.Options.defaults().withModel("qwen3").withLatency(ttft, itl)
+            .withPromptTokensDetails(true));
     open.add(s);
     return s;
   }

@@ -112,7 +112,32 @@ class StandInVllmTest {
     assertThat(u.path("prompt_tokens").asInt()).isEqualTo(25); // 100 bytes at four per token
     assertThat(u.path("completion_tokens").asInt()).isEqualTo(3);
     assertThat(u.path("total_tokens").asInt()).isEqualTo(28);
-    assertThat(u.path("prompt_tokens_details").path("cached_tokens").asInt()).isZero();
+    assertThat(u.has("prompt_tokens_details")).isTrue();
+    assertThat(u.path("prompt_tokens_details").isNull()).isTrue(); // as vLLM without the flag
+  }
+
+  @Test
+  void usageNamesCachedTokensOnlyWithPromptTokensDetails() throws Exception {
+    String whole = "{\"prompt\":\"" + "a".repeat(100) + "\",\"max_tokens\":2}";
+    String stream = "{\"prompt\":\"" + "a".repeat(100) + "\",\"max_tokens\":2,\"stream\":true,"
+        + "\"stream_options\":{\"include_usage\":true}}";
+    StandInVllm plain = start();
+    JsonNode plainWhole = JSON.readTree(post(plain, "/v1/completions", whole).body()).path("usage");
+    assertThat(plainWhole.path("prompt_tokens").asInt()).isEqualTo(25);
+    assertThat(plainWhole.get("prompt_tokens_details").isNull()).isTrue();
+    List<JsonNode> plainEvents = events(post(plain, "/v1/completions", stream).body());
+    JsonNode plainChunk = plainEvents.get(plainEvents.size() - 1).path("usage");
+    assertThat(plainChunk.path("prompt_tokens").asInt()).isEqualTo(25);
+    assertThat(plainChunk.has("prompt_tokens_details")).isFalse();
+
+    StandInVllm detailed = start(StandInVllm.Options.defaults()
+        .withLatency(Duration.ZERO, Duration.ZERO).withPromptTokensDetails(true));
+    JsonNode first = JSON.readTree(post(detailed, "/v1/completions", whole).body()).path("usage");
+    assertThat(first.path("prompt_tokens_details").path("cached_tokens").isInt()).isTrue();
+    assertThat(first.path("prompt_tokens_details").path("cached_tokens").asInt()).isZero();
+    List<JsonNode> again = events(post(detailed, "/v1/completions", stream).body());
+    assertThat(again.get(again.size() - 1).path("usage").path("prompt_tokens_details")
+        .path("cached_tokens").asInt()).isEqualTo(16); // one full block of the 25 tokens
   }
 
   @Test
@@ -152,7 +177,8 @@ class StandInVllmTest {
 
   @Test
   void aSharedPrefixIsCachedBlockByBlock() throws Exception {
-    StandInVllm s = start();
+    StandInVllm s = start(StandInVllm.Options.defaults().withLatency(Duration.ZERO, Duration.ZERO)
+        .withPromptTokensDetails(true));
     String prefix = "p".repeat(640); // ten 16-token blocks at four bytes per token
     int[] cached = new int[2];
     for (int i = 0; i < 2; i++) {
