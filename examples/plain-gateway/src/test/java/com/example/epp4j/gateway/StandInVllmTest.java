@@ -340,6 +340,8 @@ class StandInVllmTest {
     assertThat(post(s, "/v1/completions",
         "{\"prompt\":\"hi\",\"max_tokens\":1,\"stream_options\":null}").statusCode())
         .isEqualTo(200);
+    // counted once the answer is written, so possibly just after the client has read it
+    await("2 answered", () -> s.finishedRequests() >= 2);
     assertThat(s.finishedRequests()).isEqualTo(2);
   }
 
@@ -535,6 +537,8 @@ class StandInVllmTest {
     assertThat(post(s, "/v1/chat/completions", "{\"max_tokens\":1,\"messages\":["
         + "{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\"},"
         + "{\"role\":\"user\",\"content\":null}]}").statusCode()).isEqualTo(200);
+    // counted once the answer is written, so possibly just after the client has read it
+    await("1 answered", () -> s.finishedRequests() >= 1);
     assertThat(s.finishedRequests()).isEqualTo(1);
   }
 
@@ -552,6 +556,8 @@ class StandInVllmTest {
       assertThat(error.path("param").asText()).isEqualTo("prompt");
       assertThat(error.path("message").asText()).contains("out of vocabulary");
     }
+    // counted once the answer is written, so possibly just after the client has read it
+    await("1 answered", () -> s.finishedRequests() >= 1);
     assertThat(s.finishedRequests()).isEqualTo(1);
   }
 
