@@ -800,7 +800,8 @@ final class EmulatedServer implements AutoCloseable {
   private Object promptTokens(RequestBody body, boolean chat, boolean generating) {
     Object parsed = parsePrompt(body, chat, generating);
     if (parsed instanceof int[] ids && ids.length == 0) {
-      return "the prompt is empty";
+      // vLLM's engine refuses a request whose prompt has no tokens in these words
+      return generating ? "The decoder prompt cannot be empty" : "the prompt is empty";
     }
     return parsed;
   }
@@ -865,9 +866,13 @@ final class EmulatedServer implements AutoCloseable {
     // told what vLLM would tell it first.
     // vLLM's request model runs its validators on the raw body before any field's type is
     // checked, the one defined last first: for a chat check_tool_usage, then check_logprobs,
-    // then validate_stream_options; for a completion validate_stream_options, then
-    // check_logprobs (each refused in vLLM's words, naming the field)
-    String[] invalid = chat ? toolUsageInvalid(body) : streamOptionsInvalid(body);
+    // then validate_stream_options; for a completion validate_prompt_and_prompt_embeds, then
+    // validate_stream_options, then check_logprobs (each refused in vLLM's words, naming the
+    // field where vLLM's error does)
+    String[] invalid = chat ? toolUsageInvalid(body) : promptMissing(request);
+    if (invalid == null && !chat) {
+      invalid = streamOptionsInvalid(body);
+    }
     if (invalid == null) {
       invalid = logprobsInvalid(body, chat);
     }
@@ -1388,6 +1393,19 @@ final class EmulatedServer implements AutoCloseable {
       t = w.tokenizer();
     }
     return t instanceof io.epp4j.kvevents.HuggingFaceTokenizer hf ? hf.decode(ids) : null;
+  }
+
+  /**
+   * What vLLM's completion request model ({@code validate_prompt_and_prompt_embeds}) refuses, as
+   * {message, field}, or null: a prompt left out, null or {@code ""} without prompt embeds (left
+   * out, null or {@code []}). A list that holds no token is the engine's refusal, later.
+   */
+  static String @Nullable [] promptMissing(RequestBody request) {
+    if (request.promptMissing()) {
+      // a plain ValueError in vLLM, whose error names no param
+      return new String[] {"Either prompt or prompt_embeds must be provided and non-empty.", null};
+    }
+    return null;
   }
 
   /**

@@ -60,6 +60,9 @@ final class RequestBody {
 
   private final ObjectNode fields;
   private @Nullable Prompt prompt;
+  // field prompt given as null; field prompt_embeds given as something other than null or []
+  private boolean promptNull;
+  private boolean promptEmbeds;
   private @Nullable Prompt tokens;
   private boolean hasMessages;
   // a List<ChatMessage>, or a String naming what is wrong
@@ -77,6 +80,16 @@ final class RequestBody {
   /** Field {@code prompt}, or null when the body has none. */
   @Nullable Prompt prompt() {
     return prompt;
+  }
+
+  /**
+   * Whether vLLM's completion request model refuses the body for its prompt
+   * ({@code validate_prompt_and_prompt_embeds}): a prompt left out, null or {@code ""}, and
+   * prompt embeds left out, null or {@code []}.
+   */
+  boolean promptMissing() {
+    boolean empty = prompt == null || promptNull || prompt instanceof Text t && t.text().isEmpty();
+    return empty && !promptEmbeds;
   }
 
   /** Field {@code tokens} ({@code /detokenize}), never a text; null when the body has none. */
@@ -122,7 +135,26 @@ final class RequestBody {
         p.nextToken();
         // as in a tree, a field given twice is its last value
         switch (name) {
-          case "prompt" -> r.prompt = readPrompt(p, vocab);
+          case "prompt" -> {
+            r.promptNull = p.currentToken() == JsonToken.VALUE_NULL;
+            r.prompt = readPrompt(p, vocab);
+          }
+          case "prompt_embeds" -> {
+            // only whether it is given: the replica does not take embeddings
+            JsonToken t0 = p.currentToken();
+            if (t0 == JsonToken.START_ARRAY) {
+              // the array's elements, each skipped whole, up to its end
+              boolean any = false;
+              for (JsonToken e = p.nextToken(); e != JsonToken.END_ARRAY; e = p.nextToken()) {
+                any = true;
+                p.skipChildren();
+              }
+              r.promptEmbeds = any;
+            } else {
+              r.promptEmbeds = t0 != JsonToken.VALUE_NULL;
+              p.skipChildren();
+            }
+          }
           case "tokens" -> r.tokens = readTokens(p, vocab);
           case "messages" -> {
             r.hasMessages = true;
@@ -159,7 +191,8 @@ final class RequestBody {
     }
     JsonToken first = p.nextToken();
     if (first == JsonToken.END_ARRAY) {
-      return new Bad("field 'prompt' must be a string or a non-empty array of token IDs");
+      // a valid list of token IDs to vLLM's request model: its engine refuses it as empty
+      return new Ids(new int[0]);
     }
     if (first == JsonToken.VALUE_STRING || first == JsonToken.START_ARRAY) {
       // a batch: of one prompt (served as that prompt), or of several
@@ -169,7 +202,7 @@ final class RequestBody {
       } else {
         p.nextToken();
         one = p.currentToken() == JsonToken.END_ARRAY
-            ? new Bad("field 'prompt' must be a string or a non-empty array of token IDs")
+            ? new Ids(new int[0]) // a batch of one empty prompt, refused as the prompt is
             : readIds(p, vocab, "prompt");
       }
       int size = 1;

@@ -49,7 +49,9 @@ class ServeValidationOrderTest {
   @Test
   void aMissingPromptOrChatIsNamedBeforeAnUnknownModel() throws Exception {
     int port = replica.start();
-    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"max_tokens\":1}", 400, "'prompt'");
+    // in the words of vLLM's request validator, which names the prompt without quotes
+    assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"max_tokens\":1}", 400,
+        "Either prompt or prompt_embeds must be provided");
     assertError(port, "/v1/chat/completions", "{" + UNKNOWN + ",\"max_tokens\":1}", 400,
         "'messages'");
   }
