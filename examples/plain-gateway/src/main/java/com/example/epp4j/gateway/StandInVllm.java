@@ -799,6 +799,13 @@ public final class StandInVllm implements AutoCloseable {
       throw new BadRequest(400, "BadRequestError", "When using `tool_choice`, `tools` must be"
           + " set. (parameter=tool_choice)", "tool_choice");
     }
+    // a completion's prompt left out, null or "" without prompt embeds: vLLM's completion
+    // request model refuses it first (validate_prompt_and_prompt_embeds, a plain ValueError that
+    // names no param), before its stream options validator and the model
+    if (!chat && promptMissing(root)) {
+      throw new BadRequest(400, "BadRequestError",
+          "Either prompt or prompt_embeds must be provided and non-empty.");
+    }
     // vLLM's stream options validator, which runs before the model is looked at (for a chat
     // after its tools check, as vLLM's validators run the one defined last first), tests both
     // values for Python truth: an empty stream_options object passes. Its error names the
@@ -884,7 +891,13 @@ public final class StandInVllm implements AutoCloseable {
     } else {
       JsonNode prompt = root.get("prompt");
       if (prompt == null || prompt.isNull()) {
+        // given prompt embeds instead, which the stand-in does not take
         throw new BadRequest("'prompt' is required");
+      }
+      if (prompt.isArray() && (prompt.isEmpty()
+          || prompt.size() == 1 && prompt.get(0).isArray() && prompt.get(0).isEmpty())) {
+        // [] or [[]]: valid to vLLM's request model; its engine refuses the empty prompt
+        throw new BadRequest(400, "BadRequestError", "The decoder prompt cannot be empty");
       }
       if (prompt.isTextual()) {
         text.append(prompt.asText());
@@ -979,6 +992,19 @@ public final class StandInVllm implements AutoCloseable {
   }
 
   /** Python's truth of a JSON value: null, false, 0, "" and empty containers are false. */
+  /**
+   * Whether vLLM's completion request model refuses the body for its prompt: a prompt left out,
+   * null or {@code ""}, and prompt embeds left out, null or {@code []}.
+   */
+  private static boolean promptMissing(JsonNode root) {
+    JsonNode prompt = root.path("prompt");
+    JsonNode embeds = root.path("prompt_embeds");
+    boolean promptEmpty = prompt.isMissingNode() || prompt.isNull() || "".equals(prompt.textValue());
+    boolean embedsEmpty = embeds.isMissingNode() || embeds.isNull()
+        || embeds.isArray() && embeds.isEmpty();
+    return promptEmpty && embedsEmpty;
+  }
+
   private static boolean truthy(@Nullable JsonNode v) {
     if (v == null || v.isNull()) {
       return false;

@@ -117,6 +117,35 @@ class StandInVllmTest {
   }
 
   @Test
+  void aCompletionWithoutAPromptIsRefusedInVllmsWordsAndOrder() throws Exception {
+    StandInVllm s = start();
+    // left out, null or "": vLLM's request validator, before the stream options and the model
+    for (String prompt : new String[] {"", "\"prompt\":\"\",", "\"prompt\":null,",
+        "\"prompt\":\"\",\"prompt_embeds\":[],"}) {
+      HttpResponse<String> r = post(s, "/v1/completions", "{" + prompt
+          + "\"model\":\"other\",\"max_tokens\":1,\"stream_options\":{\"include_usage\":true}}");
+      assertThat(r.statusCode()).as(prompt).isEqualTo(400);
+      JsonNode error = JSON.readTree(r.body()).path("error");
+      assertThat(error.path("message").asText()).as(prompt)
+          .isEqualTo("Either prompt or prompt_embeds must be provided and non-empty.");
+      assertThat(error.path("type").asText()).isEqualTo("BadRequestError");
+      assertThat(error.path("param").isNull()).as(prompt).isTrue();
+    }
+    // a list without tokens: vLLM's engine, once the model is found
+    for (String prompt : new String[] {"[]", "[[]]"}) {
+      HttpResponse<String> r = post(s, "/v1/completions",
+          "{\"prompt\":" + prompt + ",\"max_tokens\":1}");
+      assertThat(r.statusCode()).as(prompt).isEqualTo(400);
+      JsonNode error = JSON.readTree(r.body()).path("error");
+      assertThat(error.path("message").asText()).isEqualTo("The decoder prompt cannot be empty");
+      assertThat(error.path("param").isNull()).isTrue();
+      assertThat(post(s, "/v1/completions", "{\"model\":\"other\",\"prompt\":" + prompt
+          + ",\"max_tokens\":1}").statusCode()).as(prompt).isEqualTo(404);
+    }
+    assertThat(s.finishedRequests() + s.abortedRequests()).isZero();
+  }
+
+  @Test
   void usageNamesCachedTokensOnlyWithPromptTokensDetails() throws Exception {
     String whole = "{\"prompt\":\"" + "a".repeat(100) + "\",\"max_tokens\":2}";
     String stream = "{\"prompt\":\"" + "a".repeat(100) + "\",\"max_tokens\":2,\"stream\":true,"
