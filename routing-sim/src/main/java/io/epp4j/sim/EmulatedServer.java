@@ -2201,6 +2201,10 @@ final class EmulatedServer implements AutoCloseable {
   String metrics() {
     EmulatedCluster.Stats s = cluster.stats(replica);
     String labels = "engine=\"0\",model_name=\"" + labelValue(model) + "\"";
+    // a series' labels in name order, as vLLM's Prometheus client writes them: a label of its
+    // own (finished_reason, le) between engine and model_name
+    String engine = "engine=\"0\",";
+    String modelName = ",model_name=\"" + labelValue(model) + "\"";
     StringBuilder b = new StringBuilder(4096);
     gauge(b, "vllm:num_requests_running", "Number of requests in model execution batches.",
         labels, s.running());
@@ -2226,8 +2230,8 @@ final class EmulatedServer implements AutoCloseable {
     b.append("# HELP ").append(success).append(" Count of successfully processed requests.\n")
         .append("# TYPE ").append(success).append(" counter\n");
     for (String reason : FINISH_REASONS) {
-      b.append(success).append('{').append(labels).append(",finished_reason=\"").append(reason)
-          .append("\"} ").append(reason.equals("length") ? (double) (finished - stopped)
+      b.append(success).append('{').append(engine).append("finished_reason=\"").append(reason)
+          .append('"').append(modelName).append("} ").append(reason.equals("length") ? (double) (finished - stopped)
               : reason.equals("stop") ? (double) stopped : 0.0)
           .append('\n');
     }
@@ -2254,11 +2258,12 @@ final class EmulatedServer implements AutoCloseable {
         .append("# TYPE ").append(h).append(" histogram\n");
     long[] counts = s.ttftBucketCounts();
     for (int i = 0; i < counts.length; i++) {
-      b.append(h).append("_bucket{").append(labels).append(",le=\"")
-          .append(EmulatedCluster.TTFT_BUCKETS[i]).append("\"} ").append((double) counts[i])
-          .append('\n');
+      b.append(h).append("_bucket{").append(engine).append("le=\"")
+          .append(EmulatedCluster.TTFT_BUCKETS[i]).append('"').append(modelName).append("} ")
+          .append((double) counts[i]).append('\n');
     }
-    b.append(h).append("_bucket{").append(labels).append(",le=\"+Inf\"} ")
+    b.append(h).append("_bucket{").append(engine).append("le=\"+Inf\"").append(modelName)
+        .append("} ")
         .append((double) s.ttftCount()).append('\n');
     b.append(h).append("_count{").append(labels).append("} ").append((double) s.ttftCount())
         .append('\n');

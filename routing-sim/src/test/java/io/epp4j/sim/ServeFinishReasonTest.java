@@ -100,11 +100,12 @@ class ServeFinishReasonTest {
     HttpResponse<String> metrics = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
         URI.create("http://127.0.0.1:" + port + "/metrics")).GET().build(),
         HttpResponse.BodyHandlers.ofString());
-    String labels = "{engine=\"0\",model_name=\"" + HardwareProfile.qwen3H100Mps6().model()
-        + "\",finished_reason=\"";
+    // in name order, as vLLM's Prometheus client writes a series' labels
+    String labels = "{engine=\"0\",finished_reason=\"";
+    String model = "\",model_name=\"" + HardwareProfile.qwen3H100Mps6().model() + "\"}";
     assertThat(metrics.body())
-        .contains("vllm:request_success_total" + labels + "stop\"} 3.0\n")
-        .contains("vllm:request_success_total" + labels + "length\"} 6.0\n");
+        .contains("vllm:request_success_total" + labels + "stop" + model + " 3.0\n")
+        .contains("vllm:request_success_total" + labels + "length" + model + " 6.0\n");
   }
 
   /**

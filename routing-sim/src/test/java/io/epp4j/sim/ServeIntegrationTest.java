@@ -476,6 +476,9 @@ class ServeIntegrationTest {
         + hw.model() + "\"} 96.0");
     assertThat(text).contains("vllm:time_to_first_token_seconds_count{engine=\"0\",model_name=\""
         + hw.model() + "\"} 2.0");
+    // a bucket's le between engine and model_name, in name order as vLLM's client writes labels
+    assertThat(text).contains("vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\","
+        + "model_name=\"" + hw.model() + "\"} 2.0");
 
     try (Router router = Router.builder().endpoint(Endpoint.of("127.0.0.1", p)).build();
         MetricsScraper scraper = MetricsScraper.builder(router)
@@ -489,20 +492,23 @@ class ServeIntegrationTest {
   void everyFinishReasonHasASuccessSeriesFromTheStartAsInVllm() throws Exception {
     Serve s = start(1);
     int p = port(s, 0);
-    String labels = "{engine=\"0\",model_name=\"" + HardwareProfile.qwen3H100Mps6().model()
-        + "\",finished_reason=\"";
+    // in name order, as vLLM's Prometheus client writes a series' labels
+    String labels = "{engine=\"0\",finished_reason=\"";
+    String model = "\",model_name=\"" + HardwareProfile.qwen3H100Mps6().model() + "\"}";
     String before = get(p, "/metrics").body();
     for (String reason : List.of("stop", "length", "abort", "error", "repetition")) {
       assertThat(before).as("before any request").contains(
-          "vllm:request_success_total" + labels + reason + "\"} 0.0\n");
+          "vllm:request_success_total" + labels + reason + model + " 0.0\n");
     }
     assertThat(before).containsOnlyOnce("# TYPE vllm:request_success_total counter\n");
 
     post(p, "/v1/completions", "{\"prompt\":" + tokens(5, 20) + ",\"max_tokens\":2}");
     String after = get(p, "/metrics").body();
-    assertThat(after).contains("vllm:request_success_total" + labels + "length\"} 1.0\n");
+    assertThat(after)
+        .contains("vllm:request_success_total" + labels + "length" + model + " 1.0\n");
     for (String reason : List.of("stop", "abort", "error", "repetition")) {
-      assertThat(after).contains("vllm:request_success_total" + labels + reason + "\"} 0.0\n");
+      assertThat(after)
+          .contains("vllm:request_success_total" + labels + reason + model + " 0.0\n");
     }
     assertThat(PrometheusMetrics.parse(after).isOk()).as(after).isTrue();
   }
