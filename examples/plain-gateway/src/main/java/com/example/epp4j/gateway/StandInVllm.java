@@ -1133,15 +1133,16 @@ public final class StandInVllm implements AutoCloseable {
         promptTokens.get());
     counter(sb, "vllm:generation_tokens_total", "Number of generation tokens processed.", l,
         generationTokens.get());
-    // a series per finish reason, as vLLM creates them: the stand-in's answers end on stop or
-    // length. A request whose client left is not counted under any: vLLM's abort path ends it
-    // without recording finished-request stats
+    // a series per finish reason, as vLLM creates them (one per value of its FinishReason:
+    // stop, length, abort, error, repetition): the stand-in's answers end on stop or length. A
+    // request whose client left is not counted under any: vLLM's abort path ends it without
+    // recording finished-request stats
     String success = "vllm:request_success_total";
     sb.append("# HELP ").append(success).append(" Count of successfully processed requests.\n")
         .append("# TYPE ").append(success).append(" counter\n");
     long stops = stopped.get(); // before finished, which is counted first
     long lengths = finished.get() - stops;
-    for (String reason : new String[] {"stop", "length", "abort"}) {
+    for (String reason : new String[] {"stop", "length", "abort", "error", "repetition"}) {
       sb.append(success).append("{engine=\"0\",finished_reason=\"").append(reason)
           .append("\",model_name=\"").append(model).append("\"} ")
           .append(reason.equals("length") ? (double) lengths

@@ -689,7 +689,8 @@ class StandInVllmTest {
     StandInVllm s = start(new StandInVllm.Options("stand-in", Duration.ZERO, Duration.ofMillis(20),
         4000, 64, 32768, false));
     String text = get(s, "/metrics").body();
-    for (String reason : new String[] {"stop", "length", "abort"}) {
+    // current vLLM's finish reasons (FINISH_REASON_STRINGS), each a series from the start
+    for (String reason : new String[] {"stop", "length", "abort", "error", "repetition"}) {
       assertThat(text).contains("vllm:request_success_total{engine=\"0\",finished_reason=\""
           + reason + "\",model_name=\"stand-in\"} 0.0");
     }
