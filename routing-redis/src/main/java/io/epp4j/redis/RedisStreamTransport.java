@@ -191,6 +191,11 @@ final class RedisStreamTransport implements HintTransport {
    * {@link #RECYCLE_ABOVE_BYTES}): the next command opens a new one.
    */
   private boolean reopen;
+  /**
+   * Whether a command was given {@link #connection}: one found closed before its first command
+   * is replaced (see {@link #connection()}), one that served commands is not.
+   */
+  private boolean used;
   /** When this transport next sets the stream's TTL after an append; every connection at once. */
   private long ttlDueNanos;
 
@@ -213,10 +218,27 @@ final class RedisStreamTransport implements HintTransport {
       connect(); // a failure is the command's, as a connection lost would be
     }
     StatefulRedisConnection<byte[], byte[]> c = connection;
+    if (c != null && !c.isOpen() && !used) {
+      // closed after connect() returned it and before its first command: Lettuce's handshake
+      // timeout runs on another thread, and when the handshake succeeds just as it fires, the
+      // connection is handed over and its channel closed right after. Nothing was sent on it, so
+      // one new connection takes its place, as if connect() had returned that one; a failure to
+      // connect is the command's. A connection that served commands and then closed is left to
+      // the caller, whose reconnection checks what it missed
+      connect();
+      c = connection;
+    }
     if (c == null || !c.isOpen()) {
       throw new IllegalStateException("not connected");
     }
+    used = true;
     return c;
+  }
+
+  /** Whether the connection is open, as the next command would find it; for tests. */
+  boolean connectionOpen() {
+    StatefulRedisConnection<byte[], byte[]> c = connection;
+    return c != null && c.isOpen();
   }
 
   @Override
@@ -456,6 +478,7 @@ final class RedisStreamTransport implements HintTransport {
     StatefulRedisConnection<byte[], byte[]> c = connection;
     connection = null;
     reopen = false;
+    used = false;
     codec.longest = 0;
     if (c != null) {
       try {

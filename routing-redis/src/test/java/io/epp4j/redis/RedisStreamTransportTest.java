@@ -240,4 +240,60 @@ class RedisStreamTransportTest {
       f.close();
     }
   }
+
+  /**
+   * Lettuce's handshake timeout fires on another thread than the handshake's: when the handshake
+   * succeeds just as the timeout fires, connect() returns the connection and the timeout closes
+   * its channel right after. The first command then found it closed and failed ("not
+   * connected"): the publisher logged {@code Redis unreachable (publisher: IllegalStateException)}
+   * with Redis up, dropped the batch it had assembled and backed off. Here the server closes the
+   * connection between connect() and the first command (CLIENT KILL, then waiting until the
+   * client has seen it close): that command opens a new connection and succeeds. A connection
+   * that served a command and then closed still fails the next one, for the replication loop to
+   * reconnect and check what it missed.
+   */
+  @Test
+  void aConnectionClosedBeforeItsFirstCommandIsReplacedByThatCommand() throws Exception {
+    String key = newKey();
+    byte[] k = key.getBytes(StandardCharsets.UTF_8);
+    RedisStreamTransport.Factory f = factory(Duration.ofSeconds(10), key);
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (var a = admin.connect(ByteArrayCodec.INSTANCE)) {
+      RedisStreamTransport t = (RedisStreamTransport) f.create();
+      RedisCommands<byte[], byte[]> sync = a.sync();
+      t.connect();
+      long opened = info(sync, "stats", "total_connections_received");
+      killOthersAndAwaitClosed(sync, t);
+
+      String id = t.append(new byte[] {1});
+      assertThat(sync.xlen(k)).isEqualTo(1);
+      assertThat(t.read(HintTransport.OLDEST, 10, Duration.ofMillis(100)))
+          .extracting(HintTransport.Entry::id).containsExactly(id);
+      assertThat(info(sync, "stats", "total_connections_received") - opened)
+          .as("connections opened by the first command").isEqualTo(1);
+
+      // this connection served commands: its loss is the caller's to handle
+      killOthersAndAwaitClosed(sync, t);
+      assertThatThrownBy(() -> t.append(new byte[] {2}))
+          .isInstanceOf(IllegalStateException.class);
+      assertThat(sync.xlen(k)).isEqualTo(1);
+      t.close();
+    } finally {
+      admin.shutdown();
+      f.close();
+    }
+  }
+
+  /** Has the server close every client but {@code sync}'s and waits until {@code t} saw it. */
+  private static void killOthersAndAwaitClosed(RedisCommands<byte[], byte[]> sync,
+      RedisStreamTransport t) throws InterruptedException {
+    assertThat(t.connectionOpen()).isTrue();
+    assertThat(sync.clientKill(io.lettuce.core.KillArgs.Builder.typeNormal().skipme()))
+        .isEqualTo(1);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (t.connectionOpen() && System.nanoTime() < deadline) {
+      Thread.sleep(5);
+    }
+    assertThat(t.connectionOpen()).as("the client saw its connection close").isFalse();
+  }
 }
