@@ -1136,8 +1136,10 @@ public final class RedisReplication implements Plugin, RequestListener {
           + " router's own state, retrying with backoff");
     } else if (refusalCode(e) != null) {
       // connected, and the server answered with an error (WRONGTYPE on the key, OOM, READONLY,
-      // NOPERM...): its code says what to fix; the rest of the reply is not logged
-      log.report(Level.WARNING, "refused", "Redis refused a command (" + who + ": "
+      // NOPERM...): its code says what to fix; the rest of the reply is not logged. Each thread
+      // has its own minute: a server made a replica answers the reader's blocked read with
+      // UNBLOCKED and then every XADD with READONLY, which a shared one left unsaid
+      log.report(Level.WARNING, "refused-" + who, "Redis refused a command (" + who + ": "
           + refusalCode(e) + " on stream '" + s.streamKey() + "'); routing continues on this"
           + " router's own state, retrying with backoff");
     } else {

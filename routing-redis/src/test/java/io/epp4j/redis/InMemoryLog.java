@@ -22,6 +22,20 @@ final class InMemoryLog {
   private volatile boolean cutsEntries;
   /** Connections are accepted but every command fails, as a server that refuses writes does. */
   private volatile boolean refusing;
+  /** Error replies appends, and reads, fail with (a Redis error reply's text); null: none. */
+  private volatile String refuseAppendsWith;
+  private volatile String refuseReadsWith;
+
+  /** Appends fail as Redis answering {@code reply} (e.g. "READONLY ...") does; null: they work. */
+  void refuseAppends(String reply) {
+    refuseAppendsWith = reply;
+  }
+
+  /** Reads fail as Redis answering {@code reply} does; null: they work. */
+  void refuseReads(String reply) {
+    refuseReadsWith = reply;
+  }
+
   /** Whether the log answers {@link HintTransport#nowMillis} (its ids are a sequence number). */
   private volatile boolean clock;
   private final java.util.concurrent.atomic.AtomicInteger connects =
@@ -234,6 +248,9 @@ final class InMemoryLog {
           }
         }
         check();
+        if (refuseAppendsWith != null) {
+          throw new io.lettuce.core.RedisCommandExecutionException(refuseAppendsWith);
+        }
         InMemoryLog.this.append(batch);
         return "";
       }
@@ -261,6 +278,9 @@ final class InMemoryLog {
       @Override
       public List<Entry> read(String afterId, int max, Duration maxWait) throws Exception {
         check();
+        if (refuseReadsWith != null) {
+          throw new io.lettuce.core.RedisCommandExecutionException(refuseReadsWith);
+        }
         if (!readsHeld) {
           synchronized (InMemoryLog.this) {
             // checked again under the monitor that appends take: a hold that came between the

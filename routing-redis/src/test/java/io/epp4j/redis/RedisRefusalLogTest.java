@@ -139,4 +139,129 @@ class RedisRefusalLogTest {
     RedisReplicationTest.await("b applied a prefix a routed once Redis took writes again",
         () -> rb.appliedPrefixes() > applied);
   }
+
+  private List<String> warnings(String containing) {
+    return logged.stream().filter(r -> r.getLevel() == Level.WARNING)
+        .map(LogRecord::getMessage).filter(m -> m.contains(containing)).toList();
+  }
+
+  private List<Router> twoRouters(String pool) throws InterruptedException {
+    String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+        "uri: '%s', pool: %s, heartbeatMillis: 200".formatted(REDIS.uri(), pool), "");
+    List<Router> both = new ArrayList<>();
+    for (String id : List.of("a", "b")) {
+      Router r = Router.builder().endpoints(RedisReplicationTest.endpoints())
+          .configYaml(yaml, "router " + id).build();
+      routers.add(r);
+      both.add(r);
+    }
+    RedisReplicationTest.awaitConnected(both.toArray(Router[]::new));
+    return both;
+  }
+
+  /**
+   * A Redis made a replica (a failover that demoted it, a URI that points at a replica) answers
+   * every XADD with {@code READONLY} and still serves reads. As with OOM: one warning naming the
+   * code, the hints not sent counted, the gauge down, routing goes on, and once the server takes
+   * writes again (promoted) the hints reach the other routers.
+   */
+  @Test
+  void aReadOnlyReplicaIsReportedOnceAndReplicationResumesWhenPromoted() throws Exception {
+    List<Router> both = twoRouters("readonly-" + ProcessHandle.current().pid());
+    Router a = both.get(0);
+    RedisReplication ra = RedisReplicationTest.replication(a);
+    RedisReplication rb = RedisReplicationTest.replication(both.get(1));
+    int noMaster;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      noMaster = s.getLocalPort(); // closed below: the replica's master never answers
+    }
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (StatefulRedisConnection<String, String> c = admin.connect()) {
+      c.sync().replicaof("127.0.0.1", noMaster);
+      try {
+        long droppedBefore = ra.dropped();
+        int routed = 0;
+        // routing on: a publisher with nothing to send sends nothing to be refused, and stays up
+        boolean down = false;
+        long deadline = System.nanoTime() + RedisReplicationTest.DEADLINE.toNanos();
+        while ((ra.dropped() == droppedBefore || !down) && System.nanoTime() - deadline < 0) {
+          a.route(RedisReplicationTest.prompt(1_000 + routed++, 64, null))
+              .onComplete(RedisReplicationTest.DONE);
+          Thread.sleep(5);
+          down |= !ra.connected();
+        }
+        assertThat(ra.dropped()).as("records a could not send").isGreaterThan(droppedBefore);
+        assertThat(down).as("a's publisher counted down").isTrue();
+        long until = System.nanoTime() + 1_500_000_000L;
+        while (System.nanoTime() - until < 0) {
+          assertThat(a.route(RedisReplicationTest.prompt(2_000 + routed++, 64, null)).isRouted())
+              .isTrue();
+          Thread.sleep(20);
+        }
+        List<String> readOnly = warnings("READONLY");
+        assertThat(readOnly).as("warnings naming READONLY").hasSize(1);
+        assertThat(readOnly.get(0)).contains("publisher").doesNotContain("unreachable");
+        assertThat(warnings("unreachable")).as("warnings saying Redis is unreachable").isEmpty();
+      } finally {
+        c.sync().replicaofNoOne();
+      }
+    } finally {
+      admin.shutdown();
+    }
+    RedisReplicationTest.awaitConnected(a);
+    long applied = rb.appliedPrefixes();
+    a.route(RedisReplicationTest.prompt(3_000, 64, null)).onComplete(RedisReplicationTest.DONE);
+    RedisReplicationTest.await("b applied a prefix a routed once Redis took writes again",
+        () -> rb.appliedPrefixes() > applied);
+  }
+
+  /**
+   * A password required after the routers connected ({@code requirepass} set, or the user's
+   * password changed) leaves their connections working; the next connection each opens (here:
+   * the server closed them all) is refused with {@code NOAUTH}. One warning says the credentials
+   * were refused (per router), the gauge stays 0 while they are, routing goes on, and once the server accepts
+   * the routers again they reconnect and the hints flow.
+   */
+  @Test
+  void credentialsRequiredMidSessionAreReportedOnceAndReplicationResumesWhenAccepted()
+      throws Exception {
+    List<Router> both = twoRouters("noauth-" + ProcessHandle.current().pid());
+    Router a = both.get(0);
+    RedisReplication ra = RedisReplicationTest.replication(a);
+    RedisReplication rb = RedisReplicationTest.replication(both.get(1));
+    String password = "pw-" + ProcessHandle.current().pid();
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (StatefulRedisConnection<String, String> c = admin.connect()) {
+      c.sync().configSet("requirepass", password);
+      try {
+        // the admin's connection was authenticated before: it stays
+        assertThat(c.sync().clientKill(io.lettuce.core.KillArgs.Builder.typeNormal().skipme()))
+            .as("the routers' connections").isEqualTo(4);
+        RedisReplicationTest.await("both routers' credentials are refused",
+            () -> warnings("credentials").size() >= 2);
+        int routed = 0;
+        long until = System.nanoTime() + 1_500_000_000L;
+        while (System.nanoTime() - until < 0) {
+          assertThat(a.route(RedisReplicationTest.prompt(2_000 + routed++, 64, null)).isRouted())
+              .isTrue();
+          assertThat(ra.connected()).as("a connected while its credentials are refused").isFalse();
+          Thread.sleep(20);
+        }
+        List<String> refused = warnings("credentials");
+        assertThat(refused).as("warnings saying the credentials were refused, one per router")
+            .hasSize(2);
+        assertThat(logged).extracting(LogRecord::getMessage).noneMatch(m -> m.contains(password));
+      } finally {
+        c.sync().configSet("requirepass", "");
+      }
+    } finally {
+      admin.shutdown();
+    }
+    RedisReplicationTest.awaitConnected(a, both.get(1));
+    long applied = rb.appliedPrefixes();
+    a.route(RedisReplicationTest.prompt(3_000, 64, null)).onComplete(RedisReplicationTest.DONE);
+    RedisReplicationTest.await("b applied a prefix a routed once Redis accepted it again",
+        () -> rb.appliedPrefixes() > applied);
+  }
 }

@@ -605,6 +605,30 @@ class ReplicationLogicTest {
     open.onComplete(new Usage(1, 0, 1));
   }
 
+  /**
+   * A server made a replica answers the reader's blocked read with {@code UNBLOCKED}, then every
+   * XADD with {@code READONLY}. Both threads' refusals shared one warning a minute: the reader's
+   * took it and the publisher's READONLY, the code that says what to fix, went unsaid for a
+   * minute. Each thread now has its own.
+   */
+  @Test
+  void aRefusalOfThePublisherIsReportedAfterOneOfTheReader() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    try (io.epp4j.testkit.CapturedLog captured =
+        io.epp4j.testkit.CapturedLog.of(RedisReplication.class.getName())) {
+      log.refuseReads("UNBLOCKED force unblock from blocking operation");
+      Router a = router(log, "p", "a", 1000);
+      await("the reader's refusal is reported",
+          () -> captured.text().contains("reader: UNBLOCKED"));
+      log.refuseReads(null);
+      log.refuseAppends("READONLY You can't write against a read only replica.");
+      RoutingDecision open = a.route(prompt(1));
+      await("the publisher's refusal is reported",
+          () -> captured.text().contains("publisher: READONLY"));
+      open.onComplete(new Usage(1, 0, 1));
+    }
+  }
+
   static int inFlight(Router r, String endpointId) {
     for (var c : r.endpoints()) {
       if (c.id().equals(endpointId)) {
