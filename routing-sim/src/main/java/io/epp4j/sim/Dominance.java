@@ -18,6 +18,12 @@ import org.jspecify.annotations.Nullable;
  * {@link #P95_FACTOR} × the best other's + {@link #P95_SLACK_MS}. The best hit rate and the best
  * p95 may come from different policies: a point is only won when no single rival is better on
  * either measure.
+ *
+ * <p>A measure a policy has no figure for at a point (NaN: no hit rate when it looked up no prompt,
+ * no TTFT p95 when it served no request) is judged so that it never wins: the policy under test
+ * without a figure misses the target on that measure and loses the point; another policy without
+ * one is no rival on that measure (it beats nothing), and when no other policy has a figure the
+ * policy under test's figure meets the target on that measure.
  */
 final class Dominance {
   private Dominance() {}
@@ -56,18 +62,42 @@ final class Dominance {
    *
    * @param point   the results of every policy at that point
    * @param subject the policy under test's result
-   * @param bestHit the other policy with the highest hit rate
-   * @param bestP95 the other policy with the lowest TTFT p95
+   * @param bestHit the other policy with the highest hit rate (when none has one, an other
+   *     policy without one)
+   * @param bestP95 the other policy with the lowest TTFT p95 (when none has one, an other policy
+   *     without one)
    */
   record Verdict(ScenarioResult point, PolicyResult subject, PolicyResult bestHit,
       PolicyResult bestP95, Outcome outcome) {
 
     boolean hitOk() {
-      return subject.prefixCacheHitRate() >= bestHit.prefixCacheHitRate() - HIT_TOLERANCE;
+      return meets(subject.prefixCacheHitRate(), bestHit.prefixCacheHitRate() - HIT_TOLERANCE,
+          true);
     }
 
     boolean p95Ok() {
-      return subject.ttftP95Ms() <= P95_FACTOR * bestP95.ttftP95Ms() + P95_SLACK_MS;
+      return meets(subject.ttftP95Ms(), P95_FACTOR * bestP95.ttftP95Ms() + P95_SLACK_MS, false);
+    }
+
+    /** At least as good as the best other on both measures. */
+    boolean atLeastAsGood() {
+      return meets(subject.prefixCacheHitRate(), bestHit.prefixCacheHitRate(), true)
+          && meets(subject.ttftP95Ms(), bestP95.ttftP95Ms(), false);
+    }
+
+    /**
+     * Whether {@code value} reaches {@code bound} (at least it when {@code higherIsBetter}, at
+     * most it otherwise): never without a figure, always against a bound no rival has a figure
+     * for.
+     */
+    private static boolean meets(double value, double bound, boolean higherIsBetter) {
+      if (Double.isNaN(value)) {
+        return false;
+      }
+      if (Double.isNaN(bound)) {
+        return true;
+      }
+      return higherIsBetter ? value >= bound : value <= bound;
     }
   }
 
@@ -86,10 +116,12 @@ final class Dominance {
         self = r;
         continue;
       }
-      if (bestHit == null || r.prefixCacheHitRate() > bestHit.prefixCacheHitRate()) {
+      // a policy without a figure is no rival: any one with a figure takes its place
+      if (bestHit == null
+          || better(r.prefixCacheHitRate(), bestHit.prefixCacheHitRate(), true)) {
         bestHit = r;
       }
-      if (bestP95 == null || r.ttftP95Ms() < bestP95.ttftP95Ms()) {
+      if (bestP95 == null || better(r.ttftP95Ms(), bestP95.ttftP95Ms(), false)) {
         bestP95 = r;
       }
     }
@@ -99,9 +131,14 @@ final class Dominance {
     }
     Verdict v = new Verdict(point, self, bestHit, bestP95, Outcome.LOST);
     Outcome o = !(v.hitOk() && v.p95Ok()) ? Outcome.LOST
-        : self.prefixCacheHitRate() >= bestHit.prefixCacheHitRate()
-            && self.ttftP95Ms() <= bestP95.ttftP95Ms() ? Outcome.WON : Outcome.TIED;
+        : v.atLeastAsGood() ? Outcome.WON : Outcome.TIED;
     return new Verdict(point, self, bestHit, bestP95, o);
+  }
+
+  /** Whether figure {@code a} beats {@code b}; no figure beats nothing, any figure beats none. */
+  private static boolean better(double a, double b, boolean higherIsBetter) {
+    return !Double.isNaN(a)
+        && (Double.isNaN(b) || (higherIsBetter ? a > b : a < b));
   }
 
   /**
@@ -279,18 +316,20 @@ final class Dominance {
     }
     List<String> w = new ArrayList<>();
     if (!v.hitOk()) {
-      w.add(String.format(Locale.ROOT, "hit %.1f points below %s",
-          (v.bestHit().prefixCacheHitRate() - v.subject().prefixCacheHitRate()) * 100,
-          v.bestHit().policy()));
+      w.add(Double.isNaN(v.subject().prefixCacheHitRate()) ? "no hit rate: no prompt looked up"
+          : String.format(Locale.ROOT, "hit %.1f points below %s",
+              (v.bestHit().prefixCacheHitRate() - v.subject().prefixCacheHitRate()) * 100,
+              v.bestHit().policy()));
     }
     if (!v.p95Ok()) {
-      w.add(String.format(Locale.ROOT, "p95 %.2f × %s's", v.subject().ttftP95Ms()
-          / v.bestP95().ttftP95Ms(), v.bestP95().policy()));
+      w.add(Double.isNaN(v.subject().ttftP95Ms()) ? "no TTFT p95: no request served"
+          : String.format(Locale.ROOT, "p95 %.2f × %s's", v.subject().ttftP95Ms()
+              / v.bestP95().ttftP95Ms(), v.bestP95().policy()));
     }
     return " (" + String.join("; ", w) + ")";
   }
 
   private static String pct(double v) {
-    return Double.isNaN(v) ? "-" : String.format(Locale.ROOT, "%.1f%%", v * 100);
+    return Double.isNaN(v) ? Report.NO_FIGURE : String.format(Locale.ROOT, "%.1f%%", v * 100);
   }
 }

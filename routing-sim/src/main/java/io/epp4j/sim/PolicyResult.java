@@ -9,7 +9,9 @@ package io.epp4j.sim;
  *
  * <p>A latency figure (TTFT, ITL, E2E percentiles, routing times, P/D transfer times) is NaN
  * when the run has no sample of it: ITL when every output is one token, all of them when no
- * request was served. The table prints {@code –}, the JSON {@code null}, the CSV an empty field.
+ * request was served. So is the hit rate when no prompt was looked up (every request refused
+ * or longer than the context). The table prints {@code –}, the JSON {@code null}, the CSV an
+ * empty field.
  *
  * @param rejectedRequests requests that were never served: refused by the router, or longer than
  *     the model's context (refused before routing, as vLLM answers 400), including the later

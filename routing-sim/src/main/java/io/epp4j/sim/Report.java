@@ -314,11 +314,11 @@ public final class Report {
         pn.put("scenario", v.point().scenario());
         pn.put("loadLevel", v.point().loadLevel());
         pn.put("seed", v.point().seed());
-        pn.put("hitRate", round(v.subject().prefixCacheHitRate(), 4));
-        pn.put("ttftP95Ms", round(v.subject().ttftP95Ms(), 2));
-        pn.put("bestOtherHitRate", round(v.bestHit().prefixCacheHitRate(), 4));
+        putNumber(pn, "hitRate", round(v.subject().prefixCacheHitRate(), 4));
+        putNumber(pn, "ttftP95Ms", round(v.subject().ttftP95Ms(), 2));
+        putNumber(pn, "bestOtherHitRate", round(v.bestHit().prefixCacheHitRate(), 4));
         pn.put("bestOtherHitPolicy", v.bestHit().policy());
-        pn.put("bestOtherTtftP95Ms", round(v.bestP95().ttftP95Ms(), 2));
+        putNumber(pn, "bestOtherTtftP95Ms", round(v.bestP95().ttftP95Ms(), 2));
         pn.put("bestOtherP95Policy", v.bestP95().policy());
         pn.put("outcome", v.outcome().name().toLowerCase(Locale.ROOT));
       }
@@ -632,19 +632,7 @@ public final class Report {
    */
   static void writeSweepChart(List<ScenarioResult> scenarios, Path p) throws IOException {
     System.setProperty("java.awt.headless", "true");
-    // scenario -> policy -> level -> {sum p95, sum hit, count}
-    java.util.Map<String, java.util.Map<String, java.util.TreeMap<Double, double[]>>> data =
-        new java.util.LinkedHashMap<>();
-    for (ScenarioResult s : scenarios) {
-      var byPolicy = data.computeIfAbsent(s.scenario(), k -> new java.util.LinkedHashMap<>());
-      for (PolicyResult r : s.results()) {
-        double[] acc = byPolicy.computeIfAbsent(r.policy(), k -> new java.util.TreeMap<>())
-            .computeIfAbsent(s.loadLevel(), k -> new double[3]);
-        acc[0] += r.ttftP95Ms();
-        acc[1] += r.prefixCacheHitRate();
-        acc[2]++;
-      }
-    }
+    var data = sweepMeans(scenarios);
     int panelW = 560;
     int panelH = 400;
     BufferedImage img = new BufferedImage(2 * panelW, panelH * data.size(),
@@ -665,6 +653,41 @@ public final class Report {
     if (!ImageIO.write(img, "png", p.toFile())) {
       throw new IOException("no PNG writer available");
     }
+  }
+
+  /**
+   * The sweep chart's points: scenario → policy → level → {mean TTFT p95, mean hit rate} over the
+   * seeds run at that level, each mean taken over the seeds that have the figure; NaN (no point
+   * drawn) when none has it, so a seed without a figure neither counts as 0 nor hides the others.
+   */
+  static java.util.Map<String, java.util.Map<String, java.util.TreeMap<Double, double[]>>>
+      sweepMeans(List<ScenarioResult> scenarios) {
+    // scenario -> policy -> level -> {sum p95, p95 count, sum hit, hit count}
+    java.util.Map<String, java.util.Map<String, java.util.TreeMap<Double, double[]>>> sums =
+        new java.util.LinkedHashMap<>();
+    for (ScenarioResult s : scenarios) {
+      var byPolicy = sums.computeIfAbsent(s.scenario(), k -> new java.util.LinkedHashMap<>());
+      for (PolicyResult r : s.results()) {
+        double[] acc = byPolicy.computeIfAbsent(r.policy(), k -> new java.util.TreeMap<>())
+            .computeIfAbsent(s.loadLevel(), k -> new double[4]);
+        if (!Double.isNaN(r.ttftP95Ms())) {
+          acc[0] += r.ttftP95Ms();
+          acc[1]++;
+        }
+        if (!Double.isNaN(r.prefixCacheHitRate())) {
+          acc[2] += r.prefixCacheHitRate();
+          acc[3]++;
+        }
+      }
+    }
+    for (var byPolicy : sums.values()) {
+      for (var levels : byPolicy.values()) {
+        levels.replaceAll((level, acc) -> new double[] {
+            acc[1] == 0 ? Double.NaN : acc[0] / acc[1],
+            acc[3] == 0 ? Double.NaN : acc[2] / acc[3]});
+      }
+    }
+    return sums;
   }
 
   private static void drawSweepPanel(Graphics2D g, String scenario,
@@ -696,13 +719,21 @@ public final class Report {
       for (var e : levels.entrySet()) {
         xLo = Math.min(xLo, e.getKey());
         xHi = Math.max(xHi, e.getKey());
-        double v = p95 ? e.getValue()[0] / e.getValue()[2] : e.getValue()[1] / e.getValue()[2];
+        double v = e.getValue()[p95 ? 0 : 1];
+        if (Double.isNaN(v)) {
+          continue;
+        }
         yLo = Math.min(yLo, v);
         yHi = Math.max(yHi, v);
       }
     }
     if (xHi <= xLo) {
       xHi = xLo + 1;
+    }
+    if (yLo > yHi) {
+      // no policy has a figure at any level: an empty panel on the default scale
+      yLo = 1;
+      yHi = 1;
     }
     double logLo = 0;
     double logHi = 1;
@@ -765,9 +796,14 @@ public final class Report {
       boolean first = true;
       List<int[]> points = new java.util.ArrayList<>();
       for (var lv : e.getValue().entrySet()) {
-        double[] acc = lv.getValue();
+        double v = lv.getValue()[p95 ? 0 : 1];
+        if (Double.isNaN(v)) {
+          // no figure at this level: no point, and the line starts again after it
+          first = true;
+          continue;
+        }
         int px = xOf.applyAsInt(lv.getKey());
-        int py = yOf.applyAsInt(p95 ? acc[0] / acc[2] : acc[1] / acc[2]);
+        int py = yOf.applyAsInt(v);
         if (first) {
           line.moveTo(px, py);
           first = false;

@@ -826,7 +826,8 @@ public final class Simulation {
     double span = (lastFinish - (firstArrival == Long.MAX_VALUE ? 0 : firstArrival)) / 1e9;
     return new PolicyResult(
         policy.name(),
-        queried == 0 ? 0 : hit / (double) queried,
+        // no prompt looked up (every request refused or too long): no figure, not 0% hits
+        queried == 0 ? Double.NaN : hit / (double) queried,
         ttft.percentile(50), ttft.percentile(95), ttft.percentile(99),
         itl.percentile(50),
         e2e.percentile(50), e2e.percentile(95),

@@ -102,6 +102,45 @@ class DominanceTest {
   }
 
   @Test
+  void aPolicyWithoutAFigureNeverWinsOnThatMeasureAndIsNoRivalOnIt() throws Exception {
+    double none = Double.NaN;
+    // the subject with no hit rate (it looked no prompt up) misses the target and says why
+    Dominance.Verdict noHit = judge(result("sticky", 0.5, 40), result("epp4j", none, 25));
+    assertThat(noHit.hitOk()).isFalse();
+    assertThat(noHit.outcome()).isEqualTo(Dominance.Outcome.LOST);
+    assertThat(Dominance.summary(List.of(noHit))).contains("no hit rate");
+    // nor does it win when no rival has one either
+    assertThat(judge(result("sticky", none, 40), result("epp4j", none, 25)).outcome())
+        .isEqualTo(Dominance.Outcome.LOST);
+    // no TTFT p95 (no request served) is no short tail
+    Dominance.Verdict noP95 = judge(result("sticky", 0.5, 40), result("epp4j", 0.9, none));
+    assertThat(noP95.p95Ok()).isFalse();
+    assertThat(noP95.outcome()).isEqualTo(Dominance.Outcome.LOST);
+    assertThat(Dominance.summary(List.of(noP95))).contains("no TTFT p95");
+
+    // a rival without figures, wherever it stands, hides neither the best hit nor the best tail
+    Dominance.Verdict v = judge(result("round-robin", none, none), result("sticky", 0.8, 40),
+        result("epp4j", 0.85, 30));
+    assertThat(v.bestHit().policy()).isEqualTo("sticky");
+    assertThat(v.bestP95().policy()).isEqualTo("sticky");
+    assertThat(v.outcome()).isEqualTo(Dominance.Outcome.WON);
+    Dominance.Verdict short_ = judge(result("round-robin", none, none), result("sticky", 0.8, 40),
+        result("epp4j", 0.6, 30));
+    assertThat(short_.outcome()).isEqualTo(Dominance.Outcome.LOST);
+    assertThat(short_.bestHit().policy()).isEqualTo("sticky");
+    // the subject's figures against rivals that have none meet the target
+    Dominance.Verdict alone = judge(result("sticky", none, none), result("epp4j", 0.3, 30));
+    assertThat(alone.hitOk()).isTrue();
+    assertThat(alone.p95Ok()).isTrue();
+
+    // the JSON shows a missing figure as null, not as NaN
+    var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(
+        Report.toJson(null, List.of(noHit.point()), List.of(noHit)));
+    assertThat(json.at("/dominance/points/0/hitRate").isNull()).isTrue();
+    assertThat(json.at("/dominance/points/0/bestOtherHitRate").asDouble()).isEqualTo(0.5);
+  }
+
+  @Test
   void aPointWithoutTheSubjectOrWithoutRivalsIsRefused() {
     assertThatThrownBy(() -> judge(result("sticky", 0.8, 40)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("epp4j");

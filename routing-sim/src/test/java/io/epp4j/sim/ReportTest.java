@@ -210,6 +210,42 @@ class ReportTest {
   }
 
   @Test
+  void aSweepChartAveragesTheSeedsThatHaveAFigureAndDrawsNoPointWhereNoneHas(@TempDir Path dir)
+      throws Exception {
+    double none = Double.NaN;
+    List<ScenarioResult> sweep = new java.util.ArrayList<>();
+    // level 1: two seeds, one without a hit rate (it looked no prompt up); level 2: neither has
+    double[][] hits = {{0.6, none}, {none, none}};
+    for (int l = 0; l < 2; l++) {
+      for (int seed = 0; seed < 2; seed++) {
+        PolicyResult r = result("sticky", hits[l][seed], 1, 2, 10, 0);
+        sweep.add(new ScenarioResult("multi-turn", "d", List.of(r), java.util.Map.of(), l + 1,
+            seed + 1, 0.9, 1.7));
+      }
+    }
+    var means = Report.sweepMeans(sweep).get("multi-turn").get("sticky");
+    assertThat(means.get(1.0)[1]).isEqualTo(0.6);
+    assertThat(means.get(2.0)[1]).isNaN();
+    assertThat(means.get(1.0)[0]).isEqualTo(87.3);
+    Path png = dir.resolve("s.png");
+    Report.writeChart(sweep, png);
+    BufferedImage img = ImageIO.read(png.toFile());
+    // a point without a figure would be drawn at the image's top edge, over the panel titles
+    int strayAtTop = 0;
+    int drawn = 0;
+    for (int y = 0; y < img.getHeight(); y++) {
+      for (int x = 0; x < img.getWidth(); x++) {
+        if ((img.getRGB(x, y) & 0xFFFFFF) == 0x1f77b4) {
+          drawn++;
+          strayAtTop += y < 30 ? 1 : 0;
+        }
+      }
+    }
+    assertThat(drawn).isPositive();
+    assertThat(strayAtTop).isZero();
+  }
+
+  @Test
   void aSweepChartDrawsEveryPolicyAtEveryLevelEvenWhenTwoCoincide(@TempDir Path dir)
       throws Exception {
     List<ScenarioResult> sweep = new java.util.ArrayList<>();

@@ -301,7 +301,7 @@ class SimulationTest {
     assertThat(r.requests()).isEqualTo(41);
     assertThat(r.clippedRequests()).isEqualTo(1);
     // 39 of the 40 short requests can hit the 2,048 shared tokens of their 3,000
-    assertThat(r.prefixCacheHitRate()).isGreaterThan(0.3);
+    assertThat(r.prefixCacheHitRate()).isNotNaN().isGreaterThan(0.3);
     assertThat(r.simulatedSeconds()).isGreaterThan(5.0);
   }
 
@@ -345,6 +345,29 @@ class SimulationTest {
   }
 
   @Test
+  void aPolicyThatLookedUpNoPromptHasNoHitRateRatherThanZero() throws Exception {
+    // every request refused: no replica looked a prompt up, so there is no hit rate to show
+    SharedPrefixWorkload w = new SharedPrefixWorkload(2, 2, LengthDist.fixed(500),
+        LengthDist.fixed(100), LengthDist.fixed(20), 12, 4, 0);
+    PolicyResult r = new Simulation(settings(1), w, REFUSES_ALL, null).run();
+    assertThat(r.rejectedRequests()).isEqualTo(12);
+    assertThat(r.prefixCacheHitRate()).isNaN();
+
+    List<ScenarioResult> s = List.of(new ScenarioResult(w.name(), w.describe(HW, 6), List.of(r)));
+    java.io.ByteArrayOutputStream table = new java.io.ByteArrayOutputStream();
+    Report.printTable(s.get(0),
+        new java.io.PrintStream(table, true, java.nio.charset.StandardCharsets.UTF_8));
+    String row = table.toString(java.nio.charset.StandardCharsets.UTF_8).lines()
+        .map(String::trim).filter(l -> l.startsWith(r.policy() + " ")).findFirst().orElseThrow();
+    assertThat(row.substring(r.policy().length()).trim().split("\\s+")[0])
+        .isEqualTo(Report.NO_FIGURE);
+    var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(Report.toJson(s));
+    assertThat(json.at("/scenarios/0/results/0/prefixCacheHitRate").isNull()).isTrue();
+    String csvRow = Report.toCsv(s).lines().skip(1).findFirst().orElseThrow();
+    assertThat(csvRow.split(",", -1)[2]).isEmpty();
+  }
+
+  @Test
   void dialogsGoOnAfterTheRouterRefusesATurn() {
     MultiTurnWorkload w = new MultiTurnWorkload(3, 4, 500, LengthDist.fixed(100),
         LengthDist.fixed(50), 0.5, 1.0);
@@ -376,7 +399,7 @@ class SimulationTest {
     PolicyResult r = new Simulation(eight, w, Policy.EPP_APPROXIMATE, null).run();
     assertThat(r.requests() + r.rejectedRequests()).isEqualTo(300);
     assertThat(r.clippedRequests()).isPositive();
-    assertThat(r.prefixCacheHitRate()).isPositive();
+    assertThat(r.prefixCacheHitRate()).isNotNaN().isPositive();
   }
 
   @Test
