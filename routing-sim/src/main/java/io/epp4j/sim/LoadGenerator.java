@@ -508,6 +508,23 @@ public final class LoadGenerator {
         || b.contains("context_length_exceeded");
   }
 
+  /** The body of an answer already counted: cancelled unread, which closes its connection. */
+  private static final class UnreadBody implements Flow.Subscriber<List<ByteBuffer>> {
+    @Override
+    public void onSubscribe(Flow.Subscription s) {
+      s.cancel();
+    }
+
+    @Override
+    public void onNext(List<ByteBuffer> buffers) {}
+
+    @Override
+    public void onError(Throwable t) {}
+
+    @Override
+    public void onComplete() {}
+  }
+
   /**
    * The body of a 400: keeps its first {@link #ERROR_BODY_BYTES} bytes and fails the request
    * as {@code http 400} when it ends, marked {@link Exchange#tooLong} when it says so.
@@ -522,7 +539,8 @@ public final class LoadGenerator {
 
     @Override
     public void onSubscribe(Flow.Subscription s) {
-      s.request(Long.MAX_VALUE);
+      // the deadline cancels it: a 400 whose body never ends is counted and its connection closed
+      x.subscribed(s);
     }
 
     @Override
@@ -612,7 +630,9 @@ public final class LoadGenerator {
       }
       if (info.statusCode() != 200) {
         fail("http " + info.statusCode());
-        return HttpResponse.BodySubscribers.replacing(null);
+        // counted already: the body is not read, and cancelling it closes the connection, so a
+        // body that never ends does not hold it open after the request is over
+        return HttpResponse.BodySubscribers.fromSubscriber(new UnreadBody());
       }
       // bounded lines: a body without line ends must not be buffered whole
       return HttpResponse.BodySubscribers.fromSubscriber(new SseLines(this));
@@ -641,6 +661,14 @@ public final class LoadGenerator {
 
     @Override
     public void onSubscribe(Flow.Subscription s) {
+      subscribed(s);
+    }
+
+    /**
+     * Reads the body of {@code s}, and keeps it for the deadline to cancel; cancels it at once
+     * when the request is already over (the deadline came first).
+     */
+    void subscribed(Flow.Subscription s) {
       subscription = s;
       if (over.get()) {
         s.cancel();

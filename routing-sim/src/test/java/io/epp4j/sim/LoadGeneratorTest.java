@@ -291,6 +291,53 @@ class LoadGeneratorTest {
   }
 
   @Test
+  void anErrorAnswerWhoseBodyNeverEndsHasItsConnectionClosedWhenItIsCounted() throws Exception {
+    // the first connection gets a 400, the second a 503, each with 1 byte of a 1,000-byte body
+    // and then nothing: each request is counted, and the client closes its connection
+    try (ServerSocket stalling = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+      java.util.concurrent.CountDownLatch closed = new java.util.concurrent.CountDownLatch(2);
+      List<Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+      Thread acceptor = new Thread(() -> {
+        try {
+          for (String status : List.of("400 Bad Request", "503 Service Unavailable")) {
+            Socket s = stalling.accept();
+            held.add(s);
+            s.getOutputStream().write(("HTTP/1.1 " + status + "\r\nContent-Type: application/json"
+                + "\r\nContent-Length: 1000\r\n\r\n{").getBytes(StandardCharsets.US_ASCII));
+            s.getOutputStream().flush();
+            Thread reader = new Thread(() -> {
+              try {
+                // the request, then the end of the connection (a close or a reset)
+                while (s.getInputStream().read(new byte[8192]) >= 0) {
+                  // discard
+                }
+              } catch (java.io.IOException reset) {
+                // closed too
+              }
+              closed.countDown();
+            });
+            reader.setDaemon(true);
+            reader.start();
+          }
+        } catch (java.io.IOException over) {
+          // the test is over
+        }
+      });
+      acceptor.setDaemon(true);
+      acceptor.start();
+      LoadGenerator.Result res = generator(url(stalling.getLocalPort()), Duration.ofMillis(500),
+          Integer.MAX_VALUE).run(small(2, 1), "stalling errors");
+      assertThat(res.errors()).isEqualTo(Map.of("timeout", 1, "http 503", 1));
+      // the generator is still open: only the cancelled bodies can have closed the connections
+      assertThat(closed.await(10, java.util.concurrent.TimeUnit.SECONDS))
+          .as("both connections closed by the client").isTrue();
+      for (Socket s : held) {
+        s.close();
+      }
+    }
+  }
+
+  @Test
   void anOpenLoopSendsOnItsScheduleWhateverTheServerDoes() throws Exception {
     try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
       List<Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
