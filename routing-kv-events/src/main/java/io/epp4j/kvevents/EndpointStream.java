@@ -71,6 +71,8 @@ final class EndpointStream {
    * seq has another batch under that number, which is how its restart shows.
    */
   private byte @Nullable [] lastAppliedPayload;
+  /** Whether a live message came since the stream opened or its publisher last disconnected. */
+  private boolean heardSinceDisconnect;
 
   /** How a replay ended. */
   private enum ReplayOutcome {
@@ -163,6 +165,7 @@ final class EndpointStream {
 
   /** Handles one live message with sequence number {@code seq}. */
   void onLive(long seq, byte[] payload) {
+    heardSinceDisconnect = true;
     if (seq == lastLiveSeq && Arrays.equals(payload, lastLivePayload)) {
       // delivered twice; a restarted engine reaching the same seq would say something else
       metrics.duplicates.increment();
@@ -194,6 +197,28 @@ final class EndpointStream {
     applyPayload(payload);
     expected = seq + 1;
     lastAppliedPayload = payload;
+  }
+
+  /**
+   * Per-endpoint mode: the connection to the endpoint's publisher dropped, and the messages it
+   * had delivered are handled. The engine may be restarting with an empty cache, and a new
+   * process whose first message to arrive carries exactly the seq expected next cannot be told
+   * from the old one going on (nothing in a batch names its process), so the endpoint's blocks
+   * are dropped now, counted as a resync. The seq expected and the last batch applied are kept:
+   * a gap after the reconnect is still replayed from that batch, which tells a restarted engine
+   * that passed the old numbering from the same one. A connection that drops before any message
+   * came (a stalled handshake retried) changes nothing.
+   */
+  void publisherDisconnected() {
+    if (!heardSinceDisconnect) {
+      return;
+    }
+    heardSinceDisconnect = false;
+    java.util.logging.Logger.getLogger(KvEventSubscriber.class.getName()).info("endpoint "
+        + endpointId + ": the connection to its KV-event publisher dropped; its blocks are"
+        + " dropped from the index (a restarted engine starts with an empty cache) and learned"
+        + " again from its next events");
+    resync();
   }
 
   /**

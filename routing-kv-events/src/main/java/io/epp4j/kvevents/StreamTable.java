@@ -43,6 +43,8 @@ final class StreamTable {
   private final Map<String, ReplayAddress> replayAddresses = new HashMap<>();
   private final Map<ZMQ.Socket, EndpointStream> bySocket = new IdentityHashMap<>();
   private final List<ZMQ.Socket> subSockets = new ArrayList<>();
+  /** Per-endpoint mode: the disconnect monitor of each SUB socket that has one. */
+  private final Map<ZMQ.Socket, ZMQ.Socket> monitors = new IdentityHashMap<>();
   private final AtomicInteger connected = new AtomicInteger();
   /** First wait before connecting again to a publisher whose address ZeroMQ refused. */
   static final long RETRY_FIRST_NANOS = 100_000_000L;
@@ -176,6 +178,17 @@ final class StreamTable {
     EndpointStream st = new EndpointStream(e.id(), member, s,
         rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, checked, shared);
     st.openReplay(); // never throws: a refused replay address costs only the replays
+    ZMQ.Socket monitor = null;
+    try {
+      monitor = sockets.newDisconnectMonitor(s);
+    } catch (RuntimeException ex) {
+      LOG.log(java.util.logging.Level.WARNING, "endpoint " + e.id() + ": cannot watch the"
+          + " connection to its KV-event publisher; an engine restart that numbers its batches"
+          + " on from the old engine's last one is not noticed", ex);
+    }
+    if (monitor != null) {
+      monitors.put(s, monitor);
+    }
     subSockets.add(s);
     byId.put(e.id(), st);
     bySocket.put(s, st);
@@ -228,9 +241,37 @@ final class StreamTable {
       bySocket.remove(st.sub);
       subSockets.remove(st.sub);
       st.sub.close();
+      ZMQ.Socket monitor = monitors.remove(st.sub);
+      if (monitor != null) {
+        monitor.close();
+      }
       connected.decrementAndGet();
     }
     st.closeReplay();
+  }
+
+  /**
+   * Per-endpoint mode: the streams whose publisher connection dropped since the last call, read
+   * from their SUB sockets' monitors. Central mode has none: engines connect to the bound socket,
+   * and a dropped connection does not say which engine's it was.
+   */
+  List<EndpointStream> publishersDisconnected() {
+    if (monitors.isEmpty()) {
+      return List.of();
+    }
+    List<EndpointStream> out = new ArrayList<>(1);
+    for (Map.Entry<ZMQ.Socket, ZMQ.Socket> m : monitors.entrySet()) {
+      boolean disconnected = false;
+      ZMQ.Event ev;
+      while ((ev = ZMQ.Event.recv(m.getValue(), ZMQ.DONTWAIT)) != null) {
+        disconnected |= ev.getEvent() == ZMQ.EVENT_DISCONNECTED;
+      }
+      EndpointStream st = disconnected ? bySocket.get(m.getKey()) : null;
+      if (st != null) {
+        out.add(st);
+      }
+    }
+    return out;
   }
 
   /**

@@ -129,6 +129,7 @@ final class SubscriberLoop {
         // closed a socket (an endpoint leaving), so the set is taken again
         runCommands();
         registered = reregister(poller, registered);
+        followDisconnects();
         receiveFrom(registered);
       }
     } catch (RuntimeException | Error e) {
@@ -300,6 +301,30 @@ final class SubscriberLoop {
       poller.register(s, ZMQ.Poller.POLLIN);
     }
     return now;
+  }
+
+  /**
+   * Per-endpoint mode: an endpoint whose publisher connection dropped has its messages still
+   * queued from that connection handled, and then its blocks dropped
+   * ({@link EndpointStream#publisherDisconnected}). The SUB socket reconnects after at least
+   * 100 ms, so what is queued when the disconnect is seen normally came from the old connection;
+   * should the monitor's event come after the new connection's first messages, those are dropped
+   * with the rest: the index then misses blocks, it never credits ones the engine lacks.
+   */
+  private void followDisconnects() {
+    for (EndpointStream st : streams.publishersDisconnected()) {
+      ZMQ.Socket s = st.sub;
+      try {
+        while (s != null && !closed && receiveOne(s)) {
+          // the old connection's messages, in order
+        }
+        st.publisherDisconnected();
+      } catch (RuntimeException | Error e) {
+        DropReports.rethrowIfFatal(e);
+        LOG.log(Level.WARNING, "KV-event subscriber could not follow endpoint " + st.endpointId
+            + "'s publisher disconnecting", e);
+      }
+    }
   }
 
   private void receiveFrom(List<ZMQ.Socket> registered) {

@@ -118,6 +118,26 @@ final class SubscriberSockets implements AutoCloseable {
     return d;
   }
 
+  /**
+   * A PAIR socket reading the disconnect events of {@code sub}'s connections, or null when ZeroMQ
+   * does not start the monitor. Each SUB socket connects to one publisher, so a disconnect is
+   * that endpoint's engine going away (a restart, a crash, the connection cut).
+   */
+  ZMQ.@org.jspecify.annotations.Nullable Socket newDisconnectMonitor(ZMQ.Socket sub) {
+    String address = "inproc://epp4j-kv-events-monitor-" + MONITORS.incrementAndGet();
+    if (!sub.monitor(address, ZMQ.EVENT_DISCONNECTED)) {
+      return null;
+    }
+    ZMQ.Socket m = context.createSocket(SocketType.PAIR);
+    m.setLinger(0);
+    m.connect(address);
+    return m;
+  }
+
+  /** Names the monitor addresses, which are process-wide. */
+  private static final java.util.concurrent.atomic.AtomicLong MONITORS =
+      new java.util.concurrent.atomic.AtomicLong();
+
   /** Sockets made here and not closed yet; for tests. */
   int openSockets() {
     return context.getSockets().size();

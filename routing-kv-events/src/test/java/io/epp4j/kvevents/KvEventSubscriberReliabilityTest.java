@@ -387,6 +387,59 @@ class KvEventSubscriberReliabilityTest {
    * back, a restart: the endpoint's blocks were dropped, and the next real batch was then a gap
    * that dropped them again.
    */
+  /**
+   * A restarted engine whose first message to arrive carries exactly the seq that follows the
+   * old engine's last one looked like the old engine going on: the old engine's blocks, gone
+   * with its process, stayed in the index. In per-endpoint mode the SUB socket sees the
+   * connection drop, and the endpoint's blocks are dropped then.
+   */
+  @Test
+  void aPublisherThatDisconnectsAndComesBackNumberingOnHasItsOldBlocksDropped() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = boundPublisher(ctx);
+      String address = pub.getLastEndpoint();
+      try (KvEventSubscriber sub = followedBy(index, pub, 0, Duration.ofMillis(300))) {
+        String id = "127.0.0.1:8000";
+        publish(pub, TOPIC_A, 0, ENCODER.encode(rootBlock(101, 1000)));
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == 1, () -> "the first engine's batch: " + m);
+        assertThat(holdsRoot(index, id, 1000)).isTrue();
+
+        pub.close(); // the engine restarts at the same address
+        ZMQ.Socket again = ctx.createSocket(SocketType.XPUB);
+        again.setLinger(0);
+        again.setHandshakeIvl(1_000);
+        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+        for (;;) {
+          try {
+            again.bind(address);
+            break;
+          } catch (org.zeromq.ZMQException e) {
+            if (System.nanoTime() > deadline) {
+              throw e;
+            }
+            Thread.sleep(20);
+          }
+        }
+        again.setReceiveTimeOut(20_000);
+        assertThat(again.recv()).as("subscription after the reconnect").isNotNull();
+        // the subscriber saw the connection drop; before, nothing happened until a seq said so
+        await(() -> m.resyncs() == 1, () -> "the old engine's blocks dropped: " + m);
+        assertThat(holdsRoot(index, id, 1000)).as("the old engine's block").isFalse();
+        // its first batch seen is the seq the old engine would have sent next
+        publish(again, TOPIC_A, 1, ENCODER.encode(rootBlock(202, 2000)));
+        await(() -> m.batches() == 2, () -> "the new engine's batch: " + m);
+        assertThat(holdsRoot(index, id, 2000)).isTrue();
+        assertThat(holdsRoot(index, id, 1000)).as("the old engine's block").isFalse();
+        assertThat(index.blockCount(id)).isEqualTo(1);
+        assertThat(m.resyncs()).isEqualTo(1);
+        assertThat(m.gaps()).isZero();
+        again.close();
+      }
+    }
+  }
+
   @Test
   void aSeqAboveTheSignedRangeIsMalformedNotARestart() {
     KvBlockIndex index = KvBlockIndex.create();
