@@ -25,6 +25,11 @@ final class EndpointHoldings {
    * the index's write lock.
    */
   boolean overflowReported;
+  /**
+   * Whether dropping Mamba states that waited for blocks never stored was logged for this
+   * endpoint; once, like {@link #overflowReported}. Guarded by the index's write lock.
+   */
+  boolean pendingStatesDropReported;
   /** engine hash → request key; guarded by the index's write lock. */
   LongLongMap engineToKey = new LongLongMap(1024);
   /**

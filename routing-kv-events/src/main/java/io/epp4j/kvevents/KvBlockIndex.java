@@ -447,7 +447,7 @@ public final class KvBlockIndex {
    * later in the step (vLLM caches each group's blocks in turn, and a model's Mamba layers often
    * come first), which {@link #resolvePendingState} then completes.
    */
-  private static void markStates(EndpointHoldings e, long[] hashes, int group) {
+  private void markStates(EndpointHoldings e, long[] hashes, int group) {
     long bit = groupBit(group);
     for (long h : hashes) {
       if (e.engineToKey.get(h, e.scratch)) {
@@ -463,11 +463,32 @@ public final class KvBlockIndex {
       LongLongMap p = e.pendingStates;
       if (p == null || p.size() >= MAX_PENDING_STATES) {
         // a step's states wait for the store of their blocks; more than that were never stored
+        if (p != null) {
+          droppedPendingStates(e, p.size());
+        }
         p = new LongLongMap(64);
         e.pendingStates = p;
       }
       long waiting = p.get(h, e.scratch) ? e.scratch[0] : 0;
       p.put(h, waiting | bit);
+    }
+  }
+
+  /**
+   * Counts the Mamba states of {@code e} that waited for blocks never stored, dropped to make
+   * room, and logs it the first time for the endpoint.
+   */
+  private void droppedPendingStates(EndpointHoldings e, int count) {
+    metrics.droppedMambaStates.add(count);
+    if (!e.pendingStatesDropReported) {
+      // an engine in sync stores a step's blocks in the step that names their states: one that
+      // names this many without storing them says the same again later, told by the counter
+      e.pendingStatesDropReported = true;
+      LOG.warning("endpoint " + e.id + ": " + count + " Mamba states named blocks its KV events"
+          + " never stored; they were dropped (at most " + MAX_PENDING_STATES + " wait per"
+          + " endpoint). Its publisher misses stores (a connector that forwards only some of"
+          + " them), or the hybrid groups hash their blocks differently. Counted in"
+          + " droppedMambaStates; not logged again for this endpoint");
     }
   }
 

@@ -26,6 +26,7 @@ public final class KvEventMetrics {
   final LongAdder restarts = new LongAdder();
   final LongAdder duplicates = new LongAdder();
   final LongAdder overflows = new LongAdder();
+  final LongAdder droppedMambaStates = new LongAdder();
   final LongAdder speculativeBlocks = new LongAdder();
   final LongAdder unknownEndpointMessages = new LongAdder();
   final LongAdder blockSizeMismatches = new LongAdder();
@@ -83,6 +84,11 @@ public final class KvEventMetrics {
   public long duplicates() { return duplicates.sum(); }
   /** Times an endpoint exceeded its block budget and was cleared. */
   public long overflows() { return overflows.sum(); }
+  /**
+   * Mamba states dropped unmatched: a Mamba group's store named them under hashes no block of the
+   * endpoint was stored under, and more than 16,384 were waiting for those blocks.
+   */
+  public long droppedMambaStates() { return droppedMambaStates.sum(); }
   /** Speculative block entries recorded after routing. */
   public long speculativeBlocks() { return speculativeBlocks.sum(); }
   /**

@@ -57,6 +57,7 @@ final class KvEventTelemetry implements AutoCloseable {
     counter(t, meter, "orphan_blocks", "{block}", "stored blocks whose parent was unknown", KvEventMetrics::orphanBlocks, m);
     counter(t, meter, "reused_hashes", "{block}", "stored blocks whose engine hash already named other content", KvEventMetrics::reusedHashes, m);
     counter(t, meter, "overflows", "{overflow}", "endpoints cleared for exceeding their block budget", KvEventMetrics::overflows, m);
+    counter(t, meter, "dropped_mamba_states", "{state}", "Mamba states dropped for naming blocks never stored", KvEventMetrics::droppedMambaStates, m);
     counter(t, meter, "unknown_endpoint_messages", "{message}", "messages dropped because their endpoint is not in the pool", KvEventMetrics::unknownEndpointMessages, m);
     counter(t, meter, "block_size_mismatches", "{change}", "endpoints found using another block size than the configured one", KvEventMetrics::blockSizeMismatches, m);
     counter(t, meter, "wrong_rank_batches", "{batch}", "batches dropped for naming another data-parallel rank than their endpoint's", KvEventMetrics::wrongRankBatches, m);

@@ -221,6 +221,57 @@ class MambaStateHitTest {
     }
   }
 
+  /**
+   * Mamba states wait for the store of the blocks they name; past 16,384 per endpoint they are
+   * dropped. They were dropped without a count or a word, so an engine whose states never found
+   * their blocks (every hit then computed from the start) showed nothing.
+   */
+  @Test
+  void statesThatNeverFindTheirBlocksAreCountedWhenDroppedAndLoggedOnce() {
+    KvBlockIndex index = KvBlockIndex.builder().build();
+    List<java.util.logging.LogRecord> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Logger logger = java.util.logging.Logger.getLogger(
+        KvBlockIndex.class.getName());
+    java.util.logging.Handler h = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
+          warnings.add(r);
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    logger.addHandler(h);
+    try {
+      int waiting = 1 << 14;
+      long[] named = new long[waiting + 1];
+      for (int i = 0; i < named.length; i++) {
+        named[i] = 1_000_000L + i; // hashes no block of the endpoint is stored under
+      }
+      index.apply(EP, KvEventBatch.of(0, List.of(new KvEvent.BlockStored(named, false, 0,
+          new int[0], 16, -1, Medium.GPU, null, null, 0, 0, true))));
+      assertThat(index.metrics().droppedMambaStates()).isEqualTo(waiting);
+      assertThat(warnings).hasSize(1);
+      assertThat(warnings.get(0).getMessage()).contains(EP).contains("droppedMambaStates");
+
+      long[] more = new long[waiting];
+      for (int i = 0; i < more.length; i++) {
+        more[i] = 2_000_000L + i;
+      }
+      index.apply(EP, KvEventBatch.of(0, List.of(new KvEvent.BlockStored(more, false, 0,
+          new int[0], 16, -1, Medium.GPU, null, null, 0, 0, true))));
+      assertThat(index.metrics().droppedMambaStates()).isEqualTo(2L * waiting);
+      assertThat(warnings).as("logged once per endpoint").hasSize(1);
+    } finally {
+      logger.removeHandler(h);
+    }
+  }
+
   /** Mamba group 0's store of {@code blocks} blocks of 16 tokens: a state at the last one's end. */
   private static KvEvent.BlockStored mambaStore16(int[] tokens, int blocks, long firstHash) {
     return new KvEvent.BlockStored(new long[] {firstHash + blocks - 1}, false, 0, new int[0], 16,
