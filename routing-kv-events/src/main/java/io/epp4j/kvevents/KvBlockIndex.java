@@ -1035,7 +1035,7 @@ public final class KvBlockIndex {
    * whose groups hold {@code run} blocks from block 0 and which has the window groups {@code w}:
    * each window of {@code W} tokens needs its {@code ceil((W - 1) / blockSize)} blocks before
    * the hit's end held by every group of that window (a shorter run from block 0 is a hit too),
-   * searched from the end, and each set of Mamba groups a state at the hit's end within the
+   * searched from the end of the first {@code servable} blocks, and each set of Mamba groups a state at the hit's end within the
    * first {@code servable} blocks ({@link #stateHit}); repeated until no group shortens it. Blocks recorded speculatively
    * count for every group, since the engine computes them all, and so do blocks held in host
    * memory: vLLM's offloading connector looks up the blocks after the engine's own hit there and
@@ -1065,7 +1065,9 @@ public final class KvBlockIndex {
         int needed = Math.max(1, (window - 1 + bs - 1) / bs);
         int count = 0;
         int found = -1;
-        for (int b = hit - 1; b >= 0; b--) {
+        // vLLM's SlidingWindowManager searches only the blocks it may serve (max_length is
+        // num_tokens - 1): a window that a prompt's last block completes does not count
+        for (int b = Math.min(hit, servable) - 1; b >= 0; b--) {
           long key = keys[b];
           boolean held = true;
           for (int h = g; h < w.groups.length && held; h++) {

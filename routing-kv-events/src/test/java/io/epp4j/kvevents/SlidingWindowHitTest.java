@@ -92,6 +92,45 @@ class SlidingWindowHitTest {
     assertThat(walked(index, keys(sharing(4)))).isZero();
   }
 
+  /**
+   * vLLM computes a prompt's last token whatever it holds ({@code max_cache_hit_length =
+   * num_tokens - 1}), and its {@code SlidingWindowManager} looks for the window only among the
+   * {@code max_length // block_size} blocks it may serve. For a prompt that ends exactly at a
+   * block's end, a window completed by that last block does not count; the index found it there
+   * and promised the whole prompt while the engine computed it from the start.
+   */
+  @Test
+  void aWindowThatOnlyThePromptsLastBlockCompletesIsNoHit() throws Exception {
+    KvBlockIndex index = conversationHeld();
+    windowEvicts(index, 0, 6); // the window group keeps blocks 6 and 7 only
+    long[] k = keys(TOKENS);
+    int servable = KvBlockIndex.servableBlocks(k, TOKENS.length, BS);
+    assertThat(servable).isEqualTo(7);
+    // vLLM searches blocks 6..0: block 6 alone is no window, and block 0 is gone
+    assertThat(index.prefixWeight(EP, k, servable, 0)).isZero();
+    assertThat(walkedServable(index, k, servable)).isZero();
+    // one token more: all eight blocks may be served, and blocks 6 and 7 are the window
+    int[] longer = Arrays.copyOf(TOKENS, TOKENS.length + 1);
+    long[] kl = keys(longer);
+    int servableLonger = KvBlockIndex.servableBlocks(kl, longer.length, BS);
+    assertThat(index.prefixWeight(EP, kl, servableLonger, 0)).isEqualTo(8.0);
+    assertThat(walkedServable(index, kl, servableLonger)).isEqualTo(8.0);
+
+    // the window group holds blocks 5 and 6 too: blocks 5 and 6 are a window within the seven
+    KvBlockIndex held = conversationHeld();
+    windowEvicts(held, 0, 5);
+    assertThat(held.prefixWeight(EP, k, servable, 0)).isEqualTo(7.0);
+    assertThat(walkedServable(held, k, servable)).isEqualTo(7.0);
+  }
+
+  /** What the scorer's walk finds for a prompt of which vLLM may serve {@code servable} blocks. */
+  private static double walkedServable(KvBlockIndex index, long[] keys, int servable) {
+    double[] out = new double[1];
+    index.prefixWeights(keys, servable, new int[] {index.endpointView(EP).slot},
+        new boolean[] {true}, 0, out, null);
+    return out[0];
+  }
+
   @Test
   void theHitEndsAtTheLastWindowTheGroupHolds() throws Exception {
     KvBlockIndex index = conversationHeld();
