@@ -110,6 +110,11 @@ class Epp4jDiscoveryPoolTest {
             new Epp4jDiscoveryPool(router, registry, "llm", Duration.ofMillis(1))) {
       assertThat(fourth.await(10, TimeUnit.SECONDS)).as("lookups after the null answers")
           .isTrue();
+      // the fourth lookup has been asked; its answer is applied after the registry returns it
+      long applied = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (router.endpoints().size() < 2 && System.nanoTime() < applied) {
+        Thread.sleep(5);
+      }
       pool.close();
       assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
           .containsExactlyInAnyOrder("10.0.0.1:8000", "10.0.0.2:8000");
