@@ -86,48 +86,17 @@ class RedisRefusalLogTest {
    */
   @Test
   void aServerOutOfMemoryIsReportedOnceAndReplicationResumesWhenItClears() throws Exception {
-    String pool = "oom-" + ProcessHandle.current().pid();
-    String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
-        "uri: '%s', pool: %s, heartbeatMillis: 200".formatted(REDIS.uri(), pool), "");
-    List<Router> both = new ArrayList<>();
-    for (String id : List.of("a", "b")) {
-      Router r = Router.builder().endpoints(RedisReplicationTest.endpoints())
-          .configYaml(yaml, "router " + id).build();
-      routers.add(r);
-      both.add(r);
-    }
+    List<Router> both = twoRouters("oom-" + ProcessHandle.current().pid());
     Router a = both.get(0);
-    Router b = both.get(1);
-    RedisReplicationTest.awaitConnected(a, b);
     RedisReplication ra = RedisReplicationTest.replication(a);
-    RedisReplication rb = RedisReplicationTest.replication(b);
+    RedisReplication rb = RedisReplicationTest.replication(both.get(1));
     RedisClient admin = RedisClient.create(REDIS.uri());
     try (StatefulRedisConnection<String, String> c = admin.connect()) {
       c.sync().configSet("maxmemory-policy", "noeviction");
       c.sync().configSet("maxmemory", "1");
       try {
-        long droppedBefore = ra.dropped();
-        int routed = 0;
-        // routing on: a publisher with nothing to send sends nothing to be refused, and stays up
-        boolean down = false;
-        long deadline = System.nanoTime() + RedisReplicationTest.DEADLINE.toNanos();
-        while ((ra.dropped() == droppedBefore || !down) && System.nanoTime() - deadline < 0) {
-          a.route(RedisReplicationTest.prompt(1_000 + routed++, 64, null))
-              .onComplete(RedisReplicationTest.DONE);
-          Thread.sleep(5);
-          down |= !ra.connected();
-        }
-        assertThat(ra.dropped()).as("records a could not send").isGreaterThan(droppedBefore);
-        assertThat(down).as("a's publisher counted down").isTrue();
-        // a few more attempts of the backoff (100 ms, doubling) while routing goes on
-        long until = System.nanoTime() + 1_500_000_000L;
-        while (System.nanoTime() - until < 0) {
-          assertThat(a.route(RedisReplicationTest.prompt(2_000 + routed++, 64, null)).isRouted())
-              .isTrue();
-          Thread.sleep(20);
-        }
-        List<String> oom = logged.stream().filter(r -> r.getLevel() == Level.WARNING)
-            .map(LogRecord::getMessage).filter(m -> m.contains("OOM")).toList();
+        routeUntilWritesAreRefused(a, ra);
+        List<String> oom = warnings("OOM");
         assertThat(oom).as("warnings naming OOM").hasSize(1);
         assertThat(oom.get(0)).contains("publisher").doesNotContain("unreachable");
       } finally {
@@ -136,11 +105,43 @@ class RedisRefusalLogTest {
     } finally {
       admin.shutdown();
     }
+    awaitHintsFlowAgain(a, rb, "b applied a prefix a routed once Redis took writes again");
+  }
+
+  /**
+   * Routes on {@code a} until its publisher has had hints refused and counted itself down (a
+   * publisher with nothing to send sends nothing to be refused, and stays up), then for 1.5 s
+   * more, a few attempts of the backoff (100 ms, doubling), each route still routed.
+   */
+  private static void routeUntilWritesAreRefused(Router a, RedisReplication ra)
+      throws InterruptedException {
+    long droppedBefore = ra.dropped();
+    int routed = 0;
+    boolean down = false;
+    long deadline = System.nanoTime() + RedisReplicationTest.DEADLINE.toNanos();
+    while ((ra.dropped() == droppedBefore || !down) && System.nanoTime() - deadline < 0) {
+      a.route(RedisReplicationTest.prompt(1_000 + routed++, 64, null))
+          .onComplete(RedisReplicationTest.DONE);
+      Thread.sleep(5);
+      down |= !ra.connected();
+    }
+    assertThat(ra.dropped()).as("records a could not send").isGreaterThan(droppedBefore);
+    assertThat(down).as("a's publisher counted down").isTrue();
+    long until = System.nanoTime() + 1_500_000_000L;
+    while (System.nanoTime() - until < 0) {
+      assertThat(a.route(RedisReplicationTest.prompt(2_000 + routed++, 64, null)).isRouted())
+          .isTrue();
+      Thread.sleep(20);
+    }
+  }
+
+  /** Once {@code a} is connected again, a prefix it routes reaches the other router. */
+  private static void awaitHintsFlowAgain(Router a, RedisReplication other, String what)
+      throws InterruptedException {
     RedisReplicationTest.awaitConnected(a);
-    long applied = rb.appliedPrefixes();
+    long applied = other.appliedPrefixes();
     a.route(RedisReplicationTest.prompt(3_000, 64, null)).onComplete(RedisReplicationTest.DONE);
-    RedisReplicationTest.await("b applied a prefix a routed once Redis took writes again",
-        () -> rb.appliedPrefixes() > applied);
+    RedisReplicationTest.await(what, () -> other.appliedPrefixes() > applied);
   }
 
   private List<String> warnings(String containing) {
@@ -183,25 +184,7 @@ class RedisRefusalLogTest {
     try (StatefulRedisConnection<String, String> c = admin.connect()) {
       c.sync().replicaof("127.0.0.1", noMaster);
       try {
-        long droppedBefore = ra.dropped();
-        int routed = 0;
-        // routing on: a publisher with nothing to send sends nothing to be refused, and stays up
-        boolean down = false;
-        long deadline = System.nanoTime() + RedisReplicationTest.DEADLINE.toNanos();
-        while ((ra.dropped() == droppedBefore || !down) && System.nanoTime() - deadline < 0) {
-          a.route(RedisReplicationTest.prompt(1_000 + routed++, 64, null))
-              .onComplete(RedisReplicationTest.DONE);
-          Thread.sleep(5);
-          down |= !ra.connected();
-        }
-        assertThat(ra.dropped()).as("records a could not send").isGreaterThan(droppedBefore);
-        assertThat(down).as("a's publisher counted down").isTrue();
-        long until = System.nanoTime() + 1_500_000_000L;
-        while (System.nanoTime() - until < 0) {
-          assertThat(a.route(RedisReplicationTest.prompt(2_000 + routed++, 64, null)).isRouted())
-              .isTrue();
-          Thread.sleep(20);
-        }
+        routeUntilWritesAreRefused(a, ra);
         List<String> readOnly = warnings("READONLY");
         assertThat(readOnly).as("warnings naming READONLY").hasSize(1);
         assertThat(readOnly.get(0)).contains("publisher").doesNotContain("unreachable");
@@ -212,11 +195,7 @@ class RedisRefusalLogTest {
     } finally {
       admin.shutdown();
     }
-    RedisReplicationTest.awaitConnected(a);
-    long applied = rb.appliedPrefixes();
-    a.route(RedisReplicationTest.prompt(3_000, 64, null)).onComplete(RedisReplicationTest.DONE);
-    RedisReplicationTest.await("b applied a prefix a routed once Redis took writes again",
-        () -> rb.appliedPrefixes() > applied);
+    awaitHintsFlowAgain(a, rb, "b applied a prefix a routed once Redis took writes again");
   }
 
   /**
@@ -261,10 +240,7 @@ class RedisRefusalLogTest {
     } finally {
       admin.shutdown();
     }
-    RedisReplicationTest.awaitConnected(a, both.get(1));
-    long applied = rb.appliedPrefixes();
-    a.route(RedisReplicationTest.prompt(3_000, 64, null)).onComplete(RedisReplicationTest.DONE);
-    RedisReplicationTest.await("b applied a prefix a routed once Redis accepted it again",
-        () -> rb.appliedPrefixes() > applied);
+    RedisReplicationTest.awaitConnected(both.get(1));
+    awaitHintsFlowAgain(a, rb, "b applied a prefix a routed once Redis accepted it again");
   }
 }
