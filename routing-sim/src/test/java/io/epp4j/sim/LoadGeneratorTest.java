@@ -67,6 +67,28 @@ class LoadGeneratorTest {
     return URI.create("http://127.0.0.1:" + port);
   }
 
+  /**
+   * A stub answering every completion with {@code events} as a whole event stream, calling
+   * {@code onRequest} once each request's body is read; stopped after the test.
+   */
+  private HttpServer sseStub(String events, Runnable onRequest) throws java.io.IOException {
+    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
+        0), 50);
+    server.createContext("/v1/completions", ex -> {
+      ex.getRequestBody().readAllBytes();
+      onRequest.run();
+      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
+      ex.sendResponseHeaders(200, 0);
+      try (OutputStream os = ex.getResponseBody()) {
+        os.write(events.getBytes(StandardCharsets.UTF_8));
+      }
+    });
+    server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
+    server.start();
+    open.add(() -> server.stop(0));
+    return server;
+  }
+
   @Test
   void aServerThatNamesNoCachedTokensGivesNoHitRateRatherThanZero() throws Exception {
     // vLLM's default: usage without prompt_tokens_details (--enable-prompt-tokens-details off)
@@ -179,22 +201,10 @@ class LoadGeneratorTest {
    */
   @Test
   void maxRequestsDoesNotCutTheWarmUpShort() throws Exception {
-    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
-        0), 50);
     java.util.concurrent.atomic.AtomicInteger calls =
         new java.util.concurrent.atomic.AtomicInteger();
-    server.createContext("/v1/completions", ex -> {
-      ex.getRequestBody().readAllBytes();
-      calls.incrementAndGet();
-      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
-      ex.sendResponseHeaders(200, 0);
-      try (OutputStream os = ex.getResponseBody()) {
-        os.write(("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
-            + "data: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
-      }
-    });
-    server.start();
-    open.add(() -> server.stop(0));
+    HttpServer server = sseStub("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
+        + "data: [DONE]\n\n", calls::incrementAndGet);
     LoadGenerator g = generator(url(server.getAddress().getPort()), Duration.ofSeconds(5), 2);
     assertThat(g.warmUp(5)).isEmpty();
     assertThat(calls.get()).isEqualTo(5);
@@ -558,21 +568,10 @@ class LoadGeneratorTest {
    */
   @Test
   void routingTimesAreNoFigureOverTheNetworkNotZero() throws Exception {
-    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
-        0), 50);
-    server.createContext("/v1/completions", ex -> {
-      ex.getRequestBody().readAllBytes();
-      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
-      ex.sendResponseHeaders(200, 0);
-      try (OutputStream os = ex.getResponseBody()) {
-        os.write(("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
-            + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":300,"
-            + "\"completion_tokens\":1}}\n\n"
-            + "data: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
-      }
-    });
-    server.start();
-    open.add(() -> server.stop(0));
+    HttpServer server = sseStub("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
+        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":300,"
+        + "\"completion_tokens\":1}}\n\n"
+        + "data: [DONE]\n\n", () -> { });
     LoadGenerator.Result res = generator(url(server.getAddress().getPort()),
         Duration.ofSeconds(5), Integer.MAX_VALUE).run(small(2, 1), "stub");
     assertThat(res.result().requests()).isEqualTo(2);
@@ -602,22 +601,10 @@ class LoadGeneratorTest {
   @Test
   void outputTokensPerSecondCountsFromTheFirstSendNotFromTheStart(@TempDir Path dir)
       throws Exception {
-    HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(),
-        0), 50);
-    server.createContext("/v1/completions", ex -> {
-      ex.getRequestBody().readAllBytes();
-      ex.getResponseHeaders().set("Content-Type", "text/event-stream");
-      ex.sendResponseHeaders(200, 0);
-      try (OutputStream os = ex.getResponseBody()) {
-        os.write(("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
-            + "data: {\"choices\":[{\"index\":0,\"text\":\" b\"}]}\n\n"
-            + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":2}}"
-            + "\n\ndata: [DONE]\n\n").getBytes(StandardCharsets.UTF_8));
-      }
-    });
-    server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
-    server.start();
-    open.add(() -> server.stop(0));
+    HttpServer server = sseStub("data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n"
+        + "data: {\"choices\":[{\"index\":0,\"text\":\" b\"}]}\n\n"
+        + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":2}}"
+        + "\n\ndata: [DONE]\n\n", () -> { });
     Path trace = dir.resolve("late.jsonl");
     java.nio.file.Files.writeString(trace,
         "{\"timestamp\": 3000, \"input_length\": 16, \"output_length\": 2, \"hash_ids\": [1]}\n"
