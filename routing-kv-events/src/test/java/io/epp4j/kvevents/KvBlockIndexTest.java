@@ -229,22 +229,9 @@ class KvBlockIndexTest {
     // an engine that stores without ever reporting evictions (or a cache larger than the
     // budget): each time it passes the budget its entries are dropped, counted every time,
     // and the operator is told once which endpoint and which knob
-    List<java.util.logging.LogRecord> records = new ArrayList<>();
-    java.util.logging.Handler handler = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        records.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger log = java.util.logging.Logger.getLogger(KvBlockIndex.class.getName());
-    log.addHandler(handler);
-    try {
+    try (KvEventSubscriberReliabilityTest.LogCapture log =
+        new KvEventSubscriberReliabilityTest.LogCapture(KvBlockIndex.class)) {
+      List<java.util.logging.LogRecord> records = log.records;
       KvBlockIndex index = KvBlockIndex.builder().maxBlocksPerEndpoint(4).build();
       for (int i = 0; i < 40; i++) {
         index.apply("a", KvEvent.BlockStored.of(new long[] {i + 1}, null, tokens(i * 100, 16),
@@ -259,8 +246,6 @@ class KvBlockIndexTest {
           .map(java.util.logging.LogRecord::getMessage).toList();
       assertThat(warnings).hasSize(1);
       assertThat(warnings.get(0)).contains("endpoint a ").contains("maxBlocksPerEndpoint (4)");
-    } finally {
-      log.removeHandler(handler);
     }
   }
 

@@ -47,7 +47,7 @@ class KvEventSubscriberReliabilityTest {
   /** Collects what the subscriber logs at WARNING and above. */
   static final class LogCapture implements AutoCloseable {
     final List<LogRecord> records = new CopyOnWriteArrayList<>();
-    private final Logger logger = Logger.getLogger(KvEventSubscriber.class.getName());
+    private final Logger logger;
     private final Handler handler = new Handler() {
       @Override
       public void publish(LogRecord r) {
@@ -63,7 +63,14 @@ class KvEventSubscriberReliabilityTest {
       public void close() {}
     };
 
+    /** Warnings and worse that the subscriber logs. */
     LogCapture() {
+      this(KvEventSubscriber.class);
+    }
+
+    /** Warnings and worse logged under {@code source}'s logger. */
+    LogCapture(Class<?> source) {
+      logger = Logger.getLogger(source.getName());
       logger.addHandler(handler);
     }
 

@@ -229,25 +229,9 @@ class MambaStateHitTest {
   @Test
   void statesThatNeverFindTheirBlocksAreCountedWhenDroppedAndLoggedOnce() {
     KvBlockIndex index = KvBlockIndex.builder().build();
-    List<java.util.logging.LogRecord> warnings = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Logger logger = java.util.logging.Logger.getLogger(
-        KvBlockIndex.class.getName());
-    java.util.logging.Handler h = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        if (r.getLevel().intValue() >= java.util.logging.Level.WARNING.intValue()) {
-          warnings.add(r);
-        }
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    logger.addHandler(h);
-    try {
+    try (KvEventSubscriberReliabilityTest.LogCapture log =
+        new KvEventSubscriberReliabilityTest.LogCapture(KvBlockIndex.class)) {
+      List<java.util.logging.LogRecord> warnings = log.records;
       int waiting = 1 << 14;
       long[] named = new long[waiting + 1];
       for (int i = 0; i < named.length; i++) {
@@ -267,8 +251,6 @@ class MambaStateHitTest {
           new int[0], 16, -1, Medium.GPU, null, null, 0, 0, true))));
       assertThat(index.metrics().droppedMambaStates()).isEqualTo(2L * waiting);
       assertThat(warnings).as("logged once per endpoint").hasSize(1);
-    } finally {
-      logger.removeHandler(h);
     }
   }
 
