@@ -101,9 +101,9 @@ public final class Main {
         --time-scale X         multiply trace timestamps by X (default 1.0)
 
       Lengths L: N, A-B (uniform) or exp:MEAN, at most 10000000 tokens.
-      Columns: hit%% prefix-cache hits / prompt tokens looked up; req/rep and sess/rep max/mean per
-      replica; route µs mean/p99 wall time per decision; clipped: trace requests longer than the
-      model's context, replayed with the prompt cut to fit.
+      Columns: hit%% prefix-cache hits / prompt tokens looked up (– when no prompt was looked up);
+      req/rep and sess/rep max/mean per replica; route µs mean/p99 wall time per decision; clipped:
+      trace requests longer than the model's context, replayed with the prompt cut to fit.
       Options take one value each (give an option twice and it is an error); lists take no
       empty entry and no entry twice.
       Exit codes: 0 done; 1 a run failed (bad config or trace, a policy that served no request:
