@@ -723,8 +723,17 @@ final class ConfigLoader {
      */
     private @Nullable Plugin sectionRef(@Nullable Object node, String section,
         @Nullable String defaultType) {
-      if (!(node instanceof Map<?, ?> m) || !(m.get("pluginRef") instanceof String ref)) {
-        errors.add(source + ": " + section + ": field 'pluginRef' is required");
+      if (!(node instanceof Map<?, ?> m)) {
+        errors.add(source + ": " + section + ": must be a mapping with 'pluginRef', got "
+            + describe(node));
+        return null;
+      }
+      Object given = m.get("pluginRef");
+      if (!(given instanceof String ref)) {
+        // a name written as a number or a list is there, not missing: say what it is
+        errors.add(source + ": " + section + ": field 'pluginRef' "
+            + (given == null ? "is required"
+                : "must be a string (a plugin's name), got " + describe(given)));
         return null;
       }
       if (ref.equals(defaultType) && !definedAt.containsKey(ref)) {

@@ -73,4 +73,43 @@ class SectionRefFieldsTest {
         - {name: x, type: core-metrics-extractor}
         """).errors()).isEmpty();
   }
+
+  /**
+   * A reference written as a number or a list is there, so "is required" sent the reader looking
+   * for a field the file has: the error says what the field must be and what it holds.
+   */
+  @Test
+  void aReferenceThatIsNotAStringIsRefusedSayingWhatItIs() {
+    assertThat(load("saturationDetector: {pluginRef: 5}\nplugins:\n").errors())
+        .containsExactly("f.yaml: saturationDetector: field 'pluginRef' must be a string"
+            + " (a plugin's name), got a number");
+    assertThat(load("parser: {pluginRef: [p]}\nplugins:\n"
+        + "- {name: p, type: openai-parser}\n").errors())
+        .containsExactly("f.yaml: parser: field 'pluginRef' must be a string (a plugin's name),"
+            + " got a list");
+    assertThat(load("""
+        dataLayer:
+          sources:
+          - pluginRef: m
+            extractors: [x]
+        plugins:
+        - {name: m, type: metrics-data-source}
+        - {name: x, type: core-metrics-extractor}
+        """).errors()).containsExactly("f.yaml: dataLayer: sources[0]: extractors[0]: must be a"
+        + " mapping with 'pluginRef', got a string");
+  }
+
+  /** A reference left out, or left null where null does not mean a default, is still required. */
+  @Test
+  void aMissingReferenceIsRequired() {
+    assertThat(load("""
+        dataLayer:
+          sources:
+          - pluginRef: m
+            extractors: [{pluginRef: null}]
+        plugins:
+        - {name: m, type: metrics-data-source}
+        """).errors()).containsExactly("f.yaml: dataLayer: sources[0]: extractors[0]: field"
+        + " 'pluginRef' is required");
+  }
 }
