@@ -158,7 +158,7 @@ final class ConcurrencyDetector implements SaturationDetector, Filter, OwnsInFli
       InFlightLoadProducer fileLoad = InFlightLoadProducer.find(c, p, "inFlightLoadProducerName");
       InFlightLoadProducer own = fileLoad != null ? fileLoad : new InFlightLoadProducer(false,
           InFlightLoadProducer.DEFAULT_OUTPUT_RATIO, -1, c.ticker(),
-          Math.max(1, c.inFlightMaxAge().toNanos()));
+          InFlightLoadProducer.maxAgeNanos(c));
       return new ConcurrencyDetector(mode, max, maxTokens, headroom, own, fileLoad == null);
     }
   }

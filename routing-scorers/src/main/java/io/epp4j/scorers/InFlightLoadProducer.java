@@ -423,6 +423,22 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     }
   }
 
+  /**
+   * The router's {@code inFlightMaxAge} in nanoseconds, as the counts of requests the gateway
+   * never finishes are kept: {@link Long#MAX_VALUE}, never released by age, for a duration too
+   * long to count in nanoseconds ({@code ChronoUnit.FOREVER}), which the router's builder takes
+   * as turning its own expiry off; {@code toNanos} threw on it, so every plugin counting
+   * in-flight load failed to load under such a router.
+   */
+  static long maxAgeNanos(PluginContext c) {
+    java.time.Duration d = c.inFlightMaxAge();
+    try {
+      return Math.max(1, d.toNanos());
+    } catch (ArithmeticException tooLong) {
+      return d.isNegative() ? 1 : Long.MAX_VALUE;
+    }
+  }
+
   /** The plugin of a file that {@code name} names, or its only in-flight producer; else null. */
   static @Nullable InFlightLoadProducer find(PluginContext c, Parameters p, String parameter) {
     if (p.has(parameter)) {
@@ -477,7 +493,7 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
             + " routed itself");
       }
       return new InFlightLoadProducer(add, ratio, cap, c.ticker(),
-          Math.max(1, c.inFlightMaxAge().toNanos()));
+          maxAgeNanos(c));
     }
   }
 }

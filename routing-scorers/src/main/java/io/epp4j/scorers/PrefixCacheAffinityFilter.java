@@ -236,7 +236,7 @@ final class PrefixCacheAffinityFilter implements Filter, OwnsInFlightLoad, HintL
       InFlightLoadProducer load = InFlightLoadProducer.find(c, p, "inFlightLoadProducerName");
       InFlightLoadProducer own = load != null ? load : new InFlightLoadProducer(false,
           InFlightLoadProducer.DEFAULT_OUTPUT_RATIO, -1, c.ticker(),
-          Math.max(1, c.inFlightMaxAge().toNanos()));
+          InFlightLoadProducer.maxAgeNanos(c));
       return new PrefixCacheAffinityFilter(threshold, exploration, penalty,
           peak == 0 ? 1 : peak, producer, load, own);
     }
