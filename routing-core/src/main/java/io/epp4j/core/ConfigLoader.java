@@ -354,9 +354,19 @@ final class ConfigLoader {
         case VALUE_NUMBER_FLOAT -> floatValue();
         case VALUE_TRUE -> Boolean.TRUE;
         case VALUE_FALSE -> Boolean.FALSE;
-        case VALUE_EMBEDDED_OBJECT -> p.getEmbeddedObject();
+        case VALUE_EMBEDDED_OBJECT -> embedded(p.getEmbeddedObject());
         default -> null;
       };
+    }
+
+    /**
+     * A value the YAML parser hands over as an object: a {@code !!binary} scalar's bytes. They
+     * are read as the text they decode to, as upstream's YAML reader decodes {@code !!binary}
+     * into a string; kept as bytes, an error about the field showed the array's identity
+     * ({@code [B@1b6d3586}) as the value given.
+     */
+    private static @Nullable Object embedded(@Nullable Object o) {
+      return o instanceof byte[] b ? new String(b, java.nio.charset.StandardCharsets.UTF_8) : o;
     }
 
     /**
