@@ -92,7 +92,8 @@ public final class SchedulingProfile {
     }
 
     public Builder scorer(Scorer scorer, double weight) {
-      return scorer(scorer.getClass().getSimpleName(), scorer, weight);
+      return scorer(Objects.requireNonNull(scorer, "scorer").getClass().getSimpleName(), scorer,
+          weight);
     }
 
     public Builder scorer(String name, Scorer scorer, double weight) {

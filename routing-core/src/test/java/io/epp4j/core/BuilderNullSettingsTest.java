@@ -55,6 +55,11 @@ class BuilderNullSettingsTest {
     assertThatThrownBy(() -> Router.builder().service(String.class, null))
         .hasMessageContaining("service java.lang.String");
     assertThatThrownBy(() -> Router.builder().profile(null)).hasMessageContaining("profile");
+    // a scorer given without a name is named after its class, which a null one has not
+    assertThatThrownBy(() -> SchedulingProfile.builder("p").scorer(null))
+        .isInstanceOf(NullPointerException.class).hasMessage("scorer");
+    assertThatThrownBy(() -> SchedulingProfile.builder("p").scorer(null, 2))
+        .isInstanceOf(NullPointerException.class).hasMessage("scorer");
   }
 
   @Test
