@@ -60,6 +60,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Date;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -2166,28 +2167,45 @@ final class EmulatedServer implements AutoCloseable {
   /**
    * The base model, then each LoRA adapter as a model of its own whose {@code parent} is the base
    * model, as vLLM lists its {@code --lora-modules} (an adapter's {@code root}, its path in vLLM,
-   * is its name here).
+   * is its name here). Every card has each field of vLLM's {@code ModelCard}, in its order, and
+   * one {@code ModelPermission}; vLLM builds the cards for each request, so their
+   * {@code created} is the time of the request in seconds.
    */
   private String models() throws IOException {
+    long now = System.currentTimeMillis() / 1000;
     ObjectNode root = JSON.createObjectNode();
     root.put("object", "list");
     ArrayNode data = root.putArray("data");
-    modelCard(data, model, null).put("max_model_len", cluster.profile().maxModelLen());
+    modelCard(data, model, null, cluster.profile().maxModelLen(), now);
     for (String adapter : loraAdapters) {
-      modelCard(data, adapter, model).putNull("max_model_len");
+      modelCard(data, adapter, model, null, now);
     }
     return JSON.writeValueAsString(root);
   }
 
-  private static ObjectNode modelCard(ArrayNode data, String id, @Nullable String parent) {
+  private static void modelCard(ArrayNode data, String id, @Nullable String parent,
+      @Nullable Integer maxModelLen, long created) {
     ObjectNode m = data.addObject();
     m.put("id", id);
     m.put("object", "model");
-    m.put("created", 0);
+    m.put("created", created);
     m.put("owned_by", "vllm");
     m.put("root", id);
     m.put("parent", parent);
-    return m;
+    m.put("max_model_len", maxModelLen);
+    ObjectNode p = m.putArray("permission").addObject();
+    p.put("id", "modelperm-" + UUID.randomUUID().toString().replace("-", ""));
+    p.put("object", "model_permission");
+    p.put("created", created);
+    p.put("allow_create_engine", false);
+    p.put("allow_sampling", true);
+    p.put("allow_logprobs", true);
+    p.put("allow_search_indices", false);
+    p.put("allow_view", true);
+    p.put("allow_fine_tuning", false);
+    p.put("organization", "*");
+    p.putNull("group");
+    p.put("is_blocking", false);
   }
 
   /**
