@@ -51,6 +51,7 @@ import io.netty.util.concurrent.DefaultThreadFactory;
 import io.netty.util.internal.logging.InternalLoggerFactory;
 import io.netty.util.internal.logging.JdkLoggerFactory;
 import java.io.IOException;
+import java.math.BigDecimal;
 import java.net.BindException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -2253,11 +2254,17 @@ final class EmulatedServer implements AutoCloseable {
               : reason.equals("stop") ? (double) stopped : 0.0)
           .append('\n');
     }
+    // vLLM writes its whole CacheConfig as labels, each value Python's str() of the field; these
+    // are the fields whose value the emulated engine has (KV cache in the model's bf16, "auto";
+    // no block count override; no sliding window in either profile's model), in name order
     b.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n")
         .append("# TYPE vllm:cache_config_info gauge\n")
         .append("vllm:cache_config_info{block_size=\"").append(s.blockSize())
-        .append("\",enable_prefix_caching=\"True\",engine=\"0\",num_gpu_blocks=\"")
-        .append(s.numGpuBlocks()).append("\"} 1.0\n");
+        .append("\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",engine=\"0\"")
+        .append(",gpu_memory_utilization=\"")
+        .append(pythonFloat(cluster.profile().gpuMemoryUtilization()))
+        .append("\",is_attention_free=\"False\",num_gpu_blocks=\"").append(s.numGpuBlocks())
+        .append("\",num_gpu_blocks_override=\"None\",sliding_window=\"None\"} 1.0\n");
     if (!loraAdapters.isEmpty()) {
       // as vLLM with --enable-lora: one series whose value is when it was set
       int maxLoras = cluster.maxLoras();
@@ -2288,6 +2295,35 @@ final class EmulatedServer implements AutoCloseable {
     b.append(h).append("_sum{").append(labels).append("} ").append(s.ttftSumSeconds())
         .append('\n');
     return b.toString();
+  }
+
+  /**
+   * A float as Python's {@code str()} writes it, as vLLM's info labels hold them: the shortest
+   * digits that read back as the same double, {@code 0.9} and {@code 1.0} in positional notation
+   * from 1e-4 to below 1e16, {@code 1e-05} and {@code 1.5e+16} in scientific notation outside.
+   */
+  static String pythonFloat(double v) {
+    if (Double.isNaN(v)) {
+      return "nan";
+    }
+    if (Double.isInfinite(v)) {
+      return v > 0 ? "inf" : "-inf";
+    }
+    if (v == 0) {
+      return 1 / v < 0 ? "-0.0" : "0.0";
+    }
+    BigDecimal d = new BigDecimal(Double.toString(v)).stripTrailingZeros();
+    double abs = Math.abs(v);
+    if (abs >= 1e-4 && abs < 1e16) {
+      String plain = d.toPlainString();
+      return plain.contains(".") ? plain : plain + ".0";
+    }
+    String digits = d.unscaledValue().abs().toString();
+    int exponent = digits.length() - 1 - d.scale();
+    return (v < 0 ? "-" : "") + digits.charAt(0)
+        + (digits.length() > 1 ? "." + digits.substring(1) : "")
+        + (exponent < 0 ? "e-" : "e+") + (Math.abs(exponent) < 10 ? "0" : "")
+        + Math.abs(exponent);
   }
 
   /**
