@@ -73,7 +73,7 @@ import org.jspecify.annotations.Nullable;
 /**
  * One emulated replica's OpenAI-compatible HTTP API on a loopback port, in vLLM's shapes:
  * {@code /v1/completions}, {@code /v1/chat/completions} (streaming and not), {@code /v1/models},
- * {@code /health} (and {@code /ping}), {@code /tokenize}, {@code /detokenize} and
+ * {@code /health} (and {@code /ping}), {@code /version}, {@code /tokenize}, {@code /detokenize} and
  * {@code /metrics} (vLLM's Prometheus names), each on the methods vLLM's route takes.
  *
  * <p>Text is tokenized by the {@link Tokenizer} given (the model's own, loaded from its
@@ -708,6 +708,7 @@ final class EmulatedServer implements AutoCloseable {
             send(ex, cluster.failure() == null ? 200 : 503, "text/plain", "");
         case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4", metrics());
         case "/v1/models" -> send(ex, 200, "application/json", models());
+        case "/version" -> send(ex, 200, "application/json", VERSION_BODY);
         case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize" -> {
           Object parsed = ex.parse(vocab());
           if (parsed instanceof String malformed) {
@@ -734,6 +735,16 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   /**
+   * What {@code GET /version} names, where vLLM names its release: a version below every vLLM
+   * release whose local label names the emulator, so that a client comparing versions to decide
+   * what the server supports assumes nothing of a real release, while one that parses the version
+   * (PEP 440, as Python clients do, or SemVer) still can.
+   */
+  static final String VERSION = "0.0.0+epp4j.serve";
+
+  private static final String VERSION_BODY = "{\"version\":\"" + VERSION + "\"}";
+
+  /**
    * The methods a path is served on, as vLLM's routes declare them ({@code "POST"},
    * {@code "GET, POST"}: the {@code Allow} header of a 405); empty for any method ({@code /metrics},
    * which vLLM mounts as an ASGI app); null for a path without a route. vLLM's routes take no
@@ -742,7 +753,7 @@ final class EmulatedServer implements AutoCloseable {
   private static @Nullable String allowedMethods(String path) {
     return switch (path) {
       case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize" -> "POST";
-      case "/health", "/v1/models" -> "GET";
+      case "/health", "/v1/models", "/version" -> "GET";
       case "/ping" -> "GET, POST";
       case "/metrics" -> "";
       default -> null;

@@ -70,6 +70,17 @@ class ServeRoutesTest {
   }
 
   @Test
+  void versionIsServedOnGetInVllmsShapeNamingNoVllmRelease() throws Exception {
+    // vLLM answers GET /version with {"version": "<its release>"}; the emulator answered 404
+    int port = replica.start();
+    HttpResponse<String> res = send(port, "GET", "/version");
+    assertThat(res.statusCode()).isEqualTo(200);
+    assertThat(res.headers().firstValue("content-type")).hasValue("application/json");
+    assertThat(res.body()).isEqualTo("{\"version\":\"0.0.0+epp4j.serve\"}");
+    assertMethodNotAllowed(port, "POST", "/version", "GET");
+  }
+
+  @Test
   void pingIsHealthOnGetAndPostAndMetricsAnswersAnyMethod() throws Exception {
     int port = replica.start();
     assertThat(send(port, "GET", "/ping").statusCode()).isEqualTo(200);
