@@ -19,6 +19,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
@@ -152,7 +153,6 @@ public final class StandInVllm implements AutoCloseable {
   /** Requests waiting for a slot, first come first served. */
   private final ArrayDeque<Ticket> queue = new ArrayDeque<>();
   private final PrefixCache cache;
-  private final long createdSeconds = System.currentTimeMillis() / 1000;
   private final AtomicLong ids = new AtomicLong();
   private final AtomicInteger running = new AtomicInteger();
   private final AtomicInteger waiting = new AtomicInteger();
@@ -288,15 +288,34 @@ public final class StandInVllm implements AutoCloseable {
     return false;
   }
 
+  /**
+   * vLLM's model list: a card with every field of its {@code ModelCard}, in its order, and a
+   * {@code permission} list of one {@code ModelPermission} with its defaults. vLLM builds the card
+   * for each request, so {@code created} is the time of the request in seconds.
+   */
   private String models() {
+    long now = System.currentTimeMillis() / 1000;
     ObjectNode m = JSON.createObjectNode()
         .put("id", options.model())
         .put("object", "model")
-        .put("created", createdSeconds)
+        .put("created", now)
         .put("owned_by", "vllm")
-        .put("root", options.model())
-        .put("max_model_len", options.maxModelLen());
+        .put("root", options.model());
     m.putNull("parent");
+    m.put("max_model_len", options.maxModelLen());
+    m.putArray("permission").addObject()
+        .put("id", "modelperm-" + UUID.randomUUID().toString().replace("-", ""))
+        .put("object", "model_permission")
+        .put("created", now)
+        .put("allow_create_engine", false)
+        .put("allow_sampling", true)
+        .put("allow_logprobs", true)
+        .put("allow_search_indices", false)
+        .put("allow_view", true)
+        .put("allow_fine_tuning", false)
+        .put("organization", "*")
+        .putNull("group")
+        .put("is_blocking", false);
     ObjectNode list = JSON.createObjectNode().put("object", "list");
     list.putArray("data").add(m);
     return list.toString();
