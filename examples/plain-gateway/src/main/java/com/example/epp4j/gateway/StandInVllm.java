@@ -34,7 +34,8 @@ import org.jspecify.annotations.Nullable;
  * A stand-in for a vLLM server, so that the gateway can be tried and tested without a GPU. It
  * speaks the parts of vLLM's HTTP interface a gateway touches: {@code /v1/completions} and
  * {@code /v1/chat/completions} (JSON or SSE streaming, with vLLM's final usage chunk),
- * {@code /v1/models}, {@code /health} and {@code /metrics} under vLLM's metric names.
+ * {@code /v1/models}, {@code /health}, {@code /version} and {@code /metrics} under vLLM's metric
+ * names.
  *
  * <p>It is not a model and not an emulator of vLLM's performance: it answers with canned words,
  * counts about four bytes of prompt as one token, waits a fixed time to first token and between
@@ -44,6 +45,13 @@ import org.jspecify.annotations.Nullable;
  * to the same replica.
  */
 public final class StandInVllm implements AutoCloseable {
+  /**
+   * What {@code GET /version} names where vLLM names its release: below every vLLM release, so a
+   * client that compares versions assumes nothing of a real one, with a local label naming the
+   * stand-in; it parses as a PEP 440 version and as SemVer.
+   */
+  static final String VERSION = "0.0.0+epp4j.standin";
+
   /** vLLM's default KV block size. */
   static final int BLOCK_TOKENS = 16;
   /** Bytes of prompt text counted as one token (a rough average for English BPE vocabularies). */
@@ -266,6 +274,11 @@ public final class StandInVllm implements AutoCloseable {
         case "/v1/models" -> {
           if (allow(ex, "GET")) {
             send(ex, 200, "application/json", models());
+          }
+        }
+        case "/version" -> {
+          if (allow(ex, "GET")) {
+            send(ex, 200, "application/json", "{\"version\":\"" + VERSION + "\"}");
           }
         }
         case "/v1/completions", "/v1/chat/completions" -> {

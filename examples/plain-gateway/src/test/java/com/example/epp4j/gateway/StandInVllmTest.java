@@ -254,6 +254,22 @@ class StandInVllmTest {
     assertThat(s.abortedRequests()).isEqualTo(2);
   }
 
+  /**
+   * vLLM answers {@code GET /version} with {@code {"version": "<its release>"}}; the stand-in
+   * answered 404. It names a version below every vLLM release, with a label naming itself.
+   */
+  @Test
+  void versionIsAnsweredInVllmsShapeNamingNoVllmRelease() throws Exception {
+    StandInVllm s = start();
+    HttpResponse<String> version = get(s, "/version");
+    assertThat(version.statusCode()).isEqualTo(200);
+    assertThat(version.headers().firstValue("content-type")).hasValue("application/json");
+    assertThat(version.body()).isEqualTo("{\"version\":\"0.0.0+epp4j.standin\"}");
+    HttpResponse<String> post = post(s, "/version", "{}");
+    assertThat(post.statusCode()).isEqualTo(405);
+    assertThat(post.headers().firstValue("allow")).hasValue("GET");
+  }
+
   @Test
   void modelsHealthAndVllmsErrors() throws Exception {
     StandInVllm s = start(StandInVllm.Options.defaults().withModel("qwen3")
