@@ -147,6 +147,7 @@ public class Epp4jAutoConfiguration {
       // endpoints, config file and preset to that router, and switching scraping on uses the
       // metrics settings, so a mistake in them fails now, naming the property, as with ours
       settings.validate();
+      checkConfigFile(settings, beans);
       // the properties that build ours do nothing to it at startup (a refresh changing
       // endpoints, config file or preset does apply those)
       List<String> ignored = settings.routerPropertiesSet();
@@ -219,6 +220,30 @@ public class Epp4jAutoConfiguration {
               + " to it");
         }
       }
+    }
+  }
+
+  /**
+   * Loads {@code epp4j.config-file} beside the application's own Router, which does not take it
+   * at startup but is given it by a refresh that touches it: a file that cannot be read or has
+   * errors fails startup naming the property and the file, as it does when the file builds our
+   * router, rather than waiting for that refresh. Loaded by a router of its own, without
+   * endpoints, closed at once: only loading tells a valid configuration from an invalid one.
+   */
+  private static void checkConfigFile(PoolSettings settings, BeanFactory beans) {
+    java.nio.file.Path file = settings.configPath();
+    if (file == null) {
+      return;
+    }
+    Router.Builder b = Router.builder().configFile(file);
+    SharedRouterServices.of(beans).accept(b);
+    try {
+      b.build().close();
+    } catch (RuntimeException e) {
+      throw new Epp4jConfigurationException(settings.property("config-file") + ": "
+          + e.getMessage() + " (the application's own Router bean routes the default pool and"
+          + " does not take this file at startup, but a refresh that changes the property applies"
+          + " it to that router)", e);
     }
   }
 

@@ -158,6 +158,39 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void aConfigFileThatCannotBeReadOrIsInvalidFailsStartupBesideTheApplicationsOwnRouter(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+    // the application's router does not take the file at startup, but a refresh applies it to
+    // that router: a broken one started with only the "not applied" warning
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    java.nio.file.Path invalid = dir.resolve("invalid.yaml");
+    java.nio.file.Files.writeString(invalid, "plugins: [ {type: no-such-plugin, name: x} ]\n");
+    for (String file : List.of(dir.resolve("missing.yaml").toString(), invalid.toString())) {
+      for (String metrics : List.of("true", "false")) {
+        runner.withBean(Router.class, () -> own)
+            .withPropertyValues("epp4j.metrics.enabled=" + metrics, "epp4j.config-file=" + file)
+            .run(ctx -> assertThat(ctx).as(file + ", metrics " + metrics).getFailure()
+                .hasStackTraceContaining(Epp4jConfigurationException.class.getName()
+                    + ": epp4j.config-file: ")
+                .hasStackTraceContaining(file)
+                .hasStackTraceContaining("application's own Router bean"));
+      }
+    }
+    java.nio.file.Path valid = dir.resolve("epp.yaml");
+    java.nio.file.Files.writeString(valid, io.epp4j.scorers.Epp4jPreset.yaml());
+    List<String> warnings = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(Router.class, () -> own)
+        .withPropertyValues("epp4j.config-file=" + valid)
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          assertThat(ctx.getBean(Router.class)).isSameAs(own);
+        }));
+    assertThat(warnings).singleElement().asString().contains("own Router bean",
+        "epp4j.config-file");
+    own.close();
+  }
+
+  @Test
   void aPresetBesideAConfigFileFailsStartupNamingBoth(
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
     java.nio.file.Path file = dir.resolve("epp.yaml");
