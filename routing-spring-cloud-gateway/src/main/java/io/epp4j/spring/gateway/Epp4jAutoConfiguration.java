@@ -190,6 +190,18 @@ public class Epp4jAutoConfiguration {
         notTaken.add(settings.property("max-body-size") + " (" + settings.maxBodyBytes()
             + " bytes; it limits bodies to " + factory.maxBodyBytes() + " bytes)");
       }
+      Epp4jPools pools = beans.getBeanProvider(Epp4jPools.class).getIfUnique();
+      if (factory != null && pools != null && factory.pools() != pools
+          && !properties.getPools().isEmpty()) {
+        // the pools are built and scraped, but that factory refuses a route's Epp4j=<name> as
+        // a pool nobody defined
+        List<String> named = new ArrayList<>();
+        properties.getPools().keySet().forEach(n -> named.add(PoolSettings.poolPrefix(n)));
+        LOG.warning("epp4j: the application's own Epp4jGatewayFilterFactory bean was not given"
+            + " the Epp4jPools bean; no route's Epp4j=<name> can select " + String.join(", ", named)
+            + " (build the factory with new Epp4jGatewayFilterFactory(router, scheme,"
+            + " maxBodyBytes, pools))");
+      }
       if (!notTaken.isEmpty()) {
         LOG.warning("epp4j: the application's own Epp4jGatewayFilterFactory bean makes the Epp4j"
             + " filter of the default pool; " + String.join(", ", notTaken)

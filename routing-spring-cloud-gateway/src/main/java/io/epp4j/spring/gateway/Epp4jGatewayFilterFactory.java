@@ -67,6 +67,11 @@ public class Epp4jGatewayFilterFactory
     return maxBodyBytes;
   }
 
+  /** The named pools a route may select. */
+  Epp4jPools pools() {
+    return pools;
+  }
+
   /** The filter with the default router, for the Java DSL. */
   public GatewayFilter filter() {
     return apply(new Config());

@@ -308,6 +308,42 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void namedPoolsTheApplicationsOwnFilterFactoryCannotSelectAreAWarning() {
+    // the pools were built and scraped, but the factory, made without the Epp4jPools bean,
+    // refused every Epp4j=<name> route with "known pools: none (define them under ...)"
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    Epp4jGatewayFilterFactory withoutPools =
+        new Epp4jGatewayFilterFactory(own, "http", 16 << 20);
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(Router.class, () -> own)
+        .withBean(Epp4jGatewayFilterFactory.class, () -> withoutPools)
+        .withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools[my_pool].endpoints=127.0.0.1:9012")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("own Epp4jGatewayFilterFactory bean",
+        "epp4j.pools.llama", "epp4j.pools[my_pool]", "Epp4jPools bean");
+    // a factory given the pools selects them: nothing to say
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(Router.class, () -> own)
+        .withUserConfiguration(OwnFactoryWithPools.class)
+        .withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9011")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          assertThat(ctx.getBean(Epp4jGatewayFilterFactory.class).filter("llama")).isNotNull();
+        }));
+    assertThat(set).isEmpty();
+    own.close();
+  }
+
+  @org.springframework.context.annotation.Configuration(proxyBeanMethods = false)
+  static class OwnFactoryWithPools {
+    @org.springframework.context.annotation.Bean
+    Epp4jGatewayFilterFactory ownFactory(Router router, Epp4jPools pools) {
+      return new Epp4jGatewayFilterFactory(router, "http", 16 << 20, pools);
+    }
+  }
+
+  @Test
   void metricsSettingsTheApplicationsOwnScraperDoesNotTakeAreAWarning() {
     Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
     MetricsScraper scraper = MetricsScraper.builder(own)
