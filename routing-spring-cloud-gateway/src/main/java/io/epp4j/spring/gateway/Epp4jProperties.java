@@ -38,7 +38,10 @@ public class Epp4jProperties {
    */
   private @Nullable String configFile;
 
-  /** Name of a shipped configuration ({@code epp4j}); ignored when {@code config-file} is set. */
+  /**
+   * Name of a shipped configuration ({@code epp4j}). Set together with {@code config-file}, it
+   * fails startup naming both: each is a whole routing configuration.
+   */
   private @Nullable String preset;
 
   /** Largest request body the filter reads; a larger one is answered 413. */
@@ -152,7 +155,10 @@ public class Epp4jProperties {
     /** Path of this pool's EndpointPickerConfig YAML file; unset: the EPP default profile. */
     private @Nullable String configFile;
 
-    /** Shipped configuration of this pool by name; ignored when {@code config-file} is set. */
+    /**
+     * Shipped configuration of this pool by name. Set together with this pool's
+     * {@code config-file}, it fails startup naming both.
+     */
     private @Nullable String preset;
 
     /**
