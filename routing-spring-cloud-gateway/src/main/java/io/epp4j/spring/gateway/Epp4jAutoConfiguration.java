@@ -171,6 +171,11 @@ public class Epp4jAutoConfiguration {
         notTaken.add(settings.property("metrics.enabled")); // it does not stop that scraper
       }
       notTaken.addAll(topMetricsPropertiesNotInherited(properties, binder));
+      if (settings.schemeSet != null) {
+        // set, it is the scheme of our scraper's scrapes too, whatever the configuration says
+        notTaken.add(settings.property("scheme") + " (as the scheme of the scrapes; the Epp4j"
+            + " filter's requests still take it)");
+      }
       if (!notTaken.isEmpty()) {
         LOG.warning("epp4j: the application's own MetricsScraper bean scrapes the default pool; "
             + String.join(", ", notTaken) + " did not build it and do not apply to it");

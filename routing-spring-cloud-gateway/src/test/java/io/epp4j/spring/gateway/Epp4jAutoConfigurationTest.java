@@ -373,6 +373,28 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void theSchemeIsNoSchemeOfTheApplicationsOwnScraperAndTheWarningSaysSo() {
+    // set, epp4j.scheme is the scheme of our scraper's scrapes; the application's scraper scrapes
+    // with its own, and only the metrics properties were named
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    MetricsScraper scraper = MetricsScraper.builder(own)
+        .interval(java.time.Duration.ofHours(1)).start();
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(MetricsScraper.class, () -> scraper)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.scheme=https")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("own MetricsScraper bean",
+        "epp4j.scheme (as the scheme of the scrapes");
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(MetricsScraper.class, () -> scraper)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().doesNotContain("epp4j.scheme");
+    scraper.close();
+    own.close();
+  }
+
+  @Test
   void discoverySettingsTheApplicationsOwnDiscoveryPoolDoesNotTakeAreAWarning() {
     DiscoveryClient registry = registry(List.of());
     Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
