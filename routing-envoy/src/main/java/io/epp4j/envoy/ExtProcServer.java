@@ -345,12 +345,14 @@ public final class ExtProcServer implements AutoCloseable {
 
     /**
      * Serves TLS with the PEM certificate chain (the server's certificate first) and its
-     * unencrypted PKCS#8 PEM private key ({@code -----BEGIN PRIVATE KEY-----}), as the upstream
-     * endpoint picker serves {@code tls.crt} and {@code tls.key}; ext_proc and health share the
-     * port. Default: plaintext. The files are read now, once.
+     * unencrypted PEM private key, as the upstream endpoint picker serves {@code tls.crt} and
+     * {@code tls.key}: PKCS#8 ({@code -----BEGIN PRIVATE KEY-----}), PKCS#1
+     * ({@code -----BEGIN RSA PRIVATE KEY-----}) or SEC1 ({@code -----BEGIN EC PRIVATE KEY-----},
+     * naming its curve), the forms Go's {@code tls.LoadX509KeyPair} reads; ext_proc and health
+     * share the port. Default: plaintext. The files are read now, once.
      *
      * @throws IllegalArgumentException naming the file, when one is missing or unreadable, holds
-     *     no certificate or key, or the key is not the certificate's
+     *     no certificate or key (or an encrypted key), or the key is not the certificate's
      */
     public Builder tls(Path certificateChain, Path privateKey) {
       return tls(certificateChain, privateKey, false);

@@ -79,8 +79,8 @@ public final class Main {
         --secure-serving[=BOOL]     serve TLS (ext_proc and health, same port); default
                                     false: plaintext (the upstream picker's default is true)
         --cert-path DIR             with --secure-serving: DIR/tls.crt (PEM certificate chain)
-                                    and DIR/tls.key (PEM PKCS#8 key); without it a self-signed
-                                    certificate is made at start
+                                    and DIR/tls.key (PEM key: PKCS#8, PKCS#1 or SEC1); without
+                                    it a self-signed certificate is made at start
         --enable-cert-reload[=BOOL] read --cert-path's files again when they change; default
                                     false
         --help, -h                  this text

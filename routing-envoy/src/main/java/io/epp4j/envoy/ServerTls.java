@@ -68,11 +68,12 @@ final class ServerTls {
   }
 
   /**
-   * Reads a PEM certificate chain (the server's first) and its unencrypted PKCS#8 PEM private
-   * key. Every refusal names the file it is about.
+   * Reads a PEM certificate chain (the server's first) and its unencrypted PEM private key:
+   * PKCS#8, PKCS#1 (RSA) or SEC1 (EC, naming its curve), the forms Go's
+   * {@code tls.LoadX509KeyPair} reads. Every refusal names the file it is about.
    *
    * @throws IllegalArgumentException when a file is missing or unreadable, holds no certificate
-   *     or key, or the key is not the certificate's
+   *     or key (or only an encrypted one), or the key is not the certificate's
    */
   static ServerTls fromPem(Path certificateChain, Path privateKey) {
     byte[] certBytes = read(certificateChain, "certificate");
@@ -110,31 +111,187 @@ final class ServerTls {
     }
   }
 
+  /** A PEM block: its label, then any RFC 1421 headers and the base64 text. */
   private static final Pattern PEM = Pattern.compile(
-      "-----BEGIN ([A-Z0-9 ]+)-----([A-Za-z0-9+/=\\s]*)-----END \\1-----");
+      "-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \\1-----", Pattern.DOTALL);
+  private static final Pattern PEM_HEADER = Pattern.compile("(?m)^[A-Za-z-]+:.*$");
 
+  /** rsaEncryption, the algorithm of a PKCS#1 key wrapped into PKCS#8. */
+  private static final String RSA_ENCRYPTION = "1.2.840.113549.1.1.1";
+  /** id-ecPublicKey, the algorithm of a SEC1 key wrapped into PKCS#8. */
+  private static final String EC_PUBLIC_KEY = "1.2.840.10045.2.1";
+
+  /**
+   * The first private key in the file, in any form Go's {@code tls.LoadX509KeyPair} reads, so
+   * that files made for the upstream endpoint picker serve here: PKCS#8
+   * ({@code PRIVATE KEY}), PKCS#1 ({@code RSA PRIVATE KEY}) or SEC1 ({@code EC PRIVATE KEY},
+   * with its curve named). The last two are wrapped into PKCS#8, which the JDK reads.
+   */
   private static PrivateKey privateKey(Path file, byte[] bytes, String algorithm) {
     Matcher m = PEM.matcher(new String(bytes, StandardCharsets.US_ASCII));
     while (m.find()) {
       String label = m.group(1);
-      if (label.equals("PRIVATE KEY")) {
-        try {
-          byte[] der = Base64.getMimeDecoder().decode(m.group(2));
-          return KeyFactory.getInstance(algorithm).generatePrivate(new PKCS8EncodedKeySpec(der));
-        } catch (GeneralSecurityException | IllegalArgumentException e) {
-          throw new IllegalArgumentException("private key file " + file + " holds no valid "
-              + algorithm + " PKCS#8 key (" + e.getClass().getSimpleName() + ")", e);
-        }
+      if (label.equals("ENCRYPTED PRIVATE KEY")) {
+        throw encrypted(file, label);
       }
-      if (label.equals("RSA PRIVATE KEY") || label.equals("EC PRIVATE KEY")
-          || label.equals("ENCRYPTED PRIVATE KEY")) {
-        throw new IllegalArgumentException("private key file " + file + " holds a " + label
-            + "; an unencrypted PKCS#8 key (-----BEGIN PRIVATE KEY-----) is needed: "
-            + "openssl pkcs8 -topk8 -nocrypt -in KEY -out tls.key converts it");
+      String format = switch (label) {
+        case "PRIVATE KEY" -> "PKCS#8";
+        case "RSA PRIVATE KEY" -> "PKCS#1";
+        case "EC PRIVATE KEY" -> "SEC1";
+        default -> null;
+      };
+      if (format == null) {
+        continue; // a certificate, EC PARAMETERS (openssl ecparam writes them first), ...
+      }
+      String body = m.group(2);
+      if (body.contains("Proc-Type:") && body.contains("ENCRYPTED")) {
+        throw encrypted(file, label); // the legacy openssl form: Proc-Type: 4,ENCRYPTED
+      }
+      String keyAlgorithm = format.equals("PKCS#1") ? "RSA"
+          : format.equals("SEC1") ? "EC" : algorithm;
+      String what = keyAlgorithm + " " + format + " key";
+      byte[] der;
+      try {
+        der = Base64.getMimeDecoder().decode(PEM_HEADER.matcher(body).replaceAll(""));
+      } catch (IllegalArgumentException e) {
+        throw invalid(file, what, e);
+      }
+      byte[] pkcs8 = switch (format) {
+        case "PKCS#1" -> seq(tlv(0x02, new byte[] {0}),
+            seq(oid(RSA_ENCRYPTION), tlv(0x05, new byte[0])), tlv(0x04, der));
+        case "SEC1" -> seq(tlv(0x02, new byte[] {0}),
+            seq(oid(EC_PUBLIC_KEY), sec1Curve(file, der, what)), tlv(0x04, der));
+        default -> der;
+      };
+      try {
+        return KeyFactory.getInstance(keyAlgorithm).generatePrivate(
+            new PKCS8EncodedKeySpec(pkcs8));
+      } catch (GeneralSecurityException | IllegalArgumentException e) {
+        throw invalid(file, what, e);
       }
     }
     throw new IllegalArgumentException("private key file " + file + " holds no PEM private key "
-        + "(expected -----BEGIN PRIVATE KEY-----)");
+        + "(expected -----BEGIN PRIVATE KEY-----, -----BEGIN RSA PRIVATE KEY----- or "
+        + "-----BEGIN EC PRIVATE KEY-----)");
+  }
+
+  private static IllegalArgumentException invalid(Path file, String what, Exception e) {
+    return new IllegalArgumentException("private key file " + file + " holds no valid " + what
+        + " (" + e.getClass().getSimpleName() + ")", e);
+  }
+
+  private static IllegalArgumentException encrypted(Path file, String label) {
+    return new IllegalArgumentException("private key file " + file + " holds an encrypted key "
+        + "(-----BEGIN " + label + "-----), which cannot be read without its passphrase: give it "
+        + "unencrypted "
+        + "(openssl pkey -in KEY -out tls.key asks for the passphrase and writes it so)");
+  }
+
+  /**
+   * The named curve of a SEC1 {@code ECPrivateKey} (RFC 5915: version, privateKey,
+   * [0] parameters, [1] publicKey), as its DER OID, which the PKCS#8 wrapper needs.
+   */
+  private static byte[] sec1Curve(Path file, byte[] der, String what) {
+    boolean named = false;
+    byte[] curve = null;
+    try {
+      Der fields = new Der(der, 0, der.length).next(0x30).contents();
+      fields.next(0x02); // version 1
+      fields.next(0x04); // the private key
+      while (fields.hasMore()) {
+        Der field = fields.next(-1);
+        if (field.tag == 0xA0) {
+          Der parameters = field.contents();
+          named = true;
+          if (parameters.hasMore() && parameters.peekTag() == 0x06) {
+            curve = parameters.next(0x06).encoded();
+          }
+          break;
+        }
+      }
+    } catch (IllegalArgumentException | ArrayIndexOutOfBoundsException e) {
+      throw invalid(file, what, e);
+    }
+    if (curve != null) {
+      return curve;
+    }
+    if (named) {
+      throw new IllegalArgumentException("private key file " + file + " holds an EC PRIVATE "
+          + "KEY with explicit curve parameters; only a named curve (e.g. prime256v1, "
+          + "secp384r1) is read: openssl ec -in KEY -param_enc named_curve -out tls.key");
+    }
+    throw new IllegalArgumentException("private key file " + file + " holds an EC PRIVATE KEY "
+        + "that does not name its curve (no parameters [0]), which the key alone cannot tell: "
+        + "give it with its curve named, or as PKCS#8 (-----BEGIN PRIVATE KEY-----)");
+  }
+
+  /** A cursor over DER elements in {@code bytes[from, to)}; malformed input throws. */
+  private static final class Der {
+    private final byte[] bytes;
+    private int at;
+    private final int end;
+    /** Of the element last read by {@link #next}: its tag, start, and value's range. */
+    int tag;
+    private int start;
+    private int valueStart;
+    private int valueEnd;
+
+    Der(byte[] bytes, int from, int to) {
+      this.bytes = bytes;
+      this.at = from;
+      this.end = to;
+    }
+
+    boolean hasMore() {
+      return at < end;
+    }
+
+    int peekTag() {
+      return bytes[at] & 0xff;
+    }
+
+    /** Reads the next element, which must carry {@code expected} (-1: any tag). */
+    Der next(int expected) {
+      if (at + 2 > end) {
+        throw new IllegalArgumentException("DER: truncated");
+      }
+      int t = bytes[at] & 0xff;
+      if (expected >= 0 && t != expected) {
+        throw new IllegalArgumentException("DER: unexpected tag " + t);
+      }
+      int p = at + 1;
+      int n = bytes[p++] & 0xff;
+      if (n >= 0x80) {
+        int count = n & 0x7f;
+        if (count == 0 || count > 3 || p + count > end) {
+          throw new IllegalArgumentException("DER: bad length");
+        }
+        n = 0;
+        for (int i = 0; i < count; i++) {
+          n = (n << 8) | (bytes[p++] & 0xff);
+        }
+      }
+      if (n > end - p) {
+        throw new IllegalArgumentException("DER: truncated");
+      }
+      Der element = new Der(bytes, p, p + n);
+      element.tag = t;
+      element.start = at;
+      element.valueStart = p;
+      element.valueEnd = p + n;
+      at = p + n;
+      return element;
+    }
+
+    /** The elements inside this one. */
+    Der contents() {
+      return new Der(bytes, valueStart, valueEnd);
+    }
+
+    /** This element, tag and length included. */
+    byte[] encoded() {
+      return java.util.Arrays.copyOfRange(bytes, start, valueEnd);
+    }
   }
 
   /** Whether {@code key} signs what the certificate's public key verifies. */

@@ -214,7 +214,7 @@ class TlsServingTest {
   }
 
   @Test
-  void aKeyThatIsNoKeyOrNotPkcs8IsRefusedNamingIt() throws Exception {
+  void aKeyThatIsNoValidKeyIsRefusedNamingIt() throws Exception {
     Path certs = dir.resolve("certs");
     write(ServerTls.selfSigned(), certs);
     Files.writeString(certs.resolve("tls.key"), pem("PRIVATE KEY", new byte[] {1, 2, 3}));
@@ -226,7 +226,7 @@ class TlsServingTest {
     Files.writeString(certs.resolve("tls.key"), pem("EC PRIVATE KEY", new byte[] {1, 2, 3}));
     assertThat(exitOf("--secure-serving", "--cert-path", certs.toString())).isEqualTo(2);
     assertThat(err.toString(StandardCharsets.UTF_8)).contains("--cert-path: private key file "
-        + certs.resolve("tls.key") + " holds a EC PRIVATE KEY; an unencrypted PKCS#8 key");
+        + certs.resolve("tls.key") + " holds no valid EC SEC1 key");
   }
 
   @Test
