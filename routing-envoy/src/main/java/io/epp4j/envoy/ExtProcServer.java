@@ -27,7 +27,8 @@ import org.jspecify.annotations.Nullable;
  * with the {@code x-gateway-destination-endpoint} header and {@code envoy.lb} dynamic metadata
  * that an {@code ORIGINAL_DST} cluster routes by, as the Gateway API Inference Extension's
  * endpoint picker does. It then watches the answer and reports first token, usage and failure to
- * the router. It also serves the standard gRPC health service.
+ * the router. It also serves the standard gRPC health service, on a port of its own too when
+ * asked ({@link Builder#healthPort(int)}), as the upstream picker does.
  *
  * <pre>{@code
  * Router router = Router.builder().endpoints(List.of(Endpoint.parse("10.0.0.1:8000"))).build();
@@ -41,6 +42,11 @@ import org.jspecify.annotations.Nullable;
 public final class ExtProcServer implements AutoCloseable {
   /** The port the upstream endpoint picker serves ext_proc on. */
   public static final int DEFAULT_PORT = 9002;
+  /**
+   * The port the upstream endpoint picker serves its gRPC health probes on
+   * ({@code --grpc-health-port}); {@link Builder#healthPort(int)} serves health there too.
+   */
+  public static final int DEFAULT_HEALTH_PORT = 9003;
   /** Default bound on a request body: 16 MiB, as the request parser's and the SCG filter's. */
   public static final int DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
   /**
@@ -68,6 +74,8 @@ public final class ExtProcServer implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(ExtProcServer.class.getName());
 
   private final Server server;
+  /** The health-only server of {@link Builder#healthPort(int)}; null without one. */
+  private final @Nullable Server healthServer;
   private final HealthStatusManager health;
   private final LiveStreams live;
   private final Duration drainTimeout;
@@ -77,9 +85,10 @@ public final class ExtProcServer implements AutoCloseable {
   /** Renews the decisions of the open streams (see {@link #renewOpenStreams}). */
   private final java.util.concurrent.ScheduledExecutorService renewal;
 
-  private ExtProcServer(Server server, HealthStatusManager health, LiveStreams live,
-      Duration drainTimeout, long renewNanos) {
+  private ExtProcServer(Server server, @Nullable Server healthServer, HealthStatusManager health,
+      LiveStreams live, Duration drainTimeout, long renewNanos) {
     this.server = server;
+    this.healthServer = healthServer;
     this.health = health;
     this.live = live;
     this.drainTimeout = drainTimeout;
@@ -117,6 +126,14 @@ public final class ExtProcServer implements AutoCloseable {
     return server.getPort();
   }
 
+  /**
+   * The port of the health-only server ({@link Builder#healthPort(int)}; the chosen one when
+   * built with 0), or -1 when there is none.
+   */
+  public int healthPort() {
+    return healthServer == null ? -1 : healthServer.getPort();
+  }
+
   /** {@code Process} streams open now: requests between their headers and the answer's end. */
   int openStreams() {
     return live.open();
@@ -133,8 +150,9 @@ public final class ExtProcServer implements AutoCloseable {
   }
 
   /**
-   * Stops gracefully: every health status turns NOT_SERVING (watchers hear it at once), new
-   * streams are refused, open {@code Process} streams get up to the drain timeout to end; those
+   * Stops gracefully: every health status turns NOT_SERVING (watchers hear it at once; the
+   * health-only port answers NOT_SERVING until the drain is over), new streams are refused, open
+   * {@code Process} streams get up to the drain timeout to end; those
    * still open then are cancelled, failing their decisions before this returns (whatever runs
    * the callbacks), so that no pick of theirs stays counted in flight. Idempotent; blocks for at
    * most the drain timeout plus a few seconds.
@@ -159,11 +177,21 @@ public final class ExtProcServer implements AutoCloseable {
       }
       // health watches never end by themselves: a moment for the NOT_SERVING just sent to reach
       // their clients, then they and the streams the drain did not see end are cut off
+      if (healthServer != null) {
+        healthServer.shutdown();
+      }
       server.awaitTermination(WATCH_GRACE_MILLIS, TimeUnit.MILLISECONDS);
       server.shutdownNow();
       server.awaitTermination(5, TimeUnit.SECONDS);
+      if (healthServer != null) {
+        healthServer.shutdownNow();
+        healthServer.awaitTermination(5, TimeUnit.SECONDS);
+      }
     } catch (InterruptedException e) {
       server.shutdownNow();
+      if (healthServer != null) {
+        healthServer.shutdownNow();
+      }
       Thread.currentThread().interrupt();
     } finally {
       // the cut streams' cancellations run on the callbacks' executor: a user's pool runs them
@@ -194,6 +222,7 @@ public final class ExtProcServer implements AutoCloseable {
   public static final class Builder {
     private final Router router;
     private int port = DEFAULT_PORT;
+    private int healthPort = -1; // none
     private @Nullable String host;
     private int maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
     private int maxMessageBytes; // 0: the default, which follows maxBodyBytes
@@ -214,6 +243,27 @@ public final class ExtProcServer implements AutoCloseable {
         throw new IllegalArgumentException("port must be 0..65535, got " + port);
       }
       this.port = port;
+      return this;
+    }
+
+    /**
+     * Serves the gRPC health service (only) on this port too, in plaintext whatever
+     * {@link #tls} says, as the upstream endpoint picker serves its probes on
+     * {@code --grpc-health-port} ({@value #DEFAULT_HEALTH_PORT}): Kubernetes gRPC probes do not
+     * speak TLS. Health stays on the ext_proc port as well. 0 picks a free port
+     * ({@link #healthPort()} tells which). Default: no such port. Same host as ext_proc.
+     */
+    public Builder healthPort(int port) {
+      if (port < 0 || port > 65535) {
+        throw new IllegalArgumentException("healthPort must be 0..65535, got " + port);
+      }
+      this.healthPort = port;
+      return this;
+    }
+
+    /** No health-only port (the default); undoes {@link #healthPort(int)}. */
+    Builder withoutHealthPort() {
+      this.healthPort = -1;
       return this;
     }
 
@@ -421,9 +471,7 @@ public final class ExtProcServer implements AutoCloseable {
       HealthStatusManager health = new HealthStatusManager();
       ServerBuilder<?> b = transport;
       if (b == null) {
-        InetSocketAddress address = host == null ? new InetSocketAddress(port)
-            : new InetSocketAddress(host, port);
-        b = NettyServerBuilder.forAddress(address,
+        b = NettyServerBuilder.forAddress(address(host, port),
                 tls == null ? InsecureServerCredentials.create() : tls)
             // Envoy may be set to ping idle connections; tolerate any sane interval
             .permitKeepAliveTime(10, TimeUnit.SECONDS)
@@ -449,12 +497,42 @@ public final class ExtProcServer implements AutoCloseable {
         throw new IOException("cannot listen on " + (host == null ? "port " : host + ":") + port
             + ": " + e.getMessage(), e);
       }
+      Server healthServer = null;
+      if (healthPort >= 0) {
+        healthServer = NettyServerBuilder.forAddress(address(host, healthPort),
+                InsecureServerCredentials.create())
+            .addService(health.getHealthService())
+            .directExecutor() // Check and Watch answer from memory
+            .build();
+        try {
+          healthServer.start();
+        } catch (IOException e) {
+          server.shutdownNow();
+          throw new HealthPortUnavailable("cannot listen on "
+              + (host == null ? "port " : host + ":") + healthPort + " (gRPC health): "
+              + e.getMessage(), e);
+        }
+      }
       health.setStatus(HealthStatusManager.SERVICE_NAME_ALL_SERVICES, ServingStatus.SERVING);
       health.setStatus(ExternalProcessorGrpc.SERVICE_NAME, ServingStatus.SERVING);
       for (String probe : PROBE_SERVICES) {
         health.setStatus(probe, ServingStatus.SERVING);
       }
-      return new ExtProcServer(server, health, live, drainTimeout, settings.renewNanos());
+      return new ExtProcServer(server, healthServer, health, live, drainTimeout,
+          settings.renewNanos());
+    }
+
+    private static InetSocketAddress address(@Nullable String host, int port) {
+      return host == null ? new InetSocketAddress(port) : new InetSocketAddress(host, port);
+    }
+  }
+
+  /** The health-only port of {@link Builder#healthPort(int)} could not be bound. */
+  static final class HealthPortUnavailable extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    HealthPortUnavailable(String message, IOException cause) {
+      super(message, cause);
     }
   }
 }

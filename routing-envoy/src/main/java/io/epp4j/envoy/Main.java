@@ -36,7 +36,7 @@ import org.jspecify.annotations.Nullable;
  */
 public final class Main {
   static final String USAGE = "usage: routing-envoy --endpoints IP:PORT[=ROLE][,...] "
-      + "[--port N] [--host ADDR] [--config FILE | --preset NAME] [--max-body-size SIZE] "
+      + "[--port N] [--grpc-health-port N] [--host ADDR] [--config FILE | --preset NAME] [--max-body-size SIZE] "
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
       + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
@@ -55,6 +55,10 @@ public final class Main {
                                     other labels for the label plugins as ;name=value items:
                                     IP:PORT=decode;topology.kubernetes.io/zone=a
         --port N                    ext_proc and gRPC health port (0: any free one); default 9002
+        --grpc-health-port N        a port serving only gRPC health, always plaintext, as the
+                                    upstream picker's probes expect (0: any free one; the same
+                                    as --port: none); default 9003, skipped with a warning when
+                                    taken unless given
         --host ADDR                 address to listen on; default every interface
         --config FILE               an EndpointPickerConfig YAML file (alias --config-file);
                                     default the EPP default profile
@@ -76,7 +80,7 @@ public final class Main {
                                     config's metrics-data-source path
         --drain-timeout DUR         wait for open streams when stopping (0: cancel them at
                                     once); default 30s
-        --secure-serving[=BOOL]     serve TLS (ext_proc and health, same port); default
+        --secure-serving[=BOOL]     serve TLS on --port (not on --grpc-health-port); default
                                     false: plaintext (the upstream picker's default is true)
         --cert-path DIR             with --secure-serving: DIR/tls.crt (PEM certificate chain)
                                     and DIR/tls.key (PEM key: PKCS#8, PKCS#1 or SEC1); without
@@ -172,6 +176,7 @@ public final class Main {
     Router router;
     Router.Builder b = Router.builder();
     int port;
+    int healthPort;
     int maxBody;
     int maxMessage = 0;
     Duration drain;
@@ -181,7 +186,12 @@ public final class Main {
     try {
       List<Endpoint> endpoints = endpoints(o.get("endpoints"));
       b.endpoints(endpoints);
-      port = port(o.getOrDefault("port", String.valueOf(ExtProcServer.DEFAULT_PORT)));
+      port = port("port", o.getOrDefault("port", String.valueOf(ExtProcServer.DEFAULT_PORT)));
+      healthPort = port("grpc-health-port", o.getOrDefault("grpc-health-port",
+          String.valueOf(ExtProcServer.DEFAULT_HEALTH_PORT)));
+      if (healthPort == port && port != 0) {
+        healthPort = -1; // health is served on the ext_proc port already
+      }
       maxBody = size("max-body-size", o.getOrDefault("max-body-size", "16MB"));
       if (o.containsKey("max-message-size")) {
         maxMessage = size("max-message-size", o.get("max-message-size"));
@@ -298,7 +308,21 @@ public final class Main {
           }
         }
       }
-      server = sb.start();
+      if (healthPort >= 0) {
+        sb.healthPort(healthPort);
+      }
+      try {
+        server = sb.start();
+      } catch (ExtProcServer.HealthPortUnavailable e) {
+        if (o.containsKey("grpc-health-port")) {
+          throw e;
+        }
+        // the default only: a second server on one machine, or another program on 9003, should
+        // not keep a server that used to start from starting; health stays on --port
+        err.println("routing-envoy: warning: " + e.getMessage() + "; gRPC health is served on "
+            + "the ext_proc port only (give --grpc-health-port to choose another port)");
+        server = sb.withoutHealthPort().start();
+      }
     } catch (IllegalArgumentException e) {
       closeQuietly(scraper, router);
       throw usage(err, e.getMessage());
@@ -313,6 +337,8 @@ public final class Main {
                 + (o.containsKey("enable-cert-reload") && bool("enable-cert-reload",
                     o.get("enable-cert-reload")) ? ", reloaded when changed" : "") + ")"
             : " (TLS, self-signed certificate)")
+        + (server.healthPort() >= 0 ? ", gRPC health on :" + server.healthPort()
+            + " (plaintext)" : "")
         + ", routing to "
         + String.join(", ", router.endpoints().stream().map(c -> c.id()).toList()) + " with "
         + (o.containsKey("config") ? o.get("config")
@@ -336,7 +362,8 @@ public final class Main {
     return new Exit(2);
   }
 
-  private static final List<String> OPTIONS = List.of("endpoints", "port", "host", "config",
+  private static final List<String> OPTIONS = List.of("endpoints", "port", "grpc-health-port",
+      "host", "config",
       "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
       "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout", "secure-serving",
       "cert-path", "enable-cert-reload");
@@ -459,7 +486,7 @@ public final class Main {
     return out;
   }
 
-  private static int port(String text) {
+  private static int port(String option, String text) {
     try {
       int p = Integer.parseInt(text.strip());
       if (p >= 0 && p <= 65535) {
@@ -468,7 +495,8 @@ public final class Main {
     } catch (NumberFormatException e) {
       // reported below
     }
-    throw new IllegalArgumentException("--port: '" + text + "' is not a port (0..65535)");
+    throw new IllegalArgumentException("--" + option + ": '" + text
+        + "' is not a port (0..65535)");
   }
 
   /** {@code 16MB}, {@code 512KB}, {@code 1048576}: units are 1024-based, as Spring's DataSize. */
