@@ -61,9 +61,12 @@ public final class ExtProcServer implements AutoCloseable {
   public static final Duration DEFAULT_DRAIN_TIMEOUT = Duration.ofSeconds(30);
   /**
    * Health service names this server reports on besides the whole server ({@code ""}) and the
-   * ext_proc service, as the upstream endpoint picker names its probes.
+   * ext_proc service, as the upstream endpoint picker's probes name them: {@code liveness} and
+   * {@code readiness} (its chart with several replicas) and {@code inference-extension} (its
+   * chart with one replica, and its conformance Deployment, for which upstream answers any name).
    */
-  public static final List<String> PROBE_SERVICES = List.of("liveness", "readiness");
+  public static final List<String> PROBE_SERVICES =
+      List.of("liveness", "readiness", "inference-extension");
 
   /** Idle time after which the server pings Envoy's connection (HTTP/2 PING). */
   static final long KEEPALIVE_SECONDS = 60;

@@ -1865,8 +1865,10 @@ class ExtProcServerTest {
         b -> b.drainTimeout(Duration.ofSeconds(60)));
     HealthGrpc.HealthBlockingStub health = HealthGrpc.newBlockingStub(channel)
         .withDeadlineAfter(5, TimeUnit.SECONDS);
+    // the names upstream's chart probes: liveness and readiness, or with one replica
+    // inference-extension (upstream answers any name there)
     for (String service : List.of("", "envoy.service.ext_proc.v3.ExternalProcessor", "liveness",
-        "readiness")) {
+        "readiness", "inference-extension")) {
       assertThat(health.check(HealthCheckRequest.newBuilder().setService(service).build())
           .getStatus()).as(service).isEqualTo(ServingStatus.SERVING);
     }

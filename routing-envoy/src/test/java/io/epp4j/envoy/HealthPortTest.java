@@ -41,7 +41,7 @@ import org.junit.jupiter.api.Test;
 class HealthPortTest {
   static final String A = "10.0.0.1:8000";
   static final List<String> SERVICES = List.of("", "envoy.service.ext_proc.v3.ExternalProcessor",
-      "liveness", "readiness");
+      "liveness", "readiness", "inference-extension");
   final List<AutoCloseable> toClose = new ArrayList<>();
   final ByteArrayOutputStream out = new ByteArrayOutputStream();
   final ByteArrayOutputStream err = new ByteArrayOutputStream();
