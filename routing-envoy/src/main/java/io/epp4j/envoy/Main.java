@@ -54,7 +54,8 @@ public final class Main {
                                     IP:PORT=prefill, =decode, =both, ...; label llm-d.ai/role;
                                     other labels for the label plugins as ;name=value items:
                                     IP:PORT=decode;topology.kubernetes.io/zone=a
-        --port N                    ext_proc and gRPC health port (0: any free one); default 9002
+        --port N                    ext_proc and gRPC health port (0: any free one); default
+                                    9002 (alias --grpc-port, upstream's name)
         --grpc-health-port N        a port serving only gRPC health, always plaintext, as the
                                     upstream picker's probes expect (0: any free one; the same
                                     as --port: none); default 9003, skipped with a warning when
@@ -370,7 +371,10 @@ public final class Main {
   /** Options that alone mean true, as Go's boolean flags: {@code --secure-serving}. */
   private static final Set<String> FLAGS = Set.of("secure-serving", "enable-cert-reload");
 
-  /** {@code --name value} and {@code --name=value}; {@code --config-file} is {@code --config}. */
+  /**
+   * {@code --name value} and {@code --name=value}; {@code --config-file} is {@code --config} and
+   * {@code --grpc-port} is {@code --port}, the upstream endpoint picker's names for them.
+   */
   static Map<String, String> parse(String[] args) {
     Map<String, String> o = new LinkedHashMap<>();
     for (int i = 0; i < args.length; i++) {
@@ -391,6 +395,8 @@ public final class Main {
       }
       if (name.equals("config-file")) {
         name = "config";
+      } else if (name.equals("grpc-port")) {
+        name = "port";
       }
       if (!OPTIONS.contains(name)) {
         throw new IllegalArgumentException("unknown option '--" + name + "'");

@@ -303,6 +303,21 @@ class MainTest {
   }
 
   @Test
+  void grpcPortIsTakenAsUpstreamsNameForPort() throws Exception {
+    // the upstream picker's Deployments pass --grpc-port 9002
+    try (Main.Running r = Main.start(new String[] {"--endpoints", "10.0.0.1:8000",
+        "--grpc-port", "0", "--grpc-health-port", "0", "--host", "127.0.0.1",
+        "--metrics-enabled=false"},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8))) {
+      assertThat(r.server.port()).isPositive();
+    }
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--grpc-port=0", "--port", "0"))
+        .isEqualTo(2);
+    assertThat(err()).contains("--port is given twice");
+  }
+
+  @Test
   void sizesAndDurationsReadLikeSpringProperties() {
     assertThat(Main.size("x", "16MB")).isEqualTo(16 << 20);
     assertThat(Main.size("x", "512kb")).isEqualTo(512 << 10);
