@@ -368,6 +368,9 @@ public final class Main {
       "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
       "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout", "secure-serving",
       "cert-path", "enable-cert-reload");
+  /** The upstream picker's options for finding its replicas in Kubernetes. */
+  private static final Set<String> UPSTREAM_DISCOVERY = Set.of("pool-name", "pool-namespace",
+      "pool-group", "endpoint-selector", "endpoint-target-ports");
   /** Options that alone mean true, as Go's boolean flags: {@code --secure-serving}. */
   private static final Set<String> FLAGS = Set.of("secure-serving", "enable-cert-reload");
 
@@ -397,6 +400,12 @@ public final class Main {
         name = "config";
       } else if (name.equals("grpc-port")) {
         name = "port";
+      }
+      if (UPSTREAM_DISCOVERY.contains(name)) {
+        // a Deployment copied from upstream: say what to give instead of "unknown option"
+        throw new IllegalArgumentException("--" + name + " is how the upstream endpoint picker "
+            + "finds the replicas in Kubernetes (an InferencePool or a pod selector), which this "
+            + "server does not do: list them with --endpoints IP:PORT[,IP:PORT...]");
       }
       if (!OPTIONS.contains(name)) {
         throw new IllegalArgumentException("unknown option '--" + name + "'");

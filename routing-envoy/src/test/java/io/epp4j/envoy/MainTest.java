@@ -318,6 +318,17 @@ class MainTest {
   }
 
   @Test
+  void upstreamsKubernetesDiscoveryOptionsAreRefusedPointingToEndpoints() {
+    for (String option : new String[] {"--pool-name", "--pool-namespace", "--pool-group",
+        "--endpoint-selector", "--endpoint-target-ports"}) {
+      err.reset();
+      assertThat(exitOf("--endpoints", "10.0.0.1:8000", option, "x")).as(option).isEqualTo(2);
+      assertThat(err()).as(option).contains(option + " is how the upstream endpoint picker finds "
+          + "the replicas in Kubernetes").contains("list them with --endpoints");
+    }
+  }
+
+  @Test
   void sizesAndDurationsReadLikeSpringProperties() {
     assertThat(Main.size("x", "16MB")).isEqualTo(16 << 20);
     assertThat(Main.size("x", "512kb")).isEqualTo(512 << 10);
