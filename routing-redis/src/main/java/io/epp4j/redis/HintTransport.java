@@ -26,6 +26,14 @@ public interface HintTransport extends AutoCloseable {
   String append(byte[] batch) throws Exception;
 
   /**
+   * Throws as {@link #append} would when the log refuses appends now (a read-only replica, a
+   * server out of memory, a user not allowed to append), without appending anything. The
+   * replication calls it on every new publishing connection, so that it counts as connected only
+   * once the log takes its batches. The default finds nothing to refuse.
+   */
+  default void checkAppend() throws Exception {}
+
+  /**
    * Up to {@code max} batches with ids after {@code afterId}, oldest first, waiting up to
    * {@code maxWait} for the first one; empty when none came.
    */

@@ -361,6 +361,17 @@ public final class RedisReplication implements Plugin, RequestListener {
             if (!connect(t, backoff, "publisher")) {
               continue;
             }
+            try {
+              // connected is not yet publishing: a server that refuses writes (a read-only
+              // replica, out of memory, an ACL without XADD) takes connections all the same, and
+              // the gauge read 1 until the next batch was refused, for good when there was none
+              t.checkAppend();
+            } catch (Exception e) {
+              connectionLost("publisher", e);
+              t.close();
+              pause(backoff, true);
+              continue;
+            }
             // the others may have forgotten this router, or kept a figure that has changed
             // since: the next flush sends every figure, zeros of those that ended included
             nextHeartbeat = System.nanoTime();
@@ -1548,7 +1559,14 @@ public final class RedisReplication implements Plugin, RequestListener {
     return !running;
   }
 
-  /** Whether both the publisher and the reader are connected. */
+  /**
+   * Whether this router both publishes to and reads from the stream: the publisher and the reader
+   * are connected, the server took the publisher's last batch, or, on a connection that has sent
+   * none yet, the check it makes on connecting that the server takes batches ({@code XADD}
+   * refused for its id alone: not a read-only replica, not out of memory, allowed by the ACL),
+   * and the reader's last command was answered. A refusal of writes that begins while the
+   * publisher is connected shows with its next batch.
+   */
   public boolean connected() {
     return publisherUp && readerUp;
   }
@@ -1970,7 +1988,8 @@ public final class RedisReplication implements Plugin, RequestListener {
             }
           }));
       callbacks.add(m.gaugeBuilder("epp4j.replication.connected")
-          .setDescription("1 while both the publisher and the reader are connected to Redis")
+          .setDescription("1 while this router both publishes to and reads from the Redis"
+              + " stream: both connected, and the server takes the publisher's batches")
           .setUnit("1")
           .ofLongs()
           .buildWithCallback(r -> {

@@ -255,6 +255,31 @@ final class RedisStreamTransport implements HintTransport {
   }
 
   /**
+   * {@code XADD key NOMKSTREAM 0-0 b ""}: Redis checks a write command against the user's ACL,
+   * {@code maxmemory} and a replica's read-only state before it runs it, and then refuses the id
+   * 0-0 before it looks at the key, so this appends nothing, creates no key and answers that
+   * error when (and only when) a batch would have passed those checks; {@code NOPERM},
+   * {@code OOM} or {@code READONLY} are thrown as {@link #append} would throw them. Any other
+   * write command that changes nothing is either not refused when out of memory
+   * ({@code PEXPIRE}, {@code XTRIM}) or needs a permission the routers do not have.
+   */
+  @Override
+  public void checkAppend() {
+    var sync = connection().sync();
+    try {
+      sync.xadd(f.key, XAddArgs.Builder.nomkstream().id(HintTransport.OLDEST),
+          Map.of(FIELD, new byte[0]));
+    } catch (RedisCommandExecutionException e) {
+      if (!"ERR".equals(RedisReplication.refusalCode(e))) {
+        throw e;
+      }
+      // the id refused: the server would have taken a batch
+    } finally {
+      releaseGrownBuffer();
+    }
+  }
+
+  /**
    * Closes the connection when a command's answer held a value longer than
    * {@link #RECYCLE_ABOVE_BYTES}, so that its read buffer, which grew to that value and never
    * shrinks, is released now rather than when the connection happens to close; the next command

@@ -199,6 +199,57 @@ class RedisRefusalLogTest {
   }
 
   /**
+   * A router that starts against a read-only replica (a URI that names one) and routes nothing:
+   * its publisher connects and, with no batch to send, never had a write refused, so the gauge
+   * read 1 for as long as it stayed idle and nothing said that nothing could be published. The
+   * publisher checks on connecting that the server takes writes: READONLY is reported, the gauge
+   * stays 0 through the reconnections, and once the server is promoted it reads 1 and hints flow.
+   */
+  @Test
+  void aRouterConnectingToAReadOnlyReplicaIsNotConnectedUntilItTakesWrites() throws Exception {
+    String pool = "readonly-idle-" + ProcessHandle.current().pid();
+    int noMaster;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      noMaster = s.getLocalPort(); // closed below: the replica's master never answers
+    }
+    Router a;
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (StatefulRedisConnection<String, String> c = admin.connect()) {
+      c.sync().replicaof("127.0.0.1", noMaster);
+      try {
+        String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+            "uri: '%s', pool: %s, heartbeatMillis: 200".formatted(REDIS.uri(), pool), "");
+        a = Router.builder().endpoints(RedisReplicationTest.endpoints())
+            .configYaml(yaml, "router a").build();
+        routers.add(a);
+        RedisReplication ra = RedisReplicationTest.replication(a);
+        RedisReplicationTest.await("a READONLY warning", () -> !warnings("READONLY").isEmpty());
+        assertThat(warnings("READONLY").get(0)).contains("publisher");
+        // several reconnections (the backoff from 100 ms), each checked
+        long until = System.nanoTime() + 1_500_000_000L;
+        while (System.nanoTime() - until < 0) {
+          assertThat(ra.connected()).as("connected to a server that refuses writes").isFalse();
+          Thread.sleep(10);
+        }
+        assertThat(ra.published()).isZero();
+      } finally {
+        c.sync().replicaofNoOne();
+      }
+    } finally {
+      admin.shutdown();
+    }
+    String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
+        "uri: '%s', pool: %s, heartbeatMillis: 200".formatted(REDIS.uri(), pool), "");
+    Router b = Router.builder().endpoints(RedisReplicationTest.endpoints())
+        .configYaml(yaml, "router b").build();
+    routers.add(b);
+    RedisReplicationTest.awaitConnected(b);
+    awaitHintsFlowAgain(a, RedisReplicationTest.replication(b),
+        "b applied a prefix a routed once Redis took writes");
+  }
+
+  /**
    * A password required after the routers connected ({@code requirepass} set, or the user's
    * password changed) leaves their connections working; the next connection each opens (here:
    * the server closed them all) is refused with {@code NOAUTH}. One warning says the credentials
