@@ -167,6 +167,8 @@ public final class RedisReplication implements Plugin, RequestListener {
   private volatile boolean sharedRouterId;
   private volatile boolean publisherUp;
   private volatile boolean readerUp;
+  /** Set by the reader when the server became a replica: the publisher checks its writes. */
+  private volatile boolean recheckWrites;
   private volatile boolean running = true;
   private final java.util.concurrent.atomic.AtomicBoolean closeCalled =
       new java.util.concurrent.atomic.AtomicBoolean();
@@ -361,21 +363,24 @@ public final class RedisReplication implements Plugin, RequestListener {
             if (!connect(t, backoff, "publisher")) {
               continue;
             }
-            try {
-              // connected is not yet publishing: a server that refuses writes (a read-only
-              // replica, out of memory, an ACL without XADD) takes connections all the same, and
-              // the gauge read 1 until the next batch was refused, for good when there was none
-              t.checkAppend();
-            } catch (Exception e) {
-              connectionLost("publisher", e);
-              t.close();
-              pause(backoff, true);
+            // connected is not yet publishing: a server that refuses writes (a read-only
+            // replica, out of memory, an ACL without XADD) takes connections all the same, and
+            // the gauge read 1 until the next batch was refused, for good when there was none
+            recheckWrites = false;
+            if (!takesWrites(t, backoff)) {
               continue;
             }
             // the others may have forgotten this router, or kept a figure that has changed
             // since: the next flush sends every figure, zeros of those that ended included
             nextHeartbeat = System.nanoTime();
             publisherUp = true;
+          }
+          if (recheckWrites) {
+            // the reader saw the server become a replica: say so now, not at the next batch
+            recheckWrites = false;
+            if (!takesWrites(t, backoff)) {
+              continue;
+            }
           }
           if (queuedForPublishing() < s.batchSize()) {
             // never past the next heartbeat: with a flush interval longer than the heartbeat, the
@@ -420,6 +425,23 @@ public final class RedisReplication implements Plugin, RequestListener {
         handOverPublishing(t);
       }
       t.close();
+    }
+  }
+
+  /**
+   * Whether the server takes this connection's batches ({@link HintTransport#checkAppend});
+   * when it does not, the refusal is reported as a refused batch would be, the connection
+   * closed and a backoff step waited out.
+   */
+  private boolean takesWrites(HintTransport t, Backoff backoff) {
+    try {
+      t.checkAppend();
+      return true;
+    } catch (Exception e) {
+      connectionLost("publisher", e);
+      t.close();
+      pause(backoff, true);
+      return false;
     }
   }
 
@@ -765,6 +787,8 @@ public final class RedisReplication implements Plugin, RequestListener {
     // less the silence limit) are history: -1 when the log has no clock
     long staleBeforeMillis = -1;
     long nextGapCheck = 0;
+    // whether the last read ended in UNBLOCKED: a second one in a row waits out a backoff step
+    boolean unblockedLast = false;
     // whether this thread holds the seat's reading role (and may use its reader fields)
     boolean holding = false;
     try {
@@ -877,10 +901,16 @@ public final class RedisReplication implements Plugin, RequestListener {
               readCount = Math.max(1, readCount / 2);
               continue;
             }
+            if ("UNBLOCKED".equals(refusalCode(e))) {
+              readUnblocked(t, e, unblockedLast ? backoff : null);
+              unblockedLast = true;
+              continue;
+            }
             readerLost(t, e, backoff);
             continue;
           }
           backoff.reset();
+          unblockedLast = false;
           // back towards the full count: at once when caught up (what comes now is what routers
           // write live), else doubling, so that a reader that a server's stall brought down to
           // small reads does not stay behind a stream that grows faster than it reads
@@ -930,6 +960,39 @@ public final class RedisReplication implements Plugin, RequestListener {
       readerUp = false;
       t.close();
       seat.releaseReading(this);
+    }
+  }
+
+  /**
+   * The server ended the reader's blocked read with {@code UNBLOCKED}: it became a replica
+   * ({@code REPLICAOF}, a failover that demoted it), which ends every blocked command and then
+   * closes the connection, or someone ran {@code CLIENT UNBLOCK ... ERROR}. Nothing failed: a
+   * replica serves reads, so the reader reconnects at once, without a backoff step (unless the
+   * read before ended so too: a server that unblocks every read is not reconnected to in a
+   * loop), and reads on from where it was (the reconnection's gap check still applies, for a replica that resynced
+   * from another primary). It used to be logged as a refusal ({@code Redis refused a command
+   * (reader: UNBLOCKED ...)}), which suggested that reading had failed and took the reader's
+   * minute of refusal warnings from a real one. A demotion is said once, at INFO, and the
+   * publisher is asked to check at once that the server still takes writes: a replica refuses
+   * them, and that warning ({@code READONLY}) is the one that says what to fix, even on a router
+   * with nothing to send.
+   */
+  private void readUnblocked(HintTransport t, Exception e, @Nullable Backoff backoff) {
+    readerUp = false;
+    t.close();
+    if (backoff != null) {
+      pause(backoff);
+    }
+    String m = e.getMessage();
+    if (m != null && m.contains("instance state changed")) {
+      recheckWrites = true;
+      LockSupport.unpark(publisher);
+      log.report(Level.INFO, "demoted", "Redis became a replica (REPLICAOF, or a failover"
+          + " demoted it), which ended the reader's blocked read on stream '" + s.streamKey()
+          + "'; the reader goes on reading from it, and writes go out once it takes them again");
+    } else {
+      log.report(Level.INFO, "unblocked", "Redis ended the reader's blocked read on stream '"
+          + s.streamKey() + "' (CLIENT UNBLOCK); the reader goes on reading");
     }
   }
 
@@ -1148,11 +1211,13 @@ public final class RedisReplication implements Plugin, RequestListener {
     } else if (refusalCode(e) != null) {
       // connected, and the server answered with an error (WRONGTYPE on the key, OOM, READONLY,
       // NOPERM...): its code says what to fix; the rest of the reply is not logged. Each thread
-      // has its own minute: a server made a replica answers the reader's blocked read with
-      // UNBLOCKED and then every XADD with READONLY, which a shared one left unsaid
+      // has its own minute, so that one thread's refusal does not leave the other's unsaid
+      String code = refusalCode(e);
       log.report(Level.WARNING, "refused-" + who, "Redis refused a command (" + who + ": "
-          + refusalCode(e) + " on stream '" + s.streamKey() + "'); routing continues on this"
-          + " router's own state, retrying with backoff");
+          + code + " on stream '" + s.streamKey() + "'" + ("READONLY".equals(code)
+              ? ": the server is a read-only replica, made one by a failover or REPLICAOF, or"
+                  + " named by uri; nothing is published until it takes writes again"
+              : "") + "); routing continues on this router's own state, retrying with backoff");
     } else {
       log.report(Level.WARNING, "down", "Redis unreachable (" + who + ": "
           + e.getClass().getSimpleName() + "); routing continues on this router's own state,"

@@ -95,7 +95,10 @@ class RedisRefusalLogTest {
       c.sync().configSet("maxmemory-policy", "noeviction");
       c.sync().configSet("maxmemory", "1");
       try {
-        routeUntilWritesAreRefused(a, ra);
+        // a publisher with nothing to send sends nothing to be refused: a routes
+        long droppedBefore = ra.dropped();
+        routeUntilWritesAreRefused(a, ra, "records a could not send",
+            () -> ra.dropped() > droppedBefore);
         List<String> oom = warnings("OOM");
         assertThat(oom).as("warnings naming OOM").hasSize(1);
         assertThat(oom.get(0)).contains("publisher").doesNotContain("unreachable");
@@ -109,24 +112,22 @@ class RedisRefusalLogTest {
   }
 
   /**
-   * Routes on {@code a} until its publisher has had hints refused and counted itself down (a
-   * publisher with nothing to send sends nothing to be refused, and stays up), then for 1.5 s
+   * Routes on {@code a} until {@code refused} holds and a's gauge has read 0, then for 1.5 s
    * more, a few attempts of the backoff (100 ms, doubling), each route still routed.
    */
-  private static void routeUntilWritesAreRefused(Router a, RedisReplication ra)
-      throws InterruptedException {
-    long droppedBefore = ra.dropped();
+  private static void routeUntilWritesAreRefused(Router a, RedisReplication ra, String what,
+      java.util.function.BooleanSupplier refused) throws InterruptedException {
     int routed = 0;
     boolean down = false;
     long deadline = System.nanoTime() + RedisReplicationTest.DEADLINE.toNanos();
-    while ((ra.dropped() == droppedBefore || !down) && System.nanoTime() - deadline < 0) {
+    while (!(refused.getAsBoolean() && down) && System.nanoTime() - deadline < 0) {
       a.route(RedisReplicationTest.prompt(1_000 + routed++, 64, null))
           .onComplete(RedisReplicationTest.DONE);
       Thread.sleep(5);
       down |= !ra.connected();
     }
-    assertThat(ra.dropped()).as("records a could not send").isGreaterThan(droppedBefore);
-    assertThat(down).as("a's publisher counted down").isTrue();
+    assertThat(refused.getAsBoolean()).as(what).isTrue();
+    assertThat(down).as("a's gauge down").isTrue();
     long until = System.nanoTime() + 1_500_000_000L;
     while (System.nanoTime() - until < 0) {
       assertThat(a.route(RedisReplicationTest.prompt(2_000 + routed++, 64, null)).isRouted())
@@ -166,8 +167,8 @@ class RedisRefusalLogTest {
   /**
    * A Redis made a replica (a failover that demoted it, a URI that points at a replica) answers
    * every XADD with {@code READONLY} and still serves reads. As with OOM: one warning naming the
-   * code, the hints not sent counted, the gauge down, routing goes on, and once the server takes
-   * writes again (promoted) the hints reach the other routers.
+   * code per router (also from the one that routes nothing), the gauge down, routing goes on, and
+   * once the server takes writes again (promoted) the hints reach the other routers.
    */
   @Test
   void aReadOnlyReplicaIsReportedOnceAndReplicationResumesWhenPromoted() throws Exception {
@@ -184,10 +185,14 @@ class RedisRefusalLogTest {
     try (StatefulRedisConnection<String, String> c = admin.connect()) {
       c.sync().replicaof("127.0.0.1", noMaster);
       try {
-        routeUntilWritesAreRefused(a, ra);
+        // whether a batch of a's was refused first, or its check of writes when its reader saw
+        // the demotion (its hints then wait in its queue), depends on which came first
+        routeUntilWritesAreRefused(a, ra, "both routers' READONLY warnings",
+            () -> warnings("READONLY").size() >= 2);
         List<String> readOnly = warnings("READONLY");
-        assertThat(readOnly).as("warnings naming READONLY").hasSize(1);
-        assertThat(readOnly.get(0)).contains("publisher").doesNotContain("unreachable");
+        // b routes nothing: its publisher checks its writes when its reader sees the demotion
+        assertThat(readOnly).as("warnings naming READONLY, one per router").hasSize(2)
+            .allMatch(m -> m.contains("publisher") && !m.contains("unreachable"));
         assertThat(warnings("unreachable")).as("warnings saying Redis is unreachable").isEmpty();
       } finally {
         c.sync().replicaofNoOne();
@@ -196,6 +201,72 @@ class RedisRefusalLogTest {
       admin.shutdown();
     }
     awaitHintsFlowAgain(a, rb, "b applied a prefix a routed once Redis took writes again");
+  }
+
+  /**
+   * A Redis demoted to a replica under idle routers ends their blocked reads with
+   * {@code UNBLOCKED} (and closes those connections). That is no refusal: a replica serves reads.
+   * It used to be logged as one ({@code Redis refused a command (reader: UNBLOCKED ...)}), after
+   * a backoff step, while the publishers, with nothing to send, stayed connected and said
+   * nothing. Now each reader reads on from the replica at once, without an error, a resync or a
+   * warning of its own; the demotion is said once per router in plain words (INFO) and each
+   * publisher checks its writes at once: one READONLY warning that names the replica, the gauge 0.
+   */
+  @Test
+  void aDemotionIsReportedOnceAndTheReadersReadOnFromTheReplica() throws Exception {
+    List<Router> both = twoRouters("demoted-" + ProcessHandle.current().pid());
+    List<RedisReplication> rs = both.stream().map(RedisReplicationTest::replication).toList();
+    int noMaster;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      noMaster = s.getLocalPort(); // closed below: the replica's master never answers
+    }
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (StatefulRedisConnection<String, String> c = admin.connect()) {
+      RedisReplicationTest.await("both readers blocked in XREAD",
+          () -> blockedReaders(c.sync().clientList()).size() == 2);
+      List<Long> before = blockedReaders(c.sync().clientList());
+      c.sync().replicaof("127.0.0.1", noMaster);
+      try {
+        RedisReplicationTest.await("both readers blocked in XREAD again, on new connections",
+            () -> {
+              List<Long> now = blockedReaders(c.sync().clientList());
+              return now.size() == 2 && now.stream().noneMatch(before::contains);
+            });
+        RedisReplicationTest.await("a READONLY warning from each router",
+            () -> warnings("READONLY").size() == 2);
+        RedisReplicationTest.await("both gauges down",
+            () -> rs.stream().noneMatch(RedisReplication::connected));
+        assertThat(warnings("READONLY")).allMatch(m -> m.contains("publisher")
+            && m.contains("read-only replica"));
+        assertThat(warnings("")).as("warnings: the publishers' READONLY only")
+            .allMatch(m -> m.contains("READONLY"));
+        assertThat(logged).filteredOn(r -> r.getLevel() == Level.INFO)
+            .extracting(LogRecord::getMessage)
+            .filteredOn(m -> m.contains("became a replica")).hasSize(2);
+        for (RedisReplication r : rs) {
+          assertThat(r.errors("reader")).isZero();
+          assertThat(r.resyncs()).isZero();
+        }
+      } finally {
+        c.sync().replicaofNoOne();
+      }
+    } finally {
+      admin.shutdown();
+    }
+    awaitHintsFlowAgain(both.get(0), rs.get(1),
+        "b applied a prefix a routed once Redis took writes again");
+  }
+
+  /** The ids of the clients blocked in {@code XREAD}, from {@code CLIENT LIST}. */
+  private static List<Long> blockedReaders(String clientList) {
+    List<Long> ids = new ArrayList<>();
+    for (String line : clientList.split("\n")) {
+      if (line.contains(" cmd=xread ") && line.contains(" flags=b ")) {
+        ids.add(Long.parseLong(line.substring(3, line.indexOf(' '))));
+      }
+    }
+    return ids;
   }
 
   /**

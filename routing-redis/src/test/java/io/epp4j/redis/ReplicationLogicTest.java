@@ -606,20 +606,19 @@ class ReplicationLogicTest {
   }
 
   /**
-   * A server made a replica answers the reader's blocked read with {@code UNBLOCKED}, then every
-   * XADD with {@code READONLY}. Both threads' refusals shared one warning a minute: the reader's
-   * took it and the publisher's READONLY, the code that says what to fix, went unsaid for a
-   * minute. Each thread now has its own.
+   * Both threads' refusals shared one warning a minute: the reader's took it and the publisher's
+   * (here READONLY, the code that says what to fix) went unsaid for a minute. Each thread now has
+   * its own.
    */
   @Test
   void aRefusalOfThePublisherIsReportedAfterOneOfTheReader() throws Exception {
     InMemoryLog log = new InMemoryLog();
     try (io.epp4j.testkit.CapturedLog captured =
         io.epp4j.testkit.CapturedLog.of(RedisReplication.class.getName())) {
-      log.refuseReads("UNBLOCKED force unblock from blocking operation");
+      log.refuseReads("NOPERM this user has no permissions to run the 'xread' command");
       Router a = router(log, "p", "a", 1000);
       await("the reader's refusal is reported",
-          () -> captured.text().contains("reader: UNBLOCKED"));
+          () -> captured.text().contains("reader: NOPERM"));
       log.refuseReads(null);
       log.refuseAppends("READONLY You can't write against a read only replica.");
       RoutingDecision open = a.route(prompt(1));
@@ -628,6 +627,32 @@ class ReplicationLogicTest {
       open.onComplete(new Usage(1, 0, 1));
     }
   }
+
+  /**
+   * A server that ends every blocked read with {@code UNBLOCKED} (Redis does so once, when it
+   * becomes a replica; a proxy or a script might do it every time): the reader reconnects at once
+   * after one, as after a demotion, but waits out the backoff after a second in a row instead of
+   * reconnecting in a loop; none is logged as a refused command, the demotion once at INFO.
+   */
+  @Test
+  void aReaderUnblockedAgainAndAgainBacksOffAndReportsTheDemotionOnce() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    try (io.epp4j.testkit.CapturedLog captured =
+        io.epp4j.testkit.CapturedLog.of(RedisReplication.class.getName())) {
+      log.refuseReads("UNBLOCKED force unblock from blocking operation, instance state changed"
+          + " (master -> replica?)");
+      router(log, "p", "a", 1000);
+      await("the reader connected three times", () -> log.connectTimes(READER).size() >= 3);
+      Thread.sleep(1_000);
+      // backoff steps of 50-100, 100-200, 200-400, 400-800 ms...: a handful in a second; a loop
+      // without them connects thousands of times
+      assertThat(log.connectTimes(READER)).as("the reader's connections").hasSizeLessThan(20);
+      assertThat(captured.records()).filteredOn(r -> r.contains("became a replica")).hasSize(1);
+      assertThat(captured.text()).doesNotContain("refused a command");
+    }
+  }
+
+  private static final String READER = "epp4j-redis-replication-read";
 
   static int inFlight(Router r, String endpointId) {
     for (var c : r.endpoints()) {
