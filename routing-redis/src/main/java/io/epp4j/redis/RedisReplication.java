@@ -118,9 +118,14 @@ public final class RedisReplication implements Plugin, RequestListener {
   static final long MAX_BACKOFF_NANOS = 5_000_000_000L;
   /**
    * How long the last instance of a router spends on close sending the hints still queued: well
-   * within the {@code close()} wait for the publisher thread (3 s).
+   * within the {@code close()} wait for the publisher thread ({@link #CLOSE_WAIT_MILLIS}).
    */
   static final long CLOSE_FLUSH_NANOS = 1_000_000_000L;
+  /**
+   * How long {@code close()} waits for each thread before it closes the connections under it,
+   * and again after that.
+   */
+  static final long CLOSE_WAIT_MILLIS = 3_000;
 
   private static final Logger LOG = Logger.getLogger(RedisReplication.class.getName());
   private static final AttributeKey<String> POOL = AttributeKey.stringKey("pool");
@@ -1596,14 +1601,46 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
     LockSupport.unpark(publisher);
     reader.interrupt();
+    boolean transportsClosed = false;
     try {
-      publisher.join(3_000);
-      reader.join(3_000);
+      publisher.join(CLOSE_WAIT_MILLIS);
+      reader.join(CLOSE_WAIT_MILLIS);
+      if (publisher.isAlive()) {
+        cutOffPublisher();
+        transportsClosed = true;
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
     telemetry.close();
+    if (!transportsClosed) {
+      transports.close();
+    }
+  }
+
+  /**
+   * The publisher is still at work {@link #CLOSE_WAIT_MILLIS} after close began: a command of its
+   * closing flush or farewell waits on a slow or hung Redis (each may wait
+   * {@code connectTimeoutMillis}, up to ten minutes). Closing the transports fails that command at
+   * once; the thread then counts the hints it could not send and ends. This waits for that before
+   * the instruments close, and says what was lost. It used to return with the publisher still
+   * running: the hints it then failed to send were counted after the metrics had stopped
+   * reporting, and nothing was logged.
+   */
+  private void cutOffPublisher() throws InterruptedException {
+    long before = droppedUnpublished.get();
     transports.close();
+    publisher.join(CLOSE_WAIT_MILLIS);
+    reader.join(CLOSE_WAIT_MILLIS);
+    long lost = droppedUnpublished.get() - before;
+    log.report(Level.WARNING, "close", "the publisher was still sending to Redis "
+        + CLOSE_WAIT_MILLIS + " ms after close began (a command waits up to connectTimeoutMillis)"
+        + ": its connection was closed, and " + lost + " records of hints it had not sent are"
+        + " counted in hints_dropped{reason=publish_failed} (those of a batch cut off in flight"
+        + " may have reached Redis)"
+        + (publisher.isAlive() ? "; it is still running" : "")
+        + "; if its farewell did not go out, the other routers drop this router's in-flight"
+        + " figures after five heartbeats");
   }
 
   // ---------------------------------------------------------------------------- observation

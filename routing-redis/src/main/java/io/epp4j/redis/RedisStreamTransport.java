@@ -84,6 +84,12 @@ final class RedisStreamTransport implements HintTransport {
     /** How often a publishing connection sets the TTL again: a tenth of it, at most a minute. */
     private final long ttlRefreshNanos;
     private final RateLimitedLog log;
+    /**
+     * Set when {@link #close} begins: a connection attempt on a client shut down never completes
+     * (Lettuce's connection future waits for event loops that are gone), so a transport refuses
+     * to connect from then on.
+     */
+    private volatile boolean closed;
 
     Factory(RedisURI uri, String streamKey, long maxLen, Duration connectTimeout,
         @Nullable SslOptions ssl) {
@@ -149,6 +155,7 @@ final class RedisStreamTransport implements HintTransport {
 
     @Override
     public void close() {
+      closed = true;
       // waits for the client's connections and its I/O threads. With shared resources the I/O
       // threads stay while another client still uses them (Lettuce counts the users of its
       // event loops), and the resources are not shut down: a client made on given resources
@@ -206,6 +213,10 @@ final class RedisStreamTransport implements HintTransport {
   @Override
   public void connect() {
     close();
+    if (f.closed) {
+      // a thread that outlived close (see RedisReplication#close) would wait here for good
+      throw new IllegalStateException("the Redis client is closed");
+    }
     StatefulRedisConnection<byte[], byte[]> c = f.client.connect(codec);
     c.setTimeout(f.commandTimeout);
     connection = c;

@@ -136,4 +136,51 @@ class RedisHangTest {
     assertThat(left).as("threads of the plugin alive after close returned (close took %d ms)",
         tookMillis).isEmpty();
   }
+  /**
+   * A close that outlasts its wait: Redis hangs with hints queued and a command timeout of 20 s,
+   * so the publisher's batch waits past the 3 s close gives it. close used to return with the
+   * publisher still waiting; what it then failed to send was counted after the metrics had
+   * closed, and nothing was logged. Now close ends the command, and before it returns every hint
+   * routed is counted dropped, the publisher has ended and a warning gives the count.
+   */
+  @Test
+  void aCloseThatCutsOffThePublisherCountsAndSaysWhatItCouldNotSend() throws Exception {
+    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger log =
+        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
+    log.addHandler(capture);
+    try {
+      Router a = router("a", 20_000);
+      RedisReplicationTest.awaitConnected(a);
+      RedisReplication ra = RedisReplicationTest.replication(a);
+      REDIS.freeze();
+      int routed = 40; // one prefix record each, none of which can reach Redis
+      for (int i = 0; i < routed; i++) {
+        a.route(RedisReplicationTest.prompt(100 + i, 64, null))
+            .onComplete(RedisReplicationTest.DONE);
+      }
+      routers.remove(a);
+      a.close();
+      assertThat(ra.publisherState()).as("the publisher once close returned")
+          .isEqualTo(Thread.State.TERMINATED);
+      assertThat(ra.dropped()).as("records routed, none sent").isEqualTo(routed);
+      assertThat(logged).extracting(java.util.logging.LogRecord::getMessage)
+          .filteredOn(m -> m.contains("still sending"))
+          .singleElement().asString().contains(routed + " records");
+    } finally {
+      log.removeHandler(capture);
+    }
+  }
 }
