@@ -23,7 +23,8 @@ import java.util.List;
  * share of the prompt covered by the run of blocks {@code e}'s engine reports holding from block 0
  * followed by the consecutive blocks after it this router sent to {@code e} recently (within
  * {@code memoryTtlMs}, bounded per endpoint like the approximate index), counted only when this
- * router sent {@code e} the prompt's first block, and {@code d} is {@code memoryDiscount} (0.8). A
+ * router sent {@code e} the prompt's first block (and, as for {@code precise(e)}, never past the
+ * blocks vLLM may serve), and {@code d} is {@code memoryDiscount} (0.8). A
  * remembered block is forgotten as soon as {@code e}'s engine reports it removed (or clears its
  * cache): the memory fills the engine's silence and never contradicts its word. With
  * {@code fallbackOnly}, memory counts only when no candidate has any precise hit.
@@ -146,7 +147,9 @@ final class HybridPrefixCacheScorer implements PrefixHitsProducer, RequestListen
       if (useMemory) {
         long[] keys = m.keysAt(at);
         if (keys != null) {
-          c = Math.max(c, discount * memory.prefixLength(id, keys, m.knownRealAt(at), now));
+          // no more than the engine may serve: it computes a prompt's last token whatever it holds
+          c = Math.max(c, discount * Math.min(m.servableBlocksAt(at),
+              memory.prefixLength(id, keys, m.knownRealAt(at), now)));
         }
       }
       cached[i] = c;
@@ -182,10 +185,11 @@ final class HybridPrefixCacheScorer implements PrefixHitsProducer, RequestListen
       for (int f = 0; f < found; f++) {
         int i = order.positionOf(RoutingMemory.foundEndpoint(f));
         if (i < 0 || i >= n || m.variantAt(i) != v
-            || m.matchedWeightAt(i) >= discount * keys.length) {
+            || m.matchedWeightAt(i) >= discount * m.servableBlocksAt(i)) {
           continue; // not a candidate, or its precise run beats any discounted memory
         }
-        double c = discount * memory.foundPrefixLength(f, keys, m.knownRealAt(i), now);
+        double c = discount * Math.min(m.servableBlocksAt(i),
+            memory.foundPrefixLength(f, keys, m.knownRealAt(i), now));
         if (c > m.matchedWeightAt(i)) {
           if (count == raised.length) {
             raised = Arrays.copyOf(raised, Math.max(4, count * 2));

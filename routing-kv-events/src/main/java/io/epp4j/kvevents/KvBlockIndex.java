@@ -1000,7 +1000,8 @@ public final class KvBlockIndex {
   /**
    * {@link #prefixWeight(String, long[], long)} for a prompt of which vLLM may serve only the
    * first {@code servable} of {@code keys}' blocks from its cache ({@link #servableBlocks}):
-   * an endpoint with Mamba groups is then credited only up to the last state among those.
+   * the run counts no block past those, and an endpoint with Mamba groups is credited only up to
+   * the last state among them.
    */
   double prefixWeight(String endpointId, long[] keys, int servable, long nowNanos) {
     EndpointHoldings e = endpoints.get(endpointId);
@@ -1009,8 +1010,8 @@ public final class KvBlockIndex {
     }
     double sum = 0;
     int run = 0;
-    for (long key : keys) {
-      double w = holdWeight(key, e.slot, nowNanos);
+    for (int b = 0, end = Math.min(servable, keys.length); b < end; b++) {
+      double w = holdWeight(keys[b], e.slot, nowNanos);
       if (w == 0) {
         break;
       }
@@ -1138,8 +1139,9 @@ public final class KvBlockIndex {
     if (e == null || w == null) {
       return;
     }
+    int end = Math.min(servable, keys.length);
     int run = 0;
-    while (run < keys.length && holdWeight(keys[run], slot, nowNanos) != 0) {
+    while (run < end && holdWeight(keys[run], slot, nowNanos) != 0) {
       run++;
     }
     int hit = windowHit(e, w, keys, run, servable, nowNanos);
@@ -1154,6 +1156,23 @@ public final class KvBlockIndex {
     if (realRun != null && realRun[i] > hit) {
       realRun[i] = hit;
     }
+  }
+
+  /**
+   * Carries candidate {@code i}'s run of real holdings, which a walk that stopped at block
+   * {@code end} left there, on through the keys after it: those blocks earn no weight (vLLM does
+   * not serve them to this prompt), but the endpoint holds them, and what is recorded after
+   * routing skips them.
+   */
+  private void realRunPast(long[] keys, int end, int slot, int i, int @Nullable [] realRun) {
+    if (realRun == null || end == 0 || end >= keys.length || slot < 0 || realRun[i] != end) {
+      return;
+    }
+    int r = end;
+    while (r < keys.length && holders.bits(keys[r], slot) != 0) {
+      r++;
+    }
+    realRun[i] = r;
   }
 
   /** Per thread: the live candidates and each candidate's plane of one walk. */
@@ -1184,7 +1203,7 @@ public final class KvBlockIndex {
   /**
    * {@link #prefixWeights(long[], int[], boolean[], long, double[], int[])} for a prompt of
    * which vLLM may serve only the first {@code servable} of {@code keys}' blocks from its cache
-   * ({@link #servableBlocks}).
+   * ({@link #servableBlocks}): no block past those is counted in the weights.
    */
   void prefixWeights(long[] keys, int servable, int[] slots, boolean[] use, long nowNanos,
       double[] out, int @Nullable [] realRun) {
@@ -1200,9 +1219,11 @@ public final class KvBlockIndex {
         cand[count++] = i;
       }
     }
-    walk(keys, slots, cand, count, nowNanos, out, realRun);
+    int end = Math.min(servable, keys.length);
+    walk(keys, end, slots, cand, count, nowNanos, out, realRun);
     for (int i = 0; i < n; i++) {
       if (use[i]) {
+        realRunPast(keys, end, slots[i], i, realRun);
         capToWindows(keys, servable, slots[i], i, nowNanos, out, realRun);
       }
     }
@@ -1218,13 +1239,14 @@ public final class KvBlockIndex {
   }
 
   /**
-   * {@link #prefixWeights(long[], int[], boolean[], long, double[], int[])} for the candidates at
+   * {@link #prefixWeights(long[], int[], boolean[], long, double[], int[])} over the first
+   * {@code end} of {@code keys} for the candidates at
    * positions {@code cand[0, count)} of {@code slots}, whose entries of {@code out} (and of
    * {@code realRun}) must be 0 on entry. {@code cand} may be this thread's walk scratch
    * ({@link #firstBlockHolders}); it is overwritten.
    */
-  private void walk(long[] keys, int[] slots, int[] cand, int count, long nowNanos, double[] out,
-      int @Nullable [] realRun) {
+  private void walk(long[] keys, int end, int[] slots, int[] cand, int count, long nowNanos,
+      double[] out, int @Nullable [] realRun) {
     int n = slots.length;
     // the candidates still matching, as a dense list: a block costs one step per endpoint still
     // in the run, not one per candidate of the pool
@@ -1283,7 +1305,7 @@ public final class KvBlockIndex {
     long touched = 0;
     int pending = 0;
     int b = 0;
-    for (; b < keys.length && aliveCount > 0; b++) {
+    for (; b < end && aliveCount > 0; b++) {
       if (aliveCount <= NARROW_WALK && b > 0) {
         // few endpoints left: each reads its own table from here, a small one that stays in
         // the caches, instead of the pool-wide table whose probes miss them nearly every time
@@ -1296,7 +1318,7 @@ public final class KvBlockIndex {
           int i = alive[a];
           int slot = slots[i];
           EndpointHoldings e = slot < bs.length ? bs[slot] : null;
-          touched += walkOwn(e == null ? NO_HOLDINGS : e.own, keys, b, slot, i, nowNanos, out,
+          touched += walkOwn(e == null ? NO_HOLDINGS : e.own, keys, b, end, slot, i, nowNanos, out,
               realRun, anySpeculative);
         }
         aliveCount = 0;
@@ -1308,7 +1330,7 @@ public final class KvBlockIndex {
         // instead of being paid one after another by the walk below. Not before the first
         // block: it leaves only the planes of the endpoints that hold it live, and touching
         // ahead in every plane of a large pool cost more than the rest of the walk
-        for (int t = b, end = Math.min(keys.length, (b | (TOUCH_AHEAD - 1)) + 1); t < end; t++) {
+        for (int t = b, ahead = Math.min(end, (b | (TOUCH_AHEAD - 1)) + 1); t < ahead; t++) {
           for (int j = 0; j < planeCount; j++) {
             if (planeLive[j] > 0) {
               touched += planes[j].touch(keys[t]);
@@ -1450,11 +1472,11 @@ public final class KvBlockIndex {
   /**
    * {@link #prefixWeights(long[], FirstBlockPlan, long, double[], int[])} for a prompt of which
    * vLLM may serve only the first {@code servable} of {@code keys}' blocks from its cache
-   * ({@link #servableBlocks}).
+   * ({@link #servableBlocks}): no block past those is counted in the weights.
    */
   void prefixWeights(long[] keys, int servable, FirstBlockPlan plan, long nowNanos,
       double[] out, int[] realRun) {
-    if (keys.length == 0 || plan.members.length == 0) {
+    if (Math.min(servable, keys.length) <= 0 || plan.members.length == 0) {
       return;
     }
     long key = keys[0];
@@ -1482,8 +1504,10 @@ public final class KvBlockIndex {
       }
     }
     if (count > 0) {
-      walk(keys, plan.slots, cand, count, nowNanos, out, realRun);
+      int end = Math.min(servable, keys.length);
+      walk(keys, end, plan.slots, cand, count, nowNanos, out, realRun);
       for (int m : plan.members) {
+        realRunPast(keys, end, plan.slots[m], m, realRun);
         capToWindows(keys, servable, plan.slots[m], m, nowNanos, out, realRun);
       }
     }
@@ -1498,18 +1522,18 @@ public final class KvBlockIndex {
   private static final HolderTable NO_HOLDINGS = new HolderTable();
 
   /**
-   * The rest of candidate {@code i}'s walk from block {@code from} on its own table: the same
-   * weights, added in the same order, and the same run of real holdings as the shared walk.
-   * Returns the touches' sum (kept by the caller).
+   * The rest of candidate {@code i}'s walk from block {@code from} up to block {@code end} on its
+   * own table: the same weights, added in the same order, and the same run of real holdings as
+   * the shared walk. Returns the touches' sum (kept by the caller).
    */
-  private long walkOwn(HolderTable own, long[] keys, int from, int slot, int i, long nowNanos,
-      double[] out, int @Nullable [] realRun, boolean anySpeculative) {
+  private long walkOwn(HolderTable own, long[] keys, int from, int end, int slot, int i,
+      long nowNanos, double[] out, int @Nullable [] realRun, boolean anySpeculative) {
     double o = out[i];
     int real = realRun == null ? -1 : realRun[i];
     long touched = 0;
-    for (int b = from; b < keys.length; b++) {
+    for (int b = from; b < end; b++) {
       if (b == from || (b & (TOUCH_AHEAD - 1)) == 0) {
-        for (int t = b, end = Math.min(keys.length, (b | (TOUCH_AHEAD - 1)) + 1); t < end; t++) {
+        for (int t = b, ahead = Math.min(end, (b | (TOUCH_AHEAD - 1)) + 1); t < ahead; t++) {
           touched += own.touch(keys[t]);
         }
       }

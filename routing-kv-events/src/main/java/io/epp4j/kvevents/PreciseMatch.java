@@ -38,6 +38,9 @@ public final class PreciseMatch implements PrefixHits {
   private final int[] knownReal;
   // the scored list when it is in the pool's order, which knows its positions by id; else null
   private final @Nullable PoolOrder order;
+  // the prompt's length in tokens, which bounds the blocks vLLM may serve from its cache
+  // (KvBlockIndex.servableBlocks); MAX_VALUE when not known (every key may be served)
+  private final int promptTokens;
 
   PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes) {
     this(endpointIds, keys, weights, blockSizes, new int[endpointIds.length]);
@@ -54,7 +57,13 @@ public final class PreciseMatch implements PrefixHits {
    */
   PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes,
       int[] knownReal, @Nullable PoolOrder order) {
-    this(endpointIds, keys, null, weights, blockSizes, knownReal, order);
+    this(endpointIds, keys, null, weights, blockSizes, knownReal, order, Integer.MAX_VALUE);
+  }
+
+  /** As above, for a prompt of {@code promptTokens} tokens (see {@link #servableBlocksAt}). */
+  PreciseMatch(String[] endpointIds, long[][] keys, double[] weights, int[] blockSizes,
+      int[] knownReal, @Nullable PoolOrder order, int promptTokens) {
+    this(endpointIds, keys, null, weights, blockSizes, knownReal, order, promptTokens);
   }
 
   /**
@@ -64,7 +73,9 @@ public final class PreciseMatch implements PrefixHits {
    * them.
    */
   PreciseMatch(String[] endpointIds, long[][] variantKeys, int @Nullable [] variantOf,
-      double[] weights, int[] blockSizes, int[] knownReal, @Nullable PoolOrder order) {
+      double[] weights, int[] blockSizes, int[] knownReal, @Nullable PoolOrder order,
+      int promptTokens) {
+    this.promptTokens = promptTokens;
     this.endpointIds = endpointIds;
     this.keys = variantKeys;
     this.variantOf = variantOf;
@@ -122,6 +133,16 @@ public final class PreciseMatch implements PrefixHits {
 
   double matchedWeightAt(int i) {
     return weights[i];
+  }
+
+  /**
+   * How many of candidate {@code i}'s keys vLLM may serve from its cache: all of them, but for a
+   * prompt that ends exactly at a block's end the last one, since the engine computes a prompt's
+   * last token whatever it holds ({@link KvBlockIndex#servableBlocks}).
+   */
+  int servableBlocksAt(int i) {
+    long[] k = keysAt(i);
+    return k == null ? 0 : KvBlockIndex.servableBlocks(k, promptTokens, blockSizes[i]);
   }
 
   long @Nullable [] keysAt(int i) {
@@ -218,7 +239,9 @@ public final class PreciseMatch implements PrefixHits {
       real[m] = other.knownReal[i];
       m++;
     }
+    // both matches are of one request: one prompt length
     return new PreciseMatch(Arrays.copyOf(ids, m), Arrays.copyOf(k, m), Arrays.copyOf(w, m),
-        Arrays.copyOf(bs, m), Arrays.copyOf(real, m));
+        Arrays.copyOf(bs, m), Arrays.copyOf(real, m), null,
+        Math.min(promptTokens, other.promptTokens));
   }
 }

@@ -23,7 +23,10 @@ import org.jspecify.annotations.Nullable;
 /**
  * {@code precise-prefix-cache-scorer}: for each candidate, the weighted number of consecutive
  * blocks from block 0 of the prompt that the replica really holds according to its KV events
- * (GPU 1.0, offloaded 0.8 per block), divided by the prompt's full blocks. After routing, the
+ * (GPU 1.0, offloaded 0.8 per block), divided by the prompt's full blocks. The run stops where
+ * vLLM stops serving from its cache: it computes a prompt's last token whatever it holds
+ * ({@code max_cache_hit_length = num_tokens - 1}), so a prompt that ends exactly at a block's end
+ * is never served that last block, and no endpoint is credited with it. After routing, the
  * chosen endpoint's blocks are recorded as speculative entries until the engine's own event
  * confirms them (TTL 2 s by default), so a burst of requests with one new prefix stays together.
  * The match is published as {@link PrefixHits} (the weighted run is the cached block count).
@@ -304,7 +307,7 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
       }
     }
     PreciseMatch m = new PreciseMatch(ids, keys, weights, blockSizes, knownReal,
-        candidates instanceof PoolOrder po ? po : null);
+        candidates instanceof PoolOrder po ? po : null, tokens.length);
     if (existing != null) {
       m = existing.plus(m);
     }
@@ -331,7 +334,7 @@ final class PrecisePrefixCacheScorer implements PrefixHitsProducer, RequestListe
           layout.vBlockSize[v]), layout.plans[v], now, weights, knownReal);
     }
     return new PreciseMatch(layout.ids, vKeys, layout.variantOf, weights, layout.blockSizes,
-        knownReal, order);
+        knownReal, order, tokens.length);
   }
 
   /**

@@ -39,7 +39,7 @@ class HybridEngineRestartTest {
     Endpoint home = EPS.get(2);
     String topic = "kv@" + home.id() + "@m";
     List<Candidate> pool = candidates(EPS);
-    int[] p = prompt(31, 160); // 10 blocks of 16
+    int[] p = prompt(31, 161); // 10 blocks of 16 and a token: all 10 may be served
     try (KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
         ZContext ctx = new ZContext(1)) {
       PrecisePrefixCacheScorer precise =

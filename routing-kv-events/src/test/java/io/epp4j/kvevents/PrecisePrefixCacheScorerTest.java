@@ -221,7 +221,7 @@ class PrecisePrefixCacheScorerTest {
   }
 
   private void newMemoryIsReachedThrough(List<io.epp4j.api.Candidate> pool, int seed) {
-    int[] p = prompt(seed, 64);
+    int[] p = prompt(seed, 65); // 4 blocks and a token: all 4 may be served
     Endpoint home = EPS.get(0);
     HybridPrefixCacheScorer hybrid = hybridOnEps();
     routeTo(hybrid, pool, p, home);
@@ -269,6 +269,75 @@ class PrecisePrefixCacheScorerTest {
   }
 
   /**
+   * vLLM computes a prompt's last token whatever it holds ({@code max_cache_hit_length =
+   * num_tokens - 1}) and serves only whole blocks, so a prompt that ends exactly at a block's end
+   * is served at most the blocks before its last one. An endpoint holding the whole prompt was
+   * credited with that last block too: it outscored an endpoint holding all but the last block,
+   * although both engines compute the same one block, and a one-block prompt held anywhere
+   * counted as a hit. Through a plain list and a list in the pool's order alike.
+   */
+  @Test
+  void aPromptEndingAtABlocksEndIsNotCreditedWithItsLastBlock() {
+    PrecisePrefixCacheScorer s =
+        new PrecisePrefixCacheScorer(index, null, null, 1024, true, false, false);
+    EPS.forEach(s::onEndpointAdded);
+    List<io.epp4j.api.Candidate> pool = candidates(EPS);
+    int[] p = prompt(31, 64); // exactly 4 blocks
+    store("10.0.0.1:8000", p, 4, 1100);
+    store("10.0.0.2:8000", p, 3, 1200);
+    for (List<io.epp4j.api.Candidate> list : List.of(pool, new Ordered(pool, new Object()))) {
+      io.epp4j.api.CycleState st =
+          new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+      double[] scores = new double[3];
+      s.score(request(p), st, list, scores);
+      assertThat(scores).as("3 of 4 blocks served on both").containsExactly(0.75, 0.75, 0.0);
+      io.epp4j.api.PrefixHits hits = st.get(io.epp4j.api.PrefixHits.KEY);
+      assertThat(hits.cachedBlocks(hits.indexOf("10.0.0.1:8000"))).isEqualTo(3.0);
+      assertThat(hits.totalBlocks(hits.indexOf("10.0.0.1:8000"))).isEqualTo(4);
+      // one token more: the engine serves all four blocks and computes the token after them
+      int[] longer = Arrays.copyOf(p, 65);
+      assertThat(preciseScores(s, list, longer)).containsExactly(1.0, 0.75, 0.0);
+      // a prompt of one block: nothing to serve from any cache, a miss everywhere
+      int[] oneBlock = Arrays.copyOf(p, 16);
+      io.epp4j.api.CycleState one =
+          new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+      double[] oneScores = new double[3];
+      s.score(request(oneBlock), one, list, oneScores);
+      assertThat(oneScores).containsExactly(0.0, 0.0, 0.0);
+      io.epp4j.api.PrefixHits oneHits = one.get(io.epp4j.api.PrefixHits.KEY);
+      assertThat(oneHits.cachedBlocks(oneHits.indexOf("10.0.0.1:8000"))).isZero();
+    }
+  }
+
+  /**
+   * The hybrid's memory of a route is bound the same way: a prompt of exactly 4 blocks routed
+   * to an endpoint is served 3 of them there next time, so the memory credits 0.8 x 3 of 4.
+   */
+  @Test
+  void theHybridsMemoryOfAPromptEndingAtABlocksEndLeavesOutItsLastBlock() {
+    for (boolean ordered : new boolean[] {false, true}) {
+      HybridPrefixCacheScorer hybrid = hybridOnEps();
+      List<io.epp4j.api.Candidate> plain = candidates(EPS);
+      List<io.epp4j.api.Candidate> pool = ordered ? new Ordered(plain, new Object()) : plain;
+      int[] p = prompt(ordered ? 33 : 32, 64); // exactly 4 blocks, which no engine reports
+      routeTo(hybrid, pool, p, EPS.get(1));
+      now.addAndGet(5_000_000_000L); // past the speculative entries: only the memory is left
+      assertThat(scores(hybrid, pool, p)).as("ordered: %s", ordered)
+          .containsExactly(0.0, 0.8 * 3 / 4, 0.0);
+      io.epp4j.api.CycleState st =
+          new io.epp4j.api.CycleState(now.get(), new java.util.Random(1));
+      hybrid.score(request(p), st, pool, new double[3]);
+      io.epp4j.api.PrefixHits hits = st.get(io.epp4j.api.PrefixHits.KEY);
+      assertThat(hits.cachedBlocks(hits.indexOf(EPS.get(1).id()))).as("ordered: %s", ordered)
+          .isEqualTo(0.8 * 3);
+      // one token more: all four blocks
+      assertThat(scores(hybrid, pool, Arrays.copyOf(p, 65))).as("ordered: %s", ordered)
+          .containsExactly(0.0, 0.8, 0.0);
+      hybrid.close();
+    }
+  }
+
+  /**
    * A list in the pool's order finds each endpoint's view in the index by position; the index
    * learning of an endpoint, or forgetting one, between two routes with the same list must show.
    */
@@ -279,7 +348,7 @@ class PrecisePrefixCacheScorerTest {
     EPS.forEach(s::onEndpointAdded);
     List<io.epp4j.api.Candidate> pool = candidates(EPS);
     Ordered ordered = new Ordered(pool, new Object());
-    int[] p = prompt(13, 64); // 4 blocks
+    int[] p = prompt(13, 65); // 4 blocks and a token: all 4 may be served
     store("10.0.0.1:8000", p, 2, 500);
     assertThat(preciseScores(s, ordered, p)).containsExactly(0.5, 0.0, 0.0);
 
@@ -405,10 +474,13 @@ class PrecisePrefixCacheScorerTest {
         assertThat(ma.knownReal(e.id())).as(at).isEqualTo(mb.knownReal(e.id()));
         assertThat(ma.keys(e.id())).as(at).containsExactly(mb.keys(e.id()));
         // both walks against the block-by-block reading of the shared planes (the walk may
-        // finish on an endpoint's own table): the same weight, added in the same order ...
+        // finish on an endpoint's own table): the same weight, added in the same order, over
+        // the blocks vLLM may serve (the prompts end at a block's end: all but the last) ...
         long[] k = mb.keys(e.id());
+        int servable = KvBlockIndex.servableBlocks(k, p.length,
+            mb.blockSizeTokens(mb.indexOf(e.id())));
         assertThat(ma.matchedWeight(e.id())).as("reference " + at)
-            .isEqualTo(index.prefixWeight(e.id(), k, now.get()));
+            .isEqualTo(index.prefixWeight(e.id(), k, servable, now.get()));
         // ... and the same run of real holdings
         int realRun = 0;
         while (realRun < k.length && !index.tiers(e.id(), k[realRun]).isEmpty()) {
@@ -577,7 +649,7 @@ class PrecisePrefixCacheScorerTest {
   void hybridRemembersOnlyTheBlocksTheEngineHasNotReported() {
     HybridPrefixCacheScorer hybrid = hybridOnEps();
     List<io.epp4j.api.Candidate> pool = candidates(EPS);
-    int[] p = prompt(21, 160);
+    int[] p = prompt(21, 161); // 10 blocks and a token: all 10 may be served
     Endpoint home = EPS.get(1);
     routeWhereTheEngineHolds(hybrid, pool, p, home, 4, 700);
     assertThat(hybrid.rememberedKeys(home.id())).as("first key + blocks 4-9").isEqualTo(7);
@@ -624,7 +696,7 @@ class PrecisePrefixCacheScorerTest {
   void afterAResyncTheHybridStillCreditsWhatTheEngineHadReported() {
     HybridPrefixCacheScorer hybrid = hybridOnEps();
     List<io.epp4j.api.Candidate> pool = candidates(EPS);
-    int[] p = prompt(22, 160);
+    int[] p = prompt(22, 161); // 10 blocks and a token: all 10 may be served
     Endpoint home = EPS.get(2);
     routeWhereTheEngineHolds(hybrid, pool, p, home, 10, 800);
     assertThat(hybrid.rememberedKeys(home.id())).as("the first key only").isEqualTo(1);
