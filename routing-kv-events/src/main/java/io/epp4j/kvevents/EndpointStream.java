@@ -73,6 +73,14 @@ final class EndpointStream {
   private byte @Nullable [] lastAppliedPayload;
   /** Whether a live message came since the stream opened or its publisher last disconnected. */
   private boolean heardSinceDisconnect;
+  /**
+   * Per-endpoint mode: the connection to the publisher whose message was handled last (JeroMQ
+   * gives the messages of one connection one metadata object, and a new connection another), or
+   * null before the first message or where messages carry none.
+   */
+  private @Nullable Object connection;
+  /** How many times a message came over a newer connection than the one before it. */
+  private long connectionsReplaced;
 
   /** How a replay ended. */
   private enum ReplayOutcome {
@@ -197,6 +205,31 @@ final class EndpointStream {
     applyPayload(payload);
     expected = seq + 1;
     lastAppliedPayload = payload;
+  }
+
+  /**
+   * Per-endpoint mode: notes that the next live message came over {@code via} (a token of its
+   * connection, or null when unknown); true when that is a newer connection than the last
+   * message's. The SUB socket delivers one connection's messages before the next one's, so the
+   * old connection's messages are all handled by then, and its drop
+   * ({@link #publisherDisconnected}) must come before this message is applied.
+   */
+  boolean connectionReplaced(@Nullable Object via) {
+    if (via == null || via == connection) {
+      return false;
+    }
+    Object previous = connection;
+    connection = via;
+    if (previous == null) {
+      return false;
+    }
+    connectionsReplaced++;
+    return true;
+  }
+
+  /** How many times a message came over a newer connection ({@link #connectionReplaced}). */
+  long connectionsReplaced() {
+    return connectionsReplaced;
   }
 
   /**

@@ -275,6 +275,20 @@ final class StreamTable {
   }
 
   /**
+   * Per-endpoint mode: discards the events {@code sub}'s monitor holds. Called when a message
+   * came over a new connection: the disconnects reported by then are of the connections before
+   * it (ZeroMQ reports a disconnect before it connects again), and their drop is done.
+   */
+  void forgetDisconnects(ZMQ.Socket sub) {
+    ZMQ.Socket monitor = monitors.get(sub);
+    if (monitor != null) {
+      while (ZMQ.Event.recv(monitor, ZMQ.DONTWAIT) != null) {
+        // reported before the connection the message came over was made
+      }
+    }
+  }
+
+  /**
    * The data-parallel rank an endpoint serves: its {@link KvEventSubscriber#RANK_LABEL} when it
    * has one; else its port's distance from the first rank's, when that lies within the engine's
    * ranks; 0 otherwise (an endpoint outside the engine's ports is followed as without data

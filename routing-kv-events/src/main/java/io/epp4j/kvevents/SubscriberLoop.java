@@ -306,19 +306,22 @@ final class SubscriberLoop {
   /**
    * Per-endpoint mode: an endpoint whose publisher connection dropped has its messages still
    * queued from that connection handled, and then its blocks dropped
-   * ({@link EndpointStream#publisherDisconnected}). The SUB socket reconnects after at least
-   * 100 ms, so what is queued when the disconnect is seen normally came from the old connection;
-   * should the monitor's event come after the new connection's first messages, those are dropped
-   * with the rest: the index then misses blocks, it never credits ones the engine lacks.
+   * ({@link EndpointStream#publisherDisconnected}). A loop that was busy may see the monitor's
+   * event only once the new connection's first messages are queued behind the old one's: the
+   * first message of the new connection is then where the blocks are dropped, before it is
+   * applied ({@link #receiveOne}), and the new connection's blocks stay.
    */
   private void followDisconnects() {
     for (EndpointStream st : streams.publishersDisconnected()) {
       ZMQ.Socket s = st.sub;
       try {
+        long replaced = st.connectionsReplaced();
         while (s != null && !closed && receiveOne(s)) {
-          // the old connection's messages, in order
+          // the old connection's messages, in order, up to the new connection's if any
         }
-        st.publisherDisconnected();
+        if (st.connectionsReplaced() == replaced) {
+          st.publisherDisconnected();
+        }
       } catch (RuntimeException | Error e) {
         DropReports.rethrowIfFatal(e);
         LOG.log(Level.WARNING, "KV-event subscriber could not follow endpoint " + st.endpointId
@@ -345,12 +348,24 @@ final class SubscriberLoop {
     }
   }
 
-  /** Reads and handles one message {@code [topic, seq, payload]}; false when none was waiting. */
+  /**
+   * Reads and handles one message {@code [topic, seq, payload]}; false when none was waiting. In
+   * per-endpoint mode, a message that came over a newer connection than the endpoint's last one
+   * has the endpoint's blocks dropped first: the old connection is gone, and with it, perhaps,
+   * the engine's cache ({@link EndpointStream#publisherDisconnected}).
+   */
   private boolean receiveOne(ZMQ.Socket s) {
-    byte[] topic = s.recv(ZMQ.DONTWAIT);
-    if (topic == null) {
+    // read as a message, not as bytes, for its metadata, which is one object per connection
+    zmq.Msg first = s.base().recv(ZMQ.DONTWAIT);
+    if (first == null) {
+      int errno = s.base().errno();
+      if (errno != 0 && errno != ZError.EAGAIN) {
+        throw new ZMQException(errno);
+      }
       return false;
     }
+    byte[] topic = first.data();
+    Object connection = first.getMetadata();
     int frames = 1;
     byte[] seqFrame = null;
     byte[] payload = null;
@@ -388,6 +403,10 @@ final class SubscriberLoop {
       }
       st = streams.route(s, topic);
       if (st != null) {
+        if (st.sub == s && st.connectionReplaced(connection)) {
+          streams.forgetDisconnects(s);
+          st.publisherDisconnected();
+        }
         st.onLive(seq, payload);
       }
     } catch (RuntimeException | Error e) {
