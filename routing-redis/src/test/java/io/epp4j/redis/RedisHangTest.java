@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.core.Router;
+import io.epp4j.testkit.CapturedLog;
 import io.lettuce.core.RedisURI;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -145,23 +146,7 @@ class RedisHangTest {
    */
   @Test
   void aCloseThatCutsOffThePublisherCountsAndSaysWhatItCouldNotSend() throws Exception {
-    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger log =
-        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
-    log.addHandler(capture);
-    try {
+    try (CapturedLog log = CapturedLog.of(RedisReplication.class.getName())) {
       Router a = router("a", 20_000);
       RedisReplicationTest.awaitConnected(a);
       RedisReplication ra = RedisReplicationTest.replication(a);
@@ -176,11 +161,8 @@ class RedisHangTest {
       assertThat(ra.publisherState()).as("the publisher once close returned")
           .isEqualTo(Thread.State.TERMINATED);
       assertThat(ra.dropped()).as("records routed, none sent").isEqualTo(routed);
-      assertThat(logged).extracting(java.util.logging.LogRecord::getMessage)
-          .filteredOn(m -> m.contains("still sending"))
+      assertThat(log.records()).filteredOn(m -> m.contains("still sending"))
           .singleElement().asString().contains(routed + " records");
-    } finally {
-      log.removeHandler(capture);
     }
   }
 }
