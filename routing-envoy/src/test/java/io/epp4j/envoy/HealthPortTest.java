@@ -10,6 +10,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.epp4j.api.Endpoint;
 import io.epp4j.core.Router;
+import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -19,64 +20,31 @@ import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import io.grpc.health.v1.HealthGrpc;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
  * The health-only port, as the upstream endpoint picker serves its probes on
  * {@code --grpc-health-port}: plaintext, beside the ext_proc port's own health service.
  */
-class HealthPortTest {
-  static final String A = "10.0.0.1:8000";
+class HealthPortTest extends MainProcessTest {
   static final List<String> SERVICES = List.of("", "envoy.service.ext_proc.v3.ExternalProcessor",
       "liveness", "readiness", "inference-extension");
-  final List<AutoCloseable> toClose = new ArrayList<>();
-  final ByteArrayOutputStream out = new ByteArrayOutputStream();
-  final ByteArrayOutputStream err = new ByteArrayOutputStream();
-
-  @AfterEach
-  void closeAll() throws Exception {
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
-  }
-
   ManagedChannel plaintext(int port) {
-    ManagedChannel ch = NettyChannelBuilder.forAddress("127.0.0.1", port).usePlaintext().build();
-    toClose.add(() -> ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS));
-    return ch;
+    return channel(port, InsecureChannelCredentials.create());
   }
 
   static ServingStatus check(ManagedChannel ch, String service) {
     return HealthGrpc.newBlockingStub(ch).withDeadlineAfter(5, TimeUnit.SECONDS)
         .check(HealthCheckRequest.newBuilder().setService(service).build()).getStatus();
-  }
-
-  Main.Running main(String... extra) throws Main.Exit {
-    return mainOn("0", extra);
-  }
-
-  Main.Running mainOn(String port, String... extra) throws Main.Exit {
-    List<String> args = new ArrayList<>(List.of("--endpoints", A, "--port", port, "--host",
-        "127.0.0.1", "--metrics-enabled=false", "--drain-timeout", "1s"));
-    args.addAll(List.of(extra));
-    Main.Running r = Main.start(args.toArray(new String[0]),
-        new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8));
-    toClose.add(r);
-    return r;
   }
 
   @Test

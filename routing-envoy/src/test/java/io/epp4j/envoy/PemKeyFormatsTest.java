@@ -8,11 +8,9 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.grpc.ManagedChannel;
 import io.grpc.TlsChannelCredentials;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -25,7 +23,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -37,18 +34,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * Keys and certificates are made at test time by the JDK's keytool (and by openssl where the
  * machine has it); the PKCS#1 and SEC1 forms of the keytool keys are DER written here.
  */
-class PemKeyFormatsTest {
-  final List<AutoCloseable> toClose = new ArrayList<>();
-  final ByteArrayOutputStream out = new ByteArrayOutputStream();
-  final ByteArrayOutputStream err = new ByteArrayOutputStream();
+class PemKeyFormatsTest extends MainProcessTest {
   @TempDir Path dir;
-
-  @AfterEach
-  void closeAll() throws Exception {
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
-  }
 
   record Made(PrivateKey key, X509Certificate cert) {}
 
@@ -202,16 +189,9 @@ class PemKeyFormatsTest {
     Made made = keytool(kind);
     Path certs = certs(made, kind.equals("rsa") ? pem("RSA PRIVATE KEY", pkcs1(made.key()))
         : pem("EC PRIVATE KEY", sec1(made.key(), true)));
-    Main.Running r = Main.start(new String[] {"--endpoints", TlsServingTest.A, "--port", "0",
-        "--host", "127.0.0.1", "--metrics-enabled=false", "--drain-timeout", "1s",
-        "--secure-serving", "--cert-path", certs.toString()},
-        new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8));
-    toClose.add(r);
-    ManagedChannel ch = NettyChannelBuilder.forAddress("127.0.0.1", r.server.port(),
-        TlsChannelCredentials.newBuilder().trustManager(certs.resolve("tls.crt").toFile())
-            .build()).build();
-    toClose.add(() -> ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS));
+    Main.Running r = main("--secure-serving", "--cert-path", certs.toString());
+    ManagedChannel ch = channel(r.server.port(), TlsChannelCredentials.newBuilder()
+        .trustManager(certs.resolve("tls.crt").toFile()).build());
     assertThat(TlsServingTest.health(ch)).isEqualTo(ServingStatus.SERVING);
     TlsServingTest.roundTrip(ch);
   }

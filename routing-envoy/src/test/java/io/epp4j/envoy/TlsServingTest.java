@@ -11,7 +11,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse;
 import io.epp4j.api.Endpoint;
 import io.epp4j.core.Router;
-import io.grpc.ChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -20,8 +19,6 @@ import io.grpc.health.v1.HealthCheckRequest;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import io.grpc.health.v1.HealthGrpc;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -29,48 +26,18 @@ import java.nio.file.Path;
 import java.security.cert.CertificateException;
 import java.security.cert.X509Certificate;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLEngine;
 import javax.net.ssl.X509ExtendedTrustManager;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** TLS serving, as Envoy clusters written for the upstream endpoint picker expect it. */
-class TlsServingTest {
-  static final String A = "10.0.0.1:8000";
-  final List<AutoCloseable> toClose = new ArrayList<>();
-  final ByteArrayOutputStream out = new ByteArrayOutputStream();
-  final ByteArrayOutputStream err = new ByteArrayOutputStream();
+class TlsServingTest extends MainProcessTest {
   @TempDir Path dir;
-
-  @AfterEach
-  void closeAll() throws Exception {
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
-  }
-
-  ManagedChannel channel(int port, ChannelCredentials credentials) {
-    ManagedChannel ch = NettyChannelBuilder.forAddress("127.0.0.1", port, credentials).build();
-    toClose.add(() -> ch.shutdownNow().awaitTermination(5, TimeUnit.SECONDS));
-    return ch;
-  }
-
-  Main.Running main(String... extra) throws Main.Exit {
-    List<String> args = new ArrayList<>(List.of("--endpoints", A, "--port", "0", "--host",
-        "127.0.0.1", "--metrics-enabled=false", "--drain-timeout", "1s"));
-    args.addAll(List.of(extra));
-    Main.Running r = Main.start(args.toArray(new String[0]),
-        new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8));
-    toClose.add(r);
-    return r;
-  }
 
   int exitOf(String... extra) {
     try {
