@@ -417,18 +417,7 @@ class KvEventSubscriberReliabilityTest {
         ZMQ.Socket again = ctx.createSocket(SocketType.XPUB);
         again.setLinger(0);
         again.setHandshakeIvl(1_000);
-        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-        for (;;) {
-          try {
-            again.bind(address);
-            break;
-          } catch (org.zeromq.ZMQException e) {
-            if (System.nanoTime() > deadline) {
-              throw e;
-            }
-            Thread.sleep(20);
-          }
-        }
+        bindAgain(again, address);
         again.setReceiveTimeOut(20_000);
         assertThat(again.recv()).as("subscription after the reconnect").isNotNull();
         // the subscriber saw the connection drop; before, nothing happened until a seq said so
@@ -642,18 +631,7 @@ class KvEventSubscriberReliabilityTest {
         String monitor = "inproc://reliability-test-accepted";
         assertThat(again.monitor(monitor, ZMQ.EVENT_ACCEPTED)).isTrue();
         accepted.connect(monitor);
-        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-        for (;;) {
-          try {
-            again.bind(address);
-            break;
-          } catch (org.zeromq.ZMQException e) {
-            if (System.nanoTime() > deadline) {
-              throw e;
-            }
-            Thread.sleep(20);
-          }
-        }
+        bindAgain(again, address);
         accepted.setReceiveTimeOut(20_000);
         assertThat(ZMQ.Event.recv(accepted)).as("the subscriber connected again").isNotNull();
         restarted.countDown();
@@ -1559,6 +1537,22 @@ class KvEventSubscriberReliabilityTest {
       assertThat(index.trackedEndpoints()).containsExactly(ID_A);
       assertSameContents(index, expectedAgain, ID_A, again);
       pub.close();
+    }
+  }
+
+  /** Binds a restarted publisher's socket at the old one's address, once the system lets it. */
+  static void bindAgain(ZMQ.Socket socket, String address) throws InterruptedException {
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    for (;;) {
+      try {
+        socket.bind(address);
+        return;
+      } catch (org.zeromq.ZMQException e) {
+        if (System.nanoTime() > deadline) {
+          throw e;
+        }
+        Thread.sleep(20);
+      }
     }
   }
 }
