@@ -36,7 +36,7 @@ import org.jspecify.annotations.Nullable;
  */
 public final class Main {
   static final String USAGE = "usage: routing-envoy --endpoints IP:PORT[=ROLE][,...] "
-      + "[--port N] [--grpc-health-port N] [--host ADDR] [--config FILE | --preset NAME] [--max-body-size SIZE] "
+      + "[--port N] [--grpc-health-port N] [--host ADDR] [--config FILE | --config-text YAML | --preset NAME] [--max-body-size SIZE] "
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
       + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
@@ -63,6 +63,8 @@ public final class Main {
         --host ADDR                 address to listen on; default every interface
         --config FILE               an EndpointPickerConfig YAML file (alias --config-file);
                                     default the EPP default profile
+        --config-text YAML          the same configuration given as text (upstream's flag);
+                                    not with --config or --preset
         --preset NAME               a shipped configuration: epp4j; not with --config
         --max-body-size SIZE        larger request bodies get 413 (B, KB, MB, GB: 1024-based);
                                     default 16MB
@@ -74,11 +76,14 @@ public final class Main {
                                     x-session-affinity,session-id,session_id,x-session-token
         --in-flight-max-age DUR     safety net for requests never finished; default 10m
         --scheme http|https         scheme of the replicas' metrics; default http, or the
-                                    config's metrics-data-source scheme
+                                    config's metrics-data-source scheme (alias
+                                    --model-server-metrics-scheme)
         --metrics-enabled BOOL      scrape the replicas' Prometheus metrics; default true
         --metrics-interval DUR      time between two scrapes of a replica; default 200ms
+                                    (alias --refresh-metrics-interval)
         --metrics-path PATH         metrics path on each replica; default /metrics, or the
-                                    config's metrics-data-source path
+                                    config's metrics-data-source path (alias
+                                    --model-server-metrics-path)
         --drain-timeout DUR         wait for open streams when stopping (0: cancel them at
                                     once); default 30s
         --secure-serving[=BOOL]     serve TLS on --port (not on --grpc-health-port); default
@@ -90,7 +95,17 @@ public final class Main {
                                     false
         --help, -h                  this text
 
-      Durations: 200ms, 30s, 10m, 1h, 2d (a bare number is milliseconds) or ISO-8601 (PT30S).
+      Durations: 200ms, 30s, 10m, 1h, 2d (a bare number is milliseconds), Go's 1m30s or 1.5s,
+      or ISO-8601 (PT30S).
+
+      Flags of the upstream endpoint picker: --grpc-port, --config-file,
+      --model-server-metrics-path, --model-server-metrics-scheme and --refresh-metrics-interval
+      are the options above; --zap-encoder, --zap-log-level, --zap-devel, --zap-stacktrace-level,
+      --zap-time-encoding, --v (-v), --tracing, --enable-pprof, --health-checking,
+      --metrics-port, --metrics-endpoint-auth and --ha-enable-leader-election are accepted (their
+      values checked) and named in one warning: they have no effect here (no Prometheus endpoint
+      is served; every replica serves, no leader election). --pool-name, --pool-namespace,
+      --pool-group, --endpoint-selector and --endpoint-target-ports are refused: use --endpoints.
       Stops on SIGTERM/Ctrl-C: health turns NOT_SERVING, new streams are refused, open ones get
       the drain timeout.
       """;
@@ -98,6 +113,11 @@ public final class Main {
   private static final Pattern SIZE = Pattern.compile("(\\d+)\\s*(B|KB|MB|GB)?",
       Pattern.CASE_INSENSITIVE);
   private static final Pattern DURATION = Pattern.compile("(\\d+)\\s*(ms|s|m|h|d)?");
+  /** Go's time.ParseDuration, which the upstream picker's duration flags take: 1m30s, 1.5s. */
+  private static final Pattern GO_DURATION = Pattern.compile(
+      "((\\d+(\\.\\d*)?|\\.\\d+)(ns|us|\u00b5s|ms|s|m|h))+");
+  private static final Pattern GO_DURATION_PART = Pattern.compile(
+      "(\\d+(?:\\.\\d*)?|\\.\\d+)(ns|us|\u00b5s|ms|s|m|h)");
 
   private Main() {}
 
@@ -187,7 +207,7 @@ public final class Main {
     try {
       List<Endpoint> endpoints = endpoints(o.get("endpoints"));
       b.endpoints(endpoints);
-      port = port("port", o.getOrDefault("port", String.valueOf(ExtProcServer.DEFAULT_PORT)));
+      port = port(typed(o, "port"), o.getOrDefault("port", String.valueOf(ExtProcServer.DEFAULT_PORT)));
       healthPort = port("grpc-health-port", o.getOrDefault("grpc-health-port",
           String.valueOf(ExtProcServer.DEFAULT_HEALTH_PORT)));
       if (healthPort == port && port != 0) {
@@ -218,13 +238,15 @@ public final class Main {
       drain = duration("drain-timeout", o.getOrDefault("drain-timeout", "30s"), true);
       metrics = bool("metrics-enabled", o.getOrDefault("metrics-enabled", "true"));
       // checked here, naming the option, even when scraping is off: a mistake is a mistake
-      metricsInterval = duration("metrics-interval", o.getOrDefault("metrics-interval", "200ms"));
+      metricsInterval = duration(typed(o, "metrics-interval"),
+          o.getOrDefault("metrics-interval", "200ms"));
       if (o.containsKey("scheme")) {
-        scheme(o.get("scheme"));
+        scheme(typed(o, "scheme"), o.get("scheme"));
       }
       if (o.containsKey("metrics-path")) {
-        metricsPath(o.get("metrics-path"));
+        metricsPath(typed(o, "metrics-path"), o.get("metrics-path"));
       }
+      noEffectValues(o);
       if (o.containsKey("host")) {
         host(o.get("host"));
       }
@@ -247,15 +269,29 @@ public final class Main {
       }
       String config = o.get("config");
       String preset = o.get("preset");
-      if (config != null && preset != null) {
-        // each is the whole routing configuration: which one was meant cannot be told
-        throw new IllegalArgumentException("--config and --preset are both given; each is a whole"
-            + " routing configuration: give one of them");
+      String configText = o.get("config-text");
+      List<String> configs = new ArrayList<>();
+      for (String c : List.of("config", "config-text", "preset")) {
+        if (o.containsKey(c)) {
+          configs.add("--" + typed(o, c));
+        }
       }
-      if (config != null) {
+      if (configs.size() > 1) {
+        // each is the whole routing configuration: which one was meant cannot be told
+        throw new IllegalArgumentException(String.join(" and ", configs) + " are both given; "
+            + "each is a whole routing configuration: give one of them");
+      }
+      if (configText != null) {
+        if (configText.isBlank()) {
+          throw new IllegalArgumentException("--config-text is empty: give an "
+              + "EndpointPickerConfig as YAML text, or leave it out for the EPP default profile");
+        }
+        b.configYaml(configText, "--config-text");
+      } else if (config != null) {
         Path file = Path.of(config);
         if (!Files.isReadable(file)) {
-          throw new IllegalArgumentException("--config: cannot read file " + config);
+          throw new IllegalArgumentException("--" + typed(o, "config") + ": cannot read file "
+              + config);
         }
         b.configFile(file);
       } else if (preset != null) {
@@ -268,10 +304,21 @@ public final class Main {
     } catch (IllegalArgumentException e) {
       throw usage(err, e.getMessage());
     }
+    List<String> ignored = new ArrayList<>();
+    for (Map.Entry<String, String> e : NO_EFFECT.entrySet()) {
+      if (o.containsKey(e.getKey())) {
+        ignored.add("--" + e.getKey() + " (" + e.getValue() + ")");
+      }
+    }
+    if (!ignored.isEmpty()) {
+      err.println("routing-envoy: warning: flags of the upstream endpoint picker that have no "
+          + "effect here: " + String.join(", ", ignored));
+    }
     try {
       router = b.build();
     } catch (ConfigException e) {
-      err.println("routing-envoy: --config " + o.get("config") + " is not valid:");
+      err.println("routing-envoy: " + (o.containsKey("config-text") ? "--config-text"
+          : "--" + typed(o, "config") + " " + o.get("config")) + " is not valid:");
       e.errors().forEach(m -> err.println("  " + m));
       throw new Exit(2);
     }
@@ -342,11 +389,67 @@ public final class Main {
             + " (plaintext)" : "")
         + ", routing to "
         + String.join(", ", router.endpoints().stream().map(c -> c.id()).toList()) + " with "
-        + (o.containsKey("config") ? o.get("config")
+        + (o.containsKey("config-text") ? "the --config-text configuration"
+            : o.containsKey("config") ? o.get("config")
             : o.containsKey("preset") ? "the " + o.get("preset") + " preset"
             : "the EPP default profile")
         + (scraper == null ? "; metrics scraping off" : ""));
     return new Running(server, router, scraper, err);
+  }
+
+  /** The option's name as the command line wrote it: an alias of the upstream picker's. */
+  private static String typed(Map<String, String> o, String option) {
+    return o.getOrDefault("typed." + option, option);
+  }
+
+  private static final Set<String> ZAP_ENCODERS = Set.of("json", "console");
+  private static final Set<String> ZAP_LEVELS = Set.of("debug", "info", "error", "panic");
+  private static final Set<String> ZAP_STACKTRACE_LEVELS = Set.of("info", "error", "panic");
+  private static final Set<String> ZAP_TIME_ENCODINGS = Set.of("epoch", "millis", "nano",
+      "nanos", "iso8601", "rfc3339", "rfc3339nano");
+
+  /** The no-effect flags' values, checked as the upstream picker checks them. */
+  private static void noEffectValues(Map<String, String> o) {
+    for (String f : FLAGS) {
+      if (NO_EFFECT.containsKey(f) && o.containsKey(f)) {
+        bool(f, o.get(f));
+      }
+    }
+    oneOf(o, "zap-encoder", ZAP_ENCODERS);
+    oneOf(o, "zap-stacktrace-level", ZAP_STACKTRACE_LEVELS);
+    oneOf(o, "zap-time-encoding", ZAP_TIME_ENCODINGS);
+    String level = o.get("zap-log-level");
+    if (level != null && !ZAP_LEVELS.contains(level.toLowerCase(Locale.ROOT))) {
+      int n = -1;
+      try {
+        n = Integer.parseInt(level);
+      } catch (NumberFormatException e) {
+        // reported below
+      }
+      if (n <= 0) {
+        throw new IllegalArgumentException("--zap-log-level: '" + level + "' is not one of "
+            + String.join(", ", new java.util.TreeSet<>(ZAP_LEVELS))
+            + " or an integer above 0");
+      }
+    }
+    if (o.containsKey("v")) {
+      try {
+        Integer.parseInt(o.get("v"));
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException("--v: '" + o.get("v") + "' is not an integer", e);
+      }
+    }
+    if (o.containsKey("metrics-port")) {
+      port("metrics-port", o.get("metrics-port"));
+    }
+  }
+
+  private static void oneOf(Map<String, String> o, String option, Set<String> values) {
+    String v = o.get(option);
+    if (v != null && !values.contains(v.toLowerCase(Locale.ROOT))) {
+      throw new IllegalArgumentException("--" + option + ": '" + v + "' is not one of "
+          + String.join(", ", new java.util.TreeSet<>(values)));
+    }
   }
 
   private static void closeQuietly(@Nullable MetricsScraper scraper, Router router) {
@@ -367,16 +470,48 @@ public final class Main {
       "host", "config",
       "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
       "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout", "secure-serving",
-      "cert-path", "enable-cert-reload");
+      "cert-path", "enable-cert-reload", "config-text");
+  /** The upstream endpoint picker's names of options this server has under another name. */
+  private static final Map<String, String> ALIASES = Map.of("config-file", "config",
+      "grpc-port", "port", "model-server-metrics-path", "metrics-path",
+      "model-server-metrics-scheme", "scheme", "refresh-metrics-interval", "metrics-interval");
+  /**
+   * The upstream picker's logging, diagnostics and HA flags, which mean nothing here: taken (and
+   * their values checked as upstream does) so that its Deployment starts, and named in one
+   * warning with what each would have done.
+   */
+  static final Map<String, String> NO_EFFECT = noEffect();
+  /** Options that alone mean true, as Go's boolean flags: {@code --secure-serving}. */
+  private static final Set<String> FLAGS = Set.of("secure-serving", "enable-cert-reload",
+      "zap-devel", "tracing", "metrics-endpoint-auth", "ha-enable-leader-election",
+      "enable-pprof", "health-checking");
+
+  private static Map<String, String> noEffect() {
+    Map<String, String> m = new LinkedHashMap<>();
+    String logging = "logging is java.util.logging's, configured by its own properties";
+    m.put("zap-encoder", logging);
+    m.put("zap-log-level", logging);
+    m.put("zap-devel", logging);
+    m.put("zap-stacktrace-level", logging);
+    m.put("zap-time-encoding", logging);
+    m.put("v", logging);
+    m.put("tracing", "no traces are emitted");
+    m.put("enable-pprof", "no profiling endpoint is served");
+    m.put("health-checking", "gRPC health is always served");
+    m.put("metrics-port", "no Prometheus metrics endpoint is served here");
+    m.put("metrics-endpoint-auth", "no Prometheus metrics endpoint is served here");
+    m.put("ha-enable-leader-election", "there is no leader election: every replica serves and "
+        + "is ready");
+    return java.util.Collections.unmodifiableMap(m);
+  }
   /** The upstream picker's options for finding its replicas in Kubernetes. */
   private static final Set<String> UPSTREAM_DISCOVERY = Set.of("pool-name", "pool-namespace",
       "pool-group", "endpoint-selector", "endpoint-target-ports");
-  /** Options that alone mean true, as Go's boolean flags: {@code --secure-serving}. */
-  private static final Set<String> FLAGS = Set.of("secure-serving", "enable-cert-reload");
 
   /**
-   * {@code --name value} and {@code --name=value}; {@code --config-file} is {@code --config} and
-   * {@code --grpc-port} is {@code --port}, the upstream endpoint picker's names for them.
+   * {@code --name value} and {@code --name=value}; the upstream endpoint picker's names in
+   * {@link #ALIASES} are taken as this server's, and the name as typed is kept under
+   * {@code typed.NAME} for messages.
    */
   static Map<String, String> parse(String[] args) {
     Map<String, String> o = new LinkedHashMap<>();
@@ -386,28 +521,26 @@ public final class Main {
         o.put("help", "");
         continue;
       }
-      if (!a.startsWith("--")) {
+      boolean goShort = a.equals("-v") || a.startsWith("-v="); // Go's flag package takes -v
+      if (!a.startsWith("--") && !goShort) {
         throw new IllegalArgumentException("unexpected argument '" + a + "'");
       }
-      String name = a.substring(2);
+      String name = a.substring(goShort ? 1 : 2);
       String value = null;
       int eq = name.indexOf('=');
       if (eq >= 0) {
         value = name.substring(eq + 1);
         name = name.substring(0, eq);
       }
-      if (name.equals("config-file")) {
-        name = "config";
-      } else if (name.equals("grpc-port")) {
-        name = "port";
-      }
+      String typed = name;
+      name = ALIASES.getOrDefault(name, name);
       if (UPSTREAM_DISCOVERY.contains(name)) {
         // a Deployment copied from upstream: say what to give instead of "unknown option"
         throw new IllegalArgumentException("--" + name + " is how the upstream endpoint picker "
             + "finds the replicas in Kubernetes (an InferencePool or a pod selector), which this "
             + "server does not do: list them with --endpoints IP:PORT[,IP:PORT...]");
       }
-      if (!OPTIONS.contains(name)) {
+      if (!OPTIONS.contains(name) && !NO_EFFECT.containsKey(name)) {
         throw new IllegalArgumentException("unknown option '--" + name + "'");
       }
       if (value == null && FLAGS.contains(name)) {
@@ -415,12 +548,18 @@ public final class Main {
       }
       if (value == null) {
         if (i + 1 >= args.length) {
-          throw new IllegalArgumentException("--" + name + " needs a value");
+          throw new IllegalArgumentException("--" + typed + " needs a value");
         }
         value = args[++i];
       }
       if (o.put(name, value) != null) {
-        throw new IllegalArgumentException("--" + name + " is given twice");
+        String first = o.getOrDefault("typed." + name, name);
+        throw new IllegalArgumentException("--" + name + " is given twice"
+            + (first.equals(name) && typed.equals(name) ? ""
+                : " (--" + first + " and --" + typed + ")"));
+      }
+      if (!typed.equals(name)) {
+        o.put("typed." + name, typed);
       }
     }
     return o;
@@ -561,6 +700,8 @@ public final class Main {
         };
       } else if (t.toUpperCase(Locale.ROOT).startsWith("P")) {
         d = Duration.parse(t);
+      } else if (GO_DURATION.matcher(t).matches()) {
+        d = goDuration(t);
       }
     } catch (NumberFormatException | DateTimeParseException | ArithmeticException e) {
       d = null;
@@ -571,6 +712,25 @@ public final class Main {
           + " (e.g. 200ms, 30s, 10m, PT30S)");
     }
     return d;
+  }
+
+  /** A duration as Go writes it, {@code 1m30s} or {@code 1.5s}: to the nanosecond, rounded down. */
+  private static Duration goDuration(String t) {
+    java.math.BigDecimal nanos = java.math.BigDecimal.ZERO;
+    Matcher m = GO_DURATION_PART.matcher(t);
+    while (m.find()) {
+      long unit = switch (m.group(2)) {
+        case "ns" -> 1L;
+        case "us", "\u00b5s" -> 1_000L;
+        case "ms" -> 1_000_000L;
+        case "s" -> 1_000_000_000L;
+        case "m" -> 60_000_000_000L;
+        default -> 3_600_000_000_000L;
+      };
+      nanos = nanos.add(new java.math.BigDecimal(m.group(1)).multiply(
+          java.math.BigDecimal.valueOf(unit)));
+    }
+    return Duration.ofNanos(nanos.toBigInteger().longValueExact());
   }
 
   /**
@@ -592,28 +752,28 @@ public final class Main {
   }
 
   /** The scheme the scraper takes; checked here so that the message names the option. */
-  private static String scheme(String text) {
+  private static String scheme(String option, String text) {
     if (!text.equals("http") && !text.equals("https")) {
-      throw new IllegalArgumentException("--scheme: '" + text + "' is not http or https");
+      throw new IllegalArgumentException("--" + option + ": '" + text + "' is not http or https");
     }
     return text;
   }
 
   /** The metrics path the scraper takes; checked here so that the message names the option. */
-  private static String metricsPath(String text) {
+  private static String metricsPath(String option, String text) {
     if (!text.startsWith("/")) {
-      throw new IllegalArgumentException("--metrics-path: '" + text
+      throw new IllegalArgumentException("--" + option + ": '" + text
           + "' is not a path starting with '/' (e.g. /metrics)");
     }
     try {
       // appended to scheme://ip:port for every scrape: one a URI cannot hold fails them all
       new URI("http://127.0.0.1:1" + text);
     } catch (URISyntaxException e) {
-      throw new IllegalArgumentException("--metrics-path: '" + text + "' is not valid in a URI ("
+      throw new IllegalArgumentException("--" + option + ": '" + text + "' is not valid in a URI ("
           + e.getReason() + "; percent-encode such characters, e.g. %20 for a space)", e);
     }
     if (text.indexOf('#') >= 0) {
-      throw new IllegalArgumentException("--metrics-path: '" + text
+      throw new IllegalArgumentException("--" + option + ": '" + text
           + "' has a fragment ('#'), which is never sent");
     }
     return text;

@@ -242,7 +242,8 @@ class MainTest {
   void helpPrintsEveryOption() {
     assertThat(exitOf("--help")).isZero();
     String help = out.toString(StandardCharsets.UTF_8);
-    for (String option : new String[] {"--endpoints", "--port", "--host", "--config", "--preset",
+    for (String option : new String[] {"--endpoints", "--port", "--host", "--config",
+        "--config-text", "--preset",
         "--max-body-size", "--max-message-size", "--session-headers", "--in-flight-max-age", "--scheme",
         "--metrics-enabled", "--metrics-interval", "--metrics-path", "--drain-timeout"}) {
       assertThat(help).contains(option);
