@@ -213,6 +213,14 @@ public class Epp4jAutoConfiguration {
             + " did not build it and do not apply to it");
       }
     }
+    List<String> noLookups = discoveryPropertiesUnused(properties, binder,
+        settings.hasServiceId() || beans.getBeanNamesForType(Epp4jDiscoveryPool.class).length > 0);
+    if (!noLookups.isEmpty()) {
+      LOG.warning("epp4j: " + String.join(", ", noLookups) + " set, but no discovery looks up"
+          + " with them: the pool they apply to has no discovery.service-id ("
+          + PoolSettings.PREFIX + ".discovery.refresh-interval applies to the default pool and to"
+          + " each named pool with a service id that leaves its own unset)");
+    }
     if (settings.hasServiceId()) {
       String[] pools = beans.getBeanNamesForType(Epp4jDiscoveryPool.class);
       if (pools.length == 0) {
@@ -482,6 +490,35 @@ public class Epp4jAutoConfiguration {
       if (!pathInherited && top.getPath() != null) {
         unused.add(prefix + "path");
       }
+    }
+    unused.addAll(ofPools);
+    return unused;
+  }
+
+  /**
+   * The {@code discovery.refresh-interval} properties that are set where no discovery looks up
+   * with them: a named pool's own when that pool has no service id, the top-level one when the
+   * default pool does not discover ({@code defaultPoolDiscovers}) and no named pool with a
+   * service id inherits it.
+   */
+  static List<String> discoveryPropertiesUnused(Epp4jProperties properties, Binder binder,
+      boolean defaultPoolDiscovers) {
+    List<String> ofPools = new ArrayList<>();
+    boolean inherited = false;
+    for (var e : properties.getPools().entrySet()) {
+      Epp4jProperties.PoolDiscovery d = e.getValue().getDiscovery();
+      boolean discovers = d.getServiceId() != null && !d.getServiceId().isBlank();
+      if (discovers) {
+        inherited |= d.getRefreshInterval() == null;
+      } else if (d.getRefreshInterval() != null) {
+        ofPools.add(PoolSettings.poolPrefix(e.getKey()) + ".discovery.refresh-interval");
+      }
+    }
+    List<String> unused = new ArrayList<>();
+    String top = PoolSettings.PREFIX + ".discovery.refresh-interval";
+    // it has a default: set is what the environment gives
+    if (!defaultPoolDiscovers && !inherited && binder.bind(top, String.class).isBound()) {
+      unused.add(top);
     }
     unused.addAll(ofPools);
     return unused;

@@ -421,6 +421,42 @@ class Epp4jAutoConfigurationTest {
     own.close();
   }
 
+  @Test
+  void aRefreshIntervalThatNoDiscoveryUsesIsAWarningNamingIt() {
+    // no service id where it applies: no lookups run with it, and it was ignored without a word
+    List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.discovery.refresh-interval=1s",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools.llama.discovery.refresh-interval=2s",
+            "epp4j.pools[my_pool].endpoints=127.0.0.1:9012")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("epp4j.discovery.refresh-interval,"
+        + " epp4j.pools.llama.discovery.refresh-interval set", "no discovery.service-id");
+    // a named pool with a service id that leaves its own unset inherits the top-level one
+    DiscoveryClient registry = registry(List.of());
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(DiscoveryClient.class, () -> registry)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.discovery.refresh-interval=1s",
+            "epp4j.pools.llama.discovery.service-id=llm",
+            "epp4j.pools.qwen.endpoints=127.0.0.1:9012",
+            "epp4j.pools.qwen.discovery.refresh-interval=2s")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString()
+        .contains("epp4j.pools.qwen.discovery.refresh-interval set")
+        .doesNotContain("epp4j.discovery.refresh-interval,");
+    // the default pool discovers with it, and a named pool's own beside its service id: used
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(DiscoveryClient.class, () -> registry)
+        .withPropertyValues("epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=1s",
+            "epp4j.pools.llama.discovery.service-id=llm",
+            "epp4j.pools.llama.discovery.refresh-interval=2s")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).isEmpty();
+  }
+
   /**
    * A pool name Spring binds only in bracket notation ({@code _}, upper case, a dot) was printed
    * dotted, {@code epp4j.pools.my_pool.metrics.path}, which binds another pool ({@code mypool})
