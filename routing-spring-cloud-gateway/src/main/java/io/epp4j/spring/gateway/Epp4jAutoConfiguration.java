@@ -199,7 +199,8 @@ public class Epp4jAutoConfiguration {
       if (factory != null && pools != null && factory.pools() != pools
           && !properties.getPools().isEmpty()) {
         // the pools are built and scraped, but that factory refuses a route's Epp4j=<name> as
-        // a pool nobody defined
+        // a pool nobody defined; told, its error says why instead
+        factory.poolsNotGiven(pools);
         List<String> named = new ArrayList<>();
         properties.getPools().keySet().forEach(n -> named.add(PoolSettings.poolPrefix(n)));
         LOG.warning("epp4j: the application's own Epp4jGatewayFilterFactory bean was not given"

@@ -38,6 +38,12 @@ public class Epp4jGatewayFilterFactory
   private final String scheme;
   private final int maxBodyBytes;
   private final Epp4jPools pools;
+  /**
+   * The pools of {@code epp4j.pools.<name>.*} when this factory was built without them (an
+   * application's own factory made with the three-argument constructor): only so that a route
+   * naming one of them is refused saying why, rather than as a pool nobody defined.
+   */
+  private volatile @Nullable Epp4jPools poolsNotGiven;
 
   /** A factory with the default router only. */
   public Epp4jGatewayFilterFactory(Router router, String scheme, int maxBodyBytes) {
@@ -72,6 +78,14 @@ public class Epp4jGatewayFilterFactory
     return pools;
   }
 
+  /**
+   * Notes the named pools this factory was not given, which a route's {@code Epp4j=<name>} then
+   * cannot select; set by the auto-configuration's startup check.
+   */
+  void poolsNotGiven(Epp4jPools defined) {
+    this.poolsNotGiven = defined;
+  }
+
   /** The filter with the default router, for the Java DSL. */
   public GatewayFilter filter() {
     return apply(new Config());
@@ -101,6 +115,18 @@ public class Epp4jGatewayFilterFactory
     try {
       pools.pool(pool); // a name no pool has is a mistake in the route: say so now
     } catch (IllegalArgumentException e) {
+      Epp4jPools defined = poolsNotGiven;
+      if (defined != null && !defined.names().isEmpty()) {
+        // "known pools: none (define them ...)" would send the user to define pools they have
+        List<String> named = new java.util.ArrayList<>();
+        defined.names().forEach(n -> named.add(PoolSettings.poolPrefix(n)));
+        throw new Epp4jConfigurationException("Epp4j filter: epp4j: pool '" + pool + "': "
+            + (defined.find(pool) != null ? "it is defined" : "no such pool; defined are "
+                + String.join(", ", named) + ",")
+            + " but the application's own Epp4jGatewayFilterFactory bean was built without the"
+            + " named pools: build it with new Epp4jGatewayFilterFactory(router, scheme,"
+            + " maxBodyBytes, pools), pools being the Epp4jPools bean", e);
+      }
       throw new Epp4jConfigurationException("Epp4j filter: " + e.getMessage(), e);
     }
     return new OrderedGatewayFilter(new NamedPoolFilter(pools, pool, maxBodyBytes), ORDER);

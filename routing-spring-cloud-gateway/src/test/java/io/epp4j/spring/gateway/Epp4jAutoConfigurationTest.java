@@ -1,6 +1,7 @@
 package io.epp4j.spring.gateway;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
@@ -332,6 +333,41 @@ class Epp4jAutoConfigurationTest {
           assertThat(ctx.getBean(Epp4jGatewayFilterFactory.class).filter("llama")).isNotNull();
         }));
     assertThat(set).isEmpty();
+    own.close();
+  }
+
+  @Test
+  void aRouteNamingAPoolTheApplicationsOwnFilterFactoryWasNotGivenSaysSo() {
+    // it was refused with "known pools: none (define them under epp4j.pools.<name>.*)", though
+    // the pools are defined
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    Epp4jGatewayFilterFactory withoutPools =
+        new Epp4jGatewayFilterFactory(own, "http", 16 << 20);
+    runner.withBean(Router.class, () -> own)
+        .withBean(Epp4jGatewayFilterFactory.class, () -> withoutPools)
+        .withPropertyValues("epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools[my_pool].endpoints=127.0.0.1:9012")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          Epp4jGatewayFilterFactory f = ctx.getBean(Epp4jGatewayFilterFactory.class);
+          assertThatThrownBy(() -> f.filter("llama"))
+              .isInstanceOf(Epp4jConfigurationException.class)
+              .hasMessageContaining("pool 'llama': it is defined")
+              .hasMessageContaining("built without the named pools")
+              .hasMessageContaining("new Epp4jGatewayFilterFactory(router, scheme, maxBodyBytes,"
+                  + " pools)")
+              .hasMessageNotContaining("define them");
+          assertThatThrownBy(() -> f.filter("mistral"))
+              .hasMessageContaining("pool 'mistral': no such pool; defined are epp4j.pools.llama,"
+                  + " epp4j.pools[my_pool]")
+              .hasMessageContaining("built without the named pools");
+        });
+    // without epp4j.pools.*, such a factory still says that none are defined
+    Epp4jGatewayFilterFactory alone = new Epp4jGatewayFilterFactory(own, "http", 16 << 20);
+    runner.withBean(Router.class, () -> own)
+        .withBean(Epp4jGatewayFilterFactory.class, () -> alone)
+        .run(ctx -> assertThatThrownBy(() -> alone.filter("llama"))
+            .hasMessageContaining("known pools: none (define them under epp4j.pools.<name>.*)"));
     own.close();
   }
 
