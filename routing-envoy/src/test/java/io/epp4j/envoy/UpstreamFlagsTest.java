@@ -44,6 +44,13 @@ class UpstreamFlagsTest {
         "--refresh-metrics-interval", "50ms")) {
       assertThat(r.scraper).isNotNull();
     }
+    // each upstream name is read as the option it stands for
+    assertThat(Main.parse(new String[] {"--model-server-metrics-path", "/vllm/metrics",
+        "--model-server-metrics-scheme=https", "--refresh-metrics-interval", "50ms"}))
+        .containsEntry("metrics-path", "/vllm/metrics").containsEntry("scheme", "https")
+        .containsEntry("metrics-interval", "50ms")
+        .doesNotContainKeys("model-server-metrics-path", "model-server-metrics-scheme",
+            "refresh-metrics-interval");
     assertThat(Main.duration("x", "1m30s")).isEqualTo(Duration.ofSeconds(90));
     assertThat(Main.duration("x", "1.5s")).isEqualTo(Duration.ofMillis(1500));
     assertThat(Main.duration("x", "250us")).isEqualTo(Duration.ofNanos(250_000));
