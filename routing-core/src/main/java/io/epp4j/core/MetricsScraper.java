@@ -5,6 +5,7 @@ import io.epp4j.api.EndpointMetrics;
 import io.epp4j.api.Result;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.net.Socket;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.net.http.HttpClient;
@@ -13,6 +14,8 @@ import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.cert.X509Certificate;
 import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
@@ -31,6 +34,10 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLEngine;
+import javax.net.ssl.TrustManager;
+import javax.net.ssl.X509ExtendedTrustManager;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -49,7 +56,9 @@ import org.jspecify.annotations.Nullable;
  * dropped, even when the endpoint came back at the same address meanwhile: it is the page of the
  * server that was there then. An endpoint that came back is scraped at once: the scrape of its
  * earlier stay still under way is cancelled then (neither counted nor logged as a failure), so
- * each address has at most one scrape under way.
+ * each address has at most one scrape under way. An {@code https} scrape checks the server's
+ * certificate against the JVM's trust store and the endpoint's address, unless
+ * {@link Builder#insecureSkipVerify} says to take any certificate.
  *
  * <pre>{@code
  * MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
@@ -102,6 +111,9 @@ public final class MetricsScraper implements AutoCloseable {
     // HTTP/1.1: the JDK's default (HTTP/2) asks a plain-http server to upgrade with h2c on
     // every new connection, which some engine servers refuse, failing every scrape
     HttpClient.Builder client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1);
+    if (b.insecureSkipVerify) {
+      client.sslContext(acceptingAnyCertificate());
+    }
     if (RouterSettings.nanos(b.timeout) < Long.MAX_VALUE) {
       client.connectTimeout(b.timeout);
     }
@@ -119,6 +131,48 @@ public final class MetricsScraper implements AutoCloseable {
 
   public static Builder builder(Router router) {
     return new Builder(router);
+  }
+
+  /**
+   * A TLS context whose trust manager takes any certificate chain for any address, for
+   * {@link Builder#insecureSkipVerify}. The trust manager is an {@link X509ExtendedTrustManager}
+   * on purpose: the JDK compares a server's certificate with the address it was reached at inside
+   * the trust manager, and wraps a plain {@code X509TrustManager} in one that still does so.
+   */
+  private static SSLContext acceptingAnyCertificate() {
+    try {
+      SSLContext context = SSLContext.getInstance("TLS");
+      context.init(null, new TrustManager[] {new AcceptAnyCertificate()}, null);
+      return context;
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("no TLS context for insecureSkipVerify: " + e, e);
+    }
+  }
+
+  /** Checks nothing: every chain is trusted, whatever address it was presented at. */
+  private static final class AcceptAnyCertificate extends X509ExtendedTrustManager {
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType) {}
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType, Socket socket) {}
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType, SSLEngine engine) {}
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType) {}
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType, Socket socket) {}
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType, SSLEngine engine) {}
+
+    @Override
+    public X509Certificate[] getAcceptedIssuers() {
+      return new X509Certificate[0];
+    }
   }
 
   private MetricsScraper start() {
@@ -500,6 +554,7 @@ public final class MetricsScraper implements AutoCloseable {
     // null: the running configuration's metrics-data-source says, else the default
     private @Nullable String path;
     private @Nullable String scheme;
+    private boolean insecureSkipVerify;
 
     private Builder(Router router) {
       this.router = Objects.requireNonNull(router, "router");
@@ -575,6 +630,24 @@ public final class MetricsScraper implements AutoCloseable {
         throw new IllegalArgumentException("scheme must be http or https, got '" + s + "'");
       }
       this.scheme = s;
+      return this;
+    }
+
+    /**
+     * Whether an {@code https} scrape takes the model server's certificate without checking it;
+     * default false: the certificate must chain to a certificate the JVM trusts and name the
+     * endpoint's address, or the scrape fails. With true any certificate is taken, self-signed,
+     * expired or issued for another address, as the upstream endpoint picker does by default
+     * ({@code --model-server-metrics-https-insecure-skip-verify}, default true). The scrape is
+     * still encrypted, but no longer authenticated: whoever can intercept the connection to an
+     * endpoint can answer in its place and hand the router made-up load figures, steering
+     * requests towards or away from that endpoint. Use it only where the network between the
+     * gateway and the model servers is trusted (a cluster network with policies), and prefer
+     * adding the servers' certificate authority to the JVM's trust store. No effect on
+     * {@code http} scrapes.
+     */
+    public Builder insecureSkipVerify(boolean skip) {
+      this.insecureSkipVerify = skip;
       return this;
     }
 
