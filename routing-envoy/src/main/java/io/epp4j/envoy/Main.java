@@ -40,6 +40,7 @@ public final class Main {
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
       + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
+      + "[--metrics-insecure-skip-verify[=true|false]] "
       + "[--drain-timeout DURATION] [--secure-serving[=true|false]] [--cert-path DIR] "
       + "[--enable-cert-reload[=true|false]]";
 
@@ -84,6 +85,15 @@ public final class Main {
         --metrics-path PATH         metrics path on each replica; default /metrics, or the
                                     config's metrics-data-source path (alias
                                     --model-server-metrics-path)
+        --metrics-insecure-skip-verify[=BOOL]
+                                    with https metrics, take any certificate the replicas
+                                    present (self-signed, expired, for another name): still
+                                    encrypted, but whoever can intercept a scrape can feed the
+                                    router false load figures; for trusted networks only.
+                                    Default false: the JVM's trust store and the replica's
+                                    address are checked (alias
+                                    --model-server-metrics-https-insecure-skip-verify, whose
+                                    upstream default is true)
         --drain-timeout DUR         wait for open streams when stopping (0: cancel them at
                                     once); default 30s
         --secure-serving[=BOOL]     serve TLS on --port (not on --grpc-health-port); default
@@ -99,8 +109,8 @@ public final class Main {
       or ISO-8601 (PT30S).
 
       Flags of the upstream endpoint picker: --grpc-port, --config-file,
-      --model-server-metrics-path, --model-server-metrics-scheme and --refresh-metrics-interval
-      are the options above; --zap-encoder, --zap-log-level, --zap-devel, --zap-stacktrace-level,
+      --model-server-metrics-path, --model-server-metrics-scheme, --refresh-metrics-interval and
+      --model-server-metrics-https-insecure-skip-verify are the options above; --zap-encoder, --zap-log-level, --zap-devel, --zap-stacktrace-level,
       --zap-time-encoding, --v (-v), --tracing, --enable-pprof, --health-checking,
       --metrics-port, --metrics-endpoint-auth and --ha-enable-leader-election are accepted (their
       values checked) and named in one warning: they have no effect here (no Prometheus endpoint
@@ -203,6 +213,7 @@ public final class Main {
     Duration drain;
     boolean metrics;
     Duration metricsInterval;
+    boolean metricsInsecure;
     boolean secure;
     try {
       List<Endpoint> endpoints = endpoints(o.get("endpoints"));
@@ -246,6 +257,8 @@ public final class Main {
       if (o.containsKey("metrics-path")) {
         metricsPath(typed(o, "metrics-path"), o.get("metrics-path"));
       }
+      metricsInsecure = bool(typed(o, "metrics-insecure-skip-verify"),
+          o.getOrDefault("metrics-insecure-skip-verify", "false"));
       noEffectValues(o);
       if (o.containsKey("host")) {
         host(o.get("host"));
@@ -333,7 +346,7 @@ public final class Main {
         if (o.containsKey("scheme")) {
           sb.scheme(o.get("scheme"));
         }
-        scraper = sb.start();
+        scraper = sb.insecureSkipVerify(metricsInsecure).start();
       }
       ExtProcServer.Builder sb = ExtProcServer.builder(router).port(port).maxBodyBytes(maxBody)
           .drainTimeout(drain);
@@ -393,7 +406,8 @@ public final class Main {
             : o.containsKey("config") ? o.get("config")
             : o.containsKey("preset") ? "the " + o.get("preset") + " preset"
             : "the EPP default profile")
-        + (scraper == null ? "; metrics scraping off" : ""));
+        + (scraper == null ? "; metrics scraping off"
+            : metricsInsecure ? "; https metrics taken without checking certificates" : ""));
     return new Running(server, router, scraper, err);
   }
 
@@ -470,11 +484,12 @@ public final class Main {
       "host", "config",
       "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
       "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout", "secure-serving",
-      "cert-path", "enable-cert-reload", "config-text");
+      "cert-path", "enable-cert-reload", "config-text", "metrics-insecure-skip-verify");
   /** The upstream endpoint picker's names of options this server has under another name. */
   private static final Map<String, String> ALIASES = Map.of("config-file", "config",
       "grpc-port", "port", "model-server-metrics-path", "metrics-path",
-      "model-server-metrics-scheme", "scheme", "refresh-metrics-interval", "metrics-interval");
+      "model-server-metrics-scheme", "scheme", "refresh-metrics-interval", "metrics-interval",
+      "model-server-metrics-https-insecure-skip-verify", "metrics-insecure-skip-verify");
   /**
    * The upstream picker's logging, diagnostics and HA flags, which mean nothing here: taken (and
    * their values checked as upstream does) so that its Deployment starts, and named in one
@@ -483,6 +498,7 @@ public final class Main {
   static final Map<String, String> NO_EFFECT = noEffect();
   /** Options that alone mean true, as Go's boolean flags: {@code --secure-serving}. */
   private static final Set<String> FLAGS = Set.of("secure-serving", "enable-cert-reload",
+      "metrics-insecure-skip-verify",
       "zap-devel", "tracing", "metrics-endpoint-auth", "ha-enable-leader-election",
       "enable-pprof", "health-checking");
 

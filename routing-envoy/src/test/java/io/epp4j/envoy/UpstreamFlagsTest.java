@@ -57,6 +57,87 @@ class UpstreamFlagsTest {
     assertThat(Main.duration("x", "1h0m0s")).isEqualTo(Duration.ofHours(1));
   }
 
+  /**
+   * A replica serving its metrics over https with a self-signed certificate: the upstream picker
+   * scrapes it by default; here it takes the flag (either name), and without it the scrapes fail.
+   */
+  @Test
+  void insecureSkipVerifyScrapesAReplicaWithASelfSignedCertificate() throws Exception {
+    com.sun.net.httpserver.HttpsServer replica = httpsMetrics();
+    String id = "127.0.0.1:" + replica.getAddress().getPort();
+    try {
+      for (String flag : new String[] {"--model-server-metrics-https-insecure-skip-verify",
+          "--metrics-insecure-skip-verify=true"}) {
+        out.reset();
+        try (Main.Running r = start("--endpoints", id, "--port=0", "--grpc-health-port=0",
+            "--host=127.0.0.1", "--scheme", "https", "--metrics-interval", "20ms", flag)) {
+          await(() -> metricsKnown(r, id), flag + ": the replica's figures published");
+          assertThat(r.router.endpoints().get(0).metrics().waitingRequests()).isEqualTo(3);
+        }
+        assertThat(out.toString(StandardCharsets.UTF_8))
+            .contains("https metrics taken without checking certificates");
+      }
+      for (String[] verifying : new String[][] {{},
+          {"--model-server-metrics-https-insecure-skip-verify=false"}}) {
+        java.util.List<String> args = new java.util.ArrayList<>(java.util.List.of("--endpoints",
+            id, "--port=0", "--grpc-health-port=0", "--host=127.0.0.1", "--scheme", "https",
+            "--metrics-interval", "20ms"));
+        args.addAll(java.util.List.of(verifying));
+        try (Main.Running r = start(args.toArray(new String[0]))) {
+          await(() -> r.scraper.failures() >= 2, "two failed scrapes");
+          assertThat(metricsKnown(r, id)).isFalse();
+        }
+      }
+    } finally {
+      replica.stop(0);
+    }
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--model-server-metrics-https-insecure-skip-verify=maybe")).isEqualTo(2);
+    assertThat(err()).contains("--model-server-metrics-https-insecure-skip-verify: 'maybe'");
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--model-server-metrics-https-insecure-skip-verify", "false")).isEqualTo(2);
+    assertThat(err()).contains("unexpected argument 'false'");
+  }
+
+  private static boolean metricsKnown(Main.Running r, String id) {
+    return r.router.endpoints().stream()
+        .anyMatch(c -> c.id().equals(id) && c.metrics().isKnown());
+  }
+
+  /** A vLLM metrics page over https, with a new self-signed certificate (for 127.0.0.1). */
+  private static com.sun.net.httpserver.HttpsServer httpsMetrics() throws Exception {
+    ServerTls tls = ServerTls.selfSigned();
+    java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+    ks.load(null, null);
+    ks.setKeyEntry("k", tls.key, "changeit".toCharArray(), tls.chain);
+    javax.net.ssl.KeyManagerFactory kmf = javax.net.ssl.KeyManagerFactory.getInstance(
+        javax.net.ssl.KeyManagerFactory.getDefaultAlgorithm());
+    kmf.init(ks, "changeit".toCharArray());
+    javax.net.ssl.SSLContext context = javax.net.ssl.SSLContext.getInstance("TLS");
+    context.init(kmf.getKeyManagers(), null, null);
+    com.sun.net.httpserver.HttpsServer server = com.sun.net.httpserver.HttpsServer.create(
+        new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), 0);
+    server.setHttpsConfigurator(new com.sun.net.httpserver.HttpsConfigurator(context));
+    server.createContext("/metrics", ex -> {
+      byte[] b = ("vllm:num_requests_waiting 3\nvllm:num_requests_running 1\n"
+          + "vllm:kv_cache_usage_perc 0.5\n").getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    server.start();
+    return server;
+  }
+
+  private static void await(java.util.function.BooleanSupplier condition, String what)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(60);
+    while (!condition.getAsBoolean()) {
+      assertThat(System.nanoTime()).as(what + " within 60 s").isLessThan(deadline);
+      Thread.sleep(10);
+    }
+  }
+
   @Test
   void aBadValueOfAnAliasNamesTheFlagAsTyped() {
     assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--grpc-port", "abc")).isEqualTo(2);
