@@ -110,12 +110,15 @@ public final class Main {
 
       Flags of the upstream endpoint picker: --grpc-port, --config-file,
       --model-server-metrics-path, --model-server-metrics-scheme, --refresh-metrics-interval and
-      --model-server-metrics-https-insecure-skip-verify are the options above; --zap-encoder, --zap-log-level, --zap-devel, --zap-stacktrace-level,
-      --zap-time-encoding, --v (-v), --tracing, --enable-pprof, --health-checking,
-      --metrics-port, --metrics-endpoint-auth and --ha-enable-leader-election are accepted (their
-      values checked) and named in one warning: they have no effect here (no Prometheus endpoint
-      is served; every replica serves, no leader election). --pool-name, --pool-namespace,
-      --pool-group, --endpoint-selector and --endpoint-target-ports are refused: use --endpoints.
+      --model-server-metrics-https-insecure-skip-verify are the options above; --zap-encoder,
+      --zap-log-level, --zap-devel, --zap-stacktrace-level, --zap-time-encoding, --v (-v),
+      --tracing, --enable-pprof, --health-checking, --metrics-port, --metrics-endpoint-auth,
+      --refresh-prometheus-metrics-interval, --metrics-staleness-threshold and
+      --ha-enable-leader-election are accepted (their values checked) and named in one warning:
+      they have no effect here (no Prometheus endpoint is served, and upstream's staleness
+      threshold only shapes its gauges; every replica serves, no leader election).
+      --pool-name, --pool-namespace, --pool-group, --endpoint-selector and
+      --endpoint-target-ports are refused: use --endpoints.
       Stops on SIGTERM/Ctrl-C: health turns NOT_SERVING, new streams are refused, open ones get
       the drain timeout.
       """;
@@ -456,6 +459,13 @@ public final class Main {
     if (o.containsKey("metrics-port")) {
       port("metrics-port", o.get("metrics-port"));
     }
+    // Go durations; upstream's ticker refuses an interval that is not positive
+    if (o.containsKey("refresh-prometheus-metrics-interval")) {
+      duration("refresh-prometheus-metrics-interval", o.get("refresh-prometheus-metrics-interval"));
+    }
+    if (o.containsKey("metrics-staleness-threshold")) {
+      duration("metrics-staleness-threshold", o.get("metrics-staleness-threshold"), true);
+    }
   }
 
   private static void oneOf(Map<String, String> o, String option, Set<String> values) {
@@ -516,6 +526,10 @@ public final class Main {
     m.put("health-checking", "gRPC health is always served");
     m.put("metrics-port", "no Prometheus metrics endpoint is served here");
     m.put("metrics-endpoint-auth", "no Prometheus metrics endpoint is served here");
+    m.put("refresh-prometheus-metrics-interval", "it is how often upstream refreshes the pool "
+        + "gauges of its own Prometheus metrics endpoint, which is not served here");
+    m.put("metrics-staleness-threshold", "upstream leaves replicas with older metrics out of "
+        + "those pool gauges and its debug log only, not out of routing");
     m.put("ha-enable-leader-election", "there is no leader election: every replica serves and "
         + "is ready");
     return java.util.Collections.unmodifiableMap(m);

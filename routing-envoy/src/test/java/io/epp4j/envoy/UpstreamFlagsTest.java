@@ -185,6 +185,37 @@ class UpstreamFlagsTest {
   }
 
   @Test
+  void upstreamsPrometheusGaugeFlagsStartAndAreNamedInTheWarningWithWhatTheyDidThere() {
+    try (Main.Running r = start("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--grpc-health-port=0", "--host=127.0.0.1", "--metrics-enabled=false",
+        "--refresh-prometheus-metrics-interval", "5s", "--metrics-staleness-threshold=2s")) {
+      assertThat(r.server.port()).isPositive();
+    }
+    java.util.List<String> warnings = err().lines().filter(l -> l.contains("warning")).toList();
+    assertThat(warnings).hasSize(1);
+    assertThat(warnings.get(0)).contains("--refresh-prometheus-metrics-interval (it is how often "
+        + "upstream refreshes the pool gauges of its own Prometheus metrics endpoint")
+        .contains("--metrics-staleness-threshold (upstream leaves replicas with older metrics "
+            + "out of those pool gauges");
+    // Go's forms, and a threshold of 0
+    assertThat(Main.parse(new String[] {"--refresh-prometheus-metrics-interval=1m30s"}))
+        .containsEntry("refresh-prometheus-metrics-interval", "1m30s");
+    err.reset();
+    try (Main.Running r = start("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--grpc-health-port=0", "--host=127.0.0.1", "--metrics-enabled=false",
+        "--refresh-prometheus-metrics-interval=1m30s", "--metrics-staleness-threshold", "0")) {
+      assertThat(r.server.port()).isPositive();
+    }
+    for (String[] bad : new String[][] {{"--refresh-prometheus-metrics-interval", "0"},
+        {"--refresh-prometheus-metrics-interval", "often"},
+        {"--metrics-staleness-threshold", "-1s"}, {"--metrics-staleness-threshold", "2 s x"}}) {
+      assertThat(exitOf("--endpoints=10.0.0.1:8000", "--port=0", "--metrics-enabled=false",
+          bad[0], bad[1])).as(bad[0] + " " + bad[1]).isEqualTo(2);
+      assertThat(err()).contains(bad[0] + ": '" + bad[1] + "'").doesNotContain("warning");
+    }
+  }
+
+  @Test
   void flagsWithoutEffectHaveTheirValuesCheckedAsUpstream() {
     String[][] bad = {{"--tracing", "false"}, {"--tracing=maybe"}, {"--zap-encoder", "xml"},
         {"--v", "high"}, {"-v=x"}, {"--metrics-port", "http"}, {"--zap-log-level", "loud"},
