@@ -117,8 +117,12 @@ public final class Main {
       --ha-enable-leader-election are accepted (their values checked) and named in one warning:
       they have no effect here (no Prometheus endpoint is served, and upstream's staleness
       threshold only shapes its gauges; every replica serves, no leader election).
-      --pool-name, --pool-namespace, --pool-group, --endpoint-selector and
-      --endpoint-target-ports are refused: use --endpoints.
+      --total-queued-requests-metric, --total-running-requests-metric,
+      --kv-cache-usage-percentage-metric, --lora-info-metric and --cache-info-metric are taken
+      when they name a metric read here for that figure (vLLM, SGLang or TensorRT-LLM names: each
+      replica's engine is told by its page); other names are refused. --pool-name,
+      --pool-namespace, --pool-group, --endpoint-selector and --endpoint-target-ports are
+      refused: use --endpoints.
       Stops on SIGTERM/Ctrl-C: health turns NOT_SERVING, new streams are refused, open ones get
       the drain timeout.
       """;
@@ -263,6 +267,7 @@ public final class Main {
       metricsInsecure = bool(typed(o, "metrics-insecure-skip-verify"),
           o.getOrDefault("metrics-insecure-skip-verify", "false"));
       noEffectValues(o);
+      metricNames(o);
       if (o.containsKey("host")) {
         host(o.get("host"));
       }
@@ -534,6 +539,83 @@ public final class Main {
         + "is ready");
     return java.util.Collections.unmodifiableMap(m);
   }
+
+  /**
+   * A metric-name flag of the upstream picker: the figure it names the metric of, the metrics the
+   * scrape here reads for that figure (as upstream writes them in its specs), and why an empty
+   * value cannot be followed here.
+   */
+  record MetricFlag(String figure, List<String> specs, String whenEmpty) {}
+
+  private static final String EMPTY_LOAD_SPEC = "an empty spec made upstream read 0 for every "
+      + "replica, which load-aware scoring takes for an idle server; this server reads the "
+      + "figure: leave the flag out";
+
+  /**
+   * The upstream picker's metric-name flags (read up to its v1.3; v1.4 and later refuse them in
+   * favour of the configuration's {@code engineConfigs}). The scrape here recognises each
+   * replica's engine (vLLM, SGLang, trtllm-serve, Triton's TensorRT-LLM backend) by the names on
+   * its page and cannot be told other names, so a flag naming one of the metrics it reads for the
+   * figure asks for nothing it does not do already, and any other value is refused.
+   */
+  static final Map<String, MetricFlag> METRIC_FLAGS = Map.of(
+      "total-queued-requests-metric", new MetricFlag("waiting requests", List.of(
+          "vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting",
+          "nv_trt_llm_request_metrics{request_type=waiting}"), EMPTY_LOAD_SPEC),
+      "total-running-requests-metric", new MetricFlag("running requests", List.of(
+          "vllm:num_requests_running", "sglang:num_running_reqs", "trtllm_num_requests_running",
+          "nv_trt_llm_request_metrics{request_type=scheduled}"), EMPTY_LOAD_SPEC),
+      "kv-cache-usage-percentage-metric", new MetricFlag("KV-cache usage", List.of(
+          "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+          "trtllm_kv_cache_utilization",
+          "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}"), EMPTY_LOAD_SPEC),
+      "lora-info-metric", new MetricFlag("LoRA adapters", List.of("vllm:lora_requests_info"),
+          "an empty spec stops upstream reading LoRA adapters; to do that here, give the "
+          + "configuration a core-metrics-extractor whose engineConfigs entry for vllm sets "
+          + "loraSpec: \"\" (docs/plugins.md)"),
+      "cache-info-metric", new MetricFlag("KV-cache size", List.of("vllm:cache_config_info",
+          "sglang:cache_config_info"),
+          "an empty spec stops upstream reading the KV-cache size; to do that here, give the "
+          + "configuration a core-metrics-extractor whose engineConfigs entry for the engine "
+          + "sets cacheInfoSpec: \"\" (docs/plugins.md)"));
+
+  /**
+   * Refuses a metric-name flag that names a metric the scrape here does not read for it; the
+   * first such flag on the command line is named.
+   */
+  private static void metricNames(Map<String, String> o) {
+    for (Map.Entry<String, String> e : o.entrySet()) {
+      MetricFlag flag = METRIC_FLAGS.get(e.getKey());
+      if (flag == null) {
+        continue;
+      }
+      String value = e.getValue();
+      String spec = bareSpec(value);
+      if (spec.isEmpty()) {
+        throw new IllegalArgumentException("--" + e.getKey() + ": '" + value + "': "
+            + flag.whenEmpty());
+      }
+      boolean read = false;
+      for (String known : flag.specs()) {
+        read |= bareSpec(known).equals(spec);
+      }
+      if (!read) {
+        throw new IllegalArgumentException("--" + e.getKey() + ": '" + value + "' is not a "
+            + "metric this server reads for " + flag.figure() + ": it reads "
+            + String.join(", ", flag.specs()) + ", whichever a replica's page carries, and "
+            + "cannot be told other names; leave the flag out");
+      }
+    }
+  }
+
+  /**
+   * A spec without blanks and without quotes around its label values, so that
+   * {@code request_type="waiting"} and {@code request_type=waiting} match alike.
+   */
+  private static String bareSpec(String spec) {
+    return spec.replaceAll("[\"\\s]", "");
+  }
+
   /** The upstream picker's options for finding its replicas in Kubernetes. */
   private static final Set<String> UPSTREAM_DISCOVERY = Set.of("pool-name", "pool-namespace",
       "pool-group", "endpoint-selector", "endpoint-target-ports");
@@ -570,7 +652,8 @@ public final class Main {
             + "finds the replicas in Kubernetes (an InferencePool or a pod selector), which this "
             + "server does not do: list them with --endpoints IP:PORT[,IP:PORT...]");
       }
-      if (!OPTIONS.contains(name) && !NO_EFFECT.containsKey(name)) {
+      if (!OPTIONS.contains(name) && !NO_EFFECT.containsKey(name)
+          && !METRIC_FLAGS.containsKey(name)) {
         throw new IllegalArgumentException("unknown option '--" + name + "'");
       }
       if (value == null && FLAGS.contains(name)) {

@@ -6,6 +6,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /** The upstream endpoint picker's flags, as a Deployment copied from its chart passes them. */
@@ -212,6 +213,79 @@ class UpstreamFlagsTest {
       assertThat(exitOf("--endpoints=10.0.0.1:8000", "--port=0", "--metrics-enabled=false",
           bad[0], bad[1])).as(bad[0] + " " + bad[1]).isEqualTo(2);
       assertThat(err()).contains(bad[0] + ": '" + bad[1] + "'").doesNotContain("warning");
+    }
+  }
+
+  @Test
+  void metricNameFlagsNamingAMetricReadHereStartAndOthersAreRefusedNamingTheFlag() {
+    // upstream's defaults (v1.0 to v1.3), another engine's names, a label spec with quotes
+    try (Main.Running r = start("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--grpc-health-port=0", "--host=127.0.0.1", "--metrics-enabled=false",
+        "--total-queued-requests-metric", "vllm:num_requests_waiting",
+        "--total-running-requests-metric=sglang:num_running_reqs",
+        "--kv-cache-usage-percentage-metric", "vllm:gpu_cache_usage_perc",
+        "--lora-info-metric=vllm:lora_requests_info", "--cache-info-metric",
+        "sglang:cache_config_info")) {
+      assertThat(r.server.port()).isPositive();
+    }
+    try (Main.Running r = start("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--grpc-health-port=0", "--host=127.0.0.1", "--metrics-enabled=false",
+        "--total-queued-requests-metric",
+        "nv_trt_llm_request_metrics{request_type=\"waiting\"}")) {
+      assertThat(r.server.port()).isPositive();
+    }
+    assertThat(err()).doesNotContain("warning");
+
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--total-queued-requests-metric", "my_engine:queue")).isEqualTo(2);
+    assertThat(err()).contains("--total-queued-requests-metric: 'my_engine:queue' is not a "
+        + "metric this server reads for waiting requests")
+        .contains("vllm:num_requests_waiting, sglang:num_queue_reqs");
+    // a metric of another figure is no more read for this one
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--kv-cache-usage-percentage-metric=vllm:num_requests_running")).isEqualTo(2);
+    assertThat(err()).contains("--kv-cache-usage-percentage-metric: 'vllm:num_requests_running'");
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--total-running-requests-metric=")).isEqualTo(2);
+    assertThat(err()).contains("--total-running-requests-metric: '': an empty spec made "
+        + "upstream read 0 for every replica");
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0", "--lora-info-metric="))
+        .isEqualTo(2);
+    assertThat(err()).contains("--lora-info-metric").contains("loraSpec: \"\"");
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0", "--cache-info-metric", ""))
+        .isEqualTo(2);
+    assertThat(err()).contains("--cache-info-metric").contains("cacheInfoSpec: \"\"");
+  }
+
+  /** Every metric a metric-name flag takes is one the scrape reads for that figure. */
+  @Test
+  void eachMetricAMetricNameFlagTakesIsReadForItsFigure() {
+    Map<String, java.util.function.ToDoubleFunction<io.epp4j.api.EndpointMetrics>> figure = Map.of(
+        "total-queued-requests-metric", m -> m.waitingRequests(),
+        "total-running-requests-metric", m -> m.runningRequests(),
+        "kv-cache-usage-percentage-metric", m -> m.kvCacheUsage());
+    figure.forEach((flag, read) -> {
+      for (String spec : Main.METRIC_FLAGS.get(flag).specs()) {
+        // a spec's label block as an exposition writes it: name{label="value"}
+        String line = spec.replaceAll("\\{(\\w+)=(\\w+)}", "{$1=\"$2\"}") + " 1\n";
+        io.epp4j.api.Result<io.epp4j.api.EndpointMetrics> m =
+            io.epp4j.core.PrometheusMetrics.parse(line);
+        assertThat(m.isOk()).as(flag + " " + spec).isTrue();
+        assertThat(read.applyAsDouble(m.value())).as(flag + " " + spec).isPositive();
+      }
+    });
+    io.epp4j.api.EndpointMetrics lora = io.epp4j.core.PrometheusMetrics.parse(
+        "vllm:num_requests_waiting 0\n" + Main.METRIC_FLAGS.get("lora-info-metric").specs().get(0)
+        + "{max_lora=\"4\",running_lora_adapters=\"sql\",waiting_lora_adapters=\"\"} 1\n")
+        .value();
+    assertThat(lora.maxLoras()).isEqualTo(4);
+    for (String spec : Main.METRIC_FLAGS.get("cache-info-metric").specs()) {
+      String labels = spec.startsWith("vllm") ? "{block_size=\"16\",num_gpu_blocks=\"100\"}"
+          : "{page_size=\"16\",num_pages=\"100\"}";
+      io.epp4j.api.EndpointMetrics cache = io.epp4j.core.PrometheusMetrics.parse(
+          (spec.startsWith("vllm") ? "vllm:num_requests_waiting 0\n" : "sglang:num_queue_reqs 0\n")
+          + spec + labels + " 1\n").value();
+      assertThat(cache.kvCapacityBlocks()).as(spec).isEqualTo(100);
     }
   }
 
