@@ -232,6 +232,7 @@ public final class ExtProcServer implements AutoCloseable {
     private BodySendMode requestMode = BodySendMode.FULL_DUPLEX_STREAMED;
     private BodySendMode responseMode = BodySendMode.FULL_DUPLEX_STREAMED;
     private Duration drainTimeout = DEFAULT_DRAIN_TIMEOUT;
+    private boolean subsetHints = true;
     private @Nullable Executor executor;
     private @Nullable ServerBuilder<?> transport;
     private io.grpc.@Nullable ServerCredentials tls;
@@ -373,6 +374,18 @@ public final class ExtProcServer implements AutoCloseable {
     }
 
     /**
+     * Whether the proxy's subset hint ({@code envoy.lb.subset_hint} /
+     * {@code x-gateway-destination-endpoint-subset} in {@code metadata_context}) limits the pick;
+     * default true, as the protocol asks. False reads no hint at all, so a request is routed
+     * among every endpoint of the router and a malformed hint is not an error, as the upstream
+     * picker does with {@code --disable-endpoint-subset-filter}.
+     */
+    public Builder subsetHints(boolean respected) {
+      this.subsetHints = respected;
+      return this;
+    }
+
+    /**
      * How long {@link #close()} waits for open streams before cancelling them; one too long for
      * a {@code long} of nanoseconds (about 292 years) waits as long as it takes.
      */
@@ -470,7 +483,7 @@ public final class ExtProcServer implements AutoCloseable {
       LiveStreams live = new LiveStreams();
       ProcessStream.Settings settings =
           new ProcessStream.Settings(router, maxBodyBytes, requestMode, responseMode,
-              renewEveryNanos(router.inFlightMaxAge()));
+              renewEveryNanos(router.inFlightMaxAge()), subsetHints);
       HealthStatusManager health = new HealthStatusManager();
       ServerBuilder<?> b = transport;
       if (b == null) {

@@ -40,7 +40,7 @@ public final class Main {
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
       + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
-      + "[--metrics-insecure-skip-verify[=true|false]] "
+      + "[--metrics-insecure-skip-verify[=true|false]] [--disable-endpoint-subset-filter[=true|false]] "
       + "[--drain-timeout DURATION] [--secure-serving[=true|false]] [--cert-path DIR] "
       + "[--enable-cert-reload[=true|false]]";
 
@@ -94,6 +94,10 @@ public final class Main {
                                     address are checked (alias
                                     --model-server-metrics-https-insecure-skip-verify, whose
                                     upstream default is true)
+        --disable-endpoint-subset-filter[=BOOL]
+                                    route among every replica whatever subset the proxy hints
+                                    (x-gateway-destination-endpoint-subset), and read no hint;
+                                    default false: the hint limits the pick (upstream's flag)
         --drain-timeout DUR         wait for open streams when stopping (0: cancel them at
                                     once); default 30s
         --secure-serving[=BOOL]     serve TLS on --port (not on --grpc-health-port); default
@@ -221,6 +225,7 @@ public final class Main {
     boolean metrics;
     Duration metricsInterval;
     boolean metricsInsecure;
+    boolean subsetFilterOff;
     boolean secure;
     try {
       List<Endpoint> endpoints = endpoints(o.get("endpoints"));
@@ -266,6 +271,8 @@ public final class Main {
       }
       metricsInsecure = bool(typed(o, "metrics-insecure-skip-verify"),
           o.getOrDefault("metrics-insecure-skip-verify", "false"));
+      subsetFilterOff = bool("disable-endpoint-subset-filter",
+          o.getOrDefault("disable-endpoint-subset-filter", "false"));
       noEffectValues(o);
       metricNames(o);
       if (o.containsKey("host")) {
@@ -357,7 +364,7 @@ public final class Main {
         scraper = sb.insecureSkipVerify(metricsInsecure).start();
       }
       ExtProcServer.Builder sb = ExtProcServer.builder(router).port(port).maxBodyBytes(maxBody)
-          .drainTimeout(drain);
+          .drainTimeout(drain).subsetHints(!subsetFilterOff);
       if (maxMessage > 0) {
         sb.maxMessageBytes(maxMessage);
       }
@@ -415,7 +422,8 @@ public final class Main {
             : o.containsKey("preset") ? "the " + o.get("preset") + " preset"
             : "the EPP default profile")
         + (scraper == null ? "; metrics scraping off"
-            : metricsInsecure ? "; https metrics taken without checking certificates" : ""));
+            : metricsInsecure ? "; https metrics taken without checking certificates" : "")
+        + (subsetFilterOff ? "; subset hints not read" : ""));
     return new Running(server, router, scraper, err);
   }
 
@@ -499,7 +507,8 @@ public final class Main {
       "host", "config",
       "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
       "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout", "secure-serving",
-      "cert-path", "enable-cert-reload", "config-text", "metrics-insecure-skip-verify");
+      "cert-path", "enable-cert-reload", "config-text", "metrics-insecure-skip-verify",
+      "disable-endpoint-subset-filter");
   /** The upstream endpoint picker's names of options this server has under another name. */
   private static final Map<String, String> ALIASES = Map.of("config-file", "config",
       "grpc-port", "port", "model-server-metrics-path", "metrics-path",
@@ -513,7 +522,7 @@ public final class Main {
   static final Map<String, String> NO_EFFECT = noEffect();
   /** Options that alone mean true, as Go's boolean flags: {@code --secure-serving}. */
   private static final Set<String> FLAGS = Set.of("secure-serving", "enable-cert-reload",
-      "metrics-insecure-skip-verify",
+      "metrics-insecure-skip-verify", "disable-endpoint-subset-filter",
       "zap-devel", "tracing", "metrics-endpoint-auth", "ha-enable-leader-election",
       "enable-pprof", "health-checking");
 

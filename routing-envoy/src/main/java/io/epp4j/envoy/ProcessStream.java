@@ -127,7 +127,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
    * routed request goes before its decision is told it is still served.
    */
   record Settings(Router router, int maxBodyBytes, BodySendMode assumedRequestMode,
-      BodySendMode assumedResponseMode, long renewNanos) {}
+      BodySendMode assumedResponseMode, long renewNanos, boolean subsetHints) {}
 
   ProcessStream(Settings settings, ServerCallStreamObserver<ProcessingResponse> out,
       Runnable onEnd) {
@@ -293,7 +293,10 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       throw new ExtProcMessages.MalformedMessage("request_headers.headers has no :path");
     }
     headers = named;
-    Set<String> hint = ExtProcMessages.subsetHint(msg.getMetadataContext());
+    // with the hints turned off the metadata is not read at all, as upstream's
+    // --disable-endpoint-subset-filter: a malformed hint is then no error either
+    Set<String> hint = settings.subsetHints()
+        ? ExtProcMessages.subsetHint(msg.getMetadataContext()) : null;
     subset = hint == null ? null : inRouterSpelling(hint);
     if (h.getEndOfStream()) {
       route(ByteString.EMPTY, Answer.HEADERS_ONLY);

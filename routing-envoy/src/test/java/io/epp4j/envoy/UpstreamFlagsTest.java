@@ -139,6 +139,80 @@ class UpstreamFlagsTest {
     }
   }
 
+  /**
+   * Upstream's --disable-endpoint-subset-filter: a hint naming no replica of the pool (503 when
+   * followed) or a malformed one (INVALID_ARGUMENT) is not read, and the request is routed.
+   */
+  @Test
+  void disableEndpointSubsetFilterRoutesAmongEveryReplicaWhateverTheHint() throws Exception {
+    io.envoyproxy.envoy.config.core.v3.Metadata foreign =
+        FakeEnvoy.subsetHint(java.util.List.of("10.9.9.9:1"));
+    io.envoyproxy.envoy.config.core.v3.Metadata malformed =
+        io.envoyproxy.envoy.config.core.v3.Metadata.newBuilder().putFilterMetadata(
+            ExtProcMessages.SUBSET_HINT_NAMESPACE, com.google.protobuf.Struct.newBuilder()
+                .putFields(ExtProcMessages.SUBSET_KEY, com.google.protobuf.Value.newBuilder()
+                    .setNumberValue(3).build()).build()).build();
+    for (String flag : new String[] {"--disable-endpoint-subset-filter",
+        "--disable-endpoint-subset-filter=true"}) {
+      out.reset();
+      try (Main.Running r = start("--endpoints", "10.0.0.1:8000", "--port=0",
+          "--grpc-health-port=0", "--host=127.0.0.1", "--metrics-enabled=false", flag)) {
+        for (io.envoyproxy.envoy.config.core.v3.Metadata hint : java.util.List.of(foreign,
+            malformed)) {
+          io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse answer = route(r, hint);
+          assertThat(answer.getRequestHeaders().getResponse().getHeaderMutation()
+              .getSetHeadersList()).as(flag)
+              .anyMatch(h -> h.getHeader().getKey().equals("x-gateway-destination-endpoint")
+                  && h.getHeader().getRawValue().toStringUtf8().equals("10.0.0.1:8000"));
+        }
+      }
+      assertThat(out.toString(StandardCharsets.UTF_8)).contains("subset hints not read");
+    }
+    // the default, and =false: the hint limits the pick
+    for (String[] args : new String[][] {{}, {"--disable-endpoint-subset-filter=false"}}) {
+      java.util.List<String> a = new java.util.ArrayList<>(java.util.List.of("--endpoints",
+          "10.0.0.1:8000", "--port=0", "--grpc-health-port=0", "--host=127.0.0.1",
+          "--metrics-enabled=false"));
+      a.addAll(java.util.List.of(args));
+      try (Main.Running r = start(a.toArray(new String[0]))) {
+        assertThat(route(r, foreign).getImmediateResponse().getStatus().getCodeValue())
+            .isEqualTo(503);
+      }
+    }
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--disable-endpoint-subset-filter=yes")).isEqualTo(2);
+    assertThat(err()).contains("--disable-endpoint-subset-filter: 'yes'");
+  }
+
+  /** Sends one completion with {@code hint} to the running server; its first answer. */
+  private static io.envoyproxy.envoy.service.ext_proc.v3.ProcessingResponse route(Main.Running r,
+      io.envoyproxy.envoy.config.core.v3.Metadata hint) throws Exception {
+    io.grpc.ManagedChannel ch = io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder
+        .forAddress("127.0.0.1", r.server.port()).usePlaintext().build();
+    try {
+      FakeEnvoy envoy = FakeEnvoy.open(ch);
+      io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode duplex =
+          io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode
+              .FULL_DUPLEX_STREAMED;
+      envoy.send(FakeEnvoy.postHeaders(FakeEnvoy.modes(duplex, duplex)).toBuilder()
+          .setMetadataContext(hint).build());
+      envoy.send(FakeEnvoy.requestBody(FakeEnvoy.completion("p"), true));
+      // a generous wait: the first call of a new channel is slow on a loaded machine
+      long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(60);
+      while (true) {
+        try {
+          return envoy.next();
+        } catch (AssertionError e) {
+          if (System.nanoTime() > deadline || envoy.closed.isDone()) {
+            throw e;
+          }
+        }
+      }
+    } finally {
+      ch.shutdownNow().awaitTermination(5, java.util.concurrent.TimeUnit.SECONDS);
+    }
+  }
+
   @Test
   void aBadValueOfAnAliasNamesTheFlagAsTyped() {
     assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--grpc-port", "abc")).isEqualTo(2);
