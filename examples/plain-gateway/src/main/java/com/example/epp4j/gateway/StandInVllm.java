@@ -52,6 +52,12 @@ public final class StandInVllm implements AutoCloseable {
    */
   static final String VERSION = "0.0.0+epp4j.standin";
 
+  /**
+   * The share of GPU memory {@code vllm:cache_config_info} names, as Python writes vLLM's default
+   * {@code --gpu-memory-utilization}: the stand-in has no GPU, and claims no other share.
+   */
+  static final String GPU_MEMORY_UTILIZATION = "0.9";
+
   /** vLLM's default KV block size. */
   static final int BLOCK_TOKENS = 16;
   /** Bytes of prompt text counted as one token (a rough average for English BPE vocabularies). */
@@ -1180,9 +1186,15 @@ public final class StandInVllm implements AutoCloseable {
           .append(reason.equals("length") ? (double) lengths
               : reason.equals("stop") ? (double) stops : 0.0).append('\n');
     }
+    // vLLM writes the fields of its CacheConfig as labels, each as Python's str() writes it, in
+    // name order: these are the ones the stand-in has a value for (its KV cache in the model's
+    // own dtype, "auto"; vLLM's default GPU memory share; no block count override and no sliding
+    // window), as routing-sim's serve writes them
     gauge(sb, "vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-        "{block_size=\"" + BLOCK_TOKENS + "\",enable_prefix_caching=\"True\",engine=\"0\","
-            + "num_gpu_blocks=\"" + options.kvBlocks() + "\"}", 1);
+        "{block_size=\"" + BLOCK_TOKENS + "\",cache_dtype=\"auto\",enable_prefix_caching=\"True\""
+            + ",engine=\"0\",gpu_memory_utilization=\"" + GPU_MEMORY_UTILIZATION + "\""
+            + ",is_attention_free=\"False\",num_gpu_blocks=\"" + options.kvBlocks() + "\""
+            + ",num_gpu_blocks_override=\"None\",sliding_window=\"None\"}", 1);
     return sb.toString();
   }
 

@@ -729,6 +729,23 @@ class StandInVllmTest {
     assertThat(PrometheusMetrics.parse(text).errors()).isEmpty();
   }
 
+  /**
+   * {@code vllm:cache_config_info} carries the {@code CacheConfig} fields routing-sim's serve
+   * writes, in name order, in Python's words; the stand-in wrote 4 of them, so a dashboard reading
+   * the KV cache's dtype or the GPU memory share from it found nothing.
+   */
+  @Test
+  void cacheConfigInfoHasTheCacheConfigFieldsInNameOrderAsPythonWritesThem() throws Exception {
+    StandInVllm s = start(StandInVllm.Options.defaults().withLatency(Duration.ZERO, Duration.ZERO));
+    List<String> info = get(s, "/metrics").body().lines()
+        .filter(l -> l.startsWith("vllm:cache_config_info")).toList();
+    assertThat(info).containsExactly("vllm:cache_config_info{block_size=\"16\","
+        + "cache_dtype=\"auto\",enable_prefix_caching=\"True\",engine=\"0\","
+        + "gpu_memory_utilization=\"0.9\",is_attention_free=\"False\",num_gpu_blocks=\"4000\","
+        + "num_gpu_blocks_override=\"None\",sliding_window=\"None\"} 1.0");
+    assertThat(metrics(s).kvCapacityBlocks()).isEqualTo(4000);
+  }
+
   /** Sends a POST over a socket of its own, which the caller closes to leave. */
   java.net.Socket rawPost(StandInVllm s, String body) throws IOException {
     java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), s.port());
