@@ -34,8 +34,8 @@ import org.jspecify.annotations.Nullable;
  * A stand-in for a vLLM server, so that the gateway can be tried and tested without a GPU. It
  * speaks the parts of vLLM's HTTP interface a gateway touches: {@code /v1/completions} and
  * {@code /v1/chat/completions} (JSON or SSE streaming, with vLLM's final usage chunk),
- * {@code /v1/models}, {@code /health}, {@code /version} and {@code /metrics} under vLLM's metric
- * names.
+ * {@code /v1/models}, {@code /health} (and {@code /ping}, vLLM's alias of it), {@code /load},
+ * {@code /version} and {@code /metrics} under vLLM's metric names.
  *
  * <p>It is not a model and not an emulator of vLLM's performance: it answers with canned words,
  * counts about four bytes of prompt as one token, waits a fixed time to first token and between
@@ -267,9 +267,23 @@ public final class StandInVllm implements AutoCloseable {
     try (ex) {
       String method = ex.getRequestMethod();
       switch (path) {
+        // vLLM's /health: 200 without a body or a content type; /ping is its alias (for
+        // SageMaker), served on GET and POST
         case "/health" -> {
           if (allow(ex, "GET")) {
             ex.sendResponseHeaders(200, -1);
+          }
+        }
+        case "/ping" -> {
+          if (allow(ex, "GET, POST")) {
+            ex.sendResponseHeaders(200, -1);
+          }
+        }
+        // vLLM serves /load whether or not it tracks the load: without
+        // --enable-server-load-tracking, its default, the count stays 0
+        case "/load" -> {
+          if (allow(ex, "GET")) {
+            send(ex, 200, "application/json", "{\"server_load\":0}");
           }
         }
         case "/metrics" -> {
@@ -297,12 +311,15 @@ public final class StandInVllm implements AutoCloseable {
     }
   }
 
-  /** Answers 405 as vLLM's web framework does when the method does not fit the path. */
-  private static boolean allow(HttpExchange ex, String method) throws IOException {
-    if (method.equals(ex.getRequestMethod())) {
+  /**
+   * Answers 405 as vLLM's web framework does when the method is not one of {@code methods}
+   * ({@code "GET"}, {@code "GET, POST"}: the {@code Allow} header it sends).
+   */
+  private static boolean allow(HttpExchange ex, String methods) throws IOException {
+    if (List.of(methods.split(", ")).contains(ex.getRequestMethod())) {
       return true;
     }
-    ex.getResponseHeaders().set("allow", method);
+    ex.getResponseHeaders().set("allow", methods);
     send(ex, 405, "application/json", "{\"detail\":\"Method Not Allowed\"}");
     return false;
   }

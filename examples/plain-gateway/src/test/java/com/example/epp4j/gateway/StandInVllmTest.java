@@ -746,6 +746,53 @@ class StandInVllmTest {
     assertThat(metrics(s).kvCapacityBlocks()).isEqualTo(4000);
   }
 
+  HttpResponse<String> send(StandInVllm s, String method, String path) throws Exception {
+    return client.send(request(s, path).method(method, method.equals("GET")
+        ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString("{}")).build(),
+        HttpResponse.BodyHandlers.ofString());
+  }
+
+  /** An answer as vLLM's /health gives it: 200, no body and no content type. */
+  static void assertHealthy(HttpResponse<String> res, String what) {
+    assertThat(res.statusCode()).as(what).isEqualTo(200);
+    assertThat(res.body()).as(what).isEmpty();
+    assertThat(res.headers().firstValue("content-type")).as(what).isEmpty();
+    assertThat(res.headers().firstValue("content-length")).as(what).hasValue("0");
+  }
+
+  /**
+   * vLLM serves {@code /ping}, its alias of {@code /health} (for SageMaker), on GET and POST;
+   * the stand-in answered 404, so a probe configured for a vLLM container failed against it.
+   */
+  @Test
+  void pingIsHealthOnGetAndPost() throws Exception {
+    StandInVllm s = start();
+    assertHealthy(send(s, "GET", "/health"), "GET /health");
+    assertHealthy(send(s, "GET", "/ping"), "GET /ping");
+    assertHealthy(send(s, "POST", "/ping"), "POST /ping");
+    HttpResponse<String> put = send(s, "PUT", "/ping");
+    assertThat(put.statusCode()).isEqualTo(405);
+    assertThat(put.body()).isEqualTo("{\"detail\":\"Method Not Allowed\"}");
+    assertThat(put.headers().firstValue("allow")).hasValue("GET, POST");
+    assertThat(send(s, "POST", "/health").headers().firstValue("allow")).hasValue("GET");
+  }
+
+  /**
+   * vLLM serves {@code GET /load}, {@code {"server_load": n}}, whether or not it tracks the load;
+   * by default it does not, and the count stays 0. The stand-in answered 404.
+   */
+  @Test
+  void loadIsServedAsVllmServesItByDefault() throws Exception {
+    StandInVllm s = start();
+    HttpResponse<String> load = get(s, "/load");
+    assertThat(load.statusCode()).isEqualTo(200);
+    assertThat(load.headers().firstValue("content-type")).hasValue("application/json");
+    assertThat(load.body()).isEqualTo("{\"server_load\":0}");
+    HttpResponse<String> post = post(s, "/load", "{}");
+    assertThat(post.statusCode()).isEqualTo(405);
+    assertThat(post.headers().firstValue("allow")).hasValue("GET");
+  }
+
   /** Sends a POST over a socket of its own, which the caller closes to leave. */
   java.net.Socket rawPost(StandInVllm s, String body) throws IOException {
     java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), s.port());
