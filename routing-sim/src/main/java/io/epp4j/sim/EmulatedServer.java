@@ -703,9 +703,10 @@ final class EmulatedServer implements AutoCloseable {
       }
       switch (path) {
         // as vLLM's /health answers once its engine has died (EngineDeadError); /ping is
-        // vLLM's alias of it (for SageMaker), on GET and POST
+        // vLLM's alias of it (for SageMaker), on GET and POST. vLLM's answer has no body and
+        // no content type
         case "/health", "/ping" ->
-            send(ex, cluster.failure() == null ? 200 : 503, "text/plain", "");
+            send(ex, cluster.failure() == null ? 200 : 503, null, "");
         case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4", metrics());
         case "/v1/models" -> send(ex, 200, "application/json", models());
         case "/version" -> send(ex, 200, "application/json", VERSION_BODY);
@@ -2371,7 +2372,8 @@ final class EmulatedServer implements AutoCloseable {
         .append('\n');
   }
 
-  private static void send(Exchange ex, int status, String type, String body) {
+  /** Sends {@code body} whole; without a {@code Content-Type} when {@code type} is null. */
+  private static void send(Exchange ex, int status, @Nullable String type, String body) {
     ex.send(response(status, type, body));
   }
 
@@ -2411,16 +2413,21 @@ final class EmulatedServer implements AutoCloseable {
     }
   }
 
-  /** A whole answer with its Content-Length (0 for an empty body). */
-  private static FullHttpResponse response(int status, String type, String body) {
+  /**
+   * A whole answer with its Content-Length (0 for an empty body), and no Content-Type when
+   * {@code type} is null.
+   */
+  private static FullHttpResponse response(int status, @Nullable String type, String body) {
     return response(status, type, body.getBytes(StandardCharsets.UTF_8));
   }
 
-  private static FullHttpResponse response(int status, String type, byte[] bytes) {
+  private static FullHttpResponse response(int status, @Nullable String type, byte[] bytes) {
     FullHttpResponse res = new DefaultFullHttpResponse(HttpVersion.HTTP_1_1,
         HttpResponseStatus.valueOf(status), Unpooled.wrappedBuffer(bytes));
     res.headers().set(HttpHeaderNames.DATE, DateFormatter.format(new Date()));
-    res.headers().set(HttpHeaderNames.CONTENT_TYPE, type);
+    if (type != null) {
+      res.headers().set(HttpHeaderNames.CONTENT_TYPE, type);
+    }
     HttpUtil.setContentLength(res, bytes.length);
     return res;
   }

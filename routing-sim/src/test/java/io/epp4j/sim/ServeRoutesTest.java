@@ -91,4 +91,21 @@ class ServeRoutesTest {
     assertThat(metrics.statusCode()).isEqualTo(200);
     assertThat(metrics.body()).contains("vllm:num_requests_running");
   }
+
+  /**
+   * vLLM's {@code /health} (and {@code /ping}, its alias) answers 200 with an empty body and no
+   * content type; the emulator sent {@code text/plain}.
+   */
+  @Test
+  void healthAndPingAnswerWithoutABodyOrAContentTypeAsVllm() throws Exception {
+    int port = replica.start();
+    for (String[] call : new String[][] {{"GET", "/health"}, {"GET", "/ping"}, {"POST", "/ping"}}) {
+      HttpResponse<String> res = send(port, call[0], call[1]);
+      String what = call[0] + " " + call[1];
+      assertThat(res.statusCode()).as(what).isEqualTo(200);
+      assertThat(res.body()).as(what).isEmpty();
+      assertThat(res.headers().firstValue("content-length")).as(what).hasValue("0");
+      assertThat(res.headers().firstValue("content-type")).as(what).isEmpty();
+    }
+  }
 }
