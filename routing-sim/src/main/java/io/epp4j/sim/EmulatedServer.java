@@ -710,6 +710,9 @@ final class EmulatedServer implements AutoCloseable {
         case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4", metrics());
         case "/v1/models" -> send(ex, 200, "application/json", models());
         case "/version" -> send(ex, 200, "application/json", VERSION_BODY);
+        // vLLM serves /load whether or not it tracks the load: without
+        // --enable-server-load-tracking, its default, the count stays 0
+        case "/load" -> send(ex, 200, "application/json", LOAD_BODY);
         case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize" -> {
           Object parsed = ex.parse(vocab());
           if (parsed instanceof String malformed) {
@@ -746,6 +749,12 @@ final class EmulatedServer implements AutoCloseable {
   private static final String VERSION_BODY = "{\"version\":\"" + VERSION + "\"}";
 
   /**
+   * What {@code GET /load} answers: vLLM's {@code {"server_load": n}} as it stands without
+   * {@code --enable-server-load-tracking}, its default, where n stays 0.
+   */
+  private static final String LOAD_BODY = "{\"server_load\":0}";
+
+  /**
    * The methods a path is served on, as vLLM's routes declare them ({@code "POST"},
    * {@code "GET, POST"}: the {@code Allow} header of a 405); empty for any method ({@code /metrics},
    * which vLLM mounts as an ASGI app); null for a path without a route. vLLM's routes take no
@@ -754,7 +763,7 @@ final class EmulatedServer implements AutoCloseable {
   private static @Nullable String allowedMethods(String path) {
     return switch (path) {
       case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize" -> "POST";
-      case "/health", "/v1/models", "/version" -> "GET";
+      case "/health", "/v1/models", "/version", "/load" -> "GET";
       case "/ping" -> "GET, POST";
       case "/metrics" -> "";
       default -> null;

@@ -108,4 +108,18 @@ class ServeRoutesTest {
       assertThat(res.headers().firstValue("content-type")).as(what).isEmpty();
     }
   }
+
+  /**
+   * vLLM serves {@code GET /load}, {@code {"server_load": n}}, whether or not it tracks the load;
+   * by default it does not, and n stays 0. The emulator answered 404.
+   */
+  @Test
+  void loadIsServedOnGetAsVllmServesItByDefault() throws Exception {
+    int port = replica.start();
+    HttpResponse<String> res = send(port, "GET", "/load");
+    assertThat(res.statusCode()).isEqualTo(200);
+    assertThat(res.headers().firstValue("content-type")).hasValue("application/json");
+    assertThat(res.body()).isEqualTo("{\"server_load\":0}");
+    assertMethodNotAllowed(port, "POST", "/load", "GET");
+  }
 }
