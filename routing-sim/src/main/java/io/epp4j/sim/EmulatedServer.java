@@ -61,6 +61,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Date;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
@@ -123,6 +124,8 @@ final class EmulatedServer implements AutoCloseable {
   // what every answer names in system_fingerprint
   private final String systemFingerprint;
   private final List<String> loraAdapters;
+  // an adapter's path (its root in /v1/models) by its name, for the adapters given one
+  private final Map<String, String> loraPaths;
   private final EventLoopGroup io;
   private final Channel serverChannel;
   private final ChannelGroup connections;
@@ -210,6 +213,20 @@ final class EmulatedServer implements AutoCloseable {
       @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget,
       boolean excludeToolsWhenToolChoiceNone, boolean promptTokensDetails,
       boolean forceIncludeUsage) {
+    this(cluster, replica, port, loraAdapters, tokenizer, keepAliveNanos, budget,
+        excludeToolsWhenToolChoiceNone, promptTokensDetails, forceIncludeUsage, Map.of());
+  }
+
+  /**
+   * As above; {@code loraPaths} gives the path of an adapter by its name, which
+   * {@code /v1/models} names as the adapter's {@code root}, as vLLM names the path of each of its
+   * {@code --lora-modules} there. An adapter without one has its name there.
+   */
+  EmulatedServer(EmulatedCluster cluster, int replica, int port, List<String> loraAdapters,
+      @Nullable Tokenizer tokenizer, long keepAliveNanos, BodyBudget budget,
+      boolean excludeToolsWhenToolChoiceNone, boolean promptTokensDetails,
+      boolean forceIncludeUsage, Map<String, String> loraPaths) {
+    this.loraPaths = Map.copyOf(loraPaths);
     this.excludeToolsWhenToolChoiceNone = excludeToolsWhenToolChoiceNone;
     this.promptTokensDetails = promptTokensDetails;
     this.forceIncludeUsage = forceIncludeUsage;
@@ -2188,8 +2205,8 @@ final class EmulatedServer implements AutoCloseable {
 
   /**
    * The base model, then each LoRA adapter as a model of its own whose {@code parent} is the base
-   * model, as vLLM lists its {@code --lora-modules} (an adapter's {@code root}, its path in vLLM,
-   * is its name here). Every card has each field of vLLM's {@code ModelCard}, in its order, and
+   * model and whose {@code root} is its path, as vLLM lists its {@code --lora-modules} (an
+   * adapter given without a path has its name there). Every card has each field of vLLM's {@code ModelCard}, in its order, and
    * one {@code ModelPermission}; vLLM builds the cards for each request, so their
    * {@code created} is the time of the request in seconds.
    */
@@ -2198,21 +2215,21 @@ final class EmulatedServer implements AutoCloseable {
     ObjectNode root = JSON.createObjectNode();
     root.put("object", "list");
     ArrayNode data = root.putArray("data");
-    modelCard(data, model, null, cluster.profile().maxModelLen(), now);
+    modelCard(data, model, model, null, cluster.profile().maxModelLen(), now);
     for (String adapter : loraAdapters) {
-      modelCard(data, adapter, model, null, now);
+      modelCard(data, adapter, loraPaths.getOrDefault(adapter, adapter), model, null, now);
     }
     return JSON.writeValueAsString(root);
   }
 
-  private static void modelCard(ArrayNode data, String id, @Nullable String parent,
+  private static void modelCard(ArrayNode data, String id, String root, @Nullable String parent,
       @Nullable Integer maxModelLen, long created) {
     ObjectNode m = data.addObject();
     m.put("id", id);
     m.put("object", "model");
     m.put("created", created);
     m.put("owned_by", "vllm");
-    m.put("root", id);
+    m.put("root", root);
     m.put("parent", parent);
     m.put("max_model_len", maxModelLen);
     ObjectNode p = m.putArray("permission").addObject();

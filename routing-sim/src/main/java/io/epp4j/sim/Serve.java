@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -60,7 +61,10 @@ final class Serve implements AutoCloseable {
         --profile NAME         hardware profile (default qwen3-1.7b-h100-mps6)
         --seed S               seed of the filler output tokens (default 1)
         --lora-adapters A,B    LoRA adapter names also served (a request names one in 'model');
-                               their blocks hash apart and their KV events carry lora_name
+                               their blocks hash apart and their KV events carry lora_name.
+                               NAME=PATH, as vLLM's --lora-modules, also gives the adapter's
+                               path, which /v1/models names as its root (vLLM's); an adapter
+                               without one has its name there
         --max-loras N          adapters one engine step may run (default 1, as vLLM's
                                --max-loras): a request on another adapter waits in the queue
                                until the running ones finish, and requests behind it on a
@@ -121,15 +125,24 @@ final class Serve implements AutoCloseable {
    *                  ({@code prompt_tokens_details.cached_tokens})
    * @param enableForceIncludeUsage vLLM's {@code --enable-force-include-usage}: every stream
    *                  ends with the usage chunk, asked for or not
+   * @param loraPaths the path of each adapter given one ({@code NAME=PATH}), by name: an
+   *                  adapter's {@code root} in {@code /v1/models}, as vLLM names its path there
    */
   record Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
       HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
       double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
       @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs,
       boolean excludeToolsWhenToolChoiceNone, boolean enablePromptTokensDetails,
-      boolean enableForceIncludeUsage) {
+      boolean enableForceIncludeUsage, Map<String, String> loraPaths) {
     Options {
       loraAdapters = List.copyOf(loraAdapters);
+      loraPaths = Map.copyOf(loraPaths);
+      for (String adapter : loraPaths.keySet()) {
+        if (!loraAdapters.contains(adapter)) {
+          throw new IllegalArgumentException("--lora-adapters: a path is given for " + adapter
+              + ", which is not among the adapters " + loraAdapters);
+        }
+      }
       // here, before anything is made: the cluster's own check came after the ZeroMQ context,
       // which stayed open (four file descriptors per refused start)
       if (replicas < 1) {
@@ -171,6 +184,19 @@ final class Serve implements AutoCloseable {
         throw new IllegalArgumentException("--max-loras must be in [1, " + MAX_LORAS + "], got "
             + maxLoras);
       }
+    }
+
+    /** Without adapter paths: each adapter's {@code root} in /v1/models is its name. */
+    Options(int replicas, int port, int kvEventsPort, boolean mapEncoding, double speed,
+        HardwareProfile profile, long seed, List<String> loraAdapters, @Nullable Path tokenizer,
+        double keepAliveSeconds, int maxLoras, long replayBufferBytes, long maxHeldBodyBytes,
+        @Nullable DefaultChatTemplateKwargs defaultChatTemplateKwargs,
+        boolean excludeToolsWhenToolChoiceNone, boolean enablePromptTokensDetails,
+        boolean enableForceIncludeUsage) {
+      this(replicas, port, kvEventsPort, mapEncoding, speed, profile, seed, loraAdapters,
+          tokenizer, keepAliveSeconds, maxLoras, replayBufferBytes, maxHeldBodyBytes,
+          defaultChatTemplateKwargs, excludeToolsWhenToolChoiceNone, enablePromptTokensDetails,
+          enableForceIncludeUsage, Map.of());
     }
 
     /** A stream's usage chunk only when the request asks for it, as vLLM's by default. */
@@ -376,7 +402,7 @@ final class Serve implements AutoCloseable {
             o.kvEventsPort() + 2 * i + 1, o.mapEncoding(), o.replayBufferBytes()));
         servers.add(new EmulatedServer(cluster, i, httpPort, o.loraAdapters(), tokenizer,
             Math.round(o.keepAliveSeconds() * 1e9), bodies, o.excludeToolsWhenToolChoiceNone(),
-            o.enablePromptTokensDetails(), o.enableForceIncludeUsage()));
+            o.enablePromptTokensDetails(), o.enableForceIncludeUsage(), o.loraPaths()));
       }
     } catch (RuntimeException e) {
       close();
@@ -580,6 +606,7 @@ final class Serve implements AutoCloseable {
     HardwareProfile profile = HardwareProfile.qwen3H100Mps6();
     long seed = 1;
     List<String> lora = List.of();
+    Map<String, String> loraPaths = new java.util.HashMap<>();
     Path tokenizer = null;
     double keepAlive = DEFAULT_KEEP_ALIVE_SECONDS;
     Integer maxLoras = null;
@@ -652,15 +679,25 @@ final class Serve implements AutoCloseable {
         }
         case "--lora-adapters" -> {
           lora = new ArrayList<>();
-          for (String adapter : v.split(",", -1)) {
-            if (adapter.isBlank()) {
+          for (String entry : v.split(",", -1)) {
+            // NAME or NAME=PATH, as vLLM's --lora-modules takes them
+            int at = entry.indexOf('=');
+            String adapter = (at < 0 ? entry : entry.substring(0, at)).trim();
+            if (adapter.isEmpty()) {
               throw new IllegalArgumentException("--lora-adapters: empty adapter name in " + v);
             }
-            if (lora.contains(adapter.trim())) {
-              throw new IllegalArgumentException("--lora-adapters lists " + adapter.trim()
-                  + " twice");
+            if (lora.contains(adapter)) {
+              throw new IllegalArgumentException("--lora-adapters lists " + adapter + " twice");
             }
-            lora.add(adapter.trim());
+            if (at >= 0) {
+              String path = entry.substring(at + 1).trim();
+              if (path.isEmpty()) {
+                throw new IllegalArgumentException("--lora-adapters: empty path for adapter "
+                    + adapter + " in " + v + "; give NAME=PATH or NAME alone");
+              }
+              loraPaths.put(adapter, path);
+            }
+            lora.add(adapter);
           }
         }
         case "--seed" -> {
@@ -733,7 +770,7 @@ final class Serve implements AutoCloseable {
     }
     return new Options(replicas, port, kvPort, map, speed, profile, seed, lora, tokenizer,
         keepAlive, maxLoras == null ? DEFAULT_MAX_LORAS : maxLoras, replayBytes, heldBodyBytes,
-        defaultKwargs, excludeTools, promptTokensDetails, forceIncludeUsage);
+        defaultKwargs, excludeTools, promptTokensDetails, forceIncludeUsage, loraPaths);
   }
 
   /**

@@ -70,6 +70,9 @@ class ServeBadValuesTest {
       "--profile|no-such-gpu", "--seed|1.5",
       "--lora-adapters|''", "--lora-adapters|a,,b", "--lora-adapters|sql,sql",
       "--lora-adapters|qwen3-1.7b",
+      // NAME=PATH as vLLM's --lora-modules: a path left empty, a name left empty, a name twice
+      "--lora-adapters|sql=", "--lora-adapters|=/adapters/sql",
+      "--lora-adapters|sql=/a,sql=/b", "--lora-adapters|qwen3-1.7b=/adapters/base",
       "--max-loras|0", "--keep-alive-timeout|-1", "--keep-alive-timeout|soon",
       "--tokenizer|/no/such/tokenizer.json"})
   void aBadValueIsAUsageErrorNamingTheOption(String option, String value) {

@@ -97,4 +97,35 @@ class ServeModelCardTest {
     assertThat(adapter.get("parent").asText()).isEqualTo("qwen3-1.7b");
     assertThat(adapter.get("max_model_len").isNull()).isTrue();
   }
+
+  /**
+   * vLLM's card for an adapter of {@code --lora-modules NAME=PATH} names its path as
+   * {@code root} and the base model as {@code parent}; the emulator named the adapter's name as
+   * its root. An adapter given by name alone, which has no path, keeps its name there.
+   */
+  @Test
+  void anAdaptersRootIsThePathItWasGivenWithAndItsParentTheBaseModel() throws Exception {
+    int port = replica.start(base -> Serve.parse(new String[] {"--replicas", "1", "--port",
+        String.valueOf(base), "--kv-events-port", String.valueOf(base + 1_000), "--speed", "20",
+        "--lora-adapters", "sql=/adapters/sql-v2, chat"}));
+    HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+    HttpResponse<String> res = http.send(HttpRequest.newBuilder(
+        URI.create("http://127.0.0.1:" + port + "/v1/models")).timeout(Duration.ofSeconds(30))
+        .GET().build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(res.statusCode()).isEqualTo(200);
+    JsonNode data = JSON.readTree(res.body()).get("data");
+    assertThat(data).hasSize(3);
+    assertThat(data.get(0).get("root").asText()).isEqualTo("qwen3-1.7b");
+    JsonNode sql = data.get(1);
+    assertThat(sql.get("id").asText()).isEqualTo("sql");
+    assertThat(sql.get("root").asText()).isEqualTo("/adapters/sql-v2");
+    assertThat(sql.get("parent").asText()).isEqualTo("qwen3-1.7b");
+    JsonNode chat = data.get(2);
+    assertThat(chat.get("id").asText()).isEqualTo("chat");
+    assertThat(chat.get("root").asText()).isEqualTo("chat");
+    assertThat(chat.get("parent").asText()).isEqualTo("qwen3-1.7b");
+    // the adapter is served under its name, not under NAME=PATH
+    assertThat(replica.post(port, "/v1/completions",
+        "{\"model\":\"sql\",\"prompt\":[1,2,3],\"max_tokens\":1}").statusCode()).isEqualTo(200);
+  }
 }
