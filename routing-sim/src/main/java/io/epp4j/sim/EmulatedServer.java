@@ -2119,10 +2119,11 @@ final class EmulatedServer implements AutoCloseable {
 
   /**
    * vLLM's 404 for a model it does not serve, in its words, which clients and gateways match on
-   * (the name is the request's own, not its prompt).
+   * (the name is the request's own, not its prompt), naming {@code model} as its {@code param}
+   * as current vLLM's model check does.
    */
   private static void modelNotFound(Exchange ex, String requested) {
-    error(ex, 404, "NotFoundError", "The model `" + requested + "` does not exist.");
+    error(ex, 404, "NotFoundError", "The model `" + requested + "` does not exist.", "model");
   }
 
   private void tokenizeEndpoint(Exchange ex, RequestBody body) throws IOException {

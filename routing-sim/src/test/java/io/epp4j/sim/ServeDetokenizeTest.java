@@ -37,6 +37,7 @@ class ServeDetokenizeTest {
     JsonNode unknown = error(replica.post(port, "/detokenize",
         "{\"model\":\"gpt-4o\",\"tokens\":[1,2]}"), 404);
     assertThat(unknown.get("message").asText()).isEqualTo("The model `gpt-4o` does not exist.");
+    assertThat(unknown.get("param").asText()).isEqualTo("model");
     assertThat(error(replica.post(port, "/detokenize", "{\"model\":7,\"tokens\":[1]}"), 400)
         .get("message").asText()).contains("'model'");
     assertThat(error(replica.post(port, "/detokenize", "{}"), 400).get("param").asText())

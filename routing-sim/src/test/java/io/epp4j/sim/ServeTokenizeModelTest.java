@@ -34,6 +34,7 @@ class ServeTokenizeModelTest {
     JsonNode error = JSON.readTree(unknown.body()).get("error");
     assertThat(error.get("message").asText()).isEqualTo("The model `gpt-4o` does not exist.");
     assertThat(error.get("type").asText()).isEqualTo("NotFoundError");
+    assertThat(error.get("param").asText()).isEqualTo("model");
     HttpResponse<String> chat = replica.post(port, "/tokenize",
         "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
     assertThat(chat.statusCode()).isEqualTo(404);
