@@ -875,8 +875,9 @@ public final class StandInVllm implements AutoCloseable {
       throw new BadRequest(400, "BadRequestError", "'model' must be a string", "model");
     }
     if (model != null && !model.isNull() && !options.model().equals(model.asText())) {
+      // current vLLM's model check names the field in param
       throw new BadRequest(404, "NotFoundError",
-          "The model `" + model.asText() + "` does not exist.");
+          "The model `" + model.asText() + "` does not exist.", "model");
     }
     // the stand-in answers one choice: n > 1 is refused rather than answered with one choice
     // (vLLM itself answers n choices; a gateway test that needs them needs a real server)

@@ -282,6 +282,11 @@ class StandInVllmTest {
     assertThat(unknown.statusCode()).isEqualTo(404);
     assertThat(JSON.readTree(unknown.body()).path("error").path("type").asText())
         .isEqualTo("NotFoundError");
+    // current vLLM's model check names the field; the stand-in's param was null
+    assertThat(JSON.readTree(unknown.body()).path("error").path("param").asText())
+        .isEqualTo("model");
+    assertThat(JSON.readTree(unknown.body()).path("error").path("message").asText())
+        .isEqualTo("The model `gpt` does not exist.");
 
     HttpResponse<String> broken = post(s, "/v1/completions", "{\"prompt\":\"SECRET-MARKER");
     assertThat(broken.statusCode()).isEqualTo(400);
