@@ -874,7 +874,9 @@ public final class StandInVllm implements AutoCloseable {
       // vLLM's request model declares model an optional string: anything else fails validation
       throw new BadRequest(400, "BadRequestError", "'model' must be a string", "model");
     }
-    if (model != null && !model.isNull() && !options.model().equals(model.asText())) {
+    // as vLLM's model check: a name left out, null or empty is the served model
+    if (model != null && !model.isNull() && !model.asText().isEmpty()
+        && !options.model().equals(model.asText())) {
       // current vLLM's model check names the field in param
       throw new BadRequest(404, "NotFoundError",
           "The model `" + model.asText() + "` does not exist.", "model");

@@ -798,6 +798,25 @@ class StandInVllmTest {
     assertThat(post.headers().firstValue("allow")).hasValue("GET");
   }
 
+  /**
+   * vLLM's model check takes a {@code model} left out, null or empty as the served model; the
+   * stand-in answered an empty one with a 404 saying that the model `` does not exist.
+   */
+  @Test
+  void anEmptyModelIsTheServedModelAsInVllm() throws Exception {
+    StandInVllm s = start(StandInVllm.Options.defaults().withModel("qwen3")
+        .withLatency(Duration.ZERO, Duration.ZERO));
+    for (String model : new String[] {"\"model\":\"\",", "\"model\":null,", ""}) {
+      HttpResponse<String> r = post(s, "/v1/completions",
+          "{" + model + "\"prompt\":\"hi\",\"max_tokens\":1}");
+      assertThat(r.statusCode()).as(model).isEqualTo(200);
+      assertThat(JSON.readTree(r.body()).path("model").asText()).as(model).isEqualTo("qwen3");
+      HttpResponse<String> chat = post(s, "/v1/chat/completions", "{" + model
+          + "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1}");
+      assertThat(chat.statusCode()).as(model).isEqualTo(200);
+    }
+  }
+
   /** Sends a POST over a socket of its own, which the caller closes to leave. */
   java.net.Socket rawPost(StandInVllm s, String body) throws IOException {
     java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), s.port());
