@@ -724,7 +724,8 @@ final class EmulatedServer implements AutoCloseable {
         // no content type
         case "/health", "/ping" ->
             send(ex, cluster.failure() == null ? 200 : 503, null, "");
-        case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4", metrics());
+        // the content type of prometheus_client's text format, as vLLM's /metrics answers
+        case "/metrics" -> send(ex, 200, "text/plain; version=0.0.4; charset=utf-8", metrics());
         case "/v1/models" -> send(ex, 200, "application/json", models());
         case "/version" -> send(ex, 200, "application/json", VERSION_BODY);
         // vLLM serves /load whether or not it tracks the load: without

@@ -850,7 +850,8 @@ class ServeIntegrationTest {
       out.flush();
       RawResponse metrics = RawResponse.read(in);
       assertThat(metrics.status()).isEqualTo(200);
-      assertThat(metrics.header("content-type")).isEqualTo("text/plain; version=0.0.4");
+      assertThat(metrics.header("content-type"))
+          .isEqualTo("text/plain; version=0.0.4; charset=utf-8");
       assertThat(metrics.body()).contains("vllm:num_requests_running");
       assertThat(in.read()).as("the server closed the connection").isEqualTo(-1);
     }

@@ -122,4 +122,20 @@ class ServeRoutesTest {
     assertThat(res.body()).isEqualTo("{\"server_load\":0}");
     assertMethodNotAllowed(port, "POST", "/load", "GET");
   }
+
+  /**
+   * vLLM's {@code /metrics} answers with prometheus_client's content type for its text format,
+   * {@code text/plain; version=0.0.4; charset=utf-8}, on any method; the emulator left out the
+   * charset.
+   */
+  @Test
+  void metricsAnswerWithPrometheusClientsContentType() throws Exception {
+    int port = replica.start();
+    for (String method : new String[] {"GET", "POST"}) {
+      HttpResponse<String> res = send(port, method, "/metrics");
+      assertThat(res.statusCode()).as(method).isEqualTo(200);
+      assertThat(res.headers().firstValue("content-type")).as(method)
+          .hasValue("text/plain; version=0.0.4; charset=utf-8");
+    }
+  }
 }
