@@ -93,8 +93,8 @@ public final class StandInVllm implements AutoCloseable {
    *                          slot or generates); a completion beyond them waits, in arrival
    *                          order, until one is free (none is refused or dropped), so a flood of
    *                          requests cannot make the server start a thread for each. /health,
-   *                          /metrics and /v1/models are answered by the server's own few
-   *                          threads, at once however many completions wait
+   *                          /ping, /load, /version, /metrics and /v1/models are answered by the
+   *                          server's own few threads, at once however many completions wait
    * @param promptTokensDetails usage names the prompt tokens found in the prefix cache,
    *                          {@code prompt_tokens_details.cached_tokens} (0 included), as vLLM's
    *                          {@code --enable-prompt-tokens-details}; off, as in vLLM, a whole
