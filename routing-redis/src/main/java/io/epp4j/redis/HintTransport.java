@@ -29,7 +29,9 @@ public interface HintTransport extends AutoCloseable {
    * Throws as {@link #append} would when the log refuses appends now (a read-only replica, a
    * server out of memory, a user not allowed to append), without appending anything. The
    * replication calls it on every new publishing connection, so that it counts as connected only
-   * once the log takes its batches. The default finds nothing to refuse.
+   * once the log takes its batches, and on every heartbeat that finds nothing appended since the
+   * previous one, so that a refusal under a router with nothing to send shows too. The default
+   * finds nothing to refuse.
    */
   default void checkAppend() throws Exception {}
 

@@ -339,6 +339,9 @@ public final class RedisReplication implements Plugin, RequestListener {
     HintTransport t = transports.create();
     Backoff backoff = new Backoff();
     long nextHeartbeat = System.nanoTime();
+    // the batches this router had tried to append at the last heartbeat: a heartbeat that finds
+    // none since checks that the server still takes writes
+    long appendedAtHeartbeat = -1;
     // whether this thread holds the seat's publishing role (and may use seat.sent)
     boolean holding = false;
     try {
@@ -378,6 +381,7 @@ public final class RedisReplication implements Plugin, RequestListener {
             // the others may have forgotten this router, or kept a figure that has changed
             // since: the next flush sends every figure, zeros of those that ended included
             nextHeartbeat = System.nanoTime();
+            appendedAtHeartbeat = -1; // just checked
             publisherUp = true;
           }
           if (recheckWrites) {
@@ -406,6 +410,20 @@ public final class RedisReplication implements Plugin, RequestListener {
             publisherUp = false;
             t.close();
             pause(backoff, true);
+            continue;
+          }
+          if (heartbeat) {
+            long appended = seat.appendsAttempted.get();
+            if (appended == appendedAtHeartbeat) {
+              // nothing went out since the last heartbeat (no route, nothing in flight): a
+              // server that began refusing writes since (out of memory, an ACL changed, a
+              // demotion the reader's read did not see) would be found by no batch, and the
+              // gauge would read 1 for as long as the router stays idle
+              if (!takesWrites(t, backoff)) {
+                continue;
+              }
+            }
+            appendedAtHeartbeat = appended;
           }
         } catch (RuntimeException | Error e) {
           // not the transport's (its failures are handled where it is called): a bug, a
@@ -1663,11 +1681,12 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   /**
    * Whether this router both publishes to and reads from the stream: the publisher and the reader
-   * are connected, the server took the publisher's last batch, or, on a connection that has sent
-   * none yet, the check it makes on connecting that the server takes batches ({@code XADD}
-   * refused for its id alone: not a read-only replica, not out of memory, allowed by the ACL),
-   * and the reader's last command was answered. A refusal of writes that begins while the
-   * publisher is connected shows with its next batch.
+   * are connected, the server took the publisher's last batch or its last check that the server
+   * takes batches ({@code XADD} refused for its id alone: not a read-only replica, not out of
+   * memory, allowed by the ACL), made on connecting and on every heartbeat that finds nothing
+   * appended since the previous one, and the reader's last command was answered. A refusal of
+   * writes that begins while the publisher is connected shows with its next batch or check:
+   * within two heartbeats.
    */
   public boolean connected() {
     return publisherUp && readerUp;

@@ -80,9 +80,10 @@ class RedisRefusalLogTest {
 
   /**
    * Redis at its {@code maxmemory} under {@code noeviction} answers every XADD with {@code OOM}
-   * and still serves reads. The publisher says so once (the warning names the code, not Redis
-   * unreachable), counts the hints it could not send, the connection gauge drops, routing goes
-   * on, and once memory is allowed again the hints flow to the other routers as before.
+   * and still serves reads. Each router's publisher says so once (the warning names the code,
+   * not Redis unreachable), also the one that routes nothing; the router that routes counts the
+   * hints it could not send, its connection gauge drops, routing goes on, and once memory is
+   * allowed again the hints flow to the other routers as before.
    */
   @Test
   void aServerOutOfMemoryIsReportedOnceAndReplicationResumesWhenItClears() throws Exception {
@@ -95,16 +96,16 @@ class RedisRefusalLogTest {
       c.sync().configSet("maxmemory-policy", "noeviction");
       c.sync().configSet("maxmemory", "1");
       try {
-        // a publisher with nothing to send sends nothing to be refused: a routes. The first
-        // refusal may be a batch of hints (counted dropped) or one of in-flight figures only, or
-        // the check of writes on reconnecting: from then on the hints wait in a's queue
+        // a routes, b does not. a's first refusal may be a batch of hints (counted dropped) or
+        // one of in-flight figures only, or a check of writes: from then on the hints wait in
+        // a's queue. b, with nothing to send, finds it with the check of its next heartbeat
         long droppedBefore = ra.dropped();
-        routeUntilWritesAreRefused(a, ra, "a's OOM warning", () -> !warnings("OOM").isEmpty());
+        routeUntilWritesAreRefused(a, ra, "both routers' OOM warnings",
+            () -> warnings("OOM").size() >= 2);
         assertThat(ra.dropped() > droppedBefore || ra.queued() > 0)
             .as("hints a routed while refused are counted dropped or wait in its queue").isTrue();
-        List<String> oom = warnings("OOM");
-        assertThat(oom).as("warnings naming OOM").hasSize(1);
-        assertThat(oom.get(0)).contains("publisher").doesNotContain("unreachable");
+        assertThat(warnings("OOM")).as("warnings naming OOM, one per router").hasSize(2)
+            .allMatch(m -> m.contains("publisher") && !m.contains("unreachable"));
       } finally {
         c.sync().configSet("maxmemory", "0");
       }
@@ -112,6 +113,44 @@ class RedisRefusalLogTest {
       admin.shutdown();
     }
     awaitHintsFlowAgain(a, rb, "b applied a prefix a routed once Redis took writes again");
+  }
+
+  /**
+   * Redis runs out of memory under two routers that route nothing and have nothing in flight:
+   * their publishers had no batch whose refusal would tell, their heartbeats carry no figure, and
+   * reads still work, so both gauges read 1 and nothing was logged for as long as the routers
+   * stayed idle. A publisher that appended nothing for a heartbeat now checks that the server
+   * still takes writes: each router warns once, naming OOM, and its gauge drops to 0, without a
+   * route and without a batch; once memory is allowed again both are connected again.
+   */
+  @Test
+  void aServerThatRunsOutOfMemoryUnderIdleRoutersIsReportedByEach() throws Exception {
+    List<RedisReplication> rs = twoRouters("oom-idle-" + ProcessHandle.current().pid()).stream()
+        .map(RedisReplicationTest::replication).toList();
+    RedisClient admin = RedisClient.create(REDIS.uri());
+    try (StatefulRedisConnection<String, String> c = admin.connect()) {
+      c.sync().configSet("maxmemory-policy", "noeviction");
+      c.sync().configSet("maxmemory", "1");
+      try {
+        RedisReplicationTest.await("an OOM warning from each router",
+            () -> warnings("OOM").size() == 2);
+        RedisReplicationTest.await("both gauges down",
+            () -> rs.stream().noneMatch(RedisReplication::connected));
+        assertThat(warnings("OOM")).allMatch(m -> m.contains("publisher")
+            && !m.contains("unreachable"));
+        for (RedisReplication r : rs) {
+          assertThat(r.published()).as("records sent by an idle router").isZero();
+        }
+      } finally {
+        c.sync().configSet("maxmemory", "0");
+      }
+    } finally {
+      admin.shutdown();
+    }
+    for (RedisReplication r : rs) {
+      RedisReplicationTest.await("connected once Redis takes writes again", r::connected,
+          RedisReplicationTest.CONNECT_DEADLINE);
+    }
   }
 
   /**
