@@ -48,7 +48,8 @@ import org.yaml.snakeyaml.error.MarkedYAMLException;
  * - name: default
  *   plugins:
  *   - pluginRef: q
- *     weight: 2            # scorers only; any finite number (negative: a penalty); default 1
+ *     weight: 2            # scorers only; any finite number (negative: a penalty); default 1;
+ *                          # a quoted number ('2') is that number, as in parameters
  * </pre>
  *
  * <p>Every problem in a file is collected and reported together, up to 50 messages and a
@@ -1106,9 +1107,12 @@ final class ConfigLoader {
       Object w = ref.get("weight");
       if (w != null) {
         // any finite number, as upstream's float64 weight: a negative one makes the scorer a
-        // penalty, 0 makes it count for nothing
-        if (w instanceof Number num && Double.isFinite(num.doubleValue())) {
-          weight = num.doubleValue();
+        // penalty, 0 makes it count for nothing. It is read as a plugin's number parameters are,
+        // so a number written in quotes ('2') is that number here as it is there
+        Parameters read = Parameters.of(Map.of("weight", w));
+        double given = read.getDouble("weight", Double.NaN, -Double.MAX_VALUE, Double.MAX_VALUE);
+        if (read.errors().isEmpty()) {
+          weight = given;
         } else {
           errors.add(refWhere + ": field 'weight' must be a finite number (negative for a"
               + " penalty), got " + quote(w));

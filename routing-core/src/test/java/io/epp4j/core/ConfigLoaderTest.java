@@ -103,6 +103,47 @@ class ConfigLoaderTest {
     assertThat(((MaxScorePicker) p.picker()).maxNumOfEndpoints()).isEqualTo(1);
   }
 
+  /**
+   * A number in quotes is read as that number wherever the file takes a number: a scorer's
+   * weight as a plugin's number parameter (here maxNumOfEndpoints) always was. The weight was
+   * refused while '2' was taken for every parameter. Text that is no number is still refused,
+   * naming the profile, the reference and the field, once.
+   */
+  @Test
+  void aQuotedWeightIsReadAsTheNumberAsAQuotedParameterIs() {
+    Result<RouterConfig> r = loader.load("""
+        plugins:
+        - type: label-scorer
+          parameters: {label: x}
+        - type: max-score-picker
+          parameters: {maxNumOfEndpoints: '2'}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - {pluginRef: label-scorer, weight: '2.5'}
+          - {pluginRef: max-score-picker}
+        """, "quoted.yaml");
+    assertThat(r.errors()).isEmpty();
+    SchedulingProfile p = r.value().profiles().get("default");
+    assertThat(p.scorers()).singleElement().satisfies(ws -> assertThat(ws.weight()).isEqualTo(2.5));
+    assertThat(((MaxScorePicker) p.picker()).maxNumOfEndpoints()).isEqualTo(2);
+
+    for (String bad : List.of("'heavy'", "'2x'", "'NaN'", "'1e400'", "''", "[2]", "true")) {
+      Result<RouterConfig> refused = loader.load("""
+          plugins:
+          - type: label-scorer
+            parameters: {label: x}
+          schedulingProfiles:
+          - name: default
+            plugins:
+            - {pluginRef: label-scorer, weight: %s}
+          """.formatted(bad), "bad.yaml");
+      assertThat(refused.errors()).as(bad).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("bad.yaml: schedulingProfiles[0] (profile 'default'): plugins[0]"
+              + " (pluginRef 'label-scorer'): field 'weight' must be a finite number"));
+    }
+  }
+
   @Test
   void aProfileWithoutPickerTakesThePickerTheFileDefinesAsUpstreamDoes() {
     // upstream's loader gives a profile that names no picker a picker of the file, and adds
