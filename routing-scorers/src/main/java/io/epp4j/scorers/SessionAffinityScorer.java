@@ -492,19 +492,29 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
     }
     Duration maxAge = null;
     if (p.has("maxAge")) {
-      // a cookie's Max-Age is in seconds; a duration with a unit is accepted too
-      maxAge = p.raw("maxAge") instanceof Number
-          ? Duration.ofSeconds(p.getLong("maxAge", 0))
-          : p.getDuration("maxAge", Duration.ZERO);
-      if (maxAge.isZero() || maxAge.isNegative()) {
-        p.error("maxAge", "must be > 0 (seconds, or a duration such as '30m'), got "
-            + p.raw("maxAge"));
-        maxAge = null;
+      maxAge = maxAge(p.raw("maxAge"));
+      if (maxAge == null) {
+        p.error("maxAge", "must be a whole number of seconds above 0 or a duration above 0 such"
+            + " as '90s', '30m' or '1h30m', got '" + p.raw("maxAge") + "'");
       }
     }
     return new SessionAffinityScorer(Mode.EPP4J, key, List.of(), header == null
         || header.isBlank() ? null : header.trim().toLowerCase(Locale.ROOT), null,
         Duration.ofSeconds(ttl), maxAge, max, c.ticker());
+  }
+
+  /**
+   * {@code maxAge} as given, or null when it is none of its forms: a cookie's Max-Age is a whole
+   * number of seconds (written as a number, or in quotes as any number parameter may be), and a
+   * duration with a unit is accepted too. Read in one place so that a bad value is one error.
+   */
+  private static @Nullable Duration maxAge(@Nullable Object raw) {
+    Parameters one = Parameters.of(java.util.Map.of("maxAge", raw == null ? "" : raw));
+    boolean seconds = raw instanceof Number
+        || raw instanceof String s && s.trim().matches("[+-]?[0-9]+");
+    Duration d = seconds ? Duration.ofSeconds(one.getLong("maxAge", 0))
+        : one.getDuration("maxAge", Duration.ZERO);
+    return one.errors().isEmpty() && !d.isZero() && !d.isNegative() ? d : null;
   }
 
   /** llm-d's {@code strategy} with its configuration blocks and {@code profileName}. */

@@ -680,6 +680,46 @@ class BuiltinProviderContractsTest {
     }
   }
 
+  /** The errors of a file holding one plugin {@code pp} of {@code type}; empty when it loads. */
+  static List<String> loadErrors(String type, String parameters) {
+    String yaml = """
+        plugins:
+        - name: pp
+          type: %s
+          parameters: %s
+        - type: random-picker
+        """.formatted(type, parameters);
+    try (io.epp4j.core.Router r = io.epp4j.core.Router.builder()
+        .endpoints(List.of(io.epp4j.api.Endpoint.parse("10.0.0.1:8000")))
+        .configYaml(yaml, "f.yaml").build()) {
+      return List.of();
+    } catch (io.epp4j.core.ConfigException e) {
+      return e.errors();
+    }
+  }
+
+  /**
+   * A maxAge that is none of its forms was two errors, the second about the zero put in its
+   * place ("must be a duration ..., got 'abc'" and "must be > 0 ..., got abc"); it is one, naming
+   * the plugin, the parameter and the forms it takes.
+   */
+  @Test
+  void aBadMaxAgeOfTheSessionScorerIsOneErrorNamingItsForms() {
+    for (String type : List.of("session-affinity-scorer", "session-affinity-filter")) {
+      for (String bad : List.of("abc", "1.5", "-5", "0", "'-30s'", "'0s'", "[30]", "{s: 1}", "''")) {
+        assertThat(loadErrors(type, "{maxAge: " + bad + "}")).as("%s maxAge %s", type, bad)
+            .singleElement().satisfies(e -> assertThat(e)
+                .startsWith("f.yaml: plugins[0] (name 'pp', type '" + type + "'): parameter"
+                    + " 'maxAge' must be a whole number of seconds above 0 or a duration above 0"
+                    + " such as '90s', '30m' or '1h30m', got "));
+      }
+      for (String ok : List.of("30", "'30'", "90s", "30m", "1h30m")) {
+        assertThat(loadErrors(type, "{maxAge: " + ok + "}")).as("%s maxAge %s", type, ok)
+            .isEmpty();
+      }
+    }
+  }
+
   @Test
   void disaggProfileHandlerReportsAWrongTypeInsideItsNestedParameters() {
     PluginProvider provider = new DisaggProfileHandler.Provider();
