@@ -14,7 +14,9 @@ import org.jspecify.annotations.Nullable;
  * The {@code parameters} of one plugin, as given in a config file or in code. Typed getters
  * return a default when a parameter is absent and record an error naming the parameter when a
  * value has the wrong type or range, so a provider can report every problem at once through
- * {@link #errors()}. Not thread-safe; used once while a plugin is created.
+ * {@link #errors()}. A value a getter refuses is one error: what a provider records later about
+ * the same parameter is dropped, since it could only be about the default returned in the
+ * value's place. Not thread-safe; used once while a plugin is created.
  */
 public final class Parameters {
   private static final java.util.regex.Pattern DECIMAL =
@@ -24,6 +26,8 @@ public final class Parameters {
   private final List<String> errors = new ArrayList<>();
   private final List<String> notices = new ArrayList<>();
   private final Set<String> read = new HashSet<>();
+  /** The names whose value a getter refused (see {@link #error}). */
+  private final Set<String> refused = new HashSet<>();
 
   private Parameters(Map<String, Object> values) {
     this.values = values;
@@ -54,7 +58,7 @@ public final class Parameters {
   public int getInt(String name, int defaultValue) {
     long v = getLong(name, defaultValue);
     if (v < Integer.MIN_VALUE || v > Integer.MAX_VALUE) {
-      error(name, "must fit in a 32-bit integer, got " + v);
+      refuse(name, "must fit in a 32-bit integer, got " + v);
       return defaultValue;
     }
     return (int) v;
@@ -69,7 +73,7 @@ public final class Parameters {
     int before = errors.size();
     int v = getInt(name, defaultValue);
     if (given(name, before) && (v < min || v > max)) {
-      error(name, "must be in [" + min + ", " + max + "], got " + v);
+      refuse(name, "must be in [" + min + ", " + max + "], got " + v);
       return defaultValue;
     }
     return v;
@@ -85,7 +89,7 @@ public final class Parameters {
       return ((Number) v).longValue();
     }
     if (v instanceof java.math.BigInteger) {
-      error(name, "is too large: " + v);
+      refuse(name, "is too large: " + v);
       return defaultValue;
     }
     if (v instanceof Number n && n.doubleValue() == Math.rint(n.doubleValue())
@@ -99,28 +103,35 @@ public final class Parameters {
         // fall through
       }
     }
-    error(name, "must be an integer, got '" + v + "'");
+    refuse(name, "must be an integer, got '" + v + "'");
     return defaultValue;
   }
 
   /**
    * A number parameter. Text is read as a decimal number as YAML or JSON writes one
    * ({@code 0.5}, {@code -3}, {@code 1e3}); Java's literal spellings ({@code 5d}, {@code 0.5f},
-   * {@code 0x1p3}), {@code NaN} and {@code Infinity} are errors.
+   * {@code 0x1p3}), {@code NaN} and {@code Infinity} are errors, and so is a number beyond the
+   * range of a double ({@code 1e400}), which upstream's JSON decoding refuses too.
    */
   public double getDouble(String name, double defaultValue) {
     Object v = raw(name);
     if (v == null) {
       return defaultValue;
     }
+    double d = Double.NaN;
     if (v instanceof Number n) {
-      return n.doubleValue();
+      d = n.doubleValue();
+    } else if (v instanceof String s && DECIMAL.matcher(s.trim()).matches()) {
+      d = Double.parseDouble(s.trim());
+    } else {
+      refuse(name, "must be a number, got '" + v + "'");
+      return defaultValue;
     }
-    if (v instanceof String s && DECIMAL.matcher(s.trim()).matches()) {
-      return Double.parseDouble(s.trim());
+    if (!Double.isFinite(d)) {
+      refuse(name, "must be a finite number, got '" + v + "'");
+      return defaultValue;
     }
-    error(name, "must be a number, got '" + v + "'");
-    return defaultValue;
+    return d;
   }
 
   /**
@@ -132,7 +143,7 @@ public final class Parameters {
     int before = errors.size();
     double v = getDouble(name, defaultValue);
     if (given(name, before) && !(v >= min && v <= max)) {
-      error(name, "must be in [" + min + ", " + max + "], got " + v);
+      refuse(name, "must be in [" + min + ", " + max + "], got " + v);
       return defaultValue;
     }
     return v;
@@ -153,7 +164,7 @@ public final class Parameters {
     if ("false".equalsIgnoreCase(String.valueOf(v))) {
       return false;
     }
-    error(name, "must be true or false, got '" + v + "'");
+    refuse(name, "must be true or false, got '" + v + "'");
     return defaultValue;
   }
 
@@ -166,7 +177,7 @@ public final class Parameters {
     if (v instanceof String || v instanceof Number || v instanceof Boolean) {
       return String.valueOf(v);
     }
-    error(name, "must be a string, got " + describe(v));
+    refuse(name, "must be a string, got " + describe(v));
     return defaultValue;
   }
 
@@ -181,7 +192,7 @@ public final class Parameters {
       return defaultValue;
     }
     if (given(name, before) && !allowed.contains(v)) {
-      error(name, "must be one of " + new TreeSet<>(allowed) + ", got '" + v + "'");
+      refuse(name, "must be one of " + new TreeSet<>(allowed) + ", got '" + v + "'");
       return defaultValue;
     }
     return v;
@@ -189,7 +200,7 @@ public final class Parameters {
 
   /** Whether {@code name} has a value that its getter read without recording an error. */
   private boolean given(String name, int errorsBefore) {
-    return values.get(name) != null && errors.size() == errorsBefore;
+    return values.get(name) != null && errors.size() == errorsBefore && !refused.contains(name);
   }
 
   /** A list of strings; a single string is taken as a one-element list. */
@@ -205,14 +216,14 @@ public final class Parameters {
       List<String> out = new ArrayList<>(list.size());
       for (Object o : list) {
         if (!(o instanceof String || o instanceof Number || o instanceof Boolean)) {
-          error(name, "must be a list of strings, found " + describe(o));
+          refuse(name, "must be a list of strings, found " + describe(o));
           return defaultValue;
         }
         out.add(String.valueOf(o));
       }
       return List.copyOf(out);
     }
-    error(name, "must be a list of strings, got " + describe(v));
+    refuse(name, "must be a list of strings, got " + describe(v));
     return defaultValue;
   }
 
@@ -232,7 +243,7 @@ public final class Parameters {
       map.forEach((k, val) -> m.put(String.valueOf(k), val));
       return new Parameters(Collections.unmodifiableMap(m));
     }
-    error(name, "must be an object, got " + describe(v));
+    refuse(name, "must be an object, got " + describe(v));
     return empty();
   }
 
@@ -252,7 +263,8 @@ public final class Parameters {
     }
     long nanos = v instanceof String s ? parseGoDuration(s.trim()) : -1;
     if (nanos < 0) {
-      error(name, "must be a duration with a unit such as '200ms', '5s' or '1m30s', got '" + v + "'");
+      refuse(name, "must be a duration with a unit such as '200ms', '5s' or '1m30s', got '" + v
+          + "'");
       return defaultValue;
     }
     return java.time.Duration.ofNanos(nanos);
@@ -348,9 +360,21 @@ public final class Parameters {
     return List.copyOf(notices);
   }
 
-  /** Records an error about a parameter. */
+  /**
+   * Records an error about a parameter, unless a getter refused its value: then the getter's
+   * error is the one, and this one, about the default the getter returned instead (a "required"
+   * check finding it empty, a range check quoting it), is dropped.
+   */
   public void error(String name, String problem) {
-    errors.add("parameter '" + name + "' " + problem);
+    if (!refused.contains(name)) {
+      errors.add("parameter '" + name + "' " + problem);
+    }
+  }
+
+  /** A getter's error: the value given cannot be read, and the getter returns its default. */
+  private void refuse(String name, String problem) {
+    error(name, problem);
+    refused.add(name);
   }
 
   /** Errors recorded so far, each naming its parameter. */

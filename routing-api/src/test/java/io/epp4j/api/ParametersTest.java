@@ -47,7 +47,7 @@ class ParametersTest {
     assertThat(p.getInt("big", 7, 0, 10)).isEqualTo(7);
     assertThat(p.errors()).containsExactly(
         "parameter 'port' must be in [1, 65535], got 70000",
-        "parameter 'threshold' must be in [0.0, 1.0], got NaN",
+        "parameter 'threshold' must be a finite number, got 'NaN'",
         "parameter 'mode' must be one of [fast, slow], got 'medium'",
         "parameter 'big' must fit in a 32-bit integer, got 3000000000");
   }
@@ -70,5 +70,59 @@ class ParametersTest {
       assertThat(p.errors()).as(bad).singleElement()
           .isEqualTo("parameter 'w' must be a number, got '" + bad + "'");
     }
+  }
+  /**
+   * A number beyond a double's range (YAML's 1e400, the same as text, a huge integer turned into
+   * a double) read as Infinity and was taken: a weight or threshold of Infinity. Upstream's JSON
+   * decoding refuses such a number; it is refused here too, naming the parameter.
+   */
+  @Test
+  void aNumberBeyondADoublesRangeIsRefusedNotReadAsInfinity() {
+    for (Object bad : List.<Object>of(Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY,
+        Double.NaN, "1e400", "-1e400", new java.math.BigInteger("1" + "0".repeat(400)))) {
+      Parameters p = Parameters.of(Map.of("w", bad));
+      assertThat(p.getDouble("w", 7.0)).as("%s", bad).isEqualTo(7.0);
+      assertThat(p.errors()).as("%s", bad).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'w' must be a finite number, got '"));
+    }
+    Parameters big = Parameters.of(Map.of("w", new java.math.BigInteger("1" + "0".repeat(30))));
+    assertThat(big.getDouble("w", 7.0)).isEqualTo(1e30);
+    assertThat(big.errors()).isEmpty();
+  }
+
+  /**
+   * A provider checks what a getter returned; when the getter refused the value, that is the
+   * default, and a check on it ("is required", "must be >= 0, got -1") reported a second error
+   * about a value the file never held. The getter's error is now the only one for that
+   * parameter, while errors about other parameters, and about a value that was read, stay.
+   */
+  @Test
+  void aValueAGetterRefusedIsOneErrorWhateverTheProviderChecksAfterwards() {
+    Parameters p = Parameters.of(Map.of("cap", "abc", "name", List.of(1), "ok", 5, "w", "1e400",
+        "mode", "x"));
+    long cap = p.getLong("cap", -1);
+    if (cap < 0) {
+      p.error("cap", "must be >= 0, got " + cap);
+    }
+    String name = p.getString("name", "");
+    if (name == null || name.isEmpty()) {
+      p.error("name", "is required");
+    }
+    double w = p.getDouble("w", Double.NaN);
+    if (Double.isNaN(w)) {
+      p.error("w", "is required");
+    }
+    p.getEnum("mode", "a", java.util.Set.of("a", "b"));
+    p.error("mode", "has no default");
+    int ok = p.getInt("ok", 0);
+    p.error("ok", "is odd: " + ok);
+    p.error("other", "is missing");
+    assertThat(p.errors()).containsExactly(
+        "parameter 'cap' must be an integer, got 'abc'",
+        "parameter 'name' must be a string, got a list",
+        "parameter 'w' must be a finite number, got '1e400'",
+        "parameter 'mode' must be one of [a, b], got 'x'",
+        "parameter 'ok' is odd: 5",
+        "parameter 'other' is missing");
   }
 }

@@ -78,11 +78,13 @@ final class SessionIdProducer implements RequestPreparer {
 
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
+      int before = p.errors().size();
       String header = p.getString("headerName", "");
       String cookie = p.getString("cookieName", "");
       header = header == null ? "" : header.trim().toLowerCase(Locale.ROOT);
       cookie = cookie == null ? "" : cookie.trim();
-      if (header.isEmpty() == cookie.isEmpty()) {
+      // a name refused as not a string is reported; it is not also missing
+      if (p.errors().size() == before && header.isEmpty() == cookie.isEmpty()) {
         p.error(header.isEmpty() ? "headerName" : "cookieName", header.isEmpty()
             ? "or cookieName must be given (exactly one of the two)"
             : "and headerName are both given; give exactly one of the two");

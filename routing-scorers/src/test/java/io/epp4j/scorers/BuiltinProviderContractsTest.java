@@ -720,6 +720,39 @@ class BuiltinProviderContractsTest {
     }
   }
 
+  /**
+   * A value of the wrong type was refused and then reported again through the default put in its
+   * place: a producer's name given as a list also "named no plugin ''", a headerName or an
+   * output cap as a list or text was also "required" or "must be >= 0, got -1". Each is one error
+   * now, naming the plugin and the parameter; a number beyond a double's range is refused rather
+   * than read as Infinity.
+   */
+  @Test
+  void aValueOfTheWrongTypeIsOneErrorThroughTheLoader() {
+    String[][] cases = {
+        {"active-request-scorer", "{inFlightLoadProducerName: [1]}", "inFlightLoadProducerName"},
+        {"token-load-scorer", "{inFlightLoadProducerName: {a: 1}}", "inFlightLoadProducerName"},
+        {"concurrency-detector", "{inFlightLoadProducerName: [1]}", "inFlightLoadProducerName"},
+        {"prefix-cache-scorer", "{prefixMatchInfoProducerName: [1]}",
+            "prefixMatchInfoProducerName"},
+        {"p2p-source-producer", "{prefixMatchInfoProducerName: {a: 1}}",
+            "prefixMatchInfoProducerName"},
+        {"session-id-producer", "{headerName: [x]}", "headerName"},
+        {"session-id-producer", "{cookieName: {a: 1}}", "cookieName"},
+        {"inflight-load-producer", "{maxEstimatedOutputTokens: abc}", "maxEstimatedOutputTokens"},
+        {"inflight-load-producer", "{maxEstimatedOutputTokens: 1.5}", "maxEstimatedOutputTokens"},
+        {"inflight-load-producer", "{maxEstimatedOutputTokens: ''}", "maxEstimatedOutputTokens"},
+        {"disagg-profile-handler", "{encodeDeciderPluginName: [1]}", "encodeDeciderPluginName"},
+        {"active-request-scorer", "{maxBusyScore: 1e400}", "maxBusyScore"},
+        {"token-cost-picker", "{queueWeight: '1e400'}", "queueWeight"},
+    };
+    for (String[] c : cases) {
+      assertThat(loadErrors(c[0], c[1])).as("%s %s", c[0], c[1]).singleElement()
+          .satisfies(e -> assertThat(e).startsWith("f.yaml: plugins[0] (name 'pp', type '" + c[0]
+              + "'): parameter '" + c[2] + "' must be "));
+    }
+  }
+
   @Test
   void disaggProfileHandlerReportsAWrongTypeInsideItsNestedParameters() {
     PluginProvider provider = new DisaggProfileHandler.Provider();
