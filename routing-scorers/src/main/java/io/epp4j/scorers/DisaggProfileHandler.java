@@ -85,10 +85,13 @@ final class DisaggProfileHandler implements ProfileHandler {
       profileName(p, profiles, "decode", "decodeProfile", PdProfileHandler.DECODE_PROFILE);
       profileName(p, profiles, "prefill", "prefillProfile", PdProfileHandler.PREFILL_PROFILE);
       profileName(p, profiles, "encode", "encodeProfile", "encode");
+      // the errors about the decider name the parameter the file gives it under
+      String deciderParameter = "deciders";
       String deciderName = orNull(deciders.getString("prefill", null));
       if (deciderName == null) {
-        deciderName = orNull(p.getString(CommonParameters.alias(p, "prefillDeciderPluginName",
-            "deciderPluginName"), null));
+        deciderParameter = CommonParameters.alias(p, "prefillDeciderPluginName",
+            "deciderPluginName");
+        deciderName = orNull(p.getString(deciderParameter, null));
       }
       if (set(deciders, "encode") || set(p, "encodeDeciderPluginName")) {
         deciders.raw("encode");
@@ -111,8 +114,7 @@ final class DisaggProfileHandler implements ProfileHandler {
         p.error("deciders", "has unknown field '" + unread + "'; expected prefill");
       }
       PrefillDecider decider = deciderName == null ? null
-          : decider(c, p, set(deciders, "prefill") ? "deciders" : "prefillDeciderPluginName",
-              deciderName);
+          : decider(c, p, deciderParameter, deciderName);
       return new DisaggProfileHandler(decider);
     }
 

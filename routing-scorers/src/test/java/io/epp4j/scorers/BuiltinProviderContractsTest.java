@@ -753,6 +753,21 @@ class BuiltinProviderContractsTest {
     }
   }
 
+  /**
+   * disagg-profile-handler takes its prefill decider as prefillDeciderPluginName or, as
+   * upstream's earlier name, deciderPluginName. A file giving deciderPluginName a name no plugin
+   * has was told about 'prefillDeciderPluginName', a parameter it does not hold; the error now
+   * names the parameter as the file gives it.
+   */
+  @Test
+  void aDisaggDeciderNamingNoPluginIsReportedUnderTheNameTheFileUses() {
+    for (String given : List.of("deciderPluginName", "prefillDeciderPluginName")) {
+      assertThat(loadErrors("disagg-profile-handler", "{" + given + ": nowhere}")).as(given)
+          .anySatisfy(e -> assertThat(e).startsWith("f.yaml: plugins[0] (name 'pp', type"
+              + " 'disagg-profile-handler'): parameter '" + given + "' names no plugin"));
+    }
+  }
+
   @Test
   void disaggProfileHandlerReportsAWrongTypeInsideItsNestedParameters() {
     PluginProvider provider = new DisaggProfileHandler.Provider();
