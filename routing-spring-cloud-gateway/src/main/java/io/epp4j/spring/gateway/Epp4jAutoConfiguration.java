@@ -214,20 +214,43 @@ public class Epp4jAutoConfiguration {
             + " did not build it and do not apply to it");
       }
     }
+    Epp4jPools namedPools = beans.getBeanProvider(Epp4jPools.class).getIfUnique();
+    java.util.function.Predicate<String> discovers = name -> {
+      Epp4jPools.Pool built = namedPools != null ? namedPools.find(name) : null;
+      if (built != null) {
+        return built.discoveryOwnsPool(); // without a DiscoveryClient, no lookup runs
+      }
+      // a pool the application's own Epp4jPools bean does not have: its service id says
+      Epp4jProperties.Pool p = properties.getPools().get(name);
+      String id = p != null ? p.getDiscovery().getServiceId() : null;
+      return id != null && !id.isBlank();
+    };
     List<String> noLookups = discoveryPropertiesUnused(properties, binder,
-        settings.hasServiceId() || beans.getBeanNamesForType(Epp4jDiscoveryPool.class).length > 0);
+        settings.hasServiceId() || beans.getBeanNamesForType(Epp4jDiscoveryPool.class).length > 0,
+        discovers);
     if (!noLookups.isEmpty()) {
       LOG.warning("epp4j: " + String.join(", ", noLookups) + " set, but no discovery looks up"
           + " with them: the pool they apply to has no discovery.service-id ("
           + PoolSettings.PREFIX + ".discovery.refresh-interval applies to the default pool and to"
-          + " each named pool with a service id that leaves its own unset)");
+          + " each named pool with a service id that leaves its own unset, when a DiscoveryClient"
+          + " looks that pool up)");
     }
     if (settings.hasServiceId()) {
       String[] pools = beans.getBeanNamesForType(Epp4jDiscoveryPool.class);
       if (pools.length == 0) {
-        // said, as for a named pool, rather than left unexplained
-        LOG.warning("epp4j: " + settings.property("discovery.service-id") + " is set but there is"
-            + " no DiscoveryClient; the default pool keeps " + settings.property("endpoints"));
+        // said, as for a named pool, rather than left unexplained; the refresh interval too,
+        // unless a named pool's lookups run with it
+        List<String> noEffect = new ArrayList<>();
+        noEffect.add(settings.property("discovery.service-id"));
+        if (binder.bind(settings.property("discovery.refresh-interval"), String.class).isBound()
+            && properties.getPools().entrySet().stream().noneMatch(e ->
+                e.getValue().getDiscovery().getRefreshInterval() == null
+                    && discovers.test(e.getKey()))) {
+          noEffect.add(settings.property("discovery.refresh-interval"));
+        }
+        LOG.warning("epp4j: " + String.join(", ", noEffect) + " set, but there is no"
+            + " DiscoveryClient: no lookup runs with them, and the default pool keeps "
+            + settings.property("endpoints"));
       } else if (!builtHere(beans, Epp4jDiscoveryPool.class)) {
         Epp4jDiscoveryPool own = beans.getBeanProvider(Epp4jDiscoveryPool.class).getIfUnique();
         List<String> notTaken = new ArrayList<>();
@@ -499,18 +522,20 @@ public class Epp4jAutoConfiguration {
   /**
    * The {@code discovery.refresh-interval} properties that are set where no discovery looks up
    * with them: a named pool's own when that pool has no service id, the top-level one when the
-   * default pool does not discover ({@code defaultPoolDiscovers}) and no named pool with a
-   * service id inherits it.
+   * default pool does not discover ({@code defaultPoolDiscovers}) and no named pool whose lookups
+   * run ({@code poolDiscovers}, by pool name) inherits it.
    */
   static List<String> discoveryPropertiesUnused(Epp4jProperties properties, Binder binder,
-      boolean defaultPoolDiscovers) {
+      boolean defaultPoolDiscovers, java.util.function.Predicate<String> poolDiscovers) {
     List<String> ofPools = new ArrayList<>();
     boolean inherited = false;
     for (var e : properties.getPools().entrySet()) {
       Epp4jProperties.PoolDiscovery d = e.getValue().getDiscovery();
-      boolean discovers = d.getServiceId() != null && !d.getServiceId().isBlank();
-      if (discovers) {
-        inherited |= d.getRefreshInterval() == null;
+      boolean hasServiceId = d.getServiceId() != null && !d.getServiceId().isBlank();
+      if (hasServiceId) {
+        // a pool with a service id but no DiscoveryClient names its own in its warning
+        // (Epp4jPools); the top-level one it would inherit is used only by lookups that run
+        inherited |= d.getRefreshInterval() == null && poolDiscovers.test(e.getKey());
       } else if (d.getRefreshInterval() != null) {
         ofPools.add(PoolSettings.poolPrefix(e.getKey()) + ".discovery.refresh-interval");
       }

@@ -188,8 +188,14 @@ public final class Epp4jPools implements AutoCloseable {
             Objects.requireNonNull(s.serviceId), s.refreshInterval,
             s.source("discovery.refresh-interval"), "epp4j-discovery-" + name);
       } else if (s.hasServiceId()) {
-        LOG.warning("epp4j: " + s.property("discovery.service-id") + " is set but there is no"
-            + " DiscoveryClient; pool '" + name + "' keeps " + s.property("endpoints"));
+        // the pool's own refresh interval does nothing either; an inherited one is the
+        // top-level property's, which the startup check names when nothing uses it
+        String noEffect = s.property("discovery.service-id");
+        if (s.setHere("discovery.refresh-interval")) {
+          noEffect += ", " + s.property("discovery.refresh-interval");
+        }
+        LOG.warning("epp4j: " + noEffect + " set, but there is no DiscoveryClient: no lookup"
+            + " runs with them, and pool '" + name + "' keeps " + s.property("endpoints"));
       }
     } catch (RuntimeException e) {
       if (scraper != null) {

@@ -158,6 +158,14 @@ final class PoolSettings {
     return inherited.contains(key) ? PREFIX + "." + key : property(key);
   }
 
+  /**
+   * Whether this pool's value for {@code key} is its own, not one a named pool inherits from the
+   * top-level property ({@link #source}).
+   */
+  boolean setHere(String key) {
+    return !inherited.contains(key);
+  }
+
   /** Checks every value, as the pool's router, scraper and filter would when built. */
   void validate() {
     parsedEndpoints();

@@ -959,6 +959,66 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void aServiceIdWithoutADiscoveryClientNamesTheRefreshIntervalThatDoesNothingToo() {
+    // the warning named the service id only: the refresh interval set beside it, which no
+    // lookup uses either, went unmentioned
+    List<String> warnings = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.discovery.service-id=llm",
+            "epp4j.discovery.refresh-interval=1s")
+        .run(ctx -> assertThat(ctx).hasNotFailed().doesNotHaveBean(Epp4jDiscoveryPool.class)));
+    assertThat(warnings).singleElement().asString().contains(
+        "epp4j.discovery.service-id, epp4j.discovery.refresh-interval set, but there is no"
+            + " DiscoveryClient", "the default pool keeps epp4j.endpoints");
+    // a named pool's own, in the warning of that pool
+    warnings = warningsOf(Epp4jPools.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools.llama.discovery.service-id=llm",
+            "epp4j.pools.llama.discovery.refresh-interval=2s",
+            "epp4j.pools.qwen.endpoints=127.0.0.1:9012",
+            "epp4j.pools.qwen.discovery.service-id=qwen")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(warnings).containsExactly("epp4j: epp4j.pools.llama.discovery.service-id,"
+            + " epp4j.pools.llama.discovery.refresh-interval set, but there is no DiscoveryClient:"
+            + " no lookup runs with them, and pool 'llama' keeps epp4j.pools.llama.endpoints",
+        "epp4j: epp4j.pools.qwen.discovery.service-id set, but there is no DiscoveryClient: no"
+            + " lookup runs with them, and pool 'qwen' keeps epp4j.pools.qwen.endpoints");
+    // the top-level one, which a named pool with a service id inherits, but looks nothing up
+    // with: named as unused (it was taken as used by that pool)
+    warnings = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.discovery.refresh-interval=1s",
+            "epp4j.pools.llama.discovery.service-id=llm")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(warnings).singleElement().asString()
+        .startsWith("epp4j: epp4j.discovery.refresh-interval set, but no discovery looks up");
+    // beside the default pool's service id, it is named in that pool's warning
+    warnings = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.discovery.service-id=qwen",
+            "epp4j.discovery.refresh-interval=1s",
+            "epp4j.pools.llama.discovery.service-id=llm")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(warnings).singleElement().asString().startsWith(
+        "epp4j: epp4j.discovery.service-id, epp4j.discovery.refresh-interval set, but there is no"
+            + " DiscoveryClient");
+    // with a DiscoveryClient, the named pool's lookups run with it: nothing to say
+    DiscoveryClient registry = registry(List.of());
+    warnings = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withBean(DiscoveryClient.class, () -> registry)
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.discovery.refresh-interval=1s",
+            "epp4j.pools.llama.discovery.service-id=llm")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(warnings).isEmpty();
+    // the interval left at its default is not named
+    warnings = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.discovery.service-id=llm")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(warnings).singleElement().asString().startsWith(
+        "epp4j: epp4j.discovery.service-id set, but there is no DiscoveryClient");
+  }
+
+  @Test
   void withoutAServiceIdThereIsNoDiscovery() {
     runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
         .run(ctx -> assertThat(ctx).doesNotHaveBean(Epp4jDiscoveryPool.class));
