@@ -176,9 +176,9 @@ final class PoolSettings {
     if (inFlightMaxAge != null) {
       positive(inFlightMaxAge, "in-flight-max-age");
     }
-    if (hasServiceId()) {
-      positive(refreshInterval, "discovery.refresh-interval");
-    }
+    // checked without a service id too, as the metrics settings are with scraping off: a
+    // mistake there would otherwise surface only once a service id is set
+    positive(refreshInterval, "discovery.refresh-interval");
     // checked with scraping off too, as routing-envoy checks its options: a mistake there would
     // otherwise surface only when scraping is switched on
     validateScraper();

@@ -210,6 +210,31 @@ class Epp4jAutoConfigurationTest {
   }
 
   @Test
+  void theRefreshIntervalIsCheckedWithoutAServiceId() {
+    // it was checked only beside a service id: a zero or negative one started, with at most the
+    // warning that nothing uses it, and failed only once a service id was added
+    for (String bad : List.of("0s", "-1s")) {
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+              "epp4j.discovery.refresh-interval=" + bad)
+          .run(ctx -> assertThat(ctx).as(bad).getFailure().rootCause()
+              .isInstanceOf(Epp4jConfigurationException.class)
+              .hasMessage("epp4j.discovery.refresh-interval must be positive, got "
+                  + java.time.Duration.parse("PT" + bad.toUpperCase())));
+      Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+      runner.withBean(Router.class, () -> own)
+          .withPropertyValues("epp4j.discovery.refresh-interval=" + bad)
+          .run(ctx -> assertThat(ctx).as(bad + ", own router").getFailure()
+              .hasStackTraceContaining("epp4j.discovery.refresh-interval must be positive"));
+      own.close();
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+              "epp4j.pools.llama.endpoints=127.0.0.1:9011",
+              "epp4j.pools.llama.discovery.refresh-interval=" + bad)
+          .run(ctx -> assertThat(ctx).as(bad + ", pool").getFailure().hasStackTraceContaining(
+              "epp4j.pools.llama.discovery.refresh-interval must be positive"));
+    }
+  }
+
+  @Test
   void metricsSettingsAreCheckedWithScrapingOff() {
     runner.withPropertyValues("epp4j.metrics.enabled=false", "epp4j.metrics.interval=0s")
         .run(ctx -> assertThat(ctx).getFailure()

@@ -367,8 +367,7 @@ class Epp4jPoolsTest {
   @Test
   void aBadTopLevelValueAPoolInheritsFailsStartupNamingTheTopLevelProperty() {
     // the pool's own property was named (epp4j.pools.llama.scheme), which is not set: with the
-    // application's own Router bean the pools are checked before the top-level values, and a
-    // pool with a discovery service is the only one to check the refresh interval
+    // application's own Router bean the pools are checked before the top-level values
     String[][] cases = {
         {"epp4j.in-flight-max-age=-5s", "epp4j.in-flight-max-age must be positive"},
         {"epp4j.metrics.interval=0s", "epp4j.metrics.interval must be positive"},
