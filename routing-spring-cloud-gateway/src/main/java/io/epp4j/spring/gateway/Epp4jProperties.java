@@ -56,7 +56,7 @@ public class Epp4jProperties {
 
   /**
    * A routed request still in flight after this long is released from the load counters, in case
-   * its outcome was never reported. Unset: the router's default.
+   * its outcome was never reported. Unset: the router's default (10 minutes).
    */
   private @Nullable Duration inFlightMaxAge;
 
