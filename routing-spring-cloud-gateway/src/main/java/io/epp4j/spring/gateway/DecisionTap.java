@@ -45,7 +45,8 @@ final class DecisionTap {
 
   private final RoutingDecision decision;
   private final ServerHttpResponse response;
-  private static final Duration MIN_RENEWAL = Duration.ofMillis(100);
+  /** The shortest time between two renewals of a served request's decision. */
+  static final Duration MIN_RENEWAL = Duration.ofMillis(100);
   /**
    * The longest period Reactor's interval takes (it counts in nanoseconds): a router whose
    * {@code inFlightMaxAge} is longer than that (its safety net off, as with

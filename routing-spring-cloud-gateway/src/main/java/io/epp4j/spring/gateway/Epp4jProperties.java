@@ -56,7 +56,9 @@ public class Epp4jProperties {
 
   /**
    * A routed request still in flight after this long is released from the load counters, in case
-   * its outcome was never reported. Unset: the router's default (10 minutes).
+   * its outcome was never reported; at least 400ms, since the filter renews a served request's
+   * decision every quarter of it, but no more often than every 100 ms. Unset: the router's
+   * default (10 minutes).
    */
   private @Nullable Duration inFlightMaxAge;
 

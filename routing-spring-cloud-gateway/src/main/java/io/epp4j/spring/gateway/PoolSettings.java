@@ -175,6 +175,7 @@ final class PoolSettings {
     presetYaml();
     if (inFlightMaxAge != null) {
       positive(inFlightMaxAge, "in-flight-max-age");
+      checkRenewable(inFlightMaxAge);
     }
     // checked without a service id too, as the metrics settings are with scraping off: a
     // mistake there would otherwise surface only once a service id is set
@@ -390,6 +391,21 @@ final class PoolSettings {
       String where = configPath() != null ? property("config-file")
           : presetName() != null ? property("preset") : prefix;
       throw new Epp4jConfigurationException(where + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * The filter renews a served request's decision every quarter of the in-flight age, but not
+   * more often than {@link DecisionTap#MIN_RENEWAL}: below four times that, the router would
+   * release the decisions of requests still being served from the load counters.
+   */
+  private void checkRenewable(Duration age) {
+    Duration least = DecisionTap.MIN_RENEWAL.multipliedBy(4);
+    if (age.compareTo(least) < 0) {
+      throw new Epp4jConfigurationException(source("in-flight-max-age") + " must be at least "
+          + least.toMillis() + "ms, got " + age + ": the Epp4j filter renews a served request's"
+          + " decision every quarter of it, but no more often than every "
+          + DecisionTap.MIN_RENEWAL.toMillis() + "ms, so a shorter age would release requests still being served");
     }
   }
 

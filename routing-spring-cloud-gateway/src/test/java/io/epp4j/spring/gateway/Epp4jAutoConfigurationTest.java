@@ -556,6 +556,22 @@ class Epp4jAutoConfigurationTest {
         .getFailure().hasStackTraceContaining("epp4j.in-flight-max-age must be positive"));
   }
 
+  @Test
+  void anInFlightAgeTheFiltersRenewalsCannotKeepUpWithFailsStartupNamingIt() {
+    // renewals run every quarter of the age but at most every 100 ms: a positive age under
+    // 400 ms started, and the router released requests still being served from its counters
+    for (String prop : List.of("epp4j.in-flight-max-age", "epp4j.pools.llama.in-flight-max-age")) {
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+              "epp4j.pools.llama.endpoints=127.0.0.1:9011", prop + "=100ms")
+          .run(ctx -> assertThat(ctx).as(prop).getFailure().rootCause()
+              .isInstanceOf(Epp4jConfigurationException.class)
+              .hasMessageStartingWith(prop + " must be at least 400ms, got PT0.1S"));
+      runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+              "epp4j.pools.llama.endpoints=127.0.0.1:9011", prop + "=400ms")
+          .run(ctx -> assertThat(ctx).as(prop).hasNotFailed());
+    }
+  }
+
   /**
    * An address listed twice in an endpoint list was one endpoint, with the labels of its last
    * entry: {@code 10.0.0.1:8000=prefill,10.0.0.1:8000=decode} silently became a decode server
