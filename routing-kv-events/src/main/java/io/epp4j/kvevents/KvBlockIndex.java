@@ -684,34 +684,48 @@ public final class KvBlockIndex {
   }
 
   /**
-   * Drops every entry of an endpoint, e.g. after an unrecoverable sequence gap; counted as a
-   * resync. The endpoint's block size and model are kept.
+   * Drops every entry of an endpoint, e.g. after an unrecoverable sequence gap. Counted in
+   * {@link KvEventMetrics#resyncs()} once the entries are gone, and only when there were some: a
+   * resync of an endpoint that holds no block (unknown to the index, or dropped already) drops
+   * nothing and is not counted. The endpoint's block size and model are kept.
    */
   public void resync(String endpointId) {
-    EndpointHoldings e = endpoints.get(endpointId);
-    metrics.resyncs.increment();
-    if (e != null) {
-      synchronized (writeLock) {
+    boolean dropped;
+    synchronized (writeLock) {
+      // looked up under the lock: one taken before could be removed meanwhile, and a drop of it
+      // would drop nothing
+      EndpointHoldings e = endpoints.get(endpointId);
+      dropped = e != null && e.engineToKey.size() > 0;
+      if (e != null) {
         loseTrackLocked(e);
       }
+    }
+    if (dropped) {
+      // after the drop: whoever reads the count sees the index without those entries
+      metrics.resyncs.increment();
     }
   }
 
   /**
    * Drops every entry of an endpoint whose engine restarted (a new process, its cache empty),
-   * counted as a resync. Unlike {@link #resync}, the drop listeners hear a cleared cache: the
-   * engine holds none of those blocks any more, so nothing may vouch for them.
+   * counted as a resync as {@link #resync} counts one: after the drop, and only when it held
+   * blocks. Unlike {@link #resync}, the drop listeners hear a cleared cache: the engine holds
+   * none of those blocks any more, so nothing may vouch for them.
    */
   void engineRestarted(String endpointId) {
-    metrics.resyncs.increment();
+    boolean dropped;
     synchronized (writeLock) {
       EndpointHoldings e = endpoints.get(endpointId);
+      dropped = e != null && e.engineToKey.size() > 0;
       if (e != null) {
         clearLocked(e);
         for (DropListener l : dropListeners) {
           l.cleared(e.id);
         }
       }
+    }
+    if (dropped) {
+      metrics.resyncs.increment();
     }
   }
 

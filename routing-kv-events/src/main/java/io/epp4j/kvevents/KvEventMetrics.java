@@ -76,7 +76,11 @@ public final class KvEventMetrics {
    * and what the engine still buffered after the gap's start applied).
    */
   public long replayFailures() { return replayFailures.sum(); }
-  /** Times an endpoint's entries were dropped to start over. */
+  /**
+   * Times an endpoint's entries were dropped to start over (a gap not filled, a publisher that
+   * disconnected or restarted). Counted once the drop is done, so an index read after the count
+   * moved no longer holds them; a resync that found the endpoint holding no block is not counted.
+   */
   public long resyncs() { return resyncs.sum(); }
   /** Publisher restarts detected (sequence back to 0). */
   public long restarts() { return restarts.sum(); }

@@ -27,6 +27,79 @@ class KvBlockIndexTest {
     return BlockKeys.chain(BlockKeys.seed("", null, null), tokens, bs, Integer.MAX_VALUE);
   }
 
+  /**
+   * The resync count moves once the drop is done, never before: a reader that sees it moved
+   * finds the blocks gone. A resync held up by another writer is not counted while it waits.
+   */
+  @Test
+  void aResyncIsCountedOnlyOnceItsBlocksAreGone() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    int[] prompt = tokens(700, 32);
+    long[] k = keys(prompt, 16);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1, 2}, null, prompt, 16));
+    java.util.concurrent.CountDownLatch inside = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+    index.addDropListener(new KvBlockIndex.DropListener() {
+      @Override
+      public void dropped(String endpointId, long key) {
+        inside.countDown();
+        try { // holds the index's write lock, inside b's batch
+          release.await(20, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+
+      @Override
+      public void cleared(String endpointId) {}
+    });
+    Thread writer = new Thread(() -> index.apply("b", KvEventBatch.of(1.0, List.of(
+        KvEvent.BlockStored.of(new long[] {9}, null, tokens(900, 16), 16),
+        KvEvent.BlockRemoved.of(9L)))));
+    writer.start();
+    assertThat(inside.await(20, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    Thread resync = new Thread(() -> index.resync("a"));
+    resync.start();
+    long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+    while (resync.getState() != Thread.State.BLOCKED && System.nanoTime() < deadline) {
+      Thread.sleep(1);
+    }
+    assertThat(resync.getState()).as("the resync waits for the write lock").isEqualTo(
+        Thread.State.BLOCKED);
+    // waiting, it has dropped nothing, and so counts nothing yet
+    assertThat(index.prefixWeight("a", k, 0)).isEqualTo(2);
+    assertThat(index.metrics().resyncs()).isZero();
+    release.countDown();
+    resync.join(20_000);
+    writer.join(20_000);
+    assertThat(index.metrics().resyncs()).isEqualTo(1);
+    assertThat(index.prefixWeight("a", k, 0)).isZero();
+  }
+
+  /**
+   * A resync counts what it dropped: one of an endpoint the index never heard of, or of one whose
+   * blocks are gone already, drops nothing and is not counted; nor is a restart that finds none.
+   */
+  @Test
+  void aResyncThatDropsNothingIsNotCounted() {
+    KvBlockIndex index = KvBlockIndex.create();
+    index.resync("never-seen");
+    index.engineRestarted("never-seen");
+    assertThat(index.metrics().resyncs()).isZero();
+    assertThat(index.trackedEndpoints()).doesNotContain("never-seen");
+    int[] prompt = tokens(800, 16);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1}, null, prompt, 16));
+    index.resync("a");
+    assertThat(index.metrics().resyncs()).isEqualTo(1);
+    index.resync("a"); // gone already
+    index.engineRestarted("a");
+    assertThat(index.metrics().resyncs()).isEqualTo(1);
+    index.apply("a", KvEvent.BlockStored.of(new long[] {1}, null, prompt, 16));
+    index.engineRestarted("a");
+    assertThat(index.metrics().resyncs()).isEqualTo(2);
+    assertThat(index.blockCount("a")).isZero();
+  }
+
   /** A hash repeated within one event over different blocks: the clear leaves nothing held. */
   @Test
   void aHashRepeatedInOneEventLeavesNothingBehindAClear() {
