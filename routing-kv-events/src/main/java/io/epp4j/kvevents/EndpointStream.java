@@ -81,6 +81,8 @@ final class EndpointStream {
   private @Nullable Object connection;
   /** How many times a message came over a newer connection than the one before it. */
   private long connectionsReplaced;
+  /** Whether a message came whose connection is not known (no metadata). */
+  private boolean heardWithoutConnection;
 
   /** How a replay ended. */
   private enum ReplayOutcome {
@@ -215,7 +217,11 @@ final class EndpointStream {
    * ({@link #publisherDisconnected}) must come before this message is applied.
    */
   boolean connectionReplaced(@Nullable Object via) {
-    if (via == null || via == connection) {
+    if (via == null) {
+      heardWithoutConnection = true;
+      return false;
+    }
+    if (via == connection) {
       return false;
     }
     Object previous = connection;
@@ -225,6 +231,16 @@ final class EndpointStream {
     }
     connectionsReplaced++;
     return true;
+  }
+
+  /**
+   * Per-endpoint mode: whether a message of this stream was handled yet ({@link
+   * #connectionReplaced} was told of one). Before the first, a disconnect reported is of a
+   * connection none of whose messages the stream has handled (a handshake cut short, a connection
+   * that dropped before anything was read from it): the next connection's messages are not its.
+   */
+  boolean heardAnyConnection() {
+    return connection != null || heardWithoutConnection;
   }
 
   /** How many times a message came over a newer connection ({@link #connectionReplaced}). */

@@ -277,7 +277,9 @@ final class StreamTable {
   /**
    * Per-endpoint mode: discards the events {@code sub}'s monitor holds. Called when a message
    * came over a new connection: the disconnects reported by then are of the connections before
-   * it (ZeroMQ reports a disconnect before it connects again), and their drop is done.
+   * it (ZeroMQ reports a disconnect before it connects again), and their drop is done. Also
+   * called at a stream's first message: the disconnects reported by then are of connections that
+   * delivered nothing the stream handled, and there is nothing of theirs to drop.
    */
   void forgetDisconnects(ZMQ.Socket sub) {
     ZMQ.Socket monitor = monitors.get(sub);

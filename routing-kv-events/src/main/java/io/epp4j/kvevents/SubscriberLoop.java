@@ -310,16 +310,23 @@ final class SubscriberLoop {
    * event only once the new connection's first messages are queued behind the old one's: the
    * first message of the new connection is then where the blocks are dropped, before it is
    * applied ({@link #receiveOne}), and the new connection's blocks stay.
+   *
+   * <p>A stream that had handled no message when the event was seen drops nothing: the
+   * connection that dropped delivered nothing it handled (a handshake cut short, which a loaded
+   * publisher's handshake timer does), and the messages queued may be the next connection's,
+   * whose blocks must stay. Should they be the dropped connection's after all, the next
+   * connection's first message drops them ({@link #receiveOne}).
    */
   private void followDisconnects() {
     for (EndpointStream st : streams.publishersDisconnected()) {
       ZMQ.Socket s = st.sub;
       try {
         long replaced = st.connectionsReplaced();
+        boolean heardBefore = st.heardAnyConnection();
         while (s != null && !closed && receiveOne(s)) {
           // the old connection's messages, in order, up to the new connection's if any
         }
-        if (st.connectionsReplaced() == replaced) {
+        if (heardBefore && st.connectionsReplaced() == replaced) {
           st.publisherDisconnected();
         }
       } catch (RuntimeException | Error e) {
@@ -403,9 +410,16 @@ final class SubscriberLoop {
       }
       st = streams.route(s, topic);
       if (st != null) {
-        if (st.sub == s && st.connectionReplaced(connection)) {
-          streams.forgetDisconnects(s);
-          st.publisherDisconnected();
+        if (st.sub == s) {
+          boolean firstHeard = !st.heardAnyConnection();
+          if (st.connectionReplaced(connection)) {
+            streams.forgetDisconnects(s);
+            st.publisherDisconnected();
+          } else if (firstHeard) {
+            // disconnects reported before the stream's first message are of connections that
+            // delivered none of what it handled: seen later, they would drop this one's blocks
+            streams.forgetDisconnects(s);
+          }
         }
         st.onLive(seq, payload);
       }
