@@ -94,6 +94,13 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final StreamTable streams;
   private final SubscriberLoop loop;
   private final SubscriberSockets sockets;
+  /**
+   * Per membership, the endpoint (with its labels) of the latest {@link #changeEndpoint} the
+   * subscriber's thread has not taken yet; an entry means its reconnection is queued. Keyed by
+   * the membership object, so an endpoint removed and added again is reconnected in order.
+   */
+  private final java.util.concurrent.ConcurrentHashMap<Object, Endpoint> relabels =
+      new java.util.concurrent.ConcurrentHashMap<>();
   /** Set by {@link #close}; read by the subscriber thread while it waits for a replay. */
   private volatile boolean closing;
 
@@ -169,6 +176,10 @@ public final class KvEventSubscriber implements AutoCloseable {
    * replay address again. The endpoint's blocks in the index are kept: the address, and so the
    * engine, is the same. Does nothing when neither label changed or the endpoint is not in the
    * pool.
+   *
+   * <p>Changes that come while the subscriber's thread is busy (a replay it waits for, a slow
+   * batch) are taken together: at most one reconnection per endpoint waits for the thread, and
+   * it connects with the labels of the latest change, not once for every change in turn.
    */
   public void changeEndpoint(Endpoint previous, Endpoint current) {
     if (Objects.equals(previous.label(PORT_LABEL), current.label(PORT_LABEL))
@@ -177,8 +188,15 @@ public final class KvEventSubscriber implements AutoCloseable {
       return;
     }
     Object member = membership.current(current.id());
-    if (member != null) {
-      loop.submit(() -> streams.relabel(current, member));
+    if (member != null && relabels.put(member, current) == null) {
+      // the first change since the thread last took this membership's: later ones replace
+      // the endpoint it will connect with, and queue nothing more
+      loop.submit(() -> {
+        Endpoint latest = relabels.remove(member);
+        if (latest != null) {
+          streams.relabel(latest, member);
+        }
+      });
     }
   }
 
@@ -190,6 +208,11 @@ public final class KvEventSubscriber implements AutoCloseable {
   /** Endpoints whose central-mode port-label warning is remembered; for tests. */
   int portLabelWarningsKept() {
     return streams.portLabelWarningsKept();
+  }
+
+  /** SUB sockets opened for endpoints since the start (per-endpoint mode); for tests. */
+  long subscriptionsOpened() {
+    return streams.subscriptionsOpened();
   }
 
   /** Sockets open in this subscriber's ZeroMQ context; for tests. */

@@ -46,6 +46,9 @@ final class StreamTable {
   /** Per-endpoint mode: the disconnect monitor of each SUB socket that has one. */
   private final Map<ZMQ.Socket, ZMQ.Socket> monitors = new IdentityHashMap<>();
   private final AtomicInteger connected = new AtomicInteger();
+  /** SUB sockets connected to an endpoint's publisher since the start; read by tests. */
+  private final java.util.concurrent.atomic.AtomicLong subscriptionsOpened =
+      new java.util.concurrent.atomic.AtomicLong();
   /** First wait before connecting again to a publisher whose address ZeroMQ refused. */
   static final long RETRY_FIRST_NANOS = 100_000_000L;
   /** Longest wait between such attempts, as the SUB socket's own reconnection backs off. */
@@ -123,6 +126,11 @@ final class StreamTable {
     return subSockets;
   }
 
+  /** SUB sockets connected to an endpoint's publisher since the start; any thread. */
+  long subscriptionsOpened() {
+    return subscriptionsOpened.get();
+  }
+
   /** Endpoints with a live SUB socket (per-endpoint mode); any thread. */
   int connectedEndpoints() {
     return connected.get();
@@ -159,6 +167,7 @@ final class StreamTable {
         s.setIPv6(true);
       }
       s.connect(address);
+      subscriptionsOpened.incrementAndGet();
     } catch (RuntimeException ex) {
       s.close();
       boolean again = retrying != null && retrying.member() == member;

@@ -1408,6 +1408,75 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  /**
+   * Label changes that come while the subscriber's thread is held (here in a slow listener)
+   * reconnect the endpoint once, at the latest labels' port: not once per change in turn, each
+   * opening a socket and a connection the next one closes.
+   */
+  @Test
+  void labelChangesWhileTheSubscriberIsHeldReconnectOnceAtTheLatestPort() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    String idX = "127.0.0.1:8001";
+    CountDownLatch insideX = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    index.addDropListener(new KvBlockIndex.DropListener() {
+      @Override
+      public void dropped(String endpointId, long key) {
+        if (endpointId.equals(idX)) {
+          insideX.countDown();
+          try { // holds the subscriber's thread
+            release.await(20, TimeUnit.SECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        }
+      }
+
+      @Override
+      public void cleared(String endpointId) {}
+    });
+    try (ZContext ctx = new ZContext(1);
+        KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).build()) {
+      ZMQ.Socket pubX = boundPublisher(ctx);
+      ZMQ.Socket pub1 = boundPublisher(ctx);
+      ZMQ.Socket pub2 = boundPublisher(ctx);
+      sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubX)))));
+      Endpoint at1 = Endpoint.of("127.0.0.1", 8002,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub1))));
+      Endpoint at2 = Endpoint.of("127.0.0.1", 8002,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub2))));
+      sub.addEndpoint(at1);
+      pubX.setReceiveTimeOut(20_000);
+      pub1.setReceiveTimeOut(20_000);
+      assertThat(pubX.recv()).as("X's subscription").isNotNull();
+      assertThat(pub1.recv()).as("the subscription at the first port").isNotNull();
+      long opened = sub.subscriptionsOpened();
+      int sockets = sub.openSockets();
+      publish(pubX, "kv@" + idX + "@m", 0, ENCODER.encode(storedAndEvicted(303, 3000)));
+      assertThat(insideX.await(20, TimeUnit.SECONDS)).as("subscriber held in X's batch").isTrue();
+      // the pool flaps between the two ports while the subscriber is held, ending at the second
+      for (int i = 0; i < 50; i++) {
+        sub.changeEndpoint(at2, at1);
+        sub.changeEndpoint(at1, at2);
+      }
+      release.countDown();
+      pub2.setReceiveTimeOut(20_000);
+      assertThat(pub2.recv()).as("the subscription at the latest port").isNotNull();
+      publish(pub2, "kv@127.0.0.1:8002@m", 0, ENCODER.encode(rootBlock(404, 4000)));
+      KvEventMetrics m = index.metrics();
+      await(() -> m.batches() == 2, () -> "X's batch and one at the latest port: " + m);
+      assertThat(sub.subscriptionsOpened() - opened).as("SUB sockets opened for the changes")
+          .isEqualTo(1);
+      assertThat(sub.openSockets()).as("sockets open, the first port's replaced").isEqualTo(
+          sockets);
+      assertThat(sub.connectedEndpoints()).isEqualTo(2);
+      pubX.close();
+      pub1.close();
+      pub2.close();
+    }
+  }
+
   @Test
   void closeDuringALongReplayWaitStopsTheSubscriberAndFreesItsBoundAddress() throws Exception {
     KvBlockIndex index = KvBlockIndex.create();
