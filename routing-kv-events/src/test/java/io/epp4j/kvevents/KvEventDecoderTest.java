@@ -74,6 +74,117 @@ class KvEventDecoderTest {
     }
   }
 
+  /** Writes one event into a batch {@code [ts, [event], dp_rank]}. */
+  private interface EventWriter {
+    void write(MessageBufferPacker p) throws IOException;
+  }
+
+  private static byte[] batchOf(EventWriter event) throws IOException {
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(3).packDouble(1.7e9).packArrayHeader(1);
+      event.write(p);
+      p.packInt(0);
+      return p.toByteArray();
+    }
+  }
+
+  /**
+   * Each event type in both of vLLM's shapes, with every optional field newer engines send
+   * (LoRA, medium, extra keys, KV-cache group, spec kind and window, binary hashes, a field no
+   * engine sends yet) and without them: cut short at every byte, with each byte overwritten
+   * by format markers and length prefixes, or with bytes after it. Each either decodes, and
+   * then applies to an index without an exception, or is refused as malformed with a message:
+   * nothing else escapes that the subscriber would have to report as a failed handling.
+   */
+  @Test
+  void everyEventTypeWithAndWithoutItsOptionalFieldsDecodesOrIsMalformedWhenDamaged()
+      throws Exception {
+    int[] tokens = new int[32];
+    for (int i = 0; i < 32; i++) {
+      tokens[i] = 100 + i;
+    }
+    List<byte[]> valid = List.of(
+        batchOf(p -> {
+          p.packArrayHeader(12).packString("BlockStored").packArrayHeader(2).packLong(1)
+              .packLong(2).packNil().packArrayHeader(32);
+          for (int t : tokens) {
+            p.packInt(t);
+          }
+          p.packInt(16).packInt(3).packString("CPU").packString("lora-a").packArrayHeader(2)
+              .packArrayHeader(1).packString("salt").packNil().packInt(1)
+              .packString("sliding_window").packInt(64);
+        }),
+        batchOf(p -> {
+          p.packArrayHeader(5).packString("BlockStored").packArrayHeader(1).packLong(7).packNil()
+              .packArrayHeader(16);
+          for (int i = 0; i < 16; i++) {
+            p.packInt(tokens[i]);
+          }
+          p.packInt(16);
+        }),
+        batchOf(p -> {
+          p.packMapHeader(13).packString("type").packString("BlockStored")
+              .packString("block_hashes").packArrayHeader(2).packBinaryHeader(32)
+              .writePayload(new byte[32]).packBinaryHeader(32).writePayload(new byte[32])
+              .packString("parent_block_hash").packNil().packString("token_ids")
+              .packArrayHeader(32);
+          for (int t : tokens) {
+            p.packInt(t);
+          }
+          p.packString("block_size").packInt(16).packString("lora_id").packNil()
+              .packString("medium").packString("GPU").packString("lora_name").packNil()
+              .packString("extra_keys").packNil().packString("group_idx").packInt(2)
+              .packString("kv_cache_spec_kind").packString("mamba")
+              .packString("kv_cache_spec_sliding_window").packNil()
+              .packString("a_later_field").packMapHeader(1).packString("x").packInt(1);
+        }),
+        batchOf(p -> p.packArrayHeader(4).packString("BlockRemoved").packArrayHeader(2)
+            .packLong(1).packLong(-5).packString("CPU").packInt(1)),
+        batchOf(p -> p.packArrayHeader(2).packString("BlockRemoved").packArrayHeader(1)
+            .packLong(2)),
+        batchOf(p -> p.packMapHeader(4).packString("type").packString("BlockRemoved")
+            .packString("block_hashes").packArrayHeader(1).packLong(1).packString("medium")
+            .packNil().packString("group_idx").packNil()),
+        batchOf(p -> p.packArrayHeader(1).packString("AllBlocksCleared")),
+        batchOf(p -> p.packMapHeader(1).packString("type").packString("AllBlocksCleared")));
+    KvEventBatch stored = KvEventDecoder.decode(valid.get(0));
+    int[] markers = {0x00, 0x7f, 0x81, 0x91, 0xc0, 0xc1, 0xc2, 0xca, 0xcf, 0xd3, 0xdd, 0xdf, 0xff};
+    int decoded = 0;
+    int malformed = 0;
+    for (byte[] v : valid) {
+      assertThat(KvEventDecoder.decode(v).events()).hasSize(1);
+      List<byte[]> damaged = new ArrayList<>();
+      for (int cut = 0; cut < v.length; cut++) {
+        damaged.add(java.util.Arrays.copyOf(v, cut));
+      }
+      for (int i = 0; i < v.length; i++) {
+        for (int b : markers) {
+          byte[] c = v.clone();
+          c[i] = (byte) b;
+          damaged.add(c);
+        }
+      }
+      damaged.add(java.util.Arrays.copyOf(v, v.length + 1000));
+      for (byte[] d : damaged) {
+        KvEventBatch batch;
+        try {
+          batch = KvEventDecoder.decode(d);
+        } catch (MalformedKvEventException e) {
+          assertThat(e.getMessage()).isNotBlank();
+          malformed++;
+          continue;
+        }
+        KvBlockIndex index = KvBlockIndex.create();
+        index.apply("e", stored);
+        index.apply("e", batch); // throws nothing
+        decoded++;
+      }
+    }
+    // both outcomes are reached: the damage is neither all harmless nor all fatal
+    assertThat(decoded).isGreaterThan(1000);
+    assertThat(malformed).isGreaterThan(1000);
+  }
+
   @Test
   void hashesAboveLongMaxKeepTheirBits() throws Exception {
     BigInteger big = new BigInteger("18446744073709551557"); // 2^64 - 59
