@@ -677,22 +677,7 @@ class KvEventSubscriberReliabilityTest {
     String idY = "127.0.0.1:8002";
     CountDownLatch insideX = new CountDownLatch(1);
     CountDownLatch release = new CountDownLatch(1);
-    index.addDropListener(new KvBlockIndex.DropListener() {
-      @Override
-      public void dropped(String endpointId, long key) {
-        if (endpointId.equals(idX)) {
-          insideX.countDown();
-          try { // holds the subscriber's thread
-            release.await(20, TimeUnit.SECONDS);
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-          }
-        }
-      }
-
-      @Override
-      public void cleared(String endpointId) {}
-    });
+    index.addDropListener(holdingOnDrop(idX, insideX, release));
     try (ZContext ctx = new ZContext(1);
         java.net.ServerSocket stalling = new java.net.ServerSocket(0, 1,
             java.net.InetAddress.getByName("127.0.0.1"))) {
@@ -1419,22 +1404,7 @@ class KvEventSubscriberReliabilityTest {
     String idX = "127.0.0.1:8001";
     CountDownLatch insideX = new CountDownLatch(1);
     CountDownLatch release = new CountDownLatch(1);
-    index.addDropListener(new KvBlockIndex.DropListener() {
-      @Override
-      public void dropped(String endpointId, long key) {
-        if (endpointId.equals(idX)) {
-          insideX.countDown();
-          try { // holds the subscriber's thread
-            release.await(20, TimeUnit.SECONDS);
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-          }
-        }
-      }
-
-      @Override
-      public void cleared(String endpointId) {}
-    });
+    index.addDropListener(holdingOnDrop(idX, insideX, release));
     try (ZContext ctx = new ZContext(1);
         KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).build()) {
       ZMQ.Socket pubX = boundPublisher(ctx);
@@ -1713,5 +1683,29 @@ class KvEventSubscriberReliabilityTest {
         Thread.sleep(20);
       }
     }
+  }
+
+  /**
+   * A drop listener that holds the subscriber's thread in a drop of {@code endpointId}'s blocks
+   * until {@code release} (20 s at most), counting {@code inside} down as it starts to.
+   */
+  private static KvBlockIndex.DropListener holdingOnDrop(String endpointId, CountDownLatch inside,
+      CountDownLatch release) {
+    return new KvBlockIndex.DropListener() {
+      @Override
+      public void dropped(String droppedFrom, long key) {
+        if (droppedFrom.equals(endpointId)) {
+          inside.countDown();
+          try {
+            release.await(20, TimeUnit.SECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        }
+      }
+
+      @Override
+      public void cleared(String clearedFrom) {}
+    };
   }
 }
