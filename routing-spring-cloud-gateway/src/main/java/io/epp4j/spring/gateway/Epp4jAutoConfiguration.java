@@ -341,6 +341,9 @@ public class Epp4jAutoConfiguration {
   @Conditional(ServiceIdSet.class)
   public Epp4jDiscoveryPool epp4jDiscoveryPool(Router router, DiscoveryClient discovery,
       Epp4jProperties properties) {
+    // checked before the first lookup: beside an application's own Router, which did not check
+    // it, that lookup would empty the router's pool before the startup check failed
+    PoolSettings.of(properties).checkServiceId();
     String id = Objects.requireNonNull(properties.getDiscovery().getServiceId());
     return new Epp4jDiscoveryPool(router, discovery, id,
         properties.getDiscovery().getRefreshInterval());

@@ -254,7 +254,10 @@ public class Epp4jProperties {
 
   /** The {@code epp4j.pools.<name>.discovery.*} properties. */
   public static class PoolDiscovery {
-    /** DiscoveryClient service id whose instances are this pool; replaces its endpoints. */
+    /**
+     * DiscoveryClient service id whose instances are this pool; replaces its endpoints. Blank is
+     * unset; whitespace before or after the name fails startup.
+     */
     private @Nullable String serviceId;
 
     /** Time between two lookups; unset: {@code epp4j.discovery.refresh-interval}. */
@@ -320,7 +323,8 @@ public class Epp4jProperties {
   public static class Discovery {
     /**
      * Spring Cloud DiscoveryClient service id whose instances are the pool; replaces
-     * {@code endpoints} once the first lookup returns.
+     * {@code endpoints} once the first lookup returns. Blank is unset; whitespace before or
+     * after the name fails startup.
      */
     private @Nullable String serviceId;
 

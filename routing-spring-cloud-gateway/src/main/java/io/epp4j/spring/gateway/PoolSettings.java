@@ -180,6 +180,7 @@ final class PoolSettings {
     // checked without a service id too, as the metrics settings are with scraping off: a
     // mistake there would otherwise surface only once a service id is set
     positive(refreshInterval, "discovery.refresh-interval");
+    checkServiceId();
     // checked with scraping off too, as routing-envoy checks its options: a mistake there would
     // otherwise surface only when scraping is switched on
     validateScraper();
@@ -237,6 +238,21 @@ final class PoolSettings {
         throw new Epp4jConfigurationException(sessionHeadersProperty + ": '" + h
             + "' is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~, nothing else)");
       }
+    }
+  }
+
+  /**
+   * A service id with whitespace before or after the name ({@code llm } from an environment
+   * variable) would be looked up as written: no registry has such a service, so every lookup
+   * would empty the pool. A blank one is unset ({@link #hasServiceId}) and not refused here.
+   */
+  void checkServiceId() {
+    String id = serviceId;
+    if (id != null && !id.isBlank() && !id.equals(id.strip())) {
+      throw new Epp4jConfigurationException(property("discovery.service-id") + " has whitespace"
+          + " before or after the service name, got '" + id + "': it would be looked up"
+          + " as written, which no registry has, and the pool would stay empty; remove the"
+          + " whitespace where the value is set (the variable or file behind it)");
     }
   }
 

@@ -1080,6 +1080,69 @@ class Epp4jAutoConfigurationTest {
     }
   }
 
+  @Test
+  void aServiceIdWithWhitespaceAroundItFailsStartupNamingItAndShowingItQuoted() {
+    // "llm " from an environment variable was looked up as written: the registry has no such
+    // service, the pool stayed empty and every request got 503, without a word
+    List<String> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    DiscoveryClient registry = new DiscoveryClient() {
+      @Override
+      public String description() {
+        return "recording registry";
+      }
+
+      @Override
+      public List<org.springframework.cloud.client.ServiceInstance> getInstances(String id) {
+        asked.add(id);
+        return id.equals("llm")
+            ? List.of(new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false))
+            : List.of();
+      }
+
+      @Override
+      public List<String> getServices() {
+        return List.of("llm");
+      }
+    };
+    for (String id : List.of("llm ", " llm", "llm\t")) {
+      // withPropertyValues trims values; a property source of its own keeps them as written
+      runner.withBean(DiscoveryClient.class, () -> registry)
+          .withInitializer(ctx -> ctx.getEnvironment().getPropertySources().addFirst(
+              new org.springframework.core.env.MapPropertySource("variables",
+                  Map.of("epp4j.discovery.service-id", id))))
+          .run(ctx -> assertThat(ctx).getFailure().rootCause()
+              .isInstanceOf(Epp4jConfigurationException.class)
+              .hasMessageStartingWith("epp4j.discovery.service-id has whitespace before or after"
+                  + " the service name, got '" + id + "'"));
+      runner.withBean(DiscoveryClient.class, () -> registry)
+          .withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+          .withInitializer(ctx -> ctx.getEnvironment().getPropertySources().addFirst(
+              new org.springframework.core.env.MapPropertySource("variables",
+                  Map.of("epp4j.pools.qwen.discovery.service-id", id))))
+          .run(ctx -> assertThat(ctx).getFailure().rootCause()
+              .hasMessageStartingWith("epp4j.pools.qwen.discovery.service-id has whitespace"
+                  + " before or after the service name, got '" + id + "'"));
+    }
+    // beside the application's own Router, which checks nothing: refused by the discovery
+    // pool's bean before its first lookup, which would have emptied that router's pool
+    Router own = Router.builder().endpoint(Endpoint.of("10.0.0.9", 8000)).build();
+    runner.withBean(Router.class, () -> own)
+        .withBean(DiscoveryClient.class, () -> registry)
+        .withInitializer(ctx -> ctx.getEnvironment().getPropertySources().addFirst(
+            new org.springframework.core.env.MapPropertySource("variables",
+                Map.of("epp4j.discovery.service-id", "llm "))))
+        .run(ctx -> assertThat(ctx).getFailure()
+            .hasStackTraceContaining("Error creating bean with name 'epp4jDiscoveryPool'")
+            .hasStackTraceContaining("epp4j.discovery.service-id has whitespace"));
+    assertThat(asked).as("no lookup ran with a service id refused").isEmpty();
+    assertThat(poolIds(own)).containsExactly("10.0.0.9:8000");
+    own.close();
+    // the name as written, without whitespace, is still looked up
+    runner.withBean(DiscoveryClient.class, () -> registry)
+        .withPropertyValues("epp4j.discovery.service-id=llm")
+        .run(ctx -> awaitPool(ctx.getBean(Router.class), Set.of("10.0.0.1:8000")));
+  }
+
   private static void awaitPool(Router router, Set<String> ids) throws InterruptedException {
     long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
     while (!poolIds(router).equals(ids)) {
