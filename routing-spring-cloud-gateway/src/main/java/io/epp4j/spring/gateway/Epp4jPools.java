@@ -77,8 +77,9 @@ public final class Epp4jPools implements AutoCloseable {
   }
 
   /**
-   * Builds every pool of {@code properties.getPools()}. Each value is checked first, all pools
-   * before any is built; when one fails to build, those built already are closed again.
+   * Builds every pool of {@code properties.getPools()}. Each value is checked first, and that
+   * each pool has endpoints or a service id ({@link #checkHasReplicas}), all pools before any is
+   * built; when one fails to build, those built already are closed again.
    *
    * @param listeners request and pool listeners registered with every pool's router
    * @param otel receives each pool's router metrics with the attribute {@code pool=<name>}
@@ -100,6 +101,7 @@ public final class Epp4jPools implements AutoCloseable {
     for (Map.Entry<String, Epp4jProperties.Pool> e : properties.getPools().entrySet()) {
       PoolSettings s = PoolSettings.of(properties, e.getKey(), e.getValue());
       s.validate();
+      checkHasReplicas(s);
       all.add(s);
     }
     Context context = new Context(List.copyOf(listeners), otel, discoveryClient, services);
@@ -114,6 +116,24 @@ public final class Epp4jPools implements AutoCloseable {
       throw e;
     }
     return new Epp4jPools(built, context);
+  }
+
+  /**
+   * A named pool with no endpoint and no service id to look its replicas up with would start
+   * empty, and every route naming it would answer 503: a configuration error (an empty variable
+   * behind {@code endpoints} or {@code discovery.service-id}, say). The default pool is not
+   * checked: a gateway may route with named pools only.
+   */
+  static void checkHasReplicas(PoolSettings s) {
+    if (!s.hasServiceId() && s.parsedEndpoints().isEmpty()) {
+      String id = s.serviceId;
+      throw new Epp4jConfigurationException(s.prefix + " has nothing to route to: "
+          + s.property("endpoints") + " lists no endpoint and "
+          + s.property("discovery.service-id") + " is "
+          + (id == null ? "unset" : "blank ('" + id + "')")
+          + "; give the pool endpoints or a service id (an empty variable behind either"
+          + " property leaves it without), or remove the pool's properties");
+    }
   }
 
   /**

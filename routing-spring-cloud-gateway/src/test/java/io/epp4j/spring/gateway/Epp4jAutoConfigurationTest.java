@@ -1143,6 +1143,46 @@ class Epp4jAutoConfigurationTest {
         .run(ctx -> awaitPool(ctx.getBean(Router.class), Set.of("10.0.0.1:8000")));
   }
 
+  @Test
+  void aNamedPoolWithNoEndpointsAndABlankServiceIdFailsStartupNamingItsProperties() {
+    // epp4j.pools.x.discovery.service-id= from an empty variable: the pool started empty, without
+    // a word, and every route naming it answered 503
+    runner.withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools.x.discovery.service-id=")
+        .run(ctx -> assertThat(ctx).getFailure().rootCause()
+            .isInstanceOf(Epp4jConfigurationException.class)
+            .hasMessageStartingWith("epp4j.pools.x has nothing to route to:"
+                + " epp4j.pools.x.endpoints lists no endpoint and"
+                + " epp4j.pools.x.discovery.service-id is blank ('')"));
+    // the same with an empty endpoints list, a service id of spaces, or neither property set
+    DiscoveryClient registry = registry(List.of());
+    runner.withBean(DiscoveryClient.class, () -> registry)
+        .withPropertyValues("epp4j.pools[my_pool].endpoints=,",
+            "epp4j.pools[my_pool].preset=epp4j")
+        .withInitializer(ctx -> ctx.getEnvironment().getPropertySources().addFirst(
+            new org.springframework.core.env.MapPropertySource("variables",
+                Map.of("epp4j.pools[my_pool].discovery.service-id", "  "))))
+        .run(ctx -> assertThat(ctx).getFailure().rootCause().hasMessageStartingWith(
+            "epp4j.pools[my_pool] has nothing to route to: epp4j.pools[my_pool].endpoints lists"
+                + " no endpoint and epp4j.pools[my_pool].discovery.service-id is blank ('  ')"));
+    runner.withPropertyValues("epp4j.pools.x.max-body-size=1MB")
+        .run(ctx -> assertThat(ctx).getFailure().rootCause().hasMessageContaining(
+            "epp4j.pools.x.discovery.service-id is unset"));
+    // a bad value of such a pool is still named first
+    runner.withPropertyValues("epp4j.pools.x.scheme=ftp")
+        .run(ctx -> assertThat(ctx).getFailure().rootCause()
+            .hasMessageStartingWith("epp4j.pools.x.scheme must be http or https"));
+    // endpoints beside a blank service id, or a service id alone: the pool has replicas
+    runner.withPropertyValues("epp4j.pools.x.endpoints=127.0.0.1:9011",
+            "epp4j.pools.x.discovery.service-id=")
+        .run(ctx -> assertThat(poolIds(ctx.getBean(Epp4jPools.class).router("x")))
+            .containsExactly("127.0.0.1:9011"));
+    runner.withBean(DiscoveryClient.class, () -> registry)
+        .withPropertyValues("epp4j.pools.x.discovery.service-id=llm")
+        .run(ctx -> assertThat(ctx).hasNotFailed());
+  }
+
   private static void awaitPool(Router router, Set<String> ids) throws InterruptedException {
     long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
     while (!poolIds(router).equals(ids)) {

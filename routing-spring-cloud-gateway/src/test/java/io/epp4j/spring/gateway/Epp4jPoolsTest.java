@@ -660,6 +660,7 @@ class Epp4jPoolsTest {
     runner.withBean(io.epp4j.api.PoolListener.class, () -> heard)
         .withPropertyValues("epp4j.pools.a.endpoints=127.0.0.1:9001",
             "epp4j.pools.a.metrics.enabled=true", "epp4j.pools.a.metrics.interval=1h",
+            "epp4j.pools.b.endpoints=127.0.0.1:9002",
             "epp4j.pools.b.config-file=/does/not/exist.yaml")
         .run(ctx -> assertThat(ctx).getFailure()
             .hasStackTraceContaining("epp4j.pools.b.config-file: "));
