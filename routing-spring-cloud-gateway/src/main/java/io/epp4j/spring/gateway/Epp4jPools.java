@@ -140,8 +140,9 @@ public final class Epp4jPools implements AutoCloseable {
    * Builds and adds a pool while the gateway runs, with the listeners, telemetry and discovery
    * client the pools were built with. Routes naming it find it from their next request.
    *
-   * @throws IllegalArgumentException naming the property when a setting is invalid, or when a
-   *     pool of that name exists; nothing is added then
+   * @throws IllegalArgumentException naming the property when a setting is invalid, when the
+   *     pool has neither endpoints nor a service id ({@link #checkHasReplicas}), or when a pool
+   *     of that name exists; nothing is added then
    * @throws IllegalStateException when these pools are closed or cannot build pools
    */
   void add(PoolSettings s) {
@@ -158,6 +159,7 @@ public final class Epp4jPools implements AutoCloseable {
         throw new IllegalArgumentException("epp4j: pool '" + name + "' exists already");
       }
       s.validate();
+      checkHasReplicas(s);
       Pool built = buildOne(s, c);
       Map<String, Pool> next = new LinkedHashMap<>(pools);
       next.put(name, built);

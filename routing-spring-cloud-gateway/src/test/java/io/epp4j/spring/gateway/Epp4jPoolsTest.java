@@ -534,6 +534,19 @@ class Epp4jPoolsTest {
       assertThat(pools.names()).containsExactly("mistral");
       added.remove("epp4j.pools.bad.endpoints");
 
+      // nor is one with nothing to route to (a preset, no endpoints, no service id) until a
+      // later refresh gives it endpoints
+      added.put("epp4j.pools.empty.preset", "epp4j");
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.pools.empty.preset")));
+      assertThat(pools.names()).containsExactly("mistral");
+      added.put("epp4j.pools.empty.endpoints", "127.0.0.1:9031");
+      ctx.publishEvent(new EnvironmentChangeEvent(ctx, Set.of("epp4j.pools.empty.endpoints")));
+      assertThat(pools.names()).containsExactly("mistral", "empty");
+      assertThat(ids(pools.router("empty"))).containsExactly("127.0.0.1:9031");
+      assertThat(pools.remove("empty")).isTrue();
+      added.remove("epp4j.pools.empty.preset");
+      added.remove("epp4j.pools.empty.endpoints");
+
       // a pool whose properties are gone is removed and its router closed
       added.clear();
       ctx.publishEvent(new EnvironmentChangeEvent(ctx,
@@ -564,6 +577,10 @@ class Epp4jPoolsTest {
       bad.setEndpoints(List.of("no-port"));
       assertThatThrownBy(() -> pools.add(PoolSettings.of(top, "x", bad)))
           .hasMessageContaining("epp4j.pools.x.endpoints");
+      Epp4jProperties.Pool empty = new Epp4jProperties.Pool();
+      empty.setPreset("epp4j");
+      assertThatThrownBy(() -> pools.add(PoolSettings.of(top, "x", empty)))
+          .hasMessageContaining("epp4j.pools.x has nothing to route to");
       assertThat(pools.names()).containsExactly("llama");
       assertThat(pools.remove("nope")).isFalse();
       pools.close();
