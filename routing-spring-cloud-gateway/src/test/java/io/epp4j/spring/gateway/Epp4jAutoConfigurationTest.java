@@ -1070,10 +1070,15 @@ class Epp4jAutoConfigurationTest {
     // e.g. EPP4J_DISCOVERY_SERVICE_ID= from a template; a registry knows no service ''
     DiscoveryClient registry = registry(List.of()); // knows "llm" only, with no instance
     for (String blank : List.of("", "  ")) {
+      // a property source of its own: withPropertyValues trims values, so "  " would be ""
       runner.withBean(DiscoveryClient.class, () -> registry)
-          .withPropertyValues("epp4j.endpoints=127.0.0.1:9001",
-              "epp4j.discovery.service-id=" + blank)
+          .withPropertyValues("epp4j.endpoints=127.0.0.1:9001")
+          .withInitializer(ctx -> ctx.getEnvironment().getPropertySources().addFirst(
+              new org.springframework.core.env.MapPropertySource("variables",
+                  Map.of("epp4j.discovery.service-id", blank))))
           .run(ctx -> {
+            assertThat(ctx.getEnvironment().getProperty("epp4j.discovery.service-id"))
+                .isEqualTo(blank);
             assertThat(ctx).hasNotFailed().doesNotHaveBean(Epp4jDiscoveryPool.class);
             assertThat(poolIds(ctx.getBean(Router.class))).containsExactly("127.0.0.1:9001");
           });
