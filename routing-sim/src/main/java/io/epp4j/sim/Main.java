@@ -104,8 +104,9 @@ public final class Main {
       Columns: hit%% prefix-cache hits / prompt tokens looked up (– when no prompt was looked up);
       req/rep and sess/rep max/mean per replica; route µs mean/p99 wall time per decision; clipped:
       trace requests longer than the model's context, replayed with the prompt cut to fit.
-      Options take one value each (give an option twice and it is an error); lists take no
-      empty entry and no entry twice.
+      Options take one value each (give an option twice and it is an error), as --name VALUE
+      or --name=VALUE (a value that begins with -- only so); lists take no empty entry and no
+      entry twice.
       Exit codes: 0 done; 1 a run failed (bad config or trace, a policy that served no request:
       every request rejected); 2 bad usage, an output path that cannot be written (or that two
       reports share, or that is the --trace or a --config file), or a --trace or --config
@@ -594,6 +595,7 @@ public final class Main {
       Map<String, String> kv = new LinkedHashMap<>();
       List<Path> configs = new ArrayList<>();
       @Nullable String missingValue = null;
+      @Nullable String followedBy = null;
       for (int i = 0; i < args.length; i++) {
         String a = args[i];
         if (a.equals("--help") || a.equals("-h")) {
@@ -626,6 +628,14 @@ public final class Main {
             missingValue = a;
             break;
           }
+          String next = args[i + 1];
+          if (next.startsWith("--") || next.equals("-h")) {
+            // an option whose value was left out would take the next option as its value:
+            // "--json --quiet" wrote the report to a file named --quiet and ran without --quiet
+            missingValue = a;
+            followedBy = next;
+            break;
+          }
           value = args[++i];
         }
         if (name.equals("--config")) {
@@ -640,12 +650,17 @@ public final class Main {
           }
         }
       }
-      o.apply(kv, configs, missingValue);
+      o.apply(kv, configs, missingValue, followedBy);
       return o;
     }
 
-    private void apply(Map<String, String> kv, List<Path> configs, @Nullable String missingValue)
-        throws UsageException {
+    /**
+     * Applies the options in command-line order. {@code missingValue} is an option given no
+     * value: the last argument, or one followed by {@code followedBy}, another option (a value
+     * that begins with {@code --} is given as {@code --name=value}).
+     */
+    private void apply(Map<String, String> kv, List<Path> configs, @Nullable String missingValue,
+        @Nullable String followedBy) throws UsageException {
       WorkloadOptions w = new WorkloadOptions(shared, multi);
       // options apply in command-line order, so the first bad one is the one reported
       for (Map.Entry<String, String> e : kv.entrySet()) {
@@ -654,8 +669,12 @@ public final class Main {
         }
       }
       if (missingValue != null) {
-        throw new UsageException(isOption(missingValue, w) ? missingValue + " needs a value"
-            : "unknown option '" + missingValue + "'");
+        if (!isOption(missingValue, w)) {
+          throw new UsageException("unknown option '" + missingValue + "'");
+        }
+        throw new UsageException(missingValue + " needs a value" + (followedBy == null ? ""
+            : ", but is followed by the option " + followedBy + " (a value that begins with --"
+                + " is given as " + missingValue + "=VALUE)"));
       }
       if (pdPrefill > 0) {
         int n = pdPrefill + pdDecode;

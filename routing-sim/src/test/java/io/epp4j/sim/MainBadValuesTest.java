@@ -1,6 +1,7 @@
 package io.epp4j.sim;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -57,6 +58,34 @@ class MainBadValuesTest {
     assertThat(cli.stderr()).contains("--replicas is given twice ('3' and '4')");
     assertUsageError("--policies", "--policies", "sticky", "--policies=round-robin");
     assertThat(cli.stderr()).contains("comma-separated list");
+  }
+
+  /**
+   * An option whose value was left out took the next option as its value: {@code --json --quiet}
+   * created a report named {@code --quiet} and ran without {@code --quiet}; {@code --replicas
+   * --seed 3} blamed the {@code 3}.
+   */
+  @Test
+  void anOptionFollowedByAnotherOptionInsteadOfItsValueIsAUsageErrorNamingBoth(
+      @TempDir Path dir) {
+    assertUsageError("--replicas needs a value, but is followed by the option --seed",
+        "--replicas", "--seed", "3");
+    assertUsageError("--json needs a value, but is followed by the option --quiet",
+        "--scenario", "multi-turn", "--json", "--quiet");
+    assertUsageError("--trace needs a value, but is followed by the option --scenario",
+        "--trace", "--scenario", "trace");
+    assertUsageError("--config needs a value, but is followed by the option -h",
+        "--config", "-h");
+    // a misspelt option is still named as unknown, not as one that needs a value
+    assertUsageError("unknown option '--quite'", "--quite", "--json", "x.json");
+    // the first bad option on the command line is the one reported
+    assertUsageError("--replicas must be in", "--replicas", "0", "--csv", "--quiet");
+    // a value that begins with -- is given with =
+    Path report = dir.resolve("--report.json");
+    Main.Options o = assertDoesNotThrow(() -> Main.Options.parse(
+        new String[] {"--json=" + report, "--quiet"}));
+    assertThat(o.json).isEqualTo(report);
+    assertThat(o.quiet).isTrue();
   }
 
   /**
