@@ -194,6 +194,19 @@ final class LoadCommand {
             throw new Main.UsageException(a + " needs a value");
           }
           v = "";
+        } else if (args[i + 1].startsWith("--") || args[i + 1].equals("-h")) {
+          // the next argument is an option, not this one's value ("--label --quiet" named the
+          // run "--quiet" and ran without --quiet)
+          if (LOAD_OPTIONS.contains(a)) {
+            throw new Main.UsageException(a + " needs a value, but is followed by the option "
+                + args[i + 1] + " (a value that begins with -- is given as " + a + "=VALUE)");
+          }
+          if (!NOT_FOR_LOAD.contains(a)) {
+            // a workload option, or none: the simulator's parser says which, and refuses both
+            Main.Options.parse(new String[] {a, args[i + 1]});
+            throw new IllegalStateException(a + " followed by " + args[i + 1] + " was accepted");
+          }
+          v = "";
         } else {
           v = args[++i];
         }

@@ -791,6 +791,30 @@ class LoadGeneratorTest {
     assertThat(usageError("serve", "--replicas", "1", "--port")).contains("--port needs a value");
   }
 
+  /**
+   * An option left without its value took the next option as its value: {@code --label --quiet}
+   * labelled the run "--quiet" and ran without {@code --quiet}.
+   */
+  @Test
+  void loadNamesAnOptionFollowedByAnotherOptionInsteadOfItsValue() {
+    // http://127.0.0.1:1 refuses connections: were these accepted, the run would end with
+    // exit code 1, not 2
+    String target = "http://127.0.0.1:1";
+    for (String option : List.of("--label", "--model", "--max-requests", "--warmup")) {
+      assertThat(usageError("load", "--target", target, option, "--quiet")).as(option)
+          .contains(option + " needs a value, but is followed by the option --quiet");
+    }
+    assertThat(usageError("load", "--target", "--label", "x"))
+        .contains("--target needs a value, but is followed by the option --label");
+    // the workload's options, which the simulator's parser reads
+    assertThat(usageError("load", "--target", target, "--json", "--quiet"))
+        .contains("--json needs a value, but is followed by the option --quiet");
+    assertThat(usageError("load", "--target", target, "--seed", "--max-requests", "1"))
+        .contains("--seed needs a value, but is followed by the option --max-requests");
+    assertThat(usageError("load", "--target", target, "--quite", "--max-requests", "1"))
+        .contains("unknown option '--quite'").doesNotContain("needs a value");
+  }
+
   private static String usageError(String... args) {
     ByteArrayOutputStream err = new ByteArrayOutputStream();
     int code = Main.run(args, new PrintStream(new ByteArrayOutputStream(), true,
