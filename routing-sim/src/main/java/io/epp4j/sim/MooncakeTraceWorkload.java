@@ -123,8 +123,8 @@ public final class MooncakeTraceWorkload implements Workload {
         try {
           n = json.readTree(line);
         } catch (IOException | RuntimeException e) {
-          throw new IllegalArgumentException(where + "not a JSON object ("
-              + firstLine(e.getMessage()) + ")", e);
+          throw new IllegalArgumentException(where + "not a JSON object (" + jsonProblem(e)
+              + ")", e);
         }
         if (n == null || !n.isObject()) {
           throw new IllegalArgumentException(where + "not a JSON object");
@@ -271,6 +271,28 @@ public final class MooncakeTraceWorkload implements Workload {
   private static String abbreviate(JsonNode v) {
     String t = v.toString();
     return t.length() > 40 ? t.substring(0, 40) + "..." : t;
+  }
+
+  /**
+   * What is wrong with a line's JSON, in the trace's terms: the column, and the parser's words
+   * without its own internals (the class a value was bound to, the feature that would allow it,
+   * a source that says it is redacted).
+   */
+  static String jsonProblem(Exception e) {
+    if (!(e instanceof com.fasterxml.jackson.core.JsonProcessingException j)) {
+      return firstLine(e.getMessage());
+    }
+    String column = j.getLocation() == null || j.getLocation().getColumnNr() < 1 ? ""
+        : "column " + j.getLocation().getColumnNr() + ": ";
+    String m = firstLine(j.getOriginalMessage());
+    if (m.startsWith("Trailing token")) {
+      return column + "more JSON after the object; a line holds one request";
+    }
+    m = m.replaceAll("\\[Source: .*?line: \\d+, column: (\\d+)\\]", "column $1")
+        .replaceAll(" \\(bound as `[^`]*`\\)", "")
+        .replaceAll(": enable `[^`]*` to allow", "")
+        .replaceAll(": not allowed as per `[^`]*`", "");
+    return column + m;
   }
 
   private static String firstLine(@Nullable String message) {

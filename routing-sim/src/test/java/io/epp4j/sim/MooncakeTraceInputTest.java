@@ -73,6 +73,32 @@ class MooncakeTraceInputTest {
         .hasMessageStartingWith(t + ":2: ").hasMessageContaining(message);
   }
 
+  /**
+   * A line that is not JSON is named with its column in the trace's terms: the parser's message
+   * once read "[Source: REDACTED (`StreamReadFeature.INCLUDE_SOURCE_IN_LOCATION` disabled); line:
+   * 1, column: 1]", "bound as `com.fasterxml.jackson.databind.JsonNode`" or "enable
+   * `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow", naming the parser's internals.
+   */
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
+      "unclosed object|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1]`|expected close marker for Object (start marker at column 1)",
+      // the column of the second object's brace; of the end of a token the parser refuses
+      "a second object|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1]} {\"x\": 1}`|column 77: more JSON after the object; a line"
+          + " holds one request",
+      "NaN|`{\"timestamp\": 20, \"input_length\": 600, \"output_length\": 8,"
+          + " \"hash_ids\": [1], \"x\": NaN}`|column 85: Non-standard token 'NaN'",
+      "single quotes|{'timestamp': 20}|column 2: Unexpected character (''' (code 39))"})
+  void aLineThatIsNotJsonIsNamedWithItsColumnNotTheParsersInternals(String what, String line,
+      String message) throws Exception {
+    Path t = trace(GOOD, line);
+    assertThatThrownBy(() -> MooncakeTraceWorkload.load(t, 0, 1.0, 32_768))
+        .as(what).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith(t + ":2: not a JSON object (").hasMessageContaining(message)
+        .message().doesNotContain("`", "Source", "REDACTED", "jackson", "Feature");
+  }
+
   @Test
   void aHugeHashIdsListIsRefusedNotHeld() throws Exception {
     StringBuilder ids = new StringBuilder("0");
