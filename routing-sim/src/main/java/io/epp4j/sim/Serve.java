@@ -641,6 +641,14 @@ final class Serve implements AutoCloseable {
           throw new IllegalArgumentException(OPTIONS.contains(a) ? a + " needs a value"
               : "unknown option " + a);
         }
+        String next = args[i + 1];
+        if (next.startsWith("--") || next.equals("-h")) {
+          // not this option's value: "--lora-adapters --enable-prompt-tokens-details" served an
+          // adapter of that name and left the flag off
+          throw new IllegalArgumentException(OPTIONS.contains(a) ? a + " needs a value, but is"
+              + " followed by the option " + next + " (a value that begins with -- is given as "
+              + a + "=VALUE)" : "unknown option " + a);
+        }
         v = args[++i];
       }
       String before = given.put(name, v);

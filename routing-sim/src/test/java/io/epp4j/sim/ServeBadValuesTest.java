@@ -50,6 +50,29 @@ class ServeBadValuesTest {
         .doesNotContain("Exception", "\tat ");
     assertThat(out.size()).isZero();
   }
+  /**
+   * An option left without its value took the next option as its value:
+   * {@code --lora-adapters --enable-prompt-tokens-details} served an adapter of that name and
+   * left the flag off.
+   */
+  @Test
+  void anOptionFollowedByAnotherOptionInsteadOfItsValueIsAUsageErrorNamingBoth() {
+    assertUsageError("--lora-adapters needs a value, but is followed by the option"
+        + " --enable-prompt-tokens-details", "--replicas", "1", "--port", TAKEN,
+        "--lora-adapters", "--enable-prompt-tokens-details");
+    err.reset();
+    assertUsageError("--replicas needs a value, but is followed by the option --port",
+        "--replicas", "--port", TAKEN);
+    err.reset();
+    assertUsageError("--tokenizer needs a value, but is followed by the option -h",
+        "--replicas", "1", "--port", TAKEN, "--tokenizer", "-h");
+    err.reset();
+    // a misspelt option is still unknown, not one that needs a value
+    assertUsageError("unknown option --lora-adapter", "--replicas", "1", "--port", TAKEN,
+        "--lora-adapter", "--max-loras", "2");
+    assertThat(stderr()).doesNotContain("needs a value");
+  }
+
 
   @ParameterizedTest(name = "{0} {1}")
   @CsvSource(delimiter = '|', value = {
