@@ -58,7 +58,7 @@ public record LengthDist(String text, int min, int max, double expMean) {
   /** A non-negative integer, or -1 when {@code s} is not one. */
   private static long integer(String s) {
     String t = s.trim();
-    if (t.isEmpty() || t.length() > 10 || !t.chars().allMatch(Character::isDigit)) {
+    if (t.isEmpty() || t.length() > 10 || !t.chars().allMatch(c -> c >= '0' && c <= '9')) {
       return -1;
     }
     return Long.parseLong(t);

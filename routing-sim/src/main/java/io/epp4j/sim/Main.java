@@ -899,7 +899,7 @@ public final class Main {
       int[] out = new int[2];
       for (int i = 0; i < 2; i++) {
         try {
-          out[i] = Integer.parseInt(parts[i].trim());
+          out[i] = Integer.parseInt(asciiInteger(parts[i].trim()));
         } catch (NumberFormatException e) {
           throw new UsageException(form + " got '" + v + "'");
         }
@@ -1050,10 +1050,21 @@ public final class Main {
 
     static long longArg(String name, String v) throws UsageException {
       try {
-        return Long.parseLong(v.trim());
+        return Long.parseLong(asciiInteger(v.trim()));
       } catch (NumberFormatException e) {
         throw new UsageException(name + " needs an integer, got '" + v + "'");
       }
+    }
+
+    /**
+     * {@code v} when it is an optional sign and the digits 0-9; Long.parseLong alone also takes
+     * the digits of other scripts ("３" and "٣" read as 3), which no other number option takes.
+     */
+    private static String asciiInteger(String v) {
+      if (!v.matches("[+-]?[0-9]+")) {
+        throw new NumberFormatException(v);
+      }
+      return v;
     }
 
     static double doubleArg(String name, String v, double min, double max)
