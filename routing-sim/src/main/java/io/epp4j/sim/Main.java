@@ -1060,7 +1060,7 @@ public final class Main {
      * {@code v} when it is an optional sign and the digits 0-9; Long.parseLong alone also takes
      * the digits of other scripts ("３" and "٣" read as 3), which no other number option takes.
      */
-    private static String asciiInteger(String v) {
+    static String asciiInteger(String v) {
       if (!v.matches("[+-]?[0-9]+")) {
         throw new NumberFormatException(v);
       }

@@ -710,7 +710,7 @@ final class Serve implements AutoCloseable {
         }
         case "--seed" -> {
           try {
-            seed = Long.parseLong(v);
+            seed = Long.parseLong(Main.Options.asciiInteger(v));
           } catch (NumberFormatException e) {
             throw new IllegalArgumentException("--seed must be an integer, got " + v);
           }
@@ -803,7 +803,10 @@ final class Serve implements AutoCloseable {
       }
     }
     String digits = shift == 0 ? t : t.substring(0, t.length() - 1);
-    if (digits.isEmpty() || digits.length() > 15 || !digits.chars().allMatch(Character::isDigit)) {
+    // 0-9 only: isDigit and parseLong also take the digits of other scripts (a full-width
+    // "16k" was 16k)
+    if (digits.isEmpty() || digits.length() > 15
+        || !digits.chars().allMatch(c -> c >= '0' && c <= '9')) {
       throw new IllegalArgumentException(name + " must be a number of bytes (digits, optionally"
           + " followed by k, m or g), got " + v);
     }
@@ -818,7 +821,9 @@ final class Serve implements AutoCloseable {
   private static int intArg(String name, String v, int min, int max) {
     int n;
     try {
-      n = Integer.parseInt(v);
+      // parseInt alone also takes the digits of other scripts: a full-width "--port 8000" was
+      // port 8000
+      n = Integer.parseInt(Main.Options.asciiInteger(v));
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException(name + " must be an integer, got " + v);
     }

@@ -21,6 +21,8 @@ import org.junit.jupiter.params.provider.CsvSource;
  */
 class ServeBadValuesTest {
   private static final String TAKEN = "taken-port";
+  /** The taken port written with full-width digits (U+FF10..U+FF19). */
+  private static final String TAKEN_FULL_WIDTH = "taken-port-full-width";
   private final ByteArrayOutputStream out = new ByteArrayOutputStream();
   private final ByteArrayOutputStream err = new ByteArrayOutputStream();
 
@@ -30,7 +32,8 @@ class ServeBadValuesTest {
     // fail (exit code 1) instead of serving until the JVM is stopped
     try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       for (String arg : args) {
-        a.add(arg.equals(TAKEN) ? String.valueOf(taken.getLocalPort()) : arg);
+        String port = String.valueOf(taken.getLocalPort());
+        a.add(arg.equals(TAKEN) ? port : arg.equals(TAKEN_FULL_WIDTH) ? fullWidth(port) : arg);
       }
       return Main.run(a.toArray(new String[0]),
           new PrintStream(out, true, StandardCharsets.UTF_8),
@@ -38,6 +41,12 @@ class ServeBadValuesTest {
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+  }
+
+  private static String fullWidth(String digits) {
+    StringBuilder b = new StringBuilder();
+    digits.chars().forEach(c -> b.append((char) (c - '0' + '\uff10')));
+    return b.toString();
   }
 
   private String stderr() {
@@ -97,7 +106,11 @@ class ServeBadValuesTest {
       "--lora-adapters|sql=", "--lora-adapters|=/adapters/sql",
       "--lora-adapters|sql=/a,sql=/b", "--lora-adapters|qwen3-1.7b=/adapters/base",
       "--max-loras|0", "--keep-alive-timeout|-1", "--keep-alive-timeout|soon",
-      "--tokenizer|/no/such/tokenizer.json"})
+      "--tokenizer|/no/such/tokenizer.json",
+      // digits of other scripts: parseInt read a full-width 3 (or an Arabic-Indic one) as 3
+      "--replicas|\uff13", "--kv-events-port|\uff13\uff10\uff10\uff10\uff10", "--seed|\u0663",
+      "--max-loras|\uff12", "--kv-events-replay-bytes|\uff11\uff16k",
+      "--max-held-body-bytes|\uff11\uff12\uff18m", "--port|" + TAKEN_FULL_WIDTH})
   void aBadValueIsAUsageErrorNamingTheOption(String option, String value) {
     List<String> args = new ArrayList<>(List.of("--replicas", "1", "--port", TAKEN,
         "--kv-events-port", "30000"));
