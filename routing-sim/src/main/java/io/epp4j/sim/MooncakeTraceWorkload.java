@@ -186,8 +186,10 @@ public final class MooncakeTraceWorkload implements Workload {
   static final int MAX_LINE_CHARS = 4 << 20;
 
   /**
-   * Lines of a reader, each held only up to a bound: a longer line is skipped to its end and
-   * reported by {@link #overlong()}. Lines end at LF, CRLF or CR, as {@link BufferedReader}'s do.
+   * Lines of a reader, each held only up to a bound. A longer line ends the reading: it is
+   * returned cut at the bound, {@link #overlong()} says so, and nothing after it is read (its rest
+   * may never end: /dev/zero, a FIFO, a file without line ends). Lines end at LF, CRLF or CR, as
+   * {@link BufferedReader}'s do.
    */
   static final class LineReader {
     private final java.io.Reader in;
@@ -203,15 +205,26 @@ public final class MooncakeTraceWorkload implements Workload {
       this.max = max;
     }
 
-    /** Whether the line {@link #next()} returned last was longer than the bound (and cut). */
+    /**
+     * Whether the line {@link #next()} returned last was longer than the bound (and cut); the
+     * reading ends there.
+     */
     boolean overlong() {
       return overlong;
     }
 
-    /** The next line without its line end (cut at the bound), or null at the end. */
+    /**
+     * The next line without its line end (cut at the bound), or null at the end.
+     *
+     * @throws IllegalStateException after a line longer than the bound (its end was not looked
+     *     for)
+     */
     @Nullable String next() throws IOException {
+      if (overlong) {
+        throw new IllegalStateException("a line longer than " + max + " characters ended the"
+            + " reading");
+      }
       StringBuilder line = new StringBuilder();
-      overlong = false;
       boolean any = false;
       while (true) {
         if (pos == lim) {
@@ -235,12 +248,12 @@ public final class MooncakeTraceWorkload implements Workload {
           pos++;
         }
         int room = max - line.length();
-        int n = pos - start;
-        if (n > room) {
+        if (pos - start > room) {
+          // no reading on to find the line's end: there may be none
           overlong = true;
-          n = Math.max(0, room);
+          return line.append(buf, start, room).toString();
         }
-        line.append(buf, start, n);
+        line.append(buf, start, pos - start);
         if (pos < lim) {
           afterCr = buf[pos] == '\r';
           pos++;

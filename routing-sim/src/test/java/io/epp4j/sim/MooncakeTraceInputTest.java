@@ -264,51 +264,100 @@ class MooncakeTraceInputTest {
             + " characters; a trace line is one request's JSON object");
   }
 
-  /** A reader of {@code count} characters {@code c}, then {@code tail}, made up as read. */
-  private static java.io.Reader endless(char c, long count, String tail) {
-    return new java.io.Reader() {
-      long left = count;
-      int tailAt;
-
+  @Test
+  void theLineReaderStopsAtTheBoundOfALineThatNeverEnds() throws Exception {
+    // a line without an end, as /dev/zero or a FIFO gives: before, the reader read on looking
+    // for its end for ever (here it would hit the guard, 1 GiB on)
+    long[] read = {0};
+    java.io.Reader endless = new java.io.Reader() {
       @Override
-      public int read(char[] cbuf, int off, int len) {
-        if (left > 0) {
-          int n = (int) Math.min(len, left);
-          java.util.Arrays.fill(cbuf, off, off + n, c);
-          left -= n;
-          return n;
+      public int read(char[] cbuf, int off, int len) throws java.io.IOException {
+        if (read[0] >= 1L << 30) {
+          throw new java.io.IOException("read 1 GiB of one line");
         }
-        if (tailAt == tail.length()) {
-          return -1;
-        }
-        int n = Math.min(len, tail.length() - tailAt);
-        tail.getChars(tailAt, tailAt + n, cbuf, off);
-        tailAt += n;
-        return n;
+        java.util.Arrays.fill(cbuf, off, off + len, 'x');
+        read[0] += len;
+        return len;
       }
 
       @Override
       public void close() {}
     };
-  }
-
-  @Test
-  void theLineReaderHoldsAnOverlongLineOnlyUpToItsBoundAndGoesOnAfterIt() throws Exception {
-    // 3 GiB of characters without a line end: more than a String can hold
-    MooncakeTraceWorkload.LineReader r = new MooncakeTraceWorkload.LineReader(
-        endless('x', 3L << 30, "\nnext\n"), 1000);
+    MooncakeTraceWorkload.LineReader r = new MooncakeTraceWorkload.LineReader(endless, 1000);
     String first = r.next();
     assertThat(r.overlong()).isTrue();
     assertThat(first).hasSize(1000);
-    assertThat(r.next()).isEqualTo("next");
-    assertThat(r.overlong()).isFalse();
-    assertThat(r.next()).isNull();
+    // one buffer's worth, not the line's rest
+    assertThat(read[0]).isLessThanOrEqualTo(8192);
+    assertThatThrownBy(r::next).isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("longer than 1000 characters");
+  }
+
+  @Test
+  void aTraceWithNoLineEndStopsTheRunAtTheBound() throws Exception {
+    // a file of one line and no line end, longer than the bound: exit code 1 naming file and line
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    Path flat = dir.resolve("flat.jsonl");
+    Files.writeString(flat, GOOD + "\n" + "x".repeat(MooncakeTraceWorkload.MAX_LINE_CHARS + 1));
+    assertThat(runTrace(flat, err)).isEqualTo(1);
+    assertThat(err.toString(StandardCharsets.UTF_8)).isEqualTo("error: trace " + flat + ":2: line"
+        + " longer than " + MooncakeTraceWorkload.MAX_LINE_CHARS + " characters; a trace line is"
+        + " one request's JSON object\n");
+
+    // the same line from a FIFO whose writer never ends it (as --trace mooncake:/dev/zero): the
+    // run stops at the bound and closes the file, which ends the writer with a broken pipe; before,
+    // it read the writer's every byte, here 64 MiB, looking for the line's end
+    Path fifo = dir.resolve("fifo.jsonl");
+    int made;
+    try {
+      made = new ProcessBuilder("mkfifo", fifo.toString()).inheritIO().start().waitFor();
+    } catch (java.io.IOException e) {
+      made = -1;
+    }
+    org.junit.jupiter.api.Assumptions.assumeTrue(made == 0, "mkfifo is not available");
+    long cap = 64L << 20;
+    long[] written = {0};
+    boolean[] broken = {false};
+    Thread writer = new Thread(() -> {
+      byte[] chunk = new byte[1 << 16];
+      java.util.Arrays.fill(chunk, (byte) 'x');
+      try (java.io.OutputStream o = Files.newOutputStream(fifo,
+          java.nio.file.StandardOpenOption.WRITE)) {
+        while (written[0] < cap) {
+          o.write(chunk);
+          written[0] += chunk.length;
+        }
+      } catch (java.io.IOException e) {
+        broken[0] = true; // the reader closed its end
+      }
+    }, "endless-trace-writer");
+    writer.setDaemon(true);
+    writer.start();
+    err.reset();
+    assertThat(runTrace(fifo, err)).isEqualTo(1);
+    assertThat(err.toString(StandardCharsets.UTF_8)).isEqualTo("error: trace " + fifo + ":1: line"
+        + " longer than " + MooncakeTraceWorkload.MAX_LINE_CHARS + " characters; a trace line is"
+        + " one request's JSON object\n");
+    // a generous deadline for something that happens as soon as the reader closes
+    writer.join(120_000);
+    assertThat(writer.isAlive()).isFalse();
+    assertThat(broken[0]).as("the writer was stopped by the reader closing").isTrue();
+    assertThat(written[0]).isLessThan(cap);
+  }
+
+  private static int runTrace(Path trace, ByteArrayOutputStream err) {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    return Main.run(new String[] {"--scenario", "trace", "--policies", "round-robin",
+        "--trace", "mooncake:" + trace},
+        new PrintStream(out, true, StandardCharsets.UTF_8),
+        new PrintStream(err, true, StandardCharsets.UTF_8));
   }
 
   @Test
   void theLineReaderEndsLinesAsBufferedReaderDoes() throws Exception {
     String text = "a\nb\r\nc\rd\n\n\r\ne" + "y".repeat(8190) + "\r\nlast";
-    for (int bound : new int[] {100_000, 8191}) {
+    // 8190 cuts the 8191-character line, which ends the reading there
+    for (int bound : new int[] {100_000, 8191, 8190}) {
       // chunks of one character and of many: a CRLF split between two reads is one line end
       for (int chunk : new int[] {1, 3, 8192}) {
         MooncakeTraceWorkload.LineReader r = new MooncakeTraceWorkload.LineReader(
@@ -331,17 +380,24 @@ class MooncakeTraceInputTest {
             }, bound);
         java.io.BufferedReader b = new java.io.BufferedReader(new java.io.StringReader(text));
         String want;
-        while ((want = b.readLine()) != null) {
+        boolean stopped = false;
+        while (!stopped && (want = b.readLine()) != null) {
           String got = r.next();
           if (want.length() > bound) {
+            // an overlong line ends the reading
             assertThat(r.overlong()).isTrue();
             assertThat(got).isEqualTo(want.substring(0, bound));
+            assertThatThrownBy(r::next).isInstanceOf(IllegalStateException.class);
+            stopped = true;
           } else {
             assertThat(r.overlong()).isFalse();
             assertThat(got).as("bound %d chunk %d", bound, chunk).isEqualTo(want);
           }
         }
-        assertThat(r.next()).isNull();
+        if (!stopped) {
+          assertThat(r.next()).isNull();
+        }
+        assertThat(stopped).isEqualTo(bound == 8190);
       }
     }
   }
