@@ -168,7 +168,7 @@ final class LoadCommand {
         continue;
       }
       if (!a.startsWith("--")) {
-        throw new Main.UsageException("unexpected argument '" + a + "'");
+        throw Main.Options.notAnOption(a);
       }
       if (a.equals("--dominance")) { // a flag: named before a value is looked for
         throw new Main.UsageException(a + " does not apply to load (it measures a server;"

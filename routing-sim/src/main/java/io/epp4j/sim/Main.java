@@ -590,6 +590,22 @@ public final class Main {
     static final java.util.Set<String> FLAGS = java.util.Set.of("--quiet", "--dominance",
         "--help");
 
+    /**
+     * The error for an argument that is no option's value and does not begin with {@code --}:
+     * one that begins with a single dash ({@code -x}) is an unknown option, as {@code --x}
+     * would be; a word, a lone {@code -} or a negative number ({@code -3}, which an option takes
+     * as its value) is unexpected there.
+     */
+    static UsageException notAnOption(String a) {
+      return new UsageException(isSingleDashOption(a) ? "unknown option '" + a + "'"
+          : "unexpected argument '" + a + "'");
+    }
+
+    /** Whether {@code a} begins with one dash and is neither a lone dash nor a negative number. */
+    static boolean isSingleDashOption(String a) {
+      return a.length() > 1 && a.charAt(0) == '-' && !a.matches("-\\.?[0-9].*");
+    }
+
     static Options parse(String[] args) throws UsageException {
       Options o = new Options();
       Map<String, String> kv = new LinkedHashMap<>();
@@ -611,7 +627,7 @@ public final class Main {
           continue;
         }
         if (!a.startsWith("--")) {
-          throw new UsageException("unexpected argument '" + a + "'");
+          throw notAnOption(a);
         }
         String name = a;
         String value;

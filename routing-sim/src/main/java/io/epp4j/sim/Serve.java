@@ -623,7 +623,9 @@ final class Serve implements AutoCloseable {
         return null;
       }
       if (!a.startsWith("--")) {
-        throw new IllegalArgumentException("unexpected argument '" + a + "'");
+        // -x is an option serve does not know; -3 (no option's value here) or a word is stray
+        throw new IllegalArgumentException(Main.Options.isSingleDashOption(a)
+            ? "unknown option " + a : "unexpected argument '" + a + "'");
       }
       String name = a;
       String v;

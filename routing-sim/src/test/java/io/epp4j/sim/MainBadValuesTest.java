@@ -90,6 +90,36 @@ class MainBadValuesTest {
   }
 
   /**
+   * An argument of one dash that is not an option's value was "unexpected argument '-x'", as if
+   * it were a stray word; it is an option the simulator does not know. A negative number stays
+   * an option's value.
+   */
+  @Test
+  void aSingleDashArgumentIsAnUnknownOptionAndANegativeNumberStaysAValue() {
+    String[][] unknown = {{"-x"}, {"--scenario", "multi-turn", "--quiet", "-q"},
+        {"-json=x.json"}, {"load", "--target", "http://127.0.0.1:1", "-x"}};
+    for (String[] args : unknown) {
+      cli.reset();
+      String last = args[args.length - 1];
+      assertThat(cli.run(args)).as(cli.stderr()).isEqualTo(2);
+      assertThat(cli.stderr()).contains("error: unknown option '" + last + "'")
+          .doesNotContain("unexpected argument", "Exception");
+    }
+    // a word, a lone dash and a lone negative number are no options
+    String[][] stray = {{"x"}, {"-"}, {"-3"}, {"load", "--target", "http://127.0.0.1:1", "-3"}};
+    for (String[] args : stray) {
+      cli.reset();
+      String last = args[args.length - 1];
+      assertThat(cli.run(args)).as(cli.stderr()).isEqualTo(2);
+      assertThat(cli.stderr()).contains("error: unexpected argument '" + last + "'");
+    }
+    Main.Options o = assertDoesNotThrow(() -> Main.Options.parse(
+        new String[] {"--seed", "-3", "--quiet"}));
+    assertThat(o.seed).isEqualTo(-3);
+    assertThat(o.quiet).isTrue();
+  }
+
+  /**
    * vLLM refuses to start with {@code max_num_batched_tokens} below {@code max_num_seqs}; the
    * simulator ran such an engine, which no one can deploy, without a word.
    */

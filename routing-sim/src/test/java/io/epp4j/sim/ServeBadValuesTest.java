@@ -160,6 +160,22 @@ class ServeBadValuesTest {
   @Test
   void anArgumentThatIsNoOptionIsNamedAsSuch() {
     assertUsageError("unexpected argument 'extra'", "--replicas", "1", "--port", TAKEN, "extra");
+    err.reset();
+    assertUsageError("unexpected argument '-3'", "--replicas", "1", "--port", TAKEN, "-3");
+  }
+
+  /**
+   * An argument of one dash was "unexpected argument '-x'", as if it were a stray word; it is an
+   * option serve does not know. A negative number stays an option's value.
+   */
+  @Test
+  void aSingleDashArgumentIsAnUnknownOptionAndANegativeNumberStaysAValue() {
+    assertUsageError("unknown option -x", "--replicas", "1", "--port", TAKEN, "-x");
+    assertThat(stderr()).doesNotContain("unexpected argument");
+    err.reset();
+    assertUsageError("unknown option -p", "-p", TAKEN, "--replicas", "1");
+    assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000", "--seed", "-3"})
+        .seed()).isEqualTo(-3);
   }
 
   @Test
