@@ -148,7 +148,9 @@ public final class Main {
               + "and vLLM's prefix-cache metrics react to routing. Not a model and not a "
               + "performance emulator.",
           "Serves /v1/completions, /v1/chat/completions (JSON or SSE), /v1/models, /metrics "
-              + "(vLLM names), /health."})
+              + "(vLLM names), /health, /tokenize (the stand-in's own tokenizer, which counts "
+              + "the prompt tokens) and /detokenize (checked; the stand-in's IDs cannot be "
+              + "decoded)."})
   static final class StandInCommand implements Callable<Integer> {
     @Spec CommandSpec spec;
 

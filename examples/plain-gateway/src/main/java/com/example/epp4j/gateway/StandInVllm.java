@@ -35,7 +35,8 @@ import org.jspecify.annotations.Nullable;
  * speaks the parts of vLLM's HTTP interface a gateway touches: {@code /v1/completions} and
  * {@code /v1/chat/completions} (JSON or SSE streaming, with vLLM's final usage chunk),
  * {@code /v1/models}, {@code /health} (and {@code /ping}, vLLM's alias of it), {@code /load},
- * {@code /version} and {@code /metrics} under vLLM's metric names.
+ * {@code /version}, {@code /metrics} under vLLM's metric names, and {@code /tokenize} with its own
+ * tokenizer ({@code /detokenize} checks its request, but cannot decode that tokenizer's IDs).
  *
  * <p>It is not a model and not an emulator of vLLM's performance: it answers with canned words,
  * counts about four bytes of prompt as one token, waits a fixed time to first token and between
@@ -94,7 +95,9 @@ public final class StandInVllm implements AutoCloseable {
    *                          order, until one is free (none is refused or dropped), so a flood of
    *                          requests cannot make the server start a thread for each. /health,
    *                          /ping, /load, /version, /metrics and /v1/models are answered by the
-   *                          server's own few threads, at once however many completions wait
+   *                          server's own few threads, at once however many completions wait;
+   *                          {@code /tokenize} and {@code /detokenize}, which read a body, are
+   *                          served by these threads too, each holding one only while it runs
    * @param promptTokensDetails usage names the prompt tokens found in the prefix cache,
    *                          {@code prompt_tokens_details.cached_tokens} (0 included), as vLLM's
    *                          {@code --enable-prompt-tokens-details}; off, as in vLLM, a whole
@@ -249,12 +252,18 @@ public final class StandInVllm implements AutoCloseable {
 
   private void handle(HttpExchange ex) throws IOException {
     String path = ex.getRequestURI().getPath();
-    if ((path.equals("/v1/completions") || path.equals("/v1/chat/completions"))
-        && "POST".equals(ex.getRequestMethod())) {
+    // a request with a body is read on the pool's threads, so that a client sending its body
+    // slowly holds none of the server's own threads
+    if (List.of("/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")
+        .contains(path) && "POST".equals(ex.getRequestMethod())) {
       try {
         executor.execute(() -> {
           try (ex) {
-            generate(ex, path.equals("/v1/chat/completions"));
+            switch (path) {
+              case "/tokenize" -> tokenize(ex);
+              case "/detokenize" -> detokenize(ex);
+              default -> generate(ex, path.equals("/v1/chat/completions"));
+            }
           } catch (IOException e) {
             // the client went away, or the server is closing: the exchange is closed above
           }
@@ -306,6 +315,7 @@ public final class StandInVllm implements AutoCloseable {
             generate(ex, path.equals("/v1/chat/completions"));
           }
         }
+        case "/tokenize", "/detokenize" -> allow(ex, "POST"); // a POST is not answered here
         default -> send(ex, 404, "application/json", "{\"detail\":\"Not Found\"}");
       }
     }
@@ -357,6 +367,197 @@ public final class StandInVllm implements AutoCloseable {
     return list.toString();
   }
 
+  // ------------------------------------------------------------------------------ tokenizer
+
+  /**
+   * vLLM's {@code /tokenize}: a {@code prompt} (a string) or a chat's {@code messages}, answered
+   * with {@code count}, {@code max_model_len}, {@code tokens} and {@code token_strs} (null unless
+   * {@code return_token_strs}), by the stand-in's tokenizer ({@link #tokenIds}), so that the count
+   * is the {@code prompt_tokens} a completion of the same prompt or chat reports. A chat is
+   * rendered as a chat completion renders it, the assistant's turn opened at the end unless
+   * {@code add_generation_prompt} is false, the last message left open with
+   * {@code continue_final_message}; {@code add_special_tokens} is checked and changes nothing, as
+   * the stand-in's tokenizer has no special tokens.
+   */
+  private void tokenize(HttpExchange ex) throws IOException {
+    JsonNode root = jsonBody(ex);
+    if (root == null) {
+      return;
+    }
+    byte[] utf8;
+    boolean tokenStrs;
+    try {
+      // as vLLM's request models are validated before its model check runs
+      checkModelType(root);
+      tokenStrs = flag(root, "return_token_strs", false);
+      flag(root, "add_special_tokens", false);
+      JsonNode messages = root.get("messages");
+      String text;
+      if (messages != null && !messages.isNull()) {
+        boolean generationPrompt = flag(root, "add_generation_prompt", true);
+        boolean continueFinal = flag(root, "continue_final_message", false);
+        if (generationPrompt && continueFinal) {
+          // vLLM's chat request models refuse the pair in these words
+          throw new BadRequest("Cannot set both `continue_final_message` and"
+              + " `add_generation_prompt` to True.");
+        }
+        text = chatText(messages, generationPrompt, continueFinal);
+      } else {
+        JsonNode prompt = root.get("prompt");
+        if (prompt == null || prompt.isNull()) {
+          throw new BadRequest(400, "BadRequestError",
+              "'prompt' (or a chat's 'messages') is required", "prompt");
+        }
+        if (!prompt.isTextual()) {
+          // vLLM's tokenize request takes the prompt as a string only
+          throw new BadRequest(400, "BadRequestError", "'prompt' must be a string", "prompt");
+        }
+        text = prompt.textValue();
+      }
+      checkModel(root);
+      utf8 = text.getBytes(StandardCharsets.UTF_8);
+    } catch (BadRequest e) {
+      error(ex, e.status, e.type, e.getMessage(), e.param);
+      return;
+    }
+    int[] ids = tokenIds(utf8);
+    // written as it goes, in the field order of vLLM's answer: no node per token
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream(64 + 8 * ids.length);
+    try (com.fasterxml.jackson.core.JsonGenerator g = JSON.createGenerator(out)) {
+      g.writeStartObject();
+      g.writeNumberField("count", ids.length);
+      g.writeNumberField("max_model_len", options.maxModelLen());
+      g.writeFieldName("tokens");
+      g.writeArray(ids, 0, ids.length);
+      g.writeFieldName("token_strs");
+      if (tokenStrs) {
+        g.writeStartArray();
+        for (int t = 0; t < ids.length; t++) {
+          int from = t * BYTES_PER_TOKEN;
+          int len = Math.min(BYTES_PER_TOKEN, utf8.length - from);
+          // a character split between two tokens is U+FFFD in each
+          g.writeString(new String(utf8, from, len, StandardCharsets.UTF_8));
+        }
+        g.writeEndArray();
+      } else {
+        g.writeNull();
+      }
+      g.writeEndObject();
+    }
+    send(ex, 200, "application/json", out.toByteArray());
+  }
+
+  /**
+   * vLLM's {@code /detokenize}: {@code tokens}, an array of token IDs in the vocabulary, checked
+   * as vLLM checks them, and the model checked as {@code /tokenize} checks it. The stand-in's IDs
+   * are hashes of four bytes each and cannot be turned back into text: an empty array is the
+   * empty prompt, and any other is refused saying so, rather than answered with made-up text.
+   */
+  private void detokenize(HttpExchange ex) throws IOException {
+    JsonNode root = jsonBody(ex);
+    if (root == null) {
+      return;
+    }
+    try {
+      checkModelType(root);
+      JsonNode tokens = root.get("tokens");
+      if (tokens == null || tokens.isNull()) {
+        throw new BadRequest(400, "BadRequestError", "'tokens' is required", "tokens");
+      }
+      if (!tokens.isArray()) {
+        throw new BadRequest(400, "BadRequestError", "'tokens' must be an array of token IDs",
+            "tokens");
+      }
+      for (JsonNode id : tokens) {
+        if (!id.isIntegralNumber()) {
+          throw new BadRequest(400, "BadRequestError", "'tokens' must be an array of token IDs",
+              "tokens");
+        }
+        if (!id.canConvertToInt() || id.asInt() < 0 || id.asInt() >= VOCAB_SIZE) {
+          throw new BadRequest(400, "BadRequestError", "'tokens': token id " + id.asText()
+              + " is out of vocabulary (0 to " + (VOCAB_SIZE - 1) + ")", "tokens");
+        }
+      }
+      checkModel(root);
+      if (!tokens.isEmpty()) {
+        throw new BadRequest(400, "BadRequestError", "the stand-in cannot turn 'tokens' back"
+            + " into text: its token IDs are hashes of four bytes of text each; routing-sim's"
+            + " serve with --tokenizer decodes a model's token IDs", "tokens");
+      }
+    } catch (BadRequest e) {
+      error(ex, e.status, e.type, e.getMessage(), e.param);
+      return;
+    }
+    send(ex, 200, "application/json", "{\"prompt\":\"\"}");
+  }
+
+  /**
+   * The stand-in's tokenizer, the one its completions count prompt tokens with: a token per four
+   * bytes of UTF-8 text (the last one shorter when the length is not a multiple of four), its ID
+   * a hash of those bytes into the vocabulary ({@link #VOCAB_SIZE}). Equal texts give equal IDs;
+   * it is not any model's tokenizer, and its IDs cannot be decoded.
+   */
+  static int[] tokenIds(byte[] utf8) {
+    int[] ids = new int[ceilDiv(utf8.length, BYTES_PER_TOKEN)];
+    for (int t = 0; t < ids.length; t++) {
+      long h = SEED;
+      for (int i = t * BYTES_PER_TOKEN, end = Math.min(i + BYTES_PER_TOKEN, utf8.length);
+          i < end; i++) {
+        h = (h ^ (utf8[i] & 0xff)) * FNV_PRIME;
+      }
+      ids[t] = (int) Math.floorMod(mix(h), (long) VOCAB_SIZE);
+    }
+    return ids;
+  }
+
+  /**
+   * A boolean field of a tokenizer request: left out or null is {@code otherwise}; anything but
+   * true or false is refused naming the field.
+   */
+  private static boolean flag(JsonNode root, String field, boolean otherwise) throws BadRequest {
+    JsonNode v = root.get(field);
+    if (v == null || v.isNull()) {
+      return otherwise;
+    }
+    if (!v.isBoolean()) {
+      throw new BadRequest(400, "BadRequestError", "'" + field + "' must be a boolean", field);
+    }
+    return v.booleanValue();
+  }
+
+  /**
+   * A request's body as a JSON object, or null once the request has been answered with the error:
+   * 413 above the body limit, 400 when the body is not a JSON object.
+   */
+  private static @Nullable JsonNode jsonBody(HttpExchange ex) throws IOException {
+    byte[] body = readBody(ex);
+    if (body == null) {
+      tooLarge(ex);
+      return null;
+    }
+    try {
+      return parse(body);
+    } catch (BadRequest e) {
+      error(ex, e.status, e.type, e.getMessage(), e.param);
+      return null;
+    }
+  }
+
+  /** A body read as a JSON object, as vLLM's request models read it. */
+  private static JsonNode parse(byte[] body) throws BadRequest {
+    JsonNode root;
+    try {
+      root = JSON.readTree(body);
+    } catch (IOException e) {
+      // never quote the body: it holds the prompt
+      throw new BadRequest("request body is not valid JSON");
+    }
+    if (root == null || !root.isObject()) {
+      throw new BadRequest("request body must be a JSON object");
+    }
+    return root;
+  }
+
   // ----------------------------------------------------------------------------- generation
 
   /**
@@ -369,11 +570,7 @@ public final class StandInVllm implements AutoCloseable {
   private void generate(HttpExchange ex, boolean chat) throws IOException {
     byte[] body = readBody(ex);
     if (body == null) {
-      // the rest of the body is not read: the server drains a little of it, then closes
-      ex.getResponseHeaders().set("connection", "close");
-      error(ex, 413, "BadRequestError", "request body is above the limit of "
-          + PlainGateway.MAX_BODY_BYTES + " bytes", null);
-      ex.getResponseBody().flush();
+      tooLarge(ex);
       return;
     }
     Ask ask;
@@ -415,6 +612,17 @@ public final class StandInVllm implements AutoCloseable {
       running.decrementAndGet();
       release();
     }
+  }
+
+  /**
+   * The 413 of a body above the limit: the rest of it is not read, the server drains a little of
+   * it, then closes the connection.
+   */
+  private static void tooLarge(HttpExchange ex) throws IOException {
+    ex.getResponseHeaders().set("connection", "close");
+    error(ex, 413, "BadRequestError", "request body is above the limit of "
+        + PlainGateway.MAX_BODY_BYTES + " bytes", null);
+    ex.getResponseBody().flush();
   }
 
   /** A request's place in the queue for a slot. */
@@ -830,16 +1038,7 @@ public final class StandInVllm implements AutoCloseable {
       "logit_bias", "bad_words", "allowed_token_ids", "response_format", "structured_outputs");
 
   private Ask read(byte[] body, boolean chat) throws BadRequest {
-    JsonNode root;
-    try {
-      root = JSON.readTree(body);
-    } catch (IOException e) {
-      // never quote the body: it holds the prompt
-      throw new BadRequest("request body is not valid JSON");
-    }
-    if (root == null || !root.isObject()) {
-      throw new BadRequest("request body must be a JSON object");
-    }
+    JsonNode root = parse(body);
     // a chat's tools as vLLM's request model checks them (check_tool_usage), in its words: an
     // empty tools array, and a tool_choice other than "none" without tools. A completion request
     // has no tools field, and vLLM ignores one there
@@ -869,18 +1068,7 @@ public final class StandInVllm implements AutoCloseable {
       throw new BadRequest(400, "BadRequestError", "Stream options can only be defined when"
           + " `stream=True`. (parameter=stream_options)", "stream_options");
     }
-    JsonNode model = root.get("model");
-    if (model != null && !model.isNull() && !model.isTextual()) {
-      // vLLM's request model declares model an optional string: anything else fails validation
-      throw new BadRequest(400, "BadRequestError", "'model' must be a string", "model");
-    }
-    // as vLLM's model check: a name left out, null or empty is the served model
-    if (model != null && !model.isNull() && !model.asText().isEmpty()
-        && !options.model().equals(model.asText())) {
-      // current vLLM's model check names the field in param
-      throw new BadRequest(404, "NotFoundError",
-          "The model `" + model.asText() + "` does not exist.", "model");
-    }
+    checkModel(root);
     // the stand-in answers one choice: n > 1 is refused rather than answered with one choice
     // (vLLM itself answers n choices; a gateway test that needs them needs a real server)
     JsonNode n = root.get("n");
@@ -908,44 +1096,7 @@ public final class StandInVllm implements AutoCloseable {
     StringBuilder text = new StringBuilder();
     int[] tokenIds = null;
     if (chat) {
-      JsonNode messages = root.get("messages");
-      if (messages == null || !messages.isArray() || messages.isEmpty()) {
-        throw new BadRequest("'messages' must be a non-empty array");
-      }
-      // a ChatML rendering, so that the same conversation gives the same prefix blocks
-      for (int k = 0; k < messages.size(); k++) {
-        JsonNode m = messages.get(k);
-        // as vLLM's message types: an object with a string role; content optional, and when
-        // given (not null) a string or a list of parts
-        String at = "messages[" + k + "]";
-        if (!m.isObject()) {
-          throw new BadRequest(400, "BadRequestError", "'" + at + "' must be an object", at);
-        }
-        if (!m.path("role").isTextual()) {
-          throw new BadRequest(400, "BadRequestError",
-              "'" + at + ".role' is required and must be a string", at + ".role");
-        }
-        JsonNode content = m.path("content");
-        if (!content.isMissingNode() && !content.isNull() && !content.isTextual()
-            && !content.isArray()) {
-          throw new BadRequest(400, "BadRequestError",
-              "'" + at + ".content' must be a string or an array of content parts",
-              at + ".content");
-        }
-        text.append("<|im_start|>").append(m.path("role").asText()).append('\n');
-        if (content.isArray()) {
-          for (int i = 0; i < content.size(); i++) {
-            if (i > 0) {
-              text.append('\n'); // as vLLM joins the parts for a string-content template
-            }
-            text.append(content.get(i).path("text").asText());
-          }
-        } else if (content.isTextual()) {
-          text.append(content.asText());
-        }
-        text.append("<|im_end|>\n");
-      }
-      text.append("<|im_start|>assistant\n");
+      text.append(chatText(root.get("messages"), true, false));
     } else {
       JsonNode prompt = root.get("prompt");
       if (prompt == null || prompt.isNull()) {
@@ -1047,6 +1198,83 @@ public final class StandInVllm implements AutoCloseable {
     boolean continuousUsage = streamOptions.path("continuous_usage_stats").asBoolean(false);
     return new Ask(promptTokens, blocks, maxTokens, finishReason, stream, includeUsage,
         continuousUsage);
+  }
+
+  /**
+   * A chat's messages in the stand-in's ChatML rendering, the text its tokens are counted from:
+   * the same conversation gives the same text, so the same prefix blocks. With
+   * {@code generationPrompt} the assistant's turn is opened at the end, as every chat completion
+   * has it; with {@code continueFinal} the last message is left open, as vLLM's
+   * {@code continue_final_message} leaves it.
+   */
+  private static String chatText(@Nullable JsonNode messages, boolean generationPrompt,
+      boolean continueFinal) throws BadRequest {
+    if (messages == null || !messages.isArray() || messages.isEmpty()) {
+      throw new BadRequest("'messages' must be a non-empty array");
+    }
+    StringBuilder text = new StringBuilder();
+    // a ChatML rendering, so that the same conversation gives the same prefix blocks
+    for (int k = 0; k < messages.size(); k++) {
+      JsonNode m = messages.get(k);
+      // as vLLM's message types: an object with a string role; content optional, and when
+      // given (not null) a string or a list of parts
+      String at = "messages[" + k + "]";
+      if (!m.isObject()) {
+        throw new BadRequest(400, "BadRequestError", "'" + at + "' must be an object", at);
+      }
+      if (!m.path("role").isTextual()) {
+        throw new BadRequest(400, "BadRequestError",
+            "'" + at + ".role' is required and must be a string", at + ".role");
+      }
+      JsonNode content = m.path("content");
+      if (!content.isMissingNode() && !content.isNull() && !content.isTextual()
+          && !content.isArray()) {
+        throw new BadRequest(400, "BadRequestError",
+            "'" + at + ".content' must be a string or an array of content parts",
+            at + ".content");
+      }
+      text.append("<|im_start|>").append(m.path("role").asText()).append('\n');
+      if (content.isArray()) {
+        for (int i = 0; i < content.size(); i++) {
+          if (i > 0) {
+            text.append('\n'); // as vLLM joins the parts for a string-content template
+          }
+          text.append(content.get(i).path("text").asText());
+        }
+      } else if (content.isTextual()) {
+        text.append(content.asText());
+      }
+      if (!(continueFinal && k == messages.size() - 1)) {
+        text.append("<|im_end|>\n");
+      }
+    }
+    if (generationPrompt) {
+      text.append("<|im_start|>assistant\n");
+    }
+    return text.toString();
+  }
+
+  /**
+   * vLLM's model check: {@code model} must be a string when given, and one left out, null or
+   * empty is the served model; another is a 404 naming {@code model} as its param, as current
+   * vLLM's check names it.
+   */
+  private void checkModel(JsonNode root) throws BadRequest {
+    checkModelType(root);
+    JsonNode model = root.get("model");
+    if (model != null && !model.isNull() && !model.asText().isEmpty()
+        && !options.model().equals(model.asText())) {
+      throw new BadRequest(404, "NotFoundError",
+          "The model `" + model.asText() + "` does not exist.", "model");
+    }
+  }
+
+  /** vLLM's request models declare model an optional string: anything else fails validation. */
+  private static void checkModelType(JsonNode root) throws BadRequest {
+    JsonNode model = root.get("model");
+    if (model != null && !model.isNull() && !model.isTextual()) {
+      throw new BadRequest(400, "BadRequestError", "'model' must be a string", "model");
+    }
   }
 
   /** Python's truth of a JSON value: null, false, 0, "" and empty containers are false. */
@@ -1247,7 +1475,11 @@ public final class StandInVllm implements AutoCloseable {
 
   private static void send(HttpExchange ex, int status, String contentType, String body)
       throws IOException {
-    byte[] b = body.getBytes(StandardCharsets.UTF_8);
+    send(ex, status, contentType, body.getBytes(StandardCharsets.UTF_8));
+  }
+
+  private static void send(HttpExchange ex, int status, String contentType, byte[] b)
+      throws IOException {
     ex.getResponseHeaders().set("content-type", contentType);
     ex.sendResponseHeaders(status, b.length);
     ex.getResponseBody().write(b);

@@ -872,4 +872,237 @@ class StandInVllmTest {
     assertThat(post(s, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":1}").statusCode())
         .isEqualTo(200);
   }
+
+  /** The count of the stand-in's {@code /tokenize} for {@code body}, with its shape checked. */
+  int tokenizeCount(StandInVllm s, String body) throws Exception {
+    HttpResponse<String> r = post(s, "/tokenize", body);
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+    assertThat(r.headers().firstValue("content-type")).hasValue("application/json");
+    JsonNode t = JSON.readTree(r.body());
+    List<String> fields = new ArrayList<>();
+    t.fieldNames().forEachRemaining(fields::add);
+    assertThat(fields).containsExactly("count", "max_model_len", "tokens", "token_strs");
+    assertThat(t.get("max_model_len").asInt()).isEqualTo(s.options().maxModelLen());
+    assertThat(t.get("token_strs").isNull()).isTrue();
+    assertThat(t.get("tokens").size()).isEqualTo(t.get("count").asInt());
+    for (JsonNode id : t.get("tokens")) {
+      assertThat(id.isInt()).isTrue();
+      assertThat(id.asInt()).isBetween(0, StandInVllm.VOCAB_SIZE - 1);
+    }
+    return t.get("count").asInt();
+  }
+
+  int promptTokens(StandInVllm s, String path, String body) throws Exception {
+    HttpResponse<String> r = post(s, path, body);
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+    return JSON.readTree(r.body()).at("/usage/prompt_tokens").asInt();
+  }
+
+  /**
+   * {@code /tokenize}, which vLLM serves by default, answered 404; it now counts a prompt or a
+   * chat as the completions count it, in vLLM's answer shape.
+   */
+  @Test
+  void tokenizeCountsAPromptOrAChatAsItsCompletionsReportPromptTokens() throws Exception {
+    StandInVllm s = start(StandInVllm.Options.defaults().withModel("qwen3")
+        .withLatency(Duration.ZERO, Duration.ZERO));
+    for (String prompt : List.of("a", "abcd", "abcde", "a".repeat(100), "héllo wörld ☃ 日本語",
+        "x".repeat(4093))) {
+      String p = JSON.writeValueAsString(prompt);
+      int count = tokenizeCount(s, "{\"model\":\"qwen3\",\"prompt\":" + p + "}");
+      assertThat(count).as(prompt).isEqualTo(
+          promptTokens(s, "/v1/completions", "{\"prompt\":" + p + ",\"max_tokens\":1}"));
+      assertThat(tokenizeCount(s, "{\"prompt\":" + p + ",\"add_special_tokens\":false}"))
+          .isEqualTo(count);
+    }
+    assertThat(tokenizeCount(s, "{\"prompt\":\"" + "a".repeat(100) + "\"}")).isEqualTo(25);
+    String messages = "\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+        + "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"},"
+        + "{\"type\":\"text\",\"text\":\"there\"}]}]";
+    int chat = tokenizeCount(s, "{" + messages + "}");
+    assertThat(chat).isEqualTo(
+        promptTokens(s, "/v1/chat/completions", "{" + messages + ",\"max_tokens\":1}"));
+    // the same text gives the same IDs; another text other ones
+    JsonNode once = JSON.readTree(post(s, "/tokenize", "{\"prompt\":\"abcdefgh\"}").body());
+    JsonNode again = JSON.readTree(post(s, "/tokenize", "{\"prompt\":\"abcdefgh\"}").body());
+    JsonNode other = JSON.readTree(post(s, "/tokenize", "{\"prompt\":\"abcdefgi\"}").body());
+    assertThat(again.get("tokens")).isEqualTo(once.get("tokens"));
+    assertThat(other.get("tokens").get(0)).isEqualTo(once.get("tokens").get(0));
+    assertThat(other.get("tokens").get(1)).isNotEqualTo(once.get("tokens").get(1));
+  }
+
+  /**
+   * A chat's rendering, "<|im_start|>user\nhi<|im_end|>\n" then the assistant's opening
+   * "<|im_start|>assistant\n", at four bytes per token: vLLM's add_generation_prompt and
+   * continue_final_message change it as they change vLLM's.
+   */
+  @Test
+  void tokenizeAChatWithOrWithoutTheGenerationPromptOrWithTheLastMessageOpen() throws Exception {
+    StandInVllm s = start();
+    String messages = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    int turn = "<|im_start|>user\nhi".length();
+    int end = "<|im_end|>\n".length();
+    int opening = "<|im_start|>assistant\n".length();
+    assertThat(tokenizeCount(s, "{" + messages + "}"))
+        .isEqualTo((turn + end + opening + 3) / 4);
+    assertThat(tokenizeCount(s, "{" + messages + ",\"add_generation_prompt\":true}"))
+        .isEqualTo((turn + end + opening + 3) / 4);
+    assertThat(tokenizeCount(s, "{" + messages + ",\"add_generation_prompt\":false}"))
+        .isEqualTo((turn + end + 3) / 4);
+    assertThat(tokenizeCount(s, "{" + messages
+        + ",\"add_generation_prompt\":false,\"continue_final_message\":true}"))
+        .isEqualTo((turn + 3) / 4);
+    HttpResponse<String> both = post(s, "/tokenize", "{" + messages
+        + ",\"continue_final_message\":true}");
+    assertThat(both.statusCode()).isEqualTo(400);
+    assertThat(JSON.readTree(both.body()).at("/error/message").asText())
+        .contains("continue_final_message").contains("add_generation_prompt");
+  }
+
+  @Test
+  void tokenizeGivesEachTokensTextWhenAskedFor() throws Exception {
+    StandInVllm s = start();
+    HttpResponse<String> r = post(s, "/tokenize",
+        "{\"prompt\":\"the stand-in\",\"return_token_strs\":true}");
+    assertThat(r.statusCode()).isEqualTo(200);
+    JsonNode t = JSON.readTree(r.body());
+    assertThat(t.get("count").asInt()).isEqualTo(3);
+    assertThat(t.get("token_strs")).hasSize(3);
+    assertThat(t.get("token_strs").get(0).asText()).isEqualTo("the ");
+    assertThat(t.get("token_strs").get(1).asText()).isEqualTo("stan");
+    assertThat(t.get("token_strs").get(2).asText()).isEqualTo("d-in");
+    // a character split between two tokens is U+FFFD in each
+    JsonNode split = JSON.readTree(post(s, "/tokenize",
+        "{\"prompt\":\"abcé\",\"return_token_strs\":true}").body());
+    assertThat(split.get("count").asInt()).isEqualTo(2);
+    assertThat(split.get("token_strs").get(0).asText()).isEqualTo("abc\uFFFD");
+    assertThat(split.get("token_strs").get(1).asText()).isEqualTo("\uFFFD");
+  }
+
+  JsonNode error(HttpResponse<String> r, int status) throws IOException {
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(status);
+    assertThat(r.headers().firstValue("content-type")).hasValue("application/json");
+    JsonNode e = JSON.readTree(r.body()).get("error");
+    assertThat(e.get("code").asInt()).isEqualTo(status);
+    return e;
+  }
+
+  @Test
+  void tokenizeRefusesWhatVllmRefusesNamingTheField() throws Exception {
+    StandInVllm s = start(StandInVllm.Options.defaults().withModel("qwen3")
+        .withLatency(Duration.ZERO, Duration.ZERO));
+    JsonNode unknown = error(post(s, "/tokenize", "{\"model\":\"gpt-4o\",\"prompt\":\"hi\"}"), 404);
+    assertThat(unknown.get("message").asText()).isEqualTo("The model `gpt-4o` does not exist.");
+    assertThat(unknown.get("type").asText()).isEqualTo("NotFoundError");
+    assertThat(unknown.get("param").asText()).isEqualTo("model");
+    assertThat(error(post(s, "/tokenize", "{\"model\":\"gpt-4o\",\"messages\":"
+        + "[{\"role\":\"user\",\"content\":\"hi\"}]}"), 404).get("param").asText())
+        .isEqualTo("model");
+    String[][] cases = {
+        {"{\"model\":7,\"prompt\":\"hi\"}", "model"},
+        {"{}", "prompt"},
+        {"{\"prompt\":null}", "prompt"},
+        {"{\"prompt\":[1,2]}", "prompt"},
+        {"{\"prompt\":\"hi\",\"return_token_strs\":\"yes\"}", "return_token_strs"},
+        {"{\"prompt\":\"hi\",\"add_special_tokens\":1}", "add_special_tokens"},
+        {"{\"messages\":[{\"content\":\"hi\"}]}", "messages[0].role"},
+        {"{\"messages\":[{\"role\":\"user\"}],\"add_generation_prompt\":\"no\"}",
+            "add_generation_prompt"},
+    };
+    for (String[] c : cases) {
+      JsonNode e = error(post(s, "/tokenize", c[0]), 400);
+      assertThat(e.get("type").asText()).as(c[0]).isEqualTo("BadRequestError");
+      assertThat(e.get("param").asText()).as(c[0]).isEqualTo(c[1]);
+      assertThat(e.get("message").asText()).as(c[0]).contains("'" + c[1]);
+    }
+    assertThat(error(post(s, "/tokenize", "not json"), 400).get("message").asText())
+        .contains("not valid JSON");
+    HttpResponse<String> get = get(s, "/tokenize");
+    assertThat(get.statusCode()).isEqualTo(405);
+    assertThat(get.headers().firstValue("allow")).hasValue("POST");
+  }
+
+  /**
+   * {@code /detokenize} answered 404. The stand-in's token IDs are hashes and cannot be decoded:
+   * it checks the request as vLLM does, answers the empty prompt for no tokens, and refuses
+   * others saying why, instead of answering with text that is not theirs.
+   */
+  @Test
+  void detokenizeChecksItsRequestAndSaysItCannotDecodeTheStandInsIds() throws Exception {
+    StandInVllm s = start(StandInVllm.Options.defaults().withModel("qwen3")
+        .withLatency(Duration.ZERO, Duration.ZERO));
+    HttpResponse<String> none = post(s, "/detokenize", "{\"model\":\"qwen3\",\"tokens\":[]}");
+    assertThat(none.statusCode()).isEqualTo(200);
+    assertThat(none.body()).isEqualTo("{\"prompt\":\"\"}");
+    JsonNode ids = JSON.readTree(post(s, "/tokenize", "{\"prompt\":\"hello\"}").body())
+        .get("tokens");
+    JsonNode refused = error(post(s, "/detokenize", "{\"tokens\":" + ids + "}"), 400);
+    assertThat(refused.get("type").asText()).isEqualTo("BadRequestError");
+    assertThat(refused.get("param").asText()).isEqualTo("tokens");
+    assertThat(refused.get("message").asText()).contains("'tokens'").contains("--tokenizer");
+    JsonNode unknown = error(post(s, "/detokenize", "{\"model\":\"gpt-4o\",\"tokens\":[]}"), 404);
+    assertThat(unknown.get("message").asText()).isEqualTo("The model `gpt-4o` does not exist.");
+    assertThat(unknown.get("param").asText()).isEqualTo("model");
+    String[][] cases = {
+        {"{\"model\":7,\"tokens\":[]}", "model"},
+        {"{}", "tokens"},
+        {"{\"tokens\":\"1 2\"}", "tokens"},
+        {"{\"tokens\":[1,\"2\"]}", "tokens"},
+        {"{\"tokens\":[1,-2]}", "tokens"},
+        {"{\"tokens\":[" + StandInVllm.VOCAB_SIZE + "]}", "tokens"},
+        {"{\"tokens\":[1,99999999999]}", "tokens"},
+    };
+    for (String[] c : cases) {
+      JsonNode e = error(post(s, "/detokenize", c[0]), 400);
+      assertThat(e.get("param").asText()).as(c[0]).isEqualTo(c[1]);
+      assertThat(e.get("message").asText()).as(c[0]).contains("'" + c[1] + "'");
+    }
+    assertThat(error(post(s, "/detokenize", "{\"tokens\":[-2]}"), 400).get("message").asText())
+        .contains("out of vocabulary");
+    HttpResponse<String> get = get(s, "/detokenize");
+    assertThat(get.statusCode()).isEqualTo(405);
+    assertThat(get.headers().firstValue("allow")).hasValue("POST");
+  }
+
+  @Test
+  void tokenIdsAreOnePerFourBytesAndDependOnlyOnThoseBytes() {
+    byte[] text = "abcdefghi".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    int[] ids = StandInVllm.tokenIds(text);
+    assertThat(ids).hasSize(3);
+    assertThat(StandInVllm.tokenIds(new byte[0])).isEmpty();
+    int[] shifted = StandInVllm.tokenIds(
+        "abcdXXXXi".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    assertThat(shifted[0]).isEqualTo(ids[0]);
+    assertThat(shifted[1]).isNotEqualTo(ids[1]);
+    assertThat(shifted[2]).isEqualTo(ids[2]);
+  }
+
+  /**
+   * A tokenizer request reads a body: clients that send theirs slowly hold threads of the pool
+   * that serves completions, not the server's own few, which answer /health meanwhile.
+   */
+  @Test
+  void tokenizerRequestsWhoseBodiesAreSlowLeaveHealthAndMetricsAnswered() throws Exception {
+    StandInVllm s = start();
+    List<java.net.Socket> slow = new ArrayList<>();
+    try {
+      for (int i = 0; i < 12; i++) {
+        java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(), s.port());
+        slow.add(socket);
+        String path = i % 2 == 0 ? "/tokenize" : "/detokenize";
+        // a body of 100 bytes declared, and only its first byte sent
+        socket.getOutputStream().write(("POST " + path + " HTTP/1.1\r\nHost: localhost\r\n"
+            + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            .getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        socket.getOutputStream().flush();
+      }
+      assertHealthy(get(s, "/health"), "/health while tokenizer bodies are read");
+      assertThat(get(s, "/metrics").statusCode()).isEqualTo(200);
+      assertThat(tokenizeCount(s, "{\"prompt\":\"abcdefgh\"}")).isEqualTo(2);
+    } finally {
+      for (java.net.Socket socket : slow) {
+        socket.close();
+      }
+    }
+  }
 }
