@@ -1277,7 +1277,6 @@ public final class StandInVllm implements AutoCloseable {
     }
   }
 
-  /** Python's truth of a JSON value: null, false, 0, "" and empty containers are false. */
   /**
    * Whether vLLM's completion request model refuses the body for its prompt: a prompt left out,
    * null or {@code ""}, and prompt embeds left out, null or {@code []}.
@@ -1291,6 +1290,7 @@ public final class StandInVllm implements AutoCloseable {
     return promptEmpty && embedsEmpty;
   }
 
+  /** Python's truth of a JSON value: null, false, 0, "" and empty containers are false. */
   private static boolean truthy(@Nullable JsonNode v) {
     if (v == null || v.isNull()) {
       return false;
