@@ -95,11 +95,13 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final SubscriberLoop loop;
   private final SubscriberSockets sockets;
   /**
-   * Per membership, the endpoint (with its labels) of the latest {@link #changeEndpoint} the
-   * subscriber's thread has not taken yet; an entry means its reconnection is queued. Keyed by
-   * the membership object, so an endpoint removed and added again is reconnected in order.
+   * Per endpoint id, the pool change the subscriber's thread has not taken yet: the latest state
+   * wanted (followed with these labels under this membership, or not followed). An entry means
+   * one command is queued for the id; changes that come meanwhile replace the entry and queue
+   * nothing, so adds, removals and label changes piling up while the thread is busy cost one
+   * entry and one command per endpoint, not one per change.
    */
-  private final java.util.concurrent.ConcurrentHashMap<Object, Endpoint> relabels =
+  private final java.util.concurrent.ConcurrentHashMap<String, PoolChange> poolChanges =
       new java.util.concurrent.ConcurrentHashMap<>();
   /** Set by {@link #close}; read by the subscriber thread while it waits for a replay. */
   private volatile boolean closing;
@@ -145,12 +147,13 @@ public final class KvEventSubscriber implements AutoCloseable {
    * connects to its publisher (asynchronously); in central mode its topic is accepted from now
    * on, and its replay socket (host, {@link #REPLAY_PORT_LABEL} or the configured replay port)
    * fills gaps as in per-endpoint mode. Adding an endpoint already in the pool does nothing.
+   * Adds and removals of one endpoint that come while the subscriber's thread is busy are taken
+   * together, as label changes are ({@link #changeEndpoint}).
    */
   public void addEndpoint(Endpoint endpoint) {
     Object member = membership.add(endpoint.id());
     if (member != null) {
-      loop.submit(central ? () -> streams.register(endpoint, member)
-          : () -> streams.connect(endpoint, member));
+      want(endpoint.id(), new PoolChange(endpoint, member));
     }
   }
 
@@ -164,7 +167,7 @@ public final class KvEventSubscriber implements AutoCloseable {
     String id = endpoint.id();
     Object member = membership.remove(id);
     if (member != null) {
-      loop.submit(() -> streams.disconnect(id, member));
+      want(id, new PoolChange(null, member));
     }
   }
 
@@ -178,8 +181,9 @@ public final class KvEventSubscriber implements AutoCloseable {
    * pool.
    *
    * <p>Changes that come while the subscriber's thread is busy (a replay it waits for, a slow
-   * batch) are taken together: at most one reconnection per endpoint waits for the thread, and
-   * it connects with the labels of the latest change, not once for every change in turn.
+   * batch) are taken together with the endpoint's adds and removals meanwhile: at most one
+   * command per endpoint waits for the thread, and it brings the endpoint to its latest state
+   * (followed at the latest labels, or not followed), not once for every change in turn.
    */
   public void changeEndpoint(Endpoint previous, Endpoint current) {
     if (Objects.equals(previous.label(PORT_LABEL), current.label(PORT_LABEL))
@@ -188,16 +192,49 @@ public final class KvEventSubscriber implements AutoCloseable {
       return;
     }
     Object member = membership.current(current.id());
-    if (member != null && relabels.put(member, current) == null) {
-      // the first change since the thread last took this membership's: later ones replace
-      // the endpoint it will connect with, and queue nothing more
-      loop.submit(() -> {
-        Endpoint latest = relabels.remove(member);
-        if (latest != null) {
-          streams.relabel(latest, member);
-        }
-      });
+    if (member != null) {
+      want(current.id(), new PoolChange(current, member));
     }
+  }
+
+  /**
+   * Records {@code change} as the state wanted for endpoint {@code id}, replacing one the
+   * subscriber's thread has not taken yet; queues the command that takes it only when there was
+   * none, so at most one waits per endpoint.
+   */
+  private void want(String id, PoolChange change) {
+    if (poolChanges.put(id, change) == null) {
+      loop.submit(() -> takePoolChange(id));
+    }
+  }
+
+  /**
+   * On the subscriber's thread: brings endpoint {@code id}'s sockets to the latest state wanted.
+   * What earlier memberships of the id left open is closed; the endpoint is then followed at its
+   * latest labels if the membership wanted is still the current one. Should the pool have moved
+   * on since (removed, or added again), the change recording that is taken by its own command.
+   */
+  private void takePoolChange(String id) {
+    PoolChange change = poolChanges.remove(id);
+    if (change == null) {
+      return;
+    }
+    Object current = membership.current(id);
+    streams.closeOtherMemberships(id, current);
+    if (change.endpoint() != null && change.member() == current) {
+      streams.follow(change.endpoint(), current);
+    }
+  }
+
+  /**
+   * The state wanted for an endpoint: followed at {@code endpoint}'s labels under
+   * {@code member}, or (endpoint null) {@code member} left the pool.
+   */
+  private record PoolChange(@Nullable Endpoint endpoint, Object member) {}
+
+  /** Commands queued for the subscriber's thread; for tests. */
+  int queuedCommands() {
+    return loop.queuedCommands();
   }
 
   /** Endpoints with a live SUB socket (per-endpoint mode). */

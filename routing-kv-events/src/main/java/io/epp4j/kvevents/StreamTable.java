@@ -441,6 +441,34 @@ final class StreamTable {
     }
   }
 
+  /**
+   * Follows endpoint {@code e} of membership {@code member} at the ports its labels give:
+   * per-endpoint mode opens its SUB (and replay) socket, closing one open before; central mode
+   * takes its replay address. The same whether the membership is new or its labels changed.
+   */
+  void follow(Endpoint e, Object member) {
+    relabel(e, member);
+  }
+
+  /**
+   * Closes what memberships of {@code id} other than {@code member} (null: none is current) left:
+   * a stream and its sockets, a connection waiting to be tried again, a replay address.
+   */
+  void closeOtherMemberships(String id, @Nullable Object member) {
+    EndpointStream st = byId.get(id);
+    if (st != null && st.member != member) {
+      disconnect(id, st.member);
+    }
+    PendingConnect pc = pending.get(id);
+    if (pc != null && pc.member() != member) {
+      disconnect(id, pc.member());
+    }
+    ReplayAddress ra = replayAddresses.get(id);
+    if (ra != null && ra.member() != member) {
+      disconnect(id, ra.member());
+    }
+  }
+
   /** Where the engine of one central-mode membership takes replay requests. */
   private record ReplayAddress(Object member, String address) {}
 

@@ -91,6 +91,11 @@ final class SubscriberLoop {
     }
   }
 
+  /** Commands queued and not yet taken by the loop's thread; any thread, for tests. */
+  int queuedCommands() {
+    return commands.size();
+  }
+
   /** In central mode, the address actually bound. */
   @Nullable String boundEndpoint() {
     return boundEndpoint;

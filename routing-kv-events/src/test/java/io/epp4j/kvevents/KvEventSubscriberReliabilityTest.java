@@ -1447,6 +1447,80 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  /**
+   * Adds and removals of the same endpoints while the subscriber's thread is held (here waiting
+   * for a replay, which holds no lock a removal needs) queue one command per endpoint, however
+   * many cycles: the thread then brings each to its latest state (one followed at the port it
+   * was last added with, one not followed) and nothing else.
+   */
+  @Test
+  void addsAndRemovalsWhileTheSubscriberIsHeldQueueOneCommandPerEndpoint() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    try (ZContext ctx = new ZContext(1); HeldReplay replay = new HeldReplay(ctx);
+        KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index)
+            .replayTimeout(Duration.ofSeconds(30)).build()) {
+      ZMQ.Socket pubX = boundPublisher(ctx);
+      ZMQ.Socket pub1 = boundPublisher(ctx);
+      ZMQ.Socket pub2 = boundPublisher(ctx);
+      ZMQ.Socket pubC = boundPublisher(ctx);
+      sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubX)),
+              KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replay.port))));
+      Endpoint at1 = Endpoint.of("127.0.0.1", 8002,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub1))));
+      Endpoint at2 = Endpoint.of("127.0.0.1", 8002,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub2))));
+      Endpoint c = Endpoint.of("127.0.0.1", 8003,
+          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubC))));
+      sub.addEndpoint(at1);
+      sub.addEndpoint(c);
+      pubX.setReceiveTimeOut(20_000);
+      pub1.setReceiveTimeOut(20_000);
+      pubC.setReceiveTimeOut(20_000);
+      assertThat(pubX.recv()).as("X's subscription").isNotNull();
+      assertThat(pub1.recv()).as("the subscription at the first port").isNotNull();
+      assertThat(pubC.recv()).as("C's subscription").isNotNull();
+      long opened = sub.subscriptionsOpened();
+      int sockets = sub.openSockets();
+      String topicX = "kv@127.0.0.1:8001@m";
+      KvEventMetrics m = index.metrics();
+      publish(pubX, topicX, 0, storeOf(1, 0));
+      await(() -> m.batches() == 1, "X's first batch");
+      publish(pubX, topicX, 2, storeOf(2, 0)); // seq 1 missing: the thread waits for a replay
+      assertThat(replay.requested.await(20, TimeUnit.SECONDS)).as("replay asked for").isTrue();
+      // while it waits, B leaves and comes back at either port, and C comes and goes, a hundred
+      // times each: B ends in the pool at the second port, C out of it
+      for (int i = 0; i < 100; i++) {
+        sub.removeEndpoint(at1);
+        sub.addEndpoint(i % 2 == 0 ? at2 : at1);
+        sub.removeEndpoint(at1);
+        sub.addEndpoint(at2);
+        sub.removeEndpoint(c);
+        sub.addEndpoint(c);
+      }
+      sub.removeEndpoint(c);
+      assertThat(replay.requested.getCount()).isZero();
+      assertThat(sub.queuedCommands()).as("commands queued for B and C after 601 changes")
+          .isLessThanOrEqualTo(2);
+      replay.release.countDown();
+      pub2.setReceiveTimeOut(20_000);
+      assertThat(pub2.recv()).as("B's subscription at the latest port").isNotNull();
+      publish(pub2, "kv@127.0.0.1:8002@m", 0, ENCODER.encode(rootBlock(404, 4000)));
+      await(() -> holdsRoot(index, "127.0.0.1:8002", 4000), () -> "B's batch at the latest port: "
+          + m);
+      await(() -> sub.connectedEndpoints() == 2, () -> "X and B followed, C not: "
+          + sub.connectedEndpoints());
+      assertThat(sub.subscriptionsOpened() - opened).as("SUB sockets opened for the changes")
+          .isEqualTo(1);
+      // B's first socket was replaced by its second; C's was closed with its monitor
+      assertThat(sub.openSockets()).as("sockets open").isEqualTo(sockets - 2);
+      pubX.close();
+      pub1.close();
+      pub2.close();
+      pubC.close();
+    }
+  }
+
   @Test
   void closeDuringALongReplayWaitStopsTheSubscriberAndFreesItsBoundAddress() throws Exception {
     KvBlockIndex index = KvBlockIndex.create();
