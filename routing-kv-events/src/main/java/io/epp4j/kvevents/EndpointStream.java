@@ -35,7 +35,7 @@ final class EndpointStream {
   /** What every stream of one subscriber shares. */
   record Shared(Membership membership, KvEventMetrics metrics, DropReports reports,
       SubscriberSockets sockets, long replayTimeoutMillis, long readAheadBytes,
-      BooleanSupplier closing) {}
+      BooleanSupplier closing, HostLookups lookups) {}
 
   /**
    * Longest a replay waits for a reply before looking whether the subscriber is closing: the

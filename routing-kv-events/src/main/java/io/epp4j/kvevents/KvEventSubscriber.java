@@ -94,6 +94,7 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final StreamTable streams;
   private final SubscriberLoop loop;
   private final SubscriberSockets sockets;
+  private final HostLookups lookups;
   /**
    * Per endpoint id, the pool change the subscriber's thread has not taken yet: the latest state
    * wanted (followed with these labels under this membership, or not followed). An entry means
@@ -114,8 +115,9 @@ public final class KvEventSubscriber implements AutoCloseable {
         b.topicFilter.getBytes(StandardCharsets.UTF_8), b.receiveHighWaterMark,
         b.receiveBufferBytes);
     DropReports reports = new DropReports(metrics);
+    this.lookups = new HostLookups(b.resolver);
     EndpointStream.Shared shared = new EndpointStream.Shared(membership, metrics, reports, sockets,
-        b.replayTimeout.toMillis(), b.receiveBufferBytes, this::isClosing);
+        b.replayTimeout.toMillis(), b.receiveBufferBytes, this::isClosing, lookups);
     this.streams = new StreamTable(central, b.port, b.replayPort, b.dataParallelSize,
         b.dataParallelFirstPort, shared, !b.portLabelFollowedElsewhere);
     this.loop = new SubscriberLoop(b.bindAddress, sockets, streams, reports);
@@ -148,7 +150,10 @@ public final class KvEventSubscriber implements AutoCloseable {
    * on, and its replay socket (host, {@link #REPLAY_PORT_LABEL} or the configured replay port)
    * fills gaps as in per-endpoint mode. Adding an endpoint already in the pool does nothing.
    * Adds and removals of one endpoint that come while the subscriber's thread is busy are taken
-   * together, as label changes are ({@link #changeEndpoint}).
+   * together, as label changes are ({@link #changeEndpoint}). Per-endpoint mode looks a host
+   * name up on a lookup thread of its own and connects once the answer has come, so a slow DNS
+   * holds up this endpoint's events only; a name that does not resolve is looked up again,
+   * backing off from 100 ms to 5 s, while the endpoint stays in the pool.
    */
   public void addEndpoint(Endpoint endpoint) {
     Object member = membership.add(endpoint.id());
@@ -271,6 +276,7 @@ public final class KvEventSubscriber implements AutoCloseable {
   public void close() {
     closing = true; // before the loop's flag: a replay in progress sees it and stops waiting
     loop.close();
+    lookups.close();
   }
 
   private boolean isClosing() {
@@ -290,6 +296,7 @@ public final class KvEventSubscriber implements AutoCloseable {
     private int dataParallelSize = 1;
     private int dataParallelFirstPort;
     private boolean portLabelFollowedElsewhere;
+    private HostLookups.Resolver resolver = java.net.InetAddress::getAllByName;
 
     private Builder(KvBlockIndex index, @Nullable String bindAddress) {
       this.index = Objects.requireNonNull(index, "index");
@@ -302,6 +309,12 @@ public final class KvEventSubscriber implements AutoCloseable {
      */
     Builder portLabelFollowedElsewhere() {
       portLabelFollowedElsewhere = true;
+      return this;
+    }
+
+    /** How endpoints' host names are looked up (the JVM's resolver but in tests). */
+    Builder resolver(HostLookups.Resolver v) {
+      resolver = Objects.requireNonNull(v, "resolver");
       return this;
     }
 

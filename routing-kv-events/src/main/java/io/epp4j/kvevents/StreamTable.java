@@ -57,7 +57,8 @@ final class StreamTable {
    * Per-endpoint mode: pool members whose SUB socket ZeroMQ refused to connect (JeroMQ resolves
    * a host name when asked to connect, so a name that does not resolve yet, a pod or container
    * whose DNS entry comes after it joined the pool, fails there, where libzmq would go on
-   * trying). Each is tried again with backoff until it connects or leaves the pool; one entry
+   * trying), or whose host name's lookup ({@link HostLookups}) has not answered yet. Each is
+   * tried again, with backoff after a failure, until it connects or leaves the pool; one entry
    * per member at most. Subscriber thread only.
    */
   private final Map<String, PendingConnect> pending = new HashMap<>();
@@ -155,33 +156,44 @@ final class StreamTable {
       disconnect(e.id(), earlier.member); // an earlier membership's, not yet closed
     }
     PendingConnect retrying = pending.remove(e.id());
+    if (retrying != null && retrying.member() != member) {
+      retrying = null; // an earlier membership's
+    }
     int checked = checkedRank(e);
     int rank = Math.max(0, checked);
     int p = labelPort(e, KvEventSubscriber.PORT_LABEL, port + rank);
     int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL,
         replayPort > 0 ? replayPort + rank : 0);
     String address = SubscriberSockets.address(e.host(), p);
+    Boolean ipv6Only = null;
+    if (HostLookups.isName(e.host())) {
+      // looked up on the lookup thread: a slow DNS holds up this endpoint, not every other
+      HostLookups.Answer answer = shared.lookups().take(e.host());
+      if (answer == null) {
+        // asked; looked at again at every turn until the answer comes
+        pending.put(e.id(), new PendingConnect(e, member, System.nanoTime(),
+            retrying == null ? 0 : retrying.waitNanos(), retrying != null && retrying.failed()));
+        return;
+      }
+      if (answer.failure() != null) {
+        refused(e, member, retrying, address, answer.failure());
+        return;
+      }
+      ipv6Only = answer.ipv6Only();
+    }
     ZMQ.Socket s = sockets.newSub();
     try {
-      if (SubscriberSockets.needsIpv6(address)) {
+      if (ipv6Only != null ? ipv6Only : SubscriberSockets.needsIpv6(address)) {
         s.setIPv6(true);
       }
       s.connect(address);
       subscriptionsOpened.incrementAndGet();
     } catch (RuntimeException ex) {
       s.close();
-      boolean again = retrying != null && retrying.member() == member;
-      long wait = again ? Math.min(RETRY_MAX_NANOS, retrying.waitNanos() * 2) : RETRY_FIRST_NANOS;
-      pending.put(e.id(), new PendingConnect(e, member, System.nanoTime() + wait, wait));
-      if (!again) {
-        // once per membership: the attempts after it are quiet, the one that succeeds is logged
-        LOG.log(java.util.logging.Level.WARNING, "endpoint " + e.id() + ": cannot connect to its"
-            + " KV-event publisher at " + address + "; trying again, backing off up to "
-            + TimeUnit.NANOSECONDS.toSeconds(RETRY_MAX_NANOS) + " s", ex);
-      }
+      refused(e, member, retrying, address, ex);
       return;
     }
-    if (retrying != null && retrying.member() == member) {
+    if (retrying != null && retrying.failed()) {
       LOG.info("endpoint " + e.id() + ": connected to its KV-event publisher at " + address);
     }
     EndpointStream st = new EndpointStream(e.id(), member, s,
@@ -205,10 +217,30 @@ final class StreamTable {
   }
 
   /**
+   * Schedules the next attempt to connect an endpoint whose host name did not resolve or whose
+   * address ZeroMQ refused: backing off from {@link #RETRY_FIRST_NANOS} to
+   * {@link #RETRY_MAX_NANOS}, logged once per membership.
+   */
+  private void refused(Endpoint e, Object member, @Nullable PendingConnect retrying,
+      String address, Exception ex) {
+    boolean again = retrying != null && retrying.failed();
+    long wait = retrying != null && again ? Math.min(RETRY_MAX_NANOS,
+        Math.max(RETRY_FIRST_NANOS, retrying.waitNanos() * 2)) : RETRY_FIRST_NANOS;
+    pending.put(e.id(), new PendingConnect(e, member, System.nanoTime() + wait, wait, true));
+    if (!again) {
+      // once per membership: the attempts after it are quiet, the one that succeeds is logged
+      LOG.log(java.util.logging.Level.WARNING, "endpoint " + e.id() + ": cannot connect to its"
+          + " KV-event publisher at " + address + "; trying again, backing off up to "
+          + TimeUnit.NANOSECONDS.toSeconds(RETRY_MAX_NANOS) + " s", ex);
+    }
+  }
+
+  /**
    * Connects again, on the subscriber thread, each endpoint whose publisher address ZeroMQ
    * refused and whose wait is over; forgets those that left the pool meanwhile.
    */
   void retryPending() {
+    shared.lookups().prune();
     if (pending.isEmpty()) {
       return;
     }
@@ -227,9 +259,13 @@ final class StreamTable {
     return pending.size();
   }
 
-  /** An endpoint to connect again at {@code dueNanos}, after waiting {@code waitNanos}. */
+  /**
+   * An endpoint to connect again at {@code dueNanos}, after waiting {@code waitNanos}; whether
+   * an attempt of this membership {@code failed} already (then logged), or it only waits for
+   * its host name's lookup.
+   */
   private record PendingConnect(Endpoint endpoint, Object member, long dueNanos,
-      long waitNanos) {}
+      long waitNanos, boolean failed) {}
 
   /** Closes the stream of {@code id} if it still belongs to {@code member}. */
   void disconnect(String id, Object member) {

@@ -192,7 +192,7 @@ final class SubscriberSockets implements AutoCloseable {
   }
 
   /** Four dot-separated decimal numbers: resolving one needs no lookup and yields IPv4. */
-  private static boolean isIpv4Literal(String host) {
+  static boolean isIpv4Literal(String host) {
     int dots = 0;
     for (int i = 0; i < host.length(); i++) {
       char c = host.charAt(i);
