@@ -1,0 +1,71 @@
+package io.epp4j.kvevents;
+
+import static io.epp4j.kvevents.KvEventSubscriberIntegrationTest.await;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+
+class HostLookupsTest {
+  @Test
+  void oneLookupPerNameRunsHoweverOftenItIsAskedForAndItsAnswerIsTakenOnce() throws Exception {
+    CountDownLatch answer = new CountDownLatch(1);
+    AtomicInteger lookups = new AtomicInteger();
+    try (HostLookups l = new HostLookups(host -> {
+      lookups.incrementAndGet();
+      try {
+        answer.await(20, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      return new InetAddress[] {InetAddress.getByAddress(host, new byte[16])};
+    })) {
+      for (int i = 0; i < 1000; i++) {
+        assertThat(l.take("engine-0.test")).as("no answer yet").isNull();
+      }
+      await(() -> lookups.get() == 1, "the lookup started");
+      answer.countDown();
+      AtomicReference<HostLookups.Answer> taken = new AtomicReference<>();
+      await(() -> {
+        taken.set(l.take("engine-0.test"));
+        return taken.get() != null;
+      }, "the answer");
+      assertThat(lookups.get()).as("lookups for a thousand asks").isEqualTo(1);
+      assertThat(taken.get().failure()).isNull();
+      assertThat(taken.get().ipv6Only()).as("an IPv6 address only").isTrue();
+      assertThat(l.take("engine-0.test")).as("taken: the next ask looks it up again").isNull();
+      await(() -> lookups.get() == 2, "the second lookup");
+    }
+  }
+
+  @Test
+  void aNameThatDoesNotResolveIsAnsweredWithTheFailure() throws Exception {
+    try (HostLookups l = new HostLookups(host -> {
+      throw new UnknownHostException(host);
+    })) {
+      assertThat(l.take("nonexistent.invalid")).isNull();
+      AtomicReference<HostLookups.Answer> taken = new AtomicReference<>();
+      await(() -> {
+        taken.set(l.take("nonexistent.invalid"));
+        return taken.get() != null;
+      }, "the answer");
+      assertThat(taken.get().failure()).isInstanceOf(UnknownHostException.class)
+          .hasMessageContaining("nonexistent.invalid");
+    }
+  }
+
+  @Test
+  void addressesAreNotNames() {
+    assertThat(HostLookups.isName("10.0.0.1")).isFalse();
+    assertThat(HostLookups.isName("fd00::1")).isFalse();
+    assertThat(HostLookups.isName("*")).isFalse();
+    assertThat(HostLookups.isName("")).isFalse();
+    assertThat(HostLookups.isName("engine-0.vllm.svc")).isTrue();
+    assertThat(HostLookups.isName("localhost")).isTrue();
+  }
+}
