@@ -10,23 +10,27 @@ import java.util.Set;
  * {@code metrics-data-source} (upstream data layer): where endpoint metrics are scraped from.
  * epp4j's {@link MetricsScraper} does the scraping; a scraper built for a router whose
  * configuration declares this plugin takes its {@code scheme} and {@code path} as defaults, so
- * the file's values are honoured. {@code insecureSkipVerify: true} with {@code https} is refused:
- * the scraper checks TLS certificates, and a server with a self-signed one must be trusted
- * through the JVM's trust store instead. With {@code http} it is only noticed, as there is no
- * certificate to check (upstream's charts render it so by default).
+ * the file's values are honoured. So is {@code insecureSkipVerify} (default false): with
+ * {@code true} and {@code https} the scraper takes any certificate the model servers present,
+ * see {@link MetricsScraper.Builder#insecureSkipVerify} for the risk; a scraper that sets it in
+ * code keeps its own value. With {@code http} it is only noticed, as there is no certificate to
+ * check (upstream's charts render it so by default).
  */
 final class MetricsDataSource implements Plugin {
   final String scheme;
   final String path;
+  final boolean insecureSkipVerify;
 
-  MetricsDataSource(String scheme, String path) {
+  MetricsDataSource(String scheme, String path, boolean insecureSkipVerify) {
     this.scheme = scheme;
     this.path = path;
+    this.insecureSkipVerify = insecureSkipVerify;
   }
 
   @Override
   public String toString() {
-    return "metrics-data-source(" + scheme + "://<endpoint>" + path + ")";
+    return "metrics-data-source(" + scheme + "://<endpoint>" + path
+        + (insecureSkipVerify ? ", insecureSkipVerify" : "") + ")";
   }
 
   /** Provides {@code metrics-data-source}; public only for {@link java.util.ServiceLoader}. */
@@ -44,17 +48,17 @@ final class MetricsDataSource implements Plugin {
         p.error("path", pathError != null ? pathError : "must start with '/', got 'null'");
         path = "/metrics";
       }
-      if (p.getBoolean("insecureSkipVerify", false)) {
-        if (scheme.equals("https")) {
-          p.error("insecureSkipVerify", "is not supported: epp4j's scraper verifies certificates;"
-              + " add the model servers' certificate to the JVM trust store instead");
-        } else {
-          // upstream's charts render 'insecureSkipVerify: true' by default, with scheme http
-          p.notice("insecureSkipVerify", "has no effect: the scheme is http, so there is no"
-              + " certificate to verify");
-        }
+      boolean skip = p.getBoolean("insecureSkipVerify", false);
+      if (skip && scheme.equals("http")) {
+        // upstream's charts render 'insecureSkipVerify: true' by default, with scheme http
+        p.notice("insecureSkipVerify", "has no effect: the scheme is http, so there is no"
+            + " certificate to verify");
+        skip = false;
+      } else if (skip) {
+        p.notice("insecureSkipVerify", "is on: the scraper takes any certificate the model"
+            + " servers present, so their metrics are encrypted but not authenticated");
       }
-      return new MetricsDataSource(scheme, path);
+      return new MetricsDataSource(scheme, path, skip);
     }
   }
 }

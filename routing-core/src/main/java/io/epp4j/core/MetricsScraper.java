@@ -58,7 +58,8 @@ import org.jspecify.annotations.Nullable;
  * earlier stay still under way is cancelled then (neither counted nor logged as a failure), so
  * each address has at most one scrape under way. An {@code https} scrape checks the server's
  * certificate against the JVM's trust store and the endpoint's address, unless
- * {@link Builder#insecureSkipVerify} says to take any certificate.
+ * {@link Builder#insecureSkipVerify} (or the configuration's {@code metrics-data-source}) says to
+ * take any certificate.
  *
  * <pre>{@code
  * MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
@@ -78,12 +79,17 @@ public final class MetricsScraper implements AutoCloseable {
   // set in code, or null to follow the running configuration's metrics-data-source
   private final @Nullable String pathInCode;
   private final @Nullable String schemeInCode;
+  private final @Nullable Boolean insecureInCode;
   // where the last round scraped, and the configuration it was taken from; only the scheduler
   // thread reads and writes them
   private @Nullable RouterConfig targetFrom;
   private String path = DEFAULT_PATH;
   private String scheme = DEFAULT_SCHEME;
+  private boolean insecure;
+  // the client that checks certificates, and the one that takes any (made when first needed);
+  // the second is only ever read and written by the scheduler thread
   private final HttpClient client;
+  private @Nullable HttpClient insecureClient;
   private final ScheduledExecutorService scheduler;
   // the scrape under way per endpoint address, with the stay in the pool it began in
   private final ConcurrentHashMap<String, Scrape> inFlight = new ConcurrentHashMap<>();
@@ -108,16 +114,8 @@ public final class MetricsScraper implements AutoCloseable {
     this.maxResponseBytes = b.maxResponseBytes;
     this.pathInCode = b.path;
     this.schemeInCode = b.scheme;
-    // HTTP/1.1: the JDK's default (HTTP/2) asks a plain-http server to upgrade with h2c on
-    // every new connection, which some engine servers refuse, failing every scrape
-    HttpClient.Builder client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1);
-    if (b.insecureSkipVerify) {
-      client.sslContext(acceptingAnyCertificate());
-    }
-    if (RouterSettings.nanos(b.timeout) < Long.MAX_VALUE) {
-      client.connectTimeout(b.timeout);
-    }
-    this.client = client.build();
+    this.insecureInCode = b.insecureSkipVerify;
+    this.client = newClient(false);
     ScheduledThreadPoolExecutor scheduler = new ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "epp4j-metrics-scraper");
       t.setDaemon(true);
@@ -127,6 +125,32 @@ public final class MetricsScraper implements AutoCloseable {
     // timeout would pile up one dead task per scrape
     scheduler.setRemoveOnCancelPolicy(true);
     this.scheduler = scheduler;
+  }
+
+  private HttpClient newClient(boolean acceptAnyCertificate) {
+    // HTTP/1.1: the JDK's default (HTTP/2) asks a plain-http server to upgrade with h2c on
+    // every new connection, which some engine servers refuse, failing every scrape
+    HttpClient.Builder b = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1);
+    if (acceptAnyCertificate) {
+      b.sslContext(acceptingAnyCertificate());
+    }
+    if (RouterSettings.nanos(timeout) < Long.MAX_VALUE) {
+      b.connectTimeout(timeout);
+    }
+    return b.build();
+  }
+
+  // scheduler thread only
+  private HttpClient client() {
+    if (!insecure) {
+      return client;
+    }
+    HttpClient c = insecureClient;
+    if (c == null) {
+      c = newClient(true);
+      insecureClient = c;
+    }
+    return c;
   }
 
   public static Builder builder(Router router) {
@@ -272,7 +296,7 @@ public final class MetricsScraper implements AutoCloseable {
       if (RouterSettings.nanos(timeout) < Long.MAX_VALUE) {
         req.timeout(timeout);
       }
-      response = client.sendAsync(req.build(), info -> body);
+      response = client().sendAsync(req.build(), info -> body);
     } catch (RuntimeException e) {
       // an id that makes no URL the client accepts (a host name with '_', an IPv6 zone): this
       // endpoint cannot be scraped, the others still are
@@ -384,9 +408,10 @@ public final class MetricsScraper implements AutoCloseable {
   }
 
   /**
-   * Takes the path and scheme of the running configuration's {@code metrics-data-source} (or the
-   * defaults when it declares none) for what was not set in code, so that a reload that changes
-   * them moves the scraping there, as it changes everything else the file says.
+   * Takes the path, scheme and insecureSkipVerify of the running configuration's
+   * {@code metrics-data-source} (or the defaults when it declares none) for what was not set in
+   * code, so that a reload that changes them moves the scraping there, as it changes everything
+   * else the file says.
    */
   private void followConfig() {
     RouterConfig config = router.config();
@@ -396,15 +421,18 @@ public final class MetricsScraper implements AutoCloseable {
     targetFrom = config;
     String p = DEFAULT_PATH;
     String s = DEFAULT_SCHEME;
+    boolean skip = false;
     for (io.epp4j.api.Plugin plugin : config.plugins().values()) {
       if (plugin instanceof MetricsDataSource source) {
         p = source.path;
         s = source.scheme;
+        skip = source.insecureSkipVerify;
         break;
       }
     }
     path = pathInCode != null ? pathInCode : p;
     scheme = schemeInCode != null ? schemeInCode : s;
+    insecure = insecureInCode != null ? insecureInCode : skip;
   }
 
   /**
@@ -554,7 +582,7 @@ public final class MetricsScraper implements AutoCloseable {
     // null: the running configuration's metrics-data-source says, else the default
     private @Nullable String path;
     private @Nullable String scheme;
-    private boolean insecureSkipVerify;
+    private @Nullable Boolean insecureSkipVerify;
 
     private Builder(Router router) {
       this.router = Objects.requireNonNull(router, "router");
@@ -644,7 +672,10 @@ public final class MetricsScraper implements AutoCloseable {
      * requests towards or away from that endpoint. Use it only where the network between the
      * gateway and the model servers is trusted (a cluster network with policies), and prefer
      * adding the servers' certificate authority to the JVM's trust store. No effect on
-     * {@code http} scrapes.
+     * {@code http} scrapes. Unless set here, the {@code insecureSkipVerify} of the
+     * {@code metrics-data-source} plugin of the router's running configuration says (followed
+     * across {@link Router#reconfigure reloads}), else false; a value set here, true or false,
+     * stays whatever the configuration says.
      */
     public Builder insecureSkipVerify(boolean skip) {
       this.insecureSkipVerify = skip;

@@ -67,6 +67,61 @@ class MetricsScraperTlsTest {
   }
 
   @Test
+  void theConfigsMetricsDataSourceSaysWhetherToSkipVerificationUnlessTheCodeSetIt()
+      throws Exception {
+    // before, 'insecureSkipVerify: true' with https was refused by the loader, so a file could
+    // not scrape a self-signed server at all
+    AtomicInteger pages = new AtomicInteger();
+    HttpsServer server = httpsServer(pages);
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    String skipping = """
+        plugins:
+        - name: src
+          type: metrics-data-source
+          parameters: {scheme: https, insecureSkipVerify: true}
+        - {name: p, type: max-score-picker}
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: p}]
+        """;
+    String verifying = skipping.replace(", insecureSkipVerify: true", "");
+    Router router = Router.builder().registry(PluginRegistry.fromServiceLoader())
+        .endpoints(List.of(Endpoint.of("127.0.0.1", server.getAddress().getPort())))
+        .configYaml(skipping, "skip.yaml").build();
+    try {
+      assertThat(router.config().plugins().get("src")).hasToString(
+          "metrics-data-source(https://<endpoint>/metrics, insecureSkipVerify)");
+      assertThat(router.config().warnings()).singleElement().asString()
+          .contains("'insecureSkipVerify' is on").contains("not authenticated");
+      // set false in code: the code's value stays, the file's does not count
+      try (MetricsScraper strict = MetricsScraper.builder(router).insecureSkipVerify(false)
+          .interval(Duration.ofMillis(20)).timeout(UNHURRIED).start()) {
+        await(() -> strict.failures() >= 2, "two failed scrapes");
+        assertThat(strict.failures()).isEqualTo(strict.scrapes());
+      }
+      assertThat(pages.get()).isZero();
+      try (MetricsScraper scraper = MetricsScraper.builder(router)
+          .interval(Duration.ofMillis(20)).timeout(UNHURRIED).start()) {
+        await(() -> candidate(router, id).metrics().isKnown(), "the page's figures published");
+        assertThat(candidate(router, id).metrics().waitingRequests()).isEqualTo(5);
+        assertThat(scraper.failures()).isZero();
+
+        // a reload without it checks certificates again: the scrapes from then on fail
+        assertThat(router.reconfigure(verifying, "verify.yaml").errors()).isEmpty();
+        long failuresBefore = scraper.failures();
+        await(() -> scraper.failures() >= failuresBefore + 2, "failed scrapes after the reload");
+        int served = pages.get();
+        long scrapesBefore = scraper.scrapes();
+        await(() -> scraper.scrapes() >= scrapesBefore + 3, "three more scrapes");
+        assertThat(pages.get()).as("pages served once verification was back").isEqualTo(served);
+      }
+    } finally {
+      server.stop(0);
+      router.close();
+    }
+  }
+
+  @Test
   void insecureSkipVerifyChangesNothingForPlainHttp() throws Exception {
     java.util.concurrent.atomic.AtomicReference<String> body =
         new java.util.concurrent.atomic.AtomicReference<>(MetricsScraperTest.VLLM);

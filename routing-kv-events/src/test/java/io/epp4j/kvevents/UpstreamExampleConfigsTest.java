@@ -169,12 +169,15 @@ class UpstreamExampleConfigsTest {
   }
 
   @Test
-  void chartValuesWithHttpsStillRefuseSkippingVerification() {
+  void chartValuesWithHttpsSkipVerificationAndSayItIsOn() {
+    // before, epp4j refused 'insecureSkipVerify: true' with https; the scraper now takes it
     String https = upstream("llmd-chart-default-plugins-rendered.yaml")
         .replace("scheme: \"http\"", "scheme: \"https\"");
-    assertThatThrownBy(() -> Router.builder().endpoints(pool(1)).configYaml(https, "https.yaml")
-        .build()).isInstanceOf(ConfigException.class)
-        .hasMessageContaining("parameter 'insecureSkipVerify' is not supported");
+    Router r = Router.builder().endpoints(pool(1)).configYaml(https, "https.yaml").build();
+    assertThat(r.config().plugins().get("metrics-data-source"))
+        .hasToString("metrics-data-source(https://<endpoint>/metrics, insecureSkipVerify)");
+    assertThat(r.config().warnings()).singleElement().asString()
+        .contains("'insecureSkipVerify' is on");
   }
 
   // --------------------------------------------------------------- llm-d inference scheduler

@@ -1091,7 +1091,7 @@ class BuiltinProviderContractsTest {
     @Override
     protected Map<String, Map<String, ?>> badParameters() {
       return Map.of("path", Map.of("path", "metrics"),
-          "insecureSkipVerify", Map.of("scheme", "https", "insecureSkipVerify", true));
+          "insecureSkipVerify", Map.of("scheme", "https", "insecureSkipVerify", "maybe"));
     }
   }
 
