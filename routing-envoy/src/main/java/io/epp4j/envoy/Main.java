@@ -90,8 +90,9 @@ public final class Main {
                                     present (self-signed, expired, for another name): still
                                     encrypted, but whoever can intercept a scrape can feed the
                                     router false load figures; for trusted networks only.
-                                    Default false: the JVM's trust store and the replica's
-                                    address are checked (alias
+                                    Default: the config's metrics-data-source
+                                    insecureSkipVerify, else false: the JVM's trust store
+                                    and the replica's address are checked (alias
                                     --model-server-metrics-https-insecure-skip-verify, whose
                                     upstream default is true)
         --disable-endpoint-subset-filter[=BOOL]
@@ -361,7 +362,11 @@ public final class Main {
         if (o.containsKey("scheme")) {
           sb.scheme(o.get("scheme"));
         }
-        scraper = sb.insecureSkipVerify(metricsInsecure).start();
+        if (o.containsKey("metrics-insecure-skip-verify")) {
+          // without the flag, the configuration's metrics-data-source says
+          sb.insecureSkipVerify(metricsInsecure);
+        }
+        scraper = sb.start();
       }
       ExtProcServer.Builder sb = ExtProcServer.builder(router).port(port).maxBodyBytes(maxBody)
           .drainTimeout(drain).subsetHints(!subsetFilterOff);

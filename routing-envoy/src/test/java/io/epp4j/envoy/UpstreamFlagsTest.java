@@ -100,6 +100,44 @@ class UpstreamFlagsTest {
     assertThat(err()).contains("unexpected argument 'false'");
   }
 
+  /**
+   * Without the flag, the configuration's metrics-data-source says whether certificates are
+   * checked; the flag, false included, wins over it.
+   */
+  @Test
+  void withoutTheFlagTheConfigsInsecureSkipVerifyScrapesASelfSignedReplica() throws Exception {
+    // before, the server always gave the scraper the flag's value, false when it was absent, so
+    // the file's 'insecureSkipVerify: true' loaded and every https scrape still failed
+    String yaml = """
+        plugins:
+        - type: metrics-data-source
+          parameters: {scheme: https, insecureSkipVerify: true}
+        - type: queue-scorer
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: queue-scorer
+        """;
+    com.sun.net.httpserver.HttpsServer replica = httpsMetrics();
+    String id = "127.0.0.1:" + replica.getAddress().getPort();
+    try {
+      try (Main.Running r = start("--endpoints", id, "--port=0", "--grpc-health-port=0",
+          "--host=127.0.0.1", "--metrics-interval", "20ms", "--config-text", yaml)) {
+        await(() -> metricsKnown(r, id), "the replica's figures published");
+        assertThat(r.router.endpoints().get(0).metrics().waitingRequests()).isEqualTo(3);
+        assertThat(r.scraper.failures()).isZero();
+      }
+      try (Main.Running r = start("--endpoints", id, "--port=0", "--grpc-health-port=0",
+          "--host=127.0.0.1", "--metrics-interval", "20ms", "--config-text", yaml,
+          "--metrics-insecure-skip-verify=false")) {
+        await(() -> r.scraper.failures() >= 2, "two failed scrapes");
+        assertThat(metricsKnown(r, id)).isFalse();
+      }
+    } finally {
+      replica.stop(0);
+    }
+  }
+
   private static boolean metricsKnown(Main.Running r, String id) {
     return r.router.endpoints().stream()
         .anyMatch(c -> c.id().equals(id) && c.metrics().isKnown());
