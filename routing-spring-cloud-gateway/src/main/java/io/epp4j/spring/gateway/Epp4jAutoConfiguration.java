@@ -431,6 +431,9 @@ public class Epp4jAutoConfiguration {
     if (pool.schemeSet != null) {
       b.scheme(pool.schemeSet);
     }
+    if (pool.metricsInsecureSkipVerify != null) {
+      b.insecureSkipVerify(pool.metricsInsecureSkipVerify);
+    }
     return b.start();
   }
 
@@ -471,7 +474,8 @@ public class Epp4jAutoConfiguration {
   }
 
   /**
-   * The {@code metrics.interval} and {@code metrics.path} properties that are set where scraping
+   * The {@code metrics.interval}, {@code metrics.path} and {@code metrics.insecure-skip-verify}
+   * properties that are set where scraping
    * is off, so that no scraper reads them: the top-level ones when the default pool does not
    * scrape and no named pool that scrapes inherits them, a named pool's own when that pool does
    * not scrape.
@@ -491,6 +495,7 @@ public class Epp4jAutoConfiguration {
     Epp4jProperties.Metrics top = properties.getMetrics();
     boolean intervalInherited = false;
     boolean pathInherited = false;
+    boolean insecureInherited = false;
     for (var e : properties.getPools().entrySet()) {
       Epp4jProperties.PoolMetrics m = e.getValue().getMetrics();
       boolean scrapes = m.getEnabled() != null ? m.getEnabled() : top.isEnabled();
@@ -498,12 +503,16 @@ public class Epp4jAutoConfiguration {
       if (scrapes) {
         intervalInherited |= m.getInterval() == null;
         pathInherited |= m.getPath() == null;
+        insecureInherited |= m.getInsecureSkipVerify() == null;
       } else {
         if (m.getInterval() != null) {
           ofPools.add(prefix + "interval");
         }
         if (m.getPath() != null) {
           ofPools.add(prefix + "path");
+        }
+        if (m.getInsecureSkipVerify() != null) {
+          ofPools.add(prefix + "insecure-skip-verify");
         }
       }
     }
@@ -516,6 +525,9 @@ public class Epp4jAutoConfiguration {
       }
       if (!pathInherited && top.getPath() != null) {
         unused.add(prefix + "path");
+      }
+      if (!insecureInherited && top.getInsecureSkipVerify() != null) {
+        unused.add(prefix + "insecure-skip-verify");
       }
     }
     unused.addAll(ofPools);
@@ -554,7 +566,8 @@ public class Epp4jAutoConfiguration {
   }
 
   /**
-   * The top-level {@code metrics.interval} and {@code metrics.path} that are set and that no
+   * The top-level {@code metrics.interval}, {@code metrics.path} and
+   * {@code metrics.insecure-skip-verify} that are set and that no
    * named pool that scrapes inherits.
    */
   static List<String> topMetricsPropertiesNotInherited(Epp4jProperties properties,
@@ -562,11 +575,13 @@ public class Epp4jAutoConfiguration {
     Epp4jProperties.Metrics top = properties.getMetrics();
     boolean intervalInherited = false;
     boolean pathInherited = false;
+    boolean insecureInherited = false;
     for (Epp4jProperties.Pool p : properties.getPools().values()) {
       Epp4jProperties.PoolMetrics m = p.getMetrics();
       if (m.getEnabled() != null ? m.getEnabled() : top.isEnabled()) {
         intervalInherited |= m.getInterval() == null;
         pathInherited |= m.getPath() == null;
+        insecureInherited |= m.getInsecureSkipVerify() == null;
       }
     }
     List<String> set = new ArrayList<>();
@@ -576,6 +591,9 @@ public class Epp4jAutoConfiguration {
     }
     if (!pathInherited && top.getPath() != null) {
       set.add(prefix + "path");
+    }
+    if (!insecureInherited && top.getInsecureSkipVerify() != null) {
+      set.add(prefix + "insecure-skip-verify");
     }
     return set;
   }

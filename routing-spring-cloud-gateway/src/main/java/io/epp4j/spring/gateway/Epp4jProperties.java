@@ -294,6 +294,21 @@ public class Epp4jProperties {
      */
     private @Nullable String path;
 
+    /**
+     * Whether this pool's https scrapes take any certificate the replicas present; unset:
+     * {@code epp4j.metrics.insecure-skip-verify} (both unset: the pool's
+     * {@code metrics-data-source}, else false).
+     */
+    private @Nullable Boolean insecureSkipVerify;
+
+    public @Nullable Boolean getInsecureSkipVerify() {
+      return insecureSkipVerify;
+    }
+
+    public void setInsecureSkipVerify(@Nullable Boolean insecureSkipVerify) {
+      this.insecureSkipVerify = insecureSkipVerify;
+    }
+
     public @Nullable Boolean getEnabled() {
       return enabled;
     }
@@ -362,6 +377,25 @@ public class Epp4jProperties {
      * {@code /metrics}. Set, it wins over the configuration.
      */
     private @Nullable String path;
+
+    /**
+     * Whether https scrapes take any certificate the replicas present (self-signed, expired,
+     * issued for another name) instead of checking it against the JVM's trust store and the
+     * replica's address. The scrape stays encrypted but is no longer authenticated: whoever can
+     * intercept it can feed the router made-up load figures, so only for a trusted network.
+     * Unset: the {@code insecureSkipVerify} of the routing configuration's
+     * {@code metrics-data-source} plugin (followed across reloads), else false. Set, true or
+     * false, it wins over the configuration. No effect on http scrapes.
+     */
+    private @Nullable Boolean insecureSkipVerify;
+
+    public @Nullable Boolean getInsecureSkipVerify() {
+      return insecureSkipVerify;
+    }
+
+    public void setInsecureSkipVerify(@Nullable Boolean insecureSkipVerify) {
+      this.insecureSkipVerify = insecureSkipVerify;
+    }
 
     public boolean isEnabled() {
       return enabled;

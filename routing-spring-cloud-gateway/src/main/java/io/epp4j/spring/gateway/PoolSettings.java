@@ -69,12 +69,19 @@ final class PoolSettings {
    * scraper then takes the routing configuration's {@code metrics-data-source} path.
    */
   final @Nullable String metricsPath;
+  /**
+   * The metrics insecure-skip-verify property as set (for this pool or inherited), {@code null}
+   * when unset: the scraper then takes the routing configuration's {@code metrics-data-source}
+   * value.
+   */
+  final @Nullable Boolean metricsInsecureSkipVerify;
 
   private PoolSettings(@Nullable String name, List<String> endpoints, @Nullable String configFile,
       @Nullable String preset, @Nullable String serviceId, Duration refreshInterval,
       @Nullable Duration inFlightMaxAge, List<String> sessionHeaders, DataSize maxBodySize,
       @Nullable String scheme, boolean metricsEnabled, Duration metricsInterval,
-      @Nullable String metricsPath, java.util.Set<String> inherited) {
+      @Nullable String metricsPath, @Nullable Boolean metricsInsecureSkipVerify,
+      java.util.Set<String> inherited) {
     this.name = name;
     this.prefix = name == null ? PREFIX : poolPrefix(name);
     this.inherited = java.util.Set.copyOf(inherited);
@@ -92,6 +99,7 @@ final class PoolSettings {
     this.metricsEnabled = metricsEnabled;
     this.metricsInterval = metricsInterval;
     this.metricsPath = metricsPath;
+    this.metricsInsecureSkipVerify = metricsInsecureSkipVerify;
   }
 
   /** The default pool, from the top-level {@code epp4j.*} properties. */
@@ -100,7 +108,7 @@ final class PoolSettings {
         p.getDiscovery().getServiceId(), p.getDiscovery().getRefreshInterval(),
         p.getInFlightMaxAge(), p.getSessionHeaders(), p.getMaxBodySize(), p.getScheme(),
         p.getMetrics().isEnabled(), p.getMetrics().getInterval(), p.getMetrics().getPath(),
-        java.util.Set.of());
+        p.getMetrics().getInsecureSkipVerify(), java.util.Set.of());
   }
 
   /**
@@ -123,6 +131,8 @@ final class PoolSettings {
         or(m.getEnabled(), top.getMetrics().isEnabled(), "metrics.enabled", inherited),
         or(m.getInterval(), top.getMetrics().getInterval(), "metrics.interval", inherited),
         orUnset(m.getPath(), top.getMetrics().getPath(), "metrics.path", inherited),
+        orUnset(m.getInsecureSkipVerify(), top.getMetrics().getInsecureSkipVerify(),
+            "metrics.insecure-skip-verify", inherited),
         inherited);
   }
 

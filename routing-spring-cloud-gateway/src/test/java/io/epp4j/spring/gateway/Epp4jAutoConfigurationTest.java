@@ -293,6 +293,23 @@ class Epp4jAutoConfigurationTest {
             "epp4j.pools.llama.metrics.enabled=true")
         .run(ctx -> assertThat(ctx).hasNotFailed()));
     assertThat(set).noneMatch(w -> w.contains("no scraper uses them"));
+    // insecure-skip-verify, top-level and a non-scraping pool's own, is named like the path
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false",
+            "epp4j.metrics.insecure-skip-verify=true",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools.llama.metrics.insecure-skip-verify=false")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).singleElement().asString().contains("epp4j.metrics.insecure-skip-verify",
+        "epp4j.pools.llama.metrics.insecure-skip-verify", "no scraper uses them");
+    // inherited by a pool that scrapes, it is used
+    set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false",
+            "epp4j.metrics.insecure-skip-verify=true",
+            "epp4j.pools.llama.endpoints=127.0.0.1:9011",
+            "epp4j.pools.llama.metrics.enabled=true")
+        .run(ctx -> assertThat(ctx).hasNotFailed()));
+    assertThat(set).noneMatch(w -> w.contains("no scraper uses them"));
     // scraping on: nothing to say
     set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
         .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.interval=1s")
@@ -411,11 +428,12 @@ class Epp4jAutoConfigurationTest {
         .interval(java.time.Duration.ofHours(1)).start();
     List<String> set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
         .withBean(MetricsScraper.class, () -> scraper)
-        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.path=/stats")
+        .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.path=/stats",
+            "epp4j.metrics.insecure-skip-verify=true")
         .run(ctx -> assertThat(ctx).hasNotFailed().getBean(MetricsScraper.class)
             .isSameAs(scraper)));
     assertThat(set).singleElement().asString().contains("own MetricsScraper bean",
-        "epp4j.metrics.interval", "epp4j.metrics.path");
+        "epp4j.metrics.interval", "epp4j.metrics.path", "epp4j.metrics.insecure-skip-verify");
     set = warningsOf(Epp4jAutoConfiguration.class, () -> runner
         .withBean(MetricsScraper.class, () -> scraper)
         .withPropertyValues("epp4j.endpoints=127.0.0.1:9001", "epp4j.metrics.enabled=false")

@@ -246,6 +246,75 @@ class Epp4jMetricsSourceTest {
     }
   }
 
+  @Test
+  @SuppressWarnings("deprecation") // SelfSignedCertificate: Netty's successor is not on this path
+  void insecureSkipVerifyPropertiesScrapeASelfSignedReplicaAndWinOverTheConfigFile()
+      throws Exception {
+    // before, no property let the gateway's scrapers take a certificate the JVM does not trust,
+    // and a config file saying so was refused
+    io.netty.handler.ssl.util.SelfSignedCertificate cert =
+        new io.netty.handler.ssl.util.SelfSignedCertificate("metrics.example");
+    java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+    ks.load(null, null);
+    ks.setKeyEntry("k", cert.key(), "changeit".toCharArray(),
+        new java.security.cert.Certificate[] {cert.cert()});
+    javax.net.ssl.KeyManagerFactory kmf = javax.net.ssl.KeyManagerFactory.getInstance(
+        javax.net.ssl.KeyManagerFactory.getDefaultAlgorithm());
+    kmf.init(ks, "changeit".toCharArray());
+    javax.net.ssl.SSLContext tls = javax.net.ssl.SSLContext.getInstance("TLS");
+    tls.init(kmf.getKeyManagers(), null, null);
+    com.sun.net.httpserver.HttpsServer replica = com.sun.net.httpserver.HttpsServer.create(
+        new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+    replica.setHttpsConfigurator(new com.sun.net.httpserver.HttpsConfigurator(tls));
+    AtomicLong pages = new AtomicLong();
+    replica.createContext("/metrics", ex -> answer(ex, 5, pages));
+    replica.start();
+    String id = "127.0.0.1:" + replica.getAddress().getPort();
+    Path verifying = config("https.yaml", "scheme: https");
+    Path skipping = config("skip.yaml", "scheme: https, insecureSkipVerify: true");
+    try {
+      // the property alone
+      runner.withPropertyValues("epp4j.endpoints=" + id, "epp4j.config-file=" + verifying,
+              "epp4j.metrics.insecure-skip-verify=true")
+          .run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            awaitWaiting(ctx.getBean(Router.class), 5);
+          });
+      // the config file alone
+      runner.withPropertyValues("epp4j.endpoints=" + id, "epp4j.config-file=" + skipping)
+          .run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            awaitWaiting(ctx.getBean(Router.class), 5);
+          });
+      // set false, the property wins over the file: nothing is read from the replica
+      long before = pages.get();
+      runner.withPropertyValues("epp4j.endpoints=" + id, "epp4j.config-file=" + skipping,
+              "epp4j.metrics.insecure-skip-verify=false")
+          .run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            io.epp4j.core.MetricsScraper scraper = ctx.getBean(io.epp4j.core.MetricsScraper.class);
+            awaitAtLeast(scraper::failures, 2, "two failed scrapes");
+            assertThat(ctx.getBean(Router.class).endpoints().get(0).metrics().isKnown()).isFalse();
+          });
+      assertThat(pages.get()).isEqualTo(before);
+      // a named pool: its own value, else the top-level one
+      runner.withPropertyValues("epp4j.metrics.insecure-skip-verify=true",
+              "epp4j.pools.llama.endpoints=" + id, "epp4j.pools.llama.config-file=" + verifying,
+              "epp4j.pools.qwen.endpoints=" + id, "epp4j.pools.qwen.config-file=" + skipping,
+              "epp4j.pools.qwen.metrics.insecure-skip-verify=false")
+          .run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            Epp4jPools pools = ctx.getBean(Epp4jPools.class);
+            awaitWaiting(pools.router("llama"), 5);
+            io.epp4j.core.MetricsScraper qwen = pools.pool("qwen").scraper;
+            awaitAtLeast(qwen::failures, 2, "two failed scrapes of qwen");
+            assertThat(pools.router("qwen").endpoints().get(0).metrics().isKnown()).isFalse();
+          });
+    } finally {
+      replica.stop(0);
+    }
+  }
+
   private Path config(String name, String parameters) throws IOException {
     Path file = dir.resolve(name);
     Files.writeString(file, """
