@@ -80,6 +80,8 @@ public final class MetricsScraper implements AutoCloseable {
   private final @Nullable String pathInCode;
   private final @Nullable String schemeInCode;
   private final @Nullable Boolean insecureInCode;
+  // 0: each endpoint's own port
+  private final int port;
   // where the last round scraped, and the configuration it was taken from; only the scheduler
   // thread reads and writes them
   private @Nullable RouterConfig targetFrom;
@@ -115,6 +117,7 @@ public final class MetricsScraper implements AutoCloseable {
     this.pathInCode = b.path;
     this.schemeInCode = b.scheme;
     this.insecureInCode = b.insecureSkipVerify;
+    this.port = b.port;
     this.client = newClient(false);
     ScheduledThreadPoolExecutor scheduler = new ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "epp4j-metrics-scraper");
@@ -213,7 +216,7 @@ public final class MetricsScraper implements AutoCloseable {
       List<Candidate> pool = router.endpoints();
       for (Candidate c : pool) {
         // the pool's own candidates: each knows its stay in the pool
-        scrape(c.id(), c instanceof EndpointState s ? s.membership : null);
+        scrape(c.id(), authority(c), c instanceof EndpointState s ? s.membership : null);
       }
       if (!failing.isEmpty() || !repeating.isEmpty() || !lacking.isEmpty()
           || !sleeping.isEmpty()) {
@@ -275,8 +278,17 @@ public final class MetricsScraper implements AutoCloseable {
     }
   }
 
+  /** Where an endpoint's metrics are read: its own address, or its host at {@link Builder#port}. */
+  private String authority(Candidate c) {
+    if (port == 0) {
+      return c.id();
+    }
+    String host = c.endpoint().host();
+    return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;
+  }
+
   // runs on the scheduler thread only, so no two calls race to start a scrape of one address
-  private void scrape(String id, @Nullable Object membership) {
+  private void scrape(String id, String authority, @Nullable Object membership) {
     Scrape running = inFlight.get(id);
     if (running != null) {
       if (running.membership == membership) {
@@ -292,7 +304,8 @@ public final class MetricsScraper implements AutoCloseable {
     inFlight.put(id, current);
     CompletableFuture<HttpResponse<String>> response;
     try {
-      HttpRequest.Builder req = HttpRequest.newBuilder(URI.create(scheme + "://" + id + path)).GET();
+      HttpRequest.Builder req =
+          HttpRequest.newBuilder(URI.create(scheme + "://" + authority + path)).GET();
       if (RouterSettings.nanos(timeout) < Long.MAX_VALUE) {
         req.timeout(timeout);
       }
@@ -583,6 +596,7 @@ public final class MetricsScraper implements AutoCloseable {
     private @Nullable String path;
     private @Nullable String scheme;
     private @Nullable Boolean insecureSkipVerify;
+    private int port;
 
     private Builder(Router router) {
       this.router = Objects.requireNonNull(router, "router");
@@ -679,6 +693,21 @@ public final class MetricsScraper implements AutoCloseable {
      */
     public Builder insecureSkipVerify(boolean skip) {
       this.insecureSkipVerify = skip;
+      return this;
+    }
+
+    /**
+     * The port the metrics are read from on every endpoint's host, for model servers that
+     * publish them on a port other than the one requests go to; default 0: each endpoint's own
+     * port. Failures are still logged and counted under the endpoint's address.
+     *
+     * @throws IllegalArgumentException naming {@code port} when it is not in 0..65535
+     */
+    public Builder port(int p) {
+      if (p < 0 || p > 65535) {
+        throw new IllegalArgumentException("port must be in 0..65535, got " + p);
+      }
+      this.port = p;
       return this;
     }
 

@@ -109,6 +109,38 @@ class MetricsScraperTest {
   }
 
   @Test
+  void aPortSetOnTheBuilderReadsTheMetricsThereOnEachEndpointsHost() throws Exception {
+    // before, the metrics were always read at the endpoint's own port: a model server whose
+    // metrics sit behind another port could not be scraped
+    AtomicReference<String> body = new AtomicReference<>(VLLM);
+    HttpServer server = metricsServer(body);
+    int metricsPort = server.getAddress().getPort();
+    int requestPort;
+    try (java.net.ServerSocket unused = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      requestPort = unused.getLocalPort(); // closed again: nothing answers there
+    }
+    String id = "127.0.0.1:" + requestPort;
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).port(metricsPort)
+        .interval(Duration.ofMillis(20)).timeout(UNHURRIED).start()) {
+      Candidate c = awaitMetrics(router, id, EndpointMetrics::isKnown);
+      assertThat(c.metrics().waitingRequests()).isEqualTo(5);
+      assertThat(scraper.failures()).isZero();
+    } finally {
+      server.stop(0);
+      router.close();
+    }
+    assertThatThrownBy(() -> MetricsScraper.builder(router).port(65536))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("port")
+        .hasMessageContaining("65536");
+    assertThatThrownBy(() -> MetricsScraper.builder(router).port(-1))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("port");
+  }
+
+  @Test
   void anEmptyMetricsPageIsPublishedAsAnIdleServer() throws Exception {
     AtomicReference<String> body = new AtomicReference<>("");
     HttpServer server = metricsServer(body);
