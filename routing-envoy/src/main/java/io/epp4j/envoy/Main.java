@@ -40,6 +40,7 @@ public final class Main {
       + "[--max-message-size SIZE] "
       + "[--session-headers LIST] [--in-flight-max-age DURATION] [--scheme http|https] "
       + "[--metrics-enabled true|false] [--metrics-interval DURATION] [--metrics-path PATH] "
+      + "[--model-server-metrics-port PORT] "
       + "[--metrics-insecure-skip-verify[=true|false]] [--disable-endpoint-subset-filter[=true|false]] "
       + "[--drain-timeout DURATION] [--secure-serving[=true|false]] [--cert-path DIR] "
       + "[--enable-cert-reload[=true|false]]";
@@ -85,6 +86,10 @@ public final class Main {
         --metrics-path PATH         metrics path on each replica; default /metrics, or the
                                     config's metrics-data-source path (alias
                                     --model-server-metrics-path)
+        --model-server-metrics-port PORT
+                                    read the metrics at this port of each replica's host
+                                    instead of the replica's own port (upstream's flag,
+                                    deprecated there); default 0: the replica's port
         --metrics-insecure-skip-verify[=BOOL]
                                     with https metrics, take any certificate the replicas
                                     present (self-signed, expired, for another name): still
@@ -114,8 +119,9 @@ public final class Main {
       or ISO-8601 (PT30S).
 
       Flags of the upstream endpoint picker: --grpc-port, --config-file,
-      --model-server-metrics-path, --model-server-metrics-scheme, --refresh-metrics-interval and
-      --model-server-metrics-https-insecure-skip-verify are the options above; --zap-encoder,
+      --model-server-metrics-path, --model-server-metrics-scheme, --model-server-metrics-port,
+      --refresh-metrics-interval and --model-server-metrics-https-insecure-skip-verify are the
+      options above; --zap-encoder,
       --zap-log-level, --zap-devel, --zap-stacktrace-level, --zap-time-encoding, --v (-v),
       --tracing, --enable-pprof, --health-checking, --metrics-port, --metrics-endpoint-auth,
       --refresh-prometheus-metrics-interval, --metrics-staleness-threshold and
@@ -226,6 +232,7 @@ public final class Main {
     boolean metrics;
     Duration metricsInterval;
     boolean metricsInsecure;
+    int metricsPort;
     boolean subsetFilterOff;
     boolean secure;
     try {
@@ -270,6 +277,8 @@ public final class Main {
       if (o.containsKey("metrics-path")) {
         metricsPath(typed(o, "metrics-path"), o.get("metrics-path"));
       }
+      metricsPort = o.containsKey("model-server-metrics-port")
+          ? port("model-server-metrics-port", o.get("model-server-metrics-port")) : 0;
       metricsInsecure = bool(typed(o, "metrics-insecure-skip-verify"),
           o.getOrDefault("metrics-insecure-skip-verify", "false"));
       subsetFilterOff = bool("disable-endpoint-subset-filter",
@@ -361,6 +370,9 @@ public final class Main {
         }
         if (o.containsKey("scheme")) {
           sb.scheme(o.get("scheme"));
+        }
+        if (metricsPort > 0) {
+          sb.port(metricsPort);
         }
         if (o.containsKey("metrics-insecure-skip-verify")) {
           // without the flag, the configuration's metrics-data-source says
@@ -513,7 +525,7 @@ public final class Main {
       "preset", "max-body-size", "max-message-size", "session-headers", "in-flight-max-age", "scheme",
       "metrics-enabled", "metrics-interval", "metrics-path", "drain-timeout", "secure-serving",
       "cert-path", "enable-cert-reload", "config-text", "metrics-insecure-skip-verify",
-      "disable-endpoint-subset-filter");
+      "disable-endpoint-subset-filter", "model-server-metrics-port");
   /** The upstream endpoint picker's names of options this server has under another name. */
   private static final Map<String, String> ALIASES = Map.of("config-file", "config",
       "grpc-port", "port", "model-server-metrics-path", "metrics-path",

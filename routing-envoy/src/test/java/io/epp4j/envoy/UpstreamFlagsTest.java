@@ -138,6 +138,42 @@ class UpstreamFlagsTest {
     }
   }
 
+  @Test
+  void modelServerMetricsPortReadsTheMetricsAtThatPortOfEachReplica() throws Exception {
+    // before, upstream's flag was an unknown option: a Deployment passing it did not start
+    com.sun.net.httpserver.HttpServer metrics = com.sun.net.httpserver.HttpServer.create(
+        new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), 0);
+    metrics.createContext("/metrics", ex -> {
+      byte[] b = "vllm:num_requests_waiting 4\n".getBytes(StandardCharsets.UTF_8);
+      ex.sendResponseHeaders(200, b.length);
+      ex.getResponseBody().write(b);
+      ex.close();
+    });
+    metrics.start();
+    int requestPort;
+    try (java.net.ServerSocket unused = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress())) {
+      requestPort = unused.getLocalPort(); // closed again: nothing answers there
+    }
+    String id = "127.0.0.1:" + requestPort;
+    try (Main.Running r = start("--endpoints", id, "--port=0", "--grpc-health-port=0",
+        "--host=127.0.0.1", "--metrics-interval", "20ms",
+        "--model-server-metrics-port", String.valueOf(metrics.getAddress().getPort()))) {
+      await(() -> metricsKnown(r, id), "the replica's figures published");
+      assertThat(r.router.endpoints().get(0).metrics().waitingRequests()).isEqualTo(4);
+      assertThat(r.scraper.failures()).isZero();
+    } finally {
+      metrics.stop(0);
+    }
+    assertThat(err()).doesNotContain("model-server-metrics-port");
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--model-server-metrics-port", "http")).isEqualTo(2);
+    assertThat(err()).contains("--model-server-metrics-port: 'http' is not a port");
+    assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
+        "--model-server-metrics-port=70000")).isEqualTo(2);
+    assertThat(err()).contains("--model-server-metrics-port: '70000' is not a port");
+  }
+
   private static boolean metricsKnown(Main.Running r, String id) {
     return r.router.endpoints().stream()
         .anyMatch(c -> c.id().equals(id) && c.metrics().isKnown());
