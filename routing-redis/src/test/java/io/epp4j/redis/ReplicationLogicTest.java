@@ -1050,9 +1050,11 @@ class ReplicationLogicTest {
       stream.append(prefixBatch("a", "10.2.0.3:8000"));
       String foreign = "{\"prompt\": \"my secret question\"}";
       stream.append(foreign.getBytes(StandardCharsets.UTF_8));
-      await("the foreign entry skipped", () -> replication(b).malformed() == 1);
+      // the count moves just before the warning is logged: wait for both
+      await("the foreign entry skipped and named", () -> replication(b).malformed() == 1
+          && logged.stream().map(java.util.logging.LogRecord::getMessage).anyMatch(
+              m -> m.contains("entry 2-0") && m.contains("'epp4j:p:hints'")));
       assertThat(logged).map(java.util.logging.LogRecord::getMessage)
-          .anyMatch(m -> m.contains("entry 2-0") && m.contains("'epp4j:p:hints'"))
           .noneMatch(m -> m.contains("secret"));
     } finally {
       log.removeHandler(capture);
