@@ -16,7 +16,8 @@ import java.util.Set;
  * {@code lora-affinity-filter} (Gateway API Inference Extension 0.5). The adapter is the
  * request's LoRA adapter, else its target model (upstream 0.5 named adapters as models). Splits
  * the candidates into those where the adapter is running or waiting ("affinity") and those with
- * a free adapter slot (running + waiting adapters below {@code maxLoras}, "available"). When both
+ * a free adapter slot (running and waiting adapters, each counted once, below {@code maxLoras},
+ * "available"). When both
  * groups exist it keeps the affinity group with probability {@code threshold} (default 0.999)
  * and the available group otherwise, drawn from the cycle's random source; when one exists it
  * keeps that one; when neither, none (a decision tree then takes its failure branch, as the GIE
@@ -41,7 +42,7 @@ final class LoraAffinityFilter implements Filter {
       Set<String> waiting = c.metrics().waitingLoraAdapters();
       if (running.contains(adapter) || waiting.contains(adapter)) {
         affinity.add(c);
-      } else if (running.size() + waiting.size() < c.metrics().maxLoras()) {
+      } else if (LoraAffinityScorer.adapters(c.metrics()) < c.metrics().maxLoras()) {
         available.add(c);
       }
     }

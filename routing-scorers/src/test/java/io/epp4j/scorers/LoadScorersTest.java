@@ -188,6 +188,27 @@ class LoadScorersTest {
   }
 
   /**
+   * vLLM lists an adapter among the running adapters while some of its requests run and among
+   * the waiting ones while others wait: it takes one slot, not two. Counted twice, an endpoint
+   * with a free slot looked full, and a request for another adapter scored 0 there (the
+   * filter dropped it from the endpoints with room) instead of 0.8.
+   */
+  @Test
+  void anAdapterBothRunningAndWaitingTakesOneSlot() {
+    EndpointMetrics busyA = EndpointMetrics.builder().runningLoraAdapters(Set.of("a"))
+        .waitingLoraAdapters(Set.of("a")).maxLoras(2).scrapedAtNanos(0).build();
+    EndpointMetrics full = EndpointMetrics.builder().runningLoraAdapters(Set.of("a"))
+        .waitingLoraAdapters(Set.of("a", "c")).maxLoras(2).scrapedAtNanos(0).build();
+    List<Candidate> c = List.of(withMetrics("a:1", busyA), withMetrics("b:1", full));
+    InferenceRequest other = InferenceRequest.builder().model("m").prompt("p").loraAdapter("b")
+        .build();
+    assertThat(score(new LoraAffinityScorer(TWO_SECONDS), other, c)).containsExactly(0.8, 0.0);
+    // the filter of GIE 0.5: the endpoint with a free slot is the one with room for "b"
+    LoraAffinityFilter f = new LoraAffinityFilter(0.999);
+    assertThat(f.filter(other, TestCandidates.state(0, 1), c)).containsExactly(c.get(0));
+  }
+
+  /**
    * A client names an adapter in the request's {@code model} field, as vLLM expects; upstream's
    * scorer looks up the target model. The request parser sets no separate adapter, so the scorer
    * used to see none and gave 1.0 everywhere: it never steered a parsed request.
