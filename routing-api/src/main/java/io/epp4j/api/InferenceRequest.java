@@ -131,7 +131,9 @@ public final class InferenceRequest {
 
   /**
    * A cheap estimate of the prompt length in tokens: the token count when known, else characters
-   * divided by four.
+   * divided by four. A chat's characters are those of its messages' content, of their other
+   * fields the template renders ({@link ChatMessage#fields()}: an assistant's tool calls with
+   * their arguments, a tool result's call id, reasoning) and of its tools.
    */
   public int estimatedPromptTokens() {
     if (tokenIds != null) {
@@ -142,7 +144,10 @@ public final class InferenceRequest {
     }
     long chars = toolsJson == null ? 0 : toolsJson.length();
     for (int i = 0; i < messages.size(); i++) {
-      chars += messages.get(i).content().length();
+      ChatMessage m = messages.get(i);
+      // an agent's assistant turns are often tool calls alone (content null): their arguments
+      // are rendered into the prompt like content
+      chars += m.content().length() + m.fields().length();
     }
     return (int) Math.min(Integer.MAX_VALUE, (chars + 3) / 4);
   }

@@ -720,4 +720,32 @@ class OpenAiRequestParserTest {
         Map.of("x-session-id", "u-1", "session-id", "conv-1"), body).value().sessionKey())
         .isEqualTo("u-1");
   }
+
+  /**
+   * An agent's assistant turns are often tool calls alone, their arguments (a file to write, a
+   * patch) rendered into the prompt by the chat template. Left out of the estimate, such a chat
+   * counted as a few tokens in flight on its endpoint, and a context-length filter took it for a
+   * short prompt.
+   */
+  @Test
+  void aChatsToolCallsCountInItsPromptEstimate() {
+    String args = "x".repeat(8000);
+    String body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"write it\"},"
+        + "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+        + "\"type\":\"function\",\"function\":{\"name\":\"write\",\"arguments\":\"" + args
+        + "\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}],"
+        + "\"max_tokens\":10}";
+    InferenceRequest r = parse("/v1/chat/completions", body).value();
+    assertThat(r.estimatedPromptTokens()).isGreaterThanOrEqualTo(args.length() / 4);
+    try (Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(io.epp4j.api.Endpoint.parse("10.0.0.1:80"))).build()) {
+      RoutingDecision d = router.route("/v1/chat/completions", Map.of(),
+          body.getBytes(StandardCharsets.UTF_8));
+      assertThat(d.isRouted()).isTrue();
+      assertThat(router.endpoints().get(0).inFlightTokens())
+          .isGreaterThanOrEqualTo(args.length() / 4 + 10);
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+  }
 }
