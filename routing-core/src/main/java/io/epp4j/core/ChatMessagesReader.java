@@ -136,19 +136,28 @@ final class ChatMessagesReader {
   }
 
   /**
-   * Reads a content array. Text parts ({@code type} and {@code text} strings only) are read from
-   * the stream; any other part is read as a tree and kept as canonical JSON.
+   * Reads a content array. Text parts ({@code type} and {@code text} strings only, or a plain
+   * string, which vLLM reads as a text part) are read from the stream; any other part is read as
+   * a tree and kept as canonical JSON.
    */
   private static @Nullable String readParts(JsonParser p, StringBuilder content,
       List<ChatMessage.Part> parts, int message) throws IOException {
     int i = 0;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
-      if (t != JsonToken.START_OBJECT) {
-        return partField(message, i, "") + "' must be an object" + at(p);
+      if (t != JsonToken.START_OBJECT && t != JsonToken.VALUE_STRING) {
+        return partField(message, i, "") + "' must be an object or a string" + at(p);
       }
       if (i > 0) {
         // vLLM hands a chat template that takes string content the parts joined with "\n"
         content.append('\n');
+      }
+      if (t == JsonToken.VALUE_STRING) {
+        // a plain string part: vLLM's request model takes one (its content part type includes
+        // str) and reads it as a text part
+        String text = p.getText();
+        content.append(text);
+        parts.add(ChatMessage.Part.text(text));
+        continue;
       }
       String type = null;
       String text = null;

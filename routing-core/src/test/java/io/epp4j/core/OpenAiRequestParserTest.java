@@ -385,8 +385,8 @@ class OpenAiRequestParserTest {
         .containsExactly("field 'prompt[2]' holds a token ID outside [0, 2^31) at line 2, column 15 (byte offset 28)");
     assertThat(parse("/v1/completions", "{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":98765432109876543210}").errors())
         .containsExactly("field 'max_tokens' must be a non-negative integer at line 1, column 40 (byte offset 39)");
-    assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[\"" + MARK + "\"]}]}")
-        .errors()).containsExactly("field 'messages[0].content[0]' must be an object at line 1, column 52 (byte offset 51)");
+    assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[true,\"" + MARK + "\"]}]}")
+        .errors()).containsExactly("field 'messages[0].content[0]' must be an object or a string at line 1, column 52 (byte offset 51)");
     assertThat(parse("/v1/chat/completions",
         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"},{\"role\":\"user\",\"content\":[{\"text\":\"a").errors())
         .containsExactly("request body is not valid JSON: unexpected end of input near field 'messages[1].content[0].text'"
@@ -747,5 +747,28 @@ class OpenAiRequestParserTest {
           .isGreaterThanOrEqualTo(args.length() / 4 + 10);
       d.onComplete(io.epp4j.api.Usage.NONE);
     }
+  }
+
+  /**
+   * vLLM's request model takes a plain string among a message's content parts (its content part
+   * type includes {@code str}) and reads it as a text part, so a client that writes
+   * {@code "content": ["first", "second"]} is served by the engine; the router refused it with a
+   * 400.
+   */
+  @Test
+  void aPlainStringContentPartIsATextPart() {
+    InferenceRequest strings = parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":["
+        + "{\"role\":\"user\",\"content\":[\"first\",{\"type\":\"text\",\"text\":\"second\"},"
+        + "\"third\"]}]}").value();
+    InferenceRequest parts = parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":["
+        + "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"first\"},"
+        + "{\"type\":\"text\",\"text\":\"second\"},{\"type\":\"text\",\"text\":\"third\"}]}]}")
+        .value();
+    assertThat(strings.messages()).isEqualTo(parts.messages());
+    ChatMessage m = strings.messages().get(0);
+    assertThat(m.content()).isEqualTo("first\nsecond\nthird");
+    assertThat(m.parts()).extracting(ChatMessage.Part::text)
+        .containsExactly("first", "second", "third");
+    assertThat(m.parts()).allMatch(ChatMessage.Part::isText);
   }
 }
