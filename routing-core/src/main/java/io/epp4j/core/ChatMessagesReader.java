@@ -138,7 +138,9 @@ final class ChatMessagesReader {
   /**
    * Reads a content array. Text parts ({@code type} and {@code text} strings only, or a plain
    * string, which vLLM reads as a text part) are read from the stream; any other part is read as
-   * a tree and kept as canonical JSON.
+   * a tree. A part vLLM reads as text under another type ({@code input_text}, {@code output_text},
+   * {@code refusal}, {@code thinking}) gives its text, as a text part; any other is kept as
+   * canonical JSON.
    */
   private static @Nullable String readParts(JsonParser p, StringBuilder content,
       List<ChatMessage.Part> parts, int message) throws IOException {
@@ -188,6 +190,12 @@ final class ChatMessagesReader {
         if (type == null) {
           return partField(message, i, ".type") + "' is required";
         }
+        if (!type.equals("text") && text != null && "text".equals(textKey(type))) {
+          // a Responses-style text part ("input_text", "output_text"), which vLLM reads as text
+          content.append(text);
+          parts.add(ChatMessage.Part.text(text));
+          continue;
+        }
         if (type.equals("text")) {
           if (text == null) {
             return partField(message, i, ".text") + "' must be a string";
@@ -216,6 +224,8 @@ final class ChatMessagesReader {
     if (type == null || !type.isTextual()) {
       return partField(message, i, ".type") + "' is required";
     }
+    String key = textKey(type.asText());
+    JsonNode keyed = key == null ? null : part.get(key);
     if ("text".equals(type.asText())) {
       JsonNode text = part.get("text");
       if (text == null || !text.isTextual()) {
@@ -223,6 +233,10 @@ final class ChatMessagesReader {
       }
       content.append(text.asText());
       parts.add(ChatMessage.Part.text(text.asText()));
+    } else if (keyed != null && keyed.isTextual()) {
+      // a part vLLM reads as text under another type: the template sees its text only
+      content.append(keyed.asText());
+      parts.add(ChatMessage.Part.text(keyed.asText()));
     } else {
       // images, audio, files: keep their identity so distinct media never look alike, and the
       // part itself for a tokenizer that sends the chat to the engine
@@ -231,6 +245,20 @@ final class ChatMessagesReader {
       parts.add(new ChatMessage.Part(modality(type.asText()), "", json));
     }
     return null;
+  }
+
+  /**
+   * The field holding the text of a part that vLLM reads as text ({@code text}, the Responses
+   * API's {@code input_text} and {@code output_text}, {@code refusal}, {@code thinking}), or null
+   * for a part of any other type.
+   */
+  private static @Nullable String textKey(String type) {
+    return switch (type) {
+      case "text", "input_text", "output_text" -> "text";
+      case "refusal" -> "refusal";
+      case "thinking" -> "thinking";
+      default -> null;
+    };
   }
 
   /** The placeholder type vLLM gives a template for a media part of this type. */

@@ -771,4 +771,32 @@ class OpenAiRequestParserTest {
         .containsExactly("first", "second", "third");
     assertThat(m.parts()).allMatch(ChatMessage.Part::isText);
   }
+
+  /**
+   * vLLM reads the Responses API's {@code input_text} and {@code output_text} parts, a
+   * {@code refusal} and a {@code thinking} part as text: the template gets their text. They were
+   * kept as JSON, like an image, so the prompt the router hashed and handed a tokenizer was not
+   * the one the engine renders, and a conversation written with them never matched the same one
+   * written with text parts.
+   */
+  @Test
+  void partsTheEngineReadsAsTextGiveTheirText() {
+    InferenceRequest typed = parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":["
+        + "{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"ask\"}]},"
+        + "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"hm\"},"
+        + "{\"type\":\"output_text\",\"text\":\"answer\",\"annotations\":[]},"
+        + "{\"type\":\"refusal\",\"refusal\":\"no\"}]}]}").value();
+    InferenceRequest text = parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":["
+        + "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"ask\"}]},"
+        + "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"hm\"},"
+        + "{\"type\":\"text\",\"text\":\"answer\"},{\"type\":\"text\",\"text\":\"no\"}]}]}")
+        .value();
+    assertThat(typed.messages()).isEqualTo(text.messages());
+    assertThat(typed.messages().get(1).content()).isEqualTo("hm\nanswer\nno");
+    // media stay JSON, so two images never look alike
+    assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+        + "\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"u\"}}]}]}").value()
+        .messages().get(0).parts()).singleElement().extracting(ChatMessage.Part::type)
+        .isEqualTo("image");
+  }
 }
