@@ -653,6 +653,7 @@ public final class MetricsScraper implements AutoCloseable {
      *     not valid in a URI as written (a space must be {@code %20}) or has a fragment
      */
     public Builder path(String p) {
+      Objects.requireNonNull(p, "path");
       String error = pathError(p);
       if (error != null) {
         throw new IllegalArgumentException("path " + error);
@@ -668,6 +669,7 @@ public final class MetricsScraper implements AutoCloseable {
      * stays, whatever the configuration says.
      */
     public Builder scheme(String s) {
+      Objects.requireNonNull(s, "scheme");
       if (!"http".equals(s) && !"https".equals(s)) {
         throw new IllegalArgumentException("scheme must be http or https, got '" + s + "'");
       }

@@ -1028,6 +1028,7 @@ public final class Router implements AutoCloseable {
      * {@link Router#reconfigure reloads}.
      */
     public Builder listener(Object listener) {
+      Objects.requireNonNull(listener, "listener");
       if (!(listener instanceof RequestListener) && !(listener instanceof PoolListener)) {
         throw new IllegalArgumentException("listener must implement RequestListener or PoolListener");
       }

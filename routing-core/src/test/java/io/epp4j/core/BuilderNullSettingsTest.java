@@ -73,4 +73,24 @@ class BuilderNullSettingsTest {
       assertThatThrownBy(() -> b.scheme(null)).hasMessageContaining("scheme");
     }
   }
+
+  /**
+   * The README promises a NullPointerException naming the setting for every null, so that a
+   * lookup that failed is told apart from a value of the wrong kind; these three answered with
+   * an IllegalArgumentException about the value ("got 'null'", "must implement ...").
+   */
+  @Test
+  void nullsTheValueChecksSawAreNullPointerExceptionsNamingTheSetting() {
+    assertThatThrownBy(() -> Router.builder().listener(null))
+        .isInstanceOf(NullPointerException.class).hasMessage("listener");
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build()).build();
+    try (router) {
+      MetricsScraper.Builder b = MetricsScraper.builder(router);
+      assertThatThrownBy(() -> b.scheme(null))
+          .isInstanceOf(NullPointerException.class).hasMessage("scheme");
+      assertThatThrownBy(() -> b.path(null))
+          .isInstanceOf(NullPointerException.class).hasMessage("path");
+    }
+  }
 }
