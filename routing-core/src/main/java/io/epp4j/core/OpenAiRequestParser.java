@@ -105,8 +105,13 @@ public final class OpenAiRequestParser {
     if (maxBodyBytes <= 0) {
       throw new IllegalArgumentException("maxBodyBytes must be > 0, got " + maxBodyBytes);
     }
+    Objects.requireNonNull(sessionHeaders, "sessionHeaders");
     List<String> lower = new ArrayList<>();
+    int i = 0;
     for (String h : sessionHeaders) {
+      // named here, as the router's own settings name a null, not by a bare toLowerCase failure
+      int at = i++;
+      Objects.requireNonNull(h, () -> "sessionHeaders: the entry at index " + at + " is null");
       lower.add(h.toLowerCase(Locale.ROOT));
     }
     return new OpenAiRequestParser(maxBodyBytes, List.copyOf(lower));

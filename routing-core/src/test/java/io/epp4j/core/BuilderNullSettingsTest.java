@@ -74,6 +74,17 @@ class BuilderNullSettingsTest {
     }
   }
 
+  /** The parser a router is given is a setting too: its header list says where a null sits. */
+  @Test
+  void aNullSessionHeaderListOrEntryIsNamed() {
+    assertThatThrownBy(() -> OpenAiRequestParser.of(1024, null))
+        .isInstanceOf(NullPointerException.class).hasMessage("sessionHeaders");
+    List<String> withNull = Arrays.asList("x-session-id", null);
+    assertThatThrownBy(() -> OpenAiRequestParser.of(1024, withNull))
+        .isInstanceOf(NullPointerException.class)
+        .hasMessage("sessionHeaders: the entry at index 1 is null");
+  }
+
   /**
    * The README promises a NullPointerException naming the setting for every null, so that a
    * lookup that failed is told apart from a value of the wrong kind; these three answered with
