@@ -1630,7 +1630,10 @@ public final class KvBlockIndex {
       return this;
     }
 
-    /** Blocks kept per endpoint before it is cleared (default 262,144, about 16 MiB, at most 32). */
+    /**
+     * Blocks kept per endpoint before it is cleared (default 262,144: about 35 MiB at
+     * {@link #BYTES_PER_ENTRY} bytes an entry, at most 48 MiB just after the tables double).
+     */
     public Builder maxBlocksPerEndpoint(int v) {
       if (v < 1) {
         throw new IllegalArgumentException("maxBlocksPerEndpoint must be >= 1, got " + v);
