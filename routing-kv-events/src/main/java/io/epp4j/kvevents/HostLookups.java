@@ -50,13 +50,20 @@ final class HostLookups implements AutoCloseable {
   record Answer(boolean ipv6Only, @Nullable Exception failure, long atNanos) {}
 
   private final Resolver resolver;
+  /** Dates the answers; the system's but in tests. */
+  private final io.epp4j.api.Ticker ticker;
   private final ExecutorService executor;
   /** Names being looked up, or whose answer waits: a name has at most one entry. */
   private final Map<String, Object> asked = new ConcurrentHashMap<>();
   private final Map<String, Answer> answers = new ConcurrentHashMap<>();
 
   HostLookups(Resolver resolver) {
+    this(resolver, io.epp4j.api.Ticker.system());
+  }
+
+  HostLookups(Resolver resolver, io.epp4j.api.Ticker ticker) {
     this.resolver = resolver;
+    this.ticker = ticker;
     ThreadPoolExecutor pool = new ThreadPoolExecutor(THREADS, THREADS, 10, TimeUnit.SECONDS,
         new LinkedBlockingQueue<>(), r -> {
           Thread t = new Thread(r, "epp4j-kv-events-lookup");
@@ -102,12 +109,17 @@ final class HostLookups implements AutoCloseable {
     if (answers.isEmpty()) {
       return;
     }
-    long now = System.nanoTime();
+    long now = ticker.nanos();
     for (Map.Entry<String, Answer> e : answers.entrySet()) {
       if (now - e.getValue().atNanos() > KEPT_NANOS && answers.remove(e.getKey(), e.getValue())) {
         asked.remove(e.getKey());
       }
     }
+  }
+
+  /** Answers waiting to be taken; for tests. */
+  int answersKept() {
+    return answers.size();
   }
 
   private Answer lookUp(String host) {
@@ -119,9 +131,9 @@ final class HostLookups implements AutoCloseable {
         v4 |= a instanceof Inet4Address;
         v6 |= a instanceof Inet6Address;
       }
-      return new Answer(v6 && !v4, null, System.nanoTime());
+      return new Answer(v6 && !v4, null, ticker.nanos());
     } catch (UnknownHostException | RuntimeException e) {
-      return new Answer(false, e, System.nanoTime());
+      return new Answer(false, e, ticker.nanos());
     }
   }
 

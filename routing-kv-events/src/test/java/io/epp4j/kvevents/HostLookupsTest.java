@@ -8,6 +8,7 @@ import java.net.UnknownHostException;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
@@ -56,6 +57,41 @@ class HostLookupsTest {
       }, "the answer");
       assertThat(taken.get().failure()).isInstanceOf(UnknownHostException.class)
           .hasMessageContaining("nonexistent.invalid");
+    }
+  }
+
+  /**
+   * An answer nobody takes (its endpoint left the pool before the answer came) is forgotten once
+   * it is older than {@link HostLookups#KEPT_NANOS}, and the name is looked up again when asked
+   * for anew; one taken in time is the lookup's.
+   */
+  @Test
+  void anAnswerNobodyTookIsForgottenAfterItsTimeAndTheNameLookedUpAgain() throws Exception {
+    AtomicLong now = new AtomicLong(1_000);
+    AtomicInteger lookups = new AtomicInteger();
+    try (HostLookups l = new HostLookups(host -> {
+      lookups.incrementAndGet();
+      return new InetAddress[] {InetAddress.getByAddress(host, new byte[] {10, 0, 0, 1})};
+    }, now::get)) {
+      assertThat(l.take("left.test")).isNull();
+      assertThat(l.take("stays.test")).isNull();
+      await(() -> l.answersKept() == 2, "both answers");
+      now.addAndGet(HostLookups.KEPT_NANOS);
+      l.prune();
+      assertThat(l.answersKept()).as("answers exactly as old as kept").isEqualTo(2);
+      HostLookups.Answer taken = l.take("stays.test");
+      assertThat(taken).as("taken within its time").isNotNull();
+      assertThat(taken.failure()).isNull();
+      assertThat(taken.ipv6Only()).isFalse();
+      now.incrementAndGet();
+      l.prune();
+      assertThat(l.answersKept()).as("the answer nobody took, past its time").isZero();
+      assertThat(lookups.get()).isEqualTo(2);
+      // forgotten, not only hidden: asked for again, the name is looked up anew
+      assertThat(l.take("left.test")).isNull();
+      await(() -> lookups.get() == 3, "the name looked up again");
+      await(() -> l.answersKept() == 1, "its new answer");
+      assertThat(l.take("left.test")).isNotNull();
     }
   }
 
