@@ -105,11 +105,11 @@ final class DropReports {
   }
 
   /**
-   * Reports that ZeroMQ refused an endpoint's replay address (a host it cannot resolve, a port
-   * out of range). Nothing is dropped: the stream goes on without replays, and a gap in it is
+   * Reports that an endpoint's replay address was refused (a host name that does not resolve, a
+   * port ZeroMQ refuses). Nothing is dropped: the stream goes on without replays, and a gap in it is
    * resynced. Logged like {@link #dropped}, at most once per interval.
    */
-  void replayUnavailable(String endpointId, String address, RuntimeException failure) {
+  void replayUnavailable(String endpointId, String address, Exception failure) {
     if (!replaysUnavailable.due()) {
       return;
     }

@@ -43,6 +43,8 @@ final class EndpointStream {
    * bound central address behind for that long.
    */
   private static final int CLOSE_CHECK_MILLIS = 50;
+  /** How often a gap waiting for its replay host's lookup looks for the answer. */
+  private static final int LOOKUP_CHECK_MILLIS = 5;
   /** The seq of a replay answer's end marker, −1. */
   private static final byte[] END_SEQ = ByteBuffer.allocate(8).putLong(-1).array();
 
@@ -57,7 +59,16 @@ final class EndpointStream {
    * match the ranks), and indexing it here would credit this endpoint with blocks it lacks.
    */
   private final int dataParallelRank;
+  /** The engine's replay socket as the endpoint names it ({@code tcp://<host>:<port>}), for logs. */
   private @Nullable String replayAddress;
+  /**
+   * Where the replay socket connects when that is known already (per-endpoint mode: the address
+   * the endpoint's host name resolved to when its SUB socket connected); null to take it from
+   * {@link #replayAddress}, looking a host name up on the {@link HostLookups} threads.
+   */
+  private @Nullable String replayTarget;
+  /** Whether the replay socket waits for its host name's lookup, which is under way. */
+  private boolean replayLookupPending;
   private final Shared shared;
   private final KvEventMetrics metrics;
   private ZMQ.@Nullable Socket replay;
@@ -102,20 +113,24 @@ final class EndpointStream {
 
   EndpointStream(String endpointId, Object member, ZMQ.@Nullable Socket sub,
       @Nullable String replayAddress, Shared shared) {
-    this(endpointId, member, sub, replayAddress, -1, shared);
+    this(endpointId, member, sub, replayAddress, null, -1, shared);
   }
 
   /**
+   * @param replayTarget where the replay socket connects, when {@code replayAddress}'s host name
+   *     was looked up already; null to look it up when the socket is opened
    * @param dataParallelRank the rank the endpoint serves, whose batches alone are applied (a
    *     batch without a rank is applied too); -1 applies every rank's
    */
   EndpointStream(String endpointId, Object member, ZMQ.@Nullable Socket sub,
-      @Nullable String replayAddress, int dataParallelRank, Shared shared) {
+      @Nullable String replayAddress, @Nullable String replayTarget, int dataParallelRank,
+      Shared shared) {
     this.endpointId = endpointId;
     this.member = member;
     this.sub = sub;
     this.dataParallelRank = dataParallelRank;
     this.replayAddress = replayAddress;
+    this.replayTarget = replayTarget;
     this.shared = shared;
     this.metrics = shared.metrics();
   }
@@ -123,22 +138,62 @@ final class EndpointStream {
   /**
    * Connects the replay socket ahead of the first gap, when the stream has a replay address.
    * An address ZeroMQ refuses is reported and costs only the replays: the stream's live
-   * messages do not need it, and each gap tries again (a name may resolve later).
+   * messages do not need it, and each gap tries again (a name may resolve later). A host name
+   * is looked up on the {@link HostLookups} threads, never on the subscriber's: until the
+   * answer has come the socket stays closed, and a gap meanwhile waits for the answer as it
+   * waits for the replay, within {@code replayTimeout}.
    */
   void openReplay() {
     if (replayAddress != null && replay == null) {
-      replay = tryOpenReplay(replayAddress);
+      replay = tryOpenReplay();
     }
   }
 
-  /** The replay socket for {@code address}, or null (reported) when ZeroMQ refuses it. */
-  private ZMQ.@Nullable Socket tryOpenReplay(String address) {
+  /**
+   * The replay socket, or null when ZeroMQ refuses its address or its host name did not resolve
+   * (both reported), or the name's lookup is under way ({@link #replayLookupPending}).
+   */
+  private ZMQ.@Nullable Socket tryOpenReplay() {
+    String address = Objects.requireNonNull(replayAddress);
+    replayLookupPending = false;
+    String target = replayTarget != null ? replayTarget : resolvedTarget(address);
+    if (target == null) {
+      return null;
+    }
     try {
-      return shared.sockets().newReplaySocket(address);
+      return shared.sockets().newReplaySocket(target);
     } catch (RuntimeException e) {
       shared.reports().replayUnavailable(endpointId, address, e);
       return null;
     }
+  }
+
+  /**
+   * Where to connect for {@code address} ({@code tcp://host:port}): itself when its host is an
+   * address, else the address its host name resolved to, so that ZeroMQ looks nothing up (on
+   * this thread, or on its I/O thread at a reconnect). Null while the lookup is under way, or
+   * when the name did not resolve (reported).
+   */
+  private @Nullable String resolvedTarget(String address) {
+    int start = address.indexOf("://");
+    int colon = address.lastIndexOf(':');
+    if (start < 0 || colon <= start + 3) {
+      return address; // not host:port; ZeroMQ says what it makes of it
+    }
+    String host = address.substring(start + 3, colon);
+    if (!HostLookups.isName(host)) {
+      return address;
+    }
+    HostLookups.Answer answer = shared.lookups().take(host);
+    if (answer == null) {
+      replayLookupPending = true;
+      return null;
+    }
+    if (answer.failure() != null) {
+      shared.reports().replayUnavailable(endpointId, address, answer.failure());
+      return null;
+    }
+    return answer.connectAddress(Integer.parseInt(address.substring(colon + 1)));
   }
 
   /**
@@ -148,6 +203,7 @@ final class EndpointStream {
   void useReplay(String address) {
     if (replayAddress == null) {
       replayAddress = address;
+      replayTarget = null;
       openReplay();
     }
   }
@@ -162,6 +218,7 @@ final class EndpointStream {
     }
     closeReplay();
     replayAddress = address;
+    replayTarget = null;
     openReplay();
   }
 
@@ -397,12 +454,12 @@ final class EndpointStream {
     byte @Nullable [] anchor = lastAppliedPayload;
     long anchorSeq = expected - 1;
     boolean resynced = false;
-    ZMQ.Socket d = requestReplayFrom(anchor != null ? anchorSeq : expected);
+    long deadline = System.nanoTime() + shared.replayTimeoutMillis() * 1_000_000L;
+    ZMQ.Socket d = requestReplayFrom(anchor != null ? anchorSeq : expected, deadline);
     if (d == null) {
       return ReplayOutcome.FAILED; // the replay socket could not be opened
     }
     ReadAhead readAhead = new ReadAhead(shared.readAheadBytes());
-    long deadline = System.nanoTime() + shared.replayTimeoutMillis() * 1_000_000L;
     for (;;) {
       long left = (deadline - System.nanoTime()) / 1_000_000L;
       if (left <= 0 || abandoned()) {
@@ -488,11 +545,22 @@ final class EndpointStream {
 
   /**
    * Sends {@code [, start]} on the replay socket, opening it first if needed; null when it
-   * cannot be opened.
+   * cannot be opened. A host name whose lookup is under way is waited for until
+   * {@code deadline} (the replay's), as the replay's answer would be.
    */
-  private ZMQ.@Nullable Socket requestReplayFrom(long start) {
+  private ZMQ.@Nullable Socket requestReplayFrom(long start, long deadline) {
     if (replay == null) {
-      replay = tryOpenReplay(Objects.requireNonNull(replayAddress));
+      replay = tryOpenReplay();
+      while (replay == null && replayLookupPending && deadline - System.nanoTime() > 0
+          && !abandoned()) {
+        try {
+          Thread.sleep(LOOKUP_CHECK_MILLIS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          return null;
+        }
+        replay = tryOpenReplay();
+      }
     }
     ZMQ.Socket d = replay;
     if (d == null) {

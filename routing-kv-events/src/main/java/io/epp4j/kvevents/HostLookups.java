@@ -16,8 +16,11 @@ import org.jspecify.annotations.Nullable;
  * Host-name lookups of a {@link KvEventSubscriber}'s endpoints, run on a thread of their own so
  * that a slow DNS, or one that never answers for a name, holds up only the endpoint whose name
  * it is: the subscriber's thread, which reads every endpoint's events, asks for a name and
- * connects once the answer has come (JeroMQ resolves the name again when asked to connect, which
- * the JVM then answers from its cache).
+ * connects once the answer has come, to the address the answer gives rather than to the name.
+ * JeroMQ resolves a name it is asked to connect to on the calling thread, and again at every
+ * connection attempt on its I/O thread, which one subscriber's sockets share: a slow lookup there
+ * would stop every endpoint's events too. (The price: an endpoint stays at the address its name
+ * had when it was connected, see the module's README.)
  *
  * <p>Memory: at most one lookup per name is queued or running, and an answer is kept until the
  * subscriber's thread takes it or for {@link #KEPT_NANOS} at most, so both are bounded by the
@@ -44,10 +47,22 @@ final class HostLookups implements AutoCloseable {
   static final long KEPT_NANOS = TimeUnit.SECONDS.toNanos(60);
 
   /**
-   * The outcome of one lookup: whether the name has IPv6 addresses only, or the failure (null
-   * when it resolved).
+   * The outcome of one lookup: the address to connect to (the name's first IPv4 address, where
+   * vLLM's default {@code tcp://*:5557} listens, or its first IPv6 one when it has no IPv4
+   * address) and whether the name has IPv6 addresses only; or the failure (null when it
+   * resolved, and then the address is not null).
    */
-  record Answer(boolean ipv6Only, @Nullable Exception failure, long atNanos) {}
+  record Answer(boolean ipv6Only, @Nullable Exception failure, long atNanos,
+      @Nullable InetAddress address) {
+    /**
+     * {@code tcp://<address>:<port>} for the address the name resolved to; ZeroMQ needs no
+     * lookup for it.
+     */
+    String connectAddress(int port) {
+      InetAddress a = java.util.Objects.requireNonNull(address, "a failed lookup has no address");
+      return SubscriberSockets.address(a.getHostAddress(), port);
+    }
+  }
 
   private final Resolver resolver;
   /** Dates the answers; the system's but in tests. */
@@ -125,15 +140,23 @@ final class HostLookups implements AutoCloseable {
   private Answer lookUp(String host) {
     try {
       InetAddress[] all = resolver.resolve(host);
-      boolean v4 = false;
-      boolean v6 = false;
+      InetAddress v4 = null;
+      InetAddress v6 = null;
       for (InetAddress a : all) {
-        v4 |= a instanceof Inet4Address;
-        v6 |= a instanceof Inet6Address;
+        if (a instanceof Inet4Address && v4 == null) {
+          v4 = a;
+        } else if (a instanceof Inet6Address && v6 == null) {
+          v6 = a;
+        }
       }
-      return new Answer(v6 && !v4, null, ticker.nanos());
+      InetAddress chosen = v4 != null ? v4 : v6;
+      if (chosen == null) {
+        return new Answer(false, new UnknownHostException(host + ": no IPv4 or IPv6 address"),
+            ticker.nanos(), null);
+      }
+      return new Answer(v4 == null, null, ticker.nanos(), chosen);
     } catch (UnknownHostException | RuntimeException e) {
-      return new Answer(false, e, ticker.nanos());
+      return new Answer(false, e, ticker.nanos(), null);
     }
   }
 

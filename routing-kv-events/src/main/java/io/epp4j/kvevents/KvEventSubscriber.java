@@ -150,9 +150,10 @@ public final class KvEventSubscriber implements AutoCloseable {
    * on, and its replay socket (host, {@link #REPLAY_PORT_LABEL} or the configured replay port)
    * fills gaps as in per-endpoint mode. Adding an endpoint already in the pool does nothing.
    * Adds and removals of one endpoint that come while the subscriber's thread is busy are taken
-   * together, as label changes are ({@link #changeEndpoint}). Per-endpoint mode looks a host
-   * name up on a lookup thread of its own and connects once the answer has come, so a slow DNS
-   * holds up this endpoint's events only; a name that does not resolve is looked up again,
+   * together, as label changes are ({@link #changeEndpoint}). A host name is looked up on a
+   * lookup thread of its own, and the sockets (per-endpoint mode's SUB, either mode's replay
+   * socket) connect to the address the answer gives once it has come, so a slow DNS holds up
+   * this endpoint's events only; per-endpoint mode looks a name that does not resolve up again,
    * backing off from 100 ms to 5 s, while the endpoint stays in the pool.
    */
   public void addEndpoint(Endpoint endpoint) {

@@ -165,6 +165,11 @@ final class StreamTable {
     int rp = labelPort(e, KvEventSubscriber.REPLAY_PORT_LABEL,
         replayPort > 0 ? replayPort + rank : 0);
     String address = SubscriberSockets.address(e.host(), p);
+    // where the sockets connect: the address a name resolved to (ZeroMQ would otherwise look the
+    // name up again, here and at every reconnect on its I/O thread, which every socket shares);
+    // the name stays in the logs
+    String target = address;
+    String replayTarget = rp > 0 ? SubscriberSockets.address(e.host(), rp) : null;
     Boolean ipv6Only = null;
     if (HostLookups.isName(e.host())) {
       // looked up on the lookup thread: a slow DNS holds up this endpoint, not every other
@@ -180,13 +185,15 @@ final class StreamTable {
         return;
       }
       ipv6Only = answer.ipv6Only();
+      target = answer.connectAddress(p);
+      replayTarget = rp > 0 ? answer.connectAddress(rp) : null;
     }
     ZMQ.Socket s = sockets.newSub();
     try {
       if (ipv6Only != null ? ipv6Only : SubscriberSockets.needsIpv6(address)) {
         s.setIPv6(true);
       }
-      s.connect(address);
+      s.connect(target);
       subscriptionsOpened.incrementAndGet();
     } catch (RuntimeException ex) {
       s.close();
@@ -197,7 +204,7 @@ final class StreamTable {
       LOG.info("endpoint " + e.id() + ": connected to its KV-event publisher at " + address);
     }
     EndpointStream st = new EndpointStream(e.id(), member, s,
-        rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, checked, shared);
+        rp > 0 ? SubscriberSockets.address(e.host(), rp) : null, replayTarget, checked, shared);
     st.openReplay(); // never throws: a refused replay address costs only the replays
     ZMQ.Socket monitor = null;
     try {
