@@ -167,7 +167,11 @@ public final class KvEventSubscriber implements AutoCloseable {
    * Takes an endpoint out of the pool and forgets its blocks in the index. When this returns no
    * batch of the endpoint is applied any more, including batches already received and queued;
    * they are counted in {@link KvEventMetrics#unknownEndpointMessages()}. Its socket is closed
-   * asynchronously. Waits for at most the one batch the subscriber may be applying.
+   * asynchronously. Waits for at most the one batch the subscriber may be applying, of any
+   * endpoint, and that includes the index's drop listeners it calls (in this module the
+   * {@code hybrid-prefix-cache-scorer}'s routing memory, whose update of one endpoint takes at
+   * most its {@code memoryBlocksPerEndpoint} blocks); never for a replay, a connection or a host
+   * name's lookup.
    */
   public void removeEndpoint(Endpoint endpoint) {
     String id = endpoint.id();

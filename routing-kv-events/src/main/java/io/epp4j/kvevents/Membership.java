@@ -15,7 +15,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Threading: {@link #add} and {@link #remove} come from any thread (the router's pool
  * listener); {@link #applyIfCurrent} and {@link #resyncIfCurrent} from the subscriber thread.
  * All four hold one lock, from the membership check to the end of the index write, so a removal
- * waits for at most one batch and every write after it sees the endpoint gone. The subscriber
+ * waits for at most one batch (with the index's drop listeners it calls, which run under the
+ * index's own lock anyway) and every write after it sees the endpoint gone. The subscriber
  * holds it per batch only, never through a replay's wait, which keeps that wait short.
  * {@link #isCurrent} reads without the lock and serves only to find or open a stream, never to
  * decide whether a batch is applied.
