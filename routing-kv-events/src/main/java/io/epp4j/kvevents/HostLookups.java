@@ -111,7 +111,19 @@ final class HostLookups implements AutoCloseable {
     }
     if (asked.putIfAbsent(host, Boolean.TRUE) == null) {
       try {
-        executor.execute(() -> answers.put(host, lookUp(host)));
+        executor.execute(() -> {
+          boolean answered = false;
+          try {
+            answers.put(host, lookUp(host));
+            answered = true;
+          } finally {
+            if (!answered) {
+              // the lookup ended without an answer (an Error out of the resolver): the name is
+              // free to be asked for again, or its endpoint would wait for an answer for ever
+              asked.remove(host);
+            }
+          }
+        });
       } catch (java.util.concurrent.RejectedExecutionException closed) {
         asked.remove(host);
       }

@@ -95,6 +95,39 @@ class HostLookupsTest {
     }
   }
 
+  /**
+   * A lookup that ends without an answer (the resolver throws an Error, which ends the lookup
+   * thread) leaves the name free to be looked up again: before, the name stayed marked as being
+   * looked up, and its endpoint waited for an answer for ever.
+   */
+  @Test
+  void aLookupThatEndsWithoutAnAnswerIsTriedAgainWhenAskedAgain() throws Exception {
+    AtomicInteger lookups = new AtomicInteger();
+    try (HostLookups l = new HostLookups(host -> {
+      if (lookups.incrementAndGet() == 1) {
+        throw new AssertionError("resolver failure for the test");
+      }
+      return new InetAddress[] {InetAddress.getByAddress(host, new byte[] {10, 0, 0, 2})};
+    })) {
+      Thread.UncaughtExceptionHandler quiet = (t, e) -> { };
+      Thread.UncaughtExceptionHandler was = Thread.getDefaultUncaughtExceptionHandler();
+      Thread.setDefaultUncaughtExceptionHandler(quiet);
+      try {
+        assertThat(l.take("engine-1.test")).isNull();
+        await(() -> lookups.get() == 1, "the failing lookup");
+        AtomicReference<HostLookups.Answer> taken = new AtomicReference<>();
+        await(() -> {
+          taken.set(l.take("engine-1.test"));
+          return taken.get() != null;
+        }, "an answer from a lookup after the failed one");
+        assertThat(taken.get().failure()).isNull();
+        assertThat(lookups.get()).isEqualTo(2);
+      } finally {
+        Thread.setDefaultUncaughtExceptionHandler(was);
+      }
+    }
+  }
+
   @Test
   void addressesAreNotNames() {
     assertThat(HostLookups.isName("10.0.0.1")).isFalse();
