@@ -432,20 +432,34 @@ public final class MetricsScraper implements AutoCloseable {
       return;
     }
     targetFrom = config;
-    String p = DEFAULT_PATH;
-    String s = DEFAULT_SCHEME;
-    boolean skip = false;
+    MetricsDataSource source = dataSource(config);
+    path = pathInCode != null ? pathInCode : source != null ? source.path : DEFAULT_PATH;
+    scheme = schemeInCode != null ? schemeInCode : source != null ? source.scheme : DEFAULT_SCHEME;
+    insecure = insecureInCode != null ? insecureInCode
+        : source != null && source.insecureSkipVerify;
+  }
+
+  private static @Nullable MetricsDataSource dataSource(RouterConfig config) {
     for (io.epp4j.api.Plugin plugin : config.plugins().values()) {
       if (plugin instanceof MetricsDataSource source) {
-        p = source.path;
-        s = source.scheme;
-        skip = source.insecureSkipVerify;
-        break;
+        return source;
       }
     }
-    path = pathInCode != null ? pathInCode : p;
-    scheme = schemeInCode != null ? schemeInCode : s;
-    insecure = insecureInCode != null ? insecureInCode : skip;
+    return null;
+  }
+
+  /**
+   * Whether https scrapes take any certificate the endpoints present: the value set with
+   * {@link Builder#insecureSkipVerify}, else the {@code insecureSkipVerify} of the router's
+   * running configuration's {@code metrics-data-source}, else false. Read now, from the running
+   * configuration, so that a server can say so as it starts, before the first round of scrapes.
+   */
+  public boolean insecureSkipVerify() {
+    if (insecureInCode != null) {
+      return insecureInCode;
+    }
+    MetricsDataSource source = dataSource(router.config());
+    return source != null && source.insecureSkipVerify;
   }
 
   /**

@@ -439,7 +439,8 @@ public final class Main {
             : o.containsKey("preset") ? "the " + o.get("preset") + " preset"
             : "the EPP default profile")
         + (scraper == null ? "; metrics scraping off"
-            : metricsInsecure ? "; https metrics taken without checking certificates" : "")
+            : scraper.insecureSkipVerify()
+                ? "; https metrics taken without checking certificates" : "")
         + (subsetFilterOff ? "; subset hints not read" : ""));
     return new Running(server, router, scraper, err);
   }

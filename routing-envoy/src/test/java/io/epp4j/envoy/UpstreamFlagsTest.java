@@ -127,12 +127,18 @@ class UpstreamFlagsTest {
         assertThat(r.router.endpoints().get(0).metrics().waitingRequests()).isEqualTo(3);
         assertThat(r.scraper.failures()).isZero();
       }
+      // the start line says so whether the flag or the file turned the check off
+      assertThat(out.toString(StandardCharsets.UTF_8))
+          .contains("https metrics taken without checking certificates");
+      out.reset();
       try (Main.Running r = start("--endpoints", id, "--port=0", "--grpc-health-port=0",
           "--host=127.0.0.1", "--metrics-interval", "20ms", "--config-text", yaml,
           "--metrics-insecure-skip-verify=false")) {
         await(() -> r.scraper.failures() >= 2, "two failed scrapes");
         assertThat(metricsKnown(r, id)).isFalse();
       }
+      assertThat(out.toString(StandardCharsets.UTF_8)).contains("routing to " + id)
+          .doesNotContain("without checking certificates");
     } finally {
       replica.stop(0);
     }
