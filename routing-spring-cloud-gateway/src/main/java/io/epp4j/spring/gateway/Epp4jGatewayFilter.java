@@ -117,11 +117,11 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     if (cached instanceof DataBuffer buffer) {
       // SCG read it already: the Retry filter's body cache, through Epp4jBodyLimitFilter's limit,
       // or a predicate reading the body (ReadBody), before any filter, whole
+      boolean over = buffer.readableByteCount() > maxBodyBytes;
       if (!copied) {
-        keepCachedBodyApart(exchange, buffer);
+        keepCachedBodyApart(exchange, buffer, over);
       }
-      return buffer.readableByteCount() > maxBodyBytes
-          ? tooLarge(exchange, false) : route(exchange, chain, request, bodyOrNone(buffer));
+      return over ? tooLarge(exchange, false) : route(exchange, chain, request, bodyOrNone(buffer));
     }
     if (cached != null) {
       // SCG's CacheRequestBody filter leaves the body decoded (a String, a Map) in the attribute,
@@ -175,13 +175,17 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
    * buffer, so an answer written at once (a 400, a 429) had that buffer freed under Netty's HTTP/2
    * decoder, which failed and closed the connection with the client's other requests on it. The
    * copy is the cache's alone to free. Once per exchange: a repeat behind {@code Retry} finds it.
+   * A body above the limit ({@code refused}) is never sent, so the cache gets an empty buffer
+   * instead of a copy: the filter copies no more than the limit.
    */
-  private static void keepCachedBodyApart(ServerWebExchange exchange, DataBuffer cached) {
+  private static void keepCachedBodyApart(ServerWebExchange exchange, DataBuffer cached,
+      boolean refused) {
     Map<String, Object> attributes = exchange.getAttributes();
     if (attributes.containsKey(SCG_CACHED_BODY_ATTRIBUTE)) {
       return;
     }
-    DataBuffer copy = cached.factory().wrap(bytes(cached));
+    DataBuffer copy = refused ? cached.factory().allocateBuffer(0)
+        : cached.factory().wrap(bytes(cached));
     attributes.put(SCG_CACHED_BODY_ATTRIBUTE, cached);
     attributes.put(CACHED_REQUEST_BODY_ATTR, copy);
   }

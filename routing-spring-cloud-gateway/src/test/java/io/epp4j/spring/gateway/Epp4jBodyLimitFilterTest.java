@@ -231,6 +231,53 @@ class Epp4jBodyLimitFilterTest {
     });
   }
 
+  /**
+   * A body SCG cached whole before any filter (a {@code ReadBody} predicate) above the limit is
+   * answered 413 without the filter copying it: before, the whole refused body was copied into
+   * the cache first, holding it twice.
+   */
+  @Test
+  void aBodyCachedWholeAboveTheLimitIsRefusedWithoutBeingCopied() {
+    int limit = 1024;
+    AtomicInteger largest = new AtomicInteger();
+    DefaultDataBufferFactory factory = new DefaultDataBufferFactory() {
+      @Override
+      public DefaultDataBuffer allocateBuffer(int initialCapacity) {
+        largest.accumulateAndGet(initialCapacity, Math::max);
+        return super.allocateBuffer(initialCapacity);
+      }
+
+      @Override
+      public DefaultDataBuffer wrap(byte[] bytes) {
+        largest.accumulateAndGet(bytes.length, Math::max);
+        return super.wrap(bytes);
+      }
+    };
+    byte[] json = ("{\"model\":\"m\",\"prompt\":\"" + "x".repeat(8 * limit) + "\"}")
+        .getBytes(StandardCharsets.US_ASCII);
+    DataBuffer cached = factory.wrap(json); // as SCG caches it, from the server's factory
+    largest.set(0);
+    io.epp4j.core.Router router = io.epp4j.core.Router.builder()
+        .endpoints(java.util.List.of(io.epp4j.api.Endpoint.parse("10.0.0.1:8000"))).build();
+    try {
+      MockServerWebExchange exchange = MockServerWebExchange.from(MockServerHttpRequest
+          .post("/v1/completions").header("content-type", "application/json"));
+      exchange.getAttributes().put(
+          org.springframework.cloud.gateway.support.ServerWebExchangeUtils.CACHED_REQUEST_BODY_ATTR,
+          cached);
+      new Epp4jGatewayFilter(router, "http", limit).filter(exchange, e -> {
+        reached.incrementAndGet();
+        return Mono.empty();
+      }).block(Duration.ofSeconds(10));
+      assertThat(exchange.getResponse().getStatusCode().value()).isEqualTo(413);
+      assertThat(reached).hasValue(0);
+      assertThat(largest.get()).as("bytes in the largest buffer the filter made")
+          .isLessThanOrEqualTo(limit);
+    } finally {
+      router.close();
+    }
+  }
+
   @Test
   void itRunsJustAheadOfTheGatewaysBodyCache() {
     assertThat(new Epp4jBodyLimitFilter().getOrder())
