@@ -259,10 +259,11 @@ public final class Main {
         description = "output tokens, N or A-B; default ${DEFAULT-VALUE}")
     String outputLen;
 
-    @Option(names = "--seed", defaultValue = "1", description = "default ${DEFAULT-VALUE}")
+    @Option(names = "--seed", defaultValue = "1", converter = LongConverter.class,
+        description = "default ${DEFAULT-VALUE}")
     long seed;
 
-    @Option(names = "--warmup", defaultValue = "48",
+    @Option(names = "--warmup", defaultValue = "48", converter = IntConverter.class,
         description = "unmeasured requests through round-robin first (JIT); default "
             + "${DEFAULT-VALUE}")
     int warmup;
@@ -404,7 +405,6 @@ public final class Main {
     }
   }
 
-  /** A whole number, 1 or more. */
   /** A model name: not blank (a stand-in serving '' would answer 404 to every named model). */
   static final class ModelNameConverter implements CommandLine.ITypeConverter<String> {
     @Override
@@ -416,6 +416,7 @@ public final class Main {
     }
   }
 
+  /** A whole number, 1 or more. */
   static final class PositiveConverter implements CommandLine.ITypeConverter<Integer> {
     @Override
     public Integer convert(String value) {
@@ -439,11 +440,43 @@ public final class Main {
     }
   }
 
+  /** A whole number, of any sign. */
+  static final class IntConverter implements CommandLine.ITypeConverter<Integer> {
+    @Override
+    public Integer convert(String value) {
+      return integer(value);
+    }
+  }
+
+  /** A whole number of the range of a long, of any sign. */
+  static final class LongConverter implements CommandLine.ITypeConverter<Long> {
+    @Override
+    public Long convert(String value) {
+      try {
+        return Long.parseLong(asciiInteger(value));
+      } catch (NumberFormatException e) {
+        throw new CommandLine.TypeConversionException("'" + value + "' is not a whole number");
+      }
+    }
+  }
+
   private static int integer(String value) {
     try {
-      return Integer.parseInt(value.strip());
+      return Integer.parseInt(asciiInteger(value));
     } catch (NumberFormatException e) {
       throw new CommandLine.TypeConversionException("'" + value + "' is not a whole number");
     }
+  }
+
+  /**
+   * {@code value} stripped, when it is an optional sign and the digits 0-9: parseInt alone also
+   * takes the digits of other scripts ("٣" and "３" read as 3), as routing-sim's options do not.
+   */
+  private static String asciiInteger(String value) {
+    String v = value.strip();
+    if (!v.matches("[+-]?[0-9]+")) {
+      throw new NumberFormatException(value);
+    }
+    return v;
   }
 }

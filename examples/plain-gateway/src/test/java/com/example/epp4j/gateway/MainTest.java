@@ -53,6 +53,32 @@ class MainTest {
         .as("short usage, not the whole help").doesNotContain("Show this help message");
   }
 
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      // Arabic-Indic and full-width digits: Integer.parseInt reads both as 0-9
+      "--endpoints 127.0.0.1:8001 --port \u0668\u0660\u0668\u0660 | --port",
+      "--endpoints 127.0.0.1:8001 --stream-idle-timeout-s \u0663 | --stream-idle-timeout-s",
+      "--endpoints 127.0.0.1:8001 --max-concurrent-requests \uff13 | --max-concurrent-requests",
+      "stand-in --ttft-ms \u0663                      | --ttft-ms",
+      "stand-in --kv-blocks \uff14\uff10\uff10\uff10  | --kv-blocks",
+      "e2e --requests \u0663                          | --requests",
+      "e2e --seed \u0663                              | --seed",
+      "e2e --warmup \u0663                            | --warmup",
+  })
+  void digitsOfOtherScriptsAreRefusedNamingTheOption(String args, String option) {
+    int code = commandLine().execute(args.strip().split("\\s+"));
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString().lines().findFirst().orElseThrow()).contains(option)
+        .contains("is not a whole number");
+  }
+
+  @Test
+  void wholeNumbersOfEverySignStillConvert() {
+    assertThat(new Main.LongConverter().convert("-5")).isEqualTo(-5L);
+    assertThat(new Main.LongConverter().convert("+12")).isEqualTo(12L);
+    assertThat(new Main.IntConverter().convert(" 48 ")).isEqualTo(48);
+  }
+
   @Test
   @Timeout(30) // accepted, the command would serve until stopped
   void aBlankModelNameIsRefusedNamingTheOption() {
