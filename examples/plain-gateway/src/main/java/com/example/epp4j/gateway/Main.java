@@ -39,6 +39,9 @@ public final class Main {
   /** The parser, with errors printed as one line naming the option plus the synopsis. */
   static CommandLine commandLine(PrintWriter out, PrintWriter err) {
     CommandLine cl = new CommandLine(new GatewayCommand());
+    // "--config -x" is an option whose value was left out, not a file named -x; a negative
+    // number ("--ttft-ms -1") still reaches the option, whose converter checks its range
+    cl.setUnmatchedOptionsAllowedAsOptionParameters(false);
     cl.setOut(out);
     cl.setErr(err);
     cl.setParameterExceptionHandler((ex, args) -> {

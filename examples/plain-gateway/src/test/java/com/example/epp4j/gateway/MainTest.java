@@ -72,6 +72,29 @@ class MainTest {
         .contains("is not a whole number");
   }
 
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      "--endpoints 127.0.0.1:8001 --config -x | --config",
+      "stand-in --model -x                    | --model",
+      "e2e --policies -x                      | --policies",
+      "e2e --json -q                          | --json",
+      "e2e --seed -q                          | --seed",
+  })
+  void aOneDashWordAfterAnOptionIsAMissingValueNotTheValue(String args, String option) {
+    // "--json -q" wrote the report to a file named -q; "--model -x" served a model named -x
+    int code = commandLine().execute(args.strip().split("\\s+"));
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString().lines().findFirst().orElseThrow())
+        .contains("Expected parameter for option '" + option + "'");
+  }
+
+  @Test
+  void aNegativeNumberAfterAnOptionIsItsValueAndRangeChecked() {
+    assertThat(commandLine().execute("stand-in", "--ttft-ms", "-1")).isEqualTo(2);
+    assertThat(err.toString().lines().findFirst().orElseThrow()).contains("--ttft-ms")
+        .contains("'-1' is negative");
+  }
+
   @Test
   void wholeNumbersOfEverySignStillConvert() {
     assertThat(new Main.LongConverter().convert("-5")).isEqualTo(-5L);
