@@ -194,12 +194,13 @@ final class LoadCommand {
             throw new Main.UsageException(a + " needs a value");
           }
           v = "";
-        } else if (args[i + 1].startsWith("--") || args[i + 1].equals("-h")) {
+        } else if (args[i + 1].startsWith("--") || args[i + 1].equals("-h")
+            || Main.Options.isSingleDashOption(args[i + 1])) {
           // the next argument is an option, not this one's value ("--label --quiet" named the
-          // run "--quiet" and ran without --quiet)
+          // run "--quiet" and ran without --quiet; "--label -q" named it "-q")
           if (LOAD_OPTIONS.contains(a)) {
-            throw new Main.UsageException(a + " needs a value, but is followed by the option "
-                + args[i + 1] + " (a value that begins with -- is given as " + a + "=VALUE)");
+            throw new Main.UsageException(a + " needs a value"
+                + Main.Options.followedByOption(a, args[i + 1]));
           }
           if (!NOT_FOR_LOAD.contains(a)) {
             // a workload option, or none: the simulator's parser says which, and refuses both
@@ -222,8 +223,9 @@ final class LoadCommand {
       }
       if (!ours) {
         scenarioGiven |= name.equals("--scenario");
-        rest.add(name);
-        rest.add(v);
+        // as one argument: a value given as --name=-x must not look like an option to the
+        // simulator's parser
+        rest.add(name + "=" + v);
         continue;
       }
       switch (name) {

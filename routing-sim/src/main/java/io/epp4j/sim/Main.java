@@ -105,8 +105,8 @@ public final class Main {
       req/rep and sess/rep max/mean per replica; route µs mean/p99 wall time per decision; clipped:
       trace requests longer than the model's context, replayed with the prompt cut to fit.
       Options take one value each (give an option twice and it is an error), as --name VALUE
-      or --name=VALUE (a value that begins with -- only so); lists take no empty entry and no
-      entry twice.
+      or --name=VALUE (a value that begins with a dash and is not a number only so); lists
+      take no empty entry and no entry twice.
       Exit codes: 0 done; 1 a run failed (bad config or trace, a policy that served no request:
       every request rejected); 2 bad usage, an output path that cannot be written (or that two
       reports share, or that is the --trace or a --config file), or a --trace or --config
@@ -601,6 +601,16 @@ public final class Main {
           : "unexpected argument '" + a + "'");
     }
 
+    /**
+     * The end of the message for {@code option} given no value but followed by {@code next}, an
+     * option ({@code --x}, {@code -x}), which is not taken as its value.
+     */
+    static String followedByOption(String option, String next) {
+      return ", but is followed by the option " + next + " (a value that begins with "
+          + (next.startsWith("--") ? "--" : "a dash and is not a number") + " is given as "
+          + option + "=VALUE)";
+    }
+
     /** Whether {@code a} begins with one dash and is neither a lone dash nor a negative number. */
     static boolean isSingleDashOption(String a) {
       return a.length() > 1 && a.charAt(0) == '-' && !a.matches("-\\.?[0-9].*");
@@ -645,9 +655,10 @@ public final class Main {
             break;
           }
           String next = args[i + 1];
-          if (next.startsWith("--") || next.equals("-h")) {
+          if (next.startsWith("--") || next.equals("-h") || isSingleDashOption(next)) {
             // an option whose value was left out would take the next option as its value:
-            // "--json --quiet" wrote the report to a file named --quiet and ran without --quiet
+            // "--json --quiet" wrote the report to a file named --quiet and ran without --quiet,
+            // "--json -q" to a file named -q (a negative number, "--seed -3", is a value)
             missingValue = a;
             followedBy = next;
             break;
@@ -689,8 +700,7 @@ public final class Main {
           throw new UsageException("unknown option '" + missingValue + "'");
         }
         throw new UsageException(missingValue + " needs a value" + (followedBy == null ? ""
-            : ", but is followed by the option " + followedBy + " (a value that begins with --"
-                + " is given as " + missingValue + "=VALUE)"));
+            : followedByOption(missingValue, followedBy)));
       }
       if (pdPrefill > 0) {
         int n = pdPrefill + pdDecode;

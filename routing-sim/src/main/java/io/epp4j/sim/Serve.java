@@ -644,12 +644,12 @@ final class Serve implements AutoCloseable {
               : "unknown option " + a);
         }
         String next = args[i + 1];
-        if (next.startsWith("--") || next.equals("-h")) {
+        if (next.startsWith("--") || next.equals("-h") || Main.Options.isSingleDashOption(next)) {
           // not this option's value: "--lora-adapters --enable-prompt-tokens-details" served an
-          // adapter of that name and left the flag off
-          throw new IllegalArgumentException(OPTIONS.contains(a) ? a + " needs a value, but is"
-              + " followed by the option " + next + " (a value that begins with -- is given as "
-              + a + "=VALUE)" : "unknown option " + a);
+          // adapter of that name and left the flag off, "--lora-adapters -x" one named -x (a
+          // negative number, "--port -1", is a value, refused by its range)
+          throw new IllegalArgumentException(OPTIONS.contains(a) ? a + " needs a value"
+              + Main.Options.followedByOption(a, next) : "unknown option " + a);
         }
         v = args[++i];
       }

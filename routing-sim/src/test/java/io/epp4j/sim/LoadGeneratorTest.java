@@ -811,6 +811,19 @@ class LoadGeneratorTest {
         .contains("--json needs a value, but is followed by the option --quiet");
     assertThat(usageError("load", "--target", target, "--seed", "--max-requests", "1"))
         .contains("--seed needs a value, but is followed by the option --max-requests");
+    // a one-dash word that is no number is an option as well ("--label -q" named the run -q)
+    for (String option : List.of("--label", "--model", "--seed", "--json")) {
+      assertThat(usageError("load", "--target", target, option, "-q")).as(option)
+          .contains(option + " needs a value, but is followed by the option -q");
+    }
+    // a negative number is a value, for the range check
+    assertThat(usageError("load", "--target", target, "--warmup", "-1"))
+        .contains("--warmup must be in [0, 100000], got -1");
+    assertThat(usageError("load", "--target", target, "--groups", "-1"))
+        .contains("--groups").doesNotContain("needs a value");
+    // given with =, the simulator's parser takes the value as it is
+    assertThat(usageError("load", "--target", target, "--output-len=-x"))
+        .contains("--output-len: ").doesNotContain("needs a value");
     assertThat(usageError("load", "--target", target, "--quite", "--max-requests", "1"))
         .contains("unknown option '--quite'").doesNotContain("needs a value");
   }

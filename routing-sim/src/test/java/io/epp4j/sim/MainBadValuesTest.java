@@ -90,6 +90,32 @@ class MainBadValuesTest {
   }
 
   /**
+   * An option whose value was left out took a following one-dash word as its value:
+   * {@code --json -q} wrote the report to a file named {@code -q}, {@code --policies -x} blamed
+   * an unknown policy. A negative number stays the option's value and meets its range check.
+   */
+  @Test
+  void anOptionFollowedByAOneDashWordThatIsNoNumberNeedsAValue(@TempDir Path dir) {
+    assertUsageError("--json needs a value, but is followed by the option -q (a value that"
+        + " begins with a dash and is not a number is given as --json=VALUE)",
+        "--scenario", "multi-turn", "--json", "-q");
+    assertUsageError("--policies needs a value, but is followed by the option -x",
+        "--policies", "-x");
+    assertUsageError("--seed needs a value, but is followed by the option -q", "--seed", "-q");
+    assertUsageError("--output-len needs a value, but is followed by the option -exp:3",
+        "--output-len", "-exp:3");
+    // numbers, negative or not, are values: the range check names them
+    assertUsageError("--replicas must be in [1, 4096], got -1", "--replicas", "-1");
+    assertUsageError("--time-scale must be in", "--time-scale", "-.5");
+    // given with =, a value may begin with a dash
+    Path report = dir.resolve("-q");
+    Main.Options o = assertDoesNotThrow(() -> Main.Options.parse(
+        new String[] {"--json=" + report, "--seed", "-3"}));
+    assertThat(o.json).isEqualTo(report);
+    assertThat(o.seed).isEqualTo(-3);
+  }
+
+  /**
    * An argument of one dash that is not an option's value was "unexpected argument '-x'", as if
    * it were a stray word; it is an option the simulator does not know. A negative number stays
    * an option's value.

@@ -76,6 +76,20 @@ class ServeBadValuesTest {
     assertUsageError("--tokenizer needs a value, but is followed by the option -h",
         "--replicas", "1", "--port", TAKEN, "--tokenizer", "-h");
     err.reset();
+    // a one-dash word that is no number is an option too: "--lora-adapters -x" served an
+    // adapter named -x
+    assertUsageError("--lora-adapters needs a value, but is followed by the option -x (a value"
+        + " that begins with a dash and is not a number is given as --lora-adapters=VALUE)",
+        "--replicas", "1", "--port", TAKEN, "--lora-adapters", "-x");
+    err.reset();
+    assertUsageError("--seed needs a value, but is followed by the option -q",
+        "--replicas", "1", "--port", TAKEN, "--seed", "-q");
+    err.reset();
+    // a negative number is a value, refused by the option's range
+    assertUsageError("--port must be in [1, 65535], got -1", "--replicas", "1", "--port", "-1");
+    assertThat(Serve.parse(new String[] {"--replicas", "1", "--port", "9000",
+        "--lora-adapters=-x"}).loraAdapters()).containsExactly("-x");
+    err.reset();
     // a misspelt option is still unknown, not one that needs a value
     assertUsageError("unknown option --lora-adapter", "--replicas", "1", "--port", TAKEN,
         "--lora-adapter", "--max-loras", "2");
