@@ -116,7 +116,8 @@ public final class Main {
         --help, -h                  this text
 
       Durations: 200ms, 30s, 10m, 1h, 2d (a bare number is milliseconds), Go's 1m30s or 1.5s,
-      or ISO-8601 (PT30S).
+      or ISO-8601 (PT30S). A value that begins with a dash and is not a number is given as
+      --name=VALUE: a following --x, -h or -x is taken for an option whose value was left out.
 
       Flags of the upstream endpoint picker: --grpc-port, --config-file,
       --model-server-metrics-path, --model-server-metrics-scheme, --model-server-metrics-port,
@@ -690,6 +691,14 @@ public final class Main {
         if (i + 1 >= args.length) {
           throw new IllegalArgumentException("--" + typed + " needs a value");
         }
+        String next = args[i + 1];
+        if (isOptionLike(next)) {
+          // the value was left out: "--session-headers --secure-serving" read a header named
+          // --secure-serving and served plaintext, "--config -x" a file named -x
+          throw new IllegalArgumentException("--" + typed + " needs a value, but is followed by "
+              + "the option " + next + " (a value that begins with a dash and is not a number "
+              + "is given as --" + typed + "=VALUE)");
+        }
         value = args[++i];
       }
       if (o.put(name, value) != null) {
@@ -703,6 +712,16 @@ public final class Main {
       }
     }
     return o;
+  }
+
+  /**
+   * Whether {@code a} is an option rather than a value: {@code --x}, {@code -h}, or a word of one
+   * dash that is not a number ({@code -x}); a lone dash and a negative number ({@code -1},
+   * {@code -.5}) are values, for the option to check.
+   */
+  static boolean isOptionLike(String a) {
+    return a.startsWith("--") || (a.length() > 1 && a.charAt(0) == '-'
+        && !a.matches("-\\.?[0-9].*"));
   }
 
   private static List<Endpoint> endpoints(@Nullable String text) {

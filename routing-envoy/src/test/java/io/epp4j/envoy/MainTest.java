@@ -69,6 +69,33 @@ class MainTest {
     assertThat(err()).contains("--drain-timeout");
   }
 
+  /**
+   * An option whose value was left out took the next argument as its value, whatever it was:
+   * {@code --session-headers --secure-serving} read a session header named
+   * {@code --secure-serving} and served plaintext, {@code --config -x} looked for a file named
+   * {@code -x}.
+   */
+  @Test
+  void anOptionFollowedByAnotherOptionInsteadOfItsValueIsAUsageErrorNamingBoth() {
+    String[][] cases = {
+        {"--session-headers", "--secure-serving"}, {"--config", "-x"},
+        {"--config-file", "-h"}, {"--host", "-v"}, {"--metrics-path", "-q"}};
+    for (String[] c : cases) {
+      err.reset();
+      assertThat(exitOf("--endpoints=10.0.0.1:80", "--port=0", "--metrics-enabled=false",
+          c[0], c[1])).as(String.join(" ", c)).isEqualTo(2);
+      assertThat(err()).as(String.join(" ", c)).contains(c[0] + " needs a value, but is "
+          + "followed by the option " + c[1] + " (a value that begins with a dash and is not a "
+          + "number is given as " + c[0] + "=VALUE)");
+    }
+    // a negative number is a value, for the option to refuse
+    err.reset();
+    assertThat(exitOf("--endpoints=10.0.0.1:80", "--port", "-1")).isEqualTo(2);
+    assertThat(err()).contains("--port: '-1' is not a port");
+    assertThat(Main.parse(new String[] {"--zap-log-level", "-2", "--cert-path=-x"}))
+        .containsEntry("zap-log-level", "-2").containsEntry("cert-path", "-x");
+  }
+
   @Test
   void endpointsWithoutAnyEndpointAreRefused() {
     // before, commas and blanks alone passed the "required" check and the server started with an
