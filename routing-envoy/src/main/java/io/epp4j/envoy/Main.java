@@ -471,7 +471,7 @@ public final class Main {
     if (level != null && !ZAP_LEVELS.contains(level.toLowerCase(Locale.ROOT))) {
       int n = -1;
       try {
-        n = Integer.parseInt(level);
+        n = Integer.parseInt(asciiInteger(level));
       } catch (NumberFormatException e) {
         // reported below
       }
@@ -483,7 +483,7 @@ public final class Main {
     }
     if (o.containsKey("v")) {
       try {
-        Integer.parseInt(o.get("v"));
+        Integer.parseInt(asciiInteger(o.get("v")));
       } catch (NumberFormatException e) {
         throw new IllegalArgumentException("--v: '" + o.get("v") + "' is not an integer", e);
       }
@@ -801,7 +801,7 @@ public final class Main {
 
   private static int port(String option, String text) {
     try {
-      int p = Integer.parseInt(text.strip());
+      int p = Integer.parseInt(asciiInteger(text.strip()));
       if (p >= 0 && p <= 65535) {
         return p;
       }
@@ -810,6 +810,17 @@ public final class Main {
     }
     throw new IllegalArgumentException("--" + option + ": '" + text
         + "' is not a port (0..65535)");
+  }
+
+  /**
+   * {@code text} when it is an optional sign and the digits 0-9, as Go's strconv reads integers:
+   * Integer.parseInt alone also takes the digits of other scripts ("٩٠٠٢" read as 9002).
+   */
+  private static String asciiInteger(String text) {
+    if (!text.matches("[+-]?[0-9]+")) {
+      throw new NumberFormatException(text);
+    }
+    return text;
   }
 
   /** {@code 16MB}, {@code 512KB}, {@code 1048576}: units are 1024-based, as Spring's DataSize. */

@@ -96,6 +96,23 @@ class MainTest {
         .containsEntry("zap-log-level", "-2").containsEntry("cert-path", "-x");
   }
 
+  /** Integer.parseInt read the digits of other scripts: {@code --port ٩٠٠٢} listened on 9002. */
+  @Test
+  void numbersTakeOnlyTheDigits0To9() {
+    String arabic = "\u0669\u0660\u0660\u0662";
+    String[][] cases = {{"--port", arabic}, {"--grpc-health-port", arabic},
+        {"--model-server-metrics-port", "\uff18\uff10\uff18\uff10"},
+        {"--metrics-port", "\u0663"}, {"--v", "\u0663"}, {"--zap-log-level", "\u0663"}};
+    for (String[] c : cases) {
+      err.reset();
+      // accepted, the server would start: on a free port unless the port is the case
+      String port = c[0].equals("--port") ? "--grpc-health-port=0" : "--port=0";
+      assertThat(exitOf("--endpoints=10.0.0.1:80", "--metrics-enabled=false",
+          "--host=127.0.0.1", port, c[0], c[1])).as(c[0]).isEqualTo(2);
+      assertThat(err()).as(c[0]).contains(c[0] + ": '" + c[1] + "'");
+    }
+  }
+
   @Test
   void endpointsWithoutAnyEndpointAreRefused() {
     // before, commas and blanks alone passed the "required" check and the server started with an
