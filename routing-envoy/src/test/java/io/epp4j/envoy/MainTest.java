@@ -9,7 +9,6 @@ import io.grpc.health.v1.HealthCheckRequest;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import io.grpc.health.v1.HealthGrpc;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
-import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -20,22 +19,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-class MainTest {
-  final ByteArrayOutputStream out = new ByteArrayOutputStream();
-  final ByteArrayOutputStream err = new ByteArrayOutputStream();
-
-  int exitOf(String... args) {
-    try (Main.Running r = Main.start(args, new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8))) {
-      throw new AssertionError("started with " + String.join(" ", args));
-    } catch (Main.Exit e) {
-      return e.code;
-    }
-  }
-
-  String err() {
-    return err.toString(StandardCharsets.UTF_8);
-  }
+class MainTest extends MainWithCapturedOutput {
 
   @Test
   void mistakesNameTheOptionAndExitWith2() {

@@ -2,40 +2,14 @@ package io.epp4j.envoy;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
+import io.epp4j.testkit.LoopbackHttps;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /** The upstream endpoint picker's flags, as a Deployment copied from its chart passes them. */
-class UpstreamFlagsTest {
-  final ByteArrayOutputStream out = new ByteArrayOutputStream();
-  final ByteArrayOutputStream err = new ByteArrayOutputStream();
-
-  Main.Running start(String... args) {
-    try {
-      return Main.start(args, new PrintStream(out, true, StandardCharsets.UTF_8),
-          new PrintStream(err, true, StandardCharsets.UTF_8));
-    } catch (Main.Exit e) {
-      throw new AssertionError("exit " + e.code + ": " + err(), e);
-    }
-  }
-
-  int exitOf(String... args) {
-    err.reset();
-    try (Main.Running r = Main.start(args, new PrintStream(out, true, StandardCharsets.UTF_8),
-        new PrintStream(err, true, StandardCharsets.UTF_8))) {
-      throw new AssertionError("started with " + String.join(" ", args));
-    } catch (Main.Exit e) {
-      return e.code;
-    }
-  }
-
-  String err() {
-    return err.toString(StandardCharsets.UTF_8);
-  }
+class UpstreamFlagsTest extends MainWithCapturedOutput {
 
   @Test
   void upstreamNamesOfMetricsOptionsMapOntoThemWithGoDurations() {
@@ -188,26 +162,13 @@ class UpstreamFlagsTest {
   /** A vLLM metrics page over https, with a new self-signed certificate (for 127.0.0.1). */
   private static com.sun.net.httpserver.HttpsServer httpsMetrics() throws Exception {
     ServerTls tls = ServerTls.selfSigned();
-    java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
-    ks.load(null, null);
-    ks.setKeyEntry("k", tls.key, "changeit".toCharArray(), tls.chain);
-    javax.net.ssl.KeyManagerFactory kmf = javax.net.ssl.KeyManagerFactory.getInstance(
-        javax.net.ssl.KeyManagerFactory.getDefaultAlgorithm());
-    kmf.init(ks, "changeit".toCharArray());
-    javax.net.ssl.SSLContext context = javax.net.ssl.SSLContext.getInstance("TLS");
-    context.init(kmf.getKeyManagers(), null, null);
-    com.sun.net.httpserver.HttpsServer server = com.sun.net.httpserver.HttpsServer.create(
-        new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), 0);
-    server.setHttpsConfigurator(new com.sun.net.httpserver.HttpsConfigurator(context));
-    server.createContext("/metrics", ex -> {
+    return LoopbackHttps.start(tls.key, tls.chain, "/metrics", ex -> {
       byte[] b = ("vllm:num_requests_waiting 3\nvllm:num_requests_running 1\n"
           + "vllm:kv_cache_usage_perc 0.5\n").getBytes(StandardCharsets.UTF_8);
       ex.sendResponseHeaders(200, b.length);
       ex.getResponseBody().write(b);
       ex.close();
     });
-    server.start();
-    return server;
   }
 
   private static void await(java.util.function.BooleanSupplier condition, String what)

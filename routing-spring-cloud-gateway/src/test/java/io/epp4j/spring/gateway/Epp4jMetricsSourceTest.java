@@ -254,21 +254,10 @@ class Epp4jMetricsSourceTest {
     // and a config file saying so was refused
     io.netty.handler.ssl.util.SelfSignedCertificate cert =
         new io.netty.handler.ssl.util.SelfSignedCertificate("metrics.example");
-    java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
-    ks.load(null, null);
-    ks.setKeyEntry("k", cert.key(), "changeit".toCharArray(),
-        new java.security.cert.Certificate[] {cert.cert()});
-    javax.net.ssl.KeyManagerFactory kmf = javax.net.ssl.KeyManagerFactory.getInstance(
-        javax.net.ssl.KeyManagerFactory.getDefaultAlgorithm());
-    kmf.init(ks, "changeit".toCharArray());
-    javax.net.ssl.SSLContext tls = javax.net.ssl.SSLContext.getInstance("TLS");
-    tls.init(kmf.getKeyManagers(), null, null);
-    com.sun.net.httpserver.HttpsServer replica = com.sun.net.httpserver.HttpsServer.create(
-        new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
-    replica.setHttpsConfigurator(new com.sun.net.httpserver.HttpsConfigurator(tls));
     AtomicLong pages = new AtomicLong();
-    replica.createContext("/metrics", ex -> answer(ex, 5, pages));
-    replica.start();
+    com.sun.net.httpserver.HttpsServer replica = io.epp4j.testkit.LoopbackHttps.start(cert.key(),
+        new java.security.cert.Certificate[] {cert.cert()}, "/metrics",
+        ex -> answer(ex, 5, pages));
     String id = "127.0.0.1:" + replica.getAddress().getPort();
     Path verifying = config("https.yaml", "scheme: https");
     Path skipping = config("skip.yaml", "scheme: https, insecureSkipVerify: true");
