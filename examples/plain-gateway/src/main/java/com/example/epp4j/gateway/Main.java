@@ -242,7 +242,7 @@ public final class Main {
         description = "emulated replicas per policy; default ${DEFAULT-VALUE}")
     int replicas;
 
-    @Option(names = "--speed", defaultValue = "4",
+    @Option(names = "--speed", defaultValue = "4", converter = DecimalConverter.class,
         description = "emulated seconds per wall second; default ${DEFAULT-VALUE}")
     double speed;
 
@@ -266,9 +266,9 @@ public final class Main {
         description = "default ${DEFAULT-VALUE}")
     long seed;
 
-    @Option(names = "--warmup", defaultValue = "48", converter = IntConverter.class,
-        description = "unmeasured requests through round-robin first (JIT); default "
-            + "${DEFAULT-VALUE}")
+    @Option(names = "--warmup", defaultValue = "48", converter = NonNegativeConverter.class,
+        description = "unmeasured requests through round-robin first (JIT), 0 for none; "
+            + "default ${DEFAULT-VALUE}")
     int warmup;
 
     @Option(names = "--port", defaultValue = "0", converter = PortConverter.class,
@@ -327,7 +327,7 @@ public final class Main {
           d.usersPerGroup(), d.systemPromptLength(), d.questionLength(), out, requests,
           concurrency, 0);
       EndToEnd.Settings s = new EndToEnd.Settings(replicas, speed, port, kvEventsPort, chosen, w,
-          seed, Duration.ofSeconds(timeoutSeconds), Math.max(0, warmup));
+          seed, Duration.ofSeconds(timeoutSeconds), warmup);
       PrintWriter err = spec.commandLine().getErr();
       java.io.PrintStream progress = quiet ? null : new java.io.PrintStream(
           new java.io.OutputStream() {
@@ -443,11 +443,31 @@ public final class Main {
     }
   }
 
-  /** A whole number, of any sign. */
-  static final class IntConverter implements CommandLine.ITypeConverter<Integer> {
+  /** A whole number, 0 or more. */
+  static final class NonNegativeConverter implements CommandLine.ITypeConverter<Integer> {
     @Override
     public Integer convert(String value) {
-      return integer(value);
+      int n = integer(value);
+      if (n < 0) {
+        throw new CommandLine.TypeConversionException("'" + value + "' is negative");
+      }
+      return n;
+    }
+  }
+
+  /**
+   * A plain decimal number ({@code 4}, {@code 0.5}, {@code 1e-3}): Double.valueOf, picocli's own
+   * reading, also takes a type suffix and hexadecimal ({@code 4d}, {@code 0x1p2}), which
+   * routing-sim's options refuse.
+   */
+  static final class DecimalConverter implements CommandLine.ITypeConverter<Double> {
+    @Override
+    public Double convert(String value) {
+      String v = value.strip();
+      if (!v.matches("[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?")) {
+        throw new CommandLine.TypeConversionException("'" + value + "' is not a decimal number");
+      }
+      return Double.parseDouble(v);
     }
   }
 

@@ -95,11 +95,32 @@ class MainTest {
         .contains("'-1' is negative");
   }
 
+  /**
+   * e2e's --warmup took a negative count for none, without a word, and --speed read Java's
+   * type suffixes and hexadecimal ("4d" was 4, "0x1p3" 8), which the simulator's --speed refuses.
+   */
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      "e2e --warmup -1 | --warmup   | '-1' is negative",
+      "e2e --speed 4d  | --speed    | '4d' is not a decimal number",
+      "e2e --speed 0x1p3 | --speed  | '0x1p3' is not a decimal number",
+      "e2e --speed 2f  | --speed    | '2f' is not a decimal number",
+  })
+  void e2eRefusesANegativeWarmUpAndASpeedThatIsNoPlainDecimal(String args, String option,
+      String why) {
+    int code = commandLine().execute(args.strip().split("\\s+"));
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString().lines().findFirst().orElseThrow()).contains(option).contains(why);
+  }
+
   @Test
   void wholeNumbersOfEverySignStillConvert() {
     assertThat(new Main.LongConverter().convert("-5")).isEqualTo(-5L);
     assertThat(new Main.LongConverter().convert("+12")).isEqualTo(12L);
-    assertThat(new Main.IntConverter().convert(" 48 ")).isEqualTo(48);
+    assertThat(new Main.NonNegativeConverter().convert(" 48 ")).isEqualTo(48);
+    assertThat(new Main.NonNegativeConverter().convert("0")).isZero();
+    assertThat(new Main.DecimalConverter().convert("0.5")).isEqualTo(0.5);
+    assertThat(new Main.DecimalConverter().convert("1e1")).isEqualTo(10.0);
   }
 
   @Test
