@@ -185,7 +185,9 @@ public final class Main {
         description = "prompt + max_tokens limit; default ${DEFAULT-VALUE}")
     int maxModelLen;
 
-    @Option(names = "--force-include-usage",
+    // vLLM's name too: a stand-in started as vLLM is (and as routing-sim serve takes it) ran
+    // into "Unknown option"
+    @Option(names = {"--force-include-usage", "--enable-force-include-usage"},
         description = "end every stream with the usage chunk (vLLM's "
             + "--enable-force-include-usage); otherwise only when stream_options.include_usage")
     boolean forceIncludeUsage;

@@ -170,6 +170,18 @@ class MainTest {
   }
 
   @Test
+  void theStandInTakesVllmsNameOfForceIncludeUsage() {
+    for (String flag : new String[] {"--force-include-usage", "--enable-force-include-usage"}) {
+      CommandLine cli = commandLine();
+      assertThat(cli.execute("stand-in", "--port", "0", flag)).as(flag + ": " + err).isZero();
+      try (StandInVllm s = ((Main.StandInCommand) cli.getSubcommands().get("stand-in")
+          .getCommand()).server) {
+        assertThat(s.options().forceIncludeUsage()).as(flag).isTrue();
+      }
+    }
+  }
+
+  @Test
   void startsTheStandInAndTheGatewayInFrontOfIt() throws Exception {
     CommandLine standInCli = commandLine();
     assertThat(standInCli.execute("stand-in", "--port", "0", "--model", "qwen3", "--ttft-ms", "0",
