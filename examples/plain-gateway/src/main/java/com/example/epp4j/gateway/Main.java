@@ -297,11 +297,18 @@ public final class Main {
     public Integer call() throws Exception {
       List<io.epp4j.sim.Policy> chosen = new java.util.ArrayList<>();
       for (String name : policies) {
-        io.epp4j.sim.Policy p = io.epp4j.sim.Policy.presets().get(name.strip());
+        // as the simulator's --policies reads them: any case, each once
+        io.epp4j.sim.Policy p = io.epp4j.sim.Policy.presets()
+            .get(name.strip().toLowerCase(java.util.Locale.ROOT));
         if (p == null) {
           throw new ParameterException(spec.commandLine(), "Invalid value for option "
               + "'--policies': unknown policy '" + name + "' (presets: "
               + String.join(", ", io.epp4j.sim.Policy.presets().keySet()) + ")");
+        }
+        if (chosen.contains(p)) {
+          // run twice, it made two rows of one name in the table and the JSON
+          throw new ParameterException(spec.commandLine(), "Invalid value for option "
+              + "'--policies': it lists " + p.name() + " twice");
         }
         chosen.add(p);
       }

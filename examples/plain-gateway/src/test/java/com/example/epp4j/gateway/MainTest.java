@@ -113,6 +113,22 @@ class MainTest {
     assertThat(err.toString().lines().findFirst().orElseThrow()).contains(option).contains(why);
   }
 
+  /**
+   * e2e ran a policy listed twice twice, two rows of one name; the simulator's --policies refuses
+   * that. (The unwritable --json comes later in the checks: accepted, the policies would be
+   * refused for it, before anything runs.)
+   */
+  @Test
+  void e2eRefusesAPolicyListedTwiceInAnyCase(@TempDir Path dir) {
+    String json = dir.resolve("no-such-dir").resolve("e2e.json").toString();
+    for (String list : new String[] {"epp4j,epp4j", "round-robin,ROUND-ROBIN"}) {
+      err.getBuffer().setLength(0);
+      assertThat(commandLine().execute("e2e", "--policies", list, "--json", json)).isEqualTo(2);
+      assertThat(err.toString().lines().findFirst().orElseThrow()).as(list)
+          .contains("'--policies': it lists").contains(" twice");
+    }
+  }
+
   @Test
   void wholeNumbersOfEverySignStillConvert() {
     assertThat(new Main.LongConverter().convert("-5")).isEqualTo(-5L);
