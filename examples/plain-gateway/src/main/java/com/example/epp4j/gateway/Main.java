@@ -312,6 +312,9 @@ public final class Main {
         }
         chosen.add(p);
       }
+      if (port != 0) {
+        checkPorts(spec, chosen.size(), replicas, port, kvEventsPort);
+      }
       if (!(speed > 0) || speed > 1000) {
         throw new ParameterException(spec.commandLine(),
             "Invalid value for option '--speed': must be in (0, 1000], got " + speed);
@@ -362,6 +365,31 @@ public final class Main {
       int failed = o.scenario().runs().stream().mapToInt(io.epp4j.sim.LoadGenerator.Result::failed)
           .sum();
       return failed == 0 ? 0 : 1;
+    }
+  }
+
+  /**
+   * The ports every policy's replicas take from {@code --port} and {@code --kv-events-port} must
+   * exist and not overlap: found when a later policy's replicas start, the policies run before
+   * would be lost.
+   */
+  private static void checkPorts(CommandSpec spec, int policies, int replicas, int port,
+      int kvEventsPort) {
+    long lastHttp = port + (long) policies * replicas - 1;
+    long lastKv = kvEventsPort + 2L * policies * replicas - 1;
+    String uses = policies + " policies × " + replicas + " replicas use HTTP ports " + port + ".."
+        + lastHttp + " and KV event ports " + kvEventsPort + ".." + lastKv;
+    if (lastHttp > 65535) {
+      throw new ParameterException(spec.commandLine(), "Invalid value for option '--port': "
+          + port + " leaves no room: " + uses);
+    }
+    if (lastKv > 65535) {
+      throw new ParameterException(spec.commandLine(), "Invalid value for option "
+          + "'--kv-events-port': " + kvEventsPort + " leaves no room: " + uses);
+    }
+    if (port <= lastKv && kvEventsPort <= lastHttp) {
+      throw new ParameterException(spec.commandLine(), "Invalid values for options '--port' and "
+          + "'--kv-events-port': they overlap: " + uses);
     }
   }
 

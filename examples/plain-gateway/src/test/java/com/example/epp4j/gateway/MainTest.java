@@ -11,6 +11,8 @@ import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -127,6 +129,29 @@ class MainTest {
       assertThat(err.toString().lines().findFirst().orElseThrow()).as(list)
           .contains("'--policies': it lists").contains(" twice");
     }
+  }
+
+  /**
+   * e2e's replicas of policy k take ports from --port + k × replicas (and twice as many from
+   * --kv-events-port): beyond 65535, or overlapping, the run failed when a later policy's replicas
+   * started, after the first policies had run. (The unwritable --json comes later in the checks:
+   * accepted, the ports would be refused for it, before anything runs.)
+   */
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      // 4 policies × 6 replicas: HTTP ports 65520..65543
+      "--port 65520                       | Invalid value for option '--port': 65520 leaves no room",
+      // KV event ports 65500..65547
+      "--port 20000 --kv-events-port 65500 | '--kv-events-port': 65500 leaves no room",
+      "--port 20000 --kv-events-port 19990 | '--port' and '--kv-events-port': they overlap",
+  })
+  void e2eRefusesPortsThatLeaveNoRoomForEveryPolicysReplicas(String ports, String message,
+      @TempDir Path dir) {
+    List<String> args = new ArrayList<>(List.of("e2e"));
+    args.addAll(List.of(ports.strip().split("\\s+")));
+    args.addAll(List.of("--json", dir.resolve("no-such-dir").resolve("e2e.json").toString()));
+    assertThat(commandLine().execute(args.toArray(String[]::new))).isEqualTo(2);
+    assertThat(err.toString().lines().findFirst().orElseThrow()).contains(message);
   }
 
   @Test
