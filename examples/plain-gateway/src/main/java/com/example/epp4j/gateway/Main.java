@@ -108,6 +108,15 @@ public final class Main {
         throw new ParameterException(spec.commandLine(),
             "Missing required option: '--endpoints=HOST:PORT[,HOST:PORT...]'");
       }
+      java.util.Set<String> ids = new java.util.HashSet<>();
+      for (Endpoint e : endpoints) {
+        if (!ids.add(e.id())) {
+          // the router refuses it too, but as an exception: a stack trace and exit code 1
+          throw new ParameterException(spec.commandLine(), "Invalid value for option "
+              + "'--endpoints': " + e.id() + " is listed twice (the pool holds one endpoint per "
+              + "address)");
+        }
+      }
       if (config != null && !Files.isReadable(config)) {
         throw new ParameterException(spec.commandLine(),
             "Invalid value for option '--config': cannot read file " + config);

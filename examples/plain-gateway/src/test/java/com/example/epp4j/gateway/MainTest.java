@@ -36,6 +36,8 @@ class MainTest {
       "--port 0                                 | --endpoints",
       "--endpoints 127.0.0.1                    | --endpoints",
       "--endpoints 127.0.0.1:x                  | --endpoints",
+      // was a stack trace and exit code 1, from the router
+      "--endpoints 127.0.0.1:8001,127.0.0.1:8001 | '--endpoints': 127.0.0.1:8001 is listed twice",
       "--endpoints 127.0.0.1:8001 --config /no/such/file.yaml | --config",
       "--endpoints 127.0.0.1:8001 --bogus       | --bogus",
       "--endpoints 127.0.0.1:8001 --stream-idle-timeout-s 0 | --stream-idle-timeout-s",
