@@ -2585,11 +2585,6 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   /**
-   * Token IDs of a chat: through the tokenizer's chat template when there is a tokenizer (a
-   * template it cannot render is the request's error, as in vLLM, not the server's), else the
-   * stand-in over {@code role: content} lines.
-   */
-  /**
    * The chat template's fields of a chat or {@code /tokenize} body as vLLM's request models read
    * them ({@code add_generation_prompt} true unless set, {@code continue_final_message},
    * {@code chat_template_kwargs} an object, {@code documents} and {@code reasoning_effort}
@@ -2656,14 +2651,15 @@ final class EmulatedServer implements AutoCloseable {
     return new ChatTemplateArgs(agp, cfm, kwargs.isObject() ? kwargs.toString() : null);
   }
 
+  /**
+   * Token IDs of a chat: through the tokenizer's chat template when there is a tokenizer (a
+   * template it cannot render is the request's error, as in vLLM, not the server's), else
+   * {@link #standInChat}.
+   */
   private Object tokenizeChat(List<ChatMessage> messages, @Nullable String toolsJson,
       ChatTemplateArgs args, boolean addSpecialTokens) {
     if (tokenizer == null) {
-      StringBuilder text = new StringBuilder();
-      for (ChatMessage m : messages) {
-        text.append(m.role()).append(": ").append(m.content()).append('\n');
-      }
-      return tokenize(text.toString(), cluster.profile().ordinaryTokens());
+      return standInChat(messages, args, cluster.profile().ordinaryTokens());
     }
     try {
       return tokenizer.encodeChat(messages, toolsJson, args, addSpecialTokens);
@@ -2672,6 +2668,47 @@ final class EmulatedServer implements AutoCloseable {
           + reason(e);
     }
   }
+
+  /**
+   * What transformers' {@code apply_chat_template} answers, and vLLM with it, for
+   * {@code continue_final_message} while {@code add_generation_prompt} is true: the request model
+   * only refuses the pair when both are given true, but the field defaults to true, so a request
+   * that continues its last message must turn it off.
+   */
+  static final String CONTINUE_WITH_GENERATION_PROMPT = "continue_final_message and"
+      + " add_generation_prompt are not compatible. Use continue_final_message when you want the"
+      + " model to continue the final message, and add_generation_prompt when you want to add a"
+      + " header that will prompt it to start a new assistant message instead.";
+
+  /**
+   * The stand-in's chat template: one {@code role: content} line per message, then, with
+   * {@code add_generation_prompt} (vLLM's default), the opening of the assistant's reply,
+   * {@code assistant:}, one token, as a model's template ends the prompt with the assistant's
+   * header. Without it the prompt ends with the last message, and so it does with
+   * {@code continue_final_message}, which continues that message (the stand-in writes no end of
+   * message to leave out). So the prompt's tokens, and the blocks they fill, are the ones the
+   * answer is generated after: a reply sent back as the next turn's assistant message extends
+   * the same prefix.
+   *
+   * @return the token IDs, or the refusal of {@code continue_final_message} while
+   *     {@code add_generation_prompt} is true, in transformers' words as vLLM answers it
+   */
+  static Object standInChat(List<ChatMessage> messages, ChatTemplateArgs args, int vocab) {
+    if (args.continueFinalMessage() && args.addGenerationPrompt()) {
+      return CONTINUE_WITH_GENERATION_PROMPT;
+    }
+    StringBuilder text = new StringBuilder();
+    for (ChatMessage m : messages) {
+      text.append(m.role()).append(": ").append(m.content()).append('\n');
+    }
+    if (args.addGenerationPrompt()) {
+      text.append(GENERATION_PROMPT);
+    }
+    return tokenize(text.toString(), vocab);
+  }
+
+  /** The stand-in's generation prompt: the assistant's header, one token. */
+  static final String GENERATION_PROMPT = "assistant:";
 
   /**
    * What went wrong, from the tokenizer's own message (which names the tokenizer and its

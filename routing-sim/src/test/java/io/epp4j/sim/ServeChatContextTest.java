@@ -25,10 +25,13 @@ class ServeChatContextTest {
     replica.close();
   }
 
-  /** A chat whose prompt is {@code tokens} stand-in tokens ("user:" and one per word). */
+  /**
+   * A chat whose prompt is {@code tokens} stand-in tokens ("user:", one per word, then the
+   * generation prompt "assistant:").
+   */
   private static String chat(int tokens) {
     StringBuilder words = new StringBuilder();
-    for (int i = 0; i < tokens - 1; i++) {
+    for (int i = 0; i < tokens - 2; i++) {
       words.append(i == 0 ? "" : " ").append('w').append(i % 97);
     }
     return "{\"messages\":[{\"role\":\"user\",\"content\":\"" + words + "\"}]";

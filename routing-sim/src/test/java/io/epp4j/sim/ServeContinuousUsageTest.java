@@ -42,7 +42,8 @@ class ServeContinuousUsageTest {
     int port = replica.start();
     for (String path : List.of("/v1/completions", "/v1/chat/completions")) {
       String prompt = path.endsWith("chat/completions")
-          ? "\"messages\":[{\"role\":\"user\",\"content\":\"a b c\"}]"
+          // "user:", a, b, then the generation prompt "assistant:"
+          ? "\"messages\":[{\"role\":\"user\",\"content\":\"a b\"}]"
           : "\"prompt\":[1,2,3,4]";
       HttpResponse<String> res = replica.post(port, path, "{" + prompt + ",\"max_tokens\":3,"
           + "\"stream\":true,\"stream_options\":{\"include_usage\":true,"

@@ -85,10 +85,10 @@ class ServeFinishReasonTest {
         .isEqualTo("length");
 
     // no limit, but the context ends before the model would have: a chat of maxLen - 3 stand-in
-    // tokens ("user:" and one per word)
+    // tokens ("user:", one per word, then the generation prompt "assistant:")
     int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
     StringBuilder words = new StringBuilder();
-    for (int i = 0; i < maxLen - 4; i++) {
+    for (int i = 0; i < maxLen - 5; i++) {
       words.append(i == 0 ? "" : " ").append('w').append(i);
     }
     JsonNode atTheEnd = whole(port, chats, "{\"messages\":[{\"role\":\"user\",\"content\":\""
@@ -117,10 +117,11 @@ class ServeFinishReasonTest {
   void ignoreEosRunsAChatWithoutALimitToTheContextsEnd() throws Exception {
     int port = replica.start();
     String chats = "/v1/chat/completions";
-    // a chat of maxLen - 40 stand-in tokens ("user:" and one per word): 40 left in the context
+    // a chat of maxLen - 40 stand-in tokens ("user:", one per word, then the generation prompt
+    // "assistant:"): 40 left in the context
     int maxLen = HardwareProfile.qwen3H100Mps6().maxModelLen();
     StringBuilder words = new StringBuilder();
-    for (int i = 0; i < maxLen - 41; i++) {
+    for (int i = 0; i < maxLen - 42; i++) {
       words.append(i == 0 ? "" : " ").append('w').append(i);
     }
     String messages = "\"messages\":[{\"role\":\"user\",\"content\":\"" + words + "\"}]";

@@ -392,12 +392,13 @@ class ServeIntegrationTest {
     JsonNode joined = JSON.readTree(post(p, "/tokenize", "{\"messages\":[{\"role\":\"user\","
         + "\"content\":\"hello\\nthere world\"}]}").body());
     assertThat(parts.get("tokens")).isEqualTo(joined.get("tokens"));
-    assertThat(parts.get("count").asInt()).isEqualTo(4); // "user:", "hello", "there", "world"
+    // "user:", "hello", "there", "world", then the generation prompt "assistant:"
+    assertThat(parts.get("count").asInt()).isEqualTo(5);
 
     JsonNode answer = JSON.readTree(post(p, "/v1/chat/completions", "{\"messages\":[{\"role\":"
         + "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hello\"},{\"type\":\"text\","
         + "\"text\":\"there world\"}]}],\"max_tokens\":1}").body());
-    assertThat(answer.at("/usage/prompt_tokens").asInt()).isEqualTo(4);
+    assertThat(answer.at("/usage/prompt_tokens").asInt()).isEqualTo(5);
   }
 
   @Test
