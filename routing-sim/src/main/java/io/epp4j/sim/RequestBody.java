@@ -60,8 +60,10 @@ final class RequestBody {
 
   private final ObjectNode fields;
   private @Nullable Prompt prompt;
-  // field prompt given as null; field prompt_embeds given as something other than null or []
+  // field prompt given as null, or as the empty string itself (not a batch that holds one);
+  // field prompt_embeds given as something other than null or []
   private boolean promptNull;
+  private boolean promptEmptyString;
   private boolean promptEmbeds;
   private @Nullable Prompt tokens;
   private boolean hasMessages;
@@ -85,10 +87,11 @@ final class RequestBody {
   /**
    * Whether vLLM's completion request model refuses the body for its prompt
    * ({@code validate_prompt_and_prompt_embeds}): a prompt left out, null or {@code ""}, and
-   * prompt embeds left out, null or {@code []}.
+   * prompt embeds left out, null or {@code []}. A list holding {@code ""} passes it, as in vLLM:
+   * that prompt is tokenized, and refused only if it has no tokens.
    */
   boolean promptMissing() {
-    boolean empty = prompt == null || promptNull || prompt instanceof Text t && t.text().isEmpty();
+    boolean empty = prompt == null || promptNull || promptEmptyString;
     return empty && !promptEmbeds;
   }
 
@@ -137,6 +140,8 @@ final class RequestBody {
         switch (name) {
           case "prompt" -> {
             r.promptNull = p.currentToken() == JsonToken.VALUE_NULL;
+            r.promptEmptyString = p.currentToken() == JsonToken.VALUE_STRING
+                && p.getTextLength() == 0;
             r.prompt = readPrompt(p, vocab);
           }
           case "prompt_embeds" -> {

@@ -11,8 +11,11 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * A completion without a prompt is refused as vLLM refuses it: a prompt left out, null or
  * {@code ""} by the request model's validator, before the model is looked up or the stream
- * options are checked; a list that holds no token ({@code []}, {@code [[]]}) by the engine, once
- * the model is found. Each is a 400 in vLLM's words, with no param, as vLLM's names none.
+ * options are checked; a list that holds no token ({@code []}, {@code [[]]}, or {@code [""]},
+ * which passes the validator and is tokenized, to no token with the stand-in, and to the
+ * tokenizer's special tokens with a tokenizer that adds some: see {@code ServeTokenizerTest}) by
+ * the engine, once the model is found. Each is a 400 in vLLM's words, with no param, as vLLM's
+ * names none.
  */
 @Timeout(60)
 class ServeEmptyPromptTest {
@@ -41,7 +44,7 @@ class ServeEmptyPromptTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"[]", "[[]]"})
+  @ValueSource(strings = {"[]", "[[]]", "[\"\"]"})
   void aPromptListWithoutTokensIsTheEnginesRefusal(String prompt) throws Exception {
     int port = replica.start();
     JsonNode error = replica.refusal(port, "/v1/completions",

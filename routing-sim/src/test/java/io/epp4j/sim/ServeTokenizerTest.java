@@ -361,6 +361,11 @@ class ServeTokenizerTest {
     JsonNode served = JSON.readTree(post(p, "/v1/completions",
         text + ",\"add_special_tokens\":false,\"max_tokens\":1}").body());
     assertThat(served.at("/usage/prompt_tokens").asInt()).isEqualTo(2);
+    // a list holding the empty text passes vLLM's request model ("" alone does not) and is
+    // tokenized like any text: its one prompt token is the special token
+    HttpResponse<String> empty = post(p, "/v1/completions", "{\"prompt\":[\"\"],\"max_tokens\":1}");
+    assertThat(empty.statusCode()).as(empty.body()).isEqualTo(200);
+    assertThat(JSON.readTree(empty.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(1);
     // through --default-chat-template-kwargs too
     int withDefaults = port(start(1, tok, io.epp4j.kvevents.DefaultChatTemplateKwargs
         .parse("{\"unused\":1}")), 0);
