@@ -929,6 +929,11 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field 'model' must be a string");
       return;
     }
+    String badTools = chat ? toolsTypeInvalid(body) : null;
+    if (badTools != null) {
+      error(ex, 400, "BadRequestError", badTools, "tools");
+      return;
+    }
     JsonNode saltNode = body.get("cache_salt");
     if (saltNode != null && !saltNode.isNull() && (!saltNode.isTextual()
         || saltNode.asText().isEmpty())) {
@@ -1480,6 +1485,44 @@ final class EmulatedServer implements AutoCloseable {
           + " (parameter=tool_choice)", "tool_choice"};
     }
     return null;
+  }
+
+  /**
+   * What vLLM's request models refuse in the type of a chat's {@code tools} (a list of
+   * {@code ChatCompletionToolsParam}: {@code type} {@code "function"} or left out, and a
+   * {@code function} object whose {@code name} is a string, {@code description} a string and
+   * {@code parameters} an object, each of the last two null or left out), as a message naming
+   * the field, or null when they are left out, null or well typed. Nothing of the tools is quoted.
+   */
+  static @Nullable String toolsTypeInvalid(JsonNode body) {
+    JsonNode tools = body.path("tools");
+    if (tools.isMissingNode() || tools.isNull()) {
+      return null;
+    }
+    String shape = " must be an array of tools, each an object with \"type\": \"function\" (or"
+        + " none) and a \"function\" object whose \"name\" is a string (its \"description\" a"
+        + " string and its \"parameters\" an object, if given)";
+    if (!tools.isArray()) {
+      return "field 'tools'" + shape;
+    }
+    for (int i = 0; i < tools.size(); i++) {
+      JsonNode tool = tools.get(i);
+      JsonNode type = tool.path("type");
+      JsonNode function = tool.path("function");
+      boolean valid = tool.isObject()
+          && (type.isMissingNode() || "function".equals(type.textValue()))
+          && function.isObject() && function.path("name").isTextual()
+          && nullOr(function.path("description"), JsonNode::isTextual)
+          && nullOr(function.path("parameters"), JsonNode::isObject);
+      if (!valid) {
+        return "field 'tools[" + i + "]'" + shape.replace("an array of tools, each ", "");
+      }
+    }
+    return null;
+  }
+
+  private static boolean nullOr(JsonNode v, java.util.function.Predicate<JsonNode> type) {
+    return v.isMissingNode() || v.isNull() || type.test(v);
   }
 
   /** vLLM's {@code --max-logprobs} default: the most log probabilities a request may ask for. */
@@ -2133,6 +2176,11 @@ final class EmulatedServer implements AutoCloseable {
     JsonNode modelNode = body.fields().get("model");
     if (modelNode != null && !modelNode.isNull() && !modelNode.isTextual()) {
       error(ex, 400, "BadRequestError", "field 'model' must be a string");
+      return;
+    }
+    String badTools = body.hasMessages() ? toolsTypeInvalid(body.fields()) : null;
+    if (badTools != null) {
+      error(ex, 400, "BadRequestError", badTools, "tools");
       return;
     }
     String requested = requestedModel(modelNode);

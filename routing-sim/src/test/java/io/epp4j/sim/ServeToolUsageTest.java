@@ -77,4 +77,38 @@ class ServeToolUsageTest {
     assertServed(port, CHAT, "{" + MESSAGES + ",\"tool_choice\":\"auto\",\"tools\":[" + TOOL
         + "]}");
   }
+
+  /**
+   * Tools that are not vLLM's {@code ChatCompletionToolsParam} list (not an array, an element
+   * that is not an object, a type other than "function", a function without a string name, a
+   * description that is not a string, parameters that are not an object) are a 400 naming the
+   * field, on chat completions and {@code /tokenize} alike, before the model is looked up, as
+   * vLLM's request model refuses them; a well-typed tool without a type or with nulls is served.
+   */
+  @Test
+  void toolsOfTheWrongShapeAreRefusedNamingTheField() throws Exception {
+    int port = replica.start();
+    String[][] bad = {
+        {"\"x\"", "tools"}, {"{}", "tools"}, {"[1]", "tools[0]"},
+        {"[" + TOOL + ",{\"type\":\"function\"}]", "tools[1]"},
+        {"[{\"type\":\"retrieval\",\"function\":{\"name\":\"f\"}}]", "tools[0]"},
+        {"[{\"type\":null,\"function\":{\"name\":\"f\"}}]", "tools[0]"},
+        {"[{\"function\":{\"name\":5}}]", "tools[0]"},
+        {"[{\"function\":{\"name\":\"f\",\"description\":[]}}]", "tools[0]"},
+        {"[{\"function\":{\"name\":\"f\",\"parameters\":\"p\"}}]", "tools[0]"},
+    };
+    for (String[] b : bad) {
+      for (String path : new String[] {CHAT, "/tokenize"}) {
+        String body = "{\"model\":\"no-such-model\"," + MESSAGES + ",\"tools\":" + b[0] + "}";
+        HttpResponse<String> res = replica.post(port, path, body);
+        assertThat(res.statusCode()).as(path + " " + body).isEqualTo(400);
+        JsonNode e = JSON.readTree(res.body()).path("error");
+        assertThat(e.path("message").asText()).as(body).startsWith("field '" + b[1] + "' must be");
+        assertThat(e.path("param").asText()).as(body).isEqualTo("tools");
+      }
+    }
+    assertServed(port, CHAT, "{" + MESSAGES + ",\"tools\":[{\"function\":{\"name\":\"f\","
+        + "\"description\":null,\"parameters\":null}}]}");
+    assertServed(port, "/tokenize", "{" + MESSAGES + ",\"tools\":[" + TOOL + "]}");
+  }
 }
