@@ -89,12 +89,10 @@ final class LabelSelectorFilter implements Filter {
       Object ml = p.raw("matchLabels");
       if (ml instanceof Map<?, ?> m) {
         m.forEach((k, v) -> {
-          if (isLabelValue(v)) {
-            labels.put(String.valueOf(k), String.valueOf(v));
-          } else if (isDecimal(v)) {
-            p.error("matchLabels." + k, DECIMAL + describe(v));
+          if (v instanceof String s) {
+            labels.put(String.valueOf(k), s);
           } else {
-            p.error("matchLabels." + k, "must be a label value (a string), got " + describe(v));
+            p.error("matchLabels." + k, notALabelValue(v));
           }
         });
       } else if (ml != null) {
@@ -116,24 +114,23 @@ final class LabelSelectorFilter implements Filter {
     }
 
     /**
-     * A scalar whose text is what the file says ({@code 2}, {@code false}); not null, and not a
-     * decimal number, whose text is not (see {@link #isDecimal}).
+     * Why {@code v}, not a string, is no label value. Upstream decodes the parameters into a
+     * Kubernetes {@code LabelSelector}, whose values are strings, and refuses a number or a
+     * boolean there; a decimal number has also lost the text it was written as ({@code 1.10} is
+     * 1.1, {@code 1e3} is 1000.0), so read as text it selected other endpoints than the file
+     * names.
      */
-    private static boolean isLabelValue(@org.jspecify.annotations.Nullable Object v) {
-      return v instanceof String || v instanceof Boolean || (v instanceof Number && !isDecimal(v));
+    private static String notALabelValue(@org.jspecify.annotations.Nullable Object v) {
+      if (v instanceof Double || v instanceof Float || v instanceof java.math.BigDecimal) {
+        return "must be a label value (a string); a decimal number is not read as written (1.10"
+            + " reads as 1.1): quote it, got " + describe(v);
+      }
+      if (v instanceof Number || v instanceof Boolean) {
+        return "must be a label value (a string), got " + describe(v) + ": quote it, as"
+            + " upstream refuses a number or a boolean here too";
+      }
+      return "must be a label value (a string), got " + describe(v);
     }
-
-    /**
-     * A number with a fraction or an exponent: parsed, it has lost the text it was written as
-     * ({@code 1.10} is 1.1, {@code 1e3} is 1000.0), so read as text it selected other endpoints
-     * than the file names. Upstream refuses any number here.
-     */
-    private static boolean isDecimal(@org.jspecify.annotations.Nullable Object v) {
-      return v instanceof Double || v instanceof Float || v instanceof java.math.BigDecimal;
-    }
-
-    private static final String DECIMAL = "must be a label value (a string); a decimal number is"
-        + " not read as written (1.10 reads as 1.1): quote it, got ";
 
     private static String describe(@org.jspecify.annotations.Nullable Object v) {
       return v == null ? "no value" : v instanceof Map ? "an object" : v instanceof List ? "a list"
@@ -162,16 +159,11 @@ final class LabelSelectorFilter implements Filter {
       Object vs = m.get("values");
       if (vs instanceof List<?> vl) {
         for (Object v : vl) {
-          if (isDecimal(v)) {
-            p.error(where + ".values", DECIMAL + describe(v));
+          if (!(v instanceof String s)) {
+            p.error(where + ".values", notALabelValue(v));
             return null;
           }
-          if (!isLabelValue(v)) {
-            p.error(where + ".values", "must be a list of label values (strings), found "
-                + describe(v));
-            return null;
-          }
-          values.add(String.valueOf(v));
+          values.add(s);
         }
       } else if (vs != null) {
         p.error(where + ".values", "must be a list");

@@ -59,7 +59,7 @@ class FiltersAndPickersTest {
     });
     var ok = new LabelSelectorFilter.Provider().create(
         io.epp4j.testkit.ContractFixtures.context("selector"), io.epp4j.api.Parameters.of(
-            Map.of("matchLabels", Map.of("version", 2, "canary", false))));
+            Map.of("matchLabels", Map.of("version", "2", "canary", "false"))));
     assertThat(ok.errors()).isEmpty();
     Candidate labelled = cand("a:1", Map.of("version", "2", "canary", "false"));
     assertThat(((LabelSelectorFilter) ok.value()).filter(REQ, state(), List.of(labelled)))
