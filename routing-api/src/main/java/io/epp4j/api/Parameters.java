@@ -168,17 +168,28 @@ public final class Parameters {
     return defaultValue;
   }
 
-  /** A string parameter (numbers and booleans are accepted as their text). */
+  /**
+   * A string parameter. A number or a boolean is an error, as in the upstream EPP, which decodes
+   * parameters into typed fields and refuses a number or a boolean where a string is declared:
+   * read as its text, {@code 5} or {@code 1e3} or {@code 0x1F} would stand for a text that
+   * differs from what the file shows ({@code 1000.0}, {@code 31}); written in quotes it is text.
+   */
   public @Nullable String getString(String name, @Nullable String defaultValue) {
     Object v = raw(name);
     if (v == null) {
       return defaultValue;
     }
-    if (v instanceof String || v instanceof Number || v instanceof Boolean) {
-      return String.valueOf(v);
+    if (v instanceof String s) {
+      return s;
     }
-    refuse(name, "must be a string, got " + describe(v));
+    refuse(name, "must be a string, got " + describe(v) + quoteHint(v));
     return defaultValue;
+  }
+
+  /** For a number or a boolean where text is expected: how to write it as text. */
+  private static String quoteHint(Object v) {
+    return v instanceof Number || v instanceof Boolean
+        ? " (write it in quotes if it is meant as text)" : "";
   }
 
   /**
@@ -203,7 +214,10 @@ public final class Parameters {
     return values.get(name) != null && errors.size() == errorsBefore && !refused.contains(name);
   }
 
-  /** A list of strings; a single string is taken as a one-element list. */
+  /**
+   * A list of strings; a single string is taken as a one-element list. A number or a boolean in
+   * the list is an error, as {@link #getString} refuses one.
+   */
   public List<String> getStringList(String name, List<String> defaultValue) {
     Object v = raw(name);
     if (v == null) {
@@ -214,12 +228,14 @@ public final class Parameters {
     }
     if (v instanceof List<?> list) {
       List<String> out = new ArrayList<>(list.size());
-      for (Object o : list) {
-        if (!(o instanceof String || o instanceof Number || o instanceof Boolean)) {
-          refuse(name, "must be a list of strings, found " + describe(o));
+      for (int i = 0; i < list.size(); i++) {
+        if (!(list.get(i) instanceof String s)) {
+          Object o = list.get(i);
+          refuse(name, "must be a list of strings, found " + describe(o) + " at [" + i + "]"
+              + quoteHint(o));
           return defaultValue;
         }
-        out.add(String.valueOf(o));
+        out.add(s);
       }
       return List.copyOf(out);
     }
@@ -394,14 +410,20 @@ public final class Parameters {
     return values.keySet();
   }
 
-  private static String describe(Object v) {
+  private static String describe(@Nullable Object v) {
     if (v instanceof Map) {
       return "an object";
     }
     if (v instanceof List) {
       return "a list";
     }
-    return "'" + v + "'";
+    if (v instanceof Number) {
+      return "a number ('" + v + "')";
+    }
+    if (v instanceof Boolean) {
+      return "a boolean ('" + v + "')";
+    }
+    return v == null ? "nothing" : "'" + v + "'";
   }
 
   @Override

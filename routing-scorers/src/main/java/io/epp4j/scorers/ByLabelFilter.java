@@ -65,17 +65,9 @@ final class ByLabelFilter implements Filter {
       } else {
         label = s;
       }
+      // a number among them is refused, as upstream's []string refuses it (and parsed by YAML, a
+      // decimal one has lost its text: 1.10 would match 1.1)
       List<String> values = p.getStringList("validValues", List.of());
-      if (p.raw("validValues") instanceof List<?> given) {
-        for (Object v : given) {
-          // parsed by YAML, a decimal number has lost its text: 1.10 would match 1.1
-          if (v instanceof Double || v instanceof Float || v instanceof java.math.BigDecimal) {
-            p.error("validValues", "must be label values (strings); a decimal number is not read"
-                + " as written (1.10 reads as 1.1): quote it, got '" + v + "'");
-            break;
-          }
-        }
-      }
       boolean allowsNoLabel = p.getBoolean("allowsNoLabel", false);
       if (values.isEmpty() && !allowsNoLabel && p.errors().isEmpty()) {
         p.error("validValues", "must not be empty unless allowsNoLabel is true");

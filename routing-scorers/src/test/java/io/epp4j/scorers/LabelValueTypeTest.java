@@ -12,9 +12,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Label values written as whole numbers or booleans. llm-d decodes label-selector-filter's
- * parameters into a Kubernetes LabelSelector, whose values are strings: a number or a boolean
- * there fails the plugin's creation, so the file does not load. Here they were read as their
- * text and the file loaded.
+ * parameters into a Kubernetes LabelSelector and by-label's {@code validValues} into a
+ * {@code []string}: a number or a boolean there fails the plugin's creation, so the file does not
+ * load. Here they were read as their text and the file loaded.
  */
 class LabelValueTypeTest {
 
@@ -52,11 +52,18 @@ class LabelValueTypeTest {
   }
 
   @Test
+  void aWholeNumberOrABooleanAmongByLabelsValidValuesIsRefusedNamingTheField() {
+    refused("by-label", "{label: gpus, validValues: [8]}", "validValues", "8");
+    refused("by-label", "{label: spot, validValues: ['yes', false]}", "validValues", "false");
+  }
+
+  @Test
   void theSameValuesInQuotesLoad() {
     for (String[] ok : new String[][] {
         {"label-selector-filter", "{matchLabels: {gpus: '8'}}"},
         {"label-selector-filter",
-            "{matchExpressions: [{key: gpus, operator: In, values: ['8']}]}"}}) {
+            "{matchExpressions: [{key: gpus, operator: In, values: ['8']}]}"},
+        {"by-label", "{label: gpus, validValues: ['8']}"}}) {
       try (Router r = build(ok[0], ok[1])) {
         // the endpoint labelled gpus=8 is selected
         assertThat(r.route(RouterIntegrationTest.tokens(64, 1)).primary().id())
