@@ -627,6 +627,9 @@ final class ConfigLoader {
       for (String e : p.errors()) {
         errors.add(source + ": " + section + ": " + e.replaceFirst("^parameter", "field"));
       }
+      for (String n : p.notices()) {
+        warnings.add(source + ": " + section + ": " + n.replaceFirst("^parameter", "field"));
+      }
       for (String unread : p.unreadNames()) {
         errors.add(source + ": " + section + ": unknown field " + quote(unread)
             + "; expected pluginRef, or queueDepthThreshold, kvCacheUtilThreshold,"

@@ -23,6 +23,9 @@ import java.util.List;
  * fresh metrics yet) it keeps them all, and shedding is left to the saturation rule.
  */
 final class UtilizationDetector implements Filter {
+  /** {@link MetricsScraper.Builder}'s default interval, which a staleness limit must exceed. */
+  static final Duration SCRAPER_INTERVAL = Duration.ofMillis(50);
+
   final RouterConfig.Saturation saturation;
   private final double headroom;
 
@@ -73,6 +76,18 @@ final class UtilizationDetector implements Filter {
       if (!(headroom >= 0) || Double.isInfinite(headroom)) {
         p.error("headroom", "must be a finite fraction >= 0 (0.2 for 20 %), got " + headroom);
         headroom = 0;
+      } else if (headroom > 1) {
+        // legal upstream, but a headroom of 20 reads as "20 %" and is 2000 %: the filter then
+        // keeps endpoints 21 times past the queue threshold and never drops one for its KV usage
+        double queueLimit = saturation.queueThreshold() * (1 + headroom);
+        double kvLimit = saturation.kvCacheThreshold() * (1 + headroom);
+        p.notice("headroom", "is " + figure(headroom) + ", a fraction of the thresholds (0.2"
+            + " for 20 %): the filter keeps an endpoint until " + figure(queueLimit)
+            + " requests wait" + (kvLimit > 1
+                ? " and never drops one for its KV cache usage (limit " + figure(kvLimit)
+                    + ", usage is at most 1)"
+                : " or its KV cache usage reaches " + figure(kvLimit))
+            + "; write a percentage as a fraction");
       }
       return new UtilizationDetector(saturation, headroom);
     }
@@ -93,7 +108,26 @@ final class UtilizationDetector implements Filter {
     if (stale.isZero() || stale.isNegative()) {
       p.error("metricsStalenessThreshold", "must be > 0, got " + stale);
       stale = Duration.ofMillis(200);
+    } else if (stale.compareTo(SCRAPER_INTERVAL) < 0) {
+      // legal upstream, but shorter than the time between two scrapes the metrics are stale
+      // most of the time, and stale endpoints count as saturated: sheddable requests are shed
+      // and the filter drops every endpoint (so it fails open) whatever their load
+      p.notice("metricsStalenessThreshold", "is " + figure(stale.toNanos() / 1e6) + " ms,"
+          + " shorter than the scraper's default interval of "
+          + SCRAPER_INTERVAL.toMillis() + " ms: between scrapes every endpoint's"
+          + " metrics are stale and count as saturated, so the pool reads as saturated most of"
+          + " the time unless the application scrapes more often");
     }
     return new RouterConfig.Saturation(q, kv, stale);
+  }
+
+  /** A number as a person writes it: 105, not 105.0; 1.04, not 1.0400000000000003. */
+  private static String figure(double v) {
+    if (Math.abs(v) >= 1e15) {
+      return Double.toString(v);
+    }
+    return v == Math.rint(v) ? Long.toString((long) v)
+        : java.math.BigDecimal.valueOf(v).round(new java.math.MathContext(6)).stripTrailingZeros()
+            .toPlainString();
   }
 }
