@@ -611,8 +611,19 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
             + "'; expected header, attribute, producer");
       }
     }
-    String h = header == null ? "" : String.valueOf(header).trim();
-    String a = attribute == null ? "" : String.valueOf(attribute).trim();
+    // names, as upstream's string fields, which refuse a number or a boolean: read as its text,
+    // 'header: 5' loaded a file upstream refuses
+    for (String f : new String[] {"header", "attribute", "producer"}) {
+      Object v = m.get(f);
+      if (v != null && !(v instanceof String)) {
+        p.error("sessionIdConfig", where + ": field '" + f + "' must be a string, got "
+            + (v instanceof Map ? "an object" : v instanceof List ? "a list" : "'" + v + "'")
+            + " (write it in quotes if it is meant as text)");
+        return null;
+      }
+    }
+    String h = header == null ? "" : ((String) header).trim();
+    String a = attribute == null ? "" : ((String) attribute).trim();
     if (h.isEmpty() == a.isEmpty()) {
       p.error("sessionIdConfig", where + ": exactly one of header or attribute must be set");
       return null;
@@ -624,7 +635,7 @@ final class SessionAffinityScorer implements Scorer, RequestListener, PoolListen
       return new IdSource(h.toLowerCase(Locale.ROOT), null);
     }
     // upstream keys an attribute "dataType/producerName"; no producer is the empty name
-    String prod = producer == null ? "" : String.valueOf(producer).trim();
+    String prod = producer == null ? "" : ((String) producer).trim();
     return new IdSource(null, a + "/" + prod);
   }
 

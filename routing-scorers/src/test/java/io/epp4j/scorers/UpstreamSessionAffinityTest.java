@@ -262,6 +262,23 @@ class UpstreamSessionAffinityTest {
   }
 
   @Test
+  void aSessionIdSourceNameWrittenAsANumberIsRefusedByName() {
+    // llm-d decodes the sources into string fields, which refuse a number or a boolean
+    for (String source : new String[] {"{header: 5}", "{attribute: true}",
+        "{attribute: SessionIDDataKey, producer: 7}"}) {
+      assertThatThrownBy(() -> router("""
+          - type: session-affinity-scorer
+            parameters:
+              strategy: session_id
+              sessionIdConfig:
+                sources: [%s]
+          """.formatted(source), "")).as(source).isInstanceOf(ConfigException.class)
+          .hasMessageContaining("'sessionIdConfig'").hasMessageContaining("sources[0]")
+          .hasMessageContaining("must be a string");
+    }
+  }
+
+  @Test
   void parametersThatCannotApplyAreRefusedByName() {
     assertThatThrownBy(() -> router("""
         - type: session-affinity-scorer
