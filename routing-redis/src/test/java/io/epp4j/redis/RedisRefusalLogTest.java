@@ -421,9 +421,12 @@ class RedisRefusalLogTest {
     try (StatefulRedisConnection<String, String> c = admin.connect()) {
       c.sync().configSet("requirepass", password);
       try {
-        // the admin's connection was authenticated before: it stays
+        // the admin's connection was authenticated before: it stays. The routers' four
+        // connections are not counted exactly: one that a loaded machine's timeout had the
+        // router replace is not there to kill, and one opened now is refused all the same. The
+        // warnings below, one per router, are what says both were cut off
         assertThat(c.sync().clientKill(io.lettuce.core.KillArgs.Builder.typeNormal().skipme()))
-            .as("the routers' connections").isEqualTo(4);
+            .as("the routers' connections").isPositive();
         RedisReplicationTest.await("both routers' credentials are refused",
             () -> warnings("credentials").size() >= 2);
         int routed = 0;

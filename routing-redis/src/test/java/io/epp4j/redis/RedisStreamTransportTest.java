@@ -288,8 +288,10 @@ class RedisStreamTransportTest {
   private static void killOthersAndAwaitClosed(RedisCommands<byte[], byte[]> sync,
       RedisStreamTransport t) throws InterruptedException {
     assertThat(t.connectionOpen()).isTrue();
+    // at least t's: the server may still list a connection that an earlier test closed and
+    // whose close it has not handled yet. That t's was among them is what the wait below checks
     assertThat(sync.clientKill(io.lettuce.core.KillArgs.Builder.typeNormal().skipme()))
-        .isEqualTo(1);
+        .isPositive();
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (t.connectionOpen() && System.nanoTime() < deadline) {
       Thread.sleep(5);
