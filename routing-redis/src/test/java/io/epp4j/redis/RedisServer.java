@@ -59,15 +59,12 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
     binary = findBinary();
     Assumptions.assumeTrue(binary != null, "redis-server is not installed (apt-get install -y"
         + " redis-server, or set -Depp4j.redis.server=/path/to/valkey-server); .ci/run installs it");
-    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-      port = s.getLocalPort();
-    }
     if (tls) {
       certs = TestCertificates.create(Files.createTempDirectory("epp4j-redis-tls"));
       skipOrFail(certs != null, "the openssl command is not installed; it makes the throwaway"
           + " CA and server certificate");
       try {
-        start();
+        startOnAFreePort();
       } catch (IllegalStateException e) {
         // a server built without TLS rejects the tls-* options at start
         boolean noTls = e.getMessage() != null && e.getMessage().toLowerCase(java.util.Locale.ROOT)
@@ -77,7 +74,79 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
       }
       return;
     }
-    start();
+    startOnAFreePort();
+  }
+
+  /**
+   * The first start: on a port that is free now and, should another process take it before the
+   * server binds it, on another one (no client knows the port yet).
+   */
+  private void startOnAFreePort() throws IOException, InterruptedException {
+    for (int attempt = 1; ; attempt++) {
+      port = freePort();
+      try {
+        start(false);
+        return;
+      } catch (PortTakenException e) {
+        if (attempt == 10) {
+          throw new IllegalStateException("no free port for redis-server after 10 attempts", e);
+        }
+      }
+    }
+  }
+
+  /**
+   * A loopback port free now, below the kernel's range of ephemeral ports when it can tell it:
+   * every outgoing connection of the machine (other test runs' clients included) takes its local
+   * port from that range, and one that held this port when a test restarts the server on it
+   * (which it must: the routers' URIs name it) would keep the server from binding it. A port
+   * from {@code new ServerSocket(0)} is from that very range.
+   */
+  private static int freePort() throws IOException {
+    int low = ephemeralLow();
+    java.util.concurrent.ThreadLocalRandom rnd = java.util.concurrent.ThreadLocalRandom.current();
+    for (int i = 0; low > 11_000 && i < 100; i++) {
+      int candidate = rnd.nextInt(10_000, low);
+      try (ServerSocket s = new ServerSocket()) {
+        s.setReuseAddress(true); // as redis-server binds: a TIME_WAIT left on it is no obstacle
+        s.bind(new InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), candidate), 1);
+        return candidate;
+      } catch (IOException taken) {
+        // another one
+      }
+    }
+    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    }
+  }
+
+  /** The lowest ephemeral port (Linux), or -1 when unknown. */
+  private static int ephemeralLow() {
+    try {
+      String range = procFile("/proc/sys/net/ipv4/ip_local_port_range");
+      return Integer.parseInt(range.split("\\s+")[0]);
+    } catch (IOException | RuntimeException e) {
+      return -1;
+    }
+  }
+
+  /**
+   * A small file of /proc, read in one call: Files.readString reads a file that says it is empty
+   * one byte first, and a sysctl file then answers the next read, at offset 1, with nothing.
+   */
+  static String procFile(String path) throws IOException {
+    try (java.io.InputStream in = Files.newInputStream(Path.of(path))) {
+      return new String(in.readNBytes(4096), java.nio.charset.StandardCharsets.US_ASCII).trim();
+    }
+  }
+
+  /** The server could not bind its port: another socket holds it. */
+  private static final class PortTakenException extends IllegalStateException {
+    private static final long serialVersionUID = 1L;
+
+    PortTakenException(String message) {
+      super(message);
+    }
   }
 
   private static void skipOrFail(boolean ok, String why) {
@@ -134,8 +203,33 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
     return out;
   }
 
-  /** Starts the server on this extension's port and waits until it accepts connections. */
+  /**
+   * Starts the server on this extension's port and waits until it accepts connections. A restart
+   * (the port is the one the routers were configured with) waits for the port while another
+   * socket holds it, for up to {@value #PORT_WAIT_SECONDS} s, trying again every 100 ms.
+   */
   public void start() throws IOException, InterruptedException {
+    start(true);
+  }
+
+  static final long PORT_WAIT_SECONDS = 30;
+
+  private void start(boolean waitForPort) throws IOException, InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(PORT_WAIT_SECONDS);
+    while (true) {
+      try {
+        startOnce();
+        return;
+      } catch (PortTakenException e) {
+        if (!waitForPort || System.nanoTime() - deadline > 0) {
+          throw e;
+        }
+        Thread.sleep(100);
+      }
+    }
+  }
+
+  private void startOnce() throws IOException, InterruptedException {
     Path log = Files.createTempFile("epp4j-redis", ".log");
     log.toFile().deleteOnExit();
     List<String> args = new java.util.ArrayList<>(List.of(java.util.Objects.requireNonNull(binary),
@@ -160,16 +254,28 @@ public final class RedisServer implements BeforeAllCallback, AfterAllCallback, P
     process = p;
     long deadline = System.nanoTime() + START_TIMEOUT_NANOS;
     while (System.nanoTime() - deadline < 0) {
+      // the server's own word that it listens, not only a connection to the port: while another
+      // process holds the port, a connection succeeds there and this server exits
+      String said = Files.readString(log);
       if (!p.isAlive()) {
-        throw new IllegalStateException("redis-server exited at start: " + Files.readString(log));
+        p.waitFor();
+        process = null;
+        if (said.contains("Address already in use")) {
+          throw new PortTakenException("port " + port + " is taken: " + said);
+        }
+        throw new IllegalStateException("redis-server exited at start: " + said);
       }
-      try (Socket s = new Socket()) {
-        s.connect(new InetSocketAddress("127.0.0.1", port), 200);
-        return;
-      } catch (IOException notYet) {
-        Thread.sleep(20);
+      if (said.contains("Ready to accept connections")) {
+        try (Socket s = new Socket()) {
+          s.connect(new InetSocketAddress("127.0.0.1", port), 200);
+          return;
+        } catch (IOException notYet) {
+          // said so just before it listens: try again
+        }
       }
+      Thread.sleep(20);
     }
+    stop();
     throw new IllegalStateException("redis-server did not accept connections within 10 s");
   }
 
