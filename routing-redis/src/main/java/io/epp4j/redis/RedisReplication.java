@@ -422,6 +422,12 @@ public final class RedisReplication implements Plugin, RequestListener {
               if (!takesWrites(t, backoff)) {
                 continue;
               }
+              // a command that succeeded, a heartbeat into the connection: the backoff starts
+              // again from its first step, as a batch taken resets it. A router that sends
+              // nothing makes no other command, and its next outage used to begin with the step
+              // an earlier one had reached (up to 5 s). Not the check made on connecting: a
+              // server that takes the check and refuses every batch must still be backed off from
+              backoff.reset();
             }
             appendedAtHeartbeat = appended;
           }

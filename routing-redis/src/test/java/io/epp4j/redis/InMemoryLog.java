@@ -38,6 +38,16 @@ final class InMemoryLog {
 
   /** Whether the log answers {@link HintTransport#nowMillis} (its ids are a sequence number). */
   private volatile boolean clock;
+  /** Whether {@link HintTransport#checkAppend} checks the connection, as Redis' does. */
+  private volatile boolean checksAppends;
+
+  /**
+   * {@link HintTransport#checkAppend} fails as an append would (the log down, the connection
+   * lost, commands refused), as the Redis transport's does; without this it finds nothing.
+   */
+  void checkAppends() {
+    checksAppends = true;
+  }
   private final java.util.concurrent.atomic.AtomicInteger connects =
       new java.util.concurrent.atomic.AtomicInteger();
   private volatile java.util.concurrent.CountDownLatch appendGate =
@@ -216,6 +226,13 @@ final class InMemoryLog {
         }
         if (refusing) {
           throw new IOException("command refused");
+        }
+      }
+
+      @Override
+      public void checkAppend() throws IOException {
+        if (checksAppends) {
+          check();
         }
       }
 

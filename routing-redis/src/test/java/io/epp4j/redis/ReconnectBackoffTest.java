@@ -57,6 +57,41 @@ class ReconnectBackoffTest {
     }
   }
 
+  /**
+   * The backoff starts again from 100 ms once a command succeeds, also on a router that sends
+   * nothing (no routes, nothing in flight): its publisher's only commands are the checks it makes
+   * each heartbeat that the server still takes writes. Those used to leave the backoff where an
+   * earlier outage had taken it, so that the next outage's first reconnection waited up to 5 s
+   * (here at least 1.6 s), the gauge reading 0 all that time.
+   */
+  @Test
+  void anIdlePublisherStartsTheNextOutageFromTheFirstBackoffStep() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.checkAppends();
+    Router a = router(log, "a", 100);
+    RedisReplication r = ReplicationLogicTest.replication(a);
+    String publisher = "epp4j-redis-replication-publish";
+    ReplicationLogicTest.await("connected", r::connected);
+    // long enough for the steps to pass 1.6 s: 100 + 200 + 400 + 800 + 1600 ms at most (jitter
+    // waits half to all of each) take 3.1 s, so the step after them is 3.2 s, waited 1.6 to 3.2 s
+    log.down();
+    Thread.sleep(4_000);
+    log.up();
+    ReplicationLogicTest.await("connected again", r::connected);
+    Thread.sleep(500); // five heartbeats, each with its check
+    int before = log.connectTimes(publisher).size();
+    long start = System.nanoTime();
+    log.down(); // breaks the connections ...
+    log.up(); // ... and takes new ones at once
+    ReplicationLogicTest.await("the publisher connected again",
+        () -> log.connectTimes(publisher).size() > before);
+    long millis = (log.connectTimes(publisher).get(before) - start) / 1_000_000;
+    // two heartbeats to find the connection broken (200 ms) and the first step (100 ms at most):
+    // 300 ms, with room for a loaded machine, and well below the 1.6 s of a step not reset
+    assertThat(millis).as("ms from the connection's loss to the publisher's next connection")
+        .isLessThan(1_200);
+  }
+
   /** While the backoff waits seconds, another router's figures still leave after five heartbeats. */
   @Test
   void silentOriginsAreForgottenWhileTheBackoffWaits() throws Exception {
