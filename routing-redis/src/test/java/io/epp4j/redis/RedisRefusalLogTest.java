@@ -21,6 +21,10 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * Foreign data in Redis: the stream key holds a string (another application, a hand-made key, a
  * deployment that reused the prefix). Redis answers every command with {@code WRONGTYPE}; the
  * router must say so, not that Redis is unreachable.
+ *
+ * <p>The routers' commands time out after 30 s, not the default 2 s: the tests check which
+ * warnings were logged, and a command that a loaded machine holds up past 2 s is logged as Redis
+ * unreachable. No test here depends on a short timeout: the server always answers.
  */
 class RedisRefusalLogTest {
   @RegisterExtension
@@ -63,7 +67,7 @@ class RedisRefusalLogTest {
       admin.shutdown();
     }
     String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
-        "uri: '%s', pool: %s".formatted(REDIS.uri(), pool), "");
+        "uri: '%s', pool: %s, connectTimeoutMillis: 30000".formatted(REDIS.uri(), pool), "");
     Router a = Router.builder().endpoints(RedisReplicationTest.endpoints())
         .configYaml(yaml, "router a").build();
     routers.add(a);
@@ -194,7 +198,8 @@ class RedisRefusalLogTest {
 
   private List<Router> twoRouters(String pool) throws InterruptedException {
     String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
-        "uri: '%s', pool: %s, heartbeatMillis: 200".formatted(REDIS.uri(), pool), "");
+        "uri: '%s', pool: %s, connectTimeoutMillis: 30000, heartbeatMillis: 200"
+            .formatted(REDIS.uri(), pool), "");
     List<Router> both = new ArrayList<>();
     for (String id : List.of("a", "b")) {
       Router r = Router.builder().endpoints(RedisReplicationTest.endpoints())
@@ -372,7 +377,8 @@ class RedisRefusalLogTest {
       c.sync().replicaof("127.0.0.1", noMaster);
       try {
         String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
-            "uri: '%s', pool: %s, heartbeatMillis: 200".formatted(REDIS.uri(), pool), "");
+            "uri: '%s', pool: %s, connectTimeoutMillis: 30000, heartbeatMillis: 200"
+                .formatted(REDIS.uri(), pool), "");
         a = Router.builder().endpoints(RedisReplicationTest.endpoints())
             .configYaml(yaml, "router a").build();
         routers.add(a);
@@ -393,7 +399,8 @@ class RedisRefusalLogTest {
       admin.shutdown();
     }
     String yaml = ReplicationLogicTest.configYaml("prefix-cache-scorer",
-        "uri: '%s', pool: %s, heartbeatMillis: 200".formatted(REDIS.uri(), pool), "");
+        "uri: '%s', pool: %s, connectTimeoutMillis: 30000, heartbeatMillis: 200"
+            .formatted(REDIS.uri(), pool), "");
     Router b = Router.builder().endpoints(RedisReplicationTest.endpoints())
         .configYaml(yaml, "router b").build();
     routers.add(b);
