@@ -277,7 +277,11 @@ public final class RedisReplication implements Plugin, RequestListener {
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     PrefixBlocks found = state.get(PrefixBlocks.KEY);
     PrefixBlocks blocks = found != null && found.size() > 0 ? found : null;
-    String session = request.sessionKey();
+    String key = request.sessionKey();
+    // a longer session key is not shared: a route with nothing else to share queues nothing (it
+    // used to queue a hint of no record, which took a place in the queue and, turned away by a
+    // full one, was counted as no record dropped)
+    String session = key != null && key.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? key : null;
     if (blocks == null && session == null) {
       return;
     }
@@ -286,8 +290,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         ? decision.secondaryEndpoint("prefill") : null;
     // the cycle's clock reading: no second clock read on the routing thread
     Hint h = new Hint(state.nowNanos(), decision.primary().id(),
-        prefill == null ? null : prefill.id(), blocks,
-        session != null && session.length() <= HintCodec.MAX_SESSION_KEY_CHARS ? session : null);
+        prefill == null ? null : prefill.id(), blocks, session);
     if (!queue.offer(h)) {
       droppedQueueFull.add(records(h));
     }

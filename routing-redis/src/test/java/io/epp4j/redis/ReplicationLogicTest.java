@@ -131,6 +131,24 @@ class ReplicationLogicTest {
   }
 
   /**
+   * A session key longer than any router shares, on a route with no prompt blocks to share: the
+   * route has nothing to send, so it queues nothing. It used to queue a hint of no record, which
+   * held one of the queue's places (while Redis is away, until the publisher came back) and which
+   * a full queue turned away without counting a record.
+   */
+  @Test
+  void aRouteWithOnlyASessionKeyTooLongToShareQueuesNothing() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.down(); // nothing leaves the queue
+    Router a = sessionRouter(log, "a");
+    RedisReplication ra = replication(a);
+    a.route(session("k".repeat(HintCodec.MAX_SESSION_KEY_CHARS + 1))).onComplete(
+        new Usage(1, 0, 1));
+    a.route(session("short")).onComplete(new Usage(1, 0, 1));
+    assertThat(ra.queued()).as("hints queued: the short session's only").isEqualTo(1);
+  }
+
+  /**
    * Redis away long enough for the queue to fill: what the others learn once it is back must be
    * the newest hints (the sessions and prefixes routed last), not the outage's first ones while
    * every later hint is turned away. The oldest make room, counted as dropped.
