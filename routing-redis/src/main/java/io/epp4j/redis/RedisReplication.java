@@ -1389,6 +1389,12 @@ public final class RedisReplication implements Plugin, RequestListener {
     Map<String, Long> origins = seat.originsSeen;
     boolean figures = fresh
         && (origins.containsKey(h.origin()) || origins.size() < MAX_ORIGINS);
+    // a batch read as history (the reader fell behind, or was away, by more than the silence
+    // limit) of a router whose figures are counted here: its figures are newer than those held,
+    // so they replace them. Skipped, the one that lowered a figure left the older figure in place
+    // for good (its router sends a change once), until the age limit. The router's silence is
+    // still timed from its last fresh batch
+    boolean lateFigures = !fresh && origins.containsKey(h.origin());
     if (figures) {
       origins.put(h.origin(), System.nanoTime());
     } else if (fresh) {
@@ -1445,7 +1451,7 @@ public final class RedisReplication implements Plugin, RequestListener {
 
         @Override
         public void inFlight(String endpointId, int requests, long tokens) {
-          if (figures) {
+          if (figures || lateFigures) {
             target.inFlight(h.origin(), endpointId, requests, tokens);
             applied.incrementAndGet();
           }

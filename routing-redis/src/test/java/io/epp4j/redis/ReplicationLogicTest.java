@@ -861,6 +861,40 @@ class ReplicationLogicTest {
   }
 
   /**
+   * A reader that fell behind by more than the silence limit (five heartbeats of the log's clock)
+   * reads the batches it missed as history, whose in-flight figures it skips: right for a router
+   * it holds no figure of (one long gone leaves its last figures in the stream), wrong for one it
+   * still counts. The batch that lowered such a router's figure was skipped, the figure it
+   * replaced stayed, and the router, having sent that change once, never sent it again: the
+   * reader counted its ended request until the age limit (10 minutes). A figure read late is
+   * now applied when its router's figures are held here.
+   */
+  @Test
+  void aReaderThatFellBehindStillAppliesTheFiguresOfARouterItCounts() throws Exception {
+    InMemoryLog log = new InMemoryLog();
+    log.withClock(); // one entry is one ms of the log's clock: 5,000 entries are five heartbeats
+    Router b = router(log, "p", "b", 1000);
+    String ep = "10.2.0.1:8000";
+    log.append(inFlightBatch("x", Map.of(ep, 1)));
+    await("b counts x's request", () -> inFlight(b, ep) == 1);
+    long start = System.nanoTime();
+    log.holdReads(); // b's reader stays connected but reads nothing: it falls behind
+    log.append(inFlightBatch("x", Map.of(ep, 0))); // x's request ended
+    int filler = 6_000; // another pool's batches: the change is now history
+    for (int i = 0; i < filler; i++) {
+      log.append(new HintCodec.Writer().finish("q", "z", RedisReplication.epochMicros()));
+    }
+    long readBefore = replication(b).entriesRead();
+    Thread.sleep(1_500); // b's check of a heartbeat reads the log's clock past the change
+    log.releaseReads();
+    await("b read what it missed", () -> replication(b).entriesRead() >= readBefore + filler + 1);
+    org.junit.jupiter.api.Assumptions.assumeTrue(
+        System.nanoTime() - start < 4_000_000_000L,
+        "held up for five heartbeats: b forgot x as silent, which says nothing of the change");
+    assertThat(inFlight(b, ep)).as("x's ended request as b counts it").isZero();
+  }
+
+  /**
    * A reader that writers outran by more than the stream keeps, and that catches up before its
    * next check of the stream's oldest batch (once a heartbeat): its read after a trimmed id
    * returns what the stream still holds, and by the check its cursor is inside the stream again.
