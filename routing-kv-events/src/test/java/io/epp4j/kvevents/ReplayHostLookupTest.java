@@ -12,7 +12,6 @@ import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.time.Duration;
 import java.util.Map;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -44,19 +43,10 @@ class ReplayHostLookupTest {
    */
   @Test
   void centralModeLooksAReplayHostUpBesideTheSubscribersThread() throws Exception {
-    CountDownLatch lookingUp = new CountDownLatch(1);
-    CountDownLatch answer = new CountDownLatch(1);
+    HeldLookup held = new HeldLookup();
     HostLookups.Resolver dns = host -> {
       if (host.equals("engine-a.test")) {
-        lookingUp.countDown();
-        try {
-          if (!answer.await(60, TimeUnit.SECONDS)) {
-            throw new UnknownHostException(host + ": no answer");
-          }
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new UnknownHostException(host + ": interrupted");
-        }
+        held.hold(host);
         return loopback(host);
       }
       return InetAddress.getAllByName(host);
@@ -85,14 +75,14 @@ class ReplayHostLookupTest {
       }
       // A's first message opens its stream, and with it the replay socket's lookup
       publish(pubA, "kv@" + a.id() + "@m", 0, batchesA[0]);
-      assertThat(lookingUp.await(20, TimeUnit.SECONDS)).as("the replay host looked up").isTrue();
+      assertThat(held.started.await(20, TimeUnit.SECONDS)).as("the replay host looked up").isTrue();
       for (long seq = 0; seq < 3; seq++) {
         publish(pubB, "kv@" + b.id() + "@m", seq, ENCODER.encode(engineB.nextBatch(0)));
       }
       await(() -> m.batches() == 4 && index.blockCount(b.id()) > 0,
           () -> "A's first batch and B's three while A's replay host's lookup hangs: " + m);
-      assertThat(answer.getCount()).as("the lookup still hangs").isEqualTo(1);
-      answer.countDown();
+      assertThat(held.waiting()).as("the lookup still hangs").isTrue();
+      held.answer();
       // A's batches 1 and 2 are lost: replayed over the address the lookup gave
       publish(pubA, "kv@" + a.id() + "@m", 3, batchesA[3]);
       await(() -> m.batches() == 7, () -> "A's gap replayed: " + m);

@@ -9,7 +9,6 @@ import io.epp4j.api.Endpoint;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.util.Map;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
@@ -42,22 +41,13 @@ class SlowHostLookupTest {
 
   @Test
   void aNameWhoseLookupHangsHoldsUpNoOtherEndpointsEvents() throws Exception {
-    CountDownLatch lookingUp = new CountDownLatch(1);
-    CountDownLatch answer = new CountDownLatch(1);
+    HeldLookup held = new HeldLookup();
     AtomicInteger unresolvableLookups = new AtomicInteger();
     // "localhost" stands for a name a slow DNS answers only when the test says so; a name
     // that never resolves fails at once, again and again
     HostLookups.Resolver dns = host -> {
       if (host.equals("localhost")) {
-        lookingUp.countDown();
-        try {
-          if (!answer.await(60, TimeUnit.SECONDS)) {
-            throw new UnknownHostException(host + ": no answer");
-          }
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new UnknownHostException(host + ": interrupted");
-        }
+        held.hold(host);
       } else if (host.equals("nonexistent.invalid")) {
         unresolvableLookups.incrementAndGet();
         throw new UnknownHostException(host);
@@ -76,7 +66,7 @@ class SlowHostLookupTest {
       Endpoint other = Endpoint.of("127.0.0.1", 8003,
           Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub))));
       sub.addEndpoint(slow);
-      assertThat(lookingUp.await(20, TimeUnit.SECONDS)).as("slow lookup started").isTrue();
+      assertThat(held.started.await(20, TimeUnit.SECONDS)).as("slow lookup started").isTrue();
       sub.addEndpoint(unresolvable);
       sub.addEndpoint(other);
       // followed and applied while the slow name's lookup still hangs
@@ -88,9 +78,9 @@ class SlowHostLookupTest {
       await(() -> index.blockCount(other.id()) > 0 && m.batches() == 3,
           () -> "the other endpoint's batches: " + m);
       await(() -> unresolvableLookups.get() >= 2, "the unresolvable name looked up again");
-      assertThat(answer.getCount()).as("the slow lookup still hangs").isEqualTo(1);
+      assertThat(held.waiting()).as("the slow lookup still hangs").isTrue();
       assertThat(sub.connectedEndpoints()).isEqualTo(1);
-      answer.countDown();
+      held.answer();
       assertThat(slowPub.recv()).as("the slow name's subscription once it resolved").isNotNull();
       FakeEngine slowEngine = new FakeEngine(2, 16);
       publish(slowPub, "kv@" + slow.id() + "@m", 0, batch(slowEngine, 0));
