@@ -449,6 +449,20 @@ public final class MetricsScraper implements AutoCloseable {
   }
 
   /**
+   * The scheme the scrapes use ({@code http} or {@code https}): the one set with
+   * {@link Builder#scheme}, else the {@code scheme} of the router's running configuration's
+   * {@code metrics-data-source}, else {@code http}. Read now, from the running configuration, as
+   * {@link #insecureSkipVerify()} is.
+   */
+  public String scheme() {
+    if (schemeInCode != null) {
+      return schemeInCode;
+    }
+    MetricsDataSource source = dataSource(router.config());
+    return source != null ? source.scheme : DEFAULT_SCHEME;
+  }
+
+  /**
    * Whether https scrapes take any certificate the endpoints present: the value set with
    * {@link Builder#insecureSkipVerify}, else the {@code insecureSkipVerify} of the router's
    * running configuration's {@code metrics-data-source}, else false. Read now, from the running

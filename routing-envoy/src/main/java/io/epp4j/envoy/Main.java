@@ -440,7 +440,7 @@ public final class Main {
             : o.containsKey("preset") ? "the " + o.get("preset") + " preset"
             : "the EPP default profile")
         + (scraper == null ? "; metrics scraping off"
-            : scraper.insecureSkipVerify()
+            : scraper.insecureSkipVerify() && "https".equals(scraper.scheme())
                 ? "; https metrics taken without checking certificates" : "")
         + (subsetFilterOff ? "; subset hints not read" : ""));
     return new Running(server, router, scraper, err);

@@ -66,6 +66,15 @@ class UpstreamFlagsTest extends MainWithCapturedOutput {
     } finally {
       replica.stop(0);
     }
+    // over http there is no certificate to check: the start line does not say one goes unchecked
+    out.reset();
+    try (Main.Running r = start("--endpoints", "127.0.0.1:9", "--port=0",
+        "--grpc-health-port=0", "--host=127.0.0.1", "--scheme", "http",
+        "--metrics-insecure-skip-verify")) {
+      assertThat(r.scraper).isNotNull();
+    }
+    assertThat(out.toString(StandardCharsets.UTF_8)).contains("routing to 127.0.0.1:9")
+        .doesNotContain("without checking certificates");
     assertThat(exitOf("--endpoints", "10.0.0.1:8000", "--port=0",
         "--model-server-metrics-https-insecure-skip-verify=maybe")).isEqualTo(2);
     assertThat(err()).contains("--model-server-metrics-https-insecure-skip-verify: 'maybe'");
