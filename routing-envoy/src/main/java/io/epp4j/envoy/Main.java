@@ -254,7 +254,7 @@ public final class Main {
               + ") + 1MB: BUFFERED sends a request body as one message");
         }
       }
-      List<String> sessionHeaders = list(o.getOrDefault("session-headers",
+      List<String> sessionHeaders = list("session-headers", o.getOrDefault("session-headers",
           String.join(",", OpenAiRequestParser.DEFAULT_SESSION_HEADERS)));
       if (sessionHeaders.isEmpty()) {
         // an empty list would turn session affinity off unseen; nothing documents that as a
@@ -730,7 +730,7 @@ public final class Main {
     }
     List<Endpoint> out = new ArrayList<>();
     Set<InetSocketAddress> seen = new HashSet<>();
-    for (String s : list(text)) {
+    for (String s : list("endpoints", text)) {
       Endpoint e;
       try {
         e = Endpoint.parseWithRole(s);
@@ -789,12 +789,23 @@ public final class Main {
     }
   }
 
-  private static List<String> list(String text) {
+  /**
+   * The comma-separated items of option {@code option}'s value, stripped. A blank value is an
+   * empty list; an empty item in a value that has others ({@code a,,b}, a trailing comma) is a
+   * usage error, as the simulator's lists make it: it is more likely a lost item than meant.
+   */
+  private static List<String> list(String option, String text) {
     List<String> out = new ArrayList<>();
-    for (String s : text.split(",", -1)) {
-      if (!s.isBlank()) {
-        out.add(s.strip());
+    if (text.isBlank()) {
+      return out;
+    }
+    String[] items = text.split(",", -1);
+    for (int i = 0; i < items.length; i++) {
+      if (items[i].isBlank()) {
+        throw new IllegalArgumentException("--" + option + ": item " + (i + 1) + " of '" + text
+            + "' is empty");
       }
+      out.add(items[i].strip());
     }
     return out;
   }
