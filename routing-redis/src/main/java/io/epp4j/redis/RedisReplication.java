@@ -1354,7 +1354,15 @@ public final class RedisReplication implements Plugin, RequestListener {
   }
 
   private void apply(HintTransport.Entry entry, long newestMillis, long staleBeforeMillis) {
-    entriesRead.incrementAndGet();
+    try {
+      applyEntry(entry, newestMillis, staleBeforeMillis);
+    } finally {
+      // counted once handled: a test that waits for every entry to be read then sees all it did
+      entriesRead.incrementAndGet();
+    }
+  }
+
+  private void applyEntry(HintTransport.Entry entry, long newestMillis, long staleBeforeMillis) {
     if (entry.size() > MAX_ENTRY_BYTES) {
       rejectMalformed(entry.id(), new HintCodec.MalformedBatchException(entry.size()
           + " bytes, above the " + MAX_ENTRY_BYTES + " bytes of the longest entry a router writes"));
@@ -1759,7 +1767,10 @@ public final class RedisReplication implements Plugin, RequestListener {
     return staleSessions.get();
   }
 
-  /** Stream entries the reader has handled, applied or not (another pool's, its own); for tests. */
+  /**
+   * Stream entries the reader has handled, applied or not (another pool's, its own, malformed),
+   * each counted once its handling is over; for tests.
+   */
   long entriesRead() {
     return entriesRead.get();
   }
