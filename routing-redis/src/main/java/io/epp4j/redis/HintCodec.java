@@ -45,6 +45,19 @@ final class HintCodec {
   }
   /** More blocks than any prefix scorer considers (its maximum is 2^22). */
   static final int MAX_BLOCKS = 1 << 22;
+  /**
+   * Latest send or capture time a batch may carry, in µs since the epoch: the end of the year
+   * 9999. A router stamps its own clock's reading, never before 1970 nor anywhere near this; a
+   * time outside is a corrupt or foreign entry's. Taken as it was, such a time (a
+   * {@link Long#MIN_VALUE} send time, say) overflowed the reader's clock-offset arithmetic,
+   * which then held for that router's later batches too.
+   */
+  static final long MAX_EPOCH_MICROS = 253_402_300_799_999_999L;
+
+  /** Whether {@code epochMicros} is a time a router's clock reads: 1970 to the year 9999. */
+  static boolean plausibleTime(long epochMicros) {
+    return epochMicros >= 0 && epochMicros <= MAX_EPOCH_MICROS;
+  }
 
   private HintCodec() {}
 
@@ -265,6 +278,9 @@ final class HintCodec {
       String pool = in.readUTF();
       String origin = in.readUTF();
       long sent = in.readLong();
+      if (!plausibleTime(sent)) {
+        throw new MalformedBatchException("send time outside the years 1970 to 9999");
+      }
       int n = in.readInt();
       if (n < 0) {
         throw new MalformedBatchException("negative record count");
@@ -417,6 +433,15 @@ final class HintCodec {
     }
   }
 
+  /** A record's capture time, which must be one a router's clock reads as the send time must. */
+  private static long capturedAt(Input in) throws IOException, MalformedBatchException {
+    long at = in.readLong();
+    if (!plausibleTime(at)) {
+      throw new MalformedBatchException("capture time outside the years 1970 to 9999");
+    }
+    return at;
+  }
+
   /**
    * Decodes every record before handing any to {@code visitor}, so a batch that turns out
    * corrupt halfway applies nothing.
@@ -429,7 +454,7 @@ final class HintCodec {
         int kind = in.readUnsignedByte();
         switch (kind) {
           case PREFIX -> {
-            long at = in.readLong();
+            long at = capturedAt(in);
             String ep = in.readUTF();
             int bs = in.readInt();
             int n = in.readInt();
@@ -441,7 +466,7 @@ final class HintCodec {
             decoded.add(() -> visitor.prefix(at, ep, bs, hashes));
           }
           case SESSION -> {
-            long at = in.readLong();
+            long at = capturedAt(in);
             String key = in.readUTF();
             if (key.length() > MAX_SESSION_KEY_CHARS) {
               // no router sends one: each would hold up to 64 KiB wherever sessions are kept

@@ -12,6 +12,7 @@ import java.util.List;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.LongRange;
 import net.jqwik.api.constraints.Size;
 import net.jqwik.api.constraints.StringLength;
 
@@ -45,10 +46,12 @@ class HintCodecPropertyTest {
 
   @Property(tries = 500)
   void batchesRoundTripExactly(@ForAll @StringLength(max = 40) String pool,
-      @ForAll @StringLength(max = 40) String origin, @ForAll long sent,
+      @ForAll @StringLength(max = 40) String origin,
+      @ForAll @LongRange(max = HintCodec.MAX_EPOCH_MICROS) long sent,
       @ForAll @Size(max = 20) List<@Size(max = 40) long[]> prefixes,
       @ForAll @Size(max = 20) List<@StringLength(max = 60) String> sessions,
-      @ForAll @IntRange(min = 1, max = 1 << 20) int blockSize, @ForAll long at,
+      @ForAll @IntRange(min = 1, max = 1 << 20) int blockSize,
+      @ForAll @LongRange(max = HintCodec.MAX_EPOCH_MICROS) long at,
       @ForAll @IntRange(max = 1000) int requests, @ForAll long tokens) throws Exception {
     HintCodec.Writer w = new HintCodec.Writer();
     List<String> expected = new ArrayList<>();
@@ -85,6 +88,23 @@ class HintCodecPropertyTest {
     byte[] full = w.finish("pool", "origin", 3);
     byte[] cut = Arrays.copyOf(full, cutFrom % full.length);
     assertThatThrownBy(() -> read(cut)).isInstanceOf(HintCodec.MalformedBatchException.class);
+  }
+
+  /**
+   * A send or capture time no router's clock reads (before 1970, after the year 9999: a foreign
+   * or corrupt entry's) rejects the batch whole, as any other impossible field does.
+   */
+  @Property(tries = 1000)
+  void aTimeNoClockReadsIsRejectedWhole(@ForAll long time, @ForAll @IntRange(max = 2) int where)
+      throws Exception {
+    net.jqwik.api.Assume.that(time < 0 || time > HintCodec.MAX_EPOCH_MICROS);
+    long now = RedisReplication.epochMicros();
+    HintCodec.Writer w = new HintCodec.Writer();
+    w.prefix(where == 1 ? time : now, "e1", 16, new long[] {1, 2});
+    w.session(where == 2 ? time : now, "s", "e2");
+    byte[] batch = w.finish("pool", "origin", where == 0 ? time : now);
+    assertThatThrownBy(() -> read(batch)).isInstanceOf(HintCodec.MalformedBatchException.class)
+        .hasMessageContaining(where == 0 ? "send time" : "capture time");
   }
 
   @Property(tries = 2000)

@@ -1114,6 +1114,66 @@ class ReplicationLogicTest {
   }
 
   /**
+   * A foreign entry under another router's name, stamped at a time no clock reads
+   * ({@code Long.MIN_VALUE} and {@code Long.MAX_VALUE} µs). Its send time used to go into that
+   * router's clock offset, overflowing it: the offset, the smallest of the router's recent
+   * batches, then made every later move of the router look older than any other router's, and
+   * the entry's lag went into {@code epp4j.replication.lag} as thousands of years. It is now
+   * malformed, named by key and id, and the router's next move applies as its time says.
+   */
+  @Test
+  void anEntryStampedAtATimeNoClockReadsIsMalformedAndSkewsNothing() throws Exception {
+    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord r) {
+        logged.add(r);
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    java.util.logging.Logger logger =
+        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
+    logger.addHandler(capture);
+    try {
+      InMemoryLog log = new InMemoryLog();
+      log.withClock(); // the offsets are taken on the log's clock only
+      Router b = sessionRouter(log, "b");
+      await("b connected", () -> replication(b).connected());
+      long now = RedisReplication.epochMicros();
+      int before = log.size();
+      // y moved s1 a second ago
+      log.append(sessionBatch("y", now - 1_000_000, "s1", "10.2.0.1:8000"));
+      String absurdId = (log.size() + 1) + "-0";
+      for (long sent : new long[] {Long.MIN_VALUE, Long.MAX_VALUE}) {
+        HintCodec.Writer w = new HintCodec.Writer();
+        w.prefix(now, "10.2.0.3:8000", 16, new long[] {1, 2, 3});
+        log.append(w.finish("p", "x", sent));
+      }
+      // then x moved s1, now: the newer move
+      log.append(sessionBatch("x", RedisReplication.epochMicros(), "s1", "10.2.0.2:8000"));
+      await("b handled the four entries", () -> replication(b).entriesRead() >= before + 4);
+      RedisReplication rb = replication(b);
+      assertThat(rb.malformed()).isEqualTo(2);
+      assertThat(rb.appliedPrefixes()).isZero();
+      assertThat(rb.staleSessions()).as("x's move taken for older than y's").isZero();
+      assertThat(primaryOf(b, "s1")).isEqualTo("10.2.0.2:8000");
+      // lags of moves read within seconds of their capture: none near the absurd times
+      assertThat(java.util.Arrays.stream(rb.lagMicros()).boxed().toList()).isNotEmpty()
+          .allSatisfy(l -> assertThat(Math.abs(l)).isLessThan(60_000_000L));
+      await("the first absurd entry named by key and id", () -> logged.stream()
+          .map(java.util.logging.LogRecord::getMessage).anyMatch(m -> m.contains(
+              "malformed entry " + absurdId + " of stream 'epp4j:p:hints' (send time")));
+    } finally {
+      logger.removeHandler(capture);
+    }
+  }
+
+  /**
    * Entries may each be up to MAX_ENTRY_BYTES (about 33 MiB), and a read of 64 of them held them
    * all at once, 2 GiB. A read now keeps entries up to READ_BYTES (past its first); the entries
    * past them come back empty and are read again, first, by the next read: none is lost, none is
