@@ -43,6 +43,15 @@ final class HintCodec {
     }
     return len;
   }
+
+  /**
+   * Whether a batch can hold {@code s}: at most {@link #MAX_STRING_BYTES} in modified UTF-8.
+   * Cheap for the ids a pool has (a string of up to a third of that many characters always fits).
+   */
+  static boolean fits(String s) {
+    return s.length() <= MAX_STRING_BYTES / 3 || encodedLength(s) <= MAX_STRING_BYTES;
+  }
+
   /** More blocks than any prefix scorer considers (its maximum is 2^22). */
   static final int MAX_BLOCKS = 1 << 22;
   /**

@@ -144,6 +144,11 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final AtomicLong droppedUnpublished = new AtomicLong();
   /** Records of hints the publisher failed on unexpectedly (a faulty plugin's blocks, a bug). */
   private final AtomicLong droppedFailed = new AtomicLong();
+  /**
+   * Records not sent because their endpoint's id is longer than a batch holds (65,535 bytes in
+   * modified UTF-8): the endpoint's prefixes, sessions and in-flight figures. The others go out.
+   */
+  private final AtomicLong droppedIdTooLong = new AtomicLong();
   private final AtomicLong publisherErrors = new AtomicLong();
   private final AtomicLong readerErrors = new AtomicLong();
   private final AtomicLong malformed = new AtomicLong();
@@ -703,6 +708,14 @@ public final class RedisReplication implements Plugin, RequestListener {
     return true;
   }
 
+  /**
+   * Publisher thread only: the last figure of each endpoint whose id is longer than a batch holds,
+   * none of which is sent; each is counted dropped when it would have gone out (a change, a
+   * heartbeat), as a sendable one is counted published. It used to make the whole flush fail,
+   * every time: none of this router's figures, nor the hints after them, went out.
+   */
+  private final Map<String, long[]> figuresTooLong = new HashMap<>();
+
   /** This router's in-flight figures that differ from what was sent, or all when due. */
   private Map<String, long[]> inFlightChanges(Map<String, long[]> sent, boolean all) {
     RouterHints h = hints;
@@ -714,10 +727,20 @@ public final class RedisReplication implements Plugin, RequestListener {
     h.forEachLocalInFlight((ep, r, tok) -> {
       long[] v = {r, tok};
       seen.put(ep, v);
-      long[] before = sent.get(ep);
+      boolean fits = HintCodec.fits(ep);
+      long[] before = fits ? sent.get(ep) : figuresTooLong.get(ep);
       boolean zero = r == 0 && tok == 0;
       if (before == null ? !zero : (before[0] != r || before[1] != tok || all)) {
-        changes.put(ep, v);
+        if (fits) {
+          changes.put(ep, v);
+        } else {
+          idTooLong(ep);
+          if (zero) {
+            figuresTooLong.remove(ep);
+          } else {
+            figuresTooLong.put(ep, v);
+          }
+        }
       }
     });
     for (String ep : sent.keySet()) {
@@ -725,7 +748,36 @@ public final class RedisReplication implements Plugin, RequestListener {
         changes.put(ep, new long[] {0, 0}); // the endpoint left the pool
       }
     }
+    for (Iterator<String> it = figuresTooLong.keySet().iterator(); it.hasNext(); ) {
+      String ep = it.next();
+      if (!seen.containsKey(ep)) {
+        idTooLong(ep); // its zero, had it fitted
+        it.remove();
+      }
+    }
     return changes;
+  }
+
+  /** Publisher thread only: whether an endpoint id too long to send was said. */
+  private boolean idTooLongSaid;
+
+  /**
+   * One record not sent because its endpoint's id is longer than a batch holds: counted, and the
+   * first of them said, once for this instance (the count goes on in the metric).
+   */
+  private void idTooLong(String endpointId) {
+    droppedIdTooLong.incrementAndGet();
+    if (idTooLongSaid) {
+      return;
+    }
+    idTooLongSaid = true;
+    log.report(Level.WARNING, "endpoint-id-too-long", "an endpoint's id ('"
+        + endpointId.substring(0, Math.min(64, endpointId.length())) + "...') is "
+        + HintCodec.encodedLength(endpointId) + " bytes in modified UTF-8, more than the "
+        + HintCodec.MAX_STRING_BYTES + " a batch holds: the prefixes, sessions and in-flight"
+        + " figures of such an endpoint are not shared with the other routers, and are counted in"
+        + " epp4j.replication.hints_dropped{reason=endpoint_id_too_long}; every other endpoint's"
+        + " still are. Said once");
   }
 
   /**
@@ -785,15 +837,27 @@ public final class RedisReplication implements Plugin, RequestListener {
   /** Writes one hint's records into the batch. */
   private void encode(Hint h, HintCodec.Writer w, long nowNanos, long nowMicros) {
     long at = nowMicros - (nowNanos - h.capturedNanos) / 1000;
+    // an endpoint id longer than a batch holds: its records are left out, the hint's others go
+    boolean fits = HintCodec.fits(h.endpointId);
     PrefixBlocks blocks = h.blocks;
     if (blocks != null) {
-      w.prefix(at, h.endpointId, blocks);
+      if (fits) {
+        w.prefix(at, h.endpointId, blocks);
+      } else {
+        idTooLong(h.endpointId);
+      }
       String prefill = h.prefillEndpointId;
       if (prefill != null && !prefill.equals(h.endpointId)) {
-        w.prefix(at, prefill, blocks);
+        if (HintCodec.fits(prefill)) {
+          w.prefix(at, prefill, blocks);
+        } else {
+          idTooLong(prefill);
+        }
       }
     }
-    if (h.sessionKey != null) {
+    if (h.sessionKey != null && !fits) {
+      idTooLong(h.endpointId);
+    } else if (h.sessionKey != null) {
       w.session(at, h.sessionKey, h.endpointId);
       int seen = sessionTimes.local(h.sessionKey, sessionTimes.toLogClock(at),
           sessionTimes.toLogClock(nowMicros));
@@ -1732,11 +1796,13 @@ public final class RedisReplication implements Plugin, RequestListener {
   /**
    * Records dropped (the unit of {@link #published()}): those of hints that found the queue full,
    * those lost with a batch that could not be sent (not its in-flight figures, which go out
-   * again), and those of hints the publisher failed on unexpectedly. Malformed batches of other
-   * routers are counted apart, in batches.
+   * again), those of hints the publisher failed on unexpectedly, and the prefixes, sessions and
+   * in-flight figures of an endpoint whose id is longer than a batch holds (65,535 bytes in
+   * modified UTF-8). Malformed batches of other routers are counted apart, in batches.
    */
   public long dropped() {
-    return droppedQueueFull.sum() + droppedUnpublished.get() + droppedFailed.get();
+    return droppedQueueFull.sum() + droppedUnpublished.get() + droppedFailed.get()
+        + droppedIdTooLong.get();
   }
 
   /** Records dropped because the queue was full (or made room while Redis was away); for tests. */
@@ -2063,6 +2129,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       Attributes full = Attributes.of(POOL, s.pool(), REASON, "queue_full");
       Attributes unpublished = Attributes.of(POOL, s.pool(), REASON, "publish_failed");
       Attributes failed = Attributes.of(POOL, s.pool(), REASON, "error");
+      Attributes idTooLong = Attributes.of(POOL, s.pool(), REASON, "endpoint_id_too_long");
       Attributes publisherThread = Attributes.of(POOL, s.pool(), THREAD, "publisher");
       Attributes readerThread = Attributes.of(POOL, s.pool(), THREAD, "reader");
       lag = m.histogramBuilder("epp4j.replication.lag")
@@ -2088,7 +2155,8 @@ public final class RedisReplication implements Plugin, RequestListener {
           }));
       callbacks.add(m.counterBuilder("epp4j.replication.hints_dropped")
           .setDescription("Records this router did not send: its hints found the queue full,"
-              + " were lost with a batch Redis did not take, or failed unexpectedly")
+              + " were lost with a batch Redis did not take, or failed unexpectedly, or their"
+              + " endpoint's id was longer than a batch holds")
           .setUnit("{record}")
           .buildWithCallback(r -> {
             if (!owns()) {
@@ -2097,6 +2165,7 @@ public final class RedisReplication implements Plugin, RequestListener {
             r.record(droppedQueueFull.sum(), full);
             r.record(droppedUnpublished.get(), unpublished);
             r.record(droppedFailed.get(), failed);
+            r.record(droppedIdTooLong.get(), idTooLong);
           }));
       callbacks.add(m.counterBuilder("epp4j.replication.errors")
           .setDescription("Unexpected failures of the publisher or the reader (not Redis'),"
