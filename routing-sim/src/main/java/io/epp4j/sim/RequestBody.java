@@ -372,8 +372,9 @@ final class RequestBody {
 
   /**
    * A message's content: a string, or an array of parts whose text parts vLLM hands a template
-   * that takes string content joined with newlines; "" for null (the caller marks the message
-   * as without content); null for anything else.
+   * that takes string content joined with newlines (a plain string part is a text part, as in
+   * vLLM); "" for null (the caller marks the message as without content); null for anything
+   * else, and for an array holding a part that is neither an object nor a string.
    */
   private static @Nullable String readContent(JsonParser p, List<ChatMessage.Part> parts)
       throws IOException {
@@ -390,14 +391,28 @@ final class RequestBody {
     }
     StringBuilder text = new StringBuilder();
     boolean first = true;
+    boolean refused = false;
     for (JsonToken part = p.nextToken(); part != JsonToken.END_ARRAY; part = p.nextToken()) {
-      if (part != JsonToken.START_OBJECT) {
+      if (refused) {
         p.skipChildren();
         continue;
       }
       @Nullable String partText = null;
       @Nullable String type = null;
-      for (JsonToken f = p.nextToken(); f != JsonToken.END_OBJECT; f = p.nextToken()) {
+      if (part == JsonToken.VALUE_STRING) {
+        // a plain string part: vLLM's request model takes one (its part type includes str) and
+        // reads it as a text part
+        partText = p.getText();
+      } else if (part != JsonToken.START_OBJECT) {
+        // a number, a boolean, null or an array: no part type of vLLM's request model takes it,
+        // and vLLM refuses the request; read to the array's end, so the body is still checked
+        // as JSON whole
+        p.skipChildren();
+        refused = true;
+        continue;
+      }
+      for (JsonToken f = part == JsonToken.START_OBJECT ? p.nextToken() : JsonToken.END_OBJECT;
+          f != JsonToken.END_OBJECT; f = p.nextToken()) {
         String name = p.currentName();
         JsonToken pv = p.nextToken();
         if (name.equals("text")) {
@@ -423,6 +438,6 @@ final class RequestBody {
         first = false;
       }
     }
-    return text.toString();
+    return refused ? null : text.toString();
   }
 }

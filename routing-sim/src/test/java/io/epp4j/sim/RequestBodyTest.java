@@ -88,15 +88,16 @@ class RequestBodyTest {
   @Test
   void messagesBecomeRolesAndTheirTextPartsJoined() throws Exception {
     RequestBody r = read("{\"messages\":[{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
-        + "{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}},{\"text\":\"b\"},7],"
+        + "{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}},{\"text\":\"b\"},\"c\"],"
         + "\"role\":\"user\",\"name\":\"n\"},{\"role\":\"assistant\",\"content\":null},"
         + "{\"role\":\"system\"}]}");
     assertThat(r.hasMessages()).isTrue();
     // the parts one by one too, as a template that iterates over content gets them, and the
     // fields a template reads besides the content, as the router keeps them
-    assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb",
+    // (a plain string part is a text part, as vLLM reads one)
+    assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb\nc",
             List.of(ChatMessage.Part.text("a"), new ChatMessage.Part("image", ""),
-                ChatMessage.Part.text("b")), "{\"name\":\"n\"}"),
+                ChatMessage.Part.text("b"), ChatMessage.Part.text("c")), "{\"name\":\"n\"}"),
         ChatMessage.withoutContent("assistant", ""), ChatMessage.withoutContent("system", "")));
     // an empty string is content given, which a template that iterates over content gets as
     // one empty text part, where it gets none for a null or absent content (as the router)
@@ -112,6 +113,13 @@ class RequestBodyTest {
       "[\"hi\"]|field 'messages[].role' must be a string",
       "[{\"role\":\"user\",\"content\":5}]|field 'messages[].content' must be a string or an"
           + " array of parts",
+      // a part that is neither an object nor a string, which vLLM's request model refuses
+      "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},5]}]|field"
+          + " 'messages[].content' must be a string or an array of parts",
+      "[{\"role\":\"user\",\"content\":[[\"a\"]]}]|field 'messages[].content' must be a"
+          + " string or an array of parts",
+      "[{\"role\":\"user\",\"content\":[null]}]|field 'messages[].content' must be a string"
+          + " or an array of parts",
       "[{\"role\":\"user\",\"content\":\"a\"},{\"content\":\"b\"}]|field 'messages[].role'"
           + " must be a string"})
   void badMessagesAreNamed(String messages, String expected) throws Exception {
