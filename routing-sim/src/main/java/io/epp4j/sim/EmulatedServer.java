@@ -1209,6 +1209,13 @@ final class EmulatedServer implements AutoCloseable {
     if (echoOnly) {
       maxTokens = 1;
     }
+    // as vLLM makes its sampling parameters, before it checks their ranges: a json_schema
+    // response format needs its schema, and logit_bias's keys become token IDs (Python's int())
+    String[] unusable = unusableSamplingField(body);
+    if (unusable != null) {
+      error(ex, 400, "BadRequestError", unusable[0], unusable[1]);
+      return;
+    }
     String outOfRange = samplingOutOfRange(n == null ? 1 : n, sampling, topK, minP);
     if (outOfRange != null) {
       error(ex, 400, "BadRequestError", outOfRange, null);
@@ -2457,6 +2464,36 @@ final class EmulatedServer implements AutoCloseable {
    * An OpenAI-shaped error: {@code {"error": {"message", "type", "param", "code"}}}, vLLM's
    * ErrorResponse, whose {@code param} is null here.
    */
+  /** A token ID as Python's int() reads a string: sign, digits, single underscores between. */
+  private static final java.util.regex.Pattern PY_INT =
+      java.util.regex.Pattern.compile("\\s*[+-]?[0-9]+(_[0-9]+)*\\s*");
+
+  /**
+   * The message and field for a response format or logit bias that vLLM's request cannot turn
+   * into sampling parameters, or null: a {@code json_schema} response format without its
+   * {@code json_schema} (vLLM refuses it with a 400 since it raises a ValueError there), a
+   * {@code logit_bias} key that is not an integer (vLLM converts each key with int()). Neither
+   * quotes what the client sent.
+   */
+  static String @Nullable [] unusableSamplingField(JsonNode body) {
+    JsonNode format = body.path("response_format");
+    if (format.isObject() && "json_schema".equals(format.path("type").asText(null))
+        && (format.path("json_schema").isMissingNode() || format.path("json_schema").isNull())) {
+      return new String[] {"field 'response_format.json_schema' is required when"
+          + " 'response_format.type' is json_schema", "response_format"};
+    }
+    JsonNode bias = body.path("logit_bias");
+    if (bias.isObject()) {
+      for (java.util.Iterator<String> keys = bias.fieldNames(); keys.hasNext(); ) {
+        if (!PY_INT.matcher(keys.next()).matches()) {
+          return new String[] {"field 'logit_bias' must map token IDs (integers) to biases; a key"
+              + " is not an integer", "logit_bias"};
+        }
+      }
+    }
+    return null;
+  }
+
   private static void error(Exchange ex, int status, String type, String message) {
     error(ex, status, type, message, null);
   }

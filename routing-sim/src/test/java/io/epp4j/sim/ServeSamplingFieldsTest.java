@@ -1,0 +1,66 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Fields vLLM turns into sampling parameters and refuses when it cannot: a json_schema response
+ * format without its schema, and logit_bias keys that are not token IDs. Both are a 400 naming
+ * the field, on the chat and the completions endpoint alike; what the client sent is not quoted.
+ */
+@Timeout(60)
+class ServeSamplingFieldsTest {
+  private static final String CHAT = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+      + "\"max_tokens\":2,";
+  private static final String COMPLETION = "{\"prompt\":[1,2,3],\"max_tokens\":2,";
+  private final OneReplica replica = new OneReplica();
+
+  @AfterEach
+  void close() {
+    replica.close();
+  }
+
+  @Test
+  void aJsonSchemaResponseFormatWithoutItsSchemaIsRefused() throws Exception {
+    int port = replica.start();
+    for (String format : new String[] {"{\"type\":\"json_schema\"}",
+        "{\"type\":\"json_schema\",\"json_schema\":null}"}) {
+      for (String[] req : new String[][] {{"/v1/chat/completions", CHAT},
+          {"/v1/completions", COMPLETION}}) {
+        JsonNode e = replica.refusal(port, req[0], req[1] + "\"response_format\":" + format + "}");
+        assertThat(e.get("param").asText()).as(req[0]).isEqualTo("response_format");
+        assertThat(e.get("message").asText()).contains("'response_format.json_schema'");
+      }
+    }
+    // the other formats need no schema
+    assertThat(replica.post(port, "/v1/chat/completions",
+        CHAT + "\"response_format\":{\"type\":\"json_object\"}}").statusCode()).isEqualTo(200);
+    assertThat(replica.post(port, "/v1/chat/completions",
+        CHAT + "\"response_format\":{\"type\":\"text\"}}").statusCode()).isEqualTo(200);
+  }
+
+  @Test
+  void logitBiasKeysThatAreNoIntegersAreRefusedUnquoted() throws Exception {
+    int port = replica.start();
+    for (String[] req : new String[][] {{"/v1/chat/completions", CHAT},
+        {"/v1/completions", COMPLETION}}) {
+      for (String key : new String[] {"secretword", "1.5", "", "1__2"}) {
+        JsonNode e = replica.refusal(port, req[0],
+            req[1] + "\"logit_bias\":{\"7\":1,\"" + key + "\":2}}");
+        assertThat(e.get("param").asText()).as(req[0] + " " + key).isEqualTo("logit_bias");
+        assertThat(e.get("message").asText()).contains("'logit_bias'");
+        if (!key.isEmpty()) {
+          assertThat(e.get("message").asText()).doesNotContain(key);
+        }
+      }
+      // keys Python's int() reads are token IDs
+      assertThat(replica.post(port, req[0],
+          req[1] + "\"logit_bias\":{\"7\":1,\" 12 \":-2,\"+3\":0,\"1_0\":5}}").statusCode())
+          .as(req[0]).isEqualTo(200);
+    }
+  }
+}
