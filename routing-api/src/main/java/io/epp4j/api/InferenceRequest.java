@@ -35,6 +35,7 @@ public final class InferenceRequest {
   private final @Nullable String cacheSalt;
   private final @Nullable String loraAdapter;
   private final int maxTokens;
+  private final int sequences;
   private final boolean stream;
   private final boolean addSpecialTokens;
 
@@ -54,6 +55,7 @@ public final class InferenceRequest {
     this.cacheSalt = b.cacheSalt;
     this.loraAdapter = b.loraAdapter;
     this.maxTokens = b.maxTokens;
+    this.sequences = b.sequences;
     this.stream = b.stream;
     int forms = (prompt != null ? 1 : 0) + (!messages.isEmpty() ? 1 : 0) + (tokenIds != null ? 1 : 0);
     if (forms != 1) {
@@ -119,6 +121,17 @@ public final class InferenceRequest {
   public @Nullable String loraAdapter() { return loraAdapter; }
   /** {@code max_tokens}, or 0 when absent. */
   public int maxTokens() { return maxTokens; }
+  /**
+   * How many sequences the engine generates for the request (its {@code n}), each up to
+   * {@link #maxTokens()} tokens; 1 unless the request asks for more.
+   */
+  public int sequences() { return sequences; }
+  /**
+   * The most output tokens the request makes the engine generate: {@link #maxTokens()} for each
+   * of its {@link #sequences()}; 0 when {@code max_tokens} is absent. What in-flight and decode
+   * accounting count as the request's output.
+   */
+  public long maxOutputTokens() { return (long) maxTokens * sequences; }
   public boolean stream() { return stream; }
   /**
    * {@code add_special_tokens}: whether the engine tokenizes the prompt text (a completion's
@@ -157,7 +170,7 @@ public final class InferenceRequest {
     Builder b = new Builder()
         .requestId(requestId).model(model).targetModel(targetModel)
         .toolsJson(toolsJson).toolChoice(toolChoice).chatTemplateArgs(chatTemplateArgs).headers(headers).sessionKey(sessionKey).priority(priority)
-        .cacheSalt(cacheSalt).loraAdapter(loraAdapter).maxTokens(maxTokens).stream(stream)
+        .cacheSalt(cacheSalt).loraAdapter(loraAdapter).maxTokens(maxTokens).sequences(sequences).stream(stream)
         .addSpecialTokens(addSpecialTokens);
     b.prompt = prompt;
     b.messages = new ArrayList<>(messages);
@@ -189,6 +202,7 @@ public final class InferenceRequest {
     private @Nullable String cacheSalt;
     private @Nullable String loraAdapter;
     private int maxTokens;
+    private int sequences = 1;
     private boolean stream;
     private @Nullable Boolean addSpecialTokens;
 
@@ -252,6 +266,14 @@ public final class InferenceRequest {
         throw new IllegalArgumentException("maxTokens must be >= 0, got " + v);
       }
       this.maxTokens = v;
+      return this;
+    }
+    /** The request's {@code n}: how many sequences the engine generates; at least 1. */
+    public Builder sequences(int v) {
+      if (v < 1) {
+        throw new IllegalArgumentException("sequences must be >= 1, got " + v);
+      }
+      this.sequences = v;
       return this;
     }
     public Builder stream(boolean v) { this.stream = v; return this; }

@@ -86,7 +86,7 @@ final class InFlightLedger {
    */
   static Lease lease(InferenceRequest request, PoolSnapshot snap,
       Map<String, ProfileResult> results, long now) {
-    long tokens = (long) request.estimatedPromptTokens() + request.maxTokens();
+    long tokens = (long) request.estimatedPromptTokens() + request.maxOutputTokens();
     if (results.size() == 1) {
       Endpoint e = results.values().iterator().next().primary();
       EndpointState s = e == null ? null : snap.get(e.id());

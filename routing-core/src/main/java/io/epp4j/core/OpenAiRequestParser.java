@@ -481,6 +481,16 @@ public final class OpenAiRequestParser {
         }
         b.stream(Boolean.TRUE.equals(stream));
       }
+      case "n" -> {
+        // the sequences the engine generates, each up to max_tokens: counted in the request's
+        // output tokens. Read as max_tokens is; a value the engine refuses (below 1, not an
+        // integer) is left for it to refuse, and counts as 1 here
+        int n = t == JsonToken.VALUE_NULL ? -1 : tokenLimit(p, t);
+        if (n < 0) {
+          p.skipChildren();
+        }
+        b.sequences(Math.max(1, n));
+      }
       case "max_tokens", "max_completion_tokens", "max_output_tokens" -> {
         if (!prompt.takesInput && field.equals("max_output_tokens")) {
           p.skipChildren();

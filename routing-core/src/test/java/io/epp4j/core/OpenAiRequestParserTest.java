@@ -750,6 +750,37 @@ class OpenAiRequestParserTest {
   }
 
   /**
+   * With {@code n} the engine generates n sequences, each up to {@code max_tokens}: the router
+   * counted {@code max_tokens} once in flight, a fraction of the decode work it sent. A value
+   * the engine refuses ({@code 0}, not an integer) counts as one sequence, left for the engine
+   * to refuse.
+   */
+  @Test
+  void nSequencesCountTheirMaxTokensEachInFlight() {
+    String chat = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+        + "\"max_tokens\":100,\"n\":";
+    InferenceRequest r = parse("/v1/chat/completions", chat + "4}").value();
+    assertThat(r.sequences()).isEqualTo(4);
+    assertThat(r.maxOutputTokens()).isEqualTo(400);
+    assertThat(parse("/v1/completions", "{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":7,"
+        + "\"n\":\"3\"}").value().maxOutputTokens()).isEqualTo(21);
+    for (String bad : new String[] {"0", "null", "\"x\"", "1.5", "[2]"}) {
+      assertThat(parse("/v1/chat/completions", chat + bad + "}").value().maxOutputTokens())
+          .as(bad).isEqualTo(100);
+    }
+    try (Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(io.epp4j.api.Endpoint.parse("10.0.0.1:80"))).build()) {
+      RoutingDecision d = router.route("/v1/chat/completions", Map.of(),
+          (chat + "4}").getBytes(StandardCharsets.UTF_8));
+      assertThat(d.isRouted()).isTrue();
+      assertThat(router.endpoints().get(0).inFlightTokens())
+          .isEqualTo(r.estimatedPromptTokens() + 400L);
+      d.onComplete(io.epp4j.api.Usage.NONE);
+    }
+  }
+
+  /**
    * vLLM's request model takes a plain string among a message's content parts (its content part
    * type includes {@code str}) and reads it as a text part, so a client that writes
    * {@code "content": ["first", "second"]} is served by the engine; the router refused it with a

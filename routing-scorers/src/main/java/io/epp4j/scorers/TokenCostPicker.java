@@ -54,8 +54,9 @@ import org.jspecify.annotations.Nullable;
  * flat until a queue forms. {@code foreign} covers work the router did not send (another router
  * replica, direct clients): scraped waiting requests beyond what this router has in flight there,
  * each counted as a request of this one's size. {@code decode} is also this picker's account:
- * the {@code max_tokens} of each request it sent to {@code e} and not yet seen complete, the
- * decode work that stays on {@code e} after the prefill. {@code overflow} is
+ * the most output tokens of each request it sent to {@code e} and not yet seen complete
+ * ({@code max_tokens} for each of the request's {@code n} sequences), the decode work that stays
+ * on {@code e} after the prefill. {@code overflow} is
  * what the scraped KV usage, the pending prefill and this request's new KV exceed the endpoint's
  * {@code num_gpu_blocks} by (0 when the capacity is not reported).
  *
@@ -419,7 +420,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
       int inFlight = c.inFlightRequests();
       boolean within = inFlight + 1 <= cap && (sessionCap == Integer.MAX_VALUE
           || i == homeIndex || (load == null ? 0 : load.sessions()) + 1 <= sessionCap);
-      double cost = cost(c, load, prompt, cached(hits, i, c.id()), request.maxTokens(), mean);
+      double cost = cost(c, load, prompt, cached(hits, i, c.id()), request.maxOutputTokens(),
+          mean);
       long home = 0;
       boolean homeKnown = false;
       int cmp;
@@ -489,7 +491,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
         return best;
       }
     }
-    double limit = costHere(candidates.get(best), prompt, request.maxTokens(), mean)
+    double limit = costHere(candidates.get(best), prompt, request.maxOutputTokens(), mean)
         * AGREEMENT_SLACK;
     long key = blocks.hash(0);
     int chosen = best;
@@ -498,7 +500,7 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       if (c.inFlightRequests() + 1 > cap
-          || costHere(c, prompt, request.maxTokens(), mean) > limit) {
+          || costHere(c, prompt, request.maxOutputTokens(), mean) > limit) {
         continue;
       }
       long h = mix(key ^ (c.id().hashCode() * 0x9E3779B97F4A7C15L));
@@ -518,8 +520,8 @@ public final class TokenCostPicker implements Picker, RequestListener, PoolListe
     long uncached = prompt - Math.min(prompt, cached(hits, index, chosen.id()));
     // a picker named by two profiles of one cycle (decode and prefill) picks twice: each pick
     // is kept, and afterRouting counts the one that chose the endpoint serving the request
-    state.put(choiceKey, new Choice(chosen.id(), uncached, Math.max(0, request.maxTokens()),
-        sessionBalanceFactor > 0 ? session : null, state.get(choiceKey)));
+    state.put(choiceKey, new Choice(chosen.id(), uncached,
+        Math.max(0, request.maxOutputTokens()), sessionBalanceFactor > 0 ? session : null, state.get(choiceKey)));
     return List.of(chosen);
   }
 
