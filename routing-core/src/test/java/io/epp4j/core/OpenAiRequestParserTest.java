@@ -750,6 +750,21 @@ class OpenAiRequestParserTest {
   }
 
   /**
+   * A text part without its text, or with a null one, is refused by vLLM too: its request model
+   * keeps such a part only as a media part of no known field (which drops {@code type}), and its
+   * part parser then refuses a part without a type. The router refuses it, naming the field.
+   */
+  @Test
+  void aTextPartWithoutItsTextIsRefusedAsVllmRefusesIt() {
+    for (String part : new String[] {"{\"type\":\"text\"}", "{\"type\":\"text\",\"text\":null}",
+        "{\"text\":null,\"type\":\"text\"}"}) {
+      assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":"
+          + "\"user\",\"content\":[" + part + "]}]}").errors()).as(part)
+          .containsExactly("field 'messages[0].content[0].text' must be a string");
+    }
+  }
+
+  /**
    * With {@code n} the engine generates n sequences, each up to {@code max_tokens}: the router
    * counted {@code max_tokens} once in flight, a fraction of the decode work it sent. A value
    * the engine refuses ({@code 0}, not an integer) counts as one sequence, left for the engine
