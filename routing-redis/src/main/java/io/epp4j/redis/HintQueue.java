@@ -113,6 +113,22 @@ final class HintQueue {
   }
 
   /**
+   * The newest hint queued so far (the last one taken, or a sentinel, when none is waiting): a
+   * mark for {@link #poll(Hint)}, which takes no hint queued after this call.
+   */
+  Hint newest() {
+    return java.util.Objects.requireNonNull(tail.get()); // never null: a sentinel at first
+  }
+
+  /**
+   * As {@link #poll()}, but null once {@code upTo}, a {@link #newest()} of this queue, has been
+   * taken: the hints queued after the mark wait for a later call. Consumer thread only.
+   */
+  @Nullable Hint poll(Hint upTo) {
+    return head == upTo ? null : poll();
+  }
+
+  /**
    * Gives back {@code n} places and {@code blocks} block hashes after the consumer took that many
    * hints holding that many ({@link #blocksOf} of each).
    */

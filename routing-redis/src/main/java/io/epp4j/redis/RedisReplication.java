@@ -25,6 +25,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -647,6 +648,14 @@ public final class RedisReplication implements Plugin, RequestListener {
       sent.putIfAbsent(it.next(), new long[] {-1, -1});
       it.remove();
     }
+    // the newest hint of each queue, before the figures are read: a route counts its request
+    // before it queues its hint, so the figures read next count every request whose hint this
+    // flush sends. A hint queued after the figures were read waits for the next flush: sent now,
+    // it put the prefix in the other routers' hands before the load it brings to its endpoint
+    Map<HintQueue, Hint> upTo = new IdentityHashMap<>();
+    for (RedisReplication m : seat.members()) {
+      upTo.put(m.queue, m.queue.newest());
+    }
     Iterator<Map.Entry<String, long[]>> figures =
         inFlightChanges(sent, heartbeat).entrySet().iterator();
     List<Map.Entry<String, long[]>> inBatch = new ArrayList<>();
@@ -664,7 +673,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       int figureRecords = w.records();
       int hintsTaken;
       try {
-        hintsTaken = drain(w, s.batchSize());
+        hintsTaken = drain(w, s.batchSize(), upTo);
       } catch (Error e) {
         // the batch is given up: the hints already in it are lost (its in-flight figures are
         // not: sent stays as it was, so the next batch carries them again)
@@ -782,10 +791,11 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   /**
    * Moves up to {@code max} queued hints into the batch, those of the instances this one replaced
-   * first (routes that read the configuration before a reload queue on the instance they found);
-   * returns how many. Publishing holder only: it is the one consumer of every member's queue.
+   * first (routes that read the configuration before a reload queue on the instance they found),
+   * each queue's up to its mark in {@code upTo} (none from a queue without one); returns how
+   * many. Publishing holder only: it is the one consumer of every member's queue.
    */
-  private int drain(HintCodec.Writer w, int max) {
+  private int drain(HintCodec.Writer w, int max, Map<HintQueue, Hint> upTo) {
     // the router's clock, which stamped the hints
     long nowNanos = ticker.nanos();
     long nowMicros = epochMicros();
@@ -794,18 +804,27 @@ public final class RedisReplication implements Plugin, RequestListener {
       if (n >= max || w.bytes() >= MAX_BATCH_BYTES) {
         break;
       }
-      n += drain(m.queue, w, max - n, nowNanos, nowMicros);
+      Hint mark = upTo.get(m.queue);
+      if (mark != null) {
+        n += drain(m.queue, mark, w, max - n, nowNanos, nowMicros);
+      }
     }
     return n;
   }
 
   private int drain(HintQueue queue, HintCodec.Writer w, int max, long nowNanos, long nowMicros) {
+    return drain(queue, null, w, max, nowNanos, nowMicros);
+  }
+
+  /** Moves up to {@code max} hints of {@code queue} into the batch, up to {@code upTo} if set. */
+  private int drain(HintQueue queue, @Nullable Hint upTo, HintCodec.Writer w, int max,
+      long nowNanos, long nowMicros) {
     int n = 0;
     long taken = 0;
     try {
       // a batch full by its bytes takes no more: the first hint always fits, so the queue moves
       while (n < max && w.bytes() < MAX_BATCH_BYTES) {
-        Hint h = queue.poll();
+        Hint h = upTo == null ? queue.poll() : queue.poll(upTo);
         if (h == null) {
           break;
         }
