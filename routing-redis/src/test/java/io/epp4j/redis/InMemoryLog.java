@@ -135,6 +135,17 @@ final class InMemoryLog {
     return appendsTried.get();
   }
 
+  private final java.util.concurrent.atomic.AtomicInteger closedAfterFailedAppend =
+      new java.util.concurrent.atomic.AtomicInteger();
+
+  /**
+   * Connections closed by their user after an append on them failed: a publisher closes its
+   * connection once it has counted what the failed batch lost, so this says that it has.
+   */
+  int closedAfterFailedAppend() {
+    return closedAfterFailedAppend.get();
+  }
+
   /** Connections made so far. */
   int connects() {
     return connects.get();
@@ -205,6 +216,7 @@ final class InMemoryLog {
   HintTransport.Factory factory() {
     return () -> new HintTransport() {
       private int connectedTo = -1;
+      private boolean appendFailed;
 
       @Override
       public void connect() throws IOException {
@@ -264,10 +276,12 @@ final class InMemoryLog {
             appendsWaiting.decrementAndGet();
           }
         }
+        appendFailed = true;
         check();
         if (refuseAppendsWith != null) {
           throw new io.lettuce.core.RedisCommandExecutionException(refuseAppendsWith);
         }
+        appendFailed = false;
         InMemoryLog.this.append(batch);
         return "";
       }
@@ -339,7 +353,12 @@ final class InMemoryLog {
       }
 
       @Override
-      public void close() {}
+      public void close() {
+        if (appendFailed) {
+          appendFailed = false;
+          closedAfterFailedAppend.incrementAndGet();
+        }
+      }
     };
   }
 }
