@@ -12,6 +12,7 @@ import io.epp4j.api.Ticker;
 import io.epp4j.api.Usage;
 import io.epp4j.core.PluginRegistry;
 import io.epp4j.core.Router;
+import io.epp4j.testkit.CapturedLog;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -157,22 +158,7 @@ class ReplicationLogicTest {
    */
   @Test
   void anEndpointIdTooLongForABatchIsLeftOutAndTheRestStillGoesOut() throws Exception {
-    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger logger =
-        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
-    logger.addHandler(capture);
+    CapturedLog logged = CapturedLog.of(RedisReplication.class.getName());
     List<RoutingDecision> open = new ArrayList<>();
     try {
       InMemoryLog log = new InMemoryLog();
@@ -210,13 +196,13 @@ class ReplicationLogicTest {
       int longOpen = onLong;
       await("a counted the long id's records dropped", () -> ra.dropped() >= longOpen + 2);
       assertThat(ra.errors("publisher")).as("unexpected failures of a's publisher").isZero();
-      List<String> said = logged.stream().map(java.util.logging.LogRecord::getMessage)
+      List<String> said = logged.records().stream()
           .filter(m -> m.contains("endpoint_id_too_long")).toList();
       assertThat(said).hasSize(1);
       assertThat(said.get(0)).contains(HintCodec.MAX_STRING_BYTES + 1 + " bytes")
           .hasSizeLessThan(1000);
     } finally {
-      logger.removeHandler(capture);
+      logged.close();
       open.forEach(d -> d.onComplete(new Usage(1, 0, 1)));
     }
   }
@@ -1153,22 +1139,7 @@ class ReplicationLogicTest {
    */
   @Test
   void aMalformedEntryIsNamedByKeyAndIdWithoutQuotingIt() throws Exception {
-    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger log =
-        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
-    log.addHandler(capture);
+    CapturedLog logged = CapturedLog.of(RedisReplication.class.getName());
     try {
       InMemoryLog stream = new InMemoryLog();
       Router b = router(stream, "p", "b", 1000);
@@ -1177,12 +1148,12 @@ class ReplicationLogicTest {
       stream.append(foreign.getBytes(StandardCharsets.UTF_8));
       // the count moves just before the warning is logged: wait for both
       await("the foreign entry skipped and named", () -> replication(b).malformed() == 1
-          && logged.stream().map(java.util.logging.LogRecord::getMessage).anyMatch(
+          && logged.records().stream().anyMatch(
               m -> m.contains("entry 2-0") && m.contains("'epp4j:p:hints'")));
-      assertThat(logged).map(java.util.logging.LogRecord::getMessage)
+      assertThat(logged.records())
           .noneMatch(m -> m.contains("secret"));
     } finally {
-      log.removeHandler(capture);
+      logged.close();
     }
   }
 
@@ -1196,22 +1167,7 @@ class ReplicationLogicTest {
    */
   @Test
   void anEntryStampedAtATimeNoClockReadsIsMalformedAndSkewsNothing() throws Exception {
-    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger logger =
-        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
-    logger.addHandler(capture);
+    CapturedLog logged = CapturedLog.of(RedisReplication.class.getName());
     try {
       InMemoryLog log = new InMemoryLog();
       log.withClock(); // the offsets are taken on the log's clock only
@@ -1238,11 +1194,11 @@ class ReplicationLogicTest {
       // lags of moves read within seconds of their capture: none near the absurd times
       assertThat(java.util.Arrays.stream(rb.lagMicros()).boxed().toList()).isNotEmpty()
           .allSatisfy(l -> assertThat(Math.abs(l)).isLessThan(60_000_000L));
-      await("the first absurd entry named by key and id", () -> logged.stream()
-          .map(java.util.logging.LogRecord::getMessage).anyMatch(m -> m.contains(
+      await("the first absurd entry named by key and id", () -> logged.records().stream()
+          .anyMatch(m -> m.contains(
               "malformed entry " + absurdId + " of stream 'epp4j:p:hints' (send time")));
     } finally {
-      logger.removeHandler(capture);
+      logged.close();
     }
   }
 
@@ -1316,22 +1272,7 @@ class ReplicationLogicTest {
    */
   @Test
   void anEntryThatCannotArriveInAReadsTimeIsNamedWithTheSettingToRaise() throws Exception {
-    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger log =
-        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
-    log.addHandler(capture);
+    CapturedLog logged = CapturedLog.of(RedisReplication.class.getName());
     try {
       InMemoryLog stream = new InMemoryLog();
       stream.cutEntries();
@@ -1339,17 +1280,16 @@ class ReplicationLogicTest {
       stream.append(batch);
       stream.carriesAtMost(batch.length - 1);
       Router b = router(stream, "p", "b", 1000);
-      await("the reader says what holds it back", () -> logged.stream()
-          .map(java.util.logging.LogRecord::getMessage)
+      await("the reader says what holds it back", () -> logged.records().stream()
           .anyMatch(m -> m.contains("connectTimeoutMillis")));
-      assertThat(logged).map(java.util.logging.LogRecord::getMessage)
+      assertThat(logged.records())
           .filteredOn(m -> m.contains("connectTimeoutMillis"))
           .allMatch(m -> m.contains("after id " + HintTransport.OLDEST)
               && m.contains("'epp4j:p:hints'"));
       assertThat(stream.lastAsked()).as("entries the stuck read asks for").isEqualTo(1);
       assertThat(replication(b).appliedPrefixes()).isZero();
     } finally {
-      log.removeHandler(capture);
+      logged.close();
     }
   }
 
@@ -1360,22 +1300,7 @@ class ReplicationLogicTest {
    */
   @Test
   void anEntryLongerThanAnyRouterWritesIsSkippedUnreadAndNamedByKeyAndId() throws Exception {
-    List<java.util.logging.LogRecord> logged = new java.util.concurrent.CopyOnWriteArrayList<>();
-    java.util.logging.Handler capture = new java.util.logging.Handler() {
-      @Override
-      public void publish(java.util.logging.LogRecord r) {
-        logged.add(r);
-      }
-
-      @Override
-      public void flush() {}
-
-      @Override
-      public void close() {}
-    };
-    java.util.logging.Logger log =
-        java.util.logging.Logger.getLogger(RedisReplication.class.getName());
-    log.addHandler(capture);
+    CapturedLog logged = CapturedLog.of(RedisReplication.class.getName());
     try {
       InMemoryLog stream = new InMemoryLog();
       stream.cutEntries(); // as Redis does: the reader keeps nothing of it, its size is told
@@ -1393,12 +1318,12 @@ class ReplicationLogicTest {
       stream.append(prefixBatch("a", "10.2.0.3:8000"));
       await("the batch after it applied", () -> replication(b).appliedPrefixes() == 1);
       assertThat(replication(b).malformed()).isEqualTo(1);
-      assertThat(logged).map(java.util.logging.LogRecord::getMessage)
+      assertThat(logged.records())
           .anyMatch(m -> m.contains("entry 1-0") && m.contains("'epp4j:p:hints'")
               && m.contains(oversized.length + " bytes"))
           .noneMatch(m -> m.contains("eeee"));
     } finally {
-      log.removeHandler(capture);
+      logged.close();
     }
   }
 
