@@ -3,8 +3,6 @@ package io.epp4j.redis;
 import static io.epp4j.redis.ReplicationLogicTest.await;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.epp4j.api.PrefixBlocks;
-import io.epp4j.api.RouterHints;
 import io.epp4j.api.Ticker;
 import io.opentelemetry.api.OpenTelemetry;
 import java.util.ArrayList;
@@ -32,42 +30,7 @@ class EntryBoundTest {
     plugins.forEach(RedisReplication::close);
   }
 
-  /** A router whose own in-flight figures are {@code local}, and which records those it hears. */
-  private static final class Hints implements RouterHints {
-    final Map<String, Integer> local;
-    final Map<String, Integer> remote = new ConcurrentHashMap<>();
-
-    Hints(Map<String, Integer> local) {
-      this.local = local;
-    }
-
-    @Override
-    public void prefixSent(String endpointId, PrefixBlocks blocks) {}
-
-    @Override
-    public void sessionBound(String sessionKey, String endpointId) {}
-
-    @Override
-    public void inFlight(String origin, String endpointId, int requests, long tokens) {
-      if (requests == 0) {
-        remote.remove(endpointId);
-      } else {
-        remote.put(endpointId, requests);
-      }
-    }
-
-    @Override
-    public void forget(String origin) {
-      remote.clear();
-    }
-
-    @Override
-    public void forEachLocalInFlight(InFlightVisitor visitor) {
-      local.forEach((ep, r) -> visitor.visit(ep, r, 100L * r));
-    }
-  }
-
-  private RedisReplication replication(InMemoryLog log, String routerId, Hints hints) {
+  private RedisReplication replication(InMemoryLog log, String routerId, FakeHints hints) {
     // a heartbeat of a minute: the figures go out once, on connecting, and are not forgotten
     RedisReplication r = new RedisReplication(new RedisReplication.Settings("p", "s", routerId,
         256, 1_000_000L, 1000, 1L << 20, 60_000_000_000L), "t", hints, log.factory(),
@@ -91,9 +54,9 @@ class EntryBoundTest {
       local.put("h".repeat(ID_BYTES - n.length() - 5) + n + ":8000", i + 1);
     }
     InMemoryLog log = new InMemoryLog();
-    Hints b = new Hints(Map.of());
+    FakeHints b = new FakeHints(Map.of());
     RedisReplication reader = replication(log, "b", b);
-    replication(log, "a", new Hints(local));
+    replication(log, "a", new FakeHints(local));
     await("b counts a's figure on every endpoint",
         () -> b.remote.equals(local) || reader.malformed() > 0);
     assertThat(reader.malformed()).as("entries b skipped").isZero();

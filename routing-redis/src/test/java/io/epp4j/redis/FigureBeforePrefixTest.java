@@ -8,7 +8,6 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
 import io.epp4j.api.PrefixBlocks;
 import io.epp4j.api.ProfileResult;
-import io.epp4j.api.RouterHints;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Ticker;
 import io.opentelemetry.api.OpenTelemetry;
@@ -45,12 +44,14 @@ class FigureBeforePrefixTest {
    * figure it held for the prefix's endpoint then. {@link #holdNextLocalRead} stops the next
    * reading of the local figures once it is done, until released.
    */
-  private static final class Hints implements RouterHints {
-    final Map<String, Integer> local = new ConcurrentHashMap<>();
-    final Map<String, Integer> remote = new ConcurrentHashMap<>();
+  private static final class Hints extends FakeHints {
     final List<Integer> figureAtPrefix = new CopyOnWriteArrayList<>();
     private final AtomicReference<CountDownLatch> hold = new AtomicReference<>();
     final CountDownLatch localRead = new CountDownLatch(1);
+
+    Hints() {
+      super(new ConcurrentHashMap<>());
+    }
 
     void holdNextLocalRead(CountDownLatch release) {
       hold.set(release);
@@ -62,25 +63,8 @@ class FigureBeforePrefixTest {
     }
 
     @Override
-    public void sessionBound(String sessionKey, String endpointId) {}
-
-    @Override
-    public void inFlight(String origin, String endpointId, int requests, long tokens) {
-      if (requests == 0) {
-        remote.remove(endpointId);
-      } else {
-        remote.put(endpointId, requests);
-      }
-    }
-
-    @Override
-    public void forget(String origin) {
-      remote.clear();
-    }
-
-    @Override
     public void forEachLocalInFlight(InFlightVisitor visitor) {
-      local.forEach((ep, r) -> visitor.visit(ep, r, 100L * r));
+      super.forEachLocalInFlight(visitor);
       CountDownLatch release = hold.getAndSet(null);
       if (release != null) {
         localRead.countDown();
