@@ -1463,6 +1463,14 @@ public final class RedisReplication implements Plugin, RequestListener {
       return; // another pool's hints never reach this router
     }
     long entryMillis = StreamIds.millis(entry.id());
+    if (entryMillis < 0 && StreamIds.pastAnyClock(entry.id())) {
+      // read as a log without a clock would be: its times in µs overflowed the origins' offsets,
+      // so that every later move looked older than any this router knew
+      log.report(Level.WARNING, "id-past-clocks", "entry " + entry.id() + " of stream '"
+          + s.streamKey() + "' has an id after the year 9999 (written with an id of its"
+          + " writer's choosing), and Redis gives every later entry one of the same time: session"
+          + " moves are ordered on the routers' own clocks until the stream's key is deleted");
+    }
     // batches from before a catch-up window (a new router reading the stream's history) teach
     // prefixes and sessions; their in-flight figures and send times are long out of date
     boolean fresh = newestMillis < 0 || entryMillis < 0

@@ -827,6 +827,46 @@ class RedisReplicationTest {
   }
 
   /**
+   * A writer appends an entry with an id whose time is far past any clock (9.3e15 ms, the year
+   * 296,000; a broken peer, or XADD with an id of its choosing), and Redis then gives every later
+   * entry an id of that same millisecond. Its time times 1000 overflowed the offset of each
+   * router's clock, so that every move read after it looked older than any move b had made or
+   * known: x moves session s1 after b bound it, and b kept s1 where it was, counting x's move
+   * stale, and recorded a negative lag. Such an id's time is not taken as the server's clock.
+   */
+  @Test
+  void aSessionMoveInAStreamWhoseIdsArePastAnyClockIsNotTakenForAnOldOne() throws Exception {
+    Router b = router("b");
+    awaitConnected(b);
+    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    String elsewhere;
+    try (OtherRouters others = new OtherRouters()) {
+      others.connection.sync().xadd(key, new io.lettuce.core.XAddArgs().id("9300000000000000-0"),
+          Map.of(field, prefixBatch("w", "10.1.0.3:8000", 1, 2, 3)));
+      await("b applied the entry past any clock", () -> replication(b).appliedPrefixes() == 1);
+      RoutingDecision bound = b.route(prompt(6_200_000L, 4, "s1"));
+      bound.onComplete(DONE);
+      await("b sent its binding of s1", () -> replication(b).published() >= 1);
+      elsewhere = bound.primary().id().equals("10.1.0.1:8000")
+          ? "10.1.0.2:8000" : "10.1.0.1:8000";
+      long now = RedisReplication.epochMicros();
+      HintCodec.Writer x = new HintCodec.Writer();
+      x.session(now, "s1", elsewhere);
+      others.append(x.finish(pool, "x", now));
+    }
+    await("b read x's move", () -> replication(b).appliedSessions()
+        + replication(b).staleSessions() == 1);
+    assertThat(replication(b).staleSessions()).as("moves b ignored as stale").isZero();
+    assertThat(Arrays.stream(replication(b).lagMicros()).boxed().toList())
+        .as("lags recorded (µs)")
+        .allSatisfy(l -> assertThat(l).isGreaterThanOrEqualTo(0).isLessThan(60_000_000L));
+    RoutingDecision d = b.route(prompt(6_300_000L, 4, "s1"));
+    d.onComplete(DONE);
+    assertThat(d.primary().id()).isEqualTo(elsewhere);
+  }
+
+  /**
    * After a failover to a replica that lacks the newest entries, the reader starts over and reads
    * again the batches it had read, its own among them: counted twice, they made it warn that
    * another router writes under its routerId.
