@@ -552,7 +552,10 @@ public final class RedisReplication implements Plugin, RequestListener {
    * hold are its own: they stay (a farewell of zeros would erase them until its next change or
    * heartbeat). Otherwise (another routerId, another stream, or no owner: the router closes or
    * no longer replicates) this router's figures leave now, rather than after five heartbeats of
-   * silence during which the others would count its requests under both ids.
+   * silence during which the others would count its requests under both ids. An owner under
+   * another routerId on the same stream has its figures sent first, under its id: sent after the
+   * zeros, by the owner once connected, they left the others counting none of this router's
+   * requests for that long.
    */
   private void handOverPublishing(HintTransport t) {
     try {
@@ -564,19 +567,22 @@ public final class RedisReplication implements Plugin, RequestListener {
           publisherUp = true;
         }
         if (publisherUp) {
-          // in batches of MAX_BATCH_BYTES, as every flush: a pool of many endpoints must not
-          // make one entry longer than the readers accept
-          HintCodec.Writer w = new HintCodec.Writer();
-          Iterator<String> endpoints = seat.sent.keySet().iterator();
-          while (endpoints.hasNext()) {
-            w.reset();
-            while (endpoints.hasNext() && w.bytes() < MAX_BATCH_BYTES) {
-              w.inFlight(endpoints.next(), 0, 0);
-            }
-            seat.appendsAttempted.incrementAndGet();
-            t.append(w.finish(s.pool(), s.routerId(), epochMicros()));
+          Map<String, long[]> zeros = new HashMap<>();
+          seat.sent.keySet().forEach(ep -> zeros.put(ep, new long[] {0, 0}));
+          RedisReplication renamed = next != null && next.target.equals(target) ? next : null;
+          Map<String, long[]> figures = renamed == null
+              ? Map.of() : renamed.inFlightChanges(new HashMap<>(), true);
+          if (renamed != null) {
+            appendFigures(t, renamed.s.routerId(), figures);
           }
+          appendFigures(t, s.routerId(), zeros);
           seat.sent.clear();
+          if (renamed != null) {
+            // what the others hold under the owner's id (its non-zero figures): it goes on from
+            // there
+            seat.sent.putAll(figures);
+            seat.sentAs = renamed.publishIdentity;
+          }
         }
       }
     } catch (Exception e) {
@@ -585,6 +591,25 @@ public final class RedisReplication implements Plugin, RequestListener {
       publisherUp = false;
       t.close();
       seat.releasePublishing(this);
+    }
+  }
+
+  /**
+   * Appends {@code figures} under {@code origin}, in batches of {@link #MAX_BATCH_BYTES} as every
+   * flush: a pool of many endpoints must not make one entry longer than the readers accept.
+   */
+  private void appendFigures(HintTransport t, String origin, Map<String, long[]> figures)
+      throws Exception {
+    HintCodec.Writer w = new HintCodec.Writer();
+    Iterator<Map.Entry<String, long[]>> it = figures.entrySet().iterator();
+    while (it.hasNext()) {
+      w.reset();
+      while (it.hasNext() && w.bytes() < MAX_BATCH_BYTES) {
+        Map.Entry<String, long[]> f = it.next();
+        w.inFlight(f.getKey(), (int) f.getValue()[0], f.getValue()[1]);
+      }
+      seat.appendsAttempted.incrementAndGet();
+      t.append(w.finish(s.pool(), origin, epochMicros()));
     }
   }
 

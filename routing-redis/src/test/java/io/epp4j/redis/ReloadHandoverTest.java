@@ -155,6 +155,62 @@ class ReloadHandoverTest {
   }
 
   /**
+   * A reload that changes routerId on the same stream: the old instance's zeros under the old id
+   * went out first, and the new instance's figures only once it had connected, so that for that
+   * long the other routers counted none of this router's requests. The figures under the new id
+   * now go out before the zeros under the old one.
+   */
+  @Test
+  void aReloadThatChangesTheRouterIdSendsTheNewIdsFiguresBeforeTheOldIdsZeros() throws Exception {
+    Router a = router("a", prefixYaml("pool: p, routerId: a1, flushIntervalMillis: 1"),
+        KEEP_RETIRED);
+    Router b = routerB("");
+    Map<String, Integer> aOpen = openFirstRequest(a, b);
+    String figure = aOpen.keySet().iterator().next() + " 1";
+    String zero = aOpen.keySet().iterator().next() + " 0";
+
+    reloadConnected(a, prefixYaml("pool: p, routerId: a2, flushIntervalMillis: 1"));
+    await("a2's figure and a1's zero are in the log",
+        () -> firstBatchWith("a2", figure) >= 0 && firstBatchWith("a1", zero) >= 0);
+    assertThat(firstBatchWith("a2", figure)).as("the batch of a2's figure, in the log")
+        .isLessThan(firstBatchWith("a1", zero));
+    assertBCountsOnly(b, aOpen);
+  }
+
+  /** Position in the log of the first batch of {@code origin} with the figure "endpoint n". */
+  private int firstBatchWith(String origin, String figure) {
+    List<byte[]> batches = log.batches();
+    for (int i = 0; i < batches.size(); i++) {
+      try {
+        var in = HintCodec.input(batches.get(i));
+        HintCodec.Header h = HintCodec.header(in);
+        if (!h.origin().equals(origin)) {
+          continue;
+        }
+        List<String> figures = new ArrayList<>();
+        HintCodec.records(in, h, new HintCodec.Visitor() {
+          @Override
+          public void prefix(long at, String ep, int bs, long[] hashes) {}
+
+          @Override
+          public void session(long at, String key, String ep) {}
+
+          @Override
+          public void inFlight(String ep, int r, long t) {
+            figures.add(ep + " " + r);
+          }
+        });
+        if (figures.contains(figure)) {
+          return i;
+        }
+      } catch (HintCodec.MalformedBatchException e) {
+        throw new AssertionError(e);
+      }
+    }
+    return -1;
+  }
+
+  /**
    * The replaced instance is closed after the retirement delay: under the routerId it shares
    * with its successor, a farewell of zeros would erase the figures the successor sent.
    */
