@@ -28,8 +28,8 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Created with the router's settings so plugins can ask for it while the first
  * configuration loads; {@link #bind} connects it to the router once that exists, and calls
- * before that are ignored. One lock guards the remote figures: only hint deliveries and sweeps
- * take it, never a route.
+ * before that are ignored. One lock guards the remote figures: only hint deliveries, sweeps and
+ * reads of the local share take it, never a route.
  */
 final class HintApplier implements RouterHints {
   /** More remote routers than this sharing one pool is a misconfiguration, not a fleet. */
@@ -245,10 +245,22 @@ final class HintApplier implements RouterHints {
     if (b == null) {
       return;
     }
-    for (EndpointState s : b.pool.get().states) {
-      EndpointState.InFlight f = s.inFlight;
-      visitor.visit(s.endpoint.id(), Math.max(0, f.requests.get() - f.remoteRequests.get()),
-          Math.max(0, f.tokens.get() - f.remoteTokens.get()));
+    EndpointState[] states = b.pool.get().states;
+    long[] own = new long[states.length * 2];
+    // under the lock that every change of a remote figure holds: a remote figure changes its two
+    // counters one after the other, and a read between them took the total from one side of the
+    // change and the remote share from the other. Lowered, a figure was then read as this
+    // router's own, which it sent to the others. Local leases change only the total: their
+    // figures are this router's own whenever they are read
+    synchronized (lock) {
+      for (int i = 0; i < states.length; i++) {
+        EndpointState.InFlight f = states[i].inFlight;
+        own[2 * i] = Math.max(0, f.requests.get() - f.remoteRequests.get());
+        own[2 * i + 1] = Math.max(0, f.tokens.get() - f.remoteTokens.get());
+      }
+    }
+    for (int i = 0; i < states.length; i++) {
+      visitor.visit(states[i].endpoint.id(), (int) own[2 * i], own[2 * i + 1]);
     }
   }
 
@@ -302,7 +314,7 @@ final class HintApplier implements RouterHints {
   }
 
   private static void add(EndpointState.InFlight f, int requests, long tokens) {
-    // the remote share first: a concurrent local snapshot then under- rather than over-reports
+    // under the lock, which forEachLocalInFlight takes to read the two counters as one
     f.remoteRequests.addAndGet(requests);
     f.requests.addAndGet(requests);
     f.remoteTokens.addAndGet(tokens);

@@ -73,6 +73,44 @@ class RouterHintsTest {
     assertThat(requests(r, mine)).isZero();
   }
 
+  /**
+   * Another router's figure comes and goes while this router, with nothing in flight, reads its
+   * own share, as its publisher does every flush. The remote share was lowered before the total,
+   * so a read between the two took the total from before and the remote share from after: the
+   * other router's whole figure as this router's own, which it then sent to every router.
+   */
+  @Test
+  void theLocalShareReadWhileARemoteFigureChangesNeverHoldsTheRemoteOne() throws Exception {
+    Router r = router();
+    RouterHints h = r.hints();
+    java.util.concurrent.atomic.AtomicBoolean stop =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    Thread other = new Thread(() -> {
+      while (!stop.get()) {
+        h.inFlight("b", E1, 1000, 100_000);
+        h.inFlight("b", E1, 0, 0);
+      }
+    });
+    long[] mostSeen = new long[2];
+    other.start();
+    try {
+      // a second of reads: without the fix the first over-report comes within milliseconds
+      long deadline = System.nanoTime() + 1_000_000_000L;
+      while (System.nanoTime() - deadline < 0 && mostSeen[0] == 0 && mostSeen[1] == 0) {
+        h.forEachLocalInFlight((ep, req, tok) -> {
+          mostSeen[0] = Math.max(mostSeen[0], req);
+          mostSeen[1] = Math.max(mostSeen[1], tok);
+        });
+      }
+    } finally {
+      stop.set(true);
+      other.join(10_000);
+    }
+    assertThat(other.isAlive()).isFalse();
+    assertThat(mostSeen).as("most requests and tokens read as this router's own")
+        .containsExactly(0, 0);
+  }
+
   @Test
   void remoteFiguresReplaceEachOtherAndAddToTheLocalCounts() {
     Router r = router();
