@@ -208,6 +208,47 @@ class ReplicationLogicTest {
   }
 
   /**
+   * A P/D route whose prefill endpoint has an id longer than a batch holds: the prefix for its
+   * decode endpoint still goes out, and the one for the prefill endpoint is left out, counted
+   * once as dropped (endpoint_id_too_long) and not as a failure of the publisher.
+   */
+  @Test
+  void aPrefillEndpointIdTooLongForABatchIsLeftOutAndCountedOnce() throws Exception {
+    CapturedLog logged = CapturedLog.of(RedisReplication.class.getName());
+    try {
+      InMemoryLog log = new InMemoryLog();
+      Router a = router(log, "p", "a", 1000);
+      Router b = router(log, "p", "b", 1000);
+      String longId = "p".repeat(HintCodec.MAX_STRING_BYTES + 1);
+      Endpoint prefill = new Endpoint(longId, "10.2.0.9", 8000, Map.of());
+      Endpoint decode = Endpoint.parse("10.2.0.1:8000");
+      RedisReplication ra = replication(a);
+      int n = 3;
+      for (int i = 0; i < n; i++) {
+        io.epp4j.api.CycleState state =
+            new io.epp4j.api.CycleState(System.nanoTime(), new Random(i));
+        state.put(io.epp4j.api.PrefixBlocks.KEY,
+            io.epp4j.api.PrefixBlocks.of(16, new long[] {10L * i + 1, 10L * i + 2}));
+        Map<String, io.epp4j.api.ProfileResult> results = new java.util.LinkedHashMap<>();
+        results.put("decode", new io.epp4j.api.ProfileResult("decode", List.of(decode)));
+        results.put("prefill", new io.epp4j.api.ProfileResult("prefill", List.of(prefill)));
+        ra.afterRouting(prompt(i), state, RoutingDecision.routed("decode", results));
+      }
+      await("b applied the decode endpoints' prefixes",
+          () -> replication(b).appliedPrefixes() == n);
+      await("a counted the prefill prefixes dropped", () -> ra.dropped() >= n);
+      assertThat(ra.published()).as("records a published").isEqualTo(n);
+      assertThat(ra.dropped()).as("records a dropped").isEqualTo(n);
+      assertThat(ra.errors("publisher")).as("unexpected failures of a's publisher").isZero();
+      List<String> said = logged.records().stream()
+          .filter(m -> m.contains("endpoint_id_too_long")).toList();
+      assertThat(said).hasSize(1);
+    } finally {
+      logged.close();
+    }
+  }
+
+  /**
    * Redis away long enough for the queue to fill: what the others learn once it is back must be
    * the newest hints (the sessions and prefixes routed last), not the outage's first ones while
    * every later hint is turned away. The oldest make room, counted as dropped.
