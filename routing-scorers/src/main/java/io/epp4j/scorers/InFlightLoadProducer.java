@@ -25,8 +25,9 @@ import org.jspecify.annotations.Nullable;
  * those the endpoint was found to hold (the cycle's {@link PrefixHits}, when a prefix scorer or
  * producer ran), released at its first token, when the prefill is done; with
  * {@code addEstimatedOutputTokens}, also an estimate of its output,
- * {@code min(round(prompt × outputRatio), max_tokens, maxEstimatedOutputTokens)}, released when it
- * ends. {@code prefix-cache-affinity-filter} reads it for its TTFT gate.
+ * {@code min(min(round(prompt × outputRatio), max_tokens) × n, maxEstimatedOutputTokens)}, one
+ * sequence's estimate for each of the request's {@link InferenceRequest#sequences()}, released
+ * when it ends. {@code prefix-cache-affinity-filter} reads it for its TTFT gate.
  *
  * <p>A request the gateway never finishes is forgotten after the router's {@code inFlightMaxAge},
  * counted from its route or its last {@code onActivity}. An endpoint that leaves the pool while
@@ -104,11 +105,15 @@ final class InFlightLoadProducer implements Plugin, RequestListener, PoolListene
     if (!addEstimatedOutputTokens) {
       return 0;
     }
-    // estimated from the whole prompt, not the uncached part, as upstream's estimator
+    // estimated from the whole prompt, not the uncached part, as upstream's estimator; that is
+    // one sequence's length, and the engine generates each of the request's n, as the router's
+    // own in-flight count takes max_tokens once per sequence
     long output = Math.round(Math.max(0, request.estimatedPromptTokens()) * outputRatio);
     if (request.maxTokens() > 0) {
       output = Math.min(output, request.maxTokens());
     }
+    int n = request.sequences();
+    output = output > Long.MAX_VALUE / n ? Long.MAX_VALUE : output * n;
     if (maxEstimatedOutputTokens >= 0) {
       output = Math.min(output, maxEstimatedOutputTokens);
     }
