@@ -10,6 +10,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.LongConsumer;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
@@ -48,13 +49,16 @@ final class HintApplier implements RouterHints {
     final Supplier<ActiveConfig> active;
     final Ticker ticker;
     final long maxAgeNanos;
+    // the router's expiry of its own requests, offered the time before they are reported
+    final LongConsumer localExpiry;
 
     Bound(Supplier<PoolSnapshot> pool, Supplier<ActiveConfig> active, Ticker ticker,
-        long maxAgeNanos) {
+        long maxAgeNanos, LongConsumer localExpiry) {
       this.pool = pool;
       this.active = active;
       this.ticker = ticker;
       this.maxAgeNanos = maxAgeNanos;
+      this.localExpiry = localExpiry;
     }
   }
 
@@ -83,9 +87,14 @@ final class HintApplier implements RouterHints {
   private final Map<String, Map<String, Remote>> remote = new HashMap<>();
   private long nextSweep = Long.MIN_VALUE;
 
+  /**
+   * @param localExpiry the router's expiry of its own unfinished requests, offered the time
+   *                    before {@link #forEachLocalInFlight} reports them: a router that routes
+   *                    nothing any more must not share requests that expired as in flight
+   */
   void bind(Supplier<PoolSnapshot> pool, Supplier<ActiveConfig> active, Ticker ticker,
-      long maxAgeNanos) {
-    bound = new Bound(pool, active, ticker, maxAgeNanos);
+      long maxAgeNanos, LongConsumer localExpiry) {
+    bound = new Bound(pool, active, ticker, maxAgeNanos, localExpiry);
   }
 
   @Override
@@ -245,6 +254,7 @@ final class HintApplier implements RouterHints {
     if (b == null) {
       return;
     }
+    b.localExpiry.accept(b.ticker.nanos());
     EndpointState[] states = b.pool.get().states;
     long[] own = new long[states.length * 2];
     // under the lock that every change of a remote figure holds: a remote figure changes its two

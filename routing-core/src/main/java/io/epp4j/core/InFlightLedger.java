@@ -26,9 +26,9 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Each {@link Lease} is released exactly once, by whichever comes first: the gateway's
  * {@code onComplete}/{@code onFailure} or expiry. Expiry is lazy: callers on the routing and
- * metrics paths offer the current time, and one of them sweeps at most once per
- * {@code maxAge / 8}, so no timer thread exists and a route that does not sweep pays one volatile
- * read. A sweep walks the requests in flight, which are few compared with the routes in between.
+ * metrics paths, and readers of the in-flight figures, offer the current time, and one of them
+ * sweeps at most once per {@code maxAge / 8}, so no timer thread exists and a route that does not
+ * sweep pays one volatile read. A sweep walks the requests in flight, which are few compared with the routes in between.
  */
 final class InFlightLedger {
   private final long maxAgeNanos;

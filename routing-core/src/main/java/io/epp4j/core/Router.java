@@ -143,10 +143,11 @@ public final class Router implements AutoCloseable {
     this.state = new State(PoolSnapshot.EMPTY, new ActiveConfig(initial.config(),
         initial.declared(), extraListeners, ledger, ticker, routerWarning, this::isClosed,
         this::running, this::awaitingClose));
-    this.telemetry = new RouterTelemetry(b.openTelemetry(), () -> state.pool,
+    this.telemetry = new RouterTelemetry(b.openTelemetry(), this::readPool,
         this::poolSaturation);
     this.hints = b.hints;
-    hints.bind(() -> state.pool, () -> state.active, ticker, RouterSettings.nanos(inFlightMaxAge));
+    hints.bind(() -> state.pool, () -> state.active, ticker, RouterSettings.nanos(inFlightMaxAge),
+        ledger::expireIfDue);
     this.retired = new RetiredPlugins(b.retiredPluginCloseDelay, this::inUse, membershipLock);
     for (String w : initial.config().warnings()) {
       LOG.warning(w);
@@ -680,9 +681,22 @@ public final class Router implements AutoCloseable {
     }
   }
 
-  /** The current pool as candidates (endpoint, metrics, in-flight counts). */
+  /**
+   * The current pool as candidates (endpoint, metrics, in-flight counts). Requests past
+   * {@link Builder#inFlightMaxAge} are released first when a check is due, as by a route.
+   */
   public List<Candidate> endpoints() {
-    return state.pool.candidates;
+    return readPool().candidates;
+  }
+
+  /**
+   * The pool for a reader of its in-flight figures outside a route (the caller, telemetry, the
+   * hints shared with other routers): expired requests are released first when a check is due,
+   * so that a router without traffic or metrics does not report them as in flight for good.
+   */
+  private PoolSnapshot readPool() {
+    ledger.expireIfDue(ticker.nanos());
+    return state.pool;
   }
 
   /**
@@ -991,8 +1005,11 @@ public final class Router implements AutoCloseable {
     /**
      * How long a routed request may stay counted as in flight without the gateway calling
      * {@code onComplete} or {@code onFailure}; default 10 minutes. Older requests are released by
-     * the next {@code route} or {@code updateMetrics} call that finds a check due (one every eighth
-     * of this at most) and counted in {@code epp4j.routing.in_flight_expired}.
+     * the next call that finds a check due (one every eighth of this at most) and counted in
+     * {@code epp4j.routing.in_flight_expired}: a {@code route} or {@code updateMetrics}, or a
+     * read of the in-flight figures ({@code endpoints()}, the
+     * {@code epp4j.pool.in_flight_requests} gauge, {@code hints().forEachLocalInFlight}), so an
+     * idle router reports none of them once read.
      * This is a safety net for decisions the gateway dropped, not a request timeout: set it
      * well above the longest request you serve, since releasing a request that is still running
      * makes its endpoint look less busy than it is. A duration too long to count in nanoseconds
