@@ -143,10 +143,23 @@ public final class InferenceRequest {
   public boolean addSpecialTokens() { return addSpecialTokens; }
 
   /**
+   * The tokens {@link #estimatedPromptTokens()} counts for one media part of a chat (an image,
+   * an audio clip, a video, embeddings), whatever its size. The engine puts the tokens its
+   * encoder makes of the media in the prompt, not the part's URL or base64 data: their number
+   * depends on the model and the media's resolution or duration (576 for a LLaVA-1.5 image, 256
+   * for Gemma 3's, about 1,370 for a 1,024-pixel square image in Qwen2-VL, 750 for 30 s of
+   * Qwen2-Audio), which the router does not decode; this is their order of magnitude.
+   */
+  public static final int MEDIA_PART_TOKENS = 1024;
+
+  /**
    * A cheap estimate of the prompt length in tokens: the token count when known, else characters
    * divided by four. A chat's characters are those of its messages' content, of their other
    * fields the template renders ({@link ChatMessage#fields()}: an assistant's tool calls with
-   * their arguments, a tool result's call id, reasoning) and of its tools.
+   * their arguments, a tool result's call id, reasoning) and of its tools; each media part of a
+   * message's content (not text, see {@link ChatMessage.Part}) counts {@link #MEDIA_PART_TOKENS}
+   * instead of the characters of its JSON, so a base64 image of a megabyte is not read as a
+   * quarter of a million prompt tokens.
    */
   public int estimatedPromptTokens() {
     if (tokenIds != null) {
@@ -156,13 +169,24 @@ public final class InferenceRequest {
       return (prompt.length() + 3) / 4;
     }
     long chars = toolsJson == null ? 0 : toolsJson.length();
+    long media = 0;
     for (int i = 0; i < messages.size(); i++) {
       ChatMessage m = messages.get(i);
+      long content = m.content().length();
+      List<ChatMessage.Part> parts = m.parts();
+      for (int j = 0; j < parts.size(); j++) {
+        ChatMessage.Part part = parts.get(j);
+        if (!part.isText()) {
+          // the content holds the part's JSON for its identity; the engine reads the media
+          content -= part.json().length();
+          media++;
+        }
+      }
       // an agent's assistant turns are often tool calls alone (content null): their arguments
       // are rendered into the prompt like content
-      chars += m.content().length() + m.fields().length();
+      chars += Math.max(0, content) + m.fields().length();
     }
-    return (int) Math.min(Integer.MAX_VALUE, (chars + 3) / 4);
+    return (int) Math.min(Integer.MAX_VALUE, (chars + 3) / 4 + media * MEDIA_PART_TOKENS);
   }
 
   /** A builder pre-filled with this request's fields. */
