@@ -215,8 +215,9 @@ public final class Parameters {
   }
 
   /**
-   * A list of strings; a single string is taken as a one-element list. A number or a boolean in
-   * the list is an error, as {@link #getString} refuses one.
+   * A list of strings. A number or a boolean in the list is an error, as {@link #getString}
+   * refuses one; so is a single string in place of the list, as the upstream EPP's JSON decoding
+   * refuses a string for a {@code []string} field (the error shows the one-item list to write).
    */
   public List<String> getStringList(String name, List<String> defaultValue) {
     Object v = raw(name);
@@ -224,7 +225,9 @@ public final class Parameters {
       return defaultValue;
     }
     if (v instanceof String s) {
-      return List.of(s);
+      refuse(name, "must be a list of strings, got a single string " + describe(s)
+          + " (write a one-item list: ['" + s + "'])");
+      return defaultValue;
     }
     if (v instanceof List<?> list) {
       List<String> out = new ArrayList<>(list.size());

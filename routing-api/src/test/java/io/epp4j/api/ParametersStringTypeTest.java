@@ -58,4 +58,13 @@ class ParametersStringTypeTest {
     assertThat(text.getStringList("validValues", List.of())).containsExactly("decode", "2");
     assertThat(text.errors()).isEmpty();
   }
+
+  @Test
+  void aSingleStringForAListOfStringsIsOneErrorShowingTheList() {
+    // upstream decodes the parameter into a []string field, and a JSON string is refused there
+    Parameters p = Parameters.of(Map.of("validValues", "decode"));
+    assertThat(p.getStringList("validValues", List.of("x"))).containsExactly("x");
+    assertThat(p.errors()).containsExactly("parameter 'validValues' must be a list of strings,"
+        + " got a single string 'decode' (write a one-item list: ['decode'])");
+  }
 }

@@ -104,7 +104,10 @@ class ByLabelFilterTest {
         "{label: gpu.type, validValues: []}", "parameter 'validValues'",
         "{label: gpu.type, validValues: [{a: 1}]}", "parameter 'validValues'",
         "{label: gpu.type, validValues: [a100], allowsNoLabel: maybe}", "parameter 'allowsNoLabel'",
-        "{label: [gpu.type], validValues: [a100]}", "parameter 'label'");
+        "{label: [gpu.type], validValues: [a100]}", "parameter 'label'",
+        // upstream's []string refuses a string
+        "{label: gpu.type, validValues: a100}",
+        "parameter 'validValues' must be a list of strings, got a single string 'a100'");
     bad.forEach((params, named) ->
         assertThatThrownBy(() -> Router.builder().endpoints(POOL)
             .configYaml(config(params), "bad.yaml").build())
