@@ -475,7 +475,11 @@ final class ConfigLoader {
         errors.add(source + ": field 'kind' must be EndpointPickerConfig, got " + quote(kind));
       }
       Object api = top.get("apiVersion");
-      if (api != null && !KNOWN_API_VERSIONS.contains(String.valueOf(api))) {
+      if (api != null && !(api instanceof String)) {
+        // as a wrong-typed kind, or upstream's decoding of a number into its string field
+        errors.add(source + ": field 'apiVersion' must be a string (such as "
+            + "inference.networking.x-k8s.io/v1alpha1), got " + describe(api) + " " + quote(api));
+      } else if (api != null && !KNOWN_API_VERSIONS.contains(String.valueOf(api))) {
         warnings.add(source + ": field 'apiVersion' " + quote(api) + " is none of "
             + new java.util.TreeSet<>(KNOWN_API_VERSIONS) + "; read as an EndpointPickerConfig");
       }

@@ -223,6 +223,17 @@ class UpstreamSectionsTest {
   }
 
   @Test
+  void anApiVersionThatIsNotAStringIsRefusedAsAWrongTypedKindIs() {
+    // upstream decodes it into a string field, which refuses a number
+    assertThat(load("apiVersion: 1\nplugins:\n").errors()).containsExactly("f.yaml: field"
+        + " 'apiVersion' must be a string (such as inference.networking.x-k8s.io/v1alpha1), got a"
+        + " number '1'");
+    assertThat(load("apiVersion: [llm-d.ai/v1alpha1]\nplugins:\n").errors()).singleElement()
+        .asString().contains("field 'apiVersion' must be a string").contains("got a list");
+    assertThat(load("apiVersion: '1'\nplugins:\n").isOk()).isTrue();
+  }
+
+  @Test
   void theScraperUsesThePathOfTheConfigsMetricsDataSource() throws Exception {
     HttpServer server = HttpServer.create(
         new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
