@@ -59,7 +59,9 @@ import org.jspecify.annotations.Nullable;
  * each address has at most one scrape under way. An {@code https} scrape checks the server's
  * certificate against the JVM's trust store and the endpoint's address, unless
  * {@link Builder#insecureSkipVerify} (or the configuration's {@code metrics-data-source}) says to
- * take any certificate.
+ * take any certificate. A running configuration whose {@code metricsStalenessThreshold} (a
+ * utilization-detector's, or its saturationDetector section's) is shorter than the interval is
+ * warned about once it is taken up, since its endpoints are then stale between scrapes.
  *
  * <pre>{@code
  * MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(50)).start();
@@ -437,6 +439,46 @@ public final class MetricsScraper implements AutoCloseable {
     scheme = schemeInCode != null ? schemeInCode : source != null ? source.scheme : DEFAULT_SCHEME;
     insecure = insecureInCode != null ? insecureInCode
         : source != null && source.insecureSkipVerify;
+    String stale = stalenessBelowInterval(config, interval);
+    if (stale != null) {
+      LOG.warning(stale);
+    }
+  }
+
+  /**
+   * Why metrics scraped every {@code interval} are stale most of the time under {@code config},
+   * or null: a utilization-detector's or the saturationDetector section's
+   * {@code metricsStalenessThreshold} shorter than the interval. The detector can only compare
+   * its threshold with the default interval when the file loads, before any scraper exists.
+   */
+  static @Nullable String stalenessBelowInterval(RouterConfig config, Duration interval) {
+    Duration shortest = null;
+    String where = null;
+    for (var e : config.plugins().entrySet()) {
+      if (e.getValue() instanceof UtilizationDetector d
+          && d.saturation.metricsStaleness().compareTo(interval) < 0
+          && (shortest == null || d.saturation.metricsStaleness().compareTo(shortest) < 0)) {
+        shortest = d.saturation.metricsStaleness();
+        where = "utilization-detector " + ConfigLoader.quote(e.getKey());
+      }
+    }
+    RouterConfig.Saturation section = config.saturation().orElse(null);
+    if (section != null && section.metricsStaleness().compareTo(interval) < 0
+        && (shortest == null || section.metricsStaleness().compareTo(shortest) < 0)) {
+      shortest = section.metricsStaleness();
+      where = "the saturationDetector section";
+    }
+    if (shortest == null) {
+      return null;
+    }
+    return "metricsStalenessThreshold of " + where + " is " + millis(shortest)
+        + " ms, shorter than this scraper's interval of " + millis(interval) + " ms: between"
+        + " scrapes every endpoint's metrics are stale and count as saturated, so the pool reads"
+        + " as saturated most of the time; scrape more often or raise the threshold";
+  }
+
+  private static String millis(Duration d) {
+    return UtilizationDetector.figure(RouterSettings.nanos(d) / 1e6);
   }
 
   private static @Nullable MetricsDataSource dataSource(RouterConfig config) {

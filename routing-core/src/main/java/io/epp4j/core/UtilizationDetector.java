@@ -23,7 +23,11 @@ import java.util.List;
  * fresh metrics yet) it keeps them all, and shedding is left to the saturation rule.
  */
 final class UtilizationDetector implements Filter {
-  /** {@link MetricsScraper.Builder}'s default interval, which a staleness limit must exceed. */
+  /**
+   * {@link MetricsScraper.Builder}'s default interval, which a staleness limit must exceed; a
+   * file loads before any scraper exists, and the scraper checks the limit against its own
+   * interval once it runs the configuration.
+   */
   static final Duration SCRAPER_INTERVAL = Duration.ofMillis(50);
 
   final RouterConfig.Saturation saturation;
@@ -122,7 +126,7 @@ final class UtilizationDetector implements Filter {
   }
 
   /** A number as a person writes it: 105, not 105.0; 1.04, not 1.0400000000000003. */
-  private static String figure(double v) {
+  static String figure(double v) {
     if (Math.abs(v) >= 1e15) {
       return Double.toString(v);
     }
