@@ -864,28 +864,47 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     return mode == BodySendMode.BUFFERED || mode == BodySendMode.BUFFERED_PARTIAL;
   }
 
+  /** The answer's status code, 0 when it has none or one that is not 100-999 in ASCII digits. */
   private static int parseStatus(@Nullable String text) {
-    if (text == null) {
-      return 0;
-    }
-    try {
-      int s = Integer.parseInt(text.strip());
-      return s >= 100 && s <= 999 ? s : 0;
-    } catch (NumberFormatException e) {
-      return 0;
-    }
+    long s = asciiNumber(text);
+    return s >= 100 && s <= 999 ? (int) s : 0;
   }
 
+  /** The answer's declared length, -1 when it has none or an unreadable one. */
   private static long parseLength(@Nullable String text) {
+    return asciiNumber(text);
+  }
+
+  /**
+   * {@code text} as a number when it is the ASCII digits 0-9 (with blanks around them), as HTTP
+   * writes a status code and a content-length; -1 otherwise, also past {@code Long.MAX_VALUE}.
+   * Long.parseLong alone also takes a sign and the digits of other scripts ("٢٠٠" read as 200),
+   * which no HTTP peer writes.
+   */
+  private static long asciiNumber(@Nullable String text) {
     if (text == null) {
       return -1;
     }
-    try {
-      long n = Long.parseLong(text.strip());
-      return n >= 0 ? n : -1;
-    } catch (NumberFormatException e) {
+    int from = 0;
+    int to = text.length();
+    while (from < to && (text.charAt(from) == ' ' || text.charAt(from) == '\t')) {
+      from++;
+    }
+    while (to > from && (text.charAt(to - 1) == ' ' || text.charAt(to - 1) == '\t')) {
+      to--;
+    }
+    if (from == to) {
       return -1;
     }
+    long n = 0;
+    for (int i = from; i < to; i++) {
+      char c = text.charAt(i);
+      if (c < '0' || c > '9' || n > (Long.MAX_VALUE - (c - '0')) / 10) {
+        return -1;
+      }
+      n = n * 10 + (c - '0');
+    }
+    return n;
   }
 
   private static String pathOnly(String pathAndQuery) {

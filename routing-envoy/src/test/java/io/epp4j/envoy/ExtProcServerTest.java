@@ -1393,6 +1393,36 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aStatusOrContentLengthInDigitsOtherThanAsciiIsMalformed() throws Exception {
+    // HTTP writes a status code and a content-length in the ASCII digits 0-9 only; read with
+    // Integer.parseInt, Arabic-Indic "٢٠٠" was a 200 that completed the decision, "+200" too,
+    // and a full-width length declared a body of that length whole
+    start(List.of(A));
+    routedStreamedAnswer(Map.of(":status", "\u0662\u0660\u0660",
+        "content-type", "application/json"));
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessage("the endpoint answered without a valid :status");
+    routedStreamedAnswer(Map.of(":status", "+200", "content-type", "application/json"));
+    assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS))
+        .hasMessage("the endpoint answered without a valid :status");
+
+    // a body of the length a malformed content-length would give is of unknown length: cut
+    String json = "{\"usage\":{\"prompt_tokens\":6,\"completion_tokens\":2}}";
+    String fullWidth = String.valueOf(json.length()).chars()
+        .mapToObj(c -> String.valueOf((char) (c - '0' + '\uff10')))
+        .collect(java.util.stream.Collectors.joining());
+    assertFailsCutShort(routedStreamedAnswer(Map.of(":status", "200",
+        "content-type", "application/json", "content-length", fullWidth)), json);
+    assertFailsCutShort(routedStreamedAnswer(Map.of(":status", "200",
+        "content-type", "application/json", "content-length", "+" + json.length())), json);
+    // the ASCII spelling, blanks around it as Envoy may pass them, still declares it whole
+    assertCompletes(routedStreamedAnswer(Map.of(":status", " 200 ",
+        "content-type", "application/json", "content-length", json.length() + "\t")),
+        new Usage(6, 0, 2), json);
+    await(() -> inFlight() == 0);
+  }
+
+  @Test
   void aFallbackEnvoyReportsAsServedTakesTheRequestsCountsAndLifecycle() throws Exception {
     start(List.of(A, B));
     FakeEnvoy envoy = routedFullDuplex(completion("x"));
