@@ -326,6 +326,11 @@ final class StreamTable {
     return out;
   }
 
+  /** Whether {@code st} is still the stream of an open SUB socket (not closed by a pool change). */
+  boolean isOpen(EndpointStream st) {
+    return st.sub != null && bySocket.get(st.sub) == st;
+  }
+
   /**
    * Per-endpoint mode: discards the events {@code sub}'s monitor holds. Called when a message
    * came over a new connection: the disconnects reported by then are of the connections before

@@ -2,7 +2,10 @@ package io.epp4j.kvevents;
 
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -49,6 +52,12 @@ final class SubscriberLoop {
   // JVM took the address over (see BoundAddresses)
   private ZMQ.@Nullable Socket bound;
   private volatile boolean handedOver;
+  /**
+   * Per-endpoint mode: streams whose publisher disconnected and whose queue is still being read
+   * ({@link #followDisconnects}), one entry per stream at most; loop thread only.
+   */
+  private final Map<EndpointStream, FollowedDisconnect> disconnectsFollowed =
+      new LinkedHashMap<>();
 
   SubscriberLoop(@Nullable String bindAddress, SubscriberSockets sockets, StreamTable streams,
       DropReports reports) {
@@ -321,26 +330,55 @@ final class SubscriberLoop {
    * publisher's handshake timer does), and the messages queued may be the next connection's,
    * whose blocks must stay. Should they be the dropped connection's after all, the next
    * connection's first message drops them ({@link #receiveOne}).
+   *
+   * <p>Each stream's queue is read {@link #MESSAGES_PER_TURN} messages per turn at most, as
+   * {@link #receiveFrom} reads it: a publisher that sends as fast as the loop applies (a
+   * restarted engine warming its cache) never leaves its queue empty, and reading it to the end
+   * here kept the loop on that one endpoint for as long as it sent, while the other endpoints'
+   * queues overflowed and pool changes waited. A stream whose queue holds more is followed on
+   * at the next turn, and its blocks are dropped once the queue has been empty.
    */
   private void followDisconnects() {
     for (EndpointStream st : streams.publishersDisconnected()) {
+      // a newer disconnect of a stream still followed decides: its snapshot is the later one
+      disconnectsFollowed.put(st, new FollowedDisconnect(st.connectionsReplaced(),
+          st.heardAnyConnection()));
+    }
+    for (Iterator<Map.Entry<EndpointStream, FollowedDisconnect>> it =
+        disconnectsFollowed.entrySet().iterator(); it.hasNext() && !closed;) {
+      Map.Entry<EndpointStream, FollowedDisconnect> f = it.next();
+      EndpointStream st = f.getKey();
       ZMQ.Socket s = st.sub;
+      if (s == null || !streams.isOpen(st)) {
+        it.remove(); // the endpoint left the pool, or follows other ports: its socket is closed
+        continue;
+      }
       try {
-        long replaced = st.connectionsReplaced();
-        boolean heardBefore = st.heardAnyConnection();
-        while (s != null && !closed && receiveOne(s)) {
-          // the old connection's messages, in order, up to the new connection's if any
+        int read = 0;
+        while (read < MESSAGES_PER_TURN && !closed && receiveOne(s)) {
+          read++; // the old connection's messages, in order, up to the new connection's if any
         }
-        if (heardBefore && st.connectionsReplaced() == replaced) {
+        if (read == MESSAGES_PER_TURN || closed) {
+          continue; // more may be queued: followed on at the next turn
+        }
+        it.remove();
+        if (f.getValue().heardBefore() && st.connectionsReplaced() == f.getValue().replaced()) {
           st.publisherDisconnected();
         }
       } catch (RuntimeException | Error e) {
+        it.remove();
         DropReports.rethrowIfFatal(e);
         LOG.log(Level.WARNING, "KV-event subscriber could not follow endpoint " + st.endpointId
             + "'s publisher disconnecting", e);
       }
     }
   }
+
+  /**
+   * What a stream had heard when its publisher's disconnect was seen: how many times a message
+   * had come over a newer connection, and whether any message had come.
+   */
+  private record FollowedDisconnect(long replaced, boolean heardBefore) {}
 
   private void receiveFrom(List<ZMQ.Socket> registered) {
     for (ZMQ.Socket s : registered) {

@@ -665,6 +665,168 @@ class KvEventSubscriberReliabilityTest {
   }
 
   /**
+   * After a publisher's disconnect, the subscriber reads what the endpoint's queue holds before
+   * it drops the endpoint's blocks. It used to read it to the end, and a new engine that sends
+   * as fast as the subscriber applies never leaves it empty: every other endpoint waited for as
+   * long as that one sent. Here A's new engine floods, each of its batches slowed by a drop
+   * listener, after the subscriber was held in B's batch so that it sees A's disconnect with the
+   * flood queued; B's next batch must be applied while A still floods.
+   */
+  @Test
+  void aFloodAfterADisconnectLeavesTheOtherEndpointsTheirTurn() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    String idA = "127.0.0.1:8000";
+    String idB = "127.0.0.1:8001";
+    CountDownLatch insideA = new CountDownLatch(1);
+    CountDownLatch restarted = new CountDownLatch(1);
+    CountDownLatch insideB = new CountDownLatch(1);
+    CountDownLatch flooding = new CountDownLatch(1);
+    index.addDropListener(new KvBlockIndex.DropListener() {
+      @Override
+      public void dropped(String endpointId, long key) {
+        boolean a = endpointId.equals(idA);
+        try {
+          if (a && restarted.getCount() == 0) {
+            Thread.sleep(1); // each batch of the flood takes a while to apply
+          } else { // holds the subscriber's thread, in A's batch and then in B's
+            (a ? insideA : insideB).countDown();
+            (a ? restarted : flooding).await(20, TimeUnit.SECONDS);
+          }
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+
+      @Override
+      public void cleared(String endpointId) {}
+    });
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = boundPublisher(ctx);
+      ZMQ.Socket pubB = boundPublisher(ctx);
+      String address = pub.getLastEndpoint();
+      // A's queue holds 10,000 messages: a queue of 16 (the default) runs empty whenever the
+      // machine is too busy to refill it for 16 ms, and the subscriber then went on by itself
+      try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index)
+          .receiveHighWaterMark(10_000)
+          .receiveBufferBytes(10_000L * KvEventDecoder.MAX_PAYLOAD_BYTES).build()) {
+        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
+            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
+        sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
+            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB)))));
+        pub.setReceiveTimeOut(20_000);
+        assertThat(pub.recv()).as("A's subscription").isNotNull();
+        pubB.setReceiveTimeOut(20_000);
+        assertThat(pubB.recv()).as("B's subscription").isNotNull();
+        KvEventMetrics m = index.metrics();
+        publish(pub, TOPIC_A, 0, ENCODER.encode(rootBlock(101, 1000)));
+        await(() -> m.batches() == 1, () -> "the first engine's batch: " + m);
+        publish(pub, TOPIC_A, 1, ENCODER.encode(storedAndEvicted(303, 3000)));
+        assertThat(insideA.await(20, TimeUnit.SECONDS)).as("subscriber held in A's batch").isTrue();
+        String topicB = "kv@" + idB + "@m";
+        publish(pubB, topicB, 0, ENCODER.encode(storedAndEvicted(404, 4000)));
+
+        pub.close(); // A's engine restarts at the same address
+        ZMQ.Socket again = ctx.createSocket(SocketType.XPUB);
+        again.setLinger(0);
+        again.setHandshakeIvl(1_000);
+        ZMQ.Socket accepted = ctx.createSocket(SocketType.PAIR);
+        String monitor = "inproc://reliability-test-accepted-flood";
+        assertThat(again.monitor(monitor, ZMQ.EVENT_ACCEPTED)).isTrue();
+        accepted.connect(monitor);
+        bindAgain(again, address);
+        accepted.setReceiveTimeOut(20_000);
+        assertThat(ZMQ.Event.recv(accepted)).as("the subscriber connected again").isNotNull();
+        restarted.countDown();
+        // the subscriber subscribes again as it goes on reading A, then is held in B's batch
+        again.setReceiveTimeOut(20_000);
+        assertThat(again.recv()).as("subscription after the reconnect").isNotNull();
+        assertThat(insideB.await(20, TimeUnit.SECONDS)).as("subscriber held in B's batch").isTrue();
+
+        // the new engine sends twenty batches per millisecond, for 10 s at most; the subscriber
+        // applies one at most, so A's queue never runs empty (what overflows it is a gap)
+        java.util.concurrent.atomic.AtomicBoolean stop =
+            new java.util.concurrent.atomic.AtomicBoolean();
+        byte[] batch = ENCODER.encode(storedAndEvicted(1_000, 10_000));
+        Thread flood = new Thread(() -> {
+          long end = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+          for (long seq = 2; !stop.get() && System.nanoTime() < end; seq++) {
+            publish(again, TOPIC_A, seq, batch);
+            if (seq % 20 == 0) {
+              java.util.concurrent.locks.LockSupport.parkNanos(1_000_000);
+            }
+          }
+        }, "flood");
+        flood.start();
+        Thread.sleep(300); // the flood's first batches queue up behind B's held one
+        flooding.countDown();
+        // the subscriber sees A's disconnect and reads A's queue; the new connection's first
+        // batch drops the old engine's blocks
+        await(() -> m.resyncs() >= 1 && !holdsRoot(index, idA, 1000),
+            () -> "the old engine's blocks dropped: " + m);
+        publish(pubB, topicB, 1, ENCODER.encode(rootBlock(606, 6000)));
+        await(() -> holdsRoot(index, idB, 6000) || !flood.isAlive(),
+            () -> "B's batch or the flood's end: " + m);
+        boolean floodStillOn = flood.isAlive();
+        stop.set(true);
+        flood.join(20_000);
+        assertThat(floodStillOn).as("B's batch applied while A floods").isTrue();
+        assertThat(holdsRoot(index, idB, 6000)).isTrue();
+        accepted.close();
+        again.close();
+        pubB.close();
+      }
+    }
+  }
+
+  /**
+   * A disconnect followed over several turns, its queue longer than one turn's reading, still
+   * drops the endpoint's blocks once the old connection's messages are all applied.
+   */
+  @Test
+  void aDisconnectWhoseQueueTakesSeveralTurnsStillDropsTheOldBlocks() throws Exception {
+    KvBlockIndex index = KvBlockIndex.create();
+    String idB = "127.0.0.1:8001";
+    CountDownLatch insideB = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    index.addDropListener(holdingOnDrop(idB, insideB, release));
+    int queued = 600; // more than two turns' reading of one socket
+    try (ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = boundPublisher(ctx);
+      pub.setSndHWM(0);
+      ZMQ.Socket pubB = boundPublisher(ctx);
+      KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index)
+          .receiveHighWaterMark(10_000).receiveBufferBytes(1024L * 16 * 1024 * 1024).build();
+      try (sub) {
+        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
+            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
+        sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
+            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB)))));
+        pub.setReceiveTimeOut(20_000);
+        assertThat(pub.recv()).as("A's subscription").isNotNull();
+        pubB.setReceiveTimeOut(20_000);
+        assertThat(pubB.recv()).as("B's subscription").isNotNull();
+        KvEventMetrics m = index.metrics();
+        publish(pub, TOPIC_A, 0, ENCODER.encode(rootBlock(101, 1000)));
+        await(() -> m.batches() == 1, () -> "A's first batch: " + m);
+        publish(pubB, "kv@" + idB + "@m", 0, ENCODER.encode(storedAndEvicted(404, 4000)));
+        assertThat(insideB.await(20, TimeUnit.SECONDS)).as("subscriber held in B's batch").isTrue();
+        for (int seq = 1; seq <= queued; seq++) {
+          publish(pub, TOPIC_A, seq, ENCODER.encode(rootBlock(1_000 + seq, 100_000 + 16 * seq)));
+        }
+        Thread.sleep(300); // the batches cross the loopback into A's queue
+        pub.close(); // A's engine goes away with its batches queued
+        Thread.sleep(300); // and the subscriber's monitor hears it
+        release.countDown();
+        await(() -> m.batches() == 2 + queued && m.resyncs() == 1,
+            () -> "A's queued batches applied, then its blocks dropped: " + m);
+        assertThat(index.blockCount("127.0.0.1:8000")).isZero();
+        assertThat(m.gaps()).isZero();
+        pubB.close();
+      }
+    }
+  }
+
+  /**
    * A connection that drops before it delivered anything (its handshake cut short, as a loaded
    * publisher does when its handshake timer fires) says nothing about the engine. Seen only once
    * the next connection's batches are waiting, it used to drop those batches' blocks: the
