@@ -608,10 +608,26 @@ final class EndpointStream {
    * it pauses, ends or fills them. Past that the rest waits in ZeroMQ, the kernel and the engine
    * while the batches here are applied; what the engine drops meanwhile shows as a hole in the
    * answer, which resyncs the endpoint as any hole does.
+   *
+   * <p>A reply is weighed as the heap it takes: its frames' bytes and the objects holding them
+   * ({@link #REPLY_OVERHEAD_BYTES}, {@link #FRAME_OVERHEAD_BYTES}). Counted by its frames' bytes
+   * alone, a reply with an empty payload weighed its 8-byte seq and one that was only an
+   * envelope delimiter nothing, while each took about 100 bytes: a peer answering with a stream
+   * of them filled the heap some twelve times past the bound, or without limit.
    */
-  private static final class ReadAhead {
+  static final class ReadAhead {
     /** How long a flowing answer may pause before the replies read so far are applied. */
     private static final int PAUSE_MILLIS = 1;
+    /**
+     * Heap of a reply besides its frames: its list and the list's array (56 bytes on a 64-bit
+     * JVM with compressed pointers) and its slot in the queue, rounded up.
+     */
+    static final long REPLY_OVERHEAD_BYTES = 64;
+    /** Heap of a frame besides its bytes: its array's header and padding, rounded up. */
+    static final long FRAME_OVERHEAD_BYTES = 24;
+    /** The weight of the largest reply a well-formed answer holds: a seq and a whole payload. */
+    private static final long LARGEST_REPLY_BYTES = REPLY_OVERHEAD_BYTES
+        + 2 * FRAME_OVERHEAD_BYTES + 8 + KvEventDecoder.MAX_PAYLOAD_BYTES;
 
     private final ArrayDeque<List<byte[]>> replies = new ArrayDeque<>();
     private final long maxBytes;
@@ -624,12 +640,13 @@ final class EndpointStream {
 
     /**
      * Reads the replies waiting on {@code d} and, once one came, those that follow, until the
-     * answer's end marker, a pause, or until one of the largest size would no longer fit: the
-     * frames held never pass {@code maxBytes} by more than a reply's seq frame.
+     * answer's end marker, a pause, or until one of the largest size would no longer fit: what
+     * is held never weighs more than {@code maxBytes} while the replies are well formed
+     * ({@code [seq, payload]}, after the envelope and the topic).
      */
     void fill(ZMQ.Socket d) {
       boolean flowing = false;
-      while (!endRead && bytes <= maxBytes - KvEventDecoder.MAX_PAYLOAD_BYTES) {
+      while (!endRead && bytes <= maxBytes - LARGEST_REPLY_BYTES) {
         List<byte[]> reply = receiveReply(d, ZMQ.DONTWAIT);
         if (reply == null && flowing) {
           d.setReceiveTimeOut(PAUSE_MILLIS); // the next one is probably on its way
@@ -655,9 +672,9 @@ final class EndpointStream {
     }
 
     private static long size(List<byte[]> reply) {
-      long n = 0;
+      long n = REPLY_OVERHEAD_BYTES;
       for (byte[] f : reply) {
-        n += f.length;
+        n += FRAME_OVERHEAD_BYTES + f.length;
       }
       return n;
     }
