@@ -109,6 +109,17 @@ public final class KvBlockIndex {
    * holds a block: every tier of it removed, or the whole cache cleared. Entries the index drops
    * on its own (resync, budget overflow) are not reported as dropped, since the engine said
    * nothing about them: they are handed to {@link #lostTrack} instead.
+   *
+   * <p>Called with the index's write lock held, and on the subscriber's thread with its
+   * membership lock too, so every other writer and {@code removeEndpoint} wait for a listener.
+   * The interface is package-private: no code outside this module implements it. Its one
+   * implementation, the {@code hybrid-prefix-cache-scorer}, only updates its routing memory,
+   * under that endpoint's ring lock, in time bounded by the memory's capacity per endpoint (one
+   * key for {@code dropped}), and never calls back into the index. Routes take the ring lock
+   * too (to record a route: a prompt's keys at most), but nothing holding it waits for the
+   * index or the subscriber, since the memory has no reference to either: the locks are always
+   * taken write lock first, then ring lock, and cannot deadlock. A listener added here must keep
+   * to that: no blocking, no I/O, no lock whose holder may wait for the index.
    */
   interface DropListener {
     void dropped(String endpointId, long key);
