@@ -49,10 +49,9 @@ final class HostLookups implements AutoCloseable {
   /**
    * The outcome of one lookup: the address to connect to (the name's first IPv4 address, where
    * vLLM's default {@code tcp://*:5557} listens, or its first IPv6 one when it has no IPv4
-   * address) and whether the name has IPv6 addresses only; or the failure (null when it
-   * resolved, and then the address is not null).
+   * address); or the failure (null when it resolved, and then the address is not null).
    */
-  record Answer(boolean ipv6Only, @Nullable Exception failure, long atNanos,
+  record Answer(@Nullable Exception failure, long atNanos,
       @Nullable InetAddress address) {
     /**
      * {@code tcp://<address>:<port>} for the address the name resolved to; ZeroMQ needs no
@@ -163,12 +162,12 @@ final class HostLookups implements AutoCloseable {
       }
       InetAddress chosen = v4 != null ? v4 : v6;
       if (chosen == null) {
-        return new Answer(false, new UnknownHostException(host + ": no IPv4 or IPv6 address"),
+        return new Answer(new UnknownHostException(host + ": no IPv4 or IPv6 address"),
             ticker.nanos(), null);
       }
-      return new Answer(v4 == null, null, ticker.nanos(), chosen);
+      return new Answer(null, ticker.nanos(), chosen);
     } catch (UnknownHostException | RuntimeException e) {
-      return new Answer(false, e, ticker.nanos(), null);
+      return new Answer(e, ticker.nanos(), null);
     }
   }
 

@@ -170,7 +170,6 @@ final class StreamTable {
     // the name stays in the logs
     String target = address;
     String replayTarget = rp > 0 ? SubscriberSockets.address(e.host(), rp) : null;
-    Boolean ipv6Only = null;
     if (HostLookups.isName(e.host())) {
       // looked up on the lookup thread: a slow DNS holds up this endpoint, not every other
       HostLookups.Answer answer = shared.lookups().take(e.host());
@@ -184,13 +183,14 @@ final class StreamTable {
         refused(e, member, retrying, address, answer.failure());
         return;
       }
-      ipv6Only = answer.ipv6Only();
       target = answer.connectAddress(p);
       replayTarget = rp > 0 ? answer.connectAddress(rp) : null;
     }
     ZMQ.Socket s = sockets.newSub();
     try {
-      if (ipv6Only != null ? ipv6Only : SubscriberSockets.needsIpv6(address)) {
+      if (SubscriberSockets.ipv6Literal(target)) {
+        // an IPv6 address, or a name with IPv6 addresses only (an IPv6-only cluster's DNS):
+        // without the option ZeroMQ considers IPv4 addresses only and refuses it
         s.setIPv6(true);
       }
       s.connect(target);

@@ -1,9 +1,5 @@
 package io.epp4j.kvevents;
 
-import java.net.Inet4Address;
-import java.net.Inet6Address;
-import java.net.InetAddress;
-import java.net.UnknownHostException;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
@@ -92,16 +88,17 @@ final class SubscriberSockets implements AutoCloseable {
   }
 
   /**
-   * A DEALER socket connected to an engine's replay socket at {@code address}. Throws what
-   * ZeroMQ throws when it refuses the address (a host it cannot resolve, a port out of range),
-   * having closed the socket: the context would otherwise keep it, and its file descriptors,
-   * until the subscriber closes.
+   * A DEALER socket connected to an engine's replay socket at {@code address}, which names an
+   * IP address: a host name is looked up before ({@link HostLookups}), and the address it
+   * resolved to is given here. Throws what ZeroMQ throws when it refuses the address (a port
+   * out of range), having closed the socket: the context would otherwise keep it, and its file
+   * descriptors, until the subscriber closes.
    */
   ZMQ.Socket newReplaySocket(String address) {
     ZMQ.Socket d = context.createSocket(SocketType.DEALER);
     try {
       d.setLinger(0);
-      if (needsIpv6(address)) {
+      if (ipv6Literal(address)) {
         d.setIPv6(true); // as the SUB socket of the same host: without it ZeroMQ refuses [::1]
       }
       d.setMaxMsgSize(KvEventDecoder.MAX_PAYLOAD_BYTES);
@@ -150,45 +147,6 @@ final class SubscriberSockets implements AutoCloseable {
   /** Whether a ZeroMQ address names an IPv6 host literally ({@code tcp://[::1]:5557}). */
   static boolean ipv6Literal(String address) {
     return address.contains("://[");
-  }
-
-  /**
-   * Whether a socket connecting to {@code address} ({@code tcp://host:port}) must have ZeroMQ's
-   * IPv6 option on: for an IPv6 literal, and for a host name with IPv6 addresses only (an
-   * IPv6-only cluster's DNS). Without the option ZeroMQ considers only IPv4 addresses, so it
-   * refused such a name ("not found matching IPv4/IPv6 settings") and the endpoint was never
-   * followed. A name with an IPv4 address keeps the option off and is reached over IPv4, where
-   * vLLM's default {@code tcp://*:5557} listens; a name that does not resolve is left to ZeroMQ,
-   * which reports it. Resolving here costs no second query: the JVM caches the answer ZeroMQ
-   * asks for next.
-   */
-  static boolean needsIpv6(String address) {
-    if (ipv6Literal(address)) {
-      return true;
-    }
-    int start = address.indexOf("://");
-    int colon = address.lastIndexOf(':');
-    if (start < 0 || colon <= start + 3) {
-      return false;
-    }
-    String host = address.substring(start + 3, colon);
-    if (host.equals("*") || host.isEmpty() || isIpv4Literal(host)) {
-      return false;
-    }
-    InetAddress[] all;
-    try {
-      all = InetAddress.getAllByName(host);
-    } catch (UnknownHostException | SecurityException e) {
-      return false;
-    }
-    boolean v6 = false;
-    for (InetAddress a : all) {
-      if (a instanceof Inet4Address) {
-        return false;
-      }
-      v6 |= a instanceof Inet6Address;
-    }
-    return v6;
   }
 
   /** Four dot-separated decimal numbers: resolving one needs no lookup and yields IPv4. */

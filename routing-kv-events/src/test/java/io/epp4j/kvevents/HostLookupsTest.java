@@ -38,7 +38,8 @@ class HostLookupsTest {
       }, "the answer");
       assertThat(lookups.get()).as("lookups for a thousand asks").isEqualTo(1);
       assertThat(taken.get().failure()).isNull();
-      assertThat(taken.get().ipv6Only()).as("an IPv6 address only").isTrue();
+      assertThat(taken.get().address()).as("an IPv6 address only")
+          .isInstanceOf(java.net.Inet6Address.class);
       assertThat(l.take("engine-0.test")).as("taken: the next ask looks it up again").isNull();
       await(() -> lookups.get() == 2, "the second lookup");
     }
@@ -82,7 +83,7 @@ class HostLookupsTest {
       HostLookups.Answer taken = l.take("stays.test");
       assertThat(taken).as("taken within its time").isNotNull();
       assertThat(taken.failure()).isNull();
-      assertThat(taken.ipv6Only()).isFalse();
+      assertThat(taken.address()).isInstanceOf(java.net.Inet4Address.class);
       now.incrementAndGet();
       l.prune();
       assertThat(l.answersKept()).as("the answer nobody took, past its time").isZero();

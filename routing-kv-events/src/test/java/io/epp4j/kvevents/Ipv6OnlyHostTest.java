@@ -57,18 +57,30 @@ class Ipv6OnlyHostTest {
   public static final class Scenario {
     private Scenario() {}
 
+    /** Whether the sockets following {@code host} get ZeroMQ's IPv6 option. */
+    private static boolean needsIpv6(HostLookups lookups, String host) throws Exception {
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      HostLookups.Answer a;
+      while ((a = lookups.take(host)) == null && System.nanoTime() < deadline) {
+        Thread.sleep(5);
+      }
+      if (a == null || a.failure() != null) {
+        throw new AssertionError(host + " did not resolve", a == null ? null : a.failure());
+      }
+      return SubscriberSockets.ipv6Literal(a.connectAddress(5557));
+    }
+
     public static void main(String[] args) throws Exception {
       for (InetAddress a : InetAddress.getAllByName(V6_ONLY)) {
         if (!(a instanceof Inet6Address)) {
           throw new AssertionError("the hosts file was not read: " + a);
         }
       }
-      System.out.println("ipv6 only: needs IPv6 "
-          + SubscriberSockets.needsIpv6("tcp://" + V6_ONLY + ":5557"));
-      System.out.println("ipv4 only: needs IPv6 "
-          + SubscriberSockets.needsIpv6("tcp://" + V4_ONLY + ":5557"));
-      System.out.println("both: needs IPv6 "
-          + SubscriberSockets.needsIpv6("tcp://" + DUAL + ":5557"));
+      try (HostLookups lookups = new HostLookups(InetAddress::getAllByName)) {
+        System.out.println("ipv6 only: needs IPv6 " + needsIpv6(lookups, V6_ONLY));
+        System.out.println("ipv4 only: needs IPv6 " + needsIpv6(lookups, V4_ONLY));
+        System.out.println("both: needs IPv6 " + needsIpv6(lookups, DUAL));
+      }
       try (ZContext ctx = new ZContext(1);
           KvEventSubscriberIntegrationTest.ReplayServer replay =
               new KvEventSubscriberIntegrationTest.ReplayServer(ctx, "tcp://[::1]:*")) {
