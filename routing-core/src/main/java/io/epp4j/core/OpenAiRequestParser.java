@@ -633,8 +633,15 @@ public final class OpenAiRequestParser {
     }
     b.headers(headers);
     if (priority != null) {
+      String v = priority.trim();
+      // ASCII digits after an optional sign, as an HTTP header and Go's strconv.Atoi take them:
+      // Integer.parseInt alone also reads other scripts' digits (Arabic-Indic, full-width)
+      int from = v.startsWith("+") || v.startsWith("-") ? 1 : 0;
+      if (v.length() == from || !v.chars().skip(from).allMatch(c -> c >= '0' && c <= '9')) {
+        return "header '" + PRIORITY_HEADER + "' must be an integer";
+      }
       try {
-        b.priority(Integer.parseInt(priority.trim()));
+        b.priority(Integer.parseInt(v));
       } catch (NumberFormatException e) {
         return "header '" + PRIORITY_HEADER + "' must be an integer";
       }

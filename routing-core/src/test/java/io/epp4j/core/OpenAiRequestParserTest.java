@@ -37,6 +37,12 @@ class OpenAiRequestParserTest {
     assertThat(r.prompt()).isEmpty();
     assertThat(p.parseHeaders(Map.of("x-request-priority", "high")).errors()).singleElement()
         .asString().contains("x-request-priority");
+    assertThat(p.parseHeaders(Map.of("x-request-priority", "+3")).value().priority()).isEqualTo(3);
+    // other scripts' digits and a bare sign are not an integer in a header
+    for (String bad : List.of("\u0662", "-\u0661", "\uFF11\uFF10", "-", "+", "2147483648")) {
+      assertThat(p.parseHeaders(Map.of("x-request-priority", bad)).errors()).as(bad)
+          .singleElement().asString().contains("x-request-priority");
+    }
     try (Router router = Router.builder().registry(TestPlugins.registry())
         .profile(SchedulingProfile.builder("default").build())
         .endpoints(List.of(io.epp4j.api.Endpoint.parse("10.0.0.1:80"))).requestParser(p).build()) {
