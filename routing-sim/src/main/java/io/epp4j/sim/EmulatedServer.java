@@ -867,6 +867,11 @@ final class EmulatedServer implements AutoCloseable {
       if (args instanceof String bad) {
         return bad;
       }
+      // what vLLM's chat parser refuses as it reads the parts, before rendering the template
+      String partRefused = body.partRefused();
+      if (partRefused != null) {
+        return partRefused;
+      }
       // the request's tools, which the model's template renders into the prompt as vLLM's does,
       // unless vLLM's --exclude-tools-when-tool-choice-none leaves them out: for a chat
       // completion whose tool_choice is "none" the template is handed no tools, as for a chat

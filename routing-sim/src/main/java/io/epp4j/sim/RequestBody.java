@@ -70,6 +70,8 @@ final class RequestBody {
   private boolean hasMessages;
   // a List<ChatMessage>, or a String naming what is wrong
   private @Nullable Object messages;
+  // the first content part vLLM's request model takes and its part parser refuses
+  private @Nullable String partRefused;
 
   private RequestBody(ObjectNode fields) {
     this.fields = fields;
@@ -113,6 +115,17 @@ final class RequestBody {
   Object messages() {
     Object m = messages;
     return m == null ? "field 'messages' must be a non-empty array" : m;
+  }
+
+  /**
+   * What is wrong with the first content part of the messages that vLLM's request model takes
+   * and its chat parser refuses, once the model is found: a part without a {@code type} (or
+   * whose fields fit no part type, which leaves the request model none), unless it is one of the
+   * plain {@code image_url}, {@code audio_url} or {@code video_url} parts that need none; and a
+   * text part without a string {@code text}. Null when there is none.
+   */
+  @Nullable String partRefused() {
+    return partRefused;
   }
 
   /**
@@ -164,7 +177,8 @@ final class RequestBody {
           case "tokens" -> r.tokens = readTokens(p, vocab);
           case "messages" -> {
             r.hasMessages = true;
-            r.messages = readMessages(p);
+            r.partRefused = null;
+            r.messages = r.readMessages(p);
           }
           default -> {
             if (KEPT.contains(name)) {
@@ -293,14 +307,16 @@ final class RequestBody {
   }
 
   /** Field {@code messages}, the parser on its value: a list of messages or what is wrong. */
-  private static Object readMessages(JsonParser p) throws IOException {
+  private Object readMessages(JsonParser p) throws IOException {
     if (p.currentToken() != JsonToken.START_ARRAY) {
       p.skipChildren();
       return "field 'messages' must be a non-empty array";
     }
     List<ChatMessage> list = new ArrayList<>();
     @Nullable String bad = null;
+    int index = -1;
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken()) {
+      index++;
       if (bad != null) {
         p.skipChildren();
         continue;
@@ -323,7 +339,7 @@ final class RequestBody {
           } else if (name.equals("content")) {
             parts = new ArrayList<>();
             contentGiven = v != JsonToken.VALUE_NULL;
-            content = readContent(p, parts);
+            content = readContent(p, parts, index);
           } else if (FIELDS.contains(name)) {
             // vLLM hands these to the template as fields of the message, which renders them
             // itself (Qwen3's <tool_call> blocks); null is as if absent, the last one counts
@@ -352,6 +368,9 @@ final class RequestBody {
     return list.isEmpty() ? "field 'messages' must be a non-empty array" : list;
   }
 
+  /** Media fields vLLM reads from a part without a type, as a plain URL or null. */
+  private static final Set<String> MEDIA_FIELDS = Set.of("image_url", "audio_url", "video_url");
+
   /**
    * The fields besides role and content that vLLM hands a chat template, in the order the router
    * keeps them in {@link ChatMessage#fields()}.
@@ -375,9 +394,10 @@ final class RequestBody {
    * A message's content: a string, or an array of parts whose text parts vLLM hands a template
    * that takes string content joined with newlines (a plain string part is a text part, as in
    * vLLM); "" for null (the caller marks the message as without content); null for anything
-   * else, and for an array holding a part that is neither an object nor a string.
+   * else, and for an array holding a part that is neither an object nor a string. The first part
+   * vLLM's chat parser refuses is kept in {@link #partRefused()}.
    */
-  private static @Nullable String readContent(JsonParser p, List<ChatMessage.Part> parts)
+  private @Nullable String readContent(JsonParser p, List<ChatMessage.Part> parts, int message)
       throws IOException {
     JsonToken v = p.currentToken();
     if (v == JsonToken.VALUE_STRING) {
@@ -393,13 +413,18 @@ final class RequestBody {
     StringBuilder text = new StringBuilder();
     boolean first = true;
     boolean refused = false;
+    int index = -1;
     for (JsonToken part = p.nextToken(); part != JsonToken.END_ARRAY; part = p.nextToken()) {
+      index++;
       if (refused) {
         p.skipChildren();
         continue;
       }
       @Nullable String partText = null;
       @Nullable String type = null;
+      // the modality of a plain media field (image_url, audio_url or video_url, a string or
+      // null), which vLLM reads from a part without a type
+      @Nullable String plainMedia = null;
       if (part == JsonToken.VALUE_STRING) {
         // a plain string part: vLLM's request model takes one (its part type includes str) and
         // reads it as a text part
@@ -420,8 +445,31 @@ final class RequestBody {
           partText = pv == JsonToken.VALUE_STRING ? p.getText() : null;
         } else if (name.equals("type")) {
           type = pv == JsonToken.VALUE_STRING ? p.getText() : null;
+        } else if (plainMedia == null && MEDIA_FIELDS.contains(name)
+            && (pv == JsonToken.VALUE_STRING || pv == JsonToken.VALUE_NULL)) {
+          plainMedia = name.substring(0, name.indexOf('_'));
         }
         p.skipChildren();
+      }
+      if (part == JsonToken.START_OBJECT) {
+        // vLLM's request model keeps the fields of the part type they fit: a text part needs a
+        // string text; a part that fits no type is kept as one of its media parts whose fields
+        // are all optional, without its type, and vLLM's chat parser then refuses it for the
+        // missing type (a plain media field read as such is the exception)
+        boolean textPart = "text".equals(type) && partText != null;
+        if (!textPart && plainMedia != null) {
+          parts.add(new ChatMessage.Part(plainMedia, ""));
+          continue;
+        }
+        @Nullable String why = "text".equals(type) && !textPart
+            ? ".text' must be a string"
+            : type == null ? ".type' is required" : null;
+        if (why != null) {
+          if (partRefused == null) {
+            partRefused = "field 'messages[" + message + "].content[" + index + "]" + why;
+          }
+          continue;
+        }
       }
       // each part as vLLM hands it to a template that iterates over content
       if (partText != null) {

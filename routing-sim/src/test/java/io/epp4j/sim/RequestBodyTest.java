@@ -88,21 +88,62 @@ class RequestBodyTest {
   @Test
   void messagesBecomeRolesAndTheirTextPartsJoined() throws Exception {
     RequestBody r = read("{\"messages\":[{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
-        + "{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}},{\"text\":\"b\"},\"c\"],"
+        + "{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}},"
+        + "{\"type\":\"text\",\"text\":\"b\"},\"c\",{\"video_url\":\"y\"}],"
         + "\"role\":\"user\",\"name\":\"n\"},{\"role\":\"assistant\",\"content\":null},"
         + "{\"role\":\"system\"}]}");
     assertThat(r.hasMessages()).isTrue();
     // the parts one by one too, as a template that iterates over content gets them, and the
     // fields a template reads besides the content, as the router keeps them
-    // (a plain string part is a text part, as vLLM reads one)
+    // (a plain string part is a text part, and a plain media URL part a media part, as vLLM
+    // reads them)
     assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb\nc",
             List.of(ChatMessage.Part.text("a"), new ChatMessage.Part("image", ""),
-                ChatMessage.Part.text("b"), ChatMessage.Part.text("c")), "{\"name\":\"n\"}"),
+                ChatMessage.Part.text("b"), ChatMessage.Part.text("c"),
+                new ChatMessage.Part("video", "")), "{\"name\":\"n\"}"),
         ChatMessage.withoutContent("assistant", ""), ChatMessage.withoutContent("system", "")));
     // an empty string is content given, which a template that iterates over content gets as
     // one empty text part, where it gets none for a null or absent content (as the router)
     assertThat(read("{\"messages\":[{\"role\":\"user\",\"content\":\"\"}]}").messages())
         .isEqualTo(List.of(new ChatMessage("user", "")));
+  }
+
+  /**
+   * Parts vLLM's request model takes and its chat parser refuses once the model is found: a part
+   * without a type, and a text part without a string text (the request model keeps it as a media
+   * part none of whose fields it has, without its type). The first such part is named; the
+   * messages are still read, as the refusal comes after the model check.
+   */
+  @ParameterizedTest
+  @CsvSource(delimiter = '|', value = {
+      "{\"text\":\"b\"}|field 'messages[1].content[1].type' is required",
+      "{\"type\":null,\"text\":\"b\"}|field 'messages[1].content[1].type' is required",
+      "{\"type\":7,\"text\":\"b\"}|field 'messages[1].content[1].type' is required",
+      "{}|field 'messages[1].content[1].type' is required",
+      "{\"type\":\"text\"}|field 'messages[1].content[1].text' must be a string",
+      "{\"type\":\"text\",\"text\":null}|field 'messages[1].content[1].text' must be a string",
+      "{\"text\":5,\"type\":\"text\"}|field 'messages[1].content[1].text' must be a string"})
+  void aPartWithoutTypeOrATextPartWithoutTextIsNamed(String part, String expected)
+      throws Exception {
+    RequestBody r = read("{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},"
+        + "{\"role\":\"user\",\"content\":[\"a\"," + part + ",{\"type\":\"text\"}]}]}");
+    assertThat(r.messages()).isInstanceOf(List.class);
+    assertThat(r.partRefused()).isEqualTo(expected);
+    // a part of a plain media URL needs no type, as in vLLM
+    for (String media : new String[] {"{\"image_url\":\"x\"}", "{\"audio_url\":null}",
+        "{\"type\":\"text\",\"video_url\":\"x\"}"}) {
+      assertThat(read("{\"messages\":[{\"role\":\"user\",\"content\":[" + media + "]}]}")
+          .partRefused()).as(media).isNull();
+    }
+  }
+
+  @Test
+  void aPartTheRequestModelRefusesComesBeforeOneTheChatParserRefuses() throws Exception {
+    // a part that is no object in a later message is the request model's refusal, which vLLM
+    // answers before it parses any part
+    assertThat(read("{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"a\"}]},"
+        + "{\"role\":\"user\",\"content\":[5]}]}").messages())
+        .isEqualTo("field 'messages[].content' must be a string or an array of parts");
   }
 
   @ParameterizedTest

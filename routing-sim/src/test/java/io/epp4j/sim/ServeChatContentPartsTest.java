@@ -1,0 +1,50 @@
+package io.epp4j.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Chat content parts vLLM's request model takes and its chat parser then refuses: a part without
+ * a {@code type}, and a text part without a string {@code text} (kept by the request model as a
+ * media part none of whose fields it has, so without its type). vLLM answers both with a 400
+ * once the model is found, on a chat completion and on {@code /tokenize} alike; the stand-in names
+ * the part.
+ */
+@Timeout(60)
+class ServeChatContentPartsTest {
+  private final OneReplica replica = new OneReplica();
+
+  @AfterEach
+  void close() {
+    replica.close();
+  }
+
+  @Test
+  void aPartWithoutTypeOrATextPartWithoutTextIsA400NamingIt() throws Exception {
+    int port = replica.start();
+    String[][] parts = {{"{\"text\":\"hi\"}", "'messages[0].content[1].type'"},
+        {"{\"type\":\"text\"}", "'messages[0].content[1].text'"},
+        {"{\"type\":\"text\",\"text\":null}", "'messages[0].content[1].text'"}};
+    for (String[] part : parts) {
+      String messages = "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+          + "\"text\":\"a\"}," + part[0] + "]}]";
+      for (String path : new String[] {"/v1/chat/completions", "/tokenize"}) {
+        JsonNode e = replica.refusal(port, path, "{" + messages + ",\"max_tokens\":2}");
+        assertThat(e.get("message").asText()).as(path + " " + part[0]).contains(part[1]);
+        assertThat(e.get("type").asText()).isEqualTo("BadRequestError");
+        assertThat(e.get("code").asInt()).isEqualTo(400);
+        // after the model check, as vLLM parses the parts once the model is found
+        assertThat(replica.post(port, path, "{\"model\":\"nope\"," + messages + "}")
+            .statusCode()).as(path + " " + part[0]).isEqualTo(404);
+      }
+    }
+    // the same chat with the part whole is served
+    assertThat(replica.post(port, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\","
+        + "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"hi\"}]}],"
+        + "\"max_tokens\":2}").statusCode()).isEqualTo(200);
+  }
+}
