@@ -828,21 +828,19 @@ final class EmulatedServer implements AutoCloseable {
         || "/tokenize".equals(path) || "/detokenize".equals(path);
   }
 
-  /** The prompt's token IDs, or a message naming what is wrong (never the prompt itself). */
-  private Object promptTokens(RequestBody body, boolean chat) {
-    return promptTokens(body, chat, false);
-  }
-
   /**
-   * As above; {@code generating} for a chat completion (not {@code /tokenize}), whose tools
-   * vLLM's {@code --exclude-tools-when-tool-choice-none} leaves out for {@code tool_choice}
-   * {@code "none"}.
+   * The prompt's token IDs, or a message naming what is wrong (never the prompt itself);
+   * {@code generating} for a completion or a chat completion (not {@code /tokenize}), whose empty
+   * prompt vLLM's engine refuses and whose tools vLLM's
+   * {@code --exclude-tools-when-tool-choice-none} leaves out for {@code tool_choice}
+   * {@code "none"}. {@code /tokenize} hands nothing to the engine, and counts an empty prompt as
+   * no tokens.
    */
   private Object promptTokens(RequestBody body, boolean chat, boolean generating) {
     Object parsed = parsePrompt(body, chat, generating);
-    if (parsed instanceof int[] ids && ids.length == 0) {
+    if (generating && parsed instanceof int[] ids && ids.length == 0) {
       // vLLM's engine refuses a request whose prompt has no tokens in these words
-      return generating ? "The decoder prompt cannot be empty" : "the prompt is empty";
+      return "The decoder prompt cannot be empty";
     }
     return parsed;
   }
@@ -2200,7 +2198,7 @@ final class EmulatedServer implements AutoCloseable {
       modelNotFound(ex, requested);
       return;
     }
-    Object parsed = promptTokens(body, body.hasMessages());
+    Object parsed = promptTokens(body, body.hasMessages(), false);
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
       return;
