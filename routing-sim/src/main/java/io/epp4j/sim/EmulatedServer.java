@@ -2193,6 +2193,16 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", badTools, "tools");
       return;
     }
+    // vLLM's request model for /tokenize takes a text prompt only (prompt: str), no token IDs or
+    // batch, and refuses anything else before the model check
+    if (!body.hasMessages() && body.prompt() == null) {
+      error(ex, 400, "BadRequestError", PROMPT_REQUIRED);
+      return;
+    }
+    if (!body.hasMessages() && !body.promptIsString()) {
+      error(ex, 400, "BadRequestError", "field 'prompt' must be a string");
+      return;
+    }
     String requested = requestedModel(modelNode);
     if (!model.equals(requested) && !loraAdapters.contains(requested)) {
       modelNotFound(ex, requested);

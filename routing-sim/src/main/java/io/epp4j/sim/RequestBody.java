@@ -61,9 +61,10 @@ final class RequestBody {
 
   private final ObjectNode fields;
   private @Nullable Prompt prompt;
-  // field prompt given as null, or as the empty string itself (not a batch that holds one);
-  // field prompt_embeds given as something other than null or []
+  // field prompt given as null, as a string itself (not a batch that holds one), as the empty
+  // string; field prompt_embeds given as something other than null or []
   private boolean promptNull;
+  private boolean promptString;
   private boolean promptEmptyString;
   private boolean promptEmbeds;
   private @Nullable Prompt tokens;
@@ -96,6 +97,14 @@ final class RequestBody {
   boolean promptMissing() {
     boolean empty = prompt == null || promptNull || promptEmptyString;
     return empty && !promptEmbeds;
+  }
+
+  /**
+   * Whether field {@code prompt} is a JSON string itself, not token IDs or a batch that holds
+   * one: the only prompt vLLM's {@code /tokenize} request model takes.
+   */
+  boolean promptIsString() {
+    return promptString;
   }
 
   /** Field {@code tokens} ({@code /detokenize}), never a text; null when the body has none. */
@@ -154,6 +163,7 @@ final class RequestBody {
         switch (name) {
           case "prompt" -> {
             r.promptNull = p.currentToken() == JsonToken.VALUE_NULL;
+            r.promptString = p.currentToken() == JsonToken.VALUE_STRING;
             r.promptEmptyString = p.currentToken() == JsonToken.VALUE_STRING
                 && p.getTextLength() == 0;
             r.prompt = readPrompt(p, vocab);

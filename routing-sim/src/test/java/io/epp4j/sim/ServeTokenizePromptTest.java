@@ -10,9 +10,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * The prompt of {@code /tokenize} as vLLM takes one: an empty text is counted (no tokens with the
- * stand-in tokenizer), as vLLM tokenizes it without handing anything to the engine that refuses
- * an empty prompt.
+ * The prompt of {@code /tokenize} as vLLM's request model for it takes one: a text only
+ * ({@code prompt: str}), so token IDs, a batch, anything else or none at all is a 400 naming the
+ * field, before the model is checked; and an empty text is counted (no tokens with the stand-in
+ * tokenizer), as vLLM tokenizes it without handing anything to the engine that refuses an empty
+ * prompt.
  */
 @Timeout(60)
 class ServeTokenizePromptTest {
@@ -22,6 +24,26 @@ class ServeTokenizePromptTest {
   @AfterEach
   void close() {
     replica.close();
+  }
+
+  @Test
+  void aPromptThatIsNoTextIsRefusedBeforeTheModel() throws Exception {
+    int port = replica.start();
+    for (String prompt : new String[] {"[1,2,3]", "[[1,2,3]]", "[\"a b\"]", "[]", "5", "null",
+        "{\"prompt\":\"a\"}"}) {
+      for (String model : new String[] {"", "\"model\":\"nope\","}) {
+        JsonNode e = replica.refusal(port, "/tokenize", "{" + model + "\"prompt\":" + prompt + "}");
+        assertThat(e.get("message").asText()).as(model + prompt)
+            .isEqualTo("field 'prompt' must be a string");
+        assertThat(e.get("type").asText()).isEqualTo("BadRequestError");
+      }
+    }
+    // no prompt at all is the request model's refusal too
+    assertThat(replica.refusal(port, "/tokenize", "{\"model\":\"nope\"}").get("message").asText())
+        .isEqualTo("field 'prompt' is required");
+    // the completions endpoint still takes token IDs
+    assertThat(replica.post(port, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":1}")
+        .statusCode()).isEqualTo(200);
   }
 
   @Test
