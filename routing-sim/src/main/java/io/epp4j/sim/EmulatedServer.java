@@ -1122,6 +1122,11 @@ final class EmulatedServer implements AutoCloseable {
           "seed");
       return;
     }
+    String badFormat = responseFormatInvalid(body);
+    if (badFormat != null) {
+      error(ex, 400, "BadRequestError", badFormat, "response_format");
+      return;
+    }
     // vLLM takes a seed of -1 as none
     Long seed = seedNode.isMissingNode() || seedNode.isNull() ? null
         : Long.valueOf(new java.math.BigDecimal(seedNode.asText()).longValueExact());
@@ -1529,6 +1534,78 @@ final class EmulatedServer implements AutoCloseable {
       }
     }
     return null;
+  }
+
+  /**
+   * What vLLM's request model refuses in the shape of {@code response_format}, as a message
+   * naming the field, or null when it is left out, null or of a shape vLLM takes (its
+   * {@code AnyResponseFormat}): an object whose {@code type} is {@code text}, {@code json_object}
+   * or {@code json_schema}, with a {@code json_schema} object, if any, whose {@code name} is a
+   * string ({@code description} a string, {@code schema} an object and {@code strict} a boolean,
+   * if given); or a {@code structural_tag} with a {@code format}, or with {@code structures}
+   * (objects with string {@code begin} and {@code end}, an object {@code schema} if given) and
+   * {@code triggers} (strings). Other fields are allowed, as vLLM's models allow them. Nothing
+   * the client sent is quoted. A {@code json_schema} format without its schema passes here: vLLM
+   * refuses it later, when it makes the sampling parameters.
+   */
+  static @Nullable String responseFormatInvalid(JsonNode body) {
+    JsonNode format = body.path("response_format");
+    if (format.isMissingNode() || format.isNull()) {
+      return null;
+    }
+    String type = format.path("type").textValue();
+    if (!format.isObject() || type == null) {
+      return "field 'response_format' must be an object whose 'type' is text, json_object,"
+          + " json_schema or structural_tag";
+    }
+    switch (type) {
+      case "text", "json_object", "json_schema" -> {
+        JsonNode schema = format.path("json_schema");
+        if (schema.isMissingNode() || schema.isNull()) {
+          return null;
+        }
+        if (!schema.isObject()) {
+          return "field 'response_format.json_schema' must be an object";
+        }
+        if (!schema.path("name").isTextual()) {
+          return "field 'response_format.json_schema.name' must be a string";
+        }
+        if (!nullOr(schema.path("description"), JsonNode::isTextual)) {
+          return "field 'response_format.json_schema.description' must be a string";
+        }
+        if (!nullOr(schema.path("schema"), JsonNode::isObject)) {
+          return "field 'response_format.json_schema.schema' must be an object";
+        }
+        if (!nullOr(schema.path("strict"), v -> laxBool(v) != null)) {
+          return "field 'response_format.json_schema.strict' must be a boolean";
+        }
+        return null;
+      }
+      case "structural_tag" -> {
+        // vLLM's current structural tag format takes any format; its legacy one, structures
+        // and triggers
+        if (format.has("format")) {
+          return null;
+        }
+        JsonNode structures = format.path("structures");
+        JsonNode triggers = format.path("triggers");
+        boolean valid = structures.isArray() && triggers.isArray();
+        for (JsonNode s : structures) {
+          valid &= s.isObject() && s.path("begin").isTextual() && s.path("end").isTextual()
+              && nullOr(s.path("schema"), JsonNode::isObject);
+        }
+        for (JsonNode t : triggers) {
+          valid &= t.isTextual();
+        }
+        return valid ? null : "field 'response_format' of type structural_tag must have a"
+            + " 'format', or 'structures' (objects with string 'begin' and 'end') and"
+            + " 'triggers' (strings)";
+      }
+      default -> {
+        return "field 'response_format.type' must be text, json_object, json_schema or"
+            + " structural_tag";
+      }
+    }
   }
 
   private static boolean nullOr(JsonNode v, java.util.function.Predicate<JsonNode> type) {

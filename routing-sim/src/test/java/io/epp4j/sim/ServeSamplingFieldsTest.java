@@ -43,6 +43,51 @@ class ServeSamplingFieldsTest {
         CHAT + "\"response_format\":{\"type\":\"text\"}}").statusCode()).isEqualTo(200);
   }
 
+  /**
+   * A response format of a shape vLLM's request model does not take (its type, its
+   * {@code json_schema}'s fields, a structural tag's) is a 400 naming the field, before the
+   * model is looked up, as a field of the wrong type is; the shapes it takes are served.
+   */
+  @Test
+  void aResponseFormatOfAnotherShapeIsRefusedBeforeTheModel() throws Exception {
+    int port = replica.start();
+    String[][] bad = {{"5", "'response_format'"}, {"{}", "'response_format'"},
+        {"{\"type\":null}", "'response_format'"},
+        {"{\"type\":\"xml\"}", "'response_format.type'"},
+        {"{\"type\":\"json_schema\",\"json_schema\":5}", "'response_format.json_schema'"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{}}", "'response_format.json_schema.name'"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"schema\":[]}}",
+            "'response_format.json_schema.schema'"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"strict\":\"maybe\"}}",
+            "'response_format.json_schema.strict'"},
+        {"{\"type\":\"json_object\",\"json_schema\":{\"name\":7}}",
+            "'response_format.json_schema.name'"},
+        {"{\"type\":\"structural_tag\"}", "'response_format'"},
+        {"{\"type\":\"structural_tag\",\"structures\":[{\"begin\":\"<a>\"}],\"triggers\":[]}",
+            "'response_format'"}};
+    for (String[] format : bad) {
+      for (String[] req : new String[][] {{"/v1/chat/completions", CHAT},
+          {"/v1/completions", COMPLETION}}) {
+        for (String model : new String[] {"", "\"model\":\"nope\","}) {
+          JsonNode e = replica.refusal(port, req[0],
+              req[1] + model + "\"response_format\":" + format[0] + "}");
+          assertThat(e.get("param").asText()).as(req[0] + " " + format[0])
+              .isEqualTo("response_format");
+          assertThat(e.get("message").asText()).as(format[0]).contains(format[1]);
+        }
+      }
+    }
+    for (String format : new String[] {"null", "{\"type\":\"text\",\"extra\":1}",
+        "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"description\":null,"
+            + "\"schema\":{\"type\":\"object\"},\"strict\":true}}",
+        "{\"type\":\"structural_tag\",\"format\":{\"type\":\"any_text\"}}",
+        "{\"type\":\"structural_tag\",\"structures\":[{\"begin\":\"<a>\",\"end\":\"</a>\","
+            + "\"schema\":{}}],\"triggers\":[\"<a\"]}"}) {
+      assertThat(replica.post(port, "/v1/chat/completions",
+          CHAT + "\"response_format\":" + format + "}").statusCode()).as(format).isEqualTo(200);
+    }
+  }
+
   @Test
   void logitBiasKeysThatAreNoIntegersAreRefusedUnquoted() throws Exception {
     int port = replica.start();
