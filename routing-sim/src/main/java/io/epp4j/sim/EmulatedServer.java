@@ -1257,6 +1257,12 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", tooMany[0], tooMany[1]);
       return;
     }
+    // and then logit_bias's token IDs, each within the model's vocabulary
+    String outOfVocab = logitBiasOutOfVocab(body, cluster.profile().vocab());
+    if (outOfVocab != null) {
+      error(ex, 400, "BadRequestError", outOfVocab, "logit_bias");
+      return;
+    }
     // vLLM answers log probabilities when asked; this replica's filler output has none, and a
     // client that asked for them would read "logprobs": null as a broken answer: refused, as n is
     String logprobsField = logprobsAsked(body, chat);
@@ -2582,6 +2588,37 @@ final class EmulatedServer implements AutoCloseable {
       }
     }
     return null;
+  }
+
+  /**
+   * vLLM's refusal of {@code logit_bias} token IDs outside the model's vocabulary of
+   * {@code vocab} rows (below 0, or at or above it), in its words, each ID once and in the order
+   * the keys first give it, as Python's dict of the converted keys holds them; null when there is
+   * none. Called once {@link #unusableSamplingField} has found every key an integer.
+   */
+  static @Nullable String logitBiasOutOfVocab(JsonNode body, int vocab) {
+    JsonNode bias = body.path("logit_bias");
+    if (!bias.isObject()) {
+      return null;
+    }
+    java.util.Set<java.math.BigInteger> ids = new java.util.LinkedHashSet<>();
+    for (java.util.Iterator<String> keys = bias.fieldNames(); keys.hasNext(); ) {
+      ids.add(new java.math.BigInteger(keys.next().strip().replace("_", "")));
+    }
+    java.math.BigInteger size = java.math.BigInteger.valueOf(vocab);
+    StringBuilder invalid = null;
+    for (java.math.BigInteger id : ids) {
+      if (id.signum() < 0 || id.compareTo(size) >= 0) {
+        invalid = invalid == null ? new StringBuilder("[") : invalid.append(", ");
+        invalid.append(id);
+      }
+    }
+    if (invalid == null) {
+      return null;
+    }
+    String list = invalid.append(']').toString();
+    return "token_id(s) " + list + " in logit_bias contain out-of-vocab token ids. Vocabulary"
+        + " size: " + vocab + " (parameter=logit_bias, value=" + list + ")";
   }
 
   private static void error(Exchange ex, int status, String type, String message) {

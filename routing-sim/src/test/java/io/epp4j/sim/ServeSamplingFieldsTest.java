@@ -108,4 +108,29 @@ class ServeSamplingFieldsTest {
           .as(req[0]).isEqualTo(200);
     }
   }
+
+  /**
+   * logit_bias token IDs outside the model's vocabulary (151,936 rows for the default profile's
+   * Qwen3) are refused in vLLM's words, each ID once in the order the keys give it, once the
+   * sampling parameters' ranges have been checked.
+   */
+  @Test
+  void logitBiasTokenIdsOutsideTheVocabularyAreRefusedInVllmsWords() throws Exception {
+    int port = replica.start();
+    for (String[] req : new String[][] {{"/v1/chat/completions", CHAT},
+        {"/v1/completions", COMPLETION}}) {
+      JsonNode e = replica.refusal(port, req[0], req[1] + "\"logit_bias\":{\"7\":1,"
+          + "\"-1\":2,\"151936\":0,\"0151936\":1,\" 2_000_000_000_000 \":1}}");
+      assertThat(e.get("param").asText()).as(req[0]).isEqualTo("logit_bias");
+      assertThat(e.get("message").asText()).isEqualTo("token_id(s) [-1, 151936, 2000000000000]"
+          + " in logit_bias contain out-of-vocab token ids. Vocabulary size: 151936"
+          + " (parameter=logit_bias, value=[-1, 151936, 2000000000000])");
+      // the last row of the vocabulary is a token ID
+      assertThat(replica.post(port, req[0], req[1] + "\"logit_bias\":{\"151935\":-100}}")
+          .statusCode()).as(req[0]).isEqualTo(200);
+      // a sampling parameter out of its range is refused first
+      assertThat(replica.refusal(port, req[0], req[1] + "\"temperature\":5,"
+          + "\"logit_bias\":{\"151936\":1}}").get("message").asText()).startsWith("temperature");
+    }
+  }
 }
