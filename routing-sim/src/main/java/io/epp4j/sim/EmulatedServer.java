@@ -2556,10 +2556,6 @@ final class EmulatedServer implements AutoCloseable {
     ex.send(response(status, type, body));
   }
 
-  /**
-   * An OpenAI-shaped error: {@code {"error": {"message", "type", "param", "code"}}}, vLLM's
-   * ErrorResponse, whose {@code param} is null here.
-   */
   /** A token ID as Python's int() reads a string: sign, digits, single underscores between. */
   private static final java.util.regex.Pattern PY_INT =
       java.util.regex.Pattern.compile("\\s*[+-]?[0-9]+(_[0-9]+)*\\s*");
@@ -2621,6 +2617,10 @@ final class EmulatedServer implements AutoCloseable {
         + " size: " + vocab + " (parameter=logit_bias, value=" + list + ")";
   }
 
+  /**
+   * An OpenAI-shaped error: {@code {"error": {"message", "type", "param", "code"}}}, vLLM's
+   * ErrorResponse, whose {@code param} is null here.
+   */
   private static void error(Exchange ex, int status, String type, String message) {
     error(ex, status, type, message, null);
   }
