@@ -665,7 +665,8 @@ final class Serve implements AutoCloseable {
         case "--kv-events-port" -> kvPort = intArg(name, v, 1, 65535);
         case "--kv-events-encoding" -> {
           if (!v.equals("array") && !v.equals("map")) {
-            throw new IllegalArgumentException("--kv-events-encoding must be array or map");
+            throw new IllegalArgumentException("--kv-events-encoding must be array or map, got "
+                + v);
           }
           map = v.equals("map");
         }

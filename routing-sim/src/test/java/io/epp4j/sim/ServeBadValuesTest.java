@@ -140,6 +140,16 @@ class ServeBadValuesTest {
     assertUsageError(option, args.toArray(new String[0]));
   }
 
+  /**
+   * A value that is neither encoding is repeated in the message, as every other bad value of
+   * the command line is, so that a value mangled by a script's quoting shows what arrived.
+   */
+  @Test
+  void aBadEncodingIsRepeatedInTheMessage() {
+    assertUsageError("--kv-events-encoding must be array or map, got Map", "--replicas", "1",
+        "--port", TAKEN, "--kv-events-encoding", "Map");
+  }
+
   @Test
   void anOptionGivenTwiceIsAUsageErrorNotALastOneWins() {
     assertUsageError("--replicas is given twice ('1' and '2')", "--replicas", "1", "--port",
