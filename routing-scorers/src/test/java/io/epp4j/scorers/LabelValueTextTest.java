@@ -30,18 +30,8 @@ class LabelValueTextTest {
   }
 
   static Set<String> routedTo(String type, String parameters, String field) {
-    String yaml = """
-        plugins:
-        - name: f
-          type: %s
-          parameters: %s
-        - type: random-picker
-        schedulingProfiles:
-        - name: default
-          plugins: [{pluginRef: f}, {pluginRef: random-picker}]
-        """.formatted(type, parameters);
-    try (Router r = Router.builder().endpoints(EPS).randomSeed(1).configYaml(yaml, "l.yaml")
-        .build()) {
+    try (Router r = Router.builder().endpoints(EPS).randomSeed(1)
+        .configYaml(OneFilterConfig.yaml(type, parameters), "l.yaml").build()) {
       Set<String> seen = new HashSet<>();
       for (int i = 0; i < 20; i++) {
         seen.add(r.route(RouterIntegrationTest.tokens(64, i)).primary().id());

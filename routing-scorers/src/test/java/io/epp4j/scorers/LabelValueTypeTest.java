@@ -21,16 +21,7 @@ class LabelValueTypeTest {
   private static Router build(String type, String parameters) {
     return Router.builder()
         .endpoints(List.of(Endpoint.parse("10.0.0.1:8000", Map.of("gpus", "8"))))
-        .configYaml("""
-            plugins:
-            - name: f
-              type: %s
-              parameters: %s
-            - type: random-picker
-            schedulingProfiles:
-            - name: default
-              plugins: [{pluginRef: f}, {pluginRef: random-picker}]
-            """.formatted(type, parameters), "l.yaml")
+        .configYaml(OneFilterConfig.yaml(type, parameters), "l.yaml")
         .build();
   }
 
