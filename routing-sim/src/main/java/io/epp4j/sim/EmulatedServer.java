@@ -1127,6 +1127,16 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", badFormat, "response_format");
       return;
     }
+    // logit_bias as vLLM's request model types it, dict[str, float]: an object of numbers, a
+    // boolean being one in pydantic's lax mode (its keys become token IDs later, when the
+    // sampling parameters are made)
+    JsonNode biasNode = body.path("logit_bias");
+    if (!biasNode.isMissingNode() && !biasNode.isNull() && (!biasNode.isObject()
+        || !biasNode.valueStream().allMatch(b -> b.isBoolean() || laxFloat(b) != null))) {
+      error(ex, 400, "BadRequestError", "field 'logit_bias' must be an object mapping token IDs"
+          + " to numbers", "logit_bias");
+      return;
+    }
     // vLLM takes a seed of -1 as none
     Long seed = seedNode.isMissingNode() || seedNode.isNull() ? null
         : Long.valueOf(new java.math.BigDecimal(seedNode.asText()).longValueExact());

@@ -133,4 +133,29 @@ class ServeSamplingFieldsTest {
           + "\"logit_bias\":{\"151936\":1}}").get("message").asText()).startsWith("temperature");
     }
   }
+
+  /**
+   * A logit_bias that is not an object of numbers (vLLM's request model types it as
+   * {@code dict[str, float]}) is a 400 naming it before the model is looked up; numbers written
+   * as strings, and booleans, are numbers, as in pydantic's lax mode.
+   */
+  @Test
+  void aLogitBiasThatIsNoObjectOfNumbersIsRefusedBeforeTheModel() throws Exception {
+    int port = replica.start();
+    for (String bias : new String[] {"5", "[[7,1]]", "\"7\"", "{\"7\":null}", "{\"7\":\"high\"}",
+        "{\"7\":[1]}", "{\"7\":{}}"}) {
+      for (String[] req : new String[][] {{"/v1/chat/completions", CHAT},
+          {"/v1/completions", COMPLETION}}) {
+        JsonNode e = replica.refusal(port, req[0],
+            req[1] + "\"model\":\"nope\",\"logit_bias\":" + bias + "}");
+        assertThat(e.get("param").asText()).as(req[0] + " " + bias).isEqualTo("logit_bias");
+        assertThat(e.get("message").asText()).contains("'logit_bias'");
+      }
+    }
+    assertThat(replica.post(port, "/v1/chat/completions",
+        CHAT + "\"logit_bias\":{\"7\":\"-1.5\",\"8\":2,\"9\":0.5,\"10\":true}}").statusCode())
+        .isEqualTo(200);
+    assertThat(replica.post(port, "/v1/chat/completions", CHAT + "\"logit_bias\":null}")
+        .statusCode()).isEqualTo(200);
+  }
 }
