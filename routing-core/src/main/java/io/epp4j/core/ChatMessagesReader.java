@@ -221,7 +221,19 @@ final class ChatMessagesReader {
   private static @Nullable String appendPart(JsonNode part, StringBuilder content,
       List<ChatMessage.Part> parts, int message, int i) throws JsonProcessingException {
     JsonNode type = part.get("type");
-    if (type == null || !type.isTextual()) {
+    if (type == null || type.isNull()) {
+      // vLLM takes a part without a type that gives a media field as that medium (its "simple"
+      // image, audio and video parts); any other untyped part is refused there too
+      String medium = untypedMedium(part);
+      if (medium == null) {
+        return partField(message, i, ".type") + "' is required";
+      }
+      String json = CanonicalJson.canonical(part);
+      content.append(json);
+      parts.add(new ChatMessage.Part(modality(medium), "", json));
+      return null;
+    }
+    if (!type.isTextual()) {
       return partField(message, i, ".type") + "' is required";
     }
     String key = textKey(type.asText());
@@ -259,6 +271,21 @@ final class ChatMessagesReader {
       case "thinking" -> "thinking";
       default -> null;
     };
+  }
+
+  /**
+   * The medium of a part without a type, in the order vLLM tries them: a non-null
+   * {@code image_url}, {@code audio_url} or {@code input_audio}, or a {@code video_url} field;
+   * null for a part that gives none of them.
+   */
+  private static @Nullable String untypedMedium(JsonNode part) {
+    for (String f : new String[] {"image_url", "audio_url", "input_audio"}) {
+      JsonNode v = part.get(f);
+      if (v != null && !v.isNull()) {
+        return f;
+      }
+    }
+    return part.has("video_url") ? "video_url" : null;
   }
 
   /** The placeholder type vLLM gives a template for a media part of this type. */

@@ -600,6 +600,31 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void aPartWithoutATypeThatGivesAMediaFieldIsThatMediumAsVllmReadsIt() {
+    // vLLM's simple media parts: no type, the medium named by its field (chat_utils.py, "Handle
+    // missing 'type' but provided direct URL fields")
+    InferenceRequest r = parse("/v1/chat/completions", """
+        {"model":"m","messages":[{"role":"user","content":[
+          {"image_url":"http://x/a.png"},
+          {"audio_url":{"url":"http://x/a.wav"}},
+          {"input_audio":{"data":"AAAA","format":"wav"}},
+          {"video_url":"http://x/v.mp4"},
+          {"type":"text","text":"what is this?"}]}]}
+        """).value();
+    assertThat(r.messages().get(0).parts()).extracting(ChatMessage.Part::type)
+        .containsExactly("image", "audio", "audio", "video", "text");
+    assertThat(r.messages().get(0).content())
+        .startsWith("{\"image_url\":\"http://x/a.png\"}\n").endsWith("\nwhat is this?");
+    // a null image_url is no medium, and a part that names none is still refused, as there
+    for (String part : List.of("{\"image_url\":null}", "{\"detail\":\"high\"}",
+        "{\"text\":\"a\",\"cache_control\":{}}")) {
+      assertThat(parse("/v1/chat/completions", "{\"model\":\"m\",\"messages\":[{\"role\":"
+          + "\"user\",\"content\":[" + part + "]}]}").errors()).as(part)
+          .containsExactly("field 'messages[0].content[0].type' is required");
+    }
+  }
+
+  @Test
   void aMessagesNullNameToolCallsOrToolCallIdIsTheFieldAbsentAsTheEngineReadsIt() {
     // clients that serialise every field of their message type send "name": null and the like;
     // the engine renders such a message exactly as one without those fields, so its content
