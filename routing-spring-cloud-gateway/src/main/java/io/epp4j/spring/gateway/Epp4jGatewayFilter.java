@@ -31,6 +31,7 @@ import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.support.ServerWebExchangeUtils;
 import org.springframework.core.io.buffer.DataBuffer;
 import org.springframework.core.io.buffer.DataBufferUtils;
+import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpMethod;
 import org.springframework.http.HttpStatusCode;
 import org.springframework.http.MediaType;
@@ -197,6 +198,10 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     if (previous != null) { // SCG's Retry filter repeats the chain: the earlier attempt ends here
       previous.superseded();
     }
+    String coding = body == null ? null : contentCoding(request);
+    if (coding != null) {
+      return unsupportedCoding(exchange, coding);
+    }
     Map<String, String> headers = new HashMap<>();
     request.getHeaders().forEach((name, values) ->
         headers.put(name.toLowerCase(Locale.ROOT), values.isEmpty() ? "" : values.get(0)));
@@ -301,6 +306,42 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
             d.onFailure(new CancellationException("client went away"));
           }
         });
+  }
+
+  /** Longest {@code Content-Encoding} value quoted back in the 415. */
+  private static final int MAX_QUOTED_CODING = 64;
+
+  /**
+   * The body's {@code Content-Encoding} when it names a coding other than {@code identity}, or
+   * null. The router parses the bytes as sent: a compressed body is no JSON it can read.
+   */
+  private static @Nullable String contentCoding(ServerHttpRequest request) {
+    List<String> values = request.getHeaders().get(HttpHeaders.CONTENT_ENCODING);
+    if (values == null) {
+      return null;
+    }
+    for (String value : values) {
+      for (String coding : value.split(",")) {
+        String c = coding.trim();
+        if (!c.isEmpty() && !c.equalsIgnoreCase("identity")) {
+          return String.join(", ", values).trim();
+        }
+      }
+    }
+    return null;
+  }
+
+  /**
+   * The 415 for a body with a content coding (RFC 9110, 15.5.16, with {@code Accept-Encoding}
+   * naming the one taken), before routing: the router would refuse its bytes as JSON that is not
+   * valid UTF-8, a 400 naming neither the header nor the cause.
+   */
+  private static Mono<Void> unsupportedCoding(ServerWebExchange exchange, String coding) {
+    String quoted = coding.length() > MAX_QUOTED_CODING
+        ? coding.substring(0, MAX_QUOTED_CODING) + "..." : coding;
+    exchange.getResponse().getHeaders().set(HttpHeaders.ACCEPT_ENCODING, "identity");
+    return error(exchange, 415, "unsupported_content_encoding", "request body has"
+        + " Content-Encoding '" + quoted + "', which the router cannot read: send it uncompressed");
   }
 
   /** Once per route: a route whose chain holds two {@code Epp4j} filters is routed by the first. */

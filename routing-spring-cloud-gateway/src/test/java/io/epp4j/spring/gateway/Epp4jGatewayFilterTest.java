@@ -471,6 +471,42 @@ class Epp4jGatewayFilterTest {
     assertThat(servedSoFar()).isEqualTo(served);
   }
 
+  /**
+   * The router reads the body as sent: a compressed one is no JSON it can read, and before it was
+   * refused as a 400 about invalid UTF-8, which named neither the header nor the cause. Identity
+   * is no coding: that body is routed.
+   */
+  @Test
+  void aCompressedBodyIsA415NamingContentEncodingAndIsNotRouted() throws Exception {
+    int served = servedSoFar();
+    byte[] json = "{\"model\":\"m\",\"prompt\":\"compressed\"}".getBytes(StandardCharsets.UTF_8);
+    java.io.ByteArrayOutputStream zipped = new java.io.ByteArrayOutputStream();
+    try (java.util.zip.GZIPOutputStream gz = new java.util.zip.GZIPOutputStream(zipped)) {
+      gz.write(json);
+    }
+    HttpResponse<String> r = CLIENT.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(Duration.ofSeconds(20))
+        .header("content-type", "application/json").header("content-encoding", "gzip")
+        .POST(HttpRequest.BodyPublishers.ofByteArray(zipped.toByteArray())).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).isEqualTo(415);
+    JsonNode error = JSON.readTree(r.body()).path("error");
+    assertThat(error.path("type").asText()).isEqualTo("unsupported_content_encoding");
+    assertThat(error.path("message").asText()).contains("Content-Encoding", "gzip");
+    assertThat(r.headers().firstValue("accept-encoding")).hasValue("identity");
+    assertThat(r.headers().firstValue(RoutingDecision.DESTINATION_HEADER)).isEmpty();
+    assertThat(servedSoFar()).isEqualTo(served);
+    assertThat(inFlight()).isZero();
+
+    HttpResponse<String> identity = CLIENT.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(Duration.ofSeconds(20))
+        .header("content-type", "application/json").header("content-encoding", "identity")
+        .POST(HttpRequest.BodyPublishers.ofByteArray(json)).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(identity.statusCode()).isEqualTo(200);
+    awaitNoneInFlight();
+  }
+
   @Test
   void aBodyAboveTheLimitIsA413WhetherItsLengthIsDeclaredOrNot() throws Exception {
     String big = "{\"model\":\"m\",\"prompt\":\"" + "x".repeat(40 * 1024) + "\"}";
