@@ -68,6 +68,11 @@ final class DecisionTap {
   private volatile @Nullable HttpStatusCode replicaFailure;
   // created with the first buffer of a 2xx answer, from its content type
   private @Nullable UsageScanner usage;
+  // the answer's Content-Length (-1 without one), read at its first buffer, and the bytes of it
+  // handed to the writer so far: all of them, the answer is whole whatever the client does next
+  private long declaredLength = -1;
+  private long bytesSeen;
+  private volatile boolean declaredLengthSeen;
 
   DecisionTap(ServerHttpResponse response, RoutingDecision decision) {
     this(response, decision, Duration.ofMinutes(10), () -> true);
@@ -211,7 +216,15 @@ final class DecisionTap {
         .onErrorResume(e -> wholeAnswerSeen(), e -> Flux.empty())
         .doOnComplete(ended)
         .doOnError(decision::onFailure)
-        .doOnCancel(() -> decision.onFailure(new CancellationException("client went away")));
+        // a client that read the whole answer may close before the body's end reaches here (curl
+        // hangs up once it has the Content-Length's bytes): the replica served it all
+        .doOnCancel(() -> {
+          if (declaredLengthSeen) {
+            finished();
+          } else {
+            decision.onFailure(new CancellationException("client went away"));
+          }
+        });
   }
 
   /**
@@ -239,7 +252,12 @@ final class DecisionTap {
         usage = new UsageScanner(type == null ? null : type.toString(),
             response.getHeaders().getFirst(HttpHeaders.CONTENT_ENCODING));
       }
+      declaredLength = response.getHeaders().getContentLength();
       answered = true;
+    }
+    bytesSeen += buffer.readableByteCount();
+    if (declaredLength >= 0 && bytesSeen >= declaredLength) {
+      declaredLengthSeen = true;
     }
     if (buffer.readableByteCount() == 0) {
       return;
