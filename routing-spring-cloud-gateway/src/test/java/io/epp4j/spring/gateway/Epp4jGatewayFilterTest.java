@@ -246,6 +246,7 @@ class Epp4jGatewayFilterTest {
     A.gate.set(gate);
     B.gate.set(gate);
     int failuresBefore = outcomes.failures.get();
+    int completedBefore = outcomes.completed.size();
     byte[] body = ("{\"model\":\"m\",\"stream\":true,\"prompt\":\"leave early\"}")
         .getBytes(StandardCharsets.UTF_8);
     try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
@@ -263,6 +264,11 @@ class Epp4jGatewayFilterTest {
     } finally {
       gate.countDown();
     }
+    // once, as a failure: the replica's stream, released by the gate, ends no second time
+    Thread.sleep(300);
+    assertThat(outcomes.failures.get()).isEqualTo(failuresBefore + 1);
+    assertThat(outcomes.completed).hasSize(completedBefore);
+    assertThat(inFlight()).isZero();
   }
 
   /**
@@ -292,6 +298,33 @@ class Epp4jGatewayFilterTest {
         >= completedBefore + failuresBefore + n);
     assertThat(outcomes.failures.get()).isEqualTo(failuresBefore);
     assertThat(outcomes.completed).hasSize(completedBefore + n);
+  }
+
+  /**
+   * A client that asks before it sends its body ({@code Expect: 100-continue}, as curl does for
+   * large bodies) gets the interim 100, and its body is routed and served.
+   */
+  @Test
+  void aClientExpecting100ContinueGetsItAndItsBodyIsRouted() throws Exception {
+    int completedBefore = outcomes.completed.size();
+    byte[] body = "{\"model\":\"m\",\"prompt\":\"continue\"}".getBytes(StandardCharsets.UTF_8);
+    try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+      s.setSoTimeout(10_000);
+      OutputStream out = s.getOutputStream();
+      out.write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: "
+          + body.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      BufferedReader in = asciiReader(s);
+      assertThat(in.readLine()).startsWith("HTTP/1.1 100");
+      assertThat(in.readLine()).isEmpty();
+      out.write(body);
+      out.flush();
+      assertThat(in.readLine()).startsWith("HTTP/1.1 200");
+      assertThat(readKeptAliveAnswer(in, true)).contains("\"text\"");
+    }
+    awaitNoneInFlight();
+    await(() -> outcomes.completed.size() > completedBefore);
   }
 
   @Test
