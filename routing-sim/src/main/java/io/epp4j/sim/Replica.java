@@ -47,9 +47,19 @@ final class Replica {
   private int maxLoras;
 
   long preemptions;
-  /** vLLM's prefix-cache counters, in tokens: queried at each admission and hit. */
+  /**
+   * vLLM's prefix-cache counters ({@code vllm:prefix_cache_queries}/{@code hits}), in tokens:
+   * queried and hit when a request is admitted for the first time.
+   */
   long promptTokensQueried;
   long promptTokensHit;
+  /**
+   * The same for the admissions of preempted requests, which vLLM keeps apart from the counters
+   * above ({@code preempted_queries}/{@code preempted_hits}): a recomputation finding its own
+   * freed blocks is not a prefix the cache was asked to share.
+   */
+  long preemptedTokensQueried;
+  long preemptedTokensHit;
   long requestsReceived;
 
   /**
@@ -210,8 +220,13 @@ final class Replica {
           loras.add(r.loraId);
         }
         r.numComputed = hitTokens;
-        promptTokensQueried += r.numTokens();
-        promptTokensHit += hitTokens;
+        if (r.preemptions == 0) {
+          promptTokensQueried += r.numTokens();
+          promptTokensHit += hitTokens;
+        } else {
+          preemptedTokensQueried += r.numTokens();
+          preemptedTokensHit += hitTokens;
+        }
         if (r.cachedAtFirstAdmission < 0) {
           r.cachedAtFirstAdmission = Math.min(hitTokens, r.promptLength);
         }

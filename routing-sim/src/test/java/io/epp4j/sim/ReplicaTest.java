@@ -107,7 +107,26 @@ class ReplicaTest {
       step(r);
     }
     assertThat(finished).containsExactly("a", "b");
-    assertThat(r.promptTokensHit).isPositive();
+    assertThat(r.preemptedTokensHit).isPositive();
+  }
+
+  @Test
+  void aRecomputationAfterPreemptionIsLeftOutOfThePrefixCacheCountersAsVllmDoes() {
+    Replica r = replica(10, 8192, 1024);
+    SimRequest a = request("a", tokens(1, 64), 40);
+    SimRequest b = request("b", tokens(5_000, 80), 40);
+    r.enqueue(a);
+    r.enqueue(b);
+    while (r.hasWork()) {
+      step(r);
+    }
+    assertThat(b.preemptions).isEqualTo(1);
+    // the first admissions only: 64 + 80 prompt tokens, none of them cached
+    assertThat(r.promptTokensQueried).isEqualTo(144);
+    assertThat(r.promptTokensHit).isZero();
+    // b came back with its prompt and the tokens it had generated, and found its own blocks
+    assertThat(r.preemptedTokensQueried).isGreaterThan(80);
+    assertThat(r.preemptedTokensHit).isPositive();
   }
 
   @Test

@@ -92,16 +92,17 @@ class SeedFindingsTest {
    * cluster's KV cache, sticky sessions keep dialogs on replicas that cannot hold them (they
    * evict and queue) while EPP's load scorers move work away. At 1.2 × the crossover, clearly
    * in the regime, not on its edge (at level 1 the finding is reversed, see the test above).
+   * Only the tail is asserted: on vLLM's prefix-cache counters, which leave out recomputations
+   * after preemption, EPP's lead in hits does not hold here.
    */
   @Test
-  void pastTheKvCapacityCrossoverEppApproximateBeatsStickyOnHitsAndOnTheTail() {
+  void pastTheKvCapacityCrossoverEppApproximateBeatsStickyOnTheTail() {
     HardwareProfile hw = HardwareProfile.qwen3H100Mps6();
     MultiTurnWorkload base = MultiTurnWorkload.defaults();
     MultiTurnWorkload w = base.atLoad(1.2 * base.capacityCrossover(hw, 6));
     Simulation.Settings s = new Simulation.Settings(hw, 6, 1, 50_000_000L, null);
     PolicyResult epp = new Simulation(s, w, Policy.EPP_APPROXIMATE, null).run();
     PolicyResult sticky = new Simulation(s, w, Policy.STICKY, null).run();
-    assertThat(hit(epp)).isGreaterThan(hit(sticky));
     assertThat(epp.ttftP95Ms()).isLessThan(sticky.ttftP95Ms());
   }
 
