@@ -125,17 +125,11 @@ final class KvCache {
     if (r.numBlocks != 0) {
       throw new IllegalStateException("request already holds blocks: " + r);
     }
-    int required = ceilDiv(hitBlocks * blockSize + numNewTokens, blockSize);
-    int toAllocate = Math.max(0, required - hitBlocks);
-    int evictableHits = 0;
-    for (int i = 0; i < hitBlocks; i++) {
-      if (refCount[cached.get(r.blockHash(i))] == 0) {
-        evictableHits++;
-      }
-    }
-    if (toAllocate > freeCount - evictableHits) {
+    if (!fits(r, hitBlocks, hitBlocks * blockSize + numNewTokens)) {
       return false;
     }
+    int toAllocate = Math.max(0, ceilDiv(hitBlocks * blockSize + numNewTokens, blockSize)
+        - hitBlocks);
     for (int i = 0; i < hitBlocks; i++) {
       int id = cached.get(r.blockHash(i));
       if (refCount[id]++ == 0) {
@@ -148,6 +142,22 @@ final class KvCache {
       r.addBlock(takeFreeBlock());
     }
     return true;
+  }
+
+  /**
+   * Whether the free blocks could hold the first {@code numTokens} tokens of a waiting request
+   * that takes its {@code hitBlocks} cached leading blocks: a hit block that is cached but free
+   * stops being free when taken, so it counts against the free space, as in vLLM.
+   */
+  boolean fits(SimRequest r, int hitBlocks, int numTokens) {
+    int toAllocate = Math.max(0, ceilDiv(numTokens, blockSize) - hitBlocks);
+    int evictableHits = 0;
+    for (int i = 0; i < hitBlocks; i++) {
+      if (refCount[cached.get(r.blockHash(i))] == 0) {
+        evictableHits++;
+      }
+    }
+    return toAllocate <= freeCount - evictableHits;
   }
 
   /**

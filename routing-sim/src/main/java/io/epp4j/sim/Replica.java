@@ -14,8 +14,9 @@ import java.util.List;
  * chunk), all within {@code max_num_batched_tokens}; a running request that cannot get a block
  * preempts the newest running request (its blocks are freed and it is recomputed later, from the
  * front of the queue). Only when nothing was preempted does the step admit waiting requests, in
- * arrival order, while {@code max_num_seqs}, the token budget and free blocks allow; an admitted
- * request takes its cached prefix from the prefix cache first. With a {@link #maxLoras} limit, a
+ * arrival order, while {@code max_num_seqs}, the token budget and free blocks allow (blocks for a
+ * request's whole sequence, though it may compute only a chunk of it); an admitted request takes
+ * its cached prefix from the prefix cache first. With a {@link #maxLoras} limit, a
  * request whose adapter would exceed it is passed over and keeps its place.
  */
 final class Replica {
@@ -212,7 +213,10 @@ final class Replica {
         int hitBlocks = kv.cachedPrefixBlocks(r);
         int hitTokens = hitBlocks * kv.blockSize();
         int n = Math.min(r.numTokens() - hitTokens, budget);
-        if (!kv.allocateForAdmission(r, hitBlocks, n)) {
+        // as vLLM (scheduler_reserve_full_isl, on by default): the whole sequence must fit, not
+        // only this step's chunk, or a long prompt admitted chunk by chunk runs out of blocks
+        // half-way and is preempted
+        if (!kv.fits(r, hitBlocks, r.numTokens()) || !kv.allocateForAdmission(r, hitBlocks, n)) {
           break;
         }
         queue.remove();

@@ -73,6 +73,28 @@ class ReplicaTest {
   }
 
   @Test
+  void aRequestIsAdmittedOnlyWhenItsWholePromptFitsNotJustItsFirstChunk() {
+    Replica r = replica(20, 64, 64);
+    SimRequest a = request("a", tokens(1, 160), 20); // 10 blocks, 12 once it is done
+    r.enqueue(a);
+    while (tokensOut.isEmpty()) {
+      step(r); // a's prompt in chunks of 64 tokens, then its first token
+    }
+    // b's first chunk (63 tokens, 4 blocks) would fit in the 9 free blocks; its 300-token
+    // prompt (19 blocks) does not, so it waits for a instead of being preempted half-way
+    SimRequest b = request("b", tokens(5_000, 300), 5);
+    r.enqueue(b);
+    step(r);
+    assertThat(b.numBlocks).isZero();
+    assertThat(r.waitingCount()).isEqualTo(1);
+    while (r.hasWork()) {
+      step(r);
+    }
+    assertThat(finished).containsExactly("a", "b");
+    assertThat(r.preemptions).isZero();
+  }
+
+  @Test
   void maxNumSeqsLimitsTheRunningBatch() {
     Replica r = replica(1000, 8192, 2);
     for (String id : List.of("a", "b", "c")) {
