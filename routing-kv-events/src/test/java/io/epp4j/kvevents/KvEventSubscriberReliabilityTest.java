@@ -169,6 +169,29 @@ class KvEventSubscriberReliabilityTest {
   }
 
   /** A publisher whose queue never drops (the high-water mark applies to pipes made later). */
+  /**
+   * A's engine started again at {@code address}: a new XPUB bound there, the subscriber's
+   * reconnect seen ({@code restarted} is then counted down) and its subscription read.
+   */
+  private static ZMQ.Socket restartedAndSubscribed(ZContext ctx, String address, String monitor,
+      CountDownLatch restarted) throws InterruptedException {
+    ZMQ.Socket again = ctx.createSocket(SocketType.XPUB);
+    again.setLinger(0);
+    again.setHandshakeIvl(1_000);
+    ZMQ.Socket accepted = ctx.createSocket(SocketType.PAIR);
+    assertThat(again.monitor(monitor, ZMQ.EVENT_ACCEPTED)).isTrue();
+    accepted.connect(monitor);
+    bindAgain(again, address);
+    accepted.setReceiveTimeOut(20_000);
+    assertThat(ZMQ.Event.recv(accepted)).as("the subscriber connected again").isNotNull();
+    restarted.countDown();
+    // the subscriber subscribes again as it goes on reading A (the monitor's socket is closed
+    // with the context)
+    again.setReceiveTimeOut(20_000);
+    assertThat(again.recv()).as("subscription after the reconnect").isNotNull();
+    return again;
+  }
+
   private static ZMQ.Socket unboundedPublisher(ZContext ctx, String address) {
     ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
     pub.setLinger(0);
@@ -630,20 +653,9 @@ class KvEventSubscriberReliabilityTest {
         publish(pubB, TOPIC_A, 0, ENCODER.encode(storedAndEvicted(404, 4000)));
 
         pub.close(); // A's engine restarts at the same address
-        ZMQ.Socket again = ctx.createSocket(SocketType.XPUB);
-        again.setLinger(0);
-        again.setHandshakeIvl(1_000);
-        ZMQ.Socket accepted = ctx.createSocket(SocketType.PAIR);
-        String monitor = "inproc://reliability-test-accepted";
-        assertThat(again.monitor(monitor, ZMQ.EVENT_ACCEPTED)).isTrue();
-        accepted.connect(monitor);
-        bindAgain(again, address);
-        accepted.setReceiveTimeOut(20_000);
-        assertThat(ZMQ.Event.recv(accepted)).as("the subscriber connected again").isNotNull();
-        restarted.countDown();
-        // the subscriber subscribes again as it goes on reading A, then is held in B's batch
-        again.setReceiveTimeOut(20_000);
-        assertThat(again.recv()).as("subscription after the reconnect").isNotNull();
+        ZMQ.Socket again = restartedAndSubscribed(ctx, address, "inproc://reliability-test-accepted",
+            restarted);
+        // the subscriber goes on reading A, then is held in B's batch
         assertThat(insideB.await(20, TimeUnit.SECONDS)).as("subscriber held in B's batch").isTrue();
         // the new engine numbers on from the old one's last seq; a moment for the message to
         // cross the loopback before the subscriber goes on (should it not have, the disconnect
@@ -657,7 +669,6 @@ class KvEventSubscriberReliabilityTest {
         assertThat(holdsRoot(index, idA, 2000)).as("the new engine's block").isTrue();
         assertThat(index.blockCount(idA)).isEqualTo(1);
         assertThat(m.gaps()).isZero();
-        accepted.close();
         again.close();
         pubB.close();
       }
@@ -726,20 +737,9 @@ class KvEventSubscriberReliabilityTest {
         publish(pubB, topicB, 0, ENCODER.encode(storedAndEvicted(404, 4000)));
 
         pub.close(); // A's engine restarts at the same address
-        ZMQ.Socket again = ctx.createSocket(SocketType.XPUB);
-        again.setLinger(0);
-        again.setHandshakeIvl(1_000);
-        ZMQ.Socket accepted = ctx.createSocket(SocketType.PAIR);
-        String monitor = "inproc://reliability-test-accepted-flood";
-        assertThat(again.monitor(monitor, ZMQ.EVENT_ACCEPTED)).isTrue();
-        accepted.connect(monitor);
-        bindAgain(again, address);
-        accepted.setReceiveTimeOut(20_000);
-        assertThat(ZMQ.Event.recv(accepted)).as("the subscriber connected again").isNotNull();
-        restarted.countDown();
-        // the subscriber subscribes again as it goes on reading A, then is held in B's batch
-        again.setReceiveTimeOut(20_000);
-        assertThat(again.recv()).as("subscription after the reconnect").isNotNull();
+        ZMQ.Socket again = restartedAndSubscribed(ctx, address, "inproc://reliability-test-accepted-flood",
+            restarted);
+        // the subscriber goes on reading A, then is held in B's batch
         assertThat(insideB.await(20, TimeUnit.SECONDS)).as("subscriber held in B's batch").isTrue();
 
         // the new engine sends twenty batches per millisecond, for 10 s at most; the subscriber
@@ -771,7 +771,6 @@ class KvEventSubscriberReliabilityTest {
         flood.join(20_000);
         assertThat(floodStillOn).as("B's batch applied while A floods").isTrue();
         assertThat(holdsRoot(index, idB, 6000)).isTrue();
-        accepted.close();
         again.close();
         pubB.close();
       }
