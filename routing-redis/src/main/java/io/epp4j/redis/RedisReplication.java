@@ -188,6 +188,12 @@ public final class RedisReplication implements Plugin, RequestListener {
   private final Telemetry telemetry;
   private final Thread publisher;
   private final Thread reader;
+  /**
+   * Forgets the in-flight figures of routers gone silent. Not the reader's job: a reader stuck in
+   * a command (a server that stopped answering, up to {@code connectTimeoutMillis}, ten minutes
+   * at most) would keep their load counted for that long.
+   */
+  private final Thread expirer;
 
   /**
    * @param settings the settings; an empty {@code routerId} takes the seat's, which a reload keeps
@@ -202,6 +208,7 @@ public final class RedisReplication implements Plugin, RequestListener {
     @Nullable Telemetry instruments = null;
     @Nullable Thread publishing = null;
     @Nullable Thread reading = null;
+    @Nullable Thread expiring = null;
     boolean joined = false;
     try {
       this.s = !settings.routerId().isEmpty() ? settings : new Settings(settings.pool(),
@@ -226,17 +233,21 @@ public final class RedisReplication implements Plugin, RequestListener {
       this.telemetry = instruments;
       publishing = new Thread(this::publishLoop, "epp4j-redis-replication-publish");
       reading = new Thread(this::readLoop, "epp4j-redis-replication-read");
+      expiring = new Thread(this::expireLoop, "epp4j-redis-replication-expire");
       this.publisher = publishing;
       this.reader = reading;
+      this.expirer = expiring;
       publishing.setDaemon(true);
       reading.setDaemon(true);
+      expiring.setDaemon(true);
       // last: from here on the previous instance of this router (a reload) hands over to this one
       seat.join(this);
       joined = true;
       publishing.start();
       reading.start();
+      expiring.start();
     } catch (RuntimeException | Error e) {
-      abandon(e, hints, shared, instruments, joined, publishing, reading);
+      abandon(e, hints, shared, instruments, joined, publishing, reading, expiring);
       throw e;
     }
   }
@@ -248,7 +259,7 @@ public final class RedisReplication implements Plugin, RequestListener {
    */
   private void abandon(Throwable failure, @Nullable RouterHints hints, boolean shared,
       @Nullable Telemetry instruments, boolean joined, @Nullable Thread publishing,
-      @Nullable Thread reading) {
+      @Nullable Thread reading, @Nullable Thread expiring) {
     running = false;
     try {
       if (joined) {
@@ -256,7 +267,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       } else {
         seat.abandon();
       }
-      for (Thread t : new @Nullable Thread[] {publishing, reading}) {
+      for (Thread t : new @Nullable Thread[] {publishing, reading, expiring}) {
         if (t != null && t.getState() != Thread.State.NEW) {
           LockSupport.unpark(t);
           t.interrupt();
@@ -964,7 +975,6 @@ public final class RedisReplication implements Plugin, RequestListener {
             holding = false;
             continue;
           }
-          forgetSilentOrigins(System.nanoTime());
           if (!readerUp) {
             if (!connect(t, backoff, "reader")) {
               continue;
@@ -1240,15 +1250,14 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   /**
    * Waits out the next backoff step before the next connection attempt, the whole step: a wait
-   * capped at a heartbeat would make a short {@code heartbeatMillis} a reconnection loop. The
-   * reader wakes at least once a heartbeat meanwhile, so that silent origins are still forgotten
-   * on time while Redis is away; both threads stop waiting when closed or replaced. The
-   * publisher, when it holds the publishing role ({@code makeRoom}), wakes as often and makes
-   * room in a queue that turned hints away for the newer ones.
+   * capped at a heartbeat would make a short {@code heartbeatMillis} a reconnection loop. Both
+   * threads stop waiting when closed or replaced. The publisher, when it holds the publishing
+   * role ({@code makeRoom}), wakes once a heartbeat meanwhile and makes room in a queue that
+   * turned hints away for the newer ones. (Silent origins are forgotten by {@link #expireLoop},
+   * whatever the reader waits for.)
    */
   private void pause(Backoff backoff, boolean makeRoom) {
     long until = System.nanoTime() + backoff.next();
-    boolean isReader = Thread.currentThread() == reader;
     if (makeRoom) {
       makeRoomForNewest();
     }
@@ -1258,9 +1267,6 @@ public final class RedisReplication implements Plugin, RequestListener {
         return;
       }
       LockSupport.parkNanos(Math.min(left, s.heartbeatNanos()));
-      if (isReader) {
-        forgetSilentOrigins(System.nanoTime());
-      }
       if (makeRoom) {
         makeRoomForNewest();
       }
@@ -1508,6 +1514,16 @@ public final class RedisReplication implements Plugin, RequestListener {
       }
       return; // its own it knows already
     }
+    // under the origins' lock, which the expiry thread takes to forget a silent origin: it must
+    // not forget one between the reader's deciding that its figures count here and their
+    // application, which would then be counted until inFlightMaxAge
+    synchronized (seat.originsSeen) {
+      applyRecords(entry, in, h, entryMillis, fresh);
+    }
+  }
+
+  private void applyRecords(HintTransport.Entry entry, HintCodec.Input in, HintCodec.Header h,
+      long entryMillis, boolean fresh) {
     // the bound on origins bounds the in-flight figures kept per origin; prefixes and sessions
     // keep no state per origin, so a router past it still teaches this one those
     Map<String, Long> origins = seat.originsSeen;
@@ -1710,26 +1726,72 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   private void forgetAllOrigins() {
     RouterHints target = hints;
-    for (String origin : seat.originsSeen.keySet()) {
-      if (target != null) {
-        target.forget(origin);
-      }
-    }
-    seat.originsSeen.clear();
-  }
-
-  private void forgetSilentOrigins(long now) {
-    long limit = s.heartbeatNanos() * SILENT_HEARTBEATS;
-    RouterHints target = hints;
-    for (Iterator<Map.Entry<String, Long>> it = seat.originsSeen.entrySet().iterator();
-        it.hasNext(); ) {
-      Map.Entry<String, Long> e = it.next();
-      if (now - e.getValue() > limit) {
-        it.remove();
+    synchronized (seat.originsSeen) {
+      for (String origin : seat.originsSeen.keySet()) {
         if (target != null) {
-          target.forget(e.getKey());
+          target.forget(origin);
         }
       }
+      seat.originsSeen.clear();
+    }
+  }
+
+  /**
+   * Forgets the in-flight figures of the origins not heard from for {@link #SILENT_HEARTBEATS}
+   * heartbeats; returns how long until the next one of those left goes silent, at most a
+   * heartbeat.
+   */
+  private long forgetSilentOrigins(long now) {
+    long limit = s.heartbeatNanos() * SILENT_HEARTBEATS;
+    long next = s.heartbeatNanos();
+    RouterHints target = hints;
+    synchronized (seat.originsSeen) {
+      for (Iterator<Map.Entry<String, Long>> it = seat.originsSeen.entrySet().iterator();
+          it.hasNext(); ) {
+        Map.Entry<String, Long> e = it.next();
+        long silent = now - e.getValue();
+        if (silent > limit) {
+          it.remove();
+          if (target != null) {
+            target.forget(e.getKey());
+          }
+        } else {
+          next = Math.min(next, limit - silent + 1);
+        }
+      }
+    }
+    return next;
+  }
+
+  /**
+   * The expiry thread: forgets the figures of origins gone silent, on time whatever the reader
+   * is doing. It used to be the reader's job, between its commands, so that a reader waiting on
+   * a server that stopped answering (a stopped process, a paused VM, a connection stuck behind
+   * a stalled one) kept counting routers that had gone silent meanwhile, for as long as its
+   * command waited: up to {@code connectTimeoutMillis} (ten minutes at most), then the
+   * connection attempt, as long again. This thread does no I/O; it wakes when the next origin
+   * it knows goes silent, and at least once a heartbeat. Only the seat's owner forgets: the
+   * origins are the seat's, so an instance a reload replaced leaves them to the new one.
+   */
+  private void expireLoop() {
+    while (running) {
+      long wait = s.heartbeatNanos();
+      try {
+        if (seat.owner() == this) {
+          wait = forgetSilentOrigins(System.nanoTime());
+        }
+      } catch (RuntimeException | Error e) {
+        // the router threw while it dropped an origin's figures (a bug): that origin is gone
+        // from the ones seen, the others are looked at on the next round
+        readerErrors.incrementAndGet();
+        if (running) {
+          log.report(e instanceof Error ? Level.SEVERE : Level.WARNING, "unexpected-expiry",
+              "forgetting a silent router's in-flight figures failed unexpectedly ("
+                  + e.getClass().getName() + "); the others are forgotten on time",
+              RedactedException.of(e));
+        }
+      }
+      LockSupport.parkNanos(Math.max(wait, 1_000_000L));
     }
   }
 
@@ -1758,8 +1820,10 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
     LockSupport.unpark(publisher);
     reader.interrupt();
+    LockSupport.unpark(expirer);
     boolean transportsClosed = false;
     try {
+      expirer.join(CLOSE_WAIT_MILLIS);
       publisher.join(CLOSE_WAIT_MILLIS);
       reader.join(CLOSE_WAIT_MILLIS);
       if (publisher.isAlive()) {
@@ -1802,10 +1866,11 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   // ---------------------------------------------------------------------------- observation
 
-  /** Wakes both threads to look at who owns the seat. */
+  /** Wakes the threads to look at who owns the seat. */
   void wake() {
     LockSupport.unpark(publisher);
     LockSupport.unpark(reader);
+    LockSupport.unpark(expirer);
   }
 
   /** The state of the publisher thread; for tests. */

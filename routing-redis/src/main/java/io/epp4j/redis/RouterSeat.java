@@ -79,7 +79,11 @@ final class RouterSeat {
   @Nullable String readFrom;
   @Nullable String lastId;
   long staleBeforeMillis = -1;
-  /** Other routers whose in-flight figures were applied, and when they were last heard from. */
+  /**
+   * Other routers whose in-flight figures were applied, and when they were last heard from.
+   * Guarded by itself, not by the reading role: the owner's expiry thread forgets the silent ones
+   * while the reader may be waiting on Redis.
+   */
   final Map<String, Long> originsSeen = new HashMap<>();
   /** How far each other router's clock is behind the log's, as its batches show. */
   final RedisReplication.OriginOffsets originOffsets = new RedisReplication.OriginOffsets();

@@ -115,6 +115,33 @@ class RedisHangTest {
     d.onComplete(RedisReplicationTest.DONE);
   }
 
+  /**
+   * The same with a command timeout far longer than the silence limit: b's reader is stuck in a
+   * command that Redis does not answer for 30 s. Forgetting a router that went silent used to
+   * wait for that command to give up, so a's request stayed on b for the whole timeout. The bound
+   * of 10 s is ten times the limit of five 200 ms heartbeats and a third of the timeout.
+   */
+  @Test
+  void aCommandStuckOnAHungRedisDoesNotHoldUpForgettingSilentRouters() throws Exception {
+    Router a = router("a", 30_000);
+    Router b = router("b", 30_000);
+    RedisReplicationTest.awaitConnected(a, b);
+    RoutingDecision d = a.route(RedisReplicationTest.prompt(1, 64, null));
+    String ep = d.primary().id();
+    RedisReplicationTest.await("b counts a's request", () -> inFlight(b, ep) == 1);
+    REDIS.freeze();
+    long start = System.nanoTime();
+    long deadline = start + TimeUnit.SECONDS.toNanos(10);
+    while (inFlight(b, ep) != 0 && System.nanoTime() - deadline < 0) {
+      Thread.sleep(10);
+    }
+    long tookMillis = (System.nanoTime() - start) / 1_000_000;
+    assertThat(inFlight(b, ep)).as("a's request on b, %d ms after Redis hung (five heartbeats:"
+        + " 1000 ms; command timeout 30 s)", tookMillis).isZero();
+    REDIS.thaw();
+    d.onComplete(RedisReplicationTest.DONE);
+  }
+
   /** Closing a router while Redis hangs returns promptly and leaves none of the plugin's threads. */
   @Test
   void closingWhileRedisHangsLeavesNoThreadOfThePlugin() throws Exception {
