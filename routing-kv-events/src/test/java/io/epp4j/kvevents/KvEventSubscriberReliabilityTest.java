@@ -149,11 +149,8 @@ class KvEventSubscriberReliabilityTest {
       KvBlockIndex expected = KvBlockIndex.create();
       publish(pub, TOPIC_A, seq++,
           ENCODER.encode(KvEventBatch.of(0, List.of(KvEvent.AllBlocksCleared.INSTANCE))));
-      for (int i = 0; i < 20; i++) {
-        KvEventBatch b = engine.nextBatch(0);
-        expected.apply(ID_A, b);
-        publish(pub, TOPIC_A, seq++, ENCODER.encode(b));
-      }
+      publishBatches(pub, ID_A, engine, expected, seq, seq + 20);
+      seq += 20;
       long total = seq;
       KvEventMetrics m = index.metrics();
       await(() -> m.batches() + m.decodeErrors() == total, () -> "every message handled: " + m);
@@ -168,38 +165,68 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
-  /** A publisher whose queue never drops (the high-water mark applies to pipes made later). */
+  /**
+   * Holds the subscriber in a batch of A's, whose engine publishes on {@code pub} (nothing
+   * published before), while that engine restarts at the same address; B's engine, on
+   * {@code pubB}, queues a batch (on {@code topicB}) that holds it again. The drop listener
+   * counts {@code insideA} down and waits for {@code restarted} in A's batch, and counts
+   * {@code insideB} down in B's. Returns A's new publisher, subscribed to, once the subscriber
+   * is held in B's batch.
+   */
+  private static ZMQ.Socket restartedWhileHeld(ZContext ctx, ZMQ.Socket pub, ZMQ.Socket pubB,
+      String topicB, String monitor, KvEventMetrics m, CountDownLatch insideA,
+      CountDownLatch restarted, CountDownLatch insideB) throws InterruptedException {
+    String address = pub.getLastEndpoint();
+    publish(pub, TOPIC_A, 0, ENCODER.encode(rootBlock(101, 1000)));
+    await(() -> m.batches() == 1, () -> "the first engine's batch: " + m);
+    // a block stored and evicted in one step: its removal holds the subscriber
+    publish(pub, TOPIC_A, 1, ENCODER.encode(storedAndEvicted(303, 3000)));
+    assertThat(insideA.await(20, TimeUnit.SECONDS)).as("subscriber held in A's batch").isTrue();
+    publish(pubB, topicB, 0, ENCODER.encode(storedAndEvicted(404, 4000)));
+
+    pub.close(); // A's engine restarts at the same address
+    ZMQ.Socket again = restartedAndSubscribed(ctx, address, monitor, restarted);
+    // the subscriber goes on reading A, then is held in B's batch
+    assertThat(insideB.await(20, TimeUnit.SECONDS)).as("subscriber held in B's batch").isTrue();
+    return again;
+  }
+
   /**
    * A's engine started again at {@code address}: a new XPUB bound there, the subscriber's
    * reconnect seen ({@code restarted} is then counted down) and its subscription read.
    */
   private static ZMQ.Socket restartedAndSubscribed(ZContext ctx, String address, String monitor,
       CountDownLatch restarted) throws InterruptedException {
-    ZMQ.Socket again = ctx.createSocket(SocketType.XPUB);
-    again.setLinger(0);
-    again.setHandshakeIvl(1_000);
-    ZMQ.Socket accepted = ctx.createSocket(SocketType.PAIR);
-    assertThat(again.monitor(monitor, ZMQ.EVENT_ACCEPTED)).isTrue();
-    accepted.connect(monitor);
-    bindAgain(again, address);
-    accepted.setReceiveTimeOut(20_000);
-    assertThat(ZMQ.Event.recv(accepted)).as("the subscriber connected again").isNotNull();
+    ZMQ.Socket again = reboundAccepting(ctx, address, monitor, "the subscriber connected again");
     restarted.countDown();
-    // the subscriber subscribes again as it goes on reading A (the monitor's socket is closed
-    // with the context)
-    again.setReceiveTimeOut(20_000);
-    assertThat(again.recv()).as("subscription after the reconnect").isNotNull();
+    // the subscriber subscribes again as it goes on reading A
+    awaitSubscription(again, "subscription after the reconnect");
     return again;
   }
 
+  /**
+   * An engine's publisher bound again at {@code address} (once the system lets it), returned
+   * when the subscriber's new connection has been accepted, as {@code monitor} reports. The
+   * monitor's socket is closed with the context.
+   */
+  private static ZMQ.Socket reboundAccepting(ZContext ctx, String address, String monitor,
+      String what) throws InterruptedException {
+    ZMQ.Socket pub = publisherSocket(ctx);
+    ZMQ.Socket accepted = ctx.createSocket(SocketType.PAIR);
+    assertThat(pub.monitor(monitor, ZMQ.EVENT_ACCEPTED)).isTrue();
+    accepted.connect(monitor);
+    bindAgain(pub, address);
+    accepted.setReceiveTimeOut(20_000);
+    assertThat(ZMQ.Event.recv(accepted)).as(what).isNotNull();
+    return pub;
+  }
+
+  /** A publisher whose queue never drops (the high-water mark applies to pipes made later). */
   private static ZMQ.Socket unboundedPublisher(ZContext ctx, String address) {
-    ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
-    pub.setLinger(0);
+    ZMQ.Socket pub = publisherSocket(ctx);
     pub.setSndHWM(0);
-    pub.setHandshakeIvl(1_000);
     pub.connect(address);
-    pub.setReceiveTimeOut(20_000);
-    assertThat(pub.recv()).as("subscription").isNotNull();
+    awaitSubscription(pub, "subscription");
     return pub;
   }
 
@@ -207,18 +234,12 @@ class KvEventSubscriberReliabilityTest {
   void aFailureWhileApplyingIsCountedTheEndpointResyncedAndTheStreamGoesOn() throws Exception {
     KvBlockIndex index = KvBlockIndex.create();
     CountDownLatch failed = new CountDownLatch(1);
-    index.addDropListener(new KvBlockIndex.DropListener() {
-      @Override
-      public void dropped(String endpointId, long key) {
-        if (failed.getCount() > 0) { // the first removal only: the engine's later ones apply
-          failed.countDown();
-          throw new StackOverflowError("listener failure for the test");
-        }
+    index.addDropListener(onDrop(endpointId -> {
+      if (failed.getCount() > 0) { // the first removal only: the engine's later ones apply
+        failed.countDown();
+        throw new StackOverflowError("listener failure for the test");
       }
-
-      @Override
-      public void cleared(String endpointId) {}
-    });
+    }));
     try (LogCapture log = new LogCapture();
         KvEventSubscriber sub = KvEventSubscriber.central(index, "tcp://127.0.0.1:*").build();
         ZContext ctx = new ZContext(1)) {
@@ -233,11 +254,7 @@ class KvEventSubscriberReliabilityTest {
           ENCODER.encode(KvEventBatch.of(0, List.of(KvEvent.BlockRemoved.of(101L)))));
       assertThat(failed.await(20, TimeUnit.SECONDS)).isTrue();
       KvBlockIndex expected = KvBlockIndex.create();
-      for (long seq = 2; seq < 12; seq++) {
-        KvEventBatch b = engine.nextBatch(0);
-        expected.apply(ID_A, b);
-        publish(pub, TOPIC_A, seq, ENCODER.encode(b));
-      }
+      publishBatches(pub, ID_A, engine, expected, 2, 12);
       KvEventMetrics m = index.metrics();
       await(() -> m.batches() == 11, () -> "batches after the failure: " + m);
       assertThat(m.decodeErrors()).isEqualTo(1);
@@ -257,19 +274,40 @@ class KvEventSubscriberReliabilityTest {
       Duration replayTimeout) {
     KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).replayPort(replayPort)
         .replayTimeout(replayTimeout).build();
-    sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
-        Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
-    pub.setReceiveTimeOut(20_000);
-    assertThat(pub.recv()).as("subscription").isNotNull();
+    sub.addEndpoint(publishingAt(8000, pub));
+    awaitSubscription(pub, "subscription");
     return sub;
   }
 
   private static ZMQ.Socket boundPublisher(ZContext ctx) {
+    ZMQ.Socket pub = publisherSocket(ctx);
+    pub.bind("tcp://127.0.0.1:*");
+    return pub;
+  }
+
+  /** An engine's XPUB: closed at once, and a handshake that times out soon. */
+  private static ZMQ.Socket publisherSocket(ZContext ctx) {
     ZMQ.Socket pub = ctx.createSocket(SocketType.XPUB);
     pub.setLinger(0);
     pub.setHandshakeIvl(1_000);
-    pub.bind("tcp://127.0.0.1:*");
     return pub;
+  }
+
+  /** Endpoint {@code 127.0.0.1:port} whose label sends the subscriber to {@code pub}'s port. */
+  private static Endpoint publishingAt(int port, ZMQ.Socket pub) {
+    return Endpoint.of("127.0.0.1", port,
+        Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub))));
+  }
+
+  /**
+   * The first message a subscriber sends {@code pub}, its subscription (20 s at most), asserted
+   * to have come.
+   */
+  private static byte[] awaitSubscription(ZMQ.Socket pub, String what) {
+    pub.setReceiveTimeOut(20_000);
+    byte[] subscription = pub.recv();
+    assertThat(subscription).as(what).isNotNull();
+    return subscription;
   }
 
   /**
@@ -418,12 +456,6 @@ class KvEventSubscriberReliabilityTest {
   }
 
   /**
-   * vLLM numbers its batches from 0 and sends the seq as an unsigned 8-byte integer, so a seq
-   * with the top bit set (below 0 as a {@code long}) is malformed. It was taken for a seq going
-   * back, a restart: the endpoint's blocks were dropped, and the next real batch was then a gap
-   * that dropped them again.
-   */
-  /**
    * A restarted engine whose first message to arrive carries exactly the seq that follows the
    * old engine's last one looked like the old engine going on: the old engine's blocks, gone
    * with its process, stayed in the index. In per-endpoint mode the SUB socket sees the
@@ -443,12 +475,9 @@ class KvEventSubscriberReliabilityTest {
         assertThat(holdsRoot(index, id, 1000)).isTrue();
 
         pub.close(); // the engine restarts at the same address
-        ZMQ.Socket again = ctx.createSocket(SocketType.XPUB);
-        again.setLinger(0);
-        again.setHandshakeIvl(1_000);
+        ZMQ.Socket again = publisherSocket(ctx);
         bindAgain(again, address);
-        again.setReceiveTimeOut(20_000);
-        assertThat(again.recv()).as("subscription after the reconnect").isNotNull();
+        awaitSubscription(again, "subscription after the reconnect");
         // the subscriber saw the connection drop; before, nothing happened until a seq said so
         await(() -> m.resyncs() == 1, () -> "the old engine's blocks dropped: " + m);
         assertThat(holdsRoot(index, id, 1000)).as("the old engine's block").isFalse();
@@ -465,6 +494,12 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
+  /**
+   * vLLM numbers its batches from 0 and sends the seq as an unsigned 8-byte integer, so a seq
+   * with the top bit set (below 0 as a {@code long}) is malformed. It was taken for a seq going
+   * back, a restart: the endpoint's blocks were dropped, and the next real batch was then a gap
+   * that dropped them again.
+   */
   @Test
   void aSeqAboveTheSignedRangeIsMalformedNotARestart() {
     KvBlockIndex index = KvBlockIndex.create();
@@ -601,7 +636,6 @@ class KvEventSubscriberReliabilityTest {
     }
   }
 
-  /** A batch storing one root block of 16 tokens {@code first, first + 1, ...}. */
   /**
    * The drop that follows a publisher's disconnect covers the old connection's blocks only. The
    * subscriber reads the disconnect from the socket monitor between turns; when it was busy
@@ -620,43 +654,20 @@ class KvEventSubscriberReliabilityTest {
     CountDownLatch restarted = new CountDownLatch(1);
     CountDownLatch insideB = new CountDownLatch(1);
     CountDownLatch sentAgain = new CountDownLatch(1);
-    index.addDropListener(new KvBlockIndex.DropListener() {
-      @Override
-      public void dropped(String endpointId, long key) {
-        boolean a = endpointId.equals(idA);
-        (a ? insideA : insideB).countDown();
-        try { // holds the subscriber's thread
-          (a ? restarted : sentAgain).await(20, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
-      }
-
-      @Override
-      public void cleared(String endpointId) {}
-    });
+    index.addDropListener(onDrop(endpointId -> { // holds the subscriber's thread
+      boolean a = endpointId.equals(idA);
+      (a ? insideA : insideB).countDown();
+      (a ? restarted : sentAgain).await(20, TimeUnit.SECONDS);
+    }));
     try (ZContext ctx = new ZContext(1)) {
       ZMQ.Socket pub = boundPublisher(ctx);
       ZMQ.Socket pubB = boundPublisher(ctx);
-      String address = pub.getLastEndpoint();
       try (KvEventSubscriber sub = followedBy(index, pub, 0, Duration.ofMillis(300))) {
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB)))));
-        pubB.setReceiveTimeOut(20_000);
-        assertThat(pubB.recv()).as("B's subscription").isNotNull();
+        sub.addEndpoint(publishingAt(8001, pubB));
+        awaitSubscription(pubB, "B's subscription");
         KvEventMetrics m = index.metrics();
-        publish(pub, TOPIC_A, 0, ENCODER.encode(rootBlock(101, 1000)));
-        await(() -> m.batches() == 1, () -> "the first engine's batch: " + m);
-        // a block stored and evicted in one step: its removal holds the subscriber
-        publish(pub, TOPIC_A, 1, ENCODER.encode(storedAndEvicted(303, 3000)));
-        assertThat(insideA.await(20, TimeUnit.SECONDS)).as("subscriber held in A's batch").isTrue();
-        publish(pubB, TOPIC_A, 0, ENCODER.encode(storedAndEvicted(404, 4000)));
-
-        pub.close(); // A's engine restarts at the same address
-        ZMQ.Socket again = restartedAndSubscribed(ctx, address, "inproc://reliability-test-accepted",
-            restarted);
-        // the subscriber goes on reading A, then is held in B's batch
-        assertThat(insideB.await(20, TimeUnit.SECONDS)).as("subscriber held in B's batch").isTrue();
+        ZMQ.Socket again = restartedWhileHeld(ctx, pub, pubB, TOPIC_A,
+            "inproc://reliability-test-accepted", m, insideA, restarted, insideB);
         // the new engine numbers on from the old one's last seq; a moment for the message to
         // cross the loopback before the subscriber goes on (should it not have, the disconnect
         // is seen first and this test does not tell, but cannot fail either)
@@ -692,55 +703,31 @@ class KvEventSubscriberReliabilityTest {
     CountDownLatch restarted = new CountDownLatch(1);
     CountDownLatch insideB = new CountDownLatch(1);
     CountDownLatch flooding = new CountDownLatch(1);
-    index.addDropListener(new KvBlockIndex.DropListener() {
-      @Override
-      public void dropped(String endpointId, long key) {
-        boolean a = endpointId.equals(idA);
-        try {
-          if (a && restarted.getCount() == 0) {
-            Thread.sleep(1); // each batch of the flood takes a while to apply
-          } else { // holds the subscriber's thread, in A's batch and then in B's
-            (a ? insideA : insideB).countDown();
-            (a ? restarted : flooding).await(20, TimeUnit.SECONDS);
-          }
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-        }
+    index.addDropListener(onDrop(endpointId -> {
+      boolean a = endpointId.equals(idA);
+      if (a && restarted.getCount() == 0) {
+        Thread.sleep(1); // each batch of the flood takes a while to apply
+      } else { // holds the subscriber's thread, in A's batch and then in B's
+        (a ? insideA : insideB).countDown();
+        (a ? restarted : flooding).await(20, TimeUnit.SECONDS);
       }
-
-      @Override
-      public void cleared(String endpointId) {}
-    });
+    }));
     try (ZContext ctx = new ZContext(1)) {
       ZMQ.Socket pub = boundPublisher(ctx);
       ZMQ.Socket pubB = boundPublisher(ctx);
-      String address = pub.getLastEndpoint();
       // A's queue holds 10,000 messages: a queue of 16 (the default) runs empty whenever the
       // machine is too busy to refill it for 16 ms, and the subscriber then went on by itself
       try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index)
           .receiveHighWaterMark(10_000)
           .receiveBufferBytes(10_000L * KvEventDecoder.MAX_PAYLOAD_BYTES).build()) {
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB)))));
-        pub.setReceiveTimeOut(20_000);
-        assertThat(pub.recv()).as("A's subscription").isNotNull();
-        pubB.setReceiveTimeOut(20_000);
-        assertThat(pubB.recv()).as("B's subscription").isNotNull();
+        sub.addEndpoint(publishingAt(8000, pub));
+        sub.addEndpoint(publishingAt(8001, pubB));
+        awaitSubscription(pub, "A's subscription");
+        awaitSubscription(pubB, "B's subscription");
         KvEventMetrics m = index.metrics();
-        publish(pub, TOPIC_A, 0, ENCODER.encode(rootBlock(101, 1000)));
-        await(() -> m.batches() == 1, () -> "the first engine's batch: " + m);
-        publish(pub, TOPIC_A, 1, ENCODER.encode(storedAndEvicted(303, 3000)));
-        assertThat(insideA.await(20, TimeUnit.SECONDS)).as("subscriber held in A's batch").isTrue();
         String topicB = "kv@" + idB + "@m";
-        publish(pubB, topicB, 0, ENCODER.encode(storedAndEvicted(404, 4000)));
-
-        pub.close(); // A's engine restarts at the same address
-        ZMQ.Socket again = restartedAndSubscribed(ctx, address, "inproc://reliability-test-accepted-flood",
-            restarted);
-        // the subscriber goes on reading A, then is held in B's batch
-        assertThat(insideB.await(20, TimeUnit.SECONDS)).as("subscriber held in B's batch").isTrue();
+        ZMQ.Socket again = restartedWhileHeld(ctx, pub, pubB, topicB,
+            "inproc://reliability-test-accepted-flood", m, insideA, restarted, insideB);
 
         // the new engine sends twenty batches per millisecond, for 10 s at most; the subscriber
         // applies one at most, so A's queue never runs empty (what overflows it is a gap)
@@ -796,14 +783,10 @@ class KvEventSubscriberReliabilityTest {
       KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index)
           .receiveHighWaterMark(10_000).receiveBufferBytes(1024L * 16 * 1024 * 1024).build();
       try (sub) {
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB)))));
-        pub.setReceiveTimeOut(20_000);
-        assertThat(pub.recv()).as("A's subscription").isNotNull();
-        pubB.setReceiveTimeOut(20_000);
-        assertThat(pubB.recv()).as("B's subscription").isNotNull();
+        sub.addEndpoint(publishingAt(8000, pub));
+        sub.addEndpoint(publishingAt(8001, pubB));
+        awaitSubscription(pub, "A's subscription");
+        awaitSubscription(pubB, "B's subscription");
         KvEventMetrics m = index.metrics();
         publish(pub, TOPIC_A, 0, ENCODER.encode(rootBlock(101, 1000)));
         await(() -> m.batches() == 1, () -> "A's first batch: " + m);
@@ -848,12 +831,10 @@ class KvEventSubscriberReliabilityTest {
       try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).build()) {
         sub.addEndpoint(Endpoint.of("127.0.0.1", 8002,
             Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(portY))));
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubX)))));
+        sub.addEndpoint(publishingAt(8001, pubX));
         // Y's first connection reaches a listener that never answers the handshake
         java.net.Socket first = stalling.accept();
-        pubX.setReceiveTimeOut(20_000);
-        assertThat(pubX.recv()).as("X's subscription").isNotNull();
+        awaitSubscription(pubX, "X's subscription");
         KvEventMetrics m = index.metrics();
         publish(pubX, "kv@" + idX + "@m", 0, ENCODER.encode(storedAndEvicted(303, 3000)));
         assertThat(insideX.await(20, TimeUnit.SECONDS)).as("subscriber held in X's batch").isTrue();
@@ -861,22 +842,13 @@ class KvEventSubscriberReliabilityTest {
         // the subscriber connects to it again
         first.close();
         stalling.close();
-        ZMQ.Socket pubY = ctx.createSocket(SocketType.XPUB);
-        pubY.setLinger(0);
-        pubY.setHandshakeIvl(1_000);
-        ZMQ.Socket accepted = ctx.createSocket(SocketType.PAIR);
-        String monitor = "inproc://reliability-test-accepted-y";
-        assertThat(pubY.monitor(monitor, ZMQ.EVENT_ACCEPTED)).isTrue();
-        accepted.connect(monitor);
-        bindAgain(pubY, "tcp://127.0.0.1:" + portY);
-        accepted.setReceiveTimeOut(20_000);
-        assertThat(ZMQ.Event.recv(accepted)).as("the second connection").isNotNull();
+        ZMQ.Socket pubY = reboundAccepting(ctx, "tcp://127.0.0.1:" + portY,
+            "inproc://reliability-test-accepted-y", "the second connection");
         // the subscriber subscribes over it once it goes on; Y's batches follow at once, and
         // are queued before it looks at its connections again (should they not be, the drop is
         // seen first and this test does not tell, but cannot fail either)
         release.countDown();
-        pubY.setReceiveTimeOut(20_000);
-        assertThat(pubY.recv()).as("Y's subscription over its second connection").isNotNull();
+        awaitSubscription(pubY, "Y's subscription over its second connection");
         for (int seq = 0; seq < 3; seq++) {
           publish(pubY, "kv@" + idY + "@m", seq, ENCODER.encode(rootBlock(500 + seq,
               5000 + 100 * seq)));
@@ -887,7 +859,6 @@ class KvEventSubscriberReliabilityTest {
         assertThat(index.blockCount(idY)).as("Y's blocks").isEqualTo(3);
         assertThat(m.resyncs()).isZero();
         assertThat(sub.connectedEndpoints()).isEqualTo(2);
-        accepted.close();
         pubY.close();
       }
       pubX.close();
@@ -901,6 +872,7 @@ class KvEventSubscriberReliabilityTest {
         KvEvent.BlockRemoved.of(hash)));
   }
 
+  /** A batch storing one root block of 16 tokens {@code first, first + 1, ...}. */
   private static KvEventBatch rootBlock(long hash, int first) {
     return KvEventBatch.of(1.0, List.of(KvEvent.BlockStored.of(new long[] {hash}, null,
         rootTokens(first), 16)));
@@ -967,37 +939,19 @@ class KvEventSubscriberReliabilityTest {
     // would throw away what the replay just recovered
     KvBlockIndex index = KvBlockIndex.create();
     try (ZContext ctx = new ZContext(1)) {
-      ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
-      router.setLinger(0);
-      router.bind("tcp://127.0.0.1:*");
-      router.setReceiveTimeOut(20);
+      ZMQ.Socket router = replayRouter(ctx);
       Map<Long, byte[]> buffer = new java.util.concurrent.ConcurrentSkipListMap<>();
       java.util.concurrent.atomic.AtomicBoolean stop =
           new java.util.concurrent.atomic.AtomicBoolean();
-      Thread server = new Thread(() -> {
-        while (!stop.get()) {
-          byte[] id = router.recv();
-          if (id == null) {
-            continue;
+      Thread server = replayServer(router, stop, "test-replay-without-end", (id, start) -> {
+        for (Map.Entry<Long, byte[]> e : buffer.entrySet()) {
+          if (e.getKey() >= start) {
+            sendReplayed(router, id, KvEventSubscriberIntegrationTest.seqBytes(e.getKey()),
+                e.getValue());
           }
-          byte[] last = null;
-          while (router.hasReceiveMore()) {
-            last = router.recv();
-          }
-          long start = java.nio.ByteBuffer.wrap(last).getLong();
-          for (Map.Entry<Long, byte[]> e : buffer.entrySet()) {
-            if (e.getKey() >= start) {
-              router.sendMore(id);
-              router.sendMore(new byte[0]);
-              router.sendMore(KvEventSubscriberIntegrationTest.seqBytes(e.getKey()));
-              router.send(e.getValue());
-            }
-          }
-          // still sending when the subscriber stops waiting: the end marker never comes in time
         }
-        router.close();
-      }, "test-replay-without-end");
-      server.start();
+        // still sending when the subscriber stops waiting: the end marker never comes in time
+      });
       ZMQ.Socket pub = boundPublisher(ctx);
       try (KvEventSubscriber sub = followedBy(index, pub, port(router), Duration.ofSeconds(2))) {
         FakeEngine engine = new FakeEngine(13, 16);
@@ -1045,10 +999,7 @@ class KvEventSubscriberReliabilityTest {
     volatile boolean stop;
 
     HeldReplay(ZContext ctx) {
-      ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
-      router.setLinger(0);
-      router.bind("tcp://127.0.0.1:*");
-      router.setReceiveTimeOut(20);
+      ZMQ.Socket router = replayRouter(ctx);
       port = port(router);
       thread = new Thread(() -> {
         try {
@@ -1064,10 +1015,7 @@ class KvEventSubscriberReliabilityTest {
             if (!release.await(30, TimeUnit.SECONDS)) {
               return;
             }
-            router.sendMore(id);
-            router.sendMore(new byte[0]);
-            router.sendMore(KvEventSubscriberIntegrationTest.END);
-            router.send(new byte[0]);
+            sendReplayed(router, id, KvEventSubscriberIntegrationTest.END, new byte[0]);
           }
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
@@ -1096,10 +1044,8 @@ class KvEventSubscriberReliabilityTest {
       KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).replayPort(replay.port)
           .replayTimeout(Duration.ofSeconds(30)).receiveHighWaterMark(8).build();
       try (sub) {
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
-        pub.setReceiveTimeOut(20_000);
-        assertThat(pub.recv()).as("subscription").isNotNull();
+        sub.addEndpoint(publishingAt(8000, pub));
+        awaitSubscription(pub, "subscription");
         String topic = "kv@127.0.0.1:8000@m";
         KvEventMetrics m = index.metrics();
         publish(pub, topic, 0, storeOf(1, 0));
@@ -1149,50 +1095,27 @@ class KvEventSubscriberReliabilityTest {
     KvBlockIndex index = KvBlockIndex.create();
     int missed = 10_000;
     try (ZContext ctx = new ZContext(1)) {
-      ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
-      router.setLinger(0);
-      router.setSndHWM(0);
-      router.bind("tcp://127.0.0.1:*");
-      router.setReceiveTimeOut(20);
+      ZMQ.Socket router = replayRouter(ctx);
+      router.setSndHWM(0); // applies to the subscriber's connection, made after this
       List<byte[]> buffer = new ArrayList<>();
       for (int seq = 0; seq <= missed; seq++) {
         buffer.add(storeOf(seq + 1, 300));
       }
       java.util.concurrent.atomic.AtomicBoolean stop =
           new java.util.concurrent.atomic.AtomicBoolean();
-      Thread server = new Thread(() -> {
-        while (!stop.get()) {
-          byte[] id = router.recv();
-          if (id == null) {
-            continue;
-          }
-          byte[] last = null;
-          while (router.hasReceiveMore()) {
-            last = router.recv();
-          }
-          long start = java.nio.ByteBuffer.wrap(last).getLong();
-          for (int seq = (int) start; seq < buffer.size(); seq++) {
-            router.sendMore(id);
-            router.sendMore(new byte[0]);
-            router.sendMore(KvEventSubscriberIntegrationTest.seqBytes(seq));
-            router.send(buffer.get(seq));
-          }
-          router.sendMore(id);
-          router.sendMore(new byte[0]);
-          router.sendMore(KvEventSubscriberIntegrationTest.END);
-          router.send(new byte[0]);
+      Thread server = replayServer(router, stop, "test-long-replay", (id, start) -> {
+        for (int seq = (int) start; seq < buffer.size(); seq++) {
+          sendReplayed(router, id, KvEventSubscriberIntegrationTest.seqBytes(seq),
+              buffer.get(seq));
         }
-        router.close();
-      }, "test-long-replay");
-      server.start();
+        sendReplayed(router, id, KvEventSubscriberIntegrationTest.END, new byte[0]);
+      });
       ZMQ.Socket pub = boundPublisher(ctx);
       long bytes = 4L * KvEventDecoder.MAX_PAYLOAD_BYTES;
       try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).replayPort(port(router))
           .replayTimeout(Duration.ofSeconds(60)).receiveBufferBytes(bytes).build()) {
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
-        pub.setReceiveTimeOut(20_000);
-        assertThat(pub.recv()).as("subscription").isNotNull();
+        sub.addEndpoint(publishingAt(8000, pub));
+        awaitSubscription(pub, "subscription");
         String topic = "kv@127.0.0.1:8000@m";
         KvEventMetrics m = index.metrics();
         publish(pub, topic, 0, buffer.get(0));
@@ -1215,6 +1138,54 @@ class KvEventSubscriberReliabilityTest {
         pub.close();
       }
     }
+  }
+
+  /** An engine's replay socket, bound on loopback; a receive waits 20 ms at most. */
+  private static ZMQ.Socket replayRouter(ZContext ctx) {
+    ZMQ.Socket router = ctx.createSocket(SocketType.ROUTER);
+    router.setLinger(0);
+    router.bind("tcp://127.0.0.1:*");
+    router.setReceiveTimeOut(20);
+    return router;
+  }
+
+  /** How a test's engine answers {@code requester}'s replay request, from seq {@code start} on. */
+  @FunctionalInterface
+  private interface ReplayAnswer {
+    void answer(byte[] requester, long start);
+  }
+
+  /**
+   * A started thread answering every replay request on {@code router} with {@code answer} until
+   * {@code stop} is set; the socket is closed as the thread ends.
+   */
+  private static Thread replayServer(ZMQ.Socket router,
+      java.util.concurrent.atomic.AtomicBoolean stop, String name, ReplayAnswer answer) {
+    Thread server = new Thread(() -> {
+      while (!stop.get()) {
+        byte[] id = router.recv();
+        if (id == null) {
+          continue;
+        }
+        byte[] last = null;
+        while (router.hasReceiveMore()) {
+          last = router.recv();
+        }
+        answer.answer(id, java.nio.ByteBuffer.wrap(last).getLong());
+      }
+      router.close();
+    }, name);
+    server.start();
+    return server;
+  }
+
+  /** One message of a replay's answer to {@code requester}: its seq frame and its payload. */
+  private static void sendReplayed(ZMQ.Socket router, byte[] requester, byte[] seq,
+      byte[] payload) {
+    router.sendMore(requester);
+    router.sendMore(new byte[0]);
+    router.sendMore(seq);
+    router.send(payload);
   }
 
   /** Tokens {@code first, first+1, ...}: distinct prefixes for distinct {@code first}. */
@@ -1268,15 +1239,12 @@ class KvEventSubscriberReliabilityTest {
     try (ZContext ctx = new ZContext(1)) {
       ZMQ.Socket pubA = boundPublisher(ctx);
       ZMQ.Socket pubB = boundPublisher(ctx);
-      Endpoint before = Endpoint.of("127.0.0.1", 8001,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubA))));
-      Endpoint after = Endpoint.of("127.0.0.1", 8001,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB))));
+      Endpoint before = publishingAt(8001, pubA);
+      Endpoint after = publishingAt(8001, pubB);
       KvBlockIndex index = KvBlockIndex.create();
       try (Router router = Router.builder().endpoint(before).service(KvBlockIndex.class, index)
           .configYaml(PER_ENDPOINT_PRECISE, "relabelled-endpoint").build()) {
-        pubA.setReceiveTimeOut(20_000);
-        assertThat(pubA.recv()).as("subscription at the first port").isNotNull();
+        awaitSubscription(pubA, "subscription at the first port");
         FakeEngine engine = new FakeEngine(12, 16);
         KvBlockIndex expected = KvBlockIndex.create();
         publishBatches(pubA, before.id(), engine, expected, 0, 5);
@@ -1284,9 +1252,8 @@ class KvEventSubscriberReliabilityTest {
         await(() -> m.batches() == 5, "the batches published at the first port");
 
         router.setEndpoints(List.of(after));
-        pubB.setReceiveTimeOut(20_000);
-        byte[] subscription = pubB.recv();
-        assertThat(subscription).as("subscription at the port the label now names").isNotNull();
+        byte[] subscription =
+            awaitSubscription(pubB, "subscription at the port the label now names");
         assertThat(subscription[0]).as("a subscription, not an unsubscription").isEqualTo((byte) 1);
         byte[] left = pubA.recv();
         assertThat(left).as("the first port's subscriber closed").isNotNull();
@@ -1307,15 +1274,12 @@ class KvEventSubscriberReliabilityTest {
     try (ZContext ctx = new ZContext(1)) {
       ZMQ.Socket pubA = boundPublisher(ctx);
       ZMQ.Socket pubB = boundPublisher(ctx);
-      Endpoint a = Endpoint.of("127.0.0.1", 8001,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubA))));
-      Endpoint b = Endpoint.of("127.0.0.1", 8002,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubB))));
+      Endpoint a = publishingAt(8001, pubA);
+      Endpoint b = publishingAt(8002, pubB);
       KvBlockIndex index = KvBlockIndex.create();
       try (Router router = Router.builder().endpoint(a).service(KvBlockIndex.class, index)
           .configYaml(PER_ENDPOINT_PRECISE, "late-endpoints").build()) {
-        pubA.setReceiveTimeOut(20_000);
-        assertThat(pubA.recv()).as("subscription to the first endpoint").isNotNull();
+        awaitSubscription(pubA, "subscription to the first endpoint");
         FakeEngine engineA = new FakeEngine(10, 16);
         KvBlockIndex expectedA = KvBlockIndex.create();
         publishBatches(pubA, a.id(), engineA, expectedA, 0, 5);
@@ -1323,9 +1287,7 @@ class KvEventSubscriberReliabilityTest {
         await(() -> m.batches() == 5, "the first endpoint's batches");
 
         assertThat(router.addEndpoint(b)).isTrue();
-        pubB.setReceiveTimeOut(20_000);
-        byte[] subscription = pubB.recv();
-        assertThat(subscription).as("subscription to the endpoint added later").isNotNull();
+        byte[] subscription = awaitSubscription(pubB, "subscription to the endpoint added later");
         // every topic: the subscriber applies the topic filter itself, to report what it turns away
         assertThat(subscription).containsExactly(1);
         FakeEngine engineB = new FakeEngine(11, 16);
@@ -1349,10 +1311,8 @@ class KvEventSubscriberReliabilityTest {
       ZMQ.Socket pub = boundPublisher(ctx);
       try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).build()) {
         sub.addEndpoint(Endpoint.of("::zz::", 8000)); // ZeroMQ refuses the address
-        sub.addEndpoint(Endpoint.of("127.0.0.1", 8000,
-            Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)))));
-        pub.setReceiveTimeOut(20_000);
-        assertThat(pub.recv()).as("subscription").isNotNull();
+        sub.addEndpoint(publishingAt(8000, pub));
+        awaitSubscription(pub, "subscription");
         publish(pub, "kv@127.0.0.1:8000@m", 0, storeOf(1, 0));
         await(() -> index.metrics().batches() == 1, "a batch from the good endpoint");
         assertThat(sub.connectedEndpoints()).isEqualTo(1);
@@ -1388,11 +1348,7 @@ class KvEventSubscriberReliabilityTest {
         }
         return true;
       }, () -> "a batch after the refused frame: " + m);
-      for (long seq = 3; seq < 6; seq++) {
-        KvEventBatch b = engine.nextBatch(0);
-        expected.apply(ID_A, b);
-        publish(pub, TOPIC_A, seq, ENCODER.encode(b));
-      }
+      publishBatches(pub, ID_A, engine, expected, 3, 6);
       await(() -> m.batches() == 5, () -> "batches after the refused frame: " + m);
       assertThat(m.decodeErrors()).isZero();
       assertThat(m.gaps()).isEqualTo(1);
@@ -1412,11 +1368,9 @@ class KvEventSubscriberReliabilityTest {
       PrecisePrefixCacheScorer pool =
           new PrecisePrefixCacheScorer(index, null, sub, 1024, false, true, false);
       ZMQ.Socket steadyPub = boundPublisher(ctx);
-      Endpoint steady = Endpoint.of("127.0.0.1", 7999,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(steadyPub))));
+      Endpoint steady = publishingAt(7999, steadyPub);
       pool.onEndpointAdded(steady);
-      steadyPub.setReceiveTimeOut(20_000);
-      assertThat(steadyPub.recv()).as("subscription of the steady endpoint").isNotNull();
+      awaitSubscription(steadyPub, "subscription of the steady endpoint");
       publish(steadyPub, "kv@" + steady.id() + "@m", 0, storeOf(1, 0));
       await(() -> index.blockCount(steady.id()) == 1, "the steady endpoint's first batch");
       int rounds = 6;
@@ -1428,8 +1382,7 @@ class KvEventSubscriberReliabilityTest {
               KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub)),
               KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replay.port)));
           pool.onEndpointAdded(e);
-          pub.setReceiveTimeOut(20_000);
-          assertThat(pub.recv()).as("subscription, round " + r).isNotNull();
+          awaitSubscription(pub, "subscription, round " + r);
           String topic = "kv@" + e.id() + "@m";
           publish(pub, topic, 0, storeOf(10 + r, 0));
           await(() -> index.blockCount(e.id()) == 1, "the first batch of round " + r);
@@ -1571,17 +1524,12 @@ class KvEventSubscriberReliabilityTest {
       ZMQ.Socket pubX = boundPublisher(ctx);
       ZMQ.Socket pub1 = boundPublisher(ctx);
       ZMQ.Socket pub2 = boundPublisher(ctx);
-      sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubX)))));
-      Endpoint at1 = Endpoint.of("127.0.0.1", 8002,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub1))));
-      Endpoint at2 = Endpoint.of("127.0.0.1", 8002,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub2))));
+      sub.addEndpoint(publishingAt(8001, pubX));
+      Endpoint at1 = publishingAt(8002, pub1);
+      Endpoint at2 = publishingAt(8002, pub2);
       sub.addEndpoint(at1);
-      pubX.setReceiveTimeOut(20_000);
-      pub1.setReceiveTimeOut(20_000);
-      assertThat(pubX.recv()).as("X's subscription").isNotNull();
-      assertThat(pub1.recv()).as("the subscription at the first port").isNotNull();
+      awaitSubscription(pubX, "X's subscription");
+      awaitSubscription(pub1, "the subscription at the first port");
       long opened = sub.subscriptionsOpened();
       int sockets = sub.openSockets();
       publish(pubX, "kv@" + idX + "@m", 0, ENCODER.encode(storedAndEvicted(303, 3000)));
@@ -1592,8 +1540,7 @@ class KvEventSubscriberReliabilityTest {
         sub.changeEndpoint(at1, at2);
       }
       release.countDown();
-      pub2.setReceiveTimeOut(20_000);
-      assertThat(pub2.recv()).as("the subscription at the latest port").isNotNull();
+      awaitSubscription(pub2, "the subscription at the latest port");
       publish(pub2, "kv@127.0.0.1:8002@m", 0, ENCODER.encode(rootBlock(404, 4000)));
       KvEventMetrics m = index.metrics();
       await(() -> m.batches() == 2, () -> "X's batch and one at the latest port: " + m);
@@ -1627,20 +1574,14 @@ class KvEventSubscriberReliabilityTest {
       sub.addEndpoint(Endpoint.of("127.0.0.1", 8001,
           Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubX)),
               KvEventSubscriber.REPLAY_PORT_LABEL, String.valueOf(replay.port))));
-      Endpoint at1 = Endpoint.of("127.0.0.1", 8002,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub1))));
-      Endpoint at2 = Endpoint.of("127.0.0.1", 8002,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pub2))));
-      Endpoint c = Endpoint.of("127.0.0.1", 8003,
-          Map.of(KvEventSubscriber.PORT_LABEL, String.valueOf(port(pubC))));
+      Endpoint at1 = publishingAt(8002, pub1);
+      Endpoint at2 = publishingAt(8002, pub2);
+      Endpoint c = publishingAt(8003, pubC);
       sub.addEndpoint(at1);
       sub.addEndpoint(c);
-      pubX.setReceiveTimeOut(20_000);
-      pub1.setReceiveTimeOut(20_000);
-      pubC.setReceiveTimeOut(20_000);
-      assertThat(pubX.recv()).as("X's subscription").isNotNull();
-      assertThat(pub1.recv()).as("the subscription at the first port").isNotNull();
-      assertThat(pubC.recv()).as("C's subscription").isNotNull();
+      awaitSubscription(pubX, "X's subscription");
+      awaitSubscription(pub1, "the subscription at the first port");
+      awaitSubscription(pubC, "C's subscription");
       long opened = sub.subscriptionsOpened();
       int sockets = sub.openSockets();
       String topicX = "kv@127.0.0.1:8001@m";
@@ -1664,8 +1605,7 @@ class KvEventSubscriberReliabilityTest {
       assertThat(sub.queuedCommands()).as("commands queued for B and C after 601 changes")
           .isLessThanOrEqualTo(2);
       replay.release.countDown();
-      pub2.setReceiveTimeOut(20_000);
-      assertThat(pub2.recv()).as("B's subscription at the latest port").isNotNull();
+      awaitSubscription(pub2, "B's subscription at the latest port");
       publish(pub2, "kv@127.0.0.1:8002@m", 0, ENCODER.encode(rootBlock(404, 4000)));
       await(() -> holdsRoot(index, "127.0.0.1:8002", 4000), () -> "B's batch at the latest port: "
           + m);
@@ -1926,21 +1866,37 @@ class KvEventSubscriberReliabilityTest {
    */
   private static KvBlockIndex.DropListener holdingOnDrop(String endpointId, CountDownLatch inside,
       CountDownLatch release) {
+    return onDrop(droppedFrom -> {
+      if (droppedFrom.equals(endpointId)) {
+        inside.countDown();
+        release.await(20, TimeUnit.SECONDS);
+      }
+    });
+  }
+
+  /** What a test does as the index drops one of an endpoint's blocks. */
+  @FunctionalInterface
+  private interface OnDrop {
+    void dropped(String endpointId) throws InterruptedException;
+  }
+
+  /**
+   * A drop listener running {@code action} for every dropped block (an interrupt while it waits
+   * sets the thread's flag again); whole endpoints cleared are not its concern.
+   */
+  private static KvBlockIndex.DropListener onDrop(OnDrop action) {
     return new KvBlockIndex.DropListener() {
       @Override
-      public void dropped(String droppedFrom, long key) {
-        if (droppedFrom.equals(endpointId)) {
-          inside.countDown();
-          try {
-            release.await(20, TimeUnit.SECONDS);
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-          }
+      public void dropped(String endpointId, long key) {
+        try {
+          action.dropped(endpointId);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
         }
       }
 
       @Override
-      public void cleared(String clearedFrom) {}
+      public void cleared(String endpointId) {}
     };
   }
 }
