@@ -108,7 +108,14 @@ public final class KvEventsPluginProviders {
       if (p.has("speculativeTtlMs")) {
         p.error("speculativeTTL", "and speculativeTtlMs name the same lifetime; keep one");
       }
-      ttlDefault = p.getDuration("speculativeTTL", Duration.ofMillis(ttlDefault)).toMillis();
+      long ttl = p.getDuration("speculativeTTL", Duration.ofMillis(ttlDefault)).toMillis();
+      if (ttl > MAX_TTL_MS) {
+        // refused under the name the file uses: speculativeTtlMs, checked below, is not in it
+        p.error("speculativeTTL", "must be at most 8760h (365 days), got '"
+            + p.getString("speculativeTTL", "") + "'");
+        ttl = MAX_TTL_MS;
+      }
+      ttlDefault = ttl;
     }
     long ttlParam = p.getLong("speculativeTtlMs", ttlDefault);
     if (ttlParam < 0) {

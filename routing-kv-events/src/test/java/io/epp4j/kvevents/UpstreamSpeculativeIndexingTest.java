@@ -1,6 +1,7 @@
 package io.epp4j.kvevents;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
@@ -66,5 +67,16 @@ class UpstreamSpeculativeIndexingTest {
       assertThat(r.config().warnings())
           .noneSatisfy(w -> assertThat(w).contains("'speculativeTTL' is not used"));
     }
+  }
+
+  @Test
+  void aSpeculativeTtlAboveTheLimitIsRefusedNamingSpeculativeTtl() {
+    Throwable t = catchThrowable(() -> Router.builder().endpoints(POOL)
+        .configYaml(config("""
+            speculativeTTL: "9000h"
+            kvEvents: {mode: none}"""), "p.yaml").build());
+    assertThat(t).as("a lifetime of 375 days").isNotNull();
+    assertThat(t.getMessage()).contains("speculativeTTL").contains("365 days")
+        .doesNotContain("speculativeTtlMs");
   }
 }
