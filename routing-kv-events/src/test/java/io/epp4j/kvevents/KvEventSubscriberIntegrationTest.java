@@ -448,12 +448,6 @@ class KvEventSubscriberIntegrationTest {
   }
 
   /**
-   * Central mode binds one address and connects to no publisher, so an endpoint's
-   * {@code epp4j.io/kv-events-port} label cannot apply there: instead of being accepted unnoticed
-   * it is logged, once per endpoint, as a warning naming the endpoint and the label. The replay
-   * label, which central mode does use, is not.
-   */
-  /**
    * vLLM publishes with an empty topic unless {@code --kv-events-config} sets one. Such messages
    * do not pass the default topic filter {@code kv@}; they used to be discarded inside ZeroMQ
    * (the subscription named the filter), so precise mode saw nothing and said nothing. Now they
@@ -522,6 +516,12 @@ class KvEventSubscriberIntegrationTest {
     }
   }
 
+  /**
+   * Central mode binds one address and connects to no publisher, so an endpoint's
+   * {@code epp4j.io/kv-events-port} label cannot apply there: instead of being accepted unnoticed
+   * it is logged, once per endpoint, as a warning naming the endpoint and the label. The replay
+   * label, which central mode does use, is not.
+   */
   @Test
   void centralModeWarnsOncePerEndpointThatItsPortLabelHasNoEffect() throws Exception {
     java.util.logging.Logger log =
