@@ -353,6 +353,7 @@ public final class KvEventSubscriber implements AutoCloseable {
      * could not be).
      */
     public Builder replayTimeout(Duration v) {
+      Objects.requireNonNull(v, "replayTimeout");
       if (v.isNegative() || v.isZero()) {
         throw new IllegalArgumentException("replayTimeout must be > 0, got " + v);
       }

@@ -113,6 +113,13 @@ class SubscriberSocketsTest {
   }
 
   @Test
+  void aMissingReplayTimeoutIsRefusedNamingIt() {
+    KvEventSubscriber.Builder b = KvEventSubscriber.perEndpoint(KvBlockIndex.create());
+    assertThatThrownBy(() -> b.replayTimeout(null))
+        .isInstanceOf(NullPointerException.class).hasMessageContaining("replayTimeout");
+  }
+
+  @Test
   void aBufferThatCannotHoldOneMessageOfTheLargestSizeIsRefused() {
     KvEventSubscriber.Builder b = KvEventSubscriber.perEndpoint(KvBlockIndex.create());
     assertThatThrownBy(() -> b.receiveBufferBytes(KvEventDecoder.MAX_PAYLOAD_BYTES - 1))
