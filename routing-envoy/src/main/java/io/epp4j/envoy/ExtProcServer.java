@@ -390,6 +390,7 @@ public final class ExtProcServer implements AutoCloseable {
      * a {@code long} of nanoseconds (about 292 years) waits as long as it takes.
      */
     public Builder drainTimeout(Duration timeout) {
+      Objects.requireNonNull(timeout, "drainTimeout");
       if (timeout.isNegative()) {
         throw new IllegalArgumentException("drainTimeout must be >= 0, got " + timeout);
       }

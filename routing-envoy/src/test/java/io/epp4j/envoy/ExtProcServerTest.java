@@ -1129,6 +1129,14 @@ class ExtProcServerTest {
   }
 
   @Test
+  void aMissingDrainTimeoutIsRefusedNamingIt() {
+    router = Router.builder().endpoints(List.of(Endpoint.parse(A))).build();
+    ExtProcServer.Builder b = ExtProcServer.builder(router);
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> b.drainTimeout(null))
+        .isInstanceOf(NullPointerException.class).hasMessageContaining("drainTimeout");
+  }
+
+  @Test
   void aLimitAboveTheRoutersParserIsRefusedAtStartAndABodyWithinBothIsRouted() throws Exception {
     // the router would answer a body between its parser's limit (16 MiB by default) and the
     // server's a 400 "above the limit": the server's limit would promise what it cannot keep
