@@ -2316,6 +2316,8 @@ final class EmulatedServer implements AutoCloseable {
       g.writeNumberField("max_model_len", cluster.profile().maxModelLen());
       g.writeFieldName("tokens");
       g.writeArray(ids, 0, ids.length);
+      // vLLM writes every field of its TokenizeResponse: the token strings, not asked for, null
+      g.writeNullField("token_strs");
       g.writeEndObject();
     }
     ex.send(response(200, "application/json", bytes.toByteArray()));
