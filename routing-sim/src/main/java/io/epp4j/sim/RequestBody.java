@@ -130,8 +130,9 @@ final class RequestBody {
    * What is wrong with the first content part of the messages that vLLM's request model takes
    * and its chat parser refuses, once the model is found: a part without a {@code type} (or
    * whose fields fit no part type, which leaves the request model none), unless it is one of the
-   * plain {@code image_url}, {@code audio_url} or {@code video_url} parts that need none; and a
-   * text part without a string {@code text}. Null when there is none.
+   * plain {@code image_url}, {@code audio_url} or {@code video_url} parts that need none; a part
+   * whose {@code type} is not one of {@link #PART_TYPES}; and a text part without a string
+   * {@code text}. Null when there is none.
    */
   @Nullable String partRefused() {
     return partRefused;
@@ -382,6 +383,19 @@ final class RequestBody {
   private static final Set<String> MEDIA_FIELDS = Set.of("image_url", "audio_url", "video_url");
 
   /**
+   * The content part types vLLM's chat parser takes (its {@code MM_PARSER_MAP}, with
+   * {@code text} and {@code refusal}); a part of any other type is refused once the model is
+   * found, whatever fields it carries.
+   */
+  static final Set<String> PART_TYPES = Set.of("audio_embeds", "audio_url", "image_embeds",
+      "image_pil", "image_url", "input_audio", "input_image", "input_text", "output_text",
+      "prompt_embeds", "refusal", "text", "thinking", "tool_reference", "video_url");
+
+  /** {@link #PART_TYPES} in name order, as a refusal lists them. */
+  private static final String PART_TYPE_LIST = String.join(", ",
+      new java.util.TreeSet<>(PART_TYPES));
+
+  /**
    * The fields besides role and content that vLLM hands a chat template, in the order the router
    * keeps them in {@link ChatMessage#fields()}.
    */
@@ -462,6 +476,15 @@ final class RequestBody {
         p.skipChildren();
       }
       if (part == JsonToken.START_OBJECT) {
+        // a type vLLM's chat parser does not know is refused, whatever else the part holds (a
+        // text or a media field): vLLM names the supported types
+        if (type != null && !PART_TYPES.contains(type)) {
+          if (partRefused == null) {
+            partRefused = "field 'messages[" + message + "].content[" + index + "].type' must be"
+                + " one of the content part types " + PART_TYPE_LIST;
+          }
+          continue;
+        }
         // vLLM's request model keeps the fields of the part type they fit: a text part needs a
         // string text; a part that fits no type is kept as one of its media parts whose fields
         // are all optional, without its type, and vLLM's chat parser then refuses it for the

@@ -12,7 +12,8 @@ import org.junit.jupiter.api.Timeout;
  * a {@code type}, and a text part without a string {@code text} (kept by the request model as a
  * media part none of whose fields it has, so without its type). vLLM answers both with a 400
  * once the model is found, on a chat completion and on {@code /tokenize} alike; the stand-in names
- * the part.
+ * the part. So does vLLM's parser refuse a part of a type it does not know, whatever text or media
+ * field the part carries.
  */
 @Timeout(60)
 class ServeChatContentPartsTest {
@@ -46,5 +47,32 @@ class ServeChatContentPartsTest {
     assertThat(replica.post(port, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\","
         + "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"hi\"}]}],"
         + "\"max_tokens\":2}").statusCode()).isEqualTo(200);
+  }
+
+  @Test
+  void aPartOfATypeVllmDoesNotKnowIsA400EvenWithText() throws Exception {
+    int port = replica.start();
+    // a text, or a media URL, does not make a part of an unknown type a text or media part
+    for (String part : new String[] {"{\"type\":\"mystery\",\"text\":\"hi\"}",
+        "{\"type\":\"file\",\"text\":\"hi\"}",
+        "{\"type\":\"mystery\",\"image_url\":\"http://x/y.png\"}"}) {
+      String messages = "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+          + "\"text\":\"a\"}," + part + "]}]";
+      for (String path : new String[] {"/v1/chat/completions", "/tokenize"}) {
+        JsonNode e = replica.refusal(port, path, "{" + messages + ",\"max_tokens\":2}");
+        assertThat(e.get("message").asText()).as(path + " " + part)
+            .contains("'messages[0].content[1].type'").contains("text, thinking");
+        assertThat(e.get("code").asInt()).isEqualTo(400);
+        // found as vLLM finds it, when the parts are parsed once the model is found
+        assertThat(replica.post(port, path, "{\"model\":\"nope\"," + messages + "}")
+            .statusCode()).as(path + " " + part).isEqualTo(404);
+      }
+    }
+    // the types vLLM's parser reads a text from are served
+    for (String type : new String[] {"text", "input_text", "output_text"}) {
+      assertThat(replica.post(port, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\","
+          + "\"content\":[{\"type\":\"" + type + "\",\"text\":\"hi\"}]}],\"max_tokens\":2}")
+          .statusCode()).as(type).isEqualTo(200);
+    }
   }
 }
