@@ -130,9 +130,9 @@ final class RequestBody {
    * What is wrong with the first content part of the messages that vLLM's request model takes
    * and its chat parser refuses, once the model is found: a part without a {@code type} (or
    * whose fields fit no part type, which leaves the request model none), unless it is one of the
-   * plain {@code image_url}, {@code audio_url} or {@code video_url} parts that need none; a part
-   * whose {@code type} is not one of {@link #PART_TYPES}; and a text part without a string
-   * {@code text}. Null when there is none.
+   * plain {@code image_url}, {@code audio_url} or {@code video_url} parts, or a part with an
+   * {@code input_audio}, that need none; a part whose {@code type} is not one of
+   * {@link #PART_TYPES}; and a text part without a string {@code text}. Null when there is none.
    */
   @Nullable String partRefused() {
     return partRefused;
@@ -379,7 +379,10 @@ final class RequestBody {
     return list.isEmpty() ? "field 'messages' must be a non-empty array" : list;
   }
 
-  /** Media fields vLLM reads from a part without a type, as a plain URL or null. */
+  /**
+   * Media fields vLLM reads from a part without a type, as a plain URL or null (and
+   * {@code input_audio}, not null, read apart).
+   */
   private static final Set<String> MEDIA_FIELDS = Set.of("image_url", "audio_url", "video_url");
 
   /**
@@ -472,6 +475,11 @@ final class RequestBody {
         } else if (plainMedia == null && MEDIA_FIELDS.contains(name)
             && (pv == JsonToken.VALUE_STRING || pv == JsonToken.VALUE_NULL)) {
           plainMedia = name.substring(0, name.indexOf('_'));
+        } else if (plainMedia == null && name.equals("input_audio")
+            && pv != JsonToken.VALUE_NULL) {
+          // vLLM's parser also reads a part without a type as audio when it has an input_audio
+          // that is not null (its data and format)
+          plainMedia = "audio";
         }
         p.skipChildren();
       }

@@ -3,6 +3,7 @@ package io.epp4j.sim;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.net.http.HttpResponse;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -74,5 +75,21 @@ class ServeChatContentPartsTest {
           + "\"content\":[{\"type\":\"" + type + "\",\"text\":\"hi\"}]}],\"max_tokens\":2}")
           .statusCode()).as(type).isEqualTo(200);
     }
+  }
+
+  @Test
+  void aPartWithoutTypeHoldingAnInputAudioIsServedAsAudio() throws Exception {
+    int port = replica.start();
+    String audio = "{\"input_audio\":{\"data\":\"UklGRg==\",\"format\":\"wav\"}}";
+    String messages = "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+        + "\"text\":\"a\"}," + audio + "]}]";
+    for (String path : new String[] {"/v1/chat/completions", "/tokenize"}) {
+      HttpResponse<String> res = replica.post(port, path, "{" + messages + ",\"max_tokens\":2}");
+      assertThat(res.statusCode()).as(path + " " + res.body()).isEqualTo(200);
+    }
+    // an input_audio of null is no audio: the part still has no type
+    assertThat(replica.refusal(port, "/v1/chat/completions", "{\"messages\":[{\"role\":"
+        + "\"user\",\"content\":[{\"input_audio\":null}]}],\"max_tokens\":2}")
+        .get("message").asText()).contains("'messages[0].content[0].type' is required");
   }
 }
