@@ -1160,6 +1160,13 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field 'suffix' must be a string");
       return;
     }
+    // the fields that shape the prompt, typed by the request model too; their values are read
+    // with the prompt, once the model is found
+    String badPromptField = promptFieldsInvalid(body, chat);
+    if (badPromptField != null) {
+      error(ex, 400, "BadRequestError", badPromptField);
+      return;
+    }
     String requested = requestedModel(modelNode);
     int adapter = loraAdapters.indexOf(requested);
     if (!model.equals(requested) && adapter < 0) {
@@ -2296,6 +2303,11 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field 'prompt' must be a string");
       return;
     }
+    String badPromptField = promptFieldsInvalid(body.fields(), body.hasMessages());
+    if (badPromptField != null) {
+      error(ex, 400, "BadRequestError", badPromptField);
+      return;
+    }
     String requested = requestedModel(modelNode);
     if (!model.equals(requested) && !loraAdapters.contains(requested)) {
       modelNotFound(ex, requested);
@@ -2833,11 +2845,8 @@ final class EmulatedServer implements AutoCloseable {
       return "field 'chat_template_kwargs' must be an object";
     }
     JsonNode own = body.path("chat_template");
-    if (!own.isMissingNode() && !own.isNull()) {
-      // vLLM without --trust-request-chat-template, its default (the router does not render
-      // such a request either)
-      return "Chat template is passed with request, but --trust-request-chat-template is not"
-          + " set. Refused request with untrusted chat template.";
+    if (!own.isMissingNode() && !own.isNull() && !own.isTextual()) {
+      return "field 'chat_template' must be a string";
     }
     // vLLM's build_chat_params merges documents into the template's kwargs, over a key of
     // that name (its request model takes a list of objects of strings), then reasoning_effort,
@@ -2872,7 +2881,34 @@ final class EmulatedServer implements AutoCloseable {
       }
       kwargs = merged;
     }
+    if (!own.isMissingNode() && !own.isNull()) {
+      // vLLM without --trust-request-chat-template, its default (the router does not render
+      // such a request either); a check of its serving code, after the fields' types
+      return UNTRUSTED_CHAT_TEMPLATE;
+    }
     return new ChatTemplateArgs(agp, cfm, kwargs.isObject() ? kwargs.toString() : null);
+  }
+
+  /** vLLM's refusal of a request's own chat template without --trust-request-chat-template. */
+  static final String UNTRUSTED_CHAT_TEMPLATE = "Chat template is passed with request, but"
+      + " --trust-request-chat-template is not set. Refused request with untrusted chat template.";
+
+  /**
+   * What vLLM's request model refuses in the fields that shape the prompt, before any model is
+   * looked up, as a message naming the field, or null: {@code add_special_tokens} that is not a
+   * boolean, and for a chat the chat template's fields of {@link #chatTemplateArgs} (a boolean,
+   * an object, a string of the wrong type, both booleans true). A request's own chat template is
+   * not among them: vLLM refuses it once the model is found.
+   */
+  static @Nullable String promptFieldsInvalid(JsonNode body, boolean chat) {
+    if (laxBool(body.path("add_special_tokens")) == null) {
+      return "field 'add_special_tokens' must be a boolean";
+    }
+    if (chat && chatTemplateArgs(body) instanceof String bad
+        && !bad.equals(UNTRUSTED_CHAT_TEMPLATE)) {
+      return bad;
+    }
+    return null;
   }
 
   /**

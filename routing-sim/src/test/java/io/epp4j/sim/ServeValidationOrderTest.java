@@ -11,7 +11,8 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * A request wrong in several ways is told first what vLLM tells it first: a body that is not
- * JSON, then what its request model (pydantic) refuses (a field of the wrong type, a missing
+ * JSON, then what its request model (pydantic) refuses (a field of the wrong type, those that
+ * shape the prompt such as {@code add_special_tokens} and a chat template's fields too, a missing
  * prompt or chat), then a model it does not serve (404), then what needs the prompt's tokens (an
  * ID out of vocabulary, the context length) and {@code max_tokens} below 1.
  */
@@ -44,6 +45,37 @@ class ServeValidationOrderTest {
         + "\"return_token_ids\":\"please\"}", 400, "'return_token_ids'");
     assertError(port, "/v1/completions", "{" + UNKNOWN + ",\"prompt\":[1,2,3],"
         + "\"cache_salt\":\"\"}", 400, "'cache_salt'");
+  }
+
+  @Test
+  void aPromptShapingFieldOfTheWrongTypeIsNamedBeforeAnUnknownModel() throws Exception {
+    int port = replica.start();
+    String chat = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    String[][] cases = {
+        {"/v1/completions", "\"prompt\":\"a b\",\"add_special_tokens\":\"please\"",
+            "'add_special_tokens'"},
+        {"/v1/chat/completions", chat + ",\"add_special_tokens\":[]", "'add_special_tokens'"},
+        {"/v1/chat/completions", chat + ",\"add_generation_prompt\":\"maybe\"",
+            "'add_generation_prompt'"},
+        {"/v1/chat/completions", chat + ",\"continue_final_message\":2",
+            "'continue_final_message'"},
+        {"/v1/chat/completions", chat + ",\"chat_template_kwargs\":[1]", "'chat_template_kwargs'"},
+        {"/v1/chat/completions", chat + ",\"reasoning_effort\":1", "'reasoning_effort'"},
+        {"/v1/chat/completions", chat + ",\"documents\":5", "'documents'"},
+        {"/v1/chat/completions", chat + ",\"chat_template\":5", "'chat_template'"},
+        {"/v1/chat/completions", chat + ",\"add_generation_prompt\":true,"
+            + "\"continue_final_message\":true", "'continue_final_message'"},
+        {"/tokenize", "\"prompt\":\"a b\",\"add_special_tokens\":\"please\"",
+            "'add_special_tokens'"},
+        {"/tokenize", chat + ",\"chat_template_kwargs\":\"x\"", "'chat_template_kwargs'"}};
+    for (String[] c : cases) {
+      assertError(port, c[0], "{" + UNKNOWN + "," + c[1] + "}", 400, c[2]);
+    }
+    // a request's own chat template is refused by vLLM's serving code, after the model
+    assertError(port, "/v1/chat/completions", "{" + UNKNOWN + "," + chat
+        + ",\"chat_template\":\"{{ messages }}\"}", 404, "model");
+    assertError(port, "/v1/chat/completions", "{" + chat
+        + ",\"chat_template\":\"{{ messages }}\"}", 400, "--trust-request-chat-template");
   }
 
   @Test
