@@ -2308,9 +2308,24 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", badPromptField);
       return;
     }
+    // vLLM's return_token_strs (a boolean or null) asks for each token's string from the
+    // tokenizer's vocabulary, which neither the stand-in (its IDs are hashes of words) nor the
+    // tokenizer binding gives: refused once the model is found, where vLLM would compute them,
+    // rather than answered with token_strs null as if not asked
+    Boolean tokenStrs = laxBool(body.fields().path("return_token_strs"));
+    if (tokenStrs == null) {
+      error(ex, 400, "BadRequestError", "field 'return_token_strs' must be a boolean",
+          "return_token_strs");
+      return;
+    }
     String requested = requestedModel(modelNode);
     if (!model.equals(requested) && !loraAdapters.contains(requested)) {
       modelNotFound(ex, requested);
+      return;
+    }
+    if (tokenStrs) {
+      error(ex, 400, "BadRequestError", "field 'return_token_strs' asks for the token strings,"
+          + " which the emulated replica does not give; leave it out", "return_token_strs");
       return;
     }
     Object parsed = promptTokens(body, body.hasMessages(), false);
