@@ -452,6 +452,9 @@ final class RequestBody {
       // the modality of a plain media field (image_url, audio_url or video_url, a string or
       // null), which vLLM reads from a part without a type
       @Nullable String plainMedia = null;
+      // the string fields a refusal part and a thinking part hold their text in
+      @Nullable String refusalText = null;
+      @Nullable String thinkingText = null;
       if (part == JsonToken.VALUE_STRING) {
         // a plain string part: vLLM's request model takes one (its part type includes str) and
         // reads it as a text part
@@ -472,6 +475,10 @@ final class RequestBody {
           partText = pv == JsonToken.VALUE_STRING ? p.getText() : null;
         } else if (name.equals("type")) {
           type = pv == JsonToken.VALUE_STRING ? p.getText() : null;
+        } else if (name.equals("refusal")) {
+          refusalText = pv == JsonToken.VALUE_STRING ? p.getText() : null;
+        } else if (name.equals("thinking")) {
+          thinkingText = pv == JsonToken.VALUE_STRING ? p.getText() : null;
         } else if (plainMedia == null && MEDIA_FIELDS.contains(name)
             && (pv == JsonToken.VALUE_STRING || pv == JsonToken.VALUE_NULL)) {
           plainMedia = name.substring(0, name.indexOf('_'));
@@ -492,6 +499,15 @@ final class RequestBody {
                 + " one of the content part types " + PART_TYPE_LIST;
           }
           continue;
+        }
+        if ("refusal".equals(type) || "thinking".equals(type)) {
+          // vLLM's parser reads these parts' text from the field named after their type (not
+          // from text) and hands it on as a text part; one without it is left out, as vLLM
+          // skips a part whose content it cannot read
+          partText = "refusal".equals(type) ? refusalText : thinkingText;
+          if (partText == null) {
+            continue;
+          }
         }
         // vLLM's request model keeps the fields of the part type they fit: a text part needs a
         // string text; a part that fits no type is kept as one of its media parts whose fields

@@ -92,4 +92,26 @@ class ServeChatContentPartsTest {
         + "\"user\",\"content\":[{\"input_audio\":null}]}],\"max_tokens\":2}")
         .get("message").asText()).contains("'messages[0].content[0].type' is required");
   }
+
+  @Test
+  void refusalAndThinkingPartsAreReadAsTheirTextAsVllmReadsThem() throws Exception {
+    int port = replica.start();
+    JsonNode asString = tokenized(port, "\"a\\nb c\"");
+    for (String part : new String[] {"{\"type\":\"refusal\",\"refusal\":\"b c\"}",
+        "{\"type\":\"thinking\",\"thinking\":\"b c\",\"closed\":true}"}) {
+      JsonNode asParts = tokenized(port, "[{\"type\":\"text\",\"text\":\"a\"}," + part + "]");
+      assertThat(asParts.get("tokens")).as(part).isEqualTo(asString.get("tokens"));
+    }
+    // without the field named after its type, such a part adds no text
+    JsonNode alone = tokenized(port, "\"a\"");
+    assertThat(tokenized(port, "[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"refusal\","
+        + "\"text\":\"b c\"}]").get("tokens")).isEqualTo(alone.get("tokens"));
+  }
+
+  private JsonNode tokenized(int port, String content) throws Exception {
+    HttpResponse<String> res = replica.post(port, "/tokenize", "{\"messages\":[{\"role\":"
+        + "\"user\",\"content\":" + content + "}]}");
+    assertThat(res.statusCode()).as(content + " " + res.body()).isEqualTo(200);
+    return new com.fasterxml.jackson.databind.ObjectMapper().readTree(res.body());
+  }
 }
