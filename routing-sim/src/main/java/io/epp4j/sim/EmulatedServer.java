@@ -1507,8 +1507,11 @@ final class EmulatedServer implements AutoCloseable {
 
   /**
    * What vLLM's chat request model ({@code check_tool_usage}) refuses in {@code tools} and
-   * {@code tool_choice}, as {message, field}, or null: an empty {@code tools} array, and a
-   * {@code tool_choice} other than "none" (or null) without {@code tools} (left out or null).
+   * {@code tool_choice}, as {message, field}, or null: an empty {@code tools} array, a
+   * {@code tool_choice} other than "none" (or null) without {@code tools} (left out or null),
+   * then a {@code tool_choice} that is neither "auto", "required" nor an object, and an object
+   * whose {@code function} is not an object, has no {@code name}, a name that is not a non-empty
+   * string, or one that names none of the tools.
    */
   static String @Nullable [] toolUsageInvalid(JsonNode body) {
     JsonNode tools = body.path("tools");
@@ -1517,12 +1520,65 @@ final class EmulatedServer implements AutoCloseable {
           + " tool or omit the field entirely. (parameter=tools)", "tools"};
     }
     JsonNode choice = body.path("tool_choice");
-    if (!choice.isMissingNode() && !choice.isNull() && !"none".equals(choice.textValue())
-        && (tools.isMissingNode() || tools.isNull())) {
+    if (choice.isMissingNode() || choice.isNull() || "none".equals(choice.textValue())) {
+      return null;
+    }
+    if (tools.isMissingNode() || tools.isNull()) {
       return new String[] {"When using `tool_choice`, `tools` must be set."
           + " (parameter=tool_choice)", "tool_choice"};
     }
-    return null;
+    // then what it chooses: "auto", "required", or a named function among the tools
+    if (!choice.isObject()) {
+      if ("auto".equals(choice.textValue()) || "required".equals(choice.textValue())) {
+        return null;
+      }
+      return new String[] {"Invalid value for `tool_choice`: " + pyStr(choice) + "! Only named"
+          + " tools, \"none\", \"auto\" or \"required\" are supported. (parameter=tool_choice)",
+          "tool_choice"};
+    }
+    String usage = " Correct usage: `{\"type\": \"function\", \"function\": {\"name\":"
+        + " \"my_function\"}}`";
+    JsonNode function = choice.path("function");
+    if (!function.isObject()) {
+      return new String[] {"Invalid value for `function`: `" + pyStr(function) + "` in"
+          + " `tool_choice`!" + usage + " (parameter=tool_choice.function)",
+          "tool_choice.function"};
+    }
+    JsonNode name = function.path("name");
+    if (name.isMissingNode()) {
+      return new String[] {"Expected field `name` in `function` in `tool_choice`!" + usage
+          + " (parameter=tool_choice.function.name)", "tool_choice.function.name"};
+    }
+    if (!name.isTextual() || name.textValue().isEmpty()) {
+      return new String[] {"Invalid `name` in `function`: `" + pyStr(name) + "` in"
+          + " `tool_choice`!" + usage + " (parameter=tool_choice.function.name)",
+          "tool_choice.function.name"};
+    }
+    for (JsonNode tool : tools) {
+      if (name.textValue().equals(tool.path("function").path("name").textValue())) {
+        return null;
+      }
+    }
+    return new String[] {"The tool specified in `tool_choice` does not match any of the"
+        + " specified `tools` (parameter=tool_choice)", "tool_choice"};
+  }
+
+  /**
+   * A JSON value as Python's {@code str} writes the value it parses to, for the values vLLM's
+   * messages quote: a string as itself, null (or absent) as None, a boolean as True or False, a
+   * number as Python writes it; an object or array as compact JSON, close to Python's form.
+   */
+  private static String pyStr(JsonNode v) {
+    if (v.isMissingNode() || v.isNull()) {
+      return "None";
+    }
+    if (v.isTextual()) {
+      return v.textValue();
+    }
+    if (v.isNumber() || v.isBoolean()) {
+      return pyNumber(v);
+    }
+    return v.toString();
   }
 
   /**

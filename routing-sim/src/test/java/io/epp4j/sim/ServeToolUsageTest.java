@@ -12,7 +12,9 @@ import org.junit.jupiter.api.Timeout;
 /**
  * A chat's {@code tools} and {@code tool_choice} as vLLM's request model checks them: an empty
  * {@code tools} array, and a {@code tool_choice} without {@code tools}, are refused with vLLM's
- * 400, its words and its param. Before, serve answered both.
+ * 400, its words and its param. Before, serve answered both. So is a {@code tool_choice} that
+ * chooses nothing vLLM takes: a value other than "none", "auto" or "required", or a named function
+ * that is not among the tools.
  */
 @Timeout(60)
 class ServeToolUsageTest {
@@ -76,6 +78,41 @@ class ServeToolUsageTest {
     assertServed(port, CHAT, "{" + MESSAGES + ",\"tool_choice\":null}");
     assertServed(port, CHAT, "{" + MESSAGES + ",\"tool_choice\":\"auto\",\"tools\":[" + TOOL
         + "]}");
+  }
+
+  @Test
+  void aToolChoiceThatChoosesNoneOfTheToolsIsRefusedAsVllmRefusesIt() throws Exception {
+    int port = replica.start();
+    String tools = ",\"tools\":[" + TOOL + "]";
+    String usage = " Correct usage: `{\"type\": \"function\", \"function\": {\"name\":"
+        + " \"my_function\"}}`";
+    assertRefused(port, tools + ",\"tool_choice\":\"sometimes\"", "Invalid value for"
+        + " `tool_choice`: sometimes! Only named tools, \"none\", \"auto\" or \"required\" are"
+        + " supported. (parameter=tool_choice)", "tool_choice");
+    assertRefused(port, tools + ",\"tool_choice\":5", "Invalid value for `tool_choice`: 5!"
+        + " Only named tools, \"none\", \"auto\" or \"required\" are supported."
+        + " (parameter=tool_choice)", "tool_choice");
+    assertRefused(port, tools + ",\"tool_choice\":{\"type\":\"function\"}", "Invalid value"
+        + " for `function`: `None` in `tool_choice`!" + usage
+        + " (parameter=tool_choice.function)", "tool_choice.function");
+    assertRefused(port, tools + ",\"tool_choice\":{\"function\":{}}", "Expected field `name`"
+        + " in `function` in `tool_choice`!" + usage + " (parameter=tool_choice.function.name)",
+        "tool_choice.function.name");
+    assertRefused(port, tools + ",\"tool_choice\":{\"function\":{\"name\":\"\"}}", "Invalid"
+        + " `name` in `function`: `` in `tool_choice`!" + usage
+        + " (parameter=tool_choice.function.name)", "tool_choice.function.name");
+    assertRefused(port, tools + ",\"tool_choice\":{\"type\":\"function\",\"function\":"
+        + "{\"name\":\"g\"}}", "The tool specified in `tool_choice` does not match any of the"
+        + " specified `tools` (parameter=tool_choice)", "tool_choice");
+    // a validator of the request model: before an unknown model's 404
+    HttpResponse<String> unknown = replica.post(port, CHAT, "{\"model\":\"nope\"," + MESSAGES
+        + tools + ",\"tool_choice\":\"sometimes\"}");
+    assertThat(unknown.statusCode()).isEqualTo(400);
+    // the choices vLLM takes are served
+    for (String choice : new String[] {"\"auto\"", "\"required\"", "\"none\"",
+        "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"}) {
+      assertServed(port, CHAT, "{" + MESSAGES + tools + ",\"tool_choice\":" + choice + "}");
+    }
   }
 
   /**
