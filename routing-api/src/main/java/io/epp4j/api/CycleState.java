@@ -10,6 +10,13 @@ import org.jspecify.annotations.Nullable;
  * Per-request scratch space shared by the plugins of one scheduling cycle. Not thread-safe: a
  * cycle runs on one thread. Also carries the cycle's clock reading and random source so that
  * tie-breaks are reproducible when the router is seeded.
+ *
+ * <p>A cycle ends when the router's {@code route} returns or throws, after every
+ * {@link RequestListener#afterRouting} has run: the router then calls {@link #end()}, which runs
+ * the actions plugins registered with {@link #onEnd}, for example to take back a per-thread
+ * buffer a published value was read from. Whoever runs plugins with a state of their own (tests,
+ * benchmarks) calls {@link #end()} when done with it; a state never ended only keeps such buffers
+ * from being reused.
  */
 public final class CycleState {
   private final long nowNanos;
@@ -20,6 +27,10 @@ public final class CycleState {
   private Object[] values = new Object[4];
   private int size;
   private @Nullable Map<String, String> requestAttributes;
+  // one end action in a field, more (rare) in a list: most cycles register one and allocate none
+  private @Nullable Runnable endAction;
+  private java.util.@Nullable List<Runnable> moreEndActions;
+  private boolean ended;
 
   public CycleState(long nowNanos, RandomGenerator random) {
     this.nowNanos = nowNanos;
@@ -85,5 +96,70 @@ public final class CycleState {
   public @Nullable String requestAttribute(String name) {
     Map<String, String> m = requestAttributes;
     return m == null ? null : m.get(name);
+  }
+
+  /**
+   * Registers {@code action} to run when the cycle ends ({@link #end()}), after every action
+   * registered before it. An action registered once the cycle has ended runs at once.
+   */
+  public void onEnd(Runnable action) {
+    Objects.requireNonNull(action, "action");
+    if (ended) {
+      action.run();
+    } else if (endAction == null && moreEndActions == null) {
+      endAction = action;
+    } else {
+      if (moreEndActions == null) {
+        moreEndActions = new java.util.ArrayList<>(2);
+      }
+      moreEndActions.add(action);
+    }
+  }
+
+  /**
+   * Ends the cycle: runs the actions registered with {@link #onEnd}, in the order they were
+   * registered, each once; a second call does nothing. Every action runs even when one throws;
+   * the first exception is rethrown afterwards with the later ones suppressed in it. Values a
+   * plugin published may not be readable afterwards (see {@link PrefixBlocks}).
+   */
+  public void end() {
+    if (ended) {
+      return;
+    }
+    ended = true;
+    RuntimeException failure = null;
+    Runnable first = endAction;
+    java.util.List<Runnable> more = moreEndActions;
+    endAction = null;
+    moreEndActions = null;
+    if (first != null) {
+      failure = runEndAction(first, null);
+    }
+    if (more != null) {
+      for (int i = 0; i < more.size(); i++) {
+        failure = runEndAction(more.get(i), failure);
+      }
+    }
+    if (failure != null) {
+      throw failure;
+    }
+  }
+
+  /** Whether {@link #end()} has been called. */
+  public boolean ended() {
+    return ended;
+  }
+
+  private static @Nullable RuntimeException runEndAction(Runnable action,
+      @Nullable RuntimeException failure) {
+    try {
+      action.run();
+    } catch (RuntimeException e) {
+      if (failure == null) {
+        return e;
+      }
+      failure.addSuppressed(e);
+    }
+    return failure;
   }
 }

@@ -13,9 +13,15 @@ import java.util.Objects;
  *
  * <p>The hashes depend on the block size, the model and any cache salt or tenant of the request,
  * none of which they reveal; they are meaningful only to a scorer configured with the same block
- * size in a router of the same pool. Implementations are immutable, so a listener may keep the
- * value after the cycle (a replication plugin queues it for its publisher instead of copying the
- * hashes on the routing thread).
+ * size in a router of the same pool.
+ *
+ * <p>The value published in a cycle is readable until the cycle ends ({@link CycleState#end()}):
+ * the scorer writes the hashes into an array its thread reuses for the next request, so that a
+ * route allocates nothing in proportion to the prompt. A plugin that keeps them past the cycle (a
+ * replication plugin queueing them for its publisher) keeps {@link #retained()}, which copies them
+ * only where they would not stay readable; reading the published value itself after the cycle
+ * throws {@link IllegalStateException}. Values made with {@link #of} are immutable and may be
+ * kept as they are.
  */
 public interface PrefixBlocks {
 
@@ -30,6 +36,15 @@ public interface PrefixBlocks {
 
   /** The chained hash of blocks {@code 0..i}. */
   long hash(int i);
+
+  /**
+   * The same hashes as a value that stays readable after the cycle: this one when it does (the
+   * default, right for an immutable implementation such as {@link #of}'s), else a copy. The
+   * prefix scorer's cycle-bound value copies its hashes here.
+   */
+  default PrefixBlocks retained() {
+    return this;
+  }
 
   /** A copy of the hashes. */
   default long[] toArray() {

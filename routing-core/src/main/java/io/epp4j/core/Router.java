@@ -311,6 +311,27 @@ public final class Router implements AutoCloseable {
           "pool is saturated and the request is sheddable (priority " + request.priority() + ")");
     }
     CycleState cycleState = new CycleState(now, tieBreaks.next());
+    try {
+      return runCycle(request, pool, active, candidates, cycleState, now);
+    } finally {
+      endCycle(cycleState);
+    }
+  }
+
+  /**
+   * Ends a cycle once its decision is made or has failed. An end action that throws does not
+   * undo the decision: it is reported and the decision returned.
+   */
+  private void endCycle(CycleState cycleState) {
+    try {
+      cycleState.end();
+    } catch (RuntimeException e) {
+      routerWarning.report("an end-of-cycle action failed: " + e.getClass().getName(), e);
+    }
+  }
+
+  private RoutingDecision runCycle(InferenceRequest request, PoolSnapshot pool,
+      ActiveConfig active, List<Candidate> candidates, CycleState cycleState, long now) {
     io.epp4j.api.RequestPreparer[] preparers = active.preparers;
     for (int i = 0; i < preparers.length; i++) {
       try {

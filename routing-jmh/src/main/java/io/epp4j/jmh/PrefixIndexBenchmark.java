@@ -125,6 +125,7 @@ public class PrefixIndexBenchmark {
     CycleState state = new CycleState(0, new SplittableRandom(1));
     java.util.Arrays.fill(scores, 0);
     scorer.score(requests[next++ & (PROMPTS - 1)], state, candidates, scores);
+    state.end(); // as the router does: the hash array goes back for the next cycle
     return scores;
   }
 
@@ -132,6 +133,7 @@ public class PrefixIndexBenchmark {
   public double[] hashOnly() {
     CycleState state = new CycleState(0, new SplittableRandom(1));
     emptyScorer.score(requests[next++ & (PROMPTS - 1)], state, oneCandidate, oneScore);
+    state.end();
     return oneScore;
   }
 
@@ -139,6 +141,7 @@ public class PrefixIndexBenchmark {
   public double[] hashOnlyChat() {
     CycleState state = new CycleState(0, new SplittableRandom(1));
     emptyScorer.score(chats[next++ & (PROMPTS - 1)], state, oneCandidate, oneScore);
+    state.end();
     return oneScore;
   }
 
@@ -152,6 +155,7 @@ public class PrefixIndexBenchmark {
     int i = next++ & (PROMPTS - 1);
     CycleState state = new CycleState(0, new SplittableRandom(1));
     scorer.afterRouting(requests[i], state, decisions[i]);
+    state.end();
     return state;
   }
 }

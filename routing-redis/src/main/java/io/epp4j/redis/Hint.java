@@ -5,9 +5,10 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * What one routed request taught: where its prompt went and where its session now lives. Made
- * on the routing thread, so it holds only what {@code afterRouting} already had (the block
- * hashes by reference: {@link PrefixBlocks} are immutable). It is also its own node in the
- * publish queue, so queueing allocates nothing more.
+ * on the routing thread from what {@code afterRouting} had: the block hashes as
+ * {@link PrefixBlocks#retained()} gives them (the prefix scorer's cycle-bound hashes copied,
+ * since they are readable only until the cycle ends). It is also its own node in the publish
+ * queue, so queueing allocates nothing more.
  */
 final class Hint {
   final long capturedNanos;

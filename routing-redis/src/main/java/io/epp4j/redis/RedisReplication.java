@@ -293,7 +293,9 @@ public final class RedisReplication implements Plugin, RequestListener {
   @Override
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     PrefixBlocks found = state.get(PrefixBlocks.KEY);
-    PrefixBlocks blocks = found != null && found.size() > 0 ? found : null;
+    // the cycle's hashes may be readable only until the cycle ends: the publisher gets a value
+    // that stays readable (the prefix scorer's hashes copied)
+    PrefixBlocks blocks = found != null && found.size() > 0 ? found.retained() : null;
     String key = request.sessionKey();
     // a longer session key is not shared: a route with nothing else to share queues nothing (it
     // used to queue a hint of no record, which took a place in the queue and, turned away by a

@@ -375,7 +375,7 @@ class ReplicationLogicTest {
    * The records of one batch: "key endpoint" of each session move, "endpoint requests" of each
    * in-flight figure.
    */
-  record BatchRecords(List<String> sessions, List<String> inFlight) {}
+  record BatchRecords(List<String> sessions, List<String> inFlight, List<long[]> prefixes) {}
 
   /** The records of every batch router {@code origin} wrote to the log, batch by batch. */
   static List<BatchRecords> batchesOf(InMemoryLog log, String origin) {
@@ -387,10 +387,13 @@ class ReplicationLogicTest {
         if (!h.origin().equals(origin)) {
           continue;
         }
-        BatchRecords records = new BatchRecords(new ArrayList<>(), new ArrayList<>());
+        BatchRecords records = new BatchRecords(new ArrayList<>(), new ArrayList<>(),
+            new ArrayList<>());
         HintCodec.records(in, h, new HintCodec.Visitor() {
           @Override
-          public void prefix(long at, String ep, int bs, long[] hashes) {}
+          public void prefix(long at, String ep, int bs, long[] hashes) {
+            records.prefixes().add(hashes.clone());
+          }
 
           @Override
           public void session(long at, String key, String ep) {

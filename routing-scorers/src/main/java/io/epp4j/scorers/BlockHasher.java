@@ -40,8 +40,9 @@ import org.jspecify.annotations.Nullable;
  * encoder, both of which the JDK implements with vector instructions (a character-by-character
  * loop costs ten times more). A chunk that lies wholly in one long string the JDK stores as
  * Latin-1 (a prompt, a system message, a document; see {@link Latin1}) is copied as its bytes
- * instead, which skips the widening and narrowing. A request allocates only its result array,
- * and about 90 bytes more for each such string's check.
+ * instead, which skips the widening and narrowing. The hashes of a cycle are written into an
+ * array the thread keeps from cycle to cycle (up to {@value #MAX_KEPT_HASHES} hashes, 128 KiB), so a
+ * routed request allocates no array for them; only about 90 bytes for each such string's check.
  */
 final class BlockHasher {
   private static final String UNIT_SEP = "\u001f";
@@ -62,8 +63,58 @@ final class BlockHasher {
    */
   static final AttributeKey<Shared> SHARED = AttributeKey.of("block-hashes", Shared.class);
 
-  /** A cycle's block hashes and the two settings that determine them besides the request. */
-  record Shared(int blockSizeTokens, int maxBlocks, long[] hashes) {}
+  /**
+   * Hash arrays a thread keeps for its next cycle at most this long (128 KiB): a prompt of more
+   * blocks gets an array of its own, as it would without the reuse.
+   */
+  static final int MAX_KEPT_HASHES = 16_384;
+  private static final long[] NO_HASHES = new long[0];
+
+  /**
+   * A cycle's block hashes and the two settings that determine them besides the request. When
+   * the cycle's state is ended ({@link CycleState#end()}) an array borrowed from the thread's
+   * scratch goes back to it for the thread's next cycle, and the hashes can no longer be read.
+   */
+  static final class Shared implements Runnable {
+    final int blockSizeTokens;
+    final int maxBlocks;
+    /** Hashes in the array; the array may be longer. */
+    final int size;
+    private final boolean borrowed;
+    private volatile long @Nullable [] hashes;
+
+    Shared(int blockSizeTokens, int maxBlocks, long[] hashes, int size, boolean borrowed) {
+      this.blockSizeTokens = blockSizeTokens;
+      this.maxBlocks = maxBlocks;
+      this.hashes = hashes;
+      this.size = size;
+      this.borrowed = borrowed;
+    }
+
+    /**
+     * The array the first {@link #size} hashes are in. Callers must not modify it.
+     *
+     * @throws IllegalStateException once the cycle has ended
+     */
+    long[] hashes() {
+      long[] a = hashes;
+      if (a == null) {
+        throw new IllegalStateException("the block hashes of a scheduling cycle were read after"
+            + " the cycle ended; a plugin that keeps them copies them (PrefixBlocks.toArray())");
+      }
+      return a;
+    }
+
+    /** The cycle ended: the hashes are gone, and a borrowed array goes back to the scratch. */
+    @Override
+    public void run() {
+      long[] a = hashes;
+      hashes = null;
+      if (borrowed && a != null) {
+        SCRATCH.get().giveBack(a);
+      }
+    }
+  }
 
   private final int blockSizeTokens;
   private final int blockChars;
@@ -81,26 +132,85 @@ final class BlockHasher {
 
   /**
    * The request's block hashes, taken from the cycle when a plugin with the same settings has
-   * computed them already, else computed and, if the cycle holds none yet, published there.
-   * Callers must not modify the array.
+   * computed them already, else computed and, if the cycle holds none yet, published there. The
+   * hashes published in a cycle are written into an array the thread reuses from cycle to cycle:
+   * it is taken back when the cycle ends, so nothing may read them after that.
    */
-  long[] hash(InferenceRequest request, CycleState state) {
+  Shared hash(InferenceRequest request, CycleState state) {
     Shared s = state.get(SHARED);
-    if (s != null && s.blockSizeTokens() == blockSizeTokens && s.maxBlocks() == maxBlocks) {
-      return s.hashes();
+    if (s != null && s.blockSizeTokens == blockSizeTokens && s.maxBlocks == maxBlocks) {
+      return s;
     }
-    long[] h = hash(request);
-    if (s == null) {
-      state.put(SHARED, new Shared(blockSizeTokens, maxBlocks, h));
+    int n = blocks(request);
+    if (s != null || state.ended() || n == 0 || n > MAX_KEPT_HASHES) {
+      long[] h = n == 0 ? NO_HASHES : fill(request, new long[n], n);
+      Shared own = new Shared(blockSizeTokens, maxBlocks, h, n, false);
+      if (s == null) {
+        state.put(SHARED, own);
+      }
+      return own;
     }
-    return h;
+    Scratch scratch = SCRATCH.get();
+    long[] buf = scratch.borrowHashes(n);
+    Shared own;
+    try {
+      fill(request, buf, n);
+      own = new Shared(blockSizeTokens, maxBlocks, buf, n, true);
+    } catch (RuntimeException | Error e) {
+      scratch.giveBack(buf);
+      throw e;
+    }
+    state.put(SHARED, own);
+    state.onEnd(own);
+    return own;
   }
 
   /** The request's block hashes (length = number of full blocks, capped at the maximum). */
   long[] hash(InferenceRequest request) {
+    int n = blocks(request);
+    return n == 0 ? NO_HASHES : fill(request, new long[n], n);
+  }
+
+  /**
+   * The request's block hashes into a scratch array, for a caller that is done with them before
+   * it returns; {@code use} gets the array and the number of hashes in it.
+   */
+  void withHashes(InferenceRequest request, java.util.function.ObjIntConsumer<long[]> use) {
+    int n = blocks(request);
+    if (n == 0) {
+      use.accept(NO_HASHES, 0);
+      return;
+    }
+    if (n > MAX_KEPT_HASHES) {
+      use.accept(fill(request, new long[n], n), n);
+      return;
+    }
+    Scratch scratch = SCRATCH.get();
+    long[] buf = scratch.borrowHashes(n);
+    try {
+      use.accept(fill(request, buf, n), n);
+    } finally {
+      scratch.giveBack(buf);
+    }
+  }
+
+  /** Full blocks of the request's prompt, capped at the maximum. */
+  private int blocks(InferenceRequest request) {
+    int[] tokens = request.tokenIds();
+    return tokens != null ? Math.min(maxBlocks, tokens.length / blockSizeTokens)
+        : (int) Math.min(maxBlocks, textLength(request) / blockChars);
+  }
+
+  /** Writes the first {@code n} block hashes into {@code out}; returns it. */
+  private long[] fill(InferenceRequest request, long[] out, int n) {
     long seed = namespace(request);
     int[] tokens = request.tokenIds();
-    return tokens != null ? hashTokens(seed, tokens) : hashText(seed, request);
+    if (tokens != null) {
+      hashTokens(seed, tokens, out, n);
+    } else {
+      hashText(seed, request, out, n);
+    }
+    return out;
   }
 
   /**
@@ -129,12 +239,7 @@ final class BlockHasher {
     return XXH3.hashLongIntToLong(h, flags);
   }
 
-  private long[] hashTokens(long seed, int[] tokens) {
-    int n = Math.min(maxBlocks, tokens.length / blockSizeTokens);
-    long[] out = new long[n];
-    if (n == 0) {
-      return out;
-    }
+  private void hashTokens(long seed, int[] tokens, long[] out, int n) {
     long h = seed;
     if (ShortXxh3.coversTokens(blockSizeTokens)) {
       int bs = blockSizeTokens;
@@ -142,7 +247,7 @@ final class BlockHasher {
         h = chain(h, ShortXxh3.hash(tokens, i * bs, bs));
         out[i] = h;
       }
-      return out;
+      return;
     }
     int blockBytes = 4 * blockSizeTokens;
     int perChunk = Math.max(1, CHUNK / blockBytes);
@@ -158,15 +263,9 @@ final class BlockHasher {
         out[first + i] = h;
       }
     }
-    return out;
   }
 
-  private long[] hashText(long seed, InferenceRequest request) {
-    int n = (int) Math.min(maxBlocks, textLength(request) / blockChars);
-    long[] out = new long[n];
-    if (n == 0) {
-      return out;
-    }
+  private void hashText(long seed, InferenceRequest request, long[] out, int n) {
     int bc = blockChars;
     int perChunk = Math.max(1, Math.min(Long.SIZE, CHUNK / bc));
     Scratch s = SCRATCH.get();
@@ -206,7 +305,6 @@ final class BlockHasher {
       }
     }
     text.clear();
-    return out;
   }
 
   /** Characters of the canonical text of a request. */
@@ -344,6 +442,30 @@ final class BlockHasher {
     byte[] wide = new byte[0];
     private CharBuffer charView = CharBuffer.wrap(chars);
     private ByteBuffer narrowView = ByteBuffer.wrap(narrow);
+    /** A hash array for the thread's next cycle, or {@code null} while one is lent out. */
+    private long @Nullable [] spareHashes;
+
+    /**
+     * An array of at least {@code n} hashes: the thread's spare when it is long enough (then no
+     * longer the spare until given back), else a new one with room to grow.
+     */
+    long[] borrowHashes(int n) {
+      long[] a = spareHashes;
+      if (a != null && a.length >= n) {
+        spareHashes = null;
+        return a;
+      }
+      int grown = a == null ? n : Math.max(n, Math.min(MAX_KEPT_HASHES, 2 * a.length));
+      return new long[grown];
+    }
+
+    /** Keeps {@code a} as the spare unless it is too long to keep or shorter than the spare. */
+    void giveBack(long[] a) {
+      long[] kept = spareHashes;
+      if (a.length <= MAX_KEPT_HASHES && (kept == null || kept.length < a.length)) {
+        spareHashes = a;
+      }
+    }
 
     byte[] bytes(int length) {
       if (bytes.length < length) {

@@ -141,8 +141,8 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
       return;
     }
     Lookup lookup = lookup(request, state);
-    long[] hashes = lookup.hashes;
-    int total = hashes.length;
+    long[] hashes = lookup.shared.hashes();
+    int total = lookup.shared.size;
     Slots sl = slots;
     if (sl.epoch != epoch.get()) {
       sl = Slots.EMPTY;
@@ -159,13 +159,13 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
         found = new int[n];
         FOUND.set(found);
       }
-      int foundCount = scoreByDirectory(dir, sl, candidates, hashes, scores, n, found);
+      int foundCount = scoreByDirectory(dir, sl, candidates, hashes, total, scores, n, found);
       lookup.slots = sl;
       lookup.candidates = candidates;
       // only the positions the directory named can have scored
       match = PrefixMatch.fromFound(total, blockSizeTokens, candidates, scores, found, foundCount);
     } else {
-      scoreByPosition(sl, candidates, hashes, scores, n, order);
+      scoreByPosition(sl, candidates, hashes, total, scores, n, order);
       // the counts are read back from the scores: no array per candidate while scoring
       match = PrefixMatch.fromScores(total, blockSizeTokens, candidates, scores);
     }
@@ -176,8 +176,7 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
 
   /** Scores the endpoints the directory names; returns how many it named, in {@code found}. */
   private int scoreByDirectory(HeadDirectory dir, Slots sl, List<Candidate> candidates,
-      long[] hashes, double[] scores, int n, int[] found) {
-    int total = hashes.length;
+      long[] hashes, int total, double[] scores, int n, int[] found) {
     Arrays.fill(scores, 0, n, 0.0);
     int k = dir.mayHold(hashes[0], found);
     for (int j = 0; j < k; j++) {
@@ -198,9 +197,8 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
     return k;
   }
 
-  private void scoreByPosition(Slots sl, List<Candidate> candidates, long[] hashes,
+  private void scoreByPosition(Slots sl, List<Candidate> candidates, long[] hashes, int total,
       double[] scores, int n, @Nullable Object order) {
-    int total = hashes.length;
     int misses = 0;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
@@ -262,10 +260,11 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
 
   /**
    * One cycle's hashes and, once scored, what each candidate matched. After routing, an endpoint
-   * whose match the lookup already touched needs only the rest of the chain recorded.
+   * whose match the lookup already touched needs only the rest of the chain recorded. Readable
+   * until the cycle ends (the hashes are in an array the thread reuses).
    */
   private static final class Lookup implements PrefixBlocks {
-    final long[] hashes;
+    final BlockHasher.Shared shared;
     final int blockSizeTokens;
     @Nullable PrefixMatch match;
     boolean touched;
@@ -273,8 +272,8 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
     @Nullable Slots slots;
     @Nullable List<Candidate> candidates;
 
-    Lookup(long[] hashes, int blockSizeTokens) {
-      this.hashes = hashes;
+    Lookup(BlockHasher.Shared shared, int blockSizeTokens) {
+      this.shared = shared;
       this.blockSizeTokens = blockSizeTokens;
     }
 
@@ -285,17 +284,25 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
 
     @Override
     public int size() {
-      return hashes.length;
+      return shared.size;
     }
 
     @Override
     public long hash(int i) {
-      return hashes[i];
+      long[] a = shared.hashes();
+      java.util.Objects.checkIndex(i, shared.size);
+      return a[i];
     }
 
     @Override
     public long[] toArray() {
-      return hashes.clone();
+      return Arrays.copyOf(shared.hashes(), shared.size);
+    }
+
+    /** The hashes live in an array the thread reuses after the cycle: a copy. */
+    @Override
+    public PrefixBlocks retained() {
+      return PrefixBlocks.of(blockSizeTokens, toArray());
     }
 
     /** Blocks already present and refreshed on {@code endpointId} by this cycle's lookup. */
@@ -426,7 +433,7 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
   public void afterRouting(InferenceRequest request, CycleState state, RoutingDecision decision) {
     expireDepartedIfDue();
     Lookup lookup = lookup(request, state);
-    if (lookup.hashes.length == 0) {
+    if (lookup.shared.size == 0) {
       return;
     }
     Endpoint primary = decision.primary();
@@ -449,18 +456,19 @@ public final class PrefixCacheScorer implements PrefixHitsProducer, RequestListe
     if (b == null) {
       return;
     }
-    long[] hashes = hasher.hash(request);
-    if (hashes.length > 0) {
-      b.record(hashes, hashes.length);
-    }
+    hasher.withHashes(request, (hashes, n) -> {
+      if (n > 0) {
+        b.record(hashes, n);
+      }
+    });
   }
 
   private void record(String endpointId, Lookup lookup) {
     EndpointBlocks b = endpoints.get(endpointId);
     if (b != null) {
       tuneUnscored(b, endpointId, lookup);
-      long[] hashes = lookup.hashes;
-      b.recordAfterMatch(hashes, hashes.length, lookup.touchedPrefix(endpointId));
+      b.recordAfterMatch(lookup.shared.hashes(), lookup.shared.size,
+          lookup.touchedPrefix(endpointId));
     }
   }
 
