@@ -73,6 +73,8 @@ final class DecisionTap {
   private long declaredLength = -1;
   private long bytesSeen;
   private volatile boolean declaredLengthSeen;
+  // a server-sent answer's data: [DONE] line (with its line end) was handed to the writer
+  private volatile boolean doneSeen;
 
   DecisionTap(ServerHttpResponse response, RoutingDecision decision) {
     this(response, decision, Duration.ofMinutes(10), () -> true);
@@ -216,15 +218,23 @@ final class DecisionTap {
         .onErrorResume(e -> wholeAnswerSeen(), e -> Flux.empty())
         .doOnComplete(ended)
         .doOnError(decision::onFailure)
-        // a client that read the whole answer may close before the body's end reaches here (curl
-        // hangs up once it has the Content-Length's bytes): the replica served it all
-        .doOnCancel(() -> {
-          if (declaredLengthSeen) {
-            finished();
-          } else {
-            decision.onFailure(new CancellationException("client went away"));
-          }
-        });
+        .doOnCancel(this::clientLeft);
+  }
+
+  /**
+   * The client went away before the end of the replica's body reached the gateway: completion
+   * when the answer was whole by then, else failure. A client that read the whole answer may close
+   * before the body's end arrives: curl hangs up once it has the Content-Length's bytes, a
+   * streaming client once it has {@code data: [DONE]}, while the replica's chunked body has yet
+   * to end. The replica served it all; the answer counts as whole once its last bytes were
+   * handed to the writer.
+   */
+  void clientLeft() {
+    if (declaredLengthSeen || doneSeen) {
+      finished();
+    } else {
+      decision.onFailure(new CancellationException("client went away"));
+    }
   }
 
   /**
@@ -271,6 +281,9 @@ final class DecisionTap {
       while (it.hasNext()) {
         u.feed(it.next());
       }
+    }
+    if (!doneSeen && u.sawDone()) {
+      doneSeen = true;
     }
   }
 

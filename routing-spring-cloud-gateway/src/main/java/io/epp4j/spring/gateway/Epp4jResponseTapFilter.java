@@ -1,6 +1,5 @@
 package io.epp4j.spring.gateway;
 
-import java.util.concurrent.CancellationException;
 import org.reactivestreams.Publisher;
 import org.springframework.cloud.gateway.filter.GatewayFilterChain;
 import org.springframework.cloud.gateway.filter.GlobalFilter;
@@ -72,10 +71,12 @@ public class Epp4jResponseTapFilter implements GlobalFilter, Ordered {
             tap.decision().onFailure(e);
           }
         })
+        // the client went away; one that hung up once it had the whole answer (its
+        // Content-Length's bytes, a stream's data: [DONE]) was served
         .doOnCancel(() -> {
           DecisionTap tap = exchange.getAttribute(DecisionTap.ATTRIBUTE);
           if (tap != null) {
-            tap.decision().onFailure(new CancellationException("client went away"));
+            tap.clientLeft();
           }
         })
         // the exchange is over: its decision is finished (a websocket session's has a timer of

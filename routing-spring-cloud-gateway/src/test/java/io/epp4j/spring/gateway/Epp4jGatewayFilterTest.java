@@ -301,6 +301,47 @@ class Epp4jGatewayFilterTest {
   }
 
   /**
+   * A streaming client stops reading at {@code data: [DONE]} and may hang up before the end of
+   * the replica's chunked body reaches the gateway: the replica served the whole stream and the
+   * client got all of it, so the decision completes with the stream's usage.
+   */
+  @Test
+  void aStreamingClientThatHangsUpRightAfterDataDoneCompletesItsDecision() throws Exception {
+    CountDownLatch hold = new CountDownLatch(1);
+    A.holdAfterDone.set(hold);
+    B.holdAfterDone.set(hold);
+    int failuresBefore = outcomes.failures.get();
+    int completedBefore = outcomes.completed.size();
+    byte[] body = ("{\"model\":\"m\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        + "\"prompt\":\"hang up at done\"}").getBytes(StandardCharsets.UTF_8);
+    try {
+      try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
+        s.setSoTimeout(10_000);
+        writePost(s.getOutputStream(), "/v1/completions", body);
+        BufferedReader in = asciiReader(s);
+        assertThat(in.readLine()).startsWith("HTTP/1.1 200");
+        boolean done = false;
+        for (String line; !done && (line = in.readLine()) != null; ) {
+          done = line.equals("data: [DONE]");
+        }
+        assertThat(done).as("the stream reached data: [DONE]").isTrue();
+        // the replica holds the end of its body: the gateway is still relaying the stream
+        assertThat(inFlight()).isEqualTo(1);
+      } // hangs up, as a client that has its [DONE] does
+      awaitNoneInFlight();
+    } finally {
+      hold.countDown();
+      A.holdAfterDone.set(new CountDownLatch(0));
+      B.holdAfterDone.set(new CountDownLatch(0));
+    }
+    await(() -> outcomes.completed.size() + outcomes.failures.get()
+        > completedBefore + failuresBefore);
+    assertThat(outcomes.failures.get()).isEqualTo(failuresBefore);
+    assertThat(outcomes.completed).hasSize(completedBefore + 1);
+    assertThat(outcomes.completed.get(completedBefore).completionTokens()).isEqualTo(2);
+  }
+
+  /**
    * A client that asks before it sends its body ({@code Expect: 100-continue}, as curl does for
    * large bodies) gets the interim 100, and its body is routed and served.
    */

@@ -49,6 +49,12 @@ final class StandInReplica implements AutoCloseable {
    */
   final AtomicInteger breakOffNext = new AtomicInteger();
   volatile boolean breakOffAfterDone;
+  /**
+   * Waited for after {@code data: [DONE]} is flushed, before the chunked body is ended: the
+   * client has the whole stream while the gateway still waits for the end of the replica's body.
+   */
+  final AtomicReference<CountDownLatch> holdAfterDone =
+      new AtomicReference<>(new CountDownLatch(0));
   private final HttpServer server;
   private final ExecutorService executor = Executors.newCachedThreadPool();
 
@@ -173,6 +179,9 @@ final class StandInReplica implements AutoCloseable {
         step("[DONE] flushed");
         if (breakOff) {
           throw new BrokeOff();
+        }
+        if (!holdAfterDone.get().await(10, TimeUnit.SECONDS)) {
+          step("held after [DONE] too long");
         }
       } catch (IOException clientGone) {
         step("client gone: " + clientGone);
