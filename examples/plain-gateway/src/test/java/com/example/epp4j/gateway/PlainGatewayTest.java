@@ -1291,6 +1291,48 @@ class PlainGatewayTest {
     assertThat(outcomes.failures).hasSize(1);
   }
 
+  /**
+   * A compressed body is no JSON the router can read: it is refused as the Spring Cloud Gateway
+   * filter refuses it, 415 naming {@code Content-Encoding} and the coding, with
+   * {@code Accept-Encoding: identity}, before routing, not as a 400 about the bytes; the
+   * connection serves the client's next request.
+   */
+  @Test
+  void aCompressedBodyIsA415NamingContentEncodingAndIsNotRouted() throws Exception {
+    StandInVllm replica = standIn();
+    startGateway(outcomes, at(replica.port()));
+    byte[] json = completion("compressed").getBytes(StandardCharsets.UTF_8);
+    java.io.ByteArrayOutputStream zipped = new java.io.ByteArrayOutputStream();
+    try (java.util.zip.GZIPOutputStream gz = new java.util.zip.GZIPOutputStream(zipped)) {
+      gz.write(json);
+    }
+    HttpResponse<String> r = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(DEADLINE).header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .POST(HttpRequest.BodyPublishers.ofByteArray(zipped.toByteArray())).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(r.statusCode()).isEqualTo(415);
+    JsonNode error = JSON.readTree(r.body()).path("error");
+    assertThat(error.path("type").asText()).isEqualTo("unsupported_content_encoding");
+    assertThat(error.path("code").asInt()).isEqualTo(415);
+    assertThat(error.path("message").asText()).contains("Content-Encoding", "gzip");
+    assertThat(r.headers().firstValue("accept-encoding")).hasValue("identity");
+    assertThat(r.headers().firstValue("x-gateway-destination-endpoint")).isEmpty();
+    assertThat(replica.finishedRequests() + replica.abortedRequests()).isZero();
+    assertThat(outcomes.completions).isEmpty();
+    assertThat(outcomes.failures).isEmpty();
+    assertThat(inFlight()).isZero();
+
+    // identity is no coding: such a body is routed as any other
+    HttpResponse<String> identity = client.send(HttpRequest.newBuilder(uri("/v1/completions"))
+        .timeout(DEADLINE).header("content-type", "application/json")
+        .header("content-encoding", "identity")
+        .POST(HttpRequest.BodyPublishers.ofByteArray(json)).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(identity.statusCode()).isEqualTo(200);
+    await("the identity request completes", () -> outcomes.completions.size() == 1);
+  }
+
   @Test
   void aBodyAboveTheLimitIsA413BeforeItIsReadWhole() throws Exception {
     StandInVllm replica = standIn();
