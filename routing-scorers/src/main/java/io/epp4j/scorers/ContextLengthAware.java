@@ -87,18 +87,36 @@ final class ContextLengthAware implements Scorer, Filter {
     return MAX_FALLBACK_SCORE / (1.0 + distance / 1000.0);
   }
 
-  /** {@code "min-max"} as two integers with min ≤ max, or null when the text is not one. */
+  /**
+   * {@code "min-max"} as two integers in ASCII digits with min ≤ max, or null when the text is not
+   * one. Long.parseLong alone also reads other scripts' digits ({@code "٠-٢٠٤٨"}), which
+   * upstream's Atoi refuses, and a leading {@code +}, which a Kubernetes label value cannot hold.
+   */
   static long @org.jspecify.annotations.Nullable [] range(String text) {
     String[] parts = text.split("-", -1);
     if (parts.length != 2) {
       return null;
     }
+    long min = tokenCount(parts[0].strip());
+    long max = tokenCount(parts[1].strip());
+    return min >= 0 && max >= 0 && min <= max ? new long[] {min, max} : null;
+  }
+
+  /** A count written in ASCII digits only, or -1 for anything else (or one beyond a long). */
+  private static long tokenCount(String s) {
+    if (s.isEmpty()) {
+      return -1;
+    }
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c < '0' || c > '9') {
+        return -1;
+      }
+    }
     try {
-      long min = Long.parseLong(parts[0].strip());
-      long max = Long.parseLong(parts[1].strip());
-      return min <= max ? new long[] {min, max} : null;
-    } catch (NumberFormatException e) {
-      return null;
+      return Long.parseLong(s);
+    } catch (NumberFormatException tooLarge) {
+      return -1;
     }
   }
 

@@ -74,6 +74,29 @@ class ContextLengthAwareTest {
     }
   }
 
+  /**
+   * A range is ASCII digits: other scripts' digits (Arabic-Indic, full-width) and a sign make a
+   * label that is not a range, as upstream's reading refuses them, so the filter drops it rather
+   * than reading {@code "٠-٢٠٤٨"} as 0-2048.
+   */
+  @Test
+  void aRangeInOtherDigitsOrWithASignIsNoRange() {
+    assertThat(ContextLengthAware.range("\u0660-\u0662\u0660\u0664\u0668")).isNull();
+    assertThat(ContextLengthAware.range("\uFF10-\uFF12\uFF10\uFF14\uFF18")).isNull();
+    assertThat(ContextLengthAware.range("0-2\u0660\u0664\u0668")).isNull();
+    assertThat(ContextLengthAware.range("+0-2048")).isNull();
+    assertThat(ContextLengthAware.range("0-+2048")).isNull();
+    assertThat(ContextLengthAware.range("0-99999999999999999999")).isNull();
+    List<Endpoint> pool = List.of(
+        Endpoint.of("10.0.0.1", 8000, Map.of(LABEL, "\u0660-\u0662\u0660\u0664\u0668")),
+        Endpoint.of("10.0.0.4", 8000));
+    try (Router r = Router.builder().endpoints(pool).configYaml(yaml(true), "c.yaml").build()) {
+      for (int i = 0; i < 5; i++) {
+        assertThat(r.route(tokens(500)).primary().id()).isEqualTo("10.0.0.4:8000");
+      }
+    }
+  }
+
   @Test
   void aParameterThatWouldChangeTheLengthIsRefusedByName() {
     String yaml = yaml(false).replace("{enableFiltering: false}",
