@@ -251,8 +251,17 @@ abstract class ConsistentHashPicker implements Picker, PoolListener {
     if (w == null) {
       return 1;
     }
+    String digits = w.trim();
+    // ASCII digits only: Integer.parseInt alone also reads other scripts' digits ("٣", "３")
+    // and a sign, and such a label is not the integer the weight label is documented to hold
+    for (int i = 0; i < digits.length(); i++) {
+      char c = digits.charAt(i);
+      if (c < '0' || c > '9') {
+        return 1;
+      }
+    }
     try {
-      int v = Integer.parseInt(w.trim());
+      int v = Integer.parseInt(digits);
       // any weight Envoy takes for one endpoint that an int holds; the sums are longs and the
       // ring's size is bounded by maximumRingSize whatever the spread
       return v >= 1 ? v : 1;

@@ -49,4 +49,23 @@ class ConsistentHashWeightTest {
     assertThat(ConsistentHashPicker.weight(Endpoint.parse("10.6.0.1:8000"))).isEqualTo(1);
     assertThat(ConsistentHashPicker.weight(weighted("10.6.0.1:8000", 0))).isEqualTo(1);
   }
+
+  /**
+   * The weight is an integer in ASCII digits; Arabic-Indic or full-width digits and a sign are not
+   * one, and count as the default 1, as any other label that is not a weight.
+   */
+  @Test
+  void aWeightInOtherDigitsOrWithASignCountsAsOne() {
+    assertThat(weight("\u0663")).isEqualTo(1);
+    assertThat(weight("\u0663\u0660\u0660\u0660\u0660\u0660\u0660")).isEqualTo(1);
+    assertThat(weight("\uFF13")).isEqualTo(1);
+    assertThat(weight("+3")).isEqualTo(1);
+    assertThat(weight(" 3 ")).isEqualTo(3);
+    assertThat(weight("3")).isEqualTo(3);
+  }
+
+  private static int weight(String label) {
+    return ConsistentHashPicker.weight(Endpoint.parse("10.6.0.1:8000",
+        java.util.Map.of(ConsistentHashPicker.WEIGHT_LABEL, label)));
+  }
 }
