@@ -96,15 +96,33 @@ public final class Parameters {
         && Math.abs(n.doubleValue()) < 9.0e15) {
       return (long) n.doubleValue();
     }
-    if (v instanceof String s) {
+    if (v instanceof String s && isInteger(s.trim())) {
       try {
         return Long.parseLong(s.trim());
       } catch (NumberFormatException e) {
-        // fall through
+        refuse(name, "is too large: " + s.trim());
+        return defaultValue;
       }
     }
     refuse(name, "must be an integer, got '" + v + "'");
     return defaultValue;
+  }
+
+  /**
+   * An optional sign and ASCII digits, as YAML and JSON write an integer: Long.parseLong alone
+   * also reads other scripts' digits (Arabic-Indic {@code ٣}, full-width {@code ３}).
+   */
+  private static boolean isInteger(String s) {
+    int from = s.startsWith("+") || s.startsWith("-") ? 1 : 0;
+    if (s.length() == from) {
+      return false;
+    }
+    for (int i = from; i < s.length(); i++) {
+      if (!isDigit(s.charAt(i))) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /**

@@ -72,6 +72,34 @@ class ParametersTest {
     }
   }
   /**
+   * An integer given as text is ASCII digits after an optional sign, as YAML or JSON writes one:
+   * Long.parseLong read Arabic-Indic ({@code ٣}) and full-width ({@code ３}) digits, so a file
+   * holding them loaded with a value no reader of it would see. One beyond a long is too large.
+   */
+  @Test
+  void anIntegerAsTextIsAsciiDigitsOrAnErrorNamingTheParameter() {
+    for (String ok : List.of("3", " 42 ", "+4", "-5", "007")) {
+      Parameters p = Parameters.of(Map.of("n", ok));
+      assertThat(p.getLong("n", -9)).as(ok).isEqualTo(Long.parseLong(ok.trim()));
+      assertThat(p.errors()).as(ok).isEmpty();
+    }
+    for (String bad : List.of("\u0663", "\u0661\u0660\u0662\u0664", "\uFF13", "1\u0663",
+        "\u0966", "+", "-", "", "1e3", "3.0")) {
+      Parameters p = Parameters.of(Map.of("n", bad));
+      assertThat(p.getLong("n", 7)).as(bad).isEqualTo(7);
+      assertThat(p.errors()).as(bad).singleElement()
+          .isEqualTo("parameter 'n' must be an integer, got '" + bad + "'");
+    }
+    Parameters arabic = Parameters.of(Map.of("n", "\u0663"));
+    assertThat(arabic.getInt("n", 1, 1, 10)).isEqualTo(1);
+    assertThat(arabic.errors()).singleElement().satisfies(e -> assertThat(e)
+        .startsWith("parameter 'n' must be an integer"));
+    Parameters huge = Parameters.of(Map.of("n", "99999999999999999999"));
+    assertThat(huge.getLong("n", 7)).isEqualTo(7);
+    assertThat(huge.errors()).containsExactly("parameter 'n' is too large: 99999999999999999999");
+  }
+
+  /**
    * A number beyond a double's range (YAML's 1e400, the same as text, a huge integer turned into
    * a double) read as Infinity and was taken: a weight or threshold of Infinity. Upstream's JSON
    * decoding refuses such a number; it is refused here too, naming the parameter.
