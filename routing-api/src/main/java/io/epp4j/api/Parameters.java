@@ -176,10 +176,13 @@ public final class Parameters {
     if (v instanceof Boolean b) {
       return b;
     }
-    if ("true".equalsIgnoreCase(String.valueOf(v))) {
+    // compared in lower case rather than with equalsIgnoreCase, which takes the long s (ſ) for
+    // an s and would read "falſe" as false
+    String text = String.valueOf(v).toLowerCase(java.util.Locale.ROOT);
+    if (text.equals("true")) {
       return true;
     }
-    if ("false".equalsIgnoreCase(String.valueOf(v))) {
+    if (text.equals("false")) {
       return false;
     }
     refuse(name, "must be true or false, got '" + v + "'");

@@ -100,6 +100,30 @@ class ParametersTest {
   }
 
   /**
+   * {@code true} and {@code false} in any ASCII case; a letter that only case-folds to one of
+   * theirs (the long s, {@code ſ}, folds to S) makes another word, which is an error.
+   */
+  @Test
+  void aBooleanAsTextIsTrueOrFalseInAsciiLettersOnly() {
+    for (String yes : List.of("true", "TRUE", "True")) {
+      Parameters p = Parameters.of(Map.of("b", yes));
+      assertThat(p.getBoolean("b", false)).as(yes).isTrue();
+      assertThat(p.errors()).as(yes).isEmpty();
+    }
+    for (String no : List.of("false", "FALSE", "False")) {
+      Parameters p = Parameters.of(Map.of("b", no));
+      assertThat(p.getBoolean("b", true)).as(no).isFalse();
+      assertThat(p.errors()).as(no).isEmpty();
+    }
+    for (String bad : List.of("fal\u017Fe", "FAL\u017FE", "yes", "1")) {
+      Parameters p = Parameters.of(Map.of("b", bad));
+      assertThat(p.getBoolean("b", true)).as(bad).isTrue();
+      assertThat(p.errors()).as(bad).singleElement()
+          .isEqualTo("parameter 'b' must be true or false, got '" + bad + "'");
+    }
+  }
+
+  /**
    * A number beyond a double's range (YAML's 1e400, the same as text, a huge integer turned into
    * a double) read as Infinity and was taken: a weight or threshold of Infinity. Upstream's JSON
    * decoding refuses such a number; it is refused here too, naming the parameter.
