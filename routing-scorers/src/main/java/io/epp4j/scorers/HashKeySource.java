@@ -41,10 +41,36 @@ final class HashKeySource {
     HashKeySource s = parse(v.trim());
     if (s == null) {
       p.error(param, "must be session, header:<name>, cookie:<name>, query:<name> or source-ip,"
-          + " got '" + v + "'");
+          + " got '" + v + "'" + nameRule(v.trim()));
       return SESSION;
     }
     return s;
+  }
+
+  /**
+   * What a name after {@code header:}, {@code cookie:} or {@code query:} may hold, for the error
+   * about one that breaks it; empty for any other value.
+   */
+  private static String nameRule(String v) {
+    int colon = v.indexOf(':');
+    String prefix = colon < 0 ? "" : v.substring(0, colon);
+    String name = colon < 0 ? "" : v.substring(colon + 1).trim();
+    if (name.isEmpty()) {
+      return "";
+    }
+    switch (prefix) {
+      case "header":
+        return ": a header name is letters, digits and !#$%&'*+-.^_`|~ (after a ':' for a"
+            + " pseudo-header), so no request would carry '" + name + "'";
+      case "cookie":
+        return ": a cookie name is letters, digits and !#$%&'*+-.^_`|~, so no cookie would be"
+            + " named '" + name + "'";
+      case "query":
+        return ": a query parameter's name holds no '&', '=' or '#', so no query would name '"
+            + name + "'";
+      default:
+        return "";
+    }
   }
 
   static @Nullable HashKeySource parse(String v) {
@@ -63,16 +89,36 @@ final class HashKeySource {
     if (name.isEmpty()) {
       return null;
     }
+    // a name no request can carry (a blank inside, a separator) would leave every request
+    // without a key, each then hashed at random: refused instead
     switch (prefix) {
       case "header":
-        return new HashKeySource(Kind.HEADER, name.toLowerCase(java.util.Locale.ROOT));
+        return isToken(name, name.startsWith(":") ? 1 : 0)
+            ? new HashKeySource(Kind.HEADER, name.toLowerCase(java.util.Locale.ROOT)) : null;
       case "cookie":
-        return new HashKeySource(Kind.COOKIE, name);
+        return isToken(name, 0) ? new HashKeySource(Kind.COOKIE, name) : null;
       case "query":
-        return new HashKeySource(Kind.QUERY, name);
+        return name.indexOf('&') < 0 && name.indexOf('=') < 0 && name.indexOf('#') < 0
+            ? new HashKeySource(Kind.QUERY, name) : null;
       default:
         return null;
     }
+  }
+
+  /** Whether {@code s} from {@code from} on is an HTTP token (RFC 9110), at least one char. */
+  private static boolean isToken(String s, int from) {
+    if (s.length() <= from) {
+      return false;
+    }
+    for (int i = from; i < s.length(); i++) {
+      char c = s.charAt(i);
+      boolean ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+          || "!#$%&'*+-.^_`|~".indexOf(c) >= 0;
+      if (!ok) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** The key of a request, or {@code null} when the request does not carry one. */

@@ -3,6 +3,7 @@ package io.epp4j.scorers;
 import static io.epp4j.scorers.TestCandidates.cand;
 import static io.epp4j.scorers.TestCandidates.state;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.epp4j.api.Candidate;
 import io.epp4j.api.CycleState;
@@ -303,6 +304,39 @@ class ConsistentHashPickerTest {
       RingHashPicker p = RingHashPicker.create(hashOn, 1024, 8_388_608, 0, 1);
       assertThat(p.pick(r, state(), hosts, zeros(5)).get(0)).as(hashOn).isSameAs(expected);
     }
+  }
+
+  /**
+   * A key name no request can carry (a blank inside a header or cookie name, a separator in a
+   * query name) left every request without a key, each hashed at random, so nothing stuck; it is
+   * refused naming the parameter. A pseudo-header (:authority) is a header name.
+   */
+  @Test
+  void aKeyNameNoRequestCanCarryIsRefusedNamingTheParameter() {
+    for (String bad : List.of("header:x user", "header:x-user;", "header:x:y", "cookie:s id",
+        "cookie:sid=1", "query:user=u1", "query:a&b")) {
+      String yaml = """
+          plugins:
+          - {type: ring-hash-picker, parameters: {hashOn: '%s'}}
+          - {type: session-affinity-scorer, name: s, parameters: {sessionKeyFrom: '%s'}}
+          schedulingProfiles:
+          - name: default
+            plugins: [{pluginRef: ring-hash-picker}, {pluginRef: s}]
+          """.formatted(bad, bad);
+      assertThatThrownBy(() -> io.epp4j.core.Router.builder().configYaml(yaml, "c.yaml").build())
+          .as(bad).isInstanceOf(io.epp4j.core.ConfigException.class)
+          .hasMessageContaining("parameter 'hashOn' must be session")
+          .hasMessageContaining("parameter 'sessionKeyFrom' must be session")
+          .hasMessageContaining("got '" + bad + "'");
+      assertThatThrownBy(() -> RingHashPicker.create(bad, 1024, 8_388_608, 0, 1)).as(bad)
+          .isInstanceOf(IllegalArgumentException.class);
+    }
+    List<Candidate> hosts = TestCandidates.pool(5);
+    InferenceRequest r = InferenceRequest.builder().model("m").prompt("p")
+        .headers(Map.of(":authority", "u1")).build();
+    Candidate expected = hosts.get(naiveRingHost(hosts, 1024, Xxh64.hash("u1", 0)));
+    RingHashPicker p = RingHashPicker.create("header::authority", 1024, 8_388_608, 0, 1);
+    assertThat(p.pick(r, state(), hosts, zeros(5)).get(0)).isSameAs(expected);
   }
 
   @Test
