@@ -103,14 +103,21 @@ final class EndpointAttributes {
     }
   }
 
-  /** A number field of a nested object: its value, {@code dflt} when absent, or null on error. */
+  /**
+   * A number field of a nested object: its value, {@code dflt} when absent, or null on error. Read
+   * as any number parameter is, so a number in quotes ({@code value: '5'}) is that number here
+   * too, and NaN, infinities and text that is no decimal number are refused.
+   */
   static @Nullable Double number(Parameters p, String where, @Nullable Object v, double dflt) {
     if (v == null) {
       return dflt;
     }
-    if (v instanceof Number n && !Double.isNaN(n.doubleValue())
-        && !Double.isInfinite(n.doubleValue())) {
-      return n.doubleValue();
+    if (v instanceof Number || v instanceof String) {
+      Parameters one = Parameters.of(Map.of(where, v));
+      double d = one.getDouble(where, Double.NaN);
+      if (one.errors().isEmpty()) {
+        return d;
+      }
     }
     p.error(where, "must be a number, got " + (v instanceof Map ? "an object"
         : v instanceof List ? "a list" : "'" + v + "'"));

@@ -99,6 +99,26 @@ class EndpointAttributePluginsTest {
     assertThat(kept(filterParams("NotEqual", 5))).containsExactly("1", "3", "4");
   }
 
+  /**
+   * A number in quotes is that number, as in every number parameter (docs/plugins.md, upstream
+   * compatibility); the threshold's {@code value: '5'} was refused as no number. Quoted text that
+   * is no decimal number, NaN among it, is still refused naming the field.
+   */
+  @Test
+  void aQuotedThresholdIsTheNumberItSpells() {
+    Map<String, Object> p = filterParams("LessThan", 0);
+    p.put("algorithm", Map.of("type", "threshold",
+        "threshold", Map.of("operator", "LessThan", "value", "5")));
+    assertThat(kept(p)).containsExactly("1", "4");
+    for (Object bad : List.<Object>of("five", "NaN", "5d", Double.NaN)) {
+      p.put("algorithm", Map.of("type", "threshold",
+          "threshold", Map.of("operator", "LessThan", "value", bad)));
+      assertThat(create(new EndpointAttributeFilter.Provider(), p).errors()).as("%s", bad)
+          .singleElement().satisfies(e -> assertThat(e)
+              .startsWith("parameter 'algorithm.threshold.value' must be a number"));
+    }
+  }
+
   @Test
   void onMissingFailDropsEndpointsWithoutTheAttribute() {
     Map<String, Object> p = filterParams("LessThan", 5);
