@@ -13,9 +13,10 @@ import org.jspecify.annotations.Nullable;
  * <ul>
  *   <li>Fixed pool of blocks of {@code blockSize} tokens; only full blocks are cached, keyed by
  *       the chained hash of their tokens.</li>
- *   <li>Blocks are reference-counted; a block whose count drops to zero goes to the tail of a free
- *       queue but keeps its hash, so it can still be hit until it is handed out again (that is
- *       an eviction).</li>
+ *   <li>Blocks are reference-counted; a cached block whose count drops to zero goes to the tail
+ *       of a free queue but keeps its hash, so it can still be hit until it is handed out again
+ *       (that is an eviction); a block without a hash goes to the head, to be handed out
+ *       first.</li>
  *   <li>A request's blocks are freed tail first, so under pressure the end of a prefix is lost
  *       before its start.</li>
  *   <li>A lookup hits at most {@code numTokens - 1} tokens: the last token is always
@@ -211,12 +212,24 @@ final class KvCache {
     r.numCachedBlocks = Math.max(r.numCachedBlocks, full);
   }
 
-  /** Releases every block of {@code r}, tail first, and forgets its progress in the cache. */
+  /**
+   * Releases every block of {@code r}, tail first, and forgets its progress in the cache. As
+   * vLLM's {@code BlockPool.free_blocks}: a block in the prefix cache goes to the back of the free
+   * queue, to be evicted last, while a block without a hash (never filled, so no request can hit
+   * it) goes to the front and is handed out before any cached block.
+   */
   void free(SimRequest r) {
+    int lastFront = NONE;
     for (int i = r.numBlocks - 1; i >= 0; i--) {
       int id = r.blocks[i];
       if (--refCount[id] == 0) {
-        appendFree(id);
+        if (hashed[id]) {
+          appendFree(id);
+        } else {
+          // the unhashed blocks keep their tail-first order at the front of the queue
+          insertFreeAfter(lastFront, id);
+          lastFront = id;
+        }
       } else if (refCount[id] < 0) {
         throw new IllegalStateException("block " + id + " freed twice");
       }
@@ -308,6 +321,24 @@ final class KvCache {
       next[tail] = id;
     }
     tail = id;
+    freeCount++;
+  }
+
+  /** Links {@code id} into the free queue right after {@code prevId}, or first when NONE. */
+  private void insertFreeAfter(int prevId, int id) {
+    int n = prevId == NONE ? head : next[prevId];
+    prev[id] = prevId;
+    next[id] = n;
+    if (prevId == NONE) {
+      head = id;
+    } else {
+      next[prevId] = id;
+    }
+    if (n == NONE) {
+      tail = id;
+    } else {
+      prev[n] = id;
+    }
     freeCount++;
   }
 

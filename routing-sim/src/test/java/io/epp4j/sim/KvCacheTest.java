@@ -103,6 +103,26 @@ class KvCacheTest {
   }
 
   @Test
+  void aFreedBlockWithoutAHashIsHandedOutBeforeAnyCachedBlock() {
+    KvCache kv = new KvCache(4, 16);
+    int[] p = tokens(1, 32);
+    SimRequest a = request("a", p, 1);
+    prefill(kv, a); // two full blocks, both cached
+    kv.free(a);
+    // b takes the two never-used blocks: one it fills (cached), one it leaves partly empty
+    SimRequest b = request("b", tokens(1_000, 20), 1);
+    prefill(kv, b);
+    kv.free(b);
+    // every block is free; the only one no request could hit is b's partial block, so that is
+    // the one a new request gets, and a's prefix stays whole
+    SimRequest c = request("c", tokens(5_000, 10), 1);
+    assertThat(kv.allocateForAdmission(c, 0, 10)).isTrue();
+    assertThat(c.blocks[0]).isEqualTo(b.blocks[1]);
+    assertThat(kv.evictions()).isZero();
+    assertThat(kv.cachedPrefixBlocks(request("d", concat(p, tokens(77, 1)), 1))).isEqualTo(2);
+  }
+
+  @Test
   void admissionCountsCachedButFreeHitBlocksAgainstTheFreeSpace() {
     KvCache kv = new KvCache(4, 16);
     int[] p = tokens(1, 48);
