@@ -181,11 +181,14 @@ final class KvCache {
   }
 
   /**
-   * Registers the request's blocks that are now full of computed tokens in the prefix cache. A
-   * block whose hash another block already holds (computed concurrently) stays uncached.
+   * Registers in the prefix cache the request's blocks that its first {@code numTokens} tokens
+   * fill (at most its known tokens). The scheduler calls it for the tokens a step will have
+   * computed when it plans the step, as vLLM's {@code allocate_slots} does, so that requests
+   * planned later in that step can already hit them. A block whose hash another block already
+   * holds (computed concurrently) stays uncached.
    */
-  void cacheFullBlocks(SimRequest r) {
-    int full = Math.min(r.numComputed / blockSize, r.numBlocks);
+  void cacheFullBlocks(SimRequest r, int numTokens) {
+    int full = Math.min(Math.min(numTokens, r.numTokens()) / blockSize, r.numBlocks);
     int runStart = -1;
     for (int i = r.numCachedBlocks; i < full; i++) {
       int id = r.blocks[i];

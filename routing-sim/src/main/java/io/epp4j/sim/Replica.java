@@ -16,7 +16,9 @@ import java.util.List;
  * front of the queue). Only when nothing was preempted does the step admit waiting requests, in
  * arrival order, while {@code max_num_seqs}, the token budget and free blocks allow (blocks for a
  * request's whole sequence, though it may compute only a chunk of it); an admitted request takes
- * its cached prefix from the prefix cache first. With a {@link #maxLoras} limit, a
+ * its cached prefix from the prefix cache first. The full blocks a step will compute enter the
+ * prefix cache as the step is planned, as in vLLM, so a request admitted later in the same step
+ * hits the prefix that one admitted before it is computing. With a {@link #maxLoras} limit, a
  * request whose adapter would exceed it is passed over and keeps its place.
  */
 final class Replica {
@@ -181,6 +183,8 @@ final class Replica {
       if (!scheduled) {
         break;
       }
+      // as vLLM's allocate_slots: the blocks this step fills enter the prefix cache now
+      kv.cacheFullBlocks(r, r.numComputed + n);
       addToStep(r, n);
       budget -= n;
       i++;
@@ -224,6 +228,7 @@ final class Replica {
           loras.add(r.loraId);
         }
         r.numComputed = hitTokens;
+        kv.cacheFullBlocks(r, hitTokens + n);
         if (r.preemptions == 0) {
           promptTokensQueried += r.numTokens();
           promptTokensHit += hitTokens;
@@ -260,7 +265,6 @@ final class Replica {
         continue; // aborted after it was planned (preemption within one step cannot do this)
       }
       r.numComputed += stepTokens[i];
-      kv.cacheFullBlocks(r);
       if (r.numComputed >= r.numTokens()) {
         boolean first = r.numOutput == 0;
         r.numOutput++;
@@ -304,7 +308,7 @@ final class Replica {
     if (r.numComputed == r.numTokens()) {
       r.numComputed--;
     }
-    kv.cacheFullBlocks(r);
+    kv.cacheFullBlocks(r, r.numComputed);
     running.add(r);
   }
 

@@ -17,7 +17,7 @@ class KvCacheTest {
     int hit = kv.cachedPrefixBlocks(r);
     assertThat(kv.allocateForAdmission(r, hit, r.numTokens() - hit * 16)).isTrue();
     r.numComputed = r.numTokens();
-    kv.cacheFullBlocks(r);
+    kv.cacheFullBlocks(r, r.numComputed);
     return hit * 16;
   }
 

@@ -164,6 +164,39 @@ class ReplicaTest {
   }
 
   @Test
+  void aRequestAdmittedInTheSameStepHitsThePrefixAnEarlierOneIsComputing() {
+    Replica r = replica(1000, 8192, 1024);
+    int[] system = tokens(1, 320); // 20 blocks
+    SimRequest a = request("a", concat(system, tokens(1_000, 30)), 1);
+    SimRequest b = request("b", concat(system, tokens(2_000, 30)), 1);
+    r.enqueue(a);
+    r.enqueue(b);
+    assertThat(r.scheduleStep()).isPositive();
+    // a's blocks entered the prefix cache when a was scheduled, so b, scheduled right after it,
+    // computes only its own 30 tokens
+    assertThat(b.numComputed).isEqualTo(320);
+    assertThat(b.blocks[0]).isEqualTo(a.blocks[0]);
+    r.completeStep(0, sink);
+    assertThat(r.promptTokensQueried).isEqualTo(700);
+    assertThat(r.promptTokensHit).isEqualTo(320);
+    assertThat(b.cachedAtFirstAdmission).isEqualTo(320);
+  }
+
+  @Test
+  void aPromptChunkIsHitBeforeItsStepEnds() {
+    Replica r = replica(1000, 256, 64);
+    int[] system = tokens(1, 320);
+    SimRequest a = request("a", concat(system, tokens(1_000, 30)), 1);
+    r.enqueue(a);
+    assertThat(r.scheduleStep()).isPositive(); // a's first 256 tokens: 16 blocks
+    // a request arriving while that step runs finds those 16 blocks when the next step is
+    // planned, though the step that computes them has not ended yet
+    SimRequest b = request("b", concat(system, tokens(2_000, 30)), 1);
+    r.enqueue(b);
+    assertThat(r.kv.cachedPrefixBlocks(b)).isEqualTo(16);
+  }
+
+  @Test
   void publishedMetricsLookLikeAScrape() {
     Replica r = replica(1000, 8192, 1);
     r.enqueue(request("a", tokens(1, 160), 5));
