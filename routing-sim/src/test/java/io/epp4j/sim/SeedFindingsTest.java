@@ -127,11 +127,13 @@ class SeedFindingsTest {
 
   @Test
   void inMultiTurnChatPreciseDoesNotFallBehindApproximateAsInTheSeed() {
-    // the seed measured 78% vs 83%; the model, whose events are never lost or late, keeps
-    // precise within two points of approximate (seeds 1-5: -1.1 to +1.9 points)
+    // the seed measured precise 5 points behind approximate (78% vs 83%), which lost and late
+    // events explain; in the model, whose events are never lost or late, precise knows at least
+    // what approximate guesses, so it is not more than two points behind (it may lead: exact
+    // knowledge of evictions is the point of precise mode)
     Map<String, PolicyResult> r = run(MultiTurnWorkload.defaults());
     assertThat(hit(r.get("epp-precise")))
-        .isCloseTo(hit(r.get("epp-approximate")), within(0.02));
+        .isGreaterThanOrEqualTo(hit(r.get("epp-approximate")) - 0.02);
   }
 
   @Test
