@@ -237,6 +237,8 @@ class ReplicationLogicTest {
       await("b applied the decode endpoints' prefixes",
           () -> replication(b).appliedPrefixes() == n);
       await("a counted the prefill prefixes dropped", () -> ra.dropped() >= n);
+      // a counts a batch published once its append returns, which b may read before that
+      await("a counted the decode prefixes published", () -> ra.published() >= n);
       assertThat(ra.published()).as("records a published").isEqualTo(n);
       assertThat(ra.dropped()).as("records a dropped").isEqualTo(n);
       assertThat(ra.errors("publisher")).as("unexpected failures of a's publisher").isZero();
