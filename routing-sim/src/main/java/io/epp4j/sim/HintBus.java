@@ -56,8 +56,9 @@ final class HintBus {
       public void afterRouting(InferenceRequest request, CycleState state,
           RoutingDecision decision) {
         PrefixBlocks found = state.get(PrefixBlocks.KEY);
-        // immutable: kept as it is until delivered
-        PrefixBlocks blocks = found == null || found.size() == 0 ? null : found;
+        // delivered later, after the cycle has ended: what a cycle-bound value keeps (the prefix
+        // scorer's hashes live in an array its thread reuses), as redis-replication queues it
+        PrefixBlocks blocks = found == null || found.size() == 0 ? null : found.retained();
         String session = request.sessionKey();
         if (blocks == null && session == null) {
           return;
