@@ -66,6 +66,16 @@ final class Replica {
   long requestsReceived;
 
   /**
+   * The gauges as of the end of the last step: vLLM's scheduler computes the figures its
+   * {@code /metrics} shows ({@code make_stats}: running and waiting requests, KV usage) once per
+   * step, when the step's output is processed, so a scrape between steps shows the last step's
+   * figures, not requests that arrived since.
+   */
+  private int statsWaiting;
+  private int statsRunning;
+  private double statsKvUsage;
+
+  /**
    * Sets how many LoRA adapters one step may run, as vLLM's {@code --max-loras}: a waiting
    * request on another adapter than those of the step's running requests waits, once they are
    * that many, and the requests behind it may go first. 0 (the default): no limit.
@@ -135,13 +145,15 @@ final class Replica {
     }
   }
 
-  /** What a scrape of this replica would show now. */
+  /**
+   * What a scrape of this replica would show now: the gauges as the last completed step left
+   * them (all 0 before the first step).
+   */
   EndpointMetrics metrics(long nowNanos) {
-    // a request waiting for its KV stays in vLLM's waiting queue (WAITING_FOR_REMOTE_KVS)
     return EndpointMetrics.builder()
-        .waitingRequests(waiting.size() + awaitingKv.size())
-        .runningRequests(running.size())
-        .kvCacheUsage(kv.usage())
+        .waitingRequests(statsWaiting)
+        .runningRequests(statsRunning)
+        .kvCacheUsage(statsKvUsage)
         .kvCapacityBlocks(kv.numBlocks())
         .blockSizeTokens(kv.blockSize())
         .scrapedAtNanos(nowNanos)
@@ -279,6 +291,11 @@ final class Replica {
       }
     }
     stepSize = 0;
+    // as vLLM's update_from_output, which ends with make_stats; a request waiting for its KV
+    // stays in vLLM's waiting queue (WAITING_FOR_REMOTE_KVS)
+    statsWaiting = waiting.size() + awaitingKv.size();
+    statsRunning = running.size();
+    statsKvUsage = kv.usage();
   }
 
   /**

@@ -210,4 +210,30 @@ class ReplicaTest {
     assertThat(m.blockSizeTokens()).isEqualTo(16);
     assertThat(m.scrapedAtNanos()).isEqualTo(123);
   }
+
+  @Test
+  void theGaugesChangeOnlyWhenAStepEndsAsVllmComputesThemOncePerStep() {
+    Replica r = replica(1000, 8192, 1);
+    SimRequest a = request("a", tokens(1, 160), 2);
+    r.enqueue(a);
+    // arrived, not yet stepped: the last step's figures (none yet)
+    assertThat(r.metrics(1).waitingRequests()).isZero();
+    assertThat(r.metrics(1).runningRequests()).isZero();
+    assertThat(r.metrics(1).kvCacheUsage()).isZero();
+    assertThat(r.scheduleStep()).isPositive();
+    // planned (a admitted, its blocks allocated) but the step has not ended
+    assertThat(r.metrics(2).runningRequests()).isZero();
+    assertThat(r.metrics(2).kvCacheUsage()).isZero();
+    r.completeStep(3, sink);
+    assertThat(r.metrics(3).runningRequests()).isEqualTo(1);
+    assertThat(r.metrics(3).kvCacheUsage()).isEqualTo(10 / 1000.0); // the 160-token prompt
+    SimRequest b = request("b", tokens(9_000, 160), 2);
+    r.enqueue(b);
+    assertThat(r.metrics(4).waitingRequests()).isZero(); // b arrived after the step ended
+    step(r); // a's last token: a leaves, b is admitted in the next step
+    var m = r.metrics(5);
+    assertThat(m.runningRequests()).isZero();
+    assertThat(m.waitingRequests()).isEqualTo(1);
+    assertThat(m.kvCacheUsage()).isZero();
+  }
 }
