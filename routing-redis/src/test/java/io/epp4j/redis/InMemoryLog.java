@@ -328,6 +328,9 @@ final class InMemoryLog {
                 if (readsHeld) {
                   return List.of(); // held while it waited
                 }
+                // where afterId is now: a trim while this read waited moved every entry down, and
+                // a read that woke to the index it had would skip the entries moved below it
+                from = Math.max(0, (int) StreamIds.millis(afterId) - lostBefore);
               }
               lastAsked = max;
               List<HintTransport.Entry> got = new ArrayList<>(entries.subList(
