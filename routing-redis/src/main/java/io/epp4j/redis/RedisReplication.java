@@ -135,7 +135,15 @@ public final class RedisReplication implements Plugin, RequestListener {
 
   /** What a configuration sets. */
   record Settings(String pool, String streamKey, String routerId, int batchSize,
-      long flushIntervalNanos, int queueCapacity, long queueMaxBlocks, long heartbeatNanos) {}
+      long flushIntervalNanos, int queueCapacity, long queueMaxBlocks, long heartbeatNanos,
+      long maxLen) {
+    /** With the default {@code maxLen}. */
+    Settings(String pool, String streamKey, String routerId, int batchSize,
+        long flushIntervalNanos, int queueCapacity, long queueMaxBlocks, long heartbeatNanos) {
+      this(pool, streamKey, routerId, batchSize, flushIntervalNanos, queueCapacity,
+          queueMaxBlocks, heartbeatNanos, DEFAULT_MAX_LEN);
+    }
+  }
 
   private final Settings s;
   private final @Nullable RouterHints hints;
@@ -214,7 +222,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       this.s = !settings.routerId().isEmpty() ? settings : new Settings(settings.pool(),
           settings.streamKey(), seat.defaultRouterId, settings.batchSize(),
           settings.flushIntervalNanos(), settings.queueCapacity(), settings.queueMaxBlocks(),
-          settings.heartbeatNanos());
+          settings.heartbeatNanos(), settings.maxLen());
       this.target = target;
       this.publishIdentity = s.routerId() + "\n" + target;
       this.sessionTimes = seat.sessionTimes;
@@ -1031,15 +1039,18 @@ public final class RedisReplication implements Plugin, RequestListener {
           @Nullable List<HintTransport.Entry> got = null;
           try {
             got = t.read(after, readCount, READ_WAIT, wanted.reset(ownWholeUpTo(after)));
-            // a full read: the reader may be behind by more than the stream keeps. A read after a
-            // trimmed id returns what follows without saying what was lost, and a reader catching
-            // up is back inside the stream by the next heartbeat's check, so the stream is asked
-            // now whether it still holds everything after the id this read started from. A reader
-            // that lost batches to the trim finds a full read whenever maxLen is at least
-            // READ_BATCHES: the stream keeps at least maxLen batches, all after its cursor (with a
-            // smaller maxLen the heartbeat's check is the one left)
-            if (got.size() >= READ_BATCHES && !after.equals(HintTransport.OLDEST)
-                && !t.holdsAfter(after)) {
+            // a read that may have followed a trim: the reader may be behind by more than the
+            // stream keeps. A read after a trimmed id returns what follows without saying what
+            // was lost, and a reader catching up is back inside the stream by the next
+            // heartbeat's check, so the stream is asked now whether it still holds everything
+            // after the id this read started from. The trim (MAXLEN ~ maxLen) leaves at least
+            // maxLen batches, all after the cursor of a reader it passed, so such a read returns
+            // as many as it asked for or maxLen, whichever is fewer: only a read that returns
+            // fewer cannot have followed a trim. (It used to be checked only at READ_BATCHES,
+            // which a maxLen below it never reaches: a reader that fell behind lost batches
+            // without a resync, when it caught up between two heartbeats' checks)
+            if (got.size() >= Math.min(readCount, s.maxLen())
+                && !after.equals(HintTransport.OLDEST) && !t.holdsAfter(after)) {
               staleBeforeMillis = startOver(t);
               lastId = HintTransport.OLDEST;
               continue;
@@ -2445,7 +2456,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       boolean verifyPeer = p.getBoolean("verifyPeer", true);
       String trustCertFile = p.getString("trustCertFile", null);
       Settings settings = new Settings(pool, stream, routerId, batch, flush * 1_000_000L,
-          capacity, queueBlocks, heartbeat * 1_000_000L);
+          capacity, queueBlocks, heartbeat * 1_000_000L, maxLen);
       HintTransport.Factory transports;
       if (custom != null) {
         transports = custom.get();

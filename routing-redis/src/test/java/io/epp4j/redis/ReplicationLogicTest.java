@@ -1037,6 +1037,43 @@ class ReplicationLogicTest {
   }
 
   /**
+   * As above, with a {@code maxLen} below the entries a read asks for ({@code READ_BATCHES}): the
+   * trim leaves maxLen batches, so the read after the trimmed id returns fewer than a full read,
+   * and the reader took it for a read that had caught up: it applied the batches after the gap
+   * and found nothing wrong at its next check. Every maxLen the configuration takes must let a
+   * reader find the gap.
+   */
+  @Test
+  void aReaderFindsATrimGapWhenMaxLenIsBelowTheBatchesOfARead() throws Exception {
+    int maxLen = 10;
+    assertThat(maxLen).isLessThan(RedisReplication.READ_BATCHES);
+    InMemoryLog log = new InMemoryLog();
+    Router b = prefixRouter(log, "b", "pool: p, routerId: b, flushIntervalMillis: 1,"
+        + " maxLen: " + maxLen);
+    String ended = "10.2.0.1:8000";
+    String open = "10.2.0.2:8000";
+    log.append(inFlightBatch("x", Map.of(ended, 1, open, 1)));
+    await("b counts x's requests", () -> inFlight(b, ended) == 1 && inFlight(b, open) == 1);
+    // in one step, while b's reader waits for the next batch: x's request on one endpoint ends,
+    // x's heartbeats follow, and the trim, down to maxLen, drops the batch that said so
+    synchronized (log) {
+      log.append(inFlightBatch("x", Map.of(ended, 0)));
+      for (int i = 0; i < 2 * maxLen; i++) {
+        log.append(inFlightBatch("x", Map.of(open, 1)));
+      }
+      log.trim(maxLen);
+    }
+    long[] polls = {0};
+    await("b no longer counts x's ended request, and counts its open one again", () -> {
+      if (++polls[0] % 50 == 0) {
+        log.append(inFlightBatch("x", Map.of(open, 1))); // x is alive: not forgotten as silent
+      }
+      return inFlight(b, ended) == 0 && inFlight(b, open) == 1;
+    });
+    assertThat(replication(b).resyncs()).isEqualTo(1);
+  }
+
+  /**
    * The bound on other routers (MAX_ORIGINS) is a bound on the in-flight figures kept per origin:
    * the prefixes and sessions of a router past it still teach this one, as they cost no state
    * per origin.
