@@ -1220,9 +1220,11 @@ public final class RedisReplication implements Plugin, RequestListener {
    * router's clock from it, in which the sessions' binding times are compared.
    */
   private long logNow(HintTransport t) throws Exception {
+    long beforeNanos = System.nanoTime();
     long before = epochMicros();
     long now = t.nowMillis();
-    sessionTimes.logClockRead(now, before, epochMicros());
+    long after = epochMicros();
+    sessionTimes.logClockRead(now, before, after, beforeNanos, System.nanoTime());
     return now;
   }
 
@@ -2078,13 +2080,57 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
 
     /**
-     * The log's clock read {@code logMillis} (-1: it has none) between {@code beforeMicros} and
-     * {@code afterMicros} on this router's clock.
+     * How far the log's clock may fall behind this router's monotonic clock between two
+     * readings, past the readings' round trips and a drift of 1 ms a second, before the known
+     * times move back with it (see {@link #logClockRead}).
      */
-    void logClockRead(long logMillis, long beforeMicros, long afterMicros) {
-      if (logMillis >= 0) {
-        shiftMicros = logMillis * 1000 + 500 - (beforeMicros + afterMicros) / 2;
+    static final long CLOCK_STEP_MICROS = 500_000;
+
+    /** The log's clock at the last reading (-1: none yet), and the monotonic time then (ns). */
+    private long lastLogMillis = -1;
+    private long lastReadNanos;
+    private long lastRoundTripNanos;
+
+    /**
+     * The log's clock read {@code logMillis} (-1: it has none) between {@code beforeMicros} and
+     * {@code afterMicros} on this router's clock, {@code beforeNanos} and {@code afterNanos} on
+     * its monotonic clock. When the log's clock moved less than that clock since the previous
+     * reading, by more than {@link #CLOCK_STEP_MICROS} and what the two round trips and a drift of
+     * 1 ms a second account for, the log is another clock, behind the old one (a failover to a
+     * server whose clock is behind, another stream on another server), or its clock stepped back:
+     * the known times, on the old one, move back by the step onto the new one. Left as they were,
+     * after a failover to a server whose clock is behind by a minute, every session bound in the
+     * minute before it kept a time ahead of any move made in the minute after it, which every
+     * router then ignored as stale but the one that made it: the routers disagreed about where
+     * those sessions live. The router's own wall clock stepping leaves the known times as they
+     * are: the log's clock did not move. A log clock that moved ahead leaves them too: they only
+     * look older than the moves made after it, as they are; and a monotonic clock that stood still
+     * while the log's went on (a host suspended) must not make the moves of that time look stale.
+     */
+    synchronized void logClockRead(long logMillis, long beforeMicros, long afterMicros,
+        long beforeNanos, long afterNanos) {
+      if (logMillis < 0) {
+        return;
       }
+      long readNanos = beforeNanos + (afterNanos - beforeNanos) / 2;
+      long roundTrip = Math.max(0, afterNanos - beforeNanos);
+      if (lastLogMillis >= 0) {
+        long elapsedNanos = readNanos - lastReadNanos;
+        long step = (logMillis - lastLogMillis) * 1000 - elapsedNanos / 1000;
+        // each reading is the server's time at some point of its round trip, to the millisecond
+        long slack = CLOCK_STEP_MICROS + (roundTrip + lastRoundTripNanos) / 2000 + 2000
+            + Math.max(0, elapsedNanos) / 1_000_000;
+        if (step < -slack) {
+          for (long[] times : newest.values()) {
+            times[0] += step;
+            times[1] += step;
+          }
+        }
+      }
+      lastLogMillis = logMillis;
+      lastReadNanos = readNanos;
+      lastRoundTripNanos = roundTrip;
+      shiftMicros = logMillis * 1000 + 500 - (beforeMicros + afterMicros) / 2;
     }
 
     /** Whether the log's clock is known, so that times are compared on it. */

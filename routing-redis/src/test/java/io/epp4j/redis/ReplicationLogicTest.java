@@ -437,6 +437,60 @@ class ReplicationLogicTest {
     assertThat(t.remote("b", 0, 140)).isTrue(); // forgotten: any time is taken
   }
 
+  /**
+   * A failover to a server whose clock is a minute behind the old one's: the reader reads the new
+   * server's {@code TIME} when it reconnects. A session bound a second before the failover kept
+   * its time on the old clock, a minute ahead of any move made on the new one, so another
+   * router's move of it a second and a half later was ignored as stale for a minute. The known
+   * times move with the log's clock; readings that agree with this router's monotonic clock, and
+   * so a move older than the binding, are left as they are.
+   */
+  @Test
+  void sessionTimesMoveWithTheLogsClockWhenAFailoverStepsItBack() {
+    RedisReplication.SessionTimes t = new RedisReplication.SessionTimes(16);
+    long real = 1_800_000_000_000L; // ms, the new server's clock
+    long ahead = 60_000; // the old server's clock, ms ahead of it
+    long nanos = 7_000_000_000L; // this router's monotonic clock
+    long roundTrip = 200_000; // ns
+    t.logClockRead(real + ahead, 0, 0, nanos, nanos + roundTrip);
+    long boundAt = (real + ahead - 1_000) * 1000; // on the old server's clock, µs
+    assertThat(t.remote("s1", boundAt, boundAt)).isTrue();
+    assertThat(t.remote("s2", boundAt, boundAt)).isTrue();
+    // a heartbeat later, on the old server still: its clock went on with this router's
+    t.logClockRead(real + ahead + 1_000, 0, 0, nanos + 1_000_000_000L,
+        nanos + 1_000_000_000L + roundTrip);
+    assertThat(t.remote("s2", boundAt - 1, boundAt)).as("a move older than the binding")
+        .isFalse();
+    // another second later, on the new server
+    t.logClockRead(real + 2_000, 0, 0, nanos + 2_000_000_000L,
+        nanos + 2_000_000_000L + roundTrip);
+    long movedAt = (real + 2_500) * 1000; // another router's move, on the new server's clock
+    assertThat(t.remote("s1", movedAt, movedAt)).as("a move 3.5 s after the binding").isTrue();
+    // the binding of s2, moved onto the new clock, still outranks a move made before it
+    long beforeBinding = (real - 1_500) * 1000;
+    assertThat(t.remote("s2", beforeBinding, movedAt)).as("a move before the binding").isFalse();
+  }
+
+  /**
+   * The log's clock moving ahead of this router's monotonic clock (a host suspended, whose
+   * monotonic clock stood still, or a server whose clock is ahead) leaves the known times as they
+   * are: moved ahead with it, a binding would outrank the moves made in the time the router did
+   * not count.
+   */
+  @Test
+  void sessionTimesStayWhenTheLogsClockMovesAhead() {
+    RedisReplication.SessionTimes t = new RedisReplication.SessionTimes(16);
+    long log = 1_800_000_000_000L; // ms
+    long nanos = 7_000_000_000L;
+    t.logClockRead(log, 0, 0, nanos, nanos + 200_000);
+    long boundAt = (log - 1_000) * 1000;
+    assertThat(t.remote("s1", boundAt, boundAt)).isTrue();
+    // a second on this router's monotonic clock, ten minutes on the log's
+    t.logClockRead(log + 600_000, 0, 0, nanos + 1_000_000_000L, nanos + 1_000_200_000L);
+    long movedAt = (log + 1_000) * 1000; // another router's move, in the ten minutes
+    assertThat(t.remote("s1", movedAt, movedAt)).as("a move 2 s after the binding").isTrue();
+  }
+
   /** A batch of router {@code router} in pool p holding one prefix record (hashes 1, 2, 3). */
   static byte[] prefixBatch(String router, String endpoint) {
     HintCodec.Writer w = new HintCodec.Writer();
