@@ -1523,7 +1523,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         || (newestMillis - entryMillis <= s.heartbeatNanos() * SILENT_HEARTBEATS / 1_000_000
             && entryMillis >= staleBeforeMillis);
     if (h.origin().equals(s.routerId())) {
-      noteOwn(entry.id(), entryMillis);
+      noteOwn(entry.id(), entryMillis, h.sentEpochMicros());
       if (fresh && earlierRun(entryMillis, h.sentEpochMicros())) {
         earlierRunFigures(entry.id(), in, h);
       }
@@ -1623,20 +1623,27 @@ public final class RedisReplication implements Plugin, RequestListener {
    * one: appended no later than the log's time when this run's reader first connected. The send
    * time is the earlier run's clock, which may be ahead of this run's (a pod restarted on another
    * node): compared with this run's start, a crashed run's last figures looked like this run's and
-   * were skipped, and the others kept its load. The send time decides only when the log has no
-   * clock. A batch of this run appended before its reader's first connection counts as an
-   * earlier run's: that costs no more than sending this run's figures for its endpoints again.
+   * were skipped, and the others kept its load. A batch sent before this run started, by this
+   * run's clock, is an earlier run's too: the ids of a stream may be ahead of its server's clock
+   * (a failover to a server whose clock is behind the old one's: Redis then gives every new entry
+   * the time of the stream's last id until its clock gets there), and then the earlier run's
+   * batches were taken for this run's, so that its figures were never cleared and its batches
+   * made this run warn that another router writes under its routerId. The send time alone
+   * decides when the log has no clock. A batch of this run appended before its reader's first
+   * connection counts as an earlier run's: that costs no more than sending this run's figures for
+   * its endpoints again.
    */
   private boolean earlierRun(long entryMillis, long sentMicros) {
     long since = seat.ownSinceMillis;
-    return since >= 0 && entryMillis >= 0 ? entryMillis <= since : sentMicros < seat.startedMicros;
+    return since >= 0 && entryMillis >= 0 && entryMillis <= since
+        || sentMicros < seat.startedMicros;
   }
 
   /**
    * For {@link Wanted}: the send times of the own entries a read after {@code after} reads whole.
    * On the log's clock, the whole of each until the reader is past the time this run's reader
-   * first connected (after it they are this run's, header only); without it, those sent before
-   * this run started. See {@link #earlierRun}.
+   * first connected; after it (and without it) those sent before this run started. See
+   * {@link #earlierRun}.
    */
   private long ownWholeUpTo(String after) {
     long since = seat.ownSinceMillis;
@@ -1644,7 +1651,7 @@ public final class RedisReplication implements Plugin, RequestListener {
       return seat.startedMicros;
     }
     long afterMillis = StreamIds.millis(after);
-    return afterMillis >= 0 && afterMillis > since ? Long.MIN_VALUE : Long.MAX_VALUE;
+    return afterMillis >= 0 && afterMillis > since ? seat.startedMicros : Long.MAX_VALUE;
   }
 
   /**
@@ -1696,9 +1703,10 @@ public final class RedisReplication implements Plugin, RequestListener {
    * after a failover to a replica that still holds batches the reader had read, it starts over
    * and reads them again, and only those after the newest one counted are new.
    */
-  private void noteOwn(String id, long entryMillis) {
-    if (seat.ownSinceMillis < 0 || entryMillis <= seat.ownSinceMillis) {
-      return; // history: the batches of an earlier run of this router
+  private void noteOwn(String id, long entryMillis, long sentMicros) {
+    if (seat.ownSinceMillis < 0 || entryMillis <= seat.ownSinceMillis
+        || sentMicros < seat.startedMicros) {
+      return; // history: the batches of an earlier run of this router (see earlierRun)
     }
     String counted = seat.ownCountedTo;
     if (counted != null && StreamIds.compare(id, counted) <= 0) {

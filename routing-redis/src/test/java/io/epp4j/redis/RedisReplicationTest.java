@@ -917,6 +917,48 @@ class RedisReplicationTest {
   }
 
   /**
+   * Router x crashed (no farewell) with requests in flight and restarts under the same routerId
+   * while the stream's ids are an hour ahead of the server's clock, as after a failover to a
+   * server whose clock is behind the old one's: Redis gives every new entry the time of the
+   * stream's last id until its own clock gets there. Its earlier run's batches, their ids after
+   * the server's time when the new run's reader connected, were taken for the new run's own: read
+   * header only, their figures never cleared (b kept the crashed run's load until its
+   * inFlightMaxAge), and counted against the new run's appends, which made it warn that another
+   * router writes under its routerId. A batch sent before the new run started, by its clock, is
+   * an earlier run's too.
+   */
+  @Test
+  void aRouterRestartedWhileTheStreamsIdsAreAheadOfTheServersClockClearsItsCrashedRunsLoad()
+      throws Exception {
+    Router b = router("b");
+    awaitConnected(b);
+    byte[] key = ("epp4j:" + pool + ":hints").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] field = "b".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    String ep = "10.1.0.1:8000";
+    try (OtherRouters others = new OtherRouters()) {
+      others.connection.sync().xadd(key, new io.lettuce.core.XAddArgs().id(
+          (System.currentTimeMillis() + 3_600_000L) + "-0"),
+          Map.of(field, prefixBatch("w", "10.1.0.3:8000", 1, 2, 3)));
+      // the crashed run's last heartbeats
+      for (int i = 0; i < 5; i++) {
+        HintCodec.Writer w = new HintCodec.Writer();
+        w.inFlight(ep, 5, 5_000);
+        others.append(w.finish(pool, "x", RedisReplication.epochMicros()));
+      }
+    }
+    await("b counts the crashed run's load", () -> inFlight(b, ep) == 5);
+    Router x = router("x");
+    // a request of the new run, so that it heartbeats and the others keep hearing from x
+    RoutingDecision open = x.route(prompt(6_400_000L, 64, null));
+    int expected = open.primary().id().equals(ep) ? 1 : 0;
+    await("b counts only what the new run of x has on " + ep,
+        () -> inFlight(b, ep) == expected);
+    assertThat(replication(x).sharedRouterIdSeen()).as("x warned of another router under its id")
+        .isFalse();
+    open.onComplete(DONE);
+  }
+
+  /**
    * The delay from a route on one router to the hint's application on another, over 2000
    * requests at about one per millisecond. Printed for the README; bounded by the reader's block
    * timeout, which a reader that waited out its blocking read instead of waking on the new entry
