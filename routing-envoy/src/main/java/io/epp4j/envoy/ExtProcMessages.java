@@ -206,10 +206,20 @@ final class ExtProcMessages {
         .build();
   }
 
-  /** A header's value: {@code raw_value} when Envoy sent it (it does), else {@code value}. */
+  /**
+   * A header's value: the bytes of {@code raw_value} when Envoy sent it (it does), else those of
+   * {@code value}, one character per byte (ISO-8859-1). HTTP field values are octets (RFC 9110
+   * section 5.5 takes bytes above 0x7F as opaque obs-text), and Envoy passes them on unchecked:
+   * read as UTF-8, every byte that is not valid UTF-8 became U+FFFD, so that two session tokens
+   * differing only in such bytes were one key. One character per byte keeps every value apart,
+   * as the upstream picker (a Go string holds the bytes) does, and gives the string the JDK's
+   * HTTP server, Netty (Spring Cloud Gateway) and Tomcat give for the same bytes, so a request
+   * has the same keys whichever epp4j gateway it passes. {@code value} is read the same way, so
+   * that an Envoy sending it (with {@code send_header_raw_value} off) gives the same string.
+   */
   static String headerValue(HeaderValue h) {
     ByteString raw = h.getRawValue();
-    return raw.isEmpty() ? h.getValue() : raw.toStringUtf8();
+    return (raw.isEmpty() ? h.getValueBytes() : raw).toString(StandardCharsets.ISO_8859_1);
   }
 
   /**

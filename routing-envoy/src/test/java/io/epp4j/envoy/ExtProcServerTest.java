@@ -20,6 +20,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.Struct;
 import com.google.protobuf.Value;
+import io.envoyproxy.envoy.config.core.v3.HeaderValue;
 import io.envoyproxy.envoy.config.core.v3.HeaderValueOption;
 import io.envoyproxy.envoy.config.core.v3.Metadata;
 import io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode;
@@ -1013,6 +1014,50 @@ class ExtProcServerTest {
     assertThat(seen.sessionKey()).isEqualTo("s-42");
     assertThat(seen.priority()).isEqualTo(3);
     assertThat(inFlight()).isZero();
+  }
+
+  /** The session key the router read from a request without body carrying {@code header}. */
+  private String sessionKeyOf(HeaderValue... header) throws Exception {
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    ProcessingRequest.Builder r = requestHeaders("GET", "/v1/models", true, Map.of())
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED));
+    for (HeaderValue h : header) {
+      r.getRequestHeadersBuilder().getHeadersBuilder().addHeaders(h);
+    }
+    envoy.send(r.build());
+    assertThat(destinationHeader(envoy.next().getRequestHeaders().getResponse())).isEqualTo(A);
+    envoy.send(responseHeaders(200, "application/json", true));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    InferenceRequest seen = outcomes.completedRequests.poll(5, TimeUnit.SECONDS);
+    assertThat(seen).isNotNull();
+    return seen.sessionKey();
+  }
+
+  private static HeaderValue rawHeader(String name, byte... value) {
+    return HeaderValue.newBuilder().setKey(name).setRawValue(ByteString.copyFrom(value)).build();
+  }
+
+  @Test
+  void sessionTokensThatDifferOnlyInBytesThatAreNotUtf8AreTwoSessions() throws Exception {
+    // before, raw_value was read as UTF-8: 0xFF and 0xFE both became U+FFFD, one session key
+    start(List.of(A));
+    String ff = sessionKeyOf(rawHeader("x-session-id", (byte) 's', (byte) '-', (byte) 0xFF));
+    String fe = sessionKeyOf(rawHeader("x-session-id", (byte) 's', (byte) '-', (byte) 0xFE));
+    assertThat(ff).isNotEqualTo(fe);
+    // one character per byte, as the JDK's HTTP server and Netty read header bytes
+    assertThat(ff).isEqualTo("s-\u00ff");
+    assertThat(fe).isEqualTo("s-\u00fe");
+  }
+
+  @Test
+  void aHeaderSentAsValueReadsAsTheSameStringAsItsBytesSentAsRawValue() throws Exception {
+    // an Envoy with send_header_raw_value off sends value; the key must not depend on the field
+    start(List.of(A));
+    String asRaw = sessionKeyOf(rawHeader("x-session-id",
+        "caf\u00e9".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    String asValue = sessionKeyOf(HeaderValue.newBuilder().setKey("x-session-id")
+        .setValue("caf\u00e9").build());
+    assertThat(asValue).isEqualTo(asRaw).isEqualTo("caf\u00c3\u00a9");
   }
 
   // ------------------------------------------------------------------------------ the subset
