@@ -5,7 +5,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
-import java.util.TreeMap;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -262,23 +261,20 @@ public final class InferenceRequest {
     }
     /** Token IDs; the array is kept, not copied. */
     public Builder tokenIds(int @Nullable [] v) { this.tokenIds = v; return this; }
-    /** Headers; names are lower-cased. */
+    /**
+     * Headers; names are lower-cased. Two names that differ only in case are one header given
+     * twice: their values are joined in the map's order ({@link RepeatedHeaders#lowerCased}),
+     * not one of them kept. A null name or value is refused.
+     */
     public Builder headers(Map<String, String> v) {
       Objects.requireNonNull(v, "headers");
-      boolean lowerCase = true;
-      for (String k : v.keySet()) {
-        if (!k.equals(k.toLowerCase(Locale.ROOT))) {
-          lowerCase = false;
-          break;
-        }
-      }
-      if (lowerCase) {
-        this.headers = v; // copied once by build(); an immutable map is not copied at all
-        return this;
-      }
-      Map<String, String> m = new TreeMap<>();
-      v.forEach((k, val) -> m.put(k.toLowerCase(Locale.ROOT), val));
-      this.headers = m;
+      v.forEach((k, val) -> {
+        Objects.requireNonNull(k, "headers: a name is null");
+        Objects.requireNonNull(val, () -> "headers: the value of '" + k + "' is null");
+      });
+      // v itself when its names are in lower case: copied once by build(), and an immutable
+      // map is not copied at all
+      this.headers = RepeatedHeaders.lowerCased(v);
       return this;
     }
     public Builder sessionKey(@Nullable String v) { this.sessionKey = v; return this; }

@@ -14,11 +14,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.ChatTemplateArgs;
 import io.epp4j.api.InferenceRequest;
+import io.epp4j.api.RepeatedHeaders;
 import io.epp4j.api.Result;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -611,27 +611,16 @@ public final class OpenAiRequestParser {
     return null;
   }
 
-  /** Headers: the request id, the priority and the session key, and the headers themselves. */
+  /**
+   * Headers: the request id, the priority and the session key, and the headers themselves, all
+   * read from one map with lower-case names, in which names that differ only in case are one
+   * header with their values joined ({@link RepeatedHeaders#lowerCased}); before, the session
+   * key came from the first of them and the request's headers kept another.
+   */
   private @Nullable String readHeaders(Map<String, String> headers, InferenceRequest.Builder b) {
-    String requestId = null;
-    String priority = null;
-    boolean nulls = false;
-    for (Map.Entry<String, String> h : headers.entrySet()) {
-      if (h.getKey() == null || h.getValue() == null) {
-        nulls = true;
-        continue;
-      }
-      String name = h.getKey().toLowerCase(Locale.ROOT);
-      if (name.equals(REQUEST_ID_HEADER)) {
-        requestId = h.getValue();
-      } else if (name.equals(PRIORITY_HEADER)) {
-        priority = h.getValue();
-      }
-    }
-    if (nulls) {
-      headers = withoutNulls(headers);
-    }
-    b.headers(headers);
+    Map<String, String> lower = RepeatedHeaders.lowerCased(headers);
+    b.headers(lower);
+    String priority = lower.get(PRIORITY_HEADER);
     if (priority != null) {
       String v = priority.trim();
       // ASCII digits after an optional sign, as an HTTP header and Go's strconv.Atoi take them:
@@ -646,33 +635,21 @@ public final class OpenAiRequestParser {
         return "header '" + PRIORITY_HEADER + "' must be an integer";
       }
     }
+    String requestId = lower.get(REQUEST_ID_HEADER);
     b.requestId(requestId != null ? requestId : UUID.randomUUID().toString());
-    b.sessionKey(sessionKey(headers));
+    b.sessionKey(sessionKey(lower));
     return null;
   }
 
-  // some servlet containers and hand-built maps hold null values; they mean "not sent"
-  private static Map<String, String> withoutNulls(Map<String, String> headers) {
-    Map<String, String> present = new HashMap<>();
-    headers.forEach((k, v) -> {
-      if (k != null && v != null) {
-        present.put(k, v);
-      }
-    });
-    return present;
-  }
-
   /** The first non-empty value among the session headers, in their order; null if none. */
-  private @Nullable String sessionKey(Map<String, String> headers) {
-    String sessionKey = null;
+  private @Nullable String sessionKey(Map<String, String> lowerCaseHeaders) {
     for (String sh : sessionHeaders) {
-      for (Map.Entry<String, String> h : headers.entrySet()) {
-        if (sessionKey == null && h.getKey().equalsIgnoreCase(sh) && !h.getValue().isEmpty()) {
-          sessionKey = h.getValue();
-        }
+      String v = lowerCaseHeaders.get(sh);
+      if (v != null && !v.isEmpty()) {
+        return v;
       }
     }
-    return sessionKey;
+    return null;
   }
 
   /**

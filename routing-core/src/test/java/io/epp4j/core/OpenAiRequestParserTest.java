@@ -27,6 +27,27 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void namesThatDifferOnlyInCaseAreOneHeaderWithTheirValuesJoinedInTheMapsOrder() {
+    // before, the session key came from the first of them and the request's headers kept the
+    // last: plugins reading x-session-id saw another session than the router's key
+    Map<String, String> h = new java.util.LinkedHashMap<>();
+    h.put("X-Session-Id", "a");
+    h.put("x-session-id", "b");
+    InferenceRequest r = parser.parse("/v1/completions", h,
+        "{\"model\":\"m\",\"prompt\":\"p\"}".getBytes(StandardCharsets.UTF_8)).value();
+    assertThat(r.sessionKey()).isEqualTo("a,b");
+    assertThat(r.headers()).containsEntry("x-session-id", "a,b").doesNotContainKey("X-Session-Id");
+    // the same from a request without body
+    assertThat(parser.parseHeaders(h).value().sessionKey()).isEqualTo("a,b");
+    // two priorities are no integer: refused naming the header, neither one picked
+    Map<String, String> p = new java.util.LinkedHashMap<>();
+    p.put("X-Request-Priority", "1");
+    p.put("x-request-priority", "-1");
+    assertThat(parser.parseHeaders(p).errors()).singleElement().asString()
+        .contains("x-request-priority");
+  }
+
+  @Test
   void aRequestWithoutBodyHasItsHeadersReadAsAPostHas() {
     OpenAiRequestParser p = OpenAiRequestParser.of(1024, List.of("x-conv"));
     InferenceRequest r = p.parseHeaders(Map.of("X-Conv", "c1", "x-request-priority", " -2 ",

@@ -15,6 +15,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.api.RedactedException;
+import io.epp4j.api.RepeatedHeaders;
 import io.epp4j.core.Router;
 import io.epp4j.core.UsageScanner;
 import io.epp4j.scorers.PdProfileHandler;
@@ -268,6 +269,10 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     HttpHeaders h = msg.getRequestHeaders();
     HeaderMap map = h.getHeaders();
     Map<String, String> named = new HashMap<>(Math.max(16, map.getHeadersCount() * 2));
+    // Envoy sends a header the client repeated as one entry per line (it joins only the ones it
+    // keeps as one, x-request-id or cookie): their values are joined in order, as Envoy joins
+    // those, so the router reads neither line alone (RepeatedHeaders)
+    Map<String, StringBuilder> repeated = null;
     for (int i = 0; i < map.getHeadersCount(); i++) {
       HeaderValue hv = map.getHeaders(i);
       String name = hv.getKey().toLowerCase(Locale.ROOT);
@@ -284,13 +289,24 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
           // pseudo-headers other than :path are dropped, :source-ip among them: the client's
           // address comes from Envoy's source.address attribute only, never from the client
           if (!name.startsWith(":")) {
-            named.putIfAbsent(name, value); // the first of repeated headers, as the SCG filter
+            String earlier = named.putIfAbsent(name, value);
+            if (earlier != null) {
+              if (repeated == null) {
+                repeated = new HashMap<>();
+              }
+              // joined once at the end: no string copied again for every further line
+              repeated.computeIfAbsent(name, n -> new StringBuilder(earlier))
+                  .append(RepeatedHeaders.separator(name)).append(value);
+            }
           }
         }
       }
     }
     if (path.isEmpty()) {
       throw new ExtProcMessages.MalformedMessage("request_headers.headers has no :path");
+    }
+    if (repeated != null) {
+      repeated.forEach((name, joined) -> named.put(name, joined.toString()));
     }
     headers = named;
     // with the hints turned off the metadata is not read at all, as upstream's

@@ -20,6 +20,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.Struct;
 import com.google.protobuf.Value;
+import io.envoyproxy.envoy.config.core.v3.HeaderMap;
 import io.envoyproxy.envoy.config.core.v3.HeaderValue;
 import io.envoyproxy.envoy.config.core.v3.HeaderValueOption;
 import io.envoyproxy.envoy.config.core.v3.Metadata;
@@ -1058,6 +1059,49 @@ class ExtProcServerTest {
     String asValue = sessionKeyOf(HeaderValue.newBuilder().setKey("x-session-id")
         .setValue("caf\u00e9").build());
     assertThat(asValue).isEqualTo(asRaw).isEqualTo("caf\u00c3\u00a9");
+  }
+
+  @Test
+  void aHeaderSentTwiceIsReadAsItsValuesJoinedNotAsTheFirst() throws Exception {
+    // Envoy sends a repeated header as one entry per line; before, the router saw the first
+    // line alone: a request carrying two session ids was silently routed as the first one's
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    ProcessingRequest.Builder r = requestHeaders("GET", "/v1/models", true, Map.of())
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED));
+    HeaderMap.Builder h = r.getRequestHeadersBuilder().getHeadersBuilder();
+    h.addHeaders(rawHeader("x-session-id", "s-1".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    h.addHeaders(rawHeader("cookie", "a=1".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    h.addHeaders(rawHeader("X-Session-Id", "s-2".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    h.addHeaders(rawHeader("cookie", "sid=7".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    h.addHeaders(rawHeader("x-session-id", "s-3".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    envoy.send(r.build());
+    assertThat(destinationHeader(envoy.next().getRequestHeaders().getResponse())).isEqualTo(A);
+    envoy.send(responseHeaders(200, "application/json", true));
+    assertThat(envoy.next().hasResponseHeaders()).isTrue();
+    InferenceRequest seen = outcomes.completedRequests.poll(5, TimeUnit.SECONDS);
+    assertThat(seen).isNotNull();
+    // in the order sent, as Envoy joins the headers it keeps as one; cookies as HTTP/2 joins them
+    assertThat(seen.sessionKey()).isEqualTo("s-1,s-2,s-3");
+    assertThat(seen.header("x-session-id")).isEqualTo("s-1,s-2,s-3");
+    assertThat(seen.header("cookie")).isEqualTo("a=1; sid=7");
+  }
+
+  @Test
+  void aRepeatedPriorityIsRefusedNamingTheHeaderRatherThanOneOfItsValuesTaken() throws Exception {
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    ProcessingRequest.Builder r = requestHeaders("GET", "/v1/models", true, Map.of())
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED));
+    r.getRequestHeadersBuilder().getHeadersBuilder()
+        .addHeaders(rawHeader("x-request-priority", (byte) '5'))
+        .addHeaders(rawHeader("x-request-priority", (byte) '-', (byte) '1'));
+    envoy.send(r.build());
+    ImmediateResponse answer = envoy.next().getImmediateResponse();
+    assertThat(answer.getStatus().getCodeValue()).isEqualTo(400);
+    assertThat(error(answer).path("message").asText()).contains("x-request-priority");
+    assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+    assertThat(outcomes.events).isEmpty();
   }
 
   // ------------------------------------------------------------------------------ the subset
