@@ -273,18 +273,31 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     // keeps as one, x-request-id or cookie): their values are joined in order, as Envoy joins
     // those, so the router reads neither line alone (RepeatedHeaders)
     Map<String, StringBuilder> repeated = null;
+    boolean hasPath = false;
+    boolean hasMethod = false;
     for (int i = 0; i < map.getHeadersCount(); i++) {
       HeaderValue hv = map.getHeaders(i);
       String name = hv.getKey().toLowerCase(Locale.ROOT);
       String value = ExtProcMessages.headerValue(hv);
       switch (name) {
         case ":path" -> {
+          if (hasPath) {
+            throw new ExtProcMessages.MalformedMessage("request_headers.headers has :path twice");
+          }
+          hasPath = true;
           path = pathOnly(value);
           // as sent, query included: hash keys and session keys may come from a query parameter
           // (query:<name>), which the plugins read from this header
-          named.putIfAbsent(name, value);
+          named.put(name, value);
         }
-        case ":method" -> method = value;
+        case ":method" -> {
+          if (hasMethod) {
+            throw new ExtProcMessages.MalformedMessage(
+                "request_headers.headers has :method twice");
+          }
+          hasMethod = true;
+          method = value;
+        }
         default -> {
           // pseudo-headers other than :path are dropped, :source-ip among them: the client's
           // address comes from Envoy's source.address attribute only, never from the client

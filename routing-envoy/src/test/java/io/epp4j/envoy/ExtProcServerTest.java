@@ -1104,6 +1104,37 @@ class ExtProcServerTest {
     assertThat(outcomes.events).isEmpty();
   }
 
+  @Test
+  void aPathSentTwiceIsInvalidArgumentNamingIt() throws Exception {
+    // before, the first :path was routed and the second dropped
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    ProcessingRequest.Builder r = requestHeaders("POST", "/v1/completions", false, Map.of())
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED));
+    r.getRequestHeadersBuilder().getHeadersBuilder()
+        .addHeaders(rawHeader(":path", "/v1/chat/completions".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    envoy.send(r.build());
+    Status s = envoy.awaitClosed();
+    assertThat(s.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
+    assertThat(s.getDescription()).contains(":path");
+  }
+
+  @Test
+  void aMethodSentTwiceIsInvalidArgumentNamingIt() throws Exception {
+    // before, the last :method counted: a GET that also said POST was parsed as a POST
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    ProcessingRequest.Builder r = requestHeaders("GET", "/v1/models", true, Map.of())
+        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED));
+    r.getRequestHeadersBuilder().getHeadersBuilder()
+        .addHeaders(rawHeader(":method", "POST".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    envoy.send(r.build());
+    Status s = envoy.awaitClosed();
+    assertThat(s.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
+    assertThat(s.getDescription()).contains(":method");
+    assertThat(outcomes.events).isEmpty();
+  }
+
   // ------------------------------------------------------------------------------ the subset
 
   @Test
