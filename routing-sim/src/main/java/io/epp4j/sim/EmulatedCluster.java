@@ -243,7 +243,8 @@ final class EmulatedCluster implements AutoCloseable {
       Set<String> runningAdapters = new TreeSet<>();
       Set<String> waitingAdapters = new TreeSet<>();
       r.loraAdapters(runningAdapters, waitingAdapters);
-      return new Stats(r.waitingCount(), r.runningCount(), r.kv.usage(), r.promptTokensQueried,
+      // the gauges as vLLM shows them: computed once per step, when the step ends
+      return new Stats(r.statsWaiting(), r.statsRunning(), r.statsKvUsage(), r.promptTokensQueried,
           r.promptTokensHit, r.kv.numBlocks(), r.kv.blockSize(), ttftBuckets[i].clone(),
           ttftSum[i], ttftCount[i], promptTokens[i], generationTokens[i], finished[i],
           runningAdapters, waitingAdapters);

@@ -145,6 +145,21 @@ final class Replica {
     }
   }
 
+  /** Waiting requests as the last completed step left them (vLLM's gauge); 0 before any step. */
+  int statsWaiting() {
+    return statsWaiting;
+  }
+
+  /** Running requests as the last completed step left them (vLLM's gauge). */
+  int statsRunning() {
+    return statsRunning;
+  }
+
+  /** KV-cache usage as the last completed step left it (vLLM's gauge). */
+  double statsKvUsage() {
+    return statsKvUsage;
+  }
+
   /**
    * What a scrape of this replica would show now: the gauges as the last completed step left
    * them (all 0 before the first step).

@@ -43,6 +43,30 @@ class EmulatedClusterTest {
   }
 
   @Test
+  void theGaugesShowARequestOnlyOnceAStepWithItHasEnded() throws Exception {
+    // at a thousandth of real speed the first step (a 1,500-token prefill) lasts seconds
+    try (EmulatedCluster c = new EmulatedCluster(HardwareProfile.qwen3H100Mps6(), 1, 0.001, 1,
+        (i, e) -> {})) {
+      c.submit(0, TestRequests.tokens(1, 1_500), 4, new EmulatedCluster.Listener() {
+        @Override
+        public void onToken(int tokenId, boolean first) {}
+
+        @Override
+        public void onFinished(int promptTokens, int cachedTokens, int completionTokens) {}
+
+        @Override
+        public void onAborted() {}
+      });
+      Thread.sleep(100); // the engine has taken the request and planned its step
+      // as vLLM's /metrics: the figures of the last step that ended (none yet)
+      EmulatedCluster.Stats s = c.stats(0);
+      assertThat(s.waiting()).isZero();
+      assertThat(s.running()).isZero();
+      assertThat(s.kvUsage()).isZero();
+    }
+  }
+
+  @Test
   void stepsTakeTheProfilesTimesOnTheWallClock() throws Exception {
     HardwareProfile hw = HardwareProfile.qwen3H100Mps6();
     int prompt = 1_500;
