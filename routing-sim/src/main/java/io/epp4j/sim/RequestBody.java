@@ -419,8 +419,8 @@ final class RequestBody {
 
   /**
    * A message's content: a string, or an array of parts whose text parts vLLM hands a template
-   * that takes string content joined with newlines (a plain string part is a text part, as in
-   * vLLM); "" for null (the caller marks the message as without content); null for anything
+   * that takes string content joined with newlines, an empty one left out as vLLM leaves it out
+   * (a plain string part is a text part, as in vLLM); "" for null (the caller marks the message as without content); null for anything
    * else, and for an array holding a part that is neither an object nor a string. The first part
    * vLLM's chat parser refuses is kept in {@link #partRefused()}.
    */
@@ -536,7 +536,11 @@ final class RequestBody {
             ? "image" : type.contains("audio") ? "audio" : type.startsWith("video") ? "video"
             : type, ""));
       }
-      if (partText != null) {
+      // joined for a template that takes string content: vLLM's parser keeps only the parts
+      // whose parsed content is truthy, so an empty text (of a text, refusal or thinking part,
+      // or a plain string part) adds no separator there, where a template that iterates over
+      // content still gets it as an empty text part
+      if (partText != null && !partText.isEmpty()) {
         if (!first) {
           text.append('\n');
         }

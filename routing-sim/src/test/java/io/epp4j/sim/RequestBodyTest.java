@@ -108,6 +108,25 @@ class RequestBodyTest {
         .isEqualTo(List.of(new ChatMessage("user", "")));
   }
 
+  @Test
+  void anEmptyTextPartAddsNoNewlineToTheJoinedContentAsInVllm() throws Exception {
+    // vLLM's parser keeps the parts whose parsed content is truthy for a template that takes
+    // string content: "", an empty text, refusal or thinking part, is left out of the join; a
+    // template that iterates over content still gets each as an empty text part
+    RequestBody r = read("{\"messages\":[{\"role\":\"user\",\"content\":["
+        + "{\"type\":\"text\",\"text\":\"\"},{\"type\":\"text\",\"text\":\"a\"},"
+        + "{\"type\":\"text\",\"text\":\"\"},\"\",{\"type\":\"refusal\",\"refusal\":\"\"},"
+        + "{\"type\":\"text\",\"text\":\"b\"},{\"type\":\"text\",\"text\":\"\"}]}]}");
+    ChatMessage.Part empty = ChatMessage.Part.text("");
+    assertThat(r.messages()).isEqualTo(List.of(new ChatMessage("user", "a\nb",
+        List.of(empty, ChatMessage.Part.text("a"), empty, empty, empty, ChatMessage.Part.text("b"),
+            empty))));
+    // parts that are all empty join to "", as a content of ""
+    assertThat(((ChatMessage) ((List<?>) read("{\"messages\":[{\"role\":\"user\","
+        + "\"content\":[{\"type\":\"text\",\"text\":\"\"},\"\"]}]}").messages()).get(0))
+        .content()).isEmpty();
+  }
+
   /**
    * Parts vLLM's request model takes and its chat parser refuses once the model is found: a part
    * without a type, and a text part without a string text (the request model keeps it as a media
