@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.MissingNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import io.epp4j.api.ChatTemplateArgs;
@@ -861,7 +862,7 @@ final class EmulatedServer implements AutoCloseable {
       }
       @SuppressWarnings("unchecked")
       List<ChatMessage> chatMessages = (List<ChatMessage>) messages;
-      Object args = chatTemplateArgs(body.fields());
+      Object args = chatTemplateArgs(body.fields(), generating);
       if (args instanceof String bad) {
         return bad;
       }
@@ -1162,7 +1163,7 @@ final class EmulatedServer implements AutoCloseable {
     }
     // the fields that shape the prompt, typed by the request model too; their values are read
     // with the prompt, once the model is found
-    String badPromptField = promptFieldsInvalid(body, chat);
+    String badPromptField = promptFieldsInvalid(body, chat, true);
     if (badPromptField != null) {
       error(ex, 400, "BadRequestError", badPromptField);
       return;
@@ -2359,7 +2360,7 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "field 'prompt' must be a string");
       return;
     }
-    String badPromptField = promptFieldsInvalid(body.fields(), body.hasMessages());
+    String badPromptField = promptFieldsInvalid(body.fields(), body.hasMessages(), false);
     if (badPromptField != null) {
       error(ex, 400, "BadRequestError", badPromptField);
       return;
@@ -2891,14 +2892,25 @@ final class EmulatedServer implements AutoCloseable {
     }
   }
 
-  /**
-   * The chat template's fields of a chat or {@code /tokenize} body as vLLM's request models read
-   * them ({@code add_generation_prompt} true unless set, {@code continue_final_message},
-   * {@code chat_template_kwargs} an object, {@code documents} and {@code reasoning_effort}
-   * merged into the kwargs), or a message naming the field that is wrong; both
-   * booleans set true is refused, as vLLM refuses it.
-   */
+  /** A chat completion's template fields, as {@link #chatTemplateArgs(JsonNode, boolean)}. */
   static Object chatTemplateArgs(JsonNode body) {
+    return chatTemplateArgs(body, true);
+  }
+
+  /**
+   * The chat template's fields of a chat completion or {@code /tokenize} body as vLLM's request
+   * models read them ({@code add_generation_prompt} true unless set,
+   * {@code continue_final_message}, {@code chat_template_kwargs} an object, and for a chat
+   * completion {@code documents} and {@code reasoning_effort} merged into the kwargs), or a
+   * message naming the field that is wrong; both booleans set true is refused, as vLLM refuses
+   * it.
+   *
+   * @param chatCompletion false for {@code /tokenize}, whose request model (vLLM's
+   *     {@code TokenizeChatRequest}) has no {@code documents} or {@code reasoning_effort}: vLLM
+   *     ignores them there, as it ignores any field its request model does not have, so they are
+   *     neither checked nor handed to the template
+   */
+  static Object chatTemplateArgs(JsonNode body, boolean chatCompletion) {
     JsonNode agpNode = body.path("add_generation_prompt");
     Boolean agp = agpNode.isMissingNode() || agpNode.isNull() ? Boolean.TRUE : laxBool(agpNode);
     if (agp == null) {
@@ -2923,11 +2935,13 @@ final class EmulatedServer implements AutoCloseable {
     // that name (its request model takes a list of objects of strings), then reasoning_effort,
     // and enable_thinking from it unless the request's kwargs set that key
     boolean userSetsThinking = kwargs.has("enable_thinking");
-    JsonNode effort = body.path("reasoning_effort");
+    JsonNode effort = chatCompletion ? body.path("reasoning_effort")
+        : MissingNode.getInstance();
     if (!effort.isMissingNode() && !effort.isNull() && !effort.isTextual()) {
       return "field 'reasoning_effort' must be a string";
     }
-    JsonNode documents = body.path("documents");
+    JsonNode documents = chatCompletion ? body.path("documents")
+        : MissingNode.getInstance();
     if (!documents.isMissingNode() && !documents.isNull()) {
       boolean valid = documents.isArray();
       for (JsonNode d : documents) {
@@ -2970,12 +2984,16 @@ final class EmulatedServer implements AutoCloseable {
    * boolean, and for a chat the chat template's fields of {@link #chatTemplateArgs} (a boolean,
    * an object, a string of the wrong type, both booleans true). A request's own chat template is
    * not among them: vLLM refuses it once the model is found.
+   *
+   * @param chatCompletion false for {@code /tokenize}, as {@link #chatTemplateArgs(JsonNode,
+   *     boolean)} reads it
    */
-  static @Nullable String promptFieldsInvalid(JsonNode body, boolean chat) {
+  static @Nullable String promptFieldsInvalid(JsonNode body, boolean chat,
+      boolean chatCompletion) {
     if (laxBool(body.path("add_special_tokens")) == null) {
       return "field 'add_special_tokens' must be a boolean";
     }
-    if (chat && chatTemplateArgs(body) instanceof String bad
+    if (chat && chatTemplateArgs(body, chatCompletion) instanceof String bad
         && !bad.equals(UNTRUSTED_CHAT_TEMPLATE)) {
       return bad;
     }
