@@ -2937,8 +2937,9 @@ final class EmulatedServer implements AutoCloseable {
     boolean userSetsThinking = kwargs.has("enable_thinking");
     JsonNode effort = chatCompletion ? body.path("reasoning_effort")
         : MissingNode.getInstance();
-    if (!effort.isMissingNode() && !effort.isNull() && !effort.isTextual()) {
-      return "field 'reasoning_effort' must be a string";
+    if (!effort.isMissingNode() && !effort.isNull()
+        && !(effort.isTextual() && REASONING_EFFORTS.contains(effort.textValue()))) {
+      return "field 'reasoning_effort' must be one of " + String.join(", ", REASONING_EFFORTS);
     }
     JsonNode documents = chatCompletion ? body.path("documents")
         : MissingNode.getInstance();
@@ -2973,6 +2974,14 @@ final class EmulatedServer implements AutoCloseable {
     }
     return new ChatTemplateArgs(agp, cfm, kwargs.isObject() ? kwargs.toString() : null);
   }
+
+  /**
+   * The values of a chat completion's {@code reasoning_effort} that vLLM's request model takes
+   * (its {@code Literal}, in its order; {@code "max"} is DeepSeek V4's); any other, or a value
+   * that is not a string, is a 400 before the model is looked up, as pydantic refuses it.
+   */
+  static final List<String> REASONING_EFFORTS =
+      List.of("none", "minimal", "low", "medium", "high", "xhigh", "max");
 
   /** vLLM's refusal of a request's own chat template without --trust-request-chat-template. */
   static final String UNTRUSTED_CHAT_TEMPLATE = "Chat template is passed with request, but"
