@@ -960,8 +960,9 @@ final class EmulatedServer implements AutoCloseable {
     // more is refused rather than answered with one choice and a fraction of the work asked for
     JsonNode nNode = body.get("n");
     Integer n = nNode == null ? null : laxInt(nNode);
-    // (n below 1 is vLLM's own refusal, in its words with the other sampling checks below)
-    if (nNode != null && !nNode.isNull() && !(n != null && n <= 1)) {
+    // (n below 1 is vLLM's own refusal, in its words with the other sampling checks below; a
+    // chat's n is typed int | None, a completion's int, whose null vLLM refuses)
+    if (nNode != null && !(chat && nNode.isNull()) && !(n != null && n <= 1)) {
       // a number is quoted; anything else (a string of any length) only named by its type
       error(ex, 400, "BadRequestError", "field 'n' must be 1: the emulated replica generates one"
           + " choice per request, got " + (nNode.isNumber() ? nNode.toString()
@@ -980,8 +981,9 @@ final class EmulatedServer implements AutoCloseable {
     // the context; a completion's max_tokens left out or null is its field default of 16, as
     // current vLLM reads it (its request model turns an explicit null into the default)
     boolean noLimit = chat && max == null;
+    // typed int, not int | None, in vLLM's request models: null is refused
     JsonNode minNode = body.get("min_tokens");
-    Integer minValue = minNode == null || minNode.isNull() ? Integer.valueOf(0) : laxInt(minNode);
+    Integer minValue = minNode == null ? Integer.valueOf(0) : laxInt(minNode);
     if (minValue == null) {
       error(ex, 400, "BadRequestError", "field 'min_tokens' must be an integer");
       return;
@@ -1016,14 +1018,15 @@ final class EmulatedServer implements AutoCloseable {
     boolean returnTokenIds = returnTokenIdsValue;
     // vLLM's echo: a completion's answer starts with its prompt's text, a chat's with the content
     // of its last message when that message is the answer's own role
-    Boolean echoValue = laxBool(body.path("echo"));
+    // (a chat's echo is typed bool, a completion's bool | None)
+    Boolean echoValue = chat ? nonNullBool(body.path("echo")) : laxBool(body.path("echo"));
     if (echoValue == null) {
       error(ex, 400, "BadRequestError", "field 'echo' must be a boolean");
       return;
     }
     boolean echo = echoValue;
     // vLLM's ignore_eos: the model's end of answer is ignored, so generation runs to the limit
-    Boolean ignoreEosValue = laxBool(body.path("ignore_eos"));
+    Boolean ignoreEosValue = nonNullBool(body.path("ignore_eos"));
     if (ignoreEosValue == null) {
       error(ex, 400, "BadRequestError", "field 'ignore_eos' must be a boolean", "ignore_eos");
       return;
@@ -1050,7 +1053,7 @@ final class EmulatedServer implements AutoCloseable {
           "stop");
       return;
     }
-    Boolean includeStopValue = laxBool(body.path("include_stop_str_in_output"));
+    Boolean includeStopValue = nonNullBool(body.path("include_stop_str_in_output"));
     if (includeStopValue == null) {
       error(ex, 400, "BadRequestError", "field 'include_stop_str_in_output' must be a boolean",
           "include_stop_str_in_output");
@@ -2013,6 +2016,15 @@ final class EmulatedServer implements AutoCloseable {
     return null;
   }
 
+  /**
+   * {@link #laxBool} for a field vLLM's request model types {@code bool} with a default rather
+   * than {@code bool | None} ({@code ignore_eos}, {@code add_special_tokens}, ...): left out it is
+   * false, and null is refused (null here), as pydantic refuses it.
+   */
+  static @Nullable Boolean nonNullBool(JsonNode v) {
+    return v.isNull() ? null : laxBool(v);
+  }
+
   private static int[] take(LinkedBlockingQueue<int[]> out) throws IOException {
     try {
       return out.take();
@@ -2912,15 +2924,16 @@ final class EmulatedServer implements AutoCloseable {
    */
   static Object chatTemplateArgs(JsonNode body, boolean chatCompletion) {
     JsonNode agpNode = body.path("add_generation_prompt");
-    Boolean agp = agpNode.isMissingNode() || agpNode.isNull() ? Boolean.TRUE : laxBool(agpNode);
+    // both typed bool (not bool | None) in vLLM's request models: null is refused
+    Boolean agp = agpNode.isMissingNode() ? Boolean.TRUE : nonNullBool(agpNode);
     if (agp == null) {
       return "field 'add_generation_prompt' must be a boolean";
     }
-    Boolean cfm = laxBool(body.path("continue_final_message"));
+    Boolean cfm = nonNullBool(body.path("continue_final_message"));
     if (cfm == null) {
       return "field 'continue_final_message' must be a boolean";
     }
-    if (cfm && agp && !agpNode.isMissingNode() && !agpNode.isNull()) {
+    if (cfm && agp && !agpNode.isMissingNode()) {
       return "fields 'add_generation_prompt' and 'continue_final_message' must not both be true";
     }
     JsonNode kwargs = body.path("chat_template_kwargs");
@@ -2999,7 +3012,7 @@ final class EmulatedServer implements AutoCloseable {
    */
   static @Nullable String promptFieldsInvalid(JsonNode body, boolean chat,
       boolean chatCompletion) {
-    if (laxBool(body.path("add_special_tokens")) == null) {
+    if (nonNullBool(body.path("add_special_tokens")) == null) {
       return "field 'add_special_tokens' must be a boolean";
     }
     if (chat && chatTemplateArgs(body, chatCompletion) instanceof String bad
