@@ -969,14 +969,20 @@ final class EmulatedServer implements AutoCloseable {
               : "a " + nNode.getNodeType().name().toLowerCase(java.util.Locale.ROOT)));
       return;
     }
+    // a chat's limit is max_completion_tokens unless null, else max_tokens; vLLM's request
+    // model types both, so either of the wrong type is refused, the one it does not use too
+    for (String f : chat ? List.of("max_tokens", "max_completion_tokens")
+        : List.of("max_tokens")) {
+      JsonNode v = body.path(f);
+      if (!v.isMissingNode() && !v.isNull() && laxInt(v) == null) {
+        error(ex, 400, "BadRequestError", "field '" + f + "' must be an integer >= 1");
+        return;
+      }
+    }
     String maxField = chat && body.hasNonNull("max_completion_tokens")
         ? "max_completion_tokens" : "max_tokens";
     JsonNode maxNode = body.get(maxField);
     Integer max = maxNode == null || maxNode.isNull() ? null : laxInt(maxNode);
-    if (maxNode != null && !maxNode.isNull() && max == null) {
-      error(ex, 400, "BadRequestError", "field '" + maxField + "' must be an integer >= 1");
-      return;
-    }
     // a chat without a limit (left out or null, max_completion_tokens too) runs to the rest of
     // the context; a completion's max_tokens left out or null is its field default of 16, as
     // current vLLM reads it (its request model turns an explicit null into the default)

@@ -105,6 +105,29 @@ class ServeFieldTypesTest {
   }
 
   @Test
+  void aChatsMaxTokensOfTheWrongTypeIsNamedEvenBesideAMaxCompletionTokens() throws Exception {
+    // vLLM's request model types both fields, whichever of them sets the limit
+    int port = replica.start();
+    String chat = "\"messages\":[{\"role\":\"user\",\"content\":\"a b c\"}]";
+    for (String[] c : new String[][] {
+        {",\"max_completion_tokens\":2,\"max_tokens\":\"lots\"", "'max_tokens'"},
+        {",\"max_completion_tokens\":2,\"max_tokens\":1.5", "'max_tokens'"},
+        {",\"max_tokens\":2,\"max_completion_tokens\":[]", "'max_completion_tokens'"},
+        {",\"model\":\"nope\",\"max_completion_tokens\":2,\"max_tokens\":{}", "'max_tokens'"}}) {
+      HttpResponse<String> res = replica.post(port, "/v1/chat/completions", "{" + chat + c[0]
+          + "}");
+      assertThat(res.statusCode()).as(c[0] + " " + res.body()).isEqualTo(400);
+      assertThat(JSON.readTree(res.body()).at("/error/message").asText()).as(c[0])
+          .contains(c[1]);
+    }
+    // of the right type, max_completion_tokens sets the limit and max_tokens is not used
+    HttpResponse<String> res = replica.post(port, "/v1/chat/completions", "{" + chat
+        + ",\"max_completion_tokens\":2,\"max_tokens\":\"7\"}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    assertThat(JSON.readTree(res.body()).at("/usage/completion_tokens").asInt()).isEqualTo(2);
+  }
+
+  @Test
   void anEmptyModelIsTheBaseModelAsInVllm() throws Exception {
     // vLLM's _is_model_supported: a model name that is empty (or left out) is the base model
     int port = replica.start();
