@@ -1149,6 +1149,7 @@ final class EmulatedServer implements AutoCloseable {
     }
     // vLLM takes a seed of -1 as none
     Long seed = seedNode.isMissingNode() || seedNode.isNull() ? null
+        : seedNode.isBoolean() ? Long.valueOf(seedNode.booleanValue() ? 1 : 0)
         : Long.valueOf(new java.math.BigDecimal(seedNode.asText()).longValueExact());
     if (seed != null && seed == -1) {
       seed = null;
@@ -1905,9 +1906,12 @@ final class EmulatedServer implements AutoCloseable {
   /**
    * Whether a value is an integer vLLM's request model takes for a 64-bit field such as
    * {@code seed}: an integer, a float without a fractional part, or a string of decimal digits,
-   * from -2^63 to 2^63 - 1.
+   * from -2^63 to 2^63 - 1, or a boolean (1 or 0, as pydantic's lax mode reads it).
    */
   static boolean isInt64(JsonNode v) {
+    if (v.isBoolean()) {
+      return true;
+    }
     if (v.isIntegralNumber()) {
       return v.canConvertToLong();
     }
@@ -1944,10 +1948,14 @@ final class EmulatedServer implements AutoCloseable {
   }
 
   /**
-   * A float field's value as vLLM's request models (pydantic, lax mode) take it: a number or a
-   * string holding one ({@code "inf"} and {@code "nan"} too); null for anything else.
+   * A float field's value as vLLM's request models (pydantic, lax mode) take it: a number, a
+   * string holding one ({@code "inf"} and {@code "nan"} too) or a boolean (1.0 or 0.0); null for
+   * anything else.
    */
   static @Nullable Double laxFloat(JsonNode v) {
+    if (v.isBoolean()) {
+      return v.booleanValue() ? 1.0 : 0.0;
+    }
     if (v.isNumber()) {
       return v.asDouble();
     }
@@ -1976,10 +1984,13 @@ final class EmulatedServer implements AutoCloseable {
 
   /**
    * An integer field's value as vLLM's request models (pydantic, lax mode) take it: an integer,
-   * a float without a fractional part, or a string of decimal digits; null for anything else
-   * (or beyond an int).
+   * a float without a fractional part, a string of decimal digits or a boolean (1 or 0); null
+   * for anything else (or beyond an int).
    */
   static @Nullable Integer laxInt(JsonNode v) {
+    if (v.isBoolean()) {
+      return v.booleanValue() ? 1 : 0;
+    }
     if (v.isIntegralNumber()) {
       return v.canConvertToInt() ? v.asInt() : null;
     }

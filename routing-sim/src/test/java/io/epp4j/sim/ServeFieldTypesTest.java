@@ -128,6 +128,34 @@ class ServeFieldTypesTest {
   }
 
   @Test
+  void aBooleanIsANumberToAnIntegerOrFloatFieldAsInPydanticsLaxMode() throws Exception {
+    // vLLM's request model takes true as 1 and false as 0 for an int or float field
+    int port = replica.start();
+    for (String fields : new String[] {",\"temperature\":true", ",\"temperature\":false",
+        ",\"top_p\":true", ",\"presence_penalty\":false", ",\"repetition_penalty\":true",
+        ",\"top_k\":true", ",\"min_p\":false", ",\"seed\":true", ",\"n\":true",
+        ",\"min_tokens\":false"}) {
+      HttpResponse<String> res = replica.post(port, "/v1/completions",
+          "{\"prompt\":[1,2,3],\"max_tokens\":2" + fields + "}");
+      assertThat(res.statusCode()).as(fields + " " + res.body()).isEqualTo(200);
+    }
+    // max_tokens true is 1 token; false is 0, which vLLM's sampling parameters refuse
+    HttpResponse<String> res = replica.post(port, "/v1/completions",
+        "{\"prompt\":[1,2,3],\"max_tokens\":true}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(200);
+    assertThat(JSON.readTree(res.body()).at("/usage/completion_tokens").asInt()).isEqualTo(1);
+    res = replica.post(port, "/v1/completions", "{\"prompt\":[1,2,3],\"max_tokens\":false}");
+    assertThat(res.statusCode()).as(res.body()).isEqualTo(400);
+    assertThat(JSON.readTree(res.body()).at("/error/message").asText())
+        .startsWith("max_tokens must be at least 1, got 0.");
+    // and a seed of true generates what a seed of 1 generates
+    String seeded = "{\"prompt\":[1,2,3],\"max_tokens\":4,\"return_token_ids\":true,\"seed\":";
+    assertThat(JSON.readTree(replica.post(port, "/v1/completions", seeded + "true}").body())
+        .at("/choices/0/token_ids")).isEqualTo(JSON.readTree(replica.post(port,
+            "/v1/completions", seeded + "1}").body()).at("/choices/0/token_ids"));
+  }
+
+  @Test
   void anEmptyModelIsTheBaseModelAsInVllm() throws Exception {
     // vLLM's _is_model_supported: a model name that is empty (or left out) is the base model
     int port = replica.start();
