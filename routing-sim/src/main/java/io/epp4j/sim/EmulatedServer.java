@@ -1132,6 +1132,16 @@ final class EmulatedServer implements AutoCloseable {
           "seed");
       return;
     }
+    // priority, typed int (not null) from -2^63 to 2^63 - 1 by vLLM's request model
+    JsonNode priorityNode = body.path("priority");
+    if (!priorityNode.isMissingNode() && !isInt64(priorityNode)) {
+      error(ex, 400, "BadRequestError", "field 'priority' must be an integer from -2^63 to"
+          + " 2^63 - 1", "priority");
+      return;
+    }
+    long priority = priorityNode.isMissingNode() ? 0 : priorityNode.isBoolean()
+        ? (priorityNode.booleanValue() ? 1 : 0)
+        : new java.math.BigDecimal(priorityNode.asText()).longValueExact();
     String badFormat = responseFormatInvalid(body);
     if (badFormat != null) {
       error(ex, 400, "BadRequestError", badFormat, "response_format");
@@ -1289,6 +1299,13 @@ final class EmulatedServer implements AutoCloseable {
     String outOfVocab = logitBiasOutOfVocab(body, cluster.profile().vocab());
     if (outOfVocab != null) {
       error(ex, 400, "BadRequestError", outOfVocab, "logit_bias");
+      return;
+    }
+    // the emulated engine schedules first come, first served, as vLLM does without
+    // --scheduling-policy priority, whose engine then refuses any other priority than 0
+    if (priority != 0) {
+      error(ex, 400, "BadRequestError", "Got priority " + priority
+          + " but Priority scheduling is not enabled.");
       return;
     }
     // vLLM answers log probabilities when asked; this replica's filler output has none, and a
