@@ -8,7 +8,8 @@ import java.util.Objects;
  *
  * @param timestampSeconds the engine's wall-clock time of the step (Unix seconds)
  * @param events           the events in the order the engine produced them
- * @param dataParallelRank the data-parallel rank that produced them, or -1 when absent
+ * @param dataParallelRank the data-parallel rank that produced them, or -1 when absent (the
+ *                         decoder refuses a negative rank as malformed)
  */
 public record KvEventBatch(double timestampSeconds, List<KvEvent> events, int dataParallelRank) {
   public KvEventBatch {

@@ -102,7 +102,7 @@ public final class KvEventDecoder {
     List<KvEvent> events = readEvents(u);
     int rank = -1;
     if (n >= 3) {
-      rank = u.readOptionalInt("data_parallel_rank", -1);
+      rank = readRank(u);
     }
     for (int i = 3; i < n; i++) {
       u.skipValue();
@@ -122,7 +122,7 @@ public final class KvEventDecoder {
       switch (k) {
         case "ts" -> ts = u.readNumber("ts");
         case "events" -> events = readEvents(u);
-        case "data_parallel_rank" -> rank = u.readOptionalInt(k, -1);
+        case "data_parallel_rank" -> rank = readRank(u);
         default -> u.skipValue();
       }
     }
@@ -130,6 +130,22 @@ public final class KvEventDecoder {
       throw new MalformedKvEventException("batch map without 'events'");
     }
     return new KvEventBatch(ts, events, rank);
+  }
+
+  /**
+   * The batch's {@code data_parallel_rank}: vLLM sends a rank (0 or more) or nil, read as -1.
+   * A negative rank is malformed, not "no rank": applied as if none were given, its batch would
+   * pass the check of an endpoint that serves one rank whatever engine core sent it.
+   */
+  private static int readRank(PayloadUnpacker u) throws IOException, MalformedKvEventException {
+    if (u.tryUnpackNil()) {
+      return -1;
+    }
+    int rank = u.readOptionalInt("data_parallel_rank", -1);
+    if (rank < 0) {
+      throw new MalformedKvEventException("data_parallel_rank must be 0 or more, got " + rank);
+    }
+    return rank;
   }
 
   private static List<KvEvent> readEvents(PayloadUnpacker u)

@@ -307,6 +307,59 @@ class DataParallelKvEventsTest {
     }
   }
 
+  /**
+   * {@link #rootBlock}'s batch from rank 1, its rank then overwritten with {@code rank}, a
+   * negative fixint (-32 to -1): the encoder, like vLLM, writes no negative rank.
+   */
+  private static byte[] withNegativeRank(long hash, int first, int rank) {
+    byte[] payload = ENCODER.encode(rootBlock(hash, first, 1));
+    assertThat(payload[payload.length - 1]).as("rank 1 is the last byte").isEqualTo((byte) 1);
+    assertThat(rank).isBetween(-32, -1);
+    payload[payload.length - 1] = (byte) rank;
+    return payload;
+  }
+
+  @Test
+  void aBatchWithANegativeRankIsDroppedAsMalformedNotAppliedAsOneWithoutARank()
+      throws Exception {
+    // vLLM sends a rank (0 or more) or nil. Before, a negative rank was read as no rank and the
+    // batch was applied to the endpoint of rank 1 as if it were its own
+    KvBlockIndex index = KvBlockIndex.create();
+    try (KvEventSubscriberReliabilityTest.LogCapture log =
+            new KvEventSubscriberReliabilityTest.LogCapture();
+        ZContext ctx = new ZContext(1)) {
+      ZMQ.Socket pub = xpub(ctx);
+      pub.bind("tcp://127.0.0.1:*");
+      int q = port(pub);
+      Endpoint rank1 = Endpoint.of("127.0.0.1", 8001); // follows port (q - 1) + 1 = q
+      try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(index).port(q - 1)
+          .dataParallel(2, 8000).build()) {
+        sub.addEndpoint(rank1);
+        pub.setReceiveTimeOut(20_000);
+        assertThat(pub.recv()).as("subscription").isNotNull();
+        publish(pub, "kv@x@m", 0, withNegativeRank(1, 100, -2));
+        publish(pub, "kv@x@m", 1, withNegativeRank(2, 200, -1));
+        publish(pub, "kv@x@m", 2, ENCODER.encode(rootBlock(3, 300, 1))); // its own rank
+        KvEventMetrics m = index.metrics();
+        await(() -> m.batches() == 1 && m.decodeErrors() == 2,
+            () -> "one batch applied and two dropped as malformed: " + m);
+        String id = rank1.id();
+        assertThat(holds(index, id, 100)).isFalse();
+        assertThat(holds(index, id, 200)).isFalse();
+        assertThat(holds(index, id, 300)).isTrue();
+        assertThat(index.blockCount(id)).isEqualTo(1);
+        assertThat(m.wrongRankBatches()).isZero();
+        assertThat(m.gaps()).isZero();
+        List<String> reports = log.records.stream().map(r -> r.getMessage())
+            .filter(s -> s.contains("data_parallel_rank must be 0 or more")).toList();
+        assertThat(reports).as("reported once per interval").hasSize(1);
+        assertThat(reports.get(0)).contains(id).contains("got -2");
+      } finally {
+        pub.close();
+      }
+    }
+  }
+
   @Test
   void dataParallelParametersAreValidatedNamingTheField() {
     List<Endpoint> pool = List.of(Endpoint.of("127.0.0.1", 8000));

@@ -320,6 +320,60 @@ class KvEventDecoderTest {
     }
   }
 
+  /**
+   * vLLM's data_parallel_rank is a rank (0 or more) or nil. A negative one is malformed and
+   * named, in both batch shapes; before, it was read as "no rank", and so a batch that no engine
+   * core could have sent passed the rank check of every endpoint.
+   */
+  @Test
+  void aNegativeDataParallelRankIsMalformedInBothBatchShapes() throws Exception {
+    for (long rank : new long[] {-1, -2, Integer.MIN_VALUE}) {
+      byte[] array;
+      try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+        p.packArrayHeader(3).packDouble(1.5).packArrayHeader(0).packLong(rank);
+        array = p.toByteArray();
+      }
+      byte[] map;
+      try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+        p.packMapHeader(3).packString("ts").packDouble(1.5).packString("events")
+            .packArrayHeader(0).packString("data_parallel_rank").packLong(rank);
+        map = p.toByteArray();
+      }
+      for (byte[] payload : List.of(array, map)) {
+        assertThatThrownBy(() -> KvEventDecoder.decode(payload)).as("rank %d", rank)
+            .isInstanceOf(MalformedKvEventException.class)
+            .hasMessageContaining("data_parallel_rank").hasMessageContaining(String.valueOf(rank));
+      }
+    }
+    // nil is "no rank", and rank 0 is a rank
+    for (boolean nil : new boolean[] {true, false}) {
+      byte[] array;
+      byte[] map;
+      try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+        p.packArrayHeader(3).packDouble(1.5).packArrayHeader(0);
+        if (nil) {
+          p.packNil();
+        } else {
+          p.packInt(0);
+        }
+        array = p.toByteArray();
+      }
+      try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+        p.packMapHeader(3).packString("ts").packDouble(1.5).packString("events")
+            .packArrayHeader(0).packString("data_parallel_rank");
+        if (nil) {
+          p.packNil();
+        } else {
+          p.packInt(0);
+        }
+        map = p.toByteArray();
+      }
+      for (byte[] payload : List.of(array, map)) {
+        assertThat(KvEventDecoder.decode(payload).dataParallelRank()).isEqualTo(nil ? -1 : 0);
+      }
+    }
+  }
+
   @Test
   void tokenCountThatDoesNotMatchTheBlocksIsMalformed() throws IOException {
     byte[] payload;
