@@ -108,7 +108,7 @@ public final class KvEventsPluginProviders {
       if (p.has("speculativeTtlMs")) {
         p.error("speculativeTTL", "and speculativeTtlMs name the same lifetime; keep one");
       }
-      long ttl = p.getDuration("speculativeTTL", Duration.ofMillis(ttlDefault)).toMillis();
+      long ttl = ceilMillis(p.getDuration("speculativeTTL", Duration.ofMillis(ttlDefault)));
       if (ttl > MAX_TTL_MS) {
         // refused under the name the file uses: speculativeTtlMs, checked below, is not in it
         p.error("speculativeTTL", "must be at most 8760h (365 days), got '"
@@ -280,6 +280,14 @@ public final class KvEventsPluginProviders {
       p.error("defaultChatTemplateKwargs", String.valueOf(e.getMessage()));
       return null;
     }
+  }
+
+  /**
+   * {@code d} in whole milliseconds, rounded up: a positive duration under a millisecond (Go's
+   * {@code 500us}, {@code 0.5ms}) is 1 ms, never 0, which would turn speculative entries off.
+   */
+  static long ceilMillis(Duration d) {
+    return d.toMillis() + (d.getNano() % 1_000_000 != 0 ? 1 : 0);
   }
 
   /**

@@ -69,6 +69,36 @@ class UpstreamSpeculativeIndexingTest {
     }
   }
 
+  /**
+   * A Go duration that is not a whole number of milliseconds is rounded up to the next one.
+   * Before, it was rounded down, so a positive lifetime under a millisecond became 0, which
+   * turns speculative entries off, without a word.
+   */
+  @Test
+  void aSpeculativeTtlUnderAMillisecondIsRoundedUpNotReadAsZero() {
+    for (String[] c : new String[][] {{"500us", "1"}, {"0.5ms", "1"}, {"1ns", "1"},
+        {"1.5ms", "2"}, {"2ms", "2"}, {"0s", "0"}}) {
+      try (Router r = Router.builder().endpoints(POOL)
+          .configYaml(config("""
+              speculativeIndexing: true
+              speculativeTTL: "%s"
+              kvEvents: {mode: none}""".formatted(c[0])), "p.yaml").randomSeed(1).build()) {
+        PrecisePrefixCacheScorer s = (PrecisePrefixCacheScorer) r.config().plugins()
+            .get("precise-prefix-cache-scorer");
+        long ms = Long.parseLong(c[1]);
+        assertThat(s.index().speculativeTtlNanos()).as(c[0]).isEqualTo(ms * 1_000_000L);
+        assertThat(r.route(prompt()).isRouted()).isTrue();
+        if (ms > 0) {
+          assertThat(s.index().metrics().speculativeBlocks()).as(c[0] + ": speculative entries")
+              .isPositive();
+        } else {
+          assertThat(s.index().metrics().speculativeBlocks()).as(c[0] + ": speculation off")
+              .isZero();
+        }
+      }
+    }
+  }
+
   @Test
   void aSpeculativeTtlAboveTheLimitIsRefusedNamingSpeculativeTtl() {
     Throwable t = catchThrowable(() -> Router.builder().endpoints(POOL)
