@@ -282,8 +282,10 @@ public final class KvEventDecoder {
         }
       }
       case "token_ids" -> f.tokens = readTokens(u, name, index);
-      case "block_size" -> f.blockSize = u.readOptionalInt(where(index, name), 0);
-      case "lora_id" -> f.loraId = u.readOptionalInt(where(index, name), -1);
+      // vLLM sends a size (0: a store it cannot describe) and a LoRA id, or nil: a negative one
+      // is malformed, not absent (a LoRA's blocks would be keyed as the base model's)
+      case "block_size" -> f.blockSize = readOptionalCount(u, index, name, 0);
+      case "lora_id" -> f.loraId = readOptionalCount(u, index, name, -1);
       case "medium" -> f.medium = u.readOptionalString(where(index, name));
       case "lora_name" -> {
         // SGLang's BlockStored has vLLM's fields up to medium, and then, where vLLM has
@@ -303,6 +305,19 @@ public final class KvEventDecoder {
           f.specWindow = Math.max(0, u.readOptionalInt(where(index, name), 0));
       default -> u.skipValue();
     }
+  }
+
+  /** An int of 0 or more, or {@code absent} for nil; a negative int is malformed. */
+  private static int readOptionalCount(PayloadUnpacker u, int index, String name, int absent)
+      throws IOException, MalformedKvEventException {
+    if (u.tryUnpackNil()) {
+      return absent;
+    }
+    int v = u.readOptionalInt(where(index, name), absent);
+    if (v < 0) {
+      throw new MalformedKvEventException(where(index, name) + " must be 0 or more, got " + v);
+    }
+    return v;
   }
 
   private static long[] readHashes(PayloadUnpacker u, String name, int index)

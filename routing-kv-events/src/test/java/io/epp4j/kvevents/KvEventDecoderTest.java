@@ -374,6 +374,60 @@ class KvEventDecoderTest {
     }
   }
 
+  /**
+   * BlockStored's block_size and lora_id are 0 or more, or nil. A negative one is malformed and
+   * named, in both event shapes; before, it was read as absent: the block size was then taken
+   * from the tokens, and a LoRA's blocks were keyed as the base model's.
+   */
+  @Test
+  void aNegativeBlockSizeOrLoraIdIsMalformedNotAbsent() throws Exception {
+    for (String field : new String[] {"block_size", "lora_id"}) {
+      for (int bad : new int[] {-1, -16, Integer.MIN_VALUE}) {
+        int blockSize = field.equals("block_size") ? bad : 2;
+        int loraId = field.equals("lora_id") ? bad : 3;
+        byte[] array;
+        try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+          p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+          p.packArrayHeader(6).packString("BlockStored").packArrayHeader(1).packLong(7).packNil()
+              .packArrayHeader(2).packInt(1).packInt(2).packInt(blockSize).packInt(loraId);
+          array = p.toByteArray();
+        }
+        byte[] map;
+        try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+          p.packArrayHeader(2).packDouble(1.5).packArrayHeader(1);
+          p.packMapHeader(6).packString("type").packString("BlockStored")
+              .packString("block_hashes").packArrayHeader(1).packLong(7)
+              .packString("parent_block_hash").packNil()
+              .packString("token_ids").packArrayHeader(2).packInt(1).packInt(2)
+              .packString("block_size").packInt(blockSize)
+              .packString("lora_id").packInt(loraId);
+          map = p.toByteArray();
+        }
+        for (byte[] payload : List.of(array, map)) {
+          assertThatThrownBy(() -> KvEventDecoder.decode(payload)).as("%s %d", field, bad)
+              .isInstanceOf(MalformedKvEventException.class).hasMessageContaining(field)
+              .hasMessageContaining(String.valueOf(bad));
+        }
+      }
+    }
+    // nil is absent, and 0 is a value (block_size 0: a store vLLM cannot describe)
+    byte[] payload;
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1.5).packArrayHeader(2);
+      p.packArrayHeader(6).packString("BlockStored").packArrayHeader(1).packLong(7).packNil()
+          .packArrayHeader(2).packInt(1).packInt(2).packNil().packNil();
+      p.packArrayHeader(6).packString("BlockStored").packArrayHeader(1).packLong(8).packNil()
+          .packArrayHeader(2).packInt(1).packInt(2).packInt(0).packInt(0);
+      payload = p.toByteArray();
+    }
+    List<KvEvent> events = KvEventDecoder.decode(payload).events();
+    assertThat(events).hasSize(2);
+    assertThat(((KvEvent.BlockStored) events.get(0)).loraId()).isEqualTo(-1);
+    assertThat(((KvEvent.BlockStored) events.get(0)).blockSize()).isEqualTo(2);
+    assertThat(((KvEvent.BlockStored) events.get(1)).loraId()).isZero();
+    assertThat(((KvEvent.BlockStored) events.get(1)).blockSize()).isEqualTo(2);
+  }
+
   @Test
   void tokenCountThatDoesNotMatchTheBlocksIsMalformed() throws IOException {
     byte[] payload;
