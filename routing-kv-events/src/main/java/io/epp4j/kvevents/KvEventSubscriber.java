@@ -95,6 +95,8 @@ public final class KvEventSubscriber implements AutoCloseable {
   private final SubscriberLoop loop;
   private final SubscriberSockets sockets;
   private final HostLookups lookups;
+  /** How long a replay waits, in whole milliseconds (the builder's timeout rounded up). */
+  private final long replayTimeoutMillis;
   /**
    * Per endpoint id, the pool change the subscriber's thread has not taken yet: the latest state
    * wanted (followed with these labels under this membership, or not followed). An entry means
@@ -116,8 +118,10 @@ public final class KvEventSubscriber implements AutoCloseable {
         b.receiveBufferBytes);
     DropReports reports = new DropReports(metrics);
     this.lookups = new HostLookups(b.resolver);
+    // rounded up: a timeout under a millisecond rounded down would be 0, and no replay waited
+    this.replayTimeoutMillis = KvEventsPluginProviders.ceilMillis(b.replayTimeout);
     EndpointStream.Shared shared = new EndpointStream.Shared(membership, metrics, reports, sockets,
-        b.replayTimeout.toMillis(), b.receiveBufferBytes, this::isClosing, lookups);
+        replayTimeoutMillis, b.receiveBufferBytes, this::isClosing, lookups);
     this.streams = new StreamTable(central, b.port, b.replayPort, b.dataParallelSize,
         b.dataParallelFirstPort, shared, !b.portLabelFollowedElsewhere);
     this.loop = new SubscriberLoop(b.bindAddress, sockets, streams, reports);
@@ -257,6 +261,11 @@ public final class KvEventSubscriber implements AutoCloseable {
     return streams.portLabelWarningsKept();
   }
 
+  /** How long a replay waits, in milliseconds; for tests. */
+  long replayTimeoutMillis() {
+    return replayTimeoutMillis;
+  }
+
   /** SUB sockets opened for endpoints since the start (per-endpoint mode); for tests. */
   long subscriptionsOpened() {
     return streams.subscriptionsOpened();
@@ -350,7 +359,8 @@ public final class KvEventSubscriber implements AutoCloseable {
     /**
      * How long to wait for a replay to finish (default 1 s; at most
      * {@link #MAX_REPLAY_TIMEOUT}, 365 days: the wait is timed in nanoseconds, and a longer one
-     * could not be).
+     * could not be). The wait is whole milliseconds: a timeout between them is rounded up, so one
+     * under a millisecond waits 1 ms rather than not at all.
      */
     public Builder replayTimeout(Duration v) {
       Objects.requireNonNull(v, "replayTimeout");

@@ -112,6 +112,22 @@ class SubscriberSocketsTest {
     assertThat(b.replayTimeout(KvEventSubscriber.MAX_REPLAY_TIMEOUT)).isSameAs(b);
   }
 
+  /**
+   * A replay waits whole milliseconds; a timeout between two is rounded up. Before, it was
+   * rounded down, so a positive timeout under a millisecond (accepted as positive) became 0 and
+   * every replay ended before it had waited for an answer.
+   */
+  @Test
+  void aReplayTimeoutUnderAMillisecondIsRoundedUpNotDown() {
+    long[][] cases = {{1, 1}, {500_000, 1}, {1_000_000, 1}, {1_500_000, 2}, {2_000_000, 2}};
+    for (long[] c : cases) {
+      try (KvEventSubscriber sub = KvEventSubscriber.perEndpoint(KvBlockIndex.create())
+          .replayTimeout(java.time.Duration.ofNanos(c[0])).build()) {
+        assertThat(sub.replayTimeoutMillis()).as("%d ns", c[0]).isEqualTo(c[1]);
+      }
+    }
+  }
+
   @Test
   void aMissingReplayTimeoutIsRefusedNamingIt() {
     KvEventSubscriber.Builder b = KvEventSubscriber.perEndpoint(KvBlockIndex.create());
