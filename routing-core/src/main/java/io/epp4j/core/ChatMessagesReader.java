@@ -145,13 +145,18 @@ final class ChatMessagesReader {
   private static @Nullable String readParts(JsonParser p, StringBuilder content,
       List<ChatMessage.Part> parts, int message) throws IOException {
     int i = 0;
+    // where each part's text ends in content, to join them once all are read
+    int base = content.length();
+    int[] ends = new int[4];
     for (JsonToken t = p.nextToken(); t != JsonToken.END_ARRAY; t = p.nextToken(), i++) {
       if (t != JsonToken.START_OBJECT && t != JsonToken.VALUE_STRING) {
         return partField(message, i, "") + "' must be an object or a string" + at(p);
       }
       if (i > 0) {
-        // vLLM hands a chat template that takes string content the parts joined with "\n"
-        content.append('\n');
+        if (i > ends.length) {
+          ends = java.util.Arrays.copyOf(ends, ends.length * 2);
+        }
+        ends[i - 1] = content.length();
       }
       if (t == JsonToken.VALUE_STRING) {
         // a plain string part: vLLM's request model takes one (its content part type includes
@@ -215,7 +220,38 @@ final class ChatMessagesReader {
         return err;
       }
     }
+    if (i > 1) {
+      if (i > ends.length) {
+        ends = java.util.Arrays.copyOf(ends, i);
+      }
+      ends[i - 1] = content.length();
+      joinWithNewlines(content, base, ends, i);
+    }
     return null;
+  }
+
+  /**
+   * Joins the texts of {@code n} parts, written one after the other into {@code content} from
+   * {@code base} and ending at {@code ends}, with "\n" as vLLM joins them for a chat template that
+   * takes string content: {@code "\n".join} of the parts whose text is not empty, so an empty text
+   * part adds no separator.
+   */
+  private static void joinWithNewlines(StringBuilder content, int base, int[] ends, int n) {
+    String all = content.substring(base);
+    content.setLength(base);
+    int from = 0;
+    boolean first = true;
+    for (int k = 0; k < n; k++) {
+      int to = ends[k] - base;
+      if (to > from) {
+        if (!first) {
+          content.append('\n');
+        }
+        content.append(all, from, to);
+        first = false;
+      }
+      from = to;
+    }
   }
 
   private static @Nullable String appendPart(JsonNode part, StringBuilder content,

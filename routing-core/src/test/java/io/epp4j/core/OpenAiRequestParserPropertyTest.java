@@ -218,8 +218,9 @@ class OpenAiRequestParserPropertyTest {
           ArrayNode parts = o.putArray("content");
           parts.addObject().put("type", "text").put("text", head);
           parts.addObject().put("text", tail).put("type", "text");
-          // and keeps them one by one, for templates that iterate over a message's parts
-          expected.add(new ChatMessage(m.role(), head + "\n" + tail,
+          // (an empty head adds no newline: vLLM joins the texts that are not empty), and keeps
+          // them one by one, for templates that iterate over a message's parts
+          expected.add(new ChatMessage(m.role(), head.isEmpty() ? tail : head + "\n" + tail,
               List.of(ChatMessage.Part.text(head), ChatMessage.Part.text(tail))));
         } else {
           o.put("content", m.content());

@@ -604,6 +604,22 @@ class OpenAiRequestParserTest {
   }
 
   @Test
+  void anEmptyTextPartAddsNoNewlineAsVllmJoinsOnlyTheTextsThatAreNotEmpty() {
+    // vLLM's parser keeps the parts whose text is not empty for a template that takes string
+    // content, so ["a", "", "b"] is "a\nb" there, and an empty first or last part adds nothing
+    InferenceRequest r = parse("/v1/chat/completions", """
+        {"model":"m","messages":[{"role":"user","content":[
+          {"type":"text","text":"a"},{"type":"text","text":""},"b"]},
+          {"role":"user","content":[{"type":"text","text":""},{"type":"text","text":"c"},""]},
+          {"role":"user","content":["",""]}]}
+        """).value();
+    assertThat(r.messages().get(0).content()).isEqualTo("a\nb");
+    assertThat(r.messages().get(1).content()).isEqualTo("c");
+    assertThat(r.messages().get(2).content()).isEmpty();
+    assertThat(r.messages().get(0).parts()).hasSize(3);
+  }
+
+  @Test
   void textPartsWithExtraFieldsAndMediaParts() {
     InferenceRequest r = parse("/v1/chat/completions", """
         {"model":"m","messages":[{"role":"user","content":[
