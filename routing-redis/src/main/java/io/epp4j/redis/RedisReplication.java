@@ -2450,14 +2450,28 @@ public final class RedisReplication implements Plugin, RequestListener {
     @Override
     protected Plugin build(PluginContext c, Parameters p) {
       String uri = p.getString("uri", null);
+      // names are used as written: whitespace at an end (a trailing line break from a file or a
+      // secret, a quoted " p ") would make another pool, stream or router than the one meant,
+      // whose routers never see each other, so it is refused rather than kept or trimmed
       String pool = p.getString("pool", "default");
       if (pool == null || pool.isBlank()) {
-        p.error("pool", "must not be empty");
+        p.error("pool", "must not be empty or only whitespace");
         pool = "default";
+      } else {
+        refuseEdgeSpace(p, "pool", pool, "a router given the name without it is in another pool"
+            + " and neither sees the other's hints");
       }
       String prefix = p.getString("keyPrefix", "epp4j:");
       if (prefix == null) {
         prefix = "epp4j:";
+      } else if (!prefix.isEmpty() && prefix.isBlank()) {
+        // empty is no prefix; only whitespace is a value lost on its way (an unset variable
+        // with a space around it)
+        p.error("keyPrefix", "must not be only whitespace, got " + shown(prefix)
+            + " (an empty keyPrefix is no prefix)");
+      } else {
+        refuseEdgeSpace(p, "keyPrefix", prefix, "a router given the prefix without it uses another"
+            + " stream and neither sees the other's hints");
       }
       String stream = p.getString("stream", prefix + pool + ":hints");
       if (p.has("stream") && p.has("keyPrefix")) {
@@ -2466,12 +2480,19 @@ public final class RedisReplication implements Plugin, RequestListener {
             + " keep one (the key is <keyPrefix><pool>:hints without 'stream')");
       }
       if (stream == null || stream.isBlank()) {
-        p.error("stream", "must not be empty");
+        p.error("stream", "must not be empty or only whitespace");
         stream = prefix + pool + ":hints";
+      } else if (p.has("stream")) {
+        // the default is made of keyPrefix and pool, each checked above
+        refuseEdgeSpace(p, "stream", stream, "a router given the key without it uses another"
+            + " stream and neither sees the other's hints");
       }
       String routerId = p.getString("routerId", null);
       if (routerId == null || routerId.isBlank()) {
         routerId = ""; // the router's own, which a reload keeps
+      } else {
+        refuseEdgeSpace(p, "routerId", routerId, "it is another router's id than the one without"
+            + " it");
       }
       // every batch carries both in its header: one too long would fail every publish
       for (String[] named : new String[][] {{"pool", pool}, {"routerId", routerId}}) {
@@ -2568,6 +2589,54 @@ public final class RedisReplication implements Plugin, RequestListener {
         transports.close();
         throw e;
       }
+    }
+
+    /**
+     * Records an error naming {@code name} when {@code value} starts or ends with whitespace or
+     * a control character: a name compared as written (a pool, a stream key, a router's id) that
+     * differs from the others' by it is another name, without a word.
+     */
+    private static void refuseEdgeSpace(Parameters p, String name, String value,
+        String consequence) {
+      if (!value.isEmpty() && (invisible(value.codePointAt(0))
+          || invisible(value.codePointBefore(value.length())))) {
+        p.error(name, "must not start or end with whitespace or a control character, got "
+            + shown(value) + ": it is used as written, so " + consequence + "; remove it where"
+            + " the value is set (the variable, file or secret behind it)");
+      }
+    }
+
+    /** Whitespace (a no-break space included) or a control character (a NUL, an escape). */
+    static boolean invisible(int c) {
+      return Character.isWhitespace(c) || Character.isSpaceChar(c) || Character.isISOControl(c);
+    }
+
+    /**
+     * {@code value} in quotes for an error: whitespace other than the space and control
+     * characters escaped as in Java (a line break as backslash-n, a no-break space as
+     * backslash-u00a0), so that they show and cannot break the line; past 80 characters, its
+     * first and last 40 around "...".
+     */
+    static String shown(String value) {
+      int count = value.codePointCount(0, value.length());
+      String text = count <= 80 ? value
+          : value.substring(0, value.offsetByCodePoints(0, 40)) + "..."
+              + value.substring(value.offsetByCodePoints(value.length(), -40));
+      StringBuilder out = new StringBuilder(text.length() + 2).append('\'');
+      text.codePoints().forEach(c -> {
+        if (c == ' ' || !invisible(c)) {
+          out.appendCodePoint(c);
+        } else if (c == '\n') {
+          out.append("\\n");
+        } else if (c == '\r') {
+          out.append("\\r");
+        } else if (c == '\t') {
+          out.append("\\t");
+        } else {
+          out.append(String.format(java.util.Locale.ROOT, "\\u%04x", c));
+        }
+      });
+      return out.append('\'').toString();
     }
 
     /**

@@ -1670,6 +1670,75 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void namesWithWhitespaceOrAControlCharacterAtAnEndAreRefusedNamingTheParameter() {
+    // they were used as written: a pool " p " was another pool than "p" (and its stream another
+    // stream), so routers given the two never saw each other's hints, without a word
+    Map<String, String> shownAs = new java.util.LinkedHashMap<>();
+    shownAs.put(" p ", "' p '");
+    shownAs.put("p\n", "'p\\n'"); // a file or secret's last line break
+    shownAs.put("\tp", "'\\tp'");
+    shownAs.put("p\r", "'p\\r'");
+    shownAs.put("p\u00a0", "'p\\u00a0'"); // a no-break space, pasted
+    shownAs.put("\u0000p", "'\\u0000p'");
+    for (String name : List.of("pool", "stream", "keyPrefix", "routerId")) {
+      shownAs.forEach((value, shown) -> {
+        Result<?> bad = create(Map.of("uri", "redis://127.0.0.1:1", name, value));
+        assertThat(bad.isOk()).as(name + " " + shown).isFalse();
+        assertThat(bad.errors()).as(name + " " + shown).singleElement()
+            .satisfies(e -> assertThat(e).startsWith("parameter '" + name + "' must not start or"
+                + " end with whitespace").contains("got " + shown).doesNotContain("\n"));
+      });
+    }
+    // a long one is shown by its ends
+    Result<?> longPool = create(Map.of("uri", "redis://127.0.0.1:1", "pool",
+        "a".repeat(1000) + "\n"));
+    assertThat(longPool.errors()).singleElement().satisfies(e -> assertThat(e)
+        .contains("got '" + "a".repeat(40) + "..." + "a".repeat(39) + "\\n'")
+        .doesNotContain("a".repeat(81)));
+    // only whitespace: refused too (empty keyPrefix is no prefix; blank routerId the default)
+    for (String name : List.of("pool", "stream", "keyPrefix")) {
+      Result<?> blank = create(Map.of("uri", "redis://127.0.0.1:1", name, " \n"));
+      assertThat(blank.errors()).as(name).singleElement()
+          .satisfies(e -> assertThat(e).startsWith("parameter '" + name + "' must not be"));
+    }
+  }
+
+  @Test
+  void namesWithWhitespaceInsideAnEmptyKeyPrefixAndABlankRouterIdAreAccepted() {
+    Result<?> inside = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis", 200,
+        "pool", "llama 70b", "keyPrefix", "team a:", "routerId", "gateway 1"));
+    assertThat(inside.isOk()).as(String.valueOf(inside.errors())).isTrue();
+    RedisReplication r = (RedisReplication) inside.value();
+    try {
+      assertThat(r.settings().pool()).isEqualTo("llama 70b");
+      assertThat(r.settings().streamKey()).isEqualTo("team a:llama 70b:hints");
+      assertThat(r.settings().routerId()).isEqualTo("gateway 1");
+    } finally {
+      r.close();
+    }
+    Result<?> stream = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis", 200,
+        "stream", "my hints"));
+    assertThat(stream.isOk()).as(String.valueOf(stream.errors())).isTrue();
+    r = (RedisReplication) stream.value();
+    try {
+      assertThat(r.settings().streamKey()).isEqualTo("my hints");
+    } finally {
+      r.close();
+    }
+    Result<?> noPrefix = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis", 200,
+        "keyPrefix", "", "routerId", " \n"));
+    assertThat(noPrefix.isOk()).as(String.valueOf(noPrefix.errors())).isTrue();
+    r = (RedisReplication) noPrefix.value();
+    try {
+      assertThat(r.settings().streamKey()).isEqualTo("default:hints");
+      // the router's own id, as when none is given
+      assertThat(r.settings().routerId()).isNotBlank().isNotEqualTo(" \n");
+    } finally {
+      r.close();
+    }
+  }
+
+  @Test
   void tlsParametersWithAPlainRedisUriAreRefusedByName() throws Exception {
     // with redis:// they used to be ignored: a file meant to make the connection TLS left it in
     // plaintext, the password in the URI included
