@@ -2648,14 +2648,43 @@ public final class RedisReplication implements Plugin, RequestListener {
         p.error("uri", "is required, e.g. redis://host:6379 or rediss://user:password@host:6380");
         return null;
       }
+      RedisURI redis;
       try {
-        return RedisURI.create(uri.trim());
+        redis = RedisURI.create(uri.trim());
       } catch (RuntimeException e) {
         // the URI may carry a password: the message names the parameter, not its value
         p.error("uri", "is not a valid redis:// or rediss:// URI (check its scheme, host, port,"
             + " database and query options, e.g. verifyPeer=NONE|CA|FULL)");
         return null;
       }
+      // java.net.URI refuses a space as written, but Lettuce decodes a host it cannot read as a
+      // host name (%20, %0A) and takes it as written: a host no lookup finds, and nothing said
+      // until a connection fails. The user and password are not looked at: spaces in them are
+      // theirs to have.
+      List<String> hosts = new ArrayList<>();
+      if (redis.getHost() != null) {
+        hosts.add(redis.getHost());
+      }
+      for (RedisURI sentinel : redis.getSentinels()) {
+        if (sentinel.getHost() != null) {
+          hosts.add(sentinel.getHost());
+        }
+      }
+      for (String host : hosts) {
+        if (host.codePoints().anyMatch(Provider::invisible)) {
+          p.error("uri", "has whitespace or a control character in a host (written"
+              + " percent-encoded, such as %20 or %0A); a host name has none");
+          return null;
+        }
+      }
+      String master = redis.getSentinelMasterId();
+      if (master != null && !master.isEmpty() && (invisible(master.codePointAt(0))
+          || invisible(master.codePointBefore(master.length())))) {
+        p.error("uri", "has a sentinel master name with whitespace or a control character at its"
+            + " start or end; Sentinel would know no such master");
+        return null;
+      }
+      return redis;
     }
 
     /** Whether the query of {@code uri}, a URI Lettuce accepted, sets {@code option}. */

@@ -1777,6 +1777,44 @@ class ReplicationLogicTest {
         && e.contains("'connectTimeoutMillis'"));
   }
 
+  @Test
+  void aUriWhoseHostHasWhitespaceOrAControlCharacterIsRefusedByName() {
+    // a space as written is no URI, but Lettuce decoded a percent-encoded one into the host (and
+    // took the whole "host:port" for it): the URI was accepted and every connection failed
+    for (String uri : List.of("redis://%20redis:6379", "redis://redis%20:6379",
+        "rediss://:s3cret@redis%09:6380", "redis://%0Aredis/0", "redis://%20",
+        "redis://redis%C2%A0/0", "redis-sentinel://:s3cret@s1:26379,s2%20:26379/0#mymaster")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' has whitespace or a control character in a host")
+          .doesNotContain("s3cret").doesNotContain("redis:").doesNotContain("s2"));
+    }
+  }
+
+  @Test
+  void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
+    for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
+        "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' has a sentinel master name with whitespace"));
+    }
+  }
+
+  @Test
+  void spacesInTheUrisCredentialsAreKeptAndAroundItIgnored() {
+    // percent-encoded, a user and a password may hold spaces, at their ends too; whitespace
+    // around the whole URI, which no URI holds, is ignored
+    for (String uri : List.of("redis://:%20pa%20ss%20@127.0.0.1:1",
+        "rediss://us%20er:pw%09@127.0.0.1:1/0", " redis://127.0.0.1:1\n")) {
+      Result<?> ok = create(Map.of("uri", uri, "connectTimeoutMillis", 200));
+      assertThat(ok.isOk()).as(uri + " " + ok.errors()).isTrue();
+      ((RedisReplication) ok.value()).close();
+    }
+  }
+
   /** A CA certificate of the JDK's own trust store, as PEM: a valid file for trustCertFile. */
   private static String anyCertificatePem() throws Exception {
     java.security.KeyStore cacerts = java.security.KeyStore.getInstance(
