@@ -2658,9 +2658,9 @@ public final class RedisReplication implements Plugin, RequestListener {
         return null;
       }
       // java.net.URI refuses a space as written, but Lettuce decodes a host it cannot read as a
-      // host name (%20, %0A) and takes it as written: a host no lookup finds, and nothing said
-      // until a connection fails. The user and password are not looked at: spaces in them are
-      // theirs to have.
+      // host name (%20, %0A, '_' with a port) and takes the whole "host:port" as the host, with
+      // port 6379: a host no lookup finds, or another port, and nothing said until a connection
+      // fails. The user and password are not looked at: spaces in them are theirs to have.
       List<String> hosts = new ArrayList<>();
       if (redis.getHost() != null) {
         hosts.add(redis.getHost());
@@ -2674,6 +2674,13 @@ public final class RedisReplication implements Plugin, RequestListener {
         if (host.codePoints().anyMatch(Provider::invisible)) {
           p.error("uri", "has whitespace or a control character in a host (written"
               + " percent-encoded, such as %20 or %0A); a host name has none");
+          return null;
+        }
+        if (!host.startsWith("[") && host.contains(":")) {
+          p.error("uri", "has a host whose port could not be read: Lettuce takes 'host:port' for"
+              + " the host, with port 6379, when the host is not a valid host name (only letters,"
+              + " digits, '-' and '.'; no '_' or percent-encoded character); give the server's"
+              + " IP address or a name without them");
           return null;
         }
       }

@@ -1793,6 +1793,20 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aUriWhoseHostLettuceCannotTellFromItsPortIsRefusedByName() {
+    // redis_cache:6380 is no host name to java.net.URI: Lettuce took "redis_cache:6380" for the
+    // host, with port 6379, which no lookup finds, and the URI was accepted
+    for (String uri : List.of("redis://redis_cache:6380", "rediss://u:s3cret@redis_cache:6380/1",
+        "redis://r%C3%A9dis:6380")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' has a host whose port could not be read")
+          .doesNotContain("s3cret").doesNotContain("redis_cache"));
+    }
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
