@@ -2530,6 +2530,15 @@ public final class RedisReplication implements Plugin, RequestListener {
           600_000);
       boolean verifyPeer = p.getBoolean("verifyPeer", true);
       String trustCertFile = p.getString("trustCertFile", null);
+      if (trustCertFile != null && trustCertFile.isBlank()) {
+        // an unset variable behind it: the JVM's trust store in place of the CA meant, unsaid
+        p.error("trustCertFile", "must not be empty or only whitespace, got "
+            + shown(trustCertFile) + "; give the path of a PEM file, or leave the parameter out"
+            + " for the JVM's trust store");
+      } else if (trustCertFile != null) {
+        refuseEdgeSpace(p, "trustCertFile", trustCertFile, "it names another file than the one"
+            + " without it");
+      }
       Settings settings = new Settings(pool, stream, routerId, batch, flush * 1_000_000L,
           capacity, queueBlocks, heartbeat * 1_000_000L, maxLen);
       HintTransport.Factory transports;
@@ -2619,9 +2628,13 @@ public final class RedisReplication implements Plugin, RequestListener {
      */
     static String shown(String value) {
       int count = value.codePointCount(0, value.length());
-      String text = count <= 80 ? value
+      return quoted(count <= 80 ? value
           : value.substring(0, value.offsetByCodePoints(0, 40)) + "..."
-              + value.substring(value.offsetByCodePoints(value.length(), -40));
+              + value.substring(value.offsetByCodePoints(value.length(), -40)));
+    }
+
+    /** {@code text} whole in quotes, escaped as {@link #shown} escapes it (a path, say). */
+    static String quoted(String text) {
       StringBuilder out = new StringBuilder(text.length() + 2).append('\'');
       text.codePoints().forEach(c -> {
         if (c == ' ' || !invisible(c)) {
@@ -2720,12 +2733,12 @@ public final class RedisReplication implements Plugin, RequestListener {
      * {@code cacerts}).
      */
     private static @Nullable SslOptions sslOptions(Parameters p, @Nullable String trustCertFile) {
-      if (trustCertFile == null || trustCertFile.isBlank()) {
+      if (trustCertFile == null) {
         return null;
       }
-      File f = new File(trustCertFile.trim());
+      File f = new File(trustCertFile);
       if (!f.isFile() || !f.canRead()) {
-        p.error("trustCertFile", "is not a readable file: " + f);
+        p.error("trustCertFile", "is not a readable file: " + quoted(trustCertFile));
         throw new IllegalArgumentException("parameter 'trustCertFile' is invalid");
       }
       // Lettuce reads the file only at connect time: a wrong file is a configuration error now
@@ -2735,7 +2748,8 @@ public final class RedisReplication implements Plugin, RequestListener {
           throw new java.security.cert.CertificateException("no certificate");
         }
       } catch (java.io.IOException | java.security.cert.CertificateException e) {
-        p.error("trustCertFile", "is not a PEM file of X.509 certificates: " + f);
+        p.error("trustCertFile", "is not a PEM file of X.509 certificates: "
+            + quoted(trustCertFile));
         throw new IllegalArgumentException("parameter 'trustCertFile' is invalid", e);
       }
       return SslOptions.builder().jdkSslProvider().trustManager(f).build();

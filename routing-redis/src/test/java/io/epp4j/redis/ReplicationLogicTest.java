@@ -1760,6 +1760,40 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void anEmptyTrustCertFileOrOneWithWhitespaceAtAnEndIsRefusedByName() throws Exception {
+    // empty (an unset variable behind it) it used to mean the JVM's trust store in place of the
+    // CA meant, and whitespace at its ends was trimmed away unsaid
+    Path ca = Files.createTempFile("epp4j-ca", ".pem");
+    try {
+      Files.writeString(ca, anyCertificatePem());
+      for (String blank : List.of("", " ", "\n")) {
+        Result<?> bad = create(Map.of("uri", "rediss://127.0.0.1:1", "trustCertFile", blank));
+        assertThat(bad.isOk()).as("'" + blank + "'").isFalse();
+        assertThat(bad.errors()).singleElement().satisfies(e -> assertThat(e)
+            .startsWith("parameter 'trustCertFile' must not be empty"));
+      }
+      for (String padded : List.of(ca + "\n", " " + ca)) {
+        Result<?> bad = create(Map.of("uri", "rediss://127.0.0.1:1", "trustCertFile", padded));
+        assertThat(bad.isOk()).as(padded).isFalse();
+        assertThat(bad.errors()).singleElement().satisfies(e -> assertThat(e)
+            .startsWith("parameter 'trustCertFile' must not start or end with whitespace"));
+      }
+      Result<?> ok = create(Map.of("uri", "rediss://127.0.0.1:1", "connectTimeoutMillis", 200,
+          "trustCertFile", ca.toString()));
+      assertThat(ok.isOk()).as(String.valueOf(ok.errors())).isTrue();
+      ((RedisReplication) ok.value()).close();
+      // a missing file is shown whole, with its control characters escaped
+      String missing = ca + "-" + "x".repeat(100) + "\u0007.pem";
+      Result<?> gone = create(Map.of("uri", "rediss://127.0.0.1:1", "trustCertFile", missing));
+      assertThat(gone.errors()).singleElement().satisfies(e -> assertThat(e)
+          .contains("trustCertFile").contains("x".repeat(100) + "\\u0007.pem'")
+          .doesNotContain("\u0007"));
+    } finally {
+      Files.delete(ca);
+    }
+  }
+
+  @Test
   void verifyPeerGivenBothInTheUriAndAsAParameterIsRefusedByName() {
     // one of the two would be ignored without a word
     Result<?> both = create(Map.of("uri", "rediss://127.0.0.1:1?verifyPeer=CA", "verifyPeer",
