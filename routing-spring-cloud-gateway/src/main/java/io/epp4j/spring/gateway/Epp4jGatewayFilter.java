@@ -10,6 +10,7 @@ import io.epp4j.api.Endpoint;
 import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.RedactedException;
+import io.epp4j.api.RepeatedHeaders;
 import io.epp4j.core.Router;
 import io.epp4j.scorers.PdProfileHandler;
 import java.net.ConnectException;
@@ -18,6 +19,7 @@ import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -202,9 +204,16 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     if (coding != null) {
       return unsupportedCoding(exchange, coding);
     }
-    Map<String, String> headers = new HashMap<>();
-    request.getHeaders().forEach((name, values) ->
-        headers.put(name.toLowerCase(Locale.ROOT), values.isEmpty() ? "" : values.get(0)));
+    // a header sent on several lines is its values joined in order (',', '; ' for cookie), as
+    // Envoy and the ext_proc server read it (RepeatedHeaders), never its first line alone.
+    // headerSet() gives each name once whatever its casing on the wire, with all its values:
+    // Netty keeps X-Session-Id and x-session-id apart, and the request's forEach (the read-only
+    // headers SCG hands filters) gives each of them with every value, joined twice
+    Map<String, List<String>> lines = new LinkedHashMap<>();
+    for (Map.Entry<String, List<String>> line : request.getHeaders().headerSet()) {
+      lines.put(line.getKey(), line.getValue());
+    }
+    Map<String, String> headers = new HashMap<>(RepeatedHeaders.of(lines));
     // the request target, query included, as Envoy hands it over: hash and session keys may come
     // from a query parameter (query:<name>), which the plugins read from :path; the path is the
     // one route filters before this one (StripPrefix, RewritePath) left, which the replica gets
