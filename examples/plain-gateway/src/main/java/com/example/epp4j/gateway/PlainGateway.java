@@ -7,6 +7,7 @@ import com.sun.net.httpserver.HttpServer;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.Rejection;
+import io.epp4j.api.RepeatedHeaders;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.MetricsScraper;
@@ -28,7 +29,6 @@ import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
@@ -468,9 +468,10 @@ public final class PlainGateway implements AutoCloseable {
       unsupportedCoding(ex, coding);
       return;
     }
-    Map<String, String> headers = new HashMap<>();
-    ex.getRequestHeaders().forEach((k, v) -> headers.put(k, v.isEmpty() ? "" : v.get(0)));
-    RoutingDecision d = router.route(path, headers, body);
+    // a header sent on several lines is its values joined in order (',', '; ' for cookie), as
+    // Envoy, the ext_proc server and the Spring Cloud Gateway filter read it, never its first
+    // line alone; the JDK's Headers keep lines whose names differ only in case under one name
+    RoutingDecision d = router.route(path, RepeatedHeaders.of(ex.getRequestHeaders()), body);
     Rejection rejected = d.rejection(); // null when routed
     if (rejected != null) {
       replyError(ex, rejected.httpStatus(), "routing_" + rejected.reason().name()

@@ -1601,4 +1601,82 @@ class PlainGatewayTest {
     startGateway(outcomes, at(portWithNothingListening()));
     assertThat(get("/v1/models").statusCode()).isEqualTo(502);
   }
+
+  /** Each routed request as the router read it. */
+  static final class Seen implements RequestListener {
+    final java.util.concurrent.BlockingQueue<InferenceRequest> requests =
+        new java.util.concurrent.LinkedBlockingQueue<>();
+
+    @Override
+    public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+        io.epp4j.api.RoutingDecision decision) {
+      requests.add(request);
+    }
+
+    InferenceRequest next() throws InterruptedException {
+      InferenceRequest r = requests.poll(DEADLINE.toMillis(), TimeUnit.MILLISECONDS);
+      assertThat(r).as("a request was routed").isNotNull();
+      return r;
+    }
+  }
+
+  /** POSTs a completion with {@code head} (header lines ending in CRLF) added; the answer. */
+  String postWithHeaderLines(byte[] head) throws IOException {
+    byte[] body = completion("p").getBytes(StandardCharsets.UTF_8);
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    out.writeBytes(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+        + "Content-Type: application/json\r\nConnection: close\r\nContent-Length: "
+        + body.length + "\r\n").getBytes(StandardCharsets.US_ASCII));
+    out.writeBytes(head);
+    out.writeBytes("\r\n".getBytes(StandardCharsets.US_ASCII));
+    out.writeBytes(body);
+    try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
+        gateway.port())) {
+      socket.setSoTimeout((int) DEADLINE.toMillis());
+      socket.getOutputStream().write(out.toByteArray());
+      return new String(socket.getInputStream().readAllBytes(), StandardCharsets.ISO_8859_1);
+    }
+  }
+
+  @Test
+  void aHeaderSentOnSeveralLinesIsReadAsItsValuesJoinedInOrder() throws Exception {
+    // before, the gateway took each header's first line: two session ids routed as the first,
+    // where Envoy's ext_proc server reads "s-1,s-2", and the second cookie line was never read
+    Seen seen = new Seen();
+    startGateway(seen, at(standIn().port()));
+    String answer = postWithHeaderLines(("X-Session-Id: s-1\r\nCookie: a=1\r\n"
+        + "x-session-id: s-2\r\ncookie: sid=7\r\n").getBytes(StandardCharsets.US_ASCII));
+    assertThat(answer).startsWith("HTTP/1.1 200");
+    InferenceRequest r = seen.next();
+    assertThat(r.sessionKey()).isEqualTo("s-1,s-2");
+    assertThat(r.header("x-session-id")).isEqualTo("s-1,s-2");
+    assertThat(r.header("cookie")).isEqualTo("a=1; sid=7");
+  }
+
+  @Test
+  void headerBytesAboveAsciiAreReadOneCharacterPerByteAsTheExtProcServerReadsThem()
+      throws Exception {
+    // "café" sent as UTF-8 and a byte that is no UTF-8 at all, on two lines of one header
+    Seen seen = new Seen();
+    startGateway(seen, at(standIn().port()));
+    java.io.ByteArrayOutputStream head = new java.io.ByteArrayOutputStream();
+    head.writeBytes("x-session-id: caf".getBytes(StandardCharsets.US_ASCII));
+    head.writeBytes(new byte[] {(byte) 0xc3, (byte) 0xa9, '\r', '\n'});
+    head.writeBytes("x-session-id: t".getBytes(StandardCharsets.US_ASCII));
+    head.writeBytes(new byte[] {(byte) 0xff, '\r', '\n'});
+    assertThat(postWithHeaderLines(head.toByteArray())).startsWith("HTTP/1.1 200");
+    assertThat(seen.next().sessionKey()).isEqualTo("caf\u00c3\u00a9,t\u00ff");
+  }
+
+  @Test
+  void aPrioritySentTwiceIsRefusedNamingTheHeader() throws Exception {
+    // one of the two was taken before; as through Envoy, two priorities are no integer
+    StandInVllm replica = standIn();
+    startGateway(outcomes, at(replica.port()));
+    String answer = postWithHeaderLines(("x-request-priority: 5\r\nx-request-priority: -1\r\n")
+        .getBytes(StandardCharsets.US_ASCII));
+    assertThat(answer).startsWith("HTTP/1.1 400").contains("routing_invalid_request")
+        .contains("x-request-priority");
+    assertThat(replica.finishedRequests() + replica.abortedRequests()).isZero();
+  }
 }
