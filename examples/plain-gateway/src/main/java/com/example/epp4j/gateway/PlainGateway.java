@@ -471,7 +471,22 @@ public final class PlainGateway implements AutoCloseable {
     // a header sent on several lines is its values joined in order (',', '; ' for cookie), as
     // Envoy, the ext_proc server and the Spring Cloud Gateway filter read it, never its first
     // line alone; the JDK's Headers keep lines whose names differ only in case under one name
-    RoutingDecision d = router.route(path, RepeatedHeaders.of(ex.getRequestHeaders()), body);
+    Map<String, String> headers = new java.util.HashMap<>(
+        RepeatedHeaders.of(ex.getRequestHeaders()));
+    // pseudo-headers are the gateway's to write, as the ext_proc server and the SCG filter write
+    // them: :path, query included, where query:<name> hash and session keys are found, and
+    // :source-ip, the connection's peer, which source-ip keys read before x-forwarded-for, a
+    // header any client writes (the JDK's server answers 400 to a header name starting with ':',
+    // so no client sends either)
+    URI asked = ex.getRequestURI();
+    String rawPath = asked.getRawPath();
+    headers.put(":path", (rawPath == null || rawPath.isEmpty() ? "/" : rawPath)
+        + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery()));
+    InetSocketAddress peer = ex.getRemoteAddress();
+    if (peer != null && peer.getAddress() != null) {
+      headers.put(":source-ip", peer.getAddress().getHostAddress());
+    }
+    RoutingDecision d = router.route(path, headers, body);
     Rejection rejected = d.rejection(); // null when routed
     if (rejected != null) {
       replyError(ex, rejected.httpStatus(), "routing_" + rejected.reason().name()
@@ -480,7 +495,6 @@ public final class PlainGateway implements AutoCloseable {
     }
     try {
       // the raw (still percent-encoded) path and query: decoded ones may not form a valid URI
-      URI asked = ex.getRequestURI();
       String target = asked.getRawPath()
           + (asked.getRawQuery() == null ? "" : "?" + asked.getRawQuery());
       proxy(ex, d, target, forwardable(ex.getRequestHeaders()), body, receivedNanos);

@@ -1679,4 +1679,40 @@ class PlainGatewayTest {
         .contains("x-request-priority");
     assertThat(replica.finishedRequests() + replica.abortedRequests()).isZero();
   }
+
+  @Test
+  void theRouterReadsThePathWithItsQueryAndTheClientsAddressAsThroughEnvoy() throws Exception {
+    // the gateway gave the router the client's headers alone: query:<name> hash and session
+    // keys found no key, and source-ip keys read the x-forwarded-for the client wrote
+    Seen seen = new Seen();
+    StandInVllm a = standIn();
+    StandInVllm b = standIn();
+    StandInVllm c = standIn();
+    Router router = Router.builder().endpoints(List.of(at(a.port()), at(b.port()), at(c.port())))
+        .listener(seen).configYaml("""
+            plugins:
+            - type: ring-hash-picker
+              parameters: {hashOn: "query:user"}
+            schedulingProfiles:
+            - name: default
+              plugins: [{pluginRef: ring-hash-picker}]
+            """, "query").build();
+    gateway = new PlainGateway(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), router);
+    java.util.Set<String> places = new java.util.HashSet<>();
+    for (int i = 0; i < 12; i++) {
+      HttpResponse<String> r = client.send(HttpRequest.newBuilder(
+              uri("/v1/completions?user=alice&n=" + i)).timeout(DEADLINE)
+          .header("content-type", "application/json")
+          .header("x-forwarded-for", "198.51.100." + i)
+          .POST(HttpRequest.BodyPublishers.ofString(completion("p"))).build(),
+          HttpResponse.BodyHandlers.ofString());
+      assertThat(r.statusCode()).isEqualTo(200);
+      places.add(r.headers().firstValue("x-gateway-destination-endpoint").orElseThrow());
+      InferenceRequest seenRequest = seen.next();
+      assertThat(seenRequest.header(":path")).isEqualTo("/v1/completions?user=alice&n=" + i);
+      assertThat(seenRequest.header(":source-ip"))
+          .isEqualTo(InetAddress.getLoopbackAddress().getHostAddress());
+    }
+    assertThat(places).as("one user's requests hashed to one place").hasSize(1);
+  }
 }
