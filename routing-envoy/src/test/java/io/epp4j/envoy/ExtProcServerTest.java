@@ -1107,31 +1107,29 @@ class ExtProcServerTest {
   @Test
   void aPathSentTwiceIsInvalidArgumentNamingIt() throws Exception {
     // before, the first :path was routed and the second dropped
-    start(List.of(A));
-    FakeEnvoy envoy = FakeEnvoy.open(channel);
-    ProcessingRequest.Builder r = requestHeaders("POST", "/v1/completions", false, Map.of())
-        .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED));
-    r.getRequestHeadersBuilder().getHeadersBuilder()
-        .addHeaders(rawHeader(":path", "/v1/chat/completions".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
-    envoy.send(r.build());
-    Status s = envoy.awaitClosed();
-    assertThat(s.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
-    assertThat(s.getDescription()).contains(":path");
+    assertSentTwiceIsInvalidArgument("POST", "/v1/completions", false, ":path",
+        "/v1/chat/completions");
   }
 
   @Test
   void aMethodSentTwiceIsInvalidArgumentNamingIt() throws Exception {
     // before, the last :method counted: a GET that also said POST was parsed as a POST
+    assertSentTwiceIsInvalidArgument("GET", "/v1/models", true, ":method", "POST");
+  }
+
+  /** Request headers with {@code name} given again as {@code second} end the stream. */
+  private void assertSentTwiceIsInvalidArgument(String method, String path, boolean endOfStream,
+      String name, String second) throws Exception {
     start(List.of(A));
     FakeEnvoy envoy = FakeEnvoy.open(channel);
-    ProcessingRequest.Builder r = requestHeaders("GET", "/v1/models", true, Map.of())
+    ProcessingRequest.Builder r = requestHeaders(method, path, endOfStream, Map.of())
         .setProtocolConfig(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED));
     r.getRequestHeadersBuilder().getHeadersBuilder()
-        .addHeaders(rawHeader(":method", "POST".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+        .addHeaders(rawHeader(name, second.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
     envoy.send(r.build());
     Status s = envoy.awaitClosed();
     assertThat(s.getCode()).isEqualTo(Status.Code.INVALID_ARGUMENT);
-    assertThat(s.getDescription()).contains(":method");
+    assertThat(s.getDescription()).contains(name);
     assertThat(outcomes.events).isEmpty();
   }
 

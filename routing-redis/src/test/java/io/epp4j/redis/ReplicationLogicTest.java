@@ -1064,23 +1064,31 @@ class ReplicationLogicTest {
   void aReaderThatReadsPastTrimmedBatchesBetweenTwoChecksResyncs() throws Exception {
     InMemoryLog log = new InMemoryLog();
     Router b = router(log, "p", "b", 1000);
+    int backlog = 2 * RedisReplication.READ_BATCHES;
+    assertResyncsAfterATrimDropsAnEndedRequest(log, b, backlog, backlog);
+  }
+
+  /**
+   * x has a request in flight on each of two endpoints, as {@code b} counts them; then, in one
+   * step while b's reader waits for the next batch, x's request on one endpoint ends, {@code
+   * heartbeats} batches follow, and a trim down to {@code trimTo} drops the batch that said so
+   * before b reads it. b must find the gap and resync: the resync drops both of x's figures and
+   * the batches read again bring back the open one (until then it reads 0 too).
+   */
+  private static void assertResyncsAfterATrimDropsAnEndedRequest(InMemoryLog log, Router b,
+      int heartbeats, int trimTo) throws Exception {
     String ended = "10.2.0.1:8000";
     String open = "10.2.0.2:8000";
     log.append(inFlightBatch("x", Map.of(ended, 1, open, 1)));
     await("b counts x's requests", () -> inFlight(b, ended) == 1 && inFlight(b, open) == 1);
-    int backlog = 2 * RedisReplication.READ_BATCHES;
-    // in one step, while b's reader waits for the next batch: x's request on one endpoint ends,
-    // x's heartbeats follow, and the trim drops the batch that said so before b reads it
     synchronized (log) {
       log.append(inFlightBatch("x", Map.of(ended, 0)));
-      for (int i = 0; i < backlog; i++) {
+      for (int i = 0; i < heartbeats; i++) {
         log.append(inFlightBatch("x", Map.of(open, 1)));
       }
-      log.trim(backlog);
+      log.trim(trimTo);
     }
     long[] polls = {0};
-    // the resync drops both of x's figures and the batches read again bring back the open one:
-    // until then the open one reads 0 too
     await("b no longer counts x's ended request, and counts its open one again", () -> {
       if (++polls[0] % 50 == 0) {
         log.append(inFlightBatch("x", Map.of(open, 1))); // x is alive: not forgotten as silent
@@ -1104,27 +1112,7 @@ class ReplicationLogicTest {
     InMemoryLog log = new InMemoryLog();
     Router b = prefixRouter(log, "b", "pool: p, routerId: b, flushIntervalMillis: 1,"
         + " maxLen: " + maxLen);
-    String ended = "10.2.0.1:8000";
-    String open = "10.2.0.2:8000";
-    log.append(inFlightBatch("x", Map.of(ended, 1, open, 1)));
-    await("b counts x's requests", () -> inFlight(b, ended) == 1 && inFlight(b, open) == 1);
-    // in one step, while b's reader waits for the next batch: x's request on one endpoint ends,
-    // x's heartbeats follow, and the trim, down to maxLen, drops the batch that said so
-    synchronized (log) {
-      log.append(inFlightBatch("x", Map.of(ended, 0)));
-      for (int i = 0; i < 2 * maxLen; i++) {
-        log.append(inFlightBatch("x", Map.of(open, 1)));
-      }
-      log.trim(maxLen);
-    }
-    long[] polls = {0};
-    await("b no longer counts x's ended request, and counts its open one again", () -> {
-      if (++polls[0] % 50 == 0) {
-        log.append(inFlightBatch("x", Map.of(open, 1))); // x is alive: not forgotten as silent
-      }
-      return inFlight(b, ended) == 0 && inFlight(b, open) == 1;
-    });
-    assertThat(replication(b).resyncs()).isEqualTo(1);
+    assertResyncsAfterATrimDropsAnEndedRequest(log, b, 2 * maxLen, maxLen);
   }
 
   /**
