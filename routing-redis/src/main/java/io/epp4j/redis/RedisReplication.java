@@ -2697,6 +2697,26 @@ public final class RedisReplication implements Plugin, RequestListener {
           return null;
         }
       }
+      // what Lettuce reads as not written: a port of 0 (it connects to 6379) and a database it
+      // cannot read as a number (it connects to database 0)
+      java.net.URI written = null;
+      try {
+        written = java.net.URI.create(uri.trim());
+      } catch (RuntimeException e) {
+        // a form java.net.URI does not take (several sentinels): nothing more to compare
+      }
+      if (written != null && written.getPort() == 0) {
+        p.error("uri", "has port 0, which Lettuce reads as no port (it would connect to 6379);"
+            + " give the server's port");
+        return null;
+      }
+      String database = written == null ? null : queryValue(written, "database", "db");
+      if (database != null && !(database.matches("[0-9]{1,9}")
+          && Integer.parseInt(database) == redis.getDatabase())) {
+        p.error("uri", "sets a database in its query that is not a whole number of at most 9"
+            + " digits (Lettuce would connect to database " + redis.getDatabase() + ")");
+        return null;
+      }
       String master = redis.getSentinelMasterId();
       if (master != null && !master.isEmpty() && (invisible(master.codePointAt(0))
           || invisible(master.codePointBefore(master.length())))) {
@@ -2705,6 +2725,33 @@ public final class RedisReplication implements Plugin, RequestListener {
         return null;
       }
       return redis;
+    }
+
+    /**
+     * The decoded value of the last of {@code names} the query of {@code uri} sets (any case),
+     * or null when it sets none.
+     */
+    private static @Nullable String queryValue(java.net.URI uri, String... names) {
+      String query = uri.getRawQuery();
+      if (query == null) {
+        return null;
+      }
+      String value = null;
+      for (String given : query.split("&")) {
+        int eq = given.indexOf('=');
+        String name = eq < 0 ? given : given.substring(0, eq);
+        for (String n : names) {
+          if (name.equalsIgnoreCase(n)) {
+            try {
+              value = java.net.URLDecoder.decode(eq < 0 ? "" : given.substring(eq + 1),
+                  java.nio.charset.StandardCharsets.UTF_8);
+            } catch (IllegalArgumentException e) {
+              value = given.substring(eq + 1); // a broken escape: compared as written
+            }
+          }
+        }
+      }
+      return value;
     }
 
     /** Whether the query of {@code uri}, a URI Lettuce accepted, sets {@code option}. */

@@ -1829,6 +1829,33 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aUriWithPortZeroOrADatabaseLettuceCannotReadIsRefusedByName() {
+    // Lettuce read port 0 as no port and connected to 6379, and a database it could not read
+    // (" 1", "one") as database 0, without a word
+    for (String uri : List.of("redis://127.0.0.1:0", "rediss://u:s3cret@127.0.0.1:0/1")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' has port 0").doesNotContain("s3cret"));
+    }
+    for (String uri : List.of("redis://127.0.0.1:6379?database=%201",
+        "redis://127.0.0.1:6379?database=one", "redis://127.0.0.1:6379?db=-1",
+        "redis://u:s3cret@127.0.0.1:6379?DATABASE=1x")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' sets a database in its query").doesNotContain("s3cret"));
+    }
+    // a database Lettuce reads is kept, in the query or in the path
+    for (String uri : List.of("redis://127.0.0.1:1?database=2", "redis://127.0.0.1:1/3",
+        "redis://127.0.0.1:1?db=0")) {
+      Result<?> ok = create(Map.of("uri", uri, "connectTimeoutMillis", 200));
+      assertThat(ok.isOk()).as(uri + " " + ok.errors()).isTrue();
+      ((RedisReplication) ok.value()).close();
+    }
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
