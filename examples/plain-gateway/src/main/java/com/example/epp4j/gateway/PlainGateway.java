@@ -436,8 +436,8 @@ public final class PlainGateway implements AutoCloseable {
   private void serve(HttpExchange ex, long receivedNanos) throws IOException {
     String path = ex.getRequestURI().getPath();
     String method = ex.getRequestMethod();
-    String auth = ex.getRequestHeaders().getFirst("authorization");
-    if (auth != null && !isFieldValue(auth)) {
+    List<String> auths = ex.getRequestHeaders().get("authorization");
+    if (auths != null && !auths.stream().allMatch(PlainGateway::isFieldValue)) {
       // the JDK's server takes such a value, its HTTP client refuses to forward it and quotes it
       // in its refusal: answered here, without the credential, before any routing
       replyError(ex, 400, "invalid_request_error",

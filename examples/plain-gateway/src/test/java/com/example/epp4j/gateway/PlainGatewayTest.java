@@ -1574,7 +1574,11 @@ class PlainGatewayTest {
               + "Authorization: Bearer sk-secret\u0001xyz\r\nContent-Length: "
               + completion("hi").length() + "\r\n\r\n" + completion("hi"),
           "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-              + "Authorization: Bearer sk-secret\u0001xyz\r\n\r\n")) {
+              + "Authorization: Bearer sk-secret\u0001xyz\r\n\r\n",
+          // on a second line: it was not checked, and left out when the request was forwarded
+          "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+              + "Authorization: Bearer fine\r\nAuthorization: Bearer sk-secret\u0001xyz\r\n"
+              + "Content-Length: " + completion("hi").length() + "\r\n\r\n" + completion("hi"))) {
         try (java.net.Socket socket = new java.net.Socket(InetAddress.getLoopbackAddress(),
             gateway.port())) {
           socket.setSoTimeout((int) DEADLINE.toMillis());
