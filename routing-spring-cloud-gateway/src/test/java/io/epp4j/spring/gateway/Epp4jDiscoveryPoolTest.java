@@ -80,7 +80,50 @@ class Epp4jDiscoveryPoolTest {
     CountDownLatch fourth = new CountDownLatch(1);
     ServiceInstance a = new DefaultServiceInstance("a", "llm", "10.0.0.1", 8000, false);
     ServiceInstance b = new DefaultServiceInstance("b", "llm", "10.0.0.2", 8000, false);
-    DiscoveryClient registry = new DiscoveryClient() {
+    DiscoveryClient registry = answeringNull(lookups, fourth, a, b);
+    try (Router router = Router.builder().build();
+        Epp4jDiscoveryPool pool =
+            new Epp4jDiscoveryPool(router, registry, "llm", Duration.ofMillis(1))) {
+      assertThat(fourth.await(10, TimeUnit.SECONDS)).as("lookups after the null answers")
+          .isTrue();
+      // the fourth lookup has been asked; its answer is applied after the registry returns it
+      long applied = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (router.endpoints().size() < 2 && System.nanoTime() < applied) {
+        Thread.sleep(5);
+      }
+      pool.close();
+      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
+          .containsExactlyInAnyOrder("10.0.0.1:8000", "10.0.0.2:8000");
+    }
+    // step by step, by hand (the pool's own next lookup is a day away): no list keeps the pool,
+    // a null entry is left out. A registry of its own: the closed pool's last lookup may still
+    // be asking the first one (close() does not wait for it, only keeps its answer out)
+    try (Router router = Router.builder().build();
+        Epp4jDiscoveryPool pool = new Epp4jDiscoveryPool(router,
+            answeringNull(new java.util.concurrent.atomic.AtomicInteger(), new CountDownLatch(1),
+                a, b), "llm", Duration.ofDays(1))) {
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (router.endpoints().isEmpty() && System.nanoTime() < deadline) {
+        Thread.sleep(5); // the first lookup, made at once on the pool's thread
+      }
+      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
+          .containsExactly("10.0.0.1:8000");
+      pool.refresh();
+      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
+          .containsExactly("10.0.0.1:8000");
+      pool.refresh();
+      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
+          .containsExactly("10.0.0.2:8000");
+    }
+  }
+
+  /**
+   * A registry whose lookups answer, in turn: a; no list (null); b and a null entry; then a and
+   * b. {@code fourth} opens at the fourth lookup.
+   */
+  private static DiscoveryClient answeringNull(java.util.concurrent.atomic.AtomicInteger lookups,
+      CountDownLatch fourth, ServiceInstance a, ServiceInstance b) {
+    return new DiscoveryClient() {
       @Override
       public String description() {
         return "answering null";
@@ -105,39 +148,6 @@ class Epp4jDiscoveryPoolTest {
         return List.of("llm");
       }
     };
-    try (Router router = Router.builder().build();
-        Epp4jDiscoveryPool pool =
-            new Epp4jDiscoveryPool(router, registry, "llm", Duration.ofMillis(1))) {
-      assertThat(fourth.await(10, TimeUnit.SECONDS)).as("lookups after the null answers")
-          .isTrue();
-      // the fourth lookup has been asked; its answer is applied after the registry returns it
-      long applied = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-      while (router.endpoints().size() < 2 && System.nanoTime() < applied) {
-        Thread.sleep(5);
-      }
-      pool.close();
-      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
-          .containsExactlyInAnyOrder("10.0.0.1:8000", "10.0.0.2:8000");
-    }
-    // step by step, by hand (the pool's own next lookup is a day away): no list keeps the pool,
-    // a null entry is left out
-    lookups.set(0);
-    try (Router router = Router.builder().build();
-        Epp4jDiscoveryPool pool =
-            new Epp4jDiscoveryPool(router, registry, "llm", Duration.ofDays(1))) {
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-      while (router.endpoints().isEmpty() && System.nanoTime() < deadline) {
-        Thread.sleep(5); // the first lookup, made at once on the pool's thread
-      }
-      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
-          .containsExactly("10.0.0.1:8000");
-      pool.refresh();
-      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
-          .containsExactly("10.0.0.1:8000");
-      pool.refresh();
-      assertThat(router.endpoints()).extracting(c -> c.endpoint().id())
-          .containsExactly("10.0.0.2:8000");
-    }
   }
 
   /** An interval under a millisecond is positive, as the property check says, and is used. */
