@@ -1835,12 +1835,13 @@ public final class RedisReplication implements Plugin, RequestListener {
       return;
     }
     seat.leave(this);
-    running = false;
     if (hints != null) {
       // this instance's share: a reload that drops the plugin gives the router its random
-      // tie-break back, one that replaces it keeps the new instance's
+      // tie-break back, one that replaces it keeps the new instance's. Before running turns
+      // false, so that whoever sees the instance closed also sees its share undone
       hints.stopSharingState();
     }
+    running = false;
     LockSupport.unpark(publisher);
     reader.interrupt();
     LockSupport.unpark(expirer);
