@@ -109,6 +109,9 @@ public final class MetricsScraper implements AutoCloseable {
   private final AtomicLong rounds = new AtomicLong();
   // scrapes under way, so that close() can end them
   private final Set<CompletableFuture<?>> responses = ConcurrentHashMap.newKeySet();
+  // held while an answer is handled (counted, logged, published) and by close() to set closed,
+  // so that nothing is handled once close() returned
+  private final Object handling = new Object();
   private volatile boolean closed;
 
   private MetricsScraper(Builder b) {
@@ -217,6 +220,9 @@ public final class MetricsScraper implements AutoCloseable {
       followConfig();
       List<Candidate> pool = router.endpoints();
       for (Candidate c : pool) {
+        if (closed) {
+          return;
+        }
         // the pool's own candidates: each knows its stay in the pool
         scrape(c.id(), authority(c), c instanceof EndpointState s ? s.membership : null);
       }
@@ -225,7 +231,11 @@ public final class MetricsScraper implements AutoCloseable {
         forgetDeparted(pool);
       }
     } catch (RuntimeException e) {
-      LOG.log(Level.WARNING, "a round of metrics scrapes failed", e);
+      synchronized (handling) {
+        if (!closed) {
+          LOG.log(Level.WARNING, "a round of metrics scrapes failed", e);
+        }
+      }
     } finally {
       rounds.incrementAndGet();
     }
@@ -316,8 +326,12 @@ public final class MetricsScraper implements AutoCloseable {
       // an id that makes no URL the client accepts (a host name with '_', an IPv6 zone): this
       // endpoint cannot be scraped, the others still are
       inFlight.remove(id, current);
-      scrapes.incrementAndGet();
-      fail(id, "no metrics request can be made for it: " + e);
+      synchronized (handling) {
+        if (!closed) {
+          scrapes.incrementAndGet();
+          fail(id, "no metrics request can be made for it: " + e);
+        }
+      }
       return;
     }
     current.response = response;
@@ -363,6 +377,32 @@ public final class MetricsScraper implements AutoCloseable {
       // its last scrape with a 503
       return;
     }
+    // parsed before taking the lock: a large page takes a while, and close() waits for the lock
+    AtomicReference<@Nullable String> repeated = new AtomicReference<>();
+    AtomicReference<@Nullable String> missing = new AtomicReference<>();
+    Result<EndpointMetrics> m = null;
+    RuntimeException unreadable = null;
+    if (err == null && resp != null && resp.statusCode() == 200) {
+      try {
+        m = PrometheusMetrics.parse(resp.body(), repeated::set, missing::set);
+      } catch (RuntimeException e) {
+        unreadable = e;
+      }
+    }
+    synchronized (handling) {
+      // checked again, under the lock close() takes: once close() returned, no answer is
+      // published, counted or logged (a successor scraper's figures are not overwritten by
+      // this one's, nor a closed router's plugins told of them)
+      if (!closed) {
+        handle(id, membership, resp, err, m, unreadable, repeated.get(), missing.get());
+      }
+    }
+  }
+
+  private void handle(String id, @Nullable Object membership,
+      @Nullable HttpResponse<String> resp, @Nullable Throwable err,
+      @Nullable Result<EndpointMetrics> m, @Nullable RuntimeException unreadable,
+      @Nullable String series, @Nullable String absent) {
     scrapes.incrementAndGet();
     if (membership != null && !router.isMember(id, membership)) {
       // the endpoint left the pool while this scrape ran: an answer from the server that was
@@ -378,21 +418,20 @@ public final class MetricsScraper implements AutoCloseable {
       fail(id, err != null ? err.toString() : resp == null ? "no response" : "HTTP " + resp.statusCode());
       return;
     }
+    if (m == null) {
+      // the future would keep the exception to itself: count and log it as any failure
+      fail(id, unreadable != null ? unreadable.toString() : "no metrics read");
+      return;
+    }
     try {
-      AtomicReference<@Nullable String> repeated = new AtomicReference<>();
-      AtomicReference<@Nullable String> missing = new AtomicReference<>();
-      Result<EndpointMetrics> m =
-          PrometheusMetrics.parse(resp.body(), repeated::set, missing::set);
       if (!m.isOk()) {
         fail(id, m.errors().get(0));
         return;
       }
-      String series = repeated.get();
       if (series != null && mark(repeating, id)) {
         LOG.log(Level.WARNING, "metrics of " + id + " repeat series " + series
             + " (and maybe others); the last sample of each counts");
       }
-      String absent = missing.get();
       if (absent == null) {
         // a page with every figure ends the warning: a server that restarts writes an empty or
         // partial page for a moment, and that must not use up the one warning for a metric
@@ -441,7 +480,11 @@ public final class MetricsScraper implements AutoCloseable {
         : source != null && source.insecureSkipVerify;
     String stale = stalenessBelowInterval(config, interval);
     if (stale != null) {
-      LOG.warning(stale);
+      synchronized (handling) {
+        if (!closed) {
+          LOG.warning(stale);
+        }
+      }
     }
   }
 
@@ -566,6 +609,11 @@ public final class MetricsScraper implements AutoCloseable {
     return rounds.get();
   }
 
+  /** Scrapes started and not yet handled in full; tests wait on it. */
+  int scrapesUnderWay() {
+    return inFlight.size();
+  }
+
   /** Completed scrape attempts. */
   public long scrapes() {
     return scrapes.get();
@@ -579,10 +627,16 @@ public final class MetricsScraper implements AutoCloseable {
   /**
    * Stops scraping: no new scrape starts, the ones under way are cancelled, and an answer that
    * still arrives is dropped, neither published to the router nor counted or logged as a failure.
+   * An answer whose handling has begun is handled in full before this returns (a parsed page's
+   * figures published, its warnings logged), so that once it returned the scraper changes
+   * nothing: a scraper started in its place for the same router is not overwritten by a late
+   * answer of this one, nor a router closed next told of one.
    */
   @Override
   public void close() {
-    closed = true;
+    synchronized (handling) {
+      closed = true;
+    }
     scheduler.shutdownNow();
     for (CompletableFuture<?> response : responses) {
       response.cancel(true);

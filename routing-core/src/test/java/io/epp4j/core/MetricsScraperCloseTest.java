@@ -1,0 +1,115 @@
+package io.epp4j.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.sun.net.httpserver.HttpServer;
+import io.epp4j.api.Candidate;
+import io.epp4j.api.Endpoint;
+import io.epp4j.api.EndpointMetrics;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
+import org.junit.jupiter.api.Test;
+
+/** What a scraper may still do once {@link MetricsScraper#close()} has returned: nothing. */
+class MetricsScraperCloseTest {
+
+  @Test
+  void anAnswerBeingHandledWhenCloseIsCalledIsDoneBeforeCloseReturns() throws Exception {
+    // a page without KV usage: its handling logs a warning before it publishes the figures,
+    // and the test holds it there, between the scraper's check that it is still open and the
+    // router's update
+    AtomicReference<String> body = new AtomicReference<>(
+        "vllm:num_requests_waiting{model_name=\"m\"} 7\n"
+        + "vllm:num_requests_running{model_name=\"m\"} 1\n");
+    HttpServer server = MetricsScraperTest.metricsServer(body);
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    CountDownLatch handling = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    Logger logger = Logger.getLogger(MetricsScraper.class.getName());
+    Handler hold = new Handler() {
+      @Override
+      public void publish(LogRecord r) {
+        if (r.getMessage().contains(id) && r.getMessage().contains("no sample of")
+            && handling.getCount() > 0) {
+          handling.countDown();
+          try {
+            release.await(20, TimeUnit.SECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    logger.addHandler(hold);
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build())
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    MetricsScraper scraper = MetricsScraper.builder(router).interval(Duration.ofMillis(20))
+        .timeout(MetricsScraperTest.UNHURRIED).start();
+    try {
+      assertThat(handling.await(10, TimeUnit.SECONDS)).isTrue();
+      // the old scraper is closed and its successor (a reload's, a new interval's) publishes
+      // as soon as close() returned
+      AtomicBoolean successorPublished = new AtomicBoolean();
+      Thread closer = new Thread(() -> {
+        scraper.close();
+        router.updateMetrics(id, EndpointMetrics.builder().waitingRequests(1).build());
+        successorPublished.set(true);
+      }, "closer");
+      closer.start();
+      // either close() returned and the successor published, or close() waits for the answer
+      // in hand; only then is that answer let go on
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (!successorPublished.get() && !waitsInClose(closer)
+          && System.nanoTime() < deadline) {
+        Thread.onSpinWait();
+      }
+      release.countDown();
+      closer.join(TimeUnit.SECONDS.toMillis(10));
+      assertThat(closer.isAlive()).as("close() still waiting").isFalse();
+      // the old scraper's answer has been handled in full, whenever that was
+      deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (scraper.scrapesUnderWay() > 0 && System.nanoTime() < deadline) {
+        Thread.onSpinWait();
+      }
+      assertThat(scraper.scrapesUnderWay()).isZero();
+      Candidate c = router.endpoints().get(0);
+      assertThat(c.metrics().waitingRequests())
+          .as("the closed scraper's answer overwrote its successor's figures").isEqualTo(1);
+    } finally {
+      release.countDown();
+      scraper.close();
+      logger.removeHandler(hold);
+      server.stop(0);
+      router.close();
+    }
+  }
+
+  private static boolean waitsInClose(Thread t) {
+    Thread.State state = t.getState();
+    if (state != Thread.State.BLOCKED && state != Thread.State.WAITING
+        && state != Thread.State.TIMED_WAITING) {
+      return false;
+    }
+    for (StackTraceElement frame : t.getStackTrace()) {
+      if (frame.getClassName().equals(MetricsScraper.class.getName())
+          && frame.getMethodName().equals("close")) {
+        return true;
+      }
+    }
+    return false;
+  }
+}
