@@ -54,9 +54,11 @@ import org.jspecify.annotations.Nullable;
  * answer (or sends an endless one) costs one failed scrape, not the endpoint's metrics for good
  * nor unbounded memory. The answer to a scrape begun before its endpoint left the pool is
  * dropped, even when the endpoint came back at the same address meanwhile: it is the page of the
- * server that was there then. An endpoint that came back is scraped at once: the scrape of its
- * earlier stay still under way is cancelled then (neither counted nor logged as a failure), so
- * each address has at most one scrape under way. An {@code https} scrape checks the server's
+ * server that was there then. Such a scrape still under way is ended by the next round (neither
+ * counted nor logged as a failure), so it holds no connection until its timeout. An endpoint
+ * that came back is scraped at once: the scrape of its earlier stay still under way is
+ * cancelled then (neither counted nor logged as a failure), so each address has at most one
+ * scrape under way. An {@code https} scrape checks the server's
  * certificate against the JVM's trust store and the endpoint's address, unless
  * {@link Builder#insecureSkipVerify} (or the configuration's {@code metrics-data-source}) says to
  * take any certificate. A running configuration whose {@code metricsStalenessThreshold} (a
@@ -226,6 +228,9 @@ public final class MetricsScraper implements AutoCloseable {
         // the pool's own candidates: each knows its stay in the pool
         scrape(c.id(), authority(c), c instanceof EndpointState s ? s.membership : null);
       }
+      if (!inFlight.isEmpty()) {
+        endDeparted();
+      }
       if (!failing.isEmpty() || !repeating.isEmpty() || !lacking.isEmpty()
           || !sleeping.isEmpty()) {
         forgetDeparted(pool);
@@ -238,6 +243,22 @@ public final class MetricsScraper implements AutoCloseable {
       }
     } finally {
       rounds.incrementAndGet();
+    }
+  }
+
+  /**
+   * Ends the scrapes of endpoints that left the pool: their answers would be dropped (see
+   * publish), and left to their timeout each would hold its connection and entry all that
+   * while, without end under a timeout too long to count, one more for every replica that left
+   * with its scrape hanging.
+   */
+  private void endDeparted() {
+    for (var e : inFlight.entrySet()) {
+      Scrape s = e.getValue();
+      if (s.membership != null && !router.isMember(e.getKey(), s.membership)) {
+        s.supersede("the endpoint left the pool");
+        inFlight.remove(e.getKey(), s);
+      }
     }
   }
 
@@ -279,10 +300,9 @@ public final class MetricsScraper implements AutoCloseable {
     }
 
     /** Ends this scrape at once: its answer is of no use to anyone any more. */
-    void supersede() {
+    void supersede(String why) {
       superseded = true;
-      body.abort(new java.util.concurrent.CancellationException(
-          "the endpoint left the pool and came back"));
+      body.abort(new java.util.concurrent.CancellationException(why));
       CompletableFuture<?> r = response;
       if (r != null) {
         r.cancel(true);
@@ -309,7 +329,7 @@ public final class MetricsScraper implements AutoCloseable {
       // begun during an earlier stay at this address, its answer would be dropped anyway (see
       // publish): waiting for it left the returning endpoint without figures for up to a timeout.
       // Ended here, it leaves one scrape per address under way, as before
-      running.supersede();
+      running.supersede("the endpoint left the pool and came back");
     }
     BoundedBody body = new BoundedBody(maxResponseBytes);
     Scrape current = new Scrape(membership, body);

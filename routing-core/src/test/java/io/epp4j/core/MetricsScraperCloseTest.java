@@ -98,6 +98,63 @@ class MetricsScraperCloseTest {
     }
   }
 
+  @Test
+  void aScrapeUnderWayWhenItsEndpointLeavesThePoolIsEndedNotLeftToItsTimeout() throws Exception {
+    // a replica that takes the request and never answers (hung, or draining after it was taken
+    // out of the pool); the scrape's answer could no longer be used, yet the scraper held it,
+    // its connection and its entry until the timeout (minutes here; without end under one too
+    // long to count), one more for every such replica that left
+    CountDownLatch asked = new CountDownLatch(1);
+    CountDownLatch hungUp = new CountDownLatch(1);
+    try (java.net.ServerSocket listener = new java.net.ServerSocket(0, 50,
+        java.net.InetAddress.getLoopbackAddress())) {
+      Thread replica = new Thread(() -> {
+        try (java.net.Socket s = listener.accept()) {
+          java.io.InputStream in = s.getInputStream();
+          // the request, up to the blank line that ends its headers
+          int last4 = 0;
+          while (last4 != 0x0d0a0d0a) {
+            int b = in.read();
+            if (b < 0) {
+              return;
+            }
+            last4 = last4 << 8 | b;
+          }
+          asked.countDown();
+          while (in.read() >= 0) {
+            // no answer: wait for the client to hang up
+          }
+          hungUp.countDown();
+        } catch (java.io.IOException e) {
+          hungUp.countDown(); // reset by the client: hung up too
+        }
+      }, "hung-replica");
+      replica.setDaemon(true);
+      replica.start();
+      String id = "127.0.0.1:" + listener.getLocalPort();
+      Router router = Router.builder().registry(TestPlugins.registry())
+          .profile(SchedulingProfile.builder("default").build())
+          .endpoints(List.of(Endpoint.parse(id))).build();
+      try (MetricsScraper scraper = MetricsScraper.builder(router)
+          .interval(Duration.ofMillis(20)).timeout(Duration.ofMinutes(10))
+          .start()) {
+        assertThat(asked.await(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(scraper.scrapesUnderWay()).isEqualTo(1);
+        assertThat(router.removeEndpoint(id)).isTrue();
+        assertThat(hungUp.await(10, TimeUnit.SECONDS))
+            .as("the scrape of the endpoint that left is still under way").isTrue();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (scraper.scrapesUnderWay() > 0 && System.nanoTime() < deadline) {
+          Thread.onSpinWait();
+        }
+        assertThat(scraper.scrapesUnderWay()).isZero();
+        assertThat(scraper.failures()).as("ended on purpose, not failed").isZero();
+      } finally {
+        router.close();
+      }
+    }
+  }
+
   private static boolean waitsInClose(Thread t) {
     Thread.State state = t.getState();
     if (state != Thread.State.BLOCKED && state != Thread.State.WAITING
