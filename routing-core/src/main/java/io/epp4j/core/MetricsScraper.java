@@ -75,6 +75,12 @@ public final class MetricsScraper implements AutoCloseable {
   private static final String DEFAULT_PATH = "/metrics";
   private static final String DEFAULT_SCHEME = "http";
   private static final Logger LOG = Logger.getLogger(MetricsScraper.class.getName());
+  /**
+   * Timeouts from here on (2^62 ns, about 146 years) set no limit. The scheduler orders its tasks
+   * by the difference of their due times: a deadline queued further ahead than this overflows it
+   * against a round that runs late, sorts first, and no round runs again.
+   */
+  private static final long NO_LIMIT_NANOS = Long.MAX_VALUE >> 1;
 
   private final Router router;
   private final Duration interval;
@@ -144,10 +150,15 @@ public final class MetricsScraper implements AutoCloseable {
     if (acceptAnyCertificate) {
       b.sslContext(acceptingAnyCertificate());
     }
-    if (RouterSettings.nanos(timeout) < Long.MAX_VALUE) {
+    if (limited()) {
       b.connectTimeout(timeout);
     }
     return b.build();
+  }
+
+  /** Whether scrapes have a time limit: see {@link #NO_LIMIT_NANOS}. */
+  private boolean limited() {
+    return RouterSettings.nanos(timeout) < NO_LIMIT_NANOS;
   }
 
   // scheduler thread only
@@ -338,7 +349,7 @@ public final class MetricsScraper implements AutoCloseable {
     try {
       HttpRequest.Builder req =
           HttpRequest.newBuilder(URI.create(scheme + "://" + authority + path)).GET();
-      if (RouterSettings.nanos(timeout) < Long.MAX_VALUE) {
+      if (limited()) {
         req.timeout(timeout);
       }
       response = client().sendAsync(req.build(), info -> body);
@@ -355,10 +366,11 @@ public final class MetricsScraper implements AutoCloseable {
       return;
     }
     current.response = response;
-    // the request timeout ends at the response headers; this one covers the body too
-    ScheduledFuture<?> deadline;
+    // the request timeout ends at the response headers; this one covers the body too (none
+    // without a limit: see NO_LIMIT_NANOS)
+    final @Nullable ScheduledFuture<?> deadline;
     try {
-      deadline = scheduler.schedule(() -> {
+      deadline = !limited() ? null : scheduler.schedule(() -> {
         body.abort(new HttpTimeoutException("no complete response within " + timeout));
         response.cancel(true);
       }, RouterSettings.nanos(timeout), TimeUnit.NANOSECONDS);
@@ -372,7 +384,9 @@ public final class MetricsScraper implements AutoCloseable {
       response.cancel(true); // close() may have ended the others before this one was added
     }
     response.whenComplete((resp, err) -> {
-      deadline.cancel(false);
+      if (deadline != null) {
+        deadline.cancel(false);
+      }
       responses.remove(response);
       try {
         if (!current.superseded) {
@@ -762,8 +776,8 @@ public final class MetricsScraper implements AutoCloseable {
     /**
      * How long one scrape may take, from connecting to the last byte of the response; default
      * 1 s. A scrape that takes longer is a failure, and the next one starts afresh. A duration
-     * too long to count in nanoseconds (about 292 years, or {@code ChronoUnit.FOREVER}) sets no
-     * limit: the endpoint is scraped again only after its scrape ends.
+     * of 2^62 ns (about 146 years) or more, {@code ChronoUnit.FOREVER} included, sets no limit:
+     * the endpoint is scraped again only after its scrape ends (or its endpoint left the pool).
      */
     public Builder timeout(Duration d) {
       Objects.requireNonNull(d, "timeout");

@@ -155,6 +155,62 @@ class MetricsScraperCloseTest {
     }
   }
 
+  @Test
+  void aTimeoutTooLongToCountStillScrapesAfterARoundThatRanLate() throws Exception {
+    // the scrape's deadline under such a timeout was queued so far ahead that the scheduler's
+    // order overflowed once a round ran past the next one's time (a busy machine, a slow first
+    // round): the deadline sorted first and the rounds stopped for good, with nothing said.
+    // The router's ticker holds up the first round past a few intervals to make it late
+    Duration interval = Duration.ofMillis(20);
+    AtomicBoolean heldUp = new AtomicBoolean();
+    io.epp4j.api.Ticker lateFirstRound = () -> {
+      if (Thread.currentThread().getName().equals("epp4j-metrics-scraper")
+          && heldUp.compareAndSet(false, true)) {
+        long until = System.nanoTime() + 10 * interval.toNanos();
+        while (System.nanoTime() < until) {
+          java.util.concurrent.locks.LockSupport.parkNanos(until - System.nanoTime());
+        }
+      }
+      return System.nanoTime();
+    };
+    AtomicReference<String> body = new AtomicReference<>(MetricsScraperTest.VLLM);
+    HttpServer server = MetricsScraperTest.metricsServer(body);
+    String id = "127.0.0.1:" + server.getAddress().getPort();
+    Router router = Router.builder().registry(TestPlugins.registry())
+        .profile(SchedulingProfile.builder("default").build()).ticker(lateFirstRound)
+        .endpoints(List.of(Endpoint.parse(id))).build();
+    try (MetricsScraper scraper = MetricsScraper.builder(router).interval(interval)
+        .timeout(java.time.temporal.ChronoUnit.FOREVER.getDuration()).start()) {
+      awaitWaiting(router, 5);
+      assertThat(heldUp).isTrue();
+      body.set(MetricsScraperTest.VLLM.replace("} 3.0", "} 1.0"));
+      awaitWaiting(router, 3);
+      long rounds = scraper.rounds();
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (scraper.rounds() < rounds + 3 && System.nanoTime() < deadline) {
+        Thread.onSpinWait();
+      }
+      assertThat(scraper.rounds()).isGreaterThanOrEqualTo(rounds + 3);
+      assertThat(scraper.failures()).isZero();
+    } finally {
+      server.stop(0);
+      router.close();
+    }
+  }
+
+  private static void awaitWaiting(Router router, int waiting) {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (System.nanoTime() < deadline) {
+      EndpointMetrics m = router.endpoints().get(0).metrics();
+      if (m.isKnown() && m.waitingRequests() == waiting) {
+        return;
+      }
+      java.util.concurrent.locks.LockSupport.parkNanos(2_000_000L);
+    }
+    assertThat(router.endpoints().get(0).metrics().waitingRequests())
+        .as("metrics published in time").isEqualTo(waiting);
+  }
+
   private static boolean waitsInClose(Thread t) {
     Thread.State state = t.getState();
     if (state != Thread.State.BLOCKED && state != Thread.State.WAITING
