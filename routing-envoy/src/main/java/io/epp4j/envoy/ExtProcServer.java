@@ -88,8 +88,11 @@ public final class ExtProcServer implements AutoCloseable {
   /** Renews the decisions of the open streams (see {@link #renewOpenStreams}). */
   private final java.util.concurrent.ScheduledExecutorService renewal;
 
+  private final HeaderRefusals refusals;
+
   private ExtProcServer(Server server, @Nullable Server healthServer, HealthStatusManager health,
-      LiveStreams live, Duration drainTimeout, long renewNanos) {
+      LiveStreams live, Duration drainTimeout, long renewNanos, HeaderRefusals refusals) {
+    this.refusals = refusals;
     this.server = server;
     this.healthServer = healthServer;
     this.health = health;
@@ -135,6 +138,18 @@ public final class ExtProcServer implements AutoCloseable {
    */
   public int healthPort() {
     return healthServer == null ? -1 : healthServer.getPort();
+  }
+
+  /**
+   * How many times a header went out of an answer to Envoy, or a request was refused, because
+   * Envoy would have refused the header mutation (and replied 500 in place of the request or the
+   * endpoint's answer): a header a routing plugin asked to set with a name that is not an HTTP
+   * token or a value holding a control character (NUL, CR, LF, ...), one it asked to remove
+   * with such a name, or an endpoint id with a control character in the pick (502). Each is also
+   * logged, at most one record a minute per kind. Counts since the server started.
+   */
+  public long refusedHeaders() {
+    return refusals.count();
   }
 
   /** {@code Process} streams open now: requests between their headers and the answer's end. */
@@ -484,7 +499,8 @@ public final class ExtProcServer implements AutoCloseable {
       LiveStreams live = new LiveStreams();
       ProcessStream.Settings settings =
           new ProcessStream.Settings(router, maxBodyBytes, requestMode, responseMode,
-              renewEveryNanos(router.inFlightMaxAge()), subsetHints);
+              renewEveryNanos(router.inFlightMaxAge()), subsetHints,
+              new HeaderRefusals(router.ticker()));
       HealthStatusManager health = new HealthStatusManager();
       ServerBuilder<?> b = transport;
       if (b == null) {
@@ -536,7 +552,7 @@ public final class ExtProcServer implements AutoCloseable {
         health.setStatus(probe, ServingStatus.SERVING);
       }
       return new ExtProcServer(server, healthServer, health, live, drainTimeout,
-          settings.renewNanos());
+          settings.renewNanos(), settings.refusals());
     }
 
     private static InetSocketAddress address(@Nullable String host, int port) {

@@ -125,10 +125,12 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   /**
    * What every stream of one server shares. {@code renewNanos}: how long on the router's ticker a
-   * routed request goes before its decision is told it is still served.
+   * routed request goes before its decision is told it is still served. {@code refusals}: keeps
+   * out of the header mutations what Envoy would refuse, and counts it.
    */
   record Settings(Router router, int maxBodyBytes, BodySendMode assumedRequestMode,
-      BodySendMode assumedResponseMode, long renewNanos, boolean subsetHints) {}
+      BodySendMode assumedResponseMode, long renewNanos, boolean subsetHints,
+      HeaderRefusals refusals) {}
 
   ProcessStream(Settings settings, ServerCallStreamObserver<ProcessingResponse> out,
       Runnable onEnd) {
@@ -470,7 +472,8 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     // the headers the routing plugins asked for go on answers an endpoint served, not on
     // Envoy's own replies
     send(d != null && !answeredByEnvoy
-        ? ExtProcMessages.continueResponseHeaders(askedResponseHeaders(d))
+        ? ExtProcMessages.continueResponseHeaders(settings.refusals.settable(
+            askedResponseHeaders(d), HeaderRefusals.Kind.RESPONSE_SET))
         : ExtProcMessages.continueResponseHeaders());
     if (envoysReply && d != null) {
       // the endpoint did not serve the request, whatever the status: the decision fails
@@ -577,21 +580,42 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
       reject(r.httpStatus(), "routing_" + r.reason().name().toLowerCase(Locale.ROOT), r.message());
       return;
     }
+    String dest = d.destinationHeaderValue();
+    Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+    String prefiller = prefill == null ? null : prefill.id();
+    String refusedIn = !HeaderRefusals.valueIsValid(dest) ? RoutingDecision.DESTINATION_HEADER
+        : prefiller != null && !HeaderRefusals.valueIsValid(prefiller)
+            ? PdProfileHandler.PREFILLER_HEADER : null;
+    if (refusedIn != null) {
+      // an endpoint id holding a control character: Envoy would refuse the whole mutation and
+      // reply 500 naming nothing; the pick cannot go without its header, so the request is
+      // refused here, saying why, and the pick is released
+      settings.refusals.endpointRefused(refusedIn,
+          refusedIn.equals(RoutingDecision.DESTINATION_HEADER) || prefiller == null
+              ? dest : prefiller);
+      d.onFailure(new IOException("the picked endpoint's id holds a character Envoy refuses in "
+          + "a header value; the request was refused"));
+      reject(502, "endpoint_unaddressable", "the endpoint picked for this request cannot be "
+          + "named to the proxy: its id holds a character not allowed in a header value");
+      return;
+    }
     decision = d;
     awaiting = d;
     activityAt = settings.router.ticker().nanos();
-    String dest = d.destinationHeaderValue();
     destination = dest;
     phase = Phase.AWAIT_RESPONSE;
-    Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
+    // what the plugins asked for, less what Envoy would refuse (reported by the refusals)
+    Map<String, String> set = settings.refusals.settable(d.requestHeaders(),
+        HeaderRefusals.Kind.REQUEST_SET);
+    Set<String> remove = settings.refusals.removable(d.removedRequestHeaders());
     // FULL_DUPLEX_STREAMED and STREAMED: Envoy removed the request's content-length when it sent
     // the headers, as the processor might change the body; the body goes on whole and unchanged,
     // so its length is set again, as upstream's endpoint picker does, and an HTTP/1.1 replica
     // gets the request as the client sent it instead of chunked. Not with trailers, which need
     // chunked transfer on HTTP/1.1; BUFFERED keeps the header and a request without body has none
     long length = answer == Answer.AFTER_BODY && !trailersPending ? bodyBytes.size() : -1;
-    send(ExtProcMessages.routed(dest, prefill == null ? null : prefill.id(),
-        d.requestHeaders(), d.removedRequestHeaders(), answer == Answer.BUFFERED_BODY, length));
+    send(ExtProcMessages.routed(dest, prefiller, set, remove,
+        answer == Answer.BUFFERED_BODY, length));
     if (answer != Answer.AFTER_BODY) {
       return; // the body, if any, passes through as Envoy holds it
     }

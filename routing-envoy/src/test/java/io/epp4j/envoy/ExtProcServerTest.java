@@ -205,6 +205,119 @@ class ExtProcServerTest {
   }
 
   @Test
+  void requestHeaderAsksEnvoyWouldRefuseAreLeftOutAndTheRequestIsRoutedWithTheRest()
+      throws Exception {
+    String secret = "my-bank-password-is-hunter2";
+    extraListener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setRequestHeader("x-tag", secret + "\r\nx-injected: 1");
+        decision.setRequestHeader("x-nul", "a\u0000b");
+        decision.setRequestHeader("x tag", "fine");
+        decision.setRequestHeader("x-drop\nme", null);
+        decision.setRequestHeader("x-kept", "fine\tvalue \u00e9");
+        decision.setRequestHeader("x-dropped", null);
+      }
+    };
+    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
+      start(List.of(A));
+      for (int i = 0; i < 2; i++) {
+        FakeEnvoy envoy = FakeEnvoy.open(channel);
+        envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+        envoy.send(requestBody(completion("hello"), true));
+        io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation m = envoy.next()
+            .getRequestHeaders().getResponse().getHeaderMutation();
+        // Envoy applies the mutation, so the request goes on to the pick instead of a 500
+        assertThat(EnvoyMutationCheck.refusals(m)).isEmpty();
+        assertThat(m.getSetHeadersList()).extracting(h -> h.getHeader().getKey())
+            .containsExactly(io.epp4j.api.RoutingDecision.DESTINATION_HEADER, "content-length",
+                "x-kept");
+        assertThat(utf8(m.getSetHeaders(0).getHeader().getRawValue())).isEqualTo(A);
+        assertThat(utf8(m.getSetHeaders(2).getHeader().getRawValue()))
+            .isEqualTo("fine\tvalue \u00e9");
+        assertThat(m.getRemoveHeadersList()).containsExactly("x-prefiller-host-port",
+            "x-dropped");
+        assertThat(envoy.next().hasRequestBody()).isTrue();
+        envoy.send(responseHeaders(200, "application/json", false));
+        envoy.next();
+        envoy.send(responseBody("{}", true));
+        envoy.next();
+        envoy.halfClose();
+        assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+      }
+      assertThat(outcomes.completed).hasSize(2);
+      assertThat(server.refusedHeaders()).isEqualTo(8);
+      // one record per kind and minute, naming the header, never its value
+      List<String> records = logged.records().stream()
+          .filter(r -> r.contains("routing plugin asked")).toList();
+      assertThat(records).hasSize(2);
+      assertThat(logged.text()).doesNotContain(secret).doesNotContain("x-injected")
+          .contains("'x-tag' has a value holding U+000D")
+          .contains("'x-drop\\u000Ame' is not a valid header name (U+000A at index 6)");
+    }
+  }
+
+  @Test
+  void responseHeaderAsksEnvoyWouldRefuseAreLeftOutAndTheAnswerGoesThrough() throws Exception {
+    extraListener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setResponseHeader("x-bad", d -> "token\n");
+        decision.setResponseHeader("x-del", d -> "a\u007fb");
+        decision.setResponseHeader("x-good", d -> "ok");
+      }
+    };
+    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
+      start(List.of(A));
+      FakeEnvoy envoy = routedFullDuplex(completion("hello"));
+      envoy.send(responseHeaders(200, "application/json", false));
+      io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation m = envoy.next()
+          .getResponseHeaders().getResponse().getHeaderMutation();
+      // Envoy would have replaced the endpoint's answer with its 500
+      assertThat(EnvoyMutationCheck.refusals(m)).isEmpty();
+      assertThat(m.getSetHeadersList()).singleElement().satisfies(h -> {
+        assertThat(h.getHeader().getKey()).isEqualTo("x-good");
+        assertThat(utf8(h.getHeader().getRawValue())).isEqualTo("ok");
+      });
+      envoy.send(responseBody("{\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}",
+          true));
+      envoy.next();
+      assertThat(outcomes.completed.poll(5, TimeUnit.SECONDS)).isEqualTo(new Usage(3, 0, 1));
+      envoy.halfClose();
+      assertThat(server.refusedHeaders()).isEqualTo(2);
+      assertThat(logged.text()).contains("a response header a routing plugin asked to set: "
+          + "'x-bad' has a value holding U+000A");
+    }
+  }
+
+  @Test
+  void anEndpointIdEnvoyWouldRefuseInTheDestinationHeaderIs502AndReleasesThePick()
+      throws Exception {
+    String bad = "10.0.0.9\r:8000";
+    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
+      start(List.of(bad));
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+      envoy.send(requestBody(completion("hello"), true));
+      ProcessingResponse r = envoy.next();
+      assertThat(r.hasImmediateResponse()).as("%s", r).isTrue();
+      ImmediateResponse ir = r.getImmediateResponse();
+      assertThat(ir.getStatus().getCodeValue()).isEqualTo(502);
+      assertThat(EnvoyMutationCheck.refusals(ir.getHeaders())).isEmpty();
+      assertThat(ir.getBody().toStringUtf8()).contains("endpoint_unaddressable")
+          .doesNotContain("10.0.0.9");
+      assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
+      assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).isNotNull();
+      assertThat(inFlightOn(bad)).isZero();
+      assertThat(server.refusedHeaders()).isEqualTo(1);
+      assertThat(logged.text()).contains("x-gateway-destination-endpoint would carry endpoint id"
+          + " '10.0.0.9\\u000D:8000', which holds U+000D at index 8");
+    }
+  }
+
+  @Test
   void aPluginCannotSendTheRequestElsewhereThanThePickThroughTheDestinationHeaders()
       throws Exception {
     extraListener = new RequestListener() {
