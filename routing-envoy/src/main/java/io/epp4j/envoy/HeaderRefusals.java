@@ -5,10 +5,12 @@ import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Keeps out of the server's header mutations what Envoy's ext_proc filter refuses. Envoy checks
@@ -16,11 +18,13 @@ import java.util.logging.Logger;
  * is not an HTTP token, or a value holding NUL, CR, LF, another control character or DEL, fails
  * the whole message, and Envoy replies 500 in place of the request (on the request's headers)
  * or of the endpoint's answer (on the response's). So a header a routing plugin asked for with
- * such a name or value is left out, and the request goes on without it; the router's own
+ * such a name or value is left out, and the request goes on without it, as is one it may not
+ * touch ({@link #reserved}: pseudo-headers, {@code host}, the body's framing); the router's own
  * headers (the pick, the prefill pick) are endpoint ids that cannot be left out, so the request
  * is refused instead ({@link ProcessStream}). Each one is counted ({@link #count()}) and
  * reported, the header's name escaped and never its value, which may come from the prompt; the
- * reports are throttled to one a minute per kind, each saying how many were left out since.
+ * reports are throttled to one a minute per kind and header name (per kind alone past
+ * {@link #MAX_THROTTLED_NAMES} names), each saying how many were left out since.
  * Thread-safe: one per server, shared by its streams.
  */
 final class HeaderRefusals {
@@ -47,6 +51,12 @@ final class HeaderRefusals {
   private final Ticker ticker;
   private final LongAdder count = new LongAdder();
   private final Throttle[] throttles = new Throttle[Kind.values().length];
+  /**
+   * A throttle per kind and header name, so that each header asked for wrongly is reported;
+   * bounded at {@link #MAX_THROTTLED_NAMES}, past which a name shares its kind's throttle.
+   */
+  private final ConcurrentHashMap<String, Throttle> byName = new ConcurrentHashMap<>();
+  static final int MAX_THROTTLED_NAMES = 64;
 
   HeaderRefusals(Ticker ticker) {
     this.ticker = ticker;
@@ -70,7 +80,8 @@ final class HeaderRefusals {
       String name = e.getKey();
       boolean nameOk = nameIsValid(name);
       boolean valueOk = valueIsValid(e.getValue());
-      if (nameOk && valueOk) {
+      String reserved = nameOk ? reserved(name, kind) : null;
+      if (nameOk && valueOk && reserved == null) {
         if (out != null) {
           out.put(name, e.getValue());
         }
@@ -85,9 +96,10 @@ final class HeaderRefusals {
           out.put(before.getKey(), before.getValue());
         }
       }
-      refused(kind, quoted(name) + (nameOk ? " has a value holding " + badInValue(e.getValue())
-          : " is not a valid header name (" + badInName(name) + ")")
-          + "; the header is left out (its value is not logged)");
+      String why = !nameOk ? " is not a valid header name (" + badInName(name) + ")"
+          : reserved != null ? reserved : " has a value holding " + badInValue(e.getValue());
+      refused(kind, name, quoted(name) + why + "; the header is left out (its value is not"
+          + " logged)");
     }
     return out == null ? asked : out;
   }
@@ -96,7 +108,9 @@ final class HeaderRefusals {
   Set<String> removable(Set<String> asked) {
     Set<String> out = null;
     for (String name : asked) {
-      if (nameIsValid(name)) {
+      boolean nameOk = nameIsValid(name);
+      String reserved = nameOk ? reserved(name, Kind.REQUEST_REMOVE) : null;
+      if (nameOk && reserved == null) {
         if (out != null) {
           out.add(name);
         }
@@ -111,9 +125,10 @@ final class HeaderRefusals {
           out.add(before);
         }
       }
-      refused(Kind.REQUEST_REMOVE, quoted(name) + " is not a valid header name ("
-          + badInName(name) + "); no header of that name can be on the request, the ask is"
-          + " left out");
+      refused(Kind.REQUEST_REMOVE, name, quoted(name) + (reserved != null
+          ? reserved + "; the ask is left out"
+          : " is not a valid header name (" + badInName(name) + "); no header of that name can"
+              + " be on the request, the ask is left out"));
     }
     return out == null ? asked : out;
   }
@@ -123,14 +138,46 @@ final class HeaderRefusals {
    * {@code endpointId}, which Envoy refuses as a header value.
    */
   void endpointRefused(String header, String endpointId) {
-    refused(Kind.ENDPOINT, header + " would carry endpoint id " + quoted(endpointId)
+    refused(Kind.ENDPOINT, endpointId, header + " would carry endpoint id " + quoted(endpointId)
         + ", which holds " + badInValue(endpointId) + "; the request is refused with 502 (fix"
         + " the endpoint's address where the endpoints are listed)");
   }
 
-  private void refused(Kind kind, String message) {
+  private void refused(Kind kind, String name, String message) {
     count.increment();
-    throttles[kind.ordinal()].report(ticker.nanos(), kind.what + ": " + message);
+    String key = kind.ordinal() + name;
+    Throttle t = byName.get(key);
+    if (t == null) {
+      t = byName.size() < MAX_THROTTLED_NAMES
+          ? byName.computeIfAbsent(key, k -> new Throttle()) : throttles[kind.ordinal()];
+    }
+    t.report(ticker.nanos(), kind.what + ": " + message);
+  }
+
+  /**
+   * Why a routing plugin may not set or remove header {@code name} (lower case), or null when it
+   * may. Pseudo-headers: Envoy's mutation rules ignore a change of {@code :authority},
+   * {@code :method} and {@code :scheme} (and of {@code host}), never remove a pseudo-header or
+   * {@code host}, and fail the request with a 500 for either under {@code disallow_is_error};
+   * {@code :path} they apply, which would send the request on to another path than the one it
+   * was routed for, and {@code :status} would change the status of the answer the server has
+   * judged the endpoint by. {@code content-length} and {@code transfer-encoding} frame the body,
+   * which passes unchanged: the server restores its length itself, and a plugin's value would
+   * misframe it.
+   */
+  static @Nullable String reserved(String name, Kind kind) {
+    if (name.startsWith(":")) {
+      return " is a pseudo-header, which routing plugins may not set or remove (Envoy ignores"
+          + " or refuses most such mutations and would apply :path or :status after the pick)";
+    }
+    if (name.equals("host") && kind != Kind.RESPONSE_SET) {
+      return " is the request's authority, which routing plugins may not set or remove (Envoy"
+          + " ignores or refuses such a mutation)";
+    }
+    if (name.equals("content-length") || name.equals("transfer-encoding")) {
+      return " frames the body, which passes unchanged: routing plugins may not set or remove it";
+    }
+    return null;
   }
 
   /**
@@ -230,7 +277,7 @@ final class HeaderRefusals {
           && nextReport.compareAndSet(next, now + INTERVAL_NANOS)) {
         long left = suppressed.getAndSet(0);
         LOG.warning(message + (left == 0 ? "" : " (" + left
-            + " more of this kind since the last report were not logged)"));
+            + " more like it since the last report were not logged)"));
       } else {
         suppressed.incrementAndGet();
       }

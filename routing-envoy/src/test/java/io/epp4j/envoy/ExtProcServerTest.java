@@ -248,10 +248,10 @@ class ExtProcServerTest {
       }
       assertThat(outcomes.completed).hasSize(2);
       assertThat(server.refusedHeaders()).isEqualTo(8);
-      // one record per kind and minute, naming the header, never its value
+      // one record per header and minute, naming the header, never its value
       List<String> records = logged.records().stream()
           .filter(r -> r.contains("routing plugin asked")).toList();
-      assertThat(records).hasSize(2);
+      assertThat(records).hasSize(4);
       assertThat(logged.text()).doesNotContain(secret).doesNotContain("x-injected")
           .contains("'x-tag' has a value holding U+000D")
           .contains("'x-drop\\u000Ame' is not a valid header name (U+000A at index 6)");
@@ -289,6 +289,61 @@ class ExtProcServerTest {
       assertThat(server.refusedHeaders()).isEqualTo(2);
       assertThat(logged.text()).contains("a response header a routing plugin asked to set: "
           + "'x-bad' has a value holding U+000A");
+    }
+  }
+
+  @Test
+  void pluginAsksForPseudoHeadersHostOrTheBodysFramingAreLeftOutOfBothMutations()
+      throws Exception {
+    extraListener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setRequestHeader(":path", "/v1/other");
+        decision.setRequestHeader(":authority", "elsewhere");
+        decision.setRequestHeader("Host", "elsewhere");
+        decision.setRequestHeader("content-length", "1");
+        decision.setRequestHeader(":method", null);
+        decision.setRequestHeader("transfer-encoding", null);
+        decision.setRequestHeader("x-kept", "yes");
+        decision.setResponseHeader(":status", d -> "200");
+        decision.setResponseHeader("content-length", d -> "5");
+        decision.setResponseHeader("x-kept", d -> "yes");
+      }
+    };
+    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
+      start(List.of(A));
+      FakeEnvoy envoy = FakeEnvoy.open(channel);
+      envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
+      String body = completion("hello");
+      envoy.send(requestBody(body, true));
+      io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation m = envoy.next()
+          .getRequestHeaders().getResponse().getHeaderMutation();
+      // the request goes to the pick's path and authority, framed by its own body's length
+      assertThat(m.getSetHeadersList()).extracting(h -> h.getHeader().getKey() + "="
+          + utf8(h.getHeader().getRawValue())).containsExactly(
+              io.epp4j.api.RoutingDecision.DESTINATION_HEADER + "=" + A,
+              "content-length=" + body.length(), "x-kept=yes");
+      assertThat(m.getRemoveHeadersList()).containsExactly("x-prefiller-host-port");
+      envoy.next();
+      envoy.send(responseHeaders(502, "application/json", false));
+      io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation answer = envoy.next()
+          .getResponseHeaders().getResponse().getHeaderMutation();
+      // the client sees the endpoint's status, which the decision was judged by
+      assertThat(answer.getSetHeadersList()).extracting(h -> h.getHeader().getKey())
+          .containsExactly("x-kept");
+      envoy.send(responseBody("{}", true));
+      envoy.next();
+      envoy.halfClose();
+      assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).isNotNull();
+      assertThat(server.refusedHeaders()).isEqualTo(8);
+      assertThat(logged.text())
+          .contains("a request header a routing plugin asked to set: ':path' is a pseudo-header")
+          .contains("'host' is the request's authority")
+          .contains("a request header a routing plugin asked to set: 'content-length' frames"
+              + " the body")
+          .contains("a response header a routing plugin asked to set: ':status' is a"
+              + " pseudo-header");
     }
   }
 
