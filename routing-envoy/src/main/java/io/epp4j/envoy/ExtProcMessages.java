@@ -75,14 +75,15 @@ final class ExtProcMessages {
   /**
    * Lets the answer's headers through with {@code set} set on them, replacing the endpoint's own
    * of the same names: the headers the routing plugins asked for
-   * ({@link RoutingDecision#responseHeaders()}).
+   * ({@link RoutingDecision#responseHeaders()}). {@code raw}: see {@link #header}.
    */
-  static ProcessingResponse continueResponseHeaders(java.util.Map<String, String> set) {
+  static ProcessingResponse continueResponseHeaders(java.util.Map<String, String> set,
+      boolean raw) {
     if (set.isEmpty()) {
       return CONTINUE_RESPONSE_HEADERS;
     }
     HeaderMutation.Builder headers = HeaderMutation.newBuilder();
-    set.forEach((name, value) -> headers.addSetHeaders(header(name, value)));
+    set.forEach((name, value) -> headers.addSetHeaders(header(name, value, raw)));
     return ProcessingResponse.newBuilder().setResponseHeaders(HeadersResponse.newBuilder()
         .setResponse(CommonResponse.newBuilder().setHeaderMutation(headers))).build();
   }
@@ -116,22 +117,23 @@ final class ExtProcMessages {
    * {@code contentLength}: the request body's length, set as {@code content-length} when not
    * negative; Envoy removes that header in the FULL_DUPLEX_STREAMED and STREAMED body modes (the
    * processor could change the body), so without it an HTTP/1.1 replica gets the request chunked.
+   * {@code raw}: see {@link #header}.
    */
   static ProcessingResponse routed(String destination, @Nullable String prefiller,
       java.util.Map<String, String> set, java.util.Set<String> remove, boolean onBody,
-      long contentLength) {
+      long contentLength, boolean raw) {
     HeaderMutation.Builder headers = HeaderMutation.newBuilder()
-        .addSetHeaders(header(RoutingDecision.DESTINATION_HEADER, destination));
+        .addSetHeaders(header(RoutingDecision.DESTINATION_HEADER, destination, raw));
     if (contentLength >= 0) {
-      headers.addSetHeaders(header(CONTENT_LENGTH, Long.toString(contentLength)));
+      headers.addSetHeaders(header(CONTENT_LENGTH, Long.toString(contentLength), raw));
     }
     if (prefiller != null) {
-      headers.addSetHeaders(header(PdProfileHandler.PREFILLER_HEADER, prefiller));
+      headers.addSetHeaders(header(PdProfileHandler.PREFILLER_HEADER, prefiller, raw));
     } else {
       headers.addRemoveHeaders(PdProfileHandler.PREFILLER_HEADER);
     }
     remove.forEach(headers::addRemoveHeaders);
-    set.forEach((name, value) -> headers.addSetHeaders(header(name, value)));
+    set.forEach((name, value) -> headers.addSetHeaders(header(name, value, raw)));
     CommonResponse common = CommonResponse.newBuilder()
         .setHeaderMutation(headers)
         .setClearRouteCache(true)
@@ -179,15 +181,15 @@ final class ExtProcMessages {
   /**
    * A local reply: {@code status} with an OpenAI-style JSON error, as the Spring Cloud Gateway
    * filter writes it; {@code Retry-After: 1} on 429 and 503. {@code message} must not hold prompt
-   * text (the router's rejection messages never do).
+   * text (the router's rejection messages never do). {@code raw}: see {@link #header}.
    */
-  static ProcessingResponse immediate(int status, String type, String message) {
+  static ProcessingResponse immediate(int status, String type, String message, boolean raw) {
     ObjectNode body = JSON.createObjectNode();
     body.putObject("error").put("message", message).put("type", type).put("code", status);
     HeaderMutation.Builder headers = HeaderMutation.newBuilder()
-        .addSetHeaders(header("content-type", "application/json"));
+        .addSetHeaders(header("content-type", "application/json", raw));
     if (status == 429 || status == 503) {
-      headers.addSetHeaders(header("retry-after", "1"));
+      headers.addSetHeaders(header("retry-after", "1", raw));
     }
     return ProcessingResponse.newBuilder()
         .setImmediateResponse(ImmediateResponse.newBuilder()
@@ -198,12 +200,42 @@ final class ExtProcMessages {
         .build();
   }
 
-  private static HeaderValueOption header(String name, String value) {
-    return HeaderValueOption.newBuilder()
-        .setHeader(HeaderValue.newBuilder().setKey(name)
-            .setRawValue(ByteString.copyFrom(value, StandardCharsets.UTF_8)))
+  /**
+   * A header set over any of its name, its value's UTF-8 bytes in {@code raw_value} when
+   * {@code raw}, else in {@code value}, never both (Envoy refuses a header that has both). Envoy
+   * reads a mutation's values from the field it writes the request's headers to: from
+   * {@code raw_value} with its runtime guard {@code envoy.reloadable_features.send_header_raw_value}
+   * on (the default), from {@code value} with it off, where a value sent in {@code raw_value}
+   * would set the header empty ({@link #sendsRawValues}).
+   */
+  private static HeaderValueOption header(String name, String value, boolean raw) {
+    HeaderValue.Builder h = HeaderValue.newBuilder().setKey(name);
+    if (raw) {
+      h.setRawValue(ByteString.copyFrom(value, StandardCharsets.UTF_8));
+    } else {
+      h.setValue(value);
+    }
+    return HeaderValueOption.newBuilder().setHeader(h)
         .setAppendAction(HeaderValueOption.HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD)
         .build();
+  }
+
+  /**
+   * Whether the Envoy that sent {@code headers} writes header values to {@code raw_value}, and so
+   * reads a mutation's from there: true unless no header has a {@code raw_value} and one has a
+   * {@code value} (its {@code send_header_raw_value} guard is off), also when no header has a
+   * value at all.
+   */
+  static boolean sendsRawValues(io.envoyproxy.envoy.config.core.v3.HeaderMap headers) {
+    boolean anyValue = false;
+    for (int i = 0; i < headers.getHeadersCount(); i++) {
+      HeaderValue h = headers.getHeaders(i);
+      if (!h.getRawValue().isEmpty()) {
+        return true;
+      }
+      anyValue |= !h.getValueBytes().isEmpty();
+    }
+    return !anyValue;
   }
 
   /**

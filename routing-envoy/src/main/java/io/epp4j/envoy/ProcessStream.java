@@ -87,6 +87,11 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
   private Map<String, String> headers = Map.of();
   private @Nullable Set<String> subset;
   /**
+   * Whether Envoy sent the request's header values in {@code raw_value} (the default) rather than
+   * {@code value}: the answers' header values go to the same field, the one it reads them from.
+   */
+  private boolean rawValues = true;
+  /**
    * The client's address from the {@code source.address} request attribute, when Envoy sends it;
    * handed to the router as {@link SourceAddress#HEADER}.
    */
@@ -270,6 +275,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     modes(msg);
     HttpHeaders h = msg.getRequestHeaders();
     HeaderMap map = h.getHeaders();
+    rawValues = ExtProcMessages.sendsRawValues(map);
     Map<String, String> named = new HashMap<>(Math.max(16, map.getHeadersCount() * 2));
     // Envoy sends a header the client repeated as one entry per line (it joins only the ones it
     // keeps as one, x-request-id or cookie): their values are joined in order, as Envoy joins
@@ -473,7 +479,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     // Envoy's own replies
     send(d != null && !answeredByEnvoy
         ? ExtProcMessages.continueResponseHeaders(settings.refusals.settable(
-            askedResponseHeaders(d), HeaderRefusals.Kind.RESPONSE_SET))
+            askedResponseHeaders(d), HeaderRefusals.Kind.RESPONSE_SET), rawValues)
         : ExtProcMessages.continueResponseHeaders());
     if (envoysReply && d != null) {
       // the endpoint did not serve the request, whatever the status: the decision fails
@@ -615,7 +621,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     // chunked transfer on HTTP/1.1; BUFFERED keeps the header and a request without body has none
     long length = answer == Answer.AFTER_BODY && !trailersPending ? bodyBytes.size() : -1;
     send(ExtProcMessages.routed(dest, prefiller, set, remove,
-        answer == Answer.BUFFERED_BODY, length));
+        answer == Answer.BUFFERED_BODY, length, rawValues));
     if (answer != Answer.AFTER_BODY) {
       return; // the body, if any, passes through as Envoy holds it
     }
@@ -662,7 +668,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
 
   private void reject(int httpStatus, String type, String message) {
     body = null;
-    send(ExtProcMessages.immediate(httpStatus, type, message));
+    send(ExtProcMessages.immediate(httpStatus, type, message, rawValues));
     phase = Phase.CLOSED;
     out.onCompleted();
     end(null);

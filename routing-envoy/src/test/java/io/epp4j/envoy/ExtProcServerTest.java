@@ -373,6 +373,63 @@ class ExtProcServerTest {
   }
 
   @Test
+  void anEnvoySendingHeaderValuesInValueGetsItsAnswersValuesInValueWhereItReadsThem()
+      throws Exception {
+    extraListener = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setRequestHeader("x-kv-cache-source-host-port", B);
+        decision.setResponseHeader("x-session-token", d -> "t\u00e9");
+      }
+    };
+    start(List.of(A));
+    FakeEnvoy envoy = FakeEnvoy.open(channel);
+    // send_header_raw_value off: Envoy writes every value to value, and reads a mutation's
+    // values from value, so a value in raw_value alone would set the header empty
+    envoy.send(inValueFields(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED))));
+    String body = completion("hello");
+    envoy.send(requestBody(body, true));
+    io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation m = envoy.next().getRequestHeaders()
+        .getResponse().getHeaderMutation();
+    assertThat(EnvoyMutationCheck.refusals(m)).isEmpty();
+    assertThat(m.getSetHeadersList()).extracting(h -> h.getHeader().getKey() + "="
+        + h.getHeader().getValue() + "|" + utf8(h.getHeader().getRawValue())).containsExactly(
+            io.epp4j.api.RoutingDecision.DESTINATION_HEADER + "=" + A + "|",
+            "content-length=" + body.length() + "|", "x-kv-cache-source-host-port=" + B + "|");
+    envoy.next();
+    envoy.send(responseHeaders(200, "application/json", false));
+    HeaderValue token = envoy.next().getResponseHeaders().getResponse().getHeaderMutation()
+        .getSetHeaders(0).getHeader();
+    assertThat(token.getValue()).isEqualTo("t\u00e9");
+    assertThat(token.getRawValue()).isEmpty();
+    envoy.halfClose();
+
+    // and its local replies' headers
+    FakeEnvoy refused = FakeEnvoy.open(channel);
+    refused.send(inValueFields(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED))));
+    refused.send(requestBody("{\"model\":\"m\",\"prompt\":\"x\" oops", true));
+    ImmediateResponse r = refused.next().getImmediateResponse();
+    assertThat(r.getStatus().getCodeValue()).isEqualTo(400);
+    assertThat(r.getHeaders().getSetHeadersList()).singleElement().satisfies(h -> {
+      assertThat(h.getHeader().getKey()).isEqualTo("content-type");
+      assertThat(h.getHeader().getValue()).isEqualTo("application/json");
+      assertThat(h.getHeader().getRawValue()).isEmpty();
+    });
+  }
+
+  /** {@code r} as an Envoy with send_header_raw_value off sends it: values in value. */
+  static ProcessingRequest inValueFields(ProcessingRequest r) {
+    HeaderMap.Builder h = HeaderMap.newBuilder();
+    for (HeaderValue v : r.getRequestHeaders().getHeaders().getHeadersList()) {
+      h.addHeaders(HeaderValue.newBuilder().setKey(v.getKey())
+          .setValue(v.getRawValue().toStringUtf8()));
+    }
+    return r.toBuilder().setRequestHeaders(r.getRequestHeaders().toBuilder().setHeaders(h))
+        .build();
+  }
+
+  @Test
   void aPluginCannotSendTheRequestElsewhereThanThePickThroughTheDestinationHeaders()
       throws Exception {
     extraListener = new RequestListener() {
