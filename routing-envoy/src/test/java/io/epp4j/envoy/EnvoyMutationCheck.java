@@ -37,7 +37,9 @@ final class EnvoyMutationCheck {
       if (!o.getHeader().getValue().isEmpty() && !o.getHeader().getRawValue().isEmpty()) {
         out.add("set_headers " + escaped(name) + ": both value and raw_value");
       }
-      if (!valueIsValid(o.getHeader().getRawValue())) {
+      // Envoy reads raw_value or value as its send_header_raw_value guard says: both are checked
+      if (!valueIsValid(o.getHeader().getRawValue())
+          || !valueIsValid(o.getHeader().getValueBytes())) {
         out.add("set_headers " + escaped(name) + ": invalid value");
       }
     }

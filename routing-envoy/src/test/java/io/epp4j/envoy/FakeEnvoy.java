@@ -11,6 +11,7 @@ import io.envoyproxy.envoy.config.core.v3.HeaderValue;
 import io.envoyproxy.envoy.config.core.v3.Metadata;
 import io.envoyproxy.envoy.extensions.filters.http.ext_proc.v3.ProcessingMode.BodySendMode;
 import io.envoyproxy.envoy.service.ext_proc.v3.ExternalProcessorGrpc;
+import io.envoyproxy.envoy.service.ext_proc.v3.HeaderMutation;
 import io.envoyproxy.envoy.service.ext_proc.v3.HttpBody;
 import io.envoyproxy.envoy.service.ext_proc.v3.HttpHeaders;
 import io.envoyproxy.envoy.service.ext_proc.v3.HttpTrailers;
@@ -79,11 +80,29 @@ final class FakeEnvoy implements ClientResponseObserver<ProcessingRequest, Proce
     requests.cancel("client went away", null);
   }
 
-  /** The next answer, waiting up to 5 s. */
+  /**
+   * The next answer, waiting up to 5 s; its header mutations must pass the checks Envoy makes
+   * before applying them ({@link EnvoyMutationCheck}), as Envoy would reply 500 otherwise.
+   */
   ProcessingResponse next() throws InterruptedException {
     ProcessingResponse r = received.poll(5, TimeUnit.SECONDS);
     assertThat(r).as("an answer from the ext_proc server within 5 s").isNotNull();
+    assertThat(mutations(r)).allSatisfy(m -> assertThat(EnvoyMutationCheck.refusals(m))
+        .as("what Envoy would refuse in %s", r).isEmpty());
     return r;
+  }
+
+  private static List<HeaderMutation> mutations(ProcessingResponse r) {
+    return switch (r.getResponseCase()) {
+      case REQUEST_HEADERS -> List.of(r.getRequestHeaders().getResponse().getHeaderMutation());
+      case RESPONSE_HEADERS -> List.of(r.getResponseHeaders().getResponse().getHeaderMutation());
+      case REQUEST_BODY -> List.of(r.getRequestBody().getResponse().getHeaderMutation());
+      case RESPONSE_BODY -> List.of(r.getResponseBody().getResponse().getHeaderMutation());
+      case REQUEST_TRAILERS -> List.of(r.getRequestTrailers().getHeaderMutation());
+      case RESPONSE_TRAILERS -> List.of(r.getResponseTrailers().getHeaderMutation());
+      case IMMEDIATE_RESPONSE -> List.of(r.getImmediateResponse().getHeaders());
+      case RESPONSE_NOT_SET -> List.of();
+    };
   }
 
   /** Asserts that no answer arrives within {@code millis}. */
