@@ -5,7 +5,9 @@ import java.util.Objects;
 
 /**
  * One model-server replica that can serve inference requests, identified by {@code host:port}.
- * Labels carry placement facts such as the prefill/decode role ({@value #ROLE_LABEL}).
+ * Labels carry placement facts such as the prefill/decode role ({@value #ROLE_LABEL}). An id
+ * or host holding a control character (C0, DEL, C1, U+2028, U+2029) is refused with an
+ * {@link IllegalArgumentException} naming the field: the id goes into headers and log lines.
  *
  * @param id     {@code host:port}, the identity used everywhere (metrics, decisions, headers)
  * @param host   IP address or host name
@@ -34,7 +36,23 @@ public record Endpoint(String id, String host, int port, Map<String, String> lab
     if (port < 1 || port > 65535) {
       throw new IllegalArgumentException("endpoint port must be in 1..65535, got " + port);
     }
+    // the id goes into headers (the destination header, the session token), log lines and
+    // metric attributes, the host into URLs: a control character (a line break, NUL, DEL) in
+    // either is never part of an address, and a proxy refuses the header that would carry it
+    refuseControlCharacters("host", host);
+    refuseControlCharacters("id", id);
     labels = Map.copyOf(labels);
+  }
+
+  private static void refuseControlCharacters(String field, String text) {
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (Character.isISOControl(c) || c == '\u2028' || c == '\u2029') {
+        throw new IllegalArgumentException("endpoint " + field + " holds a control character (U+"
+            + String.format(java.util.Locale.ROOT, "%04X", (int) c) + ") at index " + i
+            + "; an address never does");
+      }
+    }
   }
 
   /** An endpoint without labels; see {@link #of(String, int, Map)}. */

@@ -136,4 +136,33 @@ class EndpointTest {
     assertThatThrownBy(() -> Endpoint.parseWithRole("10.0.0.1=prefill"))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("host:port");
   }
+
+  /**
+   * A control character in an address is never part of it, and the id goes into the destination
+   * header, where a proxy refuses it (Envoy answers 500), and into log lines: refused at once,
+   * the field named, through every way of making an endpoint.
+   */
+  @Test
+  void anIdOrHostHoldingAControlCharacterIsRefusedNamingTheField() {
+    for (String host : List.of("10.0.0.9\r", "10.0.0.9\n", "a\u0000b", "a\u007fb", "a\u0085b",
+        "a\u2028b", "a\tb")) {
+      assertThatThrownBy(() -> Endpoint.of(host, 8000))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("endpoint host")
+          .hasMessageContaining("control character");
+      assertThatThrownBy(() -> Endpoint.parse(host + ":8000"))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("control character");
+      assertThatThrownBy(() -> Endpoint.parseWithRole(host + ":8000=decode"))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("control character");
+      assertThatThrownBy(() -> new Endpoint("10.0.0.9:8000", host, 8000, Map.of()))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("endpoint host")
+          .hasMessageContaining("control character");
+    }
+    assertThatThrownBy(() -> new Endpoint("10.0.0.9:8000\r\nx-evil: 1", "10.0.0.9", 8000,
+        Map.of())).hasMessageContaining("endpoint id holds a control character (U+000D) at index 13");
+    // the message names the character, never repeats the text
+    assertThatThrownBy(() -> Endpoint.of("a\nsecret", 8000)).hasMessageNotContaining("secret");
+    // an id is otherwise free: long, with spaces, with any printable character
+    assertThat(new Endpoint("pod a/b \u00e9", "10.0.0.9", 8000, Map.of()).id())
+        .isEqualTo("pod a/b \u00e9");
+  }
 }

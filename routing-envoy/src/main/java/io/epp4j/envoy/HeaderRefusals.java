@@ -38,8 +38,7 @@ final class HeaderRefusals {
   enum Kind {
     REQUEST_SET("a request header a routing plugin asked to set"),
     REQUEST_REMOVE("a request header a routing plugin asked to remove"),
-    RESPONSE_SET("a response header a routing plugin asked to set"),
-    ENDPOINT("an endpoint id the pick sends in a request header");
+    RESPONSE_SET("a response header a routing plugin asked to set");
 
     final String what;
 
@@ -131,16 +130,6 @@ final class HeaderRefusals {
               + " be on the request, the ask is left out"));
     }
     return out == null ? asked : out;
-  }
-
-  /**
-   * Counts and reports that the request is refused because {@code header} would carry
-   * {@code endpointId}, which Envoy refuses as a header value.
-   */
-  void endpointRefused(String header, String endpointId) {
-    refused(Kind.ENDPOINT, endpointId, header + " would carry endpoint id " + quoted(endpointId)
-        + ", which holds " + badInValue(endpointId) + "; the request is refused with 502 (fix"
-        + " the endpoint's address where the endpoints are listed)");
   }
 
   private void refused(Kind kind, String name, String message) {

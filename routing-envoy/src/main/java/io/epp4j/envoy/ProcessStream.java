@@ -589,22 +589,8 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     String dest = d.destinationHeaderValue();
     Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
     String prefiller = prefill == null ? null : prefill.id();
-    String refusedIn = !HeaderRefusals.valueIsValid(dest) ? RoutingDecision.DESTINATION_HEADER
-        : prefiller != null && !HeaderRefusals.valueIsValid(prefiller)
-            ? PdProfileHandler.PREFILLER_HEADER : null;
-    if (refusedIn != null) {
-      // an endpoint id holding a control character: Envoy would refuse the whole mutation and
-      // reply 500 naming nothing; the pick cannot go without its header, so the request is
-      // refused here, saying why, and the pick is released
-      settings.refusals.endpointRefused(refusedIn,
-          refusedIn.equals(RoutingDecision.DESTINATION_HEADER) || prefiller == null
-              ? dest : prefiller);
-      d.onFailure(new IOException("the picked endpoint's id holds a character Envoy refuses in "
-          + "a header value; the request was refused"));
-      reject(502, "endpoint_unaddressable", "the endpoint picked for this request cannot be "
-          + "named to the proxy: its id holds a character not allowed in a header value");
-      return;
-    }
+    // an endpoint id never holds a character Envoy refuses in a header value: Endpoint refuses
+    // control characters, so the destination and prefill headers always go out
     decision = d;
     awaiting = d;
     activityAt = settings.router.ticker().nanos();

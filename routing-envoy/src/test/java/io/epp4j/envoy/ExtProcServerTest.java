@@ -348,31 +348,6 @@ class ExtProcServerTest {
   }
 
   @Test
-  void anEndpointIdEnvoyWouldRefuseInTheDestinationHeaderIs502AndReleasesThePick()
-      throws Exception {
-    String bad = "10.0.0.9\r:8000";
-    try (CapturedLog logged = CapturedLog.of("io.epp4j")) {
-      start(List.of(bad));
-      FakeEnvoy envoy = FakeEnvoy.open(channel);
-      envoy.send(postHeaders(modes(FULL_DUPLEX_STREAMED, FULL_DUPLEX_STREAMED)));
-      envoy.send(requestBody(completion("hello"), true));
-      ProcessingResponse r = envoy.next();
-      assertThat(r.hasImmediateResponse()).as("%s", r).isTrue();
-      ImmediateResponse ir = r.getImmediateResponse();
-      assertThat(ir.getStatus().getCodeValue()).isEqualTo(502);
-      assertThat(EnvoyMutationCheck.refusals(ir.getHeaders())).isEmpty();
-      assertThat(ir.getBody().toStringUtf8()).contains("endpoint_unaddressable")
-          .doesNotContain("10.0.0.9");
-      assertThat(envoy.awaitClosed().getCode()).isEqualTo(Status.Code.OK);
-      assertThat(outcomes.failed.poll(5, TimeUnit.SECONDS)).isNotNull();
-      assertThat(inFlightOn(bad)).isZero();
-      assertThat(server.refusedHeaders()).isEqualTo(1);
-      assertThat(logged.text()).contains("x-gateway-destination-endpoint would carry endpoint id"
-          + " '10.0.0.9\\u000D:8000', which holds U+000D at index 8");
-    }
-  }
-
-  @Test
   void anEnvoySendingHeaderValuesInValueGetsItsAnswersValuesInValueWhereItReadsThem()
       throws Exception {
     extraListener = new RequestListener() {
