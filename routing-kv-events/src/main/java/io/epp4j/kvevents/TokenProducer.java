@@ -87,7 +87,7 @@ final class TokenProducer implements Plugin {
           v.error(urlField, String.valueOf(e.getMessage()));
         }
       }
-      Duration timeout = v.getDuration("timeout", Duration.ofSeconds(5));
+      Duration timeout = positiveDuration(v, "timeout", Duration.ofSeconds(5));
       if (v.has("mmTimeout")) {
         v.getDuration("mmTimeout", Duration.ofSeconds(30));
         p.notice("vllm", "field mmTimeout has no effect: epp4j tokenizes text only");
@@ -102,14 +102,9 @@ final class TokenProducer implements Plugin {
       if (!p.errors().isEmpty()) {
         throw new IllegalArgumentException("token-producer not created");
       }
-      Parameters t = Parameters.of(java.util.Map.of("type", "vllm", "url", url, "model",
-          java.util.Objects.requireNonNull(model), "timeoutMs",
-          (int) Math.min(600_000, Math.max(1, timeout.toMillis()))));
-      io.epp4j.api.Result<Tokenizer> r = KvEventsPluginProviders.createTokenizer(t);
-      if (!r.isOk()) {
-        throw new IllegalArgumentException(String.join("; ", r.errors()));
-      }
-      Tokenizer lent = r.value();
+      // the duration as given, as llm-d takes it: neither rounded to milliseconds nor capped
+      Tokenizer lent = new VllmTokenizer(java.util.Objects.requireNonNull(url),
+          java.util.Objects.requireNonNull(model), timeout);
       // llm-d's token-producer tokenizes for every scorer, wherever the file lists it: a precise
       // or hybrid scorer listed before this one, without a tokenizer of its own, gets it too
       // (those listed after it find it among their earlier plugins)
@@ -121,6 +116,28 @@ final class TokenProducer implements Plugin {
         }
       }
       return new TokenProducer(lent);
+    }
+
+    /**
+     * A duration field of {@code vllm} that must be positive. llm-d reads it with Go's
+     * {@code time.ParseDuration}, which also takes {@code 0} and negative durations, but each call
+     * then starts with its deadline already passed and every tokenization fails: such a value is
+     * refused here, naming the field. Any positive duration is taken as it is.
+     */
+    private static Duration positiveDuration(Parameters v, String field, Duration defaultValue) {
+      Object raw = v.raw(field);
+      if (raw instanceof String s && s.trim().startsWith("-")) {
+        v.error(field, "must be a positive duration such as '5s', got '" + s + "'");
+        return defaultValue;
+      }
+      int before = v.errors().size();
+      Duration d = v.getDuration(field, defaultValue);
+      if (v.errors().size() == before && d.isZero()) {
+        v.error(field, "must be a positive duration such as '5s', got '" + raw + "': every call"
+            + " would time out before it is sent");
+        return defaultValue;
+      }
+      return d;
     }
   }
 }

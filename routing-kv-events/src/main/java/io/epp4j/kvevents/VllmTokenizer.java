@@ -84,6 +84,11 @@ public final class VllmTokenizer implements Tokenizer {
         .connectTimeout(timeout).build();
   }
 
+  /** The per-call timeout. */
+  Duration timeout() {
+    return timeout;
+  }
+
   /**
    * {@code <baseUrl>/tokenize}, checked as the HTTP client will take it: a base URL without a
    * scheme ({@code vllm:8000} reads as scheme {@code vllm}), with another scheme or without a

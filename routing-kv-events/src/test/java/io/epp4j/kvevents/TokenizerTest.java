@@ -578,6 +578,53 @@ class TokenizerTest {
         .hasMessageContaining("vllm-svc:8000").hasMessageContaining("http");
   }
 
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"0", "0s", "-5s", "-0s", "-1ms"})
+  void aTokenProducerTimeoutThatIsNotPositiveIsRefusedByName(String timeout) {
+    // 0 used to become 1 ms, so every call timed out unnoticed; llm-d takes 0 and negative
+    // durations too, but its calls then start past their deadline and all fail
+    assertThatThrownBy(() -> tokenProducerRouter("timeout: \"" + timeout + "\"").close())
+        .isInstanceOf(io.epp4j.core.ConfigException.class)
+        .hasMessageContaining("'vllm' parameter 'timeout' must be a positive duration")
+        .hasMessageContaining("'" + timeout + "'");
+  }
+
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.CsvSource({"20m, 1200000000000", "8760h, 31536000000000000",
+      "500us, 500000", "1.5ms, 1500000", "5s, 5000000000"})
+  void aTokenProducerTimeoutIsTakenAsGiven(String timeout, long nanos) {
+    // it used to be cut to whole milliseconds and held to 1 ms-10 min, unnoticed: 20m waited
+    // 10 minutes, 500us 1 ms and 1.5ms 1 ms; llm-d takes any positive duration as it is
+    try (io.epp4j.core.Router router = tokenProducerRouter("timeout: " + timeout)) {
+      VllmTokenizer lent = (VllmTokenizer) java.util.Objects.requireNonNull(((TokenProducer)
+          router.config().plugins().get("token-producer")).tokenizer());
+      assertThat(lent.timeout()).isEqualTo(Duration.ofNanos(nanos));
+      if (nanos >= 1_000_000_000L) {
+        // a long timeout still lets the call through
+        assertThat(lent.encode("hello")).containsExactly(ints(pairTokens("hello")));
+      }
+    }
+  }
+
+  /** A router whose token-producer asks this test's server, {@code vllm} given {@code more}. */
+  private io.epp4j.core.Router tokenProducerRouter(String more) {
+    String yaml = """
+        plugins:
+        - type: token-producer
+          parameters:
+            modelName: m
+            vllm: {url: "http://127.0.0.1:%d", %s}
+        - type: precise-prefix-cache-scorer
+          parameters:
+            kvEvents: {mode: none}
+        schedulingProfiles:
+        - name: default
+          plugins:
+          - pluginRef: precise-prefix-cache-scorer
+        """.formatted(server.getAddress().getPort(), more);
+    return io.epp4j.core.Router.builder().configYaml(yaml, "t").build();
+  }
+
   /**
    * Builds a router from a configuration whose only plugin is a precise scorer reading no KV
    * events and tokenizing with {@code tokenizer}, a YAML mapping; the build must be refused.
