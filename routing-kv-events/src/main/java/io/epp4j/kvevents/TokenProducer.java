@@ -14,9 +14,10 @@ import org.jspecify.annotations.Nullable;
  * order (unless the router was given a {@code Tokenizer} service or the scorer names its own
  * {@code tokenizer}): {@code vllm.http} becomes a {@link VllmTokenizer}
  * that asks {@code <http>/tokenize} for model {@code modelName}, chats sent whole so that the
- * server renders them with the model's own template. The upstream UDS tokenizer sidecar speaks a protocol epp4j does not, so
- * {@code udsTokenizerConfig} is refused; {@code vllm.mmTimeout} gets a notice, as epp4j does not
- * tokenize images.
+ * server renders them with the model's own template; {@code vllm.timeout} bounds each call, and
+ * {@code vllm.mmTimeout} a chat with a content array, whose media the server fetches. The
+ * upstream UDS tokenizer sidecar speaks a protocol epp4j does not, so {@code udsTokenizerConfig}
+ * is refused.
  */
 final class TokenProducer implements Plugin {
   /** Null for llm-d's {@code estimate} backend: no tokenizer is lent. */
@@ -88,10 +89,9 @@ final class TokenProducer implements Plugin {
         }
       }
       Duration timeout = positiveDuration(v, "timeout", Duration.ofSeconds(5));
-      if (v.has("mmTimeout")) {
-        v.getDuration("mmTimeout", Duration.ofSeconds(30));
-        p.notice("vllm", "field mmTimeout has no effect: epp4j tokenizes text only");
-      }
+      // llm-d waits this long for a chat with a content array, which may hold media that the
+      // server fetches before it answers; epp4j sends such parts on as given, media included
+      Duration mmTimeout = positiveDuration(v, "mmTimeout", Duration.ofSeconds(30));
       for (String e : v.errors()) {
         p.error("vllm", e);
       }
@@ -104,7 +104,7 @@ final class TokenProducer implements Plugin {
       }
       // the duration as given, as llm-d takes it: neither rounded to milliseconds nor capped
       Tokenizer lent = new VllmTokenizer(java.util.Objects.requireNonNull(url),
-          java.util.Objects.requireNonNull(model), timeout);
+          java.util.Objects.requireNonNull(model), timeout, mmTimeout);
       // llm-d's token-producer tokenizes for every scorer, wherever the file lists it: a precise
       // or hybrid scorer listed before this one, without a tokenizer of its own, gets it too
       // (those listed after it find it among their earlier plugins)

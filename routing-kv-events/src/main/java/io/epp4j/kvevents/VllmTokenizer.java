@@ -67,6 +67,7 @@ public final class VllmTokenizer implements Tokenizer {
   private final URI uri;
   private final String model;
   private final Duration timeout;
+  private final Duration partsTimeout;
 
   /**
    * @param baseUrl e.g. {@code http://10.0.0.1:8000}
@@ -75,18 +76,46 @@ public final class VllmTokenizer implements Tokenizer {
    * @param timeout per-call timeout: the whole call, from connecting to the answer's last byte
    */
   public VllmTokenizer(String baseUrl, String model, Duration timeout) {
+    this(baseUrl, model, timeout, timeout);
+  }
+
+  /**
+   * A tokenizer that waits {@code partsTimeout} for a chat with a message whose content is an
+   * array of parts, which may hold media the server fetches and reads before it answers (llm-d's
+   * {@code vllm.mmTimeout}, 30 s there by default, chosen for the same chats), and
+   * {@code timeout} for every other call.
+   *
+   * @throws IllegalArgumentException when {@code baseUrl} is not an http(s) URL with a host, or
+   *     a timeout is not positive
+   */
+  public VllmTokenizer(String baseUrl, String model, Duration timeout, Duration partsTimeout) {
     this.uri = tokenizeUri(baseUrl);
     this.model = Objects.requireNonNull(model, "model");
-    this.timeout = Objects.requireNonNull(timeout, "timeout");
+    this.timeout = positive(timeout, "timeout");
+    this.partsTimeout = positive(partsTimeout, "partsTimeout");
     // HTTP/1.1: the JDK's default (HTTP/2) asks a plain-http server to upgrade with h2c on
-    // every new connection, which some engine servers refuse
+    // every new connection, which some engine servers refuse. Connecting is bounded by the
+    // longer timeout here, and each call as a whole by its own
     this.client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
-        .connectTimeout(timeout).build();
+        .connectTimeout(timeout.compareTo(partsTimeout) >= 0 ? timeout : partsTimeout).build();
+  }
+
+  private static Duration positive(Duration d, String name) {
+    Objects.requireNonNull(d, name);
+    if (d.isZero() || d.isNegative()) {
+      throw new IllegalArgumentException(name + " must be positive, got " + d);
+    }
+    return d;
   }
 
   /** The per-call timeout. */
   Duration timeout() {
     return timeout;
+  }
+
+  /** The timeout of a chat with a message whose content is an array of parts. */
+  Duration partsTimeout() {
+    return partsTimeout;
   }
 
   /**
@@ -130,7 +159,7 @@ public final class VllmTokenizer implements Tokenizer {
     body.put("model", model);
     body.put("prompt", text);
     body.put("add_special_tokens", addSpecialTokens);
-    return call(body);
+    return call(body, timeout);
   }
 
   @Override
@@ -157,9 +186,11 @@ public final class VllmTokenizer implements Tokenizer {
     ObjectNode body = JSON.createObjectNode();
     body.put("model", model);
     ArrayNode arr = body.putArray("messages");
+    boolean withParts = false;
     for (ChatMessage m : messages) {
       ObjectNode msg = arr.addObject().put("role", m.role());
       if (!m.parts().isEmpty()) {
+        withParts = true;
         // as the client sent them: the server joins text parts or hands them to its template
         // one by one, and reads media parts itself (their placeholder tokens are the model's)
         ArrayNode parts = msg.putArray("content");
@@ -223,7 +254,8 @@ public final class VllmTokenizer implements Tokenizer {
       body.put("chat_template", own);
     }
     body.put("add_special_tokens", addSpecialTokens);
-    return call(body);
+    // as llm-d chooses: a content array may hold media, which the server fetches first
+    return call(body, withParts ? partsTimeout : timeout);
   }
 
   /** The longest answer {@link #call} reads for a request of {@code requestBytes} bytes. */
@@ -232,12 +264,12 @@ public final class VllmTokenizer implements Tokenizer {
         ANSWER_BASE_BYTES + ANSWER_BYTES_PER_REQUEST_BYTE * requestBytes);
   }
 
-  private int[] call(ObjectNode body) {
+  private int[] call(ObjectNode body, Duration callTimeout) {
     HttpResponse<byte[]> resp;
     try {
       byte[] sent = JSON.writeValueAsBytes(body);
       long limit = answerLimit(sent.length);
-      HttpRequest req = HttpRequest.newBuilder(uri).timeout(timeout)
+      HttpRequest req = HttpRequest.newBuilder(uri).timeout(callTimeout)
           .header("content-type", "application/json")
           .POST(HttpRequest.BodyPublishers.ofByteArray(sent)).build();
       // the request's timeout ends with the answer's headers; the body could then trickle in
@@ -247,11 +279,11 @@ public final class VllmTokenizer implements Tokenizer {
           info -> new BoundedBody(limit, sent.length,
               info.headers().firstValueAsLong("content-length").orElse(-1)));
       try {
-        resp = call.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+        resp = call.get(callTimeout.toNanos(), TimeUnit.NANOSECONDS);
       } catch (TimeoutException e) {
         call.cancel(true);
         throw new TokenizationException("tokenize call to " + uri + " took longer than its"
-            + " timeout of " + timeout.toMillis() + " ms", e);
+            + " timeout of " + callTimeout.toMillis() + " ms", e);
       } catch (InterruptedException e) {
         call.cancel(true);
         throw e;

@@ -606,14 +606,83 @@ class TokenizerTest {
     }
   }
 
-  /** A router whose token-producer asks this test's server, {@code vllm} given {@code more}. */
+  @Test
+  void aTokenProducerWaitsMmTimeoutForAChatWithContentPartsAndTimeoutForOthers() {
+    // vllm.mmTimeout got a notice saying epp4j tokenizes text only, yet a chat's media parts go
+    // to the server, which fetches them before it answers; such a chat was held to vllm.timeout
+    // (5 s by default) where llm-d waits mmTimeout (30 s by default) and failed, unscored
+    server.createContext("/media/tokenize", ex -> {
+      JsonNode body = JSON.readTree(ex.getRequestBody());
+      boolean parts = false;
+      for (JsonNode m : body.path("messages")) {
+        parts |= m.path("content").isArray();
+      }
+      if (parts) {
+        try {
+          Thread.sleep(1_000); // fetching the image
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+      byte[] answer = "{\"tokens\":[1,2,3]}".getBytes(StandardCharsets.UTF_8);
+      try {
+        ex.sendResponseHeaders(200, answer.length);
+        try (OutputStream os = ex.getResponseBody()) {
+          os.write(answer);
+        }
+      } catch (java.io.IOException hungUp) {
+        // the tokenizer gave up waiting
+      }
+    });
+    String imageJson = "{\"image_url\":{\"url\":\"u\"},\"type\":\"image_url\"}";
+    List<ChatMessage> image = List.of(new ChatMessage("user", imageJson + "\nwhat is it",
+        List.of(new ChatMessage.Part("image", "", imageJson),
+            ChatMessage.Part.text("what is it"))));
+    List<ChatMessage> text = List.of(ChatMessage.user("what is it"));
+    for (String mm : List.of(", mmTimeout: 20s", "")) {
+      try (io.epp4j.core.Router router = tokenProducerRouter("timeout: 300ms" + mm, "/media")) {
+        Tokenizer lent = java.util.Objects.requireNonNull(((TokenProducer)
+            router.config().plugins().get("token-producer")).tokenizer());
+        // 20s as given, else llm-d's default of 30s: either outlasts the image's second
+        assertThat(lent.encodeChat(image)).as(mm).containsExactly(1, 2, 3);
+        assertThat(lent.encodeChat(text)).as(mm).containsExactly(1, 2, 3);
+        assertThat(router.config().warnings()).as(mm).noneMatch(w -> w.contains("mmTimeout"));
+      }
+    }
+    try (io.epp4j.core.Router router = tokenProducerRouter("timeout: 20s, mmTimeout: 300ms",
+        "/media")) {
+      Tokenizer lent = java.util.Objects.requireNonNull(((TokenProducer)
+          router.config().plugins().get("token-producer")).tokenizer());
+      assertThatThrownBy(() -> lent.encodeChat(image))
+          .isInstanceOf(Tokenizer.TokenizationException.class);
+      assertThat(lent.encodeChat(text)).containsExactly(1, 2, 3);
+    }
+  }
+
+  @org.junit.jupiter.params.ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"0s", "-30s"})
+  void aTokenProducerMmTimeoutThatIsNotPositiveIsRefusedByName(String timeout) {
+    assertThatThrownBy(() -> tokenProducerRouter("mmTimeout: \"" + timeout + "\"").close())
+        .isInstanceOf(io.epp4j.core.ConfigException.class)
+        .hasMessageContaining("'vllm' parameter 'mmTimeout' must be a positive duration")
+        .hasMessageContaining("'" + timeout + "'");
+  }
+
   private io.epp4j.core.Router tokenProducerRouter(String more) {
+    return tokenProducerRouter(more, "");
+  }
+
+  /**
+   * A router whose token-producer asks this test's server under {@code path}, {@code vllm} given
+   * {@code more}.
+   */
+  private io.epp4j.core.Router tokenProducerRouter(String more, String path) {
     String yaml = """
         plugins:
         - type: token-producer
           parameters:
             modelName: m
-            vllm: {url: "http://127.0.0.1:%d", %s}
+            vllm: {url: "http://127.0.0.1:%d%s", %s}
         - type: precise-prefix-cache-scorer
           parameters:
             kvEvents: {mode: none}
@@ -621,7 +690,7 @@ class TokenizerTest {
         - name: default
           plugins:
           - pluginRef: precise-prefix-cache-scorer
-        """.formatted(server.getAddress().getPort(), more);
+        """.formatted(server.getAddress().getPort(), path, more);
     return io.epp4j.core.Router.builder().configYaml(yaml, "t").build();
   }
 
