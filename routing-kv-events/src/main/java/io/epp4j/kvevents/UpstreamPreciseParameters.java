@@ -69,8 +69,11 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
       if (ic.has("kvBlockIndexConfig")) {
         Parameters bi = ic.getNested("kvBlockIndexConfig");
         if (bi.has("maxPrefixBlocksToMatch")) {
+          int before = bi.errors().size();
           maxBlocks = bi.getInt("maxPrefixBlocksToMatch", 0);
-          if (maxBlocks < 1 || maxBlocks > (1 << 22)) {
+          if (bi.errors().size() > before) {
+            maxBlocks = null; // not an integer: refused below with bi's other errors, as given
+          } else if (maxBlocks < 1 || maxBlocks > (1 << 22)) {
             p.error("indexerConfig", "kvBlockIndexConfig.maxPrefixBlocksToMatch must be in"
                 + " [1, 4194304], got " + maxBlocks);
             maxBlocks = null;
@@ -97,6 +100,9 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
         }
         unknown(p, bi, "indexerConfig.kvBlockIndexConfig", "maxPrefixBlocksToMatch,"
             + " enableMetrics, metricsLoggingInterval, inMemoryConfig");
+        for (String e : bi.errors()) {
+          p.error("indexerConfig", "kvBlockIndexConfig: " + e);
+        }
       }
       if (ic.has("prefixStoreConfig")) {
         ic.raw("prefixStoreConfig");
@@ -110,6 +116,10 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
             + " with a token-producer plugin, the 'tokenizer' parameter or a Tokenizer service");
       }
       unknown(p, ic, "indexerConfig", "tokenProcessorConfig, kvBlockIndexConfig");
+      // a section that is not an object, refused by getNested
+      for (String e : ic.errors()) {
+        p.error("indexerConfig", e);
+      }
     }
     if (p.has("kvCacheRedisAddr")) {
       p.raw("kvCacheRedisAddr");

@@ -203,4 +203,29 @@ class UpstreamPreciseParametersTest {
     assertThat(both.errors()).singleElement().satisfies(e -> assertThat(e)
         .contains("blockSizeTokens 64").contains("blockSize 16"));
   }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"tokenProcessorConfig", "kvBlockIndexConfig"})
+  void aNestedIndexerConfigSectionThatIsNotAnObjectIsRefusedByName(String section) {
+    // indexerConfig's reader kept the error of its sections to itself: a section given as a
+    // number or a string was dropped, its block size or prompt length not applied, unnoticed
+    Parameters p = Parameters.of(Map.of("indexerConfig", Map.of(section, 64)));
+    UpstreamPreciseParameters.read(p, false);
+    assertThat(p.errors()).singleElement().satisfies(e -> assertThat(e)
+        .startsWith("parameter 'indexerConfig'").contains("'" + section + "'")
+        .contains("must be an object"));
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"many", "1.5", "10000000000"})
+  void aMaxPrefixBlocksToMatchThatIsNotAnIntegerIsRefusedAsGiven(String value) {
+    // its reader's error was dropped and the range check quoted the default in its place:
+    // "must be in [1, 4194304], got 0" for a value that was not 0
+    Parameters p = Parameters.of(Map.of("indexerConfig",
+        Map.of("kvBlockIndexConfig", Map.of("maxPrefixBlocksToMatch", value))));
+    UpstreamPreciseParameters.read(p, false);
+    assertThat(p.errors()).singleElement().satisfies(e -> assertThat(e)
+        .startsWith("parameter 'indexerConfig'").contains("maxPrefixBlocksToMatch")
+        .contains(value).doesNotContain("got 0"));
+  }
 }
