@@ -108,7 +108,7 @@ public final class KvEventsPluginProviders {
       if (p.has("speculativeTtlMs")) {
         p.error("speculativeTTL", "and speculativeTtlMs name the same lifetime; keep one");
       }
-      long ttl = ceilMillis(p.getDuration("speculativeTTL", Duration.ofMillis(ttlDefault)));
+      long ttl = upstreamSpeculativeTtlMs(p, ttlDefault);
       if (ttl > MAX_TTL_MS) {
         // refused under the name the file uses: speculativeTtlMs, checked below, is not in it
         p.error("speculativeTTL", "must be at most 8760h (365 days), got '"
@@ -280,6 +280,37 @@ public final class KvEventsPluginProviders {
       p.error("defaultChatTemplateKwargs", String.valueOf(e.getMessage()));
       return null;
     }
+  }
+
+  /**
+   * llm-d's {@code speculativeTTL} in whole milliseconds, rounded up. llm-d reads it with Go's
+   * {@code time.ParseDuration} and takes a duration that is not positive ({@code 0s},
+   * {@code -1s}) for its default, 2 s: so does epp4j, with a notice, where {@code 0} used to turn
+   * speculative entries off and a negative duration was refused.
+   */
+  private static long upstreamSpeculativeTtlMs(Parameters p, long defaultMs) {
+    Object raw = p.raw("speculativeTTL");
+    if (raw instanceof String s && s.trim().startsWith("-")) {
+      // a negative Go duration: the same text after its sign must be one
+      String magnitude = s.trim().substring(1);
+      Parameters check = Parameters.of(Map.of("speculativeTTL", magnitude));
+      check.getDuration("speculativeTTL", Duration.ZERO);
+      if (magnitude.startsWith("+") || !check.errors().isEmpty()) {
+        p.error("speculativeTTL", "must be a duration with a unit such as '200ms', '5s' or"
+            + " '1m30s', got '" + s + "'");
+        return defaultMs;
+      }
+    } else {
+      int before = p.errors().size();
+      Duration d = p.getDuration("speculativeTTL", Duration.ofMillis(defaultMs));
+      if (p.errors().size() > before || !d.isZero()) {
+        return ceilMillis(d);
+      }
+    }
+    p.notice("speculativeTTL", "is '" + raw + "', not a positive duration, which llm-d reads as"
+        + " its default, 2s, and so does epp4j (to turn speculative entries off, set"
+        + " speculativeIndexing: false)");
+    return 2_000;
   }
 
   /**

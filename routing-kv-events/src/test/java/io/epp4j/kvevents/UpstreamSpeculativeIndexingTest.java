@@ -77,7 +77,7 @@ class UpstreamSpeculativeIndexingTest {
   @Test
   void aSpeculativeTtlUnderAMillisecondIsRoundedUpNotReadAsZero() {
     for (String[] c : new String[][] {{"500us", "1"}, {"0.5ms", "1"}, {"1ns", "1"},
-        {"1.5ms", "2"}, {"2ms", "2"}, {"0s", "0"}}) {
+        {"1.5ms", "2"}, {"2ms", "2"}}) {
       try (Router r = Router.builder().endpoints(POOL)
           .configYaml(config("""
               speculativeIndexing: true
@@ -96,6 +96,41 @@ class UpstreamSpeculativeIndexingTest {
               .isZero();
         }
       }
+    }
+  }
+
+  /**
+   * llm-d takes a {@code speculativeTTL} that is not positive for its default, 2 s (its
+   * {@code buildSpeculativeCache}: {@code if parsed > 0 { ttl = parsed }}). Before, {@code 0s}
+   * turned speculative entries off and {@code -1s} was refused as not a duration, unlike llm-d
+   * and without a word for the first.
+   */
+  @Test
+  void aSpeculativeTtlThatIsNotPositiveIsLlmdsDefaultWithANotice() {
+    for (String ttl : List.of("0", "0s", "-0s", "-1s", "-1.5ms")) {
+      try (Router r = Router.builder().endpoints(POOL)
+          .configYaml(config("""
+              speculativeIndexing: true
+              speculativeTTL: "%s"
+              kvEvents: {mode: none}""".formatted(ttl)), "p.yaml").randomSeed(1).build()) {
+        PrecisePrefixCacheScorer s = (PrecisePrefixCacheScorer) r.config().plugins()
+            .get("precise-prefix-cache-scorer");
+        assertThat(s.index().speculativeTtlNanos()).as(ttl).isEqualTo(2_000_000_000L);
+        assertThat(r.route(prompt()).isRouted()).isTrue();
+        assertThat(s.index().metrics().speculativeBlocks()).as(ttl + ": speculative entries")
+            .isPositive();
+        assertThat(r.config().warnings()).as(ttl).anySatisfy(w -> assertThat(w)
+            .contains("'speculativeTTL' is '" + ttl + "'").contains("2s")
+            .contains("speculativeIndexing: false"));
+      }
+    }
+    for (String bad : List.of("-", "-x", "--1s", "-+1s", "-1")) {
+      Throwable t = catchThrowable(() -> Router.builder().endpoints(POOL)
+          .configYaml(config("""
+              speculativeTTL: "%s"
+              kvEvents: {mode: none}""".formatted(bad)), "p.yaml").build());
+      assertThat(t).as(bad).isNotNull();
+      assertThat(t.getMessage()).as(bad).contains("'speculativeTTL'").contains("'" + bad + "'");
     }
   }
 
