@@ -286,10 +286,14 @@ public final class KvEventsPluginProviders {
    * llm-d's {@code speculativeTTL} in whole milliseconds, rounded up. llm-d reads it with Go's
    * {@code time.ParseDuration} and takes a duration that is not positive ({@code 0s},
    * {@code -1s}) for its default, 2 s: so does epp4j, with a notice, where {@code 0} used to turn
-   * speculative entries off and a negative duration was refused.
+   * speculative entries off and a negative duration was refused. The empty string is the
+   * default, as llm-d reads it.
    */
   private static long upstreamSpeculativeTtlMs(Parameters p, long defaultMs) {
     Object raw = p.raw("speculativeTTL");
+    if ("".equals(raw)) {
+      return defaultMs;
+    }
     if (raw instanceof String s && s.trim().startsWith("-")) {
       // a negative Go duration: the same text after its sign must be one
       String magnitude = s.trim().substring(1);

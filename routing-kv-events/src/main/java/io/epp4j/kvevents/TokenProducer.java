@@ -122,10 +122,14 @@ final class TokenProducer implements Plugin {
      * A duration field of {@code vllm} that must be positive. llm-d reads it with Go's
      * {@code time.ParseDuration}, which also takes {@code 0} and negative durations, but each call
      * then starts with its deadline already passed and every tokenization fails: such a value is
-     * refused here, naming the field. Any positive duration is taken as it is.
+     * refused here, naming the field. Any positive duration is taken as it is, and the empty
+     * string is the default, as llm-d reads it.
      */
     private static Duration positiveDuration(Parameters v, String field, Duration defaultValue) {
       Object raw = v.raw(field);
+      if ("".equals(raw)) {
+        return defaultValue;
+      }
       if (raw instanceof String s && s.trim().startsWith("-")) {
         v.error(field, "must be a positive duration such as '5s', got '" + s + "'");
         return defaultValue;

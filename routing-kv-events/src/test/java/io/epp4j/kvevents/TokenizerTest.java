@@ -659,6 +659,17 @@ class TokenizerTest {
     }
   }
 
+  @Test
+  void anEmptyTokenProducerTimeoutIsTheDefault() {
+    // llm-d reads an empty vllm.timeout or mmTimeout as its default; both were refused here
+    try (io.epp4j.core.Router router = tokenProducerRouter("timeout: \"\", mmTimeout: \"\"")) {
+      VllmTokenizer lent = (VllmTokenizer) java.util.Objects.requireNonNull(((TokenProducer)
+          router.config().plugins().get("token-producer")).tokenizer());
+      assertThat(lent.timeout()).isEqualTo(Duration.ofSeconds(5));
+      assertThat(lent.partsTimeout()).isEqualTo(Duration.ofSeconds(30));
+    }
+  }
+
   @org.junit.jupiter.params.ParameterizedTest
   @org.junit.jupiter.params.provider.ValueSource(strings = {"0s", "-30s"})
   void aTokenProducerMmTimeoutThatIsNotPositiveIsRefusedByName(String timeout) {

@@ -134,6 +134,21 @@ class UpstreamSpeculativeIndexingTest {
     }
   }
 
+  /** llm-d reads an empty {@code speculativeTTL} as its default; it was refused here. */
+  @Test
+  void anEmptySpeculativeTtlIsTheDefault() {
+    try (Router r = Router.builder().endpoints(POOL)
+        .configYaml(config("""
+            speculativeIndexing: true
+            speculativeTTL: ""
+            kvEvents: {mode: none}"""), "p.yaml").randomSeed(1).build()) {
+      PrecisePrefixCacheScorer s = (PrecisePrefixCacheScorer) r.config().plugins()
+          .get("precise-prefix-cache-scorer");
+      assertThat(s.index().speculativeTtlNanos()).isEqualTo(2_000_000_000L);
+      assertThat(r.config().warnings()).noneMatch(w -> w.contains("speculativeTTL"));
+    }
+  }
+
   @Test
   void aSpeculativeTtlAboveTheLimitIsRefusedNamingSpeculativeTtl() {
     Throwable t = catchThrowable(() -> Router.builder().endpoints(POOL)
