@@ -20,7 +20,8 @@ import org.jspecify.annotations.Nullable;
  *   tokenizersPoolConfig: {...}
  *   prefixStoreConfig: {cacheSize, blockSize}                       # tokenization cache only
  * kvEventsConfig: {zmqEndpoint, topicFilter, concurrency, engineType, discoverPods,
- *                  podDiscoveryConfig: {socketPort, podLabelSelector, podNamespace}}
+ *                  podDiscoveryConfig: {socketPort, replaySocketPort, podLabelSelector,
+ *                                       podNamespace}}
  * </pre>
  *
  * @param blockSize the block size the file names, or null
@@ -232,6 +233,26 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
   }
 
   /**
+   * {@code podDiscoveryConfig.replaySocketPort}: the port of each engine's replay (ROUTER)
+   * socket, which llm-d asks for the events a gap missed (rank r on this port + r): epp4j's
+   * {@code kvEvents.replayPort}. 0 when not given; as in llm-d, 0 or a negative port means no
+   * replay. A port above 65535 is refused naming the field.
+   */
+  private static int replaySocketPort(Parameters pd) {
+    int before = pd.errors().size();
+    int port = pd.getInt("replaySocketPort", 0);
+    if (pd.errors().size() > before) {
+      return 0;
+    }
+    if (port > 65535) {
+      pd.error("replaySocketPort", "must be at most 65535 (0 or below for no replay), got "
+          + port);
+      return 0;
+    }
+    return Math.max(0, port);
+  }
+
+  /**
    * {@code kvEventsConfig}: a {@code zmqEndpoint} is a socket the router binds and the engines
    * publish to (epp4j's central mode); {@code discoverPods: true} subscribes to every endpoint
    * (per-endpoint mode, port from {@code podDiscoveryConfig.socketPort}). Both together mean
@@ -269,10 +290,11 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
     boolean noPodDiscovery = ev.has("podDiscoveryConfig") && ev.raw("podDiscoveryConfig") == null;
     Parameters pd = ev.getNested("podDiscoveryConfig");
     int socketPort = pd.getInt("socketPort", KvEventSubscriber.DEFAULT_PORT, 1, 65535);
+    int replayPort = replaySocketPort(pd);
     podWatchSettings(p, pd);
     for (String u : pd.unreadNames()) {
       p.error("kvEventsConfig", "podDiscoveryConfig has unknown field '" + u
-          + "'; expected socketPort, podLabelSelector, podNamespace");
+          + "'; expected socketPort, replaySocketPort, podLabelSelector, podNamespace");
     }
     for (String u : ev.unreadNames()) {
       p.error("kvEventsConfig", "has unknown field '" + u + "'; expected zmqEndpoint,"
@@ -294,10 +316,18 @@ record UpstreamPreciseParameters(@Nullable Integer blockSize, @Nullable Integer 
     if (discover && !noPodDiscovery) {
       out.put("mode", "per-endpoint");
       out.put("port", socketPort);
+      if (replayPort > 0) {
+        out.put("replayPort", replayPort);
+      }
       alsoBind[0] = endpoint;
     } else if (endpoint != null) {
       out.put("mode", "central");
       out.put("bindAddress", endpoint);
+      if (replayPort > 0) {
+        p.notice("kvEventsConfig", "field podDiscoveryConfig.replaySocketPort has no effect:"
+            + " no endpoint is followed (discoverPods is false), and llm-d asks the engines that"
+            + " publish to zmqEndpoint for no replay either");
+      }
       if (discover) {
         p.notice("kvEventsConfig", "follows no endpoint: podDiscoveryConfig is null, which llm-d"
             + " reads as no pod discovery whatever discoverPods says (its scorer subscribes to"

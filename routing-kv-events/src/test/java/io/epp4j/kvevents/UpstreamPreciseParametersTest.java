@@ -228,4 +228,44 @@ class UpstreamPreciseParametersTest {
         .startsWith("parameter 'indexerConfig'").contains("maxPrefixBlocksToMatch")
         .contains(value).doesNotContain("got 0"));
   }
+
+  /**
+   * llm-d's {@code podDiscoveryConfig.replaySocketPort} (llm-d-router, since its replay consumer)
+   * is the port of each engine's replay socket, epp4j's {@code kvEvents.replayPort}; it was
+   * refused as an unknown field.
+   */
+  @Test
+  void replaySocketPortIsEachEndpointsReplayPort() {
+    Parameters p = Parameters.of(Map.of("kvEventsConfig", Map.of("podDiscoveryConfig",
+        Map.of("socketPort", 5600, "replaySocketPort", 5601))));
+    UpstreamPreciseParameters u = UpstreamPreciseParameters.read(p, false);
+    assertThat(p.errors()).isEmpty();
+    assertThat(u.kvEvents()).containsEntry("mode", "per-endpoint").containsEntry("port", 5600)
+        .containsEntry("replayPort", 5601);
+
+    // 0 or a negative port is no replay, as in llm-d
+    for (int off : new int[] {0, -1}) {
+      Parameters none = Parameters.of(Map.of("kvEventsConfig", Map.of("podDiscoveryConfig",
+          Map.of("replaySocketPort", off))));
+      assertThat(UpstreamPreciseParameters.read(none, false).kvEvents()).as("%s", off)
+          .doesNotContainKey("replayPort");
+      assertThat(none.errors()).as("%s", off).isEmpty();
+    }
+
+    Parameters high = Parameters.of(Map.of("kvEventsConfig", Map.of("podDiscoveryConfig",
+        Map.of("replaySocketPort", 70000))));
+    UpstreamPreciseParameters.read(high, false);
+    assertThat(high.errors()).singleElement().satisfies(e -> assertThat(e)
+        .startsWith("parameter 'kvEventsConfig'").contains("'replaySocketPort'")
+        .contains("70000"));
+
+    // only a followed endpoint is asked for a replay, in llm-d as here
+    Parameters central = Parameters.of(Map.of("kvEventsConfig", Map.of("discoverPods", false,
+        "zmqEndpoint", "tcp://*:5557", "podDiscoveryConfig", Map.of("replaySocketPort", 5601))));
+    assertThat(UpstreamPreciseParameters.read(central, false).kvEvents())
+        .containsEntry("mode", "central").doesNotContainKey("replayPort");
+    assertThat(central.errors()).isEmpty();
+    assertThat(central.notices()).singleElement().satisfies(n -> assertThat(n)
+        .contains("replaySocketPort").contains("no effect"));
+  }
 }
