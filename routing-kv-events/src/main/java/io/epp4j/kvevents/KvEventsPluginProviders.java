@@ -104,11 +104,14 @@ public final class KvEventsPluginProviders {
         up.maxPromptBlocks() == null ? 16_384 : up.maxPromptBlocks(), 1, 1 << 22);
     // llm-d's names for the same settings: speculativeIndexing (bool), speculativeTTL (duration)
     long ttlDefault = 2_000;
+    boolean upstreamTtlDefault = false;
     if (p.has("speculativeTTL")) {
       if (p.has("speculativeTtlMs")) {
         p.error("speculativeTTL", "and speculativeTtlMs name the same lifetime; keep one");
       }
       long ttl = upstreamSpeculativeTtlMs(p, ttlDefault);
+      upstreamTtlDefault = ttl < 0;
+      ttl = upstreamTtlDefault ? ttlDefault : ttl;
       if (ttl > MAX_TTL_MS) {
         // refused under the name the file uses: speculativeTtlMs, checked below, is not in it
         p.error("speculativeTTL", "must be at most 8760h (365 days), got '"
@@ -135,8 +138,9 @@ public final class KvEventsPluginProviders {
     }
     boolean speculative = p.getBoolean("speculative", p.getBoolean("speculativeIndexing", true))
         && ttlMs > 0;
+    boolean ttlGiven = !upstreamTtlDefault;
     shared.ifPresent(index -> differFromShared(p, index, up.blockSize(), blockSize, maxBlocks,
-        ttlMs, cpuWeight, model == null ? "" : model));
+        ttlGiven ? ttlMs : 0, cpuWeight, model == null ? "" : model));
 
     Parameters ev = up.kvEvents() != null ? Parameters.of(up.kvEvents()) : p.getNested("kvEvents");
     String mode = ev.getEnum("mode", shared.isPresent() ? "none" : "per-endpoint",
@@ -287,12 +291,12 @@ public final class KvEventsPluginProviders {
    * {@code time.ParseDuration} and takes a duration that is not positive ({@code 0s},
    * {@code -1s}) for its default, 2 s: so does epp4j, with a notice, where {@code 0} used to turn
    * speculative entries off and a negative duration was refused. The empty string is the
-   * default, as llm-d reads it.
+   * default, as llm-d reads it. -1 for the default (which a {@code KvBlockIndex} service sets).
    */
   private static long upstreamSpeculativeTtlMs(Parameters p, long defaultMs) {
     Object raw = p.raw("speculativeTTL");
     if ("".equals(raw)) {
-      return defaultMs;
+      return -1;
     }
     if (raw instanceof String s && s.trim().startsWith("-")) {
       // a negative Go duration: the same text after its sign must be one
@@ -312,9 +316,9 @@ public final class KvEventsPluginProviders {
       }
     }
     p.notice("speculativeTTL", "is '" + raw + "', not a positive duration, which llm-d reads as"
-        + " its default, 2s, and so does epp4j (to turn speculative entries off, set"
-        + " speculativeIndexing: false)");
-    return 2_000;
+        + " its default, 2s, and so does epp4j (or a KvBlockIndex service's own lifetime; to turn"
+        + " speculative entries off, set speculativeIndexing: false)");
+    return -1;
   }
 
   /**

@@ -149,6 +149,28 @@ class UpstreamSpeculativeIndexingTest {
     }
   }
 
+  /**
+   * With a {@code KvBlockIndex} service, whose builder sets the lifetime, a {@code speculativeTTL}
+   * that means the default names no other lifetime: it loads, where it must not be refused as a
+   * 2 s that differs from the index's.
+   */
+  @Test
+  void aSpeculativeTtlThatMeansTheDefaultLoadsWithAnIndexService() {
+    for (String ttl : List.of("", "0s", "-1s")) {
+      KvBlockIndex index = KvBlockIndex.builder().defaultBlockSize(16)
+          .speculativeTtl(java.time.Duration.ofSeconds(5)).build();
+      try (Router r = Router.builder().endpoints(POOL)
+          .configYaml(config("speculativeIndexing: true\nspeculativeTTL: \"" + ttl + "\""),
+              "p.yaml")
+          .service(KvBlockIndex.class, index).randomSeed(1).build()) {
+        assertThat(index.speculativeTtlNanos()).as(ttl).isEqualTo(5_000_000_000L);
+        assertThat(r.route(prompt()).isRouted()).isTrue();
+        assertThat(index.metrics().speculativeBlocks()).as(ttl + ": speculative entries")
+            .isPositive();
+      }
+    }
+  }
+
   @Test
   void aSpeculativeTtlAboveTheLimitIsRefusedNamingSpeculativeTtl() {
     Throwable t = catchThrowable(() -> Router.builder().endpoints(POOL)
