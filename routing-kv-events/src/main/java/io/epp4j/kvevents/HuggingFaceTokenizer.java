@@ -95,19 +95,24 @@ public final class HuggingFaceTokenizer implements Tokenizer {
           template = JinjaChatTemplate.compile(readText(jinja), special, jinja.toString());
         } else if (chat != null && chat.isTextual()) {
           template = JinjaChatTemplate.compile(chat.asText(), special, config.toString());
-        } else if (chat != null && chat.isArray()) {
-          for (JsonNode named : chat) {
-            String name = named.path("name").asText("");
-            String src = named.path("template").asText("");
-            if (name.equals("default")) {
-              template = JinjaChatTemplate.compile(src, special, config + " (default)");
-            } else if (name.equals("tool_use")) {
-              toolTemplate = JinjaChatTemplate.compile(src, special, config + " (tool_use)");
-            }
+        } else if (chat != null && (chat.isArray() || chat.isObject())) {
+          // transformers reads the list of {name, template} into an object of named templates,
+          // and takes such an object as it is
+          Map<String, String> named = namedTemplates(chat, config);
+          if (named.containsKey("default")) {
+            template = JinjaChatTemplate.compile(named.get("default"), special,
+                config + " (default)");
+          }
+          if (named.containsKey("tool_use")) {
+            toolTemplate = JinjaChatTemplate.compile(named.get("tool_use"), special,
+                config + " (tool_use)");
           }
           if (template == null) {
             throw new IOException(config + ": chat_template lists no template named 'default'");
           }
+        } else if (chat != null && !chat.isNull()) {
+          throw new IOException(config + ": chat_template must be a template (a string), a list"
+              + " of {name, template} or an object of named templates, got " + chat.getNodeType());
         }
       } catch (IllegalArgumentException e) {
         throw new IOException(e.getMessage(), e);
@@ -138,6 +143,38 @@ public final class HuggingFaceTokenizer implements Tokenizer {
     } catch (IOException e) {
       throw new IOException("cannot read " + file + ": " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * The named templates of a {@code chat_template} list ({@code [{name, template}]}) or object
+   * ({@code {name: template}}). An entry whose name or template is not a string is refused: it
+   * was read as an empty name or an empty template, which renders every chat as nothing.
+   */
+  private static Map<String, String> namedTemplates(JsonNode chat, Path config)
+      throws IOException {
+    Map<String, String> out = new HashMap<>();
+    if (chat.isObject()) {
+      for (Map.Entry<String, JsonNode> e : (Iterable<Map.Entry<String, JsonNode>>) chat::fields) {
+        if (!e.getValue().isTextual()) {
+          throw new IOException(config + ": chat_template's template '" + e.getKey()
+              + "' must be a string, got " + e.getValue().getNodeType());
+        }
+        out.put(e.getKey(), e.getValue().asText());
+      }
+      return out;
+    }
+    int i = 0;
+    for (JsonNode entry : chat) {
+      JsonNode name = entry.get("name");
+      JsonNode src = entry.get("template");
+      if (name == null || !name.isTextual() || src == null || !src.isTextual()) {
+        throw new IOException(config + ": chat_template[" + i + "] must be {\"name\": string,"
+            + " \"template\": string}");
+      }
+      out.put(name.asText(), src.asText());
+      i++;
+    }
+    return out;
   }
 
   /** A model file's JSON; as {@link #readText}, an error names the file (Jackson's does not). */

@@ -126,6 +126,40 @@ class HuggingFaceTokenizerTest {
   }
 
   @Test
+  void anObjectOfNamedTemplatesIsReadAsTransformersReadsIt(@TempDir Path dir) throws Exception {
+    // transformers takes chat_template as an object of named templates as well as a list; it
+    // loaded here as no template at all, and every chat then failed as if the model had none
+    Files.writeString(dir.resolve("tokenizer.json"), TOKENIZER_JSON);
+    Files.writeString(dir.resolve("tokenizer_config.json"), """
+        {"chat_template": {
+          "default": "D{% for m in messages %}{{ m.content }}{% endfor %}",
+          "tool_use": "T{{ tools[0].function.name }}"}}
+        """);
+    try (HuggingFaceTokenizer t = HuggingFaceTokenizer.load(dir)) {
+      assertThat(t.renderChat(List.of(ChatMessage.user("hi")), null, true)).isEqualTo("Dhi");
+      assertThat(t.renderChat(List.of(ChatMessage.user("hi")),
+          "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", true))
+          .isEqualTo("Tf");
+    }
+  }
+
+  @Test
+  void aChatTemplateOfAnotherShapeFailsAtLoadNamingTheFile(@TempDir Path dir) throws Exception {
+    // a number, or a named entry without a string template, loaded as no template or as an
+    // empty one (every chat rendered as nothing), unnoticed until chats failed or missed
+    Files.writeString(dir.resolve("tokenizer.json"), TOKENIZER_JSON);
+    for (String chat : List.of("5", "true", "[{\"name\": \"default\", \"template\": 5}]",
+        "[{\"name\": \"default\"}]", "{\"default\": [\"x\"]}")) {
+      Files.writeString(dir.resolve("tokenizer_config.json"), "{\"chat_template\": " + chat
+          + "}");
+      assertThatThrownBy(() -> HuggingFaceTokenizer.load(dir)).as(chat)
+          .isInstanceOf(java.io.IOException.class)
+          .hasMessageContaining(dir.resolve("tokenizer_config.json").toString())
+          .hasMessageContaining("chat_template");
+    }
+  }
+
+  @Test
   void aTemplateThatCannotRenderFailsAtLoadNamingTheFile(@TempDir Path dir) throws Exception {
     assertThatThrownBy(() -> HuggingFaceTokenizer.load(modelDir(dir,
         "{{ raise_exception('this model takes no chats') }}")))
