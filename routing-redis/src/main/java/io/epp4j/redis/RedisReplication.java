@@ -2459,7 +2459,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         p.error("pool", "must not be empty or only whitespace");
         pool = "default";
       } else {
-        refuseEdgeSpace(p, "pool", pool, "a router given the name without it is in another pool"
+        refuseInvisible(p, "pool", pool, "a router given the name without it is in another pool"
             + " and neither sees the other's hints");
       }
       String prefix = p.getString("keyPrefix", "epp4j:");
@@ -2471,7 +2471,7 @@ public final class RedisReplication implements Plugin, RequestListener {
         p.error("keyPrefix", "must not be only whitespace, got " + shown(prefix)
             + " (an empty keyPrefix is no prefix)");
       } else {
-        refuseEdgeSpace(p, "keyPrefix", prefix, "a router given the prefix without it uses another"
+        refuseInvisible(p, "keyPrefix", prefix, "a router given the prefix without it uses another"
             + " stream and neither sees the other's hints");
       }
       String stream = p.getString("stream", prefix + pool + ":hints");
@@ -2485,14 +2485,14 @@ public final class RedisReplication implements Plugin, RequestListener {
         stream = prefix + pool + ":hints";
       } else if (p.has("stream")) {
         // the default is made of keyPrefix and pool, each checked above
-        refuseEdgeSpace(p, "stream", stream, "a router given the key without it uses another"
+        refuseInvisible(p, "stream", stream, "a router given the key without it uses another"
             + " stream and neither sees the other's hints");
       }
       String routerId = p.getString("routerId", null);
       if (routerId == null || routerId.isBlank()) {
         routerId = ""; // the router's own, which a reload keeps
       } else {
-        refuseEdgeSpace(p, "routerId", routerId, "it is another router's id than the one without"
+        refuseInvisible(p, "routerId", routerId, "it is another router's id than the one without"
             + " it");
       }
       // every batch carries both in its header: one too long would fail every publish
@@ -2606,14 +2606,49 @@ public final class RedisReplication implements Plugin, RequestListener {
      * a control character: a name compared as written (a pool, a stream key, a router's id) that
      * differs from the others' by it is another name, without a word.
      */
-    private static void refuseEdgeSpace(Parameters p, String name, String value,
+    private static boolean refuseEdgeSpace(Parameters p, String name, String value,
         String consequence) {
       if (!value.isEmpty() && (invisible(value.codePointAt(0))
           || invisible(value.codePointBefore(value.length())))) {
         p.error(name, "must not start or end with whitespace or a control character, got "
             + shown(value) + ": it is used as written, so " + consequence + "; remove it where"
             + " the value is set (the variable, file or secret behind it)");
+        return true;
       }
+      return false;
+    }
+
+    /**
+     * {@link #refuseEdgeSpace} for a name, which must also hold no control character or line
+     * break anywhere: the pool, the key prefix, the stream key and the router's id are written as
+     * they are into log lines (where a line break starts a line of the name's making, and an
+     * escape drives the terminal), the stream key, the batches and, for the pool, the metrics'
+     * {@code pool} attribute, where a NUL or a DEL shows as nothing, so that a name holding one
+     * looks like another one it is not.
+     */
+    private static void refuseInvisible(Parameters p, String name, String value,
+        String consequence) {
+      if (refuseEdgeSpace(p, name, value, consequence)) {
+        return;
+      }
+      for (int i = 0, at = 1; i < value.length(); i += Character.charCount(value.codePointAt(i)),
+          at++) {
+        int c = value.codePointAt(i);
+        if (lineOrControl(c)) {
+          // a long name is shown by its ends: the position says where the character is
+          p.error(name, "must not contain a control character or a line break, got "
+              + shown(value) + " (" + quoted(new String(Character.toChars(c))) + " at character "
+              + at + "): names are written as they are into log lines, metrics and the stream,"
+              + " where it would break a line or make the name look like another one; remove it"
+              + " where the value is set (the variable, file or secret behind it)");
+          return;
+        }
+      }
+    }
+
+    /** A control character (a tab, a line break, a NUL, a DEL, an escape) or a line break. */
+    static boolean lineOrControl(int c) {
+      return Character.isISOControl(c) || c == 0x2028 || c == 0x2029;
     }
 
     /** Whitespace (a no-break space included) or a control character (a NUL, an escape). */

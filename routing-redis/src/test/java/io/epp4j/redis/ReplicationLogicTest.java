@@ -1,6 +1,7 @@
 package io.epp4j.redis;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.InferenceRequest;
@@ -1689,6 +1690,49 @@ class ReplicationLogicTest {
       assertThat(blank.errors()).as(name).singleElement()
           .satisfies(e -> assertThat(e).startsWith("parameter '" + name + "' must not be"));
     }
+  }
+
+  @Test
+  void namesWithAControlCharacterOrALineBreakInsideAreRefusedThroughTheConfigFile() {
+    // they were accepted and reached as written the log lines (a line break in a pool's name
+    // started a line of its own in every warning naming the pool), the metrics' pool attribute
+    // and the stream key, where a NUL between two letters shows as nothing: another pool than
+    // the two letters that looks like it. Each is written as a user writes it, escaped in a
+    // double-quoted YAML string.
+    Map<String, String> shownAs = new java.util.LinkedHashMap<>();
+    shownAs.put("p\\nq", "p\\nq");
+    shownAs.put("p\\tq", "p\\tq");
+    shownAs.put("p\\rq", "p\\rq");
+    shownAs.put("p\\0q", "p\\u0000q");
+    shownAs.put("p\\x7fq", "p\\u007fq"); // DEL
+    shownAs.put("p\\x1bq", "p\\u001bq"); // ESC, a terminal's escape sequences
+    shownAs.put("p\\Nq", "p\\u0085q"); // NEL
+    shownAs.put("p\\Lq", "p\\u2028q"); // the line separator
+    shownAs.put("p\\Pq", "p\\u2029q"); // the paragraph separator
+    for (String name : List.of("pool", "stream", "keyPrefix", "routerId")) {
+      shownAs.forEach((yaml, shown) -> {
+        String config = configYaml("prefix-cache-scorer", name + ": \"" + yaml + "\"", "");
+        assertThatThrownBy(() -> router(new InMemoryLog(), "a", config)).as(name + " " + shown)
+            .isInstanceOfSatisfying(io.epp4j.core.ConfigException.class, e -> assertThat(
+                e.errors()).singleElement().satisfies(error -> assertThat(error)
+                .contains("parameter '" + name + "' must not contain a control character or a"
+                    + " line break").contains("got '" + shown + "'")
+                .doesNotContainPattern("[\\p{Cc}\\x{2028}\\x{2029}]")));
+      });
+    }
+    // a long name is shown by its ends: the error says where the character is
+    String hidden = "a".repeat(50) + "\\n" + "a".repeat(50);
+    assertThatThrownBy(() -> router(new InMemoryLog(), "a", configYaml("prefix-cache-scorer",
+        "pool: \"" + hidden + "\"", "")))
+        .isInstanceOfSatisfying(io.epp4j.core.ConfigException.class, e -> assertThat(
+            e.errors()).singleElement().satisfies(error -> assertThat(error)
+            .contains("parameter 'pool'").contains("'\\n' at character 51")));
+    // spaces inside stay names of their own (a no-break space included)
+    Router spaced = router(new InMemoryLog(), "a", configYaml("prefix-cache-scorer",
+        "pool: \"llama 70b\", routerId: \"gateway\u00a01\"", ""));
+    RedisReplication r = replication(spaced);
+    assertThat(r.settings().pool()).isEqualTo("llama 70b");
+    assertThat(r.settings().routerId()).isEqualTo("gateway\u00a01");
   }
 
   @Test
