@@ -2741,6 +2741,14 @@ public final class RedisReplication implements Plugin, RequestListener {
       } catch (RuntimeException e) {
         // a form java.net.URI does not take (several sentinels): nothing more to compare
       }
+      String ignored = written == null ? null : unreadQueryOption(written);
+      if (ignored != null) {
+        p.error("uri", "sets " + ignored + " in its query, which Lettuce does not read: it would"
+            + " be ignored without a word (TLS is rediss://, not ssl=true); the query takes"
+            + " database, clientName, libraryName, libraryVersion, verifyPeer and sentinelMasterId"
+            + " (any case), and db (lower case)");
+        return null;
+      }
       if (written != null && written.getPort() == 0) {
         p.error("uri", "has port 0, which Lettuce reads as no port (it would connect to 6379);"
             + " give the server's port");
@@ -2761,6 +2769,45 @@ public final class RedisReplication implements Plugin, RequestListener {
         return null;
       }
       return redis;
+    }
+
+    /**
+     * The query options Lettuce reads, as it reads them: the name in any case, followed by
+     * {@code =} ({@code timeout} is refused on its own: {@code connectTimeoutMillis} sets it).
+     */
+    private static final List<String> READ_QUERY_OPTIONS = List.of("database", "clientName",
+        "libraryName", "libraryVersion", "verifyPeer", "sentinelMasterId", "timeout");
+
+    /**
+     * The first option of the query of {@code uri} that Lettuce does not read, shown by its name
+     * in quotes ("an option" when it is no plain name, which may then be a secret), or null when
+     * it reads them all. Lettuce splits the decoded query at {@code &} and {@code ;} and reads a
+     * part that starts, in lower case, with one of {@link #READ_QUERY_OPTIONS} and {@code =}, or
+     * as written with {@code db=}; it skips any other without a word.
+     */
+    private static @Nullable String unreadQueryOption(java.net.URI uri) {
+      String query = uri.getQuery();
+      if (query == null) {
+        return null;
+      }
+      java.util.StringTokenizer parts = new java.util.StringTokenizer(query, "&;");
+      next:
+      while (parts.hasMoreTokens()) {
+        String part = parts.nextToken();
+        String lower = part.toLowerCase(java.util.Locale.ROOT);
+        if (part.startsWith("db=")) {
+          continue;
+        }
+        for (String option : READ_QUERY_OPTIONS) {
+          if (lower.startsWith(option.toLowerCase(java.util.Locale.ROOT) + "=")) {
+            continue next;
+          }
+        }
+        int eq = part.indexOf('=');
+        String name = eq < 0 ? "" : part.substring(0, eq);
+        return name.matches("[A-Za-z][A-Za-z0-9_.-]{0,31}") ? "'" + name + "'" : "an option";
+      }
+      return null;
     }
 
     /**

@@ -1900,6 +1900,36 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aQueryOptionOfTheUriThatLettuceDoesNotReadIsRefusedByName() {
+    // Lettuce reads seven options and ignores any other without a word: ?ssl=true left the
+    // connection, and the password in the URI, in plaintext; ?databse=2 or ?DB=2 (it reads db in
+    // lower case only) connected to database 0
+    Map<String, String> named = new java.util.LinkedHashMap<>();
+    named.put("redis://:s3cret@127.0.0.1:6379?ssl=true", "'ssl'");
+    named.put("redis://127.0.0.1:6379?databse=2", "'databse'");
+    named.put("redis://127.0.0.1:6379?DB=2", "'DB'");
+    named.put("redis://127.0.0.1:6379?database=2&verify_peer=NONE", "'verify_peer'");
+    named.put("redis://127.0.0.1:6379?clientName=gw;password=s3cret", "'password'");
+    named.put("rediss://127.0.0.1:6380?verifyPeer=CA&s3cret", "an option"); // no name shown
+    named.put("redis://127.0.0.1:6379?protocol=2", "'protocol'");
+    named.forEach((uri, shown) -> {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' sets " + shown + " in its query, which Lettuce does not"
+              + " read").doesNotContain("s3cret").doesNotContain("127.0.0.1"));
+    });
+    // the options Lettuce reads, in any case but db's
+    for (String uri : List.of("redis://127.0.0.1:1?clientName=gw-1&libraryName=x&libraryVersion=1",
+        "redis://127.0.0.1:1?Database=2&CLIENTNAME=gw", "redis://127.0.0.1:1?db=1&",
+        "rediss://127.0.0.1:1?verifyPeer=CA")) {
+      Result<?> ok = create(Map.of("uri", uri, "connectTimeoutMillis", 200));
+      assertThat(ok.isOk()).as(uri + " " + ok.errors()).isTrue();
+      ((RedisReplication) ok.value()).close();
+    }
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
