@@ -2811,37 +2811,39 @@ public final class RedisReplication implements Plugin, RequestListener {
     }
 
     /**
-     * The decoded value of the last of {@code names} the query of {@code uri} sets (any case),
-     * or null when it sets none.
+     * The value of the last of {@code names} the query of {@code uri} sets (any case), or null
+     * when it sets none. The query is split as Lettuce splits it: decoded, then at {@code &} and
+     * {@code ;} (splitting at {@code &} alone, an option after a {@code ;} went unread and the
+     * one before it took the rest of the query for its value).
      */
     private static @Nullable String queryValue(java.net.URI uri, String... names) {
-      String query = uri.getRawQuery();
+      String query = uri.getQuery();
       if (query == null) {
         return null;
       }
       String value = null;
-      for (String given : query.split("&")) {
+      java.util.StringTokenizer parts = new java.util.StringTokenizer(query, "&;");
+      while (parts.hasMoreTokens()) {
+        String given = parts.nextToken();
         int eq = given.indexOf('=');
         String name = eq < 0 ? given : given.substring(0, eq);
         for (String n : names) {
           if (name.equalsIgnoreCase(n)) {
-            try {
-              value = java.net.URLDecoder.decode(eq < 0 ? "" : given.substring(eq + 1),
-                  java.nio.charset.StandardCharsets.UTF_8);
-            } catch (IllegalArgumentException e) {
-              value = given.substring(eq + 1); // a broken escape: compared as written
-            }
+            value = eq < 0 ? "" : given.substring(eq + 1);
           }
         }
       }
       return value;
     }
 
-    /** Whether the query of {@code uri}, a URI Lettuce accepted, sets {@code option}. */
+    /**
+     * Whether the query of {@code uri}, a URI Lettuce accepted, sets {@code option}, split and
+     * matched as Lettuce does (see {@link #queryValue}).
+     */
     private static boolean setsQueryOption(@Nullable String uri, String option) {
       String query;
       try {
-        query = java.net.URI.create(String.valueOf(uri).trim()).getRawQuery();
+        query = java.net.URI.create(String.valueOf(uri).trim()).getQuery();
       } catch (RuntimeException e) {
         return false;
       }
@@ -2849,8 +2851,9 @@ public final class RedisReplication implements Plugin, RequestListener {
         return false;
       }
       String name = option.toLowerCase(java.util.Locale.ROOT) + "=";
-      for (String given : query.split("&")) {
-        if (given.toLowerCase(java.util.Locale.ROOT).startsWith(name)) {
+      java.util.StringTokenizer parts = new java.util.StringTokenizer(query, "&;");
+      while (parts.hasMoreTokens()) {
+        if (parts.nextToken().toLowerCase(java.util.Locale.ROOT).startsWith(name)) {
           return true;
         }
       }

@@ -1930,6 +1930,35 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void theUrisQueryIsReadAsLettuceReadsItAfterASemicolonToo() {
+    // Lettuce splits the query at ';' as at '&': after a ';' a database it cannot read went
+    // unchecked (it connected to database 0), and one it reads was refused, the rest of the
+    // query taken for its value
+    for (String uri : List.of("redis://127.0.0.1:6379?clientName=gw;database=one",
+        "redis://u:s3cret@127.0.0.1:6379?clientName=gw;db=%201",
+        "redis://127.0.0.1:6379?database=1%26db=x")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' sets a database in its query").doesNotContain("s3cret"));
+    }
+    for (String uri : List.of("redis://127.0.0.1:1?database=2;clientName=gw",
+        "redis://127.0.0.1:1?clientName=gw;db=4", "redis://127.0.0.1:1?database=1%26db=3")) {
+      Result<?> ok = create(Map.of("uri", uri, "connectTimeoutMillis", 200));
+      assertThat(ok.isOk()).as(uri + " " + ok.errors()).isTrue();
+      ((RedisReplication) ok.value()).close();
+    }
+    // so are timeout and verifyPeer, which parameters of their own set
+    Result<?> timeout = create(Map.of("uri", "redis://127.0.0.1:1?clientName=gw;timeout=30s"));
+    assertThat(timeout.errors()).singleElement().satisfies(e -> assertThat(e)
+        .startsWith("parameter 'uri' sets 'timeout' in its query"));
+    Result<?> verify = create(Map.of("uri", "rediss://127.0.0.1:1?clientName=gw;verifyPeer=CA",
+        "verifyPeer", true));
+    assertThat(verify.errors()).singleElement().satisfies(e -> assertThat(e)
+        .startsWith("parameter 'verifyPeer' is also set by the query of parameter 'uri'"));
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
