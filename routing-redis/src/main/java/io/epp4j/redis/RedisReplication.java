@@ -2761,6 +2761,14 @@ public final class RedisReplication implements Plugin, RequestListener {
             + " digits (Lettuce would connect to database " + redis.getDatabase() + ")");
         return null;
       }
+      // Lettuce sends it in every connection's handshake; Redis and Valkey take '!' to '~' only
+      String clientName = redis.getClientName();
+      if (clientName != null && clientName.chars().anyMatch(c -> c < '!' || c > '~')) {
+        p.error("uri", "sets a clientName that Redis refuses: a space, a control character or a"
+            + " character outside ASCII; Redis would refuse every connection's handshake (only"
+            + " '!' to '~' are taken)");
+        return null;
+      }
       String master = redis.getSentinelMasterId();
       if (master != null && !master.isEmpty() && (invisible(master.codePointAt(0))
           || invisible(master.codePointBefore(master.length())))) {

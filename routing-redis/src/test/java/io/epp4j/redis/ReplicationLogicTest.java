@@ -1959,6 +1959,30 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aClientNameInTheUriThatRedisRefusesIsRefusedByName() {
+    // Lettuce sends it with every connection's handshake (HELLO ... SETNAME), and Redis refuses
+    // a name with a space, a control character or a character outside ASCII: no connection was
+    // ever made, and the configuration had been accepted
+    for (String uri : List.of("redis://127.0.0.1:6379?clientName=gateway%201",
+        "redis://u:s3cret@127.0.0.1:6379?clientName=gw%0A1",
+        "redis://127.0.0.1:6379?clientName=r%C3%A9",
+        "redis://127.0.0.1:6379?database=1;clientName=gw%7F")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' sets a clientName that Redis refuses")
+          .doesNotContain("s3cret").doesNotContain("gw").doesNotContain("gateway"));
+    }
+    // printable ASCII is taken, and an empty name is none
+    for (String uri : List.of("redis://127.0.0.1:1?clientName=gw-1~!x",
+        "redis://127.0.0.1:1?clientName=")) {
+      Result<?> ok = create(Map.of("uri", uri, "connectTimeoutMillis", 200));
+      assertThat(ok.isOk()).as(uri + " " + ok.errors()).isTrue();
+      ((RedisReplication) ok.value()).close();
+    }
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
