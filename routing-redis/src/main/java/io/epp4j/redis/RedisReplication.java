@@ -2761,6 +2761,15 @@ public final class RedisReplication implements Plugin, RequestListener {
             + " digits (Lettuce would connect to database " + redis.getDatabase() + ")");
         return null;
       }
+      String path = written == null || written.getPath() == null ? ""
+          : written.getPath().replaceFirst("^/", "");
+      if (database != null && path.matches("[0-9]{1,9}")
+          && Integer.parseInt(path) != redis.getDatabase()) {
+        // Lettuce takes the query's and ignores the path's without a word
+        p.error("uri", "sets one database in its path and another in its query (Lettuce would"
+            + " connect to database " + redis.getDatabase() + ", the query's); keep one");
+        return null;
+      }
       // Lettuce sends it in every connection's handshake; Redis and Valkey take '!' to '~' only
       String clientName = redis.getClientName();
       if (clientName != null && clientName.chars().anyMatch(c -> c < '!' || c > '~')) {

@@ -1983,6 +1983,24 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aUriWithOneDatabaseInItsPathAndAnotherInItsQueryIsRefusedByName() {
+    // Lettuce connected to the query's database and ignored the path's without a word
+    for (String uri : List.of("redis://127.0.0.1:6379/2?database=3",
+        "rediss://u:s3cret@127.0.0.1:6380/0?db=1", "redis://127.0.0.1:6379/1?clientName=gw;db=0")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' sets one database in its path and another in its query")
+          .doesNotContain("s3cret"));
+    }
+    // the same one twice says nothing twice over
+    Result<?> ok = create(Map.of("uri", "redis://127.0.0.1:1/2?database=2",
+        "connectTimeoutMillis", 200));
+    assertThat(ok.isOk()).as(String.valueOf(ok.errors())).isTrue();
+    ((RedisReplication) ok.value()).close();
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
