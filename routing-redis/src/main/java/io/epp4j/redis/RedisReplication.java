@@ -2556,6 +2556,14 @@ public final class RedisReplication implements Plugin, RequestListener {
             redis.setVerifyPeer(verifyPeer);
           }
         }
+        if (redis != null && redis.isSsl() && trustCertFile != null
+            && redis.getVerifyMode() == io.lettuce.core.SslVerifyMode.NONE) {
+          // Lettuce then trusts any certificate: the file would be read and ignored, and a
+          // configuration that looks pinned to a CA would accept any server
+          p.error("trustCertFile", "has no effect when nothing is verified (verifyPeer false, or"
+              + " verifyPeer=NONE in the query of parameter 'uri'): any certificate is trusted;"
+              + " remove one of the two");
+        }
         if (redis != null && setsQueryOption(uri, "timeout")) {
           // the Factory sets the connection's timeout from connectTimeoutMillis: the URI's would
           // be replaced without a word

@@ -1826,6 +1826,35 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aTrustCertFileWithVerificationOffIsRefusedByName() throws Exception {
+    // with nothing verified Lettuce trusts any certificate: the file was read, checked and then
+    // ignored, so a configuration that looked pinned to a CA accepted any server
+    Path ca = Files.createTempFile("epp4j-ca", ".pem");
+    try {
+      Files.writeString(ca, anyCertificatePem());
+      for (Map<String, Object> off : List.<Map<String, Object>>of(
+          Map.of("uri", "rediss://u:s3cret@127.0.0.1:1", "verifyPeer", false),
+          Map.of("uri", "rediss://u:s3cret@127.0.0.1:1?verifyPeer=NONE"),
+          Map.of("uri", "rediss://u:s3cret@127.0.0.1:1?verifypeer=none"))) {
+        Map<String, Object> params = new HashMap<>(off);
+        params.put("trustCertFile", ca.toString());
+        Result<?> bad = create(params);
+        assertThat(bad.isOk()).as(String.valueOf(off)).isFalse();
+        assertThat(bad.errors()).as(String.valueOf(off)).singleElement().satisfies(e ->
+            assertThat(e).startsWith("parameter 'trustCertFile' has no effect when nothing is"
+                + " verified").doesNotContain("s3cret"));
+      }
+      // the chain alone (CA) is verified against it
+      Result<?> chain = create(Map.of("uri", "rediss://127.0.0.1:1?verifyPeer=CA",
+          "connectTimeoutMillis", 200, "trustCertFile", ca.toString()));
+      assertThat(chain.isOk()).as(String.valueOf(chain.errors())).isTrue();
+      ((RedisReplication) chain.value()).close();
+    } finally {
+      Files.delete(ca);
+    }
+  }
+
+  @Test
   void verifyPeerGivenBothInTheUriAndAsAParameterIsRefusedByName() {
     // one of the two would be ignored without a word
     Result<?> both = create(Map.of("uri", "rediss://127.0.0.1:1?verifyPeer=CA", "verifyPeer",
