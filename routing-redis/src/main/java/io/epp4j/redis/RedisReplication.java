@@ -2787,6 +2787,15 @@ public final class RedisReplication implements Plugin, RequestListener {
         return null;
       }
       String master = redis.getSentinelMasterId();
+      if (redis.getSentinels().isEmpty() && ((master != null && !master.isEmpty())
+          || (written != null && written.getRawFragment() != null))) {
+        // Lettuce connects to the host as to a Redis server and ignores the name
+        p.error("uri", "names a Sentinel master (after '#' or as sentinelMasterId) but is no"
+            + " Sentinel URI: Lettuce would connect to its host as to a Redis server and ignore"
+            + " the name; write redis-sentinel://host:26379#master (rediss-sentinel:// with TLS)"
+            + " or leave the name out");
+        return null;
+      }
       if (master != null && !master.isEmpty() && (invisible(master.codePointAt(0))
           || invisible(master.codePointBefore(master.length())))) {
         p.error("uri", "has a sentinel master name with whitespace or a control character at its"

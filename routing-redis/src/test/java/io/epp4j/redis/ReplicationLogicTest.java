@@ -2030,6 +2030,25 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aSentinelMasterNameInAUriThatIsNoSentinelUriIsRefusedByName() {
+    // Lettuce connected to the host as to a Redis server and ignored the name: the scheme meant
+    // was redis-sentinel://, and the host (a Sentinel) took no XADD
+    for (String uri : List.of("redis://127.0.0.1:26379#mymaster",
+        "rediss://u:s3cret@127.0.0.1:26379/0#mymaster",
+        "redis://127.0.0.1:26379?sentinelMasterId=mymaster")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' names a Sentinel master").contains("redis-sentinel://")
+          .doesNotContain("s3cret").doesNotContain("mymaster"));
+    }
+    Result<?> sentinel = create(Map.of("uri", "redis-sentinel://127.0.0.1:1#mymaster",
+        "connectTimeoutMillis", 200));
+    assertThat(sentinel.isOk()).as(String.valueOf(sentinel.errors())).isTrue();
+    ((RedisReplication) sentinel.value()).close();
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
