@@ -2802,6 +2802,11 @@ public final class RedisReplication implements Plugin, RequestListener {
             + " start or end; Sentinel would know no such master");
         return null;
       }
+      if (master != null && master.codePoints().anyMatch(Provider::lineOrControl)) {
+        p.error("uri", "has a sentinel master name with a control character or a line break in"
+            + " it; Sentinel, configured by lines of text, would know no such master");
+        return null;
+      }
       return redis;
     }
 

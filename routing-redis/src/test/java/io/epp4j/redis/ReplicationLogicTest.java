@@ -2049,6 +2049,21 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aSentinelMasterNameWithAControlCharacterInsideIsRefusedByName() {
+    // as a name of the plugin's own: Sentinel's configuration, a file of lines, holds no such
+    // name, so the URI was accepted and no master was ever found
+    for (String uri : List.of("redis-sentinel://s1:26379/0#my%0Amaster",
+        "redis-sentinel://:s3cret@s1:26379/0?sentinelMasterId=my%09master",
+        "redis-sentinel://s1:26379#my%00master", "redis-sentinel://s1:26379#my%E2%80%A8master")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' has a sentinel master name with a control character or a"
+              + " line break in it").doesNotContain("s3cret").doesNotContain("master'"));
+    }
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
