@@ -2455,7 +2455,9 @@ public final class RedisReplication implements Plugin, RequestListener {
       // secret, a quoted " p ") would make another pool, stream or router than the one meant,
       // whose routers never see each other, so it is refused rather than kept or trimmed
       String pool = p.getString("pool", "default");
-      if (pool == null || pool.isBlank()) {
+      if (refuseNoValue(p, "pool", "the pool 'default', shared with every router given none")) {
+        pool = "default";
+      } else if (pool == null || pool.isBlank()) {
         p.error("pool", "must not be empty or only whitespace");
         pool = "default";
       } else {
@@ -2463,7 +2465,8 @@ public final class RedisReplication implements Plugin, RequestListener {
             + " and neither sees the other's hints");
       }
       String prefix = p.getString("keyPrefix", "epp4j:");
-      if (prefix == null) {
+      if (refuseNoValue(p, "keyPrefix", "the prefix 'epp4j:' (write \"\" for no prefix)")
+          || prefix == null) {
         prefix = "epp4j:";
       } else if (!prefix.isEmpty() && prefix.isBlank()) {
         // empty is no prefix; only whitespace is a value lost on its way (an unset variable
@@ -2475,12 +2478,15 @@ public final class RedisReplication implements Plugin, RequestListener {
             + " stream and neither sees the other's hints");
       }
       String stream = p.getString("stream", prefix + pool + ":hints");
-      if (p.has("stream") && p.has("keyPrefix")) {
+      boolean streamless = refuseNoValue(p, "stream", "the key <keyPrefix><pool>:hints");
+      if (!streamless && p.has("stream") && p.raw("keyPrefix") != null) {
         // the stream key is then the stream parameter as written: the prefix would be ignored
         p.error("keyPrefix", "has no effect beside 'stream', which is the whole stream key;"
             + " keep one (the key is <keyPrefix><pool>:hints without 'stream')");
       }
-      if (stream == null || stream.isBlank()) {
+      if (streamless) {
+        stream = prefix + pool + ":hints";
+      } else if (stream == null || stream.isBlank()) {
         p.error("stream", "must not be empty or only whitespace");
         stream = prefix + pool + ":hints";
       } else if (p.has("stream")) {
@@ -2531,7 +2537,9 @@ public final class RedisReplication implements Plugin, RequestListener {
           600_000);
       boolean verifyPeer = p.getBoolean("verifyPeer", true);
       String trustCertFile = p.getString("trustCertFile", null);
-      if (trustCertFile != null && trustCertFile.isBlank()) {
+      if (refuseNoValue(p, "trustCertFile", "the JVM's trust store in place of the CA meant")) {
+        trustCertFile = null;
+      } else if (trustCertFile != null && trustCertFile.isBlank()) {
         // an unset variable behind it: the JVM's trust store in place of the CA meant, unsaid
         p.error("trustCertFile", "must not be empty or only whitespace, got "
             + shown(trustCertFile) + "; give the path of a PEM file, or leave the parameter out"
@@ -2607,6 +2615,21 @@ public final class RedisReplication implements Plugin, RequestListener {
         transports.close();
         throw e;
       }
+    }
+
+    /**
+     * Records an error naming {@code name}, and says so, when it is given without a value
+     * ({@code pool:} with nothing after it, which YAML reads as null): a template's unset
+     * variable, refused as an empty value is, rather than read as the parameter left out, which
+     * would mean {@code instead}.
+     */
+    private static boolean refuseNoValue(Parameters p, String name, String instead) {
+      if (!p.has(name) || p.raw(name) != null) {
+        return false;
+      }
+      p.error(name, "has no value (a variable left unset where the file is made?); give one, or"
+          + " leave the parameter out, which means " + instead);
+      return true;
     }
 
     /**

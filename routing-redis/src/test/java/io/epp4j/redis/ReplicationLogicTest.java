@@ -1736,6 +1736,31 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aNameOrTrustCertFileGivenWithoutAValueIsRefusedAsAnEmptyOneIs() throws Exception {
+    // "pool:" with nothing after it (a template's unset variable: pool: $POOL) is null in YAML,
+    // which was read as no parameter: the pool "default", shared with every router left
+    // without one, and for trustCertFile the JVM's trust store in place of the CA meant, where
+    // an empty value ("") was refused
+    for (String name : List.of("pool", "stream", "keyPrefix")) {
+      String config = configYaml("prefix-cache-scorer", name + ":", "");
+      assertThatThrownBy(() -> router(new InMemoryLog(), "a", config)).as(name)
+          .isInstanceOfSatisfying(io.epp4j.core.ConfigException.class, e -> assertThat(
+              e.errors()).singleElement().satisfies(error -> assertThat(error)
+              .contains("parameter '" + name + "' has no value")));
+    }
+    Result<?> trust = create(new HashMap<>(Map.of("uri", "rediss://127.0.0.1:1")) {
+      {
+        put("trustCertFile", null);
+      }
+    });
+    assertThat(trust.errors()).singleElement().satisfies(e -> assertThat(e)
+        .startsWith("parameter 'trustCertFile' has no value"));
+    // routerId without a value is the default, as an empty one is
+    Router r = router(new InMemoryLog(), "a", configYaml("prefix-cache-scorer", "routerId:", ""));
+    assertThat(replication(r).settings().routerId()).isNotBlank();
+  }
+
+  @Test
   void namesWithWhitespaceInsideAnEmptyKeyPrefixAndABlankRouterIdAreAccepted() {
     Result<?> inside = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis", 200,
         "pool", "llama 70b", "keyPrefix", "team a:", "routerId", "gateway 1"));
