@@ -2772,6 +2772,15 @@ public final class RedisReplication implements Plugin, RequestListener {
       } catch (RuntimeException e) {
         // a form java.net.URI does not take (several sentinels): nothing more to compare
       }
+      if (redis.getSocket() != null
+          && !io.lettuce.core.resource.Transports.NativeTransports.isDomainSocketSupported()) {
+        // Lettuce refuses every connection then (IllegalStateException), and says no more
+        p.error("uri", "is a Unix domain socket (redis-socket://), which Lettuce connects to only"
+            + " with a Netty native transport, and none is on the class path: add"
+            + " netty-transport-native-epoll (Linux, with its classifier such as linux-x86_64)"
+            + " or netty-transport-native-kqueue (macOS), or connect over TCP");
+        return null;
+      }
       String ignored = written == null ? null : unreadQueryOption(written);
       if (ignored != null) {
         p.error("uri", "sets " + ignored + " in its query, which Lettuce does not read: it would"

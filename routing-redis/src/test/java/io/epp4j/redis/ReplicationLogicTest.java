@@ -2089,6 +2089,23 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aUnixSocketUriWithoutANativeTransportIsRefusedByName() {
+    // this module brings no Netty native transport (epoll, kqueue), and Lettuce connects to a
+    // Unix domain socket only with one: every connection failed (IllegalStateException) after
+    // the configuration had been accepted
+    assertThat(io.lettuce.core.resource.Transports.NativeTransports.isDomainSocketSupported())
+        .as("a native transport on the test class path").isFalse();
+    for (String uri : List.of("redis-socket:///var/run/redis/redis.sock",
+        "redis-socket:///tmp/s3cret.sock?database=1")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' is a Unix domain socket").contains("netty-transport-native")
+          .doesNotContain("s3cret"));
+    }
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
