@@ -2781,6 +2781,14 @@ public final class RedisReplication implements Plugin, RequestListener {
             + " or netty-transport-native-kqueue (macOS), or connect over TCP");
         return null;
       }
+      String userInfo = written == null ? null : written.getRawUserInfo();
+      if (userInfo != null && userInfo.indexOf(':') > 0 && userInfo.endsWith(":")) {
+        // Lettuce drops the user then, and connects as the default user: another identity
+        p.error("uri", "names a user with an empty password: Lettuce would drop the user and"
+            + " connect as the default user; give the user's password (redis://user:password@...)"
+            + " or, for the default user, the password alone (redis://:password@...)");
+        return null;
+      }
       String ignored = written == null ? null : unreadQueryOption(written);
       if (ignored != null) {
         p.error("uri", "sets " + ignored + " in its query, which Lettuce does not read: it would"

@@ -2106,6 +2106,24 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aUriWithAUserAndAnEmptyPasswordIsRefusedByName() {
+    // Lettuce drops a user whose password is empty and connects as the default user: another
+    // identity (its ACL, its permissions) than the one named, without a word
+    for (String uri : List.of("redis://epp:@127.0.0.1:6379",
+        "rediss://gateway-user:@127.0.0.1:6380/1")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' names a user with an empty password")
+          .doesNotContain("epp:").doesNotContain("gateway-user"));
+    }
+    // a password alone is the default user's, as Lettuce reads it
+    Result<?> ok = create(Map.of("uri", "redis://:pw@127.0.0.1:1", "connectTimeoutMillis", 200));
+    assertThat(ok.isOk()).as(String.valueOf(ok.errors())).isTrue();
+    ((RedisReplication) ok.value()).close();
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
