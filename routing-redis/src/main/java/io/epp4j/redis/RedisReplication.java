@@ -2781,6 +2781,14 @@ public final class RedisReplication implements Plugin, RequestListener {
             + " or netty-transport-native-kqueue (macOS), or connect over TCP");
         return null;
       }
+      if (redis.isStartTls()) {
+        // the handshake's first command would go in plaintext to a TLS port, which closes the
+        // connection: Redis and Valkey do not speak STARTTLS
+        p.error("uri", "asks for STARTTLS (redis+tls://), which Redis and Valkey do not speak:"
+            + " every connection would be closed in its handshake; write rediss://host:port for"
+            + " TLS");
+        return null;
+      }
       String userInfo = written == null ? null : written.getRawUserInfo();
       if (userInfo != null && userInfo.indexOf(':') > 0 && userInfo.endsWith(":")) {
         // Lettuce drops the user then, and connects as the default user: another identity

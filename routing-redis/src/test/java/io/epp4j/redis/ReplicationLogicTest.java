@@ -2124,6 +2124,25 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aStartTlsUriIsRefusedByName() {
+    // redis+tls:// is Lettuce's STARTTLS: the handshake's first command goes in plaintext, which
+    // a TLS port of Redis or Valkey (neither speaks STARTTLS) answers by closing the connection;
+    // every connection failed after the configuration had been accepted
+    for (String uri : List.of("redis+tls://127.0.0.1:6380",
+        "redis+tls://u:s3cret@127.0.0.1:6380/1")) {
+      Result<?> bad = create(Map.of("uri", uri));
+      assertThat(bad.isOk()).as(uri).isFalse();
+      assertThat(bad.errors()).as(uri).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'uri' asks for STARTTLS").contains("rediss://")
+          .doesNotContain("s3cret"));
+    }
+    // redis+ssl:// is rediss:// under another name
+    Result<?> ok = create(Map.of("uri", "redis+ssl://127.0.0.1:1", "connectTimeoutMillis", 200));
+    assertThat(ok.isOk()).as(String.valueOf(ok.errors())).isTrue();
+    ((RedisReplication) ok.value()).close();
+  }
+
+  @Test
   void aSentinelMasterNameWithWhitespaceAtAnEndIsRefusedByName() {
     for (String uri : List.of("redis-sentinel://s1:26379/0#mymaster%20",
         "redis-sentinel://s1:26379/0?sentinelMasterId=%0Amymaster")) {
