@@ -2512,6 +2512,19 @@ public final class RedisReplication implements Plugin, RequestListener {
               + " outside the BMP such as an emoji, 2 for NUL), got " + bytes);
         }
       }
+      // a number or verifyPeer given without a value (a template's unset variable) is refused as
+      // the names are: read as left out, it would be the default in place of the value meant
+      Map<String, Object> defaults = new java.util.LinkedHashMap<>();
+      defaults.put("batchSize", DEFAULT_BATCH_SIZE);
+      defaults.put("flushIntervalMillis", DEFAULT_FLUSH_INTERVAL_MILLIS);
+      defaults.put("maxLen", DEFAULT_MAX_LEN);
+      defaults.put("queueCapacity", DEFAULT_QUEUE_CAPACITY);
+      defaults.put("queueMaxBlocks", DEFAULT_QUEUE_MAX_BLOCKS);
+      defaults.put("streamTtlSeconds", DEFAULT_STREAM_TTL_SECONDS);
+      defaults.put("heartbeatMillis", DEFAULT_HEARTBEAT_MILLIS);
+      defaults.put("connectTimeoutMillis", DEFAULT_CONNECT_TIMEOUT_MILLIS);
+      defaults.put("verifyPeer", true);
+      defaults.forEach((name, value) -> refuseNoValue(p, name, "its default, " + value));
       int batch = p.getInt("batchSize", DEFAULT_BATCH_SIZE, 1, 100_000);
       int flush = p.getInt("flushIntervalMillis", DEFAULT_FLUSH_INTERVAL_MILLIS, 1, 60_000);
       long maxLen = p.getLong("maxLen", DEFAULT_MAX_LEN);

@@ -1761,6 +1761,22 @@ class ReplicationLogicTest {
   }
 
   @Test
+  void aNumberOrVerifyPeerGivenWithoutAValueIsRefusedByName() {
+    // "streamTtlSeconds:" with nothing after it (a template's unset variable) was read as left
+    // out: a day's TTL where 0 (none) or ten years may have been meant, verification where
+    // false was, and so on, without a word
+    for (String name : List.of("batchSize", "flushIntervalMillis", "maxLen", "streamTtlSeconds",
+        "queueCapacity", "queueMaxBlocks", "heartbeatMillis", "connectTimeoutMillis",
+        "verifyPeer")) {
+      String config = configYaml("prefix-cache-scorer", name + ":", "");
+      assertThatThrownBy(() -> router(new InMemoryLog(), "a", config)).as(name)
+          .isInstanceOfSatisfying(io.epp4j.core.ConfigException.class, e -> assertThat(
+              e.errors()).singleElement().satisfies(error -> assertThat(error)
+              .contains("parameter '" + name + "' has no value")));
+    }
+  }
+
+  @Test
   void namesWithWhitespaceInsideAnEmptyKeyPrefixAndABlankRouterIdAreAccepted() {
     Result<?> inside = create(Map.of("uri", "redis://127.0.0.1:1", "connectTimeoutMillis", 200,
         "pool", "llama 70b", "keyPrefix", "team a:", "routerId", "gateway 1"));
