@@ -1139,9 +1139,19 @@ final class EmulatedServer implements AutoCloseable {
           + " 2^63 - 1", "priority");
       return;
     }
-    long priority = priorityNode.isMissingNode() ? 0 : priorityNode.isBoolean()
-        ? (priorityNode.booleanValue() ? 1 : 0)
-        : new java.math.BigDecimal(priorityNode.asText()).longValueExact();
+    long priority = priorityNode.isMissingNode() ? 0 : int64(priorityNode);
+    // truncate_prompt_tokens, typed int >= -1 (to 2^63 - 1) or null by vLLM's request models:
+    // the prompt is cut to its last k tokens (-1: as many as the context leaves after the output
+    // tokens asked for) before it reaches the engine
+    JsonNode truncateNode = body.path("truncate_prompt_tokens");
+    Long truncate = truncateNode.isMissingNode() || truncateNode.isNull() ? null
+        : isInt64(truncateNode) ? Long.valueOf(int64(truncateNode)) : null;
+    if (!truncateNode.isMissingNode() && !truncateNode.isNull()
+        && (truncate == null || truncate < -1)) {
+      error(ex, 400, "BadRequestError", "field 'truncate_prompt_tokens' must be null or an"
+          + " integer from -1 to 2^63 - 1", "truncate_prompt_tokens");
+      return;
+    }
     String badFormat = responseFormatInvalid(body);
     if (badFormat != null) {
       error(ex, 400, "BadRequestError", badFormat, "response_format");
@@ -1159,8 +1169,7 @@ final class EmulatedServer implements AutoCloseable {
     }
     // vLLM takes a seed of -1 as none
     Long seed = seedNode.isMissingNode() || seedNode.isNull() ? null
-        : seedNode.isBoolean() ? Long.valueOf(seedNode.booleanValue() ? 1 : 0)
-        : Long.valueOf(new java.math.BigDecimal(seedNode.asText()).longValueExact());
+        : Long.valueOf(int64(seedNode));
     if (seed != null && seed == -1) {
       seed = null;
     }
@@ -1198,7 +1207,34 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", "suffix is not currently supported");
       return;
     }
-    Object parsed = promptTokens(request, chat, true);
+    int maxLen = cluster.profile().maxModelLen();
+    // as vLLM's tokenize parameters take truncate_prompt_tokens, once the model is found and
+    // before the prompt is tokenized: at most the context less the output tokens asked for
+    // (a chat's max_completion_tokens, else its max_tokens, else none; a completion's max_tokens,
+    // 16 when left out or null), -1 being that many; the prompt keeps its last k tokens. A limit
+    // over the whole context is refused below, without truncation, as the context's overflow
+    int keep = -1;
+    long askedOutput = max != null ? max : chat ? 0 : DEFAULT_MAX_TOKENS;
+    if (truncate != null && askedOutput <= maxLen) {
+      long maxInput = maxLen - askedOutput;
+      if (truncate > maxInput) {
+        error(ex, 400, "BadRequestError", "truncate_prompt_tokens=" + truncate + " cannot be"
+            + " greater than max_model_len - " + maxField + " = " + maxInput + ". Please request"
+            + " a smaller truncation size. (parameter=truncate_prompt_tokens, value=" + truncate
+            + ")", "truncate_prompt_tokens");
+        return;
+      }
+      keep = (int) (truncate == -1 ? maxInput : truncate);
+    }
+    Object parsed = parsePrompt(request, chat, true);
+    if (parsed instanceof int[] ids && keep >= 0 && keep < ids.length) {
+      parsed = java.util.Arrays.copyOfRange(ids, ids.length - keep, ids.length);
+    }
+    if (parsed instanceof int[] ids && ids.length == 0) {
+      // vLLM's engine refuses a request whose prompt has no tokens in these words (one that
+      // truncate_prompt_tokens 0 left without any too)
+      parsed = "The decoder prompt cannot be empty";
+    }
     if (parsed instanceof String msg) {
       error(ex, 400, "BadRequestError", msg);
       return;
@@ -1217,7 +1253,6 @@ final class EmulatedServer implements AutoCloseable {
     // a completion's echo with max_tokens 0 answers the prompt alone: vLLM runs the request for
     // one token (counted in its usage) and leaves that token out of the text
     boolean echoOnly = echo && !chat && max != null && max == 0;
-    int maxLen = cluster.profile().maxModelLen();
     // vLLM's refusal of a request longer than the context, in its words (clients parse them for
     // the room left): the prompt and the output tokens asked for (none without a limit) over the
     // context. vLLM tokenizes a text prompt (a chat's too) to at most one token past the room
@@ -1940,6 +1975,12 @@ final class EmulatedServer implements AutoCloseable {
       return new java.math.BigInteger(v.asText()).bitLength() < 64;
     }
     return false;
+  }
+
+  /** The value of a field that {@link #isInt64} takes. */
+  static long int64(JsonNode v) {
+    return v.isBoolean() ? (v.booleanValue() ? 1 : 0)
+        : new java.math.BigDecimal(v.asText()).longValueExact();
   }
 
   /** A float as Python's {@code str} writes it ({@code 3.0}, {@code 2.5}, {@code 1e-05}). */

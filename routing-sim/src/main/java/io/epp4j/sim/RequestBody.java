@@ -31,7 +31,8 @@ final class RequestBody {
       "chat_template", "suffix", "echo", "temperature", "top_p", "presence_penalty",
       "frequency_penalty", "repetition_penalty", "add_special_tokens", "top_k", "min_p", "seed",
       "stop", "include_stop_str_in_output", "stop_token_ids", "tool_choice", "ignore_eos",
-      "response_format", "logit_bias", "return_token_strs", "priority");
+      "response_format", "logit_bias", "return_token_strs", "priority",
+      "truncate_prompt_tokens");
   // a string may be as long as a body may be (Jackson's default bound, 20 million characters,
   // made a longer text prompt "not valid JSON" where vLLM reads it)
   private static final ObjectMapper JSON = new ObjectMapper(JsonFactory.builder()
