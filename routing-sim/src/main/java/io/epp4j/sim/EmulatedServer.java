@@ -1167,6 +1167,12 @@ final class EmulatedServer implements AutoCloseable {
           + " to numbers", "logit_bias");
       return;
     }
+    // the fields the emulator does not use, typed as vLLM's request model types them
+    String[] mistyped = request.mistypedField(chat);
+    if (mistyped != null) {
+      error(ex, 400, "BadRequestError", mistyped[0], mistyped[1]);
+      return;
+    }
     // vLLM takes a seed of -1 as none
     Long seed = seedNode.isMissingNode() || seedNode.isNull() ? null
         : Long.valueOf(int64(seedNode));

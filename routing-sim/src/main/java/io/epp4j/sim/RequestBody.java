@@ -10,7 +10,9 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.ChatMessage;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import org.jspecify.annotations.Nullable;
 
@@ -33,6 +35,68 @@ final class RequestBody {
       "stop", "include_stop_str_in_output", "stop_token_ids", "tool_choice", "ignore_eos",
       "response_format", "logit_bias", "return_token_strs", "priority",
       "truncate_prompt_tokens");
+  /**
+   * What a field the emulator does not otherwise use must be, as vLLM's completion and chat
+   * request models type it; a field of another type is refused with a 400 naming it, as vLLM's
+   * request validation refuses it, and the value is checked as it streams past, nothing kept.
+   */
+  private enum Shape {
+    /** {@code str | None}. */
+    STRING_OR_NULL("a string or null"),
+    /** {@code str}. */
+    STRING("a string"),
+    /** {@code bool}, read leniently as pydantic does ({@code 1}, {@code "true"}, ...). */
+    BOOLEAN("a boolean"),
+    /** {@code bool | None}. */
+    BOOLEAN_OR_NULL("a boolean or null"),
+    /** {@code float}. */
+    NUMBER("a number"),
+    /** {@code list[int] | None}. */
+    INTEGERS_OR_NULL("an array of integers or null"),
+    /** {@code list[str]}. */
+    STRINGS("an array of strings"),
+    /** {@code dict[str, Any] | None}. */
+    OBJECT_OR_NULL("an object or null"),
+    /** vLLM's {@code StructuredOutputsParams | None}. */
+    STRUCTURED_OUTPUTS("an object whose json is a string or an object, regex, grammar,"
+        + " whitespace_pattern and structural_tag strings, choice an array of strings, json_object"
+        + " a boolean and the disable_ fields booleans, or null"),
+    /** vLLM's {@code LogitsProcessors | None}. */
+    LOGITS_PROCESSORS("an array of names (strings) or of objects with a string qualname, an args"
+        + " array and a kwargs object, or null"),
+    /** A completion's {@code dict[str, str | int | float] | None}. */
+    XARGS("an object of strings and numbers, or null"),
+    /** A chat's {@code dict[str, str | int | float | list[str | int | float]] | None}. */
+    CHAT_XARGS("an object of strings, numbers and arrays of them, or null");
+
+    final String what;
+
+    Shape(String what) {
+      this.what = what;
+    }
+  }
+
+  /** Fields both request models type, with their types; then those only the chat's has. */
+  private static final Map<String, Shape> TYPED = Map.ofEntries(
+      Map.entry("user", Shape.STRING_OR_NULL),
+      Map.entry("use_beam_search", Shape.BOOLEAN),
+      Map.entry("length_penalty", Shape.NUMBER),
+      Map.entry("skip_special_tokens", Shape.BOOLEAN),
+      Map.entry("spaces_between_special_tokens", Shape.BOOLEAN),
+      Map.entry("allowed_token_ids", Shape.INTEGERS_OR_NULL),
+      Map.entry("structured_outputs", Shape.STRUCTURED_OUTPUTS),
+      Map.entry("request_id", Shape.STRING),
+      Map.entry("logits_processors", Shape.LOGITS_PROCESSORS),
+      Map.entry("return_tokens_as_token_ids", Shape.BOOLEAN_OR_NULL),
+      Map.entry("kv_transfer_params", Shape.OBJECT_OR_NULL),
+      Map.entry("vllm_xargs", Shape.XARGS));
+  private static final Map<String, Shape> CHAT_TYPED = Map.of(
+      "include_reasoning", Shape.BOOLEAN,
+      "parallel_tool_calls", Shape.BOOLEAN_OR_NULL,
+      "bad_words", Shape.STRINGS,
+      "mm_processor_kwargs", Shape.OBJECT_OR_NULL,
+      "vllm_xargs", Shape.CHAT_XARGS);
+
   // a string may be as long as a body may be (Jackson's default bound, 20 million characters,
   // made a longer text prompt "not valid JSON" where vLLM reads it)
   private static final ObjectMapper JSON = new ObjectMapper(JsonFactory.builder()
@@ -74,6 +138,12 @@ final class RequestBody {
   private @Nullable Object messages;
   // the first content part vLLM's request model takes and its part parser refuses
   private @Nullable String partRefused;
+
+  // the fields of TYPED and CHAT_TYPED given with a value of another type, in the order given
+  // (a field given twice by its last value): the name, and whether it is wrong for a completion
+  // and for a chat
+  private final LinkedHashMap<String, boolean[]> mistyped =
+      new LinkedHashMap<>();
 
   private RequestBody(ObjectNode fields) {
     this.fields = fields;
@@ -140,6 +210,23 @@ final class RequestBody {
   }
 
   /**
+   * The first field the emulator does not use whose value vLLM's request model (a chat's with
+   * {@code chat}, else a completion's) refuses for its type, as {message, field}; null when
+   * there is none. A field only the other model has is not looked at, as vLLM ignores it.
+   */
+  String @Nullable [] mistypedField(boolean chat) {
+    for (var e : mistyped.entrySet()) {
+      if (e.getValue()[chat ? 1 : 0]) {
+        String name = e.getKey();
+        Shape shape = chat ? CHAT_TYPED.getOrDefault(name, TYPED.get(name)) : TYPED.get(name);
+        String what = shape == null ? "of another type" : shape.what;
+        return new String[] {"field '" + name + "' must be " + what, name};
+      }
+    }
+    return null;
+  }
+
+  /**
    * Reads a body.
    *
    * @param vocab token IDs at or above it are out of vocabulary
@@ -193,7 +280,15 @@ final class RequestBody {
             r.messages = r.readMessages(p);
           }
           default -> {
-            if (KEPT.contains(name)) {
+            Shape forCompletion = TYPED.get(name);
+            Shape forChat = CHAT_TYPED.getOrDefault(name, forCompletion);
+            if (forChat != null) {
+              boolean[] wrong = checkShapes(p, forCompletion, forChat);
+              r.mistyped.remove(name);
+              if (wrong[0] || wrong[1]) {
+                r.mistyped.put(name, wrong);
+              }
+            } else if (KEPT.contains(name)) {
               r.fields.set(name, p.<JsonNode>readValueAsTree());
             } else {
               p.skipChildren();
@@ -209,6 +304,178 @@ final class RequestBody {
     } catch (IOException e) {
       throw new Malformed("the request body is not valid JSON");
     }
+  }
+
+  /**
+   * Whether the value under the parser is of another type than {@code completion} (null: a
+   * field the completion's model does not have) and than {@code chat}; the parser ends on the
+   * value's last token. Scalars are read one at a time, so nothing the size of the value is kept.
+   */
+  private static boolean[] checkShapes(JsonParser p, @Nullable Shape completion, Shape chat)
+      throws IOException {
+    if (completion == Shape.XARGS && chat == Shape.CHAT_XARGS) {
+      // the one field typed differently: {} of scalars suits both, arrays among them only a chat
+      if (p.currentToken() == JsonToken.VALUE_NULL) {
+        return new boolean[] {false, false};
+      }
+      if (p.currentToken() != JsonToken.START_OBJECT) {
+        p.skipChildren();
+        return new boolean[] {true, true};
+      }
+      boolean anyArray = false;
+      boolean bad = false;
+      while (p.nextToken() != JsonToken.END_OBJECT) {
+        JsonToken v = p.nextToken();
+        if (v == JsonToken.START_ARRAY) {
+          anyArray = true;
+          while (p.nextToken() != JsonToken.END_ARRAY) {
+            bad |= !xargScalar(p);
+          }
+        } else {
+          bad |= !xargScalar(p);
+        }
+      }
+      return new boolean[] {bad || anyArray, bad};
+    }
+    boolean wrong = !fits(p, chat);
+    return new boolean[] {completion != null && wrong, wrong};
+  }
+
+  /** Whether the value under the parser is a string or a number (a boolean being one). */
+  private static boolean xargScalar(JsonParser p) throws IOException {
+    JsonToken t = p.currentToken();
+    if (t.isStructStart()) {
+      p.skipChildren();
+      return false;
+    }
+    return t == JsonToken.VALUE_STRING || t.isNumeric() || t.isBoolean();
+  }
+
+  /** Whether the value under the parser is of {@code shape}; the parser ends on its end. */
+  private static boolean fits(JsonParser p, Shape shape) throws IOException {
+    JsonToken t = p.currentToken();
+    boolean isNull = t == JsonToken.VALUE_NULL;
+    switch (shape) {
+      case STRING_OR_NULL, STRING -> {
+        p.skipChildren();
+        return t == JsonToken.VALUE_STRING || isNull && shape == Shape.STRING_OR_NULL;
+      }
+      case BOOLEAN, BOOLEAN_OR_NULL -> {
+        if (isNull) {
+          return shape == Shape.BOOLEAN_OR_NULL;
+        }
+        JsonNode n = scalar(p);
+        return n != null && EmulatedServer.laxBool(n) != null;
+      }
+      case NUMBER -> {
+        JsonNode n = scalar(p);
+        return !isNull && n != null && EmulatedServer.laxFloat(n) != null;
+      }
+      case INTEGERS_OR_NULL, STRINGS -> {
+        if (isNull) {
+          return shape == Shape.INTEGERS_OR_NULL;
+        }
+        if (t != JsonToken.START_ARRAY) {
+          p.skipChildren();
+          return false;
+        }
+        boolean ok = true;
+        while (p.nextToken() != JsonToken.END_ARRAY) {
+          if (shape == Shape.STRINGS) {
+            ok &= p.currentToken() == JsonToken.VALUE_STRING;
+            p.skipChildren();
+          } else {
+            JsonNode n = scalar(p);
+            ok &= n != null && EmulatedServer.isInt64(n);
+          }
+        }
+        return ok;
+      }
+      case OBJECT_OR_NULL -> {
+        p.skipChildren();
+        return isNull || t == JsonToken.START_OBJECT;
+      }
+      case STRUCTURED_OUTPUTS -> {
+        if (isNull) {
+          return true;
+        }
+        if (t != JsonToken.START_OBJECT) {
+          p.skipChildren();
+          return false;
+        }
+        boolean ok = true;
+        while (p.nextToken() != JsonToken.END_OBJECT) {
+          String name = p.currentName();
+          JsonToken v = p.nextToken();
+          boolean nul = v == JsonToken.VALUE_NULL;
+          switch (name) {
+            case "json" -> {
+              ok &= nul || v == JsonToken.VALUE_STRING || v == JsonToken.START_OBJECT;
+              p.skipChildren();
+            }
+            case "regex", "grammar", "whitespace_pattern", "structural_tag" -> {
+              ok &= fits(p, Shape.STRING_OR_NULL);
+            }
+            case "choice" -> ok &= nul || fits(p, Shape.STRINGS);
+            case "json_object" -> ok &= fits(p, Shape.BOOLEAN_OR_NULL);
+            case "disable_fallback", "disable_any_whitespace",
+                "disable_additional_properties" -> ok &= fits(p, Shape.BOOLEAN);
+            default -> p.skipChildren();
+          }
+        }
+        return ok;
+      }
+      case LOGITS_PROCESSORS -> {
+        if (isNull) {
+          return true;
+        }
+        if (t != JsonToken.START_ARRAY) {
+          p.skipChildren();
+          return false;
+        }
+        boolean ok = true;
+        while (p.nextToken() != JsonToken.END_ARRAY) {
+          JsonToken e = p.currentToken();
+          if (e == JsonToken.VALUE_STRING) {
+            continue;
+          }
+          if (e != JsonToken.START_OBJECT) {
+            p.skipChildren();
+            ok = false;
+            continue;
+          }
+          boolean named = false;
+          while (p.nextToken() != JsonToken.END_OBJECT) {
+            String name = p.currentName();
+            JsonToken v = p.nextToken();
+            switch (name) {
+              case "qualname" -> {
+                named = v == JsonToken.VALUE_STRING;
+                p.skipChildren();
+              }
+              case "args" -> {
+                ok &= v == JsonToken.VALUE_NULL || v == JsonToken.START_ARRAY;
+                p.skipChildren();
+              }
+              case "kwargs" -> ok &= fits(p, Shape.OBJECT_OR_NULL);
+              default -> p.skipChildren();
+            }
+          }
+          ok &= named;
+        }
+        return ok;
+      }
+      default -> throw new IllegalStateException(shape.name());
+    }
+  }
+
+  /** The scalar under the parser as a node; null, the value skipped, for an array or object. */
+  private static @Nullable JsonNode scalar(JsonParser p) throws IOException {
+    if (p.currentToken().isStructStart()) {
+      p.skipChildren();
+      return null;
+    }
+    return p.readValueAsTree();
   }
 
   /** Field {@code prompt}, the parser on its value. */
