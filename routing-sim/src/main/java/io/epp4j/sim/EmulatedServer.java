@@ -641,7 +641,7 @@ final class EmulatedServer implements AutoCloseable {
         // its body is parsed now, so that the bytes it holds in the budget (which other
         // connections' bodies may be waiting for) go back at once, not when its turn comes
         try {
-          executor.execute(() -> ex.parse(vocab()));
+          executor.execute(() -> ex.parse(vocab(), cluster.profile().vocab()));
         } catch (java.util.concurrent.RejectedExecutionException closing) {
           // the server is closing: the request is never handled, its body released below
         }
@@ -733,7 +733,7 @@ final class EmulatedServer implements AutoCloseable {
         // --enable-server-load-tracking, its default, the count stays 0
         case "/load" -> send(ex, 200, "application/json", LOAD_BODY);
         case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize" -> {
-          Object parsed = ex.parse(vocab());
+          Object parsed = ex.parse(vocab(), cluster.profile().vocab());
           if (parsed instanceof String malformed) {
             error(ex, 400, "BadRequestError", malformed);
             return;
@@ -1298,7 +1298,7 @@ final class EmulatedServer implements AutoCloseable {
     }
     // as vLLM makes its sampling parameters, before it checks their ranges: a json_schema
     // response format needs its schema, and logit_bias's keys become token IDs (Python's int())
-    String[] unusable = unusableSamplingField(body);
+    String[] unusable = unusableSamplingField(body, request.logitsProcessorsGiven());
     if (unusable != null) {
       error(ex, 400, "BadRequestError", unusable[0], unusable[1]);
       return;
@@ -1340,6 +1340,14 @@ final class EmulatedServer implements AutoCloseable {
     String outOfVocab = logitBiasOutOfVocab(body, cluster.profile().vocab());
     if (outOfVocab != null) {
       error(ex, 400, "BadRequestError", outOfVocab, "logit_bias");
+      return;
+    }
+    // allowed_token_ids, as vLLM's sampling parameters check it: not empty, each ID in the
+    // vocabulary; the filler does not keep to the IDs, so any other is refused as log
+    // probabilities are, rather than answered with tokens the request did not allow
+    String[] allowed = allowedTokenIdsRefused(request);
+    if (allowed != null) {
+      error(ex, 400, "BadRequestError", allowed[0], "allowed_token_ids");
       return;
     }
     // the emulated engine schedules first come, first served, as vLLM does without
@@ -2756,12 +2764,18 @@ final class EmulatedServer implements AutoCloseable {
    * {@code logit_bias} key that is not an integer (vLLM converts each key with int()). Neither
    * quotes what the client sent.
    */
-  static String @Nullable [] unusableSamplingField(JsonNode body) {
+  static String @Nullable [] unusableSamplingField(JsonNode body, boolean logitsProcessors) {
     JsonNode format = body.path("response_format");
     if (format.isObject() && "json_schema".equals(format.path("type").asText(null))
         && (format.path("json_schema").isMissingNode() || format.path("json_schema").isNull())) {
       return new String[] {"field 'response_format.json_schema' is required when"
           + " 'response_format.type' is json_schema", "response_format"};
+    }
+    // vLLM resolves a request's logits processors only with --logits-processor-pattern, which
+    // it is not started with by default (and the filler has no logits to process)
+    if (logitsProcessors) {
+      return new String[] {"The `logits_processors` argument is not supported by this server."
+          + " See --logits-processor-pattern engine argument for more information.", null};
     }
     JsonNode bias = body.path("logit_bias");
     if (bias.isObject()) {
@@ -2773,6 +2787,30 @@ final class EmulatedServer implements AutoCloseable {
       }
     }
     return null;
+  }
+
+  /**
+   * Why {@code allowed_token_ids} is refused, as {message}, or null when the request has none
+   * (left out or null): an empty list and IDs outside the model's vocabulary in vLLM's words,
+   * the IDs named in the order given; any other list because the filler output does not keep to
+   * it.
+   */
+  static String @Nullable [] allowedTokenIdsRefused(RequestBody request) {
+    int count = request.allowedTokenIdsCount();
+    if (count < 0) {
+      return null;
+    }
+    if (count == 0) {
+      return new String[] {"allowed_token_ids is not None and empty! (parameter=allowed_token_ids,"
+          + " value=[])"};
+    }
+    List<String> invalid = request.allowedTokenIdsOutOfVocab();
+    if (!invalid.isEmpty()) {
+      return new String[] {"allowed_token_ids contains out-of-vocab token id! (parameter="
+          + "allowed_token_ids, value=[" + String.join(", ", invalid) + "])"};
+    }
+    return new String[] {"field 'allowed_token_ids' limits the tokens generated, which the"
+        + " emulated replica's filler output does not keep to; leave it out"};
   }
 
   /**
@@ -2898,11 +2936,11 @@ final class EmulatedServer implements AutoCloseable {
      * Parsed once, by whichever thread comes first (a pipelined request's is parsed as soon as it
      * is read; its turn finds it done), its bytes given back to the budget then.
      */
-    synchronized Object parse(int vocab) {
+    synchronized Object parse(int vocab, int modelVocab) {
       Object p = parsed;
       if (p == null) {
         try {
-          p = RequestBody.read(body, vocab);
+          p = RequestBody.read(body, vocab, modelVocab);
         } catch (RequestBody.Malformed e) {
           p = String.valueOf(e.getMessage());
         } finally {

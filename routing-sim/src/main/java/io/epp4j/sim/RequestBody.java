@@ -145,6 +145,13 @@ final class RequestBody {
   private final LinkedHashMap<String, boolean[]> mistyped =
       new LinkedHashMap<>();
 
+  // field logits_processors given as a non-empty array
+  private boolean logitsProcessors;
+  // field allowed_token_ids: -1 when left out or null, else how many elements it holds, and
+  // (when every one is an integer) those outside the model's vocabulary, as Python writes them
+  private int allowedCount = -1;
+  private List<String> allowedOutOfVocab = List.of();
+
   private RequestBody(ObjectNode fields) {
     this.fields = fields;
   }
@@ -226,6 +233,30 @@ final class RequestBody {
     return null;
   }
 
+  /** Whether field {@code logits_processors} is a non-empty array. */
+  boolean logitsProcessorsGiven() {
+    return logitsProcessors;
+  }
+
+  /**
+   * How many elements field {@code allowed_token_ids} holds; -1 when it is left out or null (or
+   * of another type, which {@link #mistypedField} names).
+   */
+  int allowedTokenIdsCount() {
+    return allowedCount;
+  }
+
+  /**
+   * The IDs of field {@code allowed_token_ids} below 0 or at or above the model's vocabulary, in
+   * the order given (at most {@value #MAX_NAMED_IDS}).
+   */
+  List<String> allowedTokenIdsOutOfVocab() {
+    return allowedOutOfVocab;
+  }
+
+  /** Out-of-vocabulary IDs of {@code allowed_token_ids} kept to name: memory stays bounded. */
+  static final int MAX_NAMED_IDS = 1_000;
+
   /**
    * Reads a body.
    *
@@ -233,6 +264,17 @@ final class RequestBody {
    * @throws Malformed when the body is not valid JSON or not a JSON object
    */
   static RequestBody read(byte[] body, int vocab) throws Malformed {
+    return read(body, vocab, vocab);
+  }
+
+  /**
+   * Reads a body.
+   *
+   * @param vocab token IDs of a prompt at or above it are out of vocabulary
+   * @param modelVocab the model's vocabulary, which bounds {@code allowed_token_ids}
+   * @throws Malformed when the body is not valid JSON or not a JSON object
+   */
+  static RequestBody read(byte[] body, int vocab, int modelVocab) throws Malformed {
     try (JsonParser p = JSON.getFactory().createParser(body)) {
       JsonToken first = p.nextToken();
       if (first != JsonToken.START_OBJECT) {
@@ -282,7 +324,18 @@ final class RequestBody {
           default -> {
             Shape forCompletion = TYPED.get(name);
             Shape forChat = CHAT_TYPED.getOrDefault(name, forCompletion);
-            if (forChat != null) {
+            if (name.equals("allowed_token_ids") || name.equals("logits_processors")) {
+              // typed as the others, and kept: how many, and the IDs out of vocabulary
+              int n = name.equals("allowed_token_ids") ? r.readAllowed(p, modelVocab)
+                  : processorsCount(p);
+              if (name.equals("logits_processors")) {
+                r.logitsProcessors = n > 0;
+              }
+              r.mistyped.remove(name);
+              if (n == WRONG) {
+                r.mistyped.put(name, new boolean[] {true, true});
+              }
+            } else if (forChat != null) {
               boolean[] wrong = checkShapes(p, forCompletion, forChat);
               r.mistyped.remove(name);
               if (wrong[0] || wrong[1]) {
@@ -426,47 +479,102 @@ final class RequestBody {
         return ok;
       }
       case LOGITS_PROCESSORS -> {
-        if (isNull) {
-          return true;
-        }
-        if (t != JsonToken.START_ARRAY) {
-          p.skipChildren();
-          return false;
-        }
-        boolean ok = true;
-        while (p.nextToken() != JsonToken.END_ARRAY) {
-          JsonToken e = p.currentToken();
-          if (e == JsonToken.VALUE_STRING) {
-            continue;
-          }
-          if (e != JsonToken.START_OBJECT) {
-            p.skipChildren();
-            ok = false;
-            continue;
-          }
-          boolean named = false;
-          while (p.nextToken() != JsonToken.END_OBJECT) {
-            String name = p.currentName();
-            JsonToken v = p.nextToken();
-            switch (name) {
-              case "qualname" -> {
-                named = v == JsonToken.VALUE_STRING;
-                p.skipChildren();
-              }
-              case "args" -> {
-                ok &= v == JsonToken.VALUE_NULL || v == JsonToken.START_ARRAY;
-                p.skipChildren();
-              }
-              case "kwargs" -> ok &= fits(p, Shape.OBJECT_OR_NULL);
-              default -> p.skipChildren();
-            }
-          }
-          ok &= named;
-        }
-        return ok;
+        return processorsCount(p) != WRONG;
       }
       default -> throw new IllegalStateException(shape.name());
     }
+  }
+
+  /** What {@link #processorsCount} and {@link #readAllowed} answer for another type. */
+  private static final int WRONG = -2;
+
+  /**
+   * Field {@code logits_processors}, the parser on its value: how many processors it names (-1
+   * for null), or {@link #WRONG} when it is not an array of names or of objects with a string
+   * {@code qualname}, an {@code args} array and a {@code kwargs} object (each optional but the
+   * name).
+   */
+  private static int processorsCount(JsonParser p) throws IOException {
+    JsonToken t = p.currentToken();
+    if (t == JsonToken.VALUE_NULL) {
+      return -1;
+    }
+    if (t != JsonToken.START_ARRAY) {
+      p.skipChildren();
+      return WRONG;
+    }
+    boolean ok = true;
+    int n = 0;
+    while (p.nextToken() != JsonToken.END_ARRAY) {
+      n++;
+      JsonToken e = p.currentToken();
+      if (e == JsonToken.VALUE_STRING) {
+        continue;
+      }
+      if (e != JsonToken.START_OBJECT) {
+        p.skipChildren();
+        ok = false;
+        continue;
+      }
+      boolean named = false;
+      while (p.nextToken() != JsonToken.END_OBJECT) {
+        String name = p.currentName();
+        JsonToken v = p.nextToken();
+        switch (name) {
+          case "qualname" -> {
+            named = v == JsonToken.VALUE_STRING;
+            p.skipChildren();
+          }
+          case "args" -> {
+            ok &= v == JsonToken.VALUE_NULL || v == JsonToken.START_ARRAY;
+            p.skipChildren();
+          }
+          case "kwargs" -> ok &= fits(p, Shape.OBJECT_OR_NULL);
+          default -> p.skipChildren();
+        }
+      }
+      ok &= named;
+    }
+    return ok ? n : WRONG;
+  }
+
+  /**
+   * Field {@code allowed_token_ids}, the parser on its value: how many IDs it holds (-1 for
+   * null), or {@link #WRONG} when it is not an array of integers; the IDs outside
+   * {@code [0, modelVocab)} are kept to be named, the first {@link #MAX_NAMED_IDS} of them.
+   */
+  private int readAllowed(JsonParser p, int modelVocab) throws IOException {
+    allowedCount = -1;
+    allowedOutOfVocab = List.of();
+    JsonToken t = p.currentToken();
+    if (t == JsonToken.VALUE_NULL) {
+      return -1;
+    }
+    if (t != JsonToken.START_ARRAY) {
+      p.skipChildren();
+      return WRONG;
+    }
+    boolean ok = true;
+    int n = 0;
+    List<String> outside = new ArrayList<>();
+    while (p.nextToken() != JsonToken.END_ARRAY) {
+      n++;
+      JsonNode v = scalar(p);
+      if (v == null || !EmulatedServer.isInt64(v)) {
+        ok = false;
+        continue;
+      }
+      long id = EmulatedServer.int64(v);
+      if ((id < 0 || id >= modelVocab) && outside.size() < MAX_NAMED_IDS) {
+        outside.add(Long.toString(id));
+      }
+    }
+    if (!ok) {
+      return WRONG;
+    }
+    allowedCount = n;
+    allowedOutOfVocab = outside;
+    return n;
   }
 
   /** The scalar under the parser as a node; null, the value skipped, for an array or object. */
