@@ -1185,7 +1185,7 @@ final class EmulatedServer implements AutoCloseable {
       error(ex, 400, "BadRequestError", bad);
       return;
     }
-    if (!chat && request.prompt() == null) {
+    if (!chat && request.prompt() == null && !request.promptEmbedsGiven()) {
       error(ex, 400, "BadRequestError", PROMPT_REQUIRED);
       return;
     }
@@ -1231,6 +1231,13 @@ final class EmulatedServer implements AutoCloseable {
         return;
       }
       keep = (int) (truncate == -1 ? maxInput : truncate);
+    }
+    // prompt embeddings, which vLLM takes only with --enable-prompt-embeds (and the emulated
+    // replica not at all): refused as vLLM refuses them without it, as it loads them
+    if (!chat && request.promptEmbedsGiven()) {
+      error(ex, 400, "BadRequestError", "You must set `--enable-prompt-embeds` to input"
+          + " `prompt_embeds`. (parameter=prompt_embeds)", "prompt_embeds");
+      return;
     }
     Object parsed = parsePrompt(request, chat, true);
     if (parsed instanceof int[] ids && keep >= 0 && keep < ids.length) {

@@ -57,6 +57,8 @@ final class RequestBody {
     STRINGS("an array of strings"),
     /** {@code dict[str, Any] | None}. */
     OBJECT_OR_NULL("an object or null"),
+    /** A completion's {@code bytes | list[bytes] | None}. */
+    EMBEDS("a string (base64) or an array of them, or null"),
     /** vLLM's {@code StructuredOutputsParams | None}. */
     STRUCTURED_OUTPUTS("an object whose json is a string or an object, regex, grammar,"
         + " whitespace_pattern and structural_tag strings, choice an array of strings, json_object"
@@ -89,7 +91,8 @@ final class RequestBody {
       Map.entry("logits_processors", Shape.LOGITS_PROCESSORS),
       Map.entry("return_tokens_as_token_ids", Shape.BOOLEAN_OR_NULL),
       Map.entry("kv_transfer_params", Shape.OBJECT_OR_NULL),
-      Map.entry("vllm_xargs", Shape.XARGS));
+      Map.entry("vllm_xargs", Shape.XARGS),
+      Map.entry("prompt_embeds", Shape.EMBEDS));
   private static final Map<String, Shape> CHAT_TYPED = Map.of(
       "include_reasoning", Shape.BOOLEAN,
       "parallel_tool_calls", Shape.BOOLEAN_OR_NULL,
@@ -164,6 +167,14 @@ final class RequestBody {
   /** Field {@code prompt}, or null when the body has none. */
   @Nullable Prompt prompt() {
     return prompt;
+  }
+
+  /**
+   * Whether field {@code prompt_embeds} holds embeddings: given as anything but null or
+   * {@code []}.
+   */
+  boolean promptEmbedsGiven() {
+    return promptEmbeds;
   }
 
   /**
@@ -300,19 +311,28 @@ final class RequestBody {
             r.prompt = readPrompt(p, vocab);
           }
           case "prompt_embeds" -> {
-            // only whether it is given: the replica does not take embeddings
+            // only whether it is given, and of vLLM's type (bytes | list[bytes] | None: base64
+            // strings): the replica does not take embeddings
             JsonToken t0 = p.currentToken();
+            boolean typed = t0 == JsonToken.VALUE_NULL || t0 == JsonToken.VALUE_STRING;
             if (t0 == JsonToken.START_ARRAY) {
               // the array's elements, each skipped whole, up to its end
               boolean any = false;
+              typed = true;
               for (JsonToken e = p.nextToken(); e != JsonToken.END_ARRAY; e = p.nextToken()) {
                 any = true;
+                typed &= e == JsonToken.VALUE_STRING;
                 p.skipChildren();
               }
               r.promptEmbeds = any;
             } else {
               r.promptEmbeds = t0 != JsonToken.VALUE_NULL;
               p.skipChildren();
+            }
+            // a completion's field only: a chat's request model has none, and ignores it
+            r.mistyped.remove(name);
+            if (!typed) {
+              r.mistyped.put(name, new boolean[] {true, false});
             }
           }
           case "tokens" -> r.tokens = readTokens(p, vocab);
@@ -481,7 +501,7 @@ final class RequestBody {
       case LOGITS_PROCESSORS -> {
         return processorsCount(p) != WRONG;
       }
-      default -> throw new IllegalStateException(shape.name());
+      default -> throw new IllegalStateException(shape.name()); // EMBEDS: read by its case
     }
   }
 
