@@ -1419,7 +1419,16 @@ final class EmulatedServer implements AutoCloseable {
     };
     ChannelFuture connectionClosed = ex.channel.closeFuture();
     connectionClosed.addListener(clientGone);
-    String id = (chat ? "chatcmpl-" : "cmpl-") + Long.toHexString(IDS.incrementAndGet());
+    // as vLLM names its answers: the X-Request-Id header, else the body's request_id, else an
+    // id of its own
+    String requestId = ex.requestIdHeader;
+    if (requestId == null) {
+      requestId = request.requestId();
+    }
+    if (requestId == null) {
+      requestId = Long.toHexString(IDS.incrementAndGet());
+    }
+    String id = (chat ? "chatcmpl-" : "cmpl-") + requestId;
     String role = chat ? responseRole(request) : "";
     long created = System.currentTimeMillis() / 1000;
     // as vLLM's answers: the adapter the request ran on, else the base model
@@ -2925,6 +2934,8 @@ final class EmulatedServer implements AutoCloseable {
     volatile @Nullable ChannelFuture lastWrite;
     final boolean malformed;
     final boolean http10;
+    // the request's X-Request-Id header (its first line), null without one
+    final @Nullable String requestIdHeader;
     boolean keepAlive;
 
     Exchange(Channel channel, FullHttpRequest req, BodyBudget budget) {
@@ -2936,6 +2947,7 @@ final class EmulatedServer implements AutoCloseable {
       this.malformed = !req.decoderResult().isSuccess();
       this.http10 = req.protocolVersion().equals(HttpVersion.HTTP_1_0);
       this.keepAlive = HttpUtil.isKeepAlive(req);
+      this.requestIdHeader = req.headers().get("X-Request-Id");
     }
 
     /**

@@ -148,6 +148,8 @@ final class RequestBody {
   private final LinkedHashMap<String, boolean[]> mistyped =
       new LinkedHashMap<>();
 
+  // field request_id when a string
+  private @Nullable String requestId;
   // field logits_processors given as a non-empty array
   private boolean logitsProcessors;
   // field allowed_token_ids: -1 when left out or null, else how many elements it holds, and
@@ -242,6 +244,11 @@ final class RequestBody {
       }
     }
     return null;
+  }
+
+  /** Field {@code request_id}, null when it is left out or not a string. */
+  @Nullable String requestId() {
+    return requestId;
   }
 
   /** Whether field {@code logits_processors} is a non-empty array. */
@@ -356,6 +363,9 @@ final class RequestBody {
                 r.mistyped.put(name, new boolean[] {true, true});
               }
             } else if (forChat != null) {
+              if (name.equals("request_id")) {
+                r.requestId = p.currentToken() == JsonToken.VALUE_STRING ? p.getText() : null;
+              }
               boolean[] wrong = checkShapes(p, forCompletion, forChat);
               r.mistyped.remove(name);
               if (wrong[0] || wrong[1]) {
