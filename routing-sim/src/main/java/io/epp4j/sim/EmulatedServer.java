@@ -914,7 +914,17 @@ final class EmulatedServer implements AutoCloseable {
     // then validate_stream_options; for a completion validate_prompt_and_prompt_embeds, then
     // validate_stream_options, then check_logprobs (each refused in vLLM's words, naming the
     // field where vLLM's error does)
-    String[] invalid = chat ? toolUsageInvalid(body) : promptMissing(request);
+    // (each request model's check_cache_salt_support runs first, then a chat's
+    // check_generation_prompt, both on the raw body: Python's truth of the values, so "false" is
+    // true there)
+    String[] invalid = cacheSaltInvalid(body);
+    if (invalid == null && chat && pyTruthy(body.path("continue_final_message"))
+        && pyTruthy(body.path("add_generation_prompt"))) {
+      invalid = new String[] {GENERATION_PROMPT_CONFLICT, null};
+    }
+    if (invalid == null) {
+      invalid = chat ? toolUsageInvalid(body) : promptMissing(request);
+    }
     if (invalid == null && !chat) {
       invalid = streamOptionsInvalid(body);
     }
@@ -939,11 +949,6 @@ final class EmulatedServer implements AutoCloseable {
       return;
     }
     JsonNode saltNode = body.get("cache_salt");
-    if (saltNode != null && !saltNode.isNull() && (!saltNode.isTextual()
-        || saltNode.asText().isEmpty())) {
-      error(ex, 400, "BadRequestError", "field 'cache_salt' must be a non-empty string");
-      return;
-    }
     String salt = saltNode == null || saltNode.isNull() ? null : saltNode.asText();
     Boolean streamValue = laxBool(body.path("stream"));
     if (streamValue == null) {
@@ -1581,6 +1586,19 @@ final class EmulatedServer implements AutoCloseable {
     if (request.promptMissing()) {
       // a plain ValueError in vLLM, whose error names no param
       return new String[] {"Either prompt or prompt_embeds must be provided and non-empty.", null};
+    }
+    return null;
+  }
+
+  /**
+   * What vLLM's {@code check_cache_salt_support} refuses, as {message, field}, or null: a
+   * {@code cache_salt} given as anything but null or a non-empty string.
+   */
+  static String @Nullable [] cacheSaltInvalid(JsonNode body) {
+    JsonNode salt = body.path("cache_salt");
+    if (!salt.isMissingNode() && !salt.isNull() && (!salt.isTextual() || salt.asText().isEmpty())) {
+      // a plain ValueError in vLLM, whose error names no param
+      return new String[] {"Parameter 'cache_salt' must be a non-empty string if provided.", null};
     }
     return null;
   }
@@ -3072,7 +3090,7 @@ final class EmulatedServer implements AutoCloseable {
       return "field 'continue_final_message' must be a boolean";
     }
     if (cfm && agp && !agpNode.isMissingNode()) {
-      return "fields 'add_generation_prompt' and 'continue_final_message' must not both be true";
+      return GENERATION_PROMPT_CONFLICT;
     }
     JsonNode kwargs = body.path("chat_template_kwargs");
     if (!kwargs.isMissingNode() && !kwargs.isNull() && !kwargs.isObject()) {
@@ -3184,6 +3202,13 @@ final class EmulatedServer implements AutoCloseable {
    * only refuses the pair when both are given true, but the field defaults to true, so a request
    * that continues its last message must turn it off.
    */
+  /**
+   * vLLM's refusal of a chat whose {@code continue_final_message} and
+   * {@code add_generation_prompt} are both given true, by its request models' validator.
+   */
+  static final String GENERATION_PROMPT_CONFLICT = "Cannot set both `continue_final_message` and"
+      + " `add_generation_prompt` to True.";
+
   static final String CONTINUE_WITH_GENERATION_PROMPT = "continue_final_message and"
       + " add_generation_prompt are not compatible. Use continue_final_message when you want the"
       + " model to continue the final message, and add_generation_prompt when you want to add a"

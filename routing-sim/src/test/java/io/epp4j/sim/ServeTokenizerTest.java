@@ -527,7 +527,7 @@ class ServeTokenizerTest {
     assertThat(JSON.readTree(completion.body()).at("/usage/prompt_tokens").asInt()).isEqualTo(7);
     String[][] bad = {
         {",\"add_generation_prompt\":true,\"continue_final_message\":true",
-            "fields 'add_generation_prompt' and 'continue_final_message' must not both be true"},
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to True."},
         {",\"add_generation_prompt\":\"maybe\"", "field 'add_generation_prompt'"},
         {",\"chat_template_kwargs\":[1]", "field 'chat_template_kwargs' must be an object"},
     };

@@ -64,7 +64,7 @@ class ServeValidationOrderTest {
         {"/v1/chat/completions", chat + ",\"documents\":5", "'documents'"},
         {"/v1/chat/completions", chat + ",\"chat_template\":5", "'chat_template'"},
         {"/v1/chat/completions", chat + ",\"add_generation_prompt\":true,"
-            + "\"continue_final_message\":true", "'continue_final_message'"},
+            + "\"continue_final_message\":true", "Cannot set both `continue_final_message`"},
         {"/tokenize", "\"prompt\":\"a b\",\"add_special_tokens\":\"please\"",
             "'add_special_tokens'"},
         {"/tokenize", chat + ",\"chat_template_kwargs\":\"x\"", "'chat_template_kwargs'"}};
