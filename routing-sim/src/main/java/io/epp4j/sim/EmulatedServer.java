@@ -928,11 +928,16 @@ final class EmulatedServer implements AutoCloseable {
     if (invalid == null && !chat) {
       invalid = streamOptionsInvalid(body);
     }
+    // a chat's check_structured_outputs_count runs after its tools' validator, a completion's
+    // last, after its log probabilities'
+    if (invalid == null && chat) {
+      invalid = structuredConstraintsInvalid(request, true);
+    }
     if (invalid == null) {
       invalid = logprobsInvalid(body, chat);
     }
-    if (invalid == null && chat) {
-      invalid = streamOptionsInvalid(body);
+    if (invalid == null) {
+      invalid = chat ? streamOptionsInvalid(body) : structuredConstraintsInvalid(request, false);
     }
     if (invalid != null) {
       error(ex, 400, "BadRequestError", invalid[0], invalid[1]);
@@ -1588,6 +1593,21 @@ final class EmulatedServer implements AutoCloseable {
       return new String[] {"Either prompt or prompt_embeds must be provided and non-empty.", null};
     }
     return null;
+  }
+
+  /**
+   * What vLLM's {@code check_structured_outputs_count} refuses, as {message, field}, or null:
+   * {@code structured_outputs} with more than one of {@code json}, {@code regex} and
+   * {@code choice}; a completion's validator names the field, a chat's raises a plain error.
+   */
+  static String @Nullable [] structuredConstraintsInvalid(RequestBody request, boolean chat) {
+    if (!request.severalStructuredConstraints()) {
+      return null;
+    }
+    String message = "You can only use one kind of constraints for structured outputs ('json',"
+        + " 'regex' or 'choice').";
+    return chat ? new String[] {message, null}
+        : new String[] {message + " (parameter=structured_outputs)", "structured_outputs"};
   }
 
   /**

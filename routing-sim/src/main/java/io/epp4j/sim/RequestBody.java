@@ -148,6 +148,8 @@ final class RequestBody {
   private final LinkedHashMap<String, boolean[]> mistyped =
       new LinkedHashMap<>();
 
+  // field structured_outputs given with more than one of json, regex and choice
+  private boolean structuredConstraints;
   // field request_id when a string
   private @Nullable String requestId;
   // field logits_processors given as a non-empty array
@@ -244,6 +246,14 @@ final class RequestBody {
       }
     }
     return null;
+  }
+
+  /**
+   * Whether field {@code structured_outputs} gives more than one kind of constraint
+   * ({@code json}, {@code regex}, {@code choice}), which vLLM's request validators refuse.
+   */
+  boolean severalStructuredConstraints() {
+    return structuredConstraints;
   }
 
   /** Field {@code request_id}, null when it is left out or not a string. */
@@ -351,15 +361,20 @@ final class RequestBody {
           default -> {
             Shape forCompletion = TYPED.get(name);
             Shape forChat = CHAT_TYPED.getOrDefault(name, forCompletion);
-            if (name.equals("allowed_token_ids") || name.equals("logits_processors")) {
+            if (name.equals("allowed_token_ids") || name.equals("logits_processors")
+                || name.equals("structured_outputs")) {
               // typed as the others, and kept: how many, and the IDs out of vocabulary
               int n = name.equals("allowed_token_ids") ? r.readAllowed(p, modelVocab)
-                  : processorsCount(p);
+                  : name.equals("logits_processors") ? processorsCount(p)
+                  : structuredOutputs(p);
               if (name.equals("logits_processors")) {
                 r.logitsProcessors = n > 0;
               }
+              if (name.equals("structured_outputs")) {
+                r.structuredConstraints = n == CONSTRAINTS_AND_WRONG || n > 1;
+              }
               r.mistyped.remove(name);
-              if (n == WRONG) {
+              if (n == WRONG || n == CONSTRAINTS_AND_WRONG) {
                 r.mistyped.put(name, new boolean[] {true, true});
               }
             } else if (forChat != null) {
@@ -479,34 +494,7 @@ final class RequestBody {
         return isNull || t == JsonToken.START_OBJECT;
       }
       case STRUCTURED_OUTPUTS -> {
-        if (isNull) {
-          return true;
-        }
-        if (t != JsonToken.START_OBJECT) {
-          p.skipChildren();
-          return false;
-        }
-        boolean ok = true;
-        while (p.nextToken() != JsonToken.END_OBJECT) {
-          String name = p.currentName();
-          JsonToken v = p.nextToken();
-          boolean nul = v == JsonToken.VALUE_NULL;
-          switch (name) {
-            case "json" -> {
-              ok &= nul || v == JsonToken.VALUE_STRING || v == JsonToken.START_OBJECT;
-              p.skipChildren();
-            }
-            case "regex", "grammar", "whitespace_pattern", "structural_tag" -> {
-              ok &= fits(p, Shape.STRING_OR_NULL);
-            }
-            case "choice" -> ok &= nul || fits(p, Shape.STRINGS);
-            case "json_object" -> ok &= fits(p, Shape.BOOLEAN_OR_NULL);
-            case "disable_fallback", "disable_any_whitespace",
-                "disable_additional_properties" -> ok &= fits(p, Shape.BOOLEAN);
-            default -> p.skipChildren();
-          }
-        }
-        return ok;
+        return structuredOutputs(p) != WRONG;
       }
       case LOGITS_PROCESSORS -> {
         return processorsCount(p) != WRONG;
@@ -517,6 +505,64 @@ final class RequestBody {
 
   /** What {@link #processorsCount} and {@link #readAllowed} answer for another type. */
   private static final int WRONG = -2;
+
+  /**
+   * Field {@code structured_outputs}, the parser on its value: how many of the kinds of
+   * constraint {@code json}, {@code regex} and {@code choice} it gives (not null; -1 for a null
+   * field), as vLLM's validator counts them before any type is checked, or {@link #WRONG} when it
+   * is not vLLM's {@code StructuredOutputsParams}: {@code json} a string or an object,
+   * {@code regex}, {@code grammar}, {@code whitespace_pattern} and {@code structural_tag} strings,
+   * {@code choice} an array of strings, {@code json_object} and the {@code disable_} fields
+   * booleans (those not null), other fields ignored.
+   */
+  private static int structuredOutputs(JsonParser p) throws IOException {
+    JsonToken t = p.currentToken();
+    if (t == JsonToken.VALUE_NULL) {
+      return -1;
+    }
+    if (t != JsonToken.START_OBJECT) {
+      p.skipChildren();
+      return WRONG;
+    }
+    boolean ok = true;
+    // json, regex, choice given not null, by their last value
+    boolean[] kinds = new boolean[3];
+    while (p.nextToken() != JsonToken.END_OBJECT) {
+      String name = p.currentName();
+      JsonToken v = p.nextToken();
+      boolean nul = v == JsonToken.VALUE_NULL;
+      switch (name) {
+        case "json" -> {
+          kinds[0] = !nul;
+          ok &= nul || v == JsonToken.VALUE_STRING || v == JsonToken.START_OBJECT;
+          p.skipChildren();
+        }
+        case "regex" -> {
+          kinds[1] = !nul;
+          ok &= fits(p, Shape.STRING_OR_NULL);
+        }
+        case "grammar", "whitespace_pattern", "structural_tag" ->
+            ok &= fits(p, Shape.STRING_OR_NULL);
+        case "choice" -> {
+          kinds[2] = !nul;
+          ok &= nul || fits(p, Shape.STRINGS);
+        }
+        case "json_object" -> ok &= fits(p, Shape.BOOLEAN_OR_NULL);
+        case "disable_fallback", "disable_any_whitespace",
+            "disable_additional_properties" -> ok &= fits(p, Shape.BOOLEAN);
+        default -> p.skipChildren();
+      }
+    }
+    if (!ok) {
+      // the count is vLLM's first refusal, whatever the types
+      return kinds[0] && kinds[1] || kinds[0] && kinds[2] || kinds[1] && kinds[2]
+          ? CONSTRAINTS_AND_WRONG : WRONG;
+    }
+    return (kinds[0] ? 1 : 0) + (kinds[1] ? 1 : 0) + (kinds[2] ? 1 : 0);
+  }
+
+  /** What {@link #structuredOutputs} answers for several constraints of which some mistyped. */
+  private static final int CONSTRAINTS_AND_WRONG = -3;
 
   /**
    * Field {@code logits_processors}, the parser on its value: how many processors it names (-1

@@ -11,7 +11,8 @@ import org.junit.jupiter.api.Timeout;
 /**
  * The validators vLLM's request models run first, on the raw body, before any other check:
  * {@code check_cache_salt_support} (both models) and a chat's {@code check_generation_prompt},
- * in vLLM's words, with no {@code param}, as plain errors name none.
+ * in vLLM's words, with no {@code param}, as plain errors name none; and, in its place among
+ * them, {@code check_structured_outputs_count}.
  */
 @Timeout(60)
 class ServeRequestValidatorsTest {
@@ -39,6 +40,39 @@ class ServeRequestValidatorsTest {
         assertThat(error.get("param").isNull()).isTrue();
       }
     }
+  }
+
+  @Test
+  void severalKindsOfStructuredOutputConstraintsAreRefusedInTheValidatorsOrder()
+      throws Exception {
+    int port = replica.start();
+    String message = "You can only use one kind of constraints for structured outputs ('json',"
+        + " 'regex' or 'choice').";
+    String chat = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+    for (String several : List.of("{\"json\":{},\"regex\":\"a\"}",
+        "{\"regex\":\"a\",\"choice\":[\"x\"]}", "{\"json\":3,\"choice\":4}")) {
+      // before the model check, whatever the constraints' types; a completion's names the field
+      JsonNode completion = replica.refusal(port, "/v1/completions", "{\"prompt\":\"hi\","
+          + "\"model\":\"no-such-model\",\"structured_outputs\":" + several + "}");
+      assertThat(completion.get("message").asText()).as(several)
+          .isEqualTo(message + " (parameter=structured_outputs)");
+      assertThat(completion.get("param").asText()).isEqualTo("structured_outputs");
+      JsonNode chatError = replica.refusal(port, "/v1/chat/completions", "{" + chat
+          + ",\"model\":\"no-such-model\",\"structured_outputs\":" + several + "}");
+      assertThat(chatError.get("message").asText()).as(several).isEqualTo(message);
+      assertThat(chatError.get("param").isNull()).isTrue();
+    }
+    String several = ",\"structured_outputs\":{\"json\":{},\"regex\":\"a\"}";
+    // a chat's tools' validator runs before it, a completion's stream options' too
+    assertThat(replica.refusal(port, "/v1/chat/completions", "{" + chat + ",\"tools\":[]"
+        + several + "}").get("message").asText()).startsWith("`tools` must not be an empty");
+    assertThat(replica.refusal(port, "/v1/completions", "{\"prompt\":\"hi\","
+        + "\"stream_options\":{\"include_usage\":true}" + several + "}").get("message").asText())
+        .startsWith("Stream options can only be defined");
+    // one kind, the others null, is one
+    assertThat(replica.post(port, "/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":2,"
+        + "\"structured_outputs\":{\"regex\":\"a\",\"json\":null,\"choice\":null}}")
+        .statusCode()).isEqualTo(200);
   }
 
   @Test
