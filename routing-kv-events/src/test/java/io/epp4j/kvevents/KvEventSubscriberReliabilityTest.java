@@ -1530,6 +1530,9 @@ class KvEventSubscriberReliabilityTest {
       sub.addEndpoint(at1);
       awaitSubscription(pubX, "X's subscription");
       awaitSubscription(pub1, "the subscription at the first port");
+      // the publisher sees the subscription once the SUB socket connects, before the subscriber
+      // has made that socket's disconnect monitor: counted once both endpoints are connected
+      await(() -> sub.connectedEndpoints() == 2, "both endpoints connected");
       long opened = sub.subscriptionsOpened();
       int sockets = sub.openSockets();
       publish(pubX, "kv@" + idX + "@m", 0, ENCODER.encode(storedAndEvicted(303, 3000)));
@@ -1582,6 +1585,8 @@ class KvEventSubscriberReliabilityTest {
       awaitSubscription(pubX, "X's subscription");
       awaitSubscription(pub1, "the subscription at the first port");
       awaitSubscription(pubC, "C's subscription");
+      // counted once each endpoint's disconnect monitor is made too (after its subscription)
+      await(() -> sub.connectedEndpoints() == 3, "the three endpoints connected");
       long opened = sub.subscriptionsOpened();
       int sockets = sub.openSockets();
       String topicX = "kv@127.0.0.1:8001@m";
