@@ -293,18 +293,27 @@ public final class Parameters {
    * {@code 1.5h}, units {@code ns us µs ms s m h}, up to the largest 64-bit count of nanoseconds.
    * Whole numbers are exact and a fraction is exact to the nanosecond ({@code 1.005s} is 1005
    * ms), as in Go; {@code .5s}, {@code 5.s}, a leading {@code +} and the bare {@code 0} are
-   * accepted as Go accepts them. Any other bare number is an error, as its unit would be a guess,
-   * and so is a negative duration.
+   * accepted as Go accepts them, and so is a negative zero ({@code -0}, {@code -0s}). Any other
+   * bare number is an error, as its unit would be a guess, and so is a negative duration (its
+   * error says so).
    */
   public java.time.Duration getDuration(String name, java.time.Duration defaultValue) {
     Object v = raw(name);
     if (v == null) {
       return defaultValue;
     }
-    long nanos = v instanceof String s ? parseGoDuration(s.trim()) : -1;
+    String t = v instanceof String s ? s.trim() : "";
+    long nanos = v instanceof String ? parseGoDuration(t) : -1;
+    long unsigned = nanos < 0 && t.startsWith("-") ? parseGoDuration(t.substring(1)) : -1;
+    if (unsigned == 0) {
+      nanos = 0; // "-0s" is zero, as Go reads it
+    }
     if (nanos < 0) {
-      refuse(name, "must be a duration with a unit such as '200ms', '5s' or '1m30s', got '" + v
-          + "'");
+      // a duration with a minus sign is a duration: "not a duration" would send the user looking
+      // for the wrong mistake
+      refuse(name, unsigned > 0
+          ? "must not be a negative duration, got '" + v + "'"
+          : "must be a duration with a unit such as '200ms', '5s' or '1m30s', got '" + v + "'");
       return defaultValue;
     }
     return java.time.Duration.ofNanos(nanos);

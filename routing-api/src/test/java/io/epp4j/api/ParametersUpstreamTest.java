@@ -63,6 +63,26 @@ class ParametersUpstreamTest {
     }
   }
 
+  /** A minus sign is what is wrong with '-5s', not its form: the error says so. */
+  @Test
+  void aNegativeDurationIsRefusedAsNegativeNotAsNoDuration() {
+    assertThat(read("-0")).isEqualTo(Duration.ZERO); // Go's negative zero
+    assertThat(read("-0s")).isEqualTo(Duration.ZERO);
+    for (String bad : List.of("-5s", " -1m30s", "-0.5ms", "-1ns")) {
+      Parameters p = Parameters.of(Map.of("d", bad));
+      p.getDuration("d", Duration.ofSeconds(7));
+      assertThat(p.errors()).as("%s", bad).singleElement().satisfies(e -> assertThat(e)
+          .startsWith("parameter 'd'").contains("must not be a negative duration")
+          .doesNotContain("with a unit"));
+    }
+    for (String bad : List.of("-", "-x", "--5s", "-5")) {
+      Parameters p = Parameters.of(Map.of("d", bad));
+      p.getDuration("d", Duration.ofSeconds(7));
+      assertThat(p.errors()).as("%s", bad).singleElement()
+          .satisfies(e -> assertThat(e).contains("must be a duration with a unit"));
+    }
+  }
+
   @Test
   void aNoticeMarksTheParameterReadAndKeepsTheReason() {
     Parameters p = Parameters.of(Map.of("primaryPort", 8000, "typo", 1));
