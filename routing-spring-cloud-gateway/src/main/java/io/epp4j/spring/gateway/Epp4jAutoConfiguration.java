@@ -124,6 +124,45 @@ public class Epp4jAutoConfiguration {
   }
 
   /**
+   * The counter of the headers routing plugins asked for that the {@code Epp4j} filters left out
+   * (a name that is no HTTP token, a value holding a control character), all routes and pools
+   * together; recorded to the {@link OpenTelemetry} bean.
+   */
+  public static final String HEADERS_LEFT_OUT_METRIC = "epp4j.gateway.plugin_headers_left_out";
+
+  /**
+   * Reports {@value #HEADERS_LEFT_OUT_METRIC} to the application's {@link OpenTelemetry} bean,
+   * when there is one; stops with the context.
+   */
+  @Bean(destroyMethod = "close")
+  HeadersLeftOutMetric epp4jHeadersLeftOutMetric(ObjectProvider<OpenTelemetry> otel) {
+    OpenTelemetry telemetry = otel.getIfAvailable();
+    return new HeadersLeftOutMetric(telemetry == null ? null : telemetry
+        .getMeter("io.epp4j.spring.gateway")
+        .counterBuilder(HEADERS_LEFT_OUT_METRIC)
+        .setDescription("Headers routing plugins asked for that the gateway left out: a name"
+            + " that is no HTTP token or a value holding a control character")
+        .setUnit("{header}")
+        .buildWithCallback(m -> m.record(Epp4jGatewayFilter.HEADER_REFUSALS.count())));
+  }
+
+  /** The registration of {@value #HEADERS_LEFT_OUT_METRIC}, if any; closed with the context. */
+  static final class HeadersLeftOutMetric implements AutoCloseable {
+    private final @org.jspecify.annotations.Nullable AutoCloseable registration;
+
+    HeadersLeftOutMetric(@org.jspecify.annotations.Nullable AutoCloseable registration) {
+      this.registration = registration;
+    }
+
+    @Override
+    public void close() throws Exception {
+      if (registration != null) {
+        registration.close();
+      }
+    }
+  }
+
+  /**
    * Checks the {@code epp4j.*} properties against the beans the context ended up with, once all
    * are built: every bean above yields to the application's own, and a property that built the
    * bean replaced would otherwise be ignored without a word. Not replaceable itself.

@@ -7,10 +7,12 @@ import static org.springframework.cloud.gateway.support.ServerWebExchangeUtils.G
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.epp4j.api.Endpoint;
+import io.epp4j.api.HeaderChecks;
 import io.epp4j.api.Rejection;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.RedactedException;
 import io.epp4j.api.RepeatedHeaders;
+import io.epp4j.api.Ticker;
 import io.epp4j.core.Router;
 import io.epp4j.scorers.PdProfileHandler;
 import java.net.ConnectException;
@@ -73,6 +75,15 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
   /** Routes already warned about for listing more than one {@code Epp4j} filter. */
   private static final java.util.Set<String> WARNED_ROUTES =
       java.util.concurrent.ConcurrentHashMap.newKeySet();
+  /**
+   * The headers routing plugins asked for that this gateway left out: a name that is no HTTP
+   * token or a value holding a control character, which Reactor Netty refuses (the request failed
+   * with a 500 and was never sent) or, on an answer, would write as it is. Each is logged,
+   * throttled per header name, naming the header and never its value; the count is the
+   * {@value Epp4jAutoConfiguration#HEADERS_LEFT_OUT_METRIC} metric.
+   */
+  static final HeaderChecks.Refusals HEADER_REFUSALS = new HeaderChecks.Refusals(LOG,
+      Ticker.system());
 
   private final Router router;
   private final String scheme;
@@ -245,8 +256,8 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     java.util.Set<String> removed;
     Map<String, String> set;
     try {
-      removed = d.removedRequestHeaders();
-      set = d.requestHeaders();
+      removed = HEADER_REFUSALS.removable(d.removedRequestHeaders());
+      set = HEADER_REFUSALS.settable(d.requestHeaders(), HeaderChecks.Refusals.Kind.REQUEST_SET);
     } catch (RuntimeException e) {
       return headerAskFailed(exchange, d, e);
     }
@@ -390,7 +401,9 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
               RedactedException.of(e));
           return Mono.empty();
         }
-        asked.forEach(response.getHeaders()::set);
+        // a name that is no token or a value with a control character is left out, reported
+        HEADER_REFUSALS.settable(asked, HeaderChecks.Refusals.Kind.RESPONSE_SET)
+            .forEach(response.getHeaders()::set);
       }
       return Mono.empty();
     });
@@ -440,8 +453,8 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
     java.util.Set<String> removed;
     java.util.Map<String, String> set;
     try {
-      removed = d.removedRequestHeaders();
-      set = d.requestHeaders();
+      removed = HEADER_REFUSALS.removable(d.removedRequestHeaders());
+      set = HEADER_REFUSALS.settable(d.requestHeaders(), HeaderChecks.Refusals.Kind.REQUEST_SET);
     } catch (RuntimeException e) {
       // ends this attempt with an error whoever logs it (Spring's error handler) cannot quote
       // the prompt from: the class and the frames, not the message
