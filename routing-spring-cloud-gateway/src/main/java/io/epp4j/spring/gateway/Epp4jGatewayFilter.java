@@ -451,20 +451,28 @@ final class Epp4jGatewayFilter implements Epp4jRouting {
       Endpoint target) {
     d.onFallback(target);
     java.util.Set<String> removed;
+    java.util.Map<String, String> asked;
     java.util.Map<String, String> set;
     try {
       removed = HEADER_REFUSALS.removable(d.removedRequestHeaders());
-      set = HEADER_REFUSALS.settable(d.requestHeaders(), HeaderChecks.Refusals.Kind.REQUEST_SET);
+      asked = d.requestHeaders();
+      set = HEADER_REFUSALS.settable(asked, HeaderChecks.Refusals.Kind.REQUEST_SET);
     } catch (RuntimeException e) {
       // ends this attempt with an error whoever logs it (Spring's error handler) cannot quote
       // the prompt from: the class and the frames, not the message
       throw RedactedException.of(e);
     }
-    if (removed.isEmpty() && set.isEmpty()) {
+    if (removed.isEmpty() && asked.isEmpty()) {
       return exchange;
     }
     ServerHttpRequest again = exchange.getRequest().mutate().headers(h -> {
       removed.forEach(h::remove);
+      // a header left out for this attempt does not keep the value set for an earlier one
+      asked.keySet().forEach(name -> {
+        if (!set.containsKey(name)) {
+          h.remove(name);
+        }
+      });
       set.forEach(h::set);
     }).build();
     return exchange.mutate().request(again).build();

@@ -140,4 +140,47 @@ class Epp4jResponseHeadersTest {
       assertThat(attempts.get(1).getFirst("x-primary-only")).isNull();
     }
   }
+
+  @Test
+  void aFallbackIsForwardedWithoutTheHeadersNoGatewayCanSend() {
+    // the fallback's headers are read again for its endpoint: one that is no token or holds a
+    // control character is left out there too, and the others set
+    io.epp4j.api.RequestListener asks = new io.epp4j.api.RequestListener() {
+      @Override
+      public void afterRouting(io.epp4j.api.InferenceRequest request,
+          io.epp4j.api.CycleState state, RoutingDecision decision) {
+        decision.setRequestHeaderFor("x-attempt", d -> d.servedBy().id());
+        decision.setRequestHeaderFor("x-tag", d -> d.servedBy().equals(d.primary()) ? "fine"
+            : "for the fallback\r\nx-injected: b");
+      }
+    };
+    try (Router r = Router.builder().endpoints(POOL).listener(asks).configYaml("""
+        plugins:
+        - type: queue-scorer
+        - type: max-score-picker
+          parameters: {maxNumOfEndpoints: 2}
+        schedulingProfiles:
+        - name: default
+          plugins: [{pluginRef: queue-scorer}, {pluginRef: max-score-picker}]
+        """, "two-picks").build()) {
+      MockServerWebExchange exchange = exchange();
+      List<org.springframework.http.HttpHeaders> attempts = new java.util.ArrayList<>();
+      long before = Epp4jGatewayFilter.HEADER_REFUSALS.count();
+      new Epp4jGatewayFilter(r, "http", 1 << 20).filter(exchange, e -> {
+        attempts.add(e.getRequest().getHeaders());
+        if (attempts.size() == 1) {
+          return reactor.core.publisher.Mono.error(new java.net.ConnectException("refused"));
+        }
+        ServerWebExchangeUtils.setAlreadyRouted(e);
+        e.getResponse().setStatusCode(HttpStatus.OK);
+        return e.getResponse().setComplete();
+      }).block();
+      assertThat(attempts).hasSize(2);
+      assertThat(attempts.get(0).getFirst("x-tag")).isEqualTo("fine");
+      assertThat(attempts.get(1).getFirst("x-attempt")).isNotEqualTo(
+          attempts.get(0).getFirst("x-attempt"));
+      assertThat(attempts.get(1).getFirst("x-tag")).isNull();
+      assertThat(Epp4jGatewayFilter.HEADER_REFUSALS.count() - before).isEqualTo(1);
+    }
+  }
 }
