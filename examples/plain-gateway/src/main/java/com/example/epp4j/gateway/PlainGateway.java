@@ -7,7 +7,9 @@ import com.sun.net.httpserver.HttpServer;
 import io.epp4j.api.Candidate;
 import io.epp4j.api.Endpoint;
 import io.epp4j.api.Rejection;
+import io.epp4j.api.HeaderChecks;
 import io.epp4j.api.RepeatedHeaders;
+import io.epp4j.api.Ticker;
 import io.epp4j.api.RoutingDecision;
 import io.epp4j.api.Usage;
 import io.epp4j.core.MetricsScraper;
@@ -55,6 +57,13 @@ import org.jspecify.annotations.Nullable;
  */
 public final class PlainGateway implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(PlainGateway.class.getName());
+  /**
+   * The headers routing plugins asked for that the gateway left out (a name that is no HTTP
+   * token, a value holding a control character, one the JDK's HTTP client or server cannot
+   * send): counted, and logged throttled per header name, never with the value.
+   */
+  private final HeaderChecks.Refusals headerRefusals = new HeaderChecks.Refusals(LOG,
+      Ticker.system());
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Larger request bodies get 413: the default request parser's limit, enforced while reading. */
   public static final int MAX_BODY_BYTES = OpenAiRequestParser.DEFAULT_MAX_BODY_BYTES;
@@ -632,7 +641,7 @@ public final class PlainGateway implements AutoCloseable {
           .POST(HttpRequest.BodyPublishers.ofByteArray(body));
       // the client's end-to-end headers: Authorization (a replica started with --api-key checks
       // it), trace context, request IDs, ...; not those a routing plugin asked to remove
-      java.util.Set<String> removed = d.removedRequestHeaders();
+      java.util.Set<String> removed = headerRefusals.removable(d.removedRequestHeaders());
       for (Map.Entry<String, List<String>> h : clientHeaders.entrySet()) {
         if (!removed.contains(h.getKey())) {
           for (String v : h.getValue()) {
@@ -644,7 +653,8 @@ public final class PlainGateway implements AutoCloseable {
           .setHeader(RoutingDecision.DESTINATION_HEADER, d.destinationHeaderValue());
       // what the routing plugins asked for (p2p-source-producer's KV cache source), read for
       // this attempt: after a fallback a value may name the endpoint now tried
-      Map<String, String> asked = d.requestHeaders();
+      Map<String, String> asked = headerRefusals.settable(d.requestHeaders(),
+          HeaderChecks.Refusals.Kind.REQUEST_SET);
       Endpoint prefill = PdProfileHandler.prefillEndpoint(d);
       if (prefill != null) {
         fwd.header(PdProfileHandler.PREFILLER_HEADER, prefill.id());
@@ -894,12 +904,32 @@ public final class PlainGateway implements AutoCloseable {
    * own of that name; one the JDK's HTTP client does not let a caller set ({@code host},
    * {@code content-length}, {@code connection}, …) or a value it refuses is left out.
    */
-  private static void setIfAllowed(HttpRequest.Builder fwd, String name, String value) {
+  private void setIfAllowed(HttpRequest.Builder fwd, String name, String value) {
     try {
       fwd.setHeader(name, value);
     } catch (IllegalArgumentException refused) {
-      // the HTTP client manages it or cannot send it: the request goes without it
+      // the HTTP client manages it or cannot send it: the request goes without it, reported
+      // (its message quotes the value, which may come from the prompt: not logged)
+      headerRefusals.leftOut(HeaderChecks.Refusals.Kind.REQUEST_SET, name, isFieldValue(value)
+          ? " is a header the JDK's HTTP client does not let the gateway set"
+          : " has a value holding " + beyondLatin1(value) + ", which the JDK's HTTP client"
+              + " cannot send");
     }
+  }
+
+  /** The first character of {@code value} that {@link #isFieldValue} refuses, by its code. */
+  private static String beyondLatin1(String value) {
+    for (int i = 0; i < value.length(); i++) {
+      if (!isFieldValue(String.valueOf(value.charAt(i)))) {
+        return String.format("U+%04X at index %d", (int) value.charAt(i), i);
+      }
+    }
+    return "nothing refused";
+  }
+
+  /** Headers routing plugins asked for that the gateway left out so far. */
+  public long headersLeftOut() {
+    return headerRefusals.count();
   }
 
   /**
@@ -921,11 +951,18 @@ public final class PlainGateway implements AutoCloseable {
     ex.getResponseHeaders().set(RoutingDecision.DESTINATION_HEADER, target.id());
     // what the routing plugins asked to set on an answer a replica served (the session token of
     // session-affinity-scorer, naming the endpoint that served it)
-    d.responseHeaders().forEach((name, value) -> {
-      if (isFieldValue(value)) {
-        ex.getResponseHeaders().set(name, value);
-      }
-    });
+    // a name that is no token (the JDK's server would write it as it is) or a value holding a
+    // control character or a character it cannot send is left out, reported
+    headerRefusals.settable(d.responseHeaders(), HeaderChecks.Refusals.Kind.RESPONSE_SET)
+        .forEach((name, value) -> {
+          if (isFieldValue(value)) {
+            ex.getResponseHeaders().set(name, value);
+          } else {
+            headerRefusals.leftOut(HeaderChecks.Refusals.Kind.RESPONSE_SET, name,
+                " has a value holding " + beyondLatin1(value) + ", which the JDK's HTTP server"
+                    + " cannot send");
+          }
+        });
     closeAfterIfStopping(ex);
     OutputStream out = ex.getResponseBody();
     IOException notSent = null;

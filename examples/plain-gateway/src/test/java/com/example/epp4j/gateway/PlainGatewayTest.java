@@ -1209,6 +1209,85 @@ class PlainGatewayTest {
   }
 
   @Test
+  void headersAPluginAsksForThatCannotBeSentAreLeftOutLoggedByNameAndCounted() throws Exception {
+    // before, those the JDK's HTTP client refused and answer values holding a control character
+    // were dropped without a word, and an answer header whose name held a space went out as it
+    // was ("X bad: v")
+    List<String> received = new CopyOnWriteArrayList<>();
+    int port = fakeReplica(ex -> {
+      ex.getRequestBody().readAllBytes();
+      ex.getRequestHeaders().forEach((name, values) -> received.add(
+          name.toLowerCase(java.util.Locale.ROOT) + "=" + String.join(",", values)));
+      byte[] ok = "{\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}"
+          .getBytes(StandardCharsets.UTF_8);
+      ex.getResponseHeaders().set("content-type", "application/json");
+      ex.sendResponseHeaders(200, ok.length);
+      ex.getResponseBody().write(ok);
+      ex.close();
+    });
+    RequestListener asker = new RequestListener() {
+      @Override
+      public void afterRouting(InferenceRequest request, io.epp4j.api.CycleState state,
+          io.epp4j.api.RoutingDecision decision) {
+        decision.setRequestHeader("x-good", "fine");
+        decision.setRequestHeader("x-tag", "prompt words\r\nx-injected: b");
+        decision.setRequestHeader("x bad", "v");
+        decision.setRequestHeader("host", "elsewhere"); // the JDK's HTTP client sets it
+        decision.setResponseHeader("x-also-good", d -> "fine too");
+        decision.setResponseHeader("x-bad", d -> "prompt words\nx-injected: c");
+        decision.setResponseHeader("x bad", d -> "v");
+        decision.setResponseHeader("x-wide", d -> "prompt words \u0100");
+      }
+    };
+    startGateway(asker, at(port));
+    List<String> warnings = new CopyOnWriteArrayList<>();
+    java.util.logging.Logger log = java.util.logging.Logger.getLogger(PlainGateway.class.getName());
+    java.util.logging.Handler capture = new java.util.logging.Handler() {
+      @Override
+      public void publish(java.util.logging.LogRecord record) {
+        if (record.getLevel() == java.util.logging.Level.WARNING) {
+          warnings.add(record.getMessage());
+        }
+      }
+
+      @Override
+      public void flush() {}
+
+      @Override
+      public void close() {}
+    };
+    log.addHandler(capture);
+    String answer;
+    byte[] body = completion("hi").getBytes(StandardCharsets.UTF_8);
+    try (java.net.Socket s =
+        new java.net.Socket(InetAddress.getLoopbackAddress(), gateway.port())) {
+      s.setSoTimeout((int) DEADLINE.toMillis());
+      s.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n"
+          + "Connection: close\r\nContent-Length: " + body.length + "\r\n\r\n")
+          .getBytes(StandardCharsets.US_ASCII));
+      s.getOutputStream().write(body);
+      answer = new String(s.getInputStream().readAllBytes(), StandardCharsets.ISO_8859_1);
+    } finally {
+      log.removeHandler(capture);
+    }
+    assertThat(answer).startsWith("HTTP/1.1 200");
+    String head = answer.substring(0, answer.indexOf("\r\n\r\n")).toLowerCase(java.util.Locale.ROOT);
+    assertThat(head).contains("x-also-good: fine too").doesNotContain("x bad")
+        .doesNotContain("x-bad").doesNotContain("x-injected").doesNotContain("x-wide");
+    assertThat(received).contains("x-good=fine").noneMatch(h -> h.startsWith("x-tag")
+        || h.startsWith("x bad") || h.startsWith("x-injected") || h.contains("elsewhere"));
+    assertThat(gateway.headersLeftOut()).isEqualTo(6);
+    assertThat(warnings).hasSize(6).noneMatch(w -> w.contains("prompt words"));
+    assertThat(warnings).anyMatch(w -> w.contains("request header") && w.contains("'x-tag'")
+        && w.contains("U+000D"));
+    assertThat(warnings).anyMatch(w -> w.contains("request header") && w.contains("'x bad'"));
+    assertThat(warnings).anyMatch(w -> w.contains("'host'") && w.contains("HTTP client"));
+    assertThat(warnings).anyMatch(w -> w.contains("response header") && w.contains("'x-bad'"));
+    assertThat(warnings).anyMatch(w -> w.contains("response header") && w.contains("'x bad'"));
+    assertThat(warnings).anyMatch(w -> w.contains("'x-wide'") && w.contains("U+0100"));
+  }
+
+  @Test
   void theClientsEndToEndHeadersReachTheReplicaAndItsHopByHopOnesDoNot() throws Exception {
     // trace context and request IDs went no further than the gateway: a replica's logs and
     // traces could not be tied to the client's request
