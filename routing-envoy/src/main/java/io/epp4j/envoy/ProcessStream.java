@@ -479,7 +479,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     // Envoy's own replies
     send(d != null && !answeredByEnvoy
         ? ExtProcMessages.continueResponseHeaders(settings.refusals.settable(
-            askedResponseHeaders(d), HeaderRefusals.Kind.RESPONSE_SET), rawValues)
+            askedResponseHeaders(d), io.epp4j.api.HeaderChecks.Refusals.Kind.RESPONSE_SET), rawValues)
         : ExtProcMessages.continueResponseHeaders());
     if (envoysReply && d != null) {
       // the endpoint did not serve the request, whatever the status: the decision fails
@@ -598,7 +598,7 @@ final class ProcessStream implements StreamObserver<ProcessingRequest> {
     phase = Phase.AWAIT_RESPONSE;
     // what the plugins asked for, less what Envoy would refuse (reported by the refusals)
     Map<String, String> set = settings.refusals.settable(d.requestHeaders(),
-        HeaderRefusals.Kind.REQUEST_SET);
+        io.epp4j.api.HeaderChecks.Refusals.Kind.REQUEST_SET);
     Set<String> remove = settings.refusals.removable(d.removedRequestHeaders());
     // FULL_DUPLEX_STREAMED and STREAMED: Envoy removed the request's content-length when it sent
     // the headers, as the processor might change the body; the body goes on whole and unchanged,
