@@ -19,7 +19,9 @@ import org.jspecify.annotations.Nullable;
  * 5.6.2) and a value without control characters (HTAB aside) or DEL (section 5.5). Anything else
  * is refused by the gateway's HTTP stack (the request failing with a 500) or, written as it is,
  * would add header lines of the value's making (a CR LF in a value taken from the prompt), so a
- * gateway leaves such a header out and reports it with {@link Refusals}.
+ * gateway leaves such a header out and reports it with {@link Refusals}. So it does with a valid
+ * header the gateway must set itself ({@link #whyReserved}: the body's framing, the request's
+ * {@code host}).
  */
 public final class HeaderChecks {
   private static final String TCHAR_SYMBOLS = "!#$%&'*+-.^_`|~";
@@ -99,6 +101,23 @@ public final class HeaderChecks {
     return i < 0 ? null : String.format("U+%04X at index %d", (int) value.charAt(i), i);
   }
 
+  /**
+   * Why a routing plugin may not ask for the valid header {@code name} (any case) on a header of
+   * {@code kind}, or null when it may. {@code content-length} and {@code transfer-encoding} frame
+   * the body, which a gateway passes on unchanged and frames itself: a plugin's value would
+   * misframe the request or the answer. {@code host} on the request is its authority, which the
+   * gateway sets for the endpoint it picked.
+   */
+  public static @Nullable String whyReserved(String name, Refusals.Kind kind) {
+    if (name.equalsIgnoreCase("content-length") || name.equalsIgnoreCase("transfer-encoding")) {
+      return " frames the body, which passes unchanged: routing plugins may not set or remove it";
+    }
+    if (name.equalsIgnoreCase("host") && kind != Refusals.Kind.RESPONSE_SET) {
+      return " is the request's authority, which routing plugins may not set or remove";
+    }
+    return null;
+  }
+
   private static int refusedInValue(String value) {
     for (int i = 0; i < value.length(); i++) {
       char c = value.charAt(i);
@@ -165,17 +184,19 @@ public final class HeaderChecks {
     }
 
     /**
-     * {@code asked} without the headers whose name is no token or whose value is not valid,
-     * each left out counted and reported ({@code kind} says which ask); the same map when none
-     * is left out.
+     * {@code asked} without the headers whose name is no token, is reserved
+     * ({@link #whyReserved}) or whose value is not valid, each left out counted and reported
+     * ({@code kind} says which ask); the same map when none is left out.
      */
     public Map<String, String> settable(Map<String, String> asked, Kind kind) {
       Map<String, String> out = null;
       for (Map.Entry<String, String> e : asked.entrySet()) {
         String name = e.getKey();
         String badName = whyNotToken(name);
-        String badValue = badName == null ? whyInvalidValue(e.getValue()) : null;
-        if (badName == null && badValue == null) {
+        String reserved = badName == null ? whyReserved(name, kind) : null;
+        String badValue = badName == null && reserved == null ? whyInvalidValue(e.getValue())
+            : null;
+        if (badName == null && reserved == null && badValue == null) {
           if (out != null) {
             out.put(name, e.getValue());
           }
@@ -192,20 +213,22 @@ public final class HeaderChecks {
         }
         leftOut(kind, name, badName != null
             ? " is not a valid header name (" + badName + ")"
-            : " has a value holding " + badValue);
+            : reserved != null ? reserved : " has a value holding " + badValue);
       }
       return out == null ? asked : out;
     }
 
     /**
      * {@code asked} without the names that are no token (no header of such a name can be on a
-     * request), each counted and reported; the same set when none is left out.
+     * request) or are reserved ({@link #whyReserved}), each counted and reported; the same set
+     * when none is left out.
      */
     public Set<String> removable(Set<String> asked) {
       Set<String> out = null;
       for (String name : asked) {
         String badName = whyNotToken(name);
-        if (badName == null) {
+        String reserved = badName == null ? whyReserved(name, Kind.REQUEST_REMOVE) : null;
+        if (badName == null && reserved == null) {
           if (out != null) {
             out.add(name);
           }
@@ -220,8 +243,9 @@ public final class HeaderChecks {
             out.add(before);
           }
         }
-        leftOut(Kind.REQUEST_REMOVE, name, " is not a valid header name (" + badName
-            + "); no header of that name can be on the request");
+        leftOut(Kind.REQUEST_REMOVE, name, reserved != null ? reserved
+            : " is not a valid header name (" + badName + "); no header of that name can be on"
+                + " the request");
       }
       return out == null ? asked : out;
     }

@@ -138,4 +138,26 @@ class HeaderChecksTest {
     assertThat(refusals.count()).isEqualTo(HeaderChecks.Refusals.MAX_THROTTLED_NAMES + 10);
     assertThat(logged).hasSize(HeaderChecks.Refusals.MAX_THROTTLED_NAMES + 1);
   }
+
+  /** The body's framing both ways, and the request's host, are the gateway's own. */
+  @Test
+  void theFramingAndTheRequestsHostAreLeftOutAsReserved() {
+    Map<String, String> asked = new LinkedHashMap<>();
+    asked.put("Content-Length", "1");
+    asked.put("transfer-encoding", "chunked");
+    asked.put("Host", "elsewhere");
+    asked.put("x-kept", "yes");
+    assertThat(refusals.settable(asked, HeaderChecks.Refusals.Kind.REQUEST_SET))
+        .containsExactly(Map.entry("x-kept", "yes"));
+    Map<String, String> answer = new LinkedHashMap<>(asked);
+    assertThat(refusals.settable(answer, HeaderChecks.Refusals.Kind.RESPONSE_SET))
+        .containsOnlyKeys("Host", "x-kept");
+    assertThat(refusals.removable(new LinkedHashSet<>(List.of("host", "x-gone",
+        "content-length")))).containsExactly("x-gone");
+    assertThat(refusals.count()).isEqualTo(7);
+    assertThat(logged).anySatisfy(m -> assertThat(m).contains("'Content-Length' frames the body"))
+        .anySatisfy(m -> assertThat(m).contains("'Host' is the request's authority"));
+    assertThat(HeaderChecks.whyReserved("x-other", HeaderChecks.Refusals.Kind.REQUEST_SET))
+        .isNull();
+  }
 }

@@ -122,13 +122,7 @@ final class HeaderRefusals {
       return " is a pseudo-header, which routing plugins may not set or remove (Envoy ignores"
           + " or refuses most such mutations and would apply :path or :status after the pick)";
     }
-    if (name.equals("host") && kind != Kind.RESPONSE_SET) {
-      return " is the request's authority, which routing plugins may not set or remove (Envoy"
-          + " ignores or refuses such a mutation)";
-    }
-    if (name.equals("content-length") || name.equals("transfer-encoding")) {
-      return " frames the body, which passes unchanged: routing plugins may not set or remove it";
-    }
-    return null;
+    // host (Envoy ignores or refuses a change of it) and the body's framing: every gateway's rule
+    return HeaderChecks.whyReserved(name, kind);
   }
 }

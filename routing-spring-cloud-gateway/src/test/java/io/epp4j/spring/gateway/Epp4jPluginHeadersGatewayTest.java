@@ -52,13 +52,15 @@ import org.springframework.test.context.DynamicPropertySource;
 class Epp4jPluginHeadersGatewayTest {
   /** The forwarded requests' headers, as the replica got them. */
   static final BlockingQueue<Map<String, List<String>>> FORWARDED = new LinkedBlockingQueue<>();
+  /** The forwarded requests' bodies, as the replica read them. */
+  static final BlockingQueue<String> BODIES = new LinkedBlockingQueue<>();
   static final HttpServer REPLICA = replica();
 
   static HttpServer replica() {
     try {
       HttpServer s = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
       s.createContext("/", ex -> {
-        ex.getRequestBody().readAllBytes();
+        BODIES.add(new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
         Map<String, List<String>> copy = new java.util.TreeMap<>(String.CASE_INSENSITIVE_ORDER);
         ex.getRequestHeaders().forEach((k, v) -> copy.put(k, new ArrayList<>(v)));
         FORWARDED.add(copy);
@@ -103,7 +105,11 @@ class Epp4jPluginHeadersGatewayTest {
             RoutingDecision decision) {
           decision.setRequestHeader("x-good", "fine");
           decision.setResponseHeader("x-also-good", d -> "fine too");
-          if ("request".equals(request.prompt())) {
+          if ("framing".equals(request.prompt())) {
+            decision.setRequestHeader("content-length", "1");
+            decision.setRequestHeader("Host", "elsewhere.invalid");
+            decision.setResponseHeader("Content-Length", d -> "3");
+          } else if ("request".equals(request.prompt())) {
             decision.setRequestHeader("x-tag", "prompt words\r\nx-injected: b");
             decision.setRequestHeader("x bad", "v");
           } else {
@@ -122,6 +128,7 @@ class Epp4jPluginHeadersGatewayTest {
   @BeforeEach
   void capture() {
     FORWARDED.clear();
+    BODIES.clear();
   }
 
   @AfterAll
@@ -209,5 +216,28 @@ class Epp4jPluginHeadersGatewayTest {
     assertThat(warnings()).anySatisfy(w -> assertThat(w).contains("response header")
         .contains("'x-bad'").contains("U+000A"));
     assertThat(warnings()).noneSatisfy(w -> assertThat(w).contains("prompt words"));
+  }
+
+  /**
+   * The body's framing and the request's authority are the gateway's to set: a plugin's
+   * content-length would cut the request or the answer short, its host would name another
+   * server than the endpoint picked.
+   */
+  @Test
+  void framingAndHostAskedForByAPluginAreLeftOutAndTheBodiesPassWhole() throws Exception {
+    long before = Epp4jGatewayFilter.HEADER_REFUSALS.count();
+    String answer = post("framing");
+    assertThat(answer).startsWith("HTTP/1.1 200");
+    assertThat(answer).contains("{\"choices\":[{\"text\":\"ok\"}]}");
+    assertThat(head(answer)).doesNotContain("content-length: 3");
+    Map<String, List<String>> forwarded = FORWARDED.poll(10, TimeUnit.SECONDS);
+    assertThat(forwarded).as("the request reached the replica").isNotNull();
+    assertThat(BODIES.poll(10, TimeUnit.SECONDS)).isEqualTo("{\"model\":\"m\",\"prompt\":\"framing\"}");
+    assertThat(forwarded.get("host")).noneSatisfy(h -> assertThat(h).contains("elsewhere"));
+    assertThat(forwarded.get("content-length")).doesNotContain("1");
+    assertThat(Epp4jGatewayFilter.HEADER_REFUSALS.count() - before).isEqualTo(3);
+    assertThat(warnings()).anySatisfy(w -> assertThat(w).contains("'content-length' frames the body"));
+    // the decision keeps header names in lower case
+    assertThat(warnings()).anySatisfy(w -> assertThat(w).contains("'host' is the request's authority"));
   }
 }

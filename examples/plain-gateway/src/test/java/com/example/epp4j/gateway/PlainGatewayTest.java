@@ -1232,7 +1232,8 @@ class PlainGatewayTest {
         decision.setRequestHeader("x-good", "fine");
         decision.setRequestHeader("x-tag", "prompt words\r\nx-injected: b");
         decision.setRequestHeader("x bad", "v");
-        decision.setRequestHeader("host", "elsewhere"); // the JDK's HTTP client sets it
+        decision.setRequestHeader("host", "elsewhere"); // reserved: the picked endpoint's
+        decision.setRequestHeader("upgrade", "h2c"); // the JDK's HTTP client sets it
         decision.setResponseHeader("x-also-good", d -> "fine too");
         decision.setResponseHeader("x-bad", d -> "prompt words\nx-injected: c");
         decision.setResponseHeader("x bad", d -> "v");
@@ -1276,12 +1277,14 @@ class PlainGatewayTest {
         .doesNotContain("x-bad").doesNotContain("x-injected").doesNotContain("x-wide");
     assertThat(received).contains("x-good=fine").noneMatch(h -> h.startsWith("x-tag")
         || h.startsWith("x bad") || h.startsWith("x-injected") || h.contains("elsewhere"));
-    assertThat(gateway.headersLeftOut()).isEqualTo(6);
-    assertThat(warnings).hasSize(6).noneMatch(w -> w.contains("prompt words"));
+    assertThat(gateway.headersLeftOut()).isEqualTo(7);
+    assertThat(warnings).hasSize(7).noneMatch(w -> w.contains("prompt words"));
     assertThat(warnings).anyMatch(w -> w.contains("request header") && w.contains("'x-tag'")
         && w.contains("U+000D"));
     assertThat(warnings).anyMatch(w -> w.contains("request header") && w.contains("'x bad'"));
-    assertThat(warnings).anyMatch(w -> w.contains("'host'") && w.contains("HTTP client"));
+    assertThat(warnings).anyMatch(w -> w.contains("'host'")
+        && w.contains("the request's authority"));
+    assertThat(warnings).anyMatch(w -> w.contains("'upgrade'") && w.contains("HTTP client"));
     assertThat(warnings).anyMatch(w -> w.contains("response header") && w.contains("'x-bad'"));
     assertThat(warnings).anyMatch(w -> w.contains("response header") && w.contains("'x bad'"));
     assertThat(warnings).anyMatch(w -> w.contains("'x-wide'") && w.contains("U+0100"));
