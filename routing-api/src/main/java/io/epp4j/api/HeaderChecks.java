@@ -19,9 +19,9 @@ import org.jspecify.annotations.Nullable;
  * 5.6.2) and a value without control characters (HTAB aside) or DEL (section 5.5). Anything else
  * is refused by the gateway's HTTP stack (the request failing with a 500) or, written as it is,
  * would add header lines of the value's making (a CR LF in a value taken from the prompt), so a
- * gateway leaves such a header out and reports it with {@link Refusals}. So it does with a valid
- * header the gateway must set itself ({@link #whyReserved}: the body's framing, the request's
- * {@code host}).
+ * gateway leaves such a header out and reports it with {@link Refusals}. So it does with a
+ * header the gateway must set itself ({@link #whyReserved}: pseudo-headers, the body's framing,
+ * the request's {@code host}).
  */
 public final class HeaderChecks {
   private static final String TCHAR_SYMBOLS = "!#$%&'*+-.^_`|~";
@@ -102,13 +102,19 @@ public final class HeaderChecks {
   }
 
   /**
-   * Why a routing plugin may not ask for the valid header {@code name} (any case) on a header of
-   * {@code kind}, or null when it may. {@code content-length} and {@code transfer-encoding} frame
+   * Why a routing plugin may not ask for header {@code name} (any case) on a header of
+   * {@code kind}, or null when it may. A pseudo-header ({@code :path}, {@code :authority},
+   * {@code :status}, ...) is the gateway's: it names the request it forwards and the status it
+   * judged the endpoint by (and a proxy such as Envoy ignores or refuses most such changes).
+   * {@code content-length} and {@code transfer-encoding} frame
    * the body, which a gateway passes on unchanged and frames itself: a plugin's value would
    * misframe the request or the answer. {@code host} on the request is its authority, which the
    * gateway sets for the endpoint it picked.
    */
   public static @Nullable String whyReserved(String name, Refusals.Kind kind) {
+    if (name.length() > 1 && name.charAt(0) == ':') {
+      return " is a pseudo-header, which routing plugins may not set or remove";
+    }
     if (name.equalsIgnoreCase("content-length") || name.equalsIgnoreCase("transfer-encoding")) {
       return " frames the body, which passes unchanged: routing plugins may not set or remove it";
     }
@@ -192,8 +198,8 @@ public final class HeaderChecks {
       Map<String, String> out = null;
       for (Map.Entry<String, String> e : asked.entrySet()) {
         String name = e.getKey();
-        String badName = whyNotToken(name);
-        String reserved = badName == null ? whyReserved(name, kind) : null;
+        String reserved = whyReserved(name, kind);
+        String badName = reserved == null ? whyNotToken(name) : null;
         String badValue = badName == null && reserved == null ? whyInvalidValue(e.getValue())
             : null;
         if (badName == null && reserved == null && badValue == null) {
@@ -211,9 +217,9 @@ public final class HeaderChecks {
             out.put(before.getKey(), before.getValue());
           }
         }
-        leftOut(kind, name, badName != null
-            ? " is not a valid header name (" + badName + ")"
-            : reserved != null ? reserved : " has a value holding " + badValue);
+        leftOut(kind, name, reserved != null ? reserved
+            : badName != null ? " is not a valid header name (" + badName + ")"
+            : " has a value holding " + badValue);
       }
       return out == null ? asked : out;
     }
@@ -226,8 +232,8 @@ public final class HeaderChecks {
     public Set<String> removable(Set<String> asked) {
       Set<String> out = null;
       for (String name : asked) {
-        String badName = whyNotToken(name);
-        String reserved = badName == null ? whyReserved(name, Kind.REQUEST_REMOVE) : null;
+        String reserved = whyReserved(name, Kind.REQUEST_REMOVE);
+        String badName = reserved == null ? whyNotToken(name) : null;
         if (badName == null && reserved == null) {
           if (out != null) {
             out.add(name);

@@ -159,5 +159,14 @@ class HeaderChecksTest {
         .anySatisfy(m -> assertThat(m).contains("'Host' is the request's authority"));
     assertThat(HeaderChecks.whyReserved("x-other", HeaderChecks.Refusals.Kind.REQUEST_SET))
         .isNull();
+    // a pseudo-header is named as one, not as a name with a ':' in it
+    Map<String, String> pseudo = new LinkedHashMap<>();
+    pseudo.put(":path", "/v1/other");
+    pseudo.put(":", "x");
+    assertThat(refusals.settable(pseudo, HeaderChecks.Refusals.Kind.REQUEST_SET)).isEmpty();
+    assertThat(refusals.removable(Set.of(":status"))).isEmpty();
+    assertThat(logged).anySatisfy(m -> assertThat(m).contains("':path' is a pseudo-header"))
+        .anySatisfy(m -> assertThat(m).contains("':status' is a pseudo-header"))
+        .anySatisfy(m -> assertThat(m).contains("':' is not a valid header name"));
   }
 }
